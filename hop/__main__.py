@@ -1,0 +1,7 @@
+"""``python -m hop`` is the ``hop`` command."""
+
+import sys
+
+from hop.cli import main
+
+sys.exit(main())

@@ -1,0 +1,181 @@
+"""The ``hop`` command line.
+
+    hop run JOB.py INPUT... -o OUT [--workers N] [--reducers R] [--blocking] [--overwrite] [--quiet]
+    hop submit JOB.py INPUT... -o OUT --coordinator tcp://HOST:PORT     (same options, an existing cluster)
+    hop coordinator [--bind tcp://HOST:PORT]
+    hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N]
+    hop gen text|pageviews ...                                            (seeded test data)
+
+Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the cluster did not answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.gen.cli import parse_size
+from hop.gen.cli import register as register_gen
+from hop.inputs import InputError
+from hop.loader import JobFileError, load_job_file
+from hop.local_cluster import ClusterStartError, LocalCluster
+from hop.runner import JobFailed, build_spec, run_steps, wall_time
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
+    parser.add_argument("job", help="a Python file defining one hop.Job subclass")
+    parser.add_argument("inputs", nargs="+", help="input files, directories or globs")
+    parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
+    parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
+    parser.add_argument("--blocking", action="store_true",
+                        help="Hadoop-style baseline: reducers get a map's output only after it commits")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument("--split-size", type=_size, default=32 << 20, help="bytes per input split (default 32MB)")
+    parser.add_argument("--spill-records", type=int, default=1_000_000,
+                        help="map output records buffered before a spill (default 1,000,000)")
+    parser.add_argument("--reduce-memory", type=_size, default=64 << 20,
+                        help="received bytes a reducer holds in memory before merging to disk (default 64MB)")
+    parser.add_argument("--input-format", choices=["text", "jsonl", "csv"], default=None,
+                        help="override the job's input_format")
+    parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
+    parser.add_argument("--max-attempts", type=int, default=4, help="attempts per task before the job fails")
+    parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    if embedded:
+        parser.add_argument("--workers", type=int, default=None,
+                            help="worker processes of the embedded cluster, one map slot each (default: cores)")
+        parser.add_argument("--coordinator", default=None, help="submit to this cluster instead of starting one")
+    else:
+        parser.add_argument("--coordinator", required=True, help="the cluster's coordinator, tcp://HOST:PORT")
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        job_class = load_job_file(args.job, args.job_class)
+    except JobFileError as error:
+        return _fail(str(error), 2)
+    workers = getattr(args, "workers", None) or os.cpu_count() or 1
+    reducers = args.reducers or workers
+    spec = build_spec(
+        job_class, args.inputs, args.output, num_reduces=reducers,
+        mode="blocking" if args.blocking else "pipelined", split_size=args.split_size,
+        spill_records=args.spill_records, reduce_memory=args.reduce_memory, overwrite=args.overwrite,
+        input_format=args.input_format, options={"max_attempts": args.max_attempts},
+    )
+    cluster: LocalCluster | None = None
+    try:
+        address = args.coordinator
+        if address is None:
+            cluster = LocalCluster(workers=workers, map_slots=1, reduce_slots=-(-reducers // workers))
+            cluster.start()
+            address = cluster.address
+        client = Client(address)
+        try:
+            report = run_steps(client, spec, progress=not args.quiet, timeout=args.timeout)
+        finally:
+            client.close()
+    except JobFailed as failure:
+        status = failure.status
+        if status.get("traceback"):
+            sys.stderr.write(status["traceback"])
+        return _fail(f"job failed: {failure}", 1)
+    except (JobRejected, InputError, ValueError) as error:
+        return _fail(str(error), 2)
+    except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
+        return _fail(str(error), 3)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    if not args.quiet:
+        counters = report["counters"]
+        print(f"hop: {report['job_id']} succeeded in {wall_time(report):.2f}s: "
+              f"{counters['map_input_records']:,} input records, {counters['reduce_output_records']:,} output "
+              f"records in {args.output}", file=sys.stderr)
+    return 0
+
+
+def _fail(reason: str, code: int) -> int:
+    print(f"hop: error: {reason}", file=sys.stderr)
+    return code
+
+
+def _coordinator(args: argparse.Namespace) -> int:
+    from hop import coordinator
+
+    argv = ["--bind", args.bind, "--heartbeat-timeout", str(args.heartbeat_timeout)]
+    return coordinator.main(argv)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from hop import worker
+
+    argv = ["--coordinator", args.coordinator, "--host", args.host]
+    if args.map_slots is not None:
+        argv += ["--map-slots", str(args.map_slots)]
+    if args.reduce_slots is not None:
+        argv += ["--reduce-slots", str(args.reduce_slots)]
+    if args.name:
+        argv += ["--name", args.name]
+    return worker.main(argv)
+
+
+def _status(args: argparse.Namespace) -> int:
+    client = Client(args.coordinator, timeout=10)
+    try:
+        status: Any = client.status(args.job_id)
+    except (CoordinatorUnavailable, JobRejected) as error:
+        return _fail(str(error), 3)
+    finally:
+        client.close()
+    print(json.dumps(status, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hop", description="A pipelined MapReduce engine.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a job (on an embedded local cluster unless --coordinator)")
+    _add_job_arguments(run, embedded=True)
+    run.set_defaults(func=_run)
+    submit = commands.add_parser("submit", help="run a job on an existing cluster")
+    _add_job_arguments(submit, embedded=False)
+    submit.set_defaults(func=_run)
+    coord = commands.add_parser("coordinator", help="start a coordinator; prints its address")
+    coord.add_argument("--bind", default="tcp://127.0.0.1:*")
+    coord.add_argument("--heartbeat-timeout", type=float, default=10.0)
+    coord.set_defaults(func=_coordinator)
+    work = commands.add_parser("worker", help="start a worker for a coordinator")
+    work.add_argument("--coordinator", required=True)
+    work.add_argument("--map-slots", type=int, default=None)
+    work.add_argument("--reduce-slots", type=int, default=None)
+    work.add_argument("--host", default="127.0.0.1")
+    work.add_argument("--name", default=None)
+    work.set_defaults(func=_worker)
+    status = commands.add_parser("status", help="print a job's status as JSON")
+    status.add_argument("job_id")
+    status.add_argument("--coordinator", required=True)
+    status.set_defaults(func=_status)
+    register_gen(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

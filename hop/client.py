@@ -1,0 +1,81 @@
+"""Talking to a coordinator: submit a job, poll its status, ask for shutdown.
+
+Every request waits at most ``timeout`` seconds for its reply; a coordinator that does not answer raises
+:class:`CoordinatorUnavailable` instead of hanging the CLI.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from hop.jobspec import JobSpec
+from hop.protocol import close_socket, message, unpack
+
+
+class CoordinatorUnavailable(RuntimeError):
+    """The coordinator did not answer in time."""
+
+
+class JobRejected(ValueError):
+    """The coordinator refused a request; the message says why."""
+
+
+class Client:
+    def __init__(self, address: str, timeout: float = 30.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.context = zmq.Context.instance()
+        self._socket = self._connect()
+
+    def _connect(self) -> zmq.Socket:
+        socket = self.context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(self.address)
+        return socket
+
+    def request(self, msg_type: str, /, **fields: Any) -> dict[str, Any]:
+        kind = msg_type
+        self._socket.send(message(msg_type, **fields))
+        if not self._socket.poll(int(self.timeout * 1000)):
+            # A late reply must not be taken for the answer to the next request: start a fresh socket.
+            close_socket(self._socket)
+            self._socket = self._connect()
+            raise CoordinatorUnavailable(f"coordinator {self.address} did not answer {kind!r} within "
+                                         f"{self.timeout:.0f}s")
+        reply = unpack(self._socket.recv())
+        if reply["type"] == "error":
+            raise JobRejected(reply["message"])
+        return reply
+
+    def submit(self, spec: JobSpec) -> str:
+        return str(self.request("submit", job=spec.to_wire())["job_id"])
+
+    def status(self, job_id: str) -> dict[str, Any]:
+        return self.request("status", job_id=job_id)
+
+    def wait(self, job_id: str, on_status: Callable[[dict[str, Any]], None] | None = None,
+             poll_seconds: float = 0.2, timeout: float | None = None) -> dict[str, Any]:
+        """Poll until the job finishes; returns the final status (with ``report``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status(job_id)
+            if on_status is not None:
+                on_status(status)
+            if status["state"] != "running":
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {job_id} still running after {timeout}s")
+            time.sleep(poll_seconds)
+
+    def workers(self) -> list[dict[str, Any]]:
+        return list(self.request("workers")["workers"])
+
+    def shutdown(self) -> None:
+        self.request("shutdown")
+
+    def close(self) -> None:
+        close_socket(self._socket)

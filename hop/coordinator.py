@@ -1,0 +1,302 @@
+"""The coordinator process (the JobTracker): accepts jobs, assigns tasks to worker slots, relays commits.
+
+It binds one ROUTER socket; workers and clients connect DEALER sockets (messages in ``hop.protocol``). Per job the
+bookkeeping lives in :class:`hop.scheduler.JobState`; this module only moves messages, carries out the state
+machine's actions (broadcasts, output renames, the job report) and watches heartbeats.
+
+Run as ``hop coordinator [--bind tcp://HOST:PORT]``; it prints its address on the first line of stdout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from hop.inputs import InputError, expand_inputs, make_splits
+from hop.jobspec import JobSpec
+from hop.protocol import close_socket, message, unpack
+from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState
+
+HEARTBEAT_TIMEOUT = 10.0
+
+
+@dataclass
+class WorkerInfo:
+    identity: bytes
+    name: str
+    host: str
+    pid: int
+    map_slots: int
+    reduce_slots: int
+    free_map: int
+    free_reduce: int
+    last_seen: float
+    alive: bool = True
+
+
+class OutputExistsError(ValueError):
+    pass
+
+
+def prepare_output(output: str, overwrite: bool) -> None:
+    """Create the output directory; refuse a non-empty one unless ``overwrite``."""
+    path = Path(output)
+    if path.exists() and not path.is_dir():
+        raise OutputExistsError(f"output {output} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+class Coordinator:
+    """The coordinator's event loop and the state it does not delegate to ``JobState``."""
+
+    def __init__(self, bind: str = "tcp://127.0.0.1:*", heartbeat_timeout: float = HEARTBEAT_TIMEOUT) -> None:
+        self.context = zmq.Context.instance()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
+        self.socket.bind(bind)
+        self.address = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.heartbeat_timeout = heartbeat_timeout
+        self.workers: dict[str, WorkerInfo] = {}
+        self.jobs: dict[str, JobState] = {}
+        self._job_numbers = itertools.count(1)
+        self.running = True
+
+    # Loop ----------------------------------------------------------------------------------------------------
+    def serve(self) -> None:
+        try:
+            while self.running:
+                if self.socket.poll(100):
+                    while True:
+                        try:
+                            identity, frame = self.socket.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self.handle(identity, unpack(frame))
+                self._check_heartbeats()
+                self._schedule()
+        finally:
+            for worker in self.workers.values():
+                if worker.alive:
+                    self.socket.send_multipart([worker.identity, message("shutdown")])
+            close_socket(self.socket)
+
+    def _send(self, identity: bytes, msg_type: str, /, **fields: Any) -> None:
+        self.socket.send_multipart([identity, message(msg_type, **fields)])
+
+    def _broadcast(self, msg_type: str, /, **fields: Any) -> None:
+        for worker in self.workers.values():
+            if worker.alive:
+                self._send(worker.identity, msg_type, **fields)
+
+    # Messages ------------------------------------------------------------------------------------------------
+    def handle(self, identity: bytes, msg: dict[str, Any]) -> None:
+        kind = msg["type"]
+        handler = getattr(self, f"on_{kind}", None)
+        if handler is None:
+            self._send(identity, "error", message=f"unknown message type {kind!r}")
+            return
+        handler(identity, msg)
+
+    def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
+        name = msg["worker"]
+        self.workers[name] = WorkerInfo(identity, name, msg["host"], msg["pid"], msg["map_slots"],
+                                        msg["reduce_slots"], msg["map_slots"], msg["reduce_slots"], time.time())
+        self._send(identity, "registered")
+        for job in self.jobs.values():  # a late worker must know where running reducers are
+            if job.state == "running":
+                for index, (attempt, address) in job.reducer_addresses.items():
+                    self._send(identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt,
+                               address=address)
+
+    def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
+        worker = self.workers.get(msg["worker"])
+        if worker is not None:
+            worker.last_seen = time.time()
+
+    def on_workers(self, identity: bytes, msg: dict[str, Any]) -> None:
+        self._send(identity, "workers", workers=[
+            {"name": w.name, "host": w.host, "pid": w.pid, "alive": w.alive, "map_slots": w.map_slots,
+             "reduce_slots": w.reduce_slots} for w in self.workers.values()])
+
+    def on_submit(self, identity: bytes, msg: dict[str, Any]) -> None:
+        try:
+            spec = JobSpec.from_wire(msg["job"])
+            job_id = f"job-{time.strftime('%Y%m%d-%H%M%S')}-{next(self._job_numbers):04d}"
+            spec = spec.with_id(job_id)
+            splits = make_splits(expand_inputs(list(spec.inputs)), spec.split_size)
+            prepare_output(spec.output, spec.overwrite)
+        except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
+            self._send(identity, "error", message=str(error))
+            return
+        self.jobs[job_id] = JobState(spec, splits, max_attempts=int(spec.options.get("max_attempts", 4)))
+        self._send(identity, "submitted", job_id=job_id, maps=len(splits))
+        if not splits and not self.jobs[job_id].reduces:
+            self._execute(self.jobs[job_id], [FinishJob("succeeded")])
+
+    def on_status(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self.jobs.get(msg["job_id"])
+        if job is None:
+            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            return
+        status = job.progress()
+        status["workers_alive"] = sum(w.alive for w in self.workers.values())
+        if job.state != "running":
+            status["report"] = job.report()
+        self._send(identity, "status", **status)
+
+    def on_shutdown(self, identity: bytes, msg: dict[str, Any]) -> None:
+        self._send(identity, "bye")
+        self.running = False
+
+    def _job_for(self, msg: dict[str, Any]) -> JobState | None:
+        return self.jobs.get(msg.get("job_id", ""))
+
+    def on_task_started(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            job.on_started(msg["kind"], msg["index"], msg["attempt"], msg["pid"], msg["at"])
+
+    def on_task_progress(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            job.on_progress(msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"])
+
+    def on_reducer_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
+
+    def on_first_run(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            job.on_first_run(msg["at"])
+
+    def on_map_done(self, identity: bytes, msg: dict[str, Any]) -> None:
+        self._free_slot(msg, "map")
+        job = self._job_for(msg)
+        if job is not None:
+            self._execute(job, job.on_map_done(msg["index"], msg["attempt"], msg["spills"], msg["counters"],
+                                               msg["user_counters"], msg["at"]))
+
+    def on_reduce_done(self, identity: bytes, msg: dict[str, Any]) -> None:
+        self._free_slot(msg, "reduce")
+        job = self._job_for(msg)
+        if job is not None:
+            self._execute(job, job.on_reduce_done(msg["index"], msg["attempt"], msg["path"], msg["counters"],
+                                                  msg["user_counters"], msg.get("first_run_at"), msg["at"]))
+
+    def on_task_failed(self, identity: bytes, msg: dict[str, Any]) -> None:
+        self._free_slot(msg, msg["kind"])
+        job = self._job_for(msg)
+        if job is not None:
+            error = msg["error"]
+            self._execute(job, job.on_task_failed(msg["kind"], msg["index"], msg["attempt"], error,
+                                                  msg.get("traceback"), msg.get("retryable", True), msg["at"]))
+
+    def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
+        worker = self.workers.get(msg.get("worker", ""))
+        if worker is None:
+            return
+        if kind == "map":
+            worker.free_map = min(worker.map_slots, worker.free_map + 1)
+        else:
+            worker.free_reduce = min(worker.reduce_slots, worker.free_reduce + 1)
+
+    # Actions -------------------------------------------------------------------------------------------------
+    def _execute(self, job: JobState, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Broadcast):
+                self._broadcast(action.kind, **action.fields)
+            elif isinstance(action, CommitOutput):
+                os.replace(action.temporary, action.final)
+            elif isinstance(action, DiscardOutput):
+                Path(action.path).unlink(missing_ok=True)
+            elif isinstance(action, FinishJob):
+                self._finish(job, action)
+
+    def _finish(self, job: JobState, action: FinishJob) -> None:
+        output = Path(job.spec.output)
+        if job.finished_at is None:
+            job.state, job.finished_at = action.status, time.time()
+        shutil.rmtree(output / "_temporary", ignore_errors=True)
+        report = output / "_job.json"
+        report.write_text(json.dumps(job.report(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        if action.status == "succeeded":
+            (output / "_SUCCESS").touch()
+        self._broadcast("job_done", job_id=job.spec.job_id, failed=action.status != "succeeded")
+
+    # Scheduling ----------------------------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        for job in self.jobs.values():
+            if job.state != "running":
+                continue
+            for kind in ("reduce", "map"):
+                for task in job.pending(kind):
+                    worker = self._pick_worker(kind)
+                    if worker is None:
+                        break
+                    self._assign(job, kind, task.index, worker)
+
+    def _pick_worker(self, kind: str) -> WorkerInfo | None:
+        candidates = [w for w in self.workers.values() if w.alive and (w.free_map if kind == "map" else
+                                                                        w.free_reduce) > 0]
+        if not candidates:
+            return None
+        return max(candidates, key=lambda w: w.free_map if kind == "map" else w.free_reduce)
+
+    def _assign(self, job: JobState, kind: str, index: int, worker: WorkerInfo) -> None:
+        attempt = job.assign(kind, index, worker.name)
+        fields: dict[str, Any] = {"job": job.spec.to_wire(), "kind": kind, "index": index,
+                                  "attempt": attempt.attempt}
+        if kind == "map":
+            worker.free_map -= 1
+            split = job.splits[index]
+            fields["split"] = [split.path, split.start, split.length]
+        else:
+            worker.free_reduce -= 1
+            fields["num_maps"] = len(job.maps)
+            fields["host"] = worker.host
+            fields["committed"] = [[i, a, s] for i, (a, s) in job.map_spills.items()]
+        self._send(worker.identity, "run_task", **fields)
+
+    def _check_heartbeats(self) -> None:
+        now = time.time()
+        for worker in self.workers.values():
+            if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
+                worker.alive = False
+                for job in self.jobs.values():
+                    if job.state == "running":
+                        self._execute(job, job.on_worker_lost(worker.name, now))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="hop coordinator")
+    parser.add_argument("--bind", default="tcp://127.0.0.1:*", help="ZeroMQ address to bind (default: a free port)")
+    parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT)
+    args = parser.parse_args(argv)
+    coordinator = Coordinator(args.bind, args.heartbeat_timeout)
+    print(coordinator.address, flush=True)
+    try:
+        coordinator.serve()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""Input: which files a job reads, how they are cut into splits, and how a split becomes records.
+
+- Paths may be files, directories (their files, not recursively; names starting with ``_`` or ``.`` are skipped, as
+  in Hadoop, so a job's output directory can be read as input) and glob patterns.
+- A plain file is cut into splits of ``split_size`` bytes. A line belongs to the split that holds its first byte, so
+  each line is read exactly once whatever the split boundaries. Gzip files cannot be split and make one split each.
+- Records are ``(key, value)``: for ``text`` the key is the byte offset of the line in its (uncompressed) file and the
+  value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON; ``csv`` parses
+  each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a hop output file
+  (``json(key) TAB json(value)``) back as pairs, which is how a multi-step job feeds one step into the next.
+- Undecodable bytes and unparsable lines raise :class:`InputError` naming the file and byte offset.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import gzip
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+CHUNK_BYTES = 1 << 22
+
+
+class InputError(ValueError):
+    """Bad input: a missing path, unreadable file or undecodable record. The message names file and offset."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """A byte range of one input file; ``length == -1`` means the whole (unsplittable) file."""
+
+    path: str
+    start: int
+    length: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.length if self.length >= 0 else -1
+
+    def describe(self) -> str:
+        return self.path if self.length < 0 else f"{self.path}[{self.start}:{self.end}]"
+
+
+def expand_inputs(patterns: list[str]) -> list[str]:
+    """Resolve files, directories and globs to a sorted, de-duplicated list of files.
+
+    Raises :class:`InputError` for a pattern that matches nothing or a path that cannot be read.
+    """
+    files: list[str] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matches:
+            raise InputError(f"input {pattern!r} matches no file; check the path or quote the glob")
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                try:
+                    entries = sorted(path.iterdir())
+                except PermissionError as error:
+                    raise InputError(f"input directory {match}: cannot list it ({error.strerror})") from error
+                files.extend(str(entry) for entry in entries if entry.is_file() and entry.name[0] not in "_.")
+            elif path.is_file():
+                if not os.access(path, os.R_OK):
+                    raise InputError(f"input file {match}: permission denied")
+                files.append(str(path))
+            else:
+                raise InputError(f"input {match!r} does not exist")
+    seen: set[str] = set()
+    return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
+
+
+def make_splits(files: list[str], split_size: int) -> list[Split]:
+    """Cut files into splits of about ``split_size`` bytes (gzip files whole; empty files make no split)."""
+    if split_size <= 0:
+        raise ValueError(f"split size must be positive, got {split_size}")
+    splits: list[Split] = []
+    for path in files:
+        size = os.path.getsize(path)
+        if path.endswith(".gz"):
+            if size:
+                splits.append(Split(path, 0, -1))
+            continue
+        count = max(1, round(size / split_size)) if size else 0
+        bounds = [size * i // count for i in range(count + 1)]
+        splits.extend(Split(path, lo, hi - lo) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo)
+    return splits
+
+
+def _open(split: Split) -> IO[bytes]:
+    try:
+        if split.path.endswith(".gz"):
+            return gzip.open(split.path, "rb")
+        return open(split.path, "rb")
+    except OSError as error:
+        raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
+
+
+def iter_lines(split: Split) -> Iterator[tuple[int, str]]:
+    """Yield ``(byte offset, line)`` for every line whose first byte lies in the split."""
+    with _open(split) as file:
+        position = split.start
+        if split.start > 0:
+            file.seek(split.start - 1)
+            position = split.start - 1 + len(file.readline())
+        end = split.end if split.end >= 0 else None
+        leftover = b""
+        while end is None or position < end:
+            try:
+                chunk = file.read(CHUNK_BYTES)
+            except (OSError, EOFError, gzip.BadGzipFile) as error:
+                raise InputError(f"input file {split.path}: read error near byte {position}: {error}") from error
+            if not chunk:
+                if leftover:
+                    line = _decode(leftover, split.path, position)
+                    yield position, line[:-1] if line.endswith("\r") else line
+                return
+            data = leftover + chunk if leftover else chunk
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                leftover = data
+                continue
+            leftover = data[cut + 1 :]
+            body = data[:cut]
+            if body.isascii():
+                lines: list[str] = body.decode("ascii").split("\n")
+                for line in lines:
+                    if end is not None and position >= end:
+                        return
+                    yield position, line[:-1] if line.endswith("\r") else line
+                    position += len(line) + 1
+            else:
+                for raw in body.split(b"\n"):
+                    if end is not None and position >= end:
+                        return
+                    line = _decode(raw, split.path, position)
+                    yield position, line[:-1] if line.endswith("\r") else line
+                    position += len(raw) + 1
+
+
+def _decode(raw: bytes, path: str, position: int) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"input file {path}: line at byte offset {position} is not valid UTF-8 "
+            f"(byte {position + error.start}: {error.reason}); re-encode the file as UTF-8"
+        ) from None
+    return text
+
+
+def iter_records(split: Split, input_format: str) -> Iterator[tuple[Any, Any]]:
+    """Yield the records of a split in the given format (see the module docstring)."""
+    if input_format == "text":
+        yield from iter_lines(split)
+    elif input_format == "jsonl":
+        for offset, line in iter_lines(split):
+            if line.strip():
+                yield offset, _parse_json(line, split.path, offset)
+    elif input_format == "csv":
+        for offset, line in iter_lines(split):
+            if line:
+                yield offset, _parse_csv(line, split.path, offset)
+    elif input_format == "output":
+        for offset, line in iter_lines(split):
+            key_text, tab, value_text = line.partition("\t")
+            if not tab:
+                raise InputError(f"input file {split.path}: line at byte offset {offset} has no TAB")
+            yield _parse_json(key_text, split.path, offset), _parse_json(value_text, split.path, offset)
+    else:
+        raise ValueError(f"unknown input format {input_format!r}; use text, jsonl or csv")
+
+
+def _parse_json(text: str, path: str, offset: int) -> Any:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"input file {path}: line at byte offset {offset} is not JSON: {error.msg}") from None
+    return _freeze(value)
+
+
+def _freeze(value: Any) -> Any:
+    """JSON arrays become tuples, as keys from the shuffle do, so read-back keys compare equal."""
+    if isinstance(value, list):
+        return tuple(_freeze(item) for item in value)
+    return value
+
+
+def _parse_csv(line: str, path: str, offset: int) -> list[str]:
+    try:
+        rows = list(csv.reader([line], strict=True))
+    except csv.Error as error:
+        raise InputError(f"input file {path}: CSV row at byte offset {offset}: {error}") from None
+    return rows[0] if rows else []

@@ -1,0 +1,118 @@
+"""The user's job: a subclass of :class:`Job` with ``map``, optional ``combine`` and ``reduce``.
+
+A job file is an ordinary Python file that defines one subclass of ``hop.Job``::
+
+    class WordCount(hop.Job):
+        def map(self, key, line):
+            for word in line.split():
+                yield word, 1
+
+        def combine(self, word, counts):
+            yield word, sum(counts)
+
+        reduce = combine
+
+Contracts the engine relies on:
+
+- ``map(key, value)`` yields (or returns an iterable of) ``(key, value)`` pairs. For text input ``key`` is the byte
+  offset of the line and ``value`` the line without its line break; ``self.input_file`` names the file being read.
+- ``combine(key, values)`` and ``reduce(key, values)`` get one key and an iterable of its values and yield pairs.
+  ``combine`` must keep the key it was given and may run zero, one or several times on any subset of a key's values.
+- Keys and values are msgpack-able: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, lists/tuples and
+  dicts of them. Lists arrive as tuples. Keys of mixed types are ordered as ``shuffle.keys`` defines.
+- ``partition(key, num_partitions)`` returns an int in ``range(num_partitions)``; the default hashes the key with
+  Python's ``hash`` (the engine pins ``PYTHONHASHSEED`` in every task process so all processes agree).
+- ``setup()`` and ``teardown()`` run once per task attempt around its records.
+- ``increment_counter(group, name, amount)`` adds to a user counter; only committed attempts' counters are reported.
+- ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
+- Class attributes configure input: ``input_format`` is ``"text"`` (default), ``"jsonl"`` or ``"csv"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+Pair = tuple[Any, Any]
+MapFunction = Callable[[Any, Any], Iterable[Pair] | None]
+GroupFunction = Callable[[Any, Iterable[Any]], Iterable[Pair] | None]
+
+INPUT_FORMATS = ("text", "jsonl", "csv")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One MapReduce step of a multi-step job. ``mapper=None`` passes records through unchanged."""
+
+    mapper: MapFunction | None = None
+    combiner: GroupFunction | None = None
+    reducer: GroupFunction | None = None
+
+
+def identity_map(key: Any, value: Any) -> Iterator[Pair]:
+    """The map of a step without a mapper: pass the record on."""
+    yield key, value
+
+
+def identity_reduce(key: Any, values: Iterable[Any]) -> Iterator[Pair]:
+    """The reduce of a step without a reducer: every value of every key, in order."""
+    for value in values:
+        yield key, value
+
+
+class Job:
+    """Base class of user jobs. Override ``map`` and usually ``reduce``; see the module docstring."""
+
+    input_format: ClassVar[str] = "text"
+
+    def __init__(self) -> None:
+        self.input_file: str | None = None
+        self._counters: dict[str, dict[str, int]] = {}
+
+    # The user's functions. -------------------------------------------------------------------------------
+    def map(self, key: Any, value: Any) -> Iterable[Pair] | None:
+        """Yield pairs for one input record. The default passes the record through."""
+        yield key, value
+
+    combine: GroupFunction | None = None
+    """Optional: a method ``combine(self, key, values)``; ``None`` means no combiner."""
+
+    def reduce(self, key: Any, values: Iterable[Any]) -> Iterable[Pair] | None:
+        """Yield output pairs for one key. The default writes every value."""
+        return identity_reduce(key, values)
+
+    def partition(self, key: Any, num_partitions: int) -> int:
+        """Which reducer gets ``key``: a deterministic hash modulo the number of reducers."""
+        return hash(key) % num_partitions
+
+    def setup(self) -> None:
+        """Called once per task attempt before the first record."""
+
+    def teardown(self) -> None:
+        """Called once per task attempt after the last record (not after a failure)."""
+
+    def steps(self) -> list[Step] | None:
+        """A multi-step job returns its steps; ``None`` (the default) means one step of map/combine/reduce."""
+        return None
+
+    # Services for user code. -----------------------------------------------------------------------------
+    def increment_counter(self, group: str, name: str, amount: int = 1) -> None:
+        """Add ``amount`` to the user counter ``group``/``name``."""
+        group_counters = self._counters.setdefault(str(group), {})
+        group_counters[str(name)] = group_counters.get(str(name), 0) + int(amount)
+
+    # Engine side. ------------------------------------------------------------------------------------------
+    def resolved_steps(self) -> list[Step]:
+        """The job as a list of steps, whether or not it overrides ``steps()``."""
+        steps = self.steps()
+        if steps is None:
+            return [Step(self.map, self.combine, self.reduce)]
+        if not steps:
+            raise ValueError(f"{type(self).__name__}.steps() returned no steps")
+        return list(steps)
+
+    def take_counters(self) -> dict[str, dict[str, int]]:
+        """Return the user counters gathered so far and reset them."""
+        counters, self._counters = self._counters, {}
+        return counters

@@ -1,0 +1,44 @@
+"""Loading a job file: import a Python file and find its ``hop.Job`` subclass."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+
+from hop.job import Job
+
+
+class JobFileError(ValueError):
+    """The job file cannot be loaded or does not define exactly one job class."""
+
+
+def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
+    """Import ``path`` as a module and return its Job subclass (``class_name`` picks one if it defines several)."""
+    file = Path(path)
+    if not file.is_file():
+        raise JobFileError(f"job file {path} does not exist")
+    digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:8]
+    module_name = f"hop_job_{file.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise JobFileError(f"job file {path} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[module_name]
+        raise JobFileError(f"job file {path} failed to import: {type(error).__name__}: {error}") from error
+    classes = [
+        value for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, Job) and value is not Job and value.__module__ == module_name
+    ]
+    if class_name is not None:
+        classes = [cls for cls in classes if cls.__name__ == class_name]
+    if len(classes) != 1:
+        names = ", ".join(cls.__name__ for cls in classes) or "none"
+        raise JobFileError(f"job file {path} must define exactly one hop.Job subclass (found: {names}); "
+                           "pick one with --job-class")
+    return classes[0]

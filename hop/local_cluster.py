@@ -1,0 +1,119 @@
+"""The embedded local cluster: a coordinator and workers started as subprocesses on 127.0.0.1.
+
+``hop run`` without ``--coordinator`` uses it. It runs the same coordinator and worker programs as a real cluster
+(``python -m hop.coordinator``, ``python -m hop.worker``), so there is no in-process shortcut to diverge from.
+:meth:`LocalCluster.stop` asks the coordinator to shut down (which stops the workers and their task processes),
+then terminates and finally kills anything still running, so nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import subprocess
+import sys
+import time
+from types import TracebackType
+
+from hop.client import Client, CoordinatorUnavailable
+
+START_TIMEOUT = 60.0
+
+
+class ClusterStartError(RuntimeError):
+    pass
+
+
+class LocalCluster:
+    def __init__(self, workers: int | None = None, map_slots: int = 1, reduce_slots: int = 1,
+                 heartbeat_timeout: float = 10.0) -> None:
+        self.num_workers = workers or os.cpu_count() or 1
+        self.map_slots = map_slots
+        self.reduce_slots = reduce_slots
+        self.heartbeat_timeout = heartbeat_timeout
+        self.coordinator: subprocess.Popen[str] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.address = ""
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        self.coordinator = subprocess.Popen(
+            [sys.executable, "-m", "hop.coordinator", "--heartbeat-timeout", str(self.heartbeat_timeout)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        self.address = self._read_address(self.coordinator)
+        for i in range(self.num_workers):
+            self.workers.append(subprocess.Popen([
+                sys.executable, "-m", "hop.worker", "--coordinator", self.address, "--name", f"local-{i}",
+                "--map-slots", str(self.map_slots), "--reduce-slots", str(self.reduce_slots),
+            ]))
+        client = Client(self.address, timeout=10)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT
+            while sum(w["alive"] for w in client.workers()) < self.num_workers:
+                for process in self.workers:
+                    if process.poll() is not None:
+                        raise ClusterStartError(f"a worker exited with code {process.returncode} at start-up")
+                if time.monotonic() > deadline:
+                    raise ClusterStartError(f"workers did not register within {START_TIMEOUT:.0f}s")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    @staticmethod
+    def _read_address(process: subprocess.Popen[str]) -> str:
+        assert process.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(process.stdout, selectors.EVENT_READ)
+        try:
+            if not selector.select(START_TIMEOUT):
+                raise ClusterStartError(f"coordinator did not start within {START_TIMEOUT:.0f}s")
+        finally:
+            selector.close()
+        line = process.stdout.readline().strip()
+        if not line.startswith("tcp://"):
+            raise ClusterStartError(f"coordinator failed to start (exit code {process.poll()})")
+        return line
+
+    def stop(self) -> None:
+        if self.coordinator is not None and self.coordinator.poll() is None and self.address:
+            client = Client(self.address, timeout=5)
+            try:
+                client.shutdown()
+            except (CoordinatorUnavailable, Exception):
+                pass
+            finally:
+                client.close()
+        processes: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = list(self.workers)
+        if self.coordinator is not None:
+            processes.append(self.coordinator)
+        deadline = time.monotonic() + 10
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        if self.coordinator is not None and self.coordinator.stdout is not None:
+            self.coordinator.stdout.close()
+        self.workers = []
+        self.coordinator = None

@@ -1,0 +1,74 @@
+"""Engine messages: what the coordinator, workers, task processes and clients say to each other.
+
+Transport: ZeroMQ. The coordinator binds a ROUTER; workers and clients connect DEALER sockets. Each worker binds a
+ROUTER for its task processes (one DEALER each). Every control message is one frame: a msgpack map with a ``"type"``
+field; the other fields are listed below. Times are seconds since the epoch (floats).
+
+Client -> coordinator (each answered by one reply):
+    submit      {job: JobSpec}                              -> submitted {job_id} | error {message}
+    status      {job_id}                                    -> status {job_id, state, maps_done, maps_total,
+                                                               map_fraction, reduces_done, reduces_total,
+                                                               reduce_fraction, input_records, error}
+    shutdown    {}                                          -> bye {}
+
+Worker -> coordinator:
+    register    {worker, host, pid, map_slots, reduce_slots, shuffle: "push"}   -> registered {}
+    heartbeat   {worker, running: int}
+    task_started  {job_id, kind, index, attempt, pid, at}
+    task_progress {job_id, kind, index, attempt, fraction, records}
+    reducer_ready {job_id, index, attempt, address}          a reduce attempt's PULL address
+    first_run     {job_id, index, attempt, at}               the first run reached this reduce attempt
+    map_done      {job_id, index, attempt, spills, counters, user_counters, at}
+    reduce_done   {job_id, index, attempt, path, counters, user_counters, at}
+    task_failed   {job_id, kind, index, attempt, error, traceback, record, retryable, at}
+
+Coordinator -> worker:
+    run_task      {job: JobSpec, kind, index, attempt, split?, num_maps}
+    map_committed {job_id, index, attempt, spills}           sent to every worker; relayed to reduce tasks
+    map_failed    {job_id, index, attempt}                   drop that attempt's runs
+    reducer_at    {job_id, index, attempt, address}          push partition ``index`` there
+    job_done      {job_id}                                   delete the job's spill files
+    shutdown      {}
+
+Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``map_failed`` to task processes; a
+task process sends ``hello {slot, pid}``, the task events above, and for each spill it writes:
+    spill         {job_id, index, attempt, seq, path}        the worker registers it and pushes its runs
+
+Shuffle (worker -> reduce task): the reduce attempt binds a PULL socket; workers connect PUSH sockets. Each message
+has two frames: a msgpack header ``{job_id, map, attempt, seq, partition, records, tag}`` and the run bytes of that
+partition (``shuffle.runs`` format; empty for an empty run). Every spill sends one message to every partition, even
+an empty one, so a reducer knows when it holds all runs of a committed attempt (``map_committed.spills``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+import zmq
+
+TaskKey = tuple[str, int, int]
+"""(kind, index, attempt)."""
+
+
+def pack(message: dict[str, Any]) -> bytes:
+    return msgpack.packb(message, use_bin_type=True)
+
+
+def unpack(frame: bytes | zmq.Frame) -> dict[str, Any]:
+    data = frame.bytes if isinstance(frame, zmq.Frame) else frame
+    message = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    if not isinstance(message, dict) or "type" not in message:
+        raise ValueError(f"malformed engine message: {message!r:.200}")
+    return message
+
+
+def message(msg_type: str, /, **fields: Any) -> bytes:
+    """Encode a control message of type ``msg_type``."""
+    fields["type"] = msg_type
+    return pack(fields)
+
+
+def close_socket(socket: zmq.Socket) -> None:
+    """Close without lingering: pending messages to a peer that is gone must not block exit."""
+    socket.close(linger=0)

@@ -1,0 +1,116 @@
+"""Running a job from the client side: build the specs of its steps, submit them in turn, show progress.
+
+A multi-step job runs step after step; each intermediate step writes to a temporary directory beside the output,
+which is read back by the next step (``input_format="output"``) and deleted at the end. The final ``_job.json``
+holds the last step's report plus the earlier steps' reports under ``"steps"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from hop.client import Client
+from hop.coordinator import prepare_output
+from hop.job import Job
+from hop.jobspec import JobSpec, dump_job_class
+
+
+class JobFailed(RuntimeError):
+    """The job ended in failure; ``status`` holds the coordinator's last status including the report."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        self.status = status
+        super().__init__(status.get("error") or "job failed")
+
+
+class ProgressDisplay:
+    """Map and reduce progress bars with records/s on stderr (tqdm); does nothing when disabled."""
+
+    def __init__(self, enabled: bool, label: str = "") -> None:
+        self.enabled = enabled
+        self._bars: list[tqdm] = []
+        if enabled:
+            fmt = "{desc:<14}{percentage:5.1f}%|{bar:30}| {postfix}"
+            self._bars = [tqdm(total=100, desc=f"{label}map", position=0, file=sys.stderr, bar_format=fmt,
+                               leave=True),
+                          tqdm(total=100, desc=f"{label}reduce", position=1, file=sys.stderr, bar_format=fmt,
+                               leave=True)]
+
+    def update(self, status: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        map_bar, reduce_bar = self._bars
+        map_bar.n = round(100 * status["map_fraction"], 1)
+        rate = status["input_records"] / max(status["elapsed"], 1e-9)
+        map_bar.set_postfix_str(f"{status['maps_done']}/{status['maps_total']} maps, {rate:,.0f} records/s",
+                                refresh=False)
+        reduce_bar.n = round(100 * status["reduce_fraction"], 1)
+        reduce_bar.set_postfix_str(f"{status['reduces_done']}/{status['reduces_total']} reduces", refresh=False)
+        for bar in self._bars:
+            bar.refresh()
+
+    def close(self) -> None:
+        for bar in self._bars:
+            bar.close()
+
+
+def build_spec(job_class: type[Job], inputs: list[str], output: str, **settings: Any) -> JobSpec:
+    input_format = settings.pop("input_format", None) or job_class.input_format
+    return JobSpec(job_code=dump_job_class(job_class), name=job_class.__name__, inputs=tuple(inputs),
+                   output=str(Path(output).resolve()), input_format=input_format, **settings)
+
+
+def run_steps(client: Client, base: JobSpec, *, progress: bool = True,
+              timeout: float | None = None) -> dict[str, Any]:
+    """Run every step of the job in ``base`` (step 0's spec) to completion; returns the last step's report."""
+    num_steps = len(_instantiate(base).resolved_steps())
+    final_output = Path(base.output)
+    prepare_output(str(final_output), base.overwrite)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))
+    reports: list[dict[str, Any]] = []
+    try:
+        inputs = base.inputs
+        for step in range(num_steps):
+            last = step == num_steps - 1
+            spec = dataclasses.replace(
+                base, step=step, num_steps=num_steps, inputs=tuple(inputs),
+                output=str(final_output if last else scratch / f"step-{step}"),
+                input_format=base.input_format if step == 0 else "output", overwrite=True,
+            )
+            label = f"step {step + 1}/{num_steps} " if num_steps > 1 else ""
+            display = ProgressDisplay(progress, label)
+            try:
+                job_id = client.submit(spec)
+                status = client.wait(job_id, display.update, timeout=timeout)
+            finally:
+                display.close()
+            if status["state"] != "succeeded":
+                raise JobFailed(status)
+            reports.append(status["report"])
+            inputs = (spec.output,)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    final = reports[-1]
+    if len(reports) > 1:
+        final["steps"] = reports[:-1]
+        (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
+    return final
+
+
+def _instantiate(spec: JobSpec) -> Job:
+    from hop.jobspec import load_job_class
+
+    return load_job_class(spec.job_code)()
+
+
+def wall_time(report: dict[str, Any]) -> float:
+    return float(report["end"] - report["start"]) if report.get("end") else time.time() - report["start"]

@@ -1,0 +1,279 @@
+"""The coordinator's bookkeeping for one job, as a state machine with no I/O.
+
+Events go in (a task attempt started, a map attempt finished, a worker was lost, ...); actions come out as small
+dataclasses that the coordinator process carries out (send a message, rename an output file, finish the job). Tests
+drive this class directly, without processes.
+
+Rules:
+
+- A task is *pending* until an attempt is assigned; the first attempt of a map to finish commits, later ones are
+  superseded. Every commit is announced to all workers (``map_committed``), so reducers can move that attempt's runs
+  from tentative to committed; superseded or failed attempts are announced as ``map_failed``.
+- A reduce attempt's output is committed (renamed to ``part-NNNNN``) by the first attempt of that partition to finish.
+- A failed attempt is retried while ``max_attempts`` allows and the failure is retryable (a crash or a lost worker);
+  an error in user code fails the job at once, since running the same code on the same record fails again.
+- Counters are summed over committed attempts only, so retries never count twice.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hop.inputs import Split
+from hop.jobspec import JobSpec
+
+BUILTIN_COUNTERS = (
+    "map_input_records", "map_output_records", "combine_input_records", "combine_output_records", "spill_files",
+    "spills_pushed", "shuffle_bytes", "reduce_input_records", "reduce_output_records",
+)
+
+
+@dataclass
+class Attempt:
+    """One attempt of a task, as reported in ``_job.json``."""
+
+    kind: str
+    index: int
+    attempt: int
+    worker: str
+    pid: int | None = None
+    start: float | None = None
+    end: float | None = None
+    status: str = "assigned"
+    error: str | None = None
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "task_id": f"{self.kind}-{self.index:05d}", "attempt": self.attempt, "kind": self.kind,
+            "worker": self.worker, "pid": self.pid, "start": self.start, "end": self.end, "status": self.status,
+            **({"error": self.error} if self.error else {}),
+        }
+
+
+@dataclass
+class TaskState:
+    kind: str
+    index: int
+    attempts: list[Attempt] = field(default_factory=list)
+    committed: int | None = None
+    fraction: float = 0.0
+    records: int = 0
+
+    @property
+    def pending(self) -> bool:
+        """Waiting for a slot: not committed and no attempt assigned or running."""
+        return self.committed is None and not any(a.status in ("assigned", "running") for a in self.attempts)
+
+
+# Actions ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Broadcast:
+    """Send ``message`` (type and fields) to every live worker."""
+
+    kind: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CommitOutput:
+    """Rename a reduce attempt's temporary output to its final part file."""
+
+    temporary: str
+    final: str
+
+
+@dataclass(frozen=True)
+class DiscardOutput:
+    path: str
+
+
+@dataclass(frozen=True)
+class FinishJob:
+    status: str
+    error: str | None = None
+
+
+Action = Broadcast | CommitOutput | DiscardOutput | FinishJob
+
+
+class JobState:
+    """Tasks, attempts, commits and counters of one job."""
+
+    def __init__(self, spec: JobSpec, splits: list[Split], max_attempts: int = 4) -> None:
+        self.spec = spec
+        self.splits = splits
+        self.max_attempts = max_attempts
+        self.maps = [TaskState("map", i) for i in range(len(splits))]
+        self.reduces = [TaskState("reduce", i) for i in range(spec.num_reduces)]
+        self.state = "running"
+        self.error: str | None = None
+        self.error_traceback: str | None = None
+        self.submitted_at = time.time()
+        self.finished_at: float | None = None
+        self.first_shuffle_at: float | None = None
+        self.last_map_commit_at: float | None = None
+        self.counters: dict[str, int] = dict.fromkeys(BUILTIN_COUNTERS, 0)
+        self.user_counters: dict[str, dict[str, int]] = {}
+        self.reducer_addresses: dict[int, tuple[int, str]] = {}
+        self.map_spills: dict[int, tuple[int, int]] = {}
+        """map index -> (committed attempt, spills)."""
+
+    # Queries -----------------------------------------------------------------------------------------------
+    def tasks(self, kind: str) -> list[TaskState]:
+        return self.maps if kind == "map" else self.reduces
+
+    def pending(self, kind: str) -> list[TaskState]:
+        return [task for task in self.tasks(kind) if task.pending] if self.state == "running" else []
+
+    def attempt(self, kind: str, index: int, attempt: int) -> Attempt:
+        return self.tasks(kind)[index].attempts[attempt]
+
+    def progress(self) -> dict[str, Any]:
+        def fraction(tasks: list[TaskState]) -> float:
+            if not tasks:
+                return 1.0
+            return sum(1.0 if t.committed is not None else t.fraction for t in tasks) / len(tasks)
+
+        return {
+            "job_id": self.spec.job_id, "state": self.state, "error": self.error,
+            "traceback": self.error_traceback,
+            "maps_total": len(self.maps), "maps_done": sum(t.committed is not None for t in self.maps),
+            "reduces_total": len(self.reduces),
+            "reduces_done": sum(t.committed is not None for t in self.reduces),
+            "map_fraction": fraction(self.maps), "reduce_fraction": fraction(self.reduces),
+            "input_records": sum(t.records for t in self.maps), "elapsed": time.time() - self.submitted_at,
+        }
+
+    # Events ------------------------------------------------------------------------------------------------
+    def assign(self, kind: str, index: int, worker: str) -> Attempt:
+        task = self.tasks(kind)[index]
+        attempt = Attempt(kind, index, len(task.attempts), worker)
+        task.attempts.append(attempt)
+        return attempt
+
+    def on_started(self, kind: str, index: int, attempt: int, pid: int, at: float) -> None:
+        record = self.attempt(kind, index, attempt)
+        record.pid, record.start, record.status = pid, at, "running"
+
+    def on_progress(self, kind: str, index: int, attempt: int, fraction: float, records: int) -> None:
+        task = self.tasks(kind)[index]
+        if task.committed is None:
+            task.fraction, task.records = fraction, records
+
+    def on_reducer_ready(self, index: int, attempt: int, address: str) -> list[Action]:
+        self.reducer_addresses[index] = (attempt, address)
+        return [Broadcast("reducer_at", {"job_id": self.spec.job_id, "index": index, "attempt": attempt,
+                                         "address": address})]
+
+    def on_first_run(self, at: float) -> None:
+        if self.first_shuffle_at is None or at < self.first_shuffle_at:
+            self.first_shuffle_at = at
+
+    def on_map_done(self, index: int, attempt: int, spills: int, counters: dict[str, int],
+                    user_counters: dict[str, dict[str, int]], at: float) -> list[Action]:
+        task = self.maps[index]
+        record = task.attempts[attempt]
+        record.end = at
+        if task.committed is not None or self.state != "running":
+            record.status = "superseded"
+            return [Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt})]
+        record.status = "succeeded"
+        task.committed, task.fraction, task.records = attempt, 1.0, counters.get("map_input_records", 0)
+        self.map_spills[index] = (attempt, spills)
+        self.last_map_commit_at = at
+        self._add_counters(counters, user_counters)
+        return [Broadcast("map_committed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt,
+                                            "spills": spills})]
+
+    def on_reduce_done(self, index: int, attempt: int, path: str, counters: dict[str, int],
+                       user_counters: dict[str, dict[str, int]], first_run_at: float | None,
+                       at: float) -> list[Action]:
+        task = self.reduces[index]
+        record = task.attempts[attempt]
+        record.end = at
+        if task.committed is not None or self.state != "running":
+            record.status = "superseded"
+            return [DiscardOutput(path)]
+        record.status = "succeeded"
+        task.committed, task.fraction = attempt, 1.0
+        if first_run_at is not None:
+            self.on_first_run(first_run_at)
+        self._add_counters(counters, user_counters)
+        actions: list[Action] = [CommitOutput(path, f"{self.spec.output}/part-{index:05d}")]
+        if all(t.committed is not None for t in self.reduces) and all(t.committed is not None for t in self.maps):
+            self.state, self.finished_at = "succeeded", time.time()
+            actions.append(FinishJob("succeeded"))
+        return actions
+
+    def on_task_failed(self, kind: str, index: int, attempt: int, error: str, traceback: str | None,
+                       retryable: bool, at: float) -> list[Action]:
+        task = self.tasks(kind)[index]
+        record = task.attempts[attempt]
+        record.status, record.end, record.error = "failed", at, error
+        actions: list[Action] = []
+        if kind == "map":
+            actions.append(Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index,
+                                                    "attempt": attempt}))
+        if self.state != "running" or task.committed is not None:
+            return actions
+        if not retryable or len(task.attempts) >= self.max_attempts:
+            tried = len(task.attempts)
+            reason = error if not retryable else f"{error} (gave up after {tried} attempts)"
+            return actions + self.fail(reason, traceback)
+        return actions  # the task is pending again; the coordinator assigns a new attempt
+
+    def on_worker_lost(self, worker: str, at: float) -> list[Action]:
+        """Fail the attempts running on a lost worker; its committed maps' output is gone too."""
+        actions: list[Action] = []
+        for kind in ("map", "reduce"):
+            for task in self.tasks(kind):
+                for record in task.attempts:
+                    if record.worker == worker and record.status in ("assigned", "running"):
+                        actions += self.on_task_failed(kind, task.index, record.attempt,
+                                                       f"worker {worker} was lost", None, True, at)
+        lost_outputs = [t for t in self.maps if t.committed is not None
+                        and t.attempts[t.committed].worker == worker
+                        and any(r.committed is None for r in self.reduces)]
+        if lost_outputs and self.state == "running":
+            actions += self.fail(f"worker {worker} was lost with the output of {len(lost_outputs)} committed "
+                                 "map task(s); re-running committed maps is not supported yet", None)
+        return actions
+
+    def fail(self, reason: str, traceback: str | None = None) -> list[Action]:
+        if self.state != "running":
+            return []
+        self.state, self.error, self.error_traceback = "failed", reason, traceback
+        self.finished_at = time.time()
+        return [FinishJob("failed", reason)]
+
+    def _add_counters(self, counters: dict[str, int], user_counters: dict[str, dict[str, int]]) -> None:
+        for name, value in counters.items():
+            self.counters[name] = self.counters.get(name, 0) + value
+        for group, names in user_counters.items():
+            target = self.user_counters.setdefault(group, {})
+            for name, value in names.items():
+                target[name] = target.get(name, 0) + value
+
+    # Report ------------------------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        """The ``_job.json`` document."""
+        return {
+            "job_id": self.spec.job_id,
+            "name": self.spec.name,
+            "status": self.state,
+            "error": self.error,
+            "mode": self.spec.mode,
+            "step": self.spec.step,
+            "num_steps": self.spec.num_steps,
+            "inputs": list(self.spec.inputs),
+            "start": self.submitted_at,
+            "end": self.finished_at,
+            "num_maps": len(self.maps),
+            "num_reduces": len(self.reduces),
+            "first_shuffle_at": self.first_shuffle_at,
+            "last_map_commit_at": self.last_map_commit_at,
+            "counters": {**self.counters, "user": self.user_counters},
+            "attempts": [a.report() for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts],
+        }

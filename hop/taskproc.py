@@ -1,0 +1,113 @@
+"""A task process: one long-lived child of a worker that runs task attempts one after another.
+
+Starting a Python process per task costs more than a small task (PERF.md), so a worker starts one task process per
+slot and keeps it. The process connects a DEALER socket to its worker's ROUTER, says ``hello``, then loops: take a
+``run_task``, run it (``hop.tasks``), report ``map_done``/``reduce_done`` or ``task_failed``. It exits on ``stop``
+or when its worker disappears (the parent pid changes).
+
+Run as ``python -m hop.taskproc WORKER_ADDRESS SLOT_NAME SPILL_DIR``. The worker sets ``PYTHONHASHSEED=0`` so that
+every task process partitions keys alike.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from hop.inputs import InputError, Split
+from hop.jobspec import JobSpec
+from hop.protocol import close_socket, message, unpack
+from hop.tasks import UserCodeError, run_map, run_reduce
+
+
+class WorkerChannel:
+    """The task side of the task-process <-> worker connection (see ``hop.protocol``)."""
+
+    def __init__(self, socket: zmq.Socket, job_id: str) -> None:
+        self._socket = socket
+        self.job_id = job_id
+        self.pending: deque[dict[str, Any]] = deque()
+
+    @property
+    def control_socket(self) -> zmq.Socket:
+        return self._socket
+
+    def send(self, msg_type: str, /, **fields: Any) -> None:
+        fields.setdefault("job_id", self.job_id)
+        self._socket.send(message(msg_type, **fields))
+
+    def receive(self, timeout: float) -> dict[str, Any] | None:
+        if self.pending:
+            return self.pending.popleft()
+        if self._socket.poll(int(timeout * 1000)):
+            return unpack(self._socket.recv())
+        return None
+
+
+def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[str, Any]:
+    if isinstance(error, UserCodeError):
+        return {"error": str(error), "traceback": error.user_traceback, "record": error.record, "retryable": False}
+    if isinstance(error, (InputError, ValueError, TypeError)):
+        return {"error": f"{kind} task {index}: {error}", "traceback": traceback.format_exc(), "record": None,
+                "retryable": False}
+    return {"error": f"{kind} task {index} attempt {attempt}: {type(error).__name__}: {error}",
+            "traceback": traceback.format_exc(), "record": None, "retryable": True}
+
+
+def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
+    """Run one ``run_task`` message to completion and report the outcome."""
+    spec = JobSpec.from_wire(task["job"])
+    kind, index, attempt = task["kind"], task["index"], task["attempt"]
+    channel = WorkerChannel(socket, spec.job_id)
+    channel.send("task_started", kind=kind, index=index, attempt=attempt, pid=os.getpid(), at=time.time())
+    job_dir = spill_dir / spec.job_id
+    job_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if kind == "map":
+            result = run_map(spec, index, attempt, Split(*task["split"]), job_dir, channel)
+            channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
+        else:
+            host = task.get("host", "127.0.0.1")
+            committed = [tuple(entry) for entry in task.get("committed", [])]
+            result = run_reduce(spec, index, attempt, task["num_maps"], job_dir, channel, host, committed)
+            channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
+    except Exception as error:
+        channel.send("task_failed", kind=kind, index=index, attempt=attempt, at=time.time(),
+                     **_failure(kind, index, attempt, error))
+
+
+def main(argv: list[str] | None = None) -> int:
+    worker_address, slot, spill_dir = (argv or sys.argv[1:])[:3]
+    context = zmq.Context.instance()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.IDENTITY, slot.encode())
+    socket.setsockopt(zmq.LINGER, 2000)
+    socket.connect(worker_address)
+    socket.send(message("hello", slot=slot, pid=os.getpid()))
+    parent = os.getppid()
+    try:
+        while True:
+            if not socket.poll(1000):
+                if os.getppid() != parent:
+                    return 0  # the worker is gone: nobody to report to
+                continue
+            request = unpack(socket.recv())
+            if request["type"] == "stop":
+                return 0
+            if request["type"] == "run_task":
+                run_task(socket, request, Path(spill_dir))
+            # Commit and failure notices that arrive between tasks belong to finished reduce attempts: ignore.
+    finally:
+        close_socket(socket)
+        context.term()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

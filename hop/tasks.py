@@ -1,0 +1,298 @@
+"""Map and reduce task attempts, as they run inside a task process.
+
+Each function runs one attempt to completion and returns the ``*_done`` message fields; the events it must send
+while running (spills registered, progress, the reducer's address) go through the ``TaskChannel`` it is given, so
+this module does no socket work of its own beyond the reduce task's shuffle input.
+
+Errors in user code are raised as :class:`UserCodeError` with the user's traceback and the record (file and byte
+offset for maps, key for reduces); the task process turns them into a ``task_failed`` message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgpack
+import zmq
+
+from hop.inputs import InputError, Split, iter_records
+from hop.job import Job, Step, identity_map, identity_reduce
+from hop.jobspec import JobSpec, load_job_class
+from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
+from shuffle.merge import group_sorted
+from shuffle.runs import UnencodableRecordError
+from shuffle.spill import SpillFile
+from shuffle.store import RunStore
+
+PROGRESS_SECONDS = 0.5
+
+
+class TaskChannel(Protocol):
+    """How a running task talks to its worker (and through it, the coordinator)."""
+
+    def send(self, msg_type: str, /, **fields: Any) -> None: ...
+
+    def receive(self, timeout: float) -> dict[str, Any] | None: ...
+
+    @property
+    def control_socket(self) -> zmq.Socket: ...
+
+
+class UserCodeError(Exception):
+    """The user's map, combine, reduce, setup or teardown raised. ``str()`` is a one-line reason."""
+
+    def __init__(self, where: str, error: BaseException, record: str | None) -> None:
+        self.where = where
+        self.record = record
+        self.user_traceback = "".join(traceback.format_exception(error))
+        at = f" at {record}" if record else ""
+        super().__init__(f"{where}{at} raised {type(error).__name__}: {error}")
+
+
+@dataclass
+class _StepFunctions:
+    mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None]
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]] | None
+    reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None]
+
+
+def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
+    """Create the user's job object and pick the functions of the step this spec runs."""
+    job = load_job_class(spec.job_code)()
+    step: Step = job.resolved_steps()[spec.step]
+    return job, _StepFunctions(
+        mapper=step.mapper or identity_map,
+        combiner=step.combiner,  # type: ignore[arg-type]
+        reducer=step.reducer or identity_reduce,
+    )
+
+
+def _call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
+    try:
+        return function()
+    except Exception as error:
+        raise UserCodeError(where, error, record) from error
+
+
+def _guarded_combiner(
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
+) -> Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]:
+    def combine(key: Any, values: list[Any]) -> Iterable[tuple[Any, Any]]:
+        try:
+            return list(combiner(key, values) or ())
+        except Exception as error:
+            raise UserCodeError("combine", error, f"key {key!r}") from error
+
+    return combine
+
+
+def run_map(
+    spec: JobSpec, index: int, attempt: int, split: Split, spill_dir: Path, channel: TaskChannel
+) -> dict[str, Any]:
+    """Run one map attempt over ``split``; each spill is announced to the worker as soon as it is written."""
+    job, functions = instantiate(spec)
+    job.input_file = split.path
+    attempt_dir = spill_dir / f"map-{index:05d}-{attempt}"
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    num_reduces = spec.num_reduces
+    partition_method = job.partition
+
+    def partitioner(key: Any) -> int:
+        try:
+            return partition_method(key, num_reduces)
+        except Exception as error:
+            raise UserCodeError("partition", error, f"key {key!r}") from error
+
+    def announce(spill: SpillFile) -> None:
+        channel.send("spill", index=index, attempt=attempt, seq=buffer.counters.spill_files - 1,
+                     path=str(spill.path))
+
+    buffer = MapOutputBuffer(
+        attempt_dir,
+        num_reduces,
+        partitioner,
+        _guarded_combiner(functions.combiner) if functions.combiner is not None else None,
+        spill_records=spec.spill_records,
+        on_spill=announce,
+    )
+    _call_user("setup", job.setup)
+    total_bytes = _split_bytes(split)
+    records = iter_records(split, spec.input_format)
+    last_report = time.monotonic()
+    consumed = 0
+    loop = buffer.run_map(records, functions.mapper)
+    while True:
+        try:
+            consumed = next(loop)
+        except StopIteration:
+            break
+        except (UserCodeError, InputError, CombinerKeyError, PartitionError, UnencodableRecordError):
+            raise
+        except Exception as error:
+            record = buffer.current_record
+            position = _describe_record(split, record)
+            raise UserCodeError("map", error, position) from error
+        now = time.monotonic()
+        if now - last_report >= PROGRESS_SECONDS:
+            last_report = now
+            position = buffer.current_record[0] if buffer.current_record else 0
+            fraction = _fraction(split, position, total_bytes)
+            channel.send("task_progress", kind="map", index=index, attempt=attempt, fraction=fraction,
+                         records=consumed)
+    _call_user("teardown", job.teardown)
+    buffer.spill()
+    counters = buffer.counters
+    return {
+        "spills": counters.spill_files,
+        "counters": {
+            "map_input_records": consumed,
+            "map_output_records": counters.map_output_records,
+            "combine_input_records": counters.combine_input_records,
+            "combine_output_records": counters.combine_output_records,
+            "spill_files": counters.spill_files,
+            "spill_bytes": counters.spill_bytes,
+            "map_spill_seconds": round(counters.spill_seconds, 3),
+        },
+        "user_counters": job.take_counters(),
+    }
+
+
+def _describe_record(split: Split, record: tuple[Any, Any] | None) -> str:
+    if record is None:
+        return f"{split.path} (before the first record)"
+    key, value = record
+    return f"{split.path} byte offset {key}: {str(value)[:200]!r}"
+
+
+def _split_bytes(split: Split) -> int:
+    if split.length >= 0:
+        return split.length
+    try:
+        return os.path.getsize(split.path)
+    except OSError:
+        return 0
+
+
+def _fraction(split: Split, position: Any, total: int) -> float:
+    if split.length < 0 or not isinstance(position, int) or total <= 0:
+        return 0.5  # gzip: uncompressed offsets do not map to file bytes; report "running"
+    return max(0.0, min(1.0, (position - split.start) / total))
+
+
+def run_reduce(
+    spec: JobSpec, index: int, attempt: int, num_maps: int, work_dir: Path, channel: TaskChannel,
+    host: str = "127.0.0.1", committed: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
+) -> dict[str, Any]:
+    """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output."""
+    job, functions = instantiate(spec)
+    context = zmq.Context.instance()
+    pull = context.socket(zmq.PULL)
+    pull.setsockopt(zmq.RCVHWM, 64)
+    port = pull.bind_to_random_port(f"tcp://{host}")
+    store_dir = Path(tempfile.mkdtemp(prefix=f"reduce-{index:05d}-{attempt}-", dir=work_dir))
+    store = RunStore(store_dir, memory_limit=spec.reduce_memory)
+    for map_index, map_attempt, spills in committed:
+        store.commit(map_index, map_attempt, spills)
+    try:
+        channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
+        first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel)
+        _call_user("setup", job.setup)
+        output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
+        output.parent.mkdir(parents=True, exist_ok=True)
+        input_records, output_records = _reduce_to_file(store.sorted_pairs(), functions.reducer, output)
+        _call_user("teardown", job.teardown)
+        return {
+            "path": str(output),
+            "first_run_at": first_run_at,
+            "counters": {
+                "reduce_input_records": input_records,
+                "reduce_output_records": output_records,
+                "spills_pushed": store.received_runs,
+                "shuffle_bytes": store.received_bytes,
+                "reduce_runs_dropped": store.dropped_runs,
+                "reduce_disk_bytes_peak": store.disk_bytes,
+            },
+            "user_counters": job.take_counters(),
+        }
+    finally:
+        store.close()
+        shutil.rmtree(store_dir, ignore_errors=True)
+        pull.close(linger=0)
+
+
+def _receive_runs(
+    spec: JobSpec, index: int, attempt: int, num_maps: int, store: RunStore, pull: zmq.Socket,
+    channel: TaskChannel,
+) -> float | None:
+    """Take runs and commit/failure notices until the store holds every committed map's runs."""
+    poller = zmq.Poller()
+    poller.register(pull, zmq.POLLIN)
+    poller.register(channel.control_socket, zmq.POLLIN)
+    first_run_at: float | None = None
+    last_report = time.monotonic()
+    while store.missing(num_maps):
+        events = dict(poller.poll(1000))
+        if pull in events:
+            for _ in range(256):
+                try:
+                    header_frame, data = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                header = msgpack.unpackb(header_frame.bytes, raw=False)
+                if first_run_at is None:
+                    first_run_at = time.time()
+                    channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
+                store.add(header["map"], header["attempt"], header["seq"], data.bytes, header["records"],
+                          header["tag"])
+        if channel.control_socket in events:
+            while (control := channel.receive(0)) is not None:
+                if control.get("job_id") != spec.job_id:
+                    continue
+                if control["type"] == "map_committed":
+                    store.commit(control["index"], control["attempt"], control["spills"])
+                elif control["type"] == "map_failed":
+                    store.drop(control["index"], control["attempt"])
+        now = time.monotonic()
+        if now - last_report >= PROGRESS_SECONDS:
+            last_report = now
+            done = num_maps - store.missing(num_maps)
+            channel.send("task_progress", kind="reduce", index=index, attempt=attempt,
+                         fraction=0.5 * done / max(1, num_maps), records=0)
+    return first_run_at
+
+
+def _reduce_to_file(
+    pairs: Iterator[tuple[Any, Any]], reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None],
+    output: Path,
+) -> tuple[int, int]:
+    """Group sorted pairs, call the reducer per key, write ``json(key) TAB json(value)`` lines."""
+    input_records = 0
+    output_records = 0
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def counted(values: Iterator[Any]) -> Iterator[Any]:
+        nonlocal input_records
+        for value in values:
+            input_records += 1
+            yield value
+
+    with open(output, "w", encoding="utf-8", newline="\n") as file:
+        write = file.write
+        for key, values in group_sorted(pairs):
+            try:
+                results = reducer(key, counted(values))
+                lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
+            except Exception as error:
+                raise UserCodeError("reduce", error, f"key {key!r}") from error
+            output_records += len(lines)
+            write("".join(lines))
+    return input_records, output_records

@@ -1,0 +1,249 @@
+"""The worker process (the TaskTracker): task slots, the spill directory and the shuffle server.
+
+A worker connects a DEALER socket to the coordinator, registers its slots, and heartbeats every second. It starts one
+long-lived task process per slot (``hop.taskproc``), connected to a ROUTER the worker binds on loopback. It relays task
+events to the coordinator, registers the spills its maps write with its :class:`shuffle.pusher.SpillPusher`, and
+forwards commit notices to the reduce tasks it runs. When a task process dies, the worker reports the attempt as
+failed (retryable) and starts a new process for the slot.
+
+Run as ``hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N] [--host ADDRESS]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket as socket_module
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from hop.protocol import close_socket, message, unpack
+from shuffle.pusher import SpillPusher
+
+HEARTBEAT_SECONDS = 1.0
+SLOT_START_TIMEOUT = 30.0
+RELAYED = {"task_started", "task_progress", "reducer_ready", "first_run", "map_done", "reduce_done", "task_failed"}
+FINISHING = {"map_done", "reduce_done", "task_failed"}
+
+
+@dataclass
+class Slot:
+    name: str
+    kind: str
+    process: subprocess.Popen[bytes]
+    ready: bool = False
+    task: tuple[str, str, int, int] | None = None
+    """(job_id, kind, index, attempt) of the attempt it runs."""
+
+
+class Worker:
+    def __init__(self, coordinator: str, map_slots: int, reduce_slots: int, host: str = "127.0.0.1",
+                 name: str | None = None, spill_root: str | None = None) -> None:
+        self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
+        self.host = host
+        self.context = zmq.Context.instance()
+        self.coordinator = self.context.socket(zmq.DEALER)
+        self.coordinator.setsockopt(zmq.IDENTITY, self.name.encode())
+        self.coordinator.setsockopt(zmq.LINGER, 1000)
+        self.coordinator.connect(coordinator)
+        self.slots_socket = self.context.socket(zmq.ROUTER)
+        port = self.slots_socket.bind_to_random_port("tcp://127.0.0.1")
+        self.slots_address = f"tcp://127.0.0.1:{port}"
+        self.spill_dir = Path(tempfile.mkdtemp(prefix="hop-worker-", dir=spill_root))
+        self.pusher = SpillPusher(self.context)
+        self.slots: dict[str, Slot] = {}
+        self.map_slots, self.reduce_slots = map_slots, reduce_slots
+        self.running = True
+        for i in range(map_slots):
+            self._start_slot(f"{self.name}/m{i}", "map")
+        for i in range(reduce_slots):
+            self._start_slot(f"{self.name}/r{i}", "reduce")
+
+    # Slots ---------------------------------------------------------------------------------------------------
+    def _start_slot(self, name: str, kind: str) -> None:
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hop.taskproc", self.slots_address, name, str(self.spill_dir)], env=env
+        )
+        self.slots[name] = Slot(name, kind, process)
+
+    def _wait_for_slots(self) -> None:
+        deadline = time.monotonic() + SLOT_START_TIMEOUT
+        while not all(slot.ready for slot in self.slots.values()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker {self.name}: task processes did not start within {SLOT_START_TIMEOUT}s")
+            if self.slots_socket.poll(100):
+                identity, frame = self.slots_socket.recv_multipart()
+                msg = unpack(frame)
+                if msg["type"] == "hello":
+                    self.slots[identity.decode()].ready = True
+
+    def _check_slots(self) -> None:
+        for name, slot in list(self.slots.items()):
+            code = slot.process.poll()
+            if code is None:
+                continue
+            if slot.task is not None:
+                job_id, kind, index, attempt = slot.task
+                self._to_coordinator("task_failed", job_id=job_id, kind=kind, index=index, attempt=attempt,
+                                     error=f"{kind} task {index} attempt {attempt}: task process exited with "
+                                           f"code {code} on worker {self.name}",
+                                     traceback=None, record=None, retryable=True, at=time.time())
+            if self.running:
+                self._start_slot(name, slot.kind)
+
+    def _free_slot(self, kind: str) -> Slot | None:
+        for slot in self.slots.values():
+            if slot.kind == kind and slot.ready and slot.task is None:
+                return slot
+        return None
+
+    # Messages ------------------------------------------------------------------------------------------------
+    def _to_coordinator(self, msg_type: str, /, **fields: Any) -> None:
+        fields["worker"] = self.name
+        self.coordinator.send(message(msg_type, **fields))
+
+    def _to_slot(self, slot: Slot, payload: bytes) -> None:
+        self.slots_socket.send_multipart([slot.name.encode(), payload])
+
+    def on_coordinator(self, frame: bytes) -> None:
+        msg = unpack(frame)
+        kind = msg["type"]
+        if kind == "run_task":
+            job = msg["job"]
+            self.pusher.register_job(job["job_id"], job["mode"], job["num_reduces"])
+            slot = self._free_slot(msg["kind"])
+            if slot is None:
+                self._to_coordinator("task_failed", job_id=job["job_id"], kind=msg["kind"], index=msg["index"],
+                                     attempt=msg["attempt"], error=f"worker {self.name} has no free {msg['kind']} "
+                                     "slot", traceback=None, record=None, retryable=True, at=time.time())
+                return
+            slot.task = (job["job_id"], msg["kind"], msg["index"], msg["attempt"])
+            self._to_slot(slot, frame)
+        elif kind in ("map_committed", "map_failed"):
+            if kind == "map_committed":
+                self.pusher.commit(msg["job_id"], msg["index"], msg["attempt"])
+            else:
+                self.pusher.fail(msg["job_id"], msg["index"], msg["attempt"])
+            for slot in self.slots.values():
+                if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
+                    self._to_slot(slot, frame)
+        elif kind == "reducer_at":
+            self.pusher.set_reducer(msg["job_id"], msg["index"], msg["attempt"], msg["address"])
+        elif kind == "job_done":
+            self.pusher.finish_job(msg["job_id"], self.spill_dir)
+            if msg.get("failed"):
+                self._stop_job_tasks(msg["job_id"])
+        elif kind == "shutdown":
+            self.running = False
+
+    def _stop_job_tasks(self, job_id: str) -> None:
+        """A failed job's tasks would wait forever for input: end their processes (slots restart)."""
+        for slot in self.slots.values():
+            if slot.task is not None and slot.task[0] == job_id:
+                slot.task = None
+                slot.process.kill()
+                slot.process.wait(timeout=10)
+
+    def on_slot(self, identity: bytes, frame: bytes) -> None:
+        msg = unpack(frame)
+        kind = msg["type"]
+        slot = self.slots.get(identity.decode())
+        if kind == "hello":
+            if slot is not None:
+                slot.ready = True
+            return
+        if kind == "spill":
+            self.pusher.add_spill(msg["job_id"], msg["index"], msg["attempt"], msg["seq"], msg["path"])
+            return
+        if kind in FINISHING and slot is not None:
+            slot.task = None
+        if kind in RELAYED:
+            msg["worker"] = self.name
+            self.coordinator.send(message(kind, **{k: v for k, v in msg.items() if k != "type"}))
+
+    # Loop ----------------------------------------------------------------------------------------------------
+    def serve(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.coordinator, zmq.POLLIN)
+        poller.register(self.slots_socket, zmq.POLLIN)
+        try:
+            self._wait_for_slots()
+            self._to_coordinator("register", host=self.host, pid=os.getpid(), map_slots=self.map_slots,
+                                 reduce_slots=self.reduce_slots)
+            next_heartbeat = time.monotonic()
+            while self.running:
+                timeout = 5 if self.pusher.pending() else 100
+                events = dict(poller.poll(timeout))
+                if self.slots_socket in events:
+                    self._drain(self.slots_socket, lambda identity, frame: self.on_slot(identity, frame))
+                if self.coordinator in events:
+                    self._drain(self.coordinator, lambda frame: self.on_coordinator(frame))
+                self.pusher.pump()
+                now = time.monotonic()
+                if now >= next_heartbeat:
+                    next_heartbeat = now + HEARTBEAT_SECONDS
+                    self._to_coordinator("heartbeat", running=sum(s.task is not None for s in self.slots.values()))
+                    self._check_slots()
+        finally:
+            self.close()
+
+    @staticmethod
+    def _drain(socket: zmq.Socket, handle: Any) -> None:
+        for _ in range(1000):
+            try:
+                frames = socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            handle(*frames)
+
+    def close(self) -> None:
+        self.running = False
+        for slot in self.slots.values():
+            if slot.process.poll() is None:
+                try:
+                    self._to_slot(slot, message("stop"))
+                except zmq.ZMQError:
+                    pass
+        deadline = time.monotonic() + 5
+        for slot in self.slots.values():
+            try:
+                slot.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                slot.process.kill()
+                slot.process.wait(timeout=5)
+        self.pusher.close()
+        close_socket(self.slots_socket)
+        close_socket(self.coordinator)
+        shutil.rmtree(self.spill_dir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hop worker")
+    parser.add_argument("--coordinator", required=True, help="the coordinator's address, tcp://HOST:PORT")
+    parser.add_argument("--map-slots", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--reduce-slots", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--host", default="127.0.0.1", help="address reducers on this worker bind and advertise")
+    parser.add_argument("--name", default=None)
+    parser.add_argument("--spill-dir", default=None, help="parent directory for spill files (default: the temp dir)")
+    args = parser.parse_args(argv)
+    worker = Worker(args.coordinator, args.map_slots, args.reduce_slots, args.host, args.name, args.spill_dir)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "running", False))
+    try:
+        worker.serve()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

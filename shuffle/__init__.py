@@ -1,0 +1,36 @@
+"""The shuffle: how map output becomes reduce input.
+
+Layering (each module one concern, lowest first):
+
+- ``keys``: the total order over msgpack-able keys and the cheap "native order is safe" check.
+- ``runs``: the byte format of a sorted run (msgpack blocks of keys and values), reading and writing.
+- ``spill``: spill files, one sorted run per partition plus an index, as the map writes them.
+- ``buffer``: the map-side output buffer that combines in a hash map and cuts spills.
+- ``merge``: merging sorted runs and grouping them by key for combine and reduce.
+- ``store``: the reduce-side store of runs per map attempt (tentative until committed), with external merge.
+- ``wire``: the ZeroMQ push messages that carry runs from a worker to a reduce task.
+"""
+
+from shuffle.buffer import MapOutputBuffer
+from shuffle.keys import KeyOrder, order_tag, total_order_key
+from shuffle.merge import group_sorted, merge_runs
+from shuffle.runs import RunWriter, encode_run, iter_run, iter_run_file
+from shuffle.spill import SpillFile, SpillIndexEntry, write_spill
+from shuffle.store import RunStore
+
+__all__ = [
+    "KeyOrder",
+    "MapOutputBuffer",
+    "RunStore",
+    "RunWriter",
+    "SpillFile",
+    "SpillIndexEntry",
+    "encode_run",
+    "group_sorted",
+    "iter_run",
+    "iter_run_file",
+    "merge_runs",
+    "order_tag",
+    "total_order_key",
+    "write_spill",
+]

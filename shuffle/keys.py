@@ -1,0 +1,110 @@
+"""The order of keys.
+
+Keys are msgpack-able values: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes`` and tuples of them (lists
+become tuples on the wire, because msgpack arrays are unpacked as tuples so keys stay hashable).
+
+Python cannot compare ``"a" < 1``, so the engine defines one total order over all keys:
+
+    None < bool < numbers (int and float, by value) < str (by code point) < bytes < tuples (element-wise)
+
+Sorting with :func:`total_order_key` is several times slower than Python's native comparison, so every sorted run
+carries an *order tag* (:func:`order_tag`): when all keys of a run share one type signature (all ``str``, all
+numbers, or tuples whose positions share types), native comparison gives exactly the total order restricted to those
+keys, and runs with the same tag can be sorted and merged natively. Runs with different tags, or with the tag
+``"mixed"``, are compared with :func:`total_order_key`.
+
+Note: as in any Python dict, ``1``, ``1.0`` and ``True`` are the same key when combined in one hash map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+KeyOrder = Callable[[Any], Any] | None
+"""A sort key function, or ``None`` for native order."""
+
+MIXED = "mixed"
+
+_RANK_NONE, _RANK_BOOL, _RANK_NUMBER, _RANK_STR, _RANK_BYTES, _RANK_TUPLE = range(6)
+
+
+def total_order_key(key: Any) -> tuple[Any, ...]:
+    """Map a key to a tuple that sorts in the engine's total order.
+
+    Complexity: O(size of the key).
+
+    >>> sorted([3, "a", None, (1, "x"), 2.5, True], key=total_order_key)
+    [None, True, 2.5, 3, 'a', (1, 'x')]
+    """
+    if key is None:
+        return (_RANK_NONE,)
+    kind = type(key)
+    if kind is bool:
+        return (_RANK_BOOL, key)
+    if kind is int or kind is float:
+        return (_RANK_NUMBER, key)
+    if kind is str:
+        return (_RANK_STR, key)
+    if kind is bytes:
+        return (_RANK_BYTES, key)
+    if kind is tuple or kind is list:
+        return (_RANK_TUPLE, tuple(total_order_key(part) for part in key))
+    raise TypeError(f"key {key!r} of type {kind.__name__} is not a msgpack-able key (None, bool, number, str, "
+                    "bytes or a tuple/list of them)")
+
+
+def _signature(key: Any) -> str:
+    kind = type(key)
+    if kind is str:
+        return "s"
+    if kind is int or kind is float:
+        return "n"
+    if kind is bool:
+        return "b"
+    if key is None:
+        return "0"
+    if kind is bytes:
+        return "y"
+    if kind is tuple or kind is list:
+        return "(" + "".join(_signature(part) for part in key) + ")"
+    total_order_key(key)  # raises the explanatory TypeError
+    return MIXED
+
+
+def order_tag(keys: Iterable[Any]) -> str:
+    """Return the order tag of a collection of keys: a type signature shared by all, or ``"mixed"``.
+
+    Two runs with the same non-mixed tag can be compared natively. Cost: one ``type()`` per key, plus a
+    signature per key for tuple keys.
+    """
+    keys = list(keys) if not isinstance(keys, (list, tuple)) else keys
+    if not keys:
+        return "empty"
+    kinds = set(map(type, keys))
+    if kinds == {str}:
+        return "s"
+    if kinds <= {int, float}:
+        return "n"
+    signatures = set(map(_signature, keys))
+    if len(signatures) == 1:
+        tag = signatures.pop()
+        # None and tuples containing None cannot be compared natively with each other (None < None fails).
+        return MIXED if "0" in tag else tag
+    return MIXED
+
+
+def combined_order(tags: Iterable[str]) -> KeyOrder:
+    """The sort key to use when merging runs with these tags: ``None`` (native) when they agree."""
+    distinct = {tag for tag in tags if tag != "empty"}
+    if len(distinct) <= 1 and MIXED not in distinct:
+        return None
+    return total_order_key
+
+
+def sort_keys(keys: list[Any]) -> tuple[list[Any], str]:
+    """Sort distinct keys in the total order and return them with their order tag."""
+    tag = order_tag(keys)
+    if tag == MIXED:
+        return sorted(keys, key=total_order_key), tag
+    return sorted(keys), tag

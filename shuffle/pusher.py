@@ -1,0 +1,161 @@
+"""The worker's shuffle server: push registered spills to the reduce tasks that need them.
+
+Per job, the pusher holds every spill its map attempts registered and, per partition, the current reduce attempt's
+address and a queue of spills not yet sent to it. In ``pipelined`` mode a spill is queued as soon as it is registered;
+in ``blocking`` mode (the Hadoop baseline) only once the coordinator reports its map attempt committed. A new reduce
+attempt for a partition gets every eligible spill again: map output stays on disk until the job ends for that reason.
+
+Sending never blocks the worker: each reduce attempt gets a PUSH socket with a small high-water mark; when ZeroMQ
+refuses a message (``zmq.Again``) the queue keeps it and :meth:`SpillPusher.pump` tries again later. Run bytes are read
+from the spill file only when sent, so what a slow reducer has not taken stays on disk, not in memory.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgpack
+import zmq
+
+from shuffle.spill import SpillFile
+
+SEND_HWM = 8
+"""Messages queued per reducer connection before sends are refused: bounds the worker's in-flight memory."""
+
+
+@dataclass(frozen=True)
+class RegisteredSpill:
+    map_index: int
+    attempt: int
+    seq: int
+    spill: SpillFile
+
+
+@dataclass
+class _Reducer:
+    attempt: int
+    address: str
+    socket: zmq.Socket
+    queue: deque[RegisteredSpill] = field(default_factory=deque)
+
+
+@dataclass
+class _JobShuffle:
+    mode: str
+    num_partitions: int
+    spills: list[RegisteredSpill] = field(default_factory=list)
+    committed: set[tuple[int, int]] = field(default_factory=set)
+    reducers: dict[int, _Reducer] = field(default_factory=dict)
+    pushed_runs: int = 0
+    pushed_bytes: int = 0
+
+
+class SpillPusher:
+    """Pushes spill runs to reducers for every job running on this worker."""
+
+    def __init__(self, context: zmq.Context) -> None:
+        self._context = context
+        self._jobs: dict[str, _JobShuffle] = {}
+
+    def _job(self, job_id: str, mode: str = "pipelined", num_partitions: int = 1) -> _JobShuffle:
+        job = self._jobs.get(job_id)
+        if job is None:
+            job = self._jobs[job_id] = _JobShuffle(mode, num_partitions)
+        return job
+
+    def register_job(self, job_id: str, mode: str, num_partitions: int) -> None:
+        job = self._job(job_id, mode, num_partitions)
+        job.mode, job.num_partitions = mode, num_partitions
+
+    def _eligible(self, job: _JobShuffle, spill: RegisteredSpill) -> bool:
+        return job.mode == "pipelined" or (spill.map_index, spill.attempt) in job.committed
+
+    def add_spill(self, job_id: str, map_index: int, attempt: int, seq: int, path: str) -> None:
+        """Register a spill file written by a local map attempt."""
+        job = self._job(job_id)
+        spill = RegisteredSpill(map_index, attempt, seq, SpillFile.open(path))
+        job.spills.append(spill)
+        if self._eligible(job, spill):
+            for reducer in job.reducers.values():
+                reducer.queue.append(spill)
+
+    def commit(self, job_id: str, map_index: int, attempt: int) -> None:
+        job = self._job(job_id)
+        job.committed.add((map_index, attempt))
+        if job.mode == "blocking":
+            mine = [s for s in job.spills if (s.map_index, s.attempt) == (map_index, attempt)]
+            for reducer in job.reducers.values():
+                reducer.queue.extend(mine)
+
+    def fail(self, job_id: str, map_index: int, attempt: int) -> None:
+        """Forget a failed or superseded attempt's spills: never send them again."""
+        job = self._job(job_id)
+        dead = (map_index, attempt)
+        job.spills = [s for s in job.spills if (s.map_index, s.attempt) != dead]
+        for reducer in job.reducers.values():
+            reducer.queue = deque(s for s in reducer.queue if (s.map_index, s.attempt) != dead)
+
+    def set_reducer(self, job_id: str, partition: int, attempt: int, address: str) -> None:
+        """Point a partition at a (new) reduce attempt and queue every eligible spill for it."""
+        job = self._job(job_id)
+        old = job.reducers.pop(partition, None)
+        if old is not None:
+            old.socket.close(linger=0)
+        socket = self._context.socket(zmq.PUSH)
+        socket.setsockopt(zmq.SNDHWM, SEND_HWM)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(address)
+        queue = deque(s for s in job.spills if self._eligible(job, s))
+        job.reducers[partition] = _Reducer(attempt, address, socket, queue)
+
+    def unsent(self, job_id: str, map_index: int, attempt: int) -> int:
+        """How many of an attempt's spills some running reducer has not been sent yet."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            return 0
+        key = (map_index, attempt)
+        return len({s.seq for r in job.reducers.values() for s in r.queue if (s.map_index, s.attempt) == key})
+
+    def pending(self) -> int:
+        return sum(len(r.queue) for job in self._jobs.values() for r in job.reducers.values())
+
+    def pump(self, budget: int = 64) -> int:
+        """Send up to ``budget`` queued runs without blocking; returns how many were sent."""
+        sent = 0
+        for job_id, job in self._jobs.items():
+            for partition, reducer in job.reducers.items():
+                while reducer.queue and sent < budget:
+                    spill = reducer.queue[0]
+                    entry = spill.spill.partitions[partition]
+                    header = msgpack.packb({
+                        "job_id": job_id, "map": spill.map_index, "attempt": spill.attempt, "seq": spill.seq,
+                        "partition": partition, "records": entry.records, "tag": entry.order_tag,
+                    })
+                    try:
+                        reducer.socket.send(header, zmq.SNDMORE | zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    # With the first frame accepted, ZeroMQ takes the rest of the message atomically.
+                    data = spill.spill.read_partition(partition)
+                    reducer.socket.send(data, copy=False)
+                    reducer.queue.popleft()
+                    job.pushed_runs += 1
+                    job.pushed_bytes += len(data)
+                    sent += 1
+        return sent
+
+    def finish_job(self, job_id: str, spill_dir: Path | None = None) -> None:
+        """Close the job's connections and delete its spill files."""
+        job = self._jobs.pop(job_id, None)
+        if job is not None:
+            for reducer in job.reducers.values():
+                reducer.socket.close(linger=0)
+        if spill_dir is not None:
+            shutil.rmtree(spill_dir / job_id, ignore_errors=True)
+
+    def close(self) -> None:
+        for job_id in list(self._jobs):
+            self.finish_job(job_id)

@@ -1,0 +1,107 @@
+"""Spill files: what a map writes each time its output buffer fills.
+
+Layout of a spill file (all integers big-endian)::
+
+    b"HOPSPIL1"                                  8-byte magic
+    run of partition 0, run of partition 1, ...  run bytes (see ``shuffle.runs``), possibly empty
+    index                                        msgpack array, one entry per partition:
+                                                 [offset, length, records, order_tag]
+    index offset                                 8 bytes, unsigned: where the index starts
+
+The index lets the worker's shuffle server send one partition's run without reading the others. Spill files are
+immutable once written: they are written under a temporary name and renamed, so a reader never sees half a spill.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgpack
+
+MAGIC = b"HOPSPIL1"
+_TRAILER = struct.Struct(">Q")
+
+
+class CorruptSpillError(ValueError):
+    """A spill file that does not follow the layout above."""
+
+
+@dataclass(frozen=True)
+class SpillIndexEntry:
+    """Where one partition's run lies in a spill file."""
+
+    offset: int
+    length: int
+    records: int
+    order_tag: str
+
+
+@dataclass(frozen=True)
+class SpillFile:
+    """A written spill file and its index."""
+
+    path: Path
+    partitions: tuple[SpillIndexEntry, ...]
+
+    @property
+    def records(self) -> int:
+        return sum(entry.records for entry in self.partitions)
+
+    @property
+    def size(self) -> int:
+        return sum(entry.length for entry in self.partitions)
+
+    @classmethod
+    def open(cls, path: str | Path) -> SpillFile:
+        """Read the index of an existing spill file; raises :class:`CorruptSpillError` naming the file."""
+        path = Path(path)
+        with open(path, "rb") as file:
+            if file.read(len(MAGIC)) != MAGIC:
+                raise CorruptSpillError(f"{path}: not a spill file (bad magic)")
+            file.seek(-_TRAILER.size, os.SEEK_END)
+            end = file.tell()
+            (index_offset,) = _TRAILER.unpack(file.read(_TRAILER.size))
+            if not len(MAGIC) <= index_offset <= end:
+                raise CorruptSpillError(f"{path}: index offset {index_offset} outside the file")
+            file.seek(index_offset)
+            try:
+                raw = msgpack.unpackb(file.read(end - index_offset), use_list=False, raw=False)
+            except (ValueError, msgpack.UnpackException) as error:
+                raise CorruptSpillError(f"{path}: unreadable index at offset {index_offset}: {error}") from error
+        return cls(path, tuple(SpillIndexEntry(*entry) for entry in raw))
+
+    def read_partition(self, partition: int) -> bytes:
+        """Return the run bytes of one partition."""
+        entry = self.partitions[partition]
+        if not entry.length:
+            return b""
+        with open(self.path, "rb") as file:
+            file.seek(entry.offset)
+            data = file.read(entry.length)
+        if len(data) != entry.length:
+            raise CorruptSpillError(f"{self.path}: partition {partition} truncated at offset {entry.offset}")
+        return data
+
+
+def write_spill(path: str | Path, runs: list[tuple[bytes, int, str]]) -> SpillFile:
+    """Write one spill file from per-partition ``(run_bytes, records, order_tag)`` and return it.
+
+    The file is written to ``path + ".tmp"`` and renamed, so it appears complete or not at all.
+    """
+    path = Path(path)
+    temporary = path.with_name(path.name + ".tmp")
+    entries = []
+    with open(temporary, "wb") as file:
+        file.write(MAGIC)
+        offset = len(MAGIC)
+        for data, records, tag in runs:
+            file.write(data)
+            entries.append(SpillIndexEntry(offset, len(data), records, tag))
+            offset += len(data)
+        file.write(msgpack.packb([[e.offset, e.length, e.records, e.order_tag] for e in entries]))
+        file.write(_TRAILER.pack(offset))
+    os.replace(temporary, path)
+    return SpillFile(path, tuple(entries))
