@@ -18,9 +18,10 @@ import sys
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.coordinator import check_output
 from hop.gen.cli import parse_size
 from hop.gen.cli import register as register_gen
-from hop.inputs import InputError
+from hop.inputs import InputError, expand_inputs
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.runner import JobFailed, build_spec, run_steps, wall_time
@@ -38,23 +39,39 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
     parser.add_argument("inputs", nargs="+", help="input files, directories or globs")
     parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
     parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
-    parser.add_argument("--blocking", action="store_true",
-                        help="Hadoop-style baseline: reducers get a map's output only after it commits")
+    parser.add_argument(
+        "--blocking",
+        action="store_true",
+        help="Hadoop-style baseline: reducers get a map's output only after it commits",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument("--split-size", type=_size, default=32 << 20, help="bytes per input split (default 32MB)")
-    parser.add_argument("--spill-records", type=int, default=1_000_000,
-                        help="map output records buffered before a spill (default 1,000,000)")
-    parser.add_argument("--reduce-memory", type=_size, default=64 << 20,
-                        help="received bytes a reducer holds in memory before merging to disk (default 64MB)")
-    parser.add_argument("--input-format", choices=["text", "jsonl", "csv"], default=None,
-                        help="override the job's input_format")
+    parser.add_argument(
+        "--spill-records",
+        type=int,
+        default=2_000_000,
+        help="map output records buffered before a spill (default 2,000,000)",
+    )
+    parser.add_argument(
+        "--reduce-memory",
+        type=_size,
+        default=64 << 20,
+        help="received bytes a reducer holds in memory before merging to disk (default 64MB)",
+    )
+    parser.add_argument(
+        "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"
+    )
     parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
     parser.add_argument("--max-attempts", type=int, default=4, help="attempts per task before the job fails")
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     if embedded:
-        parser.add_argument("--workers", type=int, default=None,
-                            help="worker processes of the embedded cluster, one map slot each (default: cores)")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=None,
+            help="worker processes of the embedded cluster, one map slot each (default: cores)",
+        )
         parser.add_argument("--coordinator", default=None, help="submit to this cluster instead of starting one")
     else:
         parser.add_argument("--coordinator", required=True, help="the cluster's coordinator, tcp://HOST:PORT")
@@ -68,13 +85,22 @@ def _run(args: argparse.Namespace) -> int:
     workers = getattr(args, "workers", None) or os.cpu_count() or 1
     reducers = args.reducers or workers
     spec = build_spec(
-        job_class, args.inputs, args.output, num_reduces=reducers,
-        mode="blocking" if args.blocking else "pipelined", split_size=args.split_size,
-        spill_records=args.spill_records, reduce_memory=args.reduce_memory, overwrite=args.overwrite,
-        input_format=args.input_format, options={"max_attempts": args.max_attempts},
+        job_class,
+        args.inputs,
+        args.output,
+        num_reduces=reducers,
+        mode="blocking" if args.blocking else "pipelined",
+        split_size=args.split_size,
+        spill_records=args.spill_records,
+        reduce_memory=args.reduce_memory,
+        overwrite=args.overwrite,
+        input_format=args.input_format,
+        options={"max_attempts": args.max_attempts},
     )
     cluster: LocalCluster | None = None
     try:
+        check_output(spec.output, spec.overwrite)  # before starting a cluster: fail fast
+        expand_inputs(list(spec.inputs))
         address = args.coordinator
         if address is None:
             cluster = LocalCluster(workers=workers, map_slots=1, reduce_slots=-(-reducers // workers))
@@ -101,9 +127,12 @@ def _run(args: argparse.Namespace) -> int:
             cluster.stop()
     if not args.quiet:
         counters = report["counters"]
-        print(f"hop: {report['job_id']} succeeded in {wall_time(report):.2f}s: "
-              f"{counters['map_input_records']:,} input records, {counters['reduce_output_records']:,} output "
-              f"records in {args.output}", file=sys.stderr)
+        print(
+            f"hop: {report['job_id']} succeeded in {wall_time(report):.2f}s: "
+            f"{counters['map_input_records']:,} input records, {counters['reduce_output_records']:,} output "
+            f"records in {args.output}",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -28,7 +28,7 @@ class Client:
     def __init__(self, address: str, timeout: float = 30.0) -> None:
         self.address = address
         self.timeout = timeout
-        self.context = zmq.Context.instance()
+        self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._socket = self._connect()
 
     def _connect(self) -> zmq.Socket:
@@ -44,8 +44,9 @@ class Client:
             # A late reply must not be taken for the answer to the next request: start a fresh socket.
             close_socket(self._socket)
             self._socket = self._connect()
-            raise CoordinatorUnavailable(f"coordinator {self.address} did not answer {kind!r} within "
-                                         f"{self.timeout:.0f}s")
+            raise CoordinatorUnavailable(
+                f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s"
+            )
         reply = unpack(self._socket.recv())
         if reply["type"] == "error":
             raise JobRejected(reply["message"])
@@ -57,8 +58,13 @@ class Client:
     def status(self, job_id: str) -> dict[str, Any]:
         return self.request("status", job_id=job_id)
 
-    def wait(self, job_id: str, on_status: Callable[[dict[str, Any]], None] | None = None,
-             poll_seconds: float = 0.2, timeout: float | None = None) -> dict[str, Any]:
+    def wait(
+        self,
+        job_id: str,
+        on_status: Callable[[dict[str, Any]], None] | None = None,
+        poll_seconds: float = 0.2,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """Poll until the job finishes; returns the final status (with ``report``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:

@@ -9,12 +9,14 @@ Run as ``hop coordinator [--bind tcp://HOST:PORT]``; it prints its address on th
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import shutil
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,23 +49,30 @@ class OutputExistsError(ValueError):
     pass
 
 
-def prepare_output(output: str, overwrite: bool) -> None:
-    """Create the output directory; refuse a non-empty one unless ``overwrite``."""
+def check_output(output: str, overwrite: bool) -> bool:
+    """Raise :class:`OutputExistsError` if ``output`` may not be written; return whether it must be cleared."""
     path = Path(output)
     if path.exists() and not path.is_dir():
         raise OutputExistsError(f"output {output} exists and is not a directory")
     if path.is_dir() and any(path.iterdir()):
         if not overwrite:
             raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
-        shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
+        return True
+    return False
+
+
+def prepare_output(output: str, overwrite: bool) -> None:
+    """Create the output directory; refuse a non-empty one unless ``overwrite``, which clears it."""
+    if check_output(output, overwrite):
+        shutil.rmtree(output)
+    Path(output).mkdir(parents=True, exist_ok=True)
 
 
 class Coordinator:
     """The coordinator's event loop and the state it does not delegate to ``JobState``."""
 
     def __init__(self, bind: str = "tcp://127.0.0.1:*", heartbeat_timeout: float = HEARTBEAT_TIMEOUT) -> None:
-        self.context = zmq.Context.instance()
+        self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
         self.socket.bind(bind)
@@ -108,18 +117,38 @@ class Coordinator:
         if handler is None:
             self._send(identity, "error", message=f"unknown message type {kind!r}")
             return
-        handler(identity, msg)
+        try:
+            handler(identity, msg)
+        except Exception as error:
+            # One bad message must not take the coordinator down with every other job: report and fail the job.
+            detail = traceback.format_exc()
+            print(f"hop coordinator: error handling {kind!r}:\n{detail}", file=sys.stderr, flush=True)
+            job = self._job_for(msg)
+            if job is not None:
+                self._execute(job, job.fail(f"internal error handling {kind}: {error}", detail))
+            elif kind in ("submit", "status", "workers"):
+                self._send(identity, "error", message=f"internal error: {type(error).__name__}: {error}")
 
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
         name = msg["worker"]
-        self.workers[name] = WorkerInfo(identity, name, msg["host"], msg["pid"], msg["map_slots"],
-                                        msg["reduce_slots"], msg["map_slots"], msg["reduce_slots"], time.time())
+        self.workers[name] = WorkerInfo(
+            identity,
+            name,
+            msg["host"],
+            msg["pid"],
+            msg["map_slots"],
+            msg["reduce_slots"],
+            msg["map_slots"],
+            msg["reduce_slots"],
+            time.time(),
+        )
         self._send(identity, "registered")
         for job in self.jobs.values():  # a late worker must know where running reducers are
             if job.state == "running":
                 for index, (attempt, address) in job.reducer_addresses.items():
-                    self._send(identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt,
-                               address=address)
+                    self._send(
+                        identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt, address=address
+                    )
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
         worker = self.workers.get(msg["worker"])
@@ -127,9 +156,21 @@ class Coordinator:
             worker.last_seen = time.time()
 
     def on_workers(self, identity: bytes, msg: dict[str, Any]) -> None:
-        self._send(identity, "workers", workers=[
-            {"name": w.name, "host": w.host, "pid": w.pid, "alive": w.alive, "map_slots": w.map_slots,
-             "reduce_slots": w.reduce_slots} for w in self.workers.values()])
+        self._send(
+            identity,
+            "workers",
+            workers=[
+                {
+                    "name": w.name,
+                    "host": w.host,
+                    "pid": w.pid,
+                    "alive": w.alive,
+                    "map_slots": w.map_slots,
+                    "reduce_slots": w.reduce_slots,
+                }
+                for w in self.workers.values()
+            ],
+        )
 
     def on_submit(self, identity: bytes, msg: dict[str, Any]) -> None:
         try:
@@ -188,23 +229,47 @@ class Coordinator:
         self._free_slot(msg, "map")
         job = self._job_for(msg)
         if job is not None:
-            self._execute(job, job.on_map_done(msg["index"], msg["attempt"], msg["spills"], msg["counters"],
-                                               msg["user_counters"], msg["at"]))
+            self._execute(
+                job,
+                job.on_map_done(
+                    msg["index"], msg["attempt"], msg["spills"], msg["counters"], msg["user_counters"], msg["at"]
+                ),
+            )
 
     def on_reduce_done(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, "reduce")
         job = self._job_for(msg)
         if job is not None:
-            self._execute(job, job.on_reduce_done(msg["index"], msg["attempt"], msg["path"], msg["counters"],
-                                                  msg["user_counters"], msg.get("first_run_at"), msg["at"]))
+            self._execute(
+                job,
+                job.on_reduce_done(
+                    msg["index"],
+                    msg["attempt"],
+                    msg["path"],
+                    msg["counters"],
+                    msg["user_counters"],
+                    msg.get("first_run_at"),
+                    msg["at"],
+                ),
+            )
 
     def on_task_failed(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, msg["kind"])
         job = self._job_for(msg)
         if job is not None:
             error = msg["error"]
-            self._execute(job, job.on_task_failed(msg["kind"], msg["index"], msg["attempt"], error,
-                                                  msg.get("traceback"), msg.get("retryable", True), msg["at"]))
+            self._execute(
+                job,
+                job.on_task_failed(
+                    msg["kind"],
+                    msg["index"],
+                    msg["attempt"],
+                    error,
+                    msg.get("traceback"),
+                    msg.get("retryable", True),
+                    msg["at"],
+                ),
+            )
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
         worker = self.workers.get(msg.get("worker", ""))
@@ -251,16 +316,16 @@ class Coordinator:
                     self._assign(job, kind, task.index, worker)
 
     def _pick_worker(self, kind: str) -> WorkerInfo | None:
-        candidates = [w for w in self.workers.values() if w.alive and (w.free_map if kind == "map" else
-                                                                        w.free_reduce) > 0]
+        candidates = [
+            w for w in self.workers.values() if w.alive and (w.free_map if kind == "map" else w.free_reduce) > 0
+        ]
         if not candidates:
             return None
         return max(candidates, key=lambda w: w.free_map if kind == "map" else w.free_reduce)
 
     def _assign(self, job: JobState, kind: str, index: int, worker: WorkerInfo) -> None:
         attempt = job.assign(kind, index, worker.name)
-        fields: dict[str, Any] = {"job": job.spec.to_wire(), "kind": kind, "index": index,
-                                  "attempt": attempt.attempt}
+        fields: dict[str, Any] = {"job": job.spec.to_wire(), "kind": kind, "index": index, "attempt": attempt.attempt}
         if kind == "map":
             worker.free_map -= 1
             split = job.splits[index]
@@ -291,10 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     coordinator = Coordinator(args.bind, args.heartbeat_timeout)
     print(coordinator.address, flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         coordinator.serve()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -5,9 +5,10 @@
 - A plain file is cut into splits of ``split_size`` bytes. A line belongs to the split that holds its first byte, so
   each line is read exactly once whatever the split boundaries. Gzip files cannot be split and make one split each.
 - Records are ``(key, value)``: for ``text`` the key is the byte offset of the line in its (uncompressed) file and the
-  value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON; ``csv`` parses
-  each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a hop output file
-  (``json(key) TAB json(value)``) back as pairs, which is how a multi-step job feeds one step into the next.
+  value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON;
+  ``csv`` parses each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a
+  hop output file (``json(key) TAB json(value)``) back as pairs,
+  which is how a multi-step job feeds one step into the next.
 - Undecodable bytes and unparsable lines raise :class:`InputError` naming the file and byte offset.
 """
 
@@ -85,7 +86,9 @@ def make_splits(files: list[str], split_size: int) -> list[Split]:
             if size:
                 splits.append(Split(path, 0, -1))
             continue
-        count = max(1, round(size / split_size)) if size else 0
+        if not size:
+            continue
+        count = max(1, round(size / split_size))
         bounds = [size * i // count for i in range(count + 1)]
         splits.extend(Split(path, lo, hi - lo) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo)
     return splits
@@ -94,7 +97,7 @@ def make_splits(files: list[str], split_size: int) -> list[Split]:
 def _open(split: Split) -> IO[bytes]:
     try:
         if split.path.endswith(".gz"):
-            return gzip.open(split.path, "rb")
+            return gzip.open(split.path, "rb")  # type: ignore[return-value]
         return open(split.path, "rb")
     except OSError as error:
         raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
@@ -126,20 +129,26 @@ def iter_lines(split: Split) -> Iterator[tuple[int, str]]:
                 continue
             leftover = data[cut + 1 :]
             body = data[:cut]
-            if body.isascii():
-                lines: list[str] = body.decode("ascii").split("\n")
-                for line in lines:
-                    if end is not None and position >= end:
-                        return
-                    yield position, line[:-1] if line.endswith("\r") else line
-                    position += len(line) + 1
-            else:
-                for raw in body.split(b"\n"):
-                    if end is not None and position >= end:
-                        return
-                    line = _decode(raw, split.path, position)
-                    yield position, line[:-1] if line.endswith("\r") else line
-                    position += len(raw) + 1
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                _raise_first_undecodable(body, split.path, position)
+            # One decode and one split per chunk; byte offsets from character counts, which are byte counts for
+            # ASCII lines (checked per chunk, then per line).
+            all_ascii = body.isascii()
+            has_cr = "\r" in text
+            for line in text.split("\n"):
+                if end is not None and position >= end:
+                    return
+                yield position, (line[:-1] if has_cr and line.endswith("\r") else line)
+                position += (len(line) if all_ascii or line.isascii() else len(line.encode("utf-8"))) + 1
+
+
+def _raise_first_undecodable(body: bytes, path: str, position: int) -> None:
+    for raw in body.split(b"\n"):
+        _decode(raw, path, position)
+        position += len(raw) + 1
+    raise AssertionError("unreachable: the chunk failed to decode as a whole")
 
 
 def _decode(raw: bytes, path: str, position: int) -> str:

@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from hop.aggregates import Aggregate
+
 Pair = tuple[Any, Any]
 MapFunction = Callable[[Any, Any], Iterable[Pair] | None]
 GroupFunction = Callable[[Any, Iterable[Any]], Iterable[Pair] | None]
@@ -73,7 +75,7 @@ class Job:
     # The user's functions. -------------------------------------------------------------------------------
     def map(self, key: Any, value: Any) -> Iterable[Pair] | None:
         """Yield pairs for one input record. The default passes the record through."""
-        yield key, value
+        return identity_map(key, value)
 
     combine: GroupFunction | None = None
     """Optional: a method ``combine(self, key, values)``; ``None`` means no combiner."""
@@ -107,9 +109,15 @@ class Job:
         """The job as a list of steps, whether or not it overrides ``steps()``."""
         steps = self.steps()
         if steps is None:
-            return [Step(self.map, self.combine, self.reduce)]
+            steps = [Step(self.map, self.combine, self.reduce)]
         if not steps:
             raise ValueError(f"{type(self).__name__}.steps() returned no steps")
+        for number, step in enumerate(steps):
+            if isinstance(step.reducer, Aggregate) and step.combiner not in (None, step.reducer):
+                raise ValueError(
+                    f"{type(self).__name__} step {number}: reduce is the aggregate {step.reducer!r}, so combine "
+                    "must be the same aggregate or unset (the shuffle carries the aggregate's states)"
+                )
         return list(steps)
 
     def take_counters(self) -> dict[str, dict[str, int]]:

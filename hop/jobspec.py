@@ -33,7 +33,7 @@ class JobSpec:
     num_steps: int = 1
     input_format: str = "text"
     split_size: int = 32 << 20
-    spill_records: int = 1_000_000
+    spill_records: int = 2_000_000
     reduce_memory: int = 64 << 20
     overwrite: bool = False
     job_id: str = ""

@@ -32,13 +32,15 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         del sys.modules[module_name]
         raise JobFileError(f"job file {path} failed to import: {type(error).__name__}: {error}") from error
     classes = [
-        value for value in vars(module).values()
+        value
+        for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, Job) and value is not Job and value.__module__ == module_name
     ]
     if class_name is not None:
         classes = [cls for cls in classes if cls.__name__ == class_name]
     if len(classes) != 1:
         names = ", ".join(cls.__name__ for cls in classes) or "none"
-        raise JobFileError(f"job file {path} must define exactly one hop.Job subclass (found: {names}); "
-                           "pick one with --job-class")
+        raise JobFileError(
+            f"job file {path} must define exactly one hop.Job subclass (found: {names}); pick one with --job-class"
+        )
     return classes[0]

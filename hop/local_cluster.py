@@ -25,8 +25,9 @@ class ClusterStartError(RuntimeError):
 
 
 class LocalCluster:
-    def __init__(self, workers: int | None = None, map_slots: int = 1, reduce_slots: int = 1,
-                 heartbeat_timeout: float = 10.0) -> None:
+    def __init__(
+        self, workers: int | None = None, map_slots: int = 1, reduce_slots: int = 1, heartbeat_timeout: float = 10.0
+    ) -> None:
         self.num_workers = workers or os.cpu_count() or 1
         self.map_slots = map_slots
         self.reduce_slots = reduce_slots
@@ -39,8 +40,9 @@ class LocalCluster:
         self.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
     def start(self) -> None:
@@ -53,14 +55,28 @@ class LocalCluster:
     def _start(self) -> None:
         self.coordinator = subprocess.Popen(
             [sys.executable, "-m", "hop.coordinator", "--heartbeat-timeout", str(self.heartbeat_timeout)],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         self.address = self._read_address(self.coordinator)
         for i in range(self.num_workers):
-            self.workers.append(subprocess.Popen([
-                sys.executable, "-m", "hop.worker", "--coordinator", self.address, "--name", f"local-{i}",
-                "--map-slots", str(self.map_slots), "--reduce-slots", str(self.reduce_slots),
-            ]))
+            self.workers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "hop.worker",
+                        "--coordinator",
+                        self.address,
+                        "--name",
+                        f"local-{i}",
+                        "--map-slots",
+                        str(self.map_slots),
+                        "--reduce-slots",
+                        str(self.reduce_slots),
+                    ]
+                )
+            )
         client = Client(self.address, timeout=10)
         try:
             deadline = time.monotonic() + START_TIMEOUT

@@ -40,10 +40,10 @@ class ProgressDisplay:
         self._bars: list[tqdm] = []
         if enabled:
             fmt = "{desc:<14}{percentage:5.1f}%|{bar:30}| {postfix}"
-            self._bars = [tqdm(total=100, desc=f"{label}map", position=0, file=sys.stderr, bar_format=fmt,
-                               leave=True),
-                          tqdm(total=100, desc=f"{label}reduce", position=1, file=sys.stderr, bar_format=fmt,
-                               leave=True)]
+            self._bars = [
+                tqdm(total=100, desc=f"{label}map", position=0, file=sys.stderr, bar_format=fmt, leave=True),
+                tqdm(total=100, desc=f"{label}reduce", position=1, file=sys.stderr, bar_format=fmt, leave=True),
+            ]
 
     def update(self, status: dict[str, Any]) -> None:
         if not self.enabled:
@@ -51,8 +51,9 @@ class ProgressDisplay:
         map_bar, reduce_bar = self._bars
         map_bar.n = round(100 * status["map_fraction"], 1)
         rate = status["input_records"] / max(status["elapsed"], 1e-9)
-        map_bar.set_postfix_str(f"{status['maps_done']}/{status['maps_total']} maps, {rate:,.0f} records/s",
-                                refresh=False)
+        map_bar.set_postfix_str(
+            f"{status['maps_done']}/{status['maps_total']} maps, {rate:,.0f} records/s", refresh=False
+        )
         reduce_bar.n = round(100 * status["reduce_fraction"], 1)
         reduce_bar.set_postfix_str(f"{status['reduces_done']}/{status['reduces_total']} reduces", refresh=False)
         for bar in self._bars:
@@ -65,12 +66,17 @@ class ProgressDisplay:
 
 def build_spec(job_class: type[Job], inputs: list[str], output: str, **settings: Any) -> JobSpec:
     input_format = settings.pop("input_format", None) or job_class.input_format
-    return JobSpec(job_code=dump_job_class(job_class), name=job_class.__name__, inputs=tuple(inputs),
-                   output=str(Path(output).resolve()), input_format=input_format, **settings)
+    return JobSpec(
+        job_code=dump_job_class(job_class),
+        name=job_class.__name__,
+        inputs=tuple(inputs),
+        output=str(Path(output).resolve()),
+        input_format=input_format,
+        **settings,
+    )
 
 
-def run_steps(client: Client, base: JobSpec, *, progress: bool = True,
-              timeout: float | None = None) -> dict[str, Any]:
+def run_steps(client: Client, base: JobSpec, *, progress: bool = True, timeout: float | None = None) -> dict[str, Any]:
     """Run every step of the job in ``base`` (step 0's spec) to completion; returns the last step's report."""
     num_steps = len(_instantiate(base).resolved_steps())
     final_output = Path(base.output)
@@ -82,9 +88,13 @@ def run_steps(client: Client, base: JobSpec, *, progress: bool = True,
         for step in range(num_steps):
             last = step == num_steps - 1
             spec = dataclasses.replace(
-                base, step=step, num_steps=num_steps, inputs=tuple(inputs),
+                base,
+                step=step,
+                num_steps=num_steps,
+                inputs=tuple(inputs),
                 output=str(final_output if last else scratch / f"step-{step}"),
-                input_format=base.input_format if step == 0 else "output", overwrite=True,
+                input_format=base.input_format if step == 0 else "output",
+                overwrite=True,
             )
             label = f"step {step + 1}/{num_steps} " if num_steps > 1 else ""
             display = ProgressDisplay(progress, label)

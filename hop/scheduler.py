@@ -25,8 +25,15 @@ from hop.inputs import Split
 from hop.jobspec import JobSpec
 
 BUILTIN_COUNTERS = (
-    "map_input_records", "map_output_records", "combine_input_records", "combine_output_records", "spill_files",
-    "spills_pushed", "shuffle_bytes", "reduce_input_records", "reduce_output_records",
+    "map_input_records",
+    "map_output_records",
+    "combine_input_records",
+    "combine_output_records",
+    "spill_files",
+    "spills_pushed",
+    "shuffle_bytes",
+    "reduce_input_records",
+    "reduce_output_records",
 )
 
 
@@ -46,8 +53,14 @@ class Attempt:
 
     def report(self) -> dict[str, Any]:
         return {
-            "task_id": f"{self.kind}-{self.index:05d}", "attempt": self.attempt, "kind": self.kind,
-            "worker": self.worker, "pid": self.pid, "start": self.start, "end": self.end, "status": self.status,
+            "task_id": f"{self.kind}-{self.index:05d}",
+            "attempt": self.attempt,
+            "kind": self.kind,
+            "worker": self.worker,
+            "pid": self.pid,
+            "start": self.start,
+            "end": self.end,
+            "status": self.status,
             **({"error": self.error} if self.error else {}),
         }
 
@@ -137,13 +150,18 @@ class JobState:
             return sum(1.0 if t.committed is not None else t.fraction for t in tasks) / len(tasks)
 
         return {
-            "job_id": self.spec.job_id, "state": self.state, "error": self.error,
+            "job_id": self.spec.job_id,
+            "state": self.state,
+            "error": self.error,
             "traceback": self.error_traceback,
-            "maps_total": len(self.maps), "maps_done": sum(t.committed is not None for t in self.maps),
+            "maps_total": len(self.maps),
+            "maps_done": sum(t.committed is not None for t in self.maps),
             "reduces_total": len(self.reduces),
             "reduces_done": sum(t.committed is not None for t in self.reduces),
-            "map_fraction": fraction(self.maps), "reduce_fraction": fraction(self.reduces),
-            "input_records": sum(t.records for t in self.maps), "elapsed": time.time() - self.submitted_at,
+            "map_fraction": fraction(self.maps),
+            "reduce_fraction": fraction(self.reduces),
+            "input_records": sum(t.records for t in self.maps),
+            "elapsed": time.time() - self.submitted_at,
         }
 
     # Events ------------------------------------------------------------------------------------------------
@@ -164,17 +182,30 @@ class JobState:
 
     def on_reducer_ready(self, index: int, attempt: int, address: str) -> list[Action]:
         self.reducer_addresses[index] = (attempt, address)
-        return [Broadcast("reducer_at", {"job_id": self.spec.job_id, "index": index, "attempt": attempt,
-                                         "address": address})]
+        return [
+            Broadcast(
+                "reducer_at", {"job_id": self.spec.job_id, "index": index, "attempt": attempt, "address": address}
+            )
+        ]
 
     def on_first_run(self, at: float) -> None:
         if self.first_shuffle_at is None or at < self.first_shuffle_at:
             self.first_shuffle_at = at
 
-    def on_map_done(self, index: int, attempt: int, spills: int, counters: dict[str, int],
-                    user_counters: dict[str, dict[str, int]], at: float) -> list[Action]:
+    def on_map_done(
+        self,
+        index: int,
+        attempt: int,
+        spills: int,
+        counters: dict[str, int],
+        user_counters: dict[str, dict[str, int]],
+        at: float,
+    ) -> list[Action]:
         task = self.maps[index]
         record = task.attempts[attempt]
+        if record.status == "failed":
+            # Declared failed (its worker was lost) before this report arrived: its runs are already dropped.
+            return [Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt})]
         record.end = at
         if task.committed is not None or self.state != "running":
             record.status = "superseded"
@@ -184,12 +215,22 @@ class JobState:
         self.map_spills[index] = (attempt, spills)
         self.last_map_commit_at = at
         self._add_counters(counters, user_counters)
-        return [Broadcast("map_committed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt,
-                                            "spills": spills})]
+        return [
+            Broadcast(
+                "map_committed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt, "spills": spills}
+            )
+        ]
 
-    def on_reduce_done(self, index: int, attempt: int, path: str, counters: dict[str, int],
-                       user_counters: dict[str, dict[str, int]], first_run_at: float | None,
-                       at: float) -> list[Action]:
+    def on_reduce_done(
+        self,
+        index: int,
+        attempt: int,
+        path: str,
+        counters: dict[str, int],
+        user_counters: dict[str, dict[str, int]],
+        first_run_at: float | None,
+        at: float,
+    ) -> list[Action]:
         task = self.reduces[index]
         record = task.attempts[attempt]
         record.end = at
@@ -207,15 +248,17 @@ class JobState:
             actions.append(FinishJob("succeeded"))
         return actions
 
-    def on_task_failed(self, kind: str, index: int, attempt: int, error: str, traceback: str | None,
-                       retryable: bool, at: float) -> list[Action]:
+    def on_task_failed(
+        self, kind: str, index: int, attempt: int, error: str, traceback: str | None, retryable: bool, at: float
+    ) -> list[Action]:
         task = self.tasks(kind)[index]
         record = task.attempts[attempt]
+        if record.status in ("succeeded", "superseded"):
+            return []  # a late report about an attempt that already finished: nothing to undo
         record.status, record.end, record.error = "failed", at, error
         actions: list[Action] = []
         if kind == "map":
-            actions.append(Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index,
-                                                    "attempt": attempt}))
+            actions.append(Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt}))
         if self.state != "running" or task.committed is not None:
             return actions
         if not retryable or len(task.attempts) >= self.max_attempts:
@@ -231,14 +274,22 @@ class JobState:
             for task in self.tasks(kind):
                 for record in task.attempts:
                     if record.worker == worker and record.status in ("assigned", "running"):
-                        actions += self.on_task_failed(kind, task.index, record.attempt,
-                                                       f"worker {worker} was lost", None, True, at)
-        lost_outputs = [t for t in self.maps if t.committed is not None
-                        and t.attempts[t.committed].worker == worker
-                        and any(r.committed is None for r in self.reduces)]
+                        actions += self.on_task_failed(
+                            kind, task.index, record.attempt, f"worker {worker} was lost", None, True, at
+                        )
+        lost_outputs = [
+            t
+            for t in self.maps
+            if t.committed is not None
+            and t.attempts[t.committed].worker == worker
+            and any(r.committed is None for r in self.reduces)
+        ]
         if lost_outputs and self.state == "running":
-            actions += self.fail(f"worker {worker} was lost with the output of {len(lost_outputs)} committed "
-                                 "map task(s); re-running committed maps is not supported yet", None)
+            actions += self.fail(
+                f"worker {worker} was lost with the output of {len(lost_outputs)} committed "
+                "map task(s); re-running committed maps is not supported yet",
+                None,
+            )
         return actions
 
     def fail(self, reason: str, traceback: str | None = None) -> list[Action]:

@@ -55,10 +55,18 @@ def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[
     if isinstance(error, UserCodeError):
         return {"error": str(error), "traceback": error.user_traceback, "record": error.record, "retryable": False}
     if isinstance(error, (InputError, ValueError, TypeError)):
-        return {"error": f"{kind} task {index}: {error}", "traceback": traceback.format_exc(), "record": None,
-                "retryable": False}
-    return {"error": f"{kind} task {index} attempt {attempt}: {type(error).__name__}: {error}",
-            "traceback": traceback.format_exc(), "record": None, "retryable": True}
+        return {
+            "error": f"{kind} task {index}: {error}",
+            "traceback": traceback.format_exc(),
+            "record": None,
+            "retryable": False,
+        }
+    return {
+        "error": f"{kind} task {index} attempt {attempt}: {type(error).__name__}: {error}",
+        "traceback": traceback.format_exc(),
+        "record": None,
+        "retryable": True,
+    }
 
 
 def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
@@ -79,13 +87,19 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
             result = run_reduce(spec, index, attempt, task["num_maps"], job_dir, channel, host, committed)
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
     except Exception as error:
-        channel.send("task_failed", kind=kind, index=index, attempt=attempt, at=time.time(),
-                     **_failure(kind, index, attempt, error))
+        channel.send(
+            "task_failed",
+            kind=kind,
+            index=index,
+            attempt=attempt,
+            at=time.time(),
+            **_failure(kind, index, attempt, error),
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     worker_address, slot, spill_dir = (argv or sys.argv[1:])[:3]
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.IDENTITY, slot.encode())
     socket.setsockopt(zmq.LINGER, 2000)

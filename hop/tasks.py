@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import msgpack
 import zmq
 
+from hop.aggregates import as_aggregate
 from hop.inputs import InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
@@ -69,11 +70,16 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
     """Create the user's job object and pick the functions of the step this spec runs."""
     job = load_job_class(spec.job_code)()
     step: Step = job.resolved_steps()[spec.step]
-    return job, _StepFunctions(
-        mapper=step.mapper or identity_map,
-        combiner=step.combiner,  # type: ignore[arg-type]
-        reducer=step.reducer or identity_reduce,
-    )
+    combiner: Any = step.combiner
+    reducer: Any = step.reducer or identity_reduce
+    reduce_aggregate = as_aggregate(reducer)
+    if reduce_aggregate is not None:
+        # The shuffle carries the aggregate's states: combine with it, and finish them in the reduce.
+        combiner = combiner if combiner is not None else reduce_aggregate
+        reducer = reduce_aggregate.as_reducer()
+    if combiner is not None and as_aggregate(combiner) is None:
+        combiner = _guarded_combiner(combiner)
+    return job, _StepFunctions(mapper=step.mapper or identity_map, combiner=combiner, reducer=reducer)
 
 
 def _call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
@@ -113,14 +119,14 @@ def run_map(
             raise UserCodeError("partition", error, f"key {key!r}") from error
 
     def announce(spill: SpillFile) -> None:
-        channel.send("spill", index=index, attempt=attempt, seq=buffer.counters.spill_files - 1,
-                     path=str(spill.path))
+        channel.send("spill", index=index, attempt=attempt, seq=buffer.counters.spill_files - 1, path=str(spill.path))
 
+    default_partition = type(job).partition is Job.partition
     buffer = MapOutputBuffer(
         attempt_dir,
         num_reduces,
-        partitioner,
-        _guarded_combiner(functions.combiner) if functions.combiner is not None else None,
+        None if default_partition else partitioner,
+        functions.combiner,
         spill_records=spec.spill_records,
         on_spill=announce,
     )
@@ -144,10 +150,9 @@ def run_map(
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now
-            position = buffer.current_record[0] if buffer.current_record else 0
-            fraction = _fraction(split, position, total_bytes)
-            channel.send("task_progress", kind="map", index=index, attempt=attempt, fraction=fraction,
-                         records=consumed)
+            offset = buffer.current_record[0] if buffer.current_record else 0
+            fraction = _fraction(split, offset, total_bytes)
+            channel.send("task_progress", kind="map", index=index, attempt=attempt, fraction=fraction, records=consumed)
     _call_user("teardown", job.teardown)
     buffer.spill()
     counters = buffer.counters
@@ -189,12 +194,18 @@ def _fraction(split: Split, position: Any, total: int) -> float:
 
 
 def run_reduce(
-    spec: JobSpec, index: int, attempt: int, num_maps: int, work_dir: Path, channel: TaskChannel,
-    host: str = "127.0.0.1", committed: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
+    spec: JobSpec,
+    index: int,
+    attempt: int,
+    num_maps: int,
+    work_dir: Path,
+    channel: TaskChannel,
+    host: str = "127.0.0.1",
+    committed: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
 ) -> dict[str, Any]:
     """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output."""
     job, functions = instantiate(spec)
-    context = zmq.Context.instance()
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.PULL)
     pull.setsockopt(zmq.RCVHWM, 64)
     port = pull.bind_to_random_port(f"tcp://{host}")
@@ -230,7 +241,12 @@ def run_reduce(
 
 
 def _receive_runs(
-    spec: JobSpec, index: int, attempt: int, num_maps: int, store: RunStore, pull: zmq.Socket,
+    spec: JobSpec,
+    index: int,
+    attempt: int,
+    num_maps: int,
+    store: RunStore,
+    pull: zmq.Socket,
     channel: TaskChannel,
 ) -> float | None:
     """Take runs and commit/failure notices until the store holds every committed map's runs."""
@@ -251,8 +267,7 @@ def _receive_runs(
                 if first_run_at is None:
                     first_run_at = time.time()
                     channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
-                store.add(header["map"], header["attempt"], header["seq"], data.bytes, header["records"],
-                          header["tag"])
+                store.add(header["map"], header["attempt"], header["seq"], data.bytes, header["records"], header["tag"])
         if channel.control_socket in events:
             while (control := channel.receive(0)) is not None:
                 if control.get("job_id") != spec.job_id:
@@ -265,13 +280,20 @@ def _receive_runs(
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now
             done = num_maps - store.missing(num_maps)
-            channel.send("task_progress", kind="reduce", index=index, attempt=attempt,
-                         fraction=0.5 * done / max(1, num_maps), records=0)
+            channel.send(
+                "task_progress",
+                kind="reduce",
+                index=index,
+                attempt=attempt,
+                fraction=0.5 * done / max(1, num_maps),
+                records=0,
+            )
     return first_run_at
 
 
 def _reduce_to_file(
-    pairs: Iterator[tuple[Any, Any]], reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None],
+    pairs: Iterator[tuple[Any, Any]],
+    reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None],
     output: Path,
 ) -> tuple[int, int]:
     """Group sorted pairs, call the reducer per key, write ``json(key) TAB json(value)`` lines."""

@@ -12,6 +12,7 @@ Run as ``hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slot
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -46,11 +47,18 @@ class Slot:
 
 
 class Worker:
-    def __init__(self, coordinator: str, map_slots: int, reduce_slots: int, host: str = "127.0.0.1",
-                 name: str | None = None, spill_root: str | None = None) -> None:
+    def __init__(
+        self,
+        coordinator: str,
+        map_slots: int,
+        reduce_slots: int,
+        host: str = "127.0.0.1",
+        name: str | None = None,
+        spill_root: str | None = None,
+    ) -> None:
         self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
         self.host = host
-        self.context = zmq.Context.instance()
+        self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.coordinator = self.context.socket(zmq.DEALER)
         self.coordinator.setsockopt(zmq.IDENTITY, self.name.encode())
         self.coordinator.setsockopt(zmq.LINGER, 1000)
@@ -94,10 +102,19 @@ class Worker:
                 continue
             if slot.task is not None:
                 job_id, kind, index, attempt = slot.task
-                self._to_coordinator("task_failed", job_id=job_id, kind=kind, index=index, attempt=attempt,
-                                     error=f"{kind} task {index} attempt {attempt}: task process exited with "
-                                           f"code {code} on worker {self.name}",
-                                     traceback=None, record=None, retryable=True, at=time.time())
+                self._to_coordinator(
+                    "task_failed",
+                    job_id=job_id,
+                    kind=kind,
+                    index=index,
+                    attempt=attempt,
+                    error=f"{kind} task {index} attempt {attempt}: task process exited with "
+                    f"code {code} on worker {self.name}",
+                    traceback=None,
+                    record=None,
+                    retryable=True,
+                    at=time.time(),
+                )
             if self.running:
                 self._start_slot(name, slot.kind)
 
@@ -123,9 +140,18 @@ class Worker:
             self.pusher.register_job(job["job_id"], job["mode"], job["num_reduces"])
             slot = self._free_slot(msg["kind"])
             if slot is None:
-                self._to_coordinator("task_failed", job_id=job["job_id"], kind=msg["kind"], index=msg["index"],
-                                     attempt=msg["attempt"], error=f"worker {self.name} has no free {msg['kind']} "
-                                     "slot", traceback=None, record=None, retryable=True, at=time.time())
+                self._to_coordinator(
+                    "task_failed",
+                    job_id=job["job_id"],
+                    kind=msg["kind"],
+                    index=msg["index"],
+                    attempt=msg["attempt"],
+                    error=f"worker {self.name} has no free {msg['kind']} slot",
+                    traceback=None,
+                    record=None,
+                    retryable=True,
+                    at=time.time(),
+                )
                 return
             slot.task = (job["job_id"], msg["kind"], msg["index"], msg["attempt"])
             self._to_slot(slot, frame)
@@ -178,8 +204,9 @@ class Worker:
         poller.register(self.slots_socket, zmq.POLLIN)
         try:
             self._wait_for_slots()
-            self._to_coordinator("register", host=self.host, pid=os.getpid(), map_slots=self.map_slots,
-                                 reduce_slots=self.reduce_slots)
+            self._to_coordinator(
+                "register", host=self.host, pid=os.getpid(), map_slots=self.map_slots, reduce_slots=self.reduce_slots
+            )
             next_heartbeat = time.monotonic()
             while self.running:
                 timeout = 5 if self.pusher.pending() else 100
@@ -210,10 +237,8 @@ class Worker:
         self.running = False
         for slot in self.slots.values():
             if slot.process.poll() is None:
-                try:
+                with contextlib.suppress(zmq.ZMQError):
                     self._to_slot(slot, message("stop"))
-                except zmq.ZMQError:
-                    pass
         deadline = time.monotonic() + 5
         for slot in self.slots.values():
             try:
@@ -238,10 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     worker = Worker(args.coordinator, args.map_slots, args.reduce_slots, args.host, args.name, args.spill_dir)
     signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "running", False))
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         worker.serve()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

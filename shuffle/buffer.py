@@ -9,8 +9,11 @@ Contracts:
 
 - ``combiner(key, values)`` yields pairs whose key equals ``key`` (it may yield zero, one or several); a combiner that
   changes keys would break the sort order, so it is rejected with an error naming the key.
-- ``partitioner(key)`` returns an int in ``range(num_partitions)``.
+- ``partitioner(key)`` returns an int in ``range(num_partitions)``; ``None`` means ``hash(key) % num_partitions``.
 - Values of one key keep the order in which the map produced them.
+
+When the combiner is a built-in aggregate (``hop.aggregates``), values are folded into one state per key as they
+arrive (``lift`` then ``merge``, or an in-place ``+`` for sums): no list per key and no combiner call per key.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shuffle.keys import sort_keys
+from shuffle.keys import MIXED, order_tag, sort_keys, total_order_key
 from shuffle.runs import encode_run
 from shuffle.spill import SpillFile, write_spill
 
@@ -57,10 +60,10 @@ class MapOutputBuffer:
         self,
         spill_dir: str | Path,
         num_partitions: int,
-        partitioner: Partitioner,
+        partitioner: Partitioner | None,
         combiner: Combiner | None = None,
         *,
-        spill_records: int = 1_000_000,
+        spill_records: int = 2_000_000,
         spill_keys: int = 200_000,
         on_spill: Callable[[SpillFile], None] | None = None,
         name: str = "spill",
@@ -74,23 +77,33 @@ class MapOutputBuffer:
         self.on_spill = on_spill
         self.name = name
         self.counters = BufferCounters()
-        self._groups: dict[Any, list[Any]] = {}
+        self._groups: dict[Any, Any] = {}
         self._pending = 0
+        # A combiner with lift/merge (hop.aggregates.Aggregate) is folded in as records arrive.
+        self._folding = hasattr(combiner, "lift") and hasattr(combiner, "merge")
 
     def collect(self, pairs: Iterable[tuple[Any, Any]]) -> None:
         """Add the pairs of one map call, spilling when the buffer is full."""
-        groups = self._groups
-        count = 0
-        for key, value in pairs:
-            values = groups.get(key)
-            if values is None:
-                groups[key] = [value]
-            else:
-                values.append(value)
-            count += 1
-        self._pending += count
-        if self._pending >= self.spill_records or len(groups) >= self.spill_keys:
+        self._pending += sum(1 for _ in self._insert_all(pairs))
+        if self._pending >= self.spill_records or len(self._groups) >= self.spill_keys:
             self.spill()
+
+    def _insert_all(self, pairs: Iterable[tuple[Any, Any]]) -> Iterator[None]:
+        groups = self._groups
+        if self._folding:
+            lift, merge = self.combiner.lift, self.combiner.merge  # type: ignore[union-attr]
+            for key, value in pairs:
+                old = groups.get(key)
+                groups[key] = lift(value) if old is None else merge(old, lift(value))
+                yield None
+        else:
+            for key, value in pairs:
+                values = groups.get(key)
+                if values is None:
+                    groups[key] = [value]
+                else:
+                    values.append(value)
+                yield None
 
     def run_map(
         self, records: Iterable[tuple[Any, Any]], mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None]
@@ -109,34 +122,71 @@ class MapOutputBuffer:
         self.current_record: tuple[Any, Any] | None = None
         check_every = 4096
         next_check = check_every
-        for record_key, record_value in records:
-            output = mapper(record_key, record_value)
-            if output is not None:
-                for key, value in output:
-                    values = groups.get(key)
-                    if values is None:
-                        groups[key] = [value]
-                    else:
-                        values.append(value)
-                    pending += 1
-            consumed += 1
-            if pending >= spill_records or len(groups) >= spill_keys:
-                self._pending = pending
-                self.current_record = (record_key, record_value)
-                self.spill()
-                groups = self._groups  # spill() swapped in a fresh map
-                pending = 0
-            if consumed >= next_check:
-                next_check += check_every
-                self._pending = pending
-                self.current_record = (record_key, record_value)
-                yield consumed
+        # The three ways to insert a pair, chosen once per task rather than per record.
+        inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
+        lift: Any = self.combiner.lift if self._folding else None  # type: ignore[union-attr]
+        merge: Any = self.combiner.merge if self._folding else None  # type: ignore[union-attr]
+        record_key = record_value = None
+        try:
+            for record_key, record_value in records:
+                output = mapper(record_key, record_value)
+                if output is None:
+                    pass
+                elif inline_sum:
+                    for key, value in output:
+                        old = groups.get(key)
+                        groups[key] = value if old is None else old + value
+                        pending += 1
+                elif lift is not None:
+                    for key, value in output:
+                        old = groups.get(key)
+                        groups[key] = lift(value) if old is None else merge(old, lift(value))
+                        pending += 1
+                else:
+                    for key, value in output:
+                        values = groups.get(key)
+                        if values is None:
+                            groups[key] = [value]
+                        else:
+                            values.append(value)
+                        pending += 1
+                consumed += 1
+                if pending >= spill_records or len(groups) >= spill_keys:
+                    self._pending = pending
+                    self.current_record = (record_key, record_value)
+                    self.spill()
+                    groups = self._groups  # spill() swapped in a fresh map
+                    pending = 0
+                if consumed >= next_check:
+                    next_check += check_every
+                    self._pending = pending
+                    self.current_record = (record_key, record_value)
+                    yield consumed
+        except Exception:
+            # Name the record the map was working on; the task turns this into file and offset.
+            self.current_record = (record_key, record_value) if consumed or record_key is not None else None
+            raise
         self._pending = pending
         yield consumed
 
     @property
     def pending_records(self) -> int:
         return self._pending
+
+    def _partitions_of(self, keys: list[Any]) -> list[int]:
+        """The partition of every key, computed in bulk and checked once."""
+        partitions = self.num_partitions
+        if partitions == 1:
+            return [0] * len(keys)
+        if self.partitioner is None:
+            return [hash(key) % partitions for key in keys]
+        result = list(map(self.partitioner, keys))
+        if result and (set(map(type, result)) != {int} or min(result) < 0 or max(result) >= partitions):
+            key, bad = next(
+                (k, p) for k, p in zip(keys, result, strict=True) if type(p) is not int or not 0 <= p < partitions
+            )
+            raise PartitionError(f"partition({key!r}) returned {bad!r}; expected an int in range({partitions})")
+        return result
 
     def spill(self) -> SpillFile | None:
         """Write what the buffer holds as one spill file; returns ``None`` if the buffer is empty."""
@@ -145,22 +195,37 @@ class MapOutputBuffer:
         started = time.perf_counter()
         groups, self._groups = self._groups, {}
         counters = self.counters
-        counters.map_output_records += self._pending
+        counters_pending = self._pending
+        counters.map_output_records += counters_pending
         self._pending = 0
-        sorted_keys, tag = sort_keys(list(groups))
         partitions = self.num_partitions
         out_keys: list[list[Any]] = [[] for _ in range(partitions)]
         out_values: list[list[Any]] = [[] for _ in range(partitions)]
-        partitioner = self.partitioner
         combiner = self.combiner
         combine_in = combine_out = 0
-        for key in sorted_keys:
+        folding = self._folding
+        if folding:
+            # One state per key already: bucket keys by partition, sort each bucket, look the states up.
+            keys = list(groups)
+            buckets: list[list[Any]] = [[] for _ in range(partitions)]
+            if partitions == 1:
+                buckets[0] = keys
+            else:
+                appenders = [bucket.append for bucket in buckets]
+                for key, partition in zip(keys, self._partitions_of(keys), strict=True):
+                    appenders[partition](key)
+            tag = order_tag(keys)
+            order = total_order_key if tag == MIXED else None
+            for partition, bucket in enumerate(buckets):
+                bucket.sort(key=order)
+                out_keys[partition] = bucket
+                out_values[partition] = list(map(groups.__getitem__, bucket))
+            combine_in, combine_out = counters_pending, len(keys)
+            sorted_keys: list[Any] = []
+        else:
+            sorted_keys, tag = sort_keys(list(groups))
+        for key, partition in zip(sorted_keys, self._partitions_of(sorted_keys), strict=True):
             values = groups[key]
-            partition = 0 if partitions == 1 else partitioner(key)
-            if type(partition) is not int or not 0 <= partition < partitions:
-                raise PartitionError(
-                    f"partition({key!r}) returned {partition!r}; expected an int in range({partitions})"
-                )
             keys_p = out_keys[partition]
             values_p = out_values[partition]
             if combiner is None:

@@ -50,8 +50,10 @@ def total_order_key(key: Any) -> tuple[Any, ...]:
         return (_RANK_BYTES, key)
     if kind is tuple or kind is list:
         return (_RANK_TUPLE, tuple(total_order_key(part) for part in key))
-    raise TypeError(f"key {key!r} of type {kind.__name__} is not a msgpack-able key (None, bool, number, str, "
-                    "bytes or a tuple/list of them)")
+    raise TypeError(
+        f"key {key!r} of type {kind.__name__} is not a msgpack-able key (None, bool, number, str, "
+        "bytes or a tuple/list of them)"
+    )
 
 
 def _signature(key: Any) -> str:
@@ -66,8 +68,10 @@ def _signature(key: Any) -> str:
         return "0"
     if kind is bytes:
         return "y"
-    if kind is tuple or kind is list:
+    if kind is tuple:
         return "(" + "".join(_signature(part) for part in key) + ")"
+    if kind is list:  # lists and tuples do not compare natively with each other
+        return "[" + "".join(_signature(part) for part in key) + "]"
     total_order_key(key)  # raises the explanatory TypeError
     return MIXED
 

@@ -37,7 +37,7 @@ def sort_runs_in_memory(runs: Iterable[bytes | memoryview], order: KeyOrder) -> 
     pairs: list[Pair] = []
     for data in runs:
         for keys, values in iter_blocks(data):
-            pairs.extend(zip(keys, values))
+            pairs.extend(zip(keys, values, strict=False))
     pairs.sort(key=_pair_key(order))
     return pairs
 

@@ -130,10 +130,17 @@ class SpillPusher:
                 while reducer.queue and sent < budget:
                     spill = reducer.queue[0]
                     entry = spill.spill.partitions[partition]
-                    header = msgpack.packb({
-                        "job_id": job_id, "map": spill.map_index, "attempt": spill.attempt, "seq": spill.seq,
-                        "partition": partition, "records": entry.records, "tag": entry.order_tag,
-                    })
+                    header = msgpack.packb(
+                        {
+                            "job_id": job_id,
+                            "map": spill.map_index,
+                            "attempt": spill.attempt,
+                            "seq": spill.seq,
+                            "partition": partition,
+                            "records": entry.records,
+                            "tag": entry.order_tag,
+                        }
+                    )
                     try:
                         reducer.socket.send(header, zmq.SNDMORE | zmq.NOBLOCK)
                     except zmq.Again:

@@ -81,14 +81,14 @@ def iter_blocks(data: bytes | memoryview) -> Iterator[tuple[tuple[Any, ...], tup
 def iter_run(data: bytes | memoryview) -> Iterator[tuple[Any, Any]]:
     """Yield the (key, value) pairs of run bytes held in memory, in order."""
     for keys, values in iter_blocks(data):
-        yield from zip(keys, values)
+        yield from zip(keys, values, strict=False)
 
 
 def iter_run_file(path: str | Path) -> Iterator[tuple[Any, Any]]:
     """Stream the (key, value) pairs of a run file, holding one read buffer and one block at a time."""
     with open(path, "rb") as file:
         for keys, values in _unpacker(file):
-            yield from zip(keys, values)
+            yield from zip(keys, values, strict=False)
 
 
 class RunWriter:
@@ -131,6 +131,8 @@ class RunWriter:
             self._keys, self._values = [], []
 
     def close(self) -> int:
-        self._flush()
-        self._file.close()
+        try:
+            self._flush()
+        finally:
+            self._file.close()
         return self.bytes_written

@@ -71,7 +71,7 @@ class SpillFile:
                 raw = msgpack.unpackb(file.read(end - index_offset), use_list=False, raw=False)
             except (ValueError, msgpack.UnpackException) as error:
                 raise CorruptSpillError(f"{path}: unreadable index at offset {index_offset}: {error}") from error
-        return cls(path, tuple(SpillIndexEntry(*entry) for entry in raw))
+        return cls(path, _validated_index(path, raw, index_offset))
 
     def read_partition(self, partition: int) -> bytes:
         """Return the run bytes of one partition."""
@@ -84,6 +84,26 @@ class SpillFile:
         if len(data) != entry.length:
             raise CorruptSpillError(f"{self.path}: partition {partition} truncated at offset {entry.offset}")
         return data
+
+
+def _validated_index(path: Path, raw: object, index_offset: int) -> tuple[SpillIndexEntry, ...]:
+    """Check every index entry lies between the magic and the index; raise ``CorruptSpillError`` otherwise."""
+    if not isinstance(raw, tuple):
+        raise CorruptSpillError(f"{path}: index is not an array")
+    entries = []
+    for number, entry in enumerate(raw):
+        if (
+            not isinstance(entry, tuple)
+            or len(entry) != 4
+            or not all(type(x) is int for x in entry[:3])
+            or not isinstance(entry[3], str)
+        ):
+            raise CorruptSpillError(f"{path}: index entry {number} is malformed: {entry!r:.100}")
+        offset, length, records, _ = entry
+        if offset < len(MAGIC) or length < 0 or records < 0 or offset + length > index_offset:
+            raise CorruptSpillError(f"{path}: index entry {number} points outside the runs: {entry!r:.100}")
+        entries.append(SpillIndexEntry(*entry))
+    return tuple(entries)
 
 
 def write_spill(path: str | Path, runs: list[tuple[bytes, int, str]]) -> SpillFile:

@@ -1,18 +1,20 @@
 """The reduce side's store of received runs, kept per map attempt.
 
-A run arrives tagged with the map task, the attempt that produced it and its spill sequence number. Runs of an attempt
-are *tentative* until the coordinator reports that attempt committed; then they join the committed set. Runs of a
-failed or superseded attempt are dropped and never reach the reduce (HOP section 3.3, with attempts isolated).
+A run arrives tagged with the map task, the attempt that produced it and its spill sequence number. Runs of an
+attempt are *tentative* until the coordinator reports that attempt committed; then they join the committed
+set. Runs of a failed or superseded attempt are dropped and never reach the reduce (HOP section 3.3, with
+attempts isolated).
 
-Memory: run bytes are held in memory up to ``memory_limit`` bytes (encoded size). Past that, the largest in-memory runs
-are written to files in ``spill_dir`` and later streamed, so the store's memory does not grow with the input. At the
-end, :meth:`RunStore.sorted_pairs` sorts the in-memory committed runs in one pass and heap-merges the result with the
-on-disk runs, first merging on-disk runs in passes of ``fan_in`` so at most ``fan_in`` files are open at once.
+Memory: run bytes are held in memory up to ``memory_limit`` bytes (encoded size). Past that, the largest
+in-memory runs are written to files in ``spill_dir`` and later streamed, so the store's memory does not grow
+with the input. At the end, :meth:`RunStore.sorted_pairs` sorts each stretch of consecutive in-memory
+committed runs in one pass and heap-merges the results with the on-disk runs in run order (so ties stay in map
+task, then spill order), first merging neighbouring sources in passes so at most ``fan_in`` files are open at
+once.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +65,10 @@ class RunStore:
         self.received_bytes = 0
         self.dropped_runs = 0
         self._file_seq = 0
+        self._merged: dict[Path, int] = {}
+        """Files written by multi-pass merges (not runs of any attempt), with their sizes."""
+        if fan_in < 2:
+            raise ValueError(f"fan_in must be at least 2, got {fan_in}")
 
     def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
         """Store one run; a run of an attempt already superseded by another committed attempt is dropped."""
@@ -81,7 +87,7 @@ class RunStore:
             self._evict()
 
     def commit(self, task: int, attempt: int, spills: int) -> None:
-        """Record that ``attempt`` of ``task`` committed with ``spills`` spill files; drop other attempts' runs."""
+        """Record that ``attempt`` of ``task`` committed with ``spills`` spill files; drop other attempts."""
         self.committed[task] = attempt
         self.attempts.setdefault((task, attempt), AttemptRuns()).committed_spills = spills
         for key in [key for key in self.attempts if key[0] == task and key[1] != attempt]:
@@ -121,14 +127,24 @@ class RunStore:
         """All committed pairs in key order (stable by map task, then spill order)."""
         runs = self.committed_runs()
         order = combined_order(run.order_tag for run in runs)
-        in_memory = [run.data for run in runs if run.data is not None]
-        on_disk = [run.path for run in runs if run.path is not None]
-        while len(on_disk) > self.fan_in:
-            batch, on_disk = on_disk[: self.fan_in], on_disk[self.fan_in :]
-            on_disk.append(self._merge_files(batch, order))
-        streams: list[Any] = [iter_run_file(path) for path in on_disk]
-        if in_memory:
-            streams.insert(0, sort_runs_in_memory(in_memory, order))
+        # Each source keeps its place in run order, so the stable merge keeps ties in run order: consecutive
+        # in-memory runs are sorted together, each on-disk run is a file.
+        sources: list[list[tuple[Any, Any]] | Path] = []
+        pending: list[bytes] = []
+        for run in runs:
+            if run.data is not None:
+                pending.append(run.data)
+                continue
+            if pending:
+                sources.append(sort_runs_in_memory(pending, order))
+                pending = []
+            if run.path is not None:
+                sources.append(run.path)
+        if pending:
+            sources.append(sort_runs_in_memory(pending, order))
+        while sum(isinstance(source, Path) for source in sources) > self.fan_in:
+            sources = self._merge_pass(sources, order)
+        streams = [iter_run_file(source) if isinstance(source, Path) else source for source in sources]
         return merge_runs(streams, order) if streams else iter(())
 
     def close(self) -> None:
@@ -137,13 +153,53 @@ class RunStore:
             for run in attempt_runs.runs.values():
                 self._release(run)
         self.attempts.clear()
+        for path, size in self._merged.items():
+            path.unlink(missing_ok=True)
+            self.disk_bytes -= size
+        self._merged.clear()
 
-    def _merge_files(self, paths: list[Path], order: Any) -> Path:
+    def _check(self) -> None:
+        """Assert the store's invariants (for tests): byte counts match the runs held, no loser is kept."""
+        runs = [run for attempt_runs in self.attempts.values() for run in attempt_runs.runs.values()]
+        assert all((run.data is None) != (run.path is None) for run in runs), "a run in memory xor on disk"
+        assert all(len(run.data) == run.size for run in runs if run.data is not None)
+        assert all(run.path.stat().st_size == run.size for run in runs if run.path is not None)
+        assert self.memory_bytes == sum(run.size for run in runs if run.data is not None)
+        assert self.memory_bytes <= self.memory_limit
+        on_disk = sum(run.size for run in runs if run.path is not None)
+        assert self.disk_bytes == on_disk + sum(self._merged.values())
+        assert all(path.stat().st_size == size for path, size in self._merged.items())
+        for task, attempt in self.committed.items():
+            assert all(key == (task, attempt) for key in self.attempts if key[0] == task), "loser kept"
+        for (task, attempt), attempt_runs in self.attempts.items():
+            assert attempt_runs.committed_spills is None or self.committed.get(task) == attempt
+
+    def _merge_pass(self, sources: list[Any], order: Any) -> list[Any]:
+        """Merge consecutive sources holding up to ``fan_in`` files into one file each, in order."""
+        result: list[Any] = []
+        group: list[Any] = []
+        files = 0
+        for source in [*sources, None]:
+            if source is None or (isinstance(source, Path) and files == self.fan_in):
+                if files > 1:
+                    result.append(self._merge_files(group, order))
+                else:
+                    result.extend(group)
+                group, files = [], 0
+            if source is not None:
+                group.append(source)
+                files += isinstance(source, Path)
+        return result
+
+    def _merge_files(self, sources: list[Any], order: Any) -> Path:
         target = self._next_path("merged")
         writer = RunWriter(target)
-        for key, value in merge_runs([iter_run_file(path) for path in paths], order):
+        streams = [iter_run_file(source) if isinstance(source, Path) else source for source in sources]
+        for key, value in merge_runs(streams, order):
             writer.add(key, value)
-        self.disk_bytes += writer.close()
+        size = writer.close()
+        self._merged[target] = size
+        self.disk_bytes += size
         return target
 
     def _evict(self) -> None:
@@ -165,10 +221,7 @@ class RunStore:
             self.memory_bytes -= run.size
             run.data = None
         if run.path is not None:
-            try:
-                os.unlink(run.path)
-            except FileNotFoundError:
-                pass
+            run.path.unlink(missing_ok=True)
             self.disk_bytes -= run.size
             run.path = None
 

@@ -1,0 +1,116 @@
+"""Built-in aggregates: combiners and reducers the engine understands, so it can run them fast.
+
+An aggregate folds the values of a key into a *state*: ``lift(value)`` makes the state of one value and
+``merge(a, b)`` joins two states (associative and commutative); ``finish(state)`` is the final value. Declared as a
+job's ``combine`` or ``reduce``::
+
+    class WordCount(hop.Job):
+        def map(self, offset, line):
+            for word in line.split():
+                yield word, 1
+
+        combine = reduce = Sum()
+
+the engine folds map output into a hash map of states as records arrive (no list per key, no call per key at spill
+time), ships states through the shuffle, and merges them on the reduce side as map attempts commit, so little is left
+to do when the last map ends. An aggregate instance is also an ordinary callable ``(key, values) -> [(key, value)]``:
+as a combiner it yields the merged state, as a reducer the finished value.
+
+Rules: when ``reduce`` is an aggregate and ``combine`` is not set, the same aggregate is used as the combiner (it is
+always valid for one). When ``combine`` is an aggregate and ``reduce`` is user code, the reducer receives states
+(for ``Sum``, ``Count``, ``Min`` and ``Max`` the state is a plain number).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Iterator
+from functools import reduce as fold
+from typing import Any
+
+
+class Aggregate:
+    """Base class: subclasses set ``lift``, ``merge`` and, if the state is not the value, ``finish``."""
+
+    name = "aggregate"
+    inline_sum = False
+    """True when ``lift`` is the identity and ``merge`` is ``+``: the map loop then adds in place."""
+
+    def lift(self, value: Any) -> Any:
+        return value
+
+    merge: Callable[[Any, Any], Any] = staticmethod(operator.add)
+
+    def finish(self, state: Any) -> Any:
+        return state
+
+    def fold_values(self, values: Iterable[Any]) -> Any:
+        """Merge an iterable of *states* into one."""
+        return fold(self.merge, values)
+
+    def __call__(self, key: Any, values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        """As a combiner: merge the states of a key (used when the engine does not take the fast path)."""
+        yield key, self.fold_values(values)
+
+    def as_reducer(self) -> Callable[[Any, Iterable[Any]], Iterator[tuple[Any, Any]]]:
+        def reduce(key: Any, values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+            yield key, self.finish(self.fold_values(values))
+
+        return reduce
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Sum(Aggregate):
+    """The sum of the values."""
+
+    name = "sum"
+    inline_sum = True
+
+
+class Count(Aggregate):
+    """How many values there were (the values themselves are ignored)."""
+
+    name = "count"
+
+    def lift(self, value: Any) -> int:
+        return 1
+
+
+class Min(Aggregate):
+    """The smallest value."""
+
+    name = "min"
+    merge = staticmethod(min)
+
+
+class Max(Aggregate):
+    """The largest value."""
+
+    name = "max"
+    merge = staticmethod(max)
+
+
+class Mean(Aggregate):
+    """The arithmetic mean; the state is ``(count, sum)``."""
+
+    name = "mean"
+
+    def lift(self, value: Any) -> tuple[int, Any]:
+        return (1, value)
+
+    @staticmethod
+    def merge(a: tuple[int, Any], b: tuple[int, Any]) -> tuple[int, Any]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def finish(self, state: tuple[int, Any]) -> float:
+        return state[1] / state[0]
+
+
+def as_aggregate(function: object) -> Aggregate | None:
+    """The aggregate behind a step's combine or reduce, if it is one."""
+    return function if isinstance(function, Aggregate) else None
+
+
+__all__ = ["Aggregate", "Count", "Max", "Mean", "Min", "Sum", "as_aggregate"]

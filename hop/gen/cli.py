@@ -1,0 +1,188 @@
+"""The ``hop gen`` command: write seeded test data.
+
+Usage::
+
+    hop gen text OUT --size 150MB [--seed S] [--vocabulary N] [--uniform] [--files N] [--words-per-line N]
+    hop gen pageviews OUTDIR [--days N] [--start YYYY-MM-DD] [--size 100MB] [--pages N] [--seed S]
+                             [--no-gzip]
+
+``OUT`` is a file, or a directory of ``part-NNNN.txt`` files when ``--files`` is above 1. Sizes are decimal:
+``K``/``KB`` = 1000 bytes, ``M``/``MB`` = 10**6, ``G``/``GB`` = 10**9, ``T``/``TB`` = 10**12
+(case-insensitive, fractions allowed: ``1.5GB``); ``KiB``, ``MiB``, ``GiB``, ``TiB`` are the binary units; a
+plain number is bytes.
+
+Each command prints a one-line summary to stderr and exits 0, or 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from hop.gen.pageviews import generate_pageviews
+from hop.gen.text import generate_text, generate_text_files
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size like ``150MB``, ``1.5G``, ``64KiB`` or ``1000`` (decimal units, see the module doc).
+
+    Raises ValueError for anything else, including negative sizes and fractional byte counts.
+    """
+    match = _SIZE.fullmatch(text)
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _UNITS:
+        raise ValueError(f"invalid size {text!r}: use a number with an optional unit K, KB, M, MB, G, GB (or KiB...)")
+    number, scale = match.group(1), _UNITS[unit]
+    if "." in number:
+        value = float(number) * scale
+        if value != int(value) and scale == 1:
+            raise ValueError(f"invalid size {text!r}: a byte count must be a whole number")
+        return round(value)
+    return int(number) * scale
+
+
+def _positive_size(text: str) -> int:
+    """argparse type: a size above zero, with argparse's error message on failure."""
+    try:
+        size = parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be above zero")
+    return size
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def _run_text(args: argparse.Namespace) -> int:
+    options: dict[str, Any] = {
+        "seed": args.seed,
+        "vocabulary": args.vocabulary,
+        "words_per_line": args.words_per_line,
+        "distribution": "uniform" if args.uniform else "zipf",
+    }
+    began = time.perf_counter()
+    try:
+        if args.files > 1:
+            summary = generate_text_files(args.out, args.size, args.files, **options)
+            where = f"{args.files} files in {args.out}"
+        else:
+            summary = generate_text(args.out, args.size, **options)
+            where = args.out
+    except (ValueError, OSError) as error:
+        print(f"hop gen text: error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ValueError) else 1
+    print(
+        f"hop gen text: wrote {_mb(summary['bytes'])} "
+        f"({summary['lines']:,} lines, {summary['words']:,} words) "
+        f"to {where} in {time.perf_counter() - began:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _run_pageviews(args: argparse.Namespace) -> int:
+    began = time.perf_counter()
+    try:
+        summary = generate_pageviews(
+            args.outdir,
+            days=args.days,
+            start=args.start,
+            size_bytes=args.size,
+            pages=args.pages,
+            seed=args.seed,
+            compress=not args.no_gzip,
+        )
+    except (ValueError, OSError) as error:
+        print(f"hop gen pageviews: error: {error}", file=sys.stderr)
+        return 2 if isinstance(error, ValueError) else 1
+    stored = f", {_mb(summary['compressed_bytes'])} gzip" if not args.no_gzip else ""
+    print(
+        f"hop gen pageviews: wrote {summary['files']} hourly files "
+        f"({_mb(summary['bytes'])} uncompressed{stored}, {summary['lines']:,} lines, "
+        f"{summary['views']:,} views, {summary['pages']:,} pages) to {args.outdir} "
+        f"in {time.perf_counter() - began:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``gen`` command (with ``text`` and ``pageviews``) to an argparse subparsers object.
+
+    Each leaf sets ``args.func(args) -> int``. Returns the ``gen`` parser.
+    """
+    gen = subparsers.add_parser(
+        "gen",
+        help="write seeded test data (text, Wikipedia-style page views)",
+        description="Write seeded test data.",
+    )
+    kinds = gen.add_subparsers(dest="gen_kind", metavar="{text,pageviews}", required=True)
+
+    text = kinds.add_parser(
+        "text",
+        help="lines of Zipf-distributed pseudo-words",
+        description="Write lines of seeded pseudo-words (UTF-8, a few percent non-ASCII). "
+        "Sizes: K/KB=1000, M/MB=10^6, G/GB=10^9 bytes; KiB/MiB/GiB are binary.",
+    )
+    text.add_argument("out", help="output file, or directory when --files > 1")
+    text.add_argument("--size", type=_positive_size, required=True, help="total bytes, e.g. 150MB (decimal units)")
+    text.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same bytes")
+    text.add_argument("--vocabulary", type=_positive_int, default=100_000, help="distinct words (default 100000)")
+    text.add_argument("--uniform", action="store_true", help="draw words uniformly instead of Zipf (1/rank)")
+    text.add_argument("--files", type=_positive_int, default=1, help="write N files part-NNNN.txt into OUT")
+    text.add_argument("--words-per-line", type=_positive_int, default=10, help="words per line (default 10)")
+    text.set_defaults(func=_run_text)
+
+    views = kinds.add_parser(
+        "pageviews",
+        help="hourly Wikipedia-style pagecounts files",
+        description="Write pagecounts-YYYYMMDD-HH0000.gz files: 'lang title views bytes' "
+        "lines with Zipf popularity, a language mix and per-language daily cycles.",
+    )
+    views.add_argument("outdir", help="output directory")
+    views.add_argument("--days", type=_positive_int, default=1, help="days of hourly files (default 1)")
+    views.add_argument("--start", default="2009-01-01", help="first day, YYYY-MM-DD (default 2009-01-01)")
+    views.add_argument(
+        "--size",
+        type=_positive_size,
+        default=None,
+        help="approximate total uncompressed bytes, e.g. 100MB (default: about 20000 lines/hour)",
+    )
+    views.add_argument("--pages", type=_positive_int, default=200_000, help="page universe (default 200000)")
+    views.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    views.add_argument("--no-gzip", action="store_true", help="write plain text files without .gz")
+    views.set_defaults(func=_run_pageviews)
+    return gen
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``gen`` without the rest of the hop CLI: ``main(["text", "out.txt", "--size", "10MB"])``."""
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["gen", *(sys.argv[1:] if argv is None else argv)])
+    result: int = args.func(args)
+    return result

@@ -1,0 +1,76 @@
+"""Shared fixtures: a real local cluster (coordinator + workers as processes) and a leak check.
+
+The cluster is started once per session: starting processes costs about a second, and every engine test runs on the
+same code paths as ``hop run``. After the session the leak check asserts that no process started by the tests is
+still alive.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from hop.client import Client
+from hop.loader import load_job_file
+from hop.local_cluster import LocalCluster
+from hop.runner import build_spec, run_steps
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_JOBS = Path(__file__).resolve().parent / "jobs"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leaked_processes() -> Iterator[None]:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    leaked = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    _, alive = psutil.wait_procs(leaked, timeout=10)
+    for process in alive:
+        process.kill()
+    assert not alive, f"processes left running by the tests: {[p.cmdline() for p in alive]}"
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as local:
+        yield local
+
+
+@pytest.fixture()
+def client(cluster: LocalCluster) -> Iterator[Client]:
+    connection = Client(cluster.address, timeout=30)
+    yield connection
+    connection.close()
+
+
+def job_path(name: str) -> str:
+    """A job file from ``jobs/`` (shipped jobs) or ``tests/jobs/`` (test-only jobs)."""
+    for folder in (ROOT / "jobs", TEST_JOBS):
+        if (folder / f"{name}.py").exists():
+            return str(folder / f"{name}.py")
+    raise FileNotFoundError(name)
+
+
+def run_job(client: Client, job: str, inputs: list[str], output: Path, **settings: Any) -> dict[str, Any]:
+    """Run a job file on the test cluster and return its report."""
+    spec = build_spec(load_job_file(job_path(job)), [str(i) for i in inputs], str(output), **settings)
+    return run_steps(client, spec, progress=False, timeout=120)
+
+
+def read_output(output: Path) -> list[tuple[Any, Any]]:
+    """All (key, value) pairs of an output directory, part by part, in file order (JSON arrays as lists)."""
+    pairs = []
+    for part in sorted(output.glob("part-*")):
+        for line in part.read_text(encoding="utf-8").splitlines():
+            key, value = line.split("\t")
+            pairs.append((json.loads(key), json.loads(value)))
+    return pairs
+
+
+def output_dict(output: Path) -> dict[Any, Any]:
+    return {(tuple(k) if isinstance(k, list) else k): v for k, v in read_output(output)}

@@ -1,0 +1,400 @@
+"""The map-side output buffer (shuffle.buffer): spills, partitions, combining, thresholds and errors."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
+from shuffle.keys import MIXED, total_order_key
+from shuffle.runs import iter_run
+from shuffle.spill import SpillFile
+
+Pair = tuple[Any, Any]
+
+
+def _sum_combiner(key: Any, values: list[Any]) -> Iterator[Pair]:
+    yield key, sum(values)
+
+
+def _by_length(partitions: int) -> Any:
+    return lambda key: len(repr(key)) % partitions
+
+
+def _spill_pairs(spill: SpillFile) -> list[list[Pair]]:
+    """Every partition's pairs of a spill, read back from the file."""
+    reopened = SpillFile.open(spill.path)
+    assert reopened == spill
+    return [list(iter_run(reopened.read_partition(p))) for p in range(len(reopened.partitions))]
+
+
+def _is_sorted(keys: list[Any]) -> bool:
+    ordered = [total_order_key(key) for key in keys]
+    return all(a <= b for a, b in zip(ordered, ordered[1:], strict=False))
+
+
+def _drain(buffer: MapOutputBuffer, records: Iterable[Pair], mapper: Any) -> list[int]:
+    """Run the map loop to the end (it is a generator) and cut the final spill, as a map task does."""
+    progress = list(buffer.run_map(records, mapper))
+    buffer.spill()
+    return progress
+
+
+def _emit(buffer: MapOutputBuffer, pairs: Iterable[Pair]) -> None:
+    """Feed pairs through the map loop as the output of one input record (exhausting the generator)."""
+    output = list(pairs)
+    for _ in buffer.run_map([(0, output)], lambda _key, value: value):
+        pass
+
+
+def _records(lines: list[str]) -> list[Pair]:
+    return list(enumerate(lines))
+
+
+def _words(_key: Any, line: str) -> Iterator[Pair]:
+    for word in line.split():
+        yield word, 1
+
+
+def test_spill_without_combiner_is_sorted_per_partition(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 3, _by_length(3))
+    pairs = [("pear", 1), ("fig", 2), ("apple", 3), ("fig", 4), ("kiwi", 5), ("banana", 6), ("pear", 7)]
+    _emit(buffer, pairs)
+    spill = buffer.spill()
+    assert spill is not None
+    assert spill.path.parent == tmp_path and spill.path.name == "spill-00000.spill"
+    partitions = _spill_pairs(spill)
+    # len(repr(key)) % 3: 'pear' 6 -> 0, 'kiwi' 6 -> 0, 'apple' 7 -> 1, 'fig' 5 -> 2, 'banana' 8 -> 2
+    assert partitions == [
+        [("kiwi", 5), ("pear", 1), ("pear", 7)],
+        [("apple", 3)],
+        [("banana", 6), ("fig", 2), ("fig", 4)],
+    ]
+    for index, pairs in enumerate(partitions):
+        keys = [key for key, _ in pairs]
+        assert keys == sorted(keys)
+        assert all(len(repr(key)) % 3 == index for key in keys)
+    merged = {key: [v for p in partitions for k, v in p if k == key] for p in partitions for key, _ in p}
+    assert merged == {"pear": [1, 7], "fig": [2, 4], "apple": [3], "kiwi": [5], "banana": [6]}
+    assert [entry.records for entry in spill.partitions] == [len(p) for p in partitions]
+    assert {entry.order_tag for entry in spill.partitions} == {"s"}
+    counters = buffer.counters
+    assert (counters.map_output_records, counters.spill_files, counters.spills) == (7, 1, [spill])
+    assert counters.combine_input_records == counters.combine_output_records == 0
+    assert counters.spill_bytes == spill.size > 0
+    assert buffer.pending_records == 0
+
+
+def test_explicit_partitions(tmp_path: Path) -> None:
+    table = {"a": 2, "b": 0, "c": 2, "d": 1}
+    buffer = MapOutputBuffer(tmp_path, 4, table.__getitem__)
+    _emit(buffer, [("c", 1), ("a", 2), ("d", 3), ("b", 4), ("a", 5)])
+    spill = buffer.spill()
+    assert spill is not None
+    assert _spill_pairs(spill) == [[("b", 4)], [("d", 3)], [("a", 2), ("a", 5), ("c", 1)], []]
+    assert [e.records for e in spill.partitions] == [1, 1, 3, 0]
+
+
+def test_values_keep_map_order(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1))
+    values = [5, 3, 9, 1, 3, 0, -2]
+    _emit(buffer, (("k", v) for v in values))
+    _emit(buffer, [("j", "x"), ("k", 100)])
+    spill = buffer.spill()
+    assert spill is not None
+    assert _spill_pairs(spill) == [[("j", "x")] + [("k", v) for v in [*values, 100]]]
+
+
+def test_single_partition_never_calls_the_partitioner(tmp_path: Path) -> None:
+    def partitioner(key: Any) -> int:
+        raise AssertionError("not called with one partition")
+
+    buffer = MapOutputBuffer(tmp_path, 1, partitioner)
+    _emit(buffer, [("a", 1)])
+    assert buffer.spill() is not None
+
+
+def test_combiner_applied_per_key_with_counters(tmp_path: Path) -> None:
+    seen: list[tuple[Any, list[Any]]] = []
+
+    def combiner(key: Any, values: list[Any]) -> Iterator[Pair]:
+        seen.append((key, list(values)))
+        yield key, sum(values)
+
+    buffer = MapOutputBuffer(tmp_path, 2, _by_length(2), combiner)
+    _emit(buffer, [("a", 1), ("bb", 2), ("a", 3), ("a", 4), ("ccc", 5), ("bb", 6)])
+    spill = buffer.spill()
+    assert spill is not None
+    assert sorted(seen) == [("a", [1, 3, 4]), ("bb", [2, 6]), ("ccc", [5])]
+    assert [key for key, _ in seen] == ["a", "bb", "ccc"]  # called once per key, in key order
+    assert sorted(pair for p in _spill_pairs(spill) for pair in p) == [("a", 8), ("bb", 8), ("ccc", 5)]
+    counters = buffer.counters
+    assert counters.map_output_records == 6
+    assert counters.combine_input_records == 6
+    assert counters.combine_output_records == 3
+    assert counters.spill_files == 1
+
+
+def test_combiner_may_yield_zero_or_several_pairs(tmp_path: Path) -> None:
+    def combiner(key: Any, values: list[Any]) -> Iterator[Pair]:
+        if key == "drop":
+            return
+        for value in sorted(set(values)):
+            yield key, value
+
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), combiner)
+    _emit(buffer, [("drop", 1), ("keep", 3), ("keep", 1), ("keep", 3), ("keep", 2)])
+    spill = buffer.spill()
+    assert spill is not None
+    assert _spill_pairs(spill) == [[("keep", 1), ("keep", 2), ("keep", 3)]]
+    assert spill.records == 3
+    counters = buffer.counters
+    assert (counters.combine_input_records, counters.combine_output_records) == (5, 3)
+
+
+def test_combiner_is_also_applied_in_later_spills_and_counters_accumulate(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), _sum_combiner, spill_records=4)
+    lines = ["a a b", "a", "b b b c", "a"]
+    progress = _drain(buffer, _records(lines), _words)
+    assert progress[-1] == len(lines)
+    spills = buffer.counters.spills
+    # after "a a b" + "a" (4 records) spill; after "b b b c" (4) spill; "a" spilled at the end
+    assert [_spill_pairs(s)[0] for s in spills] == [[("a", 3), ("b", 1)], [("b", 3), ("c", 1)], [("a", 1)]]
+    counters = buffer.counters
+    assert counters.map_output_records == counters.combine_input_records == 9
+    assert counters.combine_output_records == 5
+    assert counters.spill_files == 3
+    assert counters.spill_bytes == sum(s.size for s in spills)
+    assert [s.path.name for s in spills] == ["spill-00000.spill", "spill-00001.spill", "spill-00002.spill"]
+
+
+def test_spill_records_threshold_through_run_map(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 2, _by_length(2), spill_records=10, spill_keys=10**9)
+    records = [(i, f"w{i % 3}") for i in range(25)]
+    spills: list[SpillFile] = []
+    buffer.on_spill = spills.append
+    loop = buffer.run_map(records, lambda key, value: [(value, key)])
+    assert spills == []  # nothing runs before the generator is iterated
+    assert list(loop) == [25]
+    assert len(spills) == 2 and buffer.pending_records == 5
+    assert buffer.spill() is not None
+    assert len(spills) == 3 and buffer.pending_records == 0
+    assert spills == buffer.counters.spills
+    assert [s.records for s in spills] == [10, 10, 5]
+    assert buffer.counters.map_output_records == 25
+    assert buffer.spill() is None  # nothing left
+    assert buffer.counters.spill_files == 3
+
+
+def test_spill_keys_threshold_through_run_map(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), spill_records=10**9, spill_keys=3)
+    records = _records(["a b", "a", "c", "a b", "d e f", "g"])
+    _drain(buffer, records, _words)
+    # distinct keys reach 3 after "c" and after "d e f" (a, b, d, e, f); "g" is spilled at the end
+    assert [[k for k, _ in _spill_pairs(s)[0]] for s in buffer.counters.spills] == [
+        ["a", "a", "b", "c"],
+        ["a", "b", "d", "e", "f"],
+        ["g"],
+    ]
+    assert buffer.counters.map_output_records == 10
+
+
+def test_threshold_is_checked_per_input_record(tmp_path: Path) -> None:
+    """One map call that emits past the threshold spills once, after the call."""
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), spill_records=5)
+    _drain(buffer, [(0, 0)], lambda key, value: ((i, i) for i in range(12)))
+    assert [s.records for s in buffer.counters.spills] == [12]
+
+
+def test_collect_spills_on_threshold(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), spill_records=3)
+    buffer.collect([("a", 1), ("b", 2)])
+    assert buffer.counters.spill_files == 0 and buffer.pending_records == 2
+    buffer.collect([("c", 3)])
+    assert buffer.counters.spill_files == 1 and buffer.pending_records == 0
+
+
+def test_run_map_progress_and_mapper_returning_none(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1))
+    records = [(i, i) for i in range(10000)]
+    progress = _drain(buffer, records, lambda key, value: None if value % 2 else [(value % 7, 1)])
+    assert progress == [4096, 8192, 10000]
+    assert buffer.counters.map_output_records == 5000
+    assert buffer.counters.spill_files == 1
+
+
+def test_run_map_on_no_records(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 2, _by_length(2))
+    assert _drain(buffer, [], _words) == [0]
+    assert buffer.counters.spill_files == 0 and buffer.counters.spills == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mapper_error_names_the_offending_record(tmp_path: Path) -> None:
+    """run_map's contract: if ``mapper`` raises, the offending record is in ``current_record``."""
+
+    def mapper(key: Any, value: str) -> list[Pair]:
+        if value == "bad":
+            raise ValueError("boom")
+        return [(value, 1)]
+
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1))
+    with pytest.raises(ValueError, match="boom"):
+        _drain(buffer, [(0, "ok"), (3, "fine"), (9, "bad"), (12, "never")], mapper)
+    assert buffer.current_record == (9, "bad")
+
+
+def test_spill_tag_covers_all_keys_of_the_spill(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 2, lambda key: 0 if isinstance(key, str) else 1)
+    _emit(buffer, [("b", 1), (2, 2), ("a", 3), (None, 4), ((1, "x"), 5), (1.5, 6)])
+    spill = buffer.spill()
+    assert spill is not None
+    assert [e.order_tag for e in spill.partitions] == [MIXED, MIXED]
+    assert _spill_pairs(spill) == [[("a", 3), ("b", 1)], [(None, 4), (1.5, 6), (2, 2), ((1, "x"), 5)]]
+
+
+def test_tuple_keys_come_back_as_tuples(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1))
+    _emit(buffer, [(("b", 1), [1, 2]), (("a", 2), {"x": [3]})])
+    spill = buffer.spill()
+    assert spill is not None
+    assert spill.partitions[0].order_tag == "(sn)"
+    assert _spill_pairs(spill) == [[(("a", 2), {"x": (3,)}), (("b", 1), (1, 2))]]
+
+
+@pytest.mark.parametrize("bad", [3, -1, "1", 1.0, None, True, 10**20])
+def test_bad_partition_raises_partition_error(tmp_path: Path, bad: Any) -> None:
+    buffer = MapOutputBuffer(tmp_path, 3, lambda key: bad if key == "odd" else 0)
+    _emit(buffer, [("even", 1), ("odd", 2)])
+    with pytest.raises(PartitionError) as info:
+        buffer.spill()
+    message = str(info.value)
+    assert f"partition('odd') returned {bad!r}" in message
+    assert "range(3)" in message
+    assert not list(tmp_path.glob("*.spill"))
+
+
+def test_combiner_changing_the_key_raises(tmp_path: Path) -> None:
+    def combiner(key: Any, values: list[Any]) -> Iterator[Pair]:
+        yield key.upper(), sum(values)
+
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), combiner)
+    _emit(buffer, [("A", 1), ("b", 2)])
+    with pytest.raises(CombinerKeyError) as info:
+        buffer.spill()
+    assert "combine('b', ...) yielded key 'B'" in str(info.value)
+    assert not list(tmp_path.glob("*.spill"))
+
+
+def test_combiner_may_yield_an_equal_key_of_another_type(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), lambda key, values: [(float(key), sum(values))])
+    _emit(buffer, [(1, 1), (1, 2), (2, 5)])
+    spill = buffer.spill()
+    assert spill is not None
+    pairs = _spill_pairs(spill)[0]
+    assert pairs == [(1, 3), (2, 5)]
+    assert all(type(key) is int for key, _ in pairs)  # the buffer writes the key it gave the combiner
+
+
+def test_spill_name(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), name="map-00003-1")
+    _emit(buffer, [("a", 1)])
+    spill = buffer.spill()
+    assert spill is not None and spill.path == tmp_path / "map-00003-1-00000.spill"
+
+
+# -- property: spilled runs, regrouped, equal a plain dict computation ---------------------------------------
+
+_tokens = st.one_of(
+    st.text(alphabet="abcxyzé", max_size=3),
+    st.integers(-50, 50),
+    st.tuples(st.sampled_from("ab"), st.integers(0, 3)),
+    st.binary(max_size=2),
+)
+
+
+def _partitioner(partitions: int) -> Any:
+    return lambda key: sum(map(ord, repr(key))) % partitions
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.lists(_tokens, max_size=6), max_size=25),
+    partitions=st.integers(1, 4),
+    spill_records=st.integers(1, 30),
+    spill_keys=st.integers(1, 20),
+    combine=st.booleans(),
+    data=st.data(),
+)
+def test_spills_regrouped_equal_a_dict_computation(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[list[Any]],
+    partitions: int,
+    spill_records: int,
+    spill_keys: int,
+    combine: bool,
+    data: st.DataObject,
+) -> None:
+    spill_dir = tmp_path_factory.mktemp("spills")
+    partitioner = _partitioner(partitions)
+
+    def mapper(index: int, tokens: list[Any]) -> Iterator[Pair]:
+        for position, token in enumerate(tokens):
+            yield token, (index, position)
+
+    def combiner(key: Any, values: list[Any]) -> Iterator[Pair]:
+        yield key, [len(values), values]  # keeps everything, so the regrouped result stays checkable
+
+    buffer = MapOutputBuffer(
+        spill_dir,
+        partitions,
+        partitioner,
+        combiner if combine else None,
+        spill_records=spill_records,
+        spill_keys=spill_keys,
+    )
+    _drain(buffer, list(enumerate(lines)), mapper)
+
+    expected: dict[Any, list[Any]] = {}
+    for index, tokens in enumerate(lines):
+        for position, token in enumerate(tokens):
+            expected.setdefault(token, []).append((index, position))
+
+    counters = buffer.counters
+    emitted = sum(map(len, lines))
+    assert counters.map_output_records == emitted
+    assert counters.spill_files == len(counters.spills) == len(list(spill_dir.glob("*.spill")))
+    assert counters.spill_bytes == sum(s.size for s in counters.spills)
+
+    regrouped: dict[Any, list[Any]] = {}
+    written = 0
+    for spill in counters.spills:
+        spill_keys_seen: Counter[Any] = Counter()
+        for partition, pairs in enumerate(_spill_pairs(spill)):
+            keys = [key for key, _ in pairs]
+            assert _is_sorted(keys)
+            assert all(partitioner(key) == partition for key in keys)
+            written += len(pairs)
+            for key, value in pairs:
+                if combine:
+                    count, values = value
+                    assert count == len(values)
+                    spill_keys_seen[key] += 1
+                    regrouped.setdefault(key, []).extend(values)
+                else:
+                    regrouped.setdefault(key, []).append(value)
+        if combine:  # one combine call per key and spill, each yielding one pair
+            assert all(count == 1 for count in spill_keys_seen.values())
+    assert regrouped == expected
+    if combine:
+        assert counters.combine_input_records == emitted
+        assert counters.combine_output_records == written
+    else:
+        assert counters.combine_input_records == counters.combine_output_records == 0
+        assert written == emitted

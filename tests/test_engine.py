@@ -1,0 +1,277 @@
+"""End-to-end tests on a real local cluster: outputs equal a plain-Python computation of the same job."""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from hop.client import Client
+from hop.gen.text import generate_text
+from hop.runner import JobFailed
+from tests.conftest import output_dict, read_output, run_job
+
+
+def word_counts(*paths: Path) -> dict[str, int]:
+    counts: collections.Counter[str] = collections.Counter()
+    for path in paths:
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as file:
+            for line in file:
+                counts.update(line.split())
+    return dict(counts)
+
+
+@pytest.fixture(scope="module")
+def zipf_text(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("zipf") / "zipf.txt"
+    generate_text(path, 3_000_000, seed=7, vocabulary=20_000)
+    return path
+
+
+def assert_sorted_parts(output: Path) -> None:
+    from shuffle.keys import total_order_key
+
+    for part in sorted(output.glob("part-*")):
+        keys = [json.loads(line.split("\t")[0]) for line in part.read_text(encoding="utf-8").splitlines()]
+        assert keys == sorted(keys, key=total_order_key), f"{part.name} is not sorted by key"
+
+
+@pytest.mark.parametrize("reducers", [1, 2, 4])
+def test_wordcount_zipf_exact(client: Client, zipf_text: Path, tmp_path: Path, reducers: int) -> None:
+    output = tmp_path / "out"
+    report = run_job(
+        client, "wordcount", [zipf_text], output, num_reduces=reducers, split_size=1 << 20, spill_records=100_000
+    )
+    assert output_dict(output) == word_counts(zipf_text)
+    assert sorted(p.name for p in output.glob("part-*")) == [f"part-{i:05d}" for i in range(reducers)]
+    assert (output / "_SUCCESS").exists()
+    assert not (output / "_temporary").exists()
+    assert_sorted_parts(output)
+    counters = report["counters"]
+    assert counters["map_input_records"] == len(zipf_text.read_text(encoding="utf-8").splitlines())
+    assert counters["map_output_records"] == sum(word_counts(zipf_text).values())
+    assert counters["combine_input_records"] == counters["map_output_records"]
+    assert counters["combine_output_records"] == counters["reduce_input_records"]
+    assert counters["reduce_output_records"] == len(word_counts(zipf_text))
+    assert counters["spills_pushed"] == counters["spill_files"] * reducers
+    assert report["num_maps"] == 3
+
+
+def test_job_report(client: Client, zipf_text: Path, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    run_job(client, "wordcount", [zipf_text], output, num_reduces=2, split_size=1 << 20)
+    report = json.loads((output / "_job.json").read_text())
+    assert report["status"] == "succeeded"
+    assert report["mode"] == "pipelined"
+    assert report["start"] <= report["first_shuffle_at"] <= report["end"]
+    for name in (
+        "map_input_records",
+        "map_output_records",
+        "combine_input_records",
+        "combine_output_records",
+        "spill_files",
+        "spills_pushed",
+        "shuffle_bytes",
+        "reduce_input_records",
+        "reduce_output_records",
+    ):
+        assert report["counters"][name] > 0, name
+    attempts = report["attempts"]
+    assert {a["kind"] for a in attempts} == {"map", "reduce"}
+    for attempt in attempts:
+        assert set(attempt) >= {"task_id", "attempt", "kind", "worker", "pid", "start", "end", "status"}
+        assert attempt["status"] == "succeeded"
+        assert attempt["start"] <= attempt["end"]
+    assert len({a["worker"] for a in attempts}) == 2, "tasks should run on both workers"
+    assert len({a["pid"] for a in attempts}) >= 3, "tasks run in separate task processes"
+
+
+def test_pipelined_shuffle_starts_before_maps_finish(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=3, vocabulary=500)
+    output = tmp_path / "out"
+    report = run_job(client, "slow_map", [source], output, num_reduces=2, split_size=100_000, spill_records=5_000)
+    assert report["num_maps"] >= 4
+    assert report["first_shuffle_at"] < report["last_map_commit_at"]
+    map_ends = sorted(a["end"] for a in report["attempts"] if a["kind"] == "map")
+    assert report["first_shuffle_at"] < map_ends[0], "a spill should reach a reducer before any map commits"
+    assert output_dict(output) == word_counts(source)
+
+
+def test_blocking_and_pipelined_outputs_identical(client: Client, zipf_text: Path, tmp_path: Path) -> None:
+    outputs = {}
+    for mode in ("pipelined", "blocking"):
+        output = tmp_path / mode
+        report = run_job(
+            client, "wordcount", [zipf_text], output, num_reduces=2, split_size=1 << 20, spill_records=50_000, mode=mode
+        )
+        assert report["mode"] == mode
+        outputs[mode] = [p.read_bytes() for p in sorted(output.glob("part-*"))]
+        if mode == "blocking":
+            first_commit = min(a["end"] for a in report["attempts"] if a["kind"] == "map")
+            assert report["first_shuffle_at"] >= first_commit, "blocking mode must not push before a commit"
+    assert outputs["pipelined"] == outputs["blocking"]
+
+
+def test_without_combiner(client: Client, zipf_text: Path, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    report = run_job(
+        client, "wordcount_nocombine", [zipf_text], output, num_reduces=2, split_size=1 << 20, spill_records=100_000
+    )
+    assert output_dict(output) == word_counts(zipf_text)
+    assert report["counters"]["combine_input_records"] == 0
+    assert report["counters"]["reduce_input_records"] == report["counters"]["map_output_records"]
+
+
+def test_empty_input(client: Client, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    output = tmp_path / "out"
+    report = run_job(client, "wordcount", [empty], output, num_reduces=2)
+    assert report["num_maps"] == 0
+    assert [p.read_text() for p in sorted(output.glob("part-*"))] == ["", ""]
+    assert (output / "_SUCCESS").exists()
+
+
+def test_single_huge_key(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "same.txt"
+    source.write_text("same same same same\n" * 100_000)
+    output = tmp_path / "out"
+    run_job(client, "wordcount_nocombine", [source], output, num_reduces=3, split_size=300_000, spill_records=50_000)
+    assert read_output(output) == [("same", 400_000)]
+
+
+def test_many_distinct_keys(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "distinct.txt"
+    with open(source, "w") as file:
+        for i in range(300_000):
+            file.write(f"k{i:07d} k{(i * 7919) % 300_000:07d}\n")
+    output = tmp_path / "out"
+    run_job(
+        client,
+        "wordcount",
+        [source],
+        output,
+        num_reduces=2,
+        split_size=2_000_000,
+        spill_records=200_000,
+        reduce_memory=500_000,
+    )
+    assert output_dict(output) == word_counts(source)
+    assert_sorted_parts(output)
+
+
+def test_unicode_and_gzip_and_directories(client: Client, tmp_path: Path) -> None:
+    folder = tmp_path / "input"
+    folder.mkdir()
+    lines = ["naïve café ü 日本 語", "Ωμέγα ж ñ café", "emoji 🎉 🎉 tab\tseparated", "crlf line\r"]
+    (folder / "plain.txt").write_text("\n".join(lines * 50) + "\n", encoding="utf-8")
+    with gzip.open(folder / "packed.txt.gz", "wt", encoding="utf-8") as file:
+        file.write("\n".join(lines * 30))
+    (folder / "_ignored.txt").write_text("never read\n")
+    output = tmp_path / "out"
+    run_job(client, "wordcount", [str(folder)], output, num_reduces=2, split_size=500)
+    expected = word_counts(folder / "plain.txt", folder / "packed.txt.gz")
+    assert output_dict(output) == expected
+    assert "never" not in expected and output_dict(output)["🎉"] == 160
+
+
+def test_globs_and_several_files(client: Client, tmp_path: Path) -> None:
+    paths = []
+    for i in range(3):
+        path = tmp_path / f"part{i}.txt"
+        generate_text(path, 50_000, seed=i, vocabulary=300)
+        paths.append(path)
+    output = tmp_path / "out"
+    report = run_job(client, "wordcount", [str(tmp_path / "part*.txt")], output, num_reduces=1, split_size=20_000)
+    assert report["num_maps"] >= 6
+    assert output_dict(output) == word_counts(*paths)
+
+
+def test_mixed_key_types_are_ordered(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "mixed.txt"
+    source.write_text("b a 10 2 none true false 1.5 x,y x,1 a 2 none\n" * 20)
+    output = tmp_path / "out"
+    run_job(client, "mixed_keys", [source], output, num_reduces=1)
+    assert read_output(output) == [
+        (None, 40),
+        (False, 20),
+        (True, 20),
+        (1.5, 20),
+        (2, 40),
+        (10, 20),
+        ("a", 40),
+        ("b", 20),
+        (["x", "1"], 20),
+        (["x", "y"], 20),
+    ]
+
+
+def test_multi_step_job(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 100_000, seed=5, vocabulary=1000)
+    output = tmp_path / "out"
+    report = run_job(client, "two_steps", [source], output, num_reduces=2)
+    counts = word_counts(source)
+    expected = collections.Counter(counts.values())
+    assert output_dict(output) == dict(expected)
+    assert len(report["steps"]) == 1
+    assert report["counters"]["user"] == {"steps": {"words": len(counts)}}
+    assert not list(tmp_path.glob(".out.steps-*")), "intermediate step output must be removed"
+
+
+def test_jsonl_and_csv_inputs(client: Client, tmp_path: Path) -> None:
+    rng = random.Random(1)
+    rows = [(f"user{rng.randrange(20)}", rng.randrange(100)) for _ in range(2000)]
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text("".join(json.dumps({"user": u, "amount": a}) + "\n" for u, a in rows))
+    csv_file = tmp_path / "rows.csv"
+    csv_file.write_text("".join(f'"{u}",{a}\n' for u, a in rows))
+    expected: collections.Counter[str] = collections.Counter()
+    for user, amount in rows:
+        expected[user] += amount
+    run_job(client, "json_fields", [jsonl], tmp_path / "json_out", split_size=5000)
+    run_job(client, "json_fields", [csv_file], tmp_path / "csv_out", input_format="csv", split_size=5000)
+    assert output_dict(tmp_path / "json_out") == dict(expected)
+    assert output_dict(tmp_path / "csv_out") == dict(expected)
+
+
+def test_user_error_names_file_offset_and_traceback(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("fine\nfine too\nthis goes boom here\nfine\n")
+    output = tmp_path / "out"
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "failing_map", [source], output)
+    status = failure.value.status
+    assert f"{source} byte offset 14" in status["error"]
+    assert "cannot handle boom" in status["error"]
+    assert "failing_map.py" in status["traceback"] and "RuntimeError" in status["traceback"]
+    assert not (output / "_SUCCESS").exists()
+    report = json.loads((output / "_job.json").read_text())
+    assert report["status"] == "failed"
+    assert not list(output.glob("part-*"))
+
+
+def test_existing_output_refused_unless_overwrite(client: Client, zipf_text: Path, tmp_path: Path) -> None:
+    from hop.coordinator import OutputExistsError
+
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "keep.txt").write_text("precious")
+    with pytest.raises(OutputExistsError, match="not empty"):
+        run_job(client, "wordcount", [zipf_text], output)
+    assert (output / "keep.txt").read_text() == "precious"
+    run_job(client, "wordcount", [zipf_text], output, overwrite=True)
+    assert not (output / "keep.txt").exists() and (output / "_SUCCESS").exists()
+
+
+def test_missing_input_is_a_clear_error(client: Client, tmp_path: Path) -> None:
+    from hop.client import JobRejected
+
+    with pytest.raises(JobRejected, match="does not exist"):
+        run_job(client, "wordcount", [tmp_path / "nope.txt"], tmp_path / "out")

@@ -1,0 +1,349 @@
+"""Tests of the seeded data generators in hop.gen (text, pageviews, the ``gen`` command)."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hop.gen import generate_pageviews, generate_text, generate_text_files, parse_size
+from hop.gen.cli import register
+
+# ---------------------------------------------------------------------------------------------------- text
+
+
+def _words(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split()
+
+
+def test_text_same_seed_same_bytes_other_seed_differs(tmp_path: Path) -> None:
+    a = generate_text(tmp_path / "a.txt", 200_000, seed=7, vocabulary=5_000)
+    b = generate_text(tmp_path / "b.txt", 200_000, seed=7, vocabulary=5_000)
+    c = generate_text(tmp_path / "c.txt", 200_000, seed=8, vocabulary=5_000)
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "b.txt").read_bytes()
+    assert (tmp_path / "a.txt").read_bytes() != (tmp_path / "c.txt").read_bytes()
+    assert a == {**b, "path": a["path"]}
+    assert c["bytes"] > 0
+
+
+@pytest.mark.parametrize("size", [5_000, 123_457, 1_000_000])
+@pytest.mark.parametrize("distribution", ["zipf", "uniform"])
+def test_text_size_and_line_shape(tmp_path: Path, size: int, distribution: str) -> None:
+    path = tmp_path / "t.txt"
+    summary = generate_text(path, size, vocabulary=2_000, words_per_line=7, distribution=distribution)
+    data = path.read_bytes()
+    assert summary["bytes"] == len(data)
+    assert 0.99 * size <= len(data) <= size
+    lines = data.split(b"\n")
+    assert lines[-1] == b""  # ends with a newline
+    assert summary["lines"] == len(lines) - 1
+    assert all(len(line.split(b" ")) == 7 for line in lines[:-1])
+    assert summary["words"] == 7 * summary["lines"]
+
+
+def test_text_tiny_and_zero_sizes(tmp_path: Path) -> None:
+    assert generate_text(tmp_path / "z.txt", 0)["bytes"] == 0
+    assert (tmp_path / "z.txt").read_bytes() == b""
+    summary = generate_text(tmp_path / "s.txt", 3, words_per_line=1, vocabulary=10)
+    assert summary["bytes"] <= 3
+
+
+def test_zipf_rank_frequency_is_about_one_over_rank(tmp_path: Path) -> None:
+    path = tmp_path / "z.txt"
+    generate_text(path, 2_000_000, vocabulary=10_000, seed=3)
+    counts = np.array(sorted(collections.Counter(_words(path)).values(), reverse=True), dtype=float)
+    assert counts[0] > 50 * counts[99]  # 1/r predicts a ratio of 100
+    ranks = np.arange(1, 501)
+    slope = np.polyfit(np.log(ranks), np.log(counts[:500]), 1)[0]
+    assert -1.15 < slope < -0.85
+    # Steeper exponent: the head takes more of the mass.
+    generate_text(tmp_path / "s.txt", 500_000, vocabulary=10_000, zipf_exponent=1.5)
+    steep = collections.Counter(_words(tmp_path / "s.txt"))
+    assert max(steep.values()) / sum(steep.values()) > counts[0] / counts.sum()
+
+
+def test_uniform_is_flat(tmp_path: Path) -> None:
+    path = tmp_path / "u.txt"
+    generate_text(path, 1_000_000, vocabulary=1_000, distribution="uniform")
+    counts = np.array(list(collections.Counter(_words(path)).values()), dtype=float)
+    assert counts.size == 1_000  # every word drawn
+    # ~150 draws per word: Poisson spread gives a coefficient of variation near 0.08.
+    assert counts.std() / counts.mean() < 0.15
+    assert counts.max() < 1.6 * counts.mean()
+
+
+def test_text_is_utf8_with_some_non_ascii_words(tmp_path: Path) -> None:
+    path = tmp_path / "u.txt"
+    generate_text(path, 1_000_000, distribution="uniform", vocabulary=20_000)
+    text = path.read_bytes().decode("utf-8")  # raises if not UTF-8
+    words = set(text.split())
+    non_ascii = [w for w in words if not w.isascii()]
+    assert 0.01 < len(non_ascii) / len(words) < 0.08
+    assert all(w == w.strip() and not any(c.isspace() for c in w) for w in words)
+    scripts = "".join(non_ascii)
+    assert re.search("[\u0400-\u04ff]", scripts)  # Cyrillic
+    assert re.search("[\u3040-\u30ff\u4e00-\u9fff]", scripts)  # Japanese
+    assert re.search("[éèüöäñçåøáíóú]", scripts)  # accented Latin
+    assert text.count("\n") == sum(1 for _ in text.splitlines())  # no stray line breaks in words
+
+
+def test_text_files_share_vocabulary_and_total(tmp_path: Path) -> None:
+    out = tmp_path / "parts"
+    summary = generate_text_files(out, 300_001, 3, vocabulary=3_000, seed=5)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["part-0000.txt", "part-0001.txt", "part-0002.txt"]
+    sizes = [(out / n).stat().st_size for n in names]
+    assert summary["bytes"] == sum(sizes)
+    assert all(0.99 * 100_000 <= s <= 100_001 for s in sizes)
+    contents = [(out / n).read_bytes() for n in names]
+    assert len(set(contents)) == 3
+    # Same vocabulary and ranks: the most frequent word is the same in every part.
+    tops = {collections.Counter(c.decode().split()).most_common(1)[0][0] for c in contents}
+    assert len(tops) == 1
+    # File i does not depend on how many files follow it.
+    generate_text_files(tmp_path / "two", 200_000, 2, vocabulary=3_000, seed=5)
+    assert (tmp_path / "two" / "part-0000.txt").read_bytes()[:50_000] == contents[0][:50_000]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"size_bytes": -1},
+        {"distribution": "normal"},
+        {"vocabulary": 0},
+        {"words_per_line": 0},
+        {"zipf_exponent": -1.0},
+    ],
+)
+def test_text_rejects_bad_arguments(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+    args: dict[str, Any] = {"size_bytes": 1_000, **kwargs}
+    with pytest.raises(ValueError):
+        generate_text(tmp_path / "x.txt", **args)
+
+
+# ----------------------------------------------------------------------------------------------- pageviews
+
+_Day = tuple[dict[str, Any], dict[int, list[tuple[str, str, int, int]]]]  # summary, hour -> rows
+_NAME = re.compile(r"pagecounts-(\d{8})-(\d{2})0000\.gz")
+_LANG = re.compile(r"[a-z]{2,3}(\.[a-z])?|simple|commons\.m")
+
+
+def _gunzip(path: str) -> bytes:
+    with gzip.open(path) as file:
+        return file.read()
+
+
+def _read_hours(paths: list[str]) -> dict[int, list[tuple[str, str, int, int]]]:
+    """Hour of day -> parsed lines, checking the line format on the way."""
+    hours: dict[int, list[tuple[str, str, int, int]]] = {}
+    for path in paths:
+        match = _NAME.fullmatch(Path(path).name)
+        assert match, path
+        rows = []
+        with gzip.open(path, "rt", encoding="ascii") as lines:
+            for line in lines:
+                fields = line.rstrip("\n").split(" ")
+                assert len(fields) == 4, line
+                lang, title, views, size = fields
+                assert _LANG.fullmatch(lang), lang
+                assert title and not any(c.isspace() for c in title)
+                assert views.isdigit() and size.isdigit() and int(views) >= 1 and int(size) >= 1, line
+                rows.append((lang, title, int(views), int(size)))
+        assert [(r[0], r[1]) for r in rows] == sorted((r[0], r[1]) for r in rows)  # sorted as in the dumps
+        hours[int(match.group(2))] = rows
+    return hours
+
+
+@pytest.fixture(scope="module")
+def one_day(tmp_path_factory: pytest.TempPathFactory) -> _Day:
+    out = tmp_path_factory.mktemp("pageviews")
+    summary = generate_pageviews(out, pages=5_000, size_bytes=600_000, seed=1)
+    return summary, _read_hours(summary["paths"])
+
+
+def test_pageviews_file_names_and_format(one_day: _Day) -> None:
+    summary, hours = one_day
+    names = [Path(p).name for p in summary["paths"]]
+    assert names == [f"pagecounts-20090101-{h:02d}0000.gz" for h in range(24)]
+    assert sorted(hours) == list(range(24))
+    assert summary["lines"] == sum(len(rows) for rows in hours.values())
+    assert summary["views"] == sum(r[2] for rows in hours.values() for r in rows)
+    titles = {r[1] for rows in hours.values() for r in rows}
+    assert any("%" in t for t in titles)  # percent-encoded non-ASCII
+    assert any("_" in t for t in titles)
+    assert ("en", "Main_Page") in {(r[0], r[1]) for r in hours[0]}
+
+
+def test_pageviews_size_is_respected(one_day: _Day) -> None:
+    summary, _ = one_day
+    actual = sum(len(_gunzip(p)) for p in summary["paths"])
+    assert actual == summary["bytes"]
+    assert abs(actual - 600_000) < 0.05 * 600_000
+    assert summary["compressed_bytes"] == sum(Path(p).stat().st_size for p in summary["paths"])
+
+
+def test_pageviews_popular_pages_in_every_hour(one_day: _Day) -> None:
+    summary, hours = one_day
+    keys = [{(r[0], r[1]) for r in rows} for rows in hours.values()]
+    always = set.intersection(*keys)
+    assert len(always) >= summary["core_pages"] >= 50
+    for page in [("en", "Main_Page"), ("en", "Special:Search"), ("de", "Wikipedia:Hauptseite")]:
+        assert page in always
+    # ...while the tail comes and goes.
+    assert len(set.union(*keys)) > 3 * len(always)
+
+
+def test_pageviews_language_mix(one_day: _Day) -> None:
+    _, hours = one_day
+    views: collections.Counter[str] = collections.Counter()
+    for rows in hours.values():
+        for lang, _title, count, _size in rows:
+            views[lang] += count
+    total = sum(views.values())
+    assert 0.38 < views["en"] / total < 0.50
+    ranked = [lang for lang, _ in views.most_common()]
+    assert ranked[0] == "en" and {"de", "ja"} <= set(ranked[1:5])
+    assert len(views) > 30
+    assert any("." in lang for lang in views)  # sister projects such as en.d
+
+
+def _peak_hour(hourly: list[int]) -> float:
+    """Phase of the 24-hour harmonic: a noise-robust peak hour in [0, 24)."""
+    angle = [2 * math.pi * h / 24 for h in range(24)]
+    c = sum(v * math.cos(a) for v, a in zip(hourly, angle, strict=True))
+    s = sum(v * math.sin(a) for v, a in zip(hourly, angle, strict=True))
+    return (math.atan2(s, c) * 24 / (2 * math.pi)) % 24
+
+
+def test_pageviews_daily_cycle_follows_time_zones(one_day: _Day) -> None:
+    _, hours = one_day
+    per_lang: dict[str, list[int]] = collections.defaultdict(lambda: [0] * 24)
+    for hour, rows in hours.items():
+        for lang, _title, count, _size in rows:
+            per_lang[lang][hour] += count
+    assert 11.5 < _peak_hour(per_lang["ja"]) < 14.5  # Japanese evening
+    assert 17.5 < _peak_hour(per_lang["en"]) < 20.5  # American day, European evening
+    assert 17.5 < _peak_hour(per_lang["de"]) < 20.5
+    ja = per_lang["ja"]
+    assert min(ja) < 0.6 * max(ja)  # a real swing, not noise
+
+
+def test_pageviews_deterministic_multi_day_and_plain(tmp_path: Path) -> None:
+    kwargs: dict[str, Any] = {"days": 2, "start": "2012-02-28", "pages": 2_000, "size_bytes": 150_000}
+    a = generate_pageviews(tmp_path / "a", seed=4, **kwargs)
+    b = generate_pageviews(tmp_path / "b", seed=4, **kwargs)
+    c = generate_pageviews(tmp_path / "c", seed=5, **kwargs)
+    names = [Path(p).name for p in a["paths"]]
+    assert len(names) == 48
+    assert names[0] == "pagecounts-20120228-000000.gz" and names[-1] == "pagecounts-20120229-230000.gz"
+    assert [Path(p).read_bytes() for p in a["paths"]] == [Path(p).read_bytes() for p in b["paths"]]
+    assert [Path(p).read_bytes() for p in a["paths"]] != [Path(p).read_bytes() for p in c["paths"]]
+    plain = generate_pageviews(tmp_path / "p", seed=4, compress=False, **kwargs)
+    assert Path(plain["paths"][0]).name == "pagecounts-20120228-000000"
+    assert Path(plain["paths"][5]).read_bytes() == _gunzip(a["paths"][5])
+
+
+def test_pageviews_default_lines_per_hour(tmp_path: Path) -> None:
+    summary = generate_pageviews(tmp_path, pages=2_000, compress=False)
+    assert abs(summary["lines"] / 24 - 400) < 40  # pages // 5 lines per hour by default
+
+
+def test_pageviews_grows_universe_for_large_sizes(tmp_path: Path) -> None:
+    summary = generate_pageviews(tmp_path, pages=500, size_bytes=1_000_000, compress=False)
+    assert summary["pages"] > 500
+    assert abs(summary["bytes"] - 1_000_000) < 50_000
+
+
+@pytest.mark.parametrize("kwargs", [{"days": 0}, {"start": "2009-13-01"}, {"size_bytes": 0}, {"pages": 0}])
+def test_pageviews_rejects_bad_arguments(tmp_path: Path, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        generate_pageviews(tmp_path, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------------- cli
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1000", 1000),
+        ("150MB", 150_000_000),
+        ("150M", 150_000_000),
+        ("150mb", 150_000_000),
+        ("10k", 10_000),
+        ("10KB", 10_000),
+        ("1.5GB", 1_500_000_000),
+        ("2G", 2_000_000_000),
+        ("64KiB", 65_536),
+        ("1MiB", 1_048_576),
+        (" 3 MB ", 3_000_000),
+        ("0", 0),
+        ("12B", 12),
+    ],
+)
+def test_parse_size(text: str, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "MB", "abc", "-5", "1.5", "10XB", "10 M B", "1e6", "5ib"])
+def test_parse_size_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid size"):
+        parse_size(text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_cli_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t.txt"
+    args = _parser().parse_args(["gen", "text", str(out), "--size", "20KB", "--seed", "2", "--uniform"])
+    assert args.func(args) == 0
+    assert 19_800 <= out.stat().st_size <= 20_000
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lines" in err
+    args = _parser().parse_args(["gen", "text", str(tmp_path / "d"), "--size", "30K", "--files", "3"])
+    assert args.func(args) == 0
+    assert len(list((tmp_path / "d").glob("part-*.txt"))) == 3
+
+
+def test_cli_pageviews(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    options = ["--pages", "2000", "--size", "0.2MB", "--no-gzip", "--seed", "3"]
+    args = _parser().parse_args(["gen", "pageviews", str(tmp_path), *options])
+    assert args.func(args) == 0
+    files = sorted(tmp_path.iterdir())
+    assert len(files) == 24 and files[0].name == "pagecounts-20090101-000000"
+    assert abs(sum(f.stat().st_size for f in files) - 200_000) < 10_000
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gen", "text", "x", "--size", "lots"],
+        ["gen", "text", "x", "--size", "0"],
+        ["gen", "text", "x"],
+        ["gen", "pageviews", "x", "--size", "-1MB"],
+        ["gen", "pageviews", "x", "--days", "0"],
+    ],
+)
+def test_cli_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _parser().parse_args(argv)
+    assert exit_info.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_cli_reports_generator_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = _parser().parse_args(["gen", "pageviews", str(tmp_path), "--start", "yesterday"])
+    assert args.func(args) == 2
+    assert "YYYY-MM-DD" in capsys.readouterr().err

@@ -1,0 +1,439 @@
+"""Merging runs (shuffle.merge) and the reduce-side run store (shuffle.store)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shuffle.keys import order_tag, sort_keys, total_order_key
+from shuffle.merge import group_sorted, merge_runs, sort_runs_in_memory
+from shuffle.runs import encode_run
+from shuffle.store import RunStore
+
+Pair = tuple[Any, Any]
+
+
+def _run(pairs: list[Pair], block_records: int = 65536) -> tuple[bytes, int, str]:
+    keys = [key for key, _ in pairs]
+    return encode_run(keys, [value for _, value in pairs], block_records), len(pairs), order_tag(keys)
+
+
+def _stable_sorted(pairs: list[Pair]) -> list[Pair]:
+    return sorted(pairs, key=lambda pair: total_order_key(pair[0]))
+
+
+def _sorted_run(keys: list[Any], label: Any) -> list[Pair]:
+    """A sorted run whose values say where each pair came from: (label, position)."""
+    ordered = sorted(keys, key=total_order_key)
+    return [(key, (label, position)) for position, key in enumerate(ordered)]
+
+
+_key_strategies = {
+    "str": st.text(alphabet="abcé", max_size=3),
+    "num": st.integers(-20, 20),
+    "tuple": st.tuples(st.sampled_from("ab"), st.integers(0, 3)),
+    "mixed": st.one_of(
+        st.none(),
+        st.integers(-5, 5),
+        st.text(alphabet="ab", max_size=2),
+        st.tuples(st.integers(0, 2)),
+        st.binary(max_size=1),
+    ),
+}
+
+
+# -- merge ---------------------------------------------------------------------------------------------------
+
+
+def test_sort_runs_in_memory_native_and_stable() -> None:
+    first = _run([("a", 1), ("b", 1), ("d", 1)])[0]
+    second = _run([("a", 2), ("c", 2), ("d", 2)])[0]
+    pairs = sort_runs_in_memory([first, memoryview(second), b""], None)
+    assert pairs == [("a", 1), ("a", 2), ("b", 1), ("c", 2), ("d", 1), ("d", 2)]
+    assert sort_runs_in_memory([second, first], None)[:2] == [("a", 2), ("a", 1)]
+    assert sort_runs_in_memory([], None) == []
+
+
+def test_sort_runs_in_memory_total_order_and_multi_block() -> None:
+    first = _run([(None, 0), (1, 0), ("x", 0), ((1,), 0)], block_records=1)[0]
+    second = _run([(True, 1), (0.5, 1), (1, 1), (b"z", 1)], block_records=3)[0]
+    assert sort_runs_in_memory([first, second], total_order_key) == [
+        (None, 0),
+        (True, 1),
+        (0.5, 1),
+        (1, 0),
+        (1, 1),
+        ("x", 0),
+        (b"z", 1),
+        ((1,), 0),
+    ]
+    with pytest.raises(TypeError):
+        sort_runs_in_memory([first, second], None)  # native order cannot compare these keys
+
+
+def test_merge_runs() -> None:
+    assert list(merge_runs([], None)) == []
+    single = [("a", 1), ("b", 2)]
+    assert list(merge_runs([single], None)) == single
+    assert list(merge_runs([iter(single)], total_order_key)) == single
+    streams = [[("a", 0), ("c", 0)], iter([("a", 1), ("b", 1)]), [], [("c", 3)]]
+    assert list(merge_runs(streams, None)) == [("a", 0), ("a", 1), ("b", 1), ("c", 0), ("c", 3)]
+    mixed = [[(None, 0), ("a", 0)], [(1, 1), ((0,), 1)]]
+    assert list(merge_runs(mixed, total_order_key)) == [(None, 0), (1, 1), ("a", 0), ((0,), 1)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(_key_strategies)),
+    data=st.data(),
+)
+def test_merge_runs_equals_stable_sort_of_the_concatenation(kind: str, data: st.DataObject) -> None:
+    key_lists = data.draw(st.lists(st.lists(_key_strategies[kind], max_size=10), max_size=6))
+    runs = [_sorted_run(keys, index) for index, keys in enumerate(key_lists)]
+    everything = [pair for run in runs for pair in run]
+    expected = _stable_sorted(everything)
+    order = None if kind != "mixed" and order_tag([k for k, _ in everything]) != "mixed" else total_order_key
+    assert list(merge_runs([iter(run) for run in runs], order)) == expected
+    assert list(merge_runs(runs, total_order_key)) == expected
+    encoded = [_run(run, block_records=3)[0] for run in runs]
+    assert sort_runs_in_memory(encoded, total_order_key) == expected
+    if order is None:
+        assert sort_runs_in_memory(encoded, None) == expected
+
+
+def test_group_sorted() -> None:
+    assert list(group_sorted([])) == []
+    pairs = [("a", 1), ("a", 2), ("b", 3), ("c", 4), ("c", 5), ("c", 6)]
+    assert [(key, list(values)) for key, values in group_sorted(pairs)] == [
+        ("a", [1, 2]),
+        ("b", [3]),
+        ("c", [4, 5, 6]),
+    ]
+
+
+def test_group_sorted_is_lazy_and_skips_unread_values() -> None:
+    consumed: list[Pair] = []
+
+    def stream() -> Iterator[Pair]:
+        for pair in [("a", 1), ("a", 2), ("a", 3), ("b", 4)]:
+            consumed.append(pair)
+            yield pair
+
+    groups = group_sorted(stream())
+    key, values = next(groups)
+    assert key == "a" and consumed == [("a", 1)]
+    assert next(values) == 1
+    key, values = next(groups)  # the rest of "a" is skipped
+    assert key == "b" and list(values) == [4]
+
+
+def test_group_sorted_mixed_keys() -> None:
+    pairs = [(None, 0), (None, 1), (1, 2), ("1", 3), ((1,), 4), ((1,), 5)]
+    assert [(key, list(values)) for key, values in group_sorted(pairs)] == [
+        (None, [0, 1]),
+        (1, [2]),
+        ("1", [3]),
+        ((1,), [4, 5]),
+    ]
+
+
+# -- RunStore ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def store_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    path.mkdir()
+    return path
+
+
+def _add(store: RunStore, task: int, attempt: int, seq: int, pairs: list[Pair]) -> None:
+    data, records, tag = _run(pairs)
+    store.add(task, attempt, seq, data, records, tag)
+    store._check()
+
+
+def _commit(store: RunStore, task: int, attempt: int, spills: int) -> None:
+    store.commit(task, attempt, spills)
+    store._check()
+
+
+def _drop(store: RunStore, task: int, attempt: int) -> None:
+    store.drop(task, attempt)
+    store._check()
+
+
+def test_tentative_runs_are_not_merged_until_committed(store_dir: Path) -> None:
+    store = RunStore(store_dir)
+    _add(store, 0, 0, 0, [("a", "t0"), ("c", "t0")])
+    _add(store, 1, 0, 0, [("b", "t1")])
+    assert list(store.sorted_pairs()) == []
+    assert store.missing(2) == 2
+    _commit(store, 1, 0, 1)
+    assert list(store.sorted_pairs()) == [("b", "t1")]
+    assert store.missing(2) == 1
+    _commit(store, 0, 0, 1)
+    assert list(store.sorted_pairs()) == [("a", "t0"), ("b", "t1"), ("c", "t0")]
+    assert store.missing(2) == 0
+    assert (store.received_runs, store.dropped_runs) == (2, 0)
+    store.close()
+    store._check()
+
+
+def test_commit_before_runs_arrive_and_missing_counts(store_dir: Path) -> None:
+    store = RunStore(store_dir)
+    _commit(store, 0, 1, 2)
+    _commit(store, 2, 0, 0)  # a map with no output
+    assert store.missing(3) == 2  # task 0 has 0 of 2 runs, task 1 not committed
+    _add(store, 0, 1, 1, [("b", 1)])
+    assert store.missing(3) == 2
+    _add(store, 0, 1, 0, [("a", 0)])
+    assert store.missing(3) == 1
+    _add(store, 1, 0, 0, [("z", 0)])
+    assert store.missing(3) == 1  # received but tentative
+    _commit(store, 1, 0, 1)
+    assert store.missing(3) == 0
+    assert store.missing(2) == 0
+    assert list(store.sorted_pairs()) == [("a", 0), ("b", 1), ("z", 0)]
+    store.close()
+
+
+def test_losing_attempt_runs_are_dropped(store_dir: Path) -> None:
+    store = RunStore(store_dir)
+    _add(store, 0, 0, 0, [("a", "attempt0")])
+    _add(store, 0, 1, 0, [("a", "attempt1")])
+    _add(store, 0, 1, 1, [("b", "attempt1")])
+    assert store.memory_bytes > 0
+    _commit(store, 0, 1, 2)
+    assert store.dropped_runs == 1
+    assert (0, 0) not in store.attempts
+    _add(store, 0, 0, 1, [("c", "attempt0 late")])  # the loser keeps sending: ignored
+    _add(store, 0, 2, 0, [("c", "attempt2")])
+    assert store.dropped_runs == 3
+    assert store.received_runs == 5
+    assert list(store.sorted_pairs()) == [("a", "attempt1"), ("b", "attempt1")]
+    assert store.missing(1) == 0
+    store.close()
+
+
+def test_drop_forgets_an_attempt(store_dir: Path) -> None:
+    store = RunStore(store_dir)
+    _add(store, 0, 0, 0, [("a", 0)])
+    _add(store, 0, 0, 1, [("b", 0)])
+    _add(store, 1, 0, 0, [("c", 0)])
+    before = store.memory_bytes
+    _drop(store, 0, 0)
+    assert (0, 0) not in store.attempts
+    assert store.dropped_runs == 2
+    assert 0 < store.memory_bytes < before
+    _drop(store, 0, 0)  # twice: no-op
+    _drop(store, 5, 3)  # unknown: no-op
+    assert store.dropped_runs == 2
+    _add(store, 0, 1, 0, [("a", 1)])
+    _commit(store, 0, 1, 1)
+    _commit(store, 1, 0, 1)
+    assert list(store.sorted_pairs()) == [("a", 1), ("c", 0)]
+    store.close()
+
+
+def test_resent_run_is_stored_once(store_dir: Path) -> None:
+    store = RunStore(store_dir)
+    _add(store, 0, 0, 0, [("a", 1)])
+    size = store.memory_bytes
+    _add(store, 0, 0, 0, [("a", 1)])
+    assert store.memory_bytes == size
+    assert store.received_runs == 2
+    _commit(store, 0, 0, 1)
+    assert list(store.sorted_pairs()) == [("a", 1)]
+    store.close()
+
+
+def test_pairs_are_stable_by_task_then_spill(store_dir: Path) -> None:
+    store = RunStore(store_dir)
+    _add(store, 1, 0, 1, [("k", "t1s1")])
+    _add(store, 0, 2, 1, [("k", "t0s1")])
+    _add(store, 1, 0, 0, [("k", "t1s0")])
+    _add(store, 0, 2, 0, [("k", "t0s0")])
+    _commit(store, 1, 0, 2)
+    _commit(store, 0, 2, 2)
+    assert [value for _, value in store.sorted_pairs()] == ["t0s0", "t0s1", "t1s0", "t1s1"]
+    store.close()
+
+
+def test_mixed_tags_use_the_total_order(store_dir: Path) -> None:
+    store = RunStore(store_dir)
+    _add(store, 0, 0, 0, [("a", 0), ("b", 0)])
+    _add(store, 1, 0, 0, [(1, 1), (2, 1)])
+    _add(store, 2, 0, 0, [])
+    _add(store, 3, 0, 0, [(None, 3), ((1,), 3)])
+    for task in range(4):
+        _commit(store, task, 0, 1)
+    assert list(store.sorted_pairs()) == [(None, 3), (1, 1), (2, 1), ("a", 0), ("b", 0), ((1,), 3)]
+    store.close()
+
+
+def _workload(tasks: int, runs_per_task: int, keys_per_run: int) -> list[tuple[int, int, list[Pair]]]:
+    """Runs with many equal keys across tasks, so any instability shows."""
+    work = []
+    for task in range(tasks):
+        for seq in range(runs_per_task):
+            keys = sorted(f"k{(task * 7 + seq * 3 + i) % 11:02d}" for i in range(keys_per_run))
+            work.append((task, seq, [(key, (task, seq, i)) for i, key in enumerate(keys)]))
+    return work
+
+
+def _expected(work: list[tuple[int, int, list[Pair]]]) -> list[Pair]:
+    ordered = sorted(work, key=lambda item: (item[0], item[1]))
+    return _stable_sorted([pair for _, _, pairs in ordered for pair in pairs])
+
+
+@pytest.mark.parametrize("arrival", ["forward", "reversed"])
+def test_memory_limit_moves_runs_to_disk_and_the_result_is_exact(store_dir: Path, arrival: str) -> None:
+    work = _workload(tasks=5, runs_per_task=3, keys_per_run=20)
+    run_size = len(_run(work[0][2])[0])
+    limit = run_size * 4
+    store = RunStore(store_dir, memory_limit=limit)
+    for task, seq, pairs in work if arrival == "forward" else reversed(work):
+        _add(store, task, 0, seq, pairs)
+        assert store.memory_bytes <= limit
+    files = sorted(store_dir.iterdir())
+    assert files, "runs over the memory limit go to spill_dir"
+    on_disk = [run for a in store.attempts.values() for run in a.runs.values() if run.path is not None]
+    assert sorted(run.path for run in on_disk) == files
+    assert store.disk_bytes == sum(path.stat().st_size for path in files)
+    in_memory = [run for a in store.attempts.values() for run in a.runs.values() if run.data is not None]
+    assert in_memory, "some runs stay in memory"
+    for task in range(5):
+        _commit(store, task, 0, 3)
+    assert store.missing(5) == 0
+    assert list(store.sorted_pairs()) == _expected(work)
+    store._check()
+    store.close()
+    store._check()
+    assert list(store_dir.iterdir()) == []
+    assert store.memory_bytes == 0
+
+
+def test_dropping_an_evicted_attempt_deletes_its_files(store_dir: Path) -> None:
+    store = RunStore(store_dir, memory_limit=1)
+    _add(store, 0, 0, 0, [("a", 1)])
+    _add(store, 0, 1, 0, [("a", 2)])
+    assert len(list(store_dir.iterdir())) == 2
+    assert store.memory_bytes == 0
+    _commit(store, 0, 1, 1)
+    assert len(list(store_dir.iterdir())) == 1
+    assert list(store.sorted_pairs()) == [("a", 2)]
+    _drop(store, 0, 1)
+    assert list(store_dir.iterdir()) == []
+    assert store.disk_bytes == 0
+    store.close()
+
+
+@pytest.mark.parametrize("fan_in", [2, 3, 4])
+def test_multi_pass_merge_with_small_fan_in_is_exact(store_dir: Path, fan_in: int) -> None:
+    work = _workload(tasks=6, runs_per_task=3, keys_per_run=8)
+    store = RunStore(store_dir, memory_limit=1, fan_in=fan_in)  # every run goes to disk
+    for task, seq, pairs in work:
+        _add(store, task, 0, seq, pairs)
+    assert store.memory_bytes == 0
+    for task in range(6):
+        _commit(store, task, 0, 3)
+    assert list(store.sorted_pairs()) == _expected(work)
+    store._check()
+    store.close()
+    store._check()
+    assert list(store_dir.iterdir()) == [], "close() removes every file the store wrote, merged ones too"
+
+
+def test_multi_pass_merge_with_runs_in_memory_and_on_disk(store_dir: Path) -> None:
+    work = _workload(tasks=6, runs_per_task=2, keys_per_run=10)
+    run_size = len(_run(work[0][2])[0])
+    store = RunStore(store_dir, memory_limit=run_size * 3, fan_in=2)
+    for task, seq, pairs in work:
+        _add(store, task, 0, seq, pairs)
+    for task in range(6):
+        _commit(store, task, 0, 2)
+    assert list(store.sorted_pairs()) == _expected(work)
+    store.close()
+    assert list(store_dir.iterdir()) == []
+
+
+def test_close_removes_run_files(store_dir: Path) -> None:
+    store = RunStore(store_dir, memory_limit=1)
+    _add(store, 0, 0, 0, [("a", 1)])
+    _add(store, 1, 0, 0, [("b", 1)])
+    assert len(list(store_dir.iterdir())) == 2
+    store.close()
+    store._check()
+    assert list(store_dir.iterdir()) == []
+    assert store.attempts == {}
+    assert (store.memory_bytes, store.disk_bytes) == (0, 0)
+
+
+# -- property: any delivery order, with losers, resends and a memory limit, gives the committed pairs --------
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    kind=st.sampled_from(sorted(_key_strategies)),
+    memory_limit=st.integers(1, 600),
+    fan_in=st.integers(2, 4),
+    data=st.data(),
+)
+def test_store_model(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, memory_limit: int, fan_in: int, data: st.DataObject
+) -> None:
+    store_dir = tmp_path_factory.mktemp("store")
+    num_maps = data.draw(st.integers(1, 4), label="num_maps")
+    events: list[tuple[Any, ...]] = []
+    winners: dict[int, tuple[int, list[list[Pair]]]] = {}
+    for task in range(num_maps):
+        attempts = data.draw(st.integers(1, 3), label="attempts")
+        winner = data.draw(st.integers(0, attempts - 1), label="winner")
+        for attempt in range(attempts):
+            run_keys = st.lists(st.lists(_key_strategies[kind], max_size=6), max_size=3)
+            spills = data.draw(run_keys, label="runs")
+            runs = [
+                [(k, (task, attempt, seq, i)) for i, k in enumerate(sort_keys(keys)[0])]
+                for seq, keys in enumerate(spills)
+            ]
+            events += [("add", task, attempt, seq, run) for seq, run in enumerate(runs)]
+            if attempt == winner:
+                winners[task] = (attempt, runs)
+                events.append(("commit", task, attempt, len(runs)))
+            elif data.draw(st.booleans(), label="loser fails"):
+                events.append(("drop", task, attempt))
+    events += data.draw(
+        st.lists(st.sampled_from([e for e in events if e[0] == "add"]), max_size=3)
+        if any(e[0] == "add" for e in events)
+        else st.just([]),
+        label="resends",
+    )
+    events = data.draw(st.permutations(events), label="order")
+
+    store = RunStore(store_dir, memory_limit=memory_limit, fan_in=fan_in)
+    for event in events:
+        if event[0] == "add":
+            _, task, attempt, seq, run = event
+            _add(store, task, attempt, seq, run)
+        elif event[0] == "commit":
+            _commit(store, *event[1:])
+        else:
+            _drop(store, *event[1:])
+    assert store.missing(num_maps) == 0
+    expected = _stable_sorted([pair for task in sorted(winners) for run in winners[task][1] for pair in run])
+    assert list(store.sorted_pairs()) == expected
+    store._check()
+    store.close()
+    store._check()
+    assert list(store_dir.iterdir()) == []
+
+
+def test_fan_in_below_two_is_rejected(store_dir: Path) -> None:
+    with pytest.raises(ValueError, match="fan_in must be at least 2"):
+        RunStore(store_dir, fan_in=1)

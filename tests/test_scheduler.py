@@ -1,0 +1,412 @@
+"""The coordinator's per-job state machine (hop.scheduler.JobState), driven directly without processes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hop.inputs import Split
+from hop.jobspec import JobSpec
+from hop.scheduler import BUILTIN_COUNTERS, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState
+
+JOB = "job-0001"
+OUT = "/data/out"
+
+
+def _spec(num_reduces: int = 2, **fields: Any) -> JobSpec:
+    return JobSpec(
+        job_code=b"", name="test", inputs=("/data/in",), output=OUT, num_reduces=num_reduces, job_id=JOB, **fields
+    )
+
+
+def _state(maps: int = 2, reduces: int = 2, max_attempts: int = 4) -> JobState:
+    splits = [Split(f"/data/in/f{i}", 0, 100) for i in range(maps)]
+    return JobState(_spec(reduces), splits, max_attempts=max_attempts)
+
+
+def _start(job: JobState, kind: str, index: int, worker: str = "w1", at: float = 10.0) -> int:
+    attempt = job.assign(kind, index, worker)
+    job.on_started(kind, index, attempt.attempt, pid=1000 + attempt.attempt, at=at)
+    return attempt.attempt
+
+
+def _map_done(
+    job: JobState,
+    index: int,
+    attempt: int,
+    spills: int = 1,
+    at: float = 20.0,
+    counters: dict[str, int] | None = None,
+    user: dict[str, dict[str, int]] | None = None,
+) -> list[Any]:
+    counters = counters if counters is not None else {"map_input_records": 10, "map_output_records": 30}
+    return job.on_map_done(index, attempt, spills, counters, user or {}, at)
+
+
+def _reduce_done(
+    job: JobState,
+    index: int,
+    attempt: int,
+    at: float = 30.0,
+    first_run_at: float | None = None,
+    counters: dict[str, int] | None = None,
+    user: dict[str, dict[str, int]] | None = None,
+) -> list[Any]:
+    counters = counters if counters is not None else {"reduce_input_records": 5, "reduce_output_records": 2}
+    return job.on_reduce_done(index, attempt, _tmp(index, attempt), counters, user or {}, first_run_at, at)
+
+
+def _tmp(index: int, attempt: int) -> str:
+    return f"{OUT}/_temporary/part-{index:05d}.attempt-{attempt}"
+
+
+def _committed(index: int, attempt: int, spills: int = 1) -> Broadcast:
+    return Broadcast("map_committed", {"job_id": JOB, "index": index, "attempt": attempt, "spills": spills})
+
+
+def _map_failed(index: int, attempt: int) -> Broadcast:
+    return Broadcast("map_failed", {"job_id": JOB, "index": index, "attempt": attempt})
+
+
+def _run_all_maps(job: JobState) -> None:
+    for index in range(len(job.maps)):
+        _map_done(job, index, _start(job, "map", index))
+
+
+# -- spec and construction -----------------------------------------------------------------------------------
+
+
+def test_job_spec_accepts_empty_job_code_and_validates_the_rest() -> None:
+    assert _spec().job_code == b""
+    with pytest.raises(ValueError, match="at least one reducer"):
+        _spec(num_reduces=0)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        _spec(mode="eager")
+    with pytest.raises(ValueError, match="input format"):
+        _spec(input_format="xml")
+    with pytest.raises(ValueError, match="must be positive"):
+        _spec(spill_records=0)
+
+
+def test_new_job_has_every_task_pending() -> None:
+    job = _state(maps=3, reduces=2)
+    assert [t.index for t in job.pending("map")] == [0, 1, 2]
+    assert [t.index for t in job.pending("reduce")] == [0, 1]
+    assert job.state == "running"
+    assert job.counters == dict.fromkeys(BUILTIN_COUNTERS, 0)
+
+
+def test_assigned_and_running_attempts_are_not_pending() -> None:
+    job = _state(maps=2)
+    attempt = job.assign("map", 0, "w1")
+    assert (attempt.kind, attempt.index, attempt.attempt, attempt.status) == ("map", 0, 0, "assigned")
+    assert [t.index for t in job.pending("map")] == [1]
+    job.on_started("map", 0, 0, pid=42, at=5.0)
+    record = job.attempt("map", 0, 0)
+    assert (record.pid, record.start, record.status) == (42, 5.0, "running")
+    assert [t.index for t in job.pending("map")] == [1]
+
+
+# -- maps ----------------------------------------------------------------------------------------------------
+
+
+def test_map_done_commits_and_broadcasts() -> None:
+    job = _state()
+    attempt = _start(job, "map", 0)
+    actions = _map_done(job, 0, attempt, spills=3, at=21.0)
+    assert actions == [_committed(0, 0, spills=3)]
+    task = job.maps[0]
+    assert (task.committed, task.fraction, task.records) == (0, 1.0, 10)
+    assert job.attempt("map", 0, 0).status == "succeeded"
+    assert job.attempt("map", 0, 0).end == 21.0
+    assert job.map_spills == {0: (0, 3)}
+    assert job.last_map_commit_at == 21.0
+    assert job.counters["map_output_records"] == 30
+    assert job.state == "running"  # maps alone never finish the job
+    assert [t.index for t in job.pending("map")] == [1]
+
+
+def test_second_attempt_of_a_committed_map_is_superseded() -> None:
+    job = _state()
+    first = _start(job, "map", 0, worker="w1")
+    second = _start(job, "map", 0, worker="w2")
+    assert _map_done(job, 0, second, spills=2, at=20.0) == [_committed(0, 1, spills=2)]
+    assert _map_done(job, 0, first, spills=5, at=25.0) == [_map_failed(0, 0)]
+    assert job.attempt("map", 0, 0).status == "superseded"
+    assert job.attempt("map", 0, 0).end == 25.0
+    assert job.maps[0].committed == 1
+    assert job.map_spills == {0: (1, 2)}
+    assert job.counters["map_output_records"] == 30  # counted once
+    assert job.last_map_commit_at == 20.0
+
+
+def test_map_progress_only_until_committed() -> None:
+    job = _state()
+    attempt = _start(job, "map", 0)
+    job.on_progress("map", 0, attempt, 0.5, 4)
+    assert (job.maps[0].fraction, job.maps[0].records) == (0.5, 4)
+    _map_done(job, 0, attempt)
+    job.on_progress("map", 0, attempt, 0.7, 7)
+    assert (job.maps[0].fraction, job.maps[0].records) == (1.0, 10)
+    progress = job.progress()
+    assert (progress["maps_done"], progress["maps_total"], progress["map_fraction"]) == (1, 2, 0.5)
+
+
+# -- reduces -------------------------------------------------------------------------------------------------
+
+
+def test_reduce_done_commits_output_and_the_last_one_finishes_the_job() -> None:
+    job = _state(maps=2, reduces=2)
+    _run_all_maps(job)
+    r0 = _start(job, "reduce", 0)
+    r1 = _start(job, "reduce", 1)
+    assert _reduce_done(job, 1, r1) == [CommitOutput(_tmp(1, 0), f"{OUT}/part-00001")]
+    assert job.state == "running" and job.finished_at is None
+    assert _reduce_done(job, 0, r0) == [CommitOutput(_tmp(0, 0), f"{OUT}/part-00000"), FinishJob("succeeded")]
+    assert job.state == "succeeded"
+    assert job.finished_at is not None
+    assert job.error is None
+    assert job.pending("map") == [] and job.pending("reduce") == []
+
+
+def test_second_reduce_attempt_output_is_discarded() -> None:
+    job = _state(maps=1, reduces=1)
+    _run_all_maps(job)
+    first = _start(job, "reduce", 0)
+    second = _start(job, "reduce", 0)
+    assert _reduce_done(job, 0, second)[0] == CommitOutput(_tmp(0, 1), f"{OUT}/part-00000")
+    assert _reduce_done(job, 0, first) == [DiscardOutput(_tmp(0, 0))]
+    assert job.attempt("reduce", 0, 0).status == "superseded"
+    assert job.counters["reduce_output_records"] == 2
+
+
+def test_first_shuffle_is_the_earliest_report() -> None:
+    job = _state(maps=1, reduces=2)
+    _run_all_maps(job)
+    job.on_first_run(50.0)
+    job.on_first_run(60.0)
+    assert job.first_shuffle_at == 50.0
+    _reduce_done(job, 0, _start(job, "reduce", 0), first_run_at=40.0)
+    assert job.first_shuffle_at == 40.0
+    _reduce_done(job, 1, _start(job, "reduce", 1), first_run_at=None)
+    assert job.first_shuffle_at == 40.0
+
+
+def test_reducer_ready_is_broadcast() -> None:
+    job = _state()
+    attempt = _start(job, "reduce", 1)
+    actions = job.on_reducer_ready(1, attempt, "tcp://127.0.0.1:5000")
+    assert actions == [
+        Broadcast("reducer_at", {"job_id": JOB, "index": 1, "attempt": 0, "address": "tcp://127.0.0.1:5000"})
+    ]
+    assert job.reducer_addresses == {1: (0, "tcp://127.0.0.1:5000")}
+
+
+# -- failures ------------------------------------------------------------------------------------------------
+
+
+def test_user_code_failure_fails_the_job_at_once() -> None:
+    job = _state()
+    attempt = _start(job, "map", 1)
+    error = "map at f1 byte offset 7 raised KeyError: 'x'"
+    actions = job.on_task_failed("map", 1, attempt, error, "Traceback...", retryable=False, at=12.0)
+    assert actions == [_map_failed(1, 0), FinishJob("failed", error)]
+    assert job.state == "failed"
+    assert job.error == "map at f1 byte offset 7 raised KeyError: 'x'"
+    assert job.error_traceback == "Traceback..."
+    record = job.attempt("map", 1, 0)
+    assert (record.status, record.end, record.error) == ("failed", 12.0, job.error)
+    assert job.pending("map") == [] and job.pending("reduce") == []
+    assert job.fail("again") == []  # failing twice does nothing
+
+
+def test_reduce_user_failure_has_no_broadcast() -> None:
+    job = _state(maps=1, reduces=1)
+    _run_all_maps(job)
+    attempt = _start(job, "reduce", 0)
+    actions = job.on_task_failed("reduce", 0, attempt, "reduce raised", None, retryable=False, at=1.0)
+    assert actions == [FinishJob("failed", "reduce raised")]
+
+
+def test_events_after_the_job_failed_are_superseded() -> None:
+    job = _state(maps=2, reduces=1)
+    m0 = _start(job, "map", 0)
+    m1 = _start(job, "map", 1)
+    job.on_task_failed("map", 1, m1, "boom", None, retryable=False, at=1.0)
+    assert _map_done(job, 0, m0) == [_map_failed(0, 0)]
+    assert job.maps[0].committed is None
+    assert job.counters["map_output_records"] == 0
+    r0 = _start(job, "reduce", 0)
+    assert job.on_task_failed("reduce", 0, r0, "late", None, retryable=True, at=2.0) == []
+    assert job.error == "boom"
+
+
+def test_retryable_failure_makes_the_task_pending_until_max_attempts() -> None:
+    job = _state(maps=1, max_attempts=3)
+    for attempt_number in range(2):
+        attempt = _start(job, "map", 0, worker=f"w{attempt_number}")
+        assert attempt == attempt_number
+        actions = job.on_task_failed(
+            "map", 0, attempt, "task process exited with code -9", None, retryable=True, at=1.0
+        )
+        assert actions == [_map_failed(0, attempt)]
+        assert [t.index for t in job.pending("map")] == [0]
+        assert job.state == "running"
+    last = _start(job, "map", 0)
+    actions = job.on_task_failed("map", 0, last, "task process exited with code -9", None, retryable=True, at=2.0)
+    reason = "task process exited with code -9 (gave up after 3 attempts)"
+    assert actions == [_map_failed(0, 2), FinishJob("failed", reason)]
+    assert job.state == "failed" and job.error == reason
+    assert [a.status for a in job.maps[0].attempts] == ["failed", "failed", "failed"]
+
+
+def test_retry_then_success() -> None:
+    job = _state(maps=1, reduces=1, max_attempts=2)
+    first = _start(job, "map", 0)
+    job.on_task_failed("map", 0, first, "crash", None, retryable=True, at=1.0)
+    second = _start(job, "map", 0, worker="w2")
+    assert _map_done(job, 0, second) == [_committed(0, 1)]
+    assert job.pending("map") == []
+    attempt = _start(job, "reduce", 0)
+    job.on_task_failed("reduce", 0, attempt, "crash", None, retryable=True, at=1.0)
+    assert [t.index for t in job.pending("reduce")] == [0]
+    actions = _reduce_done(job, 0, _start(job, "reduce", 0))
+    assert actions == [CommitOutput(_tmp(0, 1), f"{OUT}/part-00000"), FinishJob("succeeded")]
+
+
+def test_failure_of_a_spare_attempt_after_commit_does_not_fail_the_job() -> None:
+    job = _state(maps=1)
+    first = _start(job, "map", 0)
+    second = _start(job, "map", 0)
+    _map_done(job, 0, first)
+    actions = job.on_task_failed("map", 0, second, "boom", None, retryable=False, at=3.0)
+    assert actions == [_map_failed(0, 1)]
+    assert job.state == "running"
+    assert job.maps[0].committed == 0
+
+
+def test_worker_lost_retries_its_running_attempts() -> None:
+    job = _state(maps=2, reduces=1)
+    on_lost = _start(job, "map", 0, worker="w1")
+    _start(job, "map", 1, worker="w2")
+    reduce_attempt = _start(job, "reduce", 0, worker="w1")
+    actions = job.on_worker_lost("w1", at=9.0)
+    assert actions == [_map_failed(0, on_lost)]
+    assert job.attempt("map", 0, 0).error == "worker w1 was lost"
+    assert job.attempt("reduce", 0, reduce_attempt).status == "failed"
+    assert [t.index for t in job.pending("map")] == [0]
+    assert [t.index for t in job.pending("reduce")] == [0]
+    assert job.state == "running"
+
+
+def test_worker_lost_with_committed_map_output_fails_the_job() -> None:
+    job = _state(maps=2, reduces=1)
+    _map_done(job, 0, _start(job, "map", 0, worker="w1"))
+    _start(job, "map", 1, worker="w2")
+    actions = job.on_worker_lost("w1", at=9.0)
+    assert len(actions) == 1 and isinstance(actions[0], FinishJob)
+    assert actions[0].status == "failed"
+    assert "worker w1 was lost with the output of 1 committed map task(s)" in (actions[0].error or "")
+    assert job.state == "failed"
+
+
+def test_late_done_of_a_failed_map_attempt_does_not_commit() -> None:
+    """A map attempt reported failed (e.g. its worker was declared lost) was announced as ``map_failed``:
+    workers forgot its spills and reducers dropped its runs. If its ``map_done`` still arrives, committing it
+    would make every reducer wait for runs that will never be sent again."""
+    job = _state(maps=1, reduces=1)
+    attempt = _start(job, "map", 0, worker="w1")
+    assert job.on_worker_lost("w1", at=9.0) == [_map_failed(0, attempt)]
+    actions = _map_done(job, 0, attempt, at=10.0)
+    assert _committed(0, attempt) not in actions
+    assert job.maps[0].committed is None
+    assert job.attempt("map", 0, attempt).status == "failed"
+    assert [t.index for t in job.pending("map")] == [0]
+    assert job.counters["map_output_records"] == 0
+
+
+# -- counters ------------------------------------------------------------------------------------------------
+
+
+def test_counters_are_summed_over_committed_attempts_only() -> None:
+    job = _state(maps=2, reduces=1)
+    a = _start(job, "map", 0)
+    b = _start(job, "map", 0)
+    _map_done(
+        job, 0, a, counters={"map_input_records": 3, "map_output_records": 7, "custom": 1}, user={"words": {"long": 2}}
+    )
+    _map_done(
+        job,
+        0,
+        b,
+        counters={"map_input_records": 100, "map_output_records": 100, "custom": 100},
+        user={"words": {"long": 100}},
+    )
+    failed = _start(job, "map", 1)
+    job.on_task_failed("map", 1, failed, "crash", None, retryable=True, at=1.0)
+    _map_done(
+        job,
+        1,
+        _start(job, "map", 1),
+        counters={"map_input_records": 4, "map_output_records": 5},
+        user={"words": {"long": 1, "short": 9}, "other": {"x": 1}},
+    )
+    r = _start(job, "reduce", 0)
+    _reduce_done(
+        job, 0, r, counters={"reduce_input_records": 12, "reduce_output_records": 2}, user={"words": {"long": 10}}
+    )
+    assert job.counters["map_input_records"] == 7
+    assert job.counters["map_output_records"] == 12
+    assert job.counters["custom"] == 1
+    assert job.counters["reduce_input_records"] == 12
+    assert job.user_counters == {"words": {"long": 13, "short": 9}, "other": {"x": 1}}
+    assert job.progress()["input_records"] == 7
+    assert job.report()["counters"] == {**job.counters, "user": job.user_counters}
+
+
+# -- report --------------------------------------------------------------------------------------------------
+
+
+def test_report_fields() -> None:
+    job = _state(maps=1, reduces=1)
+    m = _start(job, "map", 0, worker="w1", at=11.0)
+    _map_done(job, 0, m, at=12.0)
+    bad = _start(job, "reduce", 0, worker="w2", at=13.0)
+    job.on_task_failed("reduce", 0, bad, "task process exited with code 1", None, retryable=True, at=14.0)
+    good = _start(job, "reduce", 0, worker="w1", at=15.0)
+    _reduce_done(job, 0, good, at=16.0, first_run_at=12.5)
+    report = job.report()
+    for field in ("job_id", "status", "mode", "start", "end", "attempts", "counters", "first_shuffle_at"):
+        assert field in report, field
+    assert report["job_id"] == JOB
+    assert report["status"] == "succeeded"
+    assert report["mode"] == "pipelined"
+    assert report["start"] == job.submitted_at
+    assert job.finished_at is not None and report["end"] == job.finished_at
+    assert report["first_shuffle_at"] == 12.5
+    assert report["num_maps"] == 1 and report["num_reduces"] == 1
+    assert report["counters"]["user"] == {}
+    attempts = report["attempts"]
+    fields = {"task_id", "attempt", "kind", "worker", "pid", "start", "end", "status"}
+    assert all(fields <= set(a) for a in attempts)
+    assert [
+        (a["task_id"], a["attempt"], a["kind"], a["worker"], a["start"], a["end"], a["status"]) for a in attempts
+    ] == [
+        ("map-00000", 0, "map", "w1", 11.0, 12.0, "succeeded"),
+        ("reduce-00000", 0, "reduce", "w2", 13.0, 14.0, "failed"),
+        ("reduce-00000", 1, "reduce", "w1", 15.0, 16.0, "succeeded"),
+    ]
+    assert [a["pid"] for a in attempts] == [1000, 1000, 1001]
+    assert attempts[1]["error"] == "task process exited with code 1"
+    assert "error" not in attempts[0]
+
+
+def test_report_of_a_failed_job() -> None:
+    job = _state(maps=1, reduces=1)
+    attempt = _start(job, "map", 0)
+    job.on_task_failed("map", 0, attempt, "map raised ValueError", "tb", retryable=False, at=1.0)
+    report = job.report()
+    assert (report["status"], report["error"]) == ("failed", "map raised ValueError")
+    assert report["end"] is not None
+    assert report["first_shuffle_at"] is None

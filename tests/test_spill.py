@@ -1,0 +1,391 @@
+"""Run bytes (shuffle.runs) and spill files (shuffle.spill): round trips, streaming and corruption."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shuffle.keys import order_tag, sort_keys
+from shuffle.runs import (
+    RunWriter,
+    UnencodableRecordError,
+    encode_run,
+    iter_blocks,
+    iter_run,
+    iter_run_file,
+)
+from shuffle.spill import MAGIC, CorruptSpillError, SpillFile, SpillIndexEntry, write_spill
+
+
+def _as_wire(value: Any) -> Any:
+    """What a value looks like after a msgpack round trip: lists become tuples (recursively)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_wire(item) for item in value)
+    if isinstance(value, dict):
+        return {_as_wire(k): _as_wire(v) for k, v in value.items()}
+    return value
+
+
+_int64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)
+_scalar_values = st.one_of(
+    st.none(), st.booleans(), _int64, st.floats(allow_nan=False), st.text(max_size=8), st.binary(max_size=8)
+)
+_values = st.recursive(
+    _scalar_values,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=3) | st.integers(-5, 5), inner, max_size=2)
+    ),
+    max_leaves=6,
+)
+_key_scalars = st.one_of(
+    st.none(), st.booleans(), _int64, st.floats(allow_nan=False), st.text(max_size=6), st.binary(max_size=4)
+)
+_keys = st.one_of(
+    st.lists(st.text(max_size=6), max_size=30),
+    st.lists(_int64 | st.floats(allow_nan=False), max_size=30),
+    st.lists(st.recursive(_key_scalars, lambda inner: st.tuples(inner, inner), max_leaves=3), max_size=30),
+)
+
+
+def _sorted_records(keys: list[Any], data: st.DataObject) -> tuple[list[Any], list[Any]]:
+    """Sorted keys (duplicates kept) and one random value per key."""
+    ordered, _ = sort_keys(list(dict.fromkeys(keys)))
+    counts = {key: keys.count(key) for key in ordered}
+    out_keys = [key for key in ordered for _ in range(counts[key])]
+    values = data.draw(st.lists(_values, min_size=len(out_keys), max_size=len(out_keys)))
+    return out_keys, values
+
+
+# -- runs ----------------------------------------------------------------------------------------------------
+
+
+def test_empty_run_is_zero_bytes() -> None:
+    assert encode_run([], []) == b""
+    assert list(iter_run(b"")) == []
+    assert list(iter_blocks(b"")) == []
+    assert list(iter_run(memoryview(b""))) == []
+
+
+def test_run_round_trip_simple() -> None:
+    keys = ["a", "a", "b", "ü", "\U0001f600"]
+    values = [1, None, [1, [2, "x"]], {"k": (1.5, b"\x00")}, -(2**63)]
+    data = encode_run(keys, values)
+    assert list(iter_run(data)) == [
+        ("a", 1),
+        ("a", None),
+        ("b", (1, (2, "x"))),
+        ("ü", {"k": (1.5, b"\x00")}),
+        ("\U0001f600", -(2**63)),
+    ]
+    assert list(iter_run(memoryview(data))) == list(iter_run(data))
+
+
+def test_small_run_is_one_block_and_large_run_is_several() -> None:
+    keys = list(range(10))
+    assert len(list(iter_blocks(encode_run(keys, keys)))) == 1
+    blocks = list(iter_blocks(encode_run(keys, keys, block_records=3)))
+    assert [len(block_keys) for block_keys, _ in blocks] == [3, 3, 3, 1]
+    assert [len(block_values) for _, block_values in blocks] == [3, 3, 3, 1]
+    assert list(iter_run(encode_run(keys, keys, block_records=3))) == [(k, k) for k in keys]
+    # exactly block_records records: still one block
+    assert len(list(iter_blocks(encode_run(keys, keys, block_records=10)))) == 1
+    assert len(list(iter_blocks(encode_run(keys, keys, block_records=1)))) == 10
+
+
+def test_dict_values_with_non_str_keys_round_trip() -> None:
+    values = [{1: "a", (2, 3): [4]}, {b"k": None}]
+    assert [v for _, v in iter_run(encode_run(["x", "y"], values))] == [{1: "a", (2, 3): (4,)}, {b"k": None}]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(keys=_keys, block_records=st.integers(1, 8), data=st.data())
+def test_run_round_trip_property(keys: list[Any], block_records: int, data: st.DataObject) -> None:
+    out_keys, values = _sorted_records(keys, data)
+    expected = [(_as_wire(k), _as_wire(v)) for k, v in zip(out_keys, values, strict=True)]
+    for encoded in (encode_run(out_keys, values), encode_run(out_keys, values, block_records=block_records)):
+        assert list(iter_run(encoded)) == expected
+    blocks = list(iter_blocks(encode_run(out_keys, values, block_records=block_records)))
+    assert all(0 < len(block_keys) <= block_records for block_keys, _ in blocks)
+    assert sum(len(block_keys) for block_keys, _ in blocks) == len(out_keys)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=_keys, block_records=st.integers(1, 5), data=st.data())
+def test_run_writer_streams_the_same_pairs(
+    tmp_path: Path, keys: list[Any], block_records: int, data: st.DataObject
+) -> None:
+    out_keys, values = _sorted_records(keys, data)
+    path = tmp_path / "run"
+    writer = RunWriter(path, block_records=block_records)
+    for key, value in zip(out_keys, values, strict=True):
+        writer.add(key, value)
+    written = writer.close()
+    assert written == path.stat().st_size
+    assert writer.records == len(out_keys)
+    expected = [(_as_wire(k), _as_wire(v)) for k, v in zip(out_keys, values, strict=True)]
+    assert list(iter_run_file(path)) == expected
+    assert list(iter_run(path.read_bytes())) == expected
+
+
+def test_run_writer_add_block_after_add(tmp_path: Path) -> None:
+    path = tmp_path / "run"
+    writer = RunWriter(path, block_records=2)
+    writer.add("a", 1)
+    writer.add_block(["b", "c", "d"], [2, 3, 4])
+    writer.add_block([], [])
+    writer.add("e", 5)
+    writer.add("f", 6)
+    writer.add("g", 7)
+    assert writer.close() == path.stat().st_size
+    assert writer.records == 7
+    assert list(iter_run_file(path)) == [("a", 1), ("b", 2), ("c", 3), ("d", 4), ("e", 5), ("f", 6), ("g", 7)]
+    blocks = list(iter_blocks(path.read_bytes()))
+    assert [list(block_keys) for block_keys, _ in blocks] == [["a"], ["b", "c", "d"], ["e", "f"], ["g"]]
+
+
+def test_run_writer_empty(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "empty")
+    assert writer.close() == 0
+    assert (tmp_path / "empty").read_bytes() == b""
+    assert list(iter_run_file(tmp_path / "empty")) == []
+
+
+def test_run_file_larger_than_one_read_buffer(tmp_path: Path) -> None:
+    keys = [f"{i:08d}" for i in range(20000)]
+    values = ["x" * 60] * len(keys)  # > 1 MiB, several reads
+    path = tmp_path / "big"
+    path.write_bytes(encode_run(keys, values, block_records=999))
+    assert path.stat().st_size > 1 << 20
+    pairs = list(iter_run_file(path))
+    assert len(pairs) == len(keys)
+    assert pairs[0] == ("00000000", "x" * 60) and pairs[-1] == ("00019999", "x" * 60)
+
+
+class _Opaque:
+    def __repr__(self) -> str:
+        return "<opaque thing>"
+
+
+@pytest.mark.parametrize(
+    "keys, values, what, shown, type_name",
+    [
+        (["a", "b"], [1, _Opaque()], "value", "<opaque thing>", "_Opaque"),
+        (["a", "b"], [1, 2**64], "value", str(2**64), "int"),
+        (["a"], [{1, 2}], "value", "{1, 2}", "set"),
+        ([_Opaque()], [1], "key", "<opaque thing>", "_Opaque"),
+        (["a", -(2**63) - 1], [1, 2], "key", str(-(2**63) - 1), "int"),
+    ],
+)
+def test_unencodable_record_names_the_item(
+    keys: list[Any], values: list[Any], what: str, shown: str, type_name: str
+) -> None:
+    with pytest.raises(UnencodableRecordError) as info:
+        encode_run(keys, values)
+    message = str(info.value)
+    assert f"{what} {shown} (type {type_name})" in message
+    assert "msgpack-able" in message
+    assert isinstance(info.value, TypeError)
+
+
+def test_unencodable_record_in_a_later_block_and_in_run_writer(tmp_path: Path) -> None:
+    keys = list(range(10))
+    values: list[Any] = list(range(9)) + [_Opaque()]
+    with pytest.raises(UnencodableRecordError, match="value <opaque thing>"):
+        encode_run(keys, values, block_records=3)
+    writer = RunWriter(tmp_path / "run", block_records=2)
+    writer.add("a", 1)
+    with pytest.raises(UnencodableRecordError, match="value <opaque thing>"):
+        writer.add("b", _Opaque())
+    writer._file.close()  # the attempt fails here; close() would retry the bad block
+    other = RunWriter(tmp_path / "run2")
+    with pytest.raises(UnencodableRecordError, match=r"value \{1\}"):
+        other.add_block(["a"], [{1}])
+    other._file.close()
+
+
+# -- spill files ---------------------------------------------------------------------------------------------
+
+
+def _runs_for(partitions: list[list[tuple[Any, Any]]]) -> list[tuple[bytes, int, str]]:
+    runs = []
+    for pairs in partitions:
+        keys = [k for k, _ in pairs]
+        runs.append((encode_run(keys, [v for _, v in pairs]), len(pairs), order_tag(keys)))
+    return runs
+
+
+def test_spill_round_trip_with_empty_partitions(tmp_path: Path) -> None:
+    partitions: list[list[tuple[Any, Any]]] = [
+        [],
+        [("a", 1), ("a", 2), ("b", (1, "x"))],
+        [],
+        [],
+        [(1, None), (2.5, "é")],
+        [],
+    ]
+    path = tmp_path / "s-00000.spill"
+    spill = write_spill(path, _runs_for(partitions))
+    assert spill.path == path
+    assert not path.with_name(path.name + ".tmp").exists()
+    assert path.read_bytes().startswith(MAGIC)
+    assert spill.records == 5
+    assert spill.size == sum(len(data) for data, _, _ in _runs_for(partitions))
+    reopened = SpillFile.open(path)
+    assert reopened == spill
+    assert [e.order_tag for e in reopened.partitions] == ["empty", "s", "empty", "empty", "n", "empty"]
+    assert [e.records for e in reopened.partitions] == [0, 3, 0, 0, 2, 0]
+    for index, pairs in enumerate(partitions):
+        data = reopened.read_partition(index)
+        assert list(iter_run(data)) == pairs
+        assert len(data) == reopened.partitions[index].length
+        if not pairs:
+            assert data == b""
+    # offsets are contiguous after the magic
+    offset = len(MAGIC)
+    for entry in reopened.partitions:
+        assert entry.offset == offset
+        offset += entry.length
+
+
+def test_spill_with_no_partitions_and_all_empty(tmp_path: Path) -> None:
+    assert SpillFile.open(write_spill(tmp_path / "none", []).path).partitions == ()
+    spill = SpillFile.open(write_spill(tmp_path / "empty", [(b"", 0, "empty")] * 3).path)
+    assert spill.records == 0 and spill.size == 0
+    assert [spill.read_partition(i) for i in range(3)] == [b"", b"", b""]
+
+
+def test_spill_overwrite_is_atomic_rename(tmp_path: Path) -> None:
+    path = tmp_path / "s.spill"
+    write_spill(path, _runs_for([[("a", 1)]]))
+    write_spill(path, _runs_for([[("b", 2)], [("c", 3)]]))
+    spill = SpillFile.open(path)
+    assert [list(iter_run(spill.read_partition(i))) for i in range(2)] == [[("b", 2)], [("c", 3)]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.spill"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(partition_keys=st.lists(_keys, min_size=1, max_size=5), data=st.data())
+def test_spill_round_trip_property(tmp_path: Path, partition_keys: list[list[Any]], data: st.DataObject) -> None:
+    partitions = []
+    for keys in partition_keys:
+        out_keys, values = _sorted_records(keys, data)
+        partitions.append(list(zip(out_keys, values, strict=True)))
+    spill = write_spill(tmp_path / "p.spill", _runs_for(partitions))
+    reopened = SpillFile.open(spill.path)
+    assert reopened.partitions == spill.partitions
+    for index, pairs in enumerate(partitions):
+        expected = [(_as_wire(k), _as_wire(v)) for k, v in pairs]
+        assert list(iter_run(reopened.read_partition(index))) == expected
+
+
+# -- corrupt spill files -------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def spill_bytes(tmp_path: Path) -> bytes:
+    spill = write_spill(tmp_path / "good.spill", _runs_for([[("a", 1), ("b", 2)], [], [("c", (1, 2))]]))
+    return spill.path.read_bytes()
+
+
+@pytest.mark.parametrize("content", [b"", b"HOP", b"NOTSPILL" + b"\x00" * 40, b"hopspil1" + b"\x00" * 8])
+def test_bad_magic(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "bad.spill"
+    path.write_bytes(content)
+    with pytest.raises(CorruptSpillError, match="bad magic") as info:
+        SpillFile.open(path)
+    assert str(path) in str(info.value)
+
+
+def test_every_truncation_is_detected(tmp_path: Path, spill_bytes: bytes) -> None:
+    for length in range(len(spill_bytes)):
+        path = tmp_path / f"cut-{length}.spill"
+        path.write_bytes(spill_bytes[:length])
+        with pytest.raises(CorruptSpillError) as info:
+            spill = SpillFile.open(path)
+            for index in range(len(spill.partitions)):
+                spill.read_partition(index)
+        assert str(path) in str(info.value), length
+
+
+def test_truncated_run_data_after_open(tmp_path: Path, spill_bytes: bytes) -> None:
+    path = tmp_path / "s.spill"
+    path.write_bytes(spill_bytes)
+    spill = SpillFile.open(path)
+    # the file shrinks after its index was read
+    path.write_bytes(spill_bytes[: spill.partitions[2].offset + 1])
+    assert list(iter_run(spill.read_partition(0))) == [("a", 1), ("b", 2)]
+    with pytest.raises(CorruptSpillError, match="partition 2 truncated") as info:
+        spill.read_partition(2)
+    assert str(path) in str(info.value)
+
+
+def test_index_offset_outside_the_file(tmp_path: Path, spill_bytes: bytes) -> None:
+    path = tmp_path / "s.spill"
+    path.write_bytes(spill_bytes[:-8] + struct.pack(">Q", len(spill_bytes) + 100))
+    with pytest.raises(CorruptSpillError, match="outside the file") as info:
+        SpillFile.open(path)
+    assert str(path) in str(info.value)
+    path.write_bytes(spill_bytes[:-8] + struct.pack(">Q", 3))  # inside the magic
+    with pytest.raises(CorruptSpillError, match="outside the file"):
+        SpillFile.open(path)
+
+
+def test_unreadable_index(tmp_path: Path, spill_bytes: bytes) -> None:
+    (index_offset,) = struct.unpack(">Q", spill_bytes[-8:])
+    path = tmp_path / "s.spill"
+    path.write_bytes(spill_bytes[:index_offset] + b"\xc1" + spill_bytes[-8:])  # 0xc1 is never used by msgpack
+    with pytest.raises(CorruptSpillError, match="unreadable index") as info:
+        SpillFile.open(path)
+    assert str(path) in str(info.value)
+
+
+def _file_with_index(path: Path, index: Any, payload: bytes = b"\x91\x01" * 4) -> Path:
+    body = MAGIC + payload
+    path.write_bytes(body + msgpack.packb(index) + struct.pack(">Q", len(body)))
+    return path
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        7,  # not an array
+        [[8]],  # an entry of the wrong shape
+        [[8, 2, 1, "s", "extra"]],
+        [[-4, 2, 1, "s"]],  # negative offset
+        [[8, -5, 1, "s"]],  # negative length
+        [[12, 6, 1, "s"]],  # run reaching into the index
+        [[0, 4, 1, "s"]],  # run overlapping the magic
+    ],
+)
+def test_malformed_index_is_a_corrupt_spill(tmp_path: Path, index: Any) -> None:
+    """A well-framed file whose index does not describe runs inside it is corrupt: it must not load."""
+    path = _file_with_index(tmp_path / "s.spill", index)
+    with pytest.raises(CorruptSpillError) as info:
+        spill = SpillFile.open(path)
+        for partition in range(len(spill.partitions)):
+            spill.read_partition(partition)
+    assert str(path) in str(info.value)
+
+
+def test_index_entry_type() -> None:
+    assert SpillIndexEntry(8, 0, 0, "empty") == SpillIndexEntry(8, 0, 0, "empty")
+
+
+def test_run_writer_close_after_a_failed_add_still_closes_the_file(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "run", block_records=1)
+    with pytest.raises(UnencodableRecordError):
+        writer.add("a", _Opaque())
+    try:
+        with pytest.raises(UnencodableRecordError):
+            writer.close()  # the bad record is still pending, so close() fails again ...
+        assert writer._file.closed  # ... but it must not leak the file handle
+    finally:
+        writer._file.close()
