@@ -24,11 +24,12 @@ from typing import Any, Protocol
 import msgpack
 import zmq
 
-from hop.aggregates import as_aggregate
+from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
+from shuffle.fold import FoldingRunStore
 from shuffle.merge import group_sorted
 from shuffle.runs import UnencodableRecordError
 from shuffle.spill import SpillFile
@@ -64,6 +65,8 @@ class _StepFunctions:
     mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None]
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]] | None
     reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None]
+    reduce_aggregate: Aggregate | None = None
+    """Set when the reduce is a built-in aggregate: the reducer can fold runs as maps commit."""
 
 
 def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
@@ -79,7 +82,7 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
         reducer = reduce_aggregate.as_reducer()
     if combiner is not None and as_aggregate(combiner) is None:
         combiner = _guarded_combiner(combiner)
-    return job, _StepFunctions(mapper=step.mapper or identity_map, combiner=combiner, reducer=reducer)
+    return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate)
 
 
 def _call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
@@ -210,7 +213,11 @@ def run_reduce(
     pull.setsockopt(zmq.RCVHWM, 64)
     port = pull.bind_to_random_port(f"tcp://{host}")
     store_dir = Path(tempfile.mkdtemp(prefix=f"reduce-{index:05d}-{attempt}-", dir=work_dir))
-    store = RunStore(store_dir, memory_limit=spec.reduce_memory)
+    store: RunStore
+    if functions.reduce_aggregate is not None:
+        store = FoldingRunStore(store_dir, functions.reduce_aggregate, memory_limit=spec.reduce_memory)
+    else:
+        store = RunStore(store_dir, memory_limit=spec.reduce_memory)
     for map_index, map_attempt, spills in committed:
         store.commit(map_index, map_attempt, spills)
     try:
@@ -225,7 +232,8 @@ def run_reduce(
             "path": str(output),
             "first_run_at": first_run_at,
             "counters": {
-                "reduce_input_records": input_records,
+                # Records that reached the reduce side; a folding store merged most before the reduce ran.
+                "reduce_input_records": store.folded_records if isinstance(store, FoldingRunStore) else input_records,
                 "reduce_output_records": output_records,
                 "spills_pushed": store.received_runs,
                 "shuffle_bytes": store.received_bytes,

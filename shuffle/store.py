@@ -38,6 +38,8 @@ class StoredRun:
     size: int
     data: bytes | None = None
     path: Path | None = None
+    folded: bool = False
+    """Merged into a folding store's state (``shuffle.fold``): neither in memory nor on disk any more."""
 
 
 @dataclass
@@ -161,7 +163,8 @@ class RunStore:
     def _check(self) -> None:
         """Assert the store's invariants (for tests): byte counts match the runs held, no loser is kept."""
         runs = [run for attempt_runs in self.attempts.values() for run in attempt_runs.runs.values()]
-        assert all((run.data is None) != (run.path is None) for run in runs), "a run in memory xor on disk"
+        assert all(run.folded or (run.data is None) != (run.path is None) for run in runs), "in memory xor on disk"
+        assert all(not run.folded or (run.data is None and run.path is None) for run in runs)
         assert all(len(run.data) == run.size for run in runs if run.data is not None)
         assert all(run.path.stat().st_size == run.size for run in runs if run.path is not None)
         assert self.memory_bytes == sum(run.size for run in runs if run.data is not None)

@@ -56,9 +56,11 @@ def job_path(name: str) -> str:
     raise FileNotFoundError(name)
 
 
-def run_job(client: Client, job: str, inputs: list[str], output: Path, **settings: Any) -> dict[str, Any]:
+def run_job(
+    client: Client, job: str, inputs: list[Any], output: Path, job_class: str | None = None, **settings: Any
+) -> dict[str, Any]:
     """Run a job file on the test cluster and return its report."""
-    spec = build_spec(load_job_file(job_path(job)), [str(i) for i in inputs], str(output), **settings)
+    spec = build_spec(load_job_file(job_path(job), job_class), [str(i) for i in inputs], str(output), **settings)
     return run_steps(client, spec, progress=False, timeout=120)
 
 

@@ -275,3 +275,30 @@ def test_missing_input_is_a_clear_error(client: Client, tmp_path: Path) -> None:
 
     with pytest.raises(JobRejected, match="does not exist"):
         run_job(client, "wordcount", [tmp_path / "nope.txt"], tmp_path / "out")
+
+
+def test_generic_combine_path_matches_aggregate_path(client: Client, zipf_text: Path, tmp_path: Path) -> None:
+    fast, generic = tmp_path / "fast", tmp_path / "generic"
+    run_job(client, "wordcount", [zipf_text], fast, num_reduces=2, split_size=1 << 20, spill_records=100_000)
+    report = run_job(
+        client, "wordcount_generic", [zipf_text], generic, num_reduces=2, split_size=1 << 20, spill_records=100_000
+    )
+    assert [p.read_bytes() for p in sorted(fast.glob("part-*"))] == [
+        p.read_bytes() for p in sorted(generic.glob("part-*"))
+    ]
+    assert report["counters"]["combine_output_records"] == report["counters"]["reduce_input_records"]
+
+
+def test_mean_and_max_aggregates(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 200_000, seed=11, vocabulary=2000)
+    lengths: dict[str, list[int]] = collections.defaultdict(list)
+    for word in source.read_text(encoding="utf-8").split():
+        lengths[word[0]].append(len(word))
+    run_job(client, "mean_length", [source], tmp_path / "mean", num_reduces=2, job_class="WordLengths")
+    run_job(client, "mean_length", [source], tmp_path / "max", num_reduces=2, job_class="LongestWords")
+    means = output_dict(tmp_path / "mean")
+    assert means.keys() == lengths.keys()
+    for letter, values in lengths.items():
+        assert means[letter] == pytest.approx(sum(values) / len(values), rel=1e-12)
+    assert output_dict(tmp_path / "max") == {letter: max(values) for letter, values in lengths.items()}

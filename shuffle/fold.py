@@ -1,0 +1,126 @@
+"""A reduce-side store for aggregates: committed runs are folded into one state per key as they commit.
+
+When a step's reduce is a built-in aggregate (``hop.aggregates``), the runs carry aggregate states and the reduce only
+merges them. :class:`FoldingRunStore` keeps tentative runs exactly like :class:`shuffle.store.RunStore` (per attempt,
+dropped on failure), but as soon as an attempt commits, and for every later run of a committed attempt, it merges
+the runs into a hash map of key -> state and frees their bytes. In pipelined mode commits arrive while other maps
+still run, so when the last map commits little work is left: sort the distinct keys and write.
+
+Memory: the map holds at most ``max_keys`` keys; past that it is written to disk as one sorted run and a new map is
+started. :meth:`sorted_pairs` then merges those runs with the map (a key may appear in several; the aggregate's
+reducer merges them again, which is correct because ``merge`` is associative).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from shuffle.keys import MIXED, combined_order, total_order_key
+from shuffle.merge import merge_runs
+from shuffle.runs import RunWriter, iter_blocks, iter_run_file
+from shuffle.store import RunStore
+
+BYTES_PER_KEY = 128
+"""Rough memory cost of one key and its state in the map, to turn ``memory_limit`` into a key budget."""
+
+
+class FoldingRunStore(RunStore):
+    """A :class:`RunStore` that folds committed runs with an aggregate's ``merge``."""
+
+    def __init__(
+        self,
+        spill_dir: str | Path,
+        aggregate: Any,
+        memory_limit: int = 64 << 20,
+        fan_in: int = 64,
+        max_keys: int | None = None,
+    ) -> None:
+        super().__init__(spill_dir, memory_limit=memory_limit, fan_in=fan_in)
+        self.aggregate = aggregate
+        self.state: dict[Any, Any] = {}
+        self.max_keys = max_keys if max_keys is not None else max(1024, memory_limit // BYTES_PER_KEY)
+        self.folded_records = 0
+        self._tags: set[str] = set()
+        self._dumps: list[Path] = []
+
+    def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
+        super().add(task, attempt, seq, data, records, order_tag)
+        if self.committed.get(task) == attempt:
+            self._fold_attempt(task, attempt)
+
+    def commit(self, task: int, attempt: int, spills: int) -> None:
+        super().commit(task, attempt, spills)
+        self._fold_attempt(task, attempt)
+
+    def _fold_attempt(self, task: int, attempt: int) -> None:
+        attempt_runs = self.attempts.get((task, attempt))
+        if attempt_runs is None:
+            return
+        for run in attempt_runs.runs.values():
+            if run.folded:
+                continue
+            if run.data is not None:
+                data: bytes = run.data
+            else:
+                assert run.path is not None
+                data = run.path.read_bytes()
+            self._fold(data)
+            self._tags.add(run.order_tag)
+            self._release(run)
+            run.folded = True
+            self.folded_records += run.records
+        if len(self.state) > self.max_keys:
+            self._dump_state()
+
+    def _fold(self, data: bytes) -> None:
+        state = self.state
+        get = state.get
+        if self.aggregate.inline_sum:
+            for keys, values in iter_blocks(data):
+                for key, value in zip(keys, values, strict=True):
+                    old = get(key)
+                    state[key] = value if old is None else old + value
+        else:
+            merge = self.aggregate.merge
+            for keys, values in iter_blocks(data):
+                for key, value in zip(keys, values, strict=True):
+                    old = get(key)
+                    state[key] = value if old is None else merge(old, value)
+
+    def _order(self) -> Any:
+        return combined_order(self._tags)
+
+    def _sorted_state(self) -> list[Any]:
+        order = self._order()
+        try:
+            return sorted(self.state, key=order)
+        except TypeError:  # tags can be "empty" only; be safe with a total order
+            return sorted(self.state, key=total_order_key)
+
+    def _dump_state(self) -> None:
+        path = self._next_path("folded")
+        writer = RunWriter(path)
+        state = self.state
+        keys = self._sorted_state()
+        writer.add_block(keys, [state[key] for key in keys])
+        size = writer.close()
+        self._merged[path] = size  # tracked like merge outputs: counted on disk, deleted by close()
+        self.disk_bytes += size
+        self._dumps.append(path)
+        self.state = {}
+
+    def sorted_pairs(self) -> Iterator[tuple[Any, Any]]:
+        """Committed (key, state) pairs in key order; a key repeats only if the state was dumped to disk."""
+        state = self.state
+        in_memory = ((key, state[key]) for key in self._sorted_state())
+        if not self._dumps:
+            return in_memory
+        order = self._order() if MIXED not in self._tags else total_order_key
+        return merge_runs([*(iter_run_file(path) for path in self._dumps), in_memory], order)
+
+    def close(self) -> None:
+        super().close()
+        self.state = {}
+        self._dumps = []

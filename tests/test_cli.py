@@ -1,0 +1,91 @@
+"""The ``hop`` command as a user runs it: a subprocess that starts its own embedded cluster."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, TEST_JOBS
+
+TIMEOUT = 120
+
+
+def hop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hop", *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT
+    )
+
+
+def test_gen_then_run_wordcount_with_progress(tmp_path: Path) -> None:
+    generated = hop("gen", "text", "data/words.txt", "--size", "2MB", "--seed", "3", cwd=tmp_path)
+    assert generated.returncode == 0, generated.stderr
+    result = hop(
+        "run",
+        str(ROOT / "jobs" / "wordcount.py"),
+        "data/words.txt",
+        "-o",
+        "out",
+        "--workers",
+        "2",
+        "--reducers",
+        "3",
+        "--split-size",
+        "500KB",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "map" in result.stderr and "reduce" in result.stderr and "records/s" in result.stderr
+    assert "succeeded" in result.stderr
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "_job.json", "part-00000", "part-00001", "part-00002"]
+    report = json.loads((out / "_job.json").read_text())
+    words = (tmp_path / "data" / "words.txt").read_text(encoding="utf-8").split()
+    assert report["counters"]["map_output_records"] == len(words)
+    total = sum(json.loads(line.split("\t")[1]) for p in out.glob("part-*") for line in p.read_text().splitlines())
+    assert total == len(words)
+
+
+def test_quiet_blocking_run_prints_nothing(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b a\n")
+    result = hop(
+        "run",
+        str(ROOT / "jobs" / "wordcount.py"),
+        "in.txt",
+        "-o",
+        "out",
+        "--quiet",
+        "--blocking",
+        "--workers",
+        "1",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "" and result.stdout == ""
+    assert json.loads((tmp_path / "out" / "_job.json").read_text())["mode"] == "blocking"
+    assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t2\n"b"\t1\n'
+
+
+def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("ok\nboom\n")
+    result = hop(
+        "run", str(TEST_JOBS / "failing_map.py"), "in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path
+    )
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("hop: error: job failed: map at ") and "byte offset 3" in last
+    assert "Traceback" in result.stderr and 'raise RuntimeError("cannot handle boom")' in result.stderr
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_bad_usage_is_reported_before_starting_a_cluster(tmp_path: Path) -> None:
+    missing = hop("run", str(ROOT / "jobs" / "wordcount.py"), "nope.txt", "-o", "out", cwd=tmp_path)
+    assert missing.returncode == 2 and "nope.txt" in missing.stderr and "does not exist" in missing.stderr
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x").write_text("x")
+    (tmp_path / "in.txt").write_text("a\n")
+    exists = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", cwd=tmp_path)
+    assert exists.returncode == 2 and "--overwrite" in exists.stderr
+    not_a_job = hop("run", "in.txt", "in.txt", "-o", "out2", cwd=tmp_path)
+    assert not_a_job.returncode == 2 and "job file" in not_a_job.stderr

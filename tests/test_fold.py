@@ -1,0 +1,88 @@
+"""The folding reduce store and the built-in aggregates, without processes."""
+
+from __future__ import annotations
+
+import collections
+import random
+from pathlib import Path
+
+import pytest
+
+from hop.aggregates import Count, Max, Mean, Min, Sum
+from shuffle.fold import FoldingRunStore
+from shuffle.merge import group_sorted
+from shuffle.runs import encode_run
+
+
+def run_of(pairs: dict[str, object]) -> bytes:
+    keys = sorted(pairs)
+    return encode_run(keys, [pairs[k] for k in keys])
+
+
+def finished(store: FoldingRunStore, aggregate: object) -> dict[object, object]:
+    reducer = aggregate.as_reducer()  # type: ignore[attr-defined]
+    return {k: v for key, values in group_sorted(store.sorted_pairs()) for k, v in reducer(key, values)}
+
+
+def test_tentative_runs_fold_only_on_commit(tmp_path: Path) -> None:
+    store = FoldingRunStore(tmp_path, Sum())
+    store.add(0, 0, 0, run_of({"a": 1, "b": 2}), 2, "s")
+    assert store.state == {}
+    store.add(0, 1, 0, run_of({"a": 100}), 1, "s")  # a competing attempt
+    store.commit(0, 0, spills=2)
+    assert store.state == {"a": 1, "b": 2}
+    store.add(0, 0, 1, run_of({"b": 5, "c": 1}), 2, "s")  # arrives after the commit: folded at once
+    assert store.state == {"a": 1, "b": 7, "c": 1}
+    assert store.missing(1) == 0
+    assert store.dropped_runs == 1 and store.memory_bytes == 0
+    store._check()
+    store.add(0, 1, 1, run_of({"a": 100}), 1, "s")  # the loser's late run is dropped
+    assert store.state["a"] == 1
+    store._check()
+    store.close()
+
+
+def test_state_dumps_to_disk_past_the_key_budget_and_stays_exact(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    store = FoldingRunStore(tmp_path, Sum(), max_keys=50)
+    expected: collections.Counter[str] = collections.Counter()
+    for task in range(20):
+        pairs = {f"k{rng.randrange(300):03d}": rng.randrange(10) for _ in range(40)}
+        expected.update(pairs)
+        store.add(task, 0, 0, run_of(pairs), len(pairs), "s")
+        store.commit(task, 0, spills=1)
+        store._check()
+    assert list(tmp_path.glob("folded-*")), "the state should have been dumped to disk"
+    assert finished(store, Sum()) == {k: v for k, v in expected.items()}
+    store.close()
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("aggregate", "expected"),
+    [(Sum(), 10), (Count(), 4), (Min(), 1), (Max(), 4), (Mean(), 2.5)],
+)
+def test_aggregates_lift_merge_finish(aggregate: object, expected: object, tmp_path: Path) -> None:
+    lift = aggregate.lift  # type: ignore[attr-defined]
+    states = [lift(v) for v in (1, 2, 3, 4)]
+    store = FoldingRunStore(tmp_path, aggregate)
+    for task, state in enumerate(states):
+        store.add(task, 0, 0, encode_run(["x"], [state]), 1, "s")
+        store.commit(task, 0, spills=1)
+    assert finished(store, aggregate) == {"x": expected}
+    as_combiner = list(aggregate("x", states))  # type: ignore[operator]
+    assert as_combiner == [("x", aggregate.fold_values(states))]  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_reduce_aggregate_with_foreign_combiner_is_rejected() -> None:
+    from hop import Job
+
+    class Bad(Job):
+        def combine(self, key, values):
+            yield key, sum(values)
+
+        reduce = Count()
+
+    with pytest.raises(ValueError, match="same aggregate"):
+        Bad().resolved_steps()
