@@ -301,7 +301,8 @@ class JobState:
 
     def _add_counters(self, counters: dict[str, int], user_counters: dict[str, dict[str, int]]) -> None:
         for name, value in counters.items():
-            self.counters[name] = self.counters.get(name, 0) + value
+            old = self.counters.get(name, 0)
+            self.counters[name] = max(old, value) if name.startswith("max_") else old + value
         for group, names in user_counters.items():
             target = self.user_counters.setdefault(group, {})
             for name, value in names.items():
@@ -326,5 +327,17 @@ class JobState:
             "first_shuffle_at": self.first_shuffle_at,
             "last_map_commit_at": self.last_map_commit_at,
             "counters": {**self.counters, "user": self.user_counters},
+            "ratios": {
+                "combine_ratio": _ratio(
+                    self.counters.get("combine_output_records"), self.counters.get("combine_input_records")
+                ),
+                "map_merge_ratio": _ratio(
+                    self.counters.get("map_merge_records_out"), self.counters.get("map_merge_records_in")
+                ),
+            },
             "attempts": [a.report() for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts],
         }
+
+
+def _ratio(part: int | None, whole: int | None) -> float | None:
+    return round(part / whole, 6) if part is not None and whole else None

@@ -29,6 +29,7 @@ from hop.inputs import InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
+from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
 from shuffle.merge import group_sorted
 from shuffle.runs import UnencodableRecordError
@@ -121,8 +122,31 @@ def run_map(
         except Exception as error:
             raise UserCodeError("partition", error, f"key {key!r}") from error
 
-    def announce(spill: SpillFile) -> None:
-        channel.send("spill", index=index, attempt=attempt, seq=buffer.counters.spill_files - 1, path=str(spill.path))
+    registered = 0
+    unsent_now = 0
+
+    def register(spill: SpillFile) -> None:
+        nonlocal registered, unsent_now
+        channel.send("spill", index=index, attempt=attempt, seq=registered, path=str(spill.path))
+        registered += 1
+        unsent_now += 1  # until the worker says otherwise
+
+    def unsent() -> int:
+        """The worker's latest count of this attempt's spills not yet pushed to every reducer."""
+        nonlocal unsent_now
+        while (status := channel.receive(0)) is not None:
+            if status.get("type") == "spill_status" and status.get("index") == index:
+                unsent_now = int(status["unsent"])
+        return unsent_now
+
+    flow = FlowController(
+        register,
+        unsent,
+        functions.combiner,
+        attempt_dir,
+        unsent_threshold=int(spec.options.get("unsent_threshold", 2)),
+        enabled=spec.mode == "pipelined",
+    )
 
     default_partition = type(job).partition is Job.partition
     buffer = MapOutputBuffer(
@@ -131,7 +155,7 @@ def run_map(
         None if default_partition else partitioner,
         functions.combiner,
         spill_records=spec.spill_records,
-        on_spill=announce,
+        on_spill=flow.offer,
     )
     _call_user("setup", job.setup)
     total_bytes = _split_bytes(split)
@@ -153,14 +177,16 @@ def run_map(
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now
+            flow.poll()
             offset = buffer.current_record[0] if buffer.current_record else 0
             fraction = _fraction(split, offset, total_bytes)
             channel.send("task_progress", kind="map", index=index, attempt=attempt, fraction=fraction, records=consumed)
     _call_user("teardown", job.teardown)
     buffer.spill()
+    flow.finish()
     counters = buffer.counters
     return {
-        "spills": counters.spill_files,
+        "spills": registered,
         "counters": {
             "map_input_records": consumed,
             "map_output_records": counters.map_output_records,
@@ -169,6 +195,11 @@ def run_map(
             "spill_files": counters.spill_files,
             "spill_bytes": counters.spill_bytes,
             "map_spill_seconds": round(counters.spill_seconds, 3),
+            "spills_held_back": flow.counters.spills_held_back,
+            "max_spills_held": flow.counters.max_spills_held,
+            "spills_merged_map_side": flow.counters.spills_merged_map_side,
+            "map_merge_records_in": flow.counters.merge_records_in,
+            "map_merge_records_out": flow.counters.merge_records_out,
         },
         "user_counters": job.take_counters(),
     }
@@ -263,6 +294,8 @@ def _receive_runs(
     poller.register(channel.control_socket, zmq.POLLIN)
     first_run_at: float | None = None
     last_report = time.monotonic()
+    # Test-only: slow this reducer down per received run, to exercise the maps' flow control.
+    test_delay = float(os.environ.get("HOP_TEST_SLOW_REDUCE_SECONDS", "0"))
     while store.missing(num_maps):
         events = dict(poller.poll(1000))
         if pull in events:
@@ -276,6 +309,8 @@ def _receive_runs(
                     first_run_at = time.time()
                     channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
                 store.add(header["map"], header["attempt"], header["seq"], data.bytes, header["records"], header["tag"])
+                if test_delay:
+                    time.sleep(test_delay)
         if channel.control_socket in events:
             while (control := channel.receive(0)) is not None:
                 if control.get("job_id") != spec.job_id:

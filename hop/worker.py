@@ -172,6 +172,16 @@ class Worker:
         elif kind == "shutdown":
             self.running = False
 
+    def _tell_unsent(self, job_id: str, map_index: int, attempt: int) -> None:
+        """Tell a running map attempt how many of its spills are not yet pushed (its flow control reads this)."""
+        for slot in self.slots.values():
+            if slot.task == (job_id, "map", map_index, attempt):
+                unsent = self.pusher.unsent(job_id, map_index, attempt)
+                self._to_slot(
+                    slot, message("spill_status", job_id=job_id, index=map_index, attempt=attempt, unsent=unsent)
+                )
+                return
+
     def _stop_job_tasks(self, job_id: str) -> None:
         """A failed job's tasks would wait forever for input: end their processes (slots restart)."""
         for slot in self.slots.values():
@@ -190,6 +200,7 @@ class Worker:
             return
         if kind == "spill":
             self.pusher.add_spill(msg["job_id"], msg["index"], msg["attempt"], msg["seq"], msg["path"])
+            self._tell_unsent(msg["job_id"], msg["index"], msg["attempt"])
             return
         if kind in FINISHING and slot is not None:
             slot.task = None
@@ -215,7 +226,8 @@ class Worker:
                     self._drain(self.slots_socket, lambda identity, frame: self.on_slot(identity, frame))
                 if self.coordinator in events:
                     self._drain(self.coordinator, lambda frame: self.on_coordinator(frame))
-                self.pusher.pump()
+                for job_id, map_index, attempt in self.pusher.pump():
+                    self._tell_unsent(job_id, map_index, attempt)
                 now = time.monotonic()
                 if now >= next_heartbeat:
                     next_heartbeat = now + HEARTBEAT_SECONDS

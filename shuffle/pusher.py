@@ -112,19 +112,22 @@ class SpillPusher:
         job.reducers[partition] = _Reducer(attempt, address, socket, queue)
 
     def unsent(self, job_id: str, map_index: int, attempt: int) -> int:
-        """How many of an attempt's spills some running reducer has not been sent yet."""
+        """How many of an attempt's spills some reducer has not been sent yet (a reducer not running yet counts)."""
         job = self._jobs.get(job_id)
         if job is None:
             return 0
         key = (map_index, attempt)
+        if len(job.reducers) < job.num_partitions:
+            return sum((s.map_index, s.attempt) == key for s in job.spills)
         return len({s.seq for r in job.reducers.values() for s in r.queue if (s.map_index, s.attempt) == key})
 
     def pending(self) -> int:
         return sum(len(r.queue) for job in self._jobs.values() for r in job.reducers.values())
 
-    def pump(self, budget: int = 64) -> int:
-        """Send up to ``budget`` queued runs without blocking; returns how many were sent."""
+    def pump(self, budget: int = 64) -> set[tuple[str, int, int]]:
+        """Send up to ``budget`` queued runs without blocking; returns the (job, map, attempt) whose runs moved."""
         sent = 0
+        moved: set[tuple[str, int, int]] = set()
         for job_id, job in self._jobs.items():
             for partition, reducer in job.reducers.items():
                 while reducer.queue and sent < budget:
@@ -149,10 +152,11 @@ class SpillPusher:
                     data = spill.spill.read_partition(partition)
                     reducer.socket.send(data, copy=False)
                     reducer.queue.popleft()
+                    moved.add((job_id, spill.map_index, spill.attempt))
                     job.pushed_runs += 1
                     job.pushed_bytes += len(data)
                     sent += 1
-        return sent
+        return moved
 
     def finish_job(self, job_id: str, spill_dir: Path | None = None) -> None:
         """Close the job's connections and delete its spill files."""
