@@ -34,9 +34,11 @@ Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``
 task process sends ``hello {slot, pid}``, the task events above, and for each spill it writes:
     spill         {job_id, index, attempt, seq, path}        the worker registers it and pushes its runs
 
-Shuffle (worker -> reduce task): the reduce attempt binds a PULL socket; workers connect PUSH sockets. Each message
-has two frames: a msgpack header ``{job_id, map, attempt, seq, partition, records, tag}`` and the run bytes of that
-partition (``shuffle.runs`` format; empty for an empty run). Every spill sends one message to every partition, even
+Shuffle (worker -> reduce task): the reduce attempt binds a ROUTER socket; each worker connects one DEALER per
+reduce attempt. Each run message has two frames: a msgpack header ``{job_id, map, attempt, seq, partition, records,
+tag}`` and the run bytes of that partition (``shuffle.runs`` format; empty for an empty run). The reducer answers
+every run with one frame, the ASCII decimal ``seq``, once the run is stored: a credit back to the worker, which keeps
+at most ``shuffle.pusher.CREDITS`` runs in flight per reducer. Every spill sends one message to every partition, even
 an empty one, so a reducer knows when it holds all runs of a committed attempt (``map_committed.spills``).
 """
 

@@ -197,6 +197,7 @@ def run_map(
             "map_spill_seconds": round(counters.spill_seconds, 3),
             "spills_held_back": flow.counters.spills_held_back,
             "max_spills_held": flow.counters.max_spills_held,
+            "spill_hold_seconds": round(flow.counters.hold_seconds, 3),
             "spills_merged_map_side": flow.counters.spills_merged_map_side,
             "map_merge_records_in": flow.counters.merge_records_in,
             "map_merge_records_out": flow.counters.merge_records_out,
@@ -240,8 +241,7 @@ def run_reduce(
     """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output."""
     job, functions = instantiate(spec)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-    pull = context.socket(zmq.PULL)
-    pull.setsockopt(zmq.RCVHWM, 64)
+    pull = context.socket(zmq.ROUTER)  # workers' DEALERs push runs; each run is acknowledged (credit flow)
     port = pull.bind_to_random_port(f"tcp://{host}")
     store_dir = Path(tempfile.mkdtemp(prefix=f"reduce-{index:05d}-{attempt}-", dir=work_dir))
     store: RunStore
@@ -301,7 +301,7 @@ def _receive_runs(
         if pull in events:
             for _ in range(256):
                 try:
-                    header_frame, data = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+                    sender, header_frame, data = pull.recv_multipart(zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break
                 header = msgpack.unpackb(header_frame.bytes, raw=False)
@@ -311,6 +311,7 @@ def _receive_runs(
                 store.add(header["map"], header["attempt"], header["seq"], data.bytes, header["records"], header["tag"])
                 if test_delay:
                     time.sleep(test_delay)
+                pull.send_multipart([sender, b"%d" % header["seq"]])  # one credit back to that worker
         if channel.control_socket in events:
             while (control := channel.receive(0)) is not None:
                 if control.get("job_id") != spec.job_id:

@@ -17,6 +17,7 @@ Nothing is dropped: every record of every held spill ends up in exactly one regi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,8 @@ class FlowCounters:
     spills_merged_map_side: int = 0
     merge_records_in: int = 0
     merge_records_out: int = 0
+    hold_seconds: float = 0.0
+    """Summed over held spills: how long each waited for the shuffle backlog to drain."""
 
     @property
     def merge_ratio(self) -> float | None:
@@ -110,6 +113,7 @@ class FlowController:
         self.held: list[SpillFile] = []
         self.counters = FlowCounters()
         self._merges = 0
+        self._held_since: list[float] = []
 
     def offer(self, spill: SpillFile) -> None:
         """A new spill was written: register it, or hold it while the worker has a backlog."""
@@ -118,6 +122,7 @@ class FlowController:
             return
         if self._unsent() > self.unsent_threshold:
             self.held.append(spill)
+            self._held_since.append(time.monotonic())
             self.counters.spills_held_back += 1
             self.counters.max_spills_held = max(self.counters.max_spills_held, len(self.held))
             if len(self.held) >= self.max_held:
@@ -142,6 +147,9 @@ class FlowController:
     def _release(self, spills: Iterable[SpillFile]) -> None:
         spills = list(spills)
         self.held = []
+        now = time.monotonic()
+        self.counters.hold_seconds += sum(now - since for since in self._held_since)
+        self._held_since = []
         if len(spills) > 1 and self._merging_pays():
             spills = [self._merge(spills)]
         for spill in spills:

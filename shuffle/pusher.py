@@ -5,9 +5,12 @@ address and a queue of spills not yet sent to it. In ``pipelined`` mode a spill 
 in ``blocking`` mode (the Hadoop baseline) only once the coordinator reports its map attempt committed. A new reduce
 attempt for a partition gets every eligible spill again: map output stays on disk until the job ends for that reason.
 
-Sending never blocks the worker: each reduce attempt gets a PUSH socket with a small high-water mark; when ZeroMQ
-refuses a message (``zmq.Again``) the queue keeps it and :meth:`SpillPusher.pump` tries again later. Run bytes are read
-from the spill file only when sent, so what a slow reducer has not taken stays on disk, not in memory.
+Credit-based flow: each reduce attempt binds a ROUTER; the pusher connects one DEALER per reduce attempt and keeps
+at most ``CREDITS`` runs in flight to it. The reducer acknowledges every run once stored (a one-frame message: the
+run's ``seq``), which returns one credit. ZeroMQ's own buffers cannot hide a slow reducer this way, so the
+``unsent`` count that maps use for flow control (queued + in flight) is exact. Sending never blocks the worker, and
+run bytes are read from the spill file only when sent: what a slow reducer has not taken stays on disk, not in
+memory, and at most ``CREDITS`` runs per reducer are in the network.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import zmq
 
 from shuffle.spill import SpillFile
 
-SEND_HWM = 8
-"""Messages queued per reducer connection before sends are refused: bounds the worker's in-flight memory."""
+CREDITS = 4
+"""Runs in flight (sent, not yet acknowledged) per reduce attempt: bounds network buffers and reveals slow reducers."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class _Reducer:
     address: str
     socket: zmq.Socket
     queue: deque[RegisteredSpill] = field(default_factory=deque)
+    in_flight: deque[RegisteredSpill] = field(default_factory=deque)
 
 
 @dataclass
@@ -104,10 +108,10 @@ class SpillPusher:
         old = job.reducers.pop(partition, None)
         if old is not None:
             old.socket.close(linger=0)
-        socket = self._context.socket(zmq.PUSH)
-        socket.setsockopt(zmq.SNDHWM, SEND_HWM)
+        socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(address)
+        # Runs in flight to a previous attempt are lost with it: the new attempt gets everything eligible.
         queue = deque(s for s in job.spills if self._eligible(job, s))
         job.reducers[partition] = _Reducer(attempt, address, socket, queue)
 
@@ -119,10 +123,19 @@ class SpillPusher:
         key = (map_index, attempt)
         if len(job.reducers) < job.num_partitions:
             return sum((s.map_index, s.attempt) == key for s in job.spills)
-        return len({s.seq for r in job.reducers.values() for s in r.queue if (s.map_index, s.attempt) == key})
+        return len(
+            {s.seq for r in job.reducers.values() for s in (*r.queue, *r.in_flight) if (s.map_index, s.attempt) == key}
+        )
 
     def pending(self) -> int:
-        return sum(len(r.queue) for job in self._jobs.values() for r in job.reducers.values())
+        """Runs queued or in flight, over all jobs: while non-zero the worker should pump often."""
+        return sum(len(r.queue) + len(r.in_flight) for job in self._jobs.values() for r in job.reducers.values())
+
+    def blocked_reducers(self) -> int:
+        """Reducers with runs waiting because all their credits are in use."""
+        return sum(
+            bool(r.queue) and len(r.in_flight) >= CREDITS for job in self._jobs.values() for r in job.reducers.values()
+        )
 
     def pump(self, budget: int = 64) -> set[tuple[str, int, int]]:
         """Send up to ``budget`` queued runs without blocking; returns the (job, map, attempt) whose runs moved."""
@@ -130,7 +143,15 @@ class SpillPusher:
         moved: set[tuple[str, int, int]] = set()
         for job_id, job in self._jobs.items():
             for partition, reducer in job.reducers.items():
-                while reducer.queue and sent < budget:
+                while True:  # take back the credits of acknowledged runs
+                    try:
+                        reducer.socket.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    if reducer.in_flight:
+                        done = reducer.in_flight.popleft()
+                        moved.add((job_id, done.map_index, done.attempt))
+                while reducer.queue and sent < budget and len(reducer.in_flight) < CREDITS:
                     spill = reducer.queue[0]
                     entry = spill.spill.partitions[partition]
                     header = msgpack.packb(
@@ -151,8 +172,7 @@ class SpillPusher:
                     # With the first frame accepted, ZeroMQ takes the rest of the message atomically.
                     data = spill.spill.read_partition(partition)
                     reducer.socket.send(data, copy=False)
-                    reducer.queue.popleft()
-                    moved.add((job_id, spill.map_index, spill.attempt))
+                    reducer.in_flight.append(reducer.queue.popleft())
                     job.pushed_runs += 1
                     job.pushed_bytes += len(data)
                     sent += 1

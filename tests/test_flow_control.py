@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from tests.conftest import run_job
 
 @pytest.fixture()
 def slow_reducer_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
-    monkeypatch.setenv("HOP_TEST_SLOW_REDUCE_SECONDS", "0.15")
+    monkeypatch.setenv("HOP_TEST_SLOW_REDUCE_SECONDS", "0.4")
     with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
         client = Client(cluster.address)
         yield client
@@ -37,10 +38,8 @@ class PeakMemory:
         while not self._stop.is_set():
             total = 0
             for child in psutil.Process().children(recursive=True):
-                try:
+                with contextlib.suppress(psutil.Error):
                     total += child.memory_info().rss
-                except psutil.Error:
-                    pass
             self.peak = max(self.peak, total)
             time.sleep(0.05)
 
@@ -65,7 +64,9 @@ def test_slow_reducer_makes_maps_merge_spills(slow_reducer_client: Client, clien
     assert counters["spills_merged_map_side"] > 0, counters
     assert 0 < counters["max_spills_held"] <= 8, "held spills stay bounded (max_held)"
     assert slowed["ratios"]["map_merge_ratio"] < 1.0
-    assert counters["spill_files"] > counters["spills_pushed"] / 2, "fewer, merged spills were sent"
+    assert counters["spill_hold_seconds"] > 0
+    assert counters["spills_pushed"] < 2 * counters["spill_files"], "fewer, merged spills were sent"
+    assert counters["reduce_input_records"] < normal["counters"]["reduce_input_records"], "maps combined more"
     # Same output, byte for byte, as the run whose reducers kept up.
     assert [p.read_bytes() for p in sorted((tmp_path / "slow").glob("part-*"))] == [
         p.read_bytes() for p in sorted((tmp_path / "normal").glob("part-*"))
