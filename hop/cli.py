@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.set_defaults(func=_run)
     coord = commands.add_parser("coordinator", help="start a coordinator; prints its address")
     coord.add_argument("--bind", default="tcp://127.0.0.1:*")
-    coord.add_argument("--heartbeat-timeout", type=float, default=10.0)
+    coord.add_argument("--heartbeat-timeout", type=float, default=5.0)
     coord.set_defaults(func=_coordinator)
     work = commands.add_parser("worker", help="start a worker for a coordinator")
     work.add_argument("--coordinator", required=True)

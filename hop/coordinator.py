@@ -28,7 +28,8 @@ from hop.jobspec import JobSpec
 from hop.protocol import close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState
 
-HEARTBEAT_TIMEOUT = 10.0
+HEARTBEAT_TIMEOUT = 5.0
+"""Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared dead."""
 
 
 @dataclass
@@ -113,6 +114,11 @@ class Coordinator:
     # Messages ------------------------------------------------------------------------------------------------
     def handle(self, identity: bytes, msg: dict[str, Any]) -> None:
         kind = msg["type"]
+        sender = self.workers.get(msg.get("worker", ""))
+        if sender is not None and not sender.alive and kind != "register":
+            # Declared dead (missed heartbeats): its attempts were rescheduled, so it must stop, not rejoin.
+            self._send(identity, "shutdown")
+            return
         handler = getattr(self, f"on_{kind}", None)
         if handler is None:
             self._send(identity, "error", message=f"unknown message type {kind!r}")
@@ -310,18 +316,19 @@ class Coordinator:
                 continue
             for kind in ("reduce", "map"):
                 for task in job.pending(kind):
-                    worker = self._pick_worker(kind)
+                    worker = self._pick_worker(kind, job.failed_workers(kind, task.index))
                     if worker is None:
                         break
                     self._assign(job, kind, task.index, worker)
 
-    def _pick_worker(self, kind: str) -> WorkerInfo | None:
+    def _pick_worker(self, kind: str, avoid: set[str]) -> WorkerInfo | None:
+        """The live worker with the most free slots of ``kind``, preferring those not in ``avoid``."""
         candidates = [
             w for w in self.workers.values() if w.alive and (w.free_map if kind == "map" else w.free_reduce) > 0
         ]
         if not candidates:
             return None
-        return max(candidates, key=lambda w: w.free_map if kind == "map" else w.free_reduce)
+        return max(candidates, key=lambda w: (w.name not in avoid, w.free_map if kind == "map" else w.free_reduce))
 
     def _assign(self, job: JobState, kind: str, index: int, worker: WorkerInfo) -> None:
         attempt = job.assign(kind, index, worker.name)

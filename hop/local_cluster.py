@@ -26,7 +26,7 @@ class ClusterStartError(RuntimeError):
 
 class LocalCluster:
     def __init__(
-        self, workers: int | None = None, map_slots: int = 1, reduce_slots: int = 1, heartbeat_timeout: float = 10.0
+        self, workers: int | None = None, map_slots: int = 1, reduce_slots: int = 1, heartbeat_timeout: float = 5.0
     ) -> None:
         self.num_workers = workers or os.cpu_count() or 1
         self.map_slots = map_slots

@@ -26,13 +26,17 @@ Coordinator -> worker:
     run_task      {job: JobSpec, kind, index, attempt, split?, num_maps}
     map_committed {job_id, index, attempt, spills}           sent to every worker; relayed to reduce tasks
     map_failed    {job_id, index, attempt}                   drop that attempt's runs
+    map_lost      {job_id, index, attempt}                   a committed attempt's output died with its worker:
+                                                             keep it if every run is here, else drop it
     reducer_at    {job_id, index, attempt, address}          push partition ``index`` there
     job_done      {job_id}                                   delete the job's spill files
     shutdown      {}
 
-Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``map_failed`` to task processes; a
-task process sends ``hello {slot, pid}``, the task events above, and for each spill it writes:
+Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``map_failed``, ``map_lost`` to task processes; a
+task process sends ``hello {slot, pid}``, the task events above, and for each spill it registers:
     spill         {job_id, index, attempt, seq, path}        the worker registers it and pushes its runs
+and the worker answers with, and sends again whenever runs of that attempt are acknowledged:
+    spill_status  {job_id, index, attempt, unsent}           spills not yet pushed to every reducer (flow control)
 
 Shuffle (worker -> reduce task): the reduce attempt binds a ROUTER socket; each worker connects one DEALER per
 reduce attempt. Each run message has two frames: a msgpack header ``{job_id, map, attempt, seq, partition, records,

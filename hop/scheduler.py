@@ -50,6 +50,8 @@ class Attempt:
     end: float | None = None
     status: str = "assigned"
     error: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    user_counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         return {
@@ -127,8 +129,6 @@ class JobState:
         self.finished_at: float | None = None
         self.first_shuffle_at: float | None = None
         self.last_map_commit_at: float | None = None
-        self.counters: dict[str, int] = dict.fromkeys(BUILTIN_COUNTERS, 0)
-        self.user_counters: dict[str, dict[str, int]] = {}
         self.reducer_addresses: dict[int, tuple[int, str]] = {}
         self.map_spills: dict[int, tuple[int, int]] = {}
         """map index -> (committed attempt, spills)."""
@@ -212,14 +212,16 @@ class JobState:
             return [Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt})]
         record.status = "succeeded"
         task.committed, task.fraction, task.records = attempt, 1.0, counters.get("map_input_records", 0)
+        record.counters, record.user_counters = counters, user_counters
         self.map_spills[index] = (attempt, spills)
         self.last_map_commit_at = at
-        self._add_counters(counters, user_counters)
-        return [
+        actions: list[Action] = [
             Broadcast(
                 "map_committed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt, "spills": spills}
             )
         ]
+        # Reducers may all be done already: a map re-run after its output was lost with a worker commits last.
+        return actions + self._finish_if_done()
 
     def on_reduce_done(
         self,
@@ -239,21 +241,23 @@ class JobState:
             return [DiscardOutput(path)]
         record.status = "succeeded"
         task.committed, task.fraction = attempt, 1.0
+        record.counters, record.user_counters = counters, user_counters
         if first_run_at is not None:
             self.on_first_run(first_run_at)
-        self._add_counters(counters, user_counters)
-        actions: list[Action] = [CommitOutput(path, f"{self.spec.output}/part-{index:05d}")]
+        return [CommitOutput(path, f"{self.spec.output}/part-{index:05d}"), *self._finish_if_done()]
+
+    def _finish_if_done(self) -> list[Action]:
         if all(t.committed is not None for t in self.reduces) and all(t.committed is not None for t in self.maps):
             self.state, self.finished_at = "succeeded", time.time()
-            actions.append(FinishJob("succeeded"))
-        return actions
+            return [FinishJob("succeeded")]
+        return []
 
     def on_task_failed(
         self, kind: str, index: int, attempt: int, error: str, traceback: str | None, retryable: bool, at: float
     ) -> list[Action]:
         task = self.tasks(kind)[index]
         record = task.attempts[attempt]
-        if record.status in ("succeeded", "superseded"):
+        if record.status in ("succeeded", "superseded", "lost"):
             return []  # a late report about an attempt that already finished: nothing to undo
         record.status, record.end, record.error = "failed", at, error
         actions: list[Action] = []
@@ -277,20 +281,26 @@ class JobState:
                         actions += self.on_task_failed(
                             kind, task.index, record.attempt, f"worker {worker} was lost", None, True, at
                         )
-        lost_outputs = [
-            t
-            for t in self.maps
-            if t.committed is not None
-            and t.attempts[t.committed].worker == worker
-            and any(r.committed is None for r in self.reduces)
-        ]
-        if lost_outputs and self.state == "running":
-            actions += self.fail(
-                f"worker {worker} was lost with the output of {len(lost_outputs)} committed "
-                "map task(s); re-running committed maps is not supported yet",
-                None,
+        if self.state != "running" or all(r.committed is not None for r in self.reduces):
+            return actions
+        # Committed map output lived on the lost worker's disk: a reduce attempt that has not received all of it
+        # (or a future reduce attempt) needs it again, so the map runs again. Reducers that already hold every run
+        # of the lost attempt keep it and ignore the new attempt (``map_lost``), so nothing is counted twice.
+        for task in self.maps:
+            if task.committed is None or task.attempts[task.committed].worker != worker:
+                continue
+            record = task.attempts[task.committed]
+            record.status, record.error = "lost", f"output lost with worker {worker}"
+            task.committed, task.fraction = None, 0.0
+            self.map_spills.pop(task.index, None)
+            actions.append(
+                Broadcast("map_lost", {"job_id": self.spec.job_id, "index": task.index, "attempt": record.attempt})
             )
         return actions
+
+    def failed_workers(self, kind: str, index: int) -> set[str]:
+        """Workers on which attempts of this task failed or were lost: a retry should go elsewhere."""
+        return {a.worker for a in self.tasks(kind)[index].attempts if a.status in ("failed", "lost")}
 
     def fail(self, reason: str, traceback: str | None = None) -> list[Action]:
         if self.state != "running":
@@ -299,18 +309,34 @@ class JobState:
         self.finished_at = time.time()
         return [FinishJob("failed", reason)]
 
-    def _add_counters(self, counters: dict[str, int], user_counters: dict[str, dict[str, int]]) -> None:
-        for name, value in counters.items():
-            old = self.counters.get(name, 0)
-            self.counters[name] = max(old, value) if name.startswith("max_") else old + value
-        for group, names in user_counters.items():
-            target = self.user_counters.setdefault(group, {})
-            for name, value in names.items():
-                target[name] = target.get(name, 0) + value
+    def _committed_attempts(self) -> list[Attempt]:
+        return [t.attempts[t.committed] for t in (*self.maps, *self.reduces) if t.committed is not None]
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """Built-in counters summed over committed attempts only (``max_*`` counters: the maximum)."""
+        totals: dict[str, int] = dict.fromkeys(BUILTIN_COUNTERS, 0)
+        for record in self._committed_attempts():
+            for name, value in record.counters.items():
+                old = totals.get(name, 0)
+                totals[name] = max(old, value) if name.startswith("max_") else old + value
+        return totals
+
+    @property
+    def user_counters(self) -> dict[str, dict[str, int]]:
+        """User counters summed over committed attempts only."""
+        totals: dict[str, dict[str, int]] = {}
+        for record in self._committed_attempts():
+            for group, names in record.user_counters.items():
+                target = totals.setdefault(group, {})
+                for name, value in names.items():
+                    target[name] = target.get(name, 0) + value
+        return totals
 
     # Report ------------------------------------------------------------------------------------------------
     def report(self) -> dict[str, Any]:
         """The ``_job.json`` document."""
+        counters = self.counters
         return {
             "job_id": self.spec.job_id,
             "name": self.spec.name,
@@ -326,14 +352,10 @@ class JobState:
             "num_reduces": len(self.reduces),
             "first_shuffle_at": self.first_shuffle_at,
             "last_map_commit_at": self.last_map_commit_at,
-            "counters": {**self.counters, "user": self.user_counters},
+            "counters": {**counters, "user": self.user_counters},
             "ratios": {
-                "combine_ratio": _ratio(
-                    self.counters.get("combine_output_records"), self.counters.get("combine_input_records")
-                ),
-                "map_merge_ratio": _ratio(
-                    self.counters.get("map_merge_records_out"), self.counters.get("map_merge_records_in")
-                ),
+                "combine_ratio": _ratio(counters.get("combine_output_records"), counters.get("combine_input_records")),
+                "map_merge_ratio": _ratio(counters.get("map_merge_records_out"), counters.get("map_merge_records_in")),
             },
             "attempts": [a.report() for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts],
         }

@@ -33,6 +33,7 @@ class WorkerChannel:
     def __init__(self, socket: zmq.Socket, job_id: str) -> None:
         self._socket = socket
         self.job_id = job_id
+        self._parent = os.getppid()
         self.pending: deque[dict[str, Any]] = deque()
 
     @property
@@ -40,6 +41,9 @@ class WorkerChannel:
         return self._socket
 
     def send(self, msg_type: str, /, **fields: Any) -> None:
+        if os.getppid() != self._parent:
+            # The worker died: nobody will take this task's output, and sends would queue forever. Stop now.
+            os._exit(3)
         fields.setdefault("job_id", self.job_id)
         self._socket.send(message(msg_type, **fields))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 import traceback
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 import msgpack
 import zmq
 
+from hop import faults
 from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
@@ -130,6 +132,11 @@ def run_map(
         channel.send("spill", index=index, attempt=attempt, seq=registered, path=str(spill.path))
         registered += 1
         unsent_now += 1  # until the worker says otherwise
+        if registered == 1 and faults.wanted("map", "pushed", index, attempt):
+            deadline = time.monotonic() + 30
+            while unsent() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            faults.inject("map", "pushed", index, attempt)
 
     def unsent() -> int:
         """The worker's latest count of this attempt's spills not yet pushed to every reducer."""
@@ -174,6 +181,8 @@ def run_map(
             record = buffer.current_record
             position = _describe_record(split, record)
             raise UserCodeError("map", error, position) from error
+        if consumed == 4096:  # the first progress check, mid-input for any split of more than 4096 records
+            faults.inject("map", "running", index, attempt)
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now
@@ -184,6 +193,7 @@ def run_map(
     _call_user("teardown", job.teardown)
     buffer.spill()
     flow.finish()
+    faults.inject("map", "done", index, attempt)
     counters = buffer.counters
     return {
         "spills": registered,
@@ -254,11 +264,16 @@ def run_reduce(
     try:
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
         first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel)
+        faults.inject("reduce", "received", index, attempt)
         _call_user("setup", job.setup)
         output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
         output.parent.mkdir(parents=True, exist_ok=True)
-        input_records, output_records = _reduce_to_file(store.sorted_pairs(), functions.reducer, output)
+        pairs = store.sorted_pairs()
+        if faults.wanted("reduce", "merging", index, attempt):
+            pairs = _fault_after_first(pairs, index, attempt)
+        input_records, output_records = _reduce_to_file(pairs, functions.reducer, output)
         _call_user("teardown", job.teardown)
+        faults.inject("reduce", "commit", index, attempt)
         return {
             "path": str(output),
             "first_run_at": first_run_at,
@@ -320,6 +335,8 @@ def _receive_runs(
                     store.commit(control["index"], control["attempt"], control["spills"])
                 elif control["type"] == "map_failed":
                     store.drop(control["index"], control["attempt"])
+                elif control["type"] == "map_lost":
+                    store.lost(control["index"], control["attempt"])
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now
@@ -333,6 +350,15 @@ def _receive_runs(
                 records=0,
             )
     return first_run_at
+
+
+def _fault_after_first(pairs: Iterator[tuple[Any, Any]], index: int, attempt: int) -> Iterator[tuple[Any, Any]]:
+    """Test-only: pass pairs on, and kill this task once some output has been written (``hop.faults``)."""
+    for number, pair in enumerate(pairs):
+        if number == 1:
+            sys.stdout.flush()
+            faults.inject("reduce", "merging", index, attempt)
+        yield pair
 
 
 def _reduce_to_file(

@@ -30,7 +30,7 @@ import zmq
 from hop.protocol import close_socket, message, unpack
 from shuffle.pusher import SpillPusher
 
-HEARTBEAT_SECONDS = 1.0
+HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
 RELAYED = {"task_started", "task_progress", "reducer_ready", "first_run", "map_done", "reduce_done", "task_failed"}
 FINISHING = {"map_done", "reduce_done", "task_failed"}
@@ -70,6 +70,7 @@ class Worker:
         self.pusher = SpillPusher(self.context)
         self.slots: dict[str, Slot] = {}
         self.map_slots, self.reduce_slots = map_slots, reduce_slots
+        self.waiting: list[tuple[dict[str, Any], bytes]] = []
         self.running = True
         for i in range(map_slots):
             self._start_slot(f"{self.name}/m{i}", "map")
@@ -118,6 +119,18 @@ class Worker:
             if self.running:
                 self._start_slot(name, slot.kind)
 
+    def _dispatch(self) -> None:
+        """Hand waiting tasks to ready, idle slots of their kind."""
+        still_waiting = []
+        for msg, frame in self.waiting:
+            slot = self._free_slot(msg["kind"])
+            if slot is None:
+                still_waiting.append((msg, frame))
+                continue
+            slot.task = (msg["job"]["job_id"], msg["kind"], msg["index"], msg["attempt"])
+            self._to_slot(slot, frame)
+        self.waiting = still_waiting
+
     def _free_slot(self, kind: str) -> Slot | None:
         for slot in self.slots.values():
             if slot.kind == kind and slot.ready and slot.task is None:
@@ -138,24 +151,10 @@ class Worker:
         if kind == "run_task":
             job = msg["job"]
             self.pusher.register_job(job["job_id"], job["mode"], job["num_reduces"])
-            slot = self._free_slot(msg["kind"])
-            if slot is None:
-                self._to_coordinator(
-                    "task_failed",
-                    job_id=job["job_id"],
-                    kind=msg["kind"],
-                    index=msg["index"],
-                    attempt=msg["attempt"],
-                    error=f"worker {self.name} has no free {msg['kind']} slot",
-                    traceback=None,
-                    record=None,
-                    retryable=True,
-                    at=time.time(),
-                )
-                return
-            slot.task = (job["job_id"], msg["kind"], msg["index"], msg["attempt"])
-            self._to_slot(slot, frame)
-        elif kind in ("map_committed", "map_failed"):
+            # A slot whose process is being restarted is not ready yet: the task waits for it here.
+            self.waiting.append((msg, frame))
+            self._dispatch()
+        elif kind in ("map_committed", "map_failed", "map_lost"):
             if kind == "map_committed":
                 self.pusher.commit(msg["job_id"], msg["index"], msg["attempt"])
             else:
@@ -184,6 +183,7 @@ class Worker:
 
     def _stop_job_tasks(self, job_id: str) -> None:
         """A failed job's tasks would wait forever for input: end their processes (slots restart)."""
+        self.waiting = [(msg, frame) for msg, frame in self.waiting if msg["job"]["job_id"] != job_id]
         for slot in self.slots.values():
             if slot.task is not None and slot.task[0] == job_id:
                 slot.task = None
@@ -197,6 +197,7 @@ class Worker:
         if kind == "hello":
             if slot is not None:
                 slot.ready = True
+                self._dispatch()
             return
         if kind == "spill":
             self.pusher.add_spill(msg["job_id"], msg["index"], msg["attempt"], msg["seq"], msg["path"])
@@ -249,8 +250,11 @@ class Worker:
         self.running = False
         for slot in self.slots.values():
             if slot.process.poll() is None:
-                with contextlib.suppress(zmq.ZMQError):
-                    self._to_slot(slot, message("stop"))
+                if slot.ready:
+                    with contextlib.suppress(zmq.ZMQError):
+                        self._to_slot(slot, message("stop"))
+                else:  # not connected yet: a stop message could not reach it
+                    slot.process.terminate()
         deadline = time.monotonic() + 5
         for slot in self.slots.values():
             try:

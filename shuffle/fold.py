@@ -1,9 +1,10 @@
-"""A reduce-side store for aggregates: committed runs are folded into one state per key as they commit.
+"""A reduce-side store for aggregates: committed runs are folded into one state per key as they complete.
 
 When a step's reduce is a built-in aggregate (``hop.aggregates``), the runs carry aggregate states and the reduce only
 merges them. :class:`FoldingRunStore` keeps tentative runs exactly like :class:`shuffle.store.RunStore` (per attempt,
-dropped on failure), but as soon as an attempt commits, and for every later run of a committed attempt, it merges
-the runs into a hash map of key -> state and frees their bytes. In pipelined mode commits arrive while other maps
+dropped on failure), but as soon as an attempt has committed and all its runs are here, it merges the runs into a
+hash map of key -> state and frees their bytes. (Only complete attempts are folded: an incomplete committed attempt
+whose worker is lost must still be droppable.) In pipelined mode commits arrive while other maps
 still run, so when the last map commits little work is left: sort the distinct keys and write.
 
 Memory: the map holds at most ``max_keys`` keys; past that it is written to disk as one sorted run and a new map is
@@ -47,12 +48,13 @@ class FoldingRunStore(RunStore):
 
     def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
         super().add(task, attempt, seq, data, records, order_tag)
-        if self.committed.get(task) == attempt:
+        if self.committed.get(task) == attempt and self.complete(task, attempt):
             self._fold_attempt(task, attempt)
 
     def commit(self, task: int, attempt: int, spills: int) -> None:
         super().commit(task, attempt, spills)
-        self._fold_attempt(task, attempt)
+        if self.committed.get(task) == attempt and self.complete(task, attempt):
+            self._fold_attempt(task, attempt)
 
     def _fold_attempt(self, task: int, attempt: int) -> None:
         attempt_runs = self.attempts.get((task, attempt))

@@ -88,12 +88,36 @@ class RunStore:
         if self.memory_bytes > self.memory_limit:
             self._evict()
 
+    def complete(self, task: int, attempt: int) -> bool:
+        """Whether ``attempt`` committed and every one of its runs has arrived."""
+        attempt_runs = self.attempts.get((task, attempt))
+        return (
+            attempt_runs is not None
+            and attempt_runs.committed_spills is not None
+            and len(attempt_runs.runs) >= attempt_runs.committed_spills
+        )
+
     def commit(self, task: int, attempt: int, spills: int) -> None:
-        """Record that ``attempt`` of ``task`` committed with ``spills`` spill files; drop other attempts."""
+        """Record that ``attempt`` of ``task`` committed with ``spills`` spill files; drop other attempts.
+
+        If another attempt of the task already committed and all its runs are here (its output was later lost
+        with its worker, so the map ran again), the store keeps what it has and ignores the new attempt.
+        """
+        previous = self.committed.get(task)
+        if previous is not None and previous != attempt and self.complete(task, previous):
+            return
         self.committed[task] = attempt
         self.attempts.setdefault((task, attempt), AttemptRuns()).committed_spills = spills
         for key in [key for key in self.attempts if key[0] == task and key[1] != attempt]:
             self.drop(*key)
+
+    def lost(self, task: int, attempt: int) -> None:
+        """A committed attempt's map output was lost with its worker: keep it if complete, else forget it."""
+        if self.complete(task, attempt):
+            return
+        if self.committed.get(task) == attempt:
+            del self.committed[task]
+        self.drop(task, attempt)
 
     def drop(self, task: int, attempt: int) -> None:
         """Forget every run of a failed or superseded attempt."""

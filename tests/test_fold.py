@@ -30,8 +30,8 @@ def test_tentative_runs_fold_only_on_commit(tmp_path: Path) -> None:
     assert store.state == {}
     store.add(0, 1, 0, run_of({"a": 100}), 1, "s")  # a competing attempt
     store.commit(0, 0, spills=2)
-    assert store.state == {"a": 1, "b": 2}
-    store.add(0, 0, 1, run_of({"b": 5, "c": 1}), 2, "s")  # arrives after the commit: folded at once
+    assert store.state == {}, "a committed attempt is folded only once all its runs are here"
+    store.add(0, 0, 1, run_of({"b": 5, "c": 1}), 2, "s")  # the last run arrives after the commit
     assert store.state == {"a": 1, "b": 7, "c": 1}
     assert store.missing(1) == 0
     assert store.dropped_runs == 1 and store.memory_bytes == 0
@@ -39,6 +39,26 @@ def test_tentative_runs_fold_only_on_commit(tmp_path: Path) -> None:
     store.add(0, 1, 1, run_of({"a": 100}), 1, "s")  # the loser's late run is dropped
     assert store.state["a"] == 1
     store._check()
+    store.close()
+
+
+def test_lost_attempt_is_kept_when_complete_and_dropped_when_not(tmp_path: Path) -> None:
+    store = FoldingRunStore(tmp_path, Sum())
+    store.add(0, 0, 0, run_of({"a": 1}), 1, "s")
+    store.commit(0, 0, spills=1)
+    store.add(1, 0, 0, run_of({"a": 10}), 1, "s")
+    store.commit(1, 0, spills=2)  # one of two runs here
+    store.lost(0, 0)  # complete: kept, and the rerun's commit and runs are ignored
+    store.lost(1, 0)  # incomplete: dropped, the rerun's output is awaited
+    assert store.missing(2) == 1
+    store.commit(0, 1, spills=1)
+    store.add(0, 1, 0, run_of({"a": 1}), 1, "s")
+    store.add(1, 1, 0, run_of({"a": 10}), 1, "s")
+    store.add(1, 1, 1, run_of({"a": 100}), 1, "s")
+    store.commit(1, 1, spills=2)
+    store._check()
+    assert store.missing(2) == 0
+    assert finished(store, Sum()) == {"a": 111}
     store.close()
 
 

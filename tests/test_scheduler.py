@@ -300,15 +300,22 @@ def test_worker_lost_retries_its_running_attempts() -> None:
     assert job.state == "running"
 
 
-def test_worker_lost_with_committed_map_output_fails_the_job() -> None:
+def test_worker_lost_with_committed_map_output_reruns_the_map() -> None:
     job = _state(maps=2, reduces=1)
     _map_done(job, 0, _start(job, "map", 0, worker="w1"))
     _start(job, "map", 1, worker="w2")
+    before = job.counters["map_output_records"]
     actions = job.on_worker_lost("w1", at=9.0)
-    assert len(actions) == 1 and isinstance(actions[0], FinishJob)
-    assert actions[0].status == "failed"
-    assert "worker w1 was lost with the output of 1 committed map task(s)" in (actions[0].error or "")
-    assert job.state == "failed"
+    assert [(a.kind, a.fields["index"], a.fields["attempt"]) for a in actions] == [("map_lost", 0, 0)]
+    assert job.state == "running"
+    assert job.maps[0].committed is None and job.attempt("map", 0, 0).status == "lost"
+    assert [t.index for t in job.pending("map")] == [0]
+    assert job.failed_workers("map", 0) == {"w1"}
+    assert job.counters["map_output_records"] < before, "a lost attempt's counters no longer count"
+    rerun = _start(job, "map", 0, worker="w2")
+    assert rerun == 1
+    assert _committed(0, rerun) in _map_done(job, 0, rerun)
+    assert job.counters["map_output_records"] == before, "counted once, from the rerun"
 
 
 def test_late_done_of_a_failed_map_attempt_does_not_commit() -> None:

@@ -1,0 +1,253 @@
+"""``hop compare``: run one job on hop and on Spark over the same input, check the outputs agree, and measure both.
+
+Each engine runs as its own subprocess (``python -m hop run ... --quiet`` and ``python -m hop.spark_engine ...``)
+writing into a temporary directory, which is removed afterwards. Per engine:
+
+- wall time: from starting the subprocess until it has been waited for;
+- CPU time: user + system time of the finished subprocess tree, as the ``resource.getrusage(RUSAGE_CHILDREN)``
+  delta around the run (a descendant counts once its parent has waited for it; both engines wait for their
+  processes, including Spark's JVM and Python workers);
+- peak RSS: the largest sum of resident set sizes over the subprocess tree, sampled with psutil every 50 ms (pages
+  shared between processes count once per process, short peaks between samples are missed).
+
+Outputs are equal when both hold the same keys (compared by their JSON text, exactly) and, per key, the same values:
+exact for ints, strings, booleans and null, within ``tolerance`` relative to the larger magnitude when either side is
+a float (``NaN`` equals ``NaN``), element-wise for arrays and objects. A key with several output values compares its
+values as multisets (sorted by their JSON text). Differences are listed for the first keys in hop's output order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import filecmp
+import json
+import math
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+MAX_DIFFERENCES = 10
+SAMPLE_SECONDS = 0.05
+
+
+@dataclass
+class Measurement:
+    """One engine's run: how it ended and what it cost."""
+
+    engine: str
+    exit_code: int
+    wall_seconds: float
+    cpu_seconds: float
+    peak_rss_bytes: int
+    stderr_tail: str
+    startup_seconds: float | None = None
+    """Spark's start-up (SparkSession creation, from its ``_job.json``); ``None`` for hop."""
+
+
+def _tree_rss(root: psutil.Process) -> int:
+    try:
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for process in processes:
+        with contextlib.suppress(psutil.Error):  # it ended between listing and sampling
+            total += process.memory_info().rss
+    return total
+
+
+def measure(engine: str, command: list[str], log_dir: Path) -> Measurement:
+    """Run ``command`` to completion, measuring wall time, CPU time of its process tree and peak tree RSS."""
+    stdout_path, stderr_path = log_dir / f"{engine}.stdout", log_dir / f"{engine}.stderr"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
+        peak = 0
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            try:
+                root = psutil.Process(process.pid)
+            except psutil.Error:
+                return
+            while not done.is_set():
+                peak = max(peak, _tree_rss(root))
+                done.wait(SAMPLE_SECONDS)
+
+        sampler = threading.Thread(target=sample, name=f"rss-{engine}", daemon=True)
+        sampler.start()
+        try:
+            exit_code = process.wait()
+        finally:
+            if process.poll() is None:  # interrupted: do not leave the engine running
+                process.kill()
+                process.wait()
+            done.set()
+            sampler.join()
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-4000:]
+    return Measurement(engine, exit_code, wall, cpu, peak, tail)
+
+
+# Output comparison. -------------------------------------------------------------------------------------------
+def _read_pairs(output: Path) -> Iterator[tuple[str, Any]]:
+    for part in sorted(output.glob("part-*")):
+        with open(part, encoding="utf-8") as file:
+            for line in file:
+                key_text, _, value_text = line.rstrip("\n").partition("\t")
+                yield key_text, json.loads(value_text)
+
+
+def _grouped(output: Path) -> dict[str, list[Any]]:
+    groups: dict[str, list[Any]] = {}
+    for key_text, value in _read_pairs(output):
+        groups.setdefault(key_text, []).append(value)
+    return groups
+
+
+def values_equal(a: Any, b: Any, tolerance: float) -> bool:
+    """Whether two JSON values agree: floats within ``tolerance`` (relative), everything else exactly."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        if isinstance(a, int) and isinstance(b, int):
+            return a == b
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        return a == b or math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(values_equal(x, y, tolerance) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(values_equal(a[k], b[k], tolerance) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def compare_outputs(hop_output: Path, spark_output: Path, tolerance: float) -> dict[str, Any]:
+    """Compare two output directories; returns ``equal``, ``keys``, the first ``differences`` and counts."""
+    hop_groups, spark_groups = _grouped(hop_output), _grouped(spark_output)
+    differences: list[dict[str, Any]] = []
+    differing = 0
+    for key_text in [*hop_groups, *(k for k in spark_groups if k not in hop_groups)]:
+        ours, theirs = hop_groups.get(key_text), spark_groups.get(key_text)
+        if ours is not None and theirs is not None:
+            ours_sorted, theirs_sorted = sorted(ours, key=_canonical), sorted(theirs, key=_canonical)
+            if values_equal(ours_sorted, theirs_sorted, tolerance):
+                continue
+        differing += 1
+        if len(differences) < MAX_DIFFERENCES:
+            differences.append({"key": json.loads(key_text), "hop": ours, "spark": theirs})
+    hop_parts = sorted(p.name for p in hop_output.glob("part-*"))
+    identical = hop_parts == sorted(p.name for p in spark_output.glob("part-*")) and all(
+        filecmp.cmp(hop_output / name, spark_output / name, shallow=False) for name in hop_parts
+    )
+    return {
+        "equal": differing == 0,
+        "keys": len(hop_groups),
+        "differing_keys": differing,
+        "differences": differences,
+        "byte_identical": identical,
+    }
+
+
+# The comparison. ------------------------------------------------------------------------------------------------
+def _options(split_size: int | None, input_format: str | None, job_class: str | None) -> list[str]:
+    options: list[str] = []
+    if split_size is not None:
+        options += ["--split-size", str(split_size)]
+    if input_format is not None:
+        options += ["--input-format", input_format]
+    if job_class is not None:
+        options += ["--job-class", job_class]
+    return options
+
+
+def compare(
+    job_file: str,
+    inputs: list[str],
+    *,
+    reducers: int,
+    workers: int,
+    master: str,
+    tolerance: float = 1e-9,
+    split_size: int | None = None,
+    input_format: str | None = None,
+    job_class: str | None = None,
+) -> dict[str, Any]:
+    """Run ``job_file`` on hop (``workers`` workers) and on Spark (``master``), both with ``reducers`` reducers.
+
+    Returns ``{"equal", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ..., "error"}`` where
+    each engine is a :class:`Measurement` as a dict, ``comparison`` comes from :func:`compare_outputs` (``None`` when
+    an engine failed) and ``error`` says which engine failed. :func:`format_table` renders it.
+    """
+    options = _options(split_size, input_format, job_class)
+    scratch = Path(tempfile.mkdtemp(prefix="hop-compare-"))
+    try:
+        hop_out, spark_out = scratch / "hop", scratch / "spark"
+        common = [job_file, *inputs]
+        hop_command = [sys.executable, "-m", "hop", "run", *common, "-o", str(hop_out), "--quiet"]
+        hop_command += ["--workers", str(workers), "--reducers", str(reducers), *options]
+        spark_command = [sys.executable, "-m", "hop.spark_engine", *common, "-o", str(spark_out), "--quiet"]
+        spark_command += ["--spark-master", master, "--reducers", str(reducers), *options]
+        runs = {"hop": measure("hop", hop_command, scratch), "spark": measure("spark", spark_command, scratch)}
+        report_path = spark_out / "_job.json"
+        if report_path.exists():
+            runs["spark"].startup_seconds = json.loads(report_path.read_text())["spark_startup_seconds"]
+        failed = [name for name, run in runs.items() if run.exit_code != 0]
+        comparison = None if failed else compare_outputs(hop_out, spark_out, tolerance)
+        error = "; ".join(f"{name} exited with code {runs[name].exit_code}" for name in failed) or None
+        return {
+            "equal": bool(comparison and comparison["equal"]),
+            "tolerance": tolerance,
+            "engines": {name: asdict(run) for name, run in runs.items()},
+            "comparison": comparison,
+            "error": error,
+        }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The comparison as a small text table plus a verdict line (and the first differences or engine errors)."""
+    lines = [f"{'engine':<8}{'exit':>6}{'wall s':>10}{'CPU s':>10}{'peak RSS MB':>14}{'start-up s':>12}"]
+    for name, run in result["engines"].items():
+        startup = "" if run["startup_seconds"] is None else f"{run['startup_seconds']:.2f}"
+        lines.append(
+            f"{name:<8}{run['exit_code']:>6}{run['wall_seconds']:>10.2f}{run['cpu_seconds']:>10.2f}"
+            f"{run['peak_rss_bytes'] / 1e6:>14.1f}{startup:>12}"
+        )
+    comparison = result["comparison"]
+    if result["error"]:
+        lines.append(f"outputs not compared: {result['error']}")
+        for name, run in result["engines"].items():
+            if run["exit_code"] != 0 and run["stderr_tail"].strip():
+                lines.append(f"--- {name} stderr (tail) ---\n{run['stderr_tail'].rstrip()}")
+    elif comparison["equal"]:
+        layout = "part files byte-identical" if comparison["byte_identical"] else "part files differ in bytes"
+        lines.append(f"outputs equal: {comparison['keys']:,} keys, tolerance {result['tolerance']:g} ({layout})")
+    else:
+        lines.append(f"outputs DIFFER: {comparison['differing_keys']:,} keys differ; first:")
+        for difference in comparison["differences"]:
+            lines.append(
+                f"  key {json.dumps(difference['key'], ensure_ascii=False)}: "
+                f"hop {json.dumps(difference['hop'], ensure_ascii=False)}, "
+                f"spark {json.dumps(difference['spark'], ensure_ascii=False)}"
+            )
+    return "\n".join(lines)

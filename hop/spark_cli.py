@@ -1,0 +1,179 @@
+"""Command-line glue for the Spark engine: ``hop compare`` and ``hop run --engine spark``.
+
+- :func:`register` adds ``hop compare JOB INPUT... [--reducers R] [--workers N] [--spark-master URL]
+  [--tolerance X] [--split-size S] [--input-format F] [--job-class C]`` to the ``hop`` subcommands; it exits 0 when
+  the outputs are equal, 1 when they differ or an engine failed, 2 on bad usage.
+- :func:`run_spark_from_args` runs ``hop run ... --engine spark`` from the parsed ``hop run`` arguments (``job``,
+  ``inputs``, ``output``, ``reducers``, ``overwrite``, ``quiet``, ``split_size``, ``input_format``, ``job_class``,
+  and if present ``workers``, ``spark_master``, ``spark_conf``). Exit codes as ``hop run``: 0 success, 1 the job
+  failed (the user's traceback is printed), 2 bad usage or input, 3 Spark could not start.
+- :func:`main` is ``python -m hop.spark_engine JOB INPUT... -o OUT [...]``, the same run as a standalone command.
+
+Defaults follow ``hop run``: ``--workers`` is the number of cores, ``--reducers`` the number of workers, and the
+Spark master ``local[WORKERS]``. Nothing here imports PySpark until a Spark run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from hop.gen.cli import parse_size
+from hop.inputs import InputError
+from hop.loader import JobFileError, load_job_file
+
+
+def _size(text: str) -> int:
+    try:
+        size = parse_size(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be above zero")
+    return size
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return name, value
+
+
+def _fail(reason: str, code: int) -> int:
+    print(f"hop: error: {reason}", file=sys.stderr)
+    return code
+
+
+def _defaults(args: argparse.Namespace) -> tuple[int, int, str]:
+    """``(workers, reducers, master)`` with ``hop run``'s defaults."""
+    workers = getattr(args, "workers", None) or os.cpu_count() or 1
+    reducers = getattr(args, "reducers", None) or workers
+    master = getattr(args, "spark_master", None) or f"local[{workers}]"
+    return workers, reducers, master
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--spark-master`` and ``--spark-conf``, for any parser that runs jobs on Spark."""
+    parser.add_argument("--spark-master", default=None, help="Spark master URL (default: local[WORKERS])")
+    parser.add_argument(
+        "--spark-conf",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra Spark setting, e.g. spark.executor.memory=2g (repeatable)",
+    )
+
+
+def run_spark_from_args(args: argparse.Namespace) -> int:
+    """Run the job named by ``hop run``'s arguments on Spark; returns the exit code (see the module docstring)."""
+    from hop.spark_engine import SparkJobFailed, SparkUnavailable, run_on_spark, shutdown_jvm
+
+    try:
+        job_class = load_job_file(args.job, args.job_class)
+    except JobFileError as error:
+        return _fail(str(error), 2)
+    _, reducers, master = _defaults(args)
+    try:
+        report = run_on_spark(
+            job_class,
+            list(args.inputs),
+            args.output,
+            num_reduces=reducers,
+            master=master,
+            input_format=args.input_format,
+            overwrite=args.overwrite,
+            split_size=args.split_size,
+            quiet=args.quiet,
+            conf=dict(getattr(args, "spark_conf", None) or []),
+        )
+    except SparkJobFailed as failure:
+        if failure.user_traceback:
+            sys.stderr.write(failure.user_traceback.rstrip("\n") + "\n")
+        return _fail(f"job failed: {failure}", 1)
+    except SparkUnavailable as error:
+        return _fail(str(error), 3)
+    except (InputError, ValueError) as error:
+        return _fail(str(error), 2)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    finally:
+        shutdown_jvm()
+    if not args.quiet:
+        counters = report["counters"]
+        print(
+            f"hop: spark {report['job_id']} on {master} succeeded in {report['end'] - report['start']:.2f}s "
+            f"(Spark start-up {report['spark_startup_seconds']:.2f}s): {counters['map_input_records']:,} input "
+            f"records, {counters['reduce_output_records']:,} output records in {args.output}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from hop.compare import compare, format_table
+
+    if not Path(args.job).is_file():
+        return _fail(f"job file {args.job} does not exist", 2)
+    workers, reducers, master = _defaults(args)
+    result = compare(
+        args.job,
+        list(args.inputs),
+        reducers=reducers,
+        workers=workers,
+        master=master,
+        tolerance=args.tolerance,
+        split_size=args.split_size,
+        input_format=args.input_format,
+        job_class=args.job_class,
+    )
+    print(format_table(result))
+    return 0 if result["equal"] else 1
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", help="a Python file defining one hop.Job subclass")
+    parser.add_argument("inputs", nargs="+", help="input files, directories or globs")
+    parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
+    parser.add_argument("--workers", type=int, default=None, help="parallelism (default: cores)")
+    parser.add_argument("--split-size", type=_size, default=None, help="bytes per input split (default 32MB)")
+    parser.add_argument(
+        "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"
+    )
+    parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``hop compare`` to the ``hop`` command's subparsers (``argparse`` ``add_subparsers()`` result)."""
+    parser = subparsers.add_parser(
+        "compare", help="run a job on hop and on Spark, check the outputs agree, compare time and memory"
+    )
+    _add_common(parser)
+    parser.add_argument("--spark-master", default=None, help="Spark master URL (default: local[WORKERS])")
+    parser.add_argument(
+        "--tolerance", type=float, default=1e-9, help="relative tolerance for floating-point values (default 1e-9)"
+    )
+    parser.set_defaults(func=_compare)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m hop.spark_engine``."""
+    parser = argparse.ArgumentParser(prog="python -m hop.spark_engine", description="Run a hop job on Spark.")
+    _add_common(parser)
+    parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
+    parser.add_argument("--quiet", action="store_true", help="no Spark progress bar, logs only at ERROR")
+    add_spark_arguments(parser)
+    parser.set_defaults(func=run_spark_from_args)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.split_size is None:
+        args.split_size = 32 << 20
+    return int(args.func(args))

@@ -1,0 +1,382 @@
+"""The same job on Spark: run an unchanged :class:`hop.Job` on PySpark, with hop's record semantics and output.
+
+    python -m hop.spark_engine JOB.py INPUT... -o OUT [--reducers R] [--spark-master URL] [--overwrite] [--quiet]
+
+(the command line lives in :mod:`hop.spark_cli`, which ``hop run --engine spark`` also uses; the code that runs
+inside Spark's Python workers is :mod:`hop.spark_tasks`).
+
+Contract of :func:`run_on_spark`:
+
+- Records are read exactly as hop reads them: inputs are expanded and cut into splits by ``hop.inputs``
+  (``expand_inputs``, ``make_splits``), the splits are parallelized one per Spark partition and each map task reads
+  its split with ``hop.inputs.iter_records``: text keys are byte offsets, jsonl/csv parse identically, ``.gz``
+  works, and ``self.input_file`` is the path as hop shows it. Inputs and the output directory must be visible to
+  every executor (as with hop on a cluster); relative paths are resolved against the caller's working directory.
+- Each step of the job (``Job.resolved_steps()``; a multi-step job runs as chained stages, without intermediate
+  files) is ``mapPartitions(map) -> combineByKey -> repartitionAndSortWithinPartitions -> mapPartitions(reduce)``,
+  with combine and reduce resolved as ``hop.tasks.instantiate`` resolves them: an aggregate combiner (or an aggregate
+  reduce without a combiner) is folded by ``combineByKey`` with its ``lift``/``merge``; a hand-written combiner runs
+  in the map task, per key, as hop's map buffer runs it; otherwise ``combineByKey`` gathers lists. Keys go to
+  ``num_reduces`` partitions by the job's ``partition`` (``hash(key) % R`` with ``PYTHONHASHSEED=0`` in every Python
+  worker: the same reducer as in hop), sorted within a partition by ``shuffle.keys.total_order_key``. A step's
+  output reaches the next step's map as hop's ``output`` input format gives it (a JSON round trip).
+- Output is hop's layout: ``OUT/part-NNNNN`` per reducer with ``json(key) TAB json(value)`` lines as hop's reduce
+  writes them (written by the reduce tasks under ``OUT/_temporary``, renamed by the driver), then ``OUT/_job.json``
+  (``engine: "spark"``, status, start/end, Spark start-up seconds, master URL, Spark version, counters), and
+  ``OUT/_SUCCESS`` last. A non-empty ``OUT`` is refused unless ``overwrite``, which clears it.
+- Counters: ``map_input_records``, ``map_output_records``, ``reduce_output_records`` and the user counters, summed
+  with accumulators. As in hop's report of a multi-step job, the top level holds the last step's counters and
+  ``"steps"`` the earlier steps'. Spark applies a successful task's accumulator updates once, but a stage re-run
+  after a lost executor counts again (hop counts committed attempts only).
+- Errors: bad arguments or inputs raise ``ValueError`` (``OutputExistsError``, ``InputError``) before Spark starts;
+  PySpark or Java missing, or a session that cannot start, raise :class:`SparkUnavailable`; a failed Spark job
+  (an error in user code or an undecodable input record included) raises :class:`SparkJobFailed` with the user's
+  traceback and the record, after writing ``_job.json`` with status ``failed`` (and no ``_SUCCESS``). The
+  SparkSession is stopped in every case; the JVM stays up for the next run in this process until
+  :func:`shutdown_jvm`.
+
+Limits: the reduce side sorts with PySpark's external sorter, which spills, but a key's values are one list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hop.coordinator import check_output, prepare_output
+from hop.inputs import Split, expand_inputs, make_splits
+from hop.job import INPUT_FORMATS, Job
+from hop.jobspec import dump_job_class
+from hop.spark_tasks import (
+    AggregateFold,
+    CounterParam,
+    ListFold,
+    StepCounters,
+    StepPlan,
+    failure_of,
+    map_task,
+    partition_function,
+    reduce_task,
+    resolve_step,
+    total_order,
+    write_task,
+)
+
+if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext
+    from pyspark.sql import SparkSession
+
+_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+_QUIET_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+# A failed task's Python traceback reaches the driver, which reports the user's part of it.
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = fatal
+# PySpark's gateway logger: Spark announces a "default log level" on start-up unless it matches the root level.
+logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
+logger.repl.level = error
+"""
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark cannot run here: PySpark or Java is missing, or the session did not start."""
+
+
+class SparkJobFailed(RuntimeError):
+    """The Spark job failed. ``str()`` is a one-line reason; ``user_traceback`` the user's traceback if known."""
+
+    def __init__(self, reason: str, user_traceback: str | None, report: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.user_traceback = user_traceback
+        self.report = report
+
+
+def _java_found() -> bool:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and Path(java_home, "bin", "java").exists():
+        return True
+    return shutil.which("java") is not None
+
+
+@contextlib.contextmanager
+def _environment(variables: Mapping[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _is_loopback_master(master: str) -> bool:
+    return master.startswith("local") or bool(re.match(r"spark://(127\.\d+\.\d+\.\d+|localhost)(:\d+)?$", master))
+
+
+def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str, str] | None = None) -> SparkSession:
+    """A new SparkSession on ``master`` set up for hop jobs; raises :class:`SparkUnavailable` if it cannot start."""
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError as error:
+        raise SparkUnavailable(f"PySpark is not installed ({error}); pip install 'hop[spark]'") from None
+    if not _java_found():
+        raise SparkUnavailable("Java is not installed (Spark needs Java 17): install a JDK or set JAVA_HOME")
+    if SparkContext._active_spark_context is not None:
+        raise SparkUnavailable("a SparkContext is already running in this process; stop it first")
+    settings = {
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.executorEnv.PYTHONHASHSEED": "0",
+        "spark.executorEnv.PYTHONPATH": _PROJECT_ROOT,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false" if quiet else "true",
+    }
+    environment = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONHASHSEED": "0"}
+    log_config: Path | None = None
+    if quiet:
+        if conf and "spark.driver.extraJavaOptions" in conf:
+            settings["spark.log.level"] = "ERROR"
+        else:
+            # Read by the driver JVM when it starts (a JVM already running for this process keeps its logging).
+            handle, name = tempfile.mkstemp(prefix="hop-spark-log4j2-", suffix=".properties")
+            with os.fdopen(handle, "w") as file:
+                file.write(_QUIET_LOG4J2)
+            log_config = Path(name)
+            settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{name}"
+    if _is_loopback_master(master):
+        settings["spark.driver.host"] = settings["spark.driver.bindAddress"] = "127.0.0.1"
+        environment["SPARK_LOCAL_IP"] = "127.0.0.1"
+    settings.update(conf or {})
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for name, value in settings.items():
+        builder = builder.config(name, value)
+    try:
+        with _environment(environment):
+            return builder.getOrCreate()
+    except Exception as error:
+        raise SparkUnavailable(f"Spark did not start on master {master}: {_first_line(error)}") from error
+    finally:
+        if log_config is not None:
+            log_config.unlink(missing_ok=True)
+
+
+def shutdown_jvm() -> None:
+    """End the JVM that PySpark launched for this process, if any, and wait for it (so its CPU time is accounted to
+    this process); the next session starts a new one."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return
+    gateway = SparkContext._gateway
+    if gateway is None or SparkContext._active_spark_context is not None:
+        return
+    process: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if process is not None:
+        if process.stdin is not None:
+            process.stdin.close()  # the gateway JVM exits when its stdin closes
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _resolve_format(job_class: type[Job], input_format: str | None) -> str:
+    chosen = input_format or job_class.input_format
+    if chosen not in INPUT_FORMATS:
+        raise ValueError(f"input format must be one of {INPUT_FORMATS}, got {chosen!r}")
+    return chosen
+
+
+@dataclass
+class _Run:
+    """Driver-side state of one run, turned into ``_job.json``."""
+
+    job_class: type[Job]
+    inputs: list[str]
+    output: Path
+    master: str
+    num_reduces: int
+    num_maps: int
+    start: float = field(default_factory=time.time)
+    startup_seconds: float | None = None
+    app_id: str | None = None
+    spark_version: str | None = None
+    step_counters: list[StepCounters] = field(default_factory=list)
+    step_maps: list[int] = field(default_factory=list)
+
+    def report(self, status: str, error: str | None) -> dict[str, Any]:
+        steps = [
+            {
+                "step": number,
+                "num_maps": maps,
+                "num_reduces": self.num_reduces,
+                "counters": self._counters(counters),
+            }
+            for number, (maps, counters) in enumerate(zip(self.step_maps, self.step_counters, strict=True))
+        ]
+        end = time.time()
+        report: dict[str, Any] = {
+            "engine": "spark",
+            "job_id": self.app_id,
+            "name": self.job_class.__name__,
+            "status": status,
+            "error": error,
+            "master": self.master,
+            "spark_version": self.spark_version,
+            "inputs": self.inputs,
+            "start": self.start,
+            "end": end,
+            "spark_startup_seconds": self.startup_seconds,
+            "run_seconds": None if self.startup_seconds is None else end - self.start - self.startup_seconds,
+            "num_steps": max(1, len(steps)),
+            "step": max(0, len(steps) - 1),
+            "num_maps": steps[-1]["num_maps"] if steps else self.num_maps,
+            "num_reduces": self.num_reduces,
+            "counters": steps[-1]["counters"] if steps else self._counters(None),
+        }
+        if len(steps) > 1:
+            report["steps"] = steps[:-1]
+        return report
+
+    @staticmethod
+    def _counters(counters: StepCounters | None) -> dict[str, Any]:
+        names = ("map_input_records", "map_output_records", "reduce_output_records")
+        builtin = counters.builtin.value if counters is not None else {}
+        user = counters.user.value if counters is not None else {}
+        return {**{name: builtin.get(name, 0) for name in names}, "user": user}
+
+    def write(self, status: str, error: str | None) -> dict[str, Any]:
+        report = self.report(status, error)
+        text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+        (self.output / "_job.json").write_text(text, encoding="utf-8")
+        return report
+
+
+def _plan_step(
+    sc: SparkContext,
+    run: _Run,
+    job_class: type[Job],
+    job_code: bytes,
+    number: int,
+    source: RDD[Any],
+    fmt: str,
+    num_maps: int,
+) -> RDD[str]:
+    """The lines RDD of one step, fed by ``source`` (``num_maps`` splits, or the previous step's lines)."""
+    param: Any = CounterParam()  # duck-typed as Spark's AccumulatorParam
+    counters = StepCounters(sc.accumulator({}, param), sc.accumulator({}, param))
+    run.step_counters.append(counters)
+    run.step_maps.append(num_maps)
+    plan = StepPlan(job_code, number, run.num_reduces, fmt)
+    aggregate = resolve_step(job_class(), number).aggregate
+    fold: Any = AggregateFold(aggregate) if aggregate is not None else ListFold
+    partitioner = partition_function(job_class, job_code, run.num_reduces)
+    mapped = source.mapPartitions(partial(map_task, plan, counters))
+    combined = mapped.combineByKey(fold.create, fold.add, fold.merge, run.num_reduces, partitioner)
+    ordered = combined.repartitionAndSortWithinPartitions(run.num_reduces, partitioner, True, total_order)
+    return ordered.mapPartitions(partial(reduce_task, plan, counters))
+
+
+def _failure(error: BaseException) -> tuple[str, str | None]:
+    """The one-line reason and the user's traceback (if the failure came from a task) of a failed Spark action."""
+    failure = failure_of(error)
+    if failure is not None:
+        return failure
+    return f"Spark job failed: {_first_line(error)}", None
+
+
+def run_on_spark(
+    job_class: type[Job],
+    inputs: list[str],
+    output: str,
+    *,
+    num_reduces: int,
+    master: str = "local[2]",
+    input_format: str | None = None,
+    overwrite: bool = False,
+    split_size: int = 32 << 20,
+    quiet: bool = True,
+    conf: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run ``job_class`` on Spark over ``inputs`` into ``output``; return the ``_job.json`` report.
+
+    ``conf`` adds Spark settings (``spark.executor.memory`` ...); ``quiet`` turns Spark's console progress and
+    its logs below ERROR off. See the module docstring for the semantics and the errors raised.
+    """
+    if num_reduces < 1:
+        raise ValueError(f"a job needs at least one reducer, got {num_reduces}")
+    fmt = _resolve_format(job_class, input_format)
+    num_steps = len(job_class().resolved_steps())
+    out = Path(output).resolve()
+    check_output(str(out), overwrite)
+    splits = make_splits(expand_inputs(list(inputs)), split_size)
+    # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
+    sources = [(split.path, Split(os.path.abspath(split.path), split.start, split.length)) for split in splits]
+    job_code = dump_job_class(job_class)
+    run = _Run(job_class, list(inputs), out, master, num_reduces, len(splits))
+    spark = start_session(master, f"hop {job_class.__name__}", quiet=quiet, conf=conf)
+    try:
+        sc = spark.sparkContext
+        run.startup_seconds = time.time() - run.start
+        run.app_id, run.spark_version = sc.applicationId, sc.version
+        prepare_output(str(out), overwrite)
+        lines: RDD[Any] = sc.parallelize(sources, max(1, len(sources)))
+        for number in range(num_steps):
+            first = number == 0
+            maps = len(sources) if first else num_reduces
+            lines = _plan_step(sc, run, job_class, job_code, number, lines, fmt if first else "lines", maps)
+        try:
+            written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()
+        except Exception as error:
+            reason, user_traceback = _failure(error)
+            shutil.rmtree(out / "_temporary", ignore_errors=True)
+            report = run.write("failed", reason)
+            raise SparkJobFailed(reason, user_traceback or str(error), report) from None
+        if sorted(index for index, _ in written) != list(range(num_reduces)):
+            raise RuntimeError(f"Spark returned the outputs of partitions {sorted(i for i, _ in written)}")
+        for index, path in written:
+            os.replace(path, out / f"part-{index:05d}")
+        shutil.rmtree(out / "_temporary", ignore_errors=True)
+        report = run.write("succeeded", None)
+        (out / "_SUCCESS").touch()
+        return report
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    from hop.spark_cli import main
+
+    sys.exit(main())

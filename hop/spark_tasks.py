@@ -1,0 +1,400 @@
+"""The Spark side of :mod:`hop.spark_engine`: the functions that run inside Spark's Python workers.
+
+Each function here is shipped to executors (pickled by reference, so ``hop`` must be importable there; the engine
+puts this project on the executors' ``PYTHONPATH``) with a :class:`StepPlan` that carries the user's job class as
+cloudpickle bytes. Per step of a job:
+
+- :func:`map_task` runs over one Spark partition: one input split (first step) or one reducer's output lines of the
+  previous step. It creates a fresh job object (``setup``/``teardown`` once per task, counters per task), reads
+  records with ``hop.inputs.iter_records`` and calls the map. A hand-written combiner runs here, per key, over a
+  buffer of up to ``COMBINE_BUFFER_RECORDS`` values or ``COMBINE_BUFFER_KEYS`` keys, as hop's map buffer runs it
+  at spill time; it must keep its key. Values that will cross the shuffle as they are get hop's wire types
+  (:func:`wire`: lists become tuples); an aggregate's ``lift`` sees the raw value, as in hop.
+- ``combineByKey`` then folds with :class:`AggregateFold` (an aggregate's ``lift``/``merge``: one state per key) or
+  gathers lists with :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
+- :func:`reduce_task` gets a partition's ``(key, state or values)`` pairs in hop's key order and yields the output
+  lines, encoded as hop's reduce encodes them; :func:`write_task` writes the last step's lines to a part file.
+
+Errors in user code (and undecodable input) raise :class:`TaskFailure`, whose message carries the reason and the
+user's traceback; Spark only ships the worker's traceback text to the driver, where :func:`failure_of` gets them back.
+Counters go to the step's :class:`StepCounters` accumulators at the end of each successful task.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hop.aggregates import Aggregate, as_aggregate
+from hop.inputs import InputError, iter_records
+from hop.job import Job, identity_map, identity_reduce
+from hop.jobspec import load_job_class
+from shuffle.keys import total_order_key
+
+if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
+
+COMBINE_BUFFER_RECORDS = 2_000_000
+COMBINE_BUFFER_KEYS = 200_000
+"""A hand-written combiner runs when the map task's buffer holds this many values or keys (hop's spill defaults)."""
+
+_FAILURE_OPEN, _FAILURE_CLOSE = "<<hop-task-failure ", " hop-task-failure>>"
+_FAILURE_PAYLOAD = re.compile(re.escape(_FAILURE_OPEN) + r"(.*?)" + re.escape(_FAILURE_CLOSE), re.S)
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class TaskFailure(RuntimeError):
+    """Raised inside a Spark task for an error in user code or input; its message carries a JSON payload that the
+    driver extracts from Spark's error (Spark only ships the worker's traceback text back)."""
+
+    @classmethod
+    def of(cls, where: str, error: BaseException, record: str | None) -> TaskFailure:
+        at = f" at {record}" if record else ""
+        payload = {
+            "reason": f"{where}{at} raised {type(error).__name__}: {error}",
+            "traceback": "".join(traceback.format_exception(error)),
+        }
+        return cls(_FAILURE_OPEN + json.dumps(payload) + _FAILURE_CLOSE)
+
+
+def failure_of(error: BaseException) -> tuple[str, str] | None:
+    """The reason and user traceback of the first :class:`TaskFailure` quoted in a failed Spark action's error."""
+    match = _FAILURE_PAYLOAD.search(str(error))
+    if match is None:
+        return None
+    try:
+        payload = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return str(payload["reason"]), str(payload["traceback"])
+
+
+# Resolving a step's functions (executor side, mirrors hop.tasks.instantiate). -------------------------------------
+@dataclass(frozen=True)
+class StepFunctions:
+    """The functions of one step as the Spark plan runs them."""
+
+    mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None]
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None] | None
+    """A hand-written combiner, run in the map task; ``None`` when there is none or it is an aggregate."""
+    aggregate: Aggregate | None
+    """The aggregate ``combineByKey`` folds with; the reduce then gets one state per key."""
+    reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None]
+
+
+def resolve_step(job: Job, number: int) -> StepFunctions:
+    """The map, combine and reduce of step ``number``, resolved as ``hop.tasks.instantiate`` resolves them."""
+    step = job.resolved_steps()[number]
+    combiner: Any = step.combiner
+    reducer: Any = step.reducer or identity_reduce
+    reduce_aggregate = as_aggregate(reducer)
+    if reduce_aggregate is not None:
+        combiner = combiner if combiner is not None else reduce_aggregate
+        reducer = reduce_aggregate.as_reducer()
+    aggregate = as_aggregate(combiner)
+    return StepFunctions(step.mapper or identity_map, None if aggregate else combiner, aggregate, reducer)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What the tasks of one step need; shipped to executors inside the task closures."""
+
+    job_code: bytes
+    step: int
+    num_reduces: int
+    input_format: str
+    """``text``/``jsonl``/``csv`` for the first step (items are splits), ``lines`` for later ones (items are the
+    previous step's output lines)."""
+
+
+def _new_job(job_code: bytes) -> Job:
+    return load_job_class(job_code)()
+
+
+def _guard(where: str, function: Callable[[], Any]) -> Any:
+    try:
+        return function()
+    except Exception as error:
+        raise TaskFailure.of(where, error, None) from None
+
+
+def wire(value: Any) -> Any:
+    """A value as it comes out of hop's msgpack shuffle: lists (also nested) become tuples."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return tuple(map(wire, value))
+    if kind is dict:
+        return {key: wire(item) for key, item in value.items()}
+    return value
+
+
+def _freeze_json(value: Any) -> Any:
+    """JSON arrays as tuples, as ``hop.inputs`` reads a step's output back (format ``output``)."""
+    if isinstance(value, list):
+        return tuple(_freeze_json(item) for item in value)
+    return value
+
+
+def _parse_output_line(line: str) -> tuple[Any, Any]:
+    key_text, _, value_text = line.rstrip("\n").partition("\t")
+    return _freeze_json(json.loads(key_text)), _freeze_json(json.loads(value_text))
+
+
+def _add_counts(target: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
+    """Add nested ``{name: int}`` or ``{group: {name: int}}`` counts into ``target``."""
+    for name, value in source.items():
+        if isinstance(value, Mapping):
+            _add_counts(target.setdefault(name, {}), value)
+        else:
+            target[name] = target.get(name, 0) + value
+    return target
+
+
+class CounterParam:
+    """A Spark ``AccumulatorParam`` for counter dicts: ``{}`` is zero, adding merges nested counts."""
+
+    def zero(self, value: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def addInPlace(self, value1: dict[str, Any], value2: dict[str, Any]) -> dict[str, Any]:  # noqa: N802 (Spark's name)
+        return _add_counts(value1, value2)
+
+
+@dataclass(frozen=True)
+class StepCounters:
+    """The accumulators of one step: the engine's counters and the user's."""
+
+    builtin: Accumulator[dict[str, Any]]
+    user: Accumulator[dict[str, Any]]
+
+
+# Map side. ----------------------------------------------------------------------------------------------------
+def _record_sources(plan: StepPlan, items: Iterable[Any]) -> Iterator[tuple[str | None, Iterator[tuple[Any, Any]]]]:
+    """``(input_file, records)`` per input of a map task: splits for the first step, the last step's lines later."""
+    if plan.input_format == "lines":
+        yield None, map(_parse_output_line, items)
+        return
+    for shown_path, split in items:
+        yield shown_path, iter_records(split, plan.input_format)
+
+
+def _describe(path: str | None, record: tuple[Any, Any] | None) -> str:
+    if path is None:
+        return f"the previous step's record {record!r}"[:300]
+    if record is None:
+        return f"{path} (before the first record)"
+    key, value = record
+    return f"{path} byte offset {key}: {str(value)[:200]!r}"
+
+
+def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+    """One map task: the user's map over the task's records; with a hand-written combiner, combined per key."""
+    job = _new_job(plan.job_code)
+    functions = resolve_step(job, plan.step)
+    _guard("setup", job.setup)
+    counts = {"map_input_records": 0, "map_output_records": 0}
+    pairs = _mapped(job, functions.mapper, _record_sources(plan, items), counts)
+    if functions.combiner is not None:
+        yield from _combined(functions.combiner, pairs)
+    elif functions.aggregate is not None:
+        yield from pairs  # combineByKey lifts the raw values, as hop's map buffer does
+    else:
+        for key, value in pairs:
+            yield key, wire(value)
+    _guard("teardown", job.teardown)
+    counters.builtin.add(counts)
+    counters.user.add(job.take_counters())
+
+
+def _mapped(
+    job: Job,
+    mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None],
+    sources: Iterator[tuple[str | None, Iterator[tuple[Any, Any]]]],
+    counts: dict[str, int],
+) -> Iterator[tuple[Any, Any]]:
+    """The map's output pairs; errors name the record (file and byte offset) the map was working on."""
+    input_records = output_records = 0
+    for path, records in sources:
+        job.input_file = path
+        record: tuple[Any, Any] | None = None
+        try:
+            for record in records:
+                output = mapper(*record)
+                input_records += 1
+                if output is not None:
+                    for key, value in output:  # a map yielding something other than pairs fails here, as in hop
+                        output_records += 1
+                        yield key, value
+        except InputError as error:
+            raise TaskFailure.of("input", error, None) from None
+        except Exception as error:
+            raise TaskFailure.of("map", error, _describe(path, record)) from None
+    counts["map_input_records"] += input_records
+    counts["map_output_records"] += output_records
+
+
+def _combined(
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None], pairs: Iterator[tuple[Any, Any]]
+) -> Iterator[tuple[Any, Any]]:
+    """Buffer pairs per key and run the combiner on each key's values when the buffer is full and at the end."""
+    groups: dict[Any, list[Any]] = {}
+    pending = 0
+    for key, value in pairs:
+        try:
+            values = groups.get(key)
+        except TypeError as error:  # an unhashable key, as hop's map buffer reports it
+            raise TaskFailure.of("map", error, f"key {key!r}") from None
+        if values is None:
+            groups[key] = [value]
+        else:
+            values.append(value)
+        pending += 1
+        if pending >= COMBINE_BUFFER_RECORDS or len(groups) >= COMBINE_BUFFER_KEYS:
+            yield from _combine(combiner, groups)
+            groups, pending = {}, 0
+    yield from _combine(combiner, groups)
+
+
+def _combine(
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None], groups: dict[Any, list[Any]]
+) -> Iterator[tuple[Any, Any]]:
+    for key, values in groups.items():
+        try:
+            combined = list(combiner(key, values) or ())
+        except Exception as error:
+            raise TaskFailure.of("combine", error, f"key {key!r}") from None
+        for out_key, out_value in combined:
+            if out_key != key:
+                problem = ValueError(f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep its key")
+                raise TaskFailure.of("combine", problem, None)
+            yield key, wire(out_value)
+
+
+# combineByKey functions. -------------------------------------------------------------------------------------
+class AggregateFold:
+    """``combineByKey``'s createCombiner/mergeValue/mergeCombiners for a built-in aggregate."""
+
+    def __init__(self, aggregate: Aggregate) -> None:
+        self.aggregate = aggregate
+
+    def create(self, value: Any) -> Any:
+        try:
+            return self.aggregate.lift(value)
+        except Exception as error:
+            raise TaskFailure.of("combine", error, f"value {value!r}") from None
+
+    def add(self, state: Any, value: Any) -> Any:
+        try:
+            return self.aggregate.merge(state, self.aggregate.lift(value))
+        except Exception as error:
+            raise TaskFailure.of("combine", error, f"value {value!r}") from None
+
+    def merge(self, state: Any, other: Any) -> Any:
+        try:
+            return self.aggregate.merge(state, other)
+        except Exception as error:
+            raise TaskFailure.of("combine", error, None) from None
+
+
+class ListFold:
+    """``combineByKey``'s functions that gather a key's values into one list."""
+
+    @staticmethod
+    def create(value: Any) -> list[Any]:
+        return [value]
+
+    @staticmethod
+    def add(values: list[Any], value: Any) -> list[Any]:
+        values.append(value)
+        return values
+
+    @staticmethod
+    def merge(values: list[Any], others: list[Any]) -> list[Any]:
+        values.extend(others)
+        return values
+
+
+# Partitioning. -----------------------------------------------------------------------------------------------
+def _partition_zero(key: Any) -> int:
+    return 0
+
+
+_partition_jobs: dict[bytes, Job] = {}
+
+
+class UserPartition:
+    """The job's own ``partition(key, R)``, on one job object per Python worker, checked like hop checks it."""
+
+    def __init__(self, job_code: bytes, num_reduces: int) -> None:
+        self.job_code = job_code
+        self.num_reduces = num_reduces
+
+    def __call__(self, key: Any) -> int:
+        job = _partition_jobs.get(self.job_code)
+        if job is None:
+            job = _partition_jobs[self.job_code] = _new_job(self.job_code)
+        try:
+            partition = job.partition(key, self.num_reduces)
+        except Exception as error:
+            raise TaskFailure.of("partition", error, f"key {key!r}") from None
+        if type(partition) is not int or not 0 <= partition < self.num_reduces:
+            problem = ValueError(
+                f"partition({key!r}) returned {partition!r}; expected an int in range({self.num_reduces})"
+            )
+            raise TaskFailure.of("partition", problem, None)
+        return partition
+
+
+def partition_function(job_class: type[Job], job_code: bytes, num_reduces: int) -> Callable[[Any], int]:
+    """What Spark calls (modulo ``num_reduces``) to pick a key's reducer: hop's choice for every key."""
+    if num_reduces == 1:
+        return _partition_zero
+    if job_class.partition is Job.partition:
+        return hash  # Job.partition is hash(key) % R; PYTHONHASHSEED=0 in every worker
+    return UserPartition(job_code, num_reduces)
+
+
+def total_order(key: Any) -> tuple[Any, ...]:
+    try:
+        return total_order_key(key)
+    except TypeError as error:
+        raise TaskFailure.of("shuffle", error, None) from None
+
+
+# Reduce side. ------------------------------------------------------------------------------------------------
+def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[Any, Any]]) -> Iterator[str]:
+    """One reduce task over a partition's ``(key, combined)`` pairs in key order: output lines ending in ``\\n``."""
+    job = _new_job(plan.job_code)
+    functions = resolve_step(job, plan.step)
+    reducer, one_state = functions.reducer, functions.aggregate is not None
+    _guard("setup", job.setup)
+    output_records = 0
+    for key, combined in items:
+        values = (combined,) if one_state else combined
+        try:
+            lines = [f"{_encode_json(k)}\t{_encode_json(v)}\n" for k, v in (reducer(key, iter(values)) or ())]
+        except Exception as error:
+            raise TaskFailure.of("reduce", error, f"key {key!r}") from None
+        output_records += len(lines)
+        yield from lines
+    _guard("teardown", job.teardown)
+    counters.builtin.add({"reduce_output_records": output_records})
+    counters.user.add(job.take_counters())
+
+
+def write_task(output: str, index: int, lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """Write one reducer's lines to a per-attempt file under ``OUT/_temporary``; yield ``(index, path)``."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    attempt = context.taskAttemptId() if context is not None else 0
+    path = Path(output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as file:
+        file.writelines(lines)
+    yield index, str(path)

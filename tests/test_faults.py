@@ -1,0 +1,129 @@
+"""Kill a task or a whole worker at each injection point: the output is byte-identical and nothing counts twice.
+
+Each case starts its own local cluster (3 workers, heartbeat timeout 1.5 s) with ``HOP_FAULT`` set in its environment
+(see ``hop.faults``), runs word count, and compares part files and record counters with a run without faults.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hop.client import Client
+from hop.gen.text import generate_text
+from hop.local_cluster import LocalCluster
+from tests.conftest import run_job
+
+POINTS = [
+    ("map", "running"),
+    ("map", "pushed"),
+    ("map", "done"),
+    ("reduce", "received"),
+    ("reduce", "merging"),
+    ("reduce", "commit"),
+]
+RECORD_COUNTERS = (
+    "map_input_records",
+    "map_output_records",
+    "combine_input_records",
+    "combine_output_records",
+    "reduce_output_records",
+)
+SETTINGS = {"num_reduces": 2, "split_size": 300_000, "spill_records": 20_000}
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("faults") / "in.txt"
+    generate_text(path, 900_000, seed=9, vocabulary=5000, words_per_line=4)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(source: Path, cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """Fault-free outputs and counters, per mode."""
+    client = Client(cluster.address)
+    results: dict[str, object] = {}
+    for mode in ("pipelined", "blocking"):
+        output = tmp_path_factory.mktemp("reference") / mode
+        report = run_job(client, "wordcount", [source], output, mode=mode, **SETTINGS)
+        assert report["num_maps"] == 3
+        results[mode] = ([p.read_bytes() for p in sorted(output.glob("part-*"))], report["counters"])
+    client.close()
+    return results
+
+
+def assert_same_as_reference(output: Path, report: dict, reference: tuple) -> None:
+    parts, counters = reference
+    assert [p.read_bytes() for p in sorted(output.glob("part-*"))] == parts
+    for name in RECORD_COUNTERS:
+        assert report["counters"][name] == counters[name], name
+    assert (output / "_SUCCESS").exists()
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "blocking"])
+@pytest.mark.parametrize("target", ["task", "worker"])
+@pytest.mark.parametrize(("kind", "point"), POINTS)
+def test_fault_at_each_point(
+    kind: str,
+    point: str,
+    target: str,
+    mode: str,
+    source: Path,
+    reference: dict,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOP_FAULT", f"{kind}:{point}:1:0:{target}")
+    with LocalCluster(workers=3, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster:
+        client = Client(cluster.address)
+        try:
+            report = run_job(client, "wordcount", [source], tmp_path / "out", mode=mode, **SETTINGS)
+        finally:
+            client.close()
+    assert_same_as_reference(tmp_path / "out", report, reference[mode])
+    hit = [a for a in report["attempts"] if a["kind"] == kind and a["task_id"].endswith("00001") and a["attempt"] == 0]
+    assert hit and hit[0]["status"] in ("failed", "lost"), "the fault should have fired"
+    if target == "worker":
+        assert "was lost" in (hit[0].get("error") or "") or hit[0]["status"] == "lost"
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "blocking"])
+def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 600_000, seed=13, vocabulary=2000)
+    settings = {"num_reduces": 2, "split_size": 100_000, "spill_records": 5_000}
+    output = tmp_path / "out"
+    rng = random.Random(mode)
+    with LocalCluster(workers=5, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster:
+        client = Client(cluster.address)
+        victims = rng.sample(cluster.workers, 2)
+
+        def kill_later() -> None:
+            for victim in victims:
+                time.sleep(rng.uniform(0.3, 1.2))
+                victim.kill()
+
+        killer = threading.Thread(target=kill_later)
+        killer.start()
+        try:
+            report = run_job(client, "slow_map", [source], output, mode=mode, **settings)
+        finally:
+            killer.join(timeout=10)
+            client.close()
+        assert all(victim.poll() is not None for victim in victims)
+        clean = Client(cluster.address)
+        try:
+            expected = run_job(clean, "slow_map", [source], tmp_path / "clean", mode=mode, **settings)
+        finally:
+            clean.close()
+    assert [p.read_bytes() for p in sorted(output.glob("part-*"))] == [
+        p.read_bytes() for p in sorted((tmp_path / "clean").glob("part-*"))
+    ]
+    for name in RECORD_COUNTERS:
+        assert report["counters"][name] == expected["counters"][name], name
+    assert any(a["status"] in ("failed", "lost") for a in report["attempts"]), "the kills should have cost attempts"

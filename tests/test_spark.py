@@ -1,0 +1,393 @@
+"""The same job on Spark: its output files equal hop's byte for byte, in local mode and on a standalone cluster.
+
+Every Spark run happens in a subprocess, so the JVM (and PySpark's warnings) stay out of the pytest process. To pay
+the JVM's start-up once, the runs on ``local[2]`` share one subprocess (the ``spark_runs`` fixture runs them one
+after another through :func:`run_batch`); each test then runs the same job on the session's hop cluster and compares.
+The standalone test starts a Spark master and worker from the pyspark distribution and runs ``python -m
+hop.spark_engine`` against them. ``hop compare`` runs end to end through the ``register``-ed subcommand.
+
+Skipped when Java or PySpark is missing (the engine itself needs neither).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from hop.client import Client
+from hop.compare import compare_outputs, format_table, values_equal
+from hop.gen.text import generate_text
+from tests.conftest import ROOT, job_path, run_job
+
+
+def _java_found() -> bool:
+    java_home = os.environ.get("JAVA_HOME")
+    return bool(java_home and Path(java_home, "bin", "java").exists()) or shutil.which("java") is not None
+
+
+pytestmark = [
+    pytest.mark.skipif(not _java_found(), reason="Java is not installed; the Spark engine needs Java 17"),
+    pytest.mark.skipif(importlib.util.find_spec("pyspark") is None, reason="PySpark is not installed"),
+]
+
+SPARK_TIMEOUT = 240
+SPLIT_SIZE = 100_000
+
+
+@dataclass(frozen=True)
+class SparkRun:
+    """One job run on Spark by :func:`run_batch`; ``cli`` runs it through ``python -m hop.spark_engine``'s main."""
+
+    name: str
+    job: str
+    inputs: list[str]
+    reducers: int
+    job_class: str | None = None
+    cli: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+RUNS = [
+    SparkRun("wordcount", "wordcount", ["words.txt", "more.txt.gz"], reducers=3),
+    SparkRun("generic", "wordcount_generic", ["words.txt"], reducers=2),
+    SparkRun("two_steps", "two_steps", ["words.txt"], reducers=2),
+    SparkRun("jsonl", "json_fields", ["records.jsonl"], reducers=2),
+    SparkRun("counters", "counting_wordcount", ["words.txt"], reducers=3),
+    SparkRun("mean", "mean_length", ["words.txt"], reducers=2, job_class="WordLengths"),
+    SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
+    SparkRun("failing", "failing_map", ["fail.txt"], reducers=1),
+    SparkRun("failing_cli", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
+]
+BY_NAME = {run.name: run for run in RUNS}
+
+
+def run_batch(plan_file: str) -> None:
+    """Subprocess side of ``spark_runs``: run every planned job on ``local[2]`` in this one process."""
+    import io
+
+    from hop.loader import load_job_file
+    from hop.spark_cli import main
+    from hop.spark_engine import SparkJobFailed, run_on_spark, shutdown_jvm
+
+    plan = json.loads(Path(plan_file).read_text())
+    results: dict[str, Any] = {}
+    try:
+        for item in plan["runs"]:
+            run = SparkRun(**item)
+            output = str(Path(plan["outputs"]) / run.name)
+            inputs = [str(Path(plan["inputs"]) / name) for name in run.inputs]
+            if run.cli:
+                stderr = io.StringIO()
+                argv = [job_path(run.job), *inputs, "-o", output, "--reducers", str(run.reducers), "--quiet"]
+                argv += ["--spark-master", "local[2]", "--split-size", str(SPLIT_SIZE)]
+                with contextlib.redirect_stderr(stderr):
+                    code = main(argv)
+                results[run.name] = {"exit_code": code, "stderr": stderr.getvalue()}
+                continue
+            try:
+                report = run_on_spark(
+                    load_job_file(job_path(run.job), run.job_class),
+                    inputs,
+                    output,
+                    num_reduces=run.reducers,
+                    master="local[2]",
+                    split_size=SPLIT_SIZE,
+                    **run.options,
+                )
+                results[run.name] = {"report": report}
+            except SparkJobFailed as failure:
+                results[run.name] = {"error": str(failure), "traceback": failure.user_traceback}
+    finally:
+        shutdown_jvm()
+        Path(plan["results"]).write_text(json.dumps(results))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Small inputs: Zipf text (plain and gzip), JSON lines, mixed-type keys and a line the failing job rejects."""
+    folder = tmp_path_factory.mktemp("spark-inputs")
+    generate_text(folder / "words.txt", 400_000, seed=11, vocabulary=5_000)
+    generate_text(folder / "more.txt", 100_000, seed=12, vocabulary=5_000)
+    with open(folder / "more.txt", "rb") as plain, gzip.open(folder / "more.txt.gz", "wb") as packed:
+        shutil.copyfileobj(plain, packed)
+    (folder / "more.txt").unlink()
+    with open(folder / "records.jsonl", "w", encoding="utf-8") as file:
+        for number in range(3_000):
+            file.write(json.dumps({"user": f"user-{number % 37}", "amount": number * 7 % 101}) + "\n")
+            if number % 500 == 0:
+                file.write("\n")
+    (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
+    (folder / "fail.txt").write_text("a b\nc boom d\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def spark_runs(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Run every job of ``RUNS`` on Spark in one subprocess; maps a run's name to its report or failure."""
+    work = tmp_path_factory.mktemp("spark-runs")
+    plan = {
+        "runs": [asdict(run) for run in RUNS],
+        "inputs": str(corpus),
+        "outputs": str(work / "out"),
+        "results": str(work / "results.json"),
+    }
+    (work / "plan.json").write_text(json.dumps(plan))
+    code = f"from tests.test_spark import run_batch; run_batch({str(work / 'plan.json')!r})"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-5000:]
+    results: dict[str, dict[str, Any]] = json.loads((work / "results.json").read_text())
+    for name, result in results.items():
+        result["output"] = work / "out" / name
+    return results
+
+
+def hop_output(client: Client, run: SparkRun, corpus: Path, output: Path) -> dict[str, Any]:
+    inputs = [corpus / name for name in run.inputs]
+    return run_job(
+        client, run.job, inputs, output, job_class=run.job_class, num_reduces=run.reducers, split_size=SPLIT_SIZE
+    )
+
+
+def assert_same_files(hop_out: Path, spark_out: Path) -> None:
+    parts = sorted(path.name for path in hop_out.glob("part-*"))
+    assert sorted(path.name for path in spark_out.iterdir()) == sorted([*parts, "_SUCCESS", "_job.json"])
+    for name in parts:
+        assert (spark_out / name).read_bytes() == (hop_out / name).read_bytes(), f"{name} differs"
+
+
+def builtin_counters(counters: dict[str, Any]) -> dict[str, Any]:
+    names = ("map_input_records", "map_output_records", "reduce_output_records", "user")
+    return {name: counters[name] for name in names}
+
+
+@pytest.mark.parametrize("name", ["wordcount", "generic", "two_steps", "jsonl", "counters", "mean", "mixed_keys"])
+def test_spark_output_equals_hop_byte_for_byte(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]], name: str
+) -> None:
+    run, result = BY_NAME[name], spark_runs[name]
+    assert "report" in result, result
+    hop_report = hop_output(client, run, corpus, tmp_path / "hop-out")
+    assert_same_files(tmp_path / "hop-out", result["output"])
+    report = json.loads((result["output"] / "_job.json").read_text())
+    assert report == result["report"]
+    assert report["engine"] == "spark" and report["status"] == "succeeded" and report["master"] == "local[2]"
+    assert report["start"] < report["start"] + report["spark_startup_seconds"] <= report["end"]
+    assert report["num_reduces"] == run.reducers and report["num_maps"] == hop_report["num_maps"]
+    assert builtin_counters(report["counters"]) == builtin_counters(hop_report["counters"])
+    earlier = [builtin_counters(step["counters"]) for step in report.get("steps", [])]
+    assert earlier == [builtin_counters(step["counters"]) for step in hop_report.get("steps", [])]
+
+
+def test_multi_step_and_user_counters(spark_runs: dict[str, dict[str, Any]]) -> None:
+    two_steps = spark_runs["two_steps"]["report"]
+    assert two_steps["num_steps"] == 2 and len(two_steps["steps"]) == 1
+    words = two_steps["steps"][0]["counters"]["reduce_output_records"]
+    assert two_steps["counters"]["user"] == {"steps": {"words": words}}
+    counters = spark_runs["counters"]["report"]
+    run = BY_NAME["counters"]
+    tasks = counters["num_maps"] + run.reducers
+    assert counters["counters"]["user"]["tasks"] == {"setup": tasks, "teardown": tasks}
+    assert counters["counters"]["user"]["lines"]["all"] == counters["counters"]["map_input_records"]
+
+
+def test_user_error_surfaces_with_traceback(spark_runs: dict[str, dict[str, Any]]) -> None:
+    failed = spark_runs["failing"]
+    assert "fail.txt byte offset 4" in failed["error"] and "cannot handle boom" in failed["error"]
+    assert "failing_map.py" in failed["traceback"] and "RuntimeError: cannot handle boom" in failed["traceback"]
+    report = json.loads((failed["output"] / "_job.json").read_text())
+    assert report["status"] == "failed" and "cannot handle boom" in report["error"]
+    assert sorted(path.name for path in failed["output"].iterdir()) == ["_job.json"]
+    cli = spark_runs["failing_cli"]
+    assert cli["exit_code"] == 1
+    assert "failing_map.py" in cli["stderr"] and "hop: error: job failed: map at" in cli["stderr"]
+
+
+def spark_run_parser() -> argparse.ArgumentParser:
+    """The ``hop run`` arguments ``run_spark_from_args`` reads, as hop/cli.py defines them."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("job")
+    parser.add_argument("inputs", nargs="+")
+    parser.add_argument("-o", "--output", required=True)
+    parser.add_argument("--reducers", type=int, default=None)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--split-size", type=int, default=32 << 20)
+    parser.add_argument("--input-format", default=None)
+    parser.add_argument("--job-class", default=None)
+    parser.add_argument("--spark-master", default=None)
+    return parser
+
+
+def test_run_spark_from_args_rejects_bad_usage_before_starting_spark(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hop.spark_cli import run_spark_from_args
+
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "part-00000").write_text("x\n")
+    parser = spark_run_parser()
+    args = parser.parse_args([job_path("wordcount"), str(corpus / "words.txt"), "-o", str(taken), "--quiet"])
+    assert run_spark_from_args(args) == 2
+    assert "not empty" in capsys.readouterr().err
+    args = parser.parse_args([str(tmp_path / "missing.py"), str(corpus / "words.txt"), "-o", str(tmp_path / "o")])
+    assert run_spark_from_args(args) == 2
+    args = parser.parse_args([job_path("wordcount"), str(tmp_path / "nothing.txt"), "-o", str(tmp_path / "o")])
+    assert run_spark_from_args(args) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert (taken / "part-00000").read_text() == "x\n"
+
+
+def test_hop_compare_end_to_end(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hop.spark_cli import register
+
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    job, words = job_path("wordcount_generic"), str(corpus / "words.txt")
+    args = parser.parse_args(["compare", job, words, "--reducers", "2", "--workers", "2", "--spark-master", "local[2]"])
+    assert args.func(args) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["engine", "exit", "wall", "s", "CPU", "s", "peak", "RSS", "MB", "start-up", "s"]
+    rows = {line.split()[0]: line.split()[1:] for line in table[1:3]}
+    assert set(rows) == {"hop", "spark"}
+    for values in rows.values():
+        exit_code, wall, cpu, rss = values[:4]
+        assert exit_code == "0" and float(wall) > 0 and float(cpu) > 0 and float(rss) > 10
+    assert float(rows["spark"][4]) > 0  # Spark's start-up, from its _job.json
+    assert float(rows["spark"][2]) > float(rows["spark"][4]) / 4  # the JVM's CPU time is counted
+    assert table[3].startswith("outputs equal:") and "byte-identical" in table[3]
+
+
+def write_output(folder: Path, lines: list[str]) -> Path:
+    folder.mkdir()
+    (folder / "part-00000").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return folder
+
+
+def test_compare_outputs_tolerance_and_differences(tmp_path: Path) -> None:
+    hop_out = write_output(tmp_path / "hop-out", ['"a"\t1', '"b"\t0.30000000000000004', '"c"\t[1,2.0]', '"d"\t"x"'])
+    close = write_output(tmp_path / "close", ['"a"\t1', '"b"\t0.3', '"c"\t[1,2.0000000000001]', '"d"\t"x"'])
+    result = compare_outputs(hop_out, close, 1e-9)
+    assert result["equal"] and result["keys"] == 4 and not result["byte_identical"]
+    far = write_output(tmp_path / "far", ['"a"\t2', '"b"\t0.31', '"c"\t[1,2.0]', '"e"\t"x"'])
+    result = compare_outputs(hop_out, far, 1e-9)
+    assert not result["equal"] and result["differing_keys"] == 4
+    assert [d["key"] for d in result["differences"]] == ["a", "b", "d", "e"]
+    assert result["differences"][0] == {"key": "a", "hop": [1], "spark": [2]}
+    assert values_equal(float("nan"), float("nan"), 0.0) and not values_equal(1, True, 0.5)
+    summary = {
+        "equal": False,
+        "tolerance": 1e-9,
+        "error": None,
+        "comparison": result,
+        "engines": {
+            "hop": {"exit_code": 0, "wall_seconds": 1, "cpu_seconds": 1, "peak_rss_bytes": 1e8, "startup_seconds": None}
+        },
+    }
+    assert 'key "a": hop [1], spark [2]' in format_table(summary)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for_worker(ui_port: int, processes: list[subprocess.Popen[bytes]], timeout: float = 90) -> None:
+    """Poll the master's JSON page until a worker is ALIVE; fail if a process exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for process in processes:
+            assert process.poll() is None, f"{process.args!r} exited with {process.returncode}"
+        with contextlib.suppress(OSError, ValueError):
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as response:
+                state = json.load(response)
+            if any(worker.get("state") == "ALIVE" for worker in state.get("workers", [])):
+                return
+        time.sleep(0.5)
+    pytest.fail(f"no Spark worker registered with the master within {timeout:.0f}s")
+
+
+@contextlib.contextmanager
+def standalone_cluster(tmp_path: Path) -> Iterator[str]:
+    """A Spark standalone master and one worker (1 core, 1 GB) from the pyspark distribution; yields the master URL."""
+    spec = importlib.util.find_spec("pyspark")
+    assert spec is not None and spec.origin is not None
+    spark_home = Path(spec.origin).parent
+    work_dir, log_dir = tmp_path / "spark-work", tmp_path / "spark-logs"
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(spark_home),
+        SPARK_WORKER_DIR=str(work_dir),
+        SPARK_LOG_DIR=str(log_dir),
+        SPARK_LOCAL_IP="127.0.0.1",
+    )
+    port, ui_port, worker_ui_port = free_port(), free_port(), free_port()
+    spark_class = str(spark_home / "bin" / "spark-class")
+    processes: list[subprocess.Popen[bytes]] = []
+    logs = open(tmp_path / "standalone.log", "wb")  # noqa: SIM115 (closed below, after the processes end)
+    try:
+        master_command = [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+        master_command += ["--port", str(port), "--webui-port", str(ui_port)]
+        processes.append(subprocess.Popen(master_command, env=env, stdout=logs, stderr=logs))
+        worker_command = [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}"]
+        worker_command += ["--host", "127.0.0.1", "--cores", "1", "--memory", "1g"]
+        worker_command += ["--webui-port", str(worker_ui_port)]
+        processes.append(subprocess.Popen(worker_command, env=env, stdout=logs, stderr=logs))
+        wait_for_worker(ui_port, processes)
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        descendants = []
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                descendants += psutil.Process(process.pid).children(recursive=True)
+        for process in reversed(processes):  # the worker first, then the master
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        _, alive = psutil.wait_procs(descendants, timeout=10)
+        for leftover in alive:
+            leftover.kill()
+        logs.close()
+        shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def test_standalone_master_and_worker(client: Client, corpus: Path, tmp_path: Path) -> None:
+    run = SparkRun("standalone", "wordcount", ["words.txt", "more.txt.gz"], reducers=2)
+    hop_output(client, run, corpus, tmp_path / "hop-out")
+    spark_out = tmp_path / "spark"
+    with standalone_cluster(tmp_path) as master:
+        command = [sys.executable, "-m", "hop.spark_engine", job_path(run.job), *(str(corpus / n) for n in run.inputs)]
+        command += ["-o", str(spark_out), "--quiet", "--reducers", str(run.reducers)]
+        command += ["--spark-master", master, "--split-size", str(SPLIT_SIZE)]
+        command += ["--spark-conf", "spark.executor.memory=512m", "--spark-conf", "spark.executor.cores=1"]
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-5000:]
+    assert_same_files(tmp_path / "hop-out", spark_out)
+    report = json.loads((spark_out / "_job.json").read_text())
+    assert report["master"] == master and report["job_id"].startswith("app-")
+    assert not (tmp_path / "spark-work").exists() and not (tmp_path / "spark-logs").exists()
