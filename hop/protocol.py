@@ -32,8 +32,8 @@ Coordinator -> worker:
     job_done      {job_id}                                   delete the job's spill files
     shutdown      {}
 
-Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``map_failed``, ``map_lost`` to task processes; a
-task process sends ``hello {slot, pid}``, the task events above, and for each spill it registers:
+Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``map_failed``, ``map_lost`` to task
+processes; a task process sends ``hello {slot, pid}``, the task events above, and for each spill it registers:
     spill         {job_id, index, attempt, seq, path}        the worker registers it and pushes its runs
 and the worker answers with, and sends again whenever runs of that attempt are acknowledged:
     spill_status  {job_id, index, attempt, unsent}           spills not yet pushed to every reducer (flow control)
