@@ -64,6 +64,13 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
     )
     parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
     parser.add_argument("--max-attempts", type=int, default=4, help="attempts per task before the job fails")
+    parser.add_argument(
+        "--skip-bad-records",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip up to N map records per task whose map raises; list them in OUT/_bad_records/",
+    )
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     if embedded:
         parser.add_argument(
@@ -95,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         reduce_memory=args.reduce_memory,
         overwrite=args.overwrite,
         input_format=args.input_format,
-        options={"max_attempts": args.max_attempts},
+        options={"max_attempts": args.max_attempts, "skip_bad_records": args.skip_bad_records},
     )
     cluster: LocalCluster | None = None
     try:

@@ -238,7 +238,13 @@ class Coordinator:
             self._execute(
                 job,
                 job.on_map_done(
-                    msg["index"], msg["attempt"], msg["spills"], msg["counters"], msg["user_counters"], msg["at"]
+                    msg["index"],
+                    msg["attempt"],
+                    msg["spills"],
+                    msg["counters"],
+                    msg["user_counters"],
+                    msg["at"],
+                    msg.get("bad_records"),
                 ),
             )
 
@@ -303,6 +309,13 @@ class Coordinator:
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
         shutil.rmtree(output / "_temporary", ignore_errors=True)
+        bad = job.bad_records()
+        if bad:
+            folder = output / "_bad_records"
+            folder.mkdir(exist_ok=True)
+            for index, records in bad.items():
+                lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+                (folder / f"map-{index:05d}.jsonl").write_text(lines, encoding="utf-8")
         report = output / "_job.json"
         report.write_text(json.dumps(job.report(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if action.status == "succeeded":

@@ -52,6 +52,8 @@ class Attempt:
     error: str | None = None
     counters: dict[str, int] = field(default_factory=dict)
     user_counters: dict[str, dict[str, int]] = field(default_factory=dict)
+    bad_records: list[dict[str, Any]] = field(default_factory=list)
+    """Records a map skipped (``--skip-bad-records``), with their errors."""
 
     def report(self) -> dict[str, Any]:
         return {
@@ -200,6 +202,7 @@ class JobState:
         counters: dict[str, int],
         user_counters: dict[str, dict[str, int]],
         at: float,
+        bad_records: list[dict[str, Any]] | None = None,
     ) -> list[Action]:
         task = self.maps[index]
         record = task.attempts[attempt]
@@ -213,6 +216,7 @@ class JobState:
         record.status = "succeeded"
         task.committed, task.fraction, task.records = attempt, 1.0, counters.get("map_input_records", 0)
         record.counters, record.user_counters = counters, user_counters
+        record.bad_records = bad_records or []
         self.map_spills[index] = (attempt, spills)
         self.last_map_commit_at = at
         actions: list[Action] = [
@@ -309,6 +313,14 @@ class JobState:
         self.finished_at = time.time()
         return [FinishJob("failed", reason)]
 
+    def bad_records(self) -> dict[int, list[dict[str, Any]]]:
+        """Skipped records of committed map attempts, by map task."""
+        return {
+            t.index: t.attempts[t.committed].bad_records
+            for t in self.maps
+            if t.committed is not None and t.attempts[t.committed].bad_records
+        }
+
     def _committed_attempts(self) -> list[Attempt]:
         return [t.attempts[t.committed] for t in (*self.maps, *self.reduces) if t.committed is not None]
 
@@ -342,6 +354,7 @@ class JobState:
             "name": self.spec.name,
             "status": self.state,
             "error": self.error,
+            "traceback": self.error_traceback,
             "mode": self.spec.mode,
             "step": self.spec.step,
             "num_steps": self.spec.num_steps,

@@ -165,11 +165,16 @@ def run_map(
         on_spill=flow.offer,
     )
     _call_user("setup", job.setup)
+    bad_records: list[dict[str, Any]] = []
+    mapper = functions.mapper
+    skip_limit = int(spec.options.get("skip_bad_records", 0))
+    if skip_limit:
+        mapper = _skipping_mapper(mapper, split, skip_limit, bad_records)
     total_bytes = _split_bytes(split)
     records = iter_records(split, spec.input_format)
     last_report = time.monotonic()
     consumed = 0
-    loop = buffer.run_map(records, functions.mapper)
+    loop = buffer.run_map(records, mapper)
     while True:
         try:
             consumed = next(loop)
@@ -177,6 +182,8 @@ def run_map(
             break
         except (UserCodeError, InputError, CombinerKeyError, PartitionError, UnencodableRecordError):
             raise
+        except TooManyBadRecords as error:
+            raise UserCodeError("map", error, _describe_record(split, buffer.current_record)) from error
         except Exception as error:
             record = buffer.current_record
             position = _describe_record(split, record)
@@ -208,12 +215,49 @@ def run_map(
             "spills_held_back": flow.counters.spills_held_back,
             "max_spills_held": flow.counters.max_spills_held,
             "spill_hold_seconds": round(flow.counters.hold_seconds, 3),
+            "bad_records_skipped": len(bad_records),
             "spills_merged_map_side": flow.counters.spills_merged_map_side,
             "map_merge_records_in": flow.counters.merge_records_in,
             "map_merge_records_out": flow.counters.merge_records_out,
         },
         "user_counters": job.take_counters(),
+        "bad_records": bad_records,
     }
+
+
+class TooManyBadRecords(Exception):
+    """More records failed than ``--skip-bad-records`` allows in one task."""
+
+
+def _skipping_mapper(
+    mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None],
+    split: Split,
+    limit: int,
+    bad_records: list[dict[str, Any]],
+) -> Callable[[Any, Any], Iterable[tuple[Any, Any]]]:
+    """Wrap ``mapper`` so a record that raises is skipped (its partial output discarded) and recorded."""
+
+    def skipping(key: Any, value: Any) -> Iterable[tuple[Any, Any]]:
+        try:
+            return list(mapper(key, value) or ())  # all of the record's output, or none of it
+        except Exception as error:
+            bad_records.append(
+                {
+                    "file": split.path,
+                    "offset": key,
+                    "record": str(value)[:1000],
+                    "error": f"{type(error).__name__}: {error}",
+                    "traceback": "".join(traceback.format_exception(error)),
+                }
+            )
+            if len(bad_records) > limit:
+                listing = "; ".join(f"{b['file']} byte offset {b['offset']}: {b['error']}" for b in bad_records[:10])
+                raise TooManyBadRecords(
+                    f"{len(bad_records)} bad records in one map task, more than --skip-bad-records {limit}: {listing}"
+                ) from error
+            return ()
+
+    return skipping
 
 
 def _describe_record(split: Split, record: tuple[Any, Any] | None) -> str:

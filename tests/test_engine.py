@@ -302,3 +302,22 @@ def test_mean_and_max_aggregates(client: Client, tmp_path: Path) -> None:
     for letter, values in lengths.items():
         assert means[letter] == pytest.approx(sum(values) / len(values), rel=1e-12)
     assert output_dict(tmp_path / "max") == {letter: max(values) for letter, values in lengths.items()}
+
+
+def test_skip_bad_records_lists_them(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("fine\nboom one\nfine\nboom two\nlast\n")
+    output = tmp_path / "out"
+    report = run_job(client, "failing_map", [source], output, options={"skip_bad_records": 2})
+    assert output_dict(output) == {"fine": 2, "last": 1}
+    assert report["counters"]["bad_records_skipped"] == 2
+    files = sorted((output / "_bad_records").glob("*.jsonl"))
+    lines = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert [(b["offset"], b["record"]) for b in lines] == [(5, "boom one"), (19, "boom two")]
+    assert all("cannot handle boom" in b["error"] and "failing_map.py" in b["traceback"] for b in lines)
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "failing_map", [source], tmp_path / "out2", options={"skip_bad_records": 1})
+    assert "more than --skip-bad-records 1" in failure.value.status["error"]
+    assert "byte offset 5" in failure.value.status["error"] and "byte offset 19" in failure.value.status["error"]
+    report = json.loads((tmp_path / "out2" / "_job.json").read_text())
+    assert "cannot handle boom" in report["traceback"]

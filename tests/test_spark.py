@@ -72,8 +72,7 @@ RUNS = [
     SparkRun("counters", "counting_wordcount", ["words.txt"], reducers=3),
     SparkRun("mean", "mean_length", ["words.txt"], reducers=2, job_class="WordLengths"),
     SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
-    SparkRun("failing", "failing_map", ["fail.txt"], reducers=1),
-    SparkRun("failing_cli", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
+    SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
 
@@ -209,14 +208,15 @@ def test_multi_step_and_user_counters(spark_runs: dict[str, dict[str, Any]]) -> 
 
 def test_user_error_surfaces_with_traceback(spark_runs: dict[str, dict[str, Any]]) -> None:
     failed = spark_runs["failing"]
-    assert "fail.txt byte offset 4" in failed["error"] and "cannot handle boom" in failed["error"]
-    assert "failing_map.py" in failed["traceback"] and "RuntimeError: cannot handle boom" in failed["traceback"]
+    assert failed["exit_code"] == 1
+    traceback, _, last_line = failed["stderr"].rstrip("\n").rpartition("\n")
+    assert last_line.startswith("hop: error: job failed: map at ") and "fail.txt byte offset 4" in last_line
+    assert "cannot handle boom" in last_line
+    assert 'tests/jobs/failing_map.py", line 9, in map' in traceback
+    assert traceback.endswith("RuntimeError: cannot handle boom")
     report = json.loads((failed["output"] / "_job.json").read_text())
     assert report["status"] == "failed" and "cannot handle boom" in report["error"]
     assert sorted(path.name for path in failed["output"].iterdir()) == ["_job.json"]
-    cli = spark_runs["failing_cli"]
-    assert cli["exit_code"] == 1
-    assert "failing_map.py" in cli["stderr"] and "hop: error: job failed: map at" in cli["stderr"]
 
 
 def spark_run_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,33 @@
+"""How the benchmark launches things: the ``hop`` command, the Python to use, the subprocess environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = REPO_ROOT / "bench"
+
+
+def hop_command() -> list[str]:
+    """The ``hop`` console script if it is on PATH, else ``python -m hop``."""
+    script = shutil.which("hop")
+    return [script] if script else [sys.executable, "-m", "hop"]
+
+
+def python_module(module: str) -> list[str]:
+    """Run ``module`` with this interpreter (``python -m module``)."""
+    return [sys.executable, "-m", module]
+
+
+def subprocess_env() -> dict[str, str]:
+    """This environment, the repository on PYTHONPATH (Spark's workers inherit it), Spark on this Python."""
+    env = dict(os.environ)
+    paths = [str(REPO_ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env

@@ -1,0 +1,1 @@
+"""Jobs written for the benchmark (run by path, like ``jobs/``)."""

@@ -1,0 +1,1 @@
+"""Scripts the non-hop contenders run as subprocesses (``python -m bench.runners.NAME``); see each module."""

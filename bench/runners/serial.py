@@ -1,0 +1,71 @@
+"""The ``serial`` contender: the job's own functions in one plain Python process, the ideal serial cost.
+
+    python -m bench.runners.serial --job JOB.py --out OUT INPUT...
+
+Reads every input file line by line, calls ``job.map``, folds values the way the job would (an aggregate's
+lift/merge into a dict of states, with an in-place ``+`` for ``Sum``; otherwise a list per key and one
+``reduce`` call per key), then writes the result sorted in hop's output format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from bench.runners.common import (
+    Plan,
+    emit_result,
+    group,
+    input_files,
+    load_plan,
+    map_records,
+    read_lines,
+    reduce_group,
+    write_output,
+)
+
+
+def fold(plan: Plan, files: list[str]) -> Iterator[tuple[Any, Any]]:
+    """All the job's output pairs for ``files``."""
+    aggregate = plan.aggregate
+    if aggregate is None:
+        groups = group(pair for path in files for pair in map_records(plan, path, read_lines(path)))
+        for key, values in groups.items():
+            yield from reduce_group(plan, key, values)
+        return
+    states: dict[Any, Any] = {}
+    for path in files:
+        pairs = map_records(plan, path, read_lines(path))
+        if aggregate.inline_sum:
+            get = states.get
+            for key, value in pairs:
+                states[key] = get(key, 0) + value
+        else:
+            merge = aggregate.merge
+            for key, state in pairs:
+                states[key] = merge(states[key], state) if key in states else state
+    if plan.reduce_is_aggregate:
+        finish = aggregate.finish
+        for key, state in states.items():
+            yield key, finish(state)
+    else:
+        for key, state in states.items():
+            yield from reduce_group(plan, key, [state])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("inputs", nargs="+")
+    args = parser.parse_args()
+    began = time.perf_counter()
+    plan = load_plan(args.job)
+    records = write_output(args.out, fold(plan, input_files(args.inputs)))
+    emit_result(job_s=time.perf_counter() - began, records=records)
+
+
+if __name__ == "__main__":
+    main()
