@@ -25,6 +25,8 @@ from hop.inputs import InputError, expand_inputs
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.runner import JobFailed, build_spec, run_steps, wall_time
+from hop.spark_cli import add_spark_arguments, run_spark_from_args
+from hop.spark_cli import register as register_spark
 
 
 def _size(text: str) -> int:
@@ -72,6 +74,13 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
         help="skip up to N map records per task whose map raises; list them in OUT/_bad_records/",
     )
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    parser.add_argument(
+        "--engine",
+        choices=["hop", "spark"],
+        default="hop",
+        help="run on hop (default) or on PySpark, unchanged, for comparison",
+    )
+    add_spark_arguments(parser)
     if embedded:
         parser.add_argument(
             "--workers",
@@ -85,6 +94,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.engine == "spark":
+        return run_spark_from_args(args)
     try:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
@@ -205,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--coordinator", required=True)
     status.set_defaults(func=_status)
     register_gen(commands)
+    register_spark(commands)
     return parser
 
 

@@ -62,7 +62,7 @@ class Client:
         self,
         job_id: str,
         on_status: Callable[[dict[str, Any]], None] | None = None,
-        poll_seconds: float = 0.2,
+        poll_seconds: float = 0.1,
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """Poll until the job finishes; returns the final status (with ``report``)."""

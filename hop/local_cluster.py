@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from types import TracebackType
 
@@ -35,6 +37,7 @@ class LocalCluster:
         self.coordinator: subprocess.Popen[str] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self.address = ""
+        self._socket_dir: str | None = None
 
     def __enter__(self) -> LocalCluster:
         self.start()
@@ -53,12 +56,24 @@ class LocalCluster:
             raise
 
     def _start(self) -> None:
+        # A local ipc endpoint known in advance lets the workers start alongside the coordinator (ZeroMQ connects
+        # retry until the bind exists), which halves start-up: it matters for short jobs.
+        self._socket_dir = tempfile.mkdtemp(prefix="hop-cluster-")
+        planned = f"ipc://{self._socket_dir}/coordinator"
         self.coordinator = subprocess.Popen(
-            [sys.executable, "-m", "hop.coordinator", "--heartbeat-timeout", str(self.heartbeat_timeout)],
+            [
+                sys.executable,
+                "-m",
+                "hop.coordinator",
+                "--bind",
+                planned,
+                "--heartbeat-timeout",
+                str(self.heartbeat_timeout),
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
-        self.address = self._read_address(self.coordinator)
+        self.address = planned
         for i in range(self.num_workers):
             self.workers.append(
                 subprocess.Popen(
@@ -74,9 +89,14 @@ class LocalCluster:
                         str(self.map_slots),
                         "--reduce-slots",
                         str(self.reduce_slots),
+                        # Spill files under the cluster's directory: removed at stop even if a worker was killed.
+                        "--spill-dir",
+                        self._socket_dir,
                     ]
                 )
             )
+        if self._read_address(self.coordinator) != planned:
+            raise ClusterStartError(f"coordinator did not bind {planned}")
         client = Client(self.address, timeout=10)
         try:
             deadline = time.monotonic() + START_TIMEOUT
@@ -101,7 +121,7 @@ class LocalCluster:
         finally:
             selector.close()
         line = process.stdout.readline().strip()
-        if not line.startswith("tcp://"):
+        if not line.startswith(("tcp://", "ipc://")):
             raise ClusterStartError(f"coordinator failed to start (exit code {process.poll()})")
         return line
 
@@ -133,3 +153,6 @@ class LocalCluster:
             self.coordinator.stdout.close()
         self.workers = []
         self.coordinator = None
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None

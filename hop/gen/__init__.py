@@ -10,8 +10,26 @@
 Everything is deterministic in its seed: the same arguments give byte-identical files.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from hop.gen.cli import parse_size
-from hop.gen.pageviews import generate_pageviews
-from hop.gen.text import generate_text, generate_text_files
+
+# The generators need numpy; import them on first use so that `hop run` does not pay for it at start-up.
+_LAZY = {
+    "generate_pageviews": "hop.gen.pageviews",
+    "generate_text": "hop.gen.text",
+    "generate_text_files": "hop.gen.text",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'hop.gen' has no attribute {name!r}")
+
 
 __all__ = ["generate_pageviews", "generate_text", "generate_text_files", "parse_size"]

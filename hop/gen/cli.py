@@ -23,9 +23,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from hop.gen.pageviews import generate_pageviews
-from hop.gen.text import generate_text, generate_text_files
-
 _UNITS = {
     "": 1, "b": 1,
     "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
@@ -84,6 +81,8 @@ def _run_text(args: argparse.Namespace) -> int:
         "words_per_line": args.words_per_line,
         "distribution": "uniform" if args.uniform else "zipf",
     }
+    from hop.gen.text import generate_text, generate_text_files  # numpy: only when generating
+
     began = time.perf_counter()
     try:
         if args.files > 1:
@@ -105,6 +104,8 @@ def _run_text(args: argparse.Namespace) -> int:
 
 
 def _run_pageviews(args: argparse.Namespace) -> int:
+    from hop.gen.pageviews import generate_pageviews  # numpy: only when generating
+
     began = time.perf_counter()
     try:
         summary = generate_pageviews(
