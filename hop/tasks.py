@@ -163,6 +163,8 @@ def run_map(
         functions.combiner,
         spill_records=spec.spill_records,
         on_spill=flow.offer,
+        # A reducer that folds runs into a hash map (its reduce is an aggregate) does not need them sorted.
+        sort_runs=functions.reduce_aggregate is None,
     )
     _call_user("setup", job.setup)
     bad_records: list[dict[str, Any]] = []

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shuffle.keys import MIXED, order_tag, sort_keys, total_order_key
+from shuffle.keys import MIXED, UNSORTED, order_tag, sort_keys, total_order_key
 from shuffle.runs import encode_run
 from shuffle.spill import SpillFile, write_spill
 
@@ -67,6 +67,7 @@ class MapOutputBuffer:
         spill_keys: int = 200_000,
         on_spill: Callable[[SpillFile], None] | None = None,
         name: str = "spill",
+        sort_runs: bool = True,
     ) -> None:
         self.spill_dir = Path(spill_dir)
         self.num_partitions = num_partitions
@@ -76,6 +77,8 @@ class MapOutputBuffer:
         self.spill_keys = spill_keys
         self.on_spill = on_spill
         self.name = name
+        self.sort_runs = sort_runs or not (hasattr(combiner, "lift") and hasattr(combiner, "merge"))
+        """False only with an aggregate combiner whose reducer folds runs unordered (``shuffle.fold``)."""
         self.counters = BufferCounters()
         self._groups: dict[Any, Any] = {}
         self._pending = 0
@@ -205,19 +208,22 @@ class MapOutputBuffer:
         combine_in = combine_out = 0
         folding = self._folding
         if folding:
-            # One state per key already: bucket keys by partition, sort each bucket, look the states up.
+            # One state per key already: bucket keys by partition, sort each bucket (unless the reducer folds
+            # runs into a hash map and does not need order), look the states up.
             keys = list(groups)
-            buckets: list[list[Any]] = [[] for _ in range(partitions)]
             if partitions == 1:
-                buckets[0] = keys
+                buckets = [keys]
             else:
-                appenders = [bucket.append for bucket in buckets]
-                for key, partition in zip(keys, self._partitions_of(keys), strict=True):
-                    appenders[partition](key)
-            tag = order_tag(keys)
-            order = total_order_key if tag == MIXED else None
+                parts = self._partitions_of(keys)
+                buckets = [[k for k, p in zip(keys, parts, strict=True) if p == i] for i in range(partitions)]
+            if self.sort_runs:
+                tag = order_tag(keys)
+                order = total_order_key if tag == MIXED else None
+            else:
+                tag = UNSORTED
             for partition, bucket in enumerate(buckets):
-                bucket.sort(key=order)
+                if self.sort_runs:
+                    bucket.sort(key=order)
                 out_keys[partition] = bucket
                 out_values[partition] = list(map(groups.__getitem__, bucket))
             combine_in, combine_out = counters_pending, len(keys)

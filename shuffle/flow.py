@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shuffle.keys import combined_order
+from shuffle.keys import UNSORTED, combined_order
 from shuffle.merge import group_sorted, sort_runs_in_memory
 from shuffle.runs import encode_run, iter_blocks
 from shuffle.spill import SpillFile, write_spill
@@ -54,7 +54,8 @@ def merge_spills(spills: list[SpillFile], target: Path, combiner: Any | None) ->
     for partition in range(len(spills[0].partitions)):
         entries = [spill.partitions[partition] for spill in spills]
         tags = [entry.order_tag for entry in entries]
-        order = combined_order(tags)
+        unsorted = UNSORTED in tags
+        order = None if unsorted else combined_order(tags)
         data = [spill.read_partition(partition) for spill in spills]
         keys: list[Any]
         values: list[Any]
@@ -66,7 +67,7 @@ def merge_spills(spills: list[SpillFile], target: Path, combiner: Any | None) ->
                     for key, value in zip(block_keys, block_values, strict=True):
                         old = state.get(key)
                         state[key] = value if old is None else merge(old, value)
-            keys = sorted(state, key=order)
+            keys = list(state) if unsorted else sorted(state, key=order)
             values = [state[key] for key in keys]
         else:
             pairs = sort_runs_in_memory(data, order)
@@ -79,7 +80,10 @@ def merge_spills(spills: list[SpillFile], target: Path, combiner: Any | None) ->
                     for out_key, out_value in combiner(key, list(group)):
                         keys.append(out_key)
                         values.append(out_value)
-        tag = next((t for t in tags if t != "empty"), "empty") if order is None else "mixed"
+        if unsorted:
+            tag = UNSORTED
+        else:
+            tag = next((t for t in tags if t != "empty"), "empty") if order is None else "mixed"
         runs.append((encode_run(keys, values), len(keys), tag))
     merged = write_spill(target, runs)
     for spill in spills:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shuffle.keys import MIXED, combined_order, total_order_key
+from shuffle.keys import combined_order, sort_keys
 from shuffle.merge import merge_runs
 from shuffle.runs import RunWriter, iter_blocks, iter_run_file
 from shuffle.store import RunStore
@@ -43,8 +43,9 @@ class FoldingRunStore(RunStore):
         self.state: dict[Any, Any] = {}
         self.max_keys = max_keys if max_keys is not None else max(1024, memory_limit // BYTES_PER_KEY)
         self.folded_records = 0
-        self._tags: set[str] = set()
         self._dumps: list[Path] = []
+        self._dump_tags: list[str] = []
+        self._state_tag = "empty"
 
     def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
         super().add(task, attempt, seq, data, records, order_tag)
@@ -69,7 +70,6 @@ class FoldingRunStore(RunStore):
                 assert run.path is not None
                 data = run.path.read_bytes()
             self._fold(data)
-            self._tags.add(run.order_tag)
             self._release(run)
             run.folded = True
             self.folded_records += run.records
@@ -91,15 +91,11 @@ class FoldingRunStore(RunStore):
                     old = get(key)
                     state[key] = value if old is None else merge(old, value)
 
-    def _order(self) -> Any:
-        return combined_order(self._tags)
-
     def _sorted_state(self) -> list[Any]:
-        order = self._order()
-        try:
-            return sorted(self.state, key=order)
-        except TypeError:  # tags can be "empty" only; be safe with a total order
-            return sorted(self.state, key=total_order_key)
+        """The keys of the in-memory state in the total order (runs may have come unsorted: order is ours)."""
+        keys, tag = sort_keys(list(self.state))
+        self._state_tag = tag
+        return keys
 
     def _dump_state(self) -> None:
         path = self._next_path("folded")
@@ -107,6 +103,7 @@ class FoldingRunStore(RunStore):
         state = self.state
         keys = self._sorted_state()
         writer.add_block(keys, [state[key] for key in keys])
+        self._dump_tags.append(self._state_tag)
         size = writer.close()
         self._merged[path] = size  # tracked like merge outputs: counted on disk, deleted by close()
         self.disk_bytes += size
@@ -116,10 +113,11 @@ class FoldingRunStore(RunStore):
     def sorted_pairs(self) -> Iterator[tuple[Any, Any]]:
         """Committed (key, state) pairs in key order; a key repeats only if the state was dumped to disk."""
         state = self.state
-        in_memory = ((key, state[key]) for key in self._sorted_state())
+        keys = self._sorted_state()
+        in_memory = ((key, state[key]) for key in keys)
         if not self._dumps:
             return in_memory
-        order = self._order() if MIXED not in self._tags else total_order_key
+        order = combined_order([*self._dump_tags, self._state_tag])
         return merge_runs([*(iter_run_file(path) for path in self._dumps), in_memory], order)
 
     def close(self) -> None:

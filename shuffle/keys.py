@@ -25,6 +25,8 @@ KeyOrder = Callable[[Any], Any] | None
 """A sort key function, or ``None`` for native order."""
 
 MIXED = "mixed"
+UNSORTED = "unsorted"
+"""The tag of a run whose pairs are in no particular order: only a folding reducer (``shuffle.fold``) takes them."""
 
 _RANK_NONE, _RANK_BOOL, _RANK_NUMBER, _RANK_STR, _RANK_BYTES, _RANK_TUPLE = range(6)
 
@@ -101,6 +103,8 @@ def order_tag(keys: Iterable[Any]) -> str:
 def combined_order(tags: Iterable[str]) -> KeyOrder:
     """The sort key to use when merging runs with these tags: ``None`` (native) when they agree."""
     distinct = {tag for tag in tags if tag != "empty"}
+    if UNSORTED in distinct:
+        raise ValueError("unsorted runs cannot be merged in order; only a folding reducer may receive them")
     if len(distinct) <= 1 and MIXED not in distinct:
         return None
     return total_order_key
