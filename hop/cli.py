@@ -73,6 +73,11 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
         metavar="N",
         help="skip up to N map records per task whose map raises; list them in OUT/_bad_records/",
     )
+    parser.add_argument(
+        "--speculative",
+        action="store_true",
+        help="run a backup attempt of straggling maps on another worker; the first to finish wins",
+    )
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     parser.add_argument(
         "--engine",
@@ -113,7 +118,11 @@ def _run(args: argparse.Namespace) -> int:
         reduce_memory=args.reduce_memory,
         overwrite=args.overwrite,
         input_format=args.input_format,
-        options={"max_attempts": args.max_attempts, "skip_bad_records": args.skip_bad_records},
+        options={
+            "max_attempts": args.max_attempts,
+            "skip_bad_records": args.skip_bad_records,
+            "speculative": args.speculative,
+        },
     )
     cluster: LocalCluster | None = None
     try:

@@ -26,7 +26,7 @@ import zmq
 from hop.inputs import InputError, expand_inputs, make_splits
 from hop.jobspec import JobSpec
 from hop.protocol import close_socket, message, unpack
-from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState
+from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 
 HEARTBEAT_TIMEOUT = 5.0
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared dead."""
@@ -155,6 +155,10 @@ class Coordinator:
                     self._send(
                         identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt, address=address
                     )
+
+    def on_slot_free(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A worker ended an attempt on our request (``kill_task``): its slot is free again."""
+        self._free_slot(msg, msg["kind"])
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
         worker = self.workers.get(msg["worker"])
@@ -303,6 +307,17 @@ class Coordinator:
                 Path(action.path).unlink(missing_ok=True)
             elif isinstance(action, FinishJob):
                 self._finish(job, action)
+            elif isinstance(action, KillAttempt):
+                worker = self.workers.get(action.worker)
+                if worker is not None and worker.alive:
+                    self._send(
+                        worker.identity,
+                        "kill_task",
+                        job_id=job.spec.job_id,
+                        kind=action.kind,
+                        index=action.index,
+                        attempt=action.attempt,
+                    )
 
     def _finish(self, job: JobState, action: FinishJob) -> None:
         output = Path(job.spec.output)
@@ -333,6 +348,13 @@ class Coordinator:
                     if worker is None:
                         break
                     self._assign(job, kind, task.index, worker)
+            if job.spec.options.get("speculative"):
+                for task in job.speculation_candidates(time.time()):
+                    avoid = {a.worker for a in task.attempts}
+                    worker = self._pick_worker("map", avoid)
+                    if worker is None or worker.name in avoid:
+                        break  # a backup on the same worker would not help
+                    self._assign(job, "map", task.index, worker)
 
     def _pick_worker(self, kind: str, avoid: set[str]) -> WorkerInfo | None:
         """The live worker with the most free slots of ``kind``, preferring those not in ``avoid``."""

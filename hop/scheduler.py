@@ -107,12 +107,22 @@ class DiscardOutput:
 
 
 @dataclass(frozen=True)
+class KillAttempt:
+    """Stop an attempt that lost a speculative race: its worker ends the task process (the slot restarts)."""
+
+    worker: str
+    kind: str
+    index: int
+    attempt: int
+
+
+@dataclass(frozen=True)
 class FinishJob:
     status: str
     error: str | None = None
 
 
-Action = Broadcast | CommitOutput | DiscardOutput | FinishJob
+Action = Broadcast | CommitOutput | DiscardOutput | FinishJob | KillAttempt
 
 
 class JobState:
@@ -141,6 +151,36 @@ class JobState:
 
     def pending(self, kind: str) -> list[TaskState]:
         return [task for task in self.tasks(kind) if task.pending] if self.state == "running" else []
+
+    def speculation_candidates(self, now: float, slowdown: float = 2.0, minimum: float = 1.0) -> list[TaskState]:
+        """Running maps that look like stragglers and have no backup attempt yet.
+
+        A map is a straggler when it has run longer than ``slowdown`` times the median duration of the maps that
+        already committed (and at least ``minimum`` seconds), and its progress says it will not finish soon: its
+        projected total time (elapsed / fraction done) also exceeds that bound. Slowest first.
+        """
+        if self.state != "running":
+            return []
+        durations = sorted(
+            a.end - a.start
+            for t in self.maps
+            if t.committed is not None
+            for a in [t.attempts[t.committed]]
+            if a.start is not None and a.end is not None
+        )
+        if not durations:
+            return []
+        bound = max(minimum, slowdown * durations[len(durations) // 2])
+        candidates = []
+        for task in self.maps:
+            running = [a for a in task.attempts if a.status in ("assigned", "running")]
+            if task.committed is not None or len(running) != 1 or running[0].start is None:
+                continue
+            elapsed = now - running[0].start
+            projected = elapsed / task.fraction if task.fraction > 0 else float("inf")
+            if elapsed > bound and projected > bound:
+                candidates.append((projected, task))
+        return [task for _, task in sorted(candidates, key=lambda pair: -pair[0])]
 
     def attempt(self, kind: str, index: int, attempt: int) -> Attempt:
         return self.tasks(kind)[index].attempts[attempt]
@@ -206,8 +246,9 @@ class JobState:
     ) -> list[Action]:
         task = self.maps[index]
         record = task.attempts[attempt]
-        if record.status == "failed":
-            # Declared failed (its worker was lost) before this report arrived: its runs are already dropped.
+        if record.status in ("failed", "killed"):
+            # Declared failed (its worker was lost) or killed (it lost a speculative race) before this report
+            # arrived: its runs are already dropped.
             return [Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt})]
         record.end = at
         if task.committed is not None or self.state != "running":
@@ -215,6 +256,14 @@ class JobState:
             return [Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt})]
         record.status = "succeeded"
         task.committed, task.fraction, task.records = attempt, 1.0, counters.get("map_input_records", 0)
+        kills: list[Action] = []
+        for other in task.attempts:  # a speculative race is over: the first to finish wins
+            if other is not record and other.status in ("assigned", "running"):
+                other.status, other.end, other.error = "killed", at, f"attempt {attempt} finished first"
+                kills.append(KillAttempt(other.worker, "map", index, other.attempt))
+                kills.append(
+                    Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": other.attempt})
+                )
         record.counters, record.user_counters = counters, user_counters
         record.bad_records = bad_records or []
         self.map_spills[index] = (attempt, spills)
@@ -225,7 +274,7 @@ class JobState:
             )
         ]
         # Reducers may all be done already: a map re-run after its output was lost with a worker commits last.
-        return actions + self._finish_if_done()
+        return actions + kills + self._finish_if_done()
 
     def on_reduce_done(
         self,
@@ -261,7 +310,7 @@ class JobState:
     ) -> list[Action]:
         task = self.tasks(kind)[index]
         record = task.attempts[attempt]
-        if record.status in ("succeeded", "superseded", "lost"):
+        if record.status in ("succeeded", "superseded", "lost", "killed"):
             return []  # a late report about an attempt that already finished: nothing to undo
         record.status, record.end, record.error = "failed", at, error
         actions: list[Action] = []

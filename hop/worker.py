@@ -162,6 +162,8 @@ class Worker:
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
                     self._to_slot(slot, frame)
+        elif kind == "kill_task":
+            self._kill_task((msg["job_id"], msg["kind"], msg["index"], msg["attempt"]))
         elif kind == "reducer_at":
             self.pusher.set_reducer(msg["job_id"], msg["index"], msg["attempt"], msg["address"])
         elif kind == "job_done":
@@ -180,6 +182,18 @@ class Worker:
                     slot, message("spill_status", job_id=job_id, index=map_index, attempt=attempt, unsent=unsent)
                 )
                 return
+
+    def _kill_task(self, task: tuple[str, str, int, int]) -> None:
+        """End the process running ``task`` (it lost a speculative race); ``_check_slots`` restarts the slot."""
+        self.waiting = [
+            (m, f) for m, f in self.waiting if (m["job"]["job_id"], m["kind"], m["index"], m["attempt"]) != task
+        ]
+        for slot in self.slots.values():
+            if slot.task == task:
+                slot.task = None  # already settled: the coordinator expects no report from it
+                slot.process.kill()
+                slot.process.wait(timeout=10)
+                self._to_coordinator("slot_free", kind=task[1])
 
     def _stop_job_tasks(self, job_id: str) -> None:
         """A failed job's tasks would wait forever for input: end their processes (slots restart)."""

@@ -127,3 +127,30 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
     for name in RECORD_COUNTERS:
         assert report["counters"][name] == expected["counters"][name], name
     assert any(a["status"] in ("failed", "lost") for a in report["attempts"]), "the kills should have cost attempts"
+
+
+def test_speculative_backup_beats_a_straggler(cluster: LocalCluster, tmp_path: Path) -> None:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("a.txt", "b.txt", "slow-c.txt"):
+        generate_text(folder / name, 60_000, seed=len(name), vocabulary=500)
+    client = Client(cluster.address)
+    try:
+        started = time.monotonic()
+        report = run_job(
+            client, "straggler", [str(folder / "*.txt")], tmp_path / "out", num_reduces=2, options={"speculative": True}
+        )
+        took = time.monotonic() - started
+    finally:
+        client.close()
+    assert took < 30, "the backup attempt should finish long before the straggler's 60 s sleep"
+    slow = [a for a in report["attempts"] if a["kind"] == "map" and a["task_id"] == "map-00002"]
+    assert [a["status"] for a in slow] == ["killed", "succeeded"]
+    assert slow[0]["worker"] != slow[1]["worker"]
+    expected: dict[str, int] = {}
+    for path in folder.glob("*.txt"):
+        for word in path.read_text(encoding="utf-8").split():
+            expected[word] = expected.get(word, 0) + 1
+    from tests.conftest import output_dict
+
+    assert output_dict(tmp_path / "out") == expected

@@ -131,10 +131,16 @@ def test_second_attempt_of_a_committed_map_is_superseded() -> None:
     job = _state()
     first = _start(job, "map", 0, worker="w1")
     second = _start(job, "map", 0, worker="w2")
-    assert _map_done(job, 0, second, spills=2, at=20.0) == [_committed(0, 1, spills=2)]
-    assert _map_done(job, 0, first, spills=5, at=25.0) == [_map_failed(0, 0)]
-    assert job.attempt("map", 0, 0).status == "superseded"
-    assert job.attempt("map", 0, 0).end == 25.0
+    from hop.scheduler import KillAttempt
+
+    assert _map_done(job, 0, second, spills=2, at=20.0) == [
+        _committed(0, 1, spills=2),
+        KillAttempt("w1", "map", 0, 0),
+        _map_failed(0, 0),
+    ]
+    assert _map_done(job, 0, first, spills=5, at=25.0) == [_map_failed(0, 0)]  # a late report changes nothing
+    assert job.attempt("map", 0, 0).status == "killed"
+    assert job.attempt("map", 0, 0).end == 20.0
     assert job.maps[0].committed == 1
     assert job.map_spills == {0: (1, 2)}
     assert job.counters["map_output_records"] == 30  # counted once
@@ -417,3 +423,22 @@ def test_report_of_a_failed_job() -> None:
     assert (report["status"], report["error"]) == ("failed", "map raised ValueError")
     assert report["end"] is not None
     assert report["first_shuffle_at"] is None
+
+
+def test_speculation_picks_stragglers_and_the_first_finisher_kills_the_other() -> None:
+    from hop.scheduler import KillAttempt
+
+    job = _state(maps=3, reduces=1)
+    _map_done(job, 0, _start(job, "map", 0, worker="w1", at=0.0), at=2.0)
+    _map_done(job, 1, _start(job, "map", 1, worker="w2", at=0.0), at=2.0)
+    _start(job, "map", 2, worker="w3", at=0.0)
+    job.on_progress("map", 2, 0, fraction=0.1, records=5)
+    assert job.speculation_candidates(now=3.0) == [], "not yet past twice the median duration"
+    assert [t.index for t in job.speculation_candidates(now=4.5)] == [2]
+    backup = _start(job, "map", 2, worker="w1", at=4.5)
+    assert job.speculation_candidates(now=9.0) == [], "one backup per task"
+    actions = _map_done(job, 2, backup, at=5.0)
+    assert KillAttempt("w3", "map", 2, 0) in actions
+    assert _map_failed(2, 0) in actions
+    assert job.attempt("map", 2, 0).status == "killed"
+    assert _map_done(job, 2, 0, at=6.0) == [_map_failed(2, 0)]
