@@ -78,6 +78,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
         action="store_true",
         help="run a backup attempt of straggling maps on another worker; the first to finish wins",
     )
+    parser.add_argument(
+        "--max-line-bytes", type=_size, default=256 << 20, help="longest input line accepted (default 256MiB)"
+    )
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     parser.add_argument(
         "--engine",
@@ -122,6 +125,7 @@ def _run(args: argparse.Namespace) -> int:
             "max_attempts": args.max_attempts,
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
+            "max_line_bytes": args.max_line_bytes,
         },
     )
     cluster: LocalCluster | None = None

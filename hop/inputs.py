@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import IO, Any
 
 CHUNK_BYTES = 1 << 22
+MAX_LINE_BYTES = 256 << 20
+"""Default bound on one line (record) of text input."""
 
 
 class InputError(ValueError):
@@ -103,8 +105,12 @@ def _open(split: Split) -> IO[bytes]:
         raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
 
 
-def iter_lines(split: Split) -> Iterator[tuple[int, str]]:
-    """Yield ``(byte offset, line)`` for every line whose first byte lies in the split."""
+def iter_lines(split: Split, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str]]:
+    """Yield ``(byte offset, line)`` for every line whose first byte lies in the split.
+
+    A line longer than ``max_line_bytes`` raises :class:`InputError` (naming file and offset) instead of growing
+    memory without bound.
+    """
     with _open(split) as file:
         position = split.start
         if split.start > 0:
@@ -125,6 +131,11 @@ def iter_lines(split: Split) -> Iterator[tuple[int, str]]:
             data = leftover + chunk if leftover else chunk
             cut = data.rfind(b"\n")
             if cut < 0:
+                if len(data) > max_line_bytes:
+                    raise InputError(
+                        f"input file {split.path}: the line at byte offset {position} is longer than "
+                        f"{max_line_bytes:,} bytes; raise --max-line-bytes if that is intended"
+                    )
                 leftover = data
                 continue
             leftover = data[cut + 1 :]
@@ -162,20 +173,20 @@ def _decode(raw: bytes, path: str, position: int) -> str:
     return text
 
 
-def iter_records(split: Split, input_format: str) -> Iterator[tuple[Any, Any]]:
+def iter_records(split: Split, input_format: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[Any, Any]]:
     """Yield the records of a split in the given format (see the module docstring)."""
     if input_format == "text":
-        yield from iter_lines(split)
+        yield from iter_lines(split, max_line_bytes)
     elif input_format == "jsonl":
-        for offset, line in iter_lines(split):
+        for offset, line in iter_lines(split, max_line_bytes):
             if line.strip():
                 yield offset, _parse_json(line, split.path, offset)
     elif input_format == "csv":
-        for offset, line in iter_lines(split):
+        for offset, line in iter_lines(split, max_line_bytes):
             if line:
                 yield offset, _parse_csv(line, split.path, offset)
     elif input_format == "output":
-        for offset, line in iter_lines(split):
+        for offset, line in iter_lines(split, max_line_bytes):
             key_text, tab, value_text = line.partition("\t")
             if not tab:
                 raise InputError(f"input file {split.path}: line at byte offset {offset} has no TAB")

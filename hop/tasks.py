@@ -27,7 +27,7 @@ import zmq
 
 from hop import faults
 from hop.aggregates import Aggregate, as_aggregate
-from hop.inputs import InputError, Split, iter_records
+from hop.inputs import MAX_LINE_BYTES, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
@@ -173,7 +173,7 @@ def run_map(
     if skip_limit:
         mapper = _skipping_mapper(mapper, split, skip_limit, bad_records)
     total_bytes = _split_bytes(split)
-    records = iter_records(split, spec.input_format)
+    records = iter_records(split, spec.input_format, int(spec.options.get("max_line_bytes", MAX_LINE_BYTES)))
     last_report = time.monotonic()
     consumed = 0
     loop = buffer.run_map(records, mapper)

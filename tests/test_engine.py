@@ -321,3 +321,20 @@ def test_skip_bad_records_lists_them(client: Client, tmp_path: Path) -> None:
     assert "byte offset 5" in failure.value.status["error"] and "byte offset 19" in failure.value.status["error"]
     report = json.loads((tmp_path / "out2" / "_job.json").read_text())
     assert "cannot handle boom" in report["traceback"]
+
+
+def test_bad_input_gets_clear_errors(client: Client, tmp_path: Path) -> None:
+    long_line = tmp_path / "long.txt"
+    long_line.write_bytes(b"short\n" + b"x" * 12_000_000 + b"\nafter\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "wordcount", [long_line], tmp_path / "out1", options={"max_line_bytes": 5_000_000})
+    assert f"{long_line}: the line at byte offset 6 is longer than 5,000,000 bytes" in failure.value.status["error"]
+    # Within the limit the same 12 MB line is an ordinary record.
+    run_job(client, "wordcount", [long_line], tmp_path / "out2", options={"max_line_bytes": 50_000_000})
+    assert output_dict(tmp_path / "out2") == {"short": 1, "x" * 12_000_000: 1, "after": 1}
+    undecodable = tmp_path / "latin1.txt"
+    undecodable.write_bytes("ok\ncaf\xe9 au lait\n".encode("latin-1"))
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "wordcount", [undecodable], tmp_path / "out3")
+    assert f"{undecodable}: line at byte offset 3 is not valid UTF-8" in failure.value.status["error"]
+    assert not (tmp_path / "out3" / "_SUCCESS").exists()
