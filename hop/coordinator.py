@@ -230,6 +230,15 @@ class Coordinator:
         if job is not None:
             self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
 
+    def on_map_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            job.on_checkpoint(
+                msg["index"],
+                msg["attempt"],
+                {key: msg[key] for key in ("spills", "records", "offset", "counters", "user_counters", "bad_records")},
+            )
+
     def on_first_run(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None:
@@ -372,11 +381,13 @@ class Coordinator:
             worker.free_map -= 1
             split = job.splits[index]
             fields["split"] = [split.path, split.start, split.length]
+            if attempt.resumed_from:
+                fields["resume"] = attempt.resumed_from
         else:
             worker.free_reduce -= 1
             fields["num_maps"] = len(job.maps)
             fields["host"] = worker.host
-            fields["committed"] = [[i, a, s] for i, (a, s) in job.map_spills.items()]
+            fields["committed"] = [[i, a, s, seg] for i, (a, s, seg) in job.map_spills.items()]
         self._send(worker.identity, "run_task", **fields)
 
     def _check_heartbeats(self) -> None:

@@ -18,14 +18,20 @@ Worker -> coordinator:
     task_progress {job_id, kind, index, attempt, fraction, records}
     reducer_ready {job_id, index, attempt, address}          a reduce attempt's PULL address
     first_run     {job_id, index, attempt, at}               the first run reached this reduce attempt
-    map_done      {job_id, index, attempt, spills, counters, user_counters, at}
+    map_checkpoint {job_id, index, attempt, spills, records, offset, counters, user_counters, bad_records}
+                                                             registered spills cover the first ``records`` records
+    map_done      {job_id, index, attempt, spills, counters, user_counters, bad_records, at}
     reduce_done   {job_id, index, attempt, path, counters, user_counters, at}
     task_failed   {job_id, kind, index, attempt, error, traceback, record, retryable, at}
 
 Coordinator -> worker:
-    run_task      {job: JobSpec, kind, index, attempt, split?, num_maps}
-    map_committed {job_id, index, attempt, spills}           sent to every worker; relayed to reduce tasks
-    map_failed    {job_id, index, attempt}                   drop that attempt's runs
+    run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed}
+    map_committed {job_id, index, attempt, spills, segments} sent to every worker; relayed to reduce tasks;
+                                                             ``segments`` [[attempt, first, end], ...] are kept
+                                                             spills of failed attempts this one resumed after
+    map_failed    {job_id, index, attempt, keep_below?}      drop that attempt's runs (those with seq >= keep_below
+                                                             if given: a checkpoint covers the rest, and a retry
+                                                             resumes after them)
     map_lost      {job_id, index, attempt}                   a committed attempt's output died with its worker:
                                                              keep it if every run is here, else drop it
     reducer_at    {job_id, index, attempt, address}          push partition ``index`` there

@@ -54,6 +54,9 @@ class Attempt:
     user_counters: dict[str, dict[str, int]] = field(default_factory=dict)
     bad_records: list[dict[str, Any]] = field(default_factory=list)
     """Records a map skipped (``--skip-bad-records``), with their errors."""
+    checkpoint: dict[str, Any] | None = None
+    """The latest map checkpoint of this attempt (spills registered, records covered, counters)."""
+    resumed_from: dict[str, Any] | None = None
 
     def report(self) -> dict[str, Any]:
         return {
@@ -61,6 +64,7 @@ class Attempt:
             "attempt": self.attempt,
             "kind": self.kind,
             "worker": self.worker,
+            **({"resumed_after_records": self.resumed_from["records"]} if self.resumed_from else {}),
             "pid": self.pid,
             "start": self.start,
             "end": self.end,
@@ -77,6 +81,9 @@ class TaskState:
     committed: int | None = None
     fraction: float = 0.0
     records: int = 0
+    resume: dict[str, Any] | None = None
+    """Where the next attempt of a map starts: kept spill segments ``[attempt, first_seq, end_seq]`` of failed
+    attempts, the spill count and records they cover, and their counters (see ``hop.tasks.run_map``)."""
 
     @property
     def pending(self) -> bool:
@@ -142,8 +149,8 @@ class JobState:
         self.first_shuffle_at: float | None = None
         self.last_map_commit_at: float | None = None
         self.reducer_addresses: dict[int, tuple[int, str]] = {}
-        self.map_spills: dict[int, tuple[int, int]] = {}
-        """map index -> (committed attempt, spills)."""
+        self.map_spills: dict[int, tuple[int, int, list[list[int]]]] = {}
+        """map index -> (committed attempt, spills, kept segments of earlier attempts it resumed from)."""
 
     # Queries -----------------------------------------------------------------------------------------------
     def tasks(self, kind: str) -> list[TaskState]:
@@ -209,9 +216,15 @@ class JobState:
     # Events ------------------------------------------------------------------------------------------------
     def assign(self, kind: str, index: int, worker: str) -> Attempt:
         task = self.tasks(kind)[index]
-        attempt = Attempt(kind, index, len(task.attempts), worker)
+        attempt = Attempt(kind, index, len(task.attempts), worker, resumed_from=task.resume)
         task.attempts.append(attempt)
         return attempt
+
+    def on_checkpoint(self, index: int, attempt: int, checkpoint: dict[str, Any]) -> None:
+        """A running map attempt's registered spills now cover ``checkpoint["records"]`` input records."""
+        record = self.maps[index].attempts[attempt]
+        if record.status in ("assigned", "running"):
+            record.checkpoint = checkpoint
 
     def on_started(self, kind: str, index: int, attempt: int, pid: int, at: float) -> None:
         record = self.attempt(kind, index, attempt)
@@ -266,11 +279,19 @@ class JobState:
                 )
         record.counters, record.user_counters = counters, user_counters
         record.bad_records = bad_records or []
-        self.map_spills[index] = (attempt, spills)
+        segments = record.resumed_from["segments"] if record.resumed_from else []
+        self.map_spills[index] = (attempt, spills, segments)
         self.last_map_commit_at = at
         actions: list[Action] = [
             Broadcast(
-                "map_committed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt, "spills": spills}
+                "map_committed",
+                {
+                    "job_id": self.spec.job_id,
+                    "index": index,
+                    "attempt": attempt,
+                    "spills": spills,
+                    "segments": segments,
+                },
             )
         ]
         # Reducers may all be done already: a map re-run after its output was lost with a worker commits last.
@@ -306,7 +327,15 @@ class JobState:
         return []
 
     def on_task_failed(
-        self, kind: str, index: int, attempt: int, error: str, traceback: str | None, retryable: bool, at: float
+        self,
+        kind: str,
+        index: int,
+        attempt: int,
+        error: str,
+        traceback: str | None,
+        retryable: bool,
+        at: float,
+        keep_checkpoint: bool = True,
     ) -> list[Action]:
         task = self.tasks(kind)[index]
         record = task.attempts[attempt]
@@ -315,7 +344,25 @@ class JobState:
         record.status, record.end, record.error = "failed", at, error
         actions: list[Action] = []
         if kind == "map":
-            actions.append(Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt}))
+            failed = {"job_id": self.spec.job_id, "index": index, "attempt": attempt}
+            checkpoint = record.checkpoint
+            first_seq = task.resume["spills"] if task.resume else 0
+            if retryable and checkpoint and keep_checkpoint and checkpoint["spills"] > first_seq:
+                # Resume the next attempt after this checkpoint: its spills below ``spills`` stay registered.
+                earlier = task.resume["segments"] if task.resume else []
+                segments = [*earlier, [attempt, first_seq, checkpoint["spills"]]]
+                task.resume = {**checkpoint, "segments": segments}
+                failed["keep_below"] = checkpoint["spills"]
+            elif not keep_checkpoint and task.resume:
+                # The kept spills may have died with the worker: start over, and let everyone forget them.
+                for segment_attempt, _, _ in task.resume["segments"]:
+                    actions.append(
+                        Broadcast(
+                            "map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": segment_attempt}
+                        )
+                    )
+                task.resume = None
+            actions.append(Broadcast("map_failed", failed))
         if self.state != "running" or task.committed is not None:
             return actions
         if not retryable or len(task.attempts) >= self.max_attempts:
@@ -332,24 +379,61 @@ class JobState:
                 for record in task.attempts:
                     if record.worker == worker and record.status in ("assigned", "running"):
                         actions += self.on_task_failed(
-                            kind, task.index, record.attempt, f"worker {worker} was lost", None, True, at
+                            kind,
+                            task.index,
+                            record.attempt,
+                            f"worker {worker} was lost",
+                            None,
+                            True,
+                            at,
+                            keep_checkpoint=False,
                         )
+        for task in self.maps:  # kept spills of a resumed map lived on the lost worker: the map starts over
+            if task.committed is None and task.resume and worker in self._segment_workers(task):
+                running = [a for a in task.attempts if a.status in ("assigned", "running")]
+                for record in running:
+                    actions += self.on_task_failed(
+                        "map",
+                        task.index,
+                        record.attempt,
+                        f"its kept spills were lost with worker {worker}",
+                        None,
+                        True,
+                        at,
+                        keep_checkpoint=False,
+                    )
+                if task.resume:
+                    for segment_attempt, _, _ in task.resume["segments"]:
+                        actions.append(
+                            Broadcast(
+                                "map_failed",
+                                {"job_id": self.spec.job_id, "index": task.index, "attempt": segment_attempt},
+                            )
+                        )
+                    task.resume = None
         if self.state != "running" or all(r.committed is not None for r in self.reduces):
             return actions
         # Committed map output lived on the lost worker's disk: a reduce attempt that has not received all of it
         # (or a future reduce attempt) needs it again, so the map runs again. Reducers that already hold every run
         # of the lost attempt keep it and ignore the new attempt (``map_lost``), so nothing is counted twice.
         for task in self.maps:
-            if task.committed is None or task.attempts[task.committed].worker != worker:
+            if task.committed is None or (
+                task.attempts[task.committed].worker != worker and worker not in self._segment_workers(task)
+            ):
                 continue
             record = task.attempts[task.committed]
             record.status, record.error = "lost", f"output lost with worker {worker}"
-            task.committed, task.fraction = None, 0.0
+            task.committed, task.fraction, task.resume = None, 0.0, None
             self.map_spills.pop(task.index, None)
             actions.append(
                 Broadcast("map_lost", {"job_id": self.spec.job_id, "index": task.index, "attempt": record.attempt})
             )
         return actions
+
+    def _segment_workers(self, task: TaskState) -> set[str]:
+        """Workers holding the kept spills a resumed map builds on."""
+        segments = task.resume["segments"] if task.resume else []
+        return {task.attempts[attempt].worker for attempt, _, _ in segments}
 
     def failed_workers(self, kind: str, index: int) -> set[str]:
         """Workers on which attempts of this task failed or were lost: a retry should go elsewhere."""

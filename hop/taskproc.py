@@ -83,7 +83,7 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
     try:
         if kind == "map":
-            result = run_map(spec, index, attempt, Split(*task["split"]), job_dir, channel)
+            result = run_map(spec, index, attempt, Split(*task["split"]), job_dir, channel, task.get("resume"))
             channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
         else:
             host = task.get("host", "127.0.0.1")

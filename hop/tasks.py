@@ -10,6 +10,7 @@ offset for maps, key for reduces); the task process turns them into a ``task_fai
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -108,10 +109,33 @@ def _guarded_combiner(
 
 
 def run_map(
-    spec: JobSpec, index: int, attempt: int, split: Split, spill_dir: Path, channel: TaskChannel
+    spec: JobSpec,
+    index: int,
+    attempt: int,
+    split: Split,
+    spill_dir: Path,
+    channel: TaskChannel,
+    resume: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run one map attempt over ``split``; each spill is announced to the worker as soon as it is written."""
+    """Run one map attempt over ``split``; each spill is announced to the worker as soon as it is written.
+
+    Checkpoints: whenever every spill written so far is registered (none held back by flow control), the attempt
+    sends ``map_checkpoint`` with the number of spills, the input records they cover and the counters so far. A
+    retry given ``resume`` (the checkpoint of a failed attempt) keeps that attempt's registered spills, skips the
+    records they cover without mapping them, numbers its own spills after them, and adds the checkpoint's counters
+    to its own, so the committed result counts every record once.
+    """
     job, functions = instantiate(spec)
+    prefix: dict[str, Any] = resume or {
+        "spills": 0,
+        "records": 0,
+        "counters": {},
+        "user_counters": {},
+        "bad_records": [],
+    }
+    for group, names in prefix["user_counters"].items():
+        for name, value in names.items():
+            job.increment_counter(group, name, value)
     job.input_file = split.path
     attempt_dir = spill_dir / f"map-{index:05d}-{attempt}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -124,15 +148,16 @@ def run_map(
         except Exception as error:
             raise UserCodeError("partition", error, f"key {key!r}") from error
 
-    registered = 0
+    registered = prefix["spills"]
     unsent_now = 0
+    checkpoints_sent = 0
 
     def register(spill: SpillFile) -> None:
         nonlocal registered, unsent_now
         channel.send("spill", index=index, attempt=attempt, seq=registered, path=str(spill.path))
         registered += 1
         unsent_now += 1  # until the worker says otherwise
-        if registered == 1 and faults.wanted("map", "pushed", index, attempt):
+        if registered == prefix["spills"] + 1 and faults.wanted("map", "pushed", index, attempt):
             deadline = time.monotonic() + 30
             while unsent() and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -155,6 +180,38 @@ def run_map(
         enabled=spec.mode == "pipelined",
     )
 
+    def spilled(spill: SpillFile) -> None:
+        nonlocal checkpoints_sent
+        flow.offer(spill)
+        if flow.held:
+            return  # some output is not registered: no consistent point to resume from yet
+        counters = buffer.counters
+        channel.send(
+            "map_checkpoint",
+            index=index,
+            attempt=attempt,
+            spills=registered,
+            records=prefix["records"] + buffer.records_consumed,
+            offset=buffer.current_record[0] if buffer.current_record else None,
+            counters=_add_counts(
+                prefix["counters"],
+                {
+                    "map_input_records": buffer.records_consumed,
+                    "map_output_records": counters.map_output_records,
+                    "combine_input_records": counters.combine_input_records,
+                    "combine_output_records": counters.combine_output_records,
+                },
+            ),
+            user_counters={group: dict(names) for group, names in job._counters.items()},
+            bad_records=prefix["bad_records"] + bad_records,
+        )
+        checkpoints_sent += 1
+        if checkpoints_sent == 1 and faults.wanted("map", "checkpointed", index, attempt):
+            deadline = time.monotonic() + 30
+            while unsent() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            faults.inject("map", "checkpointed", index, attempt)
+
     default_partition = type(job).partition is Job.partition
     buffer = MapOutputBuffer(
         attempt_dir,
@@ -162,18 +219,20 @@ def run_map(
         None if default_partition else partitioner,
         functions.combiner,
         spill_records=spec.spill_records,
-        on_spill=flow.offer,
+        on_spill=spilled,
         # A reducer that folds runs into a hash map (its reduce is an aggregate) does not need them sorted.
         sort_runs=functions.reduce_aggregate is None,
     )
-    _call_user("setup", job.setup)
     bad_records: list[dict[str, Any]] = []
+    _call_user("setup", job.setup)
     mapper = functions.mapper
     skip_limit = int(spec.options.get("skip_bad_records", 0))
     if skip_limit:
         mapper = _skipping_mapper(mapper, split, skip_limit, bad_records)
     total_bytes = _split_bytes(split)
     records = iter_records(split, spec.input_format, int(spec.options.get("max_line_bytes", MAX_LINE_BYTES)))
+    if prefix["records"]:
+        records = itertools.islice(records, prefix["records"], None)  # covered by the kept spills
     last_report = time.monotonic()
     consumed = 0
     loop = buffer.run_map(records, mapper)
@@ -206,25 +265,36 @@ def run_map(
     counters = buffer.counters
     return {
         "spills": registered,
-        "counters": {
-            "map_input_records": consumed,
-            "map_output_records": counters.map_output_records,
-            "combine_input_records": counters.combine_input_records,
-            "combine_output_records": counters.combine_output_records,
-            "spill_files": counters.spill_files,
-            "spill_bytes": counters.spill_bytes,
-            "map_spill_seconds": round(counters.spill_seconds, 3),
-            "spills_held_back": flow.counters.spills_held_back,
-            "max_spills_held": flow.counters.max_spills_held,
-            "spill_hold_seconds": round(flow.counters.hold_seconds, 3),
-            "bad_records_skipped": len(bad_records),
-            "spills_merged_map_side": flow.counters.spills_merged_map_side,
-            "map_merge_records_in": flow.counters.merge_records_in,
-            "map_merge_records_out": flow.counters.merge_records_out,
-        },
+        "counters": _add_counts(
+            prefix["counters"],
+            {
+                "map_input_records": consumed,
+                "map_output_records": counters.map_output_records,
+                "combine_input_records": counters.combine_input_records,
+                "combine_output_records": counters.combine_output_records,
+                "spill_files": counters.spill_files,
+                "spill_bytes": counters.spill_bytes,
+                "map_spill_seconds": round(counters.spill_seconds, 3),
+                "spills_held_back": flow.counters.spills_held_back,
+                "max_spills_held": flow.counters.max_spills_held,
+                "spill_hold_seconds": round(flow.counters.hold_seconds, 3),
+                "bad_records_skipped": len(prefix["bad_records"]) + len(bad_records),
+                "spills_merged_map_side": flow.counters.spills_merged_map_side,
+                "map_merge_records_in": flow.counters.merge_records_in,
+                "map_merge_records_out": flow.counters.merge_records_out,
+                "map_resumed_records": prefix["records"],
+            },
+        ),
         "user_counters": job.take_counters(),
-        "bad_records": bad_records,
+        "bad_records": prefix["bad_records"] + bad_records,
     }
+
+
+def _add_counts(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    total = dict(base)
+    for name, value in more.items():
+        total[name] = total.get(name, 0) + value
+    return total
 
 
 class TooManyBadRecords(Exception):
@@ -292,7 +362,7 @@ def run_reduce(
     work_dir: Path,
     channel: TaskChannel,
     host: str = "127.0.0.1",
-    committed: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
+    committed: list[tuple[int, int, int, list[list[int]]]] = (),  # type: ignore[assignment]
 ) -> dict[str, Any]:
     """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output."""
     job, functions = instantiate(spec)
@@ -305,8 +375,8 @@ def run_reduce(
         store = FoldingRunStore(store_dir, functions.reduce_aggregate, memory_limit=spec.reduce_memory)
     else:
         store = RunStore(store_dir, memory_limit=spec.reduce_memory)
-    for map_index, map_attempt, spills in committed:
-        store.commit(map_index, map_attempt, spills)
+    for map_index, map_attempt, spills, segments in committed:
+        store.commit(map_index, map_attempt, spills, segments)
     try:
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
         first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel)
@@ -378,9 +448,9 @@ def _receive_runs(
                 if control.get("job_id") != spec.job_id:
                     continue
                 if control["type"] == "map_committed":
-                    store.commit(control["index"], control["attempt"], control["spills"])
+                    store.commit(control["index"], control["attempt"], control["spills"], control.get("segments", []))
                 elif control["type"] == "map_failed":
-                    store.drop(control["index"], control["attempt"])
+                    store.drop(control["index"], control["attempt"], control.get("keep_below"))
                 elif control["type"] == "map_lost":
                     store.lost(control["index"], control["attempt"])
         now = time.monotonic()

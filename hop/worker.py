@@ -32,7 +32,16 @@ from shuffle.pusher import SpillPusher
 
 HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
-RELAYED = {"task_started", "task_progress", "reducer_ready", "first_run", "map_done", "reduce_done", "task_failed"}
+RELAYED = {
+    "task_started",
+    "task_progress",
+    "reducer_ready",
+    "first_run",
+    "map_checkpoint",
+    "map_done",
+    "reduce_done",
+    "task_failed",
+}
 FINISHING = {"map_done", "reduce_done", "task_failed"}
 
 
@@ -156,9 +165,9 @@ class Worker:
             self._dispatch()
         elif kind in ("map_committed", "map_failed", "map_lost"):
             if kind == "map_committed":
-                self.pusher.commit(msg["job_id"], msg["index"], msg["attempt"])
+                self.pusher.commit(msg["job_id"], msg["index"], msg["attempt"], msg.get("segments", []))
             else:
-                self.pusher.fail(msg["job_id"], msg["index"], msg["attempt"])
+                self.pusher.fail(msg["job_id"], msg["index"], msg["attempt"], msg.get("keep_below"))
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
                     self._to_slot(slot, frame)

@@ -82,6 +82,8 @@ class MapOutputBuffer:
         self.counters = BufferCounters()
         self._groups: dict[Any, Any] = {}
         self._pending = 0
+        self.records_consumed = 0
+        """Input records whose output is in spills already written (set by ``run_map`` before each spill)."""
         # A combiner with lift/merge (hop.aggregates.Aggregate) is folded in as records arrive.
         self._folding = hasattr(combiner, "lift") and hasattr(combiner, "merge")
 
@@ -157,6 +159,7 @@ class MapOutputBuffer:
                 if pending >= spill_records or len(groups) >= spill_keys:
                     self._pending = pending
                     self.current_record = (record_key, record_value)
+                    self.records_consumed = consumed  # the spill covers exactly these records (checkpoints)
                     self.spill()
                     groups = self._groups  # spill() swapped in a fresh map
                     pending = 0
@@ -170,6 +173,7 @@ class MapOutputBuffer:
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             raise
         self._pending = pending
+        self.records_consumed = consumed
         yield consumed
 
     @property

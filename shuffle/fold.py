@@ -52,8 +52,8 @@ class FoldingRunStore(RunStore):
         if self.committed.get(task) == attempt and self.complete(task, attempt):
             self._fold_attempt(task, attempt)
 
-    def commit(self, task: int, attempt: int, spills: int) -> None:
-        super().commit(task, attempt, spills)
+    def commit(self, task: int, attempt: int, spills: int, segments: list[list[int]] = ()) -> None:  # type: ignore[assignment]
+        super().commit(task, attempt, spills, segments)
         if self.committed.get(task) == attempt and self.complete(task, attempt):
             self._fold_attempt(task, attempt)
 

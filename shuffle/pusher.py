@@ -86,21 +86,33 @@ class SpillPusher:
             for reducer in job.reducers.values():
                 reducer.queue.append(spill)
 
-    def commit(self, job_id: str, map_index: int, attempt: int) -> None:
+    def commit(self, job_id: str, map_index: int, attempt: int, segments: list[list[int]] = ()) -> None:  # type: ignore[assignment]
+        """A map attempt committed; ``segments`` are the kept spills ``[attempt, first, end)`` it resumed after."""
         job = self._job(job_id)
-        job.committed.add((map_index, attempt))
+        parts = [(attempt, 0, 1 << 62), *((a, lo, hi) for a, lo, hi in segments)]
+        for part_attempt, _, _ in parts:
+            job.committed.add((map_index, part_attempt))
         if job.mode == "blocking":
-            mine = [s for s in job.spills if (s.map_index, s.attempt) == (map_index, attempt)]
+            mine = [
+                s
+                for s in job.spills
+                if s.map_index == map_index and any(s.attempt == a and lo <= s.seq < hi for a, lo, hi in parts)
+            ]
             for reducer in job.reducers.values():
                 reducer.queue.extend(mine)
 
-    def fail(self, job_id: str, map_index: int, attempt: int) -> None:
-        """Forget a failed or superseded attempt's spills: never send them again."""
+    def fail(self, job_id: str, map_index: int, attempt: int, keep_below: int | None = None) -> None:
+        """Forget a failed or superseded attempt's spills (those from ``keep_below`` on, if given: the ones
+        below are covered by its checkpoint and a retry builds on them)."""
         job = self._job(job_id)
-        dead = (map_index, attempt)
-        job.spills = [s for s in job.spills if (s.map_index, s.attempt) != dead]
+        keep = keep_below or 0
+
+        def dead(s: RegisteredSpill) -> bool:
+            return (s.map_index, s.attempt) == (map_index, attempt) and s.seq >= keep
+
+        job.spills = [s for s in job.spills if not dead(s)]
         for reducer in job.reducers.values():
-            reducer.queue = deque(s for s in reducer.queue if (s.map_index, s.attempt) != dead)
+            reducer.queue = deque(s for s in reducer.queue if not dead(s))
 
     def set_reducer(self, job_id: str, partition: int, attempt: int, address: str) -> None:
         """Point a partition at a (new) reduce attempt and queue every eligible spill for it."""

@@ -67,6 +67,8 @@ class RunStore:
         self.received_bytes = 0
         self.dropped_runs = 0
         self._file_seq = 0
+        self.aliases: dict[AttemptKey, tuple[int, int, int]] = {}
+        """(task, failed attempt) -> (committed attempt, first seq, end seq) for kept spill segments."""
         self._merged: dict[Path, int] = {}
         """Files written by multi-pass merges (not runs of any attempt), with their sizes."""
         if fan_in < 2:
@@ -76,6 +78,9 @@ class RunStore:
         """Store one run; a run of an attempt already superseded by another committed attempt is dropped."""
         self.received_runs += 1
         self.received_bytes += len(data)
+        alias = self.aliases.get((task, attempt))
+        if alias is not None and alias[1] <= seq < alias[2]:
+            attempt = alias[0]  # a kept spill of a failed attempt that the committed attempt resumed after
         winner = self.committed.get(task)
         if winner is not None and winner != attempt:
             self.dropped_runs += 1
@@ -97,7 +102,7 @@ class RunStore:
             and len(attempt_runs.runs) >= attempt_runs.committed_spills
         )
 
-    def commit(self, task: int, attempt: int, spills: int) -> None:
+    def commit(self, task: int, attempt: int, spills: int, segments: list[list[int]] = ()) -> None:  # type: ignore[assignment]
         """Record that ``attempt`` of ``task`` committed with ``spills`` spill files; drop other attempts.
 
         If another attempt of the task already committed and all its runs are here (its output was later lost
@@ -107,6 +112,18 @@ class RunStore:
         if previous is not None and previous != attempt and self.complete(task, previous):
             return
         self.committed[task] = attempt
+        target = self.attempts.setdefault((task, attempt), AttemptRuns())
+        for kept_attempt, first, end in segments:
+            # The committed attempt resumed after these spills of a failed one: they are part of its output.
+            self.aliases[(task, kept_attempt)] = (attempt, first, end)
+            kept = self.attempts.pop((task, kept_attempt), None)
+            if kept is not None:
+                for seq, run in kept.runs.items():
+                    if first <= seq < end:
+                        target.runs[seq] = run
+                    else:
+                        self._release(run)
+                        self.dropped_runs += 1
         self.attempts.setdefault((task, attempt), AttemptRuns()).committed_spills = spills
         for key in [key for key in self.attempts if key[0] == task and key[1] != attempt]:
             self.drop(*key)
@@ -119,8 +136,17 @@ class RunStore:
             del self.committed[task]
         self.drop(task, attempt)
 
-    def drop(self, task: int, attempt: int) -> None:
-        """Forget every run of a failed or superseded attempt."""
+    def drop(self, task: int, attempt: int, keep_below: int | None = None) -> None:
+        """Forget the runs of a failed or superseded attempt (from ``keep_below`` on, if given: the runs below are
+        covered by its checkpoint and stay, tentative, for the attempt that resumes after them)."""
+        if keep_below:
+            attempt_runs = self.attempts.get((task, attempt))
+            if attempt_runs is not None:
+                for seq in [seq for seq in attempt_runs.runs if seq >= keep_below]:
+                    self._release(attempt_runs.runs.pop(seq))
+                    self.dropped_runs += 1
+            return
+        self.aliases = {k: v for k, v in self.aliases.items() if v[0] != attempt or k[0] != task}
         attempt_runs = self.attempts.pop((task, attempt), None)
         if attempt_runs is None:
             return

@@ -21,6 +21,7 @@ from tests.conftest import run_job
 POINTS = [
     ("map", "running"),
     ("map", "pushed"),
+    ("map", "checkpointed"),
     ("map", "done"),
     ("reduce", "received"),
     ("reduce", "merging"),
@@ -90,6 +91,10 @@ def test_fault_at_each_point(
     assert hit and hit[0]["status"] in ("failed", "lost"), "the fault should have fired"
     if target == "worker":
         assert "was lost" in (hit[0].get("error") or "") or hit[0]["status"] == "lost"
+    if (kind, point, target) == ("map", "checkpointed", "task"):
+        retry = [a for a in report["attempts"] if a["task_id"] == "map-00001" and a["attempt"] == 1]
+        assert retry and retry[0].get("resumed_after_records", 0) > 0, "the retry should resume at the checkpoint"
+        assert report["counters"]["map_resumed_records"] == retry[0]["resumed_after_records"]
 
 
 @pytest.mark.parametrize("mode", ["pipelined", "blocking"])

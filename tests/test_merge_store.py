@@ -437,3 +437,39 @@ def test_store_model(
 def test_fan_in_below_two_is_rejected(store_dir: Path) -> None:
     with pytest.raises(ValueError, match="fan_in must be at least 2"):
         RunStore(store_dir, fan_in=1)
+
+
+def test_checkpointed_runs_are_kept_and_join_the_attempt_that_resumes_after_them(tmp_path: Path) -> None:
+    from shuffle.runs import encode_run
+    from shuffle.store import RunStore
+
+    store = RunStore(tmp_path)
+    store.add(0, 0, 0, encode_run(["a"], [1]), 1, "s")
+    store.add(0, 0, 1, encode_run(["b"], [2]), 1, "s")
+    store.add(0, 0, 2, encode_run(["c"], [3]), 1, "s")  # after the checkpoint: lost work
+    store.drop(0, 0, keep_below=2)  # attempt 0 failed with a checkpoint covering spills 0 and 1
+    store._check()
+    store.add(0, 1, 2, encode_run(["c"], [30]), 1, "s")  # attempt 1 resumes at spill 2
+    store.commit(0, 1, spills=4, segments=[[0, 0, 2]])
+    assert store.missing(1) == 1
+    store.add(0, 1, 3, encode_run(["d"], [4]), 1, "s")
+    store._check()
+    assert store.missing(1) == 0
+    assert list(store.sorted_pairs()) == [("a", 1), ("b", 2), ("c", 30), ("d", 4)]
+    store.close()
+
+
+def test_a_kept_run_arriving_after_the_commit_is_counted_for_the_committed_attempt(tmp_path: Path) -> None:
+    from shuffle.runs import encode_run
+    from shuffle.store import RunStore
+
+    store = RunStore(tmp_path)
+    store.drop(0, 0, keep_below=1)
+    store.add(0, 1, 1, encode_run(["z"], [2]), 1, "s")
+    store.commit(0, 1, spills=2, segments=[[0, 0, 1]])
+    assert store.missing(1) == 1
+    store.add(0, 0, 0, encode_run(["a"], [1]), 1, "s")  # the kept spill, pushed late
+    assert store.missing(1) == 0
+    assert list(store.sorted_pairs()) == [("a", 1), ("z", 2)]
+    store._check()
+    store.close()

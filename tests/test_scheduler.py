@@ -62,7 +62,9 @@ def _tmp(index: int, attempt: int) -> str:
 
 
 def _committed(index: int, attempt: int, spills: int = 1) -> Broadcast:
-    return Broadcast("map_committed", {"job_id": JOB, "index": index, "attempt": attempt, "spills": spills})
+    return Broadcast(
+        "map_committed", {"job_id": JOB, "index": index, "attempt": attempt, "spills": spills, "segments": []}
+    )
 
 
 def _map_failed(index: int, attempt: int) -> Broadcast:
@@ -120,7 +122,7 @@ def test_map_done_commits_and_broadcasts() -> None:
     assert (task.committed, task.fraction, task.records) == (0, 1.0, 10)
     assert job.attempt("map", 0, 0).status == "succeeded"
     assert job.attempt("map", 0, 0).end == 21.0
-    assert job.map_spills == {0: (0, 3)}
+    assert job.map_spills == {0: (0, 3, [])}
     assert job.last_map_commit_at == 21.0
     assert job.counters["map_output_records"] == 30
     assert job.state == "running"  # maps alone never finish the job
@@ -142,7 +144,7 @@ def test_second_attempt_of_a_committed_map_is_superseded() -> None:
     assert job.attempt("map", 0, 0).status == "killed"
     assert job.attempt("map", 0, 0).end == 20.0
     assert job.maps[0].committed == 1
-    assert job.map_spills == {0: (1, 2)}
+    assert job.map_spills == {0: (1, 2, [])}
     assert job.counters["map_output_records"] == 30  # counted once
     assert job.last_map_commit_at == 20.0
 
