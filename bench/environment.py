@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -12,9 +11,9 @@ BENCH_DIR = REPO_ROOT / "bench"
 
 
 def hop_command() -> list[str]:
-    """The ``hop`` console script if it is on PATH, else ``python -m hop``."""
-    script = shutil.which("hop")
-    return [script] if script else [sys.executable, "-m", "hop"]
+    """``python -m hop`` with this interpreter: with the repository first on PYTHONPATH (``subprocess_env``) this
+    runs the tree the benchmark lives in, even from a separate clone, not whatever ``hop`` is installed."""
+    return [sys.executable, "-m", "hop"]
 
 
 def python_module(module: str) -> list[str]:

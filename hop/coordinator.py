@@ -398,6 +398,10 @@ class Coordinator:
                 for job in self.jobs.values():
                     if job.state == "running":
                         self._execute(job, job.on_worker_lost(worker.name, now))
+                if not any(w.alive for w in self.workers.values()):
+                    # Nothing can run any more: fail running jobs instead of letting clients wait forever.
+                    for job in self.jobs.values():
+                        self._execute(job, job.fail(f"no live workers: the last one ({worker.name}) was lost"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,3 +159,21 @@ def test_speculative_backup_beats_a_straggler(cluster: LocalCluster, tmp_path: P
     from tests.conftest import output_dict
 
     assert output_dict(tmp_path / "out") == expected
+
+
+def test_losing_every_worker_fails_the_job_instead_of_hanging(tmp_path: Path) -> None:
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 300_000, seed=2, vocabulary=300)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        client = Client(cluster.address)
+        killer = threading.Timer(0.5, cluster.workers[0].kill)
+        killer.start()
+        try:
+            with pytest.raises(JobFailed, match="no live workers"):
+                run_job(client, "slow_map", [source], tmp_path / "out", split_size=50_000)
+        finally:
+            killer.join(timeout=5)
+            client.close()
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
