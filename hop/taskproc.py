@@ -101,8 +101,21 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
         )
 
 
+def _apply_test_limits() -> None:
+    """Test-only: ``HOP_TEST_FILE_SIZE_LIMIT`` caps the size of files this process writes (RLIMIT_FSIZE), so a
+    test can make spill writes fail the way a full disk does, with an OSError."""
+    limit = os.environ.get("HOP_TEST_FILE_SIZE_LIMIT")
+    if limit:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG from write() instead of being killed
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(limit), int(limit)))
+
+
 def main(argv: list[str] | None = None) -> int:
     worker_address, slot, spill_dir = (argv or sys.argv[1:])[:3]
+    _apply_test_limits()
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.IDENTITY, slot.encode())

@@ -31,7 +31,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import MAX_LINE_BYTES, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
-from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
+from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
 from shuffle.merge import group_sorted
@@ -241,7 +241,7 @@ def run_map(
             consumed = next(loop)
         except StopIteration:
             break
-        except (UserCodeError, InputError, CombinerKeyError, PartitionError, UnencodableRecordError):
+        except (UserCodeError, InputError, CombinerKeyError, PartitionError, UnencodableRecordError, SpillWriteError):
             raise
         except TooManyBadRecords as error:
             raise UserCodeError("map", error, _describe_record(split, buffer.current_record)) from error

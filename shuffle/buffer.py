@@ -36,6 +36,10 @@ class CombinerKeyError(ValueError):
     """A combiner yielded a key other than the one it was given."""
 
 
+class SpillWriteError(OSError):
+    """The spill file could not be written (disk full, file too large): an infrastructure failure, retryable."""
+
+
 class PartitionError(ValueError):
     """A partitioner returned something other than a partition number."""
 
@@ -259,7 +263,14 @@ class MapOutputBuffer:
             for keys_p, values_p in zip(out_keys, out_values, strict=True)
         ]
         path = self.spill_dir / f"{self.name}-{counters.spill_files:05d}.spill"
-        spill = write_spill(path, runs)
+        try:
+            spill = write_spill(path, runs)
+        except OSError as error:
+            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+            raise SpillWriteError(
+                f"cannot write spill file {path}: {error.strerror or error}; free space in the worker's spill "
+                "directory (hop worker --spill-dir) or use a larger disk"
+            ) from error
         counters.spill_files += 1
         counters.spill_bytes += spill.size
         counters.spills.append(spill)

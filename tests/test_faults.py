@@ -177,3 +177,23 @@ def test_losing_every_worker_fails_the_job_instead_of_hanging(tmp_path: Path) ->
             killer.join(timeout=5)
             client.close()
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=4, vocabulary=20_000)
+    monkeypatch.setenv("HOP_TEST_FILE_SIZE_LIMIT", "20000")  # spill files cannot grow past 20 kB
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            with pytest.raises(JobFailed) as failure:
+                run_job(client, "wordcount", [source], tmp_path / "out", options={"max_attempts": 2})
+        finally:
+            client.close()
+        spill_dirs = list(Path(cluster._socket_dir or "").glob("hop-worker-*/*"))
+    error = failure.value.status["error"]
+    assert "cannot write spill file" in error and "File too large" in error and "gave up after 2 attempts" in error
+    assert not (tmp_path / "out" / "_SUCCESS").exists() and not list((tmp_path / "out").glob("part-*"))
+    assert not spill_dirs, f"the failed job's spill files should be gone: {spill_dirs}"
