@@ -19,21 +19,14 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.coordinator import check_output
-from hop.gen.cli import parse_size
 from hop.gen.cli import register as register_gen
+from hop.gen.cli import size_argument
 from hop.inputs import InputError, expand_inputs
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.runner import JobFailed, build_spec, run_steps, wall_time
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
-
-
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
@@ -48,7 +41,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
     )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
-    parser.add_argument("--split-size", type=_size, default=32 << 20, help="bytes per input split (default 32MB)")
+    parser.add_argument(
+        "--split-size", type=size_argument, default=32 << 20, help="bytes per input split (default 32MB)"
+    )
     parser.add_argument(
         "--spill-records",
         type=int,
@@ -57,7 +52,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
     )
     parser.add_argument(
         "--reduce-memory",
-        type=_size,
+        type=size_argument,
         default=64 << 20,
         help="received bytes a reducer holds in memory before merging to disk (default 64MB)",
     )
@@ -79,7 +74,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
         help="run a backup attempt of straggling maps on another worker; the first to finish wins",
     )
     parser.add_argument(
-        "--max-line-bytes", type=_size, default=256 << 20, help="longest input line accepted (default 256MiB)"
+        "--max-line-bytes", type=size_argument, default=256 << 20, help="longest input line accepted (default 256MiB)"
     )
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     parser.add_argument(

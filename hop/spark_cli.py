@@ -21,19 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hop.gen.cli import parse_size
+from hop.gen.cli import size_argument
 from hop.inputs import InputError
 from hop.loader import JobFileError, load_job_file
-
-
-def _size(text: str) -> int:
-    try:
-        size = parse_size(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    if size <= 0:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be above zero")
-    return size
 
 
 def _setting(text: str) -> tuple[str, str]:
@@ -140,7 +130,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", help="input files, directories or globs")
     parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
     parser.add_argument("--workers", type=int, default=None, help="parallelism (default: cores)")
-    parser.add_argument("--split-size", type=_size, default=None, help="bytes per input split (default 32MB)")
+    parser.add_argument("--split-size", type=size_argument, default=None, help="bytes per input split (default 32MB)")
     parser.add_argument(
         "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"
     )

@@ -49,8 +49,9 @@ def parse_size(text: str) -> int:
     return int(number) * scale
 
 
-def _positive_size(text: str) -> int:
-    """argparse type: a size above zero, with argparse's error message on failure."""
+def size_argument(text: str) -> int:
+    """argparse type for sizes (``32MB``): above zero, with argparse's error message on failure. Shared by every
+    ``hop`` subcommand that takes a size."""
     try:
         size = parse_size(text)
     except ValueError as error:
@@ -150,7 +151,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "Sizes: K/KB=1000, M/MB=10^6, G/GB=10^9 bytes; KiB/MiB/GiB are binary.",
     )
     text.add_argument("out", help="output file, or directory when --files > 1")
-    text.add_argument("--size", type=_positive_size, required=True, help="total bytes, e.g. 150MB (decimal units)")
+    text.add_argument("--size", type=size_argument, required=True, help="total bytes, e.g. 150MB (decimal units)")
     text.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same bytes")
     text.add_argument("--vocabulary", type=_positive_int, default=100_000, help="distinct words (default 100000)")
     text.add_argument("--uniform", action="store_true", help="draw words uniformly instead of Zipf (1/rank)")
@@ -169,7 +170,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     views.add_argument("--start", default="2009-01-01", help="first day, YYYY-MM-DD (default 2009-01-01)")
     views.add_argument(
         "--size",
-        type=_positive_size,
+        type=size_argument,
         default=None,
         help="approximate total uncompressed bytes, e.g. 100MB (default: about 20000 lines/hour)",
     )
