@@ -38,6 +38,9 @@ class ProgressDisplay:
     def __init__(self, enabled: bool, label: str = "") -> None:
         self.enabled = enabled
         self._bars: list[tqdm] = []
+        # On a terminal redraw often; into a log file (not a TTY) every few seconds, so logs stay readable.
+        self._interval = 0.1 if sys.stderr.isatty() else 5.0
+        self._last = 0.0
         if enabled:
             fmt = "{desc:<14}{percentage:5.1f}%|{bar:30}| {postfix}"
             self._bars = [
@@ -48,6 +51,10 @@ class ProgressDisplay:
     def update(self, status: dict[str, Any]) -> None:
         if not self.enabled:
             return
+        now = time.monotonic()
+        if now - self._last < self._interval and status["state"] == "running":
+            return
+        self._last = now
         map_bar, reduce_bar = self._bars
         map_bar.n = round(100 * status["map_fraction"], 1)
         rate = status["input_records"] / max(status["elapsed"], 1e-9)
