@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -76,7 +77,8 @@ def build_spec(job_class: type[Job], inputs: list[str], output: str, **settings:
     return JobSpec(
         job_code=dump_job_class(job_class),
         name=job_class.__name__,
-        inputs=tuple(inputs),
+        # Absolute paths: the coordinator that expands them may run in another directory (or on another host).
+        inputs=tuple(os.path.abspath(path) for path in inputs),
         output=str(Path(output).resolve()),
         input_format=input_format,
         **settings,

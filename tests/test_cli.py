@@ -89,3 +89,80 @@ def test_bad_usage_is_reported_before_starting_a_cluster(tmp_path: Path) -> None
     assert exists.returncode == 2 and "--overwrite" in exists.stderr
     not_a_job = hop("run", "in.txt", "in.txt", "-o", "out2", cwd=tmp_path)
     assert not_a_job.returncode == 2 and "job file" in not_a_job.stderr
+
+
+def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "hop", "coordinator", "--bind", address], stdout=subprocess.PIPE, text=True
+    )
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "hop",
+                "worker",
+                "--coordinator",
+                address,
+                "--name",
+                f"w{i}",
+                "--map-slots",
+                "1",
+                "--reduce-slots",
+                "1",
+            ]
+        )
+        for i in range(2)
+    ]
+    try:
+        import time
+
+        from hop.client import Client
+
+        watcher = Client(address, timeout=10)
+        deadline = time.monotonic() + 30
+        while len(watcher.workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        watcher.close()
+        (tmp_path / "in.txt").write_text("x y x\n" * 1000)
+        result = hop(
+            "submit",
+            str(ROOT / "jobs" / "wordcount.py"),
+            "in.txt",
+            "-o",
+            "out",
+            "--coordinator",
+            address,
+            "--reducers",
+            "2",
+            "--quiet",
+            cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr
+        pairs = sorted(line for p in (tmp_path / "out").glob("part-*") for line in p.read_text().splitlines())
+        assert pairs == ['"x"\t2000', '"y"\t1000']
+        report = json.loads((tmp_path / "out" / "_job.json").read_text())
+        assert {a["worker"] for a in report["attempts"]} == {"w0", "w1"}
+    finally:
+        from hop.client import Client
+
+        client = Client(address, timeout=5)
+        try:
+            client.shutdown()  # the coordinator tells its workers to stop
+        finally:
+            client.close()
+        for process in [coordinator, *workers]:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        assert coordinator.stdout is not None
+        coordinator.stdout.close()
+        assert all(process.returncode is not None for process in [coordinator, *workers])

@@ -338,3 +338,44 @@ def test_bad_input_gets_clear_errors(client: Client, tmp_path: Path) -> None:
         run_job(client, "wordcount", [undecodable], tmp_path / "out3")
     assert f"{undecodable}: line at byte offset 3 is not valid UTF-8" in failure.value.status["error"]
     assert not (tmp_path / "out3" / "_SUCCESS").exists()
+
+
+def test_pageviews_job_on_generated_hourly_files(client: Client, tmp_path: Path) -> None:
+    from hop.gen.pageviews import generate_pageviews
+
+    folder = tmp_path / "pagecounts"
+    generate_pageviews(folder, days=1, pages=2000, seed=3)
+    expected: collections.Counter[tuple[str, int]] = collections.Counter()
+    for path in sorted(folder.glob("pagecounts-*.gz")):
+        hour = int(path.name.split("-")[2][:2])
+        with gzip.open(path, "rt", encoding="utf-8") as file:
+            for line in file:
+                lang, _, views, _ = line.split(" ")
+                expected[(lang, hour)] += int(views)
+    report = run_job(client, "pageviews", [str(folder)], tmp_path / "out", num_reduces=2)
+    assert report["num_maps"] == 24
+    assert output_dict(tmp_path / "out") == dict(expected)
+    assert report["counters"]["user"] == {}, "no malformed lines in generated data"
+
+
+def test_grep_job_counts_matching_lines(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "log.txt"
+    source.write_text("ok start\nerror: disk\nok\nerror: disk\nfatal error here\n")
+    report = run_job(client, "grep", [source], tmp_path / "out")
+    assert output_dict(tmp_path / "out") == {"error: disk": 2, "fatal error here": 1}
+    assert report["counters"]["user"] == {"grep": {"matching_lines": 3}}
+
+
+def test_reducer_external_merge_without_combiner(client: Client, zipf_text: Path, tmp_path: Path) -> None:
+    report = run_job(
+        client,
+        "wordcount_nocombine",
+        [zipf_text],
+        tmp_path / "out",
+        num_reduces=2,
+        split_size=1 << 20,
+        spill_records=100_000,
+        reduce_memory=200_000,
+    )
+    assert output_dict(tmp_path / "out") == word_counts(zipf_text)
+    assert report["counters"]["reduce_disk_bytes_peak"] > 0, "runs should have gone to disk past the memory limit"
