@@ -53,8 +53,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
     parser.add_argument(
         "--reduce-memory",
         type=size_argument,
-        default=64 << 20,
-        help="received bytes a reducer holds in memory before merging to disk (default 64MB)",
+        default=256 << 20,
+        help="memory budget of a reducer for received data; past it runs are merged on disk (default 256MB)",
     )
     parser.add_argument(
         "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"

@@ -275,6 +275,7 @@ class Coordinator:
                     msg["user_counters"],
                     msg.get("first_run_at"),
                     msg["at"],
+                    msg.get("bad_records"),
                 ),
             )
 
@@ -337,9 +338,9 @@ class Coordinator:
         if bad:
             folder = output / "_bad_records"
             folder.mkdir(exist_ok=True)
-            for index, records in bad.items():
+            for task_id, records in bad.items():
                 lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-                (folder / f"map-{index:05d}.jsonl").write_text(lines, encoding="utf-8")
+                (folder / f"{task_id}.jsonl").write_text(lines, encoding="utf-8")
         report = output / "_job.json"
         report.write_text(json.dumps(job.report(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if action.status == "succeeded":

@@ -61,6 +61,15 @@ def expand_inputs(patterns: list[str]) -> list[str]:
             raise InputError(f"input {pattern!r} matches no file; check the path or quote the glob")
         for match in matches:
             path = Path(match)
+            try:
+                path.stat()
+            except PermissionError as error:
+                raise InputError(
+                    f"input {match}: cannot access it ({error.strerror}); check the permissions of "
+                    "it and its parent directories"
+                ) from error
+            except OSError:
+                pass  # missing: reported below
             if path.is_dir():
                 try:
                     entries = sorted(path.iterdir())

@@ -34,7 +34,7 @@ class JobSpec:
     input_format: str = "text"
     split_size: int = 32 << 20
     spill_records: int = 2_000_000
-    reduce_memory: int = 64 << 20
+    reduce_memory: int = 256 << 20
     overwrite: bool = False
     job_id: str = ""
     options: dict[str, Any] = field(default_factory=dict)

@@ -306,6 +306,7 @@ class JobState:
         user_counters: dict[str, dict[str, int]],
         first_run_at: float | None,
         at: float,
+        bad_records: list[dict[str, Any]] | None = None,
     ) -> list[Action]:
         task = self.reduces[index]
         record = task.attempts[attempt]
@@ -316,6 +317,7 @@ class JobState:
         record.status = "succeeded"
         task.committed, task.fraction = attempt, 1.0
         record.counters, record.user_counters = counters, user_counters
+        record.bad_records = bad_records or []
         if first_run_at is not None:
             self.on_first_run(first_run_at)
         return [CommitOutput(path, f"{self.spec.output}/part-{index:05d}"), *self._finish_if_done()]
@@ -446,11 +448,11 @@ class JobState:
         self.finished_at = time.time()
         return [FinishJob("failed", reason)]
 
-    def bad_records(self) -> dict[int, list[dict[str, Any]]]:
-        """Skipped records of committed map attempts, by map task."""
+    def bad_records(self) -> dict[str, list[dict[str, Any]]]:
+        """Skipped records (maps) and keys (reduces) of committed attempts, by task id (``map-00003``)."""
         return {
-            t.index: t.attempts[t.committed].bad_records
-            for t in self.maps
+            f"{t.kind}-{t.index:05d}": t.attempts[t.committed].bad_records
+            for t in (*self.maps, *self.reduces)
             if t.committed is not None and t.attempts[t.committed].bad_records
         }
 

@@ -387,7 +387,10 @@ def run_reduce(
         pairs = store.sorted_pairs()
         if faults.wanted("reduce", "merging", index, attempt):
             pairs = _fault_after_first(pairs, index, attempt)
-        input_records, output_records = _reduce_to_file(pairs, functions.reducer, output)
+        bad_records: list[dict[str, Any]] = []
+        input_records, output_records = _reduce_to_file(
+            pairs, functions.reducer, output, int(spec.options.get("skip_bad_records", 0)), bad_records
+        )
         _call_user("teardown", job.teardown)
         faults.inject("reduce", "commit", index, attempt)
         return {
@@ -401,8 +404,10 @@ def run_reduce(
                 "shuffle_bytes": store.received_bytes,
                 "reduce_runs_dropped": store.dropped_runs,
                 "reduce_disk_bytes_peak": store.disk_bytes,
+                "bad_records_skipped": len(bad_records),
             },
             "user_counters": job.take_counters(),
+            "bad_records": bad_records,
         }
     finally:
         store.close()
@@ -481,8 +486,14 @@ def _reduce_to_file(
     pairs: Iterator[tuple[Any, Any]],
     reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None],
     output: Path,
+    skip_limit: int = 0,
+    bad_records: list[dict[str, Any]] | None = None,
 ) -> tuple[int, int]:
-    """Group sorted pairs, call the reducer per key, write ``json(key) TAB json(value)`` lines."""
+    """Group sorted pairs, call the reducer per key, write ``json(key) TAB json(value)`` lines.
+
+    With ``skip_limit``, a key whose reduce raises is skipped (none of its output is written) and recorded in
+    ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
+    """
     input_records = 0
     output_records = 0
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -500,7 +511,26 @@ def _reduce_to_file(
                 results = reducer(key, counted(values))
                 lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
             except Exception as error:
-                raise UserCodeError("reduce", error, f"key {key!r}") from error
+                if not skip_limit or bad_records is None:
+                    raise UserCodeError("reduce", error, f"key {key!r}") from error
+                bad_records.append(
+                    {
+                        "key": repr(key)[:1000],
+                        "error": f"{type(error).__name__}: {error}",
+                        "traceback": "".join(traceback.format_exception(error)),
+                    }
+                )
+                if len(bad_records) > skip_limit:
+                    listing = "; ".join(f"key {b['key']}: {b['error']}" for b in bad_records[:10])
+                    raise UserCodeError(
+                        "reduce",
+                        TooManyBadRecords(
+                            f"{len(bad_records)} bad keys in one reduce task, more than --skip-bad-records "
+                            f"{skip_limit}: {listing}"
+                        ),
+                        f"key {key!r}",
+                    ) from error
+                continue
             output_records += len(lines)
             write("".join(lines))
     return input_records, output_records

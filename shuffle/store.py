@@ -5,9 +5,10 @@ attempt are *tentative* until the coordinator reports that attempt committed; th
 set. Runs of a failed or superseded attempt are dropped and never reach the reduce (HOP section 3.3, with
 attempts isolated).
 
-Memory: run bytes are held in memory up to ``memory_limit`` bytes (encoded size). Past that, the largest
-in-memory runs are written to files in ``spill_dir`` and later streamed, so the store's memory does not grow
-with the input. At the end, :meth:`RunStore.sorted_pairs` sorts each stretch of consecutive in-memory
+Memory: ``memory_limit`` is the store's budget for decoded pairs. Run bytes are held in memory up to
+``memory_limit / DECODED_EXPANSION`` (encoded size; decoded, small pairs are about that many times larger). Past
+that, the largest in-memory runs are written to files in ``spill_dir`` and later streamed, so the store's memory
+does not grow with the input. At the end, :meth:`RunStore.sorted_pairs` sorts each stretch of consecutive in-memory
 committed runs in one pass and heap-merges the results with the on-disk runs in run order (so ties stay in map
 task, then spill order), first merging neighbouring sources in passes so at most ``fan_in`` files are open at
 once.
@@ -23,6 +24,11 @@ from typing import Any
 from shuffle.keys import combined_order
 from shuffle.merge import merge_runs, sort_runs_in_memory
 from shuffle.runs import RunWriter, iter_run_file
+
+DECODED_EXPANSION = 12
+"""How much larger small (key, value) pairs are as Python objects than as msgpack (a 6-byte pair becomes a tuple,
+a str and an int: about 70-100 bytes). The store keeps ``memory_limit / DECODED_EXPANSION`` encoded bytes in
+memory so that decoding them at the end stays within ``memory_limit``."""
 
 AttemptKey = tuple[int, int]
 """(map task index, attempt number)."""
@@ -54,9 +60,13 @@ class AttemptRuns:
 class RunStore:
     """Runs for one reduce partition, by map attempt, with tentative/committed states and a memory limit."""
 
-    def __init__(self, spill_dir: str | Path, memory_limit: int = 64 << 20, fan_in: int = 64) -> None:
+    def __init__(
+        self, spill_dir: str | Path, memory_limit: int = 64 << 20, fan_in: int = 64, expansion: int = DECODED_EXPANSION
+    ) -> None:
         self.spill_dir = Path(spill_dir)
         self.memory_limit = memory_limit
+        self.held_limit = max(1 << 16, memory_limit // expansion)
+        """Encoded bytes held in memory: decoded at the final merge, they take about ``expansion`` times more."""
         self.fan_in = fan_in
         self.attempts: dict[AttemptKey, AttemptRuns] = {}
         self.committed: dict[int, int] = {}
@@ -90,7 +100,7 @@ class RunStore:
             return  # a resend of a run we hold: idempotent
         runs[seq] = StoredRun(seq, records, order_tag, len(data), data=data)
         self.memory_bytes += len(data)
-        if self.memory_bytes > self.memory_limit:
+        if self.memory_bytes > self.held_limit:
             self._evict()
 
     def complete(self, task: int, attempt: int) -> bool:
@@ -218,7 +228,7 @@ class RunStore:
         assert all(len(run.data) == run.size for run in runs if run.data is not None)
         assert all(run.path.stat().st_size == run.size for run in runs if run.path is not None)
         assert self.memory_bytes == sum(run.size for run in runs if run.data is not None)
-        assert self.memory_bytes <= self.memory_limit
+        assert self.memory_bytes <= self.held_limit
         on_disk = sum(run.size for run in runs if run.path is not None)
         assert self.disk_bytes == on_disk + sum(self._merged.values())
         assert all(path.stat().st_size == size for path, size in self._merged.items())
@@ -260,7 +270,7 @@ class RunStore:
         in_memory = [run for attempt in self.attempts.values() for run in attempt.runs.values() if run.data]
         in_memory.sort(key=lambda run: run.size, reverse=True)
         for run in in_memory:
-            if self.memory_bytes <= self.memory_limit // 2:
+            if self.memory_bytes <= self.held_limit // 2:
                 break
             path = self._next_path("run")
             with open(path, "wb") as file:

@@ -379,3 +379,66 @@ def test_reducer_external_merge_without_combiner(client: Client, zipf_text: Path
     )
     assert output_dict(tmp_path / "out") == word_counts(zipf_text)
     assert report["counters"]["reduce_disk_bytes_peak"] > 0, "runs should have gone to disk past the memory limit"
+
+
+def test_skip_bad_records_in_reduce(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("good bad1 good bad2 fine\n")
+    output = tmp_path / "out"
+    report = run_job(client, "failing_reduce", [source], output, options={"skip_bad_records": 2})
+    assert output_dict(output) == {"good": 2, "fine": 1}
+    assert report["counters"]["bad_records_skipped"] == 2
+    lines = [json.loads(line) for line in (output / "_bad_records" / "reduce-00000.jsonl").read_text().splitlines()]
+    assert [b["key"] for b in lines] == ["'bad1'", "'bad2'"] and "refusing bad1" in lines[0]["error"]
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "failing_reduce", [source], tmp_path / "out2", options={"skip_bad_records": 1})
+    assert "reduce at key 'bad2'" in failure.value.status["error"]
+    assert "more than --skip-bad-records 1" in failure.value.status["error"]
+
+
+def test_unreadable_inputs_are_clear_errors() -> None:
+    import multiprocessing
+    import os
+    import shutil
+    import tempfile
+
+    from hop.inputs import InputError, expand_inputs
+
+    base = Path(tempfile.mkdtemp(prefix="hop-perm-"))  # world-traversable, unlike pytest's tmp_path
+    base.chmod(0o755)
+    locked = base / "locked"
+    locked.mkdir()
+    (locked / "a.txt").write_text("x\n")
+    hidden = locked / "a.txt"
+    locked.chmod(0)
+
+    def attempt(paths: list[str]) -> str:
+        try:
+            expand_inputs(paths)
+        except InputError as error:
+            return str(error)
+        return "no error"
+
+    def as_nobody(connection: object, paths: list[str]) -> None:
+        os.setgid(65534)
+        os.setuid(65534)  # root reads anything: check what an ordinary user sees
+        connection.send(attempt(paths))  # type: ignore[attr-defined]
+
+    try:
+        results = []
+        for paths in ([str(locked)], [str(hidden)]):
+            if os.geteuid() == 0:
+                context = multiprocessing.get_context("fork")
+                receiver, sender = context.Pipe(duplex=False)
+                child = context.Process(target=as_nobody, args=(sender, paths))
+                child.start()
+                assert receiver.poll(30), "the unprivileged check did not answer"
+                results.append(receiver.recv())
+                child.join(timeout=10)
+            else:
+                results.append(attempt(paths))
+    finally:
+        locked.chmod(0o755)
+        shutil.rmtree(base)
+    assert results[0] == f"input directory {locked}: cannot list it (Permission denied)"
+    assert results[1].startswith(f"input {hidden}: cannot access it (Permission denied)")
