@@ -177,6 +177,8 @@ class Coordinator:
                     "alive": w.alive,
                     "map_slots": w.map_slots,
                     "reduce_slots": w.reduce_slots,
+                    "free_map": w.free_map,
+                    "free_reduce": w.free_reduce,
                 }
                 for w in self.workers.values()
             ],

@@ -34,7 +34,6 @@ from hop.jobspec import JobSpec, load_job_class
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
-from shuffle.merge import group_sorted
 from shuffle.runs import UnencodableRecordError
 from shuffle.spill import SpillFile
 from shuffle.store import RunStore
@@ -384,12 +383,12 @@ def run_reduce(
         _call_user("setup", job.setup)
         output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
         output.parent.mkdir(parents=True, exist_ok=True)
-        pairs = store.sorted_pairs()
+        groups = store.grouped()
         if faults.wanted("reduce", "merging", index, attempt):
-            pairs = _fault_after_first(pairs, index, attempt)
+            groups = _fault_after_first(groups, index, attempt)
         bad_records: list[dict[str, Any]] = []
         input_records, output_records = _reduce_to_file(
-            pairs, functions.reducer, output, int(spec.options.get("skip_bad_records", 0)), bad_records
+            groups, functions.reducer, output, int(spec.options.get("skip_bad_records", 0)), bad_records
         )
         _call_user("teardown", job.teardown)
         faults.inject("reduce", "commit", index, attempt)
@@ -474,7 +473,7 @@ def _receive_runs(
 
 
 def _fault_after_first(pairs: Iterator[tuple[Any, Any]], index: int, attempt: int) -> Iterator[tuple[Any, Any]]:
-    """Test-only: pass pairs on, and kill this task once some output has been written (``hop.faults``)."""
+    """Test-only: pass groups on, and kill this task once some output has been written (``hop.faults``)."""
     for number, pair in enumerate(pairs):
         if number == 1:
             sys.stdout.flush()
@@ -483,13 +482,13 @@ def _fault_after_first(pairs: Iterator[tuple[Any, Any]], index: int, attempt: in
 
 
 def _reduce_to_file(
-    pairs: Iterator[tuple[Any, Any]],
+    groups: Iterator[tuple[Any, Iterable[Any]]],
     reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None],
     output: Path,
     skip_limit: int = 0,
     bad_records: list[dict[str, Any]] | None = None,
 ) -> tuple[int, int]:
-    """Group sorted pairs, call the reducer per key, write ``json(key) TAB json(value)`` lines.
+    """Call the reducer per key group, write ``json(key) TAB json(value)`` lines.
 
     With ``skip_limit``, a key whose reduce raises is skipped (none of its output is written) and recorded in
     ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
@@ -498,7 +497,7 @@ def _reduce_to_file(
     output_records = 0
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
-    def counted(values: Iterator[Any]) -> Iterator[Any]:
+    def counted(values: Iterable[Any]) -> Iterator[Any]:
         nonlocal input_records
         for value in values:
             input_records += 1
@@ -506,7 +505,7 @@ def _reduce_to_file(
 
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         write = file.write
-        for key, values in group_sorted(pairs):
+        for key, values in groups:
             try:
                 results = reducer(key, counted(values))
                 lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]

@@ -73,6 +73,9 @@ class Worker:
         self.coordinator.setsockopt(zmq.LINGER, 1000)
         self.coordinator.connect(coordinator)
         self.slots_socket = self.context.socket(zmq.ROUTER)
+        # A restarted task process reconnects under its slot's name: let it take the name over at once (without
+        # handover, ZeroMQ keeps routing to the dead connection and the new process never receives a task).
+        self.slots_socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         port = self.slots_socket.bind_to_random_port("tcp://127.0.0.1")
         self.slots_address = f"tcp://127.0.0.1:{port}"
         self.spill_dir = Path(tempfile.mkdtemp(prefix="hop-worker-", dir=spill_root))
@@ -80,6 +83,8 @@ class Worker:
         self.slots: dict[str, Slot] = {}
         self.map_slots, self.reduce_slots = map_slots, reduce_slots
         self.waiting: list[tuple[dict[str, Any], bytes]] = []
+        self.notices: dict[str, list[bytes]] = {}
+        """Per running job, the commit/failure notices received so far (replayed to reduce tasks that waited)."""
         self.running = True
         for i in range(map_slots):
             self._start_slot(f"{self.name}/m{i}", "map")
@@ -138,6 +143,11 @@ class Worker:
                 continue
             slot.task = (msg["job"]["job_id"], msg["kind"], msg["index"], msg["attempt"])
             self._to_slot(slot, frame)
+            if msg["kind"] == "reduce":
+                # Commit and failure notices that arrived while the task waited for a slot were relayed to nobody:
+                # replay the job's notices in order (applying them again is harmless).
+                for notice in self.notices.get(msg["job"]["job_id"], []):
+                    self._to_slot(slot, notice)
         self.waiting = still_waiting
 
     def _free_slot(self, kind: str) -> Slot | None:
@@ -164,6 +174,7 @@ class Worker:
             self.waiting.append((msg, frame))
             self._dispatch()
         elif kind in ("map_committed", "map_failed", "map_lost"):
+            self.notices.setdefault(msg["job_id"], []).append(frame)
             if kind == "map_committed":
                 self.pusher.commit(msg["job_id"], msg["index"], msg["attempt"], msg.get("segments", []))
             else:
@@ -176,6 +187,7 @@ class Worker:
         elif kind == "reducer_at":
             self.pusher.set_reducer(msg["job_id"], msg["index"], msg["attempt"], msg["address"])
         elif kind == "job_done":
+            self.notices.pop(msg["job_id"], None)
             self.pusher.finish_job(msg["job_id"], self.spill_dir)
             if msg.get("failed"):
                 self._stop_job_tasks(msg["job_id"])
@@ -193,25 +205,31 @@ class Worker:
                 return
 
     def _kill_task(self, task: tuple[str, str, int, int]) -> None:
-        """End the process running ``task`` (it lost a speculative race); ``_check_slots`` restarts the slot."""
-        self.waiting = [
-            (m, f) for m, f in self.waiting if (m["job"]["job_id"], m["kind"], m["index"], m["attempt"]) != task
-        ]
+        """End ``task`` on the coordinator's request (it lost a speculative race, or its job failed): kill its
+        process (``_check_slots`` restarts the slot) or drop it from the waiting list, and report the slot free,
+        since the coordinator expects no other report from a task it settled itself."""
+        waiting = [(m, f) for m, f in self.waiting if (m["job"]["job_id"], m["kind"], m["index"], m["attempt"]) == task]
+        if waiting:
+            self.waiting = [entry for entry in self.waiting if entry not in waiting]
+            self._to_coordinator("slot_free", kind=task[1])
         for slot in self.slots.values():
             if slot.task == task:
-                slot.task = None  # already settled: the coordinator expects no report from it
+                slot.task = None
+                slot.ready = False  # dead until _check_slots restarts it and the new process says hello
                 slot.process.kill()
                 slot.process.wait(timeout=10)
                 self._to_coordinator("slot_free", kind=task[1])
 
     def _stop_job_tasks(self, job_id: str) -> None:
-        """A failed job's tasks would wait forever for input: end their processes (slots restart)."""
-        self.waiting = [(msg, frame) for msg, frame in self.waiting if msg["job"]["job_id"] != job_id]
-        for slot in self.slots.values():
-            if slot.task is not None and slot.task[0] == job_id:
-                slot.task = None
-                slot.process.kill()
-                slot.process.wait(timeout=10)
+        """A failed job's tasks would wait forever for input: end them."""
+        tasks = [slot.task for slot in self.slots.values() if slot.task is not None and slot.task[0] == job_id]
+        tasks += [
+            (m["job"]["job_id"], m["kind"], m["index"], m["attempt"])
+            for m, _ in self.waiting
+            if m["job"]["job_id"] == job_id
+        ]
+        for task in tasks:
+            self._kill_task(task)
 
     def on_slot(self, identity: bytes, frame: bytes) -> None:
         msg = unpack(frame)

@@ -14,12 +14,12 @@ reducer merges them again, which is correct because ``merge`` is associative).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from shuffle.keys import combined_order, sort_keys
-from shuffle.merge import merge_runs
+from shuffle.merge import group_sorted, merge_runs
 from shuffle.runs import RunWriter, iter_blocks, iter_run_file
 from shuffle.store import RunStore
 
@@ -49,6 +49,7 @@ class FoldingRunStore(RunStore):
 
     def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
         super().add(task, attempt, seq, data, records, order_tag)
+        attempt = self.owner(task, attempt, seq)
         if self.committed.get(task) == attempt and self.complete(task, attempt):
             self._fold_attempt(task, attempt)
 
@@ -119,6 +120,10 @@ class FoldingRunStore(RunStore):
             return in_memory
         order = combined_order([*self._dump_tags, self._state_tag])
         return merge_runs([*(iter_run_file(path) for path in self._dumps), in_memory], order)
+
+    def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
+        """Folded states by key (a key has several only if the state was dumped to disk)."""
+        return group_sorted(self.sorted_pairs())
 
     def close(self) -> None:
         super().close()

@@ -16,14 +16,14 @@ once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shuffle.keys import combined_order
-from shuffle.merge import merge_runs, sort_runs_in_memory
-from shuffle.runs import RunWriter, iter_run_file
+from shuffle.keys import combined_order, sort_keys
+from shuffle.merge import group_sorted, merge_runs, sort_runs_in_memory
+from shuffle.runs import RunWriter, iter_blocks, iter_run_file
 
 DECODED_EXPANSION = 12
 """How much larger small (key, value) pairs are as Python objects than as msgpack (a 6-byte pair becomes a tuple,
@@ -65,7 +65,7 @@ class RunStore:
     ) -> None:
         self.spill_dir = Path(spill_dir)
         self.memory_limit = memory_limit
-        self.held_limit = max(1 << 16, memory_limit // expansion)
+        self.held_limit = max(1, memory_limit // expansion)
         """Encoded bytes held in memory: decoded at the final merge, they take about ``expansion`` times more."""
         self.fan_in = fan_in
         self.attempts: dict[AttemptKey, AttemptRuns] = {}
@@ -84,13 +84,16 @@ class RunStore:
         if fan_in < 2:
             raise ValueError(f"fan_in must be at least 2, got {fan_in}")
 
+    def owner(self, task: int, attempt: int, seq: int) -> int:
+        """The attempt a run belongs to: a kept spill of a failed attempt belongs to the attempt resumed after it."""
+        alias = self.aliases.get((task, attempt))
+        return alias[0] if alias is not None and alias[1] <= seq < alias[2] else attempt
+
     def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
         """Store one run; a run of an attempt already superseded by another committed attempt is dropped."""
         self.received_runs += 1
         self.received_bytes += len(data)
-        alias = self.aliases.get((task, attempt))
-        if alias is not None and alias[1] <= seq < alias[2]:
-            attempt = alias[0]  # a kept spill of a failed attempt that the committed attempt resumed after
+        attempt = self.owner(task, attempt, seq)
         winner = self.committed.get(task)
         if winner is not None and winner != attempt:
             self.dropped_runs += 1
@@ -208,6 +211,29 @@ class RunStore:
             sources = self._merge_pass(sources, order)
         streams = [iter_run_file(source) if isinstance(source, Path) else source for source in sources]
         return merge_runs(streams, order) if streams else iter(())
+
+    def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
+        """All committed values grouped by key, in key order: the reduce input.
+
+        When every committed run is in memory, pairs are grouped in a hash map and only the distinct keys are
+        sorted (several times cheaper in Python than sorting every pair); values keep run order. Otherwise the
+        sorted pair stream is grouped.
+        """
+        runs = self.committed_runs()
+        if any(run.data is None for run in runs) or self._merged:
+            return group_sorted(self.sorted_pairs())
+        groups: dict[Any, list[Any]] = {}
+        get = groups.get
+        for run in runs:
+            for keys, values in iter_blocks(run.data or b""):
+                for key, value in zip(keys, values, strict=True):
+                    group = get(key)
+                    if group is None:
+                        groups[key] = [value]
+                    else:
+                        group.append(value)
+        ordered, _ = sort_keys(list(groups))
+        return ((key, groups[key]) for key in ordered)
 
     def close(self) -> None:
         """Delete every run file this store wrote."""

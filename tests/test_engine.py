@@ -12,6 +12,7 @@ import pytest
 
 from hop.client import Client
 from hop.gen.text import generate_text
+from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed
 from tests.conftest import output_dict, read_output, run_job
 
@@ -442,3 +443,13 @@ def test_unreadable_inputs_are_clear_errors() -> None:
         shutil.rmtree(base)
     assert results[0] == f"input directory {locked}: cannot list it (Permission denied)"
     assert results[1].startswith(f"input {hidden}: cannot access it (Permission denied)")
+
+
+def test_failed_jobs_give_their_slots_back(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("boom\n" + "fine\n" * 10)
+    for attempt in range(6):  # more failed jobs than the cluster has slots
+        with pytest.raises(JobFailed):
+            run_job(client, "failing_map", [source], tmp_path / f"failed{attempt}", num_reduces=4)
+    report = run_job(client, "wordcount", [source], tmp_path / "ok", num_reduces=4)
+    assert report["status"] == "succeeded"

@@ -106,3 +106,15 @@ def test_reduce_aggregate_with_foreign_combiner_is_rejected() -> None:
 
     with pytest.raises(ValueError, match="same aggregate"):
         Bad().resolved_steps()
+
+
+def test_kept_runs_arriving_after_a_resumed_commit_are_folded(tmp_path: Path) -> None:
+    store = FoldingRunStore(tmp_path, Sum())
+    store.drop(0, 0, keep_below=2)  # attempt 0 failed after a checkpoint covering its spills 0 and 1
+    store.commit(0, 1, spills=2, segments=[[0, 0, 2]])  # attempt 1 resumed with nothing left to map
+    store.add(0, 0, 0, run_of({"a": 1}), 1, "s")  # blocking mode: the kept spills arrive after the commit
+    store.add(0, 0, 1, run_of({"a": 2, "b": 1}), 2, "s")
+    assert store.missing(1) == 0
+    assert finished(store, Sum()) == {"a": 3, "b": 1}
+    store._check()
+    store.close()

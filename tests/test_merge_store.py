@@ -297,7 +297,7 @@ def test_memory_limit_moves_runs_to_disk_and_the_result_is_exact(store_dir: Path
     work = _workload(tasks=5, runs_per_task=3, keys_per_run=20)
     run_size = len(_run(work[0][2])[0])
     limit = run_size * 4
-    store = RunStore(store_dir, memory_limit=limit)
+    store = RunStore(store_dir, memory_limit=limit, expansion=1)
     for task, seq, pairs in work if arrival == "forward" else reversed(work):
         _add(store, task, 0, seq, pairs)
         assert store.memory_bytes <= limit
@@ -353,7 +353,7 @@ def test_multi_pass_merge_with_small_fan_in_is_exact(store_dir: Path, fan_in: in
 def test_multi_pass_merge_with_runs_in_memory_and_on_disk(store_dir: Path) -> None:
     work = _workload(tasks=6, runs_per_task=2, keys_per_run=10)
     run_size = len(_run(work[0][2])[0])
-    store = RunStore(store_dir, memory_limit=run_size * 3, fan_in=2)
+    store = RunStore(store_dir, memory_limit=run_size * 3, fan_in=2, expansion=1)
     for task, seq, pairs in work:
         _add(store, task, 0, seq, pairs)
     for task in range(6):
@@ -416,7 +416,7 @@ def test_store_model(
     )
     events = data.draw(st.permutations(events), label="order")
 
-    store = RunStore(store_dir, memory_limit=memory_limit, fan_in=fan_in)
+    store = RunStore(store_dir, memory_limit=memory_limit, fan_in=fan_in, expansion=1)
     for event in events:
         if event[0] == "add":
             _, task, attempt, seq, run = event
