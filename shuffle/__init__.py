@@ -8,17 +8,26 @@ Layering (each module one concern, lowest first):
 - ``buffer``: the map-side output buffer that combines in a hash map and cuts spills.
 - ``merge``: merging sorted runs and grouping them by key for combine and reduce.
 - ``store``: the reduce-side store of runs per map attempt (tentative until committed), with external merge.
-- ``wire``: the ZeroMQ push messages that carry runs from a worker to a reduce task.
+- ``fold``: the reduce-side store for built-in aggregates, folding committed runs into a hash map as they complete.
+- ``flow``: map-side adaptive flow control (hold spills while the shuffle has a backlog, merge them).
+- ``pusher``: the worker's shuffle server, pushing runs to reducers with per-reducer credits.
 """
 
 from shuffle.buffer import MapOutputBuffer
+from shuffle.flow import FlowController, merge_spills
+from shuffle.fold import FoldingRunStore
 from shuffle.keys import KeyOrder, order_tag, total_order_key
 from shuffle.merge import group_sorted, merge_runs
+from shuffle.pusher import SpillPusher
 from shuffle.runs import RunWriter, encode_run, iter_run, iter_run_file
 from shuffle.spill import SpillFile, SpillIndexEntry, write_spill
 from shuffle.store import RunStore
 
 __all__ = [
+    "FlowController",
+    "FoldingRunStore",
+    "SpillPusher",
+    "merge_spills",
     "KeyOrder",
     "MapOutputBuffer",
     "RunStore",
