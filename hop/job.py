@@ -120,6 +120,10 @@ class Job:
                 )
         return list(steps)
 
+    def counters_so_far(self) -> dict[str, dict[str, int]]:
+        """A copy of the user counters gathered so far (for a map checkpoint)."""
+        return {group: dict(names) for group, names in self._counters.items()}
+
     def take_counters(self) -> dict[str, dict[str, int]]:
         """Return the user counters gathered so far and reset them."""
         counters, self._counters = self._counters, {}

@@ -38,6 +38,8 @@ class JobSpec:
     overwrite: bool = False
     job_id: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    """Further settings, all optional: ``max_attempts`` (4), ``skip_bad_records`` (0), ``speculative`` (False),
+    ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -201,7 +201,7 @@ def run_map(
                     "combine_output_records": counters.combine_output_records,
                 },
             ),
-            user_counters={group: dict(names) for group, names in job._counters.items()},
+            user_counters=job.counters_so_far(),
             bad_records=prefix["bad_records"] + bad_records,
         )
         checkpoints_sent += 1
