@@ -6,7 +6,8 @@ set. Runs of a failed or superseded attempt are dropped and never reach the redu
 attempts isolated).
 
 Memory: ``memory_limit`` is the store's budget for decoded pairs. Run bytes are held in memory up to
-``memory_limit / DECODED_EXPANSION`` (encoded size; decoded, small pairs are about that many times larger). Past
+``memory_limit / (2 * DECODED_EXPANSION)`` (encoded size; decoded, small pairs are about that many times larger),
+leaving the other half of the budget to the blocks of the on-disk runs being merged. Past
 that, the largest in-memory runs are written to files in ``spill_dir`` and later streamed, so the store's memory
 does not grow with the input. At the end, :meth:`RunStore.sorted_pairs` sorts each stretch of consecutive in-memory
 committed runs in one pass and heap-merges the results with the on-disk runs in run order (so ties stay in map
@@ -65,8 +66,9 @@ class RunStore:
     ) -> None:
         self.spill_dir = Path(spill_dir)
         self.memory_limit = memory_limit
-        self.held_limit = max(1, memory_limit // expansion)
-        """Encoded bytes held in memory: decoded at the final merge, they take about ``expansion`` times more."""
+        self.held_limit = max(1, memory_limit // (2 * expansion))
+        """Encoded bytes held in memory: decoded at the final merge they take about ``expansion`` times more, half
+        the budget; the other half is for the streams of the on-disk runs (one block each, ``fan_in`` at most)."""
         self.fan_in = fan_in
         self.attempts: dict[AttemptKey, AttemptRuns] = {}
         self.committed: dict[int, int] = {}

@@ -1,0 +1,123 @@
+"""Peak memory of reduce tasks against their budget, on a large input with no combiner (every record shuffled).
+
+    python -m bench.reducer_memory [--size 1GB] [--reduce-memory 256MB] [--reducers 2] [--json PATH]
+
+Runs a word count without combiner (tests/jobs/wordcount_nocombine.py) on generated Zipf text on the embedded
+cluster (2 workers), sampling every 50 ms the resident memory of each reduce slot's task process (identified by its
+slot name, ``.../rN``). Reports each reducer's peak, the budget, and the process's idle size before the job (the
+fixed overhead of a task process), and checks the output against the counts of a plain Python pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from bench.environment import REPO_ROOT
+from hop.client import Client
+from hop.gen.cli import parse_size
+from hop.gen.text import generate_text
+from hop.loader import load_job_file
+from hop.local_cluster import LocalCluster
+from hop.runner import build_spec, run_steps
+
+
+def reduce_processes() -> list[psutil.Process]:
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            command = process.cmdline()
+        except psutil.Error:
+            continue
+        if "hop.taskproc" in command and "/r" in command[-2]:
+            found.append(process)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=parse_size, default=parse_size("1GB"))
+    parser.add_argument("--reduce-memory", type=parse_size, default=parse_size("256MB"))
+    parser.add_argument("--reducers", type=int, default=2)
+    parser.add_argument("--json", default=str(REPO_ROOT / "bench" / "results" / "reducer-memory.json"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hop-reducer-memory-") as scratch:
+        source = Path(scratch) / "words.txt"
+        generate_text(source, args.size, seed=5)
+        with LocalCluster(workers=2, map_slots=1, reduce_slots=-(-args.reducers // 2)) as cluster:
+            reducers = reduce_processes()
+            idle = {p.pid: p.memory_info().rss for p in reducers}
+            peaks = dict(idle)
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.is_set():
+                    for process in reducers:
+                        with contextlib.suppress(psutil.Error):
+                            peaks[process.pid] = max(peaks[process.pid], process.memory_info().rss)
+                    time.sleep(0.05)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            client = Client(cluster.address)
+            job = load_job_file(str(REPO_ROOT / "tests" / "jobs" / "wordcount_nocombine.py"))
+            spec = build_spec(
+                job,
+                [str(source)],
+                str(Path(scratch) / "out"),
+                num_reduces=args.reducers,
+                reduce_memory=args.reduce_memory,
+            )
+            started = time.perf_counter()
+            report = run_steps(client, spec, progress=False, timeout=3600)
+            wall = time.perf_counter() - started
+            stop.set()
+            sampler.join(timeout=5)
+            client.close()
+        expected: collections.Counter[str] = collections.Counter()
+        with open(source, encoding="utf-8") as file:
+            for line in file:
+                expected.update(line.split())
+        got = {}
+        for part in sorted((Path(scratch) / "out").glob("part-*")):
+            for line in part.read_text(encoding="utf-8").splitlines():
+                key, value = line.split("\t")
+                got[json.loads(key)] = json.loads(value)
+        exact = got == dict(expected)
+    mb = 1 << 20
+    summary = {
+        "command": f"python -m bench.reducer_memory --size {args.size} --reduce-memory {args.reduce_memory} "
+        f"--reducers {args.reducers}",
+        "input_bytes": args.size,
+        "reduce_memory_budget": args.reduce_memory,
+        "wall_s": round(wall, 2),
+        "output_exact": exact,
+        "reduce_input_records": report["counters"]["reduce_input_records"],
+        "reduce_disk_bytes": report["counters"]["reduce_disk_bytes_peak"],
+        "reducers": [
+            {"idle_rss_mb": round(idle[pid] / mb, 1), "peak_rss_mb": round(peaks[pid] / mb, 1)} for pid in sorted(peaks)
+        ],
+    }
+    for number, reducer in enumerate(summary["reducers"]):
+        print(
+            f"reducer process {number}: idle {reducer['idle_rss_mb']} MB, peak {reducer['peak_rss_mb']} MB "
+            f"(budget {args.reduce_memory / mb:.0f} MB)"
+        )
+    print(
+        f"{args.size / 1e9:.2f} GB input, {summary['reduce_input_records']:,} records shuffled, "
+        f"{wall:.1f} s, output {'exact' if exact else 'WRONG'}"
+    )
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
