@@ -92,27 +92,9 @@ class MapOutputBuffer:
         self._folding = hasattr(combiner, "lift") and hasattr(combiner, "merge")
 
     def collect(self, pairs: Iterable[tuple[Any, Any]]) -> None:
-        """Add the pairs of one map call, spilling when the buffer is full."""
-        self._pending += sum(1 for _ in self._insert_all(pairs))
-        if self._pending >= self.spill_records or len(self._groups) >= self.spill_keys:
-            self.spill()
-
-    def _insert_all(self, pairs: Iterable[tuple[Any, Any]]) -> Iterator[None]:
-        groups = self._groups
-        if self._folding:
-            lift, merge = self.combiner.lift, self.combiner.merge  # type: ignore[union-attr]
-            for key, value in pairs:
-                old = groups.get(key)
-                groups[key] = lift(value) if old is None else merge(old, lift(value))
-                yield None
-        else:
-            for key, value in pairs:
-                values = groups.get(key)
-                if values is None:
-                    groups[key] = [value]
-                else:
-                    values.append(value)
-                yield None
+        """Add the pairs of one map call, spilling when the buffer is full (one record through ``run_map``)."""
+        for _ in self.run_map([(None, None)], lambda _key, _value: pairs):
+            pass
 
     def run_map(
         self, records: Iterable[tuple[Any, Any]], mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None]
