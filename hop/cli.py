@@ -22,6 +22,7 @@ from hop.coordinator import check_output
 from hop.gen.cli import register as register_gen
 from hop.gen.cli import size_argument
 from hop.inputs import InputError, expand_inputs
+from hop.job import Job
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.runner import JobFailed, build_spec, run_steps, wall_time
@@ -76,6 +77,36 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
     parser.add_argument(
         "--max-line-bytes", type=size_argument, default=256 << 20, help="longest input line accepted (default 256MiB)"
     )
+    online = parser.add_argument_group("online aggregation")
+    online.add_argument(
+        "--snapshot-every",
+        type=_fraction,
+        default=None,
+        metavar="F",
+        help="reducers publish a snapshot with estimates at each F of the map input (e.g. 0.1) in OUT/_snapshots/",
+    )
+    online.add_argument(
+        "--order",
+        choices=["sequential", "random"],
+        default="sequential",
+        help="read input chunks in file order (default) or in a seeded random order (unbiased early estimates)",
+    )
+    online.add_argument("--seed", type=int, default=0, help="seed of --order random (default 0)")
+    online.add_argument(
+        "--chunk-size",
+        type=size_argument,
+        default=1 << 20,
+        help="bytes per input chunk, the unit estimates sample (default 1MB; a .gz file is one chunk)",
+    )
+    online.add_argument("--confidence", type=_fraction, default=0.95, help="confidence of the intervals (0.95)")
+    online.add_argument(
+        "--stop-when-accurate",
+        type=_fraction,
+        default=None,
+        metavar="REL",
+        help="end the job with its last snapshot as the result once every interval is narrower than REL of its "
+        "estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every",
+    )
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     parser.add_argument(
         "--engine",
@@ -103,6 +134,10 @@ def _run(args: argparse.Namespace) -> int:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
         return _fail(str(error), 2)
+    try:
+        online_options = _online_options(args, job_class)
+    except InputError as error:
+        return _fail(str(error), 2)
     workers = getattr(args, "workers", None) or os.cpu_count() or 1
     reducers = args.reducers or workers
     spec = build_spec(
@@ -121,6 +156,7 @@ def _run(args: argparse.Namespace) -> int:
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
             "max_line_bytes": args.max_line_bytes,
+            **online_options,
         },
     )
     cluster: LocalCluster | None = None
@@ -159,6 +195,46 @@ def _run(args: argparse.Namespace) -> int:
             f"records in {args.output}",
             file=sys.stderr,
         )
+    return 0
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1 (exclusive), got {text}")
+    return value
+
+
+def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str, Any]:
+    """The JobSpec options of online aggregation; the job's strata are computed here, where its code runs."""
+    every = args.snapshot_every
+    if args.stop_when_accurate is not None and every is None:
+        every = 0.05
+    options: dict[str, Any] = {"order": args.order, "seed": args.seed, "chunk_size": args.chunk_size}
+    if every is not None:
+        options.update(online=True, snapshot_every=every, confidence=args.confidence)
+    if args.stop_when_accurate is not None:
+        options["stop_when_accurate"] = args.stop_when_accurate
+    if every is not None and job_class.input_stratum is not Job.input_stratum:
+        job = job_class()
+        options["strata"] = {
+            os.path.abspath(path): str(job.input_stratum(path)) for path in expand_inputs(list(args.inputs))
+        }
+    return options
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    client = Client(args.coordinator, timeout=10)
+    try:
+        reply = client.snapshot_now(args.job_id)
+    except (CoordinatorUnavailable, JobRejected) as error:
+        return _fail(str(error), 3)
+    finally:
+        client.close()
+    print(f"snapshot {reply['label']} requested (seq {reply['seq']}); it appears under OUT/_snapshots/{reply['label']}")
     return 0
 
 
@@ -223,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("job_id")
     status.add_argument("--coordinator", required=True)
     status.set_defaults(func=_status)
+    snapshot = commands.add_parser("snapshot", help="ask a running job's reducers for a snapshot now")
+    snapshot.add_argument("job_id")
+    snapshot.add_argument("--coordinator", required=True)
+    snapshot.set_defaults(func=_snapshot)
     register_gen(commands)
     register_spark(commands)
     return parser

@@ -77,6 +77,24 @@ class Client:
                 raise TimeoutError(f"job {job_id} still running after {timeout}s")
             time.sleep(poll_seconds)
 
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every job the coordinator knows: id, name, state, progress, output directory, snapshot count."""
+        return list(self.request("jobs")["jobs"])
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """One job's summary plus ``tasks``: every map and reduce task's state and progress."""
+        reply = self.request("job", job_id=job_id)
+        reply.pop("type", None)
+        return reply
+
+    def snapshots(self, job_id: str, after: int = -1) -> list[dict[str, Any]]:
+        """The job's snapshots with ``seq > after``, oldest first, with their rows (see ``hop.online.tracker``)."""
+        return list(self.request("snapshots", job_id=job_id, after=after)["snapshots"])
+
+    def snapshot_now(self, job_id: str) -> dict[str, Any]:
+        """Ask the reducers of a running job for a snapshot now; returns its ``seq`` and ``label``."""
+        return self.request("snapshot", job_id=job_id)
+
     def workers(self) -> list[dict[str, Any]]:
         return list(self.request("workers")["workers"])
 

@@ -23,8 +23,11 @@ from typing import Any
 
 import zmq
 
-from hop.inputs import InputError, expand_inputs, make_splits
+from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
+from hop.online.snapshots import snapshot_directory
+from hop.online.tracker import Snapshot, SnapshotTracker
+from hop.planning import plan_map_inputs
 from hop.protocol import close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 
@@ -82,6 +85,8 @@ class Coordinator:
         self.workers: dict[str, WorkerInfo] = {}
         self.jobs: dict[str, JobState] = {}
         self._job_numbers = itertools.count(1)
+        self.chunk_strata: dict[str, list[str] | None] = {}
+        """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
         self.running = True
 
     # Loop ----------------------------------------------------------------------------------------------------
@@ -132,7 +137,7 @@ class Coordinator:
             job = self._job_for(msg)
             if job is not None:
                 self._execute(job, job.fail(f"internal error handling {kind}: {error}", detail))
-            elif kind in ("submit", "status", "workers"):
+            elif kind in ("submit", "status", "workers", "jobs", "job", "snapshots", "snapshot"):
                 self._send(identity, "error", message=f"internal error: {type(error).__name__}: {error}")
 
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
@@ -189,12 +194,31 @@ class Coordinator:
             spec = JobSpec.from_wire(msg["job"])
             job_id = f"job-{time.strftime('%Y%m%d-%H%M%S')}-{next(self._job_numbers):04d}"
             spec = spec.with_id(job_id)
-            splits = make_splits(expand_inputs(list(spec.inputs)), spec.split_size)
+            options = spec.options
+            online = bool(options.get("online"))
+            splits = plan_map_inputs(
+                expand_inputs(list(spec.inputs)),
+                spec.split_size,
+                chunked=online,
+                chunk_size=int(options.get("chunk_size", 1 << 20)),
+                order=str(options.get("order", "sequential")),
+                seed=int(options.get("seed", 0)),
+                strata=options.get("strata"),
+            )
+            every = options.get("snapshot_every")
+            accurate = options.get("stop_when_accurate")
+            tracker_args = (float(every) if every else None, float(accurate) if accurate else None)
+            SnapshotTracker(spec.num_reduces, [], *tracker_args)  # validates the options before any output
             prepare_output(spec.output, spec.overwrite)
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return
-        self.jobs[job_id] = JobState(spec, splits, max_attempts=int(spec.options.get("max_attempts", 4)))
+        job = self.jobs[job_id] = JobState(spec, splits, max_attempts=int(options.get("max_attempts", 4)))
+        chunks = sorted((chunk for task in splits for chunk in task), key=lambda chunk: chunk.id)
+        job.snapshots = SnapshotTracker(
+            spec.num_reduces, [chunk.size for chunk in chunks], *tracker_args, started_at=job.submitted_at
+        )
+        self.chunk_strata[job_id] = [chunk.stratum for chunk in chunks] if online else None
         self._send(identity, "submitted", job_id=job_id, maps=len(splits))
         if not splits and not self.jobs[job_id].reduces:
             self._execute(self.jobs[job_id], [FinishJob("succeeded")])
@@ -209,6 +233,89 @@ class Coordinator:
         if job.state != "running":
             status["report"] = job.report()
         self._send(identity, "status", **status)
+
+    # Snapshots and the web view's queries ---------------------------------------------------------------------
+    def _request_snapshot(self, job: JobState, snapshot: Snapshot) -> None:
+        self._broadcast("snapshot", job_id=job.spec.job_id, seq=snapshot.seq, label=snapshot.label)
+
+    def on_snapshot(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """``hop snapshot JOB_ID``: ask every reducer of a running job for a snapshot now."""
+        job = self.jobs.get(msg["job_id"])
+        if job is None or job.snapshots is None:
+            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            return
+        if job.state != "running":
+            self._send(identity, "error", message=f"job {msg['job_id']} is not running (it {job.state})")
+            return
+        snapshot = job.snapshots.request_now(job.input_fraction())
+        self._request_snapshot(job, snapshot)
+        self._send(identity, "snapshot_requested", seq=snapshot.seq, label=snapshot.label)
+
+    def on_snapshot_done(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is None or job.snapshots is None:
+            return
+        fields = {k: v for k, v in msg.items() if k not in ("type", "job_id", "worker", "index", "attempt", "seq")}
+        snapshot = job.snapshots.on_done(msg["seq"], msg["index"], fields)
+        if snapshot is None:
+            return
+        description = job.snapshots.describe(snapshot, with_rows=False)
+        folder = snapshot_directory(job.spec.output, snapshot.label)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "_snapshot.json").write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+        if job.state == "running" and job.snapshots.accurate(snapshot):
+            self._stop_early(job, snapshot)
+
+    def _stop_early(self, job: JobState, snapshot: Snapshot) -> None:
+        """``--stop-when-accurate``: the snapshot is the result; end the job's tasks and finish it."""
+        output = Path(job.spec.output)
+        folder = snapshot_directory(output, snapshot.label)
+        for index in range(job.spec.num_reduces):
+            shutil.copyfile(folder / f"part-{index:05d}", output / f"part-{index:05d}")
+        assert job.snapshots is not None
+        job.approximate = {
+            "snapshot": snapshot.label,
+            "input_fraction": job.snapshots.describe(snapshot, with_rows=False)["input_fraction"],
+            "stop_when_accurate": job.snapshots.stop_when_accurate,
+            "max_relative_half_width": max(
+                float(fields.get("max_relative_half_width") or 0.0) for fields in snapshot.partitions.values()
+            ),
+        }
+        self._finish(job, FinishJob("succeeded"), stop_tasks=True)
+
+    def on_snapshots(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self.jobs.get(msg["job_id"])
+        if job is None:
+            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            return
+        after = int(msg.get("after", -1))
+        tracker = job.snapshots
+        snapshots = [] if tracker is None else [tracker.describe(s) for s in tracker.snapshots if s.seq > after]
+        self._send(identity, "snapshots", snapshots=snapshots)
+
+    def _job_summary(self, job: JobState) -> dict[str, Any]:
+        progress = job.progress()
+        return {
+            **{k: progress[k] for k in ("job_id", "state", "map_fraction", "reduce_fraction", "maps_total")},
+            **{k: progress[k] for k in ("maps_done", "reduces_total", "reduces_done", "input_records", "error")},
+            "name": job.spec.name,
+            "submitted_at": job.submitted_at,
+            "finished_at": job.finished_at,
+            "output": job.spec.output,
+            "input_fraction": job.input_fraction(),
+            "approximate": job.approximate is not None,
+            "snapshots": len(job.snapshots.snapshots) if job.snapshots is not None else 0,
+        }
+
+    def on_jobs(self, identity: bytes, msg: dict[str, Any]) -> None:
+        self._send(identity, "jobs", jobs=[self._job_summary(job) for job in self.jobs.values()])
+
+    def on_job(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self.jobs.get(msg["job_id"])
+        if job is None:
+            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            return
+        self._send(identity, "job", **self._job_summary(job), tasks=job.task_table())
 
     def on_shutdown(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._send(identity, "bye")
@@ -331,7 +438,7 @@ class Coordinator:
                         attempt=action.attempt,
                     )
 
-    def _finish(self, job: JobState, action: FinishJob) -> None:
+    def _finish(self, job: JobState, action: FinishJob, stop_tasks: bool = False) -> None:
         output = Path(job.spec.output)
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
@@ -347,13 +454,17 @@ class Coordinator:
         report.write_text(json.dumps(job.report(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         if action.status == "succeeded":
             (output / "_SUCCESS").touch()
-        self._broadcast("job_done", job_id=job.spec.job_id, failed=action.status != "succeeded")
+        self._broadcast("job_done", job_id=job.spec.job_id, failed=action.status != "succeeded", stop_tasks=stop_tasks)
 
     # Scheduling ----------------------------------------------------------------------------------------------
     def _schedule(self) -> None:
         for job in self.jobs.values():
             if job.state != "running":
                 continue
+            if job.snapshots is not None:
+                due = job.snapshots.due(job.input_fraction())
+                if due is not None:
+                    self._request_snapshot(job, due)
             for kind in ("reduce", "map"):
                 for task in job.pending(kind):
                     worker = self._pick_worker(kind, job.failed_workers(kind, task.index))
@@ -382,8 +493,7 @@ class Coordinator:
         fields: dict[str, Any] = {"job": job.spec.to_wire(), "kind": kind, "index": index, "attempt": attempt.attempt}
         if kind == "map":
             worker.free_map -= 1
-            split = job.splits[index]
-            fields["split"] = [split.path, split.start, split.length]
+            fields["chunks"] = [chunk.to_wire() for chunk in job.splits[index]]  # type: ignore[union-attr]
             if attempt.resumed_from:
                 fields["resume"] = attempt.resumed_from
         else:
@@ -391,6 +501,7 @@ class Coordinator:
             fields["num_maps"] = len(job.maps)
             fields["host"] = worker.host
             fields["committed"] = [[i, a, s, seg] for i, (a, s, seg) in job.map_spills.items()]
+            fields["chunk_strata"] = self.chunk_strata.get(job.spec.job_id)
         self._send(worker.identity, "run_task", **fields)
 
     def _check_heartbeats(self) -> None:

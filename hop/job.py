@@ -94,6 +94,16 @@ class Job:
     def teardown(self) -> None:
         """Called once per task attempt after the last record (not after a failure)."""
 
+    def input_stratum(self, path: str) -> str | None:
+        """Online aggregation: the stratum an input file belongs to (e.g. the hour in its name); ``None`` (the
+        default) puts the whole input in one stratum. Runs on the submitting machine, once per file."""
+        return None
+
+    def key_stratum(self, key: Any) -> str | None:
+        """Online aggregation: the stratum a reduce group draws from (e.g. the hour in the key), so its estimate
+        scales by the fraction of *that* stratum seen; must name a stratum ``input_stratum`` gives."""
+        return None
+
     def steps(self) -> list[Step] | None:
         """A multi-step job returns its steps; ``None`` (the default) means one step of map/combine/reduce."""
         return None

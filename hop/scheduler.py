@@ -18,11 +18,14 @@ Rules:
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hop.inputs import Split
 from hop.jobspec import JobSpec
+from hop.online.tracker import SnapshotTracker
+from hop.planning import Chunk
 
 BUILTIN_COUNTERS = (
     "map_input_records",
@@ -135,9 +138,10 @@ Action = Broadcast | CommitOutput | DiscardOutput | FinishJob | KillAttempt
 class JobState:
     """Tasks, attempts, commits and counters of one job."""
 
-    def __init__(self, spec: JobSpec, splits: list[Split], max_attempts: int = 4) -> None:
+    def __init__(self, spec: JobSpec, splits: Sequence[Split | list[Chunk]], max_attempts: int = 4) -> None:
         self.spec = spec
         self.splits = splits
+        """Per map task its input: a split, or its chunks (``hop.planning``)."""
         self.max_attempts = max_attempts
         self.maps = [TaskState("map", i) for i in range(len(splits))]
         self.reduces = [TaskState("reduce", i) for i in range(spec.num_reduces)]
@@ -149,6 +153,10 @@ class JobState:
         self.first_shuffle_at: float | None = None
         self.last_map_commit_at: float | None = None
         self.reducer_addresses: dict[int, tuple[int, str]] = {}
+        self.snapshots: SnapshotTracker | None = None
+        """Online aggregation: snapshot requests and answers (set by the coordinator)."""
+        self.approximate: dict[str, Any] | None = None
+        """Set when ``--stop-when-accurate`` ended the job with a snapshot as its result."""
         self.map_spills: dict[int, tuple[int, int, list[list[int]]]] = {}
         """map index -> (committed attempt, spills, kept segments of earlier attempts it resumed from)."""
 
@@ -191,6 +199,50 @@ class JobState:
 
     def attempt(self, kind: str, index: int, attempt: int) -> Attempt:
         return self.tasks(kind)[index].attempts[attempt]
+
+    @property
+    def map_bytes(self) -> list[int]:
+        """Input bytes of every map task."""
+        sizes = []
+        for task_input in self.splits:
+            if isinstance(task_input, Split):
+                sizes.append(max(1, task_input.length))
+            else:
+                sizes.append(max(1, sum(chunk.size for chunk in task_input)))
+        return sizes
+
+    def input_fraction(self) -> float:
+        """The fraction of map input bytes processed (committed maps count whole)."""
+        sizes = self.map_bytes
+        done = sum(
+            size * (1.0 if t.committed is not None else t.fraction) for size, t in zip(sizes, self.maps, strict=True)
+        )
+        return done / max(1, sum(sizes))
+
+    def task_table(self) -> list[dict[str, Any]]:
+        """Every task with its state and progress, for the web view."""
+        table = []
+        for task in (*self.maps, *self.reduces):
+            live = [a for a in task.attempts if a.status in ("assigned", "running")]
+            if task.committed is not None:
+                state = "committed"
+            elif live:
+                state = "running"
+            elif task.attempts:
+                state = "failed"
+            else:
+                state = "pending"
+            table.append(
+                {
+                    "kind": task.kind,
+                    "index": task.index,
+                    "state": state,
+                    "fraction": 1.0 if task.committed is not None else task.fraction,
+                    "attempts": len(task.attempts),
+                    "worker": task.attempts[-1].worker if task.attempts else None,
+                }
+            )
+        return table
 
     def progress(self) -> dict[str, Any]:
         def fraction(tasks: list[TaskState]) -> float:
@@ -506,6 +558,12 @@ class JobState:
                 "map_merge_ratio": _ratio(counters.get("map_merge_records_out"), counters.get("map_merge_records_in")),
             },
             "attempts": [a.report() for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts],
+            **({"approximate": self.approximate} if self.approximate else {}),
+            **(
+                {"snapshots": [self.snapshots.describe(s, with_rows=False) for s in self.snapshots.snapshots]}
+                if self.snapshots is not None and self.snapshots.snapshots
+                else {}
+            ),
         }
 
 

@@ -83,12 +83,15 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
     try:
         if kind == "map":
-            result = run_map(spec, index, attempt, Split(*task["split"]), job_dir, channel, task.get("resume"))
+            chunks = [(chunk_id, Split(path, start, length)) for chunk_id, path, start, length in task["chunks"]]
+            result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"))
             channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
         else:
             host = task.get("host", "127.0.0.1")
             committed = [tuple(entry) for entry in task.get("committed", [])]
-            result = run_reduce(spec, index, attempt, task["num_maps"], job_dir, channel, host, committed)
+            result = run_reduce(
+                spec, index, attempt, task["num_maps"], job_dir, channel, host, committed, task.get("chunk_strata")
+            )
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
     except Exception as error:
         channel.send(

@@ -31,6 +31,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import MAX_LINE_BYTES, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
+from hop.online.reducer import ReducerSnapshots
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
@@ -111,12 +112,16 @@ def run_map(
     spec: JobSpec,
     index: int,
     attempt: int,
-    split: Split,
+    chunks: list[tuple[int, Split]],
     spill_dir: Path,
     channel: TaskChannel,
     resume: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run one map attempt over ``split``; each spill is announced to the worker as soon as it is written.
+    """Run one map attempt over its input ``chunks`` (``(chunk id, split)``, in order; ``hop.planning``); each spill
+    is announced to the worker as soon as it is written.
+
+    Online jobs (``options["online"]``) spill at the end of every chunk, and every spill says which chunk it holds
+    and whether it ends it (``meta``), so a reducer knows exactly which chunks its data covers (``hop.online``).
 
     Checkpoints: whenever every spill written so far is registered (none held back by flow control), the attempt
     sends ``map_checkpoint`` with the number of spills, the input records they cover and the counters so far. A
@@ -135,7 +140,7 @@ def run_map(
     for group, names in prefix["user_counters"].items():
         for name, value in names.items():
             job.increment_counter(group, name, value)
-    job.input_file = split.path
+    job.input_file = chunks[0][1].path if chunks else None
     attempt_dir = spill_dir / f"map-{index:05d}-{attempt}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     num_reduces = spec.num_reduces
@@ -151,9 +156,17 @@ def run_map(
     unsent_now = 0
     checkpoints_sent = 0
 
+    online = bool(spec.options.get("online"))
+    consumed_before = 0
+    """Input records of earlier chunks (online jobs drive the buffer chunk by chunk)."""
+    spill_meta: dict[Path, dict[str, Any]] = {}
+    """Online jobs: the chunk each spill holds, taken when it is written (flow control may register it later)."""
+    chunk_meta: dict[str, Any] = {}
+
     def register(spill: SpillFile) -> None:
         nonlocal registered, unsent_now
-        channel.send("spill", index=index, attempt=attempt, seq=registered, path=str(spill.path))
+        meta = spill_meta.pop(spill.path, None)
+        channel.send("spill", index=index, attempt=attempt, seq=registered, path=str(spill.path), meta=meta)
         registered += 1
         unsent_now += 1  # until the worker says otherwise
         if registered == prefix["spills"] + 1 and faults.wanted("map", "pushed", index, attempt):
@@ -177,10 +190,13 @@ def run_map(
         attempt_dir,
         unsent_threshold=int(spec.options.get("unsent_threshold", 2)),
         enabled=spec.mode == "pipelined",
+        may_merge=not online,  # merging spills would mix chunks, and snapshots count chunks
     )
 
     def spilled(spill: SpillFile) -> None:
         nonlocal checkpoints_sent
+        if online:
+            spill_meta[spill.path] = dict(chunk_meta)
         flow.offer(spill)
         if flow.held:
             return  # some output is not registered: no consistent point to resume from yet
@@ -190,12 +206,12 @@ def run_map(
             index=index,
             attempt=attempt,
             spills=registered,
-            records=prefix["records"] + buffer.records_consumed,
+            records=prefix["records"] + consumed_before + buffer.records_consumed,
             offset=buffer.current_record[0] if buffer.current_record else None,
             counters=_add_counts(
                 prefix["counters"],
                 {
-                    "map_input_records": buffer.records_consumed,
+                    "map_input_records": consumed_before + buffer.records_consumed,
                     "map_output_records": counters.map_output_records,
                     "combine_input_records": counters.combine_input_records,
                     "combine_output_records": counters.combine_output_records,
@@ -226,37 +242,96 @@ def run_map(
     _call_user("setup", job.setup)
     mapper = functions.mapper
     skip_limit = int(spec.options.get("skip_bad_records", 0))
+    current: list[Split] = [chunks[0][1] if chunks else Split("", 0, 0)]
+    """The split being read, for error messages and progress."""
     if skip_limit:
-        mapper = _skipping_mapper(mapper, split, skip_limit, bad_records)
-    total_bytes = _split_bytes(split)
-    records = iter_records(split, spec.input_format, int(spec.options.get("max_line_bytes", MAX_LINE_BYTES)))
-    if prefix["records"]:
-        records = itertools.islice(records, prefix["records"], None)  # covered by the kept spills
+        mapper = _skipping_mapper(mapper, current, skip_limit, bad_records)
+    max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
+    sizes = [_split_bytes(split) for _, split in chunks]
+    total_bytes = max(1, sum(sizes))
+    bytes_done = 0
     last_report = time.monotonic()
     consumed = 0
-    loop = buffer.run_map(records, mapper)
-    while True:
-        try:
-            consumed = next(loop)
-        except StopIteration:
-            break
-        except (UserCodeError, InputError, CombinerKeyError, PartitionError, UnencodableRecordError, SpillWriteError):
-            raise
-        except TooManyBadRecords as error:
-            raise UserCodeError("map", error, _describe_record(split, buffer.current_record)) from error
-        except Exception as error:
-            record = buffer.current_record
-            position = _describe_record(split, record)
-            raise UserCodeError("map", error, position) from error
-        if consumed == 4096:  # the first progress check, mid-input for any split of more than 4096 records
-            faults.inject("map", "running", index, attempt)
-        now = time.monotonic()
-        if now - last_report >= PROGRESS_SECONDS:
-            last_report = now
-            flow.poll()
-            offset = buffer.current_record[0] if buffer.current_record else 0
-            fraction = _fraction(split, offset, total_bytes)
-            channel.send("task_progress", kind="map", index=index, attempt=attempt, fraction=fraction, records=consumed)
+
+    def chunk_records(split: Split) -> Iterator[tuple[Any, Any]]:
+        current[0] = split
+        job.input_file = split.path
+        return iter_records(split, spec.input_format, max_line_bytes)
+
+    def drive(loop: Iterator[int]) -> int:
+        """Run the buffer's map loop to its end, turning errors into ``UserCodeError`` and reporting progress."""
+        nonlocal last_report
+        consumed = 0
+        while True:
+            try:
+                consumed = next(loop)
+            except StopIteration:
+                return consumed
+            except (
+                UserCodeError,
+                InputError,
+                CombinerKeyError,
+                PartitionError,
+                UnencodableRecordError,
+                SpillWriteError,
+            ):
+                raise
+            except TooManyBadRecords as error:
+                raise UserCodeError("map", error, _describe_record(current[0], buffer.current_record)) from error
+            except Exception as error:
+                raise UserCodeError("map", error, _describe_record(current[0], buffer.current_record)) from error
+            if consumed_before + consumed == 4096:  # the first progress check, mid-input for most splits
+                faults.inject("map", "running", index, attempt)
+            now = time.monotonic()
+            if now - last_report >= PROGRESS_SECONDS:
+                last_report = now
+                flow.poll()
+                offset = buffer.current_record[0] if buffer.current_record else 0
+                split = current[0]
+                within = _fraction(split, offset, _split_bytes(split)) * _split_bytes(split)
+                fraction = min(1.0, (bytes_done + within) / total_bytes)
+                channel.send(
+                    "task_progress",
+                    kind="map",
+                    index=index,
+                    attempt=attempt,
+                    fraction=fraction,
+                    records=consumed_before + consumed,
+                )
+
+    if not online:
+
+        def all_records() -> Iterator[tuple[Any, Any]]:
+            nonlocal bytes_done
+            for (_, split), size in zip(chunks, sizes, strict=True):
+                yield from chunk_records(split)
+                bytes_done += size
+
+        records: Iterator[tuple[Any, Any]] = all_records()
+        if prefix["records"]:
+            records = itertools.islice(records, prefix["records"], None)  # covered by the kept spills
+        consumed = drive(buffer.run_map(records, mapper))
+    else:
+        to_skip = prefix["records"]  # covered by the kept spills of the attempt this one resumes after
+        for (chunk_id, split), size in zip(chunks, sizes, strict=True):
+            records = chunk_records(split)
+            partial = False
+            if to_skip:
+                skipped = sum(1 for _ in itertools.islice(records, to_skip))
+                to_skip -= skipped
+                if to_skip:
+                    bytes_done += size
+                    continue  # the whole chunk is in kept spills
+                partial = skipped > 0
+            chunk_meta.update(chunk=chunk_id, end=False, partial=partial)
+            chunk_consumed = drive(buffer.run_map(records, mapper))
+            chunk_meta["end"] = True
+            buffer.records_consumed = chunk_consumed
+            buffer.spill(force=True)  # even an empty chunk: reducers must know it was read
+            consumed_before += chunk_consumed
+            buffer.records_consumed = 0
+            bytes_done += size
+        consumed = consumed_before
     _call_user("teardown", job.teardown)
     buffer.spill()
     flow.finish()
@@ -302,11 +377,12 @@ class TooManyBadRecords(Exception):
 
 def _skipping_mapper(
     mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None],
-    split: Split,
+    current: list[Split],
     limit: int,
     bad_records: list[dict[str, Any]],
 ) -> Callable[[Any, Any], Iterable[tuple[Any, Any]]]:
-    """Wrap ``mapper`` so a record that raises is skipped (its partial output discarded) and recorded."""
+    """Wrap ``mapper`` so a record that raises is skipped (its partial output discarded) and recorded;
+    ``current[0]`` is the split being read."""
 
     def skipping(key: Any, value: Any) -> Iterable[tuple[Any, Any]]:
         try:
@@ -314,7 +390,7 @@ def _skipping_mapper(
         except Exception as error:
             bad_records.append(
                 {
-                    "file": split.path,
+                    "file": current[0].path,
                     "offset": key,
                     "record": str(value)[:1000],
                     "error": f"{type(error).__name__}: {error}",
@@ -332,6 +408,7 @@ def _skipping_mapper(
 
 
 def _describe_record(split: Split, record: tuple[Any, Any] | None) -> str:
+    """Where a failing record is: file and byte offset (the line, for text input)."""
     if record is None:
         return f"{split.path} (before the first record)"
     key, value = record
@@ -362,8 +439,13 @@ def run_reduce(
     channel: TaskChannel,
     host: str = "127.0.0.1",
     committed: list[tuple[int, int, int, list[list[int]]]] = (),  # type: ignore[assignment]
+    chunk_strata: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output."""
+    """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output.
+
+    While receiving it answers ``snapshot`` requests (``hop.online.reducer``); ``chunk_strata`` (the stratum of
+    every input chunk, by chunk id) is given for online jobs, whose snapshots carry estimates.
+    """
     job, functions = instantiate(spec)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.ROUTER)  # workers' DEALERs push runs; each run is acknowledged (credit flow)
@@ -376,9 +458,23 @@ def run_reduce(
         store = RunStore(store_dir, memory_limit=spec.reduce_memory)
     for map_index, map_attempt, spills, segments in committed:
         store.commit(map_index, map_attempt, spills, segments)
+    online = bool(spec.options.get("online"))
+    snapshots = ReducerSnapshots(
+        spec.output,
+        index,
+        store,
+        functions.reducer,
+        functions.reduce_aggregate if online else None,
+        chunk_strata if online else None,
+        job.key_stratum if type(job).key_stratum is not Job.key_stratum else None,
+        float(spec.options.get("confidence", 0.95)),
+    )
+    if snapshots.state is not None:
+        for map_index, map_attempt, _, _ in committed:
+            snapshots.state.commit(map_index, map_attempt)
     try:
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
-        first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel)
+        first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel, snapshots)
         faults.inject("reduce", "received", index, attempt)
         _call_user("setup", job.setup)
         output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
@@ -422,8 +518,9 @@ def _receive_runs(
     store: RunStore,
     pull: zmq.Socket,
     channel: TaskChannel,
+    snapshots: ReducerSnapshots,
 ) -> float | None:
-    """Take runs and commit/failure notices until the store holds every committed map's runs."""
+    """Take runs, commit/failure notices and snapshot requests until the store holds every committed map's runs."""
     poller = zmq.Poller()
     poller.register(pull, zmq.POLLIN)
     poller.register(channel.control_socket, zmq.POLLIN)
@@ -443,7 +540,9 @@ def _receive_runs(
                 if first_run_at is None:
                     first_run_at = time.time()
                     channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
-                store.add(header["map"], header["attempt"], header["seq"], data.bytes, header["records"], header["tag"])
+                run = data.bytes
+                snapshots.on_run(header, run)
+                store.add(header["map"], header["attempt"], header["seq"], run, header["records"], header["tag"])
                 if test_delay:
                     time.sleep(test_delay)
                 pull.send_multipart([sender, b"%d" % header["seq"]])  # one credit back to that worker
@@ -456,7 +555,14 @@ def _receive_runs(
                 elif control["type"] == "map_failed":
                     store.drop(control["index"], control["attempt"], control.get("keep_below"))
                 elif control["type"] == "map_lost":
+                    snapshots.on_notice(control)  # before the store forgets whether the attempt was complete
                     store.lost(control["index"], control["attempt"])
+                    continue
+                elif control["type"] == "snapshot":
+                    fields = snapshots.take(control["label"])
+                    channel.send("snapshot_done", index=index, attempt=attempt, seq=control["seq"], **fields)
+                    continue
+                snapshots.on_notice(control)
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now

@@ -33,6 +33,7 @@ from shuffle.pusher import SpillPusher
 HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
 RELAYED = {
+    "snapshot_done",
     "task_started",
     "task_progress",
     "reducer_ready",
@@ -182,6 +183,10 @@ class Worker:
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
                     self._to_slot(slot, frame)
+        elif kind == "snapshot":
+            for slot in self.slots.values():
+                if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
+                    self._to_slot(slot, frame)
         elif kind == "kill_task":
             self._kill_task((msg["job_id"], msg["kind"], msg["index"], msg["attempt"]))
         elif kind == "reducer_at":
@@ -189,7 +194,7 @@ class Worker:
         elif kind == "job_done":
             self.notices.pop(msg["job_id"], None)
             self.pusher.finish_job(msg["job_id"], self.spill_dir)
-            if msg.get("failed"):
+            if msg.get("failed") or msg.get("stop_tasks"):
                 self._stop_job_tasks(msg["job_id"])
         elif kind == "shutdown":
             self.running = False
@@ -241,7 +246,7 @@ class Worker:
                 self._dispatch()
             return
         if kind == "spill":
-            self.pusher.add_spill(msg["job_id"], msg["index"], msg["attempt"], msg["seq"], msg["path"])
+            self.pusher.add_spill(msg["job_id"], msg["index"], msg["attempt"], msg["seq"], msg["path"], msg.get("meta"))
             self._tell_unsent(msg["job_id"], msg["index"], msg["attempt"])
             return
         if kind in FINISHING and slot is not None:

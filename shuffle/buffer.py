@@ -181,9 +181,10 @@ class MapOutputBuffer:
             raise PartitionError(f"partition({key!r}) returned {bad!r}; expected an int in range({partitions})")
         return result
 
-    def spill(self) -> SpillFile | None:
-        """Write what the buffer holds as one spill file; returns ``None`` if the buffer is empty."""
-        if not self._groups:
+    def spill(self, force: bool = False) -> SpillFile | None:
+        """Write what the buffer holds as one spill file; returns ``None`` if the buffer is empty, unless ``force``
+        (an online map marks the end of every input chunk with a spill, empty or not)."""
+        if not self._groups and not force:
             return None
         started = time.perf_counter()
         groups, self._groups = self._groups, {}

@@ -105,6 +105,7 @@ class FlowController:
         max_held: int = 8,
         useless_merge_ratio: float = 0.9,
         enabled: bool = True,
+        may_merge: bool = True,
     ) -> None:
         self._register = register
         self._unsent = unsent
@@ -114,6 +115,8 @@ class FlowController:
         self.max_held = max_held
         self.useless_merge_ratio = useless_merge_ratio
         self.enabled = enabled
+        self.may_merge = may_merge
+        """False: held spills are registered one by one, never merged (each must stay one input chunk)."""
         self.held: list[SpillFile] = []
         self.counters = FlowCounters()
         self._merges = 0
@@ -129,7 +132,7 @@ class FlowController:
             self._held_since.append(time.monotonic())
             self.counters.spills_held_back += 1
             self.counters.max_spills_held = max(self.counters.max_spills_held, len(self.held))
-            if len(self.held) >= self.max_held:
+            if len(self.held) >= self.max_held and self.may_merge:
                 self.held = [self._merge(self.held)]
             return
         self._release([*self.held, spill])
@@ -146,7 +149,7 @@ class FlowController:
 
     def _merging_pays(self) -> bool:
         ratio = self.counters.merge_ratio
-        return self.combiner is not None and (ratio is None or ratio <= self.useless_merge_ratio)
+        return self.may_merge and self.combiner is not None and (ratio is None or ratio <= self.useless_merge_ratio)
 
     def _release(self, spills: Iterable[SpillFile]) -> None:
         spills = list(spills)

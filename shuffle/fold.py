@@ -125,6 +125,16 @@ class FoldingRunStore(RunStore):
         """Folded states by key (a key has several only if the state was dumped to disk)."""
         return group_sorted(self.sorted_pairs())
 
+    def snapshot_groups(self) -> dict[Any, list[Any]]:
+        """The folded states (in memory and dumped) plus the states of runs not folded yet, by key."""
+        groups = super().snapshot_groups()
+        for path in self._dumps:
+            for key, value in iter_run_file(path):
+                groups.setdefault(key, []).append(value)
+        for key, value in self.state.items():
+            groups.setdefault(key, []).append(value)
+        return groups
+
     def close(self) -> None:
         super().close()
         self.state = {}

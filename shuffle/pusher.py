@@ -19,6 +19,7 @@ import shutil
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import zmq
@@ -35,6 +36,8 @@ class RegisteredSpill:
     attempt: int
     seq: int
     spill: SpillFile
+    meta: dict[str, Any] | None = None
+    """Online jobs: the input chunk the spill holds (``chunk``, ``end``, ``partial``), sent with each run."""
 
 
 @dataclass
@@ -77,10 +80,12 @@ class SpillPusher:
     def _eligible(self, job: _JobShuffle, spill: RegisteredSpill) -> bool:
         return job.mode == "pipelined" or (spill.map_index, spill.attempt) in job.committed
 
-    def add_spill(self, job_id: str, map_index: int, attempt: int, seq: int, path: str) -> None:
+    def add_spill(
+        self, job_id: str, map_index: int, attempt: int, seq: int, path: str, meta: dict[str, Any] | None = None
+    ) -> None:
         """Register a spill file written by a local map attempt."""
         job = self._job(job_id)
-        spill = RegisteredSpill(map_index, attempt, seq, SpillFile.open(path))
+        spill = RegisteredSpill(map_index, attempt, seq, SpillFile.open(path), meta)
         job.spills.append(spill)
         if self._eligible(job, spill):
             for reducer in job.reducers.values():
@@ -166,17 +171,18 @@ class SpillPusher:
                 while reducer.queue and sent < budget and len(reducer.in_flight) < CREDITS:
                     spill = reducer.queue[0]
                     entry = spill.spill.partitions[partition]
-                    header = msgpack.packb(
-                        {
-                            "job_id": job_id,
-                            "map": spill.map_index,
-                            "attempt": spill.attempt,
-                            "seq": spill.seq,
-                            "partition": partition,
-                            "records": entry.records,
-                            "tag": entry.order_tag,
-                        }
-                    )
+                    fields = {
+                        "job_id": job_id,
+                        "map": spill.map_index,
+                        "attempt": spill.attempt,
+                        "seq": spill.seq,
+                        "partition": partition,
+                        "records": entry.records,
+                        "tag": entry.order_tag,
+                    }
+                    if spill.meta:
+                        fields.update(spill.meta)
+                    header = msgpack.packb(fields)
                     try:
                         reducer.socket.send(header, zmq.SNDMORE | zmq.NOBLOCK)
                     except zmq.Again:

@@ -237,6 +237,45 @@ class RunStore:
         ordered, _ = sort_keys(list(groups))
         return ((key, groups[key]) for key in ordered)
 
+    def snapshot_runs(self) -> list[StoredRun]:
+        """The runs a snapshot includes: per map task its committed attempt's, else those of its live attempt with
+        the most runs (failed attempts are gone from the store already)."""
+        best: dict[int, tuple[int, AttemptRuns]] = {}
+        for (task, attempt), attempt_runs in self.attempts.items():
+            committed = self.committed.get(task)
+            if committed is not None and committed != attempt:
+                continue
+            current = best.get(task)
+            if current is None or committed == attempt or len(attempt_runs.runs) > len(current[1].runs):
+                best[task] = (attempt, attempt_runs)
+        return [
+            run
+            for _, (_, attempt_runs) in sorted(best.items())
+            for run in sorted(attempt_runs.runs.values(), key=lambda run: run.seq)
+        ]
+
+    def snapshot_groups(self) -> dict[Any, list[Any]]:
+        """Values received so far by key (see :meth:`snapshot_runs`), read without changing the store."""
+        groups: dict[Any, list[Any]] = {}
+        for run in self.snapshot_runs():
+            if run.folded:
+                continue
+            data = run.data if run.data is not None else (run.path.read_bytes() if run.path is not None else b"")
+            for keys, values in iter_blocks(data):
+                for key, value in zip(keys, values, strict=True):
+                    group = groups.get(key)
+                    if group is None:
+                        groups[key] = [value]
+                    else:
+                        group.append(value)
+        return groups
+
+    def snapshot_grouped(self) -> Iterator[tuple[Any, list[Any]]]:
+        """:meth:`snapshot_groups` in key order: the input of a snapshot's reduce."""
+        groups = self.snapshot_groups()
+        ordered, _ = sort_keys(list(groups))
+        return ((key, groups[key]) for key in ordered)
+
     def close(self) -> None:
         """Delete every run file this store wrote."""
         for attempt_runs in self.attempts.values():

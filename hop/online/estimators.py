@@ -1,0 +1,105 @@
+"""Estimates of a group's final value, with a confidence interval, from the input chunks seen so far.
+
+The model (written out with its assumptions in ``docs/online.md``): the input is cut into chunks; each chunk belongs
+to one *stratum* (the whole input is one stratum unless the job says otherwise). With ``--order random`` the chunks
+seen so far are a simple random sample, without replacement, of the chunks of each stratum. A group draws from one
+stratum. For a group, ``x_c`` is its contribution in chunk ``c`` (0 when the group does not occur there), so its
+final Sum is ``sum over all N chunks of x_c``. From the ``n`` chunks seen we know ``S = sum x_c`` and
+``Q = sum x_c**2`` and estimate:
+
+- Sum and Count: ``T = N * S / n`` with variance ``N**2 * (1 - n/N) * s**2 / n``, ``s**2`` the sample variance of
+  the ``x_c`` (finite-population correction ``1 - n/N``).
+- Mean: the ratio ``R = S_y / S_x`` of the per-chunk sums of values (``y``) and counts (``x``), with the linearised
+  variance ``(1 - n/N) * s_d**2 / (n * xbar**2)`` where ``d_c = y_c - R * x_c``.
+
+The interval is ``estimate +- t * sqrt(variance)`` with Student's t quantile for ``n - 1`` degrees of freedom (wider
+than the normal quantile while few chunks were seen). With ``n == N`` the value is exact (interval of width 0); with
+``n < 2`` there is no interval (``None`` bounds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = ["Estimate", "estimate_mean", "estimate_total", "t_quantile"]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimate of a group's final value; ``low``/``high`` are ``None`` when no interval can be given yet."""
+
+    value: float
+    low: float | None
+    high: float | None
+    final: bool
+    """True when every chunk of the group's stratum has been seen: the value is exact."""
+
+    @property
+    def relative_half_width(self) -> float | None:
+        """Half the interval's width over the estimate's magnitude (0 when exact, ``None`` without an interval)."""
+        if self.final:
+            return 0.0
+        if self.low is None or self.high is None:
+            return None
+        half = (self.high - self.low) / 2
+        return half / abs(self.value) if self.value else (0.0 if half == 0 else math.inf)
+
+
+@lru_cache(maxsize=4096)
+def t_quantile(degrees_of_freedom: int, confidence: float) -> float:
+    """The two-sided Student t quantile: ``P(|T| <= q) == confidence`` for ``degrees_of_freedom``."""
+    if degrees_of_freedom < 1:
+        raise ValueError(f"degrees of freedom must be at least 1, got {degrees_of_freedom}")
+    from scipy.stats import t as student_t  # imported on first use: scipy costs task processes memory and time
+
+    return float(student_t.ppf(0.5 + confidence / 2, degrees_of_freedom))
+
+
+def estimate_total(total: float, squares: float, seen: int, chunks: int, confidence: float = 0.95) -> Estimate:
+    """Estimate a Sum or Count: ``total``/``squares`` are the sum and sum of squares of the group's per-chunk
+    contributions over the ``seen`` chunks seen of the ``chunks`` in its stratum."""
+    if chunks < 1 or not 0 < seen <= chunks:
+        raise ValueError(f"need 0 < seen <= chunks, got seen={seen}, chunks={chunks}")
+    if seen == chunks:
+        return Estimate(float(total), float(total), float(total), True)
+    mean = total / seen
+    value = chunks * mean
+    if seen < 2:
+        return Estimate(value, None, None, False)
+    variance_of_x = max(0.0, (squares - seen * mean * mean) / (seen - 1))
+    variance = chunks * chunks * (1 - seen / chunks) * variance_of_x / seen
+    half = t_quantile(seen - 1, confidence) * math.sqrt(variance)
+    return Estimate(value, value - half, value + half, False)
+
+
+def estimate_mean(
+    counts: float,
+    sums: float,
+    count_squares: float,
+    cross: float,
+    sum_squares: float,
+    seen: int,
+    chunks: int,
+    confidence: float = 0.95,
+) -> Estimate:
+    """Estimate a Mean as the ratio of per-chunk sums (``y``) to per-chunk counts (``x``).
+
+    Arguments are ``sum x``, ``sum y``, ``sum x**2``, ``sum x*y``, ``sum y**2`` over the ``seen`` chunks.
+    """
+    if chunks < 1 or not 0 < seen <= chunks:
+        raise ValueError(f"need 0 < seen <= chunks, got seen={seen}, chunks={chunks}")
+    if counts <= 0:
+        raise ValueError("a mean needs at least one value")
+    ratio = sums / counts
+    if seen == chunks:
+        return Estimate(ratio, ratio, ratio, True)
+    if seen < 2:
+        return Estimate(ratio, None, None, False)
+    residual_squares = max(0.0, sum_squares - 2 * ratio * cross + ratio * ratio * count_squares)
+    variance_of_d = residual_squares / (seen - 1)
+    mean_count = counts / seen
+    variance = (1 - seen / chunks) * variance_of_d / (seen * mean_count * mean_count)
+    half = t_quantile(seen - 1, confidence) * math.sqrt(variance)
+    return Estimate(ratio, ratio - half, ratio + half, False)

@@ -1,0 +1,122 @@
+"""Snapshots on the reduce side: what a reduce attempt does when the coordinator asks for one.
+
+A snapshot is the reduce over everything this attempt has received so far: committed runs and the tentative runs of
+live map attempts (per map task the committed attempt, else the live attempt with the most data; never a failed
+attempt's). Two ways to produce one:
+
+- Online jobs whose reduce is a built-in aggregate keep a :class:`hop.online.state.SnapshotState` fed with every
+  run, so a snapshot merges per-attempt summaries (no re-read of the runs) and carries estimates.
+- Otherwise the run store's snapshot groups (``RunStore.snapshot_grouped``) are reduced with the job's reducer: the
+  values so far, without estimates.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from hop.aggregates import Aggregate
+from hop.online.snapshots import (
+    ROWS_ON_THE_WIRE,
+    row_to_wire,
+    snapshot_directory,
+    write_partition_snapshot,
+)
+from hop.online.state import SnapshotRow, SnapshotState
+from shuffle.store import RunStore
+
+__all__ = ["ReducerSnapshots"]
+
+
+class ReducerSnapshots:
+    """One reduce attempt's snapshot machinery (see the module docstring)."""
+
+    def __init__(
+        self,
+        output: str,
+        index: int,
+        store: RunStore,
+        reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None],
+        aggregate: Aggregate | None,
+        chunk_strata: list[str] | None,
+        key_stratum: Callable[[Any], str | None] | None,
+        confidence: float = 0.95,
+    ) -> None:
+        self.output = output
+        self.index = index
+        self.store = store
+        self.reducer = reducer
+        self.state = (
+            SnapshotState(aggregate, chunk_strata, key_stratum, confidence)
+            if aggregate is not None and chunk_strata
+            else None
+        )
+        self.taken = 0
+
+    def on_run(self, header: dict[str, Any], data: bytes) -> None:
+        if self.state is not None and "chunk" in header:
+            attempt = self.store.owner(header["map"], header["attempt"], header["seq"])
+            self.state.add_run(
+                header["map"], attempt, data, header["chunk"], bool(header.get("end")), bool(header.get("partial"))
+            )
+
+    def on_notice(self, notice: dict[str, Any]) -> None:
+        state = self.state
+        if state is None:
+            return
+        task, attempt = notice["index"], notice["attempt"]
+        if notice["type"] == "map_committed":
+            state.commit(task, attempt)
+            for key in [key for key in state.attempts if key[0] == task and key[1] != attempt]:
+                state.drop(*key)
+            return
+        lost_incomplete = notice["type"] == "map_lost" and not self.store.complete(task, attempt)
+        if notice["type"] == "map_failed" or lost_incomplete:
+            state.drop(task, attempt)
+
+    def take(self, label: str) -> dict[str, Any]:
+        """Write this partition's snapshot files under ``label`` and return the ``snapshot_done`` fields."""
+        started = time.time()
+        try:
+            rows = self._rows()
+        except Exception as error:  # a reducer that fails on partial data must not fail the task
+            return {"label": label, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+        ordered = write_partition_snapshot(snapshot_directory(self.output, label), self.index, rows)
+        self.taken += 1
+        fields: dict[str, Any] = {
+            "label": label,
+            "rows": [row_to_wire(row) for row in ordered[:ROWS_ON_THE_WIRE]],
+            "truncated": len(ordered) > ROWS_ON_THE_WIRE,
+            "groups": len(ordered),
+            "seconds": round(time.time() - started, 4),
+            "max_relative_half_width": _max_relative_half_width(ordered),
+        }
+        if self.state is not None:
+            chunks = self.state.seen_chunks()
+            fields["chunks_seen"] = sorted(chunks)
+            fields["strata_seen"] = self.state.strata_seen(chunks)
+        return fields
+
+    def _rows(self) -> list[SnapshotRow]:
+        if self.state is not None:
+            return list(self.state.rows())
+        rows = []
+        for key, values in self.store.snapshot_grouped():
+            for out_key, out_value in self.reducer(key, values) or ():
+                rows.append(SnapshotRow(out_key, out_value, None, False))
+        return rows
+
+
+def _max_relative_half_width(rows: list[SnapshotRow]) -> float | None:
+    """The widest interval relative to its estimate (``None`` if some group has no interval yet)."""
+    widest = 0.0
+    for row in rows:
+        if row.final:
+            continue
+        width = row.estimate.relative_half_width if row.estimate is not None else None
+        if width is None:
+            return None
+        widest = max(widest, width)
+    return widest

@@ -1,0 +1,73 @@
+"""A snapshot's files: ``OUT/_snapshots/<label>/``.
+
+- ``part-NNNNN``: one line per group, ``json(key) TAB json(value)`` as in the job's output, sorted by key; the value
+  is the estimate of the final value for Sum/Count/Mean, else the value so far.
+- ``estimates-NNNNN.jsonl``: one JSON object per group: ``key``, ``value`` (so far), ``estimate``, ``low``,
+  ``high`` (``null`` without an interval) and ``final`` (the value can no longer change).
+- ``_snapshot.json`` (written by the coordinator once every partition reported): time, progress (the trigger), the
+  fraction of input bytes and of chunks the reducers had seen, per-partition progress.
+
+``<label>`` is the progress the snapshot was taken at, three decimals (``0.100``); a snapshot asked for with
+``hop snapshot`` is ``<progress>-now<seq>``. Files are written under a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from hop.online.state import SnapshotRow
+from shuffle.keys import sort_keys
+
+__all__ = ["ROWS_ON_THE_WIRE", "row_to_wire", "snapshot_directory", "snapshot_label", "write_partition_snapshot"]
+
+ROWS_ON_THE_WIRE = 2000
+"""Rows per partition a reducer sends the coordinator with a snapshot (all rows are in the files)."""
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def snapshot_label(progress: float, on_demand_seq: int | None = None) -> str:
+    label = f"{progress:.3f}"
+    return label if on_demand_seq is None else f"{label}-now{on_demand_seq}"
+
+
+def snapshot_directory(output: str | Path, label: str) -> Path:
+    return Path(output) / "_snapshots" / label
+
+
+def row_to_wire(row: SnapshotRow) -> dict[str, Any]:
+    estimate = row.estimate
+    return {
+        "key": row.key,
+        "value": row.value,
+        "estimate": estimate.value if estimate is not None else None,
+        "low": estimate.low if estimate is not None else None,
+        "high": estimate.high if estimate is not None else None,
+        "final": row.final,
+    }
+
+
+def _write_atomically(path: Path, lines: Iterable[str]) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w", encoding="utf-8", newline="\n") as file:
+        file.writelines(lines)
+    os.replace(temporary, path)
+
+
+def write_partition_snapshot(directory: Path, index: int, rows: list[SnapshotRow]) -> list[SnapshotRow]:
+    """Write one partition's files; returns the rows sorted by key."""
+    directory.mkdir(parents=True, exist_ok=True)
+    by_key = {row.key: row for row in rows}
+    ordered_keys, _ = sort_keys(list(by_key))
+    ordered = [by_key[key] for key in ordered_keys]
+
+    def shown(row: SnapshotRow) -> Any:
+        return row.estimate.value if row.estimate is not None else row.value
+
+    _write_atomically(directory / f"part-{index:05d}", (f"{_dumps(r.key)}\t{_dumps(shown(r))}\n" for r in ordered))
+    _write_atomically(directory / f"estimates-{index:05d}.jsonl", (_dumps(row_to_wire(r)) + "\n" for r in ordered))
+    return ordered

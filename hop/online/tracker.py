@@ -1,0 +1,149 @@
+"""The coordinator's side of snapshots for one job, with no I/O: when to ask, what came back, when it is complete.
+
+- With ``every`` set (``--snapshot-every 0.1``) a snapshot is due each time the fraction of map input processed
+  (bytes, weighted by task) passes a multiple of ``every`` below 1; several passed at once make one request,
+  labelled with the highest. ``request_now`` is ``hop snapshot``.
+- Each reduce partition answers with ``snapshot_done``; a snapshot is *complete* once every partition answered.
+  The snapshot's progress is measured from the answers: for online jobs the fraction of input chunks (and bytes)
+  the reducers' data covers (the smallest over partitions), else the map progress at the request.
+- ``accurate(snapshot)``: with ``stop_when_accurate`` set, every group of every partition has an interval no
+  wider (half-width) than that fraction of its estimate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hop.online.snapshots import snapshot_label
+
+__all__ = ["Snapshot", "SnapshotTracker"]
+
+
+@dataclass
+class Snapshot:
+    seq: int
+    label: str
+    progress: float
+    requested_at: float
+    partitions: dict[int, dict[str, Any]] = field(default_factory=dict)
+    completed_at: float | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.completed_at is not None
+
+
+class SnapshotTracker:
+    """Snapshot requests and answers of one job (see the module docstring)."""
+
+    def __init__(
+        self,
+        num_partitions: int,
+        chunk_sizes: list[int],
+        every: float | None = None,
+        stop_when_accurate: float | None = None,
+        started_at: float | None = None,
+    ) -> None:
+        if every is not None and not 0 < every < 1:
+            raise ValueError(f"--snapshot-every must be between 0 and 1 (a fraction of the input), got {every}")
+        self.num_partitions = num_partitions
+        self.chunk_sizes = chunk_sizes
+        self.total_bytes = max(1, sum(chunk_sizes))
+        self.every = every
+        self.stop_when_accurate = stop_when_accurate
+        self.started_at = started_at if started_at is not None else time.time()
+        self.snapshots: list[Snapshot] = []
+        self._next = every or 0.0
+
+    def due(self, input_fraction: float, now: float | None = None) -> Snapshot | None:
+        """The snapshot to request now that ``input_fraction`` of the map input is processed, if one is due."""
+        if not self.every:
+            return None
+        passed = None
+        while self._next < 1 - 1e-9 and input_fraction + 1e-9 >= self._next:
+            passed = self._next
+            self._next = round(self._next + self.every, 9)
+        return None if passed is None else self._new(passed, False, now)
+
+    def request_now(self, input_fraction: float, now: float | None = None) -> Snapshot:
+        return self._new(input_fraction, True, now)
+
+    def _new(self, progress: float, on_demand: bool, now: float | None) -> Snapshot:
+        seq = len(self.snapshots)
+        label = snapshot_label(progress, seq if on_demand else None)
+        snapshot = Snapshot(seq, label, progress, now if now is not None else time.time())
+        self.snapshots.append(snapshot)
+        return snapshot
+
+    def on_done(self, seq: int, index: int, fields: dict[str, Any], now: float | None = None) -> Snapshot | None:
+        """Record one partition's answer; returns the snapshot if this answer completed it."""
+        if not 0 <= seq < len(self.snapshots):
+            return None
+        snapshot = self.snapshots[seq]
+        if snapshot.complete:
+            return None
+        snapshot.partitions[index] = fields
+        if len(snapshot.partitions) == self.num_partitions:
+            snapshot.completed_at = now if now is not None else time.time()
+            return snapshot
+        return None
+
+    def coverage(self, snapshot: Snapshot) -> tuple[float, float] | None:
+        """(fraction of chunks, fraction of bytes) the reducers' data covered: the least over partitions."""
+        fractions = []
+        for fields in snapshot.partitions.values():
+            chunks = fields.get("chunks_seen")
+            if chunks is None:
+                return None
+            seen_bytes = sum(self.chunk_sizes[c] for c in chunks)
+            fractions.append((len(chunks) / max(1, len(self.chunk_sizes)), seen_bytes / self.total_bytes))
+        return min(fractions) if fractions else None
+
+    def accurate(self, snapshot: Snapshot) -> bool:
+        if self.stop_when_accurate is None or not snapshot.complete:
+            return False
+        widths = [fields.get("max_relative_half_width") for fields in snapshot.partitions.values()]
+        if any(fields.get("error") for fields in snapshot.partitions.values()):
+            return False
+        return all(width is not None and width <= self.stop_when_accurate for width in widths)
+
+    def describe(self, snapshot: Snapshot, with_rows: bool = True) -> dict[str, Any]:
+        """The snapshot as the API and ``_snapshot.json`` show it."""
+        coverage = self.coverage(snapshot)
+        partitions = []
+        rows: list[dict[str, Any]] = []
+        for index in sorted(snapshot.partitions):
+            fields = snapshot.partitions[index]
+            entry = {
+                "index": index,
+                "groups": fields.get("groups"),
+                "seconds": fields.get("seconds"),
+                **({"error": fields["error"]} if fields.get("error") else {}),
+            }
+            chunks = fields.get("chunks_seen")
+            if chunks is not None:
+                entry["chunks_fraction"] = len(chunks) / max(1, len(self.chunk_sizes))
+                entry["input_fraction"] = sum(self.chunk_sizes[c] for c in chunks) / self.total_bytes
+                entry["strata_seen"] = fields.get("strata_seen")
+            partitions.append(entry)
+            if with_rows:
+                rows.extend(fields.get("rows") or [])
+        result: dict[str, Any] = {
+            "seq": snapshot.seq,
+            "label": snapshot.label,
+            "progress": snapshot.progress,
+            "requested_at": snapshot.requested_at,
+            "time": snapshot.completed_at,
+            "seconds_since_start": (snapshot.completed_at or snapshot.requested_at) - self.started_at,
+            "complete": snapshot.complete,
+            "input_fraction": coverage[1] if coverage else snapshot.progress,
+            "chunks_fraction": coverage[0] if coverage else None,
+            "partitions": partitions,
+            "groups": sum(p.get("groups") or 0 for p in partitions),
+            "truncated": any(fields.get("truncated") for fields in snapshot.partitions.values()),
+        }
+        if with_rows:
+            result["rows"] = rows
+        return result

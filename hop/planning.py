@@ -1,0 +1,74 @@
+"""Which input each map task reads: its *chunks*, in the order it reads them.
+
+A chunk is a byte range of one input file (a gzip file is one chunk) and the unit online aggregation samples: a
+reducer knows exactly which chunks its data covers, and estimates scale by the fraction of chunks seen (see
+``hop.online``). Each chunk has a number (its id, unique in the job), a size in bytes and a *stratum*: the name the
+job's ``input_stratum(path)`` gives its file ("" for every chunk when the job defines no strata).
+
+- Plain mode (no snapshots, sequential order): every map task reads one split of ``split_size`` bytes, which is one
+  chunk: exactly ``hop.inputs.make_splits``.
+- Chunked mode (snapshots or ``--order random``): files are cut into chunks of ``chunk_size`` bytes, and the chunks are
+  dealt to ``round(total / split_size)`` map tasks as consecutive runs of the chunk list. With ``order="random"`` the
+  list is first shuffled with ``random.Random(seed)``, so the chunks read by any set of tasks at any moment are a
+  random sample of the input, whichever tasks run first.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+
+from hop.inputs import Split, make_splits
+
+__all__ = ["ORDERS", "Chunk", "plan_map_inputs"]
+
+ORDERS = ("sequential", "random")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of input: ``id`` is unique in the job; ``size`` is in bytes (compressed size for gzip)."""
+
+    id: int
+    split: Split
+    size: int
+    stratum: str = ""
+
+    def to_wire(self) -> list[object]:
+        return [self.id, self.split.path, self.split.start, self.split.length]
+
+
+def _size(split: Split) -> int:
+    return split.length if split.length >= 0 else os.path.getsize(split.path)
+
+
+def plan_map_inputs(
+    files: list[str],
+    split_size: int,
+    *,
+    chunked: bool = False,
+    chunk_size: int = 1 << 20,
+    order: str = "sequential",
+    seed: int = 0,
+    strata: dict[str, str] | None = None,
+) -> list[list[Chunk]]:
+    """The chunks of every map task (see the module docstring); ``strata`` maps a file to its stratum."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    if chunk_size <= 0:
+        raise ValueError(f"chunk size must be positive, got {chunk_size}")
+    strata = strata or {}
+    if not chunked and order == "sequential":
+        splits = make_splits(files, split_size)
+        return [[Chunk(i, split, _size(split), strata.get(split.path, ""))] for i, split in enumerate(splits)]
+    pieces = make_splits(files, min(chunk_size, split_size))
+    chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(pieces)]
+    if not chunks:
+        return []
+    if order == "random":
+        chunks = list(chunks)
+        random.Random(seed).shuffle(chunks)
+    total = sum(chunk.size for chunk in chunks)
+    tasks = max(1, min(len(chunks), round(total / split_size)))
+    return [chunks[len(chunks) * t // tasks : len(chunks) * (t + 1) // tasks] for t in range(tasks)]
