@@ -25,7 +25,7 @@ from hop.inputs import InputError, expand_inputs
 from hop.job import Job
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
-from hop.runner import JobFailed, build_spec, run_steps, wall_time
+from hop.runner import JobFailed, build_spec, online_options, run_steps, wall_time
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
 
@@ -209,21 +209,16 @@ def _fraction(text: str) -> float:
 
 
 def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str, Any]:
-    """The JobSpec options of online aggregation; the job's strata are computed here, where its code runs."""
-    every = args.snapshot_every
-    if args.stop_when_accurate is not None and every is None:
-        every = 0.05
-    options: dict[str, Any] = {"order": args.order, "seed": args.seed, "chunk_size": args.chunk_size}
-    if every is not None:
-        options.update(online=True, snapshot_every=every, confidence=args.confidence)
-    if args.stop_when_accurate is not None:
-        options["stop_when_accurate"] = args.stop_when_accurate
-    if every is not None and job_class.input_stratum is not Job.input_stratum:
-        job = job_class()
-        options["strata"] = {
-            os.path.abspath(path): str(job.input_stratum(path)) for path in expand_inputs(list(args.inputs))
-        }
-    return options
+    return online_options(
+        job_class,
+        list(args.inputs),
+        snapshot_every=args.snapshot_every,
+        order=args.order,
+        seed=args.seed,
+        chunk_size=args.chunk_size,
+        confidence=args.confidence,
+        stop_when_accurate=args.stop_when_accurate,
+    )
 
 
 def _snapshot(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from hop.client import Client
 from hop.coordinator import prepare_output
+from hop.inputs import expand_inputs
 from hop.job import Job
 from hop.jobspec import JobSpec, dump_job_class
 
@@ -83,6 +84,35 @@ def build_spec(job_class: type[Job], inputs: list[str], output: str, **settings:
         input_format=input_format,
         **settings,
     )
+
+
+def online_options(
+    job_class: type[Job],
+    inputs: list[str],
+    *,
+    snapshot_every: float | None = None,
+    order: str = "sequential",
+    seed: int = 0,
+    chunk_size: int = 1 << 20,
+    confidence: float = 0.95,
+    stop_when_accurate: float | None = None,
+) -> dict[str, Any]:
+    """The JobSpec options of online aggregation and input order (see ``hop.online``).
+
+    ``stop_when_accurate`` without ``snapshot_every`` takes snapshots every 5% of the input. The job's strata
+    (``Job.input_stratum``) are computed here, on the submitting machine, once per input file.
+    """
+    if stop_when_accurate is not None and snapshot_every is None:
+        snapshot_every = 0.05
+    options: dict[str, Any] = {"order": order, "seed": seed, "chunk_size": chunk_size}
+    if snapshot_every is not None:
+        options.update(online=True, snapshot_every=snapshot_every, confidence=confidence)
+    if stop_when_accurate is not None:
+        options["stop_when_accurate"] = stop_when_accurate
+    if snapshot_every is not None and job_class.input_stratum is not Job.input_stratum:
+        job = job_class()
+        options["strata"] = {os.path.abspath(path): str(job.input_stratum(path)) for path in expand_inputs(inputs)}
+    return options
 
 
 def run_steps(client: Client, base: JobSpec, *, progress: bool = True, timeout: float | None = None) -> dict[str, Any]:

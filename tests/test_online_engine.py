@@ -1,0 +1,178 @@
+"""Online aggregation on the real local cluster: snapshots, estimates, on-demand snapshots, early stop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hop.client import Client
+from hop.gen.pageviews import generate_pageviews
+from hop.gen.text import generate_text
+from hop.loader import load_job_file
+from hop.runner import build_spec, online_options
+from tests.conftest import ROOT, job_path, output_dict, run_job
+
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def pageviews_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("pageviews")
+    generate_pageviews(folder, days=4, size_bytes=6 << 20, seed=5)
+    return folder
+
+
+def snapshot_rows(folder: Path) -> dict[Any, dict[str, Any]]:
+    rows = {}
+    for part in sorted(folder.glob("estimates-*.jsonl")):
+        for line in part.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            key = row["key"]
+            rows[tuple(key) if isinstance(key, list) else key] = row
+    return rows
+
+
+def online_run(client: Client, job: str, inputs: list[Path], output: Path, **online: Any) -> dict[str, Any]:
+    job_class = load_job_file(job_path(job))
+    options = online_options(job_class, [str(i) for i in inputs], **online)
+    return run_job(client, job, inputs, output, num_reduces=2, split_size=1 << 20, options=options)
+
+
+def test_snapshots_with_estimates_and_an_exact_final_result(
+    client: Client, pageviews_dir: Path, tmp_path: Path
+) -> None:
+    plain = run_job(client, "pageviews", [pageviews_dir], tmp_path / "plain", num_reduces=2)
+    report = online_run(
+        client, "pageviews", [pageviews_dir], tmp_path / "online", snapshot_every=0.25, order="random", seed=3
+    )
+    assert output_dict(tmp_path / "online") == output_dict(tmp_path / "plain")
+    assert report["counters"]["map_input_records"] == plain["counters"]["map_input_records"]
+    final = output_dict(tmp_path / "plain")
+    folders = sorted((tmp_path / "online" / "_snapshots").iterdir())
+    assert [f.name for f in folders] == ["0.250", "0.500", "0.750"]
+    fractions = []
+    for folder in folders:
+        info = json.loads((folder / "_snapshot.json").read_text())
+        assert info["complete"] and len(info["partitions"]) == 2
+        fractions.append(info["chunks_fraction"])
+        rows = snapshot_rows(folder)
+        assert rows and set(rows) <= set(final)
+        for key, row in rows.items():
+            assert row["value"] <= final[key], "a snapshot's value so far never exceeds the final sum"
+            if row["final"]:
+                assert row["value"] == final[key]
+        with_interval = [row for row in rows.values() if row["low"] is not None and not row["final"]]
+        assert with_interval, "estimates carry intervals once two chunks of a stratum were seen"
+        # The part file shows the estimate, in the output's line format.
+        part_lines = (folder / "part-00000").read_text().splitlines()
+        assert all(len(line.split("\t")) == 2 for line in part_lines)
+    assert fractions == sorted(fractions) and 0 < fractions[0] < 1
+    assert [s["label"] for s in report["snapshots"]] == ["0.250", "0.500", "0.750"]
+    snapshots = client.snapshots(report["job_id"])
+    assert [s["label"] for s in snapshots] == ["0.250", "0.500", "0.750"] and snapshots[-1]["rows"]
+    assert client.snapshots(report["job_id"], after=1)[0]["seq"] == 2
+
+
+def test_hop_snapshot_on_demand_for_a_generic_reduce(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_200_000, seed=8, vocabulary=500)
+    spec = build_spec(
+        load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=2, spill_records=2000
+    )
+    job_id = client.submit(spec)
+    deadline = time.monotonic() + TIMEOUT
+    while client.status(job_id)["map_fraction"] < 0.2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    requested = client.snapshot_now(job_id)
+    status = client.wait(job_id, timeout=TIMEOUT)
+    assert status["state"] == "succeeded"
+    folder = tmp_path / "out" / "_snapshots" / requested["label"]
+    assert requested["label"].endswith("-now0")
+    assert (folder / "_snapshot.json").exists(), "every reducer answered"
+    rows = snapshot_rows(folder)
+    final = output_dict(tmp_path / "out")
+    assert rows and all(0 < row["value"] <= final[key] for key, row in rows.items())
+    assert sum(row["value"] for row in rows.values()) < sum(final.values()), "taken before the end"
+    assert all(row["estimate"] is None for row in rows.values()), "a hand-written reduce has no estimates"
+    job = client.job(job_id)
+    assert {task["state"] for task in job["tasks"]} == {"committed"} and job["output"] == str(tmp_path / "out")
+    assert any(entry["job_id"] == job_id for entry in client.jobs())
+
+
+def test_stop_when_accurate_ends_early_with_the_snapshot(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 3_000_000, seed=9, vocabulary=50)
+    report = online_run(
+        client,
+        "slow_sum_wordcount",
+        [source],
+        tmp_path / "out",
+        snapshot_every=0.1,
+        order="random",
+        chunk_size=64 << 10,
+        stop_when_accurate=0.5,
+    )
+    approximate = report["approximate"]
+    assert approximate["stop_when_accurate"] == 0.5 and approximate["max_relative_half_width"] <= 0.5
+    assert approximate["input_fraction"] < 1
+    folder = tmp_path / "out" / "_snapshots" / approximate["snapshot"]
+    for part in sorted((tmp_path / "out").glob("part-*")):
+        assert part.read_bytes() == (folder / part.name).read_bytes()
+    assert (tmp_path / "out" / "_SUCCESS").exists()
+    saved = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert saved["approximate"]["snapshot"] == approximate["snapshot"]
+    # The estimates are close to the truth for a job this regular.
+    truth: dict[str, int] = {}
+    for line in source.read_text().splitlines():
+        for word in line.split():
+            truth[word] = truth.get(word, 0) + 1
+    estimates = output_dict(tmp_path / "out")
+    assert set(estimates) == set(truth)
+    assert all(abs(estimates[w] - truth[w]) <= 0.5 * truth[w] for w in truth)
+
+
+def test_cli_snapshot_options(pageviews_dir: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hop",
+            "run",
+            str(ROOT / "jobs" / "pageviews.py"),
+            str(pageviews_dir),
+            "-o",
+            str(tmp_path / "out"),
+            "--workers",
+            "2",
+            "--snapshot-every",
+            "0.5",
+            "--order",
+            "random",
+            "--seed",
+            "2",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    info = json.loads((tmp_path / "out" / "_snapshots" / "0.500" / "_snapshot.json").read_text())
+    strata = info["partitions"][0]["strata_seen"]
+    assert set(strata) == {str(hour) for hour in range(24)}, "pageviews strata are the hours"
+    bad = subprocess.run(
+        [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "pageviews.py"), str(pageviews_dir), "-o", "x"]
+        + ["--snapshot-every", "1.5"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=tmp_path,
+    )
+    assert bad.returncode == 2 and "between 0 and 1" in bad.stderr

@@ -1,0 +1,197 @@
+"""Online aggregation without processes: estimators, chunk planning, per-attempt snapshot state, the tracker."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from hop.aggregates import Count, Max, Mean, Sum
+from hop.inputs import make_splits
+from hop.online.estimators import estimate_mean, estimate_total, t_quantile
+from hop.online.state import SnapshotState
+from hop.online.tracker import SnapshotTracker
+from hop.planning import plan_map_inputs
+from shuffle.runs import encode_run
+
+
+def test_t_quantile_matches_known_values() -> None:
+    assert t_quantile(1, 0.95) == pytest.approx(12.706, abs=1e-3)
+    assert t_quantile(5, 0.95) == pytest.approx(2.571, abs=1e-3)
+    assert t_quantile(10_000, 0.95) == pytest.approx(1.960, abs=1e-3)
+    with pytest.raises(ValueError):
+        t_quantile(0, 0.95)
+
+
+def test_estimate_total_by_hand() -> None:
+    values = [4.0, 6.0, 5.0, 9.0]  # per-chunk contributions seen; 10 chunks in all
+    n, big_n = len(values), 10
+    mean = sum(values) / n
+    s2 = sum((v - mean) ** 2 for v in values) / (n - 1)
+    half = t_quantile(n - 1, 0.95) * (big_n * big_n * (1 - n / big_n) * s2 / n) ** 0.5
+    estimate = estimate_total(sum(values), sum(v * v for v in values), n, big_n)
+    assert estimate.value == pytest.approx(big_n * mean)
+    assert estimate.low == pytest.approx(big_n * mean - half)
+    assert estimate.high == pytest.approx(big_n * mean + half)
+    assert not estimate.final
+
+
+def test_estimate_total_exact_and_too_few() -> None:
+    exact = estimate_total(42, 1000, 7, 7)
+    assert (exact.value, exact.low, exact.high, exact.final) == (42, 42, 42, True)
+    assert exact.relative_half_width == 0.0
+    one = estimate_total(5, 25, 1, 10)
+    assert one.value == 50 and one.low is None and one.relative_half_width is None
+    with pytest.raises(ValueError):
+        estimate_total(1, 1, 0, 10)
+
+
+def test_estimate_mean_is_ratio_and_interval_shrinks() -> None:
+    rng = random.Random(3)
+    chunks = [[rng.gauss(10, 3) for _ in range(rng.randint(5, 15))] for _ in range(200)]
+
+    def estimate(seen: list[list[float]]):  # noqa: ANN202
+        xs = [len(c) for c in seen]
+        ys = [sum(c) for c in seen]
+        return estimate_mean(
+            sum(xs),
+            sum(ys),
+            sum(x * x for x in xs),
+            sum(x * y for x, y in zip(xs, ys, strict=True)),
+            sum(y * y for y in ys),
+            len(seen),
+            len(chunks),
+        )
+
+    small, large = estimate(chunks[:10]), estimate(chunks[:100])
+    assert small.value == pytest.approx(sum(map(sum, chunks[:10])) / sum(map(len, chunks[:10])))
+    assert (small.high - small.low) > (large.high - large.low) > 0
+    assert estimate(chunks).final
+
+
+def test_interval_coverage_is_near_nominal_on_random_samples() -> None:
+    """The estimator's promise, checked by simulation: 95% intervals contain the truth about 95% of the time."""
+    rng = random.Random(11)
+    population = [rng.lognormvariate(3, 0.6) for _ in range(400)]
+    truth = sum(population)
+    hits = 0
+    trials = 2000
+    for _ in range(trials):
+        sample = rng.sample(population, 40)
+        estimate = estimate_total(sum(sample), sum(x * x for x in sample), len(sample), len(population))
+        assert estimate.low is not None and estimate.high is not None
+        hits += estimate.low <= truth <= estimate.high
+    assert 0.92 <= hits / trials <= 0.975
+
+
+def _files(tmp_path: Path, sizes: list[int]) -> list[str]:
+    paths = []
+    for number, size in enumerate(sizes):
+        path = tmp_path / f"f{number}.txt"
+        path.write_bytes((b"x" * 99 + b"\n") * (size // 100))
+        paths.append(str(path))
+    return paths
+
+
+def test_plain_plan_is_the_splits(tmp_path: Path) -> None:
+    files = _files(tmp_path, [50_000, 30_000])
+    plan = plan_map_inputs(files, 20_000)
+    assert [[chunk.split for chunk in task] for task in plan] == [[s] for s in make_splits(files, 20_000)]
+
+
+def test_random_plan_covers_every_chunk_once_and_depends_on_the_seed(tmp_path: Path) -> None:
+    files = _files(tmp_path, [50_000, 30_000, 20_000])
+    plan = plan_map_inputs(files, 25_000, chunked=True, chunk_size=5_000, order="random", seed=4)
+    chunks = [chunk for task in plan for chunk in task]
+    assert sorted(chunk.id for chunk in chunks) == list(range(len(chunks))) and len(chunks) == 20
+    assert {c.split for c in chunks} == set(make_splits(files, 5_000))
+    assert len(plan) == 4
+    again = plan_map_inputs(files, 25_000, chunked=True, chunk_size=5_000, order="random", seed=4)
+    other = plan_map_inputs(files, 25_000, chunked=True, chunk_size=5_000, order="random", seed=5)
+    ids = [[chunk.id for chunk in task] for task in plan]
+    assert ids == [[chunk.id for chunk in task] for task in again]
+    assert ids != [[chunk.id for chunk in task] for task in other]
+    sequential = plan_map_inputs(files, 25_000, chunked=True, chunk_size=5_000)
+    assert [chunk.id for task in sequential for chunk in task] == list(range(20))
+    with pytest.raises(ValueError):
+        plan_map_inputs(files, 25_000, order="shuffled")
+
+
+def run(pairs: dict[object, object]) -> bytes:
+    return encode_run(list(pairs), list(pairs.values()))
+
+
+def test_state_counts_only_completed_chunks_of_live_attempts() -> None:
+    state = SnapshotState(Sum(), ["", "", "", ""])
+    state.add_run(0, 0, run({"a": 2}), chunk=0, end=False)
+    state.add_run(0, 0, run({"a": 3, "b": 1}), chunk=0, end=True)  # chunk 0: a=5, b=1
+    state.add_run(1, 0, run({"a": 7}), chunk=1, end=False)  # chunk 1 not ended: not counted yet
+    rows = {row.key: row for row in state.rows()}
+    assert set(rows) == {"a", "b"} and rows["a"].value == 5
+    assert rows["a"].estimate is not None and rows["a"].estimate.value == 20  # 4 chunks * 5 per chunk seen
+    state.add_run(1, 0, run({}), chunk=1, end=True)
+    state.add_run(2, 0, run({"a": 1}), chunk=2, end=True)
+    assert state.seen_chunks() == {0, 1, 2}
+    state.drop(1, 0)  # map task 1's attempt failed: gone from every later snapshot
+    assert state.seen_chunks() == {0, 2}
+    assert {row.key: row.value for row in state.rows()} == {"a": 6, "b": 1}
+    state.add_run(3, 0, run({"a": 100}), chunk=3, end=True, partial=True)  # resumed mid-chunk: left out
+    assert state.seen_chunks() == {0, 2}
+
+
+def test_state_prefers_the_committed_attempt_and_marks_final() -> None:
+    state = SnapshotState(Count(), ["", ""])
+    state.add_run(0, 0, run({"k": 3}), chunk=0, end=True)
+    state.add_run(0, 1, run({"k": 3}), chunk=0, end=True)  # a speculative twin: never counted twice
+    assert [row.value for row in state.rows()] == [3]
+    state.commit(0, 1)
+    state.add_run(1, 0, run({"k": 4}), chunk=1, end=True)
+    (row,) = state.rows()
+    assert row.value == 7 and row.final and row.estimate is not None and row.estimate.final
+
+
+def test_state_uses_the_groups_stratum() -> None:
+    strata = ["h0", "h0", "h0", "h1"]  # three chunks of hour 0, one of hour 1
+    state = SnapshotState(Sum(), strata, key_stratum=lambda key: key[1])
+    state.add_run(0, 0, run({("en", "h0"): 10, ("en", "h1"): 0}), chunk=0, end=True)
+    state.add_run(1, 0, run({("en", "h1"): 4}), chunk=3, end=True)
+    rows = {row.key: row for row in state.rows()}
+    assert rows[("en", "h0")].estimate.value == 30  # type: ignore[union-attr]  # 1 of 3 chunks of h0 seen
+    assert rows[("en", "h1")].final and rows[("en", "h1")].value == 4  # its only chunk seen
+
+
+def test_state_mean_and_min_max() -> None:
+    mean = SnapshotState(Mean(), ["", "", ""])
+    mean.add_run(0, 0, run({"k": (2, 10.0)}), chunk=0, end=True)
+    mean.add_run(1, 0, run({"k": (3, 12.0)}), chunk=1, end=True)
+    (row,) = mean.rows()
+    assert row.value == pytest.approx(22 / 5) and row.estimate is not None and row.estimate.low is not None
+    largest = SnapshotState(Max(), ["", ""])
+    largest.add_run(0, 0, run({"k": 5}), chunk=0, end=True)
+    (row,) = largest.rows()
+    assert row.value == 5 and row.estimate is None and not row.final
+
+
+def test_tracker_thresholds_answers_and_accuracy() -> None:
+    tracker = SnapshotTracker(2, [100, 100, 200], every=0.25, stop_when_accurate=0.1, started_at=0.0)
+    assert tracker.due(0.1) is None
+    first = tracker.due(0.3)
+    assert first is not None and first.label == "0.250"
+    assert tracker.due(0.3) is None
+    jumped = tracker.due(0.8)  # 0.5 and 0.75 passed at once: one request, labelled with the higher
+    assert jumped is not None and jumped.label == "0.750" and tracker.due(0.99) is None
+    assert tracker.on_done(0, 0, {"chunks_seen": [0], "max_relative_half_width": 0.05}) is None
+    done = tracker.on_done(0, 1, {"chunks_seen": [0, 2], "max_relative_half_width": 0.2})
+    assert done is first and done.complete
+    assert tracker.coverage(done) == (pytest.approx(1 / 3), pytest.approx(0.25))
+    assert not tracker.accurate(done)
+    tracker.on_done(1, 0, {"chunks_seen": [0, 1], "max_relative_half_width": 0.05})
+    tracker.on_done(1, 1, {"chunks_seen": [0, 1], "max_relative_half_width": 0.08})
+    assert tracker.accurate(tracker.snapshots[1])
+    now = tracker.request_now(0.9)
+    assert now.label == "0.900-now2"
+    described = tracker.describe(tracker.snapshots[1])
+    assert described["complete"] and described["input_fraction"] == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        SnapshotTracker(1, [1], every=1.5)
