@@ -47,14 +47,43 @@ class Estimate:
         return half / abs(self.value) if self.value else (0.0 if half == 0 else math.inf)
 
 
+def _central_t_probability(t: float, degrees_of_freedom: int) -> float:
+    """``P(|T| <= t)`` for Student's t with integer degrees of freedom (Abramowitz and Stegun 26.7.3-4)."""
+    theta = math.atan(t / math.sqrt(degrees_of_freedom))
+    sine, cosine = math.sin(theta), math.cos(theta)
+    c2 = cosine * cosine
+    term = total = 1.0
+    if degrees_of_freedom % 2:
+        for k in range(1, (degrees_of_freedom - 3) // 2 + 1):
+            term *= 2 * k / (2 * k + 1) * c2
+            total += term
+        return 2 / math.pi * (theta + (sine * cosine * total if degrees_of_freedom > 1 else 0.0))
+    for k in range(1, (degrees_of_freedom - 2) // 2 + 1):
+        term *= (2 * k - 1) / (2 * k) * c2
+        total += term
+    return sine * total
+
+
 @lru_cache(maxsize=4096)
 def t_quantile(degrees_of_freedom: int, confidence: float) -> float:
-    """The two-sided Student t quantile: ``P(|T| <= q) == confidence`` for ``degrees_of_freedom``."""
+    """The two-sided Student t quantile: ``P(|T| <= q) == confidence`` for ``degrees_of_freedom`` (bisection on
+    the exact distribution function; a few milliseconds at most, cached)."""
     if degrees_of_freedom < 1:
         raise ValueError(f"degrees of freedom must be at least 1, got {degrees_of_freedom}")
-    from scipy.stats import t as student_t  # imported on first use: scipy costs task processes memory and time
-
-    return float(student_t.ppf(0.5 + confidence / 2, degrees_of_freedom))
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    low, high = 0.0, 2.0
+    while _central_t_probability(high, degrees_of_freedom) < confidence:
+        low, high = high, high * 2
+    for _ in range(100):
+        middle = (low + high) / 2
+        if _central_t_probability(middle, degrees_of_freedom) < confidence:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-12 * high:
+            break
+    return (low + high) / 2
 
 
 def estimate_total(total: float, squares: float, seen: int, chunks: int, confidence: float = 0.95) -> Estimate:
