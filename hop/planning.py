@@ -9,8 +9,8 @@ job's ``input_stratum(path)`` gives its file ("" for every chunk when the job de
   chunk: exactly ``hop.inputs.make_splits``.
 - Chunked mode (snapshots or ``--order random``): files are cut into chunks of ``chunk_size`` bytes, and the chunks are
   dealt to ``round(total / split_size)`` map tasks as consecutive runs of the chunk list. With ``order="random"`` the
-  list is first shuffled with ``random.Random(seed)``, so the chunks read by any set of tasks at any moment are a
-  random sample of the input, whichever tasks run first.
+  list is first put in a seeded random order (stratified when the job has strata: see ``_random_order``), so the
+  chunks read by any set of tasks at any moment are a random sample of the input, whichever tasks run first.
 """
 
 from __future__ import annotations
@@ -43,6 +43,31 @@ def _size(split: Split) -> int:
     return split.length if split.length >= 0 else os.path.getsize(split.path)
 
 
+def _random_order(chunks: list[Chunk], rng: random.Random) -> list[Chunk]:
+    """A seeded random order; with several strata a *stratified* one: each stratum shuffled, then interleaved so
+    that every stretch of the order holds each stratum in proportion to its size (the stratum furthest behind its
+    share comes next, ties broken at random). Any set of tasks then reads a proportional stratified random sample,
+    which estimates per stratum more accurately than a sample whose share of each stratum varies by chance."""
+    by_stratum: dict[str, list[Chunk]] = {}
+    for chunk in chunks:
+        by_stratum.setdefault(chunk.stratum, []).append(chunk)
+    for members in by_stratum.values():
+        rng.shuffle(members)
+    if len(by_stratum) == 1:
+        return next(iter(by_stratum.values()))
+    strata = list(by_stratum)
+    taken = dict.fromkeys(strata, 0)
+    order = []
+    for _ in range(len(chunks)):
+        open_strata = [s for s in strata if taken[s] < len(by_stratum[s])]
+        behind = min((taken[s] + 1) / len(by_stratum[s]) for s in open_strata)
+        candidates = [s for s in open_strata if (taken[s] + 1) / len(by_stratum[s]) <= behind + 1e-12]
+        stratum = rng.choice(candidates)
+        order.append(by_stratum[stratum][taken[stratum]])
+        taken[stratum] += 1
+    return order
+
+
 def plan_map_inputs(
     files: list[str],
     split_size: int,
@@ -67,8 +92,7 @@ def plan_map_inputs(
     if not chunks:
         return []
     if order == "random":
-        chunks = list(chunks)
-        random.Random(seed).shuffle(chunks)
+        chunks = _random_order(chunks, random.Random(seed))
     total = sum(chunk.size for chunk in chunks)
     tasks = max(1, min(len(chunks), round(total / split_size)))
     return [chunks[len(chunks) * t // tasks : len(chunks) * (t + 1) // tasks] for t in range(tasks)]

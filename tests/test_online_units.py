@@ -195,3 +195,18 @@ def test_tracker_thresholds_answers_and_accuracy() -> None:
     assert described["complete"] and described["input_fraction"] == pytest.approx(0.5)
     with pytest.raises(ValueError):
         SnapshotTracker(1, [1], every=1.5)
+
+
+def test_random_order_is_stratified_when_the_job_has_strata(tmp_path: Path) -> None:
+    files = _files(tmp_path, [10_000] * 8)
+    strata = {path: ("a" if n < 2 else "b" if n < 4 else "c") for n, path in enumerate(files)}  # 10, 10, 20 chunks
+    plan = plan_map_inputs(files, 10_000, chunked=True, chunk_size=2_000, order="random", seed=1, strata=strata)
+    order = [chunk for task in plan for chunk in task]
+    assert len(order) == 40
+    sizes = {"a": 10, "b": 10, "c": 20}
+    for prefix in range(1, 41):
+        for stratum, size in sizes.items():
+            seen = sum(chunk.stratum == stratum for chunk in order[:prefix])
+            assert abs(seen - prefix * size / 40) <= 1, (prefix, stratum)
+    # Within a stratum the order is still random: not the files' order.
+    assert [c.id for c in order if c.stratum == "c"] != sorted(c.id for c in order if c.stratum == "c")
