@@ -108,9 +108,52 @@ class Mean(Aggregate):
         return state[1] / state[0]
 
 
+class TopK(Aggregate):
+    """The ``k`` largest values, largest first (values must be mutually comparable: numbers, or ``(score, item)``
+    pairs). The state is a tuple of at most ``k`` values in descending order."""
+
+    name = "topk"
+
+    def __init__(self, k: int) -> None:
+        if k < 1:
+            raise ValueError(f"TopK needs k >= 1, got {k}")
+        self.k = k
+
+    def lift(self, value: Any) -> tuple[Any, ...]:
+        return (value,)
+
+    def merge(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(sorted((*a, *b), reverse=True)[: self.k])
+
+    def finish(self, state: tuple[Any, ...]) -> list[Any]:
+        return list(state)
+
+    def __repr__(self) -> str:
+        return f"TopK({self.k})"
+
+
+class CountDistinct(Aggregate):
+    """How many distinct values there were (exact). The state is a tuple of the distinct values seen."""
+
+    name = "count_distinct"
+
+    def lift(self, value: Any) -> tuple[Any, ...]:
+        return (value,)
+
+    @staticmethod
+    def merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+        if len(a) < len(b):
+            a, b = b, a
+        seen = set(a)
+        return a + tuple(value for value in dict.fromkeys(b) if value not in seen)
+
+    def finish(self, state: tuple[Any, ...]) -> int:
+        return len(state)
+
+
 def as_aggregate(function: object) -> Aggregate | None:
     """The aggregate behind a step's combine or reduce, if it is one."""
     return function if isinstance(function, Aggregate) else None
 
 
-__all__ = ["Aggregate", "Count", "Max", "Mean", "Min", "Sum", "as_aggregate"]
+__all__ = ["Aggregate", "Count", "CountDistinct", "Max", "Mean", "Min", "Sum", "TopK", "as_aggregate"]

@@ -305,6 +305,20 @@ def test_mean_and_max_aggregates(client: Client, tmp_path: Path) -> None:
     assert output_dict(tmp_path / "max") == {letter: max(values) for letter, values in lengths.items()}
 
 
+def test_topk_and_count_distinct_aggregates(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 200_000, seed=12, vocabulary=2000)
+    words: dict[str, list[str]] = collections.defaultdict(list)
+    for word in source.read_text(encoding="utf-8").split():
+        words[word[0]].append(word)
+    settings = {"num_reduces": 2, "split_size": 50_000}
+    run_job(client, "mean_length", [source], tmp_path / "top", job_class="LongestAndDistinct", **settings)
+    run_job(client, "mean_length", [source], tmp_path / "distinct", job_class="DistinctWords", **settings)
+    expected_top = {letter: sorted(map(len, group), reverse=True)[:3] for letter, group in words.items()}
+    assert output_dict(tmp_path / "top") == expected_top
+    assert output_dict(tmp_path / "distinct") == {letter: len(set(group)) for letter, group in words.items()}
+
+
 def test_skip_bad_records_lists_them(client: Client, tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     source.write_text("fine\nboom one\nfine\nboom two\nlast\n")
