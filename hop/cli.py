@@ -12,6 +12,7 @@ Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -23,16 +24,31 @@ from hop.gen.cli import register as register_gen
 from hop.gen.cli import size_argument
 from hop.inputs import InputError, expand_inputs
 from hop.job import Job
+from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
-from hop.runner import JobFailed, build_spec, online_options, run_steps, wall_time
+from hop.runner import (
+    JobFailed,
+    build_spec,
+    online_options,
+    pipeline_specs,
+    run_pipeline,
+    run_staged_jobs,
+    run_steps,
+    wall_time,
+)
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
-    parser.add_argument("job", help="a Python file defining one hop.Job subclass")
-    parser.add_argument("inputs", nargs="+", help="input files, directories or globs")
+    parser.add_argument("job", help="a Python file defining one hop.Job subclass (several: a pipeline, see below)")
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        help="input files, directories or globs; leading .py files are further jobs, run as a pipeline that feeds "
+        "each job's output into the next",
+    )
     parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
     parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
     parser.add_argument(
@@ -107,6 +123,11 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
         help="end the job with its last snapshot as the result once every interval is narrower than REL of its "
         "estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every",
     )
+    parser.add_argument(
+        "--keep-intermediate",
+        action="store_true",
+        help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in OUT/_steps/",
+    )
     parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
     parser.add_argument(
         "--engine",
@@ -131,7 +152,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return run_spark_from_args(args)
     try:
+        job_files, args.inputs = _job_list(args.job, args.inputs)
         job_class = load_job_file(args.job, args.job_class)
+        later_classes = [load_job_file(path) for path in job_files[1:]]
     except JobFileError as error:
         return _fail(str(error), 2)
     try:
@@ -159,18 +182,34 @@ def _run(args: argparse.Namespace) -> int:
             **online_options,
         },
     )
+    later = [dataclasses.replace(spec, job_code=dump_job_class(c), name=c.__name__) for c in later_classes]
+    stages = len(pipeline_specs([spec, *later]))
+    pipelined = stages > 1 and not args.blocking
     cluster: LocalCluster | None = None
     try:
         check_output(spec.output, spec.overwrite)  # before starting a cluster: fail fast
         expand_inputs(list(spec.inputs))
         address = args.coordinator
         if address is None:
-            cluster = LocalCluster(workers=workers, map_slots=1, reduce_slots=-(-reducers // workers))
+            # A pipeline runs its steps' reducers side by side.
+            reduce_slots = -(-reducers * (stages if pipelined else 1) // workers)
+            cluster = LocalCluster(workers=workers, map_slots=1, reduce_slots=reduce_slots)
             cluster.start()
             address = cluster.address
         client = Client(address)
         try:
-            report = run_steps(client, spec, progress=not args.quiet, timeout=args.timeout)
+            if pipelined:
+                report = run_pipeline(
+                    client,
+                    [spec, *later],
+                    keep_intermediate=args.keep_intermediate,
+                    progress=not args.quiet,
+                    timeout=args.timeout,
+                )
+            elif later:
+                report = run_staged_jobs(client, [spec, *later], progress=not args.quiet, timeout=args.timeout)
+            else:
+                report = run_steps(client, spec, progress=not args.quiet, timeout=args.timeout)
         finally:
             client.close()
     except JobFailed as failure:
@@ -196,6 +235,17 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
+    """``hop run A.py B.py IN...``: the leading ``.py`` arguments are the jobs of a pipeline, the rest inputs."""
+    jobs = [job]
+    rest = list(rest)
+    while rest and rest[0].endswith(".py") and os.path.isfile(rest[0]):
+        jobs.append(rest.pop(0))
+    if not rest:
+        raise JobFileError("no input given after the job file(s)")
+    return jobs, rest
 
 
 def _fraction(text: str) -> float:

@@ -25,7 +25,7 @@ import zmq
 
 from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
-from hop.online.snapshots import snapshot_directory
+from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.planning import plan_map_inputs
 from hop.protocol import close_socket, message, unpack
@@ -85,6 +85,13 @@ class Coordinator:
         self.workers: dict[str, WorkerInfo] = {}
         self.jobs: dict[str, JobState] = {}
         self._job_numbers = itertools.count(1)
+        self.downstream: dict[str, str] = {}
+        """Pipelines: upstream job -> the job whose maps read its reduce output (``hop.pipe``)."""
+        self.pipe_readers: dict[tuple[str, int], tuple[int, str]] = {}
+        """(downstream job, map index) -> (attempt, address) of the map attempt waiting for that partition."""
+        self.deferred_done: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        """(upstream job, partition) -> ``map_done`` of downstream maps that read an attempt not committed yet."""
+        self._last_preemption: dict[str, float] = {}
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
         self.running = True
@@ -196,14 +203,19 @@ class Coordinator:
             spec = spec.with_id(job_id)
             options = spec.options
             online = bool(options.get("online"))
-            splits = plan_map_inputs(
-                expand_inputs(list(spec.inputs)),
-                spec.split_size,
-                chunked=online,
-                chunk_size=int(options.get("chunk_size", 1 << 20)),
-                order=str(options.get("order", "sequential")),
-                seed=int(options.get("seed", 0)),
-                strata=options.get("strata"),
+            upstream = self._upstream_of(spec)
+            splits = (
+                [[] for _ in range(upstream.spec.num_reduces)]
+                if upstream is not None
+                else plan_map_inputs(
+                    expand_inputs(list(spec.inputs)),
+                    spec.split_size,
+                    chunked=online,
+                    chunk_size=int(options.get("chunk_size", 1 << 20)),
+                    order=str(options.get("order", "sequential")),
+                    seed=int(options.get("seed", 0)),
+                    strata=options.get("strata"),
+                )
             )
             every = options.get("snapshot_every")
             accurate = options.get("stop_when_accurate")
@@ -219,6 +231,8 @@ class Coordinator:
             spec.num_reduces, [chunk.size for chunk in chunks], *tracker_args, started_at=job.submitted_at
         )
         self.chunk_strata[job_id] = [chunk.stratum for chunk in chunks] if online else None
+        if upstream is not None:
+            self.downstream[upstream.spec.job_id] = job_id
         self._send(identity, "submitted", job_id=job_id, maps=len(splits))
         if not splits and not self.jobs[job_id].reduces:
             self._execute(self.jobs[job_id], [FinishJob("succeeded")])
@@ -233,6 +247,115 @@ class Coordinator:
         if job.state != "running":
             status["report"] = job.report()
         self._send(identity, "status", **status)
+
+    # Pipelines (hop.pipe) ---------------------------------------------------------------------------------------
+    def _upstream_of(self, spec: JobSpec) -> JobState | None:
+        """The job whose reduce output feeds ``spec``'s maps; raises ValueError for an unknown one."""
+        upstream_id = spec.options.get("upstream")
+        if not upstream_id:
+            return None
+        upstream = self.jobs.get(upstream_id)
+        if upstream is None:
+            raise ValueError(f"pipeline: upstream job {upstream_id} is unknown to this coordinator")
+        return upstream
+
+    def _pipe_input_ready(self, job: JobState, index: int) -> bool:
+        """A downstream map starts once its partition committed, or once every upstream map committed (before
+        that it would hold a map slot the upstream maps need)."""
+        upstream = self._upstream_of(job.spec)
+        if upstream is None:
+            return True
+        return upstream.reduces[index].committed is not None or all(m.committed is not None for m in upstream.maps)
+
+    def _to_task(self, worker_name: str, msg_type: str, task: list[Any], **fields: Any) -> None:
+        worker = self.workers.get(worker_name)
+        if worker is not None and worker.alive:
+            self._send(worker.identity, msg_type, task=task, **fields)
+
+    def on_pipe_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A downstream map attempt listens for its partition: point the upstream reduce attempt(s) at it."""
+        job = self._job_for(msg)
+        upstream = self._upstream_of(job.spec) if job is not None else None
+        if job is None or upstream is None:
+            return
+        index, attempt, address = msg["index"], msg["attempt"], msg["address"]
+        self.pipe_readers[(job.spec.job_id, index)] = (attempt, address)
+        if upstream.reduces[index].committed is not None:
+            self._to_task(
+                msg["worker"],
+                "pipe_file",
+                [job.spec.job_id, "map", index, attempt],
+                job_id=job.spec.job_id,
+                path=f"{upstream.spec.output}/part-{index:05d}",
+            )
+            return
+        for record in upstream.live_attempts("reduce", index):
+            self._to_task(
+                record.worker,
+                "pipe_at",
+                [upstream.spec.job_id, "reduce", index, record.attempt],
+                job_id=upstream.spec.job_id,
+                address=address,
+            )
+
+    def _upstream_committed(self, upstream: JobState, index: int, piped: dict[str, Any] | None) -> None:
+        """Partition ``index`` of ``upstream`` committed: finish the downstream maps that read it; restart the
+        ones it did not fully serve (they read the committed file instead)."""
+        job = self.jobs.get(self.downstream.get(upstream.spec.job_id, ""))
+        if job is None:
+            return
+        waiting = self.deferred_done.pop((upstream.spec.job_id, index), [])
+        done_attempts = {msg["attempt"] for msg in waiting}
+        for msg in waiting:
+            self._map_done(msg)
+        served = piped.get("address") if piped and piped.get("complete") else None
+        reader = self.pipe_readers.get((job.spec.job_id, index))
+        for record in job.live_attempts("map", index):
+            if record.attempt in done_attempts:
+                continue
+            if reader is not None and reader[0] == record.attempt and reader[1] == served:
+                continue  # it has everything; its map_done is on its way
+            if reader is not None and reader[0] == record.attempt and served is None:
+                self._to_task(
+                    record.worker,
+                    "pipe_file",
+                    [job.spec.job_id, "map", index, record.attempt],
+                    job_id=job.spec.job_id,
+                    path=f"{upstream.spec.output}/part-{index:05d}",
+                )
+                continue
+            self._execute(job, job.restart("map", index, record.attempt, "its upstream partition committed"))
+
+    def _upstream_attempt_gone(self, upstream: JobState, index: int, reason: str) -> None:
+        """An upstream reduce attempt failed or was lost: downstream maps reading it start again."""
+        job = self.jobs.get(self.downstream.get(upstream.spec.job_id, ""))
+        if job is None or upstream.reduces[index].committed is not None:
+            return
+        self.deferred_done.pop((upstream.spec.job_id, index), None)
+        for record in job.live_attempts("map", index):
+            self._execute(job, job.restart("map", index, record.attempt, reason))
+
+    def _preempt_downstream(self, job: JobState, kind: str) -> None:
+        """``job`` has a pending task of ``kind`` and no free slot: a pipeline's upstream comes first, so one
+        downstream attempt of that kind gives its slot back (it runs again later)."""
+        downstream_id = self.downstream.get(job.spec.job_id)
+        now = time.monotonic()
+        if not downstream_id or now - self._last_preemption.get(job.spec.job_id, 0.0) < 2.0:
+            return  # one at a time: the freed slot is reported back before another is taken
+        self._last_preemption[job.spec.job_id] = now
+        while downstream_id:
+            downstream = self.jobs.get(downstream_id)
+            if downstream is None or downstream.state != "running":
+                return
+            for task in downstream.tasks(kind):
+                for record in downstream.live_attempts(kind, task.index):
+                    if record.status == "running":
+                        self._execute(
+                            downstream,
+                            downstream.restart(kind, task.index, record.attempt, "its slot went to an upstream task"),
+                        )
+                        return
+            downstream_id = self.downstream.get(downstream_id)
 
     # Snapshots and the web view's queries ---------------------------------------------------------------------
     def _request_snapshot(self, job: JobState, snapshot: Snapshot) -> None:
@@ -256,7 +379,11 @@ class Coordinator:
         if job is None or job.snapshots is None:
             return
         fields = {k: v for k, v in msg.items() if k not in ("type", "job_id", "worker", "index", "attempt", "seq")}
-        snapshot = job.snapshots.on_done(msg["seq"], msg["index"], fields)
+        self._snapshot_answered(job, msg["seq"], msg["index"], fields)
+
+    def _snapshot_answered(self, job: JobState, seq: int, index: int, fields: dict[str, Any]) -> None:
+        assert job.snapshots is not None
+        snapshot = job.snapshots.on_done(seq, index, fields)
         if snapshot is None:
             return
         description = job.snapshots.describe(snapshot, with_rows=False)
@@ -265,6 +392,20 @@ class Coordinator:
         (folder / "_snapshot.json").write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
         if job.state == "running" and job.snapshots.accurate(snapshot):
             self._stop_early(job, snapshot)
+
+    def _answer_snapshots_with_final(self, job: JobState, index: int) -> None:
+        """A partition committed before it answered some snapshots: for those, its final output is its answer."""
+        tracker = job.snapshots
+        if tracker is None:
+            return
+        part = Path(job.spec.output) / f"part-{index:05d}"
+        for snapshot in tracker.snapshots:
+            if snapshot.complete or index in snapshot.partitions or not part.exists():
+                continue
+            folder = snapshot_directory(job.spec.output, snapshot.label)
+            groups, rows = write_final_partition_snapshot(folder, index, part)
+            fields = {"label": snapshot.label, "groups": groups, "final": True, "rows": rows}
+            self._snapshot_answered(job, snapshot.seq, index, fields)
 
     def _stop_early(self, job: JobState, snapshot: Snapshot) -> None:
         """``--stop-when-accurate``: the snapshot is the result; end the job's tasks and finish it."""
@@ -355,7 +496,32 @@ class Coordinator:
 
     def on_map_done(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, "map")
+        self._map_done(msg)
+
+    def _map_done(self, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
+        upstream = self._upstream_of(job.spec) if job is not None else None
+        if job is not None and upstream is not None and msg.get("upstream_attempt") is not None:
+            index, read = msg["index"], msg["upstream_attempt"]
+            committed = upstream.reduces[index].committed
+            if committed is None and upstream.state == "running":
+                # It read everything an upstream attempt sent, and that attempt has not committed yet: wait.
+                self.deferred_done.setdefault((upstream.spec.job_id, index), []).append(msg)
+                return
+            if committed != read:
+                self._execute(
+                    job,
+                    job.on_task_failed(
+                        "map",
+                        index,
+                        msg["attempt"],
+                        f"read upstream reduce attempt {read}, which did not commit",
+                        None,
+                        True,
+                        msg["at"],
+                    ),
+                )
+                return
         if job is not None:
             self._execute(
                 job,
@@ -387,6 +553,9 @@ class Coordinator:
                     msg.get("bad_records"),
                 ),
             )
+            if job.reduces[msg["index"]].committed == msg["attempt"]:
+                self._upstream_committed(job, msg["index"], msg.get("piped"))
+                self._answer_snapshots_with_final(job, msg["index"])
 
     def on_task_failed(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, msg["kind"])
@@ -405,6 +574,8 @@ class Coordinator:
                     msg["at"],
                 ),
             )
+            if msg["kind"] == "reduce":
+                self._upstream_attempt_gone(job, msg["index"], f"upstream reduce attempt {msg['attempt']} failed")
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
         worker = self.workers.get(msg.get("worker", ""))
@@ -439,6 +610,9 @@ class Coordinator:
                     )
 
     def _finish(self, job: JobState, action: FinishJob, stop_tasks: bool = False) -> None:
+        downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
+        if action.status != "succeeded" and downstream is not None and downstream.state == "running":
+            self._execute(downstream, downstream.fail(f"upstream job {job.spec.job_id} failed: {job.error}"))
         output = Path(job.spec.output)
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
@@ -467,8 +641,11 @@ class Coordinator:
                     self._request_snapshot(job, due)
             for kind in ("reduce", "map"):
                 for task in job.pending(kind):
+                    if kind == "map" and not self._pipe_input_ready(job, task.index):
+                        continue
                     worker = self._pick_worker(kind, job.failed_workers(kind, task.index))
                     if worker is None:
+                        self._preempt_downstream(job, kind)
                         break
                     self._assign(job, kind, task.index, worker)
             if job.spec.options.get("speculative"):
@@ -494,6 +671,11 @@ class Coordinator:
         if kind == "map":
             worker.free_map -= 1
             fields["chunks"] = [chunk.to_wire() for chunk in job.splits[index]]  # type: ignore[union-attr]
+            upstream = self._upstream_of(job.spec)
+            if upstream is not None:
+                committed = upstream.reduces[index].committed is not None
+                path = f"{upstream.spec.output}/part-{index:05d}"
+                fields["pipe"] = {"host": worker.host, "committed": path if committed else None}
             if attempt.resumed_from:
                 fields["resume"] = attempt.resumed_from
         else:
@@ -502,6 +684,9 @@ class Coordinator:
             fields["host"] = worker.host
             fields["committed"] = [[i, a, s, seg] for i, (a, s, seg) in job.map_spills.items()]
             fields["chunk_strata"] = self.chunk_strata.get(job.spec.job_id)
+            reader = self.pipe_readers.get((self.downstream.get(job.spec.job_id, ""), index))
+            if reader is not None:
+                fields["pipe_to"] = reader[1]
         self._send(worker.identity, "run_task", **fields)
 
     def _check_heartbeats(self) -> None:
@@ -509,9 +694,16 @@ class Coordinator:
         for worker in self.workers.values():
             if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
                 worker.alive = False
-                for job in self.jobs.values():
+                for job in list(self.jobs.values()):
                     if job.state == "running":
+                        lost_reduces = [
+                            task.index
+                            for task in job.reduces
+                            if any(a.worker == worker.name for a in job.live_attempts("reduce", task.index))
+                        ]
                         self._execute(job, job.on_worker_lost(worker.name, now))
+                        for index in lost_reduces:
+                            self._upstream_attempt_gone(job, index, f"upstream reduce lost with {worker.name}")
                 if not any(w.alive for w in self.workers.values()):
                     # Nothing can run any more: fail running jobs instead of letting clients wait forever.
                     for job in self.jobs.values():

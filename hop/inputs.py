@@ -196,12 +196,17 @@ def iter_records(split: Split, input_format: str, max_line_bytes: int = MAX_LINE
                 yield offset, _parse_csv(line, split.path, offset)
     elif input_format == "output":
         for offset, line in iter_lines(split, max_line_bytes):
-            key_text, tab, value_text = line.partition("\t")
-            if not tab:
-                raise InputError(f"input file {split.path}: line at byte offset {offset} has no TAB")
-            yield _parse_json(key_text, split.path, offset), _parse_json(value_text, split.path, offset)
+            yield parse_output_line(line, split.path, offset)
     else:
         raise ValueError(f"unknown input format {input_format!r}; use text, jsonl or csv")
+
+
+def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:
+    """One line of a hop output file, ``json(key) TAB json(value)``, as a pair (JSON arrays as tuples)."""
+    key_text, tab, value_text = line.partition("\t")
+    if not tab:
+        raise InputError(f"input file {path}: line at byte offset {offset} has no TAB")
+    return _parse_json(key_text, path, offset), _parse_json(value_text, path, offset)
 
 
 def _parse_json(text: str, path: str, offset: int) -> Any:

@@ -155,6 +155,106 @@ def run_steps(client: Client, base: JobSpec, *, progress: bool = True, timeout: 
     return final
 
 
+def pipeline_specs(jobs: list[JobSpec]) -> list[JobSpec]:
+    """One spec per step of every job in ``jobs`` (each given as its step-0 spec), in pipeline order."""
+    specs = []
+    for base in jobs:
+        num_steps = len(_instantiate(base).resolved_steps())
+        specs += [dataclasses.replace(base, step=step, num_steps=num_steps) for step in range(num_steps)]
+    return specs
+
+
+def run_pipeline(
+    client: Client,
+    jobs: list[JobSpec],
+    *,
+    keep_intermediate: bool = False,
+    progress: bool = True,
+    timeout: float | None = None,
+) -> dict[str, Any]:
+    """Run the steps of ``jobs`` (step-0 specs; the first one's inputs and output count) as one pipeline.
+
+    Every step is submitted at once: each later step's maps read the previous step's reduce output as it is
+    produced (``hop.pipe``), and the coordinator gives upstream steps slots first. Intermediate outputs go to a
+    scratch directory (kept for retries until the pipeline ends) and are deleted, or moved to ``OUT/_steps/`` with
+    ``keep_intermediate``. Returns the last step's report, with the earlier ones under ``"steps"``.
+    """
+    first, last_job = jobs[0], jobs[-1]
+    final_output = Path(last_job.output)
+    prepare_output(str(final_output), first.overwrite)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))
+    stages = pipeline_specs(jobs)
+    reports: list[dict[str, Any]] = []
+    job_ids: list[str] = []
+    try:
+        for number, stage in enumerate(stages):
+            last = number == len(stages) - 1
+            options = dict(stage.options)
+            if not last:
+                options["pipe_output"] = True
+            if number:
+                options["upstream"] = job_ids[-1]
+            spec = dataclasses.replace(
+                stage,
+                inputs=first.inputs if number == 0 else (),
+                input_format=first.input_format if number == 0 else "output",
+                output=str(final_output if last else scratch / f"step-{number}"),
+                overwrite=True,
+                options=options,
+            )
+            job_ids.append(client.submit(spec))
+        for number, job_id in enumerate(job_ids):
+            label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
+            display = ProgressDisplay(progress, label)
+            try:
+                status = client.wait(job_id, display.update, timeout=timeout)
+            finally:
+                display.close()
+            if status["state"] != "succeeded":
+                raise JobFailed(status)
+            reports.append(status["report"])
+        if keep_intermediate and len(job_ids) > 1:
+            kept = final_output / "_steps"
+            kept.mkdir(exist_ok=True)
+            for number in range(len(job_ids) - 1):
+                shutil.move(str(scratch / f"step-{number}"), kept / f"step-{number}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    final = reports[-1]
+    if len(reports) > 1:
+        final["steps"] = reports[:-1]
+        final["pipelined"] = True
+        (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
+    return final
+
+
+def run_staged_jobs(
+    client: Client, jobs: list[JobSpec], *, progress: bool = True, timeout: float | None = None
+) -> dict[str, Any]:
+    """Run a list of jobs one after another through files (``--blocking``): each job's output, in a scratch
+    directory, is the next one's input."""
+    final_output = Path(jobs[-1].output)
+    prepare_output(str(final_output), jobs[0].overwrite)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.jobs-", dir=final_output.parent))
+    reports = []
+    try:
+        inputs, input_format = jobs[0].inputs, jobs[0].input_format
+        for number, job in enumerate(jobs):
+            last = number == len(jobs) - 1
+            output = final_output if last else scratch / f"job-{number}"
+            spec = dataclasses.replace(
+                job, inputs=tuple(inputs), input_format=input_format, output=str(output), overwrite=True
+            )
+            reports.append(run_steps(client, spec, progress=progress, timeout=timeout))
+            inputs, input_format = (str(output),), "output"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    final = reports[-1]
+    final["jobs"] = reports[:-1]
+    (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
+    return final
+
+
 def _instantiate(spec: JobSpec) -> Job:
     from hop.jobspec import load_job_class
 

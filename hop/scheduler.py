@@ -425,6 +425,23 @@ class JobState:
             return actions + self.fail(reason, traceback)
         return actions  # the task is pending again; the coordinator assigns a new attempt
 
+    def restart(self, kind: str, index: int, attempt: int, reason: str) -> list[Action]:
+        """End a live attempt that cannot succeed any more (its pipeline input went away, or its slot is needed
+        upstream) without counting it as a failure: it is killed and the task is pending again."""
+        task = self.tasks(kind)[index]
+        record = task.attempts[attempt]
+        if record.status not in ("assigned", "running") or task.committed is not None:
+            return []
+        record.status, record.end, record.error = "killed", time.time(), reason
+        task.fraction = 0.0
+        actions: list[Action] = [KillAttempt(record.worker, kind, index, attempt)]
+        if kind == "map":
+            actions.append(Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt}))
+        return actions
+
+    def live_attempts(self, kind: str, index: int) -> list[Attempt]:
+        return [a for a in self.tasks(kind)[index].attempts if a.status in ("assigned", "running")]
+
     def on_worker_lost(self, worker: str, at: float) -> list[Action]:
         """Fail the attempts running on a lost worker; its committed maps' output is gone too."""
         actions: list[Action] = []

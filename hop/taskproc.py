@@ -84,13 +84,22 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
     try:
         if kind == "map":
             chunks = [(chunk_id, Split(path, start, length)) for chunk_id, path, start, length in task["chunks"]]
-            result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"))
+            result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"), task.get("pipe"))
             channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
         else:
             host = task.get("host", "127.0.0.1")
             committed = [tuple(entry) for entry in task.get("committed", [])]
             result = run_reduce(
-                spec, index, attempt, task["num_maps"], job_dir, channel, host, committed, task.get("chunk_strata")
+                spec,
+                index,
+                attempt,
+                task["num_maps"],
+                job_dir,
+                channel,
+                host,
+                committed,
+                task.get("chunk_strata"),
+                task.get("pipe_to"),
             )
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
     except Exception as error:

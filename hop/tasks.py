@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import msgpack
 import zmq
@@ -32,6 +32,7 @@ from hop.inputs import MAX_LINE_BYTES, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.online.reducer import ReducerSnapshots
+from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
@@ -116,9 +117,14 @@ def run_map(
     spill_dir: Path,
     channel: TaskChannel,
     resume: dict[str, Any] | None = None,
+    pipe: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one map attempt over its input ``chunks`` (``(chunk id, split)``, in order; ``hop.planning``); each spill
     is announced to the worker as soon as it is written.
+
+    A map of a pipelined job's later stage has no chunks but ``pipe`` (``host``, ``committed``): it reads the
+    previous job's reduce partition ``index`` as that reduce attempt streams it, or its committed file
+    (``hop.pipe``), and reports which upstream attempt it read (``upstream_attempt``).
 
     Online jobs (``options["online"]``) spill at the end of every chunk, and every spill says which chunk it holds
     and whether it ends it (``meta``), so a reducer knows exactly which chunks its data covers (``hop.online``).
@@ -175,13 +181,25 @@ def run_map(
                 time.sleep(0.01)
             faults.inject("map", "pushed", index, attempt)
 
-    def unsent() -> int:
-        """The worker's latest count of this attempt's spills not yet pushed to every reducer."""
+    pipe_notices: list[dict[str, Any]] = []
+
+    def take_control() -> None:
+        """Read the worker's messages: spill status for flow control, pipe notices for the pipe reader."""
         nonlocal unsent_now
         while (status := channel.receive(0)) is not None:
             if status.get("type") == "spill_status" and status.get("index") == index:
                 unsent_now = int(status["unsent"])
+            elif status.get("type") == "pipe_file":
+                pipe_notices.append(status)
+
+    def unsent() -> int:
+        """The worker's latest count of this attempt's spills not yet pushed to every reducer."""
+        take_control()
         return unsent_now
+
+    def next_pipe_notice() -> dict[str, Any] | None:
+        take_control()
+        return pipe_notices.pop(0) if pipe_notices else None
 
     flow = FlowController(
         register,
@@ -270,6 +288,7 @@ def run_map(
             except (
                 UserCodeError,
                 InputError,
+                PipeBroken,
                 CombinerKeyError,
                 PartitionError,
                 UnencodableRecordError,
@@ -299,7 +318,17 @@ def run_map(
                     records=consumed_before + consumed,
                 )
 
-    if not online:
+    receiver: PipeReceiver | None = None
+    if pipe is not None:
+        receiver = PipeReceiver(pipe.get("host", "127.0.0.1"))
+        channel.send("pipe_ready", index=index, attempt=attempt, address=receiver.address)
+        current[0] = Split(f"pipe:{spec.options.get('upstream')}/part-{index:05d}", 0, 0)
+        try:
+            pairs = receiver.records(channel.control_socket, next_pipe_notice, pipe.get("committed"))
+            consumed = drive(buffer.run_map(pairs, mapper))
+        finally:
+            receiver.close()
+    elif not online:
 
         def all_records() -> Iterator[tuple[Any, Any]]:
             nonlocal bytes_done
@@ -357,10 +386,12 @@ def run_map(
                 "map_merge_records_in": flow.counters.merge_records_in,
                 "map_merge_records_out": flow.counters.merge_records_out,
                 "map_resumed_records": prefix["records"],
+                "pipe_streamed_bytes": receiver.received_bytes if receiver is not None else 0,
             },
         ),
         "user_counters": job.take_counters(),
         "bad_records": prefix["bad_records"] + bad_records,
+        "upstream_attempt": receiver.upstream_attempt if receiver is not None else None,
     }
 
 
@@ -440,11 +471,15 @@ def run_reduce(
     host: str = "127.0.0.1",
     committed: list[tuple[int, int, int, list[list[int]]]] = (),  # type: ignore[assignment]
     chunk_strata: list[str] | None = None,
+    pipe_to: str | None = None,
 ) -> dict[str, Any]:
     """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output.
 
     While receiving it answers ``snapshot`` requests (``hop.online.reducer``); ``chunk_strata`` (the stratum of
     every input chunk, by chunk id) is given for online jobs, whose snapshots carry estimates.
+
+    In a pipeline (``options["pipe_output"]``) the output is also streamed, as it is written, to the next job's map
+    for this partition (``hop.pipe``): at ``pipe_to``, or wherever a ``pipe_at`` message points.
     """
     job, functions = instantiate(spec)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
@@ -472,21 +507,32 @@ def run_reduce(
     if snapshots.state is not None:
         for map_index, map_attempt, _, _ in committed:
             snapshots.state.commit(map_index, map_attempt)
+    output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
+    sender: PipeSender | None = None
+    if spec.options.get("pipe_output"):
+        sender = PipeSender(output, attempt, flush=lambda: None)
+        if pipe_to:
+            sender.connect(pipe_to)
     try:
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
-        first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel, snapshots)
+        first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel, snapshots, sender)
         faults.inject("reduce", "received", index, attempt)
         _call_user("setup", job.setup)
-        output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
         output.parent.mkdir(parents=True, exist_ok=True)
         groups = store.grouped()
         if faults.wanted("reduce", "merging", index, attempt):
             groups = _fault_after_first(groups, index, attempt)
         bad_records: list[dict[str, Any]] = []
+        tick = _pipe_ticker(sender, channel, spec.job_id) if sender is not None else None
         input_records, output_records = _reduce_to_file(
-            groups, functions.reducer, output, int(spec.options.get("skip_bad_records", 0)), bad_records
+            groups, functions.reducer, output, int(spec.options.get("skip_bad_records", 0)), bad_records, tick
         )
         _call_user("teardown", job.teardown)
+        piped = None
+        if sender is not None:
+            if tick is not None:
+                tick(None)  # a pipe_at that came during the last groups
+            piped = {"address": sender.address, "complete": sender.finish()}
         faults.inject("reduce", "commit", index, attempt)
         return {
             "path": str(output),
@@ -503,8 +549,11 @@ def run_reduce(
             },
             "user_counters": job.take_counters(),
             "bad_records": bad_records,
+            "piped": piped,
         }
     finally:
+        if sender is not None:
+            sender.close()
         store.close()
         shutil.rmtree(store_dir, ignore_errors=True)
         pull.close(linger=0)
@@ -519,6 +568,7 @@ def _receive_runs(
     pull: zmq.Socket,
     channel: TaskChannel,
     snapshots: ReducerSnapshots,
+    pipe_sender: PipeSender | None = None,
 ) -> float | None:
     """Take runs, commit/failure notices and snapshot requests until the store holds every committed map's runs."""
     poller = zmq.Poller()
@@ -558,6 +608,10 @@ def _receive_runs(
                     snapshots.on_notice(control)  # before the store forgets whether the attempt was complete
                     store.lost(control["index"], control["attempt"])
                     continue
+                elif control["type"] == "pipe_at":
+                    if pipe_sender is not None:
+                        pipe_sender.connect(control["address"])
+                    continue
                 elif control["type"] == "snapshot":
                     fields = snapshots.take(control["label"])
                     channel.send("snapshot_done", index=index, attempt=attempt, seq=control["seq"], **fields)
@@ -578,6 +632,23 @@ def _receive_runs(
     return first_run_at
 
 
+TICK_GROUPS = 256
+
+
+def _pipe_ticker(sender: PipeSender, channel: TaskChannel, job_id: str) -> Callable[[IO[str] | None], None]:
+    """What a pipelined reduce does between groups: follow ``pipe_at`` and send the lines written so far."""
+
+    def tick(file: IO[str] | None) -> None:
+        while (control := channel.receive(0)) is not None:
+            if control.get("type") == "pipe_at" and control.get("job_id") == job_id:
+                sender.connect(control["address"])
+        if file is not None:
+            file.flush()
+        sender.pump()
+
+    return tick
+
+
 def _fault_after_first(pairs: Iterator[tuple[Any, Any]], index: int, attempt: int) -> Iterator[tuple[Any, Any]]:
     """Test-only: pass groups on, and kill this task once some output has been written (``hop.faults``)."""
     for number, pair in enumerate(pairs):
@@ -593,8 +664,10 @@ def _reduce_to_file(
     output: Path,
     skip_limit: int = 0,
     bad_records: list[dict[str, Any]] | None = None,
+    tick: Callable[[IO[str] | None], None] | None = None,
 ) -> tuple[int, int]:
-    """Call the reducer per key group, write ``json(key) TAB json(value)`` lines.
+    """Call the reducer per key group, write ``json(key) TAB json(value)`` lines; ``tick(file)`` is called every
+    ``TICK_GROUPS`` groups (a pipeline streams what was written).
 
     With ``skip_limit``, a key whose reduce raises is skipped (none of its output is written) and recorded in
     ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
@@ -611,7 +684,9 @@ def _reduce_to_file(
 
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         write = file.write
-        for key, values in groups:
+        for number, (key, values) in enumerate(groups):
+            if tick is not None and number % TICK_GROUPS == 0:
+                tick(file)
             try:
                 results = reducer(key, counted(values))
                 lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]

@@ -33,6 +33,7 @@ from shuffle.pusher import SpillPusher
 HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
 RELAYED = {
+    "pipe_ready",
     "snapshot_done",
     "task_started",
     "task_progress",
@@ -182,6 +183,10 @@ class Worker:
                 self.pusher.fail(msg["job_id"], msg["index"], msg["attempt"], msg.get("keep_below"))
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
+                    self._to_slot(slot, frame)
+        elif kind in ("pipe_at", "pipe_file"):
+            for slot in self.slots.values():  # to one task (any attempt of it for pipe_at: the message names it)
+                if slot.task is not None and list(slot.task) == msg["task"]:
                     self._to_slot(slot, frame)
         elif kind == "snapshot":
             for slot in self.slots.values():

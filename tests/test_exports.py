@@ -7,7 +7,17 @@ import shuffle
 
 def test_hop_public_api() -> None:
     assert sorted(hop.__all__) == ["Job", "Step"]
-    assert sorted(hop.aggregates.__all__) == ["Aggregate", "Count", "Max", "Mean", "Min", "Sum", "as_aggregate"]
+    assert sorted(hop.aggregates.__all__) == [
+        "Aggregate",
+        "Count",
+        "CountDistinct",
+        "Max",
+        "Mean",
+        "Min",
+        "Sum",
+        "TopK",
+        "as_aggregate",
+    ]
 
 
 def test_shuffle_exports_resolve() -> None:

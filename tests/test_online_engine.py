@@ -57,6 +57,7 @@ def test_snapshots_with_estimates_and_an_exact_final_result(
     folders = sorted((tmp_path / "online" / "_snapshots").iterdir())
     assert [f.name for f in folders] == ["0.250", "0.500", "0.750"]
     fractions = []
+    intervals = 0
     for folder in folders:
         info = json.loads((folder / "_snapshot.json").read_text())
         assert info["complete"] and len(info["partitions"]) == 2
@@ -67,12 +68,15 @@ def test_snapshots_with_estimates_and_an_exact_final_result(
             assert row["value"] <= final[key], "a snapshot's value so far never exceeds the final sum"
             if row["final"]:
                 assert row["value"] == final[key]
-        with_interval = [row for row in rows.values() if row["low"] is not None and not row["final"]]
-        assert with_interval, "estimates carry intervals once two chunks of a stratum were seen"
+        assert all(row["estimate"] is not None for row in rows.values()), "Sum carries estimates"
+        intervals += sum(row["low"] is not None and not row["final"] for row in rows.values())
         # The part file shows the estimate, in the output's line format.
         part_lines = (folder / "part-00000").read_text().splitlines()
         assert all(len(line.split("\t")) == 2 for line in part_lines)
+    assert intervals, "estimates carry intervals once two chunks of a stratum were seen"
     assert fractions == sorted(fractions) and 0 < fractions[0] < 1
+    first = json.loads((folders[0] / "_snapshot.json").read_text())
+    assert not any(p.get("final") for p in first["partitions"]), "the 25% snapshot comes from running reducers"
     assert [s["label"] for s in report["snapshots"]] == ["0.250", "0.500", "0.750"]
     snapshots = client.snapshots(report["job_id"])
     assert [s["label"] for s in snapshots] == ["0.250", "0.500", "0.750"] and snapshots[-1]["rows"]

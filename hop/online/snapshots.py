@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,14 @@ from typing import Any
 from hop.online.state import SnapshotRow
 from shuffle.keys import sort_keys
 
-__all__ = ["ROWS_ON_THE_WIRE", "row_to_wire", "snapshot_directory", "snapshot_label", "write_partition_snapshot"]
+__all__ = [
+    "ROWS_ON_THE_WIRE",
+    "row_to_wire",
+    "snapshot_directory",
+    "snapshot_label",
+    "write_final_partition_snapshot",
+    "write_partition_snapshot",
+]
 
 ROWS_ON_THE_WIRE = 2000
 """Rows per partition a reducer sends the coordinator with a snapshot (all rows are in the files)."""
@@ -71,3 +79,33 @@ def write_partition_snapshot(directory: Path, index: int, rows: list[SnapshotRow
     _write_atomically(directory / f"part-{index:05d}", (f"{_dumps(r.key)}\t{_dumps(shown(r))}\n" for r in ordered))
     _write_atomically(directory / f"estimates-{index:05d}.jsonl", (_dumps(row_to_wire(r)) + "\n" for r in ordered))
     return ordered
+
+
+def write_final_partition_snapshot(directory: Path, index: int, part: Path) -> tuple[int, list[dict[str, Any]]]:
+    """A partition that finished before it answered a snapshot: its snapshot is its final output (every row
+    final, exact). Copies ``part`` and writes the matching estimates; returns the number of groups and the first
+    ``ROWS_ON_THE_WIRE`` rows."""
+    directory.mkdir(parents=True, exist_ok=True)
+    groups = 0
+    first_rows: list[dict[str, Any]] = []
+
+    def rows() -> Iterable[str]:
+        nonlocal groups
+        with open(part, encoding="utf-8") as lines:
+            for line in lines:
+                key_text, _, value_text = line.rstrip("\n").partition("\t")
+                value = json.loads(value_text)
+                groups += 1
+                row = {"key": json.loads(key_text), "value": value, "estimate": None, "low": None, "high": None}
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    row.update(estimate=value, low=value, high=value)
+                row["final"] = True
+                if len(first_rows) < ROWS_ON_THE_WIRE:
+                    first_rows.append(row)
+                yield _dumps(row) + "\n"
+
+    _write_atomically(directory / f"estimates-{index:05d}.jsonl", rows())
+    temporary = directory / f".part-{index:05d}.{os.getpid()}.tmp"
+    shutil.copyfile(part, temporary)
+    os.replace(temporary, directory / f"part-{index:05d}")
+    return groups, first_rows

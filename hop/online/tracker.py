@@ -6,6 +6,7 @@
 - Each reduce partition answers with ``snapshot_done``; a snapshot is *complete* once every partition answered.
   The snapshot's progress is measured from the answers: for online jobs the fraction of input chunks (and bytes)
   the reducers' data covers (the smallest over partitions), else the map progress at the request.
+- A partition that commits before answering a snapshot answers with its final output (``final``: every row exact).
 - ``accurate(snapshot)``: with ``stop_when_accurate`` set, every group of every partition has an interval no
   wider (half-width) than that fraction of its estimate.
 """
@@ -94,6 +95,9 @@ class SnapshotTracker:
         """(fraction of chunks, fraction of bytes) the reducers' data covered: the least over partitions."""
         fractions = []
         for fields in snapshot.partitions.values():
+            if fields.get("final"):
+                fractions.append((1.0, 1.0))  # answered with its final output: it had seen everything
+                continue
             chunks = fields.get("chunks_seen")
             if chunks is None:
                 return None
@@ -104,7 +108,10 @@ class SnapshotTracker:
     def accurate(self, snapshot: Snapshot) -> bool:
         if self.stop_when_accurate is None or not snapshot.complete:
             return False
-        widths = [fields.get("max_relative_half_width") for fields in snapshot.partitions.values()]
+        widths = [
+            0.0 if fields.get("final") else fields.get("max_relative_half_width")
+            for fields in snapshot.partitions.values()
+        ]
         if any(fields.get("error") for fields in snapshot.partitions.values()):
             return False
         return all(width is not None and width <= self.stop_when_accurate for width in widths)
@@ -121,6 +128,7 @@ class SnapshotTracker:
                 "groups": fields.get("groups"),
                 "seconds": fields.get("seconds"),
                 **({"error": fields["error"]} if fields.get("error") else {}),
+                **({"final": True, "chunks_fraction": 1.0, "input_fraction": 1.0} if fields.get("final") else {}),
             }
             chunks = fields.get("chunks_seen")
             if chunks is not None:

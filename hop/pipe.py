@@ -1,0 +1,175 @@
+"""Job-to-job pipelining: a reduce attempt's output streamed to the map task of the next job that reads it.
+
+In a pipeline (a multi-step job, or a list of jobs) map task ``i`` of a downstream job reads reduce partition ``i``
+of the job before it. The downstream map attempt binds a ROUTER socket (:class:`PipeReceiver`) and announces it
+(``pipe_ready``); the coordinator tells the upstream reduce attempt of that partition (``pipe_at``), whose
+:class:`PipeSender` then sends its output file's bytes as they are written: complete lines only, in messages of up to
+``BLOCK_BYTES``, each acknowledged (at most ``CREDITS`` in flight), then an end marker. The upstream still writes its
+output file, under a scratch directory unless ``--keep-intermediate``: it is what a downstream retry, or a downstream
+map that starts after the upstream partition committed (the pipeline degrades to staged), reads instead.
+
+Wire format, downstream-bound: two frames, a msgpack header ``{attempt, seq, end}`` (``attempt``: the upstream reduce
+attempt) and the bytes (lines ``json(key) TAB json(value)``); upstream-bound: one frame, the ASCII ``seq``, per
+message stored. A downstream attempt that sees bytes of two upstream attempts fails (retryable): the coordinator
+restarts it when an upstream attempt it read from fails.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zmq
+
+from hop.inputs import Split, iter_records, parse_output_line
+
+__all__ = ["BLOCK_BYTES", "CREDITS", "PipeBroken", "PipeReceiver", "PipeSender"]
+
+BLOCK_BYTES = 1 << 20
+CREDITS = 4
+
+
+class PipeBroken(RuntimeError):
+    """The upstream attempt this map was reading from is gone; the attempt must run again (retryable)."""
+
+
+class PipeSender:
+    """The upstream side: streams a growing output file to the downstream map attempt that reads it."""
+
+    def __init__(self, path: Path, attempt: int, flush: Callable[[], None]) -> None:
+        self.path = path
+        self.attempt = attempt
+        self._flush = flush
+        self._socket: zmq.Socket | None = None
+        self._sent = 0
+        self._seq = 0
+        self._acked = 0
+        self.address: str | None = None
+
+    def connect(self, address: str) -> None:
+        """Stream to ``address`` (a new downstream attempt starts from the beginning of the file)."""
+        if address == self.address:
+            return
+        self.close()
+        socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(address)
+        self._socket, self.address = socket, address
+        self._sent = self._seq = self._acked = 0
+
+    def pump(self, final: bool = False) -> None:
+        """Send what was written since the last call, as credits allow (everything, if ``final``)."""
+        socket = self._socket
+        if socket is None:
+            return
+        self._flush()
+        size = os.path.getsize(self.path)
+        with open(self.path, "rb") as file:
+            while self._sent < size:
+                self._take_acks(0)
+                if self._seq - self._acked >= CREDITS:
+                    if not final:
+                        return
+                    self._take_acks(1000)
+                    continue
+                file.seek(self._sent)
+                data = file.read(min(BLOCK_BYTES, size - self._sent))
+                cut = data.rfind(b"\n") + 1
+                if not cut:
+                    return  # a line not written completely yet
+                self._send(data[:cut], end=False)
+                self._sent += cut
+
+    def finish(self, timeout: float = 60.0) -> bool:
+        """Send the rest and the end marker, then wait up to ``timeout`` seconds until all of it is acknowledged."""
+        if self._socket is None:
+            return False
+        deadline = time.monotonic() + timeout
+        self.pump(final=True)
+        self._send(b"", end=True)
+        while self._acked < self._seq and time.monotonic() < deadline:
+            self._take_acks(100)
+        return self._acked >= self._seq
+
+    def _send(self, data: bytes, end: bool) -> None:
+        assert self._socket is not None
+        header = msgpack.packb({"attempt": self.attempt, "seq": self._seq, "end": end})
+        self._socket.send_multipart([header, data])
+        self._seq += 1
+
+    def _take_acks(self, timeout_ms: int) -> None:
+        socket = self._socket
+        if socket is None:
+            return
+        if timeout_ms and not socket.poll(timeout_ms):
+            return
+        while True:
+            try:
+                socket.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._acked += 1
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close(linger=0)
+        self._socket, self.address = None, None
+
+
+class PipeReceiver:
+    """The downstream side: a map attempt's input, streamed from an upstream reduce attempt or read from the file
+    it committed."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        port: int = self._socket.bind_to_random_port(f"tcp://{host}")
+        self.address = f"tcp://{host}:{port}"
+        self.upstream_attempt: int | None = None
+        self.received_bytes = 0
+
+    def records(
+        self, control: zmq.Socket, take_control: Callable[[], dict[str, Any] | None], committed: str | None
+    ) -> Iterator[tuple[Any, Any]]:
+        """Yield the upstream partition's pairs: from ``committed`` (a committed output file) if given or if the
+        coordinator names one (``pipe_file``) before any bytes arrived, else as the upstream attempt streams them."""
+        if committed is not None:
+            yield from iter_records(Split(committed, 0, os.path.getsize(committed)), "output")
+            return
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        poller.register(control, zmq.POLLIN)
+        offset = 0
+        while True:
+            events = dict(poller.poll(1000))
+            if control in events:
+                while (message := take_control()) is not None:
+                    if message.get("type") == "pipe_file" and self.upstream_attempt is None:
+                        path = message["path"]
+                        yield from iter_records(Split(path, 0, os.path.getsize(path)), "output")
+                        return
+            if self._socket not in events:
+                continue
+            sender, header_frame, data = self._socket.recv_multipart()
+            header = msgpack.unpackb(header_frame)
+            if self.upstream_attempt is None:
+                self.upstream_attempt = header["attempt"]
+            elif header["attempt"] != self.upstream_attempt:
+                raise PipeBroken(
+                    f"upstream reduce attempt {self.upstream_attempt} was replaced by attempt {header['attempt']}"
+                )
+            self._socket.send_multipart([sender, b"%d" % header["seq"]])
+            if header["end"]:
+                return
+            self.received_bytes += len(data)
+            text = data.decode("utf-8")
+            for line in text.split("\n")[:-1]:
+                yield parse_output_line(line, "pipe", offset)
+                offset += len(line.encode("utf-8")) + 1
+
+    def close(self) -> None:
+        self._socket.close(linger=0)

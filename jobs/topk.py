@@ -1,0 +1,19 @@
+"""The most frequent keys of a counting job's output: run after it in a pipeline.
+
+    hop run jobs/wordcount.py jobs/topk.py data/words.txt -o out/
+
+Reads ``(key, count)`` pairs (the output of ``jobs/wordcount.py`` or any job whose values are counts) and writes one
+line: ``"top"`` and the ``K`` largest ``[count, key]`` pairs, largest first (ties broken by key, largest first).
+"""
+
+from hop import Job
+from hop.aggregates import TopK
+
+K = 20
+
+
+class TopWords(Job):
+    def map(self, key, count):
+        yield "top", (count, key)
+
+    combine = reduce = TopK(K)

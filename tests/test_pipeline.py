@@ -1,0 +1,118 @@
+"""Job-to-job pipelining on real processes: reduce output streamed into the next job's maps."""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from hop.client import Client
+from hop.gen.text import generate_text
+from hop.jobspec import JobSpec
+from hop.loader import load_job_file
+from hop.local_cluster import LocalCluster
+from hop.runner import build_spec, run_pipeline, run_steps
+from tests.conftest import ROOT, job_path, output_dict
+
+TIMEOUT = 180
+
+
+def specs(source: Path, output: Path, *jobs: str, **settings: Any) -> list[JobSpec]:
+    return [build_spec(load_job_file(job_path(job)), [str(source)], str(output), **settings) for job in jobs]
+
+
+def expected_top(source: Path, k: int = 20) -> list[list[Any]]:
+    counts = collections.Counter(source.read_text(encoding="utf-8").split())
+    return [[count, word] for count, word in sorted(((c, w) for w, c in counts.items()), reverse=True)[:k]]
+
+
+def test_wordcount_then_topk_streams_and_is_exact(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 3_000_000, seed=31, vocabulary=5000)
+    jobs = specs(source, tmp_path / "out", "wordcount", "topk", num_reduces=2, split_size=1 << 20)
+    report = run_pipeline(client, jobs, progress=False, timeout=TIMEOUT, keep_intermediate=True)
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+    assert report["pipelined"] and len(report["steps"]) == 1
+    streamed = report["counters"].get("pipe_streamed_bytes", 0)
+    assert streamed > 0, "the downstream maps read the upstream reduce output from the pipe"
+    # --keep-intermediate: the word counts are kept, and equal a staged run's.
+    counts = output_dict(tmp_path / "out" / "_steps" / "step-0")
+    assert counts == dict(collections.Counter(source.read_text(encoding="utf-8").split()))
+    assert sum(len(p.read_bytes()) for p in (tmp_path / "out" / "_steps" / "step-0").glob("part-*")) == streamed
+    assert not list(tmp_path.glob(".out.steps-*")), "the scratch directory is gone"
+
+
+def test_multi_step_job_pipelined_equals_staged(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_500_000, seed=32, vocabulary=3000)
+    (staged_spec,) = specs(source, tmp_path / "staged", "two_steps", num_reduces=2, split_size=1 << 19)
+    run_steps(client, staged_spec, progress=False, timeout=TIMEOUT)
+    (spec,) = specs(source, tmp_path / "piped", "two_steps", num_reduces=2, split_size=1 << 19)
+    report = run_pipeline(client, [spec], progress=False, timeout=TIMEOUT)
+    assert [p.read_bytes() for p in sorted((tmp_path / "piped").glob("part-*"))] == [
+        p.read_bytes() for p in sorted((tmp_path / "staged").glob("part-*"))
+    ]
+    words = report["steps"][0]["counters"]["reduce_output_records"]
+    assert report["counters"]["user"] == {"steps": {"words": words}}, "counters of the piped step count once"
+    assert not (tmp_path / "piped" / "_steps").exists()
+
+
+def test_pipeline_with_too_few_slots_still_finishes(tmp_path: Path) -> None:
+    """One worker with one map and one reduce slot: the steps cannot run side by side, so it degrades to staged."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_000_000, seed=33, vocabulary=2000)
+    jobs = specs(source, tmp_path / "out", "wordcount", "topk", num_reduces=2, split_size=1 << 19)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+        finally:
+            client.close()
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+
+
+def test_killing_a_worker_mid_pipeline_keeps_the_result_exact(tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 4_000_000, seed=34, vocabulary=20000)
+    jobs = specs(source, tmp_path / "out", "slow_map", "topk", num_reduces=2, split_size=1 << 19)
+    with LocalCluster(workers=3, map_slots=1, reduce_slots=2, heartbeat_timeout=2.0) as cluster:
+        client = Client(cluster.address)
+        killer = threading.Timer(2.0, cluster.workers[1].kill)
+        killer.start()
+        try:
+            report = run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+        finally:
+            killer.join(timeout=30)
+            client.close()
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+    attempts = [a for step in [*report["steps"], report] for a in step["attempts"]]
+    assert any(a["status"] in ("failed", "lost", "killed") for a in attempts), "the kill cost some attempts"
+
+
+def test_cli_job_list_pipeline(tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 800_000, seed=35, vocabulary=1000)
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), str(ROOT / "jobs" / "topk.py")]
+        + [str(source), "-o", str(tmp_path / "out"), "--workers", "2", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["pipelined"] and report["steps"][0]["name"] == "WordCount"
+    blocking = subprocess.run(
+        [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), str(ROOT / "jobs" / "topk.py")]
+        + [str(source), "-o", str(tmp_path / "staged"), "--workers", "2", "--quiet", "--blocking"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert blocking.returncode == 0, blocking.stderr
+    assert output_dict(tmp_path / "staged") == {"top": expected_top(source)}
