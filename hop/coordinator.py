@@ -217,8 +217,9 @@ class Coordinator:
                     strata=options.get("strata"),
                 )
             )
-            every = options.get("snapshot_every")
-            accurate = options.get("stop_when_accurate")
+            # A pipeline's later jobs take their snapshots from the job before them, not from their own progress.
+            every = options.get("snapshot_every") if upstream is None else None
+            accurate = options.get("stop_when_accurate") if upstream is None else None
             tracker_args = (float(every) if every else None, float(accurate) if accurate else None)
             SnapshotTracker(spec.num_reduces, [], *tracker_args)  # validates the options before any output
             prepare_output(spec.output, spec.overwrite)
@@ -390,6 +391,15 @@ class Coordinator:
         folder = snapshot_directory(job.spec.output, snapshot.label)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "_snapshot.json").write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+        downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
+        if downstream is not None and downstream.state == "running" and downstream.snapshots is not None:
+            # Snapshots flow down a pipeline: the next job recomputes from this one, marked with its progress.
+            derived = downstream.snapshots.request_derived(
+                snapshot.label, snapshot.progress, {"job_id": job.spec.job_id, **description}
+            )
+            self._broadcast(
+                "snapshot", job_id=downstream.spec.job_id, seq=derived.seq, label=derived.label, source=str(folder)
+            )
         if job.state == "running" and job.snapshots.accurate(snapshot):
             self._stop_early(job, snapshot)
 

@@ -499,10 +499,12 @@ def run_reduce(
         index,
         store,
         functions.reducer,
-        functions.reduce_aggregate if online else None,
+        functions.reduce_aggregate,
         chunk_strata if online else None,
         job.key_stratum if type(job).key_stratum is not Job.key_stratum else None,
         float(spec.options.get("confidence", 0.95)),
+        mapper=functions.mapper,
+        partition=lambda key: job.partition(key, spec.num_reduces),
     )
     if snapshots.state is not None:
         for map_index, map_attempt, _, _ in committed:
@@ -613,7 +615,7 @@ def _receive_runs(
                         pipe_sender.connect(control["address"])
                     continue
                 elif control["type"] == "snapshot":
-                    fields = snapshots.take(control["label"])
+                    fields = snapshots.take(control["label"], control.get("source"))
                     channel.send("snapshot_done", index=index, attempt=attempt, seq=control["seq"], **fields)
                     continue
                 snapshots.on_notice(control)

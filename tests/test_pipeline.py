@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec, run_pipeline, run_steps
+from hop.runner import build_spec, online_options, run_pipeline, run_steps
 from tests.conftest import ROOT, job_path, output_dict
 
 TIMEOUT = 180
@@ -116,3 +117,26 @@ def test_cli_job_list_pipeline(tmp_path: Path) -> None:
     )
     assert blocking.returncode == 0, blocking.stderr
     assert output_dict(tmp_path / "staged") == {"top": expected_top(source)}
+
+
+def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=36, vocabulary=300)
+    jobs = specs(source, tmp_path / "out", "slow_sum_wordcount", "topk", num_reduces=2, split_size=1 << 19)
+    first_class = load_job_file(job_path("slow_sum_wordcount"))
+    options = online_options(
+        first_class, [str(source)], snapshot_every=0.25, order="random", seed=4, chunk_size=64 << 10
+    )
+    jobs = [dataclasses.replace(spec, options={**spec.options, **options}) for spec in jobs]
+    report = run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+    derived = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert derived, "the top-k job published snapshots recomputed from the word count's"
+    words = set(source.read_text(encoding="utf-8").split())
+    for folder in derived:
+        info = json.loads((folder / "_snapshot.json").read_text())
+        assert info["upstream"]["label"] == folder.name and info["upstream"]["job_id"] == report["steps"][0]["job_id"]
+        assert info["upstream"]["chunks_fraction"] > 0, "the word count had data at every snapshot"
+        tops = [v for k, v in output_dict(folder).items() if k == "top"]
+        assert len(tops) == 1 and len(tops[0]) == 20 and all(word in words for _, word in tops[0])
+    assert [s["label"] for s in client.snapshots(report["job_id"])] == [f.name for f in derived]

@@ -8,6 +8,9 @@ attempt's). Two ways to produce one:
   run, so a snapshot merges per-attempt summaries (no re-read of the runs) and carries estimates.
 - Otherwise the run store's snapshot groups (``RunStore.snapshot_grouped``) are reduced with the job's reducer: the
   values so far, without estimates.
+- A later job of a pipeline recomputes from the previous job's snapshot (``source``: its directory): the rows go
+  through this step's map, and the pairs of this partition through its reduce, so an early top-k follows an early
+  word count.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from hop.aggregates import Aggregate
+from hop.inputs import parse_output_line
 from hop.online.snapshots import (
     ROWS_ON_THE_WIRE,
     row_to_wire,
@@ -25,6 +30,7 @@ from hop.online.snapshots import (
     write_partition_snapshot,
 )
 from hop.online.state import SnapshotRow, SnapshotState
+from shuffle.keys import sort_keys
 from shuffle.store import RunStore
 
 __all__ = ["ReducerSnapshots"]
@@ -43,6 +49,8 @@ class ReducerSnapshots:
         chunk_strata: list[str] | None,
         key_stratum: Callable[[Any], str | None] | None,
         confidence: float = 0.95,
+        mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None] | None = None,
+        partition: Callable[[Any], int] | None = None,
     ) -> None:
         self.output = output
         self.index = index
@@ -54,6 +62,9 @@ class ReducerSnapshots:
             else None
         )
         self.taken = 0
+        self.mapper = mapper
+        self.partition = partition
+        self.aggregate = aggregate
 
     def on_run(self, header: dict[str, Any], data: bytes) -> None:
         if self.state is not None and "chunk" in header:
@@ -76,11 +87,15 @@ class ReducerSnapshots:
         if notice["type"] == "map_failed" or lost_incomplete:
             state.drop(task, attempt)
 
-    def take(self, label: str) -> dict[str, Any]:
-        """Write this partition's snapshot files under ``label`` and return the ``snapshot_done`` fields."""
+    def take(self, label: str, source: str | None = None) -> dict[str, Any]:
+        """Write this partition's snapshot files under ``label`` and return the ``snapshot_done`` fields.
+
+        With ``source`` (a pipeline's later job) the snapshot is recomputed from the previous job's snapshot in that
+        directory: its rows go through this step's map, the pairs of this partition through its reduce.
+        """
         started = time.time()
         try:
-            rows = self._rows()
+            rows = self._rows() if source is None else self._derived_rows(Path(source))
         except Exception as error:  # a reducer that fails on partial data must not fail the task
             return {"label": label, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
         ordered = write_partition_snapshot(snapshot_directory(self.output, label), self.index, rows)
@@ -104,6 +119,31 @@ class ReducerSnapshots:
             return list(self.state.rows())
         rows = []
         for key, values in self.store.snapshot_grouped():
+            for out_key, out_value in self.reducer(key, values) or ():
+                rows.append(SnapshotRow(out_key, out_value, None, False))
+        return rows
+
+    def _derived_rows(self, source: Path) -> list[SnapshotRow]:
+        if self.mapper is None or self.partition is None:
+            raise ValueError("a derived snapshot needs the step's map and partition functions")
+        groups: dict[Any, list[Any]] = {}
+        for part in sorted(source.glob("part-*")):
+            with open(part, encoding="utf-8") as lines:
+                for offset, line in enumerate(lines):
+                    key, value = parse_output_line(line.rstrip("\n"), str(part), offset)
+                    for out_key, out_value in self.mapper(key, value) or ():
+                        if self.partition(out_key) == self.index:
+                            groups.setdefault(out_key, []).append(out_value)
+        ordered, _ = sort_keys(list(groups))
+        rows = []
+        aggregate = self.aggregate
+        for key in ordered:
+            values = groups[key]
+            if aggregate is not None:  # map output values are raw: lift them into states first
+                rows.append(
+                    SnapshotRow(key, aggregate.finish(aggregate.fold_values(map(aggregate.lift, values))), None, False)
+                )
+                continue
             for out_key, out_value in self.reducer(key, values) or ():
                 rows.append(SnapshotRow(out_key, out_value, None, False))
         return rows

@@ -30,6 +30,8 @@ class Snapshot:
     requested_at: float
     partitions: dict[int, dict[str, Any]] = field(default_factory=dict)
     completed_at: float | None = None
+    upstream: dict[str, Any] | None = None
+    """A pipeline's later job: the upstream snapshot this one was recomputed from (its job, label, progress)."""
 
     @property
     def complete(self) -> bool:
@@ -70,6 +72,12 @@ class SnapshotTracker:
 
     def request_now(self, input_fraction: float, now: float | None = None) -> Snapshot:
         return self._new(input_fraction, True, now)
+
+    def request_derived(self, label: str, progress: float, upstream: dict[str, Any]) -> Snapshot:
+        """A snapshot recomputed from the upstream job's snapshot ``label`` (keeps its label and progress)."""
+        snapshot = Snapshot(len(self.snapshots), label, progress, time.time(), upstream=upstream)
+        self.snapshots.append(snapshot)
+        return snapshot
 
     def _new(self, progress: float, on_demand: bool, now: float | None) -> Snapshot:
         seq = len(self.snapshots)
@@ -152,6 +160,10 @@ class SnapshotTracker:
             "groups": sum(p.get("groups") or 0 for p in partitions),
             "truncated": any(fields.get("truncated") for fields in snapshot.partitions.values()),
         }
+        if snapshot.upstream is not None:
+            upstream = snapshot.upstream
+            result["upstream"] = {k: upstream.get(k) for k in ("job_id", "label", "input_fraction", "chunks_fraction")}
+            result["input_fraction"] = upstream.get("input_fraction", snapshot.progress)
         if with_rows:
             result["rows"] = rows
         return result
