@@ -24,6 +24,18 @@ Worker -> coordinator:
     reduce_done   {job_id, index, attempt, path, counters, user_counters, at}
     task_failed   {job_id, kind, index, attempt, error, traceback, record, retryable, at}
 
+Client -> coordinator, online aggregation and the web view:
+    jobs        {}                                          -> jobs {jobs: [summary]}
+    job         {job_id}                                    -> job {summary..., tasks: [{kind, index, state,
+                                                               fraction, attempts, worker}]}
+    snapshots   {job_id, after}                             -> snapshots {snapshots: [{seq, label, progress, time,
+                                                               complete, input_fraction, partitions, rows, ...}]}
+    snapshot    {job_id}                                    -> snapshot_requested {seq, label}
+
+Worker -> coordinator, relayed from task processes:
+    snapshot_done {job_id, index, attempt, seq, label, rows, groups, chunks_seen?, strata_seen?, error?}
+    pipe_ready    {job_id, index, attempt, address}          a pipelined map waits for its upstream partition
+
 Coordinator -> worker:
     run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed}
     map_committed {job_id, index, attempt, spills, segments} sent to every worker; relayed to reduce tasks;
@@ -35,12 +47,19 @@ Coordinator -> worker:
     map_lost      {job_id, index, attempt}                   a committed attempt's output died with its worker:
                                                              keep it if every run is here, else drop it
     reducer_at    {job_id, index, attempt, address}          push partition ``index`` there
-    job_done      {job_id}                                   delete the job's spill files
+    job_done      {job_id, failed, stop_tasks}               delete the job's spill files (end its tasks if
+                                                             failed or stopped early)
+    snapshot      {job_id, seq, label, source?}              relayed to the job's reduce tasks; ``source``: the
+                                                             upstream snapshot directory a pipeline's later job
+                                                             recomputes from
+    pipe_at       {task, job_id, address}                    relayed to that upstream reduce task: stream there
+    pipe_file     {task, job_id, path}                       relayed to that map task: read the committed file
     shutdown      {}
 
 Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``map_failed``, ``map_lost`` to task
 processes; a task process sends ``hello {slot, pid}``, the task events above, and for each spill it registers:
-    spill         {job_id, index, attempt, seq, path}        the worker registers it and pushes its runs
+    spill         {job_id, index, attempt, seq, path, meta}  the worker registers it and pushes its runs
+                                                             (``meta``: online jobs' chunk, sent with each run)
 and the worker answers with, and sends again whenever runs of that attempt are acknowledged:
     spill_status  {job_id, index, attempt, unsent}           spills not yet pushed to every reducer (flow control)
 
