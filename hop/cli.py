@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -353,7 +354,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM (``kill``, a timeout) ends a run like Ctrl-C does: the embedded cluster is stopped on the way out.
+    signal.signal(signal.SIGTERM, _interrupt)
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 

@@ -25,6 +25,7 @@ import zmq
 
 from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
+from hop.lifetime import orphaned
 from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.planning import plan_map_inputs
@@ -109,6 +110,8 @@ class Coordinator:
                         self.handle(identity, unpack(frame))
                 self._check_heartbeats()
                 self._schedule()
+                if orphaned():
+                    self.running = False
         finally:
             for worker in self.workers.values():
                 if worker.alive:
@@ -309,23 +312,23 @@ class Coordinator:
         done_attempts = {msg["attempt"] for msg in waiting}
         for msg in waiting:
             self._map_done(msg)
-        served = piped.get("address") if piped and piped.get("complete") else None
+        sent_to = piped.get("address") if piped else None
+        complete = bool(piped and piped.get("complete"))
         reader = self.pipe_readers.get((job.spec.job_id, index))
         for record in job.live_attempts("map", index):
-            if record.attempt in done_attempts:
-                continue
-            if reader is not None and reader[0] == record.attempt and reader[1] == served:
+            if record.attempt in done_attempts or reader is None or reader[0] != record.attempt:
+                continue  # not listening yet: when it announces itself it is told to read the committed file
+            if reader[1] == sent_to:
+                if not complete:  # it got part of the stream: start over on the committed file
+                    self._execute(job, job.restart("map", index, record.attempt, "its upstream stream broke off"))
                 continue  # it has everything; its map_done is on its way
-            if reader is not None and reader[0] == record.attempt and served is None:
-                self._to_task(
-                    record.worker,
-                    "pipe_file",
-                    [job.spec.job_id, "map", index, record.attempt],
-                    job_id=job.spec.job_id,
-                    path=f"{upstream.spec.output}/part-{index:05d}",
-                )
-                continue
-            self._execute(job, job.restart("map", index, record.attempt, "its upstream partition committed"))
+            self._to_task(
+                record.worker,
+                "pipe_file",
+                [job.spec.job_id, "map", index, record.attempt],
+                job_id=job.spec.job_id,
+                path=f"{upstream.spec.output}/part-{index:05d}",
+            )
 
     def _upstream_attempt_gone(self, upstream: JobState, index: int, reason: str) -> None:
         """An upstream reduce attempt failed or was lost: downstream maps reading it start again."""

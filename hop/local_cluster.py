@@ -18,6 +18,7 @@ import time
 from types import TracebackType
 
 from hop.client import Client, CoordinatorUnavailable
+from hop.lifetime import PARENT_VARIABLE
 
 START_TIMEOUT = 60.0
 
@@ -60,6 +61,8 @@ class LocalCluster:
         # retry until the bind exists), which halves start-up: it matters for short jobs.
         self._socket_dir = tempfile.mkdtemp(prefix="hop-cluster-")
         planned = f"ipc://{self._socket_dir}/coordinator"
+        # The cluster's processes end on their own if this process dies without stopping them (``orphaned``).
+        environment = {**os.environ, PARENT_VARIABLE: str(os.getpid())}
         self.coordinator = subprocess.Popen(
             [
                 sys.executable,
@@ -72,6 +75,7 @@ class LocalCluster:
             ],
             stdout=subprocess.PIPE,
             text=True,
+            env=environment,
         )
         self.address = planned
         for i in range(self.num_workers):
@@ -92,7 +96,8 @@ class LocalCluster:
                         # Spill files under the cluster's directory: removed at stop even if a worker was killed.
                         "--spill-dir",
                         self._socket_dir,
-                    ]
+                    ],
+                    env=environment,
                 )
             )
         if self._read_address(self.coordinator) != planned:

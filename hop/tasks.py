@@ -11,7 +11,6 @@ offset for maps, key for reduces); the task process turns them into a ``task_fai
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import sys
@@ -31,6 +30,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import MAX_LINE_BYTES, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
+from hop.jsonline import to_json
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
@@ -676,7 +676,7 @@ def _reduce_to_file(
     """
     input_records = 0
     output_records = 0
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    dumps = to_json
 
     def counted(values: Iterable[Any]) -> Iterator[Any]:
         nonlocal input_records

@@ -27,6 +27,7 @@ from typing import Any
 
 import zmq
 
+from hop.lifetime import orphaned
 from hop.protocol import close_socket, message, unpack
 from shuffle.pusher import SpillPusher
 
@@ -285,6 +286,8 @@ class Worker:
                     next_heartbeat = now + HEARTBEAT_SECONDS
                     self._to_coordinator("heartbeat", running=sum(s.task is not None for s in self.slots.values()))
                     self._check_slots()
+                    if orphaned():
+                        self.running = False
         finally:
             self.close()
 

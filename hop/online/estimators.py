@@ -20,10 +20,12 @@ than the normal quantile while few chunks were seen). With ``n == N`` the value 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
-__all__ = ["Estimate", "estimate_mean", "estimate_total", "t_quantile"]
+__all__ = ["Estimate", "estimate_mean", "estimate_means", "estimate_total", "estimate_totals", "t_quantile"]
 
 
 @dataclass(frozen=True)
@@ -132,3 +134,59 @@ def estimate_mean(
     variance = (1 - seen / chunks) * variance_of_d / (seen * mean_count * mean_count)
     half = t_quantile(seen - 1, confidence) * math.sqrt(variance)
     return Estimate(ratio, ratio - half, ratio + half, False)
+
+
+def _quantiles(seen: Any, confidence: float) -> Any:
+    import numpy as np
+
+    table = {int(k): (t_quantile(int(k) - 1, confidence) if k >= 2 else math.nan) for k in np.unique(seen)}
+    return np.array([table[int(k)] for k in seen], dtype=float)
+
+
+def estimate_totals(
+    totals: Sequence[float], squares: Sequence[float], seen: Sequence[int], chunks: Sequence[int], confidence: float
+) -> tuple[list[float], list[float | None], list[float | None], list[bool]]:
+    """:func:`estimate_total` for many groups at once (numpy): values, lows, highs (``None`` without an interval)
+    and finals, in the order given. Every ``seen`` must be at least 1."""
+    import numpy as np
+
+    s = np.asarray(totals, dtype=float)
+    q = np.asarray(squares, dtype=float)
+    n = np.asarray(seen, dtype=float)
+    big_n = np.asarray(chunks, dtype=float)
+    final = n >= big_n
+    mean = s / n
+    value = np.where(final, s, big_n * mean)
+    variance_of_x = np.maximum(0.0, (q - n * mean * mean) / np.maximum(n - 1, 1))
+    half = _quantiles(n, confidence) * np.sqrt(big_n * big_n * (1 - n / big_n) * variance_of_x / n)
+    low = np.where(final, s, value - half)
+    high = np.where(final, s, value + half)
+    return value.tolist(), _nones(low), _nones(high), final.tolist()
+
+
+def estimate_means(
+    moments: Sequence[tuple[float, float, float, float, float]],
+    seen: Sequence[int],
+    chunks: Sequence[int],
+    confidence: float,
+) -> tuple[list[float], list[float | None], list[float | None], list[bool]]:
+    """:func:`estimate_mean` for many groups at once; ``moments`` are ``(sum x, sum y, sum x², sum xy, sum y²)``."""
+    import numpy as np
+
+    m = np.asarray(moments, dtype=float).reshape(-1, 5)
+    sx, sy, qxx, qxy, qyy = m.T
+    n = np.asarray(seen, dtype=float)
+    big_n = np.asarray(chunks, dtype=float)
+    final = n >= big_n
+    ratio = sy / sx
+    residual = np.maximum(0.0, qyy - 2 * ratio * qxy + ratio * ratio * qxx) / np.maximum(n - 1, 1)
+    mean_count = sx / n
+    half = _quantiles(n, confidence) * np.sqrt((1 - n / big_n) * residual / (n * mean_count * mean_count))
+    low = np.where(final, ratio, ratio - half)
+    high = np.where(final, ratio, ratio + half)
+    return ratio.tolist(), _nones(low), _nones(high), final.tolist()
+
+
+def _nones(values: Any) -> list[float | None]:
+    """NaN (no interval yet) as ``None``."""
+    return [None if value != value else value for value in values.tolist()]

@@ -15,6 +15,7 @@ attempt's). Two ways to produce one:
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -29,7 +30,7 @@ from hop.online.snapshots import (
     snapshot_directory,
     write_partition_snapshot,
 )
-from hop.online.state import SnapshotRow, SnapshotState
+from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from shuffle.keys import sort_keys
 from shuffle.store import RunStore
 
@@ -95,14 +96,14 @@ class ReducerSnapshots:
         """
         started = time.time()
         try:
-            rows = self._rows() if source is None else self._derived_rows(Path(source))
+            table = self._table() if source is None else SnapshotTable.from_rows(self._derived_rows(Path(source)))
         except Exception as error:  # a reducer that fails on partial data must not fail the task
             return {"label": label, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
-        ordered = write_partition_snapshot(snapshot_directory(self.output, label), self.index, rows)
+        ordered = write_partition_snapshot(snapshot_directory(self.output, label), self.index, table)
         self.taken += 1
         fields: dict[str, Any] = {
             "label": label,
-            "rows": [row_to_wire(row) for row in ordered[:ROWS_ON_THE_WIRE]],
+            "rows": [row_to_wire(ordered.row(i)) for i in range(min(len(ordered), ROWS_ON_THE_WIRE))],
             "truncated": len(ordered) > ROWS_ON_THE_WIRE,
             "groups": len(ordered),
             "seconds": round(time.time() - started, 4),
@@ -114,14 +115,14 @@ class ReducerSnapshots:
             fields["strata_seen"] = self.state.strata_seen(chunks)
         return fields
 
-    def _rows(self) -> list[SnapshotRow]:
+    def _table(self) -> SnapshotTable:
         if self.state is not None:
-            return list(self.state.rows())
+            return self.state.table()
         rows = []
         for key, values in self.store.snapshot_grouped():
             for out_key, out_value in self.reducer(key, values) or ():
                 rows.append(SnapshotRow(out_key, out_value, None, False))
-        return rows
+        return SnapshotTable.from_rows(rows)
 
     def _derived_rows(self, source: Path) -> list[SnapshotRow]:
         if self.mapper is None or self.partition is None:
@@ -149,14 +150,14 @@ class ReducerSnapshots:
         return rows
 
 
-def _max_relative_half_width(rows: list[SnapshotRow]) -> float | None:
+def _max_relative_half_width(table: SnapshotTable) -> float | None:
     """The widest interval relative to its estimate (``None`` if some group has no interval yet)."""
     widest = 0.0
-    for row in rows:
-        if row.final:
+    for estimate, low, high, final in zip(table.estimates, table.lows, table.highs, table.finals, strict=True):
+        if final:
             continue
-        width = row.estimate.relative_half_width if row.estimate is not None else None
-        if width is None:
+        if estimate is None or low is None or high is None:
             return None
-        widest = max(widest, width)
+        half = (high - low) / 2
+        widest = max(widest, half / abs(estimate) if estimate else (0.0 if half == 0 else math.inf))
     return widest

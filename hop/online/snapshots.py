@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from hop.online.state import SnapshotRow
-from shuffle.keys import sort_keys
+from hop.jsonline import to_json, to_json_column
+from hop.online.state import SnapshotRow, SnapshotTable
 
 __all__ = [
     "ROWS_ON_THE_WIRE",
@@ -35,7 +35,7 @@ __all__ = [
 ROWS_ON_THE_WIRE = 2000
 """Rows per partition a reducer sends the coordinator with a snapshot (all rows are in the files)."""
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_dumps = to_json
 
 
 def snapshot_label(progress: float, on_demand_seq: int | None = None) -> str:
@@ -66,18 +66,23 @@ def _write_atomically(path: Path, lines: Iterable[str]) -> None:
     os.replace(temporary, path)
 
 
-def write_partition_snapshot(directory: Path, index: int, rows: list[SnapshotRow]) -> list[SnapshotRow]:
-    """Write one partition's files; returns the rows sorted by key."""
+def write_partition_snapshot(directory: Path, index: int, table: SnapshotTable) -> SnapshotTable:
+    """Write one partition's files; returns the table sorted by key."""
     directory.mkdir(parents=True, exist_ok=True)
-    by_key = {row.key: row for row in rows}
-    ordered_keys, _ = sort_keys(list(by_key))
-    ordered = [by_key[key] for key in ordered_keys]
-
-    def shown(row: SnapshotRow) -> Any:
-        return row.estimate.value if row.estimate is not None else row.value
-
-    _write_atomically(directory / f"part-{index:05d}", (f"{_dumps(r.key)}\t{_dumps(shown(r))}\n" for r in ordered))
-    _write_atomically(directory / f"estimates-{index:05d}.jsonl", (_dumps(row_to_wire(r)) + "\n" for r in ordered))
+    ordered = table.sorted()
+    keys = to_json_column(ordered.keys)
+    values = to_json_column(ordered.values)
+    estimates, lows, highs = (to_json_column(column) for column in (ordered.estimates, ordered.lows, ordered.highs))
+    shown = [v if e == "null" else e for e, v in zip(estimates, values, strict=True)]
+    finals = ["true" if final else "false" for final in ordered.finals]
+    _write_atomically(directory / f"part-{index:05d}", (f"{k}\t{v}\n" for k, v in zip(keys, shown, strict=True)))
+    _write_atomically(
+        directory / f"estimates-{index:05d}.jsonl",
+        (
+            f'{{"key":{k},"value":{v},"estimate":{e},"low":{lo},"high":{hi},"final":{f}}}\n'
+            for k, v, e, lo, hi, f in zip(keys, values, estimates, lows, highs, finals, strict=True)
+        ),
+    )
     return ordered
 
 

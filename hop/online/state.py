@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hop.aggregates import Aggregate
-from hop.online.estimators import Estimate, estimate_mean, estimate_total
+from hop.online.estimators import Estimate, estimate_means, estimate_totals
+from shuffle.keys import sort_keys
 from shuffle.runs import iter_blocks
 
-__all__ = ["SnapshotRow", "SnapshotState"]
+__all__ = ["SnapshotRow", "SnapshotState", "SnapshotTable"]
 
 MOMENT_KINDS = {"sum": "total", "count": "total", "mean": "mean"}
 """Aggregates that carry an estimate; the others (Min, Max, ...) report their current value."""
@@ -127,8 +128,9 @@ class SnapshotState:
             seen[self.chunk_strata[chunk]] += 1
         return seen
 
-    def rows(self) -> Iterator[SnapshotRow]:
-        """Every group seen so far with its current value and estimate, in no particular order."""
+    def table(self) -> SnapshotTable:
+        """Every group seen so far with its current value and estimate, in no particular order (estimates are
+        computed for all groups at once)."""
         summaries = self.counted()
         chunks = set().union(*(summary.chunks for summary in summaries))
         seen = self.strata_seen(chunks)
@@ -136,33 +138,133 @@ class SnapshotState:
         state: dict[Any, Any] = {}
         moments: dict[Any, Any] = {}
         merge = self.aggregate.merge
+        inline_sum = self.aggregate.inline_sum
         for summary in summaries:
+            get = state.get
             for key, value in summary.state.items():
-                old = state.get(key)
-                state[key] = value if old is None else merge(old, value)
+                old = get(key)
+                state[key] = value if old is None else (old + value if inline_sum else merge(old, value))
             for key, value in summary.moments.items():
                 old = moments.get(key)
                 moments[key] = value if old is None else _add(old, value)
+        keys = list(state)
+        states = [state[key] for key in keys]
+        n: list[int] = []
+        big_n: list[int] = []
+        if self.key_stratum is None:
+            n, big_n = [total_seen] * len(keys), [total_chunks] * len(keys)
+        else:
+            for key in keys:
+                stratum = self.key_stratum(key)
+                if stratum is not None and stratum in self.stratum_sizes:
+                    n.append(seen[stratum])
+                    big_n.append(self.stratum_sizes[stratum])
+                else:
+                    n.append(total_seen)
+                    big_n.append(total_chunks)
         finish = self.aggregate.finish
-        for key, value in state.items():
-            stratum = self.key_stratum(key) if self.key_stratum is not None else None
-            if stratum is not None and stratum in self.stratum_sizes:
-                n, big_n = seen[stratum], self.stratum_sizes[stratum]
-            else:
-                n, big_n = total_seen, total_chunks
-            estimate = self._estimate(value, moments.get(key), n, big_n)
-            yield SnapshotRow(key, finish(value), estimate, n == big_n)
+        values = states if inline_sum else [finish(value) for value in states]
+        finals = [a == b for a, b in zip(n, big_n, strict=True)]
+        nothing: list[float | None] = [None] * len(keys)
+        table = SnapshotTable(keys, values, list(nothing), list(nothing), list(nothing), finals)
+        estimable = [i for i in range(len(keys)) if n[i] > 0]
+        if self.kind == "total":
+            estimable = [i for i in estimable if isinstance(states[i], int | float)]
+            if estimable:
+                table.fill(
+                    estimable,
+                    *estimate_totals(
+                        [states[i] for i in estimable],
+                        [moments.get(keys[i], 0) for i in estimable],
+                        [n[i] for i in estimable],
+                        [big_n[i] for i in estimable],
+                        self.confidence,
+                    ),
+                )
+        elif self.kind == "mean" and estimable:
+            table.fill(
+                estimable,
+                *estimate_means(
+                    [(*states[i], *moments.get(keys[i], (0, 0, 0))) for i in estimable],
+                    [n[i] for i in estimable],
+                    [big_n[i] for i in estimable],
+                    self.confidence,
+                ),
+            )
+        return table
 
-    def _estimate(self, state: Any, moment: Any, seen: int, chunks: int) -> Estimate | None:
-        if seen == 0 or chunks == 0:
-            return None
-        if self.kind == "total" and isinstance(state, int | float):
-            return estimate_total(state, moment or 0, seen, chunks, self.confidence)
-        if self.kind == "mean":
-            count, total = state
-            qxx, qxy, qyy = moment or (0, 0, 0)
-            return estimate_mean(count, total, qxx, qxy, qyy, seen, chunks, self.confidence)
-        return None  # Min, Max and user aggregates: the current value, final once the stratum is complete
+    def rows(self) -> Iterator[SnapshotRow]:
+        """:meth:`table` row by row."""
+        table = self.table()
+        return (table.row(i) for i in range(len(table)))
+
+
+@dataclass
+class SnapshotTable:
+    """A snapshot as columns: per group its key, current value, estimate, interval bounds and finality."""
+
+    keys: list[Any]
+    values: list[Any]
+    estimates: list[float | None]
+    lows: list[float | None]
+    highs: list[float | None]
+    finals: list[bool]
+
+    @classmethod
+    def from_rows(cls, rows: list[SnapshotRow]) -> SnapshotTable:
+        table = cls([], [], [], [], [], [])
+        for row in rows:
+            estimate = row.estimate
+            table.keys.append(row.key)
+            table.values.append(row.value)
+            table.estimates.append(estimate.value if estimate is not None else None)
+            table.lows.append(estimate.low if estimate is not None else None)
+            table.highs.append(estimate.high if estimate is not None else None)
+            table.finals.append(row.final)
+        return table
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def fill(
+        self,
+        positions: list[int],
+        estimates: list[float],
+        lows: list[float | None],
+        highs: list[float | None],
+        finals: list[bool],
+    ) -> None:
+        for position, estimate, low, high, final in zip(positions, estimates, lows, highs, finals, strict=True):
+            self.estimates[position], self.lows[position], self.highs[position] = estimate, low, high
+            self.finals[position] = final
+
+    def row(self, i: int) -> SnapshotRow:
+        estimate = self.estimates[i]
+        return SnapshotRow(
+            self.keys[i],
+            self.values[i],
+            None if estimate is None else Estimate(estimate, self.lows[i], self.highs[i], self.finals[i]),
+            self.finals[i],
+        )
+
+    def sorted(self) -> SnapshotTable:
+        """The rows in the engine's key order (rows of one key keep their order)."""
+        positions: dict[Any, list[int]] = {}
+        try:
+            for i, key in enumerate(self.keys):
+                positions.setdefault(key, []).append(i)
+        except TypeError:  # an unhashable key from a hand-written reduce: leave the order as it is
+            return self
+        ordered_keys, _ = sort_keys(list(positions))
+        order = [i for key in ordered_keys for i in positions[key]]
+        return SnapshotTable(
+            [self.keys[i] for i in order],
+            [self.values[i] for i in order],
+            [self.estimates[i] for i in order],
+            [self.lows[i] for i in order],
+            [self.highs[i] for i in order],
+            [self.finals[i] for i in order],
+        )
 
 
 def _add(a: Any, b: Any) -> Any:
