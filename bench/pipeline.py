@@ -88,13 +88,20 @@ def main() -> None:
             client = Client(cluster.address, timeout=60)
             try:
                 for repeat in range(args.repeats):
-                    order = ("pipelined", "staged") if repeat % 2 == 0 else ("staged", "pipelined")
+                    order = list(runs) if repeat % 2 == 0 else list(reversed(runs))
                     for mode in order:
-                        run = run_once(client, source, Path(scratch) / mode, args.workers, mode == "pipelined")
+                        run = run_once(
+                            client,
+                            source,
+                            Path(scratch) / "out",
+                            args.workers,
+                            pipelined=mode != "staged",
+                            snapshots=mode == "pipelined+snapshots",
+                        )
                         runs[mode].append(run)
                         print(
-                            f"{mode:>9}: {run['wall_s']:.2f}s (top-k {run['after_upstream_s']:.2f}s after the "
-                            "word count)",
+                            f"{mode:>19}: first top-k {run['first_top_k_s']:.2f}s, done {run['wall_s']:.2f}s "
+                            f"(top-k {run['after_upstream_s']:.2f}s after the word count)",
                             flush=True,
                         )
             finally:
