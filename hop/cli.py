@@ -40,6 +40,8 @@ from hop.runner import (
 )
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
+from hop.web.cli import add_web_arguments, web_view
+from hop.web.cli import register as register_web
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
@@ -137,6 +139,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
         help="run on hop (default) or on PySpark, unchanged, for comparison",
     )
     add_spark_arguments(parser)
+    add_web_arguments(parser)
     if embedded:
         parser.add_argument(
             "--workers",
@@ -199,18 +202,8 @@ def _run(args: argparse.Namespace) -> int:
             address = cluster.address
         client = Client(address)
         try:
-            if pipelined:
-                report = run_pipeline(
-                    client,
-                    [spec, *later],
-                    keep_intermediate=args.keep_intermediate,
-                    progress=not args.quiet,
-                    timeout=args.timeout,
-                )
-            elif later:
-                report = run_staged_jobs(client, [spec, *later], progress=not args.quiet, timeout=args.timeout)
-            else:
-                report = run_steps(client, spec, progress=not args.quiet, timeout=args.timeout)
+            with web_view(args, address):
+                report = _submit(args, client, spec, later, pipelined)
         finally:
             client.close()
     except JobFailed as failure:
@@ -236,6 +229,21 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _submit(args: argparse.Namespace, client: Client, spec: Any, later: list[Any], pipelined: bool) -> dict[str, Any]:
+    """Run the job (a pipeline, a staged list of jobs, or one job's steps) and return its report."""
+    if pipelined:
+        return run_pipeline(
+            client,
+            [spec, *later],
+            keep_intermediate=args.keep_intermediate,
+            progress=not args.quiet,
+            timeout=args.timeout,
+        )
+    if later:
+        return run_staged_jobs(client, [spec, *later], progress=not args.quiet, timeout=args.timeout)
+    return run_steps(client, spec, progress=not args.quiet, timeout=args.timeout)
 
 
 def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
@@ -350,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot.add_argument("--coordinator", required=True)
     snapshot.set_defaults(func=_snapshot)
     register_gen(commands)
+    register_web(commands)
     register_spark(commands)
     return parser
 

@@ -1,0 +1,63 @@
+"""The web view's command-line parts: ``hop web`` and the ``--web`` options of ``hop run``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from contextlib import AbstractContextManager, nullcontext, suppress
+from typing import Any
+
+from hop.web.server import WebServer, serve_forever
+
+__all__ = ["add_web_arguments", "register", "web_view"]
+
+
+def add_web_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("web view")
+    group.add_argument("--web", action="store_true", help="serve the live web view on 127.0.0.1 while the job runs")
+    group.add_argument("--port", type=int, default=0, help="port of the web view (default: a free one, printed)")
+    group.add_argument(
+        "--web-wait",
+        action="store_true",
+        help="with --web: keep serving after the job ended (final results) until Ctrl-C",
+    )
+
+
+class _RunningView:
+    def __init__(self, address: str, port: int, wait: bool) -> None:
+        self.server = WebServer(address, port)
+        self.wait = wait
+
+    def __enter__(self) -> WebServer:
+        url = self.server.start()
+        print(f"hop: web view at {url}", file=sys.stderr, flush=True)
+        return self.server
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        try:
+            if self.wait and kind is None:
+                print(f"hop: job done; results stay at {self.server.url} until Ctrl-C", file=sys.stderr, flush=True)
+                threading.Event().wait()
+        finally:
+            self.server.stop()
+
+
+def web_view(args: argparse.Namespace, address: str) -> AbstractContextManager[Any]:
+    """A context serving the web view for ``address`` when ``--web`` was given, else nothing."""
+    if not getattr(args, "web", False):
+        return nullcontext()
+    return _RunningView(address, args.port, args.web_wait)
+
+
+def _web(args: argparse.Namespace) -> int:
+    with suppress(KeyboardInterrupt):
+        serve_forever(args.coordinator, args.port)
+    return 0
+
+
+def register(commands: Any) -> None:
+    web = commands.add_parser("web", help="serve the live web view for a running coordinator")
+    web.add_argument("--coordinator", required=True, help="the cluster's coordinator, tcp://HOST:PORT")
+    web.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one, printed)")
+    web.set_defaults(func=_web)

@@ -1,0 +1,85 @@
+"""Running the web view: in a background thread of ``hop run --web``, or in the foreground for ``hop web``.
+
+The server binds 127.0.0.1 only; port 0 picks a free port. ``WebServer.url`` is the address to open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from aiohttp import web
+
+from hop.web.app import make_app
+from hop.web.source import CoordinatorSource
+
+__all__ = ["WebServer", "serve_forever"]
+
+START_TIMEOUT = 10.0
+
+
+class WebServer:
+    """The web view for the coordinator at ``address``, served from a thread with its own event loop."""
+
+    def __init__(self, address: str, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.address = address
+        self.host = host
+        self.port = port
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="hop-web", daemon=True)
+        self._runner: web.AppRunner | None = None
+        self._source: CoordinatorSource | None = None
+
+    async def _start(self) -> None:
+        self._source = CoordinatorSource(self.address)
+        self._runner = web.AppRunner(make_app(self._source), shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self.port
+        self.url = f"http://{self.host}:{self.port}/"
+
+    def start(self) -> str:
+        """Start serving; returns the URL."""
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=START_TIMEOUT)
+        return self.url
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        # Event streams of pages still open: end them before the loop stops.
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=START_TIMEOUT)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=START_TIMEOUT)
+        if self._source is not None:
+            self._source.close()
+        self._loop.close()
+
+    def __enter__(self) -> WebServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_forever(address: str, port: int = 0) -> None:
+    """``hop web``: serve until interrupted."""
+    server = WebServer(address, port)
+    url = server.start()
+    print(f"hop web: {url} (Ctrl-C to stop)", flush=True)
+    try:
+        threading.Event().wait()
+    finally:
+        server.stop()

@@ -1,0 +1,73 @@
+"""Where the web view's data comes from: the coordinator, over ``hop.client.Client``, off the event loop.
+
+A ZeroMQ socket must not be used from two threads at once, so every request runs in one worker thread, one at a
+time. Final results are read from the job's output directory (``OUT/part-*``), which the web server sees when it
+runs where the job ran (``hop run --web``) or on a shared file system.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from hop.client import Client, CoordinatorUnavailable, JobRejected
+
+__all__ = ["CoordinatorSource", "UnknownJob", "read_results"]
+
+RESULT_ROWS = 2000
+"""Rows of final results sent to the page (the rest stay in the output files)."""
+
+
+class UnknownJob(LookupError):
+    """The coordinator does not know the job."""
+
+
+class CoordinatorSource:
+    """Async access to a coordinator's jobs, tasks and snapshots."""
+
+    def __init__(self, address: str, timeout: float = 5.0) -> None:
+        self.address = address
+        self._client = Client(address, timeout=timeout)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hop-web-client")
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, lambda: getattr(self._client, method)(*args))
+        except JobRejected as error:
+            if str(error).startswith("no job"):
+                raise UnknownJob(str(error)) from error
+            raise
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        return list(await self._call("jobs"))
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        return dict(await self._call("job", job_id))
+
+    async def snapshots(self, job_id: str, after: int = -1) -> list[dict[str, Any]]:
+        return list(await self._call("snapshots", job_id, after))
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._client.close()
+
+
+def read_results(output: str, limit: int = RESULT_ROWS) -> dict[str, Any]:
+    """The final output's first ``limit`` rows (``OUT/part-*`` in order) and how many there are in all."""
+    rows: list[dict[str, Any]] = []
+    total = 0
+    for part in sorted(Path(output).glob("part-*")):
+        with open(part, encoding="utf-8") as lines:
+            for line in lines:
+                total += 1
+                if len(rows) < limit:
+                    key, _, value = line.rstrip("\n").partition("\t")
+                    rows.append({"key": json.loads(key), "value": json.loads(value), "final": True})
+    return {"rows": rows, "total": total, "truncated": total > len(rows)}
+
+
+__all__ += ["CoordinatorUnavailable"]
