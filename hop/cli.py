@@ -28,6 +28,7 @@ from hop.job import Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
+from hop.mrjob_adapter import adapt, load_mrjob_file, rewrite_output
 from hop.runner import (
     JobFailed,
     build_spec,
@@ -80,6 +81,11 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
         "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"
     )
     parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
+    parser.add_argument(
+        "--mrjob",
+        action="store_true",
+        help="JOB is an unmodified mrjob MRJob file; its own options go after --",
+    )
     parser.add_argument("--max-attempts", type=int, default=4, help="attempts per task before the job fails")
     parser.add_argument(
         "--skip-bad-records",
@@ -155,12 +161,19 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return run_spark_from_args(args)
+    mrjob_class = None
     try:
         job_files, args.inputs = _job_list(args.job, args.inputs)
-        job_class = load_job_file(args.job, args.job_class)
+        if args.mrjob:
+            mrjob_class = load_mrjob_file(args.job)
+            job_class = adapt(mrjob_class, args.job_args, args.job)
+        else:
+            job_class = load_job_file(args.job, args.job_class)
         later_classes = [load_job_file(path) for path in job_files[1:]]
     except JobFileError as error:
         return _fail(str(error), 2)
+    except (SystemExit, ValueError) as error:  # mrjob's option parser rejected the arguments after --
+        return _fail(f"{args.job}: bad job arguments {args.job_args!r}: {error}", 2)
     try:
         online_options = _online_options(args, job_class)
     except InputError as error:
@@ -220,6 +233,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if cluster is not None:
             cluster.stop()
+    if mrjob_class is not None:
+        rewrite_output(args.output, mrjob_class, args.job_args)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:
         counters = report["counters"]
         print(
@@ -370,7 +385,12 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM (``kill``, a timeout) ends a run like Ctrl-C does: the embedded cluster is stopped on the way out.
     signal.signal(signal.SIGTERM, _interrupt)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    job_args: list[str] = []
+    if "--" in argv:  # what follows -- belongs to the job (an mrjob job's own options)
+        argv, job_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args = build_parser().parse_args(argv)
+    args.job_args = job_args
     return int(args.func(args))
 
 

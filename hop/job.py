@@ -39,17 +39,27 @@ from hop.aggregates import Aggregate
 Pair = tuple[Any, Any]
 MapFunction = Callable[[Any, Any], Iterable[Pair] | None]
 GroupFunction = Callable[[Any, Iterable[Any]], Iterable[Pair] | None]
+HookFunction = Callable[[], Iterable[Pair] | None]
 
 INPUT_FORMATS = ("text", "jsonl", "csv")
 
 
 @dataclass(frozen=True)
 class Step:
-    """One MapReduce step of a multi-step job. ``mapper=None`` passes records through unchanged."""
+    """One MapReduce step of a multi-step job. ``mapper=None`` passes records through unchanged.
+
+    ``mapper_init``/``reducer_init`` run once per task attempt before its first record or group, and
+    ``mapper_final``/``reducer_final`` after its last; all four may yield pairs, which join the map's output or the
+    reduce's output (as mrjob's hooks of the same names do).
+    """
 
     mapper: MapFunction | None = None
     combiner: GroupFunction | None = None
     reducer: GroupFunction | None = None
+    mapper_init: HookFunction | None = None
+    mapper_final: HookFunction | None = None
+    reducer_init: HookFunction | None = None
+    reducer_final: HookFunction | None = None
 
 
 def identity_map(key: Any, value: Any) -> Iterator[Pair]:

@@ -72,6 +72,8 @@ class _StepFunctions:
     reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None]
     reduce_aggregate: Aggregate | None = None
     """Set when the reduce is a built-in aggregate: the reducer can fold runs as maps commit."""
+    step: Step | None = None
+    """The step itself, for its optional init/final hooks."""
 
 
 def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
@@ -87,7 +89,20 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
         reducer = reduce_aggregate.as_reducer()
     if combiner is not None and as_aggregate(combiner) is None:
         combiner = _guarded_combiner(combiner)
-    return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate)
+    return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate, step)
+
+
+def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None] | None) -> list[tuple[Any, Any]]:
+    """Run a step's init or final hook (user code) and return what it yielded."""
+    if hook is None:
+        return []
+    return list(_call_user(where, lambda: list(hook() or ())))
+
+
+def _append_pairs(output: Path, pairs: list[tuple[Any, Any]]) -> int:
+    with open(output, "a", encoding="utf-8", newline="\n") as file:
+        file.writelines(f"{to_json(key)}\t{to_json(value)}\n" for key, value in pairs)
+    return len(pairs)
 
 
 def _call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
@@ -258,6 +273,9 @@ def run_map(
     )
     bad_records: list[dict[str, Any]] = []
     _call_user("setup", job.setup)
+    init_pairs = _hook_output("mapper_init", functions.step.mapper_init if functions.step else None)
+    if init_pairs:
+        buffer.collect(init_pairs)
     mapper = functions.mapper
     skip_limit = int(spec.options.get("skip_bad_records", 0))
     current: list[Split] = [chunks[0][1] if chunks else Split("", 0, 0)]
@@ -361,6 +379,9 @@ def run_map(
             buffer.records_consumed = 0
             bytes_done += size
         consumed = consumed_before
+    final_pairs = _hook_output("mapper_final", functions.step.mapper_final if functions.step else None)
+    if final_pairs:
+        buffer.collect(final_pairs)
     _call_user("teardown", job.teardown)
     buffer.spill()
     flow.finish()
@@ -520,6 +541,7 @@ def run_reduce(
         first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel, snapshots, sender)
         faults.inject("reduce", "received", index, attempt)
         _call_user("setup", job.setup)
+        init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
         output.parent.mkdir(parents=True, exist_ok=True)
         groups = store.grouped()
         if faults.wanted("reduce", "merging", index, attempt):
@@ -527,8 +549,17 @@ def run_reduce(
         bad_records: list[dict[str, Any]] = []
         tick = _pipe_ticker(sender, channel, spec.job_id) if sender is not None else None
         input_records, output_records = _reduce_to_file(
-            groups, functions.reducer, output, int(spec.options.get("skip_bad_records", 0)), bad_records, tick
+            groups,
+            functions.reducer,
+            output,
+            int(spec.options.get("skip_bad_records", 0)),
+            bad_records,
+            tick,
+            first_pairs=init_pairs,
         )
+        final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
+        if final_pairs:
+            output_records += _append_pairs(output, final_pairs)
         _call_user("teardown", job.teardown)
         piped = None
         if sender is not None:
@@ -667,6 +698,7 @@ def _reduce_to_file(
     skip_limit: int = 0,
     bad_records: list[dict[str, Any]] | None = None,
     tick: Callable[[IO[str] | None], None] | None = None,
+    first_pairs: list[tuple[Any, Any]] = (),  # type: ignore[assignment]
 ) -> tuple[int, int]:
     """Call the reducer per key group, write ``json(key) TAB json(value)`` lines; ``tick(file)`` is called every
     ``TICK_GROUPS`` groups (a pipeline streams what was written).
@@ -686,6 +718,9 @@ def _reduce_to_file(
 
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         write = file.write
+        for key, value in first_pairs:  # what a reducer_init hook yielded
+            write(f"{dumps(key)}\t{dumps(value)}\n")
+            output_records += 1
         for number, (key, values) in enumerate(groups):
             if tick is not None and number % TICK_GROUPS == 0:
                 tick(file)
