@@ -213,6 +213,8 @@ def _run(args: argparse.Namespace) -> int:
             cluster = LocalCluster(workers=workers, map_slots=1, reduce_slots=reduce_slots)
             cluster.start()
             address = cluster.address
+            if not args.quiet:  # for hop snapshot / hop web / hop status while it runs
+                print(f"hop: embedded cluster's coordinator at {address}", file=sys.stderr, flush=True)
         client = Client(address)
         try:
             with web_view(args, address):

@@ -6,17 +6,22 @@ Each case starts its own local cluster (3 workers, heartbeat timeout 1.5 s) with
 
 from __future__ import annotations
 
+import collections
 import random
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hop.client import Client
 from hop.gen.text import generate_text
+from hop.jobspec import JobSpec
+from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from tests.conftest import run_job
+from hop.runner import build_spec, run_pipeline
+from tests.conftest import job_path, output_dict, run_job
 
 POINTS = [
     ("map", "running"),
@@ -80,7 +85,10 @@ def test_fault_at_each_point(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HOP_FAULT", f"{kind}:{point}:1:0:{target}")
-    with LocalCluster(workers=3, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster:
+    # A short heartbeat timeout makes a killed worker count as lost quickly; when only a task dies, a longer one
+    # keeps a loaded machine's late heartbeat from turning the task failure into a worker loss.
+    heartbeat_timeout = 1.5 if target == "worker" else 5.0
+    with LocalCluster(workers=3, map_slots=1, reduce_slots=1, heartbeat_timeout=heartbeat_timeout) as cluster:
         client = Client(cluster.address)
         try:
             report = run_job(client, "wordcount", [source], tmp_path / "out", mode=mode, **SETTINGS)
@@ -197,3 +205,33 @@ def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: py
     assert "cannot write spill file" in error and "File too large" in error and "gave up after 2 attempts" in error
     assert not (tmp_path / "out" / "_SUCCESS").exists() and not list((tmp_path / "out").glob("part-*"))
     assert not spill_dirs, f"the failed job's spill files should be gone: {spill_dirs}"
+
+
+def test_killing_a_worker_mid_pipeline_keeps_the_result_exact(tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 4_000_000, seed=34, vocabulary=20000)
+    jobs = pipeline_specs_for(source, tmp_path / "out", "slow_map", "topk")
+    with LocalCluster(workers=3, map_slots=1, reduce_slots=2, heartbeat_timeout=2.0) as cluster:
+        client = Client(cluster.address)
+        killer = threading.Timer(2.0, cluster.workers[1].kill)
+        killer.start()
+        try:
+            report = run_pipeline(client, jobs, progress=False, timeout=180)
+        finally:
+            killer.join(timeout=30)
+            client.close()
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+    attempts = [a for step in [*report["steps"], report] for a in step["attempts"]]
+    assert any(a["status"] in ("failed", "lost", "killed") for a in attempts), "the kill cost some attempts"
+
+
+def pipeline_specs_for(source: Path, output: Path, *jobs: str) -> list[JobSpec]:
+    return [
+        build_spec(load_job_file(job_path(job)), [str(source)], str(output), num_reduces=2, split_size=1 << 19)
+        for job in jobs
+    ]
+
+
+def expected_top(source: Path, k: int = 20) -> list[list[Any]]:
+    counts = collections.Counter(source.read_text(encoding="utf-8").split())
+    return [[count, word] for count, word in sorted(((c, w) for w, c in counts.items()), reverse=True)[:k]]

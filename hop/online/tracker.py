@@ -158,6 +158,10 @@ class SnapshotTracker:
             "chunks_fraction": coverage[0] if coverage else None,
             "partitions": partitions,
             "groups": sum(p.get("groups") or 0 for p in partitions),
+            # Strata with no chunk seen yet: every group drawing from them is still unseen.
+            "strata_unseen": sorted(
+                {s for p in partitions for s, seen in (p.get("strata_seen") or {}).items() if not seen}
+            ),
             "truncated": any(fields.get("truncated") for fields in snapshot.partitions.values()),
         }
         if snapshot.upstream is not None:
