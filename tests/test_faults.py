@@ -200,7 +200,13 @@ def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: py
                 run_job(client, "wordcount", [source], tmp_path / "out", options={"max_attempts": 2})
         finally:
             client.close()
-        spill_dirs = list(Path(cluster._socket_dir or "").glob("hop-worker-*/*"))
+        # Workers delete a job's spill files when the coordinator announces its end, just after the client sees
+        # the failure: wait for that (bounded).
+        deadline = time.monotonic() + 15
+        while (spill_dirs := list(Path(cluster._socket_dir or "").glob("hop-worker-*/*"))) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
     error = failure.value.status["error"]
     assert "cannot write spill file" in error and "File too large" in error and "gave up after 2 attempts" in error
     assert not (tmp_path / "out" / "_SUCCESS").exists() and not list((tmp_path / "out").glob("part-*"))
