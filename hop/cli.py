@@ -2,6 +2,7 @@
 
     hop run JOB.py INPUT... -o OUT [--workers N] [--reducers R] [--blocking] [--overwrite] [--quiet]
     hop submit JOB.py INPUT... -o OUT --coordinator tcp://HOST:PORT     (same options, an existing cluster)
+    hop run --mrjob MR_JOB.py INPUT... -o OUT [-- the job's options]     (an unmodified mrjob job)
     hop coordinator [--bind tcp://HOST:PORT]
     hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N]
     hop gen text|pageviews ...                                            (seeded test data)
@@ -28,7 +29,7 @@ from hop.job import Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
-from hop.mrjob_adapter import adapt, load_mrjob_file, rewrite_output
+from hop.mrjob_adapter import MRJobRun
 from hop.runner import (
     JobFailed,
     build_spec,
@@ -159,21 +160,35 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.job_args and not args.mrjob:
+        return _fail(f"the arguments after -- ({' '.join(args.job_args)}) are an mrjob job's options: add --mrjob", 2)
     if args.engine == "spark":
+        if args.mrjob:
+            return _fail("--mrjob runs on hop's own engine: drop --engine spark", 2)
         return run_spark_from_args(args)
-    mrjob_class = None
+    mrjob_run: MRJobRun | None = None
     try:
         job_files, args.inputs = _job_list(args.job, args.inputs)
         if args.mrjob:
-            mrjob_class = load_mrjob_file(args.job)
-            job_class = adapt(mrjob_class, args.job_args, args.job)
+            if len(job_files) > 1:
+                raise JobFileError(f"--mrjob runs one mrjob file, not a pipeline of jobs ({', '.join(job_files)})")
+            mrjob_run = MRJobRun(args.job, args.job_args, args.output)
+            job_class = mrjob_run.job_class
         else:
             job_class = load_job_file(args.job, args.job_class)
         later_classes = [load_job_file(path) for path in job_files[1:]]
     except JobFileError as error:
         return _fail(str(error), 2)
-    except (SystemExit, ValueError) as error:  # mrjob's option parser rejected the arguments after --
-        return _fail(f"{args.job}: bad job arguments {args.job_args!r}: {error}", 2)
+    try:
+        return _run_loaded(args, job_class, later_classes, mrjob_run)
+    finally:
+        if mrjob_run is not None:
+            mrjob_run.close()  # the tasks' working directory
+
+
+def _run_loaded(
+    args: argparse.Namespace, job_class: type[Job], later_classes: list[type[Job]], mrjob_run: MRJobRun | None
+) -> int:
     try:
         online_options = _online_options(args, job_class)
     except InputError as error:
@@ -235,8 +250,8 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if cluster is not None:
             cluster.stop()
-    if mrjob_class is not None:
-        rewrite_output(args.output, mrjob_class, args.job_args)  # mrjob's OUTPUT_PROTOCOL
+    if mrjob_run is not None:
+        mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:
         counters = report["counters"]
         print(
@@ -389,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     argv = list(sys.argv[1:] if argv is None else argv)
     job_args: list[str] = []
-    if "--" in argv:  # what follows -- belongs to the job (an mrjob job's own options)
+    if argv[:1] in (["run"], ["submit"]) and "--" in argv:  # what follows -- are an mrjob job's own options
         argv, job_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     args = build_parser().parse_args(argv)
     args.job_args = job_args

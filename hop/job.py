@@ -25,6 +25,7 @@ Contracts the engine relies on:
 - ``setup()`` and ``teardown()`` run once per task attempt around its records.
 - ``increment_counter(group, name, amount)`` adds to a user counter; only committed attempts' counters are reported.
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
+  A step may also set init/final hooks (mrjob's ``mapper_init``, ``reducer_final`` ...), see :class:`Step`.
 - Class attributes configure input: ``input_format`` is ``"text"`` (default), ``"jsonl"`` or ``"csv"``.
 """
 
@@ -48,9 +49,16 @@ INPUT_FORMATS = ("text", "jsonl", "csv")
 class Step:
     """One MapReduce step of a multi-step job. ``mapper=None`` passes records through unchanged.
 
-    ``mapper_init``/``reducer_init`` run once per task attempt before its first record or group, and
-    ``mapper_final``/``reducer_final`` after its last; all four may yield pairs, which join the map's output or the
-    reduce's output (as mrjob's hooks of the same names do).
+    The hooks take no arguments and may return (or yield) pairs, as mrjob's hooks of the same names do:
+
+    - ``mapper_init``/``reducer_init`` run once per task attempt before its first record or group, and
+      ``mapper_final``/``reducer_final`` after its last; their pairs join the map's output (partitioned, combined
+      and shuffled like the mapper's) or the reduce's output (written before, or after, the groups' output).
+      A map with either hook keeps state across the whole attempt, so a retry starts over rather than resuming
+      from a checkpoint.
+    - ``combiner_init``/``combiner_final``: hop does not run a combiner that has them. A combiner is an
+      optimisation that may run zero times (the reducer then sees the map's pairs), so the result is the same;
+      hop's combiner runs per spill, where hooks' extra pairs would have no sorted place.
     """
 
     mapper: MapFunction | None = None
@@ -58,8 +66,18 @@ class Step:
     reducer: GroupFunction | None = None
     mapper_init: HookFunction | None = None
     mapper_final: HookFunction | None = None
+    combiner_init: HookFunction | None = None
+    combiner_final: HookFunction | None = None
     reducer_init: HookFunction | None = None
     reducer_final: HookFunction | None = None
+
+    @property
+    def hooks(self) -> list[str]:
+        """The names of the init/final hooks this step sets."""
+        return [name for name in _HOOKS if getattr(self, name) is not None]
+
+
+_HOOKS = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
 
 
 def identity_map(key: Any, value: Any) -> Iterator[Pair]:

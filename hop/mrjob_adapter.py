@@ -1,38 +1,47 @@
-"""Running an unmodified mrjob ``MRJob`` on hop: the job's steps become hop steps.
+"""Running an unmodified mrjob ``MRJob`` on hop (``hop run --mrjob JOB.py IN... -o OUT [-- job options]``).
 
-What is supported (mrjob's own semantics, see its documentation):
+What runs as under mrjob (see mrjob's documentation for the semantics):
 
 - ``mapper``/``combiner``/``reducer`` and ``steps()`` with ``MRStep``; ``mapper_init``/``mapper_final`` and
-  ``reducer_init``/``reducer_final`` (hop runs them once per task attempt, as mrjob does per task). A combiner with
-  ``combiner_init``/``combiner_final`` is not run (mrjob allows any combiner to be skipped; the result is the same).
-- Protocols: the job's ``INPUT_PROTOCOL`` reads each input line (default ``RawValueProtocol``: key ``None``, the line
-  as value), values travel between steps as hop keys and values (JSON-compatible, as mrjob's default internal
-  protocol requires), and the output is written with the job's ``OUTPUT_PROTOCOL`` (default ``JSONProtocol``), so
-  ``part-*`` lines are what mrjob writes.
-- ``increment_counter`` adds to hop's user counters (in ``_job.json``); ``set_status`` is printed to the task's
-  standard error as mrjob prints it; ``SORT_VALUES`` sorts each key's values.
-- Options the job defines with ``configure_args`` (``add_passthru_arg``, ``add_file_arg``) are given after ``--``:
-  ``hop run --mrjob job.py IN -o OUT -- --my-option 3``; ``FILES`` are found beside the job file and, as under
-  mrjob, are in the working directory of every task while it runs.
+  ``reducer_init``/``reducer_final`` run once per task attempt, as mrjob runs them once per task. A combiner with
+  ``combiner_init``/``combiner_final`` is not run (mrjob allows any combiner to be skipped; see ``hop.job.Step``).
+- Protocols, as ``MRJob.pick_protocols`` picks them: INPUT_PROTOCOL reads each input line, INTERNAL_PROTOCOL
+  carries records between substeps (JSON ones as plain values, any other as its encoded lines, grouped and sorted
+  as Hadoop would: ``hop.mrjob_codec``), OUTPUT_PROTOCOL writes the output, so the ``part-*`` files hold exactly
+  the lines mrjob writes. ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop.
+- ``increment_counter`` adds to hop's user counters (``_job.json``, the summary line). ``set_status`` prints
+  ``hop: JOB status (task pid N): MESSAGE`` on the task's standard error, which an embedded cluster shares with
+  ``hop run``: whenever the message changes, at most once a second, and the latest one when the attempt ends.
+- The job's own options (``configure_args`` with ``add_passthru_arg``/``add_file_arg``) go after ``--``:
+  ``hop run --mrjob job.py IN -o OUT -- --my-option 3``. ``FILES`` and ``DIRS`` are found as mrjob finds them
+  (beside the job file) and are in the working directory of every task while it runs, as under mrjob; file
+  options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")`` names the
+  file a mapper reads.
+
+Refused with a clear error: command substeps, pre-filters, ``mapper_raw``, Spark and jar steps, Hadoop input and
+output formats, ``ARCHIVES``. Ignored with a warning: ``JOBCONF``, ``PARTITIONER`` (hop partitions by its own hash).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
+import itertools
+import json
 import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from hop.job import Job, Step
 from hop.loader import JobFileError
+from hop.mrjob_codec import Edge, InputEdge, line_of_output, plan_edges
+from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 
-__all__ = ["MRJobNotAvailable", "adapt", "load_mrjob_file", "rewrite_output"]
-
+__all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
 
 _UNSUPPORTED = (
     "mapper_cmd",
@@ -43,184 +52,323 @@ _UNSUPPORTED = (
     "reducer_cmd",
     "reducer_pre_filter",
 )
+_INPUT_FILE_VARIABLE = "mapreduce_map_input_file"  # what mrjob.compat.jobconf_from_env looks up
+_STATUS_EVERY = 1.0
+_REWRITE_BATCH = 1 << 16
+
+_home: str | None = None
+"""This process's working directory before any task entered a job's working directory."""
 
 
-class MRJobNotAvailable(JobFileError):
-    """mrjob is not installed."""
+class MRJobRun:
+    """The submitting side of one mrjob run: checks the job and its options, makes the tasks' working directory
+    (links to ``FILES``/``DIRS``, beside the output directory so that every host of a cluster sees it, removed by
+    :meth:`close`), and rewrites the output in the job's OUTPUT_PROTOCOL once the run succeeded."""
+
+    def __init__(self, path: str, job_args: list[str], output: str) -> None:
+        self.path = path
+        self.mrjob_class = load_mrjob_file(path)
+        mr = _instantiate(self.mrjob_class, job_args, path)
+        _check_supported(mr, path)
+        links = _task_files(mr, path)
+        self.workdir: str | None = None
+        if links:
+            parent = Path(output).resolve().parent
+            parent.mkdir(parents=True, exist_ok=True)
+            self.workdir = tempfile.mkdtemp(prefix=".hop-mrjob-files-", dir=parent)
+            for name, target in links.items():
+                os.symlink(target, os.path.join(self.workdir, name))
+        attributes = {
+            "__module__": self.mrjob_class.__module__,  # pickled by value with the user's module (hop.jobspec)
+            "__qualname__": self.mrjob_class.__name__,
+            "mrjob_class": self.mrjob_class,
+            "mrjob_args": list(job_args),
+            "mrjob_workdir": self.workdir,
+            "mrjob_file_options": _file_options(mr),
+        }
+        self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
+
+    def write_output(self, output: str) -> None:
+        """After a successful run: the output in the job's OUTPUT_PROTOCOL (:func:`rewrite_output`)."""
+        rewrite_output(output)
+
+    def close(self) -> None:
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def __enter__(self) -> MRJobRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _mrjob() -> Any:
+def _instantiate(mrjob_class: type[Any], job_args: list[str], path: str) -> Any:
     try:
-        import mrjob.job
-    except ImportError as error:
-        raise MRJobNotAvailable("running mrjob jobs needs the mrjob package: pip install mrjob") from error
-    return mrjob.job
-
-
-def load_mrjob_file(path: str) -> type[Any]:
-    """Import ``path`` and return the one ``MRJob`` subclass it defines."""
-    mrjob_job = _mrjob()
-    file = Path(path)
-    if not file.is_file():
-        raise JobFileError(f"mrjob file {path} does not exist")
-    name = f"hop_mrjob_{file.stem}_{hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:8]}"
-    spec = importlib.util.spec_from_file_location(name, file)
-    if spec is None or spec.loader is None:
-        raise JobFileError(f"mrjob file {path} is not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
+        return mrjob_class(args=list(job_args))
+    except (SystemExit, ValueError) as error:  # mrjob's argument parser rejected them (ValueError: its message)
+        reason = f": {error}" if isinstance(error, ValueError) else ""
+        raise JobFileError(
+            f"{path}: bad job arguments {job_args!r}{reason}; see `python {path} --help` for the job's options, "
+            "given after --"
+        ) from None
     except Exception as error:
-        del sys.modules[name]
-        raise JobFileError(f"mrjob file {path} failed to import: {type(error).__name__}: {error}") from error
-    classes = [
-        value
-        for value in vars(module).values()
-        if isinstance(value, type) and issubclass(value, mrjob_job.MRJob) and value.__module__ == name
-    ]
-    if len(classes) != 1:
-        found = ", ".join(c.__name__ for c in classes) or "none"
-        raise JobFileError(f"mrjob file {path} must define exactly one MRJob subclass (found: {found})")
-    return classes[0]
+        raise JobFileError(f"{path}: the job failed to start with arguments {job_args!r}: {error}") from error
 
 
-def adapt(mrjob_class: type[Any], job_args: list[str], job_file: str) -> type[Job]:
-    """A hop job class running ``mrjob_class`` with the passthrough arguments ``job_args``."""
-    mrjob_class(args=list(job_args))  # options are checked here, on the submitting machine
-    folder = Path(job_file).resolve().parent
-    files = [str(folder / name) for name in getattr(mrjob_class, "FILES", None) or []]
-    missing = [path for path in files if not os.path.exists(path)]
-    if missing:
-        raise JobFileError(f"{job_file}: FILES not found beside the job: {', '.join(missing)}")
-    attributes = {
-        "__module__": mrjob_class.__module__,  # pickled by value with the user's module (hop.jobspec)
-        "__qualname__": mrjob_class.__name__,
-        "mrjob_class": mrjob_class,
-        "mrjob_args": list(job_args),
-        "mrjob_files": files,
-    }
-    return type(mrjob_class.__name__, (MRJobAdapter,), attributes)
+def _check_supported(mr: Any, path: str) -> None:
+    name = type(mr).__name__
+    if mr.options.args:
+        raise JobFileError(
+            f"{path}: {mr.options.args!r} after -- are input paths to mrjob; give inputs before --, to hop"
+        )
+    mr_steps = mr.steps()
+    if not mr_steps:
+        raise JobFileError(f"{path}: {name} defines no mapper, combiner or reducer (and no steps())")
+    for number, mr_step in enumerate(mr_steps):
+        description = mr_step.description(number)
+        kind = description.get("type", "streaming")
+        if kind != "streaming":
+            raise JobFileError(f"{path}: {name} step {number} is a {kind} step; hop runs mapper/reducer steps")
+        unsupported = [field for field in _UNSUPPORTED if mr_step[field] is not None]
+        if unsupported:
+            raise JobFileError(
+                f"{path}: {name} step {number} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
+                "and reducers (not commands, pre-filters or raw mappers)"
+            )
+        if description.get("jobconf"):
+            print(f"hop: warning: {path}: step {number}'s jobconf is ignored", file=sys.stderr)
+    for attribute, value in (
+        ("HADOOP_INPUT_FORMAT", mr.hadoop_input_format()),
+        ("HADOOP_OUTPUT_FORMAT", mr.hadoop_output_format()),
+    ):
+        if value:
+            raise JobFileError(f"{path}: {name} sets {attribute} ({value}); hop reads and writes text lines only")
+    if mr.archives():
+        raise JobFileError(f"{path}: {name} uses ARCHIVES; hop does not unpack archives (FILES and DIRS work)")
+    for attribute, value in (("JOBCONF", mr.jobconf()), ("PARTITIONER", mr.partitioner())):
+        if value:
+            print(f"hop: warning: {path}: {attribute} is ignored on hop ({value!r})", file=sys.stderr)
+
+
+def _task_files(mr: Any, path: str) -> dict[str, str]:
+    """Name in the tasks' working directory -> absolute path, for the job's FILES and DIRS (``path#name`` too)."""
+    links: dict[str, str] = {}
+    for entry in [*mr.files(), *mr.dirs()]:
+        source, _, name = os.path.expandvars(os.path.expanduser(entry)).partition("#")
+        name = name or os.path.basename(source.rstrip(os.sep))
+        if not os.path.exists(source):
+            raise JobFileError(f"{path}: {entry} (in the job's FILES/DIRS) does not exist; put it beside the job")
+        links[name] = os.path.abspath(source)
+    return links
+
+
+def _file_options(mr: Any) -> dict[str, Any]:
+    """The job's file options (``add_file_arg``) as absolute paths: tasks run in another working directory."""
+
+    def absolute(value: str) -> str:
+        return os.path.abspath(os.path.expanduser(value.partition("#")[0]))
+
+    options: dict[str, Any] = {}
+    for dest in sorted(getattr(mr, "_file_arg_dests", ())):
+        value = getattr(mr.options, dest, None)
+        if isinstance(value, str):
+            options[dest] = absolute(value)
+        elif isinstance(value, list):
+            options[dest] = [absolute(item) for item in value]
+    return options
+
+
+@contextmanager
+def _working_directory(workdir: str | None) -> Iterator[None]:
+    _enter(workdir)
+    try:
+        yield
+    finally:
+        _leave(workdir)
+
+
+def _enter(workdir: str | None) -> None:
+    global _home
+    if workdir is not None:
+        if _home is None:
+            _home = os.getcwd()
+        os.chdir(workdir)
+
+
+def _leave(workdir: str | None) -> None:
+    if workdir is not None and _home is not None:
+        os.chdir(_home)
 
 
 class MRJobAdapter(Job):
-    """The hop side of an mrjob job (see the module docstring); :func:`adapt` makes one per job."""
+    """The hop side of an mrjob job (see the module docstring); :class:`MRJobRun` makes one class per run.
+
+    A failed attempt leaves its task process in the job's working directory until its next mrjob attempt or the
+    end of the run (hop calls no teardown after a failure)."""
 
     mrjob_class: Any = None
     mrjob_args: list[str] = []
-    mrjob_files: list[str] = []
+    mrjob_workdir: str | None = None
+    mrjob_file_options: dict[str, Any] = {}
 
     def __init__(self) -> None:
         super().__init__()
-        self.mr = self.mrjob_class(args=list(self.mrjob_args))
+        with _working_directory(self.mrjob_workdir):  # a job may read its FILES when it starts
+            self.mr = self.mrjob_class(args=list(self.mrjob_args))
+        for dest, value in self.mrjob_file_options.items():
+            setattr(self.mr.options, dest, value)
         # Counters and status go to hop instead of Hadoop streaming's stderr protocol.
-        self.mr.increment_counter = lambda group, counter, amount=1: self.increment_counter(group, counter, amount)
-        self.mr.set_status = lambda message: print(f"reporter:status:{message}", file=sys.stderr, flush=True)
-        self._workdir: str | None = None
-        self._previous_cwd: str | None = None
+        self.mr.increment_counter = self._increment_counter
+        self.mr.set_status = self._set_status
+        self._status: str | None = None
+        self._shown: str | None = None
+        self._shown_at = 0.0
+        self._input_file: str | None = None
 
+    # Services the mrjob job calls. -------------------------------------------------------------------------------
+    def _increment_counter(self, group: Any, counter: Any, amount: int = 1) -> None:
+        if not isinstance(amount, int):
+            raise TypeError(f"amount must be an integer, not {amount!r}")  # as mrjob says
+        self.increment_counter(str(group).replace(",", ";"), str(counter).replace(",", ";"), amount)
+
+    def _set_status(self, message: Any) -> None:
+        self._status = str(message)
+        now = time.monotonic()
+        if self._status != self._shown and now - self._shown_at >= _STATUS_EVERY:
+            self._show_status(now)
+
+    def _show_status(self, now: float) -> None:
+        print(f"hop: {type(self.mr).__name__} status (task pid {os.getpid()}): {self._status}", file=sys.stderr)
+        sys.stderr.flush()
+        self._shown, self._shown_at = self._status, now
+
+    # The task's life. --------------------------------------------------------------------------------------------
     def setup(self) -> None:
-        if self.mrjob_files:  # the job opens its FILES by name, from its working directory
-            self._workdir = tempfile.mkdtemp(prefix="hop-mrjob-")
-            for path in self.mrjob_files:
-                os.symlink(path, os.path.join(self._workdir, os.path.basename(path)))
-            self._previous_cwd = os.getcwd()
-            os.chdir(self._workdir)
+        _enter(self.mrjob_workdir)
 
     def teardown(self) -> None:
-        if self._previous_cwd is not None:
-            os.chdir(self._previous_cwd)
-        if self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+        if self._status != self._shown:
+            self._show_status(time.monotonic())
+        _leave(self.mrjob_workdir)
 
+    def _note_input_file(self) -> None:
+        """Say which file the mapper reads where ``jobconf_from_env`` looks (as mrjob's runners do)."""
+        self._input_file = self.input_file
+        if self.input_file is not None:
+            os.environ[_INPUT_FILE_VARIABLE] = "file://" + self.input_file  # a file:// URI, as mrjob gives it
+
+    # The steps. --------------------------------------------------------------------------------------------------
     def steps(self) -> list[Step] | None:
         mr = self.mr
+        mr_steps = mr.steps()
+        descriptions = [mr_step.description(number) for number, mr_step in enumerate(mr_steps)]
+        substeps = [
+            (number, kind)
+            for number, description in enumerate(descriptions)
+            for kind in ("mapper", "reducer")
+            if kind in description
+        ]
+        input_edge, edges = plan_edges(substeps, self._protocols)
+        sort_values = bool(mr.sort_values())
         steps = []
-        for number, mr_step in enumerate(mr.steps()):
-            description = mr_step.description(number)
-            if description.get("type", "streaming") != "streaming":
-                raise JobFileError(
-                    f"{type(mr).__name__} step {number} is a {description['type']} step; hop runs "
-                    "streaming (mapper/combiner/reducer) steps"
-                )
-            unsupported = [name for name in _UNSUPPORTED if mr_step[name] is not None]
-            if unsupported:
-                raise JobFileError(
-                    f"{type(mr).__name__} step {number} uses {', '.join(unsupported)}; hop runs Python mappers, "
-                    "combiners and reducers (not commands, pre-filters or raw mappers)"
-                )
-            mapper, combiner, reducer = mr_step["mapper"], mr_step["combiner"], mr_step["reducer"]
-            if combiner is not None and (mr_step["combiner_init"] or mr_step["combiner_final"]):
-                combiner = None
+        for number, (mr_step, description) in enumerate(zip(mr_steps, descriptions, strict=True)):
+            mapper = reducer = combiner = None
+            map_out = edges.get((number, "mapper"))
+            reduce_out = edges.get((number, "reducer"))
+            if map_out is not None:
+                source = input_edge if substeps[0] == (number, "mapper") else edges[_before(substeps, number, "mapper")]
+                mapper = self._mapper(mr_step["mapper"], source, map_out)
+                if "combiner" in description:
+                    combiner = _combiner(mr_step["combiner"], map_out)
+            if reduce_out is not None:
+                source = edges[_before(substeps, number, "reducer")]
+                assert isinstance(source, Edge), "a job's first substep is always a mapper"
+                reducer = _reducer(mr_step["reducer"], source, reduce_out, sort_values)
             steps.append(
                 Step(
-                    mapper=self._mapper(mapper, first=number == 0),
-                    combiner=_group(combiner, False) if combiner is not None else None,
-                    reducer=_group(reducer, bool(getattr(mr, "SORT_VALUES", False))) if reducer is not None else None,
-                    mapper_init=_hook(mr_step, "mapper_init"),
-                    mapper_final=_hook(mr_step, "mapper_final"),
-                    reducer_init=_hook(mr_step, "reducer_init"),
-                    reducer_final=_hook(mr_step, "reducer_final"),
+                    mapper=mapper,
+                    combiner=combiner,
+                    reducer=reducer,
+                    mapper_init=_hook(mr_step["mapper_init"], map_out),
+                    mapper_final=_hook(mr_step["mapper_final"], map_out),
+                    combiner_init=_hook(mr_step["combiner_init"], map_out),
+                    combiner_final=_hook(mr_step["combiner_final"], map_out),
+                    reducer_init=_hook(mr_step["reducer_init"], reduce_out),
+                    reducer_final=_hook(mr_step["reducer_final"], reduce_out),
                 )
             )
         return steps
 
-    def _mapper(self, function: Callable[..., Any] | None, first: bool) -> Callable[[Any, Any], Iterable[Any]] | None:
-        if not first:
-            return function
-        protocol = self.mr.input_protocol()
-        if type(protocol).__name__ == "RawValueProtocol" and function is not None:
-            # mrjob's default input: key None, the line as value; the mapper's pairs go to the buffer as they are.
-            return lambda offset, line: function(None, line)
-        read = protocol.read
+    def _protocols(self, number: int, kind: str) -> tuple[Any, Any]:
+        """The (reader, writer) protocol instances of a substep, as ``MRJob.pick_protocols`` picks them."""
+        read, write = self.mr.pick_protocols(number, kind)
+        return getattr(read, "__self__", read), getattr(write, "__self__", write)
 
-        def mapper(offset: Any, line: str) -> Iterator[tuple[Any, Any]]:
-            key, value = read(line.encode("utf-8"))
-            if function is None:
-                yield key, value
-            else:
-                yield from _pairs(function(key, value))
+    def _mapper(self, function: Callable[..., Any], source: Edge | InputEdge, out: Edge) -> Callable[[Any, Any], Any]:
+        if not isinstance(source, InputEdge):
 
-        return mapper
+            def mapper(key: Any, value: Any) -> Iterable[Any]:
+                return out.encode(function(*source.decode(key, value)))
 
+            return mapper
+        if source.text_values and out.native:  # mrjob's defaults: the line as value, JSON pairs out as they are
 
-def _pairs(output: Iterable[Any] | None) -> Iterator[tuple[Any, Any]]:
-    for pair in output or ():
-        key, value = pair
-        yield key, value
+            def first_mapper(offset: Any, line: str) -> Iterable[Any]:
+                if self.input_file is not self._input_file:
+                    self._note_input_file()
+                return function(None, line)
 
+            return first_mapper
+        decode, encode = source.decode, out.encode
 
-def _group(function: Callable[..., Any], sort_values: bool) -> Callable[[Any, Iterable[Any]], Iterator[Any]]:
-    def group(key: Any, values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
-        if sort_values:
-            values = sorted(values)
-        yield from _pairs(function(key, iter(values)))
+        def first_mapper_decoding(offset: Any, line: str) -> Iterable[Any]:
+            if self.input_file is not self._input_file:
+                self._note_input_file()
+            return encode(function(*decode(offset, line)))
 
-    return group
+        return first_mapper_decoding
 
 
-def _hook(mr_step: Any, name: str) -> Callable[[], Iterable[Any]] | None:
-    function = mr_step[name]
-    if function is None:
+def _before(substeps: list[tuple[int, str]], number: int, kind: str) -> tuple[int, str]:
+    return substeps[substeps.index((number, kind)) - 1]
+
+
+def _combiner(function: Callable[..., Any], edge: Edge) -> Callable[[Any, Iterable[Any]], Iterable[Any]]:
+    def combiner(key: Any, values: Iterable[Any]) -> Iterable[Any]:
+        decoded_key, decoded_values = edge.decode_group(key, values, False)
+        output = edge.encode(function(decoded_key, decoded_values))
+        if edge.native and decoded_key is not key:  # a tuple key the combiner saw as a list
+            return edge.keeping_key(key, decoded_key, output)
+        return output
+
+    return combiner
+
+
+def _reducer(
+    function: Callable[..., Any], source: Edge, out: Edge, sort_values: bool
+) -> Callable[[Any, Iterable[Any]], Iterable[Any]]:
+    def reducer(key: Any, values: Iterable[Any]) -> Iterable[Any]:
+        return out.encode(function(*source.decode_group(key, values, sort_values)))
+
+    return reducer
+
+
+def _hook(function: Callable[[], Any] | None, out: Edge | None) -> Callable[[], Iterable[Any]] | None:
+    if function is None or out is None:
         return None
-    return lambda: list(_pairs(function()))
+    return lambda: list(out.encode(function()))
 
 
-def rewrite_output(output: str, mrjob_class: type[Any], job_args: list[str]) -> None:
-    """Rewrite hop's ``part-*`` files (``json(key) TAB json(value)``) with the job's ``OUTPUT_PROTOCOL``."""
-    from hop.inputs import Split, iter_records
-
-    write = mrjob_class(args=list(job_args)).output_protocol().write
+def rewrite_output(output: str) -> None:
+    """Turn hop's ``part-*`` files of an mrjob run (``json(line up to TAB) TAB json(rest)``) into the lines the
+    job's OUTPUT_PROTOCOL wrote."""
     for part in sorted(Path(output).glob("part-*")):
         temporary = part.with_name(f".{part.name}.mrjob")
-        with open(temporary, "wb") as file:
-            for key, value in iter_records(Split(str(part), 0, part.stat().st_size), "output"):
-                file.write(write(_lists(key), _lists(value)) + b"\n")
+        with open(part, encoding="utf-8") as source, open(temporary, "wb") as target:
+            while batch := list(itertools.islice(source, _REWRITE_BATCH)):
+                # JSON escapes TAB and newline inside strings: the batch is one JSON array of [key, rest] pairs.
+                text = "".join(batch).rstrip("\n").replace("\t", ",").replace("\n", "],[")
+                target.writelines(line_of_output(key, rest) + b"\n" for key, rest in json.loads(f"[[{text}]]"))
         os.replace(temporary, part)
-
-
-def _lists(value: Any) -> Any:
-    """hop reads JSON arrays back as tuples; mrjob's protocols see lists, as from JSON."""
-    if isinstance(value, tuple):
-        return [_lists(item) for item in value]
-    return value

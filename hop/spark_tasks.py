@@ -90,6 +90,11 @@ class StepFunctions:
 def resolve_step(job: Job, number: int) -> StepFunctions:
     """The map, combine and reduce of step ``number``, resolved as ``hop.tasks.instantiate`` resolves them."""
     step = job.resolved_steps()[number]
+    if step.hooks:
+        raise ValueError(
+            f"{type(job).__name__} step {number} sets {', '.join(step.hooks)}; the Spark engine does not run "
+            "init/final hooks: run the job on hop's own engine (without --engine spark)"
+        )
     combiner: Any = step.combiner
     reducer: Any = step.reducer or identity_reduce
     reduce_aggregate = as_aggregate(reducer)

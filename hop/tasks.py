@@ -80,7 +80,8 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
     """Create the user's job object and pick the functions of the step this spec runs."""
     job = load_job_class(spec.job_code)()
     step: Step = job.resolved_steps()[spec.step]
-    combiner: Any = step.combiner
+    # A combiner with init/final hooks is not run (hop.job.Step): combining is optional.
+    combiner: Any = None if step.combiner_init or step.combiner_final else step.combiner
     reducer: Any = step.reducer or identity_reduce
     reduce_aggregate = as_aggregate(reducer)
     if reduce_aggregate is not None:
@@ -226,13 +227,16 @@ def run_map(
         may_merge=not online,  # merging spills would mix chunks, and snapshots count chunks
     )
 
+    # A mapper_init/mapper_final hook keeps state across the attempt (hop.job.Step): a retry must start over.
+    resumable = functions.step is None or not (functions.step.mapper_init or functions.step.mapper_final)
+
     def spilled(spill: SpillFile) -> None:
         nonlocal checkpoints_sent
         if online:
             spill_meta[spill.path] = dict(chunk_meta)
         flow.offer(spill)
-        if flow.held:
-            return  # some output is not registered: no consistent point to resume from yet
+        if flow.held or not resumable:
+            return  # some output is not registered (or hooks hold state): no consistent point to resume from
         counters = buffer.counters
         channel.send(
             "map_checkpoint",

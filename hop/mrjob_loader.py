@@ -1,0 +1,60 @@
+"""Loading an mrjob job file: import it and find its one ``MRJob`` subclass. mrjob itself is imported only here,
+and only when a job needs it (it is an optional dependency of hop)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from hop.loader import JobFileError
+
+__all__ = ["MRJobNotAvailable", "load_mrjob_file"]
+
+
+class MRJobNotAvailable(JobFileError):
+    """mrjob is not installed."""
+
+
+def _mrjob_job() -> Any:
+    try:
+        import mrjob.job
+    except ImportError as error:
+        raise MRJobNotAvailable(
+            f"running mrjob jobs needs the mrjob package ({error}): pip install 'mrjob>=0.7.4'"
+        ) from error
+    return mrjob.job
+
+
+def load_mrjob_file(path: str) -> type[Any]:
+    """Import ``path`` as a module of its own (registered in ``sys.modules``, so ``hop.jobspec`` can pickle it by
+    value) and return the one ``MRJob`` subclass it defines."""
+    mrjob_job = _mrjob_job()
+    file = Path(path)
+    if not file.is_file():
+        raise JobFileError(f"mrjob file {path} does not exist")
+    name = f"hop_mrjob_{file.stem}_{hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:8]}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise JobFileError(f"mrjob file {path} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[name]
+        raise JobFileError(f"mrjob file {path} failed to import: {type(error).__name__}: {error}") from error
+    classes = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, mrjob_job.MRJob) and value.__module__ == name
+    ]
+    if len(classes) != 1:
+        found = ", ".join(c.__name__ for c in classes) or "none"
+        raise JobFileError(
+            f"mrjob file {path} must define exactly one MRJob subclass (found: {found}); without --mrjob, hop "
+            "runs hop.Job files"
+        )
+    return classes[0]
