@@ -3,6 +3,8 @@
     hop run JOB.py INPUT... -o OUT [--workers N] [--reducers R] [--blocking] [--overwrite] [--quiet]
     hop submit JOB.py INPUT... -o OUT --coordinator tcp://HOST:PORT     (same options, an existing cluster)
     hop run --mrjob MR_JOB.py INPUT... -o OUT [-- the job's options]     (an unmodified mrjob job)
+    hop run JOB.py --source URL --window 60s [--slide 10s] -o OUT        (a continuous job, until stopped)
+    hop stop JOB_ID / hop windows JOB_ID / hop view JOB_ID|OUT            (continuous jobs)
     hop coordinator [--bind tcp://HOST:PORT]
     hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N]
     hop gen text|pageviews ...                                            (seeded test data)
@@ -42,6 +44,8 @@ from hop.runner import (
 )
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
+from hop.stream.cli import add_stream_arguments, run_stream_from_args
+from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, web_view
 from hop.web.cli import register as register_web
 
@@ -50,9 +54,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
     parser.add_argument("job", help="a Python file defining one hop.Job subclass (several: a pipeline, see below)")
     parser.add_argument(
         "inputs",
-        nargs="+",
+        nargs="*",
         help="input files, directories or globs; leading .py files are further jobs, run as a pipeline that feeds "
-        "each job's output into the next",
+        "each job's output into the next (none for a continuous job: give --source)",
     )
     parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
     parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
@@ -133,6 +137,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
         help="end the job with its last snapshot as the result once every interval is narrower than REL of its "
         "estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every",
     )
+    add_stream_arguments(parser)
     parser.add_argument(
         "--keep-intermediate",
         action="store_true",
@@ -166,6 +171,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.mrjob:
             return _fail("--mrjob runs on hop's own engine: drop --engine spark", 2)
         return run_spark_from_args(args)
+    if args.source:
+        return run_stream_from_args(args)
     mrjob_run: MRJobRun | None = None
     try:
         job_files, args.inputs = _job_list(args.job, args.inputs)
@@ -389,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot.add_argument("job_id")
     snapshot.add_argument("--coordinator", required=True)
     snapshot.set_defaults(func=_snapshot)
+    register_stream(commands)
     register_gen(commands)
     register_web(commands)
     register_spark(commands)

@@ -95,6 +95,14 @@ class Client:
         """Ask the reducers of a running job for a snapshot now; returns its ``seq`` and ``label``."""
         return self.request("snapshot", job_id=job_id)
 
+    def stop(self, job_id: str) -> dict[str, Any]:
+        """Ask a continuous job to stop: its maps drain, its reducers write the last windows and checkpoint."""
+        return self.request("stop_job", job_id=job_id)
+
+    def windows(self, job_id: str, after: int = 0) -> list[dict[str, Any]]:
+        """A continuous job's windows with ``seq > after`` (as in their ``_window.json``, plus ``rows``)."""
+        return list(self.request("windows", job_id=job_id, after=after)["windows"])
+
     def workers(self) -> list[dict[str, Any]]:
         return list(self.request("workers")["workers"])
 

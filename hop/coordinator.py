@@ -31,6 +31,8 @@ from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.planning import plan_map_inputs
 from hop.protocol import close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
+from hop.stream.options import StreamOptions
+from hop.stream.tracker import WindowTracker
 
 HEARTBEAT_TIMEOUT = 5.0
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared dead."""
@@ -147,7 +149,7 @@ class Coordinator:
             job = self._job_for(msg)
             if job is not None:
                 self._execute(job, job.fail(f"internal error handling {kind}: {error}", detail))
-            elif kind in ("submit", "status", "workers", "jobs", "job", "snapshots", "snapshot"):
+            elif kind in ("submit", "status", "workers", "jobs", "job", "snapshots", "snapshot", "stop_job", "windows"):
                 self._send(identity, "error", message=f"internal error: {type(error).__name__}: {error}")
 
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
@@ -207,9 +209,12 @@ class Coordinator:
             options = spec.options
             online = bool(options.get("online"))
             upstream = self._upstream_of(spec)
+            stream = StreamOptions.from_spec(spec) if options.get("stream") else None
             splits = (
                 [[] for _ in range(upstream.spec.num_reduces)]
                 if upstream is not None
+                else [[] for _ in stream.sources]  # a continuous job: one stream map per source
+                if stream is not None
                 else plan_map_inputs(
                     expand_inputs(list(spec.inputs)),
                     spec.split_size,
@@ -237,6 +242,8 @@ class Coordinator:
         self.chunk_strata[job_id] = [chunk.stratum for chunk in chunks] if online else None
         if upstream is not None:
             self.downstream[upstream.spec.job_id] = job_id
+        if stream is not None:
+            job.windows = WindowTracker(spec.num_reduces, len(stream.sources), stream.window.describe())
         self._send(identity, "submitted", job_id=job_id, maps=len(splits))
         if not splits and not self.jobs[job_id].reduces:
             self._execute(self.jobs[job_id], [FinishJob("succeeded")])
@@ -459,6 +466,9 @@ class Coordinator:
             "input_fraction": job.input_fraction(),
             "approximate": job.approximate is not None,
             "snapshots": len(job.snapshots.snapshots) if job.snapshots is not None else 0,
+            "continuous": job.windows is not None,
+            "windows": job.windows.total if job.windows is not None else 0,
+            "stopping": job.stopping,
         }
 
     def on_jobs(self, identity: bytes, msg: dict[str, Any]) -> None:
@@ -470,6 +480,50 @@ class Coordinator:
             self._send(identity, "error", message=f"no job {msg['job_id']}")
             return
         self._send(identity, "job", **self._job_summary(job), tasks=job.task_table())
+
+    # Continuous jobs (hop.stream) ----------------------------------------------------------------------------
+    def on_stop_job(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """``hop stop``: a continuous job's maps drain their open panes and end; reducers write the last windows
+        and checkpoint; then the job ends as succeeded."""
+        job = self.jobs.get(msg["job_id"])
+        if job is None:
+            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            return
+        if job.windows is None:
+            self._send(identity, "error", message=f"{msg['job_id']} is a batch job: it ends by itself, nothing to stop")
+            return
+        if job.state == "running" and not job.stopping:
+            job.stopping = True
+            self._broadcast("stream_stop", job_id=job.spec.job_id)
+        self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state)
+
+    def on_windows(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self.jobs.get(msg["job_id"])
+        if job is None or job.windows is None:
+            self._send(identity, "error", message=f"no continuous job {msg['job_id']}")
+            return
+        self._send(identity, "windows", windows=job.windows.since(int(msg.get("after", 0))))
+
+    def on_window_done(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is None or job.windows is None:
+            return
+        report = {k: v for k, v in msg.items() if k not in ("type", "worker", "job_id", "index", "attempt")}
+        summary = job.windows.on_window_done(msg["index"], report)
+        if summary is not None:
+            folder = Path(job.spec.output) / "windows" / summary["label"]
+            folder.mkdir(parents=True, exist_ok=True)
+            described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
+            temporary = folder / "._window.json.tmp"
+            temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
+            os.replace(temporary, folder / "_window.json")
+
+    def on_stream_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is None or job.windows is None:
+            return
+        for source, attempt, seq in job.windows.on_checkpoint(msg["index"], msg["processed"]):
+            self._broadcast("stream_trim", job_id=job.spec.job_id, index=source, attempt=attempt, seq=seq)
 
     def on_shutdown(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._send(identity, "bye")

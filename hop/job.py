@@ -27,6 +27,9 @@ Contracts the engine relies on:
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
   A step may also set init/final hooks (mrjob's ``mapper_init``, ``reducer_final`` ...), see :class:`Step`.
 - Class attributes configure input: ``input_format`` is ``"text"`` (default), ``"jsonl"`` or ``"csv"``.
+- Continuous jobs (``hop run JOB --source URL --window ...``, ``hop.stream``) run the same class over a stream: the
+  map's ``key`` is the record's event time (``time_field`` or arrival), windows are reduced as they close, and an
+  optional ``uncombine`` builds sliding windows differentially.
 """
 
 from __future__ import annotations
@@ -95,6 +98,15 @@ class Job:
     """Base class of user jobs. Override ``map`` and usually ``reduce``; see the module docstring."""
 
     input_format: ClassVar[str] = "text"
+    time_field: ClassVar[str | None] = None
+    """Continuous jobs: the field of a dict record (JSON line, msgpack map) holding its event time in seconds since
+    the epoch; ``None`` (the default) stamps each record with its arrival time. Either way a record gets its event
+    time once, when it enters, and the map sees it as ``key``."""
+
+    uncombine: Callable[[Any, Any, Any], Any] | None = None
+    """Continuous jobs, optional: a method ``uncombine(self, key, current, old)`` returning ``current`` without
+    ``old`` (the inverse of combining two values, e.g. ``current - old`` for a sum). With it, each sliding window
+    is built from the previous one differentially (W1 = W0 - P0 + P2) instead of merging all its panes."""
 
     def __init__(self) -> None:
         self.input_file: str | None = None

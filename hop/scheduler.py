@@ -26,6 +26,7 @@ from hop.inputs import Split
 from hop.jobspec import JobSpec
 from hop.online.tracker import SnapshotTracker
 from hop.planning import Chunk
+from hop.stream.tracker import WindowTracker
 
 BUILTIN_COUNTERS = (
     "map_input_records",
@@ -157,8 +158,17 @@ class JobState:
         """Online aggregation: snapshot requests and answers (set by the coordinator)."""
         self.approximate: dict[str, Any] | None = None
         """Set when ``--stop-when-accurate`` ended the job with a snapshot as its result."""
+        self.windows: WindowTracker | None = None
+        """Continuous jobs (``options["stream"]``): the windows written so far (set by the coordinator)."""
+        self.stopping = False
+        """A continuous job was asked to stop: its maps drain and end."""
+        self.sources_gone: set[int] = set()
         self.map_spills: dict[int, tuple[int, int, list[list[int]]]] = {}
         """map index -> (committed attempt, spills, kept segments of earlier attempts it resumed from)."""
+
+    @property
+    def continuous(self) -> bool:
+        return bool(self.spec.options.get("stream"))
 
     # Queries -----------------------------------------------------------------------------------------------
     def tasks(self, kind: str) -> list[TaskState]:
@@ -353,7 +363,7 @@ class JobState:
         self,
         index: int,
         attempt: int,
-        path: str,
+        path: str | None,
         counters: dict[str, int],
         user_counters: dict[str, dict[str, int]],
         first_run_at: float | None,
@@ -365,13 +375,15 @@ class JobState:
         record.end = at
         if task.committed is not None or self.state != "running":
             record.status = "superseded"
-            return [DiscardOutput(path)]
+            return [DiscardOutput(path)] if path is not None else []
         record.status = "succeeded"
         task.committed, task.fraction = attempt, 1.0
         record.counters, record.user_counters = counters, user_counters
         record.bad_records = bad_records or []
         if first_run_at is not None:
             self.on_first_run(first_run_at)
+        if path is None:  # a stream reducer: its output is the windows it wrote as it went
+            return self._finish_if_done()
         return [CommitOutput(path, f"{self.spec.output}/part-{index:05d}"), *self._finish_if_done()]
 
     def _finish_if_done(self) -> list[Action]:
@@ -419,6 +431,16 @@ class JobState:
             actions.append(Broadcast("map_failed", failed))
         if self.state != "running" or task.committed is not None:
             return actions
+        if retryable and kind == "map" and self.continuous and len(task.attempts) >= self.max_attempts:
+            # A source that keeps failing is given up, not the query: windows stop waiting for it and report
+            # its missing panes (C2's failure eviction).
+            self.sources_gone.add(index)
+            task.committed = attempt
+            return [
+                *actions,
+                Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": index}),
+                *self._finish_if_done(),
+            ]
         if not retryable or len(task.attempts) >= self.max_attempts:
             tried = len(task.attempts)
             reason = error if not retryable else f"{error} (gave up after {tried} attempts)"
@@ -483,6 +505,14 @@ class JobState:
                         )
                     task.resume = None
         if self.state != "running" or all(r.committed is not None for r in self.reduces):
+            return actions
+        if self.continuous:
+            # A stream map that ended had sent everything; its retained spills only served reducer restarts
+            # after its last checkpoint, and a re-run could not end (its source is unbounded): reducers that miss
+            # its last panes treat it as gone and report them lost.
+            for task in self.maps:
+                if task.committed is not None and task.attempts[task.committed].worker == worker:
+                    actions.append(Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": task.index}))
             return actions
         # Committed map output lived on the lost worker's disk: a reduce attempt that has not received all of it
         # (or a future reduce attempt) needs it again, so the map runs again. Reducers that already hold every run
@@ -576,6 +606,19 @@ class JobState:
             },
             "attempts": [a.report() for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts],
             **({"approximate": self.approximate} if self.approximate else {}),
+            **(
+                {
+                    "continuous": {
+                        "window": self.windows.window,
+                        "windows_written": self.windows.total,
+                        "stopped": self.stopping,
+                        "sources_gone": sorted(self.sources_gone),
+                        "options": self.spec.options.get("stream"),
+                    }
+                }
+                if self.windows is not None
+                else {}
+            ),
             **(
                 {"snapshots": [self.snapshots.describe(s, with_rows=False) for s in self.snapshots.snapshots]}
                 if self.snapshots is not None and self.snapshots.snapshots

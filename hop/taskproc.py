@@ -82,7 +82,17 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
     job_dir = spill_dir / spec.job_id
     job_dir.mkdir(parents=True, exist_ok=True)
     try:
-        if kind == "map":
+        if spec.options.get("stream"):
+            from hop.stream.tasks import run_stream_map, run_stream_reduce  # continuous jobs only
+
+            if kind == "map":
+                result = run_stream_map(spec, index, attempt, job_dir, channel)
+                channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
+            else:
+                host = task.get("host", "127.0.0.1")
+                result = run_stream_reduce(spec, index, attempt, task["num_maps"], channel, host)
+                channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
+        elif kind == "map":
             chunks = [(chunk_id, Split(path, start, length)) for chunk_id, path, start, length in task["chunks"]]
             result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"), task.get("pipe"))
             channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)

@@ -44,6 +44,8 @@ RELAYED = {
     "map_done",
     "reduce_done",
     "task_failed",
+    "window_done",
+    "stream_checkpoint",
 }
 FINISHING = {"map_done", "reduce_done", "task_failed"}
 
@@ -193,6 +195,14 @@ class Worker:
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
                     self._to_slot(slot, frame)
+        elif kind in ("stream_stop", "stream_source_gone"):
+            # Continuous jobs: maps drain and end on stop; reducers stop waiting for a source gone for good.
+            wanted = "map" if kind == "stream_stop" else "reduce"
+            for slot in self.slots.values():
+                if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == wanted:
+                    self._to_slot(slot, frame)
+        elif kind == "stream_trim":
+            self.pusher.trim(msg["job_id"], msg["index"], msg["attempt"], msg["seq"])
         elif kind == "kill_task":
             self._kill_task((msg["job_id"], msg["kind"], msg["index"], msg["attempt"]))
         elif kind == "reducer_at":

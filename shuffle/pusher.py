@@ -119,6 +119,24 @@ class SpillPusher:
         for reducer in job.reducers.values():
             reducer.queue = deque(s for s in reducer.queue if not dead(s))
 
+    def trim(self, job_id: str, map_index: int, attempt: int, seq: int) -> None:
+        """Continuous jobs: every reducer's checkpoint covers this map's spills up to (``attempt``, ``seq``), so no
+        reducer attempt will need them again: forget them and delete their files (a stream never ends, so its
+        spills cannot wait for the end of the job)."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            return
+
+        def covered(s: RegisteredSpill) -> bool:
+            return s.map_index == map_index and (s.attempt, s.seq) <= (attempt, seq)
+
+        for spill in job.spills:
+            if covered(spill):
+                Path(spill.spill.path).unlink(missing_ok=True)
+        job.spills = [s for s in job.spills if not covered(s)]
+        for reducer in job.reducers.values():
+            reducer.queue = deque(s for s in reducer.queue if not covered(s))
+
     def set_reducer(self, job_id: str, partition: int, attempt: int, address: str) -> None:
         """Point a partition at a (new) reduce attempt and queue every eligible spill for it."""
         job = self._job(job_id)

@@ -1,0 +1,1 @@
+"""Continuous queries: sources, windows built from panes, stream tasks, checkpoints and the materialized view."""

@@ -1,0 +1,353 @@
+"""The reduce side of a continuous query: panes in, windows out, as a state machine with no I/O.
+
+A stream reducer receives, from every source (one stream map per source), the *cells* of its partition: the
+combined data of one pane of one source. With each cell, or alone, a source says how far it has *sealed*: every pane
+below ``sealed`` is final, and a pane it sent nothing for is empty. The assembler keeps the cells that windows not
+yet emitted still need, decides when a window is due and why, builds it, and reports its C2 scoreboard: a grid of
+sources x panes saying which cells it holds (``D`` data, ``E`` sealed empty, ``L`` lost in a failure, ``M`` missing
+when emitted).
+
+A window is emitted, in window order, as soon as one of these holds (the reason is recorded):
+
+- ``complete``: every source sealed past the window's last pane (``source failure`` instead if some cell is lost
+  or a source is gone for good);
+- ``fidelity``: with a fidelity bound F < 1, the share of present cells reached F (C2's "earliest X% of panes");
+- ``latency``: with ``max_latency`` L, L seconds passed since the first source sealed past the window's end;
+- ``stopped``: the job was stopped and the window holds panes beyond where some source naturally sealed.
+
+Windows holding no records are skipped. A cell arriving for a window already emitted is *late* for that window: the
+caller records it (``OUT/_late/``), it still counts in later windows that include its pane. Nothing is revised after
+emission (C2's default).
+
+Windows are built by merging their panes' cells, or differentially when the job defines ``uncombine``: the running
+state of the previous window loses the cells that left and gains the cells that came (W1 = W0 - P0 + P2), with a
+per-key count of contributing cells so a key with none left disappears exactly as it would from a merge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hop.stream.windows import WindowSpec
+
+FOREVER = 1 << 62
+"""``sealed`` of a source that has ended: every pane is final."""
+
+Merge = Callable[[Any, Any, Any], Any]
+"""``merge(key, a, b)``: one value from two combined values of a key."""
+
+
+@dataclass
+class Cell:
+    """One pane of one source, for this partition: ``data`` maps keys to a combined value (``lists=False``) or
+    to the list of the values the map's combiner produced."""
+
+    records: int
+    data: dict[Any, Any]
+
+
+@dataclass
+class WindowResult:
+    """A window ready to be written: its groups (key -> combined value, or list of values) and its report."""
+
+    window: int
+    start: float
+    end: float
+    reason: str
+    groups: dict[Any, Any]
+    records: int
+    scoreboard: dict[str, Any]
+    fidelity: float
+
+
+@dataclass
+class SourceMarks:
+    sealed: int = -FOREVER
+    """Every pane below this is final."""
+    natural: int | None = None
+    """Where the source had sealed when it was stopped (panes past it were flushed, not finished)."""
+    gone: bool = False
+    received: int = -FOREVER
+    """The highest pane received: a source sends its panes in order, so a lower one is a resend."""
+    lost: list[tuple[int, int]] = field(default_factory=list)
+    """Pane ranges [lo, hi) lost in a failure (a resumed source could not re-read them)."""
+
+    def is_lost(self, pane: int) -> bool:
+        return any(lo <= pane < hi for lo, hi in self.lost)
+
+
+class WindowAssembler:
+    """Cells and marks of one reduce partition; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        spec: WindowSpec,
+        num_sources: int,
+        lists: bool,
+        merge: Merge,
+        fidelity: float = 1.0,
+        max_latency: float | None = None,
+        uncombine: Merge | None = None,
+    ) -> None:
+        if not 0 < fidelity <= 1:
+            raise ValueError(f"fidelity must be in (0, 1], got {fidelity}")
+        self.spec = spec
+        self.lists = lists
+        self.merge = merge
+        self.fidelity = fidelity
+        self.max_latency = max_latency
+        self.uncombine = uncombine
+        self.sources = [SourceMarks() for _ in range(num_sources)]
+        self.cells: dict[int, dict[int, Cell]] = {}
+        self.next_window: int | None = None
+        """The lowest window not yet emitted; set by the first cell until the first window is emitted."""
+        self.started = False
+        self.closing_since: dict[int, float] = {}
+        self.max_data_pane: int | None = None
+        self.late_cells = 0
+        self.windows_emitted = 0
+        self._running: dict[Any, list[Any]] = {}
+        """Differential mode: key -> [value, contributing cells] of the last window built."""
+        self._running_cells: dict[tuple[int, int], Cell] = {}
+        """The cells the running state holds (kept here after the window that used them last is evicted)."""
+
+    # Events ------------------------------------------------------------------------------------------------
+    def add_cell(self, source: int, pane: int, records: int, pairs: Iterable[tuple[Any, Any]], sealed: int) -> str:
+        """Take one cell; returns ``"new"``, ``"duplicate"`` (a resent cell already held or already used) or
+        ``"late"`` (every window containing the pane was emitted already, or some were: see ``late_windows``)."""
+        self.add_seal(source, sealed)
+        marks = self.sources[source]
+        if pane <= marks.received:
+            return "duplicate"  # a resumed map or a restarted push sends again what was already taken
+        marks.received = pane
+        if self.started and self.next_window is not None and pane < self.spec.panes_of_window(self.next_window).start:
+            # Every window holding this pane is out: keep it only to say so.
+            self.late_cells += 1
+            return "late"
+        data: dict[Any, Any] = {}
+        if self.lists:
+            for key, value in pairs:
+                data.setdefault(key, []).append(value)
+        else:
+            for key, value in pairs:
+                data[key] = self.merge(key, data[key], value) if key in data else value
+        self.cells.setdefault(pane, {})[source] = Cell(records, data)
+        if records and (self.max_data_pane is None or pane > self.max_data_pane):
+            self.max_data_pane = pane
+        if not self.started and records:
+            first = self.spec.first_window_of_pane(pane)
+            self.next_window = first if self.next_window is None else min(self.next_window, first)
+        late = (
+            self.started and self.next_window is not None and self.spec.windows_of_pane(pane).start < self.next_window
+        )
+        if late:
+            self.late_cells += 1
+            return "late"
+        return "new"
+
+    def late_windows(self, pane: int) -> list[int]:
+        """The windows holding ``pane`` that were already emitted."""
+        if self.next_window is None:
+            return []
+        windows = self.spec.windows_of_pane(pane)
+        return [w for w in windows if w < self.next_window]
+
+    def add_seal(self, source: int, sealed: int) -> None:
+        marks = self.sources[source]
+        marks.sealed = max(marks.sealed, sealed)
+
+    def add_lost(self, source: int, lo: int, hi: int) -> None:
+        """A resumed source could not re-read panes [lo, hi): they are final and lost."""
+        if hi > lo:
+            self.sources[source].lost.append((lo, hi))
+            self.add_seal(source, hi)
+
+    def source_ended(self, source: int, natural: int | None = None) -> None:
+        """A source sent its last pane (exhausted, or stopped: then ``natural`` is where it had sealed)."""
+        marks = self.sources[source]
+        marks.sealed = FOREVER
+        if natural is not None:
+            marks.natural = natural
+
+    def source_gone(self, source: int) -> None:
+        """A source failed for good: windows stop waiting for it and report its missing cells."""
+        self.sources[source].gone = True
+
+    @property
+    def finished(self) -> bool:
+        """Every source ended and every window holding data was emitted."""
+        if not all(m.sealed >= FOREVER or m.gone for m in self.sources):
+            return False
+        if self.max_data_pane is None or self.next_window is None:
+            return True
+        return self.spec.panes_of_window(self.next_window).start > self.max_data_pane
+
+    # Decisions ---------------------------------------------------------------------------------------------
+    def _present(self, source: int, pane: int) -> str:
+        marks = self.sources[source]
+        cell = self.cells.get(pane, {}).get(source)
+        if cell is not None:
+            return "D" if cell.records else "E"
+        if marks.is_lost(pane):
+            return "L"
+        if pane < marks.sealed:
+            return "E"
+        return "L" if marks.gone else "M"
+
+    def scoreboard(self, window: int) -> dict[str, Any]:
+        panes = self.spec.panes_of_window(window)
+        grid = ["".join(self._present(s, p) for p in panes) for s in range(len(self.sources))]
+        present = sum(row.count("D") + row.count("E") for row in grid)
+        return {
+            "sources": len(self.sources),
+            "first_pane": panes.start,
+            "panes": len(panes),
+            "grid": grid,
+            "present": present,
+            "cells": len(grid) * len(panes),
+        }
+
+    def due(self, now: float) -> list[tuple[int, str]]:
+        """The windows to emit now, in order, with their reasons; the caller emits them with ``emit``."""
+        due: list[tuple[int, str]] = []
+        if self.next_window is None:
+            return due
+        window = self.next_window
+        while True:
+            reason = self._reason(window, now)
+            if reason is None:
+                break
+            due.append((window, reason))
+            window += 1
+        return due
+
+    def _reason(self, window: int, now: float) -> str | None:
+        past_data = self.max_data_pane is None or self.spec.panes_of_window(window).start > self.max_data_pane
+        if past_data and all(m.sealed >= FOREVER or m.gone for m in self.sources):
+            return None  # past the last data of ended sources: nothing more to emit
+        last = self.spec.last_pane(window)
+        sealed = [m.sealed > last or m.gone for m in self.sources]
+        board = None
+        if all(sealed):
+            board = self.scoreboard(window)
+            if any("L" in row for row in board["grid"]):
+                return "source failure"
+            if any(m.natural is not None and m.natural <= last for m in self.sources):
+                return "stopped"
+            return "complete"
+        if any(sealed):
+            self.closing_since.setdefault(window, now)
+        if self.fidelity < 1:
+            board = board or self.scoreboard(window)
+            if board["present"] >= self.fidelity * board["cells"]:
+                return "fidelity"
+        since = self.closing_since.get(window)
+        if self.max_latency is not None and since is not None and now - since >= self.max_latency:
+            return "latency"
+        return None
+
+    # Building ----------------------------------------------------------------------------------------------
+    def emit(self, window: int, reason: str) -> WindowResult | None:
+        """Build ``window`` (the next one due), forget the panes no later window needs, and return the result;
+        ``None`` for a window holding no records (skipped)."""
+        self.started = True
+        panes = self.spec.panes_of_window(window)
+        board = self.scoreboard(window)
+        members = [(p, s, cell) for p in panes for s, cell in self.cells.get(p, {}).items()]
+        records = sum(cell.records for _, _, cell in members)
+        groups = self._build_differential(members) if self.uncombine is not None else self._build_merged(members)
+        start, end = self.spec.bounds(window)
+        self.next_window = window + 1
+        self.closing_since.pop(window, None)
+        keep_from = self.spec.panes_of_window(window + 1).start
+        for pane in [p for p in self.cells if p < keep_from]:
+            del self.cells[pane]
+        self.windows_emitted += 1
+        if not records:
+            return None
+        fidelity = board["present"] / board["cells"] if board["cells"] else 1.0
+        return WindowResult(window, start, end, reason, groups, records, board, fidelity)
+
+    def _build_merged(self, members: list[tuple[int, int, Cell]]) -> dict[Any, Any]:
+        groups: dict[Any, Any] = {}
+        merge = self.merge
+        for _, _, cell in members:
+            if self.lists:
+                for key, values in cell.data.items():
+                    groups.setdefault(key, []).extend(values)
+            else:
+                for key, value in cell.data.items():
+                    groups[key] = merge(key, groups[key], value) if key in groups else value
+        return groups
+
+    def _single(self, key: Any, value: Any) -> Any:
+        if not self.lists:
+            return value
+        values: list[Any] = value
+        result = values[0]
+        for more in values[1:]:
+            result = self.merge(key, result, more)
+        return result
+
+    def _build_differential(self, members: list[tuple[int, int, Cell]]) -> dict[Any, Any]:
+        assert self.uncombine is not None
+        wanted = {(p, s): cell for p, s, cell in members}
+        running, merge, uncombine = self._running, self.merge, self.uncombine
+        for cell_id in [c for c in self._running_cells if c not in wanted]:  # cells that left the window
+            cell = self._running_cells.pop(cell_id)
+            for key, value in cell.data.items():
+                entry = running[key]
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del running[key]
+                else:
+                    entry[0] = uncombine(key, entry[0], self._single(key, value))
+        for cell_id in [c for c in wanted if c not in self._running_cells]:  # cells that came
+            self._running_cells[cell_id] = wanted[cell_id]
+            for key, value in wanted[cell_id].data.items():
+                single = self._single(key, value)
+                if key not in running:
+                    running[key] = [single, 1]
+                else:
+                    running[key][0] = merge(key, running[key][0], single)
+                    running[key][1] += 1
+        return {key: ([entry[0]] if self.lists else entry[0]) for key, entry in running.items()}
+
+    # Checkpoints -------------------------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        """Everything needed to resume (msgpack-able; cell data as key/value column pairs)."""
+        return {
+            "cells": [
+                [pane, source, cell.records, list(cell.data.keys()), list(cell.data.values())]
+                for pane, by_source in self.cells.items()
+                for source, cell in by_source.items()
+            ],
+            "sources": [[m.sealed, m.natural, m.gone, m.received, [list(r) for r in m.lost]] for m in self.sources],
+            "next_window": self.next_window,
+            "started": self.started,
+            "max_data_pane": self.max_data_pane,
+            "late_cells": self.late_cells,
+            "windows_emitted": self.windows_emitted,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load ``to_state()`` output (decoded with tuples for lists, as the shuffle decodes keys)."""
+        self.cells = {}
+        for pane, source, records, keys, values in state["cells"]:
+            data = {key: list(value) if self.lists else value for key, value in zip(keys, values, strict=True)}
+            self.cells.setdefault(pane, {})[source] = Cell(records, data)
+        for marks, (sealed, natural, gone, received, lost) in zip(self.sources, state["sources"], strict=True):
+            marks.sealed, marks.natural, marks.gone, marks.received = sealed, natural, gone, received
+            marks.lost = [(lo, hi) for lo, hi in lost]
+        self.next_window = state["next_window"]
+        self.started = state["started"]
+        self.max_data_pane = state["max_data_pane"]
+        self.late_cells = state["late_cells"]
+        self.windows_emitted = state["windows_emitted"]
+        self._running, self._running_cells = {}, {}
+
+    def sealed_marks(self) -> list[int]:
+        """Per source, how far its cells are reflected in this state (for trimming what workers keep)."""
+        return [m.sealed for m in self.sources]

@@ -1,0 +1,244 @@
+"""The command-line parts of continuous jobs: ``hop run JOB --source ...``, ``hop stop``, ``hop windows``,
+``hop view``.
+
+    hop run jobs/stream_wordcount.py --source tail:logs/ --window 60s --slide 10s -o out/
+    hop run jobs/stream_wordcount.py --source zmq:tcp://127.0.0.1:5600 --window 1000r -o out/
+    hop stop JOB_ID --coordinator ADDRESS        (or Ctrl-C in the hop run)
+    hop windows JOB_ID --coordinator ADDRESS     (the windows written so far, as JSON lines)
+    hop view OUT | JOB_ID --coordinator ADDRESS  (where the Parquet materialized view is)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.stream.windows import WindowSpecError, parse_extent
+
+__all__ = ["add_stream_arguments", "register", "run_stream_from_args"]
+
+
+def _seconds(text: str) -> float:
+    """``"2s"``, ``"500ms"`` or a plain number of seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        unit, amount = parse_extent(text)
+    except WindowSpecError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if unit != "time":
+        raise argparse.ArgumentTypeError(f"expected a duration such as 2s or 500ms, got {text!r}")
+    return amount / 1_000_000
+
+
+def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("continuous jobs (run until the sources end or the job is stopped)")
+    group.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a stream to read, one map each: tail:DIR, zmq:tcp://HOST:PORT (PULL, bound), zmq+sub:ENDPOINT, "
+        "tcp:HOST:PORT (line server), replay:FILE?rate=N",
+    )
+    group.add_argument("--window", default=None, help="window range: 60s, 500ms, 1000r (records), 64KB (bytes)")
+    group.add_argument("--slide", default=None, help="window slide in the same unit (default: tumbling windows)")
+    group.add_argument(
+        "--lateness", type=_seconds, default=0.0, help="time windows: how long panes wait for out-of-order records"
+    )
+    group.add_argument(
+        "--fidelity",
+        type=float,
+        default=1.0,
+        help="emit a window once this share of its source x pane cells arrived (C2; default 1: all)",
+    )
+    group.add_argument(
+        "--max-latency", type=_seconds, default=None, help="emit a window at most this long after its end (e.g. 2s)"
+    )
+    group.add_argument("--checkpoint-every", type=int, default=5, help="checkpoint every N windows (default 5)")
+    group.add_argument(
+        "--checkpoint-seconds", type=_seconds, default=5.0, help="... or after this long with new windows (5s)"
+    )
+    group.add_argument("--sink", default=None, help="also publish every window on a ZeroMQ PUB socket to ENDPOINT")
+    group.add_argument(
+        "--view-interval",
+        type=_seconds,
+        default=30.0,
+        help="compact checkpoint deltas into the Parquet view (Spark) this often (default 30s)",
+    )
+    group.add_argument("--no-view", action="store_true", help="do not maintain the Parquet materialized view")
+    group.add_argument(
+        "--duration", type=_seconds, default=None, help="stop the continuous job after this long (e.g. 5m)"
+    )
+
+
+def run_stream_from_args(args: argparse.Namespace) -> int:
+    """``hop run``/``hop submit`` with ``--source``: build and run a continuous job."""
+    from hop.cli import _fail
+    from hop.loader import JobFileError, load_job_file
+    from hop.local_cluster import ClusterStartError, LocalCluster
+    from hop.runner import JobFailed, build_spec
+    from hop.stream.options import stream_options
+    from hop.stream.runner import run_stream
+    from hop.web.cli import web_view
+
+    if args.inputs:
+        return _fail(f"a continuous job reads its --source, not input files ({' '.join(args.inputs)})", 2)
+    if args.window is None:
+        return _fail("a continuous job needs --window (e.g. --window 60s --slide 10s, or --window 1000r)", 2)
+    if args.mrjob or args.engine != "hop" or args.snapshot_every is not None:
+        return _fail("--source runs a continuous job on hop: drop --mrjob, --engine and --snapshot-every", 2)
+    try:
+        job_class = load_job_file(args.job, args.job_class)
+    except JobFileError as error:
+        return _fail(str(error), 2)
+    try:
+        stream = stream_options(
+            args.source,
+            args.window,
+            args.slide,
+            lateness=args.lateness,
+            fidelity=args.fidelity,
+            max_latency=args.max_latency,
+            checkpoint_windows=args.checkpoint_every,
+            checkpoint_seconds=args.checkpoint_seconds,
+            sink=args.sink,
+        )
+        if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
+            raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")
+    except ValueError as error:
+        return _fail(str(error), 2)
+    workers = getattr(args, "workers", None) or os.cpu_count() or 1
+    reducers = args.reducers or 1
+    spec = build_spec(
+        job_class,
+        [],
+        args.output,
+        num_reduces=reducers,
+        overwrite=args.overwrite,
+        input_format=args.input_format,
+        reduce_memory=args.reduce_memory,
+        options={"max_attempts": args.max_attempts, "stream": stream},
+    )
+    cluster = None
+    try:
+        address = args.coordinator
+        if address is None:
+            # Stream maps hold their slot for the whole job: one map slot per source at least.
+            map_slots = max(1, -(-len(args.source) // workers))
+            cluster = LocalCluster(workers=workers, map_slots=map_slots, reduce_slots=-(-reducers // workers))
+            cluster.start()
+            address = cluster.address
+            if not args.quiet:
+                print(f"hop: embedded cluster's coordinator at {address}", file=sys.stderr, flush=True)
+        client = Client(address)
+        try:
+            with web_view(args, address):
+                status = run_stream(
+                    client,
+                    spec,
+                    progress=not args.quiet,
+                    timeout=args.duration if args.duration is not None else args.timeout,
+                    view_interval=None if args.no_view else args.view_interval,
+                    spark_master=args.spark_master or "local[1]",
+                )
+        finally:
+            client.close()
+    except JobFailed as failure:
+        if failure.status.get("traceback"):
+            sys.stderr.write(failure.status["traceback"])
+        return _fail(f"job failed: {failure}", 1)
+    except (JobRejected, ValueError) as error:
+        return _fail(str(error), 2)
+    except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
+        return _fail(str(error), 3)
+    except KeyboardInterrupt:
+        return _fail("interrupted while stopping", 130)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    del status
+    return 0
+
+
+def _client_call(args: argparse.Namespace, call: Any) -> Any:
+    client = Client(args.coordinator, timeout=10)
+    try:
+        return call(client)
+    finally:
+        client.close()
+
+
+def _stop(args: argparse.Namespace) -> int:
+    try:
+        reply = _client_call(args, lambda client: client.stop(args.job_id))
+    except (CoordinatorUnavailable, JobRejected) as error:
+        print(f"hop: error: {error}", file=sys.stderr)
+        return 3 if isinstance(error, CoordinatorUnavailable) else 2
+    print(f"hop: {args.job_id} is stopping (was {reply['state']}): its last windows are being written")
+    return 0
+
+
+def _windows(args: argparse.Namespace) -> int:
+    try:
+        windows = _client_call(args, lambda client: client.windows(args.job_id, args.after))
+    except (CoordinatorUnavailable, JobRejected) as error:
+        print(f"hop: error: {error}", file=sys.stderr)
+        return 3 if isinstance(error, CoordinatorUnavailable) else 2
+    for window in windows:
+        window.pop("rows", None)
+        print(json.dumps(window))
+    return 0
+
+
+def _view(args: argparse.Namespace) -> int:
+    from hop.stream.view import view_info
+
+    output = Path(args.target)
+    if not output.is_dir():
+        if not args.coordinator:
+            print(
+                f"hop: error: {args.target} is not an output directory; give a job id with --coordinator",
+                file=sys.stderr,
+            )
+            return 2
+        try:
+            job = _client_call(args, lambda client: client.job(args.target))
+        except (CoordinatorUnavailable, JobRejected) as error:
+            print(f"hop: error: {error}", file=sys.stderr)
+            return 3 if isinstance(error, CoordinatorUnavailable) else 2
+        output = Path(job["output"])
+    info = view_info(output)
+    if info is None:
+        print(f"hop: error: {output} has no materialized view yet (no compaction has run)", file=sys.stderr)
+        return 1
+    print(info.base)
+    print(
+        f"hop: version {info.version}, {info.rows:,} rows over {info.windows:,} windows; read it with Spark SQL: "
+        f"spark.read.parquet({str(info.base)!r})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def register(commands: Any) -> None:
+    stop = commands.add_parser("stop", help="stop a continuous job: drain, write the last windows, checkpoint")
+    stop.add_argument("job_id")
+    stop.add_argument("--coordinator", required=True)
+    stop.set_defaults(func=_stop)
+    windows = commands.add_parser("windows", help="print a continuous job's windows so far, as JSON lines")
+    windows.add_argument("job_id")
+    windows.add_argument("--coordinator", required=True)
+    windows.add_argument("--after", type=int, default=0, help="only windows with seq above this")
+    windows.set_defaults(func=_windows)
+    view = commands.add_parser("view", help="print where a continuous job's Parquet materialized view is")
+    view.add_argument("target", help="the job's output directory, or its job id with --coordinator")
+    view.add_argument("--coordinator", default=None)
+    view.set_defaults(func=_view)

@@ -1,0 +1,133 @@
+"""The map side of a continuous query: records are mapped and combined once, into the pane of their position.
+
+A :class:`PaneBuffer` keeps the open panes of one stream map: per pane, per key, the combined value (a built-in
+aggregate's state, folded in place) or the list of values (a user combiner runs once per key when the pane is
+sealed; without a combiner the values travel as they are). ``seal_below(p)`` closes every open pane below ``p`` in
+pane order and returns, for each, one encoded run per reduce partition, ready for a spill file
+(``shuffle.spill.write_spill``), so sealed panes travel through the same push shuffle as batch spills.
+
+The buffer's whole state (open panes and counters) is msgpack-able for map checkpoints: a resumed map restores it,
+seeks its source to the checkpoint's position and goes on, so no record is mapped twice into a pane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from hop.aggregates import Aggregate
+from shuffle.keys import sort_keys
+from shuffle.runs import encode_run
+
+
+@dataclass
+class SealedPane:
+    pane: int
+    records: int
+    """Input records mapped into this pane."""
+    runs: list[tuple[bytes, int, str]]
+    """Per partition: (run bytes, pairs, order tag)."""
+
+
+class PaneBuffer:
+    """Open panes of one stream map; see the module docstring."""
+
+    def __init__(
+        self,
+        num_partitions: int,
+        partition: Callable[[Any], int],
+        aggregate: Aggregate | None,
+        combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]] | None,
+    ) -> None:
+        self.num_partitions = num_partitions
+        self.partition = partition
+        self.aggregate = aggregate
+        self.combiner = combiner
+        self.panes: dict[int, dict[Any, Any]] = {}
+        self.records: dict[int, int] = {}
+        self.output_records = 0
+        self.combine_output_records = 0
+
+    @property
+    def open_panes(self) -> list[int]:
+        return sorted(self.panes)
+
+    def add(self, pane: int, pairs: Iterable[tuple[Any, Any]]) -> None:
+        """Fold one record's map output into ``pane``."""
+        table = self.panes.get(pane)
+        if table is None:
+            table = self.panes[pane] = {}
+            self.records[pane] = 0
+        self.records[pane] += 1
+        aggregate = self.aggregate
+        count = 0
+        if aggregate is None:
+            for key, value in pairs:
+                entry = table.get(key)
+                if entry is None:
+                    table[key] = [value]
+                else:
+                    entry.append(value)
+                count += 1
+        elif aggregate.inline_sum:
+            for key, value in pairs:
+                table[key] = table.get(key, 0) + value
+                count += 1
+        else:
+            lift, merge = aggregate.lift, aggregate.merge
+            for key, value in pairs:
+                table[key] = merge(table[key], lift(value)) if key in table else lift(value)
+                count += 1
+        self.output_records += count
+
+    def seal_below(self, limit: int) -> list[SealedPane]:
+        """Close every open pane below ``limit``, in pane order."""
+        sealed = []
+        for pane in sorted(p for p in self.panes if p < limit):
+            table = self.panes.pop(pane)
+            records = self.records.pop(pane)
+            sealed.append(SealedPane(pane, records, self._runs(table)))
+        return sealed
+
+    def _runs(self, table: dict[Any, Any]) -> list[tuple[bytes, int, str]]:
+        keys_by_partition: list[list[Any]] = [[] for _ in range(self.num_partitions)]
+        for key in table:
+            keys_by_partition[self.partition(key)].append(key)
+        runs = []
+        for keys in keys_by_partition:
+            ordered, tag = sort_keys(keys)
+            out_keys: list[Any] = []
+            out_values: list[Any] = []
+            for key in ordered:
+                value = table[key]
+                if self.aggregate is not None:
+                    out_keys.append(key)
+                    out_values.append(value)
+                elif self.combiner is not None:
+                    for out_key, out_value in self.combiner(key, value):
+                        out_keys.append(out_key)
+                        out_values.append(out_value)
+                else:
+                    out_keys.extend([key] * len(value))
+                    out_values.extend(value)
+            self.combine_output_records += len(out_keys)
+            runs.append((encode_run(out_keys, out_values), len(out_keys), tag))
+        return runs
+
+    # Checkpoints -------------------------------------------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "panes": [[pane, self.records[pane], list(t.keys()), list(t.values())] for pane, t in self.panes.items()],
+            "output_records": self.output_records,
+            "combine_output_records": self.combine_output_records,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.panes, self.records = {}, {}
+        for pane, records, keys, values in state["panes"]:
+            lists = self.aggregate is None
+            self.panes[pane] = {k: (list(v) if lists else v) for k, v in zip(keys, values, strict=True)}
+            self.records[pane] = records
+        self.output_records = state["output_records"]
+        self.combine_output_records = state["combine_output_records"]

@@ -1,0 +1,98 @@
+"""Running a continuous job from the client: submit it, show windows as they close, stop it cleanly.
+
+``run_stream`` returns when the job ends: its sources ended (a replay source), or it was stopped. Ctrl-C (or SIGTERM,
+which the CLI turns into the same ``KeyboardInterrupt``) does not abandon the job: it asks the coordinator to stop
+it (``hop stop`` does the same from elsewhere), so maps drain their open panes, reducers write the last windows and
+checkpoint, and the run exits 0. A second Ctrl-C gives up waiting.
+
+While it runs, a :class:`hop.stream.view.Compactor` compacts the checkpoint deltas into the Parquet materialized
+view in the background (``--view-interval``; off with ``--no-view``); the last compaction runs after the job ends.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hop.client import Client
+from hop.coordinator import prepare_output
+from hop.jobspec import JobSpec
+
+STOP_TIMEOUT = 120.0
+"""How long a stopped job may take to drain before the client gives up waiting."""
+
+
+def run_stream(
+    client: Client,
+    spec: JobSpec,
+    *,
+    progress: bool = True,
+    timeout: float | None = None,
+    view_interval: float | None = 30.0,
+    spark_master: str = "local[1]",
+) -> dict[str, Any]:
+    """Run a continuous job until it ends or is stopped; returns its final status (with ``report``)."""
+    from hop.runner import JobFailed  # hop.runner imports this module's neighbours; import late
+
+    prepare_output(spec.output, spec.overwrite)
+    compactor = None
+    if view_interval is not None:
+        from hop.stream.view import Compactor
+
+        compactor = Compactor(spec.output, interval=view_interval, spark_master=spark_master)
+        compactor.start()
+    job_id = client.submit(spec)
+    if progress:
+        print(f"hop: continuous job {job_id} running; stop it with Ctrl-C or `hop stop {job_id}`", file=sys.stderr)
+    seen = 0
+
+    def show(status: dict[str, Any]) -> None:
+        nonlocal seen
+        if not progress:
+            return
+        for window in client.windows(job_id, after=seen):
+            seen = max(seen, window["seq"])
+            print(
+                f"hop: window {window['label']}: {window['records']:,} records, {window['output_records']:,} rows, "
+                f"{window['reason']} (fidelity {window['fidelity']:.0%})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        try:
+            status = _wait(client, job_id, show, deadline)
+        except (KeyboardInterrupt, TimeoutError) as interrupted:
+            if progress:
+                print(f"hop: stopping {job_id}: draining open panes and writing the last windows", file=sys.stderr)
+            client.stop(job_id)
+            try:
+                status = _wait(client, job_id, show, time.monotonic() + STOP_TIMEOUT)
+            except TimeoutError:
+                raise TimeoutError(f"{job_id} did not stop within {STOP_TIMEOUT:.0f}s") from interrupted
+    finally:
+        if compactor is not None:
+            compactor.stop(final=True, timeout=300)
+            if compactor.last_error and progress:
+                print(f"hop: the materialized view was not updated: {compactor.last_error}", file=sys.stderr)
+    if status["state"] != "succeeded":
+        raise JobFailed(status)
+    report = status["report"]
+    if progress:
+        folder = Path(spec.output) / "windows"
+        print(f"hop: {job_id} ended: {report['continuous']['windows_written']} windows in {folder}", file=sys.stderr)
+    return dict(status)
+
+
+def _wait(client: Client, job_id: str, show: Any, deadline: float | None) -> dict[str, Any]:
+    while True:
+        status = client.status(job_id)
+        show(status)
+        if status["state"] != "running":
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} still running")
+        time.sleep(0.2)

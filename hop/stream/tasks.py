@@ -1,0 +1,529 @@
+"""Stream map and stream reduce attempts: the task-process side of a continuous job.
+
+A continuous job (``spec.options["stream"]``, see :mod:`hop.stream.options`) has one stream map per source and
+``num_reduces`` stream reducers, all running until the sources end or the job is stopped.
+
+**Stream map** (``run_stream_map``): reads its source, gives every record its event time once (the job's
+``time_field`` of a dict record, else the arrival time), maps it with ``key = event time`` and folds the output into
+the pane of its position (``hop.stream.panes``). Its *watermark* says which panes are final: for time windows the
+pane holding ``max event time - lateness`` (or ``now - lateness`` for arrival times) and every pane after it stay
+open; for record and byte windows the pane holding the next record. Sealed panes become spill files whose ``meta``
+(``pane``, ``pane_records``, ``sealed``) travels with every run, through the worker's push shuffle and its credits;
+an advance of the watermark with no data is sent as an empty spill. A record for a pane already sealed is *late*: it
+goes to ``OUT/_late/map-NNNNN.jsonl`` and a counter, never into a window. The map pauses reading while more than
+``pause_threshold`` of its spills are unsent (pane flow control: a slow reducer stops the source, not the memory),
+and with ``max_latency`` it sheds the records of panes whose deadline has passed (``shed_records``, and the panes
+are reported to reducers as shed, which C2 shows).
+
+Checkpoints: every ``checkpoint_seconds``, when every spill it registered has reached every reducer, the map writes
+``OUT/_checkpoints/state/map-NNNNN.msgpack``: its source position, open panes, watermark and counters. A retry
+resumes from it; a source that cannot re-read (ZeroMQ, TCP) declares the panes between the checkpoint and now lost.
+
+**Stream reducer** (``run_stream_reduce``): feeds received cells to a :class:`~hop.stream.assembler.WindowAssembler`,
+writes each due window as ``OUT/windows/<label>/part-NNNNN`` (the job's reduce over the window's groups, sorted by
+key), tells the coordinator (``window_done``, which writes ``_window.json``), and every ``checkpoint_windows``
+windows or ``checkpoint_seconds`` appends the windows written since to a delta file
+(``OUT/_checkpoints/deltas/``, compacted by Spark into the materialized view, ``hop.stream.view``) and saves its
+state (``OUT/_checkpoints/state/reduce-NNNNN.msgpack``). A retry restores that state and ignores cells it already
+holds; workers push every spill since the reducer's last checkpoint again (``stream_trim`` lets them forget older
+ones).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zmq
+
+from hop.aggregates import Aggregate
+from hop.jsonline import to_json
+from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
+from hop.stream.options import StreamOptions
+from hop.stream.panes import PaneBuffer
+from hop.stream.sources import SourceError, SourceRecord, open_source
+from hop.stream.windows import WindowSpec
+from hop.tasks import TaskChannel, UserCodeError, _call_user, _reduce_to_file, instantiate
+from shuffle.keys import sort_keys
+from shuffle.runs import iter_run
+from shuffle.spill import write_spill
+
+PROGRESS_SECONDS = 1.0
+POLL_RECORDS = 2000
+
+
+def _state_path(output: str, name: str) -> Path:
+    return Path(output) / "_checkpoints" / "state" / f"{name}.msgpack"
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + f".tmp-{os.getpid()}")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def _read_state(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return msgpack.unpackb(path.read_bytes(), raw=False, use_list=False, strict_map_key=False)
+
+
+class StreamRecordError(ValueError):
+    """A record the job cannot place in time (no or a bad ``time_field``): names the source and the record."""
+
+
+# Stream map --------------------------------------------------------------------------------------------------------
+class _MapState:
+    """What a stream map checkpoints besides its panes."""
+
+    def __init__(self) -> None:
+        self.ordinal = 0
+        self.offset = 0
+        self.max_event = float("-inf")
+        self.sealed = -FOREVER
+        self.records = 0
+        self.late = 0
+        self.shed = 0
+
+
+def run_stream_map(spec: Any, index: int, attempt: int, job_dir: Path, channel: TaskChannel) -> dict[str, Any]:
+    """Run one stream map attempt until its source ends or the job is stopped; returns ``map_done`` fields."""
+    job, functions = instantiate(spec)
+    options = StreamOptions.from_spec(spec)
+    window = options.window
+    url = options.sources[index]
+    time_field = getattr(job, "time_field", None)
+    attempt_dir = job_dir / f"stream-map-{index:05d}-{attempt}"
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    state_path = _state_path(spec.output, f"map-{index:05d}")
+    late_path = Path(spec.output) / "_late" / f"map-{index:05d}.jsonl"
+    num_reduces = spec.num_reduces
+
+    def partition(key: Any) -> int:
+        try:
+            return int(job.partition(key, num_reduces))
+        except Exception as error:
+            raise UserCodeError("partition", error, f"key {key!r}") from error
+
+    aggregate = functions.reduce_aggregate or (
+        functions.combiner if isinstance(functions.combiner, Aggregate) else None
+    )
+    buffer = PaneBuffer(num_reduces, partition, aggregate, None if aggregate else functions.combiner)
+    marks = _MapState()
+    try:
+        source = open_source(url)
+    except SourceError as error:
+        raise ValueError(f"stream map {index}: {error}") from error
+    seq = 0
+    unsent = 0
+    stopping = False
+    started = time.time()
+    lost_announce: tuple[int, int] | None = None
+    saved = _read_state(state_path) if attempt > 0 else None
+    if saved is not None:
+        buffer.restore(saved["buffer"])
+        for name in ("ordinal", "offset", "max_event", "sealed", "records", "late", "shed"):
+            setattr(marks, name, saved[name])
+        if source.replayable:
+            source.seek(saved["position"])
+        elif window.unit == "time":
+            # What arrived between the checkpoint and now went to the failed attempt and is gone: say so.
+            lost_announce = (marks.sealed, window.pane_of(time.time() - options.lateness))
+            buffer.panes.clear()
+            buffer.records.clear()
+        for group, names in saved["user_counters"].items():
+            for name, value in names.items():
+                job.increment_counter(group, name, value)
+    last_checkpoint = time.monotonic()
+    last_seal_sent = 0.0
+    announced = marks.sealed
+    last_report = time.monotonic()
+    paused_seconds = 0.0
+    pauses = 0
+
+    def take_control() -> None:
+        nonlocal unsent, stopping
+        while (msg := channel.receive(0)) is not None:
+            if msg.get("type") == "spill_status" and msg.get("index") == index:
+                unsent = int(msg["unsent"])
+            elif msg.get("type") == "stream_stop":
+                stopping = True
+
+    def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
+        nonlocal seq, unsent, announced, last_seal_sent
+        path = attempt_dir / f"pane-{seq:08d}.spill"
+        write_spill(path, runs)
+        meta = {"pane": pane, "pane_records": pane_records, "sealed": sealed, **meta}
+        channel.send("spill", index=index, attempt=attempt, seq=seq, path=str(path), meta=meta)
+        seq += 1
+        unsent += 1
+        announced, last_seal_sent = sealed, time.monotonic()
+
+    def empty_runs() -> list[tuple[bytes, int, str]]:
+        return [(b"", 0, "empty")] * num_reduces
+
+    def seal(limit: int, **meta: Any) -> None:
+        """Close the panes below ``limit``. Each pane's spill says it seals only up to itself (the next ones are
+        on their way), the last says ``limit``; an advance with no data is announced at most every
+        ``seal_interval``, and the end of the source at once (``meta``)."""
+        panes = buffer.seal_below(limit)
+        marks.sealed = max(marks.sealed, limit)
+        for number, sealed_pane in enumerate(panes):
+            last = number == len(panes) - 1
+            sealed = marks.sealed if last and not meta else sealed_pane.pane + 1
+            register(sealed_pane.pane, sealed_pane.records, sealed_pane.runs, sealed)
+        if meta or (marks.sealed > announced and time.monotonic() - last_seal_sent >= options.seal_interval):
+            register(-1, 0, empty_runs(), marks.sealed, **meta)  # the watermark moved with no data, or the end
+
+    def checkpoint() -> None:
+        state = {
+            "position": source.position(),
+            "buffer": buffer.to_state(),
+            "user_counters": job.counters_so_far(),
+            **{name: getattr(marks, name) for name in ("ordinal", "offset", "max_event", "sealed")},
+            **{name: getattr(marks, name) for name in ("records", "late", "shed")},
+        }
+        _write_atomically(state_path, msgpack.packb(state, use_bin_type=True))
+
+    def event_time(record: SourceRecord, value: Any) -> float:
+        if time_field is None:
+            return record.arrival
+        if not isinstance(value, dict) or time_field not in value:
+            raise StreamRecordError(
+                f"{url}: record {marks.ordinal} has no field {time_field!r} (the job's time_field): {value!r:.200}; "
+                "send dict records (JSON lines or msgpack maps) that carry it, or unset time_field to use arrival "
+                "time"
+            )
+        stamp = value[time_field]
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+            raise StreamRecordError(
+                f"{url}: record {marks.ordinal} field {time_field!r} is {stamp!r}, not seconds since the epoch"
+            )
+        return float(stamp)
+
+    decode = _decoder(spec.input_format, url)
+    mapper = functions.mapper
+    late_lines: list[str] = []
+    """Late records not yet appended to ``OUT/_late/map-NNNNN.jsonl`` (written once per poll)."""
+    _call_user("setup", job.setup)
+    try:
+        if lost_announce is not None and lost_announce[1] > lost_announce[0]:
+            marks.sealed = lost_announce[1]
+            register(-1, 0, empty_runs(), marks.sealed, lost=list(lost_announce))
+        while True:
+            take_control()
+            if stopping or source.exhausted:
+                break
+            if unsent > options.pause_threshold:
+                # Pane flow control: reducers are behind; stop taking input rather than buffering it.
+                pauses += 1
+                pause_start = time.monotonic()
+                deadline = pause_start + 0.5
+                while unsent > options.pause_threshold and not stopping and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    take_control()
+                paused_seconds += time.monotonic() - pause_start
+            now = time.time()
+            for record in source.poll(POLL_RECORDS, 0.05):
+                value = decode(record, marks.ordinal)
+                stamp = event_time(record, value)
+                position = (
+                    stamp if window.unit == "time" else marks.ordinal if window.unit == "records" else marks.offset
+                )
+                pane = window.pane_of(position)
+                marks.ordinal += 1
+                marks.offset += record.nbytes
+                if pane < marks.sealed:
+                    marks.late += 1
+                    late_lines.append(to_json({"event_time": stamp, "pane": pane, "value": value}) + "\n")
+                    continue
+                if options.max_latency is not None and window.unit == "time":
+                    deadline = (pane + 1) * window.pane / 1_000_000 + options.lateness + options.max_latency
+                    if time_field is not None and now > deadline + 1.0 and now - stamp < 86_400:
+                        marks.shed += 1  # its windows were emitted on the latency bound already: load shedding
+                        continue
+                marks.records += 1
+                marks.max_event = max(marks.max_event, stamp)
+                try:
+                    pairs = mapper(stamp, value) or ()
+                    buffer.add(pane, pairs)
+                except Exception as error:
+                    raise UserCodeError("map", error, f"{url} record {marks.ordinal - 1}: {value!r:.200}") from error
+            if late_lines:
+                late_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(late_path, "a", encoding="utf-8") as late_file:
+                    late_file.writelines(late_lines)
+                late_lines.clear()
+            seal(_watermark(window, options, marks, time_field))
+            take_control()
+            mono = time.monotonic()
+            if mono - last_checkpoint >= options.checkpoint_seconds and unsent == 0:
+                checkpoint()
+                last_checkpoint = mono
+            if mono - last_report >= PROGRESS_SECONDS:
+                last_report = mono
+                channel.send(
+                    "task_progress", kind="map", index=index, attempt=attempt, fraction=0.0, records=marks.records
+                )
+        natural = marks.sealed
+        seal(FOREVER, final=True, natural=natural if stopping else None)
+        checkpoint()
+        _call_user("teardown", job.teardown)
+    finally:
+        source.close()
+    return {
+        "spills": seq,
+        "counters": {
+            "map_input_records": marks.records,
+            "map_output_records": buffer.output_records,
+            "combine_output_records": buffer.combine_output_records,
+            "spill_files": seq,
+            "late_records": marks.late,
+            "shed_records": marks.shed,
+            "stream_pauses": pauses,
+            "stream_paused_ms": int(paused_seconds * 1000),
+            "stream_seconds": int(time.time() - started),
+        },
+        "user_counters": job.take_counters(),
+    }
+
+
+def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, time_field: str | None) -> int:
+    """The first pane still open."""
+    if window.unit == "time":
+        frontier = marks.max_event if time_field is not None else time.time()
+        if frontier == float("-inf"):
+            return marks.sealed
+        return window.pane_of(frontier - options.lateness)
+    if window.unit == "records":
+        return marks.ordinal // window.pane
+    return marks.offset // window.pane
+
+
+def _decoder(input_format: str, url: str) -> Callable[[SourceRecord, int], Any]:
+    if input_format != "jsonl":
+        return lambda record, ordinal: record.value
+
+    def decode(record: SourceRecord, ordinal: int) -> Any:
+        if not isinstance(record.value, str):
+            return record.value  # msgpack frames arrive decoded
+        try:
+            return json.loads(record.value)
+        except json.JSONDecodeError as error:
+            raise StreamRecordError(
+                f"{url}: record {ordinal} is not valid JSON ({error}): {record.value!r:.200}"
+            ) from None
+
+    return decode
+
+
+# Stream reduce -----------------------------------------------------------------------------------------------------
+def run_stream_reduce(
+    spec: Any, index: int, attempt: int, num_maps: int, channel: TaskChannel, host: str = "127.0.0.1"
+) -> dict[str, Any]:
+    """Run one stream reduce attempt until every source ended and every window was written."""
+    job, functions = instantiate(spec)
+    options = StreamOptions.from_spec(spec)
+    window = options.window
+    aggregate = functions.reduce_aggregate
+    lists = aggregate is None
+    merge = _merge_function(aggregate, functions.combiner)
+    uncombine = getattr(job, "uncombine", None)
+    assembler = WindowAssembler(
+        window,
+        num_maps,
+        lists,
+        merge,
+        options.fidelity,
+        options.max_latency,
+        uncombine if callable(uncombine) else None,
+    )
+    state_path = _state_path(spec.output, f"reduce-{index:05d}")
+    saved = _read_state(state_path) if attempt > 0 else None
+    counters = {"windows_written": 0, "late_cells": 0, "late_records": 0, "duplicate_cells": 0, "checkpoints": 0}
+    delta_seq = 0
+    processed: dict[int, tuple[int, int]] = {}
+    """Per map, the (attempt, seq) of the last spill this reducer took: what a checkpoint covers."""
+    if saved is not None:
+        assembler.restore(saved["assembler"])
+        counters.update(saved["counters"])
+        delta_seq = saved["delta_seq"]
+        processed = {int(m): (a, s) for m, a, s in saved["processed"]}
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    pull = context.socket(zmq.ROUTER)
+    port = pull.bind_to_random_port(f"tcp://{host}")
+    sink = None
+    if options.sink:
+        sink = context.socket(zmq.PUB)
+        sink.setsockopt(zmq.LINGER, 0)
+        sink.connect(options.sink)
+    pending_delta: list[str] = []
+    windows_since_checkpoint = 0
+    last_checkpoint = time.monotonic()
+    late_path = Path(spec.output) / "_late" / f"reduce-{index:05d}.jsonl"
+    poller = zmq.Poller()
+    poller.register(pull, zmq.POLLIN)
+    poller.register(channel.control_socket, zmq.POLLIN)
+    received_runs = 0
+    received_bytes = 0
+
+    def checkpoint() -> None:
+        nonlocal delta_seq, pending_delta, windows_since_checkpoint, last_checkpoint
+        if pending_delta:
+            delta = Path(spec.output) / "_checkpoints" / "deltas" / f"delta-{index:05d}-{delta_seq:08d}.jsonl"
+            _write_atomically(delta, "".join(pending_delta).encode())
+            delta_seq += 1
+            pending_delta = []
+        counters["checkpoints"] += 1
+        state = {
+            "assembler": assembler.to_state(),
+            "counters": counters,
+            "delta_seq": delta_seq,
+            "processed": [[m, a, s] for m, (a, s) in processed.items()],
+        }
+        _write_atomically(state_path, msgpack.packb(state, use_bin_type=True))
+        windows_since_checkpoint, last_checkpoint = 0, time.monotonic()
+        channel.send("stream_checkpoint", index=index, attempt=attempt, processed=state["processed"])
+
+    def write_window(result: WindowResult) -> None:
+        nonlocal windows_since_checkpoint
+        label = window.label(result.window)
+        folder = Path(spec.output) / "windows" / label
+        folder.mkdir(parents=True, exist_ok=True)
+        part = folder / f"part-{index:05d}"
+        temporary = folder / f".part-{index:05d}.tmp-{attempt}"
+        ordered, _ = sort_keys(list(result.groups))
+        groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
+        _, output_records = _reduce_to_file(groups, functions.reducer, temporary)
+        os.replace(temporary, part)
+        lines = part.read_text(encoding="utf-8").splitlines()
+        for line in lines:
+            key_text, value_text = line.split("\t", 1)
+            pending_delta.append(
+                f'{{"window_start": {result.start}, "window_end": {result.end}, "partition": {index}, '
+                f'"key": {key_text}, "value": {value_text}}}\n'
+            )
+        counters["windows_written"] += 1
+        windows_since_checkpoint += 1
+        report = {
+            "window": result.window,
+            "label": label,
+            "start": result.start,
+            "end": result.end,
+            "records": result.records,
+            "reason": result.reason,
+            "fidelity": result.fidelity,
+            "scoreboard": result.scoreboard,
+            "output_records": output_records,
+            "emitted_at": time.time(),
+            "rows": [line.split("\t", 1) for line in lines[:200]],
+        }
+        channel.send("window_done", index=index, attempt=attempt, **report)
+        if sink is not None:
+            sink.send(msgpack.packb({"job_id": spec.job_id, "partition": index, **report}, use_bin_type=True))
+
+    def take_run(header: dict[str, Any], run: bytes) -> None:
+        nonlocal received_runs, received_bytes
+        source = int(header["map"])
+        mark = (int(header["attempt"]), int(header["seq"]))
+        if mark <= processed.get(source, (-1, -1)):
+            counters["duplicate_cells"] += 1
+            return  # pushed again after a restart, and this state already reflects it
+        processed[source] = mark
+        received_runs += 1
+        received_bytes += len(run)
+        sealed = int(header.get("sealed", -FOREVER))
+        if "lost" in header:
+            lo, hi = header["lost"]
+            assembler.add_lost(source, int(lo), int(hi))
+        pane = int(header.get("pane", -1))
+        if pane >= 0:
+            outcome = assembler.add_cell(source, pane, int(header["pane_records"]), iter_run(run), sealed)
+            if outcome == "duplicate":
+                counters["duplicate_cells"] += 1
+            elif outcome == "late":
+                counters["late_cells"] += 1
+                counters["late_records"] += int(header["pane_records"])
+                late_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(late_path, "a", encoding="utf-8") as late:
+                    windows = [window.label(w) for w in assembler.late_windows(pane)]
+                    late.write(
+                        json.dumps(
+                            {"source": source, "pane": pane, "records": header["pane_records"], "windows": windows}
+                        )
+                        + "\n"
+                    )
+        else:
+            assembler.add_seal(source, sealed)
+        if header.get("final"):
+            assembler.source_ended(source, header.get("natural"))
+
+    try:
+        channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
+        _call_user("setup", job.setup)
+        while not assembler.finished:
+            events = dict(poller.poll(100))
+            if pull in events:
+                for _ in range(256):
+                    try:
+                        sender, header_frame, data = pull.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    header = msgpack.unpackb(header_frame, raw=False)
+                    take_run(header, data)
+                    pull.send_multipart([sender, b"%d" % header["seq"]])
+            if channel.control_socket in events:
+                while (control := channel.receive(0)) is not None:
+                    if control.get("job_id") == spec.job_id and control["type"] == "stream_source_gone":
+                        assembler.source_gone(int(control["index"]))
+            for number, reason in assembler.due(time.time()):
+                result = assembler.emit(number, reason)
+                if result is not None:
+                    write_window(result)
+            idle = time.monotonic() - last_checkpoint
+            if windows_since_checkpoint >= options.checkpoint_windows or (
+                windows_since_checkpoint and idle >= options.checkpoint_seconds
+            ):
+                checkpoint()
+        checkpoint()
+        _call_user("teardown", job.teardown)
+    finally:
+        pull.close(linger=0)
+        if sink is not None:
+            sink.close(linger=0)
+    return {
+        "path": None,
+        "first_run_at": None,
+        "counters": {
+            **counters,
+            "late_cells_total": assembler.late_cells,
+            "spills_pushed": received_runs,
+            "shuffle_bytes": received_bytes,
+        },
+        "user_counters": job.take_counters(),
+    }
+
+
+def _merge_function(
+    aggregate: Aggregate | None, combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]] | None
+) -> Callable[[Any, Any, Any], Any]:
+    """``merge(key, a, b)`` for the assembler: the aggregate's merge, or the job's combiner on two values."""
+    if aggregate is not None:
+        merge = aggregate.merge
+        return lambda key, a, b: merge(a, b)
+
+    def combine_two(key: Any, a: Any, b: Any) -> Any:
+        if combiner is None:
+            raise ValueError("a differential window (uncombine) needs a combiner to add values")
+        values = [value for _, value in combiner(key, [a, b])]
+        if len(values) != 1:
+            raise ValueError(f"uncombine needs a combiner that yields one value per key; key {key!r} gave {values!r}")
+        return values[0]
+
+    return combine_two
