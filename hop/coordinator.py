@@ -745,6 +745,8 @@ class Coordinator:
                 fields["pipe"] = {"host": worker.host, "committed": path if committed else None}
             if attempt.resumed_from:
                 fields["resume"] = attempt.resumed_from
+            if job.windows is not None:
+                fields["resume_below"] = job.windows.covered(index)
         else:
             worker.free_reduce -= 1
             fields["num_maps"] = len(job.maps)

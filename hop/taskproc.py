@@ -86,7 +86,8 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
             from hop.stream.tasks import run_stream_map, run_stream_reduce  # continuous jobs only
 
             if kind == "map":
-                result = run_stream_map(spec, index, attempt, job_dir, channel)
+                below = task.get("resume_below")
+                result = run_stream_map(spec, index, attempt, job_dir, channel, tuple(below) if below else None)
                 channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
             else:
                 host = task.get("host", "127.0.0.1")

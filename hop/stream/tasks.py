@@ -54,6 +54,8 @@ from shuffle.runs import iter_run
 from shuffle.spill import write_spill
 
 PROGRESS_SECONDS = 1.0
+KEEP_MAP_CHECKPOINTS = 64
+"""Map checkpoints kept: a retry needs one its reducers' checkpoints cover, which can lag by a few seconds."""
 POLL_RECORDS = 2000
 
 
@@ -92,8 +94,20 @@ class _MapState:
         self.shed = 0
 
 
-def run_stream_map(spec: Any, index: int, attempt: int, job_dir: Path, channel: TaskChannel) -> dict[str, Any]:
-    """Run one stream map attempt until its source ends or the job is stopped; returns ``map_done`` fields."""
+def run_stream_map(
+    spec: Any,
+    index: int,
+    attempt: int,
+    job_dir: Path,
+    channel: TaskChannel,
+    resume_below: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """Run one stream map attempt until its source ends or the job is stopped; returns ``map_done`` fields.
+
+    A retry (``attempt > 0``) resumes from the newest checkpoint whose spills every reducer's checkpoint covers
+    (``resume_below``: the (attempt, seq) of the last such spill, from the coordinator), so whatever a restarted
+    reducer lost is sent again; with none, it starts from the beginning of its source. Reducers ignore the cells
+    they already hold."""
     job, functions = instantiate(spec)
     options = StreamOptions.from_spec(spec)
     window = options.window
@@ -101,7 +115,7 @@ def run_stream_map(spec: Any, index: int, attempt: int, job_dir: Path, channel: 
     time_field = getattr(job, "time_field", None)
     attempt_dir = job_dir / f"stream-map-{index:05d}-{attempt}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
-    state_path = _state_path(spec.output, f"map-{index:05d}")
+    checkpoint_dir = Path(spec.output) / "_checkpoints" / "state" / f"map-{index:05d}"
     late_path = Path(spec.output) / "_late" / f"map-{index:05d}.jsonl"
     num_reduces = spec.num_reduces
 
@@ -125,7 +139,7 @@ def run_stream_map(spec: Any, index: int, attempt: int, job_dir: Path, channel: 
     stopping = False
     started = time.time()
     lost_announce: tuple[int, int] | None = None
-    saved = _read_state(state_path) if attempt > 0 else None
+    saved = _usable_map_checkpoint(checkpoint_dir, resume_below, source.replayable) if attempt > 0 else None
     if saved is not None:
         buffer.restore(saved["buffer"])
         for name in ("ordinal", "offset", "max_event", "sealed", "records", "late", "shed"):
@@ -189,7 +203,9 @@ def run_stream_map(spec: Any, index: int, attempt: int, job_dir: Path, channel: 
             **{name: getattr(marks, name) for name in ("ordinal", "offset", "max_event", "sealed")},
             **{name: getattr(marks, name) for name in ("records", "late", "shed")},
         }
-        _write_atomically(state_path, msgpack.packb(state, use_bin_type=True))
+        _write_atomically(checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", msgpack.packb(state, use_bin_type=True))
+        for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
+            stale.unlink(missing_ok=True)
 
     def event_time(record: SourceRecord, value: Any) -> float:
         if time_field is None:
@@ -292,6 +308,21 @@ def run_stream_map(spec: Any, index: int, attempt: int, job_dir: Path, channel: 
         },
         "user_counters": job.take_counters(),
     }
+
+
+def _usable_map_checkpoint(
+    folder: Path, covered: tuple[int, int] | None, replayable: bool
+) -> dict[str, Any] | None:
+    """The newest map checkpoint ``ATTEMPT-SEQ.msgpack`` (covering spills ``< SEQ`` of that attempt) whose spills
+    are all in every reducer's checkpoint. A source that cannot re-read takes the newest checkpoint whatever the
+    reducers hold: going back would not bring the records back."""
+    candidates = sorted(folder.glob("*.msgpack"), reverse=True)
+    for path in candidates:
+        attempt_text, seq_text = path.stem.split("-")
+        last_spill = (int(attempt_text), int(seq_text) - 1)
+        if not replayable or (covered is not None and last_spill <= tuple(covered)):
+            return _read_state(path)
+    return None
 
 
 def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, time_field: str | None) -> int:

@@ -88,6 +88,11 @@ class WindowTracker:
     def since(self, after: int) -> list[dict[str, Any]]:
         return [w for w in self.windows if w["seq"] > after]
 
+    def covered(self, source: int) -> list[int] | None:
+        """The (attempt, seq) of the last spill of ``source`` that every reducer's checkpoint holds."""
+        mark = self._trimmed.get(source)
+        return list(mark) if mark is not None else None
+
     def on_checkpoint(self, partition: int, processed: list[list[int]]) -> list[tuple[int, int, int]]:
         """A reducer checkpointed; returns the (map, attempt, seq) up to which workers may now forget spills."""
         self._covered[partition] = {int(m): (int(a), int(s)) for m, a, s in processed}

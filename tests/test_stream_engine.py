@@ -1,0 +1,397 @@
+"""Continuous queries on real processes: replayed streams through tumbling and sliding windows give, per window,
+exactly what a batch computation over that window's records gives (computed with Spark SQL), with and without
+``uncombine``; record windows over a ZeroMQ source; late records land in ``OUT/_late``; a worker killed
+mid-stream is recovered from checkpoints and every window is still exact; ``hop stop`` drains a stream that never
+ends.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import zmq
+
+from hop.client import Client
+from hop.loader import load_job_file
+from hop.local_cluster import LocalCluster
+from hop.runner import build_spec
+from hop.stream.options import stream_options
+from hop.stream.runner import run_stream
+from tests.conftest import ROOT, job_path
+
+pytestmark = pytest.mark.slow
+
+T0 = 1_700_000_000.0
+WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+def write_events(path: Path, count: int, rate: float, seed: int, disorder: float = 0.0) -> list[dict[str, Any]]:
+    """JSON-line events ``{"ts", "text"}``, ``rate`` per second of event time. Times keep clear of whole
+    milliseconds so no event sits exactly on a pane boundary, where float rounding could differ between engines.
+    ``disorder`` moves that share of events back in time by up to 3 s (out-of-order arrivals)."""
+    rng = random.Random(seed)
+    events, now = [], T0
+    for _ in range(count):
+        now += rng.expovariate(rate)
+        stamp = round(now, 3) + 0.0004
+        if disorder and rng.random() < disorder:
+            stamp -= rng.uniform(0.5, 3.0)
+        events.append({"ts": stamp, "text": " ".join(rng.choices(WORDS, k=rng.randint(1, 4)))})
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    return events
+
+
+def read_windows(output: Path) -> dict[float, tuple[dict[str, Any], dict[Any, Any]]]:
+    """window start -> (its _window.json, its rows from every part file)."""
+    windows = {}
+    for folder in sorted((output / "windows").iterdir()):
+        meta = json.loads((folder / "_window.json").read_text())
+        rows: dict[Any, Any] = {}
+        for part in sorted(folder.glob("part-*")):
+            for line in part.read_text(encoding="utf-8").splitlines():
+                key, value = line.split("\t")
+                rows[json.loads(key)] = json.loads(value)
+        windows[meta["start"]] = (meta, rows)
+    return windows
+
+
+def python_windows(events: list[dict[str, Any]], size: float, slide: float) -> dict[float, dict[str, int]]:
+    """Word counts per sliding window by event time, straight from the events (windows aligned to the epoch)."""
+    import math
+
+    result: dict[float, Counter[str]] = {}
+    for event in events:
+        last = math.floor(event["ts"] / slide)
+        first = math.floor((event["ts"] - size) / slide) + 1
+        for number in range(first, last + 1):
+            result.setdefault(number * slide, Counter()).update(event["text"].split())
+    return {start: dict(counts) for start, counts in result.items()}
+
+
+def run_stream_job(
+    client: Client, job_class: str, sources: list[str], output: Path, window: str, slide: str | None = None, **more: Any
+) -> dict[str, Any]:
+    reducers = more.pop("num_reduces", 2)
+    options = stream_options(sources, window, slide, **more)
+    spec = build_spec(
+        load_job_file(job_path("stream_events"), job_class),
+        [],
+        str(output),
+        num_reduces=reducers,
+        options={"stream": options, "max_attempts": 4},
+    )
+    status = run_stream(client, spec, progress=False, timeout=120, view_interval=None)
+    return dict(status["report"])
+
+
+@pytest.fixture(scope="module")
+def stream_cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(workers=2, map_slots=2, reduce_slots=2) as local:
+        yield local
+
+
+@pytest.fixture()
+def stream_client(stream_cluster: LocalCluster) -> Iterator[Client]:
+    connection = Client(stream_cluster.address, timeout=30)
+    yield connection
+    connection.close()
+
+
+def _java_found() -> bool:
+    java_home = os.environ.get("JAVA_HOME")
+    return bool(java_home and Path(java_home, "bin", "java").exists()) or shutil.which("java") is not None
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    if not _java_found() or importlib.util.find_spec("pyspark") is None:
+        pytest.skip("Java 17 and PySpark are needed for the batch side of this comparison (pip install pyspark)")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("hop-stream-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    stop_spark(session)
+
+
+def stop_spark(session: Any) -> None:
+    """Stop the session and its JVM, and reap the JVM process (the suite checks that no child is left)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    session.stop()
+    if gateway is not None:
+        process = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=30)
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+def spark_windows(spark: Any, events_path: Path, size: int, slide: int) -> dict[float, dict[str, int]]:
+    """The batch answer: Spark SQL's own sliding windows over the same events."""
+    from pyspark.sql import functions as F
+
+    frame = spark.read.json(str(events_path))
+    words = frame.select(
+        F.col("ts").cast("timestamp").alias("at"), F.explode(F.split(F.col("text"), " ")).alias("word")
+    )
+    grouped = words.groupBy(F.window("at", f"{size} seconds", f"{slide} seconds"), "word").count()
+    result: dict[float, dict[str, int]] = {}
+    for row in grouped.select(F.col("window.start").cast("double").alias("start"), "word", "count").collect():
+        result.setdefault(float(row["start"]), {})[row["word"]] = int(row["count"])
+    return result
+
+
+@pytest.mark.parametrize(
+    ("job_class", "window", "slide"),
+    [
+        ("EventWordCount", 5, 5),  # tumbling
+        ("EventWordCount", 10, 2),  # sliding, panes merged
+        ("EventWordCountDifferential", 10, 2),  # sliding, built differentially with uncombine
+    ],
+)
+def test_replayed_stream_windows_equal_spark_batch(
+    stream_client: Client, spark: Any, tmp_path: Path, job_class: str, window: int, slide: int
+) -> None:
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 4000, rate=80.0, seed=window * 10 + slide)
+    report = run_stream_job(
+        stream_client, job_class, [f"replay:{events_path}"], tmp_path / "out", f"{window}s", f"{slide}s"
+    )
+    got = read_windows(tmp_path / "out")
+    expected = spark_windows(spark, events_path, window, slide)
+    assert expected == python_windows(events, window, slide)  # the two batch answers agree
+    assert sorted(got) == sorted(expected)
+    for start, (meta, rows) in got.items():
+        assert rows == expected[start], f"window {meta['label']}"
+        assert meta["reason"] == "complete"
+        assert meta["end"] - meta["start"] == window
+        assert set("".join(meta["scoreboard"]["grid"])) <= {"D", "E"}  # every cell present
+        assert meta["records"] == sum(1 for e in events if start <= e["ts"] < start + window)
+    assert report["continuous"]["windows_written"] == len(expected)
+    assert report["counters"]["map_input_records"] == len(events)
+
+
+def test_generic_reduce_gets_every_value_of_the_window(stream_client: Client, tmp_path: Path) -> None:
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 1500, rate=100.0, seed=3)
+    run_stream_job(stream_client, "EventWordLists", [f"replay:{events_path}"], tmp_path / "out", "4s", "2s")
+    for start, (_, rows) in read_windows(tmp_path / "out").items():
+        expected: dict[str, list[int]] = {}
+        for event in events:
+            if start <= event["ts"] < start + 4:
+                for word in event["text"].split():
+                    expected.setdefault(word, []).append(int(event["ts"]))
+        assert rows == {word: sorted(stamps) for word, stamps in expected.items()}
+
+
+def test_late_records_go_to_late_output_never_into_a_window(stream_client: Client, tmp_path: Path) -> None:
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 3000, rate=100.0, seed=5, disorder=0.05)
+    report = run_stream_job(stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "2s")
+    late_lines = (tmp_path / "out" / "_late" / "map-00000.jsonl").read_text().splitlines()
+    late = [json.loads(line) for line in late_lines]
+    assert late, "5% of events arrive up to 3 s late with no lateness allowed: some must be late"
+    assert report["counters"]["late_records"] == len(late)
+    late_keys = Counter((round(r["event_time"], 4), r["value"]["text"]) for r in late)
+    on_time = [e for e in events if late_keys[(round(e["ts"], 4), e["text"])] == 0]
+    for start, (_, rows) in read_windows(tmp_path / "out").items():
+        expected = Counter()
+        for event in on_time:
+            if start <= event["ts"] < start + 2:
+                expected.update(event["text"].split())
+        assert rows == dict(expected)
+    windowed = sum(meta["records"] for meta, _ in read_windows(tmp_path / "out").values())
+    assert windowed + len(late) == len(events), "every record is in a window or in _late, none lost"
+
+
+def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_path: Path) -> None:
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 2000, rate=100.0, seed=6, disorder=0.05)
+    report = run_stream_job(
+        stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "2s", lateness=4.0
+    )
+    assert report["counters"]["late_records"] == 0
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(
+        events, 2, 2
+    )
+
+
+def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> None:
+    """``--window 500r`` over a ZeroMQ PULL source fed msgpack records; stopped with ``hop stop``'s message."""
+    context = zmq.Context.instance()
+    with socket_port() as port:
+        endpoint = f"tcp://127.0.0.1:{port}"
+    events = [{"ts": T0 + i, "text": " ".join(random.Random(i).choices(WORDS, k=2))} for i in range(2600)]
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        result["report"] = run_stream_job(
+            stream_client_for_thread, "EventWordCount", [f"zmq:{endpoint}"], tmp_path / "out", "500r", num_reduces=1
+        )
+
+    stream_client_for_thread = Client(stream_client.address, timeout=30)
+    runner = threading.Thread(target=run)
+    runner.start()
+    push = context.socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(endpoint)
+    try:
+        for event in events:
+            push.send(msgpack.packb(event))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = list((tmp_path / "out" / "windows").glob("*/_window.json"))
+            if len(done) >= 5:
+                break
+            time.sleep(0.1)
+        jobs = [j for j in stream_client.jobs() if j["output"] == str(tmp_path / "out") and j["state"] == "running"]
+        assert jobs, "the continuous job should still be running"
+        stream_client.stop(jobs[0]["job_id"])
+        runner.join(timeout=60)
+    finally:
+        push.close()
+        stream_client_for_thread.close()
+    assert not runner.is_alive()
+    windows = read_windows(tmp_path / "out")
+    starts = sorted(windows)
+    assert starts[:5] == [0, 500, 1000, 1500, 2000]
+    for start in starts[:5]:
+        meta, rows = windows[start]
+        expected: Counter[str] = Counter()
+        for event in events[start : start + 500]:
+            expected.update(event["text"].split())
+        assert rows == dict(expected) and meta["records"] == 500 and meta["reason"] == "complete"
+    last_meta, _ = windows[2500]
+    assert last_meta["records"] == 100 and last_meta["reason"] == "stopped"  # flushed by the stop, not complete
+    assert result["report"]["continuous"]["stopped"] is True
+
+
+class socket_port:
+    """A free TCP port on 127.0.0.1 (the socket is closed on exit, so a source can bind it)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        return int(self.socket.getsockname()[1])
+
+    def __exit__(self, *exc: object) -> None:
+        self.socket.close()
+
+
+def test_worker_killed_mid_stream_recovers_exactly(tmp_path: Path) -> None:
+    """SIGKILL the worker running the stream map (and maybe a reducer) halfway: retries resume from checkpoints
+    that every reducer's checkpoint covers, reducers ignore what they already hold, and every window is exact."""
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 5000, rate=100.0, seed=11)
+    output = tmp_path / "out"
+    with LocalCluster(workers=3, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster:
+        client = Client(cluster.address, timeout=30)
+        killed: list[str] = []
+
+        def kill_map_worker() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(list(output.glob("windows/*/_window.json"))) < 8:
+                time.sleep(0.05)
+            watcher = Client(cluster.address, timeout=30)
+            try:
+                job = next(j for j in watcher.jobs() if j["state"] == "running")
+                tasks = watcher.job(job["job_id"])["tasks"]
+            finally:
+                watcher.close()
+            worker = next(t["worker"] for t in tasks if t["kind"] == "map")
+            victim = cluster.workers[int(worker.rsplit("-", 1)[1])]
+            victim.send_signal(signal.SIGKILL)
+            killed.append(worker)
+
+        killer = threading.Thread(target=kill_map_worker)
+        killer.start()
+        try:
+            options = stream_options(
+                [f"replay:{events_path}?rate=500"], "2s", "1s", checkpoint_windows=2, checkpoint_seconds=0.5
+            )
+            spec = build_spec(
+                load_job_file(job_path("stream_events"), "EventWordCountDifferential"),
+                [],
+                str(output),
+                num_reduces=2,
+                options={"stream": options, "max_attempts": 4},
+            )
+            report = run_stream(client, spec, progress=False, timeout=120, view_interval=None)["report"]
+        finally:
+            killer.join(timeout=70)
+            client.close()
+    assert killed, "the map's worker should have been killed"
+    attempts = [a for a in report["attempts"] if a["kind"] == "map"]
+    assert [a["status"] for a in attempts][-1] == "succeeded" and len(attempts) >= 2
+    expected = python_windows(events, 2, 1)
+    windows = read_windows(output)
+    assert sorted(windows) == sorted(expected)
+    for start, (meta, rows) in windows.items():
+        assert rows == expected[start], f"window {meta['label']} ({meta['reason']})"
+        assert meta["reason"] == "complete"
+
+
+def test_cli_runs_until_stopped_and_drains(tmp_path: Path) -> None:
+    """``hop run --source tail:DIR`` never ends by itself; SIGINT (Ctrl-C) stops it: the open windows are written,
+    state is checkpointed and the run exits 0."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app.log").write_text("a b c\n" * 50)
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", f"tail:{logs}"]
+    command += ["--window", "1s", "-o", str(output), "--workers", "1", "--no-view"]
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(output.glob("windows/*/_window.json")):
+            time.sleep(0.1)
+        with open(logs / "app.log", "a") as log:
+            log.write("d e\n" * 10)
+        time.sleep(1.5)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 0, stderr
+    assert "stopping" in stderr
+    totals: Counter[str] = Counter()
+    for _, rows in read_windows(output).values():
+        totals.update(rows)
+    assert totals == Counter({"a": 50, "b": 50, "c": 50, "d": 10, "e": 10})
+    report = json.loads((output / "_job.json").read_text())
+    assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
+    assert list((output / "_checkpoints" / "state").glob("reduce-*.msgpack"))

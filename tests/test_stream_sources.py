@@ -1,0 +1,379 @@
+"""Stream sources on real files and sockets: tail (appends, new files, partial lines, rotation, resume), zmq PULL
+and SUB, tcp, replay (rate, end, resume) and bad URLs. Every wait is bounded."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+import zmq
+
+from hop.stream.sources import Source, SourceError, SourceRecord, TcpSource, ZmqSource, open_source
+
+
+@pytest.fixture()
+def sources() -> Iterator[list[Source]]:
+    """Sources to close after the test, whatever happens."""
+    opened: list[Source] = []
+    yield opened
+    for source in opened:
+        source.close()
+
+
+def opened(sources: list[Source], url: str) -> Source:
+    source = open_source(url)
+    sources.append(source)
+    return source
+
+
+def collect(source: Source, count: int, timeout: float = 5.0, batch: int = 1000) -> list[SourceRecord]:
+    """Poll until ``count`` records came or ``timeout`` passed."""
+    records: list[SourceRecord] = []
+    deadline = time.monotonic() + timeout
+    while len(records) < count and time.monotonic() < deadline:
+        records += source.poll(min(batch, count - len(records)), 0.05)
+    return records
+
+
+def values(records: list[SourceRecord]) -> list[Any]:
+    return [record.value for record in records]
+
+
+def append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(text)
+
+
+# tail
+
+
+def test_tail_reads_appended_lines_and_new_files(tmp_path: Path, sources: list[Source]) -> None:
+    (tmp_path / "a.log").write_text("one\ntwo\n")
+    (tmp_path / ".hidden").write_text("not me\n")
+    (tmp_path / "_SUCCESS").write_text("not me either\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    assert source.replayable and not source.exhausted
+    first = collect(source, 2)
+    assert values(first) == ["one", "two"]
+    assert [r.nbytes for r in first] == [4, 4] and abs(first[0].arrival - time.time()) < 5
+    append(tmp_path / "a.log", "three\r\n")
+    (tmp_path / "b.log").write_text("b1\n")
+    assert values(collect(source, 2)) == ["three", "b1"]
+    assert source.poll(10, 0.1) == []
+
+
+def test_tail_files_are_read_in_mtime_order(tmp_path: Path, sources: list[Source]) -> None:
+    for name, mtime in (("z", 100), ("a", 300), ("m", 200)):
+        (tmp_path / name).write_text(f"{name}\n")
+        os.utime(tmp_path / name, (mtime, mtime))
+    assert values(collect(opened(sources, f"tail:{tmp_path}"), 3)) == ["z", "m", "a"]
+
+
+def test_tail_partial_line_waits_for_its_newline(tmp_path: Path, sources: list[Source]) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("whole\nhal")
+    source = opened(sources, f"tail:{tmp_path}")
+    assert values(collect(source, 1)) == ["whole"]
+    assert source.poll(10, 0.1) == []
+    append(log, "f and")
+    assert source.poll(10, 0.1) == []
+    append(log, " more\nnext\n")
+    records = collect(source, 2)
+    assert values(records) == ["half and more", "next"] and records[0].nbytes == len("half and more\n")
+
+
+def test_poll_returns_within_its_timeout(tmp_path: Path, sources: list[Source]) -> None:
+    (tmp_path / "data.txt").write_text("")
+    for url in (f"tail:{tmp_path}", "zmq:tcp://127.0.0.1:*", "tcp:127.0.0.1:0", f"replay:{tmp_path}/data.txt?loop=1"):
+        source = opened(sources, url)
+        started = time.monotonic()
+        assert source.poll(10, 0.2) == []
+        assert 0.15 < time.monotonic() - started < 0.6, url
+        started = time.monotonic()
+        assert source.poll(10, 0) == [] and source.poll(0, 1.0) == []
+        assert time.monotonic() - started < 0.1, url
+
+
+@pytest.mark.parametrize("rotate_to", ["app.log.1", "../moved.log"])
+def test_tail_rotation_by_rename_loses_and_duplicates_nothing(
+    tmp_path: Path, sources: list[Source], rotate_to: str
+) -> None:
+    directory = tmp_path / "logs"
+    directory.mkdir()
+    source = opened(sources, f"tail:{directory}")
+    writer = open(directory / "app.log", "a", encoding="utf-8")  # noqa: SIM115 -- reopened at the rotation
+    received: list[SourceRecord] = []
+    try:
+        for i in range(300):
+            writer.write(f"line {i}\n")
+            writer.flush()
+            if i == 150:  # rotate: the writer keeps writing to the old file a little, then reopens app.log
+                os.rename(directory / "app.log", directory / rotate_to)
+            if i == 160:
+                writer.close()
+                writer = open(directory / "app.log", "a", encoding="utf-8")  # noqa: SIM115
+            if i % 20 == 0:
+                received += source.poll(7, 0.01)  # small batches: the rotation happens with lines still unread
+    finally:
+        writer.close()
+    received += collect(source, 300 - len(received))
+    assert values(received) == [f"line {i}" for i in range(300)]
+    assert source.poll(100, 0.1) == []
+
+
+def test_tail_file_moved_out_is_finished_then_closed(
+    tmp_path: Path, sources: list[Source], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = tmp_path / "logs"
+    directory.mkdir()
+    (directory / "app.log").write_text("a\nb\n")
+    source = opened(sources, f"tail:{directory}")
+    assert values(collect(source, 1, batch=1)) == ["a"]
+    os.rename(directory / "app.log", tmp_path / "old.log")
+    append(tmp_path / "old.log", "c\nunfinished")
+    assert values(collect(source, 2)) == ["b", "c"]
+    # Once gone for GONE_GRACE seconds without new bytes, its last line ends with it and the file is closed.
+    monkeypatch.setattr("hop.stream.sources.GONE_GRACE", 0.2)
+    assert values(collect(source, 1)) == ["unfinished"]
+    assert source.position() == {"files": []}
+
+
+def test_tail_file_truncated_in_place_is_read_from_its_start(tmp_path: Path, sources: list[Source]) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("first\nsecond\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    assert values(collect(source, 2)) == ["first", "second"]
+    log.write_text("third\n")  # copytruncate rotation: truncated, then written again
+    assert values(collect(source, 1)) == ["third"]
+
+
+def test_tail_position_and_seek_resume_exactly_on_a_fresh_source(tmp_path: Path, sources: list[Source]) -> None:
+    (tmp_path / "a.log").write_text("".join(f"a{i}\n" for i in range(10)))
+    (tmp_path / "b.log").write_text("b0\nb1\npartial")
+    os.utime(tmp_path / "b.log", (1, 1))  # read first
+    first = open_source(f"tail:{tmp_path}")
+    try:
+        got = values(collect(first, 5, batch=5))
+        position = msgpack.unpackb(msgpack.packb(first.position()), raw=False)  # what a checkpoint stores
+    finally:
+        first.close()
+    assert got == ["b0", "b1", "a0", "a1", "a2"]
+    append(tmp_path / "b.log", " done\n")
+    append(tmp_path / "a.log", "a10\n")
+    (tmp_path / "c.log").write_text("c0\n")  # appeared after the checkpoint: read from its start
+    source = opened(sources, f"tail:{tmp_path}")
+    source.seek(position)
+    rest = values(collect(source, 10))
+    assert sorted(rest) == sorted(["partial done"] + [f"a{i}" for i in range(3, 11)] + ["c0"])
+    assert [v for v in rest if v.startswith("a")] == [f"a{i}" for i in range(3, 11)]
+    assert source.poll(10, 0.1) == []
+
+
+def test_tail_seek_ignores_an_offset_for_a_reused_inode(tmp_path: Path, sources: list[Source]) -> None:
+    (tmp_path / "a.log").write_text("old 1\nold 2\n")
+    first = opened(sources, f"tail:{tmp_path}")
+    collect(first, 2)
+    position = first.position()
+    first.close()
+    # The same inode with other content (rewritten in place): the fingerprint no longer matches.
+    with open(tmp_path / "a.log", "r+b") as file:
+        file.write(b"new 1\nnew 2\nnew 3\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    source.seek(position)
+    assert values(collect(source, 3)) == ["new 1", "new 2", "new 3"]
+
+
+def test_tail_undecodable_line_names_file_and_offset(tmp_path: Path, sources: list[Source]) -> None:
+    (tmp_path / "bad.txt").write_bytes(b"good\nbad \xff\xfe\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    assert values(source.poll(10, 1.0)) == ["good"]  # the lines before the bad one come first
+    for _ in range(2):  # the position stays before the bad line
+        with pytest.raises(SourceError, match=r"byte offset 5 of bad\.txt .*not valid UTF-8 \(its byte 4"):
+            source.poll(10, 1.0)
+
+
+# zmq
+
+
+def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
+    source = opened(sources, "zmq:tcp://127.0.0.1:*")
+    assert isinstance(source, ZmqSource) and not source.replayable and source.position() is None
+    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
+    try:
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(source.endpoint)
+        sent = [{"user": f"u{i}", "n": i, "tags": ["a", "b"]} for i in range(50)]
+        for value in sent:
+            push.send(msgpack.packb(value))
+        records = collect(source, 50, batch=7)
+        assert values(records) == sent
+        assert records[0].nbytes == len(msgpack.packb(sent[0]))
+        push.send(b"\xc1")  # never valid msgpack
+        push.send(msgpack.packb("after"))
+        with pytest.raises(SourceError, match=r"frame of 1 bytes starting b'\\xc1'.*not a msgpack value"):
+            collect(source, 1)
+        assert values(collect(source, 1)) == ["after"]  # the bad frame is dropped, the source goes on
+    finally:
+        push.close(linger=0)
+
+
+def test_zmq_text_frames(sources: list[Source]) -> None:
+    source = opened(sources, "zmq:tcp://127.0.0.1:*?format=text")
+    assert isinstance(source, ZmqSource)
+    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
+    try:
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(source.endpoint)
+        for text in ("héllo wörld", "two words\n", ""):
+            push.send(text.encode())
+        assert values(collect(source, 3)) == ["héllo wörld", "two words", ""]
+    finally:
+        push.close(linger=0)
+
+
+def test_zmq_sub_receives_from_a_publisher(sources: list[Source]) -> None:
+    publisher: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
+    try:
+        publisher.setsockopt(zmq.LINGER, 0)
+        publisher.bind("tcp://127.0.0.1:*")
+        source = opened(sources, f"zmq+sub:{publisher.getsockopt_string(zmq.LAST_ENDPOINT)}")
+        # A subscription takes a moment to reach the publisher: publish until one arrives (bounded).
+        deadline, records = time.monotonic() + 5, list[SourceRecord]()
+        while not records and time.monotonic() < deadline:
+            publisher.send(msgpack.packb("ping"))
+            records = source.poll(10, 0.05)
+        assert records and set(values(records)) == {"ping"}
+        for i in range(20):
+            publisher.send(msgpack.packb([i, "x"]))
+        got = [v for v in values(collect(source, 20)) if v != "ping"]
+        got += [v for v in values(collect(source, 20 - len(got))) if v != "ping"]
+        assert got == [[i, "x"] for i in range(20)]
+    finally:
+        publisher.close(linger=0)
+
+
+def test_zmq_bind_conflict_is_a_source_error(sources: list[Source]) -> None:
+    source = opened(sources, "zmq:tcp://127.0.0.1:*")
+    assert isinstance(source, ZmqSource)
+    with pytest.raises(SourceError, match=r"cannot bind .*tcp://127\.0\.0\.1:\d+"):
+        open_source(f"zmq:{source.endpoint}")
+
+
+# tcp
+
+
+def test_tcp_lines_from_two_clients(sources: list[Source]) -> None:
+    source = opened(sources, "tcp:127.0.0.1:0")
+    assert isinstance(source, TcpSource) and source.port > 0 and not source.replayable
+    port = source.port
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as one:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as two:
+            one.sendall(b"one-a\none-")
+            two.sendall(b"two-a\n")
+            got = values(collect(source, 2))
+            assert sorted(got) == ["one-a", "two-a"]
+            one.sendall(b"b\n")
+            two.sendall("zwei-ü\r\n".encode())
+            assert sorted(values(collect(source, 2))) == ["one-b", "zwei-ü"]
+            two.sendall(b"last without newline")
+        # two is closed: its last line ends with the connection; one is still connected
+        assert values(collect(source, 1)) == ["last without newline"]
+        one.sendall(b"still here\n")
+        assert values(collect(source, 1)) == ["still here"]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as three:  # clients may come at any time
+        three.sendall(b"three\n\xff\n")
+        assert values(collect(source, 1)) == ["three"]
+        with pytest.raises(SourceError, match=r"from client 127\.0\.0\.1:\d+ is not valid UTF-8"):
+            collect(source, 1)
+    assert source.poll(10, 0.1) == []
+
+
+def test_tcp_port_in_use_is_a_source_error(sources: list[Source]) -> None:
+    source = opened(sources, "tcp:127.0.0.1:0")
+    assert isinstance(source, TcpSource)
+    with pytest.raises(SourceError, match="cannot listen on 127.0.0.1"):
+        open_source(f"tcp:127.0.0.1:{source.port}")
+
+
+# replay
+
+
+def test_replay_rate_end_and_seek(tmp_path: Path, sources: list[Source]) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(f'{{"i": {i}}}\n' for i in range(200)))
+    source = opened(sources, f"replay:{path}?rate=1000")
+    assert source.replayable
+    started = time.monotonic()
+    records = collect(source, 200, timeout=5)
+    elapsed = time.monotonic() - started
+    assert values(records) == [f'{{"i": {i}}}' for i in range(200)]
+    assert 0.1 < elapsed < 1.5, elapsed
+    assert source.exhausted and source.poll(10, 0.5) == []
+
+    again = opened(sources, f"replay:{path}")  # no rate: as fast as possible
+    assert len(again.poll(50, 1.0)) == 50
+    position = msgpack.unpackb(msgpack.packb(again.position()), raw=False)
+    assert position["line"] == 50
+    fresh = opened(sources, f"replay:{path}")
+    fresh.seek(position)
+    rest = collect(fresh, 150)
+    assert values(rest) == [f'{{"i": {i}}}' for i in range(50, 200)] and fresh.exhausted
+
+
+def test_replay_rate_over_one_second(tmp_path: Path, sources: list[Source]) -> None:
+    path = tmp_path / "lines.txt"
+    path.write_text("".join(f"{i}\n" for i in range(1000)))
+    source = opened(sources, f"replay:{path}?rate=100")
+    records, deadline = [], time.monotonic() + 1.0
+    while (left := deadline - time.monotonic()) > 0:
+        records += source.poll(1000, left)
+    assert 80 <= len(records) <= 120 and not source.exhausted
+
+
+def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list[Source]) -> None:
+    path = tmp_path / "three.txt"
+    path.write_text("x\ny\nz")
+    source = opened(sources, f"replay:{path}?loop=1")
+    assert values(collect(source, 7, batch=2)) == ["x", "y", "z", "x", "y", "z", "x"]
+    assert not source.exhausted
+    source.close()
+    source.close()  # idempotent
+    with pytest.raises(SourceError, match="closed"):
+        source.poll(1, 0)
+
+
+# bad URLs
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("kafka:topic", r"unknown kind 'kafka'; use tail:DIR, zmq:ENDPOINT"),
+        ("/var/log", r"unknown kind '/var/log'"),
+        ("tail:", r"nothing after tail:"),
+        ("tail:{missing}", r"{missing} does not exist; create it or fix the path"),
+        ("tail:{file}", r"{file} is not a directory"),
+        ("tail:{tmp}?rate=3", r"unknown option 'rate' for tail \(options: none\)"),
+        ("replay:{missing}", r"cannot open {missing} \(No such file or directory\)"),
+        ("replay:{file}?rate=fast", r"rate must be a positive number"),
+        ("replay:{file}?rate=0", r"rate must be a positive number"),
+        ("replay:{file}?loop=yes", r"loop must be 0 or 1"),
+        ("replay:{file}?rate", r"must be key=value pairs"),
+        ("zmq:tcp://127.0.0.1:5600?format=json", r"format must be msgpack \(the default\) or text"),
+        ("zmq:nonsense", r"zmq source zmq:nonsense: cannot bind"),
+        ("tcp:127.0.0.1", r"expected tcp:HOST:PORT"),
+        ("tcp:127.0.0.1:99999", r"expected tcp:HOST:PORT"),
+        ("tcp:no.such.host.invalid:0", r"cannot listen on no\.such\.host\.invalid:0"),
+    ],
+)
+def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: str) -> None:
+    (tmp_path / "file.txt").write_text("x\n")
+    names = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "file.txt"), "tmp": str(tmp_path)}
+    with pytest.raises(SourceError, match=message.format(**{k: v.replace(".", r"\.") for k, v in names.items()})):
+        open_source(url.format(**names)).close()
