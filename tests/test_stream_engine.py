@@ -241,9 +241,7 @@ def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_
         stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "2s", lateness=4.0
     )
     assert report["counters"]["late_records"] == 0
-    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(
-        events, 2, 2
-    )
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(events, 2, 2)
 
 
 def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> None:

@@ -310,9 +310,7 @@ def run_stream_map(
     }
 
 
-def _usable_map_checkpoint(
-    folder: Path, covered: tuple[int, int] | None, replayable: bool
-) -> dict[str, Any] | None:
+def _usable_map_checkpoint(folder: Path, covered: tuple[int, int] | None, replayable: bool) -> dict[str, Any] | None:
     """The newest map checkpoint ``ATTEMPT-SEQ.msgpack`` (covering spills ``< SEQ`` of that attempt) whose spills
     are all in every reducer's checkpoint. A source that cannot re-read takes the newest checkpoint whatever the
     reducers hold: going back would not bring the records back."""

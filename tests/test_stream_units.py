@@ -1,0 +1,225 @@
+"""Continuous queries without processes: window arithmetic, the pane buffer, the reducer's window assembler (reasons,
+C2 scoreboard, late cells, differential windows, checkpoints) and the coordinator's window tracker."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hop.aggregates import Sum
+from hop.stream.assembler import FOREVER, WindowAssembler
+from hop.stream.options import stream_options
+from hop.stream.panes import PaneBuffer
+from hop.stream.tracker import WindowTracker
+from hop.stream.windows import WindowSpec, WindowSpecError, parse_extent
+from shuffle.runs import iter_run
+
+
+def test_parse_extents_and_panes() -> None:
+    assert parse_extent("60s") == ("time", 60_000_000)
+    assert parse_extent("500ms") == ("time", 500_000)
+    assert parse_extent("1000r") == ("records", 1000)
+    assert parse_extent("64KB") == ("bytes", 65536)
+    spec = WindowSpec.parse("60s", "10s")
+    assert (spec.pane, spec.panes_per_window, spec.panes_per_slide) == (10_000_000, 6, 1)
+    odd = WindowSpec.parse("10s", "4s")
+    assert odd.pane == 2_000_000 and odd.panes_of_window(3) == range(6, 11)
+    assert WindowSpec.parse("5s").tumbling
+    for bad in ("60", "ten s", "5 parsecs", "0s"):
+        with pytest.raises(WindowSpecError):
+            WindowSpec.parse(bad)
+    with pytest.raises(WindowSpecError, match="same kind"):
+        WindowSpec.parse("60s", "10r")
+    with pytest.raises(WindowSpecError, match="skip records"):
+        WindowSpec.parse("10s", "20s")
+
+
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(-500, 500))
+def test_windows_of_pane_are_exactly_those_containing_it(size: int, slide: int, pane: int) -> None:
+    if slide > size:
+        size, slide = slide, size
+    spec = WindowSpec("time", size, slide)
+    expected = [w for w in range(-1000, 1000) if pane in spec.panes_of_window(w)]
+    assert list(spec.windows_of_pane(pane)) == expected
+
+
+def test_window_labels_sort_and_name_time_in_utc() -> None:
+    spec = WindowSpec.parse("10s", "5s")
+    window = spec.pane_of(1_700_000_000.0)  # panes are slides here
+    assert spec.label(window) == "20231114T221320Z"
+    assert spec.bounds(window) == (1_700_000_000.0, 1_700_000_010.0)
+    records = WindowSpec.parse("1000r")
+    assert records.label(3) == "000000000003000" < records.label(10)
+
+
+def test_stream_options_refuse_what_cannot_work() -> None:
+    with pytest.raises(ValueError, match="--source"):
+        stream_options([], "10s")
+    with pytest.raises(ValueError, match="fidelity"):
+        stream_options(["replay:x"], "10s", fidelity=1.5)
+    with pytest.raises(ValueError, match="lateness"):
+        stream_options(["replay:x"], "100r", lateness=2.0)
+
+
+def _buffer(partitions: int = 2) -> PaneBuffer:
+    return PaneBuffer(partitions, lambda key: len(key) % partitions, Sum(), None)
+
+
+def test_pane_buffer_combines_each_record_once_into_its_pane() -> None:
+    buffer = _buffer()
+    for pane, words in [(3, "a bb a"), (3, "a"), (4, "bb"), (5, "c")]:
+        buffer.add(pane, [(word, 1) for word in words.split()])
+    sealed = buffer.seal_below(5)
+    assert [p.pane for p in sealed] == [3, 4] and [p.records for p in sealed] == [2, 1]
+    three = {k: v for run, _, _ in sealed[0].runs for k, v in iter_run(run)}
+    assert three == {"a": 3, "bb": 1}
+    assert dict(iter_run(sealed[0].runs[1][0])) == {"a": 3}  # len("a") % 2 == 1
+    assert buffer.open_panes == [5]
+    state = msgpack.unpackb(msgpack.packb(buffer.to_state()), use_list=False, strict_map_key=False)
+    restored = _buffer()
+    restored.restore(state)
+    assert restored.panes == buffer.panes and restored.records == buffer.records
+
+
+def _assembler(sources: int = 2, **options: Any) -> WindowAssembler:
+    spec = WindowSpec("records", options.pop("size", 4), options.pop("slide", 2))
+    merge = options.pop("merge", lambda key, a, b: a + b)
+    return WindowAssembler(spec, sources, lists=False, merge=merge, **options)
+
+
+def test_window_waits_for_every_source_then_is_complete() -> None:
+    assembler = _assembler()
+    assert assembler.add_cell(0, 0, 2, [("x", 2)], sealed=1) == "new"
+    assembler.add_cell(0, 1, 1, [("x", 1)], sealed=2)
+    assert assembler.due(now=0.0) == []  # source 1 has sealed nothing
+    assembler.add_cell(1, 1, 1, [("y", 5)], sealed=2)
+    assert assembler.due(now=0.0) == [(0, "complete")]
+    result = assembler.emit(0, "complete")
+    assert result is not None and result.groups == {"x": 3, "y": 5} and result.records == 4
+    assert result.scoreboard["grid"] == ["DD", "ED"]  # source 1 sealed pane 0 without data: empty, present
+    assert result.fidelity == 1.0
+
+
+def test_fidelity_bound_emits_early_and_later_cells_are_late() -> None:
+    assembler = _assembler(sources=4, fidelity=0.75, size=2, slide=2)  # one pane per window
+    for source in range(3):
+        assembler.add_cell(source, 0, 1, [("k", 1)], sealed=1)
+    assert assembler.due(now=0.0) == [(0, "fidelity")]
+    result = assembler.emit(0, "fidelity")
+    assert result is not None and result.groups == {"k": 3} and result.scoreboard["grid"][3] == "M"
+    assert assembler.add_cell(3, 0, 1, [("k", 1)], sealed=1) == "late"
+    assert assembler.late_cells == 1
+
+
+def test_latency_bound_counts_from_the_first_source_that_closed_the_window() -> None:
+    assembler = _assembler(max_latency=2.0, size=2, slide=2)
+    assembler.add_cell(0, 0, 1, [("k", 1)], sealed=2)
+    assert assembler.due(now=10.0) == []
+    assert assembler.due(now=11.9) == []
+    assert assembler.due(now=12.0) == [(0, "latency")]
+
+
+def test_lost_panes_and_gone_sources_are_reported_as_source_failure() -> None:
+    assembler = _assembler()  # windows of two panes, sliding by one
+    assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1)
+    assembler.add_lost(1, 0, 2)  # a resumed source could not re-read panes 0-1
+    assembler.add_cell(0, 1, 1, [("k", 1)], sealed=2)
+    assert assembler.due(now=0.0) == [(0, "source failure")]
+    result = assembler.emit(0, "source failure")
+    assert result is not None and result.scoreboard["grid"] == ["DD", "LL"] and result.fidelity == 0.5
+    gone = _assembler()
+    gone.add_cell(0, 0, 1, [("k", 1)], sealed=2)
+    assert gone.due(now=0.0) == []
+    gone.source_gone(1)
+    assert gone.due(now=0.0) == [(0, "source failure")]
+
+
+def test_stopped_sources_flush_partial_windows_marked_stopped() -> None:
+    assembler = _assembler(sources=1, size=4, slide=4)
+    assembler.add_cell(0, 0, 3, [("k", 3)], sealed=1)
+    assembler.source_ended(0, natural=0)  # pane 0 was still open when the job was stopped
+    assert assembler.due(now=0.0) == [(0, "stopped")]
+    assembler.emit(0, "stopped")
+    assert assembler.finished
+
+
+def test_resent_cells_are_ignored() -> None:
+    assembler = _assembler(sources=1, size=2, slide=2)
+    assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1)
+    assert assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1) == "duplicate"
+    assembler.add_cell(0, 1, 1, [("k", 1)], sealed=2)
+    assembler.emit(0, "complete")
+    assert assembler.add_cell(0, 1, 1, [("k", 1)], sealed=2) == "duplicate"  # after eviction too
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 3), st.integers(0, 10_000))
+def test_differential_windows_equal_merged_windows(size: int, slide: int, sources: int, seed: int) -> None:
+    """W1 = W0 - P0 + P2 with uncombine gives exactly the merge of the window's panes, keys vanishing included."""
+    if slide > size:
+        size, slide = slide, size
+    rng = random.Random(seed)
+    cells = [(s, p, Counter(rng.choices("abcd", k=rng.randint(0, 3)))) for p in range(12) for s in range(sources)]
+    outputs = []
+    for uncombine in (None, lambda key, current, old: current - old):
+        assembler = _assembler(sources=sources, size=size, slide=slide, uncombine=uncombine)
+        windows = {}
+        for source, pane, counts in cells:
+            assembler.add_cell(source, pane, sum(counts.values()), list(counts.items()), sealed=pane + 1)
+            for window, reason in assembler.due(now=0.0):
+                result = assembler.emit(window, reason)
+                if result is not None:
+                    windows[window] = result.groups
+        outputs.append(windows)
+    assert outputs[0] == outputs[1]
+    for window, groups in outputs[0].items():
+        expected: Counter[str] = Counter()
+        for _source, pane, counts in cells:
+            if pane in WindowSpec("records", size, slide).panes_of_window(window):
+                expected.update(counts)
+        assert groups == {k: v for k, v in expected.items() if v}
+
+
+def test_assembler_state_round_trips_through_msgpack() -> None:
+    assembler = _assembler(sources=2, size=4, slide=2)
+    assembler.add_cell(0, 0, 1, [(("k", 1), 1)], sealed=1)
+    assembler.add_cell(1, 0, 2, [(("k", 1), 2)], sealed=1)
+    assembler.add_lost(1, 1, 2)
+    state = msgpack.unpackb(msgpack.packb(assembler.to_state()), use_list=False, strict_map_key=False)
+    restored = _assembler(sources=2, size=4, slide=2)
+    restored.restore(state)
+
+    def packed(a: WindowAssembler) -> bytes:
+        return bytes(msgpack.packb(a.to_state()))
+
+    assert packed(restored) == packed(assembler)
+    assert restored.add_cell(0, 0, 1, [(("k", 1), 1)], sealed=1) == "duplicate"
+    restored.add_cell(0, 1, 1, [(("k", 1), 4)], sealed=FOREVER)
+    restored.source_ended(1)
+    window, reason = restored.due(now=0.0)[0]
+    result = restored.emit(window, reason)
+    assert result is not None and result.groups == {("k", 1): 7} and reason == "source failure"
+
+
+def test_tracker_merges_partitions_and_trims_what_all_checkpoints_cover() -> None:
+    tracker = WindowTracker(2, 2, {"unit": "records"})
+    board = {"sources": 2, "first_pane": 0, "panes": 1, "present": 2, "cells": 2}
+    base = {"window": 0, "label": "w0", "start": 0, "end": 10, "records": 7, "emitted_at": 1.0, "fidelity": 1.0}
+    first = {**base, "reason": "complete", "output_records": 2, "scoreboard": {**board, "grid": ["D", "D"]}}
+    assert tracker.on_window_done(0, first) is None
+    second = {**base, "reason": "latency", "output_records": 3, "scoreboard": {**board, "grid": ["D", "M"]}}
+    summary = tracker.on_window_done(1, second)
+    assert summary is not None
+    assert summary["reason"] == "latency" and summary["output_records"] == 5 and summary["records"] == 7
+    assert summary["scoreboard"]["grid"] == ["D", "M"] and summary["fidelity"] == 0.5
+    assert tracker.since(0) == [summary]
+    assert tracker.on_checkpoint(0, [[0, 0, 9], [1, 0, 4]]) == []
+    assert tracker.on_checkpoint(1, [[0, 0, 5], [1, 1, 0]]) == [(0, 0, 5), (1, 0, 4)]
+    assert tracker.covered(1) == [0, 4]
+    assert tracker.on_checkpoint(1, [[0, 0, 5], [1, 1, 0]]) == []  # nothing new
