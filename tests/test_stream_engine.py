@@ -393,3 +393,48 @@ def test_cli_runs_until_stopped_and_drains(tmp_path: Path) -> None:
     report = json.loads((output / "_job.json").read_text())
     assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
     assert list((output / "_checkpoints" / "state").glob("reduce-*.msgpack"))
+
+
+def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: Client, tmp_path: Path) -> None:
+    """A map that takes 4 ms per event over a stream of 1,000 events/s of live event time falls behind; with
+    --max-latency it skips the records of panes whose deadline passed, counts them, and C2 marks those panes."""
+    events_path = tmp_path / "events.jsonl"
+    start = time.time()
+    events = [{"ts": start + i / 1000 + 0.0004, "text": "w"} for i in range(3000)]
+    events_path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    report = run_stream_job(
+        stream_client, "SlowEventWordCount", [f"replay:{events_path}"], tmp_path / "out", "1s", max_latency=0.5
+    )
+    shed = report["counters"]["shed_records"]
+    assert shed >= 500, "at 250 events/s against 1,000/s much of the stream must be shed"
+    windows = read_windows(tmp_path / "out")
+    assert sum(meta["records"] for meta, _ in windows.values()) + shed == len(events)
+    marked = [meta for meta, _ in windows.values() if "S" in "".join(meta["scoreboard"]["grid"])]
+    assert marked and all(meta["reason"] == "latency" for meta in marked)
+    for meta, rows in windows.values():
+        assert rows == {"w": meta["records"]}
+
+
+def test_pane_flow_control_pauses_the_source_for_a_slow_reducer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reducers slowed to 30 ms per pane: the map stops reading while more than 16 of its panes are unsent
+    (instead of buffering the stream), and every window is still exact."""
+    monkeypatch.setenv("HOP_TEST_SLOW_REDUCE_SECONDS", "0.03")
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 2000, rate=100.0, seed=8)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            report = run_stream_job(
+                client, "EventWordCount", [f"replay:{events_path}?rate=1000"], tmp_path / "out", "100ms", num_reduces=1
+            )
+        finally:
+            client.close()
+    assert report["counters"]["stream_pauses"] > 0
+    windows = {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()}
+    expected = python_windows(events, 0.1, 0.1)
+    assert len(windows) == len(expected)
+    for start, rows in windows.items():
+        match = [s for s in expected if abs(s - start) < 1e-6]
+        assert match and rows == expected[match[0]]

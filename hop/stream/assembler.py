@@ -4,8 +4,8 @@ A stream reducer receives, from every source (one stream map per source), the *c
 combined data of one pane of one source. With each cell, or alone, a source says how far it has *sealed*: every pane
 below ``sealed`` is final, and a pane it sent nothing for is empty. The assembler keeps the cells that windows not
 yet emitted still need, decides when a window is due and why, builds it, and reports its C2 scoreboard: a grid of
-sources x panes saying which cells it holds (``D`` data, ``E`` sealed empty, ``L`` lost in a failure, ``M`` missing
-when emitted).
+sources x panes saying which cells it holds (``D`` data, ``E`` sealed empty, ``L`` lost in a failure, ``S`` shed by
+the map to meet the latency bound, ``M`` missing when emitted); only ``D`` and ``E`` count as present.
 
 A window is emitted, in window order, as soon as one of these holds (the reason is recorded):
 
@@ -73,6 +73,8 @@ class SourceMarks:
     """The highest pane received: a source sends its panes in order, so a lower one is a resend."""
     lost: list[tuple[int, int]] = field(default_factory=list)
     """Pane ranges [lo, hi) lost in a failure (a resumed source could not re-read them)."""
+    shed: set[int] = field(default_factory=set)
+    """Panes whose records the map skipped, in whole or in part, to keep up with the latency bound."""
 
     def is_lost(self, pane: int) -> bool:
         return any(lo <= pane < hi for lo, hi in self.lost)
@@ -164,6 +166,10 @@ class WindowAssembler:
             self.sources[source].lost.append((lo, hi))
             self.add_seal(source, hi)
 
+    def add_shed(self, source: int, panes: Iterable[int]) -> None:
+        """The map shed records of these panes (load shedding): their cells are incomplete."""
+        self.sources[source].shed.update(panes)
+
     def source_ended(self, source: int, natural: int | None = None) -> None:
         """A source sent its last pane (exhausted, or stopped: then ``natural`` is where it had sealed)."""
         marks = self.sources[source]
@@ -188,6 +194,8 @@ class WindowAssembler:
     def _present(self, source: int, pane: int) -> str:
         marks = self.sources[source]
         cell = self.cells.get(pane, {}).get(source)
+        if pane in marks.shed:
+            return "S"
         if cell is not None:
             return "D" if cell.records else "E"
         if marks.is_lost(pane):
@@ -234,6 +242,8 @@ class WindowAssembler:
             board = self.scoreboard(window)
             if any("L" in row for row in board["grid"]):
                 return "source failure"
+            if any("S" in row for row in board["grid"]):
+                return "latency"  # complete but for the records the map shed to keep up with the latency bound
             if any(m.natural is not None and m.natural <= last for m in self.sources):
                 return "stopped"
             return "complete"
@@ -264,6 +274,8 @@ class WindowAssembler:
         keep_from = self.spec.panes_of_window(window + 1).start
         for pane in [p for p in self.cells if p < keep_from]:
             del self.cells[pane]
+        for marks in self.sources:
+            marks.shed = {p for p in marks.shed if p >= keep_from}
         self.windows_emitted += 1
         if not records:
             return None
@@ -324,7 +336,10 @@ class WindowAssembler:
                 for pane, by_source in self.cells.items()
                 for source, cell in by_source.items()
             ],
-            "sources": [[m.sealed, m.natural, m.gone, m.received, [list(r) for r in m.lost]] for m in self.sources],
+            "sources": [
+                [m.sealed, m.natural, m.gone, m.received, [list(r) for r in m.lost], sorted(m.shed)]
+                for m in self.sources
+            ],
             "next_window": self.next_window,
             "started": self.started,
             "max_data_pane": self.max_data_pane,
@@ -338,8 +353,9 @@ class WindowAssembler:
         for pane, source, records, keys, values in state["cells"]:
             data = {key: list(value) if self.lists else value for key, value in zip(keys, values, strict=True)}
             self.cells.setdefault(pane, {})[source] = Cell(records, data)
-        for marks, (sealed, natural, gone, received, lost) in zip(self.sources, state["sources"], strict=True):
+        for marks, (sealed, natural, gone, received, lost, shed) in zip(self.sources, state["sources"], strict=True):
             marks.sealed, marks.natural, marks.gone, marks.received = sealed, natural, gone, received
+            marks.shed = set(shed)
             marks.lost = [(lo, hi) for lo, hi in lost]
         self.next_window = state["next_window"]
         self.started = state["started"]

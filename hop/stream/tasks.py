@@ -225,6 +225,7 @@ def run_stream_map(
 
     decode = _decoder(spec.input_format, url)
     mapper = functions.mapper
+    shed_panes: set[int] = set()
     late_lines: list[str] = []
     """Late records not yet appended to ``OUT/_late/map-NNNNN.jsonl`` (written once per poll)."""
     _call_user("setup", job.setup)
@@ -261,8 +262,9 @@ def run_stream_map(
                     continue
                 if options.max_latency is not None and window.unit == "time":
                     deadline = (pane + 1) * window.pane / 1_000_000 + options.lateness + options.max_latency
-                    if time_field is not None and now > deadline + 1.0 and now - stamp < 86_400:
+                    if time_field is not None and now > deadline and now - stamp < 86_400:
                         marks.shed += 1  # its windows were emitted on the latency bound already: load shedding
+                        shed_panes.add(pane)
                         continue
                 marks.records += 1
                 marks.max_event = max(marks.max_event, stamp)
@@ -277,6 +279,9 @@ def run_stream_map(
                     late_file.writelines(late_lines)
                 late_lines.clear()
             seal(_watermark(window, options, marks, time_field))
+            if shed_panes:  # tell the reducers which panes lost records to shedding: C2 shows them
+                register(-1, 0, empty_runs(), marks.sealed, shed=sorted(shed_panes))
+                shed_panes.clear()
             take_control()
             mono = time.monotonic()
             if mono - last_checkpoint >= options.checkpoint_seconds and unsent == 0:
@@ -375,7 +380,14 @@ def run_stream_reduce(
     )
     state_path = _state_path(spec.output, f"reduce-{index:05d}")
     saved = _read_state(state_path) if attempt > 0 else None
-    counters = {"windows_written": 0, "late_cells": 0, "late_records": 0, "duplicate_cells": 0, "checkpoints": 0}
+    counters = {
+        "windows_written": 0,
+        "late_cells": 0,
+        "late_records": 0,
+        "duplicate_cells": 0,
+        "checkpoints": 0,
+        "shed_panes": 0,
+    }
     delta_seq = 0
     processed: dict[int, tuple[int, int]] = {}
     """Per map, the (attempt, seq) of the last spill this reducer took: what a checkpoint covers."""
@@ -401,6 +413,8 @@ def run_stream_reduce(
     poller.register(channel.control_socket, zmq.POLLIN)
     received_runs = 0
     received_bytes = 0
+    # Test-only: slow this reducer down per received run, to exercise the maps' pane flow control.
+    test_delay = float(os.environ.get("HOP_TEST_SLOW_REDUCE_SECONDS", "0"))
 
     def checkpoint() -> None:
         nonlocal delta_seq, pending_delta, windows_since_checkpoint, last_checkpoint
@@ -471,6 +485,9 @@ def run_stream_reduce(
         if "lost" in header:
             lo, hi = header["lost"]
             assembler.add_lost(source, int(lo), int(hi))
+        if "shed" in header:
+            assembler.add_shed(source, header["shed"])
+            counters["shed_panes"] += len(header["shed"])
         pane = int(header.get("pane", -1))
         if pane >= 0:
             outcome = assembler.add_cell(source, pane, int(header["pane_records"]), iter_run(run), sealed)
@@ -506,6 +523,8 @@ def run_stream_reduce(
                         break
                     header = msgpack.unpackb(header_frame, raw=False)
                     take_run(header, data)
+                    if test_delay:
+                        time.sleep(test_delay)
                     pull.send_multipart([sender, b"%d" % header["seq"]])
             if channel.control_socket in events:
                 while (control := channel.receive(0)) is not None:

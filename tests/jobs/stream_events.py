@@ -34,3 +34,13 @@ class EventWordLists(Job):
 
     def reduce(self, word: str, stamps: Any) -> Any:
         yield word, sorted(stamps)
+
+
+class SlowEventWordCount(EventWordCount):
+    """Takes 4 ms per event: a map that cannot keep up with a fast stream (load shedding)."""
+
+    def map(self, event_time: float, event: dict[str, Any]) -> Any:
+        import time
+
+        time.sleep(0.004)
+        return super().map(event_time, event)
