@@ -50,11 +50,13 @@ from hop.web.cli import add_web_arguments, web_view
 from hop.web.cli import register as register_web
 
 
-def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool) -> None:
+def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuous: bool = False) -> None:
     parser.add_argument("job", help="a Python file defining one hop.Job subclass (several: a pipeline, see below)")
     parser.add_argument(
         "inputs",
-        nargs="*",
+        # A continuous job (--source) has no inputs; otherwise at least one, which also lets argparse take inputs
+        # given after options (an optional positional would be matched, empty, too early).
+        nargs="*" if continuous else "+",
         help="input files, directories or globs; leading .py files are further jobs, run as a pipeline that feeds "
         "each job's output into the next (none for a continuous job: give --source)",
     )
@@ -368,14 +370,15 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
+    """The whole command line; ``continuous``: ``run``/``submit`` got ``--source`` (a continuous job, no inputs)."""
     parser = argparse.ArgumentParser(prog="hop", description="A pipelined MapReduce engine.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a job (on an embedded local cluster unless --coordinator)")
-    _add_job_arguments(run, embedded=True)
+    _add_job_arguments(run, embedded=True, continuous=continuous)
     run.set_defaults(func=_run)
     submit = commands.add_parser("submit", help="run a job on an existing cluster")
-    _add_job_arguments(submit, embedded=False)
+    _add_job_arguments(submit, embedded=False, continuous=continuous)
     submit.set_defaults(func=_run)
     coord = commands.add_parser("coordinator", help="start a coordinator; prints its address")
     coord.add_argument("--bind", default="tcp://127.0.0.1:*")
@@ -414,7 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     job_args: list[str] = []
     if argv[:1] in (["run"], ["submit"]) and "--" in argv:  # what follows -- are an mrjob job's own options
         argv, job_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
-    args = build_parser().parse_args(argv)
+    continuous = any(arg == "--source" or arg.startswith("--source=") for arg in argv)
+    args = build_parser(continuous).parse_args(argv)
     args.job_args = job_args
     return int(args.func(args))
 

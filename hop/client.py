@@ -103,6 +103,12 @@ class Client:
         """A continuous job's windows with ``seq > after`` (as in their ``_window.json``, plus ``rows``)."""
         return list(self.request("windows", job_id=job_id, after=after)["windows"])
 
+    def cluster(self) -> dict[str, Any]:
+        """The coordinator's sample stream address (``events``) and its recent ``faults``."""
+        reply = self.request("cluster")
+        reply.pop("type", None)
+        return reply
+
     def workers(self) -> list[dict[str, Any]]:
         return list(self.request("workers")["workers"])
 

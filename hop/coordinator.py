@@ -33,8 +33,11 @@ from hop.protocol import close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
+from monitoring.events import ClusterEvents
 
 HEARTBEAT_TIMEOUT = 5.0
+HEARTBEAT_SECONDS = 0.5
+"""How often workers heartbeat (hop.worker); three missed in a row are reported as a fault."""
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared dead."""
 
 
@@ -50,6 +53,10 @@ class WorkerInfo:
     free_reduce: int
     last_seen: float
     alive: bool = True
+    rack: str = "rack-0"
+    samples: str | None = None
+    """The worker's metric sample stream (``monitoring.publisher``), for the cluster monitor."""
+    heartbeat_late: bool = False
 
 
 class OutputExistsError(ValueError):
@@ -98,6 +105,9 @@ class Coordinator:
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
         self.running = True
+        host = bind.split("://", 1)[1].rsplit(":", 1)[0] if bind.startswith("tcp://") else "127.0.0.1"
+        self.events = ClusterEvents(self.context, "0.0.0.0" if host in ("0.0.0.0", "*") else host)
+        """The coordinator's own sample stream for the cluster monitor: jobs, workers and faults every second."""
 
     # Loop ----------------------------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -112,12 +122,14 @@ class Coordinator:
                         self.handle(identity, unpack(frame))
                 self._check_heartbeats()
                 self._schedule()
+                self.events.tick(self._cluster_sample)
                 if orphaned():
                     self.running = False
         finally:
             for worker in self.workers.values():
                 if worker.alive:
                     self.socket.send_multipart([worker.identity, message("shutdown")])
+            self.events.close()
             close_socket(self.socket)
 
     def _send(self, identity: bytes, msg_type: str, /, **fields: Any) -> None:
@@ -149,7 +161,18 @@ class Coordinator:
             job = self._job_for(msg)
             if job is not None:
                 self._execute(job, job.fail(f"internal error handling {kind}: {error}", detail))
-            elif kind in ("submit", "status", "workers", "jobs", "job", "snapshots", "snapshot", "stop_job", "windows"):
+            elif kind in (
+                "submit",
+                "status",
+                "workers",
+                "jobs",
+                "job",
+                "snapshots",
+                "snapshot",
+                "stop_job",
+                "windows",
+                "cluster",
+            ):
                 self._send(identity, "error", message=f"internal error: {type(error).__name__}: {error}")
 
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
@@ -164,6 +187,8 @@ class Coordinator:
             msg["map_slots"],
             msg["reduce_slots"],
             time.time(),
+            rack=msg.get("rack") or "rack-0",
+            samples=msg.get("samples"),
         )
         self._send(identity, "registered")
         for job in self.jobs.values():  # a late worker must know where running reducers are
@@ -196,6 +221,9 @@ class Coordinator:
                     "reduce_slots": w.reduce_slots,
                     "free_map": w.free_map,
                     "free_reduce": w.free_reduce,
+                    "rack": w.rack,
+                    "samples": w.samples,
+                    "last_seen": w.last_seen,
                 }
                 for w in self.workers.values()
             ],
@@ -525,6 +553,25 @@ class Coordinator:
         for source, attempt, seq in job.windows.on_checkpoint(msg["index"], msg["processed"]):
             self._broadcast("stream_trim", job_id=job.spec.job_id, index=source, attempt=attempt, seq=seq)
 
+    # Monitoring (monitoring.events) --------------------------------------------------------------------------
+    def _cluster_sample(self) -> dict[str, Any]:
+        now = time.time()
+        return {
+            "jobs": [
+                {**self._job_summary(job), "failures": job.failed_attempts(), "elapsed": now - job.submitted_at}
+                for job in self.jobs.values()
+                if job.state == "running" or (job.finished_at or 0) > now - 10
+            ],
+            "workers": [
+                {"worker": w.name, "host": w.host, "rack": w.rack, "alive": w.alive, "silent_s": now - w.last_seen}
+                for w in self.workers.values()
+            ],
+        }
+
+    def on_cluster(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """Where the coordinator's sample stream is, and the recent faults."""
+        self._send(identity, "cluster", events=self.events.endpoint, faults=list(self.events.faults))
+
     def on_shutdown(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._send(identity, "bye")
         self.running = False
@@ -627,6 +674,14 @@ class Coordinator:
     def on_task_failed(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, msg["kind"])
         job = self._job_for(msg)
+        self.events.fault(
+            "task_failed",
+            worker=msg.get("worker"),
+            job_id=msg.get("job_id"),
+            task=f"{msg['kind']}-{msg['index']:05d}",
+            attempt=msg["attempt"],
+            error=str(msg.get("error"))[:500],
+        )
         if job is not None:
             error = msg["error"]
             self._execute(
@@ -761,8 +816,15 @@ class Coordinator:
     def _check_heartbeats(self) -> None:
         now = time.time()
         for worker in self.workers.values():
+            silent = now - worker.last_seen
+            if worker.alive and not worker.heartbeat_late and silent > 3 * HEARTBEAT_SECONDS:
+                worker.heartbeat_late = True
+                self.events.fault("heartbeat_missed", worker=worker.name, host=worker.host, silent_s=round(silent, 2))
+            elif worker.heartbeat_late and silent <= HEARTBEAT_SECONDS:
+                worker.heartbeat_late = False
             if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
                 worker.alive = False
+                self.events.fault("worker_lost", worker=worker.name, host=worker.host, silent_s=round(silent, 2))
                 for job in list(self.jobs.values()):
                     if job.state == "running":
                         lost_reduces = [

@@ -29,9 +29,20 @@ class ClusterStartError(RuntimeError):
 
 class LocalCluster:
     def __init__(
-        self, workers: int | None = None, map_slots: int = 1, reduce_slots: int = 1, heartbeat_timeout: float = 5.0
+        self,
+        workers: int | None = None,
+        map_slots: int = 1,
+        reduce_slots: int = 1,
+        heartbeat_timeout: float = 5.0,
+        racks: int = 1,
+        sample_interval: float = 1.0,
     ) -> None:
+        """``racks``: workers get rack labels ``rack-0``... round robin (the monitor's roll-up); every worker
+        samples its own process tree every ``sample_interval`` seconds (0: not at all), since all of them share
+        this machine and the monitor shows each as a host."""
         self.num_workers = workers or os.cpu_count() or 1
+        self.racks = max(1, racks)
+        self.sample_interval = sample_interval
         self.map_slots = map_slots
         self.reduce_slots = reduce_slots
         self.heartbeat_timeout = heartbeat_timeout
@@ -96,6 +107,12 @@ class LocalCluster:
                         # Spill files under the cluster's directory: removed at stop even if a worker was killed.
                         "--spill-dir",
                         self._socket_dir,
+                        "--rack",
+                        f"rack-{i % self.racks}",
+                        "--sample-interval",
+                        str(self.sample_interval),
+                        "--sample-scope",
+                        "process",
                     ],
                     env=environment,
                 )

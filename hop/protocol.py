@@ -36,6 +36,18 @@ Worker -> coordinator, relayed from task processes:
     snapshot_done {job_id, index, attempt, seq, label, rows, groups, chunks_seen?, strata_seen?, error?}
     pipe_ready    {job_id, index, attempt, address}          a pipelined map waits for its upstream partition
 
+Continuous jobs (hop.stream) and the monitor:
+    stop_job    {job_id}                  client -> coordinator -> stopping {job_id, state}; then
+                                          stream_stop {job_id} to workers, relayed to the job's maps (drain, end)
+    windows     {job_id, after}           client -> coordinator -> windows {windows: [_window.json + rows, seq]}
+    cluster     {}                        client -> coordinator -> cluster {events: PUB endpoint, faults}
+    window_done {job_id, index, attempt, window, label, start, end, records, reason, fidelity, scoreboard,
+                 output_records, emitted_at, rows}                        stream reducer -> (worker) -> coordinator
+    stream_checkpoint {job_id, index, attempt, processed: [[map, attempt, seq], ...]}   what a reducer's state covers
+    stream_trim {job_id, index, attempt, seq}   coordinator -> workers: forget map ``index``'s spills up to there
+    stream_source_gone {job_id, index}          coordinator -> workers -> reducers: stop waiting for that source
+    register also carries ``rack`` and ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``).
+
 Coordinator -> worker:
     run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed}
     map_committed {job_id, index, attempt, spills, segments} sent to every worker; relayed to reduce tasks;

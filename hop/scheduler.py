@@ -229,6 +229,12 @@ class JobState:
         )
         return done / max(1, sum(sizes))
 
+    def failed_attempts(self) -> int:
+        """Attempts that failed or were lost with their worker (the monitor's job perspective)."""
+        return sum(
+            a.status in ("failed", "lost") for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts
+        )
+
     def task_table(self) -> list[dict[str, Any]]:
         """Every task with its state and progress, for the web view."""
         table = []

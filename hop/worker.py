@@ -29,6 +29,7 @@ import zmq
 
 from hop.lifetime import orphaned
 from hop.protocol import close_socket, message, unpack
+from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
 
 HEARTBEAT_SECONDS = 0.5
@@ -69,9 +70,14 @@ class Worker:
         host: str = "127.0.0.1",
         name: str | None = None,
         spill_root: str | None = None,
+        rack: str = "rack-0",
+        sample_interval: float = 1.0,
+        sample_scope: str = "host",
+        host_label: str | None = None,
     ) -> None:
         self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
         self.host = host
+        self.rack = rack
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.coordinator = self.context.socket(zmq.DEALER)
         self.coordinator.setsockopt(zmq.IDENTITY, self.name.encode())
@@ -91,6 +97,15 @@ class Worker:
         self.notices: dict[str, list[bytes]] = {}
         """Per running job, the commit/failure notices received so far (replayed to reduce tasks that waited)."""
         self.running = True
+        self.publisher: SamplePublisher | None = None
+        if sample_interval > 0:
+            # The cluster monitor's input: this host's and this worker's metrics (monitoring.publisher).
+            label = host_label or (self.name if sample_scope == "process" else socket_module.gethostname())
+            self.publisher = SamplePublisher(self.context, host, self.name, label, rack, sample_interval, sample_scope)
+        self._pushed_before = 0
+        self._blocked_seconds = 0.0
+        self._last_heartbeat: float | None = None
+        self._heartbeat_lag = 0.0
         for i in range(map_slots):
             self._start_slot(f"{self.name}/m{i}", "map")
         for i in range(reduce_slots):
@@ -279,7 +294,13 @@ class Worker:
         try:
             self._wait_for_slots()
             self._to_coordinator(
-                "register", host=self.host, pid=os.getpid(), map_slots=self.map_slots, reduce_slots=self.reduce_slots
+                "register",
+                host=self.host,
+                pid=os.getpid(),
+                map_slots=self.map_slots,
+                reduce_slots=self.reduce_slots,
+                rack=self.rack,
+                samples=self.publisher.endpoint if self.publisher is not None else None,
             )
             next_heartbeat = time.monotonic()
             while self.running:
@@ -292,7 +313,14 @@ class Worker:
                 for job_id, map_index, attempt in self.pusher.pump():
                     self._tell_unsent(job_id, map_index, attempt)
                 now = time.monotonic()
+                if self.pusher.blocked_reducers():
+                    self._blocked_seconds += timeout / 1000  # roughly: this turn waited with reducers out of credit
+                if self.publisher is not None:
+                    self.publisher.tick(self._engine_metrics)
                 if now >= next_heartbeat:
+                    if self._last_heartbeat is not None:
+                        self._heartbeat_lag = max(0.0, now - self._last_heartbeat - HEARTBEAT_SECONDS)
+                    self._last_heartbeat = now
                     next_heartbeat = now + HEARTBEAT_SECONDS
                     self._to_coordinator("heartbeat", running=sum(s.task is not None for s in self.slots.values()))
                     self._check_slots()
@@ -300,6 +328,24 @@ class Worker:
                         self.running = False
         finally:
             self.close()
+
+    def _engine_metrics(self) -> dict[str, float]:
+        """This worker's engine metrics for the monitor (``monitoring.sampler.engine_metric_names``)."""
+        running = [slot.task[1] for slot in self.slots.values() if slot.task is not None]
+        pushed = self.pusher.total_pushed_bytes
+        interval = self.publisher.interval if self.publisher is not None else 1.0
+        out_rate, self._pushed_before = (pushed - self._pushed_before) / interval, pushed
+        blocked, self._blocked_seconds = self._blocked_seconds, 0.0
+        return {
+            "running_maps": running.count("map"),
+            "running_reduces": running.count("reduce"),
+            "spill_queue": self.pusher.pending(),
+            "unsent_spills": self.pusher.unsent_total(),
+            "shuffle_out_bytes_s": out_rate,
+            "blocked_reducers": self.pusher.blocked_reducers(),
+            "backpressure_seconds": blocked,
+            "heartbeat_lag_ms": self._heartbeat_lag * 1000,
+        }
 
     @staticmethod
     def _drain(socket: zmq.Socket, handle: Any) -> None:
@@ -327,6 +373,8 @@ class Worker:
                 slot.process.kill()
                 slot.process.wait(timeout=5)
         self.pusher.close()
+        if self.publisher is not None:
+            self.publisher.close()
         close_socket(self.slots_socket)
         close_socket(self.coordinator)
         shutil.rmtree(self.spill_dir, ignore_errors=True)
@@ -340,8 +388,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address reducers on this worker bind and advertise")
     parser.add_argument("--name", default=None)
     parser.add_argument("--spill-dir", default=None, help="parent directory for spill files (default: the temp dir)")
+    parser.add_argument("--rack", default="rack-0", help="rack label of this host, for the cluster monitor")
+    parser.add_argument(
+        "--sample-interval", type=float, default=1.0, help="seconds between metric samples (0: no sampling)"
+    )
+    parser.add_argument(
+        "--sample-scope",
+        choices=["host", "process"],
+        default="host",
+        help="sample the whole host, or only this worker's process tree (several workers on one machine)",
+    )
+    parser.add_argument("--host-label", default=None, help="the host name the monitor shows (default: hostname)")
     args = parser.parse_args(argv)
-    worker = Worker(args.coordinator, args.map_slots, args.reduce_slots, args.host, args.name, args.spill_dir)
+    worker = Worker(
+        args.coordinator,
+        args.map_slots,
+        args.reduce_slots,
+        args.host,
+        args.name,
+        args.spill_dir,
+        rack=args.rack,
+        sample_interval=args.sample_interval,
+        sample_scope=args.sample_scope,
+        host_label=args.host_label,
+    )
     signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "running", False))
     with contextlib.suppress(KeyboardInterrupt):
         worker.serve()

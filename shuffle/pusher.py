@@ -66,6 +66,8 @@ class SpillPusher:
     def __init__(self, context: zmq.Context) -> None:
         self._context = context
         self._jobs: dict[str, _JobShuffle] = {}
+        self.total_pushed_bytes = 0
+        """Run bytes sent over all jobs since start (the monitor's shuffle rate)."""
 
     def _job(self, job_id: str, mode: str = "pipelined", num_partitions: int = 1) -> _JobShuffle:
         job = self._jobs.get(job_id)
@@ -162,6 +164,13 @@ class SpillPusher:
             {s.seq for r in job.reducers.values() for s in (*r.queue, *r.in_flight) if (s.map_index, s.attempt) == key}
         )
 
+    def unsent_total(self) -> int:
+        """Spills some reducer has not been sent yet, over all jobs and maps (for the monitor)."""
+        return sum(
+            len({(s.map_index, s.attempt, s.seq) for r in job.reducers.values() for s in (*r.queue, *r.in_flight)})
+            for job in self._jobs.values()
+        )
+
     def pending(self) -> int:
         """Runs queued or in flight, over all jobs: while non-zero the worker should pump often."""
         return sum(len(r.queue) + len(r.in_flight) for job in self._jobs.values() for r in job.reducers.values())
@@ -211,6 +220,7 @@ class SpillPusher:
                     reducer.in_flight.append(reducer.queue.popleft())
                     job.pushed_runs += 1
                     job.pushed_bytes += len(data)
+                    self.total_pushed_bytes += len(data)
                     sent += 1
         return moved
 

@@ -361,15 +361,16 @@ def test_worker_killed_mid_stream_recovers_exactly(tmp_path: Path) -> None:
         assert meta["reason"] == "complete"
 
 
-def test_cli_runs_until_stopped_and_drains(tmp_path: Path) -> None:
+def test_cli_runs_until_stopped_and_drains(spark: Any, tmp_path: Path) -> None:
     """``hop run --source tail:DIR`` never ends by itself; SIGINT (Ctrl-C) stops it: the open windows are written,
-    state is checkpointed and the run exits 0."""
+    state is checkpointed, Spark compacts the checkpoint deltas into the Parquet view (``hop view`` says where;
+    Spark SQL reads it) and the run exits 0."""
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "app.log").write_text("a b c\n" * 50)
     output = tmp_path / "out"
     command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", f"tail:{logs}"]
-    command += ["--window", "1s", "-o", str(output), "--workers", "1", "--no-view"]
+    command += ["--window", "1s", "-o", str(output), "--workers", "1", "--view-interval", "600"]
     process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -393,6 +394,16 @@ def test_cli_runs_until_stopped_and_drains(tmp_path: Path) -> None:
     report = json.loads((output / "_job.json").read_text())
     assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
     assert list((output / "_checkpoints" / "state").glob("reduce-*.msgpack"))
+    view = subprocess.run(
+        [sys.executable, "-m", "hop", "view", str(output)], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert view.returncode == 0, view.stderr
+    table = spark.read.parquet(view.stdout.strip())
+    from_view = {
+        row["key"]: int(row["total"])
+        for row in table.groupBy("key").sum("value_num").withColumnRenamed("sum(value_num)", "total").collect()
+    }
+    assert from_view == {json.dumps(word): count for word, count in totals.items()}
 
 
 def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: Client, tmp_path: Path) -> None:
@@ -438,3 +449,45 @@ def test_pane_flow_control_pauses_the_source_for_a_slow_reducer(
     for start, rows in windows.items():
         match = [s for s in expected if abs(s - start) < 1e-6]
         assert match and rows == expected[match[0]]
+
+
+def test_windows_are_published_to_a_zeromq_sink(stream_client: Client, tmp_path: Path) -> None:
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 1000, rate=100.0, seed=9)
+    context = zmq.Context.instance()
+    sub = context.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    port = sub.bind_to_random_port("tcp://127.0.0.1")
+    published: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def listen() -> None:  # while the job runs: ZeroMQ drops what a disconnected publisher's pipe still held
+        while not done.is_set():
+            if sub.poll(100):
+                published.append(msgpack.unpackb(sub.recv(), raw=False))
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    try:
+        run_stream_job(
+            stream_client,
+            "EventWordCount",
+            [f"replay:{events_path}?rate=400"],  # a few seconds: the sink's connection is up for most windows
+            tmp_path / "out",
+            "2s",
+            sink=f"tcp://127.0.0.1:{port}",
+        )
+    finally:
+        done.set()
+        listener.join(timeout=10)
+        sub.close()
+    windows = read_windows(tmp_path / "out")
+    by_label = {meta["label"]: rows for meta, rows in windows.values()}
+    got: dict[str, dict[str, Any]] = {}
+    for message in published:
+        got.setdefault(message["label"], {}).update({json.loads(k): json.loads(v) for k, v in message["rows"]})
+    # The first windows can be published before the sink's connection is up (PUB drops them): most must arrive.
+    assert len(got) >= len(by_label) - 2
+    for label, rows in got.items():
+        assert rows == by_label[label]

@@ -170,6 +170,10 @@ class WindowAssembler:
         """The map shed records of these panes (load shedding): their cells are incomplete."""
         self.sources[source].shed.update(panes)
 
+    def source_stopping(self, source: int, natural: int) -> None:
+        """The job is being stopped: panes from ``natural`` on are flushed, not finished."""
+        self.sources[source].natural = natural
+
     def source_ended(self, source: int, natural: int | None = None) -> None:
         """A source sent its last pane (exhausted, or stopped: then ``natural`` is where it had sealed)."""
         marks = self.sources[source]

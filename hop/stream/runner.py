@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,10 @@ def run_stream(
     timeout: float | None = None,
     view_interval: float | None = 30.0,
     spark_master: str = "local[1]",
+    on_submitted: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run a continuous job until it ends or is stopped; returns its final status (with ``report``)."""
+    """Run a continuous job until it ends or is stopped; returns its final status (with ``report``).
+    ``on_submitted(job_id)`` is called once the coordinator accepted it."""
     from hop.runner import JobFailed  # hop.runner imports this module's neighbours; import late
 
     prepare_output(spec.output, spec.overwrite)
@@ -44,6 +47,8 @@ def run_stream(
         compactor = Compactor(spec.output, interval=view_interval, spark_master=spark_master)
         compactor.start()
     job_id = client.submit(spec)
+    if on_submitted is not None:
+        on_submitted(job_id)
     if progress:
         print(f"hop: continuous job {job_id} running; stop it with Ctrl-C or `hop stop {job_id}`", file=sys.stderr)
     seen = 0

@@ -54,6 +54,9 @@ from shuffle.runs import iter_run
 from shuffle.spill import write_spill
 
 PROGRESS_SECONDS = 1.0
+ROWS_REPORTED = 1000
+"""Rows of each window a reducer sends the coordinator with ``window_done`` (the web view's table; the whole
+result is in the window's part file)."""
 KEEP_MAP_CHECKPOINTS = 64
 """Map checkpoints kept: a retry needs one its reducers' checkpoints cover, which can lag by a few seconds."""
 POLL_RECORDS = 2000
@@ -188,10 +191,13 @@ def run_stream_map(
         ``seal_interval``, and the end of the source at once (``meta``)."""
         panes = buffer.seal_below(limit)
         marks.sealed = max(marks.sealed, limit)
+        # A stop flushes open panes: each of their spills says where the source had naturally sealed, so a
+        # reducer never takes a flushed window for a complete one while the final marker is still on its way.
+        stopped = {"natural": meta["natural"]} if meta.get("natural") is not None else {}
         for number, sealed_pane in enumerate(panes):
             last = number == len(panes) - 1
             sealed = marks.sealed if last and not meta else sealed_pane.pane + 1
-            register(sealed_pane.pane, sealed_pane.records, sealed_pane.runs, sealed)
+            register(sealed_pane.pane, sealed_pane.records, sealed_pane.runs, sealed, **stopped)
         if meta or (marks.sealed > announced and time.monotonic() - last_seal_sent >= options.seal_interval):
             register(-1, 0, empty_runs(), marks.sealed, **meta)  # the watermark moved with no data, or the end
 
@@ -402,7 +408,7 @@ def run_stream_reduce(
     sink = None
     if options.sink:
         sink = context.socket(zmq.PUB)
-        sink.setsockopt(zmq.LINGER, 0)
+        sink.setsockopt(zmq.LINGER, 1000)  # let the last windows out when the job ends
         sink.connect(options.sink)
     pending_delta: list[str] = []
     windows_since_checkpoint = 0
@@ -465,7 +471,7 @@ def run_stream_reduce(
             "scoreboard": result.scoreboard,
             "output_records": output_records,
             "emitted_at": time.time(),
-            "rows": [line.split("\t", 1) for line in lines[:200]],
+            "rows": [line.split("\t", 1) for line in lines[:ROWS_REPORTED]],
         }
         channel.send("window_done", index=index, attempt=attempt, **report)
         if sink is not None:
@@ -488,6 +494,8 @@ def run_stream_reduce(
         if "shed" in header:
             assembler.add_shed(source, header["shed"])
             counters["shed_panes"] += len(header["shed"])
+        if header.get("natural") is not None:
+            assembler.source_stopping(source, int(header["natural"]))
         pane = int(header.get("pane", -1))
         if pane >= 0:
             outcome = assembler.add_cell(source, pane, int(header["pane_records"]), iter_run(run), sealed)
@@ -544,7 +552,7 @@ def run_stream_reduce(
     finally:
         pull.close(linger=0)
         if sink is not None:
-            sink.close(linger=0)
+            sink.close(linger=1000)
     return {
         "path": None,
         "first_run_at": None,

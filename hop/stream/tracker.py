@@ -16,6 +16,8 @@ from typing import Any
 
 KEEP_WINDOWS = 500
 """Windows the coordinator keeps in memory for queries (every window is on disk)."""
+KEEP_ROWS = 2000
+"""Rows per window kept for queries."""
 
 
 class WindowTracker:
@@ -30,14 +32,19 @@ class WindowTracker:
         self._covered: dict[int, dict[int, tuple[int, int]]] = {}
         """partition -> map -> (attempt, seq) its latest checkpoint covers."""
         self._trimmed: dict[int, tuple[int, int]] = {}
+        self._done: set[int] = set()
 
     def on_window_done(self, partition: int, report: dict[str, Any]) -> dict[str, Any] | None:
         """Record one partition's report; returns the window's summary once every partition reported it."""
-        parts = self._partial.setdefault(int(report["window"]), {})
+        number = int(report["window"])
+        if number in self._done:
+            return None  # written again by a reducer retry after its checkpoint: already summarized
+        parts = self._partial.setdefault(number, {})
         parts[partition] = report
         if len(parts) < self.num_partitions:
             return None
-        del self._partial[int(report["window"])]
+        del self._partial[number]
+        self._done.add(number)
         return self._summarize([parts[p] for p in sorted(parts)], sorted(parts))
 
     def _summarize(self, reports: list[dict[str, Any]], partitions: list[int]) -> dict[str, Any]:
@@ -47,12 +54,7 @@ class WindowTracker:
         grids = [r["scoreboard"]["grid"] for r in reports]
         merged = []
         for rows in zip(*grids, strict=True):
-            merged.append(
-                "".join(
-                    cells[0] if len(set(cells)) == 1 else ("M" if "M" in cells else "L" if "L" in cells else "D")
-                    for cells in zip(*rows, strict=True)
-                )
-            )
+            merged.append("".join(_merge_cell(cells) for cells in zip(*rows, strict=True)))
         present = sum(row.count("D") + row.count("E") for row in merged)
         cells = sum(len(row) for row in merged)
         self.seq += 1
@@ -80,13 +82,16 @@ class WindowTracker:
                 for p, r in zip(partitions, reports, strict=True)
             ],
             "window_spec": self.window,
-            "rows": [row for r in reports for row in r.get("rows", [])][:500],
+            "rows": [row for r in reports for row in r.get("rows", [])][:KEEP_ROWS],
         }
         self.windows.append(summary)
         return summary
 
-    def since(self, after: int) -> list[dict[str, Any]]:
-        return [w for w in self.windows if w["seq"] > after]
+    def since(self, after: int, limit: int = 100) -> list[dict[str, Any]]:
+        """Windows with ``seq > after``, oldest first, at most ``limit`` (ask again from the last one for more;
+        a first request with ``after=0`` gets the newest ``limit``)."""
+        newer = [w for w in self.windows if w["seq"] > after]
+        return newer[-limit:] if after <= 0 else newer[:limit]
 
     def covered(self, source: int) -> list[int] | None:
         """The (attempt, seq) of the last spill of ``source`` that every reducer's checkpoint holds."""
@@ -108,3 +113,13 @@ class WindowTracker:
                 self._trimmed[source] = low
                 trims.append((source, *low))
         return trims
+
+
+def _merge_cell(states: tuple[str, ...]) -> str:
+    """One scoreboard cell over all partitions: present only where every partition had it; otherwise the worst."""
+    if len(set(states)) == 1:
+        return states[0]
+    for worst in ("M", "L", "S"):
+        if worst in states:
+            return worst
+    return "D"  # data in some partitions, sealed empty in others

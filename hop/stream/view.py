@@ -157,7 +157,7 @@ def _parse_delta(item: tuple[str, int, int]) -> Iterator[tuple[Any, ...]]:
 
 def compact(out_dir: PathLike, spark_master: str = "local[1]", *, spark: SparkSession | None = None) -> ViewInfo | None:
     """Merge the new deltas of ``out_dir`` into a new base (module docstring). Runs on ``spark`` if given (left
-    running), else on a session started on ``spark_master`` and stopped (the JVM lives on until ``shutdown_jvm``)."""
+    running), else on a session started on ``spark_master`` and stopped at the end, its JVM with it."""
     out = Path(out_dir).resolve()
     view = out / VIEW_DIR
     view.mkdir(parents=True, exist_ok=True)
@@ -174,7 +174,7 @@ def compact(out_dir: PathLike, spark_master: str = "local[1]", *, spark: SparkSe
             return None if manifest is None else _info(manifest)
         version = (manifest["version"] if manifest else 0) + 1
         base, temporary = view / f"base-{version:06d}", view / f"_tmp-base-{version:06d}"
-        from hop.spark_engine import start_session  # not at the top: executors import this module too
+        from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
 
         session = spark or start_session(spark_master, "hop view compaction", quiet=True, conf=_SPARK_CONF)
         try:
@@ -187,6 +187,7 @@ def compact(out_dir: PathLike, spark_master: str = "local[1]", *, spark: SparkSe
             shutil.rmtree(temporary, ignore_errors=True)
             if spark is None:
                 session.stop()
+                shutdown_jvm()
         names = sorted({*(manifest["deltas"] if manifest else ()), *(d.name for d in new)})
         record: dict[str, Any] = dict(version=version, base=str(base), deltas=names, rows=rows, windows=windows)
         record.update(compacted_at=time.time(), last_deltas={d.name: d.stamp for d in new})
@@ -228,7 +229,8 @@ def _merge(spark: SparkSession, items: list[tuple[str, int, int]], previous: str
 class Compactor:
     """Compacts ``out_dir`` every ``interval`` s while new deltas exist, one child process group (with its JVM) at a
     time. ``compactions``/``failures`` count runs that succeeded/failed or were killed (past ``run_timeout`` or at
-    ``stop``'s timeout); ``last_error`` is the latest failure, ``last_seconds`` the latest run's wall time."""
+    ``stop``'s timeout); ``last_error`` is the latest run's error (None once one succeeds), ``last_seconds`` its
+    wall time."""
 
     def __init__(
         self, out_dir: PathLike, interval: float = 10.0, spark_master: str = "local[1]", *, run_timeout: float = 600.0
@@ -295,7 +297,7 @@ class Compactor:
             log.seek(0)
             lines = [line for line in log.read().decode(errors="replace").splitlines() if line.strip()]
         if process.returncode == 0 and not killed:
-            self.compactions += 1
+            self.compactions, self.last_error = self.compactions + 1, None
             return
         self.failures += 1
         last = ([line.removeprefix(_ERROR) for line in lines if line.startswith(_ERROR)] or lines or ["no output"])[-1]
@@ -319,8 +321,6 @@ class Compactor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hop.spark_engine import shutdown_jvm
-
     parser = argparse.ArgumentParser(prog="python -m hop.stream.view", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("compact", help="merge the new deltas of OUT into a new base").add_argument("out")
@@ -333,8 +333,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, RuntimeError) as error:  # SparkUnavailable is a RuntimeError
         print(f"{_ERROR}{error}", file=sys.stderr)
         return 1
-    finally:
-        shutdown_jvm()  # and wait for it: nothing of Spark outlives the command
     if info is None:
         print(f"{args.out}: no view yet (no delta compacted)")
         return 1 if args.command == "show" else 0

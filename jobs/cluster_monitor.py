@@ -1,0 +1,133 @@
+"""The cluster monitor: an ordinary continuous MapReduce job over the metric samples of every worker (HOP's demo).
+
+``hop monitor`` runs it with one source per worker (``zmq+sub:`` the worker's sample stream, ``monitoring.publisher``)
+and one for the coordinator (jobs, workers, faults: ``monitoring.events``), in sliding windows of event time
+(default 10 s range, 2 s slide). Per window it gives:
+
+- ``["host", HOST, METRIC]``, ``["rack", RACK, METRIC]``, ``["cluster", "", METRIC]`` ->
+  ``{"mean", "max", "p95", "n", "rack"?}`` for every host metric (CPU, load, memory, swap, disk, network, open files)
+  and every engine metric (running tasks, spill queue, unsent spills, shuffle bytes, backpressure, heartbeat lag);
+- ``["job", JOB_ID]`` -> the job's latest progress in the window, its records/s and failures (job perspective);
+- ``["fault", ID]`` -> a fault the coordinator saw (task failure, missed heartbeats, lost worker);
+- ``["alert", HOST, METRIC]`` -> HOP's alert rule for ``ALERT_METRICS``: a host whose 20 s moving average is above
+  the other hosts' 120 s moving average by more than 2 standard deviations raises a *tentative* alert; 10 tentative
+  alerts in a row make an ``alert``. The reducer keeps the last 120 s of samples per metric in memory to compute
+  the moving averages (a restarted reducer rebuilds that history from new windows).
+
+Which hosts reported in a window is the window's C2 scoreboard (sources x panes): a host that stops sending shows
+as missing there, and its window is emitted on the latency bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+from hop import Job
+
+ALERT_METRICS = ("cpu_percent", "load1")
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+class ClusterMonitor(Job):
+    input_format = "jsonl"  # recorded samples replay as JSON lines; live ones arrive as msgpack maps
+    time_field = "ts"
+    short_window: ClassVar[float] = 20.0
+    long_window: ClassVar[float] = 120.0
+    deviations: ClassVar[float] = 2.0
+    tentative_to_alert: ClassVar[int] = 10
+    min_deviation: ClassVar[dict[str, float]] = {"cpu_percent": 5.0, "load1": 0.25}
+    """A floor under the others' standard deviation, so idle hosts (all near 0) do not alert on noise."""
+
+    def setup(self) -> None:
+        self._history: dict[str, deque[tuple[float, str, float]]] = {}
+        self._seen: dict[tuple[str, str], float] = {}
+        self._tentative: dict[tuple[str, str], int] = {}
+
+    def map(self, ts: float, sample: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+        if sample.get("kind") == "worker":
+            host, rack = sample["host"], sample["rack"]
+            metrics = {**sample["host_metrics"], **sample["engine"]}
+            for name, value in metrics.items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                yield ("host", host, name), (value, rack)
+                yield ("rack", rack, name), (value, rack)
+                yield ("cluster", "", name), (value, rack)
+                if name in ALERT_METRICS:
+                    yield ("alert", name), (ts, host, value)
+        elif sample.get("kind") == "coordinator":
+            for job in sample.get("jobs", []):
+                yield ("job", job["job_id"]), (ts, job)
+            for fault in sample.get("faults", []):
+                yield ("fault", fault["id"]), fault
+
+    def reduce(self, key: tuple[Any, ...], values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        kind = key[0]
+        if kind in ("host", "rack", "cluster"):
+            pairs = list(values)
+            numbers = [float(value) for value, _ in pairs]
+            summary = {
+                "mean": sum(numbers) / len(numbers),
+                "max": max(numbers),
+                "p95": _p95(numbers),
+                "n": len(numbers),
+            }
+            if kind == "host":
+                summary["rack"] = pairs[0][1]
+            yield key, summary
+        elif kind == "job":
+            ordered = sorted(values, key=lambda pair: pair[0])
+            (first_ts, first), (last_ts, last) = ordered[0], ordered[-1]
+            rate = (last["input_records"] - first["input_records"]) / (last_ts - first_ts) if last_ts > first_ts else 0
+            yield key, {**last, "records_per_s": max(0.0, rate)}
+        elif kind == "fault":
+            yield key, next(iter(values))
+        elif kind == "alert":
+            yield from self._alerts(key[1], values)
+
+    def _alerts(self, metric: str, values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        """HOP's rule over this metric's samples of the last ``long_window`` seconds (kept across windows)."""
+        history = self._history.setdefault(metric, deque())
+        for ts, host, value in sorted(values):
+            if ts > self._seen.get((metric, host), float("-inf")):
+                history.append((ts, host, float(value)))
+                self._seen[(metric, host)] = ts
+        if not history:
+            return
+        now = max(ts for ts, _, _ in history)
+        while history and history[0][0] < now - self.long_window:
+            history.popleft()
+        hosts = sorted({host for _, host, _ in history})
+        for host in hosts:
+            recent = [v for ts, h, v in history if h == host and ts >= now - self.short_window]
+            others = [v for _, h, v in history if h != host]
+            if not recent or len(others) < 2:
+                continue
+            host_average = sum(recent) / len(recent)
+            others_average = sum(others) / len(others)
+            spread = math.sqrt(sum((v - others_average) ** 2 for v in others) / (len(others) - 1))
+            threshold = others_average + self.deviations * max(spread, self.min_deviation.get(metric, 0.0))
+            tentative = host_average > threshold
+            count = self._tentative.get((metric, host), 0) + 1 if tentative else 0
+            self._tentative[(metric, host)] = count
+            if not tentative:
+                continue
+            yield (
+                ("alert", host, metric),
+                {
+                    "state": "alert" if count >= self.tentative_to_alert else "tentative",
+                    "tentative_count": count,
+                    "host_average_20s": host_average,
+                    "others_average_120s": others_average,
+                    "others_std": spread,
+                    "threshold": threshold,
+                    "at": now,
+                },
+            )

@@ -1,0 +1,59 @@
+"""The coordinator's sample stream for the cluster monitor: running jobs, workers and faults, every second.
+
+The coordinator binds a ZeroMQ PUB socket (its address: ``Client.cluster()["events"]``) and publishes one msgpack
+map per second::
+
+    {"ts": seconds since the epoch, "kind": "coordinator",
+     "jobs": [job summary + failures + elapsed, ...], "workers": [{worker, host, rack, alive, silent_s}, ...],
+     "faults": [faults since the previous sample: {id, ts, kind, worker?, job_id?, task?, error?, ...}]}
+
+Faults are task failures (``task_failed``), workers silent for three heartbeats (``heartbeat_missed``) and workers
+declared lost (``worker_lost``); the monitor shows them as annotations. The last ``KEEP_FAULTS`` are also kept for
+``Client.cluster()``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+import zmq
+
+KEEP_FAULTS = 200
+
+
+class ClusterEvents:
+    def __init__(self, context: zmq.Context, bind_host: str, interval: float = 1.0) -> None:
+        self.socket = context.socket(zmq.PUB)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.SNDHWM, 100)
+        port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
+        advertised = "127.0.0.1" if bind_host == "0.0.0.0" else bind_host
+        self.endpoint = f"tcp://{advertised}:{port}"
+        self.interval = interval
+        self.faults: deque[dict[str, Any]] = deque(maxlen=KEEP_FAULTS)
+        self._new: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self._next = time.monotonic()
+
+    def fault(self, kind: str, **details: Any) -> None:
+        """Record a fault; it goes out with the next sample."""
+        entry = {"id": next(self._ids), "ts": time.time(), "kind": kind, **details}
+        self.faults.append(entry)
+        self._new.append(entry)
+
+    def tick(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = max(self._next + self.interval, now)
+        sample = {"ts": time.time(), "kind": "coordinator", **snapshot(), "faults": self._new}
+        self._new = []
+        self.socket.send(msgpack.packb(sample, default=str), zmq.NOBLOCK)
+
+    def close(self) -> None:
+        self.socket.close(linger=0)

@@ -1,0 +1,92 @@
+"""The monitor's feed: follows the monitoring query's windows and the workers' raw samples for the dashboard.
+
+A :class:`MonitorFeed` thread polls the coordinator for new windows of the monitoring job, folds them into a
+:class:`~monitoring.state.MonitorState`, appends alert state changes to ``OUT/_alerts.jsonl`` and faults to
+``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB socket on every sample stream) for
+the Prometheus exposition. Readers (the web view) take ``snapshot()`` or wait on ``changed``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import zmq
+
+from hop.client import Client, CoordinatorUnavailable, JobRejected
+from monitoring.state import MonitorState
+
+
+class MonitorFeed(threading.Thread):
+    def __init__(
+        self, coordinator: str, job_id: str, output: str, source_names: list[str], sample_endpoints: list[str]
+    ) -> None:
+        super().__init__(name="hop-monitor-feed", daemon=True)
+        self.coordinator, self.job_id, self.output = coordinator, job_id, Path(output)
+        self.state = MonitorState(source_names)
+        self.samples: dict[str, dict[str, Any]] = {}
+        self.sample_endpoints = sample_endpoints
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.version = 0
+        self._stop = threading.Event()
+        self._faults_written: set[Any] = set()
+
+    def run(self) -> None:
+        client = Client(self.coordinator, timeout=10)
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        sub = context.socket(zmq.SUB)
+        sub.setsockopt(zmq.LINGER, 0)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        for endpoint in self.sample_endpoints:
+            sub.connect(endpoint)
+        after = 0
+        try:
+            while not self._stop.is_set():
+                while sub.poll(0):
+                    sample = msgpack.unpackb(sub.recv(), raw=False)
+                    with self.lock:
+                        self.samples[sample.get("worker", "?")] = sample
+                try:
+                    windows = client.windows(self.job_id, after=after)
+                except (CoordinatorUnavailable, JobRejected):
+                    windows = []
+                if windows:
+                    after = max(w["seq"] for w in windows)
+                    with self.changed:
+                        for window in windows:
+                            self.state.add_window(window)
+                        self._write_logs()
+                        self.version += 1
+                        self.changed.notify_all()
+                self._stop.wait(0.3)
+        finally:
+            sub.close(linger=0)
+            client.close()
+
+    def _write_logs(self) -> None:
+        alerts = self.state.take_alert_log()
+        if alerts:
+            with open(self.output / "_alerts.jsonl", "a", encoding="utf-8") as file:
+                file.writelines(json.dumps(alert) + "\n" for alert in alerts)
+        faults = [f for f in self.state.faults if f.get("id") not in self._faults_written]
+        if faults:
+            self._faults_written.update(f.get("id") for f in faults)
+            with open(self.output / "_faults.jsonl", "a", encoding="utf-8") as file:
+                file.writelines(json.dumps(fault) + "\n" for fault in faults)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            data = self.state.snapshot()
+            data["version"] = self.version
+            data["samples"] = {name: dict(sample) for name, sample in self.samples.items()}
+            data["now"] = time.time()
+            return data
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self.join(timeout)

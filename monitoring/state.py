@@ -1,0 +1,119 @@
+"""What the cluster monitor's dashboard shows, built from the monitoring query's windows, with no I/O.
+
+:class:`MonitorState` takes each window of ``jobs/cluster_monitor.py`` as the coordinator reports it
+(``Client.windows``: bounds, reason, C2 scoreboard and rows ``[key_json, value_json]``) and keeps:
+
+- the latest window as a roll-up tree: ``cluster`` metrics, ``racks`` (metrics and their hosts), ``hosts`` (rack
+  and metrics), each metric ``{"mean", "max", "p95", "n"}``;
+- a time series per (level, name, metric) of the last ``keep`` windows, for charts;
+- the job perspective (per job: progress, records/s, snapshots, failures);
+- alerts (the query's tentative alerts and alerts, latest state per host and metric; ``alert_log`` has every
+  state change for ``OUT/_alerts.jsonl``) and faults (task failures, missed heartbeats, lost workers), newest last;
+- the scoreboard of the latest window with each source named (``source_names``: worker names, then
+  ``coordinator``), so a host that stopped reporting is visible.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any
+
+
+class MonitorState:
+    def __init__(self, source_names: list[str], keep: int = 300) -> None:
+        self.source_names = source_names
+        self.keep = keep
+        self.latest: dict[str, Any] | None = None
+        self.series: dict[tuple[str, str, str], deque[dict[str, float]]] = {}
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.alerts: dict[tuple[str, str], dict[str, Any]] = {}
+        self.alert_log: list[dict[str, Any]] = []
+        """Alert state changes not yet written out (the caller drains it)."""
+        self.faults: deque[dict[str, Any]] = deque(maxlen=200)
+        self._fault_ids: set[Any] = set()
+        self.windows_seen = 0
+
+    def add_window(self, window: dict[str, Any]) -> None:
+        """Fold one window of the monitoring query into the state."""
+        self.windows_seen += 1
+        cluster: dict[str, Any] = {}
+        racks: dict[str, dict[str, Any]] = {}
+        hosts: dict[str, dict[str, Any]] = {}
+        end = float(window["end"])
+        alerted: set[tuple[str, str]] = set()
+        for key_text, value_text in window.get("rows", []):
+            key, value = json.loads(key_text), json.loads(value_text)
+            kind = key[0]
+            if kind in ("host", "rack", "cluster"):
+                _, name, metric = key
+                stats = {k: value[k] for k in ("mean", "max", "p95", "n")}
+                if kind == "cluster":
+                    cluster[metric] = stats
+                elif kind == "rack":
+                    racks.setdefault(name, {"metrics": {}, "hosts": []})["metrics"][metric] = stats
+                else:
+                    entry = hosts.setdefault(name, {"rack": value.get("rack"), "metrics": {}})
+                    entry["metrics"][metric] = stats
+                series = self.series.setdefault((kind, name, metric), deque(maxlen=self.keep))
+                series.append({"t": end, **{k: stats[k] for k in ("mean", "max", "p95")}})
+            elif kind == "job":
+                self.jobs[key[1]] = {**value, "window_end": end}
+            elif kind == "fault":
+                if value.get("id") not in self._fault_ids:
+                    self._fault_ids.add(value.get("id"))
+                    self.faults.append(value)
+            elif kind == "alert":
+                _, host, metric = key
+                alerted.add((host, metric))
+                previous = self.alerts.get((host, metric))
+                entry = {"host": host, "metric": metric, **value, "window_end": end}
+                if previous is None or previous["state"] != value["state"]:
+                    self.alert_log.append({"ts": end, **entry})
+                self.alerts[(host, metric)] = entry
+        for host_metric in [hm for hm in self.alerts if hm not in alerted]:
+            ended = self.alerts.pop(host_metric)
+            self.alert_log.append({"ts": end, **ended, "state": "cleared"})
+        for name, entry in hosts.items():
+            rack = entry.get("rack")
+            if rack is not None:
+                racks.setdefault(rack, {"metrics": {}, "hosts": []})["hosts"].append(name)
+        for rack in racks.values():
+            rack["hosts"].sort()
+        board = dict(window.get("scoreboard", {}))
+        board["names"] = self.source_names[: board.get("sources", len(self.source_names))]
+        self.latest = {
+            "label": window["label"],
+            "start": window["start"],
+            "end": end,
+            "reason": window["reason"],
+            "fidelity": window["fidelity"],
+            "emitted_at": window.get("emitted_at"),
+            "cluster": cluster,
+            "racks": racks,
+            "hosts": hosts,
+            "scoreboard": board,
+            "missing_hosts": [
+                name
+                for name, row in zip(board["names"], board.get("grid", []), strict=False)
+                if row and set(row) <= {"M", "L"}
+            ],
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """The dashboard's whole state as JSON-ready data."""
+        return {
+            "latest": self.latest,
+            "jobs": sorted(self.jobs.values(), key=lambda job: job.get("submitted_at", 0)),
+            "alerts": sorted(self.alerts.values(), key=lambda a: (a["host"], a["metric"])),
+            "faults": list(self.faults),
+            "windows_seen": self.windows_seen,
+            "sources": self.source_names,
+        }
+
+    def series_of(self, level: str, name: str, metric: str) -> list[dict[str, float]]:
+        return list(self.series.get((level, name, metric), ()))
+
+    def take_alert_log(self) -> list[dict[str, Any]]:
+        log, self.alert_log = self.alert_log, []
+        return log

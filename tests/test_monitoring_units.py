@@ -1,0 +1,393 @@
+"""Unit tests of the cluster monitor's sampler (real psutil, real child processes) and its Prometheus page."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import psutil
+import pytest
+from prometheus_client import CONTENT_TYPE_LATEST
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitoring.prometheus import render, sanitize_name
+from monitoring.sampler import ENGINE_METRICS, HOST_METRICS, HostSampler, engine_metric_names, host_metric_names
+
+WAIT = 10  # seconds: the bound on every wait for a process
+RATES = ("disk_read_bytes_s", "disk_write_bytes_s", "disk_busy_percent", "net_sent_bytes_s", "net_recv_bytes_s")
+PERCENTS = ("cpu_percent", "mem_percent", "swap_percent", "disk_busy_percent")
+PROMETHEUS_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+
+
+@contextlib.contextmanager
+def child(code: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A Python child process running ``code``, killed and waited for (with a timeout) on the way out."""
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=WAIT)
+
+
+def num(sample: dict[str, float | list[float]], name: str) -> float:
+    """A scalar metric of a sample (all are floats but ``cpu_per_core``)."""
+    value = sample[name]
+    assert isinstance(value, float), (name, value)
+    return value
+
+
+def cores(sample: dict[str, float | list[float]]) -> list[float]:
+    value = sample["cpu_per_core"]
+    assert isinstance(value, list)
+    return value
+
+
+def wait_until(predicate: Any, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# The sampler ----------------------------------------------------------------------------------------------------
+
+
+def test_metric_names() -> None:
+    assert host_metric_names() == HOST_METRICS
+    assert len(set(HOST_METRICS)) == 13 and "cpu_per_core" in HOST_METRICS
+    assert (
+        engine_metric_names()
+        == ENGINE_METRICS
+        == (
+            "running_maps",
+            "running_reduces",
+            "spill_queue",
+            "unsent_spills",
+            "shuffle_out_bytes_s",
+            "blocked_reducers",
+            "backpressure_seconds",
+            "heartbeat_lag_ms",
+        )
+    )
+
+
+def test_bad_scope() -> None:
+    with pytest.raises(ValueError, match="scope"):
+        HostSampler("cluster")
+
+
+@pytest.mark.parametrize("scope", ["host", "process"])
+def test_every_key_in_range(scope: str) -> None:
+    sampler = HostSampler(scope)
+    first = sampler.sample()
+    assert set(first) == set(HOST_METRICS)
+    for name in ("cpu_percent", *RATES):
+        assert first[name] == 0, f"{name} is a rate: 0 on the first call"
+    assert all(share == 0 for share in cores(first))
+
+    time.sleep(0.3)
+    sample = sampler.sample()
+    assert set(sample) == set(HOST_METRICS)
+    for name, value in sample.items():
+        if name == "cpu_per_core":
+            assert isinstance(value, list) and all(isinstance(share, float) for share in value)
+        else:
+            assert isinstance(value, float) and math.isfinite(value), name
+            assert value >= 0, name
+    for name in PERCENTS:
+        assert 0 <= num(sample, name) <= 100, name
+    per_core = cores(sample)
+    assert all(0 <= share <= 100 for share in per_core)
+    if scope == "host":
+        assert len(per_core) == psutil.cpu_count()
+        assert sample["cpu_percent"] == pytest.approx(sum(per_core) / len(per_core), abs=0.01)
+        assert num(sample, "mem_used_bytes") > 0 and num(sample, "mem_percent") > 0
+    else:
+        assert per_core == [sample["cpu_percent"]]
+        own_rss = psutil.Process().memory_info().rss
+        assert num(sample, "mem_used_bytes") >= own_rss / 2  # the tree holds at least this process
+        total = psutil.virtual_memory().total
+        assert num(sample, "mem_percent") == pytest.approx(num(sample, "mem_used_bytes") / total * 100, abs=0.01)
+    assert num(sample, "open_files") >= 3
+    assert msgpack.unpackb(msgpack.packb(sample)) == sample  # plain numbers only
+
+
+def test_rates_follow_traffic_and_stay_non_negative(tmp_path: Path) -> None:
+    samplers = [HostSampler("host"), HostSampler("process")]
+    for sampler in samplers:
+        sampler.sample()
+
+    payload = b"x" * (2 << 20)
+    received = bytearray()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        sender = socket.create_connection(server.getsockname(), timeout=WAIT)
+        connection, _ = server.accept()
+        connection.settimeout(WAIT)
+
+        def read() -> None:
+            while len(received) < len(payload):
+                chunk = connection.recv(1 << 16)
+                if not chunk:
+                    return
+                received.extend(chunk)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            sender.sendall(payload)
+        finally:
+            reader.join(timeout=WAIT)
+            sender.close()
+            connection.close()
+    assert len(received) == len(payload)
+    with open(tmp_path / "data", "wb") as file:
+        file.write(os.urandom(4 << 20))
+        file.flush()
+        os.fsync(file.fileno())
+    time.sleep(0.1)
+
+    for sampler in samplers:
+        sample = sampler.sample()
+        for name in RATES:
+            assert num(sample, name) >= 0, (sampler.scope, name)
+        # Loopback counts: the 2 MB went out and came back in within the interval (network is machine-wide).
+        assert num(sample, "net_sent_bytes_s") > 0 and num(sample, "net_recv_bytes_s") > 0
+
+
+def test_process_scope_follows_a_busy_child() -> None:
+    cores_count = psutil.cpu_count() or 1
+    threshold = 60 / cores_count  # a busy loop on one core is 100 / cores: 30 on 2 cores
+    sampler = HostSampler("process")  # this test's own process tree
+    with child("while True: pass") as busy:
+        watched = psutil.Process(busy.pid)
+        wait_until(lambda: busy.pid in sampler.tree_pids())
+
+        def child_cpu() -> float:
+            times = watched.cpu_times()
+            return times.user + times.system
+
+        sampler.sample()
+        before, started = child_cpu(), time.monotonic()
+        peak = child_peak = 0.0
+        deadline = started + 5
+        while peak <= threshold and time.monotonic() < deadline:  # ~1 s; longer only if the machine is overloaded
+            time.sleep(0.5)
+            measured = num(sampler.sample(), "cpu_percent")
+            now, cpu = time.monotonic(), child_cpu()
+            child_share = (cpu - before) / (now - started) / cores_count * 100  # the child's CPU, measured apart
+            before, started = cpu, now
+            # The tree holds the child: its CPU is in the sample (the intervals differ by microseconds).
+            assert measured >= child_share * 0.9 - 1, (measured, child_share)
+            peak, child_peak = max(peak, measured), max(child_peak, child_share)
+        # Above the threshold, unless other processes kept the child itself below it for 5 s (a loaded machine).
+        assert peak > threshold or child_peak <= threshold, (peak, child_peak)
+    assert busy.returncode is not None  # killed and waited for
+    sampler.sample()  # the interval the child ended in
+    time.sleep(0.5)
+    assert busy.pid not in sampler.tree_pids()
+    after = num(sampler.sample(), "cpu_percent")
+    assert after < threshold / 2, after
+
+
+def test_tree_holds_descendants_and_vanished_ones_do_not_raise() -> None:
+    # A child that starts a grandchild and waits for it: killing the grandchild first lets the child reap it and end.
+    code = (
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "import time; time.sleep(60)\n"
+    )
+    sampler = HostSampler("process")
+    sampler.sample()
+    with child(code) as parent:
+        wait_until(lambda: psutil.Process(parent.pid).children())
+        grandchild = psutil.Process(parent.pid).children()[0]
+        try:
+            assert {parent.pid, grandchild.pid} <= set(sampler.tree_pids())
+            sampler._children_files = False  # the psutil path (macOS) lists the same tree
+            assert {parent.pid, grandchild.pid} <= set(sampler.tree_pids())
+            sampler._children_files = HostSampler()._children_files
+            with_both = sampler.sample()
+            grandchild.kill()
+            grandchild.wait(timeout=WAIT)  # the child reaps it
+            without = sampler.sample()
+            assert grandchild.pid not in sampler.tree_pids()
+            assert num(without, "mem_used_bytes") < num(with_both, "mem_used_bytes")
+        finally:
+            with contextlib.suppress(psutil.Error):
+                grandchild.kill()
+    sampler.sample()  # the child was killed and reaped since the previous call
+
+    # A zombie (ended, not yet reaped) is in the tree but cannot be read in full.
+    with child("pass") as zombie:
+        wait_until(lambda: psutil.Process(zombie.pid).status() == psutil.STATUS_ZOMBIE)
+        assert zombie.pid in sampler.tree_pids()
+        assert set(sampler.sample()) == set(HOST_METRICS)
+
+    # Children that come and go while sampling.
+    churn = [subprocess.Popen([sys.executable, "-c", "pass"]) for _ in range(6)]
+    try:
+        deadline = time.monotonic() + WAIT
+        while any(process.poll() is None for process in churn):
+            assert time.monotonic() < deadline
+            sample = sampler.sample()
+            assert all(num(sample, name) >= 0 for name in RATES)
+    finally:
+        for process in churn:
+            process.kill()
+            process.wait(timeout=WAIT)
+    assert set(sampler.sample()) == set(HOST_METRICS)
+
+
+def test_a_missing_root_gives_zeros() -> None:
+    with child("pass") as ended:
+        ended.wait(timeout=WAIT)
+    sampler = HostSampler("process", ended.pid)  # reaped: the pid is gone (or, unlikely, reused)
+    sampler.sample()
+    sample = sampler.sample()
+    assert set(sample) == set(HOST_METRICS)
+    if not psutil.pid_exists(ended.pid):
+        assert num(sample, "mem_used_bytes") == num(sample, "open_files") == num(sample, "cpu_percent") == 0
+
+
+# Prometheus ------------------------------------------------------------------------------------------------------
+
+
+def parse(body: bytes) -> dict[str, dict[frozenset[tuple[str, str]], float]]:
+    """Family name -> {labels: value}; every sample of a family is named like the family (gauges)."""
+    families: dict[str, dict[frozenset[tuple[str, str]], float]] = {}
+    for family in text_string_to_metric_families(body.decode("utf-8")):
+        assert family.type == "gauge", family.name
+        series = families.setdefault(family.name, {})
+        for sample in family.samples:
+            assert sample.name == family.name
+            series[frozenset(sample.labels.items())] = sample.value
+    return families
+
+
+def labels(**pairs: str) -> frozenset[tuple[str, str]]:
+    return frozenset(pairs.items())
+
+
+def test_render_holds_samples_windows_and_alerts() -> None:
+    real = HostSampler("host")
+    real.sample()
+    host_metrics = real.sample()
+    samples = {
+        "w1": {
+            "ts": 1000.0,
+            "kind": "worker",
+            "host": "h1",
+            "rack": "r1",
+            "worker": "w1",
+            "host_metrics": host_metrics,
+            "engine": {name: float(index) for index, name in enumerate(ENGINE_METRICS)},
+        },
+        "w2": {
+            "ts": 1001,
+            "host": "h2",
+            "rack": 'r"1\n',  # label values are free text
+            "host_metrics": {
+                "disk read/s": 5,
+                "9lives": 1,
+                "cpu_per_core": [10.0, 20.5],
+                "other_list": [1, 2],
+                "text": "no",
+                "nothing": None,
+                "nested": {"a": 1},
+                "flag": True,
+                "cpu.percent": 7,
+                "cpu_percent": 8,
+                "cpu_core_percent": 99,
+            },
+            "engine": {"queue-depth": 3, "running_maps": 2},
+        },
+    }
+    windows = [
+        {"level": "host", "name": "h1", "metric": "cpu_percent", "mean": 1.5, "max": 3, "p95": 2.5, "n": 10},
+        {"level": "cluster", "name": "", "metric": "load1", "mean": 0.5, "max": 1.0, "p95": None},
+    ]
+    alerts = [{"host": "h2", "metric": "cpu_percent", "state": "tentative", "since": 990.0}]
+    body, content_type = render(samples, windows, alerts, now=1002.5)
+    assert isinstance(body, bytes) and content_type == CONTENT_TYPE_LATEST
+    families = parse(body)
+    assert all(PROMETHEUS_NAME.match(name) and "__" not in name for name in families)
+
+    w1 = labels(host="h1", rack="r1", worker="w1")
+    w2 = labels(host="h2", rack='r"1\n', worker="w2")  # worker falls back to the key
+    for name in HOST_METRICS:
+        if name != "cpu_per_core":
+            assert families[f"hop_host_{name}"][w1] == pytest.approx(host_metrics[name]), name
+    for index, name in enumerate(ENGINE_METRICS):
+        assert families[f"hop_engine_{name}"][w1] == index
+    per_core = cores(host_metrics)
+    for core, share in enumerate(per_core):
+        assert families["hop_host_cpu_core_percent"][w1 | {("core", str(core))}] == pytest.approx(share)
+    assert families["hop_host_cpu_core_percent"][w2 | {("core", "1")}] == 20.5
+    assert len(families["hop_host_cpu_core_percent"]) == len(per_core) + 2  # cpu_core_percent=99 did not merge in
+    assert families["hop_sample_age_seconds"] == {w1: 2.5, w2: 1.5}
+
+    # Sanitized names; lists, strings, None and dicts skipped; booleans as 0/1; collisions merge (last wins).
+    assert families["hop_host_disk_read_s"] == {w2: 5}
+    assert families["hop_host_9lives"] == {w2: 1}
+    assert families["hop_host_flag"] == {w2: 1}
+    assert families["hop_host_cpu_percent"][w2] == 8
+    assert families["hop_engine_queue_depth"] == {w2: 3}
+    assert families["hop_engine_running_maps"][w2] == 2
+    for skipped in ("hop_host_other_list", "hop_host_text", "hop_host_nothing", "hop_host_nested", "hop_host_n"):
+        assert skipped not in families
+
+    assert families["hop_window_metric"] == {
+        labels(level="host", name="h1", metric="cpu_percent", stat="mean"): 1.5,
+        labels(level="host", name="h1", metric="cpu_percent", stat="max"): 3,
+        labels(level="host", name="h1", metric="cpu_percent", stat="p95"): 2.5,
+        labels(level="cluster", name="", metric="load1", stat="mean"): 0.5,
+        labels(level="cluster", name="", metric="load1", stat="max"): 1.0,
+    }
+    alert = labels(host="h2", metric="cpu_percent", state="tentative")
+    assert families["hop_alert"] == {alert: 1}
+    assert families["hop_alert_since_timestamp_seconds"] == {alert: 990.0}
+
+
+def test_render_empty_declares_the_fixed_families() -> None:
+    body, content_type = render({}, [], [])
+    assert content_type == CONTENT_TYPE_LATEST
+    families = parse(body)
+    for name in ("hop_sample_age_seconds", "hop_host_cpu_core_percent", "hop_window_metric", "hop_alert"):
+        assert families[name] == {}
+
+
+def test_render_uses_the_clock_by_default() -> None:
+    body, _ = render({"w": {"ts": time.time() - 3, "host": "h", "rack": "r", "host_metrics": {}, "engine": {}}}, [], [])
+    (age,) = parse(body)["hop_sample_age_seconds"].values()
+    assert 3 <= age < 60
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("cpu_percent", "cpu_percent"),
+        ("disk read/s", "disk_read_s"),
+        ("a..b--c", "a_b_c"),
+        ("__x__", "x"),
+        ("µs", "s"),
+        ("9lives", "9lives"),
+        ("", "unnamed"),
+        ("%%%", "unnamed"),
+        ("job:rate", "job_rate"),
+    ],
+)
+def test_sanitize_name(raw: str, clean: str) -> None:
+    assert sanitize_name(raw) == clean
+    assert PROMETHEUS_NAME.match(f"hop_host_{sanitize_name(raw)}")

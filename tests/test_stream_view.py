@@ -1,0 +1,308 @@
+"""The materialized view (``hop.stream.view``): Spark compacts a continuous job's checkpoint deltas into Parquet.
+
+The tests write delta files as a stream reducer does (tmp + rename), compact them, and read the base back with Spark
+SQL (one SparkSession for the module, which also runs the in-process compactions), comparing with what plain Python
+computes from the same deltas: the later delta of a partition wins, a rewritten delta wins over the base. The
+:class:`Compactor` tests go through ``python -m hop.stream.view`` child processes.
+
+Skipped when Java or PySpark is missing (the engine itself needs neither).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+import pytest
+
+from hop.stream.view import Compactor, DeltaError, ViewInfo, compact, main, pending_deltas, view_info
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _java_found() -> bool:
+    java_home = os.environ.get("JAVA_HOME")
+    return bool(java_home and Path(java_home, "bin", "java").exists()) or shutil.which("java") is not None
+
+
+pytestmark = [
+    pytest.mark.skipif(not _java_found(), reason="Java is not installed; the materialized view needs Spark (Java 17)"),
+    pytest.mark.skipif(importlib.util.find_spec("pyspark") is None, reason="PySpark is not installed"),
+]
+
+Row = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    from hop.spark_engine import shutdown_jvm, start_session
+
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+    session = start_session("local[1]", "hop view tests", quiet=True, conf=conf)
+    try:
+        yield session
+    finally:
+        session.stop()
+        shutdown_jvm()
+
+
+def canonical(key: Any) -> str:
+    return json.dumps(key, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def write_delta(out: Path, partition: int, seq: int, rows: list[Row]) -> Path:
+    """A delta file as a stream reducer writes it: one JSON object a line, renamed into place complete."""
+    folder = out / "_checkpoints" / "deltas"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"delta-{partition:05d}-{seq:08d}.jsonl"
+    temporary = path.with_name(path.name + ".tmp-1")
+    text = "".join(json.dumps({**row, "partition": partition}) + "\n" for row in rows)
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def window_rows(rng: random.Random, windows: list[int], keys: list[Any]) -> list[Row]:
+    rows = []
+    for start in windows:
+        for key in rng.sample(keys, k=len(keys) // 2):
+            value: Any = rng.choice([rng.randint(-50, 1000), round(rng.uniform(0, 100), 3), "n/a", [1, 2], None])
+            rows.append({"window_start": start * 10, "window_end": start * 10 + 10, "key": key, "value": value})
+    return rows
+
+
+KEYS: list[Any] = [f"w{i}" for i in range(12)] + [7, 2.5, ["a", 1], {"b": 1, "a": [2, None]}, None, True]
+
+
+class Model:
+    """The view computed in plain Python: per (window_start, partition, key) the row with the highest (sequence
+    number, compaction round, line) wins, the rule the view documents."""
+
+    def __init__(self) -> None:
+        self.cells: dict[tuple[float, int, str], tuple[tuple[int, int, int], Row]] = {}
+        self.round = 0
+
+    def add(self, partition: int, seq: int, rows: list[Row]) -> None:
+        for line, row in enumerate(rows):
+            cell = (float(row["window_start"]), partition, canonical(row["key"]))
+            rank = (seq, self.round, line)
+            if cell not in self.cells or self.cells[cell][0] < rank:
+                self.cells[cell] = (rank, row)
+
+    def compacted(self) -> None:
+        self.round += 1
+
+    def sums(self) -> dict[float, tuple[float, int]]:
+        """Per window_start: the sum of the numeric values and the number of rows."""
+        result: dict[float, tuple[float, int]] = {}
+        for (start, _, _), (_, row) in self.cells.items():
+            value = row["value"]
+            number = float(value) if type(value) in (int, float) else 0.0
+            total, count = result.get(start, (0.0, 0))
+            result[start] = (total + number, count + 1)
+        return result
+
+
+def view_sums(spark: SparkSession, info: ViewInfo) -> dict[float, tuple[float, int]]:
+    spark.read.parquet(info.base).createOrReplaceTempView("view")
+    rows = spark.sql(
+        "SELECT window_start, COALESCE(SUM(value_num), 0) AS total, COUNT(*) AS n FROM view GROUP BY window_start"
+    ).collect()
+    return {row["window_start"]: (row["total"], row["n"]) for row in rows}
+
+
+def assert_view_matches(spark: SparkSession, info: ViewInfo, model: Model) -> None:
+    got, want = view_sums(spark, info), model.sums()
+    assert sorted(got) == sorted(want)
+    for start, (total, count) in want.items():
+        assert got[start][1] == count, start
+        assert got[start][0] == pytest.approx(total, rel=1e-9, abs=1e-9), start
+    assert info.rows == len(model.cells)
+    assert info.windows == len(want)
+    table = spark.read.parquet(info.base)
+    cells = {(r["window_start"], r["partition"], r["key"]): r for r in table.collect()}
+    assert len(cells) == info.rows  # one row per (window_start, partition, key)
+    for cell, (_, row) in model.cells.items():
+        assert cells[cell]["value"] == canonical(row["value"])
+        assert cells[cell]["window_end"] == float(row["window_end"])
+
+
+def deltas_left(out: Path) -> list[str]:
+    return sorted(path.name for path in (out / "_checkpoints" / "deltas").glob("delta-*.jsonl"))
+
+
+def test_compaction_equals_python_sums(spark: SparkSession, tmp_path: Path) -> None:
+    rng, model, out = random.Random(1), Model(), tmp_path / "out"
+    for partition in range(3):
+        rows = window_rows(rng, [0, 1, 2], KEYS)
+        write_delta(out, partition, 0, rows)
+        model.add(partition, 0, rows)
+    correction = [{**row, "value": 10_000 + i} for i, row in enumerate(rows[:5])]  # partition 2 corrects 5 cells
+    write_delta(out, 2, 1, correction)
+    model.add(2, 1, correction)
+
+    info = compact(out, spark=spark)
+    assert info is not None and info.version == 1
+    assert info.base == str(out.resolve() / "_view" / "base-000001")
+    assert_view_matches(spark, info, model)
+    table = spark.read.parquet(info.base)
+    assert table.dtypes == [
+        ("window_start", "double"),
+        ("window_end", "double"),
+        ("partition", "int"),
+        ("key", "string"),
+        ("value", "string"),
+        ("value_num", "double"),
+        ("seq", "bigint"),
+    ]
+    keys = {row["key"] for row in table.select("key").distinct().collect()}
+    assert '{"a":[2,null],"b":1}' in keys and '["a",1]' in keys and "null" in keys
+    nums = {(r["value"], r["value_num"]) for r in table.where("value IN ('\"n/a\"', 'null', 'true')").collect()}
+    assert all(num is None for _, num in nums)
+
+    manifest = json.loads((out / "_view" / "_manifest.json").read_text())
+    assert manifest["version"] == 1 and manifest["base"] == info.base
+    assert manifest["rows"] == info.rows and manifest["windows"] == info.windows == 3
+    assert manifest["deltas"] == [f"delta-{p:05d}-00000000.jsonl" for p in range(3)] + ["delta-00002-00000001.jsonl"]
+    assert manifest["compacted_at"] <= time.time()
+    assert deltas_left(out) == [] and pending_deltas(out) == []
+    assert view_info(out) == info
+    assert compact(out, spark=spark) == info  # nothing new: nothing done
+    assert sorted(p.name for p in (out / "_view").glob("base-*")) == ["base-000001"]
+
+
+def test_second_compaction_merges_overrides_and_cleans_up(spark: SparkSession, tmp_path: Path) -> None:
+    rng, model, out = random.Random(2), Model(), tmp_path / "out"
+    assert compact(out, spark=spark) is None and view_info(out) is None
+    first = {partition: window_rows(rng, [0, 1], KEYS) for partition in range(2)}
+    for partition, rows in first.items():
+        write_delta(out, partition, 3, rows)
+        model.add(partition, 3, rows)
+    assert compact(out, spark=spark) is not None
+    model.compacted()
+
+    # New deltas: a new window, a later delta of partition 0 correcting a cell of window 0, a delta of partition 1
+    # numbered lower than the one compacted (it loses where they overlap), and partition 1's delta 3 rewritten by a
+    # retried reducer (a new file under a compacted name: it wins over the base).
+    target = first[0][0]
+    later = [{**target, "value": -12345}] + window_rows(rng, [2], KEYS)
+    late = [{**row, "value": 999_999} for row in first[1][:3]]
+    rewritten = [{**first[1][-1], "value": 4242}]
+    for partition, seq, rows in [(0, 4, later), (1, 1, late), (1, 3, rewritten)]:
+        write_delta(out, partition, seq, rows)
+        model.add(partition, seq, rows)
+    assert sorted(pending_deltas(out)) == deltas_left(out)
+    info = compact(out, spark=spark)
+    model.compacted()
+    assert info is not None and info.version == 2 and info.windows == 3
+    assert_view_matches(spark, info, model)
+    table = spark.read.parquet(info.base)
+    corrected = table.where(f"window_start = 0 AND partition = 0 AND key = '{canonical(target['key'])}'").collect()
+    assert [(row["value"], row["value_num"], row["seq"]) for row in corrected] == [("-12345", -12345.0, 4)]
+    assert deltas_left(out) == []
+    assert sorted(p.name for p in (out / "_view").glob("base-*")) == ["base-000001", "base-000002"]
+
+    # A third compaction drops base-000001; a delta file it read that comes back unchanged (a crash between its
+    # manifest and its deletes) is recognised and deleted, unread.
+    rows = window_rows(rng, [3], KEYS)
+    path = write_delta(out, 0, 5, rows)
+    model.add(0, 5, rows)
+    os.link(path, tmp_path / "kept")
+    third = compact(out, spark=spark)
+    model.compacted()
+    assert third is not None and third.version == 3
+    assert_view_matches(spark, third, model)
+    assert sorted(p.name for p in (out / "_view").glob("base-*")) == ["base-000002", "base-000003"]
+    os.replace(tmp_path / "kept", path)
+    assert pending_deltas(out) == []
+    assert compact(out, spark=spark) == third
+    assert deltas_left(out) == []
+    manifest = json.loads((out / "_view" / "_manifest.json").read_text())
+    assert len(manifest["deltas"]) == 5  # delta-00001-00000003 was compacted twice, under one name
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ('{"window_start": 10, "window_end": 20, "partition": 1, "key": "a"', "Expecting"),
+        ('{"window_start": 10, "window_end": 20, "partition": 1, "key": "a"}', "expected an object with"),
+        ('{"window_start": "10", "window_end": 20, "partition": 1, "key": "a", "value": 1}', "finite numbers"),
+        ('{"window_start": 10, "window_end": 20, "partition": 0, "key": "a", "value": 1}', "not the file's partition"),
+        ("[1, 2, 3]", "expected an object"),
+    ],
+)
+def test_bad_delta_line_names_file_and_line(spark: SparkSession, tmp_path: Path, line: str, reason: str) -> None:
+    out = tmp_path / "out"
+    write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    path = write_delta(out, 1, 0, [{"window_start": 10, "window_end": 20, "key": k, "value": 1} for k in "ab"])
+    path.write_text(path.read_text() + "\n" + line + "\n")  # line 3 is blank (skipped), line 4 is bad
+    with pytest.raises(DeltaError, match=f"{path}.* line 4: .*{reason}"):
+        compact(out, spark=spark)
+    assert view_info(out) is None and len(deltas_left(out)) == 2  # nothing changed
+    assert not list((out / "_view").glob("*base-*"))
+
+
+def test_compactor_in_background_ends_with_every_delta(spark: SparkSession, tmp_path: Path) -> None:
+    rng, model, out = random.Random(3), Model(), tmp_path / "out"
+    children_before = {child.pid for child in psutil.Process().children(recursive=True)}
+    compactor = Compactor(out, interval=0.3)
+    compactor.start()
+    try:
+        seq = 0
+        for window in range(3):  # the job checkpoints while the compactor runs
+            for partition in range(2):
+                rows = window_rows(rng, [window], KEYS)
+                write_delta(out, partition, seq, rows)
+                model.add(partition, seq, rows)
+            seq += 1
+            time.sleep(0.2)
+        deadline = time.monotonic() + 120  # with stop(): under pytest-timeout (300 s)
+        while compactor.compactions == 0 and compactor.failures == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert compactor.compactions >= 1, compactor.last_error
+        model.compacted()
+        for partition in range(2):  # after a compaction: a new window, and partition 1 corrects window 0
+            rows = window_rows(rng, [3], KEYS) + ([{**model_row(model, 0, 1), "value": 31337}] if partition else [])
+            write_delta(out, partition, seq, rows)
+            model.add(partition, seq, rows)
+    finally:
+        info = compactor.stop(final=True, timeout=150)
+    assert compactor.failures == 0 and compactor.last_error is None
+    assert compactor.compactions >= 2 and compactor.last_seconds is not None
+    assert info is not None and info == view_info(out) and info.windows == 4
+    assert pending_deltas(out) == [] and deltas_left(out) == []
+    assert_view_matches(spark, info, model)
+    left = [child for child in psutil.Process().children(recursive=True) if child.pid not in children_before]
+    assert left == []
+
+
+def model_row(model: Model, window: int, partition: int) -> Row:
+    """A row of ``model`` in the given window and partition (the first in key order)."""
+    cells = sorted(cell for cell in model.cells if cell[0] == window * 10 and cell[1] == partition)
+    return model.cells[cells[0]][1]
+
+
+def test_compactor_reports_the_child_error_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["show", str(out)]) == 1
+    path = write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    path.write_text(path.read_text() + "oops\n")
+    compactor = Compactor(out, interval=60)
+    assert compactor.stop(final=True, timeout=240) is None  # never started: stop runs the final compaction only
+    assert compactor.failures == 1 and compactor.compactions == 0
+    assert compactor.last_error is not None and f"{path} line 2: " in compactor.last_error, compactor.last_error
+    assert deltas_left(out) == [path.name]
+    manifest = {"version": 4, "base": str(out / "_view" / "base-000004"), "deltas": [], "rows": 9, "windows": 2}
+    (out / "_view" / "_manifest.json").write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert main(["show", str(out)]) == 0
+    assert capsys.readouterr().out == f"{out}/_view/base-000004: version 4, 9 rows, 2 windows\n"
