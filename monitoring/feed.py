@@ -33,7 +33,7 @@ class MonitorFeed(threading.Thread):
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.version = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
         self._faults_written: set[Any] = set()
 
     def run(self) -> None:
@@ -46,7 +46,7 @@ class MonitorFeed(threading.Thread):
             sub.connect(endpoint)
         after = 0
         try:
-            while not self._stop.is_set():
+            while not self._halt.is_set():
                 while sub.poll(0):
                     sample = msgpack.unpackb(sub.recv(), raw=False)
                     with self.lock:
@@ -63,7 +63,7 @@ class MonitorFeed(threading.Thread):
                         self._write_logs()
                         self.version += 1
                         self.changed.notify_all()
-                self._stop.wait(0.3)
+                self._halt.wait(0.3)
         finally:
             sub.close(linger=0)
             client.close()
@@ -88,5 +88,5 @@ class MonitorFeed(threading.Thread):
             return data
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout)

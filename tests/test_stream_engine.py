@@ -65,7 +65,8 @@ def read_windows(output: Path) -> dict[float, tuple[dict[str, Any], dict[Any, An
         for part in sorted(folder.glob("part-*")):
             for line in part.read_text(encoding="utf-8").splitlines():
                 key, value = line.split("\t")
-                rows[json.loads(key)] = json.loads(value)
+                decoded = json.loads(key)
+                rows[tuple(decoded) if isinstance(decoded, list) else decoded] = json.loads(value)
         windows[meta["start"]] = (meta, rows)
     return windows
 
