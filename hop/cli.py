@@ -5,6 +5,7 @@
     hop run --mrjob MR_JOB.py INPUT... -o OUT [-- the job's options]     (an unmodified mrjob job)
     hop run JOB.py --source URL --window 60s [--slide 10s] -o OUT        (a continuous job, until stopped)
     hop stop JOB_ID / hop windows JOB_ID / hop view JOB_ID|OUT            (continuous jobs)
+    hop monitor [--coordinator tcp://HOST:PORT]                          (the cluster monitor and its dashboard)
     hop coordinator [--bind tcp://HOST:PORT]
     hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N]
     hop gen text|pageviews ...                                            (seeded test data)
@@ -48,6 +49,7 @@ from hop.stream.cli import add_stream_arguments, run_stream_from_args
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, web_view
 from hop.web.cli import register as register_web
+from monitoring.cli import register as register_monitor
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuous: bool = False) -> None:
@@ -400,6 +402,7 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     snapshot.add_argument("--coordinator", required=True)
     snapshot.set_defaults(func=_snapshot)
     register_stream(commands)
+    register_monitor(commands)
     register_gen(commands)
     register_web(commands)
     register_spark(commands)

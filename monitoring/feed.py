@@ -53,8 +53,16 @@ class MonitorFeed(threading.Thread):
                         self.samples[sample.get("worker", "?")] = sample
                 try:
                     windows = client.windows(self.job_id, after=after)
+                    faults = client.cluster()["faults"]
                 except (CoordinatorUnavailable, JobRejected):
-                    windows = []
+                    windows, faults = [], []
+                new_faults = [f for f in faults if f.get("id") not in self._faults_written]
+                if new_faults:
+                    with self.changed:
+                        self.state.add_faults(new_faults)
+                        self._write_logs()
+                        self.version += 1
+                        self.changed.notify_all()
                 if windows:
                     after = max(w["seq"] for w in windows)
                     with self.changed:

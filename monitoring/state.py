@@ -19,6 +19,15 @@ import json
 from collections import deque
 from typing import Any
 
+JOB_MEMORY_SECONDS = 300.0
+"""How long a job no window mentions stays in the job perspective."""
+COORDINATOR = "coordinator"
+"""The source name of the coordinator's stream (not a host)."""
+
+
+def fault_key(fault: dict[str, Any]) -> Any:
+    return fault.get("id")
+
 
 class MonitorState:
     def __init__(self, source_names: list[str], keep: int = 300) -> None:
@@ -67,13 +76,17 @@ class MonitorState:
                 _, host, metric = key
                 alerted.add((host, metric))
                 previous = self.alerts.get((host, metric))
-                entry = {"host": host, "metric": metric, **value, "window_end": end}
-                if previous is None or previous["state"] != value["state"]:
+                changed = previous is None or previous["state"] != value["state"]
+                since = end if changed or previous is None else previous["since"]
+                entry = {"host": host, "metric": metric, **value, "window_end": end, "since": since}
+                if changed:
                     self.alert_log.append({"ts": end, **entry})
                 self.alerts[(host, metric)] = entry
         for host_metric in [hm for hm in self.alerts if hm not in alerted]:
             ended = self.alerts.pop(host_metric)
             self.alert_log.append({"ts": end, **ended, "state": "cleared"})
+        for job_id in [j for j, job in self.jobs.items() if job["window_end"] < end - JOB_MEMORY_SECONDS]:
+            del self.jobs[job_id]  # ended long ago: the job perspective shows current work
         for name, entry in hosts.items():
             rack = entry.get("rack")
             if rack is not None:
@@ -96,9 +109,17 @@ class MonitorState:
             "missing_hosts": [
                 name
                 for name, row in zip(board["names"], board.get("grid", []), strict=False)
-                if row and set(row) <= {"M", "L"}
+                if row and set(row) <= {"M", "L"} and name != COORDINATOR
             ],
         }
+
+    def add_faults(self, faults: list[dict[str, Any]]) -> None:
+        """Faults the coordinator kept (``Client.cluster``): those its stream carried while the monitor's source
+        for it was restarting would be missing otherwise."""
+        for fault in sorted(faults, key=lambda f: f.get("ts", 0)):
+            if fault_key(fault) not in self._fault_ids:
+                self._fault_ids.add(fault_key(fault))
+                self.faults.append(fault)
 
     def snapshot(self) -> dict[str, Any]:
         """The dashboard's whole state as JSON-ready data."""

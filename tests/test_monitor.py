@@ -1,17 +1,13 @@
-"""The cluster monitor: the monitoring query over recorded samples equals a batch computation per window; on a live
-cluster an induced CPU hog on one worker raises an alert for it, and a killed worker shows as a fault and as
-missing in the windows' scoreboard."""
+"""The cluster monitor's query over recorded samples equals a batch computation per window. The live cluster tests
+(an induced CPU hog raises an alert for its worker only; a killed worker is a fault and missing from the scoreboard)
+run with the dashboard in ``tests/test_monitor_dashboard.py``, which uses the helpers here."""
 
 from __future__ import annotations
 
 import json
 import math
 import random
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +19,8 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
-from monitoring.cli import MONITOR_JOB, monitor_spec, wait_for_workers
-from monitoring.feed import MonitorFeed
-from tests.conftest import job_path, run_job
+from monitoring.cli import MONITOR_JOB
+from tests.conftest import run_job
 from tests.test_stream_engine import read_windows
 
 pytestmark = pytest.mark.slow
@@ -105,48 +100,6 @@ def test_monitoring_query_over_recorded_samples_equals_batch(cluster: LocalClust
                 assert got["rack"] == HOSTS[key[1]]
 
 
-@contextmanager
-def running_monitor(cluster: LocalCluster, output: Path) -> Iterator[MonitorFeed]:
-    """``hop monitor``'s pieces against ``cluster``: the monitoring job in a thread, and its feed."""
-    client = Client(cluster.address, timeout=30)
-    spec, names = monitor_spec(client, str(output), "10s", "2s", 3.0)
-    endpoints = [w["samples"] for w in wait_for_workers(client, cluster.num_workers)]
-    feeds: list[MonitorFeed] = []
-    errors: list[BaseException] = []
-
-    def follow(job_id: str) -> None:
-        feed = MonitorFeed(cluster.address, job_id, str(output), names, endpoints)
-        feeds.append(feed)
-        feed.start()
-
-    def run() -> None:
-        try:
-            run_stream(client, spec, progress=False, timeout=300, view_interval=None, on_submitted=follow)
-        except BaseException as error:  # reported by the test
-            errors.append(error)
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not feeds and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert feeds, "the monitoring job should have been submitted"
-        yield feeds[0]
-    finally:
-        watcher = Client(cluster.address, timeout=30)
-        try:
-            if feeds:
-                watcher.stop(feeds[0].job_id)
-        finally:
-            watcher.close()
-        runner.join(timeout=60)
-        for feed in feeds:
-            feed.stop()
-        client.close()
-    assert not errors, errors
-
-
 def wait_for(condition: Any, timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -155,33 +108,6 @@ def wait_for(condition: Any, timeout: float, what: str) -> Any:
             return value
         time.sleep(0.25)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def test_cpu_hog_on_one_worker_raises_an_alert_for_it(tmp_path: Path) -> None:
-    with (
-        LocalCluster(workers=3, map_slots=3, reduce_slots=2, racks=2) as cluster,
-        running_monitor(cluster, tmp_path / "monitor") as feed,
-    ):
-        wait_for(lambda: feed.snapshot()["windows_seen"] >= 3, 60, "the first monitoring windows")
-        started = time.monotonic()
-        hog = threading.Thread(target=_run_hog, args=(cluster, tmp_path))
-        hog.start()
-        busy = wait_for(lambda: _busy_worker(cluster), 30, "the hog to start on a worker")
-        alert = wait_for(
-            lambda: next((a for a in feed.snapshot()["alerts"] if a["host"] == busy and a["state"] == "alert"), None),
-            90,
-            f"an alert for {busy}",
-        )
-        took = time.monotonic() - started
-        assert alert["metric"] in ("cpu_percent", "load1") and alert["tentative_count"] >= 10
-        assert took < 90
-        others = [a for a in feed.snapshot()["alerts"] if a["host"] != busy and a["state"] == "alert"]
-        assert not others, f"only the busy worker should alert: {others}"
-    # The cluster is gone, and the hog's job with it (its client gives up): no need to wait for the loop to end.
-    hog.join(timeout=60)
-    assert not hog.is_alive()
-    logged = [json.loads(line) for line in (tmp_path / "monitor" / "_alerts.jsonl").read_text().splitlines()]
-    assert any(entry["host"] == busy and entry["state"] == "alert" for entry in logged)
 
 
 def _run_hog(cluster: LocalCluster, tmp_path: Path) -> None:
@@ -208,34 +134,3 @@ def _busy_worker(cluster: LocalCluster) -> str | None:
     finally:
         client.close()
     return None
-
-
-def test_killed_worker_is_a_fault_and_missing_from_the_scoreboard(tmp_path: Path) -> None:
-    with (
-        LocalCluster(workers=3, map_slots=3, reduce_slots=2, heartbeat_timeout=1.5) as cluster,
-        running_monitor(cluster, tmp_path / "monitor") as feed,
-    ):
-        wait_for(lambda: feed.snapshot()["windows_seen"] >= 2, 60, "the first monitoring windows")
-        victim_name = "local-2"
-        cluster.workers[2].send_signal(signal.SIGKILL)
-        fault = wait_for(
-            lambda: next(
-                (f for f in feed.snapshot()["faults"] if f["kind"] == "worker_lost" and f["worker"] == victim_name),
-                None,
-            ),
-            60,
-            "the lost worker's fault",
-        )
-        assert fault["silent_s"] >= 1.5
-        latest = wait_for(
-            lambda: (feed.snapshot()["latest"] or {}).get("missing_hosts") and feed.snapshot()["latest"],
-            60,
-            "a window with the killed worker missing",
-        )
-        assert victim_name in latest["missing_hosts"]
-        row = latest["scoreboard"]["grid"][latest["scoreboard"]["names"].index(victim_name)]
-        assert set(row) <= {"M", "L"}
-        assert latest["reason"] in ("latency", "source failure")
-    faults = [json.loads(line) for line in (tmp_path / "monitor" / "_faults.jsonl").read_text().splitlines()]
-    assert any(f["kind"] == "worker_lost" and f["worker"] == victim_name for f in faults)
-    assert job_path("cluster_monitor")

@@ -1,11 +1,15 @@
-"""The web view's HTTP side against a real cluster: JSON API, errors as JSON, the page, server-sent events."""
+"""The web view's HTTP side against a real cluster: JSON API, errors as JSON, the page, server-sent events; a
+continuous job's windows (API, pushed events, stop)."""
 
 from __future__ import annotations
 
 import json
+import random
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +17,13 @@ import pytest
 
 from hop.client import Client
 from hop.gen.text import generate_text
+from hop.jobspec import JobSpec
+from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
+from hop.runner import build_spec
+from hop.stream.options import stream_options
 from hop.web.server import WebServer
-from tests.conftest import output_dict, run_job
+from tests.conftest import job_path, output_dict, run_job
 
 
 @pytest.fixture()
@@ -36,6 +44,71 @@ def get_json(url: str) -> tuple[int, Any]:
     status, kind, body = get(url)
     assert kind.startswith("application/json"), (url, kind, body[:200])
     return status, json.loads(body)
+
+
+def post_json(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=b"", method="POST", headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        assert error.headers.get("Content-Type", "").startswith("application/json")
+        return error.code, json.loads(error.read())
+
+
+# Continuous jobs (shared with tests/test_web_browser.py) -----------------------------------------------------------
+WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+
+
+def write_events(path: Path, seconds: float, rate: int = 200, seed: int = 0) -> Path:
+    """JSON-line events ``{"ts", "text"}``, ``rate`` per second of event time from now on, for ``seconds``."""
+    rng = random.Random(seed)
+    start = time.time()
+    lines = [
+        json.dumps({"ts": start + i / rate + 0.0004, "text": " ".join(rng.choices(WORDS, k=rng.randint(1, 3)))})
+        for i in range(int(seconds * rate))
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def stream_spec(events: Path, output: Path, window: str = "1s", rate: int = 200) -> JobSpec:
+    """``EventWordCount`` over a replay of ``events`` at ``rate`` records a second (so windows close in real
+    time), two reducers."""
+    options = stream_options([f"replay:{events}?rate={rate}"], window)
+    job_class = load_job_file(job_path("stream_events"), "EventWordCount")
+    return build_spec(job_class, [], str(output), num_reduces=2, options={"stream": options})
+
+
+@contextmanager
+def continuous_job(client: Client, spec: JobSpec) -> Iterator[str]:
+    """Submit a continuous job; on the way out stop it if it still runs and wait until it ended."""
+    job_id = client.submit(spec)
+    try:
+        yield job_id
+    finally:
+        if client.status(job_id)["state"] == "running":
+            client.stop(job_id)
+        client.wait(job_id, timeout=60)
+
+
+def window_files(output: Path) -> dict[str, dict[Any, Any]]:
+    """label -> the window's rows, from its ``OUT/windows/<label>/part-*`` files."""
+    windows: dict[str, dict[Any, Any]] = {}
+    for folder in sorted((output / "windows").iterdir()):
+        windows[folder.name] = output_dict(folder)
+    return windows
+
+
+def read_events(stream: Any) -> Iterator[tuple[str, Any]]:
+    """(event, data) from a server-sent event stream, as they come."""
+    name = ""
+    for raw in stream:
+        line = raw.decode().rstrip("\n")
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            yield name, json.loads(line[len("data: ") :])
 
 
 def test_api_serves_jobs_tasks_snapshots_and_results(client: Client, web: WebServer, tmp_path: Path) -> None:
@@ -90,3 +163,72 @@ def test_events_stream_pushes_job_state(client: Client, web: WebServer, tmp_path
                 events[name] = json.loads(stream.readline().decode()[len("data: ") :])
     assert events["job"]["state"] == "succeeded"
     assert {row["key"]: row["value"] for row in events["results"]["rows"]} == output_dict(tmp_path / "out")
+
+
+def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, web: WebServer, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    events = write_events(tmp_path / "events.jsonl", seconds=20)  # much longer than the test: it stops the job
+    with continuous_job(client, stream_spec(events, output)) as job_id:
+        pushed: list[dict[str, Any]] = []
+        job: dict[str, Any] = {}
+        with urllib.request.urlopen(web.url + f"api/events?job={job_id}", timeout=20) as stream:
+            for name, data in read_events(stream):
+                if name == "job":
+                    job = data
+                elif name == "window":
+                    pushed.append(data)
+                    if len(pushed) == 3:
+                        status, listing = get_json(web.url + "api/jobs")
+                        mine = next(j for j in listing if j["job_id"] == job_id)
+                        assert mine["continuous"] and mine["state"] == "running" and mine["windows"] >= 3
+                        status, reply = post_json(web.url + f"api/jobs/{job_id}/stop")
+                        assert status == 200 and reply["stopping"], reply
+                if job.get("state", "running") != "running" and len(pushed) >= job["windows"]:
+                    break
+        assert job["state"] == "succeeded" and job["stopping"]
+    status, windows = get_json(web.url + f"api/jobs/{job_id}/windows")
+    assert status == 200 and [w["seq"] for w in windows] == list(range(1, job["windows"] + 1))
+    assert [(w["seq"], w["label"], w["rows"]) for w in windows] == [(w["seq"], w["label"], w["rows"]) for w in pushed]
+    files = window_files(output)
+    assert [w["label"] for w in windows] == sorted(files), "one window per OUT/windows/<label>"
+    for window in windows:
+        assert not window["truncated"] and window["output_records"] == len(files[window["label"]])
+        assert {row["key"]: row["value"] for row in window["rows"]} == files[window["label"]], window["label"]
+        assert window["end"] - window["start"] == 1 and window["window_spec"]["range"] == 1
+        assert len(window["scoreboard"]["grid"]) == 1 and 0 <= window["fidelity"] <= 1
+    assert all(w["reason"] == "complete" for w in windows[:-1])
+    # The last window was flushed by the stop; hop.stream reports it as "stopped" or, when the reducer sees the
+    # drained pane before the map's final marker, as "complete".
+    assert windows[-1]["reason"] in ("stopped", "complete")
+    meta = json.loads((output / "windows" / windows[-1]["label"] / "_window.json").read_text())
+    assert {k: windows[-1][k] for k in meta} == meta, "a window over the API is its _window.json plus rows"
+    assert sum(w["records"] for w in windows) == client.job(job_id)["input_records"]
+    status, later = get_json(web.url + f"api/jobs/{job_id}/windows?after=2")
+    assert status == 200 and [w["seq"] for w in later] == [w["seq"] for w in windows[2:]]
+    status, body = get_json(web.url + f"api/jobs/{job_id}/windows?after=two")
+    assert status == 400 and "after must be an integer window number" in body["error"]
+    status, body = post_json(web.url + f"api/jobs/{job_id}/stop")
+    assert status == 409 and "already ended" in body["error"]
+    status, body = get_json(web.url + f"api/jobs/{job_id}/results")
+    assert status == 409 and "windows" in body["error"]
+
+
+def test_window_requests_that_cannot_be_served(client: Client, web: WebServer, tmp_path: Path) -> None:
+    status, body = get_json(web.url + "api/jobs/job-nope/windows")
+    assert status == 404 and "no job job-nope" in body["error"]
+    status, body = get_json(web.url + "api/jobs/job-nope/windows?after=1.5")
+    assert status == 400 and "after must be an integer" in body["error"]
+    status, body = post_json(web.url + "api/jobs/job-nope/stop")
+    assert status == 404 and "no job job-nope" in body["error"]
+    source = tmp_path / "in.txt"
+    generate_text(source, 20_000, seed=44, vocabulary=50)
+    batch = run_job(client, "wordcount", [source], tmp_path / "out")["job_id"]
+    status, body = get_json(web.url + f"api/jobs/{batch}/windows")
+    assert status == 404 and "not a continuous job" in body["error"]
+    status, body = post_json(web.url + f"api/jobs/{batch}/stop")
+    assert status == 409 and "batch job" in body["error"]
+    status, body = post_json(web.url + f"api/jobs/{batch}/stop", headers={"Origin": "http://example.com"})
+    assert status == 403 and body["error"]
+    status, listing = get_json(web.url + "api/jobs")
+    mine = next(j for j in listing if j["job_id"] == batch)
+    assert mine["continuous"] is False and mine["windows"] == 0

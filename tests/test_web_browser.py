@@ -1,4 +1,5 @@
-"""The web view in a real browser (headless Chromium driven by Playwright) against a running job."""
+"""The web view in a real browser (headless Chromium driven by Playwright) against a running job: an online job
+followed to its final result, and a continuous job's windows as they close."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
 from hop.web.server import WebServer
 from tests.conftest import job_path, output_dict
+from tests.test_web import continuous_job, stream_spec, window_files, write_events
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -69,5 +71,71 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
             page.wait_for_function("document.querySelector('#history-label').textContent.includes(':')")
             page.screenshot(path=str(tmp_path / "web-view.png"), full_page=True)
             assert (tmp_path / "web-view.png").stat().st_size > 10_000
+        finally:
+            browser.close()
+
+
+def test_page_follows_a_continuous_job_window_by_window(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    output = tmp_path / "out"
+    with WebServer(cluster.address) as web, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            events = write_events(tmp_path / "events.jsonl", seconds=30, seed=45)  # stopped long before its end
+            with continuous_job(client, stream_spec(events, output)) as job_id:
+                page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+                page.wait_for_selector("#jobs li .badge.continuous", timeout=30_000)
+                page.wait_for_selector("#window-table tbody tr", timeout=30_000)  # the first window's result
+                assert page.is_hidden("#batch-view") and page.is_visible("#stop-job")
+                listed = len(page.query_selector_all("#window-list tbody tr"))
+                # New windows are pushed as they close: the list grows without reloading the page.
+                page.wait_for_function(
+                    "n => document.querySelectorAll('#window-list tbody tr').length >= n + 2",
+                    arg=listed,
+                    timeout=30_000,
+                )
+                assert client.status(job_id)["state"] == "running", "the list should grow while the job runs"
+                page.once("dialog", lambda dialog: dialog.accept())  # "Stop EventWordCount (job-...)?"
+                page.click("#stop-job")
+                page.wait_for_function("/stopping|succeeded/.test(document.querySelector('#stop-state').textContent)")
+                final = client.wait(job_id, timeout=60)
+            assert final["state"] == "succeeded" and final["report"]["continuous"]["stopped"]
+            files = window_files(output)
+            last = max(files)  # time labels sort as the windows do
+            page.wait_for_function(
+                "n => document.querySelectorAll('#window-list tbody tr').length === n", arg=len(files), timeout=30_000
+            )
+            page.wait_for_function("document.querySelector('#job-summary').textContent.includes('succeeded')")
+            assert last in page.inner_text("#window-info")
+            assert page.get_attribute("#window-list tbody tr", "data-label") == last, "newest first"
+            shown = {
+                row.get_attribute("data-key"): json.loads(row.get_attribute("data-value") or "null")
+                for row in page.query_selector_all("#window-table tbody tr")
+            }
+            assert shown == files[last], "the table is the last window's result"
+            last_meta = json.loads((output / "windows" / last / "_window.json").read_text())
+            assert page.inner_text("#window-reason") == last_meta["reason"]
+            assert page.is_hidden("#stop-job")
+            assert len(page.query_selector_all("#scoreboard .cell")) == 1  # one source x one pane
+            assert page.query_selector_all("#scoreboard-legend li")
+            earlier = sorted(files)[-2]
+            page.click(f"#window-list tbody tr[data-label='{earlier}']")  # show an earlier window
+            assert page.inner_text("#window-title") == f"Window {earlier}"
+            assert page.inner_text("#window-info").startswith(earlier)
+            keys = [row.get_attribute("data-key") for row in page.query_selector_all("#window-table tbody tr")]
+            assert sorted(keys) == sorted(files[earlier])
+            page.click("#follow-latest")
+            assert page.inner_text("#window-title") == "Latest window" and page.is_hidden("#follow-latest")
+            page.click("#window-table th[data-sort=key]")  # sort by key
+            keys = [row.get_attribute("data-key") for row in page.query_selector_all("#window-table tbody tr")]
+            assert keys == sorted(files[last])
+            page.click("#window-table tbody tr >> nth=1")  # follow that key's value per window
+            page.wait_for_function(
+                "key => document.querySelector('#trend-label').textContent.startsWith(key + ':')", arg=keys[1]
+            )
+            page.screenshot(path=str(tmp_path / "web-continuous.png"), full_page=True)
+            assert (tmp_path / "web-continuous.png").stat().st_size > 10_000
         finally:
             browser.close()

@@ -1,7 +1,10 @@
-"""The live web view: jobs, task progress, snapshots with estimates and intervals, final results.
+"""The live web view: jobs, task progress, snapshots with estimates and intervals, final results, and a continuous
+job's windows (latest result, a key's value per window, the C2 scoreboard, recent windows; stop).
 
 :class:`hop.web.server.WebServer` serves :func:`hop.web.app.make_app` for one coordinator; the page's data comes
-from ``hop.web.source``. Front-end assets, including the vendored Chart.js, are in ``static/``.
+from ``hop.web.source``. Served with ``monitor=`` (``hop monitor``) it also has the cluster monitor's dashboard
+(``/monitor``: cluster -> rack -> host drill-down, live charts, jobs, alerts, faults, the C2 scoreboard), its JSON
+API and ``/metrics`` for Prometheus. Front-end assets, including the vendored Chart.js, are in ``static/``.
 """
 
 from hop.web.app import make_app

@@ -3,34 +3,74 @@
 Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, never a traceback page):
 
 - ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
-- ``GET /api/jobs``: every job (id, name, state, progress, output directory, snapshot count).
+- ``GET /api/jobs``: every job (id, name, state, progress, output directory, snapshot count; for a continuous job
+  ``continuous: true``, the number of ``windows`` written so far and ``stopping``).
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
 - ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (default all), with their rows.
-- ``GET /api/jobs/{job_id}/results``: the final output (``409`` while the job runs).
+- ``GET /api/jobs/{job_id}/results``: the final output (``409`` while the job runs, and for a continuous job, whose
+  results are its windows).
+- ``GET /api/jobs/{job_id}/windows?after=N``: a continuous job's windows with ``seq > N`` (default all the
+  coordinator keeps), oldest first: bounds, reason, records, fidelity, C2 scoreboard, per-partition reports and the
+  first rows as ``{"key", "value"}`` (``truncated`` when the window has more); ``404`` for a batch job.
+- ``POST /api/jobs/{job_id}/stop``: ask a continuous job to stop (it drains and writes its last windows); ``409``
+  for a batch job or one that already ended; ``403`` when another site's page sends it.
 - ``GET /api/events?job=ID``: server-sent events pushing ``jobs`` (the list, when it changes), and for ``job``:
-  ``job`` (tasks and progress), ``snapshot`` (each new snapshot) and ``results`` (once it succeeded).
+  ``job`` (tasks and progress), ``snapshot`` (each new snapshot) and ``results`` (once it succeeded); for a
+  continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first; the event id is its
+  ``seq``, so a reconnecting page resumes after the last window it got) instead of snapshots and results.
+
+With the cluster monitor (``make_app(source, monitor=box)``, ``hop monitor``; ``box`` is a list that holds the
+``monitoring.feed.MonitorFeed`` once the monitoring job is submitted, empty until then; every route but the page
+answers ``503`` while it is empty):
+
+- ``GET /monitor``: the dashboard (``static/monitor.html``, ``monitor.js``, ``monitor.css``).
+- ``GET /api/monitor/state``: the dashboard's state, ``MonitorFeed.snapshot()`` (latest window as a cluster/rack/host
+  tree, jobs, alerts, faults, scoreboard, the latest raw sample per worker).
+- ``GET /api/monitor/series?level=host|rack|cluster&name=NAME&metric=METRIC``: one metric's series over the last
+  windows, ``{"level", "name", "metric", "points": [{"t", "mean", "max", "p95"}]}`` (``t`` = the window's end; the
+  cluster's name is ``""``); ``400`` for a bad level, no metric or no name of a rack or host, ``404`` for a series
+  the monitor does not have.
+- ``GET /api/monitor/events``: server-sent events: ``state`` (the whole state, on connect and after every new
+  window; the event id is the feed's version) and ``waiting`` (while the monitoring job is not submitted yet).
+- ``GET /metrics``: Prometheus text exposition (``monitoring.prometheus.render``) of the latest raw samples, the
+  latest window's statistics and the alerts.
+
+Without the monitor these routes do not exist (``404``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from hop.client import CoordinatorUnavailable
 from hop.web.source import CoordinatorSource, UnknownJob, read_results
 
-__all__ = ["EVENT_SECONDS", "make_app"]
+if TYPE_CHECKING:
+    from monitoring.feed import MonitorFeed
+
+__all__ = ["EVENT_SECONDS", "MONITOR_EVENT_SECONDS", "WINDOW_BACKLOG", "make_app"]
 
 STATIC = Path(__file__).parent / "static"
 EVENT_SECONDS = 0.5
 """How often the event stream looks for changes."""
+WINDOW_BACKLOG = 60
+"""Windows a newly connected page gets at once (the newest); later ones are pushed as they close."""
+
+MONITOR_EVENT_SECONDS = 0.25
+"""How often the monitor's event stream looks for a new window."""
+MONITOR_KEEPALIVE_SECONDS = 10.0
+"""A comment line this often on a quiet monitor event stream, so a page that went away is noticed."""
+MONITOR_LEVELS = ("host", "rack", "cluster")
 
 SOURCE_KEY: web.AppKey[CoordinatorSource] = web.AppKey("source", CoordinatorSource)
+MONITOR_KEY: web.AppKey[list[Any]] = web.AppKey("monitor", list)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -72,12 +112,20 @@ async def job(request: web.Request) -> web.Response:
     return web.json_response(await _source(request).job(request.match_info["job_id"]))
 
 
-def _after(request: web.Request) -> int:
-    text = request.query.get("after", "-1")
+def _after(request: web.Request, default: str = "-1", what: str = "snapshot") -> int:
+    text = request.query.get("after", default)
     try:
         return int(text)
     except ValueError:
-        raise web.HTTPBadRequest(reason=f"after must be an integer snapshot number, got {text!r}") from None
+        raise web.HTTPBadRequest(reason=f"after must be an integer {what} number, got {text!r}") from None
+
+
+async def _continuous_job(request: web.Request) -> dict[str, Any]:
+    """The job's summary; 404 unless it is a continuous job."""
+    detail = await _source(request).job(request.match_info["job_id"])
+    if not detail.get("continuous"):
+        raise web.HTTPNotFound(reason=f"job {detail['job_id']} is not a continuous job: it has no windows")
+    return detail
 
 
 async def snapshots(request: web.Request) -> web.Response:
@@ -85,8 +133,39 @@ async def snapshots(request: web.Request) -> web.Response:
     return web.json_response(await _source(request).snapshots(request.match_info["job_id"], after))
 
 
+async def windows(request: web.Request) -> web.Response:
+    after = _after(request, "0", "window")
+    detail = await _continuous_job(request)
+    return web.json_response(await _source(request).windows(detail["job_id"], after))
+
+
+def _same_origin(request: web.Request) -> bool:
+    """A browser names the page that sends a POST in ``Origin``: only this server's own page may stop jobs (a
+    script with no ``Origin``, such as curl, is the user at the keyboard)."""
+    origin = request.headers.get("Origin")
+    return origin is None or origin == f"{request.scheme}://{request.host}"
+
+
+async def stop(request: web.Request) -> web.Response:
+    if not _same_origin(request):
+        raise web.HTTPForbidden(reason="only the hop page itself may stop a job")
+    detail = await _source(request).job(request.match_info["job_id"])
+    if not detail.get("continuous"):
+        raise web.HTTPConflict(reason=f"job {detail['job_id']} is a batch job: it ends by itself, nothing to stop")
+    if detail["state"] != "running":
+        raise web.HTTPConflict(reason=f"job {detail['job_id']} already ended ({detail['state']})")
+    reply = await _source(request).stop(detail["job_id"])
+    state = reply.get("state", detail["state"])
+    return web.json_response({"job_id": detail["job_id"], "state": state, "stopping": True})
+
+
 async def results(request: web.Request) -> web.Response:
     detail = await _source(request).job(request.match_info["job_id"])
+    if detail.get("continuous"):
+        raise web.HTTPConflict(
+            reason=f"job {detail['job_id']} is continuous: its results are its windows, "
+            f"GET /api/jobs/{detail['job_id']}/windows"
+        )
     if detail["state"] != "succeeded":
         raise web.HTTPConflict(reason=f"job {detail['job_id']} has no final results yet (it is {detail['state']})")
     loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
@@ -102,13 +181,41 @@ async def events(request: web.Request) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
 
-    async def send(event: str, data: Any) -> None:
-        await response.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+    async def send(event: str, data: Any, event_id: int | None = None) -> None:
+        head = "" if event_id is None else f"id: {event_id}\n"
+        await response.write(f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode())
 
     last_jobs: Any = None
     last_job: Any = None
     last_seq = -1
     results_sent = False
+    # A page that reconnects names the last window it got (its event id): go on from there.
+    resume = request.headers.get("Last-Event-ID", "")
+    last_window: int | None = int(resume) if resume.isdigit() else None
+
+    async def send_windows(job_id: str, detail: dict[str, Any]) -> None:
+        nonlocal last_window
+        if last_window is None:  # a new page: the newest windows only (seq counts the windows written)
+            after = max(0, int(detail.get("windows", 0)) - WINDOW_BACKLOG)
+            closed, last_window = (await source.windows(job_id, after))[-WINDOW_BACKLOG:], 0
+        else:
+            closed = await source.windows(job_id, last_window)
+        for window in closed:
+            await send("window", window, event_id=window["seq"])
+            last_window = window["seq"]
+
+    async def send_snapshots_and_results(job_id: str, detail: dict[str, Any]) -> None:
+        nonlocal last_seq, results_sent
+        for snapshot in await source.snapshots(job_id, last_seq):
+            if not snapshot["complete"]:
+                break
+            await send("snapshot", snapshot)
+            last_seq = snapshot["seq"]
+        if detail["state"] == "succeeded" and not results_sent:
+            loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
+            await send("results", {"job_id": job_id, "approximate": detail["approximate"], **loaded})
+            results_sent = True
+
     try:
         while True:
             listing = await source.jobs()
@@ -120,15 +227,10 @@ async def events(request: web.Request) -> web.StreamResponse:
                 if detail != last_job:
                     await send("job", detail)
                     last_job = detail
-                for snapshot in await source.snapshots(job_id, last_seq):
-                    if not snapshot["complete"]:
-                        break
-                    await send("snapshot", snapshot)
-                    last_seq = snapshot["seq"]
-                if detail["state"] == "succeeded" and not results_sent:
-                    loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
-                    await send("results", {"job_id": job_id, "approximate": detail["approximate"], **loaded})
-                    results_sent = True
+                if detail.get("continuous"):
+                    await send_windows(job_id, detail)
+                else:
+                    await send_snapshots_and_results(job_id, detail)
             else:
                 await send("ping", {})
             await asyncio.sleep(EVENT_SECONDS)
@@ -139,14 +241,164 @@ async def events(request: web.Request) -> web.StreamResponse:
     return response
 
 
-def make_app(source: CoordinatorSource) -> web.Application:
+# The cluster monitor's dashboard (hop monitor) -----------------------------------------------------------------
+def _feed(request: web.Request) -> MonitorFeed:
+    """The monitor's feed; 503 while the monitoring job is not submitted yet."""
+    box = request.app[MONITOR_KEY]
+    if not box:
+        raise web.HTTPServiceUnavailable(reason="the monitoring job has not started yet: no monitor state so far")
+    feed: MonitorFeed = box[0]
+    return feed
+
+
+def _finite(data: Any) -> Any:
+    """``data`` with NaN and infinities as ``None`` (JSON has no such numbers; a browser rejects them)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(value) for value in data]
+    return data
+
+
+def _monitor_json(data: Any) -> str:
+    return json.dumps(_finite(data), default=str)
+
+
+async def _monitor_snapshot(feed: MonitorFeed) -> dict[str, Any]:
+    """``feed.snapshot()`` off the event loop (it waits for the feed's lock while a window is folded in)."""
+    return await asyncio.get_running_loop().run_in_executor(None, feed.snapshot)
+
+
+async def monitor_page(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC / "monitor.html")
+
+
+async def monitor_state(request: web.Request) -> web.Response:
+    snapshot = await _monitor_snapshot(_feed(request))
+    return web.json_response(text=_monitor_json(snapshot))
+
+
+async def monitor_series(request: web.Request) -> web.Response:
+    level = request.query.get("level", "")
+    if level not in MONITOR_LEVELS:
+        raise web.HTTPBadRequest(reason=f"level must be one of {', '.join(MONITOR_LEVELS)}, got {level!r}")
+    metric = request.query.get("metric", "")
+    if not metric:
+        raise web.HTTPBadRequest(reason="metric is required, e.g. metric=cpu_percent")
+    name = "" if level == "cluster" else request.query.get("name", "")
+    if not name and level != "cluster":
+        raise web.HTTPBadRequest(reason=f"name is required for level {level} (a {level} name)")
+    feed = _feed(request)
+
+    def read() -> tuple[bool, list[dict[str, float]]]:
+        with feed.lock:  # the feed's thread appends to the series
+            return (level, name, metric) in feed.state.series, feed.state.series_of(level, name, metric)
+
+    known, points = await asyncio.get_running_loop().run_in_executor(None, read)
+    if not known:
+        raise web.HTTPNotFound(reason=f"no series for {level} {name!r} metric {metric!r} (yet)")
+    body = {"level": level, "name": name, "metric": metric, "points": points}
+    return web.json_response(text=_monitor_json(body))
+
+
+def prometheus_windows(latest: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The latest window's statistics as ``monitoring.prometheus.render`` takes them."""
+    if not latest:
+        return []
+    rows: list[dict[str, Any]] = []
+
+    def add(level: str, name: str, metrics: dict[str, Any]) -> None:
+        for metric, stats in metrics.items():
+            rows.append(
+                {"level": level, "name": name, "metric": metric, **{k: stats.get(k) for k in ("mean", "max", "p95")}}
+            )
+
+    add("cluster", "", latest.get("cluster") or {})
+    for rack, entry in (latest.get("racks") or {}).items():
+        add("rack", rack, entry.get("metrics") or {})
+    for host, entry in (latest.get("hosts") or {}).items():
+        add("host", host, entry.get("metrics") or {})
+    return rows
+
+
+def prometheus_alerts(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The monitor's alerts as ``monitoring.prometheus.render`` takes them (``at`` is the ``since``)."""
+    return [
+        {"host": a.get("host"), "metric": a.get("metric"), "state": a.get("state"), "since": a.get("at")}
+        for a in alerts
+    ]
+
+
+async def metrics(request: web.Request) -> web.Response:
+    from monitoring.prometheus import render
+
+    snapshot = await _monitor_snapshot(_feed(request))
+    body, content_type = render(
+        snapshot.get("samples") or {}, prometheus_windows(snapshot.get("latest")), prometheus_alerts(snapshot["alerts"])
+    )
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = content_type  # with its version parameter, which content_type= refuses
+    return response
+
+
+async def monitor_events(request: web.Request) -> web.StreamResponse:
+    """Server-sent events: ``state`` on connect and after every new window, ``waiting`` until the feed exists."""
+    box = request.app[MONITOR_KEY]
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    loop = asyncio.get_running_loop()
+    sent: tuple[int, int] | None = None  # (which feed, its version) last sent
+    waiting_sent = False
+    quiet_since = loop.time()
+
+    async def send(event: str, text: str, event_id: int | None = None) -> None:
+        nonlocal quiet_since
+        head = "" if event_id is None else f"id: {event_id}\n"
+        await response.write(f"{head}event: {event}\ndata: {text}\n\n".encode())
+        quiet_since = loop.time()
+
+    try:
+        while True:
+            if not box:
+                if not waiting_sent:
+                    await send("waiting", json.dumps({"message": "waiting for the monitoring job to start"}))
+                    waiting_sent = True
+            else:
+                feed = box[0]
+                if sent != (id(feed), feed.version):
+                    snapshot = await _monitor_snapshot(feed)
+                    await send("state", _monitor_json(snapshot), event_id=snapshot["version"])
+                    sent = (id(feed), snapshot["version"])
+            if loop.time() - quiet_since > MONITOR_KEEPALIVE_SECONDS:
+                await response.write(b": keepalive\n\n")
+                quiet_since = loop.time()
+            await asyncio.sleep(MONITOR_EVENT_SECONDS)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    return response
+
+
+def make_app(source: CoordinatorSource, monitor: list[Any] | None = None) -> web.Application:
+    """The web view for ``source``'s coordinator; with ``monitor`` (a list holding the ``MonitorFeed`` once it
+    exists) also the cluster monitor's dashboard, its API and ``/metrics``."""
     app = web.Application(middlewares=[json_errors])
     app[SOURCE_KEY] = source
+    if monitor is not None:
+        app[MONITOR_KEY] = monitor
+        app.router.add_get("/monitor", monitor_page)
+        app.router.add_get("/api/monitor/state", monitor_state)
+        app.router.add_get("/api/monitor/series", monitor_series)
+        app.router.add_get("/api/monitor/events", monitor_events)
+        app.router.add_get("/metrics", metrics)
     app.router.add_get("/", index)
     app.router.add_get("/api/jobs", jobs)
     app.router.add_get("/api/jobs/{job_id}", job)
     app.router.add_get("/api/jobs/{job_id}/snapshots", snapshots)
     app.router.add_get("/api/jobs/{job_id}/results", results)
+    app.router.add_get("/api/jobs/{job_id}/windows", windows)
+    app.router.add_post("/api/jobs/{job_id}/stop", stop)
     app.router.add_get("/api/events", events)
     app.router.add_static("/static/", STATIC)
     return app

@@ -1,12 +1,15 @@
 """Running the web view: in a background thread of ``hop run --web``, or in the foreground for ``hop web``.
 
-The server binds 127.0.0.1 only; port 0 picks a free port. ``WebServer.url`` is the address to open.
+The server binds 127.0.0.1 only; port 0 picks a free port. ``WebServer.url`` is the address to open. With
+``monitor`` (``hop monitor``: a list that holds the ``monitoring.feed.MonitorFeed`` once the monitoring job runs) it
+also serves the cluster monitor's dashboard at ``/monitor`` and ``/metrics`` (see ``hop.web.app``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from aiohttp import web
 
@@ -21,10 +24,11 @@ START_TIMEOUT = 10.0
 class WebServer:
     """The web view for the coordinator at ``address``, served from a thread with its own event loop."""
 
-    def __init__(self, address: str, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, address: str, port: int = 0, host: str = "127.0.0.1", monitor: list[Any] | None = None) -> None:
         self.address = address
         self.host = host
         self.port = port
+        self.monitor = monitor
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="hop-web", daemon=True)
@@ -33,7 +37,7 @@ class WebServer:
 
     async def _start(self) -> None:
         self._source = CoordinatorSource(self.address)
-        self._runner = web.AppRunner(make_app(self._source), shutdown_timeout=1.0)
+        self._runner = web.AppRunner(make_app(self._source, monitor=self.monitor), shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()

@@ -2,7 +2,9 @@
 
 A ZeroMQ socket must not be used from two threads at once, so every request runs in one worker thread, one at a
 time. Final results are read from the job's output directory (``OUT/part-*``), which the web server sees when it
-runs where the job ran (``hop run --web``) or on a shared file system.
+runs where the job ran (``hop run --web``) or on a shared file system. A continuous job's windows come from the
+coordinator (it keeps the newest ones with the first rows of each); their ``rows`` arrive as pairs of JSON texts
+and are decoded here into ``{"key", "value"}`` like snapshot and result rows.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 
-__all__ = ["CoordinatorSource", "UnknownJob", "read_results"]
+__all__ = ["CoordinatorSource", "UnknownJob", "decode_window", "read_results"]
 
 RESULT_ROWS = 2000
 """Rows of final results sent to the page (the rest stay in the output files)."""
@@ -38,7 +40,7 @@ class CoordinatorSource:
         try:
             return await loop.run_in_executor(self._executor, lambda: getattr(self._client, method)(*args))
         except JobRejected as error:
-            if str(error).startswith("no job"):
+            if str(error).startswith(("no job", "no continuous job")):
                 raise UnknownJob(str(error)) from error
             raise
 
@@ -51,9 +53,23 @@ class CoordinatorSource:
     async def snapshots(self, job_id: str, after: int = -1) -> list[dict[str, Any]]:
         return list(await self._call("snapshots", job_id, after))
 
+    async def windows(self, job_id: str, after: int = 0) -> list[dict[str, Any]]:
+        """A continuous job's windows with ``seq > after``, oldest first, rows decoded (see ``decode_window``)."""
+        return [decode_window(window) for window in await self._call("windows", job_id, after)]
+
+    async def stop(self, job_id: str) -> dict[str, Any]:
+        return dict(await self._call("stop", job_id))
+
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self._client.close()
+
+
+def decode_window(window: dict[str, Any]) -> dict[str, Any]:
+    """A window as the coordinator reports it, with ``rows`` (``[key_json, value_json]`` texts) decoded to
+    ``{"key", "value"}`` and ``truncated`` telling whether they are fewer than the window's output rows."""
+    rows = [{"key": json.loads(key), "value": json.loads(value)} for key, value in window.get("rows", [])]
+    return {**window, "rows": rows, "truncated": len(rows) < int(window.get("output_records", len(rows)))}
 
 
 def read_results(output: str, limit: int = RESULT_ROWS) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-// hop's web view: jobs, task progress, the latest snapshot as a sortable table and charts, final results.
+// hop's web view: jobs, task progress, the latest snapshot as a sortable table and charts, final results; for a
+// continuous job its windows: the latest result, a key's value per window, the C2 scoreboard, recent windows.
 // Data arrives as server-sent events from /api/events (see hop/web/app.py); nothing here polls or reloads.
 "use strict";
 
@@ -28,6 +29,7 @@ function connect(jobId) {
   state.source.addEventListener("job", (event) => renderJob(JSON.parse(event.data)));
   state.source.addEventListener("snapshot", (event) => addSnapshot(JSON.parse(event.data)));
   state.source.addEventListener("results", (event) => showResults(JSON.parse(event.data)));
+  state.source.addEventListener("window", (event) => addWindow(JSON.parse(event.data)));
 }
 
 function renderJobs(jobs) {
@@ -37,8 +39,16 @@ function renderJobs(jobs) {
       const item = document.createElement("li");
       item.dataset.jobId = job.job_id;
       item.className = job.job_id === state.jobId ? "selected" : "";
-      item.textContent = `${job.name} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
-        100 * job.map_fraction)}% maps`;
+      if (job.continuous) {
+        const marker = document.createElement("span");
+        marker.className = "badge continuous";
+        marker.textContent = "continuous";
+        const stopping = job.stopping && job.state === "running" ? " (stopping)" : "";
+        item.append(`${job.name} — ${job.state}${stopping} — ${plural(job.windows, "window")} `, marker);
+      } else {
+        item.textContent = `${job.name} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
+          100 * job.map_fraction)}% maps`;
+      }
       item.title = job.job_id;
       item.addEventListener("click", () => selectJob(job.job_id));
       return item;
@@ -50,13 +60,19 @@ function renderJobs(jobs) {
 function selectJob(jobId) {
   if (jobId === state.jobId) return;
   Object.assign(state, { jobId, rows: [], final: false, history: new Map(), selectedKey: null, snapshotLabel: null });
+  Object.assign(stream, { job: null, windows: [], pinned: null, selectedKey: null, stopRequested: false });
   document.getElementById("detail").hidden = false;
+  document.getElementById("stop-state").textContent = "";
   renderTable();
+  renderStream();
   connect(jobId);
 }
 
 function renderJob(job) {
   document.getElementById("job-title").textContent = `${job.name} (${job.job_id})`;
+  document.getElementById("batch-view").hidden = Boolean(job.continuous);
+  document.getElementById("stream-view").hidden = !job.continuous;
+  if (job.continuous) return renderContinuousJob(job);
   document.getElementById("job-summary").textContent =
     `${job.state}; maps ${job.maps_done}/${job.maps_total}, reduces ${job.reduces_done}/${job.reduces_total}; ` +
     `${Math.round(100 * job.input_fraction)}% of the input processed; ${job.snapshots} snapshots; output ${job.output}`;
@@ -222,6 +238,334 @@ document.querySelectorAll("#results th").forEach((header) =>
     renderTable();
   })
 );
+
+// Continuous jobs --------------------------------------------------------------------------------------------------
+const KEEP_WINDOWS = 120;  // windows kept on the page: the chart's span and the recent-windows list
+const TABLE_ROWS = 1000;  // rows of a window drawn in its table (sorted first)
+const CELLS = {
+  D: { name: "data", color: "#2e7d32" },
+  E: { name: "empty", color: "#a5d6a7" },
+  M: { name: "missing", color: "#f9a825" },
+  L: { name: "lost", color: "#c62828" },
+  S: { name: "shed", color: "#8e24aa" },
+};
+
+const stream = {
+  job: null,           // the job's latest summary
+  windows: [],         // oldest first, at most KEEP_WINDOWS
+  pinned: null,        // seq of the window on show, or null: the latest
+  selectedKey: null,   // the key the chart follows
+  sortBy: "value",
+  sortDescending: true,
+  stopRequested: false,
+};
+
+const isTime = (window) => (window.window_spec?.unit ?? "seconds") === "seconds";
+const utc = (seconds) => new Date(seconds * 1000).toISOString().replace("T", " ").replace(/\.000Z$|Z$/, "");
+const percent = (fraction) => `${(100 * fraction).toFixed(fraction >= 0.9995 || fraction === 0 ? 0 : 1)}%`;
+const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
+const extent = (amount, unit) => (unit === "seconds" ? `${number(amount)} s` : `${number(amount)} ${unit}`);
+
+function bounds(window) {
+  if (!isTime(window)) return `${window.window_spec.unit} ${number(window.start)} – ${number(window.end)}`;
+  const start = utc(window.start), end = utc(window.end);
+  return `${start} – ${end.slice(0, 10) === start.slice(0, 10) ? end.slice(11) : end} UTC`;
+}
+
+function shortLabel(window) {
+  return isTime(window) ? utc(window.start).slice(11) : number(window.start);
+}
+
+function shownWindow() {
+  if (stream.pinned !== null) {
+    const pinned = stream.windows.find((w) => w.seq === stream.pinned);
+    if (pinned) return pinned;
+    stream.pinned = null;
+  }
+  return stream.windows[stream.windows.length - 1] ?? null;
+}
+
+function renderContinuousJob(job) {
+  stream.job = job;
+  const stopping = job.stopping && job.state === "running";
+  const spec = stream.windows.length ? stream.windows[stream.windows.length - 1].window_spec : null;
+  const shape = spec
+    ? `; ${spec.range === spec.slide ? "tumbling" : "sliding"} windows of ${extent(spec.range, spec.unit)}` +
+      (spec.range === spec.slide ? "" : ` every ${extent(spec.slide, spec.unit)}`) +
+      `, panes of ${extent(spec.pane, spec.unit)}`
+    : "";
+  document.getElementById("job-summary").textContent =
+    `continuous, ${job.state}${stopping ? " (stopping: draining open panes)" : ""}; ` +
+    `${plural(job.maps_total, "source")}, ${plural(job.reduces_total, "reducer")}; ` +
+    `${(job.input_records ?? 0).toLocaleString()} records read; ${plural(job.windows, "window")} written${shape}; ` +
+    `output ${job.output}/windows/`;
+  document.getElementById("tasks").replaceChildren(
+    ...job.tasks.map((task) => {
+      const box = document.createElement("span");
+      box.className = `task ${task.state} live`;
+      box.dataset.kind = task.kind;
+      box.title =
+        `stream ${task.kind} ${task.index}: ${task.state}, ${task.attempts} attempt(s) on ${task.worker ?? "-"}`;
+      box.innerHTML = `${task.kind} ${task.index} <div class="bar"><div></div></div>`;
+      return box;
+    })
+  );
+  const button = document.getElementById("stop-job");
+  button.hidden = job.state !== "running" || job.stopping || stream.stopRequested;
+  const note = document.getElementById("stop-state");
+  if (stopping) note.textContent = "stopping: the last windows are being written";
+  else if (job.state !== "running") note.textContent = `the job ${job.state}${job.error ? `: ${job.error}` : ""}`;
+}
+
+async function stopJob() {
+  const job = stream.job;
+  if (!job) return;
+  if (!confirm(`Stop ${job.name} (${job.job_id})? Its open panes are drained and its last windows written.`)) return;
+  stream.stopRequested = true;
+  document.getElementById("stop-job").hidden = true;
+  const note = document.getElementById("stop-state");
+  note.textContent = "asking the job to stop…";
+  try {
+    const reply = await fetch(`/api/jobs/${encodeURIComponent(job.job_id)}/stop`, { method: "POST" });
+    const body = await reply.json();
+    note.textContent = reply.ok ? "stopping: the last windows are being written" : `not stopped: ${body.error}`;
+  } catch (error) {
+    note.textContent = `not stopped: ${error}`;
+    stream.stopRequested = false;
+  }
+}
+
+function addWindow(window) {
+  const last = stream.windows[stream.windows.length - 1];
+  if (last && window.seq <= last.seq) return;  // sent again after a reconnect
+  stream.windows.push(window);
+  if (stream.windows.length > KEEP_WINDOWS) stream.windows.splice(0, stream.windows.length - KEEP_WINDOWS);
+  if (stream.selectedKey === null) stream.selectedKey = topKey(window);
+  if (stream.job) renderContinuousJob(stream.job);  // the window shape, once known
+  renderStream();
+}
+
+function topKey(window) {
+  let best = null;
+  for (const row of window.rows) {
+    if (best === null || (typeof row.value === "number" && !(row.value <= best.value))) best = row;
+  }
+  return best === null ? null : keyText(best.key);
+}
+
+function renderStream() {
+  const window = shownWindow();
+  renderWindow(window);
+  renderScoreboard(window);
+  renderWindowList(window);
+  renderTrend(window);
+}
+
+function reasonBadge(element, reason) {
+  element.className = `badge reason ${reason.replace(/\s+/g, "-")}`;
+  element.textContent = reason;
+}
+
+function renderWindow(window) {
+  const latest = stream.pinned === null;
+  document.getElementById("window-title").textContent = latest ? "Latest window" : `Window ${window?.label ?? ""}`;
+  document.getElementById("follow-latest").hidden = latest;
+  const badge = document.getElementById("window-reason");
+  const info = document.getElementById("window-info");
+  const body = document.querySelector("#window-table tbody");
+  if (!window) {
+    badge.className = "badge";
+    badge.textContent = "";
+    info.textContent = "No window has closed yet.";
+    document.getElementById("window-rows").textContent = "";
+    body.replaceChildren();
+    return;
+  }
+  reasonBadge(badge, window.reason);
+  const emitted = `${utc(window.emitted_at).slice(11, 19)} UTC`;
+  info.textContent =
+    `${window.label}: ${bounds(window)}; ${window.records.toLocaleString()} records, ` +
+    `${window.output_records.toLocaleString()} rows; fidelity ${percent(window.fidelity)}; ` +
+    `emitted ${emitted}`;
+  const received = window.truncated
+    ? `the coordinator's first ${window.rows.length.toLocaleString()} of ${window.output_records.toLocaleString()} ` +
+      `rows (all in windows/${window.label}/part-*)`
+    : `${window.rows.length.toLocaleString()} rows`;
+  document.getElementById("window-rows").textContent =
+    received + (window.rows.length > TABLE_ROWS ? `; ${TABLE_ROWS.toLocaleString()} shown in this order` : "");
+  const value = (row) => (stream.sortBy === "key" ? keyText(row.key) : row.value);
+  const rows = [...window.rows].sort((a, b) => {
+    const x = value(a), y = value(b);
+    const order = typeof x === "number" && typeof y === "number" ? x - y
+      : (typeof x === "string" ? x : JSON.stringify(x)).localeCompare(typeof y === "string" ? y : JSON.stringify(y));
+    return stream.sortDescending ? -order : order;
+  });
+  body.replaceChildren(
+    ...rows.slice(0, TABLE_ROWS).map((row) => {
+      const line = document.createElement("tr");
+      const key = keyText(row.key);
+      line.className = key === stream.selectedKey ? "selected" : "";
+      line.dataset.key = key;
+      line.dataset.value = JSON.stringify(row.value);
+      for (const text of [key, number(row.value)]) {
+        const cell = document.createElement("td");
+        cell.textContent = text;
+        line.appendChild(cell);
+      }
+      line.addEventListener("click", () => { stream.selectedKey = key; renderStream(); });
+      return line;
+    })
+  );
+  document.querySelectorAll("#window-table th").forEach((header) => {
+    header.classList.toggle("sorted", header.dataset.sort === stream.sortBy);
+    header.classList.toggle("descending", header.dataset.sort === stream.sortBy && stream.sortDescending);
+  });
+}
+
+// A position in a window's unit: a UTC time of day for time windows, else a record ordinal or byte offset.
+const position = (window, at) => (isTime(window) ? utc(at).slice(11) : number(at));
+const zone = (window) => (isTime(window) ? " UTC" : ` (${window.window_spec.unit})`);
+
+function paneText(window, pane) {
+  const size = window.window_spec.pane;
+  return `${position(window, pane * size)} – ${position(window, (pane + 1) * size)}${zone(window)}`;
+}
+
+function renderScoreboard(window) {
+  const grid = document.getElementById("scoreboard");
+  const legend = document.getElementById("scoreboard-legend");
+  if (!window) {
+    grid.replaceChildren();
+    legend.replaceChildren();
+    document.getElementById("scoreboard-info").textContent = "";
+    document.getElementById("scoreboard-axis").textContent = "";
+    return;
+  }
+  const board = window.scoreboard;
+  const size = Math.max(6, Math.min(22, Math.floor(560 / Math.max(1, board.panes))));
+  grid.style.gridTemplateColumns = `max-content repeat(${board.panes}, ${size}px)`;
+  grid.style.gridAutoRows = `${size}px`;
+  const counts = Object.fromEntries(Object.keys(CELLS).map((state) => [state, 0]));
+  const cells = [];
+  board.grid.forEach((row, source) => {
+    const name = document.createElement("span");
+    name.className = "source";
+    name.textContent = `source ${source}`;
+    cells.push(name);
+    [...row].forEach((state, offset) => {
+      counts[state] = (counts[state] ?? 0) + 1;
+      const cell = document.createElement("span");
+      cell.className = `cell ${state}`;
+      cell.dataset.state = state;
+      cell.style.background = CELLS[state]?.color ?? "#9e9e9e";
+      const pane = board.first_pane + offset;
+      cell.title = `source ${source}, pane ${pane} (${paneText(window, pane)}): ${CELLS[state]?.name ?? state}`;
+      cells.push(cell);
+    });
+  });
+  grid.replaceChildren(...cells);
+  legend.replaceChildren(
+    ...Object.entries(CELLS).map(([state, { name, color }]) => {
+      const item = document.createElement("li");
+      const swatch = document.createElement("span");
+      swatch.className = "swatch";
+      swatch.style.background = color;
+      item.append(swatch, `${state} ${name} (${counts[state]})`);
+      return item;
+    })
+  );
+  document.getElementById("scoreboard-info").textContent =
+    `${plural(board.sources, "source")} × ${plural(board.panes, "pane")}, ${board.present}/${board.cells} present`;
+  document.getElementById("scoreboard-axis").textContent =
+    `panes of ${extent(window.window_spec.pane, window.window_spec.unit)}, left to right: ` +
+    `${position(window, window.start)} to ${position(window, window.end)}${zone(window)}`;
+}
+
+function renderWindowList(shown) {
+  const newest = [...stream.windows].reverse();
+  document.getElementById("window-count").textContent = stream.job
+    ? `(${stream.job.windows} written${stream.job.windows > newest.length ? `, newest ${newest.length} here` : ""})`
+    : "";
+  document.querySelector("#window-list tbody").replaceChildren(
+    ...newest.map((window) => {
+      const line = document.createElement("tr");
+      line.dataset.seq = window.seq;
+      line.dataset.label = window.label;
+      line.className = window === shown ? "selected" : "";
+      line.title = `${bounds(window)}: click to show this window`;
+      const label = document.createElement("td");
+      label.textContent = window.label;
+      const reason = document.createElement("td");
+      const badge = document.createElement("span");
+      reasonBadge(badge, window.reason);
+      reason.appendChild(badge);
+      const cells = [label, window.records.toLocaleString(), window.output_records.toLocaleString(), reason,
+        percent(window.fidelity)];
+      line.append(...cells.map((content) => {
+        if (typeof content !== "string") return content;
+        const cell = document.createElement("td");
+        cell.textContent = content;
+        return cell;
+      }));
+      line.addEventListener("click", () => {
+        stream.pinned = window === stream.windows[stream.windows.length - 1] ? null : window.seq;
+        renderStream();
+      });
+      return line;
+    })
+  );
+}
+
+let trendChart = null;
+function renderTrend(shown) {
+  const key = stream.selectedKey;
+  const windows = stream.windows;
+  const values = windows.map((window) => {
+    const row = key === null ? undefined : window.rows.find((r) => keyText(r.key) === key);
+    return row && typeof row.value === "number" ? row.value : null;
+  });
+  const first = windows[0];
+  document.getElementById("trend-label").textContent = key === null
+    ? "Value per window"
+    : `${key}: value per window${first && isTime(first) ? " (window start, UTC)" : ""}`;
+  const data = {
+    labels: windows.map(shortLabel),
+    datasets: [{
+      label: key ?? "no key selected",
+      data: values,
+      borderColor: "#1976d2",
+      backgroundColor: "rgba(25, 118, 210, 0.15)",
+      fill: true,
+      spanGaps: false,
+      pointRadius: windows.map((window) => (window === shown ? 5 : 2.5)),
+      pointBackgroundColor: windows.map((window) => (window.reason === "complete" ? "#1976d2" : "#f9a825")),
+    }],
+  };
+  if (!trendChart) {
+    trendChart = new Chart(document.getElementById("trend"), { type: "line", data, options: {
+      animation: false, maintainAspectRatio: false, plugins: { legend: { display: false } },
+      scales: { y: { beginAtZero: true }, x: { ticks: { maxRotation: 0, autoSkip: true } } } } });
+  } else {
+    trendChart.data = data;
+    trendChart.update();
+  }
+}
+
+document.querySelectorAll("#window-table th").forEach((header) =>
+  header.addEventListener("click", () => {
+    const by = header.dataset.sort;
+    stream.sortDescending = stream.sortBy === by ? !stream.sortDescending : by !== "key";
+    stream.sortBy = by;
+    renderStream();
+  })
+);
+document.getElementById("follow-latest").addEventListener("click", () => { stream.pinned = null; renderStream(); });
+document.getElementById("stop-job").addEventListener("click", stopJob);
+
+// Served by `hop monitor`: link the cluster monitor's dashboard (its API answers; 503 until its first window).
+fetch("/api/monitor/state", { method: "HEAD" })
+  .then((reply) => { document.getElementById("monitor-link").hidden = reply.status === 404; })
+  .catch(() => {});
 
 const requested = new URLSearchParams(location.search).get("job");
 if (requested) selectJob(requested); else connect(null);

@@ -1,0 +1,161 @@
+"""``hop monitor``: run the cluster-monitoring query continuously and serve its live dashboard.
+
+    hop monitor [--coordinator tcp://HOST:PORT] [--workers N --racks R] [--window 10s --slide 2s] [-o OUT]
+
+Without ``--coordinator`` it starts an embedded cluster of ``--workers`` worker processes on this machine (each
+shown as a host: it samples its own process tree) and prints the coordinator's address, so jobs can be submitted to
+it (``hop submit ... --coordinator ADDRESS``) and watched. The monitoring job (``jobs/cluster_monitor.py``) gets one
+source per worker's sample stream plus the coordinator's; its windows go to ``OUT/windows/``, alerts to
+``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl``. The dashboard URL is printed; Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from hop.client import Client, CoordinatorUnavailable, JobRejected
+
+ROOT = Path(__file__).resolve().parent.parent
+MONITOR_JOB = ROOT / "jobs" / "cluster_monitor.py"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from hop.stream.cli import _seconds
+
+    parser.add_argument("--coordinator", default=None, help="monitor this cluster instead of starting one")
+    parser.add_argument("--workers", type=int, default=2, help="workers of the embedded cluster (default 2)")
+    parser.add_argument("--racks", type=int, default=2, help="rack labels to spread embedded workers over (2)")
+    parser.add_argument("--window", default="10s", help="window range of the monitoring query (10s)")
+    parser.add_argument("--slide", default="2s", help="window slide (2s)")
+    parser.add_argument(
+        "--max-latency",
+        type=_seconds,
+        default=3.0,
+        help="emit a window this long after its end even if a host is silent",
+    )
+    parser.add_argument("-o", "--output", default=None, help="output directory (default: a new temporary one)")
+    parser.add_argument("--port", type=int, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--duration", type=_seconds, default=None, help="stop after this long (default: Ctrl-C)")
+    parser.add_argument("--quiet", action="store_true", help="print only the addresses")
+
+
+def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The live workers with a sample stream, once at least ``count`` registered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        workers = [w for w in client.workers() if w["alive"] and w.get("samples")]
+        if len(workers) >= count or time.monotonic() > deadline:
+            return sorted(workers, key=lambda w: w["name"])
+        time.sleep(0.1)
+
+
+def monitor_spec(client: Client, output: str, window: str, slide: str, max_latency: float) -> tuple[Any, list[str]]:
+    """The monitoring job's spec for the workers the cluster has now, and the names of its sources."""
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+    from hop.stream.options import stream_options
+
+    workers = wait_for_workers(client, 1)
+    if not workers:
+        raise RuntimeError("the cluster has no live worker that publishes samples")
+    events = client.cluster()["events"]
+    sources = [f"zmq+sub:{w['samples']}" for w in workers] + [f"zmq+sub:{events}"]
+    names = [w["name"] for w in workers] + ["coordinator"]
+    options = stream_options(sources, window, slide, max_latency=max_latency, checkpoint_seconds=10.0)
+    spec = build_spec(
+        load_job_file(str(MONITOR_JOB)),
+        [],
+        output,
+        num_reduces=1,
+        overwrite=True,
+        options={"stream": options, "max_attempts": 4},
+    )
+    return spec, names
+
+
+def run_monitor(args: argparse.Namespace) -> int:
+    from hop.local_cluster import ClusterStartError, LocalCluster
+    from hop.stream.runner import run_stream
+    from monitoring.feed import MonitorFeed
+
+    output = args.output or tempfile.mkdtemp(prefix="hop-monitor-")
+    cluster = None
+    try:
+        address = args.coordinator
+        if address is None:
+            # Each source of the monitoring job holds a map slot for as long as it runs: one per worker plus the
+            # coordinator's, on top of one slot per worker for the jobs being watched.
+            extra = -(-(args.workers + 1) // args.workers)
+            cluster = LocalCluster(workers=args.workers, map_slots=1 + extra, reduce_slots=2, racks=args.racks)
+            cluster.start()
+            address = cluster.address
+            print(f"hop: embedded cluster's coordinator at {address}", file=sys.stderr, flush=True)
+        client = Client(address)
+        try:
+            if cluster is not None:
+                wait_for_workers(client, args.workers)
+            spec, names = monitor_spec(client, output, args.window, args.slide, args.max_latency)
+            feeds: list[MonitorFeed] = []
+            endpoints = [w["samples"] for w in wait_for_workers(client, 1)]
+
+            def follow(job_id: str) -> None:
+                feed = MonitorFeed(address, job_id, output, names, endpoints)
+                feeds.append(feed)
+                feed.start()
+
+            with _dashboard(address, args.port, feeds):
+                print(f"hop: monitoring output in {output}", file=sys.stderr, flush=True)
+                try:
+                    run_stream(
+                        client,
+                        spec,
+                        progress=not args.quiet,
+                        timeout=args.duration,
+                        view_interval=None,
+                        on_submitted=follow,
+                    )
+                finally:
+                    for feed in feeds:
+                        feed.stop()
+        finally:
+            client.close()
+    except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
+        print(f"hop: error: {error}", file=sys.stderr)
+        return 3
+    except (JobRejected, RuntimeError, ValueError) as error:
+        print(f"hop: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    return 0
+
+
+class _dashboard:
+    """Serve the web view, with the monitor's pages fed by ``feed_box[0]`` once it exists."""
+
+    def __init__(self, address: str, port: int, feed_box: list[Any]) -> None:
+        from hop.web.server import WebServer
+
+        self.server = WebServer(address, port, monitor=feed_box)
+
+    def __enter__(self) -> Any:
+        url = self.server.start()
+        print(f"hop: cluster monitor dashboard at {url}monitor", file=sys.stderr, flush=True)
+        return self.server
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
+
+
+def register(commands: Any) -> None:
+    monitor = commands.add_parser("monitor", help="run the cluster monitor and serve its live dashboard")
+    add_arguments(monitor)
+    monitor.set_defaults(func=run_monitor)

@@ -1,0 +1,449 @@
+"""The cluster monitor's dashboard against a live monitor on a real cluster: its JSON API, ``/metrics``, the pushed
+state, the routes without a monitor, and the page in headless Chromium (drill-down from the cluster to a rack to a
+host with live charts; an alert raised by an induced CPU hog showing up without a reload; a killed worker as a fault
+and a missing host).
+
+One cluster and one monitoring job serve the whole module (starting them costs seconds; windows come every 2 s)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from hop.client import Client
+from hop.local_cluster import LocalCluster
+from hop.stream.runner import run_stream
+from hop.web.server import WebServer
+from monitoring.cli import monitor_spec, wait_for_workers
+from monitoring.feed import MonitorFeed
+from tests.test_monitor import _busy_worker, _run_hog, wait_for
+from tests.test_web import get, get_json, read_events
+from tests.test_web_browser import CHROMIUM, FLAGS
+
+pytestmark = pytest.mark.slow
+
+WORKERS = ["local-0", "local-1", "local-2"]
+RACKS = {"rack-0": ["local-0", "local-2"], "rack-1": ["local-1"]}  # LocalCluster(racks=2): round robin
+MONITOR_SECONDS = 900
+"""The monitoring job's time limit: longer than the module (``tests.test_monitor.running_monitor`` stops at 300 s)."""
+
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="needs Chromium (Debian package 'chromium'; .ci/run installs it)"
+)
+
+
+@dataclass
+class Monitored:
+    cluster: LocalCluster
+    feed: MonitorFeed
+    web: WebServer
+
+
+@contextmanager
+def monitor(cluster: LocalCluster, output: Path) -> Iterator[MonitorFeed]:
+    """``hop monitor``'s pieces against ``cluster`` (as ``tests.test_monitor.running_monitor``, for longer)."""
+    client = Client(cluster.address, timeout=30)
+    spec, names = monitor_spec(client, str(output), "10s", "2s", 3.0)
+    endpoints = [w["samples"] for w in wait_for_workers(client, cluster.num_workers)]
+    feeds: list[MonitorFeed] = []
+    errors: list[BaseException] = []
+
+    def follow(job_id: str) -> None:
+        feed = MonitorFeed(cluster.address, job_id, str(output), names, endpoints)
+        feeds.append(feed)
+        feed.start()
+
+    def run() -> None:
+        try:
+            run_stream(client, spec, progress=False, timeout=MONITOR_SECONDS, view_interval=None, on_submitted=follow)
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    runner = threading.Thread(target=run, name="monitoring-job")
+    runner.start()
+    try:
+        wait_for(lambda: feeds, 60, "the monitoring job's submission")
+        yield feeds[0]
+    finally:
+        watcher = Client(cluster.address, timeout=30)
+        try:
+            if feeds:
+                watcher.stop(feeds[0].job_id)
+        finally:
+            watcher.close()
+        runner.join(timeout=90)
+        for feed in feeds:
+            feed.stop()
+        client.close()
+    assert not runner.is_alive(), "the monitoring job should have stopped"
+    assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def monitored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitored]:
+    output = tmp_path_factory.mktemp("dashboard") / "monitor"
+    with (
+        LocalCluster(workers=3, map_slots=3, reduce_slots=2, racks=2) as cluster,
+        monitor(cluster, output) as feed,
+        WebServer(cluster.address, 0, monitor=[feed]) as web,
+    ):
+        yield Monitored(cluster, feed, web)
+
+
+def full_state(web: WebServer) -> dict[str, Any] | None:
+    """The dashboard's state once a window has every worker in it (a loaded machine may emit one without)."""
+    status, state = get_json(web.url + "api/monitor/state")
+    assert status == 200, state
+    latest = state["latest"]
+    if state["windows_seen"] >= 3 and latest and sorted(latest["hosts"]) == WORKERS:
+        return dict(state)
+    return None
+
+
+def series(web: WebServer, query: str) -> tuple[int, Any]:
+    return get_json(web.url + "api/monitor/series?" + query)
+
+
+# The API -----------------------------------------------------------------------------------------------------------
+def test_state_fills_with_the_cluster_its_racks_and_hosts(monitored: Monitored) -> None:
+    state = wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    latest = state["latest"]
+    assert {rack: entry["hosts"] for rack, entry in latest["racks"].items()} == RACKS
+    assert {host: entry["rack"] for host, entry in latest["hosts"].items()} == {
+        host: rack for rack, hosts in RACKS.items() for host in hosts
+    }
+    for stats in (latest["cluster"]["cpu_percent"], latest["racks"]["rack-1"]["metrics"]["running_maps"]):
+        assert set(stats) == {"mean", "max", "p95", "n"} and stats["n"] > 0
+        assert stats["mean"] <= stats["max"] and stats["p95"] <= stats["max"]
+    assert "mem_used_bytes" in latest["hosts"]["local-0"]["metrics"]
+    assert state["sources"] == [*WORKERS, "coordinator"] and latest["scoreboard"]["names"] == state["sources"]
+    assert latest["end"] - latest["start"] == 10
+    monitoring = [job for job in state["jobs"] if job["job_id"] == monitored.feed.job_id]
+    assert monitoring and monitoring[0]["continuous"] and monitoring[0]["name"] == "ClusterMonitor"
+    assert sorted(state["samples"]) == WORKERS and state["version"] >= 1
+
+
+def test_series_grow_window_by_window(monitored: Monitored) -> None:
+    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    status, first = series(monitored.web, "level=host&name=local-1&metric=cpu_percent")
+    assert status == 200 and (first["level"], first["name"], first["metric"]) == ("host", "local-1", "cpu_percent")
+    points = first["points"]
+    assert points and all(set(point) == {"t", "mean", "max", "p95"} for point in points)
+    assert [p["t"] for p in points] == sorted({p["t"] for p in points}), "one point per window, oldest first"
+    grown = wait_for(
+        lambda: (lambda reply: len(reply[1]["points"]) > len(points) and reply[1]["points"])(
+            series(monitored.web, "level=host&name=local-1&metric=cpu_percent")
+        ),
+        60,
+        "the series to grow",
+    )
+    assert grown[: len(points)] == points, "a series only grows at its end"
+    status, cluster = series(monitored.web, "level=cluster&metric=load1")  # the cluster needs no name
+    assert status == 200 and cluster["name"] == "" and cluster["points"]
+    status, rack = series(monitored.web, "level=rack&name=rack-0&metric=running_maps")
+    assert status == 200 and rack["points"]
+
+
+def test_bad_series_requests_get_json_errors(monitored: Monitored) -> None:
+    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    status, body = series(monitored.web, "level=planet&name=local-0&metric=cpu_percent")
+    assert status == 400 and "level must be one of host, rack, cluster" in body["error"]
+    status, body = series(monitored.web, "level=host&name=local-0")
+    assert status == 400 and "metric is required" in body["error"]
+    status, body = series(monitored.web, "level=rack&metric=cpu_percent")
+    assert status == 400 and "name is required" in body["error"]
+    status, body = series(monitored.web, "level=host&name=nobody&metric=cpu_percent")
+    assert status == 404 and "no series" in body["error"]
+    status, body = series(monitored.web, "level=cluster&metric=no_such_metric")
+    assert status == 404 and "no_such_metric" in body["error"]
+    status, body = get_json(monitored.web.url + "api/monitor/nothing")
+    assert status == 404 and body["error"]
+
+
+def test_metrics_are_a_prometheus_exposition(monitored: Monitored) -> None:
+    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    status, kind, body = get(monitored.web.url + "metrics")
+    assert status == 200 and kind.startswith("text/plain") and "version=" in kind
+    families = {family.name: family for family in text_string_to_metric_families(body.decode())}
+    cpu = families["hop_host_cpu_percent"]
+    assert cpu.type == "gauge"
+    assert sorted(sample.labels["worker"] for sample in cpu.samples) == WORKERS
+    assert all(sample.labels["rack"] in RACKS and sample.value >= 0 for sample in cpu.samples)
+    windows = {
+        (s.labels["level"], s.labels["name"], s.labels["metric"], s.labels["stat"]): s.value
+        for s in families["hop_window_metric"].samples
+    }
+    for stat in ("mean", "max", "p95"):
+        assert ("cluster", "", "cpu_percent", stat) in windows
+        assert ("rack", "rack-1", "load1", stat) in windows
+        assert all(("host", host, "running_maps", stat) in windows for host in WORKERS)
+    assert {"hop_sample_age_seconds", "hop_alert", "hop_engine_running_maps"} <= set(families)
+
+
+def test_events_push_the_state_after_every_window(monitored: Monitored) -> None:
+    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    pushed: list[dict[str, Any]] = []
+    started = time.monotonic()
+    with urllib.request.urlopen(monitored.web.url + "api/monitor/events", timeout=30) as stream:
+        assert stream.headers["Content-Type"].startswith("text/event-stream")
+        for name, data in read_events(stream):
+            assert name == "state", name
+            pushed.append(data)
+            if len(pushed) == 3:
+                break
+    versions = [state["version"] for state in pushed]
+    assert versions == sorted(set(versions)), "a state per new window, never the same twice"
+    assert pushed[-1]["windows_seen"] > pushed[0]["windows_seen"]
+    assert pushed[-1]["latest"]["end"] > pushed[0]["latest"]["end"]
+    assert time.monotonic() - started < 30, "windows come every 2 s"
+
+
+def test_monitor_routes_only_with_a_monitor(monitored: Monitored) -> None:
+    paths = ["monitor", "metrics", "api/monitor/state", "api/monitor/series?level=cluster&metric=load1"]
+    with WebServer(monitored.cluster.address) as plain:
+        for path in [*paths, "api/monitor/events"]:
+            status, body = get_json(plain.url + path)
+            assert status == 404 and body["error"], path
+        status, jobs = get_json(plain.url + "api/jobs")
+        assert status == 200 and any(job["job_id"] == monitored.feed.job_id for job in jobs)
+    with WebServer(monitored.cluster.address, monitor=[]) as waiting:  # hop monitor before its job is submitted
+        for path in paths[1:]:
+            status, body = get_json(waiting.url + path)
+            assert status == 503 and "has not started yet" in body["error"], path
+        status, kind, page = get(waiting.url + "monitor")
+        assert status == 200 and kind.startswith("text/html")
+        assert b"/static/vendor/chart.umd.min.js" in page and b"/static/monitor.js" in page
+        assert b"http://" not in page and b"https://" not in page, "no CDN: every asset is served by hop"
+        for asset in ("static/monitor.js", "static/monitor.css"):
+            status, _, _ = get(waiting.url + asset)
+            assert status == 200, asset
+        with urllib.request.urlopen(waiting.url + "api/monitor/events", timeout=30) as stream:
+            name, data = next(read_events(stream))
+        assert name == "waiting" and "monitoring job" in data["message"]
+
+
+# The page ----------------------------------------------------------------------------------------------------------
+CHART_POINTS = """([level, name, metric]) => {
+  const card = document.querySelector(
+    `.chart-card[data-level="${level}"][data-name="${name}"][data-metric="${metric}"]`);
+  const chart = card && Chart.getChart(card.querySelector("canvas"));
+  return chart ? chart.data.datasets[1].data.length : -1;
+}"""
+
+
+def chart_points(page: Any, level: str, name: str, metric: str) -> int:
+    return int(page.evaluate(CHART_POINTS, [level, name, metric]))
+
+
+def texts(page: Any, selector: str) -> list[str]:
+    return [element.inner_text().strip() for element in page.query_selector_all(selector)]
+
+
+@needs_chromium
+def test_dashboard_drills_down_with_live_charts(monitored: Monitored, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    web = monitored.web
+    wait_for(lambda: full_state(web), 90, "a window with every worker")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(web.url, timeout=30_000)  # the jobs view links the dashboard
+            page.wait_for_selector("#monitor-link", state="visible", timeout=30_000)
+            page.click("#monitor-link")
+            page.wait_for_url("**/monitor", timeout=30_000)
+            # The cluster: its racks, and its charts filling window by window without a reload.
+            page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
+            assert sorted(texts(page, "#children tbody tr td:first-child")) == sorted(RACKS)
+            assert page.is_hidden("#waiting") and page.inner_text("#connection") == "live"
+            page.wait_for_function(f"({CHART_POINTS})(['cluster', '', 'cpu_percent']) > 0", timeout=30_000)
+            before = chart_points(page, "cluster", "", "cpu_percent")
+            page.wait_for_function(
+                f"n => ({CHART_POINTS})(['cluster', '', 'cpu_percent']) >= n + 2", arg=before, timeout=30_000
+            )
+            for metric in ("load1", "mem_used_bytes", "shuffle_out_bytes_s", "running_maps"):
+                assert chart_points(page, "cluster", "", metric) > 0, metric
+            assert len(page.query_selector_all("#scoreboard .cell")) == 4 * 5  # 4 sources x 5 panes of 2 s
+            assert texts(page, "#scoreboard .source") == [*WORKERS, "coordinator"]
+            assert len(page.query_selector_all("#scoreboard-legend li")) == 5
+            assert page.query_selector(f"#jobs tbody tr[data-job-id='{monitored.feed.job_id}']")
+            # Into a rack: its hosts.
+            page.click("#children tbody tr[data-name='rack-0']")
+            page.wait_for_function("document.querySelector('#level-title').textContent === 'Rack rack-0'")
+            assert page.url.endswith("#/rack/rack-0")
+            assert texts(page, "#children tbody tr td:first-child") == RACKS["rack-0"]
+            assert texts(page, "#breadcrumb a") == ["Cluster", "rack-0"]
+            page.wait_for_function(f"({CHART_POINTS})(['rack', 'rack-0', 'cpu_percent']) > 0", timeout=30_000)
+            # Into a host: its metrics and its charts, with the history the monitor kept.
+            page.click("#children tbody tr[data-name='local-2']")
+            page.wait_for_function("document.querySelector('#level-title').textContent === 'Host local-2'")
+            assert texts(page, "#breadcrumb a") == ["Cluster", "rack-0", "local-2"]
+            page.wait_for_function(f"({CHART_POINTS})(['host', 'local-2', 'cpu_percent']) > 1", timeout=30_000)
+            status, kept = series(web, "level=host&name=local-2&metric=cpu_percent")
+            shown = chart_points(page, "host", "local-2", "cpu_percent")
+            assert status == 200 and abs(shown - len(kept["points"])) <= 2, (shown, len(kept["points"]))
+            assert not page.query_selector(".chart-card[data-level=cluster]"), "only the host's charts"
+            assert page.query_selector("#children tbody tr[data-metric=cpu_percent]")
+            assert page.query_selector("#children tbody tr[data-metric=running_maps]")
+            before = chart_points(page, "host", "local-2", "cpu_percent")
+            page.wait_for_function(
+                f"n => ({CHART_POINTS})(['host', 'local-2', 'cpu_percent']) > n", arg=before, timeout=30_000
+            )
+            page.screenshot(path=str(tmp_path / "monitor-host.png"), full_page=True)
+            # Back up through the breadcrumb.
+            page.click("#breadcrumb a >> text=Cluster")
+            page.wait_for_function("document.querySelector('#level-title').textContent === 'Cluster'")
+            page.wait_for_function(f"({CHART_POINTS})(['cluster', '', 'cpu_percent']) > 0", timeout=30_000)
+            page.screenshot(path=str(tmp_path / "monitor-cluster.png"), full_page=True)
+            assert (tmp_path / "monitor-cluster.png").stat().st_size > 20_000
+            assert not errors, errors
+        finally:
+            browser.close()
+
+
+@needs_chromium
+def test_dashboard_waits_for_the_monitoring_job(monitored: Monitored) -> None:
+    """``hop monitor`` serves the page before its job is submitted: the page waits, then fills with the history."""
+    from playwright.sync_api import sync_playwright
+
+    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    box: list[Any] = []
+    with WebServer(monitored.cluster.address, monitor=box) as web, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(web.url + "monitor#/host/local-0", timeout=30_000)
+            page.wait_for_function(
+                "document.querySelector('#waiting').textContent.includes('waiting for the monitoring job')",
+                timeout=30_000,
+            )
+            assert page.is_visible("#waiting") and page.inner_text("#level-title") == "Host local-0"
+            box.append(monitored.feed)  # the job was submitted
+            page.wait_for_selector("#waiting", state="hidden", timeout=30_000)
+            _, kept = series(monitored.web, "level=host&name=local-0&metric=cpu_percent")
+            page.wait_for_function(
+                f"n => ({CHART_POINTS})(['host', 'local-0', 'cpu_percent']) >= n",
+                arg=len(kept["points"]),
+                timeout=30_000,
+            )
+        finally:
+            browser.close()
+
+
+@needs_chromium
+def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    web, cluster = monitored.web, monitored.cluster
+    wait_for(lambda: full_state(web), 90, "a window with every worker")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(web.url + "monitor", timeout=30_000)
+            page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
+            assert not page.query_selector("#alerts li[data-state=alert]")
+            hog = threading.Thread(target=_run_hog, args=(cluster, tmp_path), name="hog")
+            hog.start()
+            try:
+                busy = wait_for(lambda: _busy_worker(cluster), 60, "the hog to start on a worker")
+                started = time.monotonic()
+                # Pushed to the open page: the alert in the list, and on the host and its rack.
+                page.wait_for_selector(f"#alerts li[data-host='{busy}'][data-state=alert]", timeout=90_000)
+                took = time.monotonic() - started
+                rack = next(rack for rack, hosts in RACKS.items() if busy in hosts)
+                page.wait_for_selector(f".host-chip[data-host='{busy}'] .badge.alert")
+                page.wait_for_selector(f"#children tbody tr[data-name='{rack}'] .badge.alert")
+                alert = page.query_selector(f"#alerts li[data-host='{busy}'][data-state=alert]")
+                assert alert is not None
+                metric = alert.get_attribute("data-metric")
+                assert metric in ("cpu_percent", "load1") and "20 s average" in alert.inner_text()
+                status, kind, body = get(web.url + "metrics")
+                exposed = {
+                    (s.labels["host"], s.labels["metric"], s.labels["state"])
+                    for family in text_string_to_metric_families(body.decode())
+                    if family.name == "hop_alert"
+                    for s in family.samples
+                }
+                assert (busy, metric, "alert") in exposed
+                page.click(f"#alerts li[data-host='{busy}'][data-state=alert]")  # to the host
+                page.wait_for_function(f"document.querySelector('#level-title').textContent === 'Host {busy}'")
+                page.wait_for_selector(f"#children tbody tr.alerted.alert[data-metric={metric}]")
+                assert page.query_selector("#level-badges .badge.alert")
+                page.screenshot(path=str(tmp_path / "monitor-alert.png"), full_page=True)
+                assert (tmp_path / "monitor-alert.png").stat().st_size > 20_000
+                _, state = get_json(web.url + "api/monitor/state")
+                others = [a for a in state["alerts"] if a["host"] != busy and a["state"] == "alert"]
+                assert not others, f"only the busy worker should alert: {others}"
+                logged = [
+                    json.loads(line) for line in (monitored.feed.output / "_alerts.jsonl").read_text().splitlines()
+                ]
+                assert any(entry["host"] == busy and entry["state"] == "alert" for entry in logged)
+            finally:
+                hog.join(timeout=120)
+            assert not hog.is_alive(), "the hog job should have ended"
+            assert took < 90
+            assert not errors, errors
+        finally:
+            browser.close()
+
+
+@needs_chromium
+def test_dashboard_shows_a_killed_worker_as_a_fault_and_missing(monitored: Monitored, tmp_path: Path) -> None:
+    """Last in the module: it kills a worker of the shared cluster."""
+    from playwright.sync_api import sync_playwright
+
+    web, cluster = monitored.web, monitored.cluster
+    victim = "local-1"  # alone in rack-1
+    wait_for(lambda: full_state(web), 90, "a window with every worker")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(web.url + "monitor", timeout=30_000)
+            page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
+            assert page.is_hidden("#missing-hosts")
+            cluster.workers[WORKERS.index(victim)].send_signal(signal.SIGKILL)
+            lost = f"#faults details.fault[data-kind=worker_lost]:has-text('{victim}')"
+            page.wait_for_selector(lost, timeout=60_000)
+            page.click(f"{lost} summary")  # expand: every field of the fault
+            details = page.inner_text(f"{lost} dl")
+            assert "silent_s" in details and victim in details
+            page.wait_for_selector("#missing-hosts:not([hidden])", timeout=60_000)
+            assert victim in page.inner_text("#missing-hosts")
+            assert texts(page, "#scoreboard .source.missing") == [victim]
+            page.wait_for_selector(f".host-chip[data-host='{victim}'] .badge.missing")
+            page.wait_for_selector("#children tbody tr[data-name='rack-1'] .badge.missing")
+            # Marked on the charts' time axis; the expanded entry stays open as new windows arrive.
+            page.wait_for_function(
+                """() => Chart.getChart(document.querySelector(
+                    '.chart-card[data-metric=cpu_percent] canvas')).$faultMarks > 0""",
+                timeout=30_000,
+            )
+            version = page.evaluate("monitorView.snapshot.version")
+            page.wait_for_function("v => monitorView.snapshot.version > v", arg=version, timeout=30_000)
+            assert page.get_attribute(lost, "open") is not None
+            page.screenshot(path=str(tmp_path / "monitor-fault.png"), full_page=True)
+            assert not errors, errors
+            faults = [json.loads(line) for line in (monitored.feed.output / "_faults.jsonl").read_text().splitlines()]
+            assert any(f["kind"] == "worker_lost" and f["worker"] == victim for f in faults)
+        finally:
+            browser.close()
