@@ -66,7 +66,7 @@ def monitor_spec(client: Client, output: str, window: str, slide: str, max_laten
     events = client.cluster()["events"]
     sources = [f"zmq+sub:{w['samples']}" for w in workers] + [f"zmq+sub:{events}"]
     names = [w["name"] for w in workers] + ["coordinator"]
-    options = stream_options(sources, window, slide, max_latency=max_latency, checkpoint_seconds=10.0)
+    options = stream_options(sources, window, slide, max_latency=max_latency, checkpoint_seconds=10.0, deltas=False)
     spec = build_spec(
         load_job_file(str(MONITOR_JOB)),
         [],

@@ -100,7 +100,9 @@ class WindowAssembler:
         self.merge = merge
         self.fidelity = fidelity
         self.max_latency = max_latency
-        self.uncombine = uncombine
+        # Differential windows pay for subtracting what left; with tumbling windows everything leaves, so merging
+        # the panes is cheaper (C2: differential wins when the slide is well under the range).
+        self.uncombine = uncombine if not spec.tumbling else None
         self.sources = [SourceMarks() for _ in range(num_sources)]
         self.cells: dict[int, dict[int, Cell]] = {}
         self.next_window: int | None = None

@@ -110,6 +110,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             checkpoint_windows=args.checkpoint_every,
             checkpoint_seconds=args.checkpoint_seconds,
             sink=args.sink,
+            deltas=not args.no_view,
         )
         if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
             raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")

@@ -32,6 +32,9 @@ class StreamOptions:
     """A map stops reading its source while more of its spills than this are not yet at every reducer."""
     sink: str | None = None
     """A ZeroMQ endpoint that reducers connect PUB sockets to, publishing every window as it is written."""
+    deltas: bool = True
+    """Reducers append the windows of each checkpoint to a delta file for the Parquet view; without a view
+    (``--no-view``) they would only fill the disk, since compaction is what deletes them."""
 
     def __post_init__(self) -> None:
         if not self.sources:
@@ -55,6 +58,7 @@ class StreamOptions:
             "seal_interval": self.seal_interval,
             "pause_threshold": self.pause_threshold,
             "sink": self.sink,
+            "deltas": self.deltas,
         }
 
     @classmethod
@@ -79,6 +83,7 @@ def stream_options(
     checkpoint_windows: int = 5,
     checkpoint_seconds: float = 5.0,
     sink: str | None = None,
+    deltas: bool = True,
 ) -> dict[str, Any]:
     """The ``options["stream"]`` of a continuous job, validated; raises ValueError with what to change."""
     try:
@@ -96,4 +101,5 @@ def stream_options(
         checkpoint_windows,
         checkpoint_seconds,
         sink=sink,
+        deltas=deltas,
     ).to_wire()

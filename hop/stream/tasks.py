@@ -424,11 +424,11 @@ def run_stream_reduce(
 
     def checkpoint() -> None:
         nonlocal delta_seq, pending_delta, windows_since_checkpoint, last_checkpoint
-        if pending_delta:
+        if pending_delta and options.deltas:
             delta = Path(spec.output) / "_checkpoints" / "deltas" / f"delta-{index:05d}-{delta_seq:08d}.jsonl"
             _write_atomically(delta, "".join(pending_delta).encode())
             delta_seq += 1
-            pending_delta = []
+        pending_delta = []
         counters["checkpoints"] += 1
         state = {
             "assembler": assembler.to_state(),

@@ -18,6 +18,8 @@ KEEP_WINDOWS = 500
 """Windows the coordinator keeps in memory for queries (every window is on disk)."""
 KEEP_ROWS = 2000
 """Rows per window kept for queries."""
+KEEP_ROWS_WINDOWS = 50
+"""How many of the newest windows keep their rows in memory (the coordinator's memory stays flat)."""
 
 
 class WindowTracker:
@@ -85,6 +87,8 @@ class WindowTracker:
             "rows": [row for r in reports for row in r.get("rows", [])][:KEEP_ROWS],
         }
         self.windows.append(summary)
+        if len(self.windows) > KEEP_ROWS_WINDOWS:  # older windows keep their report; their rows are on disk
+            self.windows[-KEEP_ROWS_WINDOWS - 1]["rows"] = []
         return summary
 
     def since(self, after: int, limit: int = 100) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ Times are handled in integer microseconds, so that gcd and pane boundaries are e
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -85,16 +86,16 @@ class WindowSpec:
         return cls(unit, extent, step)
 
     # The arithmetic ------------------------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def pane(self) -> int:
-        """Pane size: gcd(range, slide)."""
+        """Pane size: gcd(range, slide) (cached: ``pane_of`` runs for every record)."""
         return math.gcd(self.size, self.slide)
 
-    @property
+    @functools.cached_property
     def panes_per_window(self) -> int:
         return self.size // self.pane
 
-    @property
+    @functools.cached_property
     def panes_per_slide(self) -> int:
         return self.slide // self.pane
 
