@@ -9,6 +9,7 @@ Run as ``hop coordinator [--bind tcp://HOST:PORT]``; it prints its address on th
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import json
@@ -452,7 +453,11 @@ class Coordinator:
                 continue
             folder = snapshot_directory(job.spec.output, snapshot.label)
             groups, rows = write_final_partition_snapshot(folder, index, part)
-            fields = {"label": snapshot.label, "groups": groups, "final": True, "rows": rows}
+            fields: dict[str, Any] = {"label": snapshot.label, "groups": groups, "final": True, "rows": rows}
+            strata = self.chunk_strata.get(job.spec.job_id)
+            if strata is not None:  # a committed partition has seen every chunk of every stratum
+                fields["chunks_seen"] = list(range(len(strata)))
+                fields["strata_seen"] = dict(collections.Counter(strata))
             self._snapshot_answered(job, snapshot.seq, index, fields)
 
     def _stop_early(self, job: JobState, snapshot: Snapshot) -> None:

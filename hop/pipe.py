@@ -131,6 +131,8 @@ class PipeReceiver:
         self.address = f"tcp://{host}:{port}"
         self.upstream_attempt: int | None = None
         self.received_bytes = 0
+        self.file_bytes = 0
+        """Bytes read from the committed upstream file instead (the pipeline degraded to staged for this map)."""
 
     def records(
         self, control: zmq.Socket, take_control: Callable[[], dict[str, Any] | None], committed: str | None
@@ -138,7 +140,8 @@ class PipeReceiver:
         """Yield the upstream partition's pairs: from ``committed`` (a committed output file) if given or if the
         coordinator names one (``pipe_file``) before any bytes arrived, else as the upstream attempt streams them."""
         if committed is not None:
-            yield from iter_records(Split(committed, 0, os.path.getsize(committed)), "output")
+            self.file_bytes = os.path.getsize(committed)
+            yield from iter_records(Split(committed, 0, self.file_bytes), "output")
             return
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
@@ -150,7 +153,8 @@ class PipeReceiver:
                 while (message := take_control()) is not None:
                     if message.get("type") == "pipe_file" and self.upstream_attempt is None:
                         path = message["path"]
-                        yield from iter_records(Split(path, 0, os.path.getsize(path)), "output")
+                        self.file_bytes = os.path.getsize(path)
+                        yield from iter_records(Split(path, 0, self.file_bytes), "output")
                         return
             if self._socket not in events:
                 continue

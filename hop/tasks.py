@@ -412,6 +412,7 @@ def run_map(
                 "map_merge_records_out": flow.counters.merge_records_out,
                 "map_resumed_records": prefix["records"],
                 "pipe_streamed_bytes": receiver.received_bytes if receiver is not None else 0,
+                "pipe_file_bytes": receiver.file_bytes if receiver is not None else 0,
             },
         ),
         "user_counters": job.take_counters(),

@@ -42,7 +42,11 @@ def test_wordcount_then_topk_streams_and_is_exact(client: Client, tmp_path: Path
     # --keep-intermediate: the word counts are kept, and equal a staged run's.
     counts = output_dict(tmp_path / "out" / "_steps" / "step-0")
     assert counts == dict(collections.Counter(source.read_text(encoding="utf-8").split()))
-    assert sum(len(p.read_bytes()) for p in (tmp_path / "out" / "_steps" / "step-0").glob("part-*")) == streamed
+    # Every byte reached the next job once: streamed, or read from the committed file by a downstream map that
+    # started after its partition committed (on a loaded machine that can happen: the pipeline degrades to staged).
+    staged = report["counters"].get("pipe_file_bytes", 0)
+    written = sum(len(p.read_bytes()) for p in (tmp_path / "out" / "_steps" / "step-0").glob("part-*"))
+    assert written == streamed + staged
     assert not list(tmp_path.glob(".out.steps-*")), "the scratch directory is gone"
 
 

@@ -275,7 +275,24 @@ def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> No
             time.sleep(0.1)
         jobs = [j for j in stream_client.jobs() if j["output"] == str(tmp_path / "out") and j["state"] == "running"]
         assert jobs, "the continuous job should still be running"
-        stream_client.stop(jobs[0]["job_id"])
+        address = ["--coordinator", stream_client.address]
+        listed = subprocess.run(
+            [sys.executable, "-m", "hop", "windows", jobs[0]["job_id"], *address],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert [json.loads(line)["start"] for line in listed.stdout.splitlines()][:5] == [0, 500, 1000, 1500, 2000]
+        stopped = subprocess.run(
+            [sys.executable, "-m", "hop", "stop", jobs[0]["job_id"], *address],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert stopped.returncode == 0 and "is stopping" in stopped.stdout, stopped.stderr
         runner.join(timeout=60)
     finally:
         push.close()
