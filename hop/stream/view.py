@@ -65,7 +65,12 @@ _COLUMNS = ("window_start", "window_end", "partition", "key", "value", "value_nu
 _SCHEMA = "window_start double, window_end double, partition int, key string, value string, value_num double, "
 _SCHEMA += "seq long, src long, line long"  # src: 0 for a base row, 1 for a delta row; line: in its delta
 _FIELDS = ("window_start", "window_end", "partition", "key", "value")
-_SPARK_CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    # A compaction is a short job on small data: the JIT's first tier and the serial collector start fastest.
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+}
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
 PathLike = str | os.PathLike[str]
 
@@ -172,6 +177,13 @@ def compact(out_dir: PathLike, spark_master: str = "local[1]", *, spark: SparkSe
             (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
         if not new:
             return None if manifest is None else _info(manifest)
+        for delta in new:  # checked here, before a JVM starts: a bad line fails at once, naming file and line
+            try:
+                for _ in _parse_delta((str(out / DELTAS_DIR / delta.name), delta.partition, delta.seq)):
+                    pass
+            except DeltaError as error:
+                marked = _MARK.search(str(error))
+                raise DeltaError(marked.group(1) if marked else str(error)) from None
         version = (manifest["version"] if manifest else 0) + 1
         base, temporary = view / f"base-{version:06d}", view / f"_tmp-base-{version:06d}"
         from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
