@@ -551,6 +551,16 @@ class Coordinator:
             temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
             os.replace(temporary, folder / "_window.json")
 
+    def on_stream_pause(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A stream reducer is over (``pane``) or back under (``None``) its memory budget: maps may not run past
+        the lowest pane any reducer still needs while one is over."""
+        job = self._job_for(msg)
+        if job is None or job.windows is None:
+            return
+        changed, pane = job.windows.on_pause(msg["index"], msg.get("pane"))
+        if changed:
+            self._broadcast("stream_pause", job_id=job.spec.job_id, pane=pane)
+
     def on_stream_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is None or job.windows is None:
@@ -596,6 +606,10 @@ class Coordinator:
 
     def on_reducer_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
+        if job is not None and job.windows is not None:
+            changed, pane = job.windows.on_pause(msg["index"], None)  # a new attempt starts under its budget
+            if changed:
+                self._broadcast("stream_pause", job_id=job.spec.job_id, pane=pane)
         if job is not None:
             self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
 

@@ -47,6 +47,7 @@ RELAYED = {
     "task_failed",
     "window_done",
     "stream_checkpoint",
+    "stream_pause",
 }
 FINISHING = {"map_done", "reduce_done", "task_failed"}
 
@@ -210,9 +211,10 @@ class Worker:
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
                     self._to_slot(slot, frame)
-        elif kind in ("stream_stop", "stream_source_gone"):
-            # Continuous jobs: maps drain and end on stop; reducers stop waiting for a source gone for good.
-            wanted = "map" if kind == "stream_stop" else "reduce"
+        elif kind in ("stream_stop", "stream_pause", "stream_source_gone"):
+            # Continuous jobs: maps drain and end on stop and pause on a reducer's memory pressure; reducers stop
+            # waiting for a source gone for good.
+            wanted = "reduce" if kind == "stream_source_gone" else "map"
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == wanted:
                     self._to_slot(slot, frame)

@@ -509,3 +509,29 @@ def test_windows_are_published_to_a_zeromq_sink(stream_client: Client, tmp_path:
     assert len(got) >= len(by_label) - 2
     for label, rows in got.items():
         assert rows == by_label[label]
+
+
+def test_reducer_memory_pressure_pauses_the_sources(stream_client: Client, tmp_path: Path) -> None:
+    """With a reducer memory budget smaller than a sliding window's panes, the reducer raises C2's pause indicator:
+    the map waits ahead of the next window instead of flooding the reducer, and every window is still exact."""
+    events_path = tmp_path / "events.jsonl"
+    rng = random.Random(12)
+    events = [
+        {"ts": T0 + i / 200 + 0.0004, "text": " ".join(f"w{rng.randrange(5000)}" for _ in range(4))}
+        for i in range(4000)
+    ]
+    events_path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    options = stream_options([f"replay:{events_path}?rate=2000"], "4s", "1s")  # paced: 2 s of input
+    spec = build_spec(
+        load_job_file(job_path("stream_events"), "EventWordCount"),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=1,
+        reduce_memory=120_000,  # 10 KB of encoded cells: a window of 4 panes of ~800 distinct words is more
+        options={"stream": options},
+    )
+    report = run_stream(stream_client, spec, progress=False, timeout=120, view_interval=None)["report"]
+    assert report["counters"]["memory_pauses"] > 0
+    assert report["counters"]["stream_memory_pauses"] > 0
+    got = {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()}
+    assert got == python_windows(events, 4, 1)

@@ -46,6 +46,8 @@ class Cell:
 
     records: int
     data: dict[Any, Any]
+    nbytes: int = 0
+    """Its size as received (encoded): what the reducer's memory budget counts."""
 
 
 @dataclass
@@ -118,7 +120,9 @@ class WindowAssembler:
         """The cells the running state holds (kept here after the window that used them last is evicted)."""
 
     # Events ------------------------------------------------------------------------------------------------
-    def add_cell(self, source: int, pane: int, records: int, pairs: Iterable[tuple[Any, Any]], sealed: int) -> str:
+    def add_cell(
+        self, source: int, pane: int, records: int, pairs: Iterable[tuple[Any, Any]], sealed: int, nbytes: int = 0
+    ) -> str:
         """Take one cell; returns ``"new"``, ``"duplicate"`` (a resent cell already held or already used) or
         ``"late"`` (every window containing the pane was emitted already, or some were: see ``late_windows``)."""
         self.add_seal(source, sealed)
@@ -137,7 +141,7 @@ class WindowAssembler:
         else:
             for key, value in pairs:
                 data[key] = self.merge(key, data[key], value) if key in data else value
-        self.cells.setdefault(pane, {})[source] = Cell(records, data)
+        self.cells.setdefault(pane, {})[source] = Cell(records, data, nbytes)
         if records and (self.max_data_pane is None or pane > self.max_data_pane):
             self.max_data_pane = pane
         if not self.started and records:
@@ -186,6 +190,20 @@ class WindowAssembler:
     def source_gone(self, source: int) -> None:
         """A source failed for good: windows stop waiting for it and report its missing cells."""
         self.sources[source].gone = True
+
+    @property
+    def held_bytes(self) -> int:
+        """Encoded size of the cells held (those a differential window still holds count too)."""
+        held = {id(cell): cell.nbytes for by_source in self.cells.values() for cell in by_source.values()}
+        held.update((id(cell), cell.nbytes) for cell in self._running_cells.values())
+        return sum(held.values())
+
+    def pause_pane(self) -> int | None:
+        """C2's pause indicator: the last pane the next window needs. Sources may run up to it (so that window can
+        complete and free memory) but should not run ahead of it while the reducer is over its memory budget."""
+        if self.next_window is None:
+            return None
+        return self.spec.last_pane(self.next_window)
 
     @property
     def finished(self) -> bool:
@@ -338,7 +356,7 @@ class WindowAssembler:
         """Everything needed to resume (msgpack-able; cell data as key/value column pairs)."""
         return {
             "cells": [
-                [pane, source, cell.records, list(cell.data.keys()), list(cell.data.values())]
+                [pane, source, cell.records, list(cell.data.keys()), list(cell.data.values()), cell.nbytes]
                 for pane, by_source in self.cells.items()
                 for source, cell in by_source.items()
             ],
@@ -356,9 +374,9 @@ class WindowAssembler:
     def restore(self, state: dict[str, Any]) -> None:
         """Load ``to_state()`` output (decoded with tuples for lists, as the shuffle decodes keys)."""
         self.cells = {}
-        for pane, source, records, keys, values in state["cells"]:
+        for pane, source, records, keys, values, nbytes in state["cells"]:
             data = {key: list(value) if self.lists else value for key, value in zip(keys, values, strict=True)}
-            self.cells.setdefault(pane, {})[source] = Cell(records, data)
+            self.cells.setdefault(pane, {})[source] = Cell(records, data, nbytes)
         for marks, (sealed, natural, gone, received, lost, shed) in zip(self.sources, state["sources"], strict=True):
             marks.sealed, marks.natural, marks.gone, marks.received = sealed, natural, gone, received
             marks.shed = set(shed)

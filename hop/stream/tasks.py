@@ -52,6 +52,7 @@ from hop.tasks import TaskChannel, UserCodeError, _call_user, _reduce_to_file, i
 from shuffle.keys import sort_keys
 from shuffle.runs import iter_run
 from shuffle.spill import write_spill
+from shuffle.store import DECODED_EXPANSION
 
 PROGRESS_SECONDS = 1.0
 ROWS_REPORTED = 1000
@@ -164,13 +165,19 @@ def run_stream_map(
     paused_seconds = 0.0
     pauses = 0
 
+    pause_pane: int | None = None
+    """A reducer over its memory budget asked the sources not to run past this pane (C2's pause indicator)."""
+    memory_pauses = 0
+
     def take_control() -> None:
-        nonlocal unsent, stopping
+        nonlocal unsent, stopping, pause_pane
         while (msg := channel.receive(0)) is not None:
             if msg.get("type") == "spill_status" and msg.get("index") == index:
                 unsent = int(msg["unsent"])
             elif msg.get("type") == "stream_stop":
                 stopping = True
+            elif msg.get("type") == "stream_pause":
+                pause_pane = msg.get("pane")
 
     def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
         nonlocal seq, unsent, announced, last_seal_sent
@@ -243,6 +250,17 @@ def run_stream_map(
             take_control()
             if stopping or source.exhausted:
                 break
+            if pause_pane is not None and marks.sealed > pause_pane:
+                # Every pane the reducers need for their next window is sealed: wait for them to free memory.
+                memory_pauses += 1
+                pause_start = time.monotonic()
+                deadline = pause_start + 0.5
+                while pause_pane is not None and marks.sealed > pause_pane and not stopping:
+                    if time.monotonic() >= deadline:
+                        break
+                    time.sleep(0.005)
+                    take_control()
+                paused_seconds += time.monotonic() - pause_start
             if unsent > options.pause_threshold:
                 # Pane flow control: reducers are behind; stop taking input rather than buffering it.
                 pauses += 1
@@ -314,6 +332,7 @@ def run_stream_map(
             "late_records": marks.late,
             "shed_records": marks.shed,
             "stream_pauses": pauses,
+            "stream_memory_pauses": memory_pauses,
             "stream_paused_ms": int(paused_seconds * 1000),
             "stream_seconds": int(time.time() - started),
         },
@@ -393,6 +412,8 @@ def run_stream_reduce(
         "duplicate_cells": 0,
         "checkpoints": 0,
         "shed_panes": 0,
+        "memory_pauses": 0,
+        "held_bytes_peak": 0,
     }
     delta_seq = 0
     processed: dict[int, tuple[int, int]] = {}
@@ -419,6 +440,9 @@ def run_stream_reduce(
     poller.register(channel.control_socket, zmq.POLLIN)
     received_runs = 0
     received_bytes = 0
+    # Pane flow control (C2): past this many bytes of held cells, ask the maps to pause ahead of the next window.
+    memory_budget = max(1, spec.reduce_memory // DECODED_EXPANSION)
+    pause_sent: int | None = None
     # Test-only: slow this reducer down per received run, to exercise the maps' pane flow control.
     test_delay = float(os.environ.get("HOP_TEST_SLOW_REDUCE_SECONDS", "0"))
 
@@ -498,7 +522,7 @@ def run_stream_reduce(
             assembler.source_stopping(source, int(header["natural"]))
         pane = int(header.get("pane", -1))
         if pane >= 0:
-            outcome = assembler.add_cell(source, pane, int(header["pane_records"]), iter_run(run), sealed)
+            outcome = assembler.add_cell(source, pane, int(header["pane_records"]), iter_run(run), sealed, len(run))
             if outcome == "duplicate":
                 counters["duplicate_cells"] += 1
             elif outcome == "late":
@@ -542,6 +566,16 @@ def run_stream_reduce(
                 result = assembler.emit(number, reason)
                 if result is not None:
                     write_window(result)
+            held = assembler.held_bytes
+            counters["held_bytes_peak"] = max(counters["held_bytes_peak"], held)
+            if held > memory_budget and pause_sent is None:
+                pause_sent = assembler.pause_pane()
+                if pause_sent is not None:
+                    counters["memory_pauses"] += 1
+                    channel.send("stream_pause", index=index, attempt=attempt, pane=pause_sent)
+            elif pause_sent is not None and held <= memory_budget * 0.8:
+                pause_sent = None
+                channel.send("stream_pause", index=index, attempt=attempt, pane=None)
             idle = time.monotonic() - last_checkpoint
             if windows_since_checkpoint >= options.checkpoint_windows or (
                 windows_since_checkpoint and idle >= options.checkpoint_seconds

@@ -35,6 +35,7 @@ class WindowTracker:
         """partition -> map -> (attempt, seq) its latest checkpoint covers."""
         self._trimmed: dict[int, tuple[int, int]] = {}
         self._done: set[int] = set()
+        self._pauses: dict[int, int] = {}
 
     def on_window_done(self, partition: int, report: dict[str, Any]) -> dict[str, Any] | None:
         """Record one partition's report; returns the window's summary once every partition reported it."""
@@ -96,6 +97,17 @@ class WindowTracker:
         a first request with ``after=0`` gets the newest ``limit``)."""
         newer = [w for w in self.windows if w["seq"] > after]
         return newer[-limit:] if after <= 0 else newer[:limit]
+
+    def on_pause(self, partition: int, pane: int | None) -> tuple[bool, int | None]:
+        """A reducer's pause indicator changed; returns whether the job's (the lowest over reducers) changed, and
+        it (``None``: no reducer is over its budget)."""
+        before = min(self._pauses.values()) if self._pauses else None
+        if pane is None:
+            self._pauses.pop(partition, None)
+        else:
+            self._pauses[partition] = int(pane)
+        after = min(self._pauses.values()) if self._pauses else None
+        return after != before, after
 
     def covered(self, source: int) -> list[int] | None:
         """The (attempt, seq) of the last spill of ``source`` that every reducer's checkpoint holds."""
