@@ -21,12 +21,12 @@ from typing import Any
 from bench import contenders as contender_defs
 from bench import report, targets, workloads
 from bench.environment import BENCH_DIR
-from bench.measure import become_subreaper
 from bench.stats import Row, summarize
 from bench.suite import Options, Suite
 from bench.targets import Target
 from bench.workloads import Workload
 from hop.gen.cli import parse_size
+from hop.lifetime import become_subreaper
 
 
 def _size(text: str) -> int:

@@ -2,7 +2,7 @@
 
 - Wall time: ``time.perf_counter()`` from just before the subprocess starts until it exits.
 - CPU time: user + system of the process tree, as the ``resource.getrusage(RUSAGE_CHILDREN)`` delta around the
-  run. Processes only count there once they are reaped, so :func:`become_subreaper` makes this process adopt
+  run. Processes only count there once they are reaped, so ``hop.lifetime.become_subreaper`` makes this process adopt
   the run's orphans (e.g. Spark's JVM, which outlives the Python driver by a moment) and :func:`measure` reaps
   them before reading the counters. Children of a process that ignores SIGCHLD (PySpark's worker daemon does)
   are reaped by the kernel and never reach those counters, so a thread also samples every descendant's own CPU
@@ -16,12 +16,10 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import resource
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -31,18 +29,6 @@ import psutil
 
 SAMPLE_INTERVAL = 0.05
 ORPHAN_GRACE = 30.0
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> bool:
-    """Make this process adopt orphaned descendants (Linux only); True when that worked."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 @dataclass

@@ -7,9 +7,11 @@ stop them), so a killed ``hop run`` leaves no processes behind. Task processes w
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 
-__all__ = ["PARENT_VARIABLE", "orphaned"]
+__all__ = ["PARENT_VARIABLE", "become_subreaper", "orphaned"]
 
 PARENT_VARIABLE = "HOP_EMBEDDED_PARENT_PID"
 
@@ -18,3 +20,21 @@ def orphaned() -> bool:
     """Whether this process belongs to an embedded cluster whose parent is gone."""
     parent = os.environ.get(PARENT_VARIABLE)
     return parent is not None and os.getppid() != int(parent)
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt its orphaned descendants (Linux only); True when that worked.
+
+    A benchmark needs it to count (and reap) what a run leaves behind; the test session needs it so that the
+    task processes of a worker a test killed are still its descendants, and the leak check sees them.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False

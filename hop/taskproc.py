@@ -40,14 +40,21 @@ class WorkerChannel:
     def control_socket(self) -> zmq.Socket:
         return self._socket
 
-    def send(self, msg_type: str, /, **fields: Any) -> None:
+    def _exit_if_orphaned(self) -> None:
         if os.getppid() != self._parent:
-            # The worker died: nobody will take this task's output, and sends would queue forever. Stop now.
+            # The worker died: nobody will take this task's output, sends would queue forever and a task waiting
+            # for input (a stream reducer whose sources were on that worker) would wait forever. Stop now.
             os._exit(3)
+
+    def send(self, msg_type: str, /, **fields: Any) -> None:
+        self._exit_if_orphaned()
         fields.setdefault("job_id", self.job_id)
         self._socket.send(message(msg_type, **fields))
 
     def receive(self, timeout: float) -> dict[str, Any] | None:
+        """The next control message, waiting at most ``timeout`` seconds; exits the process if the worker died
+        (tasks poll this at least every second, so an orphaned task ends within about a second)."""
+        self._exit_if_orphaned()
         if self.pending:
             return self.pending.popleft()
         if self._socket.poll(int(timeout * 1000)):

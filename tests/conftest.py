@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from hop.client import Client
+from hop.lifetime import become_subreaper
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, run_steps
@@ -26,6 +27,7 @@ TEST_JOBS = Path(__file__).resolve().parent / "jobs"
 
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_processes() -> Iterator[None]:
+    become_subreaper()  # orphans (task processes of a worker a test killed) stay ours, so they are checked too
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     yield
     leaked = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]

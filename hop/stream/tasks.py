@@ -558,10 +558,10 @@ def run_stream_reduce(
                     if test_delay:
                         time.sleep(test_delay)
                     pull.send_multipart([sender, b"%d" % header["seq"]])
-            if channel.control_socket in events:
-                while (control := channel.receive(0)) is not None:
-                    if control.get("job_id") == spec.job_id and control["type"] == "stream_source_gone":
-                        assembler.source_gone(int(control["index"]))
+            # Every turn, not only on a control event: receive() also ends this task if its worker died.
+            while (control := channel.receive(0)) is not None:
+                if control.get("job_id") == spec.job_id and control["type"] == "stream_source_gone":
+                    assembler.source_gone(int(control["index"]))
             for number, reason in assembler.due(time.time()):
                 result = assembler.emit(number, reason)
                 if result is not None:
