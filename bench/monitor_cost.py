@@ -55,11 +55,11 @@ def _tree_cpu(pids: list[int]) -> float:
 
 
 def run_once(source: Path, scratch: Path, workers: int, monitored: bool) -> dict[str, Any]:
-    extra_slots = -(-(workers + 1) // workers)  # room for the monitor's sources, in both shapes alike
-    with LocalCluster(
+    with LocalCluster(  # the shape ``hop monitor`` starts, in both modes alike (idle stream slots when off)
         workers=workers,
-        map_slots=1 + extra_slots,
+        map_slots=1,
         reduce_slots=2,
+        stream_slots=-(-(workers + 2) // workers),
         racks=2,
         sample_interval=1.0 if monitored else 0.0,
     ) as cluster:

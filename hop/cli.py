@@ -7,7 +7,7 @@
     hop stop JOB_ID / hop windows JOB_ID / hop view JOB_ID|OUT            (continuous jobs)
     hop monitor [--coordinator tcp://HOST:PORT]                          (the cluster monitor and its dashboard)
     hop coordinator [--bind tcp://HOST:PORT]
-    hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N]
+    hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N] [--stream-slots N]
     hop gen text|pageviews ...                                            (seeded test data)
 
 Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the cluster did not answer.
@@ -355,6 +355,8 @@ def _worker(args: argparse.Namespace) -> int:
         argv += ["--map-slots", str(args.map_slots)]
     if args.reduce_slots is not None:
         argv += ["--reduce-slots", str(args.reduce_slots)]
+    if args.stream_slots is not None:
+        argv += ["--stream-slots", str(args.stream_slots)]
     if args.name:
         argv += ["--name", args.name]
     return worker.main(argv)
@@ -390,6 +392,9 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     work.add_argument("--coordinator", required=True)
     work.add_argument("--map-slots", type=int, default=None)
     work.add_argument("--reduce-slots", type=int, default=None)
+    work.add_argument(
+        "--stream-slots", type=int, default=None, help="slots for continuous jobs' tasks only (default 2)"
+    )
     work.add_argument("--host", default="127.0.0.1")
     work.add_argument("--name", default=None)
     work.set_defaults(func=_worker)

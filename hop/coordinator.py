@@ -58,6 +58,29 @@ class WorkerInfo:
     samples: str | None = None
     """The worker's metric sample stream (``monitoring.publisher``), for the cluster monitor."""
     heartbeat_late: bool = False
+    stream_slots: int = 0
+    """Slots kept for continuous jobs' tasks (see ``_pool``); ``free_stream`` of them are free."""
+    free_stream: int = 0
+
+    def free(self, pool: str) -> int:
+        """Free slots in ``pool`` ("map", "reduce" or "stream")."""
+        return self.free_map if pool == "map" else self.free_reduce if pool == "reduce" else self.free_stream
+
+    def take(self, pool: str) -> None:
+        if pool == "map":
+            self.free_map -= 1
+        elif pool == "reduce":
+            self.free_reduce -= 1
+        else:
+            self.free_stream -= 1
+
+    def give_back(self, pool: str) -> None:
+        if pool == "map":
+            self.free_map = min(self.map_slots, self.free_map + 1)
+        elif pool == "reduce":
+            self.free_reduce = min(self.reduce_slots, self.free_reduce + 1)
+        else:
+            self.free_stream = min(self.stream_slots, self.free_stream + 1)
 
 
 class OutputExistsError(ValueError):
@@ -103,6 +126,8 @@ class Coordinator:
         self.deferred_done: dict[tuple[str, int], list[dict[str, Any]]] = {}
         """(upstream job, partition) -> ``map_done`` of downstream maps that read an attempt not committed yet."""
         self._last_preemption: dict[str, float] = {}
+        self.attempt_pools: dict[tuple[str, str, int, int], str] = {}
+        """(job, kind, index, attempt) -> the slot pool of an attempt that runs outside its kind's (``_pool``)."""
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
         self.running = True
@@ -190,6 +215,8 @@ class Coordinator:
             time.time(),
             rack=msg.get("rack") or "rack-0",
             samples=msg.get("samples"),
+            stream_slots=int(msg.get("stream_slots", 0)),
+            free_stream=int(msg.get("stream_slots", 0)),
         )
         self._send(identity, "registered")
         for job in self.jobs.values():  # a late worker must know where running reducers are
@@ -222,6 +249,8 @@ class Coordinator:
                     "reduce_slots": w.reduce_slots,
                     "free_map": w.free_map,
                     "free_reduce": w.free_reduce,
+                    "stream_slots": w.stream_slots,
+                    "free_stream": w.free_stream,
                     "rack": w.rack,
                     "samples": w.samples,
                     "last_seen": w.last_seen,
@@ -719,13 +748,11 @@ class Coordinator:
                 self._upstream_attempt_gone(job, msg["index"], f"upstream reduce attempt {msg['attempt']} failed")
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
+        key = (str(msg.get("job_id", "")), kind, int(msg.get("index", -1)), int(msg.get("attempt", -1)))
+        pool = self.attempt_pools.pop(key, kind)
         worker = self.workers.get(msg.get("worker", ""))
-        if worker is None:
-            return
-        if kind == "map":
-            worker.free_map = min(worker.map_slots, worker.free_map + 1)
-        else:
-            worker.free_reduce = min(worker.reduce_slots, worker.free_reduce + 1)
+        if worker is not None:
+            worker.give_back(pool)
 
     # Actions -------------------------------------------------------------------------------------------------
     def _execute(self, job: JobState, actions: list[Action]) -> None:
@@ -754,6 +781,8 @@ class Coordinator:
         downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
         if action.status != "succeeded" and downstream is not None and downstream.state == "running":
             self._execute(downstream, downstream.fail(f"upstream job {job.spec.job_id} failed: {job.error}"))
+        for key in [key for key in self.attempt_pools if key[0] == job.spec.job_id]:
+            del self.attempt_pools[key]  # attempts that ended with their worker never gave their slot back
         output = Path(job.spec.output)
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
@@ -784,11 +813,12 @@ class Coordinator:
                 for task in job.pending(kind):
                     if kind == "map" and not self._pipe_input_ready(job, task.index):
                         continue
-                    worker = self._pick_worker(kind, job.failed_workers(kind, task.index))
+                    pool = self._pool(job, kind)
+                    worker = self._pick_worker(pool, job.failed_workers(kind, task.index))
                     if worker is None:
                         self._preempt_downstream(job, kind)
                         break
-                    self._assign(job, kind, task.index, worker)
+                    self._assign(job, kind, task.index, worker, pool)
             if job.spec.options.get("speculative"):
                 for task in job.speculation_candidates(time.time()):
                     avoid = {a.worker for a in task.attempts}
@@ -797,20 +827,34 @@ class Coordinator:
                         break  # a backup on the same worker would not help
                     self._assign(job, "map", task.index, worker)
 
-    def _pick_worker(self, kind: str, avoid: set[str]) -> WorkerInfo | None:
-        """The live worker with the most free slots of ``kind``, preferring those not in ``avoid``."""
-        candidates = [
-            w for w in self.workers.values() if w.alive and (w.free_map if kind == "map" else w.free_reduce) > 0
-        ]
+    def _pool(self, job: JobState, kind: str) -> str:
+        """Which slots a task of ``job`` runs in: a continuous job's tasks run until it is stopped, so they take
+        stream slots where the cluster has them (batch jobs keep every map and reduce slot); else ``kind``'s."""
+        if job.windows is not None and any(w.alive and w.stream_slots > 0 for w in self.workers.values()):
+            return "stream"
+        return kind
+
+    def _pick_worker(self, pool: str, avoid: set[str]) -> WorkerInfo | None:
+        """The live worker with the most free slots in ``pool``, preferring those not in ``avoid``."""
+        candidates = [w for w in self.workers.values() if w.alive and w.free(pool) > 0]
         if not candidates:
             return None
-        return max(candidates, key=lambda w: (w.name not in avoid, w.free_map if kind == "map" else w.free_reduce))
+        return max(candidates, key=lambda w: (w.name not in avoid, w.free(pool)))
 
-    def _assign(self, job: JobState, kind: str, index: int, worker: WorkerInfo) -> None:
+    def _assign(self, job: JobState, kind: str, index: int, worker: WorkerInfo, pool: str | None = None) -> None:
         attempt = job.assign(kind, index, worker.name)
-        fields: dict[str, Any] = {"job": job.spec.to_wire(), "kind": kind, "index": index, "attempt": attempt.attempt}
+        pool = pool or kind
+        worker.take(pool)
+        if pool != kind:
+            self.attempt_pools[(job.spec.job_id, kind, index, attempt.attempt)] = pool
+        fields: dict[str, Any] = {
+            "job": job.spec.to_wire(),
+            "kind": kind,
+            "index": index,
+            "attempt": attempt.attempt,
+            "pool": pool,
+        }
         if kind == "map":
-            worker.free_map -= 1
             fields["chunks"] = [chunk.to_wire() for chunk in job.splits[index]]  # type: ignore[union-attr]
             upstream = self._upstream_of(job.spec)
             if upstream is not None:
@@ -822,7 +866,6 @@ class Coordinator:
             if job.windows is not None:
                 fields["resume_below"] = job.windows.covered(index)
         else:
-            worker.free_reduce -= 1
             fields["num_maps"] = len(job.maps)
             fields["host"] = worker.host
             fields["committed"] = [[i, a, s, seg] for i, (a, s, seg) in job.map_spills.items()]

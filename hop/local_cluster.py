@@ -36,8 +36,10 @@ class LocalCluster:
         heartbeat_timeout: float = 5.0,
         racks: int = 1,
         sample_interval: float = 1.0,
+        stream_slots: int = 0,
     ) -> None:
-        """``racks``: workers get rack labels ``rack-0``... round robin (the monitor's roll-up); every worker
+        """``stream_slots``: per worker, slots only continuous jobs use (0: they take map and reduce slots);
+        ``racks``: workers get rack labels ``rack-0``... round robin (the monitor's roll-up); every worker
         samples its own process tree every ``sample_interval`` seconds (0: not at all), since all of them share
         this machine and the monitor shows each as a host."""
         self.num_workers = workers or os.cpu_count() or 1
@@ -45,6 +47,7 @@ class LocalCluster:
         self.sample_interval = sample_interval
         self.map_slots = map_slots
         self.reduce_slots = reduce_slots
+        self.stream_slots = stream_slots
         self.heartbeat_timeout = heartbeat_timeout
         self.coordinator: subprocess.Popen[str] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
@@ -104,6 +107,8 @@ class LocalCluster:
                         str(self.map_slots),
                         "--reduce-slots",
                         str(self.reduce_slots),
+                        "--stream-slots",
+                        str(self.stream_slots),
                         # Spill files under the cluster's directory: removed at stop even if a worker was killed.
                         "--spill-dir",
                         self._socket_dir,

@@ -46,7 +46,8 @@ Continuous jobs (hop.stream) and the monitor:
     stream_checkpoint {job_id, index, attempt, processed: [[map, attempt, seq], ...]}   what a reducer's state covers
     stream_trim {job_id, index, attempt, seq}   coordinator -> workers: forget map ``index``'s spills up to there
     stream_source_gone {job_id, index}          coordinator -> workers -> reducers: stop waiting for that source
-    register also carries ``rack`` and ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``).
+    register also carries ``rack``, ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``) and
+    ``stream_slots``; run_task carries ``pool`` ("map", "reduce" or "stream": which of the worker's slots runs it).
 
 Coordinator -> worker:
     run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed}

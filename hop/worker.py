@@ -75,7 +75,10 @@ class Worker:
         sample_interval: float = 1.0,
         sample_scope: str = "host",
         host_label: str | None = None,
+        stream_slots: int = 0,
     ) -> None:
+        """``stream_slots``: task processes kept for continuous jobs (a source map or a window reducer runs until
+        the job is stopped; in slots of its own it never takes a batch job's map or reduce slot)."""
         self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
         self.host = host
         self.rack = rack
@@ -93,7 +96,7 @@ class Worker:
         self.spill_dir = Path(tempfile.mkdtemp(prefix="hop-worker-", dir=spill_root))
         self.pusher = SpillPusher(self.context)
         self.slots: dict[str, Slot] = {}
-        self.map_slots, self.reduce_slots = map_slots, reduce_slots
+        self.map_slots, self.reduce_slots, self.stream_slots = map_slots, reduce_slots, stream_slots
         self.waiting: list[tuple[dict[str, Any], bytes]] = []
         self.notices: dict[str, list[bytes]] = {}
         """Per running job, the commit/failure notices received so far (replayed to reduce tasks that waited)."""
@@ -111,6 +114,8 @@ class Worker:
             self._start_slot(f"{self.name}/m{i}", "map")
         for i in range(reduce_slots):
             self._start_slot(f"{self.name}/r{i}", "reduce")
+        for i in range(stream_slots):
+            self._start_slot(f"{self.name}/s{i}", "stream")
 
     # Slots ---------------------------------------------------------------------------------------------------
     def _start_slot(self, name: str, kind: str) -> None:
@@ -158,7 +163,7 @@ class Worker:
         """Hand waiting tasks to ready, idle slots of their kind."""
         still_waiting = []
         for msg, frame in self.waiting:
-            slot = self._free_slot(msg["kind"])
+            slot = self._free_slot(msg.get("pool", msg["kind"]))  # "stream": a continuous job's own slots
             if slot is None:
                 still_waiting.append((msg, frame))
                 continue
@@ -249,14 +254,14 @@ class Worker:
         waiting = [(m, f) for m, f in self.waiting if (m["job"]["job_id"], m["kind"], m["index"], m["attempt"]) == task]
         if waiting:
             self.waiting = [entry for entry in self.waiting if entry not in waiting]
-            self._to_coordinator("slot_free", kind=task[1])
+            self._to_coordinator("slot_free", job_id=task[0], kind=task[1], index=task[2], attempt=task[3])
         for slot in self.slots.values():
             if slot.task == task:
                 slot.task = None
                 slot.ready = False  # dead until _check_slots restarts it and the new process says hello
                 slot.process.kill()
                 slot.process.wait(timeout=10)
-                self._to_coordinator("slot_free", kind=task[1])
+                self._to_coordinator("slot_free", job_id=task[0], kind=task[1], index=task[2], attempt=task[3])
 
     def _stop_job_tasks(self, job_id: str) -> None:
         """A failed job's tasks would wait forever for input: end them."""
@@ -301,6 +306,7 @@ class Worker:
                 pid=os.getpid(),
                 map_slots=self.map_slots,
                 reduce_slots=self.reduce_slots,
+                stream_slots=self.stream_slots,
                 rack=self.rack,
                 samples=self.publisher.endpoint if self.publisher is not None else None,
             )
@@ -387,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--coordinator", required=True, help="the coordinator's address, tcp://HOST:PORT")
     parser.add_argument("--map-slots", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--reduce-slots", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--stream-slots",
+        type=int,
+        default=2,
+        help="slots for the tasks of continuous jobs, e.g. the cluster monitor's source and reducer (default 2)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address reducers on this worker bind and advertise")
     parser.add_argument("--name", default=None)
     parser.add_argument("--spill-dir", default=None, help="parent directory for spill files (default: the temp dir)")
@@ -413,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         sample_interval=args.sample_interval,
         sample_scope=args.sample_scope,
         host_label=args.host_label,
+        stream_slots=args.stream_slots,
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "running", False))
     with contextlib.suppress(KeyboardInterrupt):

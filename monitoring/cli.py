@@ -88,10 +88,13 @@ def run_monitor(args: argparse.Namespace) -> int:
     try:
         address = args.coordinator
         if address is None:
-            # Each source of the monitoring job holds a map slot for as long as it runs: one per worker plus the
-            # coordinator's, on top of one slot per worker for the jobs being watched.
-            extra = -(-(args.workers + 1) // args.workers)
-            cluster = LocalCluster(workers=args.workers, map_slots=1 + extra, reduce_slots=2, racks=args.racks)
+            # The monitoring job's tasks run for as long as it does: a source per worker plus the coordinator's, and
+            # its reducer. They get stream slots of their own, so the jobs being watched keep every map and reduce
+            # slot (one map slot per worker, as ``hop run`` has).
+            stream_slots = -(-(args.workers + 2) // args.workers)
+            cluster = LocalCluster(
+                workers=args.workers, map_slots=1, reduce_slots=2, racks=args.racks, stream_slots=stream_slots
+            )
             cluster.start()
             address = cluster.address
             print(f"hop: embedded cluster's coordinator at {address}", file=sys.stderr, flush=True)

@@ -32,7 +32,7 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
-from tests.conftest import ROOT, job_path
+from tests.conftest import ROOT, job_path, output_dict, run_job
 
 pytestmark = pytest.mark.slow
 
@@ -535,3 +535,47 @@ def test_reducer_memory_pressure_pauses_the_sources(stream_client: Client, tmp_p
     assert report["counters"]["stream_memory_pauses"] > 0
     got = {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()}
     assert got == python_windows(events, 4, 1)
+
+
+def test_continuous_jobs_run_in_stream_slots_beside_batch_jobs(tmp_path: Path) -> None:
+    """On a worker with one map and one reduce slot plus stream slots, a running continuous job takes only stream
+    slots: a batch job submitted meanwhile gets the map and reduce slot and finishes, exact, while the stream runs
+    (without stream slots it would wait for slots the never-ending tasks hold)."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"{' '.join(random.Random(i).choices(WORDS, k=3))}\n" for i in range(400)))
+    text = tmp_path / "batch.txt"
+    text.write_text("alpha beta\nbeta gamma gamma\n" * 500)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, stream_slots=2) as local:
+        client = Client(local.address, timeout=30)
+        stream_client = Client(local.address, timeout=30)
+        submitted: list[str] = []
+        spec = build_spec(
+            load_job_file(job_path("stream_wordcount")),
+            [],
+            str(tmp_path / "stream"),
+            num_reduces=1,
+            options={"stream": stream_options([f"replay:{lines}?rate=400&loop=1"], "1s", None)},
+        )
+        runner = threading.Thread(
+            target=run_stream,
+            args=(stream_client, spec),
+            kwargs={"progress": False, "timeout": 120, "view_interval": None, "on_submitted": submitted.append},
+        )
+        runner.start()
+        try:
+            deadline = time.monotonic() + 60
+            while len(list((tmp_path / "stream" / "windows").glob("*/_window.json"))) < 2:
+                assert time.monotonic() < deadline, "the continuous job wrote no windows"
+                time.sleep(0.1)
+            (worker,) = client.workers()
+            assert (worker["free_stream"], worker["free_map"], worker["free_reduce"]) == (0, 1, 1)
+            run_job(client, "wordcount", [text], tmp_path / "batch", num_reduces=1)  # raises unless it succeeded
+            assert output_dict(tmp_path / "batch") == {"alpha": 500, "beta": 1000, "gamma": 1000}
+            assert client.status(submitted[0])["state"] == "running"
+        finally:
+            if submitted:
+                client.stop(submitted[0])
+            runner.join(timeout=60)
+            stream_client.close()
+            client.close()
+    assert not runner.is_alive()
