@@ -26,7 +26,7 @@ import zmq
 
 from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
-from hop.lifetime import orphaned
+from hop.lifetime import ignore_terminal_interrupts, orphaned
 from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.planning import plan_map_inputs
@@ -910,6 +910,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bind", default="tcp://127.0.0.1:*", help="ZeroMQ address to bind (default: a free port)")
     parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT)
     args = parser.parse_args(argv)
+    ignore_terminal_interrupts()
     coordinator = Coordinator(args.bind, args.heartbeat_timeout)
     print(coordinator.address, flush=True)
     with contextlib.suppress(KeyboardInterrupt):

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import sys
 
-__all__ = ["PARENT_VARIABLE", "become_subreaper", "orphaned"]
+__all__ = ["PARENT_VARIABLE", "become_subreaper", "ignore_terminal_interrupts", "orphaned"]
 
 PARENT_VARIABLE = "HOP_EMBEDDED_PARENT_PID"
 
@@ -20,6 +21,17 @@ def orphaned() -> bool:
     """Whether this process belongs to an embedded cluster whose parent is gone."""
     parent = os.environ.get(PARENT_VARIABLE)
     return parent is not None and os.getppid() != int(parent)
+
+
+def ignore_terminal_interrupts(always: bool = False) -> None:
+    """Ignore SIGINT in a process of an embedded cluster (or ``always``: task processes, whose worker ends them).
+
+    Ctrl-C in a terminal interrupts the whole foreground process group, cluster processes included; the process
+    that started them handles it (a continuous job drains, writes its last windows and checkpoints) and then
+    stops them in order, which it could not do if they had died of the same signal.
+    """
+    if always or os.environ.get(PARENT_VARIABLE) is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 _PR_SET_CHILD_SUBREAPER = 36

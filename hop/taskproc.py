@@ -23,6 +23,7 @@ import zmq
 
 from hop.inputs import InputError, Split
 from hop.jobspec import JobSpec
+from hop.lifetime import ignore_terminal_interrupts
 from hop.protocol import close_socket, message, unpack
 from hop.tasks import UserCodeError, run_map, run_reduce
 
@@ -145,6 +146,7 @@ def _apply_test_limits() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     worker_address, slot, spill_dir = (argv or sys.argv[1:])[:3]
+    ignore_terminal_interrupts(always=True)
     _apply_test_limits()
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     socket = context.socket(zmq.DEALER)

@@ -27,7 +27,7 @@ from typing import Any
 
 import zmq
 
-from hop.lifetime import orphaned
+from hop.lifetime import ignore_terminal_interrupts, orphaned
 from hop.protocol import close_socket, message, unpack
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
@@ -428,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         stream_slots=args.stream_slots,
     )
     signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "running", False))
+    ignore_terminal_interrupts()
     with contextlib.suppress(KeyboardInterrupt):
         worker.serve()
     return 0
