@@ -61,7 +61,7 @@ class Contender:
         """Figures the run reported about itself."""
         for line in reversed(stdout.splitlines()):
             if line.startswith(RESULT_MARK):
-                return dict(json.loads(line[len(RESULT_MARK):]))
+                return dict(json.loads(line[len(RESULT_MARK) :]))
         return {}
 
 
@@ -72,8 +72,20 @@ class Hop(Contender):
 
     def command(self, spec: RunSpec) -> list[str]:
         mode = ["--blocking"] if self.blocking else []
-        return [*hop_command(), "run", spec.job, *spec.inputs, "-o", str(spec.out), "--overwrite", "--quiet",
-                "--workers", str(spec.parallelism), *mode, *spec.hop_args]
+        return [
+            *hop_command(),
+            "run",
+            spec.job,
+            *spec.inputs,
+            "-o",
+            str(spec.out),
+            "--overwrite",
+            "--quiet",
+            "--workers",
+            str(spec.parallelism),
+            *mode,
+            *spec.hop_args,
+        ]
 
     def extras(self, spec: RunSpec, stdout: str) -> dict[str, Any]:
         try:
@@ -81,8 +93,11 @@ class Hop(Contender):
         except (OSError, ValueError):
             return {}
         start, end, first = report.get("start"), report.get("end"), report.get("first_shuffle_at")
-        figures: dict[str, Any] = {"mode": report.get("mode"), "num_maps": report.get("num_maps"),
-                                   "num_reduces": report.get("num_reduces")}
+        figures: dict[str, Any] = {
+            "mode": report.get("mode"),
+            "num_maps": report.get("num_maps"),
+            "num_reduces": report.get("num_reduces"),
+        }
         if start and end:
             figures["job_wall_s"] = end - start
         if start and first:
@@ -109,8 +124,15 @@ class Script(Contender):
         return _missing(self.needs)
 
     def command(self, spec: RunSpec) -> list[str]:
-        return [*python_module(self.module), "--job", spec.job, "--out", str(spec.out), *self._options(spec),
-                *spec.inputs]
+        return [
+            *python_module(self.module),
+            "--job",
+            spec.job,
+            "--out",
+            str(spec.out),
+            *self._options(spec),
+            *spec.inputs,
+        ]
 
     def _options(self, spec: RunSpec) -> list[str]:
         return []
@@ -131,8 +153,16 @@ class SparkSql(Contender):
         return None if spec.sql_query else "no DataFrame version of this job"
 
     def command(self, spec: RunSpec) -> list[str]:
-        return [*python_module("bench.runners.spark_sql"), "--query", str(spec.sql_query),
-                "--out", str(spec.out), "--parallelism", str(spec.parallelism), *spec.inputs]
+        return [
+            *python_module("bench.runners.spark_sql"),
+            "--query",
+            str(spec.sql_query),
+            "--out",
+            str(spec.out),
+            "--parallelism",
+            str(spec.parallelism),
+            *spec.inputs,
+        ]
 
 
 class MrJob(Script):

@@ -161,11 +161,24 @@ class ClusterMeter(threading.Thread):
 
 
 # Running a job -----------------------------------------------------------------------------------------------------
-def run_job(client: Client, job: str, source: str, output: Path, window: str, slide: str | None = None,
-            seconds: float | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_job(
+    client: Client,
+    job: str,
+    source: str,
+    output: Path,
+    window: str,
+    slide: str | None = None,
+    seconds: float | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run to the end of the source, or for ``seconds`` and then stop it; (job report, windows by start)."""
-    spec = build_spec(load_job_file(str(JOBS), job), [], str(output), num_reduces=REDUCERS, overwrite=True,
-                      options={"stream": stream_options([source], window, slide)})
+    spec = build_spec(
+        load_job_file(str(JOBS), job),
+        [],
+        str(output),
+        num_reduces=REDUCERS,
+        overwrite=True,
+        options={"stream": stream_options([source], window, slide)},
+    )
     report = run_stream(client, spec, progress=False, timeout=seconds or JOB_TIMEOUT, view_interval=None)["report"]
     if seconds is None and report["continuous"]["stopped"]:
         raise RuntimeError(f"{job} over {source} did not end within {JOB_TIMEOUT:.0f}s")
@@ -197,10 +210,13 @@ def latency_summary(report: dict[str, Any], windows: list[dict[str, Any]], rate:
     latencies = [w["emitted"] - w["end"] for w in windows if w["reason"] == "complete"]
     mapper = attempt(report, "map")[0]
     return {
-        "rate_asked": rate, "rate_achieved": round(report["counters"]["map_input_records"] / (
-            mapper["end"] - mapper["start"])), "windows": len(latencies),
-        "median_s": round(statistics.median(latencies), 4), "p95_s": round(percentile(latencies, 0.95), 4),
-        "max_s": round(max(latencies), 4), "latencies_s": [round(x, 4) for x in latencies],
+        "rate_asked": rate,
+        "rate_achieved": round(report["counters"]["map_input_records"] / (mapper["end"] - mapper["start"])),
+        "windows": len(latencies),
+        "median_s": round(statistics.median(latencies), 4),
+        "p95_s": round(percentile(latencies, 0.95), 4),
+        "max_s": round(max(latencies), 4),
+        "latencies_s": [round(x, 4) for x in latencies],
     }
 
 
@@ -212,16 +228,21 @@ def throughput(client: Client, cluster: LocalCluster, events: Path, scratch: Pat
             report, windows = run_job(client, "EventWordCount", f"replay:{events}", scratch / "tp", "1s")
         records = report["counters"]["map_input_records"]
         first, last = windows[0], windows[-1]
-        runs.append({
-            "records": records, "windows": len(windows), "job_wall_s": round(report["end"] - report["start"], 3),
-            "steady_records_per_s": round(
-                sum(w["records"] for w in windows[1:]) / (last["emitted"] - first["emitted"])),
-            "whole_records_per_s": round(records / (last["emitted"] - attempt(report, "map")[0]["start"])),
-            "cluster_cpu_s": round(meter.cpu(), 2),
-            "map_cpu_s": round(meter.cpu({a["pid"] for a in attempt(report, "map")}), 2),
-            "reduce_cpu_s": round(meter.cpu({a["pid"] for a in attempt(report, "reduce")}), 2),
-            "records_per_cpu_s": round(records / meter.cpu()),
-        })
+        runs.append(
+            {
+                "records": records,
+                "windows": len(windows),
+                "job_wall_s": round(report["end"] - report["start"], 3),
+                "steady_records_per_s": round(
+                    sum(w["records"] for w in windows[1:]) / (last["emitted"] - first["emitted"])
+                ),
+                "whole_records_per_s": round(records / (last["emitted"] - attempt(report, "map")[0]["start"])),
+                "cluster_cpu_s": round(meter.cpu(), 2),
+                "map_cpu_s": round(meter.cpu({a["pid"] for a in attempt(report, "map")}), 2),
+                "reduce_cpu_s": round(meter.cpu({a["pid"] for a in attempt(report, "reduce")}), 2),
+                "records_per_cpu_s": round(records / meter.cpu()),
+            }
+        )
         print(f"throughput: {runs[-1]}", flush=True)
     return {"runs": runs, **{key: statistics.median(r[key] for r in runs) for key in runs[0] if key != "windows"}}
 
@@ -242,8 +263,11 @@ def memory(lines: Path, scratch: Path, rate: float, seconds: float) -> dict[str,
     with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
         client = Client(cluster.address, timeout=60)
         spill_dir = Path(cluster._socket_dir or "")  # the workers' spill directories live under it
-        folders = {"spill_bytes": spill_dir, "state_bytes": output / "_checkpoints" / "state",
-                   "delta_bytes": output / "_checkpoints" / "deltas"}
+        folders = {
+            "spill_bytes": spill_dir,
+            "state_bytes": output / "_checkpoints" / "state",
+            "delta_bytes": output / "_checkpoints" / "deltas",
+        }
         try:
             with ClusterMeter(cluster, min(5.0, seconds / 12), folders) as meter:
                 source = f"replay:{lines}?rate={int(0.5 * rate)}&loop=1"
@@ -259,12 +283,18 @@ def memory(lines: Path, scratch: Path, rate: float, seconds: float) -> dict[str,
         return round(statistics.mean(r[key] for r in rows))
 
     result = {
-        "seconds": seconds, "span_s": span, "latency": latency_summary(report, windows, int(0.5 * rate)),
-        **{f"{key}_{part}": mean(rows, key) for key in ("rss", "spill_bytes", "state_bytes", "delta_bytes")
-           for part, rows in (("first", head), ("last", tail))},
+        "seconds": seconds,
+        "span_s": span,
+        "latency": latency_summary(report, windows, int(0.5 * rate)),
+        **{
+            f"{key}_{part}": mean(rows, key)
+            for key in ("rss", "spill_bytes", "state_bytes", "delta_bytes")
+            for part, rows in (("first", head), ("last", tail))
+        },
         "spill_bytes_max_first": max(s["spill_bytes"] for s in head),
         "spill_bytes_max_last": max(s["spill_bytes"] for s in tail),
-        "rss_by_process_first": head[0]["rss_by_process"], "rss_by_process_last": tail[-1]["rss_by_process"],
+        "rss_by_process_first": head[0]["rss_by_process"],
+        "rss_by_process_last": tail[-1]["rss_by_process"],
         "samples": meter.samples,
     }
     result["rss_growth"] = round(result["rss_last"] / result["rss_first"] - 1, 4)
@@ -280,9 +310,14 @@ def differential(client: Client, cluster: LocalCluster, events: Path, scratch: P
             with ClusterMeter(cluster, 0.2) as meter:
                 report, windows = run_job(client, jobs[mode], f"replay:{events}", scratch / mode, "24s", "1s")
             digests.add(windows_digest(scratch / mode))
-            runs[mode].append({"windows": len(windows), "job_wall_s": round(report["end"] - report["start"], 3),
-                               "reduce_cpu_s": round(meter.cpu({a["pid"] for a in attempt(report, "reduce")}), 2),
-                               "cluster_cpu_s": round(meter.cpu(), 2)})
+            runs[mode].append(
+                {
+                    "windows": len(windows),
+                    "job_wall_s": round(report["end"] - report["start"], 3),
+                    "reduce_cpu_s": round(meter.cpu({a["pid"] for a in attempt(report, "reduce")}), 2),
+                    "cluster_cpu_s": round(meter.cpu(), 2),
+                }
+            )
             print(f"differential, {mode}: {runs[mode][-1]}", flush=True)
     if len(digests) != 1:
         raise SystemExit("MISMATCH: merged and differential windows differ")
@@ -321,51 +356,72 @@ def assembler_micro(windows: int, panes: int, keys: int, vocabulary: int, repeat
                 feed(target, number)
             times[mode].append(round(time.perf_counter() - began, 4))
     medians = {mode: statistics.median(values) for mode, values in times.items()}
-    return {"panes_fed": len(cells), "windows_built": built, "full_windows": windows, "keys_per_pane": keys,
-            "times_s": times, "median_s": medians, "groups_identical": True,
-            "ratio_differential_to_merged": round(medians["differential"] / medians["merged"], 3)}
+    return {
+        "panes_fed": len(cells),
+        "windows_built": built,
+        "full_windows": windows,
+        "keys_per_pane": keys,
+        "times_s": times,
+        "median_s": medians,
+        "groups_identical": True,
+        "ratio_differential_to_merged": round(medians["differential"] / medians["merged"], 3),
+    }
 
 
 # Report ------------------------------------------------------------------------------------------------------------
 def table(results: dict[str, Any]) -> tuple[str, dict[str, bool]]:
     tp, lat, mem = results["throughput"], results["latency"], results.get("memory")
-    lines = [f"throughput: {tp['steady_records_per_s']:,.0f} records/s steady (first to last window), "
-             f"{tp['whole_records_per_s']:,.0f} records/s from map start; {tp['records_per_cpu_s']:,.0f} records per "
-             f"CPU-second (cluster CPU {tp['cluster_cpu_s']:.1f} s: map {tp['map_cpu_s']:.1f}, reducers "
-             f"{tp['reduce_cpu_s']:.1f})"]
+    lines = [
+        f"throughput: {tp['steady_records_per_s']:,.0f} records/s steady (first to last window), "
+        f"{tp['whole_records_per_s']:,.0f} records/s from map start; {tp['records_per_cpu_s']:,.0f} records per "
+        f"CPU-second (cluster CPU {tp['cluster_cpu_s']:.1f} s: map {tp['map_cpu_s']:.1f}, reducers "
+        f"{tp['reduce_cpu_s']:.1f})"
+    ]
     for level, row in lat.items():
-        lines.append(f"latency at {level:>4} ({row['rate_achieved']:>7,} rec/s achieved of {row['rate_asked']:,}): "
-                     f"median {row['median_s'] * 1000:6.0f} ms  p95 {row['p95_s'] * 1000:6.0f} ms  "
-                     f"max {row['max_s'] * 1000:6.0f} ms  ({row['windows']} windows)")
+        lines.append(
+            f"latency at {level:>4} ({row['rate_achieved']:>7,} rec/s achieved of {row['rate_asked']:,}): "
+            f"median {row['median_s'] * 1000:6.0f} ms  p95 {row['p95_s'] * 1000:6.0f} ms  "
+            f"max {row['max_s'] * 1000:6.0f} ms  ({row['windows']} windows)"
+        )
+
     def quick_enough(row: dict[str, Any]) -> bool:
         return max(row["median_s"], row["p95_s"]) < TARGET_LATENCY_S
 
     targets = {"latency median and p95 < 500 ms at 50%": quick_enough(lat["50%"])}
     if mem:
-        lines.append(f"memory over {mem['seconds']:.0f} s: RSS {mem['rss_first'] / 2**20:.0f} MB (first "
-                     f"{mem['span_s']:.0f} s) -> {mem['rss_last'] / 2**20:.0f} MB (last), growth "
-                     f"{mem['rss_growth']:+.1%}; spill bytes (mean) {mem['spill_bytes_first']:,} -> "
-                     f"{mem['spill_bytes_last']:,} (max {mem['spill_bytes_max_first']:,} -> "
-                     f"{mem['spill_bytes_max_last']:,}); checkpoint state {mem['state_bytes_first']:,} -> "
-                     f"{mem['state_bytes_last']:,} bytes, deltas {mem['delta_bytes_first']:,} -> "
-                     f"{mem['delta_bytes_last']:,} bytes")
+        lines.append(
+            f"memory over {mem['seconds']:.0f} s: RSS {mem['rss_first'] / 2**20:.0f} MB (first "
+            f"{mem['span_s']:.0f} s) -> {mem['rss_last'] / 2**20:.0f} MB (last), growth "
+            f"{mem['rss_growth']:+.1%}; spill bytes (mean) {mem['spill_bytes_first']:,} -> "
+            f"{mem['spill_bytes_last']:,} (max {mem['spill_bytes_max_first']:,} -> "
+            f"{mem['spill_bytes_max_last']:,}); checkpoint state {mem['state_bytes_first']:,} -> "
+            f"{mem['state_bytes_last']:,} bytes, deltas {mem['delta_bytes_first']:,} -> "
+            f"{mem['delta_bytes_last']:,} bytes"
+        )
         long = mem["latency"]
-        lines.append(f"latency at  50% over the memory run ({long['windows']} windows): median "
-                     f"{long['median_s'] * 1000:.0f} ms  p95 {long['p95_s'] * 1000:.0f} ms  "
-                     f"max {long['max_s'] * 1000:.0f} ms")
+        lines.append(
+            f"latency at  50% over the memory run ({long['windows']} windows): median "
+            f"{long['median_s'] * 1000:.0f} ms  p95 {long['p95_s'] * 1000:.0f} ms  "
+            f"max {long['max_s'] * 1000:.0f} ms"
+        )
         targets["latency median and p95 < 500 ms at 50%, memory run"] = quick_enough(long)
         targets["RSS growth < 10%"] = mem["rss_growth"] < TARGET_RSS_GROWTH
         targets["spill bytes flat (last-span mean <= first-span mean + 1 MiB)"] = (
-            mem["spill_bytes_last"] <= mem["spill_bytes_first"] + 2**20)
+            mem["spill_bytes_last"] <= mem["spill_bytes_first"] + 2**20
+        )
     diff, micro = results["differential"], results["assembler"]
     by_mode, ratio = diff["summary"], diff["ratio_differential_to_merged"]
-    lines.append("24-pane windows in the engine, differential / merged: reducer CPU "
-                 f"{by_mode['differential']['reduce_cpu_s']:.1f} / {by_mode['merged']['reduce_cpu_s']:.1f} s "
-                 f"(x{ratio['reduce_cpu_s']}), job wall {by_mode['differential']['job_wall_s']:.1f} / "
-                 f"{by_mode['merged']['job_wall_s']:.1f} s (x{ratio['job_wall_s']}); windows identical")
-    lines.append(f"WindowAssembler, {micro['windows_built']} windows of up to 24 panes x {micro['keys_per_pane']:,} "
-                 f"keys: differential {micro['median_s']['differential']:.2f} s, merged "
-                 f"{micro['median_s']['merged']:.2f} s (x{micro['ratio_differential_to_merged']}); groups identical")
+    lines.append(
+        "24-pane windows in the engine, differential / merged: reducer CPU "
+        f"{by_mode['differential']['reduce_cpu_s']:.1f} / {by_mode['merged']['reduce_cpu_s']:.1f} s "
+        f"(x{ratio['reduce_cpu_s']}), job wall {by_mode['differential']['job_wall_s']:.1f} / "
+        f"{by_mode['merged']['job_wall_s']:.1f} s (x{ratio['job_wall_s']}); windows identical"
+    )
+    lines.append(
+        f"WindowAssembler, {micro['windows_built']} windows of up to 24 panes x {micro['keys_per_pane']:,} "
+        f"keys: differential {micro['median_s']['differential']:.2f} s, merged "
+        f"{micro['median_s']['merged']:.2f} s (x{micro['ratio_differential_to_merged']}); groups identical"
+    )
     lines += [f"{'met' if ok else 'NOT MET'}: {name}" for name, ok in targets.items()]
     return "\n".join(lines), targets
 
@@ -404,10 +460,17 @@ def main() -> None:
     results["assembler"] = assembler_micro(*((50, 24, 2_000, 20_000, 1) if quick else (200, 24, 5_000, 20_000, 5)))
     text, targets = table(results)
     print(text)
-    document = {"command": "python -m bench.continuous " + " ".join(sys.argv[1:]), "machine": machine_info(),
-                "repo_root": str(REPO_ROOT),
-                "records": records, "events_per_second_of_event_time": EVENTS_PER_SECOND, "reducers": REDUCERS,
-                "targets": targets, "results": results, "table": text}
+    document = {
+        "command": "python -m bench.continuous " + " ".join(sys.argv[1:]),
+        "machine": machine_info(),
+        "repo_root": str(REPO_ROOT),
+        "records": records,
+        "events_per_second_of_event_time": EVENTS_PER_SECOND,
+        "reducers": REDUCERS,
+        "targets": targets,
+        "results": results,
+        "table": text,
+    }
     default = Path(tempfile.gettempdir(), "hop-continuous-quick.json") if quick else RESULTS / "continuous.json"
     path = Path(args.json or default)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -32,8 +32,14 @@ def run_once(source: Path, output: Path, workers: int, kill_after: float | None)
     with LocalCluster(workers=workers, map_slots=1, reduce_slots=1, heartbeat_timeout=2.0) as cluster:
         client = Client(cluster.address)
         killer = threading.Timer(kill_after, cluster.workers[0].kill) if kill_after is not None else None
-        spec = build_spec(load_job_file(str(REPO_ROOT / "jobs" / "wordcount.py")), [str(source)], str(output),
-                          num_reduces=workers, split_size=8 << 20, overwrite=True)
+        spec = build_spec(
+            load_job_file(str(REPO_ROOT / "jobs" / "wordcount.py")),
+            [str(source)],
+            str(output),
+            num_reduces=workers,
+            split_size=8 << 20,
+            overwrite=True,
+        )
         started = time.perf_counter()
         if killer is not None:
             killer.start()
@@ -45,8 +51,12 @@ def run_once(source: Path, output: Path, workers: int, kill_after: float | None)
             client.close()
         wall = time.perf_counter() - started
     extra = sum(a["status"] in ("failed", "lost") for a in report["attempts"])
-    return {"wall_s": round(wall, 3), "failed_or_lost_attempts": extra, "attempts": len(report["attempts"]),
-            "parts": [p.read_bytes() for p in sorted(output.glob("part-*"))]}
+    return {
+        "wall_s": round(wall, 3),
+        "failed_or_lost_attempts": extra,
+        "attempts": len(report["attempts"]),
+        "parts": [p.read_bytes() for p in sorted(output.glob("part-*"))],
+    }
 
 
 def main() -> None:
@@ -70,14 +80,20 @@ def main() -> None:
     killed = statistics.median(r["wall_s"] for r in runs["worker_killed"])
     summary = {
         "command": f"python -m bench.failure_cost --size {args.size} --workers {args.workers} "
-                   f"--kill-after {args.kill_after} --repeats {args.repeats}",
-        "size_bytes": args.size, "workers": args.workers, "kill_after_s": args.kill_after,
-        "clean_median_s": clean, "worker_killed_median_s": killed, "slowdown": round(killed / clean, 3),
+        f"--kill-after {args.kill_after} --repeats {args.repeats}",
+        "size_bytes": args.size,
+        "workers": args.workers,
+        "kill_after_s": args.kill_after,
+        "clean_median_s": clean,
+        "worker_killed_median_s": killed,
+        "slowdown": round(killed / clean, 3),
         "runs": {k: [{f: v for f, v in r.items() if f != "parts"} for r in rs] for k, rs in runs.items()},
         "outputs_identical": True,
     }
-    print(f"clean: {clean:.2f} s   one worker killed at {args.kill_after:.1f} s: {killed:.2f} s   "
-          f"slowdown x{killed / clean:.2f}   outputs identical")
+    print(
+        f"clean: {clean:.2f} s   one worker killed at {args.kill_after:.1f} s: {killed:.2f} s   "
+        f"slowdown x{killed / clean:.2f}   outputs identical"
+    )
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
 

@@ -168,8 +168,15 @@ def reap_orphans(grace: float = ORPHAN_GRACE) -> int:
         time.sleep(0.02)
 
 
-def measure(command: list[str], *, stdout: Path, stderr: Path, env: dict[str, str] | None = None,
-            cwd: str | None = None, timeout: float | None = None) -> Measurement:
+def measure(
+    command: list[str],
+    *,
+    stdout: Path,
+    stderr: Path,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float | None = None,
+) -> Measurement:
     """Run ``command`` to completion (output to the two files) and measure it; exit codes are not raised."""
     reap_orphans(grace=5.0)  # leftovers of something else would pollute the CPU delta
     cpu_before = _cpu_children()
@@ -194,6 +201,11 @@ def measure(command: list[str], *, stdout: Path, stderr: Path, env: dict[str, st
         sampler.stop()
     killed = reap_orphans()
     return Measurement(
-        wall_s=wall, cpu_s=_cpu_children() - cpu_before, cpu_sampled_s=sampler.cpu_seconds,
-        peak_rss_bytes=sampler.peak_rss, returncode=returncode, timed_out=timed_out, orphans_killed=killed,
+        wall_s=wall,
+        cpu_s=_cpu_children() - cpu_before,
+        cpu_sampled_s=sampler.cpu_seconds,
+        peak_rss_bytes=sampler.peak_rss,
+        returncode=returncode,
+        timed_out=timed_out,
+        orphans_killed=killed,
     )

@@ -83,7 +83,11 @@ def run_once(source: Path, scratch: Path, workers: int, monitored: bool) -> dict
                 def monitor() -> None:
                     try:
                         run_stream(
-                            monitor_client, spec, progress=False, timeout=3600, view_interval=None,
+                            monitor_client,
+                            spec,
+                            progress=False,
+                            timeout=3600,
+                            view_interval=None,
                             on_submitted=monitor_ids.append,
                         )
                     finally:

@@ -77,8 +77,9 @@ def _notes(row: Row) -> str:
     scaled = [run for run in row.runs if run.scale != 1.0]
     if scaled:
         raw = sorted(run.wall_s for run in scaled)[len(scaled) // 2]
-        notes.append(f"SCALED x{scaled[0].scale:.1f} from a {scaled[0].input_bytes / 1e6:.1f} MB slice "
-                     f"(raw {raw:.2f} s)")
+        notes.append(
+            f"SCALED x{scaled[0].scale:.1f} from a {scaled[0].input_bytes / 1e6:.1f} MB slice (raw {raw:.2f} s)"
+        )
     mismatches = [run.verification for run in row.runs if run.mismatch]
     if mismatches:
         notes.append(mismatches[0][:160])
@@ -99,13 +100,24 @@ def table(rows: list[Row], skipped: list[dict[str, str]]) -> str:
     for row in rows:
         wall = row.wall
         spread = f"{wall[1]:.2f} ({wall[0]:.2f}-{wall[2]:.2f})" if wall else "-"
-        lines.append((row.case, row.contender, spread, _fmt(row.median_cpu, ".2f"),
-                      _fmt(row.median_rss_mb, ".0f"), _fmt(row.ratio, ".2f"), row.status, _notes(row)))
+        lines.append(
+            (
+                row.case,
+                row.contender,
+                spread,
+                _fmt(row.median_cpu, ".2f"),
+                _fmt(row.median_rss_mb, ".0f"),
+                _fmt(row.ratio, ".2f"),
+                row.status,
+                _notes(row),
+            )
+        )
     widths = [max(len(str(line[i])) for line in [header, *lines]) for i in range(len(header) - 1)]
     out = []
     for line in [header, *lines]:
-        out.append("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=False))
-                   + "  " + line[-1])
+        out.append(
+            "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=False)) + "  " + line[-1]
+        )
         if line is header:
             out.append("-" * (sum(widths) + 2 * len(widths) + len(header[-1])))
     shown: dict[tuple[str, str, str], list[str]] = {}

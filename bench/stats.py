@@ -111,11 +111,16 @@ class Row:
     def summary(self) -> dict[str, Any]:
         wall = self.wall
         return {
-            "workload": self.workload, "case": self.case, "contender": self.contender,
-            "runs": len(self.runs), "good_runs": len(self.good),
+            "workload": self.workload,
+            "case": self.case,
+            "contender": self.contender,
+            "runs": len(self.runs),
+            "good_runs": len(self.good),
             "wall_s": {"min": wall[0], "median": wall[1], "max": wall[2]} if wall else None,
-            "cpu_s_median": self.median_cpu, "peak_rss_mb_median": self.median_rss_mb,
-            "ratio_to_hop_pipelined": self.ratio, "status": self.status,
+            "cpu_s_median": self.median_cpu,
+            "peak_rss_mb_median": self.median_rss_mb,
+            "ratio_to_hop_pipelined": self.ratio,
+            "status": self.status,
             "scaled": any(run.scale != 1.0 for run in self.runs),
         }
 

@@ -58,17 +58,27 @@ class Suite:
         dataset = case.dataset
         if contender.slice_bytes is not None:
             dataset = datasets.slice_of(dataset, contender.slice_bytes)
-        return RunSpec(job=case.job, inputs=dataset.inputs, out=out, hop_args=case.hop_args,
-                       sql_query=case.sql_query, parallelism=self.options.parallelism)
+        return RunSpec(
+            job=case.job,
+            inputs=dataset.inputs,
+            out=out,
+            hop_args=case.hop_args,
+            sql_query=case.sql_query,
+            parallelism=self.options.parallelism,
+        )
 
     def _runnable(self, case: Case) -> list[Contender]:
         chosen = []
         for contender in self.contenders:
-            reason = (case.skip.get(contender.name) or self.unavailable.get(contender.name)
-                      or contender.skip_reason(self._spec(case, contender, Path())))
+            reason = (
+                case.skip.get(contender.name)
+                or self.unavailable.get(contender.name)
+                or contender.skip_reason(self._spec(case, contender, Path()))
+            )
             if reason:
-                self.skipped.append({"workload": case.workload, "case": case.label,
-                                     "contender": contender.name, "reason": reason})
+                self.skipped.append(
+                    {"workload": case.workload, "case": case.label, "contender": contender.name, "reason": reason}
+                )
             else:
                 chosen.append(contender)
         return chosen
@@ -105,16 +115,30 @@ class Suite:
         spec = self._spec(case, contender, out)
         input_bytes = sum(datasets.Dataset(Path(path), "").bytes for path in spec.inputs)
         stdout, stderr = base / f"r{repeat}.stdout", base / f"r{repeat}.stderr"
-        measured = measure(contender.command(spec), stdout=stdout, stderr=stderr, env=subprocess_env(),
-                           cwd=str(REPO_ROOT), timeout=self.options.timeout)
-        run = Run(seq=self._seq, workload=case.workload, case=case.label, contender=contender.name,
-                  repeat=repeat, input_bytes=input_bytes, wall_s=measured.wall_s,
-                  cpu_s=max(measured.cpu_s, measured.cpu_sampled_s), cpu_sampled_s=measured.cpu_sampled_s,
-                  peak_rss_mb=measured.peak_rss_bytes / 1e6, returncode=measured.returncode,
-                  timed_out=measured.timed_out,
-                  scale=case.dataset.bytes / input_bytes if input_bytes else 1.0)
-        run.extras = {**contender.extras(spec, stdout.read_text(errors="replace")),
-                      "cpu_rusage_s": measured.cpu_s}
+        measured = measure(
+            contender.command(spec),
+            stdout=stdout,
+            stderr=stderr,
+            env=subprocess_env(),
+            cwd=str(REPO_ROOT),
+            timeout=self.options.timeout,
+        )
+        run = Run(
+            seq=self._seq,
+            workload=case.workload,
+            case=case.label,
+            contender=contender.name,
+            repeat=repeat,
+            input_bytes=input_bytes,
+            wall_s=measured.wall_s,
+            cpu_s=max(measured.cpu_s, measured.cpu_sampled_s),
+            cpu_sampled_s=measured.cpu_sampled_s,
+            peak_rss_mb=measured.peak_rss_bytes / 1e6,
+            returncode=measured.returncode,
+            timed_out=measured.timed_out,
+            scale=case.dataset.bytes / input_bytes if input_bytes else 1.0,
+        )
+        run.extras = {**contender.extras(spec, stdout.read_text(errors="replace")), "cpu_rusage_s": measured.cpu_s}
         if measured.orphans_killed:
             run.extras["orphans_killed"] = measured.orphans_killed
         if measured.timed_out:
@@ -125,8 +149,12 @@ class Suite:
         self.runs.append(run)
         status = "ok" if run.ok else f"FAILED ({run.error})"
         scaled = f" (scaled x{run.scale:.1f}: {run.scaled_wall_s:.2f} s)" if run.scale != 1.0 else ""
-        print(f"bench: [{case.label}] r{repeat} {contender.name}: {run.wall_s:.2f} s wall{scaled}, "
-              f"{run.cpu_s:.2f} s CPU, {run.peak_rss_mb:.0f} MB peak: {status}", file=sys.stderr, flush=True)
+        print(
+            f"bench: [{case.label}] r{repeat} {contender.name}: {run.wall_s:.2f} s wall{scaled}, "
+            f"{run.cpu_s:.2f} s CPU, {run.peak_rss_mb:.0f} MB peak: {status}",
+            file=sys.stderr,
+            flush=True,
+        )
         return run, out
 
     # Verification -------------------------------------------------------------------------------------------
@@ -171,8 +199,11 @@ class Suite:
                     run.verification = "reference" + run.verification[2:]
             run.extras["reference"] = state.reference_source
             if run.mismatch:
-                print(f"bench: !! [{run.case}] {run.contender} r{run.repeat} output {run.verification}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"bench: !! [{run.case}] {run.contender} r{run.repeat} output {run.verification}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             self._discard(out)
         state.pending.clear()
 

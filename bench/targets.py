@@ -28,8 +28,16 @@ class Target:
         return f"[{verdict}] {self.name}: {self.detail}"
 
 
-def _ratio_target(rows: dict[tuple[str, str], Row], name: str, case: str, fast: str, slow: str,
-                  limit: float, *, at_least: bool = False) -> Target:
+def _ratio_target(
+    rows: dict[tuple[str, str], Row],
+    name: str,
+    case: str,
+    fast: str,
+    slow: str,
+    limit: float,
+    *,
+    at_least: bool = False,
+) -> Target:
     """Median wall of ``fast`` / ``slow`` on ``case`` <= ``limit`` (``at_least``: ``slow/fast`` >= it)."""
     a, b = rows.get((case, fast)), rows.get((case, slow))
     pairs = ((fast, a), (slow, b))
@@ -56,19 +64,44 @@ def evaluate(row_list: list[Row]) -> list[Target]:
     targets: list[Target] = []
     if "wordcount-zipf" in cases:
         for other, limit in (("pyspark-rdd", 0.25), ("spark-sql", 0.5), ("serial", 0.55)):
-            targets.append(_ratio_target(rows, f"wordcount-zipf: hop-pipelined <= {limit} x {other}",
-                                         "wordcount-zipf", pipelined, other, limit))
+            targets.append(
+                _ratio_target(
+                    rows,
+                    f"wordcount-zipf: hop-pipelined <= {limit} x {other}",
+                    "wordcount-zipf",
+                    pipelined,
+                    other,
+                    limit,
+                )
+            )
     if "heavy-reduce" in cases:
-        targets.append(_ratio_target(rows, "heavy-reduce: pipelined <= 0.9 x blocking", "heavy-reduce",
-                                     pipelined, "hop-blocking", 0.9))
+        targets.append(
+            _ratio_target(
+                rows, "heavy-reduce: pipelined <= 0.9 x blocking", "heavy-reduce", pipelined, "hop-blocking", 0.9
+            )
+        )
         targets.append(_first_shuffle(rows.get(("heavy-reduce", pipelined))))
     mrjob_cases = [case for case in cases if (case, "mrjob") in rows]
     for case in mrjob_cases:
-        targets.append(_ratio_target(rows, f"{case}: hop-pipelined >= 10x faster than mrjob (scaled)", case,
-                                     pipelined, "mrjob", 10.0, at_least=True))
+        targets.append(
+            _ratio_target(
+                rows,
+                f"{case}: hop-pipelined >= 10x faster than mrjob (scaled)",
+                case,
+                pipelined,
+                "mrjob",
+                10.0,
+                at_least=True,
+            )
+        )
     if not mrjob_cases:
-        targets.append(Target("hop-pipelined >= 10x faster than mrjob (scaled)", None,
-                              "mrjob did not run (not selected or unavailable: see above)"))
+        targets.append(
+            Target(
+                "hop-pipelined >= 10x faster than mrjob (scaled)",
+                None,
+                "mrjob did not run (not selected or unavailable: see above)",
+            )
+        )
     if "scaling-1x" in cases and "scaling-4x" in cases:
         targets.append(_scaling(rows.get(("scaling-1x", pipelined)), rows.get(("scaling-4x", pipelined))))
     return targets
@@ -89,5 +122,4 @@ def _scaling(one: Row | None, four: Row | None) -> Target:
     if not one or not four or not one.median_wall or not four.median_wall:
         return Target(name, None, "scaling-1x or scaling-4x has no successful run")
     ratio = four.median_wall / one.median_wall
-    return Target(name, ratio <= 4.4, f"{four.median_wall:.2f} s / {one.median_wall:.2f} s = {ratio:.2f} "
-                                      "(need <= 4.4)")
+    return Target(name, ratio <= 4.4, f"{four.median_wall:.2f} s / {one.median_wall:.2f} s = {ratio:.2f} (need <= 4.4)")

@@ -97,8 +97,10 @@ class Comparison:
     def summary(self) -> str:
         if self.ok:
             return f"ok: {self.keys:,} keys"
-        return (f"MISMATCH: {self.missing:,} keys missing, {self.extra:,} extra, {self.different:,} "
-                f"different (of {self.reference_keys:,}); e.g. " + "; ".join(self.examples))
+        return (
+            f"MISMATCH: {self.missing:,} keys missing, {self.extra:,} extra, {self.different:,} "
+            f"different (of {self.reference_keys:,}); e.g. " + "; ".join(self.examples)
+        )
 
 
 def compare(reference: dict[Any, Any], output: dict[Any, Any]) -> Comparison:

@@ -46,8 +46,7 @@ class Plan:
 
     @property
     def lift_is_identity(self) -> bool:
-        return self.aggregate is not None and (self.aggregate.inline_sum or
-                                               type(self.aggregate).lift is Aggregate.lift)
+        return self.aggregate is not None and (self.aggregate.inline_sum or type(self.aggregate).lift is Aggregate.lift)
 
     @property
     def finish_is_identity(self) -> bool:

@@ -31,8 +31,15 @@ class HopJob(MRJob):
     def steps(self):  # type: ignore[no-untyped-def]
         plan = self._plan()
         combine = self.combiner if plan.combine is not None else None
-        return [MRStep(mapper_init=self.mapper_init, mapper=self.mapper, mapper_final=self.mapper_final,
-                       combiner=combine, reducer=self.reducer)]
+        return [
+            MRStep(
+                mapper_init=self.mapper_init,
+                mapper=self.mapper,
+                mapper_final=self.mapper_final,
+                combiner=combine,
+                reducer=self.reducer,
+            )
+        ]
 
     def _plan(self) -> common.Plan:
         return common.load_plan(os.environ[JOB_ENV])

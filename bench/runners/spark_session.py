@@ -21,7 +21,8 @@ def start_spark(app: str, parallelism: int) -> tuple[Any, float]:
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master(f"local[{parallelism}]").appName(app)
+        SparkSession.builder.master(f"local[{parallelism}]")
+        .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", "2g")

@@ -35,11 +35,13 @@ def wordcount(spark, files: list[str]):  # type: ignore[no-untyped-def]
 def pageviews(spark, files: list[str]):  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
-    lines = spark.read.text(files).select(F.split("value", " ", -1).alias("f"),
-                                          F.regexp_extract(F.input_file_name(), FILE_HOUR, 1).alias("h"))
+    lines = spark.read.text(files).select(
+        F.split("value", " ", -1).alias("f"), F.regexp_extract(F.input_file_name(), FILE_HOUR, 1).alias("h")
+    )
     valid = lines.where((F.size("f") == 4) & F.col("f")[2].rlike("^[0-9]+$"))
-    parsed = valid.select(F.col("f")[0].alias("lang"), F.col("h").cast("int").alias("hour"),
-                          F.col("f")[2].cast("long").alias("views"))
+    parsed = valid.select(
+        F.col("f")[0].alias("lang"), F.col("h").cast("int").alias("hour"), F.col("f")[2].cast("long").alias("views")
+    )
     totals = parsed.groupBy("lang", "hour").agg(F.sum("views").alias("value"))
     return totals.select(F.struct("lang", "hour").alias("key"), "value")
 
