@@ -829,8 +829,9 @@ class Coordinator:
 
     def _pool(self, job: JobState, kind: str) -> str:
         """Which slots a task of ``job`` runs in: a continuous job's tasks run until it is stopped, so they take
-        stream slots where the cluster has them (batch jobs keep every map and reduce slot); else ``kind``'s."""
-        if job.windows is not None and any(w.alive and w.stream_slots > 0 for w in self.workers.values()):
+        stream slots while the cluster has free ones (batch jobs keep every map and reduce slot); else ``kind``'s,
+        since every task of a continuous job must run at once (waiting for a stream slot would wait forever)."""
+        if job.windows is not None and any(w.alive and w.free_stream > 0 for w in self.workers.values()):
             return "stream"
         return kind
 

@@ -580,3 +580,28 @@ def test_continuous_jobs_run_in_stream_slots_beside_batch_jobs(tmp_path: Path) -
             stream_client.close()
             client.close()
     assert not runner.is_alive()
+
+
+def test_a_continuous_job_larger_than_the_stream_slots_overflows_into_map_and_reduce_slots(tmp_path: Path) -> None:
+    """Two sources and a reducer on one stream slot: the tasks that find no stream slot take map and reduce slots,
+    and the job runs (all its tasks must run at once) and gives every record."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a b\nb c\n" * 300)
+    with LocalCluster(workers=1, map_slots=2, reduce_slots=1, stream_slots=1) as local:
+        client = Client(local.address, timeout=30)
+        try:
+            spec = build_spec(
+                load_job_file(job_path("stream_wordcount")),
+                [],
+                str(tmp_path / "out"),
+                num_reduces=1,
+                options={"stream": stream_options([f"replay:{lines}", f"replay:{lines}"], "100r", None)},
+            )
+            report = run_stream(client, spec, progress=False, timeout=60, view_interval=None)["report"]
+        finally:
+            client.close()
+    assert report["counters"]["map_input_records"] == 1200
+    totals: Counter[str] = Counter()
+    for _, rows in read_windows(tmp_path / "out").values():
+        totals.update(rows)
+    assert totals == Counter({"a": 600, "b": 1200, "c": 600})
