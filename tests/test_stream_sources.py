@@ -139,7 +139,7 @@ def test_tail_file_moved_out_is_finished_then_closed(
     append(tmp_path / "old.log", "c\nunfinished")
     assert values(collect(source, 2)) == ["b", "c"]
     # Once gone for GONE_GRACE seconds without new bytes, its last line ends with it and the file is closed.
-    monkeypatch.setattr("hop.stream.sources.GONE_GRACE", 0.2)
+    monkeypatch.setattr("hop.stream.sources.tail.GONE_GRACE", 0.2)
     assert values(collect(source, 1)) == ["unfinished"]
     assert source.position() == {"files": []}
 

@@ -1,0 +1,93 @@
+"""Sources of continuous queries: unbounded (or replayed) streams of records, read by polling.
+
+:func:`open_source` opens one from a URL; options follow the first ``?`` as ``key=value`` pairs joined by ``&``:
+
+- ``tail:DIR`` reads every regular file in DIR whose name does not start with ``.`` or ``_`` as UTF-8 text lines,
+  picking up lines appended later and files created later (read in order of ``(mtime, name)`` when first seen). Only
+  complete lines are returned: a partial last line waits for its ``\\n``. Files are tracked by ``(st_dev, st_ino)``,
+  not by name, and kept open, so rotation loses nothing: when ``app.log`` is renamed (inside DIR or out of it) and a
+  new ``app.log`` created, the old file is read to its end and the new one from its start. A file that left DIR is
+  closed once it has had no new bytes for :data:`GONE_GRACE` seconds (its last line is then returned even without a
+  ``\\n``); a file truncated in place (copytruncate) is read again from its start.
+- ``zmq:ENDPOINT`` binds a PULL socket (producers connect PUSH sockets); ``zmq+sub:ENDPOINT`` connects a SUB socket,
+  subscribed to everything, to a publisher. Each frame is one record, a msgpack value, or with ``?format=text`` a
+  UTF-8 text (one trailing line break removed). Binding ``tcp://HOST:*`` picks a free port; the attribute
+  ``endpoint`` holds the bound address.
+- ``tcp:HOST:PORT`` listens (port 0 picks a free port, the attribute ``port`` holds it) and accepts any number of
+  clients, each sending UTF-8 text lines; a client's last line without ``\\n`` ends when it disconnects.
+- ``replay:PATH[?rate=R][&loop=0|1]`` plays the lines of a file (text, ``.jsonl`` included: the caller parses) at R
+  records per second of wall clock (default: as fast as possible; a consumer that falls behind catches up by at
+  most one second's worth), from the start again at the end with ``loop=1``. The last line needs no ``\\n``.
+
+Contracts shared by all sources: :meth:`Source.poll` never blocks longer than its timeout (plus a few ms) and returns
+[] at once for ``max_records < 1``; a record that cannot be decoded raises :class:`SourceError` (naming the source
+and where) from the poll that would have returned it, once the records before it have been returned; ``tail`` and
+``replay`` raise it again on every poll (their position stays before the bad record), the socket sources drop it and
+go on. Sources are not thread-safe. ``tail`` and ``replay`` are replayable: ``seek(position())`` on a fresh source
+of the same URL continues right after the last record returned. ``zmq`` and ``tcp`` are not: their position is
+``None`` and the records sent between a ``position()`` and a restart are lost (the caller reports the gap).
+"""
+
+from __future__ import annotations
+
+import math
+from urllib.parse import parse_qsl
+
+from hop.stream.sources.base import Source, SourceError, SourceRecord
+from hop.stream.sources.replay import ReplaySource
+from hop.stream.sources.sockets import TcpSource, ZmqSource
+from hop.stream.sources.tail import TailSource
+
+__all__ = [
+    "ReplaySource",
+    "Source",
+    "SourceError",
+    "SourceRecord",
+    "TailSource",
+    "TcpSource",
+    "URL_FORMS",
+    "ZmqSource",
+    "open_source",
+]
+
+URL_FORMS = "tail:DIR, zmq:ENDPOINT, zmq+sub:ENDPOINT, tcp:HOST:PORT or replay:PATH[?rate=R&loop=0|1]"
+_OPTIONS: dict[str, set[str]] = {"tail": set(), "tcp": set(), "replay": {"rate", "loop"}}
+_OPTIONS["zmq"] = _OPTIONS["zmq+sub"] = {"format"}
+
+
+def open_source(url: str) -> Source:
+    """Open the source a URL names (forms in the module docstring); :class:`SourceError` for a bad URL."""
+    scheme, _, rest = url.partition(":")
+    target, _, query = rest.partition("?")
+    if scheme not in _OPTIONS or not target:
+        problem = f"unknown kind {scheme!r}" if scheme not in _OPTIONS else f"nothing after {scheme}:"
+        raise SourceError(f"source URL {url!r}: {problem}; use {URL_FORMS}")
+    try:
+        options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=True)) if query else {}
+    except ValueError:
+        raise SourceError(f"source URL {url!r}: options {query!r} must be key=value pairs joined by &") from None
+    for option in options:
+        if option not in _OPTIONS[scheme]:
+            known = ", ".join(sorted(_OPTIONS[scheme])) or "none"
+            raise SourceError(f"source URL {url!r}: unknown option {option!r} for {scheme} (options: {known})")
+    if scheme == "tail":
+        return TailSource(url, target)
+    if scheme in ("zmq", "zmq+sub"):
+        kind = options.get("format", "msgpack")
+        if kind not in ("msgpack", "text"):
+            raise SourceError(f"source URL {url!r}: format must be msgpack (the default) or text, not {kind!r}")
+        return ZmqSource(url, target, scheme == "zmq+sub", kind == "text")
+    if scheme == "tcp":
+        host, _, port = target.rpartition(":")
+        if not host or not port.isdigit() or int(port) > 65535:
+            raise SourceError(f"source URL {url!r}: expected tcp:HOST:PORT with a port from 0 to 65535")
+        return TcpSource(url, host.removeprefix("[").removesuffix("]"), int(port))
+    try:
+        rate = float(options["rate"]) if "rate" in options else None
+    except ValueError:
+        rate = -1.0
+    if rate is not None and not (rate > 0 and math.isfinite(rate)):
+        raise SourceError(f"source URL {url!r}: rate must be a positive number of records per second")
+    if options.get("loop", "0") not in ("0", "1"):
+        raise SourceError(f"source URL {url!r}: loop must be 0 or 1")
+    return ReplaySource(url, target, rate, options.get("loop") == "1")

@@ -1,0 +1,91 @@
+"""What every source is: records, errors and the polling contract (see ``hop.stream.sources``)."""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = ["READ_BYTES", "Source", "SourceError", "SourceRecord", "decode_text"]
+
+READ_BYTES = 1 << 16  # read at a time from a file or socket; also the most frames taken from zmq at a time
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One record: ``value`` is a text line (no line break) or a decoded msgpack value; ``nbytes`` its size as
+    received (a line with its newline, a frame's length); ``arrival`` the ``time.time()`` at which it was read."""
+
+    value: Any
+    nbytes: int
+    arrival: float
+
+
+class SourceError(Exception):
+    """A bad source URL or an unreadable source or record; the message names the URL or path and what to do."""
+
+
+def decode_text(raw: bytes, where: str, hint: str) -> str:
+    """Decode one line or frame as UTF-8 without its trailing ``\\n`` or ``\\r\\n``; errors name ``where``."""
+    line = raw[:-1] if raw.endswith(b"\n") else raw
+    try:
+        return (line[:-1] if line.endswith(b"\r") else line).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SourceError(f"{where} is not valid UTF-8 (its byte {error.start}: {error.reason}); {hint}") from None
+
+
+class Source(ABC):
+    """A stream of records read by polling (see the module docstring for the shared contracts)."""
+
+    replayable: ClassVar[bool]
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._closed = False
+
+    def poll(self, max_records: int, timeout: float) -> list[SourceRecord]:
+        """Up to max_records new records; waits at most ``timeout`` seconds (plus a few ms) for the first one and
+        returns [] if none came. Raises :class:`SourceError` for an undecodable record or a closed source."""
+        if self._closed:
+            raise SourceError(f"source {self.url} is closed; open a new one with open_source()")
+        deadline = time.monotonic() + timeout
+        while max_records > 0:
+            records = self._take(max_records)
+            remaining = deadline - time.monotonic()
+            if records or remaining <= 0 or self.exhausted:
+                return records
+            self._wait(remaining)
+        return []
+
+    @abstractmethod
+    def _take(self, max_records: int) -> list[SourceRecord]:
+        """Up to max_records records available now, without waiting."""
+
+    @abstractmethod
+    def _wait(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds, until records may have arrived."""
+
+    @abstractmethod
+    def position(self) -> Any:
+        """A msgpack-able checkpoint: ``seek`` of it on a fresh source of the same URL continues right after the
+        last record returned before this call (``None`` for sources that are not replayable)."""
+
+    @abstractmethod
+    def seek(self, position: Any) -> None:
+        """Resume from a :meth:`position`; a no-op for sources that are not replayable."""
+
+    @property
+    def exhausted(self) -> bool:
+        """True only for a bounded source (replay) once every record was returned."""
+        return False
+
+    def close(self) -> None:
+        """Close the sockets and files; idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Free the sockets and files; called once, by :meth:`close`."""

@@ -1,0 +1,80 @@
+"""``replay:PATH``: a file's lines played at a rate, once or in a loop."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from hop.stream.sources.base import Source, SourceError, SourceRecord, decode_text
+
+__all__ = ["ReplaySource"]
+
+
+class ReplaySource(Source):
+    """``replay:PATH``: a file's lines at a rate paced by wall clock; bounded unless it loops. A position is
+    ``{"offset": byte offset, "line": line number}`` of the next line."""
+
+    replayable = True
+
+    def __init__(self, url: str, path: str, rate: float | None, loop: bool) -> None:
+        super().__init__(url)
+        try:
+            self._file = open(path, "rb")  # noqa: SIM115 -- open until close()
+        except OSError as error:
+            raise SourceError(f"replay source {url}: cannot open {path} ({error.strerror}); fix the path") from None
+        self.path, self.rate, self.loop = path, rate, loop
+        self._offset = self._line = 0  # of the next line
+        self._start: float | None = None  # monotonic time of the first record of the pacing schedule
+        self._played = 0  # records returned since _start
+
+    def _take(self, max_records: int) -> list[SourceRecord]:
+        if self.rate is not None:  # only the records due by now; one that fell behind gets at most 1 s worth at once
+            now = time.monotonic()
+            self._start = now if self._start is None else max(self._start, now - (self._played + self.rate) / self.rate)
+            max_records = min(max_records, int((now - self._start) * self.rate) + 1 - self._played)
+        out: list[SourceRecord] = []
+        arrival = time.time()
+        while len(out) < max_records:
+            raw = self._file.readline()
+            if not raw:
+                if not self.loop or self._offset == 0:  # the end, or an empty file looping
+                    break
+                self._file.seek(0)
+                self._offset = self._line = 0
+                continue
+            where = f"replay source {self.url}: line {self._line + 1} (byte offset {self._offset}) of {self.path}"
+            try:
+                out.append(SourceRecord(decode_text(raw, where, "re-encode the file as UTF-8"), len(raw), arrival))
+            except SourceError:
+                self._file.seek(self._offset)  # stay before the bad line
+                if out:
+                    break
+                raise
+            self._offset, self._line = self._offset + len(raw), self._line + 1
+        self._played += len(out)
+        return out
+
+    def _wait(self, timeout: float) -> None:
+        # Until the next record is due; with nothing due (an empty file looping), a little while.
+        due = 0.0 if self._start is None or self.rate is None else self._start + self._played / self.rate
+        time.sleep(min(max(due - time.monotonic(), 0.002), timeout))
+
+    @property
+    def exhausted(self) -> bool:
+        return not self.loop and not self._closed and self._offset >= os.fstat(self._file.fileno()).st_size
+
+    def position(self) -> dict[str, int]:
+        return {"offset": self._offset, "line": self._line}
+
+    def seek(self, position: Any) -> None:
+        try:
+            offset, line = int(position["offset"]), int(position["line"])
+        except (TypeError, KeyError, ValueError) as error:
+            raise SourceError(f"replay source {self.url}: {position!r:.200} is not a replay position") from error
+        self._file.seek(offset)
+        self._offset, self._line = offset, line
+        self._start, self._played = None, 0  # pacing starts over at the next poll
+
+    def _release(self) -> None:
+        self._file.close()

@@ -1,0 +1,169 @@
+"""``zmq:``/``zmq+sub:`` (ZeroMQ frames) and ``tcp:`` (text lines from clients): sources that cannot replay."""
+
+from __future__ import annotations
+
+import math
+import selectors
+import socket
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import zmq
+
+from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, decode_text
+
+__all__ = ["QueuedSource", "TcpSource", "ZmqSource"]
+
+
+class QueuedSource(Source):
+    """A source that is not replayable: received records wait in a queue, with decoding errors in their place."""
+
+    replayable = False
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._ready: deque[SourceRecord | SourceError] = deque()
+
+    def _take(self, max_records: int) -> list[SourceRecord]:
+        # Receive only when nothing waits: a slow consumer leaves data in zmq's and the kernel's queues (backpressure).
+        if not self._ready:
+            self._wait(0.0)
+        out: list[SourceRecord] = []
+        while self._ready and len(out) < max_records:
+            item = self._ready.popleft()
+            if isinstance(item, SourceError):
+                if out:  # return the records before it; the next poll raises
+                    self._ready.appendleft(item)
+                    break
+                raise item
+            out.append(item)
+        return out
+
+    def position(self) -> Any:
+        return None
+
+    def seek(self, position: Any) -> None:
+        """Not replayable: the records sent in between are lost."""
+
+
+class ZmqSource(QueuedSource):
+    """``zmq:ENDPOINT`` (bound PULL socket) or ``zmq+sub:ENDPOINT`` (SUB socket connected to a publisher)."""
+
+    def __init__(self, url: str, endpoint: str, subscribe: bool, text: bool) -> None:
+        super().__init__(url)
+        self._as_text = text
+        self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB if subscribe else zmq.PULL)
+        self._socket.setsockopt(zmq.LINGER, 0)  # close() must not wait for anything
+        try:
+            if subscribe:
+                self._socket.setsockopt(zmq.SUBSCRIBE, b"")
+                self._socket.connect(endpoint)
+            else:
+                self._socket.bind(endpoint)
+        except zmq.ZMQError as error:
+            self._socket.close()
+            verb = "connect to" if subscribe else "bind (tcp://HOST:* picks a free port)"
+            raise SourceError(f"zmq source {url}: cannot {verb} {endpoint} ({error}); fix the endpoint") from None
+        self.endpoint: str = endpoint if subscribe else self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    def _wait(self, timeout: float) -> None:
+        if not self._socket.poll(math.ceil(timeout * 1000), zmq.POLLIN):
+            return
+        arrival = time.time()
+        for _ in range(READ_BYTES):
+            try:
+                frame = self._socket.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            where = f"zmq source {self.url}: a frame of {len(frame)} bytes starting {frame[:16]!r}"
+            try:
+                if self._as_text:
+                    value = decode_text(frame, where, "producers must send UTF-8 text frames")
+                else:
+                    try:
+                        value = msgpack.unpackb(frame, raw=False)
+                    except (ValueError, TypeError, msgpack.UnpackException) as error:
+                        hint = "send one msgpack value per frame, or add ?format=text to the URL for text frames"
+                        raise SourceError(f"{where} is not a msgpack value ({error}); {hint}") from None
+                self._ready.append(SourceRecord(value, len(frame), arrival))
+            except SourceError as error:
+                self._ready.append(error)
+
+    def _release(self) -> None:
+        self._socket.close(linger=0)
+
+
+@dataclass(eq=False)
+class _Client:
+    sock: socket.socket
+    peer: str
+    partial: bytearray = field(default_factory=bytearray)
+
+
+class TcpSource(QueuedSource):
+    """``tcp:HOST:PORT``: text lines from any number of clients; non-blocking sockets and a selector, no threads."""
+
+    def __init__(self, url: str, host: str, port: int) -> None:
+        super().__init__(url)
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self._server = socket.create_server((host, port), family=family, backlog=128)
+        except OSError as error:
+            hint = "pick a free port (0 picks one)"
+            raise SourceError(f"tcp source {url}: cannot listen on {host}:{port} ({error.strerror}); {hint}") from None
+        self._server.setblocking(False)
+        self.host, self.port = host, int(self._server.getsockname()[1])
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._server, selectors.EVENT_READ, None)
+        self._clients: set[_Client] = set()
+
+    def _wait(self, timeout: float) -> None:
+        for key, _ in self._selector.select(timeout):
+            if key.data is not None:
+                self._read(key.data)
+                continue
+            try:  # one client per wake-up: the listening socket stays readable while more wait
+                sock, address = self._server.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                continue
+            except OSError as error:
+                raise SourceError(f"tcp source {self.url}: cannot accept a client ({error.strerror})") from error
+            sock.setblocking(False)
+            client = _Client(sock, f"{address[0]}:{address[1]}")
+            self._clients.add(client)
+            self._selector.register(sock, selectors.EVENT_READ, client)
+
+    def _read(self, client: _Client) -> None:
+        try:
+            data = client.sock.recv(READ_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""  # reset by the client: the same as a disconnect
+        lines: list[bytes] = []
+        if data:
+            client.partial += data
+            if b"\n" in data:
+                *complete, rest = bytes(client.partial).split(b"\n")
+                lines, client.partial = [line + b"\n" for line in complete], bytearray(rest)
+        else:  # a disconnect ends the last line
+            lines = [bytes(client.partial)] if client.partial else []
+            self._selector.unregister(client.sock)
+            client.sock.close()
+            self._clients.discard(client)
+        arrival = time.time()
+        for raw in lines:
+            where = f"tcp source {self.url}: a line of {len(raw)} bytes from client {client.peer}"
+            try:
+                self._ready.append(SourceRecord(decode_text(raw, where, "send UTF-8 text lines"), len(raw), arrival))
+            except SourceError as error:
+                self._ready.append(error)
+
+    def _release(self) -> None:
+        for client in self._clients:
+            client.sock.close()
+        self._selector.close()
+        self._server.close()
