@@ -4,7 +4,7 @@
                                [--json bench/results/continuous.json]
 
 Every run is one ``replay:`` source (so one stream map) and 2 reducers on an embedded cluster of 2 workers (1 map
-slot and 1 reduce slot each), jobs from ``bench/jobs/stream_events.py``, inputs cached in ``bench/data``: N events
+slot and 1 reduce slot each), jobs from ``jobs/event_wordcount.py``, inputs cached in ``bench/data``: N events
 ``{"ts", "text"}`` of 4-8 Zipf words, 10,000 per second of event time, and the same texts as plain lines.
 
 1. Throughput: ``EventWordCount``, 1 s tumbling windows of event time, the events replayed as fast as possible.
@@ -57,7 +57,7 @@ from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
 from hop.stream.windows import WindowSpec
 
-JOBS = REPO_ROOT / "bench" / "jobs" / "stream_events.py"
+JOBS = REPO_ROOT / "jobs" / "event_wordcount.py"
 RESULTS = REPO_ROOT / "bench" / "results"
 T0 = 1_700_000_000.0
 EVENTS_PER_SECOND = 10_000

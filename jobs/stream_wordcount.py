@@ -1,8 +1,8 @@
 """Word count over a stream, per window: ``hop run jobs/stream_wordcount.py --source tail:logs/ --window 60s
 --slide 10s -o out/``.
 
-Each line is stamped with its arrival time (or, for JSON-line records, with their ``ts`` field: see
-``StreamWordCountByEventTime``); words are counted into panes on the map side, and every window's counts are
+Each line is stamped with its arrival time (JSON-line events windowed by their ``ts`` field:
+``jobs/event_wordcount.py``); words are counted into panes on the map side, and every window's counts are
 built from the previous window's by subtracting the pane that left and adding the one that came (``uncombine``).
 """
 

@@ -8,6 +8,8 @@ still alive.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,13 @@ def client(cluster: LocalCluster) -> Iterator[Client]:
     connection = Client(cluster.address, timeout=30)
     yield connection
     connection.close()
+
+
+def hop(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the ``hop`` command line (this interpreter's) and capture its output as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "hop", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def job_path(name: str) -> str:

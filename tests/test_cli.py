@@ -7,15 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT, TEST_JOBS
+from tests.conftest import ROOT, TEST_JOBS, hop
 
 TIMEOUT = 120
-
-
-def hop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hop", *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT
-    )
 
 
 def test_gen_then_run_wordcount_with_progress(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from monitoring.cli import monitor_spec, wait_for_workers
 from monitoring.feed import MonitorFeed
 from tests.test_monitor import _busy_worker, _run_hog, wait_for
 from tests.test_web import get, get_json, read_events
-from tests.test_web_browser import CHROMIUM, FLAGS
+from tests.test_web_browser import CHROMIUM, browser_page
 
 pytestmark = pytest.mark.slow
 
@@ -252,198 +252,162 @@ def texts(page: Any, selector: str) -> list[str]:
 
 @needs_chromium
 def test_dashboard_drills_down_with_live_charts(monitored: Monitored, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     web = monitored.web
     wait_for(lambda: full_state(web), 90, "a window with every worker")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(web.url, timeout=30_000)  # the jobs view links the dashboard
-            page.wait_for_selector("#monitor-link", state="visible", timeout=30_000)
-            page.click("#monitor-link")
-            page.wait_for_url("**/monitor", timeout=30_000)
-            # The cluster: its racks, and its charts filling window by window without a reload.
-            page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
-            assert sorted(texts(page, "#children tbody tr td:first-child")) == sorted(RACKS)
-            assert page.is_hidden("#waiting") and page.inner_text("#connection") == "live"
-            page.wait_for_function(f"({CHART_POINTS})(['cluster', '', 'cpu_percent']) > 0", timeout=30_000)
-            before = chart_points(page, "cluster", "", "cpu_percent")
-            page.wait_for_function(
-                f"n => ({CHART_POINTS})(['cluster', '', 'cpu_percent']) >= n + 2", arg=before, timeout=30_000
-            )
-            for metric in ("load1", "mem_used_bytes", "shuffle_out_bytes_s", "running_maps"):
-                assert chart_points(page, "cluster", "", metric) > 0, metric
-            assert len(page.query_selector_all("#scoreboard .cell")) == 4 * 5  # 4 sources x 5 panes of 2 s
-            assert texts(page, "#scoreboard .source") == [*WORKERS, "coordinator"]
-            assert len(page.query_selector_all("#scoreboard-legend li")) == 5
-            assert page.query_selector(f"#jobs tbody tr[data-job-id='{monitored.feed.job_id}']")
-            # Into a rack: its hosts.
-            page.click("#children tbody tr[data-name='rack-0']")
-            page.wait_for_function("document.querySelector('#level-title').textContent === 'Rack rack-0'")
-            assert page.url.endswith("#/rack/rack-0")
-            assert texts(page, "#children tbody tr td:first-child") == RACKS["rack-0"]
-            assert texts(page, "#breadcrumb a") == ["Cluster", "rack-0"]
-            page.wait_for_function(f"({CHART_POINTS})(['rack', 'rack-0', 'cpu_percent']) > 0", timeout=30_000)
-            # Into a host: its metrics and its charts, with the history the monitor kept.
-            page.click("#children tbody tr[data-name='local-2']")
-            page.wait_for_function("document.querySelector('#level-title').textContent === 'Host local-2'")
-            assert texts(page, "#breadcrumb a") == ["Cluster", "rack-0", "local-2"]
-            page.wait_for_function(f"({CHART_POINTS})(['host', 'local-2', 'cpu_percent']) > 1", timeout=30_000)
-            status, kept = series(web, "level=host&name=local-2&metric=cpu_percent")
-            shown = chart_points(page, "host", "local-2", "cpu_percent")
-            assert status == 200 and abs(shown - len(kept["points"])) <= 2, (shown, len(kept["points"]))
-            assert not page.query_selector(".chart-card[data-level=cluster]"), "only the host's charts"
-            assert page.query_selector("#children tbody tr[data-metric=cpu_percent]")
-            assert page.query_selector("#children tbody tr[data-metric=running_maps]")
-            before = chart_points(page, "host", "local-2", "cpu_percent")
-            page.wait_for_function(
-                f"n => ({CHART_POINTS})(['host', 'local-2', 'cpu_percent']) > n", arg=before, timeout=30_000
-            )
-            page.screenshot(path=str(tmp_path / "monitor-host.png"), full_page=True)
-            # Back up through the breadcrumb.
-            page.click("#breadcrumb a >> text=Cluster")
-            page.wait_for_function("document.querySelector('#level-title').textContent === 'Cluster'")
-            page.wait_for_function(f"({CHART_POINTS})(['cluster', '', 'cpu_percent']) > 0", timeout=30_000)
-            page.screenshot(path=str(tmp_path / "monitor-cluster.png"), full_page=True)
-            assert (tmp_path / "monitor-cluster.png").stat().st_size > 20_000
-            assert not errors, errors
-        finally:
-            browser.close()
+    with browser_page() as (page, errors):
+        page.goto(web.url, timeout=30_000)  # the jobs view links the dashboard
+        page.wait_for_selector("#monitor-link", state="visible", timeout=30_000)
+        page.click("#monitor-link")
+        page.wait_for_url("**/monitor", timeout=30_000)
+        # The cluster: its racks, and its charts filling window by window without a reload.
+        page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
+        assert sorted(texts(page, "#children tbody tr td:first-child")) == sorted(RACKS)
+        assert page.is_hidden("#waiting") and page.inner_text("#connection") == "live"
+        page.wait_for_function(f"({CHART_POINTS})(['cluster', '', 'cpu_percent']) > 0", timeout=30_000)
+        before = chart_points(page, "cluster", "", "cpu_percent")
+        page.wait_for_function(
+            f"n => ({CHART_POINTS})(['cluster', '', 'cpu_percent']) >= n + 2", arg=before, timeout=30_000
+        )
+        for metric in ("load1", "mem_used_bytes", "shuffle_out_bytes_s", "running_maps"):
+            assert chart_points(page, "cluster", "", metric) > 0, metric
+        assert len(page.query_selector_all("#scoreboard .cell")) == 4 * 5  # 4 sources x 5 panes of 2 s
+        assert texts(page, "#scoreboard .source") == [*WORKERS, "coordinator"]
+        assert len(page.query_selector_all("#scoreboard-legend li")) == 5
+        assert page.query_selector(f"#jobs tbody tr[data-job-id='{monitored.feed.job_id}']")
+        # Into a rack: its hosts.
+        page.click("#children tbody tr[data-name='rack-0']")
+        page.wait_for_function("document.querySelector('#level-title').textContent === 'Rack rack-0'")
+        assert page.url.endswith("#/rack/rack-0")
+        assert texts(page, "#children tbody tr td:first-child") == RACKS["rack-0"]
+        assert texts(page, "#breadcrumb a") == ["Cluster", "rack-0"]
+        page.wait_for_function(f"({CHART_POINTS})(['rack', 'rack-0', 'cpu_percent']) > 0", timeout=30_000)
+        # Into a host: its metrics and its charts, with the history the monitor kept.
+        page.click("#children tbody tr[data-name='local-2']")
+        page.wait_for_function("document.querySelector('#level-title').textContent === 'Host local-2'")
+        assert texts(page, "#breadcrumb a") == ["Cluster", "rack-0", "local-2"]
+        page.wait_for_function(f"({CHART_POINTS})(['host', 'local-2', 'cpu_percent']) > 1", timeout=30_000)
+        status, kept = series(web, "level=host&name=local-2&metric=cpu_percent")
+        shown = chart_points(page, "host", "local-2", "cpu_percent")
+        assert status == 200 and abs(shown - len(kept["points"])) <= 2, (shown, len(kept["points"]))
+        assert not page.query_selector(".chart-card[data-level=cluster]"), "only the host's charts"
+        assert page.query_selector("#children tbody tr[data-metric=cpu_percent]")
+        assert page.query_selector("#children tbody tr[data-metric=running_maps]")
+        before = chart_points(page, "host", "local-2", "cpu_percent")
+        page.wait_for_function(
+            f"n => ({CHART_POINTS})(['host', 'local-2', 'cpu_percent']) > n", arg=before, timeout=30_000
+        )
+        page.screenshot(path=str(tmp_path / "monitor-host.png"), full_page=True)
+        # Back up through the breadcrumb.
+        page.click("#breadcrumb a >> text=Cluster")
+        page.wait_for_function("document.querySelector('#level-title').textContent === 'Cluster'")
+        page.wait_for_function(f"({CHART_POINTS})(['cluster', '', 'cpu_percent']) > 0", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "monitor-cluster.png"), full_page=True)
+        assert (tmp_path / "monitor-cluster.png").stat().st_size > 20_000
+        assert not errors, errors
 
 
 @needs_chromium
 def test_dashboard_waits_for_the_monitoring_job(monitored: Monitored) -> None:
     """``hop monitor`` serves the page before its job is submitted: the page waits, then fills with the history."""
-    from playwright.sync_api import sync_playwright
-
     wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
     box: list[Any] = []
-    with WebServer(monitored.cluster.address, monitor=box) as web, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(web.url + "monitor#/host/local-0", timeout=30_000)
-            page.wait_for_function(
-                "document.querySelector('#waiting').textContent.includes('waiting for the monitoring job')",
-                timeout=30_000,
-            )
-            assert page.is_visible("#waiting") and page.inner_text("#level-title") == "Host local-0"
-            box.append(monitored.feed)  # the job was submitted
-            page.wait_for_selector("#waiting", state="hidden", timeout=30_000)
-            _, kept = series(monitored.web, "level=host&name=local-0&metric=cpu_percent")
-            page.wait_for_function(
-                f"n => ({CHART_POINTS})(['host', 'local-0', 'cpu_percent']) >= n",
-                arg=len(kept["points"]),
-                timeout=30_000,
-            )
-        finally:
-            browser.close()
+    with WebServer(monitored.cluster.address, monitor=box) as web, browser_page() as (page, _):
+        page.goto(web.url + "monitor#/host/local-0", timeout=30_000)
+        page.wait_for_function(
+            "document.querySelector('#waiting').textContent.includes('waiting for the monitoring job')",
+            timeout=30_000,
+        )
+        assert page.is_visible("#waiting") and page.inner_text("#level-title") == "Host local-0"
+        box.append(monitored.feed)  # the job was submitted
+        page.wait_for_selector("#waiting", state="hidden", timeout=30_000)
+        _, kept = series(monitored.web, "level=host&name=local-0&metric=cpu_percent")
+        page.wait_for_function(
+            f"n => ({CHART_POINTS})(['host', 'local-0', 'cpu_percent']) >= n",
+            arg=len(kept["points"]),
+            timeout=30_000,
+        )
 
 
 @needs_chromium
 def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     web, cluster = monitored.web, monitored.cluster
     wait_for(lambda: full_state(web), 90, "a window with every worker")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+    with browser_page() as (page, errors):
+        page.goto(web.url + "monitor", timeout=30_000)
+        page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
+        assert not page.query_selector("#alerts li[data-state=alert]")
+        hog = threading.Thread(target=_run_hog, args=(cluster, tmp_path), name="hog")
+        hog.start()
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(web.url + "monitor", timeout=30_000)
-            page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
-            assert not page.query_selector("#alerts li[data-state=alert]")
-            hog = threading.Thread(target=_run_hog, args=(cluster, tmp_path), name="hog")
-            hog.start()
-            try:
-                busy = wait_for(lambda: _busy_worker(cluster), 60, "the hog to start on a worker")
-                started = time.monotonic()
-                # Pushed to the open page: the alert in the list, and on the host and its rack.
-                page.wait_for_selector(f"#alerts li[data-host='{busy}'][data-state=alert]", timeout=90_000)
-                took = time.monotonic() - started
-                rack = next(rack for rack, hosts in RACKS.items() if busy in hosts)
-                page.wait_for_selector(f".host-chip[data-host='{busy}'] .badge.alert")
-                page.wait_for_selector(f"#children tbody tr[data-name='{rack}'] .badge.alert")
-                alert = page.query_selector(f"#alerts li[data-host='{busy}'][data-state=alert]")
-                assert alert is not None
-                metric = alert.get_attribute("data-metric")
-                assert metric in ("cpu_percent", "load1") and "20 s average" in alert.inner_text()
-                status, kind, body = get(web.url + "metrics")
-                exposed = {
-                    (s.labels["host"], s.labels["metric"], s.labels["state"])
-                    for family in text_string_to_metric_families(body.decode())
-                    if family.name == "hop_alert"
-                    for s in family.samples
-                }
-                assert (busy, metric, "alert") in exposed
-                page.click(f"#alerts li[data-host='{busy}'][data-state=alert]")  # to the host
-                page.wait_for_function(f"document.querySelector('#level-title').textContent === 'Host {busy}'")
-                page.wait_for_selector(f"#children tbody tr.alerted.alert[data-metric={metric}]")
-                assert page.query_selector("#level-badges .badge.alert")
-                page.screenshot(path=str(tmp_path / "monitor-alert.png"), full_page=True)
-                assert (tmp_path / "monitor-alert.png").stat().st_size > 20_000
-                _, state = get_json(web.url + "api/monitor/state")
-                others = [a for a in state["alerts"] if a["host"] != busy and a["state"] == "alert"]
-                assert not others, f"only the busy worker should alert: {others}"
-                logged = [
-                    json.loads(line) for line in (monitored.feed.output / "_alerts.jsonl").read_text().splitlines()
-                ]
-                assert any(entry["host"] == busy and entry["state"] == "alert" for entry in logged)
-            finally:
-                hog.join(timeout=120)
-            assert not hog.is_alive(), "the hog job should have ended"
-            assert took < 90
-            assert not errors, errors
+            busy = wait_for(lambda: _busy_worker(cluster), 60, "the hog to start on a worker")
+            started = time.monotonic()
+            # Pushed to the open page: the alert in the list, and on the host and its rack.
+            page.wait_for_selector(f"#alerts li[data-host='{busy}'][data-state=alert]", timeout=90_000)
+            took = time.monotonic() - started
+            rack = next(rack for rack, hosts in RACKS.items() if busy in hosts)
+            page.wait_for_selector(f".host-chip[data-host='{busy}'] .badge.alert")
+            page.wait_for_selector(f"#children tbody tr[data-name='{rack}'] .badge.alert")
+            alert = page.query_selector(f"#alerts li[data-host='{busy}'][data-state=alert]")
+            assert alert is not None
+            metric = alert.get_attribute("data-metric")
+            assert metric in ("cpu_percent", "load1") and "20 s average" in alert.inner_text()
+            status, kind, body = get(web.url + "metrics")
+            exposed = {
+                (s.labels["host"], s.labels["metric"], s.labels["state"])
+                for family in text_string_to_metric_families(body.decode())
+                if family.name == "hop_alert"
+                for s in family.samples
+            }
+            assert (busy, metric, "alert") in exposed
+            page.click(f"#alerts li[data-host='{busy}'][data-state=alert]")  # to the host
+            page.wait_for_function(f"document.querySelector('#level-title').textContent === 'Host {busy}'")
+            page.wait_for_selector(f"#children tbody tr.alerted.alert[data-metric={metric}]")
+            assert page.query_selector("#level-badges .badge.alert")
+            page.screenshot(path=str(tmp_path / "monitor-alert.png"), full_page=True)
+            assert (tmp_path / "monitor-alert.png").stat().st_size > 20_000
+            _, state = get_json(web.url + "api/monitor/state")
+            others = [a for a in state["alerts"] if a["host"] != busy and a["state"] == "alert"]
+            assert not others, f"only the busy worker should alert: {others}"
+            logged = [json.loads(line) for line in (monitored.feed.output / "_alerts.jsonl").read_text().splitlines()]
+            assert any(entry["host"] == busy and entry["state"] == "alert" for entry in logged)
         finally:
-            browser.close()
+            hog.join(timeout=120)
+        assert not hog.is_alive(), "the hog job should have ended"
+        assert took < 90
+        assert not errors, errors
 
 
 @needs_chromium
 def test_dashboard_shows_a_killed_worker_as_a_fault_and_missing(monitored: Monitored, tmp_path: Path) -> None:
     """Last in the module: it kills a worker of the shared cluster."""
-    from playwright.sync_api import sync_playwright
-
     web, cluster = monitored.web, monitored.cluster
     victim = "local-1"  # alone in rack-1
     wait_for(lambda: full_state(web), 90, "a window with every worker")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(web.url + "monitor", timeout=30_000)
-            page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
-            assert page.is_hidden("#missing-hosts")
-            cluster.workers[WORKERS.index(victim)].send_signal(signal.SIGKILL)
-            lost = f"#faults details.fault[data-kind=worker_lost]:has-text('{victim}')"
-            page.wait_for_selector(lost, timeout=60_000)
-            page.click(f"{lost} summary")  # expand: every field of the fault
-            details = page.inner_text(f"{lost} dl")
-            assert "silent_s" in details and victim in details
-            page.wait_for_selector("#missing-hosts:not([hidden])", timeout=60_000)
-            assert victim in page.inner_text("#missing-hosts")
-            assert texts(page, "#scoreboard .source.missing") == [victim]
-            page.wait_for_selector(f".host-chip[data-host='{victim}'] .badge.missing")
-            page.wait_for_selector("#children tbody tr[data-name='rack-1'] .badge.missing")
-            # Marked on the charts' time axis; the expanded entry stays open as new windows arrive.
-            page.wait_for_function(
-                """() => Chart.getChart(document.querySelector(
-                    '.chart-card[data-metric=cpu_percent] canvas')).$faultMarks > 0""",
-                timeout=30_000,
-            )
-            version = page.evaluate("monitorView.snapshot.version")
-            page.wait_for_function("v => monitorView.snapshot.version > v", arg=version, timeout=30_000)
-            assert page.get_attribute(lost, "open") is not None
-            page.screenshot(path=str(tmp_path / "monitor-fault.png"), full_page=True)
-            assert not errors, errors
-            faults = [json.loads(line) for line in (monitored.feed.output / "_faults.jsonl").read_text().splitlines()]
-            assert any(f["kind"] == "worker_lost" and f["worker"] == victim for f in faults)
-        finally:
-            browser.close()
+    with browser_page() as (page, errors):
+        page.goto(web.url + "monitor", timeout=30_000)
+        page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
+        assert page.is_hidden("#missing-hosts")
+        cluster.workers[WORKERS.index(victim)].send_signal(signal.SIGKILL)
+        lost = f"#faults details.fault[data-kind=worker_lost]:has-text('{victim}')"
+        page.wait_for_selector(lost, timeout=60_000)
+        page.click(f"{lost} summary")  # expand: every field of the fault
+        details = page.inner_text(f"{lost} dl")
+        assert "silent_s" in details and victim in details
+        page.wait_for_selector("#missing-hosts:not([hidden])", timeout=60_000)
+        assert victim in page.inner_text("#missing-hosts")
+        assert texts(page, "#scoreboard .source.missing") == [victim]
+        page.wait_for_selector(f".host-chip[data-host='{victim}'] .badge.missing")
+        page.wait_for_selector("#children tbody tr[data-name='rack-1'] .badge.missing")
+        # Marked on the charts' time axis; the expanded entry stays open as new windows arrive.
+        page.wait_for_function(
+            """() => Chart.getChart(document.querySelector(
+                '.chart-card[data-metric=cpu_percent] canvas')).$faultMarks > 0""",
+            timeout=30_000,
+        )
+        version = page.evaluate("monitorView.snapshot.version")
+        page.wait_for_function("v => monitorView.snapshot.version > v", arg=version, timeout=30_000)
+        assert page.get_attribute(lost, "open") is not None
+        page.screenshot(path=str(tmp_path / "monitor-fault.png"), full_page=True)
+        assert not errors, errors
+        faults = [json.loads(line) for line in (monitored.feed.output / "_faults.jsonl").read_text().splitlines()]
+        assert any(f["kind"] == "worker_lost" and f["worker"] == victim for f in faults)

@@ -32,7 +32,7 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
-from tests.conftest import ROOT, job_path, output_dict, run_job
+from tests.conftest import ROOT, hop, job_path, output_dict, run_job
 
 pytestmark = pytest.mark.slow
 
@@ -84,13 +84,17 @@ def python_windows(events: list[dict[str, Any]], size: float, slide: float) -> d
     return {start: dict(counts) for start, counts in result.items()}
 
 
+TEST_ONLY_JOBS = {"EventWordLists", "SlowEventWordCount"}
+"""In ``tests/jobs/stream_events.py``; the other classes are ``jobs/event_wordcount.py``'s."""
+
+
 def run_stream_job(
     client: Client, job_class: str, sources: list[str], output: Path, window: str, slide: str | None = None, **more: Any
 ) -> dict[str, Any]:
     reducers = more.pop("num_reduces", 2)
     options = stream_options(sources, window, slide, **more)
     spec = build_spec(
-        load_job_file(job_path("stream_events"), job_class),
+        load_job_file(job_path("stream_events" if job_class in TEST_ONLY_JOBS else "event_wordcount"), job_class),
         [],
         str(output),
         num_reduces=reducers,
@@ -276,22 +280,10 @@ def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> No
         jobs = [j for j in stream_client.jobs() if j["output"] == str(tmp_path / "out") and j["state"] == "running"]
         assert jobs, "the continuous job should still be running"
         address = ["--coordinator", stream_client.address]
-        listed = subprocess.run(
-            [sys.executable, "-m", "hop", "windows", jobs[0]["job_id"], *address],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        listed = hop("windows", jobs[0]["job_id"], *address, timeout=60)
         assert listed.returncode == 0, listed.stderr
         assert [json.loads(line)["start"] for line in listed.stdout.splitlines()][:5] == [0, 500, 1000, 1500, 2000]
-        stopped = subprocess.run(
-            [sys.executable, "-m", "hop", "stop", jobs[0]["job_id"], *address],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        stopped = hop("stop", jobs[0]["job_id"], *address, timeout=60)
         assert stopped.returncode == 0 and "is stopping" in stopped.stdout, stopped.stderr
         runner.join(timeout=60)
     finally:
@@ -358,7 +350,7 @@ def test_worker_killed_mid_stream_recovers_exactly(tmp_path: Path) -> None:
                 [f"replay:{events_path}?rate=500"], "2s", "1s", checkpoint_windows=2, checkpoint_seconds=0.5
             )
             spec = build_spec(
-                load_job_file(job_path("stream_events"), "EventWordCountDifferential"),
+                load_job_file(job_path("event_wordcount"), "EventWordCountDifferential"),
                 [],
                 str(output),
                 num_reduces=2,
@@ -413,9 +405,7 @@ def test_cli_runs_until_stopped_and_drains(spark: Any, tmp_path: Path) -> None:
     report = json.loads((output / "_job.json").read_text())
     assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
     assert list((output / "_checkpoints" / "state").glob("reduce-*.msgpack"))
-    view = subprocess.run(
-        [sys.executable, "-m", "hop", "view", str(output)], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    view = hop("view", str(output), timeout=60)
     assert view.returncode == 0, view.stderr
     table = spark.read.parquet(view.stdout.strip())
     from_view = {
@@ -524,7 +514,7 @@ def test_reducer_memory_pressure_pauses_the_sources(stream_client: Client, tmp_p
     events_path.write_text("".join(json.dumps(e) + "\n" for e in events))
     options = stream_options([f"replay:{events_path}?rate=2000"], "4s", "1s")  # paced: 2 s of input
     spec = build_spec(
-        load_job_file(job_path("stream_events"), "EventWordCount"),
+        load_job_file(job_path("event_wordcount"), "EventWordCount"),
         [],
         str(tmp_path / "out"),
         num_reduces=1,

@@ -76,7 +76,7 @@ def stream_spec(events: Path, output: Path, window: str = "1s", rate: int = 200)
     """``EventWordCount`` over a replay of ``events`` at ``rate`` records a second (so windows close in real
     time), two reducers."""
     options = stream_options([f"replay:{events}?rate={rate}"], window)
-    job_class = load_job_file(job_path("stream_events"), "EventWordCount")
+    job_class = load_job_file(job_path("event_wordcount"), "EventWordCount")
     return build_spec(job_class, [], str(output), num_reduces=2, options={"stream": options})
 
 

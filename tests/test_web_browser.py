@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +38,23 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+@contextmanager
+def browser_page() -> Iterator[tuple[Any, list[str]]]:
+    """A page of a fresh headless Chromium and the page errors (uncaught exceptions) it reports; the browser is
+    closed at the end."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            yield page, errors
+        finally:
+            browser.close()
 
 
 def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:

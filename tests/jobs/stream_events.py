@@ -1,25 +1,10 @@
-"""Test job: word count over JSON-line events ``{"ts": seconds, "text": ...}``, windowed by their event time."""
+"""Test jobs over JSON-line events ``{"ts": seconds, "text": ...}``, windowed by their event time (the word counts
+themselves are shipped: ``jobs/event_wordcount.py``)."""
 
 from typing import Any
 
 from hop import Job
-from hop.aggregates import Sum
-
-
-class EventWordCount(Job):
-    input_format = "jsonl"
-    time_field = "ts"
-
-    def map(self, event_time: float, event: dict[str, Any]) -> Any:
-        for word in event["text"].split():
-            yield word, 1
-
-    combine = reduce = Sum()
-
-
-class EventWordCountDifferential(EventWordCount):
-    def uncombine(self, key: str, current: int, old: int) -> int:
-        return current - old
+from jobs.event_wordcount import EventWordCount
 
 
 class EventWordLists(Job):

@@ -242,13 +242,6 @@ document.querySelectorAll("#results th").forEach((header) =>
 // Continuous jobs --------------------------------------------------------------------------------------------------
 const KEEP_WINDOWS = 120;  // windows kept on the page: the chart's span and the recent-windows list
 const TABLE_ROWS = 1000;  // rows of a window drawn in its table (sorted first)
-const CELLS = {
-  D: { name: "data", color: "#2e7d32" },
-  E: { name: "empty", color: "#a5d6a7" },
-  M: { name: "missing", color: "#f9a825" },
-  L: { name: "lost", color: "#c62828" },
-  S: { name: "shed", color: "#8e24aa" },
-};
 
 const stream = {
   job: null,           // the job's latest summary

@@ -30,13 +30,6 @@ const METRICS = {
 const CHARTED = ["cpu_percent", "load1", "mem_used_bytes", "shuffle_out_bytes_s", "running_maps", "running_reduces",
   "unsent_spills", "heartbeat_lag_ms"];
 const KEEP_POINTS = 300;  // as many windows as the monitor keeps per series
-const CELLS = {
-  D: { name: "data", color: "#2e7d32" },
-  E: { name: "empty", color: "#a5d6a7" },
-  M: { name: "missing", color: "#f9a825" },
-  L: { name: "lost", color: "#c62828" },
-  S: { name: "shed", color: "#8e24aa" },
-};
 const FAULT_COLORS = { task_failed: "#ef6c00", heartbeat_missed: "#f9a825", worker_lost: "#c62828" };
 
 const view = {

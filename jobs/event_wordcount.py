@@ -1,9 +1,11 @@
-"""Continuous word counts for ``bench.continuous``.
+"""Word count over a stream of JSON-line events ``{"ts": seconds, "text": ...}``, windowed by their event time.
 
-``EventWordCount`` reads JSON-line events ``{"ts": seconds, "text": ...}`` and windows them by their event time;
-``EventWordCountDifferential`` builds sliding windows with ``uncombine`` instead of merging their panes;
-``ArrivalWordCount`` counts the words of text lines windowed by arrival time (``jobs/stream_wordcount.py`` without
-``uncombine``, which tumbling windows do not use: a differential tumbling window subtracts every key it adds).
+    hop run jobs/event_wordcount.py --job-class EventWordCount --source replay:events.jsonl --window 10s -o out/
+
+``EventWordCount`` builds each window by merging its panes; ``EventWordCountDifferential`` builds sliding windows
+from the previous one with ``uncombine`` (same results); ``ArrivalWordCount`` counts the words of text lines
+windowed by arrival time (``jobs/stream_wordcount.py`` without ``uncombine``). The tests and ``bench.continuous``
+run these.
 """
 
 from typing import Any
