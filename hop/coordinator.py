@@ -63,24 +63,14 @@ class WorkerInfo:
     free_stream: int = 0
 
     def free(self, pool: str) -> int:
-        """Free slots in ``pool`` ("map", "reduce" or "stream")."""
-        return self.free_map if pool == "map" else self.free_reduce if pool == "reduce" else self.free_stream
+        """Free slots in ``pool`` ("map", "reduce" or "stream": the ``free_<pool>`` field)."""
+        return int(getattr(self, f"free_{pool}"))
 
     def take(self, pool: str) -> None:
-        if pool == "map":
-            self.free_map -= 1
-        elif pool == "reduce":
-            self.free_reduce -= 1
-        else:
-            self.free_stream -= 1
+        setattr(self, f"free_{pool}", self.free(pool) - 1)
 
     def give_back(self, pool: str) -> None:
-        if pool == "map":
-            self.free_map = min(self.map_slots, self.free_map + 1)
-        elif pool == "reduce":
-            self.free_reduce = min(self.reduce_slots, self.free_reduce + 1)
-        else:
-            self.free_stream = min(self.stream_slots, self.free_stream + 1)
+        setattr(self, f"free_{pool}", min(getattr(self, f"{pool}_slots"), self.free(pool) + 1))
 
 
 class OutputExistsError(ValueError):
@@ -126,8 +116,6 @@ class Coordinator:
         self.deferred_done: dict[tuple[str, int], list[dict[str, Any]]] = {}
         """(upstream job, partition) -> ``map_done`` of downstream maps that read an attempt not committed yet."""
         self._last_preemption: dict[str, float] = {}
-        self.attempt_pools: dict[tuple[str, str, int, int], str] = {}
-        """(job, kind, index, attempt) -> the slot pool of an attempt that runs outside its kind's (``_pool``)."""
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
         self.running = True
@@ -584,11 +572,14 @@ class Coordinator:
         """A stream reducer is over (``pane``) or back under (``None``) its memory budget: maps may not run past
         the lowest pane any reducer still needs while one is over."""
         job = self._job_for(msg)
-        if job is None or job.windows is None:
-            return
-        changed, pane = job.windows.on_pause(msg["index"], msg.get("pane"))
+        if job is not None and job.windows is not None:
+            self._set_pause(job.spec.job_id, job.windows, msg["index"], msg.get("pane"))
+
+    def _set_pause(self, job_id: str, windows: WindowTracker, partition: int, pane: int | None) -> None:
+        """Record a reducer's pause indicator; tell the maps when the job's (the lowest) changes."""
+        changed, lowest = windows.on_pause(partition, pane)
         if changed:
-            self._broadcast("stream_pause", job_id=job.spec.job_id, pane=pane)
+            self._broadcast("stream_pause", job_id=job_id, pane=lowest)
 
     def on_stream_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
@@ -636,9 +627,7 @@ class Coordinator:
     def on_reducer_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None and job.windows is not None:
-            changed, pane = job.windows.on_pause(msg["index"], None)  # a new attempt starts under its budget
-            if changed:
-                self._broadcast("stream_pause", job_id=job.spec.job_id, pane=pane)
+            self._set_pause(job.spec.job_id, job.windows, msg["index"], None)  # a new attempt starts under its budget
         if job is not None:
             self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
 
@@ -748,11 +737,10 @@ class Coordinator:
                 self._upstream_attempt_gone(job, msg["index"], f"upstream reduce attempt {msg['attempt']} failed")
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
-        key = (str(msg.get("job_id", "")), kind, int(msg.get("index", -1)), int(msg.get("attempt", -1)))
-        pool = self.attempt_pools.pop(key, kind)
+        """A worker's slot is free again: the worker names its pool (``kind``'s unless a stream slot)."""
         worker = self.workers.get(msg.get("worker", ""))
         if worker is not None:
-            worker.give_back(pool)
+            worker.give_back(msg.get("pool", kind))
 
     # Actions -------------------------------------------------------------------------------------------------
     def _execute(self, job: JobState, actions: list[Action]) -> None:
@@ -781,8 +769,6 @@ class Coordinator:
         downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
         if action.status != "succeeded" and downstream is not None and downstream.state == "running":
             self._execute(downstream, downstream.fail(f"upstream job {job.spec.job_id} failed: {job.error}"))
-        for key in [key for key in self.attempt_pools if key[0] == job.spec.job_id]:
-            del self.attempt_pools[key]  # attempts that ended with their worker never gave their slot back
         output = Path(job.spec.output)
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
@@ -846,8 +832,6 @@ class Coordinator:
         attempt = job.assign(kind, index, worker.name)
         pool = pool or kind
         worker.take(pool)
-        if pool != kind:
-            self.attempt_pools[(job.spec.job_id, kind, index, attempt.attempt)] = pool
         fields: dict[str, Any] = {
             "job": job.spec.to_wire(),
             "kind": kind,

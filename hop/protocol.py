@@ -47,7 +47,8 @@ Continuous jobs (hop.stream) and the monitor:
     stream_trim {job_id, index, attempt, seq}   coordinator -> workers: forget map ``index``'s spills up to there
     stream_source_gone {job_id, index}          coordinator -> workers -> reducers: stop waiting for that source
     register also carries ``rack``, ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``) and
-    ``stream_slots``; run_task carries ``pool`` ("map", "reduce" or "stream": which of the worker's slots runs it).
+    ``stream_slots``; run_task carries ``pool`` ("map", "reduce" or "stream": which of the worker's slots runs it),
+    and the worker names that pool again when the slot is free (map_done, reduce_done, task_failed, slot_free).
 
 Coordinator -> worker:
     run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed}

@@ -155,6 +155,7 @@ class Worker:
                     record=None,
                     retryable=True,
                     at=time.time(),
+                    pool=slot.kind,
                 )
             if self.running:
                 self._start_slot(name, slot.kind)
@@ -254,14 +255,14 @@ class Worker:
         waiting = [(m, f) for m, f in self.waiting if (m["job"]["job_id"], m["kind"], m["index"], m["attempt"]) == task]
         if waiting:
             self.waiting = [entry for entry in self.waiting if entry not in waiting]
-            self._to_coordinator("slot_free", job_id=task[0], kind=task[1], index=task[2], attempt=task[3])
+            self._to_coordinator("slot_free", kind=task[1], pool=waiting[0][0].get("pool", task[1]))
         for slot in self.slots.values():
             if slot.task == task:
                 slot.task = None
                 slot.ready = False  # dead until _check_slots restarts it and the new process says hello
                 slot.process.kill()
                 slot.process.wait(timeout=10)
-                self._to_coordinator("slot_free", job_id=task[0], kind=task[1], index=task[2], attempt=task[3])
+                self._to_coordinator("slot_free", kind=task[1], pool=slot.kind)
 
     def _stop_job_tasks(self, job_id: str) -> None:
         """A failed job's tasks would wait forever for input: end them."""
@@ -289,6 +290,7 @@ class Worker:
             return
         if kind in FINISHING and slot is not None:
             slot.task = None
+            msg["pool"] = slot.kind  # which of this worker's slots is free again (the coordinator counts them)
         if kind in RELAYED:
             msg["worker"] = self.name
             self.coordinator.send(message(kind, **{k: v for k, v in msg.items() if k != "type"}))

@@ -179,6 +179,15 @@ def run_stream_map(
             elif msg.get("type") == "stream_pause":
                 pause_pane = msg.get("pane")
 
+    def hold_input(still: Callable[[], bool]) -> None:
+        """Read nothing while ``still()`` (at most 0.5 s, then the loop checks again), following control messages."""
+        nonlocal paused_seconds
+        start = time.monotonic()
+        while still() and not stopping and time.monotonic() < start + 0.5:
+            time.sleep(0.005)
+            take_control()
+        paused_seconds += time.monotonic() - start
+
     def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
         nonlocal seq, unsent, announced, last_seal_sent
         path = attempt_dir / f"pane-{seq:08d}.spill"
@@ -253,23 +262,11 @@ def run_stream_map(
             if pause_pane is not None and marks.sealed > pause_pane:
                 # Every pane the reducers need for their next window is sealed: wait for them to free memory.
                 memory_pauses += 1
-                pause_start = time.monotonic()
-                deadline = pause_start + 0.5
-                while pause_pane is not None and marks.sealed > pause_pane and not stopping:
-                    if time.monotonic() >= deadline:
-                        break
-                    time.sleep(0.005)
-                    take_control()
-                paused_seconds += time.monotonic() - pause_start
+                hold_input(lambda: pause_pane is not None and marks.sealed > pause_pane)
             if unsent > options.pause_threshold:
                 # Pane flow control: reducers are behind; stop taking input rather than buffering it.
                 pauses += 1
-                pause_start = time.monotonic()
-                deadline = pause_start + 0.5
-                while unsent > options.pause_threshold and not stopping and time.monotonic() < deadline:
-                    time.sleep(0.005)
-                    take_control()
-                paused_seconds += time.monotonic() - pause_start
+                hold_input(lambda: unsent > options.pause_threshold)
             now = time.time()
             for record in source.poll(POLL_RECORDS, 0.05):
                 value = decode(record, marks.ordinal)
