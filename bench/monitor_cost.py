@@ -77,7 +77,7 @@ def run_once(source: Path, scratch: Path, workers: int, monitored: bool) -> dict
         try:
             if monitored:
                 wait_for_workers(client, workers)
-                spec, _ = monitor_spec(client, str(scratch / "monitor"), "10s", "2s", 3.0)
+                spec, _, _ = monitor_spec(client, str(scratch / "monitor"), "10s", "2s", 3.0)
                 monitor_client = Client(cluster.address)
 
                 def monitor() -> None:

@@ -54,8 +54,11 @@ def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[
         time.sleep(0.1)
 
 
-def monitor_spec(client: Client, output: str, window: str, slide: str, max_latency: float) -> tuple[Any, list[str]]:
-    """The monitoring job's spec for the workers the cluster has now, and the names of its sources."""
+def monitor_spec(
+    client: Client, output: str, window: str, slide: str, max_latency: float
+) -> tuple[Any, list[str], list[str]]:
+    """The monitoring job's spec for the workers the cluster has now, the names of its sources, and those workers'
+    sample endpoints (for ``MonitorFeed``: the same workers, asked once)."""
     from hop.loader import load_job_file
     from hop.runner import build_spec
     from hop.stream.options import stream_options
@@ -75,7 +78,7 @@ def monitor_spec(client: Client, output: str, window: str, slide: str, max_laten
         overwrite=True,
         options={"stream": options, "max_attempts": 4},
     )
-    return spec, names
+    return spec, names, [w["samples"] for w in workers]
 
 
 def run_monitor(args: argparse.Namespace) -> int:
@@ -102,9 +105,8 @@ def run_monitor(args: argparse.Namespace) -> int:
         try:
             if cluster is not None:
                 wait_for_workers(client, args.workers)
-            spec, names = monitor_spec(client, output, args.window, args.slide, args.max_latency)
+            spec, names, endpoints = monitor_spec(client, output, args.window, args.slide, args.max_latency)
             feeds: list[MonitorFeed] = []
-            endpoints = [w["samples"] for w in wait_for_workers(client, 1)]
 
             def follow(job_id: str) -> None:
                 feed = MonitorFeed(address, job_id, output, names, endpoints)

@@ -34,7 +34,6 @@ class MonitorFeed(threading.Thread):
         self.changed = threading.Condition(self.lock)
         self.version = 0
         self._halt = threading.Event()
-        self._faults_written: set[Any] = set()
 
     def run(self) -> None:
         client = Client(self.coordinator, timeout=10)
@@ -56,18 +55,12 @@ class MonitorFeed(threading.Thread):
                     faults = client.cluster()["faults"]
                 except (CoordinatorUnavailable, JobRejected):
                     windows, faults = [], []
-                new_faults = [f for f in faults if f.get("id") not in self._faults_written]
-                if new_faults:
-                    with self.changed:
-                        self.state.add_faults(new_faults)
-                        self._write_logs()
-                        self.version += 1
-                        self.changed.notify_all()
                 if windows:
                     after = max(w["seq"] for w in windows)
-                    with self.changed:
-                        for window in windows:
-                            self.state.add_window(window)
+                with self.changed:
+                    for window in windows:
+                        self.state.add_window(window)
+                    if self.state.add_faults(faults) or windows:
                         self._write_logs()
                         self.version += 1
                         self.changed.notify_all()
@@ -81,9 +74,8 @@ class MonitorFeed(threading.Thread):
         if alerts:
             with open(self.output / "_alerts.jsonl", "a", encoding="utf-8") as file:
                 file.writelines(json.dumps(alert) + "\n" for alert in alerts)
-        faults = [f for f in self.state.faults if f.get("id") not in self._faults_written]
+        faults = self.state.take_fault_log()
         if faults:
-            self._faults_written.update(f.get("id") for f in faults)
             with open(self.output / "_faults.jsonl", "a", encoding="utf-8") as file:
                 file.writelines(json.dumps(fault) + "\n" for fault in faults)
 

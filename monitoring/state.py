@@ -25,10 +25,6 @@ COORDINATOR = "coordinator"
 """The source name of the coordinator's stream (not a host)."""
 
 
-def fault_key(fault: dict[str, Any]) -> Any:
-    return fault.get("id")
-
-
 class MonitorState:
     def __init__(self, source_names: list[str], keep: int = 300) -> None:
         self.source_names = source_names
@@ -40,6 +36,8 @@ class MonitorState:
         self.alert_log: list[dict[str, Any]] = []
         """Alert state changes not yet written out (the caller drains it)."""
         self.faults: deque[dict[str, Any]] = deque(maxlen=200)
+        self.fault_log: list[dict[str, Any]] = []
+        """Faults not yet written out (the caller drains it)."""
         self._fault_ids: set[Any] = set()
         self.windows_seen = 0
 
@@ -69,9 +67,7 @@ class MonitorState:
             elif kind == "job":
                 self.jobs[key[1]] = {**value, "window_end": end}
             elif kind == "fault":
-                if value.get("id") not in self._fault_ids:
-                    self._fault_ids.add(value.get("id"))
-                    self.faults.append(value)
+                self._add_fault(value)
             elif kind == "alert":
                 _, host, metric = key
                 alerted.add((host, metric))
@@ -113,13 +109,20 @@ class MonitorState:
             ],
         }
 
-    def add_faults(self, faults: list[dict[str, Any]]) -> None:
+    def add_faults(self, faults: list[dict[str, Any]]) -> bool:
         """Faults the coordinator kept (``Client.cluster``): those its stream carried while the monitor's source
-        for it was restarting would be missing otherwise."""
-        for fault in sorted(faults, key=lambda f: f.get("ts", 0)):
-            if fault_key(fault) not in self._fault_ids:
-                self._fault_ids.add(fault_key(fault))
-                self.faults.append(fault)
+        for it was restarting would be missing otherwise. Returns whether any was new."""
+        added = [self._add_fault(fault) for fault in sorted(faults, key=lambda f: f.get("ts", 0))]
+        return any(added)  # every fault is added: no short-circuit
+
+    def _add_fault(self, fault: dict[str, Any]) -> bool:
+        """Keep a fault once, however many times (window rows, the coordinator's list) it arrives."""
+        if fault.get("id") in self._fault_ids:
+            return False
+        self._fault_ids.add(fault.get("id"))
+        self.faults.append(fault)
+        self.fault_log.append(fault)
+        return True
 
     def snapshot(self) -> dict[str, Any]:
         """The dashboard's whole state as JSON-ready data."""
@@ -137,4 +140,8 @@ class MonitorState:
 
     def take_alert_log(self) -> list[dict[str, Any]]:
         log, self.alert_log = self.alert_log, []
+        return log
+
+    def take_fault_log(self) -> list[dict[str, Any]]:
+        log, self.fault_log = self.fault_log, []
         return log

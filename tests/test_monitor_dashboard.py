@@ -54,8 +54,8 @@ class Monitored:
 def monitor(cluster: LocalCluster, output: Path) -> Iterator[MonitorFeed]:
     """``hop monitor``'s pieces against ``cluster`` (as ``tests.test_monitor.running_monitor``, for longer)."""
     client = Client(cluster.address, timeout=30)
-    spec, names = monitor_spec(client, str(output), "10s", "2s", 3.0)
-    endpoints = [w["samples"] for w in wait_for_workers(client, cluster.num_workers)]
+    wait_for_workers(client, cluster.num_workers)
+    spec, names, endpoints = monitor_spec(client, str(output), "10s", "2s", 3.0)
     feeds: list[MonitorFeed] = []
     errors: list[BaseException] = []
 

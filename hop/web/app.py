@@ -311,9 +311,7 @@ def prometheus_windows(latest: dict[str, Any] | None) -> list[dict[str, Any]]:
 
     def add(level: str, name: str, metrics: dict[str, Any]) -> None:
         for metric, stats in metrics.items():
-            rows.append(
-                {"level": level, "name": name, "metric": metric, **{k: stats.get(k) for k in ("mean", "max", "p95")}}
-            )
+            rows.append({**stats, "level": level, "name": name, "metric": metric})
 
     add("cluster", "", latest.get("cluster") or {})
     for rack, entry in (latest.get("racks") or {}).items():
@@ -323,20 +321,12 @@ def prometheus_windows(latest: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
-def prometheus_alerts(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The monitor's alerts as ``monitoring.prometheus.render`` takes them (``at`` is the ``since``)."""
-    return [
-        {"host": a.get("host"), "metric": a.get("metric"), "state": a.get("state"), "since": a.get("at")}
-        for a in alerts
-    ]
-
-
 async def metrics(request: web.Request) -> web.Response:
     from monitoring.prometheus import render
 
     snapshot = await _monitor_snapshot(_feed(request))
     body, content_type = render(
-        snapshot.get("samples") or {}, prometheus_windows(snapshot.get("latest")), prometheus_alerts(snapshot["alerts"])
+        snapshot.get("samples") or {}, prometheus_windows(snapshot.get("latest")), snapshot["alerts"]
     )
     response = web.Response(body=body)
     response.headers["Content-Type"] = content_type  # with its version parameter, which content_type= refuses
