@@ -256,7 +256,6 @@ const stream = {
 const isTime = (window) => (window.window_spec?.unit ?? "seconds") === "seconds";
 const utc = (seconds) => new Date(seconds * 1000).toISOString().replace("T", " ").replace(/\.000Z$|Z$/, "");
 const percent = (fraction) => `${(100 * fraction).toFixed(fraction >= 0.9995 || fraction === 0 ? 0 : 1)}%`;
-const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 const extent = (amount, unit) => (unit === "seconds" ? `${number(amount)} s` : `${number(amount)} ${unit}`);
 
 function bounds(window) {

@@ -68,7 +68,6 @@ const metricInfo = (metric) => METRICS[metric] ?? { title: metric.replace(/_/g, 
 const show = (metric, value) => format(metricInfo(metric).kind, value);
 const clock = (seconds) => new Date(seconds * 1000).toISOString().slice(11, 19);
 const ago = (seconds) => (seconds < 90 ? `${Math.max(0, Math.round(seconds))} s ago` : `${Math.round(seconds / 60)} min ago`);
-const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 const duration = (seconds) => (seconds < 60 ? `${Math.round(seconds)} s`
   : seconds < 3600 ? `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`
     : `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`);
@@ -444,14 +443,12 @@ function renderHostStrip() {
   }));
 }
 
-const CHILD_COLUMNS = ["cpu_percent", "load1", "mem_used_bytes", "running_maps", "running_reduces", "shuffle_out_bytes_s"];
-
 function renderChildren(title, level, names) {
   document.getElementById("children-title").textContent = `${title} in the latest window`;
   const table = document.getElementById("children");
   table.className = "clickable";
   const head = [level, ...(level === "rack" ? ["hosts"] : []), "CPU mean", "CPU max",
-    ...CHILD_COLUMNS.slice(1).map((metric) => metricInfo(metric).title), "status"];
+    ...TILES.slice(1).map((metric) => metricInfo(metric).title), "status"];
   table.tHead.replaceChildren(el("tr", {}, ...head.map((text) => el("th", {}, text))));
   table.tBodies[0].replaceChildren(...names.map((name) => {
     const metrics = nodeMetrics(level, name);
@@ -461,7 +458,7 @@ function renderChildren(title, level, names) {
       ...(level === "rack" ? [el("td", {}, String(hosts.length))] : []),
       el("td", {}, cpuBar(metrics?.cpu_percent?.mean)),
       el("td", {}, show("cpu_percent", metrics?.cpu_percent?.max)),
-      ...CHILD_COLUMNS.slice(1).map((metric) => el("td", {}, show(metric, metrics?.[metric]?.mean))),
+      ...TILES.slice(1).map((metric) => el("td", {}, show(metric, metrics?.[metric]?.mean))),
       el("td", { className: "status" }, ...alertBadges(hosts)),
     ];
     return el("tr", { dataset: { level, name }, onclick: () => go(level, name) }, ...cells);
