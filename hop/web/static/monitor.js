@@ -117,11 +117,16 @@ function allRacks() {
   return [...names].sort();
 }
 
+function hostOfWorker() {
+  // Workers name their host in every sample (several workers may share a host).
+  return Object.fromEntries(samples().map((sample) => [sample.worker, sample.host]));
+}
+
 function missingHosts() {
   // The scoreboard names sources by worker; the rest of the page shows host labels.
   const window = latest();
   if (!window) return [];
-  const hostOf = Object.fromEntries(samples().map((sample) => [sample.worker, sample.host]));
+  const hostOf = hostOfWorker();
   return window.missing_hosts.map((worker) => hostOf[worker] ?? worker);
 }
 
@@ -155,7 +160,7 @@ function faultsHere() {
   const faults = view.snapshot?.faults ?? [];
   if (view.level === "cluster") return faults;
   const hosts = new Set(view.level === "rack" ? hostsOf(view.name) : [view.name]);
-  const hostOf = Object.fromEntries(samples().map((sample) => [sample.worker, sample.host]));
+  const hostOf = hostOfWorker();
   return faults.filter((fault) => !fault.worker || hosts.has(hostOf[fault.worker] ?? fault.worker));
 }
 
