@@ -24,7 +24,6 @@ import sys
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
-from hop.coordinator import check_output
 from hop.gen.cli import register as register_gen
 from hop.gen.cli import size_argument
 from hop.inputs import InputError, expand_inputs
@@ -33,6 +32,7 @@ from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
+from hop.outputs import check_output
 from hop.runner import (
     JobFailed,
     build_spec,

@@ -65,17 +65,18 @@ class Client:
         poll_seconds: float = 0.1,
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """Poll until the job finishes; returns the final status (with ``report``)."""
+        """Poll until the job finishes; returns the final status (with ``report``). ``on_status`` gets a status
+        about every ``poll_seconds``; the coordinator holds each poll until then or until the job ends, so the end
+        is seen at once."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            status = self.status(job_id)
+            status = self.request("status", job_id=job_id, wait=poll_seconds)
             if on_status is not None:
                 on_status(status)
             if status["state"] != "running":
                 return status
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError(f"job {job_id} still running after {timeout}s")
-            time.sleep(poll_seconds)
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every job the coordinator knows: id, name, state, progress, output directory, snapshot count."""

@@ -13,6 +13,7 @@ import collections
 import contextlib
 import itertools
 import json
+import math
 import os
 import shutil
 import sys
@@ -29,6 +30,7 @@ from hop.jobspec import JobSpec
 from hop.lifetime import ignore_terminal_interrupts, orphaned
 from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
+from hop.outputs import OutputExistsError, prepare_output
 from hop.planning import plan_map_inputs
 from hop.protocol import close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
@@ -73,29 +75,6 @@ class WorkerInfo:
         setattr(self, f"free_{pool}", min(getattr(self, f"{pool}_slots"), self.free(pool) + 1))
 
 
-class OutputExistsError(ValueError):
-    pass
-
-
-def check_output(output: str, overwrite: bool) -> bool:
-    """Raise :class:`OutputExistsError` if ``output`` may not be written; return whether it must be cleared."""
-    path = Path(output)
-    if path.exists() and not path.is_dir():
-        raise OutputExistsError(f"output {output} exists and is not a directory")
-    if path.is_dir() and any(path.iterdir()):
-        if not overwrite:
-            raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
-        return True
-    return False
-
-
-def prepare_output(output: str, overwrite: bool) -> None:
-    """Create the output directory; refuse a non-empty one unless ``overwrite``, which clears it."""
-    if check_output(output, overwrite):
-        shutil.rmtree(output)
-    Path(output).mkdir(parents=True, exist_ok=True)
-
-
 class Coordinator:
     """The coordinator's event loop and the state it does not delegate to ``JobState``."""
 
@@ -118,6 +97,8 @@ class Coordinator:
         self._last_preemption: dict[str, float] = {}
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
+        self.status_waiters: list[tuple[bytes, str, float]] = []
+        """``status`` requests held until their job ends or their wait runs out: (client, job id, deadline)."""
         self.running = True
         host = bind.split("://", 1)[1].rsplit(":", 1)[0] if bind.startswith("tcp://") else "127.0.0.1"
         self.events = ClusterEvents(self.context, "0.0.0.0" if host in ("0.0.0.0", "*") else host)
@@ -127,13 +108,14 @@ class Coordinator:
     def serve(self) -> None:
         try:
             while self.running:
-                if self.socket.poll(100):
+                if self.socket.poll(self._poll_milliseconds()):
                     while True:
                         try:
                             identity, frame = self.socket.recv_multipart(zmq.NOBLOCK)
                         except zmq.Again:
                             break
                         self.handle(identity, unpack(frame))
+                self._answer_status_waiters()
                 self._check_heartbeats()
                 self._schedule()
                 self.events.tick(self._cluster_sample)
@@ -295,10 +277,40 @@ class Coordinator:
             self._execute(self.jobs[job_id], [FinishJob("succeeded")])
 
     def on_status(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A job's progress (and report, once it ended). With ``wait`` (seconds, at most 5) the reply to a running
+        job is held until it ends or the wait runs out, so that a client learns of the end at once, not at its
+        next poll."""
         job = self.jobs.get(msg["job_id"])
         if job is None:
             self._send(identity, "error", message=f"no job {msg['job_id']}")
             return
+        wait = min(float(msg.get("wait") or 0.0), 5.0)
+        if wait > 0 and job.state == "running":
+            self.status_waiters.append((identity, msg["job_id"], time.monotonic() + wait))
+            return
+        self._send_status(identity, job)
+
+    def _answer_status_waiters(self) -> None:
+        if not self.status_waiters:
+            return
+        now = time.monotonic()
+        held = []
+        for identity, job_id, deadline in self.status_waiters:
+            job = self.jobs[job_id]
+            if job.state == "running" and now < deadline:
+                held.append((identity, job_id, deadline))
+            else:
+                self._send_status(identity, job)
+        self.status_waiters = held
+
+    def _poll_milliseconds(self) -> int:
+        """How long the loop may wait for a message: 100 ms, less when a held status reply falls due sooner."""
+        if not self.status_waiters:
+            return 100
+        due = min(deadline for _, _, deadline in self.status_waiters) - time.monotonic()
+        return max(0, min(100, math.ceil(due * 1000)))
+
+    def _send_status(self, identity: bytes, job: JobState) -> None:
         status = job.progress()
         status["workers_alive"] = sum(w.alive for w in self.workers.values())
         if job.state != "running":

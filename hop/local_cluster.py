@@ -76,7 +76,8 @@ class LocalCluster:
         self._socket_dir = tempfile.mkdtemp(prefix="hop-cluster-")
         planned = f"ipc://{self._socket_dir}/coordinator"
         # The cluster's processes end on their own if this process dies without stopping them (``orphaned``).
-        environment = {**os.environ, PARENT_VARIABLE: str(os.getpid())}
+        # PYTHONHASHSEED=0: what a worker would otherwise re-execute itself to get (hop.worker.main).
+        environment = {**os.environ, PARENT_VARIABLE: str(os.getpid()), "PYTHONHASHSEED": "0"}
         self.coordinator = subprocess.Popen(
             [
                 sys.executable,
@@ -133,7 +134,7 @@ class LocalCluster:
                         raise ClusterStartError(f"a worker exited with code {process.returncode} at start-up")
                 if time.monotonic() > deadline:
                     raise ClusterStartError(f"workers did not register within {START_TIMEOUT:.0f}s")
-                time.sleep(0.05)
+                time.sleep(0.01)
         finally:
             client.close()
 

@@ -117,3 +117,15 @@ def message(msg_type: str, /, **fields: Any) -> bytes:
 def close_socket(socket: zmq.Socket) -> None:
     """Close without lingering: pending messages to a peer that is gone must not block exit."""
     socket.close(linger=0)
+
+
+def connect_soon(socket: zmq.Socket, address: str) -> None:
+    """Connect ``socket`` to a peer that may bind ``address`` a moment later.
+
+    The processes of a cluster start together, so a worker or task process often connects before its peer has
+    bound. ZeroMQ then retries after ``RECONNECT_IVL`` (100 ms by default, a large share of a short job); retry
+    after 10 ms instead, backing off to 1 s so that an absent remote peer is not polled in a tight loop.
+    """
+    socket.setsockopt(zmq.RECONNECT_IVL, 10)
+    socket.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+    socket.connect(address)

@@ -20,10 +20,10 @@ from typing import Any
 from tqdm import tqdm
 
 from hop.client import Client
-from hop.coordinator import prepare_output
 from hop.inputs import expand_inputs
 from hop.job import Job
 from hop.jobspec import JobSpec, dump_job_class
+from hop.outputs import prepare_output
 
 
 class JobFailed(RuntimeError):

@@ -55,10 +55,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hop.coordinator import check_output, prepare_output
 from hop.inputs import Split, expand_inputs, make_splits
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
+from hop.outputs import check_output, prepare_output
 from hop.spark_tasks import (
     AggregateFold,
     CounterParam,

@@ -24,7 +24,7 @@ import zmq
 from hop.inputs import InputError, Split
 from hop.jobspec import JobSpec
 from hop.lifetime import ignore_terminal_interrupts
-from hop.protocol import close_socket, message, unpack
+from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import UserCodeError, run_map, run_reduce
 
 
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     socket = context.socket(zmq.DEALER)
     socket.setsockopt(zmq.IDENTITY, slot.encode())
     socket.setsockopt(zmq.LINGER, 2000)
-    socket.connect(worker_address)
+    connect_soon(socket, worker_address)
     socket.send(message("hello", slot=slot, pid=os.getpid()))
     parent = os.getppid()
     try:

@@ -27,8 +27,10 @@ from typing import Any
 
 import zmq
 
+from hop import taskproc
+from hop.forking import ForkedProcess, fork_call
 from hop.lifetime import ignore_terminal_interrupts, orphaned
-from hop.protocol import close_socket, message, unpack
+from hop.protocol import close_socket, connect_soon, message, unpack
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
 
@@ -56,10 +58,20 @@ FINISHING = {"map_done", "reduce_done", "task_failed"}
 class Slot:
     name: str
     kind: str
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | ForkedProcess
     ready: bool = False
     task: tuple[str, str, int, int] | None = None
     """(job_id, kind, index, attempt) of the attempt it runs."""
+
+
+def _slots_address(spill_dir: Path) -> str:
+    """Where the worker's task processes connect: known before the worker binds it, so they can start first.
+
+    On Linux an abstract socket (no file, gone with the process); elsewhere a socket file in the spill directory.
+    """
+    if sys.platform.startswith("linux"):
+        return f"ipc://@hop-worker-{os.getpid()}-{spill_dir.name}"
+    return f"ipc://{spill_dir}/slots"
 
 
 class Worker:
@@ -82,21 +94,31 @@ class Worker:
         self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
         self.host = host
         self.rack = rack
+        self.spill_dir = Path(tempfile.mkdtemp(prefix="hop-worker-", dir=spill_root))
+        self.slots_address = _slots_address(self.spill_dir)
+        self.slots: dict[str, Slot] = {}
+        self.map_slots, self.reduce_slots, self.stream_slots = map_slots, reduce_slots, stream_slots
+        # Task processes first: while this process has no ZeroMQ context and no thread yet, they can be forked
+        # from it (hop.forking). They connect to the slots socket before it is bound; ZeroMQ retries until it is.
+        self._fork_slots = sys.flags.hash_randomization == 0  # a fork hashes keys as this process does
+        for i in range(map_slots):
+            self._start_slot(f"{self.name}/m{i}", "map")
+        for i in range(reduce_slots):
+            self._start_slot(f"{self.name}/r{i}", "reduce")
+        for i in range(stream_slots):
+            self._start_slot(f"{self.name}/s{i}", "stream")
+        self._fork_slots = False  # restarts happen with the context and its threads running: a fresh interpreter
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.coordinator = self.context.socket(zmq.DEALER)
         self.coordinator.setsockopt(zmq.IDENTITY, self.name.encode())
         self.coordinator.setsockopt(zmq.LINGER, 1000)
-        self.coordinator.connect(coordinator)
+        connect_soon(self.coordinator, coordinator)
         self.slots_socket = self.context.socket(zmq.ROUTER)
         # A restarted task process reconnects under its slot's name: let it take the name over at once (without
         # handover, ZeroMQ keeps routing to the dead connection and the new process never receives a task).
         self.slots_socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        port = self.slots_socket.bind_to_random_port("tcp://127.0.0.1")
-        self.slots_address = f"tcp://127.0.0.1:{port}"
-        self.spill_dir = Path(tempfile.mkdtemp(prefix="hop-worker-", dir=spill_root))
+        self.slots_socket.bind(self.slots_address)
         self.pusher = SpillPusher(self.context)
-        self.slots: dict[str, Slot] = {}
-        self.map_slots, self.reduce_slots, self.stream_slots = map_slots, reduce_slots, stream_slots
         self.waiting: list[tuple[dict[str, Any], bytes]] = []
         self.notices: dict[str, list[bytes]] = {}
         """Per running job, the commit/failure notices received so far (replayed to reduce tasks that waited)."""
@@ -110,19 +132,16 @@ class Worker:
         self._blocked_seconds = 0.0
         self._last_heartbeat: float | None = None
         self._heartbeat_lag = 0.0
-        for i in range(map_slots):
-            self._start_slot(f"{self.name}/m{i}", "map")
-        for i in range(reduce_slots):
-            self._start_slot(f"{self.name}/r{i}", "reduce")
-        for i in range(stream_slots):
-            self._start_slot(f"{self.name}/s{i}", "stream")
 
     # Slots ---------------------------------------------------------------------------------------------------
     def _start_slot(self, name: str, kind: str) -> None:
-        env = dict(os.environ, PYTHONHASHSEED="0")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "hop.taskproc", self.slots_address, name, str(self.spill_dir)], env=env
-        )
+        arguments = [self.slots_address, name, str(self.spill_dir)]
+        process: subprocess.Popen[bytes] | ForkedProcess
+        if self._fork_slots:
+            process = fork_call(taskproc.main, arguments)
+        else:
+            env = dict(os.environ, PYTHONHASHSEED="0")
+            process = subprocess.Popen([sys.executable, "-m", "hop.taskproc", *arguments], env=env)
         self.slots[name] = Slot(name, kind, process)
 
     def _wait_for_slots(self) -> None:
@@ -391,6 +410,13 @@ class Worker:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if sys.flags.hash_randomization and os.environ.get("PYTHONHASHSEED") != "0":
+        # Task processes are forked from the worker, and every process of a cluster must hash keys alike (the
+        # default partitioner is hash(key) % R): run the worker itself with hash randomization off.
+        arguments = sys.argv[1:] if argv is None else argv
+        os.execve(
+            sys.executable, [sys.executable, "-m", "hop.worker", *arguments], {**os.environ, "PYTHONHASHSEED": "0"}
+        )
     parser = argparse.ArgumentParser(prog="hop worker")
     parser.add_argument("--coordinator", required=True, help="the coordinator's address, tcp://HOST:PORT")
     parser.add_argument("--map-slots", type=int, default=os.cpu_count() or 1)

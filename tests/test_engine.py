@@ -259,7 +259,7 @@ def test_user_error_names_file_offset_and_traceback(client: Client, tmp_path: Pa
 
 
 def test_existing_output_refused_unless_overwrite(client: Client, zipf_text: Path, tmp_path: Path) -> None:
-    from hop.coordinator import OutputExistsError
+    from hop.outputs import OutputExistsError
 
     output = tmp_path / "out"
     output.mkdir()

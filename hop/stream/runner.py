@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client
-from hop.coordinator import prepare_output
 from hop.jobspec import JobSpec
+from hop.outputs import prepare_output
 
 STOP_TIMEOUT = 120.0
 """How long a stopped job may take to drain before the client gives up waiting."""

@@ -7,7 +7,26 @@ from ``hop.web.source``. Served with ``monitor=`` (``hop monitor``) it also has 
 API and ``/metrics`` for Prometheus. Front-end assets, including the vendored Chart.js, are in ``static/``.
 """
 
-from hop.web.app import make_app
-from hop.web.server import WebServer
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hop.web.app import make_app
+    from hop.web.server import WebServer
 
 __all__ = ["WebServer", "make_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: the web framework takes ~0.15 s to import, and ``hop.web.cli`` (part of every ``hop``
+    # command's parser) lives in this package.
+    if name == "make_app":
+        from hop.web.app import make_app
+
+        return make_app
+    if name == "WebServer":
+        from hop.web.server import WebServer
+
+        return WebServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,9 +6,10 @@ import argparse
 import sys
 import threading
 from contextlib import AbstractContextManager, nullcontext, suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hop.web.server import WebServer, serve_forever
+if TYPE_CHECKING:
+    from hop.web.server import WebServer
 
 __all__ = ["add_web_arguments", "register", "web_view"]
 
@@ -26,6 +27,8 @@ def add_web_arguments(parser: argparse.ArgumentParser) -> None:
 
 class _RunningView:
     def __init__(self, address: str, port: int, wait: bool) -> None:
+        from hop.web.server import WebServer  # the web framework costs every `hop` command ~0.15 s to import
+
         self.server = WebServer(address, port)
         self.wait = wait
 
@@ -51,6 +54,8 @@ def web_view(args: argparse.Namespace, address: str) -> AbstractContextManager[A
 
 
 def _web(args: argparse.Namespace) -> int:
+    from hop.web.server import serve_forever
+
     with suppress(KeyboardInterrupt):
         serve_forever(args.coordinator, args.port)
     return 0
