@@ -19,6 +19,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -41,6 +42,7 @@ from shuffle.spill import SpillFile
 from shuffle.store import RunStore
 
 PROGRESS_SECONDS = 0.5
+_first = itemgetter(0)
 
 
 class TaskChannel(Protocol):
@@ -715,12 +717,6 @@ def _reduce_to_file(
     output_records = 0
     dumps = to_json
 
-    def counted(values: Iterable[Any]) -> Iterator[Any]:
-        nonlocal input_records
-        for value in values:
-            input_records += 1
-            yield value
-
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         write = file.write
         for key, value in first_pairs:  # what a reducer_init hook yielded
@@ -729,10 +725,14 @@ def _reduce_to_file(
         for number, (key, values) in enumerate(groups):
             if tick is not None and number % TICK_GROUPS == 0:
                 tick(file)
+            # Count the values the reduce takes without a Python step per value: zip pulls one number from the
+            # counter per value it passes on (none after the last), so the counter's next number is the count.
+            consumed = itertools.count()
             try:
-                results = reducer(key, counted(values))
+                results = reducer(key, map(_first, zip(values, consumed, strict=False)))
                 lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
             except Exception as error:
+                input_records += next(consumed)
                 if not skip_limit or bad_records is None:
                     raise UserCodeError("reduce", error, f"key {key!r}") from error
                 bad_records.append(
@@ -753,6 +753,7 @@ def _reduce_to_file(
                         f"key {key!r}",
                     ) from error
                 continue
+            input_records += next(consumed)  # not in a finally: only once per key, also on the error path
             output_records += len(lines)
             write("".join(lines))
     return input_records, output_records

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from shuffle.keys import combined_order, sort_keys
-from shuffle.merge import group_sorted, merge_runs
-from shuffle.runs import RunWriter, iter_blocks, iter_run_file
+from shuffle.merge import blocks_of, group_sorted, merge_runs
+from shuffle.runs import RunWriter, iter_blocks, iter_run_file, iter_run_file_blocks
 from shuffle.store import RunStore
 
 BYTES_PER_KEY = 128
@@ -115,11 +115,11 @@ class FoldingRunStore(RunStore):
         """Committed (key, state) pairs in key order; a key repeats only if the state was dumped to disk."""
         state = self.state
         keys = self._sorted_state()
-        in_memory = ((key, state[key]) for key in keys)
         if not self._dumps:
-            return in_memory
+            return ((key, state[key]) for key in keys)
+        in_memory = blocks_of([(key, state[key]) for key in keys])
         order = combined_order([*self._dump_tags, self._state_tag])
-        return merge_runs([*(iter_run_file(path) for path in self._dumps), in_memory], order)
+        return merge_runs([*(iter_run_file_blocks(path) for path in self._dumps), in_memory], order)
 
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
         """Folded states by key (a key has several only if the state was dumped to disk)."""

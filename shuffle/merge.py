@@ -4,21 +4,22 @@ Two strategies, chosen by where the runs live:
 
 - Runs held in memory are concatenated and sorted with ``list.sort``. Timsort finds the pre-sorted runs and merges them
   in C, which is several times faster than a heap merge driven from Python.
-- Runs on disk are streamed through ``heapq.merge``, so memory stays bounded by one block per run.
+- Runs on disk are streamed block by block through :func:`merge_blocks`, so memory stays bounded by about one block
+  per run; it sorts batches of pairs in C rather than comparing pair by pair in Python as ``heapq.merge`` does.
 
 Both use the order given by ``shuffle.keys.combined_order`` (native, or the total order for mixed key types).
 """
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
 from shuffle.keys import KeyOrder
-from shuffle.runs import iter_blocks
+from shuffle.runs import BLOCK_RECORDS, iter_blocks
 
 Pair = tuple[Any, Any]
 
@@ -42,12 +43,66 @@ def sort_runs_in_memory(runs: Iterable[bytes | memoryview], order: KeyOrder) -> 
     return pairs
 
 
-def merge_runs(streams: Iterable[Iterable[Pair]], order: KeyOrder) -> Iterator[Pair]:
-    """K-way merge of sorted pair streams (stable across streams, in the order given)."""
-    streams = list(streams)
-    if len(streams) == 1:
-        return iter(streams[0])
-    return heapq.merge(*streams, key=_pair_key(order))
+def merge_blocks(sources: Iterable[Iterable[list[Pair]]], order: KeyOrder) -> Iterator[list[Pair]]:
+    """K-way merge of sources that each yield sorted blocks (lists of pairs), as batches of pairs in key order.
+
+    Stable across sources in the order given: equal keys come out source by source. Per batch it takes from every
+    source the pairs below the smallest last key of their current blocks and sorts them together (timsort merges
+    the sorted pieces in C), then passes the pairs equal to that key source by source (reading on while a source's
+    next block starts with it). Memory holds about one block per source, whatever the size of one key's group.
+    """
+    pair_key = _pair_key(order)
+    key_of = (lambda key: key) if order is None else order
+    feeds = [iter(source) for source in sources]
+    blocks: list[list[Pair]] = []
+    live: list[Iterator[list[Pair]]] = []
+    for feed in feeds:
+        block = _next_block(feed)
+        if block:
+            blocks.append(block)
+            live.append(feed)
+    while blocks:
+        bound = min(key_of(block[-1][0]) for block in blocks)
+        batch: list[Pair] = []
+        for i, block in enumerate(blocks):
+            cut = bisect.bisect_left(block, bound, key=pair_key)
+            if cut:
+                batch.extend(block[:cut])
+                blocks[i] = block[cut:]
+        if batch:
+            batch.sort(key=pair_key)
+            yield batch
+        # Now every block starts at or after ``bound``; the source(s) whose block ended at it may hold more of it.
+        kept_blocks: list[list[Pair]] = []
+        kept_live: list[Iterator[list[Pair]]] = []
+        for block, feed in zip(blocks, live, strict=True):
+            while block and key_of(block[0][0]) == bound:
+                cut = bisect.bisect_right(block, bound, key=pair_key)
+                yield block[:cut]
+                block = block[cut:] or _next_block(feed)
+            if block:
+                kept_blocks.append(block)
+                kept_live.append(feed)
+        blocks, live = kept_blocks, kept_live
+
+
+def _next_block(feed: Iterator[list[Pair]]) -> list[Pair]:
+    """The next non-empty block of ``feed``, or an empty list at its end."""
+    for block in feed:
+        if block:
+            return block
+    return []
+
+
+def merge_runs(streams: Iterable[Iterable[list[Pair]]], order: KeyOrder) -> Iterator[Pair]:
+    """K-way merge of sorted sources given as blocks (see :func:`merge_blocks`), one pair at a time."""
+    return itertools.chain.from_iterable(merge_blocks(streams, order))
+
+
+def blocks_of(pairs: list[Pair], size: int = BLOCK_RECORDS) -> Iterator[list[Pair]]:
+    """A sorted list of pairs as blocks for :func:`merge_blocks`."""
+    for start in range(0, len(pairs), size):
+        yield pairs[start : start + size]
 
 
 def group_sorted(pairs: Iterable[Pair]) -> Iterator[tuple[Any, Iterator[Any]]]:

@@ -12,6 +12,7 @@ bin -> bytes) and ``strict_map_key=False`` (dict values may have non-str keys). 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -87,9 +88,15 @@ def iter_run(data: bytes | memoryview) -> Iterator[tuple[Any, Any]]:
 
 def iter_run_file(path: str | Path) -> Iterator[tuple[Any, Any]]:
     """Stream the (key, value) pairs of a run file, holding one read buffer and one block at a time."""
+    for block in iter_run_file_blocks(path):
+        yield from block
+
+
+def iter_run_file_blocks(path: str | Path) -> Iterator[list[tuple[Any, Any]]]:
+    """Stream the blocks of a run file as lists of (key, value) pairs, one block at a time."""
     with open(path, "rb") as file:
         for keys, values in _unpacker(file):
-            yield from zip(keys, values, strict=False)
+            yield list(zip(keys, values, strict=False))
 
 
 class RunWriter:
@@ -113,6 +120,17 @@ class RunWriter:
         self._values.append(value)
         if len(self._keys) >= self._block_records:
             self._flush()
+
+    def add_pairs(self, pairs: Sequence[tuple[Any, Any]]) -> None:
+        """Append sorted pairs whose first key is not below the last key added (blocks stay full size)."""
+        self._keys.extend(map(itemgetter(0), pairs))
+        self._values.extend(map(itemgetter(1), pairs))
+        size = self._block_records
+        while len(self._keys) >= size:
+            keys, values = self._keys, self._values
+            self._keys, self._values = keys[:size], values[:size]
+            self._flush()
+            self._keys, self._values = keys[size:], values[size:]
 
     def add_block(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
         """Append a sorted block whose first key is not below the last key added."""

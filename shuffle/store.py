@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from shuffle.keys import combined_order, sort_keys
-from shuffle.merge import group_sorted, merge_runs, sort_runs_in_memory
-from shuffle.runs import RunWriter, iter_blocks, iter_run_file
+from shuffle.merge import blocks_of, group_sorted, merge_blocks, merge_runs, sort_runs_in_memory
+from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
 
 DECODED_EXPANSION = 12
 """How much larger small (key, value) pairs are as Python objects than as msgpack (a 6-byte pair becomes a tuple,
@@ -211,7 +211,7 @@ class RunStore:
             sources.append(sort_runs_in_memory(pending, order))
         while sum(isinstance(source, Path) for source in sources) > self.fan_in:
             sources = self._merge_pass(sources, order)
-        streams = [iter_run_file(source) if isinstance(source, Path) else source for source in sources]
+        streams = _as_blocks(sources)
         return merge_runs(streams, order) if streams else iter(())
 
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
@@ -324,9 +324,9 @@ class RunStore:
     def _merge_files(self, sources: list[Any], order: Any) -> Path:
         target = self._next_path("merged")
         writer = RunWriter(target)
-        streams = [iter_run_file(source) if isinstance(source, Path) else source for source in sources]
-        for key, value in merge_runs(streams, order):
-            writer.add(key, value)
+        streams = _as_blocks(sources)
+        for batch in merge_blocks(streams, order):
+            writer.add_pairs(batch)
         size = writer.close()
         self._merged[target] = size
         self.disk_bytes += size
@@ -358,3 +358,8 @@ class RunStore:
     def _next_path(self, kind: str) -> Path:
         self._file_seq += 1
         return self.spill_dir / f"{kind}-{self._file_seq:06d}.run"
+
+
+def _as_blocks(sources: list[Any]) -> list[Iterator[list[tuple[Any, Any]]]]:
+    """Merge sources (run files, sorted lists of pairs) as the block streams ``merge_blocks`` takes."""
+    return [iter_run_file_blocks(source) if isinstance(source, Path) else blocks_of(source) for source in sources]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shuffle.keys import order_tag, sort_keys, total_order_key
-from shuffle.merge import group_sorted, merge_runs, sort_runs_in_memory
+from shuffle.merge import blocks_of, group_sorted, merge_blocks, merge_runs, sort_runs_in_memory
 from shuffle.runs import encode_run
 from shuffle.store import RunStore
 
@@ -79,12 +79,25 @@ def test_sort_runs_in_memory_total_order_and_multi_block() -> None:
 def test_merge_runs() -> None:
     assert list(merge_runs([], None)) == []
     single = [("a", 1), ("b", 2)]
-    assert list(merge_runs([single], None)) == single
-    assert list(merge_runs([iter(single)], total_order_key)) == single
-    streams = [[("a", 0), ("c", 0)], iter([("a", 1), ("b", 1)]), [], [("c", 3)]]
+    assert list(merge_runs([[single]], None)) == single
+    assert list(merge_runs([blocks_of(single, 1)], total_order_key)) == single
+    streams = [[[("a", 0), ("c", 0)]], iter([[("a", 1)], [], [("b", 1)]]), [], [[("c", 3)]]]
     assert list(merge_runs(streams, None)) == [("a", 0), ("a", 1), ("b", 1), ("c", 0), ("c", 3)]
-    mixed = [[(None, 0), ("a", 0)], [(1, 1), ((0,), 1)]]
+    mixed = [[[(None, 0), ("a", 0)]], [[(1, 1), ((0,), 1)]]]
     assert list(merge_runs(mixed, total_order_key)) == [(None, 0), (1, 1), ("a", 0), ((0,), 1)]
+
+
+def test_merge_keeps_source_order_of_a_key_spread_over_many_blocks() -> None:
+    # One key across block boundaries in every source: its pairs come out source by source, in order.
+    first = [("a", 0)] + [("k", ("first", i)) for i in range(7)] + [("z", 0)]
+    second = [("k", ("second", i)) for i in range(5)] + [("m", 1)]
+    third = [("b", 3), ("k", ("third", 0))]
+    runs = [first, second, third]
+    expected = _stable_sorted([pair for run in runs for pair in run])
+    for size in (1, 2, 3, 100):
+        assert list(merge_runs([blocks_of(run, size) for run in runs], None)) == expected
+        batches = list(merge_blocks([blocks_of(run, size) for run in runs], None))
+        assert all(batches) and [pair for batch in batches for pair in batch] == expected
 
 
 @settings(max_examples=80, deadline=None)
@@ -98,8 +111,9 @@ def test_merge_runs_equals_stable_sort_of_the_concatenation(kind: str, data: st.
     everything = [pair for run in runs for pair in run]
     expected = _stable_sorted(everything)
     order = None if kind != "mixed" and order_tag([k for k, _ in everything]) != "mixed" else total_order_key
-    assert list(merge_runs([iter(run) for run in runs], order)) == expected
-    assert list(merge_runs(runs, total_order_key)) == expected
+    block_size = data.draw(st.integers(1, 4))
+    assert list(merge_runs([blocks_of(run, block_size) for run in runs], order)) == expected
+    assert list(merge_runs([[run] for run in runs], total_order_key)) == expected
     encoded = [_run(run, block_records=3)[0] for run in runs]
     assert sort_runs_in_memory(encoded, total_order_key) == expected
     if order is None:
