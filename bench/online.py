@@ -32,7 +32,7 @@ from typing import Any
 from bench.environment import REPO_ROOT
 from hop.client import Client
 from hop.gen.cli import parse_size
-from hop.gen.pageviews import generate_pageviews
+from hop.gen.pageviews import DEFAULT_VIEWS_PER_HOUR, generate_pageviews
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options, run_steps
@@ -42,7 +42,8 @@ LABELS = ("0.050", "0.100", "0.250", "0.500")
 
 
 def dataset(days: int, size: int) -> Path:
-    folder = REPO_ROOT / "bench" / "data" / f"pageviews-{days}d-{size >> 20}MB"
+    # Named by everything that shapes the files, so a cache made with other settings is never reused.
+    folder = REPO_ROOT / "bench" / "data" / f"pageviews-{days}d-{size >> 20}MB-{DEFAULT_VIEWS_PER_HOUR}vph"
     if not (folder / "_complete").exists():
         folder.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()

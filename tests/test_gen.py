@@ -261,7 +261,38 @@ def test_pageviews_grows_universe_for_large_sizes(tmp_path: Path) -> None:
     assert abs(summary["bytes"] - 1_000_000) < 50_000
 
 
-@pytest.mark.parametrize("kwargs", [{"days": 0}, {"start": "2009-13-01"}, {"size_bytes": 0}, {"pages": 0}])
+def _language_totals(summary: dict[str, Any]) -> list[collections.Counter[str]]:
+    totals = []
+    for path in summary["paths"]:
+        counter: collections.Counter[str] = collections.Counter()
+        for line in _gunzip(path).decode("ascii").splitlines():
+            lang, _title, views, _size = line.split(" ")
+            counter[lang] += int(views)
+        totals.append(counter)
+    return totals
+
+
+def test_pageviews_counts_are_at_the_real_scale_whatever_the_file_size(tmp_path: Path) -> None:
+    # Two days of small files: a few hundred lines an hour, yet millions of views, and a language's total at
+    # the same hour of both days differs by traffic (weekday, noise, drift of popular pages), not by which of
+    # its tail pages happened to be listed.
+    kwargs: dict[str, Any] = {"days": 2, "start": "2009-01-05", "pages": 5_000, "size_bytes": 400_000, "seed": 2}
+    summary = generate_pageviews(tmp_path / "real", **kwargs)
+    assert summary["lines"] / 48 < 500
+    assert 3_000_000 < summary["views"] / 48 < 7_000_000  # default views_per_hour 5,000,000 at mean traffic
+    totals = _language_totals(summary)
+    for lang in ("en", "de", "ja", "es", "fr"):
+        for hour in range(24):
+            first, second = totals[hour][lang], totals[24 + hour][lang]
+            assert abs(first - second) / first < 0.4, (lang, hour, first, second)
+    assert abs(summary["bytes"] - 400_000) < 0.05 * 400_000
+    few = generate_pageviews(tmp_path / "few", views_per_hour=None, **kwargs)  # counts at the listing's scale
+    assert few["views"] < summary["views"] / 100
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"days": 0}, {"start": "2009-13-01"}, {"size_bytes": 0}, {"pages": 0}, {"views_per_hour": 0}]
+)
 def test_pageviews_rejects_bad_arguments(tmp_path: Path, kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         generate_pageviews(tmp_path, **kwargs)

@@ -117,6 +117,7 @@ def _run_pageviews(args: argparse.Namespace) -> int:
             pages=args.pages,
             seed=args.seed,
             compress=not args.no_gzip,
+            **({} if args.views_per_hour is None else {"views_per_hour": args.views_per_hour}),
         )
     except (ValueError, OSError) as error:
         print(f"hop gen pageviews: error: {error}", file=sys.stderr)
@@ -176,6 +177,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     views.add_argument("--pages", type=_positive_int, default=200_000, help="page universe (default 200000)")
     views.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    views.add_argument(
+        "--views-per-hour",
+        type=_positive_int,
+        default=None,
+        help="views an hour counts at average traffic, however few lines it has (default: millions, as in the "
+        "real dumps; see hop.gen.pageviews)",
+    )
     views.add_argument("--no-gzip", action="store_true", help="write plain text files without .gz")
     views.set_defaults(func=_run_pageviews)
     return gen

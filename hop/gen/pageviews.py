@@ -17,7 +17,15 @@ Contract of :func:`generate_pageviews`:
   pages come and go.
 - Traffic of each language follows a daily cycle peaking in the evening of its main time zone (ja at UTC
   13, zh 14, ru 18, de/fr/en 19, es 22, pt 0...), scaled per day by a weekday factor (quieter Saturdays)
-  and seeded noise; each day a few pages spike (news), and every page's popularity drifts from day to day.
+  and seeded noise; each day a few pages spike (news), and every page's popularity drifts from day to day
+  (the core pages by about 10%, as main pages and other perennials are steady; the tail by about 35%).
+- View counts are at the scale of the real dumps (``views_per_hour``, default 5,000,000 at average traffic)
+  however few lines a file has: which pages an hour lists is drawn at the file's scale, and each listed page's
+  count is a Poisson draw whose mean is its share, among the pages listed, of its language's real-scale
+  views that hour. A (language, hour) total is then a Poisson draw around its expected value however many
+  tail pages happened to be listed, so totals vary from day to day with traffic (calendar, drift of the
+  popular pages) rather than with the sampling noise of a small file; a small file's tail pages stand for
+  many real ones and carry more views each than real tail pages do.
 - ``size_bytes`` sets the total uncompressed size of all files (hit within a few percent by calibrating the
   hourly number of views on a sample of hours); without it each hour has about
   ``min(20_000, pages // 5)`` lines. If the size asks for more lines per hour than about a third of ``pages``,
@@ -52,7 +60,9 @@ _UNIVERSE, _CALENDAR, _PAGE_DAY, _HOUR = 0x0501, 0x0502, 0x0503, 0x0504
 
 _PAGE_ZIPF = 1.0
 _SIZE_MEDIAN, _SIZE_SIGMA = 14_000.0, 0.9  # bytes per view: log-normal, as article sizes are
-_DRIFT_SIGMA = 0.35  # day-to-day log-normal drift of each page's popularity
+_DRIFT_SIGMA = 0.35  # day-to-day log-normal drift of a tail page's popularity
+_CORE_DRIFT_SIGMA = 0.10  # ...and of a core page's: popular pages are steady from day to day
+DEFAULT_VIEWS_PER_HOUR = 5_000_000
 _WEEKDAY = (1.02, 1.03, 1.02, 1.0, 0.96, 0.88, 0.97)  # Monday..Sunday: Wikipedia is quietest on Saturday
 _MAX_PRESENT_SHARE = 0.35  # lines per hour as a share of the universe above which the universe grows
 
@@ -273,7 +283,8 @@ def _page_day(seed: int, day: int, universe: _Universe) -> np.ndarray:
     the charts of a day without dwarfing a whole language.
     """
     rng = np.random.default_rng([seed, _PAGE_DAY, day])
-    factor = np.exp(rng.normal(-(_DRIFT_SIGMA**2) / 2, _DRIFT_SIGMA, len(universe)))
+    sigma = np.where(universe.core, _CORE_DRIFT_SIGMA, _DRIFT_SIGMA)
+    factor = np.exp(rng.normal(-(sigma**2) / 2, sigma))
     tail = np.flatnonzero(~universe.core)
     if tail.size:
         spikes = tail[rng.integers(0, tail.size, 3 + tail.size // 20_000)]
@@ -319,58 +330,59 @@ def _render(universe: _Universe, idx: np.ndarray, views: np.ndarray, nbytes: np.
     return out
 
 
-def _truncated_poisson(rng: np.random.Generator, lam: np.ndarray) -> np.ndarray:
-    """Poisson draws conditioned on being >= 1 (the page is known to be present)."""
-    out = np.ones(lam.size, dtype=np.int64)
-    big = lam >= 8.0  # P(0) < 0.0004 there: a plain draw is the conditional one for all practical purposes
-    out[big] = np.maximum(rng.poisson(lam[big]), 1)
-    small = np.flatnonzero(~big)
-    if small.size:
-        lam_s = np.maximum(lam[small], 1e-12)
-        u = rng.random(small.size)
-        term = lam_s * np.exp(-lam_s) / -np.expm1(-lam_s)  # P(X = 1 | X >= 1)
-        cdf = term.copy()
-        k = np.ones(small.size, dtype=np.int64)
-        for step in range(2, 60):  # inverse-CDF walk; lam < 8 makes P(X >= 60) negligible
-            more = u > cdf
-            if not more.any():
-                break
-            k += more
-            term *= lam_s / step
-            cdf += term
-        out[small] = k
-    return out
+def _listed_share(universe: _Universe, rate: np.ndarray, listed: np.ndarray) -> np.ndarray:
+    """Per language, its pages' total rate over the rate of its pages weighted by ``listed`` (1 for a listed
+    page, or the probability of being listed): what a listed page's count is scaled by so that the counts
+    of the pages listed add up, in expectation, to the whole language's views."""
+    languages = len(_LANGUAGES)
+    everything = np.bincount(universe.lang, weights=rate, minlength=languages)
+    seen = np.bincount(universe.lang, weights=rate * listed, minlength=languages)
+    return everything / np.maximum(seen, 1e-300)
 
 
-def _hour(universe: _Universe, rate: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, int, int]:
-    """The uint8 content, lines and views of one hour file, given each page's expected views ``rate``."""
+def _hour(universe: _Universe, rate: np.ndarray, scale: float, rng: np.random.Generator) -> tuple[np.ndarray, int, int]:
+    """The uint8 content, lines and views of one hour file, given each page's expected views ``rate`` at the
+    file's scale (which pages are listed) and ``scale``, the real-scale views per unit of ``rate``."""
     present = (rng.random(rate.size) < -np.expm1(-rate)) | universe.core
     idx = np.flatnonzero(present)
-    views = _truncated_poisson(rng, rate[idx])
+    factor = scale * _listed_share(universe, rate, present.astype(np.float64))
+    views = np.maximum(rng.poisson(rate[idx] * factor[universe.lang[idx]]), 1)
     nbytes = np.maximum(np.rint(views * universe.size[idx] * rng.uniform(0.85, 1.15, idx.size)), 1).astype(np.int64)
     return _render(universe, idx, views, nbytes), int(idx.size), int(views.sum())
 
 
-def _expected(total: float, bases: list[np.ndarray], universe: _Universe) -> tuple[float, float]:
+def _view_scale(views_per_hour: float | None, total: float) -> float:
+    """Real-scale views per view of the listing scale ``total`` (at least 1: counts never drop below it)."""
+    return max(1.0, views_per_hour / total) if views_per_hour else 1.0
+
+
+def _expected(
+    total: float, bases: list[np.ndarray], universe: _Universe, views_per_hour: float | None
+) -> tuple[float, float]:
     """Expected (lines, bytes) summed over the hours whose page rates per unit of traffic are ``bases``."""
     lines = size = 0.0
     fixed = universe.prefix_len + 2.0
     log_size = np.log10(universe.size)
+    scale = _view_scale(views_per_hour, total)
     for base in bases:
         rate = np.maximum(total * base, 1e-12)
         present = np.where(universe.core, 1.0, -np.expm1(-rate))
-        views = rate / -np.expm1(-rate)  # mean views of a present page
+        # About the mean count of a listed page (exact enough for the number of digits it takes).
+        views = np.maximum(rate * scale * _listed_share(universe, rate, present)[universe.lang], 1.0)
         digits = np.floor(np.log10(views)) + np.floor(np.log10(views) + log_size) + 2
         lines += float(present.sum())
         size += float(present @ (fixed + digits))
     return lines, size
 
 
-def _calibrate(target: float, by_bytes: bool, bases: list[np.ndarray], universe: _Universe) -> float:
-    """Views per hour (at traffic factor 1) making the expected lines or bytes of ``bases`` hit ``target``."""
+def _calibrate(
+    target: float, by_bytes: bool, bases: list[np.ndarray], universe: _Universe, views_per_hour: float | None
+) -> float:
+    """The listing scale: views per hour (at traffic factor 1) at which pages are listed, making the expected
+    lines or bytes of ``bases`` hit ``target``."""
 
     def miss(log_total: float) -> float:
-        got = _expected(math.exp(log_total), bases, universe)[1 if by_bytes else 0]
+        got = _expected(math.exp(log_total), bases, universe, views_per_hour)[1 if by_bytes else 0]
         return math.log(max(got, 1e-9) / target)
 
     # Bracket in log space, then regula falsi (Illinois): the function is smooth and nearly linear in log-log.
@@ -422,12 +434,14 @@ def generate_pageviews(
     pages: int = 200_000,
     seed: int = 0,
     compress: bool = True,
+    views_per_hour: float | None = DEFAULT_VIEWS_PER_HOUR,
 ) -> dict[str, Any]:
     """Write ``days * 24`` hourly pagecounts files into ``directory`` (contract: see the module doc).
 
     Returns ``{"directory", "paths", "files", "lines", "bytes", "compressed_bytes", "views", "pages",
     "core_pages"}``: ``bytes`` is the uncompressed total, ``compressed_bytes`` the size on disk, ``pages`` the
-    size of the page universe actually used.
+    size of the page universe actually used. ``views_per_hour=None`` keeps counts at the listing's own scale
+    (a listed page's count is then about its expected views at the file's scale, at least 1).
     """
     if days < 1:
         raise ValueError(f"days must be >= 1, got {days}")
@@ -435,6 +449,8 @@ def generate_pageviews(
         raise ValueError(f"pages must be >= 1, got {pages}")
     if size_bytes is not None and size_bytes <= 0:
         raise ValueError(f"size_bytes must be positive, got {size_bytes}")
+    if views_per_hour is not None and views_per_hour <= 0:
+        raise ValueError(f"views_per_hour must be positive, got {views_per_hour}")
     try:
         first = dt.date.fromisoformat(start)
     except ValueError as error:
@@ -461,7 +477,8 @@ def generate_pageviews(
         bases.append(universe.weight * calendar[day, hour][universe.lang] * drift[day])
     target = float(size_bytes) if size_bytes is not None else per_hour * samples
     scale = samples / hours if size_bytes is not None else 1.0
-    total = _calibrate(target * scale, size_bytes is not None, bases, universe)
+    total = _calibrate(target * scale, size_bytes is not None, bases, universe, views_per_hour)
+    view_scale = _view_scale(views_per_hour, total)
     del bases, drift
 
     root = Path(directory)
@@ -482,7 +499,7 @@ def generate_pageviews(
         base = universe.weight * _page_day(seed, day, universe) * total
         for hour in range(24):
             rng = np.random.default_rng([seed, _HOUR, day, hour])
-            content, lines, views = _hour(universe, base * calendar[day, hour][universe.lang], rng)
+            content, lines, views = _hour(universe, base * calendar[day, hour][universe.lang], view_scale, rng)
             path = root / _file_name(date, hour, compress)
             if compress:
                 with open(path, "wb") as raw, gzip.GzipFile(path.name, "wb", GZIP_LEVEL, raw, mtime=0) as out:
