@@ -105,6 +105,22 @@ def blocks_of(pairs: list[Pair], size: int = BLOCK_RECORDS) -> Iterator[list[Pai
         yield pairs[start : start + size]
 
 
+def group_block(block: list[Pair]) -> list[tuple[Any, list[Any]]]:
+    """A sorted block of pairs as ``(key, [values])`` items, one per run of equal keys (values in order).
+
+    Merging such items instead of pairs moves each key once per block through the merge: with repeated keys (no
+    combiner) that is many times fewer items than pairs.
+    """
+    return [(key, list(map(_second, group))) for key, group in itertools.groupby(block, key=_first)]
+
+
+def group_merged(items: Iterable[tuple[Any, list[Any]]]) -> Iterator[tuple[Any, Iterator[Any]]]:
+    """Group a key-ordered stream of ``(key, [values])`` items (see :func:`group_block`) into ``(key, values)``
+    with a lazy values iterator that chains the items' lists, like a reduce input."""
+    for key, group in itertools.groupby(items, key=_first):
+        yield key, itertools.chain.from_iterable(map(_second, group))
+
+
 def group_sorted(pairs: Iterable[Pair]) -> Iterator[tuple[Any, Iterator[Any]]]:
     """Group a sorted pair stream into ``(key, values)`` with a lazy values iterator, like a reduce input."""
     for key, group in itertools.groupby(pairs, key=_first):

@@ -17,13 +17,14 @@ once.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shuffle.keys import combined_order, sort_keys
-from shuffle.merge import blocks_of, group_sorted, merge_blocks, merge_runs, sort_runs_in_memory
+from shuffle.keys import KeyOrder, combined_order, sort_keys
+from shuffle.merge import blocks_of, group_block, group_merged, merge_blocks, merge_runs, sort_runs_in_memory
 from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
 
 DECODED_EXPANSION = 12
@@ -192,6 +193,12 @@ class RunStore:
 
     def sorted_pairs(self) -> Iterator[tuple[Any, Any]]:
         """All committed pairs in key order (stable by map task, then spill order)."""
+        sources, order = self._merge_sources()
+        return merge_runs(_as_blocks(sources), order) if sources else iter(())
+
+    def _merge_sources(self) -> tuple[list[list[tuple[Any, Any]] | Path], KeyOrder]:
+        """The committed runs as at most ``fan_in`` files plus sorted in-memory lists, in run order, and their
+        key order."""
         runs = self.committed_runs()
         order = combined_order(run.order_tag for run in runs)
         # Each source keeps its place in run order, so the stable merge keeps ties in run order: consecutive
@@ -211,19 +218,21 @@ class RunStore:
             sources.append(sort_runs_in_memory(pending, order))
         while sum(isinstance(source, Path) for source in sources) > self.fan_in:
             sources = self._merge_pass(sources, order)
-        streams = _as_blocks(sources)
-        return merge_runs(streams, order) if streams else iter(())
+        return sources, order
 
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
         """All committed values grouped by key, in key order: the reduce input.
 
         When every committed run is in memory, pairs are grouped in a hash map and only the distinct keys are
-        sorted (several times cheaper in Python than sorting every pair); values keep run order. Otherwise the
-        sorted pair stream is grouped.
+        sorted (several times cheaper in Python than sorting every pair); values keep run order. Otherwise the runs
+        are merged from disk, each key's values in run order, and come as a lazy iterator.
         """
         runs = self.committed_runs()
         if any(run.data is None for run in runs) or self._merged:
-            return group_sorted(self.sorted_pairs())
+            # Streamed from disk: merge runs of equal keys, not single pairs (see shuffle.merge.group_block).
+            sources, order = self._merge_sources()
+            blocks = [map(group_block, source) for source in _as_blocks(sources)]
+            return group_merged(itertools.chain.from_iterable(merge_blocks(blocks, order)))
         groups: dict[Any, list[Any]] = {}
         get = groups.get
         for run in runs:
