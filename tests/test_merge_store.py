@@ -11,7 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shuffle.keys import order_tag, sort_keys, total_order_key
-from shuffle.merge import blocks_of, group_sorted, merge_blocks, merge_runs, sort_runs_in_memory
+from shuffle.merge import (
+    blocks_of,
+    group_block,
+    group_merged,
+    group_sorted,
+    merge_blocks,
+    merge_runs,
+    sort_runs_in_memory,
+)
 from shuffle.runs import encode_run
 from shuffle.store import RunStore
 
@@ -85,6 +93,21 @@ def test_merge_runs() -> None:
     assert list(merge_runs(streams, None)) == [("a", 0), ("a", 1), ("b", 1), ("c", 0), ("c", 3)]
     mixed = [[[(None, 0), ("a", 0)]], [[(1, 1), ((0,), 1)]]]
     assert list(merge_runs(mixed, total_order_key)) == [(None, 0), (1, 1), ("a", 0), ((0,), 1)]
+
+
+def test_grouped_merge_equals_grouping_the_stable_sort() -> None:
+    # Runs with repeated keys, merged as (key, [values]) items block by block, give every key's values in the
+    # order a stable sort of all pairs gives, whatever the block size.
+    runs = [
+        [("a", 1), ("a", 2), ("k", 3), ("k", 4), ("k", 5), ("z", 6)],
+        [("k", 7), ("k", 8), ("m", 9)],
+        [("a", 10), ("k", 11), ("k", 12), ("k", 13), ("k", 14)],
+    ]
+    expected = [(key, list(values)) for key, values in group_sorted(_stable_sorted([p for run in runs for p in run]))]
+    for size in (1, 2, 3, 100):
+        items = merge_runs([map(group_block, blocks_of(run, size)) for run in runs], None)
+        assert [(key, list(values)) for key, values in group_merged(items)] == expected
+    assert group_block([("a", 1), ("a", 2), ("b", 3)]) == [("a", [1, 2]), ("b", [3])]
 
 
 def test_merge_keeps_source_order_of_a_key_spread_over_many_blocks() -> None:
