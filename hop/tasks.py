@@ -42,6 +42,7 @@ from shuffle.spill import SpillFile
 from shuffle.store import RunStore
 
 PROGRESS_SECONDS = 0.5
+FIRST_SPILL_DIVISOR = 4
 _first = itemgetter(0)
 
 
@@ -273,6 +274,8 @@ def run_map(
         None if default_partition else partitioner,
         functions.combiner,
         spill_records=spec.spill_records,
+        # Reducers start on the first spill, so make it small (HOP: push map output as early as possible).
+        first_spill_records=max(1, spec.spill_records // FIRST_SPILL_DIVISOR),
         on_spill=spilled,
         # A reducer that folds runs into a hash map (its reduce is an aggregate) does not need them sorted.
         sort_runs=functions.reduce_aggregate is None,

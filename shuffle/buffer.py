@@ -69,6 +69,7 @@ class MapOutputBuffer:
         *,
         spill_records: int = 2_000_000,
         spill_keys: int = 200_000,
+        first_spill_records: int | None = None,
         on_spill: Callable[[SpillFile], None] | None = None,
         name: str = "spill",
         sort_runs: bool = True,
@@ -78,6 +79,8 @@ class MapOutputBuffer:
         self.partitioner = partitioner
         self.combiner = combiner
         self.spill_records = spill_records
+        self.first_spill_records = spill_records if first_spill_records is None else first_spill_records
+        """The ``spill_records`` of the first spill only: a smaller first spill gets data to reducers early."""
         self.spill_keys = spill_keys
         self.on_spill = on_spill
         self.name = name
@@ -106,7 +109,7 @@ class MapOutputBuffer:
         offending record in ``self.current_record``.
         """
         groups = self._groups
-        spill_records = self.spill_records
+        spill_records = self.spill_records if self.counters.spill_files else self.first_spill_records
         spill_keys = self.spill_keys
         pending = self._pending
         consumed = 0
@@ -149,6 +152,7 @@ class MapOutputBuffer:
                     self.spill()
                     groups = self._groups  # spill() swapped in a fresh map
                     pending = 0
+                    spill_records = self.spill_records
                 if consumed >= next_check:
                     next_check += check_every
                     self._pending = pending

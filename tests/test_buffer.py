@@ -174,6 +174,14 @@ def test_combiner_is_also_applied_in_later_spills_and_counters_accumulate(tmp_pa
     assert [s.path.name for s in spills] == ["spill-00000.spill", "spill-00001.spill", "spill-00002.spill"]
 
 
+def test_first_spill_is_smaller_when_asked(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), spill_records=10, spill_keys=10**9, first_spill_records=3)
+    records = [(i, f"w{i}") for i in range(26)]
+    list(buffer.run_map(records, lambda _key, word: [(word, 1)]))
+    buffer.spill()
+    assert [spill.records for spill in buffer.counters.spills] == [3, 10, 10, 3]
+
+
 def test_spill_records_threshold_through_run_map(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 2, _by_length(2), spill_records=10, spill_keys=10**9)
     records = [(i, f"w{i % 3}") for i in range(25)]
