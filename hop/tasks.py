@@ -274,8 +274,9 @@ def run_map(
         None if default_partition else partitioner,
         functions.combiner,
         spill_records=spec.spill_records,
-        # Reducers start on the first spill, so make it small (HOP: push map output as early as possible).
-        first_spill_records=max(1, spec.spill_records // FIRST_SPILL_DIVISOR),
+        # Reducers start on the first spill, so make it small (HOP: push map output as early as possible). Not
+        # in a retry that resumes after kept spills: its spills must cut the input where a first attempt would.
+        first_spill_records=max(1, spec.spill_records // FIRST_SPILL_DIVISOR) if resume is None else None,
         on_spill=spilled,
         # A reducer that folds runs into a hash map (its reduce is an aggregate) does not need them sorted.
         sort_runs=functions.reduce_aggregate is None,
