@@ -34,6 +34,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -106,6 +107,8 @@ def tree_bytes(folder: Path) -> int:
 
 
 def process_label(process: psutil.Process) -> str:
+    if re.fullmatch(r".*/[mrs]\d+", process.name()):  # a task process, named after its slot
+        return f"task {process.name()}"
     command = process.cmdline()
     module = command[2] if len(command) > 2 and command[1] == "-m" else command[-1]
     if module == "hop.worker" and "--name" in command:

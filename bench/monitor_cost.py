@@ -53,7 +53,7 @@ def _tree_cpu(pids: list[int], only_stream_slots: bool = False) -> float:
         try:
             root = psutil.Process(pid)
             for process in [root, *root.children(recursive=True)]:
-                if only_stream_slots and not any(re.fullmatch(r"local-\d+/s\d+", a) for a in process.cmdline()):
+                if only_stream_slots and not re.fullmatch(r"local-\d+/s\d+", process.name()):
                     continue
                 with_children = process.cpu_times()
                 total += with_children.user + with_children.system

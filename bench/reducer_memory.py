@@ -4,8 +4,8 @@
 
 Runs a word count without combiner (tests/jobs/wordcount_nocombine.py) on generated Zipf text on the embedded
 cluster (2 workers), sampling every 50 ms the resident memory of each reduce slot's task process (identified by its
-slot name, ``.../rN``). Reports each reducer's peak, the budget, and the process's idle size before the job (the
-fixed overhead of a task process), and checks the output against the counts of a plain Python pass.
+process name, its slot's ``.../rN``). Reports each reducer's peak, the budget, and the process's idle size before the
+job (the fixed overhead of a task process), and checks the output against the counts of a plain Python pass.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import argparse
 import collections
 import contextlib
 import json
+import re
 import tempfile
 import threading
 import time
@@ -34,10 +35,10 @@ def reduce_processes() -> list[psutil.Process]:
     found = []
     for process in psutil.Process().children(recursive=True):
         try:
-            command = process.cmdline()
+            name = process.name()  # task processes are named after their slot (hop.lifetime.name_process)
         except psutil.Error:
             continue
-        if "hop.taskproc" in command and "/r" in command[-2]:
+        if re.fullmatch(r".*/r\d+", name):
             found.append(process)
     return found
 

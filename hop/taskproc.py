@@ -24,7 +24,7 @@ import zmq
 
 from hop.inputs import InputError, Split
 from hop.jobspec import JobSpec
-from hop.lifetime import ignore_terminal_interrupts
+from hop.lifetime import ignore_terminal_interrupts, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import UserCodeError, run_map, run_reduce
 
@@ -149,6 +149,7 @@ def _apply_test_limits() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     worker_address, slot, spill_dir = (argv or sys.argv[1:])[:3]
+    name_process(slot)
     # Tasks allocate millions of tuples and lists that live until the task ends (a reducer's merged groups, a
     # map's buffered values). With CPython's default threshold a collection runs every 700 allocations and
     # rescans the growing young generations: a heavy reduce spent ~15% of its time there. Collect more rarely;
