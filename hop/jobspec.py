@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import types
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -67,13 +68,17 @@ class JobSpec:
 
 
 def dump_job_class(job_class: type[Job]) -> bytes:
-    """Serialize a job class by value, so task processes need not import the user's file."""
+    """Serialize a job class by value, so task processes need not import the user's file.
+
+    The payload is ``(job_class, source file)``: cloudpickle 3.1 and later replace the file name of code it pickles
+    by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show the failing line.
+    """
     module = sys.modules[job_class.__module__]
     by_value = job_class.__module__ != "__main__"  # cloudpickle already pickles __main__ by value
     if by_value:
         cloudpickle.register_pickle_by_value(module)
     try:
-        return cloudpickle.dumps(job_class)
+        return cloudpickle.dumps((job_class, getattr(module, "__file__", None)))
     finally:
         if by_value:
             cloudpickle.unregister_pickle_by_value(module)
@@ -81,7 +86,49 @@ def dump_job_class(job_class: type[Job]) -> bytes:
 
 @lru_cache(maxsize=16)
 def load_job_class(job_code: bytes) -> type[Job]:
-    job_class = cloudpickle.loads(job_code)
+    loaded = cloudpickle.loads(job_code)
+    job_class, source = loaded if isinstance(loaded, tuple) and len(loaded) == 2 else (loaded, None)
     if not (isinstance(job_class, type) and issubclass(job_class, Job)):
         raise TypeError(f"job code does not hold a hop.Job subclass but {job_class!r}")
+    if source:
+        restore_source_file(job_class, source)
     return job_class
+
+
+_DYNAMIC_CODE = "<dynamic-code>"
+
+
+def restore_source_file(job_class: type, source: str) -> None:
+    """Give the code that cloudpickle rebuilt with the file name ``<dynamic-code>`` its file back: the job class's
+    functions (methods, static and class methods, properties, base classes from the same file), the functions and
+    classes their globals hold, and the code nested in them (inner functions, generator expressions)."""
+    seen: set[int] = set()
+
+    def visit(item: Any) -> None:
+        if id(item) in seen:
+            return
+        seen.add(id(item))
+        if isinstance(item, types.FunctionType):
+            if item.__code__.co_filename == _DYNAMIC_CODE:
+                item.__code__ = _with_file(item.__code__, source)
+                for value in list(item.__globals__.values()):  # helpers and classes defined beside the job
+                    visit(value)
+        elif isinstance(item, staticmethod | classmethod):
+            visit(item.__func__)
+        elif isinstance(item, property):
+            for function in (item.fget, item.fset, item.fdel):
+                visit(function)
+        elif isinstance(item, type):
+            for klass in item.__mro__:
+                for value in list(vars(klass).values()):
+                    visit(value)
+
+    visit(job_class)
+
+
+def _with_file(code: types.CodeType, source: str) -> types.CodeType:
+    consts = tuple(
+        _with_file(const, source) if isinstance(const, types.CodeType) else const for const in code.co_consts
+    )
+    filename = source if code.co_filename == _DYNAMIC_CODE else code.co_filename
+    return code.replace(co_filename=filename, co_consts=consts)

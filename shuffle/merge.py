@@ -53,37 +53,40 @@ def merge_blocks(sources: Iterable[Iterable[list[Pair]]], order: KeyOrder) -> It
     """
     pair_key = _pair_key(order)
     key_of = (lambda key: key) if order is None else order
-    feeds = [iter(source) for source in sources]
+    # Per live source: its current block and where the unconsumed part starts (offsets, not slices, so that no
+    # pair is copied more than once whatever the number of sources).
     blocks: list[list[Pair]] = []
+    starts: list[int] = []
     live: list[Iterator[list[Pair]]] = []
-    for feed in feeds:
+    for feed in map(iter, sources):
         block = _next_block(feed)
         if block:
             blocks.append(block)
+            starts.append(0)
             live.append(feed)
     while blocks:
         bound = min(key_of(block[-1][0]) for block in blocks)
         batch: list[Pair] = []
         for i, block in enumerate(blocks):
-            cut = bisect.bisect_left(block, bound, key=pair_key)
-            if cut:
-                batch.extend(block[:cut])
-                blocks[i] = block[cut:]
+            cut = bisect.bisect_left(block, bound, starts[i], key=pair_key)
+            batch += block[starts[i] : cut]
+            starts[i] = cut
         if batch:
             batch.sort(key=pair_key)
             yield batch
-        # Now every block starts at or after ``bound``; the source(s) whose block ended at it may hold more of it.
-        kept_blocks: list[list[Pair]] = []
-        kept_live: list[Iterator[list[Pair]]] = []
-        for block, feed in zip(blocks, live, strict=True):
-            while block and key_of(block[0][0]) == bound:
-                cut = bisect.bisect_right(block, bound, key=pair_key)
-                yield block[:cut]
-                block = block[cut:] or _next_block(feed)
-            if block:
-                kept_blocks.append(block)
-                kept_live.append(feed)
-        blocks, live = kept_blocks, kept_live
+        # Every block now starts at or after ``bound``; the source(s) whose block ended at it may hold more of it.
+        kept = 0
+        for block, start, feed in zip(blocks, starts, live, strict=True):
+            while start < len(block) and key_of(block[start][0]) == bound:
+                cut = bisect.bisect_right(block, bound, start, key=pair_key)
+                yield block[start:cut]
+                start = cut
+                if start == len(block):
+                    block, start = _next_block(feed), 0
+            if start < len(block):
+                blocks[kept], starts[kept], live[kept] = block, start, feed
+                kept += 1
+        del blocks[kept:], starts[kept:], live[kept:]
 
 
 def _next_block(feed: Iterator[list[Pair]]) -> list[Pair]:

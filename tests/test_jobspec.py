@@ -1,0 +1,53 @@
+"""hop.jobspec: job classes travel by value and keep their source file (user tracebacks show the user's lines)."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+from hop.jobspec import dump_job_class, load_job_class, restore_source_file
+from hop.loader import load_job_file
+
+JOBS = Path(__file__).parent / "jobs"
+
+
+def test_a_job_class_round_trip_keeps_its_source_file() -> None:
+    path = JOBS / "failing_map.py"
+    loaded = load_job_class(dump_job_class(load_job_file(str(path))))
+    assert loaded.map.__code__.co_filename == str(path)
+
+
+def test_code_rebuilt_as_dynamic_gets_the_file_back() -> None:
+    # What cloudpickle >= 3.1 does to code it pickles by value, done by hand so the test holds on every version.
+    def helper(values):
+        return sum(value for value in values)  # a nested code object (the generator expression)
+
+    class Base:
+        def reduce(self, key, values):
+            return helper(values)
+
+    class Job(Base):
+        @staticmethod
+        def parse(text):
+            return text.split()
+
+    def dynamic(function: types.FunctionType) -> None:
+        code = function.__code__
+        consts = tuple(
+            c.replace(co_filename="<dynamic-code>") if isinstance(c, types.CodeType) else c for c in code.co_consts
+        )
+        function.__code__ = code.replace(co_filename="<dynamic-code>", co_consts=consts)
+
+    for function in (helper, Base.reduce, Job.__dict__["parse"].__func__):
+        dynamic(function)
+    Base.reduce.__globals__["helper"] = helper  # as in a by-value module, the helper is a global of the methods
+    try:
+        restore_source_file(Job, "/src/user_job.py")
+    finally:
+        del Base.reduce.__globals__["helper"]
+    assert Base.reduce.__code__.co_filename == "/src/user_job.py"
+    assert Job.__dict__["parse"].__func__.__code__.co_filename == "/src/user_job.py"
+    assert helper.__code__.co_filename == "/src/user_job.py"
+    nested = [c for c in helper.__code__.co_consts if isinstance(c, types.CodeType)]
+    assert nested and all(c.co_filename == "/src/user_job.py" for c in nested)
+    assert Job().reduce("k", [1, 2]) == 3
