@@ -36,6 +36,8 @@ from shuffle.pusher import SpillPusher
 
 HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
+LAST_WORDS_SECONDS = 0.2
+"""How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 RELAYED = {
     "pipe_ready",
     "snapshot_done",
@@ -160,6 +162,12 @@ class Worker:
             code = slot.process.poll()
             if code is None:
                 continue
+            if slot.task is not None:
+                # What the task sent just before it died (a checkpoint, a spill) must reach the coordinator before
+                # its failure does, or the retry starts over: relay whatever is still on the way.
+                deadline = time.monotonic() + LAST_WORDS_SECONDS
+                while slot.task is not None and time.monotonic() < deadline and self.slots_socket.poll(10):
+                    self._drain(self.slots_socket, lambda identity, frame: self.on_slot(identity, frame))
             if slot.task is not None:
                 job_id, kind, index, attempt = slot.task
                 self._to_coordinator(
