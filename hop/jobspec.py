@@ -86,8 +86,7 @@ def dump_job_class(job_class: type[Job]) -> bytes:
 
 @lru_cache(maxsize=16)
 def load_job_class(job_code: bytes) -> type[Job]:
-    loaded = cloudpickle.loads(job_code)
-    job_class, source = loaded if isinstance(loaded, tuple) and len(loaded) == 2 else (loaded, None)
+    job_class, source = cloudpickle.loads(job_code)  # as dump_job_class wrote it
     if not (isinstance(job_class, type) and issubclass(job_class, Job)):
         raise TypeError(f"job code does not hold a hop.Job subclass but {job_class!r}")
     if source:

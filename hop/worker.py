@@ -102,14 +102,13 @@ class Worker:
         self.map_slots, self.reduce_slots, self.stream_slots = map_slots, reduce_slots, stream_slots
         # Task processes first: while this process has no ZeroMQ context and no thread yet, they can be forked
         # from it (hop.forking). They connect to the slots socket before it is bound; ZeroMQ retries until it is.
-        self._fork_slots = sys.flags.hash_randomization == 0  # a fork hashes keys as this process does
+        fork = sys.flags.hash_randomization == 0  # a fork hashes keys as this process does
         for i in range(map_slots):
-            self._start_slot(f"{self.name}/m{i}", "map")
+            self._start_slot(f"{self.name}/m{i}", "map", fork)
         for i in range(reduce_slots):
-            self._start_slot(f"{self.name}/r{i}", "reduce")
+            self._start_slot(f"{self.name}/r{i}", "reduce", fork)
         for i in range(stream_slots):
-            self._start_slot(f"{self.name}/s{i}", "stream")
-        self._fork_slots = False  # restarts happen with the context and its threads running: a fresh interpreter
+            self._start_slot(f"{self.name}/s{i}", "stream", fork)
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.coordinator = self.context.socket(zmq.DEALER)
         self.coordinator.setsockopt(zmq.IDENTITY, self.name.encode())
@@ -136,10 +135,12 @@ class Worker:
         self._heartbeat_lag = 0.0
 
     # Slots ---------------------------------------------------------------------------------------------------
-    def _start_slot(self, name: str, kind: str) -> None:
+    def _start_slot(self, name: str, kind: str, fork: bool = False) -> None:
+        """Start the task process of a slot: forked from this process (only before it has a ZeroMQ context or a
+        thread, see ``__init__``), else a fresh interpreter (restarts, while the worker runs)."""
         arguments = [self.slots_address, name, str(self.spill_dir)]
         process: subprocess.Popen[bytes] | ForkedProcess
-        if self._fork_slots:
+        if fork:
             process = fork_call(taskproc.main, arguments)
         else:
             env = dict(os.environ, PYTHONHASHSEED="0")

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from shuffle.keys import combined_order, sort_keys
-from shuffle.merge import blocks_of, group_sorted, merge_runs
-from shuffle.runs import RunWriter, iter_blocks, iter_run_file, iter_run_file_blocks
+from shuffle.merge import group_sorted, merge_runs
+from shuffle.runs import BLOCK_RECORDS, RunWriter, iter_blocks, iter_run_file, iter_run_file_blocks
 from shuffle.store import RunStore
 
 BYTES_PER_KEY = 128
@@ -117,7 +117,11 @@ class FoldingRunStore(RunStore):
         keys = self._sorted_state()
         if not self._dumps:
             return ((key, state[key]) for key in keys)
-        in_memory = blocks_of([(key, state[key]) for key in keys])
+        # Blocks made as the merge reaches them: a store that dumped to disk is short of memory already.
+        in_memory = (
+            [(key, state[key]) for key in keys[start : start + BLOCK_RECORDS]]
+            for start in range(0, len(keys), BLOCK_RECORDS)
+        )
         order = combined_order([*self._dump_tags, self._state_tag])
         return merge_runs([*(iter_run_file_blocks(path) for path in self._dumps), in_memory], order)
 
