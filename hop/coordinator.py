@@ -649,7 +649,18 @@ class Coordinator:
             job.on_checkpoint(
                 msg["index"],
                 msg["attempt"],
-                {key: msg[key] for key in ("spills", "records", "offset", "counters", "user_counters", "bad_records")},
+                {
+                    key: msg[key]
+                    for key in (
+                        "spills",
+                        "records",
+                        "offset",
+                        "next_spill_records",
+                        "counters",
+                        "user_counters",
+                        "bad_records",
+                    )
+                },
             )
 
     def on_first_run(self, identity: bytes, msg: dict[str, Any]) -> None:

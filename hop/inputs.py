@@ -19,12 +19,17 @@ import glob
 import gzip
 import json
 import os
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate, repeat
+from operator import add
 from pathlib import Path
 from typing import IO, Any
 
-CHUNK_BYTES = 1 << 22
+CHUNK_BYTES = 1 << 19
+"""Bytes read at a time: small enough that a chunk, its text and its lines stay in the CPU caches (4 MiB read
+lines about a third slower than 512 KiB)."""
 MAX_LINE_BYTES = 256 << 20
 """Default bound on one line (record) of text input."""
 
@@ -126,42 +131,52 @@ def iter_lines(split: Split, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[t
             file.seek(split.start - 1)
             position = split.start - 1 + len(file.readline())
         end = split.end if split.end >= 0 else None
-        leftover = b""
+        # What follows the last newline read: the start of a line, in chunks (joined once, when the line ends, so
+        # that a line much longer than a chunk is not copied once per chunk).
+        pieces: list[bytes] = []
+        pieces_bytes = 0
         while end is None or position < end:
             try:
                 chunk = file.read(CHUNK_BYTES)
             except (OSError, EOFError, gzip.BadGzipFile) as error:
                 raise InputError(f"input file {split.path}: read error near byte {position}: {error}") from error
             if not chunk:
-                if leftover:
-                    line = _decode(leftover, split.path, position)
+                if pieces_bytes:
+                    line = _decode(b"".join(pieces), split.path, position)
                     yield position, line[:-1] if line.endswith("\r") else line
                 return
-            data = leftover + chunk if leftover else chunk
-            cut = data.rfind(b"\n")
+            cut = chunk.rfind(b"\n")
             if cut < 0:
-                if len(data) > max_line_bytes:
+                pieces.append(chunk)
+                pieces_bytes += len(chunk)
+                if pieces_bytes > max_line_bytes:
                     raise InputError(
                         f"input file {split.path}: the line at byte offset {position} is longer than "
                         f"{max_line_bytes:,} bytes; raise --max-line-bytes if that is intended"
                     )
-                leftover = data
                 continue
-            leftover = data[cut + 1 :]
-            body = data[:cut]
+            body = b"".join((*pieces, chunk[:cut])) if pieces_bytes else chunk[:cut]
+            pieces = [chunk[cut + 1 :]]
+            pieces_bytes = len(chunk) - cut - 1
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError:
                 _raise_first_undecodable(body, split.path, position)
-            # One decode and one split per chunk; byte offsets from character counts, which are byte counts for
-            # ASCII lines (checked per chunk, then per line).
-            all_ascii = body.isascii()
-            has_cr = "\r" in text
-            for line in text.split("\n"):
-                if end is not None and position >= end:
-                    return
-                yield position, (line[:-1] if has_cr and line.endswith("\r") else line)
-                position += (len(line) if all_ascii or line.isascii() else len(line.encode("utf-8"))) + 1
+            # One decode and one split per chunk, and the byte offsets computed in bulk by C loops (a Python
+            # statement per line costs about a tenth of a word count's map): each line starts where the one before
+            # started plus its length in bytes plus the newline. For ASCII text characters are bytes.
+            lines = text.split("\n")
+            lengths = map(len, lines if body.isascii() else body.split(b"\n"))
+            starts = accumulate(map(add, lengths, repeat(1)), initial=position)
+            if "\r" in text:
+                lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+            position += len(body) + 1  # where the first line after this chunk's lines starts
+            if end is not None and position >= end:
+                # The split ends among these lines: only those that start before ``end`` are its own.
+                offsets = list(starts)
+                yield from zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
+                return
+            yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
 
 
 def _raise_first_undecodable(body: bytes, path: str, position: int) -> None:
@@ -185,8 +200,12 @@ def _decode(raw: bytes, path: str, position: int) -> str:
 def iter_records(split: Split, input_format: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[Any, Any]]:
     """Yield the records of a split in the given format (see the module docstring)."""
     if input_format == "text":
-        yield from iter_lines(split, max_line_bytes)
-    elif input_format == "jsonl":
+        return iter_lines(split, max_line_bytes)  # not wrapped: one generator less per record
+    return _iter_parsed_records(split, input_format, max_line_bytes)
+
+
+def _iter_parsed_records(split: Split, input_format: str, max_line_bytes: int) -> Iterator[tuple[Any, Any]]:
+    if input_format == "jsonl":
         for offset, line in iter_lines(split, max_line_bytes):
             if line.strip():
                 yield offset, _parse_json(line, split.path, offset)

@@ -248,6 +248,7 @@ def run_map(
             spills=registered,
             records=prefix["records"] + consumed_before + buffer.records_consumed,
             offset=buffer.current_record[0] if buffer.current_record else None,
+            next_spill_records=buffer.next_spill_records,
             counters=_add_counts(
                 prefix["counters"],
                 {
@@ -275,8 +276,11 @@ def run_map(
         functions.combiner,
         spill_records=spec.spill_records,
         # Reducers start on the first spill, so make it small (HOP: push map output as early as possible). Not
-        # in a retry that resumes after kept spills: its spills must cut the input where a first attempt would.
-        first_spill_records=max(1, spec.spill_records // FIRST_SPILL_DIVISOR) if resume is None else None,
+        # in a retry that resumes after kept spills: its spills must cut the input where a first attempt would,
+        # so it goes on with the spill interval the checkpoint recorded.
+        first_spill_records=(
+            max(1, spec.spill_records // FIRST_SPILL_DIVISOR) if resume is None else resume.get("next_spill_records")
+        ),
         on_spill=spilled,
         # A reducer that folds runs into a hash map (its reduce is an aggregate) does not need them sorted.
         sort_runs=functions.reduce_aggregate is None,

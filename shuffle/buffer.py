@@ -14,6 +14,13 @@ Contracts:
 
 When the combiner is a built-in aggregate (``hop.aggregates``), values are folded into one state per key as they
 arrive (``lift`` then ``merge``, or an in-place ``+`` for sums): no list per key and no combiner call per key.
+
+How many records a spill holds adapts to the combiner (HOP's rule, NOTES.md section 1: when combining cuts the volume
+to 1/k, wait for about k spills before sending). For a folding buffer, keeping k spills and merging them is the same
+as folding k times longer into the same hash map, which costs nothing and whose memory is bounded by ``spill_keys``,
+not by records: so after each spill the next one holds ``spill_records`` times the spill's reduction k (records in /
+keys out, at most ``MAX_SPILL_GROWTH``). Fewer, denser spills mean fewer pairs to encode, push and fold on the reduce
+side. Other buffers keep lists of values, whose memory grows with records: they spill every ``spill_records``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ from shuffle.spill import SpillFile, write_spill
 
 Combiner = Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]
 Partitioner = Callable[[Any], int]
+
+
+MAX_SPILL_GROWTH = 16
+"""A folding buffer's spill interval grows to at most this many times ``spill_records``."""
 
 
 class CombinerKeyError(ValueError):
@@ -79,8 +90,10 @@ class MapOutputBuffer:
         self.partitioner = partitioner
         self.combiner = combiner
         self.spill_records = spill_records
-        self.first_spill_records = spill_records if first_spill_records is None else first_spill_records
-        """The ``spill_records`` of the first spill only: a smaller first spill gets data to reducers early."""
+        self.next_spill_records = spill_records if first_spill_records is None else first_spill_records
+        """Records the next spill holds: ``first_spill_records`` at first (a smaller first spill gets data to
+        reducers early; a retry resuming after kept spills passes the interval its first attempt had reached),
+        then as the module docstring says."""
         self.spill_keys = spill_keys
         self.on_spill = on_spill
         self.name = name
@@ -109,7 +122,7 @@ class MapOutputBuffer:
         offending record in ``self.current_record``.
         """
         groups = self._groups
-        spill_records = self.spill_records if self.counters.spill_files else self.first_spill_records
+        spill_records = self.next_spill_records
         spill_keys = self.spill_keys
         pending = self._pending
         consumed = 0
@@ -152,7 +165,7 @@ class MapOutputBuffer:
                     self.spill()
                     groups = self._groups  # spill() swapped in a fresh map
                     pending = 0
-                    spill_records = self.spill_records
+                    spill_records = self.next_spill_records
                 if consumed >= next_check:
                     next_check += check_every
                     self._pending = pending
@@ -222,9 +235,12 @@ class MapOutputBuffer:
                 out_keys[partition] = bucket
                 out_values[partition] = list(map(groups.__getitem__, bucket))
             combine_in, combine_out = counters_pending, len(keys)
+            growth = min(MAX_SPILL_GROWTH, max(1, combine_in // max(1, combine_out)))
+            self.next_spill_records = self.spill_records * growth
             sorted_keys: list[Any] = []
         else:
             sorted_keys, tag = sort_keys(list(groups))
+            self.next_spill_records = self.spill_records
         for key, partition in zip(sorted_keys, self._partitions_of(sorted_keys), strict=True):
             values = groups[key]
             keys_p = out_keys[partition]

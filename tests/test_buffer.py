@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
+from hop.aggregates import Sum
+from shuffle.buffer import MAX_SPILL_GROWTH, CombinerKeyError, MapOutputBuffer, PartitionError
 from shuffle.keys import MIXED, total_order_key
 from shuffle.runs import iter_run
 from shuffle.spill import SpillFile
@@ -180,6 +181,36 @@ def test_first_spill_is_smaller_when_asked(tmp_path: Path) -> None:
     list(buffer.run_map(records, lambda _key, word: [(word, 1)]))
     buffer.spill()
     assert [spill.records for spill in buffer.counters.spills] == [3, 10, 10, 3]
+
+
+def test_folding_spills_grow_with_the_combiners_reduction(tmp_path: Path) -> None:
+    # 40 records per key in the first spill: it folds k = 40 records into one state, so the next spill waits for (at
+    # most MAX_SPILL_GROWTH) times more records. A generic combiner keeps lists, which grow with records: no growth.
+    records = [(i, f"w{i % 5}") for i in range(3000)]
+    for name in "fgs":
+        (tmp_path / name).mkdir()
+    folding = MapOutputBuffer(tmp_path / "f", 1, None, Sum(), spill_records=200, spill_keys=10**9)
+    list(folding.run_map(records, lambda _key, word: [(word, 1)]))
+    folding.spill()
+    spills = folding.counters.spills
+    assert [spill.records for spill in spills] == [5, 5]  # 200 records, then all the remaining 2800 (< 16 * 200)
+    assert folding.next_spill_records == 200 * MAX_SPILL_GROWTH
+    assert folding.counters.map_output_records == 3000
+    state = Counter[str]()
+    for spill in spills:
+        for key, value in _spill_pairs(spill)[0]:
+            state[key] += value
+    assert state == Counter(word for _, word in records)
+
+    generic = MapOutputBuffer(tmp_path / "g", 1, None, _sum_combiner, spill_records=200, spill_keys=10**9)
+    list(generic.run_map(records, lambda _key, word: [(word, 1)]))
+    assert generic.counters.spill_files == 15 and generic.next_spill_records == 200
+
+    # Less reduction (100 keys: k = 2 in 200 records, then 4 in 400): the interval grows only by that much.
+    sparse = MapOutputBuffer(tmp_path / "s", 1, None, Sum(), spill_records=200, spill_keys=10**9)
+    list(sparse.run_map([(i, f"w{i % 100}") for i in range(1000)], lambda _key, word: [(word, 1)]))
+    assert [spill.records for spill in sparse.counters.spills] == [100, 100]
+    assert sparse.pending_records == 400 and sparse.next_spill_records == 800
 
 
 def test_spill_records_threshold_through_run_map(tmp_path: Path) -> None:
