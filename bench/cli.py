@@ -20,7 +20,7 @@ from typing import Any
 
 from bench import contenders as contender_defs
 from bench import report, targets, workloads
-from bench.environment import BENCH_DIR
+from bench.environment import BENCH_DIR, compile_project
 from bench.stats import Row, summarize
 from bench.suite import Options, Suite
 from bench.targets import Target
@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1 or args.parallelism < 1:
         parser.error("--repeats and --parallelism must be at least 1")
     began = time.time()
+    compile_project()
     data_dir = args.data_dir.resolve()
     settings = workloads.Settings(data_dir=data_dir, size=args.size, scaling_base=args.scaling_base)
     planned = [workloads.build(name, settings) for name in args.workloads]  # generates every input first

@@ -10,6 +10,7 @@ offset for maps, key for reduces); the task process turns them into a ``task_fai
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import shutil
@@ -31,7 +32,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import MAX_LINE_BYTES, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
-from hop.jsonline import to_json
+from hop.jsonline import to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
@@ -558,20 +559,31 @@ def run_reduce(
         _call_user("setup", job.setup)
         init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
         output.parent.mkdir(parents=True, exist_ok=True)
-        groups = store.grouped()
-        if faults.wanted("reduce", "merging", index, attempt):
-            groups = _fault_after_first(groups, index, attempt)
         bad_records: list[dict[str, Any]] = []
-        tick = _pipe_ticker(sender, channel, spec.job_id) if sender is not None else None
-        input_records, output_records = _reduce_to_file(
-            groups,
-            functions.reducer,
-            output,
-            int(spec.options.get("skip_bad_records", 0)),
-            bad_records,
-            tick,
-            first_pairs=init_pairs,
-        )
+        skip_limit = int(spec.options.get("skip_bad_records", 0))
+        columns = None
+        if isinstance(store, FoldingRunStore) and sender is None and not init_pairs and not skip_limit:
+            # An aggregate's output needs no reduce call per key: format and write it column by column.
+            columns = _finished_columns(store)
+        if columns is not None:
+            fault = None
+            if faults.wanted("reduce", "merging", index, attempt):
+                fault = functools.partial(faults.inject, "reduce", "merging", index, attempt)
+            input_records, output_records = len(columns[0]), _write_columns(output, *columns, fault)
+        else:
+            groups = store.grouped()
+            if faults.wanted("reduce", "merging", index, attempt):
+                groups = _fault_after_first(groups, index, attempt)
+            tick = _pipe_ticker(sender, channel, spec.job_id) if sender is not None else None
+            input_records, output_records = _reduce_to_file(
+                groups,
+                functions.reducer,
+                output,
+                skip_limit,
+                bad_records,
+                tick,
+                first_pairs=init_pairs,
+            )
         final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
         if final_pairs:
             output_records += _append_pairs(output, final_pairs)
@@ -681,6 +693,8 @@ def _receive_runs(
 
 
 TICK_GROUPS = 256
+WRITE_BATCH = 8192
+"""Output lines formatted and written at a time by the bulk writer (bounds the memory of the text)."""
 
 
 def _pipe_ticker(sender: PipeSender, channel: TaskChannel, job_id: str) -> Callable[[IO[str] | None], None]:
@@ -704,6 +718,38 @@ def _fault_after_first(pairs: Iterator[tuple[Any, Any]], index: int, attempt: in
             sys.stdout.flush()
             faults.inject("reduce", "merging", index, attempt)
         yield pair
+
+
+def _finished_columns(store: FoldingRunStore) -> tuple[list[Any], list[Any]] | None:
+    """A folding store's output as key and value columns, or ``None`` for the general path (state on disk). A
+    ``finish`` that raises is reported with the first key it fails on."""
+    try:
+        return store.finished_columns()
+    except Exception as error:
+        finish = store.aggregate.finish
+        for key, state in store.state.items():
+            try:
+                finish(state)
+            except Exception:
+                raise UserCodeError("reduce", error, f"key {key!r}") from error
+        raise
+
+
+def _write_columns(
+    output: Path, keys: list[Any], values: list[Any], after_first_batch: Callable[[], None] | None = None
+) -> int:
+    """Write ``json(key) TAB json(value)`` lines in bulk (formatting per column, not per line); returns the
+    number of lines. ``after_first_batch`` is called once the first lines are in the file (fault tests)."""
+    with open(output, "w", encoding="utf-8", newline="\n") as file:
+        for start in range(0, len(keys), WRITE_BATCH):
+            stop = start + WRITE_BATCH
+            key_texts, value_texts = to_json_column(keys[start:stop]), to_json_column(values[start:stop])
+            file.write("\n".join(map("\t".join, zip(key_texts, value_texts, strict=True))) + "\n")
+            if after_first_batch is not None:
+                file.flush()
+                after_first_batch()
+                after_first_batch = None
+    return len(keys)
 
 
 def _reduce_to_file(

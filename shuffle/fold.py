@@ -125,6 +125,15 @@ class FoldingRunStore(RunStore):
         order = combined_order([*self._dump_tags, self._state_tag])
         return merge_runs([*(iter_run_file_blocks(path) for path in self._dumps), in_memory], order)
 
+    def finished_columns(self) -> tuple[list[Any], list[Any]] | None:
+        """Every committed key in key order and its finished value (``aggregate.finish`` of its state), as two
+        lists; ``None`` if part of the state was dumped to disk (then :meth:`grouped` merges it). ``finish``
+        errors propagate."""
+        if self._dumps:
+            return None
+        keys = self._sorted_state()
+        return keys, list(map(self.aggregate.finish, map(self.state.__getitem__, keys)))
+
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
         """Folded states by key (a key has several only if the state was dumped to disk)."""
         return group_sorted(self.sorted_pairs())
