@@ -251,6 +251,7 @@ class Coordinator:
                     order=str(options.get("order", "sequential")),
                     seed=int(options.get("seed", 0)),
                     strata=options.get("strata"),
+                    slots=sum(w.map_slots for w in self.workers.values() if w.alive),
                 )
             )
             # A pipeline's later jobs take their snapshots from the job before them, not from their own progress.

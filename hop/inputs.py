@@ -2,7 +2,8 @@
 
 - Paths may be files, directories (their files, not recursively; names starting with ``_`` or ``.`` are skipped, as
   in Hadoop, so a job's output directory can be read as input) and glob patterns.
-- A plain file is cut into splits of ``split_size`` bytes. A line belongs to the split that holds its first byte, so
+- A plain file is cut into splits of ``split_size`` bytes (smaller when the input would otherwise leave some of the
+  cluster's map slots without a task: ``split_size_for``). A line belongs to the split that holds its first byte, so
   each line is read exactly once whatever the split boundaries. Gzip files cannot be split and make one split each.
 - Records are ``(key, value)``: for ``text`` the key is the byte offset of the line in its (uncompressed) file and the
   value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON;
@@ -30,6 +31,8 @@ from typing import IO, Any
 CHUNK_BYTES = 1 << 19
 """Bytes read at a time: small enough that a chunk, its text and its lines stay in the CPU caches (4 MiB read
 lines about a third slower than 512 KiB)."""
+MIN_SPLIT_BYTES = 1 << 20
+"""Input is not cut finer than this to give more map slots work (``split_size_for``)."""
 MAX_LINE_BYTES = 256 << 20
 """Default bound on one line (record) of text input."""
 
@@ -91,13 +94,24 @@ def expand_inputs(patterns: list[str]) -> list[str]:
     return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
 
 
-def make_splits(files: list[str], split_size: int) -> list[Split]:
-    """Cut files into splits of about ``split_size`` bytes (gzip files whole; empty files make no split)."""
+def split_size_for(total_bytes: int, split_size: int, slots: int) -> int:
+    """The split size to cut ``total_bytes`` of input with: ``split_size``, or less when that would make fewer
+    splits than the ``slots`` (map slots) that will read them, so that every slot gets work, but not below
+    ``MIN_SPLIT_BYTES`` (a task's fixed cost would outweigh its share)."""
     if split_size <= 0:
         raise ValueError(f"split size must be positive, got {split_size}")
+    if slots <= 1 or total_bytes <= 0:
+        return split_size
+    return min(split_size, max(MIN_SPLIT_BYTES, -(-total_bytes // slots)))
+
+
+def make_splits(files: list[str], split_size: int, slots: int = 1) -> list[Split]:
+    """Cut files into splits of about ``split_size`` bytes (gzip files whole; empty files make no split); with
+    ``slots``, of ``split_size_for(total, split_size, slots)`` bytes."""
+    sizes = [os.path.getsize(path) for path in files]
+    split_size = split_size_for(sum(sizes), split_size, slots)
     splits: list[Split] = []
-    for path in files:
-        size = os.path.getsize(path)
+    for path, size in zip(files, sizes, strict=True):
         if path.endswith(".gz"):
             if size:
                 splits.append(Split(path, 0, -1))

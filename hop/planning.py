@@ -5,8 +5,8 @@ reducer knows exactly which chunks its data covers, and estimates scale by the f
 ``hop.online``). Each chunk has a number (its id, unique in the job), a size in bytes and a *stratum*: the name the
 job's ``input_stratum(path)`` gives its file ("" for every chunk when the job defines no strata).
 
-- Plain mode (no snapshots, sequential order): every map task reads one split of ``split_size`` bytes, which is one
-  chunk: exactly ``hop.inputs.make_splits``.
+- Plain mode (no snapshots, sequential order): every map task reads one split of ``split_size`` bytes (less if
+  that would leave map slots idle), which is one chunk: exactly ``hop.inputs.make_splits``.
 - Chunked mode (snapshots or ``--order random``): files are cut into chunks of ``chunk_size`` bytes, and the chunks are
   dealt to ``round(total / split_size)`` map tasks as consecutive runs of the chunk list. With ``order="random"`` the
   list is first put in a seeded random order (stratified when the job has strata: see ``_random_order``), so the
@@ -19,7 +19,7 @@ import os
 import random
 from dataclasses import dataclass
 
-from hop.inputs import Split, make_splits
+from hop.inputs import Split, make_splits, split_size_for
 
 __all__ = ["ORDERS", "Chunk", "plan_map_inputs"]
 
@@ -77,15 +77,18 @@ def plan_map_inputs(
     order: str = "sequential",
     seed: int = 0,
     strata: dict[str, str] | None = None,
+    slots: int = 1,
 ) -> list[list[Chunk]]:
-    """The chunks of every map task (see the module docstring); ``strata`` maps a file to its stratum."""
+    """The chunks of every map task (see the module docstring); ``strata`` maps a file to its stratum; ``slots``
+    is the number of map slots the job can use (the split size shrinks so that each gets a task, see
+    ``hop.inputs.split_size_for``)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if chunk_size <= 0:
         raise ValueError(f"chunk size must be positive, got {chunk_size}")
     strata = strata or {}
     if not chunked and order == "sequential":
-        splits = make_splits(files, split_size)
+        splits = make_splits(files, split_size, slots)
         return [[Chunk(i, split, _size(split), strata.get(split.path, ""))] for i, split in enumerate(splits)]
     pieces = make_splits(files, min(chunk_size, split_size))
     chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(pieces)]
@@ -94,5 +97,5 @@ def plan_map_inputs(
     if order == "random":
         chunks = _random_order(chunks, random.Random(seed))
     total = sum(chunk.size for chunk in chunks)
-    tasks = max(1, min(len(chunks), round(total / split_size)))
+    tasks = max(1, min(len(chunks), round(total / split_size_for(total, split_size, slots))))
     return [chunks[len(chunks) * t // tasks : len(chunks) * (t + 1) // tasks] for t in range(tasks)]

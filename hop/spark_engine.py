@@ -134,6 +134,16 @@ def _is_loopback_master(master: str) -> bool:
     return master.startswith("local") or bool(re.match(r"spark://(127\.\d+\.\d+\.\d+|localhost)(:\d+)?$", master))
 
 
+def _local_cores(master: str) -> int:
+    """The cores of a ``local``, ``local[N]`` or ``local[*]`` master; 1 for other masters (splits stay
+    ``split_size``)."""
+    match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    if match is None:
+        return 1
+    cores = match.group(1) or "1"
+    return os.cpu_count() or 1 if cores == "*" else int(cores)
+
+
 def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str, str] | None = None) -> SparkSession:
     """A new SparkSession on ``master`` set up for hop jobs; raises :class:`SparkUnavailable` if it cannot start."""
     try:
@@ -341,7 +351,8 @@ def run_on_spark(
     num_steps = len(job_class().resolved_steps())
     out = Path(output).resolve()
     check_output(str(out), overwrite)
-    splits = make_splits(expand_inputs(list(inputs)), split_size)
+    # Cut the input as hop's coordinator would for as many map slots as Spark has cores (same splits, same counters).
+    splits = make_splits(expand_inputs(list(inputs)), split_size, _local_cores(master))
     # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
     sources = [(split.path, Split(os.path.abspath(split.path), split.start, split.length)) for split in splits]
     job_code = dump_job_class(job_class)

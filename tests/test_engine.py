@@ -129,6 +129,16 @@ def test_without_combiner(client: Client, zipf_text: Path, tmp_path: Path) -> No
     assert report["counters"]["reduce_input_records"] == report["counters"]["map_output_records"]
 
 
+def test_small_input_still_gives_every_map_slot_a_task(client: Client, tmp_path: Path) -> None:
+    # 3 MB is one 32 MB split, but the test cluster has two map slots: the input is cut in two, one per slot.
+    source = tmp_path / "in.txt"
+    generate_text(source, 3_000_000, seed=4)
+    output = tmp_path / "out"
+    report = run_job(client, "wordcount", [source], output, num_reduces=2)
+    assert report["num_maps"] == 2
+    assert output_dict(output) == word_counts(source)
+
+
 def test_empty_input(client: Client, tmp_path: Path) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_text("")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import hop.inputs
-from hop.inputs import InputError, Split, iter_lines, iter_records, make_splits
+from hop.inputs import MIN_SPLIT_BYTES, InputError, Split, iter_lines, iter_records, make_splits, split_size_for
 
 
 def reference_lines(data: bytes) -> list[tuple[int, str]]:
@@ -49,6 +49,21 @@ def test_splits_read_every_line_once_with_its_byte_offset(
     cuts = sorted({0, len(data), *(rng.randrange(len(data)) for _ in range(9))})
     splits = [Split(str(path), lo, hi - lo) for lo, hi in zip(cuts, cuts[1:], strict=False) if hi > lo]
     assert [pair for split in splits for pair in iter_lines(split)] == expected
+
+
+def test_split_size_leaves_no_map_slot_idle(tmp_path: Path) -> None:
+    mb = 1 << 20
+    assert split_size_for(150 * mb, 32 * mb, 2) == 32 * mb  # enough splits already
+    assert split_size_for(50 * mb, 32 * mb, 2) == 25 * mb  # one split would leave a slot idle
+    assert split_size_for(50 * mb, 32 * mb, 1) == 32 * mb
+    assert split_size_for(MIN_SPLIT_BYTES, 32 * mb, 8) == MIN_SPLIT_BYTES  # not finer than the minimum
+    with pytest.raises(ValueError, match="split size must be positive"):
+        split_size_for(10, 0, 2)
+    path = tmp_path / "input.txt"
+    path.write_bytes(b"0123456789\n" * 300_000)  # 3.3 MB
+    assert len(make_splits([str(path)], 32 * mb)) == 1
+    splits = make_splits([str(path)], 32 * mb, slots=3)
+    assert len(splits) == 3 and sum(split.length for split in splits) == path.stat().st_size
 
 
 def test_offsets_index_the_file(tmp_path: Path) -> None:
