@@ -35,7 +35,7 @@ class FoldingRunStore(RunStore):
         spill_dir: str | Path,
         aggregate: Any,
         memory_limit: int = 64 << 20,
-        fan_in: int = 64,
+        fan_in: int | None = None,
         max_keys: int | None = None,
     ) -> None:
         super().__init__(spill_dir, memory_limit=memory_limit, fan_in=fan_in)

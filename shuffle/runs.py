@@ -22,7 +22,8 @@ BLOCK_RECORDS = 8192
 """Records per block: large enough to amortise the per-block cost, small enough that a merge streaming many run
 files holds little (one decoded block per file: about 1 MB for small pairs)."""
 
-_READ_SIZE = 1 << 18
+_READ_SIZE = 1 << 16
+"""Bytes a run file's reader takes at a time: a merge has up to 64 files open (a block is about 64 KiB encoded)."""
 
 
 def _packer() -> msgpack.Packer:

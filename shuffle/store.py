@@ -7,12 +7,13 @@ attempts isolated).
 
 Memory: ``memory_limit`` is the store's budget for decoded pairs. Run bytes are held in memory up to
 ``memory_limit / (2 * DECODED_EXPANSION)`` (encoded size; decoded, small pairs are about that many times larger),
-leaving the other half of the budget to the blocks of the on-disk runs being merged. Past
-that, the largest in-memory runs are written to files in ``spill_dir`` and later streamed, so the store's memory
-does not grow with the input. At the end, :meth:`RunStore.sorted_pairs` sorts each stretch of consecutive in-memory
-committed runs in one pass and heap-merges the results with the on-disk runs in run order (so ties stay in map
-task, then spill order), first merging neighbouring sources in passes so at most ``fan_in`` files are open at
-once.
+leaving the other half of the budget to the streams of the on-disk runs being merged: ``fan_in`` of them at a time,
+each costing about ``STREAM_BYTES``, so ``fan_in`` follows from the budget (at most 64). Past the held limit, the
+largest in-memory runs are written to files in ``spill_dir`` and later streamed, so the store's memory does not grow
+with the input. At the end, :meth:`RunStore.sorted_pairs` first merges neighbouring on-disk runs in passes until at
+most ``fan_in`` files remain (the in-memory runs stay encoded meanwhile), then sorts each stretch of consecutive
+in-memory committed runs in one pass and merges the results with the files in run order (so ties stay in map task,
+then spill order).
 """
 
 from __future__ import annotations
@@ -27,10 +28,18 @@ from shuffle.keys import KeyOrder, combined_order, sort_keys
 from shuffle.merge import blocks_of, group_block, group_merged, merge_blocks, merge_runs, sort_runs_in_memory
 from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
 
-DECODED_EXPANSION = 12
-"""How much larger small (key, value) pairs are as Python objects than as msgpack (a 6-byte pair becomes a tuple,
-a str and an int: about 70-100 bytes). The store keeps ``memory_limit / DECODED_EXPANSION`` encoded bytes in
-memory so that decoding them at the end stays within ``memory_limit``."""
+DECODED_EXPANSION = 16
+"""How much larger small (key, value) pairs are as Python objects than as msgpack (a 7-byte pair becomes a tuple,
+a str and an int in a list: about 120 bytes, measured with tracemalloc on word-count runs). The store keeps
+``memory_limit / (2 * DECODED_EXPANSION)`` encoded bytes in memory so that decoding them at the end takes half of
+``memory_limit``."""
+
+STREAM_BYTES = 3 << 20
+"""Memory one on-disk run costs while it is merged: its decoded block (8192 small pairs: about 1 MB), its read
+buffer, its share of the merge's batch and of the allocator's fragmentation (measured: merging 64 run files of word
+pairs peaks about 200 MB above the idle process)."""
+
+MAX_FAN_IN = 64
 
 AttemptKey = tuple[int, int]
 """(map task index, attempt number)."""
@@ -63,13 +72,19 @@ class RunStore:
     """Runs for one reduce partition, by map attempt, with tentative/committed states and a memory limit."""
 
     def __init__(
-        self, spill_dir: str | Path, memory_limit: int = 64 << 20, fan_in: int = 64, expansion: int = DECODED_EXPANSION
+        self,
+        spill_dir: str | Path,
+        memory_limit: int = 64 << 20,
+        fan_in: int | None = None,
+        expansion: int = DECODED_EXPANSION,
     ) -> None:
         self.spill_dir = Path(spill_dir)
         self.memory_limit = memory_limit
         self.held_limit = max(1, memory_limit // (2 * expansion))
         """Encoded bytes held in memory: decoded at the final merge they take about ``expansion`` times more, half
-        the budget; the other half is for the streams of the on-disk runs (one block each, ``fan_in`` at most)."""
+        the budget; the other half is for the streams of the on-disk runs (``fan_in`` at most)."""
+        if fan_in is None:
+            fan_in = max(2, min(MAX_FAN_IN, memory_limit // (2 * STREAM_BYTES)))
         self.fan_in = fan_in
         self.attempts: dict[AttemptKey, AttemptRuns] = {}
         self.committed: dict[int, int] = {}
@@ -202,22 +217,23 @@ class RunStore:
         runs = self.committed_runs()
         order = combined_order(run.order_tag for run in runs)
         # Each source keeps its place in run order, so the stable merge keeps ties in run order: consecutive
-        # in-memory runs are sorted together, each on-disk run is a file.
-        sources: list[list[tuple[Any, Any]] | Path] = []
-        pending: list[bytes] = []
+        # in-memory runs are sorted together, each on-disk run is a file. The merge passes run while the in-memory
+        # runs are still encoded (a stretch is a list of run bytes): their decoded pairs and the passes' streams
+        # would not both fit in the budget.
+        stretches: list[_Encoded | Path] = []
         for run in runs:
             if run.data is not None:
-                pending.append(run.data)
-                continue
-            if pending:
-                sources.append(sort_runs_in_memory(pending, order))
-                pending = []
-            if run.path is not None:
-                sources.append(run.path)
-        if pending:
-            sources.append(sort_runs_in_memory(pending, order))
-        while sum(isinstance(source, Path) for source in sources) > self.fan_in:
-            sources = self._merge_pass(sources, order)
+                if stretches and isinstance(stretches[-1], _Encoded):
+                    stretches[-1].runs.append(run.data)
+                else:
+                    stretches.append(_Encoded([run.data]))
+            elif run.path is not None:
+                stretches.append(run.path)
+        while sum(isinstance(source, Path) for source in stretches) > self.fan_in:
+            stretches = self._merge_pass(stretches, order)
+        sources: list[list[tuple[Any, Any]] | Path] = [
+            source if isinstance(source, Path) else sort_runs_in_memory(source.runs, order) for source in stretches
+        ]
         return sources, order
 
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
@@ -313,7 +329,7 @@ class RunStore:
         for (task, attempt), attempt_runs in self.attempts.items():
             assert attempt_runs.committed_spills is None or self.committed.get(task) == attempt
 
-    def _merge_pass(self, sources: list[Any], order: Any) -> list[Any]:
+    def _merge_pass(self, sources: list[_Encoded | Path], order: Any) -> list[_Encoded | Path]:
         """Merge consecutive sources holding up to ``fan_in`` files into one file each, in order."""
         result: list[Any] = []
         group: list[Any] = []
@@ -330,10 +346,12 @@ class RunStore:
                 files += isinstance(source, Path)
         return result
 
-    def _merge_files(self, sources: list[Any], order: Any) -> Path:
+    def _merge_files(self, sources: list[_Encoded | Path], order: Any) -> Path:
         target = self._next_path("merged")
         writer = RunWriter(target)
-        streams = _as_blocks(sources)
+        streams = _as_blocks(
+            [source if isinstance(source, Path) else sort_runs_in_memory(source.runs, order) for source in sources]
+        )
         for batch in merge_blocks(streams, order):
             writer.add_pairs(batch)
         size = writer.close()
@@ -367,6 +385,13 @@ class RunStore:
     def _next_path(self, kind: str) -> Path:
         self._file_seq += 1
         return self.spill_dir / f"{kind}-{self._file_seq:06d}.run"
+
+
+@dataclass
+class _Encoded:
+    """Consecutive in-memory runs, still encoded, while merge passes run (see ``RunStore._merge_sources``)."""
+
+    runs: list[bytes]
 
 
 def _as_blocks(sources: list[Any]) -> list[Iterator[list[tuple[Any, Any]]]]:
