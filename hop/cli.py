@@ -72,7 +72,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument(
-        "--split-size", type=size_argument, default=32 << 20, help="bytes per input split (default 32MB)"
+        "--split-size",
+        type=size_argument,
+        default=32 << 20,
+        help="bytes per input split (default 32MB); smaller when the input would leave map slots without a task",
     )
     parser.add_argument(
         "--spill-records",

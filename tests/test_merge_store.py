@@ -21,7 +21,7 @@ from shuffle.merge import (
     sort_runs_in_memory,
 )
 from shuffle.runs import encode_run
-from shuffle.store import RunStore
+from shuffle.store import MAX_FAN_IN, STREAM_BYTES, RunStore
 
 Pair = tuple[Any, Any]
 
@@ -469,6 +469,14 @@ def test_store_model(
     store.close()
     store._check()
     assert list(store_dir.iterdir()) == []
+
+
+def test_fan_in_follows_the_memory_budget(store_dir: Path) -> None:
+    # Half the budget is for the streams of the on-disk runs being merged, STREAM_BYTES each.
+    assert RunStore(store_dir, memory_limit=64 * STREAM_BYTES).fan_in == 32
+    assert RunStore(store_dir, memory_limit=1 << 30).fan_in == MAX_FAN_IN
+    assert RunStore(store_dir, memory_limit=1).fan_in == 2
+    assert RunStore(store_dir, memory_limit=1, fan_in=5).fan_in == 5
 
 
 def test_fan_in_below_two_is_rejected(store_dir: Path) -> None:
