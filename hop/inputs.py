@@ -2,8 +2,8 @@
 
 - Paths may be files, directories (their files, not recursively; names starting with ``_`` or ``.`` are skipped, as
   in Hadoop, so a job's output directory can be read as input) and glob patterns.
-- A plain file is cut into splits of ``split_size`` bytes (smaller when the input would otherwise leave some of the
-  cluster's map slots without a task: ``split_size_for``). A line belongs to the split that holds its first byte, so
+- A plain file is cut into splits of about ``split_size`` bytes, as many as fill whole waves of the cluster's map
+  slots (``split_size_for``). A line belongs to the split that holds its first byte, so
   each line is read exactly once whatever the split boundaries. Gzip files cannot be split and make one split each.
 - Records are ``(key, value)``: for ``text`` the key is the byte offset of the line in its (uncompressed) file and the
   value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON;
@@ -95,14 +95,17 @@ def expand_inputs(patterns: list[str]) -> list[str]:
 
 
 def split_size_for(total_bytes: int, split_size: int, slots: int) -> int:
-    """The split size to cut ``total_bytes`` of input with: ``split_size``, or less when that would make fewer
-    splits than the ``slots`` (map slots) that will read them, so that every slot gets work, but not below
-    ``MIN_SPLIT_BYTES`` (a task's fixed cost would outweigh its share)."""
+    """The split size to cut ``total_bytes`` of input with, given the ``slots`` (map slots) that will read the
+    splits: about ``split_size``, adjusted so that the number of splits is a multiple of ``slots`` (whole waves:
+    three equal maps on two slots leave one slot idle for a third of the job, four smaller ones do not), but not
+    made smaller than ``MIN_SPLIT_BYTES`` for that (a task's fixed cost would outweigh its share)."""
     if split_size <= 0:
         raise ValueError(f"split size must be positive, got {split_size}")
     if slots <= 1 or total_bytes <= 0:
         return split_size
-    return min(split_size, max(MIN_SPLIT_BYTES, -(-total_bytes // slots)))
+    tasks = max(1, round(total_bytes / split_size))
+    tasks = -(-tasks // slots) * slots
+    return max(min(MIN_SPLIT_BYTES, split_size), -(-total_bytes // tasks))
 
 
 def make_splits(files: list[str], split_size: int, slots: int = 1) -> list[Split]:

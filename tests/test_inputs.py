@@ -51,12 +51,15 @@ def test_splits_read_every_line_once_with_its_byte_offset(
     assert [pair for split in splits for pair in iter_lines(split)] == expected
 
 
-def test_split_size_leaves_no_map_slot_idle(tmp_path: Path) -> None:
+def test_split_size_fills_whole_waves_of_map_slots(tmp_path: Path) -> None:
     mb = 1 << 20
-    assert split_size_for(150 * mb, 32 * mb, 2) == 32 * mb  # enough splits already
-    assert split_size_for(50 * mb, 32 * mb, 2) == 25 * mb  # one split would leave a slot idle
-    assert split_size_for(50 * mb, 32 * mb, 1) == 32 * mb
+    assert split_size_for(128 * mb, 32 * mb, 2) == 32 * mb  # 4 splits: two waves already
+    assert split_size_for(96 * mb, 32 * mb, 2) == 24 * mb  # 3 would leave a slot idle in the second wave: 4
+    assert split_size_for(50 * mb, 32 * mb, 2) == 25 * mb  # 2 (1.56 rounds to 2)
+    assert split_size_for(40 * mb, 32 * mb, 2) == 20 * mb  # 1 would leave a slot idle: 2
+    assert split_size_for(96 * mb, 32 * mb, 1) == 32 * mb
     assert split_size_for(MIN_SPLIT_BYTES, 32 * mb, 8) == MIN_SPLIT_BYTES  # not finer than the minimum
+    assert split_size_for(400_000, 100_000, 2) == 100_000  # a split size below the minimum is the user's
     with pytest.raises(ValueError, match="split size must be positive"):
         split_size_for(10, 0, 2)
     path = tmp_path / "input.txt"
