@@ -25,6 +25,7 @@ side. Other buffers keep lists of values, whose memory grows with records: they 
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -270,10 +271,12 @@ class MapOutputBuffer:
             spill = write_spill(path, runs)
         except OSError as error:
             path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-            raise SpillWriteError(
-                f"cannot write spill file {path}: {error.strerror or error}; free space in the worker's spill "
-                "directory (hop worker --spill-dir) or use a larger disk"
-            ) from error
+            remedy = (
+                "free space in the worker's spill directory (hop worker --spill-dir) or use a larger disk"
+                if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+                else "check that the worker's spill directory (hop worker --spill-dir) exists and is writable"
+            )
+            raise SpillWriteError(f"cannot write spill file {path}: {error.strerror or error}; {remedy}") from error
         counters.spill_files += 1
         counters.spill_bytes += spill.size
         counters.spills.append(spill)

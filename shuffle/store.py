@@ -29,15 +29,16 @@ from shuffle.merge import blocks_of, group_block, group_merged, merge_blocks, me
 from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
 
 DECODED_EXPANSION = 16
-"""How much larger small (key, value) pairs are as Python objects than as msgpack (a 7-byte pair becomes a tuple,
-a str and an int in a list: about 120 bytes, measured with tracemalloc on word-count runs). The store keeps
+"""How much larger small (key, value) pairs are as Python objects than as msgpack (a 7-byte word-count pair becomes
+a 56-byte tuple, a 56-byte str and a list slot: about 120 bytes; 12 left the 1 GB reducer benchmark over budget).
+The store keeps
 ``memory_limit / (2 * DECODED_EXPANSION)`` encoded bytes in memory so that decoding them at the end takes half of
 ``memory_limit``."""
 
 STREAM_BYTES = 3 << 20
 """Memory one on-disk run costs while it is merged: its decoded block (8192 small pairs: about 1 MB), its read
 buffer, its share of the merge's batch and of the allocator's fragmentation (measured: merging 64 run files of word
-pairs peaks about 200 MB above the idle process)."""
+pairs peaked 165 MB above the idle process with 64 KiB read buffers, 200 MB with 256 KiB)."""
 
 MAX_FAN_IN = 64
 

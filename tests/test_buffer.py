@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hop.aggregates import Sum
-from shuffle.buffer import MAX_SPILL_GROWTH, CombinerKeyError, MapOutputBuffer, PartitionError
+from shuffle.buffer import MAX_SPILL_GROWTH, CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
 from shuffle.keys import MIXED, total_order_key
 from shuffle.runs import iter_run
 from shuffle.spill import SpillFile
@@ -437,3 +437,10 @@ def test_spills_regrouped_equal_a_dict_computation(
     else:
         assert counters.combine_input_records == counters.combine_output_records == 0
         assert written == emitted
+
+
+def test_spill_into_a_missing_directory_names_it(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path / "gone", 1, None, _sum_combiner, spill_records=10**9)
+    buffer.collect([("k", 1)])
+    with pytest.raises(SpillWriteError, match=r"gone/spill-00000\.spill: .*exists and is writable"):
+        buffer.spill()
