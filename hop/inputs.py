@@ -185,7 +185,7 @@ def iter_lines(split: Split, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[t
             lines = text.split("\n")
             lengths = map(len, lines if body.isascii() else body.split(b"\n"))
             starts = accumulate(map(add, lengths, repeat(1)), initial=position)
-            if "\r" in text:
+            if "\r" in text:  # (the lengths above are of the lines as read, with their \r)
                 lines = [line[:-1] if line.endswith("\r") else line for line in lines]
             position += len(body) + 1  # where the first line after this chunk's lines starts
             if end is not None and position >= end:

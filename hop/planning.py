@@ -5,12 +5,13 @@ reducer knows exactly which chunks its data covers, and estimates scale by the f
 ``hop.online``). Each chunk has a number (its id, unique in the job), a size in bytes and a *stratum*: the name the
 job's ``input_stratum(path)`` gives its file ("" for every chunk when the job defines no strata).
 
-- Plain mode (no snapshots, sequential order): every map task reads one split of ``split_size`` bytes (less if
-  that would leave map slots idle), which is one chunk: exactly ``hop.inputs.make_splits``.
+- Plain mode (no snapshots, sequential order): every map task reads one split of about ``split_size`` bytes (as
+  many as fill whole waves of the map slots), which is one chunk: exactly ``hop.inputs.make_splits``.
 - Chunked mode (snapshots or ``--order random``): files are cut into chunks of ``chunk_size`` bytes, and the chunks are
-  dealt to ``round(total / split_size)`` map tasks as consecutive runs of the chunk list. With ``order="random"`` the
-  list is first put in a seeded random order (stratified when the job has strata: see ``_random_order``), so the
-  chunks read by any set of tasks at any moment are a random sample of the input, whichever tasks run first.
+  dealt to ``round(total / split_size)`` map tasks (rounded up to whole waves of map slots) as consecutive runs of
+  the chunk list. With ``order="random"`` the list is first put in a seeded random order (stratified when the job
+  has strata: see ``_random_order``), so the chunks read by any set of tasks at any moment are a random sample of
+  the input, whichever tasks run first.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ def plan_map_inputs(
     slots: int = 1,
 ) -> list[list[Chunk]]:
     """The chunks of every map task (see the module docstring); ``strata`` maps a file to its stratum; ``slots``
-    is the number of map slots the job can use (the split size shrinks so that each gets a task, see
-    ``hop.inputs.split_size_for``)."""
+    is the number of map slots the job can use (the number of tasks is a multiple of it where the input allows,
+    see ``hop.inputs.split_size_for``)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if chunk_size <= 0:

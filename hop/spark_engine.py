@@ -141,7 +141,7 @@ def _local_cores(master: str) -> int:
     if match is None:
         return 1
     cores = match.group(1) or "1"
-    return os.cpu_count() or 1 if cores == "*" else int(cores)
+    return (os.cpu_count() or 1) if cores == "*" else int(cores)
 
 
 def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str, str] | None = None) -> SparkSession:

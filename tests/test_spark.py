@@ -391,3 +391,11 @@ def test_standalone_master_and_worker(client: Client, corpus: Path, tmp_path: Pa
     report = json.loads((spark_out / "_job.json").read_text())
     assert report["master"] == master and report["job_id"].startswith("app-")
     assert not (tmp_path / "spark-work").exists() and not (tmp_path / "spark-logs").exists()
+
+
+def test_spark_cuts_input_for_its_local_cores_as_hop_does_for_its_slots() -> None:
+    from hop.spark_engine import _local_cores
+
+    cores = os.cpu_count() or 1
+    assert [_local_cores(m) for m in ("local", "local[3]", "local[*]", "local[4,2]")] == [1, 3, cores, 4]
+    assert _local_cores("spark://10.0.0.5:7077") == 1
