@@ -129,13 +129,18 @@ def test_without_combiner(client: Client, zipf_text: Path, tmp_path: Path) -> No
     assert report["counters"]["reduce_input_records"] == report["counters"]["map_output_records"]
 
 
-def test_small_input_still_gives_every_map_slot_a_task(client: Client, tmp_path: Path) -> None:
-    # 3 MB is one 32 MB split, but the test cluster has two map slots: the input is cut in two, one per slot.
+def test_small_input_still_gives_every_map_slot_a_task(tmp_path: Path) -> None:
+    # 3 MB is one 32 MB split, but the cluster has three map slots: the input is cut in three, one per slot.
     source = tmp_path / "in.txt"
     generate_text(source, 3_000_000, seed=4)
     output = tmp_path / "out"
-    report = run_job(client, "wordcount", [source], output, num_reduces=2)
-    assert report["num_maps"] == 2
+    with LocalCluster(workers=3, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            report = run_job(client, "wordcount", [source], output, num_reduces=2)
+        finally:
+            client.close()
+    assert report["num_maps"] == 3
     assert output_dict(output) == word_counts(source)
 
 
