@@ -34,7 +34,6 @@ import json
 import math
 import os
 import random
-import re
 import statistics
 import sys
 import tempfile
@@ -46,7 +45,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from bench.environment import REPO_ROOT
+from bench.environment import REPO_ROOT, slot_kind
 from bench.report import machine_info
 from hop.client import Client
 from hop.gen.text import build_vocabulary
@@ -107,7 +106,7 @@ def tree_bytes(folder: Path) -> int:
 
 
 def process_label(process: psutil.Process) -> str:
-    if re.fullmatch(r".*/[mrs]\d+", process.name()):  # a task process, named after its slot
+    if slot_kind(process) is not None:
         return f"task {process.name()}"
     command = process.cmdline()
     module = command[2] if len(command) > 2 and command[1] == "-m" else command[-1]

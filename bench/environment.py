@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import compileall
 import os
+import re
 import sys
 from pathlib import Path
+
+import psutil
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = REPO_ROOT / "bench"
@@ -21,6 +24,14 @@ def compile_project() -> None:
     (Python reads existing bytecode whatever that variable says.)"""
     for package in PROJECT_PACKAGES:
         compileall.compile_dir(REPO_ROOT / package, quiet=1)
+
+
+def slot_kind(process: psutil.Process) -> str | None:
+    """``"m"``, ``"r"`` or ``"s"`` for a task process of a map, reduce or stream slot, else ``None``: task processes
+    are forked from their worker, so they share its command line, and are told apart by their process name, their
+    slot's (``local-0/r0``, ``hop.lifetime.name_process``). Raises ``psutil.Error`` if the process is gone."""
+    match = re.fullmatch(r".*/([mrs])\d+", process.name())
+    return match.group(1) if match else None
 
 
 def hop_command() -> list[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import tempfile
 import threading
@@ -33,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from bench.environment import REPO_ROOT
+from bench.environment import REPO_ROOT, slot_kind
 from bench.report import machine_info
 from hop.client import Client
 from hop.gen.cli import parse_size
@@ -53,7 +52,7 @@ def _tree_cpu(pids: list[int], only_stream_slots: bool = False) -> float:
         try:
             root = psutil.Process(pid)
             for process in [root, *root.children(recursive=True)]:
-                if only_stream_slots and not re.fullmatch(r"local-\d+/s\d+", process.name()):
+                if only_stream_slots and slot_kind(process) != "s":
                     continue
                 with_children = process.cpu_times()
                 total += with_children.user + with_children.system

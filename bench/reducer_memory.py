@@ -14,7 +14,6 @@ import argparse
 import collections
 import contextlib
 import json
-import re
 import tempfile
 import threading
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from bench.environment import REPO_ROOT
+from bench.environment import REPO_ROOT, slot_kind
 from hop.client import Client
 from hop.gen.cli import parse_size
 from hop.gen.text import generate_text
@@ -35,10 +34,10 @@ def reduce_processes() -> list[psutil.Process]:
     found = []
     for process in psutil.Process().children(recursive=True):
         try:
-            name = process.name()  # task processes are named after their slot (hop.lifetime.name_process)
+            kind = slot_kind(process)
         except psutil.Error:
             continue
-        if re.fullmatch(r".*/r\d+", name):
+        if kind == "r":
             found.append(process)
     return found
 

@@ -31,9 +31,8 @@ from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
 DECODED_EXPANSION = 16
 """How much larger small (key, value) pairs are as Python objects than as msgpack (a 7-byte word-count pair becomes
 a 56-byte tuple, a 56-byte str and a list slot: about 120 bytes; 12 left the 1 GB reducer benchmark over budget).
-The store keeps
-``memory_limit / (2 * DECODED_EXPANSION)`` encoded bytes in memory so that decoding them at the end takes half of
-``memory_limit``."""
+The store keeps ``memory_limit / (2 * DECODED_EXPANSION)`` encoded bytes in memory so that decoding them at the end
+takes half of ``memory_limit``."""
 
 STREAM_BYTES = 3 << 20
 """Memory one on-disk run costs while it is merged: its decoded block (8192 small pairs: about 1 MB), its read
@@ -210,11 +209,11 @@ class RunStore:
     def sorted_pairs(self) -> Iterator[tuple[Any, Any]]:
         """All committed pairs in key order (stable by map task, then spill order)."""
         sources, order = self._merge_sources()
-        return merge_runs(_as_blocks(sources), order) if sources else iter(())
+        return merge_runs(_as_blocks(sources, order), order) if sources else iter(())
 
-    def _merge_sources(self) -> tuple[list[list[tuple[Any, Any]] | Path], KeyOrder]:
-        """The committed runs as at most ``fan_in`` files plus sorted in-memory lists, in run order, and their
-        key order."""
+    def _merge_sources(self) -> tuple[list[_Encoded | Path], KeyOrder]:
+        """The committed runs as at most ``fan_in`` files plus stretches of consecutive in-memory runs (still
+        encoded), in run order, and their key order."""
         runs = self.committed_runs()
         order = combined_order(run.order_tag for run in runs)
         # Each source keeps its place in run order, so the stable merge keeps ties in run order: consecutive
@@ -232,10 +231,7 @@ class RunStore:
                 stretches.append(run.path)
         while sum(isinstance(source, Path) for source in stretches) > self.fan_in:
             stretches = self._merge_pass(stretches, order)
-        sources: list[list[tuple[Any, Any]] | Path] = [
-            source if isinstance(source, Path) else sort_runs_in_memory(source.runs, order) for source in stretches
-        ]
-        return sources, order
+        return stretches, order
 
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
         """All committed values grouped by key, in key order: the reduce input.
@@ -248,7 +244,7 @@ class RunStore:
         if any(run.data is None for run in runs) or self._merged:
             # Streamed from disk: merge runs of equal keys, not single pairs (see shuffle.merge.group_block).
             sources, order = self._merge_sources()
-            blocks = [map(group_block, source) for source in _as_blocks(sources)]
+            blocks = [map(group_block, source) for source in _as_blocks(sources, order)]
             return group_merged(itertools.chain.from_iterable(merge_blocks(blocks, order)))
         groups: dict[Any, list[Any]] = {}
         get = groups.get
@@ -350,9 +346,7 @@ class RunStore:
     def _merge_files(self, sources: list[_Encoded | Path], order: Any) -> Path:
         target = self._next_path("merged")
         writer = RunWriter(target)
-        streams = _as_blocks(
-            [source if isinstance(source, Path) else sort_runs_in_memory(source.runs, order) for source in sources]
-        )
+        streams = _as_blocks(sources, order)
         for batch in merge_blocks(streams, order):
             writer.add_pairs(batch)
         size = writer.close()
@@ -395,6 +389,10 @@ class _Encoded:
     runs: list[bytes]
 
 
-def _as_blocks(sources: list[Any]) -> list[Iterator[list[tuple[Any, Any]]]]:
-    """Merge sources (run files, sorted lists of pairs) as the block streams ``merge_blocks`` takes."""
-    return [iter_run_file_blocks(source) if isinstance(source, Path) else blocks_of(source) for source in sources]
+def _as_blocks(sources: list[_Encoded | Path], order: KeyOrder) -> list[Iterator[list[tuple[Any, Any]]]]:
+    """Merge sources as the block streams ``merge_blocks`` takes: a run file streamed block by block; a stretch of
+    in-memory runs decoded and sorted now (it fits half the budget, see the module docstring)."""
+    return [
+        iter_run_file_blocks(source) if isinstance(source, Path) else blocks_of(sort_runs_in_memory(source.runs, order))
+        for source in sources
+    ]
