@@ -17,8 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from hop.client import Client
 from hop.inputs import expand_inputs
 from hop.job import Job
@@ -39,11 +37,15 @@ class ProgressDisplay:
 
     def __init__(self, enabled: bool, label: str = "") -> None:
         self.enabled = enabled
-        self._bars: list[tqdm] = []
+        self._bars: list[Any] = []
         # On a terminal redraw often; into a log file (not a TTY) every few seconds, so logs stay readable.
         self._interval = 0.1 if sys.stderr.isatty() else 5.0
         self._last = 0.0
         if enabled:
+            # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
+            # quiet run (--quiet, scripts, the benchmarks) need not pay.
+            from tqdm import tqdm
+
             fmt = "{desc:<14}{percentage:5.1f}%|{bar:30}| {postfix}"
             self._bars = [
                 tqdm(total=100, desc=f"{label}map", position=0, file=sys.stderr, bar_format=fmt, leave=True),
