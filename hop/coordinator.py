@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -919,9 +920,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bind", default="tcp://127.0.0.1:*", help="ZeroMQ address to bind (default: a free port)")
     parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT)
     args = parser.parse_args(argv)
+    return run(args.bind, args.heartbeat_timeout, lambda address: print(address, flush=True))
+
+
+def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None]) -> int:
+    """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
     ignore_terminal_interrupts()
-    coordinator = Coordinator(args.bind, args.heartbeat_timeout)
-    print(coordinator.address, flush=True)
+    coordinator = Coordinator(bind, heartbeat_timeout)
+    announce(coordinator.address)
     with contextlib.suppress(KeyboardInterrupt):
         coordinator.serve()
     return 0

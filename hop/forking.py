@@ -3,7 +3,8 @@
 A worker's task processes all run ``hop.taskproc``. Starting each with a fresh interpreter costs about 0.15 s of
 CPU (interpreter, site, the engine's imports); forking the worker after it imported the same modules costs a few
 milliseconds. On a 2-core machine an embedded cluster starts its task processes all at once, so this is start-up
-time every ``hop run`` pays.
+time every ``hop run`` pays. The embedded cluster starts the same way: its coordinator forks the workers
+(``hop.cluster_launch``), and the process that launched it holds them as :class:`DescendantProcess`.
 
 Contract of :func:`fork_call`: only call it while the parent holds no ZeroMQ context and runs no other thread (the
 child gets a copy of whatever state they were in); the child runs ``function(*args)``, flushes stdout and stderr and
@@ -13,6 +14,7 @@ into the parent's code and runs no ``atexit`` handler of the parent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,16 +24,45 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ForkedProcess", "fork_call"]
+__all__ = ["DescendantProcess", "ForkedProcess", "fork_call"]
 
 
-class ForkedProcess:
-    """A forked child of this process: ``pid``, ``returncode``, ``poll``, ``wait``, ``terminate`` and ``kill`` as
-    on :class:`subprocess.Popen`."""
+class _Handle:
+    """``returncode``, ``wait``, ``send_signal``, ``terminate`` and ``kill`` as on :class:`subprocess.Popen`, over a
+    subclass's ``poll``."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        raise NotImplementedError
+
+    def wait(self, timeout: float) -> int:
+        """The exit code; raises :class:`subprocess.TimeoutExpired` if the process still runs after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while (code := self.poll()) is None:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return code
+
+    def send_signal(self, number: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):  # ended since
+                os.kill(self.pid, number)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class ForkedProcess(_Handle):
+    """A forked child of this process (see :class:`_Handle` for what it offers)."""
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -44,26 +75,30 @@ class ForkedProcess:
                     self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
-    def wait(self, timeout: float) -> int:
-        """The exit code; raises :class:`subprocess.TimeoutExpired` if the child still runs after ``timeout`` s."""
-        deadline = time.monotonic() + timeout
-        delay = 0.0005
-        while (code := self.poll()) is None:
-            if time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-        return code
 
-    def send_signal(self, number: int) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, number)
+class DescendantProcess(_Handle):
+    """A process another process of ours forked (an embedded cluster's worker, forked by its coordinator).
 
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
+    Its exit code is its parent's to collect, so ``returncode`` is -1 once it has ended (or the code, if this
+    process adopted and reaped it as a subreaper). Contract: the parent does not leave it a zombie (the embedded
+    coordinator ignores SIGCHLD, so the kernel reaps its workers); an ended process is then one that no longer
+    exists. A pid reused within the life of one cluster would read as alive: Linux hands out pids in order up to
+    ``pid_max`` before it wraps around.
+    """
 
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)  # ours if its parent died and we adopted it
+            except ChildProcessError:
+                try:
+                    os.kill(self.pid, 0)
+                except ProcessLookupError:
+                    self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
 
 
 def fork_call(function: Callable[..., int | None], *args: Any) -> ForkedProcess:

@@ -1,9 +1,10 @@
-"""The embedded local cluster: a coordinator and workers started as subprocesses on 127.0.0.1.
+"""The embedded local cluster: a coordinator and workers started as processes of this machine.
 
 ``hop run`` without ``--coordinator`` uses it. It runs the same coordinator and worker programs as a real cluster
-(``python -m hop.coordinator``, ``python -m hop.worker``), so there is no in-process shortcut to diverge from.
-:meth:`LocalCluster.stop` asks the coordinator to shut down (which stops the workers and their task processes),
-then terminates and finally kills anything still running, so nothing outlives it.
+(``hop.coordinator``, ``hop.worker``), so there is no in-process shortcut to diverge from; to start in one
+interpreter's time, one process (``hop.cluster_launch``) imports them, forks the workers and becomes the
+coordinator. :meth:`LocalCluster.stop` asks the coordinator to shut down (which stops the workers and their task
+processes), then terminates and finally kills anything still running, so nothing outlives it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import sys
 import tempfile
 import time
 from types import TracebackType
+from typing import TextIO
 
 from hop.client import Client, CoordinatorUnavailable
+from hop.forking import DescendantProcess
 from hop.lifetime import PARENT_VARIABLE
 
 START_TIMEOUT = 60.0
@@ -49,8 +52,9 @@ class LocalCluster:
         self.reduce_slots = reduce_slots
         self.stream_slots = stream_slots
         self.heartbeat_timeout = heartbeat_timeout
-        self.coordinator: subprocess.Popen[str] | None = None
-        self.workers: list[subprocess.Popen[bytes]] = []
+        self.coordinator: subprocess.Popen[bytes] | None = None
+        """The coordinator's process: the launcher (``hop.cluster_launch``), which forked the workers."""
+        self.workers: list[DescendantProcess] = []
         self.address = ""
         self._socket_dir: str | None = None
 
@@ -78,52 +82,43 @@ class LocalCluster:
         # The cluster's processes end on their own if this process dies without stopping them (``orphaned``).
         # PYTHONHASHSEED=0: what a worker would otherwise re-execute itself to get (hop.worker.main).
         environment = {**os.environ, PARENT_VARIABLE: str(os.getpid()), "PYTHONHASHSEED": "0"}
-        self.coordinator = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hop.coordinator",
-                "--bind",
-                planned,
-                "--heartbeat-timeout",
-                str(self.heartbeat_timeout),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=environment,
-        )
-        self.address = planned
-        for i in range(self.num_workers):
-            self.workers.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "hop.worker",
-                        "--coordinator",
-                        self.address,
-                        "--name",
-                        f"local-{i}",
-                        "--map-slots",
-                        str(self.map_slots),
-                        "--reduce-slots",
-                        str(self.reduce_slots),
-                        "--stream-slots",
-                        str(self.stream_slots),
-                        # Spill files under the cluster's directory: removed at stop even if a worker was killed.
-                        "--spill-dir",
-                        self._socket_dir,
-                        "--rack",
-                        f"rack-{i % self.racks}",
-                        "--sample-interval",
-                        str(self.sample_interval),
-                        "--sample-scope",
-                        "process",
-                    ],
-                    env=environment,
-                )
+        report_read, report_write = os.pipe()
+        try:
+            self.coordinator = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "hop.cluster_launch",
+                    "--report-fd",
+                    str(report_write),
+                    "--bind",
+                    planned,
+                    "--heartbeat-timeout",
+                    str(self.heartbeat_timeout),
+                    "--workers",
+                    str(self.num_workers),
+                    "--map-slots",
+                    str(self.map_slots),
+                    "--reduce-slots",
+                    str(self.reduce_slots),
+                    "--stream-slots",
+                    str(self.stream_slots),
+                    # Spill files under the cluster's directory: removed at stop even if a worker was killed.
+                    "--spill-dir",
+                    self._socket_dir,
+                    "--racks",
+                    str(self.racks),
+                    "--sample-interval",
+                    str(self.sample_interval),
+                ],
+                env=environment,
+                pass_fds=(report_write,),
             )
-        if self._read_address(self.coordinator) != planned:
+        finally:
+            os.close(report_write)
+        with os.fdopen(report_read) as report:
+            self.address = self._read_report(report)
+        if self.address != planned:
             raise ClusterStartError(f"coordinator did not bind {planned}")
         client = Client(self.address, timeout=10)
         try:
@@ -131,27 +126,35 @@ class LocalCluster:
             while sum(w["alive"] for w in client.workers()) < self.num_workers:
                 for process in self.workers:
                     if process.poll() is not None:
-                        raise ClusterStartError(f"a worker exited with code {process.returncode} at start-up")
+                        raise ClusterStartError(f"worker pid {process.pid} exited at start-up (see its output above)")
                 if time.monotonic() > deadline:
                     raise ClusterStartError(f"workers did not register within {START_TIMEOUT:.0f}s")
                 time.sleep(0.01)
         finally:
             client.close()
 
-    @staticmethod
-    def _read_address(process: subprocess.Popen[str]) -> str:
-        assert process.stdout is not None
+    def _read_report(self, report: TextIO) -> str:
+        """Take the workers' pids from the launcher's report (``hop.cluster_launch``); return the coordinator's
+        address, its last line."""
+        deadline = time.monotonic() + START_TIMEOUT
         selector = selectors.DefaultSelector()
-        selector.register(process.stdout, selectors.EVENT_READ)
+        selector.register(report, selectors.EVENT_READ)
         try:
-            if not selector.select(START_TIMEOUT):
-                raise ClusterStartError(f"coordinator did not start within {START_TIMEOUT:.0f}s")
+            while True:
+                if not selector.select(max(0.0, deadline - time.monotonic())):
+                    raise ClusterStartError(f"coordinator did not start within {START_TIMEOUT:.0f}s")
+                line = report.readline()
+                kind, _, rest = line.strip().partition(" ")
+                if kind == "worker":
+                    self.workers.append(DescendantProcess(int(rest.rsplit(" ", 1)[1])))
+                elif kind == "coordinator":
+                    return rest
+                else:
+                    assert self.coordinator is not None
+                    code = self.coordinator.wait(timeout=5) if not line else None
+                    raise ClusterStartError(f"coordinator failed to start (exit code {code}): {line!r}")
         finally:
             selector.close()
-        line = process.stdout.readline().strip()
-        if not line.startswith(("tcp://", "ipc://")):
-            raise ClusterStartError(f"coordinator failed to start (exit code {process.poll()})")
-        return line
 
     def stop(self) -> None:
         if self.coordinator is not None and self.coordinator.poll() is None and self.address:
@@ -162,7 +165,7 @@ class LocalCluster:
                 pass
             finally:
                 client.close()
-        processes: list[subprocess.Popen[str] | subprocess.Popen[bytes]] = list(self.workers)
+        processes: list[subprocess.Popen[bytes] | DescendantProcess] = list(self.workers)
         if self.coordinator is not None:
             processes.append(self.coordinator)
         deadline = time.monotonic() + 10
@@ -177,8 +180,6 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=5)
-        if self.coordinator is not None and self.coordinator.stdout is not None:
-            self.coordinator.stdout.close()
         self.workers = []
         self.coordinator = None
         if self._socket_dir is not None:

@@ -1,4 +1,5 @@
-"""hop.forking: the forked task-process handle behaves like the subprocess.Popen part the worker uses."""
+"""hop.forking: the forked task-process handle behaves like the subprocess.Popen part the worker uses; the
+embedded cluster's workers, forked by its coordinator, are held as descendants."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
-from hop.forking import fork_call
+from hop.client import Client
+from hop.forking import DescendantProcess, fork_call
+from hop.local_cluster import LocalCluster
 
 
 def _returns(code: int) -> int:
@@ -57,3 +61,53 @@ def test_terminate_sends_sigterm() -> None:
     child = fork_call(_sleeps)
     child.terminate()
     assert child.wait(timeout=10) == -signal.SIGTERM
+
+
+def _forks_a_sleeper(report: int) -> int:
+    """A middle process that forks a grandchild, reports its pid and waits to be told to end."""
+    grandchild = fork_call(_sleeps)
+    os.write(report, f"{grandchild.pid}\n".encode())
+    time.sleep(60)
+    return 0
+
+
+def test_a_descendant_reads_as_ended_once_killed_and_reaped_by_its_parent() -> None:
+    read, write = os.pipe()
+    middle = fork_call(_forks_a_sleeper, write)
+    os.close(write)
+    try:
+        with os.fdopen(read) as report:
+            grandchild = DescendantProcess(int(report.readline()))
+        assert grandchild.poll() is None
+        with pytest.raises(subprocess.TimeoutExpired):
+            grandchild.wait(timeout=0.05)
+        # Ended: the middle process (its parent) is killed too, so the grandchild is reparented and reaped by
+        # whoever adopts it (this process if it is a subreaper, as under pytest's session fixture; else init).
+        grandchild.kill()
+        middle.kill()
+        assert middle.wait(timeout=10) == -signal.SIGKILL
+        assert grandchild.wait(timeout=10) in (-1, -signal.SIGKILL)
+        grandchild.kill()  # already gone: no error
+    finally:
+        middle.kill()
+
+
+def test_the_embedded_cluster_forks_its_workers_from_the_coordinator() -> None:
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
+        assert cluster.coordinator is not None
+        coordinator = psutil.Process(cluster.coordinator.pid)
+        workers = [psutil.Process(worker.pid) for worker in cluster.workers]
+        assert [w.ppid() for w in workers] == [coordinator.pid] * 2
+        assert [w.name() for w in workers] == ["local-0", "local-1"]
+        # A killed worker is reaped by the coordinator's kernel-side SIGCHLD handling: no zombie, the handle
+        # sees it end, and the coordinator keeps serving.
+        cluster.workers[1].kill()
+        assert cluster.workers[1].wait(timeout=10) == -1
+        assert cluster.coordinator.poll() is None
+        client = Client(cluster.address, timeout=10)
+        try:
+            names = [w["name"] for w in client.workers()]
+        finally:
+            client.close()
+        assert names == ["local-0", "local-1"]
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in [coordinator, *workers])
