@@ -34,6 +34,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -110,8 +111,9 @@ def process_label(process: psutil.Process) -> str:
         return f"task {process.name()}"
     command = process.cmdline()
     module = command[2] if len(command) > 2 and command[1] == "-m" else command[-1]
-    if module == "hop.worker" and "--name" in command:
-        return f"worker {command[command.index('--name') + 1]}"
+    if module == "hop.cluster_launch":  # the coordinator, and the workers it forked (named local-N)
+        name = process.name()
+        return f"worker {name}" if re.fullmatch(r"local-\d+", name) else "coordinator"
     return f"task {command[4]}" if module == "hop.taskproc" and len(command) > 4 else module.replace("hop.", "")
 
 

@@ -48,12 +48,14 @@ def _tree_cpu(pids: list[int], only_stream_slots: bool = False) -> float:
     """CPU seconds used so far by these processes and their children (live ones); ``only_stream_slots``: only the
     task processes of stream slots (``local-N/sN``), where the monitoring job's sources and reducer run."""
     total = 0.0
+    counted: set[int] = set()  # the coordinator's tree holds the workers' (it forked them): count each once
     for pid in pids:
         try:
             root = psutil.Process(pid)
             for process in [root, *root.children(recursive=True)]:
-                if only_stream_slots and slot_kind(process) != "s":
+                if process.pid in counted or (only_stream_slots and slot_kind(process) != "s"):
                     continue
+                counted.add(process.pid)
                 with_children = process.cpu_times()
                 total += with_children.user + with_children.system
         except psutil.Error:
