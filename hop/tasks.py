@@ -155,6 +155,7 @@ def run_map(
     records they cover without mapping them, numbers its own spills after them, and adds the checkpoint's counters
     to its own, so the committed result counts every record once.
     """
+    cpu_began = time.process_time()  # the slot's process runs one task after another: count this one's
     job, functions = instantiate(spec)
     prefix: dict[str, Any] = resume or {
         "spills": 0,
@@ -424,6 +425,7 @@ def run_map(
                 "map_resumed_records": prefix["records"],
                 "pipe_streamed_bytes": receiver.received_bytes if receiver is not None else 0,
                 "pipe_file_bytes": receiver.file_bytes if receiver is not None else 0,
+                "map_cpu_seconds": round(time.process_time() - cpu_began, 3),
             },
         ),
         "user_counters": job.take_counters(),
@@ -518,6 +520,7 @@ def run_reduce(
     In a pipeline (``options["pipe_output"]``) the output is also streamed, as it is written, to the next job's map
     for this partition (``hop.pipe``): at ``pipe_to``, or wherever a ``pipe_at`` message points.
     """
+    cpu_began = time.process_time()
     job, functions = instantiate(spec)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.ROUTER)  # workers' DEALERs push runs; each run is acknowledged (credit flow)
@@ -606,6 +609,7 @@ def run_reduce(
                 "reduce_runs_dropped": store.dropped_runs,
                 "reduce_disk_bytes_peak": store.disk_bytes,
                 "bad_records_skipped": len(bad_records),
+                "reduce_cpu_seconds": round(time.process_time() - cpu_began, 3),
             },
             "user_counters": job.take_counters(),
             "bad_records": bad_records,

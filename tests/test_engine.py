@@ -90,6 +90,10 @@ def test_job_report(client: Client, zipf_text: Path, tmp_path: Path) -> None:
         assert attempt["start"] <= attempt["end"]
     assert len({a["worker"] for a in attempts}) == 2, "tasks should run on both workers"
     assert len({a["pid"] for a in attempts}) >= 3, "tasks run in separate task processes"
+    # Task CPU: positive, and no more than the tasks' wall time allows (one thread each, plus ZeroMQ's I/O thread).
+    for kind in ("map", "reduce"):
+        busy = sum(a["end"] - a["start"] for a in attempts if a["kind"] == kind)
+        assert 0 < report["counters"][f"{kind}_cpu_seconds"] <= 1.5 * busy + 0.2, kind
 
 
 def test_pipelined_shuffle_starts_before_maps_finish(client: Client, tmp_path: Path) -> None:
