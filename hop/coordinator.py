@@ -42,7 +42,7 @@ from monitoring.events import ClusterEvents
 HEARTBEAT_TIMEOUT = 5.0
 HEARTBEAT_SECONDS = 0.5
 """How often workers heartbeat (hop.worker); three missed in a row are reported as a fault."""
-"""Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared dead."""
+"""Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
 
 
 @dataclass
@@ -64,6 +64,8 @@ class WorkerInfo:
     stream_slots: int = 0
     """Slots kept for continuous jobs' tasks (see ``_pool``); ``free_stream`` of them are free."""
     free_stream: int = 0
+    incarnation: int = 0
+    """How many times this worker has registered: a ``reinit`` names the registration it ends."""
 
     def free(self, pool: str) -> int:
         """Free slots in ``pool`` ("map", "reduce" or "stream": the ``free_<pool>`` field)."""
@@ -142,8 +144,10 @@ class Coordinator:
         kind = msg["type"]
         sender = self.workers.get(msg.get("worker", ""))
         if sender is not None and not sender.alive and kind != "register":
-            # Declared dead (missed heartbeats): its attempts were rescheduled, so it must stop, not rejoin.
-            self._send(identity, "shutdown")
+            # Declared lost (missed heartbeats: stopped, starved or cut off) and heard from again. Its attempts were
+            # rescheduled, so it must drop everything it runs and register afresh (Hadoop reinitialises a lost
+            # tracker the same way); shutting it down would shrink the cluster for good over a pause.
+            self._send(identity, "reinit", incarnation=sender.incarnation)
             return
         handler = getattr(self, f"on_{kind}", None)
         if handler is None:
@@ -174,6 +178,9 @@ class Coordinator:
 
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
         name = msg["worker"]
+        earlier = self.workers.get(name)
+        if earlier is not None and not earlier.alive:
+            self.events.fault("worker_rejoined", worker=name, host=msg["host"])
         self.workers[name] = WorkerInfo(
             identity,
             name,
@@ -188,6 +195,7 @@ class Coordinator:
             samples=msg.get("samples"),
             stream_slots=int(msg.get("stream_slots", 0)),
             free_stream=int(msg.get("stream_slots", 0)),
+            incarnation=int(msg.get("incarnation", 0)),
         )
         self._send(identity, "registered")
         for job in self.jobs.values():  # a late worker must know where running reducers are

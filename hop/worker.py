@@ -129,6 +129,8 @@ class Worker:
             # The cluster monitor's input: this host's and this worker's metrics (monitoring.publisher).
             label = host_label or (self.name if sample_scope == "process" else socket_module.gethostname())
             self.publisher = SamplePublisher(self.context, host, self.name, label, rack, sample_interval, sample_scope)
+        self.incarnation = 0
+        """Registrations so far (``_register``)."""
         self._pushed_before = 0
         self._blocked_seconds = 0.0
         self._last_heartbeat: float | None = None
@@ -263,6 +265,9 @@ class Worker:
             self.pusher.finish_job(msg["job_id"], self.spill_dir)
             if msg.get("failed") or msg.get("stop_tasks"):
                 self._stop_job_tasks(msg["job_id"])
+        elif kind == "reinit":
+            if msg.get("incarnation") == self.incarnation:  # else about a registration already replaced
+                self._reinit()
         elif kind == "shutdown":
             self.running = False
 
@@ -291,6 +296,43 @@ class Worker:
                 slot.process.kill()
                 slot.process.wait(timeout=10)
                 self._to_coordinator("slot_free", kind=task[1], pool=slot.kind)
+
+    def _register(self) -> None:
+        """Offer this worker's slots to the coordinator (again after a ``reinit``: a new incarnation)."""
+        self.incarnation += 1
+        self._to_coordinator(
+            "register",
+            host=self.host,
+            pid=os.getpid(),
+            map_slots=self.map_slots,
+            reduce_slots=self.reduce_slots,
+            stream_slots=self.stream_slots,
+            rack=self.rack,
+            samples=self.publisher.endpoint if self.publisher is not None else None,
+            incarnation=self.incarnation,
+        )
+
+    def _reinit(self) -> None:
+        """The coordinator declared this worker lost and has rescheduled all it ran: end every task, forget every
+        job and its spills, and register again as an empty worker."""
+        for slot in self.slots.values():
+            slot.task = None
+            slot.ready = False  # dead until _check_slots restarts it and the new process says hello
+            if slot.process.poll() is None:
+                slot.process.kill()
+                slot.process.wait(timeout=10)
+        while self.slots_socket.poll(10):  # what the killed tasks sent last (spills, results): void now
+            self.slots_socket.recv_multipart()
+        self.waiting.clear()
+        self.notices.clear()
+        self.pusher.close()  # the jobs' connections and queued spills: their attempts count no more
+        self.pusher = SpillPusher(self.context)
+        self._pushed_before = 0
+        for entry in self.spill_dir.iterdir():
+            if entry.is_dir():  # the jobs' spills and reduce stores (not the slots' socket file, off Linux)
+                shutil.rmtree(entry, ignore_errors=True)
+        self._check_slots()
+        self._register()
 
     def _stop_job_tasks(self, job_id: str) -> None:
         """A failed job's tasks would wait forever for input: end them."""
@@ -330,16 +372,7 @@ class Worker:
         poller.register(self.slots_socket, zmq.POLLIN)
         try:
             self._wait_for_slots()
-            self._to_coordinator(
-                "register",
-                host=self.host,
-                pid=os.getpid(),
-                map_slots=self.map_slots,
-                reduce_slots=self.reduce_slots,
-                stream_slots=self.stream_slots,
-                rack=self.rack,
-                samples=self.publisher.endpoint if self.publisher is not None else None,
-            )
+            self._register()
             next_heartbeat = time.monotonic()
             while self.running:
                 timeout = 5 if self.pusher.pending() else 100

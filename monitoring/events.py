@@ -7,8 +7,9 @@ map per second::
      "jobs": [job summary + failures + elapsed, ...], "workers": [{worker, host, rack, alive, silent_s}, ...],
      "faults": [faults since the previous sample: {id, ts, kind, worker?, job_id?, task?, error?, ...}]}
 
-Faults are task failures (``task_failed``), workers silent for three heartbeats (``heartbeat_missed``) and workers
-declared lost (``worker_lost``); the monitor shows them as annotations. The last ``KEEP_FAULTS`` are also kept for
+Faults are task failures (``task_failed``), workers silent for three heartbeats (``heartbeat_missed``), workers
+declared lost (``worker_lost``) and lost workers that registered again (``worker_rejoined``); the monitor shows them
+as annotations. The last ``KEEP_FAULTS`` are also kept for
 ``Client.cluster()``.
 """
 

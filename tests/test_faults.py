@@ -147,8 +147,8 @@ def test_speculative_backup_beats_a_straggler(tmp_path: Path) -> None:
     folder.mkdir()
     for name in ("a.txt", "b.txt", "slow-c.txt"):
         generate_text(folder / name, 60_000, seed=len(name), vocabulary=500)
-    # A cluster of its own: the backup needs a second live worker, and the session's cluster may have lost one
-    # (declared dead after missed heartbeats on a loaded machine, which by design does not rejoin).
+    # A cluster of its own: the backup needs a second live worker when the job starts, and the session's cluster may
+    # have one declared lost after missed heartbeats on a loaded machine (it rejoins once heard from again).
     with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
         client = Client(cluster.address)
         try:
@@ -249,3 +249,42 @@ def pipeline_specs_for(source: Path, output: Path, *jobs: str) -> list[JobSpec]:
 def expected_top(source: Path, k: int = 20) -> list[list[Any]]:
     counts = collections.Counter(source.read_text(encoding="utf-8").split())
     return [[count, word] for count, word in sorted(((c, w) for w, c in counts.items()), reverse=True)[:k]]
+
+
+def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> None:
+    """SIGSTOP a worker mid-job for longer than the heartbeat timeout: the job finishes exactly without it; once
+    resumed, the worker is told to reinit, kills what it ran, registers again and takes tasks of the next job."""
+    import signal
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_200_000, seed=21, vocabulary=2000)
+    expected = collections.Counter(source.read_text(encoding="utf-8").split())
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        client = Client(cluster.address, timeout=30)
+        paused = cluster.workers[1]
+
+        def pause() -> None:
+            paused.send_signal(signal.SIGSTOP)
+            time.sleep(2.5)  # 2.5 heartbeat timeouts
+            paused.send_signal(signal.SIGCONT)
+
+        pauser = threading.Timer(0.5, pause)
+        pauser.start()
+        try:
+            first = run_job(client, "slow_map", [source], tmp_path / "first", num_reduces=2, split_size=100_000)
+            pauser.join(timeout=30)
+            assert output_dict(tmp_path / "first") == expected
+            assert any(a["worker"] == "local-1" and a["status"] != "succeeded" for a in first["attempts"])
+            deadline = time.monotonic() + 20
+            while not all(w["alive"] for w in client.workers()):
+                assert time.monotonic() < deadline, f"local-1 did not rejoin: {client.workers()}"
+                time.sleep(0.1)
+            faults = [f["kind"] for f in client.cluster()["faults"] if f.get("worker") == "local-1"]
+            assert faults[-2:] == ["worker_lost", "worker_rejoined"], faults
+            second = run_job(client, "wordcount", [source], tmp_path / "second", num_reduces=2, split_size=100_000)
+        finally:
+            pauser.join(timeout=30)
+            client.close()
+        assert paused.poll() is None, "the paused worker must still run"
+    assert output_dict(tmp_path / "second") == expected
+    assert {a["worker"] for a in second["attempts"]} == {"local-0", "local-1"}
