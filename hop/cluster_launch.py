@@ -8,8 +8,12 @@ Imports the coordinator's and the worker's code once, forks workers ``local-0`` 
 this process. Three interpreters starting side by side took ~0.2 s of wall time and ~0.33 s of CPU on a 2-core
 machine before the first job could start (interpreter, site and imports, three times); forks take milliseconds.
 
-Contract: this process ignores SIGCHLD, so the kernel reaps workers as they end (nothing here waits for them);
-each worker restores the default at once, since it waits for its own task processes. A worker's
+Contract: this process reaps each worker as it ends (on SIGCHLD), so none lingers as a zombie that
+``hop.forking.DescendantProcess`` would take for alive, and waits up to ``WORKERS_EXIT_TIMEOUT`` for the workers
+once the coordinator stops (killing those still running): their CPU time then counts in this process's children's
+usage, and so in the usage of whoever runs ``hop`` (``hop compare``, the benchmarks), as it did when they were
+their own processes. Ignoring SIGCHLD instead would let the kernel reap them and drop that time. Each worker
+restores the default SIGCHLD handling at once, since it waits for its own task processes. A worker's
 ``HOP_EMBEDDED_PARENT_PID`` is the coordinator's pid: it ends when the coordinator is gone, and the coordinator
 when the process that launched it is (``hop.lifetime.orphaned``). Only ``hop.local_cluster`` runs this.
 """
@@ -19,13 +23,19 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
+import time
+from typing import Any
 
 from hop import coordinator, worker
-from hop.forking import fork_call
+from hop.forking import ForkedProcess, fork_call
 from hop.lifetime import PARENT_VARIABLE, name_process
 
 __all__ = ["main"]
+
+WORKERS_EXIT_TIMEOUT = 10.0
+"""Seconds the coordinator's process waits for its workers after it told them to shut down."""
 
 
 def _run_worker(name: str, arguments: list[str], report_fd: int) -> int:
@@ -51,7 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-interval", type=float, default=1.0)
     args = parser.parse_args(argv)
     report = os.fdopen(args.report_fd, "w")
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # before the first fork: a worker that dies at once is reaped too
+    workers: list[ForkedProcess] = []
+
+    def reap(_signal: int, _frame: Any) -> None:
+        for process in workers:
+            process.poll()  # waits for it if it ended
+
+    signal.signal(signal.SIGCHLD, reap)  # before the first fork: a worker that dies at once is reaped too
     for i in range(args.workers):
         name = f"local-{i}"
         arguments = [
@@ -75,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             "process",  # every worker shares this machine: each samples its own processes
         ]
         process = fork_call(_run_worker, name, arguments, args.report_fd)
+        workers.append(process)
         report.write(f"worker {name} {process.pid}\n")
     report.flush()
 
@@ -82,7 +99,20 @@ def main(argv: list[str] | None = None) -> int:
         report.write(f"coordinator {address}\n")
         report.close()
 
-    return coordinator.run(args.bind, args.heartbeat_timeout, announce)
+    try:
+        return coordinator.run(args.bind, args.heartbeat_timeout, announce)
+    finally:
+        _wait_for(workers, time.monotonic() + WORKERS_EXIT_TIMEOUT)
+
+
+def _wait_for(workers: list[ForkedProcess], deadline: float) -> None:
+    """Wait for the workers to end until ``deadline``, then kill the ones still running."""
+    for process in workers:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
 
 if __name__ == "__main__":

@@ -99,8 +99,8 @@ def test_the_embedded_cluster_forks_its_workers_from_the_coordinator() -> None:
         workers = [psutil.Process(worker.pid) for worker in cluster.workers]
         assert [w.ppid() for w in workers] == [coordinator.pid] * 2
         assert [w.name() for w in workers] == ["local-0", "local-1"]
-        # A killed worker is reaped by the coordinator's kernel-side SIGCHLD handling: no zombie, the handle
-        # sees it end, and the coordinator keeps serving.
+        # A killed worker is reaped by the coordinator (its parent): no zombie, the handle sees it end, and the
+        # coordinator keeps serving.
         cluster.workers[1].kill()
         assert cluster.workers[1].wait(timeout=10) == -1
         assert cluster.coordinator.poll() is None
