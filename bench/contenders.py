@@ -109,6 +109,9 @@ class Hop(Contender):
         counters = report.get("counters", {})
         wanted = ("map_output_records", "shuffle_bytes")
         figures["counters"] = {name: counters[name] for name in wanted if name in counters}
+        for kind in ("map", "reduce"):  # the tasks' own CPU, apart from the cluster's and the command's
+            if f"{kind}_cpu_seconds" in counters:
+                figures[f"{kind}_cpu_s"] = counters[f"{kind}_cpu_seconds"]
         return figures
 
 
