@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,23 @@ def test_quiet_blocking_run_prints_nothing(tmp_path: Path) -> None:
     assert result.stderr == "" and result.stdout == ""
     assert json.loads((tmp_path / "out" / "_job.json").read_text())["mode"] == "blocking"
     assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t2\n"b"\t1\n'
+
+
+def test_the_cpu_of_every_cluster_process_reaches_whoever_runs_hop(tmp_path: Path) -> None:
+    """``hop compare`` and the benchmarks read a run's CPU from the children's usage of the process that ran
+    ``hop``: the workers and their task processes must be waited for by their parents all the way up, not reaped
+    unseen by the kernel, or their CPU goes missing."""
+    generated = hop("gen", "text", "in.txt", "--size", "8MB", "--seed", "5", cwd=tmp_path)
+    assert generated.returncode == 0, generated.stderr
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", "--quiet", cwd=tmp_path)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert result.returncode == 0, result.stderr
+    counters = json.loads((tmp_path / "out" / "_job.json").read_text())["counters"]
+    tasks = counters["map_cpu_seconds"] + counters["reduce_cpu_seconds"]
+    seen = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert tasks > 0.3, counters  # enough work that a loss would show
+    assert seen >= tasks, f"children's CPU {seen:.2f} s < the tasks' own {tasks:.2f} s: some processes went unseen"
 
 
 def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) -> None:
