@@ -106,7 +106,7 @@ def test_the_embedded_cluster_forks_its_workers_from_the_coordinator() -> None:
         assert cluster.coordinator.poll() is None
         client = Client(cluster.address, timeout=10)
         try:
-            names = [w["name"] for w in client.workers()]
+            names = sorted(w["name"] for w in client.workers())
         finally:
             client.close()
         assert names == ["local-0", "local-1"]
