@@ -81,8 +81,9 @@ class DescendantProcess(_Handle):
 
     Its exit code is its parent's to collect, so ``returncode`` is -1 once it has ended (or the code, if this
     process adopted and reaped it as a subreaper). Contract: the parent does not leave it a zombie (the embedded
-    coordinator reaps its workers as they end); an ended process is then one that no longer exists. A pid reused within the life of one cluster would read as alive: Linux hands out pids in order up to
-    ``pid_max`` before it wraps around.
+    coordinator reaps its workers as they end); an ended process is then one that no longer exists. A pid reused
+    within the life of one cluster would read as alive: Linux hands out pids in order up to ``pid_max`` before it
+    wraps around.
     """
 
     def poll(self) -> int | None:

@@ -280,7 +280,7 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
                 assert time.monotonic() < deadline, f"local-1 did not rejoin: {client.workers()}"
                 time.sleep(0.1)
             faults = [f["kind"] for f in client.cluster()["faults"] if f.get("worker") == "local-1"]
-            assert faults[-2:] == ["worker_lost", "worker_rejoined"], faults
+            assert "worker_lost" in faults and "worker_rejoined" in faults[faults.index("worker_lost") :], faults
             second = run_job(client, "wordcount", [source], tmp_path / "second", num_reduces=2, split_size=100_000)
         finally:
             pauser.join(timeout=30)
