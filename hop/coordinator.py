@@ -40,9 +40,9 @@ from hop.stream.tracker import WindowTracker
 from monitoring.events import ClusterEvents
 
 HEARTBEAT_TIMEOUT = 5.0
+"""Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
 HEARTBEAT_SECONDS = 0.5
 """How often workers heartbeat (hop.worker); three missed in a row are reported as a fault."""
-"""Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
 
 
 @dataclass

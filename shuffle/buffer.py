@@ -140,8 +140,8 @@ class MapOutputBuffer:
             for record_key, record_value in records:
                 output = mapper(record_key, record_value)
                 # Pairs are counted per call in ``added``, which stays small: an int up to 256 is a cached object,
-                # while adding to the task-wide ``pending`` per pair allocated a new int every time (~8% of a word
-                # count's map CPU).
+                # while adding to the task-wide ``pending`` per pair allocated a new int every time (a few % of a
+                # word count's map CPU).
                 added = 0
                 if output is None:
                     pass

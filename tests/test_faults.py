@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import random
+import signal
 import threading
 import time
 from pathlib import Path
@@ -254,8 +255,6 @@ def expected_top(source: Path, k: int = 20) -> list[list[Any]]:
 def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> None:
     """SIGSTOP a worker mid-job for longer than the heartbeat timeout: the job finishes exactly without it; once
     resumed, the worker is told to reinit, kills what it ran, registers again and takes tasks of the next job."""
-    import signal
-
     source = tmp_path / "in.txt"
     generate_text(source, 1_200_000, seed=21, vocabulary=2000)
     expected = collections.Counter(source.read_text(encoding="utf-8").split())

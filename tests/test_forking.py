@@ -75,6 +75,7 @@ def test_a_descendant_reads_as_ended_once_killed_and_reaped_by_its_parent() -> N
     read, write = os.pipe()
     middle = fork_call(_forks_a_sleeper, write)
     os.close(write)
+    grandchild: DescendantProcess | None = None
     try:
         with os.fdopen(read) as report:
             grandchild = DescendantProcess(int(report.readline()))
@@ -89,7 +90,10 @@ def test_a_descendant_reads_as_ended_once_killed_and_reaped_by_its_parent() -> N
         assert grandchild.wait(timeout=10) in (-1, -signal.SIGKILL)
         grandchild.kill()  # already gone: no error
     finally:
-        middle.kill()
+        for process in (grandchild, middle):  # nothing left sleeping if an assertion failed
+            if process is not None:
+                process.kill()
+        middle.wait(timeout=10)
 
 
 def test_the_embedded_cluster_forks_its_workers_from_the_coordinator() -> None:
