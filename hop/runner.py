@@ -33,15 +33,19 @@ class JobFailed(RuntimeError):
 
 
 class ProgressDisplay:
-    """Map and reduce progress bars with records/s on stderr (tqdm); does nothing when disabled."""
+    """Map and reduce progress with records/s on stderr; does nothing when disabled.
+
+    On a terminal: two tqdm bars, redrawn up to ten times a second. Elsewhere (a log file, a pipe, CI) a plain line
+    every few seconds and one at the end: bars written there come out as cursor-movement escapes.
+    """
 
     def __init__(self, enabled: bool, label: str = "") -> None:
         self.enabled = enabled
+        self.label = label
         self._bars: list[Any] = []
-        # On a terminal redraw often; into a log file (not a TTY) every few seconds, so logs stay readable.
         self._interval = 0.1 if sys.stderr.isatty() else 5.0
         self._last = 0.0
-        if enabled:
+        if enabled and sys.stderr.isatty():
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
             from tqdm import tqdm
@@ -59,14 +63,21 @@ class ProgressDisplay:
         if now - self._last < self._interval and status["state"] == "running":
             return
         self._last = now
-        map_bar, reduce_bar = self._bars
-        map_bar.n = round(100 * status["map_fraction"], 1)
+        map_percent, reduce_percent = round(100 * status["map_fraction"], 1), round(100 * status["reduce_fraction"], 1)
         rate = status["input_records"] / max(status["elapsed"], 1e-9)
-        map_bar.set_postfix_str(
-            f"{status['maps_done']}/{status['maps_total']} maps, {rate:,.0f} records/s", refresh=False
-        )
-        reduce_bar.n = round(100 * status["reduce_fraction"], 1)
-        reduce_bar.set_postfix_str(f"{status['reduces_done']}/{status['reduces_total']} reduces", refresh=False)
+        maps = f"{status['maps_done']}/{status['maps_total']} maps, {rate:,.0f} records/s"
+        reduces = f"{status['reduces_done']}/{status['reduces_total']} reduces"
+        if not self._bars:
+            sys.stderr.write(
+                f"{self.label}map {map_percent:5.1f}% ({maps}) | reduce {reduce_percent:5.1f}% ({reduces})\n"
+            )
+            sys.stderr.flush()
+            return
+        map_bar, reduce_bar = self._bars
+        map_bar.n = map_percent
+        map_bar.set_postfix_str(maps, refresh=False)
+        reduce_bar.n = reduce_percent
+        reduce_bar.set_postfix_str(reduces, refresh=False)
         for bar in self._bars:
             bar.refresh()
 

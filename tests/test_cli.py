@@ -32,6 +32,9 @@ def test_gen_then_run_wordcount_with_progress(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "map" in result.stderr and "reduce" in result.stderr and "records/s" in result.stderr
+    # stderr is a pipe here, not a terminal: plain progress lines, no bars' cursor-movement escapes.
+    assert "\x1b[" not in result.stderr, result.stderr
+    assert "map 100.0% (4/4 maps" in result.stderr and "reduce 100.0% (3/3 reduces)" in result.stderr, result.stderr
     assert "succeeded" in result.stderr
     out = tmp_path / "out"
     assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "_job.json", "part-00000", "part-00001", "part-00002"]
