@@ -6,7 +6,8 @@ Public API for job authors: :class:`Job` and :class:`Step`. Layering, lowest fir
   run store and the push transport.
 - ``hop.job``, ``hop.inputs``, ``hop.jobspec``: what a job is and what it reads.
 - ``hop.tasks``, ``hop.taskproc``: map and reduce attempts inside task processes.
-- ``hop.scheduler`` (I/O-free bookkeeping), ``hop.coordinator``, ``hop.worker``: the cluster processes.
+- ``hop.scheduler`` (I/O-free bookkeeping), ``hop.coordinator``, ``hop.worker``: the cluster processes;
+  ``hop.cluster_launch`` starts an embedded cluster's in one interpreter.
 - ``hop.client``, ``hop.local_cluster``, ``hop.runner``, ``hop.cli``: how users submit jobs.
 - ``hop.planning`` (input chunks and their order), ``hop.online`` (snapshots and estimates), ``hop.pipe``
   (job-to-job pipelining): built on the above.
