@@ -7,9 +7,9 @@ a comma-separated list of ``KIND:POINT:INDEX[:ATTEMPT[:TARGET]]``:
   retry runs clean); ``TARGET`` is ``task`` (default: SIGKILL the task process) or ``worker`` (SIGKILL the worker
   process, then the task process: the whole node is gone).
 - map points: ``running`` (after the first progress report, mid-input), ``pushed`` (after the first spill was
-  registered and pushed to every reducer, before commit), ``checkpointed`` (after the first checkpoint was sent and
-  its spills pushed: the retry resumes there), ``done`` (all input read and spilled, before the commit
-  report).
+  registered and pushed to every reducer, before commit), ``checkpointed`` (after the first checkpoint was sent,
+  given ``hop.tasks.FAULT_SEND_SECONDS`` to leave the process, and its spills pushed: the retry resumes there),
+  ``done`` (all input read and spilled, before the commit report).
 - reduce points: ``received`` (every committed run is here, before the merge), ``merging`` (half-way through writing
   the output), ``commit`` (output written, before the commit report).
 

@@ -44,6 +44,8 @@ from shuffle.store import RunStore
 
 PROGRESS_SECONDS = 0.5
 FIRST_SPILL_DIVISOR = 4
+FAULT_SEND_SECONDS = 0.2
+"""Fault injection only (``HOP_FAULT``): how long a task that kills itself after a message lets it leave first."""
 _first = itemgetter(0)
 
 
@@ -268,6 +270,10 @@ def run_map(
             deadline = time.monotonic() + 30
             while unsent() and time.monotonic() < deadline:
                 time.sleep(0.01)
+            # A SIGKILL drops whatever ZeroMQ's I/O thread has not yet sent; in blocking mode nothing above waits,
+            # and the checkpoint was lost in about one run of five (the retry then started over). This point is
+            # "after the checkpoint was sent": give it time to leave.
+            time.sleep(FAULT_SEND_SECONDS)
             faults.inject("map", "checkpointed", index, attempt)
 
     default_partition = type(job).partition is Job.partition
