@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import time
 from typing import Any
 
 from hop import coordinator, worker
-from hop.forking import ForkedProcess, fork_call
+from hop.forking import ForkedProcess, fork_call, wait_or_kill
 from hop.lifetime import PARENT_VARIABLE, name_process
 
 __all__ = ["main"]
@@ -102,17 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return coordinator.run(args.bind, args.heartbeat_timeout, announce)
     finally:
-        _wait_for(workers, time.monotonic() + WORKERS_EXIT_TIMEOUT)
-
-
-def _wait_for(workers: list[ForkedProcess], deadline: float) -> None:
-    """Wait for the workers to end until ``deadline``, then kill the ones still running."""
-    for process in workers:
-        try:
-            process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        wait_or_kill(workers, time.monotonic() + WORKERS_EXIT_TIMEOUT)
 
 
 if __name__ == "__main__":

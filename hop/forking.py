@@ -21,10 +21,10 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["DescendantProcess", "ForkedProcess", "fork_call"]
+__all__ = ["DescendantProcess", "ForkedProcess", "fork_call", "wait_or_kill"]
 
 
 class _Handle:
@@ -68,15 +68,20 @@ class ForkedProcess(_Handle):
         if self.returncode is None:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere (a subreaper's loop): its code is lost, it is gone
-                self.returncode = -1
+            except ChildProcessError:
+                self.returncode = self._unwaitable()
             else:
                 if pid:
                     self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
+    def _unwaitable(self) -> int | None:
+        """The return code when this process cannot wait for it: reaped elsewhere (a subreaper's loop), its code
+        is lost and it is gone."""
+        return -1
 
-class DescendantProcess(_Handle):
+
+class DescendantProcess(ForkedProcess):
     """A process another process of ours forked (an embedded cluster's worker, forked by its coordinator).
 
     Its exit code is its parent's to collect, so ``returncode`` is -1 once it has ended (or the code, if this
@@ -86,19 +91,23 @@ class DescendantProcess(_Handle):
     wraps around.
     """
 
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)  # ours if its parent died and we adopted it
-            except ChildProcessError:
-                try:
-                    os.kill(self.pid, 0)
-                except ProcessLookupError:
-                    self.returncode = -1
-            else:
-                if pid:
-                    self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
+    def _unwaitable(self) -> int | None:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return -1
+        return None
+
+
+def wait_or_kill(processes: Iterable[_Handle | subprocess.Popen[bytes]], deadline: float) -> None:
+    """Wait for each process to end until ``deadline`` (``time.monotonic()``; at least 0.1 s each), then kill and
+    reap the ones still running."""
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
 
 def fork_call(function: Callable[..., int | None], *args: Any) -> ForkedProcess:

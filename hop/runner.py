@@ -43,9 +43,10 @@ class ProgressDisplay:
         self.enabled = enabled
         self.label = label
         self._bars: list[Any] = []
-        self._interval = 0.1 if sys.stderr.isatty() else 5.0
+        terminal = sys.stderr.isatty()
+        self._interval = 0.1 if terminal else 5.0
         self._last = 0.0
-        if enabled and sys.stderr.isatty():
+        if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
             from tqdm import tqdm

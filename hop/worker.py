@@ -28,7 +28,7 @@ from typing import Any
 import zmq
 
 from hop import taskproc
-from hop.forking import ForkedProcess, fork_call
+from hop.forking import ForkedProcess, fork_call, wait_or_kill
 from hop.lifetime import ignore_terminal_interrupts, orphaned
 from hop.protocol import close_socket, connect_soon, message, unpack
 from monitoring.publisher import SamplePublisher
@@ -291,11 +291,17 @@ class Worker:
             self._to_coordinator("slot_free", kind=task[1], pool=waiting[0][0].get("pool", task[1]))
         for slot in self.slots.values():
             if slot.task == task:
-                slot.task = None
-                slot.ready = False  # dead until _check_slots restarts it and the new process says hello
-                slot.process.kill()
-                slot.process.wait(timeout=10)
+                self._end_slot_process(slot)
                 self._to_coordinator("slot_free", kind=task[1], pool=slot.kind)
+
+    @staticmethod
+    def _end_slot_process(slot: Slot) -> None:
+        """Kill a slot's task process and forget its task; ``_check_slots`` restarts the slot."""
+        slot.task = None
+        slot.ready = False  # dead until _check_slots restarts it and the new process says hello
+        if slot.process.poll() is None:
+            slot.process.kill()
+            slot.process.wait(timeout=10)
 
     def _register(self) -> None:
         """Offer this worker's slots to the coordinator (again after a ``reinit``: a new incarnation)."""
@@ -316,11 +322,7 @@ class Worker:
         """The coordinator declared this worker lost and has rescheduled all it ran: end every task, forget every
         job and its spills, and register again as an empty worker."""
         for slot in self.slots.values():
-            slot.task = None
-            slot.ready = False  # dead until _check_slots restarts it and the new process says hello
-            if slot.process.poll() is None:
-                slot.process.kill()
-                slot.process.wait(timeout=10)
+            self._end_slot_process(slot)
         while self.slots_socket.poll(10):  # what the killed tasks sent last (spills, results): void now
             self.slots_socket.recv_multipart()
         self.waiting.clear()
@@ -436,13 +438,7 @@ class Worker:
                         self._to_slot(slot, message("stop"))
                 else:  # not connected yet: a stop message could not reach it
                     slot.process.terminate()
-        deadline = time.monotonic() + 5
-        for slot in self.slots.values():
-            try:
-                slot.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                slot.process.kill()
-                slot.process.wait(timeout=5)
+        wait_or_kill([slot.process for slot in self.slots.values()], time.monotonic() + 5)
         self.pusher.close()
         if self.publisher is not None:
             self.publisher.close()
