@@ -339,12 +339,14 @@ class Coordinator:
         return upstream
 
     def _pipe_input_ready(self, job: JobState, index: int) -> bool:
-        """A downstream map starts once its partition committed, or once every upstream map committed (before
-        that it would hold a map slot the upstream maps need)."""
+        """A downstream map starts once its partition committed, or once no upstream map waits for a slot: before
+        that it would take a slot an upstream map needs; after it, a free slot would idle anyway, and a map that
+        listens early gets its partition streamed while the upstream reduce writes it (an upstream map that fails
+        later gets a slot back by preemption)."""
         upstream = self._upstream_of(job.spec)
         if upstream is None:
             return True
-        return upstream.reduces[index].committed is not None or all(m.committed is not None for m in upstream.maps)
+        return upstream.reduces[index].committed is not None or not any(m.pending for m in upstream.maps)
 
     def _to_task(self, worker_name: str, msg_type: str, task: list[Any], **fields: Any) -> None:
         worker = self.workers.get(worker_name)

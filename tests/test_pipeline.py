@@ -34,9 +34,10 @@ def test_wordcount_then_topk_streams_and_is_exact(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 3_000_000, seed=31, vocabulary=5000)
     jobs = specs(source, tmp_path / "out", "wordcount", "topk", num_reduces=2, split_size=1 << 20)
-    # A cluster of its own with a spare map slot beyond the word count's maps, so a top-k map waits on the pipe from
-    # the start. On the session's cluster the top-k maps got slots only when the word count's maps ended, and its
-    # reduce ends ~0.1 s later: on a loaded machine every top-k map could start after that and read files only.
+    # A cluster of its own with a spare map slot beyond the word count's 3 maps: a top-k map takes it as soon as no
+    # word-count map waits for a slot and listens on the pipe from the start. (Downstream maps once started only when
+    # every upstream map had committed; the word count's reduce ends ~0.1 s after that, and on a loaded machine every
+    # top-k map started after it and read files only.)
     with LocalCluster(workers=2, map_slots=2, reduce_slots=2) as cluster:
         client = Client(cluster.address)
         try:
