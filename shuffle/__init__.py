@@ -3,7 +3,8 @@
 Layering (each module one concern, lowest first):
 
 - ``keys``: the total order over msgpack-able keys and the cheap "native order is safe" check.
-- ``runs``: the byte format of a sorted run (msgpack blocks of keys and values), reading and writing.
+- ``runs``: the byte format of a sorted run (msgpack blocks of keys and values, flat or grouped by key), reading and
+  writing.
 - ``spill``: spill files, one sorted run per partition plus an index, as the map writes them.
 - ``buffer``: the map-side output buffer that combines in a hash map and cuts spills.
 - ``merge``: merging sorted runs and grouping them by key for combine and reduce.

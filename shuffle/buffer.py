@@ -3,7 +3,8 @@
 Map output goes into a hash map from key to the list of its values. When the buffer holds ``spill_records`` values or
 ``spill_keys`` distinct keys, it *spills*: it sorts only the distinct keys (not every record: in Python that is several
 times cheaper, see PERF.md), runs the combiner once per key, cuts the result into one sorted run per partition and
-writes a spill file (``shuffle.spill``). The spill callback then registers the file with the worker, which pushes it.
+writes a spill file (``shuffle.spill``); without a combiner the runs are grouped, each key once with its list of
+values (``shuffle.runs``). The spill callback then registers the file with the worker, which pushes it.
 
 Contracts:
 
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from shuffle.keys import MIXED, UNSORTED, order_tag, sort_keys, total_order_key
-from shuffle.runs import encode_run
+from shuffle.runs import encode_grouped_run, encode_run
 from shuffle.spill import SpillFile, write_spill
 
 Combiner = Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]
@@ -249,30 +250,41 @@ class MapOutputBuffer:
         else:
             sorted_keys, tag = sort_keys(list(groups))
             self.next_spill_records = self.spill_records
-        for key, partition in zip(sorted_keys, self._partitions_of(sorted_keys), strict=True):
-            values = groups[key]
-            keys_p = out_keys[partition]
-            values_p = out_values[partition]
-            if combiner is None:
-                keys_p.extend([key] * len(values))
-                values_p.extend(values)
-                continue
-            combine_in += len(values)
-            for out_key, out_value in combiner(key, values):
-                if out_key != key:
-                    raise CombinerKeyError(
-                        f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep the key it was given"
-                    )
-                keys_p.append(key)
-                values_p.append(out_value)
-                combine_out += 1
+        grouped = combiner is None  # (a folding buffer always has its aggregate as combiner)
+        keys_and_partitions = zip(sorted_keys, self._partitions_of(sorted_keys), strict=True)
+        if combiner is None:
+            # No combiner: each key's list of values goes out as it is, in a grouped run (shuffle.runs): the key
+            # once per spill instead of once per pair.
+            for key, partition in keys_and_partitions:
+                out_keys[partition].append(key)
+                out_values[partition].append(groups[key])
+        else:
+            for key, partition in keys_and_partitions:
+                values = groups[key]
+                keys_p = out_keys[partition]
+                values_p = out_values[partition]
+                combine_in += len(values)
+                for out_key, out_value in combiner(key, values):
+                    if out_key != key:
+                        raise CombinerKeyError(
+                            f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep the key it was given"
+                        )
+                    keys_p.append(key)
+                    values_p.append(out_value)
+                    combine_out += 1
         if combiner is not None:
             counters.combine_input_records += combine_in
             counters.combine_output_records += combine_out
-        runs = [
-            (encode_run(keys_p, values_p), len(keys_p), tag)
-            for keys_p, values_p in zip(out_keys, out_values, strict=True)
-        ]
+        if grouped:
+            runs = [
+                (encode_grouped_run(keys_p, lists_p), sum(map(len, lists_p)), tag)
+                for keys_p, lists_p in zip(out_keys, out_values, strict=True)
+            ]
+        else:
+            runs = [
+                (encode_run(keys_p, values_p), len(keys_p), tag)
+                for keys_p, values_p in zip(out_keys, out_values, strict=True)
+            ]
         path = self.spill_dir / f"{self.name}-{counters.spill_files:05d}.spill"
         try:
             spill = write_spill(path, runs)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from shuffle.keys import UNSORTED, combined_order
-from shuffle.merge import group_sorted, sort_runs_in_memory
-from shuffle.runs import encode_run, iter_blocks
+from shuffle.merge import join_groups, sort_groups_in_memory
+from shuffle.runs import encode_grouped_run, encode_run, iter_blocks
 from shuffle.spill import SpillFile, write_spill
 
 
@@ -59,7 +59,16 @@ def merge_spills(spills: list[SpillFile], target: Path, combiner: Any | None) ->
         data = [spill.read_partition(partition) for spill in spills]
         keys: list[Any]
         values: list[Any]
-        if combiner is not None and hasattr(combiner, "merge"):
+        if combiner is None:
+            # Every pair kept: each key once with its values from every spill, in spill order (a grouped run).
+            keys, lists = [], []
+            for key, key_values in join_groups(sort_groups_in_memory(data, order)):
+                keys.append(key)
+                lists.append(key_values)
+            tag = _merged_order_tag(tags, order)
+            runs.append((encode_grouped_run(keys, lists), sum(map(len, lists)), tag))
+            continue
+        if hasattr(combiner, "merge"):
             state: dict[Any, Any] = {}
             merge = combiner.merge
             for chunk in data:
@@ -70,25 +79,22 @@ def merge_spills(spills: list[SpillFile], target: Path, combiner: Any | None) ->
             keys = list(state) if unsorted else sorted(state, key=order)
             values = [state[key] for key in keys]
         else:
-            pairs = sort_runs_in_memory(data, order)
-            if combiner is None:
-                keys = [key for key, _ in pairs]
-                values = [value for _, value in pairs]
-            else:
-                keys, values = [], []
-                for key, group in group_sorted(pairs):
-                    for out_key, out_value in combiner(key, list(group)):
-                        keys.append(out_key)
-                        values.append(out_value)
-        if unsorted:
-            tag = UNSORTED
-        else:
-            tag = next((t for t in tags if t != "empty"), "empty") if order is None else "mixed"
+            keys, values = [], []
+            for key, key_values in join_groups(sort_groups_in_memory(data, order)):
+                for out_key, out_value in combiner(key, key_values):
+                    keys.append(out_key)
+                    values.append(out_value)
+        tag = UNSORTED if unsorted else _merged_order_tag(tags, order)
         runs.append((encode_run(keys, values), len(keys), tag))
     merged = write_spill(target, runs)
     for spill in spills:
         spill.path.unlink(missing_ok=True)
     return merged
+
+
+def _merged_order_tag(tags: list[str], order: Any) -> str:
+    """The order tag of a run merged from runs with ``tags`` in ``order`` (``shuffle.keys.combined_order``)."""
+    return next((t for t in tags if t != "empty"), "empty") if order is None else "mixed"
 
 
 class FlowController:

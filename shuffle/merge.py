@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any
 
 from shuffle.keys import KeyOrder
-from shuffle.runs import BLOCK_RECORDS, iter_blocks
+from shuffle.runs import BLOCK_RECORDS, block_groups, iter_blocks, iter_stored_blocks
 
 Pair = tuple[Any, Any]
 
@@ -41,6 +41,23 @@ def sort_runs_in_memory(runs: Iterable[bytes | memoryview], order: KeyOrder) -> 
             pairs.extend(zip(keys, values, strict=False))
     pairs.sort(key=_pair_key(order))
     return pairs
+
+
+def sort_groups_in_memory(runs: Iterable[bytes | memoryview], order: KeyOrder) -> list[tuple[Any, Sequence[Any]]]:
+    """Decode run bytes and return all their ``(key, values)`` items (``shuffle.runs.block_groups``) in one sorted
+    list (stable: earlier runs first on equal keys, so chaining equal keys' values keeps run order)."""
+    items: list[tuple[Any, Sequence[Any]]] = []
+    for data in runs:
+        for block in iter_stored_blocks(data):
+            items.extend(block_groups(block))
+    items.sort(key=_pair_key(order))
+    return items
+
+
+def join_groups(items: Iterable[tuple[Any, Sequence[Any]]]) -> Iterator[tuple[Any, list[Any]]]:
+    """Key-ordered ``(key, values)`` items with each key once: the values of neighbouring equal keys joined."""
+    for key, group in itertools.groupby(items, key=_first):
+        yield key, list(itertools.chain.from_iterable(map(_second, group)))
 
 
 def merge_blocks(sources: Iterable[Iterable[list[Pair]]], order: KeyOrder) -> Iterator[list[Pair]]:
@@ -108,17 +125,8 @@ def blocks_of(pairs: list[Pair], size: int = BLOCK_RECORDS) -> Iterator[list[Pai
         yield pairs[start : start + size]
 
 
-def group_block(block: list[Pair]) -> list[tuple[Any, list[Any]]]:
-    """A sorted block of pairs as ``(key, [values])`` items, one per run of equal keys (values in order).
-
-    Merging such items instead of pairs moves each key once per block through the merge: with repeated keys (no
-    combiner) that is many times fewer items than pairs.
-    """
-    return [(key, list(map(_second, group))) for key, group in itertools.groupby(block, key=_first)]
-
-
-def group_merged(items: Iterable[tuple[Any, list[Any]]]) -> Iterator[tuple[Any, Iterator[Any]]]:
-    """Group a key-ordered stream of ``(key, [values])`` items (see :func:`group_block`) into ``(key, values)``
+def group_merged(items: Iterable[tuple[Any, Sequence[Any]]]) -> Iterator[tuple[Any, Iterator[Any]]]:
+    """Group a key-ordered stream of ``(key, values)`` items (``shuffle.runs.block_groups``) into ``(key, values)``
     with a lazy values iterator that chains the items' lists, like a reduce input."""
     for key, group in itertools.groupby(items, key=_first):
         yield key, itertools.chain.from_iterable(map(_second, group))

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from shuffle.keys import KeyOrder, combined_order, sort_keys
-from shuffle.merge import blocks_of, group_block, group_merged, merge_blocks, merge_runs, sort_runs_in_memory
-from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
+from shuffle.merge import blocks_of, group_merged, merge_blocks, merge_runs, sort_groups_in_memory, sort_runs_in_memory
+from shuffle.runs import RunWriter, is_grouped, iter_run_file_blocks, iter_run_file_groups, iter_stored_blocks
 
 DECODED_EXPANSION = 16
 """How much larger small (key, value) pairs are as Python objects than as msgpack (a 7-byte word-count pair becomes
@@ -242,20 +242,12 @@ class RunStore:
         """
         runs = self.committed_runs()
         if any(run.data is None for run in runs) or self._merged:
-            # Streamed from disk: merge runs of equal keys, not single pairs (see shuffle.merge.group_block).
+            # Streamed from disk: merge runs of equal keys, not single pairs (see shuffle.runs.block_groups).
             sources, order = self._merge_sources()
-            blocks = [map(group_block, source) for source in _as_blocks(sources, order)]
-            return group_merged(itertools.chain.from_iterable(merge_blocks(blocks, order)))
+            return group_merged(itertools.chain.from_iterable(merge_blocks(_as_group_blocks(sources, order), order)))
         groups: dict[Any, list[Any]] = {}
-        get = groups.get
         for run in runs:
-            for keys, values in iter_blocks(run.data or b""):
-                for key, value in zip(keys, values, strict=True):
-                    group = get(key)
-                    if group is None:
-                        groups[key] = [value]
-                    else:
-                        group.append(value)
+            _group_into(groups, run.data or b"")
         ordered, _ = sort_keys(list(groups))
         return ((key, groups[key]) for key in ordered)
 
@@ -283,13 +275,7 @@ class RunStore:
             if run.folded:
                 continue
             data = run.data if run.data is not None else (run.path.read_bytes() if run.path is not None else b"")
-            for keys, values in iter_blocks(data):
-                for key, value in zip(keys, values, strict=True):
-                    group = groups.get(key)
-                    if group is None:
-                        groups[key] = [value]
-                    else:
-                        group.append(value)
+            _group_into(groups, data)
         return groups
 
     def snapshot_grouped(self) -> Iterator[tuple[Any, list[Any]]]:
@@ -346,9 +332,8 @@ class RunStore:
     def _merge_files(self, sources: list[_Encoded | Path], order: Any) -> Path:
         target = self._next_path("merged")
         writer = RunWriter(target)
-        streams = _as_blocks(sources, order)
-        for batch in merge_blocks(streams, order):
-            writer.add_pairs(batch)
+        for batch in merge_blocks(_as_group_blocks(sources, order), order):
+            writer.add_groups(batch)
         size = writer.close()
         self._merged[target] = size
         self.disk_bytes += size
@@ -387,6 +372,39 @@ class _Encoded:
     """Consecutive in-memory runs, still encoded, while merge passes run (see ``RunStore._merge_sources``)."""
 
     runs: list[bytes]
+
+
+def _group_into(groups: dict[Any, list[Any]], data: bytes | memoryview) -> None:
+    """Add the values of run bytes to ``groups`` (key -> values in order): per pair for a flat block, per key for a
+    grouped one."""
+    get = groups.get
+    for block in iter_stored_blocks(data):
+        if is_grouped(block):
+            for key, values in zip(block[0], block[1], strict=True):
+                group = get(key)
+                if group is None:
+                    groups[key] = list(values)
+                else:
+                    group.extend(values)
+            continue
+        for key, value in zip(block[0], block[1], strict=True):
+            group = get(key)
+            if group is None:
+                groups[key] = [value]
+            else:
+                group.append(value)
+
+
+def _as_group_blocks(sources: list[_Encoded | Path], order: KeyOrder) -> list[Iterator[list[tuple[Any, Any]]]]:
+    """Merge sources as streams of ``(key, values)`` item blocks for ``merge_blocks``: each key moves through the
+    merge once per block, not once per pair (a run file streamed block by block; a stretch of in-memory runs
+    decoded and sorted now, as in :func:`_as_blocks`)."""
+    return [
+        iter_run_file_groups(source)
+        if isinstance(source, Path)
+        else blocks_of(sort_groups_in_memory(source.runs, order))
+        for source in sources
+    ]
 
 
 def _as_blocks(sources: list[_Encoded | Path], order: KeyOrder) -> list[Iterator[list[tuple[Any, Any]]]]:

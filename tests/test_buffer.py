@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hop.aggregates import Sum
 from shuffle.buffer import MAX_SPILL_GROWTH, CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
 from shuffle.keys import MIXED, total_order_key
-from shuffle.runs import iter_run
+from shuffle.runs import is_grouped, iter_run, iter_stored_blocks
 from shuffle.spill import SpillFile
 
 Pair = tuple[Any, Any]
@@ -444,3 +444,20 @@ def test_spill_into_a_missing_directory_names_it(tmp_path: Path) -> None:
     buffer.collect([("k", 1)])
     with pytest.raises(SpillWriteError, match=r"gone/spill-00000\.spill: .*exists and is writable"):
         buffer.spill()
+
+
+def test_without_a_combiner_a_spill_sends_each_key_once_with_its_values(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 2, _by_length(2), spill_records=10**6)
+    lines = ["a bb a", "bb a ccc", "a"]
+    _drain(buffer, _records(lines), lambda offset, line: ((word, offset) for word in line.split()))
+    (spill,) = buffer.counters.spills
+    for partition in range(2):
+        blocks = list(iter_stored_blocks(spill.read_partition(partition)))
+        assert all(is_grouped(block) for block in blocks)
+        keys = [key for block in blocks for key in block[0]]
+        assert len(keys) == len(set(keys)), "a key once per block"
+    assert sorted(pair for run in _spill_pairs(spill) for pair in run) == sorted(
+        [("a", 0), ("a", 0), ("bb", 0), ("bb", 1), ("a", 1), ("ccc", 1), ("a", 2)]
+    )
+    assert [value for key, value in _spill_pairs(spill)[1] if key == "a"] == [0, 0, 1, 2], "values in map order"
+    assert spill.records == 7

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -13,22 +15,26 @@ from hypothesis import strategies as st
 from shuffle.keys import order_tag, sort_keys, total_order_key
 from shuffle.merge import (
     blocks_of,
-    group_block,
     group_merged,
     group_sorted,
     merge_blocks,
     merge_runs,
     sort_runs_in_memory,
 )
-from shuffle.runs import encode_run
+from shuffle.runs import GROUPED, block_groups, encode_grouped_run, encode_run
 from shuffle.store import MAX_FAN_IN, STREAM_BYTES, RunStore
 
 Pair = tuple[Any, Any]
 
 
-def _run(pairs: list[Pair], block_records: int = 65536) -> tuple[bytes, int, str]:
+def _run(pairs: list[Pair], block_records: int = 65536, grouped: bool = False) -> tuple[bytes, int, str]:
+    """A sorted run's bytes, records and order tag: flat, or ``grouped`` (each stretch of equal keys once)."""
     keys = [key for key, _ in pairs]
-    return encode_run(keys, [value for _, value in pairs], block_records), len(pairs), order_tag(keys)
+    if not grouped:
+        return encode_run(keys, [value for _, value in pairs], block_records), len(pairs), order_tag(keys)
+    items = [(key, [value for _, value in group]) for key, group in itertools.groupby(pairs, key=itemgetter(0))]
+    data = encode_grouped_run([key for key, _ in items], [values for _, values in items], block_records)
+    return data, len(pairs), order_tag(keys)
 
 
 def _stable_sorted(pairs: list[Pair]) -> list[Pair]:
@@ -105,9 +111,15 @@ def test_grouped_merge_equals_grouping_the_stable_sort() -> None:
     ]
     expected = [(key, list(values)) for key, values in group_sorted(_stable_sorted([p for run in runs for p in run]))]
     for size in (1, 2, 3, 100):
-        items = merge_runs([map(group_block, blocks_of(run, size)) for run in runs], None)
+        items = merge_runs([map(_pair_block_groups, blocks_of(run, size)) for run in runs], None)
         assert [(key, list(values)) for key, values in group_merged(items)] == expected
-    assert group_block([("a", 1), ("a", 2), ("b", 3)]) == [("a", [1, 2]), ("b", [3])]
+    assert block_groups((("a", "a", "b"), (1, 2, 3))) == [("a", (1, 2)), ("b", (3,))]
+    assert block_groups((("a", "b"), ((1, 2), (3,)), GROUPED)) == [("a", (1, 2)), ("b", (3,))]
+
+
+def _pair_block_groups(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Sequence[Any]]]:
+    """A block of pairs as the ``(key, values)`` items of the flat block it would be stored as."""
+    return block_groups((tuple(key for key, _ in pairs), tuple(value for _, value in pairs)))
 
 
 def test_merge_keeps_source_order_of_a_key_spread_over_many_blocks() -> None:
@@ -189,8 +201,8 @@ def store_dir(tmp_path: Path) -> Path:
     return path
 
 
-def _add(store: RunStore, task: int, attempt: int, seq: int, pairs: list[Pair]) -> None:
-    data, records, tag = _run(pairs)
+def _add(store: RunStore, task: int, attempt: int, seq: int, pairs: list[Pair], grouped: bool = False) -> None:
+    data, records, tag = _run(pairs, block_records=3 if grouped else 65536, grouped=grouped)
     store.add(task, attempt, seq, data, records, tag)
     store._check()
 
@@ -439,7 +451,11 @@ def test_store_model(
                 [(k, (task, attempt, seq, i)) for i, k in enumerate(sort_keys(keys)[0])]
                 for seq, keys in enumerate(spills)
             ]
-            events += [("add", task, attempt, seq, run) for seq, run in enumerate(runs)]
+            # A map without a combiner sends grouped runs, one with a combiner flat ones: a store may hold both.
+            events += [
+                ("add", task, attempt, seq, run, data.draw(st.booleans(), label="grouped"))
+                for seq, run in enumerate(runs)
+            ]
             if attempt == winner:
                 winners[task] = (attempt, runs)
                 events.append(("commit", task, attempt, len(runs)))
@@ -456,8 +472,8 @@ def test_store_model(
     store = RunStore(store_dir, memory_limit=memory_limit, fan_in=fan_in, expansion=1)
     for event in events:
         if event[0] == "add":
-            _, task, attempt, seq, run = event
-            _add(store, task, attempt, seq, run)
+            _, task, attempt, seq, run, grouped = event
+            _add(store, task, attempt, seq, run, grouped)
         elif event[0] == "commit":
             _commit(store, *event[1:])
         else:
@@ -465,6 +481,10 @@ def test_store_model(
     assert store.missing(num_maps) == 0
     expected = _stable_sorted([pair for task in sorted(winners) for run in winners[task][1] for pair in run])
     assert list(store.sorted_pairs()) == expected
+    # The reduce input: every key once, its values in run order, from memory or merged from disk.
+    assert [(key, list(values)) for key, values in store.grouped()] == [
+        (key, list(values)) for key, values in group_sorted(expected)
+    ]
     store._check()
     store.close()
     store._check()

@@ -15,10 +15,16 @@ from shuffle.keys import order_tag, sort_keys
 from shuffle.runs import (
     RunWriter,
     UnencodableRecordError,
+    block_groups,
+    encode_grouped_run,
     encode_run,
+    is_grouped,
     iter_blocks,
     iter_run,
     iter_run_file,
+    iter_run_file_blocks,
+    iter_run_file_groups,
+    iter_stored_blocks,
 )
 from shuffle.spill import MAGIC, CorruptSpillError, SpillFile, SpillIndexEntry, write_spill
 
@@ -209,6 +215,50 @@ def test_unencodable_record_in_a_later_block_and_in_run_writer(tmp_path: Path) -
     with pytest.raises(UnencodableRecordError, match=r"value \{1\}"):
         other.add_block(["a"], [{1}])
     other._file.close()
+
+
+# -- grouped runs ------------------------------------------------------------------------------------------
+
+
+def test_grouped_run_cuts_blocks_at_whole_groups_and_reads_back_as_pairs(tmp_path: Path) -> None:
+    keys = ["a", "b", "c", "d"]
+    lists = [[1, 2], [3], list(range(10, 17)), [4, 5]]  # "c" holds more values than a block
+    pairs = [(key, value) for key, values in zip(keys, lists, strict=True) for value in values]
+    assert encode_grouped_run([], []) == b""
+    assert list(iter_run(encode_grouped_run(keys, lists))) == pairs
+    data = encode_grouped_run(keys, lists, block_records=3)
+    blocks = list(iter_stored_blocks(data))
+    assert all(is_grouped(block) for block in blocks)
+    assert [len(sum(block[1], ())) for block in blocks] == [3, 3, 3, 3], "each block holds about 3 values"
+    assert [block[0] for block in blocks] == [("a", "b"), ("c",), ("c",), ("c", "d")]
+    assert list(iter_run(data)) == pairs
+    assert [pair for keys_, values in iter_blocks(data) for pair in zip(keys_, values, strict=True)] == pairs
+    items = [item for block in blocks for item in block_groups(block)]
+    assert items == [("a", (1, 2)), ("b", (3,)), ("c", (10, 11, 12)), ("c", (13, 14, 15)), ("c", (16,)), ("d", (4, 5))]
+    path = tmp_path / "run"
+    path.write_bytes(data)
+    assert list(iter_run_file(path)) == pairs
+    assert [pair for block in iter_run_file_blocks(path) for pair in block] == pairs
+    assert [item for block in iter_run_file_groups(path) for item in block] == items
+
+
+def test_run_writer_mixes_flat_and_grouped_blocks(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path / "run", block_records=2)
+    writer.add("a", 1)
+    writer.add_groups([("b", [2, 3, 4]), ("c", [5])])
+    writer.add_pairs([("d", 6)])
+    size = writer.close()
+    assert size == (tmp_path / "run").stat().st_size and writer.records == 6
+    assert list(iter_run_file(tmp_path / "run")) == [("a", 1), ("b", 2), ("b", 3), ("b", 4), ("c", 5), ("d", 6)]
+    kinds = [is_grouped(block) for block in iter_stored_blocks((tmp_path / "run").read_bytes())]
+    assert kinds == [False, True, True, False]
+    # A flat block's stretches of equal keys read as items too.
+    assert block_groups((("x", "x", "y"), (1, 2, 3))) == [("x", (1, 2)), ("y", (3,))]
+
+
+def test_unencodable_value_in_a_grouped_run_names_it() -> None:
+    with pytest.raises(UnencodableRecordError, match="value <opaque thing>"):
+        encode_grouped_run(["a", "b"], [[1], [2, _Opaque()]])
 
 
 # -- spill files ---------------------------------------------------------------------------------------------
