@@ -570,20 +570,20 @@ def run_reduce(
         output.parent.mkdir(parents=True, exist_ok=True)
         bad_records: list[dict[str, Any]] = []
         skip_limit = int(spec.options.get("skip_bad_records", 0))
+        tick = _pipe_ticker(sender, channel, spec.job_id) if sender is not None else None
         columns = None
-        if isinstance(store, FoldingRunStore) and sender is None and not init_pairs and not skip_limit:
+        if isinstance(store, FoldingRunStore) and not init_pairs and not skip_limit:
             # An aggregate's output needs no reduce call per key: format and write it column by column.
             columns = _finished_columns(store)
         if columns is not None:
             fault = None
             if faults.wanted("reduce", "merging", index, attempt):
                 fault = functools.partial(faults.inject, "reduce", "merging", index, attempt)
-            input_records, output_records = len(columns[0]), _write_columns(output, *columns, fault)
+            input_records, output_records = len(columns[0]), _write_columns(output, *columns, fault, tick)
         else:
             groups = store.grouped()
             if faults.wanted("reduce", "merging", index, attempt):
                 groups = _fault_after_first(groups, index, attempt)
-            tick = _pipe_ticker(sender, channel, spec.job_id) if sender is not None else None
             input_records, output_records = _reduce_to_file(
                 groups,
                 functions.reducer,
@@ -746,10 +746,15 @@ def _finished_columns(store: FoldingRunStore) -> tuple[list[Any], list[Any]] | N
 
 
 def _write_columns(
-    output: Path, keys: list[Any], values: list[Any], after_first_batch: Callable[[], None] | None = None
+    output: Path,
+    keys: list[Any],
+    values: list[Any],
+    after_first_batch: Callable[[], None] | None = None,
+    after_batch: Callable[[IO[str]], None] | None = None,
 ) -> int:
     """Write ``json(key) TAB json(value)`` lines in bulk (formatting per column, not per line); returns the
-    number of lines. ``after_first_batch`` is called once the first lines are in the file (fault tests)."""
+    number of lines. ``after_first_batch`` is called once the first lines are in the file (fault tests),
+    ``after_batch`` with the file after every batch (a pipelined reduce streams what is written: ``_pipe_ticker``)."""
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         for start in range(0, len(keys), WRITE_BATCH):
             stop = start + WRITE_BATCH
@@ -759,6 +764,8 @@ def _write_columns(
                 file.flush()
                 after_first_batch()
                 after_first_batch = None
+            if after_batch is not None:
+                after_batch(file)
     return len(keys)
 
 
