@@ -251,15 +251,17 @@ class MapOutputBuffer:
             sorted_keys, tag = sort_keys(list(groups))
             self.next_spill_records = self.spill_records
         grouped = combiner is None  # (a folding buffer always has its aggregate as combiner)
-        keys_and_partitions = zip(sorted_keys, self._partitions_of(sorted_keys), strict=True)
         if combiner is None:
             # No combiner: each key's list of values goes out as it is, in a grouped run (shuffle.runs): the key
-            # once per spill instead of once per pair.
-            for key, partition in keys_and_partitions:
-                out_keys[partition].append(key)
-                out_values[partition].append(groups[key])
+            # once per spill instead of once per pair. Bucketed by comprehensions, one per partition (C loops).
+            if partitions == 1:
+                out_keys[0] = sorted_keys
+            else:
+                parts = self._partitions_of(sorted_keys)
+                out_keys = [[k for k, p in zip(sorted_keys, parts, strict=True) if p == i] for i in range(partitions)]
+            out_values = [list(map(groups.__getitem__, bucket)) for bucket in out_keys]
         else:
-            for key, partition in keys_and_partitions:
+            for key, partition in zip(sorted_keys, self._partitions_of(sorted_keys), strict=True):
                 values = groups[key]
                 keys_p = out_keys[partition]
                 values_p = out_values[partition]

@@ -242,6 +242,28 @@ def test_grouped_run_cuts_blocks_at_whole_groups_and_reads_back_as_pairs(tmp_pat
     assert [item for block in iter_run_file_groups(path) for item in block] == items
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 20), max_size=30),
+    block_records=st.integers(1, 12),
+)
+def test_grouped_blocks_hold_whole_bounded_groups(sizes: list[int], block_records: int) -> None:
+    keys = [f"k{i:03d}" for i in range(len(sizes))]
+    lists = [[(i, j) for j in range(size)] for i, size in enumerate(sizes)]
+    data = encode_grouped_run(keys, lists, block_records)
+    assert list(iter_run(data)) == [(key, _as_wire(v)) for key, values in zip(keys, lists, strict=True) for v in values]
+    blocks = list(iter_stored_blocks(data))
+    counts = [sum(map(len, block[1])) for block in blocks]
+    if sum(sizes) > block_records:
+        assert all(block_records <= count < 2 * block_records for count in counts[:-1]), counts
+        assert all(len(values) <= block_records for block in blocks for values in block[1])
+    else:
+        assert len(blocks) == (1 if sizes else 0)
+    # A key is cut only where its group is larger than a block.
+    seen = [key for block in blocks for key in block[0]]
+    assert all(seen.count(key) == 1 for key, size in zip(keys, sizes, strict=True) if size <= block_records)
+
+
 def test_run_writer_mixes_flat_and_grouped_blocks(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path / "run", block_records=2)
     writer.add("a", 1)
