@@ -250,8 +250,7 @@ class MapOutputBuffer:
         else:
             sorted_keys, tag = sort_keys(list(groups))
             self.next_spill_records = self.spill_records
-        grouped = combiner is None  # (a folding buffer always has its aggregate as combiner)
-        if combiner is None:
+        if combiner is None:  # (never a folding buffer: its aggregate is its combiner)
             # No combiner: each key's list of values goes out as it is, in a grouped run (shuffle.runs): the key
             # once per spill instead of once per pair. Bucketed by comprehensions, one per partition (C loops).
             if partitions == 1:
@@ -277,7 +276,7 @@ class MapOutputBuffer:
         if combiner is not None:
             counters.combine_input_records += combine_in
             counters.combine_output_records += combine_out
-        if grouped:
+        if combiner is None:
             runs = [
                 (encode_grouped_run(keys_p, lists_p), sum(map(len, lists_p)), tag)
                 for keys_p, lists_p in zip(out_keys, out_values, strict=True)

@@ -98,9 +98,9 @@ def encode_run(keys: Sequence[Any], values: Sequence[Any], block_records: int = 
 def encode_grouped_run(
     keys: Sequence[Any], value_lists: Sequence[Sequence[Any]], block_records: int = BLOCK_RECORDS
 ) -> bytes:
-    """Encode sorted keys, each with the non-empty list of its values, as grouped blocks of at least
-    ``block_records`` values (whole groups, but fewer than ``2 * block_records``; a group larger than that is cut into
-    pieces of the same key first, so a block stays bounded).
+    """Encode sorted keys, each with the non-empty list of its values, as grouped blocks of whole groups: every
+    block but the last holds at least ``block_records`` values and fewer than twice that (a group larger than
+    ``block_records`` is first cut into pieces of the same key, so a block stays bounded).
 
     The caller guarantees ``keys`` is sorted; this function does not check it.
     """
