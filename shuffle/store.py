@@ -10,7 +10,7 @@ Memory: ``memory_limit`` is the store's budget for decoded pairs. Run bytes are 
 leaving the other half of the budget to the streams of the on-disk runs being merged: ``fan_in`` of them at a time,
 each costing about ``STREAM_BYTES``, so ``fan_in`` follows from the budget (at most 64). Past the held limit, the
 largest in-memory runs are written to files in ``spill_dir`` and later streamed, so the store's memory does not grow
-with the input. At the end, :meth:`RunStore.sorted_pairs` first merges neighbouring on-disk runs in passes until at
+with the input. At the end, :meth:`RunStore.grouped` first merges neighbouring on-disk runs in passes until at
 most ``fan_in`` files remain (the in-memory runs stay encoded meanwhile), then sorts each stretch of consecutive
 in-memory committed runs in one pass and merges the results with the files in run order (so ties stay in map task,
 then spill order).
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from shuffle.keys import KeyOrder, combined_order, sort_keys
-from shuffle.merge import blocks_of, group_merged, merge_blocks, merge_runs, sort_groups_in_memory, sort_runs_in_memory
-from shuffle.runs import RunWriter, is_grouped, iter_run_file_blocks, iter_run_file_groups, iter_stored_blocks
+from shuffle.merge import blocks_of, group_merged, merge_blocks, sort_groups_in_memory
+from shuffle.runs import RunWriter, is_grouped, iter_run_file_groups, iter_stored_blocks
 
 DECODED_EXPANSION = 16
 """How much larger small (key, value) pairs are as Python objects than as msgpack (a 7-byte word-count pair becomes
@@ -207,9 +207,8 @@ class RunStore:
         ]
 
     def sorted_pairs(self) -> Iterator[tuple[Any, Any]]:
-        """All committed pairs in key order (stable by map task, then spill order)."""
-        sources, order = self._merge_sources()
-        return merge_runs(_as_blocks(sources, order), order) if sources else iter(())
+        """All committed pairs in key order (stable by map task, then spill order): :meth:`grouped`, flattened."""
+        return ((key, value) for key, values in self.grouped() for value in values)
 
     def _merge_sources(self) -> tuple[list[_Encoded | Path], KeyOrder]:
         """The committed runs as at most ``fan_in`` files plus stretches of consecutive in-memory runs (still
@@ -398,19 +397,10 @@ def _group_into(groups: dict[Any, list[Any]], data: bytes | memoryview) -> None:
 def _as_group_blocks(sources: list[_Encoded | Path], order: KeyOrder) -> list[Iterator[list[tuple[Any, Any]]]]:
     """Merge sources as streams of ``(key, values)`` item blocks for ``merge_blocks``: each key moves through the
     merge once per block, not once per pair (a run file streamed block by block; a stretch of in-memory runs
-    decoded and sorted now, as in :func:`_as_blocks`)."""
+    decoded and sorted now: it fits half the budget, see the module docstring)."""
     return [
         iter_run_file_groups(source)
         if isinstance(source, Path)
         else blocks_of(sort_groups_in_memory(source.runs, order))
-        for source in sources
-    ]
-
-
-def _as_blocks(sources: list[_Encoded | Path], order: KeyOrder) -> list[Iterator[list[tuple[Any, Any]]]]:
-    """Merge sources as the block streams ``merge_blocks`` takes: a run file streamed block by block; a stretch of
-    in-memory runs decoded and sorted now (it fits half the budget, see the module docstring)."""
-    return [
-        iter_run_file_blocks(source) if isinstance(source, Path) else blocks_of(sort_runs_in_memory(source.runs, order))
         for source in sources
     ]
