@@ -2,6 +2,6 @@
 
 import sys
 
-from hop.cli import main
+from hop.prelaunch import main
 
 sys.exit(main())

@@ -23,6 +23,7 @@ import signal
 import sys
 from typing import Any
 
+from hop import prelaunch
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import register as register_gen
 from hop.gen.cli import size_argument
@@ -239,7 +240,9 @@ def _run_loaded(
         if address is None:
             # A pipeline runs its steps' reducers side by side.
             reduce_slots = -(-reducers * (stages if pipelined else 1) // workers)
-            cluster = LocalCluster(workers=workers, map_slots=1, reduce_slots=reduce_slots)
+            cluster = LocalCluster(
+                workers=workers, map_slots=1, reduce_slots=reduce_slots, prelaunched=prelaunch.take()
+            )
             cluster.start()
             address = cluster.address
             if not args.quiet:  # for hop snapshot / hop web / hop status while it runs

@@ -1,12 +1,16 @@
 """The embedded cluster's processes from one interpreter: a coordinator that forks its workers before it starts.
 
     python -m hop.cluster_launch --report-fd FD --bind ADDRESS [--heartbeat-timeout S] --workers N [worker options]
+    python -m hop.cluster_launch --report-fd FD --config-fd FD2     (the options arrive later, as JSON on FD2)
 
 Imports the coordinator's and the worker's code once, forks workers ``local-0`` ... ``local-{N-1}`` (each runs
 ``hop.worker.main``, the program ``hop worker`` runs), writes ``worker NAME PID`` for each and then
 ``coordinator ADDRESS`` to file descriptor FD, closes it, and runs the coordinator (``hop.coordinator.run``) in
 this process. Three interpreters starting side by side took ~0.2 s of wall time and ~0.33 s of CPU on a 2-core
 machine before the first job could start (interpreter, site and imports, three times); forks take milliseconds.
+With ``--config-fd`` it imports first and then waits for the rest of its options (a JSON list of arguments, sent
+by ``hop.prelaunch.Prelaunch.configure``), so its start-up overlaps the ``hop`` command's own; it exits quietly if
+the pipe closes empty or the process that started it is gone.
 
 Contract: this process reaps each worker as it ends (on SIGCHLD), so none lingers as a zombie that
 ``hop.forking.DescendantProcess`` would take for alive, and waits up to ``WORKERS_EXIT_TIMEOUT`` for the workers
@@ -21,7 +25,9 @@ when the process that launched it is (``hop.lifetime.orphaned``). Only ``hop.loc
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import select
 import signal
 import sys
 import time
@@ -29,12 +35,15 @@ from typing import Any
 
 from hop import coordinator, worker
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.lifetime import PARENT_VARIABLE, name_process
+from hop.lifetime import PARENT_VARIABLE, ignore_terminal_interrupts, name_process, orphaned
 
 __all__ = ["main"]
 
 WORKERS_EXIT_TIMEOUT = 10.0
 """Seconds the coordinator's process waits for its workers after it told them to shut down."""
+
+LIVENESS_CHECK_SECONDS = 1.0
+"""How often a launcher waiting for its options checks that the process that started it is still there."""
 
 
 def _run_worker(name: str, arguments: list[str], report_fd: int) -> int:
@@ -46,7 +55,42 @@ def _run_worker(name: str, arguments: list[str], report_fd: int) -> int:
     return worker.main(arguments)
 
 
+def _wait_for_options(config_fd: int) -> list[str] | None:
+    """The arguments sent on ``config_fd`` (read to end-of-file), or ``None`` when none came: the pipe closed empty
+    or the process that started this one ended."""
+    chunks: list[bytes] = []
+    try:
+        while True:
+            ready, _, _ = select.select([config_fd], [], [], LIVENESS_CHECK_SECONDS)
+            if not ready:
+                if orphaned():
+                    return None
+                continue
+            chunk = os.read(config_fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(config_fd)
+    if not chunks:
+        return None
+    arguments = json.loads(b"".join(chunks))
+    if not isinstance(arguments, list) or not all(isinstance(argument, str) for argument in arguments):
+        raise ValueError(f"expected a JSON list of strings on --config-fd, got {arguments!r:.200}")
+    return arguments
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--config-fd", type=int)
+    known, argv = early.parse_known_args(argv)
+    if known.config_fd is not None:
+        ignore_terminal_interrupts()  # Ctrl-C while waiting: the command that started this one ends it
+        options = _wait_for_options(known.config_fd)
+        if options is None:
+            return 0
+        argv += options
     parser = argparse.ArgumentParser(prog="python -m hop.cluster_launch", description=__doc__.splitlines()[0])
     parser.add_argument("--report-fd", type=int, required=True, help="where the workers' pids and the address go")
     parser.add_argument("--bind", required=True, help="the coordinator's address (the workers connect to it)")

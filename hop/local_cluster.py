@@ -3,8 +3,10 @@
 ``hop run`` without ``--coordinator`` uses it. It runs the same coordinator and worker programs as a real cluster
 (``hop.coordinator``, ``hop.worker``), so there is no in-process shortcut to diverge from; to start in one
 interpreter's time, one process (``hop.cluster_launch``) imports them, forks the workers and becomes the
-coordinator. :meth:`LocalCluster.stop` asks the coordinator to shut down (which stops the workers and their task
-processes), then terminates and finally kills anything still running, so nothing outlives it.
+coordinator; the ``hop`` command starts that interpreter before its own imports and hands it over
+(``prelaunched``, ``hop.prelaunch``). :meth:`LocalCluster.stop` asks the coordinator to shut down (which stops the
+workers and their task processes), then terminates and finally kills anything still running, so nothing outlives
+it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TextIO
 from hop.client import Client, CoordinatorUnavailable
 from hop.forking import DescendantProcess
 from hop.lifetime import PARENT_VARIABLE
+from hop.prelaunch import Prelaunch
 
 START_TIMEOUT = 60.0
 
@@ -40,11 +43,13 @@ class LocalCluster:
         racks: int = 1,
         sample_interval: float = 1.0,
         stream_slots: int = 0,
+        prelaunched: Prelaunch | None = None,
     ) -> None:
-        """``stream_slots``: per worker, slots only continuous jobs use (0: they take map and reduce slots);
-        ``racks``: workers get rack labels ``rack-0``... round robin (the monitor's roll-up); every worker
-        samples its own process tree every ``sample_interval`` seconds (0: not at all), since all of them share
-        this machine and the monitor shows each as a host."""
+        """``prelaunched``: a launcher already started and waiting for its options, which this cluster then owns
+        (it is discarded if the cluster never starts); ``stream_slots``: per worker, slots only continuous jobs use
+        (0: they take map and reduce slots); ``racks``: workers get rack labels ``rack-0``... round robin (the
+        monitor's roll-up); every worker samples its own process tree every ``sample_interval`` seconds (0: not at
+        all), since all of them share this machine and the monitor shows each as a host."""
         self.num_workers = workers or os.cpu_count() or 1
         self.racks = max(1, racks)
         self.sample_interval = sample_interval
@@ -57,6 +62,7 @@ class LocalCluster:
         self.workers: list[DescendantProcess] = []
         self.address = ""
         self._socket_dir: str | None = None
+        self._prelaunched = prelaunched
 
     def __enter__(self) -> LocalCluster:
         self.start()
@@ -79,43 +85,34 @@ class LocalCluster:
         # retry until the bind exists), which halves start-up: it matters for short jobs.
         self._socket_dir = tempfile.mkdtemp(prefix="hop-cluster-")
         planned = f"ipc://{self._socket_dir}/coordinator"
-        # The cluster's processes end on their own if this process dies without stopping them (``orphaned``).
-        # PYTHONHASHSEED=0: what a worker would otherwise re-execute itself to get (hop.worker.main).
-        environment = {**os.environ, PARENT_VARIABLE: str(os.getpid()), "PYTHONHASHSEED": "0"}
-        report_read, report_write = os.pipe()
-        try:
-            self.coordinator = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "hop.cluster_launch",
-                    "--report-fd",
-                    str(report_write),
-                    "--bind",
-                    planned,
-                    "--heartbeat-timeout",
-                    str(self.heartbeat_timeout),
-                    "--workers",
-                    str(self.num_workers),
-                    "--map-slots",
-                    str(self.map_slots),
-                    "--reduce-slots",
-                    str(self.reduce_slots),
-                    "--stream-slots",
-                    str(self.stream_slots),
-                    # Spill files under the cluster's directory: removed at stop even if a worker was killed.
-                    "--spill-dir",
-                    self._socket_dir,
-                    "--racks",
-                    str(self.racks),
-                    "--sample-interval",
-                    str(self.sample_interval),
-                ],
-                env=environment,
-                pass_fds=(report_write,),
-            )
-        finally:
-            os.close(report_write)
+        options = [
+            "--bind",
+            planned,
+            "--heartbeat-timeout",
+            str(self.heartbeat_timeout),
+            "--workers",
+            str(self.num_workers),
+            "--map-slots",
+            str(self.map_slots),
+            "--reduce-slots",
+            str(self.reduce_slots),
+            "--stream-slots",
+            str(self.stream_slots),
+            # Spill files under the cluster's directory: removed at stop even if a worker was killed.
+            "--spill-dir",
+            self._socket_dir,
+            "--racks",
+            str(self.racks),
+            "--sample-interval",
+            str(self.sample_interval),
+        ]
+        prelaunched, self._prelaunched = self._prelaunched, None
+        if prelaunched is not None:
+            self.coordinator = prelaunched.process
+            report_read = prelaunched.report_read
+            prelaunched.configure(options)
+        else:
+            report_read = self._launch(options)
         with os.fdopen(report_read) as report:
             self.address = self._read_report(report)
         if self.address != planned:
@@ -132,6 +129,25 @@ class LocalCluster:
                 time.sleep(0.01)
         finally:
             client.close()
+
+    def _launch(self, options: list[str]) -> int:
+        """Start the launcher with ``options``; return the read end of its report pipe."""
+        # The cluster's processes end on their own if this process dies without stopping them (``orphaned``).
+        # PYTHONHASHSEED=0: what a worker would otherwise re-execute itself to get (hop.worker.main).
+        environment = {**os.environ, PARENT_VARIABLE: str(os.getpid()), "PYTHONHASHSEED": "0"}
+        report_read, report_write = os.pipe()
+        try:
+            self.coordinator = subprocess.Popen(
+                [sys.executable, "-m", "hop.cluster_launch", "--report-fd", str(report_write), *options],
+                env=environment,
+                pass_fds=(report_write,),
+            )
+        except BaseException:
+            os.close(report_read)
+            raise
+        finally:
+            os.close(report_write)
+        return report_read
 
     def _read_report(self, report: TextIO) -> str:
         """Take the workers' pids from the launcher's report (``hop.cluster_launch``); return the coordinator's
@@ -157,6 +173,9 @@ class LocalCluster:
             selector.close()
 
     def stop(self) -> None:
+        prelaunched, self._prelaunched = self._prelaunched, None
+        if prelaunched is not None:  # never started
+            prelaunched.discard()
         if self.coordinator is not None and self.coordinator.poll() is None and self.address:
             client = Client(self.address, timeout=5)
             try:
