@@ -44,6 +44,11 @@ class Aggregate:
     def finish(self, state: Any) -> Any:
         return state
 
+    @property
+    def finish_is_identity(self) -> bool:
+        """True when ``finish`` is the base class's: the state is the final value (reducers skip the calls)."""
+        return type(self).finish is Aggregate.finish
+
     def fold_values(self, values: Iterable[Any]) -> Any:
         """Merge an iterable of *states* into one."""
         return fold(self.merge, values)

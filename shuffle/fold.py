@@ -132,7 +132,10 @@ class FoldingRunStore(RunStore):
         if self._dumps:
             return None
         keys = self._sorted_state()
-        return keys, list(map(self.aggregate.finish, map(self.state.__getitem__, keys)))
+        states = map(self.state.__getitem__, keys)
+        if getattr(self.aggregate, "finish_is_identity", False):  # the state is the value: no call per key
+            return keys, list(states)
+        return keys, list(map(self.aggregate.finish, states))
 
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
         """Folded states by key (a key has several only if the state was dumped to disk)."""
