@@ -1,16 +1,17 @@
 """The embedded cluster's processes from one interpreter: a coordinator that forks its workers before it starts.
 
-    python -m hop.cluster_launch --report-fd FD --bind ADDRESS [--heartbeat-timeout S] --workers N [worker options]
-    python -m hop.cluster_launch --report-fd FD --config-fd FD2     (the options arrive later, as JSON on FD2)
+    python -m hop.cluster_launch --config-fd FD1 --report-fd FD2
 
-Imports the coordinator's and the worker's code once, forks workers ``local-0`` ... ``local-{N-1}`` (each runs
+Imports the coordinator's and the worker's code once, then reads one line of JSON from FD1 (sent by
+``hop.prelaunch.Prelaunch.configure``): ``{"arguments": [...], "environment": {...}}``, the arguments being
+``--bind ADDRESS --workers N [--heartbeat-timeout S] [worker options]``. It takes that environment as its own (its
+parent variable and hash seed stay), forks workers ``local-0`` ... ``local-{N-1}`` (each runs
 ``hop.worker.main``, the program ``hop worker`` runs), writes ``worker NAME PID`` for each and then
 ``coordinator ADDRESS`` to file descriptor FD, closes it, and runs the coordinator (``hop.coordinator.run``) in
 this process. Three interpreters starting side by side took ~0.2 s of wall time and ~0.33 s of CPU on a 2-core
 machine before the first job could start (interpreter, site and imports, three times); forks take milliseconds.
-With ``--config-fd`` it imports first and then waits for the rest of its options (a JSON list of arguments, sent
-by ``hop.prelaunch.Prelaunch.configure``), so its start-up overlaps the ``hop`` command's own; it exits quietly if
-the pipe closes empty or the process that started it is gone.
+Waiting for its options after the imports lets the ``hop`` command start it before its own imports; it exits
+quietly (status 0, nothing created) if FD1 ends before a line or the process that started it is gone.
 
 Contract: this process reaps each worker as it ends (on SIGCHLD), so none lingers as a zombie that
 ``hop.forking.DescendantProcess`` would take for alive, and waits up to ``WORKERS_EXIT_TIMEOUT`` for the workers
@@ -19,7 +20,7 @@ usage, and so in the usage of whoever runs ``hop`` (``hop compare``, the benchma
 their own processes. Ignoring SIGCHLD instead would let the kernel reap them and drop that time. Each worker
 restores the default SIGCHLD handling at once, since it waits for its own task processes. A worker's
 ``HOP_EMBEDDED_PARENT_PID`` is the coordinator's pid: it ends when the coordinator is gone, and the coordinator
-when the process that launched it is (``hop.lifetime.orphaned``). Only ``hop.local_cluster`` runs this.
+when the process that launched it is (``hop.lifetime.orphaned``). Only ``hop.prelaunch`` starts this.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import sys
 import time
 from typing import Any
 
-from hop import coordinator, worker
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
 from hop.lifetime import PARENT_VARIABLE, ignore_terminal_interrupts, name_process, orphaned
 
@@ -52,15 +52,18 @@ def _run_worker(name: str, arguments: list[str], report_fd: int) -> int:
     os.close(report_fd)  # else the launcher's reader would not see end-of-file if the coordinator died
     os.environ[PARENT_VARIABLE] = str(os.getppid())
     name_process(name)
+    from hop import worker  # imported already, by main
+
     return worker.main(arguments)
 
 
-def _wait_for_options(config_fd: int) -> list[str] | None:
-    """The arguments sent on ``config_fd`` (read to end-of-file), or ``None`` when none came: the pipe closed empty
-    or the process that started this one ended."""
+def _wait_for_config(config_fd: int) -> dict[str, Any] | None:
+    """The configuration line sent on ``config_fd``, decoded, or ``None`` if none will come: the pipe ended before
+    a whole line or the process that started this one is gone. Reads up to the first newline only: a copy of the
+    pipe's write end (in a process forked from the command meanwhile) must not keep this waiting."""
     chunks: list[bytes] = []
     try:
-        while True:
+        while not chunks or b"\n" not in chunks[-1]:
             ready, _, _ = select.select([config_fd], [], [], LIVENESS_CHECK_SECONDS)
             if not ready:
                 if orphaned():
@@ -68,31 +71,46 @@ def _wait_for_options(config_fd: int) -> list[str] | None:
                 continue
             chunk = os.read(config_fd, 65536)
             if not chunk:
-                break
+                return None
             chunks.append(chunk)
     finally:
         os.close(config_fd)
-    if not chunks:
-        return None
-    arguments = json.loads(b"".join(chunks))
-    if not isinstance(arguments, list) or not all(isinstance(argument, str) for argument in arguments):
-        raise ValueError(f"expected a JSON list of strings on --config-fd, got {arguments!r:.200}")
-    return arguments
+    config = json.loads(b"".join(chunks).split(b"\n", 1)[0])
+    arguments = config.get("arguments") if isinstance(config, dict) else None
+    environment = config.get("environment") if isinstance(config, dict) else None
+    if not (
+        isinstance(arguments, list)
+        and all(isinstance(argument, str) for argument in arguments)
+        and isinstance(environment, dict)
+        and all(isinstance(name, str) and isinstance(value, str) for name, value in environment.items())
+    ):
+        expected = "{'arguments': [str], 'environment': {str: str}}"
+        raise ValueError(f"expected {expected} on --config-fd, got {config!r:.200}")
+    return config
+
+
+def _take_environment(environment: dict[str, str]) -> None:
+    """Make ``environment`` this process's (what its workers and their task processes inherit), keeping the
+    variables it was started with for the cluster: its parent's pid and the hash seed."""
+    kept = {name: os.environ[name] for name in (PARENT_VARIABLE, "PYTHONHASHSEED") if name in os.environ}
+    os.environ.clear()
+    os.environ.update({**environment, **kept})
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    early = argparse.ArgumentParser(add_help=False)
-    early.add_argument("--config-fd", type=int)
-    known, argv = early.parse_known_args(argv)
-    if known.config_fd is not None:
-        ignore_terminal_interrupts()  # Ctrl-C while waiting: the command that started this one ends it
-        options = _wait_for_options(known.config_fd)
-        if options is None:
-            return 0
-        argv += options
-    parser = argparse.ArgumentParser(prog="python -m hop.cluster_launch", description=__doc__.splitlines()[0])
-    parser.add_argument("--report-fd", type=int, required=True, help="where the workers' pids and the address go")
+    # Ctrl-C at the command's start reaches this process too: the command handles it and ends this one.
+    ignore_terminal_interrupts()
+    early = argparse.ArgumentParser(prog="python -m hop.cluster_launch", description=__doc__.splitlines()[0])
+    early.add_argument("--config-fd", type=int, required=True, help="where the options come from, one JSON line")
+    early.add_argument("--report-fd", type=int, required=True, help="where the workers' pids and the address go")
+    fds = early.parse_args(argv)
+    from hop import coordinator, worker  # noqa: F401  (the imports the command's own start-up overlaps)
+
+    config = _wait_for_config(fds.config_fd)
+    if config is None:
+        return 0
+    _take_environment(config["environment"])
+    parser = argparse.ArgumentParser(prog="python -m hop.cluster_launch (options on --config-fd)")
     parser.add_argument("--bind", required=True, help="the coordinator's address (the workers connect to it)")
     parser.add_argument("--heartbeat-timeout", type=float, default=coordinator.HEARTBEAT_TIMEOUT)
     parser.add_argument("--workers", type=int, required=True)
@@ -102,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spill-dir", required=True)
     parser.add_argument("--racks", type=int, default=1, help="workers get rack labels rack-0... round robin")
     parser.add_argument("--sample-interval", type=float, default=1.0)
-    args = parser.parse_args(argv)
-    report = os.fdopen(args.report_fd, "w")
+    args = parser.parse_args(config["arguments"])
+    report = os.fdopen(fds.report_fd, "w")
     workers: list[ForkedProcess] = []
 
     def reap(_signal: int, _frame: Any) -> None:
@@ -133,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             "--sample-scope",
             "process",  # every worker shares this machine: each samples its own processes
         ]
-        process = fork_call(_run_worker, name, arguments, args.report_fd)
+        process = fork_call(_run_worker, name, arguments, fds.report_fd)
         workers.append(process)
         report.write(f"worker {name} {process.pid}\n")
     report.flush()

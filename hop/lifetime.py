@@ -1,8 +1,10 @@
 """How long the processes of an embedded cluster live: no longer than the process that started them.
 
-``hop.local_cluster.LocalCluster`` puts its own pid in ``HOP_EMBEDDED_PARENT_PID`` for the coordinator and workers it
-starts; they call :func:`orphaned` in their loops and exit when their parent is gone (killed without a chance to
-stop them), so a killed ``hop run`` leaves no processes behind. Task processes watch their worker the same way.
+The process that starts an embedded cluster's launcher (``hop.prelaunch.Prelaunch``, for
+``hop.local_cluster.LocalCluster``) puts its own pid in ``HOP_EMBEDDED_PARENT_PID`` for the coordinator and the
+workers it forks; they call :func:`orphaned` in their loops and exit when their parent is gone (killed without a
+chance to stop them), so a killed ``hop run`` leaves no processes behind. Task processes watch their worker the
+same way.
 """
 
 from __future__ import annotations

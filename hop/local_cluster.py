@@ -15,7 +15,6 @@ import os
 import selectors
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from types import TracebackType
@@ -23,7 +22,6 @@ from typing import TextIO
 
 from hop.client import Client, CoordinatorUnavailable
 from hop.forking import DescendantProcess
-from hop.lifetime import PARENT_VARIABLE
 from hop.prelaunch import Prelaunch
 
 START_TIMEOUT = 60.0
@@ -45,8 +43,9 @@ class LocalCluster:
         stream_slots: int = 0,
         prelaunched: Prelaunch | None = None,
     ) -> None:
-        """``prelaunched``: a launcher already started and waiting for its options, which this cluster then owns
-        (it is discarded if the cluster never starts); ``stream_slots``: per worker, slots only continuous jobs use
+        """``prelaunched``: a launcher already started and waiting for its options (``hop.prelaunch``), which this
+        cluster then owns (:meth:`stop` discards it if the cluster was never started; without one, :meth:`start`
+        starts one); ``stream_slots``: per worker, slots only continuous jobs use
         (0: they take map and reduce slots); ``racks``: workers get rack labels ``rack-0``... round robin (the
         monitor's roll-up); every worker samples its own process tree every ``sample_interval`` seconds (0: not at
         all), since all of them share this machine and the monitor shows each as a host."""
@@ -106,14 +105,11 @@ class LocalCluster:
             "--sample-interval",
             str(self.sample_interval),
         ]
-        prelaunched, self._prelaunched = self._prelaunched, None
-        if prelaunched is not None:
-            self.coordinator = prelaunched.process
-            report_read = prelaunched.report_read
-            prelaunched.configure(options)
-        else:
-            report_read = self._launch(options)
-        with os.fdopen(report_read) as report:
+        launcher, self._prelaunched = self._prelaunched, None
+        if launcher is None:
+            launcher = Prelaunch()
+        self.coordinator = launcher.process
+        with launcher.configure(options) as report:
             self.address = self._read_report(report)
         if self.address != planned:
             raise ClusterStartError(f"coordinator did not bind {planned}")
@@ -129,25 +125,6 @@ class LocalCluster:
                 time.sleep(0.01)
         finally:
             client.close()
-
-    def _launch(self, options: list[str]) -> int:
-        """Start the launcher with ``options``; return the read end of its report pipe."""
-        # The cluster's processes end on their own if this process dies without stopping them (``orphaned``).
-        # PYTHONHASHSEED=0: what a worker would otherwise re-execute itself to get (hop.worker.main).
-        environment = {**os.environ, PARENT_VARIABLE: str(os.getpid()), "PYTHONHASHSEED": "0"}
-        report_read, report_write = os.pipe()
-        try:
-            self.coordinator = subprocess.Popen(
-                [sys.executable, "-m", "hop.cluster_launch", "--report-fd", str(report_write), *options],
-                env=environment,
-                pass_fds=(report_write,),
-            )
-        except BaseException:
-            os.close(report_read)
-            raise
-        finally:
-            os.close(report_write)
-        return report_read
 
     def _read_report(self, report: TextIO) -> str:
         """Take the workers' pids from the launcher's report (``hop.cluster_launch``); return the coordinator's

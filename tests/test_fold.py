@@ -91,6 +91,7 @@ def test_aggregates_lift_merge_finish(aggregate: object, expected: object, tmp_p
         store.commit(task, 0, spills=1)
     assert finished(store, aggregate) == {"x": expected}
     # The reduce's bulk path: finish is skipped only where it is the identity (Mean's is not).
+    assert aggregate.finish_is_identity is (type(aggregate) is not Mean)  # type: ignore[attr-defined]
     assert store.finished_columns() == (["x"], [expected])
     as_combiner = list(aggregate("x", states))  # type: ignore[operator]
     assert as_combiner == [("x", aggregate.fold_values(states))]  # type: ignore[attr-defined]

@@ -3,7 +3,9 @@ the cluster when a run wants one, ended whenever it does not, never left behind.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +15,8 @@ import pytest
 
 from hop import prelaunch
 from hop.client import Client
-from hop.cluster_launch import _wait_for_options
-from hop.local_cluster import LocalCluster
+from hop.cluster_launch import _wait_for_config
+from hop.local_cluster import ClusterStartError, LocalCluster
 from tests.conftest import job_path, read_output, run_job
 
 
@@ -38,25 +40,45 @@ def test_which_commands_start_a_launcher_early(argv: list[str], expected: bool) 
     assert prelaunch.wants_embedded_cluster(argv) is expected
 
 
-def _pipe_with(data: bytes | None) -> int:
+def _pipe_with(data: bytes, keep_open: bool = False) -> tuple[int, int]:
+    """A pipe holding ``data``; its write end stays open (returned) only with ``keep_open``, else it is -1."""
     read, write = os.pipe()
-    if data:
-        os.write(write, data)
+    os.write(write, data)
+    if keep_open:
+        return read, write
     os.close(write)
-    return read
+    return read, -1
 
 
-def test_the_launcher_reads_its_options_as_a_json_list() -> None:
-    assert _wait_for_options(_pipe_with(b'["--workers", "2"]')) == ["--workers", "2"]
-    assert _wait_for_options(_pipe_with(None)) is None  # the command needed no cluster
-    with pytest.raises(ValueError, match="expected a JSON list of strings on --config-fd"):
-        _wait_for_options(_pipe_with(b'{"workers": 2}'))
+def test_the_launcher_reads_one_line_of_options() -> None:
+    line = json.dumps({"arguments": ["--workers", "2"], "environment": {"A": "1"}}).encode()
+    read, _ = _pipe_with(line + b"\n")
+    assert _wait_for_config(read) == {"arguments": ["--workers", "2"], "environment": {"A": "1"}}
+    # A copy of the write end still open elsewhere (a process forked by user code) does not keep it waiting.
+    read, write = _pipe_with(line + b"\n", keep_open=True)
+    try:
+        assert _wait_for_config(read) is not None
+    finally:
+        os.close(write)
+    read, _ = _pipe_with(b"")
+    assert _wait_for_config(read) is None  # the command ended without wanting a cluster
+    read, _ = _pipe_with(line)
+    assert _wait_for_config(read) is None  # ended in the middle of the line: nothing to act on
+    read, _ = _pipe_with(b'{"arguments": ["--workers", 2], "environment": {}}\n')
+    with pytest.raises(ValueError, match="on --config-fd"):
+        _wait_for_config(read)
 
 
-def test_a_prelaunched_launcher_becomes_the_cluster_and_runs_a_job(tmp_path: Path) -> None:
+def test_a_prelaunched_launcher_becomes_the_cluster_and_runs_a_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "in.txt").write_text("a b a\nc a\n")
+    (tmp_path / "names.txt").write_text("HOP_TEST_SET_LATE\n")
     launcher = prelaunch.Prelaunch()
     launcher_process = psutil.Process(launcher.process.pid)
+    # Set after the launcher started (as a job module may do when the command loads it): the cluster's processes
+    # still get it, with the rest of the environment of the moment the cluster starts.
+    monkeypatch.setenv("HOP_TEST_SET_LATE", "set after the launcher started")
     with LocalCluster(workers=2, prelaunched=launcher) as cluster:
         assert cluster.coordinator is launcher.process
         assert "--config-fd" in launcher_process.cmdline()
@@ -65,10 +87,12 @@ def test_a_prelaunched_launcher_becomes_the_cluster_and_runs_a_job(tmp_path: Pat
         client = Client(cluster.address, timeout=30)
         try:
             report = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out", num_reduces=2)
+            run_job(client, "environment_variable", [tmp_path / "names.txt"], tmp_path / "environment")
         finally:
             client.close()
         assert report["status"] == "succeeded"
         assert sorted(read_output(tmp_path / "out")) == [("a", 3), ("b", 1), ("c", 1)]
+        assert read_output(tmp_path / "environment") == [("HOP_TEST_SET_LATE", "set after the launcher started")]
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in [launcher_process, *workers])
 
 
@@ -76,6 +100,16 @@ def test_a_cluster_that_never_starts_ends_its_prelaunched_launcher() -> None:
     launcher = prelaunch.Prelaunch()
     LocalCluster(workers=1, prelaunched=launcher).stop()
     assert launcher.process.returncode is not None
+
+
+def test_a_launcher_that_died_before_its_options_is_a_clear_start_error() -> None:
+    launcher = prelaunch.Prelaunch()
+    launcher.process.kill()
+    launcher.process.wait(timeout=10)
+    cluster = LocalCluster(workers=1, prelaunched=launcher)
+    with pytest.raises(ClusterStartError, match=r"coordinator failed to start \(exit code -9\)"):
+        cluster.start()
+    assert cluster.coordinator is None  # stopped on the way out
 
 
 def test_a_run_that_fails_before_its_cluster_starts_ends_the_launcher(
@@ -91,7 +125,11 @@ def test_a_run_that_fails_before_its_cluster_starts_ends_the_launcher(
     monkeypatch.setattr(prelaunch, "Prelaunch", Recorded)
     argv = ["hop", "run", job_path("wordcount"), str(tmp_path / "missing.txt"), "-o", str(tmp_path / "out")]
     monkeypatch.setattr(sys, "argv", argv)
-    assert prelaunch.main() == 2  # no such input: found before any cluster is started
+    sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        assert prelaunch.main() == 2  # no such input: found before any cluster is started
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)  # the command's own handler, installed in this process
     assert len(started) == 1
     assert started[0].process.returncode is not None  # killed and reaped, not left to finish its imports
     assert prelaunch.take() is None
@@ -101,9 +139,19 @@ def test_the_launcher_ends_by_itself_when_the_command_dies_without_ending_it() -
     # A command killed between starting the launcher and configuring it: here a process that starts one, prints
     # its pid and exits at once, skipping every clean-up.
     script = "import os; from hop.prelaunch import Prelaunch; print(Prelaunch().process.pid, flush=True); os._exit(0)"
-    command = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert command.returncode == 0, command.stderr
-    launcher = psutil.Process(int(command.stdout))  # still there: it was forked moments ago
-    # The pipe it waits on reached end-of-file; it exits without starting a cluster. (The test session is a
-    # subreaper, so it is this process's child now and is reaped here.)
-    assert launcher.wait(timeout=30) == 0
+    command = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert command.stdout is not None
+        line = command.stdout.readline()  # not to the end: the launcher holds a copy of that pipe while it runs
+        assert command.wait(timeout=60) == 0
+    finally:
+        if command.stdout is not None:
+            command.stdout.close()
+    try:
+        launcher = psutil.Process(int(line))
+    except psutil.NoSuchProcess:
+        return  # ended and reaped already (adopted by init where this test session is not a subreaper)
+    # Its options pipe reached end-of-file: it exits without starting a cluster.
+    _, alive = psutil.wait_procs([launcher], timeout=30)
+    assert not alive, launcher.cmdline()
+    assert launcher.returncode in (0, None)  # None: not this process's child, its status went to its new parent
