@@ -3,7 +3,7 @@
 ``hop run`` without ``--coordinator`` uses it. It runs the same coordinator and worker programs as a real cluster
 (``hop.coordinator``, ``hop.worker``), so there is no in-process shortcut to diverge from; to start in one
 interpreter's time, one process (``hop.cluster_launch``) imports them, forks the workers and becomes the
-coordinator; the ``hop`` command starts that interpreter before its own imports and hands it over
+coordinator; the ``hop`` command starts that interpreter before importing the rest of itself and hands it over
 (``prelaunched``, ``hop.prelaunch``). :meth:`LocalCluster.stop` asks the coordinator to shut down (which stops the
 workers and their task processes), then terminates and finally kills anything still running, so nothing outlives
 it.
