@@ -27,7 +27,7 @@ from hop import prelaunch
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import register as register_gen
 from hop.gen.cli import size_argument
-from hop.inputs import InputError, expand_inputs
+from hop.inputs import DEFAULT_SPLIT_BYTES, InputError, expand_inputs
 from hop.job import Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
@@ -75,8 +75,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     parser.add_argument(
         "--split-size",
         type=size_argument,
-        default=32 << 20,
-        help="bytes per input split (default 32MB); smaller when the input would leave map slots without a task",
+        default=DEFAULT_SPLIT_BYTES,
+        help="bytes per input split (default 128MB); smaller when the input would leave map slots without a task",
     )
     parser.add_argument(
         "--spill-records",

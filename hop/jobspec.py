@@ -15,6 +15,7 @@ from typing import Any
 
 import cloudpickle
 
+from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.job import INPUT_FORMATS, Job
 
 MODES = ("pipelined", "blocking")
@@ -33,7 +34,7 @@ class JobSpec:
     step: int = 0
     num_steps: int = 1
     input_format: str = "text"
-    split_size: int = 32 << 20
+    split_size: int = DEFAULT_SPLIT_BYTES
     spill_records: int = 2_000_000
     reduce_memory: int = 256 << 20
     overwrite: bool = False

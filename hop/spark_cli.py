@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.gen.cli import size_argument
-from hop.inputs import InputError
+from hop.inputs import DEFAULT_SPLIT_BYTES, InputError
 from hop.loader import JobFileError, load_job_file
 
 
@@ -130,7 +130,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", help="input files, directories or globs")
     parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
     parser.add_argument("--workers", type=int, default=None, help="parallelism (default: cores)")
-    parser.add_argument("--split-size", type=size_argument, default=None, help="bytes per input split (default 32MB)")
+    parser.add_argument("--split-size", type=size_argument, default=None, help="bytes per input split (default 128MB)")
     parser.add_argument(
         "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"
     )
@@ -165,5 +165,5 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.split_size is None:
-        args.split_size = 32 << 20
+        args.split_size = DEFAULT_SPLIT_BYTES
     return int(args.func(args))

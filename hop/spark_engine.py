@@ -55,7 +55,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hop.inputs import Split, expand_inputs, make_splits
+from hop.inputs import DEFAULT_SPLIT_BYTES, Split, expand_inputs, make_splits
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.outputs import check_output, prepare_output
@@ -336,7 +336,7 @@ def run_on_spark(
     master: str = "local[2]",
     input_format: str | None = None,
     overwrite: bool = False,
-    split_size: int = 32 << 20,
+    split_size: int = DEFAULT_SPLIT_BYTES,
     quiet: bool = True,
     conf: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:

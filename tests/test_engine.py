@@ -134,7 +134,7 @@ def test_without_combiner(client: Client, zipf_text: Path, tmp_path: Path) -> No
 
 
 def test_small_input_still_gives_every_map_slot_a_task(tmp_path: Path) -> None:
-    # 3 MB is one 32 MB split, but the cluster has three map slots: the input is cut in three, one per slot.
+    # 3 MB is one default (128 MB) split, but the cluster has three map slots: the input is cut in three, one per slot.
     source = tmp_path / "in.txt"
     generate_text(source, 3_000_000, seed=4)
     output = tmp_path / "out"

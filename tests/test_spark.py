@@ -34,6 +34,7 @@ import pytest
 from hop.client import Client
 from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
+from hop.inputs import DEFAULT_SPLIT_BYTES
 from tests.conftest import ROOT, job_path, run_job
 
 
@@ -229,7 +230,7 @@ def spark_run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--overwrite", action="store_true")
     parser.add_argument("--quiet", action="store_true")
-    parser.add_argument("--split-size", type=int, default=32 << 20)
+    parser.add_argument("--split-size", type=int, default=DEFAULT_SPLIT_BYTES)
     parser.add_argument("--input-format", default=None)
     parser.add_argument("--job-class", default=None)
     parser.add_argument("--spark-master", default=None)
