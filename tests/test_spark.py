@@ -17,8 +17,8 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -306,11 +306,21 @@ def test_compare_outputs_tolerance_and_differences(tmp_path: Path) -> None:
     assert 'key "a": hop [1], spark [2]' in format_table(summary)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def wait_for_log(path: Path, pattern: str, process: subprocess.Popen[bytes], timeout: float = 90) -> re.Match[str]:
+    """Wait until ``path`` (a process's log) has a match of ``pattern``; fail if the process exits or time runs out.
+
+    The Spark daemons pick their own free ports (port 0) and log them: ports picked here and passed on could be
+    taken by another process in between (the test cluster's workers bind ports all the time), and Spark then moves
+    to the next port without saying so to whoever polls the first."""
+    regex = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"{process.args!r} exited with {process.returncode}"
+        match = regex.search(path.read_text(errors="replace")) if path.exists() else None
+        if match is not None:
+            return match
+        time.sleep(0.2)
+    pytest.fail(f"{pattern!r} did not appear in {path} within {timeout:.0f}s")
 
 
 def wait_for_worker(ui_port: int, processes: list[subprocess.Popen[bytes]], timeout: float = 90) -> None:
@@ -342,20 +352,22 @@ def standalone_cluster(tmp_path: Path) -> Iterator[str]:
         SPARK_LOG_DIR=str(log_dir),
         SPARK_LOCAL_IP="127.0.0.1",
     )
-    port, ui_port, worker_ui_port = free_port(), free_port(), free_port()
     spark_class = str(spark_home / "bin" / "spark-class")
     processes: list[subprocess.Popen[bytes]] = []
-    logs = open(tmp_path / "standalone.log", "wb")  # noqa: SIM115 (closed below, after the processes end)
+    master_log, worker_log = tmp_path / "master.log", tmp_path / "worker.log"
+    logs = [open(master_log, "wb"), open(worker_log, "wb")]  # noqa: SIM115 (closed below, after the processes end)
     try:
         master_command = [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
-        master_command += ["--port", str(port), "--webui-port", str(ui_port)]
-        processes.append(subprocess.Popen(master_command, env=env, stdout=logs, stderr=logs))
-        worker_command = [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}"]
-        worker_command += ["--host", "127.0.0.1", "--cores", "1", "--memory", "1g"]
-        worker_command += ["--webui-port", str(worker_ui_port)]
-        processes.append(subprocess.Popen(worker_command, env=env, stdout=logs, stderr=logs))
+        master_command += ["--port", "0", "--webui-port", "0"]
+        processes.append(subprocess.Popen(master_command, env=env, stdout=logs[0], stderr=logs[0]))
+        master = wait_for_log(master_log, r"Starting Spark master at (spark://\S+)", processes[0]).group(1)
+        ui = wait_for_log(master_log, r"Bound MasterWebUI to .*started at http://\S+:(\d+)", processes[0])
+        ui_port = int(ui.group(1))
+        worker_command = [spark_class, "org.apache.spark.deploy.worker.Worker", master]
+        worker_command += ["--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", "0"]
+        processes.append(subprocess.Popen(worker_command, env=env, stdout=logs[1], stderr=logs[1]))
         wait_for_worker(ui_port, processes)
-        yield f"spark://127.0.0.1:{port}"
+        yield master
     finally:
         descendants = []
         for process in processes:
@@ -372,7 +384,8 @@ def standalone_cluster(tmp_path: Path) -> Iterator[str]:
         _, alive = psutil.wait_procs(descendants, timeout=10)
         for leftover in alive:
             leftover.kill()
-        logs.close()
+        for log in logs:
+            log.close()
         shutil.rmtree(work_dir, ignore_errors=True)
         shutil.rmtree(log_dir, ignore_errors=True)
 
