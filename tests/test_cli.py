@@ -107,15 +107,22 @@ def test_bad_usage_is_reported_before_starting_a_cluster(tmp_path: Path) -> None
 
 
 def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
-    import socket
+    import select
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    address = f"tcp://127.0.0.1:{port}"
+    # The coordinator binds a free port itself and prints its address: a port picked here could be taken by another
+    # process before the coordinator bound it.
     coordinator = subprocess.Popen(
-        [sys.executable, "-m", "hop", "coordinator", "--bind", address], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "hop", "coordinator", "--bind", "tcp://127.0.0.1:*"], stdout=subprocess.PIPE, text=True
     )
+    try:
+        assert coordinator.stdout is not None
+        assert select.select([coordinator.stdout], [], [], 30)[0], "the coordinator printed no address within 30 s"
+        address = coordinator.stdout.readline().strip()
+        assert address.startswith("tcp://127.0.0.1:"), address
+    except BaseException:
+        coordinator.kill()
+        coordinator.wait(timeout=10)
+        raise
     workers = [
         subprocess.Popen(
             [
