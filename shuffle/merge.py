@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import Any
 
 from shuffle.keys import KeyOrder
-from shuffle.runs import BLOCK_RECORDS, block_groups, iter_blocks, iter_stored_blocks
+from shuffle.runs import BLOCK_RECORDS, block_groups, iter_stored_blocks
 
 Pair = tuple[Any, Any]
 
@@ -31,16 +31,6 @@ def _pair_key(order: KeyOrder) -> Callable[[Pair], Any]:
     if order is None:
         return _first
     return lambda pair: order(pair[0])
-
-
-def sort_runs_in_memory(runs: Iterable[bytes | memoryview], order: KeyOrder) -> list[Pair]:
-    """Decode run bytes and return all their pairs in one sorted list (stable: earlier runs first on ties)."""
-    pairs: list[Pair] = []
-    for data in runs:
-        for keys, values in iter_blocks(data):
-            pairs.extend(zip(keys, values, strict=False))
-    pairs.sort(key=_pair_key(order))
-    return pairs
 
 
 def sort_groups_in_memory(runs: Iterable[bytes | memoryview], order: KeyOrder) -> list[tuple[Any, Sequence[Any]]]:

@@ -19,12 +19,17 @@ from shuffle.merge import (
     group_sorted,
     merge_blocks,
     merge_runs,
-    sort_runs_in_memory,
+    sort_groups_in_memory,
 )
 from shuffle.runs import GROUPED, block_groups, encode_grouped_run, encode_run
 from shuffle.store import MAX_FAN_IN, STREAM_BYTES, RunStore
 
 Pair = tuple[Any, Any]
+
+
+def sort_runs_in_memory(runs: list[bytes | memoryview], order: Any) -> list[Pair]:
+    """The pairs of ``sort_groups_in_memory`` (what the store sorts in-memory runs with), flattened."""
+    return [(key, value) for key, values in sort_groups_in_memory(runs, order) for value in values]
 
 
 def _run(pairs: list[Pair], block_records: int = 65536, grouped: bool = False) -> tuple[bytes, int, str]:
