@@ -19,7 +19,7 @@ import shutil
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,11 @@ class Coordinator:
         earlier = self.workers.get(name)
         if earlier is not None and not earlier.alive:
             self.events.fault("worker_rejoined", worker=name, host=msg["host"])
+        replaced = (
+            earlier is not None
+            and earlier.alive
+            and (earlier.pid, earlier.incarnation) != (msg["pid"], int(msg.get("incarnation", 0)))
+        )
         self.workers[name] = WorkerInfo(
             identity,
             name,
@@ -197,6 +202,12 @@ class Coordinator:
             free_stream=int(msg.get("stream_slots", 0)),
             incarnation=int(msg.get("incarnation", 0)),
         )
+        if replaced:
+            # A new process under a live worker's name (restarted within the heartbeat timeout): the attempts the
+            # old one ran will never report, so they are lost now rather than never.
+            assert earlier is not None
+            self.events.fault("worker_replaced", worker=name, host=msg["host"], old_pid=earlier.pid)
+            self._worker_lost(earlier, time.time())
         self._send(identity, "registered")
         for job in self.jobs.values():  # a late worker must know where running reducers are
             if job.state == "running":
@@ -213,6 +224,10 @@ class Coordinator:
         worker = self.workers.get(msg["worker"])
         if worker is not None:
             worker.last_seen = time.time()
+        else:
+            # A worker registered with an earlier coordinator at this address: it must drop what it ran for that
+            # one and register here, or it would heartbeat into the void with its slots never used.
+            self._send(identity, "reinit", incarnation=msg.get("incarnation"))
 
     def on_workers(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._send(
@@ -783,9 +798,22 @@ class Coordinator:
             if isinstance(action, Broadcast):
                 self._broadcast(action.kind, **action.fields)
             elif isinstance(action, CommitOutput):
-                os.replace(action.temporary, action.final)
+                try:
+                    os.replace(action.temporary, action.final)
+                except OSError as error:
+                    # The rest of ``actions`` may finish the job as succeeded: it is not, a part file is missing.
+                    reason = (
+                        f"cannot move reduce output {action.temporary} to {action.final}: {error.strerror or error} "
+                        "(is the output directory still there, writable, and on a file system every worker and "
+                        "the coordinator share?)"
+                    )
+                    self._execute(job, job.commit_failed(reason))
+                    return
             elif isinstance(action, DiscardOutput):
-                Path(action.path).unlink(missing_ok=True)
+                try:
+                    Path(action.path).unlink(missing_ok=True)
+                except OSError as error:  # a superseded attempt's file: nothing depends on its removal
+                    print(f"hop coordinator: cannot remove {action.path}: {error}", file=sys.stderr, flush=True)
             elif isinstance(action, FinishJob):
                 self._finish(job, action)
             elif isinstance(action, KillAttempt):
@@ -807,6 +835,23 @@ class Coordinator:
         output = Path(job.spec.output)
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
+        failed = action.status != "succeeded"
+        try:
+            self._write_job_files(job, output, succeeded=not failed)
+        except OSError as error:
+            # The job's result is its output directory: without its report (or its _SUCCESS marker) it did not
+            # succeed. Clients are answered after this message, so they see the failure.
+            reason = f"cannot write the job's files in {output}: {error.strerror or error}"
+            print(f"hop coordinator: job {job.spec.job_id}: {reason}", file=sys.stderr, flush=True)
+            if not failed:
+                job.state, job.error, failed = "failed", reason, True
+        finally:
+            # Whatever happened to the files, the workers must stop the job's tasks and drop its spills.
+            self._broadcast("job_done", job_id=job.spec.job_id, failed=failed, stop_tasks=stop_tasks)
+
+    @staticmethod
+    def _write_job_files(job: JobState, output: Path, succeeded: bool) -> None:
+        """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded``."""
         shutil.rmtree(output / "_temporary", ignore_errors=True)
         bad = job.bad_records()
         if bad:
@@ -817,36 +862,49 @@ class Coordinator:
                 (folder / f"{task_id}.jsonl").write_text(lines, encoding="utf-8")
         report = output / "_job.json"
         report.write_text(json.dumps(job.report(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if action.status == "succeeded":
+        if succeeded:
             (output / "_SUCCESS").touch()
-        self._broadcast("job_done", job_id=job.spec.job_id, failed=action.status != "succeeded", stop_tasks=stop_tasks)
 
     # Scheduling ----------------------------------------------------------------------------------------------
     def _schedule(self) -> None:
-        for job in self.jobs.values():
-            if job.state != "running":
-                continue
-            if job.snapshots is not None:
-                due = job.snapshots.due(job.input_fraction())
-                if due is not None:
-                    self._request_snapshot(job, due)
-            for kind in ("reduce", "map"):
-                for task in job.pending(kind):
-                    if kind == "map" and not self._pipe_input_ready(job, task.index):
-                        continue
-                    pool = self._pool(job, kind)
-                    worker = self._pick_worker(pool, job.failed_workers(kind, task.index))
-                    if worker is None:
-                        self._preempt_downstream(job, kind)
-                        break
-                    self._assign(job, kind, task.index, worker, pool)
-            if job.spec.options.get("speculative"):
-                for task in job.speculation_candidates(time.time()):
-                    avoid = {a.worker for a in task.attempts}
-                    worker = self._pick_worker("map", avoid)
-                    if worker is None or worker.name in avoid:
-                        break  # a backup on the same worker would not help
-                    self._assign(job, "map", task.index, worker)
+        for job in list(self.jobs.values()):
+            if job.state == "running":
+                with self._failing_job_on_error(job, "scheduling"):
+                    self._schedule_job(job)
+
+    @contextlib.contextmanager
+    def _failing_job_on_error(self, job: JobState, doing: str) -> Iterator[None]:
+        """Run a step of the loop's own work for ``job``: an unexpected error fails that job, with the traceback,
+        instead of ending the coordinator and every other job on it."""
+        try:
+            yield
+        except Exception as error:
+            detail = traceback.format_exc()
+            print(f"hop coordinator: error {doing} job {job.spec.job_id}:\n{detail}", file=sys.stderr, flush=True)
+            self._execute(job, job.fail(f"internal error {doing}: {error}", detail))
+
+    def _schedule_job(self, job: JobState) -> None:
+        if job.snapshots is not None:
+            due = job.snapshots.due(job.input_fraction())
+            if due is not None:
+                self._request_snapshot(job, due)
+        for kind in ("reduce", "map"):
+            for task in job.pending(kind):
+                if kind == "map" and not self._pipe_input_ready(job, task.index):
+                    continue
+                pool = self._pool(job, kind)
+                worker = self._pick_worker(pool, job.failed_workers(kind, task.index))
+                if worker is None:
+                    self._preempt_downstream(job, kind)
+                    break
+                self._assign(job, kind, task.index, worker, pool)
+        if job.spec.options.get("speculative"):
+            for task in job.speculation_candidates(time.time()):
+                avoid = {a.worker for a in task.attempts}
+                worker = self._pick_worker("map", avoid)
+                if worker is None or worker.name in avoid:
+                    break  # a backup on the same worker would not help
+                self._assign(job, "map", task.index, worker)
 
     def _pool(self, job: JobState, kind: str) -> str:
         """Which slots a task of ``job`` runs in: a continuous job's tasks run until it is stopped, so they take
@@ -905,22 +963,28 @@ class Coordinator:
             elif worker.heartbeat_late and silent <= HEARTBEAT_SECONDS:
                 worker.heartbeat_late = False
             if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
-                worker.alive = False
                 self.events.fault("worker_lost", worker=worker.name, host=worker.host, silent_s=round(silent, 2))
-                for job in list(self.jobs.values()):
-                    if job.state == "running":
-                        lost_reduces = [
-                            task.index
-                            for task in job.reduces
-                            if any(a.worker == worker.name for a in job.live_attempts("reduce", task.index))
-                        ]
-                        self._execute(job, job.on_worker_lost(worker.name, now))
-                        for index in lost_reduces:
-                            self._upstream_attempt_gone(job, index, f"upstream reduce lost with {worker.name}")
-                if not any(w.alive for w in self.workers.values()):
-                    # Nothing can run any more: fail running jobs instead of letting clients wait forever.
-                    for job in self.jobs.values():
-                        self._execute(job, job.fail(f"no live workers: the last one ({worker.name}) was lost"))
+                self._worker_lost(worker, now)
+
+    def _worker_lost(self, worker: WorkerInfo, now: float) -> None:
+        """``worker`` is gone (silent too long, or replaced by a new registration under its name): its attempts
+        are lost and run again elsewhere."""
+        worker.alive = False
+        for job in list(self.jobs.values()):
+            if job.state == "running":
+                with self._failing_job_on_error(job, f"rescheduling the tasks of lost worker {worker.name} in"):
+                    lost_reduces = [
+                        task.index
+                        for task in job.reduces
+                        if any(a.worker == worker.name for a in job.live_attempts("reduce", task.index))
+                    ]
+                    self._execute(job, job.on_worker_lost(worker.name, now))
+                    for index in lost_reduces:
+                        self._upstream_attempt_gone(job, index, f"upstream reduce lost with {worker.name}")
+        if not any(w.alive for w in self.workers.values()):
+            # Nothing can run any more: fail running jobs instead of letting clients wait forever.
+            for job in self.jobs.values():
+                self._execute(job, job.fail(f"no live workers: the last one ({worker.name}) was lost"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,7 @@ class PipeSender:
         self._sent = 0
         self._seq = 0
         self._acked = 0
+        self._ended = False
         self.address: str | None = None
 
     def connect(self, address: str) -> None:
@@ -60,9 +61,11 @@ class PipeSender:
         socket.connect(address)
         self._socket, self.address = socket, address
         self._sent = self._seq = self._acked = 0
+        self._ended = False
 
-    def pump(self, final: bool = False) -> None:
-        """Send what was written since the last call, as credits allow (everything, if ``final``)."""
+    def pump(self, final: bool = False, deadline: float | None = None) -> None:
+        """Send what was written since the last call, as credits allow; if ``final``, wait for credits to send
+        everything, until ``deadline`` (``time.monotonic()``) if given."""
         socket = self._socket
         if socket is None:
             return
@@ -72,9 +75,9 @@ class PipeSender:
             while self._sent < size:
                 self._take_acks(0)
                 if self._seq - self._acked >= CREDITS:
-                    if not final:
+                    if not final or (deadline is not None and time.monotonic() >= deadline):
                         return
-                    self._take_acks(1000)
+                    self._take_acks(100)
                     continue
                 file.seek(self._sent)
                 data = file.read(min(BLOCK_BYTES, size - self._sent))
@@ -84,16 +87,27 @@ class PipeSender:
                 self._send(data[:cut], end=False)
                 self._sent += cut
 
-    def finish(self, timeout: float = 60.0) -> bool:
-        """Send the rest and the end marker, then wait up to ``timeout`` seconds until all of it is acknowledged."""
-        if self._socket is None:
-            return False
+    def finish(self, timeout: float = 60.0, follow: Callable[[], None] | None = None) -> bool:
+        """Send the rest and the end marker and wait until all of it is acknowledged: True if that happened within
+        ``timeout`` seconds. ``follow`` runs between waits: if it calls :meth:`connect` with a new address (the
+        downstream attempt was replaced), the file is sent there from the start. False leaves the downstream to
+        read the committed file instead."""
         deadline = time.monotonic() + timeout
-        self.pump(final=True)
-        self._send(b"", end=True)
-        while self._acked < self._seq and time.monotonic() < deadline:
+        while True:
+            if follow is not None:
+                follow()
+            if self._socket is None:
+                return False
+            if not self._ended:
+                self.pump(final=True, deadline=min(deadline, time.monotonic() + 0.1))
+                if self._sent >= os.path.getsize(self.path):
+                    self._send(b"", end=True)
+                    self._ended = True
+            if self._ended and self._acked >= self._seq:
+                return True
+            if time.monotonic() >= deadline:
+                return False
             self._take_acks(100)
-        return self._acked >= self._seq
 
     def _send(self, data: bytes, end: bool) -> None:
         assert self._socket is not None
@@ -149,13 +163,14 @@ class PipeReceiver:
         offset = 0
         while True:
             events = dict(poller.poll(1000))
-            if control in events:
-                while (message := take_control()) is not None:
-                    if message.get("type") == "pipe_file" and self.upstream_attempt is None:
-                        path = message["path"]
-                        self.file_bytes = os.path.getsize(path)
-                        yield from iter_records(Split(path, 0, self.file_bytes), "output")
-                        return
+            # Every turn, not only when the worker wrote: reading the control socket is also where a task whose
+            # worker died exits (no bytes may ever come: a replacement attempt was given another address).
+            while (message := take_control()) is not None:
+                if message.get("type") == "pipe_file" and self.upstream_attempt is None:
+                    path = message["path"]
+                    self.file_bytes = os.path.getsize(path)
+                    yield from iter_records(Split(path, 0, self.file_bytes), "output")
+                    return
             if self._socket not in events:
                 continue
             sender, header_frame, data = self._socket.recv_multipart()

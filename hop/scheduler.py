@@ -296,11 +296,15 @@ class JobState:
 
     def on_started(self, kind: str, index: int, attempt: int, pid: int, at: float) -> None:
         record = self.attempt(kind, index, attempt)
-        record.pid, record.start, record.status = pid, at, "running"
+        record.pid, record.start = pid, at
+        # Only an attempt still waiting to start may become running: one settled meanwhile (killed when its
+        # upstream attempt went, lost with its worker) must stay settled, or its task would wait for it forever.
+        if record.status == "assigned":
+            record.status = "running"
 
     def on_progress(self, kind: str, index: int, attempt: int, fraction: float, records: int) -> None:
         task = self.tasks(kind)[index]
-        if task.committed is None:
+        if task.committed is None and task.attempts[attempt].status in ("assigned", "running"):
             task.fraction, task.records = fraction, records
 
     def on_reducer_ready(self, index: int, attempt: int, address: str) -> list[Action]:
@@ -550,6 +554,16 @@ class JobState:
         if self.state != "running":
             return []
         self.state, self.error, self.error_traceback = "failed", reason, traceback
+        self.finished_at = time.time()
+        return [FinishJob("failed", reason)]
+
+    def commit_failed(self, reason: str) -> list[Action]:
+        """A reduce's output could not be moved into the output directory: the job fails, also when that reduce's
+        report had completed it (the success is not final until its ``FinishJob`` ran, and the output it would
+        announce is not all there)."""
+        if self.state == "failed":
+            return []
+        self.state, self.error, self.error_traceback = "failed", reason, None
         self.finished_at = time.time()
         return [FinishJob("failed", reason)]
 

@@ -91,8 +91,8 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
     channel = WorkerChannel(socket, spec.job_id)
     channel.send("task_started", kind=kind, index=index, attempt=attempt, pid=os.getpid(), at=time.time())
     job_dir = spill_dir / spec.job_id
-    job_dir.mkdir(parents=True, exist_ok=True)
     try:
+        job_dir.mkdir(parents=True, exist_ok=True)  # reported and retried like any infrastructure failure
         if spec.options.get("stream"):
             from hop.stream.tasks import run_stream_map, run_stream_reduce  # continuous jobs only
 

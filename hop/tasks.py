@@ -35,11 +35,11 @@ from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
-from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
+from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
 from shuffle.runs import UnencodableRecordError
-from shuffle.spill import SpillFile
+from shuffle.spill import SpillFile, SpillWriteError
 from shuffle.store import RunStore
 
 PROGRESS_SECONDS = 0.5
@@ -570,7 +570,11 @@ def run_reduce(
         output.parent.mkdir(parents=True, exist_ok=True)
         bad_records: list[dict[str, Any]] = []
         skip_limit = int(spec.options.get("skip_bad_records", 0))
-        tick = _pipe_ticker(sender, channel, spec.job_id) if sender is not None else None
+        follow: Callable[[], None] | None = None
+        tick: Callable[[IO[str] | None], None] | None = None
+        if sender is not None:
+            follow = _pipe_follower(sender, channel, spec.job_id)
+            tick = _pipe_ticker(sender, follow)
         columns = None
         if isinstance(store, FoldingRunStore) and not init_pairs and not skip_limit:
             # An aggregate's output needs no reduce call per key: format and write it column by column.
@@ -599,9 +603,9 @@ def run_reduce(
         _call_user("teardown", job.teardown)
         piped = None
         if sender is not None:
-            if tick is not None:
-                tick(None)  # a pipe_at that came during the last groups
-            piped = {"address": sender.address, "complete": sender.finish()}
+            # Follows a pipe_at that came during the last groups, or while it waits for acknowledgements (the
+            # downstream attempt it streamed to was replaced); never longer than finish's timeout.
+            piped = {"address": sender.address, "complete": sender.finish(follow=follow)}
         faults.inject("reduce", "commit", index, attempt)
         return {
             "path": str(output),
@@ -707,13 +711,22 @@ WRITE_BATCH = 8192
 """Output lines formatted and written at a time by the bulk writer (bounds the memory of the text)."""
 
 
-def _pipe_ticker(sender: PipeSender, channel: TaskChannel, job_id: str) -> Callable[[IO[str] | None], None]:
-    """What a pipelined reduce does between groups: follow ``pipe_at`` and send the lines written so far."""
+def _pipe_follower(sender: PipeSender, channel: TaskChannel, job_id: str) -> Callable[[], None]:
+    """Read the worker's messages and stream to wherever the latest ``pipe_at`` points (a new downstream attempt)."""
 
-    def tick(file: IO[str] | None) -> None:
+    def follow() -> None:
         while (control := channel.receive(0)) is not None:
             if control.get("type") == "pipe_at" and control.get("job_id") == job_id:
                 sender.connect(control["address"])
+
+    return follow
+
+
+def _pipe_ticker(sender: PipeSender, follow: Callable[[], None]) -> Callable[[IO[str] | None], None]:
+    """What a pipelined reduce does between groups: follow ``pipe_at`` and send the lines written so far."""
+
+    def tick(file: IO[str] | None) -> None:
+        follow()
         if file is not None:
             file.flush()
         sender.pump()

@@ -37,6 +37,9 @@ from shuffle.pusher import SpillPusher
 HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
 LAST_WORDS_SECONDS = 0.2
+COORDINATOR_SEND_STEP_MS = 1000
+"""How long one try to queue a message for an unreachable coordinator blocks (then the worker checks whether it
+should stop, and tries again)."""
 """How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 RELAYED = {
     "pipe_ready",
@@ -113,6 +116,7 @@ class Worker:
         self.coordinator = self.context.socket(zmq.DEALER)
         self.coordinator.setsockopt(zmq.IDENTITY, self.name.encode())
         self.coordinator.setsockopt(zmq.LINGER, 1000)
+        self.coordinator.setsockopt(zmq.SNDTIMEO, COORDINATOR_SEND_STEP_MS)  # see _send_to_coordinator
         connect_soon(self.coordinator, coordinator)
         self.slots_socket = self.context.socket(zmq.ROUTER)
         # A restarted task process reconnects under its slot's name: let it take the name over at once (without
@@ -216,7 +220,19 @@ class Worker:
     # Messages ------------------------------------------------------------------------------------------------
     def _to_coordinator(self, msg_type: str, /, **fields: Any) -> None:
         fields["worker"] = self.name
-        self.coordinator.send(message(msg_type, **fields))
+        self._send_to_coordinator(message(msg_type, **fields), droppable=msg_type == "heartbeat")
+
+    def _send_to_coordinator(self, frame: bytes, droppable: bool = False) -> None:
+        """Queue ``frame`` for the coordinator. With the coordinator gone, ZeroMQ queues up to the socket's high-water
+        mark and then blocks: a heartbeat is dropped then (a late one means nothing), anything else waits, in
+        bounded steps (the socket's send timeout), until it is taken or this worker is told to stop."""
+        while True:
+            try:
+                self.coordinator.send(frame, zmq.NOBLOCK if droppable else 0)
+                return
+            except zmq.Again:
+                if droppable or not self.running or orphaned():
+                    return
 
     def _to_slot(self, slot: Slot, payload: bytes) -> None:
         self.slots_socket.send_multipart([slot.name.encode(), payload])
@@ -301,7 +317,17 @@ class Worker:
         slot.ready = False  # dead until _check_slots restarts it and the new process says hello
         if slot.process.poll() is None:
             slot.process.kill()
-            slot.process.wait(timeout=10)
+            try:
+                slot.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                # Stuck in the kernel (a hung disk or network file system): the slot stays down, and
+                # ``_check_slots`` restarts it once the process is gone; the worker itself must go on.
+                print(
+                    f"hop worker: task process {slot.process.pid} of slot {slot.name} did not end within 10 s of "
+                    "being killed; its slot stays down until it does",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def _register(self) -> None:
         """Offer this worker's slots to the coordinator (again after a ``reinit``: a new incarnation)."""
@@ -365,7 +391,7 @@ class Worker:
             msg["pool"] = slot.kind  # which of this worker's slots is free again (the coordinator counts them)
         if kind in RELAYED:
             msg["worker"] = self.name
-            self.coordinator.send(message(kind, **{k: v for k, v in msg.items() if k != "type"}))
+            self._send_to_coordinator(message(kind, **{k: v for k, v in msg.items() if k != "type"}))
 
     # Loop ----------------------------------------------------------------------------------------------------
     def serve(self) -> None:
@@ -395,7 +421,11 @@ class Worker:
                         self._heartbeat_lag = max(0.0, now - self._last_heartbeat - HEARTBEAT_SECONDS)
                     self._last_heartbeat = now
                     next_heartbeat = now + HEARTBEAT_SECONDS
-                    self._to_coordinator("heartbeat", running=sum(s.task is not None for s in self.slots.values()))
+                    self._to_coordinator(
+                        "heartbeat",
+                        running=sum(s.task is not None for s in self.slots.values()),
+                        incarnation=self.incarnation,  # a coordinator that does not know this worker answers reinit
+                    )
                     self._check_slots()
                     if orphaned():
                         self.running = False

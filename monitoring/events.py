@@ -8,8 +8,9 @@ map per second::
      "faults": [faults since the previous sample: {id, ts, kind, worker?, job_id?, task?, error?, ...}]}
 
 Faults are task failures (``task_failed``), workers silent for three heartbeats (``heartbeat_missed``), workers
-declared lost (``worker_lost``) and lost workers that registered again (``worker_rejoined``); the monitor shows them
-as annotations. The last ``KEEP_FAULTS`` are also kept for
+declared lost (``worker_lost``), lost workers that registered again (``worker_rejoined``) and live workers whose name
+a new process registered under (``worker_replaced``: the old one's attempts are lost); the monitor shows them as
+annotations. The last ``KEEP_FAULTS`` are also kept for
 ``Client.cluster()``.
 """
 

@@ -26,7 +26,6 @@ side. Other buffers keep lists of values, whose memory grows with records: they 
 
 from __future__ import annotations
 
-import errno
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -47,10 +46,6 @@ MAX_SPILL_GROWTH = 16
 
 class CombinerKeyError(ValueError):
     """A combiner yielded a key other than the one it was given."""
-
-
-class SpillWriteError(OSError):
-    """The spill file could not be written (disk full, file too large): an infrastructure failure, retryable."""
 
 
 class PartitionError(ValueError):
@@ -287,16 +282,7 @@ class MapOutputBuffer:
                 for keys_p, values_p in zip(out_keys, out_values, strict=True)
             ]
         path = self.spill_dir / f"{self.name}-{counters.spill_files:05d}.spill"
-        try:
-            spill = write_spill(path, runs)
-        except OSError as error:
-            path.with_name(path.name + ".tmp").unlink(missing_ok=True)
-            remedy = (
-                "free space in the worker's spill directory (hop worker --spill-dir) or use a larger disk"
-                if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
-                else "check that the worker's spill directory (hop worker --spill-dir) exists and is writable"
-            )
-            raise SpillWriteError(f"cannot write spill file {path}: {error.strerror or error}; {remedy}") from error
+        spill = write_spill(path, runs)  # SpillWriteError names the file and the remedy
         counters.spill_files += 1
         counters.spill_bytes += spill.size
         counters.spills.append(spill)

@@ -14,6 +14,7 @@ immutable once written: they are written under a temporary name and renamed, so 
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from dataclasses import dataclass
@@ -27,6 +28,10 @@ _TRAILER = struct.Struct(">Q")
 
 class CorruptSpillError(ValueError):
     """A spill file that does not follow the layout above."""
+
+
+class SpillWriteError(OSError):
+    """A spill file could not be written (disk full, file too large): an infrastructure failure, retryable."""
 
 
 @dataclass(frozen=True)
@@ -109,19 +114,30 @@ def _validated_index(path: Path, raw: object, index_offset: int) -> tuple[SpillI
 def write_spill(path: str | Path, runs: list[tuple[bytes, int, str]]) -> SpillFile:
     """Write one spill file from per-partition ``(run_bytes, records, order_tag)`` and return it.
 
-    The file is written to ``path + ".tmp"`` and renamed, so it appears complete or not at all.
+    The file is written to ``path + ".tmp"`` and renamed, so it appears complete or not at all. An OSError
+    (disk full, no such directory) becomes a :class:`SpillWriteError` naming the file and the remedy, and the
+    temporary file is removed.
     """
     path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
     entries = []
-    with open(temporary, "wb") as file:
-        file.write(MAGIC)
-        offset = len(MAGIC)
-        for data, records, tag in runs:
-            file.write(data)
-            entries.append(SpillIndexEntry(offset, len(data), records, tag))
-            offset += len(data)
-        file.write(msgpack.packb([[e.offset, e.length, e.records, e.order_tag] for e in entries]))
-        file.write(_TRAILER.pack(offset))
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as file:
+            file.write(MAGIC)
+            offset = len(MAGIC)
+            for data, records, tag in runs:
+                file.write(data)
+                entries.append(SpillIndexEntry(offset, len(data), records, tag))
+                offset += len(data)
+            file.write(msgpack.packb([[e.offset, e.length, e.records, e.order_tag] for e in entries]))
+            file.write(_TRAILER.pack(offset))
+        os.replace(temporary, path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        remedy = (
+            "free space in the worker's spill directory (hop worker --spill-dir) or use a larger disk"
+            if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+            else "check that the worker's spill directory (hop worker --spill-dir) exists and is writable"
+        )
+        raise SpillWriteError(f"cannot write spill file {path}: {error.strerror or error}; {remedy}") from error
     return SpillFile(path, tuple(entries))

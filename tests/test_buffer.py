@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hop.aggregates import Sum
-from shuffle.buffer import MAX_SPILL_GROWTH, CombinerKeyError, MapOutputBuffer, PartitionError, SpillWriteError
+from shuffle.buffer import MAX_SPILL_GROWTH, CombinerKeyError, MapOutputBuffer, PartitionError
 from shuffle.keys import MIXED, total_order_key
 from shuffle.runs import is_grouped, iter_run, iter_stored_blocks
-from shuffle.spill import SpillFile
+from shuffle.spill import SpillFile, SpillWriteError
 
 Pair = tuple[Any, Any]
 

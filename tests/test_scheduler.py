@@ -308,6 +308,30 @@ def test_worker_lost_retries_its_running_attempts() -> None:
     assert job.state == "running"
 
 
+def test_a_start_report_arriving_after_the_attempt_was_settled_does_not_revive_it() -> None:
+    """The worker's ``task_started`` can be on its way while the attempt is settled (here: lost with its worker);
+    the attempt must stay settled and its task pending, or the task would wait forever for a report."""
+    job = _state(maps=1, reduces=1)
+    attempt = job.assign("map", 0, "w1").attempt
+    job.on_worker_lost("w1", at=9.0)
+    job.on_started("map", 0, attempt, pid=77, at=9.5)
+    job.on_progress("map", 0, attempt, fraction=0.5, records=10)
+    assert job.attempt("map", 0, attempt).status == "failed"
+    assert [t.index for t in job.pending("map")] == [0]
+    assert job.maps[0].fraction == 0.0, "progress of a settled attempt does not count"
+
+
+def test_a_failed_commit_of_the_last_output_fails_the_job_it_had_completed() -> None:
+    job = _state(maps=1, reduces=1)
+    _run_all_maps(job)
+    actions = _reduce_done(job, 0, _start(job, "reduce", 0))
+    assert actions == [CommitOutput(_tmp(0, 0), f"{OUT}/part-00000"), FinishJob("succeeded")]
+    assert job.state == "succeeded"  # as far as the reports go; the coordinator commits, then finishes
+    assert job.commit_failed("cannot move it") == [FinishJob("failed", "cannot move it")]
+    assert (job.state, job.error) == ("failed", "cannot move it")
+    assert job.commit_failed("again") == [], "a failed job fails once"
+
+
 def test_worker_lost_with_committed_map_output_reruns_the_map() -> None:
     job = _state(maps=2, reduces=1)
     _map_done(job, 0, _start(job, "map", 0, worker="w1"))

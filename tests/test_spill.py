@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shuffle.flow import merge_spills
 from shuffle.keys import order_tag, sort_keys
 from shuffle.runs import (
     RunWriter,
@@ -26,7 +27,7 @@ from shuffle.runs import (
     iter_run_file_groups,
     iter_stored_blocks,
 )
-from shuffle.spill import MAGIC, CorruptSpillError, SpillFile, SpillIndexEntry, write_spill
+from shuffle.spill import MAGIC, CorruptSpillError, SpillFile, SpillIndexEntry, SpillWriteError, write_spill
 
 
 def _as_wire(value: Any) -> Any:
@@ -292,6 +293,17 @@ def _runs_for(partitions: list[list[tuple[Any, Any]]]) -> list[tuple[bytes, int,
         keys = [k for k, _ in pairs]
         runs.append((encode_run(keys, [v for _, v in pairs]), len(pairs), order_tag(keys)))
     return runs
+
+
+def test_a_spill_that_cannot_be_written_names_the_file_and_the_remedy(tmp_path: Path) -> None:
+    target = tmp_path / "gone" / "s.spill"
+    with pytest.raises(SpillWriteError, match=r"gone/s\.spill: .*exists and is writable"):
+        write_spill(target, _runs_for([[("a", 1)]]))
+    # The same for spills a map merges under flow control (retryable, not blamed on the user's map).
+    spills = [write_spill(tmp_path / f"{i}.spill", _runs_for([[("a", i)]])) for i in range(2)]
+    with pytest.raises(SpillWriteError, match=r"gone/merged\.spill"):
+        merge_spills(spills, tmp_path / "gone" / "merged.spill", None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.spill", "1.spill"], "the inputs stay, no .tmp left"
 
 
 def test_spill_round_trip_with_empty_partitions(tmp_path: Path) -> None:

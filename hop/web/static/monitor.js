@@ -30,7 +30,7 @@ const METRICS = {
 const CHARTED = ["cpu_percent", "load1", "mem_used_bytes", "shuffle_out_bytes_s", "running_maps", "running_reduces",
   "unsent_spills", "heartbeat_lag_ms"];
 const KEEP_POINTS = 300;  // as many windows as the monitor keeps per series
-const FAULT_COLORS = { task_failed: "#ef6c00", heartbeat_missed: "#f9a825", worker_lost: "#c62828", worker_rejoined: "#2e7d32" };
+const FAULT_COLORS = { task_failed: "#ef6c00", heartbeat_missed: "#f9a825", worker_lost: "#c62828", worker_rejoined: "#2e7d32", worker_replaced: "#6a1b9a" };
 
 const view = {
   snapshot: null,

@@ -1,0 +1,184 @@
+"""The coordinator and its workers over real processes when something around them fails: an output that cannot
+be committed, a worker restarted under its old name, a coordinator restarted at the same address."""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hop.client import Client
+from hop.gen.text import generate_text
+from hop.local_cluster import LocalCluster
+from hop.runner import JobFailed
+from tests.conftest import output_dict, run_job
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("recovery") / "in.txt"
+    generate_text(path, 400_000, seed=17, vocabulary=800)
+    return path
+
+
+def word_counts(path: Path) -> dict[str, int]:
+    return dict(collections.Counter(path.read_text(encoding="utf-8").split()))
+
+
+def _run_in_thread(
+    address: str, job: str, source: Path, output: Path, **settings: Any
+) -> tuple[threading.Thread, dict]:
+    """Run a job from a thread of its own (with its own client); the outcome lands in the returned dict."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        client = Client(address, timeout=30)
+        try:
+            outcome["report"] = run_job(client, job, [source], output, **settings)
+        except BaseException as error:  # the test thread asserts on it
+            outcome["error"] = error
+        finally:
+            client.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def _wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout} s"
+        time.sleep(0.02)
+
+
+def _maps_running(client: Client, on: str | None = None) -> bool:
+    """Whether the newest running job has a map running (on worker ``on``, if given)."""
+    jobs = [job for job in client.jobs() if job["state"] == "running"]
+    tasks = client.job(jobs[-1]["job_id"])["tasks"] if jobs else []
+    return any(t["kind"] == "map" and t["state"] == "running" and on in (None, t["worker"]) for t in tasks)
+
+
+@pytest.fixture()
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Processes a test starts itself: ended (politely, then not) whatever the test's outcome."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+    for process in started:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _worker(address: str, name: str, spill_dir: Path) -> subprocess.Popen[bytes]:
+    """A standalone worker process (``python -m hop.worker``: the ``hop worker`` program with its spill directory
+    under the test's temporary directory)."""
+    command = ["-m", "hop.worker", "--coordinator", address, "--name", name, "--spill-dir", str(spill_dir)]
+    return subprocess.Popen([sys.executable, *command, "--map-slots", "1", "--reduce-slots", "2"])
+
+
+def test_an_output_that_cannot_be_committed_fails_the_job_and_the_cluster_goes_on(
+    cluster: LocalCluster, source: Path, tmp_path: Path
+) -> None:
+    """The last reduce's report completes the job, but its part file cannot be moved into place: the job must fail
+    (it used to be reported succeeded, with the part file, ``_SUCCESS`` and ``_job.json`` missing)."""
+    output = tmp_path / "out"
+    thread, outcome = _run_in_thread(cluster.address, "slow_map", source, output, num_reduces=1, split_size=100_000)
+    watcher = Client(cluster.address, timeout=30)
+    try:
+        _wait_for(lambda: _maps_running(watcher), 30, "the job's maps started")  # they run for a while
+        blocker = output / "part-00000"  # a non-empty directory where the part file goes: the rename fails
+        blocker.mkdir()
+        (blocker / "in-the-way").touch()
+    finally:
+        watcher.close()
+        thread.join(timeout=120)
+    assert not thread.is_alive()
+    error = outcome.get("error")
+    assert isinstance(error, JobFailed), outcome
+    assert "cannot move reduce output" in error.status["error"] and "part-00000" in error.status["error"]
+    assert json.loads((output / "_job.json").read_text())["status"] == "failed"
+    assert not (output / "_SUCCESS").exists()
+    client = Client(cluster.address, timeout=30)
+    try:
+        run_job(client, "wordcount", [source], tmp_path / "again", num_reduces=1)
+    finally:
+        client.close()
+    assert output_dict(tmp_path / "again") == word_counts(source)
+
+
+def test_a_worker_restarted_under_its_name_loses_the_old_ones_attempts(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker process is killed and a new one registers under the same name long before the heartbeat timeout:
+    the old one's attempts are lost at once and the job finishes exactly (it used to wait for them forever, the
+    new registration's heartbeats keeping the name alive)."""
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2, heartbeat_timeout=120.0) as cluster:
+        output = tmp_path / "out"
+        thread, outcome = _run_in_thread(cluster.address, "slow_map", source, output, num_reduces=2, split_size=50_000)
+        began = time.monotonic()
+        try:
+            watcher = Client(cluster.address, timeout=30)
+            try:
+                _wait_for(lambda: _maps_running(watcher, on="local-1"), 30, "a map runs on local-1")
+                cluster.workers[1].kill()
+                processes.append(_worker(cluster.address, "local-1", tmp_path))
+            finally:
+                watcher.close()
+        finally:
+            thread.join(timeout=120)
+        assert not thread.is_alive()
+        assert "report" in outcome, outcome
+        assert time.monotonic() - began < 60, "long before the heartbeat timeout"
+        assert output_dict(output) == word_counts(source)
+        assert any(a["worker"] == "local-1" and a["status"] != "succeeded" for a in outcome["report"]["attempts"])
+        client = Client(cluster.address, timeout=30)
+        try:
+            assert "worker_replaced" in [f["kind"] for f in client.cluster()["faults"] if f.get("worker") == "local-1"]
+        finally:
+            client.close()
+
+
+def test_a_worker_registers_again_with_a_coordinator_restarted_at_its_address(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    address = f"ipc://{tmp_path}/coordinator"
+
+    def coordinator() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+        processes.append(process)
+        return process
+
+    first = coordinator()
+    processes.append(_worker(address, "w0", tmp_path))
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+    finally:
+        client.close()
+    first.kill()
+    first.wait(timeout=10)
+    coordinator()
+    client = Client(address, timeout=30)
+    try:
+        # The new coordinator does not know w0: it answers w0's next heartbeat with reinit, and w0 registers.
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered again")
+        report = run_job(client, "wordcount", [source], tmp_path / "out", num_reduces=1)
+        client.shutdown()  # the coordinator tells w0 to stop, then stops
+    finally:
+        client.close()
+    assert output_dict(tmp_path / "out") == word_counts(source)
+    assert {a["worker"] for a in report["attempts"]} == {"w0"}

@@ -1,0 +1,98 @@
+"""Job-to-job pipes (hop.pipe) over real ZeroMQ sockets: what an upstream reduce does when its downstream map
+attempt is gone or replaced while it finishes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from hop.pipe import BLOCK_BYTES, CREDITS, PipeReceiver, PipeSender
+
+
+@pytest.fixture()
+def output(tmp_path: Path) -> Path:
+    """An upstream reduce's finished output: more blocks than the sender may have unacknowledged."""
+    path = tmp_path / "part-00000"
+    line_count = (CREDITS + 2) * BLOCK_BYTES // 20
+    with open(path, "w", encoding="utf-8") as file:
+        file.writelines(f'"key-{i:08d}"\t{i}\n' for i in range(line_count))
+    return path
+
+
+@pytest.fixture()
+def control() -> Iterator[zmq.Socket]:
+    """The task's control socket the receiver also polls (nothing arrives on it here)."""
+    socket = zmq.Context.instance().socket(zmq.PAIR)
+    socket.bind("inproc://pipe-test-control")
+    yield socket
+    socket.close(linger=0)
+
+
+def _receive_all(receivers: list[PipeReceiver], control: zmq.Socket, pairs: list[Any], ready: threading.Event) -> None:
+    receiver = PipeReceiver()
+    receivers.append(receiver)
+    ready.set()
+    try:
+        pairs.extend(receiver.records(control, lambda: None, None))
+    finally:
+        receiver.close()
+
+
+def test_finish_gives_up_at_its_timeout_when_the_downstream_is_gone(output: Path) -> None:
+    gone = zmq.Context.instance().socket(zmq.ROUTER)
+    port = gone.bind_to_random_port("tcp://127.0.0.1")
+    sender = PipeSender(output, attempt=0, flush=lambda: None)
+    try:
+        sender.connect(f"tcp://127.0.0.1:{port}")
+        sender.pump()
+        assert gone.poll(5000), "the first block arrives"
+        gone.recv_multipart()
+        gone.close(linger=0)  # the downstream attempt died: no acknowledgement will ever come
+        began = time.monotonic()
+        assert sender.finish(timeout=1.0) is False
+        assert time.monotonic() - began < 3.0, "finish is bounded by its timeout"
+    finally:
+        sender.close()
+        gone.close(linger=0)
+
+
+def test_finish_follows_a_replacement_downstream_and_sends_everything_there(output: Path, control: zmq.Socket) -> None:
+    gone = zmq.Context.instance().socket(zmq.ROUTER)
+    port = gone.bind_to_random_port("tcp://127.0.0.1")
+    receivers: list[PipeReceiver] = []
+    pairs: list[Any] = []
+    ready = threading.Event()
+    sender = PipeSender(output, attempt=3, flush=lambda: None)
+    reader: threading.Thread | None = None
+    try:
+        sender.connect(f"tcp://127.0.0.1:{port}")
+        sender.pump()  # up to CREDITS blocks go to the attempt that is about to die
+        gone.close(linger=0)
+        reader = threading.Thread(target=_receive_all, args=(receivers, control, pairs, ready))
+        reader.start()
+        assert ready.wait(10)
+        replacement = receivers[0].address
+        calls = []
+
+        def follow() -> None:  # what the reduce does on pipe_at: the coordinator named the replacement
+            calls.append(1)
+            if len(calls) == 3:
+                sender.connect(replacement)
+
+        assert sender.finish(timeout=30.0, follow=follow) is True
+        reader.join(timeout=30)
+        assert not reader.is_alive()
+    finally:
+        sender.close()
+        gone.close(linger=0)
+        if reader is not None:
+            reader.join(timeout=30)
+    expected = [(f"key-{i:08d}", i) for i in range(len(output.read_text(encoding="utf-8").splitlines()))]
+    assert pairs == expected, "the replacement got the whole file, from its start, once"
+    assert receivers[0].upstream_attempt == 3
