@@ -234,7 +234,7 @@ def _run_loaded(
     pipelined = stages > 1 and not args.blocking
     cluster: LocalCluster | None = None
     try:
-        check_output(spec.output, spec.overwrite)  # before starting a cluster: fail fast
+        check_output(spec.output, spec.overwrite, spec.inputs)  # before starting a cluster: fail fast
         expand_inputs(list(spec.inputs))
         address = args.coordinator
         if address is None:

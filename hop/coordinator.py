@@ -283,7 +283,7 @@ class Coordinator:
             accurate = options.get("stop_when_accurate") if upstream is None else None
             tracker_args = (float(every) if every else None, float(accurate) if accurate else None)
             SnapshotTracker(spec.num_reduces, [], *tracker_args)  # validates the options before any output
-            prepare_output(spec.output, spec.overwrite)
+            prepare_output(spec.output, spec.overwrite, spec.inputs)
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return

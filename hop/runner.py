@@ -133,7 +133,7 @@ def run_steps(client: Client, base: JobSpec, *, progress: bool = True, timeout: 
     """Run every step of the job in ``base`` (step 0's spec) to completion; returns the last step's report."""
     num_steps = len(_instantiate(base).resolved_steps())
     final_output = Path(base.output)
-    prepare_output(str(final_output), base.overwrite)
+    prepare_output(str(final_output), base.overwrite, base.inputs)
     scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))
     reports: list[dict[str, Any]] = []
     try:
@@ -195,7 +195,7 @@ def run_pipeline(
     """
     first, last_job = jobs[0], jobs[-1]
     final_output = Path(last_job.output)
-    prepare_output(str(final_output), first.overwrite)
+    prepare_output(str(final_output), first.overwrite, first.inputs)
     scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))
     stages = pipeline_specs(jobs)
     reports: list[dict[str, Any]] = []
@@ -248,7 +248,7 @@ def run_staged_jobs(
     """Run a list of jobs one after another through files (``--blocking``): each job's output, in a scratch
     directory, is the next one's input."""
     final_output = Path(jobs[-1].output)
-    prepare_output(str(final_output), jobs[0].overwrite)
+    prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs)
     scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.jobs-", dir=final_output.parent))
     reports = []
     try:

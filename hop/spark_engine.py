@@ -350,7 +350,7 @@ def run_on_spark(
     fmt = _resolve_format(job_class, input_format)
     num_steps = len(job_class().resolved_steps())
     out = Path(output).resolve()
-    check_output(str(out), overwrite)
+    check_output(str(out), overwrite, inputs)
     # Cut the input as hop's coordinator would for as many map slots as Spark has cores (same splits, same counters).
     splits = make_splits(expand_inputs(list(inputs)), split_size, _local_cores(master))
     # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
@@ -362,7 +362,7 @@ def run_on_spark(
         sc = spark.sparkContext
         run.startup_seconds = time.time() - run.start
         run.app_id, run.spark_version = sc.applicationId, sc.version
-        prepare_output(str(out), overwrite)
+        prepare_output(str(out), overwrite, inputs)
         lines: RDD[Any] = sc.parallelize(sources, max(1, len(sources)))
         for number in range(num_steps):
             first = number == 0

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT, TEST_JOBS, hop
 
@@ -92,6 +95,29 @@ def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) ->
     assert last.startswith("hop: error: job failed: map at ") and "byte offset 3" in last
     assert "Traceback" in result.stderr and 'raise RuntimeError("cannot handle boom")' in result.stderr
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_overwrite_never_deletes_the_inputs_or_the_current_directory(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "in.txt").write_text("a b a\n")
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    data = tmp_path / "data"
+    for cwd, output, source in [
+        (tmp_path, "data", "data/in.txt"),  # the output directory holds the input file
+        (tmp_path, "data", "data"),  # the output directory is the input directory
+        (tmp_path, ".", "data/in.txt"),  # the working directory: it holds everything
+        (data, "..", "in.txt"),  # a parent of the input and of the working directory
+    ]:
+        result = hop("run", wordcount, source, "-o", output, "--overwrite", "--quiet", cwd=cwd)
+        assert result.returncode == 2, result.stderr
+        named = f"output directory {os.path.abspath(cwd / output)} holds input {os.path.abspath(cwd / source)}:"
+        assert named in result.stderr and "--overwrite would delete it" in result.stderr, result.stderr
+        assert (data / "in.txt").read_text() == "a b a\n", "the input is untouched"
+    (data / "out").mkdir()
+    (data / "out" / "old").write_text("x")
+    result = hop("run", wordcount, "in.txt", "-o", "out", "--overwrite", "--quiet", cwd=data)
+    assert result.returncode == 0, result.stderr
+    assert not (data / "out" / "old").exists() and (data / "out" / "_SUCCESS").exists()
 
 
 def test_bad_usage_is_reported_before_starting_a_cluster(tmp_path: Path) -> None:
@@ -188,3 +214,14 @@ def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
         assert coordinator.stdout is not None
         coordinator.stdout.close()
         assert all(process.returncode is not None for process in [coordinator, *workers])
+
+
+def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hop.outputs import OutputExistsError, check_output
+
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path / "work")
+    with pytest.raises(OutputExistsError, match="holds the current directory: --overwrite would delete it"):
+        check_output(str(tmp_path), overwrite=True, inputs=["/elsewhere/in.txt"])
+    assert (tmp_path / "work" / "notes.txt").read_text() == "mine"

@@ -39,7 +39,7 @@ def run_stream(
     ``on_submitted(job_id)`` is called once the coordinator accepted it."""
     from hop.runner import JobFailed  # hop.runner imports this module's neighbours; import late
 
-    prepare_output(spec.output, spec.overwrite)
+    prepare_output(spec.output, spec.overwrite, spec.inputs)
     compactor = None
     if view_interval is not None:
         from hop.stream.view import Compactor
