@@ -25,8 +25,8 @@ from typing import Any
 
 from hop import prelaunch
 from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.gen.cli import coordinator_address, non_negative_int, positive_float, positive_int, size_argument
 from hop.gen.cli import register as register_gen
-from hop.gen.cli import size_argument
 from hop.inputs import DEFAULT_SPLIT_BYTES, InputError, expand_inputs
 from hop.job import Job
 from hop.jobspec import dump_job_class
@@ -64,7 +64,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "each job's output into the next (none for a continuous job: give --source)",
     )
     parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
-    parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
+    parser.add_argument("--reducers", type=positive_int, default=None, help="number of reduce tasks (default: workers)")
     parser.add_argument(
         "--blocking",
         action="store_true",
@@ -80,7 +80,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--spill-records",
-        type=int,
+        type=positive_int,
         default=2_000_000,
         help="map output records buffered before a spill (default 2,000,000)",
     )
@@ -99,10 +99,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action="store_true",
         help="JOB is an unmodified mrjob MRJob file; its own options go after --",
     )
-    parser.add_argument("--max-attempts", type=int, default=4, help="attempts per task before the job fails")
+    parser.add_argument("--max-attempts", type=positive_int, default=4, help="attempts per task before the job fails")
     parser.add_argument(
         "--skip-bad-records",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="N",
         help="skip up to N map records per task whose map raises; list them in OUT/_bad_records/",
@@ -151,7 +151,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action="store_true",
         help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in OUT/_steps/",
     )
-    parser.add_argument("--timeout", type=float, default=None, help="give up after this many seconds")
+    parser.add_argument("--timeout", type=positive_float, default=None, help="give up after this many seconds")
     parser.add_argument(
         "--engine",
         choices=["hop", "spark"],
@@ -163,13 +163,20 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     if embedded:
         parser.add_argument(
             "--workers",
-            type=int,
+            type=positive_int,
             default=None,
             help="worker processes of the embedded cluster, one map slot each (default: cores)",
         )
-        parser.add_argument("--coordinator", default=None, help="submit to this cluster instead of starting one")
+        parser.add_argument(
+            "--coordinator",
+            type=coordinator_address,
+            default=None,
+            help="submit to this cluster instead of starting one",
+        )
     else:
-        parser.add_argument("--coordinator", required=True, help="the cluster's coordinator, tcp://HOST:PORT")
+        parser.add_argument(
+            "--coordinator", type=coordinator_address, required=True, help="the cluster's coordinator, tcp://HOST:PORT"
+        )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -392,25 +399,25 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     submit.set_defaults(func=_run)
     coord = commands.add_parser("coordinator", help="start a coordinator; prints its address")
     coord.add_argument("--bind", default="tcp://127.0.0.1:*")
-    coord.add_argument("--heartbeat-timeout", type=float, default=5.0)
+    coord.add_argument("--heartbeat-timeout", type=positive_float, default=5.0)
     coord.set_defaults(func=_coordinator)
     work = commands.add_parser("worker", help="start a worker for a coordinator")
-    work.add_argument("--coordinator", required=True)
-    work.add_argument("--map-slots", type=int, default=None)
-    work.add_argument("--reduce-slots", type=int, default=None)
+    work.add_argument("--coordinator", type=coordinator_address, required=True)
+    work.add_argument("--map-slots", type=positive_int, default=None)
+    work.add_argument("--reduce-slots", type=positive_int, default=None)
     work.add_argument(
-        "--stream-slots", type=int, default=None, help="slots for continuous jobs' tasks only (default 2)"
+        "--stream-slots", type=non_negative_int, default=None, help="slots for continuous jobs' tasks only (default 2)"
     )
     work.add_argument("--host", default="127.0.0.1")
     work.add_argument("--name", default=None)
     work.set_defaults(func=_worker)
     status = commands.add_parser("status", help="print a job's status as JSON")
     status.add_argument("job_id")
-    status.add_argument("--coordinator", required=True)
+    status.add_argument("--coordinator", type=coordinator_address, required=True)
     status.set_defaults(func=_status)
     snapshot = commands.add_parser("snapshot", help="ask a running job's reducers for a snapshot now")
     snapshot.add_argument("job_id")
-    snapshot.add_argument("--coordinator", required=True)
+    snapshot.add_argument("--coordinator", type=coordinator_address, required=True)
     snapshot.set_defaults(func=_snapshot)
     register_stream(commands)
     register_monitor(commands)

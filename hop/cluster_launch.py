@@ -26,6 +26,7 @@ when the process that launched it is (``hop.lifetime.orphaned``). Only ``hop.pre
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -151,14 +152,20 @@ def main(argv: list[str] | None = None) -> int:
             "--sample-scope",
             "process",  # every worker shares this machine: each samples its own processes
         ]
-        process = fork_call(_run_worker, name, arguments, fds.report_fd)
-        workers.append(process)
-        report.write(f"worker {name} {process.pid}\n")
-    report.flush()
+        workers.append(fork_call(_run_worker, name, arguments, fds.report_fd))
+    try:
+        report.writelines(f"worker local-{i} {process.pid}\n" for i, process in enumerate(workers))
+        report.flush()
+    except BrokenPipeError:
+        # The command that started this launcher is gone (interrupted as the cluster started): nobody will use
+        # these workers. End them instead of printing a traceback.
+        wait_or_kill(workers, time.monotonic())
+        return 0
 
     def announce(address: str) -> None:
-        report.write(f"coordinator {address}\n")
-        report.close()
+        with contextlib.suppress(BrokenPipeError):  # the command is gone: the coordinator notices it is orphaned
+            report.write(f"coordinator {address}\n")
+            report.close()
 
     try:
         return coordinator.run(args.bind, args.heartbeat_timeout, announce)

@@ -11,11 +11,15 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["OutputExistsError", "check_output", "prepare_output"]
+__all__ = ["OutputError", "OutputExistsError", "check_output", "prepare_output"]
 
 
-class OutputExistsError(ValueError):
-    pass
+class OutputError(ValueError):
+    """The output directory cannot be used; the message names it and what to do."""
+
+
+class OutputExistsError(OutputError):
+    """The output directory exists and may not be replaced."""
 
 
 def check_output(output: str, overwrite: bool, inputs: Iterable[str] = ()) -> bool:
@@ -48,6 +52,9 @@ def _refuse_to_clear_inputs(output: str, inputs: Iterable[str]) -> None:
 def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = ()) -> None:
     """Create the output directory; refuse a non-empty one unless ``overwrite``, which clears it (see
     :func:`check_output` for what it never clears)."""
-    if check_output(output, overwrite, inputs):
-        shutil.rmtree(output)
-    Path(output).mkdir(parents=True, exist_ok=True)
+    try:
+        if check_output(output, overwrite, inputs):
+            shutil.rmtree(output)
+        Path(output).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputError(f"cannot create output directory {output}: {error.strerror or error}") from None

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hop.gen.cli import size_argument
+from hop.gen.cli import positive_int, size_argument
 from hop.inputs import DEFAULT_SPLIT_BYTES, InputError
 from hop.loader import JobFileError, load_job_file
 
@@ -128,8 +128,8 @@ def _compare(args: argparse.Namespace) -> int:
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", help="a Python file defining one hop.Job subclass")
     parser.add_argument("inputs", nargs="+", help="input files, directories or globs")
-    parser.add_argument("--reducers", type=int, default=None, help="number of reduce tasks (default: workers)")
-    parser.add_argument("--workers", type=int, default=None, help="parallelism (default: cores)")
+    parser.add_argument("--reducers", type=positive_int, default=None, help="number of reduce tasks (default: workers)")
+    parser.add_argument("--workers", type=positive_int, default=None, help="parallelism (default: cores)")
     parser.add_argument("--split-size", type=size_argument, default=None, help="bytes per input split (default 128MB)")
     parser.add_argument(
         "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"

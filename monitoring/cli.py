@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.gen.cli import coordinator_address, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 MONITOR_JOB = ROOT / "jobs" / "cluster_monitor.py"
@@ -27,9 +28,11 @@ MONITOR_JOB = ROOT / "jobs" / "cluster_monitor.py"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hop.stream.cli import _seconds
 
-    parser.add_argument("--coordinator", default=None, help="monitor this cluster instead of starting one")
-    parser.add_argument("--workers", type=int, default=2, help="workers of the embedded cluster (default 2)")
-    parser.add_argument("--racks", type=int, default=2, help="rack labels to spread embedded workers over (2)")
+    parser.add_argument(
+        "--coordinator", type=coordinator_address, default=None, help="monitor this cluster instead of starting one"
+    )
+    parser.add_argument("--workers", type=positive_int, default=2, help="workers of the embedded cluster (default 2)")
+    parser.add_argument("--racks", type=positive_int, default=2, help="rack labels to spread embedded workers over (2)")
     parser.add_argument("--window", default="10s", help="window range of the monitoring query (10s)")
     parser.add_argument("--slide", default="2s", help="window slide (2s)")
     parser.add_argument(

@@ -225,3 +225,42 @@ def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatc
     with pytest.raises(OutputExistsError, match="holds the current directory: --overwrite would delete it"):
         check_output(str(tmp_path), overwrite=True, inputs=["/elsewhere/in.txt"])
     assert (tmp_path / "work" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--reducers", "0", "--reducers: must be at least 1, got 0"),
+        ("--workers", "-2", "--workers: must be at least 1, got -2"),
+        ("--spill-records", "0", "--spill-records: must be at least 1"),
+        ("--max-attempts", "zero", "--max-attempts: invalid integer 'zero'"),
+        ("--skip-bad-records", "-1", "--skip-bad-records: must be at least 0"),
+        ("--timeout", "0", "--timeout: must be above 0"),
+        ("--coordinator", "garbage", "invalid address 'garbage': expected tcp://HOST:PORT or ipc://PATH"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(tmp_path: Path, option: str, value: str, says: str) -> None:
+    (tmp_path / "in.txt").write_text("a\n")
+    result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", option, value, cwd=tmp_path)
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(tmp_path: Path) -> None:
+    import socket
+
+    (tmp_path / "in.txt").write_text("a\n")
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    (tmp_path / "file").write_text("not a directory")
+    result = hop("run", wordcount, "in.txt", "-o", "file/out", "--quiet", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"cannot create output directory {tmp_path / 'file' / 'out'}: Not a directory" in result.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = hop("run", wordcount, "in.txt", "-o", "out", "--quiet", "--web", "--port", port, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert (
+        f"cannot serve the web view on 127.0.0.1:{port}" in result.stderr and "address already in use" in result.stderr
+    )

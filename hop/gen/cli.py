@@ -61,13 +61,45 @@ def size_argument(text: str) -> int:
     return size
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (counts of reducers, workers, attempts...)."""
+    return _integer_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer of at least 0."""
+    return _integer_at_least(text, 0)
+
+
+def _integer_at_least(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid integer {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+    return value
+
+
+_ADDRESS = re.compile(r"(tcp://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}|ipc://\S+)")
+
+
+def coordinator_address(text: str) -> str:
+    """argparse type: a coordinator's ZeroMQ address, ``tcp://HOST:PORT`` (as ``hop coordinator`` prints it) or
+    ``ipc://PATH``."""
+    if not _ADDRESS.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"invalid address {text!r}: expected tcp://HOST:PORT or ipc://PATH")
+    return text
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number above 0 (seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
     return value
 
 
@@ -154,10 +186,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     text.add_argument("out", help="output file, or directory when --files > 1")
     text.add_argument("--size", type=size_argument, required=True, help="total bytes, e.g. 150MB (decimal units)")
     text.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same bytes")
-    text.add_argument("--vocabulary", type=_positive_int, default=100_000, help="distinct words (default 100000)")
+    text.add_argument("--vocabulary", type=positive_int, default=100_000, help="distinct words (default 100000)")
     text.add_argument("--uniform", action="store_true", help="draw words uniformly instead of Zipf (1/rank)")
-    text.add_argument("--files", type=_positive_int, default=1, help="write N files part-NNNN.txt into OUT")
-    text.add_argument("--words-per-line", type=_positive_int, default=10, help="words per line (default 10)")
+    text.add_argument("--files", type=positive_int, default=1, help="write N files part-NNNN.txt into OUT")
+    text.add_argument("--words-per-line", type=positive_int, default=10, help="words per line (default 10)")
     text.set_defaults(func=_run_text)
 
     views = kinds.add_parser(
@@ -167,7 +199,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "lines with Zipf popularity, a language mix and per-language daily cycles.",
     )
     views.add_argument("outdir", help="output directory")
-    views.add_argument("--days", type=_positive_int, default=1, help="days of hourly files (default 1)")
+    views.add_argument("--days", type=positive_int, default=1, help="days of hourly files (default 1)")
     views.add_argument("--start", default="2009-01-01", help="first day, YYYY-MM-DD (default 2009-01-01)")
     views.add_argument(
         "--size",
@@ -175,11 +207,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="approximate total uncompressed bytes, e.g. 100MB (default: about 20000 lines/hour)",
     )
-    views.add_argument("--pages", type=_positive_int, default=200_000, help="page universe (default 200000)")
+    views.add_argument("--pages", type=positive_int, default=200_000, help="page universe (default 200000)")
     views.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     views.add_argument(
         "--views-per-hour",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="views an hour counts at average traffic, however few lines it has (default: millions, as in the "
         "real dumps; see hop.gen.pageviews)",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.gen.cli import coordinator_address, positive_int
 from hop.stream.windows import WindowSpecError, parse_extent
 
 __all__ = ["add_stream_arguments", "register", "run_stream_from_args"]
@@ -62,7 +63,9 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--max-latency", type=_seconds, default=None, help="emit a window at most this long after its end (e.g. 2s)"
     )
-    group.add_argument("--checkpoint-every", type=int, default=5, help="checkpoint every N windows (default 5)")
+    group.add_argument(
+        "--checkpoint-every", type=positive_int, default=5, help="checkpoint every N windows (default 5)"
+    )
     group.add_argument(
         "--checkpoint-seconds", type=_seconds, default=5.0, help="... or after this long with new windows (5s)"
     )
@@ -232,14 +235,14 @@ def _view(args: argparse.Namespace) -> int:
 def register(commands: Any) -> None:
     stop = commands.add_parser("stop", help="stop a continuous job: drain, write the last windows, checkpoint")
     stop.add_argument("job_id")
-    stop.add_argument("--coordinator", required=True)
+    stop.add_argument("--coordinator", type=coordinator_address, required=True)
     stop.set_defaults(func=_stop)
     windows = commands.add_parser("windows", help="print a continuous job's windows so far, as JSON lines")
     windows.add_argument("job_id")
-    windows.add_argument("--coordinator", required=True)
+    windows.add_argument("--coordinator", type=coordinator_address, required=True)
     windows.add_argument("--after", type=int, default=0, help="only windows with seq above this")
     windows.set_defaults(func=_windows)
     view = commands.add_parser("view", help="print where a continuous job's Parquet materialized view is")
     view.add_argument("target", help="the job's output directory, or its job id with --coordinator")
-    view.add_argument("--coordinator", default=None)
+    view.add_argument("--coordinator", type=coordinator_address, default=None)
     view.set_defaults(func=_view)

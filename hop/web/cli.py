@@ -8,6 +8,8 @@ import threading
 from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
+from hop.gen.cli import coordinator_address
+
 if TYPE_CHECKING:
     from hop.web.server import WebServer
 
@@ -56,13 +58,19 @@ def web_view(args: argparse.Namespace, address: str) -> AbstractContextManager[A
 def _web(args: argparse.Namespace) -> int:
     from hop.web.server import serve_forever
 
-    with suppress(KeyboardInterrupt):
-        serve_forever(args.coordinator, args.port)
+    try:
+        with suppress(KeyboardInterrupt):
+            serve_forever(args.coordinator, args.port)
+    except ValueError as error:  # WebViewError: the port is taken
+        print(f"hop web: error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 
 def register(commands: Any) -> None:
     web = commands.add_parser("web", help="serve the live web view for a running coordinator")
-    web.add_argument("--coordinator", required=True, help="the cluster's coordinator, tcp://HOST:PORT")
+    web.add_argument(
+        "--coordinator", type=coordinator_address, required=True, help="the cluster's coordinator, tcp://HOST:PORT"
+    )
     web.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one, printed)")
     web.set_defaults(func=_web)

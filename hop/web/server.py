@@ -16,9 +16,13 @@ from aiohttp import web
 from hop.web.app import make_app
 from hop.web.source import CoordinatorSource
 
-__all__ = ["WebServer", "serve_forever"]
+__all__ = ["WebServer", "WebViewError", "serve_forever"]
 
 START_TIMEOUT = 10.0
+
+
+class WebViewError(ValueError):
+    """The web view could not start (its port is taken, or not allowed): the message says which and what to do."""
 
 
 class WebServer:
@@ -49,7 +53,14 @@ class WebServer:
     def start(self) -> str:
         """Start serving; returns the URL."""
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=START_TIMEOUT)
+        try:
+            asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=START_TIMEOUT)
+        except OSError as error:
+            self.stop()
+            raise WebViewError(
+                f"cannot serve the web view on {self.host}:{self.port}: {error.strerror or error}; "
+                "pick another --port, or 0 for a free one"
+            ) from None
         return self.url
 
     async def _stop(self) -> None:
