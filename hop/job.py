@@ -19,7 +19,10 @@ Contracts the engine relies on:
 - ``combine(key, values)`` and ``reduce(key, values)`` get one key and an iterable of its values and yield pairs.
   ``combine`` must keep the key it was given and may run zero, one or several times on any subset of a key's values.
 - Keys and values are msgpack-able: ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, lists/tuples and
-  dicts of them. Lists arrive as tuples. Keys of mixed types are ordered as ``shuffle.keys`` defines.
+  dicts of them. Lists arrive as tuples. Keys must also be hashable (a tuple, not a list or a dict). Keys are grouped
+  as a dict groups them: keys equal in Python are one key (``1``, ``1.0`` and ``True``; which one is written is not
+  defined). Keys of mixed types are ordered as ``shuffle.keys`` defines. The final output is JSON lines, so what the
+  last reduce yields must have a JSON form (decode ``bytes`` first).
 - ``partition(key, num_partitions)`` returns an int in ``range(num_partitions)``; the default hashes the key with
   Python's ``hash`` (the engine pins ``PYTHONHASHSEED`` in every task process so all processes agree).
 - ``setup()`` and ``teardown()`` run once per task attempt around its records.

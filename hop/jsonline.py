@@ -13,7 +13,21 @@ from typing import Any
 
 __all__ = ["to_json", "to_json_column"]
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+def _not_json(value: Any) -> Any:
+    """The encoder's hook for values JSON has no type for: an error that says what to yield instead."""
+    if isinstance(value, (bytes, bytearray)):
+        raise TypeError(
+            f"output value {value[:60]!r} is bytes, which a JSON output line cannot hold: decode it to str (or "
+            "base64 it) before the final reduce yields it (bytes are fine between map and reduce)"
+        )
+    raise TypeError(
+        f"output value {value!r:.80} of type {type(value).__name__} has no JSON form: yield None, bool, int, "
+        "float, str, lists/tuples or dicts with str keys"
+    )
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_not_json).encode
 _encode_str = json.encoder.encode_basestring  # the C implementation when available
 _int_repr = int.__repr__
 _float_repr = float.__repr__

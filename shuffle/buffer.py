@@ -48,6 +48,10 @@ class CombinerKeyError(ValueError):
     """A combiner yielded a key other than the one it was given."""
 
 
+class UnhashableKeyError(TypeError):
+    """A map yielded a key that cannot be a dict key (a list, a dict, a set)."""
+
+
 class PartitionError(ValueError):
     """A partitioner returned something other than a partition number."""
 
@@ -130,7 +134,7 @@ class MapOutputBuffer:
         inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
         lift: Any = self.combiner.lift if self._folding else None  # type: ignore[union-attr]
         merge: Any = self.combiner.merge if self._folding else None  # type: ignore[union-attr]
-        record_key = record_value = None
+        record_key = record_value = key = None
         get = groups.get
         try:
             for record_key, record_value in records:
@@ -175,9 +179,14 @@ class MapOutputBuffer:
                     self._pending = pending
                     self.current_record = (record_key, record_value)
                     yield consumed
-        except Exception:
+        except Exception as error:
             # Name the record the map was working on; the task turns this into file and offset.
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
+            if isinstance(error, TypeError) and not _hashable(key):
+                raise UnhashableKeyError(
+                    f"map output key {key!r:.80} is a {type(key).__name__}, which cannot be a key (keys are grouped "
+                    "as dict keys): yield a tuple instead of a list, or a str or tuple form of a dict or set"
+                ) from None  # the dict's own TypeError adds only engine frames
             raise
         self._pending = pending
         self.records_consumed = consumed
@@ -290,3 +299,11 @@ class MapOutputBuffer:
         if self.on_spill is not None:
             self.on_spill(spill)
         return spill
+
+
+def _hashable(key: Any) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True

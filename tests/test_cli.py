@@ -264,3 +264,22 @@ def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(
     assert (
         f"cannot serve the web view on 127.0.0.1:{port}" in result.stderr and "address already in use" in result.stderr
     )
+
+
+def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b\nc d\n")
+    (tmp_path / "list_key.py").write_text(
+        "from hop import Job\n\n\nclass ListKey(Job):\n    def map(self, offset, line):\n"
+        "        yield line.split(), 1\n\n    def reduce(self, key, values):\n        yield key, sum(values)\n"
+    )
+    (tmp_path / "bytes_out.py").write_text(
+        "from hop import Job\n\n\nclass BytesOut(Job):\n    def map(self, offset, line):\n"
+        "        yield line.encode(), 1\n\n    def reduce(self, key, values):\n        yield key, sum(values)\n"
+    )
+    listed = hop("run", "list_key.py", "in.txt", "-o", "out1", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert listed.returncode == 1, listed.stderr
+    assert "byte offset 0" in listed.stderr and "map output key ['a', 'b'] is a list" in listed.stderr
+    assert "yield a tuple instead of a list" in listed.stderr
+    raw = hop("run", "bytes_out.py", "in.txt", "-o", "out2", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert raw.returncode == 1, raw.stderr
+    assert "output value b'a b' is bytes, which a JSON output line cannot hold: decode it" in raw.stderr
