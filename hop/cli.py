@@ -121,7 +121,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         type=_fraction,
         default=None,
         metavar="F",
-        help="reducers publish a snapshot with estimates at each F of the map input (e.g. 0.1) in OUT/_snapshots/",
+        help="reducers publish a snapshot with estimates at each F of the map input (e.g. 0.1) in OUT/_snapshots/; "
+        "thresholds passed between two progress reports make one snapshot, labelled with the highest",
     )
     online.add_argument(
         "--order",

@@ -219,6 +219,11 @@ class Coordinator:
     def on_slot_free(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A worker ended an attempt on our request (``kill_task``): its slot is free again."""
         self._free_slot(msg, msg["kind"])
+        job = self._job_for(msg)
+        if job is not None and job.state != "running":
+            # A finished job's attempt (stopped when accurate, or failed) may have written under _temporary after
+            # the job's end removed it; it is dead now, so its leftovers can go.
+            shutil.rmtree(Path(job.spec.output) / "_temporary", ignore_errors=True)
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
         worker = self.workers.get(msg["worker"])

@@ -12,8 +12,9 @@ Client -> coordinator (each answered by one reply):
     shutdown    {}                                          -> bye {}
 
 Worker -> coordinator:
-    register    {worker, host, pid, map_slots, reduce_slots, shuffle: "push"}   -> registered {}
-    heartbeat   {worker, running: int}
+    register    {worker, host, pid, map_slots, reduce_slots, incarnation, shuffle: "push"}   -> registered {}
+    heartbeat   {worker, running: int, incarnation}        (from a worker the coordinator does not know: -> reinit)
+    slot_free   {worker, job_id, kind, pool}                an attempt ended on the coordinator's request (kill_task)
     task_started  {job_id, kind, index, attempt, pid, at}
     task_progress {job_id, kind, index, attempt, fraction, records}
     reducer_ready {job_id, index, attempt, address}          a reduce attempt's PULL address

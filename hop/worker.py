@@ -304,11 +304,11 @@ class Worker:
         waiting = [(m, f) for m, f in self.waiting if (m["job"]["job_id"], m["kind"], m["index"], m["attempt"]) == task]
         if waiting:
             self.waiting = [entry for entry in self.waiting if entry not in waiting]
-            self._to_coordinator("slot_free", kind=task[1], pool=waiting[0][0].get("pool", task[1]))
+            self._to_coordinator("slot_free", job_id=task[0], kind=task[1], pool=waiting[0][0].get("pool", task[1]))
         for slot in self.slots.values():
             if slot.task == task:
                 self._end_slot_process(slot)
-                self._to_coordinator("slot_free", kind=task[1], pool=slot.kind)
+                self._to_coordinator("slot_free", job_id=task[0], kind=task[1], pool=slot.kind)
 
     @staticmethod
     def _end_slot_process(slot: Slot) -> None:

@@ -140,6 +140,36 @@ def test_stop_when_accurate_ends_early_with_the_snapshot(client: Client, tmp_pat
     estimates = output_dict(tmp_path / "out")
     assert set(estimates) == set(truth)
     assert all(abs(estimates[w] - truth[w]) <= 0.5 * truth[w] for w in truth)
+    # The reduce attempts the early end killed wrote under _temporary; once they are dead it is gone (bounded wait:
+    # the coordinator hears of their end just after it answered the client).
+    deadline = time.monotonic() + 10
+    while (tmp_path / "out" / "_temporary").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (tmp_path / "out" / "_temporary").exists()
+
+
+def test_stop_when_accurate_waits_until_every_stratum_was_sampled(client: Client, tmp_path: Path) -> None:
+    """Page views per (language, hour) of one day drawn in random order: each hour is one file, so an hour read is
+    exact and the snapshot's intervals are all narrow while some hour has no chunk read yet; stopping there would
+    drop that hour's groups."""
+    one_day = tmp_path / "day"
+    generate_pageviews(one_day, days=1, size_bytes=20 << 20, seed=5)
+    exact = run_job(client, "pageviews", [one_day], tmp_path / "exact", num_reduces=2)
+    assert exact["counters"]["reduce_output_records"] > 0
+    hours = {key[1] for key in output_dict(tmp_path / "exact")}
+    report = online_run(
+        client,
+        "pageviews",
+        [one_day],
+        tmp_path / "out",
+        snapshot_every=0.05,
+        order="random",
+        seed=7,
+        stop_when_accurate=0.02,
+    )
+    approximate = report.get("approximate")
+    assert approximate is None or not approximate.get("strata_unseen"), approximate
+    assert {key[1] for key in output_dict(tmp_path / "out")} == hours, "every hour is in the result"
 
 
 def test_cli_snapshot_options(pageviews_dir: Path, tmp_path: Path) -> None:

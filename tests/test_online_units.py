@@ -193,6 +193,14 @@ def test_tracker_thresholds_answers_and_accuracy() -> None:
     assert now.label == "0.900-now2"
     described = tracker.describe(tracker.snapshots[1])
     assert described["complete"] and described["input_fraction"] == pytest.approx(0.5)
+    narrow_but_blind = tracker.request_now(0.8)  # narrow intervals, but no chunk of stratum "16" read yet
+    tracker.on_done(narrow_but_blind.seq, 0, {"chunks_seen": [0], "max_relative_half_width": 0.01})
+    tracker.on_done(
+        narrow_but_blind.seq,
+        1,
+        {"chunks_seen": [0], "max_relative_half_width": 0.01, "strata_seen": {"15": 1, "16": 0}},
+    )
+    assert narrow_but_blind.complete and not tracker.accurate(narrow_but_blind)
     with pytest.raises(ValueError):
         SnapshotTracker(1, [1], every=1.5)
 

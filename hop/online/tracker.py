@@ -8,7 +8,7 @@
   the reducers' data covers (the smallest over partitions), else the map progress at the request.
 - A partition that commits before answering a snapshot answers with its final output (``final``: every row exact).
 - ``accurate(snapshot)``: with ``stop_when_accurate`` set, every group of every partition has an interval no
-  wider (half-width) than that fraction of its estimate.
+  wider (half-width) than that fraction of its estimate, and every stratum of the input has been sampled.
 """
 
 from __future__ import annotations
@@ -121,6 +121,12 @@ class SnapshotTracker:
             for fields in snapshot.partitions.values()
         ]
         if any(fields.get("error") for fields in snapshot.partitions.values()):
+            return False
+        if any(
+            not seen for fields in snapshot.partitions.values() for seen in (fields.get("strata_seen") or {}).values()
+        ):
+            # A stratum none of whose chunks was read: its groups are missing altogether, not estimated, so no
+            # interval speaks for them and stopping now would drop them from the result.
             return False
         return all(width is not None and width <= self.stop_when_accurate for width in widths)
 
