@@ -10,7 +10,8 @@
   ``csv`` parses each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a
   hop output file (``json(key) TAB json(value)``) back as pairs,
   which is how a multi-step job feeds one step into the next.
-- Undecodable bytes and unparsable lines raise :class:`InputError` naming the file and byte offset.
+- Undecodable bytes and unparsable lines raise :class:`InputError` naming the file and byte offset, or, given an
+  ``on_bad`` callback (``--skip-bad-records``), are passed to it as ``(offset, line, error)`` and left out.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import gzip
 import json
 import os
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate, repeat
 from operator import add
@@ -142,11 +143,17 @@ def _open(split: Split) -> IO[bytes]:
         raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
 
 
-def iter_lines(split: Split, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str]]:
+BadLine = Callable[[int, str, str], None]
+"""Called with ``(byte offset, line, error)`` for an input line that cannot be read; may raise to stop."""
+
+
+def iter_lines(
+    split: Split, max_line_bytes: int = MAX_LINE_BYTES, on_bad: BadLine | None = None
+) -> Iterator[tuple[int, str]]:
     """Yield ``(byte offset, line)`` for every line whose first byte lies in the split.
 
     A line longer than ``max_line_bytes`` raises :class:`InputError` (naming file and offset) instead of growing
-    memory without bound.
+    memory without bound. A line that is not UTF-8 raises it too, or goes to ``on_bad`` and is left out.
     """
     with _open(split) as file:
         position = split.start
@@ -184,7 +191,15 @@ def iter_lines(split: Split, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[t
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError:
-                _raise_first_undecodable(body, split.path, position)
+                if on_bad is None:
+                    _raise_first_undecodable(body, split.path, position)
+                    raise  # (unreachable: it raises)
+                # The rare chunk with undecodable lines: line by line, the bad ones reported and left out.
+                yield from _decodable_lines(body, split.path, position, end, on_bad)
+                position += len(body) + 1
+                if end is not None and position >= end:
+                    return
+                continue
             # One decode and one split per chunk, and the byte offsets computed in bulk by C loops (a Python
             # statement per line costs about a tenth of a word count's map): each line starts where the one before
             # started plus its length in bytes plus the newline. For ASCII text characters are bytes.
@@ -200,6 +215,23 @@ def iter_lines(split: Split, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[t
                 yield from zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
                 return
             yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
+
+
+def _decodable_lines(
+    body: bytes, path: str, position: int, end: int | None, on_bad: BadLine
+) -> Iterator[tuple[int, str]]:
+    """The lines of ``body`` (starting at byte ``position``) that start before ``end``, decoded; undecodable ones
+    go to ``on_bad``."""
+    for raw in body.split(b"\n"):
+        if end is not None and position >= end:
+            return
+        try:
+            line = _decode(raw, path, position)
+        except InputError as error:
+            on_bad(position, raw.decode("utf-8", "replace"), str(error))
+        else:
+            yield position, line[:-1] if line.endswith("\r") else line
+        position += len(raw) + 1
 
 
 def _raise_first_undecodable(body: bytes, path: str, position: int) -> None:
@@ -220,27 +252,41 @@ def _decode(raw: bytes, path: str, position: int) -> str:
     return text
 
 
-def iter_records(split: Split, input_format: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[Any, Any]]:
-    """Yield the records of a split in the given format (see the module docstring)."""
+def iter_records(
+    split: Split, input_format: str, max_line_bytes: int = MAX_LINE_BYTES, on_bad: BadLine | None = None
+) -> Iterator[tuple[Any, Any]]:
+    """Yield the records of a split in the given format (see the module docstring); lines that cannot be decoded or
+    parsed raise :class:`InputError`, or go to ``on_bad`` and are left out."""
     if input_format == "text":
-        return iter_lines(split, max_line_bytes)  # not wrapped: one generator less per record
-    return _iter_parsed_records(split, input_format, max_line_bytes)
+        return iter_lines(split, max_line_bytes, on_bad)  # not wrapped: one generator less per record
+    return _iter_parsed_records(split, input_format, max_line_bytes, on_bad)
 
 
-def _iter_parsed_records(split: Split, input_format: str, max_line_bytes: int) -> Iterator[tuple[Any, Any]]:
-    if input_format == "jsonl":
-        for offset, line in iter_lines(split, max_line_bytes):
-            if line.strip():
-                yield offset, _parse_json(line, split.path, offset)
-    elif input_format == "csv":
-        for offset, line in iter_lines(split, max_line_bytes):
-            if line:
-                yield offset, _parse_csv(line, split.path, offset)
-    elif input_format == "output":
-        for offset, line in iter_lines(split, max_line_bytes):
-            yield parse_output_line(line, split.path, offset)
-    else:
+def _iter_parsed_records(
+    split: Split, input_format: str, max_line_bytes: int, on_bad: BadLine | None
+) -> Iterator[tuple[Any, Any]]:
+    if input_format not in ("jsonl", "csv", "output"):
         raise ValueError(f"unknown input format {input_format!r}; use text, jsonl or csv")
+    path = split.path
+    for offset, line in iter_lines(split, max_line_bytes, on_bad):
+        if (input_format == "jsonl" and not line.strip()) or (input_format == "csv" and not line):
+            continue  # blank lines are no records
+        try:
+            record = _parse_record(input_format, line, path, offset)
+        except InputError as error:
+            if on_bad is None:
+                raise
+            on_bad(offset, line, str(error))
+            continue
+        yield record
+
+
+def _parse_record(input_format: str, line: str, path: str, offset: int) -> tuple[Any, Any]:
+    if input_format == "jsonl":
+        return offset, _parse_json(line, path, offset)
+    if input_format == "csv":
+        return offset, _parse_csv(line, path, offset)
+    return parse_output_line(line, path, offset)
 
 
 def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:

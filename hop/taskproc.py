@@ -72,7 +72,8 @@ def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[
     if isinstance(error, (InputError, ValueError, TypeError)):
         return {
             "error": f"{kind} task {index}: {error}",
-            "traceback": traceback.format_exc(),
+            # Bad input names its file, offset and remedy; the engine's frames would only bury that.
+            "traceback": None if isinstance(error, InputError) else traceback.format_exc(),
             "record": None,
             "retryable": False,
         }

@@ -29,7 +29,7 @@ import zmq
 
 from hop import faults
 from hop.aggregates import Aggregate, as_aggregate
-from hop.inputs import MAX_LINE_BYTES, InputError, Split, iter_records
+from hop.inputs import MAX_LINE_BYTES, BadLine, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import to_json, to_json_column
@@ -302,8 +302,15 @@ def run_map(
     skip_limit = int(spec.options.get("skip_bad_records", 0))
     current: list[Split] = [chunks[0][1] if chunks else Split("", 0, 0)]
     """The split being read, for error messages and progress."""
+    on_bad: BadLine | None = None
     if skip_limit:
         mapper = _skipping_mapper(mapper, current, skip_limit, bad_records)
+
+        def on_bad(offset: int, line: str, error: str) -> None:
+            """An input line that cannot be decoded or parsed: skipped like a record whose map raises."""
+            entry = {"file": current[0].path, "offset": offset, "record": line[:1000], "error": error}
+            _note_bad_record(bad_records, skip_limit, {**entry, "traceback": None}, None)
+
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
     sizes = [_split_bytes(split) for _, split in chunks]
     total_bytes = max(1, sum(sizes))
@@ -314,7 +321,7 @@ def run_map(
     def chunk_records(split: Split) -> Iterator[tuple[Any, Any]]:
         current[0] = split
         job.input_file = split.path
-        return iter_records(split, spec.input_format, max_line_bytes)
+        return iter_records(split, spec.input_format, max_line_bytes, on_bad)
 
     def drive(loop: Iterator[int]) -> int:
         """Run the buffer's map loop to its end, turning errors into ``UserCodeError`` and reporting progress."""
@@ -464,23 +471,25 @@ def _skipping_mapper(
         try:
             return list(mapper(key, value) or ())  # all of the record's output, or none of it
         except Exception as error:
-            bad_records.append(
-                {
-                    "file": current[0].path,
-                    "offset": key,
-                    "record": str(value)[:1000],
-                    "error": f"{type(error).__name__}: {error}",
-                    "traceback": "".join(traceback.format_exception(error)),
-                }
-            )
-            if len(bad_records) > limit:
-                listing = "; ".join(f"{b['file']} byte offset {b['offset']}: {b['error']}" for b in bad_records[:10])
-                raise TooManyBadRecords(
-                    f"{len(bad_records)} bad records in one map task, more than --skip-bad-records {limit}: {listing}"
-                ) from error
+            entry = {"file": current[0].path, "offset": key, "record": str(value)[:1000]}
+            error_text = f"{type(error).__name__}: {error}"
+            trace = "".join(traceback.format_exception(error))
+            _note_bad_record(bad_records, limit, {**entry, "error": error_text, "traceback": trace}, error)
             return ()
 
     return skipping
+
+
+def _note_bad_record(
+    bad_records: list[dict[str, Any]], limit: int, entry: dict[str, Any], cause: BaseException | None
+) -> None:
+    """Keep a skipped map record; past ``limit`` of them, fail the task listing the first ten."""
+    bad_records.append(entry)
+    if len(bad_records) > limit:
+        listing = "; ".join(f"{b['file']} byte offset {b['offset']}: {b['error']}" for b in bad_records[:10])
+        raise TooManyBadRecords(
+            f"{len(bad_records)} bad records in one map task, more than --skip-bad-records {limit}: {listing}"
+        ) from cause
 
 
 def _describe_record(split: Split, record: tuple[Any, Any] | None) -> str:

@@ -357,6 +357,21 @@ def test_skip_bad_records_lists_them(client: Client, tmp_path: Path) -> None:
     assert "cannot handle boom" in report["traceback"]
 
 
+def test_skip_bad_records_skips_unreadable_lines_too(client: Client, tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"a b\nbad \xff\nb c\n")
+    output = tmp_path / "out"
+    report = run_job(client, "wordcount", [source], output, options={"skip_bad_records": 1})
+    assert output_dict(output) == {"a": 1, "b": 2, "c": 1}
+    assert report["counters"]["bad_records_skipped"] == 1
+    (entry,) = [
+        json.loads(line) for f in (output / "_bad_records").glob("*.jsonl") for line in f.read_text().splitlines()
+    ]
+    assert (entry["file"], entry["offset"]) == (str(source), 4) and "not valid UTF-8" in entry["error"]
+    with pytest.raises(JobFailed, match="byte offset 4 is not valid UTF-8"):
+        run_job(client, "wordcount", [source], tmp_path / "strict")
+
+
 def test_bad_input_gets_clear_errors(client: Client, tmp_path: Path) -> None:
     long_line = tmp_path / "long.txt"
     long_line.write_bytes(b"short\n" + b"x" * 12_000_000 + b"\nafter\n")

@@ -86,6 +86,36 @@ def test_undecodable_line_is_named_by_offset(tmp_path: Path) -> None:
         list(iter_lines(Split(str(path), 0, path.stat().st_size)))
 
 
+@pytest.mark.parametrize("split_end", [None, 26, 27])
+def test_bad_lines_go_to_on_bad_and_the_rest_is_read(tmp_path: Path, split_end: int | None) -> None:
+    """With ``on_bad`` (``--skip-bad-records``), an undecodable line is reported with its offset and left out; the
+    lines around it, in the same chunk, keep their offsets; a split ending in that chunk keeps only its lines."""
+    path = tmp_path / "input.txt"
+    path.write_bytes(b"good line\nbad \xff byte\r\nnext\r\nlast\n")  # lines at 0, 10, 22, 28
+    size = path.stat().st_size
+    bad: list[tuple[int, str, str]] = []
+    end = size if split_end is None else split_end
+    lines = list(iter_lines(Split(str(path), 0, end), on_bad=lambda *entry: bad.append(entry)))
+    expected = [(0, "good line"), (22, "next"), (28, "last")]
+    assert lines == [(offset, line) for offset, line in expected if offset < end]
+    assert [(offset, line) for offset, line, _ in bad] == [(10, "bad \ufffd byte\r")]
+    assert "byte offset 10 is not valid UTF-8" in bad[0][2]
+    rest = list(iter_lines(Split(str(path), end, size - end))) if end < size else []
+    assert rest == [(offset, line) for offset, line in expected if offset >= end], "each line read once"
+
+
+def test_unparsable_records_go_to_on_bad(tmp_path: Path) -> None:
+    path = tmp_path / "input.jsonl"
+    path.write_text('{"a": 1}\n{not json\n\n[2]\n', encoding="utf-8")
+    bad: list[tuple[int, str, str]] = []
+    split = Split(str(path), 0, path.stat().st_size)
+    records = list(iter_records(split, "jsonl", on_bad=lambda *entry: bad.append(entry)))
+    assert records == [(0, {"a": 1}), (20, (2,))]  # the blank line is no record; JSON arrays arrive as tuples
+    assert [(offset, line) for offset, line, _ in bad] == [(9, "{not json")]
+    with pytest.raises(InputError, match="line at byte offset 9 is not JSON"):
+        list(iter_records(split, "jsonl"))
+
+
 def test_overlong_line_is_refused_with_its_offset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hop.inputs, "CHUNK_BYTES", 16)
     path = tmp_path / "input.txt"
