@@ -16,6 +16,7 @@ Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -242,10 +243,11 @@ def _run_loaded(
     stages = len(pipeline_specs([spec, *later]))
     pipelined = stages > 1 and not args.blocking
     cluster: LocalCluster | None = None
+    address: str | None = args.coordinator
+    client: Client | None = None
     try:
         check_output(spec.output, spec.overwrite, spec.inputs)  # before starting a cluster: fail fast
         expand_inputs(list(spec.inputs))
-        address = args.coordinator
         if address is None:
             # A pipeline runs its steps' reducers side by side.
             reduce_slots = -(-reducers * (stages if pipelined else 1) // workers)
@@ -272,6 +274,8 @@ def _run_loaded(
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt:
+        if cluster is None:  # a job on a cluster of its own would otherwise run on without anyone waiting for it
+            _cancel_submitted(address, client)
         return _fail("interrupted", 130)
     finally:
         if cluster is not None:
@@ -287,6 +291,21 @@ def _run_loaded(
             file=sys.stderr,
         )
     return 0
+
+
+def _cancel_submitted(address: str | None, interrupted: Client | None) -> None:
+    """Cancel the still-running jobs an interrupted ``hop submit`` had submitted (a fresh connection: the old one
+    may be in the middle of a request)."""
+    if address is None or interrupted is None or not interrupted.submitted:
+        return
+    client = Client(address, timeout=5)
+    try:
+        for job_id in interrupted.submitted:
+            with contextlib.suppress(CoordinatorUnavailable, JobRejected):
+                if client.stop(job_id).get("state") == "failed":
+                    print(f"hop: cancelled {job_id}", file=sys.stderr)
+    finally:
+        client.close()
 
 
 def _submit(args: argparse.Namespace, client: Client, spec: Any, later: list[Any], pipelined: bool) -> dict[str, Any]:

@@ -30,6 +30,8 @@ class Client:
         self.timeout = timeout
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._socket = self._connect()
+        self.submitted: list[str] = []
+        """The jobs this client submitted, in order (what an interrupted ``hop submit`` cancels)."""
 
     def _connect(self) -> zmq.Socket:
         socket = self.context.socket(zmq.DEALER)
@@ -53,7 +55,9 @@ class Client:
         return reply
 
     def submit(self, spec: JobSpec) -> str:
-        return str(self.request("submit", job=spec.to_wire())["job_id"])
+        job_id = str(self.request("submit", job=spec.to_wire())["job_id"])
+        self.submitted.append(job_id)
+        return job_id
 
     def status(self, job_id: str) -> dict[str, Any]:
         return self.request("status", job_id=job_id)
@@ -97,7 +101,8 @@ class Client:
         return self.request("snapshot", job_id=job_id)
 
     def stop(self, job_id: str) -> dict[str, Any]:
-        """Ask a continuous job to stop: its maps drain, its reducers write the last windows and checkpoint."""
+        """Ask a continuous job to stop (its maps drain, its reducers write the last windows and checkpoint), or
+        cancel a batch job (it fails as cancelled, its tasks are ended); the reply says which (``cancelled``)."""
         return self.request("stop_job", job_id=job_id)
 
     def windows(self, job_id: str, after: int = 0) -> list[dict[str, Any]]:

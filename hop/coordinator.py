@@ -584,7 +584,9 @@ class Coordinator:
             self._send(identity, "error", message=f"no job {msg['job_id']}")
             return
         if job.windows is None:
-            self._send(identity, "error", message=f"{msg['job_id']} is a batch job: it ends by itself, nothing to stop")
+            # A batch job has no last windows to write: stopping it cancels it (its tasks are ended, no _SUCCESS).
+            self._execute(job, job.fail("cancelled (hop stop, or an interrupted hop submit)"))
+            self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, cancelled=True)
             return
         if job.state == "running" and not job.stopping:
             job.stopping = True

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hop.local_cluster import LocalCluster
 from tests.conftest import ROOT, TEST_JOBS, hop
 
 TIMEOUT = 120
@@ -283,3 +284,37 @@ def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path:
     raw = hop("run", "bytes_out.py", "in.txt", "-o", "out2", "--quiet", "--workers", "1", cwd=tmp_path)
     assert raw.returncode == 1, raw.stderr
     assert "output value b'a b' is bytes, which a JSON output line cannot hold: decode it" in raw.stderr
+
+
+def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from hop.client import Client
+    from hop.gen.text import generate_text
+
+    generate_text(tmp_path / "in.txt", 400_000, seed=3, vocabulary=500)
+    command = [sys.executable, "-m", "hop", "submit", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out"]
+    submit = subprocess.Popen(
+        [*command, "--coordinator", cluster.address, "--quiet"], cwd=tmp_path, stderr=subprocess.PIPE, text=True
+    )
+    client = Client(cluster.address, timeout=30)
+    try:
+        deadline = time.monotonic() + 30
+        while not (
+            running := [j for j in client.jobs() if j["state"] == "running" and j["output"] == str(tmp_path / "out")]
+        ):
+            assert time.monotonic() < deadline and submit.poll() is None, "the job started"
+            time.sleep(0.02)
+        submit.send_signal(signal.SIGINT)
+        _, stderr = submit.communicate(timeout=30)
+        job_id = running[0]["job_id"]
+        assert submit.returncode == 130 and f"hop: cancelled {job_id}" in stderr, stderr
+        status = client.status(job_id)
+        assert status["state"] == "failed" and "cancelled" in status["error"]
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.wait(timeout=10)
+        client.close()
+    assert not (tmp_path / "out" / "_SUCCESS").exists()

@@ -186,7 +186,10 @@ def _stop(args: argparse.Namespace) -> int:
     except (CoordinatorUnavailable, JobRejected) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return 3 if isinstance(error, CoordinatorUnavailable) else 2
-    print(f"hop: {args.job_id} is stopping (was {reply['state']}): its last windows are being written")
+    if reply.get("cancelled"):
+        print(f"hop: {args.job_id} is cancelled (now {reply['state']})")
+    else:
+        print(f"hop: {args.job_id} is stopping (was {reply['state']}): its last windows are being written")
     return 0
 
 
