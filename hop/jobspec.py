@@ -7,6 +7,7 @@ A :class:`JobSpec` is plain data (msgpack-able as a dict); the user's class trav
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import types
 from dataclasses import dataclass, field
@@ -71,15 +72,18 @@ class JobSpec:
 def dump_job_class(job_class: type[Job]) -> bytes:
     """Serialize a job class by value, so task processes need not import the user's file.
 
-    The payload is ``(job_class, source file)``: cloudpickle 3.1 and later replace the file name of code it pickles
-    by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show the failing line.
+    The payload is ``(source file, pickled job class)``: cloudpickle 3.1 and later replace the file name of code it
+    pickles by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show the failing
+    line; and the modules the job imports from beside its file (``from helper import tokens``) are pickled by
+    reference, so the loader puts the file's directory on ``sys.path`` before it unpickles the class, as Python does
+    for a script.
     """
     module = sys.modules[job_class.__module__]
     by_value = job_class.__module__ != "__main__"  # cloudpickle already pickles __main__ by value
     if by_value:
         cloudpickle.register_pickle_by_value(module)
     try:
-        return cloudpickle.dumps((job_class, getattr(module, "__file__", None)))
+        return cloudpickle.dumps((getattr(module, "__file__", None), cloudpickle.dumps(job_class)))
     finally:
         if by_value:
             cloudpickle.unregister_pickle_by_value(module)
@@ -87,12 +91,23 @@ def dump_job_class(job_class: type[Job]) -> bytes:
 
 @lru_cache(maxsize=16)
 def load_job_class(job_code: bytes) -> type[Job]:
-    job_class, source = cloudpickle.loads(job_code)  # as dump_job_class wrote it
+    source, pickled = cloudpickle.loads(job_code)  # as dump_job_class wrote it: a str and bytes, no imports yet
+    if source:
+        add_job_directory(source)
+    job_class = cloudpickle.loads(pickled)
     if not (isinstance(job_class, type) and issubclass(job_class, Job)):
         raise TypeError(f"job code does not hold a hop.Job subclass but {job_class!r}")
     if source:
         restore_source_file(job_class, source)
     return job_class
+
+
+def add_job_directory(source: str) -> None:
+    """Put the directory of the job file ``source`` first on ``sys.path`` (once), as Python does for a script: the
+    modules beside the job file are importable by the job."""
+    directory = os.path.dirname(os.path.abspath(source))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
 
 
 _DYNAMIC_CODE = "<dynamic-code>"

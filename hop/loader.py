@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from hop.job import Job
+from hop.jobspec import add_job_directory
 
 
 class JobFileError(ValueError):
@@ -25,6 +26,7 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
     if spec is None or spec.loader is None:
         raise JobFileError(f"job file {path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
+    add_job_directory(str(file))  # its neighbours are importable, as for a script run with python
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)

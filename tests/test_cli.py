@@ -318,3 +318,21 @@ def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: 
             submit.wait(timeout=10)
         client.close()
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_a_job_imports_modules_beside_its_file_from_any_directory(tmp_path: Path) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "tokens.py").write_text("def tokens(line):\n    return line.lower().split()\n")
+    (tmp_path / "jobs" / "job.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\nfrom tokens import tokens\n\n\n"
+        "class Words(Job):\n    def map(self, offset, line):\n        for word in tokens(line):\n"
+        "            yield word, 1\n\n    combine = reduce = Sum()\n"
+    )
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "in.txt").write_text("A b a\n")
+    result = hop(
+        "run", "../jobs/job.py", "../in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path / "elsewhere"
+    )
+    assert result.returncode == 0, result.stderr
+    lines = sorted(p.read_text() for p in (tmp_path / "elsewhere" / "out").glob("part-*"))
+    assert "".join(lines).splitlines() == ['"a"\t2', '"b"\t1']
