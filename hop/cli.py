@@ -362,7 +362,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     try:
         reply = client.snapshot_now(args.job_id)
     except (CoordinatorUnavailable, JobRejected) as error:
-        return _fail(str(error), 3)
+        return _fail(str(error), 3 if isinstance(error, CoordinatorUnavailable) else 2)  # 2: no such job
     finally:
         client.close()
     print(f"snapshot {reply['label']} requested (seq {reply['seq']}); it appears under OUT/_snapshots/{reply['label']}")
@@ -401,7 +401,7 @@ def _status(args: argparse.Namespace) -> int:
     try:
         status: Any = client.status(args.job_id)
     except (CoordinatorUnavailable, JobRejected) as error:
-        return _fail(str(error), 3)
+        return _fail(str(error), 3 if isinstance(error, CoordinatorUnavailable) else 2)  # 2: no such job
     finally:
         client.close()
     print(json.dumps(status, indent=2))

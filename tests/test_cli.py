@@ -336,3 +336,9 @@ def test_a_job_imports_modules_beside_its_file_from_any_directory(tmp_path: Path
     assert result.returncode == 0, result.stderr
     lines = sorted(p.read_text() for p in (tmp_path / "elsewhere" / "out").glob("part-*"))
     assert "".join(lines).splitlines() == ['"a"\t2', '"b"\t1']
+
+
+def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCluster) -> None:
+    for command in ("status", "snapshot"):
+        result = hop(command, "job-9999", "--coordinator", cluster.address)
+        assert result.returncode == 2 and "no job job-9999" in result.stderr, (command, result.stderr)
