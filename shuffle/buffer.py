@@ -270,7 +270,7 @@ class MapOutputBuffer:
                 values_p = out_values[partition]
                 combine_in += len(values)
                 for out_key, out_value in combiner(key, values):
-                    if out_key != key:
+                    if out_key is not key and out_key != key:  # ``is``: a NaN key is not equal to itself
                         raise CombinerKeyError(
                             f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep the key it was given"
                         )

@@ -341,6 +341,16 @@ def test_combiner_may_yield_an_equal_key_of_another_type(tmp_path: Path) -> None
     assert all(type(key) is int for key, _ in pairs)  # the buffer writes the key it gave the combiner
 
 
+def test_combiner_may_pass_a_nan_key_through(tmp_path: Path) -> None:
+    nan = float("nan")
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), lambda key, values: [(key, sum(values))])
+    _emit(buffer, [(nan, 1), (nan, 2)])  # the same NaN object: one key, as a dict groups it
+    spill = buffer.spill()
+    assert spill is not None
+    ((key, value),) = _spill_pairs(spill)[0]
+    assert key != key and value == 3
+
+
 def test_spill_name(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), name="map-00003-1")
     _emit(buffer, [("a", 1)])
