@@ -463,10 +463,12 @@ class Worker:
         self.running = False
         for slot in self.slots.values():
             if slot.process.poll() is None:
-                if slot.ready:
+                if slot.ready and slot.task is None:
                     with contextlib.suppress(zmq.ZMQError):
                         self._to_slot(slot, message("stop"))
-                else:  # not connected yet: a stop message could not reach it
+                else:
+                    # Not connected yet (a stop message could not reach it), or busy with a task that would read
+                    # the stop only when done: the worker is going, so is the task.
                     slot.process.terminate()
         wait_or_kill([slot.process for slot in self.slots.values()], time.monotonic() + 5)
         self.pusher.close()

@@ -342,3 +342,18 @@ def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCl
     for command in ("status", "snapshot"):
         result = hop(command, "job-9999", "--coordinator", cluster.address)
         assert result.returncode == 2 and "no job job-9999" in result.stderr, (command, result.stderr)
+
+
+def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
+    import time
+
+    from hop.gen.text import generate_text
+
+    generate_text(tmp_path / "in.txt", 2_000_000, seed=3, vocabulary=500)
+    began = time.monotonic()
+    result = hop(
+        "run", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out", "--quiet", "--timeout", "1", cwd=tmp_path
+    )
+    assert result.returncode == 3 and "still running after 1.0s" in result.stderr, result.stderr
+    # Busy task processes are ended with the cluster, not waited for (they took 5 s more, the slots' stop timeout).
+    assert time.monotonic() - began < 5.0
