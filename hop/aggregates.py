@@ -68,7 +68,8 @@ class Aggregate:
 
 
 class Sum(Aggregate):
-    """The sum of the values."""
+    """The sum of the values with ``+``. Values are added in no fixed order (as maps and spills arrive), so ``+``
+    must not depend on it: numbers, not strings or lists."""
 
     name = "sum"
     inline_sum = True

@@ -55,7 +55,9 @@ from monitoring.cli import register as register_monitor
 
 
 def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuous: bool = False) -> None:
-    parser.add_argument("job", help="a Python file defining one hop.Job subclass (several: a pipeline, see below)")
+    parser.add_argument(
+        "job", help="a Python file defining one hop.Job subclass (several job files first: a pipeline, see INPUTS)"
+    )
     parser.add_argument(
         "inputs",
         # A continuous job (--source) has no inputs; otherwise at least one, which also lets argparse take inputs
@@ -276,7 +278,7 @@ def _run_loaded(
     except KeyboardInterrupt:
         if cluster is None:  # a job on a cluster of its own would otherwise run on without anyone waiting for it
             _cancel_submitted(address, client)
-        return _fail("interrupted", 130)
+        return _fail("interrupted", _interrupted_code())
     finally:
         if cluster is not None:
             cluster.stop()
@@ -448,8 +450,18 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+_signalled: list[int] = []
+"""The signal that interrupted the command, if it was not Ctrl-C (its exit code is then 128 + its number)."""
+
+
 def _interrupt(signum: int, frame: object) -> None:
+    _signalled.append(signum)
     raise KeyboardInterrupt
+
+
+def _interrupted_code() -> int:
+    """The shell's exit code for the interruption: 130 for Ctrl-C (SIGINT), 143 for SIGTERM."""
+    return 128 + (_signalled[0] if _signalled else signal.SIGINT)
 
 
 def main(argv: list[str] | None = None) -> int:

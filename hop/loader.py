@@ -18,8 +18,10 @@ class JobFileError(ValueError):
 def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
     """Import ``path`` as a module and return its Job subclass (``class_name`` picks one if it defines several)."""
     file = Path(path)
-    if not file.is_file():
+    if not file.exists():
         raise JobFileError(f"job file {path} does not exist")
+    if not file.is_file() or file.suffix != ".py":
+        raise JobFileError(f"job file {path} is not a Python file (.py): give the path of the file defining the job")
     digest = hashlib.sha1(str(file.resolve()).encode()).hexdigest()[:8]
     module_name = f"hop_job_{file.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(module_name, file)
@@ -33,16 +35,18 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
     except Exception as error:
         del sys.modules[module_name]
         raise JobFileError(f"job file {path} failed to import: {type(error).__name__}: {error}") from error
-    classes = [
+    defined = [
         value
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, Job) and value is not Job and value.__module__ == module_name
     ]
+    names = ", ".join(cls.__name__ for cls in defined) or "none"
     if class_name is not None:
-        classes = [cls for cls in classes if cls.__name__ == class_name]
-    if len(classes) != 1:
-        names = ", ".join(cls.__name__ for cls in classes) or "none"
-        raise JobFileError(
-            f"job file {path} must define exactly one hop.Job subclass (found: {names}); pick one with --job-class"
-        )
-    return classes[0]
+        chosen = [cls for cls in defined if cls.__name__ == class_name]
+        if not chosen:
+            raise JobFileError(f"job file {path} defines no hop.Job subclass {class_name} (it defines: {names})")
+        return chosen[0]
+    if len(defined) != 1:
+        remedy = "pick one with --job-class" if defined else "define a subclass of hop.Job in it"
+        raise JobFileError(f"job file {path} must define exactly one hop.Job subclass (found: {names}); {remedy}")
+    return defined[0]

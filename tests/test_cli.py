@@ -357,3 +357,40 @@ def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
     assert result.returncode == 3 and "still running after 1.0s" in result.stderr, result.stderr
     # Busy task processes are ended with the cluster, not waited for (they took 5 s more, the slots' stop timeout).
     assert time.monotonic() - began < 5.0
+
+
+def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "two.py").write_text("from hop import Job\n\n\nclass A(Job):\n    pass\n\n\nclass B(Job):\n    pass\n")
+    (tmp_path / "none.py").write_text("x = 1\n")
+    (tmp_path / "folder.py").mkdir()
+    cases = [
+        (["two.py", "--job-class", "C"], "defines no hop.Job subclass C (it defines: A, B)"),
+        (["two.py"], "must define exactly one hop.Job subclass (found: A, B); pick one with --job-class"),
+        (["none.py"], "(found: none); define a subclass of hop.Job in it"),
+        (["folder.py"], "job file folder.py is not a Python file (.py)"),
+    ]
+    for arguments, says in cases:
+        job, *options = arguments
+        result = hop("run", job, "in.txt", "-o", "out", *options, cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, (arguments, result.stderr)
+
+
+def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from hop.gen.text import generate_text
+
+    generate_text(tmp_path / "in.txt", 2_000_000, seed=3, vocabulary=500)
+    command = [sys.executable, "-m", "hop", "run", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out", "--quiet"]
+    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)  # the run is under way (its maps take several seconds)
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait(timeout=10)
+    assert run.returncode == 143 and "interrupted" in stderr, stderr
