@@ -27,6 +27,7 @@ from hop.jobspec import JobSpec
 from hop.lifetime import ignore_terminal_interrupts, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import UserCodeError, run_map, run_reduce
+from shuffle.runs import UnencodableRecordError
 
 TASK_GC_THRESHOLDS = (50_000, 20, 20)
 
@@ -72,8 +73,9 @@ def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[
     if isinstance(error, (InputError, ValueError, TypeError)):
         return {
             "error": f"{kind} task {index}: {error}",
-            # Bad input names its file, offset and remedy; the engine's frames would only bury that.
-            "traceback": None if isinstance(error, InputError) else traceback.format_exc(),
+            # Bad input names its file, offset and remedy, an unencodable record its key: the engine's frames would
+            # only bury that.
+            "traceback": None if isinstance(error, (InputError, UnencodableRecordError)) else traceback.format_exc(),
             "record": None,
             "retryable": False,
         }

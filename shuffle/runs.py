@@ -63,7 +63,7 @@ Block = tuple[Sequence[Any], Sequence[Any]] | tuple[Sequence[Any], Sequence[Sequ
 def _pack_block(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[Any], grouped: bool = False) -> bytes:
     try:
         return packer.pack([keys, values, GROUPED] if grouped else [keys, values])
-    except (TypeError, ValueError, OverflowError) as error:
+    except (TypeError, ValueError, OverflowError):
         pairs = zip(keys, values, strict=True)
         if grouped:
             pairs = ((key, value) for key, group in pairs for value in group)  # type: ignore[assignment]
@@ -72,11 +72,12 @@ def _pack_block(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[An
                 try:
                     packer.pack(item)
                 except (TypeError, ValueError, OverflowError):
+                    of_key = f" of key {key!r:.200}" if what == "value" else ""
                     raise UnencodableRecordError(
-                        f"map/combine output {what} {item!r} (type {type(item).__name__}) cannot be encoded: "
-                        "keys and values must be msgpack-able (None, bool, int, float, str, bytes, lists/tuples "
-                        "and dicts of them)"
-                    ) from error
+                        f"map/combine output {what} {item!r:.200} (type {type(item).__name__}){of_key} cannot be "
+                        "encoded: keys and values must be msgpack-able (None, bool, int from -2**63 to 2**64-1, "
+                        "float, str, bytes, lists/tuples and dicts of them)"
+                    ) from None  # msgpack's own frames say nothing more
         raise
 
 

@@ -205,8 +205,9 @@ def test_unencodable_record_names_the_item(
 def test_unencodable_record_in_a_later_block_and_in_run_writer(tmp_path: Path) -> None:
     keys = list(range(10))
     values: list[Any] = list(range(9)) + [_Opaque()]
-    with pytest.raises(UnencodableRecordError, match="value <opaque thing>"):
+    with pytest.raises(UnencodableRecordError, match="value <opaque thing> .* of key 9 cannot be encoded") as info:
         encode_run(keys, values, block_records=3)
+    assert info.value.__cause__ is None and info.value.__suppress_context__, "msgpack's frames are left out"
     writer = RunWriter(tmp_path / "run", block_records=2)
     writer.add("a", 1)
     with pytest.raises(UnencodableRecordError, match="value <opaque thing>"):
