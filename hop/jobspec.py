@@ -72,42 +72,54 @@ class JobSpec:
 def dump_job_class(job_class: type[Job]) -> bytes:
     """Serialize a job class by value, so task processes need not import the user's file.
 
-    The payload is ``(source file, pickled job class)``: cloudpickle 3.1 and later replace the file name of code it
-    pickles by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show the failing
-    line; and the modules the job imports from beside its file (``from helper import tokens``) are pickled by
-    reference, so the loader puts the file's directory on ``sys.path`` before it unpickles the class, as Python does
-    for a script.
+    The payload is ``(job_class, source file)``: cloudpickle 3.1 and later replace the file name of code it pickles
+    by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show the failing line.
+    The single-file modules beside the job file that it imports from (``from helper import tokens``) go by value too:
+    a task process runs many jobs, so importing them by name there would need the job's directory on its path and
+    would keep the first job's ``helper`` for every later one.
     """
     module = sys.modules[job_class.__module__]
-    by_value = job_class.__module__ != "__main__"  # cloudpickle already pickles __main__ by value
-    if by_value:
-        cloudpickle.register_pickle_by_value(module)
+    by_value = [module] if job_class.__module__ != "__main__" else []  # cloudpickle pickles __main__ by value
+    by_value += _modules_beside(module)
+    for item in by_value:
+        cloudpickle.register_pickle_by_value(item)
     try:
-        return cloudpickle.dumps((getattr(module, "__file__", None), cloudpickle.dumps(job_class)))
+        return cloudpickle.dumps((job_class, getattr(module, "__file__", None)))
     finally:
-        if by_value:
-            cloudpickle.unregister_pickle_by_value(module)
+        for item in by_value:
+            cloudpickle.unregister_pickle_by_value(item)
+
+
+def _modules_beside(module: types.ModuleType) -> list[types.ModuleType]:
+    """The modules ``module``'s globals come from (or are) that are single files in its own file's directory:
+    its helpers, not packages (a job file at a project's root must not take the project's packages along)."""
+    source = getattr(module, "__file__", None)
+    if not source:
+        return []
+    directory = os.path.dirname(os.path.realpath(source))
+    names = {
+        value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        for value in vars(module).values()
+    }
+    found = []
+    for name in sorted(n for n in names if isinstance(n, str)):
+        other = sys.modules.get(name)
+        file = getattr(other, "__file__", None)
+        if other is None or other is module or not file or hasattr(other, "__path__"):
+            continue
+        if os.path.dirname(os.path.realpath(file)) == directory:
+            found.append(other)
+    return found
 
 
 @lru_cache(maxsize=16)
 def load_job_class(job_code: bytes) -> type[Job]:
-    source, pickled = cloudpickle.loads(job_code)  # as dump_job_class wrote it: a str and bytes, no imports yet
-    if source:
-        add_job_directory(source)
-    job_class = cloudpickle.loads(pickled)
+    job_class, source = cloudpickle.loads(job_code)  # as dump_job_class wrote it
     if not (isinstance(job_class, type) and issubclass(job_class, Job)):
         raise TypeError(f"job code does not hold a hop.Job subclass but {job_class!r}")
     if source:
         restore_source_file(job_class, source)
     return job_class
-
-
-def add_job_directory(source: str) -> None:
-    """Put the directory of the job file ``source`` first on ``sys.path`` (once), as Python does for a script: the
-    modules beside the job file are importable by the job."""
-    directory = os.path.dirname(os.path.abspath(source))
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
 
 
 _DYNAMIC_CODE = "<dynamic-code>"

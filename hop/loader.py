@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from hop.job import Job
-from hop.jobspec import add_job_directory
 
 
 class JobFileError(ValueError):
@@ -28,7 +27,11 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
     if spec is None or spec.loader is None:
         raise JobFileError(f"job file {path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
-    add_job_directory(str(file))  # its neighbours are importable, as for a script run with python
+    # The modules beside the job file are importable by it, as for a script run with python (task processes get
+    # the ones it imports by value: hop.jobspec.dump_job_class).
+    directory = str(file.resolve().parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)

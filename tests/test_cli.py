@@ -320,22 +320,35 @@ def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: 
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
-def test_a_job_imports_modules_beside_its_file_from_any_directory(tmp_path: Path) -> None:
-    (tmp_path / "jobs").mkdir()
-    (tmp_path / "jobs" / "tokens.py").write_text("def tokens(line):\n    return line.lower().split()\n")
-    (tmp_path / "jobs" / "job.py").write_text(
-        "from hop import Job\nfrom hop.aggregates import Sum\nfrom tokens import tokens\n\n\n"
-        "class Words(Job):\n    def map(self, offset, line):\n        for word in tokens(line):\n"
-        "            yield word, 1\n\n    combine = reduce = Sum()\n"
-    )
-    (tmp_path / "elsewhere").mkdir()
+def test_jobs_import_modules_beside_their_files_and_each_gets_its_own(cluster: LocalCluster, tmp_path: Path) -> None:
+    """Two jobs in two directories, each with its own ``tokens.py``, run from a third directory on one long-lived
+    cluster: each job's tasks use its own helper (they travel with the job, not by name)."""
     (tmp_path / "in.txt").write_text("A b a\n")
-    result = hop(
-        "run", "../jobs/job.py", "../in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path / "elsewhere"
-    )
-    assert result.returncode == 0, result.stderr
-    lines = sorted(p.read_text() for p in (tmp_path / "elsewhere" / "out").glob("part-*"))
-    assert "".join(lines).splitlines() == ['"a"\t2', '"b"\t1']
+    for folder, transform in (("lower", "lower"), ("upper", "upper")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "tokens.py").write_text(f"def tokens(line):\n    return line.{transform}().split()\n")
+        (tmp_path / folder / "job.py").write_text(
+            "from hop import Job\nfrom hop.aggregates import Sum\nfrom tokens import tokens\n\n\n"
+            "class Words(Job):\n    def map(self, offset, line):\n        for word in tokens(line):\n"
+            "            yield word, 1\n\n    combine = reduce = Sum()\n"
+        )
+    (tmp_path / "elsewhere").mkdir()
+    expected = {"lower": ['"a"\t2', '"b"\t1'], "upper": ['"A"\t2', '"B"\t1']}
+    for folder, lines in expected.items():
+        result = hop(
+            "submit",
+            f"../{folder}/job.py",
+            "../in.txt",
+            "-o",
+            folder,
+            "--quiet",
+            "--coordinator",
+            cluster.address,
+            cwd=tmp_path / "elsewhere",
+        )
+        assert result.returncode == 0, result.stderr
+        parts = sorted((tmp_path / "elsewhere" / folder).glob("part-*"))
+        assert sorted("".join(p.read_text() for p in parts).splitlines()) == lines
 
 
 def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCluster) -> None:
