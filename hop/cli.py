@@ -304,7 +304,7 @@ def _cancel_submitted(address: str | None, interrupted: Client | None) -> None:
     try:
         for job_id in interrupted.submitted:
             with contextlib.suppress(CoordinatorUnavailable, JobRejected):
-                if client.stop(job_id).get("state") == "failed":
+                if client.stop(job_id).get("cancelled"):
                     print(f"hop: cancelled {job_id}", file=sys.stderr)
     finally:
         client.close()
@@ -364,7 +364,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     try:
         reply = client.snapshot_now(args.job_id)
     except (CoordinatorUnavailable, JobRejected) as error:
-        return _fail(str(error), 3 if isinstance(error, CoordinatorUnavailable) else 2)  # 2: no such job
+        return _fail(str(error), error.exit_code)
     finally:
         client.close()
     print(f"snapshot {reply['label']} requested (seq {reply['seq']}); it appears under OUT/_snapshots/{reply['label']}")
@@ -403,7 +403,7 @@ def _status(args: argparse.Namespace) -> int:
     try:
         status: Any = client.status(args.job_id)
     except (CoordinatorUnavailable, JobRejected) as error:
-        return _fail(str(error), 3 if isinstance(error, CoordinatorUnavailable) else 2)  # 2: no such job
+        return _fail(str(error), error.exit_code)
     finally:
         client.close()
     print(json.dumps(status, indent=2))

@@ -19,9 +19,14 @@ from hop.protocol import close_socket, message, unpack
 class CoordinatorUnavailable(RuntimeError):
     """The coordinator did not answer in time."""
 
+    exit_code = 3
+    """What a ``hop`` command exits with when this ends it (README: exit codes)."""
+
 
 class JobRejected(ValueError):
     """The coordinator refused a request; the message says why."""
+
+    exit_code = 2  # a usage error: no such job, a job it cannot run
 
 
 class Client:

@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(config["arguments"])
     report = os.fdopen(fds.report_fd, "w")
     workers: list[ForkedProcess] = []
+    lines: list[str] = []  # the report: each worker's name and pid
 
     def reap(_signal: int, _frame: Any) -> None:
         for process in workers:
@@ -153,12 +154,15 @@ def main(argv: list[str] | None = None) -> int:
             "process",  # every worker shares this machine: each samples its own processes
         ]
         workers.append(fork_call(_run_worker, name, arguments, fds.report_fd))
+        lines.append(f"worker {name} {workers[-1].pid}\n")
     try:
-        report.writelines(f"worker local-{i} {process.pid}\n" for i, process in enumerate(workers))
+        report.writelines(lines)
         report.flush()
     except BrokenPipeError:
         # The command that started this launcher is gone (interrupted as the cluster started): nobody will use
-        # these workers. End them instead of printing a traceback.
+        # these workers. End them, quietly (closing the report would flush into the broken pipe again).
+        with contextlib.suppress(BrokenPipeError):
+            report.close()
         wait_or_kill(workers, time.monotonic())
         return 0
 

@@ -222,8 +222,11 @@ class Coordinator:
         job = self._job_for(msg)
         if job is not None and job.state != "running":
             # A finished job's attempt (stopped when accurate, or failed) may have written under _temporary after
-            # the job's end removed it; it is dead now, so its leftovers can go.
-            shutil.rmtree(Path(job.spec.output) / "_temporary", ignore_errors=True)
+            # the job's end removed it; it is dead now, so its leftovers can go, unless a job running now (submitted
+            # again with --overwrite) writes its own there.
+            sharing = any(o.state == "running" and o.spec.output == job.spec.output for o in self.jobs.values())
+            if not sharing:
+                shutil.rmtree(Path(job.spec.output) / "_temporary", ignore_errors=True)
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
         worker = self.workers.get(msg["worker"])
@@ -578,15 +581,16 @@ class Coordinator:
     # Continuous jobs (hop.stream) ----------------------------------------------------------------------------
     def on_stop_job(self, identity: bytes, msg: dict[str, Any]) -> None:
         """``hop stop``: a continuous job's maps drain their open panes and end; reducers write the last windows
-        and checkpoint; then the job ends as succeeded."""
+        and checkpoint; then the job ends as succeeded. A running batch job is cancelled: it fails, its tasks end."""
         job = self.jobs.get(msg["job_id"])
         if job is None:
             self._send(identity, "error", message=f"no job {msg['job_id']}")
             return
         if job.windows is None:
             # A batch job has no last windows to write: stopping it cancels it (its tasks are ended, no _SUCCESS).
+            cancelled = job.state == "running"
             self._execute(job, job.fail("cancelled (hop stop, or an interrupted hop submit)"))
-            self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, cancelled=True)
+            self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, cancelled=cancelled)
             return
         if job.state == "running" and not job.stopping:
             job.stopping = True
@@ -814,7 +818,7 @@ class Coordinator:
                         "(is the output directory still there, writable, and on a file system every worker and "
                         "the coordinator share?)"
                     )
-                    self._execute(job, job.commit_failed(reason))
+                    self._execute(job, job.fail(reason, over_success=True))
                     return
             elif isinstance(action, DiscardOutput):
                 try:
@@ -888,7 +892,7 @@ class Coordinator:
         except Exception as error:
             detail = traceback.format_exc()
             print(f"hop coordinator: error {doing} job {job.spec.job_id}:\n{detail}", file=sys.stderr, flush=True)
-            self._execute(job, job.fail(f"internal error {doing}: {error}", detail))
+            self._execute(job, job.fail(f"internal error {doing} it: {error}", detail))
 
     def _schedule_job(self, job: JobState) -> None:
         if job.snapshots is not None:
@@ -979,7 +983,7 @@ class Coordinator:
         worker.alive = False
         for job in list(self.jobs.values()):
             if job.state == "running":
-                with self._failing_job_on_error(job, f"rescheduling the tasks of lost worker {worker.name} in"):
+                with self._failing_job_on_error(job, f"handling the loss of worker {worker.name} for"):
                     lost_reduces = [
                         task.index
                         for task in job.reduces

@@ -171,9 +171,13 @@ def iter_lines(
             except (OSError, EOFError, gzip.BadGzipFile) as error:
                 raise InputError(f"input file {split.path}: read error near byte {position}: {error}") from error
             if not chunk:
-                if pieces_bytes:
-                    line = _decode(b"".join(pieces), split.path, position)
-                    yield position, line[:-1] if line.endswith("\r") else line
+                if pieces_bytes:  # the last line, without a newline
+                    last = b"".join(pieces)
+                    if on_bad is None:
+                        line = _decode(last, split.path, position)
+                        yield position, line[:-1] if line.endswith("\r") else line
+                    else:
+                        yield from _decodable_lines(last, split.path, position, None, on_bad)
                 return
             cut = chunk.rfind(b"\n")
             if cut < 0:

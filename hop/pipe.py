@@ -82,6 +82,10 @@ class PipeSender:
                 file.seek(self._sent)
                 data = file.read(min(BLOCK_BYTES, size - self._sent))
                 cut = data.rfind(b"\n") + 1
+                if not cut and len(data) < size - self._sent:
+                    # One line longer than a block: it goes whole, in one message, as far as it is written.
+                    data += file.readline(size - self._sent - len(data))
+                    cut = len(data) if data.endswith(b"\n") else 0
                 if not cut:
                     return  # a line not written completely yet
                 self._send(data[:cut], end=False)

@@ -550,20 +550,13 @@ class JobState:
         """Workers on which attempts of this task failed or were lost: a retry should go elsewhere."""
         return {a.worker for a in self.tasks(kind)[index].attempts if a.status in ("failed", "lost")}
 
-    def fail(self, reason: str, traceback: str | None = None) -> list[Action]:
-        if self.state != "running":
+    def fail(self, reason: str, traceback: str | None = None, *, over_success: bool = False) -> list[Action]:
+        """Fail the running job. ``over_success``: also one whose last report completed it, while its ``FinishJob``
+        has not run yet (a reduce's output could not be committed: that success is not final, and the output it
+        would announce is not all there)."""
+        if self.state != "running" and not (over_success and self.state == "succeeded"):
             return []
         self.state, self.error, self.error_traceback = "failed", reason, traceback
-        self.finished_at = time.time()
-        return [FinishJob("failed", reason)]
-
-    def commit_failed(self, reason: str) -> list[Action]:
-        """A reduce's output could not be moved into the output directory: the job fails, also when that reduce's
-        report had completed it (the success is not final until its ``FinishJob`` ran, and the output it would
-        announce is not all there)."""
-        if self.state == "failed":
-            return []
-        self.state, self.error, self.error_traceback = "failed", reason, None
         self.finished_at = time.time()
         return [FinishJob("failed", reason)]
 

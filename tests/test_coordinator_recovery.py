@@ -96,7 +96,8 @@ def test_an_output_that_cannot_be_committed_fails_the_job_and_the_cluster_goes_o
     """The last reduce's report completes the job, but its part file cannot be moved into place: the job must fail
     (it used to be reported succeeded, with the part file, ``_SUCCESS`` and ``_job.json`` missing)."""
     output = tmp_path / "out"
-    thread, outcome = _run_in_thread(cluster.address, "slow_map", source, output, num_reduces=1, split_size=100_000)
+    # 8 maps in 4 waves on the 2 slots: seconds between the first map running and the reduce's commit.
+    thread, outcome = _run_in_thread(cluster.address, "slow_map", source, output, num_reduces=1, split_size=50_000)
     watcher = Client(cluster.address, timeout=30)
     try:
         _wait_for(lambda: _maps_running(watcher), 30, "the job's maps started")  # they run for a while

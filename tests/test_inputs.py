@@ -104,6 +104,14 @@ def test_bad_lines_go_to_on_bad_and_the_rest_is_read(tmp_path: Path, split_end: 
     assert rest == [(offset, line) for offset, line in expected if offset >= end], "each line read once"
 
 
+def test_a_bad_last_line_without_a_newline_goes_to_on_bad(tmp_path: Path) -> None:
+    path = tmp_path / "input.txt"
+    path.write_bytes(b"good\nbad \xff")
+    bad: list[tuple[int, str, str]] = []
+    lines = list(iter_lines(Split(str(path), 0, path.stat().st_size), on_bad=lambda *entry: bad.append(entry)))
+    assert lines == [(0, "good")] and [offset for offset, _, _ in bad] == [5]
+
+
 def test_unparsable_records_go_to_on_bad(tmp_path: Path) -> None:
     path = tmp_path / "input.jsonl"
     path.write_text('{"a": 1}\n{not json\n\n[2]\n', encoding="utf-8")

@@ -96,3 +96,24 @@ def test_finish_follows_a_replacement_downstream_and_sends_everything_there(outp
     expected = [(f"key-{i:08d}", i) for i in range(len(output.read_text(encoding="utf-8").splitlines()))]
     assert pairs == expected, "the replacement got the whole file, from its start, once"
     assert receivers[0].upstream_attempt == 3
+
+
+def test_a_line_longer_than_a_block_is_sent_whole(tmp_path: Path, control: zmq.Socket) -> None:
+    path = tmp_path / "part-00000"
+    long_value = "x" * (3 * BLOCK_BYTES)
+    path.write_text(f'"a"\t1\n"long"\t"{long_value}"\n"z"\t2\n', encoding="utf-8")
+    receivers: list[PipeReceiver] = []
+    pairs: list[Any] = []
+    ready = threading.Event()
+    reader = threading.Thread(target=_receive_all, args=(receivers, control, pairs, ready))
+    reader.start()
+    sender = PipeSender(path, attempt=0, flush=lambda: None)
+    try:
+        assert ready.wait(10)
+        sender.connect(receivers[0].address)
+        assert sender.finish(timeout=30.0) is True
+        reader.join(timeout=30)
+    finally:
+        sender.close()
+        reader.join(timeout=30)
+    assert pairs == [("a", 1), ("long", long_value), ("z", 2)]

@@ -155,3 +155,14 @@ def test_the_launcher_ends_by_itself_when_the_command_dies_without_ending_it() -
     _, alive = psutil.wait_procs([launcher], timeout=30)
     assert not alive, launcher.cmdline()
     assert launcher.returncode in (0, None)  # None: not this process's child, its status went to its new parent
+
+
+def test_a_launcher_whose_command_is_gone_as_it_reports_ends_its_workers_quietly(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    launcher = prelaunch.Prelaunch()
+    options = ["--bind", f"ipc://{tmp_path}/coordinator", "--workers", "2", "--spill-dir", str(tmp_path)]
+    report = launcher.configure(options)
+    report.close()  # the command is gone before the launcher (still importing) reports its workers
+    assert launcher.process.wait(timeout=30) == 0
+    assert "Traceback" not in capfd.readouterr().err, "no BrokenPipeError traceback"

@@ -327,9 +327,9 @@ def test_a_failed_commit_of_the_last_output_fails_the_job_it_had_completed() -> 
     actions = _reduce_done(job, 0, _start(job, "reduce", 0))
     assert actions == [CommitOutput(_tmp(0, 0), f"{OUT}/part-00000"), FinishJob("succeeded")]
     assert job.state == "succeeded"  # as far as the reports go; the coordinator commits, then finishes
-    assert job.commit_failed("cannot move it") == [FinishJob("failed", "cannot move it")]
+    assert job.fail("cannot move it", over_success=True) == [FinishJob("failed", "cannot move it")]
     assert (job.state, job.error) == ("failed", "cannot move it")
-    assert job.commit_failed("again") == [], "a failed job fails once"
+    assert job.fail("again", over_success=True) == [], "a failed job fails once"
 
 
 def test_worker_lost_with_committed_map_output_reruns_the_map() -> None:

@@ -81,7 +81,7 @@ def _integer_at_least(text: str, least: int) -> int:
     return value
 
 
-_ADDRESS = re.compile(r"(tcp://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}|ipc://\S+)")
+_ADDRESS = re.compile(r"(tcp://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}|ipc://.+)")
 
 
 def coordinator_address(text: str) -> str:

@@ -185,9 +185,11 @@ def _stop(args: argparse.Namespace) -> int:
         reply = _client_call(args, lambda client: client.stop(args.job_id))
     except (CoordinatorUnavailable, JobRejected) as error:
         print(f"hop: error: {error}", file=sys.stderr)
-        return 3 if isinstance(error, CoordinatorUnavailable) else 2
+        return error.exit_code
     if reply.get("cancelled"):
-        print(f"hop: {args.job_id} is cancelled (now {reply['state']})")
+        print(f"hop: {args.job_id} is cancelled")
+    elif "cancelled" in reply:  # a batch job that had ended already
+        print(f"hop: {args.job_id} had already ended ({reply['state']}): nothing to stop")
     else:
         print(f"hop: {args.job_id} is stopping (was {reply['state']}): its last windows are being written")
     return 0
@@ -198,7 +200,7 @@ def _windows(args: argparse.Namespace) -> int:
         windows = _client_call(args, lambda client: client.windows(args.job_id, args.after))
     except (CoordinatorUnavailable, JobRejected) as error:
         print(f"hop: error: {error}", file=sys.stderr)
-        return 3 if isinstance(error, CoordinatorUnavailable) else 2
+        return error.exit_code
     for window in windows:
         window.pop("rows", None)
         print(json.dumps(window))
@@ -220,7 +222,7 @@ def _view(args: argparse.Namespace) -> int:
             job = _client_call(args, lambda client: client.job(args.target))
         except (CoordinatorUnavailable, JobRejected) as error:
             print(f"hop: error: {error}", file=sys.stderr)
-            return 3 if isinstance(error, CoordinatorUnavailable) else 2
+            return error.exit_code
         output = Path(job["output"])
     info = view_info(output)
     if info is None:
@@ -236,7 +238,9 @@ def _view(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    stop = commands.add_parser("stop", help="stop a continuous job: drain, write the last windows, checkpoint")
+    stop = commands.add_parser(
+        "stop", help="stop a continuous job (drain, write the last windows, checkpoint) or cancel a batch job"
+    )
     stop.add_argument("job_id")
     stop.add_argument("--coordinator", type=coordinator_address, required=True)
     stop.set_defaults(func=_stop)
