@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from hop.client import Client
+from hop.forking import wait_or_kill
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed
@@ -75,12 +76,7 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     for process in started:
         if process.poll() is None:
             process.terminate()
-    for process in started:
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+    wait_or_kill(started, time.monotonic() + 15)
 
 
 def _worker(address: str, name: str, spill_dir: Path) -> subprocess.Popen[bytes]:
