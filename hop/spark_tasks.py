@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, iter_records
 from hop.job import Job, identity_map, identity_reduce
 from hop.jobspec import load_job_class
+from hop.usertrace import user_traceback
 from shuffle.keys import total_order_key
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class TaskFailure(RuntimeError):
         at = f" at {record}" if record else ""
         payload = {
             "reason": f"{where}{at} raised {type(error).__name__}: {error}",
-            "traceback": "".join(traceback.format_exception(error)),
+            "traceback": user_traceback(error),
         }
         return cls(_FAILURE_OPEN + json.dumps(payload) + _FAILURE_CLOSE)
 

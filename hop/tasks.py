@@ -17,7 +17,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import itemgetter
@@ -35,6 +34,7 @@ from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
+from hop.usertrace import user_traceback
 from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
@@ -66,7 +66,7 @@ class UserCodeError(Exception):
     def __init__(self, where: str, error: BaseException, record: str | None) -> None:
         self.where = where
         self.record = record
-        self.user_traceback = "".join(traceback.format_exception(error))
+        self.user_traceback = user_traceback(error)
         at = f" at {record}" if record else ""
         super().__init__(f"{where}{at} raised {type(error).__name__}: {error}")
 
@@ -473,7 +473,7 @@ def _skipping_mapper(
         except Exception as error:
             entry = {"file": current[0].path, "offset": key, "record": str(value)[:1000]}
             error_text = f"{type(error).__name__}: {error}"
-            trace = "".join(traceback.format_exception(error))
+            trace = user_traceback(error)
             _note_bad_record(bad_records, limit, {**entry, "error": error_text, "traceback": trace}, error)
             return ()
 
@@ -832,7 +832,7 @@ def _reduce_to_file(
                     {
                         "key": repr(key)[:1000],
                         "error": f"{type(error).__name__}: {error}",
-                        "traceback": "".join(traceback.format_exception(error)),
+                        "traceback": user_traceback(error),
                     }
                 )
                 if len(bad_records) > skip_limit:

@@ -95,6 +95,7 @@ def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) ->
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("hop: error: job failed: map at ") and "byte offset 3" in last
     assert "Traceback" in result.stderr and 'raise RuntimeError("cannot handle boom")' in result.stderr
+    assert "hop/tasks.py" not in result.stderr and "shuffle/buffer.py" not in result.stderr, "the user's frames only"
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 

@@ -1,0 +1,34 @@
+"""The user's part of a traceback: what a failing map, combine or reduce shows.
+
+An exception raised by user code travels up through the engine's loops (``hop.tasks``, ``shuffle.buffer``...)
+before the task reports it; the frames of those loops come first in its traceback and say nothing to the user.
+:func:`user_traceback` leaves out the engine's leading frames, so the report starts at the user's code. An error
+with no user frame at all (the engine's own) keeps its whole traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from types import TracebackType
+
+import hop
+import shuffle
+
+__all__ = ["user_traceback"]
+
+_ENGINE_DIRECTORIES = tuple(
+    os.path.dirname(os.path.abspath(package.__file__ or "")) + os.sep for package in (hop, shuffle)
+)
+
+
+def _is_engine(frame: TracebackType) -> bool:
+    return os.path.abspath(frame.tb_frame.f_code.co_filename).startswith(_ENGINE_DIRECTORIES)
+
+
+def user_traceback(error: BaseException) -> str:
+    """``error``'s traceback as text (with its chained causes), from the first frame outside hop's packages."""
+    start = error.__traceback__
+    while start is not None and _is_engine(start):
+        start = start.tb_next
+    return "".join(traceback.format_exception(type(error), error, start or error.__traceback__))
