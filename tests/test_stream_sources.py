@@ -4,6 +4,7 @@ and SUB, tcp, replay (rate, end, resume) and bad URLs. Every wait is bounded."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -14,7 +15,16 @@ import msgpack
 import pytest
 import zmq
 
-from hop.stream.sources import Source, SourceError, SourceRecord, TcpSource, ZmqSource, open_source
+from hop.stream.sources import (
+    Source,
+    SourceError,
+    SourceRecord,
+    TcpSource,
+    ZmqSource,
+    check_source,
+    open_source,
+)
+from tests.conftest import ROOT, hop
 
 
 @pytest.fixture()
@@ -377,3 +387,39 @@ def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: s
     names = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "file.txt"), "tmp": str(tmp_path)}
     with pytest.raises(SourceError, match=message.format(**{k: v.replace(".", r"\.") for k, v in names.items()})):
         open_source(url.format(**names)).close()
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("kafka:topic", True),
+        ("tail:", True),
+        ("replay:x?loop=yes", True),
+        ("tcp:127.0.0.1:99999", True),
+        ("tail:/no/such/dir", False),  # whether it is there is for the host a map runs on to say
+        ("zmq:tcp://127.0.0.1:5600?format=text", False),
+    ],
+)
+def test_check_source_refuses_what_open_source_would_without_opening(url: str, refused: bool) -> None:
+    if refused:
+        with pytest.raises(SourceError, match=f"source URL {re.escape(repr(url))}"):
+            check_source(url)
+    else:
+        check_source(url)
+
+
+def test_a_bad_source_url_is_a_usage_error_before_the_job_starts(tmp_path: Path) -> None:
+    result = hop(
+        "run",
+        str(ROOT / "jobs" / "stream_wordcount.py"),
+        "--source",
+        "kafka:topic",
+        "--window",
+        "10s",
+        "-o",
+        "out",
+        "--quiet",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2 and "unknown kind 'kafka'" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()

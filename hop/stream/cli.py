@@ -102,6 +102,13 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
         return _fail(str(error), 2)
+    from hop.stream.sources import SourceError, check_source
+
+    try:
+        for url in args.source:
+            check_source(url)  # here, not first in a map task after the job started
+    except SourceError as error:
+        return _fail(str(error), 2)
     try:
         stream = stream_options(
             args.source,

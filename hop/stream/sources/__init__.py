@@ -47,6 +47,7 @@ __all__ = [
     "TcpSource",
     "URL_FORMS",
     "ZmqSource",
+    "check_source",
     "open_source",
 ]
 
@@ -57,6 +58,18 @@ _OPTIONS["zmq"] = _OPTIONS["zmq+sub"] = {"format"}
 
 def open_source(url: str) -> Source:
     """Open the source a URL names (forms in the module docstring); :class:`SourceError` for a bad URL."""
+    source = _source_for(url, open_it=True)
+    assert source is not None
+    return source
+
+
+def check_source(url: str) -> None:
+    """Raise :class:`SourceError` for a URL :func:`open_source` would refuse, opening nothing (the command checks
+    ``--source`` before it submits; whether a path or endpoint is there is up to the host a map runs on)."""
+    _source_for(url, open_it=False)
+
+
+def _source_for(url: str, open_it: bool) -> Source | None:
     scheme, _, rest = url.partition(":")
     target, _, query = rest.partition("?")
     if scheme not in _OPTIONS or not target:
@@ -71,17 +84,17 @@ def open_source(url: str) -> Source:
             known = ", ".join(sorted(_OPTIONS[scheme])) or "none"
             raise SourceError(f"source URL {url!r}: unknown option {option!r} for {scheme} (options: {known})")
     if scheme == "tail":
-        return TailSource(url, target)
+        return TailSource(url, target) if open_it else None
     if scheme in ("zmq", "zmq+sub"):
         kind = options.get("format", "msgpack")
         if kind not in ("msgpack", "text"):
             raise SourceError(f"source URL {url!r}: format must be msgpack (the default) or text, not {kind!r}")
-        return ZmqSource(url, target, scheme == "zmq+sub", kind == "text")
+        return ZmqSource(url, target, scheme == "zmq+sub", kind == "text") if open_it else None
     if scheme == "tcp":
         host, _, port = target.rpartition(":")
         if not host or not port.isdigit() or int(port) > 65535:
             raise SourceError(f"source URL {url!r}: expected tcp:HOST:PORT with a port from 0 to 65535")
-        return TcpSource(url, host.removeprefix("[").removesuffix("]"), int(port))
+        return TcpSource(url, host.removeprefix("[").removesuffix("]"), int(port)) if open_it else None
     try:
         rate = float(options["rate"]) if "rate" in options else None
     except ValueError:
@@ -90,4 +103,4 @@ def open_source(url: str) -> Source:
         raise SourceError(f"source URL {url!r}: rate must be a positive number of records per second")
     if options.get("loop", "0") not in ("0", "1"):
         raise SourceError(f"source URL {url!r}: loop must be 0 or 1")
-    return ReplaySource(url, target, rate, options.get("loop") == "1")
+    return ReplaySource(url, target, rate, options.get("loop") == "1") if open_it else None
