@@ -157,12 +157,9 @@ class Coordinator:
             handler(identity, msg)
         except Exception as error:
             # One bad message must not take the coordinator down with every other job: report and fail the job.
-            detail = traceback.format_exc()
-            print(f"hop coordinator: error handling {kind!r}:\n{detail}", file=sys.stderr, flush=True)
             job = self._job_for(msg)
-            if job is not None:
-                self._execute(job, job.fail(f"internal error handling {kind}: {error}", detail))
-            elif kind in (
+            self._internal_error(job, f"handling {kind}", error)
+            if job is None and kind in (
                 "submit",
                 "status",
                 "workers",
@@ -890,9 +887,16 @@ class Coordinator:
         try:
             yield
         except Exception as error:
-            detail = traceback.format_exc()
-            print(f"hop coordinator: error {doing} job {job.spec.job_id}:\n{detail}", file=sys.stderr, flush=True)
-            self._execute(job, job.fail(f"internal error {doing} it: {error}", detail))
+            self._internal_error(job, doing, error)
+
+    def _internal_error(self, job: JobState | None, doing: str, error: Exception) -> None:
+        """Report an unexpected error (with its traceback) of the coordinator ``doing`` something, and fail ``job``,
+        the job it was about, if any. Call it from the ``except`` clause."""
+        detail = traceback.format_exc()
+        about = f" (job {job.spec.job_id})" if job is not None else ""
+        print(f"hop coordinator: error {doing}{about}:\n{detail}", file=sys.stderr, flush=True)
+        if job is not None:
+            self._execute(job, job.fail(f"internal error {doing}: {error}", detail))
 
     def _schedule_job(self, job: JobState) -> None:
         if job.snapshots is not None:
@@ -983,7 +987,7 @@ class Coordinator:
         worker.alive = False
         for job in list(self.jobs.values()):
             if job.state == "running":
-                with self._failing_job_on_error(job, f"handling the loss of worker {worker.name} for"):
+                with self._failing_job_on_error(job, f"handling the loss of worker {worker.name}"):
                     lost_reduces = [
                         task.index
                         for task in job.reduces

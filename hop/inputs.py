@@ -172,12 +172,7 @@ def iter_lines(
                 raise InputError(f"input file {split.path}: read error near byte {position}: {error}") from error
             if not chunk:
                 if pieces_bytes:  # the last line, without a newline
-                    last = b"".join(pieces)
-                    if on_bad is None:
-                        line = _decode(last, split.path, position)
-                        yield position, line[:-1] if line.endswith("\r") else line
-                    else:
-                        yield from _decodable_lines(last, split.path, position, None, on_bad)
+                    yield from _decoded_lines(b"".join(pieces), split.path, position, None, on_bad)
                 return
             cut = chunk.rfind(b"\n")
             if cut < 0:
@@ -195,11 +190,8 @@ def iter_lines(
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError:
-                if on_bad is None:
-                    _raise_first_undecodable(body, split.path, position)
-                    raise  # (unreachable: it raises)
-                # The rare chunk with undecodable lines: line by line, the bad ones reported and left out.
-                yield from _decodable_lines(body, split.path, position, end, on_bad)
+                # The rare chunk with undecodable lines: line by line, to name (or skip) the bad ones.
+                yield from _decoded_lines(body, split.path, position, end, on_bad)
                 position += len(body) + 1
                 if end is not None and position >= end:
                     return
@@ -221,28 +213,23 @@ def iter_lines(
             yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
 
 
-def _decodable_lines(
-    body: bytes, path: str, position: int, end: int | None, on_bad: BadLine
+def _decoded_lines(
+    body: bytes, path: str, position: int, end: int | None, on_bad: BadLine | None
 ) -> Iterator[tuple[int, str]]:
-    """The lines of ``body`` (starting at byte ``position``) that start before ``end``, decoded; undecodable ones
-    go to ``on_bad``."""
+    """The lines of ``body`` (starting at byte ``position``) that start before ``end``, decoded one by one; an
+    undecodable one raises :class:`InputError`, or goes to ``on_bad`` and is left out."""
     for raw in body.split(b"\n"):
         if end is not None and position >= end:
             return
         try:
             line = _decode(raw, path, position)
         except InputError as error:
+            if on_bad is None:
+                raise
             on_bad(position, raw.decode("utf-8", "replace"), str(error))
         else:
             yield position, line[:-1] if line.endswith("\r") else line
         position += len(raw) + 1
-
-
-def _raise_first_undecodable(body: bytes, path: str, position: int) -> None:
-    for raw in body.split(b"\n"):
-        _decode(raw, path, position)
-        position += len(raw) + 1
-    raise AssertionError("unreachable: the chunk failed to decode as a whole")
 
 
 def _decode(raw: bytes, path: str, position: int) -> str:

@@ -308,8 +308,14 @@ def run_map(
 
         def on_bad(offset: int, line: str, error: str) -> None:
             """An input line that cannot be decoded or parsed: skipped like a record whose map raises."""
-            entry = {"file": current[0].path, "offset": offset, "record": line[:1000], "error": error}
-            _note_bad_record(bad_records, skip_limit, {**entry, "traceback": None}, None)
+            entry = {
+                "file": current[0].path,
+                "offset": offset,
+                "record": line[:1000],
+                "error": error,
+                "traceback": None,
+            }
+            _note_bad_record(bad_records, skip_limit, entry, None)
 
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
     sizes = [_split_bytes(split) for _, split in chunks]
@@ -471,10 +477,14 @@ def _skipping_mapper(
         try:
             return list(mapper(key, value) or ())  # all of the record's output, or none of it
         except Exception as error:
-            entry = {"file": current[0].path, "offset": key, "record": str(value)[:1000]}
-            error_text = f"{type(error).__name__}: {error}"
-            trace = user_traceback(error)
-            _note_bad_record(bad_records, limit, {**entry, "error": error_text, "traceback": trace}, error)
+            entry = {
+                "file": current[0].path,
+                "offset": key,
+                "record": str(value)[:1000],
+                "error": f"{type(error).__name__}: {error}",
+                "traceback": user_traceback(error),
+            }
+            _note_bad_record(bad_records, limit, entry, error)
             return ()
 
     return skipping

@@ -31,6 +31,7 @@ of the same URL continues right after the last record returned. ``zmq`` and ``tc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from urllib.parse import parse_qsl
 
 from hop.stream.sources.base import Source, SourceError, SourceRecord
@@ -58,18 +59,17 @@ _OPTIONS["zmq"] = _OPTIONS["zmq+sub"] = {"format"}
 
 def open_source(url: str) -> Source:
     """Open the source a URL names (forms in the module docstring); :class:`SourceError` for a bad URL."""
-    source = _source_for(url, open_it=True)
-    assert source is not None
-    return source
+    return _source_for(url)()
 
 
 def check_source(url: str) -> None:
     """Raise :class:`SourceError` for a URL :func:`open_source` would refuse, opening nothing (the command checks
     ``--source`` before it submits; whether a path or endpoint is there is up to the host a map runs on)."""
-    _source_for(url, open_it=False)
+    _source_for(url)
 
 
-def _source_for(url: str, open_it: bool) -> Source | None:
+def _source_for(url: str) -> Callable[[], Source]:
+    """Check ``url`` (:class:`SourceError` if it is bad) and return what opens its source."""
     scheme, _, rest = url.partition(":")
     target, _, query = rest.partition("?")
     if scheme not in _OPTIONS or not target:
@@ -84,17 +84,17 @@ def _source_for(url: str, open_it: bool) -> Source | None:
             known = ", ".join(sorted(_OPTIONS[scheme])) or "none"
             raise SourceError(f"source URL {url!r}: unknown option {option!r} for {scheme} (options: {known})")
     if scheme == "tail":
-        return TailSource(url, target) if open_it else None
+        return lambda: TailSource(url, target)
     if scheme in ("zmq", "zmq+sub"):
         kind = options.get("format", "msgpack")
         if kind not in ("msgpack", "text"):
             raise SourceError(f"source URL {url!r}: format must be msgpack (the default) or text, not {kind!r}")
-        return ZmqSource(url, target, scheme == "zmq+sub", kind == "text") if open_it else None
+        return lambda: ZmqSource(url, target, scheme == "zmq+sub", kind == "text")
     if scheme == "tcp":
         host, _, port = target.rpartition(":")
         if not host or not port.isdigit() or int(port) > 65535:
             raise SourceError(f"source URL {url!r}: expected tcp:HOST:PORT with a port from 0 to 65535")
-        return TcpSource(url, host.removeprefix("[").removesuffix("]"), int(port)) if open_it else None
+        return lambda: TcpSource(url, host.removeprefix("[").removesuffix("]"), int(port))
     try:
         rate = float(options["rate"]) if "rate" in options else None
     except ValueError:
@@ -103,4 +103,4 @@ def _source_for(url: str, open_it: bool) -> Source | None:
         raise SourceError(f"source URL {url!r}: rate must be a positive number of records per second")
     if options.get("loop", "0") not in ("0", "1"):
         raise SourceError(f"source URL {url!r}: loop must be 0 or 1")
-    return ReplaySource(url, target, rate, options.get("loop") == "1") if open_it else None
+    return lambda: ReplaySource(url, target, rate, options.get("loop") == "1")
