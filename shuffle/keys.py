@@ -5,7 +5,7 @@ become tuples on the wire, because msgpack arrays are unpacked as tuples so keys
 
 Python cannot compare ``"a" < 1``, so the engine defines one total order over all keys:
 
-    None < bool < numbers (int and float, by value) < str (by code point) < bytes < tuples (element-wise)
+    None < numbers (bool, int and float, by value) < str (by code point) < bytes < tuples (element-wise)
 
 Sorting with :func:`total_order_key` is several times slower than Python's native comparison, so every sorted run
 carries an *order tag* (:func:`order_tag`): when all keys of a run share one type signature (all ``str``, all
@@ -13,7 +13,8 @@ numbers, or tuples whose positions share types), native comparison gives exactly
 keys, and runs with the same tag can be sorted and merged natively. Runs with different tags, or with the tag
 ``"mixed"``, are compared with :func:`total_order_key`.
 
-Note: as in any Python dict, ``1``, ``1.0`` and ``True`` are the same key when combined in one hash map.
+Booleans rank with the numbers (``False == 0``, ``True == 1``): as in any Python dict, ``1``, ``1.0`` and ``True``
+are one key, and they must be one key whether a reducer groups them in a hash map or merges sorted runs from disk.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ MIXED = "mixed"
 UNSORTED = "unsorted"
 """The tag of a run whose pairs are in no particular order: only a folding reducer (``shuffle.fold``) takes them."""
 
-_RANK_NONE, _RANK_BOOL, _RANK_NUMBER, _RANK_STR, _RANK_BYTES, _RANK_TUPLE = range(6)
+_RANK_NONE, _RANK_NUMBER, _RANK_STR, _RANK_BYTES, _RANK_TUPLE = range(5)
 
 
 def total_order_key(key: Any) -> tuple[Any, ...]:
@@ -36,15 +37,13 @@ def total_order_key(key: Any) -> tuple[Any, ...]:
 
     Complexity: O(size of the key).
 
-    >>> sorted([3, "a", None, (1, "x"), 2.5, True], key=total_order_key)
-    [None, True, 2.5, 3, 'a', (1, 'x')]
+    >>> sorted([3, "a", None, (1, "x"), 2.5, True, False], key=total_order_key)
+    [None, False, True, 2.5, 3, 'a', (1, 'x')]
     """
     if key is None:
         return (_RANK_NONE,)
     kind = type(key)
-    if kind is bool:
-        return (_RANK_BOOL, key)
-    if kind is int or kind is float:
+    if kind is int or kind is float or kind is bool:
         return (_RANK_NUMBER, key)
     if kind is str:
         return (_RANK_STR, key)
@@ -62,10 +61,8 @@ def _signature(key: Any) -> str:
     kind = type(key)
     if kind is str:
         return "s"
-    if kind is int or kind is float:
+    if kind is int or kind is float or kind is bool:  # bools compare natively with numbers, as their equals
         return "n"
-    if kind is bool:
-        return "b"
     if key is None:
         return "0"
     if kind is bytes:
@@ -90,7 +87,7 @@ def order_tag(keys: Iterable[Any]) -> str:
     kinds = set(map(type, keys))
     if kinds == {str}:
         return "s"
-    if kinds <= {int, float}:
+    if kinds <= {int, float, bool}:
         return "n"
     signatures = set(map(_signature, keys))
     if len(signatures) == 1:

@@ -83,9 +83,9 @@ def test_sort_runs_in_memory_total_order_and_multi_block() -> None:
     second = _run([(True, 1), (0.5, 1), (1, 1), (b"z", 1)], block_records=3)[0]
     assert sort_runs_in_memory([first, second], total_order_key) == [
         (None, 0),
-        (True, 1),
         (0.5, 1),
         (1, 0),
+        (True, 1),  # True == 1: one key, in run order
         (1, 1),
         ("x", 0),
         (b"z", 1),
@@ -542,4 +542,20 @@ def test_a_kept_run_arriving_after_the_commit_is_counted_for_the_committed_attem
     assert store.missing(1) == 0
     assert list(store.sorted_pairs()) == [("a", 1), ("z", 2)]
     store._check()
+    store.close()
+
+
+@pytest.mark.parametrize("memory_limit", [64 << 20, 1])
+def test_true_and_one_are_one_key_in_memory_and_from_disk(tmp_path: Path, memory_limit: int) -> None:
+    # A reducer groups in-memory runs in a hash map (True == 1 there) and merges on-disk runs in key order; both
+    # paths must give one key, or the output would depend on --reduce-memory.
+    store = RunStore(tmp_path, memory_limit=memory_limit)
+    runs = [[(0.5, "a"), (True, "b")], [(False, "c"), (1, "d")], [(0, "e"), (1.0, "f"), ("x", "g")]]
+    for task, pairs in enumerate(runs):
+        data, records, tag = _run(pairs)
+        store.add(task, 0, 0, data, records, tag)
+        store.commit(task, 0, spills=1)
+    assert (memory_limit == 1) == all(run.data is None for run in store.committed_runs())
+    grouped = [(key, list(values)) for key, values in store.grouped()]
+    assert grouped == [(False, ["c", "e"]), (0.5, ["a"]), (True, ["b", "d", "f"]), ("x", ["g"])]
     store.close()
