@@ -21,6 +21,7 @@ import glob
 import gzip
 import json
 import os
+import zlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -71,9 +72,16 @@ def expand_inputs(patterns: list[str]) -> list[str]:
     """
     files: list[str] = []
     for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if glob.has_magic(pattern):
+            # Hidden and bookkeeping files (``_SUCCESS``, ``_job.json``) are left out of globs as of directories.
+            matches = sorted(match for match in glob.glob(pattern) if Path(match).name[0] not in "_.")
+        else:
+            matches = [pattern]
         if not matches:
-            raise InputError(f"input {pattern!r} matches no file; check the path or quote the glob")
+            raise InputError(
+                f"input {pattern!r} matches no file (names starting with _ or . are left out); check the path or "
+                "quote the glob"
+            )
         for match in matches:
             path = Path(match)
             try:
@@ -158,8 +166,9 @@ def iter_lines(
     with _open(split) as file:
         position = split.start
         if split.start > 0:
+            # The line holding byte start - 1 belongs to the split before, however long it is.
             file.seek(split.start - 1)
-            position = split.start - 1 + len(file.readline())
+            position = split.start - 1 + _skip_line(file)
         end = split.end if split.end >= 0 else None
         # What follows the last newline read: the start of a line, in chunks (joined once, when the line ends, so
         # that a line much longer than a chunk is not copied once per chunk).
@@ -168,7 +177,7 @@ def iter_lines(
         while end is None or position < end:
             try:
                 chunk = file.read(CHUNK_BYTES)
-            except (OSError, EOFError, gzip.BadGzipFile) as error:
+            except (OSError, EOFError, zlib.error) as error:  # a truncated or corrupt .gz, or a failing disk
                 raise InputError(f"input file {split.path}: read error near byte {position}: {error}") from error
             if not chunk:
                 if pieces_bytes:  # the last line, without a newline
@@ -211,6 +220,20 @@ def iter_lines(
                 yield from zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
                 return
             yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
+
+
+def _skip_line(file: IO[bytes]) -> int:
+    """Read past the next newline (or to the end) in chunks, keeping none of it; return the bytes read."""
+    skipped = 0
+    while True:
+        chunk = file.read(CHUNK_BYTES)
+        if not chunk:
+            return skipped
+        cut = chunk.find(b"\n")
+        if cut >= 0:
+            file.seek(cut + 1 - len(chunk), os.SEEK_CUR)
+            return skipped + cut + 1
+        skipped += len(chunk)
 
 
 def _decoded_lines(
@@ -293,6 +316,8 @@ def _parse_json(text: str, path: str, offset: int) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(f"input file {path}: line at byte offset {offset} is not JSON: {error.msg}") from None
+    except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
+        raise InputError(f"input file {path}: line at byte offset {offset} cannot be read as JSON: {error}") from None
     return _freeze(value)
 
 

@@ -166,9 +166,6 @@ def run_map(
         "user_counters": {},
         "bad_records": [],
     }
-    for group, names in prefix["user_counters"].items():
-        for name, value in names.items():
-            job.increment_counter(group, name, value)
     job.input_file = chunks[0][1].path if chunks else None
     attempt_dir = spill_dir / f"map-{index:05d}-{attempt}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -295,8 +292,14 @@ def run_map(
     )
     bad_records: list[dict[str, Any]] = []
     _call_user("setup", job.setup)
+    if resume is not None:
+        # The checkpoint's counters include what the failed attempt's setup counted: this one's would count twice.
+        job.take_counters()
+        for group, names in prefix["user_counters"].items():
+            for name, value in names.items():
+                job.increment_counter(group, name, value)
     init_pairs = _hook_output("mapper_init", functions.step.mapper_init if functions.step else None)
-    if init_pairs:
+    if init_pairs:  # (a map with mapper_init never resumes: see hop.job.Step)
         buffer.collect(init_pairs)
     mapper = functions.mapper
     skip_limit = int(spec.options.get("skip_bad_records", 0))
@@ -305,9 +308,13 @@ def run_map(
     on_bad: BadLine | None = None
     if skip_limit:
         mapper = _skipping_mapper(mapper, current, skip_limit, bad_records)
+        # Lines the resumed attempt already listed: read again while this one skips the records its spills cover.
+        listed = {(entry["file"], entry["offset"]) for entry in prefix["bad_records"]}
 
         def on_bad(offset: int, line: str, error: str) -> None:
             """An input line that cannot be decoded or parsed: skipped like a record whose map raises."""
+            if (current[0].path, offset) in listed:
+                return
             entry = {
                 "file": current[0].path,
                 "offset": offset,

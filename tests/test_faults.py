@@ -7,6 +7,7 @@ Each case starts its own local cluster (3 workers, heartbeat timeout 1.5 s) with
 from __future__ import annotations
 
 import collections
+import json
 import random
 import signal
 import threading
@@ -287,3 +288,38 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
         assert paused.poll() is None, "the paused worker must still run"
     assert output_dict(tmp_path / "second") == expected
     assert {a["worker"] for a in second["attempts"]} == {"local-0", "local-1"}
+
+
+def test_a_resumed_map_counts_bad_lines_and_setup_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retry resuming at a checkpoint reads again the lines its kept spills cover: the undecodable ones among them
+    were listed by the failed attempt and must not be listed again, and its setup's counter increments are in the
+    checkpoint's counters already."""
+    source = tmp_path / "in.txt"
+    good = tmp_path / "good.txt"
+    generate_text(good, 600_000, seed=5, vocabulary=3000, words_per_line=4)
+    source.write_bytes(b"bad \xff one\nbad \xfe two\nbad \xff three\n" + good.read_bytes())
+    settings = {"num_reduces": 2, "spill_records": 500, "options": {"skip_bad_records": 5}}
+
+    def run(name: str) -> dict[str, Any]:
+        with LocalCluster(workers=1, map_slots=1, reduce_slots=2) as cluster:
+            client = Client(cluster.address)
+            try:
+                return run_job(client, "counting_wordcount", [source], tmp_path / name, **settings)
+            finally:
+                client.close()
+
+    clean = run("clean")
+    monkeypatch.setenv("HOP_FAULT", "map:checkpointed:0")
+    resumed = run("resumed")
+    retry = [a for a in resumed["attempts"] if a["task_id"] == "map-00000" and a["attempt"] == 1]
+    assert retry and retry[0].get("resumed_after_records", 0) > 0, "the retry should resume at the checkpoint"
+    assert output_dict(tmp_path / "resumed") == output_dict(tmp_path / "clean")
+    listed = [
+        json.loads(line)["offset"]
+        for listing in sorted((tmp_path / "resumed" / "_bad_records").iterdir())
+        for line in listing.read_text(encoding="utf-8").splitlines()
+    ]
+    assert listed == [0, 10, 20]
+    assert resumed["counters"]["bad_records_skipped"] == clean["counters"]["bad_records_skipped"] == 3
+    assert resumed["counters"]["user"] == clean["counters"]["user"]
+    assert resumed["counters"]["user"]["tasks"]["setup"] == 3  # one map and two reduces

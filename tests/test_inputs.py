@@ -137,3 +137,57 @@ def test_overlong_line_is_refused_with_its_offset(tmp_path: Path, monkeypatch: p
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown input format"):
         list(iter_records(Split("x", 0, 1), "parquet"))
+
+
+def test_a_corrupt_gz_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "input.txt.gz"
+    data = bytearray(gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(50_000))))
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # zeroed in the middle: zlib's inflate fails
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"input file .*input\.txt\.gz: read error near byte \d+"):
+        list(iter_lines(Split(str(path), 0, -1)))
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "1" * 5000], ids=["deep-nesting", "5000-digit-int"])
+def test_json_that_python_cannot_read_is_a_bad_line_with_its_offset(tmp_path: Path, text: str) -> None:
+    # json.loads raises RecursionError for deep nesting and ValueError for an int over 4,300 digits, neither a
+    # JSONDecodeError: they must name the line, and --skip-bad-records must be able to skip them.
+    path = tmp_path / "input.jsonl"
+    path.write_text('{"k": "a"}\n' + text + '\n{"k": "b"}\n', encoding="utf-8")
+    split = Split(str(path), 0, path.stat().st_size)
+    with pytest.raises(InputError, match="line at byte offset 11 cannot be read as JSON"):
+        list(iter_records(split, "jsonl"))
+    bad: list[tuple[int, str, str]] = []
+    records = list(iter_records(split, "jsonl", on_bad=lambda *entry: bad.append(entry)))
+    assert [record for _, record in records] == [{"k": "a"}, {"k": "b"}]
+    assert [offset for offset, _, _ in bad] == [11]
+
+
+def test_a_split_starting_inside_a_long_line_skips_it_without_holding_it(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = tmp_path / "input.txt"
+    long_bytes = 24 << 20
+    path.write_bytes(b"x" * long_bytes + b"\nafter\n")
+    tracemalloc.start()
+    try:
+        lines = list(iter_lines(Split(str(path), 1 << 20, path.stat().st_size - (1 << 20)), max_line_bytes=1 << 20))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert lines == [(long_bytes + 1, "after")]
+    assert peak < 4 * hop.inputs.CHUNK_BYTES, f"held {peak:,} bytes to skip the line"
+
+
+def test_globs_leave_out_bookkeeping_files_as_directories_do(tmp_path: Path) -> None:
+    from hop.inputs import expand_inputs
+
+    for name in ("part-00000", "part-00001", "_SUCCESS", "_job.json", ".hidden"):
+        (tmp_path / name).write_text("x\n")
+    listed = [Path(path).name for path in expand_inputs([str(tmp_path / "*")])]
+    assert listed == [Path(path).name for path in expand_inputs([str(tmp_path)])] == ["part-00000", "part-00001"]
+    assert [Path(p).name for p in expand_inputs([str(tmp_path / "_job.json")])] == ["_job.json"]  # named: read
+    with pytest.raises(InputError, match="matches no file"):
+        expand_inputs([str(tmp_path / "_*")])
