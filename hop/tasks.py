@@ -609,12 +609,12 @@ def run_reduce(
             fault = None
             if faults.wanted("reduce", "merging", index, attempt):
                 fault = functools.partial(faults.inject, "reduce", "merging", index, attempt)
-            input_records, output_records = len(columns[0]), _write_columns(output, *columns, fault, tick)
+            output_records = _write_columns(output, *columns, fault, tick)
         else:
             groups = store.grouped()
             if faults.wanted("reduce", "merging", index, attempt):
                 groups = _fault_after_first(groups, index, attempt)
-            input_records, output_records = _reduce_to_file(
+            output_records = _reduce_to_file(
                 groups,
                 functions.reducer,
                 output,
@@ -637,13 +637,16 @@ def run_reduce(
             "path": str(output),
             "first_run_at": first_run_at,
             "counters": {
-                # Records that reached the reduce side; a folding store merged most before the reduce ran.
-                "reduce_input_records": store.folded_records if isinstance(store, FoldingRunStore) else input_records,
+                # Records that reached the reduce side (whether or not the reduce read them all); a folding store
+                # merged most before the reduce ran.
+                "reduce_input_records": (
+                    store.folded_records if isinstance(store, FoldingRunStore) else store.committed_records()
+                ),
                 "reduce_output_records": output_records,
                 "spills_pushed": store.received_runs,
                 "shuffle_bytes": store.received_bytes,
                 "reduce_runs_dropped": store.dropped_runs,
-                "reduce_disk_bytes_peak": store.disk_bytes,
+                "reduce_disk_bytes_peak": store.disk_bytes_peak,
                 "bad_records_skipped": len(bad_records),
                 "reduce_cpu_seconds": round(time.process_time() - cpu_began, 3),
             },
@@ -816,14 +819,14 @@ def _reduce_to_file(
     bad_records: list[dict[str, Any]] | None = None,
     tick: Callable[[IO[str] | None], None] | None = None,
     first_pairs: list[tuple[Any, Any]] = (),  # type: ignore[assignment]
-) -> tuple[int, int]:
-    """Call the reducer per key group, write ``json(key) TAB json(value)`` lines; ``tick(file)`` is called every
-    ``TICK_GROUPS`` groups (a pipeline streams what was written).
+) -> int:
+    """Call the reducer per key group with an iterator of its values, write ``json(key) TAB json(value)`` lines
+    and return how many; ``tick(file)`` is called every ``TICK_GROUPS`` groups (a pipeline streams what was
+    written).
 
     With ``skip_limit``, a key whose reduce raises is skipped (none of its output is written) and recorded in
     ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
     """
-    input_records = 0
     output_records = 0
     dumps = to_json
 
@@ -835,14 +838,10 @@ def _reduce_to_file(
         for number, (key, values) in enumerate(groups):
             if tick is not None and number % TICK_GROUPS == 0:
                 tick(file)
-            # Count the values the reduce takes without a Python step per value: zip pulls one number from the
-            # counter per value it passes on (none after the last), so the counter's next number is the count.
-            consumed = itertools.count()
             try:
-                results = reducer(key, map(_first, zip(values, consumed, strict=False)))
+                results = reducer(key, iter(values))
                 lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
             except Exception as error:
-                input_records += next(consumed)
                 if not skip_limit or bad_records is None:
                     raise UserCodeError("reduce", error, f"key {key!r}") from error
                 bad_records.append(
@@ -863,7 +862,13 @@ def _reduce_to_file(
                         f"key {key!r}",
                     ) from error
                 continue
-            input_records += next(consumed)  # not in a finally: only once per key, also on the error path
             output_records += len(lines)
-            write("".join(lines))
-    return input_records, output_records
+            try:
+                write("".join(lines))
+            except UnicodeEncodeError as error:  # a str the reduce made of bytes it decoded with surrogateescape
+                raise UserCodeError(
+                    "reduce",
+                    ValueError(f"its output cannot be written as UTF-8 ({error}); yield valid text"),
+                    f"key {key!r}",
+                ) from error
+    return output_records

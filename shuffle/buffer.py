@@ -45,7 +45,30 @@ MAX_SPILL_GROWTH = 16
 
 
 class CombinerKeyError(ValueError):
-    """A combiner yielded a key other than the one it was given."""
+    """A combiner yielded a key other than the one it was given, or something other than ``(key, value)`` pairs."""
+
+
+def combined_values(
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]], key: Any, values: list[Any]
+) -> list[Any]:
+    """The values ``combiner(key, values)`` yields, checked: it must yield ``(key, value)`` pairs with the key it
+    was given (else :class:`CombinerKeyError`, naming the key)."""
+    combined = []
+    try:
+        for out_key, out_value in combiner(key, values):
+            if out_key is not key and out_key != key:  # ``is``: a NaN key is not equal to itself
+                raise CombinerKeyError(
+                    f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep the key it was given"
+                )
+            combined.append(out_value)
+    except (TypeError, ValueError) as error:
+        if isinstance(error, CombinerKeyError):
+            raise
+        raise CombinerKeyError(
+            f"combine({key!r}, ...) must yield (key, value) pairs, and one of its items was not one ({error}); "
+            "yield key, value"
+        ) from error
+    return combined
 
 
 class UnhashableKeyError(TypeError):
@@ -269,14 +292,10 @@ class MapOutputBuffer:
                 keys_p = out_keys[partition]
                 values_p = out_values[partition]
                 combine_in += len(values)
-                for out_key, out_value in combiner(key, values):
-                    if out_key is not key and out_key != key:  # ``is``: a NaN key is not equal to itself
-                        raise CombinerKeyError(
-                            f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep the key it was given"
-                        )
-                    keys_p.append(key)
-                    values_p.append(out_value)
-                    combine_out += 1
+                combined = combined_values(combiner, key, values)
+                keys_p += [key] * len(combined)
+                values_p += combined
+                combine_out += len(combined)
         if combiner is not None:
             counters.combine_input_records += combine_in
             counters.combine_output_records += combine_out

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shuffle.buffer import combined_values
 from shuffle.keys import UNSORTED, combined_order
 from shuffle.merge import join_groups, sort_groups_in_memory
 from shuffle.runs import encode_grouped_run, encode_run, iter_blocks
@@ -81,9 +82,9 @@ def merge_spills(spills: list[SpillFile], target: Path, combiner: Any | None) ->
         else:
             keys, values = [], []
             for key, key_values in join_groups(sort_groups_in_memory(data, order)):
-                for out_key, out_value in combiner(key, key_values):
-                    keys.append(out_key)
-                    values.append(out_value)
+                combined = combined_values(combiner, key, key_values)
+                keys += [key] * len(combined)
+                values += combined
         tag = UNSORTED if unsorted else _merged_order_tag(tags, order)
         runs.append((encode_run(keys, values), len(keys), tag))
     merged = write_spill(target, runs)

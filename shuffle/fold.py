@@ -107,7 +107,7 @@ class FoldingRunStore(RunStore):
         self._dump_tags.append(self._state_tag)
         size = writer.close()
         self._merged[path] = size  # tracked like merge outputs: counted on disk, deleted by close()
-        self.disk_bytes += size
+        self._add_disk(size)
         self._dumps.append(path)
         self.state = {}
 

@@ -91,6 +91,8 @@ class RunStore:
         """map task -> the attempt that committed."""
         self.memory_bytes = 0
         self.disk_bytes = 0
+        self.disk_bytes_peak = 0
+        """The most bytes of run and merge files held at once."""
         self.received_runs = 0
         self.received_bytes = 0
         self.dropped_runs = 0
@@ -205,6 +207,10 @@ class RunStore:
             if self.committed.get(task) == attempt
             for run in sorted(attempt_runs.runs.values(), key=lambda run: run.seq)
         ]
+
+    def committed_records(self) -> int:
+        """The pairs the committed runs hold: the reduce's input."""
+        return sum(run.records for run in self.committed_runs())
 
     def sorted_pairs(self) -> Iterator[tuple[Any, Any]]:
         """All committed pairs in key order (stable by map task, then spill order): :meth:`grouped`, flattened."""
@@ -335,8 +341,18 @@ class RunStore:
             writer.add_groups(batch)
         size = writer.close()
         self._merged[target] = size
-        self.disk_bytes += size
+        self._add_disk(size)
+        # An earlier pass's outputs, read whole, are in the target now: deleted, so that the disk holds at most
+        # about twice the runs whatever the number of passes (the runs themselves stay until close()).
+        for source in sources:
+            if isinstance(source, Path) and source in self._merged:
+                source.unlink(missing_ok=True)
+                self.disk_bytes -= self._merged.pop(source)
         return target
+
+    def _add_disk(self, size: int) -> None:
+        self.disk_bytes += size
+        self.disk_bytes_peak = max(self.disk_bytes_peak, self.disk_bytes)
 
     def _evict(self) -> None:
         """Write in-memory runs to disk, largest first, until memory is under half the limit."""
@@ -349,7 +365,7 @@ class RunStore:
             with open(path, "wb") as file:
                 file.write(run.data or b"")
             self.memory_bytes -= run.size
-            self.disk_bytes += run.size
+            self._add_disk(run.size)
             run.data, run.path = None, path
 
     def _release(self, run: StoredRun) -> None:

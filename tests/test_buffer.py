@@ -331,6 +331,16 @@ def test_combiner_changing_the_key_raises(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.spill"))
 
 
+@pytest.mark.parametrize("output", [[3], [("b", 1, 2)], ["b"]], ids=["int", "triple", "str"])
+def test_combiner_yielding_other_than_pairs_names_the_key(tmp_path: Path, output: list[Any]) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), lambda key, values: output)
+    _emit(buffer, [("b", 1), ("b", 2)])
+    with pytest.raises(CombinerKeyError) as info:
+        buffer.spill()
+    assert "combine('b', ...) must yield (key, value) pairs" in str(info.value)
+    assert not list(tmp_path.glob("*.spill"))
+
+
 def test_combiner_may_yield_an_equal_key_of_another_type(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), lambda key, values: [(float(key), sum(values))])
     _emit(buffer, [(1, 1), (1, 2), (2, 5)])

@@ -287,6 +287,29 @@ def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path:
     assert "output value b'a b' is bytes, which a JSON output line cannot hold: decode it" in raw.stderr
 
 
+def test_reduce_input_counts_what_reached_the_reduce_and_unwritable_text_names_the_key(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b a\nc a\n" * 50)
+    (tmp_path / "ignores.py").write_text(
+        "from hop import Job\n\n\nclass Ignores(Job):\n    def map(self, offset, line):\n"
+        "        for word in line.split():\n            yield word, 1\n\n"
+        "    def reduce(self, key, values):\n        yield key, 'seen'\n"
+    )
+    (tmp_path / "surrogate.py").write_text(
+        "from hop import Job\n\n\nclass Surrogate(Job):\n    def map(self, offset, line):\n"
+        "        yield line[0], 1\n\n    def reduce(self, key, values):\n"
+        "        yield key, b'caf\\xe9'.decode('utf-8', 'surrogateescape')\n"
+    )
+    ran = hop("run", "ignores.py", "in.txt", "-o", "out1", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    counters = json.loads((tmp_path / "out1" / "_job.json").read_text())["counters"]
+    # The reduce read none of its values, yet every pair reached it.
+    assert counters["reduce_input_records"] == counters["map_output_records"] == 250
+    failed = hop("run", "surrogate.py", "in.txt", "-o", "out2", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr
+    assert "reduce" in failed.stderr and "key 'a'" in failed.stderr
+    assert "cannot be written as UTF-8" in failed.stderr and "yield valid text" in failed.stderr
+
+
 def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
     import signal
     import time

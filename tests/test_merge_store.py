@@ -397,8 +397,13 @@ def test_multi_pass_merge_with_small_fan_in_is_exact(store_dir: Path, fan_in: in
     assert store.memory_bytes == 0
     for task in range(6):
         _commit(store, task, 0, 3)
+    runs_bytes = store.disk_bytes
     assert list(store.sorted_pairs()) == _expected(work)
     store._check()
+    # Each pass deletes the outputs of the pass before once merged (18 runs: 4 passes at fan-in 2): the disk holds
+    # the runs and the last pass's outputs, not one copy of the runs per pass.
+    assert sum(1 for path in store_dir.iterdir() if path.name.startswith("merged")) <= fan_in
+    assert runs_bytes < store.disk_bytes <= store.disk_bytes_peak
     store.close()
     store._check()
     assert list(store_dir.iterdir()) == [], "close() removes every file the store wrote, merged ones too"

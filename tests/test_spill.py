@@ -307,6 +307,21 @@ def test_a_spill_that_cannot_be_written_names_the_file_and_the_remedy(tmp_path: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.spill", "1.spill"], "the inputs stay, no .tmp left"
 
 
+def test_a_map_side_merge_checks_the_combiners_keys_as_a_spill_does(tmp_path: Path) -> None:
+    from shuffle.buffer import CombinerKeyError
+
+    spills = [write_spill(tmp_path / f"{i}.spill", _runs_for([[("a", i), ("b", i)]])) for i in range(2)]
+
+    def upper_for_many(key: Any, values: list[Any]) -> list[tuple[Any, Any]]:
+        # Keeps the key for one value, as in the spills, and changes it only once a merge gives it two.
+        return [(key.upper() if len(values) > 1 else key, sum(values))]
+
+    with pytest.raises(CombinerKeyError, match=r"combine\('a', \.\.\.\) yielded key 'A'"):
+        merge_spills(spills, tmp_path / "merged.spill", upper_for_many)
+    merged = merge_spills(spills, tmp_path / "merged.spill", lambda key, values: [(key, sum(values))])
+    assert list(iter_run(merged.read_partition(0))) == [("a", 1), ("b", 1)]
+
+
 def test_spill_round_trip_with_empty_partitions(tmp_path: Path) -> None:
     partitions: list[list[tuple[Any, Any]]] = [
         [],

@@ -470,7 +470,7 @@ def run_stream_reduce(
         temporary = folder / f".part-{index:05d}.tmp-{attempt}"
         ordered, _ = sort_keys(list(result.groups))
         groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
-        _, output_records = _reduce_to_file(groups, functions.reducer, temporary)
+        output_records = _reduce_to_file(groups, functions.reducer, temporary)
         os.replace(temporary, part)
         lines = part.read_text(encoding="utf-8").splitlines()
         for line in lines:
