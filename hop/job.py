@@ -28,6 +28,8 @@ Contracts the engine relies on:
 - ``setup()`` and ``teardown()`` run once per task attempt around its records.
 - ``increment_counter(group, name, amount)`` adds to a user counter; only committed attempts' counters are reported.
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
+  It travels as the output lines do, as JSON: a step's reduce yields JSON types (no bytes, dicts with str keys) and
+  the next map gets JSON arrays as tuples.
   A step may also set init/final hooks (mrjob's ``mapper_init``, ``reducer_final`` ...), see :class:`Step`.
 - Class attributes configure input: ``input_format`` is ``"text"`` (default), ``"jsonl"`` or ``"csv"``.
 - Continuous jobs (``hop run JOB --source URL --window ...``, ``hop.stream``) run the same class over a stream: the

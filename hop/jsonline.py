@@ -19,7 +19,8 @@ def _not_json(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         raise TypeError(
             f"output value {value[:60]!r} is bytes, which a JSON output line cannot hold: decode it to str (or "
-            "base64 it) before the final reduce yields it (bytes are fine between map and reduce)"
+            "base64 it) before a reduce yields it (in a multi-step job too: each step's output is JSON lines; "
+            "bytes are fine between map and reduce)"
         )
     raise TypeError(
         f"output value {value!r:.80} of type {type(value).__name__} has no JSON form: yield None, bool, int, "

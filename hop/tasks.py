@@ -355,10 +355,9 @@ def run_map(
                 SpillWriteError,
             ):
                 raise
-            except TooManyBadRecords as error:
-                raise UserCodeError("map", error, _describe_record(current[0], buffer.current_record)) from error
-            except Exception as error:
-                raise UserCodeError("map", error, _describe_record(current[0], buffer.current_record)) from error
+            except Exception as error:  # the user's map raised (or too many bad records did)
+                where = _describe_record(current[0], buffer.current_record, spec.input_format)
+                raise UserCodeError("map", error, where) from error
             if consumed_before + consumed == 4096:  # the first progress check, mid-input for most splits
                 faults.inject("map", "running", index, attempt)
             now = time.monotonic()
@@ -509,11 +508,14 @@ def _note_bad_record(
         ) from cause
 
 
-def _describe_record(split: Split, record: tuple[Any, Any] | None) -> str:
-    """Where a failing record is: file and byte offset (the line, for text input)."""
+def _describe_record(split: Split, record: tuple[Any, Any] | None, input_format: str) -> str:
+    """Where a failing record is: file and byte offset (the line, for text input), or for a later step's map (it
+    reads the step before's output: streamed, or its ``output`` lines) the record's key."""
     if record is None:
         return f"{split.path} (before the first record)"
     key, value = record
+    if input_format == "output" or split.path.startswith("pipe:"):
+        return f"{split.path} record with key {key!r:.200}: {str(value)[:200]!r}"
     return f"{split.path} byte offset {key}: {str(value)[:200]!r}"
 
 

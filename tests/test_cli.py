@@ -310,6 +310,24 @@ def test_reduce_input_counts_what_reached_the_reduce_and_unwritable_text_names_t
     assert "cannot be written as UTF-8" in failed.stderr and "yield valid text" in failed.stderr
 
 
+@pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
+def test_a_later_steps_map_failure_names_the_record_by_key(tmp_path: Path, mode: list[str]) -> None:
+    # Step 1's output reaches step 2 as JSON: the dict's int key arrives as "1", so value[1] fails in step 2's
+    # map; its record is step 1's key, not a byte offset.
+    (tmp_path / "in.txt").write_text("a b\nc d\n")
+    (tmp_path / "steps.py").write_text(
+        "from hop import Job, Step\n\n\nclass TwoSteps(Job):\n    def steps(self):\n"
+        "        return [Step(mapper=self.words, reducer=self.as_dict), Step(mapper=self.lookup)]\n\n"
+        "    def words(self, offset, line):\n        for word in line.split():\n            yield word, 1\n\n"
+        "    def as_dict(self, word, counts):\n        yield word, {1: sum(counts)}\n\n"
+        "    def lookup(self, word, counts):\n        yield word, counts[1]\n"
+    )
+    failed = hop("run", "steps.py", "in.txt", "-o", "out", "--quiet", "--workers", "1", *mode, cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr
+    assert "record with key 'a'" in failed.stderr and "KeyError: 1" in failed.stderr, failed.stderr
+    assert "byte offset" not in failed.stderr
+
+
 def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
     import signal
     import time
