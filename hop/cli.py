@@ -244,6 +244,14 @@ def _run_loaded(
     later = [dataclasses.replace(spec, job_code=dump_job_class(c), name=c.__name__) for c in later_classes]
     stages = len(pipeline_specs([spec, *later]))
     pipelined = stages > 1 and not args.blocking
+    if pipelined and args.stop_when_accurate is not None:
+        # The first job would end at its accurate snapshot while the next one's maps still wait for its stream.
+        return _fail(
+            "--stop-when-accurate ends one job early, not a pipeline whose steps stream into each other: add "
+            "--blocking (the steps then run one after another, each may stop early), or watch the last step's "
+            "snapshots (--snapshot-every) and stop it yourself",
+            2,
+        )
     cluster: LocalCluster | None = None
     address: str | None = args.coordinator
     client: Client | None = None

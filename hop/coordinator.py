@@ -294,10 +294,15 @@ class Coordinator:
             return
         job = self.jobs[job_id] = JobState(spec, splits, max_attempts=int(options.get("max_attempts", 4)))
         chunks = sorted((chunk for task in splits for chunk in task), key=lambda chunk: chunk.id)
+        strata = [chunk.stratum for chunk in chunks] if online else None
         job.snapshots = SnapshotTracker(
-            spec.num_reduces, [chunk.size for chunk in chunks], *tracker_args, started_at=job.submitted_at
+            spec.num_reduces,
+            [chunk.size for chunk in chunks],
+            *tracker_args,
+            started_at=job.submitted_at,
+            stratum_chunks=dict(collections.Counter(strata)) if strata is not None else None,
         )
-        self.chunk_strata[job_id] = [chunk.stratum for chunk in chunks] if online else None
+        self.chunk_strata[job_id] = strata
         if upstream is not None:
             self.downstream[upstream.spec.job_id] = job_id
         if stream is not None:

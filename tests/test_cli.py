@@ -328,6 +328,14 @@ def test_a_later_steps_map_failure_names_the_record_by_key(tmp_path: Path, mode:
     assert "byte offset" not in failed.stderr
 
 
+def test_stop_when_accurate_is_refused_for_a_streaming_pipeline(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b\n")
+    jobs = [str(Path(__file__).parent.parent / "jobs" / name) for name in ("wordcount.py", "topk.py")]
+    refused = hop("run", *jobs, "in.txt", "-o", "out", "--stop-when-accurate", "0.1", cwd=tmp_path)
+    assert refused.returncode == 2 and "add --blocking" in refused.stderr, refused.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
     import signal
     import time

@@ -11,7 +11,7 @@ from hop.aggregates import Count, Max, Mean, Sum
 from hop.inputs import make_splits
 from hop.online.estimators import estimate_mean, estimate_total, t_quantile
 from hop.online.state import SnapshotState
-from hop.online.tracker import SnapshotTracker
+from hop.online.tracker import MIN_CHUNKS_PER_STRATUM, SnapshotTracker
 from hop.planning import plan_map_inputs
 from shuffle.runs import encode_run
 
@@ -186,8 +186,8 @@ def test_tracker_thresholds_answers_and_accuracy() -> None:
     assert done is first and done.complete
     assert tracker.coverage(done) == (pytest.approx(1 / 3), pytest.approx(0.25))
     assert not tracker.accurate(done)
-    tracker.on_done(1, 0, {"chunks_seen": [0, 1], "max_relative_half_width": 0.05})
-    tracker.on_done(1, 1, {"chunks_seen": [0, 1], "max_relative_half_width": 0.08})
+    tracker.on_done(1, 0, {"chunks_seen": [0, 1], "max_relative_half_width": 0.05, "groups": 3})
+    tracker.on_done(1, 1, {"chunks_seen": [0, 1], "max_relative_half_width": 0.08, "groups": 0})
     assert tracker.accurate(tracker.snapshots[1])
     now = tracker.request_now(0.9)
     assert now.label == "0.900-now2"
@@ -203,6 +203,26 @@ def test_tracker_thresholds_answers_and_accuracy() -> None:
     assert narrow_but_blind.complete and not tracker.accurate(narrow_but_blind)
     with pytest.raises(ValueError):
         SnapshotTracker(1, [1], every=1.5)
+
+
+def test_stop_when_accurate_needs_groups_and_enough_chunks_of_every_stratum() -> None:
+    # Stratum "a" has 12 chunks, "b" 3: a snapshot may end the job once it read 5 of "a" and all 3 of "b".
+    tracker = SnapshotTracker(1, [10] * 15, stop_when_accurate=0.1, stratum_chunks={"a": 12, "b": 3})
+
+    def answer(groups: int, seen: dict[str, int], width: float = 0.0) -> bool:
+        snapshot = tracker.request_now(0.5)
+        tracker.on_done(snapshot.seq, 0, {"groups": groups, "strata_seen": seen, "max_relative_half_width": width})
+        return tracker.accurate(snapshot)
+
+    assert not answer(0, {"a": 12, "b": 3}), "an empty snapshot is no estimate (a rare key not read yet)"
+    assert not answer(4, {"a": 2, "b": 3}), "two chunks can agree by chance: a zero-width interval"
+    assert not answer(4, {"a": 5, "b": 2})
+    assert answer(4, {"a": 5, "b": 3})
+    assert not answer(4, {"a": 5, "b": 3}, width=0.2)
+    assert MIN_CHUNKS_PER_STRATUM == 5
+    final = tracker.request_now(1.0)
+    tracker.on_done(final.seq, 0, {"groups": 0, "final": True})
+    assert tracker.accurate(final), "a partition's final output is exact, even empty"
 
 
 def test_random_order_is_stratified_when_the_job_has_strata(tmp_path: Path) -> None:

@@ -8,7 +8,10 @@
   the reducers' data covers (the smallest over partitions), else the map progress at the request.
 - A partition that commits before answering a snapshot answers with its final output (``final``: every row exact).
 - ``accurate(snapshot)``: with ``stop_when_accurate`` set, every group of every partition has an interval no
-  wider (half-width) than that fraction of its estimate, and every stratum of the input has been sampled.
+  wider (half-width) than that fraction of its estimate, the snapshot has groups, and every stratum of the input
+  has been sampled with at least ``MIN_CHUNKS_PER_STRATUM`` chunks (or all of its chunks, if it has fewer): an
+  interval computed from one or two chunks can be narrow by chance (two equal chunks give a zero-width interval),
+  and a group none of whose records was read yet is absent from the snapshot, not estimated.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from typing import Any
 
 from hop.online.snapshots import snapshot_label
 
-__all__ = ["Snapshot", "SnapshotTracker"]
+__all__ = ["MIN_CHUNKS_PER_STRATUM", "Snapshot", "SnapshotTracker"]
+
+MIN_CHUNKS_PER_STRATUM = 5
+"""The chunks of a stratum a snapshot must have read before ``--stop-when-accurate`` may end the job on it."""
 
 
 @dataclass
@@ -48,6 +54,7 @@ class SnapshotTracker:
         every: float | None = None,
         stop_when_accurate: float | None = None,
         started_at: float | None = None,
+        stratum_chunks: dict[str, int] | None = None,
     ) -> None:
         if every is not None and not 0 < every < 1:
             raise ValueError(f"--snapshot-every must be between 0 and 1 (a fraction of the input), got {every}")
@@ -56,6 +63,8 @@ class SnapshotTracker:
         self.total_bytes = max(1, sum(chunk_sizes))
         self.every = every
         self.stop_when_accurate = stop_when_accurate
+        self.stratum_chunks = stratum_chunks
+        """How many input chunks each stratum has (``None``: no online input order, nothing to require)."""
         self.started_at = started_at if started_at is not None else time.time()
         self.snapshots: list[Snapshot] = []
         self._next = every or 0.0
@@ -122,12 +131,20 @@ class SnapshotTracker:
         ]
         if any(fields.get("error") for fields in snapshot.partitions.values()):
             return False
-        if any(
-            not seen for fields in snapshot.partitions.values() for seen in (fields.get("strata_seen") or {}).values()
-        ):
-            # A stratum none of whose chunks was read: its groups are missing altogether, not estimated, so no
-            # interval speaks for them and stopping now would drop them from the result.
-            return False
+        estimated = [fields for fields in snapshot.partitions.values() if not fields.get("final")]
+        if not estimated:
+            return True  # every partition answered with its final output
+        if not any(fields.get("groups") for fields in snapshot.partitions.values()):
+            return False  # nothing read has a group yet: an empty result is no estimate
+        for fields in estimated:
+            seen = fields.get("strata_seen") or {}
+            if any(not count for count in seen.values()):
+                # A stratum none of whose chunks was read: its groups are missing altogether, not estimated, so no
+                # interval speaks for them and stopping now would drop them from the result.
+                return False
+            for stratum, chunks in (self.stratum_chunks or {}).items():
+                if seen.get(stratum, 0) < min(MIN_CHUNKS_PER_STRATUM, chunks):
+                    return False
         return all(width is not None and width <= self.stop_when_accurate for width in widths)
 
     def describe(self, snapshot: Snapshot, with_rows: bool = True) -> dict[str, Any]:
