@@ -24,7 +24,8 @@ Contracts the engine relies on:
   defined). Keys of mixed types are ordered as ``shuffle.keys`` defines. The final output is JSON lines, so what the
   last reduce yields must have a JSON form (decode ``bytes`` first).
 - ``partition(key, num_partitions)`` returns an int in ``range(num_partitions)``; the default hashes the key with
-  Python's ``hash`` (the engine pins ``PYTHONHASHSEED`` in every task process so all processes agree).
+  Python's ``hash`` (the engine pins ``PYTHONHASHSEED`` in every task process so all processes agree; ``None``, whose
+  ``hash`` differs between interpreters before Python 3.12, hashes by value).
 - ``setup()`` and ``teardown()`` run once per task attempt around its records.
 - ``increment_counter(group, name, amount)`` adds to a user counter; only committed attempts' counters are reported.
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from hop.aggregates import Aggregate
+from shuffle.keys import partition_hash
 
 Pair = tuple[Any, Any]
 MapFunction = Callable[[Any, Any], Iterable[Pair] | None]
@@ -130,8 +132,9 @@ class Job:
         return identity_reduce(key, values)
 
     def partition(self, key: Any, num_partitions: int) -> int:
-        """Which reducer gets ``key``: a deterministic hash modulo the number of reducers."""
-        return hash(key) % num_partitions
+        """Which reducer gets ``key``: a deterministic hash modulo the number of reducers (``hash(key)``, with
+        ``None`` hashed by value: ``shuffle.keys.partition_hash``)."""
+        return partition_hash(key) % num_partitions
 
     def setup(self) -> None:
         """Called once per task attempt before the first record."""

@@ -17,9 +17,9 @@ Contract of :func:`run_on_spark`:
   with combine and reduce resolved as ``hop.tasks.instantiate`` resolves them: an aggregate combiner (or an aggregate
   reduce without a combiner) is folded by ``combineByKey`` with its ``lift``/``merge``; a hand-written combiner runs
   in the map task, per key, as hop's map buffer runs it; otherwise ``combineByKey`` gathers lists. Keys go to
-  ``num_reduces`` partitions by the job's ``partition`` (``hash(key) % R`` with ``PYTHONHASHSEED=0`` in every Python
-  worker: the same reducer as in hop), sorted within a partition by ``shuffle.keys.total_order_key``. A step's
-  output reaches the next step's map as hop's ``output`` input format gives it (a JSON round trip).
+  ``num_reduces`` partitions by the job's ``partition`` (``partition_hash(key) % R`` with ``PYTHONHASHSEED=0`` in
+  every Python worker: the same reducer as in hop), sorted within a partition by ``shuffle.keys.total_order_key``.
+  A step's output reaches the next step's map as hop's ``output`` input format gives it (a JSON round trip).
 - Output is hop's layout: ``OUT/part-NNNNN`` per reducer with ``json(key) TAB json(value)`` lines as hop's reduce
   writes them (written by the reduce tasks under ``OUT/_temporary``, renamed by the driver), then ``OUT/_job.json``
   (``engine: "spark"``, status, start/end, Spark start-up seconds, master URL, Spark version, counters), and

@@ -34,7 +34,7 @@ from hop.inputs import InputError, iter_records
 from hop.job import Job, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.usertrace import user_traceback
-from shuffle.keys import total_order_key
+from shuffle.keys import partition_hash, total_order_key
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
@@ -360,7 +360,7 @@ def partition_function(job_class: type[Job], job_code: bytes, num_reduces: int) 
     if num_reduces == 1:
         return _partition_zero
     if job_class.partition is Job.partition:
-        return hash  # Job.partition is hash(key) % R; PYTHONHASHSEED=0 in every worker
+        return partition_hash  # Job.partition is partition_hash(key) % R; PYTHONHASHSEED=0 in every worker
     return UserPartition(job_code, num_reduces)
 
 

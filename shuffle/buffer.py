@@ -10,7 +10,8 @@ Contracts:
 
 - ``combiner(key, values)`` yields pairs whose key equals ``key`` (it may yield zero, one or several); a combiner that
   changes keys would break the sort order, so it is rejected with an error naming the key.
-- ``partitioner(key)`` returns an int in ``range(num_partitions)``; ``None`` means ``hash(key) % num_partitions``.
+- ``partitioner(key)`` returns an int in ``range(num_partitions)``; ``None`` means ``partition_hash(key) %
+  num_partitions`` (``shuffle.keys``: ``hash``, but the same in every process for ``None`` and tuples holding it).
 - Values of one key keep the order in which the map produced them.
 
 When the combiner is a built-in aggregate (``hop.aggregates``), values are folded into one state per key as they
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shuffle.keys import MIXED, UNSORTED, order_tag, sort_keys, total_order_key
+from shuffle.keys import MIXED, UNSORTED, order_tag, partitions_of, sort_keys, total_order_key
 from shuffle.runs import encode_grouped_run, encode_run
 from shuffle.spill import SpillFile, write_spill
 
@@ -225,7 +226,7 @@ class MapOutputBuffer:
         if partitions == 1:
             return [0] * len(keys)
         if self.partitioner is None:
-            return [hash(key) % partitions for key in keys]
+            return partitions_of(keys, partitions)
         result = list(map(self.partitioner, keys))
         if result and (set(map(type, result)) != {int} or min(result) < 0 or max(result) >= partitions):
             key, bad = next(

@@ -57,6 +57,34 @@ def total_order_key(key: Any) -> tuple[Any, ...]:
     )
 
 
+NONE_HASH = 0x6E6F6E65
+"""The partition hash of ``None``: ``hash(None)`` is its address before Python 3.12, different in every interpreter
+started (two hosts' workers would send a ``None`` key to different reducers)."""
+
+
+def partition_hash(key: Any) -> int:
+    """``hash(key)``, but the same in every process (given ``PYTHONHASHSEED``, which the engine pins): ``None``, and
+    tuples holding it at any depth, hash by value. The default partition is ``partition_hash(key) % reducers``.
+
+    >>> partition_hash(("a", None)) == partition_hash(("a", None)) and partition_hash("a") == hash("a")
+    True
+    """
+    if key is None:
+        return NONE_HASH
+    if type(key) is tuple and (None in key or tuple in map(type, key)):
+        # Only tuples that hold None or other tuples pay for a Python call per item; flat ones hash in C.
+        return hash(tuple(map(partition_hash, key)))
+    return hash(key)
+
+
+def partitions_of(keys: list[Any], partitions: int) -> list[int]:
+    """``partition_hash(key) % partitions`` for every key: with C's ``hash`` when no key is ``None`` or a tuple."""
+    kinds = set(map(type, keys))
+    if tuple in kinds or type(None) in kinds:
+        return [partition_hash(key) % partitions for key in keys]
+    return [hash(key) % partitions for key in keys]
+
+
 def _signature(key: Any) -> str:
     kind = type(key)
     if kind is str:

@@ -216,3 +216,24 @@ def test_sort_keys_is_the_total_order(keys: list[Any]) -> None:
         # Native order and total order agree on these keys (equal keys may be distinct objects: 1 and 1.0).
         by_total_order = sorted(keys, key=total_order_key)
         assert [total_order_key(k) for k in result] == [total_order_key(k) for k in by_total_order]
+
+
+def test_partition_hash_of_none_is_the_same_in_every_interpreter() -> None:
+    # hash(None) is None's address before Python 3.12: two workers on two hosts would send a None key (or a tuple
+    # holding one) to different reducers. The default partition hashes it by value.
+    import os
+    import subprocess
+    import sys
+
+    from shuffle.keys import partition_hash, partitions_of
+
+    code = "from shuffle.keys import partition_hash as h; print(h(None), h(('a', (None, 1))), h('a'), h((1, 'b')))"
+    environment = {**os.environ, "PYTHONHASHSEED": "0"}
+    printed = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, check=True).stdout
+        for _ in range(3)
+    }
+    assert len(printed) == 1, printed
+    keys = [None, ("a", None), "x", 3, (1, "b")]
+    assert partitions_of(keys, 7) == [partition_hash(key) % 7 for key in keys]
+    assert partitions_of(["x", 3, 2.5], 7) == [hash(key) % 7 for key in ["x", 3, 2.5]]
