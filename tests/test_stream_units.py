@@ -117,6 +117,19 @@ def test_fidelity_bound_emits_early_and_later_cells_are_late() -> None:
     assert assembler.late_cells == 1
 
 
+def test_an_ended_source_does_not_make_every_later_window_due_under_fidelity() -> None:
+    # Source 0 ended (its panes count as present forever), source 1 still runs and has sealed nothing: with
+    # --fidelity 0.5 the ended source alone meets the bound for every window, so due() listed windows without end.
+    assembler = _assembler(sources=2, fidelity=0.5, size=2, slide=2)
+    assembler.add_cell(0, 0, 10, [("a", 10)], sealed=1)
+    assembler.source_ended(0)
+    assert assembler.due(now=0.0) == [(0, "fidelity")]  # the window with data: the bound holds
+    assert assembler.emit(0, "fidelity") is not None
+    assert assembler.due(now=1.0) == []  # no record beyond: nothing to emit until source 1 seals or sends
+    assembler.add_cell(1, 3, 2, [("b", 2)], sealed=4)
+    assert assembler.due(now=2.0) == [(1, "complete"), (2, "complete"), (3, "complete")]
+
+
 def test_latency_bound_counts_from_the_first_source_that_closed_the_window() -> None:
     assembler = _assembler(max_latency=2.0, size=2, slide=2)
     assembler.add_cell(0, 0, 1, [("k", 1)], sealed=2)

@@ -271,6 +271,10 @@ class WindowAssembler:
             if any(m.natural is not None and m.natural <= last for m in self.sources):
                 return "stopped"
             return "complete"
+        if past_data:
+            # No record is in this window yet: only every live source sealing it may close it. An ended source's
+            # panes count as present forever, so --fidelity would otherwise find every later window due, without end.
+            return None
         if any(sealed):
             self.closing_since.setdefault(window, now)
         if self.fidelity < 1:
