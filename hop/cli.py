@@ -187,12 +187,22 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
 def _run(args: argparse.Namespace) -> int:
     if args.job_args and not args.mrjob:
         return _fail(f"the arguments after -- ({' '.join(args.job_args)}) are an mrjob job's options: add --mrjob", 2)
+    if args.source:  # (it refuses --engine spark: continuous queries run on hop)
+        return run_stream_from_args(args)
     if args.engine == "spark":
         if args.mrjob:
             return _fail("--mrjob runs on hop's own engine: drop --engine spark", 2)
+        try:
+            job_files, _ = _job_list(args.job, args.inputs)
+        except JobFileError as error:
+            return _fail(str(error), 2)
+        if len(job_files) > 1:
+            return _fail(
+                f"--engine spark runs one job file, not a pipeline ({', '.join(job_files)}): run the pipeline on hop, "
+                "or write it as one job with steps()",
+                2,
+            )
         return run_spark_from_args(args)
-    if args.source:
-        return run_stream_from_args(args)
     mrjob_run: MRJobRun | None = None
     try:
         job_files, args.inputs = _job_list(args.job, args.inputs)

@@ -336,6 +336,20 @@ def test_stop_when_accurate_is_refused_for_a_streaming_pipeline(tmp_path: Path) 
     assert not (tmp_path / "out").exists()
 
 
+def test_engine_spark_refuses_a_pipeline_a_stream_and_no_input(tmp_path: Path) -> None:
+    # Before, Spark read topk.py as input text and a --source job "succeeded" with 0 records (exit 0 both).
+    (tmp_path / "in.txt").write_text("a b\n")
+    jobs = [str(Path(__file__).parent.parent / "jobs" / name) for name in ("wordcount.py", "topk.py")]
+    pipeline = hop("run", *jobs, "in.txt", "-o", "out", "--engine", "spark", cwd=tmp_path)
+    assert pipeline.returncode == 2 and "not a pipeline" in pipeline.stderr, pipeline.stderr
+    stream_job = str(Path(__file__).parent.parent / "jobs" / "stream_wordcount.py")
+    stream = hop("run", stream_job, "--source", "replay:in.txt", "--window", "10r", "-o", "out", "--engine", "spark")
+    assert stream.returncode == 2 and "drop --mrjob, --engine" in stream.stderr, stream.stderr
+    bare = hop("run", jobs[0], "-o", "out", "--engine", "spark", cwd=tmp_path)
+    assert bare.returncode == 2, bare.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
     import signal
     import time
