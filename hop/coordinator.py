@@ -479,6 +479,10 @@ class Coordinator:
         snapshot = job.snapshots.request_now(job.input_fraction())
         self._request_snapshot(job, snapshot)
         self._send(identity, "snapshot_requested", seq=snapshot.seq, label=snapshot.label)
+        # Partitions already committed have no reducer left to answer: their final output is their answer.
+        for index, task in enumerate(job.reduces):
+            if task.committed is not None:
+                self._answer_snapshots_with_final(job, index)
 
     def on_snapshot_done(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
@@ -849,6 +853,12 @@ class Coordinator:
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
         failed = action.status != "succeeded"
+        if not failed and job.approximate is None:
+            # Snapshots the last partitions had not answered: their final output answers them before _job.json
+            # and _SUCCESS are written, so the report lists them complete (the job no longer runs: none of them
+            # can stop it early).
+            for index in range(job.spec.num_reduces):
+                self._answer_snapshots_with_final(job, index)
         try:
             self._write_job_files(job, output, succeeded=not failed)
         except OSError as error:

@@ -110,6 +110,27 @@ def test_hop_snapshot_on_demand_for_a_generic_reduce(client: Client, tmp_path: P
     assert any(entry["job_id"] == job_id for entry in client.jobs())
 
 
+def test_hop_snapshot_after_a_partition_committed_completes(client: Client, tmp_path: Path) -> None:
+    # Partition 0 commits seconds before partition 1: a snapshot asked for in between got no answer from the
+    # committed partition (its reducer is gone), so it never completed and _job.json listed it incomplete.
+    source = tmp_path / "in.txt"
+    source.write_text("fast slow other\n" * 1000)
+    spec = build_spec(load_job_file(job_path("slow_partition")), [str(source)], str(tmp_path / "out"), num_reduces=2)
+    job_id = client.submit(spec)
+    deadline = time.monotonic() + TIMEOUT
+    while [task["state"] for task in client.job(job_id)["tasks"] if task["kind"] == "reduce"][:1] != ["committed"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    requested = client.snapshot_now(job_id)
+    assert client.wait(job_id, timeout=TIMEOUT)["state"] == "succeeded"
+    folder = tmp_path / "out" / "_snapshots" / requested["label"]
+    assert (folder / "part-00000").read_bytes() == (tmp_path / "out" / "part-00000").read_bytes(), "its final output"
+    described = json.loads((folder / "_snapshot.json").read_text())
+    assert described["complete"]
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert [s["complete"] for s in report["snapshots"] if s["label"] == requested["label"]] == [True]
+
+
 def test_stop_when_accurate_ends_early_with_the_snapshot(client: Client, tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 3_000_000, seed=9, vocabulary=50)
