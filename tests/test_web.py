@@ -153,6 +153,15 @@ def test_events_stream_pushes_job_state(client: Client, web: WebServer, tmp_path
     source = tmp_path / "in.txt"
     generate_text(source, 100_000, seed=42, vocabulary=100)
     report = run_job(client, "wordcount", [source], tmp_path / "out")
+    asked: list[float] = []  # when the server asked the coordinator for the job's detail
+    assert web._source is not None
+    ask = web._source.job
+
+    async def counted(job_id: str) -> Any:
+        asked.append(time.monotonic())
+        return await ask(job_id)
+
+    web._source.job = counted  # type: ignore[method-assign]
     with urllib.request.urlopen(web.url + f"api/events?job={report['job_id']}", timeout=20) as stream:
         assert stream.headers["Content-Type"].startswith("text/event-stream")
         events: dict[str, Any] = {}
@@ -163,6 +172,11 @@ def test_events_stream_pushes_job_state(client: Client, web: WebServer, tmp_path
                 events[name] = json.loads(stream.readline().decode()[len("data: ") :])
     assert events["job"]["state"] == "succeeded"
     assert {row["key"]: row["value"] for row in events["results"]["rows"]} == output_dict(tmp_path / "out")
+    # The page closed (the stream above): a finished job's stream has nothing more to send, and it used to run on,
+    # asking the coordinator every half second, for as long as the server ran.
+    closed = time.monotonic()
+    time.sleep(2.0)
+    assert not [at for at in asked if at > closed + 0.6], "the closed page's event stream still runs"
 
 
 def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, web: WebServer, tmp_path: Path) -> None:

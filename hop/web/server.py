@@ -41,7 +41,11 @@ class WebServer:
 
     async def _start(self) -> None:
         self._source = CoordinatorSource(self.address)
-        self._runner = web.AppRunner(make_app(self._source, monitor=self.monitor), shutdown_timeout=1.0)
+        # handler_cancellation: a page closed ends its event stream (else a stream that had nothing new to send
+        # never noticed and kept asking the coordinator every half second).
+        self._runner = web.AppRunner(
+            make_app(self._source, monitor=self.monitor), shutdown_timeout=1.0, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
