@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from hop import prelaunch
@@ -303,14 +304,27 @@ def _run_loaded(
     if mrjob_run is not None:
         mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:
-        counters = report["counters"]
-        print(
-            f"hop: {report['job_id']} succeeded in {wall_time(report):.2f}s: "
-            f"{counters['map_input_records']:,} input records, {counters['reduce_output_records']:,} output "
-            f"records in {args.output}",
-            file=sys.stderr,
-        )
+        print(_summary(report, args.output), file=sys.stderr)
     return 0
+
+
+def _summary(report: dict[str, Any], output: str) -> str:
+    """The line ``hop run`` prints for a job that succeeded: records in and out, or for a job that
+    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw."""
+    head = f"hop: {report['job_id']} succeeded in {wall_time(report):.2f}s: "
+    approximate = report.get("approximate")
+    if approximate:
+        rows = sum(1 for part in Path(output).glob("part-*") for _ in part.open(encoding="utf-8"))
+        return (
+            f"{head}stopped early, accurate to {approximate['max_relative_half_width']:.1%} (asked "
+            f"{approximate['stop_when_accurate']:.1%}) after {approximate['input_fraction']:.1%} of the input: "
+            f"{rows:,} estimated rows (snapshot {approximate['snapshot']}) in {output}"
+        )
+    counters = report["counters"]
+    return (
+        f"{head}{counters['map_input_records']:,} input records, {counters['reduce_output_records']:,} output "
+        f"records in {output}"
+    )
 
 
 def _cancel_submitted(address: str | None, interrupted: Client | None) -> None:

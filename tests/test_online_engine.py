@@ -195,6 +195,30 @@ def test_stop_when_accurate_waits_until_every_stratum_was_sampled(client: Client
     assert {key[1] for key in output_dict(tmp_path / "out")} == hours, "every hour is in the result"
 
 
+def test_the_summary_of_an_early_stop_says_so(tmp_path: Path) -> None:
+    from hop.cli import _summary
+
+    (tmp_path / "part-00000").write_text('"a"\t1.0\n"b"\t2.0\n')
+    (tmp_path / "part-00001").write_text('"c"\t3.0\n')
+    report = {
+        "job_id": "job-1",
+        "start": 0.0,
+        "end": 1.5,
+        "counters": {"map_input_records": 10, "reduce_output_records": 0},
+        "approximate": {
+            "snapshot": "0.400",
+            "input_fraction": 0.42,
+            "stop_when_accurate": 0.05,
+            "max_relative_half_width": 0.031,
+        },
+    }
+    line = _summary(report, str(tmp_path))
+    assert "stopped early, accurate to 3.1% (asked 5.0%) after 42.0% of the input: 3 estimated rows" in line
+    assert "0 output records" not in line
+    del report["approximate"]
+    assert "10 input records, 0 output records" in _summary(report, str(tmp_path))
+
+
 def test_cli_snapshot_options(pageviews_dir: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [
