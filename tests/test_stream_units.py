@@ -130,12 +130,28 @@ def test_an_ended_source_does_not_make_every_later_window_due_under_fidelity() -
     assert assembler.due(now=2.0) == [(1, "complete"), (2, "complete"), (3, "complete")]
 
 
+def test_empty_windows_after_a_quiet_stretch_still_close_by_latency() -> None:
+    # Source 1 stalls; source 0 seals panes 1-5 without data, then sends data in pane 6: every empty window closes
+    # L seconds after source 0 sealed it, so pane 6's window is not held back one latency period per empty window.
+    assembler = _assembler(max_latency=2.0, size=2, slide=2)  # one pane per window
+    assembler.add_cell(0, 0, 1, [("k", 1)], sealed=6)
+    assert assembler.due(now=0.0) == []
+    due = assembler.due(now=2.0)
+    assert due == [(window, "latency") for window in range(6)]
+    for window, reason in due:
+        assembler.emit(window, reason)
+    assembler.add_cell(0, 6, 1, [("k", 1)], sealed=7)
+    assert assembler.due(now=2.5) == []
+    assert assembler.due(now=4.5) == [(6, "latency")]
+
+
 def test_latency_bound_counts_from_the_first_source_that_closed_the_window() -> None:
     assembler = _assembler(max_latency=2.0, size=2, slide=2)
     assembler.add_cell(0, 0, 1, [("k", 1)], sealed=2)
     assert assembler.due(now=10.0) == []
     assert assembler.due(now=11.9) == []
-    assert assembler.due(now=12.0) == [(0, "latency")]
+    # Window 1 (pane 1, sealed by source 0 at the same time, no record) closes by latency with it.
+    assert assembler.due(now=12.0) == [(0, "latency"), (1, "latency")]
 
 
 def test_lost_panes_and_gone_sources_are_reported_as_source_failure() -> None:

@@ -15,9 +15,11 @@ A window is emitted, in window order, as soon as one of these holds (the reason 
 - ``latency``: with ``max_latency`` L, L seconds passed since the first source sealed past the window's end;
 - ``stopped``: the job was stopped and the window holds panes beyond where some source naturally sealed.
 
-Windows holding no records are skipped. A cell arriving for a window already emitted is *late* for that window: the
-caller records it (``OUT/_late/``), it still counts in later windows that include its pane. Nothing is revised after
-emission (C2's default).
+A window holding no record yet (past the last pane with data) closes only on ``complete``, or on ``latency`` counted
+from a live source's seal: an ended source's panes are present forever and would make every later window meet a
+fidelity bound. Windows holding no records are skipped. A cell arriving for a window already emitted is *late* for
+that window: the caller records it (``OUT/_late/``), it still counts in later windows that include its pane. Nothing
+is revised after emission (C2's default).
 
 Windows are built by merging their panes' cells, or differentially when the job defines ``uncombine``: the running
 state of the previous window loses the cells that left and gains the cells that came (W1 = W0 - P0 + P2), with a
@@ -253,6 +255,14 @@ class WindowAssembler:
                 break
             due.append((window, reason))
             window += 1
+        if self.max_latency is not None:
+            # Start the latency clock of the later windows a live source has sealed already, so that a backlog
+            # closes L seconds after its seals, not one latency period after another as each becomes the next.
+            horizon = max((m.sealed for m in self.sources if m.sealed < FOREVER and not m.gone), default=-1)
+            later = window + 1
+            while self.spec.last_pane(later) < horizon:
+                self.closing_since.setdefault(later, now)
+                later += 1
         return due
 
     def _reason(self, window: int, now: float) -> str | None:
@@ -272,8 +282,15 @@ class WindowAssembler:
                 return "stopped"
             return "complete"
         if past_data:
-            # No record is in this window yet: only every live source sealing it may close it. An ended source's
-            # panes count as present forever, so --fidelity would otherwise find every later window due, without end.
+            # No record is in this window yet. An ended source's panes count as present forever, so --fidelity
+            # would find every later window due, without end; and only a live source's seal starts its latency
+            # clock (live seals are finite, so this walk ends).
+            if not any(m.sealed > last for m in self.sources if m.sealed < FOREVER and not m.gone):
+                return None
+            self.closing_since.setdefault(window, now)
+            since = self.closing_since[window]
+            if self.max_latency is not None and now - since >= self.max_latency:
+                return "latency"
             return None
         if any(sealed):
             self.closing_since.setdefault(window, now)
