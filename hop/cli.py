@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
 from hop import prelaunch
@@ -37,6 +36,7 @@ from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
 from hop.outputs import check_output
 from hop.runner import (
+    STOP_EARLY_PIPELINE,
     JobFailed,
     build_spec,
     online_options,
@@ -256,13 +256,7 @@ def _run_loaded(
     stages = len(pipeline_specs([spec, *later]))
     pipelined = stages > 1 and not args.blocking
     if pipelined and args.stop_when_accurate is not None:
-        # The first job would end at its accurate snapshot while the next one's maps still wait for its stream.
-        return _fail(
-            "--stop-when-accurate ends one job early, not a pipeline whose steps stream into each other: add "
-            "--blocking (the steps then run one after another, each may stop early), or watch the last step's "
-            "snapshots (--snapshot-every) and stop it yourself",
-            2,
-        )
+        return _fail(STOP_EARLY_PIPELINE, 2)  # checked before a cluster starts (run_pipeline refuses it too)
     cluster: LocalCluster | None = None
     address: str | None = args.coordinator
     client: Client | None = None
@@ -314,7 +308,7 @@ def _summary(report: dict[str, Any], output: str) -> str:
     head = f"hop: {report['job_id']} succeeded in {wall_time(report):.2f}s: "
     approximate = report.get("approximate")
     if approximate:
-        rows = sum(part.read_bytes().count(b"\n") for part in Path(output).glob("part-*"))
+        rows = approximate.get("rows", 0)
         return (
             f"{head}stopped early, accurate to {approximate['max_relative_half_width']:.1%} (asked "
             f"{approximate['stop_when_accurate']:.1%}) after {approximate['input_fraction']:.1%} of the input: "

@@ -466,6 +466,10 @@ class Coordinator:
     # Snapshots and the web view's queries ---------------------------------------------------------------------
     def _request_snapshot(self, job: JobState, snapshot: Snapshot) -> None:
         self._broadcast("snapshot", job_id=job.spec.job_id, seq=snapshot.seq, label=snapshot.label)
+        # Partitions already committed have no reducer left to answer: their final output is their answer.
+        for index, task in enumerate(job.reduces):
+            if task.committed is not None:
+                self._answer_snapshots_with_final(job, index)
 
     def on_snapshot(self, identity: bytes, msg: dict[str, Any]) -> None:
         """``hop snapshot JOB_ID``: ask every reducer of a running job for a snapshot now."""
@@ -479,10 +483,6 @@ class Coordinator:
         snapshot = job.snapshots.request_now(job.input_fraction())
         self._request_snapshot(job, snapshot)
         self._send(identity, "snapshot_requested", seq=snapshot.seq, label=snapshot.label)
-        # Partitions already committed have no reducer left to answer: their final output is their answer.
-        for index, task in enumerate(job.reduces):
-            if task.committed is not None:
-                self._answer_snapshots_with_final(job, index)
 
     def on_snapshot_done(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
@@ -544,6 +544,7 @@ class Coordinator:
             "max_relative_half_width": max(
                 float(fields.get("max_relative_half_width") or 0.0) for fields in snapshot.partitions.values()
             ),
+            "rows": sum(int(fields.get("groups") or 0) for fields in snapshot.partitions.values()),
         }
         self._finish(job, FinishJob("succeeded"), stop_tasks=True)
 
@@ -853,13 +854,13 @@ class Coordinator:
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
         failed = action.status != "succeeded"
-        if not failed and job.approximate is None:
-            # Snapshots the last partitions had not answered: their final output answers them before _job.json
-            # and _SUCCESS are written, so the report lists them complete (the job no longer runs: none of them
-            # can stop it early).
-            for index in range(job.spec.num_reduces):
-                self._answer_snapshots_with_final(job, index)
         try:
+            if not failed and job.approximate is None:
+                # Snapshots the last partitions had not answered: their final output answers them before _job.json
+                # and _SUCCESS are written, so the report lists them complete (the job no longer runs: none of
+                # them can stop it early).
+                for index in range(job.spec.num_reduces):
+                    self._answer_snapshots_with_final(job, index)
             self._write_job_files(job, output, succeeded=not failed)
         except OSError as error:
             # The job's result is its output directory: without its report (or its _SUCCESS marker) it did not

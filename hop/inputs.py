@@ -1,7 +1,7 @@
 """Input: which files a job reads, how they are cut into splits, and how a split becomes records.
 
-- Paths may be files, directories (their files, not recursively; names starting with ``_`` or ``.`` are skipped, as
-  in Hadoop, so a job's output directory can be read as input) and glob patterns.
+- Paths may be files, directories (their files, not recursively) and glob patterns; directories and globs skip names
+  starting with ``_`` or ``.``, as Hadoop does, so a job's output directory (or ``out/*``) can be read as input.
 - A plain file is cut into splits of about ``split_size`` bytes, as many as fill whole waves of the cluster's map
   slots (``split_size_for``). A line belongs to the split that holds its first byte, so
   each line is read exactly once whatever the split boundaries. Gzip files cannot be split and make one split each.
@@ -73,8 +73,8 @@ def expand_inputs(patterns: list[str]) -> list[str]:
     files: list[str] = []
     for pattern in patterns:
         if glob.has_magic(pattern):
-            # Hidden and bookkeeping files (``_SUCCESS``, ``_job.json``) are left out of globs as of directories.
-            matches = sorted(match for match in glob.glob(pattern) if Path(match).name[0] not in "_.")
+            # Hidden and bookkeeping files (``_SUCCESS``, ``_job.json``) are left out of globs as out of directories.
+            matches = sorted(match for match in glob.glob(pattern) if _listed(Path(match)))
         else:
             matches = [pattern]
         if not matches:
@@ -98,7 +98,7 @@ def expand_inputs(patterns: list[str]) -> list[str]:
                     entries = sorted(path.iterdir())
                 except PermissionError as error:
                     raise InputError(f"input directory {match}: cannot list it ({error.strerror})") from error
-                files.extend(str(entry) for entry in entries if entry.is_file() and entry.name[0] not in "_.")
+                files.extend(str(entry) for entry in entries if entry.is_file() and _listed(entry))
             elif path.is_file():
                 if not os.access(path, os.R_OK):
                     raise InputError(f"input file {match}: permission denied")
@@ -107,6 +107,11 @@ def expand_inputs(patterns: list[str]) -> list[str]:
                 raise InputError(f"input {match!r} does not exist")
     seen: set[str] = set()
     return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
+
+
+def _listed(path: Path) -> bool:
+    """Whether a directory listing or a glob includes ``path``: not a hidden or bookkeeping (``_``) name."""
+    return path.name[0] not in "_."
 
 
 def split_size_for(total_bytes: int, split_size: int, slots: int) -> int:
@@ -313,12 +318,11 @@ def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:
 
 def _parse_json(text: str, path: str, offset: int) -> Any:
     try:
-        value = json.loads(text)
+        return _freeze(json.loads(text))
     except json.JSONDecodeError as error:
         raise InputError(f"input file {path}: line at byte offset {offset} is not JSON: {error.msg}") from None
     except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
         raise InputError(f"input file {path}: line at byte offset {offset} cannot be read as JSON: {error}") from None
-    return _freeze(value)
 
 
 def _freeze(value: Any) -> Any:

@@ -178,6 +178,13 @@ def pipeline_specs(jobs: list[JobSpec]) -> list[JobSpec]:
     return specs
 
 
+STOP_EARLY_PIPELINE = (
+    "--stop-when-accurate ends one job early, not a pipeline whose steps stream into each other: add --blocking "
+    "(the steps then run one after another, each may stop early), or read the last step's snapshots in "
+    "OUT/_snapshots/ (--snapshot-every)"
+)
+
+
 def run_pipeline(
     client: Client,
     jobs: list[JobSpec],
@@ -194,6 +201,9 @@ def run_pipeline(
     ``keep_intermediate``. Returns the last step's report, with the earlier ones under ``"steps"``.
     """
     first, last_job = jobs[0], jobs[-1]
+    if any(job.options.get("stop_when_accurate") is not None for job in jobs):
+        # A step ended at its accurate snapshot would leave the next step's maps waiting for its stream.
+        raise ValueError(STOP_EARLY_PIPELINE)
     final_output = Path(last_job.output)
     prepare_output(str(final_output), first.overwrite, first.inputs)
     scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))

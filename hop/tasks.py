@@ -19,7 +19,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -46,7 +45,6 @@ PROGRESS_SECONDS = 0.5
 FIRST_SPILL_DIVISOR = 4
 FAULT_SEND_SECONDS = 0.2
 """Fault injection only (``HOP_FAULT``): how long a task that kills itself after a message lets it leave first."""
-_first = itemgetter(0)
 
 
 class TaskChannel(Protocol):

@@ -482,7 +482,8 @@ class Worker:
 def main(argv: list[str] | None = None) -> int:
     if sys.flags.hash_randomization and os.environ.get("PYTHONHASHSEED") != "0":
         # Task processes are forked from the worker, and every process of a cluster must hash keys alike (the
-        # default partitioner is hash(key) % R): run the worker itself with hash randomization off.
+        # default partitioner is shuffle.keys.partition_hash(key) % R): run the worker itself with hash
+        # randomization off.
         arguments = sys.argv[1:] if argv is None else argv
         os.execve(
             sys.executable, [sys.executable, "-m", "hop.worker", *arguments], {**os.environ, "PYTHONHASHSEED": "0"}

@@ -55,20 +55,19 @@ def combined_values(
     """The values ``combiner(key, values)`` yields, checked: it must yield ``(key, value)`` pairs with the key it
     was given (else :class:`CombinerKeyError`, naming the key)."""
     combined = []
-    try:
-        for out_key, out_value in combiner(key, values):
-            if out_key is not key and out_key != key:  # ``is``: a NaN key is not equal to itself
-                raise CombinerKeyError(
-                    f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep the key it was given"
-                )
-            combined.append(out_value)
-    except (TypeError, ValueError) as error:
-        if isinstance(error, CombinerKeyError):
-            raise
-        raise CombinerKeyError(
-            f"combine({key!r}, ...) must yield (key, value) pairs, and one of its items was not one ({error}); "
-            "yield key, value"
-        ) from error
+    for item in combiner(key, values):  # (errors of the combiner's own code propagate as they are)
+        try:
+            out_key, out_value = item
+        except (TypeError, ValueError) as error:
+            raise CombinerKeyError(
+                f"combine({key!r}, ...) must yield (key, value) pairs, and it yielded {item!r:.80} ({error}); "
+                "yield key, value"
+            ) from error
+        if out_key is not key and out_key != key:  # ``is``: a NaN key is not equal to itself
+            raise CombinerKeyError(
+                f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep the key it was given"
+            )
+        combined.append(out_value)
     return combined
 
 

@@ -19,6 +19,7 @@ are one key, and they must be one key whether a reducer groups them in a hash ma
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -64,23 +65,33 @@ started (two hosts' workers would send a ``None`` key to different reducers)."""
 
 def partition_hash(key: Any) -> int:
     """``hash(key)``, but the same in every process (given ``PYTHONHASHSEED``, which the engine pins): ``None``, and
-    tuples holding it at any depth, hash by value. The default partition is ``partition_hash(key) % reducers``.
+    tuples holding it at any depth, hash by value (every other key hashes as ``hash`` does; a NaN float key still
+    hashes by identity, as Python gives it). The default partition is ``partition_hash(key) % reducers``.
 
     >>> partition_hash(("a", None)) == partition_hash(("a", None)) and partition_hash("a") == hash("a")
     True
     """
     if key is None:
         return NONE_HASH
-    if type(key) is tuple and (None in key or tuple in map(type, key)):
-        # Only tuples that hold None or other tuples pay for a Python call per item; flat ones hash in C.
+    if type(key) is tuple and _holds_none(key):
         return hash(tuple(map(partition_hash, key)))
     return hash(key)
 
 
+def _holds_none(key: tuple[Any, ...]) -> bool:
+    return None in key or any(type(part) is tuple and _holds_none(part) for part in key)
+
+
 def partitions_of(keys: list[Any], partitions: int) -> list[int]:
-    """``partition_hash(key) % partitions`` for every key: with C's ``hash`` when no key is ``None`` or a tuple."""
+    """``partition_hash(key) % partitions`` for every key, with C's ``hash`` unless some key is or holds ``None``
+    (the types inside tuple keys are checked in C; nested tuples are looked into per key)."""
     kinds = set(map(type, keys))
-    if tuple in kinds or type(None) in kinds:
+    needs_python = type(None) in kinds
+    if tuple in kinds and not needs_python:
+        tuples = keys if len(kinds) == 1 else [key for key in keys if type(key) is tuple]
+        inside = set(map(type, itertools.chain.from_iterable(tuples)))
+        needs_python = tuple in inside or type(None) in inside
+    if needs_python:
         return [partition_hash(key) % partitions for key in keys]
     return [hash(key) % partitions for key in keys]
 

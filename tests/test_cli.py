@@ -343,10 +343,11 @@ def test_engine_spark_refuses_a_pipeline_a_stream_and_no_input(tmp_path: Path) -
     pipeline = hop("run", *jobs, "in.txt", "-o", "out", "--engine", "spark", cwd=tmp_path)
     assert pipeline.returncode == 2 and "not a pipeline" in pipeline.stderr, pipeline.stderr
     stream_job = str(Path(__file__).parent.parent / "jobs" / "stream_wordcount.py")
-    stream = hop("run", stream_job, "--source", "replay:in.txt", "--window", "10r", "-o", "out", "--engine", "spark")
+    stream_args = ["--source", "replay:in.txt", "--window", "10r", "-o", "out", "--engine", "spark"]
+    stream = hop("run", stream_job, *stream_args, cwd=tmp_path)
     assert stream.returncode == 2 and "drop --mrjob, --engine" in stream.stderr, stream.stderr
     bare = hop("run", jobs[0], "-o", "out", "--engine", "spark", cwd=tmp_path)
-    assert bare.returncode == 2, bare.stderr
+    assert bare.returncode == 2 and "required: inputs" in bare.stderr, bare.stderr
     assert not (tmp_path / "out").exists()
 
 

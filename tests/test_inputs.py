@@ -150,7 +150,11 @@ def test_a_corrupt_gz_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
         list(iter_lines(Split(str(path), 0, -1)))
 
 
-@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "1" * 5000], ids=["deep-nesting", "5000-digit-int"])
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000 + "]" * 100_000, "[" * 700 + "]" * 700, "1" * 5000],
+    ids=["nesting-json-refuses", "nesting-json-reads", "5000-digit-int"],
+)
 def test_json_that_python_cannot_read_is_a_bad_line_with_its_offset(tmp_path: Path, text: str) -> None:
     # json.loads raises RecursionError for deep nesting and ValueError for an int over 4,300 digits, neither a
     # JSONDecodeError: they must name the line, and --skip-bad-records must be able to skip them.

@@ -225,7 +225,7 @@ def test_partition_hash_of_none_is_the_same_in_every_interpreter() -> None:
     import subprocess
     import sys
 
-    from shuffle.keys import partition_hash, partitions_of
+    from shuffle.keys import NONE_HASH, partition_hash, partitions_of
 
     code = "from shuffle.keys import partition_hash as h; print(h(None), h(('a', (None, 1))), h('a'), h((1, 'b')))"
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
@@ -234,6 +234,9 @@ def test_partition_hash_of_none_is_the_same_in_every_interpreter() -> None:
         for _ in range(3)
     }
     assert len(printed) == 1, printed
-    keys = [None, ("a", None), "x", 3, (1, "b")]
+    assert partition_hash(None) == NONE_HASH
+    assert partition_hash(("a", (1, "b"))) == hash(("a", (1, "b"))), "keys without None hash as hash() does"
+    keys = [None, ("a", None), "x", 3, (1, "b"), ("c", (1, None))]
     assert partitions_of(keys, 7) == [partition_hash(key) % 7 for key in keys]
+    assert partitions_of([("a", 1), ("b", (2, 3))], 7) == [hash(key) % 7 for key in [("a", 1), ("b", (2, 3))]]
     assert partitions_of(["x", 3, 2.5], 7) == [hash(key) % 7 for key in ["x", 3, 2.5]]

@@ -198,8 +198,6 @@ def test_stop_when_accurate_waits_until_every_stratum_was_sampled(client: Client
 def test_the_summary_of_an_early_stop_says_so(tmp_path: Path) -> None:
     from hop.cli import _summary
 
-    (tmp_path / "part-00000").write_text('"a"\t1.0\n"b"\t2.0\n')
-    (tmp_path / "part-00001").write_text('"c"\t3.0\n')
     report = {
         "job_id": "job-1",
         "start": 0.0,
@@ -210,6 +208,7 @@ def test_the_summary_of_an_early_stop_says_so(tmp_path: Path) -> None:
             "input_fraction": 0.42,
             "stop_when_accurate": 0.05,
             "max_relative_half_width": 0.031,
+            "rows": 3,
         },
     }
     line = _summary(report, str(tmp_path))

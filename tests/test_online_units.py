@@ -222,7 +222,7 @@ def test_stop_when_accurate_needs_groups_and_enough_chunks_of_every_stratum() ->
     assert MIN_CHUNKS_PER_STRATUM == 5
     final = tracker.request_now(1.0)
     tracker.on_done(final.seq, 0, {"groups": 0, "final": True})
-    assert tracker.accurate(final), "a partition's final output is exact, even empty"
+    assert not tracker.accurate(final), "every partition is final: the job ends exactly, not 'approximate'"
 
 
 def test_random_order_is_stratified_when_the_job_has_strata(tmp_path: Path) -> None:

@@ -117,6 +117,7 @@ def test_fidelity_bound_emits_early_and_later_cells_are_late() -> None:
     assert assembler.late_cells == 1
 
 
+@pytest.mark.timeout(20)  # the bug this guards against was an endless loop
 def test_an_ended_source_does_not_make_every_later_window_due_under_fidelity() -> None:
     # Source 0 ended (its panes count as present forever), source 1 still runs and has sealed nothing: with
     # --fidelity 0.5 the ended source alone meets the bound for every window, so due() listed windows without end.

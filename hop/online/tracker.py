@@ -133,7 +133,7 @@ class SnapshotTracker:
             return False
         estimated = [fields for fields in snapshot.partitions.values() if not fields.get("final")]
         if not estimated:
-            return True  # every partition answered with its final output
+            return False  # every partition answered with its final output: the job ends exactly on its own
         if not any(fields.get("groups") for fields in snapshot.partitions.values()):
             return False  # nothing read has a group yet: an empty result is no estimate
         for fields in estimated:

@@ -287,11 +287,8 @@ class WindowAssembler:
             # clock (live seals are finite, so this walk ends).
             if not any(m.sealed > last for m in self.sources if m.sealed < FOREVER and not m.gone):
                 return None
-            self.closing_since.setdefault(window, now)
-            since = self.closing_since[window]
-            if self.max_latency is not None and now - since >= self.max_latency:
-                return "latency"
-            return None
+            opened = self.closing_since.setdefault(window, now)
+            return "latency" if self.max_latency is not None and now - opened >= self.max_latency else None
         if any(sealed):
             self.closing_since.setdefault(window, now)
         if self.fidelity < 1:

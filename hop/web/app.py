@@ -234,8 +234,8 @@ async def events(request: web.Request) -> web.StreamResponse:
             else:
                 await send("ping", {})
             await asyncio.sleep(EVENT_SECONDS)
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass
+    except ConnectionResetError:
+        pass  # (a closed page's stream is cancelled: aiohttp's handler_cancellation)
     except CoordinatorUnavailable as error:
         await send("error", {"error": str(error)})
     return response
@@ -365,8 +365,8 @@ async def monitor_events(request: web.Request) -> web.StreamResponse:
                 await response.write(b": keepalive\n\n")
                 quiet_since = loop.time()
             await asyncio.sleep(MONITOR_EVENT_SECONDS)
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass
+    except ConnectionResetError:
+        pass  # (a closed page's stream is cancelled: aiohttp's handler_cancellation)
     return response
 
 

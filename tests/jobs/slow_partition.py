@@ -15,5 +15,5 @@ class SlowPartition(Job):
 
     def reduce(self, key, values):
         if key == "slow":
-            time.sleep(3)
+            time.sleep(5)
         yield key, sum(values)
