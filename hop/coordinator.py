@@ -466,10 +466,7 @@ class Coordinator:
     # Snapshots and the web view's queries ---------------------------------------------------------------------
     def _request_snapshot(self, job: JobState, snapshot: Snapshot) -> None:
         self._broadcast("snapshot", job_id=job.spec.job_id, seq=snapshot.seq, label=snapshot.label)
-        # Partitions already committed have no reducer left to answer: their final output is their answer.
-        for index, task in enumerate(job.reduces):
-            if task.committed is not None:
-                self._answer_snapshots_with_final(job, index)
+        self._answer_from_committed(job)  # they have no reducer left to answer
 
     def on_snapshot(self, identity: bytes, msg: dict[str, Any]) -> None:
         """``hop snapshot JOB_ID``: ask every reducer of a running job for a snapshot now."""
@@ -511,6 +508,12 @@ class Coordinator:
             )
         if job.state == "running" and job.snapshots.accurate(snapshot):
             self._stop_early(job, snapshot)
+
+    def _answer_from_committed(self, job: JobState) -> None:
+        """Every committed partition answers the snapshots it has not answered with its final output."""
+        for index, task in enumerate(job.reduces):
+            if task.committed is not None:
+                self._answer_snapshots_with_final(job, index)
 
     def _answer_snapshots_with_final(self, job: JobState, index: int) -> None:
         """A partition committed before it answered some snapshots: for those, its final output is its answer."""
@@ -856,11 +859,9 @@ class Coordinator:
         failed = action.status != "succeeded"
         try:
             if not failed and job.approximate is None:
-                # Snapshots the last partitions had not answered: their final output answers them before _job.json
-                # and _SUCCESS are written, so the report lists them complete (the job no longer runs: none of
-                # them can stop it early).
-                for index in range(job.spec.num_reduces):
-                    self._answer_snapshots_with_final(job, index)
+                # Before _job.json and _SUCCESS, so the report lists every snapshot complete (the job no longer
+                # runs: none of them can stop it early).
+                self._answer_from_committed(job)
             self._write_job_files(job, output, succeeded=not failed)
         except OSError as error:
             # The job's result is its output directory: without its report (or its _SUCCESS marker) it did not

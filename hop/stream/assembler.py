@@ -258,12 +258,17 @@ class WindowAssembler:
         if self.max_latency is not None:
             # Start the latency clock of the later windows a live source has sealed already, so that a backlog
             # closes L seconds after its seals, not one latency period after another as each becomes the next.
-            horizon = max((m.sealed for m in self.sources if m.sealed < FOREVER and not m.gone), default=-1)
+            horizon = self._live_seal()
             later = window + 1
             while self.spec.last_pane(later) < horizon:
                 self.closing_since.setdefault(later, now)
                 later += 1
         return due
+
+    def _live_seal(self) -> int:
+        """The furthest pane boundary a source still running has sealed up to (-1 if none): ended and gone
+        sources seal forever, which says nothing about when a later window closes."""
+        return max((m.sealed for m in self.sources if m.sealed < FOREVER and not m.gone), default=-1)
 
     def _reason(self, window: int, now: float) -> str | None:
         past_data = self.max_data_pane is None or self.spec.panes_of_window(window).start > self.max_data_pane
@@ -285,7 +290,7 @@ class WindowAssembler:
             # No record is in this window yet. An ended source's panes count as present forever, so --fidelity
             # would find every later window due, without end; and only a live source's seal starts its latency
             # clock (live seals are finite, so this walk ends).
-            if not any(m.sealed > last for m in self.sources if m.sealed < FOREVER and not m.gone):
+            if self._live_seal() <= last:
                 return None
             opened = self.closing_since.setdefault(window, now)
             return "latency" if self.max_latency is not None and now - opened >= self.max_latency else None
