@@ -290,7 +290,7 @@ def _run_loaded(
         return _fail(str(error), 3)
     except KeyboardInterrupt:
         if cluster is None:  # a job on a cluster of its own would otherwise run on without anyone waiting for it
-            _cancel_submitted(address, client)
+            _cancel_submitted(client)
         return _fail("interrupted", _interrupted_code())
     finally:
         if cluster is not None:
@@ -321,12 +321,12 @@ def _summary(report: dict[str, Any], output: str) -> str:
     )
 
 
-def _cancel_submitted(address: str | None, interrupted: Client | None) -> None:
+def _cancel_submitted(interrupted: Client | None) -> None:
     """Cancel the still-running jobs an interrupted ``hop submit`` had submitted (a fresh connection: the old one
     may be in the middle of a request)."""
-    if address is None or interrupted is None or not interrupted.submitted:
+    if interrupted is None or not interrupted.submitted:
         return
-    client = Client(address, timeout=5)
+    client = Client(interrupted.address, timeout=5)
     try:
         for job_id in interrupted.submitted:
             with contextlib.suppress(CoordinatorUnavailable, JobRejected):

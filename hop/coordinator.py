@@ -178,12 +178,7 @@ class Coordinator:
         earlier = self.workers.get(name)
         if earlier is not None and not earlier.alive:
             self.events.fault("worker_rejoined", worker=name, host=msg["host"])
-        replaced = (
-            earlier is not None
-            and earlier.alive
-            and (earlier.pid, earlier.incarnation) != (msg["pid"], int(msg.get("incarnation", 0)))
-        )
-        self.workers[name] = WorkerInfo(
+        info = self.workers[name] = WorkerInfo(
             identity,
             name,
             msg["host"],
@@ -199,10 +194,9 @@ class Coordinator:
             free_stream=int(msg.get("stream_slots", 0)),
             incarnation=int(msg.get("incarnation", 0)),
         )
-        if replaced:
+        if earlier is not None and earlier.alive and (earlier.pid, earlier.incarnation) != (info.pid, info.incarnation):
             # A new process under a live worker's name (restarted within the heartbeat timeout): the attempts the
             # old one ran will never report, so they are lost now rather than never.
-            assert earlier is not None
             self.events.fault("worker_replaced", worker=name, host=msg["host"], old_pid=earlier.pid)
             self._worker_lost(earlier, time.time())
         self._send(identity, "registered")

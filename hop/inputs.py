@@ -207,9 +207,7 @@ def iter_lines(
                 # The rare chunk with undecodable lines: line by line, to name (or skip) the bad ones.
                 yield from _decoded_lines(body, split.path, position, end, on_bad)
                 position += len(body) + 1
-                if end is not None and position >= end:
-                    return
-                continue
+                continue  # (the loop ends here if the split does)
             # One decode and one split per chunk, and the byte offsets computed in bulk by C loops (a Python
             # statement per line costs about a tenth of a word count's map): each line starts where the one before
             # started plus its length in bytes plus the newline. For ASCII text characters are bytes.
@@ -284,14 +282,21 @@ def iter_records(
 def _iter_parsed_records(
     split: Split, input_format: str, max_line_bytes: int, on_bad: BadLine | None
 ) -> Iterator[tuple[Any, Any]]:
-    if input_format not in ("jsonl", "csv", "output"):
+    # Chosen once per split, not per record: the parser, and what makes a line blank (no record) in the format.
+    parsers: dict[str, tuple[Callable[[str, str, int], tuple[Any, Any]], Callable[[str], Any] | None]] = {
+        "jsonl": (_jsonl_record, str.strip),
+        "csv": (_csv_record, str.__str__),  # only the empty line is blank
+        "output": (parse_output_line, None),
+    }
+    if input_format not in parsers:
         raise ValueError(f"unknown input format {input_format!r}; use text, jsonl or csv")
+    parse, content = parsers[input_format]
     path = split.path
     for offset, line in iter_lines(split, max_line_bytes, on_bad):
-        if (input_format == "jsonl" and not line.strip()) or (input_format == "csv" and not line):
+        if content is not None and not content(line):
             continue  # blank lines are no records
         try:
-            record = _parse_record(input_format, line, path, offset)
+            record = parse(line, path, offset)
         except InputError as error:
             if on_bad is None:
                 raise
@@ -300,12 +305,12 @@ def _iter_parsed_records(
         yield record
 
 
-def _parse_record(input_format: str, line: str, path: str, offset: int) -> tuple[Any, Any]:
-    if input_format == "jsonl":
-        return offset, _parse_json(line, path, offset)
-    if input_format == "csv":
-        return offset, _parse_csv(line, path, offset)
-    return parse_output_line(line, path, offset)
+def _jsonl_record(line: str, path: str, offset: int) -> tuple[int, Any]:
+    return offset, _parse_json(line, path, offset)
+
+
+def _csv_record(line: str, path: str, offset: int) -> tuple[int, list[str]]:
+    return offset, _parse_csv(line, path, offset)
 
 
 def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:

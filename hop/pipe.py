@@ -63,20 +63,20 @@ class PipeSender:
         self._sent = self._seq = self._acked = 0
         self._ended = False
 
-    def pump(self, final: bool = False, deadline: float | None = None) -> None:
-        """Send what was written since the last call, as credits allow; if ``final``, wait for credits to send
-        everything, until ``deadline`` (``time.monotonic()``) if given."""
+    def pump(self, deadline: float | None = None) -> bool:
+        """Send what was written since the last call, as credits allow; with a ``deadline`` (``time.monotonic()``),
+        wait for credits until then to send everything. True if everything written so far was sent."""
         socket = self._socket
         if socket is None:
-            return
+            return False
         self._flush()
         size = os.path.getsize(self.path)
         with open(self.path, "rb") as file:
             while self._sent < size:
                 self._take_acks(0)
                 if self._seq - self._acked >= CREDITS:
-                    if not final or (deadline is not None and time.monotonic() >= deadline):
-                        return
+                    if deadline is None or time.monotonic() >= deadline:
+                        return False
                     self._take_acks(100)
                     continue
                 file.seek(self._sent)
@@ -87,9 +87,10 @@ class PipeSender:
                     data += file.readline(size - self._sent - len(data))
                     cut = len(data) if data.endswith(b"\n") else 0
                 if not cut:
-                    return  # a line not written completely yet
+                    return False  # a line not written completely yet
                 self._send(data[:cut], end=False)
                 self._sent += cut
+        return True
 
     def finish(self, timeout: float = 60.0, follow: Callable[[], None] | None = None) -> bool:
         """Send the rest and the end marker and wait until all of it is acknowledged: True if that happened within
@@ -102,11 +103,9 @@ class PipeSender:
                 follow()
             if self._socket is None:
                 return False
-            if not self._ended:
-                self.pump(final=True, deadline=min(deadline, time.monotonic() + 0.1))
-                if self._sent >= os.path.getsize(self.path):
-                    self._send(b"", end=True)
-                    self._ended = True
+            if not self._ended and self.pump(deadline=min(deadline, time.monotonic() + 0.1)):
+                self._send(b"", end=True)
+                self._ended = True
             if self._ended and self._acked >= self._seq:
                 return True
             if time.monotonic() >= deadline:

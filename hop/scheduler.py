@@ -62,6 +62,11 @@ class Attempt:
     """The latest map checkpoint of this attempt (spills registered, records covered, counters)."""
     resumed_from: dict[str, Any] | None = None
 
+    @property
+    def live(self) -> bool:
+        """Assigned to a worker or running: not settled (committed, failed, lost, killed) yet."""
+        return self.status in ("assigned", "running")
+
     def report(self) -> dict[str, Any]:
         return {
             "task_id": f"{self.kind}-{self.index:05d}",
@@ -92,7 +97,7 @@ class TaskState:
     @property
     def pending(self) -> bool:
         """Waiting for a slot: not committed and no attempt assigned or running."""
-        return self.committed is None and not any(a.status in ("assigned", "running") for a in self.attempts)
+        return self.committed is None and not any(a.live for a in self.attempts)
 
 
 # Actions ---------------------------------------------------------------------------------------------------------
@@ -198,7 +203,7 @@ class JobState:
         bound = max(minimum, slowdown * durations[len(durations) // 2])
         candidates = []
         for task in self.maps:
-            running = [a for a in task.attempts if a.status in ("assigned", "running")]
+            running = [a for a in task.attempts if a.live]
             if task.committed is not None or len(running) != 1 or running[0].start is None:
                 continue
             elapsed = now - running[0].start
@@ -239,7 +244,7 @@ class JobState:
         """Every task with its state and progress, for the web view."""
         table = []
         for task in (*self.maps, *self.reduces):
-            live = [a for a in task.attempts if a.status in ("assigned", "running")]
+            live = [a for a in task.attempts if a.live]
             if task.committed is not None:
                 state = "committed"
             elif live:
@@ -291,7 +296,7 @@ class JobState:
     def on_checkpoint(self, index: int, attempt: int, checkpoint: dict[str, Any]) -> None:
         """A running map attempt's registered spills now cover ``checkpoint["records"]`` input records."""
         record = self.maps[index].attempts[attempt]
-        if record.status in ("assigned", "running"):
+        if record.live:
             record.checkpoint = checkpoint
 
     def on_started(self, kind: str, index: int, attempt: int, pid: int, at: float) -> None:
@@ -304,7 +309,7 @@ class JobState:
 
     def on_progress(self, kind: str, index: int, attempt: int, fraction: float, records: int) -> None:
         task = self.tasks(kind)[index]
-        if task.committed is None and task.attempts[attempt].status in ("assigned", "running"):
+        if task.committed is None and task.attempts[attempt].live:
             task.fraction, task.records = fraction, records
 
     def on_reducer_ready(self, index: int, attempt: int, address: str) -> list[Action]:
@@ -343,7 +348,7 @@ class JobState:
         task.committed, task.fraction, task.records = attempt, 1.0, counters.get("map_input_records", 0)
         kills: list[Action] = []
         for other in task.attempts:  # a speculative race is over: the first to finish wins
-            if other is not record and other.status in ("assigned", "running"):
+            if other is not record and other.live:
                 other.status, other.end, other.error = "killed", at, f"attempt {attempt} finished first"
                 kills.append(KillAttempt(other.worker, "map", index, other.attempt))
                 kills.append(
@@ -462,7 +467,7 @@ class JobState:
         upstream) without counting it as a failure: it is killed and the task is pending again."""
         task = self.tasks(kind)[index]
         record = task.attempts[attempt]
-        if record.status not in ("assigned", "running") or task.committed is not None:
+        if not record.live or task.committed is not None:
             return []
         record.status, record.end, record.error = "killed", time.time(), reason
         task.fraction = 0.0
@@ -472,7 +477,7 @@ class JobState:
         return actions
 
     def live_attempts(self, kind: str, index: int) -> list[Attempt]:
-        return [a for a in self.tasks(kind)[index].attempts if a.status in ("assigned", "running")]
+        return [a for a in self.tasks(kind)[index].attempts if a.live]
 
     def on_worker_lost(self, worker: str, at: float) -> list[Action]:
         """Fail the attempts running on a lost worker; its committed maps' output is gone too."""
@@ -480,7 +485,7 @@ class JobState:
         for kind in ("map", "reduce"):
             for task in self.tasks(kind):
                 for record in task.attempts:
-                    if record.worker == worker and record.status in ("assigned", "running"):
+                    if record.worker == worker and record.live:
                         actions += self.on_task_failed(
                             kind,
                             task.index,
@@ -493,7 +498,7 @@ class JobState:
                         )
         for task in self.maps:  # kept spills of a resumed map lived on the lost worker: the map starts over
             if task.committed is None and task.resume and worker in self._segment_workers(task):
-                running = [a for a in task.attempts if a.status in ("assigned", "running")]
+                running = [a for a in task.attempts if a.live]
                 for record in running:
                     actions += self.on_task_failed(
                         "map",

@@ -495,14 +495,19 @@ def _skipping_mapper(
 
 
 def _note_bad_record(
-    bad_records: list[dict[str, Any]], limit: int, entry: dict[str, Any], cause: BaseException | None
+    bad_records: list[dict[str, Any]], limit: int, entry: dict[str, Any], cause: BaseException | None, kind: str = "map"
 ) -> None:
-    """Keep a skipped map record; past ``limit`` of them, fail the task listing the first ten."""
+    """Keep a skipped map record (or, for ``kind="reduce"``, a skipped key); past ``limit`` of them, fail the task
+    listing the first ten."""
     bad_records.append(entry)
     if len(bad_records) > limit:
-        listing = "; ".join(f"{b['file']} byte offset {b['offset']}: {b['error']}" for b in bad_records[:10])
+        if kind == "map":
+            listing = "; ".join(f"{b['file']} byte offset {b['offset']}: {b['error']}" for b in bad_records[:10])
+        else:
+            listing = "; ".join(f"key {b['key']}: {b['error']}" for b in bad_records[:10])
+        what = "records" if kind == "map" else "keys"
         raise TooManyBadRecords(
-            f"{len(bad_records)} bad records in one map task, more than --skip-bad-records {limit}: {listing}"
+            f"{len(bad_records)} bad {what} in one {kind} task, more than --skip-bad-records {limit}: {listing}"
         ) from cause
 
 
@@ -844,23 +849,15 @@ def _reduce_to_file(
             except Exception as error:
                 if not skip_limit or bad_records is None:
                     raise UserCodeError("reduce", error, f"key {key!r}") from error
-                bad_records.append(
-                    {
-                        "key": repr(key)[:1000],
-                        "error": f"{type(error).__name__}: {error}",
-                        "traceback": user_traceback(error),
-                    }
-                )
-                if len(bad_records) > skip_limit:
-                    listing = "; ".join(f"key {b['key']}: {b['error']}" for b in bad_records[:10])
-                    raise UserCodeError(
-                        "reduce",
-                        TooManyBadRecords(
-                            f"{len(bad_records)} bad keys in one reduce task, more than --skip-bad-records "
-                            f"{skip_limit}: {listing}"
-                        ),
-                        f"key {key!r}",
-                    ) from error
+                entry = {
+                    "key": repr(key)[:1000],
+                    "error": f"{type(error).__name__}: {error}",
+                    "traceback": user_traceback(error),
+                }
+                try:
+                    _note_bad_record(bad_records, skip_limit, entry, error, kind="reduce")
+                except TooManyBadRecords as too_many:
+                    raise UserCodeError("reduce", too_many, f"key {key!r}") from error
                 continue
             output_records += len(lines)
             try:
