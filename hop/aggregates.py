@@ -19,6 +19,11 @@ as a combiner it yields the merged state, as a reducer the finished value.
 Rules: when ``reduce`` is an aggregate and ``combine`` is not set, the same aggregate is used as the combiner (it is
 always valid for one). When ``combine`` is an aggregate and ``reduce`` is user code, the reducer receives states
 (for ``Sum``, ``Count``, ``Min`` and ``Max`` the state is a plain number).
+
+A state is never ``None`` (the fold loops take ``None`` for "no state yet"): a map yielding ``None`` to ``Sum``,
+``Min`` or ``Max``, whose state is the value itself, fails with an error naming the aggregate, the key and the input
+record, as does a value the aggregate's ``+`` or ``merge`` refuses. Custom aggregates: ``lift`` must not return
+``None``.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
-from hop.usertrace import user_traceback
-from shuffle.buffer import CombinerKeyError, MapOutputBuffer, PartitionError
+from hop.usertrace import has_user_frame, user_traceback
+from shuffle.buffer import AggregateValueError, CombinerKeyError, MapOutputBuffer, PartitionError
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
 from shuffle.runs import UnencodableRecordError
@@ -95,6 +95,21 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
     if combiner is not None and as_aggregate(combiner) is None:
         combiner = _guarded_combiner(combiner)
     return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate, step)
+
+
+def _fold_error(buffer: MapOutputBuffer, error: Exception) -> Exception:
+    """``error`` as the user should read it: when the aggregate combiner's own ``+``/``merge`` refused a value (no
+    frame of the user's code raised it), an :class:`AggregateValueError` naming the aggregate, key and value,
+    without the engine's frames."""
+    if isinstance(error, AggregateValueError):
+        return error.with_traceback(None)
+    if not buffer.folding or has_user_frame(error) or not isinstance(error, (TypeError, ValueError)):
+        return error
+    key, value = buffer.failed_pair or (None, None)
+    return AggregateValueError(
+        f"{buffer.combiner!r} could not fold a value of key {key!r:.80} (the latest, {value!r:.80}): "
+        f"{type(error).__name__}: {error}; the map must yield values {buffer.combiner!r} can combine, and no None"
+    )
 
 
 def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None] | None) -> list[tuple[Any, Any]]:
@@ -355,7 +370,7 @@ def run_map(
                 raise
             except Exception as error:  # the user's map raised (or too many bad records did)
                 where = _describe_record(current[0], buffer.current_record, spec.input_format)
-                raise UserCodeError("map", error, where) from error
+                raise UserCodeError("map", _fold_error(buffer, error), where) from error
             if consumed_before + consumed == 4096:  # the first progress check, mid-input for most splits
                 faults.inject("map", "running", index, attempt)
             now = time.monotonic()

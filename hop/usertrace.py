@@ -15,7 +15,7 @@ from types import TracebackType
 import hop
 import shuffle
 
-__all__ = ["user_traceback"]
+__all__ = ["has_user_frame", "user_traceback"]
 
 _ENGINE_DIRECTORIES = tuple(
     os.path.dirname(os.path.abspath(package.__file__ or "")) + os.sep for package in (hop, shuffle)
@@ -32,3 +32,14 @@ def user_traceback(error: BaseException) -> str:
     while start is not None and _is_engine(start):
         start = start.tb_next
     return "".join(traceback.format_exception(type(error), error, start or error.__traceback__))
+
+
+def has_user_frame(error: BaseException) -> bool:
+    """True when ``error`` passed through code outside hop's packages (the user's), False when only the engine's
+    own frames raised it (an ``int + None`` in a fold loop, say)."""
+    frame = error.__traceback__
+    while frame is not None:
+        if not _is_engine(frame):
+            return True
+        frame = frame.tb_next
+    return False

@@ -71,6 +71,18 @@ def combined_values(
     return combined
 
 
+class AggregateValueError(TypeError):
+    """A map yielded a value its aggregate combiner cannot take: ``None`` (a state is never None), or one its
+    ``+``/``merge`` refuses (the task says which, from :attr:`MapOutputBuffer.failed_pair`)."""
+
+
+def _none_state(aggregate: Any, key: Any, value: Any) -> str:
+    return (
+        f"{aggregate!r} got {value!r} as the first value of key {key!r:.80}, and an aggregate's state cannot be None "
+        "(it would be lost); skip or replace None in the map (if value is not None: yield key, value)"
+    )
+
+
 class UnhashableKeyError(TypeError):
     """A map yielded a key that cannot be a dict key (a list, a dict, a set)."""
 
@@ -130,6 +142,13 @@ class MapOutputBuffer:
         """Input records whose output is in spills already written (set by ``run_map`` before each spill)."""
         # A combiner with lift/merge (hop.aggregates.Aggregate) is folded in as records arrive.
         self._folding = hasattr(combiner, "lift") and hasattr(combiner, "merge")
+        self.failed_pair: tuple[Any, Any] | None = None
+        """The (key, value) the map loop was inserting when it raised."""
+
+    @property
+    def folding(self) -> bool:
+        """True when the combiner is an aggregate folded in as pairs arrive (its ``+``/``merge`` run in the loop)."""
+        return self._folding
 
     def collect(self, pairs: Iterable[tuple[Any, Any]]) -> None:
         """Add the pairs of one map call, spilling when the buffer is full (one record through ``run_map``)."""
@@ -157,7 +176,7 @@ class MapOutputBuffer:
         inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
         lift: Any = self.combiner.lift if self._folding else None  # type: ignore[union-attr]
         merge: Any = self.combiner.merge if self._folding else None  # type: ignore[union-attr]
-        record_key = record_value = key = None
+        record_key = record_value = key = value = None
         get = groups.get
         try:
             for record_key, record_value in records:
@@ -169,14 +188,27 @@ class MapOutputBuffer:
                 if output is None:
                     pass
                 elif inline_sum:
+                    # A state is never None (a key's first None would otherwise be taken for "no state yet" and
+                    # vanish when the next value replaced it); ``old + None`` raises and is named below.
                     for key, value in output:
                         old = get(key)
-                        groups[key] = value if old is None else old + value
+                        if old is not None:
+                            groups[key] = old + value
+                        elif value is not None:
+                            groups[key] = value
+                        else:
+                            raise AggregateValueError(_none_state(self.combiner, key, value))
                         added += 1
                 elif lift is not None:
                     for key, value in output:
                         old = get(key)
-                        groups[key] = lift(value) if old is None else merge(old, lift(value))
+                        if old is not None:
+                            groups[key] = merge(old, lift(value))
+                        else:
+                            state = lift(value)
+                            if state is None:
+                                raise AggregateValueError(_none_state(self.combiner, key, value))
+                            groups[key] = state
                         added += 1
                 else:
                     for key, value in output:
@@ -205,6 +237,7 @@ class MapOutputBuffer:
         except Exception as error:
             # Name the record the map was working on; the task turns this into file and offset.
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
+            self.failed_pair = (key, value)  # for a report of what an aggregate could not fold
             if isinstance(error, TypeError) and not _hashable(key):
                 raise UnhashableKeyError(
                     f"map output key {key!r:.80} is a {type(key).__name__}, which cannot be a key (keys are grouped "

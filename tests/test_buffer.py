@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -11,8 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hop.aggregates import Sum
-from shuffle.buffer import MAX_SPILL_GROWTH, CombinerKeyError, MapOutputBuffer, PartitionError
+from hop.aggregates import Max, Mean, Sum
+from shuffle.buffer import (
+    MAX_SPILL_GROWTH,
+    AggregateValueError,
+    CombinerKeyError,
+    MapOutputBuffer,
+    PartitionError,
+)
 from shuffle.keys import MIXED, total_order_key
 from shuffle.runs import is_grouped, iter_run, iter_stored_blocks
 from shuffle.spill import SpillFile, SpillWriteError
@@ -287,6 +294,25 @@ def test_mapper_error_names_the_offending_record(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="boom"):
         _drain(buffer, [(0, "ok"), (3, "fine"), (9, "bad"), (12, "never")], mapper)
     assert buffer.current_record == (9, "bad")
+
+
+@pytest.mark.parametrize("aggregate", [Sum(), Max()])
+def test_a_none_first_value_to_an_aggregate_is_an_error_not_lost(tmp_path: Path, aggregate: Any) -> None:
+    """A key's first ``None`` used to be taken for "no state yet" and replaced by the next value: ``Sum`` of
+    ``None, 3`` came out 3. A state is never None: the map loop refuses it, naming the aggregate and the key."""
+    buffer = MapOutputBuffer(tmp_path, 1, None, aggregate)
+    with pytest.raises(AggregateValueError, match=re.escape(f"{aggregate!r} got None as the first value of key 'x'")):
+        _drain(buffer, [(0, [("x", None), ("x", 3)])], lambda _key, value: value)
+    assert buffer.current_record == (0, [("x", None), ("x", 3)])
+
+
+@pytest.mark.parametrize("aggregate", [Sum(), Max(), Mean()])
+def test_a_value_the_aggregate_refuses_leaves_the_pair_that_failed(tmp_path: Path, aggregate: Any) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, None, aggregate)
+    with pytest.raises(TypeError):
+        _drain(buffer, [(0, [("x", 3)]), (1, [("y", 1), ("x", "three")])], lambda _key, value: value)
+    assert buffer.failed_pair == ("x", "three") and buffer.current_record == (1, [("y", 1), ("x", "three")])
+    assert buffer.folding
 
 
 def test_spill_tag_covers_all_keys_of_the_spill(tmp_path: Path) -> None:

@@ -277,6 +277,24 @@ def test_user_error_names_file_offset_and_traceback(client: Client, tmp_path: Pa
     assert not list(output.glob("part-*"))
 
 
+def test_a_value_an_aggregate_cannot_fold_names_aggregate_key_and_record(client: Client, tmp_path: Path) -> None:
+    """``None`` as a key's first value used to vanish (``Sum`` of ``None, 3`` was 3) and a later one failed with
+    the engine's ``int + NoneType`` line as the traceback: both now fail naming the aggregate, key and record."""
+    first, later = tmp_path / "first.txt", tmp_path / "later.txt"
+    first.write_text("x -\nx 3\ny 4\n")
+    later.write_text("x 3\nx -\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "optional_values", [first], tmp_path / "out1")
+    error = failure.value.status["error"]
+    assert f"{first} byte offset 0: 'x -'" in error and "Sum() got None as the first value of key 'x'" in error
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "optional_values", [later], tmp_path / "out2")
+    status = failure.value.status
+    assert f"{later} byte offset 4: 'x -'" in status["error"]
+    assert "Sum() could not fold a value of key 'x' (the latest, None)" in status["error"]
+    assert "unsupported operand" in status["error"] and "shuffle/buffer.py" not in status["traceback"]
+
+
 def test_existing_output_refused_unless_overwrite(client: Client, zipf_text: Path, tmp_path: Path) -> None:
     from hop.outputs import OutputExistsError
 
