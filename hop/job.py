@@ -87,6 +87,10 @@ class Step:
         return [name for name in _HOOKS if getattr(self, name) is not None]
 
 
+class JobDefinitionError(ValueError):
+    """A job's steps cannot run as defined (an aggregate reduce with a different combine, no steps)."""
+
+
 _HOOKS = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
 
 
@@ -169,10 +173,10 @@ class Job:
         if steps is None:
             steps = [Step(self.map, self.combine, self.reduce)]
         if not steps:
-            raise ValueError(f"{type(self).__name__}.steps() returned no steps")
+            raise JobDefinitionError(f"{type(self).__name__}.steps() returned no steps")
         for number, step in enumerate(steps):
             if isinstance(step.reducer, Aggregate) and step.combiner not in (None, step.reducer):
-                raise ValueError(
+                raise JobDefinitionError(
                     f"{type(self).__name__} step {number}: reduce is the aggregate {step.reducer!r}, so combine "
                     "must be the same aggregate or unset (the shuffle carries the aggregate's states)"
                 )

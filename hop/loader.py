@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from hop.job import Job
+from hop.job import Job, JobDefinitionError
 
 
 class JobFileError(ValueError):
@@ -48,8 +48,19 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         chosen = [cls for cls in defined if cls.__name__ == class_name]
         if not chosen:
             raise JobFileError(f"job file {path} defines no hop.Job subclass {class_name} (it defines: {names})")
-        return chosen[0]
-    if len(defined) != 1:
+    elif len(defined) != 1:
         remedy = "pick one with --job-class" if defined else "define a subclass of hop.Job in it"
         raise JobFileError(f"job file {path} must define exactly one hop.Job subclass (found: {names}); {remedy}")
-    return defined[0]
+    else:
+        chosen = defined
+    _check_steps(path, chosen[0])
+    return chosen[0]
+
+
+def _check_steps(path: str, job_class: type[Job]) -> None:
+    """Refuse a job whose steps the engine cannot run (an aggregate reduce with another combine, no steps) before
+    any task starts, as a usage error naming the file."""
+    try:
+        job_class().resolved_steps()
+    except JobDefinitionError as error:
+        raise JobFileError(f"job file {path}: {error}") from error

@@ -447,7 +447,12 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "two.py").write_text("from hop import Job\n\n\nclass A(Job):\n    pass\n\n\nclass B(Job):\n    pass\n")
     (tmp_path / "none.py").write_text("x = 1\n")
     (tmp_path / "folder.py").mkdir()
+    (tmp_path / "mismatch.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Mean, Sum\n\n\nclass M(Job):\n    combine = Sum()\n"
+        "    reduce = Mean()\n"
+    )
     cases = [
+        (["mismatch.py"], "job file mismatch.py: M step 0: reduce is the aggregate Mean(), so combine must be"),
         (["two.py", "--job-class", "C"], "defines no hop.Job subclass C (it defines: A, B)"),
         (["two.py"], "must define exactly one hop.Job subclass (found: A, B); pick one with --job-class"),
         (["none.py"], "(found: none); define a subclass of hop.Job in it"),
@@ -457,6 +462,7 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         job, *options = arguments
         result = hop("run", job, "in.txt", "-o", "out", *options, cwd=tmp_path)
         assert result.returncode == 2 and says in result.stderr, (arguments, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
 
 
 def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path) -> None:
