@@ -31,7 +31,8 @@ Contracts the engine relies on:
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
   It travels as the output lines do, as JSON: a step's reduce yields JSON types (no bytes, dicts with str keys) and
   the next map gets JSON arrays as tuples.
-  A step may also set init/final hooks (mrjob's ``mapper_init``, ``reducer_final`` ...), see :class:`Step`.
+  A step may also set init/final hooks (mrjob's ``mapper_init``, ``reducer_final`` ...), see :class:`Step`; a job
+  without ``steps()`` takes the hooks it defines as methods of those names.
 - Class attributes configure input: ``input_format`` is ``"text"`` (default), ``"jsonl"`` or ``"csv"``.
 - Continuous jobs (``hop run JOB --source URL --window ...``, ``hop.stream``) run the same class over a stream: the
   map's ``key`` is the record's event time (``time_field`` or arrival), windows are reduced as they close, and an
@@ -171,7 +172,10 @@ class Job:
         """The job as a list of steps, whether or not it overrides ``steps()``."""
         steps = self.steps()
         if steps is None:
-            steps = [Step(self.map, self.combine, self.reduce)]
+            # Hooks defined as methods, as mrjob jobs define them, belong to the one step (ignoring them would drop
+            # their output without a word).
+            hooks = {name: getattr(self, name) for name in _HOOKS if callable(getattr(self, name, None))}
+            steps = [Step(self.map, self.combine, self.reduce, **hooks)]
         if not steps:
             raise JobDefinitionError(f"{type(self).__name__}.steps() returned no steps")
         for number, step in enumerate(steps):

@@ -119,10 +119,26 @@ def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None
     return list(_call_user(where, lambda: list(hook() or ())))
 
 
-def _append_pairs(output: Path, pairs: list[tuple[Any, Any]]) -> int:
+def _append_pairs(output: Path, pairs: list[tuple[Any, Any]], where: str) -> int:
+    """Append what ``where`` (a reducer_final hook) yielded to the output file."""
     with open(output, "a", encoding="utf-8", newline="\n") as file:
-        file.writelines(f"{to_json(key)}\t{to_json(value)}\n" for key, value in pairs)
+        _write_pairs(file, pairs, where)
     return len(pairs)
+
+
+def _write_pairs(file: IO[str], pairs: list[tuple[Any, Any]], where: str) -> None:
+    """Write ``json(key) TAB json(value)`` lines of a hook's pairs; a str that cannot be UTF-8 names its key."""
+    for key, value in pairs:
+        try:
+            file.write(f"{to_json(key)}\t{to_json(value)}\n")
+        except UnicodeEncodeError as error:
+            raise UserCodeError(where, _not_utf8(error), f"key {key!r}") from error
+
+
+def _not_utf8(error: UnicodeEncodeError) -> ValueError:
+    """Output that cannot be written as UTF-8: a str the user's code made of bytes it decoded with
+    ``surrogateescape`` (a text file's lines are valid UTF-8, so the engine never makes one)."""
+    return ValueError(f"its output cannot be written as UTF-8 ({error}); yield valid text")
 
 
 def _call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
@@ -645,7 +661,7 @@ def run_reduce(
             )
         final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
         if final_pairs:
-            output_records += _append_pairs(output, final_pairs)
+            output_records += _append_pairs(output, final_pairs, "reducer_final")
         _call_user("teardown", job.teardown)
         piped = None
         if sender is not None:
@@ -821,7 +837,12 @@ def _write_columns(
         for start in range(0, len(keys), WRITE_BATCH):
             stop = start + WRITE_BATCH
             key_texts, value_texts = to_json_column(keys[start:stop]), to_json_column(values[start:stop])
-            file.write("\n".join(map("\t".join, zip(key_texts, value_texts, strict=True))) + "\n")
+            lines = "\n".join(map("\t".join, zip(key_texts, value_texts, strict=True))) + "\n"
+            try:
+                file.write(lines)  # (encoded whole before any of it is written)
+            except UnicodeEncodeError as error:
+                bad = next(i for i, text in enumerate(key_texts + value_texts) if not _encodes(text)) % len(key_texts)
+                raise UserCodeError("reduce", _not_utf8(error), f"key {keys[start + bad]!r}") from error
             if after_first_batch is not None:
                 file.flush()
                 after_first_batch()
@@ -829,6 +850,14 @@ def _write_columns(
             if after_batch is not None:
                 after_batch(file)
     return len(keys)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _reduce_to_file(
@@ -852,15 +881,18 @@ def _reduce_to_file(
 
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         write = file.write
-        for key, value in first_pairs:  # what a reducer_init hook yielded
-            write(f"{dumps(key)}\t{dumps(value)}\n")
-            output_records += 1
+        _write_pairs(file, first_pairs, "reducer_init")
+        output_records += len(first_pairs)
         for number, (key, values) in enumerate(groups):
             if tick is not None and number % TICK_GROUPS == 0:
                 tick(file)
             try:
                 results = reducer(key, iter(values))
                 lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
+                try:
+                    write("".join(lines))  # (encoded whole before any of it is written: all or nothing of a key)
+                except UnicodeEncodeError as unwritable:
+                    raise _not_utf8(unwritable) from None  # (skipped below as a failing reduce is)
             except Exception as error:
                 if not skip_limit or bad_records is None:
                     raise UserCodeError("reduce", error, f"key {key!r}") from error
@@ -875,12 +907,4 @@ def _reduce_to_file(
                     raise UserCodeError("reduce", too_many, f"key {key!r}") from error
                 continue
             output_records += len(lines)
-            try:
-                write("".join(lines))
-            except UnicodeEncodeError as error:  # a str the reduce made of bytes it decoded with surrogateescape
-                raise UserCodeError(
-                    "reduce",
-                    ValueError(f"its output cannot be written as UTF-8 ({error}); yield valid text"),
-                    f"key {key!r}",
-                ) from error
     return output_records

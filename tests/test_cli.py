@@ -310,6 +310,48 @@ def test_reduce_input_counts_what_reached_the_reduce_and_unwritable_text_names_t
     assert "cannot be written as UTF-8" in failed.stderr and "yield valid text" in failed.stderr
 
 
+def test_unwritable_text_is_named_on_every_output_path_and_skippable(tmp_path: Path) -> None:
+    """Text that cannot be UTF-8 used to name its key only in the reduce loop: an aggregate's columns and a
+    reducer_final hook failed with the encoder's traceback, and --skip-bad-records did not skip it."""
+    (tmp_path / "in.txt").write_text("a b a\nc a\n")
+    header = (
+        "from hop import Job\nfrom hop.aggregates import Sum\n\nBAD = b'caf\\xe9'.decode('utf-8', 'surrogateescape')\n"
+    )
+    words = "    def map(self, offset, line):\n        for word in line.split():\n            yield word, 1\n"
+    (tmp_path / "agg.py").write_text(  # an aggregate whose finish makes the text: its output is written by column
+        header + "\n\nclass Odd(Sum):\n    def finish(self, state):\n        return BAD if state == 1 else state\n"
+        "\n\nclass Agg(Job):\n" + words + "\n    reduce = Odd()\n"
+    )
+    (tmp_path / "final.py").write_text(
+        header + "\n\nclass Final(Job):\n" + words + "\n    def reduce(self, key, values):\n"
+        "        yield key, sum(values)\n\n    def reducer_final(self):\n        yield 'total', BAD\n"
+    )
+    (tmp_path / "some.py").write_text(
+        header + "\n\nclass Some(Job):\n" + words + "\n    def reduce(self, key, values):\n"
+        "        yield key, BAD if key == 'b' else sum(values)\n"
+    )
+    agg = hop("run", "agg.py", "in.txt", "-o", "out1", "--quiet", "--workers", "1", "--reducers", "1", cwd=tmp_path)
+    assert (
+        agg.returncode == 1
+        and "reduce at key 'b' raised ValueError: its output cannot be written as UTF-8" in agg.stderr
+    ), agg.stderr
+    final = hop("run", "final.py", "in.txt", "-o", "out2", "--quiet", "--workers", "1", "--reducers", "1", cwd=tmp_path)
+    assert final.returncode == 1 and "reducer_final at key 'total' raised ValueError" in final.stderr, final.stderr
+    skipped = hop(
+        "run", "some.py", "in.txt", "-o", "out3", "--quiet", "--workers", "1", "--reducers", "1",
+        "--skip-bad-records", "5", cwd=tmp_path,
+    )  # fmt: skip
+    assert skipped.returncode == 0, skipped.stderr
+    assert (tmp_path / "out3" / "part-00000").read_text() == '"a"\t3\n"c"\t1\n'
+    report = json.loads((tmp_path / "out3" / "_job.json").read_text())
+    assert report["counters"]["bad_records_skipped"] == 1
+    listed = "".join(path.read_text() for path in (tmp_path / "out3" / "_bad_records").iterdir())
+    assert "'b'" in listed and "cannot be written as UTF-8" in listed
+    # A continuous job runs one step per window: hooks would not run, so they are refused, not ignored.
+    stream = hop("run", "final.py", "--source", "replay:in.txt", "--window", "10r", "-o", "out4", cwd=tmp_path)
+    assert stream.returncode == 2 and "without init/final hooks" in stream.stderr, stream.stderr
+
+
 @pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
 def test_a_later_steps_map_failure_names_the_record_by_key(tmp_path: Path, mode: list[str]) -> None:
     # Step 1's output reaches step 2 as JSON: the dict's int key arrives as "1", so value[1] fails in step 2's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
+from typing import Any
 
 from hop.jobspec import dump_job_class, load_job_class, restore_source_file
 from hop.loader import load_job_file
@@ -51,3 +52,21 @@ def test_code_rebuilt_as_dynamic_gets_the_file_back() -> None:
     nested = [c for c in helper.__code__.co_consts if isinstance(c, types.CodeType)]
     assert nested and all(c.co_filename == "/src/user_job.py" for c in nested)
     assert Job().reduce("k", [1, 2]) == 3
+
+
+def test_hooks_defined_as_methods_belong_to_a_jobs_single_step() -> None:
+    """mrjob-style ``reducer_final``/``mapper_init`` methods on a job without ``steps()`` were ignored, and their
+    pairs never written."""
+    from hop import Job
+
+    class Hooks(Job):
+        def mapper_init(self) -> Any:
+            yield "started", 1
+
+        def reducer_final(self) -> Any:
+            yield "total", 2
+
+    (step,) = Hooks().resolved_steps()
+    assert step.hooks == ["mapper_init", "reducer_final"]
+    assert step.reducer_final is not None and list(step.reducer_final() or ()) == [("total", 2)]
+    assert Job().resolved_steps()[0].hooks == []

@@ -124,6 +124,12 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         )
         if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
             raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")
+        steps = job_class().resolved_steps()
+        if len(steps) > 1 or steps[0].hooks:  # (each window is one map/combine/reduce: nothing would run them)
+            raise ValueError(
+                f"{job_class.__name__} has {len(steps)} steps and hooks {steps[0].hooks or 'none'}: a continuous job "
+                "runs one step of map/combine/reduce per window, without init/final hooks"
+            )
     except ValueError as error:
         return _fail(str(error), 2)
     workers = getattr(args, "workers", None) or os.cpu_count() or 1
