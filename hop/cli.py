@@ -427,7 +427,10 @@ def _worker(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     client = Client(args.coordinator, timeout=10)
     try:
-        status: Any = client.status(args.job_id)
+        if args.job_id is None:  # the cluster at a glance: its workers and every job it knows
+            status: Any = {"workers": client.workers(), "jobs": client.jobs()}
+        else:
+            status = client.status(args.job_id)
     except (CoordinatorUnavailable, JobRejected) as error:
         return _fail(str(error), error.exit_code)
     finally:
@@ -460,8 +463,10 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     work.add_argument("--host", default="127.0.0.1")
     work.add_argument("--name", default=None)
     work.set_defaults(func=_worker)
-    status = commands.add_parser("status", help="print a job's status as JSON")
-    status.add_argument("job_id")
+    status = commands.add_parser(
+        "status", help="print a job's status (or, without one, the cluster's workers and jobs) as JSON"
+    )
+    status.add_argument("job_id", nargs="?")
     status.add_argument("--coordinator", type=coordinator_address, required=True)
     status.set_defaults(func=_status)
     snapshot = commands.add_parser("snapshot", help="ask a running job's reducers for a snapshot now")

@@ -469,6 +469,19 @@ def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCl
         assert result.returncode == 2 and "no job job-9999" in result.stderr, (command, result.stderr)
 
 
+def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: LocalCluster, tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job = str(Path(__file__).parent.parent / "jobs" / "wordcount.py")
+    ran = hop("submit", job, "in.txt", "-o", "out", "--quiet", "--coordinator", cluster.address, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    result = hop("status", "--coordinator", cluster.address)
+    assert result.returncode == 0, result.stderr
+    overview = json.loads(result.stdout)
+    assert overview["workers"] and all(worker["alive"] for worker in overview["workers"])
+    mine = [job for job in overview["jobs"] if job["output"] == str(tmp_path / "out")]
+    assert len(mine) == 1 and mine[0]["state"] == "succeeded" and mine[0]["name"] == "WordCount"
+
+
 def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
     import time
 
