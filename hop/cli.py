@@ -412,7 +412,9 @@ def _coordinator(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     from hop import worker
 
-    argv = ["--coordinator", args.coordinator, "--host", args.host]
+    argv = ["--coordinator", args.coordinator]
+    if args.host is not None:
+        argv += ["--host", args.host]
     if args.map_slots is not None:
         argv += ["--map-slots", str(args.map_slots)]
     if args.reduce_slots is not None:
@@ -460,7 +462,9 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     work.add_argument(
         "--stream-slots", type=non_negative_int, default=None, help="slots for continuous jobs' tasks only (default 2)"
     )
-    work.add_argument("--host", default="127.0.0.1")
+    work.add_argument(
+        "--host", default=None, help="the address other hosts reach this one at (default: its route to the coordinator)"
+    )
     work.add_argument("--name", default=None)
     work.set_defaults(func=_worker)
     status = commands.add_parser(

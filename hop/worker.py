@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -479,6 +480,21 @@ class Worker:
         shutil.rmtree(self.spill_dir, ignore_errors=True)
 
 
+def address_toward(coordinator: str) -> str:
+    """The local address this host reaches ``coordinator`` from: what a worker advertises when given no ``--host``
+    (other hosts reach it the way it reaches the coordinator, where 127.0.0.1 would send them to themselves).
+    127.0.0.1 for an ``ipc://`` or loopback coordinator, or when the route cannot be found."""
+    parsed = urllib.parse.urlsplit(coordinator)
+    if parsed.scheme != "tcp" or not parsed.hostname:
+        return "127.0.0.1"
+    try:
+        with socket_module.socket(socket_module.AF_INET, socket_module.SOCK_DGRAM) as probe:
+            probe.connect((parsed.hostname, parsed.port or 9))  # (UDP: picks the route, sends nothing)
+            return str(probe.getsockname()[0])
+    except (OSError, ValueError):
+        return "127.0.0.1"
+
+
 def main(argv: list[str] | None = None) -> int:
     if sys.flags.hash_randomization and os.environ.get("PYTHONHASHSEED") != "0":
         # Task processes are forked from the worker, and every process of a cluster must hash keys alike (the
@@ -498,7 +514,12 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="slots for the tasks of continuous jobs, e.g. the cluster monitor's source and reducer (default 2)",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address reducers on this worker bind and advertise")
+    parser.add_argument(
+        "--host",
+        default=None,
+        help="address reducers on this worker bind and advertise (default: the one this host reaches the "
+        "coordinator from)",
+    )
     parser.add_argument("--name", default=None)
     parser.add_argument("--spill-dir", default=None, help="parent directory for spill files (default: the temp dir)")
     parser.add_argument("--rack", default="rack-0", help="rack label of this host, for the cluster monitor")
@@ -517,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         args.coordinator,
         args.map_slots,
         args.reduce_slots,
-        args.host,
+        args.host or address_toward(args.coordinator),
         args.name,
         args.spill_dir,
         rack=args.rack,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -134,19 +135,31 @@ def test_bad_usage_is_reported_before_starting_a_cluster(tmp_path: Path) -> None
     assert not_a_job.returncode == 2 and "job file" in not_a_job.stderr
 
 
+def _host_address() -> str:
+    """An IPv4 address of this host other than loopback, as another host would reach it (127.0.0.1 if none)."""
+    import psutil
+
+    for addresses in psutil.net_if_addrs().values():
+        for address in addresses:
+            if address.family == socket.AF_INET and not address.address.startswith("127."):
+                return str(address.address)
+    return "127.0.0.1"
+
+
 def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
     import select
 
     # The coordinator binds a free port itself and prints its address: a port picked here could be taken by another
-    # process before the coordinator bound it.
+    # process before the coordinator bound it. It binds the host's own address, as on a cluster of hosts.
+    host = _host_address()
     coordinator = subprocess.Popen(
-        [sys.executable, "-m", "hop", "coordinator", "--bind", "tcp://127.0.0.1:*"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "hop", "coordinator", "--bind", f"tcp://{host}:*"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert coordinator.stdout is not None
         assert select.select([coordinator.stdout], [], [], 30)[0], "the coordinator printed no address within 30 s"
         address = coordinator.stdout.readline().strip()
-        assert address.startswith("tcp://127.0.0.1:"), address
+        assert address.startswith(f"tcp://{host}:"), address
     except BaseException:
         coordinator.kill()
         coordinator.wait(timeout=10)
@@ -179,6 +192,9 @@ def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while len(watcher.workers()) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
+        # Given no --host, each worker advertises the address it reaches the coordinator from (it was 127.0.0.1,
+        # which other hosts' reducers and maps cannot reach).
+        assert {worker["host"] for worker in watcher.workers()} == {host}
         watcher.close()
         (tmp_path / "in.txt").write_text("x y x\n" * 1000)
         result = hop(
