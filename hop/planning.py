@@ -5,8 +5,10 @@ reducer knows exactly which chunks its data covers, and estimates scale by the f
 ``hop.online``). Each chunk has a number (its id, unique in the job), a size in bytes and a *stratum*: the name the
 job's ``input_stratum(path)`` gives its file ("" for every chunk when the job defines no strata).
 
-- Plain mode (no snapshots, sequential order): every map task reads one split of about ``split_size`` bytes (as
-  many as fill whole waves of the map slots), which is one chunk: exactly ``hop.inputs.make_splits``.
+- Plain mode (no snapshots, sequential order): the splits of ``hop.inputs.make_splits`` (about ``split_size`` bytes,
+  as many as fill whole waves of the map slots), one chunk each; consecutive splits smaller than that are packed
+  into one map task up to that size (a directory of small files makes a few maps, not one per file, as Hadoop's
+  CombineFileInputFormat and Spark SQL's file packing do: a map's fixed cost would dwarf a small file's bytes).
 - Chunked mode (snapshots or ``--order random``): files are cut into chunks of ``chunk_size`` bytes, and the chunks are
   dealt to ``round(total / split_size)`` map tasks (rounded up to whole waves of map slots) as consecutive runs of
   the chunk list. With ``order="random"`` the list is first put in a seeded random order (stratified when the job
@@ -69,6 +71,21 @@ def _random_order(chunks: list[Chunk], rng: random.Random) -> list[Chunk]:
     return order
 
 
+def _packed(chunks: list[Chunk], target: int) -> list[list[Chunk]]:
+    """Consecutive chunks packed into tasks of at most ``target`` bytes; a chunk of that size or more is a task
+    of its own."""
+    tasks: list[list[Chunk]] = []
+    room = 0
+    for chunk in chunks:
+        if tasks and chunk.size <= room:
+            tasks[-1].append(chunk)
+            room -= chunk.size
+        else:
+            tasks.append([chunk])
+            room = target - chunk.size
+    return tasks
+
+
 def plan_map_inputs(
     files: list[str],
     split_size: int,
@@ -90,7 +107,8 @@ def plan_map_inputs(
     strata = strata or {}
     if not chunked and order == "sequential":
         splits = make_splits(files, split_size, slots)
-        return [[Chunk(i, split, _size(split), strata.get(split.path, ""))] for i, split in enumerate(splits)]
+        chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(splits)]
+        return _packed(chunks, split_size_for(sum(chunk.size for chunk in chunks), split_size, slots))
     pieces = make_splits(files, min(chunk_size, split_size))
     chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(pieces)]
     if not chunks:

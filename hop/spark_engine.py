@@ -8,10 +8,11 @@ inside Spark's Python workers is :mod:`hop.spark_tasks`).
 Contract of :func:`run_on_spark`:
 
 - Records are read exactly as hop reads them: inputs are expanded and cut into splits by ``hop.inputs``
-  (``expand_inputs``, ``make_splits``), the splits are parallelized one per Spark partition and each map task reads
-  its split with ``hop.inputs.iter_records``: text keys are byte offsets, jsonl/csv parse identically, ``.gz``
-  works, and ``self.input_file`` is the path as hop shows it. Inputs and the output directory must be visible to
-  every executor (as with hop on a cluster); relative paths are resolved against the caller's working directory.
+  (``expand_inputs``, ``hop.planning.plan_map_inputs``), each map task's splits (small files share one) are one
+  Spark partition and each map task reads its splits with ``hop.inputs.iter_records``: text keys are byte offsets,
+  jsonl/csv parse identically, ``.gz`` works, and ``self.input_file`` is the path as hop shows it. Inputs and the
+  output directory must be visible to every executor (as with hop on a cluster); relative paths are resolved
+  against the caller's working directory.
 - Each step of the job (``Job.resolved_steps()``; a multi-step job runs as chained stages, without intermediate
   files) is ``mapPartitions(map) -> combineByKey -> repartitionAndSortWithinPartitions -> mapPartitions(reduce)``,
   with combine and reduce resolved as ``hop.tasks.instantiate`` resolves them: an aggregate combiner (or an aggregate
@@ -55,10 +56,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hop.inputs import DEFAULT_SPLIT_BYTES, Split, expand_inputs, make_splits
+from hop.inputs import DEFAULT_SPLIT_BYTES, Split, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.outputs import check_output, prepare_output
+from hop.planning import plan_map_inputs
 from hop.spark_tasks import (
     AggregateFold,
     CounterParam,
@@ -132,6 +134,14 @@ def _environment(variables: Mapping[str, str]) -> Iterator[None]:
 
 def _is_loopback_master(master: str) -> bool:
     return master.startswith("local") or bool(re.match(r"spark://(127\.\d+\.\d+\.\d+|localhost)(:\d+)?$", master))
+
+
+def _absolute(split: Split) -> Split:
+    return Split(os.path.abspath(split.path), split.start, split.length)
+
+
+def _splits_of(task: list[tuple[str, Split]]) -> list[tuple[str, Split]]:
+    return task
 
 
 def _local_cores(master: str) -> int:
@@ -351,22 +361,24 @@ def run_on_spark(
     num_steps = len(job_class().resolved_steps())
     out = Path(output).resolve()
     check_output(str(out), overwrite, inputs)
-    # Cut the input as hop's coordinator would for as many map slots as Spark has cores (same splits, same counters).
-    splits = make_splits(expand_inputs(list(inputs)), split_size, _local_cores(master))
+    # Cut the input as hop's coordinator would for as many map slots as Spark has cores (same splits packed into the
+    # same map tasks, same counters).
+    plan = plan_map_inputs(expand_inputs(list(inputs)), split_size, slots=_local_cores(master))
     # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
-    sources = [(split.path, Split(os.path.abspath(split.path), split.start, split.length)) for split in splits]
+    tasks = [[(chunk.split.path, _absolute(chunk.split)) for chunk in task] for task in plan]
     job_code = dump_job_class(job_class)
-    run = _Run(job_class, list(inputs), out, master, num_reduces, len(splits))
+    run = _Run(job_class, list(inputs), out, master, num_reduces, len(tasks))
     spark = start_session(master, f"hop {job_class.__name__}", quiet=quiet, conf=conf)
     try:
         sc = spark.sparkContext
         run.startup_seconds = time.time() - run.start
         run.app_id, run.spark_version = sc.applicationId, sc.version
         prepare_output(str(out), overwrite, inputs)
-        lines: RDD[Any] = sc.parallelize(sources, max(1, len(sources)))
+        # One partition per map task; flatMap keeps the partitions, so a task's splits stay together.
+        lines: RDD[Any] = sc.parallelize(tasks, max(1, len(tasks))).flatMap(_splits_of)
         for number in range(num_steps):
             first = number == 0
-            maps = len(sources) if first else num_reduces
+            maps = len(tasks) if first else num_reduces
             lines = _plan_step(sc, run, job_class, job_code, number, lines, fmt if first else "lines", maps)
         try:
             written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()

@@ -189,7 +189,11 @@ def test_spark_output_equals_hop_byte_for_byte(
     assert report == result["report"]
     assert report["engine"] == "spark" and report["status"] == "succeeded" and report["master"] == "local[2]"
     assert report["start"] < report["start"] + report["spark_startup_seconds"] <= report["end"]
-    assert report["num_reduces"] == run.reducers and report["num_maps"] == hop_report["num_maps"]
+    assert report["num_reduces"] == run.reducers
+    # The same map tasks read the input (a later step's maps differ: hop packs the step before's small part files
+    # into one map, Spark's stages keep one partition per reducer).
+    first_maps = [(r.get("steps") or [r])[0]["num_maps"] for r in (report, hop_report)]
+    assert first_maps[0] == first_maps[1], first_maps
     assert builtin_counters(report["counters"]) == builtin_counters(hop_report["counters"])
     earlier = [builtin_counters(step["counters"]) for step in report.get("steps", [])]
     assert earlier == [builtin_counters(step["counters"]) for step in hop_report.get("steps", [])]
