@@ -12,8 +12,9 @@ from hop.aggregates import Count, Max, Mean, Sum
 from hop.inputs import make_splits
 from hop.online.estimators import estimate_mean, estimate_total, t_quantile
 from hop.online.reducer import ReducerSnapshots
+from hop.online.snapshots import ROWS_ON_THE_WIRE, top_positions, write_final_partition_snapshot
 from hop.online.state import SnapshotState
-from hop.online.tracker import MIN_CHUNKS_PER_STRATUM, SnapshotTracker
+from hop.online.tracker import HISTORY_ROWS, MIN_CHUNKS_PER_STRATUM, SnapshotTracker
 from hop.planning import plan_map_inputs
 from shuffle.runs import encode_run
 from shuffle.store import RunStore
@@ -320,3 +321,60 @@ def test_a_map_retried_from_a_checkpoint_keeps_its_kept_chunks_in_snapshots(
         assert final == {"a": 1111, "b": 6}
     finally:
         snapshots.store.close()
+
+
+def test_a_snapshot_sends_its_largest_estimates_not_its_first_keys(tmp_path: Path) -> None:
+    """2,500 groups, the largest last in key order: the rows sent (and shown by the web view) are the 2,000 largest
+    estimates, largest first, for a running partition and for one answering with its final output."""
+    snapshots = _reducer_snapshots(tmp_path, aggregate=True)
+    groups = {f"k{i:04d}": i for i in range(2500)}
+    try:
+        snapshots.receive(_header(0, 0, 0, True), run(groups))
+        rows = snapshots.take("live")["rows"]
+    finally:
+        snapshots.store.close()
+    assert len(rows) == ROWS_ON_THE_WIRE
+    assert [row["key"] for row in rows] == [f"k{i:04d}" for i in range(2499, 499, -1)]
+    assert rows[0]["estimate"] == 6 * 2499  # one chunk of six seen
+    part = tmp_path / "part-00000"
+    part.write_text("".join(f'"{key}"\t{value}\n' for key, value in groups.items()), encoding="utf-8")
+    count, final_rows = write_final_partition_snapshot(tmp_path / "final", 0, part)
+    assert count == 2500 and [row["key"] for row in final_rows] == [row["key"] for row in rows]
+    assert top_positions([3, "x", 7.5, None, 7.5, True], 4) == [2, 4, 0, 1]  # numbers first, then the rest in order
+
+
+def _answer(tracker: SnapshotTracker, seq: int, index: int, values: range) -> None:
+    rows = [
+        {"key": f"p{index}-{v}", "value": v, "estimate": v, "low": None, "high": None, "final": False} for v in values
+    ]
+    tracker.on_done(seq, index, {"groups": len(rows), "rows": rows, "truncated": True})
+
+
+def test_the_tracker_keeps_full_rows_of_the_latest_snapshot_only() -> None:
+    tracker = SnapshotTracker(2, [1] * 10, every=0.05)
+    for progress in range(1, 13):  # twelve snapshots of 2 x 2,000 rows each
+        snapshot = tracker.due(progress / 20)
+        assert snapshot is not None
+        for index in (0, 1):
+            _answer(tracker, snapshot.seq, index, range(3000 + 10 * progress, 1000 + 10 * progress, -1))
+    stale = tracker.request_now(0.7)  # never completed: one partition's answer only
+    _answer(tracker, stale.seq, 0, range(2000, 0, -1))
+    latest = tracker.due(0.75)
+    assert latest is not None
+    for index in (0, 1):
+        _answer(tracker, latest.seq, index, range(5000, 3000, -1))
+    described = [tracker.describe(snapshot) for snapshot in tracker.snapshots]
+    assert [len(d["rows"]) for d in described] == [2 * HISTORY_ROWS] * 12 + [HISTORY_ROWS, 2 * ROWS_ON_THE_WIRE]
+    assert described[-1]["rows_limit"] == ROWS_ON_THE_WIRE and not any(
+        d["rows_limit"] > HISTORY_ROWS for d in described[:-1]
+    )
+    # The history kept is each partition's largest estimates, and the rows of all partitions come largest first.
+    assert [row["value"] for row in described[0]["rows"][:4]] == [3010, 3010, 3009, 3009]
+    assert min(row["value"] for row in described[0]["rows"]) == 3010 - HISTORY_ROWS + 1
+    values = [row["value"] for row in described[-1]["rows"]]
+    assert values == sorted(values, reverse=True)
+    late = tracker.snapshots[stale.seq]  # a late answer to a superseded snapshot keeps history rows only
+    _answer(tracker, late.seq, 1, range(2000, 0, -1))
+    assert len(tracker.describe(late)["rows"]) == 2 * HISTORY_ROWS
+    tracker.release()  # the job ended: the latest keeps history rows too
+    assert len(tracker.describe(latest)["rows"]) == 2 * HISTORY_ROWS

@@ -28,6 +28,7 @@ from hop.online.snapshots import (
     ROWS_ON_THE_WIRE,
     row_to_wire,
     snapshot_directory,
+    top_positions,
     write_partition_snapshot,
 )
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
@@ -121,7 +122,7 @@ class ReducerSnapshots:
         self.taken += 1
         fields: dict[str, Any] = {
             "label": label,
-            "rows": [row_to_wire(ordered.row(i)) for i in range(min(len(ordered), ROWS_ON_THE_WIRE))],
+            "rows": [row_to_wire(ordered.row(i)) for i in top_positions(_shown(ordered), ROWS_ON_THE_WIRE)],
             "truncated": len(ordered) > ROWS_ON_THE_WIRE,
             "groups": len(ordered),
             "seconds": round(time.time() - started, 4),
@@ -166,6 +167,13 @@ class ReducerSnapshots:
             for out_key, out_value in self.reducer(key, values) or ():
                 rows.append(SnapshotRow(out_key, out_value, None, False))
         return rows
+
+
+def _shown(table: SnapshotTable) -> list[Any]:
+    """What the part file shows per group: the estimate, else the value so far."""
+    return [
+        value if estimate is None else estimate for estimate, value in zip(table.estimates, table.values, strict=True)
+    ]
 
 
 def _max_relative_half_width(table: SnapshotTable) -> float | None:

@@ -6,7 +6,8 @@ Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, neve
 - ``GET /api/jobs``: every job (id, name, state, progress, output directory, snapshot count; for a continuous job
   ``continuous: true``, the number of ``windows`` written so far and ``stopping``).
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
-- ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (default all), with their rows.
+- ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (default all), with their rows: the
+  largest estimates, all kept ones for the latest, a hundred per partition of earlier ones (``hop.online.tracker``).
 - ``GET /api/jobs/{job_id}/results``: the final output (``409`` while the job runs, and for a continuous job, whose
   results are its windows).
 - ``GET /api/jobs/{job_id}/windows?after=N``: a continuous job's windows with ``seq > N`` (default all the

@@ -101,7 +101,7 @@ function addSnapshot(snapshot) {
   const upstream = snapshot.upstream ? ` (recomputed from ${snapshot.upstream.job_id} at ${snapshot.upstream.label})` : "";
   document.getElementById("snapshot-info").textContent =
     `snapshot ${snapshot.label}: ${Math.round(100 * snapshot.input_fraction)}% of the input seen, ` +
-    `${snapshot.groups} groups${snapshot.truncated ? " (first rows shown)" : ""}${upstream}`;
+    `${snapshot.groups} groups${snapshot.truncated ? ` (the ${snapshot.rows.length} largest shown)` : ""}${upstream}`;
   setBadge(false);
   renderTable();
 }
