@@ -66,6 +66,7 @@ class SnapshotTracker:
         stop_when_accurate: float | None = None,
         started_at: float | None = None,
         stratum_chunks: dict[str, int] | None = None,
+        confidence: float | None = None,
     ) -> None:
         if every is not None and not 0 < every < 1:
             raise ValueError(f"--snapshot-every must be between 0 and 1 (a fraction of the input), got {every}")
@@ -76,6 +77,8 @@ class SnapshotTracker:
         self.stop_when_accurate = stop_when_accurate
         self.stratum_chunks = stratum_chunks
         """How many input chunks each stratum has (``None``: no online input order, nothing to require)."""
+        self.confidence = confidence
+        """The confidence level of the job's intervals (``--confidence``; ``None``: the job gives no intervals)."""
         self.started_at = started_at if started_at is not None else time.time()
         self.snapshots: list[Snapshot] = []
         self._next = every or 0.0
@@ -219,6 +222,7 @@ class SnapshotTracker:
             "truncated": snapshot.rows_limit < ROWS_ON_THE_WIRE
             or any(fields.get("truncated") for fields in snapshot.partitions.values()),
             "rows_limit": snapshot.rows_limit,
+            "confidence": self.confidence,
         }
         if snapshot.upstream is not None:
             upstream = snapshot.upstream

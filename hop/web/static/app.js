@@ -13,11 +13,14 @@ const state = {
   sortBy: "estimate",
   sortDescending: true,
   snapshotLabel: null,
+  confidence: null,    // the job's confidence level (--confidence), from its snapshots
 };
 
 const keyText = (key) => (typeof key === "string" ? key : JSON.stringify(key));
 const number = (value) =>
   value === null || value === undefined ? "" : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 }) : JSON.stringify(value);
+// "90% interval": the job's own level (not always 95%); just "interval" until a snapshot said which.
+const interval = () => (state.confidence ? `${+(100 * state.confidence).toFixed(2)}% interval` : "interval");
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
 
 function connect(jobId) {
@@ -59,7 +62,8 @@ function renderJobs(jobs) {
 
 function selectJob(jobId) {
   if (jobId === state.jobId) return;
-  Object.assign(state, { jobId, rows: [], final: false, history: new Map(), selectedKey: null, snapshotLabel: null });
+  Object.assign(state, { jobId, rows: [], final: false, history: new Map(), selectedKey: null, snapshotLabel: null,
+    confidence: null });
   Object.assign(stream, { job: null, windows: [], pinned: null, selectedKey: null, stopRequested: false });
   document.getElementById("detail").hidden = false;
   document.getElementById("stop-state").textContent = "";
@@ -93,6 +97,8 @@ function addSnapshot(snapshot) {
   if (state.final) return;
   state.rows = snapshot.rows;
   state.snapshotLabel = snapshot.label;
+  state.confidence = snapshot.confidence ?? null;
+  document.getElementById("interval-heading").textContent = interval();
   for (const row of snapshot.rows) {
     const key = keyText(row.key);
     if (!state.history.has(key)) state.history.set(key, []);
@@ -193,7 +199,7 @@ let barChart = null;
 function renderBars(rows) {
   const data = {
     labels: rows.map((row) => keyText(row.key)),
-    datasets: [{ label: state.final ? "final value" : "estimate (95% interval)", data: rows.map(shown),
+    datasets: [{ label: state.final ? "final value" : `estimate (${interval()})`, data: rows.map(shown),
       bounds: rows.map((row) => ({ low: row.low, high: row.high })), backgroundColor: state.final ? "#2e7d32" : "#1976d2" }],
   };
   if (!barChart) {
@@ -211,8 +217,8 @@ function renderHistory() {
   const labels = points.map((p) => `${Math.round(100 * p.progress)}%`);
   const datasets = [
     { label: "estimate", data: points.map((p) => p.estimate), borderColor: "#1976d2" },
-    { label: "95% low", data: points.map((p) => p.low), borderColor: "#90caf9", borderDash: [4, 4] },
-    { label: "95% high", data: points.map((p) => p.high), borderColor: "#90caf9", borderDash: [4, 4], fill: "-1",
+    { label: `${interval()}: low`, data: points.map((p) => p.low), borderColor: "#90caf9", borderDash: [4, 4] },
+    { label: `${interval()}: high`, data: points.map((p) => p.high), borderColor: "#90caf9", borderDash: [4, 4], fill: "-1",
       backgroundColor: "rgba(144, 202, 249, 0.2)" },
   ];
   if (points.final !== undefined) {
