@@ -378,3 +378,15 @@ def test_the_tracker_keeps_full_rows_of_the_latest_snapshot_only() -> None:
     assert len(tracker.describe(late)["rows"]) == 2 * HISTORY_ROWS
     tracker.release()  # the job ended: the latest keeps history rows too
     assert len(tracker.describe(latest)["rows"]) == 2 * HISTORY_ROWS
+
+
+@pytest.mark.parametrize(("every", "first"), [(0.1, "0.100"), (0.001, "0.001"), (0.0004, "0.0004"), (1e-5, "0.00001")])
+def test_snapshot_labels_stay_unique_below_a_thousandth(every: float, first: str) -> None:
+    tracker = SnapshotTracker(1, [1], every=every)
+    labels = []
+    for step in range(1, min(200, round(1 / every))):
+        snapshot = tracker.due(step * every)
+        assert snapshot is not None
+        labels.append(snapshot.label)
+    assert labels[0] == first and len(set(labels)) == len(labels)
+    assert tracker.request_now(0.5).label.endswith(f"-now{len(labels)}")

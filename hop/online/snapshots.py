@@ -7,14 +7,16 @@
 - ``_snapshot.json`` (written by the coordinator once every partition reported): time, progress (the trigger), the
   fraction of input bytes and of chunks the reducers had seen, per-partition progress.
 
-``<label>`` is the progress the snapshot was taken at, three decimals (``0.100``); a snapshot asked for with
-``hop snapshot`` is ``<progress>-now<seq>``. Files are written under a temporary name and renamed.
+``<label>`` is the progress the snapshot was taken at, three decimals (``0.100``; more when ``--snapshot-every`` is
+below 0.001, so labels stay unique: ``0.0005``); a snapshot asked for with ``hop snapshot`` is
+``<progress>-now<seq>``. Files are written under a temporary name and renamed.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import math
 import os
 import shutil
 from collections.abc import Iterable, Sequence
@@ -28,6 +30,7 @@ __all__ = [
     "ROWS_ON_THE_WIRE",
     "row_to_wire",
     "snapshot_directory",
+    "label_digits",
     "snapshot_label",
     "top_positions",
     "write_final_partition_snapshot",
@@ -41,9 +44,16 @@ all rows are in the files)."""
 _dumps = to_json
 
 
-def snapshot_label(progress: float, on_demand_seq: int | None = None) -> str:
-    label = f"{progress:.3f}"
+def snapshot_label(progress: float, on_demand_seq: int | None = None, digits: int = 3) -> str:
+    """``progress`` with ``digits`` decimals (see ``label_digits``), ``-now<seq>`` for ``hop snapshot``."""
+    label = f"{progress:.{digits}f}"
     return label if on_demand_seq is None else f"{label}-now{on_demand_seq}"
+
+
+def label_digits(every: float | None) -> int:
+    """Decimals that tell multiples of ``every`` apart (3 unless ``every`` is below 0.001): two labels of
+    consecutive multiples differ by at least one unit of the last decimal, so no two snapshots share a folder."""
+    return 3 if not every else max(3, math.ceil(-math.log10(every) - 1e-9))
 
 
 def snapshot_directory(output: str | Path, label: str) -> Path:

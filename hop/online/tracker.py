@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hop.online.snapshots import ROWS_ON_THE_WIRE, snapshot_label, top_positions
+from hop.online.snapshots import ROWS_ON_THE_WIRE, label_digits, snapshot_label, top_positions
 
 __all__ = ["HISTORY_ROWS", "MIN_CHUNKS_PER_STRATUM", "Snapshot", "SnapshotTracker"]
 
@@ -104,7 +104,7 @@ class SnapshotTracker:
 
     def _new(self, progress: float, on_demand: bool, now: float | None) -> Snapshot:
         seq = len(self.snapshots)
-        label = snapshot_label(progress, seq if on_demand else None)
+        label = snapshot_label(progress, seq if on_demand else None, label_digits(self.every))
         snapshot = Snapshot(seq, label, progress, now if now is not None else time.time())
         self.snapshots.append(snapshot)
         return snapshot
