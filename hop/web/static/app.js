@@ -14,6 +14,7 @@ const state = {
   sortDescending: true,
   snapshotLabel: null,
   confidence: null,    // the job's confidence level (--confidence), from its snapshots
+  lastSeq: null,       // the seq of the last snapshot taken in (also the event id the server resumes after)
 };
 
 const keyText = (key) => (typeof key === "string" ? key : JSON.stringify(key));
@@ -63,7 +64,7 @@ function renderJobs(jobs) {
 function selectJob(jobId) {
   if (jobId === state.jobId) return;
   Object.assign(state, { jobId, rows: [], final: false, history: new Map(), selectedKey: null, snapshotLabel: null,
-    confidence: null });
+    confidence: null, lastSeq: null });
   Object.assign(stream, { job: null, windows: [], pinned: null, selectedKey: null, stopRequested: false });
   document.getElementById("detail").hidden = false;
   document.getElementById("stop-state").textContent = "";
@@ -94,7 +95,8 @@ function renderJob(job) {
 }
 
 function addSnapshot(snapshot) {
-  if (state.final) return;
+  if (state.final || (state.lastSeq !== null && snapshot.seq <= state.lastSeq)) return;  // (sent again: no duplicates)
+  state.lastSeq = snapshot.seq;
   state.rows = snapshot.rows;
   state.snapshotLabel = snapshot.label;
   state.confidence = snapshot.confidence ?? null;
