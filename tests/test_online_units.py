@@ -153,6 +153,8 @@ def test_state_prefers_the_committed_attempt_and_marks_final() -> None:
     state.add_run(1, 0, 0, run({"k": 4}), chunk=1, end=True)
     (row,) = state.rows()
     assert row.value == 7 and row.final and row.estimate is not None and row.estimate.final
+    # Exact: written as the final output writes it (7, not 7.0).
+    assert type(row.estimate.value) is int and type(row.estimate.low) is int
 
 
 def test_state_uses_the_groups_stratum() -> None:

@@ -291,6 +291,11 @@ class SnapshotState:
                         self.confidence,
                     ),
                 )
+                # An exact total is the final value: the output's type (an int Sum or Count stays an int, as in
+                # the final part files); only a scaled estimate is a float.
+                for i in estimable:
+                    if finals[i] and isinstance(states[i], int):
+                        table.estimates[i] = table.lows[i] = table.highs[i] = states[i]
         elif self.kind == "mean" and estimable:
             table.fill(
                 estimable,
