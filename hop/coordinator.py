@@ -295,6 +295,7 @@ class Coordinator:
             *tracker_args,
             started_at=job.submitted_at,
             stratum_chunks=dict(collections.Counter(strata)) if strata is not None else None,
+            confidence=float(options.get("confidence", 0.95)) if online else None,
         )
         self.chunk_strata[job_id] = strata
         if upstream is not None:
@@ -520,7 +521,13 @@ class Coordinator:
                 continue
             folder = snapshot_directory(job.spec.output, snapshot.label)
             groups, rows = write_final_partition_snapshot(folder, index, part)
-            fields: dict[str, Any] = {"label": snapshot.label, "groups": groups, "final": True, "rows": rows}
+            fields: dict[str, Any] = {
+                "label": snapshot.label,
+                "groups": groups,
+                "final": True,
+                "rows": rows,
+                "truncated": groups > len(rows),
+            }
             strata = self.chunk_strata.get(job.spec.job_id)
             if strata is not None:  # a committed partition has seen every chunk of every stratum
                 fields["chunks_seen"] = list(range(len(strata)))
@@ -865,6 +872,8 @@ class Coordinator:
             if not failed:
                 job.state, job.error, failed = "failed", reason, True
         finally:
+            if job.snapshots is not None:
+                job.snapshots.release()  # no live snapshot any more: history rows only (see hop.online.tracker)
             # Whatever happened to the files, the workers must stop the job's tasks and drop its spills.
             self._broadcast("job_done", job_id=job.spec.job_id, failed=failed, stop_tasks=stop_tasks)
 

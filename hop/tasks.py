@@ -216,7 +216,8 @@ def run_map(
     """Input records of earlier chunks (online jobs drive the buffer chunk by chunk)."""
     spill_meta: dict[Path, dict[str, Any]] = {}
     """Online jobs: the chunk each spill holds, taken when it is written (flow control may register it later)."""
-    chunk_meta: dict[str, Any] = {}
+    # A retry's runs name the kept spills it resumes after: reducers count those with it in snapshots.
+    chunk_meta: dict[str, Any] = {"resumes": resume["segments"]} if resume is not None else {}
 
     def register(spill: SpillFile) -> None:
         nonlocal registered, unsent_now
@@ -615,8 +616,8 @@ def run_reduce(
         partition=lambda key: job.partition(key, spec.num_reduces),
     )
     if snapshots.state is not None:
-        for map_index, map_attempt, _, _ in committed:
-            snapshots.state.commit(map_index, map_attempt)
+        for map_index, map_attempt, _, segments in committed:
+            snapshots.state.commit(map_index, map_attempt, segments)
     output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
     sender: PipeSender | None = None
     if spec.options.get("pipe_output"):
@@ -729,9 +730,7 @@ def _receive_runs(
                 if first_run_at is None:
                     first_run_at = time.time()
                     channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
-                run = data.bytes
-                snapshots.on_run(header, run)
-                store.add(header["map"], header["attempt"], header["seq"], run, header["records"], header["tag"])
+                snapshots.receive(header, data.bytes)
                 if test_delay:
                     time.sleep(test_delay)
                 pull.send_multipart([sender, b"%d" % header["seq"]])  # one credit back to that worker
@@ -739,23 +738,14 @@ def _receive_runs(
             while (control := channel.receive(0)) is not None:
                 if control.get("job_id") != spec.job_id:
                     continue
-                if control["type"] == "map_committed":
-                    store.commit(control["index"], control["attempt"], control["spills"], control.get("segments", []))
-                elif control["type"] == "map_failed":
-                    store.drop(control["index"], control["attempt"], control.get("keep_below"))
-                elif control["type"] == "map_lost":
-                    snapshots.on_notice(control)  # before the store forgets whether the attempt was complete
-                    store.lost(control["index"], control["attempt"])
-                    continue
+                if control["type"] in ("map_committed", "map_failed", "map_lost"):
+                    snapshots.notice(control)
                 elif control["type"] == "pipe_at":
                     if pipe_sender is not None:
                         pipe_sender.connect(control["address"])
-                    continue
                 elif control["type"] == "snapshot":
                     fields = snapshots.take(control["label"], control.get("source"))
                     channel.send("snapshot_done", index=index, attempt=attempt, seq=control["seq"], **fields)
-                    continue
-                snapshots.on_notice(control)
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now

@@ -99,6 +99,9 @@ class RunStore:
         self._file_seq = 0
         self.aliases: dict[AttemptKey, tuple[int, int, int]] = {}
         """(task, failed attempt) -> (committed attempt, first seq, end seq) for kept spill segments."""
+        self.resumed: dict[AttemptKey, list[list[int]]] = {}
+        """(task, attempt) -> the kept segments it resumes after (from its runs' headers, online jobs): snapshots
+        count those with it before it commits."""
         self._merged: dict[Path, int] = {}
         """Files written by multi-pass merges (not runs of any attempt), with their sizes."""
         if fan_in < 2:
@@ -108,6 +111,14 @@ class RunStore:
         """The attempt a run belongs to: a kept spill of a failed attempt belongs to the attempt resumed after it."""
         alias = self.aliases.get((task, attempt))
         return alias[0] if alias is not None and alias[1] <= seq < alias[2] else attempt
+
+    def run_bytes(self, task: int, attempt: int, seq: int) -> bytes | None:
+        """A held run's bytes (``None`` if not held or already folded)."""
+        attempt_runs = self.attempts.get((task, attempt))
+        run = attempt_runs.runs.get(seq) if attempt_runs is not None else None
+        if run is None or run.folded:
+            return None
+        return run.data if run.data is not None else (run.path.read_bytes() if run.path is not None else None)
 
     def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
         """Store one run; a run of an attempt already superseded by another committed attempt is dropped."""
@@ -180,6 +191,7 @@ class RunStore:
                     self.dropped_runs += 1
             return
         self.aliases = {k: v for k, v in self.aliases.items() if v[0] != attempt or k[0] != task}
+        self.resumed.pop((task, attempt), None)
         attempt_runs = self.attempts.pop((task, attempt), None)
         if attempt_runs is None:
             return
@@ -258,20 +270,22 @@ class RunStore:
 
     def snapshot_runs(self) -> list[StoredRun]:
         """The runs a snapshot includes: per map task its committed attempt's, else those of its live attempt with
-        the most runs (failed attempts are gone from the store already)."""
-        best: dict[int, tuple[int, AttemptRuns]] = {}
+        the most runs, with the kept runs of failed attempts it resumes after (``resumed``); failed attempts' own
+        runs are gone from the store already."""
+        best: dict[int, tuple[int, list[StoredRun]]] = {}
         for (task, attempt), attempt_runs in self.attempts.items():
             committed = self.committed.get(task)
             if committed is not None and committed != attempt:
                 continue
+            runs = list(attempt_runs.runs.values())
+            if committed != attempt:  # a committed attempt holds its kept runs already
+                for kept_attempt, first, end in self.resumed.get((task, attempt), ()):
+                    kept = self.attempts.get((task, kept_attempt))
+                    runs += [run for seq, run in kept.runs.items() if first <= seq < end] if kept else []
             current = best.get(task)
-            if current is None or committed == attempt or len(attempt_runs.runs) > len(current[1].runs):
-                best[task] = (attempt, attempt_runs)
-        return [
-            run
-            for _, (_, attempt_runs) in sorted(best.items())
-            for run in sorted(attempt_runs.runs.values(), key=lambda run: run.seq)
-        ]
+            if current is None or committed == attempt or len(runs) > current[0]:
+                best[task] = (len(runs), runs)
+        return [run for _, (_, runs) in sorted(best.items()) for run in sorted(runs, key=lambda run: run.seq)]
 
     def snapshot_groups(self) -> dict[Any, list[Any]]:
         """Values received so far by key (see :meth:`snapshot_runs`), read without changing the store."""

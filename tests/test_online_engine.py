@@ -15,6 +15,7 @@ from hop.client import Client
 from hop.gen.pageviews import generate_pageviews
 from hop.gen.text import generate_text
 from hop.loader import load_job_file
+from hop.online.tracker import HISTORY_ROWS
 from hop.runner import build_spec, online_options
 from tests.conftest import ROOT, job_path, output_dict, run_job
 
@@ -80,6 +81,14 @@ def test_snapshots_with_estimates_and_an_exact_final_result(
     assert [s["label"] for s in report["snapshots"]] == ["0.250", "0.500", "0.750"]
     snapshots = client.snapshots(report["job_id"])
     assert [s["label"] for s in snapshots] == ["0.250", "0.500", "0.750"] and snapshots[-1]["rows"]
+    for snapshot in snapshots:  # the job ended: the coordinator keeps each snapshot's largest estimates only
+        assert snapshot["rows_limit"] == HISTORY_ROWS and len(snapshot["rows"]) <= 2 * HISTORY_ROWS
+        folder = tmp_path / "online" / "_snapshots" / snapshot["label"]
+        largest = []  # each partition's largest estimates, all of them largest first
+        for part in sorted(folder.glob("estimates-*.jsonl")):
+            estimates = [json.loads(line)["estimate"] for line in part.read_text(encoding="utf-8").splitlines()]
+            largest += sorted(estimates, reverse=True)[:HISTORY_ROWS]
+        assert [row["estimate"] for row in snapshot["rows"]] == sorted(largest, reverse=True)
     assert client.snapshots(report["job_id"], after=1)[0]["seq"] == 2
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -10,10 +11,13 @@ import pytest
 from hop.aggregates import Count, Max, Mean, Sum
 from hop.inputs import make_splits
 from hop.online.estimators import estimate_mean, estimate_total, t_quantile
+from hop.online.reducer import ReducerSnapshots
+from hop.online.snapshots import ROWS_ON_THE_WIRE, top_positions, write_final_partition_snapshot
 from hop.online.state import SnapshotState
-from hop.online.tracker import MIN_CHUNKS_PER_STRATUM, SnapshotTracker
+from hop.online.tracker import HISTORY_ROWS, MIN_CHUNKS_PER_STRATUM, SnapshotTracker
 from hop.planning import plan_map_inputs
 from shuffle.runs import encode_run
+from shuffle.store import RunStore
 
 
 def test_t_quantile_matches_known_values() -> None:
@@ -136,38 +140,40 @@ def run(pairs: dict[object, object]) -> bytes:
 
 def test_state_counts_only_completed_chunks_of_live_attempts() -> None:
     state = SnapshotState(Sum(), ["", "", "", ""])
-    state.add_run(0, 0, run({"a": 2}), chunk=0, end=False)
-    state.add_run(0, 0, run({"a": 3, "b": 1}), chunk=0, end=True)  # chunk 0: a=5, b=1
-    state.add_run(1, 0, run({"a": 7}), chunk=1, end=False)  # chunk 1 not ended: not counted yet
+    state.add_run(0, 0, 0, run({"a": 2}), chunk=0, end=False)
+    state.add_run(0, 0, 1, run({"a": 3, "b": 1}), chunk=0, end=True)  # chunk 0: a=5, b=1
+    state.add_run(1, 0, 0, run({"a": 7}), chunk=1, end=False)  # chunk 1 not ended: not counted yet
     rows = {row.key: row for row in state.rows()}
     assert set(rows) == {"a", "b"} and rows["a"].value == 5
     assert rows["a"].estimate is not None and rows["a"].estimate.value == 20  # 4 chunks * 5 per chunk seen
-    state.add_run(1, 0, run({}), chunk=1, end=True)
-    state.add_run(2, 0, run({"a": 1}), chunk=2, end=True)
+    state.add_run(1, 0, 1, run({}), chunk=1, end=True)
+    state.add_run(2, 0, 0, run({"a": 1}), chunk=2, end=True)
     assert state.seen_chunks() == {0, 1, 2}
     state.drop(1, 0)  # map task 1's attempt failed: gone from every later snapshot
     assert state.seen_chunks() == {0, 2}
     assert {row.key: row.value for row in state.rows()} == {"a": 6, "b": 1}
-    state.add_run(3, 0, run({"a": 100}), chunk=3, end=True, partial=True)  # resumed mid-chunk: left out
+    state.add_run(3, 0, 0, run({"a": 100}), chunk=3, end=True, partial=True)  # resumed mid-chunk: left out
     assert state.seen_chunks() == {0, 2}
 
 
 def test_state_prefers_the_committed_attempt_and_marks_final() -> None:
     state = SnapshotState(Count(), ["", ""])
-    state.add_run(0, 0, run({"k": 3}), chunk=0, end=True)
-    state.add_run(0, 1, run({"k": 3}), chunk=0, end=True)  # a speculative twin: never counted twice
+    state.add_run(0, 0, 0, run({"k": 3}), chunk=0, end=True)
+    state.add_run(0, 1, 0, run({"k": 3}), chunk=0, end=True)  # a speculative twin: never counted twice
     assert [row.value for row in state.rows()] == [3]
     state.commit(0, 1)
-    state.add_run(1, 0, run({"k": 4}), chunk=1, end=True)
+    state.add_run(1, 0, 0, run({"k": 4}), chunk=1, end=True)
     (row,) = state.rows()
     assert row.value == 7 and row.final and row.estimate is not None and row.estimate.final
+    # Exact: written as the final output writes it (7, not 7.0).
+    assert type(row.estimate.value) is int and type(row.estimate.low) is int
 
 
 def test_state_uses_the_groups_stratum() -> None:
     strata = ["h0", "h0", "h0", "h1"]  # three chunks of hour 0, one of hour 1
     state = SnapshotState(Sum(), strata, key_stratum=lambda key: key[1])
-    state.add_run(0, 0, run({("en", "h0"): 10, ("en", "h1"): 0}), chunk=0, end=True)
-    state.add_run(1, 0, run({("en", "h1"): 4}), chunk=3, end=True)
+    state.add_run(0, 0, 0, run({("en", "h0"): 10, ("en", "h1"): 0}), chunk=0, end=True)
+    state.add_run(1, 0, 0, run({("en", "h1"): 4}), chunk=3, end=True)
     rows = {row.key: row for row in state.rows()}
     assert rows[("en", "h0")].estimate.value == 30  # type: ignore[union-attr]  # 1 of 3 chunks of h0 seen
     assert rows[("en", "h1")].final and rows[("en", "h1")].value == 4  # its only chunk seen
@@ -175,12 +181,12 @@ def test_state_uses_the_groups_stratum() -> None:
 
 def test_state_mean_and_min_max() -> None:
     mean = SnapshotState(Mean(), ["", "", ""])
-    mean.add_run(0, 0, run({"k": (2, 10.0)}), chunk=0, end=True)
-    mean.add_run(1, 0, run({"k": (3, 12.0)}), chunk=1, end=True)
+    mean.add_run(0, 0, 0, run({"k": (2, 10.0)}), chunk=0, end=True)
+    mean.add_run(1, 0, 0, run({"k": (3, 12.0)}), chunk=1, end=True)
     (row,) = mean.rows()
     assert row.value == pytest.approx(22 / 5) and row.estimate is not None and row.estimate.low is not None
     largest = SnapshotState(Max(), ["", ""])
-    largest.add_run(0, 0, run({"k": 5}), chunk=0, end=True)
+    largest.add_run(0, 0, 0, run({"k": 5}), chunk=0, end=True)
     (row,) = largest.rows()
     assert row.value == 5 and row.estimate is None and not row.final
 
@@ -250,3 +256,151 @@ def test_random_order_is_stratified_when_the_job_has_strata(tmp_path: Path) -> N
             assert abs(seen - prefix * size / 40) <= 1, (prefix, stratum)
     # Within a stratum the order is still random: not the files' order.
     assert [c.id for c in order if c.stratum == "c"] != sorted(c.id for c in order if c.stratum == "c")
+
+
+def _reducer_snapshots(tmp_path: Path, aggregate: bool) -> ReducerSnapshots:
+    """A partition's snapshot machinery over a real run store: 6 chunks in one stratum, map task 0 reads 0-3."""
+    store = RunStore(tmp_path / "store")
+    return ReducerSnapshots(
+        str(tmp_path / "out"),
+        0,
+        store,
+        lambda key, values: [(key, sum(values))],
+        Sum() if aggregate else None,
+        [""] * 6,
+        None,
+    )
+
+
+def _header(attempt: int, seq: int, chunk: int, end: bool, **more: object) -> dict[str, object]:
+    return {"map": 0, "attempt": attempt, "seq": seq, "records": 1, "tag": "s", "chunk": chunk, "end": end, **more}
+
+
+def _snapshot_values(snapshots: ReducerSnapshots, label: str) -> tuple[list[int] | None, dict[object, object]]:
+    """The chunks a snapshot says it covers and its values so far, read back from its files."""
+    fields = snapshots.take(label)
+    assert "error" not in fields
+    rows = Path(snapshots.output) / "_snapshots" / label / "estimates-00000.jsonl"
+    values = {row["key"]: row["value"] for row in map(json.loads, rows.read_text(encoding="utf-8").splitlines())}
+    return fields.get("chunks_seen"), values
+
+
+@pytest.mark.parametrize("aggregate", [True, False])
+@pytest.mark.parametrize("order", ["notice first", "retry first, kept run late"])
+def test_a_map_retried_from_a_checkpoint_keeps_its_kept_chunks_in_snapshots(
+    tmp_path: Path, aggregate: bool, order: str
+) -> None:
+    """Attempt 0 of map 0 sends chunks 0 and 1 whole, the first part of chunk 2, checkpoints (spills 0-2), then
+    the rest of chunk 2 and chunk 3 and dies. Attempt 1 resumes at spill 3: the rest of chunk 2 (partial), chunk 3.
+    Snapshots count chunks 0-2 exactly once: the kept part of chunk 2 with attempt 1's rest of it."""
+    snapshots = _reducer_snapshots(tmp_path, aggregate)
+    kept = [
+        (_header(0, 0, 0, True), run({"a": 1})),
+        (_header(0, 1, 1, True), run({"a": 10})),
+        (_header(0, 2, 2, False), run({"a": 100})),
+    ]
+    lost = [(_header(0, 3, 2, True), run({"a": 1000})), (_header(0, 4, 3, True), run({"a": 10000}))]
+    resumes = [[0, 0, 3]]
+    retry = [
+        (_header(1, 3, 2, True, partial=True, resumes=resumes), run({"a": 1000})),
+        (_header(1, 4, 3, False, resumes=resumes), run({"b": 5})),
+    ]
+    failed = {"type": "map_failed", "index": 0, "attempt": 0, "keep_below": 3}
+    chunks = (lambda seen: seen) if aggregate else (lambda seen: None)  # a hand-written reduce counts no chunks
+    try:
+        if order == "notice first":
+            for header, data in kept + lost:
+                snapshots.receive(header, data)
+            assert _snapshot_values(snapshots, "before") == (chunks([0, 1, 2, 3]), {"a": 11111})
+            snapshots.notice(failed)
+            assert _snapshot_values(snapshots, "failed") == (chunks([0, 1]), {"a": 11 if aggregate else 111})
+            for header, data in retry:
+                snapshots.receive(header, data)
+        else:  # the retry's runs overtake the failure notice and the last kept run
+            for header, data in kept[:2] + lost + retry:
+                snapshots.receive(header, data)
+            if aggregate:  # chunk 2's kept part is not here yet: chunks 0 and 1 only, each once
+                assert _snapshot_values(snapshots, "early") == ([0, 1], {"a": 11})
+            snapshots.receive(*kept[2])
+            snapshots.notice(failed)
+        resumed = {"a": 1111} if aggregate else {"a": 1111, "b": 5}  # (chunk 3 has not ended yet)
+        assert _snapshot_values(snapshots, "resumed") == (chunks([0, 1, 2]), resumed)
+        snapshots.receive(_header(1, 5, 3, True, resumes=resumes), run({"b": 1}))
+        snapshots.notice({"type": "map_committed", "index": 0, "attempt": 1, "spills": 6, "segments": resumes})
+        assert _snapshot_values(snapshots, "committed") == (chunks([0, 1, 2, 3]), {"a": 1111, "b": 6})
+        assert snapshots.store.missing(1) == 0
+        final: dict[object, int] = {}
+        for key, value in snapshots.store.sorted_pairs():  # the final reduce's input agrees
+            final[key] = final.get(key, 0) + value
+        assert final == {"a": 1111, "b": 6}
+    finally:
+        snapshots.store.close()
+
+
+def test_a_snapshot_sends_its_largest_estimates_not_its_first_keys(tmp_path: Path) -> None:
+    """2,500 groups, the largest last in key order: the rows sent (and shown by the web view) are the 2,000 largest
+    estimates, largest first, for a running partition and for one answering with its final output."""
+    snapshots = _reducer_snapshots(tmp_path, aggregate=True)
+    groups = {f"k{i:04d}": i for i in range(2500)}
+    try:
+        snapshots.receive(_header(0, 0, 0, True), run(groups))
+        rows = snapshots.take("live")["rows"]
+    finally:
+        snapshots.store.close()
+    assert len(rows) == ROWS_ON_THE_WIRE
+    assert [row["key"] for row in rows] == [f"k{i:04d}" for i in range(2499, 499, -1)]
+    assert rows[0]["estimate"] == 6 * 2499  # one chunk of six seen
+    part = tmp_path / "part-00000"
+    part.write_text("".join(f'"{key}"\t{value}\n' for key, value in groups.items()), encoding="utf-8")
+    count, final_rows = write_final_partition_snapshot(tmp_path / "final", 0, part)
+    assert count == 2500 and [row["key"] for row in final_rows] == [row["key"] for row in rows]
+    assert top_positions([3, "x", 7.5, None, 7.5, True], 4) == [2, 4, 0, 1]  # numbers first, then the rest in order
+
+
+def _answer(tracker: SnapshotTracker, seq: int, index: int, values: range) -> None:
+    rows = [
+        {"key": f"p{index}-{v}", "value": v, "estimate": v, "low": None, "high": None, "final": False} for v in values
+    ]
+    tracker.on_done(seq, index, {"groups": len(rows), "rows": rows, "truncated": True})
+
+
+def test_the_tracker_keeps_full_rows_of_the_latest_snapshot_only() -> None:
+    tracker = SnapshotTracker(2, [1] * 10, every=0.05)
+    for progress in range(1, 13):  # twelve snapshots of 2 x 2,000 rows each
+        snapshot = tracker.due(progress / 20)
+        assert snapshot is not None
+        for index in (0, 1):
+            _answer(tracker, snapshot.seq, index, range(3000 + 10 * progress, 1000 + 10 * progress, -1))
+    stale = tracker.request_now(0.7)  # never completed: one partition's answer only
+    _answer(tracker, stale.seq, 0, range(2000, 0, -1))
+    latest = tracker.due(0.75)
+    assert latest is not None
+    for index in (0, 1):
+        _answer(tracker, latest.seq, index, range(5000, 3000, -1))
+    described = [tracker.describe(snapshot) for snapshot in tracker.snapshots]
+    assert [len(d["rows"]) for d in described] == [2 * HISTORY_ROWS] * 12 + [HISTORY_ROWS, 2 * ROWS_ON_THE_WIRE]
+    assert described[-1]["rows_limit"] == ROWS_ON_THE_WIRE and not any(
+        d["rows_limit"] > HISTORY_ROWS for d in described[:-1]
+    )
+    # The history kept is each partition's largest estimates, and the rows of all partitions come largest first.
+    assert [row["value"] for row in described[0]["rows"][:4]] == [3010, 3010, 3009, 3009]
+    assert min(row["value"] for row in described[0]["rows"]) == 3010 - HISTORY_ROWS + 1
+    values = [row["value"] for row in described[-1]["rows"]]
+    assert values == sorted(values, reverse=True)
+    late = tracker.snapshots[stale.seq]  # a late answer to a superseded snapshot keeps history rows only
+    _answer(tracker, late.seq, 1, range(2000, 0, -1))
+    assert len(tracker.describe(late)["rows"]) == 2 * HISTORY_ROWS
+    tracker.release()  # the job ended: the latest keeps history rows too
+    assert len(tracker.describe(latest)["rows"]) == 2 * HISTORY_ROWS
+
+
+@pytest.mark.parametrize(("every", "first"), [(0.1, "0.100"), (0.001, "0.001"), (0.0004, "0.0004"), (1e-5, "0.00001")])
+def test_snapshot_labels_stay_unique_below_a_thousandth(every: float, first: str) -> None:
+    tracker = SnapshotTracker(1, [1], every=every)
+    labels = []
+    for step in range(1, min(200, round(1 / every))):
+        snapshot = tracker.due(step * every)
+        assert snapshot is not None
+        labels.append(snapshot.label)
+    assert labels[0] == first and len(set(labels)) == len(labels)
+    assert tracker.request_now(0.5).label.endswith(f"-now{len(labels)}")

@@ -20,7 +20,7 @@ from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec
+from hop.runner import build_spec, online_options
 from hop.stream.options import stream_options
 from hop.web.server import WebServer
 from tests.conftest import job_path, output_dict, run_job
@@ -181,6 +181,42 @@ def test_events_stream_pushes_job_state(client: Client, web: WebServer, tmp_path
         if max(asked) == quiet_from:
             break
     assert time.monotonic() < deadline, "the closed page's event stream still runs"
+
+
+def snapshot_events(url: str, last_event_id: str | None = None) -> list[tuple[str | None, dict[str, Any]]]:
+    """(event id, snapshot) of every ``snapshot`` event a finished job's stream sends before ``results``."""
+    request = urllib.request.Request(url, headers={"Last-Event-ID": last_event_id} if last_event_id else {})
+    received: list[tuple[str | None, dict[str, Any]]] = []
+    event_id: str | None = None
+    name = ""
+    with urllib.request.urlopen(request, timeout=20) as stream:
+        while name != "results":
+            line = stream.readline().decode().rstrip("\n")
+            if line.startswith("id: "):
+                event_id = line[len("id: ") :]
+            elif line.startswith("event: "):
+                name = line[len("event: ") :]
+            elif line.startswith("data: ") and name == "snapshot":
+                received.append((event_id, json.loads(line[len("data: ") :])))
+    return received
+
+
+def test_snapshot_events_carry_ids_and_a_reconnect_resumes_after_the_last(
+    client: Client, web: WebServer, tmp_path: Path
+) -> None:
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_500_000, seed=7, vocabulary=100)
+    job_class = load_job_file(job_path("slow_sum_wordcount"))  # slow enough for several snapshots
+    options = online_options(job_class, [str(source)], snapshot_every=0.2, order="random", chunk_size=32 << 10)
+    report = run_job(client, "slow_sum_wordcount", [source], tmp_path / "out", num_reduces=2, options=options)
+    url = web.url + f"api/events?job={report['job_id']}"
+    first = snapshot_events(url)
+    seqs = [s["seq"] for _, s in first]
+    assert len(seqs) >= 2 and seqs == list(range(len(seqs)))
+    assert [event_id for event_id, _ in first] == [str(seq) for seq in seqs]
+    # The browser sends the last id it got when it reconnects: only what came after, once.
+    assert [s["seq"] for _, s in snapshot_events(url, last_event_id="0")] == seqs[1:]
+    assert snapshot_events(url, last_event_id=str(seqs[-1])) == []
 
 
 def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, web: WebServer, tmp_path: Path) -> None:

@@ -63,7 +63,9 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
     source = tmp_path / "in.txt"
     generate_text(source, 3_000_000, seed=43, vocabulary=150)
     job_class = load_job_file(job_path("slow_sum_wordcount"))
-    options = online_options(job_class, [str(source)], snapshot_every=0.1, order="random", chunk_size=64 << 10)
+    options = online_options(
+        job_class, [str(source)], snapshot_every=0.1, order="random", chunk_size=64 << 10, confidence=0.9
+    )
     spec = build_spec(job_class, [str(source)], str(tmp_path / "out"), num_reduces=2, options=options)
     with WebServer(cluster.address) as web, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
@@ -75,6 +77,7 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
             page.wait_for_selector("#results tbody tr", timeout=60_000)  # the first snapshot's table
             first_info = page.inner_text("#snapshot-info")
             assert "snapshot" in first_info and "early" in page.inner_text("#result-state")
+            assert page.inner_text("#interval-heading") == "90% interval", "the job's --confidence, not 95%"
             # Numbers change as snapshots arrive, without reloading the page.
             page.wait_for_function(
                 "text => document.querySelector('#snapshot-info').textContent !== text", arg=first_info, timeout=60_000

@@ -28,6 +28,7 @@ from hop.online.snapshots import (
     ROWS_ON_THE_WIRE,
     row_to_wire,
     snapshot_directory,
+    top_positions,
     write_partition_snapshot,
 )
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
@@ -58,7 +59,7 @@ class ReducerSnapshots:
         self.store = store
         self.reducer = reducer
         self.state = (
-            SnapshotState(aggregate, chunk_strata, key_stratum, confidence)
+            SnapshotState(aggregate, chunk_strata, key_stratum, confidence, read_run=store.run_bytes)
             if aggregate is not None and chunk_strata
             else None
         )
@@ -67,26 +68,44 @@ class ReducerSnapshots:
         self.partition = partition
         self.aggregate = aggregate
 
-    def on_run(self, header: dict[str, Any], data: bytes) -> None:
+    def receive(self, header: dict[str, Any], data: bytes) -> None:
+        """A run arrived: into the snapshot state and the store."""
+        task, attempt = header["map"], header["attempt"]
+        resumes = header.get("resumes") or ()
+        if resumes:
+            self.store.resumed.setdefault((task, attempt), resumes)
         if self.state is not None and "chunk" in header:
-            attempt = self.store.owner(header["map"], header["attempt"], header["seq"])
             self.state.add_run(
-                header["map"], attempt, data, header["chunk"], bool(header.get("end")), bool(header.get("partial"))
+                task,
+                attempt,
+                header["seq"],
+                data,
+                header["chunk"],
+                bool(header.get("end")),
+                bool(header.get("partial")),
+                resumes,
             )
+        self.store.add(task, attempt, header["seq"], data, header["records"], header["tag"])
 
-    def on_notice(self, notice: dict[str, Any]) -> None:
+    def notice(self, notice: dict[str, Any]) -> None:
+        """A map attempt committed, failed or was lost: the store and the snapshot state follow, in that order
+        (except for a loss: the state asks the store first whether the attempt was complete)."""
+        task, attempt, kind = notice["index"], notice["attempt"], notice["type"]
+        if kind == "map_committed":
+            self.store.commit(task, attempt, notice["spills"], notice.get("segments", []))
+        elif kind == "map_failed":
+            self.store.drop(task, attempt, notice.get("keep_below"))
         state = self.state
-        if state is None:
-            return
-        task, attempt = notice["index"], notice["attempt"]
-        if notice["type"] == "map_committed":
-            state.commit(task, attempt)
-            for key in [key for key in state.attempts if key[0] == task and key[1] != attempt]:
-                state.drop(*key)
-            return
-        lost_incomplete = notice["type"] == "map_lost" and not self.store.complete(task, attempt)
-        if notice["type"] == "map_failed" or lost_incomplete:
-            state.drop(task, attempt)
+        if state is not None:
+            if kind == "map_committed":
+                state.commit(task, attempt, notice.get("segments", ()))
+            elif kind == "map_failed" and notice.get("keep_below"):
+                state.keep(task, attempt, notice["keep_below"])  # kept for the attempt that resumes after them
+            elif kind == "map_failed" or (kind == "map_lost" and not self.store.complete(task, attempt)):
+                for lost in state.lineage(task, attempt) if kind == "map_lost" else [attempt]:
+                    state.drop(task, lost)
+        if kind == "map_lost":
+            self.store.lost(task, attempt)
 
     def take(self, label: str, source: str | None = None) -> dict[str, Any]:
         """Write this partition's snapshot files under ``label`` and return the ``snapshot_done`` fields.
@@ -103,7 +122,7 @@ class ReducerSnapshots:
         self.taken += 1
         fields: dict[str, Any] = {
             "label": label,
-            "rows": [row_to_wire(ordered.row(i)) for i in range(min(len(ordered), ROWS_ON_THE_WIRE))],
+            "rows": [row_to_wire(ordered.row(i)) for i in top_positions(_shown(ordered), ROWS_ON_THE_WIRE)],
             "truncated": len(ordered) > ROWS_ON_THE_WIRE,
             "groups": len(ordered),
             "seconds": round(time.time() - started, 4),
@@ -148,6 +167,13 @@ class ReducerSnapshots:
             for out_key, out_value in self.reducer(key, values) or ():
                 rows.append(SnapshotRow(out_key, out_value, None, False))
         return rows
+
+
+def _shown(table: SnapshotTable) -> list[Any]:
+    """What the part file shows per group: the estimate, else the value so far."""
+    return [
+        value if estimate is None else estimate for estimate, value in zip(table.estimates, table.values, strict=True)
+    ]
 
 
 def _max_relative_half_width(table: SnapshotTable) -> float | None:

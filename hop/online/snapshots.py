@@ -7,16 +7,19 @@
 - ``_snapshot.json`` (written by the coordinator once every partition reported): time, progress (the trigger), the
   fraction of input bytes and of chunks the reducers had seen, per-partition progress.
 
-``<label>`` is the progress the snapshot was taken at, three decimals (``0.100``); a snapshot asked for with
-``hop snapshot`` is ``<progress>-now<seq>``. Files are written under a temporary name and renamed.
+``<label>`` is the progress the snapshot was taken at, three decimals (``0.100``; more when ``--snapshot-every`` is
+below 0.001, so labels stay unique: ``0.0005``); a snapshot asked for with ``hop snapshot`` is
+``<progress>-now<seq>``. Files are written under a temporary name and renamed.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +30,30 @@ __all__ = [
     "ROWS_ON_THE_WIRE",
     "row_to_wire",
     "snapshot_directory",
+    "label_digits",
     "snapshot_label",
+    "top_positions",
     "write_final_partition_snapshot",
     "write_partition_snapshot",
 ]
 
 ROWS_ON_THE_WIRE = 2000
-"""Rows per partition a reducer sends the coordinator with a snapshot (all rows are in the files)."""
+"""Rows per partition a reducer sends the coordinator with a snapshot: its largest estimates (``top_positions``;
+all rows are in the files)."""
 
 _dumps = to_json
 
 
-def snapshot_label(progress: float, on_demand_seq: int | None = None) -> str:
-    label = f"{progress:.3f}"
+def snapshot_label(progress: float, on_demand_seq: int | None = None, digits: int = 3) -> str:
+    """``progress`` with ``digits`` decimals (see ``label_digits``), ``-now<seq>`` for ``hop snapshot``."""
+    label = f"{progress:.{digits}f}"
     return label if on_demand_seq is None else f"{label}-now{on_demand_seq}"
+
+
+def label_digits(every: float | None) -> int:
+    """Decimals that tell multiples of ``every`` apart (3 unless ``every`` is below 0.001): two labels of
+    consecutive multiples differ by at least one unit of the last decimal, so no two snapshots share a folder."""
+    return 3 if not every else max(3, math.ceil(-math.log10(every) - 1e-9))
 
 
 def snapshot_directory(output: str | Path, label: str) -> Path:
@@ -57,6 +70,21 @@ def row_to_wire(row: SnapshotRow) -> dict[str, Any]:
         "high": estimate.high if estimate is not None else None,
         "final": row.final,
     }
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # NaN ranks nowhere
+
+
+def top_positions(shown: Sequence[Any], limit: int) -> list[int]:
+    """The positions of the rows a snapshot sends: the ``limit`` largest numeric ``shown`` values (a row's estimate,
+    else its value), largest first, ties in position order; if fewer are numeric, then the others in position order
+    (a hand-written reduce's lists or texts have no size to rank by)."""
+    numeric = [i for i, value in enumerate(shown) if _numeric(value)]
+    ranked = heapq.nlargest(limit, numeric, key=shown.__getitem__)
+    if len(ranked) < limit and len(numeric) < len(shown):
+        ranked += [i for i, value in enumerate(shown) if not _numeric(value)][: limit - len(ranked)]
+    return ranked
 
 
 def _write_atomically(path: Path, lines: Iterable[str]) -> None:
@@ -88,29 +116,36 @@ def write_partition_snapshot(directory: Path, index: int, table: SnapshotTable) 
 
 def write_final_partition_snapshot(directory: Path, index: int, part: Path) -> tuple[int, list[dict[str, Any]]]:
     """A partition that finished before it answered a snapshot: its snapshot is its final output (every row
-    final, exact). Copies ``part`` and writes the matching estimates; returns the number of groups and the first
-    ``ROWS_ON_THE_WIRE`` rows."""
+    final, exact). Copies ``part`` and writes the matching estimates; returns the number of groups and the
+    ``ROWS_ON_THE_WIRE`` rows with the largest values (``top_positions``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    groups = 0
-    first_rows: list[dict[str, Any]] = []
+    shown: list[Any] = []
 
-    def rows() -> Iterable[str]:
-        nonlocal groups
+    def read() -> Iterable[dict[str, Any]]:
         with open(part, encoding="utf-8") as lines:
             for line in lines:
                 key_text, _, value_text = line.rstrip("\n").partition("\t")
                 value = json.loads(value_text)
-                groups += 1
                 row = {"key": json.loads(key_text), "value": value, "estimate": None, "low": None, "high": None}
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     row.update(estimate=value, low=value, high=value)
                 row["final"] = True
-                if len(first_rows) < ROWS_ON_THE_WIRE:
-                    first_rows.append(row)
-                yield _dumps(row) + "\n"
+                yield row
+
+    def rows() -> Iterable[str]:
+        for row in read():
+            shown.append(row["value"])
+            yield _dumps(row) + "\n"
 
     _write_atomically(directory / f"estimates-{index:05d}.jsonl", rows())
     temporary = directory / f".part-{index:05d}.{os.getpid()}.tmp"
     shutil.copyfile(part, temporary)
     os.replace(temporary, directory / f"part-{index:05d}")
-    return groups, first_rows
+    wanted = top_positions(shown, ROWS_ON_THE_WIRE)
+    order = {position: rank for rank, position in enumerate(wanted)}
+    chosen: list[dict[str, Any]] = [{}] * len(wanted)
+    for position, row in enumerate(read()):  # a second read keeps only the chosen rows in memory
+        rank = order.get(position)
+        if rank is not None:
+            chosen[rank] = row
+    return len(shown), chosen

@@ -7,12 +7,19 @@ is folded into the attempt's summary: the aggregate state and, for Sum/Count/Mea
 products the estimators need (``hop.online.estimators``). A snapshot merges the summaries of the attempts that
 count (per map task: its committed attempt, else its live attempt with the most chunks), so producing one costs
 the number of distinct keys per attempt, never a re-read of the runs. Summaries of failed attempts are forgotten
-with them: a snapshot never includes them. Partial chunks are left out (their data is in the final result).
+with them: a snapshot never includes them.
+
+A map attempt that failed after a checkpoint leaves its spills below the checkpoint (``keep_below``) to the attempt
+that resumes after them (the run store keeps them; the retry's runs say which kept segments they continue:
+``resumes``, ``[[attempt, first, end], ...]``). The failed attempt's summary is then rebuilt from the store's runs
+below the checkpoint (once per failure: a re-read of those runs only) and counts as part of every attempt that
+resumes after it, so each kept chunk is counted exactly once. A chunk the checkpoint cut in two (its first part in
+kept spills, the rest in the retry's ``partial`` runs) is counted once both parts are here, as one chunk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +42,15 @@ class _Summary:
     state: dict[Any, Any] = field(default_factory=dict)
     moments: dict[Any, Any] = field(default_factory=dict)
     pending: dict[int, dict[Any, Any]] = field(default_factory=dict)
+    """Chunks whose last run has not arrived: their per-key state so far."""
+    tails: dict[int, dict[Any, Any]] = field(default_factory=dict)
+    """Partial chunks (the attempt resumed in their middle): the rest after the kept spills' part, per key."""
+    runs: dict[int, tuple[int, bool, bool]] = field(default_factory=dict)
+    """Every run received, by spill seq: (chunk, end, partial), to rebuild a failed attempt's kept part."""
+    limit: int | None = None
+    """A failed attempt's checkpoint: only its runs below this seq count (they are kept for a retry)."""
+    resumes: tuple[tuple[int, int, int], ...] = ()
+    """The kept segments ``(attempt, first, end)`` of failed attempts this attempt resumes after."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +73,11 @@ class SnapshotState:
         chunk_strata: list[str],
         key_stratum: Callable[[Any], str | None] | None = None,
         confidence: float = 0.95,
+        read_run: Callable[[int, int, int], bytes | None] | None = None,
     ) -> None:
         self.aggregate = aggregate
+        self.read_run = read_run
+        """(task, attempt, seq) -> a received run's bytes (the run store's): rebuilds a failed attempt's kept part."""
         self.kind = MOMENT_KINDS.get(aggregate.name) if type(aggregate).__module__ == "hop.aggregates" else None
         self.chunk_strata = chunk_strata
         self.stratum_sizes: dict[str, int] = {}
@@ -70,8 +89,29 @@ class SnapshotState:
         self.committed: dict[int, int] = {}
 
     # Events mirrored from the run store. ---------------------------------------------------------------------
-    def add_run(self, task: int, attempt: int, data: bytes, chunk: int, end: bool, partial: bool = False) -> None:
-        summary = self.attempts.setdefault((task, attempt), _Summary())
+    def add_run(
+        self,
+        task: int,
+        attempt: int,
+        seq: int,
+        data: bytes,
+        chunk: int,
+        end: bool,
+        partial: bool = False,
+        resumes: Sequence[Sequence[int]] = (),
+    ) -> None:
+        """One run of ``attempt`` of map ``task`` (spill ``seq``); ``resumes`` as the run's header says."""
+        for kept_attempt, _, below in resumes:  # the retry's runs may arrive before the failure notice
+            self.keep(task, kept_attempt, below)
+        summary = self.attempts.get((task, attempt))
+        if summary is None:
+            summary = self.attempts[(task, attempt)] = _Summary(resumes=_segments(resumes))
+        if (summary.limit is not None and seq >= summary.limit) or seq in summary.runs:
+            return  # past a failed attempt's checkpoint (the retry redoes it), or a resend
+        summary.runs[seq] = (chunk, end, partial)
+        self._add(summary, data, chunk, end, partial)
+
+    def _add(self, summary: _Summary, data: bytes, chunk: int, end: bool, partial: bool) -> None:
         pending = summary.pending.setdefault(chunk, {})
         merge = self.aggregate.merge
         get = pending.get
@@ -81,17 +121,48 @@ class SnapshotState:
                 pending[key] = value if old is None else merge(old, value)
         if end:
             chunk_values = summary.pending.pop(chunk)
-            if not partial:
+            if partial:
+                summary.tails[chunk] = chunk_values  # counted with the kept part (see _stitched)
+            else:
                 self._fold_chunk(summary, chunk, chunk_values)
 
-    def commit(self, task: int, attempt: int) -> None:
+    def commit(self, task: int, attempt: int, segments: Sequence[Sequence[int]] = ()) -> None:
+        """``attempt`` committed, resuming after the kept ``segments``; every other attempt of the task is dropped."""
         self.committed[task] = attempt
+        for kept_attempt, _, below in segments:
+            self.keep(task, kept_attempt, below)
+        summary = self.attempts.setdefault((task, attempt), _Summary())
+        summary.resumes = summary.resumes or _segments(segments)
+        lineage = {attempt, *(kept_attempt for kept_attempt, _, _ in summary.resumes)}
+        for key in [key for key in self.attempts if key[0] == task and key[1] not in lineage]:
+            self.drop(*key)
+
+    def keep(self, task: int, attempt: int, below: int) -> None:
+        """``attempt`` failed after a checkpoint: from now on it stands for its runs below ``below`` only, kept for
+        the attempt that resumes after them (rebuilt from the store's copies of those runs, once)."""
+        summary = self.attempts.get((task, attempt))
+        if summary is not None and summary.limit == below:
+            return
+        kept = _Summary(resumes=summary.resumes if summary is not None else (), limit=below)
+        if summary is not None:
+            for seq in sorted(seq for seq in summary.runs if seq < below):
+                data = self.read_run(task, attempt, seq) if self.read_run is not None else None
+                if data is None:
+                    continue  # not in the store: the kept part stays incomplete (no chunk is cut in two with it)
+                kept.runs[seq] = summary.runs[seq]
+                self._add(kept, data, *summary.runs[seq])
+        self.attempts[(task, attempt)] = kept
 
     def drop(self, task: int, attempt: int) -> None:
         """A failed, lost or superseded attempt: its contribution leaves every later snapshot."""
         self.attempts.pop((task, attempt), None)
         if self.committed.get(task) == attempt:
             del self.committed[task]
+
+    def lineage(self, task: int, attempt: int) -> list[int]:
+        """The attempts whose runs make up ``attempt``'s output: the kept ones it resumes after, then itself."""
+        summary = self.attempts.get((task, attempt))
+        return [*(kept for kept, _, _ in summary.resumes), attempt] if summary is not None else [attempt]
 
     # Snapshots. ----------------------------------------------------------------------------------------------
     def _fold_chunk(self, summary: _Summary, chunk: int, values: dict[Any, Any]) -> None:
@@ -108,16 +179,55 @@ class SnapshotState:
                 moments[key] = (qxx + count * count, qxy + count * total, qyy + total * total)
 
     def counted(self) -> list[_Summary]:
-        """The summaries a snapshot includes: per map task its committed attempt, else its best live attempt."""
-        best: dict[int, tuple[int, _Summary]] = {}
-        for (task, attempt), summary in self.attempts.items():
+        """The summaries a snapshot includes: per map task its committed attempt's, else those of its live attempt
+        with the most chunks; each with the kept parts it resumes after and the chunks stitched across them."""
+        best: dict[int, tuple[int, list[_Summary]]] = {}
+        for task, attempt in self.attempts:
             committed = self.committed.get(task)
             if committed is not None and committed != attempt:
                 continue
+            pieces = self._pieces(task, attempt)
+            chunks = sum(len(piece.chunks) for piece in pieces)  # disjoint: a chunk is in one piece only
             current = best.get(task)
-            if current is None or (committed == attempt) or len(summary.chunks) > len(current[1].chunks):
-                best[task] = (attempt, summary)
-        return [summary for _, summary in best.values()]
+            if current is None or committed == attempt or chunks > current[0]:
+                best[task] = (chunks, pieces)
+        return [piece for _, pieces in best.values() for piece in pieces]
+
+    def _pieces(self, task: int, attempt: int) -> list[_Summary]:
+        """``attempt``'s summary after those of the kept segments it resumes after (those still here), and a
+        summary of the chunks cut in two by a checkpoint whose parts are all here."""
+        summary = self.attempts[(task, attempt)]
+        pieces = [self.attempts[(task, kept)] for kept, _, _ in summary.resumes if (task, kept) in self.attempts]
+        pieces.append(summary)
+        stitched = self._stitched(summary.resumes, pieces)
+        return pieces if stitched is None else [*pieces, stitched]
+
+    def _stitched(self, segments: tuple[tuple[int, int, int], ...], pieces: list[_Summary]) -> _Summary | None:
+        """Chunks cut by a checkpoint: the kept part is pending in a kept summary, the rest is a later piece's tail.
+        Counted only once every kept run arrived (else a late kept run could still belong to the chunk)."""
+        if not any(piece.tails for piece in pieces):
+            return None
+        if len(pieces) != len(segments) + 1 or any(
+            any(seq not in piece.runs for seq in range(first, end))
+            for piece, (_, first, end) in zip(pieces, segments, strict=False)
+        ):
+            return None
+        done = set().union(*(piece.chunks for piece in pieces))
+        stitched = _Summary()
+        merge = self.aggregate.merge
+        for position, piece in enumerate(pieces):
+            for chunk, tail in piece.tails.items():
+                parts = [earlier.pending[chunk] for earlier in pieces[:position] if chunk in earlier.pending]
+                if chunk in done or not parts:
+                    continue  # wholly in a kept spill (the retry re-sent an empty rest), or no kept part
+                values: dict[Any, Any] = {}
+                for part in [*parts, tail]:
+                    for key, value in part.items():
+                        old = values.get(key)
+                        values[key] = value if old is None else merge(old, value)
+                self._fold_chunk(stitched, chunk, values)
+                done.add(chunk)
+        return stitched if stitched.chunks else None
 
     def seen_chunks(self) -> set[int]:
         return set().union(*(summary.chunks for summary in self.counted()))
@@ -181,6 +291,11 @@ class SnapshotState:
                         self.confidence,
                     ),
                 )
+                # An exact total is the final value: the output's type (an int Sum or Count stays an int, as in
+                # the final part files); only a scaled estimate is a float.
+                for i in estimable:
+                    if finals[i] and isinstance(states[i], int):
+                        table.estimates[i] = table.lows[i] = table.highs[i] = states[i]
         elif self.kind == "mean" and estimable:
             table.fill(
                 estimable,
@@ -265,6 +380,10 @@ class SnapshotTable:
             [self.highs[i] for i in order],
             [self.finals[i] for i in order],
         )
+
+
+def _segments(segments: Sequence[Sequence[int]]) -> tuple[tuple[int, int, int], ...]:
+    return tuple((int(a), int(first), int(end)) for a, first, end in segments)
 
 
 def _add(a: Any, b: Any) -> Any:

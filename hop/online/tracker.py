@@ -12,6 +12,11 @@
   has been sampled with at least ``MIN_CHUNKS_PER_STRATUM`` chunks (or all of its chunks, if it has fewer): an
   interval computed from one or two chunks can be narrow by chance (two equal chunks give a zero-width interval),
   and a group none of whose records was read yet is absent from the snapshot, not estimated.
+- Rows kept (what ``hop.client.Client.snapshots`` and the web view get): each partition sends its
+  ``ROWS_ON_THE_WIRE`` largest estimates; the latest complete snapshot keeps them all, every earlier one (and the
+  latest too once the job ended: ``release``) only its ``HISTORY_ROWS`` largest per partition, enough for the web
+  view's chart of a large group's estimate over time. So a job's rows take at most one snapshot's worth plus
+  ``HISTORY_ROWS`` per partition and snapshot, however long it runs (all rows are in the snapshot files).
 """
 
 from __future__ import annotations
@@ -20,12 +25,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hop.online.snapshots import snapshot_label
+from hop.online.snapshots import ROWS_ON_THE_WIRE, label_digits, snapshot_label, top_positions
 
-__all__ = ["MIN_CHUNKS_PER_STRATUM", "Snapshot", "SnapshotTracker"]
+__all__ = ["HISTORY_ROWS", "MIN_CHUNKS_PER_STRATUM", "Snapshot", "SnapshotTracker"]
 
 MIN_CHUNKS_PER_STRATUM = 5
 """The chunks of a stratum a snapshot must have read before ``--stop-when-accurate`` may end the job on it."""
+
+HISTORY_ROWS = 100
+"""Rows per partition kept of a snapshot that is no longer the latest (its largest estimates: the web view's
+history of the large groups)."""
 
 
 @dataclass
@@ -38,6 +47,8 @@ class Snapshot:
     completed_at: float | None = None
     upstream: dict[str, Any] | None = None
     """A pipeline's later job: the upstream snapshot this one was recomputed from (its job, label, progress)."""
+    rows_limit: int = ROWS_ON_THE_WIRE
+    """The most rows per partition it keeps (``HISTORY_ROWS`` once thinned)."""
 
     @property
     def complete(self) -> bool:
@@ -55,6 +66,7 @@ class SnapshotTracker:
         stop_when_accurate: float | None = None,
         started_at: float | None = None,
         stratum_chunks: dict[str, int] | None = None,
+        confidence: float | None = None,
     ) -> None:
         if every is not None and not 0 < every < 1:
             raise ValueError(f"--snapshot-every must be between 0 and 1 (a fraction of the input), got {every}")
@@ -65,6 +77,8 @@ class SnapshotTracker:
         self.stop_when_accurate = stop_when_accurate
         self.stratum_chunks = stratum_chunks
         """How many input chunks each stratum has (``None``: no online input order, nothing to require)."""
+        self.confidence = confidence
+        """The confidence level of the job's intervals (``--confidence``; ``None``: the job gives no intervals)."""
         self.started_at = started_at if started_at is not None else time.time()
         self.snapshots: list[Snapshot] = []
         self._next = every or 0.0
@@ -90,7 +104,7 @@ class SnapshotTracker:
 
     def _new(self, progress: float, on_demand: bool, now: float | None) -> Snapshot:
         seq = len(self.snapshots)
-        label = snapshot_label(progress, seq if on_demand else None)
+        label = snapshot_label(progress, seq if on_demand else None, label_digits(self.every))
         snapshot = Snapshot(seq, label, progress, now if now is not None else time.time())
         self.snapshots.append(snapshot)
         return snapshot
@@ -102,11 +116,29 @@ class SnapshotTracker:
         snapshot = self.snapshots[seq]
         if snapshot.complete:
             return None
+        if snapshot.rows_limit < ROWS_ON_THE_WIRE:  # a newer snapshot completed first: this one is history only
+            fields = {**fields, "rows": (fields.get("rows") or [])[: snapshot.rows_limit]}
         snapshot.partitions[index] = fields
         if len(snapshot.partitions) == self.num_partitions:
             snapshot.completed_at = now if now is not None else time.time()
+            for earlier in self.snapshots[:seq]:
+                self._thin(earlier)
             return snapshot
         return None
+
+    def release(self) -> None:
+        """The job ended: no snapshot is the live one any more; keep only history rows of each."""
+        for snapshot in self.snapshots:
+            self._thin(snapshot)
+
+    @staticmethod
+    def _thin(snapshot: Snapshot) -> None:
+        if snapshot.rows_limit <= HISTORY_ROWS:
+            return
+        snapshot.rows_limit = HISTORY_ROWS
+        for fields in snapshot.partitions.values():
+            if fields.get("rows"):
+                fields["rows"] = fields["rows"][:HISTORY_ROWS]  # sent largest first
 
     def coverage(self, snapshot: Snapshot) -> tuple[float, float] | None:
         """(fraction of chunks, fraction of bytes) the reducers' data covered: the least over partitions."""
@@ -169,6 +201,8 @@ class SnapshotTracker:
             partitions.append(entry)
             if with_rows:
                 rows.extend(fields.get("rows") or [])
+        if rows:  # each partition's are largest first: so are all of them
+            rows = [rows[i] for i in top_positions([_shown(row) for row in rows], len(rows))]
         result: dict[str, Any] = {
             "seq": snapshot.seq,
             "label": snapshot.label,
@@ -185,7 +219,10 @@ class SnapshotTracker:
             "strata_unseen": sorted(
                 {s for p in partitions for s, seen in (p.get("strata_seen") or {}).items() if not seen}
             ),
-            "truncated": any(fields.get("truncated") for fields in snapshot.partitions.values()),
+            "truncated": snapshot.rows_limit < ROWS_ON_THE_WIRE
+            or any(fields.get("truncated") for fields in snapshot.partitions.values()),
+            "rows_limit": snapshot.rows_limit,
+            "confidence": self.confidence,
         }
         if snapshot.upstream is not None:
             upstream = snapshot.upstream
@@ -194,3 +231,8 @@ class SnapshotTracker:
         if with_rows:
             result["rows"] = rows
         return result
+
+
+def _shown(row: dict[str, Any]) -> Any:
+    estimate = row.get("estimate")
+    return row.get("value") if estimate is None else estimate

@@ -6,7 +6,8 @@ Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, neve
 - ``GET /api/jobs``: every job (id, name, state, progress, output directory, snapshot count; for a continuous job
   ``continuous: true``, the number of ``windows`` written so far and ``stopping``).
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
-- ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (default all), with their rows.
+- ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (default all), with their rows: the
+  largest estimates, all kept ones for the latest, a hundred per partition of earlier ones (``hop.online.tracker``).
 - ``GET /api/jobs/{job_id}/results``: the final output (``409`` while the job runs, and for a continuous job, whose
   results are its windows).
 - ``GET /api/jobs/{job_id}/windows?after=N``: a continuous job's windows with ``seq > N`` (default all the
@@ -15,9 +16,10 @@ Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, neve
 - ``POST /api/jobs/{job_id}/stop``: ask a continuous job to stop (it drains and writes its last windows); ``409``
   for a batch job or one that already ended; ``403`` when another site's page sends it.
 - ``GET /api/events?job=ID``: server-sent events pushing ``jobs`` (the list, when it changes), and for ``job``:
-  ``job`` (tasks and progress), ``snapshot`` (each new snapshot) and ``results`` (once it succeeded); for a
-  continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first; the event id is its
-  ``seq``, so a reconnecting page resumes after the last window it got) instead of snapshots and results.
+  ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results`` (once it
+  succeeded); for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first)
+  instead of snapshots and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
+  (``Last-Event-ID``) resumes after the last one it got: nothing twice, nothing skipped.
 
 With the cluster monitor (``make_app(source, monitor=box)``, ``hop monitor``; ``box`` is a list that holds the
 ``monitoring.feed.MonitorFeed`` once the monitoring job is submitted, empty until then; every route but the page
@@ -187,11 +189,11 @@ async def events(request: web.Request) -> web.StreamResponse:
 
     last_jobs: Any = None
     last_job: Any = None
-    last_seq = -1
     results_sent = False
-    # A page that reconnects names the last window it got (its event id): go on from there.
+    # A page that reconnects names the last window or snapshot it got (its event id, the seq): go on from there.
     resume = request.headers.get("Last-Event-ID", "")
     last_window: int | None = int(resume) if resume.isdigit() else None
+    last_seq = int(resume) if resume.isdigit() else -1
 
     async def send_windows(job_id: str, detail: dict[str, Any]) -> None:
         nonlocal last_window
@@ -209,7 +211,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         for snapshot in await source.snapshots(job_id, last_seq):
             if not snapshot["complete"]:
                 break
-            await send("snapshot", snapshot)
+            await send("snapshot", snapshot, event_id=snapshot["seq"])
             last_seq = snapshot["seq"]
         if detail["state"] == "succeeded" and not results_sent:
             loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])

@@ -13,11 +13,15 @@ const state = {
   sortBy: "estimate",
   sortDescending: true,
   snapshotLabel: null,
+  confidence: null,    // the job's confidence level (--confidence), from its snapshots
+  lastSeq: null,       // the seq of the last snapshot taken in (also the event id the server resumes after)
 };
 
 const keyText = (key) => (typeof key === "string" ? key : JSON.stringify(key));
 const number = (value) =>
   value === null || value === undefined ? "" : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 }) : JSON.stringify(value);
+// "90% interval": the job's own level (not always 95%); just "interval" until a snapshot said which.
+const interval = () => (state.confidence ? `${+(100 * state.confidence).toFixed(2)}% interval` : "interval");
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
 
 function connect(jobId) {
@@ -59,7 +63,8 @@ function renderJobs(jobs) {
 
 function selectJob(jobId) {
   if (jobId === state.jobId) return;
-  Object.assign(state, { jobId, rows: [], final: false, history: new Map(), selectedKey: null, snapshotLabel: null });
+  Object.assign(state, { jobId, rows: [], final: false, history: new Map(), selectedKey: null, snapshotLabel: null,
+    confidence: null, lastSeq: null });
   Object.assign(stream, { job: null, windows: [], pinned: null, selectedKey: null, stopRequested: false });
   document.getElementById("detail").hidden = false;
   document.getElementById("stop-state").textContent = "";
@@ -90,9 +95,12 @@ function renderJob(job) {
 }
 
 function addSnapshot(snapshot) {
-  if (state.final) return;
+  if (state.final || (state.lastSeq !== null && snapshot.seq <= state.lastSeq)) return;  // (sent again: no duplicates)
+  state.lastSeq = snapshot.seq;
   state.rows = snapshot.rows;
   state.snapshotLabel = snapshot.label;
+  state.confidence = snapshot.confidence ?? null;
+  document.getElementById("interval-heading").textContent = interval();
   for (const row of snapshot.rows) {
     const key = keyText(row.key);
     if (!state.history.has(key)) state.history.set(key, []);
@@ -101,7 +109,7 @@ function addSnapshot(snapshot) {
   const upstream = snapshot.upstream ? ` (recomputed from ${snapshot.upstream.job_id} at ${snapshot.upstream.label})` : "";
   document.getElementById("snapshot-info").textContent =
     `snapshot ${snapshot.label}: ${Math.round(100 * snapshot.input_fraction)}% of the input seen, ` +
-    `${snapshot.groups} groups${snapshot.truncated ? " (first rows shown)" : ""}${upstream}`;
+    `${snapshot.groups} groups${snapshot.truncated ? ` (the ${snapshot.rows.length} largest shown)` : ""}${upstream}`;
   setBadge(false);
   renderTable();
 }
@@ -193,7 +201,7 @@ let barChart = null;
 function renderBars(rows) {
   const data = {
     labels: rows.map((row) => keyText(row.key)),
-    datasets: [{ label: state.final ? "final value" : "estimate (95% interval)", data: rows.map(shown),
+    datasets: [{ label: state.final ? "final value" : `estimate (${interval()})`, data: rows.map(shown),
       bounds: rows.map((row) => ({ low: row.low, high: row.high })), backgroundColor: state.final ? "#2e7d32" : "#1976d2" }],
   };
   if (!barChart) {
@@ -211,8 +219,8 @@ function renderHistory() {
   const labels = points.map((p) => `${Math.round(100 * p.progress)}%`);
   const datasets = [
     { label: "estimate", data: points.map((p) => p.estimate), borderColor: "#1976d2" },
-    { label: "95% low", data: points.map((p) => p.low), borderColor: "#90caf9", borderDash: [4, 4] },
-    { label: "95% high", data: points.map((p) => p.high), borderColor: "#90caf9", borderDash: [4, 4], fill: "-1",
+    { label: `${interval()}: low`, data: points.map((p) => p.low), borderColor: "#90caf9", borderDash: [4, 4] },
+    { label: `${interval()}: high`, data: points.map((p) => p.high), borderColor: "#90caf9", borderDash: [4, 4], fill: "-1",
       backgroundColor: "rgba(144, 202, 249, 0.2)" },
   ];
   if (points.final !== undefined) {
