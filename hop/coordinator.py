@@ -615,12 +615,15 @@ class Coordinator:
         report = {k: v for k, v in msg.items() if k not in ("type", "worker", "job_id", "index", "attempt")}
         summary = job.windows.on_window_done(msg["index"], report)
         if summary is not None:
-            folder = Path(job.spec.output) / "windows" / summary["label"]
-            folder.mkdir(parents=True, exist_ok=True)
-            described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
-            temporary = folder / "._window.json.tmp"
-            temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
-            os.replace(temporary, folder / "_window.json")
+            _write_window_json(job.spec.output, summary)
+
+    def on_windows_skipped(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A stream reducer closed a stretch of windows holding no data cell of its own (``hop.stream.tracker``)."""
+        job = self._job_for(msg)
+        if job is None or job.windows is None:
+            return
+        for summary in job.windows.on_windows_skipped(msg["index"], msg["window"], msg["end"], msg["reason"]):
+            _write_window_json(job.spec.output, summary)
 
     def on_stream_pause(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A stream reducer is over (``pane``) or back under (``None``) its memory budget: maps may not run past
@@ -1011,6 +1014,16 @@ class Coordinator:
             # Nothing can run any more: fail running jobs instead of letting clients wait forever.
             for job in self.jobs.values():
                 self._execute(job, job.fail(f"no live workers: the last one ({worker.name}) was lost"))
+
+
+def _write_window_json(output: str, summary: dict[str, Any]) -> None:
+    """``OUT/windows/<label>/_window.json`` of a window every partition reported (tmp + rename)."""
+    folder = Path(output) / "windows" / summary["label"]
+    folder.mkdir(parents=True, exist_ok=True)
+    described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
+    temporary = folder / "._window.json.tmp"
+    temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, folder / "_window.json")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,6 +53,7 @@ RELAYED = {
     "reduce_done",
     "task_failed",
     "window_done",
+    "windows_skipped",
     "stream_checkpoint",
     "stream_pause",
 }

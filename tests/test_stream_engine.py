@@ -239,6 +239,23 @@ def test_late_records_go_to_late_output_never_into_a_window(stream_client: Clien
     assert windowed + len(late) == len(events), "every record is in a window or in _late, none lost"
 
 
+@pytest.mark.timeout(240)
+def test_a_record_stamped_far_in_the_future_does_not_hang_the_reducers(stream_client: Client, tmp_path: Path) -> None:
+    # The last record's stamp is in milliseconds where seconds are meant: ~5e4 years of empty one-second windows
+    # lie between it and the rest, which the reducers once closed one by one (a hang).
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 300, rate=100.0, seed=8)
+    far = {"ts": events[-1]["ts"] * 1000, "text": "alpha"}
+    with events_path.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(far) + "\n")
+    report = run_stream_job(stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "1s")
+    got = read_windows(tmp_path / "out")
+    far_start = float(int(far["ts"]))
+    assert got.pop(far_start)[1] == {"alpha": 1}
+    assert {start: rows for start, (_, rows) in got.items()} == python_windows(events, 1, 1)
+    assert report["continuous"]["windows_written"] == len(got) + 1
+
+
 def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_path: Path) -> None:
     events_path = tmp_path / "events.jsonl"
     events = write_events(events_path, 2000, rate=100.0, seed=6, disorder=0.05)

@@ -462,17 +462,22 @@ def run_stream_reduce(
         channel.send("stream_checkpoint", index=index, attempt=attempt, processed=state["processed"])
 
     def write_window(result: WindowResult) -> None:
+        """Write this partition's part of a window and report it; a window with no record of this partition
+        (another may hold some) has no part file but is reported all the same."""
         nonlocal windows_since_checkpoint
         label = window.label(result.window)
-        folder = Path(spec.output) / "windows" / label
-        folder.mkdir(parents=True, exist_ok=True)
-        part = folder / f"part-{index:05d}"
-        temporary = folder / f".part-{index:05d}.tmp-{attempt}"
-        ordered, _ = sort_keys(list(result.groups))
-        groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
-        output_records = _reduce_to_file(groups, functions.reducer, temporary)
-        os.replace(temporary, part)
-        lines = part.read_text(encoding="utf-8").splitlines()
+        lines: list[str] = []
+        output_records = 0
+        if result.records:
+            folder = Path(spec.output) / "windows" / label
+            folder.mkdir(parents=True, exist_ok=True)
+            part = folder / f"part-{index:05d}"
+            temporary = folder / f".part-{index:05d}.tmp-{attempt}"
+            ordered, _ = sort_keys(list(result.groups))
+            groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
+            output_records = _reduce_to_file(groups, functions.reducer, temporary)
+            os.replace(temporary, part)
+            lines = part.read_text(encoding="utf-8").splitlines()
         for line in lines:
             key_text, value_text = line.split("\t", 1)
             pending_delta.append(
@@ -559,10 +564,12 @@ def run_stream_reduce(
             while (control := channel.receive(0)) is not None:
                 if control.get("job_id") == spec.job_id and control["type"] == "stream_source_gone":
                     assembler.source_gone(int(control["index"]))
-            for number, reason in assembler.due(time.time()):
-                result = assembler.emit(number, reason)
-                if result is not None:
-                    write_window(result)
+            for closing in assembler.due(time.time()):
+                if closing.stretch:  # windows holding no data cell here: one step and one report, however many
+                    assembler.skip(closing.window, closing.end)
+                    channel.send("windows_skipped", index=index, attempt=attempt, **closing._asdict())
+                else:
+                    write_window(assembler.emit(closing.window, closing.reason))
             held = assembler.held_bytes
             counters["held_bytes_peak"] = max(counters["held_bytes_peak"], held)
             if held > memory_budget and pause_sent is None:
