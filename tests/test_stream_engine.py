@@ -519,6 +519,54 @@ def test_windows_are_published_to_a_zeromq_sink(stream_client: Client, tmp_path:
         assert rows == by_label[label]
 
 
+def test_no_window_rows_are_capped_for_the_sink_or_on_request(stream_client: Client, tmp_path: Path) -> None:
+    # 2,400 distinct words in one partition's windows: more rows than a reducer reports to the coordinator (1,000).
+    events_path = tmp_path / "events.jsonl"
+    events = [{"ts": T0 + i * 0.01 + 0.0004, "text": " ".join(f"u{i}x{j}" for j in range(12))} for i in range(200)]
+    events_path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    context = zmq.Context.instance()
+    sub = context.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    port = sub.bind_to_random_port("tcp://127.0.0.1")
+    published: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def listen() -> None:
+        while not done.is_set():
+            if sub.poll(100):
+                published.append(msgpack.unpackb(sub.recv(), raw=False))
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    try:
+        report = run_stream_job(
+            stream_client,
+            "EventWordCount",
+            [f"replay:{events_path}?rate=50"],  # 4 s: the sink's connection is up before the windows close
+            tmp_path / "out",
+            "1s",
+            sink=f"tcp://127.0.0.1:{port}",
+            num_reduces=1,
+        )
+    finally:
+        done.set()
+        listener.join(timeout=10)
+        sub.close()
+    by_label = {meta["label"]: rows for meta, rows in read_windows(tmp_path / "out").values()}
+    assert len(by_label) >= 2 and max(len(rows) for rows in by_label.values()) > 1000
+    for message in published:
+        assert {json.loads(k): json.loads(v) for k, v in message["rows"]} == by_label[message["label"]]
+    assert {m["label"] for m in published} >= set(sorted(by_label)[1:])  # the first may precede the connection
+    job_id = report["job_id"]
+    first_rows = stream_client.windows(job_id)
+    assert any(len(w["rows"]) < w["output_records"] for w in first_rows)  # the kept rows: a prefix, and it shows
+    for window in stream_client.windows(job_id, all_rows=True):
+        assert {json.loads(k): json.loads(v) for k, v in window["rows"]} == by_label[window["label"]]
+    listing = stream_client.window_listing(job_id, limit=1)
+    assert len(listing["windows"]) == 1 and listing["omitted"] == len(by_label) - 1
+
+
 def test_reducer_memory_pressure_pauses_the_sources(stream_client: Client, tmp_path: Path) -> None:
     """With a reducer memory budget smaller than a sliding window's panes, the reducer raises C2's pause indicator:
     the map waits ahead of the next window instead of flooding the reducer, and every window is still exact."""

@@ -56,8 +56,9 @@ from shuffle.store import DECODED_EXPANSION
 
 PROGRESS_SECONDS = 1.0
 ROWS_REPORTED = 1000
-"""Rows of each window a reducer sends the coordinator with ``window_done`` (the web view's table; the whole
-result is in the window's part file)."""
+"""Rows of each window a reducer sends the coordinator with ``window_done`` (the web view's table). The whole
+result is in the window's part file, which the coordinator reads for a ``windows`` request with ``all_rows``; the
+``--sink`` gets every row."""
 KEEP_MAP_CHECKPOINTS = 64
 """Map checkpoints kept: a retry needs one its reducers' checkpoints cover, which can lag by a few seconds."""
 POLL_RECORDS = 2000
@@ -500,7 +501,8 @@ def run_stream_reduce(
             "rows": [line.split("\t", 1) for line in lines[:ROWS_REPORTED]],
         }
         channel.send("window_done", index=index, attempt=attempt, **report)
-        if sink is not None:
+        if sink is not None:  # the sink is the window's output stream: every row
+            report["rows"] = [line.split("\t", 1) for line in lines]
             sink.send(msgpack.packb({"job_id": spec.job_id, "partition": index, **report}, use_bin_type=True))
 
     def take_run(header: dict[str, Any], run: bytes) -> None:
