@@ -110,9 +110,19 @@ class Client:
         cancel a batch job (it fails as cancelled, its tasks are ended); the reply says which (``cancelled``)."""
         return self.request("stop_job", job_id=job_id)
 
-    def windows(self, job_id: str, after: int = 0) -> list[dict[str, Any]]:
-        """A continuous job's windows with ``seq > after`` (as in their ``_window.json``, plus ``rows``)."""
-        return list(self.request("windows", job_id=job_id, after=after)["windows"])
+    def windows(self, job_id: str, after: int = 0, *, limit: int = 100, all_rows: bool = False) -> list[dict[str, Any]]:
+        """A continuous job's windows with ``seq > after`` (as in their ``_window.json``, plus ``rows``), oldest
+        first, at most ``limit`` (``after=0``: the newest ``limit``; ask again after the last for more). ``rows``
+        holds the first rows of each window the coordinator kept; ``all_rows`` reads every row from the windows'
+        part files."""
+        return list(self.window_listing(job_id, after, limit=limit, all_rows=all_rows)["windows"])
+
+    def window_listing(
+        self, job_id: str, after: int = 0, *, limit: int = 100, all_rows: bool = False
+    ) -> dict[str, Any]:
+        """``windows`` with ``omitted``: how many windows with ``seq > after`` the answer left out (past ``limit``,
+        or older than the coordinator keeps in memory; every window is in ``OUT/windows/``)."""
+        return dict(self.request("windows", job_id=job_id, after=after, limit=limit, all_rows=all_rows))
 
     def cluster(self) -> dict[str, Any]:
         """The coordinator's sample stream address (``events``) and its recent ``faults``."""

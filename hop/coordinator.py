@@ -613,7 +613,12 @@ class Coordinator:
         if job is None or job.windows is None:
             self._send(identity, "error", message=f"no continuous job {msg['job_id']}")
             return
-        self._send(identity, "windows", windows=job.windows.since(int(msg.get("after", 0))))
+        after = int(msg.get("after", 0))
+        windows = job.windows.since(after, int(msg.get("limit", 100)))
+        if msg.get("all_rows"):
+            windows = [_with_all_rows(job.spec.output, window) for window in windows]
+        omitted = job.windows.seq - max(after, 0) - len(windows)  # older, or past the limit: ask again
+        self._send(identity, "windows", windows=windows, omitted=omitted)
 
     def on_window_done(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
@@ -622,12 +627,15 @@ class Coordinator:
         report = {k: v for k, v in msg.items() if k not in ("type", "worker", "job_id", "index", "attempt")}
         summary = job.windows.on_window_done(msg["index"], report)
         if summary is not None:
-            folder = Path(job.spec.output) / "windows" / summary["label"]
-            folder.mkdir(parents=True, exist_ok=True)
-            described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
-            temporary = folder / "._window.json.tmp"
-            temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
-            os.replace(temporary, folder / "_window.json")
+            _write_window_json(job.spec.output, summary)
+
+    def on_windows_skipped(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A stream reducer closed a stretch of windows holding no data cell of its own (``hop.stream.tracker``)."""
+        job = self._job_for(msg)
+        if job is None or job.windows is None:
+            return
+        for summary in job.windows.on_windows_skipped(msg["index"], msg["window"], msg["end"], msg["reason"]):
+            _write_window_json(job.spec.output, summary)
 
     def on_stream_pause(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A stream reducer is over (``pane``) or back under (``None``) its memory budget: maps may not run past
@@ -1020,6 +1028,28 @@ class Coordinator:
             # Nothing can run any more: fail running jobs instead of letting clients wait forever.
             for job in self.jobs.values():
                 self._execute(job, job.fail(f"no live workers: the last one ({worker.name}) was lost"))
+
+
+def _with_all_rows(output: str, window: dict[str, Any]) -> dict[str, Any]:
+    """``window`` with every row of its part files when the coordinator kept fewer (``ROWS_REPORTED`` per
+    partition, none for older windows)."""
+    if len(window.get("rows", ())) >= int(window.get("output_records", 0)):
+        return window
+    rows = []
+    for part in sorted((Path(output) / "windows" / window["label"]).glob("part-*")):
+        with open(part, encoding="utf-8") as file:
+            rows += [line.rstrip("\n").split("\t", 1) for line in file if line.strip()]
+    return {**window, "rows": rows}
+
+
+def _write_window_json(output: str, summary: dict[str, Any]) -> None:
+    """``OUT/windows/<label>/_window.json`` of a window every partition reported (tmp + rename)."""
+    folder = Path(output) / "windows" / summary["label"]
+    folder.mkdir(parents=True, exist_ok=True)
+    described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
+    temporary = folder / "._window.json.tmp"
+    temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, folder / "_window.json")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,6 +54,7 @@ RELAYED = {
     "reduce_done",
     "task_failed",
     "window_done",
+    "windows_skipped",
     "stream_checkpoint",
     "stream_pause",
 }

@@ -17,6 +17,7 @@ annotations. The last ``KEEP_FAULTS`` are also kept for
 from __future__ import annotations
 
 import itertools
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -28,14 +29,20 @@ import zmq
 KEEP_FAULTS = 200
 
 
+def advertised_host(bind_host: str) -> str:
+    """The host others reach a socket bound on ``bind_host`` at: itself, or for every interface (``0.0.0.0``,
+    ``*``) this host's name, as workers name their hosts (loopback would point a monitor elsewhere at itself)."""
+    return socket.gethostname() if bind_host in ("0.0.0.0", "*", "") else bind_host
+
+
 class ClusterEvents:
     def __init__(self, context: zmq.Context, bind_host: str, interval: float = 1.0) -> None:
         self.socket = context.socket(zmq.PUB)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.SNDHWM, 100)
         port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
-        advertised = "127.0.0.1" if bind_host == "0.0.0.0" else bind_host
-        self.endpoint = f"tcp://{advertised}:{port}"
+        self.endpoint = f"tcp://{advertised_host(bind_host)}:{port}"
+        """Where the monitor's stream map, on any worker, connects: a wildcard bind advertises this host's name."""
         self.interval = interval
         self.faults: deque[dict[str, Any]] = deque(maxlen=KEEP_FAULTS)
         self._new: list[dict[str, Any]] = []

@@ -51,7 +51,7 @@ class MonitorFeed(threading.Thread):
                     with self.lock:
                         self.samples[sample.get("worker", "?")] = sample
                 try:
-                    windows = client.windows(self.job_id, after=after)
+                    windows = client.windows(self.job_id, after=after, all_rows=True)  # every host's rows
                     faults = client.cluster()["faults"]
                 except (CoordinatorUnavailable, JobRejected):
                     windows, faults = [], []

@@ -391,3 +391,33 @@ def test_render_uses_the_clock_by_default() -> None:
 def test_sanitize_name(raw: str, clean: str) -> None:
     assert sanitize_name(raw) == clean
     assert PROMETHEUS_NAME.match(f"hop_host_{sanitize_name(raw)}")
+
+
+def test_events_bound_on_every_interface_advertise_a_reachable_host() -> None:
+    # Bound on 0.0.0.0 the stream was advertised at 127.0.0.1: a monitor's stream map on another host connected to
+    # itself and saw no coordinator source. It is advertised at this host's name, and reachable there.
+    import socket
+
+    import msgpack
+    import zmq
+
+    from monitoring.events import ClusterEvents
+
+    context = zmq.Context()
+    events = ClusterEvents(context, "0.0.0.0", interval=0.05)
+    sub = context.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        host = events.endpoint.removeprefix("tcp://").rsplit(":", 1)[0]
+        assert host == socket.gethostname() and not host.startswith("127.")
+        sub.connect(events.endpoint)
+        deadline = time.monotonic() + 30
+        while not sub.poll(100):  # PUB drops samples until the subscription is through: tick until one arrives
+            assert time.monotonic() < deadline, f"no sample from {events.endpoint}"
+            events.tick(lambda: {"jobs": [], "workers": []})
+        assert msgpack.unpackb(sub.recv(), raw=False)["kind"] == "coordinator"
+    finally:
+        sub.close()
+        events.close()
+        context.term()

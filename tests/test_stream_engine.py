@@ -239,6 +239,23 @@ def test_late_records_go_to_late_output_never_into_a_window(stream_client: Clien
     assert windowed + len(late) == len(events), "every record is in a window or in _late, none lost"
 
 
+@pytest.mark.timeout(240)
+def test_a_record_stamped_far_in_the_future_does_not_hang_the_reducers(stream_client: Client, tmp_path: Path) -> None:
+    # The last record's stamp is in milliseconds where seconds are meant: ~5e4 years of empty one-second windows
+    # lie between it and the rest, which the reducers once closed one by one (a hang).
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 300, rate=100.0, seed=8)
+    far = {"ts": events[-1]["ts"] * 1000, "text": "alpha"}
+    with events_path.open("a", encoding="utf-8") as file:
+        file.write(json.dumps(far) + "\n")
+    report = run_stream_job(stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "1s")
+    got = read_windows(tmp_path / "out")
+    far_start = float(int(far["ts"]))
+    assert got.pop(far_start)[1] == {"alpha": 1}
+    assert {start: rows for start, (_, rows) in got.items()} == python_windows(events, 1, 1)
+    assert report["continuous"]["windows_written"] == len(got) + 1
+
+
 def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_path: Path) -> None:
     events_path = tmp_path / "events.jsonl"
     events = write_events(events_path, 2000, rate=100.0, seed=6, disorder=0.05)
@@ -431,8 +448,11 @@ def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: 
     assert sum(meta["records"] for meta, _ in windows.values()) + shed == len(events)
     marked = [meta for meta, _ in windows.values() if "S" in "".join(meta["scoreboard"]["grid"])]
     assert marked and all(meta["reason"] == "latency" for meta in marked)
-    for meta, rows in windows.values():
-        assert rows == {"w": meta["records"]}
+    for meta, rows in windows.values():  # a window whose records were all shed is reported, with no rows
+        assert rows == ({"w": meta["records"]} if meta["records"] else {})
+    # One figure for the job: each shed pane once (3 s of events: at most 4 one-second panes), not once per
+    # partition and per message that named it.
+    assert 1 <= report["counters"]["shed_panes"] <= 4
 
 
 def test_pane_flow_control_pauses_the_source_for_a_slow_reducer(
@@ -502,6 +522,54 @@ def test_windows_are_published_to_a_zeromq_sink(stream_client: Client, tmp_path:
         assert rows == by_label[label]
 
 
+def test_no_window_rows_are_capped_for_the_sink_or_on_request(stream_client: Client, tmp_path: Path) -> None:
+    # 2,400 distinct words in one partition's windows: more rows than a reducer reports to the coordinator (1,000).
+    events_path = tmp_path / "events.jsonl"
+    events = [{"ts": T0 + i * 0.01 + 0.0004, "text": " ".join(f"u{i}x{j}" for j in range(12))} for i in range(200)]
+    events_path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    context = zmq.Context.instance()
+    sub = context.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    port = sub.bind_to_random_port("tcp://127.0.0.1")
+    published: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def listen() -> None:
+        while not done.is_set():
+            if sub.poll(100):
+                published.append(msgpack.unpackb(sub.recv(), raw=False))
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    try:
+        report = run_stream_job(
+            stream_client,
+            "EventWordCount",
+            [f"replay:{events_path}?rate=50"],  # 4 s: the sink's connection is up before the windows close
+            tmp_path / "out",
+            "1s",
+            sink=f"tcp://127.0.0.1:{port}",
+            num_reduces=1,
+        )
+    finally:
+        done.set()
+        listener.join(timeout=10)
+        sub.close()
+    by_label = {meta["label"]: rows for meta, rows in read_windows(tmp_path / "out").values()}
+    assert len(by_label) >= 2 and max(len(rows) for rows in by_label.values()) > 1000
+    for message in published:
+        assert {json.loads(k): json.loads(v) for k, v in message["rows"]} == by_label[message["label"]]
+    assert {m["label"] for m in published} >= set(sorted(by_label)[1:])  # the first may precede the connection
+    job_id = report["job_id"]
+    first_rows = stream_client.windows(job_id)
+    assert any(len(w["rows"]) < w["output_records"] for w in first_rows)  # the kept rows: a prefix, and it shows
+    for window in stream_client.windows(job_id, all_rows=True):
+        assert {json.loads(k): json.loads(v) for k, v in window["rows"]} == by_label[window["label"]]
+    listing = stream_client.window_listing(job_id, limit=1)
+    assert len(listing["windows"]) == 1 and listing["omitted"] == len(by_label) - 1
+
+
 def test_reducer_memory_pressure_pauses_the_sources(stream_client: Client, tmp_path: Path) -> None:
     """With a reducer memory budget smaller than a sliding window's panes, the reducer raises C2's pause indicator:
     the map waits ahead of the next window instead of flooding the reducer, and every window is still exact."""
@@ -524,6 +592,7 @@ def test_reducer_memory_pressure_pauses_the_sources(stream_client: Client, tmp_p
     report = run_stream(stream_client, spec, progress=False, timeout=120, view_interval=None)["report"]
     assert report["counters"]["memory_pauses"] > 0
     assert report["counters"]["stream_memory_pauses"] > 0
+    assert 10_000 < report["counters"]["max_held_bytes"] < 10 * 120_000  # one reducer's peak, past its budget
     got = {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()}
     assert got == python_windows(events, 4, 1)
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hop.aggregates import Sum
-from hop.stream.assembler import FOREVER, WindowAssembler
+from hop.stream.assembler import FOREVER, Closing, WindowAssembler
 from hop.stream.options import stream_options
 from hop.stream.panes import PaneBuffer
 from hop.stream.tracker import WindowTracker
@@ -93,13 +93,17 @@ def _assembler(sources: int = 2, **options: Any) -> WindowAssembler:
     return WindowAssembler(spec, sources, lists=False, merge=merge, **options)
 
 
+def one(window: int, reason: str) -> Closing:
+    return Closing(window, reason, window + 1)
+
+
 def test_window_waits_for_every_source_then_is_complete() -> None:
     assembler = _assembler()
     assert assembler.add_cell(0, 0, 2, [("x", 2)], sealed=1) == "new"
     assembler.add_cell(0, 1, 1, [("x", 1)], sealed=2)
     assert assembler.due(now=0.0) == []  # source 1 has sealed nothing
     assembler.add_cell(1, 1, 1, [("y", 5)], sealed=2)
-    assert assembler.due(now=0.0) == [(0, "complete")]
+    assert assembler.due(now=0.0) == [one(0, "complete")]
     result = assembler.emit(0, "complete")
     assert result is not None and result.groups == {"x": 3, "y": 5} and result.records == 4
     assert result.scoreboard["grid"] == ["DD", "ED"]  # source 1 sealed pane 0 without data: empty, present
@@ -110,7 +114,7 @@ def test_fidelity_bound_emits_early_and_later_cells_are_late() -> None:
     assembler = _assembler(sources=4, fidelity=0.75, size=2, slide=2)  # one pane per window
     for source in range(3):
         assembler.add_cell(source, 0, 1, [("k", 1)], sealed=1)
-    assert assembler.due(now=0.0) == [(0, "fidelity")]
+    assert assembler.due(now=0.0) == [one(0, "fidelity")]
     result = assembler.emit(0, "fidelity")
     assert result is not None and result.groups == {"k": 3} and result.scoreboard["grid"][3] == "M"
     assert assembler.add_cell(3, 0, 1, [("k", 1)], sealed=1) == "late"
@@ -124,11 +128,11 @@ def test_an_ended_source_does_not_make_every_later_window_due_under_fidelity() -
     assembler = _assembler(sources=2, fidelity=0.5, size=2, slide=2)
     assembler.add_cell(0, 0, 10, [("a", 10)], sealed=1)
     assembler.source_ended(0)
-    assert assembler.due(now=0.0) == [(0, "fidelity")]  # the window with data: the bound holds
+    assert assembler.due(now=0.0) == [one(0, "fidelity")]  # the window with data: the bound holds
     assert assembler.emit(0, "fidelity") is not None
     assert assembler.due(now=1.0) == []  # no record beyond: nothing to emit until source 1 seals or sends
     assembler.add_cell(1, 3, 2, [("b", 2)], sealed=4)
-    assert assembler.due(now=2.0) == [(1, "complete"), (2, "complete"), (3, "complete")]
+    assert assembler.due(now=2.0) == [Closing(1, "complete", 3), one(3, "complete")]  # 1-2 hold no data
 
 
 def test_empty_windows_after_a_quiet_stretch_still_close_by_latency() -> None:
@@ -138,12 +142,93 @@ def test_empty_windows_after_a_quiet_stretch_still_close_by_latency() -> None:
     assembler.add_cell(0, 0, 1, [("k", 1)], sealed=6)
     assert assembler.due(now=0.0) == []
     due = assembler.due(now=2.0)
-    assert due == [(window, "latency") for window in range(6)]
-    for window, reason in due:
-        assembler.emit(window, reason)
+    assert due == [one(0, "latency"), Closing(1, "latency", 6)]  # windows 1-5 hold nothing: one stretch
+    assembler.emit(0, "latency")
+    assembler.skip(1, 6)
     assembler.add_cell(0, 6, 1, [("k", 1)], sealed=7)
     assert assembler.due(now=2.5) == []
-    assert assembler.due(now=4.5) == [(6, "latency")]
+    assert assembler.due(now=4.5) == [one(6, "latency")]
+
+
+def test_a_window_with_no_record_of_this_partition_is_closed_with_its_reason() -> None:
+    # Source 0 sealed pane 1 empty; source 1's cell of pane 1 has not reached this partition when the latency bound
+    # closes window 1 (it may have reached another partition, which builds the window with its records): this
+    # partition closes it, with the reason, for the caller to report, and builds nothing.
+    assembler = _assembler(max_latency=1.0, size=2, slide=2)
+    assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1)
+    assembler.add_cell(1, 0, 1, [("k", 1)], sealed=1)
+    assembler.add_seal(0, 2)
+    assert assembler.due(now=0.0) == [one(0, "complete")]
+    assert assembler.emit(0, "complete").records == 2
+    assert assembler.due(now=0.5) == []
+    assert assembler.due(now=1.0) == [one(1, "latency")]
+    assembler.skip(1, 2)
+    assert assembler.next_window == 2
+
+
+@pytest.mark.timeout(20)  # the old walk took one step per empty window: hours here
+def test_a_record_far_in_the_future_costs_a_stretch_not_a_walk() -> None:
+    spec = WindowSpec("time", 1_000_000, 1_000_000)  # one-second tumbling windows
+    assembler = WindowAssembler(spec, 2, lists=False, merge=lambda key, a, b: a + b, max_latency=2.0)
+    far = 1_700_000_000_000  # a millisecond timestamp read as seconds: ~5e4 years of empty windows
+    assembler.add_cell(0, 1_700_000_000, 1, [("k", 1)], sealed=1_700_000_001)
+    assembler.add_cell(0, far, 1, [("k", 1)], sealed=far + 1)
+    assembler.add_cell(1, 1_700_000_000, 1, [("k", 1)], sealed=1_700_000_001)  # source 1 lags behind
+    assert assembler.due(now=0.0) == [one(1_700_000_000, "complete")]
+    assembler.emit(1_700_000_000, "complete")
+    assert assembler.due(now=1.0) == []  # source 1 has not sealed past: wait for it or the latency bound
+    assert assembler.due(now=2.0) == [Closing(1_700_000_001, "latency", far), one(far, "latency")]
+    assembler.skip(1_700_000_001, far)
+    assert assembler.emit(far, "latency").groups == {"k": 1}
+    assembler.source_ended(0)
+    assembler.source_ended(1)
+    assert assembler.due(now=3.0) == [] and assembler.finished
+
+
+def _naive_due(assembler: WindowAssembler, now: float) -> list[tuple[int, str]]:
+    """Window by window, as the reasons define it (the reference the stretches must equal)."""
+    walked, window = [], assembler.next_window
+    while window is not None and (reason := assembler._reason(window, now)) is not None and len(walked) < 500:
+        walked.append((window, reason))
+        window += 1
+    return walked
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 100_000), st.sampled_from([(2, 2), (4, 2), (3, 1), (6, 3)]), st.sampled_from([1.0, 0.5]))
+def test_stretches_close_exactly_the_windows_a_walk_would(seed: int, shape: tuple[int, int], fidelity: float) -> None:
+    rng = random.Random(seed)
+    size, slide = shape
+    assembler = _assembler(sources=2, size=size, slide=slide, fidelity=fidelity, max_latency=rng.choice([None, 1.0]))
+    sealed = [0, 0]
+    now = 0.0
+    for _ in range(40):
+        source = rng.randrange(2)
+        step = rng.choice([0, 1, 1, 2, 5, 30])
+        if step and rng.random() < 0.6:
+            pane = sealed[source] + step - 1
+            sealed[source] = pane + 1
+            records = rng.choice([0, 1, 3])
+            assembler.add_cell(source, pane, records, [("k", records)] if records else [], sealed=sealed[source])
+        else:
+            sealed[source] += step
+            assembler.add_seal(source, sealed[source])
+        if rng.random() < 0.05:
+            assembler.add_lost(source, sealed[source], sealed[source] + 2)
+            sealed[source] += 2
+        if rng.random() < 0.05:
+            assembler.source_ended(source, natural=sealed[source] if rng.random() < 0.5 else None)
+            sealed[source] = FOREVER // 2
+        now += rng.choice([0.0, 0.3, 1.5])
+        due = assembler.due(now)
+        expected = _naive_due(assembler, now)
+        got = [(w, c.reason) for c in due for w in range(c.window, min(c.end, c.window + 500))]
+        assert got[: len(expected)] == expected and len(got) >= len(expected)
+        for closing in due:
+            if closing.stretch:
+                assembler.skip(closing.window, closing.end)
+            else:
+                assembler.emit(closing.window, closing.reason)
 
 
 def test_latency_bound_counts_from_the_first_source_that_closed_the_window() -> None:
@@ -152,7 +237,7 @@ def test_latency_bound_counts_from_the_first_source_that_closed_the_window() -> 
     assert assembler.due(now=10.0) == []
     assert assembler.due(now=11.9) == []
     # Window 1 (pane 1, sealed by source 0 at the same time, no record) closes by latency with it.
-    assert assembler.due(now=12.0) == [(0, "latency"), (1, "latency")]
+    assert assembler.due(now=12.0) == [one(0, "latency"), one(1, "latency")]
 
 
 def test_lost_panes_and_gone_sources_are_reported_as_source_failure() -> None:
@@ -160,21 +245,21 @@ def test_lost_panes_and_gone_sources_are_reported_as_source_failure() -> None:
     assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1)
     assembler.add_lost(1, 0, 2)  # a resumed source could not re-read panes 0-1
     assembler.add_cell(0, 1, 1, [("k", 1)], sealed=2)
-    assert assembler.due(now=0.0) == [(0, "source failure")]
+    assert assembler.due(now=0.0) == [one(0, "source failure")]
     result = assembler.emit(0, "source failure")
     assert result is not None and result.scoreboard["grid"] == ["DD", "LL"] and result.fidelity == 0.5
     gone = _assembler()
     gone.add_cell(0, 0, 1, [("k", 1)], sealed=2)
     assert gone.due(now=0.0) == []
     gone.source_gone(1)
-    assert gone.due(now=0.0) == [(0, "source failure")]
+    assert gone.due(now=0.0) == [one(0, "source failure")]
 
 
 def test_stopped_sources_flush_partial_windows_marked_stopped() -> None:
     assembler = _assembler(sources=1, size=4, slide=4)
     assembler.add_cell(0, 0, 3, [("k", 3)], sealed=1)
     assembler.source_ended(0, natural=0)  # pane 0 was still open when the job was stopped
-    assert assembler.due(now=0.0) == [(0, "stopped")]
+    assert assembler.due(now=0.0) == [one(0, "stopped")]
     assembler.emit(0, "stopped")
     assert assembler.finished
 
@@ -202,10 +287,13 @@ def test_differential_windows_equal_merged_windows(size: int, slide: int, source
         windows = {}
         for source, pane, counts in cells:
             assembler.add_cell(source, pane, sum(counts.values()), list(counts.items()), sealed=pane + 1)
-            for window, reason in assembler.due(now=0.0):
-                result = assembler.emit(window, reason)
-                if result is not None:
-                    windows[window] = result.groups
+            for closing in assembler.due(now=0.0):
+                if closing.stretch:
+                    assembler.skip(closing.window, closing.end)
+                    continue
+                result = assembler.emit(closing.window, closing.reason)
+                if result.records:
+                    windows[closing.window] = result.groups
         outputs.append(windows)
     assert outputs[0] == outputs[1]
     for window, groups in outputs[0].items():
@@ -232,9 +320,9 @@ def test_assembler_state_round_trips_through_msgpack() -> None:
     assert restored.add_cell(0, 0, 1, [(("k", 1), 1)], sealed=1) == "duplicate"
     restored.add_cell(0, 1, 1, [(("k", 1), 4)], sealed=FOREVER)
     restored.source_ended(1)
-    window, reason = restored.due(now=0.0)[0]
+    window, reason, _ = restored.due(now=0.0)[0]
     result = restored.emit(window, reason)
-    assert result is not None and result.groups == {("k", 1): 7} and reason == "source failure"
+    assert result.groups == {("k", 1): 7} and reason == "source failure"
 
 
 def test_tracker_merges_partitions_and_trims_what_all_checkpoints_cover() -> None:
@@ -249,6 +337,14 @@ def test_tracker_merges_partitions_and_trims_what_all_checkpoints_cover() -> Non
     assert summary["reason"] == "latency" and summary["output_records"] == 5 and summary["records"] == 7
     assert summary["scoreboard"]["grid"] == ["D", "M"] and summary["fidelity"] == 0.5
     assert tracker.since(0) == [summary]
+    # Partition 0 built window 1; partition 1 held nothing of it and closed it in a stretch: summarized with both
+    # reasons, the scoreboard from the partition that built it.
+    assert tracker.on_window_done(0, {**first, "window": 1, "label": "w1"}) is None
+    [skipped] = tracker.on_windows_skipped(1, 1, 5, "latency")
+    assert skipped["window"] == 1 and skipped["reason"] == "latency" and skipped["output_records"] == 2
+    assert [p["reason"] for p in skipped["partitions"]] == ["complete", "latency"]
+    assert tracker.on_window_done(0, {**first, "window": 3, "label": "w3"})["window"] == 3  # type: ignore[index]
+    assert tracker.on_windows_skipped(0, 5, 9, "complete") == []  # held no data in any partition: no summary
     assert tracker.on_checkpoint(0, [[0, 0, 9], [1, 0, 4]]) == []
     assert tracker.on_checkpoint(1, [[0, 0, 5], [1, 1, 0]]) == [(0, 0, 5), (1, 0, 4)]
     assert tracker.covered(1) == [0, 4]

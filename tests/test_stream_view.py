@@ -251,6 +251,27 @@ def test_bad_delta_line_names_file_and_line(spark: SparkSession, tmp_path: Path,
     assert not list((out / "_view").glob("*base-*"))
 
 
+def test_nan_and_infinite_values_are_kept_and_later_compactions_still_run(spark: SparkSession, tmp_path: Path) -> None:
+    # A job's reduce may well produce NaN (0/0 in a mean) or an infinity: the part files hold them as NaN/Infinity,
+    # and so must the view; once every compaction failed on such a delta and the view stopped for good.
+    out = tmp_path / "out"
+    odd = [float("nan"), float("inf"), float("-inf")]
+    write_delta(
+        out, 0, 0, [{"window_start": 0, "window_end": 10, "key": f"k{i}", "value": v} for i, v in enumerate(odd)]
+    )
+    write_delta(out, 0, 1, [{"window_start": 10, "window_end": 20, "key": float("nan"), "value": [float("inf")]}])
+    info = compact(out, spark=spark)
+    assert info is not None and info.rows == 4 and deltas_left(out) == []
+    rows = {(r["window_start"], r["key"]): r for r in spark.read.parquet(info.base).collect()}
+    assert [rows[(0.0, f'"k{i}"')]["value"] for i in range(3)] == ["NaN", "Infinity", "-Infinity"]
+    numbers = [rows[(0.0, f'"k{i}"')]["value_num"] for i in range(3)]
+    assert numbers[0] != numbers[0] and numbers[1:] == [float("inf"), float("-inf")]
+    assert rows[(10.0, "NaN")]["value"] == "[Infinity]" and rows[(10.0, "NaN")]["value_num"] is None
+    write_delta(out, 1, 0, [{"window_start": 0, "window_end": 10, "key": "k9", "value": 1}])
+    later = compact(out, spark=spark)
+    assert later is not None and later.version == 2 and later.rows == 5
+
+
 def test_compactor_in_background_ends_with_every_delta(spark: SparkSession, tmp_path: Path) -> None:
     rng, model, out = random.Random(3), Model(), tmp_path / "out"
     children_before = {child.pid for child in psutil.Process().children(recursive=True)}

@@ -17,9 +17,16 @@ A window is emitted, in window order, as soon as one of these holds (the reason 
 
 A window holding no record yet (past the last pane with data) closes only on ``complete``, or on ``latency`` counted
 from a live source's seal: an ended source's panes are present forever and would make every later window meet a
-fidelity bound. Windows holding no records are skipped. A cell arriving for a window already emitted is *late* for
-that window: the caller records it (``OUT/_late/``), it still counts in later windows that include its pane. Nothing
-is revised after emission (C2's default).
+fidelity bound. A cell arriving for a window already emitted is *late* for that window: the caller records it
+(``OUT/_late/``), it still counts in later windows that include its pane. Nothing is revised after emission (C2's
+default).
+
+Closing costs by the windows that hold something, not by the windows between: a run of windows in which this
+partition holds no data cell (nor a shed or lost pane) and whose reason is the same closes as one *stretch*
+(``due`` returns it as one :class:`Closing` with ``end > window + 1``; ``skip`` closes it), however long it is. A
+record stamped far in the future (milliseconds where seconds are meant) thus costs a few steps, not one per window
+in between. The caller reports every window and every stretch it closes, so that a window holding data in another
+partition only is summarized with this partition's reason.
 
 Windows are built by merging their panes' cells, or differentially when the job defines ``uncombine``: the running
 state of the previous window loses the cells that left and gains the cells that came (W1 = W0 - P0 + P2), with a
@@ -28,9 +35,10 @@ per-key count of contributing cells so a key with none left disappears exactly a
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from hop.stream.windows import WindowSpec
 
@@ -50,6 +58,19 @@ class Cell:
     data: dict[Any, Any]
     nbytes: int = 0
     """Its size as received (encoded): what the reducer's memory budget counts."""
+
+
+class Closing(NamedTuple):
+    """Windows ``[window, end)`` are due for ``reason``: one window to ``emit`` (``end == window + 1``), or a
+    stretch holding no data cell of this partition to ``skip``."""
+
+    window: int
+    reason: str
+    end: int
+
+    @property
+    def stretch(self) -> bool:
+        return self.end > self.window + 1
 
 
 @dataclass
@@ -112,7 +133,12 @@ class WindowAssembler:
         self.next_window: int | None = None
         """The lowest window not yet emitted; set by the first cell until the first window is emitted."""
         self.started = False
-        self.closing_since: dict[int, float] = {}
+        self._seal_times: list[tuple[int, float]] = []
+        """(furthest seal of any source, ended and gone ones sealing forever; when first seen), increasing in both: a
+        window's latency clock starts at the first entry sealed past its last pane (steps, not a clock per window:
+        one far seal covers any number of windows)."""
+        self._live_seal_times: list[tuple[int, float]] = []
+        """The same for the furthest seal of a source still running (the clock of windows past the last data)."""
         self.max_data_pane: int | None = None
         self.late_cells = 0
         self.windows_emitted = 0
@@ -243,9 +269,11 @@ class WindowAssembler:
             "cells": len(grid) * len(panes),
         }
 
-    def due(self, now: float) -> list[tuple[int, str]]:
-        """The windows to emit now, in order, with their reasons; the caller emits them with ``emit``."""
-        due: list[tuple[int, str]] = []
+    def due(self, now: float) -> list[Closing]:
+        """The windows to close now, in order, with their reasons: single windows for ``emit``, stretches holding
+        no data cell of this partition for ``skip`` (module docstring)."""
+        self._note_seals(now)
+        due: list[Closing] = []
         if self.next_window is None:
             return due
         window = self.next_window
@@ -253,17 +281,69 @@ class WindowAssembler:
             reason = self._reason(window, now)
             if reason is None:
                 break
-            due.append((window, reason))
-            window += 1
-        if self.max_latency is not None:
-            # Start the latency clock of the later windows a live source has sealed already, so that a backlog
-            # closes L seconds after its seals, not one latency period after another as each becomes the next.
-            horizon = self._live_seal()
-            later = window + 1
-            while self.spec.last_pane(later) < horizon:
-                self.closing_since.setdefault(later, now)
-                later += 1
+            end = self._stretch_end(window, reason, now)
+            due.append(Closing(window, reason, end))
+            window = end
         return due
+
+    def _note_seals(self, now: float) -> None:
+        """Start the latency clocks of the windows sealed since the last call (see ``_seal_times``)."""
+        for steps, seal in (
+            (self._seal_times, max(FOREVER if m.gone else m.sealed for m in self.sources)),
+            (self._live_seal_times, self._live_seal()),
+        ):
+            if not steps or seal > steps[-1][0]:
+                steps.append((seal, now))
+            if self.next_window is not None:  # forget steps no window still open can start at
+                last = self.spec.last_pane(self.next_window)
+                drop = bisect.bisect_right(steps, last, key=lambda step: step[0])
+                del steps[: max(0, drop - 1)]
+
+    def _clock(self, steps: list[tuple[int, float]], window: int) -> float | None:
+        """When a seal (from ``steps``) first passed the last pane of ``window``; ``None`` if none has."""
+        found = bisect.bisect_right(steps, self.spec.last_pane(window), key=lambda step: step[0])
+        return steps[found][1] if found < len(steps) else None
+
+    def _holds_something(self, panes: range) -> int | None:
+        """The first pane from ``panes.start`` on that holds a data cell, a shed pane or a lost one (None: none)."""
+        first = panes.start
+        found = [p for p, by_source in self.cells.items() if p >= first and any(c.records for c in by_source.values())]
+        for marks in self.sources:
+            found += [p for p in marks.shed if p >= first]
+            found += [max(lo, first) for lo, hi in marks.lost if hi > first]
+        return min(found, default=None)
+
+    def _stretch_end(self, window: int, reason: str, now: float) -> int:
+        """The end of the run of windows from ``window`` that hold nothing of this partition and close now for the
+        same ``reason`` (``window + 1`` when ``window`` itself holds something). The reason of a window holding
+        nothing changes only where its last pane crosses a source's seal or stop mark or its first pane passes the
+        last data; between those it holds for a prefix (clocks and sealed shares only decrease), so a binary search
+        finds the end."""
+        spec = self.spec
+        special = self._holds_something(spec.panes_of_window(window))
+        limit = spec.windows_of_pane(special).start if special is not None else FOREVER
+        if limit <= window:
+            return window + 1
+
+        def last_reaches(pane: int) -> int:  # the first window whose last pane is >= pane
+            return -((spec.panes_per_window - 1 - pane) // spec.panes_per_slide)
+
+        thresholds = [last_reaches(m.sealed) for m in self.sources if -FOREVER < m.sealed < FOREVER]
+        thresholds += [last_reaches(m.natural) for m in self.sources if m.natural is not None]
+        thresholds.append(last_reaches(self._live_seal()))
+        if self.max_data_pane is not None:
+            thresholds.append(self.max_data_pane // spec.panes_per_slide + 1)  # the first window past the data
+        limit = min([limit, *(t for t in thresholds if t > window)])
+        if limit >= FOREVER:
+            return window + 1  # nothing bounds it (cannot happen while a reason holds); stay exact
+        low, high = window + 1, limit  # the end lies in [low, high]: window low - 1 closes for reason
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self._reason(middle - 1, now) == reason:
+                low = middle
+            else:
+                high = middle - 1
+        return low
 
     def _live_seal(self) -> int:
         """The furthest pane boundary a source still running has sealed up to (-1 if none): ended and gone
@@ -292,40 +372,48 @@ class WindowAssembler:
             # clock (live seals are finite, so this walk ends).
             if self._live_seal() <= last:
                 return None
-            opened = self.closing_since.setdefault(window, now)
-            return "latency" if self.max_latency is not None and now - opened >= self.max_latency else None
-        if any(sealed):
-            self.closing_since.setdefault(window, now)
+            opened = self._clock(self._live_seal_times, window)
+            late = self.max_latency is not None and opened is not None and now - opened >= self.max_latency
+            return "latency" if late else None
         if self.fidelity < 1:
             board = board or self.scoreboard(window)
             if board["present"] >= self.fidelity * board["cells"]:
                 return "fidelity"
-        since = self.closing_since.get(window)
+        since = self._clock(self._seal_times, window) if any(sealed) else None
         if self.max_latency is not None and since is not None and now - since >= self.max_latency:
             return "latency"
         return None
 
     # Building ----------------------------------------------------------------------------------------------
-    def emit(self, window: int, reason: str) -> WindowResult | None:
-        """Build ``window`` (the next one due), forget the panes no later window needs, and return the result;
-        ``None`` for a window holding no records (skipped)."""
+    def skip(self, window: int, end: int) -> None:
+        """Close the stretch ``[window, end)`` (the next windows due, holding no data cell of this partition) without
+        building them; the caller reports it."""
+        if self.uncombine is not None:
+            self._build_differential([])  # the running state holds none of the stretch's (empty) cells
+        self._close(end)
+
+    def _close(self, end: int) -> None:
+        """Every window below ``end`` is out: forget what no later window needs."""
         self.started = True
+        self.next_window = end
+        keep_from = self.spec.panes_of_window(end).start
+        for pane in [p for p in self.cells if p < keep_from]:
+            del self.cells[pane]
+        for marks in self.sources:
+            marks.shed = {p for p in marks.shed if p >= keep_from}
+
+    def emit(self, window: int, reason: str) -> WindowResult:
+        """Build ``window`` (the next one due), forget the panes no later window needs, and return the result
+        (``records == 0`` when this partition received no record of it: it is reported all the same, since another
+        partition may hold records of it)."""
         panes = self.spec.panes_of_window(window)
         board = self.scoreboard(window)
         members = [(p, s, cell) for p in panes for s, cell in self.cells.get(p, {}).items()]
         records = sum(cell.records for _, _, cell in members)
         groups = self._build_differential(members) if self.uncombine is not None else self._build_merged(members)
         start, end = self.spec.bounds(window)
-        self.next_window = window + 1
-        self.closing_since.pop(window, None)
-        keep_from = self.spec.panes_of_window(window + 1).start
-        for pane in [p for p in self.cells if p < keep_from]:
-            del self.cells[pane]
-        for marks in self.sources:
-            marks.shed = {p for p in marks.shed if p >= keep_from}
+        self._close(window + 1)
         self.windows_emitted += 1
-        if not records:
-            return None
         fidelity = board["present"] / board["cells"] if board["cells"] else 1.0
         return WindowResult(window, start, end, reason, groups, records, board, fidelity)
 

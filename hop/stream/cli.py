@@ -19,6 +19,7 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import coordinator_address, positive_int
+from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpecError, parse_extent
 
 __all__ = ["add_stream_arguments", "register", "run_stream_from_args"]
@@ -210,13 +211,22 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _windows(args: argparse.Namespace) -> int:
     try:
-        windows = _client_call(args, lambda client: client.windows(args.job_id, args.after))
+        listing = _client_call(
+            args, lambda client: client.window_listing(args.job_id, args.after, limit=args.limit or 1_000_000)
+        )
     except (CoordinatorUnavailable, JobRejected) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return error.exit_code
-    for window in windows:
+    for window in listing["windows"]:
         window.pop("rows", None)
         print(json.dumps(window))
+    if listing.get("omitted"):
+        which = f"older (the coordinator keeps the newest {KEEP_WINDOWS})" if args.after <= 0 else "newer"
+        print(
+            f"hop: {listing['omitted']:,} {which} windows not listed: use --after SEQ / --limit N; every window's "
+            "_window.json is in OUT/windows/",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -260,7 +270,14 @@ def register(commands: Any) -> None:
     windows = commands.add_parser("windows", help="print a continuous job's windows so far, as JSON lines")
     windows.add_argument("job_id")
     windows.add_argument("--coordinator", type=coordinator_address, required=True)
-    windows.add_argument("--after", type=int, default=0, help="only windows with seq above this")
+    windows.add_argument("--after", type=int, default=0, help="only windows with seq above this (oldest first)")
+    windows.add_argument(
+        "--limit",
+        type=int,
+        default=100,
+        help="at most this many windows (default 100: the newest, or the first "
+        "after --after; 0: every window the coordinator keeps); the count left out goes to stderr",
+    )
     windows.set_defaults(func=_windows)
     view = commands.add_parser("view", help="print where a continuous job's Parquet materialized view is")
     view.add_argument("target", help="the job's output directory, or its job id with --coordinator")

@@ -56,8 +56,9 @@ from shuffle.store import DECODED_EXPANSION
 
 PROGRESS_SECONDS = 1.0
 ROWS_REPORTED = 1000
-"""Rows of each window a reducer sends the coordinator with ``window_done`` (the web view's table; the whole
-result is in the window's part file)."""
+"""Rows of each window a reducer sends the coordinator with ``window_done`` (the web view's table). The whole
+result is in the window's part file, which the coordinator reads for a ``windows`` request with ``all_rows``; the
+``--sink`` gets every row."""
 KEEP_MAP_CHECKPOINTS = 64
 """Map checkpoints kept: a retry needs one its reducers' checkpoints cover, which can lag by a few seconds."""
 POLL_RECORDS = 2000
@@ -402,15 +403,20 @@ def run_stream_reduce(
     )
     state_path = _state_path(spec.output, f"reduce-{index:05d}")
     saved = _read_state(state_path) if attempt > 0 else None
+    # Summed over reducers into the job's counters (``max_*``: the largest): each says what it counts job-wide.
+    # Windows written are counted once, by the coordinator (the report's ``continuous.windows_written``); here the
+    # part files. ``late_records`` is the maps' (records sent to ``_late/map-*``); a late cell reaches every
+    # partition, so its records count per partition under their own name. Shed panes reach every partition too:
+    # partition 0 counts them.
     counters = {
-        "windows_written": 0,
+        "window_parts_written": 0,
         "late_cells": 0,
-        "late_records": 0,
+        "late_cell_records": 0,
         "duplicate_cells": 0,
         "checkpoints": 0,
         "shed_panes": 0,
         "memory_pauses": 0,
-        "held_bytes_peak": 0,
+        "max_held_bytes": 0,
     }
     delta_seq = 0
     processed: dict[int, tuple[int, int]] = {}
@@ -462,24 +468,29 @@ def run_stream_reduce(
         channel.send("stream_checkpoint", index=index, attempt=attempt, processed=state["processed"])
 
     def write_window(result: WindowResult) -> None:
+        """Write this partition's part of a window and report it; a window with no record of this partition
+        (another may hold some) has no part file but is reported all the same."""
         nonlocal windows_since_checkpoint
         label = window.label(result.window)
-        folder = Path(spec.output) / "windows" / label
-        folder.mkdir(parents=True, exist_ok=True)
-        part = folder / f"part-{index:05d}"
-        temporary = folder / f".part-{index:05d}.tmp-{attempt}"
-        ordered, _ = sort_keys(list(result.groups))
-        groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
-        output_records = _reduce_to_file(groups, functions.reducer, temporary)
-        os.replace(temporary, part)
-        lines = part.read_text(encoding="utf-8").splitlines()
+        lines: list[str] = []
+        output_records = 0
+        if result.records:
+            folder = Path(spec.output) / "windows" / label
+            folder.mkdir(parents=True, exist_ok=True)
+            part = folder / f"part-{index:05d}"
+            temporary = folder / f".part-{index:05d}.tmp-{attempt}"
+            ordered, _ = sort_keys(list(result.groups))
+            groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
+            output_records = _reduce_to_file(groups, functions.reducer, temporary)
+            os.replace(temporary, part)
+            counters["window_parts_written"] += 1
+            lines = part.read_text(encoding="utf-8").splitlines()
         for line in lines:
             key_text, value_text = line.split("\t", 1)
             pending_delta.append(
                 f'{{"window_start": {result.start}, "window_end": {result.end}, "partition": {index}, '
                 f'"key": {key_text}, "value": {value_text}}}\n'
             )
-        counters["windows_written"] += 1
         windows_since_checkpoint += 1
         report = {
             "window": result.window,
@@ -495,7 +506,8 @@ def run_stream_reduce(
             "rows": [line.split("\t", 1) for line in lines[:ROWS_REPORTED]],
         }
         channel.send("window_done", index=index, attempt=attempt, **report)
-        if sink is not None:
+        if sink is not None:  # the sink is the window's output stream: every row
+            report["rows"] = [line.split("\t", 1) for line in lines]
             sink.send(msgpack.packb({"job_id": spec.job_id, "partition": index, **report}, use_bin_type=True))
 
     def take_run(header: dict[str, Any], run: bytes) -> None:
@@ -513,8 +525,10 @@ def run_stream_reduce(
             lo, hi = header["lost"]
             assembler.add_lost(source, int(lo), int(hi))
         if "shed" in header:
+            new = set(header["shed"]) - assembler.sources[source].shed
             assembler.add_shed(source, header["shed"])
-            counters["shed_panes"] += len(header["shed"])
+            if index == 0:  # every partition hears of every shed pane: one counts them for the job
+                counters["shed_panes"] += len(new)
         if header.get("natural") is not None:
             assembler.source_stopping(source, int(header["natural"]))
         pane = int(header.get("pane", -1))
@@ -524,7 +538,7 @@ def run_stream_reduce(
                 counters["duplicate_cells"] += 1
             elif outcome == "late":
                 counters["late_cells"] += 1
-                counters["late_records"] += int(header["pane_records"])
+                counters["late_cell_records"] += int(header["pane_records"])
                 late_path.parent.mkdir(parents=True, exist_ok=True)
                 with open(late_path, "a", encoding="utf-8") as late:
                     windows = [window.label(w) for w in assembler.late_windows(pane)]
@@ -559,12 +573,14 @@ def run_stream_reduce(
             while (control := channel.receive(0)) is not None:
                 if control.get("job_id") == spec.job_id and control["type"] == "stream_source_gone":
                     assembler.source_gone(int(control["index"]))
-            for number, reason in assembler.due(time.time()):
-                result = assembler.emit(number, reason)
-                if result is not None:
-                    write_window(result)
+            for closing in assembler.due(time.time()):
+                if closing.stretch:  # windows holding no data cell here: one step and one report, however many
+                    assembler.skip(closing.window, closing.end)
+                    channel.send("windows_skipped", index=index, attempt=attempt, **closing._asdict())
+                else:
+                    write_window(assembler.emit(closing.window, closing.reason))
             held = assembler.held_bytes
-            counters["held_bytes_peak"] = max(counters["held_bytes_peak"], held)
+            counters["max_held_bytes"] = max(counters["max_held_bytes"], held)
             if held > memory_budget and pause_sent is None:
                 pause_sent = assembler.pause_pane()
                 if pause_sent is not None:

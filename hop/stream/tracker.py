@@ -1,9 +1,12 @@
 """The coordinator's view of a continuous job's windows and checkpoints, with no I/O.
 
-Every stream reducer reports each window it wrote (``window_done``); once all partitions reported a window the
-tracker returns its ``_window.json`` content: bounds, records, why it was emitted (per partition, and the first
-reason that is not ``complete`` overall), the fidelity and the C2 scoreboard (a cell counts as present only where
-every partition held it). The newest windows are kept for the web view and ``hop windows``.
+Every stream reducer reports each window it closes: one it built (``window_done``, also with no record of its
+own), or a stretch of windows in which it held no data cell (``windows_skipped``: ``[window, end)`` and their
+reason). Once every partition reported or skipped a window that some partition built, the tracker returns its
+``_window.json`` content: bounds, records, why it was emitted (per partition, and the first reason that is not
+``complete`` overall), the fidelity and the C2 scoreboard (merged over the partitions that built it: a cell counts
+as present only where every one of them held it). Windows every partition skipped held no data: they get no
+summary. The newest windows are kept for the web view and ``hop windows``.
 
 Reducers also report what their checkpoints cover (per map, the last spill taken); the minimum over all
 partitions is what no reducer attempt can need again, so workers may delete those spills (``stream_trim``).
@@ -36,23 +39,50 @@ class WindowTracker:
         self._trimmed: dict[int, tuple[int, int]] = {}
         self._done: set[int] = set()
         self._pauses: dict[int, int] = {}
+        self._skipped: dict[int, list[tuple[int, int, str]]] = {}
+        """partition -> stretches [window, end) it closed holding no data cell, with their reason."""
+        self._closed_below: dict[int, int] = {}
+        """partition -> the first window it has not closed (that it reported)."""
 
     def on_window_done(self, partition: int, report: dict[str, Any]) -> dict[str, Any] | None:
-        """Record one partition's report; returns the window's summary once every partition reported it."""
+        """Record one partition's report; returns the window's summary once every partition reported or
+        skipped it."""
         number = int(report["window"])
+        self._closed_below[partition] = max(self._closed_below.get(partition, number + 1), number + 1)
         if number in self._done:
             return None  # written again by a reducer retry after its checkpoint: already summarized
-        parts = self._partial.setdefault(number, {})
-        parts[partition] = report
-        if len(parts) < self.num_partitions:
+        self._partial.setdefault(number, {})[partition] = report
+        return self._complete(number)
+
+    def on_windows_skipped(self, partition: int, window: int, end: int, reason: str) -> list[dict[str, Any]]:
+        """A partition closed windows ``[window, end)`` holding no data cell of its own; returns the summaries of
+        the windows other partitions built that are now reported by all."""
+        self._skipped.setdefault(partition, []).append((window, end, reason))
+        self._closed_below[partition] = max(self._closed_below.get(partition, end), end)
+        summaries = [self._complete(number) for number in sorted(self._partial) if window <= number < end]
+        if len(self._closed_below) == self.num_partitions:  # forget stretches every partition has passed
+            low = min(self._closed_below.values())
+            for ranges in self._skipped.values():
+                ranges[:] = [r for r in ranges if r[1] > low]
+        return [summary for summary in summaries if summary is not None]
+
+    def _skip_reason(self, partition: int, number: int) -> str | None:
+        return next((r for lo, hi, r in self._skipped.get(partition, ()) if lo <= number < hi), None)
+
+    def _complete(self, number: int) -> dict[str, Any] | None:
+        parts = self._partial[number]
+        skipped = {p: self._skip_reason(p, number) for p in range(self.num_partitions) if p not in parts}
+        if any(reason is None for reason in skipped.values()):
             return None
         del self._partial[number]
         self._done.add(number)
-        return self._summarize([parts[p] for p in sorted(parts)], sorted(parts))
+        return self._summarize([parts[p] for p in sorted(parts)], sorted(parts), skipped)
 
-    def _summarize(self, reports: list[dict[str, Any]], partitions: list[int]) -> dict[str, Any]:
+    def _summarize(
+        self, reports: list[dict[str, Any]], partitions: list[int], skipped: dict[int, str | None]
+    ) -> dict[str, Any]:
         first = reports[0]
-        reasons = [r["reason"] for r in reports]
+        reasons = [r["reason"] for r in reports] + [str(r) for r in skipped.values()]
         reason = next((r for r in reasons if r != "complete"), "complete")
         grids = [r["scoreboard"]["grid"] for r in reports]
         merged = []
@@ -69,21 +99,28 @@ class WindowTracker:
             "start": first["start"],
             "end": first["end"],
             "emitted_at": max(r["emitted_at"] for r in reports),
-            "records": first["records"],
+            "records": max(r["records"] for r in reports),  # each partition counts every record of its cells
             "output_records": sum(r["output_records"] for r in reports),
             "reason": reason,
             "fidelity": present / cells if cells else 1.0,
             "scoreboard": {**first["scoreboard"], "grid": merged, "present": present, "cells": cells},
-            "partitions": [
-                {
-                    "partition": p,
-                    "reason": r["reason"],
-                    "fidelity": r["fidelity"],
-                    "output_records": r["output_records"],
-                    "emitted_at": r["emitted_at"],
-                }
-                for p, r in zip(partitions, reports, strict=True)
-            ],
+            "partitions": sorted(
+                [
+                    {
+                        "partition": p,
+                        "reason": r["reason"],
+                        "fidelity": r["fidelity"],
+                        "output_records": r["output_records"],
+                        "emitted_at": r["emitted_at"],
+                    }
+                    for p, r in zip(partitions, reports, strict=True)
+                ]
+                + [
+                    {"partition": p, "reason": r, "fidelity": None, "output_records": 0, "no_data": True}
+                    for p, r in skipped.items()
+                ],
+                key=lambda entry: int(entry["partition"]),
+            ),
             "window_spec": self.window,
             "rows": [row for r in reports for row in r.get("rows", [])][:KEEP_ROWS],
         }

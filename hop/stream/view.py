@@ -8,7 +8,8 @@ the rewritten file is a new delta (it wins over the base's rows of that number).
 
 Output: ``OUT/_view/base-VVVVVV/`` (Parquet), a row per (window_start, partition, key): ``window_start`` double,
 ``window_end`` double, ``partition`` int, ``key`` string (compact JSON, sorted object keys), ``value`` string (same
-JSON), ``value_num`` double (the value if a number, else null), ``seq`` long (its delta's number: a delta compacted
+JSON; NaN and infinities as ``NaN``, ``Infinity``, ``-Infinity``, as in the job's part files), ``value_num`` double
+(the value if a number, NaN and infinities included, else null), ``seq`` long (its delta's number: a delta compacted
 late but numbered lower still loses). ``OUT/_view/_manifest.json`` (replaced atomically; the commit point; readers
 open its base, never a listing): ``version``, ``base`` (absolute), ``deltas`` (every name compacted so far),
 ``rows``, ``windows`` (distinct window_start), ``compacted_at``, ``last_deltas`` (name -> inode:size:mtime).
@@ -71,7 +72,8 @@ _SPARK_CONF = {
     # A compaction is a short job on small data: the JIT's first tier and the serial collector start fastest.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
+"""NaN and infinities are written as the job's part files write them (``NaN``, ``Infinity``, ``-Infinity``)."""
 PathLike = str | os.PathLike[str]
 
 
@@ -137,7 +139,7 @@ def pending_deltas(out_dir: PathLike) -> list[str]:
 
 def _row(partition: int, seq: int, number: int, raw: bytes) -> tuple[Any, ...]:
     text = raw.decode("utf-8")
-    record = json.loads(text)  # NaN and Infinity parse, but fail the checks or the encoding below
+    record = json.loads(text)  # NaN and Infinity parse: kept in key and value, refused as bounds below
     if not isinstance(record, dict) or not all(name in record for name in _FIELDS):
         raise ValueError(f"expected an object with {', '.join(_FIELDS)}, got {text.strip()[:80]}")
     start, end, part, key, value = (record[name] for name in _FIELDS)
@@ -145,7 +147,10 @@ def _row(partition: int, seq: int, number: int, raw: bytes) -> tuple[Any, ...]:
         raise ValueError(f"window_start and window_end must be finite numbers, got {start!r}, {end!r}")
     if type(part) is not int or part != partition:
         raise ValueError(f"partition {part!r} is not the file's partition {partition}")
-    number_value = float(value) if type(value) in (int, float) and abs(value) <= sys.float_info.max else None
+    # A float is stored as it is, NaN and infinities too (Parquet doubles hold them); an int too large for a double
+    # has no number column.
+    big = type(value) is int and abs(value) > sys.float_info.max
+    number_value = float(value) if type(value) in (int, float) and not big else None
     return float(start), float(end), partition, _encode(key), _encode(value), number_value, seq, 1, number
 
 

@@ -136,13 +136,17 @@ class WindowSpec:
 
     def label(self, window: int) -> str:
         """The directory name of a window's results: sortable, and free of ':' (which Hadoop-style paths reject).
-        Time: UTC ``YYYYMMDDTHHMMSS[.ffffff]Z``; records and bytes: the zero-padded start."""
+        Time: UTC ``YYYYMMDDTHHMMSS[.ffffff]Z``, or past year 9999 (a stamp in the wrong unit, say) ``E`` and the
+        start in microseconds, 20 digits (sorting after every date); records and bytes: the zero-padded start."""
         start = window * self.slide
         if self.unit != "time":
             return f"{start:015d}"
         import datetime
 
-        moment = datetime.datetime.fromtimestamp(start / 1_000_000, tz=datetime.UTC)
+        try:
+            moment = datetime.datetime.fromtimestamp(start / 1_000_000, tz=datetime.UTC)
+        except (OverflowError, ValueError, OSError):
+            return f"E{start:020d}"
         text = moment.strftime("%Y%m%dT%H%M%S")
         if start % 1_000_000:
             text += f".{start % 1_000_000:06d}"
