@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hop.aggregates import Sum
+from hop.stream import tracker as tracker_module
 from hop.stream.assembler import FOREVER, Closing, WindowAssembler
 from hop.stream.options import stream_options
 from hop.stream.panes import PaneBuffer
@@ -323,6 +324,19 @@ def test_assembler_state_round_trips_through_msgpack() -> None:
     window, reason, _ = restored.due(now=0.0)[0]
     result = restored.emit(window, reason)
     assert result.groups == {("k", 1): 7} and reason == "source failure"
+
+
+def test_tracker_forgets_old_windows_so_a_long_job_stays_flat(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The set of summarized windows grew by one per window for as long as a continuous job ran."""
+    monkeypatch.setattr(tracker_module, "KEEP_DONE", 50)
+    tracker = WindowTracker(1, 1, {"unit": "records"})
+    board = {"sources": 1, "first_pane": 0, "panes": 1, "present": 1, "cells": 1, "grid": ["D"]}
+    report = {"label": "w", "start": 0, "end": 10, "records": 1, "emitted_at": 1.0, "fidelity": 1.0}
+    report.update(reason="complete", output_records=1, scoreboard=board)
+    for number in range(1000):
+        assert tracker.on_window_done(0, {**report, "window": number}) is not None
+    assert len(tracker._done) == 50 and len(tracker.windows) <= tracker_module.KEEP_WINDOWS
+    assert tracker.on_window_done(0, {**report, "window": 999}) is None  # a retry's second report of a recent one
 
 
 def test_tracker_merges_partitions_and_trims_what_all_checkpoints_cover() -> None:

@@ -23,6 +23,9 @@ KEEP_ROWS = 2000
 """Rows per window kept for queries."""
 KEEP_ROWS_WINDOWS = 50
 """How many of the newest windows keep their rows in memory (the coordinator's memory stays flat)."""
+KEEP_DONE = 100_000
+"""Summarized windows remembered, to ignore a retried reducer's second report of one: a retry redoes the windows
+after its last checkpoint only, far fewer; a bound keeps a job that runs for months from growing (6 MB at most)."""
 
 
 class WindowTracker:
@@ -38,6 +41,7 @@ class WindowTracker:
         """partition -> map -> (attempt, seq) its latest checkpoint covers."""
         self._trimmed: dict[int, tuple[int, int]] = {}
         self._done: set[int] = set()
+        self._done_order: deque[int] = deque()
         self._pauses: dict[int, int] = {}
         self._skipped: dict[int, list[tuple[int, int, str]]] = {}
         """partition -> stretches [window, end) it closed holding no data cell, with their reason."""
@@ -76,6 +80,9 @@ class WindowTracker:
             return None
         del self._partial[number]
         self._done.add(number)
+        self._done_order.append(number)
+        if len(self._done_order) > KEEP_DONE:
+            self._done.discard(self._done_order.popleft())
         return self._summarize([parts[p] for p in sorted(parts)], sorted(parts), skipped)
 
     def _summarize(
