@@ -406,6 +406,8 @@ def _coordinator(args: argparse.Namespace) -> int:
     from hop import coordinator
 
     argv = ["--bind", args.bind, "--heartbeat-timeout", str(args.heartbeat_timeout)]
+    if args.keep_jobs is not None:
+        argv += ["--keep-jobs", str(args.keep_jobs)]
     return coordinator.main(argv)
 
 
@@ -454,6 +456,12 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     coord = commands.add_parser("coordinator", help="start a coordinator; prints its address")
     coord.add_argument("--bind", default="tcp://127.0.0.1:*")
     coord.add_argument("--heartbeat-timeout", type=positive_float, default=5.0)
+    coord.add_argument(
+        "--keep-jobs",
+        type=positive_int,
+        default=None,
+        help="finished jobs kept in memory (default 100; older ones: see their _job.json)",
+    )
     coord.set_defaults(func=_coordinator)
     work = commands.add_parser("worker", help="start a worker for a coordinator")
     work.add_argument("--coordinator", type=coordinator_address, required=True)

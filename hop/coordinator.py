@@ -43,6 +43,10 @@ HEARTBEAT_TIMEOUT = 5.0
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
 HEARTBEAT_SECONDS = 0.5
 """How often workers heartbeat (hop.worker); three missed in a row are reported as a fault."""
+KEEP_JOBS = 100
+"""Finished jobs a coordinator keeps in memory (``hop coordinator --keep-jobs``); older ones are retired."""
+RETIRED_IDS = 10_000
+"""Retired jobs remembered by id and output directory, so a question about one says where its report is."""
 
 
 @dataclass
@@ -81,7 +85,12 @@ class WorkerInfo:
 class Coordinator:
     """The coordinator's event loop and the state it does not delegate to ``JobState``."""
 
-    def __init__(self, bind: str = "tcp://127.0.0.1:*", heartbeat_timeout: float = HEARTBEAT_TIMEOUT) -> None:
+    def __init__(
+        self, bind: str = "tcp://127.0.0.1:*", heartbeat_timeout: float = HEARTBEAT_TIMEOUT, keep_jobs: int = KEEP_JOBS
+    ) -> None:
+        self.keep_jobs = keep_jobs
+        self.retired: collections.OrderedDict[str, str] = collections.OrderedDict()
+        """Jobs forgotten to keep memory flat (``_retire``), newest last: job id -> output directory."""
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
@@ -312,7 +321,7 @@ class Coordinator:
         next poll."""
         job = self.jobs.get(msg["job_id"])
         if job is None:
-            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            self._unknown_job(identity, msg["job_id"])
             return
         wait = min(float(msg.get("wait") or 0.0), 5.0)
         if wait > 0 and job.state == "running":
@@ -467,7 +476,7 @@ class Coordinator:
         """``hop snapshot JOB_ID``: ask every reducer of a running job for a snapshot now."""
         job = self.jobs.get(msg["job_id"])
         if job is None or job.snapshots is None:
-            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            self._unknown_job(identity, msg["job_id"])
             return
         if job.state != "running":
             self._send(identity, "error", message=f"job {msg['job_id']} is not running (it {job.state})")
@@ -555,7 +564,7 @@ class Coordinator:
     def on_snapshots(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self.jobs.get(msg["job_id"])
         if job is None:
-            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            self._unknown_job(identity, msg["job_id"])
             return
         after = int(msg.get("after", -1))
         tracker = job.snapshots
@@ -585,7 +594,7 @@ class Coordinator:
     def on_job(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self.jobs.get(msg["job_id"])
         if job is None:
-            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            self._unknown_job(identity, msg["job_id"])
             return
         self._send(identity, "job", **self._job_summary(job), tasks=job.task_table())
 
@@ -595,7 +604,7 @@ class Coordinator:
         and checkpoint; then the job ends as succeeded. A running batch job is cancelled: it fails, its tasks end."""
         job = self.jobs.get(msg["job_id"])
         if job is None:
-            self._send(identity, "error", message=f"no job {msg['job_id']}")
+            self._unknown_job(identity, msg["job_id"])
             return
         if job.windows is None:
             # A batch job has no last windows to write: stopping it cancels it (its tasks are ended, no _SUCCESS).
@@ -884,6 +893,37 @@ class Coordinator:
                 job.snapshots.release()  # no live snapshot any more: history rows only (see hop.online.tracker)
             # Whatever happened to the files, the workers must stop the job's tasks and drop its spills.
             self._broadcast("job_done", job_id=job.spec.job_id, failed=failed, stop_tasks=stop_tasks)
+            self._retire()
+
+    def _retire(self) -> None:
+        """Forget the oldest finished jobs beyond ``keep_jobs`` (their reports stay in their output directories, as
+        Hadoop retires completed jobs): a coordinator that runs for months must not keep every job it ran. A job a
+        running pipeline still reads from is kept."""
+        finished = [job for job in self.jobs.values() if job.finished_at is not None]
+        finished.sort(key=lambda job: job.finished_at or 0.0)
+        for job in finished[: max(0, len(finished) - self.keep_jobs)]:
+            job_id = job.spec.job_id
+            downstream = self.jobs.get(self.downstream.get(job_id, ""))
+            if downstream is not None and downstream.finished_at is None:
+                continue
+            del self.jobs[job_id]
+            self.downstream.pop(job_id, None)
+            self.retired[job_id] = job.spec.output
+            if len(self.retired) > RETIRED_IDS:
+                self.retired.popitem(last=False)
+
+    def _unknown_job(self, identity: bytes, job_id: str) -> None:
+        """Answer a request about a job this coordinator does not hold."""
+        output = self.retired.get(job_id)
+        if output is None:
+            self._send(identity, "error", message=f"no job {job_id}")
+        else:
+            self._send(
+                identity,
+                "error",
+                message=f"job {job_id} has finished and this coordinator keeps only its newest {self.keep_jobs} "
+                f"finished jobs (--keep-jobs): its report is {Path(output) / '_job.json'}",
+            )
 
     @staticmethod
     def _write_job_files(job: JobState, output: Path, succeeded: bool) -> None:
@@ -1058,14 +1098,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hop coordinator")
     parser.add_argument("--bind", default="tcp://127.0.0.1:*", help="ZeroMQ address to bind (default: a free port)")
     parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT)
+    parser.add_argument("--keep-jobs", type=int, default=KEEP_JOBS, help="finished jobs kept in memory (at least 1)")
     args = parser.parse_args(argv)
-    return run(args.bind, args.heartbeat_timeout, lambda address: print(address, flush=True))
+    return run(args.bind, args.heartbeat_timeout, lambda address: print(address, flush=True), args.keep_jobs)
 
 
-def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None]) -> int:
+def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], keep_jobs: int = KEEP_JOBS) -> int:
     """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
     ignore_terminal_interrupts()
-    coordinator = Coordinator(bind, heartbeat_timeout)
+    coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs)
     announce(coordinator.address)
     with contextlib.suppress(KeyboardInterrupt):
         coordinator.serve()

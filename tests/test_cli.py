@@ -234,6 +234,47 @@ def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
         assert all(process.returncode is not None for process in [coordinator, *workers])
 
 
+def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
+    """A coordinator kept every job it ran (tasks, attempts, snapshot rows) for as long as it ran."""
+    import select
+
+    from hop.client import Client, JobRejected
+
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "hop", "coordinator", "--keep-jobs", "2"], stdout=subprocess.PIPE, text=True
+    )
+    worker: subprocess.Popen[bytes] | None = None
+    client: Client | None = None
+    try:
+        assert coordinator.stdout is not None
+        assert select.select([coordinator.stdout], [], [], 30)[0], "the coordinator printed no address within 30 s"
+        address = coordinator.stdout.readline().strip()
+        worker = subprocess.Popen([sys.executable, "-m", "hop", "worker", "--coordinator", address, "--map-slots", "1"])
+        (tmp_path / "in.txt").write_text("x y x\n")
+        job = str(ROOT / "jobs" / "wordcount.py")
+        for number in range(4):
+            ran = hop("submit", job, "in.txt", "-o", f"out{number}", "--quiet", "--coordinator", address, cwd=tmp_path)
+            assert ran.returncode == 0, ran.stderr
+        client = Client(address, timeout=10)
+        kept = client.jobs()
+        assert [Path(job["output"]).name for job in kept] == ["out2", "out3"]
+        first = json.loads((tmp_path / "out0" / "_job.json").read_text())["job_id"]
+        with pytest.raises(JobRejected, match=f"its report is {tmp_path / 'out0' / '_job.json'}"):
+            client.status(first)
+    finally:
+        if client is not None:
+            client.shutdown()  # the coordinator tells its worker to stop
+            client.close()
+        for process in [coordinator, *([worker] if worker else [])]:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        assert coordinator.stdout is not None
+        coordinator.stdout.close()
+
+
 def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hop.outputs import OutputExistsError, check_output
 
