@@ -469,8 +469,18 @@ class Coordinator:
 
     # Snapshots and the web view's queries ---------------------------------------------------------------------
     def _request_snapshot(self, job: JobState, snapshot: Snapshot) -> None:
-        self._broadcast("snapshot", job_id=job.spec.job_id, seq=snapshot.seq, label=snapshot.label)
+        self._ask_reducers(job, snapshot)
         self._answer_from_committed(job)  # they have no reducer left to answer
+
+    def _ask_reducers(self, job: JobState, snapshot: Snapshot, worker: bytes | None = None, index: int = -1) -> None:
+        """Send a snapshot request to every reducer of ``job``, or to reducer ``index`` on ``worker``."""
+        fields: dict[str, Any] = {"job_id": job.spec.job_id, "seq": snapshot.seq, "label": snapshot.label}
+        if snapshot.source is not None:
+            fields["source"] = snapshot.source
+        if worker is None:
+            self._broadcast("snapshot", **fields)
+        else:
+            self._send(worker, "snapshot", index=index, **fields)
 
     def on_snapshot(self, identity: bytes, msg: dict[str, Any]) -> None:
         """``hop snapshot JOB_ID``: ask every reducer of a running job for a snapshot now."""
@@ -505,11 +515,9 @@ class Coordinator:
         if downstream is not None and downstream.state == "running" and downstream.snapshots is not None:
             # Snapshots flow down a pipeline: the next job recomputes from this one, marked with its progress.
             derived = downstream.snapshots.request_derived(
-                snapshot.label, snapshot.progress, {"job_id": job.spec.job_id, **description}
+                snapshot.label, snapshot.progress, {"job_id": job.spec.job_id, **description}, str(folder)
             )
-            self._broadcast(
-                "snapshot", job_id=downstream.spec.job_id, seq=derived.seq, label=derived.label, source=str(folder)
-            )
+            self._ask_reducers(downstream, derived)
         if job.state == "running" and job.snapshots.accurate(snapshot):
             self._stop_early(job, snapshot)
 
@@ -708,6 +716,9 @@ class Coordinator:
             self._set_pause(job.spec.job_id, job.windows, msg["index"], None)  # a new attempt starts under its budget
         if job is not None:
             self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
+            if job.snapshots is not None:  # a restarted reducer: requests its failed attempt never answered
+                for snapshot in job.snapshots.unanswered(msg["index"]):
+                    self._ask_reducers(job, snapshot, identity, msg["index"])
 
     def on_map_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)

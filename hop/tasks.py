@@ -744,6 +744,7 @@ def _receive_runs(
                     if pipe_sender is not None:
                         pipe_sender.connect(control["address"])
                 elif control["type"] == "snapshot":
+                    faults.inject("reduce", "snapshot", index, attempt)
                     fields = snapshots.take(control["label"], control.get("source"))
                     channel.send("snapshot_done", index=index, attempt=attempt, seq=control["seq"], **fields)
         now = time.monotonic()

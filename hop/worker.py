@@ -261,9 +261,11 @@ class Worker:
             for slot in self.slots.values():  # to one task (any attempt of it for pipe_at: the message names it)
                 if slot.task is not None and list(slot.task) == msg["task"]:
                     self._to_slot(slot, frame)
-        elif kind == "snapshot":
+        elif kind == "snapshot":  # to every reducer of the job, or to one (``index``: a restarted one)
+            index = msg.get("index", -1)
             for slot in self.slots.values():
-                if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
+                task = slot.task
+                if task is not None and task[0] == msg["job_id"] and task[1] == "reduce" and index in (-1, task[2]):
                     self._to_slot(slot, frame)
         elif kind in ("stream_stop", "stream_pause", "stream_source_gone"):
             # Continuous jobs: maps drain and end on stop and pause on a reducer's memory pressure; reducers stop

@@ -92,6 +92,29 @@ def test_snapshots_with_estimates_and_an_exact_final_result(
     assert client.snapshots(report["job_id"], after=1)[0]["seq"] == 2
 
 
+def test_a_reducer_restarted_during_a_snapshot_answers_it(
+    pageviews_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot request reached reducer 0, which died before answering: its retry was never asked, so the snapshot
+    waited for the job's end and got that partition's final output as its answer."""
+    from hop.local_cluster import LocalCluster
+
+    monkeypatch.setenv("HOP_FAULT", "reduce:snapshot:0")
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
+        client = Client(cluster.address)
+        try:
+            report = online_run(client, "pageviews", [pageviews_dir], tmp_path / "out", snapshot_every=0.25, seed=3)
+        finally:
+            client.close()
+    attempts = [a for a in report["attempts"] if a["task_id"] == "reduce-00000"]
+    assert [a["status"] for a in attempts][-1] == "succeeded" and len(attempts) >= 2, attempts
+    for label in ("0.250", "0.500", "0.750"):
+        info = json.loads((tmp_path / "out" / "_snapshots" / label / "_snapshot.json").read_text())
+        assert info["complete"]
+    first = json.loads((tmp_path / "out" / "_snapshots" / "0.250" / "_snapshot.json").read_text())
+    assert not any(p.get("final") for p in first["partitions"]), first["partitions"]
+
+
 def test_hop_snapshot_on_demand_for_a_generic_reduce(client: Client, tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 1_200_000, seed=8, vocabulary=500)

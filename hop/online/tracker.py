@@ -49,6 +49,8 @@ class Snapshot:
     """A pipeline's later job: the upstream snapshot this one was recomputed from (its job, label, progress)."""
     rows_limit: int = ROWS_ON_THE_WIRE
     """The most rows per partition it keeps (``HISTORY_ROWS`` once thinned)."""
+    source: str | None = None
+    """A derived snapshot's input: the folder of the upstream snapshot the reducers recompute it from."""
 
     @property
     def complete(self) -> bool:
@@ -96,9 +98,10 @@ class SnapshotTracker:
     def request_now(self, input_fraction: float, now: float | None = None) -> Snapshot:
         return self._new(input_fraction, True, now)
 
-    def request_derived(self, label: str, progress: float, upstream: dict[str, Any]) -> Snapshot:
-        """A snapshot recomputed from the upstream job's snapshot ``label`` (keeps its label and progress)."""
-        snapshot = Snapshot(len(self.snapshots), label, progress, time.time(), upstream=upstream)
+    def request_derived(self, label: str, progress: float, upstream: dict[str, Any], source: str) -> Snapshot:
+        """A snapshot recomputed from the upstream job's snapshot ``label`` (keeps its label and progress), whose
+        files are in ``source``."""
+        snapshot = Snapshot(len(self.snapshots), label, progress, time.time(), upstream=upstream, source=source)
         self.snapshots.append(snapshot)
         return snapshot
 
@@ -125,6 +128,10 @@ class SnapshotTracker:
                 self._thin(earlier)
             return snapshot
         return None
+
+    def unanswered(self, index: int) -> list[Snapshot]:
+        """The snapshots still waiting for partition ``index`` (a new attempt of it must be asked again)."""
+        return [s for s in self.snapshots if not s.complete and index not in s.partitions]
 
     def release(self) -> None:
         """The job ended: no snapshot is the live one any more; keep only history rows of each."""
