@@ -7,7 +7,7 @@ job's ``input_stratum(path)`` gives its file ("" for every chunk when the job de
 
 - Plain mode (no snapshots, sequential order): the splits of ``hop.inputs.make_splits`` (about ``split_size`` bytes,
   as many as fill whole waves of the map slots), one chunk each; consecutive splits smaller than that are packed
-  into one map task up to that size (a directory of small files makes a few maps, not one per file, as Hadoop's
+  into map tasks of about that size (a directory of small files makes a few maps, not one per file, as Hadoop's
   CombineFileInputFormat and Spark SQL's file packing do: a map's fixed cost would dwarf a small file's bytes).
 - Chunked mode (snapshots or ``--order random``): files are cut into chunks of ``chunk_size`` bytes, and the chunks are
   dealt to ``round(total / split_size)`` map tasks (rounded up to whole waves of map slots) as consecutive runs of
@@ -72,18 +72,18 @@ def _random_order(chunks: list[Chunk], rng: random.Random) -> list[Chunk]:
 
 
 def _packed(chunks: list[Chunk], target: int) -> list[list[Chunk]]:
-    """Consecutive chunks packed into tasks of at most ``target`` bytes; a chunk of that size or more is a task
-    of its own."""
-    tasks: list[list[Chunk]] = []
-    room = 0
+    """Consecutive chunks dealt to ``round(total / target)`` tasks of about equal bytes: each goes to the task its
+    middle byte falls in (a chunk of ``target`` bytes or more has a task of its own; tasks left empty are dropped).
+    Filling each task up to ``target`` instead would leave a small last task: a wave with one slot busy."""
+    total = sum(chunk.size for chunk in chunks)
+    count = max(1, round(total / target))
+    width = total / count
+    tasks: list[list[Chunk]] = [[] for _ in range(count)]
+    offset = 0
     for chunk in chunks:
-        if tasks and chunk.size <= room:
-            tasks[-1].append(chunk)
-            room -= chunk.size
-        else:
-            tasks.append([chunk])
-            room = target - chunk.size
-    return tasks
+        tasks[min(count - 1, int((offset + chunk.size / 2) // width))].append(chunk)
+        offset += chunk.size
+    return [task for task in tasks if task]
 
 
 def plan_map_inputs(
