@@ -133,7 +133,17 @@ def test_an_ended_source_does_not_make_every_later_window_due_under_fidelity() -
     assert assembler.emit(0, "fidelity") is not None
     assert assembler.due(now=1.0) == []  # no record beyond: nothing to emit until source 1 seals or sends
     assembler.add_cell(1, 3, 2, [("b", 2)], sealed=4)
-    assert assembler.due(now=2.0) == [Closing(1, "complete", 3), one(3, "complete")]  # 1-2 hold no data
+    assert assembler.due(now=2.0) == [Closing(1, "complete", 3, True), one(3, "complete")]  # 1-2 hold no data
+
+
+def test_a_lone_window_without_data_is_skipped_as_a_stretch_of_them_is() -> None:
+    # One empty window between two with data was emitted (a _window.json of 0 records), two were skipped.
+    for gap in (1, 2, 3):
+        assembler = _assembler(sources=1, size=2, slide=2)  # one pane per window
+        assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1)
+        assembler.add_cell(0, gap + 1, 1, [("k", 1)], sealed=gap + 2)
+        due = assembler.due(now=0.0)
+        assert due == [one(0, "complete"), Closing(1, "complete", gap + 1, True), one(gap + 1, "complete")], gap
 
 
 def test_empty_windows_after_a_quiet_stretch_still_close_by_latency() -> None:
@@ -143,7 +153,7 @@ def test_empty_windows_after_a_quiet_stretch_still_close_by_latency() -> None:
     assembler.add_cell(0, 0, 1, [("k", 1)], sealed=6)
     assert assembler.due(now=0.0) == []
     due = assembler.due(now=2.0)
-    assert due == [one(0, "latency"), Closing(1, "latency", 6)]  # windows 1-5 hold nothing: one stretch
+    assert due == [one(0, "latency"), Closing(1, "latency", 6, True)]  # windows 1-5 hold nothing: one stretch
     assembler.emit(0, "latency")
     assembler.skip(1, 6)
     assembler.add_cell(0, 6, 1, [("k", 1)], sealed=7)
@@ -162,7 +172,7 @@ def test_a_window_with_no_record_of_this_partition_is_closed_with_its_reason() -
     assert assembler.due(now=0.0) == [one(0, "complete")]
     assert assembler.emit(0, "complete").records == 2
     assert assembler.due(now=0.5) == []
-    assert assembler.due(now=1.0) == [one(1, "latency")]
+    assert assembler.due(now=1.0) == [Closing(1, "latency", 2, True)]
     assembler.skip(1, 2)
     assert assembler.next_window == 2
 
@@ -178,7 +188,7 @@ def test_a_record_far_in_the_future_costs_a_stretch_not_a_walk() -> None:
     assert assembler.due(now=0.0) == [one(1_700_000_000, "complete")]
     assembler.emit(1_700_000_000, "complete")
     assert assembler.due(now=1.0) == []  # source 1 has not sealed past: wait for it or the latency bound
-    assert assembler.due(now=2.0) == [Closing(1_700_000_001, "latency", far), one(far, "latency")]
+    assert assembler.due(now=2.0) == [Closing(1_700_000_001, "latency", far, True), one(far, "latency")]
     assembler.skip(1_700_000_001, far)
     assert assembler.emit(far, "latency").groups == {"k": 1}
     assembler.source_ended(0)
@@ -226,7 +236,7 @@ def test_stretches_close_exactly_the_windows_a_walk_would(seed: int, shape: tupl
         got = [(w, c.reason) for c in due for w in range(c.window, min(c.end, c.window + 500))]
         assert got[: len(expected)] == expected and len(got) >= len(expected)
         for closing in due:
-            if closing.stretch:
+            if closing.empty:
                 assembler.skip(closing.window, closing.end)
             else:
                 assembler.emit(closing.window, closing.reason)
@@ -238,7 +248,7 @@ def test_latency_bound_counts_from_the_first_source_that_closed_the_window() -> 
     assert assembler.due(now=10.0) == []
     assert assembler.due(now=11.9) == []
     # Window 1 (pane 1, sealed by source 0 at the same time, no record) closes by latency with it.
-    assert assembler.due(now=12.0) == [one(0, "latency"), one(1, "latency")]
+    assert assembler.due(now=12.0) == [one(0, "latency"), Closing(1, "latency", 2, True)]
 
 
 def test_lost_panes_and_gone_sources_are_reported_as_source_failure() -> None:
@@ -289,7 +299,7 @@ def test_differential_windows_equal_merged_windows(size: int, slide: int, source
         for source, pane, counts in cells:
             assembler.add_cell(source, pane, sum(counts.values()), list(counts.items()), sealed=pane + 1)
             for closing in assembler.due(now=0.0):
-                if closing.stretch:
+                if closing.empty:
                     assembler.skip(closing.window, closing.end)
                     continue
                 result = assembler.emit(closing.window, closing.reason)
@@ -321,7 +331,7 @@ def test_assembler_state_round_trips_through_msgpack() -> None:
     assert restored.add_cell(0, 0, 1, [(("k", 1), 1)], sealed=1) == "duplicate"
     restored.add_cell(0, 1, 1, [(("k", 1), 4)], sealed=FOREVER)
     restored.source_ended(1)
-    window, reason, _ = restored.due(now=0.0)[0]
+    window, reason, _, _ = restored.due(now=0.0)[0]
     result = restored.emit(window, reason)
     assert result.groups == {("k", 1): 7} and reason == "source failure"
 

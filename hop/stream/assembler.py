@@ -61,16 +61,13 @@ class Cell:
 
 
 class Closing(NamedTuple):
-    """Windows ``[window, end)`` are due for ``reason``: one window to ``emit`` (``end == window + 1``), or a
-    stretch holding no data cell of this partition to ``skip``."""
+    """Windows ``[window, end)`` are due for ``reason``: one window to ``emit`` (``end == window + 1``), or, when
+    ``empty``, one or more windows holding no data cell (nor a shed or lost pane) of this partition to ``skip``."""
 
     window: int
     reason: str
     end: int
-
-    @property
-    def stretch(self) -> bool:
-        return self.end > self.window + 1
+    empty: bool = False
 
 
 @dataclass
@@ -282,8 +279,8 @@ class WindowAssembler:
             if reason is None:
                 break
             end = self._stretch_end(window, reason, now)
-            due.append(Closing(window, reason, end))
-            window = end
+            due.append(Closing(window, reason, max(end, window + 1), empty=end > window))
+            window = max(end, window + 1)
         return due
 
     def _note_seals(self, now: float) -> None:
@@ -315,7 +312,7 @@ class WindowAssembler:
 
     def _stretch_end(self, window: int, reason: str, now: float) -> int:
         """The end of the run of windows from ``window`` that hold nothing of this partition and close now for the
-        same ``reason`` (``window + 1`` when ``window`` itself holds something). The reason of a window holding
+        same ``reason`` (``window`` itself when it holds something: no stretch). The reason of a window holding
         nothing changes only where its last pane crosses a source's seal or stop mark or its first pane passes the
         last data; between those it holds for a prefix (clocks and sealed shares only decrease), so a binary search
         finds the end."""
@@ -323,7 +320,7 @@ class WindowAssembler:
         special = self._holds_something(spec.panes_of_window(window))
         limit = spec.windows_of_pane(special).start if special is not None else FOREVER
         if limit <= window:
-            return window + 1
+            return window
 
         def last_reaches(pane: int) -> int:  # the first window whose last pane is >= pane
             return -((spec.panes_per_window - 1 - pane) // spec.panes_per_slide)

@@ -574,7 +574,7 @@ def run_stream_reduce(
                 if control.get("job_id") == spec.job_id and control["type"] == "stream_source_gone":
                     assembler.source_gone(int(control["index"]))
             for closing in assembler.due(time.time()):
-                if closing.stretch:  # windows holding no data cell here: one step and one report, however many
+                if closing.empty:  # windows holding no data cell here: one step and one report, however many
                     assembler.skip(closing.window, closing.end)
                     channel.send("windows_skipped", index=index, attempt=attempt, **closing._asdict())
                 else:
