@@ -14,7 +14,7 @@ reducer merges them again, which is correct because ``merge`` is associative).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,17 @@ class FoldingRunStore(RunStore):
         self._dump_tags: list[str] = []
         self._state_tag = "empty"
 
-    def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
-        super().add(task, attempt, seq, data, records, order_tag)
+    def add(
+        self,
+        task: int,
+        attempt: int,
+        seq: int,
+        data: bytes,
+        records: int,
+        order_tag: str,
+        resumes: Sequence[Sequence[int]] = (),
+    ) -> None:
+        super().add(task, attempt, seq, data, records, order_tag, resumes)
         attempt = self.owner(task, attempt, seq)
         if self.committed.get(task) == attempt and self.complete(task, attempt):
             self._fold_attempt(task, attempt)

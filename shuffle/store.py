@@ -19,7 +19,7 @@ then spill order).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +102,8 @@ class RunStore:
         self.resumed: dict[AttemptKey, list[list[int]]] = {}
         """(task, attempt) -> the kept segments it resumes after (from its runs' headers, online jobs): snapshots
         count those with it before it commits."""
+        self.kept_below: dict[AttemptKey, int] = {}
+        """(task, failed attempt) -> its checkpoint's first spill: the runs below are kept, later ones dropped."""
         self._merged: dict[Path, int] = {}
         """Files written by multi-pass merges (not runs of any attempt), with their sizes."""
         if fan_in < 2:
@@ -120,13 +122,27 @@ class RunStore:
             return None
         return run.data if run.data is not None else (run.path.read_bytes() if run.path is not None else None)
 
-    def add(self, task: int, attempt: int, seq: int, data: bytes, records: int, order_tag: str) -> None:
-        """Store one run; a run of an attempt already superseded by another committed attempt is dropped."""
+    def add(
+        self,
+        task: int,
+        attempt: int,
+        seq: int,
+        data: bytes,
+        records: int,
+        order_tag: str,
+        resumes: Sequence[Sequence[int]] = (),
+    ) -> None:
+        """Store one run; a run of an attempt already superseded by another committed attempt, or of a failed one
+        past its checkpoint, is dropped. ``resumes``: the kept segments of failed attempts the run's attempt resumes
+        after (online jobs' run headers, see :attr:`resumed`)."""
         self.received_runs += 1
         self.received_bytes += len(data)
+        if resumes:
+            self.resumed.setdefault((task, attempt), [list(segment) for segment in resumes])
         attempt = self.owner(task, attempt, seq)
         winner = self.committed.get(task)
-        if winner is not None and winner != attempt:
+        kept_below = self.kept_below.get((task, attempt))
+        if (winner is not None and winner != attempt) or (kept_below is not None and seq >= kept_below):
             self.dropped_runs += 1
             return
         runs = self.attempts.setdefault((task, attempt), AttemptRuns()).runs
@@ -160,6 +176,7 @@ class RunStore:
         for kept_attempt, first, end in segments:
             # The committed attempt resumed after these spills of a failed one: they are part of its output.
             self.aliases[(task, kept_attempt)] = (attempt, first, end)
+            self.kept_below.pop((task, kept_attempt), None)  # (its later runs lose to the committed attempt now)
             kept = self.attempts.pop((task, kept_attempt), None)
             if kept is not None:
                 for seq, run in kept.runs.items():
@@ -184,6 +201,7 @@ class RunStore:
         """Forget the runs of a failed or superseded attempt (from ``keep_below`` on, if given: the runs below are
         covered by its checkpoint and stay, tentative, for the attempt that resumes after them)."""
         if keep_below:
+            self.kept_below[(task, attempt)] = keep_below  # its runs still in flight past the checkpoint are dropped
             attempt_runs = self.attempts.get((task, attempt))
             if attempt_runs is not None:
                 for seq in [seq for seq in attempt_runs.runs if seq >= keep_below]:
@@ -192,6 +210,7 @@ class RunStore:
             return
         self.aliases = {k: v for k, v in self.aliases.items() if v[0] != attempt or k[0] != task}
         self.resumed.pop((task, attempt), None)
+        self.kept_below.pop((task, attempt), None)
         attempt_runs = self.attempts.pop((task, attempt), None)
         if attempt_runs is None:
             return

@@ -292,7 +292,7 @@ def _snapshot_values(snapshots: ReducerSnapshots, label: str) -> tuple[list[int]
 
 
 @pytest.mark.parametrize("aggregate", [True, False])
-@pytest.mark.parametrize("order", ["notice first", "retry first, kept run late"])
+@pytest.mark.parametrize("order", ["notice first", "retry first, kept run late", "no failure notice"])
 def test_a_map_retried_from_a_checkpoint_keeps_its_kept_chunks_in_snapshots(
     tmp_path: Path, aggregate: bool, order: str
 ) -> None:
@@ -322,23 +322,46 @@ def test_a_map_retried_from_a_checkpoint_keeps_its_kept_chunks_in_snapshots(
             assert _snapshot_values(snapshots, "failed") == (chunks([0, 1]), {"a": 11 if aggregate else 111})
             for header, data in retry:
                 snapshots.receive(header, data)
-        else:  # the retry's runs overtake the failure notice and the last kept run
+        elif order == "retry first, kept run late":  # the retry's runs overtake the failure notice and a kept run
             for header, data in kept[:2] + lost + retry:
                 snapshots.receive(header, data)
             if aggregate:  # chunk 2's kept part is not here yet: chunks 0 and 1 only, each once
                 assert _snapshot_values(snapshots, "early") == ([0, 1], {"a": 11})
             snapshots.receive(*kept[2])
             snapshots.notice(failed)
+        else:  # a reducer that started after the failure: the kept runs, then the commit, then the retry's runs
+            for header, data in kept:
+                snapshots.receive(header, data)
+            snapshots.notice({"type": "map_committed", "index": 0, "attempt": 1, "spills": 6, "segments": resumes})
+            assert _snapshot_values(snapshots, "kept")[1] == {"a": 11 if aggregate else 111}
+            for header, data in retry:
+                snapshots.receive(header, data)
         resumed = {"a": 1111} if aggregate else {"a": 1111, "b": 5}  # (chunk 3 has not ended yet)
         assert _snapshot_values(snapshots, "resumed") == (chunks([0, 1, 2]), resumed)
         snapshots.receive(_header(1, 5, 3, True, resumes=resumes), run({"b": 1}))
-        snapshots.notice({"type": "map_committed", "index": 0, "attempt": 1, "spills": 6, "segments": resumes})
+        if order != "no failure notice":
+            snapshots.notice({"type": "map_committed", "index": 0, "attempt": 1, "spills": 6, "segments": resumes})
         assert _snapshot_values(snapshots, "committed") == (chunks([0, 1, 2, 3]), {"a": 1111, "b": 6})
         assert snapshots.store.missing(1) == 0
         final: dict[object, int] = {}
         for key, value in snapshots.store.sorted_pairs():  # the final reduce's input agrees
             final[key] = final.get(key, 0) + value
         assert final == {"a": 1111, "b": 6}
+    finally:
+        snapshots.store.close()
+
+
+def test_a_failed_attempts_runs_past_its_checkpoint_arriving_late_are_dropped(tmp_path: Path) -> None:
+    """A run of attempt 0 still in flight when its failure (at the checkpoint before spill 2) was noticed was stored
+    under it, and a snapshot of a hand-written reduce counted it."""
+    snapshots = _reducer_snapshots(tmp_path, aggregate=False)
+    try:
+        for seq, value in enumerate((1, 10)):
+            snapshots.receive(_header(0, seq, seq, True), run({"a": value}))
+        snapshots.notice({"type": "map_failed", "index": 0, "attempt": 0, "keep_below": 2})
+        snapshots.receive(_header(0, 2, 2, True), run({"a": 100}))
+        assert [stored.seq for stored in snapshots.store.snapshot_runs()] == [0, 1]
+        assert _snapshot_values(snapshots, "late")[1] == {"a": 11}
     finally:
         snapshots.store.close()
 

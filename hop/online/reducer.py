@@ -72,8 +72,6 @@ class ReducerSnapshots:
         """A run arrived: into the snapshot state and the store."""
         task, attempt = header["map"], header["attempt"]
         resumes = header.get("resumes") or ()
-        if resumes:
-            self.store.resumed.setdefault((task, attempt), resumes)
         if self.state is not None and "chunk" in header:
             self.state.add_run(
                 task,
@@ -85,16 +83,13 @@ class ReducerSnapshots:
                 bool(header.get("partial")),
                 resumes,
             )
-        self.store.add(task, attempt, header["seq"], data, header["records"], header["tag"])
+        self.store.add(task, attempt, header["seq"], data, header["records"], header["tag"], resumes)
 
     def notice(self, notice: dict[str, Any]) -> None:
-        """A map attempt committed, failed or was lost: the store and the snapshot state follow, in that order
-        (except for a loss: the state asks the store first whether the attempt was complete)."""
+        """A map attempt committed, failed or was lost: the snapshot state follows, then the store (the state reads
+        what the store holds before the notice changes it: a failed attempt's kept runs, before a commit moves them
+        to the attempt that resumed after them; whether a lost attempt was complete)."""
         task, attempt, kind = notice["index"], notice["attempt"], notice["type"]
-        if kind == "map_committed":
-            self.store.commit(task, attempt, notice["spills"], notice.get("segments", []))
-        elif kind == "map_failed":
-            self.store.drop(task, attempt, notice.get("keep_below"))
         state = self.state
         if state is not None:
             if kind == "map_committed":
@@ -104,7 +99,11 @@ class ReducerSnapshots:
             elif kind == "map_failed" or (kind == "map_lost" and not self.store.complete(task, attempt)):
                 for lost in state.lineage(task, attempt) if kind == "map_lost" else [attempt]:
                     state.drop(task, lost)
-        if kind == "map_lost":
+        if kind == "map_committed":
+            self.store.commit(task, attempt, notice["spills"], notice.get("segments", []))
+        elif kind == "map_failed":
+            self.store.drop(task, attempt, notice.get("keep_below"))
+        elif kind == "map_lost":
             self.store.lost(task, attempt)
 
     def take(self, label: str, source: str | None = None) -> dict[str, Any]:
