@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.lifetime import PARENT_VARIABLE, ignore_terminal_interrupts, name_process, orphaned
+from hop.lifetime import PARENT_VARIABLE, ignore_stop_signals, name_process, orphaned
 
 __all__ = ["main"]
 
@@ -99,8 +99,9 @@ def _take_environment(environment: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Ctrl-C at the command's start reaches this process too: the command handles it and ends this one.
-    ignore_terminal_interrupts()
+    # Ctrl-C or a SIGTERM to the command's process group reaches this process too: the command handles it and ends
+    # this one (the workers forked below inherit this).
+    ignore_stop_signals()
     early = argparse.ArgumentParser(prog="python -m hop.cluster_launch", description=__doc__.splitlines()[0])
     early.add_argument("--config-fd", type=int, required=True, help="where the options come from, one JSON line")
     early.add_argument("--report-fd", type=int, required=True, help="where the workers' pids and the address go")
