@@ -20,7 +20,8 @@ usage, and so in the usage of whoever runs ``hop`` (``hop compare``, the benchma
 their own processes. Ignoring SIGCHLD instead would let the kernel reap them and drop that time. Each worker
 restores the default SIGCHLD handling at once, since it waits for its own task processes. A worker's
 ``HOP_EMBEDDED_PARENT_PID`` is the coordinator's pid: it ends when the coordinator is gone, and the coordinator
-when the process that launched it is (``hop.lifetime.orphaned``). Only ``hop.prelaunch`` starts this.
+when the process that launched it is (``hop.lifetime.orphaned``), and then removes ``--spill-dir``, the directory
+``hop.local_cluster`` made for this cluster, as its stop would have. Only ``hop.prelaunch`` starts this.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import sys
 import time
@@ -176,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         return coordinator.run(args.bind, args.heartbeat_timeout, announce)
     finally:
         wait_or_kill(workers, time.monotonic() + WORKERS_EXIT_TIMEOUT)
+        if orphaned():
+            # The command died without stopping the cluster (SIGKILL): nobody else will remove the directory it
+            # made for this cluster's socket and spill files (hop.local_cluster.LocalCluster.stop would have).
+            shutil.rmtree(args.spill_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -444,8 +444,11 @@ class _ContinuousRun:
         command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", f"tail:{self.logs}"]
         command += ["--window", "1h", "-o", str(self.output), "--workers", "1", "--no-view"]
         self.write("a b c\n" * 50)
+        self.temp = tmp_path / "temp"  # where the embedded cluster makes its directory
+        self.temp.mkdir()
+        environment = {**os.environ, "TMPDIR": str(self.temp)}
         with open(self.stderr_path, "w") as stderr:  # a file, not a pipe: read while it runs, without blocking
-            self.process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, start_new_session=True)
+            self.process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, env=environment, start_new_session=True)
         self.client: Client | None = None
 
     def write(self, lines: str) -> None:
@@ -499,6 +502,7 @@ def test_sigterm_to_the_whole_process_group_drains_a_continuous_run(tmp_path: Pa
     finally:
         run.close()
     assert not alive, [process.name() for process in alive]
+    assert not list(run.temp.iterdir()), "the cluster's directory is removed as it stops"
     assert "stopping" in run.stderr()
     windows = read_windows(run.output)
     assert any(meta["reason"] == "stopped" for meta, _ in windows.values()), "the open window, written as it stopped"
@@ -529,6 +533,7 @@ def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) 
     for process in alive:
         process.kill()
     assert not alive, [process.name() for process in alive]
+    assert not list(run.temp.iterdir()), "the cluster's directory is removed by its orphaned coordinator"
 
 
 def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: Client, tmp_path: Path) -> None:
