@@ -47,17 +47,26 @@ class Client:
     def request(self, msg_type: str, /, **fields: Any) -> dict[str, Any]:
         kind = msg_type
         self._socket.send(message(msg_type, **fields))
-        if not self._socket.poll(int(self.timeout * 1000)):
-            # A late reply must not be taken for the answer to the next request: start a fresh socket.
-            close_socket(self._socket)
-            self._socket = self._connect()
+        try:
+            answered = self._socket.poll(int(self.timeout * 1000))
+            reply = unpack(self._socket.recv()) if answered else None
+        except BaseException:
+            # Interrupted while waiting (Ctrl-C, SIGTERM: hop run then stops its continuous job with this client).
+            self._forget_pending()
+            raise
+        if reply is None:
+            self._forget_pending()
             raise CoordinatorUnavailable(
                 f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s"
             )
-        reply = unpack(self._socket.recv())
         if reply["type"] == "error":
             raise JobRejected(reply["message"])
         return reply
+
+    def _forget_pending(self) -> None:
+        """Start a fresh socket: the reply to a request given up on must not be taken for the next one's."""
+        close_socket(self._socket)
+        self._socket = self._connect()
 
     def submit(self, spec: JobSpec) -> str:
         job_id = str(self.request("submit", job=spec.to_wire())["job_id"])

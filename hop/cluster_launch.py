@@ -20,7 +20,8 @@ usage, and so in the usage of whoever runs ``hop`` (``hop compare``, the benchma
 their own processes. Ignoring SIGCHLD instead would let the kernel reap them and drop that time. Each worker
 restores the default SIGCHLD handling at once, since it waits for its own task processes. A worker's
 ``HOP_EMBEDDED_PARENT_PID`` is the coordinator's pid: it ends when the coordinator is gone, and the coordinator
-when the process that launched it is (``hop.lifetime.orphaned``). Only ``hop.prelaunch`` starts this.
+when the process that launched it is (``hop.lifetime.orphaned``), and then removes ``--spill-dir``, the directory
+``hop.local_cluster`` made for this cluster, as its stop would have. Only ``hop.prelaunch`` starts this.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ import contextlib
 import json
 import os
 import select
+import shutil
 import signal
 import sys
 import time
 from typing import Any
 
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.lifetime import PARENT_VARIABLE, ignore_terminal_interrupts, name_process, orphaned
+from hop.lifetime import PARENT_VARIABLE, ignore_stop_signals, name_process, orphaned
 
 __all__ = ["main"]
 
@@ -99,8 +101,9 @@ def _take_environment(environment: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Ctrl-C at the command's start reaches this process too: the command handles it and ends this one.
-    ignore_terminal_interrupts()
+    # Ctrl-C or a SIGTERM to the command's process group reaches this process too: the command handles it and ends
+    # this one (the workers forked below inherit this).
+    ignore_stop_signals()
     early = argparse.ArgumentParser(prog="python -m hop.cluster_launch", description=__doc__.splitlines()[0])
     early.add_argument("--config-fd", type=int, required=True, help="where the options come from, one JSON line")
     early.add_argument("--report-fd", type=int, required=True, help="where the workers' pids and the address go")
@@ -175,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         return coordinator.run(args.bind, args.heartbeat_timeout, announce)
     finally:
         wait_or_kill(workers, time.monotonic() + WORKERS_EXIT_TIMEOUT)
+        if orphaned():
+            # The command died without stopping the cluster (SIGKILL): nobody else will remove the directory it
+            # made for this cluster's socket and spill files (hop.local_cluster.LocalCluster.stop would have).
+            shutil.rmtree(args.spill_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import zmq
 
 from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
-from hop.lifetime import ignore_terminal_interrupts, orphaned
+from hop.lifetime import ignore_stop_signals, orphaned
 from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import OutputExistsError, prepare_output
@@ -1116,7 +1116,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], keep_jobs: int = KEEP_JOBS) -> int:
     """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
-    ignore_terminal_interrupts()
+    ignore_stop_signals()
     coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs)
     announce(coordinator.address)
     with contextlib.suppress(KeyboardInterrupt):

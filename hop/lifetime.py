@@ -5,6 +5,10 @@ The process that starts an embedded cluster's launcher (``hop.prelaunch.Prelaunc
 workers it forks; they call :func:`orphaned` in their loops and exit when their parent is gone (killed without a
 chance to stop them), so a killed ``hop run`` leaves no processes behind. Task processes watch their worker the
 same way.
+
+While that parent lives, it alone decides when they stop (:func:`ignore_stop_signals`): a signal sent to the whole
+process group (Ctrl-C, ``kill -TERM -PGID``) or cgroup (systemd's ``KillMode=control-group``, a container's stop)
+reaches them too, and they leave it to the parent, which drains its job and then stops them in order.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ import os
 import signal
 import sys
 
-__all__ = ["PARENT_VARIABLE", "become_subreaper", "ignore_terminal_interrupts", "name_process", "orphaned"]
+__all__ = ["PARENT_VARIABLE", "STOP_SIGNALS", "become_subreaper", "ignore_stop_signals", "name_process", "orphaned"]
 
 PARENT_VARIABLE = "HOP_EMBEDDED_PARENT_PID"
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What :func:`ignore_stop_signals` ignores: Ctrl-C, and the polite stop of ``kill``, systemd and container runtimes."""
 
 
 def orphaned() -> bool:
@@ -25,15 +32,24 @@ def orphaned() -> bool:
     return parent is not None and os.getppid() != int(parent)
 
 
-def ignore_terminal_interrupts(always: bool = False) -> None:
-    """Ignore SIGINT in a process of an embedded cluster (or ``always``: task processes, whose worker ends them).
+def ignore_stop_signals(always: bool = False) -> bool:
+    """Ignore :data:`STOP_SIGNALS` in a process of an embedded cluster (or ``always``: task processes, whose worker
+    ends them); return whether they are ignored. A process that is neither (a ``hop worker`` or ``hop coordinator``
+    started on its own) keeps its handlers: those signals are how it is stopped.
 
-    Ctrl-C in a terminal interrupts the whole foreground process group, cluster processes included; the process
-    that started them handles it (a continuous job drains, writes its last windows and checkpoints) and then
-    stops them in order, which it could not do if they had died of the same signal.
+    Ctrl-C in a terminal interrupts the whole foreground process group, and ``kill -TERM -PGID``, systemd or a
+    container runtime terminate every process of a group or cgroup: cluster processes included. The process that
+    started them handles the signal (a continuous job drains, writes its last windows and checkpoints; a batch run
+    ends with 143) and then stops them in order, which it could not do if they had died of the same signal. They
+    still end without it: on its shutdown message, when :func:`orphaned` (their parent died without stopping them),
+    or on SIGKILL, which is how their parent ends one that does not stop in time (SIGTERM would be ignored).
+    Ignored dispositions survive ``fork`` and ``exec``: a process a task starts inherits them.
     """
-    if always or os.environ.get(PARENT_VARIABLE) is not None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not (always or os.environ.get(PARENT_VARIABLE) is not None):
+        return False
+    for number in STOP_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
+    return True
 
 
 _PR_SET_NAME = 15

@@ -5,8 +5,9 @@
 interpreter's time, one process (``hop.cluster_launch``) imports them, forks the workers and becomes the
 coordinator; the ``hop`` command starts that interpreter before importing the rest of itself and hands it over
 (``prelaunched``, ``hop.prelaunch``). :meth:`LocalCluster.stop` asks the coordinator to shut down (which stops the
-workers and their task processes), then terminates and finally kills anything still running, so nothing outlives
-it.
+workers and their task processes), then kills anything still running after ``STOP_TIMEOUT``, so nothing outlives
+it. Only that stop ends them while this process lives: they ignore SIGINT and SIGTERM sent to the whole process
+group (``hop.lifetime.ignore_stop_signals``), so that ``hop run`` can drain its job first.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from types import TracebackType
 from typing import TextIO
 
 from hop.client import Client, CoordinatorUnavailable
-from hop.forking import DescendantProcess
+from hop.forking import DescendantProcess, wait_or_kill
 from hop.prelaunch import Prelaunch
 
 START_TIMEOUT = 60.0
+
+STOP_TIMEOUT = 10.0
+"""Seconds :meth:`LocalCluster.stop` waits for the cluster's processes to end once asked, before it kills them."""
 
 
 class ClusterStartError(RuntimeError):
@@ -164,18 +168,8 @@ class LocalCluster:
         processes: list[subprocess.Popen[bytes] | DescendantProcess] = list(self.workers)
         if self.coordinator is not None:
             processes.append(self.coordinator)
-        deadline = time.monotonic() + 10
-        for process in processes:
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        # Killed, not terminated, past the deadline: they ignore SIGTERM (hop.lifetime.ignore_stop_signals).
+        wait_or_kill(processes, time.monotonic() + STOP_TIMEOUT)
         self.workers = []
         self.coordinator = None
         if self._socket_dir is not None:

@@ -24,7 +24,7 @@ import zmq
 
 from hop.inputs import InputError, Split
 from hop.jobspec import JobSpec
-from hop.lifetime import ignore_terminal_interrupts, name_process
+from hop.lifetime import ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import UserCodeError, run_map, run_reduce
 from shuffle.runs import UnencodableRecordError
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     # rescans the growing young generations: a heavy reduce spent ~15% of its time there. Collect more rarely;
     # cycles that user code creates are still collected.
     gc.set_threshold(*TASK_GC_THRESHOLDS)
-    ignore_terminal_interrupts(always=True)
+    ignore_stop_signals(always=True)
     _apply_test_limits()
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     socket = context.socket(zmq.DEALER)

@@ -30,7 +30,7 @@ import zmq
 
 from hop import taskproc
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.lifetime import ignore_terminal_interrupts, orphaned
+from hop.lifetime import ignore_stop_signals, orphaned
 from hop.protocol import close_socket, connect_soon, message, unpack
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
@@ -472,8 +472,9 @@ class Worker:
                         self._to_slot(slot, message("stop"))
                 else:
                     # Not connected yet (a stop message could not reach it), or busy with a task that would read
-                    # the stop only when done: the worker is going, so is the task.
-                    slot.process.terminate()
+                    # the stop only when done: the worker is going, so is the task. Killed: task processes ignore
+                    # SIGTERM (hop.lifetime.ignore_stop_signals), and hold nothing a polite end would save.
+                    slot.process.kill()
         wait_or_kill([slot.process for slot in self.slots.values()], time.monotonic() + 5)
         self.pusher.close()
         if self.publisher is not None:
@@ -550,8 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         host_label=args.host_label,
         stream_slots=args.stream_slots,
     )
-    signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "running", False))
-    ignore_terminal_interrupts()
+    if not ignore_stop_signals():  # an embedded cluster's worker is stopped by its coordinator, or when orphaned
+        signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "running", False))
     with contextlib.suppress(KeyboardInterrupt):
         worker.serve()
     return 0

@@ -577,24 +577,36 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr, result.stderr
 
 
-def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path) -> None:
+@pytest.mark.parametrize("group", [False, True], ids=["alone", "whole-group"])
+def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, group: bool) -> None:
+    """SIGTERM to ``hop run`` alone, or to its whole process group (``kill -TERM -PGID``, systemd): either way the
+    run ends with 143, its embedded cluster stopped (no process left), and the output is not marked complete."""
     import signal
     import time
+
+    import psutil
 
     from hop.gen.text import generate_text
 
     generate_text(tmp_path / "in.txt", 2_000_000, seed=3, vocabulary=500)
     command = [sys.executable, "-m", "hop", "run", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out", "--quiet"]
-    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 30
         while not (tmp_path / "out").exists():  # made once the run is under way (its maps take seconds)
             assert time.monotonic() < deadline and run.poll() is None, "the run started"
             time.sleep(0.02)
-        run.send_signal(signal.SIGTERM)
+        cluster = psutil.Process(run.pid).children(recursive=True)
+        if group:
+            os.killpg(run.pid, signal.SIGTERM)
+        else:
+            run.send_signal(signal.SIGTERM)
         _, stderr = run.communicate(timeout=30)
+        _, alive = psutil.wait_procs(cluster, timeout=30)
     finally:
         if run.poll() is None:
-            run.kill()
-            run.wait(timeout=10)
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=10)
     assert run.returncode == 143 and "interrupted" in stderr, stderr
+    assert not alive, [process.name() for process in alive]
+    assert not (tmp_path / "out" / "_SUCCESS").exists()

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -16,6 +17,7 @@ import pytest
 from hop import prelaunch
 from hop.client import Client
 from hop.cluster_launch import _wait_for_config
+from hop.lifetime import PARENT_VARIABLE
 from hop.local_cluster import ClusterStartError, LocalCluster
 from tests.conftest import job_path, read_output, run_job
 
@@ -166,3 +168,64 @@ def test_a_launcher_whose_command_is_gone_as_it_reports_ends_its_workers_quietly
     report.close()  # the command is gone before the launcher (still importing) reports its workers
     assert launcher.process.wait(timeout=30) == 0
     assert "Traceback" not in capfd.readouterr().err, "no BrokenPipeError traceback"
+
+
+def _cluster_processes(cluster: LocalCluster) -> list[psutil.Process]:
+    """The coordinator, the workers and, once each worker has started them, every worker's task processes."""
+    assert cluster.coordinator is not None
+    workers = [psutil.Process(worker.pid) for worker in cluster.workers]
+    deadline = time.monotonic() + 60
+    while not all(worker.children() for worker in workers):  # task slots are forked as a worker starts
+        assert time.monotonic() < deadline, "every worker started its task processes"
+        time.sleep(0.05)
+    return [psutil.Process(cluster.coordinator.pid), *workers, *(t for w in workers for t in w.children())]
+
+
+def test_an_embedded_cluster_leaves_sigint_and_sigterm_to_the_process_that_started_it(tmp_path: Path) -> None:
+    """``kill -TERM -PGID`` (or Ctrl-C, systemd, a container's stop) reaches every process of the cluster: they
+    ignore it, so that ``hop run`` can drain its job and stop them in order; its stop still ends them all."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    with LocalCluster(workers=1) as cluster:
+        processes = _cluster_processes(cluster)
+        names = [process.name() for process in processes]
+        for number in (signal.SIGINT, signal.SIGTERM):
+            for process in processes:
+                process.send_signal(number)
+        client = Client(cluster.address, timeout=30)
+        try:  # the cluster still runs jobs: nothing died, not even a task process the job would have needed
+            report = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out", num_reduces=1)
+        finally:
+            client.close()
+        assert report["status"] == "succeeded", report
+        assert {attempt["status"] for attempt in report["attempts"]} == {"succeeded"}, report["attempts"]
+        assert all(process.is_running() and process.status() != psutil.STATUS_ZOMBIE for process in processes), names
+    _, alive = psutil.wait_procs(processes, timeout=30)
+    assert not alive, names
+
+
+def test_a_standalone_worker_still_stops_on_its_own_sigterm(tmp_path: Path) -> None:
+    """Only an embedded cluster's processes leave SIGTERM to their parent: ``hop worker`` (and its task processes,
+    which it ends) stops on it, as a service manager expects."""
+    with LocalCluster(workers=1) as cluster:  # its own: the stopped worker stays listed, as lost
+        command = [sys.executable, "-m", "hop.worker", "--coordinator", cluster.address, "--name", "standalone"]
+        command += ["--map-slots", "1", "--reduce-slots", "1", "--spill-dir", str(tmp_path)]
+        environment = {name: value for name, value in os.environ.items() if name != PARENT_VARIABLE}
+        worker = subprocess.Popen(command, env=environment)
+        client = Client(cluster.address, timeout=30)
+        try:
+            deadline = time.monotonic() + 60
+            # Registered: past start-up (its handler is installed before it registers), its task processes started.
+            while not any(w["name"] == "standalone" and w["alive"] for w in client.workers()):
+                assert time.monotonic() < deadline and worker.poll() is None, "the worker registered"
+                time.sleep(0.05)
+            tasks = psutil.Process(worker.pid).children()
+            assert tasks
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == 0
+            _, alive = psutil.wait_procs(tasks, timeout=30)
+            assert not alive, "a worker's task processes end with it"
+        finally:
+            client.close()
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait(timeout=10)

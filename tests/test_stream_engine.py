@@ -432,6 +432,110 @@ def test_cli_runs_until_stopped_and_drains(spark: Any, tmp_path: Path) -> None:
     assert from_view == {json.dumps(word): count for word, count in totals.items()}
 
 
+class _ContinuousRun:
+    """``hop run --source tail:DIR --window 1h`` in a process group of its own, with its output under ``tmp_path``:
+    started once its map has read every line written so far, so that they are all in an open window."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.logs = tmp_path / "logs"
+        self.logs.mkdir()
+        self.output = tmp_path / "out"
+        self.stderr_path = tmp_path / "stderr.txt"
+        command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", f"tail:{self.logs}"]
+        command += ["--window", "1h", "-o", str(self.output), "--workers", "1", "--no-view"]
+        self.write("a b c\n" * 50)
+        self.temp = tmp_path / "temp"  # where the embedded cluster makes its directory
+        self.temp.mkdir()
+        environment = {**os.environ, "TMPDIR": str(self.temp)}
+        with open(self.stderr_path, "w") as stderr:  # a file, not a pipe: read while it runs, without blocking
+            self.process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, env=environment, start_new_session=True)
+        self.client: Client | None = None
+
+    def write(self, lines: str) -> None:
+        with open(self.logs / "app.log", "a") as log:
+            log.write(lines)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def wait_for_records(self, count: int) -> None:
+        """Until the job's map has read ``count`` records (its coordinator says so)."""
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline and self.process.poll() is None, f"{count} records read: {self.stderr()}"
+            if self.client is None and "coordinator at " in self.stderr():
+                self.client = Client(self.stderr().split("coordinator at ", 1)[1].split()[0], timeout=30)
+            jobs = self.client.jobs() if self.client is not None else []
+            if jobs and jobs[0]["input_records"] >= count:
+                return
+            time.sleep(0.1)
+
+    def descendants(self) -> list[Any]:
+        import psutil
+
+        return list(psutil.Process(self.process.pid).children(recursive=True))
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
+def test_sigterm_to_the_whole_process_group_drains_a_continuous_run(tmp_path: Path) -> None:
+    """``kill -TERM -PGID`` (systemd, a container's stop) reaches the embedded cluster's processes too; they leave
+    it to ``hop run``, which drains as for a SIGTERM of its own: the open window is written, state checkpointed,
+    the job ends stopped, and no process is left (they used to die at once: no last window, no report, exit 3)."""
+    import psutil
+
+    run = _ContinuousRun(tmp_path)
+    try:
+        run.wait_for_records(50)
+        run.write("d e\n" * 10)
+        run.wait_for_records(60)
+        cluster = run.descendants()
+        assert len(cluster) >= 4, "a coordinator, a worker and its task processes"
+        os.killpg(run.process.pid, signal.SIGTERM)
+        assert run.process.wait(timeout=120) == 0, run.stderr()
+        _, alive = psutil.wait_procs(cluster, timeout=30)
+    finally:
+        run.close()
+    assert not alive, [process.name() for process in alive]
+    assert not list(run.temp.iterdir()), "the cluster's directory is removed as it stops"
+    assert "stopping" in run.stderr()
+    windows = read_windows(run.output)
+    assert any(meta["reason"] == "stopped" for meta, _ in windows.values()), "the open window, written as it stopped"
+    totals: Counter[str] = Counter()
+    for _, rows in windows.values():
+        totals.update(rows)
+    assert totals == Counter({"a": 50, "b": 50, "c": 50, "d": 10, "e": 10})
+    report = json.loads((run.output / "_job.json").read_text())
+    assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
+    assert list((run.output / "_checkpoints" / "state").glob("reduce-*.msgpack"))
+
+
+def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) -> None:
+    """The cluster's processes ignore the group's SIGTERM only while ``hop run`` lives: killed as it drains, they
+    end by themselves (``hop.lifetime.orphaned``) instead of waiting for it."""
+    import psutil
+
+    run = _ContinuousRun(tmp_path)
+    try:
+        run.wait_for_records(50)
+        cluster = run.descendants()
+        os.killpg(run.process.pid, signal.SIGTERM)
+        run.process.kill()
+        assert run.process.wait(timeout=30) == -signal.SIGKILL
+        _, alive = psutil.wait_procs(cluster, timeout=30)
+    finally:
+        run.close()
+    for process in alive:
+        process.kill()
+    assert not alive, [process.name() for process in alive]
+    assert not list(run.temp.iterdir()), "the cluster's directory is removed by its orphaned coordinator"
+
+
 def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: Client, tmp_path: Path) -> None:
     """A map that takes 4 ms per event over a stream of 1,000 events/s of live event time falls behind; with
     --max-latency it skips the records of panes whose deadline passed, counts them, and C2 marks those panes."""

@@ -1,7 +1,8 @@
 """Running a continuous job from the client: submit it, show windows as they close, stop it cleanly.
 
 ``run_stream`` returns when the job ends: its sources ended (a replay source), or it was stopped. Ctrl-C (or SIGTERM,
-which the CLI turns into the same ``KeyboardInterrupt``) does not abandon the job: it asks the coordinator to stop
+which the CLI turns into the same ``KeyboardInterrupt``; sent to the whole process group, the embedded cluster's
+processes ignore it, ``hop.lifetime.ignore_stop_signals``) does not abandon the job: it asks the coordinator to stop
 it (``hop stop`` does the same from elsewhere), so maps drain their open panes, reducers write the last windows and
 checkpoint, and the run exits 0. A second Ctrl-C gives up waiting.
 

@@ -1,0 +1,57 @@
+"""The client's requests against a stand-in coordinator (a ROUTER socket served from a thread)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+import pytest
+import zmq
+
+from hop.client import Client
+from hop.protocol import close_socket, message, unpack
+
+
+def test_a_request_interrupted_while_waiting_does_not_answer_the_next_one(tmp_path: Path) -> None:
+    """SIGTERM (or Ctrl-C) interrupts ``hop run`` while it waits for a reply, and it then asks the coordinator to
+    stop the job with the same client: that request's answer must be its own, not the late one to the request
+    it gave up on (a ``status`` reply taken for the ``windows`` one broke the drain)."""
+    address = f"ipc://{tmp_path}/coordinator"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    router.bind(address)
+    interrupted = threading.Event()
+
+    def serve() -> None:
+        for _ in range(2):
+            if not router.poll(30_000):
+                return
+            identity, frame = router.recv_multipart()
+            request = unpack(frame)
+            if request["n"] == 1:
+                interrupted.wait(timeout=30)  # the first reply comes late: once the client gave up on it
+            router.send_multipart([identity, message("answer", n=request["n"])])
+
+    def interrupt(_signal: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    server = threading.Thread(target=serve)
+    server.start()
+    client = Client(address, timeout=30)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)  # as hop.cli's SIGTERM handler does, in this (the main) thread
+        with pytest.raises(KeyboardInterrupt):
+            client.request("status", n=1)
+        interrupted.set()
+        assert client.request("status", n=2)["n"] == 2
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        interrupted.set()
+        client.close()
+        server.join(timeout=60)
+        close_socket(router)
+    assert not server.is_alive()
