@@ -634,7 +634,7 @@ class Coordinator:
         windows = job.windows.since(after, int(msg.get("limit", 100)))
         if msg.get("all_rows"):
             windows = [_with_all_rows(job.spec.output, window) for window in windows]
-        omitted = job.windows.seq - max(after, 0) - len(windows)  # older, or past the limit: ask again
+        omitted = max(0, job.windows.seq - max(after, 0) - len(windows))  # older, or past the limit: ask again
         self._send(identity, "windows", windows=windows, omitted=omitted)
 
     def on_window_done(self, identity: bytes, msg: dict[str, Any]) -> None:

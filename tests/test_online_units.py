@@ -10,6 +10,7 @@ import pytest
 
 from hop.aggregates import Count, Max, Mean, Sum
 from hop.inputs import make_splits
+from hop.jsonline import to_json
 from hop.online.estimators import estimate_mean, estimate_total, t_quantile
 from hop.online.reducer import ReducerSnapshots
 from hop.online.snapshots import ROWS_ON_THE_WIRE, top_positions, write_final_partition_snapshot
@@ -386,6 +387,22 @@ def test_a_snapshot_sends_its_largest_estimates_not_its_first_keys(tmp_path: Pat
     assert top_positions([3, "x", 7.5, None, 7.5, True], 4) == [2, 4, 0, 1]  # numbers first, then the rest in order
 
 
+@pytest.mark.parametrize("count", [10, 2_500, 5_000])
+def test_a_final_partitions_snapshot_picks_the_rows_top_positions_picks(tmp_path: Path, count: int) -> None:
+    """It kept every group's value in memory (in the coordinator) and read the part file twice; one pass with a
+    bounded heap must pick the same rows: ties in file order, NaN and non-numbers after the numbers."""
+    rng = random.Random(count)
+    values = [rng.choice([rng.randint(0, 50), rng.random(), "text", [1, 2], float("nan"), None]) for _ in range(count)]
+    part = tmp_path / "part-00000"
+    part.write_text("".join(f'"k{i:05d}"\t{to_json(v)}\n' for i, v in enumerate(values)), encoding="utf-8")
+    groups, rows = write_final_partition_snapshot(tmp_path / "final", 0, part)
+    expected = [f"k{i:05d}" for i in top_positions(values, ROWS_ON_THE_WIRE)]
+    assert groups == count and [row["key"] for row in rows] == expected
+    assert all(row["final"] for row in rows)
+    written = (tmp_path / "final" / "estimates-00000.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(written) == count
+
+
 def _answer(tracker: SnapshotTracker, seq: int, index: int, values: range) -> None:
     rows = [
         {"key": f"p{index}-{v}", "value": v, "estimate": v, "low": None, "high": None, "final": False} for v in values
@@ -420,7 +437,17 @@ def test_the_tracker_keeps_full_rows_of_the_latest_snapshot_only() -> None:
     _answer(tracker, late.seq, 1, range(2000, 0, -1))
     assert len(tracker.describe(late)["rows"]) == 2 * HISTORY_ROWS
     tracker.release()  # the job ended: the latest keeps history rows too
-    assert len(tracker.describe(latest)["rows"]) == 2 * HISTORY_ROWS
+    assert len(tracker.describe(latest)["rows"]) == 2 * HISTORY_ROWS and tracker.describe(latest)["truncated"]
+
+
+def test_a_small_snapshot_is_not_called_truncated_after_the_job_ends() -> None:
+    tracker = SnapshotTracker(1, [1] * 10, every=0.5)
+    snapshot = tracker.due(0.5)
+    assert snapshot is not None
+    tracker.on_done(snapshot.seq, 0, {"groups": 2, "rows": [{"key": k, "value": 1} for k in "ab"]})
+    tracker.release()
+    described = tracker.describe(snapshot)
+    assert described["rows_limit"] == HISTORY_ROWS and len(described["rows"]) == 2 and not described["truncated"]
 
 
 @pytest.mark.parametrize(("every", "first"), [(0.1, "0.100"), (0.001, "0.001"), (0.0004, "0.0004"), (1e-5, "0.00001")])

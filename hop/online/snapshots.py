@@ -117,35 +117,40 @@ def write_partition_snapshot(directory: Path, index: int, table: SnapshotTable) 
 def write_final_partition_snapshot(directory: Path, index: int, part: Path) -> tuple[int, list[dict[str, Any]]]:
     """A partition that finished before it answered a snapshot: its snapshot is its final output (every row
     final, exact). Copies ``part`` and writes the matching estimates; returns the number of groups and the
-    ``ROWS_ON_THE_WIRE`` rows with the largest values (``top_positions``)."""
+    ``ROWS_ON_THE_WIRE`` rows ``top_positions`` would pick, read in one pass holding only those (this runs in the
+    coordinator, and a partition may hold millions of groups)."""
     directory.mkdir(parents=True, exist_ok=True)
-    shown: list[Any] = []
+    limit = ROWS_ON_THE_WIRE
+    largest: list[tuple[Any, int, dict[str, Any]]] = []
+    """A min-heap of (value, -position, row): the largest numeric values, the earlier row first among equals."""
+    others: list[dict[str, Any]] = []
+    """The first rows without a numeric value, for when there are fewer numeric ones than ``limit``."""
+    groups = 0
 
-    def read() -> Iterable[dict[str, Any]]:
+    def rows() -> Iterable[str]:
+        nonlocal groups
         with open(part, encoding="utf-8") as lines:
-            for line in lines:
+            for position, line in enumerate(lines):
                 key_text, _, value_text = line.rstrip("\n").partition("\t")
                 value = json.loads(value_text)
                 row = {"key": json.loads(key_text), "value": value, "estimate": None, "low": None, "high": None}
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     row.update(estimate=value, low=value, high=value)
+                if _numeric(value):
+                    entry = (value, -position, row)
+                    if len(largest) < limit:
+                        heapq.heappush(largest, entry)
+                    elif entry > largest[0]:
+                        heapq.heapreplace(largest, entry)
+                elif len(others) < limit:
+                    others.append(row)
                 row["final"] = True
-                yield row
-
-    def rows() -> Iterable[str]:
-        for row in read():
-            shown.append(row["value"])
-            yield _dumps(row) + "\n"
+                groups += 1
+                yield _dumps(row) + "\n"
 
     _write_atomically(directory / f"estimates-{index:05d}.jsonl", rows())
     temporary = directory / f".part-{index:05d}.{os.getpid()}.tmp"
     shutil.copyfile(part, temporary)
     os.replace(temporary, directory / f"part-{index:05d}")
-    wanted = top_positions(shown, ROWS_ON_THE_WIRE)
-    order = {position: rank for rank, position in enumerate(wanted)}
-    chosen: list[dict[str, Any]] = [{}] * len(wanted)
-    for position, row in enumerate(read()):  # a second read keeps only the chosen rows in memory
-        rank = order.get(position)
-        if rank is not None:
-            chosen[rank] = row
-    return len(shown), chosen
+    chosen = [row for _, _, row in sorted(largest, key=lambda entry: (entry[0], entry[1]), reverse=True)]
+    return groups, chosen + others[: limit - len(chosen)]

@@ -226,8 +226,10 @@ class SnapshotTracker:
             "strata_unseen": sorted(
                 {s for p in partitions for s, seen in (p.get("strata_seen") or {}).items() if not seen}
             ),
-            "truncated": snapshot.rows_limit < ROWS_ON_THE_WIRE
-            or any(fields.get("truncated") for fields in snapshot.partitions.values()),
+            # Rows left out of what is kept (by a partition, or by thinning): per partition, not by the limit alone.
+            "truncated": any(
+                (fields.get("groups") or 0) > len(fields.get("rows") or ()) for fields in snapshot.partitions.values()
+            ),
             "rows_limit": snapshot.rows_limit,
             "confidence": self.confidence,
         }

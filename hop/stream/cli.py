@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
-from hop.gen.cli import coordinator_address, positive_int
+from hop.gen.cli import coordinator_address, non_negative_int, positive_int
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpecError, parse_extent
 
@@ -273,7 +273,7 @@ def register(commands: Any) -> None:
     windows.add_argument("--after", type=int, default=0, help="only windows with seq above this (oldest first)")
     windows.add_argument(
         "--limit",
-        type=int,
+        type=non_negative_int,
         default=100,
         help="at most this many windows (default 100: the newest, or the first "
         "after --after; 0: every window the coordinator keeps); the count left out goes to stderr",
