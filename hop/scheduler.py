@@ -631,6 +631,7 @@ class JobState:
                         "windows_written": self.windows.total,
                         "stopped": self.stopping,
                         "sources_gone": sorted(self.sources_gone),
+                        "bad_records": self._stream_bad_records(),
                         "options": self.spec.options.get("stream"),
                     }
                 }
@@ -642,6 +643,15 @@ class JobState:
                 if self.snapshots is not None and self.snapshots.snapshots
                 else {}
             ),
+        }
+
+    def _stream_bad_records(self) -> dict[str, int]:
+        """Continuous jobs: the bad records each source's map dropped (committed attempts), by source URL."""
+        sources = self.spec.options["stream"]["sources"]
+        return {
+            sources[t.index]: t.attempts[t.committed].counters.get("bad_records_skipped", 0)
+            for t in self.maps
+            if t.committed is not None
         }
 
 

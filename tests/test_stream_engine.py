@@ -318,6 +318,63 @@ class socket_port:
         self.socket.close()
 
 
+def send_lines_when_listening(port: int, lines: list[bytes], deadline: float) -> None:
+    """Connect to a ``tcp:`` source once its map listens (bounded by ``deadline``) and send ``lines``."""
+    import socket
+
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
+                client.sendall(b"".join(lines))
+                return
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path: Path) -> None:
+    """``hop run --source tcp:`` with a line that is not UTF-8, one that is not JSON and four whose time_field is
+    missing or not a finite number: the stream goes on (one map attempt), every good record is in its window, the
+    six are counted per source in ``_job.json`` and logged on stderr naming the source and what was wrong."""
+    with socket_port() as port:
+        url = f"tcp:127.0.0.1:{port}"
+    good = [json.dumps({"ts": T0 + i, "text": f"g{i}"}).encode() + b"\n" for i in range(6)]
+    bad = [b"\xff\xfe\n", b"{not json\n", b'{"text": "no ts"}\n', b'{"ts": "soon", "text": "x"}\n']
+    bad += [b'{"ts": NaN, "text": "x"}\n', b"[1, 2]\n"]
+    lines = [line for pair in zip(good, bad, strict=True) for line in pair]
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+    command += ["--source", url, "--window", "2r", "-o", str(output), "--workers", "1", "--no-view"]
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        send_lines_when_listening(port, lines, deadline)
+        while time.monotonic() < deadline and len(list(output.glob("windows/*/_window.json"))) < 3:
+            time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 0, stderr
+    windows = read_windows(output)
+    assert {start: rows for start, (_, rows) in windows.items()} == {
+        0: {"g0": 1, "g1": 1},
+        2: {"g2": 1, "g3": 1},
+        4: {"g4": 1, "g5": 1},
+    }
+    assert all(meta["reason"] == "complete" and meta["fidelity"] == 1.0 for meta, _ in windows.values())
+    report = json.loads((output / "_job.json").read_text())
+    assert report["counters"]["bad_records_skipped"] == 6 and report["continuous"]["bad_records"] == {url: 6}
+    assert [a["status"] for a in report["attempts"] if a["kind"] == "map"] == ["succeeded"]
+    logged = [line for line in stderr.splitlines() if "dropped bad record" in line]
+    assert len(logged) == 6 and all(f"tcp source {url}" in line or f"{url}: record" in line for line in logged)
+    for problem in ("is not valid UTF-8", "is not valid JSON", "has no field 'ts'", "'soon', not seconds", "nan"):
+        assert any(problem in line for line in logged), (problem, logged)
+
+
 def test_worker_killed_mid_stream_recovers_exactly(tmp_path: Path) -> None:
     """SIGKILL the worker running the stream map (and maybe a reducer) halfway: retries resume from checkpoints
     that every reducer's checkpoint covers, reducers ignore what they already hold, and every window is exact."""

@@ -10,10 +10,13 @@ pane holding ``max event time - lateness`` (or ``now - lateness`` for arrival ti
 open; for record and byte windows the pane holding the next record. Sealed panes become spill files whose ``meta``
 (``pane``, ``pane_records``, ``sealed``) travels with every run, through the worker's push shuffle and its credits;
 an advance of the watermark with no data is sent as an empty spill. A record for a pane already sealed is *late*: it
-goes to ``OUT/_late/map-NNNNN.jsonl`` and a counter, never into a window. The map pauses reading while more than
-``pause_threshold`` of its spills are unsent (pane flow control: a slow reducer stops the source, not the memory),
-and with ``max_latency`` it sheds the records of panes whose deadline has passed (``shed_records``, and the panes
-are reported to reducers as shed, which C2 shows).
+goes to ``OUT/_late/map-NNNNN.jsonl`` and a counter, never into a window. A *bad* record (the source could not
+decode it, it is not JSON for a ``jsonl`` job, or its ``time_field`` is missing or not a finite number) is dropped
+and counted (``bad_records_skipped``; per source in ``_job.json``'s ``continuous.bad_records``), and the first
+:data:`BAD_RECORDS_LOGGED` are logged in full on stderr: one bad record never stops a stream. The map pauses
+reading while more than ``pause_threshold`` of its spills are unsent (pane flow control: a slow reducer stops the
+source, not the memory), and with ``max_latency`` it sheds the records of panes whose deadline has passed
+(``shed_records``, and the panes are reported to reducers as shed, which C2 shows).
 
 Checkpoints: every ``checkpoint_seconds``, when every spill it registered has reached every reducer, the map writes
 ``OUT/_checkpoints/state/map-NNNNN.msgpack``: its source position, open panes, watermark and counters. A retry
@@ -32,7 +35,9 @@ ones).
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -61,6 +66,8 @@ result is in the window's part file)."""
 KEEP_MAP_CHECKPOINTS = 64
 """Map checkpoints kept: a retry needs one its reducers' checkpoints cover, which can lag by a few seconds."""
 POLL_RECORDS = 2000
+BAD_RECORDS_LOGGED = 10
+"""Bad records a stream map logs in full (stderr, which the worker passes on); later ones are only counted."""
 
 
 def _state_path(output: str, name: str) -> Path:
@@ -81,7 +88,8 @@ def _read_state(path: Path) -> dict[str, Any] | None:
 
 
 class StreamRecordError(ValueError):
-    """A record the job cannot place in time (no or a bad ``time_field``): names the source and the record."""
+    """A record the job cannot read (not JSON) or place in time (no or a bad ``time_field``): says what is wrong
+    with it and shows its start; the map drops and counts it."""
 
 
 # Stream map --------------------------------------------------------------------------------------------------------
@@ -96,6 +104,7 @@ class _MapState:
         self.records = 0
         self.late = 0
         self.shed = 0
+        self.bad = 0
 
 
 def run_stream_map(
@@ -148,6 +157,7 @@ def run_stream_map(
         buffer.restore(saved["buffer"])
         for name in ("ordinal", "offset", "max_event", "sealed", "records", "late", "shed"):
             setattr(marks, name, saved[name])
+        marks.bad = saved.get("bad", 0)
         if source.replayable:
             source.seek(saved["position"])
         elif window.unit == "time":
@@ -223,7 +233,7 @@ def run_stream_map(
             "buffer": buffer.to_state(),
             "user_counters": job.counters_so_far(),
             **{name: getattr(marks, name) for name in ("ordinal", "offset", "max_event", "sealed")},
-            **{name: getattr(marks, name) for name in ("records", "late", "shed")},
+            **{name: getattr(marks, name) for name in ("records", "late", "shed", "bad")},
         }
         _write_atomically(checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", msgpack.packb(state, use_bin_type=True))
         for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
@@ -234,18 +244,25 @@ def run_stream_map(
             return record.arrival
         if not isinstance(value, dict) or time_field not in value:
             raise StreamRecordError(
-                f"{url}: record {marks.ordinal} has no field {time_field!r} (the job's time_field): {value!r:.200}; "
-                "send dict records (JSON lines or msgpack maps) that carry it, or unset time_field to use arrival "
-                "time"
+                f"has no field {time_field!r} (the job's time_field): {value!r:.200}; send dict records (JSON lines "
+                "or msgpack maps) that carry it, or unset time_field to use arrival time"
             )
         stamp = value[time_field]
-        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
             raise StreamRecordError(
-                f"{url}: record {marks.ordinal} field {time_field!r} is {stamp!r}, not seconds since the epoch"
+                f"field {time_field!r} is {stamp!r:.100}, not seconds since the epoch; fix the producer"
             )
         return float(stamp)
 
-    decode = _decoder(spec.input_format, url)
+    def drop_bad(problem: str) -> None:
+        """Count a bad record and log the first few; it goes into no pane and takes no record or byte position
+        (a ``--window 1000r`` window still holds 1000 good records)."""
+        marks.bad += 1
+        if marks.bad <= BAD_RECORDS_LOGGED:
+            later = "; later ones are only counted (bad_records_skipped)" if marks.bad == BAD_RECORDS_LOGGED else ""
+            print(f"hop: stream map {index} dropped bad record {marks.bad}: {problem}{later}", file=sys.stderr)
+
+    decode = _decoder(spec.input_format)
     mapper = functions.mapper
     shed_panes: set[int] = set()
     late_lines: list[str] = []
@@ -269,8 +286,15 @@ def run_stream_map(
                 hold_input(lambda: unsent > options.pause_threshold)
             now = time.time()
             for record in source.poll(POLL_RECORDS, 0.05):
-                value = decode(record, marks.ordinal)
-                stamp = event_time(record, value)
+                if record.error is not None:
+                    drop_bad(record.error)
+                    continue
+                try:
+                    value = decode(record)
+                    stamp = event_time(record, value)
+                except StreamRecordError as error:
+                    drop_bad(f"{url}: record {marks.ordinal + marks.bad} read from it {error}")
+                    continue
                 position = (
                     stamp if window.unit == "time" else marks.ordinal if window.unit == "records" else marks.offset
                 )
@@ -328,6 +352,7 @@ def run_stream_map(
             "spill_files": seq,
             "late_records": marks.late,
             "shed_records": marks.shed,
+            "bad_records_skipped": marks.bad,
             "stream_pauses": pauses,
             "stream_memory_pauses": memory_pauses,
             "stream_paused_ms": int(paused_seconds * 1000),
@@ -362,19 +387,19 @@ def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, tim
     return marks.offset // window.pane
 
 
-def _decoder(input_format: str, url: str) -> Callable[[SourceRecord, int], Any]:
+def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
+    """A record's value as the job's ``map`` gets it: for a ``jsonl`` job, a text record parsed as JSON
+    (:class:`StreamRecordError` if it is not JSON); msgpack frames arrive decoded."""
     if input_format != "jsonl":
-        return lambda record, ordinal: record.value
+        return lambda record: record.value
 
-    def decode(record: SourceRecord, ordinal: int) -> Any:
+    def decode(record: SourceRecord) -> Any:
         if not isinstance(record.value, str):
-            return record.value  # msgpack frames arrive decoded
+            return record.value
         try:
             return json.loads(record.value)
         except json.JSONDecodeError as error:
-            raise StreamRecordError(
-                f"{url}: record {ordinal} is not valid JSON ({error}): {record.value!r:.200}"
-            ) from None
+            raise StreamRecordError(f"is not valid JSON ({error}): {record.value!r:.200}") from None
 
     return decode
 

@@ -8,39 +8,32 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgpack
 import zmq
 
-from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, decode_text
+from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record
 
 __all__ = ["QueuedSource", "TcpSource", "ZmqSource"]
 
 
 class QueuedSource(Source):
-    """A source that is not replayable: received records wait in a queue, with decoding errors in their place."""
+    """A source that is not replayable: received records (bad ones included) wait in a queue."""
 
     replayable = False
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self._ready: deque[SourceRecord | SourceError] = deque()
+        self._ready: deque[SourceRecord] = deque()
 
     def _take(self, max_records: int) -> list[SourceRecord]:
         # Receive only when nothing waits: a slow consumer leaves data in zmq's and the kernel's queues (backpressure).
         if not self._ready:
             self._wait(0.0)
-        out: list[SourceRecord] = []
-        while self._ready and len(out) < max_records:
-            item = self._ready.popleft()
-            if isinstance(item, SourceError):
-                if out:  # return the records before it; the next poll raises
-                    self._ready.appendleft(item)
-                    break
-                raise item
-            out.append(item)
-        return out
+        count = min(max_records, len(self._ready))
+        return [self._ready.popleft() for _ in range(count)]
 
     def position(self) -> Any:
         return None
@@ -78,19 +71,19 @@ class ZmqSource(QueuedSource):
                 frame = self._socket.recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
-            where = f"zmq source {self.url}: a frame of {len(frame)} bytes starting {frame[:16]!r}"
-            try:
-                if self._as_text:
-                    value = decode_text(frame, where, "producers must send UTF-8 text frames")
-                else:
-                    try:
-                        value = msgpack.unpackb(frame, raw=False)
-                    except (ValueError, TypeError, msgpack.UnpackException) as error:
-                        hint = "send one msgpack value per frame, or add ?format=text to the URL for text frames"
-                        raise SourceError(f"{where} is not a msgpack value ({error}); {hint}") from None
-                self._ready.append(SourceRecord(value, len(frame), arrival))
-            except SourceError as error:
-                self._ready.append(error)
+            self._ready.append(self._record(frame, arrival))
+
+    def _record(self, frame: bytes, arrival: float) -> SourceRecord:
+        def where() -> str:
+            return f"zmq source {self.url}: a frame of {len(frame)} bytes starting {frame[:16]!r}"
+
+        if self._as_text:
+            return text_record(frame, arrival, where, "producers must send UTF-8 text frames")
+        try:
+            return SourceRecord(msgpack.unpackb(frame, raw=False), len(frame), arrival)
+        except (ValueError, TypeError, msgpack.UnpackException) as error:
+            hint = "send one msgpack value per frame, or add ?format=text to the URL for text frames"
+            return SourceRecord(None, len(frame), arrival, f"{where()} is not a msgpack value ({error}); {hint}")
 
     def _release(self) -> None:
         self._socket.close(linger=0)
@@ -156,11 +149,10 @@ class TcpSource(QueuedSource):
             self._clients.discard(client)
         arrival = time.time()
         for raw in lines:
-            where = f"tcp source {self.url}: a line of {len(raw)} bytes from client {client.peer}"
-            try:
-                self._ready.append(SourceRecord(decode_text(raw, where, "send UTF-8 text lines"), len(raw), arrival))
-            except SourceError as error:
-                self._ready.append(error)
+            self._ready.append(text_record(raw, arrival, partial(self._where, raw, client), "send UTF-8 text lines"))
+
+    def _where(self, raw: bytes, client: _Client) -> str:
+        return f"tcp source {self.url}: a line of {len(raw)} bytes from client {client.peer}"
 
     def _release(self) -> None:
         for client in self._clients:
