@@ -261,6 +261,7 @@ class JobState:
                     "fraction": 1.0 if task.committed is not None else task.fraction,
                     "attempts": len(task.attempts),
                     "worker": task.attempts[-1].worker if task.attempts else None,
+                    "pid": task.attempts[-1].pid if task.attempts else None,
                 }
             )
         return table

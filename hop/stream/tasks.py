@@ -20,7 +20,9 @@ source, not the memory), and with ``max_latency`` it sheds the records of panes 
 
 Checkpoints: every ``checkpoint_seconds``, when every spill it registered has reached every reducer, the map writes
 ``OUT/_checkpoints/state/map-NNNNN.msgpack``: its source position, open panes, watermark and counters. A retry
-resumes from it; a source that cannot re-read (ZeroMQ, TCP) declares the panes between the checkpoint and now lost.
+resumes from it. A source that cannot re-read (ZeroMQ, TCP) notes how far it sealed and read in
+``OUT/_checkpoints/state/map-NNNNN-progress.msgpack`` before any spill saying so leaves; its retry declares the panes
+from the checkpoint to past that note lost and numbers new records (positions, or event panes) after it.
 
 **Stream reducer** (``run_stream_reduce``): feeds received cells to a :class:`~hop.stream.assembler.WindowAssembler`,
 writes each due window as ``OUT/windows/<label>/part-NNNNN`` (the job's reduce over the window's groups, sorted by
@@ -160,14 +162,27 @@ def run_stream_map(
         marks.bad = saved.get("bad", 0)
         if source.replayable:
             source.seek(saved["position"])
-        elif window.unit == "time":
-            # What arrived between the checkpoint and now went to the failed attempt and is gone: say so.
-            lost_announce = (marks.sealed, window.pane_of(time.time() - options.lateness))
-            buffer.panes.clear()
-            buffer.records.clear()
         for group, names in saved["user_counters"].items():
             for name, value in names.items():
                 job.increment_counter(group, name, value)
+    progress_path = _state_path(spec.output, f"map-{index:05d}-progress")
+    noted = (-FOREVER, -FOREVER)
+    """(sealed, furthest pane read into) last written to ``progress_path``: a source that cannot re-read notes it
+    before any spill that says so leaves, for a retry (:func:`_restart_pane`)."""
+    if attempt > 0 and not source.replayable:
+        # What the failed attempts read since the checkpoint (or since the start) is gone, and the reducers may hold
+        # panes they sent after it: declare everything up to past the furthest pane they noted lost (C2 shows the
+        # panes that did not arrive as L) and number new records from there, so none lands in a pane reducers hold
+        # (they would drop it as a resend) or in one that lost records while showing D.
+        buffer.panes.clear()
+        buffer.records.clear()
+        restart = _restart_pane(window, options, time_field is None, _read_state(progress_path))
+        if restart > marks.sealed:
+            lost_announce = (marks.sealed, restart)
+            if window.unit == "records":
+                marks.ordinal = restart * window.pane
+            elif window.unit == "bytes":
+                marks.offset = restart * window.pane
     last_checkpoint = time.monotonic()
     last_seal_sent = 0.0
     announced = marks.sealed
@@ -198,6 +213,21 @@ def run_stream_map(
             take_control()
         paused_seconds += time.monotonic() - start
 
+    def note_progress() -> None:
+        """Write how far this map sealed and read (non-replayable sources; see ``noted``)."""
+        nonlocal noted
+        if source.replayable:
+            return
+        if window.unit != "time":
+            top = window.pane_of(marks.ordinal if window.unit == "records" else marks.offset)
+        elif time_field is None:
+            top = window.pane_of(time.time())
+        else:
+            top = window.pane_of(marks.max_event) if marks.max_event > float("-inf") else -FOREVER
+        if (marks.sealed, top) > noted:
+            noted = (max(marks.sealed, noted[0]), max(top, noted[1]))
+            _write_atomically(progress_path, msgpack.packb({"sealed": noted[0], "top": noted[1]}))
+
     def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
         nonlocal seq, unsent, announced, last_seal_sent
         path = attempt_dir / f"pane-{seq:08d}.spill"
@@ -217,6 +247,7 @@ def run_stream_map(
         ``seal_interval``, and the end of the source at once (``meta``)."""
         panes = buffer.seal_below(limit)
         marks.sealed = max(marks.sealed, limit)
+        note_progress()
         # A stop flushes open panes: each of their spills says where the source had naturally sealed, so a
         # reducer never takes a flushed window for a complete one while the final marker is still on its way.
         stopped = {"natural": meta["natural"]} if meta.get("natural") is not None else {}
@@ -269,8 +300,9 @@ def run_stream_map(
     """Late records not yet appended to ``OUT/_late/map-NNNNN.jsonl`` (written once per poll)."""
     _call_user("setup", job.setup)
     try:
-        if lost_announce is not None and lost_announce[1] > lost_announce[0]:
+        if lost_announce is not None:
             marks.sealed = lost_announce[1]
+            note_progress()
             register(-1, 0, empty_runs(), marks.sealed, lost=list(lost_announce))
         while True:
             take_control()
@@ -373,6 +405,19 @@ def _usable_map_checkpoint(folder: Path, covered: tuple[int, int] | None, replay
         if not replayable or (covered is not None and last_spill <= tuple(covered)):
             return _read_state(path)
     return None
+
+
+def _restart_pane(window: WindowSpec, options: StreamOptions, arrival_time: bool, noted: dict[str, Any] | None) -> int:
+    """The first pane a retry of a map whose source cannot re-read may put records in: past every pane an earlier
+    attempt sealed or read into (``noted``: it may have sent them, or lost records in them), and for arrival times
+    not before ``now - lateness`` (what arrives now belongs there)."""
+    restart = -FOREVER
+    if noted is not None:
+        sealed, top = int(noted["sealed"]), int(noted["top"])
+        restart = (top if sealed >= FOREVER else max(sealed, top)) + 1  # a finished source sealed FOREVER
+    if window.unit == "time" and arrival_time:
+        restart = max(restart, window.pane_of(time.time() - options.lateness))
+    return restart
 
 
 def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, time_field: str | None) -> int:
