@@ -249,6 +249,27 @@ def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
         push.close(linger=0)
 
 
+def test_zmq_arrival_is_stamped_when_a_frame_is_taken_not_when_a_backlog_is_drained(sources: list[Source]) -> None:
+    """A backlog read over several polls: each record's arrival is when its poll took it, so arrival-time windows
+    are not fed old stamps after their watermark moved on (a drain of the whole backlog stamped it all at once)."""
+    source = opened(sources, "zmq:tcp://127.0.0.1:*")
+    assert isinstance(source, ZmqSource)
+    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
+    try:
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(source.endpoint)
+        for i in range(3000):
+            push.send(msgpack.packb(i))
+        assert values(collect(source, 1, batch=1)) == [0]
+        time.sleep(0.3)  # the backlog waits; what the next poll takes must not carry the first poll's time
+        before = time.time()
+        later = collect(source, 2999, batch=100)
+        assert values(later) == list(range(1, 3000))
+        assert min(record.arrival for record in later) >= before
+    finally:
+        push.close(linger=0)
+
+
 def test_zmq_text_frames(sources: list[Source]) -> None:
     source = opened(sources, "zmq:tcp://127.0.0.1:*?format=text")
     assert isinstance(source, ZmqSource)

@@ -16,24 +16,14 @@ import zmq
 
 from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record
 
-__all__ = ["QueuedSource", "TcpSource", "ZmqSource"]
+__all__ = ["TcpSource", "Unreplayable", "ZmqSource"]
 
 
-class QueuedSource(Source):
-    """A source that is not replayable: received records (bad ones included) wait in a queue."""
+class Unreplayable(Source):
+    """A source that cannot re-read: its position is None and the records sent between a position and a restart
+    are lost (the stream map reports the gap)."""
 
     replayable = False
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self._ready: deque[SourceRecord] = deque()
-
-    def _take(self, max_records: int) -> list[SourceRecord]:
-        # Receive only when nothing waits: a slow consumer leaves data in zmq's and the kernel's queues (backpressure).
-        if not self._ready:
-            self._wait(0.0)
-        count = min(max_records, len(self._ready))
-        return [self._ready.popleft() for _ in range(count)]
 
     def position(self) -> Any:
         return None
@@ -42,8 +32,10 @@ class QueuedSource(Source):
         """Not replayable: the records sent in between are lost."""
 
 
-class ZmqSource(QueuedSource):
-    """``zmq:ENDPOINT`` (bound PULL socket) or ``zmq+sub:ENDPOINT`` (SUB socket connected to a publisher)."""
+class ZmqSource(Unreplayable):
+    """``zmq:ENDPOINT`` (bound PULL socket) or ``zmq+sub:ENDPOINT`` (SUB socket connected to a publisher). A poll
+    receives at most the frames it returns (the rest wait in zmq's queue: backpressure) and stamps each frame's
+    arrival as it is received."""
 
     def __init__(self, url: str, endpoint: str, subscribe: bool, text: bool) -> None:
         super().__init__(url)
@@ -62,16 +54,20 @@ class ZmqSource(QueuedSource):
             raise SourceError(f"zmq source {url}: cannot {verb} {endpoint} ({error}); fix the endpoint") from None
         self.endpoint: str = endpoint if subscribe else self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
 
-    def _wait(self, timeout: float) -> None:
-        if not self._socket.poll(math.ceil(timeout * 1000), zmq.POLLIN):
-            return
-        arrival = time.time()
-        for _ in range(READ_BYTES):
+    def _take(self, max_records: int) -> list[SourceRecord]:
+        # Frames wait in zmq's queue, not ours, and each is stamped when taken: a backlog drained at once and read
+        # over many polls would carry one old arrival time while the arrival-time watermark moved on (late records).
+        out: list[SourceRecord] = []
+        while len(out) < max_records:
             try:
                 frame = self._socket.recv(zmq.NOBLOCK)
             except zmq.Again:
-                return
-            self._ready.append(self._record(frame, arrival))
+                break
+            out.append(self._record(frame, time.time()))
+        return out
+
+    def _wait(self, timeout: float) -> None:
+        self._socket.poll(math.ceil(timeout * 1000), zmq.POLLIN)
 
     def _record(self, frame: bytes, arrival: float) -> SourceRecord:
         def where() -> str:
@@ -96,7 +92,7 @@ class _Client:
     partial: bytearray = field(default_factory=bytearray)
 
 
-class TcpSource(QueuedSource):
+class TcpSource(Unreplayable):
     """``tcp:HOST:PORT``: text lines from any number of clients; non-blocking sockets and a selector, no threads."""
 
     def __init__(self, url: str, host: str, port: int) -> None:
@@ -112,6 +108,13 @@ class TcpSource(QueuedSource):
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._server, selectors.EVENT_READ, None)
         self._clients: set[_Client] = set()
+        self._ready: deque[SourceRecord] = deque()  # lines received and not yet returned
+
+    def _take(self, max_records: int) -> list[SourceRecord]:
+        # Receive only when nothing waits: a slow consumer leaves data in the kernel's queues (backpressure).
+        if not self._ready:
+            self._wait(0.0)
+        return [self._ready.popleft() for _ in range(min(max_records, len(self._ready)))]
 
     def _wait(self, timeout: float) -> None:
         for key, _ in self._selector.select(timeout):
