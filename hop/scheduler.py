@@ -261,6 +261,7 @@ class JobState:
                     "fraction": 1.0 if task.committed is not None else task.fraction,
                     "attempts": len(task.attempts),
                     "worker": task.attempts[-1].worker if task.attempts else None,
+                    "pid": task.attempts[-1].pid if task.attempts else None,
                 }
             )
         return table
@@ -631,6 +632,7 @@ class JobState:
                         "windows_written": self.windows.total,
                         "stopped": self.stopping,
                         "sources_gone": sorted(self.sources_gone),
+                        "bad_records": self._stream_bad_records(),
                         "options": self.spec.options.get("stream"),
                     }
                 }
@@ -642,6 +644,15 @@ class JobState:
                 if self.snapshots is not None and self.snapshots.snapshots
                 else {}
             ),
+        }
+
+    def _stream_bad_records(self) -> dict[str, int]:
+        """Continuous jobs: the bad records each source's map dropped (committed attempts), by source URL."""
+        sources = self.spec.options["stream"]["sources"]
+        return {
+            sources[t.index]: t.attempts[t.committed].counters.get("bad_records_skipped", 0)
+            for t in self.maps
+            if t.committed is not None
         }
 
 

@@ -335,6 +335,132 @@ class socket_port:
         self.socket.close()
 
 
+def send_lines_when_listening(port: int, lines: list[bytes], deadline: float) -> None:
+    """Connect to a ``tcp:`` source once its map listens (bounded by ``deadline``) and send ``lines``."""
+    import socket
+
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
+                client.sendall(b"".join(lines))
+                return
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path: Path) -> None:
+    """``hop run --source tcp:`` with a line that is not UTF-8, one that is not JSON and four whose time_field is
+    missing or not a finite number: the stream goes on (one map attempt), every good record is in its window, the
+    six are counted per source in ``_job.json`` and logged on stderr naming the source and what was wrong."""
+    with socket_port() as port:
+        url = f"tcp:127.0.0.1:{port}"
+    good = [json.dumps({"ts": T0 + i, "text": f"g{i}"}).encode() + b"\n" for i in range(6)]
+    bad = [b"\xff\xfe\n", b"{not json\n", b'{"text": "no ts"}\n', b'{"ts": "soon", "text": "x"}\n']
+    bad += [b'{"ts": NaN, "text": "x"}\n', b"[1, 2]\n"]
+    lines = [line for pair in zip(good, bad, strict=True) for line in pair]
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+    command += ["--source", url, "--window", "2r", "-o", str(output), "--workers", "1", "--no-view"]
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        send_lines_when_listening(port, lines, deadline)
+        while time.monotonic() < deadline and len(list(output.glob("windows/*/_window.json"))) < 3:
+            time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 0, stderr
+    windows = read_windows(output)
+    assert {start: rows for start, (_, rows) in windows.items()} == {
+        0: {"g0": 1, "g1": 1},
+        2: {"g2": 1, "g3": 1},
+        4: {"g4": 1, "g5": 1},
+    }
+    assert all(meta["reason"] == "complete" and meta["fidelity"] == 1.0 for meta, _ in windows.values())
+    report = json.loads((output / "_job.json").read_text())
+    assert report["counters"]["bad_records_skipped"] == 6 and report["continuous"]["bad_records"] == {url: 6}
+    assert [a["status"] for a in report["attempts"] if a["kind"] == "map"] == ["succeeded"]
+    logged = [line for line in stderr.splitlines() if "dropped bad record" in line]
+    assert len(logged) == 6 and all(f"tcp source {url}" in line or f"{url}: record" in line for line in logged)
+    for problem in ("is not valid UTF-8", "is not valid JSON", "has no field 'ts'", "'soon', not seconds", "nan"):
+        assert any(problem in line for line in logged), (problem, logged)
+
+
+def word_counts(output: Path) -> Counter[str]:
+    """How many windows hold each word."""
+    counts: Counter[str] = Counter()
+    for _, rows in read_windows(output).values() if (output / "windows").exists() else ():
+        counts.update(rows.keys())
+    return counts
+
+
+def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: Client, tmp_path: Path) -> None:
+    """Sliding record windows over a ZeroMQ source (no checkpoint yet): the map is killed with 200 records in its
+    open pane. The retry cannot re-read them: it declares the panes up to and including that one lost (C2 shows
+    ``L``, those windows say ``source failure``) and numbers new records after them, so every record sent after the
+    failure lands in its windows (none is taken for a resend of a pane the reducer already holds)."""
+    with socket_port() as port:
+        endpoint = f"tcp://127.0.0.1:{port}"
+    output = tmp_path / "out"
+    result: dict[str, Any] = {}
+    runner_client = Client(stream_client.address, timeout=30)
+
+    def run() -> None:
+        result["report"] = run_stream_job(
+            runner_client, "EventWordCount", [f"zmq:{endpoint}"], output, "1000r", "500r", num_reduces=1,
+            checkpoint_seconds=3600.0,
+        )  # fmt: skip
+
+    def send(events: list[dict[str, Any]]) -> None:
+        # A new socket each time: a PUSH socket drops what it queued for a peer that died.
+        push = zmq.Context.instance().socket(zmq.PUSH)
+        push.setsockopt(zmq.SNDTIMEO, 30_000)  # queued until the map is bound; bounded all the same
+        push.setsockopt(zmq.LINGER, 30_000)  # closed once everything went out
+        push.connect(endpoint)
+        try:
+            for event in events:
+                push.send(msgpack.packb(event))
+        finally:
+            push.close()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        send([{"ts": T0 + i, "text": f"b{i}"} for i in range(1200)])
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not word_counts(output)["b999"]:  # the window of panes 0 and 1
+            time.sleep(0.1)
+        job_id = next(j["job_id"] for j in stream_client.jobs() if j["output"] == str(output))
+        (map_task,) = [t for t in stream_client.job(job_id)["tasks"] if t["kind"] == "map"]
+        os.kill(map_task["pid"], signal.SIGKILL)
+        while time.monotonic() < deadline:
+            (map_task,) = [t for t in stream_client.job(job_id)["tasks"] if t["kind"] == "map"]
+            if map_task["attempts"] == 2 and map_task["state"] == "running":
+                break
+            time.sleep(0.1)
+        send([{"ts": T0 + 2000 + i, "text": f"a{i}"} for i in range(1000)])
+        while time.monotonic() < deadline and not word_counts(output)["a999"]:  # its second window needs the stop
+            time.sleep(0.1)
+        stream_client.stop(job_id)
+    finally:
+        runner.join(timeout=200)  # run_stream's own bounds: 120 s, then 120 s to stop
+        runner_client.close()
+    assert not runner.is_alive() and result["report"]["status"] == "succeeded"
+    counts = word_counts(output)
+    assert [i for i in range(1000) if counts[f"a{i}"] != 2] == [], "records sent after the failure were dropped"
+    # Record windows start at 0: pane 0 is in one window. Pane 2 (b1000-b1199) died with the first attempt.
+    assert [counts[f"b{i}"] for i in range(0, 1200, 100)] == [1] * 5 + [2] * 5 + [0] * 2
+    failed = [meta for meta, _ in read_windows(output).values() if meta["reason"] == "source failure"]
+    assert failed and all("L" in meta["scoreboard"]["grid"][0] for meta in failed)
+    assert all(meta["fidelity"] < 1 for meta in failed)
+
+
 def test_worker_killed_mid_stream_recovers_exactly(tmp_path: Path) -> None:
     """SIGKILL the worker running the stream map (and maybe a reducer) halfway: retries resume from checkpoints
     that every reducer's checkpoint covers, reducers ignore what they already hold, and every window is exact."""

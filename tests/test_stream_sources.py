@@ -199,13 +199,29 @@ def test_tail_seek_ignores_an_offset_for_a_reused_inode(tmp_path: Path, sources:
     assert values(collect(source, 3)) == ["new 1", "new 2", "new 3"]
 
 
-def test_tail_undecodable_line_names_file_and_offset(tmp_path: Path, sources: list[Source]) -> None:
-    (tmp_path / "bad.txt").write_bytes(b"good\nbad \xff\xfe\n")
+def bad_record_error(record: SourceRecord) -> str:
+    """The error of a bad record (failing the test for a good one)."""
+    assert record.value is None and record.error is not None, record
+    return record.error
+
+
+def test_tail_undecodable_line_is_a_bad_record_naming_file_and_offset(tmp_path: Path, sources: list[Source]) -> None:
+    (tmp_path / "bad.txt").write_bytes(b"good\nbad \xff\xfe\nafter\n")
     source = opened(sources, f"tail:{tmp_path}")
-    assert values(source.poll(10, 1.0)) == ["good"]  # the lines before the bad one come first
-    for _ in range(2):  # the position stays before the bad line
-        with pytest.raises(SourceError, match=r"byte offset 5 of bad\.txt .*not valid UTF-8 \(its byte 4"):
-            source.poll(10, 1.0)
+    records = collect(source, 3)
+    assert [r.value for r in records] == ["good", None, "after"]  # in its place, and the source goes on
+    assert re.search(r"byte offset 5 of bad\.txt .*not valid UTF-8 \(its byte 4", bad_record_error(records[1]))
+    assert records[1].nbytes == 7 and source.position()["files"][0]["offset"] == 18  # past it: not read again
+    assert source.poll(10, 0.1) == []
+
+
+def test_replay_undecodable_line_is_a_bad_record_and_resumes_past_it(tmp_path: Path, sources: list[Source]) -> None:
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"one\n\xc3\x28\ntwo\n")
+    source = opened(sources, f"replay:{path}")
+    records = collect(source, 3)
+    assert [r.value for r in records] == ["one", None, "two"] and source.exhausted
+    assert re.search(r"line 2 \(byte offset 4\) of .*lines\.txt is not valid UTF-8", bad_record_error(records[1]))
 
 
 # zmq
@@ -226,9 +242,30 @@ def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
         assert records[0].nbytes == len(msgpack.packb(sent[0]))
         push.send(b"\xc1")  # never valid msgpack
         push.send(msgpack.packb("after"))
-        with pytest.raises(SourceError, match=r"frame of 1 bytes starting b'\\xc1'.*not a msgpack value"):
-            collect(source, 1)
-        assert values(collect(source, 1)) == ["after"]  # the bad frame is dropped, the source goes on
+        bad, after = collect(source, 2)
+        assert re.search(r"frame of 1 bytes starting b'\\xc1'.*not a msgpack value", bad_record_error(bad))
+        assert bad.nbytes == 1 and after.value == "after"  # the source goes on
+    finally:
+        push.close(linger=0)
+
+
+def test_zmq_arrival_is_stamped_when_a_frame_is_taken_not_when_a_backlog_is_drained(sources: list[Source]) -> None:
+    """A backlog read over several polls: each record's arrival is when its poll took it, so arrival-time windows
+    are not fed old stamps after their watermark moved on (a drain of the whole backlog stamped it all at once)."""
+    source = opened(sources, "zmq:tcp://127.0.0.1:*")
+    assert isinstance(source, ZmqSource)
+    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
+    try:
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(source.endpoint)
+        for i in range(3000):
+            push.send(msgpack.packb(i))
+        assert values(collect(source, 1, batch=1)) == [0]
+        time.sleep(0.3)  # the backlog waits; what the next poll takes must not carry the first poll's time
+        before = time.time()
+        later = collect(source, 2999, batch=100)
+        assert values(later) == list(range(1, 3000))
+        assert min(record.arrival for record in later) >= before
     finally:
         push.close(linger=0)
 
@@ -297,10 +334,10 @@ def test_tcp_lines_from_two_clients(sources: list[Source]) -> None:
         one.sendall(b"still here\n")
         assert values(collect(source, 1)) == ["still here"]
     with socket.create_connection(("127.0.0.1", port), timeout=5) as three:  # clients may come at any time
-        three.sendall(b"three\n\xff\n")
-        assert values(collect(source, 1)) == ["three"]
-        with pytest.raises(SourceError, match=r"from client 127\.0\.0\.1:\d+ is not valid UTF-8"):
-            collect(source, 1)
+        three.sendall(b"three\n\xff\nfour\n")
+        good, bad, four = collect(source, 3)
+        assert good.value == "three" and four.value == "four"
+        assert re.search(r"from client 127\.0\.0\.1:\d+ is not valid UTF-8", bad_record_error(bad))
     assert source.poll(10, 0.1) == []
 
 

@@ -10,14 +10,19 @@ pane holding ``max event time - lateness`` (or ``now - lateness`` for arrival ti
 open; for record and byte windows the pane holding the next record. Sealed panes become spill files whose ``meta``
 (``pane``, ``pane_records``, ``sealed``) travels with every run, through the worker's push shuffle and its credits;
 an advance of the watermark with no data is sent as an empty spill. A record for a pane already sealed is *late*: it
-goes to ``OUT/_late/map-NNNNN.jsonl`` and a counter, never into a window. The map pauses reading while more than
-``pause_threshold`` of its spills are unsent (pane flow control: a slow reducer stops the source, not the memory),
-and with ``max_latency`` it sheds the records of panes whose deadline has passed (``shed_records``, and the panes
-are reported to reducers as shed, which C2 shows).
+goes to ``OUT/_late/map-NNNNN.jsonl`` and a counter, never into a window. A *bad* record (the source could not
+decode it, it is not JSON for a ``jsonl`` job, or its ``time_field`` is missing or not a finite number) is dropped
+and counted (``bad_records_skipped``; per source in ``_job.json``'s ``continuous.bad_records``), and the first
+:data:`BAD_RECORDS_LOGGED` are logged in full on stderr: one bad record never stops a stream. The map pauses
+reading while more than ``pause_threshold`` of its spills are unsent (pane flow control: a slow reducer stops the
+source, not the memory), and with ``max_latency`` it sheds the records of panes whose deadline has passed
+(``shed_records``, and the panes are reported to reducers as shed, which C2 shows).
 
 Checkpoints: every ``checkpoint_seconds``, when every spill it registered has reached every reducer, the map writes
 ``OUT/_checkpoints/state/map-NNNNN.msgpack``: its source position, open panes, watermark and counters. A retry
-resumes from it; a source that cannot re-read (ZeroMQ, TCP) declares the panes between the checkpoint and now lost.
+resumes from it. A source that cannot re-read (ZeroMQ, TCP) notes how far it sealed and read in
+``OUT/_checkpoints/state/map-NNNNN-progress.msgpack`` before any spill saying so leaves; its retry declares the panes
+from the checkpoint to past that note lost and numbers new records (positions, or event panes) after it.
 
 **Stream reducer** (``run_stream_reduce``): feeds received cells to a :class:`~hop.stream.assembler.WindowAssembler`,
 writes each due window as ``OUT/windows/<label>/part-NNNNN`` (the job's reduce over the window's groups, sorted by
@@ -32,7 +37,9 @@ ones).
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -62,6 +69,8 @@ result is in the window's part file, which the coordinator reads for a ``windows
 KEEP_MAP_CHECKPOINTS = 64
 """Map checkpoints kept: a retry needs one its reducers' checkpoints cover, which can lag by a few seconds."""
 POLL_RECORDS = 2000
+BAD_RECORDS_LOGGED = 10
+"""Bad records a stream map logs in full (stderr, which the worker passes on); later ones are only counted."""
 
 
 def _state_path(output: str, name: str) -> Path:
@@ -82,7 +91,8 @@ def _read_state(path: Path) -> dict[str, Any] | None:
 
 
 class StreamRecordError(ValueError):
-    """A record the job cannot place in time (no or a bad ``time_field``): names the source and the record."""
+    """A record the job cannot read (not JSON) or place in time (no or a bad ``time_field``): says what is wrong
+    with it and shows its start; the map drops and counts it."""
 
 
 # Stream map --------------------------------------------------------------------------------------------------------
@@ -97,6 +107,7 @@ class _MapState:
         self.records = 0
         self.late = 0
         self.shed = 0
+        self.bad = 0
 
 
 def run_stream_map(
@@ -149,16 +160,30 @@ def run_stream_map(
         buffer.restore(saved["buffer"])
         for name in ("ordinal", "offset", "max_event", "sealed", "records", "late", "shed"):
             setattr(marks, name, saved[name])
+        marks.bad = saved.get("bad", 0)
         if source.replayable:
             source.seek(saved["position"])
-        elif window.unit == "time":
-            # What arrived between the checkpoint and now went to the failed attempt and is gone: say so.
-            lost_announce = (marks.sealed, window.pane_of(time.time() - options.lateness))
-            buffer.panes.clear()
-            buffer.records.clear()
         for group, names in saved["user_counters"].items():
             for name, value in names.items():
                 job.increment_counter(group, name, value)
+    progress_path = _state_path(spec.output, f"map-{index:05d}-progress")
+    noted = (-FOREVER, -FOREVER)
+    """(sealed, furthest pane read into) last written to ``progress_path``: a source that cannot re-read notes it
+    before any spill that says so leaves, for a retry (:func:`_restart_pane`)."""
+    if attempt > 0 and not source.replayable:
+        # What the failed attempts read since the checkpoint (or since the start) is gone, and the reducers may hold
+        # panes they sent after it: declare everything up to past the furthest pane they noted lost (C2 shows the
+        # panes that did not arrive as L) and number new records from there, so none lands in a pane reducers hold
+        # (they would drop it as a resend) or in one that lost records while showing D.
+        buffer.panes.clear()
+        buffer.records.clear()
+        restart = _restart_pane(window, options, time_field is None, _read_state(progress_path))
+        if restart > marks.sealed:
+            lost_announce = (marks.sealed, restart)
+            if window.unit == "records":
+                marks.ordinal = restart * window.pane
+            elif window.unit == "bytes":
+                marks.offset = restart * window.pane
     last_checkpoint = time.monotonic()
     last_seal_sent = 0.0
     announced = marks.sealed
@@ -189,6 +214,21 @@ def run_stream_map(
             take_control()
         paused_seconds += time.monotonic() - start
 
+    def note_progress() -> None:
+        """Write how far this map sealed and read (non-replayable sources; see ``noted``)."""
+        nonlocal noted
+        if source.replayable:
+            return
+        if window.unit != "time":
+            top = window.pane_of(marks.ordinal if window.unit == "records" else marks.offset)
+        elif time_field is None:
+            top = window.pane_of(time.time())
+        else:
+            top = window.pane_of(marks.max_event) if marks.max_event > float("-inf") else -FOREVER
+        if (marks.sealed, top) > noted:
+            noted = (max(marks.sealed, noted[0]), max(top, noted[1]))
+            _write_atomically(progress_path, msgpack.packb({"sealed": noted[0], "top": noted[1]}))
+
     def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
         nonlocal seq, unsent, announced, last_seal_sent
         path = attempt_dir / f"pane-{seq:08d}.spill"
@@ -208,6 +248,7 @@ def run_stream_map(
         ``seal_interval``, and the end of the source at once (``meta``)."""
         panes = buffer.seal_below(limit)
         marks.sealed = max(marks.sealed, limit)
+        note_progress()
         # A stop flushes open panes: each of their spills says where the source had naturally sealed, so a
         # reducer never takes a flushed window for a complete one while the final marker is still on its way.
         stopped = {"natural": meta["natural"]} if meta.get("natural") is not None else {}
@@ -224,7 +265,7 @@ def run_stream_map(
             "buffer": buffer.to_state(),
             "user_counters": job.counters_so_far(),
             **{name: getattr(marks, name) for name in ("ordinal", "offset", "max_event", "sealed")},
-            **{name: getattr(marks, name) for name in ("records", "late", "shed")},
+            **{name: getattr(marks, name) for name in ("records", "late", "shed", "bad")},
         }
         _write_atomically(checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", msgpack.packb(state, use_bin_type=True))
         for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
@@ -235,26 +276,34 @@ def run_stream_map(
             return record.arrival
         if not isinstance(value, dict) or time_field not in value:
             raise StreamRecordError(
-                f"{url}: record {marks.ordinal} has no field {time_field!r} (the job's time_field): {value!r:.200}; "
-                "send dict records (JSON lines or msgpack maps) that carry it, or unset time_field to use arrival "
-                "time"
+                f"has no field {time_field!r} (the job's time_field): {value!r:.200}; send dict records (JSON lines "
+                "or msgpack maps) that carry it, or unset time_field to use arrival time"
             )
         stamp = value[time_field]
-        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
             raise StreamRecordError(
-                f"{url}: record {marks.ordinal} field {time_field!r} is {stamp!r}, not seconds since the epoch"
+                f"field {time_field!r} is {stamp!r:.100}, not seconds since the epoch; fix the producer"
             )
         return float(stamp)
 
-    decode = _decoder(spec.input_format, url)
+    def drop_bad(problem: str) -> None:
+        """Count a bad record and log the first few; it goes into no pane and takes no record or byte position
+        (a ``--window 1000r`` window still holds 1000 good records)."""
+        marks.bad += 1
+        if marks.bad <= BAD_RECORDS_LOGGED:
+            later = "; later ones are only counted (bad_records_skipped)" if marks.bad == BAD_RECORDS_LOGGED else ""
+            print(f"hop: stream map {index} dropped bad record {marks.bad}: {problem}{later}", file=sys.stderr)
+
+    decode = _decoder(spec.input_format)
     mapper = functions.mapper
     shed_panes: set[int] = set()
     late_lines: list[str] = []
     """Late records not yet appended to ``OUT/_late/map-NNNNN.jsonl`` (written once per poll)."""
     _call_user("setup", job.setup)
     try:
-        if lost_announce is not None and lost_announce[1] > lost_announce[0]:
+        if lost_announce is not None:
             marks.sealed = lost_announce[1]
+            note_progress()
             register(-1, 0, empty_runs(), marks.sealed, lost=list(lost_announce))
         while True:
             take_control()
@@ -270,8 +319,15 @@ def run_stream_map(
                 hold_input(lambda: unsent > options.pause_threshold)
             now = time.time()
             for record in source.poll(POLL_RECORDS, 0.05):
-                value = decode(record, marks.ordinal)
-                stamp = event_time(record, value)
+                if record.error is not None:
+                    drop_bad(record.error)
+                    continue
+                try:
+                    value = decode(record)
+                    stamp = event_time(record, value)
+                except StreamRecordError as error:
+                    drop_bad(f"{url}: record {marks.ordinal + marks.bad} read from it {error}")
+                    continue
                 position = (
                     stamp if window.unit == "time" else marks.ordinal if window.unit == "records" else marks.offset
                 )
@@ -329,6 +385,7 @@ def run_stream_map(
             "spill_files": seq,
             "late_records": marks.late,
             "shed_records": marks.shed,
+            "bad_records_skipped": marks.bad,
             "stream_pauses": pauses,
             "stream_memory_pauses": memory_pauses,
             "stream_paused_ms": int(paused_seconds * 1000),
@@ -351,6 +408,19 @@ def _usable_map_checkpoint(folder: Path, covered: tuple[int, int] | None, replay
     return None
 
 
+def _restart_pane(window: WindowSpec, options: StreamOptions, arrival_time: bool, noted: dict[str, Any] | None) -> int:
+    """The first pane a retry of a map whose source cannot re-read may put records in: past every pane an earlier
+    attempt sealed or read into (``noted``: it may have sent them, or lost records in them), and for arrival times
+    not before ``now - lateness`` (what arrives now belongs there)."""
+    restart = -FOREVER
+    if noted is not None:
+        sealed, top = int(noted["sealed"]), int(noted["top"])
+        restart = (top if sealed >= FOREVER else max(sealed, top)) + 1  # a finished source sealed FOREVER
+    if window.unit == "time" and arrival_time:
+        restart = max(restart, window.pane_of(time.time() - options.lateness))
+    return restart
+
+
 def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, time_field: str | None) -> int:
     """The first pane still open."""
     if window.unit == "time":
@@ -363,19 +433,19 @@ def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, tim
     return marks.offset // window.pane
 
 
-def _decoder(input_format: str, url: str) -> Callable[[SourceRecord, int], Any]:
+def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
+    """A record's value as the job's ``map`` gets it: for a ``jsonl`` job, a text record parsed as JSON
+    (:class:`StreamRecordError` if it is not JSON); msgpack frames arrive decoded."""
     if input_format != "jsonl":
-        return lambda record, ordinal: record.value
+        return lambda record: record.value
 
-    def decode(record: SourceRecord, ordinal: int) -> Any:
+    def decode(record: SourceRecord) -> Any:
         if not isinstance(record.value, str):
-            return record.value  # msgpack frames arrive decoded
+            return record.value
         try:
             return json.loads(record.value)
         except json.JSONDecodeError as error:
-            raise StreamRecordError(
-                f"{url}: record {ordinal} is not valid JSON ({error}): {record.value!r:.200}"
-            ) from None
+            raise StreamRecordError(f"is not valid JSON ({error}): {record.value!r:.200}") from None
 
     return decode
 

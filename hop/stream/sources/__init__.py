@@ -20,10 +20,10 @@
   most one second's worth), from the start again at the end with ``loop=1``. The last line needs no ``\\n``.
 
 Contracts shared by all sources: :meth:`Source.poll` never blocks longer than its timeout (plus a few ms) and returns
-[] at once for ``max_records < 1``; a record that cannot be decoded raises :class:`SourceError` (naming the source
-and where) from the poll that would have returned it, once the records before it have been returned; ``tail`` and
-``replay`` raise it again on every poll (their position stays before the bad record), the socket sources drop it and
-go on. Sources are not thread-safe. ``tail`` and ``replay`` are replayable: ``seek(position())`` on a fresh source
+[] at once for ``max_records < 1``; a record that cannot be decoded (not UTF-8, not msgpack) comes back in its place
+as a bad :class:`SourceRecord` (``value`` None, ``error`` naming the source, where the record was and what to do)
+and the source moves past it, so one bad record never stops a stream (the stream map drops and counts it).
+Sources are not thread-safe. ``tail`` and ``replay`` are replayable: ``seek(position())`` on a fresh source
 of the same URL continues right after the last record returned. ``zmq`` and ``tcp`` are not: their position is
 ``None`` and the records sent between a ``position()`` and a restart are lost (the caller reports the gap).
 """

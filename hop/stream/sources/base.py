@@ -4,35 +4,43 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["READ_BYTES", "Source", "SourceError", "SourceRecord", "decode_text"]
+__all__ = ["READ_BYTES", "Source", "SourceError", "SourceRecord", "text_record"]
 
-READ_BYTES = 1 << 16  # read at a time from a file or socket; also the most frames taken from zmq at a time
+READ_BYTES = 1 << 16  # read at a time from a file or socket
 
 
 @dataclass(frozen=True)
 class SourceRecord:
     """One record: ``value`` is a text line (no line break) or a decoded msgpack value; ``nbytes`` its size as
-    received (a line with its newline, a frame's length); ``arrival`` the ``time.time()`` at which it was read."""
+    received (a line with its newline, a frame's length); ``arrival`` the ``time.time()`` at which it was read.
+
+    A *bad record* (one the source could not decode) has ``value`` None and ``error`` saying what was wrong, naming
+    the source URL, where the record was (file and byte offset, client, frame) and what to do; the source has moved
+    past it. The consumer decides what a bad record costs (the stream map drops and counts it)."""
 
     value: Any
     nbytes: int
     arrival: float
+    error: str | None = None
 
 
 class SourceError(Exception):
     """A bad source URL or an unreadable source or record; the message names the URL or path and what to do."""
 
 
-def decode_text(raw: bytes, where: str, hint: str) -> str:
-    """Decode one line or frame as UTF-8 without its trailing ``\\n`` or ``\\r\\n``; errors name ``where``."""
+def text_record(raw: bytes, arrival: float, where: Callable[[], str], hint: str) -> SourceRecord:
+    """One line or frame decoded as UTF-8 without its trailing ``\\n`` or ``\\r\\n``, or a bad record whose
+    error names ``where()`` (called only then: building it for every record would cost) and ``hint``."""
     line = raw[:-1] if raw.endswith(b"\n") else raw
     try:
-        return (line[:-1] if line.endswith(b"\r") else line).decode("utf-8")
+        return SourceRecord((line[:-1] if line.endswith(b"\r") else line).decode("utf-8"), len(raw), arrival)
     except UnicodeDecodeError as error:
-        raise SourceError(f"{where} is not valid UTF-8 (its byte {error.start}: {error.reason}); {hint}") from None
+        problem = f"{where()} is not valid UTF-8 (its byte {error.start}: {error.reason}); {hint}"
+        return SourceRecord(None, len(raw), arrival, problem)
 
 
 class Source(ABC):
@@ -45,8 +53,9 @@ class Source(ABC):
         self._closed = False
 
     def poll(self, max_records: int, timeout: float) -> list[SourceRecord]:
-        """Up to max_records new records; waits at most ``timeout`` seconds (plus a few ms) for the first one and
-        returns [] if none came. Raises :class:`SourceError` for an undecodable record or a closed source."""
+        """Up to max_records new records (bad records included, in their place); waits at most ``timeout`` seconds
+        (plus a few ms) for the first one and returns [] if none came. Raises :class:`SourceError` for a closed
+        source or one that cannot be read at all (a directory that cannot be listed)."""
         if self._closed:
             raise SourceError(f"source {self.url} is closed; open a new one with open_source()")
         deadline = time.monotonic() + timeout

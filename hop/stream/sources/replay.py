@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from hop.stream.sources.base import Source, SourceError, SourceRecord, decode_text
+from hop.stream.sources.base import Source, SourceError, SourceRecord, text_record
 
 __all__ = ["ReplaySource"]
 
@@ -43,17 +43,13 @@ class ReplaySource(Source):
                 self._file.seek(0)
                 self._offset = self._line = 0
                 continue
-            where = f"replay source {self.url}: line {self._line + 1} (byte offset {self._offset}) of {self.path}"
-            try:
-                out.append(SourceRecord(decode_text(raw, where, "re-encode the file as UTF-8"), len(raw), arrival))
-            except SourceError:
-                self._file.seek(self._offset)  # stay before the bad line
-                if out:
-                    break
-                raise
+            out.append(text_record(raw, arrival, self._where, "re-encode the file as UTF-8"))
             self._offset, self._line = self._offset + len(raw), self._line + 1
         self._played += len(out)
         return out
+
+    def _where(self) -> str:
+        return f"replay source {self.url}: line {self._line + 1} (byte offset {self._offset}) of {self.path}"
 
     def _wait(self, timeout: float) -> None:
         # Until the next record is due; with nothing due (an empty file looping), a little while.

@@ -8,39 +8,22 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgpack
 import zmq
 
-from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, decode_text
+from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record
 
-__all__ = ["QueuedSource", "TcpSource", "ZmqSource"]
+__all__ = ["TcpSource", "Unreplayable", "ZmqSource"]
 
 
-class QueuedSource(Source):
-    """A source that is not replayable: received records wait in a queue, with decoding errors in their place."""
+class Unreplayable(Source):
+    """A source that cannot re-read: its position is None and the records sent between a position and a restart
+    are lost (the stream map reports the gap)."""
 
     replayable = False
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self._ready: deque[SourceRecord | SourceError] = deque()
-
-    def _take(self, max_records: int) -> list[SourceRecord]:
-        # Receive only when nothing waits: a slow consumer leaves data in zmq's and the kernel's queues (backpressure).
-        if not self._ready:
-            self._wait(0.0)
-        out: list[SourceRecord] = []
-        while self._ready and len(out) < max_records:
-            item = self._ready.popleft()
-            if isinstance(item, SourceError):
-                if out:  # return the records before it; the next poll raises
-                    self._ready.appendleft(item)
-                    break
-                raise item
-            out.append(item)
-        return out
 
     def position(self) -> Any:
         return None
@@ -49,8 +32,10 @@ class QueuedSource(Source):
         """Not replayable: the records sent in between are lost."""
 
 
-class ZmqSource(QueuedSource):
-    """``zmq:ENDPOINT`` (bound PULL socket) or ``zmq+sub:ENDPOINT`` (SUB socket connected to a publisher)."""
+class ZmqSource(Unreplayable):
+    """``zmq:ENDPOINT`` (bound PULL socket) or ``zmq+sub:ENDPOINT`` (SUB socket connected to a publisher). A poll
+    receives at most the frames it returns (the rest wait in zmq's queue: backpressure) and stamps each frame's
+    arrival as it is received."""
 
     def __init__(self, url: str, endpoint: str, subscribe: bool, text: bool) -> None:
         super().__init__(url)
@@ -69,28 +54,32 @@ class ZmqSource(QueuedSource):
             raise SourceError(f"zmq source {url}: cannot {verb} {endpoint} ({error}); fix the endpoint") from None
         self.endpoint: str = endpoint if subscribe else self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
 
-    def _wait(self, timeout: float) -> None:
-        if not self._socket.poll(math.ceil(timeout * 1000), zmq.POLLIN):
-            return
-        arrival = time.time()
-        for _ in range(READ_BYTES):
+    def _take(self, max_records: int) -> list[SourceRecord]:
+        # Frames wait in zmq's queue, not ours, and each is stamped when taken: a backlog drained at once and read
+        # over many polls would carry one old arrival time while the arrival-time watermark moved on (late records).
+        out: list[SourceRecord] = []
+        while len(out) < max_records:
             try:
                 frame = self._socket.recv(zmq.NOBLOCK)
             except zmq.Again:
-                return
-            where = f"zmq source {self.url}: a frame of {len(frame)} bytes starting {frame[:16]!r}"
-            try:
-                if self._as_text:
-                    value = decode_text(frame, where, "producers must send UTF-8 text frames")
-                else:
-                    try:
-                        value = msgpack.unpackb(frame, raw=False)
-                    except (ValueError, TypeError, msgpack.UnpackException) as error:
-                        hint = "send one msgpack value per frame, or add ?format=text to the URL for text frames"
-                        raise SourceError(f"{where} is not a msgpack value ({error}); {hint}") from None
-                self._ready.append(SourceRecord(value, len(frame), arrival))
-            except SourceError as error:
-                self._ready.append(error)
+                break
+            out.append(self._record(frame, time.time()))
+        return out
+
+    def _wait(self, timeout: float) -> None:
+        self._socket.poll(math.ceil(timeout * 1000), zmq.POLLIN)
+
+    def _record(self, frame: bytes, arrival: float) -> SourceRecord:
+        def where() -> str:
+            return f"zmq source {self.url}: a frame of {len(frame)} bytes starting {frame[:16]!r}"
+
+        if self._as_text:
+            return text_record(frame, arrival, where, "producers must send UTF-8 text frames")
+        try:
+            return SourceRecord(msgpack.unpackb(frame, raw=False), len(frame), arrival)
+        except (ValueError, TypeError, msgpack.UnpackException) as error:
+            hint = "send one msgpack value per frame, or add ?format=text to the URL for text frames"
+            return SourceRecord(None, len(frame), arrival, f"{where()} is not a msgpack value ({error}); {hint}")
 
     def _release(self) -> None:
         self._socket.close(linger=0)
@@ -103,7 +92,7 @@ class _Client:
     partial: bytearray = field(default_factory=bytearray)
 
 
-class TcpSource(QueuedSource):
+class TcpSource(Unreplayable):
     """``tcp:HOST:PORT``: text lines from any number of clients; non-blocking sockets and a selector, no threads."""
 
     def __init__(self, url: str, host: str, port: int) -> None:
@@ -119,6 +108,13 @@ class TcpSource(QueuedSource):
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._server, selectors.EVENT_READ, None)
         self._clients: set[_Client] = set()
+        self._ready: deque[SourceRecord] = deque()  # lines received and not yet returned
+
+    def _take(self, max_records: int) -> list[SourceRecord]:
+        # Receive only when nothing waits: a slow consumer leaves data in the kernel's queues (backpressure).
+        if not self._ready:
+            self._wait(0.0)
+        return [self._ready.popleft() for _ in range(min(max_records, len(self._ready)))]
 
     def _wait(self, timeout: float) -> None:
         for key, _ in self._selector.select(timeout):
@@ -156,11 +152,10 @@ class TcpSource(QueuedSource):
             self._clients.discard(client)
         arrival = time.time()
         for raw in lines:
-            where = f"tcp source {self.url}: a line of {len(raw)} bytes from client {client.peer}"
-            try:
-                self._ready.append(SourceRecord(decode_text(raw, where, "send UTF-8 text lines"), len(raw), arrival))
-            except SourceError as error:
-                self._ready.append(error)
+            self._ready.append(text_record(raw, arrival, partial(self._where, raw, client), "send UTF-8 text lines"))
+
+    def _where(self, raw: bytes, client: _Client) -> str:
+        return f"tcp source {self.url}: a line of {len(raw)} bytes from client {client.peer}"
 
     def _release(self) -> None:
         for client in self._clients:

@@ -10,9 +10,10 @@ import time
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, decode_text
+from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record
 
 __all__ = ["GONE_GRACE", "HEAD_BYTES", "TAIL_INTERVAL", "TailSource"]
 
@@ -144,20 +145,16 @@ class TailSource(Source):
                         break
                     f.lines.append(bytes(f.partial))
                     f.partial = bytearray()
-                raw = f.lines[0]
-                where = f"tail source {self.url}: the line at byte offset {f.offset} of {f.name} (inode {f.key[1]})"
-                try:
-                    out.append(SourceRecord(decode_text(raw, where, "re-encode it as UTF-8"), len(raw), arrival))
-                except SourceError:
-                    if out:  # return the lines before it; the next poll raises
-                        break
-                    raise
-                f.lines.popleft()
+                raw = f.lines.popleft()
+                out.append(text_record(raw, arrival, partial(self._where, f), "re-encode it as UTF-8"))
                 f.offset += len(raw)
             if final and at_end and not f.lines and not f.partial:
                 f.file.close()
                 self._files.remove(f)
         return out
+
+    def _where(self, f: _Tailed) -> str:
+        return f"tail source {self.url}: the line at byte offset {f.offset} of {f.name} (inode {f.key[1]})"
 
 
 def _crc(file: io.FileIO, length: int) -> int:
