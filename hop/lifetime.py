@@ -18,7 +18,15 @@ import os
 import signal
 import sys
 
-__all__ = ["PARENT_VARIABLE", "STOP_SIGNALS", "become_subreaper", "ignore_stop_signals", "name_process", "orphaned"]
+__all__ = [
+    "PARENT_VARIABLE",
+    "STOP_SIGNALS",
+    "become_subreaper",
+    "die_with_parent",
+    "ignore_stop_signals",
+    "name_process",
+    "orphaned",
+]
 
 PARENT_VARIABLE = "HOP_EMBEDDED_PARENT_PID"
 
@@ -52,6 +60,7 @@ def ignore_stop_signals(always: bool = False) -> bool:
     return True
 
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
 _PR_SET_CHILD_SUBREAPER = 36
 _NAME_BYTES = 15  # the kernel keeps 16 bytes of a process name, the last one a NUL
@@ -69,6 +78,22 @@ def name_process(name: str) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(_PR_SET_NAME, name.encode()[-_NAME_BYTES:], 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def die_with_parent() -> bool:
+    """Have the kernel SIGKILL this process as soon as its parent ends (Linux only); True when that worked.
+
+    Task processes use it: they look for their worker between records and control messages, but a task busy in
+    the user's code (one long record, a reduce of a huge group) would outlive a worker killed meanwhile, using a
+    core for nobody. They hold nothing a polite end would save (their worker owns the spill files).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
 

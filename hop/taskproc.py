@@ -3,7 +3,8 @@
 Starting a Python process per task costs more than a small task (PERF.md), so a worker starts one task process per
 slot and keeps it. The process connects a DEALER socket to its worker's ROUTER, says ``hello``, then loops: take a
 ``run_task``, run it (``hop.tasks``), report ``map_done``/``reduce_done`` or ``task_failed``. It exits on ``stop``
-or when its worker disappears (the parent pid changes).
+or when its worker disappears (the parent pid changes; on Linux the kernel also kills it when its worker ends,
+even in the middle of the user's code: ``hop.lifetime.die_with_parent``).
 
 Run as ``python -m hop.taskproc WORKER_ADDRESS SLOT_NAME SPILL_DIR``. The worker sets ``PYTHONHASHSEED=0`` so that
 every task process partitions keys alike.
@@ -24,7 +25,7 @@ import zmq
 
 from hop.inputs import InputError, Split
 from hop.jobspec import JobSpec
-from hop.lifetime import ignore_stop_signals, name_process
+from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import UserCodeError, run_map, run_reduce
 from shuffle.runs import UnencodableRecordError
@@ -151,6 +152,7 @@ def _apply_test_limits() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parent = os.getppid()  # the worker (first: it may die while this starts)
     worker_address, slot, spill_dir = (argv or sys.argv[1:])[:3]
     name_process(slot)
     # Tasks allocate millions of tuples and lists that live until the task ends (a reducer's merged groups, a
@@ -159,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     # cycles that user code creates are still collected.
     gc.set_threshold(*TASK_GC_THRESHOLDS)
     ignore_stop_signals(always=True)
+    die_with_parent()  # (a worker gone before this is seen by the loop below, as one gone while idle is)
     _apply_test_limits()
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     socket = context.socket(zmq.DEALER)
@@ -166,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     socket.setsockopt(zmq.LINGER, 2000)
     connect_soon(socket, worker_address)
     socket.send(message("hello", slot=slot, pid=os.getpid()))
-    parent = os.getppid()
     try:
         while True:
             if not socket.poll(1000):

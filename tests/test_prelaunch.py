@@ -18,7 +18,9 @@ from hop import prelaunch
 from hop.client import Client
 from hop.cluster_launch import _wait_for_config
 from hop.lifetime import PARENT_VARIABLE
+from hop.loader import load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
+from hop.runner import build_spec
 from tests.conftest import job_path, read_output, run_job
 
 
@@ -201,6 +203,28 @@ def test_an_embedded_cluster_leaves_sigint_and_sigterm_to_the_process_that_start
         assert all(process.is_running() and process.status() != psutil.STATUS_ZOMBIE for process in processes), names
     _, alive = psutil.wait_procs(processes, timeout=30)
     assert not alive, names
+
+
+def test_a_task_busy_in_user_code_ends_with_its_killed_worker(tmp_path: Path) -> None:
+    """A task process looked for its worker only between records: one long record (here 45 s of spinning) kept it
+    running, a core busy for nobody, after its worker was killed."""
+    (tmp_path / "in.txt").write_text("spin\n")
+    with LocalCluster(workers=1) as cluster:
+        worker = _cluster_processes(cluster)[1]
+        client = Client(cluster.address, timeout=30)
+        try:
+            spec = build_spec(load_job_file(job_path("busy_map")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+            client.submit(spec)
+            deadline = time.monotonic() + 60
+            busy: list[psutil.Process] = []
+            while not busy:  # the map's task process, spinning in the user's map
+                assert time.monotonic() < deadline, "the busy map started"
+                busy = [t for t in worker.children() if t.cpu_percent(interval=0.2) > 50]
+            worker.kill()
+            _, alive = psutil.wait_procs(busy, timeout=5)
+            assert not alive, [t.name() for t in alive]
+        finally:
+            client.close()
 
 
 def test_a_standalone_worker_still_stops_on_its_own_sigterm(tmp_path: Path) -> None:
