@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,48 +149,55 @@ def _host_address() -> str:
     return "127.0.0.1"
 
 
-def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _standalone_cluster(coordinator_args: list[str], workers: int) -> Iterator[str]:
+    """``hop coordinator`` and ``hop worker`` processes (named w0, w1 ...; one map and one reduce slot each), as
+    on a cluster of hosts; yields the coordinator's address, then shuts them down and checks they ended."""
     import select
 
+    from hop.client import Client
+
     # The coordinator binds a free port itself and prints its address: a port picked here could be taken by another
-    # process before the coordinator bound it. It binds the host's own address, as on a cluster of hosts.
-    host = _host_address()
+    # process before the coordinator bound it.
     coordinator = subprocess.Popen(
-        [sys.executable, "-m", "hop", "coordinator", "--bind", f"tcp://{host}:*"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "hop", "coordinator", *coordinator_args], stdout=subprocess.PIPE, text=True
     )
+    started: list[subprocess.Popen[Any]] = [coordinator]
+    address = ""
     try:
         assert coordinator.stdout is not None
         assert select.select([coordinator.stdout], [], [], 30)[0], "the coordinator printed no address within 30 s"
         address = coordinator.stdout.readline().strip()
+        for i in range(workers):
+            worker = ["worker", "--coordinator", address, "--name", f"w{i}", "--map-slots", "1", "--reduce-slots", "1"]
+            started.append(subprocess.Popen([sys.executable, "-m", "hop", *worker]))
+        yield address
+    finally:
+        if address and coordinator.poll() is None:
+            client = Client(address, timeout=5)
+            try:
+                client.shutdown()  # the coordinator tells its workers to stop
+            finally:
+                client.close()
+        for process in started:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        assert coordinator.stdout is not None
+        coordinator.stdout.close()
+    assert all(process.returncode is not None for process in started)
+
+
+def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
+    import time
+
+    from hop.client import Client
+
+    host = _host_address()  # bound on the host's own address, as on a cluster of hosts
+    with _standalone_cluster(["--bind", f"tcp://{host}:*"], workers=2) as address:
         assert address.startswith(f"tcp://{host}:"), address
-    except BaseException:
-        coordinator.kill()
-        coordinator.wait(timeout=10)
-        raise
-    workers = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hop",
-                "worker",
-                "--coordinator",
-                address,
-                "--name",
-                f"w{i}",
-                "--map-slots",
-                "1",
-                "--reduce-slots",
-                "1",
-            ]
-        )
-        for i in range(2)
-    ]
-    try:
-        import time
-
-        from hop.client import Client
-
         watcher = Client(address, timeout=10)
         deadline = time.monotonic() + 30
         while len(watcher.workers()) < 2 and time.monotonic() < deadline:
@@ -197,82 +207,35 @@ def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
         assert {worker["host"] for worker in watcher.workers()} == {host}
         watcher.close()
         (tmp_path / "in.txt").write_text("x y x\n" * 1000)
-        result = hop(
-            "submit",
-            str(ROOT / "jobs" / "wordcount.py"),
-            "in.txt",
-            "-o",
-            "out",
-            "--coordinator",
-            address,
-            "--reducers",
-            "2",
-            "--quiet",
-            cwd=tmp_path,
-        )
+        job = str(ROOT / "jobs" / "wordcount.py")
+        options = ["--coordinator", address, "--reducers", "2", "--quiet"]
+        result = hop("submit", job, "in.txt", "-o", "out", *options, cwd=tmp_path)
         assert result.returncode == 0, result.stderr
         pairs = sorted(line for p in (tmp_path / "out").glob("part-*") for line in p.read_text().splitlines())
         assert pairs == ['"x"\t2000', '"y"\t1000']
         report = json.loads((tmp_path / "out" / "_job.json").read_text())
         assert {a["worker"] for a in report["attempts"]} == {"w0", "w1"}
-    finally:
-        from hop.client import Client
-
-        client = Client(address, timeout=5)
-        try:
-            client.shutdown()  # the coordinator tells its workers to stop
-        finally:
-            client.close()
-        for process in [coordinator, *workers]:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
-        assert coordinator.stdout is not None
-        coordinator.stdout.close()
-        assert all(process.returncode is not None for process in [coordinator, *workers])
 
 
 def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
     """A coordinator kept every job it ran (tasks, attempts, snapshot rows) for as long as it ran."""
-    import select
-
     from hop.client import Client, JobRejected
 
-    coordinator = subprocess.Popen(
-        [sys.executable, "-m", "hop", "coordinator", "--keep-jobs", "2"], stdout=subprocess.PIPE, text=True
-    )
-    worker: subprocess.Popen[bytes] | None = None
-    client: Client | None = None
-    try:
-        assert coordinator.stdout is not None
-        assert select.select([coordinator.stdout], [], [], 30)[0], "the coordinator printed no address within 30 s"
-        address = coordinator.stdout.readline().strip()
-        worker = subprocess.Popen([sys.executable, "-m", "hop", "worker", "--coordinator", address, "--map-slots", "1"])
+    with _standalone_cluster(["--keep-jobs", "2"], workers=1) as address:
         (tmp_path / "in.txt").write_text("x y x\n")
         job = str(ROOT / "jobs" / "wordcount.py")
         for number in range(4):
             ran = hop("submit", job, "in.txt", "-o", f"out{number}", "--quiet", "--coordinator", address, cwd=tmp_path)
             assert ran.returncode == 0, ran.stderr
         client = Client(address, timeout=10)
-        kept = client.jobs()
-        assert [Path(job["output"]).name for job in kept] == ["out2", "out3"]
-        first = json.loads((tmp_path / "out0" / "_job.json").read_text())["job_id"]
-        with pytest.raises(JobRejected, match=f"its report is {tmp_path / 'out0' / '_job.json'}"):
-            client.status(first)
-    finally:
-        if client is not None:
-            client.shutdown()  # the coordinator tells its worker to stop
+        try:
+            kept = client.jobs()
+            assert [Path(job["output"]).name for job in kept] == ["out2", "out3"]
+            first = json.loads((tmp_path / "out0" / "_job.json").read_text())["job_id"]
+            with pytest.raises(JobRejected, match=f"its report is {tmp_path / 'out0' / '_job.json'}"):
+                client.status(first)
+        finally:
             client.close()
-        for process in [coordinator, *([worker] if worker else [])]:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
-        assert coordinator.stdout is not None
-        coordinator.stdout.close()
 
 
 def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -350,6 +350,21 @@ def send_lines_when_listening(port: int, lines: list[bytes], deadline: float) ->
             time.sleep(0.1)
 
 
+def _run_then_interrupt(command: list[str], meanwhile: Callable[[], None]) -> tuple[int, str]:
+    """Run ``command`` (a continuous ``hop run``) in a process group of its own, call ``meanwhile``, then interrupt
+    the whole group, as Ctrl-C in a terminal does (cluster processes included); its exit code and stderr."""
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        meanwhile()
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    return process.returncode, stderr
+
+
 def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path: Path) -> None:
     """``hop run --source tcp:`` with a line that is not UTF-8, one that is not JSON and four whose time_field is
     missing or not a finite number: the stream goes on (one map attempt), every good record is in its window, the
@@ -363,19 +378,15 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
     output = tmp_path / "out"
     command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
     command += ["--source", url, "--window", "2r", "-o", str(output), "--workers", "1", "--no-view"]
-    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+
+    def feed() -> None:
         deadline = time.monotonic() + 90
         send_lines_when_listening(port, lines, deadline)
         while time.monotonic() < deadline and len(list(output.glob("windows/*/_window.json"))) < 3:
             time.sleep(0.1)
-        os.killpg(process.pid, signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-    assert process.returncode == 0, stderr
+
+    code, stderr = _run_then_interrupt(command, feed)
+    assert code == 0, stderr
     windows = read_windows(output)
     assert {start: rows for start, (_, rows) in windows.items()} == {
         0: {"g0": 1, "g1": 1},
@@ -524,22 +535,17 @@ def test_cli_runs_until_stopped_and_drains(spark: Any, tmp_path: Path) -> None:
     output = tmp_path / "out"
     command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", f"tail:{logs}"]
     command += ["--window", "1s", "-o", str(output), "--workers", "1", "--view-interval", "600"]
-    # A process group of its own, interrupted as a whole: what Ctrl-C in a terminal does (cluster processes included).
-    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+
+    def more_lines() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not list(output.glob("windows/*/_window.json")):
             time.sleep(0.1)
         with open(logs / "app.log", "a") as log:
             log.write("d e\n" * 10)
         time.sleep(1.5)
-        os.killpg(process.pid, signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
-    assert process.returncode == 0, stderr
+
+    code, stderr = _run_then_interrupt(command, more_lines)
+    assert code == 0, stderr
     assert "stopping" in stderr
     totals: Counter[str] = Counter()
     for _, rows in read_windows(output).values():
