@@ -7,6 +7,7 @@ ends.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -716,18 +717,18 @@ def test_pane_flow_control_pauses_the_source_for_a_slow_reducer(
         assert match and rows == expected[match[0]]
 
 
-def test_windows_are_published_to_a_zeromq_sink(stream_client: Client, tmp_path: Path) -> None:
-    events_path = tmp_path / "events.jsonl"
-    write_events(events_path, 1000, rate=100.0, seed=9)
-    context = zmq.Context.instance()
-    sub = context.socket(zmq.SUB)
+@contextlib.contextmanager
+def _sink_listener() -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """A SUB socket on a free port, read by a thread while the block runs (ZeroMQ drops what a disconnected
+    publisher's pipe still held): yields the port and the list the messages go to."""
+    sub = zmq.Context.instance().socket(zmq.SUB)
     sub.setsockopt(zmq.LINGER, 0)
     sub.setsockopt(zmq.SUBSCRIBE, b"")
     port = sub.bind_to_random_port("tcp://127.0.0.1")
     published: list[dict[str, Any]] = []
     done = threading.Event()
 
-    def listen() -> None:  # while the job runs: ZeroMQ drops what a disconnected publisher's pipe still held
+    def listen() -> None:
         while not done.is_set():
             if sub.poll(100):
                 published.append(msgpack.unpackb(sub.recv(), raw=False))
@@ -735,6 +736,17 @@ def test_windows_are_published_to_a_zeromq_sink(stream_client: Client, tmp_path:
     listener = threading.Thread(target=listen)
     listener.start()
     try:
+        yield port, published
+    finally:
+        done.set()
+        listener.join(timeout=10)
+        sub.close()
+
+
+def test_windows_are_published_to_a_zeromq_sink(stream_client: Client, tmp_path: Path) -> None:
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 1000, rate=100.0, seed=9)
+    with _sink_listener() as (port, published):
         run_stream_job(
             stream_client,
             "EventWordCount",
@@ -743,10 +755,6 @@ def test_windows_are_published_to_a_zeromq_sink(stream_client: Client, tmp_path:
             "2s",
             sink=f"tcp://127.0.0.1:{port}",
         )
-    finally:
-        done.set()
-        listener.join(timeout=10)
-        sub.close()
     windows = read_windows(tmp_path / "out")
     by_label = {meta["label"]: rows for meta, rows in windows.values()}
     got: dict[str, dict[str, Any]] = {}
@@ -763,22 +771,7 @@ def test_no_window_rows_are_capped_for_the_sink_or_on_request(stream_client: Cli
     events_path = tmp_path / "events.jsonl"
     events = [{"ts": T0 + i * 0.01 + 0.0004, "text": " ".join(f"u{i}x{j}" for j in range(12))} for i in range(200)]
     events_path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    context = zmq.Context.instance()
-    sub = context.socket(zmq.SUB)
-    sub.setsockopt(zmq.LINGER, 0)
-    sub.setsockopt(zmq.SUBSCRIBE, b"")
-    port = sub.bind_to_random_port("tcp://127.0.0.1")
-    published: list[dict[str, Any]] = []
-    done = threading.Event()
-
-    def listen() -> None:
-        while not done.is_set():
-            if sub.poll(100):
-                published.append(msgpack.unpackb(sub.recv(), raw=False))
-
-    listener = threading.Thread(target=listen)
-    listener.start()
-    try:
+    with _sink_listener() as (port, published):
         report = run_stream_job(
             stream_client,
             "EventWordCount",
@@ -788,10 +781,6 @@ def test_no_window_rows_are_capped_for_the_sink_or_on_request(stream_client: Cli
             sink=f"tcp://127.0.0.1:{port}",
             num_reduces=1,
         )
-    finally:
-        done.set()
-        listener.join(timeout=10)
-        sub.close()
     by_label = {meta["label"]: rows for meta, rows in read_windows(tmp_path / "out").values()}
     assert len(by_label) >= 2 and max(len(rows) for rows in by_label.values()) > 1000
     for message in published:
