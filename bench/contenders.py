@@ -106,6 +106,8 @@ class Hop(Contender):
                 figures["first_shuffle_fraction"] = (first - start) / (end - start)
         if start and report.get("last_map_commit_at"):
             figures["last_map_commit_s"] = report["last_map_commit_at"] - start
+            if report.get("last_reduce_input_at"):  # how long the shuffle ran on after the last map committed
+                figures["shuffle_after_maps_s"] = report["last_reduce_input_at"] - report["last_map_commit_at"]
         counters = report.get("counters", {})
         wanted = ("map_output_records", "shuffle_bytes")
         figures["counters"] = {name: counters[name] for name in wanted if name in counters}

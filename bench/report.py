@@ -74,6 +74,9 @@ def _notes(row: Row) -> str:
     job_wall = row.median_extra("job_wall_s")
     if first is not None and fraction is not None and job_wall is not None:
         notes.append(f"1st shuffle {first:.2f} s ({fraction:.0%} of job {job_wall:.1f} s)")
+    after_maps = row.median_extra("shuffle_after_maps_s")
+    if after_maps is not None:
+        notes.append(f"shuffle after maps {after_maps:.2f} s")
     map_cpu, reduce_cpu = row.median_extra("map_cpu_s"), row.median_extra("reduce_cpu_s")
     if map_cpu is not None and reduce_cpu is not None:
         notes.append(f"task CPU: maps {map_cpu:.1f} s, reduces {reduce_cpu:.1f} s")

@@ -802,6 +802,7 @@ class Coordinator:
                     msg.get("first_run_at"),
                     msg["at"],
                     msg.get("bad_records"),
+                    input_complete_at=msg.get("input_complete_at"),
                 ),
             )
             if job.reduces[msg["index"]].committed == msg["attempt"]:

@@ -61,6 +61,8 @@ class Attempt:
     checkpoint: dict[str, Any] | None = None
     """The latest map checkpoint of this attempt (spills registered, records covered, counters)."""
     resumed_from: dict[str, Any] | None = None
+    input_complete: float | None = None
+    """A reduce attempt's: when every map had committed and all their runs had reached it (its merge began)."""
 
     @property
     def live(self) -> bool:
@@ -78,6 +80,7 @@ class Attempt:
             "start": self.start,
             "end": self.end,
             "status": self.status,
+            **({"input_complete": self.input_complete} if self.input_complete is not None else {}),
             **({"error": self.error} if self.error else {}),
         }
 
@@ -158,6 +161,9 @@ class JobState:
         self.finished_at: float | None = None
         self.first_shuffle_at: float | None = None
         self.last_map_commit_at: float | None = None
+        self.last_reduce_input_at: float | None = None
+        """When the last committed reduce attempt had all its input: minus ``last_map_commit_at``, how long the
+        shuffle ran on after the maps (blocking mode sends every map's output only after it commits)."""
         self.reducer_addresses: dict[int, tuple[int, str]] = {}
         self.snapshots: SnapshotTracker | None = None
         """Online aggregation: snapshot requests and answers (set by the coordinator)."""
@@ -385,10 +391,11 @@ class JobState:
         first_run_at: float | None,
         at: float,
         bad_records: list[dict[str, Any]] | None = None,
+        input_complete_at: float | None = None,
     ) -> list[Action]:
         task = self.reduces[index]
         record = task.attempts[attempt]
-        record.end = at
+        record.end, record.input_complete = at, input_complete_at
         if task.committed is not None or self.state != "running":
             record.status = "superseded"
             return [DiscardOutput(path)] if path is not None else []
@@ -398,6 +405,8 @@ class JobState:
         record.bad_records = bad_records or []
         if first_run_at is not None:
             self.on_first_run(first_run_at)
+        if input_complete_at is not None and (self.last_reduce_input_at or 0.0) < input_complete_at:
+            self.last_reduce_input_at = input_complete_at
         if path is None:  # a stream reducer: its output is the windows it wrote as it went
             return self._finish_if_done()
         return [CommitOutput(path, f"{self.spec.output}/part-{index:05d}"), *self._finish_if_done()]
@@ -618,6 +627,7 @@ class JobState:
             "num_reduces": len(self.reduces),
             "first_shuffle_at": self.first_shuffle_at,
             "last_map_commit_at": self.last_map_commit_at,
+            "last_reduce_input_at": self.last_reduce_input_at,
             "counters": {**counters, "user": self.user_counters},
             "ratios": {
                 "combine_ratio": _ratio(counters.get("combine_output_records"), counters.get("combine_input_records")),

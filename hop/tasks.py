@@ -627,6 +627,7 @@ def run_reduce(
     try:
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
         first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel, snapshots, sender)
+        input_complete_at = time.time()  # every map committed and its runs are in: the shuffle's end for us
         faults.inject("reduce", "received", index, attempt)
         _call_user("setup", job.setup)
         init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
@@ -673,6 +674,7 @@ def run_reduce(
         return {
             "path": str(output),
             "first_run_at": first_run_at,
+            "input_complete_at": input_complete_at,
             "counters": {
                 # Records that reached the reduce side (whether or not the reduce read them all); a folding store
                 # merged most before the reduce ran.

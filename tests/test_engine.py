@@ -70,6 +70,11 @@ def test_job_report(client: Client, zipf_text: Path, tmp_path: Path) -> None:
     assert report["status"] == "succeeded"
     assert report["mode"] == "pipelined"
     assert report["start"] <= report["first_shuffle_at"] <= report["end"]
+    # The shuffle's end: each reduce attempt's input was complete after the last map committed, before it ended.
+    reduce_inputs = [a["input_complete"] for a in report["attempts"] if a["kind"] == "reduce"]
+    assert len(reduce_inputs) == 2
+    assert report["last_map_commit_at"] <= min(reduce_inputs)
+    assert report["last_reduce_input_at"] == max(reduce_inputs) <= report["end"]
     for name in (
         "map_input_records",
         "map_output_records",

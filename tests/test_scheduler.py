@@ -201,6 +201,17 @@ def test_first_shuffle_is_the_earliest_report() -> None:
     assert job.first_shuffle_at == 40.0
 
 
+def test_last_reduce_input_is_the_latest_committed_attempts() -> None:
+    job = _state(maps=1, reduces=2)
+    _run_all_maps(job)
+    for index, complete in ((0, 35.0), (1, 32.0)):
+        attempt = _start(job, "reduce", index)
+        job.on_reduce_done(index, attempt, _tmp(index, attempt), {}, {}, None, 40.0, input_complete_at=complete)
+    assert job.last_reduce_input_at == 35.0
+    assert job.attempt("reduce", 0, 0).report()["input_complete"] == 35.0
+    assert job.report()["last_reduce_input_at"] == 35.0
+
+
 def test_reducer_ready_is_broadcast() -> None:
     job = _state()
     attempt = _start(job, "reduce", 1)
