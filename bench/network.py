@@ -13,7 +13,8 @@ unshaped. A worker's pushes to its own reducers stay on its loopback, as on a re
 be identical across modes and rates. It prints a table of median wall times and the pipelined/blocking ratio per
 rate and writes JSON beside the other results.
 
-It needs root (network namespaces, tc) and Linux; every namespace, link and process it made is removed on exit.
+It needs root (network namespaces, tc) and Linux; every namespace, link and process it made is removed on exit,
+Ctrl-C and SIGTERM included (SIGKILLed, its processes die with it and the next run removes the namespaces).
 The CPU is the same two cores whatever the link: only the shuffle's transfer time changes.
 """
 
@@ -25,6 +26,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from bench import datasets
 from bench.environment import REPO_ROOT, compile_project
 from hop.client import Client
 from hop.gen.cli import parse_size
+from hop.lifetime import die_with_parent
 from hop.loader import load_job_file
 from hop.runner import build_spec, run_steps
 
@@ -132,10 +135,12 @@ def cluster_on(network: EmulatedNetwork, scratch: Path) -> Iterator[str]:
     try:
         log = open(scratch / "coordinator.log", "wb")  # noqa: SIM115 (closed below, after the processes end)
         logs.append(log)
+        # die_with_parent: should this process be SIGKILLed, its cluster goes too (a polite stop runs the finally).
         coordinator = subprocess.Popen(
             [sys.executable, "-m", "hop", "coordinator", "--bind", f"tcp://{network.gateway}:*"],
             stdout=subprocess.PIPE,
             stderr=log,
+            preexec_fn=die_with_parent,
         )
         processes.append(coordinator)
         assert coordinator.stdout is not None
@@ -148,7 +153,9 @@ def cluster_on(network: EmulatedNetwork, scratch: Path) -> Iterator[str]:
             command = ["ip", "netns", "exec", namespace, sys.executable, "-m", "hop", "worker"]
             command += ["--coordinator", address, "--host", host, "--name", namespace]
             command += ["--map-slots", "1", "--reduce-slots", "2"]
-            processes.append(subprocess.Popen(command, stdout=log, stderr=log, cwd=REPO_ROOT))
+            processes.append(
+                subprocess.Popen(command, stdout=log, stderr=log, cwd=REPO_ROOT, preexec_fn=die_with_parent)
+            )
         client = Client(address, timeout=10)
         try:
             deadline = time.monotonic() + REGISTER_TIMEOUT
@@ -232,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
             "bench.network needs Linux, root and iproute2's ip and tc (network namespaces, tc qdisc)", file=sys.stderr
         )
         return 2
+    # SIGTERM (kill, timeout) unwinds like Ctrl-C, so the cluster is stopped and the namespaces removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     compile_project()
     rates = [rate.strip() for rate in args.rates.split(",") if rate.strip()]
     text = datasets.text(args.data_dir, args.size)
