@@ -194,6 +194,8 @@ def run_stream_map(
     pause_pane: int | None = None
     """A reducer over its memory budget asked the sources not to run past this pane (C2's pause indicator)."""
     memory_pauses = 0
+    max_unsent = 0
+    """The most of this map's pane spills not yet at every reducer (pane flow control keeps it near the threshold)."""
 
     def take_control() -> None:
         nonlocal unsent, stopping, pause_pane
@@ -206,13 +208,24 @@ def run_stream_map(
                 pause_pane = msg.get("pane")
 
     def hold_input(still: Callable[[], bool]) -> None:
-        """Read nothing while ``still()`` (at most 0.5 s, then the loop checks again), following control messages."""
+        """Read nothing while ``still()``, following control messages; returns after at most 0.5 s so the loop can
+        seal panes, checkpoint and report progress, and reads nothing that round either if ``still()`` holds."""
         nonlocal paused_seconds
         start = time.monotonic()
         while still() and not stopping and time.monotonic() < start + 0.5:
             time.sleep(0.005)
             take_control()
         paused_seconds += time.monotonic() - start
+
+    def poll_budget() -> int:
+        """How many records the next poll may take: about as many as fill the panes left below the threshold, at
+        the rate panes have filled so far, so that a backlog (a source catching up after a pause) arrives a few
+        panes at a time instead of ``POLL_RECORDS`` records' worth of panes in one poll."""
+        if seq == 0:  # no pane registered yet: no rate to go by
+            return POLL_RECORDS
+        room = max(1, options.pause_threshold + 1 - unsent)
+        per_pane = max(1, marks.records // seq)  # every registered spill counts: errs toward smaller polls
+        return min(POLL_RECORDS, room * per_pane)
 
     def note_progress() -> None:
         """Write how far this map sealed and read (non-replayable sources; see ``noted``)."""
@@ -230,13 +243,15 @@ def run_stream_map(
             _write_atomically(progress_path, msgpack.packb({"sealed": noted[0], "top": noted[1]}))
 
     def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
-        nonlocal seq, unsent, announced, last_seal_sent
+        nonlocal seq, unsent, announced, last_seal_sent, max_unsent
         path = attempt_dir / f"pane-{seq:08d}.spill"
         write_spill(path, runs)
         meta = {"pane": pane, "pane_records": pane_records, "sealed": sealed, **meta}
         channel.send("spill", index=index, attempt=attempt, seq=seq, path=str(path), meta=meta)
         seq += 1
         unsent += 1
+        if unsent > max_unsent:
+            max_unsent = unsent
         announced, last_seal_sent = sealed, time.monotonic()
 
     def empty_runs() -> list[tuple[bytes, int, str]]:
@@ -317,8 +332,13 @@ def run_stream_map(
                 # Pane flow control: reducers are behind; stop taking input rather than buffering it.
                 pauses += 1
                 hold_input(lambda: unsent > options.pause_threshold)
+            # Still over the threshold after a hold's 0.5 s: read nothing this round (the source's own queue, socket
+            # buffer or file keeps the records), but seal, checkpoint and report below as usual. A memory pause is
+            # not held this way: an event-time map must read past the paused pane to seal it (its watermark comes
+            # from the records), and the reducer frees memory only once that window closes.
+            held_back = unsent > options.pause_threshold
             now = time.time()
-            for record in source.poll(POLL_RECORDS, 0.05):
+            for record in () if held_back else source.poll(poll_budget(), 0.05):
                 if record.error is not None:
                     drop_bad(record.error)
                     continue
@@ -389,6 +409,7 @@ def run_stream_map(
             "stream_pauses": pauses,
             "stream_memory_pauses": memory_pauses,
             "stream_paused_ms": int(paused_seconds * 1000),
+            "max_unsent_panes": max_unsent,
             "stream_seconds": int(time.time() - started),
         },
         "user_counters": job.take_counters(),
