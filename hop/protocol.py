@@ -77,7 +77,8 @@ processes; a task process sends ``hello {slot, pid}``, the task events above, an
     spill         {job_id, index, attempt, seq, path, meta}  the worker registers it and pushes its runs
                                                              (``meta``: online jobs' chunk, sent with each run)
 and the worker answers with, and sends again whenever runs of that attempt are acknowledged:
-    spill_status  {job_id, index, attempt, unsent}           spills not yet pushed to every reducer (flow control)
+    spill_status  {job_id, index, attempt, unsent, last_seq} spills not yet pushed to every reducer (flow control),
+                                                             as of the latest spill the worker took in (last_seq)
 
 Shuffle (worker -> reduce task): the reduce attempt binds a ROUTER socket; each worker connects one DEALER per
 reduce attempt. Each run message has two frames: a msgpack header ``{job_id, map, attempt, seq, partition, records,

@@ -126,6 +126,9 @@ class Worker:
         self.slots_socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self.slots_socket.bind(self.slots_address)
         self.pusher = SpillPusher(self.context)
+        self.last_spill_seq: dict[tuple[str, int, int], int] = {}
+        """Per (job, map, attempt), the seq of its latest spill this worker took in: a map's spill status says it, so
+        the map counts spills it registered after that one (still on their way here) as unsent too."""
         self.waiting: list[tuple[dict[str, Any], bytes]] = []
         self.notices: dict[str, list[bytes]] = {}
         """Per running job, the commit/failure notices received so far (replayed to reduce tasks that waited)."""
@@ -283,6 +286,8 @@ class Worker:
         elif kind == "job_done":
             self.notices.pop(msg["job_id"], None)
             self.pusher.finish_job(msg["job_id"], self.spill_dir)
+            for key in [key for key in self.last_spill_seq if key[0] == msg["job_id"]]:
+                del self.last_spill_seq[key]
             if msg.get("failed") or msg.get("stop_tasks"):
                 self._stop_job_tasks(msg["job_id"])
         elif kind == "reinit":
@@ -296,9 +301,9 @@ class Worker:
         for slot in self.slots.values():
             if slot.task == (job_id, "map", map_index, attempt):
                 unsent = self.pusher.unsent(job_id, map_index, attempt)
-                self._to_slot(
-                    slot, message("spill_status", job_id=job_id, index=map_index, attempt=attempt, unsent=unsent)
-                )
+                last_seq = self.last_spill_seq.get((job_id, map_index, attempt))
+                status = {"job_id": job_id, "index": map_index, "attempt": attempt, "unsent": unsent}
+                self._to_slot(slot, message("spill_status", **status, last_seq=last_seq))
                 return
 
     def _kill_task(self, task: tuple[str, str, int, int]) -> None:
@@ -359,6 +364,7 @@ class Worker:
         self.notices.clear()
         self.pusher.close()  # the jobs' connections and queued spills: their attempts count no more
         self.pusher = SpillPusher(self.context)
+        self.last_spill_seq.clear()
         self._pushed_before = 0
         for entry in self.spill_dir.iterdir():
             if entry.is_dir():  # the jobs' spills and reduce stores (not the slots' socket file, off Linux)
@@ -388,6 +394,7 @@ class Worker:
             return
         if kind == "spill":
             self.pusher.add_spill(msg["job_id"], msg["index"], msg["attempt"], msg["seq"], msg["path"], msg.get("meta"))
+            self.last_spill_seq[(msg["job_id"], msg["index"], msg["attempt"])] = msg["seq"]
             self._tell_unsent(msg["job_id"], msg["index"], msg["attempt"])
             return
         if kind in FINISHING and slot is not None:

@@ -201,7 +201,9 @@ def run_stream_map(
         nonlocal unsent, stopping, pause_pane
         while (msg := channel.receive(0)) is not None:
             if msg.get("type") == "spill_status" and msg.get("index") == index:
-                unsent = int(msg["unsent"])
+                # The worker's count, plus the spills registered after the latest it had taken in (on their way).
+                last_seq = msg.get("last_seq")
+                unsent = int(msg["unsent"]) + (max(0, seq - 1 - int(last_seq)) if last_seq is not None else 0)
             elif msg.get("type") == "stream_stop":
                 stopping = True
             elif msg.get("type") == "stream_pause":
@@ -221,10 +223,10 @@ def run_stream_map(
         """How many records the next poll may take: about as many as fill the panes left below the threshold, at
         the rate panes have filled so far, so that a backlog (a source catching up after a pause) arrives a few
         panes at a time instead of ``POLL_RECORDS`` records' worth of panes in one poll."""
-        if seq == 0:  # no pane registered yet: no rate to go by
-            return POLL_RECORDS
         room = max(1, options.pause_threshold + 1 - unsent)
-        per_pane = max(1, marks.records // seq)  # every registered spill counts: errs toward smaller polls
+        # Before the first pane is registered there is no rate to go by: start at a record a pane and grow with what
+        # has been read (every registered spill counts in ``seq``: errs toward smaller polls).
+        per_pane = max(1, marks.records // seq if seq else marks.records)
         return min(POLL_RECORDS, room * per_pane)
 
     def note_progress() -> None:
