@@ -238,12 +238,15 @@ def run_map(
         nonlocal unsent_now
         while (status := channel.receive(0)) is not None:
             if status.get("type") == "spill_status" and status.get("index") == index:
-                unsent_now = int(status["unsent"])
+                # The worker's count, plus the spills registered after the latest it had taken in (on their way).
+                last_seq = status.get("last_seq")
+                on_the_way = max(0, registered - 1 - int(last_seq)) if last_seq is not None else 0
+                unsent_now = int(status["unsent"]) + on_the_way
             elif status.get("type") == "pipe_file":
                 pipe_notices.append(status)
 
     def unsent() -> int:
-        """The worker's latest count of this attempt's spills not yet pushed to every reducer."""
+        """This attempt's spills not yet pushed to every reducer: the worker's latest count and those on their way."""
         take_control()
         return unsent_now
 
