@@ -99,6 +99,15 @@ TaskKey = tuple[str, int, int]
 """(kind, index, attempt)."""
 
 
+def unsent_spills(status: dict[str, Any], registered: int) -> int:
+    """A map's spills not yet pushed to every reducer, from its worker's ``spill_status`` and the number of spills
+    it has registered (its next seq): the worker's count plus those registered after the latest it had taken in,
+    which are still on their way to it."""
+    last_seq = status.get("last_seq")
+    on_the_way = max(0, registered - 1 - int(last_seq)) if last_seq is not None else 0
+    return int(status["unsent"]) + on_the_way
+
+
 def pack(message: dict[str, Any]) -> bytes:
     return msgpack.packb(message, use_bin_type=True)
 

@@ -33,6 +33,7 @@ from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
+from hop.protocol import unsent_spills
 from hop.usertrace import has_user_frame, user_traceback
 from shuffle.buffer import AggregateValueError, CombinerKeyError, MapOutputBuffer, PartitionError
 from shuffle.flow import FlowController
@@ -238,10 +239,7 @@ def run_map(
         nonlocal unsent_now
         while (status := channel.receive(0)) is not None:
             if status.get("type") == "spill_status" and status.get("index") == index:
-                # The worker's count, plus the spills registered after the latest it had taken in (on their way).
-                last_seq = status.get("last_seq")
-                on_the_way = max(0, registered - 1 - int(last_seq)) if last_seq is not None else 0
-                unsent_now = int(status["unsent"]) + on_the_way
+                unsent_now = unsent_spills(status, registered)
             elif status.get("type") == "pipe_file":
                 pipe_notices.append(status)
 

@@ -14,6 +14,7 @@ import pytest
 from hop.client import Client
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
+from hop.protocol import unsent_spills
 from tests.conftest import run_job
 
 
@@ -76,3 +77,10 @@ def test_slow_reducer_makes_maps_merge_spills(slow_reducer_client: Client, clien
     assert normal["counters"]["map_output_records"] == counters["map_output_records"]
     # Bounded memory: the whole cluster (2 workers, their task processes, coordinator) stays small.
     assert memory.peak < 600 << 20, f"cluster peak RSS {memory.peak >> 20} MB"
+
+
+def test_unsent_spills_counts_those_still_on_their_way_to_the_worker() -> None:
+    # The worker had taken in spills 0..4 and 2 of them were unsent; the map has registered 8 (seqs 0..7).
+    assert unsent_spills({"unsent": 2, "last_seq": 4}, 8) == 2 + 3
+    assert unsent_spills({"unsent": 2, "last_seq": 7}, 8) == 2
+    assert unsent_spills({"unsent": 0}, 8) == 0  # a status from before any spill names none on the way

@@ -50,6 +50,7 @@ import zmq
 
 from hop.aggregates import Aggregate
 from hop.jsonline import to_json
+from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
 from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
@@ -201,9 +202,7 @@ def run_stream_map(
         nonlocal unsent, stopping, pause_pane
         while (msg := channel.receive(0)) is not None:
             if msg.get("type") == "spill_status" and msg.get("index") == index:
-                # The worker's count, plus the spills registered after the latest it had taken in (on their way).
-                last_seq = msg.get("last_seq")
-                unsent = int(msg["unsent"]) + (max(0, seq - 1 - int(last_seq)) if last_seq is not None else 0)
+                unsent = unsent_spills(msg, seq)
             elif msg.get("type") == "stream_stop":
                 stopping = True
             elif msg.get("type") == "stream_pause":
