@@ -163,6 +163,82 @@ def test_tail_file_truncated_in_place_is_read_from_its_start(tmp_path: Path, sou
     assert values(collect(source, 1)) == ["third"]
 
 
+def test_tail_truncation_returns_the_lines_read_before_it(tmp_path: Path, sources: list[Source]) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"old {i}\n" for i in range(50)) + "no newline yet")
+    source = opened(sources, f"tail:{tmp_path}")
+    first = values(collect(source, 5, batch=5))  # the rest of the file is read, not yet returned
+    log.write_text("new 0\n")  # truncated in place, written again, with none of the old lines returned
+    rest = values(collect(source, 47))
+    assert first + rest == [f"old {i}" for i in range(50)] + ["no newline yet", "new 0"]
+    assert source.poll(10, 0.1) == []
+
+
+def copytruncate(log: Path, copy: Path) -> None:
+    """logrotate's copytruncate: copy the file, then truncate it in place (the writer keeps its descriptor)."""
+    copy.write_bytes(log.read_bytes())
+    os.truncate(log, 0)
+
+
+@pytest.mark.parametrize("unread", [0, 120])
+def test_tail_copytruncate_rotation_reads_nothing_twice(tmp_path: Path, sources: list[Source], unread: int) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(200)))
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 200 - unread, batch=40))  # with unread: lines read into the buffer, not returned
+    append(log, "".join(f"line {i}\n" for i in range(200, 230)))  # not read before the copy: only the copy has them
+    copytruncate(log, tmp_path / "app.log.1")
+    append(log, "line 230\n")
+    got += values(collect(source, 31 + unread, timeout=5.0))
+    assert got == [f"line {i}" for i in range(231)]
+    assert source.poll(100, 0.1) == []
+    names = sorted(entry["name"] for entry in source.position()["files"])
+    assert names == ["app.log", "app.log.1"]
+    append(tmp_path / "app.log", "line 231\n")  # both go on being tailed
+    append(tmp_path / "app.log.1", "late\n")
+    assert sorted(values(collect(source, 2))) == ["late", "line 231"]
+
+
+def test_tail_copy_seen_before_the_truncation_waits_for_it(tmp_path: Path, sources: list[Source]) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 100))
+    (tmp_path / "app.log.1").write_bytes(log.read_bytes())
+    assert source.poll(100, 0.3) == []  # held: a copy of what was read, its original not truncated yet
+    append(log, "line 100\n")  # written between the copy and the truncation, read from the original
+    got += values(collect(source, 1))
+    os.truncate(log, 0)
+    append(log, "line 101\n")
+    got += values(collect(source, 1))
+    assert got == [f"line {i}" for i in range(102)]
+    assert source.poll(100, 0.1) == []
+
+
+def test_tail_a_plain_copy_is_read_as_a_file_of_its_own(
+    tmp_path: Path, sources: list[Source], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hop.stream.sources.tail.GONE_GRACE", 1.0)
+    (tmp_path / "a.log").write_text("header\nrow 1\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    assert values(collect(source, 2)) == ["header", "row 1"]
+    (tmp_path / "b.log").write_text("header\nrow 1\n")  # the same bytes, but a.log is never truncated
+    (tmp_path / "c.log").write_text("header\nrow 2\n")  # starts the same, then differs: read at once
+    assert values(collect(source, 2, timeout=0.2)) == ["header", "row 2"]
+    assert values(collect(source, 2)) == ["header", "row 1"]  # after GONE_GRACE without a truncation of a.log
+
+
+def test_tail_glob_reads_only_matching_names(tmp_path: Path, sources: list[Source]) -> None:
+    (tmp_path / "app.log").write_text("kept\n")
+    (tmp_path / "app.log.1.gz").write_bytes(b"\x1f\x8b\x08\x00rotated and compressed\n")
+    (tmp_path / "notes.txt").write_text("not a log\n")
+    source = opened(sources, f"tail:{tmp_path}?glob=*.log")
+    assert values(collect(source, 1)) == ["kept"]
+    (tmp_path / "new.log").write_text("new\n")
+    assert values(collect(source, 1)) == ["new"]
+    assert source.poll(10, 0.1) == []
+
+
 def test_tail_position_and_seek_resume_exactly_on_a_fresh_source(tmp_path: Path, sources: list[Source]) -> None:
     (tmp_path / "a.log").write_text("".join(f"a{i}\n" for i in range(10)))
     (tmp_path / "b.log").write_text("b0\nb1\npartial")
@@ -401,12 +477,13 @@ def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("kafka:topic", r"unknown kind 'kafka'; use tail:DIR, zmq:ENDPOINT"),
+        ("kafka:topic", r"unknown kind 'kafka'; use tail:DIR\[\?glob=PATTERN\], zmq:ENDPOINT"),
         ("/var/log", r"unknown kind '/var/log'"),
         ("tail:", r"nothing after tail:"),
         ("tail:{missing}", r"{missing} does not exist; create it or fix the path"),
         ("tail:{file}", r"{file} is not a directory"),
-        ("tail:{tmp}?rate=3", r"unknown option 'rate' for tail \(options: none\)"),
+        ("tail:{tmp}?rate=3", r"unknown option 'rate' for tail \(options: glob\)"),
+        ("tail:{tmp}?glob=logs/*.log", r"glob must be a pattern for file names, such as \*\.log \(no /\)"),
         ("replay:{missing}", r"cannot open {missing} \(No such file or directory\)"),
         ("replay:{file}?rate=fast", r"rate must be a positive number"),
         ("replay:{file}?rate=0", r"rate must be a positive number"),

@@ -2,13 +2,17 @@
 
 :func:`open_source` opens one from a URL; options follow the first ``?`` as ``key=value`` pairs joined by ``&``:
 
-- ``tail:DIR`` reads every regular file in DIR whose name does not start with ``.`` or ``_`` as UTF-8 text lines,
-  picking up lines appended later and files created later (read in order of ``(mtime, name)`` when first seen). Only
-  complete lines are returned: a partial last line waits for its ``\\n``. Files are tracked by ``(st_dev, st_ino)``,
-  not by name, and kept open, so rotation loses nothing: when ``app.log`` is renamed (inside DIR or out of it) and a
-  new ``app.log`` created, the old file is read to its end and the new one from its start. A file that left DIR is
-  closed once it has had no new bytes for :data:`GONE_GRACE` seconds (its last line is then returned even without a
-  ``\\n``); a file truncated in place (copytruncate) is read again from its start.
+- ``tail:DIR[?glob=PATTERN]`` reads every regular file in DIR whose name does not start with ``.`` or ``_`` (and
+  matches the shell pattern PATTERN, when given: ``glob=*.log``) as UTF-8 text lines, picking up lines appended later
+  and files created later (read in order of ``(mtime, name)`` when first seen). Only complete lines are returned: a
+  partial last line waits for its ``\\n``. Files are tracked by ``(st_dev, st_ino)``, not by name, and kept open, so
+  rotation loses nothing: when ``app.log`` is renamed (inside DIR or out of it) and a new ``app.log`` created, the old
+  file is read to its end and the new one from its start. A file that left DIR is closed once it has had no new bytes
+  for :data:`GONE_GRACE` seconds (its last line is then returned even without a ``\\n``). A file truncated in place
+  is read again from its start, after the lines read before the truncation; when it was rotated by copy and
+  truncation (logrotate's ``copytruncate``) and the copy is in DIR, the copy is recognised (it holds exactly the bytes
+  read from the original) and read on from where the original was, so nothing is read twice (see
+  :class:`TailSource` for the moment between copy and truncation).
 - ``zmq:ENDPOINT`` binds a PULL socket (producers connect PUSH sockets); ``zmq+sub:ENDPOINT`` connects a SUB socket,
   subscribed to everything, to a publisher. Each frame is one record, a msgpack value, or with ``?format=text`` a
   UTF-8 text (one trailing line break removed). Binding ``tcp://HOST:*`` picks a free port; the attribute
@@ -52,8 +56,8 @@ __all__ = [
     "open_source",
 ]
 
-URL_FORMS = "tail:DIR, zmq:ENDPOINT, zmq+sub:ENDPOINT, tcp:HOST:PORT or replay:PATH[?rate=R&loop=0|1]"
-_OPTIONS: dict[str, set[str]] = {"tail": set(), "tcp": set(), "replay": {"rate", "loop"}}
+URL_FORMS = "tail:DIR[?glob=PATTERN], zmq:ENDPOINT, zmq+sub:ENDPOINT, tcp:HOST:PORT or replay:PATH[?rate=R&loop=0|1]"
+_OPTIONS: dict[str, set[str]] = {"tail": {"glob"}, "tcp": set(), "replay": {"rate", "loop"}}
 _OPTIONS["zmq"] = _OPTIONS["zmq+sub"] = {"format"}
 
 
@@ -84,7 +88,10 @@ def _source_for(url: str) -> Callable[[], Source]:
             known = ", ".join(sorted(_OPTIONS[scheme])) or "none"
             raise SourceError(f"source URL {url!r}: unknown option {option!r} for {scheme} (options: {known})")
     if scheme == "tail":
-        return lambda: TailSource(url, target)
+        glob = options.get("glob")
+        if glob is not None and (not glob or "/" in glob):
+            raise SourceError(f"source URL {url!r}: glob must be a pattern for file names, such as *.log (no /)")
+        return lambda: TailSource(url, target, glob)
     if scheme in ("zmq", "zmq+sub"):
         kind = options.get("format", "msgpack")
         if kind not in ("msgpack", "text"):
