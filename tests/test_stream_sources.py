@@ -228,6 +228,110 @@ def test_tail_a_plain_copy_is_read_as_a_file_of_its_own(
     assert values(collect(source, 2)) == ["header", "row 1"]  # after GONE_GRACE without a truncation of a.log
 
 
+def test_tail_copy_written_slowly_is_not_read_again(
+    tmp_path: Path, sources: list[Source], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hop.stream.sources.tail.GONE_GRACE", 0.3)
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 100))
+    data = log.read_bytes()
+    with open(tmp_path / "app.log.1", "wb") as copy:  # a copy taking longer than GONE_GRACE, growing all along
+        for start in range(0, len(data), 100):
+            copy.write(data[start : start + 100])
+            copy.flush()
+            got += values(source.poll(100, 0.1))
+    os.truncate(log, 0)
+    append(log, "line 100\n")
+    got += values(collect(source, 1))
+    assert got == [f"line {i}" for i in range(101)]
+    assert source.poll(100, 0.4) == []
+
+
+def test_tail_copy_checked_mid_line_then_truncated_is_not_read_again(tmp_path: Path, sources: list[Source]) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(10)) + "par")
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 10))
+    (tmp_path / "app.log.1").write_bytes(log.read_bytes())  # the copy ends inside a line hop has read, not returned
+    assert source.poll(100, 0.1) == []
+    append(log, "tial\nline 10\n")  # after the copy: returned from the original, past the copy's end
+    got += values(collect(source, 2))
+    os.truncate(log, 0)
+    append(log, "line 11\n")
+    got += values(collect(source, 1))
+    assert got == [f"line {i}" for i in range(10)] + ["partial", "line 10", "line 11"]
+    assert source.poll(100, 0.1) == []
+
+
+def test_tail_empty_copy_is_matched_once_it_fills(tmp_path: Path, sources: list[Source]) -> None:
+    (tmp_path / "a.log").write_text("".join(f"a {i}\n" for i in range(5)))
+    (tmp_path / "b.log").write_text("".join(f"b {i}\n" for i in range(5)))
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 10))
+    (tmp_path / "b.log.1").touch()  # listed while still empty: it could be the copy of either file
+    assert source.poll(100, 0.1) == []
+    copytruncate(tmp_path / "b.log", tmp_path / "b.log.1")
+    append(tmp_path / "b.log", "b 5\n")
+    got += values(collect(source, 1))
+    assert sorted(got) == sorted([f"a {i}" for i in range(5)] + [f"b {i}" for i in range(6)])
+    assert source.poll(100, 0.1) == []
+
+
+def test_tail_position_fingerprints_the_bytes_returned(tmp_path: Path, sources: list[Source]) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"old {i}\n" for i in range(10)))
+    first = opened(sources, f"tail:{tmp_path}")
+    collect(first, 10)
+    with open(log, "r+b") as file:  # rewritten in place, longer, before the source noticed
+        file.write(b"".join(b"new %d\n" % i for i in range(30)))
+    position = first.position()
+    source = opened(sources, f"tail:{tmp_path}")
+    source.seek(position)
+    assert values(collect(source, 30)) == [f"new {i}" for i in range(30)]
+
+
+def test_tail_resume_across_a_copytruncate_reads_the_copy_on(tmp_path: Path, sources: list[Source]) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(50)))
+    first = opened(sources, f"tail:{tmp_path}")
+    assert values(collect(first, 30, batch=30)) == [f"line {i}" for i in range(30)]
+    position = msgpack.unpackb(msgpack.packb(first.position()), raw=False)
+    first.close()
+    copytruncate(log, tmp_path / "app.log.1")  # while the source is away
+    append(log, "line 50\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    source.seek(position)
+    assert sorted(values(collect(source, 21))) == sorted(f"line {i}" for i in range(30, 51))
+    assert source.poll(100, 0.1) == []
+
+
+def test_tail_truncated_and_rewritten_past_the_read_position_is_read_from_its_start(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"old {i}\n" for i in range(10)))
+    source = opened(sources, f"tail:{tmp_path}")
+    assert values(collect(source, 10)) == [f"old {i}" for i in range(10)]
+    log.write_text("".join(f"new {i}\n" for i in range(30)))  # longer than before: the size alone does not tell
+    assert values(collect(source, 30)) == [f"new {i}" for i in range(30)]
+    assert source.poll(100, 0.1) == []
+
+
+def test_tail_file_and_its_copy_in_one_listing_are_read_once(tmp_path: Path, sources: list[Source]) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(100)))
+    (tmp_path / "app.log.1").write_bytes(log.read_bytes())  # copied, not yet truncated, when the source starts
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 100))
+    os.truncate(log, 0)
+    append(log, "line 100\n")
+    got += values(collect(source, 1))
+    assert got == [f"line {i}" for i in range(101)]
+    assert source.poll(100, 0.1) == []
+
+
 def test_tail_glob_reads_only_matching_names(tmp_path: Path, sources: list[Source]) -> None:
     (tmp_path / "app.log").write_text("kept\n")
     (tmp_path / "app.log.1.gz").write_bytes(b"\x1f\x8b\x08\x00rotated and compressed\n")

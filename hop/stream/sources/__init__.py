@@ -9,10 +9,11 @@
   rotation loses nothing: when ``app.log`` is renamed (inside DIR or out of it) and a new ``app.log`` created, the old
   file is read to its end and the new one from its start. A file that left DIR is closed once it has had no new bytes
   for :data:`GONE_GRACE` seconds (its last line is then returned even without a ``\\n``). A file truncated in place
-  is read again from its start, after the lines read before the truncation; when it was rotated by copy and
-  truncation (logrotate's ``copytruncate``) and the copy is in DIR, the copy is recognised (it holds exactly the bytes
-  read from the original) and read on from where the original was, so nothing is read twice (see
-  :class:`TailSource` for the moment between copy and truncation).
+  (its size fell below the read position, or its first bytes changed) is read again from its start, after the
+  lines read before the truncation; when it was rotated by copy and truncation (logrotate's ``copytruncate``) and
+  the copy is in DIR, the copy is recognised (it holds exactly the bytes read from the original) and read on from
+  where the original was, so nothing is read twice (see :class:`TailSource` for the moment between copy and
+  truncation).
 - ``zmq:ENDPOINT`` binds a PULL socket (producers connect PUSH sockets); ``zmq+sub:ENDPOINT`` connects a SUB socket,
   subscribed to everything, to a publisher. Each frame is one record, a msgpack value, or with ``?format=text`` a
   UTF-8 text (one trailing line break removed). Binding ``tcp://HOST:*`` picks a free port; the attribute

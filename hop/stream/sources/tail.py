@@ -44,10 +44,15 @@ class _Tailed:
     partial: bytearray = field(default_factory=bytearray)  # appended to: a long line in many chunks stays linear
     gone_since: float | None = None
     truncated: bool = False
+    generation: int = 0  # how many times the file started over: what a held copy was compared with is void after
 
     def buffered(self) -> bytes:
         """The bytes read but not returned: ``[offset, file.tell())``."""
         return b"".join(self.lines) + self.partial
+
+    def known_head(self) -> bytes:
+        """The file's first bytes as read (returned or not), at most :data:`HEAD_BYTES` of them."""
+        return self.head if len(self.head) >= HEAD_BYTES else (self.head + self.buffered())[:HEAD_BYTES]
 
     def advance(self, returned: list[bytes]) -> None:
         """Move ``offset``, ``prefix_crc`` and ``head`` past lines returned, in order, and empty the list (once per
@@ -60,27 +65,38 @@ class _Tailed:
             self.offset += len(joined)
             returned.clear()
 
+    def rewritten(self) -> bool:
+        """Whether the file no longer holds what was read from it: it is shorter than the read position, or its
+        first bytes changed (truncated and written again past the read position between two polls)."""
+        if os.fstat(self.file.fileno()).st_size < self.file.tell():
+            return True
+        known = self.known_head()
+        return bool(known) and os.pread(self.file.fileno(), len(known), 0) != known
+
     def restart(self) -> None:
         """Read the file again from its start (after a truncation, once the buffer is returned or adopted)."""
         self.file.seek(0)
         self.offset, self.prefix_crc, self.head, self.truncated = 0, 0, b"", False
-        self.lines, self.partial = deque(), bytearray()
+        self.lines, self.partial, self.generation = deque(), bytearray(), self.generation + 1
 
 
 @dataclass(eq=False)
 class _Held:
-    """A new file that starts like the tracked file ``original``. When it holds every byte read from ``original``
-    and that one is truncated within :data:`GONE_GRACE` seconds of ``since``, it is the copy of a copytruncate
-    rotation; otherwise it is a file of its own, read from its start. ``verified`` is how far its bytes are known to
-    equal ``original``'s, and ``crc`` the CRC-32 of them (so a long copy is read once, not at every listing)."""
+    """A new file that starts like the tracked file ``original``. When it holds the bytes read from ``original`` and
+    that one is truncated, it is the copy of a copytruncate rotation; when it has not grown for :data:`GONE_GRACE`
+    seconds (``since`` is when it last grew, to ``size``) without that truncation, it is a file of its own, read
+    from its start. Its first ``verified`` bytes are known to equal ``original``'s (of ``generation``), ``crc`` is
+    their CRC-32: a long copy is read once, not at every listing."""
 
     key: tuple[int, int]
     name: str
     file: io.FileIO
     original: _Tailed
     since: float
+    size: int = -1
     verified: int = 0
     crc: int = 0
+    generation: int = 0
 
 
 class TailSource(Source):
@@ -89,12 +105,17 @@ class TailSource(Source):
     ``{"files": [{dev, ino, offset, head, crc, prefix_crc, name}, ...]}``.
 
     Rotation by rename loses and repeats nothing (files are tracked by inode). Rotation by copy and truncation
-    (logrotate's ``copytruncate``) repeats nothing either: a new file that holds exactly the bytes read from a tracked
-    file, appearing when that file is truncated, is its copy, read on from where the original was, and the original
-    is read again from its start. A new file that starts like a tracked one waits up to :data:`GONE_GRACE` seconds for
-    that file's truncation before it is read as a file of its own. Lines written between the copy and the truncation
-    can be lost (logrotate warns of this) or, when hop read them from the original before the copy was seen, read
-    twice; a ``glob`` that leaves out the rotated names (``glob=*.log``) avoids the question."""
+    (logrotate's ``copytruncate``) repeats nothing either: a new file that holds the bytes read from a tracked file
+    (those returned by their CRC-32, those read but not returned as they are), appearing when that file is
+    truncated, is its copy, read on from where the original was, and the original is read again from its start. A
+    new file that starts like a tracked one is held until that file's truncation or until it stopped growing
+    :data:`GONE_GRACE` seconds ago, then read as a file of its own. A copy that appears while the source is away is
+    recognised on :meth:`seek` from the position's ``prefix_crc``. Lines written between the copy and the truncation
+    can be lost (logrotate warns of this); a copy of fewer bytes than were returned, first seen after the
+    truncation, is taken for the copy (read from its end) when its first :data:`HEAD_BYTES` bytes are the
+    original's, and read from its start, perhaps twice, when it is shorter. A copy's last line without a newline is
+    returned only once the copy leaves the directory. A ``glob`` that leaves out the rotated names (``glob=*.log``)
+    avoids the question."""
 
     replayable = True
 
@@ -112,6 +133,9 @@ class TailSource(Source):
         # From seek(): (dev, ino) -> (offset, fingerprinted bytes, crc32 of them, crc32 of the bytes before offset or
         # None), applied when the file is next discovered.
         self._resume: dict[tuple[int, int], tuple[int, int, int, int | None]] = {}
+        # Resumed positions whose file was truncated or rewritten while the source was away: a copytruncate copy
+        # that appeared meanwhile holds their lines, and is read on from their offset.
+        self._orphans: list[tuple[int, int, int, int | None]] = []
 
     def _wait(self, timeout: float) -> None:
         time.sleep(min(TAIL_INTERVAL, timeout))
@@ -120,7 +144,7 @@ class TailSource(Source):
         files = []
         for f in self._files:  # the name is for people: resuming goes by inode
             (dev, ino), head = f.key, min(f.offset, HEAD_BYTES)
-            crc = _crc(f.file, head)
+            crc = zlib.crc32(f.head[:head])  # of the bytes returned: the file may have been rewritten since
             files.append({"dev": dev, "ino": ino, "offset": f.offset, "head": head, "crc": crc,
                           "prefix_crc": f.prefix_crc, "name": f.name})  # fmt: skip
         return {"files": files}
@@ -133,7 +157,7 @@ class TailSource(Source):
         except (TypeError, KeyError, ValueError, AttributeError) as error:
             raise SourceError(f"tail source {self.url}: {position!r:.200} is not a tail source position") from error
         self._release()
-        self._files, self._held, self._resume, self._scanned = [], {}, resume, -math.inf
+        self._files, self._held, self._resume, self._orphans, self._scanned = [], {}, resume, [], -math.inf
 
     def _release(self) -> None:
         for file in [f.file for f in self._files] + [held.file for held in self._held.values()]:
@@ -166,7 +190,8 @@ class TailSource(Source):
                 self._held.pop(key).file.close()  # gone before it was read: a new file under that inode starts over
             else:
                 self._decide(self._held[key], now)
-        for (_, name), key in sorted((seen, key) for key, seen in present.items()):
+        # Files with a position first: one that cannot resume (truncated while the source was away) may have a copy.
+        for key, (_, name) in sorted(present.items(), key=lambda item: (item[0] not in self._resume, item[1])):
             path = os.path.join(self.directory, name)
             try:
                 file = open(path, "rb", buffering=0)  # noqa: SIM115 -- open while tracked: rotation needs the inode
@@ -179,15 +204,17 @@ class TailSource(Source):
                 file.close()
                 continue
             resume = self._resume.pop(key, None)
-            # An inode can be reused by a new file: resume only when the fingerprinted head is the same.
-            if resume is not None and resume[0] <= st.st_size and _crc(file, resume[1]) == resume[2]:
-                offset, _, _, prefix_crc = resume
-                if prefix_crc is None:  # a position written before positions carried it
-                    prefix_crc = _crc(file, offset)
-                self._track(key, name, file, offset, prefix_crc, now)
-                continue
-            original = self._started_like(file)
-            if original is None:
+            if resume is not None:
+                if _continues(file, st.st_size, resume):
+                    offset, _, _, prefix_crc = resume
+                    self._track(key, name, file, offset, _crc(file, offset) if prefix_crc is None else prefix_crc, now)
+                    continue
+                self._orphans.append(resume)
+            orphan = next((o for o in self._orphans if o[0] > 0 and _continues(file, st.st_size, o, True)), None)
+            if orphan is not None:  # the copy of a file truncated while the source was away: read on from its offset
+                self._orphans.remove(orphan)
+                self._track(key, name, file, orphan[0], orphan[3] or 0, now)
+            elif (original := self._started_like(file)) is None:
                 self._track(key, name, file, 0, 0, now)
             else:
                 self._decide(_Held(key, name, file, original, now), now)
@@ -201,49 +228,71 @@ class TailSource(Source):
         self._files.insert(at, _Tailed(key, name, file, offset, now, prefix_crc, head))
 
     def _started_like(self, file: io.FileIO) -> _Tailed | None:
-        """The tracked file (with bytes read) whose first bytes a new file's agree with the longest, if any."""
+        """The tracked file (not empty) whose first bytes a new file's agree with the longest, if any."""
         head, best, agreed = os.pread(file.fileno(), HEAD_BYTES, 0), None, -1
         for f in self._files:
-            common = min(len(head), len(f.head))
-            if f.file.tell() > 0 and head[:common] == f.head[:common] and common > agreed:
+            # A file not read yet counts with what it holds: it and its copy can appear in the same listing.
+            known = f.known_head() if f.file.tell() else os.pread(f.file.fileno(), HEAD_BYTES, 0)
+            common = min(len(head), len(known))
+            if known and head[:common] == known[:common] and common > agreed:
                 best, agreed = f, common
         return best
 
-    def _compare(self, held: _Held) -> bool | None:
-        """True when a held file starts with every byte read from its original, or was found equal to its start and
-        has not grown since (a copy, taken before lines that were returned since); None when it is shorter than
-        what was returned from the original but starts like it (a copy still being written, perhaps); False when
+    def _compare(self, held: _Held, size: int) -> bool | None:
+        """True when a held file of ``size`` bytes equals its original as far as both go (the bytes returned from
+        the original by their CRC, the bytes read but not returned as they are); None when it is shorter than what
+        was returned and not known equal to all of it (a copy still being written, or of fewer lines); False when
         it differs."""
         f, fd = held.original, held.file.fileno()
-        size, head = os.fstat(fd).st_size, os.pread(fd, HEAD_BYTES, 0)
-        common = min(len(head), len(f.head))
-        if head[:common] != f.head[:common]:
+        if held.generation != f.generation:  # the original started over: compare from the start
+            held.verified, held.crc, held.generation = 0, 0, f.generation
+        head, known = os.pread(fd, HEAD_BYTES, 0), f.known_head()
+        common = min(len(head), len(known))
+        if head[:common] != known[:common]:
             return False
-        if size < f.offset:  # being written, or a copy of less than was returned since: known equal up to verified
-            return True if held.verified == size else None
-        if f.offset < held.verified:  # the original started over: compare from the start
-            held.verified, held.crc = 0, 0
-        held.crc, held.verified = _crc(held.file, f.offset, held.verified, held.crc), f.offset
-        if held.crc != f.prefix_crc:
-            return False
+        if held.verified < f.offset:
+            if size < f.offset:
+                return True if held.verified == size else None
+            crc = _crc(held.file, f.offset, held.verified, held.crc)
+            if crc != f.prefix_crc:
+                return False
+            held.verified, held.crc = f.offset, crc
         buffered = f.buffered()
-        overlap = min(len(buffered), size - f.offset)
-        return os.pread(fd, overlap, f.offset) == buffered[:overlap]
+        start, end = held.verified - f.offset, min(len(buffered), size - f.offset)
+        if end > start:
+            piece = os.pread(fd, end - start, held.verified)
+            if piece != buffered[start:end]:
+                return False
+            held.verified, held.crc = held.verified + len(piece), zlib.crc32(piece, held.crc)
+        return True
 
     def _decide(self, held: _Held, now: float) -> None:
         """Adopt a held file as its original's copy once that one is truncated; read it as a file of its own once
-        it differs from its original, waited :data:`GONE_GRACE` seconds, or its original is gone; else hold it."""
+        it differs from its original, stopped growing :data:`GONE_GRACE` seconds ago, or its original is gone;
+        else hold it."""
         self._held.pop(held.key, None)
-        original = held.original
-        verdict = self._compare(held) if original in self._files else False
-        if verdict is True and original.truncated:
-            size = os.fstat(held.file.fileno()).st_size
-            if size >= original.file.tell():  # the copy holds all that was read: the copy returns it, first
+        if held.verified == 0:  # nothing known equal yet: as the file fills, another tracked file may fit better
+            original = self._started_like(held.file)
+            if original is None:
+                self._track(held.key, held.name, held.file, 0, 0, now)
+                return
+            held.original = original
+        original, size = held.original, os.fstat(held.file.fileno()).st_size
+        if size != held.size:  # a copy being written: the wait counts from its last growth
+            held.size, held.since = size, now
+        verdict = self._compare(held, size) if original in self._files else False
+        if verdict is not False and original.truncated:
+            if verdict and size >= original.file.tell():  # the copy holds all that was read: it returns it, first
                 self._track(held.key, held.name, held.file, original.offset, original.prefix_crc, now, original)
                 original.restart()
-            else:  # lines came after the copy and were read from the original: it returns them, the copy nothing
+            elif verdict or size >= HEAD_BYTES:
+                # A copy of less than was read (lines came after the copy): the original returns them, the copy
+                # nothing. Also taken for a copy of fewer bytes than were returned, not all checked: it appeared
+                # as its original was truncated and its first HEAD_BYTES bytes are the original's.
                 self._track(held.key, held.name, held.file, size, _crc(held.file, size), now)
-        elif verdict is not False and not original.truncated and now - held.since < GONE_GRACE:
+            else:
+                self._track(held.key, held.name, held.file, 0, 0, now)
+        elif verdict is not False and now - held.since < GONE_GRACE:
             self._held[held.key] = held
         else:
             self._track(held.key, held.name, held.file, 0, 0, now)
@@ -252,7 +301,7 @@ class TailSource(Source):
         now, arrival = time.monotonic(), time.time()
         shrunk = False
         for f in self._files:
-            if not f.truncated and os.fstat(f.file.fileno()).st_size < f.file.tell():
+            if not f.truncated and f.rewritten():
                 f.truncated = shrunk = True  # a copy of it may have appeared: list the directory now
         if shrunk or now - self._scanned >= TAIL_INTERVAL:
             self._scan(now)
@@ -298,6 +347,16 @@ class TailSource(Source):
         """Where the line after ``taken`` is (called only for a bad line: summing the lengths before it costs)."""
         offset = f.offset + sum(map(len, taken))
         return f"tail source {self.url}: the line at byte offset {offset} of {f.name} (inode {f.key[1]})"
+
+
+def _continues(file: io.FileIO, size: int, resume: tuple[int, int, int, int | None], whole: bool = False) -> bool:
+    """Whether a file of ``size`` bytes holds what a position's entry read: its fingerprinted head (an inode can be
+    reused by a new file), and with ``whole`` every byte before the offset (by their CRC; an entry without one never
+    matches then)."""
+    offset, head, crc, prefix_crc = resume
+    if offset > size or _crc(file, head) != crc:
+        return False
+    return not whole or (prefix_crc is not None and _crc(file, offset) == prefix_crc)
 
 
 def _crc(file: io.FileIO, length: int, start: int = 0, crc: int = 0) -> int:
