@@ -25,7 +25,8 @@ Contracts the engine relies on:
   last reduce yields must have a JSON form (decode ``bytes`` first).
 - ``partition(key, num_partitions)`` returns an int in ``range(num_partitions)``; the default hashes the key with
   Python's ``hash`` (the engine pins ``PYTHONHASHSEED`` in every task process so all processes agree; ``None``, whose
-  ``hash`` differs between interpreters before Python 3.12, hashes by value).
+  ``hash`` differs between interpreters before Python 3.12, hashes by value). With one reducer it is not called
+  (every key goes to reducer 0, as in Hadoop), so a ``partition`` that checks keys must not be the only check.
 - ``setup()`` and ``teardown()`` run once per task attempt around its records.
 - ``increment_counter(group, name, amount)`` adds to a user counter; only committed attempts' counters are reported.
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
@@ -138,7 +139,7 @@ class Job:
 
     def partition(self, key: Any, num_partitions: int) -> int:
         """Which reducer gets ``key``: a deterministic hash modulo the number of reducers (``hash(key)``, with
-        ``None`` hashed by value: ``shuffle.keys.partition_hash``)."""
+        ``None`` hashed by value: ``shuffle.keys.partition_hash``). Not called when there is one reducer."""
         return partition_hash(key) % num_partitions
 
     def setup(self) -> None:
