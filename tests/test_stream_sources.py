@@ -641,3 +641,22 @@ def test_a_bad_source_url_is_a_usage_error_before_the_job_starts(tmp_path: Path)
     )
     assert result.returncode == 2 and "unknown kind 'kafka'" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_check_source_here_requires_a_tail_directory_or_replay_file(tmp_path: Path) -> None:
+    (tmp_path / "file.txt").write_text("x\n")
+    check_source(f"tail:{tmp_path}", here=True)
+    check_source(f"replay:{tmp_path / 'file.txt'}", here=True)
+    check_source("tcp:127.0.0.1:0", here=True)  # sockets are for the map to bind
+    with pytest.raises(SourceError, match="does not exist; create it or fix the path"):
+        check_source(f"tail:{tmp_path / 'missing'}", here=True)
+    with pytest.raises(SourceError, match=r"cannot open .*missing\.txt \(No such file or directory\)"):
+        check_source(f"replay:{tmp_path / 'missing.txt'}", here=True)
+
+
+@pytest.mark.parametrize("url", ["tail:logs", "replay:events.txt"])
+def test_a_missing_source_path_on_the_embedded_cluster_is_a_usage_error(tmp_path: Path, url: str) -> None:
+    job = str(ROOT / "jobs" / "stream_wordcount.py")
+    result = hop("run", job, "--source", url, "--window", "10s", "-o", "out", "--quiet", cwd=tmp_path)
+    assert result.returncode == 2 and url.partition(":")[2] in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()

@@ -107,7 +107,8 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
 
     try:
         for url in args.source:
-            check_source(url)  # here, not first in a map task after the job started
+            # Here, not first in a map task after the job started; the embedded cluster's maps run on this host.
+            check_source(url, here=not args.coordinator)
     except SourceError as error:
         return _fail(str(error), 2)
     try:

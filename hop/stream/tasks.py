@@ -49,6 +49,7 @@ import msgpack
 import zmq
 
 from hop.aggregates import Aggregate
+from hop.inputs import InputError
 from hop.jsonline import to_json
 from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
@@ -150,7 +151,7 @@ def run_stream_map(
     try:
         source = open_source(url)
     except SourceError as error:
-        raise ValueError(f"stream map {index}: {error}") from error
+        raise InputError(f"stream map {index}: {error}") from error  # the message says it all: no engine frames
     seq = 0
     unsent = 0
     stopping = False

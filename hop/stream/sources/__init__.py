@@ -67,10 +67,14 @@ def open_source(url: str) -> Source:
     return _source_for(url)()
 
 
-def check_source(url: str) -> None:
+def check_source(url: str, here: bool = False) -> None:
     """Raise :class:`SourceError` for a URL :func:`open_source` would refuse, opening nothing (the command checks
-    ``--source`` before it submits; whether a path or endpoint is there is up to the host a map runs on)."""
-    _source_for(url)
+    ``--source`` before it submits; whether a path or endpoint is there is up to the host a map runs on). With
+    ``here`` (the maps run on this host: the embedded cluster), a ``tail:`` directory or ``replay:`` file must be
+    there too; sockets are not bound, the map binds them."""
+    opener = _source_for(url)
+    if here and url.partition(":")[0] in ("tail", "replay"):
+        opener().close()
 
 
 def _source_for(url: str) -> Callable[[], Source]:
