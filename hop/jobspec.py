@@ -91,24 +91,28 @@ def dump_job_class(job_class: type[Job]) -> bytes:
 
 
 def _modules_beside(module: types.ModuleType) -> list[types.ModuleType]:
-    """The modules ``module``'s globals come from (or are) that are single files in its own file's directory:
-    its helpers, not packages (a job file at a project's root must not take the project's packages along)."""
+    """The modules ``module``'s globals come from (or are) that are single files in its own file's directory, and
+    theirs in turn (a helper importing another helper): its helpers, not packages (a job file at a project's root
+    must not take the project's packages along)."""
     source = getattr(module, "__file__", None)
     if not source:
         return []
     directory = os.path.dirname(os.path.realpath(source))
-    names = {
-        value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-        for value in vars(module).values()
-    }
-    found = []
-    for name in sorted(n for n in names if isinstance(n, str)):
-        other = sys.modules.get(name)
-        file = getattr(other, "__file__", None)
-        if other is None or other is module or not file or hasattr(other, "__path__"):
-            continue
-        if os.path.dirname(os.path.realpath(file)) == directory:
-            found.append(other)
+    found: list[types.ModuleType] = []
+    pending = [module]
+    while pending:
+        names = {
+            value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            for value in vars(pending.pop()).values()
+        }
+        for name in sorted(n for n in names if isinstance(n, str)):
+            other = sys.modules.get(name)
+            file = getattr(other, "__file__", None)
+            if other is None or other is module or other in found or not file or hasattr(other, "__path__"):
+                continue
+            if os.path.dirname(os.path.realpath(file)) == directory:
+                found.append(other)
+                pending.append(other)
     return found
 
 

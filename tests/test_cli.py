@@ -453,12 +453,16 @@ def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: 
 
 
 def test_jobs_import_modules_beside_their_files_and_each_gets_its_own(cluster: LocalCluster, tmp_path: Path) -> None:
-    """Two jobs in two directories, each with its own ``tokens.py``, run from a third directory on one long-lived
-    cluster: each job's tasks use its own helper (they travel with the job, not by name)."""
+    """Two jobs in two directories, each with its own ``tokens.py`` importing its own ``casing.py``, run from a third
+    directory on one long-lived cluster: each job's tasks use its own helpers, the helper's helper included (they
+    travel with the job, not by name)."""
     (tmp_path / "in.txt").write_text("A b a\n")
     for folder, transform in (("lower", "lower"), ("upper", "upper")):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "tokens.py").write_text(f"def tokens(line):\n    return line.{transform}().split()\n")
+        (tmp_path / folder / "casing.py").write_text(f"def fold(text):\n    return text.{transform}()\n")
+        (tmp_path / folder / "tokens.py").write_text(
+            "from casing import fold\n\n\ndef tokens(line):\n    return fold(line).split()\n"
+        )
         (tmp_path / folder / "job.py").write_text(
             "from hop import Job\nfrom hop.aggregates import Sum\nfrom tokens import tokens\n\n\n"
             "class Words(Job):\n    def map(self, offset, line):\n        for word in tokens(line):\n"
