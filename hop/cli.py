@@ -346,9 +346,12 @@ def _submit(args: argparse.Namespace, client: Client, spec: Any, later: list[Any
             progress=not args.quiet,
             timeout=args.timeout,
         )
+    keep = args.keep_intermediate
     if later:
-        return run_staged_jobs(client, [spec, *later], progress=not args.quiet, timeout=args.timeout)
-    return run_steps(client, spec, progress=not args.quiet, timeout=args.timeout)
+        return run_staged_jobs(
+            client, [spec, *later], keep_intermediate=keep, progress=not args.quiet, timeout=args.timeout
+        )
+    return run_steps(client, spec, keep_intermediate=keep, progress=not args.quiet, timeout=args.timeout)
 
 
 def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:

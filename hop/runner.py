@@ -129,8 +129,19 @@ def online_options(
     return options
 
 
-def run_steps(client: Client, base: JobSpec, *, progress: bool = True, timeout: float | None = None) -> dict[str, Any]:
-    """Run every step of the job in ``base`` (step 0's spec) to completion; returns the last step's report."""
+def run_steps(
+    client: Client,
+    base: JobSpec,
+    *,
+    keep_intermediate: bool = False,
+    progress: bool = True,
+    timeout: float | None = None,
+    hold: tuple[Path, int] | None = None,
+) -> dict[str, Any]:
+    """Run every step of the job in ``base`` (step 0's spec) to completion, one after another through files;
+    returns the last step's report. ``keep_intermediate`` moves each earlier step's output to ``OUT/_steps/step-N``
+    as :func:`run_pipeline` does; ``hold=(directory, first)`` moves it to ``directory/step-{first + N}`` instead
+    (for :func:`run_staged_jobs`, which moves them to its ``OUT/_steps`` once every job is done)."""
     num_steps = len(_instantiate(base).resolved_steps())
     final_output = Path(base.output)
     prepare_output(str(final_output), base.overwrite, base.inputs)
@@ -160,6 +171,10 @@ def run_steps(client: Client, base: JobSpec, *, progress: bool = True, timeout: 
                 raise JobFailed(status)
             reports.append(status["report"])
             inputs = (spec.output,)
+        if hold is not None:
+            _keep_steps(scratch, num_steps - 1, *hold)
+        elif keep_intermediate:
+            _keep_steps(scratch, num_steps - 1, final_output / "_steps", 0)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     final = reports[-1]
@@ -167,6 +182,14 @@ def run_steps(client: Client, base: JobSpec, *, progress: bool = True, timeout: 
         final["steps"] = reports[:-1]
         (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
+
+
+def _keep_steps(scratch: Path, count: int, kept: Path, first: int) -> None:
+    """Move ``scratch/step-0 .. step-{count - 1}`` to ``kept/step-{first} ..``."""
+    if count > 0:
+        kept.mkdir(exist_ok=True)
+    for number in range(count):
+        shutil.move(str(scratch / f"step-{number}"), kept / f"step-{first + number}")
 
 
 def pipeline_specs(jobs: list[JobSpec]) -> list[JobSpec]:
@@ -237,11 +260,8 @@ def run_pipeline(
             if status["state"] != "succeeded":
                 raise JobFailed(status)
             reports.append(status["report"])
-        if keep_intermediate and len(job_ids) > 1:
-            kept = final_output / "_steps"
-            kept.mkdir(exist_ok=True)
-            for number in range(len(job_ids) - 1):
-                shutil.move(str(scratch / f"step-{number}"), kept / f"step-{number}")
+        if keep_intermediate:
+            _keep_steps(scratch, len(job_ids) - 1, final_output / "_steps", 0)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     final = reports[-1]
@@ -253,24 +273,39 @@ def run_pipeline(
 
 
 def run_staged_jobs(
-    client: Client, jobs: list[JobSpec], *, progress: bool = True, timeout: float | None = None
+    client: Client,
+    jobs: list[JobSpec],
+    *,
+    keep_intermediate: bool = False,
+    progress: bool = True,
+    timeout: float | None = None,
 ) -> dict[str, Any]:
     """Run a list of jobs one after another through files (``--blocking``): each job's output, in a scratch
-    directory, is the next one's input."""
+    directory, is the next one's input. ``keep_intermediate`` keeps every step's output but the last in
+    ``OUT/_steps/step-N``, numbered over all the jobs' steps as :func:`run_pipeline` numbers them."""
     final_output = Path(jobs[-1].output)
     prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs)
     scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.jobs-", dir=final_output.parent))
+    held = scratch / "steps"  # the earlier steps' outputs, until the last job has written OUT
+    held.mkdir()
     reports = []
     try:
         inputs, input_format = jobs[0].inputs, jobs[0].input_format
+        stage = 0
         for number, job in enumerate(jobs):
             last = number == len(jobs) - 1
             output = final_output if last else scratch / f"job-{number}"
             spec = dataclasses.replace(
                 job, inputs=tuple(inputs), input_format=input_format, output=str(output), overwrite=True
             )
-            reports.append(run_steps(client, spec, progress=progress, timeout=timeout))
+            hold = (held, stage) if keep_intermediate else None
+            reports.append(run_steps(client, spec, progress=progress, timeout=timeout, hold=hold))
+            if keep_intermediate and number:  # the job before's output, read by this one: its last step's output
+                shutil.move(inputs[0], held / f"step-{stage - 1}")
+            stage += len(reports[-1].get("steps", [])) + 1
             inputs, input_format = (str(output),), "output"
+        if keep_intermediate:
+            _keep_steps(held, stage - 1, final_output / "_steps", 0)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     final = reports[-1]

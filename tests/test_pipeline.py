@@ -15,7 +15,7 @@ from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec, online_options, run_pipeline, run_steps
+from hop.runner import build_spec, online_options, run_pipeline, run_staged_jobs, run_steps
 from tests.conftest import ROOT, job_path, output_dict
 
 TIMEOUT = 180
@@ -72,6 +72,25 @@ def test_multi_step_job_pipelined_equals_staged(client: Client, tmp_path: Path) 
     words = report["steps"][0]["counters"]["reduce_output_records"]
     assert report["counters"]["user"] == {"steps": {"words": words}}, "counters of the piped step count once"
     assert not (tmp_path / "piped" / "_steps").exists()
+
+
+def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Client, tmp_path: Path) -> None:
+    """--keep-intermediate with --blocking (staged jobs, each job's steps staged) keeps what a pipeline keeps: every
+    step's output but the last, numbered over all the jobs' steps."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 300_000, seed=34, vocabulary=2000)
+    kept = {}
+    for name, run in (("piped", run_pipeline), ("staged", run_staged_jobs)):
+        jobs = specs(source, tmp_path / name, "two_steps", "topk", num_reduces=2)
+        report = run(client, jobs, keep_intermediate=True, progress=False, timeout=TIMEOUT)
+        assert len(report["steps" if run is run_pipeline else "jobs"]) == (2 if run is run_pipeline else 1)
+        steps = tmp_path / name / "_steps"
+        kept[name] = {p.name: output_dict(p) for p in sorted(steps.iterdir())}
+        assert not list(tmp_path.glob(f".{name}.*")), "the scratch directories are gone"
+    assert sorted(kept["staged"]) == ["step-0", "step-1"] and kept["staged"] == kept["piped"]
+    (single,) = specs(source, tmp_path / "single", "two_steps", num_reduces=2)
+    run_steps(client, single, keep_intermediate=True, progress=False, timeout=TIMEOUT)
+    assert output_dict(tmp_path / "single" / "_steps" / "step-0") == kept["piped"]["step-0"]
 
 
 def test_pipeline_with_too_few_slots_still_finishes(tmp_path: Path) -> None:
