@@ -891,3 +891,15 @@ def test_a_continuous_job_larger_than_the_stream_slots_overflows_into_map_and_re
     for _, rows in read_windows(tmp_path / "out").values():
         totals.update(rows)
     assert totals == Counter({"a": 600, "b": 1200, "c": 600})
+
+
+def test_an_exception_in_uncombine_fails_the_job_naming_the_key_with_the_users_traceback(tmp_path: Path) -> None:
+    (tmp_path / "lines.txt").write_text("".join(f"word{i % 3} boom\n" for i in range(20)))
+    job = str(ROOT / "tests" / "jobs" / "stream_events.py")
+    result = hop(
+        "run", job, "--job-class", "FailingUncombine", "--source", "replay:lines.txt", "--window", "4r", "--slide",
+        "1r", "-o", "out", "--no-view", "--quiet", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "uncombine at key 'boom' raised RuntimeError: cannot take boom out" in result.stderr, result.stderr
+    assert 'stream_events.py", line' in result.stderr and "gave up after" not in result.stderr, result.stderr

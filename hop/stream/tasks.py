@@ -492,7 +492,7 @@ def run_stream_reduce(
         merge,
         options.fidelity,
         options.max_latency,
-        uncombine if callable(uncombine) else None,
+        _user_uncombine(uncombine) if callable(uncombine) else None,
     )
     state_path = _state_path(spec.output, f"reduce-{index:05d}")
     saved = _read_state(state_path) if attempt > 0 else None
@@ -706,6 +706,18 @@ def run_stream_reduce(
     }
 
 
+def _user_uncombine(uncombine: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    """The job's ``uncombine``, its exceptions the user's (shown with the key, not retried as an engine crash)."""
+
+    def call(key: Any, current: Any, old: Any) -> Any:
+        try:
+            return uncombine(key, current, old)
+        except Exception as error:
+            raise UserCodeError("uncombine", error, f"key {key!r}") from error
+
+    return call
+
+
 def _merge_function(
     aggregate: Aggregate | None, combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]] | None
 ) -> Callable[[Any, Any, Any], Any]:
@@ -717,7 +729,10 @@ def _merge_function(
     def combine_two(key: Any, a: Any, b: Any) -> Any:
         if combiner is None:
             raise ValueError("a differential window (uncombine) needs a combiner to add values")
-        values = [value for _, value in combiner(key, [a, b])]
+        try:
+            values = [value for _, value in combiner(key, [a, b])]
+        except Exception as error:
+            raise UserCodeError("combine", error, f"key {key!r}") from error
         if len(values) != 1:
             raise ValueError(f"uncombine needs a combiner that yields one value per key; key {key!r} gave {values!r}")
         return values[0]

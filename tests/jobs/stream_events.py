@@ -29,3 +29,19 @@ class SlowEventWordCount(EventWordCount):
 
         time.sleep(0.004)
         return super().map(event_time, event)
+
+
+class FailingUncombine(Job):
+    """Record windows over text lines, built differentially; ``uncombine`` raises for the word ``boom``."""
+
+    def map(self, event_time: float, line: str) -> Any:
+        for word in line.split():
+            yield word, 1
+
+    def combine(self, word: str, counts: Any) -> Any:
+        yield word, sum(counts)
+
+    def uncombine(self, word: str, current: int, old: int) -> int:
+        if word == "boom":
+            raise RuntimeError("cannot take boom out")
+        return current - old
