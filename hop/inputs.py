@@ -33,6 +33,7 @@ from typing import IO, Any
 CHUNK_BYTES = 1 << 19
 """Bytes read at a time: small enough that a chunk, its text and its lines stay in the CPU caches (4 MiB read
 lines about a third slower than 512 KiB)."""
+UTF8_BOM = b"\xef\xbb\xbf"  # at the start of a file: skipped, as Hadoop's line reader and Python's utf-8-sig do
 DEFAULT_SPLIT_BYTES = 128 << 20
 """Default split size (``--split-size``): Hadoop's block size and Spark's ``maxPartitionBytes``. Each map task has
 a fixed cost (its final spill holds every distinct key it saw, which the reducers fold again), and a retried map
@@ -179,13 +180,19 @@ def iter_lines(
         # that a line much longer than a chunk is not copied once per chunk).
         pieces: list[bytes] = []
         pieces_bytes = 0
+        at_file_start = split.start == 0
         while end is None or position < end:
             try:
                 chunk = file.read(CHUNK_BYTES)
             except (OSError, EOFError, zlib.error) as error:  # a truncated or corrupt .gz, or a failing disk
                 raise InputError(f"input file {split.path}: read error near byte {position}: {error}") from error
+            if at_file_start:
+                at_file_start = False
+                if chunk.startswith(UTF8_BOM):  # a byte order mark is no part of the first line
+                    chunk, position = chunk[len(UTF8_BOM) :], len(UTF8_BOM)
             if not chunk:
                 if pieces_bytes:  # the last line, without a newline
+                    _check_line_lengths(pieces, split.path, position, max_line_bytes)
                     yield from _decoded_lines(b"".join(pieces), split.path, position, None, on_bad)
                 return
             cut = chunk.rfind(b"\n")
@@ -199,6 +206,8 @@ def iter_lines(
                     )
                 continue
             body = b"".join((*pieces, chunk[:cut])) if pieces_bytes else chunk[:cut]
+            if len(body) > max_line_bytes:  # (never with the default limit, which is larger than a chunk)
+                _check_line_lengths([body], split.path, position, max_line_bytes)
             pieces = [chunk[cut + 1 :]]
             pieces_bytes = len(chunk) - cut - 1
             try:
@@ -223,6 +232,18 @@ def iter_lines(
                 yield from zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
                 return
             yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
+
+
+def _check_line_lengths(pieces: list[bytes], path: str, position: int, max_line_bytes: int) -> None:
+    """Raise :class:`InputError` for the first line of ``b"".join(pieces)`` (starting at byte ``position``) longer
+    than ``max_line_bytes``."""
+    for line in b"".join(pieces).split(b"\n"):
+        if len(line) > max_line_bytes:
+            raise InputError(
+                f"input file {path}: the line at byte offset {position} is longer than {max_line_bytes:,} bytes; "
+                "raise --max-line-bytes if that is intended"
+            )
+        position += len(line) + 1
 
 
 def _skip_line(file: IO[bytes]) -> int:

@@ -134,6 +134,29 @@ def test_overlong_line_is_refused_with_its_offset(tmp_path: Path, monkeypatch: p
     assert [line for _, line in iter_lines(split, max_line_bytes=1000)] == ["short", "x" * 1000, "short again"]
 
 
+@pytest.mark.parametrize("last_newline", [b"\n", b""])
+def test_a_line_over_the_limit_is_refused_when_it_fits_in_a_chunk(tmp_path: Path, last_newline: bytes) -> None:
+    path = tmp_path / "input.txt"
+    path.write_bytes(b"short\n" + b"y" * 50 + b"\n" + b"x" * 150 + b"\nlast" + b"z" * 200 + last_newline)
+    split = Split(str(path), 0, path.stat().st_size)  # one chunk: the lines end within it
+    with pytest.raises(InputError, match=r"line at byte offset 57 is longer than 100 bytes"):
+        list(iter_lines(split, max_line_bytes=100))
+    with pytest.raises(InputError, match=r"line at byte offset 208 is longer than 200 bytes"):
+        list(iter_lines(split, max_line_bytes=200))
+    assert len(list(iter_lines(split, max_line_bytes=204))) == 4
+
+
+@pytest.mark.parametrize("input_format", ["text", "csv", "jsonl"])
+def test_a_byte_order_mark_at_the_start_of_a_file_is_skipped(tmp_path: Path, input_format: str) -> None:
+    path = tmp_path / "input.txt"
+    first = {"text": "name,count", "csv": "name,count", "jsonl": '{"name": "a"}'}[input_format]
+    path.write_bytes(hop.inputs.UTF8_BOM + first.encode() + b'\n{"b": 1}\n')
+    split = Split(str(path), 0, path.stat().st_size)
+    records = list(iter_records(split, input_format))
+    assert records[0][0] == 3
+    assert records[0][1] == {"text": "name,count", "csv": ["name", "count"], "jsonl": {"name": "a"}}[input_format]
+
+
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown input format"):
         list(iter_records(Split("x", 0, 1), "parquet"))
