@@ -315,9 +315,11 @@ def _summary(report: dict[str, Any], output: str) -> str:
             f"{rows:,} estimated rows (snapshot {approximate['snapshot']}) in {output}"
         )
     counters = report["counters"]
+    skipped = counters.get("bad_records_skipped", 0)
+    bad = f" ({skipped:,} bad records skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
     return (
         f"{head}{counters['map_input_records']:,} input records, {counters['reduce_output_records']:,} output "
-        f"records in {output}"
+        f"records in {output}{bad}"
     )
 
 

@@ -577,3 +577,14 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, group: bool) -> 
     assert run.returncode == 143 and "interrupted" in stderr, stderr
     assert not alive, [process.name() for process in alive]
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_the_summary_says_how_many_bad_records_were_skipped_and_where(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_bytes(b"ok 1\nbad \xff\nok 2\n")
+    job = str(Path(__file__).parent.parent / "jobs" / "wordcount.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--skip-bad-records", "5", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = (result.stdout + result.stderr).strip().splitlines()[-1]
+    assert summary.endswith(
+        f"2 input records, 3 output records in out (1 bad records skipped: {Path('out') / '_bad_records'})"
+    )

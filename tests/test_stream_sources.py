@@ -660,3 +660,13 @@ def test_a_missing_source_path_on_the_embedded_cluster_is_a_usage_error(tmp_path
     result = hop("run", job, "--source", url, "--window", "10s", "-o", "out", "--quiet", cwd=tmp_path)
     assert result.returncode == 2 and url.partition(":")[2] in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("duration", ["0", "-1", "0s"])
+def test_a_duration_that_is_not_above_zero_is_a_usage_error(tmp_path: Path, duration: str) -> None:
+    (tmp_path / "in.txt").write_text("a\n")
+    job = str(ROOT / "jobs" / "stream_wordcount.py")
+    result = hop(
+        "run", job, "--source", "replay:in.txt", "--window", "1s", "--duration", duration, "-o", "out", cwd=tmp_path
+    )
+    assert result.returncode == 2 and "expected a duration above zero" in result.stderr, result.stderr

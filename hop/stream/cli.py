@@ -25,6 +25,14 @@ from hop.stream.windows import WindowSpecError, parse_extent
 __all__ = ["add_stream_arguments", "register", "run_stream_from_args"]
 
 
+def _positive_seconds(text: str) -> float:
+    """A duration above zero (``--duration 0`` would stop the job as it starts)."""
+    seconds = _seconds(text)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"expected a duration above zero such as 30s or 5m, got {text!r}")
+    return seconds
+
+
 def _seconds(text: str) -> float:
     """``"2s"``, ``"500ms"`` or a plain number of seconds."""
     try:
@@ -79,7 +87,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--no-view", action="store_true", help="do not maintain the Parquet materialized view")
     group.add_argument(
-        "--duration", type=_seconds, default=None, help="stop the continuous job after this long (e.g. 5m)"
+        "--duration", type=_positive_seconds, default=None, help="stop the continuous job after this long (e.g. 5m)"
     )
 
 
