@@ -667,6 +667,6 @@ def test_a_duration_that_is_not_above_zero_is_a_usage_error(tmp_path: Path, dura
     (tmp_path / "in.txt").write_text("a\n")
     job = str(ROOT / "jobs" / "stream_wordcount.py")
     result = hop(
-        "run", job, "--source", "replay:in.txt", "--window", "1s", "--duration", duration, "-o", "out", cwd=tmp_path
+        "run", job, "--source", "replay:in.txt", "--window", "1s", f"--duration={duration}", "-o", "out", cwd=tmp_path
     )
     assert result.returncode == 2 and "expected a duration above zero" in result.stderr, result.stderr
