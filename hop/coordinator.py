@@ -892,6 +892,13 @@ class Coordinator:
                 # Before _job.json and _SUCCESS, so the report lists every snapshot complete (the job no longer
                 # runs: none of them can stop it early).
                 self._answer_from_committed(job)
+            if failed and job.windows is None:
+                # A batch job's parts are its result only together: a reader of OUT/part-* must not take the parts
+                # of the reducers that finished before it failed (or was cancelled). Windows a continuous job wrote
+                # were results when they were written, and stay.
+                for part in output.glob("part-*"):
+                    with contextlib.suppress(OSError):  # not a file of ours (a directory in the way): left alone
+                        part.unlink(missing_ok=True)
             self._write_job_files(job, output, succeeded=not failed)
         except OSError as error:
             # The job's result is its output directory: without its report (or its _SUCCESS marker) it did not

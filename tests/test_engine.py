@@ -488,6 +488,19 @@ def test_skip_bad_records_in_reduce(client: Client, tmp_path: Path) -> None:
     assert "more than --skip-bad-records 1" in failure.value.status["error"]
 
 
+def test_a_failed_job_leaves_no_part_files(client: Client, tmp_path: Path) -> None:
+    """The reducers that finished had their parts committed; once the job fails they go (a reader of OUT/part-*
+    must not take a failed job's partial output), and _job.json says why."""
+    source = tmp_path / "in.txt"
+    source.write_text(" ".join(f"word{i}" for i in range(200)) + " bad1\n")
+    output = tmp_path / "out"
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "late_failing_reduce", [source], output, num_reduces=4)
+    assert "reduce at key 'bad1'" in failure.value.status["error"]
+    assert sorted(p.name for p in output.iterdir()) == ["_job.json"]
+    assert json.loads((output / "_job.json").read_text())["status"] == "failed"
+
+
 def test_unreadable_inputs_are_clear_errors() -> None:
     import multiprocessing
     import os

@@ -12,3 +12,4 @@ class FailingReduce(Job):
         if word.startswith("bad"):
             raise ValueError(f"refusing {word}")
         yield word, sum(counts)
+
