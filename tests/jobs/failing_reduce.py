@@ -12,4 +12,3 @@ class FailingReduce(Job):
         if word.startswith("bad"):
             raise ValueError(f"refusing {word}")
         yield word, sum(counts)
-
