@@ -521,6 +521,21 @@ def test_tcp_lines_from_two_clients(sources: list[Source]) -> None:
     assert source.poll(10, 0.1) == []
 
 
+def test_tcp_line_longer_than_the_limit_is_a_bad_record_and_memory_stays_bounded(sources: list[Source]) -> None:
+    source = open_source("tcp:127.0.0.1:0", max_line_bytes=1000)
+    sources.append(source)
+    assert isinstance(source, TcpSource)
+    with socket.create_connection(("127.0.0.1", source.port), timeout=5) as client:
+        client.sendall(b"before\n" + b"x" * 200_000)  # no newline: a client that never sends one
+        first, bad = collect(source, 2)
+        assert first.value == "before"
+        assert "is longer than 1,000 bytes; it is dropped up to its newline" in bad_record_error(bad)
+        assert all(len(c.partial) <= 1000 for c in source._clients)  # nothing of it held
+        client.sendall(b"y" * 5000 + b"\nafter\n")  # the rest of that line, then a good one
+        assert values(collect(source, 1)) == ["after"]
+    assert source.poll(10, 0.1) == []
+
+
 def test_tcp_port_in_use_is_a_source_error(sources: list[Source]) -> None:
     source = opened(sources, "tcp:127.0.0.1:0")
     assert isinstance(source, TcpSource)

@@ -152,7 +152,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         input_format=args.input_format,
         reduce_memory=args.reduce_memory,
-        options={"max_attempts": args.max_attempts, "stream": stream},
+        options={"max_attempts": args.max_attempts, "max_line_bytes": args.max_line_bytes, "stream": stream},
     )
     cluster = None
     try:

@@ -149,7 +149,7 @@ def run_stream_map(
     buffer = PaneBuffer(num_reduces, partition, aggregate, None if aggregate else functions.combiner)
     marks = _MapState()
     try:
-        source = open_source(url)
+        source = open_source(url, spec.options.get("max_line_bytes"))
     except SourceError as error:
         raise InputError(f"stream map {index}: {error}") from error  # the message says it all: no engine frames
     seq = 0

@@ -19,7 +19,8 @@
   UTF-8 text (one trailing line break removed). Binding ``tcp://HOST:*`` picks a free port; the attribute
   ``endpoint`` holds the bound address.
 - ``tcp:HOST:PORT`` listens (port 0 picks a free port, the attribute ``port`` holds it) and accepts any number of
-  clients, each sending UTF-8 text lines; a client's last line without ``\\n`` ends when it disconnects.
+  clients, each sending UTF-8 text lines; a client's last line without ``\\n`` ends when it disconnects. A line
+  longer than ``max_line_bytes`` is a bad record, and the rest of it up to its newline is dropped as it comes.
 - ``replay:PATH[?rate=R][&loop=0|1]`` plays the lines of a file (text, ``.jsonl`` included: the caller parses) at R
   records per second of wall clock (default: as fast as possible; a consumer that falls behind catches up by at
   most one second's worth), from the start again at the end with ``loop=1``. The last line needs no ``\\n``.
@@ -39,6 +40,7 @@ import math
 from collections.abc import Callable
 from urllib.parse import parse_qsl
 
+from hop.inputs import MAX_LINE_BYTES
 from hop.stream.sources.base import Source, SourceError, SourceRecord
 from hop.stream.sources.replay import ReplaySource
 from hop.stream.sources.sockets import TcpSource, ZmqSource
@@ -62,9 +64,11 @@ _OPTIONS: dict[str, set[str]] = {"tail": {"glob"}, "tcp": set(), "replay": {"rat
 _OPTIONS["zmq"] = _OPTIONS["zmq+sub"] = {"format"}
 
 
-def open_source(url: str) -> Source:
-    """Open the source a URL names (forms in the module docstring); :class:`SourceError` for a bad URL."""
-    return _source_for(url)()
+def open_source(url: str, max_line_bytes: int | None = None) -> Source:
+    """Open the source a URL names (forms in the module docstring); :class:`SourceError` for a bad URL.
+    ``max_line_bytes`` (``--max-line-bytes``; default ``hop.inputs.MAX_LINE_BYTES``) bounds what a ``tcp:`` client
+    may send without a newline: a longer line is a bad record and dropped up to its newline."""
+    return _source_for(url, max_line_bytes)()
 
 
 def check_source(url: str, here: bool = False) -> None:
@@ -77,7 +81,7 @@ def check_source(url: str, here: bool = False) -> None:
         opener().close()
 
 
-def _source_for(url: str) -> Callable[[], Source]:
+def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Source]:
     """Check ``url`` (:class:`SourceError` if it is bad) and return what opens its source."""
     scheme, _, rest = url.partition(":")
     target, _, query = rest.partition("?")
@@ -106,7 +110,8 @@ def _source_for(url: str) -> Callable[[], Source]:
         host, _, port = target.rpartition(":")
         if not host or not port.isdigit() or int(port) > 65535:
             raise SourceError(f"source URL {url!r}: expected tcp:HOST:PORT with a port from 0 to 65535")
-        return lambda: TcpSource(url, host.removeprefix("[").removesuffix("]"), int(port))
+        limit = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
+        return lambda: TcpSource(url, host.removeprefix("[").removesuffix("]"), int(port), limit)
     try:
         rate = float(options["rate"]) if "rate" in options else None
     except ValueError:

@@ -14,6 +14,7 @@ from typing import Any
 import msgpack
 import zmq
 
+from hop.inputs import MAX_LINE_BYTES
 from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record
 
 __all__ = ["TcpSource", "Unreplayable", "ZmqSource"]
@@ -90,13 +91,15 @@ class _Client:
     sock: socket.socket
     peer: str
     partial: bytearray = field(default_factory=bytearray)
+    dropping: bool = False  # past max_line_bytes of one line: what comes up to its newline is dropped
 
 
 class TcpSource(Unreplayable):
     """``tcp:HOST:PORT``: text lines from any number of clients; non-blocking sockets and a selector, no threads."""
 
-    def __init__(self, url: str, host: str, port: int) -> None:
+    def __init__(self, url: str, host: str, port: int, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         super().__init__(url)
+        self.max_line_bytes = max_line_bytes
         try:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             self._server = socket.create_server((host, port), family=family, backlog=128)
@@ -140,17 +143,35 @@ class TcpSource(Unreplayable):
         except OSError:
             data = b""  # reset by the client: the same as a disconnect
         lines: list[bytes] = []
+        arrival = time.time()
         if data:
+            if client.dropping:  # the rest of an overlong line: nothing of it is kept
+                cut = data.find(b"\n")
+                if cut < 0:
+                    return
+                client.dropping, data = False, data[cut + 1 :]
             client.partial += data
             if b"\n" in data:
                 *complete, rest = bytes(client.partial).split(b"\n")
                 lines, client.partial = [line + b"\n" for line in complete], bytearray(rest)
+            if len(client.partial) > self.max_line_bytes:  # a client that sends no newline must not fill memory
+                problem = (
+                    f"tcp source {self.url}: a line from client {client.peer} is longer than "
+                    f"{self.max_line_bytes:,} bytes; it is dropped up to its newline (raise --max-line-bytes if such "
+                    "lines are intended)"
+                )
+                client.partial, client.dropping = bytearray(), True
+                self._append(lines, arrival, client)
+                self._ready.append(SourceRecord(None, self.max_line_bytes, arrival, problem))  # a bad record
+                return
         else:  # a disconnect ends the last line
             lines = [bytes(client.partial)] if client.partial else []
             self._selector.unregister(client.sock)
             client.sock.close()
             self._clients.discard(client)
-        arrival = time.time()
+        self._append(lines, arrival, client)
+
+    def _append(self, lines: list[bytes], arrival: float, client: _Client) -> None:
         for raw in lines:
             self._ready.append(text_record(raw, arrival, partial(self._where, raw, client), "send UTF-8 text lines"))
 
