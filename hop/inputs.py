@@ -192,22 +192,21 @@ def iter_lines(
                     chunk, position = chunk[len(UTF8_BOM) :], len(UTF8_BOM)
             if not chunk:
                 if pieces_bytes:  # the last line, without a newline
-                    _check_line_lengths(pieces, split.path, position, max_line_bytes)
-                    yield from _decoded_lines(b"".join(pieces), split.path, position, None, on_bad)
+                    last = b"".join(pieces)
+                    if len(last) > max_line_bytes:
+                        raise _line_too_long(split.path, position, max_line_bytes)
+                    yield from _decoded_lines(last, split.path, position, None, on_bad)
                 return
             cut = chunk.rfind(b"\n")
             if cut < 0:
                 pieces.append(chunk)
                 pieces_bytes += len(chunk)
                 if pieces_bytes > max_line_bytes:
-                    raise InputError(
-                        f"input file {split.path}: the line at byte offset {position} is longer than "
-                        f"{max_line_bytes:,} bytes; raise --max-line-bytes if that is intended"
-                    )
+                    raise _line_too_long(split.path, position, max_line_bytes)
                 continue
             body = b"".join((*pieces, chunk[:cut])) if pieces_bytes else chunk[:cut]
             if len(body) > max_line_bytes:  # (never with the default limit, which is larger than a chunk)
-                _check_line_lengths([body], split.path, position, max_line_bytes)
+                _check_line_lengths(body, split.path, position, max_line_bytes)
             pieces = [chunk[cut + 1 :]]
             pieces_bytes = len(chunk) - cut - 1
             try:
@@ -234,16 +233,20 @@ def iter_lines(
             yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
 
 
-def _check_line_lengths(pieces: list[bytes], path: str, position: int, max_line_bytes: int) -> None:
-    """Raise :class:`InputError` for the first line of ``b"".join(pieces)`` (starting at byte ``position``) longer
-    than ``max_line_bytes``."""
-    for line in b"".join(pieces).split(b"\n"):
+def _check_line_lengths(body: bytes, path: str, position: int, max_line_bytes: int) -> None:
+    """Raise :func:`_line_too_long` for the first line of ``body`` (starting at byte ``position``) longer than
+    ``max_line_bytes``."""
+    for line in body.split(b"\n"):
         if len(line) > max_line_bytes:
-            raise InputError(
-                f"input file {path}: the line at byte offset {position} is longer than {max_line_bytes:,} bytes; "
-                "raise --max-line-bytes if that is intended"
-            )
+            raise _line_too_long(path, position, max_line_bytes)
         position += len(line) + 1
+
+
+def _line_too_long(path: str, position: int, max_line_bytes: int) -> InputError:
+    return InputError(
+        f"input file {path}: the line at byte offset {position} is longer than {max_line_bytes:,} bytes; "
+        "raise --max-line-bytes if that is intended"
+    )
 
 
 def _skip_line(file: IO[bytes]) -> int:

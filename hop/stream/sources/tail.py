@@ -233,9 +233,8 @@ class TailSource(Source):
         for f in self._files:
             # A file not read yet counts with what it holds: it and its copy can appear in the same listing.
             known = f.known_head() if f.file.tell() else os.pread(f.file.fileno(), HEAD_BYTES, 0)
-            common = min(len(head), len(known))
-            if known and head[:common] == known[:common] and common > agreed:
-                best, agreed = f, common
+            if known and _agree(head, known) and min(len(head), len(known)) > agreed:
+                best, agreed = f, min(len(head), len(known))
         return best
 
     def _compare(self, held: _Held, size: int) -> bool | None:
@@ -246,9 +245,7 @@ class TailSource(Source):
         f, fd = held.original, held.file.fileno()
         if held.generation != f.generation:  # the original started over: compare from the start
             held.verified, held.crc, held.generation = 0, 0, f.generation
-        head, known = os.pread(fd, HEAD_BYTES, 0), f.known_head()
-        common = min(len(head), len(known))
-        if head[:common] != known[:common]:
+        if not _agree(os.pread(fd, HEAD_BYTES, 0), f.known_head()):
             return False
         if held.verified < f.offset:
             if size < f.offset:
@@ -347,6 +344,12 @@ class TailSource(Source):
         """Where the line after ``taken`` is (called only for a bad line: summing the lengths before it costs)."""
         offset = f.offset + sum(map(len, taken))
         return f"tail source {self.url}: the line at byte offset {offset} of {f.name} (inode {f.key[1]})"
+
+
+def _agree(a: bytes, b: bytes) -> bool:
+    """Whether one of two byte strings starts with the other."""
+    common = min(len(a), len(b))
+    return a[:common] == b[:common]
 
 
 def _continues(file: io.FileIO, size: int, resume: tuple[int, int, int, int | None], whole: bool = False) -> bool:
