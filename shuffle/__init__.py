@@ -3,6 +3,7 @@
 Layering (each module one concern, lowest first):
 
 - ``keys``: the total order over msgpack-able keys and the cheap "native order is safe" check.
+- ``codec``: msgpack as records use it (ints of any size).
 - ``runs``: the byte format of a sorted run (msgpack blocks of keys and values, flat or grouped by key), reading and
   writing.
 - ``spill``: spill files, one sorted run per partition plus an index, as the map writes them.

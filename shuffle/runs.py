@@ -17,7 +17,8 @@ take either kind: :func:`iter_blocks` and the pair iterators see every block as 
 :func:`iter_run_file_groups` see every block as ``(key, values)`` items.
 
 Unpacking uses ``use_list=False`` (arrays become tuples, so keys are hashable), ``raw=False`` (msgpack str -> str,
-bin -> bytes) and ``strict_map_key=False`` (dict values may have non-str keys). An empty run is zero bytes.
+bin -> bytes) and ``strict_map_key=False`` (dict values may have non-str keys); ints of any size pass (see
+``shuffle.codec``). An empty run is zero bytes.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from typing import IO, Any
 
 import msgpack
 
+from shuffle import codec
+
 BLOCK_RECORDS = 8192
 """Records (values, in a grouped block) per block: large enough to amortise the per-block cost, small enough that a
 merge streaming many run files holds little (one decoded block per file: about 1 MB for small pairs)."""
@@ -39,14 +42,8 @@ _READ_SIZE = 1 << 16
 """Bytes a run file's reader takes at a time: a merge has up to 64 files open (a block is about 64 KiB encoded)."""
 
 
-def _packer() -> msgpack.Packer:
-    return msgpack.Packer(use_bin_type=True)
-
-
 def _unpacker(file_like: IO[bytes] | None = None) -> msgpack.Unpacker:
-    return msgpack.Unpacker(
-        file_like, use_list=False, raw=False, strict_map_key=False, max_buffer_size=0, read_size=_READ_SIZE
-    )
+    return codec.unpacker(file_like, read_size=_READ_SIZE)
 
 
 class UnencodableRecordError(TypeError):
@@ -75,7 +72,7 @@ def _pack_block(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[An
                     of_key = f" of key {key!r:.200}" if what == "value" else ""
                     raise UnencodableRecordError(
                         f"map/combine output {what} {item!r:.200} (type {type(item).__name__}){of_key} cannot be "
-                        "encoded: keys and values must be msgpack-able (None, bool, int from -2**63 to 2**64-1, "
+                        "encoded: keys and values must be msgpack-able (None, bool, int, "
                         "float, str, bytes, lists/tuples and dicts of them)"
                     ) from None  # msgpack's own frames say nothing more
         raise
@@ -86,7 +83,7 @@ def encode_run(keys: Sequence[Any], values: Sequence[Any], block_records: int = 
 
     The caller guarantees ``keys`` is sorted; this function does not check it.
     """
-    packer = _packer()
+    packer = codec.packer()
     if len(keys) <= block_records:
         return _pack_block(packer, keys, values) if keys else b""
     parts = [
@@ -105,7 +102,7 @@ def encode_grouped_run(
 
     The caller guarantees ``keys`` is sorted; this function does not check it.
     """
-    packer = _packer()
+    packer = codec.packer()
     sizes = list(map(len, value_lists))
     total = sum(sizes)
     if total <= block_records:
@@ -230,7 +227,7 @@ class RunWriter:
         self.records = 0
         self.bytes_written = 0
         self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
-        self._packer = _packer()
+        self._packer = codec.packer()
         self._block_records = block_records
         self._keys: list[Any] = []
         self._values: list[Any] = []

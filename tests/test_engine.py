@@ -300,6 +300,19 @@ def test_a_value_an_aggregate_cannot_fold_names_aggregate_key_and_record(client:
     assert "unsupported operand" in status["error"] and "shuffle/buffer.py" not in status["traceback"]
 
 
+def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
+    """msgpack's ints stop at 64 bits; combined ``Sum`` states past them used to fail the map as "cannot be
+    encoded". Both shuffles carry them now, as values and as keys."""
+    (tmp_path / "sums.txt").write_text(f"a {2**62}\nb {2**70}\nc -{2**80}\n" * 40)
+    (tmp_path / "keys.txt").write_text(f"{2**65} {3**50} 7 {2**65}\n" * 30)
+    for mode in ("pipelined", "blocking"):
+        sums, keys = tmp_path / f"sums-{mode}", tmp_path / f"keys-{mode}"
+        run_job(client, "optional_values", [tmp_path / "sums.txt"], sums, num_reduces=2, mode=mode)
+        assert dict(read_output(sums)) == {"a": 40 * 2**62, "b": 40 * 2**70, "c": -40 * 2**80}
+        run_job(client, "mixed_keys", [tmp_path / "keys.txt"], keys, num_reduces=2, mode=mode)
+        assert dict(read_output(keys)) == {2**65: 60, 3**50: 30, 7: 30}
+
+
 def test_a_directory_of_small_files_is_packed_into_few_maps(client: Client, tmp_path: Path) -> None:
     """One map per file made 3,000 files of 200 bytes a job of 11 s; consecutive small files now share a map,
     which still names the file a failing record came from."""
