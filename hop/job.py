@@ -177,6 +177,11 @@ class Job:
             # their output without a word).
             hooks = {name: getattr(self, name) for name in _HOOKS if callable(getattr(self, name, None))}
             steps = [Step(self.map, self.combine, self.reduce, **hooks)]
+        if not isinstance(steps, (list, tuple)) or not all(isinstance(step, Step) for step in steps):
+            raise JobDefinitionError(
+                f"{type(self).__name__}.steps() returned {steps!r:.200}: return a list of hop.Step(mapper=..., "
+                "combiner=..., reducer=...), or None for one step of the class's map/combine/reduce"
+            )
         if not steps:
             raise JobDefinitionError(f"{type(self).__name__}.steps() returned no steps")
         for number, step in enumerate(steps):

@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from hop.job import Job, JobDefinitionError
+from hop.job import INPUT_FORMATS, Job, JobDefinitionError
 
 
 class JobFileError(ValueError):
@@ -53,13 +53,18 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         raise JobFileError(f"job file {path} must define exactly one hop.Job subclass (found: {names}); {remedy}")
     else:
         chosen = defined
-    _check_steps(path, chosen[0])
+    _check_definition(path, chosen[0])
     return chosen[0]
 
 
-def _check_steps(path: str, job_class: type[Job]) -> None:
-    """Refuse a job whose steps the engine cannot run (an aggregate reduce with another combine, no steps) before
-    any task starts, as a usage error naming the file."""
+def _check_definition(path: str, job_class: type[Job]) -> None:
+    """Refuse a job the engine cannot run (an input format it does not read, steps that are not steps, an aggregate
+    reduce with another combine, no steps) before any task starts, as a usage error naming the file."""
+    if job_class.input_format not in INPUT_FORMATS:
+        raise JobFileError(
+            f"job file {path}: {job_class.__name__}.input_format is {job_class.input_format!r}; hop reads "
+            f"{', '.join(INPUT_FORMATS)}"
+        )
     try:
         job_class().resolved_steps()
     except JobDefinitionError as error:

@@ -530,8 +530,14 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         "from hop import Job\nfrom hop.aggregates import Mean, Sum\n\n\nclass M(Job):\n    combine = Sum()\n"
         "    reduce = Mean()\n"
     )
+    (tmp_path / "parquet.py").write_text("from hop import Job\n\n\nclass P(Job):\n    input_format = 'parquet'\n")
+    (tmp_path / "steps.py").write_text(
+        "from hop import Job\n\n\nclass S(Job):\n    def steps(self):\n        return [self.map, 'reduce']\n"
+    )
     cases = [
         (["mismatch.py"], "job file mismatch.py: M step 0: reduce is the aggregate Mean(), so combine must be"),
+        (["parquet.py"], "job file parquet.py: P.input_format is 'parquet'; hop reads text, jsonl, csv"),
+        (["steps.py"], "job file steps.py: S.steps() returned [<bound method"),
         (["two.py", "--job-class", "C"], "defines no hop.Job subclass C (it defines: A, B)"),
         (["two.py"], "must define exactly one hop.Job subclass (found: A, B); pick one with --job-class"),
         (["none.py"], "(found: none); define a subclass of hop.Job in it"),
