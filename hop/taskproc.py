@@ -27,7 +27,7 @@ from hop.inputs import InputError, Split
 from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
-from hop.tasks import UserCodeError, run_map, run_reduce
+from hop.tasks import TooManyBadRecords, UserCodeError, run_map, run_reduce
 from shuffle.runs import UnencodableRecordError
 
 TASK_GC_THRESHOLDS = (50_000, 20, 20)
@@ -71,6 +71,13 @@ class WorkerChannel:
 def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[str, Any]:
     if isinstance(error, UserCodeError):
         return {"error": str(error), "traceback": error.user_traceback, "record": error.record, "retryable": False}
+    if isinstance(error, TooManyBadRecords):
+        return {
+            "error": f"{kind} task {index}: {error}",
+            "traceback": error.user_traceback,
+            "record": None,
+            "retryable": False,
+        }
     if isinstance(error, (InputError, ValueError, TypeError)):
         return {
             "error": f"{kind} task {index}: {error}",

@@ -378,6 +378,7 @@ def run_map(
                 return consumed
             except (
                 UserCodeError,
+                TooManyBadRecords,  # (not the record being read: it lists the bad ones)
                 InputError,
                 PipeBroken,
                 CombinerKeyError,
@@ -498,7 +499,12 @@ def _add_counts(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
 
 
 class TooManyBadRecords(Exception):
-    """More records failed than ``--skip-bad-records`` allows in one task."""
+    """More records failed than ``--skip-bad-records`` allows in one task. ``str()`` lists the first ten bad records
+    (file and byte offset, or key, and the error); ``user_traceback`` is the last one's, if the user's code raised."""
+
+    def __init__(self, message: str, user_traceback: str | None) -> None:
+        super().__init__(message)
+        self.user_traceback = user_traceback
 
 
 def _skipping_mapper(
@@ -540,7 +546,8 @@ def _note_bad_record(
             listing = "; ".join(f"key {b['key']}: {b['error']}" for b in bad_records[:10])
         what = "records" if kind == "map" else "keys"
         raise TooManyBadRecords(
-            f"{len(bad_records)} bad {what} in one {kind} task, more than --skip-bad-records {limit}: {listing}"
+            f"{len(bad_records)} bad {what} in one {kind} task, more than --skip-bad-records {limit}: {listing}",
+            entry.get("traceback"),
         ) from cause
 
 
@@ -895,10 +902,7 @@ def _reduce_to_file(
                     "error": f"{type(error).__name__}: {error}",
                     "traceback": user_traceback(error),
                 }
-                try:
-                    _note_bad_record(bad_records, skip_limit, entry, error, kind="reduce")
-                except TooManyBadRecords as too_many:
-                    raise UserCodeError("reduce", too_many, f"key {key!r}") from error
+                _note_bad_record(bad_records, skip_limit, entry, error, kind="reduce")
                 continue
             output_records += len(lines)
     return output_records

@@ -409,8 +409,9 @@ def test_skip_bad_records_lists_them(client: Client, tmp_path: Path) -> None:
         run_job(client, "failing_map", [source], tmp_path / "out2", options={"skip_bad_records": 1})
     assert "more than --skip-bad-records 1" in failure.value.status["error"]
     assert "byte offset 5" in failure.value.status["error"] and "byte offset 19" in failure.value.status["error"]
+    assert failure.value.status["error"].startswith("map task 0: 2 bad records"), "not 'map at' the last record"
     report = json.loads((tmp_path / "out2" / "_job.json").read_text())
-    assert "cannot handle boom" in report["traceback"]
+    assert "cannot handle boom" in report["traceback"] and "hop/tasks.py" not in report["traceback"]
 
 
 def test_skip_bad_records_skips_unreadable_lines_too(client: Client, tmp_path: Path) -> None:
@@ -426,6 +427,13 @@ def test_skip_bad_records_skips_unreadable_lines_too(client: Client, tmp_path: P
     assert (entry["file"], entry["offset"]) == (str(source), 4) and "not valid UTF-8" in entry["error"]
     with pytest.raises(JobFailed, match="byte offset 4 is not valid UTF-8"):
         run_job(client, "wordcount", [source], tmp_path / "strict")
+    # Past the limit the error lists the bad lines; it used to say the map failed "at" the good line read last.
+    source.write_bytes(b"a b\nbad \xff\nb c\n\xfe\nd\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "wordcount", [source], tmp_path / "over", options={"skip_bad_records": 1})
+    error = failure.value.status["error"]
+    assert error.startswith("map task 0: 2 bad records in one map task, more than --skip-bad-records 1: "), error
+    assert "byte offset 4" in error and "byte offset 14" in error and "byte offset 10" not in error, error
 
 
 def test_bad_input_gets_clear_errors(client: Client, tmp_path: Path) -> None:
@@ -497,8 +505,10 @@ def test_skip_bad_records_in_reduce(client: Client, tmp_path: Path) -> None:
     assert [b["key"] for b in lines] == ["'bad1'", "'bad2'"] and "refusing bad1" in lines[0]["error"]
     with pytest.raises(JobFailed) as failure:
         run_job(client, "failing_reduce", [source], tmp_path / "out2", options={"skip_bad_records": 1})
-    assert "reduce at key 'bad2'" in failure.value.status["error"]
-    assert "more than --skip-bad-records 1" in failure.value.status["error"]
+    status = failure.value.status
+    assert status["error"].startswith("reduce task 0: 2 bad keys in one reduce task, more than --skip-bad-records 1")
+    assert "key 'bad1': ValueError: refusing bad1; key 'bad2': ValueError: refusing bad2" in status["error"]
+    assert "refusing bad2" in status["traceback"] and "hop/tasks.py" not in status["traceback"]
 
 
 def test_a_failed_job_leaves_no_part_files(client: Client, tmp_path: Path) -> None:
