@@ -887,6 +887,7 @@ class Coordinator:
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
         failed = action.status != "succeeded"
+        job.end_live_attempts(f"the job {action.status}" if failed else "the job stopped early (--stop-when-accurate)")
         try:
             if not failed and job.approximate is None:
                 # Before _job.json and _SUCCESS, so the report lists every snapshot complete (the job no longer

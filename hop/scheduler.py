@@ -575,6 +575,16 @@ class JobState:
         self.finished_at = time.time()
         return [FinishJob("failed", reason)]
 
+    def end_live_attempts(self, reason: str) -> None:
+        """Mark the attempts still assigned or running as killed, for a job that ended without them (it failed, was
+        cancelled or stopped early): the report must not list them as running. Their workers are told to stop them
+        by the ``job_done`` broadcast."""
+        now = time.time()
+        for task in (*self.maps, *self.reduces):
+            for record in task.attempts:
+                if record.live:
+                    record.status, record.end, record.error = "killed", now, reason
+
     def bad_records(self) -> dict[str, list[dict[str, Any]]]:
         """Skipped records (maps) and keys (reduces) of committed attempts, by task id (``map-00003``)."""
         return {

@@ -412,6 +412,9 @@ def test_skip_bad_records_lists_them(client: Client, tmp_path: Path) -> None:
     assert failure.value.status["error"].startswith("map task 0: 2 bad records"), "not 'map at' the last record"
     report = json.loads((tmp_path / "out2" / "_job.json").read_text())
     assert "cannot handle boom" in report["traceback"] and "hop/tasks.py" not in report["traceback"]
+    # The reducers were waiting for the map: the report says they were ended with the job, not "running".
+    reduces = [a for a in report["attempts"] if a["kind"] == "reduce"]
+    assert reduces and all(a["status"] == "killed" and a["end"] and a["error"] == "the job failed" for a in reduces)
 
 
 def test_skip_bad_records_skips_unreadable_lines_too(client: Client, tmp_path: Path) -> None:
