@@ -262,7 +262,7 @@ def _run_loaded(
     client: Client | None = None
     try:
         check_output(spec.output, spec.overwrite, spec.inputs)  # before starting a cluster: fail fast
-        expand_inputs(list(spec.inputs))
+        expand_inputs(list(spec.inputs), spec.output)
         if address is None:
             # A pipeline runs its steps' reducers side by side.
             reduce_slots = -(-reducers * (stages if pipelined else 1) // workers)

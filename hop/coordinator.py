@@ -276,7 +276,7 @@ class Coordinator:
                 else [[] for _ in stream.sources]  # a continuous job: one stream map per source
                 if stream is not None
                 else plan_map_inputs(
-                    expand_inputs(list(spec.inputs)),
+                    expand_inputs(list(spec.inputs), spec.output),
                     spec.split_size,
                     chunked=online,
                     chunk_size=int(options.get("chunk_size", 1 << 20)),

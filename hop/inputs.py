@@ -66,12 +66,18 @@ class Split:
         return self.path if self.length < 0 else f"{self.path}[{self.start}:{self.end}]"
 
 
-def expand_inputs(patterns: list[str]) -> list[str]:
+def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     """Resolve files, directories and globs to a sorted, de-duplicated list of files.
 
-    Raises :class:`InputError` for a pattern that matches nothing or a path that cannot be read.
+    A directory is read with its subdirectories, at any depth (``logs/2026-11-25/app.log``), as mrjob reads one;
+    names starting with ``_`` or ``.`` are left out at every level, and so is the job's ``output`` directory if it
+    lies inside an input directory (it is being written).
+
+    Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, or a path that
+    cannot be read.
     """
     files: list[str] = []
+    skip = os.path.abspath(output) if output is not None else None
     for pattern in patterns:
         if glob.has_magic(pattern):
             # Hidden and bookkeeping files (``_SUCCESS``, ``_job.json``) are left out of globs as out of directories.
@@ -95,11 +101,12 @@ def expand_inputs(patterns: list[str]) -> list[str]:
             except OSError:
                 pass  # missing: reported below
             if path.is_dir():
-                try:
-                    entries = sorted(path.iterdir())
-                except PermissionError as error:
-                    raise InputError(f"input directory {match}: cannot list it ({error.strerror})") from error
-                files.extend(str(entry) for entry in entries if entry.is_file() and _listed(entry))
+                found = _files_under(path, skip)
+                if not found:
+                    raise InputError(
+                        f"input directory {match} holds no file to read (names starting with _ or . are left out)"
+                    )
+                files.extend(found)
             elif path.is_file():
                 if not os.access(path, os.R_OK):
                     raise InputError(f"input file {match}: permission denied")
@@ -108,6 +115,26 @@ def expand_inputs(patterns: list[str]) -> list[str]:
                 raise InputError(f"input {match!r} does not exist")
     seen: set[str] = set()
     return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
+
+
+def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None) -> list[str]:
+    """The listed files in ``folder`` and its listed subdirectories, leaving out the directory ``skip``: each level
+    in name order, a directory's files before its subdirectories'. A directory reached again through a symbolic
+    link is read once."""
+    visited = set() if visited is None else visited
+    real = os.path.realpath(folder)
+    if real in visited:
+        return []
+    visited.add(real)
+    try:
+        entries = sorted(folder.iterdir())
+    except PermissionError as error:
+        raise InputError(f"input directory {folder}: cannot list it ({error.strerror})") from error
+    files = [str(entry) for entry in entries if entry.is_file() and _listed(entry)]
+    for entry in entries:
+        if entry.is_dir() and _listed(entry) and os.path.abspath(entry) != skip:
+            files.extend(_files_under(entry, skip, visited))
+    return files
 
 
 def _listed(path: Path) -> bool:

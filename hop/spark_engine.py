@@ -363,7 +363,7 @@ def run_on_spark(
     check_output(str(out), overwrite, inputs)
     # Cut the input as hop's coordinator would for as many map slots as Spark has cores (same splits packed into the
     # same map tasks, same counters).
-    plan = plan_map_inputs(expand_inputs(list(inputs)), split_size, slots=_local_cores(master))
+    plan = plan_map_inputs(expand_inputs(list(inputs), str(out)), split_size, slots=_local_cores(master))
     # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
     tasks = [[(chunk.split.path, _absolute(chunk.split)) for chunk in task] for task in plan]
     job_code = dump_job_class(job_class)

@@ -218,3 +218,25 @@ def test_globs_leave_out_bookkeeping_files_as_directories_do(tmp_path: Path) -> 
     assert [Path(p).name for p in expand_inputs([str(tmp_path / "_job.json")])] == ["_job.json"]  # named: read
     with pytest.raises(InputError, match="matches no file"):
         expand_inputs([str(tmp_path / "_*")])
+
+
+def test_a_directory_is_read_with_its_subdirectories_but_not_the_output_inside_it(tmp_path: Path) -> None:
+    """Subdirectories used to be skipped without a word (``logs/2026-11-25/app.log`` was never read); an empty
+    directory ran the job on nothing. Now a directory is read at any depth, as mrjob reads it, and holding no file
+    is an error, as a glob matching nothing is."""
+    from hop.inputs import expand_inputs
+
+    data = tmp_path / "data"
+    for name in ("b.txt", "day-2/x.txt", "day-1/y.txt", "day-1/deeper/z.txt", "_skipped/w.txt", ".hidden/v.txt"):
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text("x\n")
+    (data / "out").mkdir()
+    (data / "out" / "part-00000").write_text("being written\n")
+    (data / "day-1" / "loop").symlink_to(data)  # a link back up is read once
+    found = [str(Path(path).relative_to(data)) for path in expand_inputs([str(data)], output=str(data / "out"))]
+    assert found == ["b.txt", "day-1/y.txt", "day-1/deeper/z.txt", "day-2/x.txt"]
+    assert "out/part-00000" in [str(Path(p).relative_to(data)) for p in expand_inputs([str(data)])]
+    (tmp_path / "empty" / "nothing" / "here").mkdir(parents=True)
+    (tmp_path / "empty" / "_SUCCESS").write_text("")
+    with pytest.raises(InputError, match=r"input directory .*empty holds no file to read"):
+        expand_inputs([str(tmp_path / "empty")])
