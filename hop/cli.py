@@ -157,7 +157,12 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action="store_true",
         help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in OUT/_steps/",
     )
-    parser.add_argument("--timeout", type=positive_float, default=None, help="give up after this many seconds")
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=None,
+        help="give up after this many seconds (the whole run: all steps)",
+    )
     parser.add_argument(
         "--engine",
         choices=["hop", "spark"],

@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,11 +138,15 @@ def run_steps(
     progress: bool = True,
     timeout: float | None = None,
     hold: tuple[Path, int] | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
     """Run every step of the job in ``base`` (step 0's spec) to completion, one after another through files;
-    returns the last step's report. ``keep_intermediate`` moves each earlier step's output to ``OUT/_steps/step-N``
-    as :func:`run_pipeline` does; ``hold=(directory, first)`` moves it to ``directory/step-{first + N}`` instead
-    (for :func:`run_staged_jobs`, which moves them to its ``OUT/_steps`` once every job is done)."""
+    returns the last step's report. ``timeout`` counts the whole run, every step (``deadline``: a
+    ``time.monotonic()`` it must end by, for a caller running several jobs under one timeout).
+    ``keep_intermediate`` moves each earlier step's output to ``OUT/_steps/step-N`` as :func:`run_pipeline` does;
+    ``hold=(directory, first)`` moves it to ``directory/step-{first + N}`` instead (for :func:`run_staged_jobs`,
+    which moves them to its ``OUT/_steps`` once every job is done)."""
+    deadline = _deadline(timeout) if deadline is None else deadline
     num_steps = len(_instantiate(base).resolved_steps())
     final_output = Path(base.output)
     prepare_output(str(final_output), base.overwrite, base.inputs)
@@ -164,7 +169,7 @@ def run_steps(
             display = ProgressDisplay(progress, label)
             try:
                 job_id = client.submit(spec)
-                status = client.wait(job_id, display.update, timeout=timeout)
+                status = _wait(client, job_id, display.update, deadline, timeout)
             finally:
                 display.close()
             if status["state"] != "succeeded":
@@ -182,6 +187,26 @@ def run_steps(
         final["steps"] = reports[:-1]
         (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _wait(
+    client: Client,
+    job_id: str,
+    on_status: Callable[[dict[str, Any]], None],
+    deadline: float | None,
+    timeout: float | None,
+) -> dict[str, Any]:
+    """``client.wait`` for what is left of ``deadline``; past it, a ``TimeoutError`` naming the whole run's
+    ``timeout`` (not what was left of it for this step)."""
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        return client.wait(job_id, on_status, timeout=left)
+    except TimeoutError:
+        raise TimeoutError(f"job {job_id} still running after {timeout}s") from None
 
 
 def _keep_steps(scratch: Path, count: int, kept: Path, first: int) -> None:
@@ -223,6 +248,7 @@ def run_pipeline(
     scratch directory (kept for retries until the pipeline ends) and are deleted, or moved to ``OUT/_steps/`` with
     ``keep_intermediate``. Returns the last step's report, with the earlier ones under ``"steps"``.
     """
+    deadline = _deadline(timeout)
     first, last_job = jobs[0], jobs[-1]
     if any(job.options.get("stop_when_accurate") is not None for job in jobs):
         # A step ended at its accurate snapshot would leave the next step's maps waiting for its stream.
@@ -254,7 +280,7 @@ def run_pipeline(
             label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
             display = ProgressDisplay(progress, label)
             try:
-                status = client.wait(job_id, display.update, timeout=timeout)
+                status = _wait(client, job_id, display.update, deadline, timeout)
             finally:
                 display.close()
             if status["state"] != "succeeded":
@@ -283,6 +309,7 @@ def run_staged_jobs(
     """Run a list of jobs one after another through files (``--blocking``): each job's output, in a scratch
     directory, is the next one's input. ``keep_intermediate`` keeps every step's output but the last in
     ``OUT/_steps/step-N``, numbered over all the jobs' steps as :func:`run_pipeline` numbers them."""
+    deadline = _deadline(timeout)
     final_output = Path(jobs[-1].output)
     prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs)
     scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.jobs-", dir=final_output.parent))
@@ -299,7 +326,7 @@ def run_staged_jobs(
                 job, inputs=tuple(inputs), input_format=input_format, output=str(output), overwrite=True
             )
             hold = (held, stage) if keep_intermediate else None
-            reports.append(run_steps(client, spec, progress=progress, timeout=timeout, hold=hold))
+            reports.append(run_steps(client, spec, progress=progress, timeout=timeout, hold=hold, deadline=deadline))
             if keep_intermediate and number:  # the job before's output, read by this one: its last step's output
                 shutil.move(inputs[0], held / f"step-{stage - 1}")
             stage += len(reports[-1].get("steps", [])) + 1

@@ -506,6 +506,17 @@ def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: Local
     assert len(mine) == 1 and mine[0]["state"] == "succeeded" and mine[0]["name"] == "WordCount"
 
 
+@pytest.mark.parametrize("blocking", [[], ["--blocking"]], ids=["pipelined", "blocking"])
+def test_the_timeout_counts_the_whole_run_not_each_step(tmp_path: Path, blocking: list[str]) -> None:
+    """Each step of the job takes about 1.5 s, both together at least 3 s: a 2.5 s timeout must end the run (it was
+    applied to every step alone, so the run went on as long as each step took less)."""
+    (tmp_path / "in.txt").write_text("only\n")
+    job = str(TEST_JOBS / "slow_steps.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--quiet", "--timeout", "2.5", *blocking, cwd=tmp_path)
+    assert result.returncode == 3 and "still running after 2.5s" in result.stderr, result.stderr
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
 def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
     import time
 
