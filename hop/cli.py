@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from hop import prelaunch
@@ -34,7 +35,7 @@ from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
-from hop.outputs import check_output
+from hop.outputs import check_output, claim_output
 from hop.runner import (
     STOP_EARLY_PIPELINE,
     JobFailed,
@@ -265,7 +266,9 @@ def _run_loaded(
     cluster: LocalCluster | None = None
     address: str | None = args.coordinator
     client: Client | None = None
+    release: Callable[[], None] | None = None
     try:
+        release = claim_output(spec.output)
         check_output(spec.output, spec.overwrite, spec.inputs)  # before starting a cluster: fail fast
         expand_inputs(list(spec.inputs), spec.output)
         if address is None:
@@ -300,6 +303,8 @@ def _run_loaded(
     finally:
         if cluster is not None:
             cluster.stop()
+        if release is not None:
+            release()
     if mrjob_run is not None:
         mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:

@@ -291,6 +291,7 @@ class Coordinator:
             accurate = options.get("stop_when_accurate") if upstream is None else None
             tracker_args = (float(every) if every else None, float(accurate) if accurate else None)
             SnapshotTracker(spec.num_reduces, [], *tracker_args)  # validates the options before any output
+            self._refuse_shared_output(spec)
             prepare_output(spec.output, spec.overwrite, spec.inputs)
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
@@ -914,6 +915,16 @@ class Coordinator:
             # Whatever happened to the files, the workers must stop the job's tasks and drop its spills.
             self._broadcast("job_done", job_id=job.spec.job_id, failed=failed, stop_tasks=stop_tasks)
             self._retire()
+
+    def _refuse_shared_output(self, spec: JobSpec) -> None:
+        """Refuse a job whose output directory a running job writes: both would write its parts (and with
+        ``--overwrite`` the new one would first delete the running one's)."""
+        for other in self.jobs.values():
+            if other.state == "running" and Path(other.spec.output) == Path(spec.output):
+                raise OutputExistsError(
+                    f"output directory {spec.output} is being written by job {other.spec.job_id}, still running; "
+                    f"wait for it, stop it (hop stop {other.spec.job_id}) or choose another"
+                )
 
     def _retire(self) -> None:
         """Forget the oldest finished jobs beyond ``keep_jobs`` (their reports stay in their output directories, as

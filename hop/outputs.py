@@ -6,12 +6,16 @@ before it starts a cluster, and every process it starts pays for its imports in 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import os
 import shutil
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-__all__ = ["OutputError", "OutputExistsError", "check_output", "prepare_output"]
+__all__ = ["OutputError", "OutputExistsError", "check_output", "claim_output", "prepare_output"]
 
 
 class OutputError(ValueError):
@@ -58,3 +62,56 @@ def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = ()) -> 
         Path(output).mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise OutputError(f"cannot create output directory {output}: {error.strerror or error}") from None
+
+
+CLAIMS_DIRECTORY = "hop-output-claims"
+"""Under the system's temporary directory: one lock file per output directory being written by a run here."""
+
+_claimed: set[str] = set()
+"""Output directories this process holds (a run that runs jobs one after another claims the same one again)."""
+
+
+def claim_output(output: str) -> Callable[[], None]:
+    """Hold ``output`` for this run against other hop runs on this machine, until the returned function is called
+    (or the process ends: the hold is an ``flock``, which the kernel drops with the process, so a killed run leaves
+    nothing to clean up). Raises :class:`OutputExistsError` naming the run that holds it.
+
+    Without it, two runs started together both found a new ``output`` empty and both wrote it. Runs submitted to
+    one coordinator are also kept apart there (``hop.coordinator``); this covers runs on separate embedded
+    clusters. It is a safety net: where the lock file cannot be made (a read-only temporary directory) the run goes
+    on without it."""
+    real = os.path.realpath(output)
+    if real in _claimed:
+        return lambda: None
+    try:
+        folder = Path(tempfile.gettempdir()) / CLAIMS_DIRECTORY
+        if not folder.is_dir():
+            folder.mkdir(exist_ok=True)
+            folder.chmod(0o1777)  # shared by every user's runs, as /tmp is
+        name = hashlib.sha256(real.encode()).hexdigest()[:32] + ".lock"
+        file = open(folder / name, "a+", encoding="utf-8")  # noqa: SIM115 - closed by the returned function
+    except OSError:
+        return lambda: None
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        file.seek(0)
+        holder = file.read().strip() or "another process"
+        file.close()
+        raise OutputExistsError(
+            f"output directory {output} is being written by another hop run ({holder}); wait for it to end or "
+            "choose another"
+        ) from None
+    file.seek(0)
+    file.truncate()
+    file.write(f"pid {os.getpid()}, output {real}\n")
+    file.flush()
+    _claimed.add(real)
+
+    def release() -> None:
+        _claimed.discard(real)
+        with contextlib.suppress(OSError):
+            file.truncate(0)
+        file.close()  # (closing the file drops the flock)
+
+    return release

@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hop.gen.cli import positive_int, size_argument
 from hop.inputs import DEFAULT_SPLIT_BYTES, InputError
 from hop.loader import JobFileError, load_job_file
+from hop.outputs import claim_output
 
 
 def _setting(text: str) -> tuple[str, str]:
@@ -68,7 +70,9 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
     except JobFileError as error:
         return _fail(str(error), 2)
     _, reducers, master = _defaults(args)
+    release: Callable[[], None] | None = None
     try:
+        release = claim_output(args.output)
         report = run_on_spark(
             job_class,
             list(args.inputs),
@@ -92,6 +96,8 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     finally:
+        if release is not None:
+            release()
         shutdown_jvm()
     if not args.quiet:
         counters = report["counters"]

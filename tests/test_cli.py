@@ -517,6 +517,37 @@ def test_the_timeout_counts_the_whole_run_not_each_step(tmp_path: Path, blocking
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
+def test_two_runs_cannot_write_one_output_directory(tmp_path: Path) -> None:
+    """Two ``hop run``s started together (each with its own embedded cluster) both found the new output empty and
+    both wrote it. The second is refused while the first runs, naming it; once the first has ended (here: killed,
+    leaving its lock file behind) the directory is free again."""
+    import signal
+    import time
+
+    from hop.gen.text import generate_text
+
+    generate_text(tmp_path / "in.txt", 2_000_000, seed=3, vocabulary=500)
+    command = [sys.executable, "-m", "hop", "run", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out", "--quiet"]
+    first = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "out").exists():
+            assert time.monotonic() < deadline and first.poll() is None, "the first run started"
+            time.sleep(0.02)
+        wordcount = str(ROOT / "jobs" / "wordcount.py")
+        second = hop("run", wordcount, "in.txt", "-o", "out", "--overwrite", "--quiet", cwd=tmp_path)
+        assert second.returncode == 2, second.stderr
+        assert f"is being written by another hop run (pid {first.pid}, output" in second.stderr, second.stderr
+        assert first.poll() is None, "the first run goes on"
+        first.send_signal(signal.SIGKILL)
+    finally:
+        first.kill()
+        first.communicate(timeout=30)
+    time.sleep(0.5)  # its embedded cluster notices it is orphaned and ends
+    again = hop("run", wordcount, "in.txt", "-o", "out", "--overwrite", "--quiet", cwd=tmp_path)
+    assert again.returncode == 0 and (tmp_path / "out" / "_SUCCESS").exists(), again.stderr
+
+
 def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
     import time
 

@@ -12,9 +12,10 @@ import pytest
 
 from hop.client import Client
 from hop.gen.text import generate_text
+from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import JobFailed
-from tests.conftest import output_dict, read_output, run_job
+from hop.runner import JobFailed, build_spec
+from tests.conftest import job_path, output_dict, read_output, run_job
 
 
 def word_counts(*paths: Path) -> dict[str, int]:
@@ -351,6 +352,25 @@ def test_missing_input_is_a_clear_error(client: Client, tmp_path: Path) -> None:
 
     with pytest.raises(JobRejected, match="does not exist"):
         run_job(client, "wordcount", [tmp_path / "nope.txt"], tmp_path / "out")
+
+
+def test_a_job_writing_the_output_of_a_running_job_is_refused(client: Client, tmp_path: Path) -> None:
+    """Two jobs writing one output directory would mix their parts, and with --overwrite the second one deleted
+    the first one's: the coordinator refuses the second while the first runs, and takes it once that has ended."""
+    from hop.client import JobRejected
+
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n" * 2000)
+    spec = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), overwrite=True)
+    first = client.submit(spec)
+    try:
+        with pytest.raises(JobRejected, match=f"is being written by job {first}, still running; wait for it, stop"):
+            client.submit(spec)
+    finally:
+        client.stop(first)
+    client.wait(first, timeout=30)
+    second = client.submit(spec)
+    assert client.wait(second, timeout=60)["state"] == "succeeded"
 
 
 def test_generic_combine_path_matches_aggregate_path(client: Client, zipf_text: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     from hop.cli import _fail
     from hop.loader import JobFileError, load_job_file
     from hop.local_cluster import ClusterStartError, LocalCluster
+    from hop.outputs import claim_output
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
     from hop.stream.runner import run_stream
@@ -155,7 +157,9 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         options={"max_attempts": args.max_attempts, "max_line_bytes": args.max_line_bytes, "stream": stream},
     )
     cluster = None
+    release: Callable[[], None] | None = None
     try:
+        release = claim_output(spec.output)
         address = args.coordinator
         if address is None:
             # Stream maps hold their slot for the whole job: one map slot per source at least.
@@ -191,6 +195,8 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     finally:
         if cluster is not None:
             cluster.stop()
+        if release is not None:
+            release()
     del status
     return 0
 
