@@ -213,6 +213,7 @@ def _run(args: argparse.Namespace) -> int:
     mrjob_run: MRJobRun | None = None
     try:
         job_files, args.inputs = _job_list(args.job, args.inputs)
+        args.later_jobs = job_files[1:]
         if args.mrjob:
             if len(job_files) > 1:
                 raise JobFileError(f"--mrjob runs one mrjob file, not a pipeline of jobs ({', '.join(job_files)})")
@@ -269,7 +270,8 @@ def _run_loaded(
     release: Callable[[], None] | None = None
     try:
         release = claim_output(spec.output)
-        check_output(spec.output, spec.overwrite, spec.inputs)  # before starting a cluster: fail fast
+        # Before starting a cluster: fail fast.
+        check_output(spec.output, spec.overwrite, spec.inputs, [args.job, *args.later_jobs])
         expand_inputs(list(spec.inputs), spec.output)
         if address is None:
             # A pipeline runs its steps' reducers side by side.

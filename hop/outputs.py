@@ -26,25 +26,27 @@ class OutputExistsError(OutputError):
     """The output directory exists and may not be replaced."""
 
 
-def check_output(output: str, overwrite: bool, inputs: Iterable[str] = ()) -> bool:
+def check_output(output: str, overwrite: bool, inputs: Iterable[str] = (), job_files: Iterable[str] = ()) -> bool:
     """Raise :class:`OutputExistsError` if ``output`` may not be written; return whether it must be cleared.
 
     Clearing (``overwrite``) is refused when the directory holds one of ``inputs`` (files, directories or glob
-    patterns) or the current directory: it would delete what the job is about to read, or the user's work."""
+    patterns), one of ``job_files`` or the current directory: it would delete what the job is about to read, the
+    job itself, or the user's work."""
     path = Path(output)
     if path.exists() and not path.is_dir():
         raise OutputExistsError(f"output {output} exists and is not a directory")
     if path.is_dir() and any(path.iterdir()):
         if not overwrite:
             raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
-        _refuse_to_clear_inputs(output, inputs)
+        _refuse_to_clear_inputs(output, inputs, job_files)
         return True
     return False
 
 
-def _refuse_to_clear_inputs(output: str, inputs: Iterable[str]) -> None:
+def _refuse_to_clear_inputs(output: str, inputs: Iterable[str], job_files: Iterable[str]) -> None:
     root = Path(output).resolve()
-    named = [(f"input {item}", item) for item in inputs] + [("the current directory", os.getcwd())]
+    named = [(f"input {item}", item) for item in inputs] + [(f"the job file {item}", item) for item in job_files]
+    named.append(("the current directory", os.getcwd()))
     for what, item in named:
         resolved = Path(item).resolve()
         if resolved == root or root in resolved.parents:

@@ -25,7 +25,7 @@ from typing import Any
 from hop.gen.cli import positive_int, size_argument
 from hop.inputs import DEFAULT_SPLIT_BYTES, InputError
 from hop.loader import JobFileError, load_job_file
-from hop.outputs import claim_output
+from hop.outputs import check_output, claim_output
 
 
 def _setting(text: str) -> tuple[str, str]:
@@ -73,6 +73,7 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
     release: Callable[[], None] | None = None
     try:
         release = claim_output(args.output)
+        check_output(args.output, args.overwrite, list(args.inputs), [args.job])  # (before Spark starts)
         report = run_on_spark(
             job_class,
             list(args.inputs),

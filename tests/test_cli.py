@@ -119,6 +119,15 @@ def test_overwrite_never_deletes_the_inputs_or_the_current_directory(tmp_path: P
         named = f"output directory {os.path.abspath(cwd / output)} holds input {os.path.abspath(cwd / source)}:"
         assert named in result.stderr and "--overwrite would delete it" in result.stderr, result.stderr
         assert (data / "in.txt").read_text() == "a b a\n", "the input is untouched"
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "wordcount.py").write_text((ROOT / "jobs" / "wordcount.py").read_text())
+    for engine in ("hop", "spark"):  # (refused before Spark starts)
+        result = hop(
+            "run", "jobs/wordcount.py", "data/in.txt", "-o", "jobs", "--overwrite", "--engine", engine, cwd=tmp_path
+        )
+        assert result.returncode == 2, result.stderr
+        assert "jobs holds the job file jobs/wordcount.py: --overwrite would delete it" in result.stderr
+        assert (tmp_path / "jobs" / "wordcount.py").exists()
     (data / "out").mkdir()
     (data / "out" / "old").write_text("x")
     result = hop("run", wordcount, "in.txt", "-o", "out", "--overwrite", "--quiet", cwd=data)
