@@ -111,6 +111,11 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
                 if not os.access(path, os.R_OK):
                     raise InputError(f"input file {match}: permission denied")
                 files.append(str(path))
+            elif path.exists():
+                raise InputError(
+                    f"input {match} is not a regular file or a directory (a pipe, socket or device): maps read "
+                    "inputs by byte offset, so write it to a file first"
+                )
             else:
                 raise InputError(f"input {match!r} does not exist")
     seen: set[str] = set()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -240,3 +241,11 @@ def test_a_directory_is_read_with_its_subdirectories_but_not_the_output_inside_i
     (tmp_path / "empty" / "_SUCCESS").write_text("")
     with pytest.raises(InputError, match=r"input directory .*empty holds no file to read"):
         expand_inputs([str(tmp_path / "empty")])
+
+
+def test_a_pipe_is_named_as_such_not_missing(tmp_path: Path) -> None:
+    from hop.inputs import expand_inputs
+
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(InputError, match=r"fifo is not a regular file or a directory \(a pipe, socket or device\)"):
+        expand_inputs([str(tmp_path / "fifo")])
