@@ -397,5 +397,7 @@ def _parse_csv(line: str, path: str, offset: int) -> list[str]:
     try:
         rows = list(csv.reader([line], strict=True))
     except csv.Error as error:
-        raise InputError(f"input file {path}: CSV row at byte offset {offset}: {error}") from None
+        # Splits are cut at newlines, so a quoted field cannot hold one: say so rather than leave the user to guess.
+        spans = " (a quoted field spanning lines? each CSV row must be one line)" if line.count('"') % 2 else ""
+        raise InputError(f"input file {path}: CSV row at byte offset {offset}: {error}{spans}") from None
     return rows[0] if rows else []

@@ -249,3 +249,10 @@ def test_a_pipe_is_named_as_such_not_missing(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo")
     with pytest.raises(InputError, match=r"fifo is not a regular file or a directory \(a pipe, socket or device\)"):
         expand_inputs([str(tmp_path / "fifo")])
+
+
+def test_a_quoted_csv_field_spanning_lines_is_named_as_the_likely_cause(tmp_path: Path) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_text('a,b\n"x\ny",2\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"CSV row at byte offset 4: .*\(a quoted field spanning lines\? each CSV"):
+        list(iter_records(Split(str(path), 0, path.stat().st_size), "csv"))
