@@ -339,3 +339,45 @@ def test_compactor_reports_the_child_error_and_show(tmp_path: Path, capsys: pyte
     capsys.readouterr()
     assert main(["show", str(out)]) == 0
     assert capsys.readouterr().out == f"{out}/_view/base-000004: version 4, 9 rows, 2 windows\n"
+
+
+def test_a_second_ctrl_c_ends_the_last_compaction_with_its_jvm(tmp_path: Path) -> None:
+    """Ctrl-C while the last compaction runs (``hop run`` stopping a continuous job) gives it up: its process group,
+    JVM included, is ended (it went on for half a minute in a session of its own); the deltas stay for later."""
+    import signal
+    import threading
+
+    out = tmp_path / "out"
+    write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    compactor = Compactor(out, interval=60)
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))  # while the child starts its JVM
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            compactor.stop(final=True, timeout=240)
+    finally:
+        timer.cancel()
+    compacting = [
+        process
+        for process in psutil.process_iter(["cmdline"])
+        if "hop.stream.view" in " ".join(process.info["cmdline"] or ())
+        or str(out) in " ".join(process.info["cmdline"] or ())
+    ]
+    assert not compacting, [process.info["cmdline"] for process in compacting]
+    assert deltas_left(out) == ["delta-00000-00000000.jsonl"]
+
+
+def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    command = [sys.executable, "-m", "hop", "view", str(out)]
+    before = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert before.returncode == 1, before.stderr
+    assert f"no compaction has run; 1 checkpoint deltas not in it yet: `hop view {out} --compact`" in before.stderr
+    after = subprocess.run([*command, "--compact"], capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.strip() == str(out / "_view" / "base-000001") and "1 rows over 1 windows" in after.stderr
+    assert "not in it yet" not in after.stderr and deltas_left(out) == []

@@ -246,7 +246,7 @@ def _windows(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from hop.stream.view import view_info
+    from hop.stream.view import DeltaError, compact, pending_deltas, view_info
 
     output = Path(args.target)
     if not output.is_dir():
@@ -262,14 +262,22 @@ def _view(args: argparse.Namespace) -> int:
             print(f"hop: error: {error}", file=sys.stderr)
             return error.exit_code
         output = Path(job["output"])
+    if args.compact:
+        try:
+            compact(output, args.spark_master)
+        except (DeltaError, RuntimeError) as error:  # a bad delta line; another compaction of OUT running
+            print(f"hop: error: {error}", file=sys.stderr)
+            return 1
     info = view_info(output)
+    pending = pending_deltas(output)
+    waiting = f"; {len(pending):,} checkpoint deltas not in it yet: `hop view {output} --compact`" if pending else ""
     if info is None:
-        print(f"hop: error: {output} has no materialized view yet (no compaction has run)", file=sys.stderr)
+        print(f"hop: error: {output} has no materialized view yet (no compaction has run{waiting})", file=sys.stderr)
         return 1
     print(info.base)
     print(
         f"hop: version {info.version}, {info.rows:,} rows over {info.windows:,} windows; read it with Spark SQL: "
-        f"spark.read.parquet({str(info.base)!r})",
+        f"spark.read.parquet({str(info.base)!r}){waiting}",
         file=sys.stderr,
     )
     return 0
@@ -297,4 +305,8 @@ def register(commands: Any) -> None:
     view = commands.add_parser("view", help="print where a continuous job's Parquet materialized view is")
     view.add_argument("target", help="the job's output directory, or its job id with --coordinator")
     view.add_argument("--coordinator", type=coordinator_address, default=None)
+    view.add_argument(
+        "--compact", action="store_true", help="first merge the checkpoint deltas not in the view yet (starts Spark)"
+    )
+    view.add_argument("--spark-master", default="local[1]", help="Spark master of --compact (default local[1])")
     view.set_defaults(func=_view)

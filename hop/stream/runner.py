@@ -81,6 +81,13 @@ def run_stream(
                 raise TimeoutError(f"{job_id} did not stop within {STOP_TIMEOUT:.0f}s") from interrupted
     finally:
         if compactor is not None:
+            if progress:
+                print(
+                    "hop: updating the materialized view with the last checkpoints (Spark; Ctrl-C skips it: "
+                    f"`hop view {spec.output} --compact` does it later)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             compactor.stop(final=True, timeout=300)
             if compactor.last_error and progress:
                 print(f"hop: the materialized view was not updated: {compactor.last_error}", file=sys.stderr)

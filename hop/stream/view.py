@@ -304,12 +304,13 @@ class Compactor:
                 killed = False
             except subprocess.TimeoutExpired:
                 killed = True
-                for sig in (signal.SIGTERM, signal.SIGKILL):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(process.pid, sig)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        process.wait(timeout=10)
-                        break
+                _end_group(process)
+            except KeyboardInterrupt:
+                # A second Ctrl-C while the last compaction runs: it is given up, not left running in its own
+                # session (its JVM went on for half a minute). The deltas stay; the next compaction takes them.
+                _end_group(process)
+                self._child = None
+                raise
             self._child, self.last_seconds = None, time.monotonic() - started
             log.seek(0)
             lines = [line for line in log.read().decode(errors="replace").splitlines() if line.strip()]
@@ -335,6 +336,16 @@ class Compactor:
         if final and pending_deltas(self.out) and time.monotonic() < deadline:
             self._finish(self._spawn(), deadline)
         return view_info(self.out)
+
+
+def _end_group(process: subprocess.Popen[bytes]) -> None:
+    """End a compaction's process group (the Python process and its JVM): SIGTERM, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+            break
 
 
 def main(argv: list[str] | None = None) -> int:
