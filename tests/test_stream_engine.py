@@ -304,6 +304,8 @@ def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> No
         stopped = hop("stop", jobs[0]["job_id"], *address, timeout=60)
         assert stopped.returncode == 0 and "is stopping" in stopped.stdout, stopped.stderr
         runner.join(timeout=60)
+        again = hop("stop", jobs[0]["job_id"], *address, timeout=60)
+        assert again.returncode == 0 and "had already ended (succeeded): nothing to stop" in again.stdout, again.stdout
     finally:
         push.close()
         stream_client_for_thread.close()

@@ -217,10 +217,10 @@ def _stop(args: argparse.Namespace) -> int:
         return error.exit_code
     if reply.get("cancelled"):
         print(f"hop: {args.job_id} is cancelled")
-    elif "cancelled" in reply:  # a batch job that had ended already
+    elif "cancelled" in reply or reply["state"] != "running":  # a job that had ended already
         print(f"hop: {args.job_id} had already ended ({reply['state']}): nothing to stop")
     else:
-        print(f"hop: {args.job_id} is stopping (was {reply['state']}): its last windows are being written")
+        print(f"hop: {args.job_id} is stopping: its last windows are being written")
     return 0
 
 
