@@ -404,6 +404,52 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
         assert any(problem in line for line in logged), (problem, logged)
 
 
+def test_bad_records_of_a_tailed_directory_are_logged_naming_file_and_byte_offset(tmp_path: Path) -> None:
+    """A ``jsonl`` job over ``tail:DIR``: a line that is not JSON and one whose time_field is not a number, in the
+    second file, are logged naming that file and the byte offset of the line in it (not a number counted across
+    every file), and the good lines around them are counted."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    good = [json.dumps({"ts": T0 + i, "text": f"g{i}"}) + "\n" for i in range(4)]
+    (folder / "a.jsonl").write_text(good[0] + good[1])
+    os.utime(folder / "a.jsonl", (T0, T0))  # read first
+    not_json, bad_ts = "{not json\n", '{"ts": "soon", "text": "x"}\n'
+    (folder / "b.jsonl").write_text(good[2] + not_json + good[3] + bad_ts)
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+    command += ["--source", f"tail:{folder}", "--window", "2r", "-o", str(output), "--workers", "1", "--no-view"]
+
+    def wait_for_windows() -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and len(list(output.glob("windows/*/_window.json"))) < 2:
+            time.sleep(0.1)
+
+    code, stderr = _run_then_interrupt(command, wait_for_windows)
+    assert code == 0, stderr
+    assert {start: rows for start, (_, rows) in read_windows(output).items()} == {
+        0: {"g0": 1, "g1": 1},
+        2: {"g2": 1, "g3": 1},
+    }
+    logged = [line for line in stderr.splitlines() if "dropped bad record" in line]
+    place = f"tail source tail:{folder}: the line at byte offset"
+    assert len(logged) == 2, stderr
+    assert f"{place} {len(good[2])} of b.jsonl is not valid JSON" in logged[0], logged
+    offset = len(good[2] + not_json + good[3])
+    assert f"{place} {offset} of b.jsonl has field 'ts' = 'soon', not seconds since the epoch" in logged[1], logged
+
+
+def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_path: Path) -> None:
+    first = json.dumps({"ts": T0, "text": "fine"}) + "\n"
+    (tmp_path / "events.jsonl").write_text(first + json.dumps({"ts": T0 + 1}) + "\n")  # no "text": the map raises
+    result = hop(
+        "run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+        "--window", "2r", "-o", "out", "--no-view", "--quiet", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    place = f"replay source replay:events.jsonl: the line at byte offset {len(first)} of events.jsonl"
+    assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
+
+
 def word_counts(output: Path) -> Counter[str]:
     """How many windows hold each word."""
     counts: Counter[str] = Counter()

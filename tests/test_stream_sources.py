@@ -404,6 +404,49 @@ def test_replay_undecodable_line_is_a_bad_record_and_resumes_past_it(tmp_path: P
     assert re.search(r"line 2 \(byte offset 4\) of .*lines\.txt is not valid UTF-8", bad_record_error(records[1]))
 
 
+def places(records: list[SourceRecord]) -> list[tuple[str | None, int | None]]:
+    return [(record.origin, record.offset) for record in records]
+
+
+def test_tail_records_carry_their_file_and_byte_offset(tmp_path: Path, sources: list[Source]) -> None:
+    """Every record says where it was (the stream map names it when the record turns out bad or its map raises):
+    offsets count per file, across polls and across a truncation."""
+    (tmp_path / "a.log").write_text("one\ntwo\n")
+    os.utime(tmp_path / "a.log", (100, 100))
+    (tmp_path / "b.log").write_text("b-one\nb-two\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    records = collect(source, 4, batch=3)
+    assert places(records) == [("a.log", 0), ("a.log", 4), ("b.log", 0), ("b.log", 6)]
+    assert source.where(records[3]) == f"tail source tail:{tmp_path}: the line at byte offset 6 of b.log"
+    append(tmp_path / "b.log", "b-three\n")
+    assert places(collect(source, 1)) == [("b.log", 12)]
+    (tmp_path / "a.log").write_text("new\n")  # truncated in place: read again from its start
+    assert places(collect(source, 1)) == [("a.log", 0)]
+
+
+def test_replay_records_carry_their_file_and_byte_offset(tmp_path: Path, sources: list[Source]) -> None:
+    path = tmp_path / "lines.txt"
+    path.write_text("one\ntwo\nthree")
+    source = opened(sources, f"replay:{path}")
+    records = collect(source, 3)
+    assert places(records) == [(str(path), 0), (str(path), 4), (str(path), 8)]
+    assert source.where(records[2]) == f"replay source replay:{path}: the line at byte offset 8 of {path}"
+
+
+def test_tcp_records_carry_their_client_and_byte_offset(sources: list[Source]) -> None:
+    source = opened(sources, "tcp:127.0.0.1:0")
+    assert isinstance(source, TcpSource)
+    with socket.create_connection(("127.0.0.1", source.port), timeout=5) as client:
+        peer = f"127.0.0.1:{client.getsockname()[1]}"
+        client.sendall(b"one\ntw")
+        first = collect(source, 1)
+        client.sendall(b"o\n\xff\n")
+        records = first + collect(source, 2)
+    assert places(records) == [(peer, 0), (peer, 4), (peer, 8)]
+    assert source.where(records[1]) == f"tcp source {source.url}: the line at byte offset 4 from client {peer}"
+    assert bad_record_error(records[2]).startswith(f"tcp source {source.url}: the line at byte offset 8 from client")
+
+
 # zmq
 
 
@@ -419,7 +462,7 @@ def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
             push.send(msgpack.packb(value))
         records = collect(source, 50, batch=7)
         assert values(records) == sent
-        assert records[0].nbytes == len(msgpack.packb(sent[0]))
+        assert records[0].nbytes == len(msgpack.packb(sent[0])) and source.where(records[0]) is None  # no place
         push.send(b"\xc1")  # never valid msgpack
         push.send(msgpack.packb("after"))
         bad, after = collect(source, 2)

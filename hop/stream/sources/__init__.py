@@ -28,7 +28,9 @@
 Contracts shared by all sources: :meth:`Source.poll` never blocks longer than its timeout (plus a few ms) and returns
 [] at once for ``max_records < 1``; a record that cannot be decoded (not UTF-8, not msgpack) comes back in its place
 as a bad :class:`SourceRecord` (``value`` None, ``error`` naming the source, where the record was and what to do)
-and the source moves past it, so one bad record never stops a stream (the stream map drops and counts it).
+and the source moves past it, so one bad record never stops a stream (the stream map drops and counts it). A record
+of ``tail``, ``replay`` or ``tcp`` carries where it was (``origin`` and ``offset``: the file or client, and the byte
+offset of its line), which :meth:`Source.where` puts into words for the consumer's messages about it.
 Sources are not thread-safe. ``tail`` and ``replay`` are replayable: ``seek(position())`` on a fresh source
 of the same URL continues right after the last record returned. ``zmq`` and ``tcp`` are not: their position is
 ``None`` and the records sent between a ``position()`` and a restart are lost (the caller reports the gap).

@@ -43,13 +43,16 @@ class ReplaySource(Source):
                 self._file.seek(0)
                 self._offset = self._line = 0
                 continue
-            out.append(text_record(raw, arrival, self._where, "re-encode the file as UTF-8"))
+            out.append(text_record(raw, arrival, self._where, "re-encode the file as UTF-8", self.path, self._offset))
             self._offset, self._line = self._offset + len(raw), self._line + 1
         self._played += len(out)
         return out
 
     def _where(self) -> str:
         return f"replay source {self.url}: line {self._line + 1} (byte offset {self._offset}) of {self.path}"
+
+    def _place(self, origin: str, offset: int) -> str:
+        return f"replay source {self.url}: the line at byte offset {offset} of {origin}"
 
     def _wait(self, timeout: float) -> None:
         # Until the next record is due; with nothing due (an empty file looping), a little while.

@@ -92,6 +92,7 @@ class _Client:
     peer: str
     partial: bytearray = field(default_factory=bytearray)
     dropping: bool = False  # past max_line_bytes of one line: what comes up to its newline is dropped
+    offset: int = 0  # in the bytes received from the client, of the first byte of partial (or of what is dropped)
 
 
 class TcpSource(Unreplayable):
@@ -148,8 +149,9 @@ class TcpSource(Unreplayable):
             if client.dropping:  # the rest of an overlong line: nothing of it is kept
                 cut = data.find(b"\n")
                 if cut < 0:
+                    client.offset += len(data)
                     return
-                client.dropping, data = False, data[cut + 1 :]
+                client.dropping, data, client.offset = False, data[cut + 1 :], client.offset + cut + 1
             client.partial += data
             if b"\n" in data:
                 *complete, rest = bytes(client.partial).split(b"\n")
@@ -160,8 +162,9 @@ class TcpSource(Unreplayable):
                     f"{self.max_line_bytes:,} bytes; it is dropped up to its newline (raise --max-line-bytes if such "
                     "lines are intended)"
                 )
-                client.partial, client.dropping = bytearray(), True
+                dropped, client.partial, client.dropping = len(client.partial), bytearray(), True
                 self._append(lines, arrival, client)
+                client.offset += dropped
                 self._ready.append(SourceRecord(None, self.max_line_bytes, arrival, problem))  # a bad record
                 return
         else:  # a disconnect ends the last line
@@ -172,11 +175,16 @@ class TcpSource(Unreplayable):
         self._append(lines, arrival, client)
 
     def _append(self, lines: list[bytes], arrival: float, client: _Client) -> None:
+        """Queue a client's complete lines, which start at ``client.offset``, and move it past them."""
+        at, peer = client.offset, client.peer
         for raw in lines:
-            self._ready.append(text_record(raw, arrival, partial(self._where, raw, client), "send UTF-8 text lines"))
+            where = partial(self._place, peer, at)
+            self._ready.append(text_record(raw, arrival, where, "send UTF-8 text lines", peer, at))
+            at += len(raw)
+        client.offset = at
 
-    def _where(self, raw: bytes, client: _Client) -> str:
-        return f"tcp source {self.url}: a line of {len(raw)} bytes from client {client.peer}"
+    def _place(self, origin: str, offset: int) -> str:
+        return f"tcp source {self.url}: the line at byte offset {offset} from client {origin}"
 
     def _release(self) -> None:
         for client in self._clients:

@@ -308,6 +308,7 @@ class TailSource(Source):
             final, at_end = f.gone_since is not None and now - max(f.gone_since, f.last_data) >= GONE_GRACE, False
             taken: list[bytes] = []  # the lines returned from f in this call, past f.offset
             where = partial(self._where, f, taken)
+            at = f.offset  # of the next line: f.offset plus the lengths in taken
             while len(out) < max_records:
                 if not f.lines:
                     if f.truncated:  # what was read before the truncation is returned; then the file starts over
@@ -317,6 +318,7 @@ class TailSource(Source):
                             continue
                         f.advance(taken)
                         f.restart()
+                        at = 0
                     chunk = f.file.read(READ_BYTES)
                     if chunk:
                         f.partial += chunk
@@ -332,8 +334,9 @@ class TailSource(Source):
                     f.lines.append(bytes(f.partial))
                     f.partial = bytearray()
                 raw = f.lines.popleft()
-                out.append(text_record(raw, arrival, where, "re-encode it as UTF-8"))
+                out.append(text_record(raw, arrival, where, "re-encode it as UTF-8", f.name, at))
                 taken.append(raw)
+                at += len(raw)
             f.advance(taken)
             if final and at_end and not f.lines and not f.partial:
                 f.file.close()
@@ -342,8 +345,10 @@ class TailSource(Source):
 
     def _where(self, f: _Tailed, taken: list[bytes]) -> str:
         """Where the line after ``taken`` is (called only for a bad line: summing the lengths before it costs)."""
-        offset = f.offset + sum(map(len, taken))
-        return f"tail source {self.url}: the line at byte offset {offset} of {f.name} (inode {f.key[1]})"
+        return self._place(f.name, f.offset + sum(map(len, taken)))
+
+    def _place(self, origin: str, offset: int) -> str:
+        return f"tail source {self.url}: the line at byte offset {offset} of {origin}"
 
 
 def _agree(a: bytes, b: bytes) -> bool:
