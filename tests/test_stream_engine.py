@@ -85,7 +85,7 @@ def python_windows(events: list[dict[str, Any]], size: float, slide: float) -> d
     return {start: dict(counts) for start, counts in result.items()}
 
 
-TEST_ONLY_JOBS = {"EventWordLists", "SlowEventWordCount"}
+TEST_ONLY_JOBS = {"EventAmounts", "EventWordLists", "SlowEventWordCount"}
 """In ``tests/jobs/stream_events.py``; the other classes are ``jobs/event_wordcount.py``'s."""
 
 
@@ -448,6 +448,43 @@ def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_pa
     assert result.returncode == 1, result.stderr
     place = f"replay source replay:events.jsonl: the line at byte offset {len(first)} of events.jsonl"
     assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("amounts", "message"),
+    [
+        ((1, None), "raised AggregateValueError: Sum() got None as the first value of key 'v'"),
+        ((1, None, 2), "raised AggregateValueError: Sum() could not fold a value of key 'u' (the latest, None): "
+                       "TypeError: unsupported operand"),
+    ],
+    ids=["first value", "later value"],
+)  # fmt: skip
+def test_a_value_a_built_in_aggregate_cannot_fold_fails_the_job_as_in_batch(
+    tmp_path: Path, amounts: tuple[Any, ...], message: str
+) -> None:
+    """A stream map folding into ``Sum`` gave ``0 + None``'s TypeError with the engine's pane code as the
+    traceback; it now fails the job at once with batch's message, naming the aggregate, the key and the record."""
+    users = ["u", "v"] if len(amounts) == 2 else ["u", "u", "u"]
+    lines = [json.dumps({"ts": T0 + i, "user": user, "amount": amount}) + "\n" for i, (user, amount) in
+             enumerate(zip(users, amounts, strict=True))]  # fmt: skip
+    (tmp_path / "events.jsonl").write_text("".join(lines))
+    job = str(ROOT / "tests" / "jobs" / "stream_events.py")
+    result = hop(
+        "run", job, "--job-class", "EventAmounts", "--source", "replay:events.jsonl", "--window", "10r", "-o", "out",
+        "--no-view", "--quiet", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    place = f"replay source replay:events.jsonl: the line at byte offset {len(lines[0])} of events.jsonl"
+    assert f"map at {place}: {json.loads(lines[1])!r} {message}" in result.stderr, result.stderr
+    assert "panes.py" not in result.stderr and "gave up after" not in result.stderr, result.stderr
+
+
+def test_sum_in_a_stream_adds_what_it_adds_in_batch(stream_client: Client, tmp_path: Path) -> None:
+    """A pane's ``Sum`` starts from a key's first value, not from 0 (which refused strings)."""
+    lines = [json.dumps({"ts": T0 + i, "user": "u", "amount": text}) + "\n" for i, text in enumerate("ab")]
+    (tmp_path / "events.jsonl").write_text("".join(lines))
+    run_stream_job(stream_client, "EventAmounts", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "2r")
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"u": "ab"}}
 
 
 def word_counts(output: Path) -> Counter[str]:

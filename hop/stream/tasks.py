@@ -57,7 +57,7 @@ from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
 from hop.stream.sources import SourceError, SourceRecord, open_source
 from hop.stream.windows import WindowSpec
-from hop.tasks import TaskChannel, UserCodeError, _call_user, _reduce_to_file, instantiate
+from hop.tasks import TaskChannel, UserCodeError, _call_user, _fold_error, _reduce_to_file, instantiate
 from shuffle.keys import sort_keys
 from shuffle.runs import iter_run
 from shuffle.spill import write_spill
@@ -379,7 +379,8 @@ def run_stream_map(
                     buffer.add(pane, pairs)
                 except Exception as error:
                     place = where(record, marks.ordinal - 1 + marks.bad)  # (ordinal counts it already)
-                    raise UserCodeError("map", error, f"{place}: {value!r:.200}") from error
+                    folded = _fold_error(buffer.aggregate, buffer.failed_pair, error)
+                    raise UserCodeError("map", folded, f"{place}: {value!r:.200}") from error
             if late_lines:
                 late_path.parent.mkdir(parents=True, exist_ok=True)
                 with open(late_path, "a", encoding="utf-8") as late_file:
