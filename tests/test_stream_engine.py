@@ -450,6 +450,20 @@ def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_pa
     assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
 
 
+def test_a_replayed_line_over_max_line_bytes_is_a_bad_record(tmp_path: Path) -> None:
+    good = [json.dumps({"ts": T0 + i, "text": f"g{i}"}) + "\n" for i in range(2)]
+    (tmp_path / "events.jsonl").write_text(good[0] + "x" * 5000 + "\n" + good[1])
+    result = hop(
+        "run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+        "--window", "2r", "--max-line-bytes", "1000", "-o", "out", "--no-view", "--quiet", "--duration", "60s",
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"g0": 1, "g1": 1}}
+    place = f"replay source replay:events.jsonl: line 2 (byte offset {len(good[0])}) of events.jsonl"
+    assert f"{place} is longer than 1,000 bytes; it is dropped up to its newline" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize(
     ("amounts", "message"),
     [

@@ -19,6 +19,7 @@ from hop.stream.sources import (
     Source,
     SourceError,
     SourceRecord,
+    TailSource,
     TcpSource,
     ZmqSource,
     check_source,
@@ -447,6 +448,66 @@ def test_tcp_records_carry_their_client_and_byte_offset(sources: list[Source]) -
     assert bad_record_error(records[2]).startswith(f"tcp source {source.url}: the line at byte offset 8 from client")
 
 
+def test_tail_line_longer_than_the_limit_is_a_bad_record_and_memory_stays_bounded(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    """A file without newlines was held whole. Its overlong line is now a bad record naming file and offset, and
+    the rest of it is dropped as it is written, counting as read: a position taken meanwhile resumes past it."""
+    log = tmp_path / "big.log"
+    log.write_bytes(b"before\n" + b"x" * 5000)
+    source = open_source(f"tail:{tmp_path}", max_line_bytes=1000)
+    sources.append(source)
+    before, bad = collect(source, 2)
+    assert before.value == "before"
+    assert "the line at byte offset 7 of big.log is longer than 1,000 bytes; it is dropped" in bad_record_error(bad)
+    assert (bad.origin, bad.offset) == ("big.log", 7)
+    append(log, "x" * 200_000)  # still no newline
+    assert source.poll(10, 0.2) == []
+    assert isinstance(source, TailSource) and all(len(f.partial) <= 1000 and not f.lines for f in source._files)
+    position = msgpack.unpackb(msgpack.packb(source.position()), raw=False)
+    assert position["files"][0]["offset"] == log.stat().st_size and position["files"][0]["dropping"]
+    append(log, "y" * 100 + "\nafter\n" + "z" * 3000 + "\nlast\n")  # the rest of it, then a short and a long line
+    records = collect(source, 3)
+    assert [r.value for r in records] == ["after", None, "last"]
+    assert f"byte offset {7 + 205_101 + 6} of big.log is longer than 1,000" in bad_record_error(records[1])
+    resumed = open_source(f"tail:{tmp_path}", max_line_bytes=1000)  # from the position taken mid-line
+    sources.append(resumed)
+    resumed.seek(position)
+    assert values(collect(resumed, 3)) == ["after", None, "last"]
+    assert resumed.position()["files"][0]["offset"] == source.position()["files"][0]["offset"] == log.stat().st_size
+
+
+def test_tail_copytruncate_while_dropping_an_overlong_line_reads_the_copy_on(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(b"one\n" + b"x" * 3000)
+    source = open_source(f"tail:{tmp_path}", max_line_bytes=1000)
+    sources.append(source)
+    assert values(collect(source, 2)) == ["one", None]
+    append(log, "x" * 10 + "\ntwo\n")  # not read before the copy: only the copy has them
+    copytruncate(log, tmp_path / "app.log.1")
+    append(log, "three\n")
+    assert values(collect(source, 2)) == ["two", "three"]
+    assert source.poll(10, 0.1) == []
+
+
+def test_replay_line_longer_than_the_limit_is_a_bad_record_skipped_unread(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"one\n" + b"x" * 5000 + b"\n" + b"y" * 1000 + b"\n" + b"z" * 1001)  # the last without newline
+    source = open_source(f"replay:{path}", max_line_bytes=1000)
+    sources.append(source)
+    records = collect(source, 4)
+    assert [r.value for r in records] == ["one", None, "y" * 1000, None] and source.exhausted
+    assert re.search(
+        r"line 2 \(byte offset 4\) of .*lines\.txt is longer than 1,000 bytes", bad_record_error(records[1])
+    )
+    assert records[1].nbytes == 5001 and (records[3].offset, records[3].nbytes) == (4 + 5001 + 1001, 1001)
+    assert source.position() == {"offset": path.stat().st_size, "line": 4}
+
+
 # zmq
 
 
@@ -576,6 +637,9 @@ def test_tcp_line_longer_than_the_limit_is_a_bad_record_and_memory_stays_bounded
         assert all(len(c.partial) <= 1000 for c in source._clients)  # nothing of it held
         client.sendall(b"y" * 5000 + b"\nafter\n")  # the rest of that line, then a good one
         assert values(collect(source, 1)) == ["after"]
+        client.sendall(b"z" * 3000 + b"\nok\n")  # an overlong line that arrives whole is as bad
+        bad, ok = collect(source, 2)
+        assert "from client" in bad_record_error(bad) and bad.nbytes == 3001 and ok.value == "ok"
     assert source.poll(10, 0.1) == []
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["READ_BYTES", "Source", "SourceError", "SourceRecord", "text_record"]
+__all__ = ["READ_BYTES", "Source", "SourceError", "SourceRecord", "text_record", "too_long_record"]
 
 READ_BYTES = 1 << 16  # read at a time from a file or socket
 
@@ -45,17 +45,34 @@ def text_record(
     hint: str,
     origin: str | None = None,
     offset: int | None = None,
+    max_line_bytes: int | None = None,
 ) -> SourceRecord:
     """One line or frame decoded as UTF-8 without its trailing ``\\n`` or ``\\r\\n``, or a bad record whose
-    error names ``where()`` (called only then: building it for every record would cost) and ``hint``; either way
-    placed at ``origin`` and ``offset`` (see :class:`SourceRecord`)."""
+    error names ``where()`` (called only then: building it for every record would cost) and ``hint`` (or, for a line
+    longer than ``max_line_bytes`` without its ``\\n``, :func:`too_long_record`); either way placed at ``origin``
+    and ``offset`` (see :class:`SourceRecord`)."""
     line = raw[:-1] if raw.endswith(b"\n") else raw
+    if max_line_bytes is not None and len(line) > max_line_bytes:
+        return too_long_record(where(), max_line_bytes, len(raw), arrival, origin, offset)
     try:
         text = (line[:-1] if line.endswith(b"\r") else line).decode("utf-8")
     except UnicodeDecodeError as error:
         problem = f"{where()} is not valid UTF-8 (its byte {error.start}: {error.reason}); {hint}"
         return SourceRecord(None, len(raw), arrival, problem, origin, offset)
     return SourceRecord(text, len(raw), arrival, None, origin, offset)
+
+
+def too_long_record(
+    where: str, max_line_bytes: int, nbytes: int, arrival: float, origin: str | None, offset: int | None
+) -> SourceRecord:
+    """The bad record a line longer than ``max_line_bytes`` (``--max-line-bytes``) is, at ``where``: the sources drop
+    such a line up to its newline as it is read, holding none of it (a producer that never writes a newline must
+    not fill memory)."""
+    problem = (
+        f"{where} is longer than {max_line_bytes:,} bytes; it is dropped up to its newline (raise --max-line-bytes "
+        "if such lines are intended)"
+    )
+    return SourceRecord(None, nbytes, arrival, problem, origin, offset)
 
 
 class Source(ABC):

@@ -15,7 +15,7 @@ import msgpack
 import zmq
 
 from hop.inputs import MAX_LINE_BYTES
-from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record
+from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record, too_long_record
 
 __all__ = ["TcpSource", "Unreplayable", "ZmqSource"]
 
@@ -157,15 +157,11 @@ class TcpSource(Unreplayable):
                 *complete, rest = bytes(client.partial).split(b"\n")
                 lines, client.partial = [line + b"\n" for line in complete], bytearray(rest)
             if len(client.partial) > self.max_line_bytes:  # a client that sends no newline must not fill memory
-                problem = (
-                    f"tcp source {self.url}: a line from client {client.peer} is longer than "
-                    f"{self.max_line_bytes:,} bytes; it is dropped up to its newline (raise --max-line-bytes if such "
-                    "lines are intended)"
-                )
                 dropped, client.partial, client.dropping = len(client.partial), bytearray(), True
                 self._append(lines, arrival, client)
+                where, limit = self._place(client.peer, client.offset), self.max_line_bytes
+                self._ready.append(too_long_record(where, limit, dropped, arrival, client.peer, client.offset))
                 client.offset += dropped
-                self._ready.append(SourceRecord(None, self.max_line_bytes, arrival, problem))  # a bad record
                 return
         else:  # a disconnect ends the last line
             lines = [bytes(client.partial)] if client.partial else []
@@ -176,10 +172,10 @@ class TcpSource(Unreplayable):
 
     def _append(self, lines: list[bytes], arrival: float, client: _Client) -> None:
         """Queue a client's complete lines, which start at ``client.offset``, and move it past them."""
-        at, peer = client.offset, client.peer
+        at, peer, limit = client.offset, client.peer, self.max_line_bytes
         for raw in lines:
             where = partial(self._place, peer, at)
-            self._ready.append(text_record(raw, arrival, where, "send UTF-8 text lines", peer, at))
+            self._ready.append(text_record(raw, arrival, where, "send UTF-8 text lines", peer, at, limit))
             at += len(raw)
         client.offset = at
 
