@@ -119,7 +119,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         help="run a backup attempt of straggling maps on another worker; the first to finish wins",
     )
     parser.add_argument(
-        "--max-line-bytes", type=size_argument, default=256 << 20, help="longest input line accepted (default 256MiB)"
+        "--max-line-bytes",
+        type=size_argument,
+        default=256 << 20,
+        help="longest input line accepted (default 256MiB); with --source, a longer line is a bad record, dropped",
     )
     online = parser.add_argument_group("online aggregation")
     online.add_argument(

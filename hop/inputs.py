@@ -206,7 +206,7 @@ def iter_lines(
         if split.start > 0:
             # The line holding byte start - 1 belongs to the split before, however long it is.
             file.seek(split.start - 1)
-            position = split.start - 1 + _skip_line(file)
+            position = split.start - 1 + skip_line(file)
         end = split.end if split.end >= 0 else None
         # What follows the last newline read: the start of a line, in chunks (joined once, when the line ends, so
         # that a line much longer than a chunk is not copied once per chunk).
@@ -281,7 +281,7 @@ def _line_too_long(path: str, position: int, max_line_bytes: int) -> InputError:
     )
 
 
-def _skip_line(file: IO[bytes]) -> int:
+def skip_line(file: IO[bytes]) -> int:
     """Read past the next newline (or to the end) in chunks, keeping none of it; return the bytes read."""
     skipped = 0
     while True:

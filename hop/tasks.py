@@ -98,18 +98,20 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
     return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate, step)
 
 
-def _fold_error(buffer: MapOutputBuffer, error: Exception) -> Exception:
-    """``error`` as the user should read it: when the aggregate combiner's own ``+``/``merge`` refused a value (no
-    frame of the user's code raised it), an :class:`AggregateValueError` naming the aggregate, key and value,
-    without the engine's frames."""
+def _fold_error(aggregate: Any, failed_pair: tuple[Any, Any] | None, error: Exception) -> Exception:
+    """``error``, raised while a map's output was folded into ``aggregate``'s states (None: the map does not fold)
+    at ``failed_pair`` (the key and value being folded), as the user should read it: when the aggregate's own
+    ``+``/``merge`` refused the value (no frame of the user's code raised it), an :class:`AggregateValueError`
+    naming the aggregate, key and value, without the engine's frames. Checking the error once costs nothing per
+    value, unlike checking every value. Batch maps (``MapOutputBuffer``) and stream maps (``PaneBuffer``) use it."""
     if isinstance(error, AggregateValueError):
         return error.with_traceback(None)
-    if not buffer.folding or has_user_frame(error) or not isinstance(error, (TypeError, ValueError)):
+    if aggregate is None or has_user_frame(error) or not isinstance(error, (TypeError, ValueError)):
         return error
-    key, value = buffer.failed_pair or (None, None)
+    key, value = failed_pair or (None, None)
     return AggregateValueError(
-        f"{buffer.combiner!r} could not fold a value of key {key!r:.80} (the latest, {value!r:.80}): "
-        f"{type(error).__name__}: {error}; the map must yield values {buffer.combiner!r} can combine, and no None"
+        f"{aggregate!r} could not fold a value of key {key!r:.80} (the latest, {value!r:.80}): "
+        f"{type(error).__name__}: {error}; the map must yield values {aggregate!r} can combine, and no None"
     )
 
 
@@ -389,7 +391,8 @@ def run_map(
                 raise
             except Exception as error:  # the user's map raised (or too many bad records did)
                 where = _describe_record(current[0], buffer.current_record, spec.input_format)
-                raise UserCodeError("map", _fold_error(buffer, error), where) from error
+                folded = _fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
+                raise UserCodeError("map", folded, where) from error
             if consumed_before + consumed == 4096:  # the first progress check, mid-input for most splits
                 faults.inject("map", "running", index, attempt)
             now = time.monotonic()

@@ -76,8 +76,10 @@ class AggregateValueError(TypeError):
     ``+``/``merge`` refuses (the task says which, from :attr:`MapOutputBuffer.failed_pair`)."""
 
 
-def _none_state(aggregate: Any, key: Any, value: Any) -> str:
-    return (
+def none_state_error(aggregate: Any, key: Any, value: Any) -> AggregateValueError:
+    """The error for a key whose first value makes a ``None`` state (a fold takes ``None`` for "no state yet", so
+    that value would be lost): raised by every loop that folds map output into an aggregate's states."""
+    return AggregateValueError(
         f"{aggregate!r} got {value!r} as the first value of key {key!r:.80}, and an aggregate's state cannot be None "
         "(it would be lost); skip or replace None in the map (if value is not None: yield key, value)"
     )
@@ -197,7 +199,7 @@ class MapOutputBuffer:
                         elif value is not None:
                             groups[key] = value
                         else:
-                            raise AggregateValueError(_none_state(self.combiner, key, value))
+                            raise none_state_error(self.combiner, key, value)
                         added += 1
                 elif lift is not None:
                     for key, value in output:
@@ -207,7 +209,7 @@ class MapOutputBuffer:
                         else:
                             state = lift(value)
                             if state is None:
-                                raise AggregateValueError(_none_state(self.combiner, key, value))
+                                raise none_state_error(self.combiner, key, value)
                             groups[key] = state
                         added += 1
                 else:

@@ -85,7 +85,7 @@ def python_windows(events: list[dict[str, Any]], size: float, slide: float) -> d
     return {start: dict(counts) for start, counts in result.items()}
 
 
-TEST_ONLY_JOBS = {"EventWordLists", "SlowEventWordCount"}
+TEST_ONLY_JOBS = {"EventAmounts", "EventWordLists", "SlowEventWordCount"}
 """In ``tests/jobs/stream_events.py``; the other classes are ``jobs/event_wordcount.py``'s."""
 
 
@@ -404,6 +404,103 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
     assert len(logged) == 6 and all(f"tcp source {url}" in line or f"{url}: record" in line for line in logged)
     for problem in ("is not valid UTF-8", "is not valid JSON", "has no field 'ts'", "'soon', not seconds", "nan"):
         assert any(problem in line for line in logged), (problem, logged)
+
+
+def test_bad_records_of_a_tailed_directory_are_logged_naming_file_and_byte_offset(tmp_path: Path) -> None:
+    """A ``jsonl`` job over ``tail:DIR``: a line that is not JSON and one whose time_field is not a number, in the
+    second file, are logged naming that file and the byte offset of the line in it (not a number counted across
+    every file), and the good lines around them are counted."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    good = [json.dumps({"ts": T0 + i, "text": f"g{i}"}) + "\n" for i in range(4)]
+    (folder / "a.jsonl").write_text(good[0] + good[1])
+    os.utime(folder / "a.jsonl", (T0, T0))  # read first
+    not_json, bad_ts = "{not json\n", '{"ts": "soon", "text": "x"}\n'
+    (folder / "b.jsonl").write_text(good[2] + not_json + good[3] + bad_ts)
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+    command += ["--source", f"tail:{folder}", "--window", "2r", "-o", str(output), "--workers", "1", "--no-view"]
+
+    def wait_for_windows() -> None:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and len(list(output.glob("windows/*/_window.json"))) < 2:
+            time.sleep(0.1)
+
+    code, stderr = _run_then_interrupt(command, wait_for_windows)
+    assert code == 0, stderr
+    assert {start: rows for start, (_, rows) in read_windows(output).items()} == {
+        0: {"g0": 1, "g1": 1},
+        2: {"g2": 1, "g3": 1},
+    }
+    logged = [line for line in stderr.splitlines() if "dropped bad record" in line]
+    place = f"tail source tail:{folder}: the line at byte offset"
+    assert len(logged) == 2, stderr
+    assert f"{place} {len(good[2])} of b.jsonl is not valid JSON" in logged[0], logged
+    offset = len(good[2] + not_json + good[3])
+    assert f"{place} {offset} of b.jsonl has field 'ts' = 'soon', not seconds since the epoch" in logged[1], logged
+
+
+def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_path: Path) -> None:
+    first = json.dumps({"ts": T0, "text": "fine"}) + "\n"
+    (tmp_path / "events.jsonl").write_text(first + json.dumps({"ts": T0 + 1}) + "\n")  # no "text": the map raises
+    result = hop(
+        "run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+        "--window", "2r", "-o", "out", "--no-view", "--quiet", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    place = f"replay source replay:events.jsonl: the line at byte offset {len(first)} of events.jsonl"
+    assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
+
+
+def test_a_replayed_line_over_max_line_bytes_is_a_bad_record(tmp_path: Path) -> None:
+    good = [json.dumps({"ts": T0 + i, "text": f"g{i}"}) + "\n" for i in range(2)]
+    (tmp_path / "events.jsonl").write_text(good[0] + "x" * 5000 + "\n" + good[1])
+    result = hop(
+        "run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+        "--window", "2r", "--max-line-bytes", "1000", "-o", "out", "--no-view", "--quiet", "--duration", "60s",
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"g0": 1, "g1": 1}}
+    place = f"replay source replay:events.jsonl: line 2 (byte offset {len(good[0])}) of events.jsonl"
+    assert f"{place} is longer than 1,000 bytes; it is dropped up to its newline" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("amounts", "message"),
+    [
+        ((1, None), "raised AggregateValueError: Sum() got None as the first value of key 'v'"),
+        ((1, None, 2), "raised AggregateValueError: Sum() could not fold a value of key 'u' (the latest, None): "
+                       "TypeError: unsupported operand"),
+    ],
+    ids=["first value", "later value"],
+)  # fmt: skip
+def test_a_value_a_built_in_aggregate_cannot_fold_fails_the_job_as_in_batch(
+    tmp_path: Path, amounts: tuple[Any, ...], message: str
+) -> None:
+    """A stream map folding into ``Sum`` gave ``0 + None``'s TypeError with the engine's pane code as the
+    traceback; it now fails the job at once with batch's message, naming the aggregate, the key and the record."""
+    users = ["u", "v"] if len(amounts) == 2 else ["u", "u", "u"]
+    lines = [json.dumps({"ts": T0 + i, "user": user, "amount": amount}) + "\n" for i, (user, amount) in
+             enumerate(zip(users, amounts, strict=True))]  # fmt: skip
+    (tmp_path / "events.jsonl").write_text("".join(lines))
+    job = str(ROOT / "tests" / "jobs" / "stream_events.py")
+    result = hop(
+        "run", job, "--job-class", "EventAmounts", "--source", "replay:events.jsonl", "--window", "10r", "-o", "out",
+        "--no-view", "--quiet", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    place = f"replay source replay:events.jsonl: the line at byte offset {len(lines[0])} of events.jsonl"
+    assert f"map at {place}: {json.loads(lines[1])!r} {message}" in result.stderr, result.stderr
+    assert "panes.py" not in result.stderr and "gave up after" not in result.stderr, result.stderr
+
+
+def test_sum_in_a_stream_adds_what_it_adds_in_batch(stream_client: Client, tmp_path: Path) -> None:
+    """A pane's ``Sum`` starts from a key's first value, not from 0 (which refused strings)."""
+    lines = [json.dumps({"ts": T0 + i, "user": "u", "amount": text}) + "\n" for i, text in enumerate("ab")]
+    (tmp_path / "events.jsonl").write_text("".join(lines))
+    run_stream_job(stream_client, "EventAmounts", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "2r")
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"u": "ab"}}
 
 
 def word_counts(output: Path) -> Counter[str]:

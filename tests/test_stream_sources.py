@@ -19,6 +19,7 @@ from hop.stream.sources import (
     Source,
     SourceError,
     SourceRecord,
+    TailSource,
     TcpSource,
     ZmqSource,
     check_source,
@@ -404,6 +405,109 @@ def test_replay_undecodable_line_is_a_bad_record_and_resumes_past_it(tmp_path: P
     assert re.search(r"line 2 \(byte offset 4\) of .*lines\.txt is not valid UTF-8", bad_record_error(records[1]))
 
 
+def places(records: list[SourceRecord]) -> list[tuple[str | None, int | None]]:
+    return [(record.origin, record.offset) for record in records]
+
+
+def test_tail_records_carry_their_file_and_byte_offset(tmp_path: Path, sources: list[Source]) -> None:
+    """Every record says where it was (the stream map names it when the record turns out bad or its map raises):
+    offsets count per file, across polls and across a truncation."""
+    (tmp_path / "a.log").write_text("one\ntwo\n")
+    os.utime(tmp_path / "a.log", (100, 100))
+    (tmp_path / "b.log").write_text("b-one\nb-two\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    records = collect(source, 4, batch=3)
+    assert places(records) == [("a.log", 0), ("a.log", 4), ("b.log", 0), ("b.log", 6)]
+    assert source.where(records[3]) == f"tail source tail:{tmp_path}: the line at byte offset 6 of b.log"
+    append(tmp_path / "b.log", "b-three\n")
+    assert places(collect(source, 1)) == [("b.log", 12)]
+    (tmp_path / "a.log").write_text("new\n")  # truncated in place: read again from its start
+    assert places(collect(source, 1)) == [("a.log", 0)]
+
+
+def test_replay_records_carry_their_file_and_byte_offset(tmp_path: Path, sources: list[Source]) -> None:
+    path = tmp_path / "lines.txt"
+    path.write_text("one\ntwo\nthree")
+    source = opened(sources, f"replay:{path}")
+    records = collect(source, 3)
+    assert places(records) == [(str(path), 0), (str(path), 4), (str(path), 8)]
+    assert source.where(records[2]) == f"replay source replay:{path}: the line at byte offset 8 of {path}"
+
+
+def test_tcp_records_carry_their_client_and_byte_offset(sources: list[Source]) -> None:
+    source = opened(sources, "tcp:127.0.0.1:0")
+    assert isinstance(source, TcpSource)
+    with socket.create_connection(("127.0.0.1", source.port), timeout=5) as client:
+        peer = f"127.0.0.1:{client.getsockname()[1]}"
+        client.sendall(b"one\ntw")
+        first = collect(source, 1)
+        client.sendall(b"o\n\xff\n")
+        records = first + collect(source, 2)
+    assert places(records) == [(peer, 0), (peer, 4), (peer, 8)]
+    assert source.where(records[1]) == f"tcp source {source.url}: the line at byte offset 4 from client {peer}"
+    assert bad_record_error(records[2]).startswith(f"tcp source {source.url}: the line at byte offset 8 from client")
+
+
+def test_tail_line_longer_than_the_limit_is_a_bad_record_and_memory_stays_bounded(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    """A file without newlines was held whole. Its overlong line is now a bad record naming file and offset, and
+    the rest of it is dropped as it is written, counting as read: a position taken meanwhile resumes past it."""
+    log = tmp_path / "big.log"
+    log.write_bytes(b"before\n" + b"x" * 5000)
+    source = open_source(f"tail:{tmp_path}", max_line_bytes=1000)
+    sources.append(source)
+    before, bad = collect(source, 2)
+    assert before.value == "before"
+    assert "the line at byte offset 7 of big.log is longer than 1,000 bytes; it is dropped" in bad_record_error(bad)
+    assert (bad.origin, bad.offset) == ("big.log", 7)
+    append(log, "x" * 200_000)  # still no newline
+    assert source.poll(10, 0.2) == []
+    assert isinstance(source, TailSource) and all(len(f.partial) <= 1000 and not f.lines for f in source._files)
+    position = msgpack.unpackb(msgpack.packb(source.position()), raw=False)
+    assert position["files"][0]["offset"] == log.stat().st_size and position["files"][0]["dropping"]
+    append(log, "y" * 100 + "\nafter\n" + "z" * 3000 + "\nlast\n")  # the rest of it, then a short and a long line
+    records = collect(source, 3)
+    assert [r.value for r in records] == ["after", None, "last"]
+    assert f"byte offset {7 + 205_101 + 6} of big.log is longer than 1,000" in bad_record_error(records[1])
+    resumed = open_source(f"tail:{tmp_path}", max_line_bytes=1000)  # from the position taken mid-line
+    sources.append(resumed)
+    resumed.seek(position)
+    assert values(collect(resumed, 3)) == ["after", None, "last"]
+    assert resumed.position()["files"][0]["offset"] == source.position()["files"][0]["offset"] == log.stat().st_size
+
+
+def test_tail_copytruncate_while_dropping_an_overlong_line_reads_the_copy_on(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    log = tmp_path / "app.log"
+    log.write_bytes(b"one\n" + b"x" * 3000)
+    source = open_source(f"tail:{tmp_path}", max_line_bytes=1000)
+    sources.append(source)
+    assert values(collect(source, 2)) == ["one", None]
+    append(log, "x" * 10 + "\ntwo\n")  # not read before the copy: only the copy has them
+    copytruncate(log, tmp_path / "app.log.1")
+    append(log, "three\n")
+    assert values(collect(source, 2)) == ["two", "three"]
+    assert source.poll(10, 0.1) == []
+
+
+def test_replay_line_longer_than_the_limit_is_a_bad_record_skipped_unread(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"one\n" + b"x" * 5000 + b"\n" + b"y" * 1000 + b"\n" + b"z" * 1001)  # the last without newline
+    source = open_source(f"replay:{path}", max_line_bytes=1000)
+    sources.append(source)
+    records = collect(source, 4)
+    assert [r.value for r in records] == ["one", None, "y" * 1000, None] and source.exhausted
+    assert re.search(
+        r"line 2 \(byte offset 4\) of .*lines\.txt is longer than 1,000 bytes", bad_record_error(records[1])
+    )
+    assert records[1].nbytes == 5001 and (records[3].offset, records[3].nbytes) == (4 + 5001 + 1001, 1001)
+    assert source.position() == {"offset": path.stat().st_size, "line": 4}
+
+
 # zmq
 
 
@@ -419,7 +523,7 @@ def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
             push.send(msgpack.packb(value))
         records = collect(source, 50, batch=7)
         assert values(records) == sent
-        assert records[0].nbytes == len(msgpack.packb(sent[0]))
+        assert records[0].nbytes == len(msgpack.packb(sent[0])) and source.where(records[0]) is None  # no place
         push.send(b"\xc1")  # never valid msgpack
         push.send(msgpack.packb("after"))
         bad, after = collect(source, 2)
@@ -533,6 +637,9 @@ def test_tcp_line_longer_than_the_limit_is_a_bad_record_and_memory_stays_bounded
         assert all(len(c.partial) <= 1000 for c in source._clients)  # nothing of it held
         client.sendall(b"y" * 5000 + b"\nafter\n")  # the rest of that line, then a good one
         assert values(collect(source, 1)) == ["after"]
+        client.sendall(b"z" * 3000 + b"\nok\n")  # an overlong line that arrives whole is as bad
+        bad, ok = collect(source, 2)
+        assert "from client" in bad_record_error(bad) and bad.nbytes == 3001 and ok.value == "ok"
     assert source.poll(10, 0.1) == []
 
 

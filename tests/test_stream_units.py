@@ -4,6 +4,7 @@ C2 scoreboard, late cells, differential windows, checkpoints) and the coordinato
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 from typing import Any
 
@@ -12,13 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hop.aggregates import Sum
+from hop.aggregates import Aggregate, Max, Min, Sum
 from hop.stream import tracker as tracker_module
 from hop.stream.assembler import FOREVER, Closing, WindowAssembler
 from hop.stream.options import stream_options
 from hop.stream.panes import PaneBuffer
 from hop.stream.tracker import WindowTracker
 from hop.stream.windows import WindowSpec, WindowSpecError, parse_extent
+from shuffle.buffer import AggregateValueError
 from shuffle.runs import iter_run
 
 
@@ -86,6 +88,33 @@ def test_pane_buffer_combines_each_record_once_into_its_pane() -> None:
     restored = _buffer()
     restored.restore(state)
     assert restored.panes == buffer.panes and restored.records == buffer.records
+
+
+@pytest.mark.parametrize("aggregate", [Sum(), Min(), Max()], ids=repr)
+def test_pane_buffer_refuses_none_as_a_keys_first_value_as_batch_does(aggregate: Aggregate) -> None:
+    """A state is never None: a pane that took it would lose the value (or, for Sum, fail on 0 + None)."""
+    buffer = PaneBuffer(1, lambda key: 0, aggregate, None)
+    buffer.add(0, [("x", 2)])
+    with pytest.raises(AggregateValueError, match=re.escape(f"{aggregate!r} got None as the first value of key 'y'")):
+        buffer.add(0, [("x", 3), ("y", None)])
+    assert buffer.failed_pair == ("y", None)
+
+
+def test_pane_buffer_keeps_the_pair_an_aggregate_could_not_fold() -> None:
+    """The stream map names it (``hop.tasks._fold_error``, as for a batch map; tests/test_stream_engine.py)."""
+    buffer = PaneBuffer(1, lambda key: 0, Sum(), None)
+    buffer.add(0, [("x", 2)])
+    with pytest.raises(TypeError):
+        buffer.add(0, [("y", 1), ("x", None)])  # 2 + None
+    assert buffer.failed_pair == ("x", None)
+
+
+def test_pane_buffer_sums_what_batch_sums() -> None:
+    """A pane's Sum starts from the key's first value, not from 0: strings add up as they do in a batch job."""
+    buffer = PaneBuffer(1, lambda key: 0, Sum(), None)
+    buffer.add(0, [("x", "a"), ("y", 0.5)])
+    buffer.add(0, [("x", "b"), ("y", 1)])
+    assert buffer.panes[0] == {"x": "ab", "y": 1.5}
 
 
 def _assembler(sources: int = 2, **options: Any) -> WindowAssembler:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hop.aggregates import Aggregate
+from shuffle.buffer import none_state_error
 from shuffle.keys import sort_keys
 from shuffle.runs import encode_run
 
@@ -48,13 +49,17 @@ class PaneBuffer:
         self.records: dict[int, int] = {}
         self.output_records = 0
         self.combine_output_records = 0
+        self.failed_pair: tuple[Any, Any] | None = None
+        """The (key, value) :meth:`add` was folding when it raised (``hop.tasks._fold_error`` reports it)."""
 
     @property
     def open_panes(self) -> list[int]:
         return sorted(self.panes)
 
     def add(self, pane: int, pairs: Iterable[tuple[Any, Any]]) -> None:
-        """Fold one record's map output into ``pane``."""
+        """Fold one record's map output into ``pane``. A built-in aggregate folds as a batch map does
+        (``shuffle.buffer.MapOutputBuffer.run_map``): a key's first value is its state, which must not be None
+        (``AggregateValueError``); when ``+`` or ``merge`` refuses a value, the pair is in :attr:`failed_pair`."""
         table = self.panes.get(pane)
         if table is None:
             table = self.panes[pane] = {}
@@ -62,23 +67,41 @@ class PaneBuffer:
         self.records[pane] += 1
         aggregate = self.aggregate
         count = 0
-        if aggregate is None:
-            for key, value in pairs:
-                entry = table.get(key)
-                if entry is None:
-                    table[key] = [value]
-                else:
-                    entry.append(value)
-                count += 1
-        elif aggregate.inline_sum:
-            for key, value in pairs:
-                table[key] = table.get(key, 0) + value
-                count += 1
-        else:
-            lift, merge = aggregate.lift, aggregate.merge
-            for key, value in pairs:
-                table[key] = merge(table[key], lift(value)) if key in table else lift(value)
-                count += 1
+        get = table.get
+        key = value = None
+        try:
+            if aggregate is None:
+                for key, value in pairs:
+                    entry = get(key)
+                    if entry is None:
+                        table[key] = [value]
+                    else:
+                        entry.append(value)
+                    count += 1
+            elif aggregate.inline_sum:
+                for key, value in pairs:
+                    old = get(key)
+                    if old is not None:
+                        table[key] = old + value
+                    elif value is not None:  # (not 0 + value: a Sum of strings, as in batch, takes no 0)
+                        table[key] = value
+                    else:
+                        raise none_state_error(aggregate, key, value)
+                    count += 1
+            else:
+                lift, merge = aggregate.lift, aggregate.merge
+                for key, value in pairs:
+                    old = get(key)
+                    if old is not None:
+                        table[key] = merge(old, lift(value))
+                    elif (state := lift(value)) is not None:
+                        table[key] = state
+                    else:
+                        raise none_state_error(aggregate, key, value)
+                    count += 1
+        except Exception:
+            self.failed_pair = (key, value)
+            raise
         self.output_records += count
 
     def seal_below(self, limit: int) -> list[SealedPane]:

@@ -57,7 +57,7 @@ from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
 from hop.stream.sources import SourceError, SourceRecord, open_source
 from hop.stream.windows import WindowSpec
-from hop.tasks import TaskChannel, UserCodeError, _call_user, _reduce_to_file, instantiate
+from hop.tasks import TaskChannel, UserCodeError, _call_user, _fold_error, _reduce_to_file, instantiate
 from shuffle.keys import sort_keys
 from shuffle.runs import iter_run
 from shuffle.spill import write_spill
@@ -299,9 +299,15 @@ def run_stream_map(
         stamp = value[time_field]
         if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
             raise StreamRecordError(
-                f"field {time_field!r} is {stamp!r:.100}, not seconds since the epoch; fix the producer"
+                f"has field {time_field!r} = {stamp!r:.100}, not seconds since the epoch (the job's time_field); "
+                "fix the producer"
             )
         return float(stamp)
+
+    def where(record: SourceRecord, number: int) -> str:
+        """Where a record was, for messages: its file or client and byte offset, as the source says, or for a
+        record without a place (a ZeroMQ frame) its ``number`` in the source (from 0, bad records included)."""
+        return source.where(record) or f"{url}: record {number}"
 
     def drop_bad(problem: str) -> None:
         """Count a bad record and log the first few; it goes into no pane and takes no record or byte position
@@ -348,7 +354,7 @@ def run_stream_map(
                     value = decode(record)
                     stamp = event_time(record, value)
                 except StreamRecordError as error:
-                    drop_bad(f"{url}: record {marks.ordinal + marks.bad} read from it {error}")
+                    drop_bad(f"{where(record, marks.ordinal + marks.bad)} {error}")
                     continue
                 position = (
                     stamp if window.unit == "time" else marks.ordinal if window.unit == "records" else marks.offset
@@ -372,7 +378,9 @@ def run_stream_map(
                     pairs = mapper(stamp, value) or ()
                     buffer.add(pane, pairs)
                 except Exception as error:
-                    raise UserCodeError("map", error, f"{url} record {marks.ordinal - 1}: {value!r:.200}") from error
+                    place = where(record, marks.ordinal - 1 + marks.bad)  # (ordinal counts it already)
+                    folded = _fold_error(buffer.aggregate, buffer.failed_pair, error)
+                    raise UserCodeError("map", folded, f"{place}: {value!r:.200}") from error
             if late_lines:
                 late_path.parent.mkdir(parents=True, exist_ok=True)
                 with open(late_path, "a", encoding="utf-8") as late_file:

@@ -4,6 +4,7 @@ themselves are shipped: ``jobs/event_wordcount.py``)."""
 from typing import Any
 
 from hop import Job
+from hop.aggregates import Sum
 from jobs.event_wordcount import EventWordCount
 
 
@@ -19,6 +20,19 @@ class EventWordLists(Job):
 
     def reduce(self, word: str, stamps: Any) -> Any:
         yield word, sorted(stamps)
+
+
+class EventAmounts(Job):
+    """The built-in ``Sum`` of each event's ``amount`` per ``user``: an event without one yields None, which the
+    aggregate must refuse as it does in a batch job."""
+
+    input_format = "jsonl"
+    time_field = "ts"
+
+    def map(self, event_time: float, event: dict[str, Any]) -> Any:
+        yield event["user"], event.get("amount")
+
+    combine = reduce = Sum()
 
 
 class SlowEventWordCount(EventWordCount):

@@ -19,16 +19,21 @@
   UTF-8 text (one trailing line break removed). Binding ``tcp://HOST:*`` picks a free port; the attribute
   ``endpoint`` holds the bound address.
 - ``tcp:HOST:PORT`` listens (port 0 picks a free port, the attribute ``port`` holds it) and accepts any number of
-  clients, each sending UTF-8 text lines; a client's last line without ``\\n`` ends when it disconnects. A line
-  longer than ``max_line_bytes`` is a bad record, and the rest of it up to its newline is dropped as it comes.
+  clients, each sending UTF-8 text lines; a client's last line without ``\\n`` ends when it disconnects.
 - ``replay:PATH[?rate=R][&loop=0|1]`` plays the lines of a file (text, ``.jsonl`` included: the caller parses) at R
   records per second of wall clock (default: as fast as possible; a consumer that falls behind catches up by at
   most one second's worth), from the start again at the end with ``loop=1``. The last line needs no ``\\n``.
 
+A text line (``tail``, ``replay``, ``tcp``, not counting its newline) longer than ``max_line_bytes`` is a bad record,
+and the rest of it up to its newline is dropped as it is read: a file or client that never writes a newline does not
+fill memory, and the lines after it are read as usual.
+
 Contracts shared by all sources: :meth:`Source.poll` never blocks longer than its timeout (plus a few ms) and returns
 [] at once for ``max_records < 1``; a record that cannot be decoded (not UTF-8, not msgpack) comes back in its place
 as a bad :class:`SourceRecord` (``value`` None, ``error`` naming the source, where the record was and what to do)
-and the source moves past it, so one bad record never stops a stream (the stream map drops and counts it).
+and the source moves past it, so one bad record never stops a stream (the stream map drops and counts it). A record
+of ``tail``, ``replay`` or ``tcp`` carries where it was (``origin`` and ``offset``: the file or client, and the byte
+offset of its line), which :meth:`Source.where` puts into words for the consumer's messages about it.
 Sources are not thread-safe. ``tail`` and ``replay`` are replayable: ``seek(position())`` on a fresh source
 of the same URL continues right after the last record returned. ``zmq`` and ``tcp`` are not: their position is
 ``None`` and the records sent between a ``position()`` and a restart are lost (the caller reports the gap).
@@ -66,8 +71,9 @@ _OPTIONS["zmq"] = _OPTIONS["zmq+sub"] = {"format"}
 
 def open_source(url: str, max_line_bytes: int | None = None) -> Source:
     """Open the source a URL names (forms in the module docstring); :class:`SourceError` for a bad URL.
-    ``max_line_bytes`` (``--max-line-bytes``; default ``hop.inputs.MAX_LINE_BYTES``) bounds what a ``tcp:`` client
-    may send without a newline: a longer line is a bad record and dropped up to its newline."""
+    ``max_line_bytes`` (``--max-line-bytes``; default ``hop.inputs.MAX_LINE_BYTES``) bounds a text line of ``tail``,
+    ``replay`` and ``tcp`` (without its newline): a longer one is a bad record, and the rest of it up to its newline
+    is dropped, never held (a file or client without newlines must not fill memory)."""
     return _source_for(url, max_line_bytes)()
 
 
@@ -85,6 +91,7 @@ def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Sou
     """Check ``url`` (:class:`SourceError` if it is bad) and return what opens its source."""
     scheme, _, rest = url.partition(":")
     target, _, query = rest.partition("?")
+    limit = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     if scheme not in _OPTIONS or not target:
         problem = f"unknown kind {scheme!r}" if scheme not in _OPTIONS else f"nothing after {scheme}:"
         raise SourceError(f"source URL {url!r}: {problem}; use {URL_FORMS}")
@@ -100,7 +107,7 @@ def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Sou
         glob = options.get("glob")
         if glob is not None and (not glob or "/" in glob):
             raise SourceError(f"source URL {url!r}: glob must be a pattern for file names, such as *.log (no /)")
-        return lambda: TailSource(url, target, glob)
+        return lambda: TailSource(url, target, glob, limit)
     if scheme in ("zmq", "zmq+sub"):
         kind = options.get("format", "msgpack")
         if kind not in ("msgpack", "text"):
@@ -110,7 +117,6 @@ def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Sou
         host, _, port = target.rpartition(":")
         if not host or not port.isdigit() or int(port) > 65535:
             raise SourceError(f"source URL {url!r}: expected tcp:HOST:PORT with a port from 0 to 65535")
-        limit = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
         return lambda: TcpSource(url, host.removeprefix("[").removesuffix("]"), int(port), limit)
     try:
         rate = float(options["rate"]) if "rate" in options else None
@@ -120,4 +126,4 @@ def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Sou
         raise SourceError(f"source URL {url!r}: rate must be a positive number of records per second")
     if options.get("loop", "0") not in ("0", "1"):
         raise SourceError(f"source URL {url!r}: loop must be 0 or 1")
-    return lambda: ReplaySource(url, target, rate, options.get("loop") == "1")
+    return lambda: ReplaySource(url, target, rate, options.get("loop") == "1", limit)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-__all__ = ["READ_BYTES", "Source", "SourceError", "SourceRecord", "text_record"]
+__all__ = ["READ_BYTES", "Source", "SourceError", "SourceRecord", "text_record", "too_long_record"]
 
 READ_BYTES = 1 << 16  # read at a time from a file or socket
 
@@ -17,6 +17,10 @@ READ_BYTES = 1 << 16  # read at a time from a file or socket
 class SourceRecord:
     """One record: ``value`` is a text line (no line break) or a decoded msgpack value; ``nbytes`` its size as
     received (a line with its newline, a frame's length); ``arrival`` the ``time.time()`` at which it was read.
+    ``origin`` and ``offset`` say where it was: the file (``tail``: its name in the directory, ``replay``: its path)
+    or the client's address (``tcp``), and the byte offset of the record's first byte in that file or connection;
+    both None where a source has no such place (ZeroMQ frames). :meth:`Source.where` puts them into words. They are
+    stored, not formatted: formatting every record's place would cost the stream map's hot path.
 
     A *bad record* (one the source could not decode) has ``value`` None and ``error`` saying what was wrong, naming
     the source URL, where the record was (file and byte offset, client, frame) and what to do; the source has moved
@@ -26,21 +30,49 @@ class SourceRecord:
     nbytes: int
     arrival: float
     error: str | None = None
+    origin: str | None = None
+    offset: int | None = None
 
 
 class SourceError(Exception):
     """A bad source URL or an unreadable source or record; the message names the URL or path and what to do."""
 
 
-def text_record(raw: bytes, arrival: float, where: Callable[[], str], hint: str) -> SourceRecord:
+def text_record(
+    raw: bytes,
+    arrival: float,
+    where: Callable[[], str],
+    hint: str,
+    origin: str | None = None,
+    offset: int | None = None,
+    max_line_bytes: int | None = None,
+) -> SourceRecord:
     """One line or frame decoded as UTF-8 without its trailing ``\\n`` or ``\\r\\n``, or a bad record whose
-    error names ``where()`` (called only then: building it for every record would cost) and ``hint``."""
+    error names ``where()`` (called only then: building it for every record would cost) and ``hint`` (or, for a line
+    longer than ``max_line_bytes`` without its ``\\n``, :func:`too_long_record`); either way placed at ``origin``
+    and ``offset`` (see :class:`SourceRecord`)."""
     line = raw[:-1] if raw.endswith(b"\n") else raw
+    if max_line_bytes is not None and len(line) > max_line_bytes:
+        return too_long_record(where(), max_line_bytes, len(raw), arrival, origin, offset)
     try:
-        return SourceRecord((line[:-1] if line.endswith(b"\r") else line).decode("utf-8"), len(raw), arrival)
+        text = (line[:-1] if line.endswith(b"\r") else line).decode("utf-8")
     except UnicodeDecodeError as error:
         problem = f"{where()} is not valid UTF-8 (its byte {error.start}: {error.reason}); {hint}"
-        return SourceRecord(None, len(raw), arrival, problem)
+        return SourceRecord(None, len(raw), arrival, problem, origin, offset)
+    return SourceRecord(text, len(raw), arrival, None, origin, offset)
+
+
+def too_long_record(
+    where: str, max_line_bytes: int, nbytes: int, arrival: float, origin: str | None, offset: int | None
+) -> SourceRecord:
+    """The bad record a line longer than ``max_line_bytes`` (``--max-line-bytes``) is, at ``where``: the sources drop
+    such a line up to its newline as it is read, holding none of it (a producer that never writes a newline must
+    not fill memory)."""
+    problem = (
+        f"{where} is longer than {max_line_bytes:,} bytes; it is dropped up to its newline (raise --max-line-bytes "
+        "if such lines are intended)"
+    )
+    return SourceRecord(None, nbytes, arrival, problem, origin, offset)
 
 
 class Source(ABC):
@@ -74,6 +106,17 @@ class Source(ABC):
     @abstractmethod
     def _wait(self, timeout: float) -> None:
         """Wait at most ``timeout`` seconds, until records may have arrived."""
+
+    def where(self, record: SourceRecord) -> str | None:
+        """Where one of this source's records was, for messages (``tail source URL: the line at byte offset 120 of
+        app.log``), or None for a record without a place (:class:`SourceRecord`: a ZeroMQ frame)."""
+        if record.origin is None or record.offset is None:
+            return None
+        return self._place(record.origin, record.offset)
+
+    def _place(self, origin: str, offset: int) -> str:
+        """The words for a place (sources whose records have one override this)."""
+        return f"{self.url}: byte offset {offset} of {origin}"
 
     @abstractmethod
     def position(self) -> Any:

@@ -6,19 +6,24 @@ import os
 import time
 from typing import Any
 
-from hop.stream.sources.base import Source, SourceError, SourceRecord, text_record
+from hop.inputs import MAX_LINE_BYTES, skip_line
+from hop.stream.sources.base import Source, SourceError, SourceRecord, text_record, too_long_record
 
 __all__ = ["ReplaySource"]
 
 
 class ReplaySource(Source):
     """``replay:PATH``: a file's lines at a rate paced by wall clock; bounded unless it loops. A position is
-    ``{"offset": byte offset, "line": line number}`` of the next line."""
+    ``{"offset": byte offset, "line": line number}`` of the next line. A line longer than ``max_line_bytes`` is a
+    bad record, and the rest of it up to its newline is skipped unread."""
 
     replayable = True
 
-    def __init__(self, url: str, path: str, rate: float | None, loop: bool) -> None:
+    def __init__(
+        self, url: str, path: str, rate: float | None, loop: bool, max_line_bytes: int = MAX_LINE_BYTES
+    ) -> None:
         super().__init__(url)
+        self.max_line_bytes = max_line_bytes
         try:
             self._file = open(path, "rb")  # noqa: SIM115 -- open until close()
         except OSError as error:
@@ -35,21 +40,32 @@ class ReplaySource(Source):
             max_records = min(max_records, int((now - self._start) * self.rate) + 1 - self._played)
         out: list[SourceRecord] = []
         arrival = time.time()
+        limit = self.max_line_bytes
         while len(out) < max_records:
-            raw = self._file.readline()
+            raw = self._file.readline(limit + 1)  # a longer line without its newline is too long: read no more of it
             if not raw:
                 if not self.loop or self._offset == 0:  # the end, or an empty file looping
                     break
                 self._file.seek(0)
                 self._offset = self._line = 0
                 continue
-            out.append(text_record(raw, arrival, self._where, "re-encode the file as UTF-8"))
-            self._offset, self._line = self._offset + len(raw), self._line + 1
+            length = len(raw)
+            if length > limit and not raw.endswith(b"\n"):
+                length += skip_line(self._file)
+                out.append(too_long_record(self._where(), limit, length, arrival, self.path, self._offset))
+            else:
+                out.append(
+                    text_record(raw, arrival, self._where, "re-encode the file as UTF-8", self.path, self._offset)
+                )
+            self._offset, self._line = self._offset + length, self._line + 1
         self._played += len(out)
         return out
 
     def _where(self) -> str:
         return f"replay source {self.url}: line {self._line + 1} (byte offset {self._offset}) of {self.path}"
+
+    def _place(self, origin: str, offset: int) -> str:
+        return f"replay source {self.url}: the line at byte offset {offset} of {origin}"
 
     def _wait(self, timeout: float) -> None:
         # Until the next record is due; with nothing due (an empty file looping), a little while.

@@ -15,7 +15,7 @@ import msgpack
 import zmq
 
 from hop.inputs import MAX_LINE_BYTES
-from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record
+from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record, too_long_record
 
 __all__ = ["TcpSource", "Unreplayable", "ZmqSource"]
 
@@ -92,6 +92,7 @@ class _Client:
     peer: str
     partial: bytearray = field(default_factory=bytearray)
     dropping: bool = False  # past max_line_bytes of one line: what comes up to its newline is dropped
+    offset: int = 0  # in the bytes received from the client, of the first byte of partial (or of what is dropped)
 
 
 class TcpSource(Unreplayable):
@@ -148,21 +149,19 @@ class TcpSource(Unreplayable):
             if client.dropping:  # the rest of an overlong line: nothing of it is kept
                 cut = data.find(b"\n")
                 if cut < 0:
+                    client.offset += len(data)
                     return
-                client.dropping, data = False, data[cut + 1 :]
+                client.dropping, data, client.offset = False, data[cut + 1 :], client.offset + cut + 1
             client.partial += data
             if b"\n" in data:
                 *complete, rest = bytes(client.partial).split(b"\n")
                 lines, client.partial = [line + b"\n" for line in complete], bytearray(rest)
             if len(client.partial) > self.max_line_bytes:  # a client that sends no newline must not fill memory
-                problem = (
-                    f"tcp source {self.url}: a line from client {client.peer} is longer than "
-                    f"{self.max_line_bytes:,} bytes; it is dropped up to its newline (raise --max-line-bytes if such "
-                    "lines are intended)"
-                )
-                client.partial, client.dropping = bytearray(), True
+                dropped, client.partial, client.dropping = len(client.partial), bytearray(), True
                 self._append(lines, arrival, client)
-                self._ready.append(SourceRecord(None, self.max_line_bytes, arrival, problem))  # a bad record
+                where, limit = self._place(client.peer, client.offset), self.max_line_bytes
+                self._ready.append(too_long_record(where, limit, dropped, arrival, client.peer, client.offset))
+                client.offset += dropped
                 return
         else:  # a disconnect ends the last line
             lines = [bytes(client.partial)] if client.partial else []
@@ -172,11 +171,16 @@ class TcpSource(Unreplayable):
         self._append(lines, arrival, client)
 
     def _append(self, lines: list[bytes], arrival: float, client: _Client) -> None:
+        """Queue a client's complete lines, which start at ``client.offset``, and move it past them."""
+        at, peer, limit = client.offset, client.peer, self.max_line_bytes
         for raw in lines:
-            self._ready.append(text_record(raw, arrival, partial(self._where, raw, client), "send UTF-8 text lines"))
+            where = partial(self._place, peer, at)
+            self._ready.append(text_record(raw, arrival, where, "send UTF-8 text lines", peer, at, limit))
+            at += len(raw)
+        client.offset = at
 
-    def _where(self, raw: bytes, client: _Client) -> str:
-        return f"tcp source {self.url}: a line of {len(raw)} bytes from client {client.peer}"
+    def _place(self, origin: str, offset: int) -> str:
+        return f"tcp source {self.url}: the line at byte offset {offset} from client {origin}"
 
     def _release(self) -> None:
         for client in self._clients:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record
+from hop.inputs import MAX_LINE_BYTES
+from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record, too_long_record
 
 __all__ = ["GONE_GRACE", "HEAD_BYTES", "TAIL_INTERVAL", "TailSource"]
 
@@ -23,6 +24,9 @@ GONE_GRACE = 2.0  # seconds a tailed file that left its directory stays open aft
 # a new file that starts like a tracked one waits for that one's truncation (a copytruncate copy) before it is read
 HEAD_BYTES = 256  # bytes at the start of a tailed file a position fingerprints: an inode may be reused
 _CRC_CHUNK = 1 << 20  # bytes read at a time to check a file's prefix
+_Resume = tuple[int, int, int, int | None, bool]
+"""A position's entry for a file: offset, fingerprinted bytes, their CRC-32, the CRC-32 of the bytes before offset
+(or None), and whether the line at offset is being dropped (see ``_Tailed.dropping``)."""
 
 
 @dataclass(eq=False)
@@ -31,7 +35,9 @@ class _Tailed:
     it and ``head`` the first :data:`HEAD_BYTES` of them (what a copy of the file must start with); ``lines`` the
     complete lines read after it, ``partial`` the bytes after those (``file``'s read position is past all of them).
     ``truncated``: the file shrank under its read position; its buffered lines are returned, then it is read again
-    from its start."""
+    from its start. ``dropping``: the line at ``offset`` is longer than ``max_line_bytes`` (its bad record was
+    returned); its bytes up to its newline are consumed as they are read, kept nowhere, and count as returned
+    (``offset``, ``prefix_crc`` and ``head`` move past them, so copies and resumed positions match)."""
 
     key: tuple[int, int]
     name: str
@@ -45,6 +51,7 @@ class _Tailed:
     gone_since: float | None = None
     truncated: bool = False
     generation: int = 0  # how many times the file started over: what a held copy was compared with is void after
+    dropping: bool = False
 
     def buffered(self) -> bytes:
         """The bytes read but not returned: ``[offset, file.tell())``."""
@@ -76,7 +83,7 @@ class _Tailed:
     def restart(self) -> None:
         """Read the file again from its start (after a truncation, once the buffer is returned or adopted)."""
         self.file.seek(0)
-        self.offset, self.prefix_crc, self.head, self.truncated = 0, 0, b"", False
+        self.offset, self.prefix_crc, self.head, self.truncated, self.dropping = 0, 0, b"", False, False
         self.lines, self.partial, self.generation = deque(), bytearray(), self.generation + 1
 
 
@@ -102,7 +109,8 @@ class _Held:
 class TailSource(Source):
     """``tail:DIR[?glob=PATTERN]``: the text lines of the files of a directory (those whose names match PATTERN, when
     given), as they are written. Every tracked file holds a descriptor; a position is
-    ``{"files": [{dev, ino, offset, head, crc, prefix_crc, name}, ...]}``.
+    ``{"files": [{dev, ino, offset, head, crc, prefix_crc, dropping, name}, ...]}``. A line longer than
+    ``max_line_bytes`` is a bad record, and the rest of it up to its newline is dropped as it is read.
 
     Rotation by rename loses and repeats nothing (files are tracked by inode). Rotation by copy and truncation
     (logrotate's ``copytruncate``) repeats nothing either: a new file that holds the bytes read from a tracked file
@@ -119,8 +127,9 @@ class TailSource(Source):
 
     replayable = True
 
-    def __init__(self, url: str, directory: str, glob: str | None = None) -> None:
+    def __init__(self, url: str, directory: str, glob: str | None = None, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         super().__init__(url)
+        self.max_line_bytes = max_line_bytes
         if not os.path.isdir(directory) or not os.access(directory, os.R_OK | os.X_OK):
             problem = "cannot be read; check its permissions" if os.path.isdir(directory) else "is not a directory"
             problem = problem if os.path.exists(directory) else "does not exist; create it or fix the path"
@@ -130,12 +139,11 @@ class TailSource(Source):
         self._files: list[_Tailed] = []
         self._held: dict[tuple[int, int], _Held] = {}
         self._scanned = -math.inf  # monotonic time of the last listing
-        # From seek(): (dev, ino) -> (offset, fingerprinted bytes, crc32 of them, crc32 of the bytes before offset or
-        # None), applied when the file is next discovered.
-        self._resume: dict[tuple[int, int], tuple[int, int, int, int | None]] = {}
+        # From seek(): (dev, ino) -> its entry, applied when the file is next discovered.
+        self._resume: dict[tuple[int, int], _Resume] = {}
         # Resumed positions whose file was truncated or rewritten while the source was away: a copytruncate copy
         # that appeared meanwhile holds their lines, and is read on from their offset.
-        self._orphans: list[tuple[int, int, int, int | None]] = []
+        self._orphans: list[_Resume] = []
 
     def _wait(self, timeout: float) -> None:
         time.sleep(min(TAIL_INTERVAL, timeout))
@@ -146,13 +154,14 @@ class TailSource(Source):
             (dev, ino), head = f.key, min(f.offset, HEAD_BYTES)
             crc = zlib.crc32(f.head[:head])  # of the bytes returned: the file may have been rewritten since
             files.append({"dev": dev, "ino": ino, "offset": f.offset, "head": head, "crc": crc,
-                          "prefix_crc": f.prefix_crc, "name": f.name})  # fmt: skip
+                          "prefix_crc": f.prefix_crc, "dropping": f.dropping, "name": f.name})  # fmt: skip
         return {"files": files}
 
     def seek(self, position: Any) -> None:
         try:
             resume = {(int(e["dev"]), int(e["ino"])): (int(e["offset"]), int(e["head"]), int(e["crc"]),
-                                                       None if e.get("prefix_crc") is None else int(e["prefix_crc"]))
+                                                       None if e.get("prefix_crc") is None else int(e["prefix_crc"]),
+                                                       bool(e.get("dropping", False)))
                       for e in position["files"]}  # fmt: skip
         except (TypeError, KeyError, ValueError, AttributeError) as error:
             raise SourceError(f"tail source {self.url}: {position!r:.200} is not a tail source position") from error
@@ -206,26 +215,28 @@ class TailSource(Source):
             resume = self._resume.pop(key, None)
             if resume is not None:
                 if _continues(file, st.st_size, resume):
-                    offset, _, _, prefix_crc = resume
-                    self._track(key, name, file, offset, _crc(file, offset) if prefix_crc is None else prefix_crc, now)
+                    offset, _, _, prefix_crc, dropping = resume
+                    prefix_crc = _crc(file, offset) if prefix_crc is None else prefix_crc
+                    self._track(key, name, file, offset, prefix_crc, now, dropping=dropping)
                     continue
                 self._orphans.append(resume)
             orphan = next((o for o in self._orphans if o[0] > 0 and _continues(file, st.st_size, o, True)), None)
             if orphan is not None:  # the copy of a file truncated while the source was away: read on from its offset
                 self._orphans.remove(orphan)
-                self._track(key, name, file, orphan[0], orphan[3] or 0, now)
+                self._track(key, name, file, orphan[0], orphan[3] or 0, now, dropping=orphan[4])
             elif (original := self._started_like(file)) is None:
                 self._track(key, name, file, 0, 0, now)
             else:
                 self._decide(_Held(key, name, file, original, now), now)
 
     def _track(self, key: tuple[int, int], name: str, file: io.FileIO, offset: int, prefix_crc: int,
-               now: float, before: _Tailed | None = None) -> None:  # fmt: skip
-        """Track a file from ``offset`` (``prefix_crc`` the CRC-32 of the bytes before it), read before ``before``."""
+               now: float, before: _Tailed | None = None, dropping: bool = False) -> None:  # fmt: skip
+        """Track a file from ``offset`` (``prefix_crc`` the CRC-32 of the bytes before it), read before ``before``;
+        ``dropping``: the line at ``offset`` is an overlong one, dropped up to its newline."""
         file.seek(offset)
         head = os.pread(file.fileno(), min(offset, HEAD_BYTES), 0)
         at = len(self._files) if before is None else self._files.index(before)
-        self._files.insert(at, _Tailed(key, name, file, offset, now, prefix_crc, head))
+        self._files.insert(at, _Tailed(key, name, file, offset, now, prefix_crc, head, dropping=dropping))
 
     def _started_like(self, file: io.FileIO) -> _Tailed | None:
         """The tracked file (not empty) whose first bytes a new file's agree with the longest, if any."""
@@ -280,7 +291,8 @@ class TailSource(Source):
         verdict = self._compare(held, size) if original in self._files else False
         if verdict is not False and original.truncated:
             if verdict and size >= original.file.tell():  # the copy holds all that was read: it returns it, first
-                self._track(held.key, held.name, held.file, original.offset, original.prefix_crc, now, original)
+                self._track(held.key, held.name, held.file, original.offset, original.prefix_crc, now, original,
+                            original.dropping)  # fmt: skip
                 original.restart()
             elif verdict or size >= HEAD_BYTES:
                 # A copy of less than was read (lines came after the copy): the original returns them, the copy
@@ -303,13 +315,21 @@ class TailSource(Source):
         if shrunk or now - self._scanned >= TAIL_INTERVAL:
             self._scan(now)
         out: list[SourceRecord] = []
+        limit = self.max_line_bytes
         for f in list(self._files):
             # The last line of a file gone for good will never get its newline: it ends with the file.
             final, at_end = f.gone_since is not None and now - max(f.gone_since, f.last_data) >= GONE_GRACE, False
             taken: list[bytes] = []  # the lines returned from f in this call, past f.offset
             where = partial(self._where, f, taken)
+            at = f.offset  # of the next line: f.offset plus the lengths in taken
             while len(out) < max_records:
                 if not f.lines:
+                    if len(f.partial) > limit:  # the lines before it were returned: it is a bad record, dropped
+                        f.advance(taken)
+                        out.append(too_long_record(where(), limit, len(f.partial), arrival, f.name, f.offset))
+                        f.advance([bytes(f.partial)])
+                        f.partial, f.dropping, at = bytearray(), True, f.offset
+                        continue
                     if f.truncated:  # what was read before the truncation is returned; then the file starts over
                         if f.partial:
                             f.lines.append(bytes(f.partial))
@@ -317,14 +337,23 @@ class TailSource(Source):
                             continue
                         f.advance(taken)
                         f.restart()
+                        at = 0
                     chunk = f.file.read(READ_BYTES)
                     if chunk:
+                        f.last_data, final = now, False
+                        if f.dropping:  # the rest of an overlong line: consumed up to its newline, kept nowhere
+                            cut = chunk.find(b"\n") + 1
+                            f.advance(taken)
+                            f.advance([chunk[:cut] if cut else chunk])
+                            at = f.offset
+                            if not cut:
+                                continue
+                            f.dropping, chunk = False, chunk[cut:]
                         f.partial += chunk
                         if b"\n" in chunk:
                             *complete, rest = bytes(f.partial).split(b"\n")
                             f.lines.extend(line + b"\n" for line in complete)
                             f.partial = bytearray(rest)
-                        f.last_data, final = now, False
                         continue
                     at_end = True
                     if not (final and f.partial):
@@ -332,8 +361,9 @@ class TailSource(Source):
                     f.lines.append(bytes(f.partial))
                     f.partial = bytearray()
                 raw = f.lines.popleft()
-                out.append(text_record(raw, arrival, where, "re-encode it as UTF-8"))
+                out.append(text_record(raw, arrival, where, "re-encode it as UTF-8", f.name, at, limit))
                 taken.append(raw)
+                at += len(raw)
             f.advance(taken)
             if final and at_end and not f.lines and not f.partial:
                 f.file.close()
@@ -342,8 +372,10 @@ class TailSource(Source):
 
     def _where(self, f: _Tailed, taken: list[bytes]) -> str:
         """Where the line after ``taken`` is (called only for a bad line: summing the lengths before it costs)."""
-        offset = f.offset + sum(map(len, taken))
-        return f"tail source {self.url}: the line at byte offset {offset} of {f.name} (inode {f.key[1]})"
+        return self._place(f.name, f.offset + sum(map(len, taken)))
+
+    def _place(self, origin: str, offset: int) -> str:
+        return f"tail source {self.url}: the line at byte offset {offset} of {origin}"
 
 
 def _agree(a: bytes, b: bytes) -> bool:
@@ -352,11 +384,11 @@ def _agree(a: bytes, b: bytes) -> bool:
     return a[:common] == b[:common]
 
 
-def _continues(file: io.FileIO, size: int, resume: tuple[int, int, int, int | None], whole: bool = False) -> bool:
+def _continues(file: io.FileIO, size: int, resume: _Resume, whole: bool = False) -> bool:
     """Whether a file of ``size`` bytes holds what a position's entry read: its fingerprinted head (an inode can be
     reused by a new file), and with ``whole`` every byte before the offset (by their CRC; an entry without one never
     matches then)."""
-    offset, head, crc, prefix_crc = resume
+    offset, head, crc, prefix_crc, _ = resume
     if offset > size or _crc(file, head) != crc:
         return False
     return not whole or (prefix_crc is not None and _crc(file, offset) == prefix_crc)
