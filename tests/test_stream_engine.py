@@ -503,6 +503,18 @@ def test_sum_in_a_stream_adds_what_it_adds_in_batch(stream_client: Client, tmp_p
     assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"u": "ab"}}
 
 
+def test_sums_past_64_bits_cross_panes_and_checkpoints(stream_client: Client, tmp_path: Path) -> None:
+    """Pane states past msgpack's 64 bits go through the shuffle and the map's and reducers' checkpoints."""
+    lines = [json.dumps({"ts": T0 + i, "user": "u", "amount": 2**70 + i}) + "\n" for i in range(8)]
+    (tmp_path / "events.jsonl").write_text("".join(lines))
+    source = f"replay:{tmp_path / 'events.jsonl'}"
+    # Sliding: the reducers hold the panes of the next window when they checkpoint after each one.
+    run_stream_job(stream_client, "EventAmounts", [source], tmp_path / "out", "4r", "2r", checkpoint_windows=1)
+    windows = {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()}
+    expected = {start: {"u": 4 * 2**70 + 4 * start + 6} for start in (0, 2, 4)}
+    assert windows == {**expected, 6: {"u": 2 * 2**70 + 13}}  # (the last, partial window: flushed at the end)
+
+
 def word_counts(output: Path) -> Counter[str]:
     """How many windows hold each word."""
     counts: Counter[str] = Counter()

@@ -58,6 +58,7 @@ from hop.stream.panes import PaneBuffer
 from hop.stream.sources import SourceError, SourceRecord, open_source
 from hop.stream.windows import WindowSpec
 from hop.tasks import TaskChannel, UserCodeError, _call_user, _fold_error, _reduce_to_file, instantiate
+from shuffle import codec
 from shuffle.keys import sort_keys
 from shuffle.runs import iter_run
 from shuffle.spill import write_spill
@@ -89,7 +90,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
 def _read_state(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
-    return msgpack.unpackb(path.read_bytes(), raw=False, use_list=False, strict_map_key=False)
+    return codec.unpackb(path.read_bytes())  # (ints of any size: a pane's Sum may pass 64 bits)
 
 
 class StreamRecordError(ValueError):
@@ -284,7 +285,7 @@ def run_stream_map(
             **{name: getattr(marks, name) for name in ("ordinal", "offset", "max_event", "sealed")},
             **{name: getattr(marks, name) for name in ("records", "late", "shed", "bad")},
         }
-        _write_atomically(checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", msgpack.packb(state, use_bin_type=True))
+        _write_atomically(checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", codec.packb(state))
         for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
             stale.unlink(missing_ok=True)
 
@@ -564,7 +565,7 @@ def run_stream_reduce(
             "delta_seq": delta_seq,
             "processed": [[m, a, s] for m, (a, s) in processed.items()],
         }
-        _write_atomically(state_path, msgpack.packb(state, use_bin_type=True))
+        _write_atomically(state_path, codec.packb(state))
         windows_since_checkpoint, last_checkpoint = 0, time.monotonic()
         channel.send("stream_checkpoint", index=index, attempt=attempt, processed=state["processed"])
 
