@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -55,19 +53,25 @@ def _refuse_to_clear_inputs(output: str, inputs: Iterable[str], job_files: Itera
             )
 
 
+def _clear(folder: Path) -> None:
+    """Delete what ``folder`` holds, not the directory itself: a run's hold (:func:`claim_output`) is on it."""
+    for entry in folder.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = ()) -> None:
     """Create the output directory; refuse a non-empty one unless ``overwrite``, which clears it (see
     :func:`check_output` for what it never clears)."""
     try:
         if check_output(output, overwrite, inputs):
-            shutil.rmtree(output)
+            _clear(Path(output))
         Path(output).mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise OutputError(f"cannot create output directory {output}: {error.strerror or error}") from None
 
-
-CLAIMS_DIRECTORY = "hop-output-claims"
-"""Under the system's temporary directory: one lock file per output directory being written by a run here."""
 
 _claimed: set[str] = set()
 """Output directories this process holds (a run that runs jobs one after another claims the same one again)."""
@@ -75,45 +79,40 @@ _claimed: set[str] = set()
 
 def claim_output(output: str) -> Callable[[], None]:
     """Hold ``output`` for this run against other hop runs on this machine, until the returned function is called
-    (or the process ends: the hold is an ``flock``, which the kernel drops with the process, so a killed run leaves
-    nothing to clean up). Raises :class:`OutputExistsError` naming the run that holds it.
+    (or the process ends: the hold is an ``flock`` on the directory itself, which the kernel drops with the
+    process, so nothing is left to clean up). Raises :class:`OutputExistsError` if another run holds it.
 
     Without it, two runs started together both found a new ``output`` empty and both wrote it. Runs submitted to
     one coordinator are also kept apart there (``hop.coordinator``); this covers runs on separate embedded
-    clusters. It is a safety net: where the lock file cannot be made (a read-only temporary directory) the run goes
-    on without it."""
+    clusters. The directory is made here if its parent exists (and removed on release if the run left it empty: a
+    usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock stays
+    on the directory the job writes. Where the directory cannot be made or opened, the run goes on without the
+    hold (:func:`check_output` reports what is wrong with it)."""
     real = os.path.realpath(output)
     if real in _claimed:
         return lambda: None
+    folder = Path(output)
     try:
-        folder = Path(tempfile.gettempdir()) / CLAIMS_DIRECTORY
-        if not folder.is_dir():
-            folder.mkdir(exist_ok=True)
-            folder.chmod(0o1777)  # shared by every user's runs, as /tmp is
-        name = hashlib.sha256(real.encode()).hexdigest()[:32] + ".lock"
-        file = open(folder / name, "a+", encoding="utf-8")  # noqa: SIM115 - closed by the returned function
+        created = not folder.exists()
+        folder.mkdir(exist_ok=True)
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return lambda: None
     try:
-        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        file.seek(0)
-        holder = file.read().strip() or "another process"
-        file.close()
+        os.close(descriptor)
         raise OutputExistsError(
-            f"output directory {output} is being written by another hop run ({holder}); wait for it to end or "
+            f"output directory {output} is being written by another hop run on this machine; wait for it to end or "
             "choose another"
         ) from None
-    file.seek(0)
-    file.truncate()
-    file.write(f"pid {os.getpid()}, output {real}\n")
-    file.flush()
     _claimed.add(real)
 
     def release() -> None:
         _claimed.discard(real)
-        with contextlib.suppress(OSError):
-            file.truncate(0)
-        file.close()  # (closing the file drops the flock)
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if still empty
+        os.close(descriptor)  # (closing it drops the flock)
 
     return release
