@@ -267,6 +267,31 @@ def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_
     assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(events, 2, 2)
 
 
+def test_which_records_are_late_depends_on_their_order_not_on_how_they_were_polled(
+    stream_client: Client, tmp_path: Path
+) -> None:
+    """The watermark moves record by record: the same file read in one poll or paced a record at a time gives the
+    same late records and windows (it moved once per poll, so a fast replay let records in that a slow one called
+    late)."""
+    offsets = [0, 1, 2, 30, 3, 4, 35, 5, 41, 6, 42, 33]
+    events = [{"ts": T0 + offset, "text": f"w{offset}"} for offset in offsets]
+    events_path = tmp_path / "events.jsonl"
+    events_path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    expected: dict[float, dict[str, int]] = {}
+    late, highest = [], float("-inf")
+    for event in events:  # the rule: late when its 10 s pane lies below the pane of the greatest time read before
+        if highest > float("-inf") and (event["ts"] - T0) // 10 < (highest - T0) // 10:
+            late.append(event["text"])
+            continue
+        highest = max(highest, event["ts"])
+        expected.setdefault(T0 + (event["ts"] - T0) // 10 * 10, {})[event["text"]] = 1
+    assert late == ["w3", "w4", "w5", "w6", "w33"]
+    for name, source in (("fast", f"replay:{events_path}"), ("paced", f"replay:{events_path}?rate=25")):
+        report = run_stream_job(stream_client, "EventWordCount", [source], tmp_path / name, "10s")
+        assert report["counters"]["late_records"] == len(late), name
+        assert {start: rows for start, (_, rows) in read_windows(tmp_path / name).items()} == expected, name
+
+
 def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> None:
     """``--window 500r`` over a ZeroMQ PULL source fed msgpack records; stopped with ``hop stop``'s message."""
     context = zmq.Context.instance()

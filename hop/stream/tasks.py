@@ -187,6 +187,12 @@ def run_stream_map(
                 marks.ordinal = restart * window.pane
             elif window.unit == "bytes":
                 marks.offset = restart * window.pane
+    # With event time, a record is late when its pane lies below the watermark of the records before it (the
+    # greatest event time read so far, less the lateness): moved record by record, not once per poll, so which
+    # records are late depends on the input's order alone, not on how many records a poll happened to take (a
+    # replay at another rate, a slower map, a restart from a checkpoint give the same windows).
+    event_watermark = window.unit == "time" and time_field is not None
+    open_from = _event_watermark_pane(window, options, marks.max_event) if event_watermark else -FOREVER
     last_checkpoint = time.monotonic()
     last_seal_sent = 0.0
     announced = marks.sealed
@@ -363,7 +369,7 @@ def run_stream_map(
                 pane = window.pane_of(position)
                 marks.ordinal += 1
                 marks.offset += record.nbytes
-                if pane < marks.sealed:
+                if pane < marks.sealed or pane < open_from:
                     marks.late += 1
                     late_lines.append(to_json({"event_time": stamp, "pane": pane, "value": value}) + "\n")
                     continue
@@ -374,7 +380,10 @@ def run_stream_map(
                         shed_panes.add(pane)
                         continue
                 marks.records += 1
-                marks.max_event = max(marks.max_event, stamp)
+                if stamp > marks.max_event:
+                    marks.max_event = stamp
+                    if event_watermark:
+                        open_from = _event_watermark_pane(window, options, stamp)
                 try:
                     pairs = mapper(stamp, value) or ()
                     buffer.add(pane, pairs)
@@ -453,13 +462,17 @@ def _restart_pane(window: WindowSpec, options: StreamOptions, arrival_time: bool
     return restart
 
 
+def _event_watermark_pane(window: WindowSpec, options: StreamOptions, max_event: float) -> int:
+    """The first pane open to a record, given the greatest event time read before it."""
+    return window.pane_of(max_event - options.lateness) if max_event > float("-inf") else -FOREVER
+
+
 def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, time_field: str | None) -> int:
     """The first pane still open."""
     if window.unit == "time":
-        frontier = marks.max_event if time_field is not None else time.time()
-        if frontier == float("-inf"):
-            return marks.sealed
-        return window.pane_of(frontier - options.lateness)
+        if time_field is not None:
+            return max(marks.sealed, _event_watermark_pane(window, options, marks.max_event))
+        return window.pane_of(time.time() - options.lateness)
     if window.unit == "records":
         return marks.ordinal // window.pane
     return marks.offset // window.pane
