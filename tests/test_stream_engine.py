@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import math
 import os
 import random
 import shutil
@@ -267,27 +268,51 @@ def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_
     assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(events, 2, 2)
 
 
+def _late_by_order(offsets: list[float], pane: float, lateness: float) -> list[int]:
+    """The late records (their indexes) by the rule: a record is late when its pane lies below the pane of the
+    greatest event time read before it, less the lateness."""
+    late, highest = [], float("-inf")
+    for number, offset in enumerate(offsets):
+        if highest > float("-inf") and offset // pane < (highest - lateness) // pane:
+            late.append(number)
+        else:
+            highest = max(highest, offset)
+    return late
+
+
+@pytest.mark.parametrize(
+    "offsets, window, slide, lateness",
+    [
+        ([0, 1, 2, 30, 3, 4, 35, 5, 41, 6, 42, 33], "10s", None, 0.0),
+        ([round(i * 0.05 - random.Random(i).random() * 3 * (i % 7 == 0), 3) for i in range(400)], "4s", "2s", 1.5),
+    ],
+    ids=["tumbling", "sliding-with-lateness"],
+)
 def test_which_records_are_late_depends_on_their_order_not_on_how_they_were_polled(
-    stream_client: Client, tmp_path: Path
+    stream_client: Client, tmp_path: Path, offsets: list[float], window: str, slide: str | None, lateness: float
 ) -> None:
-    """The watermark moves record by record: the same file read in one poll or paced a record at a time gives the
-    same late records and windows (it moved once per poll, so a fast replay let records in that a slow one called
-    late)."""
-    offsets = [0, 1, 2, 30, 3, 4, 35, 5, 41, 6, 42, 33]
-    events = [{"ts": T0 + offset, "text": f"w{offset}"} for offset in offsets]
+    """The watermark moves record by record: the same file read in one poll or paced a few records at a time gives
+    the same late records and windows (it moved once per poll, so a fast replay let records in that a slow one
+    called late)."""
+    events = [{"ts": T0 + offset, "text": f"w{number}"} for number, offset in enumerate(offsets)]
     events_path = tmp_path / "events.jsonl"
     events_path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    pane = math.gcd(int(window[:-1]), int((slide or window)[:-1]))
+    late = _late_by_order(offsets, pane, lateness)
+    assert late, "the input has late records"
+    kept = [event for number, event in enumerate(events) if number not in set(late)]
+    size, step = int(window[:-1]), int((slide or window)[:-1])
     expected: dict[float, dict[str, int]] = {}
-    late, highest = [], float("-inf")
-    for event in events:  # the rule: late when its 10 s pane lies below the pane of the greatest time read before
-        if highest > float("-inf") and (event["ts"] - T0) // 10 < (highest - T0) // 10:
-            late.append(event["text"])
-            continue
-        highest = max(highest, event["ts"])
-        expected.setdefault(T0 + (event["ts"] - T0) // 10 * 10, {})[event["text"]] = 1
-    assert late == ["w3", "w4", "w5", "w6", "w33"]
-    for name, source in (("fast", f"replay:{events_path}"), ("paced", f"replay:{events_path}?rate=25")):
-        report = run_stream_job(stream_client, "EventWordCount", [source], tmp_path / name, "10s")
+    for event in kept:
+        first = math.floor((event["ts"] - T0 - size) / step) + 1
+        for start in range(first * step, int(event["ts"] - T0) + 1, step):
+            if start <= event["ts"] - T0 < start + size:
+                expected.setdefault(T0 + start, {})[event["text"]] = 1
+    rate = 25 if len(events) < 50 else 800
+    for name, source in (("fast", f"replay:{events_path}"), ("paced", f"replay:{events_path}?rate={rate}")):
+        report = run_stream_job(
+            stream_client, "EventWordCount", [source], tmp_path / name, window, slide, lateness=lateness
+        )
         assert report["counters"]["late_records"] == len(late), name
         assert {start: rows for start, (_, rows) in read_windows(tmp_path / name).items()} == expected, name
 

@@ -193,6 +193,9 @@ def run_stream_map(
     # replay at another rate, a slower map, a restart from a checkpoint give the same windows).
     event_watermark = window.unit == "time" and time_field is not None
     open_from = _event_watermark_pane(window, options, marks.max_event) if event_watermark else -FOREVER
+    # The event time from which open_from may move on (a little early: float rounding), so that the pane is
+    # computed when the watermark crosses into a new pane, not for every in-order record.
+    moves_at = _next_pane_start(window, options, open_from) if event_watermark else float("inf")
     last_checkpoint = time.monotonic()
     last_seal_sent = 0.0
     announced = marks.sealed
@@ -382,8 +385,9 @@ def run_stream_map(
                 marks.records += 1
                 if stamp > marks.max_event:
                     marks.max_event = stamp
-                    if event_watermark:
+                    if stamp >= moves_at:
                         open_from = _event_watermark_pane(window, options, stamp)
+                        moves_at = _next_pane_start(window, options, open_from)
                 try:
                     pairs = mapper(stamp, value) or ()
                     buffer.add(pane, pairs)
@@ -465,6 +469,14 @@ def _restart_pane(window: WindowSpec, options: StreamOptions, arrival_time: bool
 def _event_watermark_pane(window: WindowSpec, options: StreamOptions, max_event: float) -> int:
     """The first pane open to a record, given the greatest event time read before it."""
     return window.pane_of(max_event - options.lateness) if max_event > float("-inf") else -FOREVER
+
+
+def _next_pane_start(window: WindowSpec, options: StreamOptions, open_from: int) -> float:
+    """The least event time that can move the watermark past pane ``open_from``, less 10 microseconds (pane
+    bounds are whole microseconds of floats near 1.7e9 s, which round): below it, ``open_from`` cannot move."""
+    if open_from == -FOREVER:
+        return float("-inf")
+    return (open_from + 1) * window.pane / 1_000_000 + options.lateness - 1e-5
 
 
 def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, time_field: str | None) -> int:
