@@ -129,6 +129,7 @@ class Coordinator:
                         self.handle(identity, unpack(frame))
                 self._answer_status_waiters()
                 self._check_heartbeats()
+                self._stop_streams_past_duration()
                 self._schedule()
                 self.events.tick(self._cluster_sample)
                 if orphaned():
@@ -621,10 +622,22 @@ class Coordinator:
             self._execute(job, job.fail("cancelled (hop stop, or an interrupted hop submit)"))
             self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, cancelled=cancelled)
             return
+        self._stop_stream(job)
+        self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state)
+
+    def _stop_stream(self, job: JobState) -> None:
+        """Ask a running continuous job's maps to drain and end (its reducers then write the last windows)."""
         if job.state == "running" and not job.stopping:
             job.stopping = True
             self._broadcast("stream_stop", job_id=job.spec.job_id)
-        self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state)
+
+    def _stop_streams_past_duration(self) -> None:
+        """``--duration``: stop continuous jobs that have run their time, whether or not a client still waits."""
+        now = time.time()
+        for job in self.jobs.values():
+            duration = job.spec.options.get("stream", {}).get("duration") if job.windows is not None else None
+            if duration is not None and job.state == "running" and now - job.submitted_at >= duration:
+                self._stop_stream(job)
 
     def on_windows(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self.jobs.get(msg["job_id"])

@@ -317,6 +317,29 @@ def test_which_records_are_late_depends_on_their_order_not_on_how_they_were_poll
         assert {start: rows for start, (_, rows) in read_windows(tmp_path / name).items()} == expected, name
 
 
+def test_the_coordinator_ends_a_job_at_its_duration_without_a_client(stream_client: Client, tmp_path: Path) -> None:
+    """``--duration`` used to be kept by the submitting client: a client that went away left the job running for
+    ever. The coordinator stops it now; here no client waits while it runs."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "app.log").write_text("a b\nb\n")
+    options = stream_options([f"tail:{tmp_path / 'logs'}"], "1s", duration=1.5)
+    spec = build_spec(
+        load_job_file(job_path("stream_wordcount")),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=1,
+        options={"stream": options},
+    )
+    began = time.monotonic()
+    job_id = stream_client.submit(spec)
+    time.sleep(1.0)
+    assert stream_client.status(job_id)["state"] == "running"
+    status = stream_client.wait(job_id, timeout=30)
+    assert status["state"] == "succeeded" and status["report"]["continuous"]["stopped"] is True
+    assert 1.5 <= time.monotonic() - began < 20
+    assert sum(rows.get("b", 0) for _, rows in read_windows(tmp_path / "out").values()) == 2
+
+
 def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> None:
     """``--window 500r`` over a ZeroMQ PULL source fed msgpack records; stopped with ``hop stop``'s message."""
     context = zmq.Context.instance()

@@ -133,6 +133,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             checkpoint_seconds=args.checkpoint_seconds,
             sink=args.sink,
             deltas=not args.no_view,
+            duration=args.duration,
         )
         if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
             raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")
@@ -176,7 +177,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
                     client,
                     spec,
                     progress=not args.quiet,
-                    timeout=args.duration if args.duration is not None else args.timeout,
+                    timeout=args.timeout,  # (--duration is kept by the coordinator: stream_options)
                     view_interval=None if args.no_view else args.view_interval,
                     spark_master=args.spark_master or "local[1]",
                 )

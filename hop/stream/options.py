@@ -35,6 +35,9 @@ class StreamOptions:
     deltas: bool = True
     """Reducers append the windows of each checkpoint to a delta file for the Parquet view; without a view
     (``--no-view``) they would only fill the disk, since compaction is what deletes them."""
+    duration: float | None = None
+    """The coordinator stops the job (as ``hop stop`` does) this many seconds after it was submitted: kept there,
+    not by the submitting client, so a job outlives neither its ``--duration`` nor a client that went away."""
 
     def __post_init__(self) -> None:
         if not self.sources:
@@ -45,6 +48,8 @@ class StreamOptions:
             raise ValueError(f"--max-latency must be positive, got {self.max_latency}")
         if self.lateness < 0 or self.checkpoint_seconds <= 0 or self.checkpoint_windows < 1:
             raise ValueError("lateness must be >= 0, checkpoint intervals positive")
+        if self.duration is not None and self.duration <= 0:
+            raise ValueError(f"--duration must be positive, got {self.duration}")
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -59,6 +64,7 @@ class StreamOptions:
             "pause_threshold": self.pause_threshold,
             "sink": self.sink,
             "deltas": self.deltas,
+            "duration": self.duration,
         }
 
     @classmethod
@@ -84,6 +90,7 @@ def stream_options(
     checkpoint_seconds: float = 5.0,
     sink: str | None = None,
     deltas: bool = True,
+    duration: float | None = None,
 ) -> dict[str, Any]:
     """The ``options["stream"]`` of a continuous job, validated; raises ValueError with what to change."""
     try:
@@ -102,4 +109,5 @@ def stream_options(
         checkpoint_seconds,
         sink=sink,
         deltas=deltas,
+        duration=duration,
     ).to_wire()
