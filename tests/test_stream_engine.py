@@ -525,6 +525,16 @@ def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_pa
     assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
 
 
+def test_a_failing_reduce_leaves_no_temporary_file_in_its_window(tmp_path: Path) -> None:
+    (tmp_path / "lines.txt").write_text("fine bad1\n")
+    result = hop(
+        "run", job_path("failing_reduce"), "--source", "replay:lines.txt", "--window", "1r", "-o", "out",
+        "--no-view", "--quiet", "--duration", "60s", "--max-attempts", "1", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1 and "refusing bad1" in result.stderr, result.stderr
+    assert not [path for path in (tmp_path / "out" / "windows").rglob("*") if ".tmp" in path.name]
+
+
 def test_a_replayed_line_over_max_line_bytes_is_a_bad_record(tmp_path: Path) -> None:
     good = [json.dumps({"ts": T0 + i, "text": f"g{i}"}) + "\n" for i in range(2)]
     (tmp_path / "events.jsonl").write_text(good[0] + "x" * 5000 + "\n" + good[1])

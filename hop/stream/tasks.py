@@ -608,7 +608,11 @@ def run_stream_reduce(
             temporary = folder / f".part-{index:05d}.tmp-{attempt}"
             ordered, _ = sort_keys(list(result.groups))
             groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
-            output_records = _reduce_to_file(groups, functions.reducer, temporary)
+            try:
+                output_records = _reduce_to_file(groups, functions.reducer, temporary)
+            except BaseException:
+                temporary.unlink(missing_ok=True)  # the user's reduce failed: no half-written file in the window
+                raise
             os.replace(temporary, part)
             counters["window_parts_written"] += 1
             lines = part.read_text(encoding="utf-8").splitlines()
