@@ -159,6 +159,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     )
     cluster = None
     release: Callable[[], None] | None = None
+    submitted: list[str] = []
     try:
         release = claim_output(spec.output)
         address = args.coordinator
@@ -180,6 +181,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
                     timeout=args.timeout,  # (--duration is kept by the coordinator: stream_options)
                     view_interval=None if args.no_view else args.view_interval,
                     spark_master=args.spark_master or "local[1]",
+                    on_submitted=submitted.append,
                 )
         finally:
             client.close()
@@ -192,7 +194,8 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt:
-        return _fail("interrupted while stopping", 130)
+        # Once the job runs, run_stream turns the first Ctrl-C into a stop: one reaching here is a second one.
+        return _fail("interrupted while stopping" if submitted else "interrupted before the job started", 130)
     finally:
         if cluster is not None:
             cluster.stop()
