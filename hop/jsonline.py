@@ -53,6 +53,12 @@ def to_json_column(values: list[Any]) -> list[str]:
         return list(map(_encode_str, values))
     if kinds <= {int}:
         return list(map(_int_repr, values))
-    if kinds <= {float, type(None)} and all(v is None or math.isfinite(v) for v in values):
-        return ["null" if v is None else _float_repr(v) for v in values]
+    if kinds <= {float, type(None)}:
+        texts = ["null" if v is None else _float_repr(v) for v in values]
+        if not _NOT_FINITE.intersection(texts):  # (cheaper than testing every value first)
+            return texts
     return list(map(to_json, values))
+
+
+_NOT_FINITE = frozenset(map(_float_repr, (math.nan, math.inf, -math.inf)))
+"""How ``repr`` writes the floats JSON has no literal for (the encoder writes them ``NaN``, ``Infinity``)."""

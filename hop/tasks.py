@@ -731,23 +731,32 @@ def _receive_runs(
     last_report = time.monotonic()
     # Test-only: slow this reducer down per received run, to exercise the maps' flow control.
     test_delay = float(os.environ.get("HOP_TEST_SLOW_REDUCE_SECONDS", "0"))
+
+    def take_runs(limit: int | None) -> None:
+        """Receive the runs already queued (at most ``limit``), crediting each back to its worker."""
+        nonlocal first_run_at
+        taken = 0
+        while limit is None or taken < limit:
+            try:
+                sender, header_frame, data = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            taken += 1
+            header = msgpack.unpackb(header_frame.bytes, raw=False)
+            if first_run_at is None:
+                first_run_at = time.time()
+                channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
+            snapshots.receive(header, data.bytes)
+            if test_delay:
+                time.sleep(test_delay)
+            pull.send_multipart([sender, b"%d" % header["seq"]])  # one credit back to that worker
+
     while store.missing(num_maps):
         events = dict(poller.poll(1000))
         if pull in events:
-            for _ in range(256):
-                try:
-                    sender, header_frame, data = pull.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                header = msgpack.unpackb(header_frame.bytes, raw=False)
-                if first_run_at is None:
-                    first_run_at = time.time()
-                    channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
-                snapshots.receive(header, data.bytes)
-                if test_delay:
-                    time.sleep(test_delay)
-                pull.send_multipart([sender, b"%d" % header["seq"]])  # one credit back to that worker
+            take_runs(256)
         if channel.control_socket in events:
+            requests = []
             while (control := channel.receive(0)) is not None:
                 if control.get("job_id") != spec.job_id:
                     continue
@@ -757,9 +766,13 @@ def _receive_runs(
                     if pipe_sender is not None:
                         pipe_sender.connect(control["address"])
                 elif control["type"] == "snapshot":
-                    faults.inject("reduce", "snapshot", index, attempt)
-                    fields = snapshots.take(control["label"], control.get("source"))
-                    channel.send("snapshot_done", index=index, attempt=attempt, seq=control["seq"], **fields)
+                    requests.append(control)
+            if requests:
+                faults.inject("reduce", "snapshot", index, attempt)
+                # A snapshot holds what the maps have sent by now, not what this reducer got round to reading.
+                take_runs(None)
+                for request, fields in zip(requests, snapshots.answer(requests), strict=True):
+                    channel.send("snapshot_done", index=index, attempt=attempt, seq=request["seq"], **fields)
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now

@@ -460,3 +460,23 @@ def test_snapshot_labels_stay_unique_below_a_thousandth(every: float, first: str
         labels.append(snapshot.label)
     assert labels[0] == first and len(set(labels)) == len(labels)
     assert tracker.request_now(0.5).label.endswith(f"-now{len(labels)}")
+
+
+def test_snapshot_requests_queued_together_are_answered_by_one_snapshot(tmp_path: Path) -> None:
+    """A reducer that fell behind took every queued request in turn, each over the same data it held, and fell
+    further behind; now the newest label is taken once and the others get a copy (a derived snapshot, with its own
+    source, is still taken on its own)."""
+    snapshots = _reducer_snapshots(tmp_path, aggregate=True)
+    try:
+        snapshots.receive(_header(0, 0, 0, True), run({"a": 3, "b": 4}))
+        requests = [{"label": label} for label in ("0.100", "0.200", "0.300")]
+        answers = snapshots.answer(requests)
+        assert [answer["label"] for answer in answers] == ["0.100", "0.200", "0.300"]
+        assert all(answer["seconds"] == answers[-1]["seconds"] for answer in answers), "one snapshot, taken once"
+        folder = tmp_path / "out" / "_snapshots"
+        files = [(folder / label / "estimates-00000.jsonl").read_text() for label in ("0.100", "0.200", "0.300")]
+        assert files[0] == files[1] == files[2] and '"key":"a"' in files[0]
+        assert (folder / "0.100" / "part-00000").read_text() == (folder / "0.300" / "part-00000").read_text()
+        assert snapshots.taken == 3
+    finally:
+        snapshots.store.close()

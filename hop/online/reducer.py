@@ -16,6 +16,8 @@ attempt's). Two ways to produce one:
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -105,6 +107,36 @@ class ReducerSnapshots:
             self.store.drop(task, attempt, notice.get("keep_below"))
         elif kind == "map_lost":
             self.store.lost(task, attempt)
+
+    def answer(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The ``snapshot_done`` fields of snapshot requests that were queued together (``label`` and, for a
+        pipeline's later job, ``source`` each), in order. Those without a source are answered by one snapshot,
+        taken under the newest label and copied under the others: it holds everything received by now, so each
+        would be the same, and taking it once per label made a reducer that fell behind fall further behind (and
+        every label hold the data of the first one)."""
+        answers: dict[int, dict[str, Any]] = {}
+        plain = [number for number, request in enumerate(requests) if not request.get("source")]
+        if plain:
+            taken = self.take(requests[plain[-1]]["label"])
+            for number in plain[:-1]:
+                answers[number] = self._copy(taken, requests[number]["label"])
+            answers[plain[-1]] = taken
+        for number, request in enumerate(requests):
+            if request.get("source"):
+                answers[number] = self.take(request["label"], request["source"])
+        return [answers[number] for number in range(len(requests))]
+
+    def _copy(self, taken: dict[str, Any], label: str) -> dict[str, Any]:
+        """``taken``'s files and fields under ``label`` as well."""
+        if "error" not in taken:
+            source, target = snapshot_directory(self.output, taken["label"]), snapshot_directory(self.output, label)
+            target.mkdir(parents=True, exist_ok=True)
+            for name in (f"part-{self.index:05d}", f"estimates-{self.index:05d}.jsonl"):
+                temporary = target / f".{name}.{os.getpid()}.tmp"
+                shutil.copyfile(source / name, temporary)
+                os.replace(temporary, target / name)
+        self.taken += 1
+        return {**taken, "label": label}
 
     def take(self, label: str, source: str | None = None) -> dict[str, Any]:
         """Write this partition's snapshot files under ``label`` and return the ``snapshot_done`` fields.

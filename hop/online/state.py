@@ -364,14 +364,19 @@ class SnapshotTable:
 
     def sorted(self) -> SnapshotTable:
         """The rows in the engine's key order (rows of one key keep their order)."""
-        positions: dict[Any, list[int]] = {}
         try:
-            for i, key in enumerate(self.keys):
-                positions.setdefault(key, []).append(i)
+            index = {key: i for i, key in enumerate(self.keys)}
         except TypeError:  # an unhashable key from a hand-written reduce: leave the order as it is
             return self
-        ordered_keys, _ = sort_keys(list(positions))
-        order = [i for key in ordered_keys for i in positions[key]]
+        if len(index) == len(self.keys):  # one row per key (an aggregate's table): no lists of positions
+            ordered_keys, _ = sort_keys(list(index))
+            order = list(map(index.__getitem__, ordered_keys))
+        else:
+            positions: dict[Any, list[int]] = {}
+            for i, key in enumerate(self.keys):
+                positions.setdefault(key, []).append(i)
+            ordered_keys, _ = sort_keys(list(positions))
+            order = [i for key in ordered_keys for i in positions[key]]
         return SnapshotTable(
             [self.keys[i] for i in order],
             [self.values[i] for i in order],
