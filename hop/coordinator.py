@@ -897,6 +897,12 @@ class Coordinator:
         downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
         if action.status != "succeeded" and downstream is not None and downstream.state == "running":
             self._execute(downstream, downstream.fail(f"upstream job {job.spec.job_id} failed: {job.error}"))
+        upstream = self.jobs.get(str(job.spec.options.get("upstream") or ""))
+        if action.status != "succeeded" and upstream is not None and upstream.state == "running":
+            # The pipeline has failed: the step before would only wait (a minute) for this one's maps to take its
+            # output. It fails with this step's error and traceback, which the client waiting on it then shows.
+            reason = f"downstream job {job.spec.job_id} failed: {job.error}"
+            self._execute(upstream, upstream.fail(reason, job.error_traceback))
         output = Path(job.spec.output)
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()

@@ -132,6 +132,27 @@ def test_cli_job_list_pipeline(tmp_path: Path) -> None:
     assert output_dict(tmp_path / "staged") == {"top": expected_top(source)}
 
 
+def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None:
+    """The word count's reducers waited a minute for the failed second job's maps to take their output (and the
+    word count was then recorded as succeeded): the failure now fails the step before too, at once, and the user
+    sees the second job's error and traceback."""
+    import time
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 3_000_000, seed=36, vocabulary=5000)
+    began = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), job_path("failing_topk")]
+        + [str(source), "-o", str(tmp_path / "out"), "--workers", "2", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 1 and "RuntimeError: refusing m" in result.stderr, result.stderr
+    assert 'raise RuntimeError(f"refusing {word}")' in result.stderr, "the user's traceback"
+    assert time.monotonic() - began < 20
+
+
 def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 2_000_000, seed=36, vocabulary=300)
