@@ -28,7 +28,7 @@ import zmq
 
 from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
-from hop.lifetime import ignore_stop_signals, orphaned
+from hop.lifetime import PARENT_VARIABLE, ignore_stop_signals, orphaned
 from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import OutputExistsError, prepare_output
@@ -112,6 +112,8 @@ class Coordinator:
         self.status_waiters: list[tuple[bytes, str, float]] = []
         """``status`` requests held until their job ends or their wait runs out: (client, job id, deadline)."""
         self.running = True
+        self.stop_workers = False
+        """Whether stopping tells the workers to stop: on a shutdown request or when orphaned, not on a signal."""
         host = bind.split("://", 1)[1].rsplit(":", 1)[0] if bind.startswith("tcp://") else "127.0.0.1"
         self.events = ClusterEvents(self.context, "0.0.0.0" if host in ("0.0.0.0", "*") else host)
         """The coordinator's own sample stream for the cluster monitor: jobs, workers and faults every second."""
@@ -134,10 +136,21 @@ class Coordinator:
                 self.events.tick(self._cluster_sample)
                 if orphaned():
                     self.running = False
+                    self.stop_workers = True
         finally:
-            for worker in self.workers.values():
-                if worker.alive:
+            alive = [worker for worker in self.workers.values() if worker.alive]
+            if self.stop_workers or os.environ.get(PARENT_VARIABLE) is not None:  # (an embedded cluster's)
+                for worker in alive:
                     self.socket.send_multipart([worker.identity, message("shutdown")])
+            elif alive:
+                # Stopped by a signal (Ctrl-C, systemd): a restart, most likely. The workers stay up and register
+                # again with a coordinator started at this address; `hop stop`ping the cluster is a shutdown request.
+                print(
+                    f"hop coordinator: stopped; {len(alive)} workers stay up and register again with a coordinator "
+                    f"started at {self.address}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             self.events.close()
             close_socket(self.socket)
 
@@ -708,8 +721,10 @@ class Coordinator:
         self._send(identity, "cluster", events=self.events.endpoint, faults=list(self.events.faults))
 
     def on_shutdown(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """Shut the cluster down: the workers are told to stop too (a signal stops the coordinator alone)."""
         self._send(identity, "bye")
         self.running = False
+        self.stop_workers = True
 
     def _job_for(self, msg: dict[str, Any]) -> JobState | None:
         return self.jobs.get(msg.get("job_id", ""))

@@ -30,7 +30,7 @@ import zmq
 
 from hop import taskproc
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.lifetime import ignore_stop_signals, orphaned
+from hop.lifetime import PARENT_VARIABLE, ignore_stop_signals, orphaned
 from hop.protocol import close_socket, connect_soon, message, unpack
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
@@ -294,6 +294,8 @@ class Worker:
             if msg.get("incarnation") == self.incarnation:  # else about a registration already replaced
                 self._reinit()
         elif kind == "shutdown":
+            if os.environ.get(PARENT_VARIABLE) is None:  # a standalone worker: say why it ends
+                print(f"hop worker {self.name}: the coordinator shut the cluster down", file=sys.stderr, flush=True)
             self.running = False
 
     def _tell_unsent(self, job_id: str, map_index: int, attempt: int) -> None:

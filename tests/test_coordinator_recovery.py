@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -149,9 +150,12 @@ def test_a_worker_restarted_under_its_name_loses_the_old_ones_attempts(
             client.close()
 
 
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["kill", "term", "int"])
 def test_a_worker_registers_again_with_a_coordinator_restarted_at_its_address(
-    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
 ) -> None:
+    """However the coordinator was stopped (killed, or a restart's SIGTERM or Ctrl-C, which used to tell every
+    worker to shut down too), its workers register with the one restarted at its address."""
     address = f"ipc://{tmp_path}/coordinator"
 
     def coordinator() -> subprocess.Popen[bytes]:
@@ -166,8 +170,10 @@ def test_a_worker_registers_again_with_a_coordinator_restarted_at_its_address(
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
     finally:
         client.close()
-    first.kill()
+    first.send_signal(stop)
     first.wait(timeout=10)
+    time.sleep(1.0)  # a shutdown message would have reached w0 by now
+    assert processes[1].poll() is None, "the worker stays up"
     coordinator()
     client = Client(address, timeout=30)
     try:
