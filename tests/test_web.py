@@ -280,9 +280,63 @@ def test_window_requests_that_cannot_be_served(client: Client, web: WebServer, t
     status, body = get_json(web.url + f"api/jobs/{batch}/windows")
     assert status == 404 and "not a continuous job" in body["error"]
     status, body = post_json(web.url + f"api/jobs/{batch}/stop")
-    assert status == 409 and "batch job" in body["error"]
+    assert status == 409 and f"job {batch} already ended (succeeded)" in body["error"]
     status, body = post_json(web.url + f"api/jobs/{batch}/stop", headers={"Origin": "http://example.com"})
     assert status == 403 and body["error"]
     status, listing = get_json(web.url + "api/jobs")
     mine = next(j for j in listing if j["job_id"] == batch)
     assert mine["continuous"] is False and mine["windows"] == 0
+
+
+def strict_json(body: bytes) -> Any:
+    """JSON as a browser's ``JSON.parse`` reads it: ``NaN`` and ``Infinity`` are errors (Python's reader takes them)."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(body, parse_constant=refuse)
+
+
+def test_nan_and_infinite_values_reach_the_page_as_null(client: Client, web: WebServer, tmp_path: Path) -> None:
+    """A job's NaN or infinite value made the API answer ``NaN``/``Infinity``, which the page's ``JSON.parse``
+    refused: the results (and every later event) never showed."""
+    (tmp_path / "in.txt").write_text("nan\ninf\n-inf\n1.5\n")
+    job_id = run_job(client, "float_values", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    status, _, body = get(web.url + f"api/jobs/{job_id}/results")
+    assert status == 200
+    values = {row["key"]: row["value"] for row in strict_json(body)["rows"]}
+    assert values == {"nan": None, "inf": None, "-inf": None, "1.5": 1.5}
+    with urllib.request.urlopen(web.url + f"api/events?job={job_id}", timeout=20) as stream:
+        for raw in stream:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("data: "):
+                data = strict_json(line[len("data: ") :].encode())
+                if isinstance(data, dict) and "rows" in data and "total" in data:  # the results event
+                    assert {row["key"]: row["value"] for row in data["rows"]}["nan"] is None
+                    break
+
+
+def test_results_of_a_failed_job_or_a_deleted_output_and_stopping_a_batch_job(
+    client: Client, web: WebServer, tmp_path: Path
+) -> None:
+    from hop.runner import JobFailed, run_pipeline
+
+    (tmp_path / "bad.txt").write_text("fine\nboom now\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "failing_map", [tmp_path / "bad.txt"], tmp_path / "failed")
+    failed_id = failure.value.status["job_id"]
+    status, body = get_json(web.url + f"api/jobs/{failed_id}/results")
+    assert status == 409 and f"job {failed_id} failed: it has no results (map at" in body["error"], body
+    source = tmp_path / "in.txt"
+    generate_text(source, 50_000, seed=45, vocabulary=100)
+    pair = ("wordcount", "topk")
+    jobs = [build_spec(load_job_file(job_path(name)), [str(source)], str(tmp_path / "top")) for name in pair]
+    report = run_pipeline(client, jobs, progress=False, timeout=120)
+    first_step = report["steps"][0]["job_id"]
+    status, body = get_json(web.url + f"api/jobs/{first_step}/results")
+    assert status == 410 and "no longer exists" in body["error"] and "--keep-intermediate" in body["error"]
+    slow = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "slow"))
+    running = client.submit(slow)
+    status, body = post_json(web.url + f"api/jobs/{running}/stop")
+    assert status == 200 and body["cancelled"] is True, body
+    assert client.wait(running, timeout=30)["state"] == "failed"

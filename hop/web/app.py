@@ -1,6 +1,7 @@
 """The web view: an aiohttp application serving the page, a JSON API and server-sent events.
 
-Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, never a traceback page):
+Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, never a traceback page; NaN and
+infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects them):
 
 - ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
 - ``GET /api/jobs``: every job (id, name, state, progress, output directory, snapshot count; for a continuous job
@@ -8,13 +9,14 @@ Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, neve
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
 - ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (default all), with their rows: the
   largest estimates, all kept ones for the latest, a hundred per partition of earlier ones (``hop.online.tracker``).
-- ``GET /api/jobs/{job_id}/results``: the final output (``409`` while the job runs, and for a continuous job, whose
-  results are its windows).
+- ``GET /api/jobs/{job_id}/results``: the final output (``409`` while the job runs, once it failed, and for a
+  continuous job, whose results are its windows; ``410`` once its output directory is gone: a pipeline's earlier
+  step).
 - ``GET /api/jobs/{job_id}/windows?after=N``: a continuous job's windows with ``seq > N`` (default all the
   coordinator keeps), oldest first: bounds, reason, records, fidelity, C2 scoreboard, per-partition reports and the
   first rows as ``{"key", "value"}`` (``truncated`` when the window has more); ``404`` for a batch job.
-- ``POST /api/jobs/{job_id}/stop``: ask a continuous job to stop (it drains and writes its last windows); ``409``
-  for a batch job or one that already ended; ``403`` when another site's page sends it.
+- ``POST /api/jobs/{job_id}/stop``: as ``hop stop``: ask a continuous job to stop (it drains and writes its last
+  windows), cancel a batch job; ``409`` for one that already ended; ``403`` when another site's page sends it.
 - ``GET /api/events?job=ID``: server-sent events pushing ``jobs`` (the list, when it changes), and for ``job``:
   ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results`` (once it
   succeeded); for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first)
@@ -106,12 +108,18 @@ async def index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC / "index.html")
 
 
+def _json_response(data: Any) -> web.Response:
+    """``data`` as JSON a browser parses: NaN and infinities (a job's values, an estimate's unbounded interval)
+    as ``null``, since JSON has no such numbers and ``JSON.parse`` rejects the whole reply over one."""
+    return web.json_response(text=_strict_json(data))
+
+
 async def jobs(request: web.Request) -> web.Response:
-    return web.json_response(await _source(request).jobs())
+    return _json_response(await _source(request).jobs())
 
 
 async def job(request: web.Request) -> web.Response:
-    return web.json_response(await _source(request).job(request.match_info["job_id"]))
+    return _json_response(await _source(request).job(request.match_info["job_id"]))
 
 
 def _after(request: web.Request, default: str = "-1", what: str = "snapshot") -> int:
@@ -132,13 +140,13 @@ async def _continuous_job(request: web.Request) -> dict[str, Any]:
 
 async def snapshots(request: web.Request) -> web.Response:
     after = _after(request)
-    return web.json_response(await _source(request).snapshots(request.match_info["job_id"], after))
+    return _json_response(await _source(request).snapshots(request.match_info["job_id"], after))
 
 
 async def windows(request: web.Request) -> web.Response:
     after = _after(request, "0", "window")
     detail = await _continuous_job(request)
-    return web.json_response(await _source(request).windows(detail["job_id"], after))
+    return _json_response(await _source(request).windows(detail["job_id"], after))
 
 
 def _same_origin(request: web.Request) -> bool:
@@ -152,13 +160,13 @@ async def stop(request: web.Request) -> web.Response:
     if not _same_origin(request):
         raise web.HTTPForbidden(reason="only the hop page itself may stop a job")
     detail = await _source(request).job(request.match_info["job_id"])
-    if not detail.get("continuous"):
-        raise web.HTTPConflict(reason=f"job {detail['job_id']} is a batch job: it ends by itself, nothing to stop")
     if detail["state"] != "running":
         raise web.HTTPConflict(reason=f"job {detail['job_id']} already ended ({detail['state']})")
     reply = await _source(request).stop(detail["job_id"])
     state = reply.get("state", detail["state"])
-    return web.json_response({"job_id": detail["job_id"], "state": state, "stopping": True})
+    if not detail.get("continuous"):  # as `hop stop` does: a batch job has no last windows to write
+        return _json_response({"job_id": detail["job_id"], "state": state, "cancelled": True})
+    return _json_response({"job_id": detail["job_id"], "state": state, "stopping": True})
 
 
 async def results(request: web.Request) -> web.Response:
@@ -168,10 +176,18 @@ async def results(request: web.Request) -> web.Response:
             reason=f"job {detail['job_id']} is continuous: its results are its windows, "
             f"GET /api/jobs/{detail['job_id']}/windows"
         )
+    if detail["state"] == "running":
+        raise web.HTTPConflict(reason=f"job {detail['job_id']} has no final results yet: it is running")
     if detail["state"] != "succeeded":
-        raise web.HTTPConflict(reason=f"job {detail['job_id']} has no final results yet (it is {detail['state']})")
+        reason = f"job {detail['job_id']} {detail['state']}: it has no results ({detail['error']})"
+        raise web.HTTPConflict(reason=reason)
+    if not Path(detail["output"]).is_dir():
+        raise web.HTTPGone(
+            reason=f"job {detail['job_id']}'s output {detail['output']} no longer exists (a pipeline deletes its "
+            "earlier steps' outputs when it ends unless run with --keep-intermediate)"
+        )
     loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
-    return web.json_response({"job_id": detail["job_id"], "approximate": detail["approximate"], **loaded})
+    return _json_response({"job_id": detail["job_id"], "approximate": detail["approximate"], **loaded})
 
 
 async def events(request: web.Request) -> web.StreamResponse:
@@ -185,7 +201,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 
     async def send(event: str, data: Any, event_id: int | None = None) -> None:
         head = "" if event_id is None else f"id: {event_id}\n"
-        await response.write(f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+        await response.write(f"{head}event: {event}\ndata: {_strict_json(data)}\n\n".encode())
 
     last_jobs: Any = None
     last_job: Any = None
@@ -264,7 +280,7 @@ def _finite(data: Any) -> Any:
     return data
 
 
-def _monitor_json(data: Any) -> str:
+def _strict_json(data: Any) -> str:
     return json.dumps(_finite(data), default=str)
 
 
@@ -279,7 +295,7 @@ async def monitor_page(request: web.Request) -> web.FileResponse:
 
 async def monitor_state(request: web.Request) -> web.Response:
     snapshot = await _monitor_snapshot(_feed(request))
-    return web.json_response(text=_monitor_json(snapshot))
+    return web.json_response(text=_strict_json(snapshot))
 
 
 async def monitor_series(request: web.Request) -> web.Response:
@@ -302,7 +318,7 @@ async def monitor_series(request: web.Request) -> web.Response:
     if not known:
         raise web.HTTPNotFound(reason=f"no series for {level} {name!r} metric {metric!r} (yet)")
     body = {"level": level, "name": name, "metric": metric, "points": points}
-    return web.json_response(text=_monitor_json(body))
+    return web.json_response(text=_strict_json(body))
 
 
 def prometheus_windows(latest: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -361,7 +377,7 @@ async def monitor_events(request: web.Request) -> web.StreamResponse:
                 feed = box[0]
                 if sent != (id(feed), feed.version):
                     snapshot = await _monitor_snapshot(feed)
-                    await send("state", _monitor_json(snapshot), event_id=snapshot["version"])
+                    await send("state", _strict_json(snapshot), event_id=snapshot["version"])
                     sent = (id(feed), snapshot["version"])
             if loop.time() - quiet_since > MONITOR_KEEPALIVE_SECONDS:
                 await response.write(b": keepalive\n\n")
