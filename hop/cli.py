@@ -142,9 +142,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     online.add_argument("--seed", type=int, default=0, help="seed of --order random (default 0)")
     online.add_argument(
         "--chunk-size",
-        type=size_argument,
+        type=_chunk_size,
         default=1 << 20,
-        help="bytes per input chunk, the unit estimates sample (default 1MB; a .gz file is one chunk)",
+        help="bytes per input chunk, the unit estimates sample (default 1MB, at least 64KB; a .gz file is one chunk)",
     )
     online.add_argument("--confidence", type=_fraction, default=0.95, help="confidence of the intervals (0.95)")
     online.add_argument(
@@ -380,6 +380,19 @@ def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
     if not rest:
         raise JobFileError("no input given after the job file(s)")
     return jobs, rest
+
+
+MIN_CHUNK_BYTES = 64 << 10
+"""The smallest ``--chunk-size``: every chunk is a run per reducer and a unit of the estimator's bookkeeping, so
+tiny chunks cost far more than they add to the randomness (1 KB chunks made a 1 MB job take 5 s, 10-byte ones
+failed it)."""
+
+
+def _chunk_size(text: str) -> int:
+    size = size_argument(text)
+    if size < MIN_CHUNK_BYTES:
+        raise argparse.ArgumentTypeError(f"--chunk-size must be at least 64KB, got {text!r}")
+    return size
 
 
 def _fraction(text: str) -> float:

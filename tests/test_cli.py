@@ -572,6 +572,13 @@ def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
     assert time.monotonic() - began < 6.0
 
 
+def test_a_chunk_size_below_64kb_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--snapshot-every", "0.3", "--chunk-size", "1000", cwd=tmp_path)
+    assert result.returncode == 2 and "--chunk-size must be at least 64KB, got '1000'" in result.stderr, result.stderr
+
+
 def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a\n")
     (tmp_path / "two.py").write_text("from hop import Job\n\n\nclass A(Job):\n    pass\n\n\nclass B(Job):\n    pass\n")
