@@ -340,3 +340,33 @@ def test_results_of_a_failed_job_or_a_deleted_output_and_stopping_a_batch_job(
     status, body = post_json(web.url + f"api/jobs/{running}/stop")
     assert status == 200 and body["cancelled"] is True, body
     assert client.wait(running, timeout=30)["state"] == "failed"
+
+
+def test_web_wait_keeps_the_view_of_a_failed_job_and_ctrl_c_keeps_its_exit_status(tmp_path: Path) -> None:
+    """``--web-wait`` waited only after a job that succeeded: a failed one's view was gone at once. Ctrl-C ends the
+    wait; the run's exit status stays the job's (1). ``--web-wait`` alone implies ``--web``."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "in.txt").write_text("fine\nboom now\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("failing_map"), "in.txt", "-o", "out", "--web-wait"]
+    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stderr is not None
+        deadline = time.monotonic() + 60
+        lines: list[str] = []
+        while not any("the view stays at" in line for line in lines):
+            assert time.monotonic() < deadline and run.poll() is None, lines
+            lines.append(run.stderr.readline())
+        url = re.search(r"the view stays at (\S+) until Ctrl-C", lines[-1])
+        assert url and "job failed (" in lines[-1], lines
+        status, listing = get_json(url.group(1) + "api/jobs")
+        assert status == 200 and [job["state"] for job in listing] == ["failed"]
+        run.send_signal(signal.SIGINT)
+        _, rest = run.communicate(timeout=30)
+    finally:
+        run.kill()
+    assert run.returncode == 1, rest
+    assert "cannot handle boom" in rest and "hop: error: job failed:" in rest, rest

@@ -23,7 +23,7 @@ def add_web_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--web-wait",
         action="store_true",
-        help="with --web: keep serving after the job ended (final results) until Ctrl-C",
+        help="serve the web view and keep serving after the job ended (results, or why it failed) until Ctrl-C",
     )
 
 
@@ -40,17 +40,23 @@ class _RunningView:
         return self.server
 
     def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        from hop.runner import JobFailed
+
         try:
-            if self.wait and kind is None:
-                print(f"hop: job done; results stay at {self.server.url} until Ctrl-C", file=sys.stderr, flush=True)
-                threading.Event().wait()
+            if self.wait and (kind is None or issubclass(kind, JobFailed)):
+                # A failed job is worth a look too (its tasks, which attempt failed and why). Ctrl-C ends the wait,
+                # not the run: its exit status stays the job's.
+                ended = "done; results stay" if kind is None else f"failed ({error}); the view stays"
+                print(f"hop: job {ended} at {self.server.url} until Ctrl-C", file=sys.stderr, flush=True)
+                with suppress(KeyboardInterrupt):
+                    threading.Event().wait()
         finally:
             self.server.stop()
 
 
 def web_view(args: argparse.Namespace, address: str) -> AbstractContextManager[Any]:
     """A context serving the web view for ``address`` when ``--web`` was given, else nothing."""
-    if not getattr(args, "web", False):
+    if not (getattr(args, "web", False) or getattr(args, "web_wait", False)):  # (--web-wait implies --web)
         return nullcontext()
     return _RunningView(address, args.port, args.web_wait)
 
