@@ -27,7 +27,14 @@ from typing import Any
 
 from hop import prelaunch
 from hop.client import Client, CoordinatorUnavailable, JobRejected
-from hop.gen.cli import coordinator_address, non_negative_int, positive_float, positive_int, size_argument
+from hop.gen.cli import (
+    bind_address,
+    coordinator_address,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    size_argument,
+)
 from hop.gen.cli import register as register_gen
 from hop.inputs import DEFAULT_SPLIT_BYTES, InputError, expand_inputs
 from hop.job import Job
@@ -487,7 +494,9 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     _add_job_arguments(submit, embedded=False, continuous=continuous)
     submit.set_defaults(func=_run)
     coord = commands.add_parser("coordinator", help="start a coordinator; prints its address")
-    coord.add_argument("--bind", default="tcp://127.0.0.1:*")
+    coord.add_argument(
+        "--bind", type=bind_address, default="tcp://127.0.0.1:*", help="address to listen on (default: a free port)"
+    )
     coord.add_argument("--heartbeat-timeout", type=positive_float, default=5.0)
     coord.add_argument(
         "--keep-jobs",

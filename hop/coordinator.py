@@ -1171,7 +1171,11 @@ def main(argv: list[str] | None = None) -> int:
 def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], keep_jobs: int = KEEP_JOBS) -> int:
     """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
     ignore_stop_signals()
-    coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs)
+    try:
+        coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs)
+    except zmq.ZMQError as error:  # the port is taken, the host is not this machine's, the ipc path is not writable
+        print(f"hop coordinator: error: cannot listen on {bind}: {error}", file=sys.stderr, flush=True)
+        return 2
     announce(coordinator.address)
     with contextlib.suppress(KeyboardInterrupt):
         coordinator.serve()

@@ -579,6 +579,22 @@ def test_a_chunk_size_below_64kb_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--chunk-size must be at least 64KB, got '1000'" in result.stderr, result.stderr
 
 
+def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path) -> None:
+    """A port past 65535 was taken modulo 65536 (99999 listened on 34463); a port in use printed a traceback."""
+    for command in (["coordinator", "--bind", "tcp://127.0.0.1:99999"], ["status", "--coordinator", "tcp://h:70000"]):
+        result = hop(*command, cwd=tmp_path)
+        assert result.returncode == 2 and "a port from 1 to 65535" in result.stderr, result.stderr
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
+        result = hop("coordinator", "--bind", address, cwd=tmp_path, timeout=30)
+    assert result.returncode == 2 and f"cannot listen on {address}: Address already in use" in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
 def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a\n")
     (tmp_path / "two.py").write_text("from hop import Job\n\n\nclass A(Job):\n    pass\n\n\nclass B(Job):\n    pass\n")

@@ -84,12 +84,36 @@ def _integer_at_least(text: str, least: int) -> int:
 _ADDRESS = re.compile(r"(tcp://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}|ipc://.+)")
 
 
+_BIND = re.compile(r"(tcp://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+|\*):(\d{1,5}|\*)|ipc://.+)")
+
+
 def coordinator_address(text: str) -> str:
     """argparse type: a coordinator's ZeroMQ address, ``tcp://HOST:PORT`` (as ``hop coordinator`` prints it) or
     ``ipc://PATH``."""
-    if not _ADDRESS.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"invalid address {text!r}: expected tcp://HOST:PORT or ipc://PATH")
+    if not _ADDRESS.fullmatch(text) or not _port_in_range(text):
+        raise argparse.ArgumentTypeError(
+            f"invalid address {text!r}: expected tcp://HOST:PORT (a port from 1 to 65535) or ipc://PATH"
+        )
     return text
+
+
+def bind_address(text: str) -> str:
+    """argparse type: an address to bind, ``tcp://HOST:PORT`` (``*`` for any interface or a free port) or
+    ``ipc://PATH``."""
+    if not _BIND.fullmatch(text) or not _port_in_range(text):
+        raise argparse.ArgumentTypeError(
+            f"invalid address {text!r}: expected tcp://HOST:PORT (a port from 1 to 65535, or * for a free one) or "
+            "ipc://PATH"
+        )
+    return text
+
+
+def _port_in_range(address: str) -> bool:
+    """ZeroMQ takes a port past 65535 modulo 65536 (99999 is 34463) without a word: refuse it instead."""
+    if not address.startswith("tcp://"):
+        return True
+    port = address.rsplit(":", 1)[1]
+    return port == "*" or 1 <= int(port) <= 65535
 
 
 def positive_float(text: str) -> float:
