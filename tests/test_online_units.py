@@ -226,6 +226,10 @@ def test_tracker_thresholds_answers_and_accuracy() -> None:
         {"chunks_seen": [0], "max_relative_half_width": 0.01, "strata_seen": {"15": 1, "16": 0}},
     )
     assert narrow_but_blind.complete and not tracker.accurate(narrow_but_blind)
+    everything = tracker.request_now(1.0)  # every chunk read, not yet committed: the job ends exactly on its own
+    for index in (0, 1):
+        tracker.on_done(everything.seq, index, {"chunks_seen": [0, 1, 2], "max_relative_half_width": 0.0, "groups": 3})
+    assert everything.complete and not tracker.accurate(everything), "not 'approximate' after all of the input"
     with pytest.raises(ValueError):
         SnapshotTracker(1, [1], every=1.5)
 

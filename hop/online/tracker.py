@@ -173,6 +173,9 @@ class SnapshotTracker:
         estimated = [fields for fields in snapshot.partitions.values() if not fields.get("final")]
         if not estimated:
             return False  # every partition answered with its final output: the job ends exactly on its own
+        coverage = self.coverage(snapshot)
+        if coverage is not None and coverage[0] >= 1:
+            return False  # every chunk is in: the job ends exactly on its own (an early stop would call it approximate)
         if not any(fields.get("groups") for fields in snapshot.partitions.values()):
             return False  # nothing read has a group yet: an empty result is no estimate
         for fields in estimated:
