@@ -290,7 +290,7 @@ class JobState:
             "map_fraction": fraction(self.maps),
             "reduce_fraction": fraction(self.reduces),
             "input_records": sum(t.records for t in self.maps),
-            "elapsed": time.time() - self.submitted_at,
+            "elapsed": (self.finished_at or time.time()) - self.submitted_at,  # (not counting on once it ended)
         }
 
     # Events ------------------------------------------------------------------------------------------------

@@ -479,3 +479,14 @@ def test_speculation_picks_stragglers_and_the_first_finisher_kills_the_other() -
     assert _map_failed(2, 0) in actions
     assert job.attempt("map", 2, 0).status == "killed"
     assert _map_done(job, 2, 0, at=6.0) == [_map_failed(2, 0)]
+
+
+def test_elapsed_stops_when_the_job_ends() -> None:
+    """``hop status`` of a finished job showed its elapsed time growing on every call."""
+    import time
+
+    job = _state(1, 1)
+    job.fail("cancelled")
+    first = job.progress()["elapsed"]
+    time.sleep(0.05)
+    assert job.progress()["elapsed"] == first
