@@ -309,8 +309,9 @@ def _run_loaded(
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt:
-        if cluster is None:  # a job on a cluster of its own would otherwise run on without anyone waiting for it
-            _cancel_submitted(client)
+        # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
+        # cancellation is what writes OUT/_job.json saying so (and removes committed parts) before the cluster stops.
+        _cancel_submitted(client)
         return _fail("interrupted", _interrupted_code())
     finally:
         if cluster is not None:

@@ -633,16 +633,24 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, group: bool) -> 
 
     import psutil
 
+    from hop.client import Client
     from hop.gen.text import generate_text
 
     generate_text(tmp_path / "in.txt", 2_000_000, seed=3, vocabulary=500)
-    command = [sys.executable, "-m", "hop", "run", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out", "--quiet"]
+    command = [sys.executable, "-m", "hop", "run", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out"]
     run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "out").exists():  # made once the run is under way (its maps take seconds)
-            assert time.monotonic() < deadline and run.poll() is None, "the run started"
-            time.sleep(0.02)
+        assert run.stderr is not None
+        first = run.stderr.readline()  # "hop: embedded cluster's coordinator at ADDRESS"
+        assert "coordinator at " in first, first
+        client = Client(first.rsplit(" ", 1)[1].strip(), timeout=30)
+        try:
+            deadline = time.monotonic() + 30
+            while not any(job["state"] == "running" for job in client.jobs()):  # its maps take seconds
+                assert time.monotonic() < deadline and run.poll() is None, "the job started"
+                time.sleep(0.02)
+        finally:
+            client.close()
         cluster = psutil.Process(run.pid).children(recursive=True)
         if group:
             os.killpg(run.pid, signal.SIGTERM)
@@ -657,6 +665,8 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, group: bool) -> 
     assert run.returncode == 143 and "interrupted" in stderr, stderr
     assert not alive, [process.name() for process in alive]
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())  # (the job was cancelled, and says so)
+    assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]
 
 
 def test_the_summary_says_how_many_bad_records_were_skipped_and_where(tmp_path: Path) -> None:
