@@ -295,6 +295,13 @@ def _run_loaded(
                 print(f"hop: embedded cluster's coordinator at {address}", file=sys.stderr, flush=True)
         client = Client(address)
         try:
+            if cluster is None and not any(worker["alive"] for worker in client.workers()):
+                print(
+                    f"hop: the coordinator at {address} has no workers yet: the job waits for one "
+                    f"(hop worker --coordinator {address})",
+                    file=sys.stderr,
+                    flush=True,
+                )
             with web_view(args, address):
                 report = _submit(args, client, spec, later, pipelined)
         finally:

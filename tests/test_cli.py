@@ -595,6 +595,20 @@ def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path)
     assert "Traceback" not in result.stderr, result.stderr
 
 
+def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("a b\n")
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+    try:
+        job = str(ROOT / "jobs" / "wordcount.py")
+        result = hop("submit", job, "in.txt", "-o", "out", "--coordinator", address, "--timeout", "1", cwd=tmp_path)
+        assert result.returncode == 3, result.stderr
+        assert f"has no workers yet: the job waits for one (hop worker --coordinator {address})" in result.stderr
+    finally:
+        coordinator.terminate()
+        coordinator.wait(timeout=30)
+
+
 def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a\n")
     (tmp_path / "two.py").write_text("from hop import Job\n\n\nclass A(Job):\n    pass\n\n\nclass B(Job):\n    pass\n")
