@@ -19,7 +19,6 @@ import signal
 import socket as socket_module
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from hop import taskproc
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
 from hop.lifetime import PARENT_VARIABLE, ignore_stop_signals, orphaned
 from hop.protocol import close_socket, connect_soon, message, unpack
+from hop.spilldirs import make_spill_dir, remove_abandoned
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
 
@@ -101,7 +101,10 @@ class Worker:
         self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
         self.host = host
         self.rack = rack
-        self.spill_dir = Path(tempfile.mkdtemp(prefix="hop-worker-", dir=spill_root))
+        abandoned = remove_abandoned(spill_root)
+        if abandoned and os.environ.get(PARENT_VARIABLE) is None:
+            print(f"hop worker: removed {len(abandoned)} spill directories of workers that died", file=sys.stderr)
+        self.spill_dir = make_spill_dir(spill_root)
         self.slots_address = _slots_address(self.spill_dir)
         self.slots: dict[str, Slot] = {}
         self.map_slots, self.reduce_slots, self.stream_slots = map_slots, reduce_slots, stream_slots

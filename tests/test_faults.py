@@ -214,7 +214,7 @@ def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: py
         # Workers delete a job's spill files when the coordinator announces its end, just after the client sees
         # the failure: wait for that (bounded).
         deadline = time.monotonic() + 15
-        while (spill_dirs := list(Path(cluster._socket_dir or "").glob("hop-worker-*/*"))) and (
+        while (spill_dirs := list(Path(cluster._socket_dir or "").glob("hop-worker-*/job-*"))) and (
             time.monotonic() < deadline
         ):
             time.sleep(0.1)
@@ -324,3 +324,32 @@ def test_a_resumed_map_counts_bad_lines_and_setup_once(tmp_path: Path, monkeypat
     assert resumed["counters"]["bad_records_skipped"] == clean["counters"]["bad_records_skipped"] == 3
     assert resumed["counters"]["user"] == clean["counters"]["user"]
     assert resumed["counters"]["user"]["tasks"]["setup"] == 3  # one map and two reduces
+
+
+def test_a_worker_removes_the_spill_directories_of_workers_that_died(tmp_path: Path) -> None:
+    """A worker killed with -9 could not remove its spill directory (gigabytes of map output, never read again): the
+    next worker on the host removes it. A live worker's directory, another host's and one without an owner stay."""
+    import signal
+    import subprocess
+    import sys
+
+    from hop.spilldirs import make_spill_dir, remove_abandoned
+
+    root = tmp_path / "spills"
+    root.mkdir()
+    command = [sys.executable, "-c", "import sys, time; from hop.spilldirs import make_spill_dir; "
+               f"print(make_spill_dir({str(root)!r}), flush=True); time.sleep(60)"]  # fmt: skip
+    dead = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert dead.stdout is not None
+    abandoned = Path(dead.stdout.readline().strip())
+    (abandoned / "job-1").mkdir()
+    dead.send_signal(signal.SIGKILL)
+    dead.communicate(timeout=10)
+    mine = make_spill_dir(str(root))
+    elsewhere = root / "hop-worker-other"
+    elsewhere.mkdir()
+    (elsewhere / "owner").write_text("some-other-host 1 1.0\n")
+    unowned = root / "hop-worker-unowned"
+    unowned.mkdir()
+    assert remove_abandoned(str(root)) == [abandoned]
+    assert sorted(path.name for path in root.iterdir()) == sorted([mine.name, "hop-worker-other", "hop-worker-unowned"])
