@@ -266,6 +266,7 @@ def _run_loaded(
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
             "max_line_bytes": args.max_line_bytes,
+            **({"map_per_file": True} if mrjob_run is not None else {}),  # (see hop.planning.plan_map_inputs)
             **online_options,
         },
     )

@@ -298,6 +298,7 @@ class Coordinator:
                     seed=int(options.get("seed", 0)),
                     strata=options.get("strata"),
                     slots=sum(w.map_slots for w in self.workers.values() if w.alive),
+                    pack=not options.get("map_per_file"),
                 )
             )
             # A pipeline's later jobs take their snapshots from the job before them, not from their own progress.

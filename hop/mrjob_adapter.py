@@ -38,7 +38,7 @@ from typing import Any
 
 from hop.job import Job, Step
 from hop.loader import JobFileError
-from hop.mrjob_codec import Edge, InputEdge, line_of_output, plan_edges
+from hop.mrjob_codec import Edge, InputEdge, hashable_keys, line_of_output, plan_edges
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
@@ -247,6 +247,8 @@ class MRJobAdapter(Job):
     # The task's life. --------------------------------------------------------------------------------------------
     def setup(self) -> None:
         _enter(self.mrjob_workdir)
+        if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
+            self._note_input_file()
 
     def teardown(self) -> None:
         if self._status != self._shown:
@@ -318,7 +320,7 @@ class MRJobAdapter(Job):
             def first_mapper(offset: Any, line: str) -> Iterable[Any]:
                 if self.input_file is not self._input_file:
                     self._note_input_file()
-                return function(None, line)
+                return hashable_keys(function(None, line) or ())
 
             return first_mapper
         decode, encode = source.decode, out.encode

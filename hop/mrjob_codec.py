@@ -23,7 +23,16 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-__all__ = ["Edge", "InputEdge", "final_edge", "is_json_protocol", "json_like", "line_of_output", "plan_edges"]
+__all__ = [
+    "Edge",
+    "InputEdge",
+    "final_edge",
+    "hashable_keys",
+    "is_json_protocol",
+    "json_like",
+    "line_of_output",
+    "plan_edges",
+]
 
 Pair = tuple[Any, Any]
 
@@ -76,6 +85,20 @@ def _json_text(value: Any) -> str:
     return json.dumps(value)
 
 
+def hashable_keys(pairs: Iterable[Any]) -> Iterator[Any]:
+    """Pairs with list keys as tuples: JSON keys may be lists (mrjob writes a tuple key as a JSON list, and a later
+    step's mapper that passes its key on yields the list), but a hop key must be hashable. The next substep reads a
+    JSON list either way (:func:`json_like`)."""
+    for pair in pairs:
+        if type(pair[0]) is list:
+            pair = (_tupled(pair[0]), pair[1])
+        yield pair
+
+
+def _tupled(items: list[Any]) -> tuple[Any, ...]:
+    return tuple(_tupled(item) if type(item) is list else item for item in items)
+
+
 def _split(line: bytes | str) -> Pair:
     if isinstance(line, str):  # a job's own protocol may write text
         line = line.encode("utf-8")
@@ -114,7 +137,7 @@ class Edge:
         if pairs is None:
             return ()
         if self.native:
-            return pairs
+            return hashable_keys(pairs)
         return self._lines(pairs)
 
     def _protocol_lines(self, pairs: Iterable[Any]) -> Iterator[Pair]:

@@ -96,10 +96,12 @@ def plan_map_inputs(
     seed: int = 0,
     strata: dict[str, str] | None = None,
     slots: int = 1,
+    pack: bool = True,
 ) -> list[list[Chunk]]:
     """The chunks of every map task (see the module docstring); ``strata`` maps a file to its stratum; ``slots``
     is the number of map slots the job can use (the number of tasks is a multiple of it where the input allows,
-    see ``hop.inputs.split_size_for``)."""
+    see ``hop.inputs.split_size_for``). Without ``pack``, every split is a task of its own, as under Hadoop and
+    mrjob, where a mapper never reads two files (an mrjob job's ``mapper_final`` may report per file)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if chunk_size <= 0:
@@ -108,6 +110,8 @@ def plan_map_inputs(
     if not chunked and order == "sequential":
         splits = make_splits(files, split_size, slots)
         chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(splits)]
+        if not pack:
+            return [[chunk] for chunk in chunks]
         return _packed(chunks, split_size_for(sum(chunk.size for chunk in chunks), split_size, slots))
     pieces = make_splits(files, min(chunk_size, split_size))
     chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(pieces)]

@@ -410,3 +410,84 @@ def test_hop_does_not_run_a_combiner_with_hooks(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     lines = sorted((tmp_path / "out" / "part-00000").read_text().splitlines())
     assert lines == ['"a"\t2', '"b"\t2', '"c"\t1', '"reduced"\t1']
+
+
+def test_each_file_gets_its_own_mapper_and_mapper_init_knows_it(text: Path, tmp_path: Path) -> None:
+    """hop packed small files into one map, so a mapper_final reporting per file mixed them (one line for three
+    files); and jobconf_from_env named the input file only once mapper ran, not in mapper_init."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    lines = text.read_text().splitlines(keepends=True)
+    for name, (start, stop) in {"a.txt": (0, 100), "b.txt": (200, 351), "c.txt": (400, 430)}.items():
+        (folder / name).write_text("".join(lines[start:stop]))
+    job = write_job(
+        tmp_path,
+        "mr_by_file.py",
+        """
+        import os
+        from mrjob.compat import jobconf_from_env
+        from mrjob.job import MRJob
+
+        class MRByFile(MRJob):
+            def mapper_init(self):
+                self.lines = 0
+                self.named = os.path.basename(jobconf_from_env("mapreduce.map.input.file") or "none")
+
+            def mapper(self, _, line):
+                self.lines += 1
+                self.file = os.path.basename(jobconf_from_env("mapreduce.map.input.file"))
+
+            def mapper_final(self):
+                yield [self.named, self.file], self.lines
+
+            def reducer(self, names, counts):
+                yield names, sum(counts)
+
+        if __name__ == "__main__":
+            MRByFile.run()
+        """,
+    )
+    expected = mrjob_inline(job, [folder])
+    assert expected == Counter(
+        {(("a.txt", "a.txt"), 100): 1, (("b.txt", "b.txt"), 151): 1, (("c.txt", "c.txt"), 30): 1}
+    )
+    hop_run(job, [folder], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+
+
+def test_list_keys_and_tuple_keys_passed_on_to_a_later_step(text: Path, tmp_path: Path) -> None:
+    """A tuple key reaches the next step's mapper as a JSON list; a mapper passing it on (or yielding a list key
+    itself) failed the job: a hop key must be hashable. List keys are tuples in the shuffle now."""
+    job = write_job(
+        tmp_path,
+        "mr_pairs.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+        class MRPairs(MRJob):
+            def steps(self):
+                return [
+                    MRStep(mapper=self.pairs, combiner=self.total, reducer=self.total),
+                    MRStep(mapper=self.doubled, reducer=self.total),
+                ]
+
+            def pairs(self, _, line):
+                words = line.split()
+                for first, second in zip(words, words[1:]):
+                    yield (first[:1], second[:1]), 1
+                    yield [len(first), [first[:1]]], 1
+
+            def total(self, key, counts):
+                yield key, sum(counts)
+
+            def doubled(self, key, count):
+                yield key, 2 * count
+
+        if __name__ == "__main__":
+            MRPairs.run()
+        """,
+    )
+    expected = mrjob_inline(job, [text])
+    hop_run(job, [text], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
