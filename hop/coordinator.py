@@ -1092,6 +1092,9 @@ class Coordinator:
                 fields["resume"] = attempt.resumed_from
             if job.windows is not None:
                 fields["resume_below"] = job.windows.covered(index)
+                # A map started once the job is stopping (a retry of one on a lost worker) missed the stop
+                # broadcast: it would run for ever, and the job with it. It drains and ends at once.
+                fields["stopping"] = job.stopping
         else:
             fields["num_maps"] = len(job.maps)
             fields["host"] = worker.host

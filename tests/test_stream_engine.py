@@ -667,6 +667,31 @@ def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: 
     assert all(meta["fidelity"] < 1 for meta in failed)
 
 
+def test_a_map_retried_after_the_stop_drains_and_the_job_ends(tmp_path: Path) -> None:
+    """The map's worker dies and the job is stopped before the loss is noticed: the retry starts after the stop was
+    broadcast, never heard it, and the job ran for ever (``hop monitor --duration`` after a lost worker hung)."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 500, rate=100.0, seed=12)
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            options = stream_options([f"replay:{events_path}?rate=200&loop=1"], "1s", checkpoint_seconds=0.5)
+            job_class = load_job_file(job_path("event_wordcount"), "EventWordCount")
+            spec = build_spec(job_class, [], str(tmp_path / "out"), num_reduces=1, options={"stream": options})
+            job_id = client.submit(spec)
+            deadline = time.monotonic() + 30
+            while not (maps := [t for t in client.job(job_id)["tasks"] if t["kind"] == "map" and t["worker"]]):
+                assert time.monotonic() < deadline, "the map started"
+                time.sleep(0.05)
+            cluster.workers[int(maps[0]["worker"].rsplit("-", 1)[1])].send_signal(signal.SIGKILL)
+            client.stop(job_id)
+            status = client.wait(job_id, timeout=45)
+        finally:
+            client.close()
+    assert status["state"] == "succeeded" and status["report"]["continuous"]["stopped"] is True
+    assert len([a for a in status["report"]["attempts"] if a["kind"] == "map"]) >= 2, "the map was retried"
+
+
 def test_worker_killed_mid_stream_recovers_exactly(tmp_path: Path) -> None:
     """SIGKILL the worker running the stream map (and maybe a reducer) halfway: retries resume from checkpoints
     that every reducer's checkpoint covers, reducers ignore what they already hold, and every window is exact."""

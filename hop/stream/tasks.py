@@ -120,8 +120,10 @@ def run_stream_map(
     job_dir: Path,
     channel: TaskChannel,
     resume_below: tuple[int, int] | None = None,
+    stopping: bool = False,
 ) -> dict[str, Any]:
     """Run one stream map attempt until its source ends or the job is stopped; returns ``map_done`` fields.
+    ``stopping``: the job was stopped before this attempt started (it drains at once).
 
     A retry (``attempt > 0``) resumes from the newest checkpoint whose spills every reducer's checkpoint covers
     (``resume_below``: the (attempt, seq) of the last such spill, from the coordinator), so whatever a restarted
@@ -155,7 +157,6 @@ def run_stream_map(
         raise InputError(f"stream map {index}: {error}") from error  # the message says it all: no engine frames
     seq = 0
     unsent = 0
-    stopping = False
     started = time.time()
     lost_announce: tuple[int, int] | None = None
     saved = _usable_map_checkpoint(checkpoint_dir, resume_below, source.replayable) if attempt > 0 else None
