@@ -116,6 +116,13 @@ def _compare(args: argparse.Namespace) -> int:
 
     if not Path(args.job).is_file():
         return _fail(f"job file {args.job} does not exist", 2)
+    jobs = [path for path in args.inputs if path.endswith(".py") and Path(path).is_file()]
+    if jobs:  # (Spark would read a second job file as text input: "outputs differ" on the job's source lines)
+        return _fail(
+            f"hop compare runs one job file, not a pipeline ({args.job}, {', '.join(jobs)}): compare each job, or "
+            "write the pipeline as one job with steps()",
+            2,
+        )
     workers, reducers, master = _defaults(args)
     result = compare(
         args.job,

@@ -413,6 +413,8 @@ def test_engine_spark_refuses_a_pipeline_a_stream_and_no_input(tmp_path: Path) -
     jobs = [str(Path(__file__).parent.parent / "jobs" / name) for name in ("wordcount.py", "topk.py")]
     pipeline = hop("run", *jobs, "in.txt", "-o", "out", "--engine", "spark", cwd=tmp_path)
     assert pipeline.returncode == 2 and "not a pipeline" in pipeline.stderr, pipeline.stderr
+    compared = hop("compare", *jobs, "in.txt", cwd=tmp_path)  # (it said the outputs differ, on topk.py's lines)
+    assert compared.returncode == 2 and "hop compare runs one job file, not a pipeline" in compared.stderr
     stream_job = str(Path(__file__).parent.parent / "jobs" / "stream_wordcount.py")
     stream_args = ["--source", "replay:in.txt", "--window", "10r", "-o", "out", "--engine", "spark"]
     stream = hop("run", stream_job, *stream_args, cwd=tmp_path)
