@@ -266,7 +266,9 @@ def _run_loaded(
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
             "max_line_bytes": args.max_line_bytes,
-            **({"map_per_file": True} if mrjob_run is not None else {}),  # (see hop.planning.plan_map_inputs)
+            # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 read as
+            # Latin-1, as mrjob's text protocols read them.
+            **({"map_per_file": True, "fallback_encoding": "latin-1"} if mrjob_run is not None else {}),
             **online_options,
         },
     )

@@ -194,12 +194,16 @@ BadLine = Callable[[int, str, str], None]
 
 
 def iter_lines(
-    split: Split, max_line_bytes: int = MAX_LINE_BYTES, on_bad: BadLine | None = None
+    split: Split,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    on_bad: BadLine | None = None,
+    fallback_encoding: str | None = None,
 ) -> Iterator[tuple[int, str]]:
     """Yield ``(byte offset, line)`` for every line whose first byte lies in the split.
 
     A line longer than ``max_line_bytes`` raises :class:`InputError` (naming file and offset) instead of growing
-    memory without bound. A line that is not UTF-8 raises it too, or goes to ``on_bad`` and is left out.
+    memory without bound. A line that is not UTF-8 raises it too, or goes to ``on_bad`` and is left out, or with
+    ``fallback_encoding`` is decoded with that (as mrjob's text protocols fall back to Latin-1).
     """
     with _open(split) as file:
         position = split.start
@@ -227,7 +231,7 @@ def iter_lines(
                     last = b"".join(pieces)
                     if len(last) > max_line_bytes:
                         raise _line_too_long(split.path, position, max_line_bytes)
-                    yield from _decoded_lines(last, split.path, position, None, on_bad)
+                    yield from _decoded_lines(last, split.path, position, None, on_bad, fallback_encoding)
                 return
             cut = chunk.rfind(b"\n")
             if cut < 0:
@@ -245,7 +249,7 @@ def iter_lines(
                 text = body.decode("utf-8")
             except UnicodeDecodeError:
                 # The rare chunk with undecodable lines: line by line, to name (or skip) the bad ones.
-                yield from _decoded_lines(body, split.path, position, end, on_bad)
+                yield from _decoded_lines(body, split.path, position, end, on_bad, fallback_encoding)
                 position += len(body) + 1
                 continue  # (the loop ends here if the split does)
             # One decode and one split per chunk, and the byte offsets computed in bulk by C loops (a Python
@@ -296,19 +300,29 @@ def skip_line(file: IO[bytes]) -> int:
 
 
 def _decoded_lines(
-    body: bytes, path: str, position: int, end: int | None, on_bad: BadLine | None
+    body: bytes,
+    path: str,
+    position: int,
+    end: int | None,
+    on_bad: BadLine | None,
+    fallback_encoding: str | None = None,
 ) -> Iterator[tuple[int, str]]:
     """The lines of ``body`` (starting at byte ``position``) that start before ``end``, decoded one by one; an
-    undecodable one raises :class:`InputError`, or goes to ``on_bad`` and is left out."""
+    undecodable one is decoded with ``fallback_encoding``, or raises :class:`InputError`, or goes to ``on_bad`` and
+    is left out."""
     for raw in body.split(b"\n"):
         if end is not None and position >= end:
             return
         try:
             line = _decode(raw, path, position)
         except InputError as error:
-            if on_bad is None:
+            if fallback_encoding is not None:
+                line = raw.decode(fallback_encoding)
+                yield position, line[:-1] if line.endswith("\r") else line
+            elif on_bad is None:
                 raise
-            on_bad(position, raw.decode("utf-8", "replace"), str(error))
+            else:
+                on_bad(position, raw.decode("utf-8", "replace"), str(error))
         else:
             yield position, line[:-1] if line.endswith("\r") else line
         position += len(raw) + 1
@@ -326,12 +340,18 @@ def _decode(raw: bytes, path: str, position: int) -> str:
 
 
 def iter_records(
-    split: Split, input_format: str, max_line_bytes: int = MAX_LINE_BYTES, on_bad: BadLine | None = None
+    split: Split,
+    input_format: str,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    on_bad: BadLine | None = None,
+    fallback_encoding: str | None = None,
 ) -> Iterator[tuple[Any, Any]]:
-    """Yield the records of a split in the given format (see the module docstring); lines that cannot be decoded or
-    parsed raise :class:`InputError`, or go to ``on_bad`` and are left out."""
+    """Yield the records of a split in the given format (see the module docstring); lines that cannot be decoded
+    (text lines are decoded with ``fallback_encoding`` then, if given) or parsed raise :class:`InputError`, or go
+    to ``on_bad`` and are left out."""
     if input_format == "text":
-        return iter_lines(split, max_line_bytes, on_bad)  # not wrapped: one generator less per record
+        # Not wrapped: one generator less per record.
+        return iter_lines(split, max_line_bytes, on_bad, fallback_encoding)
     return _iter_parsed_records(split, input_format, max_line_bytes, on_bad)
 
 

@@ -367,7 +367,7 @@ def run_map(
     def chunk_records(split: Split) -> Iterator[tuple[Any, Any]]:
         current[0] = split
         job.input_file = split.path
-        return iter_records(split, spec.input_format, max_line_bytes, on_bad)
+        return iter_records(split, spec.input_format, max_line_bytes, on_bad, spec.options.get("fallback_encoding"))
 
     def drive(loop: Iterator[int]) -> int:
         """Run the buffer's map loop to its end, turning errors into ``UserCodeError`` and reporting progress."""

@@ -491,3 +491,14 @@ def test_list_keys_and_tuple_keys_passed_on_to_a_later_step(text: Path, tmp_path
     expected = mrjob_inline(job, [text])
     hop_run(job, [text], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
+
+
+def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path: Path) -> None:
+    source = tmp_path / "latin.txt"
+    source.write_bytes(b"caf\xe9 ol\xe9\nplain line\n\xff\xfe weird\n")
+    job = EXAMPLES / "mr_wc.py"
+    expected = mrjob_inline(job, [source])
+    hop_run(job, [source], tmp_path / "out")
+    assert (
+        hop_output(job, tmp_path / "out") == expected == Counter({("chars", 29): 1, ("words", 6): 1, ("lines", 3): 1})
+    )
