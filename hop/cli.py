@@ -65,7 +65,9 @@ from monitoring.cli import register as register_monitor
 
 def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuous: bool = False) -> None:
     parser.add_argument(
-        "job", help="a Python file defining one hop.Job subclass (several job files first: a pipeline, see INPUTS)"
+        "job",
+        help="a Python file defining one hop.Job subclass, or with --mrjob an MRJob (several job files first: a "
+        "pipeline, see INPUTS)",
     )
     parser.add_argument(
         "inputs",
@@ -508,7 +510,12 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     coord.add_argument(
         "--bind", type=bind_address, default="tcp://127.0.0.1:*", help="address to listen on (default: a free port)"
     )
-    coord.add_argument("--heartbeat-timeout", type=positive_float, default=5.0)
+    coord.add_argument(
+        "--heartbeat-timeout",
+        type=positive_float,
+        default=5.0,
+        help="seconds of silence after which a worker is lost and its tasks run again (default 5)",
+    )
     coord.add_argument(
         "--keep-jobs",
         type=positive_int,
@@ -517,26 +524,32 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     )
     coord.set_defaults(func=_coordinator)
     work = commands.add_parser("worker", help="start a worker for a coordinator")
-    work.add_argument("--coordinator", type=coordinator_address, required=True)
-    work.add_argument("--map-slots", type=positive_int, default=None)
-    work.add_argument("--reduce-slots", type=positive_int, default=None)
+    work.add_argument(
+        "--coordinator", type=coordinator_address, required=True, help="the coordinator's address, tcp://HOST:PORT"
+    )
+    work.add_argument("--map-slots", type=positive_int, default=None, help="map tasks run at once (default: cores)")
+    work.add_argument(
+        "--reduce-slots", type=positive_int, default=None, help="reduce tasks run at once (default: cores)"
+    )
     work.add_argument(
         "--stream-slots", type=non_negative_int, default=None, help="slots for continuous jobs' tasks only (default 2)"
     )
     work.add_argument(
         "--host", default=None, help="the address other hosts reach this one at (default: its route to the coordinator)"
     )
-    work.add_argument("--name", default=None)
+    work.add_argument(
+        "--name", default=None, help="the worker's name (default HOST-PID); a worker restarted under it replaces it"
+    )
     work.set_defaults(func=_worker)
     status = commands.add_parser(
         "status", help="print a job's status (or, without one, the cluster's workers and jobs) as JSON"
     )
-    status.add_argument("job_id", nargs="?")
-    status.add_argument("--coordinator", type=coordinator_address, required=True)
+    status.add_argument("job_id", nargs="?", help="the job (as hop run or hop submit printed it); none: the cluster")
+    status.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
     status.set_defaults(func=_status)
     snapshot = commands.add_parser("snapshot", help="ask a running job's reducers for a snapshot now")
-    snapshot.add_argument("job_id")
-    snapshot.add_argument("--coordinator", type=coordinator_address, required=True)
+    snapshot.add_argument("job_id", help="the running job")
+    snapshot.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
     snapshot.set_defaults(func=_snapshot)
     register_stream(commands)
     register_monitor(commands)

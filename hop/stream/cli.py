@@ -291,12 +291,12 @@ def register(commands: Any) -> None:
     stop = commands.add_parser(
         "stop", help="stop a continuous job (drain, write the last windows, checkpoint) or cancel a batch job"
     )
-    stop.add_argument("job_id")
-    stop.add_argument("--coordinator", type=coordinator_address, required=True)
+    stop.add_argument("job_id", help="the job to stop (continuous) or cancel (batch)")
+    stop.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
     stop.set_defaults(func=_stop)
     windows = commands.add_parser("windows", help="print a continuous job's windows so far, as JSON lines")
-    windows.add_argument("job_id")
-    windows.add_argument("--coordinator", type=coordinator_address, required=True)
+    windows.add_argument("job_id", help="the continuous job")
+    windows.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
     windows.add_argument("--after", type=int, default=0, help="only windows with seq above this (oldest first)")
     windows.add_argument(
         "--limit",
