@@ -267,7 +267,11 @@ def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatc
         ("--max-attempts", "zero", "--max-attempts: invalid integer 'zero'"),
         ("--skip-bad-records", "-1", "--skip-bad-records: must be at least 0"),
         ("--timeout", "0", "--timeout: must be above 0"),
-        ("--coordinator", "garbage", "invalid address 'garbage': expected tcp://HOST:PORT or ipc://PATH"),
+        (
+            "--coordinator",
+            "garbage",
+            "invalid address 'garbage': expected tcp://HOST:PORT (a port from 1 to 65535) or ipc://PATH",
+        ),
     ],
 )
 def test_bad_option_values_are_usage_errors(tmp_path: Path, option: str, value: str, says: str) -> None:
