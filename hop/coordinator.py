@@ -28,7 +28,7 @@ import zmq
 
 from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
-from hop.lifetime import PARENT_VARIABLE, ignore_stop_signals, orphaned
+from hop.lifetime import embedded, ignore_stop_signals, orphaned
 from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import OutputExistsError, prepare_output
@@ -139,7 +139,7 @@ class Coordinator:
                     self.stop_workers = True
         finally:
             alive = [worker for worker in self.workers.values() if worker.alive]
-            if self.stop_workers or os.environ.get(PARENT_VARIABLE) is not None:  # (an embedded cluster's)
+            if self.stop_workers or embedded():
                 for worker in alive:
                     self.socket.send_multipart([worker.identity, message("shutdown")])
             elif alive:

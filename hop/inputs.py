@@ -314,16 +314,16 @@ def _decoded_lines(
         if end is not None and position >= end:
             return
         try:
-            line = _decode(raw, path, position)
+            line: str | None = _decode(raw, path, position)
         except InputError as error:
             if fallback_encoding is not None:
                 line = raw.decode(fallback_encoding)
-                yield position, line[:-1] if line.endswith("\r") else line
             elif on_bad is None:
                 raise
             else:
                 on_bad(position, raw.decode("utf-8", "replace"), str(error))
-        else:
+                line = None
+        if line is not None:
             yield position, line[:-1] if line.endswith("\r") else line
         position += len(raw) + 1
 

@@ -23,6 +23,7 @@ __all__ = [
     "STOP_SIGNALS",
     "become_subreaper",
     "die_with_parent",
+    "embedded",
     "ignore_stop_signals",
     "name_process",
     "orphaned",
@@ -40,6 +41,12 @@ def orphaned() -> bool:
     return parent is not None and os.getppid() != int(parent)
 
 
+def embedded() -> bool:
+    """Whether this process belongs to an embedded cluster (``hop run`` started it), not a standalone ``hop
+    worker`` or ``hop coordinator``."""
+    return os.environ.get(PARENT_VARIABLE) is not None
+
+
 def ignore_stop_signals(always: bool = False) -> bool:
     """Ignore :data:`STOP_SIGNALS` in a process of an embedded cluster (or ``always``: task processes, whose worker
     ends them); return whether they are ignored. A process that is neither (a ``hop worker`` or ``hop coordinator``
@@ -53,7 +60,7 @@ def ignore_stop_signals(always: bool = False) -> bool:
     or on SIGKILL, which is how their parent ends one that does not stop in time (SIGTERM would be ignored).
     Ignored dispositions survive ``fork`` and ``exec``: a process a task starts inherits them.
     """
-    if not (always or os.environ.get(PARENT_VARIABLE) is not None):
+    if not (always or embedded()):
         return False
     for number in STOP_SIGNALS:
         signal.signal(number, signal.SIG_IGN)

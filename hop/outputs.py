@@ -73,10 +73,6 @@ def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = ()) -> 
         raise OutputError(f"cannot create output directory {output}: {error.strerror or error}") from None
 
 
-_claimed: set[str] = set()
-"""Output directories this process holds (a run that runs jobs one after another claims the same one again)."""
-
-
 def claim_output(output: str) -> Callable[[], None]:
     """Hold ``output`` for this run against other hop runs on this machine, until the returned function is called
     (or the process ends: the hold is an ``flock`` on the directory itself, which the kernel drops with the
@@ -88,9 +84,6 @@ def claim_output(output: str) -> Callable[[], None]:
     usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock stays
     on the directory the job writes. Where the directory cannot be made or opened, the run goes on without the
     hold (:func:`check_output` reports what is wrong with it)."""
-    real = os.path.realpath(output)
-    if real in _claimed:
-        return lambda: None
     folder = Path(output)
     try:
         created = not folder.exists()
@@ -106,10 +99,8 @@ def claim_output(output: str) -> Callable[[], None]:
             f"output directory {output} is being written by another hop run on this machine; wait for it to end or "
             "choose another"
         ) from None
-    _claimed.add(real)
 
     def release() -> None:
-        _claimed.discard(real)
         if created:
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only if still empty

@@ -389,7 +389,7 @@ def run_map(
                 SpillWriteError,
             ):
                 raise
-            except Exception as error:  # the user's map raised (or too many bad records did)
+            except Exception as error:  # the user's map raised, or its output could not be folded
                 where = _describe_record(current[0], buffer.current_record, spec.input_format)
                 folded = _fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
                 raise UserCodeError("map", folded, where) from error

@@ -29,7 +29,7 @@ import zmq
 
 from hop import taskproc
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.lifetime import PARENT_VARIABLE, ignore_stop_signals, orphaned
+from hop.lifetime import embedded, ignore_stop_signals, orphaned
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import make_spill_dir, remove_abandoned
 from monitoring.publisher import SamplePublisher
@@ -102,7 +102,7 @@ class Worker:
         self.host = host
         self.rack = rack
         abandoned = remove_abandoned(spill_root)
-        if abandoned and os.environ.get(PARENT_VARIABLE) is None:
+        if abandoned and not embedded():
             print(f"hop worker: removed {len(abandoned)} spill directories of workers that died", file=sys.stderr)
         self.spill_dir = make_spill_dir(spill_root)
         self.slots_address = _slots_address(self.spill_dir)
@@ -297,7 +297,7 @@ class Worker:
             if msg.get("incarnation") == self.incarnation:  # else about a registration already replaced
                 self._reinit()
         elif kind == "shutdown":
-            if os.environ.get(PARENT_VARIABLE) is None:  # a standalone worker: say why it ends
+            if not embedded():  # a standalone worker: say why it ends
                 print(f"hop worker {self.name}: the coordinator shut the cluster down", file=sys.stderr, flush=True)
             self.running = False
 
