@@ -323,7 +323,7 @@ def _run_loaded(
     except KeyboardInterrupt:
         # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
         # cancellation is what writes OUT/_job.json saying so (and removes committed parts) before the cluster stops.
-        _cancel_submitted(client)
+        _cancel_submitted(client, everything=cluster is not None)
         return _fail("interrupted", _interrupted_code())
     finally:
         if cluster is not None:
@@ -358,14 +358,19 @@ def _summary(report: dict[str, Any], output: str) -> str:
     )
 
 
-def _cancel_submitted(interrupted: Client | None) -> None:
+def _cancel_submitted(interrupted: Client | None, everything: bool = False) -> None:
     """Cancel the still-running jobs an interrupted ``hop submit`` had submitted (a fresh connection: the old one
-    may be in the middle of a request)."""
-    if interrupted is None or not interrupted.submitted:
+    may be in the middle of a request); ``everything``: every running job (the embedded cluster's jobs are all this
+    run's, including one whose submission was interrupted before its id came back)."""
+    if interrupted is None or not (interrupted.submitted or everything):
         return
     client = Client(interrupted.address, timeout=5)
     try:
-        for job_id in interrupted.submitted:
+        running: list[str] = []
+        if everything:
+            with contextlib.suppress(CoordinatorUnavailable):
+                running = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
+        for job_id in dict.fromkeys([*interrupted.submitted, *running]):
             with contextlib.suppress(CoordinatorUnavailable, JobRejected):
                 if client.stop(job_id).get("cancelled"):
                     print(f"hop: cancelled {job_id}", file=sys.stderr)
