@@ -168,7 +168,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     parser.add_argument(
         "--keep-intermediate",
         action="store_true",
-        help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in OUT/_steps/",
+        help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in OUT/_steps/ "
+        "(those that finished, if a later step fails)",
     )
     parser.add_argument(
         "--timeout",

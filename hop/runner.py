@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -31,6 +32,10 @@ class JobFailed(RuntimeError):
     def __init__(self, status: dict[str, Any]) -> None:
         self.status = status
         super().__init__(status.get("error") or "job failed")
+
+    def __str__(self) -> str:
+        # From the status, which _name_kept_outputs may rewrite after the exception is made.
+        return str(self.status.get("error") or "job failed")
 
 
 class ProgressDisplay:
@@ -176,6 +181,8 @@ def run_steps(
             finally:
                 display.close()
             if status["state"] != "succeeded":
+                kept = (final_output / "_steps", 0) if keep_intermediate else None
+                _end_failed_run(status, reports, scratch, final_output, hold or kept)
                 raise JobFailed(status)
             reports.append(status["report"])
             inputs = (spec.output,)
@@ -210,6 +217,79 @@ def _wait(
         return client.wait(job_id, on_status, timeout=left)
     except TimeoutError:
         raise TimeoutError(f"job {job_id} still running after {timeout}s") from None
+
+
+def _end_failed_run(
+    status: dict[str, Any],
+    reports: list[dict[str, Any]],
+    scratch: Path,
+    final_output: Path,
+    kept: tuple[Path, int] | None,
+) -> None:
+    """A step of a multi-step run failed after ``reports`` (the steps before it) succeeded.
+
+    With ``kept=(directory, first)`` (``--keep-intermediate``), the earlier steps' outputs move from ``scratch`` to
+    ``directory/step-{first + N}`` as on success, and the failure's error and traceback name them there. Without, an
+    error naming a file of ``scratch`` (about to be deleted) says so. ``OUT/_job.json`` then holds the failed step's
+    report (with that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's."""
+    if kept is not None:
+        directory, first = kept
+        _keep_steps(scratch, len(reports), directory, first)
+        for number in range(len(reports)):
+            _rename_in_failure(status, scratch / f"step-{number}", directory / f"step-{first + number}")
+    else:
+        _note_deleted_input(status, scratch)
+    if reports:
+        status["report"] = {**status["report"], "steps": reports}
+    _write_report(final_output, status["report"])
+
+
+def _write_report(output: Path, report: dict[str, Any]) -> None:
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "_job.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+
+
+def _end_failed_jobs(
+    status: dict[str, Any], reports: list[dict[str, Any]], scratch: Path, final_output: Path, keep: bool
+) -> None:
+    """A job of a staged run (``--blocking`` over several jobs) failed after ``reports`` succeeded; its own steps
+    are already handled (:func:`_end_failed_run`). With ``keep``, the outputs kept so far in ``scratch/steps`` and
+    the previous job's output (this one's input, in ``scratch/job-N``) move to ``OUT/_steps``, numbered as on
+    success, and the failure names them there. ``OUT/_job.json`` gets the failed job's report, the earlier jobs'
+    under ``"jobs"``."""
+    if keep:
+        held, kept = scratch / "steps", final_output / "_steps"
+        previous = scratch / f"job-{len(reports) - 1}"
+        if reports and previous.exists():
+            stage = sum(len(report.get("steps", [])) + 1 for report in reports)
+            shutil.move(str(previous), held / f"step-{stage - 1}")
+            _rename_in_failure(status, previous, held / f"step-{stage - 1}")
+        for step in sorted(held.iterdir()):
+            kept.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(step), kept / step.name)
+            _rename_in_failure(status, step, kept / step.name)
+    else:
+        _note_deleted_input(status, scratch)
+    _write_report(final_output, {**status["report"], "jobs": reports})
+
+
+DELETED_INPUT = " (in an intermediate output, deleted when the run ended: --keep-intermediate keeps it)"
+
+
+def _note_deleted_input(status: dict[str, Any], scratch: Path) -> None:
+    """An error naming a file under ``scratch``, which the run deletes, says so and how to keep it (once)."""
+    error = str(status.get("error") or "")
+    if str(scratch) in error and not error.endswith(DELETED_INPUT):
+        status["error"] = status["report"]["error"] = error + DELETED_INPUT
+
+
+def _rename_in_failure(status: dict[str, Any], old: Path, new: Path) -> None:
+    """Name ``new`` wherever the failure's error or traceback (and its report's) named ``old`` or a file in it."""
+    pattern = re.compile(re.escape(str(old)) + r"(?![\w.-])")
+    for holder in (status, status.get("report") or {}):
+        for field in ("error", "traceback"):
+            if isinstance(holder.get(field), str):
+                holder[field] = pattern.sub(lambda _: str(new), holder[field])
 
 
 def _keep_steps(scratch: Path, count: int, kept: Path, first: int) -> None:
@@ -287,6 +367,8 @@ def run_pipeline(
             finally:
                 display.close()
             if status["state"] != "succeeded":
+                kept = (final_output / "_steps", 0) if keep_intermediate else None
+                _end_failed_run(status, reports, scratch, final_output, kept)
                 raise JobFailed(status)
             reports.append(status["report"])
         if keep_intermediate:
@@ -318,7 +400,7 @@ def run_staged_jobs(
     scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.jobs-", dir=final_output.parent))
     held = scratch / "steps"  # the earlier steps' outputs, until the last job has written OUT
     held.mkdir()
-    reports = []
+    reports: list[dict[str, Any]] = []
     try:
         inputs, input_format = jobs[0].inputs, jobs[0].input_format
         stage = 0
@@ -329,7 +411,12 @@ def run_staged_jobs(
                 job, inputs=tuple(inputs), input_format=input_format, output=str(output), overwrite=True
             )
             hold = (held, stage) if keep_intermediate else None
-            reports.append(run_steps(client, spec, progress=progress, timeout=timeout, hold=hold, deadline=deadline))
+            try:
+                report = run_steps(client, spec, progress=progress, timeout=timeout, hold=hold, deadline=deadline)
+            except JobFailed as failure:
+                _end_failed_jobs(failure.status, reports, scratch, final_output, keep_intermediate)
+                raise
+            reports.append(report)
             if keep_intermediate and number:  # the job before's output, read by this one: its last step's output
                 shutil.move(inputs[0], held / f"step-{stage - 1}")
             stage += len(reports[-1].get("steps", [])) + 1

@@ -10,12 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hop.client import Client
 from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec, online_options, run_pipeline, run_staged_jobs, run_steps
+from hop.runner import JobFailed, build_spec, online_options, run_pipeline, run_staged_jobs, run_steps
 from tests.conftest import ROOT, job_path, output_dict
 
 TIMEOUT = 180
@@ -91,6 +93,42 @@ def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Clie
     (single,) = specs(source, tmp_path / "single", "two_steps", num_reduces=2)
     run_steps(client, single, keep_intermediate=True, progress=False, timeout=TIMEOUT)
     assert output_dict(tmp_path / "single" / "_steps" / "step-0") == kept["piped"]["step-0"]
+
+
+def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tmp_path: Path) -> None:
+    """--keep-intermediate on a run that fails: the earlier steps' outputs are kept in OUT/_steps as on success,
+    and the error names the kept file (it named a scratch file deleted with the run, and nothing was kept). Without
+    it, the error says the file it names is gone. Either way OUT/_job.json tells of the failed step and the steps
+    before it (with staged steps, only the last step's report was written: a failure before it left none)."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c a b a\nd d d e\n")
+    for keep in (True, False):
+        output = tmp_path / f"keep-{keep}"
+        (spec,) = specs(source, output, "two_steps_failing", num_reduces=1)
+        with pytest.raises(JobFailed) as failed:
+            run_steps(client, spec, keep_intermediate=keep, progress=False, timeout=TIMEOUT)
+        report = json.loads((output / "_job.json").read_text())
+        assert report["status"] == "failed" and report["step"] == 1 and len(report["steps"]) == 1
+        assert str(failed.value) == report["error"] and "counted 3 times" in report["error"]
+        kept = output / "_steps" / "step-0" / "part-00000"
+        if keep:
+            assert f"map at {kept} " in str(failed.value)
+            assert output_dict(output / "_steps" / "step-0") == {"a": 3, "b": 2, "c": 1, "d": 3, "e": 1}
+        else:
+            assert str(failed.value).endswith(
+                "(in an intermediate output, deleted when the run ended: --keep-intermediate keeps it)"
+            )
+            assert not (output / "_steps").exists()
+        assert not list(tmp_path.glob(f".keep-{keep}.*")), "the scratch directory is gone"
+    # Staged jobs: the word count's output, which the failing job read, is kept too, numbered as on success.
+    jobs = specs(source, tmp_path / "staged", "wordcount", "two_steps_failing", num_reduces=1)
+    with pytest.raises(JobFailed) as failed:
+        run_staged_jobs(client, jobs, keep_intermediate=True, progress=False, timeout=TIMEOUT)
+    steps = tmp_path / "staged" / "_steps"
+    assert sorted(p.name for p in steps.iterdir()) == ["step-0"]
+    assert f"map at {steps / 'step-0' / 'part-00000'} " in str(failed.value)
+    report = json.loads((tmp_path / "staged" / "_job.json").read_text())
+    assert report["status"] == "failed" and report["jobs"][0]["name"] == "WordCount"
 
 
 def test_pipeline_with_too_few_slots_still_finishes(tmp_path: Path) -> None:
