@@ -153,7 +153,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "--chunk-size",
         type=_chunk_size,
         default=1 << 20,
-        help="bytes per input chunk, the unit estimates sample (default 1MB, at least 64KB; a .gz file is one chunk)",
+        help="bytes per input chunk, the unit estimates sample (default 1MB, at least 64KB; "
+        "a compressed file is one chunk)",
     )
     online.add_argument("--confidence", type=_fraction, default=0.95, help="confidence of the intervals (0.95)")
     online.add_argument(

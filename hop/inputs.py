@@ -1,10 +1,11 @@
 """Input: which files a job reads, how they are cut into splits, and how a split becomes records.
 
-- Paths may be files, directories (their files, not recursively) and glob patterns; directories and globs skip names
+- Paths may be files, directories (their files, at any depth) and glob patterns; directories and globs skip names
   starting with ``_`` or ``.``, as Hadoop does, so a job's output directory (or ``out/*``) can be read as input.
 - A plain file is cut into splits of about ``split_size`` bytes, as many as fill whole waves of the cluster's map
   slots (``split_size_for``). A line belongs to the split that holds its first byte, so
-  each line is read exactly once whatever the split boundaries. Gzip files cannot be split and make one split each.
+  each line is read exactly once whatever the split boundaries. Compressed files (``.gz``, ``.bz2``, ``.xz``, by
+  their suffix, as Hadoop's codecs and mrjob pick them) are read decompressed, whole: each makes one split.
 - Records are ``(key, value)``: for ``text`` the key is the byte offset of the line in its (uncompressed) file and the
   value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON;
   ``csv`` parses each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a
@@ -16,10 +17,12 @@
 
 from __future__ import annotations
 
+import bz2
 import csv
 import glob
 import gzip
 import json
+import lzma
 import os
 import zlib
 from bisect import bisect_left
@@ -44,6 +47,17 @@ MIN_SPLIT_BYTES = 1 << 20
 """Input is not cut finer than this to give more map slots work (``split_size_for``)."""
 MAX_LINE_BYTES = 256 << 20
 """Default bound on one line (record) of text input."""
+
+
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+"""Inputs read decompressed, known by their suffix. A compressed file cannot be cut at a byte offset, so it is one
+split (and one chunk for online aggregation)."""
+DECOMPRESSION_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
+"""What reading a truncated or corrupt compressed file raises (bz2 and gzip raise OSError or EOFError)."""
+
+
+def is_compressed(path: str) -> bool:
+    return path.endswith(COMPRESSED_SUFFIXES)
 
 
 class InputError(ValueError):
@@ -162,13 +176,13 @@ def split_size_for(total_bytes: int, split_size: int, slots: int) -> int:
 
 
 def make_splits(files: list[str], split_size: int, slots: int = 1) -> list[Split]:
-    """Cut files into splits of about ``split_size`` bytes (gzip files whole; empty files make no split); with
+    """Cut files into splits of about ``split_size`` bytes (compressed files whole; empty files make no split); with
     ``slots``, of ``split_size_for(total, split_size, slots)`` bytes."""
     sizes = [os.path.getsize(path) for path in files]
     split_size = split_size_for(sum(sizes), split_size, slots)
     splits: list[Split] = []
     for path, size in zip(files, sizes, strict=True):
-        if path.endswith(".gz"):
+        if is_compressed(path):
             if size:
                 splits.append(Split(path, 0, -1))
             continue
@@ -184,9 +198,23 @@ def _open(split: Split) -> IO[bytes]:
     try:
         if split.path.endswith(".gz"):
             return gzip.open(split.path, "rb")  # type: ignore[return-value]
+        if split.path.endswith(".bz2"):
+            return bz2.open(split.path, "rb")
+        if split.path.endswith(".xz"):
+            return lzma.open(split.path, "rb")
         return open(split.path, "rb")
     except OSError as error:
         raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
+
+
+def _read_error(path: str, position: int, error: Exception) -> InputError:
+    if not is_compressed(path):
+        return InputError(f"input file {path}: read error near byte {position}: {error}")
+    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[os.path.splitext(path)[1]]
+    return InputError(
+        f"input file {path}: cannot decompress it near byte {position} of its text ({error}): the file is truncated "
+        f"or not {tool} data; check it with `{tool} -t {path}`, or rename it if it is not compressed"
+    )
 
 
 BadLine = Callable[[int, str, str], None]
@@ -220,8 +248,8 @@ def iter_lines(
         while end is None or position < end:
             try:
                 chunk = file.read(CHUNK_BYTES)
-            except (OSError, EOFError, zlib.error) as error:  # a truncated or corrupt .gz, or a failing disk
-                raise InputError(f"input file {split.path}: read error near byte {position}: {error}") from error
+            except DECOMPRESSION_ERRORS as error:  # a truncated or corrupt compressed file, or a failing disk
+                raise _read_error(split.path, position, error) from error
             if at_file_start:
                 at_file_start = False
                 if chunk.startswith(UTF8_BOM):  # a byte order mark is no part of the first line

@@ -1,6 +1,6 @@
 """Which input each map task reads: its *chunks*, in the order it reads them.
 
-A chunk is a byte range of one input file (a gzip file is one chunk) and the unit online aggregation samples: a
+A chunk is a byte range of one input file (a compressed file is one chunk) and the unit online aggregation samples: a
 reducer knows exactly which chunks its data covers, and estimates scale by the fraction of chunks seen (see
 ``hop.online``). Each chunk has a number (its id, unique in the job), a size in bytes and a *stratum*: the name the
 job's ``input_stratum(path)`` gives its file ("" for every chunk when the job defines no strata).
@@ -31,7 +31,7 @@ ORDERS = ("sequential", "random")
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of input: ``id`` is unique in the job; ``size`` is in bytes (compressed size for gzip)."""
+    """One chunk of input: ``id`` is unique in the job; ``size`` is in bytes (compressed size if compressed)."""
 
     id: int
     split: Split

@@ -10,7 +10,7 @@ Contract of :func:`run_on_spark`:
 - Records are read exactly as hop reads them: inputs are expanded and cut into splits by ``hop.inputs``
   (``expand_inputs``, ``hop.planning.plan_map_inputs``), each map task's splits (small files share one) are one
   Spark partition and each map task reads its splits with ``hop.inputs.iter_records``: text keys are byte offsets,
-  jsonl/csv parse identically, ``.gz`` works, and ``self.input_file`` is the path as hop shows it. Inputs and the
+  jsonl/csv parse alike, compressed files work, and ``self.input_file`` is the path as hop shows it. Inputs and the
   output directory must be visible to every executor (as with hop on a cluster); relative paths are resolved
   against the caller's working directory.
 - Each step of the job (``Job.resolved_steps()``; a multi-step job runs as chained stages, without intermediate

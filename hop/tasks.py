@@ -576,7 +576,7 @@ def _split_bytes(split: Split) -> int:
 
 def _fraction(split: Split, position: Any, total: int) -> float:
     if split.length < 0 or not isinstance(position, int) or total <= 0:
-        return 0.5  # gzip: uncompressed offsets do not map to file bytes; report "running"
+        return 0.5  # a compressed file: uncompressed offsets do not map to file bytes; report "running"
     return max(0.0, min(1.0, (position - split.start) / total))
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bz2
 import collections
 import gzip
 import json
+import lzma
 import random
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from tests.conftest import job_path, output_dict, read_output, run_job
 def word_counts(*paths: Path) -> dict[str, int]:
     counts: collections.Counter[str] = collections.Counter()
     for path in paths:
-        opener = gzip.open if str(path).endswith(".gz") else open
+        opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(path.suffix, open)
         with opener(path, "rt", encoding="utf-8") as file:
             for line in file:
                 counts.update(line.split())
@@ -199,12 +201,17 @@ def test_unicode_and_gzip_and_directories(client: Client, tmp_path: Path) -> Non
     (folder / "plain.txt").write_text("\n".join(lines * 50) + "\n", encoding="utf-8")
     with gzip.open(folder / "packed.txt.gz", "wt", encoding="utf-8") as file:
         file.write("\n".join(lines * 30))
+    with bz2.open(folder / "packed.txt.bz2", "wt", encoding="utf-8") as file:
+        file.write("\n".join(lines * 20))
+    with lzma.open(folder / "packed.txt.xz", "wt", encoding="utf-8") as file:
+        file.write("\n".join(lines * 10) + "\n")
     (folder / "_ignored.txt").write_text("never read\n")
     output = tmp_path / "out"
     run_job(client, "wordcount", [str(folder)], output, num_reduces=2, split_size=500)
-    expected = word_counts(folder / "plain.txt", folder / "packed.txt.gz")
+    packed = [folder / f"packed.txt{suffix}" for suffix in (".gz", ".bz2", ".xz")]
+    expected = word_counts(folder / "plain.txt", *packed)
     assert output_dict(output) == expected
-    assert "never" not in expected and output_dict(output)["🎉"] == 160
+    assert "never" not in expected and output_dict(output)["🎉"] == 220
 
 
 def test_globs_and_several_files(client: Client, tmp_path: Path) -> None:

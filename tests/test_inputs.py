@@ -163,14 +163,31 @@ def test_unknown_format_is_refused() -> None:
         list(iter_records(Split("x", 0, 1), "parquet"))
 
 
-def test_a_corrupt_gz_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_compressed_inputs_are_read_whole_and_a_corrupt_one_names_its_file(tmp_path: Path, suffix: str) -> None:
+    """.bz2 and .xz are read as .gz is (a line that was not UTF-8 was all they gave); each is one split; a corrupt
+    or truncated one is an input error naming the file and the tool that checks it."""
+    import bz2
     import gzip
+    import lzma
 
-    path = tmp_path / "input.txt.gz"
-    data = bytearray(gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(50_000))))
-    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # zeroed in the middle: zlib's inflate fails
+    compress = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix]
+    text = b"".join(b"line %d of some text\n" % n for n in range(50_000))
+    path = tmp_path / f"input.txt{suffix}"
+    path.write_bytes(compress(text))
+    assert make_splits([str(path)], 1 << 10) == [Split(str(path), 0, -1)]
+    lines = list(iter_lines(Split(str(path), 0, -1)))
+    assert [line for _, line in lines] == text.decode().splitlines() and lines[1][0] == len("line 0 of some text\n")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # zeroed in the middle: the decompressor fails
     path.write_bytes(bytes(data))
-    with pytest.raises(InputError, match=r"input file .*input\.txt\.gz: read error near byte \d+"):
+    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[suffix]
+    with pytest.raises(
+        InputError, match=rf"input file .*input\.txt\{suffix}: cannot decompress it near byte \d+ .*`{tool} -t "
+    ):
+        list(iter_lines(Split(str(path), 0, -1)))
+    path.write_bytes(compress(text)[:100])
+    with pytest.raises(InputError, match=r"truncated"):
         list(iter_lines(Split(str(path), 0, -1)))
 
 
