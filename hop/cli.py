@@ -56,6 +56,7 @@ from hop.runner import (
 )
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
+from hop.stdin_input import stdin_as_file
 from hop.stream.cli import add_stream_arguments, run_stream_from_args
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, web_view
@@ -74,8 +75,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         # A continuous job (--source) has no inputs; otherwise at least one, which also lets argparse take inputs
         # given after options (an optional positional would be matched, empty, too early).
         nargs="*" if continuous else "+",
-        help="input files, directories or globs; leading .py files are further jobs, run as a pipeline that feeds "
-        "each job's output into the next (none for a continuous job: give --source)",
+        help="input files, directories or globs (- is standard input); leading .py files are further jobs, run as "
+        "a pipeline that feeds each job's output into the next (none for a continuous job: give --source)",
     )
     parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
     parser.add_argument("--reducers", type=positive_int, default=None, help="number of reduce tasks (default: workers)")
@@ -206,6 +207,16 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.source:
+        return _run_job(args)
+    try:
+        with stdin_as_file(list(args.inputs), args.output) as args.inputs:
+            return _run_job(args)
+    except InputError as error:
+        return _fail(str(error), 2)
+
+
+def _run_job(args: argparse.Namespace) -> int:
     if args.job_args and not args.mrjob:
         return _fail(f"the arguments after -- ({' '.join(args.job_args)}) are an mrjob job's options: add --mrjob", 2)
     if args.source:  # (it refuses --engine spark: continuous queries run on hop)

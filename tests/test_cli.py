@@ -53,6 +53,46 @@ def test_gen_then_run_wordcount_with_progress(tmp_path: Path) -> None:
     assert total == len(words)
 
 
+def test_standard_input_as_input(tmp_path: Path) -> None:
+    """``-`` reads standard input, as mrjob does (it was "input '-' does not exist"): spooled to a file beside the
+    output, removed at the end. A terminal as standard input, or ``-`` twice, is refused before anything runs."""
+    words = "the cat the hat\nthe end\n"
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py")]
+    result = subprocess.run(
+        [*command, "-", "-o", "out", "--quiet"],
+        cwd=tmp_path,
+        input=words,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    counts = dict(
+        line.split("\t") for part in sorted((tmp_path / "out").glob("part-*")) for line in part.read_text().splitlines()
+    )
+    assert counts == {'"the"': "3", '"cat"': "1", '"hat"': "1", '"end"': "1"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], "the spooled copy is removed"
+    twice = subprocess.run(
+        [*command, "-", "-", "-o", "twice"], cwd=tmp_path, input=words, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert twice.returncode == 2 and "given more than once" in twice.stderr
+    controller, terminal = os.openpty()
+    try:
+        typed = subprocess.run(
+            [*command, "-", "-o", "typed"],
+            cwd=tmp_path,
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert typed.returncode == 2 and "which is a terminal here: pipe or redirect the data in" in typed.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_quiet_blocking_run_prints_nothing(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\n")
     result = hop(

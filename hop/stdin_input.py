@@ -1,0 +1,49 @@
+"""Standard input as a job's input (``hop run JOB - -o OUT``), as mrjob reads it.
+
+Map tasks read files, in other processes and perhaps on other hosts, so the data is first copied to a file beside
+the output directory (where every worker must see the output anyway), named ``.OUT.stdin-XXXXXXXX`` so that
+directory and glob inputs leave it out; it is removed when the run ends. Error messages and ``self.input_file``
+name that file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from hop.inputs import InputError
+
+STDIN = "-"
+
+
+@contextmanager
+def stdin_as_file(inputs: list[str], output: str, stream: BinaryIO | None = None) -> Iterator[list[str]]:
+    """``inputs`` with ``-`` replaced by a file holding all of ``stream`` (standard input by default), removed
+    on exit; ``inputs`` as they are if none is ``-``. Raises :class:`InputError` for ``-`` given twice, or for a
+    terminal as standard input (the run would wait for typing that nothing prompts for)."""
+    if STDIN not in inputs:
+        yield inputs
+        return
+    if inputs.count(STDIN) > 1:
+        raise InputError("input '-' (standard input) is given more than once: it can be read only once")
+    stream = sys.stdin.buffer if stream is None else stream
+    if stream.isatty():
+        raise InputError(
+            "input '-' reads standard input, which is a terminal here: pipe or redirect the data in "
+            "(cat data.txt | hop run JOB - -o OUT, or hop run JOB - -o OUT < data.txt)"
+        )
+    target = Path(output).absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, path = tempfile.mkstemp(prefix=f".{target.name}.stdin-", dir=target.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            shutil.copyfileobj(stream, file, 1 << 20)
+        yield [path if name == STDIN else name for name in inputs]
+    finally:
+        os.unlink(path)
