@@ -19,6 +19,8 @@ from typing import BinaryIO
 
 from hop.inputs import InputError
 
+__all__ = ["STDIN", "stdin_as_file"]
+
 STDIN = "-"
 
 
