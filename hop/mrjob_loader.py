@@ -14,6 +14,11 @@ from hop.loader import JobFileError
 __all__ = ["MRJobNotAvailable", "load_mrjob_file"]
 
 
+REMOVED_MODULES = {"distutils": "standard-distutils", "pipes": "standard-pipes"}
+"""Standard modules mrjob 0.7.4 imports that Python 3.12 (distutils) and 3.13 (pipes) removed, and the packages that
+put them back."""
+
+
 class MRJobNotAvailable(JobFileError):
     """mrjob is not installed."""
 
@@ -22,8 +27,15 @@ def _mrjob_job() -> Any:
     try:
         import mrjob.job
     except ImportError as error:
+        if error.name in REMOVED_MODULES:  # mrjob is there, but imports a module this Python no longer has
+            raise MRJobNotAvailable(
+                f"mrjob imports {error.name}, which Python {sys.version_info.major}.{sys.version_info.minor} no "
+                f"longer has: pip install {REMOVED_MODULES[error.name]} (or install hop with its mrjob extra: "
+                "pip install -e '.[mrjob]')"
+            ) from error
         raise MRJobNotAvailable(
-            f"running mrjob jobs needs the mrjob package ({error}): pip install 'mrjob>=0.7.4'"
+            f"running mrjob jobs needs the mrjob package ({error}): pip install 'mrjob>=0.7.4' (or install hop "
+            "with its mrjob extra: pip install -e '.[mrjob]')"
         ) from error
     return mrjob.job
 

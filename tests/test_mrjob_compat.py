@@ -502,3 +502,20 @@ def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path
     assert (
         hop_output(job, tmp_path / "out") == expected == Counter({("chars", 29): 1, ("words", 6): 1, ("lines", 3): 1})
     )
+
+
+def test_a_python_without_the_modules_mrjob_imports_is_told_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """mrjob 0.7.4 imports distutils and pipes, gone from Python 3.12 and 3.13: there, a user with mrjob installed
+    was told to install mrjob. Simulated here by hiding pipes (a None in sys.modules makes its import fail) from a
+    fresh import of mrjob."""
+    from hop.mrjob_loader import MRJobNotAvailable
+
+    for name in [name for name in sys.modules if name == "mrjob" or name.startswith("mrjob.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "pipes", None)
+    job = tmp_path / "mr_job.py"
+    job.write_text("from mrjob.job import MRJob\n\n\nclass MRNothing(MRJob):\n    pass\n")
+    with pytest.raises(MRJobNotAvailable, match=r"mrjob imports pipes, .*: pip install standard-pipes"):
+        load_mrjob_file(str(job))
