@@ -34,6 +34,8 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
+from hop.stream.windows import WindowSpec
+from shuffle import codec
 from tests.conftest import ROOT, hop, job_path, output_dict, run_job
 
 pytestmark = pytest.mark.slow
@@ -952,7 +954,7 @@ def _sink_listener() -> Iterator[tuple[int, list[dict[str, Any]]]]:
     def listen() -> None:
         while not done.is_set():
             if sub.poll(100):
-                published.append(msgpack.unpackb(sub.recv(), raw=False))
+                published.append(codec.unpackb(sub.recv(), use_list=True))  # (ints past 64 bits: docs/stream.md)
 
     listener = threading.Thread(target=listen)
     listener.start()
@@ -1014,6 +1016,37 @@ def test_no_window_rows_are_capped_for_the_sink_or_on_request(stream_client: Cli
         assert {json.loads(k): json.loads(v) for k, v in window["rows"]} == by_label[window["label"]]
     listing = stream_client.window_listing(job_id, limit=1)
     assert len(listing["windows"]) == 1 and listing["omitted"] == len(by_label) - 1
+
+
+def test_window_numbers_past_64_bits_cross_the_engine_and_the_sink(stream_client: Client, tmp_path: Path) -> None:
+    """A stamp in nanoseconds read as seconds, windowed by 10 ms, is in window ~1.7e20 (past msgpack's 64 bits):
+    its panes go through the shuffle, the control channel, the client and the sink like any other (the map once
+    failed on every attempt with OverflowError and the source was given up silently)."""
+    events = [{"ts": T0 + i * 0.1 + 0.0004, "text": "alpha"} for i in range(20)]
+    nanos = {"ts": int(T0 * 1e9), "text": "nanos"}
+    after = {"ts": T0 + 5.0004, "text": "beta"}  # below the watermark the nanoseconds moved: late
+    events_path = tmp_path / "events.jsonl"
+    events_path.write_text("".join(json.dumps(e) + "\n" for e in [*events, nanos, after]), encoding="utf-8")
+    with _sink_listener() as (port, published):
+        report = run_stream_job(
+            stream_client,
+            "EventWordCount",
+            [f"replay:{events_path}?rate=10"],  # 2 s: the sink's connection is up before the last window
+            tmp_path / "out",
+            "10ms",
+            sink=f"tcp://127.0.0.1:{port}",
+        )
+    assert [a["status"] for a in report["attempts"] if a["kind"] == "map"] == ["succeeded"]
+    spec = WindowSpec.parse("10ms")
+    huge = spec.pane_of(float(nanos["ts"]))  # (tumbling: a pane is a window)
+    assert huge >= 2**64
+
+    assert any(m["window"] == huge and m["rows"] == [['"nanos"', "1"]] for m in published)
+    windows = {meta["label"]: (meta, rows) for meta, rows in read_windows(tmp_path / "out").values()}
+    assert windows[spec.label(huge)][1] == {"nanos": 1}
+    assert sum(rows.get("alpha", 0) for _, rows in windows.values()) == 20
+    assert report["counters"]["late_records"] == 1
+    assert max(w["window"] for w in stream_client.windows(report["job_id"])) == huge
 
 
 def test_reducer_memory_pressure_pauses_the_sources(stream_client: Client, tmp_path: Path) -> None:

@@ -45,7 +45,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import zmq
 
 from hop.aggregates import Aggregate
@@ -253,7 +252,7 @@ def run_stream_map(
             top = window.pane_of(marks.max_event) if marks.max_event > float("-inf") else -FOREVER
         if (marks.sealed, top) > noted:
             noted = (max(marks.sealed, noted[0]), max(top, noted[1]))
-            _write_atomically(progress_path, msgpack.packb({"sealed": noted[0], "top": noted[1]}))
+            _write_atomically(progress_path, codec.packb({"sealed": noted[0], "top": noted[1]}))
 
     def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
         nonlocal seq, unsent, announced, last_seal_sent, max_unsent
@@ -640,7 +639,7 @@ def run_stream_reduce(
         channel.send("window_done", index=index, attempt=attempt, **report)
         if sink is not None:  # the sink is the window's output stream: every row
             report["rows"] = [line.split("\t", 1) for line in lines]
-            sink.send(msgpack.packb({"job_id": spec.job_id, "partition": index, **report}, use_bin_type=True))
+            sink.send(codec.packb({"job_id": spec.job_id, "partition": index, **report}))
 
     def take_run(header: dict[str, Any], run: bytes) -> None:
         nonlocal received_runs, received_bytes
@@ -696,7 +695,7 @@ def run_stream_reduce(
                         sender, header_frame, data = pull.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
-                    header = msgpack.unpackb(header_frame, raw=False)
+                    header = codec.unpackb(header_frame, use_list=True)
                     take_run(header, data)
                     if test_delay:
                         time.sleep(test_delay)
