@@ -200,6 +200,34 @@ def test_tail_copytruncate_rotation_reads_nothing_twice(tmp_path: Path, sources:
     assert sorted(values(collect(source, 2))) == ["late", "line 231"]
 
 
+@pytest.mark.parametrize("resumed", [False, True])
+def test_tail_last_line_of_a_copytruncate_copy_is_returned_at_the_rotation(
+    tmp_path: Path, sources: list[Source], resumed: bool
+) -> None:
+    """A partial line read from the live file waits for its newline; when the file is rotated by copy and
+    truncation, the copy is complete and its last line a whole one, returned at once (it once waited until the copy
+    left the directory: a day, with logrotate), also by a source resumed from a position taken before it was."""
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(20)) + "cut short")
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 20))
+    assert source.poll(100, 0.1) == []  # no newline yet: not a record
+    append(log, "".join(f" still {i}\n" for i in range(20, 30)) + "cut short")
+    got += values(collect(source, 1, batch=1))  # the rest is read, not returned, when the file is rotated
+    copytruncate(log, tmp_path / "app.log.1")
+    append(log, "line 30\n")
+    got += values(collect(source, 1, batch=1))  # from the copy, which holds the rest, adopted
+    if resumed:
+        position = msgpack.unpackb(msgpack.packb(source.position()), raw=False)
+        source.close()
+        source = opened(sources, f"tail:{tmp_path}")
+        source.seek(position)
+    got += values(collect(source, 10, timeout=3.0))
+    expected = [f"line {i}" for i in range(20)] + ["cut short still 20"] + [f" still {i}" for i in range(21, 30)]
+    assert got == [*expected, "cut short", "line 30"]
+    assert source.poll(100, 0.1) == []
+
+
 def test_tail_copy_seen_before_the_truncation_waits_for_it(tmp_path: Path, sources: list[Source]) -> None:
     log = tmp_path / "app.log"
     log.write_text("".join(f"line {i}\n" for i in range(100)))
