@@ -9,7 +9,9 @@ Client -> coordinator (each answered by one reply):
     submit      {job: JobSpec}                              -> submitted {job_id} | error {message}
     status      {job_id}                                    -> status {job_id, state, maps_done, maps_total,
                                                                map_fraction, reduces_done, reduces_total,
-                                                               reduce_fraction, input_records, error}
+                                                               reduce_fraction, input_records, error;
+                                                               continuous: sources_gone [{index, url, attempts,
+                                                               error}]}
     shutdown    {}                                          -> bye {}
 
 Worker -> coordinator:

@@ -669,6 +669,47 @@ def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: 
     assert all(meta["fidelity"] < 1 for meta in failed)
 
 
+def test_a_source_given_up_is_reported_by_the_run(
+    stream_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source whose map keeps failing is given up after --max-attempts and the query goes on: the run says so,
+    naming the source and the last error (it once ended "succeeded" with nothing on stderr about it)."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 60, rate=10.0, seed=4)
+    doomed = f"replay:{events_path}?rate=5&loop=1"
+    options = stream_options([f"replay:{events_path}?rate=10", doomed], "1s")
+    job_class = load_job_file(job_path("event_wordcount"), "EventWordCount")
+    spec = build_spec(
+        job_class, [], str(tmp_path / "out"), num_reduces=1, options={"stream": options, "max_attempts": 2}
+    )
+    result: dict[str, Any] = {}
+    runner_client = Client(stream_client.address, timeout=30)
+    runner = threading.Thread(
+        target=lambda: result.update(run_stream(runner_client, spec, progress=True, timeout=60, view_interval=None))
+    )
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        for attempts in (1, 2):  # SIGKILL every attempt of map 1
+            while True:
+                assert time.monotonic() < deadline, f"attempt {attempts} of map 1 started"
+                jobs = [j for j in stream_client.jobs() if j["output"] == str(tmp_path / "out")]
+                tasks = [t for t in stream_client.job(jobs[0]["job_id"])["tasks"] if t["kind"] == "map"] if jobs else []
+                task = next((t for t in tasks if t["index"] == 1), None)
+                if task and task["attempts"] == attempts and task["state"] == "running" and task["pid"]:
+                    break
+                time.sleep(0.05)
+            os.kill(task["pid"], signal.SIGKILL)
+    finally:
+        runner.join(timeout=90)
+        runner_client.close()
+    assert not runner.is_alive() and result["state"] == "succeeded"
+    assert result["report"]["continuous"]["sources_gone"] == [1]
+    err = capsys.readouterr().err
+    assert f"hop: warning: source 1 ({doomed}) was given up after 2 failed attempts" in err
+    assert err.count("was given up") == 1
+
+
 def test_a_map_retried_after_the_stop_drains_and_the_job_ends(tmp_path: Path) -> None:
     """The map's worker dies and the job is stopped before the loss is noticed: the retry starts after the stop was
     broadcast, never heard it, and the job ran for ever (``hop monitor --duration`` after a lost worker hung)."""

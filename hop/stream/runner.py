@@ -53,11 +53,16 @@ def run_stream(
     if progress:
         print(f"hop: continuous job {job_id} running; stop it with Ctrl-C or `hop stop {job_id}`", file=sys.stderr)
     seen = 0
+    told_gone: set[int] = set()
 
     def show(status: dict[str, Any]) -> None:
         nonlocal seen
         if not progress:
             return
+        for gone in status.get("sources_gone", ()):
+            if gone["index"] not in told_gone:
+                told_gone.add(gone["index"])
+                print(_gone_warning(gone), file=sys.stderr, flush=True)
         for window in client.windows(job_id, after=seen):
             seen = max(seen, window["seq"])
             print(
@@ -98,6 +103,15 @@ def run_stream(
         folder = Path(spec.output) / "windows"
         print(f"hop: {job_id} ended: {report['continuous']['windows_written']} windows in {folder}", file=sys.stderr)
     return dict(status)
+
+
+def _gone_warning(gone: dict[str, Any]) -> str:
+    """The line that says a source was given up (``JobState.gone_sources``): the query goes on without it."""
+    return (
+        f"hop: warning: source {gone['index']} ({gone['url']}) was given up after {gone['attempts']} failed "
+        f"attempts (--max-attempts); the query goes on without it, and windows that wait for its panes report them "
+        f"lost ('source failure'). Last error: {gone['error']}"
+    )
 
 
 def _wait(client: Client, job_id: str, show: Any, deadline: float | None) -> dict[str, Any]:
