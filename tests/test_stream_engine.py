@@ -588,6 +588,21 @@ def test_sum_in_a_stream_adds_what_it_adds_in_batch(stream_client: Client, tmp_p
     assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"u": "ab"}}
 
 
+def test_a_partition_given_none_of_a_windows_keys_writes_no_part(stream_client: Client, tmp_path: Path) -> None:
+    """One word, two reducers: the partition that gets no key of a window writes no (empty) part file, as
+    docs/stream.md says (a pane's cell reaches every partition with the pane's record count, which once made it
+    write one)."""
+    events = [{"ts": T0 + i * 0.1 + 0.0004, "text": "alpha"} for i in range(30)]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    report = run_stream_job(
+        stream_client, "EventWordCount", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "1s"
+    )
+    folders = sorted((tmp_path / "out" / "windows").iterdir())
+    assert len(folders) == 3 and [len(list(f.glob("part-*"))) for f in folders] == [1, 1, 1]
+    assert report["counters"]["window_parts_written"] == 3
+    assert [rows for _, rows in read_windows(tmp_path / "out").values()] == [{"alpha": 10}] * 3
+
+
 def test_sums_past_64_bits_cross_panes_and_checkpoints(stream_client: Client, tmp_path: Path) -> None:
     """Pane states past msgpack's 64 bits go through the shuffle and the map's and reducers' checkpoints."""
     lines = [json.dumps({"ts": T0 + i, "user": "u", "amount": 2**70 + i}) + "\n" for i in range(8)]

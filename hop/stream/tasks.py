@@ -601,7 +601,7 @@ def run_stream_reduce(
         label = window.label(result.window)
         lines: list[str] = []
         output_records = 0
-        if result.records:
+        if result.groups:  # (records count the whole pane: a partition given none of its keys has no groups)
             folder = Path(spec.output) / "windows" / label
             folder.mkdir(parents=True, exist_ok=True)
             part = folder / f"part-{index:05d}"
