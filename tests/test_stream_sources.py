@@ -793,6 +793,41 @@ def test_a_bad_source_url_is_a_usage_error_before_the_job_starts(tmp_path: Path)
     assert not (tmp_path / "out").exists()
 
 
+def test_overwrite_never_clears_what_a_source_reads_or_the_job_file(tmp_path: Path) -> None:
+    """--overwrite of an output directory that holds a replay file, a tailed directory or the job file is refused
+    before a cluster starts, as for a batch job's inputs (it deleted them, and the map then failed to open its
+    source); run_stream refuses it too."""
+    from hop.client import Client
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+    from hop.stream.options import stream_options
+    from hop.stream.runner import run_stream
+
+    out = tmp_path / "out"
+    (out / "logs").mkdir(parents=True)
+    (out / "events.txt").write_text("a b\n")
+    job = out / "job.py"
+    job.write_text((ROOT / "jobs" / "stream_wordcount.py").read_text())
+    for source, held in ((f"replay:{out / 'events.txt'}?rate=5", "events.txt"), (f"tail:{out / 'logs'}", "logs")):
+        result = hop("run", str(job), "--source", source, "--window", "1s", "-o", str(out), "--overwrite", "--quiet")
+        assert result.returncode == 2, result.stderr
+        assert f"holds input {out / held}: --overwrite would delete it" in result.stderr
+        assert "coordinator" not in result.stderr  # refused before a cluster started
+    result = hop("run", str(job), "--source", "tcp:127.0.0.1:0", "--window", "1s", "-o", str(out), "--overwrite")
+    assert result.returncode == 2 and f"holds the job file {job}" in result.stderr
+    spec = build_spec(
+        load_job_file(str(job), None), [], str(out), overwrite=True,
+        options={"stream": stream_options([f"replay:{out / 'events.txt'}"], "1s")},
+    )  # fmt: skip
+    client = Client("tcp://127.0.0.1:9", timeout=1)  # never reached: the output is refused first
+    try:
+        with pytest.raises(ValueError, match="--overwrite would delete it"):
+            run_stream(client, spec, progress=False, view_interval=None)
+    finally:
+        client.close()
+    assert sorted(p.name for p in out.iterdir()) == ["events.txt", "job.py", "logs"]
+
+
 def test_check_source_here_requires_a_tail_directory_or_replay_file(tmp_path: Path) -> None:
     (tmp_path / "file.txt").write_text("x\n")
     check_source(f"tail:{tmp_path}", here=True)

@@ -21,6 +21,7 @@ from typing import Any
 from hop.client import Client
 from hop.jobspec import JobSpec
 from hop.outputs import prepare_output
+from hop.stream.sources import source_paths
 
 STOP_TIMEOUT = 120.0
 """How long a stopped job may take to drain before the client gives up waiting."""
@@ -40,7 +41,8 @@ def run_stream(
     ``on_submitted(job_id)`` is called once the coordinator accepted it."""
     from hop.runner import JobFailed  # hop.runner imports this module's neighbours; import late
 
-    prepare_output(spec.output, spec.overwrite, spec.inputs)
+    sources = (spec.options.get("stream") or {}).get("sources", [])
+    prepare_output(spec.output, spec.overwrite, [*spec.inputs, *source_paths(sources)])  # (never clears those)
     compactor = None
     if view_interval is not None:
         from hop.stream.view import Compactor
