@@ -481,6 +481,22 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
         assert any(problem in line for line in logged), (problem, logged)
 
 
+def test_blank_lines_of_a_jsonl_stream_are_no_records(stream_client: Client, tmp_path: Path) -> None:
+    """As in a batch job's jsonl input, a blank line is no record: not a bad record (it was one, logged, counted),
+    and it takes no record position (a 2r window holds two events)."""
+    events = [{"ts": T0 + i, "text": f"w{i}"} for i in range(6)]
+    lines = [json.dumps(e) + "\n" for e in events]
+    lines[2:2] = ["\n", "  \r\n"]
+    (tmp_path / "events.jsonl").write_text("".join(lines) + "\n", encoding="utf-8")
+    report = run_stream_job(
+        stream_client, "EventWordCount", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "2r"
+    )
+    assert report["counters"]["bad_records_skipped"] == 0
+    assert report["counters"]["map_input_records"] == 6
+    windows = {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()}
+    assert windows == {0: {"w0": 1, "w1": 1}, 2: {"w2": 1, "w3": 1}, 4: {"w4": 1, "w5": 1}}
+
+
 def test_bad_records_of_a_tailed_directory_are_logged_naming_file_and_byte_offset(tmp_path: Path) -> None:
     """A ``jsonl`` job over ``tail:DIR``: a line that is not JSON and one whose time_field is not a number, in the
     second file, are logged naming that file and the byte offset of the line in it (not a number counted across

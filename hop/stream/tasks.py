@@ -362,6 +362,8 @@ def run_stream_map(
                     continue
                 try:
                     value = decode(record)
+                    if value is BLANK:
+                        continue  # no record, as in batch: takes no position, counts nowhere
                     stamp = event_time(record, value)
                 except StreamRecordError as error:
                     drop_bad(f"{where(record, marks.ordinal + marks.bad)} {error}")
@@ -490,15 +492,22 @@ def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, tim
     return marks.offset // window.pane
 
 
+BLANK = object()
+"""What :func:`_decoder` gives for a blank text line of a ``jsonl`` job: no record, as in a batch job's input (not a
+bad record either)."""
+
+
 def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
     """A record's value as the job's ``map`` gets it: for a ``jsonl`` job, a text record parsed as JSON
-    (:class:`StreamRecordError` if it is not JSON); msgpack frames arrive decoded."""
+    (:class:`StreamRecordError` if it is not JSON; :data:`BLANK` for a blank line); msgpack frames arrive decoded."""
     if input_format != "jsonl":
         return lambda record: record.value
 
     def decode(record: SourceRecord) -> Any:
         if not isinstance(record.value, str):
             return record.value
+        if not record.value.strip():
+            return BLANK
         try:
             return json.loads(record.value)
         except json.JSONDecodeError as error:
