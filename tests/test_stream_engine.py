@@ -596,6 +596,29 @@ def test_a_value_a_built_in_aggregate_cannot_fold_fails_the_job_as_in_batch(
     assert "panes.py" not in result.stderr and "gave up after" not in result.stderr, result.stderr
 
 
+def test_csv_and_jsonl_records_reach_map_as_in_batch(tmp_path: Path) -> None:
+    """A csv job's map gets each row's fields in a stream as in batch (it got the raw line: 'alice,3'[1] is 'l');
+    an empty line is no record and a malformed row a bad record; a jsonl record JSON cannot hold in an int (past
+    4,300 digits) is a bad record too (its ValueError failed the map on every attempt)."""
+    rows = ["alice,3", "bob,4", "", '"carol",5', 'dave,"6', "alice,1"]
+    (tmp_path / "p.csv").write_text("".join(row + "\n" for row in rows), encoding="utf-8")
+    job = job_path("json_fields")
+    common = ("--input-format", "csv", "--overwrite", "--quiet")
+    batch = hop("run", job, "p.csv", "-o", "batch", "--skip-bad-records", "10", *common, cwd=tmp_path)
+    assert batch.returncode == 0, batch.stderr
+    stream = hop("run", job, "--source", "replay:p.csv", "--window", "100r", "-o", "out", "--no-view", *common,
+                 cwd=tmp_path, timeout=120)  # fmt: skip
+    assert stream.returncode == 0, stream.stderr
+    assert "the line at byte offset 25 of p.csv is not a CSV row" in stream.stderr, stream.stderr
+    assert read_windows(tmp_path / "out")[0][1] == {"alice": 4, "bob": 4, "carol": 5} == output_dict(tmp_path / "batch")
+    lines = [json.dumps({"user": "u", "amount": 1}), '{"user": "u", "amount": ' + "9" * 5000 + "}"]
+    (tmp_path / "p.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    stream = hop("run", job, "--source", "replay:p.jsonl", "--window", "100r", "-o", "out2", "--no-view", "--quiet",
+                 "--max-attempts", "1", cwd=tmp_path, timeout=120)  # fmt: skip
+    assert stream.returncode == 0 and "cannot be read as JSON" in stream.stderr, stream.stderr
+    assert read_windows(tmp_path / "out2")[0][1] == {"u": 1}
+
+
 def test_sum_in_a_stream_adds_what_it_adds_in_batch(stream_client: Client, tmp_path: Path) -> None:
     """A pane's ``Sum`` starts from a key's first value, not from 0 (which refused strings)."""
     lines = [json.dumps({"ts": T0 + i, "user": "u", "amount": text}) + "\n" for i, text in enumerate("ab")]

@@ -36,6 +36,7 @@ ones).
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -48,7 +49,7 @@ from typing import Any
 import zmq
 
 from hop.aggregates import Aggregate
-from hop.inputs import InputError
+from hop.inputs import InputError, _freeze
 from hop.jsonline import to_json
 from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
@@ -498,22 +499,34 @@ bad record either)."""
 
 
 def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
-    """A record's value as the job's ``map`` gets it: for a ``jsonl`` job, a text record parsed as JSON
-    (:class:`StreamRecordError` if it is not JSON; :data:`BLANK` for a blank line); msgpack frames arrive decoded."""
-    if input_format != "jsonl":
+    """A record's value as the job's ``map`` gets it, as a batch job's input format gives it: for a ``jsonl`` job,
+    a text record parsed as JSON (arrays at the top as tuples), for a ``csv`` job, the list of a CSV row's fields
+    (:class:`StreamRecordError` if it is neither; :data:`BLANK` for a blank line, an empty one for CSV); msgpack
+    frames arrive decoded."""
+    if input_format not in ("jsonl", "csv"):
         return lambda record: record.value
 
-    def decode(record: SourceRecord) -> Any:
-        if not isinstance(record.value, str):
-            return record.value
-        if not record.value.strip():
+    def decode_jsonl(text: str) -> Any:
+        if not text.strip():
             return BLANK
         try:
-            return json.loads(record.value)
+            value = json.loads(text)
         except json.JSONDecodeError as error:
-            raise StreamRecordError(f"is not valid JSON ({error}): {record.value!r:.200}") from None
+            raise StreamRecordError(f"is not valid JSON ({error}): {text!r:.200}") from None
+        except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
+            raise StreamRecordError(f"cannot be read as JSON ({error}): {text!r:.200}") from None
+        return _freeze(value)
 
-    return decode
+    def decode_csv(text: str) -> Any:
+        if not text:
+            return BLANK
+        try:
+            return next(csv.reader([text], strict=True))
+        except csv.Error as error:
+            raise StreamRecordError(f"is not a CSV row ({error}; each row must be one line): {text!r:.200}") from None
+
+    parse = decode_jsonl if input_format == "jsonl" else decode_csv
+    return lambda record: parse(record.value) if isinstance(record.value, str) else record.value
 
 
 # Stream reduce -----------------------------------------------------------------------------------------------------
