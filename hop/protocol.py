@@ -2,13 +2,16 @@
 
 Transport: ZeroMQ. The coordinator binds a ROUTER; workers and clients connect DEALER sockets. Each worker binds a
 ROUTER for its task processes (one DEALER each). Every control message is one frame: a msgpack map with a ``"type"``
-field; the other fields are listed below. Times are seconds since the epoch (floats).
+field (packed by ``shuffle.codec``: ints of any size); the other fields are listed below. Times are seconds since the
+epoch (floats).
 
 Client -> coordinator (each answered by one reply):
     submit      {job: JobSpec}                              -> submitted {job_id} | error {message}
     status      {job_id}                                    -> status {job_id, state, maps_done, maps_total,
                                                                map_fraction, reduces_done, reduces_total,
-                                                               reduce_fraction, input_records, error}
+                                                               reduce_fraction, input_records, error;
+                                                               continuous: sources_gone [{index, url, attempts,
+                                                               error}]}
     shutdown    {}                                          -> bye {}
 
 Worker -> coordinator:
@@ -92,8 +95,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgpack
 import zmq
+
+from shuffle import codec
 
 TaskKey = tuple[str, int, int]
 """(kind, index, attempt)."""
@@ -109,12 +113,14 @@ def unsent_spills(status: dict[str, Any], registered: int) -> int:
 
 
 def pack(message: dict[str, Any]) -> bytes:
-    return msgpack.packb(message, use_bin_type=True)
+    """A message as one frame, ints of any size (``shuffle.codec``): a pane or window number can pass 64 bits
+    (an event stamped in nanoseconds read as seconds, windowed by milliseconds)."""
+    return codec.packb(message)
 
 
 def unpack(frame: bytes | zmq.Frame) -> dict[str, Any]:
     data = frame.bytes if isinstance(frame, zmq.Frame) else frame
-    message = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    message = codec.unpackb(data, use_list=True)
     if not isinstance(message, dict) or "type" not in message:
         raise ValueError(f"malformed engine message: {message!r:.200}")
     return message

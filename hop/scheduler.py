@@ -291,7 +291,22 @@ class JobState:
             "reduce_fraction": fraction(self.reduces),
             "input_records": sum(t.records for t in self.maps),
             "elapsed": (self.finished_at or time.time()) - self.submitted_at,  # (not counting on once it ended)
+            **({"sources_gone": self.gone_sources()} if self.continuous else {}),
         }
+
+    def gone_sources(self) -> list[dict[str, Any]]:
+        """The sources of a continuous job given up after failing ``max_attempts`` times, each with its URL, how
+        many attempts it failed and the last one's error: the query goes on without them, so the client says so."""
+        urls = (self.spec.options.get("stream") or {}).get("sources", [])
+        gone = []
+        for index in sorted(self.sources_gone):
+            attempts = self.maps[index].attempts
+            failed = [a for a in attempts if a.status in ("failed", "lost")]
+            url = urls[index] if index < len(urls) else None
+            gone.append(
+                {"index": index, "url": url, "attempts": len(failed), "error": failed[-1].error if failed else None}
+            )
+        return gone
 
     # Events ------------------------------------------------------------------------------------------------
     def assign(self, kind: str, index: int, worker: str) -> Attempt:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-import msgpack
 import zmq
 
 from hop import faults
@@ -35,6 +34,7 @@ from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
 from hop.usertrace import has_user_frame, user_traceback
+from shuffle import codec
 from shuffle.buffer import AggregateValueError, CombinerKeyError, MapOutputBuffer, PartitionError
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
@@ -742,7 +742,7 @@ def _receive_runs(
             except zmq.Again:
                 return
             taken += 1
-            header = msgpack.unpackb(header_frame.bytes, raw=False)
+            header = codec.unpackb(header_frame.bytes, use_list=True)
             if first_run_at is None:
                 first_run_at = time.time()
                 channel.send("first_run", index=index, attempt=attempt, at=first_run_at)

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import zmq
 
+from shuffle import codec
 from shuffle.spill import SpillFile
 
 CREDITS = 4
@@ -209,7 +209,7 @@ class SpillPusher:
                     }
                     if spill.meta:
                         fields.update(spill.meta)
-                    header = msgpack.packb(fields)
+                    header = codec.packb(fields)  # a stream pane's number can pass 64 bits
                     try:
                         reducer.socket.send(header, zmq.SNDMORE | zmq.NOBLOCK)
                     except zmq.Again:

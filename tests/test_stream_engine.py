@@ -34,6 +34,8 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
+from hop.stream.windows import WindowSpec
+from shuffle import codec
 from tests.conftest import ROOT, hop, job_path, output_dict, run_job
 
 pytestmark = pytest.mark.slow
@@ -479,6 +481,22 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
         assert any(problem in line for line in logged), (problem, logged)
 
 
+def test_blank_lines_of_a_jsonl_stream_are_no_records(stream_client: Client, tmp_path: Path) -> None:
+    """As in a batch job's jsonl input, a blank line is no record: not a bad record (it was one, logged, counted),
+    and it takes no record position (a 2r window holds two events)."""
+    events = [{"ts": T0 + i, "text": f"w{i}"} for i in range(6)]
+    lines = [json.dumps(e) + "\n" for e in events]
+    lines[2:2] = ["\n", "  \r\n"]
+    (tmp_path / "events.jsonl").write_text("".join(lines) + "\n", encoding="utf-8")
+    report = run_stream_job(
+        stream_client, "EventWordCount", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "2r"
+    )
+    assert report["counters"]["bad_records_skipped"] == 0
+    assert report["counters"]["map_input_records"] == 6
+    windows = {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()}
+    assert windows == {0: {"w0": 1, "w1": 1}, 2: {"w2": 1, "w3": 1}, 4: {"w4": 1, "w5": 1}}
+
+
 def test_bad_records_of_a_tailed_directory_are_logged_naming_file_and_byte_offset(tmp_path: Path) -> None:
     """A ``jsonl`` job over ``tail:DIR``: a line that is not JSON and one whose time_field is not a number, in the
     second file, are logged naming that file and the byte offset of the line in it (not a number counted across
@@ -578,12 +596,50 @@ def test_a_value_a_built_in_aggregate_cannot_fold_fails_the_job_as_in_batch(
     assert "panes.py" not in result.stderr and "gave up after" not in result.stderr, result.stderr
 
 
+def test_csv_and_jsonl_records_reach_map_as_in_batch(tmp_path: Path) -> None:
+    """A csv job's map gets each row's fields in a stream as in batch (it got the raw line: 'alice,3'[1] is 'l');
+    an empty line is no record and a malformed row a bad record; a jsonl record JSON cannot hold in an int (past
+    4,300 digits) is a bad record too (its ValueError failed the map on every attempt)."""
+    rows = ["alice,3", "bob,4", "", '"carol",5', 'dave,"6', "alice,1"]
+    (tmp_path / "p.csv").write_text("".join(row + "\n" for row in rows), encoding="utf-8")
+    job = job_path("json_fields")
+    common = ("--input-format", "csv", "--overwrite", "--quiet")
+    batch = hop("run", job, "p.csv", "-o", "batch", "--skip-bad-records", "10", *common, cwd=tmp_path)
+    assert batch.returncode == 0, batch.stderr
+    stream = hop("run", job, "--source", "replay:p.csv", "--window", "100r", "-o", "out", "--no-view", *common,
+                 cwd=tmp_path, timeout=120)  # fmt: skip
+    assert stream.returncode == 0, stream.stderr
+    assert "the line at byte offset 25 of p.csv is not a CSV row" in stream.stderr, stream.stderr
+    assert read_windows(tmp_path / "out")[0][1] == {"alice": 4, "bob": 4, "carol": 5} == output_dict(tmp_path / "batch")
+    lines = [json.dumps({"user": "u", "amount": 1}), '{"user": "u", "amount": ' + "9" * 5000 + "}"]
+    (tmp_path / "p.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    stream = hop("run", job, "--source", "replay:p.jsonl", "--window", "100r", "-o", "out2", "--no-view", "--quiet",
+                 "--max-attempts", "1", cwd=tmp_path, timeout=120)  # fmt: skip
+    assert stream.returncode == 0 and "cannot be read as JSON" in stream.stderr, stream.stderr
+    assert read_windows(tmp_path / "out2")[0][1] == {"u": 1}
+
+
 def test_sum_in_a_stream_adds_what_it_adds_in_batch(stream_client: Client, tmp_path: Path) -> None:
     """A pane's ``Sum`` starts from a key's first value, not from 0 (which refused strings)."""
     lines = [json.dumps({"ts": T0 + i, "user": "u", "amount": text}) + "\n" for i, text in enumerate("ab")]
     (tmp_path / "events.jsonl").write_text("".join(lines))
     run_stream_job(stream_client, "EventAmounts", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "2r")
     assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"u": "ab"}}
+
+
+def test_a_partition_given_none_of_a_windows_keys_writes_no_part(stream_client: Client, tmp_path: Path) -> None:
+    """One word, two reducers: the partition that gets no key of a window writes no (empty) part file, as
+    docs/stream.md says (a pane's cell reaches every partition with the pane's record count, which once made it
+    write one)."""
+    events = [{"ts": T0 + i * 0.1 + 0.0004, "text": "alpha"} for i in range(30)]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    report = run_stream_job(
+        stream_client, "EventWordCount", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "1s"
+    )
+    folders = sorted((tmp_path / "out" / "windows").iterdir())
+    assert len(folders) == 3 and [len(list(f.glob("part-*"))) for f in folders] == [1, 1, 1]
+    assert report["counters"]["window_parts_written"] == 3
+    assert [rows for _, rows in read_windows(tmp_path / "out").values()] == [{"alpha": 10}] * 3
 
 
 def test_sums_past_64_bits_cross_panes_and_checkpoints(stream_client: Client, tmp_path: Path) -> None:
@@ -665,6 +721,47 @@ def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: 
     failed = [meta for meta, _ in read_windows(output).values() if meta["reason"] == "source failure"]
     assert failed and all("L" in meta["scoreboard"]["grid"][0] for meta in failed)
     assert all(meta["fidelity"] < 1 for meta in failed)
+
+
+def test_a_source_given_up_is_reported_by_the_run(
+    stream_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source whose map keeps failing is given up after --max-attempts and the query goes on: the run says so,
+    naming the source and the last error (it once ended "succeeded" with nothing on stderr about it)."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 60, rate=10.0, seed=4)
+    doomed = f"replay:{events_path}?rate=5&loop=1"
+    options = stream_options([f"replay:{events_path}?rate=10", doomed], "1s")
+    job_class = load_job_file(job_path("event_wordcount"), "EventWordCount")
+    spec = build_spec(
+        job_class, [], str(tmp_path / "out"), num_reduces=1, options={"stream": options, "max_attempts": 2}
+    )
+    result: dict[str, Any] = {}
+    runner_client = Client(stream_client.address, timeout=30)
+    runner = threading.Thread(
+        target=lambda: result.update(run_stream(runner_client, spec, progress=True, timeout=60, view_interval=None))
+    )
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        for attempts in (1, 2):  # SIGKILL every attempt of map 1
+            while True:
+                assert time.monotonic() < deadline, f"attempt {attempts} of map 1 started"
+                jobs = [j for j in stream_client.jobs() if j["output"] == str(tmp_path / "out")]
+                tasks = [t for t in stream_client.job(jobs[0]["job_id"])["tasks"] if t["kind"] == "map"] if jobs else []
+                task = next((t for t in tasks if t["index"] == 1), None)
+                if task and task["attempts"] == attempts and task["state"] == "running" and task["pid"]:
+                    break
+                time.sleep(0.05)
+            os.kill(task["pid"], signal.SIGKILL)
+    finally:
+        runner.join(timeout=90)
+        runner_client.close()
+    assert not runner.is_alive() and result["state"] == "succeeded"
+    assert result["report"]["continuous"]["sources_gone"] == [1]
+    err = capsys.readouterr().err
+    assert f"hop: warning: source 1 ({doomed}) was given up after 2 failed attempts" in err
+    assert err.count("was given up") == 1
 
 
 def test_a_map_retried_after_the_stop_drains_and_the_job_ends(tmp_path: Path) -> None:
@@ -952,7 +1049,7 @@ def _sink_listener() -> Iterator[tuple[int, list[dict[str, Any]]]]:
     def listen() -> None:
         while not done.is_set():
             if sub.poll(100):
-                published.append(msgpack.unpackb(sub.recv(), raw=False))
+                published.append(codec.unpackb(sub.recv(), use_list=True))  # (ints past 64 bits: docs/stream.md)
 
     listener = threading.Thread(target=listen)
     listener.start()
@@ -1014,6 +1111,37 @@ def test_no_window_rows_are_capped_for_the_sink_or_on_request(stream_client: Cli
         assert {json.loads(k): json.loads(v) for k, v in window["rows"]} == by_label[window["label"]]
     listing = stream_client.window_listing(job_id, limit=1)
     assert len(listing["windows"]) == 1 and listing["omitted"] == len(by_label) - 1
+
+
+def test_window_numbers_past_64_bits_cross_the_engine_and_the_sink(stream_client: Client, tmp_path: Path) -> None:
+    """A stamp in nanoseconds read as seconds, windowed by 10 ms, is in window ~1.7e20 (past msgpack's 64 bits):
+    its panes go through the shuffle, the control channel, the client and the sink like any other (the map once
+    failed on every attempt with OverflowError and the source was given up silently)."""
+    events = [{"ts": T0 + i * 0.1 + 0.0004, "text": "alpha"} for i in range(20)]
+    nanos = {"ts": int(T0 * 1e9), "text": "nanos"}
+    after = {"ts": T0 + 5.0004, "text": "beta"}  # below the watermark the nanoseconds moved: late
+    events_path = tmp_path / "events.jsonl"
+    events_path.write_text("".join(json.dumps(e) + "\n" for e in [*events, nanos, after]), encoding="utf-8")
+    with _sink_listener() as (port, published):
+        report = run_stream_job(
+            stream_client,
+            "EventWordCount",
+            [f"replay:{events_path}?rate=10"],  # 2 s: the sink's connection is up before the last window
+            tmp_path / "out",
+            "10ms",
+            sink=f"tcp://127.0.0.1:{port}",
+        )
+    assert [a["status"] for a in report["attempts"] if a["kind"] == "map"] == ["succeeded"]
+    spec = WindowSpec.parse("10ms")
+    huge = spec.pane_of(float(nanos["ts"]))  # (tumbling: a pane is a window)
+    assert huge >= 2**64
+
+    assert any(m["window"] == huge and m["rows"] == [['"nanos"', "1"]] for m in published)
+    windows = {meta["label"]: (meta, rows) for meta, rows in read_windows(tmp_path / "out").values()}
+    assert windows[spec.label(huge)][1] == {"nanos": 1}
+    assert sum(rows.get("alpha", 0) for _, rows in windows.values()) == 20
+    assert report["counters"]["late_records"] == 1
+    assert max(w["window"] for w in stream_client.windows(report["job_id"])) == huge
 
 
 def test_reducer_memory_pressure_pauses_the_sources(stream_client: Client, tmp_path: Path) -> None:

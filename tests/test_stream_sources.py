@@ -200,6 +200,34 @@ def test_tail_copytruncate_rotation_reads_nothing_twice(tmp_path: Path, sources:
     assert sorted(values(collect(source, 2))) == ["late", "line 231"]
 
 
+@pytest.mark.parametrize("resumed", [False, True])
+def test_tail_last_line_of_a_copytruncate_copy_is_returned_at_the_rotation(
+    tmp_path: Path, sources: list[Source], resumed: bool
+) -> None:
+    """A partial line read from the live file waits for its newline; when the file is rotated by copy and
+    truncation, the copy is complete and its last line a whole one, returned at once (it once waited until the copy
+    left the directory: a day, with logrotate), also by a source resumed from a position taken before it was."""
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(20)) + "cut short")
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 20))
+    assert source.poll(100, 0.1) == []  # no newline yet: not a record
+    append(log, "".join(f" still {i}\n" for i in range(20, 30)) + "cut short")
+    got += values(collect(source, 1, batch=1))  # the rest is read, not returned, when the file is rotated
+    copytruncate(log, tmp_path / "app.log.1")
+    append(log, "line 30\n")
+    got += values(collect(source, 1, batch=1))  # from the copy, which holds the rest, adopted
+    if resumed:
+        position = msgpack.unpackb(msgpack.packb(source.position()), raw=False)
+        source.close()
+        source = opened(sources, f"tail:{tmp_path}")
+        source.seek(position)
+    got += values(collect(source, 10, timeout=3.0))
+    expected = [f"line {i}" for i in range(20)] + ["cut short still 20"] + [f" still {i}" for i in range(21, 30)]
+    assert got == [*expected, "cut short", "line 30"]
+    assert source.poll(100, 0.1) == []
+
+
 def test_tail_copy_seen_before_the_truncation_waits_for_it(tmp_path: Path, sources: list[Source]) -> None:
     log = tmp_path / "app.log"
     log.write_text("".join(f"line {i}\n" for i in range(100)))
@@ -763,6 +791,41 @@ def test_a_bad_source_url_is_a_usage_error_before_the_job_starts(tmp_path: Path)
     )
     assert result.returncode == 2 and "unknown kind 'kafka'" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_overwrite_never_clears_what_a_source_reads_or_the_job_file(tmp_path: Path) -> None:
+    """--overwrite of an output directory that holds a replay file, a tailed directory or the job file is refused
+    before a cluster starts, as for a batch job's inputs (it deleted them, and the map then failed to open its
+    source); run_stream refuses it too."""
+    from hop.client import Client
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+    from hop.stream.options import stream_options
+    from hop.stream.runner import run_stream
+
+    out = tmp_path / "out"
+    (out / "logs").mkdir(parents=True)
+    (out / "events.txt").write_text("a b\n")
+    job = out / "job.py"
+    job.write_text((ROOT / "jobs" / "stream_wordcount.py").read_text())
+    for source, held in ((f"replay:{out / 'events.txt'}?rate=5", "events.txt"), (f"tail:{out / 'logs'}", "logs")):
+        result = hop("run", str(job), "--source", source, "--window", "1s", "-o", str(out), "--overwrite", "--quiet")
+        assert result.returncode == 2, result.stderr
+        assert f"holds input {out / held}: --overwrite would delete it" in result.stderr
+        assert "coordinator" not in result.stderr  # refused before a cluster started
+    result = hop("run", str(job), "--source", "tcp:127.0.0.1:0", "--window", "1s", "-o", str(out), "--overwrite")
+    assert result.returncode == 2 and f"holds the job file {job}" in result.stderr
+    spec = build_spec(
+        load_job_file(str(job), None), [], str(out), overwrite=True,
+        options={"stream": stream_options([f"replay:{out / 'events.txt'}"], "1s")},
+    )  # fmt: skip
+    client = Client("tcp://127.0.0.1:9", timeout=1)  # never reached: the output is refused first
+    try:
+        with pytest.raises(ValueError, match="--overwrite would delete it"):
+            run_stream(client, spec, progress=False, view_interval=None)
+    finally:
+        client.close()
+    assert sorted(p.name for p in out.iterdir()) == ["events.txt", "job.py", "logs"]
 
 
 def test_check_source_here_requires_a_tail_directory_or_replay_file(tmp_path: Path) -> None:

@@ -402,3 +402,12 @@ def test_tracker_merges_partitions_and_trims_what_all_checkpoints_cover() -> Non
     assert tracker.on_checkpoint(1, [[0, 0, 5], [1, 1, 0]]) == [(0, 0, 5), (1, 0, 4)]
     assert tracker.covered(1) == [0, 4]
     assert tracker.on_checkpoint(1, [[0, 0, 5], [1, 1, 0]]) == []  # nothing new
+
+
+def test_a_time_window_holds_any_finite_stamp() -> None:
+    """A stamp whose microseconds overflow a float (past ~1.8e302 s) still has a pane, below FOREVER (the
+    ``sealed`` of an ended source: a pane past it would never be sealed, its records silently lost)."""
+    spec = WindowSpec.parse("1ms")
+    pane = spec.pane_of(1e305)
+    assert abs(pane - 10**308) < 10**293 and pane < FOREVER  # (the float 1e305 is not exactly 10**305)
+    assert spec.pane_of(1.7e18) >= 2**64 and spec.label(spec.pane_of(1.7e18)).startswith("E")

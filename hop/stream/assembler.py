@@ -42,8 +42,11 @@ from typing import Any, NamedTuple
 
 from hop.stream.windows import WindowSpec
 
-FOREVER = 1 << 62
-"""``sealed`` of a source that has ended: every pane is final."""
+FOREVER = 1 << 1100
+"""``sealed`` of a source that has ended: every pane is final. Past the pane of any position: a finite float event
+time is below 2**1024 seconds, 2**1044 microseconds (a stamp in nanoseconds read as seconds, windowed by
+milliseconds, is in pane ~1.7e20, which ``1 << 62`` once left unsealed and silently lost). Such numbers cross the
+engine as ``shuffle.codec`` packs them."""
 
 Merge = Callable[[Any, Any, Any], Any]
 """``merge(key, a, b)``: one value from two combined values of a key."""

@@ -97,7 +97,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     from hop.cli import _fail
     from hop.loader import JobFileError, load_job_file
     from hop.local_cluster import ClusterStartError, LocalCluster
-    from hop.outputs import claim_output
+    from hop.outputs import check_output, claim_output
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
     from hop.stream.runner import run_stream
@@ -113,7 +113,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
         return _fail(str(error), 2)
-    from hop.stream.sources import SourceError, check_source
+    from hop.stream.sources import SourceError, check_source, source_paths
 
     try:
         for url in args.source:
@@ -162,6 +162,8 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     submitted: list[str] = []
     try:
         release = claim_output(spec.output)
+        # Before starting a cluster: fail fast, and never let --overwrite clear the job file or what a source reads.
+        check_output(spec.output, spec.overwrite, source_paths(args.source), [args.job])
         address = args.coordinator
         if address is None:
             # Stream maps hold their slot for the whole job: one map slot per source at least.

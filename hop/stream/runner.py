@@ -21,6 +21,7 @@ from typing import Any
 from hop.client import Client
 from hop.jobspec import JobSpec
 from hop.outputs import prepare_output
+from hop.stream.sources import source_paths
 
 STOP_TIMEOUT = 120.0
 """How long a stopped job may take to drain before the client gives up waiting."""
@@ -40,7 +41,8 @@ def run_stream(
     ``on_submitted(job_id)`` is called once the coordinator accepted it."""
     from hop.runner import JobFailed  # hop.runner imports this module's neighbours; import late
 
-    prepare_output(spec.output, spec.overwrite, spec.inputs)
+    sources = (spec.options.get("stream") or {}).get("sources", [])
+    prepare_output(spec.output, spec.overwrite, [*spec.inputs, *source_paths(sources)])  # (never clears those)
     compactor = None
     if view_interval is not None:
         from hop.stream.view import Compactor
@@ -53,11 +55,16 @@ def run_stream(
     if progress:
         print(f"hop: continuous job {job_id} running; stop it with Ctrl-C or `hop stop {job_id}`", file=sys.stderr)
     seen = 0
+    told_gone: set[int] = set()
 
     def show(status: dict[str, Any]) -> None:
         nonlocal seen
         if not progress:
             return
+        for gone in status.get("sources_gone", ()):
+            if gone["index"] not in told_gone:
+                told_gone.add(gone["index"])
+                print(_gone_warning(gone), file=sys.stderr, flush=True)
         for window in client.windows(job_id, after=seen):
             seen = max(seen, window["seq"])
             print(
@@ -98,6 +105,15 @@ def run_stream(
         folder = Path(spec.output) / "windows"
         print(f"hop: {job_id} ended: {report['continuous']['windows_written']} windows in {folder}", file=sys.stderr)
     return dict(status)
+
+
+def _gone_warning(gone: dict[str, Any]) -> str:
+    """The line that says a source was given up (``JobState.gone_sources``): the query goes on without it."""
+    return (
+        f"hop: warning: source {gone['index']} ({gone['url']}) was given up after {gone['attempts']} failed "
+        f"attempts (--max-attempts); the query goes on without it, and windows that wait for its panes report them "
+        f"lost ('source failure'). Last error: {gone['error']}"
+    )
 
 
 def _wait(client: Client, job_id: str, show: Any, deadline: float | None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ ones).
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -45,11 +46,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import zmq
 
 from hop.aggregates import Aggregate
-from hop.inputs import InputError
+from hop.inputs import InputError, _freeze
 from hop.jsonline import to_json
 from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
@@ -253,7 +253,7 @@ def run_stream_map(
             top = window.pane_of(marks.max_event) if marks.max_event > float("-inf") else -FOREVER
         if (marks.sealed, top) > noted:
             noted = (max(marks.sealed, noted[0]), max(top, noted[1]))
-            _write_atomically(progress_path, msgpack.packb({"sealed": noted[0], "top": noted[1]}))
+            _write_atomically(progress_path, codec.packb({"sealed": noted[0], "top": noted[1]}))
 
     def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
         nonlocal seq, unsent, announced, last_seal_sent, max_unsent
@@ -363,6 +363,8 @@ def run_stream_map(
                     continue
                 try:
                     value = decode(record)
+                    if value is BLANK:
+                        continue  # no record, as in batch: takes no position, counts nowhere
                     stamp = event_time(record, value)
                 except StreamRecordError as error:
                     drop_bad(f"{where(record, marks.ordinal + marks.bad)} {error}")
@@ -491,21 +493,40 @@ def _watermark(window: WindowSpec, options: StreamOptions, marks: _MapState, tim
     return marks.offset // window.pane
 
 
+BLANK = object()
+"""What :func:`_decoder` gives for a blank text line of a ``jsonl`` job: no record, as in a batch job's input (not a
+bad record either)."""
+
+
 def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
-    """A record's value as the job's ``map`` gets it: for a ``jsonl`` job, a text record parsed as JSON
-    (:class:`StreamRecordError` if it is not JSON); msgpack frames arrive decoded."""
-    if input_format != "jsonl":
+    """A record's value as the job's ``map`` gets it, as a batch job's input format gives it: for a ``jsonl`` job,
+    a text record parsed as JSON (arrays at the top as tuples), for a ``csv`` job, the list of a CSV row's fields
+    (:class:`StreamRecordError` if it is neither; :data:`BLANK` for a blank line, an empty one for CSV); msgpack
+    frames arrive decoded."""
+    if input_format not in ("jsonl", "csv"):
         return lambda record: record.value
 
-    def decode(record: SourceRecord) -> Any:
-        if not isinstance(record.value, str):
-            return record.value
+    def decode_jsonl(text: str) -> Any:
+        if not text.strip():
+            return BLANK
         try:
-            return json.loads(record.value)
+            value = json.loads(text)
         except json.JSONDecodeError as error:
-            raise StreamRecordError(f"is not valid JSON ({error}): {record.value!r:.200}") from None
+            raise StreamRecordError(f"is not valid JSON ({error}): {text!r:.200}") from None
+        except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
+            raise StreamRecordError(f"cannot be read as JSON ({error}): {text!r:.200}") from None
+        return _freeze(value)
 
-    return decode
+    def decode_csv(text: str) -> Any:
+        if not text:
+            return BLANK
+        try:
+            return next(csv.reader([text], strict=True))
+        except csv.Error as error:
+            raise StreamRecordError(f"is not a CSV row ({error}; each row must be one line): {text!r:.200}") from None
+
+    parse = decode_jsonl if input_format == "jsonl" else decode_csv
+    return lambda record: parse(record.value) if isinstance(record.value, str) else record.value
 
 
 # Stream reduce -----------------------------------------------------------------------------------------------------
@@ -602,7 +623,7 @@ def run_stream_reduce(
         label = window.label(result.window)
         lines: list[str] = []
         output_records = 0
-        if result.records:
+        if result.groups:  # (records count the whole pane: a partition given none of its keys has no groups)
             folder = Path(spec.output) / "windows" / label
             folder.mkdir(parents=True, exist_ok=True)
             part = folder / f"part-{index:05d}"
@@ -640,7 +661,7 @@ def run_stream_reduce(
         channel.send("window_done", index=index, attempt=attempt, **report)
         if sink is not None:  # the sink is the window's output stream: every row
             report["rows"] = [line.split("\t", 1) for line in lines]
-            sink.send(msgpack.packb({"job_id": spec.job_id, "partition": index, **report}, use_bin_type=True))
+            sink.send(codec.packb({"job_id": spec.job_id, "partition": index, **report}))
 
     def take_run(header: dict[str, Any], run: bytes) -> None:
         nonlocal received_runs, received_bytes
@@ -696,7 +717,7 @@ def run_stream_reduce(
                         sender, header_frame, data = pull.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
-                    header = msgpack.unpackb(header_frame, raw=False)
+                    header = codec.unpackb(header_frame, use_list=True)
                     take_run(header, data)
                     if test_delay:
                         time.sleep(test_delay)

@@ -15,6 +15,7 @@ Times are handled in integer microseconds, so that gcd and pane boundaries are e
 
 from __future__ import annotations
 
+import fractions
 import functools
 import math
 import re
@@ -105,7 +106,12 @@ class WindowSpec:
 
     def scale(self, position: float) -> int:
         """A position in integer units: event seconds -> microseconds; ordinals and offsets unchanged."""
-        return int(math.floor(position * 1_000_000)) if self.unit == "time" else int(position)
+        if self.unit != "time":
+            return int(position)
+        scaled = position * 1_000_000
+        if math.isinf(scaled):  # a finite stamp past ~1.8e302 s: its microseconds, exactly, as an int
+            return math.floor(fractions.Fraction(position) * 1_000_000)
+        return math.floor(scaled)
 
     def pane_of(self, position: float) -> int:
         """The pane a record at ``position`` (event seconds, ordinal or byte offset) belongs to."""

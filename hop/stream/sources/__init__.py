@@ -62,6 +62,7 @@ __all__ = [
     "ZmqSource",
     "check_source",
     "open_source",
+    "source_paths",
 ]
 
 URL_FORMS = "tail:DIR[?glob=PATTERN], zmq:ENDPOINT, zmq+sub:ENDPOINT, tcp:HOST:PORT or replay:PATH[?rate=R&loop=0|1]"
@@ -85,6 +86,17 @@ def check_source(url: str, here: bool = False) -> None:
     opener = _source_for(url)
     if here and url.partition(":")[0] in ("tail", "replay"):
         opener().close()
+
+
+def source_paths(urls: list[str]) -> list[str]:
+    """The local paths sources read: ``tail:`` directories and ``replay:`` files (what ``--overwrite`` must not
+    clear, as it must not clear a batch job's inputs)."""
+    paths = []
+    for url in urls:
+        scheme, _, rest = url.partition(":")
+        if scheme in ("tail", "replay"):
+            paths.append(rest.partition("?")[0])
+    return paths
 
 
 def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Source]:

@@ -24,9 +24,10 @@ GONE_GRACE = 2.0  # seconds a tailed file that left its directory stays open aft
 # a new file that starts like a tracked one waits for that one's truncation (a copytruncate copy) before it is read
 HEAD_BYTES = 256  # bytes at the start of a tailed file a position fingerprints: an inode may be reused
 _CRC_CHUNK = 1 << 20  # bytes read at a time to check a file's prefix
-_Resume = tuple[int, int, int, int | None, bool]
+_Resume = tuple[int, int, int, int | None, bool, bool]
 """A position's entry for a file: offset, fingerprinted bytes, their CRC-32, the CRC-32 of the bytes before offset
-(or None), and whether the line at offset is being dropped (see ``_Tailed.dropping``)."""
+(or None), whether the line at offset is being dropped (see ``_Tailed.dropping``) and whether the file is a rotated
+copy (``_Tailed.rotated``)."""
 
 
 @dataclass(eq=False)
@@ -37,7 +38,9 @@ class _Tailed:
     ``truncated``: the file shrank under its read position; its buffered lines are returned, then it is read again
     from its start. ``dropping``: the line at ``offset`` is longer than ``max_line_bytes`` (its bad record was
     returned); its bytes up to its newline are consumed as they are read, kept nowhere, and count as returned
-    (``offset``, ``prefix_crc`` and ``head`` move past them, so copies and resumed positions match)."""
+    (``offset``, ``prefix_crc`` and ``head`` move past them, so copies and resumed positions match). ``rotated``:
+    the file is the copy of a copytruncate rotation, complete when its original was truncated, so a last line
+    without a newline is a whole line (the writer writes the rest, if any, to the original)."""
 
     key: tuple[int, int]
     name: str
@@ -52,6 +55,7 @@ class _Tailed:
     truncated: bool = False
     generation: int = 0  # how many times the file started over: what a held copy was compared with is void after
     dropping: bool = False
+    rotated: bool = False
 
     def buffered(self) -> bytes:
         """The bytes read but not returned: ``[offset, file.tell())``."""
@@ -121,9 +125,14 @@ class TailSource(Source):
     recognised on :meth:`seek` from the position's ``prefix_crc``. Lines written between the copy and the truncation
     can be lost (logrotate warns of this); a copy of fewer bytes than were returned, first seen after the
     truncation, is taken for the copy (read from its end) when its first :data:`HEAD_BYTES` bytes are the
-    original's, and read from its start, perhaps twice, when it is shorter. A copy's last line without a newline is
-    returned only once the copy leaves the directory. A ``glob`` that leaves out the rotated names (``glob=*.log``)
-    avoids the question."""
+    original's, and read from its start, perhaps twice, when it is shorter. A ``glob`` that leaves out the rotated
+    names (``glob=*.log``) avoids the question.
+
+    A last line without a newline is not a record until its newline arrives, or until its file is rotated or gone
+    and so will never get one: it is returned when its file is truncated (before the file starts over), when it
+    ends a copytruncate copy (at once: the copy was complete when its original was truncated), and when its file
+    left the directory and has not grown for :data:`GONE_GRACE` seconds. A file rotated by rename stays in the
+    directory under its new name and its writer may still finish the line, so it waits for that or to be gone."""
 
     replayable = True
 
@@ -154,14 +163,15 @@ class TailSource(Source):
             (dev, ino), head = f.key, min(f.offset, HEAD_BYTES)
             crc = zlib.crc32(f.head[:head])  # of the bytes returned: the file may have been rewritten since
             files.append({"dev": dev, "ino": ino, "offset": f.offset, "head": head, "crc": crc,
-                          "prefix_crc": f.prefix_crc, "dropping": f.dropping, "name": f.name})  # fmt: skip
+                          "prefix_crc": f.prefix_crc, "dropping": f.dropping, "rotated": f.rotated,
+                          "name": f.name})  # fmt: skip
         return {"files": files}
 
     def seek(self, position: Any) -> None:
         try:
             resume = {(int(e["dev"]), int(e["ino"])): (int(e["offset"]), int(e["head"]), int(e["crc"]),
                                                        None if e.get("prefix_crc") is None else int(e["prefix_crc"]),
-                                                       bool(e.get("dropping", False)))
+                                                       bool(e.get("dropping", False)), bool(e.get("rotated", False)))
                       for e in position["files"]}  # fmt: skip
         except (TypeError, KeyError, ValueError, AttributeError) as error:
             raise SourceError(f"tail source {self.url}: {position!r:.200} is not a tail source position") from error
@@ -215,28 +225,30 @@ class TailSource(Source):
             resume = self._resume.pop(key, None)
             if resume is not None:
                 if _continues(file, st.st_size, resume):
-                    offset, _, _, prefix_crc, dropping = resume
+                    offset, _, _, prefix_crc, dropping, rotated = resume
                     prefix_crc = _crc(file, offset) if prefix_crc is None else prefix_crc
-                    self._track(key, name, file, offset, prefix_crc, now, dropping=dropping)
+                    self._track(key, name, file, offset, prefix_crc, now, dropping=dropping, rotated=rotated)
                     continue
                 self._orphans.append(resume)
             orphan = next((o for o in self._orphans if o[0] > 0 and _continues(file, st.st_size, o, True)), None)
             if orphan is not None:  # the copy of a file truncated while the source was away: read on from its offset
                 self._orphans.remove(orphan)
-                self._track(key, name, file, orphan[0], orphan[3] or 0, now, dropping=orphan[4])
+                self._track(key, name, file, orphan[0], orphan[3] or 0, now, dropping=orphan[4], rotated=True)
             elif (original := self._started_like(file)) is None:
                 self._track(key, name, file, 0, 0, now)
             else:
                 self._decide(_Held(key, name, file, original, now), now)
 
-    def _track(self, key: tuple[int, int], name: str, file: io.FileIO, offset: int, prefix_crc: int,
-               now: float, before: _Tailed | None = None, dropping: bool = False) -> None:  # fmt: skip
+    def _track(self, key: tuple[int, int], name: str, file: io.FileIO, offset: int, prefix_crc: int, now: float,
+               before: _Tailed | None = None, dropping: bool = False, rotated: bool = False) -> None:  # fmt: skip
         """Track a file from ``offset`` (``prefix_crc`` the CRC-32 of the bytes before it), read before ``before``;
-        ``dropping``: the line at ``offset`` is an overlong one, dropped up to its newline."""
+        ``dropping``: the line at ``offset`` is an overlong one, dropped up to its newline; ``rotated``: the file is
+        a copytruncate copy (:attr:`_Tailed.rotated`)."""
         file.seek(offset)
         head = os.pread(file.fileno(), min(offset, HEAD_BYTES), 0)
         at = len(self._files) if before is None else self._files.index(before)
-        self._files.insert(at, _Tailed(key, name, file, offset, now, prefix_crc, head, dropping=dropping))
+        tailed = _Tailed(key, name, file, offset, now, prefix_crc, head, dropping=dropping, rotated=rotated)
+        self._files.insert(at, tailed)
 
     def _started_like(self, file: io.FileIO) -> _Tailed | None:
         """The tracked file (not empty) whose first bytes a new file's agree with the longest, if any."""
@@ -292,13 +304,13 @@ class TailSource(Source):
         if verdict is not False and original.truncated:
             if verdict and size >= original.file.tell():  # the copy holds all that was read: it returns it, first
                 self._track(held.key, held.name, held.file, original.offset, original.prefix_crc, now, original,
-                            original.dropping)  # fmt: skip
+                            original.dropping, rotated=True)  # fmt: skip
                 original.restart()
             elif verdict or size >= HEAD_BYTES:
                 # A copy of less than was read (lines came after the copy): the original returns them, the copy
                 # nothing. Also taken for a copy of fewer bytes than were returned, not all checked: it appeared
                 # as its original was truncated and its first HEAD_BYTES bytes are the original's.
-                self._track(held.key, held.name, held.file, size, _crc(held.file, size), now)
+                self._track(held.key, held.name, held.file, size, _crc(held.file, size), now, rotated=True)
             else:
                 self._track(held.key, held.name, held.file, 0, 0, now)
         elif verdict is not False and now - held.since < GONE_GRACE:
@@ -317,7 +329,8 @@ class TailSource(Source):
         out: list[SourceRecord] = []
         limit = self.max_line_bytes
         for f in list(self._files):
-            # The last line of a file gone for good will never get its newline: it ends with the file.
+            # The last line of a file gone for good will never get its newline: it ends with the file (which is
+            # closed then); so does a rotated copy's, which stays tracked while it is in the directory.
             final, at_end = f.gone_since is not None and now - max(f.gone_since, f.last_data) >= GONE_GRACE, False
             taken: list[bytes] = []  # the lines returned from f in this call, past f.offset
             where = partial(self._where, f, taken)
@@ -356,7 +369,7 @@ class TailSource(Source):
                             f.partial = bytearray(rest)
                         continue
                     at_end = True
-                    if not (final and f.partial):
+                    if not ((final or f.rotated) and f.partial):
                         break
                     f.lines.append(bytes(f.partial))
                     f.partial = bytearray()
@@ -388,7 +401,7 @@ def _continues(file: io.FileIO, size: int, resume: _Resume, whole: bool = False)
     """Whether a file of ``size`` bytes holds what a position's entry read: its fingerprinted head (an inode can be
     reused by a new file), and with ``whole`` every byte before the offset (by their CRC; an entry without one never
     matches then)."""
-    offset, head, crc, prefix_crc, _ = resume
+    offset, head, crc, prefix_crc, _, _ = resume
     if offset > size or _crc(file, head) != crc:
         return False
     return not whole or (prefix_crc is not None and _crc(file, offset) == prefix_crc)
