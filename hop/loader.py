@@ -28,7 +28,7 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         raise JobFileError(f"job file {path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
     # The modules beside the job file are importable by it, as for a script run with python (task processes get
-    # the ones it imports by value: hop.jobspec.dump_job_class).
+    # the ones it imports, at the top or in a method: hop.jobspec.dump_job_class).
     directory = str(file.resolve().parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)

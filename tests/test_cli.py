@@ -502,6 +502,41 @@ def test_jobs_import_modules_beside_their_files_and_each_gets_its_own(cluster: L
         assert sorted("".join(p.read_text() for p in parts).splitlines()) == lines
 
 
+def test_imports_inside_methods_find_the_modules_beside_the_job_file(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A method that imports a module beside its job file (``import tokens`` in ``map``, ``from casing import fold``
+    inside that module's function) works as it does when ``python`` runs the same functions: the import ran in the
+    task process, where the job's directory is not on the path, and failed with ModuleNotFoundError. Two jobs of
+    two directories on one long-lived cluster each get their own ``tokens``, and a helper's error shows its line."""
+    (tmp_path / "in.txt").write_text("A b a\n")
+    for folder, transform in (("lower", "lower"), ("upper", "upper")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "casing.py").write_text(f"def fold(text):\n    return text.{transform}()\n")
+        (tmp_path / folder / "tokens.py").write_text(
+            "def tokens(line):\n    from casing import fold\n\n    return fold(line).split()\n\n\n"
+            "def check(word):\n    if word == 'boom':\n        raise ValueError('no boom')\n"
+        )
+        (tmp_path / folder / "job.py").write_text(
+            "from hop import Job\n\n\nclass Words(Job):\n    def map(self, offset, line):\n"
+            "        import tokens\n\n        for word in tokens.tokens(line):\n            yield word, 1\n\n"
+            "    def reduce(self, word, counts):\n        from tokens import check\n\n        check(word)\n"
+            "        yield word, sum(counts)\n"
+        )
+    (tmp_path / "elsewhere").mkdir()
+    expected = {"lower": ['"a"\t2', '"b"\t1'], "upper": ['"A"\t2', '"B"\t1']}
+    for folder, lines in [*expected.items(), ("lower", expected["lower"])]:
+        arguments = [f"../{folder}/job.py", "../in.txt", "-o", folder, "--quiet", "--overwrite"]
+        result = hop("submit", *arguments, "--coordinator", cluster.address, cwd=tmp_path / "elsewhere")
+        assert result.returncode == 0, result.stderr
+        parts = sorted((tmp_path / "elsewhere" / folder).glob("part-*"))
+        assert sorted("".join(p.read_text() for p in parts).splitlines()) == lines
+    (tmp_path / "boom.txt").write_text("boom\n")
+    arguments = ["../lower/job.py", "../boom.txt", "-o", "boom", "--quiet", "--coordinator", cluster.address]
+    result = hop("submit", *arguments, cwd=tmp_path / "elsewhere")
+    assert result.returncode == 1
+    assert f'{tmp_path / "lower" / "tokens.py"}", line 9, in check' in result.stderr, result.stderr
+    assert "reduce at key 'boom' raised ValueError: no boom" in result.stderr
+
+
 def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCluster) -> None:
     for command in ("status", "snapshot"):
         result = hop(command, "job-9999", "--coordinator", cluster.address)
