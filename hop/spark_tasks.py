@@ -6,12 +6,16 @@ cloudpickle bytes. Per step of a job:
 
 - :func:`map_task` runs over one Spark partition: one input split (first step) or one reducer's output lines of the
   previous step. It creates a fresh job object (``setup``/``teardown`` once per task, counters per task), reads
-  records with ``hop.inputs.iter_records`` and calls the map. A hand-written combiner runs here, per key, over a
-  buffer of up to ``COMBINE_BUFFER_RECORDS`` values or ``COMBINE_BUFFER_KEYS`` keys, as hop's map buffer runs it
-  at spill time; it must keep its key. Values that will cross the shuffle as they are get hop's wire types
-  (:func:`wire`: lists become tuples); an aggregate's ``lift`` sees the raw value, as in hop.
-- ``combineByKey`` then folds with :class:`AggregateFold` (an aggregate's ``lift``/``merge``: one state per key) or
-  gathers lists with :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
+  records with ``hop.inputs.iter_records`` and calls the map. A combiner before a hand-written reduce (a
+  hand-written one, or an aggregate) runs here, per key, over a buffer that is cut where hop's map buffer spills
+  with its default ``--spill-records`` (:func:`_combined`); it must keep its key. So the reduce gets what it gets on
+  hop: per key, the combiner's output of every map spill, not one value merged across the maps (the number of
+  spills is not part of the contract, and hop's flow control may merge them: see ``hop.compare``). Values that will
+  cross the shuffle as they are get hop's wire types (:func:`wire`: lists become tuples); an aggregate's ``lift``
+  sees the raw value, as in hop.
+- ``combineByKey`` then folds with :class:`AggregateFold` when the reduce is an aggregate (``lift``/``merge``: one
+  state per key, whose finished value does not depend on how it was folded) or gathers lists with
+  :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
 - :func:`reduce_task` gets a partition's ``(key, state or values)`` pairs in hop's key order and yields the output
   lines, encoded as hop's reduce encodes them; :func:`write_task` writes the last step's lines to a part file.
 
@@ -34,6 +38,7 @@ from hop.inputs import InputError, iter_records
 from hop.job import Job, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.usertrace import user_traceback
+from shuffle.buffer import FIRST_SPILL_DIVISOR, folded_spill_records
 from shuffle.keys import partition_hash, total_order_key
 
 if TYPE_CHECKING:
@@ -41,7 +46,8 @@ if TYPE_CHECKING:
 
 COMBINE_BUFFER_RECORDS = 2_000_000
 COMBINE_BUFFER_KEYS = 200_000
-"""A hand-written combiner runs when the map task's buffer holds this many values or keys (hop's spill defaults)."""
+"""A map task's combiner runs when its buffer holds this many values or keys (hop's spill defaults: the first buffer
+holds ``1 / FIRST_SPILL_DIVISOR`` of the values, an aggregate's later ones more, as ``shuffle.buffer`` says)."""
 
 _FAILURE_OPEN, _FAILURE_CLOSE = "<<hop-task-failure ", " hop-task-failure>>"
 _FAILURE_PAYLOAD = re.compile(re.escape(_FAILURE_OPEN) + r"(.*?)" + re.escape(_FAILURE_CLOSE), re.S)
@@ -81,9 +87,10 @@ class StepFunctions:
 
     mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None]
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None] | None
-    """A hand-written combiner, run in the map task; ``None`` when there is none or it is an aggregate."""
+    """The combiner the map task runs (hand-written, or an aggregate before a hand-written reduce); ``None`` when
+    there is none or the reduce is an aggregate."""
     aggregate: Aggregate | None
-    """The aggregate ``combineByKey`` folds with; the reduce then gets one state per key."""
+    """The reduce's aggregate, which ``combineByKey`` folds with; the reduce then gets one state per key."""
     reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None]
 
 
@@ -97,12 +104,14 @@ def resolve_step(job: Job, number: int) -> StepFunctions:
         )
     combiner: Any = step.combiner
     reducer: Any = step.reducer or identity_reduce
-    reduce_aggregate = as_aggregate(reducer)
-    if reduce_aggregate is not None:
-        combiner = combiner if combiner is not None else reduce_aggregate
-        reducer = reduce_aggregate.as_reducer()
-    aggregate = as_aggregate(combiner)
-    return StepFunctions(step.mapper or identity_map, None if aggregate else combiner, aggregate, reducer)
+    aggregate = as_aggregate(reducer)
+    if aggregate is not None:
+        # The finished value of a key's states is the same however they were folded: fold across the maps. (A
+        # combine other than this aggregate is refused by Job.resolved_steps.)
+        return StepFunctions(step.mapper or identity_map, None, aggregate, aggregate.as_reducer())
+    # A hand-written reduce sees the combiner's output per map spill, as on hop: combining across maps as well
+    # would hand it one state per key (a reduce counting its values gave 1 on Spark and the number of maps on hop).
+    return StepFunctions(step.mapper or identity_map, combiner, None, reducer)
 
 
 @dataclass(frozen=True)
@@ -203,14 +212,16 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     functions = resolve_step(job, plan.step)
     _guard("setup", job.setup)
     counts = {"map_input_records": 0, "map_output_records": 0}
-    pairs = _mapped(job, functions.mapper, _record_sources(plan, items), counts)
+    outputs = _mapped(job, functions.mapper, _record_sources(plan, items), counts)
     if functions.combiner is not None:
-        yield from _combined(functions.combiner, pairs)
+        yield from _combined(functions.combiner, outputs)
     elif functions.aggregate is not None:
-        yield from pairs  # combineByKey lifts the raw values, as hop's map buffer does
+        for pairs in outputs:
+            yield from pairs  # combineByKey lifts the raw values, as hop's map buffer does
     else:
-        for key, value in pairs:
-            yield key, wire(value)
+        for pairs in outputs:
+            for key, value in pairs:
+                yield key, wire(value)
     _guard("teardown", job.teardown)
     counters.builtin.add(counts)
     counters.user.add(job.take_counters())
@@ -221,8 +232,9 @@ def _mapped(
     mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None],
     sources: Iterator[tuple[str | None, Iterator[tuple[Any, Any]]]],
     counts: dict[str, int],
-) -> Iterator[tuple[Any, Any]]:
-    """The map's output pairs; errors name the record (file and byte offset) the map was working on."""
+) -> Iterator[list[tuple[Any, Any]]]:
+    """The map's output pairs, a list per input record; errors name the record (file and byte offset) the map was
+    working on."""
     input_records = output_records = 0
     for path, records in sources:
         job.input_file = path
@@ -232,9 +244,10 @@ def _mapped(
                 output = mapper(*record)
                 input_records += 1
                 if output is not None:
-                    for key, value in output:  # a map yielding something other than pairs fails here, as in hop
-                        output_records += 1
-                        yield key, value
+                    # A map yielding something other than pairs fails here, as in hop.
+                    pairs = [(key, value) for key, value in output]
+                    output_records += len(pairs)
+                    yield pairs
         except InputError as error:
             raise TaskFailure.of("input", error, None) from None
         except Exception as error:
@@ -244,25 +257,41 @@ def _mapped(
 
 
 def _combined(
-    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None], pairs: Iterator[tuple[Any, Any]]
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
+    outputs: Iterator[list[tuple[Any, Any]]],
 ) -> Iterator[tuple[Any, Any]]:
-    """Buffer pairs per key and run the combiner on each key's values when the buffer is full and at the end."""
-    groups: dict[Any, list[Any]] = {}
+    """Buffer the map's pairs per key and combine each key's values when the buffer is full (checked after each
+    record, where hop's map buffer spills) and at the end; an aggregate folds its states as pairs arrive."""
+    aggregate = as_aggregate(combiner)
+    fold = AggregateFold(aggregate) if aggregate is not None else None
+    groups: dict[Any, Any] = {}
     pending = 0
-    for key, value in pairs:
-        try:
-            values = groups.get(key)
-        except TypeError as error:  # an unhashable key, as hop's map buffer reports it
-            raise TaskFailure.of("map", error, f"key {key!r}") from None
-        if values is None:
-            groups[key] = [value]
-        else:
-            values.append(value)
-        pending += 1
-        if pending >= COMBINE_BUFFER_RECORDS or len(groups) >= COMBINE_BUFFER_KEYS:
-            yield from _combine(combiner, groups)
+    limit = max(1, COMBINE_BUFFER_RECORDS // FIRST_SPILL_DIVISOR)
+    for pairs in outputs:
+        for key, value in pairs:
+            try:
+                old = groups.get(key)
+            except TypeError as error:  # an unhashable key, as hop's map buffer reports it
+                raise TaskFailure.of("map", error, f"key {key!r}") from None
+            if fold is not None:
+                groups[key] = fold.create(value) if old is None else fold.add(old, value)
+            elif old is None:
+                groups[key] = [value]
+            else:
+                old.append(value)
+        pending += len(pairs)
+        if pending >= limit or len(groups) >= COMBINE_BUFFER_KEYS:
+            if aggregate is not None:
+                yield from ((key, wire(state)) for key, state in groups.items())
+                limit = folded_spill_records(COMBINE_BUFFER_RECORDS, pending, len(groups))
+            else:
+                yield from _combine(combiner, groups)
+                limit = COMBINE_BUFFER_RECORDS
             groups, pending = {}, 0
-    yield from _combine(combiner, groups)
+    if aggregate is not None:
+        yield from ((key, wire(state)) for key, state in groups.items())
+    else:
+        yield from _combine(combiner, groups)
 
 
 def _combine(

@@ -35,7 +35,13 @@ from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
 from hop.usertrace import has_user_frame, user_traceback
-from shuffle.buffer import AggregateValueError, CombinerKeyError, MapOutputBuffer, PartitionError
+from shuffle.buffer import (
+    FIRST_SPILL_DIVISOR,
+    AggregateValueError,
+    CombinerKeyError,
+    MapOutputBuffer,
+    PartitionError,
+)
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
 from shuffle.runs import UnencodableRecordError
@@ -43,7 +49,6 @@ from shuffle.spill import SpillFile, SpillWriteError
 from shuffle.store import RunStore
 
 PROGRESS_SECONDS = 0.5
-FIRST_SPILL_DIVISOR = 4
 FAULT_SEND_SECONDS = 0.2
 """Fault injection only (``HOP_FAULT``): how long a task that kills itself after a message lets it leave first."""
 

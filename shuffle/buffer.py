@@ -43,6 +43,14 @@ Partitioner = Callable[[Any], int]
 
 MAX_SPILL_GROWTH = 16
 """A folding buffer's spill interval grows to at most this many times ``spill_records``."""
+FIRST_SPILL_DIVISOR = 4
+"""A map attempt's first spill holds ``spill_records`` divided by this (reducers start on the first spill)."""
+
+
+def folded_spill_records(spill_records: int, records_in: int, keys_out: int) -> int:
+    """How many records a folding buffer's next spill holds, after one that folded ``records_in`` records into
+    ``keys_out`` states: ``spill_records`` times that reduction, at most ``MAX_SPILL_GROWTH`` times."""
+    return spill_records * min(MAX_SPILL_GROWTH, max(1, records_in // max(1, keys_out)))
 
 
 class CombinerKeyError(ValueError):
@@ -310,8 +318,7 @@ class MapOutputBuffer:
                 out_keys[partition] = bucket
                 out_values[partition] = list(map(groups.__getitem__, bucket))
             combine_in, combine_out = counters_pending, len(keys)
-            growth = min(MAX_SPILL_GROWTH, max(1, combine_in // max(1, combine_out)))
-            self.next_spill_records = self.spill_records * growth
+            self.next_spill_records = folded_spill_records(self.spill_records, combine_in, combine_out)
             sorted_keys: list[Any] = []
         else:
             sorted_keys, tag = sort_keys(list(groups))

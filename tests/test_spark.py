@@ -73,6 +73,7 @@ RUNS = [
     SparkRun("counters", "counting_wordcount", ["words.txt"], reducers=3),
     SparkRun("mean", "mean_length", ["words.txt"], reducers=2, job_class="WordLengths"),
     SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
+    SparkRun("counted_states", "counted_states", ["words.txt"], reducers=2),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
@@ -177,7 +178,9 @@ def builtin_counters(counters: dict[str, Any]) -> dict[str, Any]:
     return {name: counters[name] for name in names}
 
 
-@pytest.mark.parametrize("name", ["wordcount", "generic", "two_steps", "jsonl", "counters", "mean", "mixed_keys"])
+@pytest.mark.parametrize(
+    "name", ["wordcount", "generic", "two_steps", "jsonl", "counters", "mean", "mixed_keys", "counted_states"]
+)
 def test_spark_output_equals_hop_byte_for_byte(
     client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]], name: str
 ) -> None:
@@ -417,3 +420,37 @@ def test_spark_cuts_input_for_its_local_cores_as_hop_does_for_its_slots() -> Non
     cores = os.cpu_count() or 1
     assert [_local_cores(m) for m in ("local", "local[3]", "local[*]", "local[4,2]")] == [1, 3, cores, 4]
     assert _local_cores("spark://10.0.0.5:7077") == 1
+
+
+def test_a_hand_written_reduce_after_an_aggregate_combiner_gets_a_state_per_map(
+    spark_runs: dict[str, dict[str, Any]],
+) -> None:
+    """Spark merged the aggregate's states across the maps before the reduce, which then counted 1 state per word
+    where hop's reduce counted one per map (so ``hop compare`` reported every word as differing); now each map's
+    state reaches the reduce, as on hop (the byte-for-byte comparison is in the test above)."""
+    result = spark_runs["counted_states"]
+    report = result["report"]
+    assert report["num_maps"] > 1
+    values = dict(pair.split("\t") for pair in (result["output"] / "part-00000").read_text().splitlines())
+    states = [json.loads(value)[1] for value in values.values()]
+    assert max(states) == report["num_maps"] and min(states) >= 1
+
+
+def test_differing_outputs_of_a_job_that_combines_before_a_hand_written_reduce_say_why() -> None:
+    """``hop compare`` listed the differing keys of such a job (a reduce counting its states) and nothing more; the
+    verdict now says the job's output depends on how many spills were combined and what to change."""
+    from hop.compare import combine_caveat
+
+    caveat = combine_caveat(job_path("counted_states"))
+    assert caveat is not None and "combines (Count())" in caveat and "sum a Count's states" in caveat
+    assert combine_caveat(job_path("wordcount")) is None  # an aggregate reduce: the same however it was combined
+    assert combine_caveat(job_path("wordcount_nocombine")) is None
+    run = {"exit_code": 0, "wall_seconds": 1.0, "cpu_seconds": 1.0, "peak_rss_bytes": 1, "startup_seconds": None}
+    comparison = {
+        "equal": False,
+        "differing_keys": 1,
+        "differences": [{"key": "a", "hop": [[3, 2]], "spark": [[3, 1]]}],
+    }
+    result = {"engines": {"hop": run, "spark": run}, "comparison": comparison, "error": None, "caveat": caveat}
+    table = format_table(result).splitlines()
+    assert table[-3:] == ["outputs DIFFER: 1 keys differ; first:", '  key "a": hop [[3, 2]], spark [[3, 1]]', caveat]
