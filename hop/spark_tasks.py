@@ -37,7 +37,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, iter_records
 from hop.job import Job, identity_map, identity_reduce
 from hop.jobspec import load_job_class
-from hop.usertrace import user_traceback
+from hop.usertrace import not_pairs, user_traceback
 from shuffle.buffer import FIRST_SPILL_DIVISOR, folded_spill_records
 from shuffle.keys import partition_hash, total_order_key
 
@@ -251,7 +251,7 @@ def _mapped(
         except InputError as error:
             raise TaskFailure.of("input", error, None) from None
         except Exception as error:
-            raise TaskFailure.of("map", error, _describe(path, record)) from None
+            raise TaskFailure.of("map", not_pairs("map", error), _describe(path, record)) from None
     counts["map_input_records"] += input_records
     counts["map_output_records"] += output_records
 
@@ -299,9 +299,9 @@ def _combine(
 ) -> Iterator[tuple[Any, Any]]:
     for key, values in groups.items():
         try:
-            combined = list(combiner(key, values) or ())
+            combined = [(out_key, out_value) for out_key, out_value in combiner(key, values) or ()]
         except Exception as error:
-            raise TaskFailure.of("combine", error, f"key {key!r}") from None
+            raise TaskFailure.of("combine", not_pairs("combine", error), f"key {key!r}") from None
         for out_key, out_value in combined:
             if out_key != key:
                 problem = ValueError(f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep its key")
@@ -413,7 +413,7 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
         try:
             lines = [f"{_encode_json(k)}\t{_encode_json(v)}\n" for k, v in (reducer(key, iter(values)) or ())]
         except Exception as error:
-            raise TaskFailure.of("reduce", error, f"key {key!r}") from None
+            raise TaskFailure.of("reduce", not_pairs("reduce", error), f"key {key!r}") from None
         output_records += len(lines)
         yield from lines
     _guard("teardown", job.teardown)

@@ -301,6 +301,31 @@ def test_a_value_an_aggregate_cannot_fold_names_aggregate_key_and_record(client:
     assert "unsupported operand" in status["error"] and "shuffle/buffer.py" not in status["traceback"]
 
 
+def test_a_map_or_reduce_that_gives_no_pairs_is_told_what_to_yield(client: Client, tmp_path: Path) -> None:
+    """A map returning one pair (``return line, 1``) failed with "Sum() could not fold a value of key None ...
+    too many values to unpack" and the engine's loop as the traceback; a reduce yielding a value without its key
+    with "cannot unpack non-iterable int object". Both now say what the function must give, naming the record."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out1", job_class="MapReturnsOnePair")
+    status = failure.value.status
+    assert (
+        f"map at {source} byte offset 0: 'a b a' raised NotPairsError: the map gave something other than (key, "
+        in (status["error"])
+    )
+    assert "yield each pair (yield key, value)" in status["error"] and "Sum()" not in status["error"]
+    assert "shuffle/buffer.py" not in status["traceback"]
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out2", job_class="ReduceYieldsValues")
+    status = failure.value.status
+    assert (
+        "reduce at key 'a' raised NotPairsError: the reduce gave something other than (key, value) pairs"
+        in (status["error"])
+    )
+    assert "cannot unpack non-iterable int object" in status["error"] and "hop/tasks.py" not in status["traceback"]
+
+
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
     """msgpack's ints stop at 64 bits; combined ``Sum`` states past them used to fail the map as "cannot be
     encoded". Both shuffles carry them now, as values and as keys."""
