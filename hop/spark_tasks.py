@@ -6,15 +6,16 @@ cloudpickle bytes. Per step of a job:
 
 - :func:`map_task` runs over one Spark partition: one input split (first step) or one reducer's output lines of the
   previous step. It creates a fresh job object (``setup``/``teardown`` once per task, counters per task), reads
-  records with ``hop.inputs.iter_records`` and calls the map. A combiner before a hand-written reduce (a
-  hand-written one, or an aggregate) runs here, per key, over a buffer that is cut where hop's map buffer spills
-  with its default ``--spill-records`` (:func:`_combined`); it must keep its key. So the reduce gets what it gets on
+  records with ``hop.inputs.iter_records`` and calls the map. The combiner (hand-written, or an aggregate: the
+  reduce's own when it is one) runs here, per key, over a buffer that is cut where hop's map buffer spills with its
+  default ``--spill-records`` (:func:`_combined`); it must keep its key, and an aggregate refuses a value (``None``
+  to ``Sum``...) naming itself, the key and the record, as in hop. So a hand-written reduce gets what it gets on
   hop: per key, the combiner's output of every map spill, not one value merged across the maps (the number of
   spills is not part of the contract, and hop's flow control may merge them: see ``hop.compare``). Values that will
   cross the shuffle as they are get hop's wire types (:func:`wire`: lists become tuples); an aggregate's ``lift``
   sees the raw value, as in hop.
-- ``combineByKey`` then folds with :class:`AggregateFold` when the reduce is an aggregate (``lift``/``merge``: one
-  state per key, whose finished value does not depend on how it was folded) or gathers lists with
+- ``combineByKey`` then merges the map tasks' states with :class:`AggregateFold` when the reduce is an aggregate
+  (one state per key, whose finished value does not depend on how it was folded) or gathers lists with
   :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
 - :func:`reduce_task` gets a partition's ``(key, state or values)`` pairs in hop's key order and yields the output
   lines, encoded as hop's reduce encodes them; :func:`write_task` writes the last step's lines to a part file.
@@ -37,8 +38,9 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, iter_records
 from hop.job import Job, identity_map, identity_reduce
 from hop.jobspec import load_job_class
+from hop.tasks import _fold_error
 from hop.usertrace import not_pairs, user_traceback
-from shuffle.buffer import FIRST_SPILL_DIVISOR, folded_spill_records
+from shuffle.buffer import FIRST_SPILL_DIVISOR, folded_spill_records, none_state_error
 from shuffle.keys import partition_hash, total_order_key
 
 if TYPE_CHECKING:
@@ -212,12 +214,13 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     functions = resolve_step(job, plan.step)
     _guard("setup", job.setup)
     counts = {"map_input_records": 0, "map_output_records": 0}
-    outputs = _mapped(job, functions.mapper, _record_sources(plan, items), counts)
-    if functions.combiner is not None:
-        yield from _combined(functions.combiner, outputs)
-    elif functions.aggregate is not None:
-        for pairs in outputs:
-            yield from pairs  # combineByKey lifts the raw values, as hop's map buffer does
+    position = _Position()
+    outputs = _mapped(job, functions.mapper, _record_sources(plan, items), counts, position)
+    combiner = functions.combiner or functions.aggregate
+    if combiner is not None:
+        # An aggregate reduce's states too are folded here, where a value it refuses can be named with its key and
+        # record as hop names it (combineByKey's functions see neither).
+        yield from _combined(combiner, outputs, position)
     else:
         for pairs in outputs:
             for key, value in pairs:
@@ -227,20 +230,33 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     counters.user.add(job.take_counters())
 
 
+@dataclass
+class _Position:
+    """The input record a map task's latest output came from (for errors raised while that output is folded)."""
+
+    path: str | None = None
+    record: tuple[Any, Any] | None = None
+
+    def describe(self) -> str:
+        return _describe(self.path, self.record)
+
+
 def _mapped(
     job: Job,
     mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None],
     sources: Iterator[tuple[str | None, Iterator[tuple[Any, Any]]]],
     counts: dict[str, int],
+    position: _Position,
 ) -> Iterator[list[tuple[Any, Any]]]:
-    """The map's output pairs, a list per input record; errors name the record (file and byte offset) the map was
-    working on."""
+    """The map's output pairs, a list per input record (``position`` says which); errors name the record (file and
+    byte offset) the map was working on."""
     input_records = output_records = 0
     for path, records in sources:
-        job.input_file = path
+        job.input_file = position.path = path
         record: tuple[Any, Any] | None = None
         try:
             for record in records:
+                position.record = record
                 output = mapper(*record)
                 input_records += 1
                 if output is not None:
@@ -259,11 +275,12 @@ def _mapped(
 def _combined(
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
     outputs: Iterator[list[tuple[Any, Any]]],
+    position: _Position,
 ) -> Iterator[tuple[Any, Any]]:
     """Buffer the map's pairs per key and combine each key's values when the buffer is full (checked after each
-    record, where hop's map buffer spills) and at the end; an aggregate folds its states as pairs arrive."""
+    record, where hop's map buffer spills) and at the end; an aggregate folds its states as pairs arrive (a value
+    it refuses fails the task naming the aggregate, key and record, as in hop)."""
     aggregate = as_aggregate(combiner)
-    fold = AggregateFold(aggregate) if aggregate is not None else None
     groups: dict[Any, Any] = {}
     pending = 0
     limit = max(1, COMBINE_BUFFER_RECORDS // FIRST_SPILL_DIVISOR)
@@ -273,8 +290,8 @@ def _combined(
                 old = groups.get(key)
             except TypeError as error:  # an unhashable key, as hop's map buffer reports it
                 raise TaskFailure.of("map", error, f"key {key!r}") from None
-            if fold is not None:
-                groups[key] = fold.create(value) if old is None else fold.add(old, value)
+            if aggregate is not None:
+                groups[key] = _fold(aggregate, old, key, value, position)
             elif old is None:
                 groups[key] = [value]
             else:
@@ -309,24 +326,33 @@ def _combine(
             yield key, wire(out_value)
 
 
+def _fold(aggregate: Aggregate, state: Any, key: Any, value: Any, position: _Position) -> Any:
+    """``state`` (``None``: none yet) with ``value`` folded in."""
+    try:
+        if state is None:
+            state = aggregate.lift(value)
+            if state is None:
+                raise none_state_error(aggregate, key, value)
+            return state
+        return aggregate.merge(state, aggregate.lift(value))
+    except Exception as error:
+        raise TaskFailure.of("map", _fold_error(aggregate, (key, value), error), position.describe()) from None
+
+
 # combineByKey functions. -------------------------------------------------------------------------------------
 class AggregateFold:
-    """``combineByKey``'s createCombiner/mergeValue/mergeCombiners for a built-in aggregate."""
+    """``combineByKey``'s createCombiner/mergeValue/mergeCombiners for a built-in aggregate, over the states the
+    map tasks folded."""
 
     def __init__(self, aggregate: Aggregate) -> None:
         self.aggregate = aggregate
 
-    def create(self, value: Any) -> Any:
-        try:
-            return self.aggregate.lift(value)
-        except Exception as error:
-            raise TaskFailure.of("combine", error, f"value {value!r}") from None
+    @staticmethod
+    def create(state: Any) -> Any:
+        return state
 
-    def add(self, state: Any, value: Any) -> Any:
-        try:
-            return self.aggregate.merge(state, self.aggregate.lift(value))
-        except Exception as error:
-            raise TaskFailure.of("combine", error, f"value {value!r}") from None
+    def add(self, state: Any, other: Any) -> Any:
+        return self.merge(state, other)
 
     def merge(self, state: Any, other: Any) -> Any:
         try:

@@ -35,6 +35,7 @@ from hop.client import Client
 from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
+from hop.runner import JobFailed
 from tests.conftest import ROOT, job_path, run_job
 
 
@@ -74,6 +75,7 @@ RUNS = [
     SparkRun("mean", "mean_length", ["words.txt"], reducers=2, job_class="WordLengths"),
     SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
     SparkRun("counted_states", "counted_states", ["words.txt"], reducers=2),
+    SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
@@ -136,6 +138,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 file.write("\n")
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
+    (folder / "optional.txt").write_text("x 3\ny -\n")
     return folder
 
 
@@ -454,3 +457,18 @@ def test_differing_outputs_of_a_job_that_combines_before_a_hand_written_reduce_s
     result = {"engines": {"hop": run, "spark": run}, "comparison": comparison, "error": None, "caveat": caveat}
     table = format_table(result).splitlines()
     assert table[-3:] == ["outputs DIFFER: 1 keys differ; first:", '  key "a": hop [[3, 2]], spark [[3, 1]]', caveat]
+
+
+def test_a_value_the_aggregate_cannot_fold_fails_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]]
+) -> None:
+    """``Sum`` of a key whose only value is ``None`` was ``null`` on Spark (its state was ``None``) where hop fails
+    naming the aggregate, key and record; Spark now fails with hop's reason."""
+    failed = spark_runs["none_value"]
+    assert "error" in failed, failed
+    with pytest.raises(JobFailed) as failure:
+        hop_output(client, BY_NAME["none_value"], corpus, tmp_path / "hop-out")
+    reason = failure.value.status["error"]
+    assert f"{corpus / 'optional.txt'} byte offset 4: 'y -'" in reason and "Sum() got None" in reason
+    assert failed["error"] == reason
+    assert "spark_tasks.py" not in failed["traceback"]
