@@ -96,6 +96,15 @@ class JobDefinitionError(ValueError):
 _HOOKS = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
 
 
+def _same_combine(combiner: object, aggregate: Aggregate) -> bool:
+    """Whether ``combiner`` may combine for the reduce ``aggregate``: unset, or an aggregate of the same class and
+    settings (``combine = Sum(); reduce = Sum()`` is two instances of one aggregate, as ``TopK(3)`` twice is, where
+    ``TopK(5)`` is another)."""
+    if combiner is None or combiner is aggregate:
+        return True
+    return type(combiner) is type(aggregate) and vars(combiner) == vars(aggregate)
+
+
 def identity_map(key: Any, value: Any) -> Iterator[Pair]:
     """The map of a step without a mapper: pass the record on."""
     yield key, value
@@ -185,7 +194,7 @@ class Job:
         if not steps:
             raise JobDefinitionError(f"{type(self).__name__}.steps() returned no steps")
         for number, step in enumerate(steps):
-            if isinstance(step.reducer, Aggregate) and step.combiner not in (None, step.reducer):
+            if isinstance(step.reducer, Aggregate) and not _same_combine(step.combiner, step.reducer):
                 raise JobDefinitionError(
                     f"{type(self).__name__} step {number}: reduce is the aggregate {step.reducer!r}, so combine "
                     "must be the same aggregate or unset (the shuffle carries the aggregate's states)"

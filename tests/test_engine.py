@@ -14,7 +14,7 @@ from hop.client import Client
 from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import JobFailed, build_spec
+from hop.runner import JobFailed, build_spec, run_steps
 from tests.conftest import job_path, output_dict, read_output, run_job
 
 
@@ -324,6 +324,31 @@ def test_a_map_or_reduce_that_gives_no_pairs_is_told_what_to_yield(client: Clien
         in (status["error"])
     )
     assert "cannot unpack non-iterable int object" in status["error"] and "hop/tasks.py" not in status["traceback"]
+
+
+def test_a_combine_and_reduce_given_as_two_instances_of_one_aggregate_run(client: Client, tmp_path: Path) -> None:
+    """``combine = Sum()`` and ``reduce = Sum()`` (or ``Step(combiner=Sum(), reducer=Sum())``) were refused with
+    "reduce is the aggregate Sum(), so combine must be the same aggregate": only one instance shared by both passed.
+    Two instances of one aggregate with the same settings are the same aggregate; ``TopK(3)`` and ``TopK(5)`` are not.
+    """
+    job = tmp_path / "sums.py"
+    job.write_text(
+        "from hop import Job, Step\nfrom hop.aggregates import Sum, TopK\n\n\n"
+        "class Attributes(Job):\n    def map(self, offset, line):\n        for word in line.split():\n"
+        "            yield word, 1\n\n    combine = Sum()\n    reduce = Sum()\n\n\n"
+        "class Steps(Attributes):\n    def steps(self):\n"
+        "        return [Step(mapper=self.map, combiner=Sum(), reducer=Sum()),\n"
+        "                Step(combiner=TopK(2), reducer=TopK(2))]\n\n\n"
+        "class Different(Attributes):\n    combine = TopK(3)\n    reduce = TopK(5)\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\nc a b\n")
+    for name, expected in (("Attributes", {"a": 3, "b": 2, "c": 1}), ("Steps", {"a": [3], "b": [2], "c": [1]})):
+        spec = build_spec(load_job_file(str(job), name), [str(source)], str(tmp_path / name), num_reduces=2)
+        run_steps(client, spec, progress=False, timeout=60)
+        assert output_dict(tmp_path / name) == expected
+    with pytest.raises(ValueError, match=r"reduce is the aggregate TopK\(5\), so combine must be the same"):
+        load_job_file(str(job), "Different")
 
 
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
