@@ -73,8 +73,8 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     names starting with ``_`` or ``.`` are left out at every level, and so is the job's ``output`` directory if it
     lies inside an input directory (it is being written).
 
-    Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, or a path that
-    cannot be read.
+    Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, a path that
+    cannot be read, or a file compressed in a format hop does not decompress (:data:`UNREAD_COMPRESSION`).
     """
     files: list[str] = []
     skip = os.path.abspath(output) if output is not None else None
@@ -118,8 +118,38 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
                 )
             else:
                 raise InputError(f"input {match!r} does not exist")
+    for file in files:
+        _check_compression(file)
     seen: set[str] = set()
     return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
+
+
+UNREAD_COMPRESSION = {
+    ".bz2": ("bzip2", "bunzip2"),
+    ".xz": ("xz", "unxz"),
+    ".lzma": ("lzma", "unlzma"),
+    ".zst": ("Zstandard", "unzstd"),
+    ".lz4": ("LZ4", "unlz4"),
+    ".zip": ("zip", "unzip"),
+    ".7z": ("7-Zip", "7z x"),
+    ".z": ("compress", "uncompress"),
+    ".snappy": ("Snappy", "a Snappy tool"),
+    ".br": ("Brotli", "brotli -d"),
+}
+"""Compressed formats hop does not decompress (it reads ``.gz``): by file name ending, the format and its tool."""
+
+
+def _check_compression(path: str) -> None:
+    """Refuse a file compressed in a format hop does not read: its bytes would be read as lines of text, failing
+    the job midway as "not valid UTF-8", or, with ``--skip-bad-records``, mapping the lines that happen to
+    decode."""
+    found = UNREAD_COMPRESSION.get(os.path.splitext(path)[1].lower())
+    if found is not None:
+        kind, tool = found
+        raise InputError(
+            f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz transparently): "
+            f"decompress it ({tool}) or recompress it with gzip"
+        )
 
 
 def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None) -> list[str]:

@@ -256,3 +256,25 @@ def test_a_quoted_csv_field_spanning_lines_is_named_as_the_likely_cause(tmp_path
     path.write_text('a,b\n"x\ny",2\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"CSV row at byte offset 4: .*\(a quoted field spanning lines\? each CSV"):
         list(iter_records(Split(str(path), 0, path.stat().st_size), "csv"))
+
+
+def test_a_file_compressed_in_a_format_hop_does_not_read_is_refused_before_the_job(tmp_path: Path) -> None:
+    """A ``.bz2`` input was read as text: the job failed midway with "not valid UTF-8 ... re-encode the file as
+    UTF-8", and with ``--skip-bad-records`` it mapped whatever compressed bytes decoded as lines and succeeded. It is
+    now a usage error before the job starts, naming the file and what to do; ``.gz`` is still read."""
+    import bz2
+    import gzip
+
+    from tests.conftest import ROOT, hop
+
+    text = b"".join(b"word%d other\n" % (n % 7) for n in range(2_000))
+    (tmp_path / "logs.txt.bz2").write_bytes(bz2.compress(text))
+    (tmp_path / "logs.txt.gz").write_bytes(gzip.compress(text))
+    job = str(ROOT / "jobs" / "wordcount.py")
+    ran = hop("run", job, "logs.txt.bz2", "-o", "out", "--quiet", "--skip-bad-records", "1000", cwd=tmp_path)
+    assert ran.returncode == 2, ran.stderr
+    assert f"input file {tmp_path / 'logs.txt.bz2'} is bzip2-compressed, which hop does not read" in ran.stderr
+    assert "decompress it (bunzip2) or recompress it with gzip" in ran.stderr
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    ran = hop("run", job, "logs.txt.gz", "-o", "out", "--quiet", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
