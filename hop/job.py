@@ -93,6 +93,9 @@ class JobDefinitionError(ValueError):
     """A job's steps cannot run as defined (an aggregate reduce with a different combine, no steps)."""
 
 
+_MRJOB_NAMES = {"mapper": "map", "combiner": "combine", "reducer": "reduce"}
+"""mrjob's names of the step functions, and hop's."""
+
 _HOOKS = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
 
 
@@ -182,6 +185,7 @@ class Job:
         """The job as a list of steps, whether or not it overrides ``steps()``."""
         steps = self.steps()
         if steps is None:
+            self._check_mrjob_names()
             # Hooks defined as methods, as mrjob jobs define them, belong to the one step (ignoring them would drop
             # their output without a word).
             hooks = {name: getattr(self, name) for name in _HOOKS if callable(getattr(self, name, None))}
@@ -200,6 +204,19 @@ class Job:
                     "must be the same aggregate or unset (the shuffle carries the aggregate's states)"
                 )
         return list(steps)
+
+    def _check_mrjob_names(self) -> None:
+        """Refuse a one-step job that defines mrjob's ``mapper``, ``combiner`` or ``reducer`` instead of hop's
+        ``map``, ``combine`` or ``reduce``: hop would not call it, and run the default in its place (the input
+        lines passed through as the output) without a word."""
+        for theirs, ours in _MRJOB_NAMES.items():
+            defined = callable(getattr(self, theirs, None))
+            if defined and getattr(type(self), ours, None) is getattr(Job, ours, None):
+                raise JobDefinitionError(
+                    f"{type(self).__name__} defines {theirs}(), which hop does not call: name it {ours} (hop's "
+                    "methods are map, combine and reduce; mrjob's names are the arguments of hop.Step in steps(), "
+                    "and hop run --mrjob runs an mrjob job as it is)"
+                )
 
     def counters_so_far(self) -> dict[str, dict[str, int]]:
         """A copy of the user counters gathered so far (for a map checkpoint)."""

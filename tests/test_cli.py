@@ -103,6 +103,30 @@ def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) ->
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
+def test_a_job_with_mrjobs_method_names_is_refused_not_run_as_identity(tmp_path: Path) -> None:
+    """A hop.Job defining mrjob's ``mapper``/``reducer`` (or ``combiner`` beside ``reduce``) ran the default map and
+    reduce in their place and succeeded with the input lines as its output; it is now a usage error naming the
+    method and hop's name for it. A helper of that name beside an overridden ``map`` is left alone."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    body = "            yield w, 1\n\n    def {0}(self, key, values):\n        yield key, sum(values)\n"
+    for name, defines, says in [
+        ("mrjob_style", ("mapper", "reducer"), "M defines mapper(), which hop does not call: name it map"),
+        ("combiner", ("map", "combiner"), "M defines combiner(), which hop does not call: name it combine"),
+    ]:
+        source = "from hop import Job\n\n\nclass M(Job):\n    def {}(self, _, line):\n        for w in line.split():\n"
+        (tmp_path / f"{name}.py").write_text(source.format(defines[0]) + body.format(defines[1]))
+        result = hop("run", f"{name}.py", "in.txt", "-o", f"out-{name}", "--quiet", cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, result.stderr
+        assert not (tmp_path / f"out-{name}").exists()
+    helper = "from hop import Job\n\n\nclass M(Job):\n    def map(self, _, line):\n"
+    helper += "        for w in self.mapper(line):\n            yield w, 1\n\n"
+    helper += "    def mapper(self, line):\n        return line.split()\n"
+    (tmp_path / "helper.py").write_text(helper)
+    result = hop("run", "helper.py", "in.txt", "-o", "out-helper", "--quiet", "--reducers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out-helper" / "part-00000").read_text() == '"a"\t1\n"a"\t1\n"b"\t1\n'
+
+
 def test_overwrite_never_deletes_the_inputs_or_the_current_directory(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "in.txt").write_text("a b a\n")
