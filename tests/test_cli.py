@@ -127,6 +127,34 @@ def test_a_job_with_mrjobs_method_names_is_refused_not_run_as_identity(tmp_path:
     assert (tmp_path / "out-helper" / "part-00000").read_text() == '"a"\t1\n"a"\t1\n"b"\t1\n'
 
 
+def test_a_step_function_that_cannot_take_the_engines_arguments_is_refused_before_the_job(tmp_path: Path) -> None:
+    """``def map(self, line)`` failed every map task on its first record with Python's "takes 2 positional arguments
+    but 3 were given" and the engine's frames for traceback; such a job (a reduce, hook or partition too) is now a
+    usage error naming the function and how the engine calls it. Defaults and ``*args`` are fine."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    header = "from hop import Job, Step\n\n\nclass J(Job):\n"
+    cases = {
+        "map": ("    def map(self, line):\n        yield line, 1\n", "map(line) cannot take (key, value)"),
+        "reduce": ("    def reduce(self, values):\n        yield 1, 1\n", "reduce(values) cannot take (key, values)"),
+        "hook": ("    def reducer_final(self, key):\n        yield 1, 1\n", "reducer_final(key) cannot take ()"),
+        "partition": ("    def partition(self, key):\n        return 0\n", "partition(key) cannot take (key, num_"),
+        "steps": (
+            "    def steps(self):\n        return [Step(), Step(reducer=lambda key: [])]\n",
+            "step 1's reduce(key) cannot take (key, values)",
+        ),
+    }
+    for name, (body, says) in cases.items():
+        (tmp_path / f"{name}.py").write_text(header + body)
+        result = hop("run", f"{name}.py", "in.txt", "-o", f"out-{name}", "--quiet", cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, (name, result.stderr)
+    assert "define it as map(self, key, value)" in hop("run", "map.py", "in.txt", "-o", "o", cwd=tmp_path).stderr
+    body = "    def map(self, key, value, extra=None):\n        yield value, 1\n\n    def reduce(self, *args):\n"
+    (tmp_path / "fine.py").write_text(header + body + "        yield args[0], len(list(args[1]))\n")
+    result = hop("run", "fine.py", "in.txt", "-o", "out-fine", "--quiet", "--reducers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out-fine" / "part-00000").read_text() == '"a b a"\t1\n'
+
+
 def test_overwrite_never_deletes_the_inputs_or_the_current_directory(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "in.txt").write_text("a b a\n")
