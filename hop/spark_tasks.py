@@ -6,7 +6,8 @@ cloudpickle bytes. Per step of a job:
 
 - :func:`map_task` runs over one Spark partition: one input split (first step) or one reducer's output lines of the
   previous step. It creates a fresh job object (``setup``/``teardown`` once per task, counters per task), reads
-  records with ``hop.inputs.iter_records`` and calls the map. The combiner (hand-written, or an aggregate: the
+  records with ``hop.inputs.iter_records`` and calls the map (``mapper_init``'s pairs first, ``mapper_final``'s
+  last, as hop's map buffer takes them). The combiner (hand-written, or an aggregate: the
   reduce's own when it is one) runs here, per key, over a buffer that is cut where hop's map buffer spills with its
   default ``--spill-records`` (:func:`_combined`); it must keep its key, and an aggregate refuses a value (``None``
   to ``Sum``...) naming itself, the key and the record, as in hop. So a hand-written reduce gets what it gets on
@@ -18,7 +19,8 @@ cloudpickle bytes. Per step of a job:
   (one state per key, whose finished value does not depend on how it was folded) or gathers lists with
   :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
 - :func:`reduce_task` gets a partition's ``(key, state or values)`` pairs in hop's key order and yields the output
-  lines, encoded as hop's reduce encodes them; :func:`write_task` writes the last step's lines to a part file.
+  lines, encoded as hop's reduce encodes them (``reducer_init``'s first, ``reducer_final``'s last);
+  :func:`write_task` writes the last step's lines to a part file.
 
 Errors in user code (and undecodable input) raise :class:`TaskFailure`, whose message carries the reason and the
 user's traceback; Spark only ships the worker's traceback text to the driver, where :func:`failure_of` gets them back.
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, iter_records
-from hop.job import Job, identity_map, identity_reduce
+from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.tasks import _fold_error
 from hop.usertrace import not_pairs, user_traceback
@@ -94,26 +96,24 @@ class StepFunctions:
     aggregate: Aggregate | None
     """The reduce's aggregate, which ``combineByKey`` folds with; the reduce then gets one state per key."""
     reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None]
+    step: Step
+    """The step itself, for its init/final hooks."""
 
 
 def resolve_step(job: Job, number: int) -> StepFunctions:
     """The map, combine and reduce of step ``number``, resolved as ``hop.tasks.instantiate`` resolves them."""
     step = job.resolved_steps()[number]
-    if step.hooks:
-        raise ValueError(
-            f"{type(job).__name__} step {number} sets {', '.join(step.hooks)}; the Spark engine does not run "
-            "init/final hooks: run the job on hop's own engine (without --engine spark)"
-        )
-    combiner: Any = step.combiner
+    # A combiner with init/final hooks is not run, as in hop (hop.job.Step): combining is optional.
+    combiner: Any = None if step.combiner_init or step.combiner_final else step.combiner
     reducer: Any = step.reducer or identity_reduce
     aggregate = as_aggregate(reducer)
     if aggregate is not None:
         # The finished value of a key's states is the same however they were folded: fold across the maps. (A
         # combine other than this aggregate is refused by Job.resolved_steps.)
-        return StepFunctions(step.mapper or identity_map, None, aggregate, aggregate.as_reducer())
+        return StepFunctions(step.mapper or identity_map, None, aggregate, aggregate.as_reducer(), step)
     # A hand-written reduce sees the combiner's output per map spill, as on hop: combining across maps as well
     # would hand it one state per key (a reduce counting its values gave 1 on Spark and the number of maps on hop).
-    return StepFunctions(step.mapper or identity_map, combiner, None, reducer)
+    return StepFunctions(step.mapper or identity_map, combiner, None, reducer, step)
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,13 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     _guard("setup", job.setup)
     counts = {"map_input_records": 0, "map_output_records": 0}
     position = _Position()
-    outputs = _mapped(job, functions.mapper, _record_sources(plan, items), counts, position)
+    step = functions.step
+    outputs = _with_hooks(
+        _hook_pairs("mapper_init", step.mapper_init),
+        _mapped(job, functions.mapper, _record_sources(plan, items), counts, position),
+        lambda: _hook_pairs("mapper_final", step.mapper_final),
+        counts,
+    )
     combiner = functions.combiner or functions.aggregate
     if combiner is not None:
         # An aggregate reduce's states too are folded here, where a value it refuses can be named with its key and
@@ -239,6 +245,34 @@ class _Position:
 
     def describe(self) -> str:
         return _describe(self.path, self.record)
+
+
+def _hook_pairs(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None] | None) -> list[tuple[Any, Any]]:
+    """What a step's init or final hook (user code, no arguments) returned or yielded, as pairs."""
+    if hook is None:
+        return []
+    try:
+        return [(key, value) for key, value in hook() or ()]
+    except Exception as error:
+        raise TaskFailure.of(where, not_pairs(where, error), None) from None
+
+
+def _with_hooks(
+    first: list[tuple[Any, Any]],
+    outputs: Iterator[list[tuple[Any, Any]]],
+    last: Callable[[], list[tuple[Any, Any]]],
+    counts: dict[str, int],
+) -> Iterator[list[tuple[Any, Any]]]:
+    """A map's output with its ``mapper_init`` pairs before and its ``mapper_final`` pairs after (run once the
+    records are done), counted as map output as hop counts them."""
+    if first:
+        counts["map_output_records"] += len(first)
+        yield first
+    yield from outputs
+    final = last()
+    if final:
+        counts["map_output_records"] += len(final)
+        yield final
 
 
 def _mapped(
@@ -433,7 +467,9 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
     functions = resolve_step(job, plan.step)
     reducer, one_state = functions.reducer, functions.aggregate is not None
     _guard("setup", job.setup)
-    output_records = 0
+    first = _hook_pairs("reducer_init", functions.step.reducer_init)
+    output_records = len(first)
+    yield from _hook_lines("reducer_init", first)
     for key, combined in items:
         values = (combined,) if one_state else combined
         try:
@@ -442,9 +478,19 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
             raise TaskFailure.of("reduce", not_pairs("reduce", error), f"key {key!r}") from None
         output_records += len(lines)
         yield from lines
+    last = _hook_pairs("reducer_final", functions.step.reducer_final)
+    output_records += len(last)
+    yield from _hook_lines("reducer_final", last)
     _guard("teardown", job.teardown)
     counters.builtin.add({"reduce_output_records": output_records})
     counters.user.add(job.take_counters())
+
+
+def _hook_lines(where: str, pairs: list[tuple[Any, Any]]) -> list[str]:
+    try:
+        return [f"{_encode_json(key)}\t{_encode_json(value)}\n" for key, value in pairs]
+    except Exception as error:
+        raise TaskFailure.of(where, error, None) from None
 
 
 def write_task(output: str, index: int, lines: Iterable[str]) -> Iterator[tuple[int, str]]:

@@ -76,6 +76,7 @@ RUNS = [
     SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
     SparkRun("counted_states", "counted_states", ["words.txt"], reducers=2),
     SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
+    SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
@@ -182,7 +183,8 @@ def builtin_counters(counters: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "name", ["wordcount", "generic", "two_steps", "jsonl", "counters", "mean", "mixed_keys", "counted_states"]
+    "name",
+    ["wordcount", "generic", "two_steps", "jsonl", "counters", "mean", "mixed_keys", "counted_states", "hooks"],
 )
 def test_spark_output_equals_hop_byte_for_byte(
     client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]], name: str
@@ -472,3 +474,17 @@ def test_a_value_the_aggregate_cannot_fold_fails_as_on_hop(
     assert f"{corpus / 'optional.txt'} byte offset 4: 'y -'" in reason and "Sum() got None" in reason
     assert failed["error"] == reason
     assert "spark_tasks.py" not in failed["traceback"]
+
+
+def test_init_and_final_hooks_run_on_spark_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """A job with mrjob's ``mapper_init``/``mapper_final``/``reducer_init``/``reducer_final`` was refused by the
+    Spark engine ("does not run init/final hooks"); they run now, with hop's output (the byte-for-byte comparison
+    is in the test above): every map task's pairs and every reducer's first and last lines."""
+    result = spark_runs["hooks"]
+    assert "report" in result, result
+    report = result["report"]
+    lines = [part.read_text().splitlines() for part in sorted(result["output"].glob("part-*"))]
+    assert all(part[0] == '"reducer started"\ttrue' and part[-1] == '"reducer ended"\tnull' for part in lines)
+    values = dict(line.split("\t") for part in lines for line in part[1:-1])
+    assert json.loads(values['"map tasks"']) == report["num_maps"] > 1
+    assert json.loads(values['"lines"']) == report["counters"]["map_input_records"]
