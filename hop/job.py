@@ -28,7 +28,8 @@ Contracts the engine relies on:
   ``hash`` differs between interpreters before Python 3.12, hashes by value). With one reducer it is not called
   (every key goes to reducer 0, as in Hadoop), so a ``partition`` that checks keys must not be the only check.
 - ``setup()`` and ``teardown()`` run once per task attempt around its records.
-- ``increment_counter(group, name, amount)`` adds to a user counter; only committed attempts' counters are reported.
+- ``increment_counter(group, name, amount)`` adds an int to a user counter; only committed attempts' counters are
+  reported.
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
   It travels as the output lines do, as JSON: a step's reduce yields JSON types (no bytes, dicts with str keys) and
   the next map gets JSON arrays as tuples.
@@ -176,7 +177,13 @@ class Job:
 
     # Services for user code. -----------------------------------------------------------------------------
     def increment_counter(self, group: str, name: str, amount: int = 1) -> None:
-        """Add ``amount`` to the user counter ``group``/``name``."""
+        """Add ``amount``, an int, to the user counter ``group``/``name``. Another amount raises ``TypeError``, as
+        under mrjob: ``int()`` would have counted 0.5 as 0 and 2.9 as 2 without a word."""
+        if not isinstance(amount, int):
+            raise TypeError(
+                f"increment_counter({group!r}, {name!r}, {amount!r}): the amount must be an int, not "
+                f"{type(amount).__name__} (counters count whole units: round it, or count in smaller units)"
+            )
         group_counters = self._counters.setdefault(str(group), {})
         group_counters[str(name)] = group_counters.get(str(name), 0) + int(amount)
 

@@ -351,6 +351,29 @@ def test_a_combine_and_reduce_given_as_two_instances_of_one_aggregate_run(client
         load_job_file(str(job), "Different")
 
 
+def test_a_counter_amount_that_is_not_an_int_fails_instead_of_being_truncated(client: Client, tmp_path: Path) -> None:
+    """``increment_counter("size", "kb", 0.5)`` per line counted 0 (``int(0.5)``) and the job succeeded; it now fails
+    in the user's map, as mrjob's increment_counter does, and an int amount still counts."""
+    job = tmp_path / "sizes.py"
+    job.write_text(
+        "from hop import Job\n\n\nclass Sizes(Job):\n    def map(self, offset, line):\n"
+        "        self.increment_counter('size', 'lines', 1)\n"
+        "        self.increment_counter('size', 'kb', len(line) / 1000)\n        yield 'lines', 1\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("x" * 500 + "\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"))
+    with pytest.raises(JobFailed) as failure:
+        run_steps(client, spec, progress=False, timeout=60)
+    status = failure.value.status
+    assert "increment_counter('size', 'kb', 0.5): the amount must be an int, not float" in status["error"]
+    assert f'{job}", line 7, in map' in status["traceback"]
+    job.write_text(job.read_text().replace("len(line) / 1000", "len(line) // 100"))
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out2"))
+    report = run_steps(client, spec, progress=False, timeout=60)
+    assert report["counters"]["user"] == {"size": {"lines": 1, "kb": 5}}
+
+
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
     """msgpack's ints stop at 64 bits; combined ``Sum`` states past them used to fail the map as "cannot be
     encoded". Both shuffles carry them now, as values and as keys."""
