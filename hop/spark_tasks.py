@@ -42,7 +42,7 @@ from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.tasks import _fold_error
 from hop.usertrace import not_pairs, user_traceback
-from shuffle.buffer import FIRST_SPILL_DIVISOR, folded_spill_records, none_state_error
+from shuffle.buffer import FIRST_SPILL_DIVISOR, folded_spill_records, none_state_error, unhashable_key_error
 from shuffle.keys import partition_hash, total_order_key
 
 if TYPE_CHECKING:
@@ -230,6 +230,7 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     else:
         for pairs in outputs:
             for key, value in pairs:
+                _check_hashable(key, position)  # (else Spark's own grouping fails, in its frames, without the record)
                 yield key, wire(value)
     _guard("teardown", job.teardown)
     counters.builtin.add(counts)
@@ -322,8 +323,9 @@ def _combined(
         for key, value in pairs:
             try:
                 old = groups.get(key)
-            except TypeError as error:  # an unhashable key, as hop's map buffer reports it
-                raise TaskFailure.of("map", error, f"key {key!r}") from None
+            except TypeError:
+                _check_hashable(key, position)
+                raise
             if aggregate is not None:
                 groups[key] = _fold(aggregate, old, key, value, position)
             elif old is None:
@@ -358,6 +360,14 @@ def _combine(
                 problem = ValueError(f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep its key")
                 raise TaskFailure.of("combine", problem, None)
             yield key, wire(out_value)
+
+
+def _check_hashable(key: Any, position: _Position) -> None:
+    """Fail the task as hop's map buffer does for a key that cannot be a dict key, naming the record."""
+    try:
+        hash(key)
+    except TypeError:
+        raise TaskFailure.of("map", unhashable_key_error(key), position.describe()) from None
 
 
 def _fold(aggregate: Aggregate, state: Any, key: Any, value: Any, position: _Position) -> Any:

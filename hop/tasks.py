@@ -41,6 +41,7 @@ from shuffle.buffer import (
     CombinerKeyError,
     MapOutputBuffer,
     PartitionError,
+    UnhashableKeyError,
 )
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
@@ -397,7 +398,9 @@ def run_map(
             except Exception as error:  # the user's map raised, or its output could not be folded
                 where = _describe_record(current[0], buffer.current_record, spec.input_format)
                 problem = not_pairs("map", error)
-                if problem is error:
+                if isinstance(error, UnhashableKeyError):
+                    problem = error.with_traceback(None)  # found in the engine's loop: its frames say nothing
+                elif problem is error:
                     problem = _fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
                 raise UserCodeError("map", problem, where) from error
             if consumed_before + consumed == 4096:  # the first progress check, mid-input for most splits

@@ -97,6 +97,15 @@ class UnhashableKeyError(TypeError):
     """A map yielded a key that cannot be a dict key (a list, a dict, a set)."""
 
 
+def unhashable_key_error(key: Any) -> UnhashableKeyError:
+    """The error for a map output ``key`` that cannot be hashed, without a traceback: the engine's frames where it
+    was found say nothing to the user (the map had yielded it)."""
+    return UnhashableKeyError(
+        f"map output key {key!r:.80} is a {type(key).__name__}, which cannot be a key (keys are grouped as dict "
+        "keys): yield a tuple instead of a list, or a str or tuple form of a dict or set"
+    ).with_traceback(None)
+
+
 class PartitionError(ValueError):
     """A partitioner returned something other than a partition number."""
 
@@ -249,10 +258,7 @@ class MapOutputBuffer:
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             self.failed_pair = (key, value)  # for a report of what an aggregate could not fold
             if isinstance(error, TypeError) and not _hashable(key):
-                raise UnhashableKeyError(
-                    f"map output key {key!r:.80} is a {type(key).__name__}, which cannot be a key (keys are grouped "
-                    "as dict keys): yield a tuple instead of a list, or a str or tuple form of a dict or set"
-                ) from None  # the dict's own TypeError adds only engine frames
+                raise unhashable_key_error(key) from None  # the dict's own TypeError adds only engine frames
             raise
         self._pending = pending
         self.records_consumed = consumed

@@ -374,6 +374,21 @@ def test_a_counter_amount_that_is_not_an_int_fails_instead_of_being_truncated(cl
     assert report["counters"]["user"] == {"size": {"lines": 1, "kb": 5}}
 
 
+def test_a_list_key_names_the_record_without_the_engines_frames(client: Client, tmp_path: Path) -> None:
+    """A map yielding a list as its key failed with the right reason but printed the engine's loop (hop/tasks.py,
+    shuffle/buffer.py) as its traceback; the reason now comes alone, with the record."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "list_keys", [source], tmp_path / "out")
+    status = failure.value.status
+    assert (
+        f"map at {source} byte offset 0: 'a b' raised UnhashableKeyError: map output key ['a', 'b'] is a list"
+        in (status["error"])
+    )
+    assert "hop/tasks.py" not in status["traceback"] and "shuffle/buffer.py" not in status["traceback"]
+
+
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
     """msgpack's ints stop at 64 bits; combined ``Sum`` states past them used to fail the map as "cannot be
     encoded". Both shuffles carry them now, as values and as keys."""

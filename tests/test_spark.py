@@ -77,6 +77,7 @@ RUNS = [
     SparkRun("counted_states", "counted_states", ["words.txt"], reducers=2),
     SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
+    SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
@@ -488,3 +489,17 @@ def test_init_and_final_hooks_run_on_spark_as_on_hop(spark_runs: dict[str, dict[
     values = dict(line.split("\t") for part in lines for line in part[1:-1])
     assert json.loads(values['"map tasks"']) == report["num_maps"] > 1
     assert json.loads(values['"lines"']) == report["counters"]["map_input_records"]
+
+
+def test_a_list_key_fails_naming_the_record_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]]
+) -> None:
+    """A list key failed inside Spark's own grouping ("Spark job failed: An exception was thrown from the Python
+    worker ... TypeError: unhashable type: 'list'" and PySpark's frames); it now fails with hop's reason."""
+    failed = spark_runs["list_keys"]
+    assert "error" in failed, failed
+    with pytest.raises(JobFailed) as failure:
+        hop_output(client, BY_NAME["list_keys"], corpus, tmp_path / "hop-out")
+    assert failed["error"] == failure.value.status["error"]
+    assert "byte offset 0: 'a b' raised UnhashableKeyError" in failed["error"]
+    assert "pyspark" not in failed["traceback"] and "spark_tasks.py" not in failed["traceback"]
