@@ -14,6 +14,11 @@ Outputs are equal when both hold the same keys (compared by their JSON text, exa
 exact for ints, strings, booleans and null, within ``tolerance`` relative to the larger magnitude when either side is
 a float (``NaN`` equals ``NaN``), element-wise for arrays and objects. A key with several output values compares its
 values as multisets (sorted by their JSON text). Differences are listed for the first keys in hop's output order.
+
+When they differ and a step of the job combines before a hand-written reduce, the verdict says why that may be the
+job's doing (:func:`combine_caveat`): such a reduce gets the combiner's output of every map spill, and both engines
+cut the same spills (``hop.spark_tasks``), but hop's flow control merges a map's spills while reducers lag, so a
+reduce whose output depends on how many values it gets cannot give one answer.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from hop.aggregates import as_aggregate
+from hop.loader import JobFileError, load_job_file
 
 MAX_DIFFERENCES = 10
 SAMPLE_SECONDS = 0.05
@@ -167,6 +175,28 @@ def compare_outputs(hop_output: Path, spark_output: Path, tolerance: float) -> d
     }
 
 
+def combine_caveat(job_file: str, job_class: str | None = None) -> str | None:
+    """Why a job's output may differ between two correct runs: a step that combines before a hand-written reduce
+    (``None`` for any other job, or a job file that does not load)."""
+    try:
+        steps = load_job_file(job_file, job_class)().resolved_steps()
+    except (JobFileError, ValueError):
+        return None
+    for number, step in enumerate(steps):
+        if step.combiner is None or step.reducer is None or as_aggregate(step.reducer) is not None:
+            continue
+        combiner: object = as_aggregate(step.combiner) or getattr(step.combiner, "__qualname__", step.combiner)
+        where = f"step {number} of the job" if len(steps) > 1 else "the job"
+        return (
+            f"note: {where} combines ({combiner}) before a hand-written reduce, which gets the combined values of "
+            "every map spill: how many there are is not fixed (input splits, --split-size, and hop's flow control, "
+            "which merges a map's spills while reducers lag, decide it), so a reduce whose output depends on how "
+            "many values it gets (counting or listing them) differs between runs and engines; make the reduce fold "
+            "its values as the combiner does (sum a Count's states), or drop the combiner"
+        )
+    return None
+
+
 # The comparison. ------------------------------------------------------------------------------------------------
 def _options(split_size: int | None, input_format: str | None, job_class: str | None) -> list[str]:
     options: list[str] = []
@@ -193,9 +223,11 @@ def compare(
 ) -> dict[str, Any]:
     """Run ``job_file`` on hop (``workers`` workers) and on Spark (``master``), both with ``reducers`` reducers.
 
-    Returns ``{"equal", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ..., "error"}`` where
-    each engine is a :class:`Measurement` as a dict, ``comparison`` comes from :func:`compare_outputs` (``None`` when
-    an engine failed) and ``error`` says which engine failed. :func:`format_table` renders it.
+    Returns ``{"equal", "caveat", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ...,
+    "error"}`` where each engine is a :class:`Measurement` as a dict, ``comparison`` comes from
+    :func:`compare_outputs` (``None`` when an engine failed), ``error`` says which engine failed and ``caveat``
+    (outputs that differ only) why the job itself may give different outputs (:func:`combine_caveat`).
+    :func:`format_table` renders it.
     """
     options = _options(split_size, input_format, job_class)
     scratch = Path(tempfile.mkdtemp(prefix="hop-compare-"))
@@ -213,8 +245,10 @@ def compare(
         failed = [name for name, run in runs.items() if run.exit_code != 0]
         comparison = None if failed else compare_outputs(hop_out, spark_out, tolerance)
         error = "; ".join(f"{name} exited with code {runs[name].exit_code}" for name in failed) or None
+        differ = comparison is not None and not comparison["equal"]
         return {
             "equal": bool(comparison and comparison["equal"]),
+            "caveat": combine_caveat(job_file, job_class) if differ else None,
             "tolerance": tolerance,
             "engines": {name: asdict(run) for name, run in runs.items()},
             "comparison": comparison,
@@ -250,4 +284,6 @@ def format_table(result: dict[str, Any]) -> str:
                 f"hop {json.dumps(difference['hop'], ensure_ascii=False)}, "
                 f"spark {json.dumps(difference['spark'], ensure_ascii=False)}"
             )
+        if result.get("caveat"):
+            lines.append(result["caveat"])
     return "\n".join(lines)

@@ -49,7 +49,7 @@ MAX_LINE_BYTES = 256 << 20
 """Default bound on one line (record) of text input."""
 
 
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".lzma")
 """Inputs read decompressed, known by their suffix. A compressed file cannot be cut at a byte offset, so it is one
 split (and one chunk for online aggregation)."""
 DECOMPRESSION_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
@@ -87,8 +87,8 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     names starting with ``_`` or ``.`` are left out at every level, and so is the job's ``output`` directory if it
     lies inside an input directory (it is being written).
 
-    Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, or a path that
-    cannot be read.
+    Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, a path that
+    cannot be read, or a file compressed in a format hop does not decompress (:data:`UNREAD_COMPRESSION`).
     """
     files: list[str] = []
     skip = os.path.abspath(output) if output is not None else None
@@ -132,8 +132,36 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
                 )
             else:
                 raise InputError(f"input {match!r} does not exist")
+    for file in files:
+        _check_compression(file)
     seen: set[str] = set()
     return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
+
+
+UNREAD_COMPRESSION = {
+    ".zst": ("Zstandard", "unzstd"),
+    ".lz4": ("LZ4", "unlz4"),
+    ".zip": ("zip", "unzip"),
+    ".7z": ("7-Zip", "7z x"),
+    ".z": ("compress", "uncompress"),
+    ".snappy": ("Snappy", "a Snappy tool"),
+    ".br": ("Brotli", "brotli -d"),
+}
+"""Compressed formats hop does not decompress (it reads :data:`COMPRESSED_SUFFIXES`): by file name ending, the
+format and its tool."""
+
+
+def _check_compression(path: str) -> None:
+    """Refuse a file compressed in a format hop does not read: its bytes would be read as lines of text, failing
+    the job midway as "not valid UTF-8", or, with ``--skip-bad-records``, mapping the lines that happen to
+    decode."""
+    found = UNREAD_COMPRESSION.get(os.path.splitext(path)[1].lower())
+    if found is not None:
+        kind, tool = found
+        raise InputError(
+            f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): "
+            f"decompress it ({tool}) or recompress it with gzip"
+        )
 
 
 def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None) -> list[str]:
@@ -200,8 +228,8 @@ def _open(split: Split) -> IO[bytes]:
             return gzip.open(split.path, "rb")  # type: ignore[return-value]
         if split.path.endswith(".bz2"):
             return bz2.open(split.path, "rb")
-        if split.path.endswith(".xz"):
-            return lzma.open(split.path, "rb")
+        if split.path.endswith((".xz", ".lzma")):
+            return lzma.open(split.path, "rb")  # either format: lzma.open tells them apart
         return open(split.path, "rb")
     except OSError as error:
         raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
@@ -210,7 +238,7 @@ def _open(split: Split) -> IO[bytes]:
 def _read_error(path: str, position: int, error: Exception) -> InputError:
     if not is_compressed(path):
         return InputError(f"input file {path}: read error near byte {position}: {error}")
-    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[os.path.splitext(path)[1]]
+    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "xz"}[os.path.splitext(path)[1]]
     return InputError(
         f"input file {path}: cannot decompress it near byte {position} of its text ({error}): the file is truncated "
         f"or not {tool} data; check it with `{tool} -t {path}`, or rename it if it is not compressed"

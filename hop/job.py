@@ -28,7 +28,8 @@ Contracts the engine relies on:
   ``hash`` differs between interpreters before Python 3.12, hashes by value). With one reducer it is not called
   (every key goes to reducer 0, as in Hadoop), so a ``partition`` that checks keys must not be the only check.
 - ``setup()`` and ``teardown()`` run once per task attempt around its records.
-- ``increment_counter(group, name, amount)`` adds to a user counter; only committed attempts' counters are reported.
+- ``increment_counter(group, name, amount)`` adds an int to a user counter; only committed attempts' counters are
+  reported.
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
   It travels as the output lines do, as JSON: a step's reduce yields JSON types (no bytes, dicts with str keys) and
   the next map gets JSON arrays as tuples.
@@ -93,7 +94,19 @@ class JobDefinitionError(ValueError):
     """A job's steps cannot run as defined (an aggregate reduce with a different combine, no steps)."""
 
 
+_MRJOB_NAMES = {"mapper": "map", "combiner": "combine", "reducer": "reduce"}
+"""mrjob's names of the step functions, and hop's."""
+
 _HOOKS = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
+
+
+def _same_combine(combiner: object, aggregate: Aggregate) -> bool:
+    """Whether ``combiner`` may combine for the reduce ``aggregate``: unset, or an aggregate of the same class and
+    settings (``combine = Sum(); reduce = Sum()`` is two instances of one aggregate, as ``TopK(3)`` twice is, where
+    ``TopK(5)`` is another)."""
+    if combiner is None or combiner is aggregate:
+        return True
+    return type(combiner) is type(aggregate) and vars(combiner) == vars(aggregate)
 
 
 def identity_map(key: Any, value: Any) -> Iterator[Pair]:
@@ -164,7 +177,13 @@ class Job:
 
     # Services for user code. -----------------------------------------------------------------------------
     def increment_counter(self, group: str, name: str, amount: int = 1) -> None:
-        """Add ``amount`` to the user counter ``group``/``name``."""
+        """Add ``amount``, an int, to the user counter ``group``/``name``. Another amount raises ``TypeError``, as
+        under mrjob: ``int()`` would have counted 0.5 as 0 and 2.9 as 2 without a word."""
+        if not isinstance(amount, int):
+            raise TypeError(
+                f"increment_counter({group!r}, {name!r}, {amount!r}): the amount must be an int, not "
+                f"{type(amount).__name__} (counters count whole units: round it, or count in smaller units)"
+            )
         group_counters = self._counters.setdefault(str(group), {})
         group_counters[str(name)] = group_counters.get(str(name), 0) + int(amount)
 
@@ -173,6 +192,7 @@ class Job:
         """The job as a list of steps, whether or not it overrides ``steps()``."""
         steps = self.steps()
         if steps is None:
+            self._check_mrjob_names()
             # Hooks defined as methods, as mrjob jobs define them, belong to the one step (ignoring them would drop
             # their output without a word).
             hooks = {name: getattr(self, name) for name in _HOOKS if callable(getattr(self, name, None))}
@@ -185,12 +205,25 @@ class Job:
         if not steps:
             raise JobDefinitionError(f"{type(self).__name__}.steps() returned no steps")
         for number, step in enumerate(steps):
-            if isinstance(step.reducer, Aggregate) and step.combiner not in (None, step.reducer):
+            if isinstance(step.reducer, Aggregate) and not _same_combine(step.combiner, step.reducer):
                 raise JobDefinitionError(
                     f"{type(self).__name__} step {number}: reduce is the aggregate {step.reducer!r}, so combine "
                     "must be the same aggregate or unset (the shuffle carries the aggregate's states)"
                 )
         return list(steps)
+
+    def _check_mrjob_names(self) -> None:
+        """Refuse a one-step job that defines mrjob's ``mapper``, ``combiner`` or ``reducer`` instead of hop's
+        ``map``, ``combine`` or ``reduce``: hop would not call it, and run the default in its place (the input
+        lines passed through as the output) without a word."""
+        for theirs, ours in _MRJOB_NAMES.items():
+            defined = callable(getattr(self, theirs, None))
+            if defined and getattr(type(self), ours, None) is getattr(Job, ours, None):
+                raise JobDefinitionError(
+                    f"{type(self).__name__} defines {theirs}(), which hop does not call: name it {ours} (hop's "
+                    "methods are map, combine and reduce; mrjob's names are the arguments of hop.Step in steps(), "
+                    "and hop run --mrjob runs an mrjob job as it is)"
+                )
 
     def counters_so_far(self) -> dict[str, dict[str, int]]:
         """A copy of the user counters gathered so far (for a map checkpoint)."""

@@ -6,7 +6,10 @@ A :class:`JobSpec` is plain data (msgpack-able as a dict); the user's class trav
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib.abc
+import importlib.machinery
 import os
 import sys
 import types
@@ -72,19 +75,22 @@ class JobSpec:
 def dump_job_class(job_class: type[Job]) -> bytes:
     """Serialize a job class by value, so task processes need not import the user's file.
 
-    The payload is ``(job_class, source file)``: cloudpickle 3.1 and later replace the file name of code it pickles
-    by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show the failing line.
-    The single-file modules beside the job file that it imports from (``from helper import tokens``) go by value too:
-    a task process runs many jobs, so importing them by name there would need the job's directory on its path and
-    would keep the first job's ``helper`` for every later one.
+    The payload is ``(job_class, source file, sources beside)``: cloudpickle 3.1 and later replace the file name of
+    code it pickles by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show the
+    failing line. The single-file modules beside the job file that it imports from (``from helper import tokens``)
+    go by value too: a task process runs many jobs, so importing them by name there would need the job's directory
+    on its path and would keep the first job's ``helper`` for every later one. An ``import`` inside a method runs
+    only in the task process, where no module global shows it: the *sources beside* (:func:`_sources_beside`) are
+    what such an import finds there (:func:`load_job_class` serves them to this job's tasks).
     """
     module = sys.modules[job_class.__module__]
     by_value = [module] if job_class.__module__ != "__main__" else []  # cloudpickle pickles __main__ by value
     by_value += _modules_beside(module)
     for item in by_value:
         cloudpickle.register_pickle_by_value(item)
+    source = getattr(module, "__file__", None)
     try:
-        return cloudpickle.dumps((job_class, getattr(module, "__file__", None)))
+        return cloudpickle.dumps((job_class, source, _sources_beside(source) if source else {}))
     finally:
         for item in by_value:
             cloudpickle.unregister_pickle_by_value(item)
@@ -116,13 +122,98 @@ def _modules_beside(module: types.ModuleType) -> list[types.ModuleType]:
     return found
 
 
+def _sources_beside(source: str) -> dict[str, tuple[str, str]]:
+    """``{module name: (file, text)}`` of the single-file modules beside ``source`` that an ``import`` statement
+    anywhere in it (a method's included) names, and those their own imports name, as a plain ``python`` run of the
+    job file would find them (its directory first on the path). Left out: standard library names and modules this
+    process already imported from elsewhere, which a task process would not take from the job's directory either."""
+    directory = os.path.dirname(os.path.realpath(source))
+    found: dict[str, tuple[str, str]] = {}
+    pending = [os.path.realpath(source)]
+    while pending:
+        for name in sorted(_imported_names(pending.pop())):
+            file = os.path.join(directory, f"{name}.py")
+            loaded = getattr(sys.modules.get(name), "__file__", None)
+            if name in found or name in sys.stdlib_module_names or not os.path.isfile(file):
+                continue
+            if loaded is not None and os.path.realpath(loaded) != os.path.realpath(file):
+                continue
+            with open(file, encoding="utf-8") as handle:
+                found[name] = (file, handle.read())
+            pending.append(file)
+    return found
+
+
+def _imported_names(file: str) -> set[str]:
+    """The top-level module names the absolute ``import`` statements of a Python file name (``import a.b`` and
+    ``from a.b import c`` name ``a``); none if the file does not parse (its own import then reports it)."""
+    try:
+        with open(file, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), filename=file)
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
+class _BesideFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the modules beside the job file of the job whose tasks this process runs now (one at a time), as
+    the job file's directory would at the head of ``sys.path``. Switching to another job forgets the modules it
+    loaded for the previous one, so each job gets its own ``helper``."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, tuple[str, str]] = {}
+        self.loaded: dict[str, types.ModuleType] = {}
+
+    def serve(self, sources: dict[str, tuple[str, str]]) -> None:
+        if sources == self.sources:
+            return
+        for name, module in self.loaded.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+        self.sources, self.loaded = sources, {}
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if path is not None or name not in self.sources:  # (a submodule's import passes its package's path)
+            return None
+        spec = importlib.machinery.ModuleSpec(name, self, origin=self.sources[name][0])
+        spec.has_location = True  # so the module gets __file__ and tracebacks name it
+        return spec
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        file, text = self.sources[module.__name__]
+        self.loaded[module.__name__] = module
+        exec(compile(text, file, "exec"), module.__dict__)
+
+
+_beside_finder = _BesideFinder()
+
+
 @lru_cache(maxsize=16)
-def load_job_class(job_code: bytes) -> type[Job]:
-    job_class, source = cloudpickle.loads(job_code)  # as dump_job_class wrote it
+def _load(job_code: bytes) -> tuple[type[Job], dict[str, tuple[str, str]]]:
+    job_class, source, beside = cloudpickle.loads(job_code)  # as dump_job_class wrote it
     if not (isinstance(job_class, type) and issubclass(job_class, Job)):
         raise TypeError(f"job code does not hold a hop.Job subclass but {job_class!r}")
     if source:
         restore_source_file(job_class, source)
+    return job_class, beside
+
+
+def load_job_class(job_code: bytes) -> type[Job]:
+    """The job class ``job_code`` holds. From now on, an ``import`` of a module beside the job file (in a method)
+    finds that job's module, until another job is loaded (a task process runs one task at a time)."""
+    job_class, beside = _load(job_code)
+    if _beside_finder not in sys.meta_path:
+        sys.meta_path.insert(0, _beside_finder)  # the job's directory comes first, as for ``python job.py``
+    _beside_finder.serve(beside)
     return job_class
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import inspect
 import sys
 from pathlib import Path
 
+from hop.aggregates import Aggregate
 from hop.job import INPUT_FORMATS, Job, JobDefinitionError
 
 
@@ -28,7 +30,7 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         raise JobFileError(f"job file {path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
     # The modules beside the job file are importable by it, as for a script run with python (task processes get
-    # the ones it imports by value: hop.jobspec.dump_job_class).
+    # the ones it imports, at the top or in a method: hop.jobspec.dump_job_class).
     directory = str(file.resolve().parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
@@ -66,6 +68,41 @@ def _check_definition(path: str, job_class: type[Job]) -> None:
             f"{', '.join(INPUT_FORMATS)}"
         )
     try:
-        job_class().resolved_steps()
+        job = job_class()
+        steps = job.resolved_steps()
     except JobDefinitionError as error:
         raise JobFileError(f"job file {path}: {error}") from error
+    for number, step in enumerate(steps):
+        where = f"step {number}'s " if len(steps) > 1 else ""
+        for field, (name, arguments) in _ARGUMENTS.items():
+            _check_arguments(path, where + name, getattr(step, field), arguments)
+    _check_arguments(path, "partition", job.partition, ("key", "num_partitions"))
+
+
+_HOOK_NAMES = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
+_ARGUMENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "mapper": ("map", ("key", "value")),
+    "combiner": ("combine", ("key", "values")),
+    "reducer": ("reduce", ("key", "values")),
+    **{hook: (hook, ()) for hook in _HOOK_NAMES},
+}
+"""A step's functions: the name a user gives them and the arguments the engine passes (after ``self``)."""
+
+
+def _check_arguments(path: str, name: str, function: object, arguments: tuple[str, ...]) -> None:
+    """Refuse a function that cannot take the arguments the engine passes (``def map(self, line)``): every task
+    would fail on its first record with Python's "takes 2 positional arguments but 3 were given"."""
+    if function is None or isinstance(function, Aggregate):
+        return
+    try:
+        signature = inspect.signature(function)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return  # (a callable without a signature Python can read: let it run)
+    try:
+        signature.bind(*arguments)
+    except TypeError as error:
+        expected = ", ".join(("self", *arguments))
+        raise JobFileError(
+            f"job file {path}: {name}{signature} cannot take ({', '.join(arguments)}) ({error}); the engine calls "
+            f"it so: define it as {name.rpartition(' ')[2]}({expected})"
+        ) from None

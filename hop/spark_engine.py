@@ -15,9 +15,10 @@ Contract of :func:`run_on_spark`:
   against the caller's working directory.
 - Each step of the job (``Job.resolved_steps()``; a multi-step job runs as chained stages, without intermediate
   files) is ``mapPartitions(map) -> combineByKey -> repartitionAndSortWithinPartitions -> mapPartitions(reduce)``,
-  with combine and reduce resolved as ``hop.tasks.instantiate`` resolves them: an aggregate combiner (or an aggregate
-  reduce without a combiner) is folded by ``combineByKey`` with its ``lift``/``merge``; a hand-written combiner runs
-  in the map task, per key, as hop's map buffer runs it; otherwise ``combineByKey`` gathers lists. Keys go to
+  with combine and reduce resolved as ``hop.tasks.instantiate`` resolves them: the combiner (an aggregate
+  reduce's own included) runs in the map task, per key, as hop's map buffer runs it; ``combineByKey`` then merges
+  an aggregate reduce's states, or gathers lists (a hand-written reduce gets the combiner's output per map spill, as
+  on hop, not one state per key). Keys go to
   ``num_reduces`` partitions by the job's ``partition`` (``partition_hash(key) % R`` with ``PYTHONHASHSEED=0`` in
   every Python worker: the same reducer as in hop), sorted within a partition by ``shuffle.keys.total_order_key``.
   A step's output reaches the next step's map as hop's ``output`` input format gives it (a JSON round trip).

@@ -6,14 +6,21 @@ cloudpickle bytes. Per step of a job:
 
 - :func:`map_task` runs over one Spark partition: one input split (first step) or one reducer's output lines of the
   previous step. It creates a fresh job object (``setup``/``teardown`` once per task, counters per task), reads
-  records with ``hop.inputs.iter_records`` and calls the map. A hand-written combiner runs here, per key, over a
-  buffer of up to ``COMBINE_BUFFER_RECORDS`` values or ``COMBINE_BUFFER_KEYS`` keys, as hop's map buffer runs it
-  at spill time; it must keep its key. Values that will cross the shuffle as they are get hop's wire types
-  (:func:`wire`: lists become tuples); an aggregate's ``lift`` sees the raw value, as in hop.
-- ``combineByKey`` then folds with :class:`AggregateFold` (an aggregate's ``lift``/``merge``: one state per key) or
-  gathers lists with :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
+  records with ``hop.inputs.iter_records`` and calls the map (``mapper_init``'s pairs first, ``mapper_final``'s
+  last, as hop's map buffer takes them). The combiner (hand-written, or an aggregate: the
+  reduce's own when it is one) runs here, per key, over a buffer that is cut where hop's map buffer spills with its
+  default ``--spill-records`` (:func:`_combined`); it must keep its key, and an aggregate refuses a value (``None``
+  to ``Sum``...) naming itself, the key and the record, as in hop. So a hand-written reduce gets what it gets on
+  hop: per key, the combiner's output of every map spill, not one value merged across the maps (the number of
+  spills is not part of the contract, and hop's flow control may merge them: see ``hop.compare``). Values that will
+  cross the shuffle as they are get hop's wire types (:func:`wire`: lists become tuples); an aggregate's ``lift``
+  sees the raw value, as in hop.
+- ``combineByKey`` then merges the map tasks' states with :class:`AggregateFold` when the reduce is an aggregate
+  (one state per key, whose finished value does not depend on how it was folded) or gathers lists with
+  :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
 - :func:`reduce_task` gets a partition's ``(key, state or values)`` pairs in hop's key order and yields the output
-  lines, encoded as hop's reduce encodes them; :func:`write_task` writes the last step's lines to a part file.
+  lines, encoded as hop's reduce encodes them (``reducer_init``'s first, ``reducer_final``'s last);
+  :func:`write_task` writes the last step's lines to a part file.
 
 Errors in user code (and undecodable input) raise :class:`TaskFailure`, whose message carries the reason and the
 user's traceback; Spark only ships the worker's traceback text to the driver, where :func:`failure_of` gets them back.
@@ -31,9 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, iter_records
-from hop.job import Job, identity_map, identity_reduce
+from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
-from hop.usertrace import user_traceback
+from hop.tasks import _fold_error
+from hop.usertrace import not_pairs, user_traceback
+from shuffle.buffer import FIRST_SPILL_DIVISOR, folded_spill_records, none_state_error, unhashable_key_error
 from shuffle.keys import partition_hash, total_order_key
 
 if TYPE_CHECKING:
@@ -41,7 +50,8 @@ if TYPE_CHECKING:
 
 COMBINE_BUFFER_RECORDS = 2_000_000
 COMBINE_BUFFER_KEYS = 200_000
-"""A hand-written combiner runs when the map task's buffer holds this many values or keys (hop's spill defaults)."""
+"""A map task's combiner runs when its buffer holds this many values or keys (hop's spill defaults: the first buffer
+holds ``1 / FIRST_SPILL_DIVISOR`` of the values, an aggregate's later ones more, as ``shuffle.buffer`` says)."""
 
 _FAILURE_OPEN, _FAILURE_CLOSE = "<<hop-task-failure ", " hop-task-failure>>"
 _FAILURE_PAYLOAD = re.compile(re.escape(_FAILURE_OPEN) + r"(.*?)" + re.escape(_FAILURE_CLOSE), re.S)
@@ -81,28 +91,29 @@ class StepFunctions:
 
     mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None]
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None] | None
-    """A hand-written combiner, run in the map task; ``None`` when there is none or it is an aggregate."""
+    """The combiner the map task runs (hand-written, or an aggregate before a hand-written reduce); ``None`` when
+    there is none or the reduce is an aggregate."""
     aggregate: Aggregate | None
-    """The aggregate ``combineByKey`` folds with; the reduce then gets one state per key."""
+    """The reduce's aggregate, which ``combineByKey`` folds with; the reduce then gets one state per key."""
     reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None]
+    step: Step
+    """The step itself, for its init/final hooks."""
 
 
 def resolve_step(job: Job, number: int) -> StepFunctions:
     """The map, combine and reduce of step ``number``, resolved as ``hop.tasks.instantiate`` resolves them."""
     step = job.resolved_steps()[number]
-    if step.hooks:
-        raise ValueError(
-            f"{type(job).__name__} step {number} sets {', '.join(step.hooks)}; the Spark engine does not run "
-            "init/final hooks: run the job on hop's own engine (without --engine spark)"
-        )
-    combiner: Any = step.combiner
+    # A combiner with init/final hooks is not run, as in hop (hop.job.Step): combining is optional.
+    combiner: Any = None if step.combiner_init or step.combiner_final else step.combiner
     reducer: Any = step.reducer or identity_reduce
-    reduce_aggregate = as_aggregate(reducer)
-    if reduce_aggregate is not None:
-        combiner = combiner if combiner is not None else reduce_aggregate
-        reducer = reduce_aggregate.as_reducer()
-    aggregate = as_aggregate(combiner)
-    return StepFunctions(step.mapper or identity_map, None if aggregate else combiner, aggregate, reducer)
+    aggregate = as_aggregate(reducer)
+    if aggregate is not None:
+        # The finished value of a key's states is the same however they were folded: fold across the maps. (A
+        # combine other than this aggregate is refused by Job.resolved_steps.)
+        return StepFunctions(step.mapper or identity_map, None, aggregate, aggregate.as_reducer(), step)
+    # A hand-written reduce sees the combiner's output per map spill, as on hop: combining across maps as well
+    # would hand it one state per key (a reduce counting its values gave 1 on Spark and the number of maps on hop).
+    return StepFunctions(step.mapper or identity_map, combiner, None, reducer, step)
 
 
 @dataclass(frozen=True)
@@ -203,17 +214,66 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     functions = resolve_step(job, plan.step)
     _guard("setup", job.setup)
     counts = {"map_input_records": 0, "map_output_records": 0}
-    pairs = _mapped(job, functions.mapper, _record_sources(plan, items), counts)
-    if functions.combiner is not None:
-        yield from _combined(functions.combiner, pairs)
-    elif functions.aggregate is not None:
-        yield from pairs  # combineByKey lifts the raw values, as hop's map buffer does
+    position = _Position()
+    step = functions.step
+    outputs = _with_hooks(
+        _hook_pairs("mapper_init", step.mapper_init),
+        _mapped(job, functions.mapper, _record_sources(plan, items), counts, position),
+        lambda: _hook_pairs("mapper_final", step.mapper_final),
+        counts,
+    )
+    combiner = functions.combiner or functions.aggregate
+    if combiner is not None:
+        # An aggregate reduce's states too are folded here, where a value it refuses can be named with its key and
+        # record as hop names it (combineByKey's functions see neither).
+        yield from _combined(combiner, outputs, position)
     else:
-        for key, value in pairs:
-            yield key, wire(value)
+        for pairs in outputs:
+            for key, value in pairs:
+                _check_hashable(key, position)  # (else Spark's own grouping fails, in its frames, without the record)
+                yield key, wire(value)
     _guard("teardown", job.teardown)
     counters.builtin.add(counts)
     counters.user.add(job.take_counters())
+
+
+@dataclass
+class _Position:
+    """The input record a map task's latest output came from (for errors raised while that output is folded)."""
+
+    path: str | None = None
+    record: tuple[Any, Any] | None = None
+
+    def describe(self) -> str:
+        return _describe(self.path, self.record)
+
+
+def _hook_pairs(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None] | None) -> list[tuple[Any, Any]]:
+    """What a step's init or final hook (user code, no arguments) returned or yielded, as pairs."""
+    if hook is None:
+        return []
+    try:
+        return [(key, value) for key, value in hook() or ()]
+    except Exception as error:
+        raise TaskFailure.of(where, not_pairs(where, error), None) from None
+
+
+def _with_hooks(
+    first: list[tuple[Any, Any]],
+    outputs: Iterator[list[tuple[Any, Any]]],
+    last: Callable[[], list[tuple[Any, Any]]],
+    counts: dict[str, int],
+) -> Iterator[list[tuple[Any, Any]]]:
+    """A map's output with its ``mapper_init`` pairs before and its ``mapper_final`` pairs after (run once the
+    records are done), counted as map output as hop counts them."""
+    if first:
+        counts["map_output_records"] += len(first)
+        yield first
+    yield from outputs
+    final = last()
+    if final:
+        counts["map_output_records"] += len(final)
+        yield final
 
 
 def _mapped(
@@ -221,48 +281,70 @@ def _mapped(
     mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None],
     sources: Iterator[tuple[str | None, Iterator[tuple[Any, Any]]]],
     counts: dict[str, int],
-) -> Iterator[tuple[Any, Any]]:
-    """The map's output pairs; errors name the record (file and byte offset) the map was working on."""
+    position: _Position,
+) -> Iterator[list[tuple[Any, Any]]]:
+    """The map's output pairs, a list per input record (``position`` says which); errors name the record (file and
+    byte offset) the map was working on."""
     input_records = output_records = 0
     for path, records in sources:
-        job.input_file = path
+        job.input_file = position.path = path
         record: tuple[Any, Any] | None = None
         try:
             for record in records:
+                position.record = record
                 output = mapper(*record)
                 input_records += 1
                 if output is not None:
-                    for key, value in output:  # a map yielding something other than pairs fails here, as in hop
-                        output_records += 1
-                        yield key, value
+                    # A map yielding something other than pairs fails here, as in hop.
+                    pairs = [(key, value) for key, value in output]
+                    output_records += len(pairs)
+                    yield pairs
         except InputError as error:
             raise TaskFailure.of("input", error, None) from None
         except Exception as error:
-            raise TaskFailure.of("map", error, _describe(path, record)) from None
+            raise TaskFailure.of("map", not_pairs("map", error), _describe(path, record)) from None
     counts["map_input_records"] += input_records
     counts["map_output_records"] += output_records
 
 
 def _combined(
-    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None], pairs: Iterator[tuple[Any, Any]]
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
+    outputs: Iterator[list[tuple[Any, Any]]],
+    position: _Position,
 ) -> Iterator[tuple[Any, Any]]:
-    """Buffer pairs per key and run the combiner on each key's values when the buffer is full and at the end."""
-    groups: dict[Any, list[Any]] = {}
+    """Buffer the map's pairs per key and combine each key's values when the buffer is full (checked after each
+    record, where hop's map buffer spills) and at the end; an aggregate folds its states as pairs arrive (a value
+    it refuses fails the task naming the aggregate, key and record, as in hop)."""
+    aggregate = as_aggregate(combiner)
+    groups: dict[Any, Any] = {}
     pending = 0
-    for key, value in pairs:
-        try:
-            values = groups.get(key)
-        except TypeError as error:  # an unhashable key, as hop's map buffer reports it
-            raise TaskFailure.of("map", error, f"key {key!r}") from None
-        if values is None:
-            groups[key] = [value]
-        else:
-            values.append(value)
-        pending += 1
-        if pending >= COMBINE_BUFFER_RECORDS or len(groups) >= COMBINE_BUFFER_KEYS:
-            yield from _combine(combiner, groups)
+    limit = max(1, COMBINE_BUFFER_RECORDS // FIRST_SPILL_DIVISOR)
+    for pairs in outputs:
+        for key, value in pairs:
+            try:
+                old = groups.get(key)
+            except TypeError:
+                _check_hashable(key, position)
+                raise
+            if aggregate is not None:
+                groups[key] = _fold(aggregate, old, key, value, position)
+            elif old is None:
+                groups[key] = [value]
+            else:
+                old.append(value)
+        pending += len(pairs)
+        if pending >= limit or len(groups) >= COMBINE_BUFFER_KEYS:
+            if aggregate is not None:
+                yield from ((key, wire(state)) for key, state in groups.items())
+                limit = folded_spill_records(COMBINE_BUFFER_RECORDS, pending, len(groups))
+            else:
+                yield from _combine(combiner, groups)
+                limit = COMBINE_BUFFER_RECORDS
             groups, pending = {}, 0
-    yield from _combine(combiner, groups)
+    if aggregate is not None:
+        yield from ((key, wire(state)) for key, state in groups.items())
+    else:
+        yield from _combine(combiner, groups)
 
 
 def _combine(
@@ -270,9 +352,9 @@ def _combine(
 ) -> Iterator[tuple[Any, Any]]:
     for key, values in groups.items():
         try:
-            combined = list(combiner(key, values) or ())
+            combined = [(out_key, out_value) for out_key, out_value in combiner(key, values) or ()]
         except Exception as error:
-            raise TaskFailure.of("combine", error, f"key {key!r}") from None
+            raise TaskFailure.of("combine", not_pairs("combine", error), f"key {key!r}") from None
         for out_key, out_value in combined:
             if out_key != key:
                 problem = ValueError(f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep its key")
@@ -280,24 +362,41 @@ def _combine(
             yield key, wire(out_value)
 
 
+def _check_hashable(key: Any, position: _Position) -> None:
+    """Fail the task as hop's map buffer does for a key that cannot be a dict key, naming the record."""
+    try:
+        hash(key)
+    except TypeError:
+        raise TaskFailure.of("map", unhashable_key_error(key), position.describe()) from None
+
+
+def _fold(aggregate: Aggregate, state: Any, key: Any, value: Any, position: _Position) -> Any:
+    """``state`` (``None``: none yet) with ``value`` folded in."""
+    try:
+        if state is None:
+            state = aggregate.lift(value)
+            if state is None:
+                raise none_state_error(aggregate, key, value)
+            return state
+        return aggregate.merge(state, aggregate.lift(value))
+    except Exception as error:
+        raise TaskFailure.of("map", _fold_error(aggregate, (key, value), error), position.describe()) from None
+
+
 # combineByKey functions. -------------------------------------------------------------------------------------
 class AggregateFold:
-    """``combineByKey``'s createCombiner/mergeValue/mergeCombiners for a built-in aggregate."""
+    """``combineByKey``'s createCombiner/mergeValue/mergeCombiners for a built-in aggregate, over the states the
+    map tasks folded."""
 
     def __init__(self, aggregate: Aggregate) -> None:
         self.aggregate = aggregate
 
-    def create(self, value: Any) -> Any:
-        try:
-            return self.aggregate.lift(value)
-        except Exception as error:
-            raise TaskFailure.of("combine", error, f"value {value!r}") from None
+    @staticmethod
+    def create(state: Any) -> Any:
+        return state
 
-    def add(self, state: Any, value: Any) -> Any:
-        try:
-            return self.aggregate.merge(state, self.aggregate.lift(value))
-        except Exception as error:
-            raise TaskFailure.of("combine", error, f"value {value!r}") from None
+    def add(self, state: Any, other: Any) -> Any:
+        return self.merge(state, other)
 
     def merge(self, state: Any, other: Any) -> Any:
         try:
@@ -378,18 +477,30 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
     functions = resolve_step(job, plan.step)
     reducer, one_state = functions.reducer, functions.aggregate is not None
     _guard("setup", job.setup)
-    output_records = 0
+    first = _hook_pairs("reducer_init", functions.step.reducer_init)
+    output_records = len(first)
+    yield from _hook_lines("reducer_init", first)
     for key, combined in items:
         values = (combined,) if one_state else combined
         try:
             lines = [f"{_encode_json(k)}\t{_encode_json(v)}\n" for k, v in (reducer(key, iter(values)) or ())]
         except Exception as error:
-            raise TaskFailure.of("reduce", error, f"key {key!r}") from None
+            raise TaskFailure.of("reduce", not_pairs("reduce", error), f"key {key!r}") from None
         output_records += len(lines)
         yield from lines
+    last = _hook_pairs("reducer_final", functions.step.reducer_final)
+    output_records += len(last)
+    yield from _hook_lines("reducer_final", last)
     _guard("teardown", job.teardown)
     counters.builtin.add({"reduce_output_records": output_records})
     counters.user.add(job.take_counters())
+
+
+def _hook_lines(where: str, pairs: list[tuple[Any, Any]]) -> list[str]:
+    try:
+        return [f"{_encode_json(key)}\t{_encode_json(value)}\n" for key, value in pairs]
+    except Exception as error:
+        raise TaskFailure.of(where, error, None) from None
 
 
 def write_task(output: str, index: int, lines: Iterable[str]) -> Iterator[tuple[int, str]]:

@@ -33,9 +33,16 @@ from hop.jsonline import to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
-from hop.usertrace import has_user_frame, user_traceback
+from hop.usertrace import has_user_frame, not_pairs, user_traceback
 from shuffle import codec
-from shuffle.buffer import AggregateValueError, CombinerKeyError, MapOutputBuffer, PartitionError
+from shuffle.buffer import (
+    FIRST_SPILL_DIVISOR,
+    AggregateValueError,
+    CombinerKeyError,
+    MapOutputBuffer,
+    PartitionError,
+    UnhashableKeyError,
+)
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
 from shuffle.runs import UnencodableRecordError
@@ -43,7 +50,6 @@ from shuffle.spill import SpillFile, SpillWriteError
 from shuffle.store import RunStore
 
 PROGRESS_SECONDS = 0.5
-FIRST_SPILL_DIVISOR = 4
 FAULT_SEND_SECONDS = 0.2
 """Fault injection only (``HOP_FAULT``): how long a task that kills itself after a message lets it leave first."""
 
@@ -391,8 +397,12 @@ def run_map(
                 raise
             except Exception as error:  # the user's map raised, or its output could not be folded
                 where = _describe_record(current[0], buffer.current_record, spec.input_format)
-                folded = _fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
-                raise UserCodeError("map", folded, where) from error
+                problem = not_pairs("map", error)
+                if isinstance(error, UnhashableKeyError):
+                    problem = error.with_traceback(None)  # found in the engine's loop: its frames say nothing
+                elif problem is error:
+                    problem = _fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
+                raise UserCodeError("map", problem, where) from error
             if consumed_before + consumed == 4096:  # the first progress check, mid-input for most splits
                 faults.inject("map", "running", index, attempt)
             now = time.monotonic()
@@ -910,9 +920,10 @@ def _reduce_to_file(
                     write("".join(lines))  # (encoded whole before any of it is written: all or nothing of a key)
                 except UnicodeEncodeError as unwritable:
                     raise _not_utf8(unwritable) from None  # (skipped below as a failing reduce is)
-            except Exception as error:
+            except Exception as raised:
+                error = not_pairs("reduce", raised)
                 if not skip_limit or bad_records is None:
-                    raise UserCodeError("reduce", error, f"key {key!r}") from error
+                    raise UserCodeError("reduce", error, f"key {key!r}") from raised
                 entry = {
                     "key": repr(key)[:1000],
                     "error": f"{type(error).__name__}: {error}",

@@ -9,13 +9,14 @@ with no user frame at all (the engine's own) keeps its whole traceback.
 from __future__ import annotations
 
 import os
+import re
 import traceback
 from types import TracebackType
 
 import hop
 import shuffle
 
-__all__ = ["has_user_frame", "user_traceback"]
+__all__ = ["has_user_frame", "not_pairs", "user_traceback"]
 
 _ENGINE_DIRECTORIES = tuple(
     os.path.dirname(os.path.abspath(package.__file__ or "")) + os.sep for package in (hop, shuffle)
@@ -43,3 +44,25 @@ def has_user_frame(error: BaseException) -> bool:
             return True
         frame = frame.tb_next
     return False
+
+
+_UNPACKING = re.compile(
+    r"(too many|not enough) values to unpack \(expected 2|cannot unpack non-iterable|object is not iterable"
+)
+
+
+class NotPairsError(TypeError):
+    """The user's function gave something other than ``(key, value)`` pairs."""
+
+
+def not_pairs(where: str, error: Exception) -> Exception:
+    """``error``, or, when the engine's loop failed to read what the user's ``where`` (map, reduce...) gave as
+    ``(key, value)`` pairs (no user frame raised it: the function returned one pair, a number, or yielded values
+    without keys), a :class:`NotPairsError` saying what a ``where`` must give: Python's own "too many values to
+    unpack" names neither."""
+    if has_user_frame(error) or not isinstance(error, (TypeError, ValueError)) or not _UNPACKING.search(str(error)):
+        return error
+    return NotPairsError(
+        f"the {where} gave something other than (key, value) pairs ({type(error).__name__}: {error}): yield each "
+        f"pair (yield key, value) or return a list of pairs; not one pair alone, nor values without their keys"
+    )

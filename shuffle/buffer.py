@@ -43,6 +43,14 @@ Partitioner = Callable[[Any], int]
 
 MAX_SPILL_GROWTH = 16
 """A folding buffer's spill interval grows to at most this many times ``spill_records``."""
+FIRST_SPILL_DIVISOR = 4
+"""A map attempt's first spill holds ``spill_records`` divided by this (reducers start on the first spill)."""
+
+
+def folded_spill_records(spill_records: int, records_in: int, keys_out: int) -> int:
+    """How many records a folding buffer's next spill holds, after one that folded ``records_in`` records into
+    ``keys_out`` states: ``spill_records`` times that reduction, at most ``MAX_SPILL_GROWTH`` times."""
+    return spill_records * min(MAX_SPILL_GROWTH, max(1, records_in // max(1, keys_out)))
 
 
 class CombinerKeyError(ValueError):
@@ -87,6 +95,15 @@ def none_state_error(aggregate: Any, key: Any, value: Any) -> AggregateValueErro
 
 class UnhashableKeyError(TypeError):
     """A map yielded a key that cannot be a dict key (a list, a dict, a set)."""
+
+
+def unhashable_key_error(key: Any) -> UnhashableKeyError:
+    """The error for a map output ``key`` that cannot be hashed, without a traceback: the engine's frames where it
+    was found say nothing to the user (the map had yielded it)."""
+    return UnhashableKeyError(
+        f"map output key {key!r:.80} is a {type(key).__name__}, which cannot be a key (keys are grouped as dict "
+        "keys): yield a tuple instead of a list, or a str or tuple form of a dict or set"
+    ).with_traceback(None)
 
 
 class PartitionError(ValueError):
@@ -241,10 +258,7 @@ class MapOutputBuffer:
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             self.failed_pair = (key, value)  # for a report of what an aggregate could not fold
             if isinstance(error, TypeError) and not _hashable(key):
-                raise UnhashableKeyError(
-                    f"map output key {key!r:.80} is a {type(key).__name__}, which cannot be a key (keys are grouped "
-                    "as dict keys): yield a tuple instead of a list, or a str or tuple form of a dict or set"
-                ) from None  # the dict's own TypeError adds only engine frames
+                raise unhashable_key_error(key) from None  # the dict's own TypeError adds only engine frames
             raise
         self._pending = pending
         self.records_consumed = consumed
@@ -310,8 +324,7 @@ class MapOutputBuffer:
                 out_keys[partition] = bucket
                 out_values[partition] = list(map(groups.__getitem__, bucket))
             combine_in, combine_out = counters_pending, len(keys)
-            growth = min(MAX_SPILL_GROWTH, max(1, combine_in // max(1, combine_out)))
-            self.next_spill_records = self.spill_records * growth
+            self.next_spill_records = folded_spill_records(self.spill_records, combine_in, combine_out)
             sorted_keys: list[Any] = []
         else:
             sorted_keys, tag = sort_keys(list(groups))

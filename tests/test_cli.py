@@ -143,6 +143,58 @@ def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) ->
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
+def test_a_job_with_mrjobs_method_names_is_refused_not_run_as_identity(tmp_path: Path) -> None:
+    """A hop.Job defining mrjob's ``mapper``/``reducer`` (or ``combiner`` beside ``reduce``) ran the default map and
+    reduce in their place and succeeded with the input lines as its output; it is now a usage error naming the
+    method and hop's name for it. A helper of that name beside an overridden ``map`` is left alone."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    body = "            yield w, 1\n\n    def {0}(self, key, values):\n        yield key, sum(values)\n"
+    for name, defines, says in [
+        ("mrjob_style", ("mapper", "reducer"), "M defines mapper(), which hop does not call: name it map"),
+        ("combiner", ("map", "combiner"), "M defines combiner(), which hop does not call: name it combine"),
+    ]:
+        source = "from hop import Job\n\n\nclass M(Job):\n    def {}(self, _, line):\n        for w in line.split():\n"
+        (tmp_path / f"{name}.py").write_text(source.format(defines[0]) + body.format(defines[1]))
+        result = hop("run", f"{name}.py", "in.txt", "-o", f"out-{name}", "--quiet", cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, result.stderr
+        assert not (tmp_path / f"out-{name}").exists()
+    helper = "from hop import Job\n\n\nclass M(Job):\n    def map(self, _, line):\n"
+    helper += "        for w in self.mapper(line):\n            yield w, 1\n\n"
+    helper += "    def mapper(self, line):\n        return line.split()\n"
+    (tmp_path / "helper.py").write_text(helper)
+    result = hop("run", "helper.py", "in.txt", "-o", "out-helper", "--quiet", "--reducers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out-helper" / "part-00000").read_text() == '"a"\t1\n"a"\t1\n"b"\t1\n'
+
+
+def test_a_step_function_that_cannot_take_the_engines_arguments_is_refused_before_the_job(tmp_path: Path) -> None:
+    """``def map(self, line)`` failed every map task on its first record with Python's "takes 2 positional arguments
+    but 3 were given" and the engine's frames for traceback; such a job (a reduce, hook or partition too) is now a
+    usage error naming the function and how the engine calls it. Defaults and ``*args`` are fine."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    header = "from hop import Job, Step\n\n\nclass J(Job):\n"
+    cases = {
+        "map": ("    def map(self, line):\n        yield line, 1\n", "map(line) cannot take (key, value)"),
+        "reduce": ("    def reduce(self, values):\n        yield 1, 1\n", "reduce(values) cannot take (key, values)"),
+        "hook": ("    def reducer_final(self, key):\n        yield 1, 1\n", "reducer_final(key) cannot take ()"),
+        "partition": ("    def partition(self, key):\n        return 0\n", "partition(key) cannot take (key, num_"),
+        "steps": (
+            "    def steps(self):\n        return [Step(), Step(reducer=lambda key: [])]\n",
+            "step 1's reduce(key) cannot take (key, values)",
+        ),
+    }
+    for name, (body, says) in cases.items():
+        (tmp_path / f"{name}.py").write_text(header + body)
+        result = hop("run", f"{name}.py", "in.txt", "-o", f"out-{name}", "--quiet", cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, (name, result.stderr)
+    assert "define it as map(self, key, value)" in hop("run", "map.py", "in.txt", "-o", "o", cwd=tmp_path).stderr
+    body = "    def map(self, key, value, extra=None):\n        yield value, 1\n\n    def reduce(self, *args):\n"
+    (tmp_path / "fine.py").write_text(header + body + "        yield args[0], len(list(args[1]))\n")
+    result = hop("run", "fine.py", "in.txt", "-o", "out-fine", "--quiet", "--reducers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out-fine" / "part-00000").read_text() == '"a b a"\t1\n'
+
+
 def test_overwrite_never_deletes_the_inputs_or_the_current_directory(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "in.txt").write_text("a b a\n")
@@ -540,6 +592,41 @@ def test_jobs_import_modules_beside_their_files_and_each_gets_its_own(cluster: L
         assert result.returncode == 0, result.stderr
         parts = sorted((tmp_path / "elsewhere" / folder).glob("part-*"))
         assert sorted("".join(p.read_text() for p in parts).splitlines()) == lines
+
+
+def test_imports_inside_methods_find_the_modules_beside_the_job_file(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A method that imports a module beside its job file (``import tokens`` in ``map``, ``from casing import fold``
+    inside that module's function) works as it does when ``python`` runs the same functions: the import ran in the
+    task process, where the job's directory is not on the path, and failed with ModuleNotFoundError. Two jobs of
+    two directories on one long-lived cluster each get their own ``tokens``, and a helper's error shows its line."""
+    (tmp_path / "in.txt").write_text("A b a\n")
+    for folder, transform in (("lower", "lower"), ("upper", "upper")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "casing.py").write_text(f"def fold(text):\n    return text.{transform}()\n")
+        (tmp_path / folder / "tokens.py").write_text(
+            "def tokens(line):\n    from casing import fold\n\n    return fold(line).split()\n\n\n"
+            "def check(word):\n    if word == 'boom':\n        raise ValueError('no boom')\n"
+        )
+        (tmp_path / folder / "job.py").write_text(
+            "from hop import Job\n\n\nclass Words(Job):\n    def map(self, offset, line):\n"
+            "        import tokens\n\n        for word in tokens.tokens(line):\n            yield word, 1\n\n"
+            "    def reduce(self, word, counts):\n        from tokens import check\n\n        check(word)\n"
+            "        yield word, sum(counts)\n"
+        )
+    (tmp_path / "elsewhere").mkdir()
+    expected = {"lower": ['"a"\t2', '"b"\t1'], "upper": ['"A"\t2', '"B"\t1']}
+    for folder, lines in [*expected.items(), ("lower", expected["lower"])]:
+        arguments = [f"../{folder}/job.py", "../in.txt", "-o", folder, "--quiet", "--overwrite"]
+        result = hop("submit", *arguments, "--coordinator", cluster.address, cwd=tmp_path / "elsewhere")
+        assert result.returncode == 0, result.stderr
+        parts = sorted((tmp_path / "elsewhere" / folder).glob("part-*"))
+        assert sorted("".join(p.read_text() for p in parts).splitlines()) == lines
+    (tmp_path / "boom.txt").write_text("boom\n")
+    arguments = ["../lower/job.py", "../boom.txt", "-o", "boom", "--quiet", "--coordinator", cluster.address]
+    result = hop("submit", *arguments, cwd=tmp_path / "elsewhere")
+    assert result.returncode == 1
+    assert f'{tmp_path / "lower" / "tokens.py"}", line 9, in check' in result.stderr, result.stderr
+    assert "reduce at key 'boom' raised ValueError: no boom" in result.stderr
 
 
 def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCluster) -> None:

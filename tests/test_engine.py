@@ -16,7 +16,7 @@ from hop.client import Client
 from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import JobFailed, build_spec
+from hop.runner import JobFailed, build_spec, run_steps
 from tests.conftest import job_path, output_dict, read_output, run_job
 
 
@@ -306,6 +306,94 @@ def test_a_value_an_aggregate_cannot_fold_names_aggregate_key_and_record(client:
     assert f"{later} byte offset 4: 'x -'" in status["error"]
     assert "Sum() could not fold a value of key 'x' (the latest, None)" in status["error"]
     assert "unsupported operand" in status["error"] and "shuffle/buffer.py" not in status["traceback"]
+
+
+def test_a_map_or_reduce_that_gives_no_pairs_is_told_what_to_yield(client: Client, tmp_path: Path) -> None:
+    """A map returning one pair (``return line, 1``) failed with "Sum() could not fold a value of key None ...
+    too many values to unpack" and the engine's loop as the traceback; a reduce yielding a value without its key
+    with "cannot unpack non-iterable int object". Both now say what the function must give, naming the record."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out1", job_class="MapReturnsOnePair")
+    status = failure.value.status
+    assert (
+        f"map at {source} byte offset 0: 'a b a' raised NotPairsError: the map gave something other than (key, "
+        in (status["error"])
+    )
+    assert "yield each pair (yield key, value)" in status["error"] and "Sum()" not in status["error"]
+    assert "shuffle/buffer.py" not in status["traceback"]
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out2", job_class="ReduceYieldsValues")
+    status = failure.value.status
+    assert (
+        "reduce at key 'a' raised NotPairsError: the reduce gave something other than (key, value) pairs"
+        in (status["error"])
+    )
+    assert "cannot unpack non-iterable int object" in status["error"] and "hop/tasks.py" not in status["traceback"]
+
+
+def test_a_combine_and_reduce_given_as_two_instances_of_one_aggregate_run(client: Client, tmp_path: Path) -> None:
+    """``combine = Sum()`` and ``reduce = Sum()`` (or ``Step(combiner=Sum(), reducer=Sum())``) were refused with
+    "reduce is the aggregate Sum(), so combine must be the same aggregate": only one instance shared by both passed.
+    Two instances of one aggregate with the same settings are the same aggregate; ``TopK(3)`` and ``TopK(5)`` are not.
+    """
+    job = tmp_path / "sums.py"
+    job.write_text(
+        "from hop import Job, Step\nfrom hop.aggregates import Sum, TopK\n\n\n"
+        "class Attributes(Job):\n    def map(self, offset, line):\n        for word in line.split():\n"
+        "            yield word, 1\n\n    combine = Sum()\n    reduce = Sum()\n\n\n"
+        "class Steps(Attributes):\n    def steps(self):\n"
+        "        return [Step(mapper=self.map, combiner=Sum(), reducer=Sum()),\n"
+        "                Step(combiner=TopK(2), reducer=TopK(2))]\n\n\n"
+        "class Different(Attributes):\n    combine = TopK(3)\n    reduce = TopK(5)\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\nc a b\n")
+    for name, expected in (("Attributes", {"a": 3, "b": 2, "c": 1}), ("Steps", {"a": [3], "b": [2], "c": [1]})):
+        spec = build_spec(load_job_file(str(job), name), [str(source)], str(tmp_path / name), num_reduces=2)
+        run_steps(client, spec, progress=False, timeout=60)
+        assert output_dict(tmp_path / name) == expected
+    with pytest.raises(ValueError, match=r"reduce is the aggregate TopK\(5\), so combine must be the same"):
+        load_job_file(str(job), "Different")
+
+
+def test_a_counter_amount_that_is_not_an_int_fails_instead_of_being_truncated(client: Client, tmp_path: Path) -> None:
+    """``increment_counter("size", "kb", 0.5)`` per line counted 0 (``int(0.5)``) and the job succeeded; it now fails
+    in the user's map, as mrjob's increment_counter does, and an int amount still counts."""
+    job = tmp_path / "sizes.py"
+    job.write_text(
+        "from hop import Job\n\n\nclass Sizes(Job):\n    def map(self, offset, line):\n"
+        "        self.increment_counter('size', 'lines', 1)\n"
+        "        self.increment_counter('size', 'kb', len(line) / 1000)\n        yield 'lines', 1\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("x" * 500 + "\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"))
+    with pytest.raises(JobFailed) as failure:
+        run_steps(client, spec, progress=False, timeout=60)
+    status = failure.value.status
+    assert "increment_counter('size', 'kb', 0.5): the amount must be an int, not float" in status["error"]
+    assert f'{job}", line 7, in map' in status["traceback"]
+    job.write_text(job.read_text().replace("len(line) / 1000", "len(line) // 100"))
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out2"))
+    report = run_steps(client, spec, progress=False, timeout=60)
+    assert report["counters"]["user"] == {"size": {"lines": 1, "kb": 5}}
+
+
+def test_a_list_key_names_the_record_without_the_engines_frames(client: Client, tmp_path: Path) -> None:
+    """A map yielding a list as its key failed with the right reason but printed the engine's loop (hop/tasks.py,
+    shuffle/buffer.py) as its traceback; the reason now comes alone, with the record."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "list_keys", [source], tmp_path / "out")
+    status = failure.value.status
+    assert (
+        f"map at {source} byte offset 0: 'a b' raised UnhashableKeyError: map output key ['a', 'b'] is a list"
+        in (status["error"])
+    )
+    assert "hop/tasks.py" not in status["traceback"] and "shuffle/buffer.py" not in status["traceback"]
 
 
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:

@@ -163,15 +163,17 @@ def test_unknown_format_is_refused() -> None:
         list(iter_records(Split("x", 0, 1), "parquet"))
 
 
-@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".lzma"])
 def test_compressed_inputs_are_read_whole_and_a_corrupt_one_names_its_file(tmp_path: Path, suffix: str) -> None:
     """.bz2 and .xz are read as .gz is (a line that was not UTF-8 was all they gave); each is one split; a corrupt
     or truncated one is an input error naming the file and the tool that checks it."""
     import bz2
+    import functools
     import gzip
     import lzma
 
-    compress = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix]
+    legacy = functools.partial(lzma.compress, format=lzma.FORMAT_ALONE)
+    compress = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress, ".lzma": legacy}[suffix]
     text = b"".join(b"line %d of some text\n" % n for n in range(50_000))
     path = tmp_path / f"input.txt{suffix}"
     path.write_bytes(compress(text))
@@ -181,7 +183,7 @@ def test_compressed_inputs_are_read_whole_and_a_corrupt_one_names_its_file(tmp_p
     data = bytearray(path.read_bytes())
     data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # zeroed in the middle: the decompressor fails
     path.write_bytes(bytes(data))
-    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}[suffix]
+    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "xz"}[suffix]
     with pytest.raises(
         InputError, match=rf"input file .*input\.txt\{suffix}: cannot decompress it near byte \d+ .*`{tool} -t "
     ):
@@ -273,3 +275,25 @@ def test_a_quoted_csv_field_spanning_lines_is_named_as_the_likely_cause(tmp_path
     path.write_text('a,b\n"x\ny",2\n', encoding="utf-8")
     with pytest.raises(InputError, match=r"CSV row at byte offset 4: .*\(a quoted field spanning lines\? each CSV"):
         list(iter_records(Split(str(path), 0, path.stat().st_size), "csv"))
+
+
+def test_a_file_compressed_in_a_format_hop_does_not_read_is_refused_before_the_job(tmp_path: Path) -> None:
+    """A ``.zst`` input (so ``.bz2`` and ``.xz`` before hop read them) was read as text: the job failed midway with
+    "not valid UTF-8 ... re-encode the file as UTF-8", and with ``--skip-bad-records`` it mapped whatever compressed
+    bytes decoded as lines and succeeded. It is now a usage error before the job starts, naming the file and what
+    to do; ``.gz`` is still read."""
+    import gzip
+
+    from tests.conftest import ROOT, hop
+
+    text = b"".join(b"word%d other\n" % (n % 7) for n in range(2_000))
+    (tmp_path / "logs.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd" + bytes(range(256)) * 8)  # a Zstandard frame's magic
+    (tmp_path / "logs.txt.gz").write_bytes(gzip.compress(text))
+    job = str(ROOT / "jobs" / "wordcount.py")
+    ran = hop("run", job, "logs.txt.zst", "-o", "out", "--quiet", "--skip-bad-records", "1000", cwd=tmp_path)
+    assert ran.returncode == 2, ran.stderr
+    assert f"input file {tmp_path / 'logs.txt.zst'} is Zstandard-compressed, which hop does not read" in ran.stderr
+    assert "decompress it (unzstd) or recompress it with gzip" in ran.stderr
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    ran = hop("run", job, "logs.txt.gz", "-o", "out", "--quiet", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr

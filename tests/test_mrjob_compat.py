@@ -368,12 +368,22 @@ def test_hop_imports_without_mrjob_and_says_what_to_install(text: Path, tmp_path
 
 class _HookedJob(Job):
     def steps(self) -> list[Step]:
-        return [Step(mapper=lambda key, line: [(line, 1)], mapper_final=lambda: [("#", 1)])]
+        combine = lambda key, counts: [(key, sum(counts))]  # noqa: E731
+        return [
+            Step(
+                mapper=lambda key, line: [(line, 1)],
+                mapper_final=lambda: [("#", 1)],
+                combiner=combine,
+                combiner_final=lambda: [("c", 1)],
+            )
+        ]
 
 
-def test_spark_engine_refuses_steps_with_hooks() -> None:
-    with pytest.raises(ValueError, match="sets mapper_final; the Spark engine does not run init/final hooks"):
-        resolve_step(_HookedJob(), 0)
+def test_spark_engine_runs_step_hooks_but_not_a_combiner_with_hooks() -> None:
+    """The Spark engine runs init/final hooks (tests/test_spark.py compares their output with hop's); like hop, it
+    does not run a combiner that has hooks."""
+    functions = resolve_step(_HookedJob(), 0)
+    assert functions.step.mapper_final is not None and functions.combiner is None
 
 
 def test_hop_does_not_run_a_combiner_with_hooks(tmp_path: Path) -> None:

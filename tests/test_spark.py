@@ -35,6 +35,7 @@ from hop.client import Client
 from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
+from hop.runner import JobFailed
 from tests.conftest import ROOT, job_path, run_job
 
 
@@ -73,6 +74,10 @@ RUNS = [
     SparkRun("counters", "counting_wordcount", ["words.txt"], reducers=3),
     SparkRun("mean", "mean_length", ["words.txt"], reducers=2, job_class="WordLengths"),
     SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
+    SparkRun("counted_states", "counted_states", ["words.txt"], reducers=2),
+    SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
+    SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
+    SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
@@ -135,6 +140,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 file.write("\n")
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
+    (folder / "optional.txt").write_text("x 3\ny -\n")
     return folder
 
 
@@ -177,7 +183,10 @@ def builtin_counters(counters: dict[str, Any]) -> dict[str, Any]:
     return {name: counters[name] for name in names}
 
 
-@pytest.mark.parametrize("name", ["wordcount", "generic", "two_steps", "jsonl", "counters", "mean", "mixed_keys"])
+@pytest.mark.parametrize(
+    "name",
+    ["wordcount", "generic", "two_steps", "jsonl", "counters", "mean", "mixed_keys", "counted_states", "hooks"],
+)
 def test_spark_output_equals_hop_byte_for_byte(
     client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]], name: str
 ) -> None:
@@ -417,3 +426,80 @@ def test_spark_cuts_input_for_its_local_cores_as_hop_does_for_its_slots() -> Non
     cores = os.cpu_count() or 1
     assert [_local_cores(m) for m in ("local", "local[3]", "local[*]", "local[4,2]")] == [1, 3, cores, 4]
     assert _local_cores("spark://10.0.0.5:7077") == 1
+
+
+def test_a_hand_written_reduce_after_an_aggregate_combiner_gets_a_state_per_map(
+    spark_runs: dict[str, dict[str, Any]],
+) -> None:
+    """Spark merged the aggregate's states across the maps before the reduce, which then counted 1 state per word
+    where hop's reduce counted one per map (so ``hop compare`` reported every word as differing); now each map's
+    state reaches the reduce, as on hop (the byte-for-byte comparison is in the test above)."""
+    result = spark_runs["counted_states"]
+    report = result["report"]
+    assert report["num_maps"] > 1
+    values = dict(pair.split("\t") for pair in (result["output"] / "part-00000").read_text().splitlines())
+    states = [json.loads(value)[1] for value in values.values()]
+    assert max(states) == report["num_maps"] and min(states) >= 1
+
+
+def test_differing_outputs_of_a_job_that_combines_before_a_hand_written_reduce_say_why() -> None:
+    """``hop compare`` listed the differing keys of such a job (a reduce counting its states) and nothing more; the
+    verdict now says the job's output depends on how many spills were combined and what to change."""
+    from hop.compare import combine_caveat
+
+    caveat = combine_caveat(job_path("counted_states"))
+    assert caveat is not None and "combines (Count())" in caveat and "sum a Count's states" in caveat
+    assert combine_caveat(job_path("wordcount")) is None  # an aggregate reduce: the same however it was combined
+    assert combine_caveat(job_path("wordcount_nocombine")) is None
+    run = {"exit_code": 0, "wall_seconds": 1.0, "cpu_seconds": 1.0, "peak_rss_bytes": 1, "startup_seconds": None}
+    comparison = {
+        "equal": False,
+        "differing_keys": 1,
+        "differences": [{"key": "a", "hop": [[3, 2]], "spark": [[3, 1]]}],
+    }
+    result = {"engines": {"hop": run, "spark": run}, "comparison": comparison, "error": None, "caveat": caveat}
+    table = format_table(result).splitlines()
+    assert table[-3:] == ["outputs DIFFER: 1 keys differ; first:", '  key "a": hop [[3, 2]], spark [[3, 1]]', caveat]
+
+
+def test_a_value_the_aggregate_cannot_fold_fails_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]]
+) -> None:
+    """``Sum`` of a key whose only value is ``None`` was ``null`` on Spark (its state was ``None``) where hop fails
+    naming the aggregate, key and record; Spark now fails with hop's reason."""
+    failed = spark_runs["none_value"]
+    assert "error" in failed, failed
+    with pytest.raises(JobFailed) as failure:
+        hop_output(client, BY_NAME["none_value"], corpus, tmp_path / "hop-out")
+    reason = failure.value.status["error"]
+    assert f"{corpus / 'optional.txt'} byte offset 4: 'y -'" in reason and "Sum() got None" in reason
+    assert failed["error"] == reason
+    assert "spark_tasks.py" not in failed["traceback"]
+
+
+def test_init_and_final_hooks_run_on_spark_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """A job with mrjob's ``mapper_init``/``mapper_final``/``reducer_init``/``reducer_final`` was refused by the
+    Spark engine ("does not run init/final hooks"); they run now, with hop's output (the byte-for-byte comparison
+    is in the test above): every map task's pairs and every reducer's first and last lines."""
+    result = spark_runs["hooks"]
+    assert "report" in result, result
+    report = result["report"]
+    lines = [part.read_text().splitlines() for part in sorted(result["output"].glob("part-*"))]
+    assert all(part[0] == '"reducer started"\ttrue' and part[-1] == '"reducer ended"\tnull' for part in lines)
+    values = dict(line.split("\t") for part in lines for line in part[1:-1])
+    assert json.loads(values['"map tasks"']) == report["num_maps"] > 1
+    assert json.loads(values['"lines"']) == report["counters"]["map_input_records"]
+
+
+def test_a_list_key_fails_naming_the_record_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]]
+) -> None:
+    """A list key failed inside Spark's own grouping ("Spark job failed: An exception was thrown from the Python
+    worker ... TypeError: unhashable type: 'list'" and PySpark's frames); it now fails with hop's reason."""
+    failed = spark_runs["list_keys"]
+    assert "error" in failed, failed
+    with pytest.raises(JobFailed) as failure:
+        hop_output(client, BY_NAME["list_keys"], corpus, tmp_path / "hop-out")
+    assert failed["error"] == failure.value.status["error"]
+    assert "byte offset 0: 'a b' raised UnhashableKeyError" in failed["error"]
+    assert "pyspark" not in failed["traceback"] and "spark_tasks.py" not in failed["traceback"]

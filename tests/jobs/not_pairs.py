@@ -1,0 +1,20 @@
+"""Jobs that give something other than (key, value) pairs, as users write them by mistake."""
+
+from hop import Job
+from hop.aggregates import Sum
+
+
+class MapReturnsOnePair(Job):
+    def map(self, offset, line):
+        return (line, 1)  # should be: yield line, 1
+
+    combine = reduce = Sum()
+
+
+class ReduceYieldsValues(Job):
+    def map(self, offset, line):
+        for word in line.split():
+            yield word, 1
+
+    def reduce(self, word, counts):
+        yield sum(counts)  # should be: yield word, sum(counts)
