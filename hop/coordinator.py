@@ -982,7 +982,8 @@ class Coordinator:
         """Answer a request about a job this coordinator does not hold."""
         output = self.retired.get(job_id)
         if output is None:
-            self._send(identity, "error", message=f"no job {job_id}")
+            # (``reason``: a client following a job it saw running learns that this coordinator was restarted)
+            self._send(identity, "error", message=f"no job {job_id}", reason="unknown_job")
         else:
             self._send(
                 identity,

@@ -21,7 +21,7 @@ from hop.forking import wait_or_kill
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed
-from tests.conftest import output_dict, run_job
+from tests.conftest import job_path, output_dict, run_job
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +185,44 @@ def test_a_worker_registers_again_with_a_coordinator_restarted_at_its_address(
         client.close()
     assert output_dict(tmp_path / "out") == word_counts(source)
     assert {a["worker"] for a in report["attempts"]} == {"w0"}
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_a_submit_whose_coordinator_restarts_says_so_at_once(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
+) -> None:
+    """The coordinator a ``hop submit`` waits on is restarted mid-job: the submit must say at once that the new one
+    no longer knows the job and that it must be submitted again (it waited 30 s, then said the coordinator "did
+    not answer 'status'": the status request in flight went with the old coordinator's connection)."""
+    address = f"ipc://{tmp_path}/coordinator"
+
+    def coordinator() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+        processes.append(process)
+        return process
+
+    first = coordinator()
+    processes.append(_worker(address, "w0", tmp_path))
+    command = ["submit", job_path("slow_map"), str(source), "-o", str(tmp_path / "out"), "--coordinator", address]
+    submit = subprocess.Popen([sys.executable, "-m", "hop", *command, "--quiet"], stderr=subprocess.PIPE, text=True)
+    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: _maps_running(client), 30, "the job's maps started")
+    finally:
+        client.close()
+    first.send_signal(stop)
+    first.wait(timeout=10)
+    restarted = time.monotonic()
+    coordinator()
+    try:
+        _, stderr = submit.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        submit.kill()
+        submit.communicate()
+        pytest.fail("hop submit still waits 15 s after its coordinator restarted")
+    assert time.monotonic() - restarted < 15
+    assert submit.returncode == 3, stderr
+    assert f"coordinator {address} no longer knows job job-" in stderr, stderr
+    assert "it was restarted while the job ran" in stderr and "submit the job again" in stderr, stderr
+    assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
