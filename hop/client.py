@@ -8,7 +8,9 @@ coordinator listens at the address then, any other fails at once rather than at 
 
 from __future__ import annotations
 
+import socket as socket_module
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +26,12 @@ class CoordinatorUnavailable(RuntimeError):
 
     exit_code = 3
     """What a ``hop`` command exits with when this ends it (README: exit codes)."""
+
+
+class CoordinatorAddressError(CoordinatorUnavailable):
+    """The coordinator's address names a host that does not resolve (ZeroMQ would retry it in silence)."""
+
+    exit_code = 2  # a usage error: the address is wrong (a typo, or a name this host's resolver does not know)
 
 
 class JobLost(CoordinatorUnavailable):
@@ -44,8 +52,25 @@ RESENDABLE = frozenset({"status", "workers", "jobs", "job", "snapshots", "window
 """Requests that only read: asked again when the connection broke before their reply came."""
 
 
+def check_resolvable(address: str) -> None:
+    """Raise :class:`CoordinatorAddressError` naming the host if ``address`` (``tcp://HOST:PORT``) names a host that
+    does not resolve: ZeroMQ connects in the background and retries such an address forever without a word."""
+    parsed = urllib.parse.urlsplit(address)
+    if parsed.scheme != "tcp" or not parsed.hostname or parsed.hostname == "*":
+        return
+    try:
+        socket_module.getaddrinfo(parsed.hostname, None, type=socket_module.SOCK_STREAM)
+    except (socket_module.gaierror, UnicodeError) as error:
+        reason = error.strerror if isinstance(error, socket_module.gaierror) else str(error)
+        raise CoordinatorAddressError(
+            f"cannot reach coordinator {address}: host {parsed.hostname!r} does not resolve ({reason}); check the "
+            "host name, or give the coordinator's IP address"
+        ) from None
+
+
 class Client:
     def __init__(self, address: str, timeout: float = 30.0) -> None:
+        check_resolvable(address)
         self.address = address
         self.timeout = timeout
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()

@@ -29,6 +29,7 @@ import zmq
 
 from hop import taskproc
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
+from hop.gen.cli import coordinator_address
 from hop.lifetime import embedded, ignore_stop_signals, orphaned
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import make_spill_dir, remove_abandoned
@@ -521,7 +522,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.executable, [sys.executable, "-m", "hop.worker", *arguments], {**os.environ, "PYTHONHASHSEED": "0"}
         )
     parser = argparse.ArgumentParser(prog="hop worker")
-    parser.add_argument("--coordinator", required=True, help="the coordinator's address, tcp://HOST:PORT")
+    parser.add_argument(
+        "--coordinator", type=coordinator_address, required=True, help="the coordinator's address, tcp://HOST:PORT"
+    )
     parser.add_argument("--map-slots", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--reduce-slots", type=int, default=os.cpu_count() or 1)
     parser.add_argument(

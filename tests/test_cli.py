@@ -601,6 +601,31 @@ def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path)
     assert "Traceback" not in result.stderr, result.stderr
 
 
+def test_a_coordinator_host_that_does_not_resolve_is_named_at_once(tmp_path: Path) -> None:
+    """A host name that does not resolve made ``hop status`` say the coordinator "did not answer" after 10 s (ZeroMQ
+    retries such an address in silence) and ``hop worker`` wait for ever; each must fail at once, naming the host."""
+    from hop.client import Client, CoordinatorUnavailable
+
+    address = "tcp://no-such-coordinator.invalid:5555"
+    says = "host 'no-such-coordinator.invalid' does not resolve"
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    for command in (
+        ["status"],
+        ["submit", job, "in.txt", "-o", "out"],
+        ["run", job, "in.txt", "-o", "out"],
+        ["worker"],
+        ["monitor"],
+    ):
+        result = hop(*command, "--coordinator", address, cwd=tmp_path, timeout=8)
+        assert result.returncode == 2 and says in result.stderr, (command, result.stderr)
+    worker = [sys.executable, "-m", "hop.worker", "--coordinator", address]  # (as hop.cluster_launch starts one)
+    result = subprocess.run(worker, cwd=tmp_path, capture_output=True, text=True, timeout=8)
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    with pytest.raises(CoordinatorUnavailable, match=says):
+        Client(address)
+
+
 def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\n")
     address = f"ipc://{tmp_path}/coordinator"

@@ -94,6 +94,12 @@ def coordinator_address(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"invalid address {text!r}: expected tcp://HOST:PORT (a port from 1 to 65535) or ipc://PATH"
         )
+    from hop.client import CoordinatorAddressError, check_resolvable  # (zmq: only for commands that talk to one)
+
+    try:
+        check_resolvable(text)
+    except CoordinatorAddressError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return text
 
 
