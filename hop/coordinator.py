@@ -70,6 +70,13 @@ class WorkerInfo:
     free_stream: int = 0
     incarnation: int = 0
     """How many times this worker has registered: a ``reinit`` names the registration it ends."""
+    host_label: str = ""
+    """The host name its metric samples carry (``hop worker --host-label``); ``host`` is its network address."""
+
+    def where(self) -> dict[str, str]:
+        """How a fault names this worker's host: ``host`` as its samples and Prometheus labels do (so faults join
+        them), ``address`` as peers reach it."""
+        return {"host": self.host_label or self.host, "address": self.host}
 
     def free(self, pool: str) -> int:
         """Free slots in ``pool`` ("map", "reduce" or "stream": the ``free_<pool>`` field)."""
@@ -199,8 +206,6 @@ class Coordinator:
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
         name = msg["worker"]
         earlier = self.workers.get(name)
-        if earlier is not None and not earlier.alive:
-            self.events.fault("worker_rejoined", worker=name, host=msg["host"])
         info = self.workers[name] = WorkerInfo(
             identity,
             name,
@@ -216,11 +221,14 @@ class Coordinator:
             stream_slots=int(msg.get("stream_slots", 0)),
             free_stream=int(msg.get("stream_slots", 0)),
             incarnation=int(msg.get("incarnation", 0)),
+            host_label=str(msg.get("host_label") or msg["host"]),
         )
+        if earlier is not None and not earlier.alive:
+            self.events.fault("worker_rejoined", worker=name, **info.where())
         if earlier is not None and earlier.alive and (earlier.pid, earlier.incarnation) != (info.pid, info.incarnation):
             # A new process under a live worker's name (restarted within the heartbeat timeout): the attempts the
             # old one ran will never report, so they are lost now rather than never.
-            self.events.fault("worker_replaced", worker=name, host=msg["host"], old_pid=earlier.pid)
+            self.events.fault("worker_replaced", worker=name, **info.where(), old_pid=earlier.pid)
             self._worker_lost(earlier, time.time())
         self._send(identity, "registered")
         for job in self.jobs.values():  # a late worker must know where running reducers are
@@ -259,6 +267,7 @@ class Coordinator:
                 {
                     "name": w.name,
                     "host": w.host,
+                    "host_label": w.host_label,
                     "pid": w.pid,
                     "alive": w.alive,
                     "map_slots": w.map_slots,
@@ -712,7 +721,7 @@ class Coordinator:
                 if job.state == "running" or (job.finished_at or 0) > now - 10
             ],
             "workers": [
-                {"worker": w.name, "host": w.host, "rack": w.rack, "alive": w.alive, "silent_s": now - w.last_seen}
+                {"worker": w.name, **w.where(), "rack": w.rack, "alive": w.alive, "silent_s": now - w.last_seen}
                 for w in self.workers.values()
             ],
         }
@@ -842,9 +851,11 @@ class Coordinator:
     def on_task_failed(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, msg["kind"])
         job = self._job_for(msg)
+        sender = self.workers.get(msg.get("worker", ""))
         self.events.fault(
             "task_failed",
             worker=msg.get("worker"),
+            **(sender.where() if sender is not None else {}),
             job_id=msg.get("job_id"),
             task=f"{msg['kind']}-{msg['index']:05d}",
             attempt=msg["attempt"],
@@ -1112,11 +1123,11 @@ class Coordinator:
             silent = now - worker.last_seen
             if worker.alive and not worker.heartbeat_late and silent > 3 * HEARTBEAT_SECONDS:
                 worker.heartbeat_late = True
-                self.events.fault("heartbeat_missed", worker=worker.name, host=worker.host, silent_s=round(silent, 2))
+                self.events.fault("heartbeat_missed", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
             elif worker.heartbeat_late and silent <= HEARTBEAT_SECONDS:
                 worker.heartbeat_late = False
             if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
-                self.events.fault("worker_lost", worker=worker.name, host=worker.host, silent_s=round(silent, 2))
+                self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
                 self._worker_lost(worker, now)
 
     def _worker_lost(self, worker: WorkerInfo, now: float) -> None:

@@ -48,9 +48,10 @@ Continuous jobs (hop.stream) and the monitor:
     stream_checkpoint {job_id, index, attempt, processed: [[map, attempt, seq], ...]}   what a reducer's state covers
     stream_trim {job_id, index, attempt, seq}   coordinator -> workers: forget map ``index``'s spills up to there
     stream_source_gone {job_id, index}          coordinator -> workers -> reducers: stop waiting for that source
-    register also carries ``rack``, ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``) and
-    ``stream_slots``; run_task carries ``pool`` ("map", "reduce" or "stream": which of the worker's slots runs it),
-    and the worker names that pool again when the slot is free (map_done, reduce_done, task_failed, slot_free).
+    register also carries ``host_label`` (the host name of its samples, which faults about it use), ``rack``,
+    ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``) and ``stream_slots``; run_task
+    carries ``pool`` ("map", "reduce" or "stream": which of the worker's slots runs it), and the worker names that
+    pool again when the slot is free (map_done, reduce_done, task_failed, slot_free).
 
 Coordinator -> worker:
     run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed}

@@ -101,6 +101,9 @@ class Worker:
         the job is stopped; in slots of its own it never takes a batch job's map or reduce slot)."""
         self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
         self.host = host
+        self.host_label = host_label or (self.name if sample_scope == "process" else socket_module.gethostname())
+        """The host name the cluster monitor shows: its samples' ``host``, and the ``host`` of the coordinator's
+        faults about this worker (``host`` above is the address peers reach it at)."""
         self.rack = rack
         abandoned = remove_abandoned(spill_root)
         if abandoned and not embedded():
@@ -140,8 +143,9 @@ class Worker:
         self.publisher: SamplePublisher | None = None
         if sample_interval > 0:
             # The cluster monitor's input: this host's and this worker's metrics (monitoring.publisher).
-            label = host_label or (self.name if sample_scope == "process" else socket_module.gethostname())
-            self.publisher = SamplePublisher(self.context, host, self.name, label, rack, sample_interval, sample_scope)
+            self.publisher = SamplePublisher(
+                self.context, host, self.name, self.host_label, rack, sample_interval, sample_scope
+            )
         self.incarnation = 0
         """Registrations so far (``_register``)."""
         self._pushed_before = 0
@@ -350,6 +354,7 @@ class Worker:
         self._to_coordinator(
             "register",
             host=self.host,
+            host_label=self.host_label,
             pid=os.getpid(),
             map_slots=self.map_slots,
             reduce_slots=self.reduce_slots,

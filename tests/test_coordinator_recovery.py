@@ -226,3 +226,35 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert f"coordinator {address} no longer knows job job-" in stderr, stderr
     assert "it was restarted while the job ran" in stderr and "submit the job again" in stderr, stderr
     assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
+
+
+def test_faults_name_a_workers_host_as_its_samples_and_prometheus_labels_do() -> None:
+    """``hop monitor``: a killed worker's faults named its host by address (``127.0.0.1``) while its samples, the
+    monitor's windows and the Prometheus ``host`` label name it ``local-1``: a user could not join them."""
+    import msgpack
+    import zmq
+
+    from monitoring.prometheus import render
+
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=2.0) as cluster:
+        client = Client(cluster.address, timeout=30)
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        samples = context.socket(zmq.SUB)
+        samples.setsockopt(zmq.LINGER, 0)
+        samples.setsockopt(zmq.SUBSCRIBE, b"")
+        try:
+            victim = next(w for w in client.workers() if w["name"] == "local-1")
+            samples.connect(victim["samples"])
+            assert samples.poll(30_000), "local-1 published no sample within 30 s"
+            sample = msgpack.unpackb(samples.recv(), raw=False)
+            cluster.workers[1].kill()
+            _wait_for(lambda: any(f["kind"] == "worker_lost" for f in client.cluster()["faults"]), 30, "local-1 lost")
+            faults = [fault for fault in client.cluster()["faults"] if fault.get("worker") == "local-1"]
+        finally:
+            samples.close()
+            client.close()
+    assert {fault["kind"] for fault in faults} >= {"heartbeat_missed", "worker_lost"}, faults
+    assert {fault["host"] for fault in faults} == {sample["host"]}, (faults, sample)
+    assert {fault["address"] for fault in faults} == {victim["host"]}  # where peers reach it, still said
+    body, _ = render({"local-1": sample}, [], [])
+    assert f'host="{faults[0]["host"]}"' in body.decode()
