@@ -7,7 +7,7 @@
     hop stop JOB_ID / hop windows JOB_ID / hop view JOB_ID|OUT            (continuous jobs)
     hop monitor [--coordinator tcp://HOST:PORT]                          (the cluster monitor and its dashboard)
     hop coordinator [--bind tcp://HOST:PORT]
-    hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N] [--stream-slots N]
+    hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N] [--stream-slots N] [--rack R]
     hop gen text|pageviews ...                                            (seeded test data)
 
 Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the cluster did not answer.
@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from hop import prelaunch
+from hop import prelaunch, worker_options
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import (
     bind_address,
@@ -472,18 +472,7 @@ def _coordinator(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     from hop import worker
 
-    argv = ["--coordinator", args.coordinator]
-    if args.host is not None:
-        argv += ["--host", args.host]
-    if args.map_slots is not None:
-        argv += ["--map-slots", str(args.map_slots)]
-    if args.reduce_slots is not None:
-        argv += ["--reduce-slots", str(args.reduce_slots)]
-    if args.stream_slots is not None:
-        argv += ["--stream-slots", str(args.stream_slots)]
-    if args.name:
-        argv += ["--name", args.name]
-    return worker.main(argv)
+    return worker.main(worker_options.to_argv(args))
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -529,22 +518,7 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     )
     coord.set_defaults(func=_coordinator)
     work = commands.add_parser("worker", help="start a worker for a coordinator")
-    work.add_argument(
-        "--coordinator", type=coordinator_address, required=True, help="the coordinator's address, tcp://HOST:PORT"
-    )
-    work.add_argument("--map-slots", type=positive_int, default=None, help="map tasks run at once (default: cores)")
-    work.add_argument(
-        "--reduce-slots", type=positive_int, default=None, help="reduce tasks run at once (default: cores)"
-    )
-    work.add_argument(
-        "--stream-slots", type=non_negative_int, default=None, help="slots for continuous jobs' tasks only (default 2)"
-    )
-    work.add_argument(
-        "--host", default=None, help="the address other hosts reach this one at (default: its route to the coordinator)"
-    )
-    work.add_argument(
-        "--name", default=None, help="the worker's name (default HOST-PID); a worker restarted under it replaces it"
-    )
+    worker_options.add_arguments(work)
     work.set_defaults(func=_worker)
     status = commands.add_parser(
         "status", help="print a job's status (or, without one, the cluster's workers and jobs) as JSON"

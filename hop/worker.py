@@ -29,10 +29,10 @@ import zmq
 
 from hop import taskproc
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.gen.cli import coordinator_address
 from hop.lifetime import embedded, ignore_stop_signals, orphaned
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import make_spill_dir, remove_abandoned
+from hop.worker_options import add_arguments
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
 
@@ -527,36 +527,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.executable, [sys.executable, "-m", "hop.worker", *arguments], {**os.environ, "PYTHONHASHSEED": "0"}
         )
     parser = argparse.ArgumentParser(prog="hop worker")
-    parser.add_argument(
-        "--coordinator", type=coordinator_address, required=True, help="the coordinator's address, tcp://HOST:PORT"
-    )
-    parser.add_argument("--map-slots", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--reduce-slots", type=int, default=os.cpu_count() or 1)
-    parser.add_argument(
-        "--stream-slots",
-        type=int,
-        default=2,
-        help="slots for the tasks of continuous jobs, e.g. the cluster monitor's source and reducer (default 2)",
-    )
-    parser.add_argument(
-        "--host",
-        default=None,
-        help="address reducers on this worker bind and advertise (default: the one this host reaches the "
-        "coordinator from)",
-    )
-    parser.add_argument("--name", default=None)
-    parser.add_argument("--spill-dir", default=None, help="parent directory for spill files (default: the temp dir)")
-    parser.add_argument("--rack", default="rack-0", help="rack label of this host, for the cluster monitor")
-    parser.add_argument(
-        "--sample-interval", type=float, default=1.0, help="seconds between metric samples (0: no sampling)"
-    )
-    parser.add_argument(
-        "--sample-scope",
-        choices=["host", "process"],
-        default="host",
-        help="sample the whole host, or only this worker's process tree (several workers on one machine)",
-    )
-    parser.add_argument("--host-label", default=None, help="the host name the monitor shows (default: hostname)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     worker = Worker(
         args.coordinator,

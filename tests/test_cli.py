@@ -226,6 +226,56 @@ def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
         assert {a["worker"] for a in report["attempts"]} == {"w0", "w1"}
 
 
+def test_hop_worker_takes_the_monitor_options_the_readme_gives(tmp_path: Path) -> None:
+    """``hop monitor --coordinator``: "workers sample with --rack LABEL", says the README, but ``hop worker`` refused
+    --rack (and --host-label, --sample-scope, --sample-interval, --spill-dir), which only ``python -m hop.worker``
+    took."""
+    import time
+
+    import msgpack
+    import zmq
+
+    from hop.client import Client
+
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+    options = ["--rack", "r2", "--host-label", "h2", "--sample-scope", "process", "--sample-interval", "0.2"]
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    command = ["worker", "--coordinator", address, "--name", "w9", "--map-slots", "1", "--reduce-slots", "1"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "hop", *command, *options, "--spill-dir", str(spills)], stderr=subprocess.PIPE, text=True
+    )
+    client = Client(address, timeout=10)
+    samples = zmq.Context.instance().socket(zmq.SUB)
+    samples.setsockopt(zmq.LINGER, 0)
+    samples.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        deadline = time.monotonic() + 30
+        while not client.workers() and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.poll() is None, worker.communicate()[1]
+        [registered] = client.workers()
+        assert (registered["name"], registered["rack"], registered["host_label"]) == ("w9", "r2", "h2"), registered
+        samples.connect(registered["samples"])
+        assert samples.poll(30_000), "w9 published no sample within 30 s"
+        sample = msgpack.unpackb(samples.recv(), raw=False)
+        assert (sample["host"], sample["rack"], sample["worker"]) == ("h2", "r2", "w9"), sample
+        assert [path.name for path in spills.iterdir()][0].startswith("hop-worker-")
+        client.shutdown()  # the coordinator tells w9 to stop, then stops
+    finally:
+        samples.close()
+        client.close()
+        for process in (worker, coordinator):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        assert worker.stderr is not None
+        worker.stderr.close()
+
+
 def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
     """A coordinator kept every job it ran (tasks, attempts, snapshot rows) for as long as it ran."""
     from hop.client import Client, JobRejected
