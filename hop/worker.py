@@ -39,6 +39,8 @@ from shuffle.pusher import SpillPusher
 HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
 LAST_WORDS_SECONDS = 0.2
+UNANSWERED_REGISTRATION_SECONDS = 10.0
+"""How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
 """How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 COORDINATOR_SEND_STEP_MS = 1000
 """How long one try to queue a message for an unreachable coordinator blocks (then the worker checks whether it
@@ -127,6 +129,10 @@ class Worker:
         self.coordinator.setsockopt(zmq.LINGER, 1000)
         self.coordinator.setsockopt(zmq.SNDTIMEO, COORDINATOR_SEND_STEP_MS)  # see _send_to_coordinator
         connect_soon(self.coordinator, coordinator)
+        self.coordinator_address = coordinator
+        self.unanswered_since: float | None = None
+        """When the registration awaiting its answer went out (None: answered); ``_check_registered`` warns once."""
+        self.warned_unanswered = False
         self.slots_socket = self.context.socket(zmq.ROUTER)
         # A restarted task process reconnects under its slot's name: let it take the name over at once (without
         # handover, ZeroMQ keeps routing to the dead connection and the new process never receives a task).
@@ -298,6 +304,8 @@ class Worker:
                 del self.last_spill_seq[key]
             if msg.get("failed") or msg.get("stop_tasks"):
                 self._stop_job_tasks(msg["job_id"])
+        elif kind == "registered":
+            self._registered()
         elif kind == "reinit":
             if msg.get("incarnation") == self.incarnation:  # else about a registration already replaced
                 self._reinit()
@@ -305,6 +313,37 @@ class Worker:
             if not embedded():  # a standalone worker: say why it ends
                 print(f"hop worker {self.name}: the coordinator shut the cluster down", file=sys.stderr, flush=True)
             self.running = False
+
+    def _registered(self) -> None:
+        """The coordinator took the registration: a standalone worker says so (its only sign of life)."""
+        if self.unanswered_since is None:
+            return
+        self.unanswered_since = None
+        if not embedded():
+            slots = f"{self.map_slots} map, {self.reduce_slots} reduce, {self.stream_slots} stream slots"
+            print(
+                f"hop worker {self.name}: registered with the coordinator at {self.coordinator_address} ({slots})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _check_registered(self) -> None:
+        """Say once when a registration has gone unanswered for ``UNANSWERED_REGISTRATION_SECONDS``: no coordinator
+        listens at the address, or a live worker under this name holds it (the coordinator's socket then drops this
+        one's connection without a word), and the worker would otherwise wait in silence for ever."""
+        sent = self.unanswered_since
+        if sent is None or self.warned_unanswered or embedded():
+            return
+        if time.monotonic() - sent < UNANSWERED_REGISTRATION_SECONDS:
+            return
+        self.warned_unanswered = True  # said once (a late answer is said too)
+        print(
+            f"hop worker {self.name}: no answer from a coordinator at {self.coordinator_address} within "
+            f"{UNANSWERED_REGISTRATION_SECONDS:.0f} s; still trying. Is the coordinator running there? (A worker "
+            f"named {self.name} that is still connected keeps this one out: give each worker its own --name.)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _tell_unsent(self, job_id: str, map_index: int, attempt: int) -> None:
         """Tell a running map attempt how many of its spills are not yet pushed (its flow control reads this)."""
@@ -351,6 +390,7 @@ class Worker:
     def _register(self) -> None:
         """Offer this worker's slots to the coordinator (again after a ``reinit``: a new incarnation)."""
         self.incarnation += 1
+        self.unanswered_since, self.warned_unanswered = time.monotonic(), False
         self._to_coordinator(
             "register",
             host=self.host,
@@ -449,6 +489,7 @@ class Worker:
                         incarnation=self.incarnation,  # a coordinator that does not know this worker answers reinit
                     )
                     self._check_slots()
+                    self._check_registered()
                     if orphaned():
                         self.running = False
         finally:

@@ -258,3 +258,34 @@ def test_faults_name_a_workers_host_as_its_samples_and_prometheus_labels_do() ->
     assert {fault["address"] for fault in faults} == {victim["host"]}  # where peers reach it, still said
     body, _ = render({"local-1": sample}, [], [])
     assert f'host="{faults[0]["host"]}"' in body.decode()
+
+
+def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes: list[subprocess.Popen[bytes]]) -> None:
+    """A second ``hop worker --name w0`` while w0 is connected: the coordinator's socket drops its connection (the
+    name is its identity), and it waited for ever without a word; it must say it has no answer and why that may
+    be. A worker that did get in says so."""
+    address = f"ipc://{tmp_path}/coordinator"
+    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+
+    def worker() -> subprocess.Popen[bytes]:
+        command = ["worker", "--coordinator", address, "--name", "w0", "--map-slots", "1", "--reduce-slots", "1"]
+        process = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE)
+        processes.append(process)
+        return process
+
+    first = worker()
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        second = worker()
+        time.sleep(12)  # the warning comes 10 s after the registration went out
+        assert [(w["name"], w["pid"]) for w in client.workers()] == [("w0", first.pid)]
+    finally:
+        client.close()
+    for process in (second, first):
+        process.terminate()
+    said = [process.communicate(timeout=30)[1].decode() for process in (first, second)]
+    assert f"hop worker w0: registered with the coordinator at {address} (1 map, 1 reduce, 2 stream slots)" in said[0]
+    assert "registered" not in said[1], said[1]
+    assert f"hop worker w0: no answer from a coordinator at {address} within 10 s; still trying" in said[1], said[1]
+    assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
