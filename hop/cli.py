@@ -562,7 +562,27 @@ def main(argv: list[str] | None = None) -> int:
     continuous = any(arg == "--source" or arg.startswith("--source=") for arg in argv)
     args = build_parser(continuous).parse_args(argv)
     args.job_args = job_args
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        return 128 + signal.SIGPIPE  # as a command killed by SIGPIPE: `hop status | head` wants no traceback
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output's reader has gone (``hop windows JOB | head``); if so, it is pointed at /dev/null so
+    that the interpreter's last flush at exit does not fail again."""
+    import select
+
+    poller = select.poll()
+    poller.register(sys.stdout.fileno(), select.POLLOUT)
+    if not any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0)):
+        return False  # (a pipe without a reader polls as an error)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return True
 
 
 if __name__ == "__main__":

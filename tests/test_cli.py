@@ -558,6 +558,18 @@ def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCl
         assert result.returncode == 2 and "no job job-9999" in result.stderr, (command, result.stderr)
 
 
+def test_output_piped_into_a_reader_that_has_gone_ends_without_a_traceback(cluster: LocalCluster) -> None:
+    """``hop status --coordinator ... | head -2`` printed a BrokenPipeError traceback once head had exited."""
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before hop writes: its first write fails, as into head's exited pipe
+    try:
+        command = [sys.executable, "-m", "hop", "status", "--coordinator", cluster.address]
+        result = subprocess.run(command, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(writer)
+    assert result.returncode == 141 and result.stderr == "", result.stderr  # 128 + SIGPIPE, as the shell's own
+
+
 def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: LocalCluster, tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\n")
     job = str(Path(__file__).parent.parent / "jobs" / "wordcount.py")
