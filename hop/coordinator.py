@@ -230,13 +230,23 @@ class Coordinator:
             # old one ran will never report, so they are lost now rather than never.
             self.events.fault("worker_replaced", worker=name, **info.where(), old_pid=earlier.pid)
             self._worker_lost(earlier, time.time())
-        self._send(identity, "registered")
+        # A worker restarted under its name takes over its predecessor's sample stream endpoint (``samples_at``),
+        # which a monitor started before the restart subscribes to.
+        same_host = earlier is not None and earlier.host == info.host and info.samples is not None
+        predecessor = earlier.samples if earlier is not None and same_host else None
+        self._send(identity, "registered", **({"samples": predecessor} if predecessor else {}))
         for job in self.jobs.values():  # a late worker must know where running reducers are
             if job.state == "running":
                 for index, (attempt, address) in job.reducer_addresses.items():
                     self._send(
                         identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt, address=address
                     )
+
+    def on_samples_at(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A restarted worker now publishes its samples where its predecessor did (see ``on_register``)."""
+        worker = self.workers.get(msg["worker"])
+        if worker is not None:
+            worker.samples = msg["samples"]
 
     def on_slot_free(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A worker ended an attempt on our request (``kill_task``): its slot is free again."""

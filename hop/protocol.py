@@ -12,7 +12,9 @@ Client -> coordinator (each answered by one reply):
     shutdown    {}                                          -> bye {}
 
 Worker -> coordinator:
-    register    {worker, host, pid, map_slots, reduce_slots, incarnation, shuffle: "push"}   -> registered {}
+    register    {worker, host, pid, map_slots, reduce_slots, incarnation, shuffle: "push"}   -> registered {samples?}
+                                                (samples: where a predecessor under its name published samples)
+    samples_at  {worker, samples}               it took that endpoint over: its sample stream is there now
     heartbeat   {worker, running: int, incarnation}        (from a worker the coordinator does not know: -> reinit)
     slot_free   {worker, job_id, kind, pool}                an attempt ended on the coordinator's request (kill_task)
     task_started  {job_id, kind, index, attempt, pid, at}

@@ -306,6 +306,8 @@ class Worker:
                 self._stop_job_tasks(msg["job_id"])
         elif kind == "registered":
             self._registered()
+            if msg.get("samples"):
+                self._publish_at(msg["samples"])
         elif kind == "reinit":
             if msg.get("incarnation") == self.incarnation:  # else about a registration already replaced
                 self._reinit()
@@ -323,6 +325,21 @@ class Worker:
             slots = f"{self.map_slots} map, {self.reduce_slots} reduce, {self.stream_slots} stream slots"
             print(
                 f"hop worker {self.name}: registered with the coordinator at {self.coordinator_address} ({slots})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _publish_at(self, endpoint: str) -> None:
+        """The coordinator knew a predecessor of this worker (killed and restarted under its name): publish samples
+        where it did, so that a monitor started before the restart still sees this worker, and say where."""
+        if self.publisher is None or endpoint == self.publisher.endpoint:
+            return
+        if self.publisher.move_to(endpoint):
+            self._to_coordinator("samples_at", samples=endpoint)
+        elif not embedded():
+            print(
+                f"hop worker {self.name}: cannot publish samples at {endpoint}, where the worker it replaces did: a "
+                f"hop monitor started before the restart will not see this worker (restart the monitor)",
                 file=sys.stderr,
                 flush=True,
             )

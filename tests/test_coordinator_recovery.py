@@ -289,3 +289,38 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     assert "registered" not in said[1], said[1]
     assert f"hop worker w0: no answer from a coordinator at {address} within 10 s; still trying" in said[1], said[1]
     assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
+
+
+def test_a_worker_restarted_under_its_name_publishes_its_samples_where_the_old_one_did(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """``hop monitor --coordinator`` subscribes to every worker's sample stream once, when it starts: a worker killed
+    and restarted under its name published on a new port, and the monitor showed it missing for good."""
+    import msgpack
+    import zmq
+
+    address = f"ipc://{tmp_path}/coordinator"
+    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+    processes.append(_worker(address, "w0", tmp_path))
+    client = Client(address, timeout=30)
+    monitor = zmq.Context.instance().socket(zmq.SUB)  # as the monitor's source and feed for w0
+    monitor.setsockopt(zmq.LINGER, 0)
+    monitor.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        [before] = client.workers()
+        monitor.connect(before["samples"])
+        assert monitor.poll(30_000), "no sample from w0"
+        processes[-1].kill()
+        processes[-1].wait(timeout=10)
+        processes.append(_worker(address, "w0", tmp_path))
+        _wait_for(lambda: client.workers()[0]["pid"] == processes[-1].pid, 30, "the new w0 registered")
+        _wait_for(lambda: client.workers()[0]["samples"] == before["samples"], 30, "the new w0 took over the endpoint")
+        while monitor.poll(0):  # what the old w0 published before it was killed
+            monitor.recv()
+        assert monitor.poll(30_000), "no sample from the new w0 where the old one published"
+        sample = msgpack.unpackb(monitor.recv(), raw=False)
+    finally:
+        monitor.close()
+        client.close()
+    assert sample["worker"] == "w0"
