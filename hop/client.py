@@ -74,6 +74,8 @@ class Client:
         self.address = address
         self.timeout = timeout
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.connected = False
+        """Whether a connection to the address was ever made (else nothing listens there, or it is unreachable)."""
         self._socket, self._monitor = self._connect()
         self.submitted: list[str] = []
         """The jobs this client submitted, in order (what an interrupted ``hop submit`` cancels)."""
@@ -82,7 +84,7 @@ class Client:
         """A DEALER connected to the coordinator, and a monitor socket that tells when its connection breaks."""
         socket = self.context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
-        monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        monitor = socket.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         socket.connect(self.address)
         return socket, monitor
 
@@ -113,13 +115,20 @@ class Client:
             raise
         if reply is None:
             self._forget_pending()
-            gone = " (its connection broke meanwhile: it stopped and has not come back)" if broke else ""
-            raise CoordinatorUnavailable(
-                f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s{gone}"
-            )
+            raise CoordinatorUnavailable(self._unanswered(kind, broke))
         if reply["type"] == "error":
             raise JobRejected(reply["message"], reply.get("reason"))
         return reply
+
+    def _unanswered(self, kind: str, broke: bool) -> str:
+        """Why a request got no reply in time, as far as the connection tells."""
+        if not self.connected:
+            return (
+                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s (is hop "
+                "coordinator running at that address and port, and reachable from this host?)"
+            )
+        gone = " (its connection broke meanwhile: it stopped and has not come back)" if broke else ""
+        return f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s{gone}"
 
     def _await_reply(self, deadline: float) -> str:
         """Wait until the reply is there ("reply"), the connection breaks ("broken") or ``deadline`` passes."""
@@ -135,10 +144,13 @@ class Client:
         return "timeout"
 
     def _connection_broke(self) -> bool:
-        """Whether the monitor reported a broken connection since it was last asked (reads every event)."""
+        """Whether the monitor reported a broken connection since it was last asked (reads every event, and notes
+        a connection made in ``connected``)."""
         broke = False
         while self._monitor.poll(0):
-            broke |= recv_monitor_message(self._monitor)["event"] == zmq.EVENT_DISCONNECTED
+            event = recv_monitor_message(self._monitor)["event"]
+            broke |= event == zmq.EVENT_DISCONNECTED
+            self.connected |= event == zmq.EVENT_CONNECTED
         return broke
 
     def _forget_pending(self) -> None:

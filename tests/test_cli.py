@@ -688,6 +688,18 @@ def test_a_coordinator_host_that_does_not_resolve_is_named_at_once(tmp_path: Pat
         Client(address)
 
 
+def test_an_address_where_nothing_listens_is_told_from_one_that_does_not_answer(tmp_path: Path) -> None:
+    """A wrong port said the coordinator "did not answer 'workers'", as if one were there: nothing ever connected."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"  # free once closed: nothing listens there
+    result = hop("status", "--coordinator", address, cwd=tmp_path, timeout=60)
+    assert result.returncode == 3, result.stderr
+    assert f"cannot connect to coordinator {address}: no connection within 10s (is hop coordinator running" in (
+        result.stderr
+    )
+
+
 def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\n")
     address = f"ipc://{tmp_path}/coordinator"
