@@ -78,7 +78,12 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "each job's output into the next (none for a continuous job: give --source)",
     )
     parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
-    parser.add_argument("--reducers", type=positive_int, default=None, help="number of reduce tasks (default: workers)")
+    parser.add_argument(
+        "--reducers",
+        type=positive_int,
+        default=None,
+        help="number of reduce tasks (default: one per worker, of the embedded cluster or of the cluster's live ones)",
+    )
     parser.add_argument(
         "--blocking",
         action="store_true",
@@ -300,13 +305,8 @@ def _run_loaded(
                 print(f"hop: embedded cluster's coordinator at {address}", file=sys.stderr, flush=True)
         client = Client(address)
         try:
-            if cluster is None and not any(worker["alive"] for worker in client.workers()):
-                print(
-                    f"hop: the coordinator at {address} has no workers yet: the job waits for one "
-                    f"(hop worker --coordinator {address})",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            if cluster is None:
+                spec, later = _on_cluster(args, client, spec, later)
             with web_view(args, address):
                 report = _submit(args, client, spec, later, pipelined)
         finally:
@@ -335,6 +335,24 @@ def _run_loaded(
     if not args.quiet:
         print(_summary(report, args.output), file=sys.stderr)
     return 0
+
+
+def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list[Any]) -> tuple[Any, list[Any]]:
+    """The job's specs for the cluster ``client`` talks to (``hop submit``, ``hop run --coordinator``): without
+    ``--reducers``, one reducer per live worker, as the option says (it was this machine's core count); a cluster
+    with no worker yet is told of, the job waiting for one."""
+    alive = sum(worker["alive"] for worker in client.workers())
+    if not alive:
+        print(
+            f"hop: the coordinator at {client.address} has no workers yet: the job waits for one "
+            f"(hop worker --coordinator {client.address})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return spec, later  # (reducers: this machine's cores, as ever)
+    if args.reducers is not None:
+        return spec, later
+    return dataclasses.replace(spec, num_reduces=alive), [dataclasses.replace(s, num_reduces=alive) for s in later]
 
 
 def _summary(report: dict[str, Any], output: str) -> str:

@@ -226,6 +226,26 @@ def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
         assert {a["worker"] for a in report["attempts"]} == {"w0", "w1"}
 
 
+def test_a_submit_without_reducers_runs_one_per_live_worker_of_the_cluster(tmp_path: Path) -> None:
+    """``--reducers`` defaults to the workers, says its help; a submit took this machine's core count instead."""
+    import time
+
+    from hop.client import Client
+
+    workers = 3 if os.cpu_count() != 3 else 2  # (unlike the cores, or the test would pass without the fix)
+    with _standalone_cluster([], workers=workers) as address:
+        watcher = Client(address, timeout=10)
+        deadline = time.monotonic() + 30
+        while len(watcher.workers()) < workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        watcher.close()
+        (tmp_path / "in.txt").write_text("x y z\n" * 1000)
+        job = str(ROOT / "jobs" / "wordcount.py")
+        result = hop("submit", job, "in.txt", "-o", "out", "--coordinator", address, "--quiet", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    assert len(list((tmp_path / "out").glob("part-*"))) == workers
+
+
 def test_hop_worker_takes_the_monitor_options_the_readme_gives(tmp_path: Path) -> None:
     """``hop monitor --coordinator``: "workers sample with --rack LABEL", says the README, but ``hop worker`` refused
     --rack (and --host-label, --sample-scope, --sample-interval, --spill-dir), which only ``python -m hop.worker``
