@@ -8,15 +8,14 @@ coordinator listens at the address then, any other fails at once rather than at 
 
 from __future__ import annotations
 
-import socket as socket_module
 import time
-import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from hop.gen.cli import unresolved_coordinator
 from hop.jobspec import JobSpec
 from hop.protocol import close_socket, message, unpack
 
@@ -55,17 +54,9 @@ RESENDABLE = frozenset({"status", "workers", "jobs", "job", "snapshots", "window
 def check_resolvable(address: str) -> None:
     """Raise :class:`CoordinatorAddressError` naming the host if ``address`` (``tcp://HOST:PORT``) names a host that
     does not resolve: ZeroMQ connects in the background and retries such an address forever without a word."""
-    parsed = urllib.parse.urlsplit(address)
-    if parsed.scheme != "tcp" or not parsed.hostname or parsed.hostname == "*":
-        return
-    try:
-        socket_module.getaddrinfo(parsed.hostname, None, type=socket_module.SOCK_STREAM)
-    except (socket_module.gaierror, UnicodeError) as error:
-        reason = error.strerror if isinstance(error, socket_module.gaierror) else str(error)
-        raise CoordinatorAddressError(
-            f"cannot reach coordinator {address}: host {parsed.hostname!r} does not resolve ({reason}); check the "
-            "host name, or give the coordinator's IP address"
-        ) from None
+    problem = unresolved_coordinator(address)
+    if problem is not None:
+        raise CoordinatorAddressError(problem)
 
 
 class Client:

@@ -706,6 +706,9 @@ def test_a_coordinator_host_that_does_not_resolve_is_named_at_once(tmp_path: Pat
     assert result.returncode == 2 and says in result.stderr, result.stderr
     with pytest.raises(CoordinatorUnavailable, match=says):
         Client(address)
+    result = hop("coordinator", "--bind", address, cwd=tmp_path, timeout=8)  # ZeroMQ said "No such device"
+    assert result.returncode == 2, result.stderr
+    assert f"cannot listen on {address}: {says}" in result.stderr and "0.0.0.0 for every interface" in result.stderr
 
 
 def test_an_address_where_nothing_listens_is_told_from_one_that_does_not_answer(tmp_path: Path) -> None:
