@@ -47,6 +47,22 @@ KEEP_JOBS = 100
 """Finished jobs a coordinator keeps in memory (``hop coordinator --keep-jobs``); older ones are retired."""
 RETIRED_IDS = 10_000
 """Retired jobs remembered by id and output directory, so a question about one says where its report is."""
+JOB_ID_TIME = "%Y%m%d-%H%M%S"
+"""The submission time in a job id (local time): ``job-20261126-071259-0001``."""
+
+
+def submitted_before(job_id: str, instant: float) -> bool:
+    """Whether ``job_id`` is a job id submitted (to some coordinator) before ``instant`` or in its second (ids hold
+    whole seconds: a coordinator asked about an id it did not issue, of the second it started in, did not issue it
+    then either)."""
+    parts = job_id.split("-")
+    if len(parts) != 4 or parts[0] != "job":
+        return False
+    try:
+        submitted = time.mktime(time.strptime(f"{parts[1]}-{parts[2]}", JOB_ID_TIME))
+    except (ValueError, OverflowError):
+        return False
+    return submitted <= math.floor(instant)
 
 
 @dataclass
@@ -107,6 +123,7 @@ class Coordinator:
         self.workers: dict[str, WorkerInfo] = {}
         self.jobs: dict[str, JobState] = {}
         self._job_numbers = itertools.count(1)
+        self.started_at = time.time()
         self.downstream: dict[str, str] = {}
         """Pipelines: upstream job -> the job whose maps read its reduce output (``hop.pipe``)."""
         self.pipe_readers: dict[tuple[str, int], tuple[int, str]] = {}
@@ -297,7 +314,7 @@ class Coordinator:
     def on_submit(self, identity: bytes, msg: dict[str, Any]) -> None:
         try:
             spec = JobSpec.from_wire(msg["job"])
-            job_id = f"job-{time.strftime('%Y%m%d-%H%M%S')}-{next(self._job_numbers):04d}"
+            job_id = f"job-{time.strftime(JOB_ID_TIME)}-{next(self._job_numbers):04d}"
             spec = spec.with_id(job_id)
             options = spec.options
             online = bool(options.get("online"))
@@ -999,12 +1016,24 @@ class Coordinator:
             if len(self.retired) > RETIRED_IDS:
                 self.retired.popitem(last=False)
 
+    def _no_job(self, job_id: str) -> str:
+        """Why this coordinator knows no job ``job_id``: an id from before it started is a job of the coordinator
+        that ran at its address before (restarted coordinators do not know their predecessors' jobs)."""
+        if not submitted_before(job_id, self.started_at):
+            return f"no job {job_id}"
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
+        return (
+            f"no job {job_id}: it was submitted before this coordinator started ({started}), and a restarted "
+            "coordinator does not know the jobs of the one before it; see the job's _job.json in its output "
+            "directory, if it wrote one, or submit it again"
+        )
+
     def _unknown_job(self, identity: bytes, job_id: str) -> None:
         """Answer a request about a job this coordinator does not hold."""
         output = self.retired.get(job_id)
         if output is None:
             # (``reason``: a client following a job it saw running learns that this coordinator was restarted)
-            self._send(identity, "error", message=f"no job {job_id}", reason="unknown_job")
+            self._send(identity, "error", message=self._no_job(job_id), reason="unknown_job")
         else:
             self._send(
                 identity,

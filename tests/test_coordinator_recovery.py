@@ -226,6 +226,13 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert f"coordinator {address} no longer knows job job-" in stderr, stderr
     assert "it was restarted while the job ran" in stderr and "submit the job again" in stderr, stderr
     assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
+    # Asked later about that job, the restarted coordinator says why it does not know it (it said "no job ID").
+    job_id = stderr.split("no longer knows job ", 1)[1].split(":", 1)[0]
+    command = ["status", job_id, "--coordinator", address]
+    status = subprocess.run([sys.executable, "-m", "hop", *command], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 2, status.stderr
+    assert f"no job {job_id}: it was submitted before this coordinator started (" in status.stderr, status.stderr
+    assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
 def test_faults_name_a_workers_host_as_its_samples_and_prometheus_labels_do() -> None:
