@@ -7,7 +7,7 @@
     hop stop JOB_ID / hop windows JOB_ID / hop view JOB_ID|OUT            (continuous jobs)
     hop monitor [--coordinator tcp://HOST:PORT]                          (the cluster monitor and its dashboard)
     hop coordinator [--bind tcp://HOST:PORT]
-    hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N] [--stream-slots N]
+    hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N] [--stream-slots N] [--rack R]
     hop gen text|pageviews ...                                            (seeded test data)
 
 Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the cluster did not answer.
@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from hop import prelaunch
+from hop import prelaunch, worker_options
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import (
     bind_address,
@@ -79,7 +79,12 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "a pipeline that feeds each job's output into the next (none for a continuous job: give --source)",
     )
     parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
-    parser.add_argument("--reducers", type=positive_int, default=None, help="number of reduce tasks (default: workers)")
+    parser.add_argument(
+        "--reducers",
+        type=positive_int,
+        default=None,
+        help="number of reduce tasks (default: one per worker, of the embedded cluster or of the cluster's live ones)",
+    )
     parser.add_argument(
         "--blocking",
         action="store_true",
@@ -313,13 +318,8 @@ def _run_loaded(
                 print(f"hop: embedded cluster's coordinator at {address}", file=sys.stderr, flush=True)
         client = Client(address)
         try:
-            if cluster is None and not any(worker["alive"] for worker in client.workers()):
-                print(
-                    f"hop: the coordinator at {address} has no workers yet: the job waits for one "
-                    f"(hop worker --coordinator {address})",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            if cluster is None:
+                spec, later = _on_cluster(args, client, spec, later)
             with web_view(args, address):
                 report = _submit(args, client, spec, later, pipelined)
         finally:
@@ -348,6 +348,24 @@ def _run_loaded(
     if not args.quiet:
         print(_summary(report, args.output), file=sys.stderr)
     return 0
+
+
+def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list[Any]) -> tuple[Any, list[Any]]:
+    """The job's specs for the cluster ``client`` talks to (``hop submit``, ``hop run --coordinator``): without
+    ``--reducers``, one reducer per live worker, as the option says (it was this machine's core count); a cluster
+    with no worker yet is told of, the job waiting for one."""
+    alive = sum(worker["alive"] for worker in client.workers())
+    if not alive:
+        print(
+            f"hop: the coordinator at {client.address} has no workers yet: the job waits for one "
+            f"(hop worker --coordinator {client.address})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return spec, later  # (reducers: this machine's cores, as ever)
+    if args.reducers is not None:
+        return spec, later
+    return dataclasses.replace(spec, num_reduces=alive), [dataclasses.replace(s, num_reduces=alive) for s in later]
 
 
 def _summary(report: dict[str, Any], output: str) -> str:
@@ -485,18 +503,7 @@ def _coordinator(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     from hop import worker
 
-    argv = ["--coordinator", args.coordinator]
-    if args.host is not None:
-        argv += ["--host", args.host]
-    if args.map_slots is not None:
-        argv += ["--map-slots", str(args.map_slots)]
-    if args.reduce_slots is not None:
-        argv += ["--reduce-slots", str(args.reduce_slots)]
-    if args.stream_slots is not None:
-        argv += ["--stream-slots", str(args.stream_slots)]
-    if args.name:
-        argv += ["--name", args.name]
-    return worker.main(argv)
+    return worker.main(worker_options.to_argv(args))
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -542,22 +549,7 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     )
     coord.set_defaults(func=_coordinator)
     work = commands.add_parser("worker", help="start a worker for a coordinator")
-    work.add_argument(
-        "--coordinator", type=coordinator_address, required=True, help="the coordinator's address, tcp://HOST:PORT"
-    )
-    work.add_argument("--map-slots", type=positive_int, default=None, help="map tasks run at once (default: cores)")
-    work.add_argument(
-        "--reduce-slots", type=positive_int, default=None, help="reduce tasks run at once (default: cores)"
-    )
-    work.add_argument(
-        "--stream-slots", type=non_negative_int, default=None, help="slots for continuous jobs' tasks only (default 2)"
-    )
-    work.add_argument(
-        "--host", default=None, help="the address other hosts reach this one at (default: its route to the coordinator)"
-    )
-    work.add_argument(
-        "--name", default=None, help="the worker's name (default HOST-PID); a worker restarted under it replaces it"
-    )
+    worker_options.add_arguments(work)
     work.set_defaults(func=_worker)
     status = commands.add_parser(
         "status", help="print a job's status (or, without one, the cluster's workers and jobs) as JSON"
@@ -601,7 +593,27 @@ def main(argv: list[str] | None = None) -> int:
     continuous = any(arg == "--source" or arg.startswith("--source=") for arg in argv)
     args = build_parser(continuous).parse_args(argv)
     args.job_args = job_args
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        return 128 + signal.SIGPIPE  # as a command killed by SIGPIPE: `hop status | head` wants no traceback
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output's reader has gone (``hop windows JOB | head``); if so, it is pointed at /dev/null so
+    that the interpreter's last flush at exit does not fail again."""
+    import select
+
+    poller = select.poll()
+    poller.register(sys.stdout.fileno(), select.POLLOUT)
+    if not any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0)):
+        return False  # (a pipe without a reader polls as an error)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return True
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Talking to a coordinator: submit a job, poll its status, ask for shutdown.
 
 Every request waits at most ``timeout`` seconds for its reply; a coordinator that does not answer raises
-:class:`CoordinatorUnavailable` instead of hanging the CLI.
+:class:`CoordinatorUnavailable` instead of hanging the CLI. A connection that breaks while a request waits (the
+coordinator stopped or restarted) takes the reply with it: a request that only reads is asked again of whatever
+coordinator listens at the address then, any other fails at once rather than at the timeout.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
+from hop.gen.cli import unresolved_coordinator
 from hop.jobspec import JobSpec
 from hop.protocol import close_socket, message, unpack
 
@@ -23,50 +27,132 @@ class CoordinatorUnavailable(RuntimeError):
     """What a ``hop`` command exits with when this ends it (README: exit codes)."""
 
 
+class CoordinatorAddressError(CoordinatorUnavailable):
+    """The coordinator's address names a host that does not resolve (ZeroMQ would retry it in silence)."""
+
+    exit_code = 2  # a usage error: the address is wrong (a typo, or a name this host's resolver does not know)
+
+
+class JobLost(CoordinatorUnavailable):
+    """The coordinator no longer knows a job that was running on it: it was restarted (jobs do not survive that)."""
+
+
 class JobRejected(ValueError):
-    """The coordinator refused a request; the message says why."""
+    """The coordinator refused a request; the message says why, ``reason`` (if any) in a word."""
 
     exit_code = 2  # a usage error: no such job, a job it cannot run
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+RESENDABLE = frozenset({"status", "workers", "jobs", "job", "snapshots", "windows", "cluster"})
+"""Requests that only read: asked again when the connection broke before their reply came."""
+
+
+def check_resolvable(address: str) -> None:
+    """Raise :class:`CoordinatorAddressError` naming the host if ``address`` (``tcp://HOST:PORT``) names a host that
+    does not resolve: ZeroMQ connects in the background and retries such an address forever without a word."""
+    problem = unresolved_coordinator(address)
+    if problem is not None:
+        raise CoordinatorAddressError(problem)
 
 
 class Client:
     def __init__(self, address: str, timeout: float = 30.0) -> None:
+        check_resolvable(address)
         self.address = address
         self.timeout = timeout
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        self._socket = self._connect()
+        self.connected = False
+        """Whether a connection to the address was ever made (else nothing listens there, or it is unreachable)."""
+        self._socket, self._monitor = self._connect()
         self.submitted: list[str] = []
         """The jobs this client submitted, in order (what an interrupted ``hop submit`` cancels)."""
 
-    def _connect(self) -> zmq.Socket:
+    def _connect(self) -> tuple[zmq.Socket, zmq.Socket]:
+        """A DEALER connected to the coordinator, and a monitor socket that tells when its connection breaks."""
         socket = self.context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
+        monitor = socket.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
         socket.connect(self.address)
-        return socket
+        return socket, monitor
 
     def request(self, msg_type: str, /, **fields: Any) -> dict[str, Any]:
         kind = msg_type
-        self._socket.send(message(msg_type, **fields))
+        frame = message(msg_type, **fields)
+        self._connection_broke()  # a break before this request is not one under it
+        self._socket.send(frame)
+        deadline = time.monotonic() + self.timeout
+        broke = False
         try:
-            answered = self._socket.poll(int(self.timeout * 1000))
-            reply = unpack(self._socket.recv()) if answered else None
+            while (outcome := self._await_reply(deadline)) == "broken":
+                # The reply went with the connection: ask again on a fresh socket, of whichever coordinator
+                # listens at the address now (a restarted one answers at once; ZeroMQ sends once it is up).
+                broke = True
+                if kind not in RESENDABLE:  # (the handler below starts a fresh socket)
+                    raise CoordinatorUnavailable(
+                        f"the connection to coordinator {self.address} broke before it answered {kind!r} (it "
+                        f"stopped or restarted); whether it took the request is unknown: see `hop status "
+                        f"--coordinator {self.address}`"
+                    )
+                self._forget_pending()
+                self._socket.send(frame)
+            reply = unpack(self._socket.recv()) if outcome == "reply" else None
         except BaseException:
             # Interrupted while waiting (Ctrl-C, SIGTERM: hop run then stops its continuous job with this client).
             self._forget_pending()
             raise
         if reply is None:
             self._forget_pending()
-            raise CoordinatorUnavailable(
-                f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s"
-            )
+            raise CoordinatorUnavailable(self._unanswered(kind, broke))
         if reply["type"] == "error":
-            raise JobRejected(reply["message"])
+            raise JobRejected(reply["message"], reply.get("reason"))
         return reply
+
+    def _unanswered(self, kind: str, broke: bool) -> str:
+        """Why a request got no reply in time, as far as the connection tells."""
+        if not self.connected:
+            return (
+                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s (is hop "
+                "coordinator running at that address and port, and reachable from this host?)"
+            )
+        gone = " (its connection broke meanwhile: it stopped and has not come back)" if broke else ""
+        return f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s{gone}"
+
+    def _await_reply(self, deadline: float) -> str:
+        """Wait until the reply is there ("reply"), the connection breaks ("broken") or ``deadline`` passes."""
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        while (left := deadline - time.monotonic()) > 0:
+            ready = dict(poller.poll(max(1, int(left * 1000))))
+            if self._socket in ready:
+                return "reply"
+            if self._monitor in ready and self._connection_broke():
+                return "broken"
+        return "timeout"
+
+    def _connection_broke(self) -> bool:
+        """Whether the monitor reported a broken connection since it was last asked (reads every event, and notes
+        a connection made in ``connected``)."""
+        broke = False
+        while self._monitor.poll(0):
+            event = recv_monitor_message(self._monitor)["event"]
+            broke |= event == zmq.EVENT_DISCONNECTED
+            self.connected |= event == zmq.EVENT_CONNECTED
+        return broke
 
     def _forget_pending(self) -> None:
         """Start a fresh socket: the reply to a request given up on must not be taken for the next one's."""
+        self._close_sockets()
+        self._socket, self._monitor = self._connect()
+
+    def _close_sockets(self) -> None:
+        self._socket.disable_monitor()
+        close_socket(self._monitor)
         close_socket(self._socket)
-        self._socket = self._connect()
 
     def submit(self, spec: JobSpec) -> str:
         job_id = str(self.request("submit", job=spec.to_wire())["job_id"])
@@ -75,6 +161,21 @@ class Client:
 
     def status(self, job_id: str) -> dict[str, Any]:
         return self.request("status", job_id=job_id)
+
+    def follow(self, job_id: str, wait: float = 0.0) -> dict[str, Any]:
+        """The status of a job known to be running on this coordinator (it was submitted, or reported running),
+        held up to ``wait`` seconds while it runs. A coordinator that no longer knows it was restarted meanwhile:
+        that raises :class:`JobLost`, which says so and what to do."""
+        try:
+            return self.request("status", job_id=job_id, wait=wait)
+        except JobRejected as error:
+            if error.reason != "unknown_job":
+                raise
+            raise JobLost(
+                f"coordinator {self.address} no longer knows job {job_id}: it was restarted while the job ran, and "
+                "a restarted coordinator gets its workers back but not its jobs (the job's output is not written); "
+                "submit the job again"
+            ) from None
 
     def wait(
         self,
@@ -88,7 +189,7 @@ class Client:
         is seen at once."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            status = self.request("status", job_id=job_id, wait=poll_seconds)
+            status = self.follow(job_id, wait=poll_seconds)
             if on_status is not None:
                 on_status(status)
             if status["state"] != "running":
@@ -146,4 +247,4 @@ class Client:
         self.request("shutdown")
 
     def close(self) -> None:
-        close_socket(self._socket)
+        self._close_sockets()

@@ -47,6 +47,22 @@ KEEP_JOBS = 100
 """Finished jobs a coordinator keeps in memory (``hop coordinator --keep-jobs``); older ones are retired."""
 RETIRED_IDS = 10_000
 """Retired jobs remembered by id and output directory, so a question about one says where its report is."""
+JOB_ID_TIME = "%Y%m%d-%H%M%S"
+"""The submission time in a job id (local time): ``job-20261126-071259-0001``."""
+
+
+def submitted_before(job_id: str, instant: float) -> bool:
+    """Whether ``job_id`` is a job id submitted (to some coordinator) before ``instant`` or in its second (ids hold
+    whole seconds: a coordinator asked about an id it did not issue, of the second it started in, did not issue it
+    then either)."""
+    parts = job_id.split("-")
+    if len(parts) != 4 or parts[0] != "job":
+        return False
+    try:
+        submitted = time.mktime(time.strptime(f"{parts[1]}-{parts[2]}", JOB_ID_TIME))
+    except (ValueError, OverflowError):
+        return False
+    return submitted <= math.floor(instant)
 
 
 @dataclass
@@ -70,6 +86,13 @@ class WorkerInfo:
     free_stream: int = 0
     incarnation: int = 0
     """How many times this worker has registered: a ``reinit`` names the registration it ends."""
+    host_label: str = ""
+    """The host name its metric samples carry (``hop worker --host-label``); ``host`` is its network address."""
+
+    def where(self) -> dict[str, str]:
+        """How a fault names this worker's host: ``host`` as its samples and Prometheus labels do (so faults join
+        them), ``address`` as peers reach it."""
+        return {"host": self.host_label or self.host, "address": self.host}
 
     def free(self, pool: str) -> int:
         """Free slots in ``pool`` ("map", "reduce" or "stream": the ``free_<pool>`` field)."""
@@ -100,6 +123,7 @@ class Coordinator:
         self.workers: dict[str, WorkerInfo] = {}
         self.jobs: dict[str, JobState] = {}
         self._job_numbers = itertools.count(1)
+        self.started_at = time.time()
         self.downstream: dict[str, str] = {}
         """Pipelines: upstream job -> the job whose maps read its reduce output (``hop.pipe``)."""
         self.pipe_readers: dict[tuple[str, int], tuple[int, str]] = {}
@@ -199,8 +223,6 @@ class Coordinator:
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
         name = msg["worker"]
         earlier = self.workers.get(name)
-        if earlier is not None and not earlier.alive:
-            self.events.fault("worker_rejoined", worker=name, host=msg["host"])
         info = self.workers[name] = WorkerInfo(
             identity,
             name,
@@ -216,19 +238,32 @@ class Coordinator:
             stream_slots=int(msg.get("stream_slots", 0)),
             free_stream=int(msg.get("stream_slots", 0)),
             incarnation=int(msg.get("incarnation", 0)),
+            host_label=str(msg.get("host_label") or msg["host"]),
         )
+        if earlier is not None and not earlier.alive:
+            self.events.fault("worker_rejoined", worker=name, **info.where())
         if earlier is not None and earlier.alive and (earlier.pid, earlier.incarnation) != (info.pid, info.incarnation):
             # A new process under a live worker's name (restarted within the heartbeat timeout): the attempts the
             # old one ran will never report, so they are lost now rather than never.
-            self.events.fault("worker_replaced", worker=name, host=msg["host"], old_pid=earlier.pid)
+            self.events.fault("worker_replaced", worker=name, **info.where(), old_pid=earlier.pid)
             self._worker_lost(earlier, time.time())
-        self._send(identity, "registered")
+        # A worker restarted under its name takes over its predecessor's sample stream endpoint (``samples_at``),
+        # which a monitor started before the restart subscribes to.
+        same_host = earlier is not None and earlier.host == info.host and info.samples is not None
+        predecessor = earlier.samples if earlier is not None and same_host else None
+        self._send(identity, "registered", **({"samples": predecessor} if predecessor else {}))
         for job in self.jobs.values():  # a late worker must know where running reducers are
             if job.state == "running":
                 for index, (attempt, address) in job.reducer_addresses.items():
                     self._send(
                         identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt, address=address
                     )
+
+    def on_samples_at(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A restarted worker now publishes its samples where its predecessor did (see ``on_register``)."""
+        worker = self.workers.get(msg["worker"])
+        if worker is not None:
+            worker.samples = msg["samples"]
 
     def on_slot_free(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A worker ended an attempt on our request (``kill_task``): its slot is free again."""
@@ -259,6 +294,7 @@ class Coordinator:
                 {
                     "name": w.name,
                     "host": w.host,
+                    "host_label": w.host_label,
                     "pid": w.pid,
                     "alive": w.alive,
                     "map_slots": w.map_slots,
@@ -278,7 +314,7 @@ class Coordinator:
     def on_submit(self, identity: bytes, msg: dict[str, Any]) -> None:
         try:
             spec = JobSpec.from_wire(msg["job"])
-            job_id = f"job-{time.strftime('%Y%m%d-%H%M%S')}-{next(self._job_numbers):04d}"
+            job_id = f"job-{time.strftime(JOB_ID_TIME)}-{next(self._job_numbers):04d}"
             spec = spec.with_id(job_id)
             options = spec.options
             online = bool(options.get("online"))
@@ -712,7 +748,7 @@ class Coordinator:
                 if job.state == "running" or (job.finished_at or 0) > now - 10
             ],
             "workers": [
-                {"worker": w.name, "host": w.host, "rack": w.rack, "alive": w.alive, "silent_s": now - w.last_seen}
+                {"worker": w.name, **w.where(), "rack": w.rack, "alive": w.alive, "silent_s": now - w.last_seen}
                 for w in self.workers.values()
             ],
         }
@@ -842,9 +878,11 @@ class Coordinator:
     def on_task_failed(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, msg["kind"])
         job = self._job_for(msg)
+        sender = self.workers.get(msg.get("worker", ""))
         self.events.fault(
             "task_failed",
             worker=msg.get("worker"),
+            **(sender.where() if sender is not None else {}),
             job_id=msg.get("job_id"),
             task=f"{msg['kind']}-{msg['index']:05d}",
             attempt=msg["attempt"],
@@ -978,11 +1016,24 @@ class Coordinator:
             if len(self.retired) > RETIRED_IDS:
                 self.retired.popitem(last=False)
 
+    def _no_job(self, job_id: str) -> str:
+        """Why this coordinator knows no job ``job_id``: an id from before it started is a job of the coordinator
+        that ran at its address before (restarted coordinators do not know their predecessors' jobs)."""
+        if not submitted_before(job_id, self.started_at):
+            return f"no job {job_id}"
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
+        return (
+            f"no job {job_id}: it was submitted before this coordinator started ({started}), and a restarted "
+            "coordinator does not know the jobs of the one before it; see the job's _job.json in its output "
+            "directory, if it wrote one, or submit it again"
+        )
+
     def _unknown_job(self, identity: bytes, job_id: str) -> None:
         """Answer a request about a job this coordinator does not hold."""
         output = self.retired.get(job_id)
         if output is None:
-            self._send(identity, "error", message=f"no job {job_id}")
+            # (``reason``: a client following a job it saw running learns that this coordinator was restarted)
+            self._send(identity, "error", message=self._no_job(job_id), reason="unknown_job")
         else:
             self._send(
                 identity,
@@ -1111,11 +1162,11 @@ class Coordinator:
             silent = now - worker.last_seen
             if worker.alive and not worker.heartbeat_late and silent > 3 * HEARTBEAT_SECONDS:
                 worker.heartbeat_late = True
-                self.events.fault("heartbeat_missed", worker=worker.name, host=worker.host, silent_s=round(silent, 2))
+                self.events.fault("heartbeat_missed", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
             elif worker.heartbeat_late and silent <= HEARTBEAT_SECONDS:
                 worker.heartbeat_late = False
             if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
-                self.events.fault("worker_lost", worker=worker.name, host=worker.host, silent_s=round(silent, 2))
+                self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
                 self._worker_lost(worker, now)
 
     def _worker_lost(self, worker: WorkerInfo, now: float) -> None:

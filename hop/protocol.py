@@ -15,7 +15,9 @@ Client -> coordinator (each answered by one reply):
     shutdown    {}                                          -> bye {}
 
 Worker -> coordinator:
-    register    {worker, host, pid, map_slots, reduce_slots, incarnation, shuffle: "push"}   -> registered {}
+    register    {worker, host, pid, map_slots, reduce_slots, incarnation, shuffle: "push"}   -> registered {samples?}
+                                                (samples: where a predecessor under its name published samples)
+    samples_at  {worker, samples}               it took that endpoint over: its sample stream is there now
     heartbeat   {worker, running: int, incarnation}        (from a worker the coordinator does not know: -> reinit)
     slot_free   {worker, job_id, kind, pool}                an attempt ended on the coordinator's request (kill_task)
     task_started  {job_id, kind, index, attempt, pid, at}
@@ -51,9 +53,10 @@ Continuous jobs (hop.stream) and the monitor:
     stream_checkpoint {job_id, index, attempt, processed: [[map, attempt, seq], ...]}   what a reducer's state covers
     stream_trim {job_id, index, attempt, seq}   coordinator -> workers: forget map ``index``'s spills up to there
     stream_source_gone {job_id, index}          coordinator -> workers -> reducers: stop waiting for that source
-    register also carries ``rack``, ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``) and
-    ``stream_slots``; run_task carries ``pool`` ("map", "reduce" or "stream": which of the worker's slots runs it),
-    and the worker names that pool again when the slot is free (map_done, reduce_done, task_failed, slot_free).
+    register also carries ``host_label`` (the host name of its samples, which faults about it use), ``rack``,
+    ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``) and ``stream_slots``; run_task
+    carries ``pool`` ("map", "reduce" or "stream": which of the worker's slots runs it), and the worker names that
+    pool again when the slot is free (map_done, reduce_done, task_failed, slot_free).
 
 Coordinator -> worker:
     run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed}

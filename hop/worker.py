@@ -32,12 +32,15 @@ from hop.forking import ForkedProcess, fork_call, wait_or_kill
 from hop.lifetime import embedded, ignore_stop_signals, orphaned
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import make_spill_dir, remove_abandoned
+from hop.worker_options import add_arguments
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
 
 HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
 LAST_WORDS_SECONDS = 0.2
+UNANSWERED_REGISTRATION_SECONDS = 10.0
+"""How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
 """How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 COORDINATOR_SEND_STEP_MS = 1000
 """How long one try to queue a message for an unreachable coordinator blocks (then the worker checks whether it
@@ -100,6 +103,9 @@ class Worker:
         the job is stopped; in slots of its own it never takes a batch job's map or reduce slot)."""
         self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
         self.host = host
+        self.host_label = host_label or (self.name if sample_scope == "process" else socket_module.gethostname())
+        """The host name the cluster monitor shows: its samples' ``host``, and the ``host`` of the coordinator's
+        faults about this worker (``host`` above is the address peers reach it at)."""
         self.rack = rack
         abandoned = remove_abandoned(spill_root)
         if abandoned and not embedded():
@@ -123,6 +129,10 @@ class Worker:
         self.coordinator.setsockopt(zmq.LINGER, 1000)
         self.coordinator.setsockopt(zmq.SNDTIMEO, COORDINATOR_SEND_STEP_MS)  # see _send_to_coordinator
         connect_soon(self.coordinator, coordinator)
+        self.coordinator_address = coordinator
+        self.unanswered_since: float | None = None
+        """When the registration awaiting its answer went out (None: answered); ``_check_registered`` warns once."""
+        self.warned_unanswered = False
         self.slots_socket = self.context.socket(zmq.ROUTER)
         # A restarted task process reconnects under its slot's name: let it take the name over at once (without
         # handover, ZeroMQ keeps routing to the dead connection and the new process never receives a task).
@@ -139,8 +149,9 @@ class Worker:
         self.publisher: SamplePublisher | None = None
         if sample_interval > 0:
             # The cluster monitor's input: this host's and this worker's metrics (monitoring.publisher).
-            label = host_label or (self.name if sample_scope == "process" else socket_module.gethostname())
-            self.publisher = SamplePublisher(self.context, host, self.name, label, rack, sample_interval, sample_scope)
+            self.publisher = SamplePublisher(
+                self.context, host, self.name, self.host_label, rack, sample_interval, sample_scope
+            )
         self.incarnation = 0
         """Registrations so far (``_register``)."""
         self._pushed_before = 0
@@ -293,6 +304,10 @@ class Worker:
                 del self.last_spill_seq[key]
             if msg.get("failed") or msg.get("stop_tasks"):
                 self._stop_job_tasks(msg["job_id"])
+        elif kind == "registered":
+            self._registered()
+            if msg.get("samples"):
+                self._publish_at(msg["samples"])
         elif kind == "reinit":
             if msg.get("incarnation") == self.incarnation:  # else about a registration already replaced
                 self._reinit()
@@ -300,6 +315,52 @@ class Worker:
             if not embedded():  # a standalone worker: say why it ends
                 print(f"hop worker {self.name}: the coordinator shut the cluster down", file=sys.stderr, flush=True)
             self.running = False
+
+    def _registered(self) -> None:
+        """The coordinator took the registration: a standalone worker says so (its only sign of life)."""
+        if self.unanswered_since is None:
+            return
+        self.unanswered_since = None
+        if not embedded():
+            slots = f"{self.map_slots} map, {self.reduce_slots} reduce, {self.stream_slots} stream slots"
+            print(
+                f"hop worker {self.name}: registered with the coordinator at {self.coordinator_address} ({slots})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _publish_at(self, endpoint: str) -> None:
+        """The coordinator knew a predecessor of this worker (killed and restarted under its name): publish samples
+        where it did, so that a monitor started before the restart still sees this worker, and say where."""
+        if self.publisher is None or endpoint == self.publisher.endpoint:
+            return
+        if self.publisher.move_to(endpoint):
+            self._to_coordinator("samples_at", samples=endpoint)
+        elif not embedded():
+            print(
+                f"hop worker {self.name}: cannot publish samples at {endpoint}, where the worker it replaces did: a "
+                f"hop monitor started before the restart will not see this worker (restart the monitor)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _check_registered(self) -> None:
+        """Say once when a registration has gone unanswered for ``UNANSWERED_REGISTRATION_SECONDS``: no coordinator
+        listens at the address, or a live worker under this name holds it (the coordinator's socket then drops this
+        one's connection without a word), and the worker would otherwise wait in silence for ever."""
+        sent = self.unanswered_since
+        if sent is None or self.warned_unanswered or embedded():
+            return
+        if time.monotonic() - sent < UNANSWERED_REGISTRATION_SECONDS:
+            return
+        self.warned_unanswered = True  # said once (a late answer is said too)
+        print(
+            f"hop worker {self.name}: no answer from a coordinator at {self.coordinator_address} within "
+            f"{UNANSWERED_REGISTRATION_SECONDS:.0f} s; still trying. Is the coordinator running there? (A worker "
+            f"named {self.name} that is still connected keeps this one out: give each worker its own --name.)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _tell_unsent(self, job_id: str, map_index: int, attempt: int) -> None:
         """Tell a running map attempt how many of its spills are not yet pushed (its flow control reads this)."""
@@ -346,9 +407,11 @@ class Worker:
     def _register(self) -> None:
         """Offer this worker's slots to the coordinator (again after a ``reinit``: a new incarnation)."""
         self.incarnation += 1
+        self.unanswered_since, self.warned_unanswered = time.monotonic(), False
         self._to_coordinator(
             "register",
             host=self.host,
+            host_label=self.host_label,
             pid=os.getpid(),
             map_slots=self.map_slots,
             reduce_slots=self.reduce_slots,
@@ -443,6 +506,7 @@ class Worker:
                         incarnation=self.incarnation,  # a coordinator that does not know this worker answers reinit
                     )
                     self._check_slots()
+                    self._check_registered()
                     if orphaned():
                         self.running = False
         finally:
@@ -521,34 +585,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.executable, [sys.executable, "-m", "hop.worker", *arguments], {**os.environ, "PYTHONHASHSEED": "0"}
         )
     parser = argparse.ArgumentParser(prog="hop worker")
-    parser.add_argument("--coordinator", required=True, help="the coordinator's address, tcp://HOST:PORT")
-    parser.add_argument("--map-slots", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--reduce-slots", type=int, default=os.cpu_count() or 1)
-    parser.add_argument(
-        "--stream-slots",
-        type=int,
-        default=2,
-        help="slots for the tasks of continuous jobs, e.g. the cluster monitor's source and reducer (default 2)",
-    )
-    parser.add_argument(
-        "--host",
-        default=None,
-        help="address reducers on this worker bind and advertise (default: the one this host reaches the "
-        "coordinator from)",
-    )
-    parser.add_argument("--name", default=None)
-    parser.add_argument("--spill-dir", default=None, help="parent directory for spill files (default: the temp dir)")
-    parser.add_argument("--rack", default="rack-0", help="rack label of this host, for the cluster monitor")
-    parser.add_argument(
-        "--sample-interval", type=float, default=1.0, help="seconds between metric samples (0: no sampling)"
-    )
-    parser.add_argument(
-        "--sample-scope",
-        choices=["host", "process"],
-        default="host",
-        help="sample the whole host, or only this worker's process tree (several workers on one machine)",
-    )
-    parser.add_argument("--host-label", default=None, help="the host name the monitor shows (default: hostname)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     worker = Worker(
         args.coordinator,

@@ -4,8 +4,13 @@ The coordinator binds a ZeroMQ PUB socket (its address: ``Client.cluster()["even
 map per second::
 
     {"ts": seconds since the epoch, "kind": "coordinator",
-     "jobs": [job summary + failures + elapsed, ...], "workers": [{worker, host, rack, alive, silent_s}, ...],
-     "faults": [faults since the previous sample: {id, ts, kind, worker?, job_id?, task?, error?, ...}]}
+     "jobs": [job summary + failures + elapsed, ...],
+     "workers": [{worker, host, address, rack, alive, silent_s}, ...],
+     "faults": [faults since the previous sample: {id, ts, kind, worker?, host?, address?, job_id?, task?, ...}]}
+
+A worker's ``host`` is the host name its own samples carry (``monitoring.publisher``, the ``host`` label of the
+Prometheus series; ``hop worker --host-label``), so faults and workers join them on it; ``address`` is the network
+address peers reach the worker at.
 
 Faults are task failures (``task_failed``), workers silent for three heartbeats (``heartbeat_missed``), workers
 declared lost (``worker_lost``), lost workers that registered again (``worker_rejoined``) and live workers whose name

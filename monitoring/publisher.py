@@ -38,9 +38,8 @@ class SamplePublisher:
 
         self.worker, self.host_label, self.rack, self.interval = worker, host_label, rack, interval
         self.sampler = HostSampler(scope, os.getpid())
-        self.socket = context.socket(zmq.PUB)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.SNDHWM, 100)
+        self.context, self.bind_host = context, bind_host
+        self.socket = self._socket()
         port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
         self.endpoint = f"tcp://{bind_host}:{port}"
         self.sampler.sample()  # the first call only primes the rates
@@ -48,6 +47,28 @@ class SamplePublisher:
         self.published = 0
         self.seconds_spent = 0.0
         """CPU-time cost of sampling so far (the monitor's own cost, reported by the bench)."""
+
+    def _socket(self) -> zmq.Socket:
+        socket = self.context.socket(zmq.PUB)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.SNDHWM, 100)
+        return socket
+
+    def move_to(self, endpoint: str) -> bool:
+        """Publish at ``endpoint`` instead, where a predecessor of this worker (same name, same host) published: a
+        running monitor's sources and feeds subscribe to that endpoint and reconnect to it, so they get this
+        worker's samples. Returns False, publishing where it did, if the endpoint is on another host or taken."""
+        if endpoint.rsplit(":", 1)[0] != f"tcp://{self.bind_host}":
+            return False
+        moved = self._socket()
+        try:
+            moved.bind(endpoint)
+        except zmq.ZMQError:
+            moved.close(linger=0)
+            return False
+        self.socket.close(linger=0)
+        self.socket, self.endpoint = moved, endpoint
+        return True
 
     def tick(self, engine_metrics: Callable[[], dict[str, float]]) -> None:
         now = time.monotonic()

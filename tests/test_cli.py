@@ -318,6 +318,76 @@ def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
         assert {a["worker"] for a in report["attempts"]} == {"w0", "w1"}
 
 
+def test_a_submit_without_reducers_runs_one_per_live_worker_of_the_cluster(tmp_path: Path) -> None:
+    """``--reducers`` defaults to the workers, says its help; a submit took this machine's core count instead."""
+    import time
+
+    from hop.client import Client
+
+    workers = 3 if os.cpu_count() != 3 else 2  # (unlike the cores, or the test would pass without the fix)
+    with _standalone_cluster([], workers=workers) as address:
+        watcher = Client(address, timeout=10)
+        deadline = time.monotonic() + 30
+        while len(watcher.workers()) < workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        watcher.close()
+        (tmp_path / "in.txt").write_text("x y z\n" * 1000)
+        job = str(ROOT / "jobs" / "wordcount.py")
+        result = hop("submit", job, "in.txt", "-o", "out", "--coordinator", address, "--quiet", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+    assert len(list((tmp_path / "out").glob("part-*"))) == workers
+
+
+def test_hop_worker_takes_the_monitor_options_the_readme_gives(tmp_path: Path) -> None:
+    """``hop monitor --coordinator``: "workers sample with --rack LABEL", says the README, but ``hop worker`` refused
+    --rack (and --host-label, --sample-scope, --sample-interval, --spill-dir), which only ``python -m hop.worker``
+    took."""
+    import time
+
+    import msgpack
+    import zmq
+
+    from hop.client import Client
+
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+    options = ["--rack", "r2", "--host-label", "h2", "--sample-scope", "process", "--sample-interval", "0.2"]
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    command = ["worker", "--coordinator", address, "--name", "w9", "--map-slots", "1", "--reduce-slots", "1"]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "hop", *command, *options, "--spill-dir", str(spills)], stderr=subprocess.PIPE, text=True
+    )
+    client = Client(address, timeout=10)
+    samples = zmq.Context.instance().socket(zmq.SUB)
+    samples.setsockopt(zmq.LINGER, 0)
+    samples.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        deadline = time.monotonic() + 30
+        while not client.workers() and worker.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.poll() is None, worker.communicate()[1]
+        [registered] = client.workers()
+        assert (registered["name"], registered["rack"], registered["host_label"]) == ("w9", "r2", "h2"), registered
+        samples.connect(registered["samples"])
+        assert samples.poll(30_000), "w9 published no sample within 30 s"
+        sample = msgpack.unpackb(samples.recv(), raw=False)
+        assert (sample["host"], sample["rack"], sample["worker"]) == ("h2", "r2", "w9"), sample
+        assert [path.name for path in spills.iterdir()][0].startswith("hop-worker-")
+        client.shutdown()  # the coordinator tells w9 to stop, then stops
+    finally:
+        samples.close()
+        client.close()
+        for process in (worker, coordinator):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+        assert worker.stderr is not None
+        worker.stderr.close()
+
+
 def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
     """A coordinator kept every job it ran (tasks, attempts, snapshot rows) for as long as it ran."""
     from hop.client import Client, JobRejected
@@ -635,6 +705,18 @@ def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCl
         assert result.returncode == 2 and "no job job-9999" in result.stderr, (command, result.stderr)
 
 
+def test_output_piped_into_a_reader_that_has_gone_ends_without_a_traceback(cluster: LocalCluster) -> None:
+    """``hop status --coordinator ... | head -2`` printed a BrokenPipeError traceback once head had exited."""
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before hop writes: its first write fails, as into head's exited pipe
+    try:
+        command = [sys.executable, "-m", "hop", "status", "--coordinator", cluster.address]
+        result = subprocess.run(command, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(writer)
+    assert result.returncode == 141 and result.stderr == "", result.stderr  # 128 + SIGPIPE, as the shell's own
+
+
 def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: LocalCluster, tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\n")
     job = str(Path(__file__).parent.parent / "jobs" / "wordcount.py")
@@ -726,6 +808,46 @@ def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path)
         result = hop("coordinator", "--bind", address, cwd=tmp_path, timeout=30)
     assert result.returncode == 2 and f"cannot listen on {address}: Address already in use" in result.stderr
     assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_coordinator_host_that_does_not_resolve_is_named_at_once(tmp_path: Path) -> None:
+    """A host name that does not resolve made ``hop status`` say the coordinator "did not answer" after 10 s (ZeroMQ
+    retries such an address in silence) and ``hop worker`` wait for ever; each must fail at once, naming the host."""
+    from hop.client import Client, CoordinatorUnavailable
+
+    address = "tcp://no-such-coordinator.invalid:5555"
+    says = "host 'no-such-coordinator.invalid' does not resolve"
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    for command in (
+        ["status"],
+        ["submit", job, "in.txt", "-o", "out"],
+        ["run", job, "in.txt", "-o", "out"],
+        ["worker"],
+        ["monitor"],
+    ):
+        result = hop(*command, "--coordinator", address, cwd=tmp_path, timeout=8)
+        assert result.returncode == 2 and says in result.stderr, (command, result.stderr)
+    worker = [sys.executable, "-m", "hop.worker", "--coordinator", address]  # (as hop.cluster_launch starts one)
+    result = subprocess.run(worker, cwd=tmp_path, capture_output=True, text=True, timeout=8)
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    with pytest.raises(CoordinatorUnavailable, match=says):
+        Client(address)
+    result = hop("coordinator", "--bind", address, cwd=tmp_path, timeout=8)  # ZeroMQ said "No such device"
+    assert result.returncode == 2, result.stderr
+    assert f"cannot listen on {address}: {says}" in result.stderr and "0.0.0.0 for every interface" in result.stderr
+
+
+def test_an_address_where_nothing_listens_is_told_from_one_that_does_not_answer(tmp_path: Path) -> None:
+    """A wrong port said the coordinator "did not answer 'workers'", as if one were there: nothing ever connected."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"  # free once closed: nothing listens there
+    result = hop("status", "--coordinator", address, cwd=tmp_path, timeout=60)
+    assert result.returncode == 3, result.stderr
+    assert f"cannot connect to coordinator {address}: no connection within 10s (is hop coordinator running" in (
+        result.stderr
+    )
 
 
 def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> None:

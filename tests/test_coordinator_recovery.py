@@ -21,7 +21,7 @@ from hop.forking import wait_or_kill
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed
-from tests.conftest import output_dict, run_job
+from tests.conftest import job_path, output_dict, run_job
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +185,149 @@ def test_a_worker_registers_again_with_a_coordinator_restarted_at_its_address(
         client.close()
     assert output_dict(tmp_path / "out") == word_counts(source)
     assert {a["worker"] for a in report["attempts"]} == {"w0"}
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
+def test_a_submit_whose_coordinator_restarts_says_so_at_once(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
+) -> None:
+    """The coordinator a ``hop submit`` waits on is restarted mid-job: the submit must say at once that the new one
+    no longer knows the job and that it must be submitted again (it waited 30 s, then said the coordinator "did
+    not answer 'status'": the status request in flight went with the old coordinator's connection)."""
+    address = f"ipc://{tmp_path}/coordinator"
+
+    def coordinator() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+        processes.append(process)
+        return process
+
+    first = coordinator()
+    processes.append(_worker(address, "w0", tmp_path))
+    command = ["submit", job_path("slow_map"), str(source), "-o", str(tmp_path / "out"), "--coordinator", address]
+    submit = subprocess.Popen([sys.executable, "-m", "hop", *command, "--quiet"], stderr=subprocess.PIPE, text=True)
+    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: _maps_running(client), 30, "the job's maps started")
+    finally:
+        client.close()
+    first.send_signal(stop)
+    first.wait(timeout=10)
+    restarted = time.monotonic()
+    coordinator()
+    try:
+        _, stderr = submit.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        submit.kill()
+        submit.communicate()
+        pytest.fail("hop submit still waits 15 s after its coordinator restarted")
+    assert time.monotonic() - restarted < 15
+    assert submit.returncode == 3, stderr
+    assert f"coordinator {address} no longer knows job job-" in stderr, stderr
+    assert "it was restarted while the job ran" in stderr and "submit the job again" in stderr, stderr
+    assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
+    # Asked later about that job, the restarted coordinator says why it does not know it (it said "no job ID").
+    job_id = stderr.split("no longer knows job ", 1)[1].split(":", 1)[0]
+    command = ["status", job_id, "--coordinator", address]
+    status = subprocess.run([sys.executable, "-m", "hop", *command], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 2, status.stderr
+    assert f"no job {job_id}: it was submitted before this coordinator started (" in status.stderr, status.stderr
+    assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
+
+
+def test_faults_name_a_workers_host_as_its_samples_and_prometheus_labels_do() -> None:
+    """``hop monitor``: a killed worker's faults named its host by address (``127.0.0.1``) while its samples, the
+    monitor's windows and the Prometheus ``host`` label name it ``local-1``: a user could not join them."""
+    import msgpack
+    import zmq
+
+    from monitoring.prometheus import render
+
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=2.0) as cluster:
+        client = Client(cluster.address, timeout=30)
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        samples = context.socket(zmq.SUB)
+        samples.setsockopt(zmq.LINGER, 0)
+        samples.setsockopt(zmq.SUBSCRIBE, b"")
+        try:
+            victim = next(w for w in client.workers() if w["name"] == "local-1")
+            samples.connect(victim["samples"])
+            assert samples.poll(30_000), "local-1 published no sample within 30 s"
+            sample = msgpack.unpackb(samples.recv(), raw=False)
+            cluster.workers[1].kill()
+            _wait_for(lambda: any(f["kind"] == "worker_lost" for f in client.cluster()["faults"]), 30, "local-1 lost")
+            faults = [fault for fault in client.cluster()["faults"] if fault.get("worker") == "local-1"]
+        finally:
+            samples.close()
+            client.close()
+    assert {fault["kind"] for fault in faults} >= {"heartbeat_missed", "worker_lost"}, faults
+    assert {fault["host"] for fault in faults} == {sample["host"]}, (faults, sample)
+    assert {fault["address"] for fault in faults} == {victim["host"]}  # where peers reach it, still said
+    body, _ = render({"local-1": sample}, [], [])
+    assert f'host="{faults[0]["host"]}"' in body.decode()
+
+
+def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes: list[subprocess.Popen[bytes]]) -> None:
+    """A second ``hop worker --name w0`` while w0 is connected: the coordinator's socket drops its connection (the
+    name is its identity), and it waited for ever without a word; it must say it has no answer and why that may
+    be. A worker that did get in says so."""
+    address = f"ipc://{tmp_path}/coordinator"
+    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+
+    def worker() -> subprocess.Popen[bytes]:
+        command = ["worker", "--coordinator", address, "--name", "w0", "--map-slots", "1", "--reduce-slots", "1"]
+        process = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE)
+        processes.append(process)
+        return process
+
+    first = worker()
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        second = worker()
+        time.sleep(12)  # the warning comes 10 s after the registration went out
+        assert [(w["name"], w["pid"]) for w in client.workers()] == [("w0", first.pid)]
+    finally:
+        client.close()
+    for process in (second, first):
+        process.terminate()
+    said = [process.communicate(timeout=30)[1].decode() for process in (first, second)]
+    assert f"hop worker w0: registered with the coordinator at {address} (1 map, 1 reduce, 2 stream slots)" in said[0]
+    assert "registered" not in said[1], said[1]
+    assert f"hop worker w0: no answer from a coordinator at {address} within 10 s; still trying" in said[1], said[1]
+    assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
+
+
+def test_a_worker_restarted_under_its_name_publishes_its_samples_where_the_old_one_did(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """``hop monitor --coordinator`` subscribes to every worker's sample stream once, when it starts: a worker killed
+    and restarted under its name published on a new port, and the monitor showed it missing for good."""
+    import msgpack
+    import zmq
+
+    address = f"ipc://{tmp_path}/coordinator"
+    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+    processes.append(_worker(address, "w0", tmp_path))
+    client = Client(address, timeout=30)
+    monitor = zmq.Context.instance().socket(zmq.SUB)  # as the monitor's source and feed for w0
+    monitor.setsockopt(zmq.LINGER, 0)
+    monitor.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        [before] = client.workers()
+        monitor.connect(before["samples"])
+        assert monitor.poll(30_000), "no sample from w0"
+        processes[-1].kill()
+        processes[-1].wait(timeout=10)
+        processes.append(_worker(address, "w0", tmp_path))
+        _wait_for(lambda: client.workers()[0]["pid"] == processes[-1].pid, 30, "the new w0 registered")
+        _wait_for(lambda: client.workers()[0]["samples"] == before["samples"], 30, "the new w0 took over the endpoint")
+        while monitor.poll(0):  # what the old w0 published before it was killed
+            monitor.recv()
+        assert monitor.poll(30_000), "no sample from the new w0 where the old one published"
+        sample = msgpack.unpackb(monitor.recv(), raw=False)
+    finally:
+        monitor.close()
+        client.close()
+    assert sample["worker"] == "w0"

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import socket
 import sys
 import time
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -94,7 +96,23 @@ def coordinator_address(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"invalid address {text!r}: expected tcp://HOST:PORT (a port from 1 to 65535) or ipc://PATH"
         )
+    problem = unresolved_coordinator(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
+
+
+def unresolved_coordinator(address: str) -> str | None:
+    """What is wrong with a coordinator address whose host does not resolve (ZeroMQ would retry it in the
+    background for ever, without a word), or None."""
+    unresolved = unresolved_host(address)
+    if unresolved is None:
+        return None
+    host, reason = unresolved
+    return (
+        f"cannot reach coordinator {address}: host {host!r} does not resolve ({reason}); check the host name, or give "
+        "the coordinator's IP address"
+    )
 
 
 def bind_address(text: str) -> str:
@@ -105,7 +123,28 @@ def bind_address(text: str) -> str:
             f"invalid address {text!r}: expected tcp://HOST:PORT (a port from 1 to 65535, or * for a free one) or "
             "ipc://PATH"
         )
+    unresolved = unresolved_host(text)
+    if unresolved is not None:  # (ZeroMQ says "No such device")
+        raise argparse.ArgumentTypeError(
+            f"cannot listen on {text}: host {unresolved[0]!r} does not resolve ({unresolved[1]}); give an address "
+            "of this host, or 0.0.0.0 for every interface"
+        )
     return text
+
+
+def unresolved_host(address: str) -> tuple[str, str] | None:
+    """The host of a ``tcp://HOST:PORT`` address and why it does not resolve, or None if it does (or is ``*``, an
+    IP address, or the address is not tcp)."""
+    parsed = urllib.parse.urlsplit(address)
+    if parsed.scheme != "tcp" or not parsed.hostname or parsed.hostname == "*":
+        return None
+    try:
+        socket.getaddrinfo(parsed.hostname, None, type=socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        return parsed.hostname, str(error.strerror)
+    except UnicodeError as error:  # a label too long for IDNA
+        return parsed.hostname, str(error)
+    return None
 
 
 def _port_in_range(address: str) -> bool:

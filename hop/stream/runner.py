@@ -118,7 +118,7 @@ def _gone_warning(gone: dict[str, Any]) -> str:
 
 def _wait(client: Client, job_id: str, show: Any, deadline: float | None) -> dict[str, Any]:
     while True:
-        status = client.status(job_id)
+        status = client.follow(job_id)
         show(status)
         if status["state"] != "running":
             return status
