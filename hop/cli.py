@@ -54,6 +54,7 @@ from hop.runner import (
     run_steps,
     wall_time,
 )
+from hop.shutdown_cli import register as register_shutdown
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
 from hop.stdin_input import stdin_as_file
@@ -566,6 +567,7 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     register_gen(commands)
     register_web(commands)
     register_spark(commands)
+    register_shutdown(commands)
     return parser
 
 

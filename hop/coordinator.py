@@ -168,10 +168,10 @@ class Coordinator:
                     self.socket.send_multipart([worker.identity, message("shutdown")])
             elif alive:
                 # Stopped by a signal (Ctrl-C, systemd): a restart, most likely. The workers stay up and register
-                # again with a coordinator started at this address; `hop stop`ping the cluster is a shutdown request.
+                # again with a coordinator started at this address; `hop shutdown` stops the whole cluster.
                 print(
                     f"hop coordinator: stopped; {len(alive)} workers stay up and register again with a coordinator "
-                    f"started at {self.address}",
+                    f"started at {self.address} (hop shutdown --coordinator ADDRESS stops a cluster with its workers)",
                     file=sys.stderr,
                     flush=True,
                 )

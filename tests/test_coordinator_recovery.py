@@ -331,3 +331,34 @@ def test_a_worker_restarted_under_its_name_publishes_its_samples_where_the_old_o
         monitor.close()
         client.close()
     assert sample["worker"] == "w0"
+
+
+def test_hop_shutdown_stops_the_coordinator_and_its_workers(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A coordinator stopped by a signal leaves its workers up, and no command stopped a whole cluster: `hop
+    shutdown` does. It refuses a cluster running a job unless --force, which cancels the job first (its _job.json
+    says so) and then stops every process."""
+    address = f"ipc://{tmp_path}/coordinator"
+    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+    processes += [_worker(address, name, tmp_path) for name in ("w0", "w1")]
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: sum(w["alive"] for w in client.workers()) == 2, 30, "both workers registered")
+        thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", num_reduces=1)
+        _wait_for(lambda: _maps_running(client), 30, "a map running")
+    finally:
+        client.close()
+    command = [sys.executable, "-m", "hop", "shutdown", "--coordinator", address]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "is running 1 job(s)" in refused.stderr and "--force" in refused.stderr
+    assert all(process.poll() is None for process in processes), "nothing was stopped"
+    forced = subprocess.run([*command, "--force"], capture_output=True, text=True, timeout=120)
+    assert forced.returncode == 0, forced.stderr
+    assert "and its 2 worker(s) are shutting down; 1 job(s) stopped first" in forced.stdout
+    thread.join(timeout=60)
+    assert isinstance(outcome.get("error"), JobFailed)
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]
+    for process in processes:
+        assert process.wait(timeout=30) == 0, process.args
