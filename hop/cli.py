@@ -223,6 +223,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_job(args: argparse.Namespace) -> int:
+    if getattr(args, "workers", None) and args.coordinator:
+        return _fail("--workers sizes the embedded cluster; with --coordinator the cluster's own workers run it", 2)
     if args.job_args and not args.mrjob:
         return _fail(f"the arguments after -- ({' '.join(args.job_args)}) are an mrjob job's options: add --mrjob", 2)
     if args.source:  # (it refuses --engine spark: continuous queries run on hop)

@@ -947,3 +947,14 @@ def test_the_summary_says_how_many_bad_records_were_skipped_and_where(tmp_path: 
     assert summary.endswith(
         f"2 input records, 3 output records in out (1 bad records skipped: {Path('out') / '_bad_records'})"
     )
+
+
+def test_workers_with_a_coordinator_is_refused_not_ignored(tmp_path: Path) -> None:
+    """--workers sizes the embedded cluster: given with --coordinator it was silently ignored."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop(
+        "run", job, "in.txt", "-o", "out", "--coordinator", "tcp://127.0.0.1:5999", "--workers", "3", cwd=tmp_path
+    )
+    assert result.returncode == 2 and "--workers sizes the embedded cluster" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
