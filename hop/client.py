@@ -8,6 +8,7 @@ coordinator listens at the address then, any other fails at once rather than at 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -59,6 +60,16 @@ def check_resolvable(address: str) -> None:
         raise CoordinatorAddressError(problem)
 
 
+def missing_socket_file(address: str) -> str | None:
+    """For ``ipc://PATH`` with no file at ``PATH``, why nothing can listen there (an embedded cluster's
+    coordinator that has ended, say), which ZeroMQ would wait on until a request's timeout; else None. (An
+    abstract ``ipc://@NAME`` has no file.)"""
+    path = address.removeprefix("ipc://")
+    if path != address and not path.startswith("@") and not os.path.exists(path):
+        return f"no coordinator at {address}: {path} does not exist (the coordinator has stopped, or never ran there)"
+    return None
+
+
 class Client:
     def __init__(self, address: str, timeout: float = 30.0) -> None:
         check_resolvable(address)
@@ -83,6 +94,8 @@ class Client:
         kind = msg_type
         frame = message(msg_type, **fields)
         self._connection_broke()  # a break before this request is not one under it
+        if not self.connected and (missing := missing_socket_file(self.address)) is not None:
+            raise CoordinatorUnavailable(missing)
         self._socket.send(frame)
         deadline = time.monotonic() + self.timeout
         broke = False

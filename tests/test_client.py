@@ -55,3 +55,21 @@ def test_a_request_interrupted_while_waiting_does_not_answer_the_next_one(tmp_pa
         server.join(timeout=60)
         close_socket(router)
     assert not server.is_alive()
+
+
+def test_an_ipc_address_with_no_socket_file_is_told_at_once(tmp_path: Path) -> None:
+    """A second `hop stop` on an embedded cluster that had ended waited out the 10 s timeout and said the
+    coordinator "did not answer": with no socket file at an ipc:// path nothing can listen there, so it says so."""
+    import time
+
+    from hop.client import CoordinatorUnavailable
+
+    address = f"ipc://{tmp_path}/gone/coordinator"
+    client = Client(address, timeout=10)
+    began = time.monotonic()
+    try:
+        with pytest.raises(CoordinatorUnavailable, match=rf"no coordinator at {address}: .* does not exist"):
+            client.status("job-1")
+    finally:
+        client.close()
+    assert time.monotonic() - began < 2
