@@ -61,13 +61,21 @@ def check_resolvable(address: str) -> None:
 
 
 def missing_socket_file(address: str) -> str | None:
-    """For ``ipc://PATH`` with no file at ``PATH``, why nothing can listen there (an embedded cluster's
-    coordinator that has ended, say), which ZeroMQ would wait on until a request's timeout; else None. (An
+    """For ``ipc://DIR/NAME`` whose directory ``DIR`` does not exist, why nothing can listen there (an embedded
+    cluster that has ended: its directory is removed with it), which ZeroMQ would wait on until a request's
+    timeout; else None. A missing socket file in an existing directory is no answer: a coordinator started a moment
+    ago binds it once its interpreter is up (``hop coordinator --bind ipc://... &`` then ``hop submit``). (An
     abstract ``ipc://@NAME`` has no file.)"""
     path = address.removeprefix("ipc://")
-    if path != address and not path.startswith("@") and not os.path.exists(path):
-        return f"no coordinator at {address}: {path} does not exist (the coordinator has stopped, or never ran there)"
-    return None
+    if path == address or path.startswith("@") or os.path.exists(path):
+        return None
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(directory):
+        return None
+    return (
+        f"no coordinator at {address}: the directory {directory} does not exist, so nothing listens there (the "
+        "coordinator has stopped, or never ran there)"
+    )
 
 
 class Client:

@@ -73,3 +73,39 @@ def test_an_ipc_address_with_no_socket_file_is_told_at_once(tmp_path: Path) -> N
     finally:
         client.close()
     assert time.monotonic() - began < 2
+
+
+def test_a_coordinator_that_binds_after_the_request_answers_it(tmp_path: Path) -> None:
+    """``hop coordinator --bind ipc://PATH &`` then at once ``hop submit --coordinator ipc://PATH``: the coordinator's
+    interpreter is still starting, so its socket file is not there yet. The request must wait for it, as ZeroMQ
+    does, not fail at once with "no coordinator" (only a missing directory means nothing can listen there)."""
+    address = f"ipc://{tmp_path}/coordinator"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    asked, finished = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        asked.wait(timeout=30)  # bound only once the client has asked (and found no socket file)
+        router.bind(address)
+        for _ in range(300):
+            if finished.is_set():
+                return
+            if router.poll(100):
+                identity, frame = router.recv_multipart()
+                router.send_multipart([identity, message("workers", workers=[], n=unpack(frame)["n"])])
+                return
+
+    server = threading.Thread(target=serve)
+    server.start()
+    client = Client(address, timeout=30)
+    try:
+        assert not (tmp_path / "coordinator").exists()
+        threading.Timer(0.2, asked.set).start()
+        assert client.request("workers", n=7)["n"] == 7
+    finally:
+        asked.set()
+        finished.set()
+        client.close()
+        server.join(timeout=60)
+        close_socket(router)
+    assert not server.is_alive()
