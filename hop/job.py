@@ -87,7 +87,7 @@ class Step:
     @property
     def hooks(self) -> list[str]:
         """The names of the init/final hooks this step sets."""
-        return [name for name in _HOOKS if getattr(self, name) is not None]
+        return [name for name in HOOKS if getattr(self, name) is not None]
 
 
 class JobDefinitionError(ValueError):
@@ -97,7 +97,8 @@ class JobDefinitionError(ValueError):
 _MRJOB_NAMES = {"mapper": "map", "combiner": "combine", "reducer": "reduce"}
 """mrjob's names of the step functions, and hop's."""
 
-_HOOKS = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
+HOOKS = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
+"""mrjob's init/final hooks, the names of a :class:`Step`'s hook fields (each called without arguments)."""
 
 
 def _same_combine(combiner: object, aggregate: Aggregate) -> bool:
@@ -195,7 +196,7 @@ class Job:
             self._check_mrjob_names()
             # Hooks defined as methods, as mrjob jobs define them, belong to the one step (ignoring them would drop
             # their output without a word).
-            hooks = {name: getattr(self, name) for name in _HOOKS if callable(getattr(self, name, None))}
+            hooks = {name: getattr(self, name) for name in HOOKS if callable(getattr(self, name, None))}
             steps = [Step(self.map, self.combine, self.reduce, **hooks)]
         if not isinstance(steps, (list, tuple)) or not all(isinstance(step, Step) for step in steps):
             raise JobDefinitionError(

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from hop.aggregates import Aggregate
-from hop.job import INPUT_FORMATS, Job, JobDefinitionError
+from hop.job import HOOKS, INPUT_FORMATS, Job, JobDefinitionError
 
 
 class JobFileError(ValueError):
@@ -79,12 +79,11 @@ def _check_definition(path: str, job_class: type[Job]) -> None:
     _check_arguments(path, "partition", job.partition, ("key", "num_partitions"))
 
 
-_HOOK_NAMES = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "reducer_init", "reducer_final")
 _ARGUMENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "mapper": ("map", ("key", "value")),
     "combiner": ("combine", ("key", "values")),
     "reducer": ("reduce", ("key", "values")),
-    **{hook: (hook, ()) for hook in _HOOK_NAMES},
+    **{hook: (hook, ()) for hook in HOOKS},
 }
 """A step's functions: the name a user gives them and the arguments the engine passes (after ``self``)."""
 

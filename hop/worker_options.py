@@ -10,18 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from hop.gen.cli import coordinator_address, non_negative_int, positive_int
-
-
-def _non_negative_float(text: str) -> float:
-    """argparse type: a finite number of at least 0 (``--sample-interval``: 0 turns sampling off)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
+from hop.gen.cli import coordinator_address, non_negative_float, non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rack", default="rack-0", help="rack label of this host, for the cluster monitor (rack-0)")
     parser.add_argument(
         "--sample-interval",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=1.0,
         help="seconds between metric samples for the cluster monitor (default 1; 0: no sampling)",
     )

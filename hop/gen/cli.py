@@ -157,13 +157,25 @@ def _port_in_range(address: str) -> bool:
 
 def positive_float(text: str) -> float:
     """argparse type: a finite number above 0 (seconds)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    value = _number(text)
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
     return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number of at least 0 (an interval where 0 turns the thing off)."""
+    value = _number(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
 
 
 def _mb(n: int) -> str:
