@@ -4,8 +4,8 @@
   starting with ``_`` or ``.``, as Hadoop does, so a job's output directory (or ``out/*``) can be read as input.
 - A plain file is cut into splits of about ``split_size`` bytes, as many as fill whole waves of the cluster's map
   slots (``split_size_for``). A line belongs to the split that holds its first byte, so
-  each line is read exactly once whatever the split boundaries. Compressed files (``.gz``, ``.bz2``, ``.xz``, by
-  their suffix, as Hadoop's codecs and mrjob pick them) are read decompressed, whole: each makes one split.
+  each line is read exactly once whatever the split boundaries. Compressed files (``.gz``, ``.bz2``, ``.xz``, ``.lzma``,
+  by their suffix, as Hadoop's codecs and mrjob pick them) are read decompressed, whole: each makes one split.
 - Records are ``(key, value)``: for ``text`` the key is the byte offset of the line in its (uncompressed) file and the
   value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON;
   ``csv`` parses each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a
