@@ -171,7 +171,10 @@ class Client:
         self._socket, self._monitor = self._connect()
 
     def _close_sockets(self) -> None:
-        self._socket.disable_monitor()
+        """Close the socket and its monitor. A second call does nothing, as a second ``close`` of a ZeroMQ socket
+        does (``disable_monitor`` would fail on the closed socket)."""
+        if not self._socket.closed:
+            self._socket.disable_monitor()
         close_socket(self._monitor)
         close_socket(self._socket)
 

@@ -109,3 +109,11 @@ def test_a_coordinator_that_binds_after_the_request_answers_it(tmp_path: Path) -
         server.join(timeout=60)
         close_socket(router)
     assert not server.is_alive()
+
+
+def test_closing_a_client_twice_is_harmless(tmp_path: Path) -> None:
+    """``close`` ended in "ZMQError: Socket operation on non-socket" the second time (the connection monitor,
+    added for broken connections, was disabled on a closed socket): as before it, a second close does nothing."""
+    client = Client(f"ipc://{tmp_path}/coordinator", timeout=1)
+    client.close()
+    client.close()
