@@ -134,6 +134,11 @@ class Client:
 
     def _unanswered(self, kind: str, broke: bool) -> str:
         """Why a request got no reply in time, as far as the connection tells."""
+        if not self.connected and self.address.startswith("ipc://"):
+            return (
+                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s (is hop "
+                "coordinator running with that --bind? A coordinator that stopped removes its socket file)"
+            )
         if not self.connected:
             return (
                 f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s (is hop "

@@ -117,3 +117,18 @@ def test_closing_a_client_twice_is_harmless(tmp_path: Path) -> None:
     client = Client(f"ipc://{tmp_path}/coordinator", timeout=1)
     client.close()
     client.close()
+
+
+def test_an_ipc_address_nothing_binds_says_so_without_naming_a_port(tmp_path: Path) -> None:
+    """A second ``hop shutdown`` of a stopped cluster (its socket file removed, its directory still there) waits, as
+    a coordinator may be starting, and then asked whether hop coordinator ran "at that address and port"."""
+    from hop.client import CoordinatorUnavailable
+
+    client = Client(f"ipc://{tmp_path}/coordinator", timeout=1)
+    try:
+        with pytest.raises(CoordinatorUnavailable) as failure:
+            client.workers()
+    finally:
+        client.close()
+    assert "no connection within 1s (is hop coordinator running with that --bind?" in str(failure.value)
+    assert "port" not in str(failure.value)
