@@ -8,6 +8,7 @@
     hop monitor [--coordinator tcp://HOST:PORT]                          (the cluster monitor and its dashboard)
     hop coordinator [--bind tcp://HOST:PORT]
     hop worker --coordinator tcp://HOST:PORT [--map-slots N] [--reduce-slots N] [--stream-slots N] [--rack R]
+    hop shutdown --coordinator tcp://HOST:PORT [--force]                 (the coordinator and all its workers)
     hop gen text|pageviews ...                                            (seeded test data)
 
 Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the cluster did not answer.
