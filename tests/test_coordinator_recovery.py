@@ -274,24 +274,28 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     address = f"ipc://{tmp_path}/coordinator"
     processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
 
-    def worker() -> subprocess.Popen[bytes]:
+    def worker(stderr: Any) -> subprocess.Popen[bytes]:
         command = ["worker", "--coordinator", address, "--name", "w0", "--map-slots", "1", "--reduce-slots", "1"]
-        process = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE)
+        process = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=stderr)
         processes.append(process)
         return process
 
-    first = worker()
+    first = worker(subprocess.PIPE)
     client = Client(address, timeout=30)
+    second_said = tmp_path / "second.stderr"
     try:
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
-        second = worker()
-        time.sleep(12)  # the warning comes 10 s after the registration went out
+        with open(second_said, "wb") as stderr:
+            second = worker(stderr)
+        # The warning comes 10 s after the registration went out, which a busy machine's start-up delays.
+        _wait_for(lambda: b"no answer" in second_said.read_bytes(), 40, "the second w0's warning")
         assert [(w["name"], w["pid"]) for w in client.workers()] == [("w0", first.pid)]
     finally:
         client.close()
     for process in (second, first):
         process.terminate()
-    said = [process.communicate(timeout=30)[1].decode() for process in (first, second)]
+    second.wait(timeout=30)
+    said = [first.communicate(timeout=30)[1].decode(), second_said.read_text()]
     assert f"hop worker w0: registered with the coordinator at {address} (1 map, 1 reduce, 2 stream slots)" in said[0]
     assert "registered" not in said[1], said[1]
     assert f"hop worker w0: no answer from a coordinator at {address} within 10 s; still trying" in said[1], said[1]
