@@ -80,6 +80,13 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     wait_or_kill(started, time.monotonic() + 15)
 
 
+def _coordinator(address: str, processes: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """A standalone coordinator process (``hop coordinator --bind ADDRESS``), added to ``processes`` (the fixture
+    ends it if the test does not)."""
+    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+    return processes[-1]
+
+
 def _worker(address: str, name: str, spill_dir: Path) -> subprocess.Popen[bytes]:
     """A standalone worker process (``python -m hop.worker``: the ``hop worker`` program with its spill directory
     under the test's temporary directory)."""
@@ -158,12 +165,7 @@ def test_a_worker_registers_again_with_a_coordinator_restarted_at_its_address(
     worker to shut down too), its workers register with the one restarted at its address."""
     address = f"ipc://{tmp_path}/coordinator"
 
-    def coordinator() -> subprocess.Popen[bytes]:
-        process = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
-        processes.append(process)
-        return process
-
-    first = coordinator()
+    first = _coordinator(address, processes)
     processes.append(_worker(address, "w0", tmp_path))
     client = Client(address, timeout=30)
     try:
@@ -174,7 +176,7 @@ def test_a_worker_registers_again_with_a_coordinator_restarted_at_its_address(
     first.wait(timeout=10)
     time.sleep(1.0)  # a shutdown message would have reached w0 by now
     assert processes[1].poll() is None, "the worker stays up"
-    coordinator()
+    _coordinator(address, processes)
     client = Client(address, timeout=30)
     try:
         # The new coordinator does not know w0: it answers w0's next heartbeat with reinit, and w0 registers.
@@ -196,12 +198,7 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     not answer 'status'": the status request in flight went with the old coordinator's connection)."""
     address = f"ipc://{tmp_path}/coordinator"
 
-    def coordinator() -> subprocess.Popen[bytes]:
-        process = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
-        processes.append(process)
-        return process
-
-    first = coordinator()
+    first = _coordinator(address, processes)
     processes.append(_worker(address, "w0", tmp_path))
     command = ["submit", job_path("slow_map"), str(source), "-o", str(tmp_path / "out"), "--coordinator", address]
     submit = subprocess.Popen([sys.executable, "-m", "hop", *command, "--quiet"], stderr=subprocess.PIPE, text=True)
@@ -214,7 +211,7 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     first.send_signal(stop)
     first.wait(timeout=10)
     restarted = time.monotonic()
-    coordinator()
+    _coordinator(address, processes)
     try:
         _, stderr = submit.communicate(timeout=15)
     except subprocess.TimeoutExpired:
@@ -272,7 +269,7 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     name is its identity), and it waited for ever without a word; it must say it has no answer and why that may
     be. A worker that did get in says so."""
     address = f"ipc://{tmp_path}/coordinator"
-    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+    _coordinator(address, processes)
 
     def worker(stderr: Any) -> subprocess.Popen[bytes]:
         command = ["worker", "--coordinator", address, "--name", "w0", "--map-slots", "1", "--reduce-slots", "1"]
@@ -311,7 +308,7 @@ def test_a_worker_restarted_under_its_name_publishes_its_samples_where_the_old_o
     import zmq
 
     address = f"ipc://{tmp_path}/coordinator"
-    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+    _coordinator(address, processes)
     processes.append(_worker(address, "w0", tmp_path))
     client = Client(address, timeout=30)
     monitor = zmq.Context.instance().socket(zmq.SUB)  # as the monitor's source and feed for w0
@@ -344,7 +341,7 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
     shutdown` does. It refuses a cluster running a job unless --force, which cancels the job first (its _job.json
     says so) and then stops every process."""
     address = f"ipc://{tmp_path}/coordinator"
-    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+    _coordinator(address, processes)
     processes += [_worker(address, name, tmp_path) for name in ("w0", "w1")]
     client = Client(address, timeout=30)
     try:
