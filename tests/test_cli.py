@@ -810,6 +810,34 @@ def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path)
     assert "Traceback" not in result.stderr, result.stderr
 
 
+def test_a_coordinator_binds_a_network_interface_by_name(tmp_path: Path) -> None:
+    """``hop coordinator --bind tcp://lo:PORT`` (an interface name, which ZeroMQ binds as its address) listened on
+    127.0.0.1 until the check for host names that do not resolve refused it ("host 'lo' does not resolve")."""
+    from hop.client import Client
+
+    names = {name for _, name in socket.if_nameindex()}
+    loopback = next((name for name in ("lo", "lo0") if name in names), None)
+    if loopback is None:
+        pytest.skip(f"no loopback interface among {sorted(names)}")
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", f"tcp://{loopback}:*"]
+    coordinator = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert coordinator.stdout is not None
+        announced = coordinator.stdout.readline().strip()  # (empty if it exited)
+        assert announced.startswith("tcp://127.0.0.1:"), coordinator.communicate(timeout=30)[1]
+        client = Client(announced, timeout=10)
+        try:
+            assert client.workers() == []
+            client.shutdown()
+        finally:
+            client.close()
+        assert coordinator.wait(timeout=30) == 0
+    finally:
+        if coordinator.poll() is None:
+            coordinator.kill()
+        coordinator.communicate(timeout=30)
+
+
 def test_a_coordinator_host_that_does_not_resolve_is_named_at_once(tmp_path: Path) -> None:
     """A host name that does not resolve made ``hop status`` say the coordinator "did not answer" after 10 s (ZeroMQ
     retries such an address in silence) and ``hop worker`` wait for ever; each must fail at once, naming the host."""

@@ -116,20 +116,28 @@ def unresolved_coordinator(address: str) -> str | None:
 
 
 def bind_address(text: str) -> str:
-    """argparse type: an address to bind, ``tcp://HOST:PORT`` (``*`` for any interface or a free port) or
-    ``ipc://PATH``."""
+    """argparse type: an address to bind, ``tcp://HOST:PORT`` (``*`` for any interface or a free port; HOST may
+    also name a network interface of this host, ``tcp://eth0:5555``, as ZeroMQ allows) or ``ipc://PATH``."""
     if not _BIND.fullmatch(text) or not _port_in_range(text):
         raise argparse.ArgumentTypeError(
             f"invalid address {text!r}: expected tcp://HOST:PORT (a port from 1 to 65535, or * for a free one) or "
             "ipc://PATH"
         )
     unresolved = unresolved_host(text)
-    if unresolved is not None:  # (ZeroMQ says "No such device")
+    if unresolved is not None and unresolved[0] not in _interface_names():  # (ZeroMQ says "No such device")
         raise argparse.ArgumentTypeError(
             f"cannot listen on {text}: host {unresolved[0]!r} does not resolve ({unresolved[1]}); give an address "
             "of this host, or 0.0.0.0 for every interface"
         )
     return text
+
+
+def _interface_names() -> set[str]:
+    """This host's network interface names (``lo``, ``eth0``...), which ZeroMQ binds as the interface's address."""
+    try:
+        return {name for _, name in socket.if_nameindex()}
+    except OSError:
+        return set()
 
 
 def unresolved_host(address: str) -> tuple[str, str] | None:
