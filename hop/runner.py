@@ -226,7 +226,7 @@ def _end_failed_run(
     final_output: Path,
     kept: tuple[Path, int] | None,
 ) -> None:
-    """A step of a multi-step run failed after ``reports`` (the steps before it) succeeded.
+    """A step of a run failed after ``reports`` (the steps before it, none for a one-step job) succeeded.
 
     With ``kept=(directory, first)`` (``--keep-intermediate``), the earlier steps' outputs move from ``scratch`` to
     ``directory/step-{first + N}`` as on success, and the failure's error and traceback name them there. Without, an

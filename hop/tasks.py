@@ -109,7 +109,8 @@ def _fold_error(aggregate: Any, failed_pair: tuple[Any, Any] | None, error: Exce
     at ``failed_pair`` (the key and value being folded), as the user should read it: when the aggregate's own
     ``+``/``merge`` refused the value (no frame of the user's code raised it), an :class:`AggregateValueError`
     naming the aggregate, key and value, without the engine's frames. Checking the error once costs nothing per
-    value, unlike checking every value. Batch maps (``MapOutputBuffer``) and stream maps (``PaneBuffer``) use it."""
+    value, unlike checking every value. Batch maps (``MapOutputBuffer``), stream maps (``PaneBuffer``) and Spark's
+    map tasks (``hop.spark_tasks``) use it."""
     if isinstance(error, AggregateValueError):
         return error.with_traceback(None)
     if aggregate is None or has_user_frame(error) or not isinstance(error, (TypeError, ValueError)):
