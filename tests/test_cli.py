@@ -986,3 +986,23 @@ def test_workers_with_a_coordinator_is_refused_not_ignored(tmp_path: Path) -> No
     )
     assert result.returncode == 2 and "--workers sizes the embedded cluster" in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_resolver_that_cannot_answer_now_is_not_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker started with its host, before DNS is up, got "does not resolve" (exit 2) for a temporary failure:
+    only a name the resolver says does not exist is refused; ZeroMQ retries the rest. (The resolver is replaced:
+    a temporary failure cannot be made on demand.)"""
+    import socket
+
+    from hop.gen.cli import unresolved_host
+
+    def failing(error: int) -> Any:
+        def getaddrinfo(*args: Any, **kwargs: Any) -> Any:
+            raise socket.gaierror(error, "resolver says no")
+
+        return getaddrinfo
+
+    monkeypatch.setattr(socket, "getaddrinfo", failing(socket.EAI_AGAIN))
+    assert unresolved_host("tcp://coordinator.example:5555") is None
+    monkeypatch.setattr(socket, "getaddrinfo", failing(socket.EAI_NONAME))
+    assert unresolved_host("tcp://coordinator.example:5555") == ("coordinator.example", "resolver says no")

@@ -140,15 +140,21 @@ def _interface_names() -> set[str]:
         return set()
 
 
+TRANSIENT_RESOLVER_ERRORS = frozenset({socket.EAI_AGAIN})
+"""A resolver that could not answer now (DNS not up yet, as when a worker starts with its host) is no usage error."""
+
+
 def unresolved_host(address: str) -> tuple[str, str] | None:
     """The host of a ``tcp://HOST:PORT`` address and why it does not resolve, or None if it does (or is ``*``, an
-    IP address, or the address is not tcp)."""
+    IP address, or the address is not tcp), or if the resolver failed only for now."""
     parsed = urllib.parse.urlsplit(address)
     if parsed.scheme != "tcp" or not parsed.hostname or parsed.hostname == "*":
         return None
     try:
         socket.getaddrinfo(parsed.hostname, None, type=socket.SOCK_STREAM)
     except socket.gaierror as error:
+        if error.errno in TRANSIENT_RESOLVER_ERRORS:  # the name may resolve in a moment: ZeroMQ retries it
+            return None
         return parsed.hostname, str(error.strerror)
     except UnicodeError as error:  # a label too long for IDNA
         return parsed.hostname, str(error)
