@@ -24,6 +24,7 @@ import gzip
 import json
 import lzma
 import os
+import types
 import zlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
@@ -49,15 +50,25 @@ MAX_LINE_BYTES = 256 << 20
 """Default bound on one line (record) of text input."""
 
 
-COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".lzma")
-"""Inputs read decompressed, known by their suffix. A compressed file cannot be cut at a byte offset, so it is one
-split (and one chunk for online aggregation)."""
+COMPRESSIONS: dict[str, tuple[types.ModuleType, str]] = {
+    ".gz": (gzip, "gzip"),
+    ".bz2": (bz2, "bzip2"),
+    ".xz": (lzma, "xz"),
+    ".lzma": (lzma, "xz"),  # lzma.open tells the two formats apart
+}
+"""Inputs read decompressed, known by their suffix (in any case): the module whose ``open`` reads them, and the
+command that tests such a file. A compressed file cannot be cut at a byte offset, so it is one split (and one chunk
+for online aggregation)."""
 DECOMPRESSION_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError)
 """What reading a truncated or corrupt compressed file raises (bz2 and gzip raise OSError or EOFError)."""
 
 
+def _compression(path: str) -> tuple[types.ModuleType, str] | None:
+    return COMPRESSIONS.get(os.path.splitext(path)[1].lower())
+
+
 def is_compressed(path: str) -> bool:
-    return path.endswith(COMPRESSED_SUFFIXES)
+    return _compression(path) is not None
 
 
 class InputError(ValueError):
@@ -147,7 +158,7 @@ UNREAD_COMPRESSION = {
     ".snappy": ("Snappy", "a Snappy tool"),
     ".br": ("Brotli", "brotli -d"),
 }
-"""Compressed formats hop does not decompress (it reads :data:`COMPRESSED_SUFFIXES`): by file name ending, the
+"""Compressed formats hop does not decompress (it reads :data:`COMPRESSIONS`): by file name ending, the
 format and its tool."""
 
 
@@ -223,22 +234,18 @@ def make_splits(files: list[str], split_size: int, slots: int = 1) -> list[Split
 
 
 def _open(split: Split) -> IO[bytes]:
+    compression = _compression(split.path)
     try:
-        if split.path.endswith(".gz"):
-            return gzip.open(split.path, "rb")  # type: ignore[return-value]
-        if split.path.endswith(".bz2"):
-            return bz2.open(split.path, "rb")
-        if split.path.endswith((".xz", ".lzma")):
-            return lzma.open(split.path, "rb")  # either format: lzma.open tells them apart
-        return open(split.path, "rb")
+        return open(split.path, "rb") if compression is None else compression[0].open(split.path, "rb")
     except OSError as error:
         raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
 
 
 def _read_error(path: str, position: int, error: Exception) -> InputError:
-    if not is_compressed(path):
+    compression = _compression(path)
+    if compression is None:
         return InputError(f"input file {path}: read error near byte {position}: {error}")
-    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "xz"}[os.path.splitext(path)[1]]
+    tool = compression[1]
     return InputError(
         f"input file {path}: cannot decompress it near byte {position} of its text ({error}): the file is truncated "
         f"or not {tool} data; check it with `{tool} -t {path}`, or rename it if it is not compressed"

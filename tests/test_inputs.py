@@ -277,6 +277,16 @@ def test_a_quoted_csv_field_spanning_lines_is_named_as_the_likely_cause(tmp_path
         list(iter_records(Split(str(path), 0, path.stat().st_size), "csv"))
 
 
+def test_a_compressed_suffix_in_capitals_is_read_decompressed(tmp_path: Path) -> None:
+    """``LOGS.TXT.GZ`` was read as text (and failed as not UTF-8), while ``LOGS.ZST`` was refused as compressed."""
+    import gzip
+
+    path = tmp_path / "LOGS.TXT.GZ"
+    path.write_bytes(gzip.compress(b"one\ntwo\n"))
+    assert make_splits([str(path)], 1 << 20) == [Split(str(path), 0, -1)]
+    assert [line for _, line in iter_lines(Split(str(path), 0, -1))] == ["one", "two"]
+
+
 def test_a_file_compressed_in_a_format_hop_does_not_read_is_refused_before_the_job(tmp_path: Path) -> None:
     """A ``.zst`` input (so ``.bz2`` and ``.xz`` before hop read them) was read as text: the job failed midway with
     "not valid UTF-8 ... re-encode the file as UTF-8", and with ``--skip-bad-records`` it mapped whatever compressed
