@@ -221,6 +221,8 @@ def _run(args: argparse.Namespace) -> int:
             return _run_job(args)
     except InputError as error:
         return _fail(str(error), 2)
+    except KeyboardInterrupt:  # while standard input was being copied (a run handles its own interruption)
+        return _fail("interrupted", _interrupted_code())
 
 
 def _run_job(args: argparse.Namespace) -> int:

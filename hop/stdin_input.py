@@ -1,7 +1,8 @@
 """Standard input as a job's input (``hop run JOB - -o OUT``), as mrjob reads it.
 
 Map tasks read files, in other processes and perhaps on other hosts, so the data is first copied to a file beside
-the output directory (where every worker must see the output anyway), named ``.OUT.stdin-XXXXXXXX`` so that
+the output directory (where every worker must see the output anyway; beside its nearest existing parent if its
+parent does not exist yet), named ``.OUT.stdin-XXXXXXXX`` so that
 directory and glob inputs leave it out; it is removed when the run ends. Error messages and ``self.input_file``
 name that file.
 """
@@ -41,8 +42,8 @@ def stdin_as_file(inputs: list[str], output: str, stream: BinaryIO | None = None
             "(cat data.txt | hop run JOB - -o OUT, or hop run JOB - -o OUT < data.txt)"
         )
     target = Path(output).absolute()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, path = tempfile.mkstemp(prefix=f".{target.name}.stdin-", dir=target.parent)
+    beside = next(folder for folder in target.parents if folder.is_dir())  # (a run refused later leaves no folder)
+    descriptor, path = tempfile.mkstemp(prefix=f".{target.name}.stdin-", dir=beside)
     try:
         with os.fdopen(descriptor, "wb") as file:
             shutil.copyfileobj(stream, file, 1 << 20)

@@ -6,9 +6,11 @@ import contextlib
 import json
 import os
 import resource
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,36 @@ def test_standard_input_as_input(tmp_path: Path) -> None:
         os.close(controller)
         os.close(terminal)
     assert typed.returncode == 2 and "which is a terminal here: pipe or redirect the data in" in typed.stderr
+    # A run refused after the copy leaves no folder behind (the output's missing parents were made for the copy).
+    missing = subprocess.run(
+        [*command, "-", "nowhere.txt", "-o", "deep/er/out"],
+        cwd=tmp_path,
+        input=words,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert missing.returncode == 2 and "nowhere.txt" in missing.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    # Ctrl-C while the copy waits for more input: a message and 130, no traceback, no copy left.
+    waiting = subprocess.Popen(
+        [*command, "-", "-o", "later"], cwd=tmp_path, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert waiting.stdin is not None
+        waiting.stdin.write(words)
+        waiting.stdin.flush()
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob(".later.stdin-*")):
+            assert time.monotonic() < deadline, "the copy started"
+            time.sleep(0.02)
+        waiting.send_signal(signal.SIGINT)
+        _, stderr = waiting.communicate(timeout=TIMEOUT)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait(timeout=10)
+    assert waiting.returncode == 130 and "hop: error: interrupted" in stderr and "Traceback" not in stderr, stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
