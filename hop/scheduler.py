@@ -666,7 +666,7 @@ class JobState:
                         "window": self.windows.window,
                         "windows_written": self.windows.total,
                         "stopped": self.stopping,
-                        "sources_gone": sorted(self.sources_gone),
+                        "sources_gone": self.gone_sources(),  # (as the status reply gives them)
                         "bad_records": self._stream_bad_records(),
                         "options": self.spec.options.get("stream"),
                     }

@@ -758,7 +758,8 @@ def test_a_source_given_up_is_reported_by_the_run(
         runner.join(timeout=90)
         runner_client.close()
     assert not runner.is_alive() and result["state"] == "succeeded"
-    assert result["report"]["continuous"]["sources_gone"] == [1]
+    (gone,) = result["report"]["continuous"]["sources_gone"]  # as the status reply gives it
+    assert gone["index"] == 1 and gone["url"] == doomed and gone["attempts"] == 2 and gone["error"]
     err = capsys.readouterr().err
     assert f"hop: warning: source 1 ({doomed}) was given up after 2 failed attempts" in err
     assert err.count("was given up") == 1
