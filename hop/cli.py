@@ -441,16 +441,19 @@ def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
     return jobs, rest
 
 
-MIN_CHUNK_BYTES = 64 << 10
-"""The smallest ``--chunk-size``: every chunk is a run per reducer and a unit of the estimator's bookkeeping, so
-tiny chunks cost far more than they add to the randomness (1 KB chunks made a 1 MB job take 5 s, 10-byte ones
-failed it)."""
+MIN_CHUNK_BYTES = 64_000
+"""The smallest ``--chunk-size``, 64KB in the decimal units sizes are given in (it was 64 KiB, so the documented
+``--chunk-size 64KB`` was refused as below 64KB): every chunk is a run per reducer and a unit of the estimator's
+bookkeeping, so tiny chunks cost far more than they add to the randomness (1 KB chunks made a 1 MB job take 5 s,
+10-byte ones failed it)."""
 
 
 def _chunk_size(text: str) -> int:
     size = size_argument(text)
     if size < MIN_CHUNK_BYTES:
-        raise argparse.ArgumentTypeError(f"--chunk-size must be at least 64KB, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"--chunk-size must be at least 64KB ({MIN_CHUNK_BYTES:,} bytes), got {text!r} ({size:,} bytes)"
+        )
     return size
 
 
