@@ -16,7 +16,7 @@ from hop.gen.pageviews import generate_pageviews
 from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.online.tracker import HISTORY_ROWS
-from hop.runner import build_spec, online_options
+from hop.runner import build_spec, online_options, run_steps
 from tests.conftest import ROOT, job_path, output_dict, run_job
 
 TIMEOUT = 120
@@ -288,3 +288,46 @@ def test_cli_snapshot_options(pageviews_dir: Path, tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert bad.returncode == 2 and "between 0 and 1" in bad.stderr
+
+
+def test_workers_survive_spills_that_arrive_after_an_early_stop(tmp_path: Path) -> None:
+    """A job ended by --stop-when-accurate while its maps still spilled: the worker deleted the job's spill files
+    on ``job_done``, then registered a spill a map had sent just before and died on the missing file
+    (FileNotFoundError in the pusher), so the next job of a --blocking pipeline failed with 'no live workers'."""
+    from hop.local_cluster import LocalCluster
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 12_000_000, seed=4, vocabulary=50)
+    job_class = load_job_file(job_path("wordcount"))
+    with LocalCluster(workers=2, map_slots=2, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            for attempt in range(3):  # a race: each early stop with maps spilling is a chance to lose a worker
+                options = online_options(
+                    job_class,
+                    [str(source)],
+                    snapshot_every=0.05,
+                    order="random",
+                    seed=attempt,
+                    chunk_size=64 << 10,
+                    stop_when_accurate=0.5,
+                )
+                spec = build_spec(
+                    job_class,
+                    [str(source)],
+                    str(tmp_path / f"out{attempt}"),
+                    split_size=1 << 20,
+                    num_reduces=2,
+                    options=options,
+                )
+                report = run_steps(client, spec, progress=False, timeout=TIMEOUT)
+                assert report["approximate"]["input_fraction"] < 1
+            time.sleep(1.0)  # spills sent before the early stop reach the workers' loops by now
+            assert [process.poll() for process in cluster.workers] == [None, None], "a worker process died"
+            assert [worker["alive"] for worker in client.workers()] == [True, True]
+            plain = run_steps(
+                client, build_spec(job_class, [str(source)], str(tmp_path / "plain")), progress=False, timeout=TIMEOUT
+            )
+            assert plain["status"] == "succeeded"
+        finally:
+            client.close()
