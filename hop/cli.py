@@ -373,8 +373,14 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
 
 def _summary(report: dict[str, Any], output: str) -> str:
     """The line ``hop run`` prints for a job that succeeded: records in and out, or for a job that
-    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw."""
-    head = f"hop: {report['job_id']} succeeded in {wall_time(report):.2f}s: "
+    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw. For a
+    pipeline (``report`` the last step's, the earlier ones under ``"steps"``/``"jobs"``): the whole run's time and
+    the first step's input records (the last step's own were printed, and with ``--blocking`` its time alone), and
+    an earlier step that stopped early is named, since every later step's result is built on its estimates."""
+    earlier = _earlier_reports(report)
+    first = earlier[0] if earlier else report
+    seconds = wall_time({**report, "start": min(r["start"] for r in [*earlier, report])})
+    head = f"hop: {report['job_id']} succeeded in {seconds:.2f}s: "
     approximate = report.get("approximate")
     if approximate:
         rows = approximate.get("rows", 0)
@@ -383,13 +389,28 @@ def _summary(report: dict[str, Any], output: str) -> str:
             f"{approximate['stop_when_accurate']:.1%}) after {approximate['input_fraction']:.1%} of the input: "
             f"{rows:,} estimated rows (snapshot {approximate['snapshot']}) in {output}"
         )
-    counters = report["counters"]
-    skipped = counters.get("bad_records_skipped", 0)
+    skipped = report["counters"].get("bad_records_skipped", 0)
     bad = f" ({skipped:,} bad records skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
+    stopped = [
+        f"step {number} stopped early after {r['approximate']['input_fraction']:.1%} of its input, so the result is "
+        f"approximate (accurate to {r['approximate']['max_relative_half_width']:.1%} there)"
+        for number, r in enumerate(earlier, 1)
+        if r.get("approximate")
+    ]
     return (
-        f"{head}{counters['map_input_records']:,} input records, {counters['reduce_output_records']:,} output "
-        f"records in {output}{bad}"
+        f"{head}{first['counters']['map_input_records']:,} input records, "
+        f"{report['counters']['reduce_output_records']:,} output records in {output}{bad}"
+        + "".join(f"; {note}" for note in stopped)
     )
+
+
+def _earlier_reports(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The reports of a pipeline's steps before the last (``report``), in order: each earlier job's steps and that
+    job (``"jobs"``, a ``--blocking`` run of several job files), then the last job's earlier steps (``"steps"``)."""
+    earlier: list[dict[str, Any]] = []
+    for job in report.get("jobs") or ():
+        earlier += [*(job.get("steps") or ()), job]
+    return earlier + list(report.get("steps") or ())
 
 
 def _cancel_submitted(interrupted: Client | None, everything: bool = False) -> None:
