@@ -186,6 +186,17 @@ def test_state_uses_the_groups_stratum() -> None:
     assert rows[("en", "h1")].final and rows[("en", "h1")].value == 4  # its only chunk seen
 
 
+def test_state_matches_a_key_stratum_given_as_an_int() -> None:
+    """``input_stratum`` and ``key_stratum`` both returning the hour as an int: the engine takes the input strata as
+    ``str()``, so the int never matched and every group was estimated unstratified (2 of 4 chunks seen: 2 x 10)."""
+    state = SnapshotState(Sum(), ["0", "0", "0", "1"], key_stratum=lambda key: key[1])
+    state.add_run(0, 0, 0, run({("en", 0): 10}), chunk=0, end=True)
+    state.add_run(1, 0, 0, run({("en", 1): 4}), chunk=3, end=True)
+    rows = {row.key: row for row in state.rows()}
+    assert rows[("en", 0)].estimate.value == 30  # type: ignore[union-attr]  # 1 of the 3 chunks of hour 0
+    assert rows[("en", 1)].final and rows[("en", 1)].estimate.value == 4  # type: ignore[union-attr]
+
+
 def test_state_mean_and_min_max() -> None:
     mean = SnapshotState(Mean(), ["", "", ""])
     mean.add_run(0, 0, 0, run({"k": (2, 10.0)}), chunk=0, end=True)

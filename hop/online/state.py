@@ -266,6 +266,9 @@ class SnapshotState:
         else:
             for key in keys:
                 stratum = self.key_stratum(key)
+                # As the engine takes ``str(input_stratum(path))``: a job whose two methods both return the hour as
+                # an int matched no stratum and was estimated unstratified (scaled by overall progress) silently.
+                stratum = None if stratum is None else str(stratum)
                 if stratum is not None and stratum in self.stratum_sizes:
                     n.append(seen[stratum])
                     big_n.append(self.stratum_sizes[stratum])
