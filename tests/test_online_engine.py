@@ -142,6 +142,23 @@ def test_hop_snapshot_on_demand_for_a_generic_reduce(client: Client, tmp_path: P
     assert any(entry["job_id"] == job_id for entry in client.jobs())
 
 
+def test_a_generic_reduces_snapshot_says_how_much_input_it_holds(client: Client, tmp_path: Path) -> None:
+    """A hand-written reduce's snapshot said ``input_fraction`` = the map progress that triggered it (0.75 holding
+    half the input); it now counts the input chunks its runs cover wholly, as a built-in aggregate's does: a lower
+    bound (the runs of chunks still being read are in too). Checked against the words each snapshot counted."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 4_000_000, seed=12, vocabulary=200, distribution="uniform")
+    total = len(source.read_text(encoding="utf-8").split())
+    online_run(client, "wordcount_nocombine", [source], tmp_path / "out", snapshot_every=0.25, order="random")
+    folders = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert folders
+    for folder in folders:
+        described = json.loads((folder / "_snapshot.json").read_text())
+        counted = sum(output_dict(folder).values()) if described["groups"] else 0
+        assert described["chunks_fraction"] is not None, described
+        assert described["input_fraction"] <= counted / total + 0.01, (folder.name, described, counted / total)
+
+
 def test_hop_snapshot_after_a_partition_committed_completes(client: Client, tmp_path: Path) -> None:
     # Partition 0 commits seconds before partition 1: a snapshot asked for in between got no answer from the
     # committed partition (its reducer is gone), so it never completed and _job.json listed it incomplete.
