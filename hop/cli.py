@@ -339,9 +339,11 @@ def _run_loaded(
     except KeyboardInterrupt:
         # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
         # cancellation is what writes OUT/_job.json saying so (and removes committed parts) before the cluster stops.
+        _defer_interrupts()
         _cancel_submitted(client, everything=cluster is not None)
         return _fail("interrupted", _interrupted_code())
     finally:
+        _defer_interrupts()
         if cluster is not None:
             cluster.stop()
         if release is not None:
@@ -604,6 +606,15 @@ _signalled: list[int] = []
 def _interrupt(signum: int, frame: object) -> None:
     _signalled.append(signum)
     raise KeyboardInterrupt
+
+
+def _defer_interrupts() -> None:
+    """From now on Ctrl-C and SIGTERM are noted (the exit code says so) but interrupt nothing: ``hop run`` is
+    ending, cancelling its job and stopping the embedded cluster (both bounded). A second Ctrl-C or SIGTERM that
+    landed there ended ``hop run`` with a KeyboardInterrupt traceback, exit code 130 whatever the signal, and the
+    cluster's temporary directory left in /tmp."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda signum, frame: _signalled.append(signum))
 
 
 def _interrupted_code() -> int:
