@@ -507,11 +507,13 @@ def _snapshot(args: argparse.Namespace) -> int:
     client = Client(args.coordinator, timeout=10)
     try:
         reply = client.snapshot_now(args.job_id)
+        output = client.job(args.job_id).get("output")  # (it printed "OUT/_snapshots/...": the user had to know)
     except (CoordinatorUnavailable, JobRejected) as error:
         return _fail(str(error), error.exit_code)
     finally:
         client.close()
-    print(f"snapshot {reply['label']} requested (seq {reply['seq']}); it appears under OUT/_snapshots/{reply['label']}")
+    folder = os.path.join(output or "OUT", "_snapshots", reply["label"])
+    print(f"snapshot {reply['label']} requested (seq {reply['seq']}); it appears under {folder}")
     return 0
 
 

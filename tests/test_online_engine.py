@@ -127,6 +127,14 @@ def test_hop_snapshot_on_demand_for_a_generic_reduce(client: Client, tmp_path: P
         assert time.monotonic() < deadline
         time.sleep(0.05)
     requested = client.snapshot_now(job_id)
+    # hop snapshot names the folder (it printed "OUT/_snapshots/...", leaving the user to find OUT).
+    said = subprocess.run(
+        [sys.executable, "-m", "hop", "snapshot", job_id, "--coordinator", client.address],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert said.returncode == 0 and f"under {tmp_path / 'out' / '_snapshots'}/0." in said.stdout, said
     status = client.wait(job_id, timeout=TIMEOUT)
     assert status["state"] == "succeeded"
     folder = tmp_path / "out" / "_snapshots" / requested["label"]
