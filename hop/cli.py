@@ -342,9 +342,11 @@ def _run_loaded(
     except KeyboardInterrupt:
         # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
         # cancellation is what writes OUT/_job.json saying so (and removes committed parts) before the cluster stops.
+        _defer_interrupts()
         _cancel_submitted(client, everything=cluster is not None)
         return _fail("interrupted", _interrupted_code())
     finally:
+        _defer_interrupts()
         if cluster is not None:
             cluster.stop()
         if release is not None:
@@ -376,8 +378,14 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
 
 def _summary(report: dict[str, Any], output: str) -> str:
     """The line ``hop run`` prints for a job that succeeded: records in and out, or for a job that
-    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw."""
-    head = f"hop: {report['job_id']} succeeded in {wall_time(report):.2f}s: "
+    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw. For a
+    pipeline (``report`` the last step's, the earlier ones under ``"steps"``/``"jobs"``): the whole run's time and
+    the first step's input records (the last step's own were printed, and with ``--blocking`` its time alone), and
+    an earlier step that stopped early is named, since every later step's result is built on its estimates."""
+    earlier = _earlier_reports(report)
+    first = earlier[0] if earlier else report
+    seconds = wall_time({**report, "start": min(r["start"] for r in [*earlier, report])})
+    head = f"hop: {report['job_id']} succeeded in {seconds:.2f}s: "
     approximate = report.get("approximate")
     if approximate:
         rows = approximate.get("rows", 0)
@@ -386,13 +394,28 @@ def _summary(report: dict[str, Any], output: str) -> str:
             f"{approximate['stop_when_accurate']:.1%}) after {approximate['input_fraction']:.1%} of the input: "
             f"{rows:,} estimated rows (snapshot {approximate['snapshot']}) in {output}"
         )
-    counters = report["counters"]
-    skipped = counters.get("bad_records_skipped", 0)
+    skipped = report["counters"].get("bad_records_skipped", 0)
     bad = f" ({skipped:,} bad records skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
+    stopped = [
+        f"step {number} stopped early after {r['approximate']['input_fraction']:.1%} of its input, so the result is "
+        f"approximate (accurate to {r['approximate']['max_relative_half_width']:.1%} there)"
+        for number, r in enumerate(earlier, 1)
+        if r.get("approximate")
+    ]
     return (
-        f"{head}{counters['map_input_records']:,} input records, {counters['reduce_output_records']:,} output "
-        f"records in {output}{bad}"
+        f"{head}{first['counters']['map_input_records']:,} input records, "
+        f"{report['counters']['reduce_output_records']:,} output records in {output}{bad}"
+        + "".join(f"; {note}" for note in stopped)
     )
+
+
+def _earlier_reports(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The reports of a pipeline's steps before the last (``report``), in order: each earlier job's steps and that
+    job (``"jobs"``, a ``--blocking`` run of several job files), then the last job's earlier steps (``"steps"``)."""
+    earlier: list[dict[str, Any]] = []
+    for job in report.get("jobs") or ():
+        earlier += [*(job.get("steps") or ()), job]
+    return earlier + list(report.get("steps") or ())
 
 
 def _cancel_submitted(interrupted: Client | None, everything: bool = False) -> None:
@@ -444,16 +467,19 @@ def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
     return jobs, rest
 
 
-MIN_CHUNK_BYTES = 64 << 10
-"""The smallest ``--chunk-size``: every chunk is a run per reducer and a unit of the estimator's bookkeeping, so
-tiny chunks cost far more than they add to the randomness (1 KB chunks made a 1 MB job take 5 s, 10-byte ones
-failed it)."""
+MIN_CHUNK_BYTES = 64_000
+"""The smallest ``--chunk-size``, 64KB in the decimal units sizes are given in (it was 64 KiB, so the documented
+``--chunk-size 64KB`` was refused as below 64KB): every chunk is a run per reducer and a unit of the estimator's
+bookkeeping, so tiny chunks cost far more than they add to the randomness (1 KB chunks made a 1 MB job take 5 s,
+10-byte ones failed it)."""
 
 
 def _chunk_size(text: str) -> int:
     size = size_argument(text)
     if size < MIN_CHUNK_BYTES:
-        raise argparse.ArgumentTypeError(f"--chunk-size must be at least 64KB, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"--chunk-size must be at least 64KB ({MIN_CHUNK_BYTES:,} bytes), got {text!r} ({size:,} bytes)"
+        )
     return size
 
 
@@ -484,11 +510,13 @@ def _snapshot(args: argparse.Namespace) -> int:
     client = Client(args.coordinator, timeout=10)
     try:
         reply = client.snapshot_now(args.job_id)
+        output = client.job(args.job_id).get("output")  # (it printed "OUT/_snapshots/...": the user had to know)
     except (CoordinatorUnavailable, JobRejected) as error:
         return _fail(str(error), error.exit_code)
     finally:
         client.close()
-    print(f"snapshot {reply['label']} requested (seq {reply['seq']}); it appears under OUT/_snapshots/{reply['label']}")
+    folder = os.path.join(output or "OUT", "_snapshots", reply["label"])
+    print(f"snapshot {reply['label']} requested (seq {reply['seq']}); it appears under {folder}")
     return 0
 
 
@@ -583,6 +611,15 @@ _signalled: list[int] = []
 def _interrupt(signum: int, frame: object) -> None:
     _signalled.append(signum)
     raise KeyboardInterrupt
+
+
+def _defer_interrupts() -> None:
+    """From now on Ctrl-C and SIGTERM are noted (the exit code says so) but interrupt nothing: ``hop run`` is
+    ending, cancelling its job and stopping the embedded cluster (both bounded). A second Ctrl-C or SIGTERM that
+    landed there ended ``hop run`` with a KeyboardInterrupt traceback, exit code 130 whatever the signal, and the
+    cluster's temporary directory left in /tmp."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda signum, frame: _signalled.append(signum))
 
 
 def _interrupted_code() -> int:

@@ -169,7 +169,9 @@ class Job:
 
     def key_stratum(self, key: Any) -> str | None:
         """Online aggregation: the stratum a reduce group draws from (e.g. the hour in the key), so its estimate
-        scales by the fraction of *that* stratum seen; must name a stratum ``input_stratum`` gives."""
+        scales by the fraction of *that* stratum seen; must name a stratum ``input_stratum`` gives (both are
+        compared as ``str()``: the hour as an int from both is fine). A group whose stratum is ``None`` or no input
+        file's is estimated as if the whole input were one stratum."""
         return None
 
     def steps(self) -> list[Step] | None:

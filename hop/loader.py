@@ -93,6 +93,15 @@ def _check_arguments(path: str, name: str, function: object, arguments: tuple[st
     would fail on its first record with Python's "takes 2 positional arguments but 3 were given"."""
     if function is None or isinstance(function, Aggregate):
         return
+    if isinstance(function, type) and issubclass(function, Aggregate):
+        # ``reduce = Sum`` (the class): its signature is the constructor's, so the message below would ask for
+        # a ``reduce(self, key, values)`` method the user never meant to write.
+        short = name.rpartition(" ")[2]
+        instance = "TopK(10)" if function.__name__ == "TopK" else f"{function.__name__}()"
+        raise JobFileError(
+            f"job file {path}: {name} is the aggregate class {function.__name__}, not an aggregate: write "
+            f"{short} = {instance}, with the parentheses"
+        )
     try:
         signature = inspect.signature(function)  # type: ignore[arg-type]
     except (TypeError, ValueError):

@@ -637,9 +637,9 @@ def run_reduce(
         mapper=functions.mapper,
         partition=lambda key: job.partition(key, spec.num_reduces),
     )
-    if snapshots.state is not None:
+    if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:
-            snapshots.state.commit(map_index, map_attempt, segments)
+            snapshots.coverage.commit(map_index, map_attempt, segments)
     output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
     sender: PipeSender | None = None
     if spec.options.get("pipe_output"):

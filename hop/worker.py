@@ -41,6 +41,8 @@ SLOT_START_TIMEOUT = 30.0
 LAST_WORDS_SECONDS = 0.2
 """How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 UNANSWERED_REGISTRATION_SECONDS = 10.0
+ENDED_JOBS_KEPT = 1000
+"""How many ended jobs a worker remembers, to drop the spills their killed maps sent just before the end."""
 """How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
 COORDINATOR_SEND_STEP_MS = 1000
 """How long one try to queue a message for an unreachable coordinator blocks (then the worker checks whether it
@@ -145,6 +147,9 @@ class Worker:
         self.waiting: list[tuple[dict[str, Any], bytes]] = []
         self.notices: dict[str, list[bytes]] = {}
         """Per running job, the commit/failure notices received so far (replayed to reduce tasks that waited)."""
+        self.ended_jobs: dict[str, None] = {}
+        """The latest jobs that ended here (insertion order, at most ``ENDED_JOBS_KEPT``): a spill of one of them
+        still on its way when its files were deleted is dropped (it counts for nothing now)."""
         self.running = True
         self.publisher: SamplePublisher | None = None
         if sample_interval > 0:
@@ -298,6 +303,7 @@ class Worker:
         elif kind == "reducer_at":
             self.pusher.set_reducer(msg["job_id"], msg["index"], msg["attempt"], msg["address"])
         elif kind == "job_done":
+            self._ended(msg["job_id"])
             self.notices.pop(msg["job_id"], None)
             self.pusher.finish_job(msg["job_id"], self.spill_dir)
             for key in [key for key in self.last_spill_seq if key[0] == msg["job_id"]]:
@@ -440,6 +446,12 @@ class Worker:
         self._check_slots()
         self._register()
 
+    def _ended(self, job_id: str) -> None:
+        """Remember that ``job_id`` ended (bounded: the oldest is forgotten first)."""
+        self.ended_jobs[job_id] = None
+        while len(self.ended_jobs) > ENDED_JOBS_KEPT:
+            del self.ended_jobs[next(iter(self.ended_jobs))]
+
     def _stop_job_tasks(self, job_id: str) -> None:
         """A failed job's tasks would wait forever for input: end them."""
         tasks = [slot.task for slot in self.slots.values() if slot.task is not None and slot.task[0] == job_id]
@@ -461,6 +473,11 @@ class Worker:
                 self._dispatch()
             return
         if kind == "spill":
+            if msg["job_id"] in self.ended_jobs:
+                # Sent by a map of a job that ended meanwhile (stopped early, failed, cancelled) before the end
+                # killed it: its files are deleted, and opening this one killed the worker (FileNotFoundError).
+                Path(msg["path"]).unlink(missing_ok=True)
+                return
             self.pusher.add_spill(msg["job_id"], msg["index"], msg["attempt"], msg["seq"], msg["path"], msg.get("meta"))
             self.last_spill_seq[(msg["job_id"], msg["index"], msg["attempt"])] = msg["seq"]
             self._tell_unsent(msg["job_id"], msg["index"], msg["attempt"])

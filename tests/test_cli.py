@@ -227,6 +227,27 @@ def test_a_step_function_that_cannot_take_the_engines_arguments_is_refused_befor
     assert (tmp_path / "out-fine" / "part-00000").read_text() == '"a b a"\t1\n'
 
 
+def test_an_aggregate_class_for_an_aggregate_says_to_add_the_parentheses(tmp_path: Path) -> None:
+    """``reduce = Sum`` (the class) was refused with "combine() cannot take (key, values) (too many positional
+    arguments); define it as combine(self, key, values)": the constructor's signature, and advice to write a method
+    the user never meant to write. It now says to write ``Sum()``."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    header = "from hop import Job\nfrom hop.aggregates import Sum, TopK\n\n\nclass J(Job):\n"
+    body = "    def map(self, key, line):\n        yield line, 1\n\n"
+    cases = {
+        "sum": (
+            "    combine = reduce = Sum\n",
+            "combine is the aggregate class Sum, not an aggregate: write combine = Sum()",
+        ),
+        "reduce": ("    reduce = Sum\n", "reduce is the aggregate class Sum, not an aggregate: write reduce = Sum()"),
+        "topk": ("    reduce = TopK\n", "write reduce = TopK(10), with the parentheses"),
+    }
+    for name, (line, says) in cases.items():
+        (tmp_path / f"{name}.py").write_text(header + body + line)
+        result = hop("run", f"{name}.py", "in.txt", "-o", f"out-{name}", "--quiet", cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, (name, result.stderr)
+
+
 def test_overwrite_never_deletes_the_inputs_or_the_current_directory(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "in.txt").write_text("a b a\n")
@@ -823,7 +844,12 @@ def test_a_chunk_size_below_64kb_is_refused(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\n")
     job = str(ROOT / "jobs" / "wordcount.py")
     result = hop("run", job, "in.txt", "-o", "out", "--snapshot-every", "0.3", "--chunk-size", "1000", cwd=tmp_path)
-    assert result.returncode == 2 and "--chunk-size must be at least 64KB, got '1000'" in result.stderr, result.stderr
+    assert result.returncode == 2 and "--chunk-size must be at least 64KB (64,000 bytes), got '1000'" in result.stderr
+    # The documented least, in the decimal units every size takes, is accepted (it was 64 KiB: '64KB' was refused).
+    args = ("run", job, "in.txt", "-o", "out", "--snapshot-every", "0.3", "--chunk-size", "64KB", "--workers", "1")
+    result = hop(*args, "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t1\n"b"\t1\n'
 
 
 def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path) -> None:

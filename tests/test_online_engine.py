@@ -16,7 +16,7 @@ from hop.gen.pageviews import generate_pageviews
 from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.online.tracker import HISTORY_ROWS
-from hop.runner import build_spec, online_options
+from hop.runner import build_spec, online_options, run_steps
 from tests.conftest import ROOT, job_path, output_dict, run_job
 
 TIMEOUT = 120
@@ -127,6 +127,14 @@ def test_hop_snapshot_on_demand_for_a_generic_reduce(client: Client, tmp_path: P
         assert time.monotonic() < deadline
         time.sleep(0.05)
     requested = client.snapshot_now(job_id)
+    # hop snapshot names the folder (it printed "OUT/_snapshots/...", leaving the user to find OUT).
+    said = subprocess.run(
+        [sys.executable, "-m", "hop", "snapshot", job_id, "--coordinator", client.address],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert said.returncode == 0 and f"under {tmp_path / 'out' / '_snapshots'}/0." in said.stdout, said
     status = client.wait(job_id, timeout=TIMEOUT)
     assert status["state"] == "succeeded"
     folder = tmp_path / "out" / "_snapshots" / requested["label"]
@@ -140,6 +148,23 @@ def test_hop_snapshot_on_demand_for_a_generic_reduce(client: Client, tmp_path: P
     job = client.job(job_id)
     assert {task["state"] for task in job["tasks"]} == {"committed"} and job["output"] == str(tmp_path / "out")
     assert any(entry["job_id"] == job_id for entry in client.jobs())
+
+
+def test_a_generic_reduces_snapshot_says_how_much_input_it_holds(client: Client, tmp_path: Path) -> None:
+    """A hand-written reduce's snapshot said ``input_fraction`` = the map progress that triggered it (0.75 holding
+    half the input); it now counts the input chunks its runs cover wholly, as a built-in aggregate's does: a lower
+    bound (the runs of chunks still being read are in too). Checked against the words each snapshot counted."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 4_000_000, seed=12, vocabulary=200, distribution="uniform")
+    total = len(source.read_text(encoding="utf-8").split())
+    online_run(client, "wordcount_nocombine", [source], tmp_path / "out", snapshot_every=0.25, order="random")
+    folders = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert folders
+    for folder in folders:
+        described = json.loads((folder / "_snapshot.json").read_text())
+        counted = sum(output_dict(folder).values()) if described["groups"] else 0
+        assert described["chunks_fraction"] is not None, described
+        assert described["input_fraction"] <= counted / total + 0.01, (folder.name, described, counted / total)
 
 
 def test_hop_snapshot_after_a_partition_committed_completes(client: Client, tmp_path: Path) -> None:
@@ -288,3 +313,46 @@ def test_cli_snapshot_options(pageviews_dir: Path, tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert bad.returncode == 2 and "between 0 and 1" in bad.stderr
+
+
+def test_workers_survive_spills_that_arrive_after_an_early_stop(tmp_path: Path) -> None:
+    """A job ended by --stop-when-accurate while its maps still spilled: the worker deleted the job's spill files
+    on ``job_done``, then registered a spill a map had sent just before and died on the missing file
+    (FileNotFoundError in the pusher), so the next job of a --blocking pipeline failed with 'no live workers'."""
+    from hop.local_cluster import LocalCluster
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 12_000_000, seed=4, vocabulary=50)
+    job_class = load_job_file(job_path("wordcount"))
+    with LocalCluster(workers=2, map_slots=2, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            for attempt in range(3):  # a race: each early stop with maps spilling is a chance to lose a worker
+                options = online_options(
+                    job_class,
+                    [str(source)],
+                    snapshot_every=0.05,
+                    order="random",
+                    seed=attempt,
+                    chunk_size=64 << 10,
+                    stop_when_accurate=0.5,
+                )
+                spec = build_spec(
+                    job_class,
+                    [str(source)],
+                    str(tmp_path / f"out{attempt}"),
+                    split_size=1 << 20,
+                    num_reduces=2,
+                    options=options,
+                )
+                report = run_steps(client, spec, progress=False, timeout=TIMEOUT)
+                assert report["approximate"]["input_fraction"] < 1
+            time.sleep(1.0)  # spills sent before the early stop reach the workers' loops by now
+            assert [process.poll() for process in cluster.workers] == [None, None], "a worker process died"
+            assert [worker["alive"] for worker in client.workers()] == [True, True]
+            plain = run_steps(
+                client, build_spec(job_class, [str(source)], str(tmp_path / "plain")), progress=False, timeout=TIMEOUT
+            )
+            assert plain["status"] == "succeeded"
+        finally:
+            client.close()

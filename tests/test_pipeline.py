@@ -170,6 +170,42 @@ def test_cli_job_list_pipeline(tmp_path: Path) -> None:
     assert output_dict(tmp_path / "staged") == {"top": expected_top(source)}
 
 
+def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:
+    """``hop run``'s last line gave the last step's input records (and with --blocking its time alone: 0.40 s of a
+    5 s run) and said nothing of an earlier step stopped early by --stop-when-accurate, on whose estimates the
+    result is built."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 3_000_000, seed=36, vocabulary=50)
+    lines = len(source.read_text(encoding="utf-8").splitlines())
+    pair = [str(ROOT / "jobs" / "wordcount.py"), str(ROOT / "jobs" / "topk.py"), str(source), "--workers", "2"]
+    for extra in ([], ["--blocking"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "hop", "run", *pair, "-o", str(tmp_path / "out"), "--overwrite", *extra],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert result.returncode == 0, result.stderr
+        summary = result.stderr.strip().splitlines()[-1]
+        assert f": {lines:,} input records, 1 output records in " in summary, summary
+        report = json.loads((tmp_path / "out" / "_job.json").read_text())
+        earlier = report.get("steps") or report.get("jobs")
+        seconds = float(summary.split(" succeeded in ")[1].split("s:")[0])
+        assert seconds >= report["end"] - earlier[0]["start"] - 0.01, summary
+    online = ["--order", "random", "--chunk-size", "64KB", "--split-size", "1MB", "--stop-when-accurate", "0.5"]
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "run", *pair, "-o", str(tmp_path / "early"), "--blocking", *online],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "early" / "_job.json").read_text())
+    stopped = report["jobs"][0]["approximate"]
+    summary = result.stderr.strip().splitlines()[-1]
+    assert f"; step 1 stopped early after {stopped['input_fraction']:.1%} of its input, so the result is " in summary
+
+
 def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None:
     """The word count's reducers waited a minute for the failed second job's maps to take their output (and the
     word count was then recorded as succeeded): the failure now fails the step before too, at once, and the user

@@ -370,3 +370,36 @@ def test_web_wait_keeps_the_view_of_a_failed_job_and_ctrl_c_keeps_its_exit_statu
         run.kill()
     assert run.returncode == 1, rest
     assert "cannot handle boom" in rest and "hop: error: job failed:" in rest, rest
+
+
+def test_a_second_signal_while_the_embedded_cluster_stops_is_no_traceback(tmp_path: Path) -> None:
+    """The first SIGTERM ends ``--web-wait``; more that landed in the job's cancellation or the embedded cluster's
+    stop gave a KeyboardInterrupt traceback, exit code 130 (not the job's 1, nor 143) and the cluster's temporary
+    directory left in /tmp. Once ``hop run`` is ending, signals are noted, not raised (the ending is bounded)."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "in.txt").write_text("fine\nboom now\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("failing_map"), "in.txt", "-o", "out", "--web-wait"]
+    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stderr is not None
+        deadline = time.monotonic() + 60
+        lines: list[str] = []
+        while not any("the view stays at" in line for line in lines):
+            assert time.monotonic() < deadline and run.poll() is None, lines
+            lines.append(run.stderr.readline())
+        cluster = re.search(r"coordinator at ipc://(\S+)/coordinator", "".join(lines))
+        assert cluster, lines
+        run.send_signal(signal.SIGTERM)
+        while run.poll() is None and time.monotonic() < deadline:  # more, until it ends: some land in its stop
+            time.sleep(0.02)
+            run.send_signal(signal.SIGTERM)
+        _, rest = run.communicate(timeout=30)
+    finally:
+        run.kill()
+    assert "KeyboardInterrupt" not in rest, rest
+    assert run.returncode in (1, 143, -signal.SIGTERM), rest  # (-15: it ends by the signal, as a shell sees 143)
+    assert not Path(cluster.group(1)).exists()

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from hop.aggregates import Aggregate
+from hop.aggregates import Aggregate, Count
 from hop.inputs import parse_output_line
 from hop.online.snapshots import (
     ROWS_ON_THE_WIRE,
@@ -65,6 +65,12 @@ class ReducerSnapshots:
             if aggregate is not None and chunk_strata
             else None
         )
+        self.coverage = self.state
+        """Which input chunks the received runs cover: the aggregate's state, else (a hand-written reduce of an
+        online job) a state that follows the runs' chunks without reading them. Without it such a snapshot's
+        ``input_fraction`` was the map progress that triggered it (0.75 for a reducer holding half the input)."""
+        if self.coverage is None and chunk_strata:
+            self.coverage = SnapshotState(Count(), chunk_strata, read_run=store.run_bytes, values=False)
         self.taken = 0
         self.mapper = mapper
         self.partition = partition
@@ -74,8 +80,8 @@ class ReducerSnapshots:
         """A run arrived: into the snapshot state and the store."""
         task, attempt = header["map"], header["attempt"]
         resumes = header.get("resumes") or ()
-        if self.state is not None and "chunk" in header:
-            self.state.add_run(
+        if self.coverage is not None and "chunk" in header:
+            self.coverage.add_run(
                 task,
                 attempt,
                 header["seq"],
@@ -92,7 +98,7 @@ class ReducerSnapshots:
         what the store holds before the notice changes it: a failed attempt's kept runs, before a commit moves them
         to the attempt that resumed after them; whether a lost attempt was complete)."""
         task, attempt, kind = notice["index"], notice["attempt"], notice["type"]
-        state = self.state
+        state = self.coverage
         if state is not None:
             if kind == "map_committed":
                 state.commit(task, attempt, notice.get("segments", ()))
@@ -159,10 +165,10 @@ class ReducerSnapshots:
             "seconds": round(time.time() - started, 4),
             "max_relative_half_width": _max_relative_half_width(ordered),
         }
-        if self.state is not None:
-            chunks = self.state.seen_chunks()
+        if self.coverage is not None:
+            chunks = self.coverage.seen_chunks()
             fields["chunks_seen"] = sorted(chunks)
-            fields["strata_seen"] = self.state.strata_seen(chunks)
+            fields["strata_seen"] = self.coverage.strata_seen(chunks)
         return fields
 
     def _table(self) -> SnapshotTable:

@@ -74,8 +74,12 @@ class SnapshotState:
         key_stratum: Callable[[Any], str | None] | None = None,
         confidence: float = 0.95,
         read_run: Callable[[int, int, int], bytes | None] | None = None,
+        values: bool = True,
     ) -> None:
+        """``values=False``: follow which chunks the runs complete, never reading their records (the coverage of a
+        hand-written reduce's snapshot; its groups and values come from the run store)."""
         self.aggregate = aggregate
+        self.values = values
         self.read_run = read_run
         """(task, attempt, seq) -> a received run's bytes (the run store's): rebuilds a failed attempt's kept part."""
         self.kind = MOMENT_KINDS.get(aggregate.name) if type(aggregate).__module__ == "hop.aggregates" else None
@@ -115,7 +119,7 @@ class SnapshotState:
         pending = summary.pending.setdefault(chunk, {})
         merge = self.aggregate.merge
         get = pending.get
-        for keys, values in iter_blocks(data):
+        for keys, values in iter_blocks(data) if self.values else ():
             for key, value in zip(keys, values, strict=True):
                 old = get(key)
                 pending[key] = value if old is None else merge(old, value)
@@ -266,6 +270,9 @@ class SnapshotState:
         else:
             for key in keys:
                 stratum = self.key_stratum(key)
+                # As the engine takes ``str(input_stratum(path))``: a job whose two methods both return the hour as
+                # an int matched no stratum and was estimated unstratified (scaled by overall progress) silently.
+                stratum = None if stratum is None else str(stratum)
                 if stratum is not None and stratum in self.stratum_sizes:
                     n.append(seen[stratum])
                     big_n.append(self.stratum_sizes[stratum])
