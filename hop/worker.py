@@ -41,9 +41,9 @@ SLOT_START_TIMEOUT = 30.0
 LAST_WORDS_SECONDS = 0.2
 """How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 UNANSWERED_REGISTRATION_SECONDS = 10.0
+"""How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
 ENDED_JOBS_KEPT = 1000
 """How many ended jobs a worker remembers, to drop the spills their killed maps sent just before the end."""
-"""How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
 COORDINATOR_SEND_STEP_MS = 1000
 """How long one try to queue a message for an unreachable coordinator blocks (then the worker checks whether it
 should stop, and tries again)."""
