@@ -156,7 +156,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         default="sequential",
         help="read input chunks in file order (default) or in a seeded random order (unbiased early estimates)",
     )
-    online.add_argument("--seed", type=int, default=0, help="seed of --order random (default 0)")
+    online.add_argument("--seed", type=int, default=None, help="seed of --order random (default 0)")
     online.add_argument(
         "--chunk-size",
         type=_chunk_size,
@@ -164,7 +164,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         help="bytes per input chunk, the unit estimates sample (default 1MB, at least 64KB; "
         "a compressed file is one chunk)",
     )
-    online.add_argument("--confidence", type=_fraction, default=0.95, help="confidence of the intervals (0.95)")
+    online.add_argument(
+        "--confidence", type=_fraction, default=None, help="confidence of the snapshots' intervals (default 0.95)"
+    )
     online.add_argument(
         "--stop-when-accurate",
         type=_fraction,
@@ -494,14 +496,23 @@ def _fraction(text: str) -> float:
 
 
 def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str, Any]:
+    """The online options of ``hop run``/``hop submit``; raises :class:`InputError` for one that would do nothing
+    (it was silently ignored: a user thought the job used it)."""
+    if args.seed is not None and args.order != "random":
+        raise InputError("--seed seeds the order of --order random, which this run does not use: add --order random")
+    if args.confidence is not None and args.snapshot_every is None and args.stop_when_accurate is None:
+        raise InputError(
+            "--confidence sets the intervals of the snapshots' estimates, which this run does not take: add "
+            "--snapshot-every F (or --stop-when-accurate REL)"
+        )
     return online_options(
         job_class,
         list(args.inputs),
         snapshot_every=args.snapshot_every,
         order=args.order,
-        seed=args.seed,
+        seed=0 if args.seed is None else args.seed,
         chunk_size=args.chunk_size,
-        confidence=args.confidence,
+        confidence=0.95 if args.confidence is None else args.confidence,
         stop_when_accurate=args.stop_when_accurate,
     )
 

@@ -1064,3 +1064,19 @@ def test_a_resolver_that_cannot_answer_now_is_not_a_usage_error(monkeypatch: pyt
     assert unresolved_host("tcp://coordinator.example:5555") is None
     monkeypatch.setattr(socket, "getaddrinfo", failing(socket.EAI_NONAME))
     assert unresolved_host("tcp://coordinator.example:5555") == ("coordinator.example", "resolver says no")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--seed", "7"], "--seed seeds the order of --order random, which this run does not use"),
+        (["--confidence", "0.9"], "--confidence sets the intervals of the snapshots' estimates"),
+    ],
+    ids=["seed-without-random-order", "confidence-without-snapshots"],
+)
+def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, options: list[str], message: str) -> None:
+    """--seed without --order random, or --confidence without snapshots, were silently ignored."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", *options, cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
