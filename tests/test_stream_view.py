@@ -14,7 +14,9 @@ import importlib.util
 import json
 import os
 import random
+import re
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -350,6 +352,7 @@ def test_a_second_ctrl_c_ends_the_last_compaction_with_its_jvm(tmp_path: Path) -
     out = tmp_path / "out"
     write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
     compactor = Compactor(out, interval=60)
+    temporary = set(os.listdir(tempfile.gettempdir()))
     timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))  # while the child starts its JVM
     timer.start()
     try:
@@ -365,6 +368,14 @@ def test_a_second_ctrl_c_ends_the_last_compaction_with_its_jvm(tmp_path: Path) -
     ]
     assert not compacting, [process.info["cmdline"] for process in compacting]
     assert deltas_left(out) == ["delta-00000-00000000.jsonl"]
+    # Killed while PySpark launched its JVM, the child left the directory launch_gateway makes for the JVM's
+    # connection file (/tmp/tmpXXXXXXXX) behind: it now makes it in a directory of its own, removed at its end.
+    left = [
+        name
+        for name in set(os.listdir(tempfile.gettempdir())) - temporary
+        if re.fullmatch(r"tmp\w{8}|hop-compaction-\w+", name)
+    ]
+    assert not left, left
 
 
 def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None:

@@ -258,7 +258,7 @@ class Compactor:
         self.last_error: str | None = None
         self.last_seconds: float | None = None
         self._stopping = threading.Event()
-        self._child: tuple[subprocess.Popen[bytes], Any, float] | None = None  # process, its output file, start
+        self._child: _Compaction | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -271,7 +271,7 @@ class Compactor:
         while not self._stopping.wait(min(self.interval, 0.2) if self._child else self.interval):
             try:
                 if self._child is not None:
-                    process, _, started = self._child
+                    process, started = self._child.process, self._child.started
                     if process.poll() is None and time.monotonic() - started < self.run_timeout:
                         continue
                     self._finish(self._child, time.monotonic())
@@ -280,25 +280,29 @@ class Compactor:
             except Exception as error:  # the loop outlives a full disk or a vanished directory
                 self.last_error = f"{type(error).__name__}: {error}"
 
-    def _spawn(self) -> tuple[subprocess.Popen[bytes], Any, float]:
+    def _spawn(self) -> _Compaction:
         log = tempfile.TemporaryFile()  # noqa: SIM115 (_finish closes it); a file, not a pipe, never fills up
+        # The child's own temporary directory, removed once it has ended: PySpark's launch_gateway makes one there
+        # and removes it only if it is not killed meanwhile (a second Ctrl-C, the run_timeout) while the JVM starts.
+        scratch = tempfile.mkdtemp(prefix="hop-compaction-")
         command = [sys.executable, "-m", "hop.stream.view", "compact", str(self.out), "--master", self.spark_master]
         path = os.pathsep.join(filter(None, [_PROJECT_ROOT, os.environ.get("PYTHONPATH")]))
         try:
             process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                env={**os.environ, "PYTHONPATH": path},
+                env={**os.environ, "PYTHONPATH": path, "TMPDIR": scratch},
             )  # fmt: skip
         except OSError:
             log.close()
+            shutil.rmtree(scratch, ignore_errors=True)
             raise
-        self._child = (process, log, time.monotonic())
+        self._child = _Compaction(process, log, time.monotonic(), scratch)
         return self._child
 
-    def _finish(self, child: tuple[subprocess.Popen[bytes], Any, float], deadline: float) -> None:
+    def _finish(self, child: _Compaction, deadline: float) -> None:
         """Wait for the child until ``deadline`` or its ``run_timeout``, kill its process group then; record it."""
-        process, log, started = child
-        with log:
+        process, log, started = child.process, child.log, child.started
+        with log, _removed(child.scratch):
             try:
                 process.wait(timeout=max(0.0, min(deadline, started + self.run_timeout) - time.monotonic()))
                 killed = False
@@ -336,6 +340,25 @@ class Compactor:
         if final and pending_deltas(self.out) and time.monotonic() < deadline:
             self._finish(self._spawn(), deadline)
         return view_info(self.out)
+
+
+class _Compaction(NamedTuple):
+    """A running compaction child: its process, the file its output goes to, when it started (monotonic), and the
+    temporary directory it was given (``TMPDIR``)."""
+
+    process: subprocess.Popen[bytes]
+    log: Any
+    started: float
+    scratch: str
+
+
+@contextlib.contextmanager
+def _removed(directory: str) -> Iterator[None]:
+    """Remove ``directory`` on the way out, however the block ends."""
+    try:
+        yield
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _end_group(process: subprocess.Popen[bytes]) -> None:
