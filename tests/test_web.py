@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -342,24 +344,33 @@ def test_results_of_a_failed_job_or_a_deleted_output_and_stopping_a_batch_job(
     assert client.wait(running, timeout=30)["state"] == "failed"
 
 
+def _failed_run_waiting_with_its_view(tmp_path: Path) -> subprocess.Popen[str]:
+    """``hop run --web-wait`` of a job whose map fails, in ``tmp_path`` (its stderr piped, as text)."""
+    (tmp_path / "in.txt").write_text("fine\nboom now\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("failing_map"), "in.txt", "-o", "out", "--web-wait"]
+    return subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+
+
+def _stderr_until(run: subprocess.Popen[str], text: str, deadline: float) -> list[str]:
+    """The lines ``run`` writes to stderr, up to the first holding ``text`` (before ``deadline``, while it runs)."""
+    assert run.stderr is not None
+    lines: list[str] = []
+    while not any(text in line for line in lines):
+        assert time.monotonic() < deadline and run.poll() is None, lines
+        lines.append(run.stderr.readline())
+    return lines
+
+
 def test_web_wait_keeps_the_view_of_a_failed_job_and_ctrl_c_keeps_its_exit_status(tmp_path: Path) -> None:
     """``--web-wait`` waited only after a job that succeeded: a failed one's view was gone at once. Ctrl-C ends the
     wait; the run's exit status stays the job's (1). ``--web-wait`` alone implies ``--web``."""
     import re
     import signal
-    import subprocess
-    import sys
 
-    (tmp_path / "in.txt").write_text("fine\nboom now\n")
-    command = [sys.executable, "-m", "hop", "run", job_path("failing_map"), "in.txt", "-o", "out", "--web-wait"]
-    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    run = _failed_run_waiting_with_its_view(tmp_path)
     try:
-        assert run.stderr is not None
         deadline = time.monotonic() + 60
-        lines: list[str] = []
-        while not any("the view stays at" in line for line in lines):
-            assert time.monotonic() < deadline and run.poll() is None, lines
-            lines.append(run.stderr.readline())
+        lines = _stderr_until(run, "the view stays at", deadline)
         url = re.search(r"the view stays at (\S+) until Ctrl-C", lines[-1])
         assert url and "job failed (" in lines[-1], lines
         status, listing = get_json(url.group(1) + "api/jobs")
@@ -378,19 +389,11 @@ def test_a_second_signal_while_the_embedded_cluster_stops_is_no_traceback(tmp_pa
     directory left in /tmp. Once ``hop run`` is ending, signals are noted, not raised (the ending is bounded)."""
     import re
     import signal
-    import subprocess
-    import sys
 
-    (tmp_path / "in.txt").write_text("fine\nboom now\n")
-    command = [sys.executable, "-m", "hop", "run", job_path("failing_map"), "in.txt", "-o", "out", "--web-wait"]
-    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    run = _failed_run_waiting_with_its_view(tmp_path)
     try:
-        assert run.stderr is not None
         deadline = time.monotonic() + 60
-        lines: list[str] = []
-        while not any("the view stays at" in line for line in lines):
-            assert time.monotonic() < deadline and run.poll() is None, lines
-            lines.append(run.stderr.readline())
+        lines = _stderr_until(run, "the view stays at", deadline)
         cluster = re.search(r"coordinator at ipc://(\S+)/coordinator", "".join(lines))
         assert cluster, lines
         run.send_signal(signal.SIGTERM)
