@@ -30,6 +30,7 @@ from hop.gen.cli import parse_size
 RESULTS = REPO_ROOT / "bench" / "results"
 HOP = "hop run --mrjob"
 MRJOB = "mrjob -r local"
+MRJOB_LOCKS = Path("/tmp/wrapper.lock.*")  # what mrjob's local runner leaves, one per run
 
 
 def timed(command: list[str], cwd: Path) -> tuple[float, str]:
@@ -47,7 +48,13 @@ def run_once(name: str, job: Path, source: Path, folder: Path, hop_options: list
         command = [sys.executable, "-m", "hop", "run", "--mrjob", str(job), str(source), "-o", str(out)]
         seconds, _ = timed([*command, "--overwrite", "--quiet", *hop_options], folder)
         return seconds, sorted(line for part in sorted(out.glob("part-*")) for line in part.read_text().splitlines())
-    seconds, stdout = timed([sys.executable, str(job), "-r", "local", "--no-conf", str(source)], folder)
+    locks_before = set(MRJOB_LOCKS.parent.glob(MRJOB_LOCKS.name))
+    try:
+        seconds, stdout = timed([sys.executable, str(job), "-r", "local", "--no-conf", str(source)], folder)
+    finally:
+        # mrjob's setup wrapper locks a file of its own naming in /tmp whatever TMPDIR says, and never removes it.
+        for lock in set(MRJOB_LOCKS.parent.glob(MRJOB_LOCKS.name)) - locks_before:
+            lock.unlink(missing_ok=True)
     return seconds, sorted(line for line in stdout.splitlines() if line.strip())
 
 
