@@ -3,7 +3,7 @@
 The tests write delta files as a stream reducer does (tmp + rename), compact them, and read the base back with Spark
 SQL (one SparkSession for the module, which also runs the in-process compactions), comparing with what plain Python
 computes from the same deltas: the later delta of a partition wins, a rewritten delta wins over the base. The
-:class:`Compactor` tests go through ``python -m hop.stream.view`` child processes.
+:class:`Compactor` tests go through ``python -m hop.stream.compactor`` child processes.
 
 Skipped when Java or PySpark is missing (the engine itself needs neither).
 """
@@ -18,14 +18,15 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
 
-from hop.stream.view import Compactor, DeltaError, ViewInfo, compact, main, pending_deltas, view_info
+from hop.stream.compactor import Compactor
+from hop.stream.view import DeltaError, ViewInfo, compact, main, pending_deltas, view_info
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -275,33 +276,46 @@ def test_nan_and_infinite_values_are_kept_and_later_compactions_still_run(spark:
 
 
 def test_compactor_in_background_ends_with_every_delta(spark: SparkSession, tmp_path: Path) -> None:
+    """Compactions while the job writes deltas run in one child, kept between them (one JVM start, not one per
+    compaction); a child idle past ``keep_alive`` is closed, and the last compaction at ``stop`` starts a new one."""
     rng, model, out = random.Random(3), Model(), tmp_path / "out"
     children_before = {child.pid for child in psutil.Process().children(recursive=True)}
-    compactor = Compactor(out, interval=0.3)
+    compactor = Compactor(out, interval=0.3, keep_alive=3.0)
     compactor.start()
-    try:
-        seq = 0
-        for window in range(3):  # the job checkpoints while the compactor runs
-            for partition in range(2):
-                rows = window_rows(rng, [window], KEYS)
-                write_delta(out, partition, seq, rows)
-                model.add(partition, seq, rows)
-            seq += 1
-            time.sleep(0.2)
-        deadline = time.monotonic() + 120  # with stop(): under pytest-timeout (300 s)
-        while compactor.compactions == 0 and compactor.failures == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert compactor.compactions >= 1, compactor.last_error
-        model.compacted()
-        for partition in range(2):  # after a compaction: a new window, and partition 1 corrects window 0
-            rows = window_rows(rng, [3], KEYS) + ([{**model_row(model, 0, 1), "value": 31337}] if partition else [])
+    seq = 0
+
+    def write_window(window: int, correct_window_0: bool = False) -> None:
+        nonlocal seq
+        for partition in range(2):
+            rows = window_rows(rng, [window], KEYS)
+            if correct_window_0 and partition:  # partition 1 corrects a row of window 0, compacted before
+                rows.append({**model_row(model, 0, 1), "value": 31337})
             write_delta(out, partition, seq, rows)
             model.add(partition, seq, rows)
+        seq += 1
+
+    def wait_until(condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 120  # with stop(): under pytest-timeout (300 s)
+        while not condition() and compactor.failures == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert condition(), compactor.last_error
+
+    try:
+        for window in range(3):  # the job checkpoints while the compactor runs
+            write_window(window)
+            time.sleep(0.2)
+        wait_until(lambda: compactor.compactions >= 1)
+        model.compacted()
+        write_window(3, correct_window_0=True)
+        wait_until(lambda: not pending_deltas(out))  # compacted by the child kept from the first compaction
+        assert compactor.compactions >= 2 and compactor.children_started == 1
+        wait_until(lambda: not compactor.child_running)  # idle for keep_alive: closed
+        write_window(4)
     finally:
         info = compactor.stop(final=True, timeout=150)
     assert compactor.failures == 0 and compactor.last_error is None
-    assert compactor.compactions >= 2 and compactor.last_seconds is not None
-    assert info is not None and info == view_info(out) and info.windows == 4
+    assert compactor.children_started == 2 and compactor.last_seconds is not None and not compactor.child_running
+    assert info is not None and info == view_info(out) and info.windows == 5
     assert pending_deltas(out) == [] and deltas_left(out) == []
     assert_view_matches(spark, info, model)
     # Zombies have exited: the session adopts orphans (conftest), so spark-submit's exited shell can show as one.
@@ -363,7 +377,7 @@ def test_a_second_ctrl_c_ends_the_last_compaction_with_its_jvm(tmp_path: Path) -
     compacting = [
         process
         for process in psutil.process_iter(["cmdline"])
-        if "hop.stream.view" in " ".join(process.info["cmdline"] or ())
+        if "hop.stream.compactor" in " ".join(process.info["cmdline"] or ())
         or str(out) in " ".join(process.info["cmdline"] or ())
     ]
     assert not compacting, [process.info["cmdline"] for process in compacting]

@@ -6,7 +6,7 @@ processes ignore it, ``hop.lifetime.ignore_stop_signals``) does not abandon the 
 it (``hop stop`` does the same from elsewhere), so maps drain their open panes, reducers write the last windows and
 checkpoint, and the run exits 0. A second Ctrl-C gives up waiting.
 
-While it runs, a :class:`hop.stream.view.Compactor` compacts the checkpoint deltas into the Parquet materialized
+While it runs, a :class:`hop.stream.compactor.Compactor` compacts the checkpoint deltas into the Parquet materialized
 view in the background (``--view-interval``; off with ``--no-view``); the last compaction runs after the job ends.
 """
 
@@ -45,7 +45,7 @@ def run_stream(
     prepare_output(spec.output, spec.overwrite, [*spec.inputs, *source_paths(sources)])  # (never clears those)
     compactor = None
     if view_interval is not None:
-        from hop.stream.view import Compactor
+        from hop.stream.compactor import Compactor
 
         compactor = Compactor(spec.output, interval=view_interval, spark_master=spark_master)
         compactor.start()

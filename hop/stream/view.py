@@ -23,8 +23,7 @@ view and all deltas for the next run. With no new delta it starts no Spark and r
 before the first). A bad delta line raises :class:`DeltaError` naming file and line, changing nothing. Executors
 must see OUT (a local master, or a shared disk). CLI: ``python -m hop.stream.view compact|show OUT [--master M]``.
 
-:class:`Compactor`: a daemon thread runs a compaction as a child process (no JVM in the engine's processes) when
-new deltas exist and none runs; ``stop(final=True)`` waits for it and runs a last one: the view has every delta.
+:class:`hop.stream.compactor.Compactor` runs compactions while a job runs, in a child process kept between them.
 """
 
 from __future__ import annotations
@@ -37,11 +36,7 @@ import math
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,7 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Compactor", "DeltaError", "ViewInfo", "compact", "main", "pending_deltas", "view_info"]
+__all__ = ["SPARK_CONF", "DeltaError", "ViewInfo", "compact", "main", "pending_deltas", "view_info"]
 
 DELTAS_DIR = Path("_checkpoints", "deltas")
 VIEW_DIR = "_view"
@@ -61,12 +56,11 @@ _BASE_NAME = re.compile(r"^base-\d{6,}$")
 _MARKED = "<<hop-delta-error {} hop-delta-error>>"  # Spark ships only the text of an executor's traceback
 _MARK = re.compile(r"<<hop-delta-error (.*?) hop-delta-error>>", re.S)
 _ERROR = "hop.stream.view: error: "
-_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _COLUMNS = ("window_start", "window_end", "partition", "key", "value", "value_num", "seq")
 _SCHEMA = "window_start double, window_end double, partition int, key string, value string, value_num double, "
 _SCHEMA += "seq long, src long, line long"  # src: 0 for a base row, 1 for a delta row; line: in its delta
 _FIELDS = ("window_start", "window_end", "partition", "key", "value")
-_SPARK_CONF = {
+SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     # A compaction is a short job on small data: the JIT's first tier and the serial collector start fastest.
@@ -193,7 +187,7 @@ def compact(out_dir: PathLike, spark_master: str = "local[1]", *, spark: SparkSe
         base, temporary = view / f"base-{version:06d}", view / f"_tmp-base-{version:06d}"
         from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
 
-        session = spark or start_session(spark_master, "hop view compaction", quiet=True, conf=_SPARK_CONF)
+        session = spark or start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
         try:
             shutil.rmtree(temporary, ignore_errors=True)  # left by a run that was killed
             items = [(str(out / DELTAS_DIR / d.name), d.partition, d.seq) for d in new]
@@ -241,134 +235,6 @@ def _merge(spark: SparkSession, items: list[tuple[str, int, int]], previous: str
         raise DeltaError(found[1]) from None
     counts = spark.read.parquet(str(target)).agg(F.count(F.lit(1)), F.countDistinct("window_start")).first()
     return [int(count) for count in counts or (0, 0)]
-
-
-class Compactor:
-    """Compacts ``out_dir`` every ``interval`` s while new deltas exist, one child process group (with its JVM) at a
-    time. ``compactions``/``failures`` count runs that succeeded/failed or were killed (past ``run_timeout`` or at
-    ``stop``'s timeout); ``last_error`` is the latest run's error (None once one succeeds), ``last_seconds`` its
-    wall time."""
-
-    def __init__(
-        self, out_dir: PathLike, interval: float = 10.0, spark_master: str = "local[1]", *, run_timeout: float = 600.0
-    ) -> None:
-        self.out = Path(out_dir).resolve()
-        self.interval, self.spark_master, self.run_timeout = interval, spark_master, run_timeout
-        self.compactions = self.failures = 0
-        self.last_error: str | None = None
-        self.last_seconds: float | None = None
-        self._stopping = threading.Event()
-        self._child: _Compaction | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("this Compactor was already started")
-        self._thread = threading.Thread(target=self._loop, name=f"compactor {self.out}", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stopping.wait(min(self.interval, 0.2) if self._child else self.interval):
-            try:
-                if self._child is not None:
-                    process, started = self._child.process, self._child.started
-                    if process.poll() is None and time.monotonic() - started < self.run_timeout:
-                        continue
-                    self._finish(self._child, time.monotonic())
-                if not self._stopping.is_set() and pending_deltas(self.out):
-                    self._spawn()
-            except Exception as error:  # the loop outlives a full disk or a vanished directory
-                self.last_error = f"{type(error).__name__}: {error}"
-
-    def _spawn(self) -> _Compaction:
-        log = tempfile.TemporaryFile()  # noqa: SIM115 (_finish closes it); a file, not a pipe, never fills up
-        # The child's own temporary directory, removed once it has ended: PySpark's launch_gateway makes one there
-        # and removes it only if it is not killed meanwhile (a second Ctrl-C, the run_timeout) while the JVM starts.
-        scratch = tempfile.mkdtemp(prefix="hop-compaction-")
-        command = [sys.executable, "-m", "hop.stream.view", "compact", str(self.out), "--master", self.spark_master]
-        path = os.pathsep.join(filter(None, [_PROJECT_ROOT, os.environ.get("PYTHONPATH")]))
-        try:
-            process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                env={**os.environ, "PYTHONPATH": path, "TMPDIR": scratch},
-            )  # fmt: skip
-        except OSError:
-            log.close()
-            shutil.rmtree(scratch, ignore_errors=True)
-            raise
-        self._child = _Compaction(process, log, time.monotonic(), scratch)
-        return self._child
-
-    def _finish(self, child: _Compaction, deadline: float) -> None:
-        """Wait for the child until ``deadline`` or its ``run_timeout``, kill its process group then; record it."""
-        process, log, started = child.process, child.log, child.started
-        with log, _removed(child.scratch):
-            try:
-                process.wait(timeout=max(0.0, min(deadline, started + self.run_timeout) - time.monotonic()))
-                killed = False
-            except subprocess.TimeoutExpired:
-                killed = True
-                _end_group(process)
-            except KeyboardInterrupt:
-                # A second Ctrl-C while the last compaction runs: it is given up, not left running in its own
-                # session (its JVM went on for half a minute). The deltas stay; the next compaction takes them.
-                _end_group(process)
-                self._child = None
-                raise
-            self._child, self.last_seconds = None, time.monotonic() - started
-            log.seek(0)
-            lines = [line for line in log.read().decode(errors="replace").splitlines() if line.strip()]
-        if process.returncode == 0 and not killed:
-            self.compactions, self.last_error = self.compactions + 1, None
-            return
-        self.failures += 1
-        last = ([line.removeprefix(_ERROR) for line in lines if line.startswith(_ERROR)] or lines or ["no output"])[-1]
-        self.last_error = f"killed after {self.last_seconds:.1f}s" if killed else f"exit {process.returncode}: {last}"
-
-    def stop(self, final: bool = True, timeout: float = 600.0) -> ViewInfo | None:
-        """Stop the loop, wait for the running compaction, then (``final``) run a last one if deltas are pending;
-        a compaction still running after ``timeout`` seconds in all is killed. Returns the view."""
-        deadline = time.monotonic() + timeout
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
-        if self._thread is not None and self._thread.is_alive():  # it only stats files and starts one: a hung disk
-            self.last_error = "the compaction thread did not stop in time"
-            return view_info(self.out)
-        if self._child is not None:
-            self._finish(self._child, deadline)
-        if final and pending_deltas(self.out) and time.monotonic() < deadline:
-            self._finish(self._spawn(), deadline)
-        return view_info(self.out)
-
-
-class _Compaction(NamedTuple):
-    """A running compaction child: its process, the file its output goes to, when it started (monotonic), and the
-    temporary directory it was given (``TMPDIR``)."""
-
-    process: subprocess.Popen[bytes]
-    log: Any
-    started: float
-    scratch: str
-
-
-@contextlib.contextmanager
-def _removed(directory: str) -> Iterator[None]:
-    """Remove ``directory`` on the way out, however the block ends."""
-    try:
-        yield
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _end_group(process: subprocess.Popen[bytes]) -> None:
-    """End a compaction's process group (the Python process and its JVM): SIGTERM, then SIGKILL."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10)
-            break
 
 
 def main(argv: list[str] | None = None) -> int:
