@@ -237,13 +237,10 @@ class _Child:
             with contextlib.suppress(OSError):
                 assert self.process.stdin is not None
                 self.process.stdin.close()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _end_group(self.process)
-            else:
-                _end_group(self.process)  # its JVM, should it outlive the Python process
-        finally:
+        finally:  # also on a Ctrl-C meanwhile; and its JVM, should it outlive the Python process
+            _end_group(self.process)
             self.discard()
 
     def discard(self) -> None:
