@@ -232,6 +232,26 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
+def test_a_mistyped_job_id_from_the_past_is_not_blamed_on_a_restart(client: Client) -> None:
+    """A coordinator asked about an id whose timestamp lies before it started said it "was submitted before this
+    coordinator started" and that "a restarted coordinator does not know the jobs of the one before it", for a
+    mistyped id on a coordinator that was never restarted too; an id not shaped like a job id (too few digits)
+    was read as one. With no worker of an earlier coordinator come over, the reply says to check the id."""
+    from hop.client import JobRejected
+
+    past = "job-20000101-000000-0001"
+    with pytest.raises(JobRejected) as failure:
+        client.status(past)
+    message = str(failure.value)
+    assert message.startswith(f"no job {past}: its id dates from before this coordinator started ("), message
+    assert "check the id" in message and f"hop status --coordinator {client.address}" in message, message
+    assert "restarted" not in message, message
+    for misshapen in ("job-20000101-000000-1", "job-2000010-000000-0001", "job-20000101-000000-0001x"):
+        with pytest.raises(JobRejected) as failure:
+            client.status(misshapen)
+        assert str(failure.value) == f"no job {misshapen}", failure.value
+
+
 def test_faults_name_a_workers_host_as_its_samples_and_prometheus_labels_do() -> None:
     """``hop monitor``: a killed worker's faults named its host by address (``127.0.0.1``) while its samples, the
     monitor's windows and the Prometheus ``host`` label name it ``local-1``: a user could not join them."""
