@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
@@ -421,3 +422,32 @@ def test_events_bound_on_every_interface_advertise_a_reachable_host() -> None:
         sub.close()
         events.close()
         context.term()
+
+
+def test_missing_hosts_are_named_by_host_label_with_their_workers() -> None:
+    """``missing_hosts`` listed worker names while ``hosts`` and ``racks`` name host labels (the page mapped them
+    back through the samples, so a host silent from the start showed as its worker's name): now labels, with the
+    workers alongside."""
+    from monitoring.state import MonitorState
+
+    state = MonitorState(["w-a", "w-b", "w-c", "coordinator"], host_labels={"w-a": "db-1", "w-b": "db-2"})
+    state.host_labels["w-c"] = "db-2"  # two workers on one host; the feed fills labels in once it has them
+    row = json.dumps({"mean": 1.0, "max": 1.0, "p95": 1.0, "n": 1, "rack": "r1"})
+    window = {
+        "label": "w",
+        "start": 0.0,
+        "end": 10.0,
+        "reason": "complete",
+        "fidelity": 0.5,
+        "rows": [[json.dumps(["host", "db-1", "cpu_percent"]), row]],
+        "scoreboard": {"sources": 4, "grid": ["DD", "MM", "LM", "MM"]},
+    }
+    state.add_window(window)
+    latest = state.latest
+    assert latest is not None
+    assert list(latest["hosts"]) == ["db-1"]
+    assert latest["missing_hosts"] == ["db-2"]  # once, though both its workers are silent; not the coordinator
+    assert latest["missing_workers"] == [{"worker": "w-b", "host": "db-2"}, {"worker": "w-c", "host": "db-2"}]
+    assert latest["scoreboard"]["names"] == ["w-a", "w-b", "w-c", "coordinator"]
+    assert latest["scoreboard"]["hosts"] == ["db-1", "db-2", "db-2", "coordinator"]
+    assert state.snapshot()["host_labels"] == {"w-a": "db-1", "w-b": "db-2", "w-c": "db-2"}
