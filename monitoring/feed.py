@@ -4,7 +4,8 @@ A :class:`MonitorFeed` thread asks the coordinator for its workers' host labels 
 the monitoring job, folds them into a :class:`~monitoring.state.MonitorState`, appends alert state changes to
 ``OUT/_alerts.jsonl`` and faults to ``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB
 socket on every sample stream) for the Prometheus exposition. Readers (the web view) take ``snapshot()`` or wait on
-``changed``."""
+``changed``.
+"""
 
 from __future__ import annotations
 

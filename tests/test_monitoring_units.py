@@ -365,7 +365,13 @@ def test_render_empty_declares_the_fixed_families() -> None:
     body, content_type = render({}, [], [])
     assert content_type == CONTENT_TYPE_LATEST
     families = parse(body)
-    for name in ("hop_sample_age_seconds", "hop_host_cpu_core_percent", "hop_window_metric", "hop_alert"):
+    for name in (
+        "hop_sample_age_seconds",
+        "hop_worker_up",
+        "hop_host_cpu_core_percent",
+        "hop_window_metric",
+        "hop_alert",
+    ):
         assert families[name] == {}
 
 
@@ -373,6 +379,44 @@ def test_render_uses_the_clock_by_default() -> None:
     body, _ = render({"w": {"ts": time.time() - 3, "host": "h", "rack": "r", "host_metrics": {}, "engine": {}}}, [], [])
     (age,) = parse(body)["hop_sample_age_seconds"].values()
     assert 3 <= age < 60
+
+
+def test_a_silent_workers_gauges_go_and_it_is_down_then_forgotten() -> None:
+    """``/metrics`` kept a dead worker's last gauges for good, only ``hop_sample_age_seconds`` growing, so a scrape
+    reported its last CPU and memory as current: past the stale bound only ``hop_worker_up 0`` and its age remain,
+    past the forget bound nothing does."""
+    from monitoring.prometheus import FORGET_SECONDS, STALE_SECONDS
+
+    def sample(worker: str, ts: float) -> dict[str, Any]:
+        return {
+            "ts": ts,
+            "host": f"h-{worker}",
+            "rack": "r",
+            "worker": worker,
+            "host_metrics": {"cpu_percent": 50.0, "cpu_per_core": [50.0]},
+            "engine": {"running_maps": 1},
+        }
+
+    now = 10_000.0
+    samples = {
+        "live": sample("live", now - 1),
+        "silent": sample("silent", now - STALE_SECONDS - 1),
+        "gone": sample("gone", now - FORGET_SECONDS - 1),
+        "undated": {"host": "h-undated", "rack": "r", "host_metrics": {"cpu_percent": 5.0}},
+    }
+    families = parse(render(samples, [], [], now=now)[0])
+    live = labels(host="h-live", rack="r", worker="live")
+    silent = labels(host="h-silent", rack="r", worker="silent")
+    undated = labels(host="h-undated", rack="r", worker="undated")
+    assert families["hop_worker_up"] == {live: 1, silent: 0, undated: 1}
+    assert families["hop_sample_age_seconds"] == {live: 1, silent: STALE_SECONDS + 1}
+    assert families["hop_host_cpu_percent"] == {live: 50, undated: 5}
+    assert families["hop_engine_running_maps"] == {live: 1}
+    assert families["hop_host_cpu_core_percent"] == {live | {("core", "0")}: 50}
+    assert not any("gone" in dict(series).get("worker", "") for family in families.values() for series in family)
+    # The bounds are the caller's to set.
+    families = parse(render(samples, [], [], now=now, stale_seconds=3600, forget_seconds=7200)[0])
+    assert families["hop_worker_up"][silent] == 1 and families["hop_host_cpu_percent"][silent] == 50
 
 
 @pytest.mark.parametrize(

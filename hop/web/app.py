@@ -40,7 +40,8 @@ answers ``503`` while it is empty):
 - ``GET /api/monitor/events``: server-sent events: ``state`` (the whole state, on connect and after every new
   window; the event id is the feed's version) and ``waiting`` (while the monitoring job is not submitted yet).
 - ``GET /metrics``: Prometheus text exposition (``monitoring.prometheus.render``) of the latest raw samples, the
-  latest window's statistics and the alerts.
+  latest window's statistics and the alerts; a worker whose latest sample is stale is ``hop_worker_up 0`` with no
+  metric gauges, and is left out once it is older still.
 
 Without the monitor these routes do not exist (``404``).
 """
