@@ -4,6 +4,8 @@ Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, neve
 infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects them):
 
 - ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
+- ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
+  slots per pool), as ``hop status`` lists them.
 - ``GET /api/jobs``: every job (id, name, state, progress, output directory, snapshot count; for a continuous job
   ``continuous: true``, the number of ``windows`` written so far and ``stopping``).
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
@@ -17,9 +19,9 @@ infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects
   first rows as ``{"key", "value"}`` (``truncated`` when the window has more); ``404`` for a batch job.
 - ``POST /api/jobs/{job_id}/stop``: as ``hop stop``: ask a continuous job to stop (it drains and writes its last
   windows), cancel a batch job; ``409`` for one that already ended; ``403`` when another site's page sends it.
-- ``GET /api/events?job=ID``: server-sent events pushing ``jobs`` (the list, when it changes), and for ``job``:
-  ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results`` (once it
-  succeeded); for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first)
+- ``GET /api/events?job=ID``: server-sent events pushing ``workers`` and ``jobs`` (each list, when it changes), and
+  for ``job``: ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results``
+  (once it succeeded); for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first)
   instead of snapshots and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
   (``Last-Event-ID``) resumes after the last one it got: nothing twice, nothing skipped.
 
@@ -118,6 +120,10 @@ def _json_response(data: Any) -> web.Response:
     return web.json_response(text=_strict_json(data))
 
 
+async def workers(request: web.Request) -> web.Response:
+    return _json_response(await _source(request).workers())
+
+
 async def jobs(request: web.Request) -> web.Response:
     return _json_response(await _source(request).jobs())
 
@@ -207,6 +213,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         head = "" if event_id is None else f"id: {event_id}\n"
         await response.write(f"{head}event: {event}\ndata: {_strict_json(data)}\n\n".encode())
 
+    last_workers: Any = None
     last_jobs: Any = None
     last_job: Any = None
     results_sent = False
@@ -240,6 +247,10 @@ async def events(request: web.Request) -> web.StreamResponse:
 
     try:
         while True:
+            cluster = await source.workers()
+            if cluster != last_workers:
+                await send("workers", cluster)
+                last_workers = cluster
             listing = await source.jobs()
             if listing != last_jobs:
                 await send("jobs", listing)
@@ -405,6 +416,7 @@ def make_app(source: CoordinatorSource, monitor: list[Any] | None = None) -> web
         app.router.add_get("/api/monitor/events", monitor_events)
         app.router.add_get("/metrics", metrics)
     app.router.add_get("/", index)
+    app.router.add_get("/api/workers", workers)
     app.router.add_get("/api/jobs", jobs)
     app.router.add_get("/api/jobs/{job_id}", job)
     app.router.add_get("/api/jobs/{job_id}/snapshots", snapshots)
