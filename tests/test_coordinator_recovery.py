@@ -232,6 +232,40 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
+def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """``hop monitor --coordinator ADDR`` whose coordinator is restarted exited 3 with the advice for a batch job
+    ("the job's output is not written; submit the job again"): it says the monitoring query is gone, where its
+    windows so far are, and the ``hop monitor`` command that watches the restarted coordinator."""
+    address = f"ipc://{tmp_path}/coordinator"
+    first = _coordinator(address, processes)
+    processes.append(_worker(address, "w0", tmp_path))
+    output = tmp_path / "monitor"
+    command = ["monitor", "--coordinator", address, "-o", str(output), "--window", "4s", "--slide", "2s", "--quiet"]
+    monitor = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
+    processes.append(monitor)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: any(job["state"] == "running" for job in client.jobs()), 60, "the monitoring query runs")
+    finally:
+        client.close()
+    first.send_signal(signal.SIGTERM)
+    first.wait(timeout=10)
+    _coordinator(address, processes)
+    try:
+        _, stderr = monitor.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        monitor.kill()
+        monitor.communicate()
+        pytest.fail("hop monitor still runs 30 s after its coordinator restarted")
+    assert monitor.returncode == 3, stderr
+    assert f"the coordinator at {address} was restarted and no longer runs the monitoring query" in stderr, stderr
+    assert f"the windows so far stay in {output / 'windows'}" in stderr, stderr
+    assert f"`hop monitor --coordinator {address} --window 4s --slide 2s`" in stderr, stderr
+    assert "submit the job again" not in stderr and "Traceback" not in stderr, stderr
+
+
 def test_a_mistyped_job_id_from_the_past_is_not_blamed_on_a_restart(client: Client) -> None:
     """A coordinator asked about an id whose timestamp lies before it started said it "was submitted before this
     coordinator started" and that "a restarted coordinator does not know the jobs of the one before it", for a
