@@ -192,6 +192,7 @@ def test_metrics_are_a_prometheus_exposition(monitored: Monitored) -> None:
         assert ("rack", "rack-1", "load1", stat) in windows
         assert all(("host", host, "running_maps", stat) in windows for host in WORKERS)
     assert {"hop_sample_age_seconds", "hop_alert", "hop_engine_running_maps"} <= set(families)
+    assert {s.labels["worker"]: s.value for s in families["hop_worker_up"].samples} == dict.fromkeys(WORKERS, 1)
 
 
 def test_events_push_the_state_after_every_window(monitored: Monitored) -> None:
