@@ -60,12 +60,12 @@ def check_resolvable(address: str) -> None:
         raise CoordinatorAddressError(problem)
 
 
-def missing_socket_file(address: str) -> str | None:
-    """For ``ipc://DIR/NAME`` whose directory ``DIR`` does not exist, why nothing can listen there (an embedded
-    cluster that has ended: its directory is removed with it), which ZeroMQ would wait on until a request's
-    timeout; else None. A missing socket file in an existing directory is no answer: a coordinator started a moment
-    ago binds it once its interpreter is up (``hop coordinator --bind ipc://... &`` then ``hop submit``). (An
-    abstract ``ipc://@NAME`` has no file.)"""
+def missing_socket_directory(address: str) -> str | None:
+    """Why nothing can listen at ``ipc://DIR/NAME`` when its directory ``DIR`` does not exist (an embedded cluster
+    that has ended: its directory is removed with it), which ZeroMQ would wait on until a request's timeout; else
+    None. Only the directory is checked: a missing socket file in an existing directory is no answer, since a
+    coordinator started a moment ago binds it once its interpreter is up (``hop coordinator --bind ipc://... &``
+    then ``hop submit``). (An abstract ``ipc://@NAME`` has no file.)"""
     path = address.removeprefix("ipc://")
     if path == address or path.startswith("@") or os.path.exists(path):
         return None
@@ -102,7 +102,7 @@ class Client:
         kind = msg_type
         frame = message(msg_type, **fields)
         self._connection_broke()  # a break before this request is not one under it
-        if not self.connected and (missing := missing_socket_file(self.address)) is not None:
+        if not self.connected and (missing := missing_socket_directory(self.address)) is not None:
             raise CoordinatorUnavailable(missing)
         self._socket.send(frame)
         deadline = time.monotonic() + self.timeout

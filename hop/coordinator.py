@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -51,13 +52,17 @@ JOB_ID_TIME = "%Y%m%d-%H%M%S"
 """The submission time in a job id (local time): ``job-20261126-071259-0001``."""
 
 
+JOB_ID_SHAPE = re.compile(r"job-\d{8}-\d{6}-\d{4,}")
+"""What every job id a coordinator issues looks like (``JOB_ID_TIME`` and a number of at least four digits)."""
+
+
 def submitted_before(job_id: str, instant: float) -> bool:
-    """Whether ``job_id`` is a job id submitted (to some coordinator) before ``instant`` or in its second (ids hold
-    whole seconds: a coordinator asked about an id it did not issue, of the second it started in, did not issue it
-    then either)."""
-    parts = job_id.split("-")
-    if len(parts) != 4 or parts[0] != "job":
+    """Whether ``job_id`` has the shape of a job id (``JOB_ID_SHAPE``) and names a submission (to some
+    coordinator) before ``instant`` or in its second (ids hold whole seconds: a coordinator asked about an id it did
+    not issue, of the second it started in, did not issue it then either)."""
+    if JOB_ID_SHAPE.fullmatch(job_id) is None:
         return False
+    parts = job_id.split("-")
     try:
         submitted = time.mktime(time.strptime(f"{parts[1]}-{parts[2]}", JOB_ID_TIME))
     except (ValueError, OverflowError):
@@ -124,6 +129,9 @@ class Coordinator:
         self.jobs: dict[str, JobState] = {}
         self._job_numbers = itertools.count(1)
         self.started_at = time.time()
+        self.succeeded_a_coordinator = False
+        """Whether a worker of a coordinator that ran at this address before heartbeated here (``on_heartbeat``):
+        this one was started in its place, and ids of that one's jobs may be asked about."""
         self.downstream: dict[str, str] = {}
         """Pipelines: upstream job -> the job whose maps read its reduce output (``hop.pipe``)."""
         self.pipe_readers: dict[tuple[str, int], tuple[int, str]] = {}
@@ -284,6 +292,7 @@ class Coordinator:
         else:
             # A worker registered with an earlier coordinator at this address: it must drop what it ran for that
             # one and register here, or it would heartbeat into the void with its slots never used.
+            self.succeeded_a_coordinator = True
             self._send(identity, "reinit", incarnation=msg.get("incarnation"))
 
     def on_workers(self, identity: bytes, msg: dict[str, Any]) -> None:
@@ -1017,15 +1026,22 @@ class Coordinator:
                 self.retired.popitem(last=False)
 
     def _no_job(self, job_id: str) -> str:
-        """Why this coordinator knows no job ``job_id``: an id from before it started is a job of the coordinator
-        that ran at its address before (restarted coordinators do not know their predecessors' jobs)."""
+        """Why this coordinator knows no job ``job_id``. An id from before it started is a job of the coordinator
+        that ran at its address before when one did (its workers came over: restarted coordinators do not know
+        their predecessors' jobs); with no sign of one, the id is most likely mistyped, and the reply says both."""
         if not submitted_before(job_id, self.started_at):
             return f"no job {job_id}"
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
+        if self.succeeded_a_coordinator:
+            return (
+                f"no job {job_id}: it was submitted before this coordinator started ({started}), and a restarted "
+                "coordinator does not know the jobs of the one before it; see the job's _job.json in its output "
+                "directory, if it wrote one, or submit it again"
+            )
         return (
-            f"no job {job_id}: it was submitted before this coordinator started ({started}), and a restarted "
-            "coordinator does not know the jobs of the one before it; see the job's _job.json in its output "
-            "directory, if it wrote one, or submit it again"
+            f"no job {job_id}: its id dates from before this coordinator started ({started}), yet no coordinator is "
+            "known to have run at this address before it (no worker of one came over): check the id (`hop status "
+            f"--coordinator {self.address}` lists the jobs this one knows)"
         )
 
     def _unknown_job(self, identity: bytes, job_id: str) -> None:

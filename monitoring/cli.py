@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
 from hop.gen.cli import coordinator_address, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,6 +84,18 @@ def monitor_spec(
     return spec, names, [w["samples"] for w in workers]
 
 
+def lost_to_a_restart(address: str, output: str, args: argparse.Namespace) -> str:
+    """What to say when the coordinator was restarted under the monitor (it dropped the monitoring query, as every
+    job): what is kept, and the command that watches the restarted coordinator with the same query."""
+    again = f"hop monitor --coordinator {address} --window {args.window} --slide {args.slide}"
+    return (
+        f"the coordinator at {address} was restarted and no longer runs the monitoring query (a restarted "
+        f"coordinator gets its workers back, not its jobs); the windows so far stay in {Path(output) / 'windows'}, "
+        f"the alerts and faults in {output}/_alerts.jsonl and _faults.jsonl. To watch the cluster again, start the "
+        f"monitor on the restarted coordinator: `{again}` (with -o {output} it starts that directory afresh)"
+    )
+
+
 def run_monitor(args: argparse.Namespace) -> int:
     from hop.local_cluster import ClusterStartError, LocalCluster
     from hop.stream.runner import run_stream
@@ -132,10 +144,21 @@ def run_monitor(args: argparse.Namespace) -> int:
                         feed.stop()
         finally:
             client.close()
+    except JobRejected as error:
+        if error.reason != "unknown_job" or args.coordinator is None:
+            print(f"hop: error: {error}", file=sys.stderr)
+            return 2
+        # (a window request that reached the restarted coordinator before the status poll did)
+        print(f"hop: error: {lost_to_a_restart(args.coordinator, output, args)}", file=sys.stderr)
+        return 3
+    except JobLost as error:
+        lost = error if args.coordinator is None else lost_to_a_restart(args.coordinator, output, args)
+        print(f"hop: error: {lost}", file=sys.stderr)
+        return 3
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return 3
-    except (JobRejected, RuntimeError, ValueError) as error:
+    except (RuntimeError, ValueError) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,9 +1,10 @@
 """The monitor's feed: follows the monitoring query's windows and the workers' raw samples for the dashboard.
 
-A :class:`MonitorFeed` thread polls the coordinator for new windows of the monitoring job, folds them into a
-:class:`~monitoring.state.MonitorState`, appends alert state changes to ``OUT/_alerts.jsonl`` and faults to
-``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB socket on every sample stream) for
-the Prometheus exposition. Readers (the web view) take ``snapshot()`` or wait on ``changed``.
+A :class:`MonitorFeed` thread asks the coordinator for its workers' host labels once, then polls it for new windows of
+the monitoring job, folds them into a :class:`~monitoring.state.MonitorState`, appends alert state changes to
+``OUT/_alerts.jsonl`` and faults to ``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB
+socket on every sample stream) for the Prometheus exposition. Readers (the web view) take ``snapshot()`` or wait on
+``changed``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class MonitorFeed(threading.Thread):
         for endpoint in self.sample_endpoints:
             sub.connect(endpoint)
         after = 0
+        labelled = False
         try:
             while not self._halt.is_set():
                 while sub.poll(0):
@@ -51,6 +53,11 @@ class MonitorFeed(threading.Thread):
                     with self.lock:
                         self.samples[sample.get("worker", "?")] = sample
                 try:
+                    if not labelled:  # before the first window: the dashboard names hosts by label throughout
+                        labels = {w["name"]: str(w.get("host_label") or w["name"]) for w in client.workers()}
+                        with self.lock:
+                            self.state.host_labels.update(labels)
+                        labelled = True
                     windows = client.windows(self.job_id, after=after, all_rows=True)  # every host's rows
                     faults = client.cluster()["faults"]
                 except (CoordinatorUnavailable, JobRejected):

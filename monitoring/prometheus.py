@@ -4,6 +4,12 @@
 is kept between calls) and returns ``prometheus_client.generate_latest`` of it with ``CONTENT_TYPE_LATEST``. Every
 family is a gauge.
 
+A worker that stopped publishing (dead, cut off) keeps its latest sample in the monitor, but not its gauges: once
+that sample is older than ``STALE_SECONDS`` (workers publish every second) only ``hop_worker_up 0`` and
+``hop_sample_age_seconds`` remain of it, so a scrape never reports a dead host's last values as current, and after
+``FORGET_SECONDS`` those go too (Prometheus then marks its series stale, as for a vanished target). A sample
+without ``ts`` counts as fresh (its age is unknown).
+
 Input (what the monitor keeps):
 
 - ``samples``: the latest raw sample per worker, ``{worker: {"ts", "host", "rack", "worker", "host_metrics": {...},
@@ -22,6 +28,8 @@ Output:
 ``hop_engine_<metric>{host,rack,worker}``                      every numeric engine metric of a sample
 ``hop_sample_age_seconds{host,rack,worker}``                   ``now - ts`` of the sample (negative under clock
                                                                skew between the worker and the monitor)
+``hop_worker_up{host,rack,worker}``                            1 while the worker's samples are fresh, 0 once
+                                                               stale (until forgotten)
 ``hop_window_metric{level,name,metric,stat}``                  ``stat`` = ``mean``, ``max``, ``p95``
 ``hop_alert{host,metric,state}``                               1 per alert
 ``hop_alert_since_timestamp_seconds{host,metric,state}``       the alert's ``since``
@@ -33,8 +41,8 @@ outside ``[A-Za-z0-9_]`` become ``_``, runs of ``_`` collapse, leading/trailing 
 ``unnamed``); label values are free text and kept as they are (``generate_latest`` escapes them). When two metrics
 sanitize to the same family, the series merge into it: the same label values keep the last value, and a series
 whose label names differ from the family's (a host metric named ``cpu_core_percent`` against
-``hop_host_cpu_core_percent``) is dropped. ``hop_sample_age_seconds``, ``hop_host_cpu_core_percent``,
-``hop_window_metric`` and ``hop_alert`` are always declared, even empty.
+``hop_host_cpu_core_percent``) is dropped. ``hop_sample_age_seconds``, ``hop_worker_up``,
+``hop_host_cpu_core_percent``, ``hop_window_metric`` and ``hop_alert`` are always declared, even empty.
 """
 
 from __future__ import annotations
@@ -53,6 +61,13 @@ WORKER_LABELS = ("host", "rack", "worker")
 WINDOW_LABELS = ("level", "name", "metric", "stat")
 ALERT_LABELS = ("host", "metric", "state")
 WINDOW_STATS = ("mean", "max", "p95")
+STALE_SECONDS = 10.0
+"""A worker whose latest sample is older than this is down: its metric gauges are dropped, ``hop_worker_up`` is 0
+(ten missed samples; the coordinator declares a worker lost after 5 s without a heartbeat)."""
+FORGET_SECONDS = 300.0
+"""A worker whose latest sample is older than this has no series at all any more."""
+SAMPLE_AGE_HELP = "Seconds since the worker's latest sample."
+UP_HELP = "1 while the worker's samples arrive, 0 once its latest is older than the stale bound (then forgotten)."
 
 HELP: dict[str, str] = {
     "cpu_percent": "CPU busy, percent (process scope: the worker's process tree over all cores).",
@@ -117,7 +132,9 @@ class _Gauges(Collector):
             yield family
 
 
-def _worker_series(gauges: _Gauges, samples: Mapping[str, Mapping[str, Any]], now: float) -> None:
+def _worker_series(
+    gauges: _Gauges, samples: Mapping[str, Mapping[str, Any]], now: float, stale: float, forget: float
+) -> None:
     for key, sample in samples.items():
         labels = {
             "host": str(sample.get("host") or ""),
@@ -125,8 +142,15 @@ def _worker_series(gauges: _Gauges, samples: Mapping[str, Mapping[str, Any]], no
             "worker": str(sample.get("worker") or key),
         }
         ts = _number(sample.get("ts"))
-        if ts is not None:
-            gauges.set("hop_sample_age_seconds", "Seconds since the worker's latest sample.", labels, now - ts)
+        age = None if ts is None else now - ts
+        if age is not None and age > forget:
+            continue
+        if age is not None:
+            gauges.set("hop_sample_age_seconds", SAMPLE_AGE_HELP, labels, age)
+        up = age is None or age <= stale
+        gauges.set("hop_worker_up", UP_HELP, labels, 1.0 if up else 0.0)
+        if not up:
+            continue  # its last values are not the host's current ones
         for metric, value in (sample.get("host_metrics") or {}).items():
             if metric == "cpu_per_core" and isinstance(value, list | tuple):
                 for core, share in enumerate(value):
@@ -181,12 +205,15 @@ def render(
     alerts: Iterable[Mapping[str, Any]],
     *,
     now: float | None = None,
+    stale_seconds: float = STALE_SECONDS,
+    forget_seconds: float = FORGET_SECONDS,
 ) -> tuple[bytes, str]:
     """The ``/metrics`` body and its content type (see the module docstring); ``now`` defaults to ``time.time()``."""
     gauges = _Gauges()
-    gauges.declare("hop_sample_age_seconds", "Seconds since the worker's latest sample.", WORKER_LABELS)
+    gauges.declare("hop_sample_age_seconds", SAMPLE_AGE_HELP, WORKER_LABELS)
+    gauges.declare("hop_worker_up", UP_HELP, WORKER_LABELS)
     gauges.declare("hop_host_cpu_core_percent", HELP["cpu_core_percent"], (*WORKER_LABELS, "core"))
-    _worker_series(gauges, samples, time.time() if now is None else now)
+    _worker_series(gauges, samples, time.time() if now is None else now, stale_seconds, forget_seconds)
     _window_series(gauges, windows)
     _alert_series(gauges, alerts)
     registry = CollectorRegistry()

@@ -9,8 +9,12 @@
 - the job perspective (per job: progress, records/s, snapshots, failures);
 - alerts (the query's tentative alerts and alerts, latest state per host and metric; ``alert_log`` has every
   state change for ``OUT/_alerts.jsonl``) and faults (task failures, missed heartbeats, lost workers), newest last;
-- the scoreboard of the latest window with each source named (``source_names``: worker names, then
-  ``coordinator``), so a host that stopped reporting is visible.
+- the scoreboard of the latest window with each source named (``names``: worker names, then ``coordinator``) and
+  its host label (``hosts``: ``host_labels[name]``, the name itself for a worker of unknown label and for the
+  coordinator), so a host that stopped reporting is visible;
+- ``missing_hosts``: the host labels (as ``hosts`` and ``racks`` name them) of the workers whose scoreboard row
+  has no data (every pane ``M`` or ``L``), sorted and once each, and ``missing_workers``: those workers,
+  ``[{"worker", "host"}]`` in scoreboard order (several workers may share a host label).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ COORDINATOR = "coordinator"
 
 
 class MonitorState:
-    def __init__(self, source_names: list[str], keep: int = 300) -> None:
+    def __init__(self, source_names: list[str], keep: int = 300, host_labels: dict[str, str] | None = None) -> None:
         self.source_names = source_names
+        self.host_labels: dict[str, str] = dict(host_labels or {})
+        """Worker name -> host label (the coordinator's ``host_label``); the caller may fill it in later."""
         self.keep = keep
         self.latest: dict[str, Any] | None = None
         self.series: dict[tuple[str, str, str], deque[dict[str, float]]] = {}
@@ -91,6 +97,12 @@ class MonitorState:
             rack["hosts"].sort()
         board = dict(window.get("scoreboard", {}))
         board["names"] = self.source_names[: board.get("sources", len(self.source_names))]
+        board["hosts"] = [self.host_of(name) for name in board["names"]]
+        missing = [
+            {"worker": name, "host": self.host_of(name)}
+            for name, row in zip(board["names"], board.get("grid", []), strict=False)
+            if row and set(row) <= {"M", "L"} and name != COORDINATOR
+        ]
         self.latest = {
             "label": window["label"],
             "start": window["start"],
@@ -102,12 +114,13 @@ class MonitorState:
             "racks": racks,
             "hosts": hosts,
             "scoreboard": board,
-            "missing_hosts": [
-                name
-                for name, row in zip(board["names"], board.get("grid", []), strict=False)
-                if row and set(row) <= {"M", "L"} and name != COORDINATOR
-            ],
+            "missing_hosts": sorted({entry["host"] for entry in missing}),
+            "missing_workers": missing,
         }
+
+    def host_of(self, source: str) -> str:
+        """The host label of the worker named ``source`` (its name when unknown, and for the coordinator)."""
+        return self.host_labels.get(source, source)
 
     def add_faults(self, faults: list[dict[str, Any]]) -> bool:
         """Faults the coordinator kept (``Client.cluster``): those its stream carried while the monitor's source
@@ -133,6 +146,7 @@ class MonitorState:
             "faults": list(self.faults),
             "windows_seen": self.windows_seen,
             "sources": self.source_names,
+            "host_labels": dict(self.host_labels),
         }
 
     def series_of(self, level: str, name: str, metric: str) -> list[dict[str, float]]:

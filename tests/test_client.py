@@ -132,3 +132,18 @@ def test_an_ipc_address_nothing_binds_says_so_without_naming_a_port(tmp_path: Pa
         client.close()
     assert "no connection within 1s (is hop coordinator running with that --bind?" in str(failure.value)
     assert "port" not in str(failure.value)
+
+
+def test_missing_socket_directory_checks_the_directory_not_the_file(tmp_path: Path) -> None:
+    """The check of an ipc:// address was named ``missing_socket_file`` while it looks at the socket's directory
+    only (a file not there yet in an existing directory may still be bound): its name says what it checks."""
+    from hop.client import missing_socket_directory
+
+    gone = f"ipc://{tmp_path}/gone/coordinator"
+    assert missing_socket_directory(gone) == (
+        f"no coordinator at {gone}: the directory {tmp_path / 'gone'} does not exist, so nothing listens there (the "
+        "coordinator has stopped, or never ran there)"
+    )
+    assert missing_socket_directory(f"ipc://{tmp_path}/coordinator") is None  # no file yet, but its directory is
+    assert missing_socket_directory("ipc://@abstract-name") is None
+    assert missing_socket_directory("tcp://127.0.0.1:5555") is None

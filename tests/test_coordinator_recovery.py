@@ -232,6 +232,60 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
+def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """``hop monitor --coordinator ADDR`` whose coordinator is restarted exited 3 with the advice for a batch job
+    ("the job's output is not written; submit the job again"): it says the monitoring query is gone, where its
+    windows so far are, and the ``hop monitor`` command that watches the restarted coordinator."""
+    address = f"ipc://{tmp_path}/coordinator"
+    first = _coordinator(address, processes)
+    processes.append(_worker(address, "w0", tmp_path))
+    output = tmp_path / "monitor"
+    command = ["monitor", "--coordinator", address, "-o", str(output), "--window", "4s", "--slide", "2s", "--quiet"]
+    monitor = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
+    processes.append(monitor)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: any(job["state"] == "running" for job in client.jobs()), 60, "the monitoring query runs")
+    finally:
+        client.close()
+    first.send_signal(signal.SIGTERM)
+    first.wait(timeout=10)
+    _coordinator(address, processes)
+    try:
+        _, stderr = monitor.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        monitor.kill()
+        monitor.communicate()
+        pytest.fail("hop monitor still runs 30 s after its coordinator restarted")
+    assert monitor.returncode == 3, stderr
+    assert f"the coordinator at {address} was restarted and no longer runs the monitoring query" in stderr, stderr
+    assert f"the windows so far stay in {output / 'windows'}" in stderr, stderr
+    assert f"`hop monitor --coordinator {address} --window 4s --slide 2s`" in stderr, stderr
+    assert "submit the job again" not in stderr and "Traceback" not in stderr, stderr
+
+
+def test_a_mistyped_job_id_from_the_past_is_not_blamed_on_a_restart(client: Client) -> None:
+    """A coordinator asked about an id whose timestamp lies before it started said it "was submitted before this
+    coordinator started" and that "a restarted coordinator does not know the jobs of the one before it", for a
+    mistyped id on a coordinator that was never restarted too; an id not shaped like a job id (too few digits)
+    was read as one. With no worker of an earlier coordinator come over, the reply says to check the id."""
+    from hop.client import JobRejected
+
+    past = "job-20000101-000000-0001"
+    with pytest.raises(JobRejected) as failure:
+        client.status(past)
+    message = str(failure.value)
+    assert message.startswith(f"no job {past}: its id dates from before this coordinator started ("), message
+    assert "check the id" in message and f"hop status --coordinator {client.address}" in message, message
+    assert "restarted" not in message, message
+    for misshapen in ("job-20000101-000000-1", "job-2000010-000000-0001", "job-20000101-000000-0001x"):
+        with pytest.raises(JobRejected) as failure:
+            client.status(misshapen)
+        assert str(failure.value) == f"no job {misshapen}", failure.value
+
+
 def test_faults_name_a_workers_host_as_its_samples_and_prometheus_labels_do() -> None:
     """``hop monitor``: a killed worker's faults named its host by address (``127.0.0.1``) while its samples, the
     monitor's windows and the Prometheus ``host`` label name it ``local-1``: a user could not join them."""

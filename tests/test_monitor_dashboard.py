@@ -132,6 +132,9 @@ def test_state_fills_with_the_cluster_its_racks_and_hosts(monitored: Monitored) 
     monitoring = [job for job in state["jobs"] if job["job_id"] == monitored.feed.job_id]
     assert monitoring and monitoring[0]["continuous"] and monitoring[0]["name"] == "ClusterMonitor"
     assert sorted(state["samples"]) == WORKERS and state["version"] >= 1
+    # Hosts by label everywhere, the coordinator's labels of the workers alongside (here each worker's own name).
+    assert state["host_labels"] == {worker: worker for worker in WORKERS}
+    assert latest["scoreboard"]["hosts"] == state["sources"]
 
 
 def test_series_grow_window_by_window(monitored: Monitored) -> None:
@@ -189,6 +192,7 @@ def test_metrics_are_a_prometheus_exposition(monitored: Monitored) -> None:
         assert ("rack", "rack-1", "load1", stat) in windows
         assert all(("host", host, "running_maps", stat) in windows for host in WORKERS)
     assert {"hop_sample_age_seconds", "hop_alert", "hop_engine_running_maps"} <= set(families)
+    assert {s.labels["worker"]: s.value for s in families["hop_worker_up"].samples} == dict.fromkeys(WORKERS, 1)
 
 
 def test_events_push_the_state_after_every_window(monitored: Monitored) -> None:

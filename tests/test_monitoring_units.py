@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
@@ -364,7 +365,13 @@ def test_render_empty_declares_the_fixed_families() -> None:
     body, content_type = render({}, [], [])
     assert content_type == CONTENT_TYPE_LATEST
     families = parse(body)
-    for name in ("hop_sample_age_seconds", "hop_host_cpu_core_percent", "hop_window_metric", "hop_alert"):
+    for name in (
+        "hop_sample_age_seconds",
+        "hop_worker_up",
+        "hop_host_cpu_core_percent",
+        "hop_window_metric",
+        "hop_alert",
+    ):
         assert families[name] == {}
 
 
@@ -372,6 +379,44 @@ def test_render_uses_the_clock_by_default() -> None:
     body, _ = render({"w": {"ts": time.time() - 3, "host": "h", "rack": "r", "host_metrics": {}, "engine": {}}}, [], [])
     (age,) = parse(body)["hop_sample_age_seconds"].values()
     assert 3 <= age < 60
+
+
+def test_a_silent_workers_gauges_go_and_it_is_down_then_forgotten() -> None:
+    """``/metrics`` kept a dead worker's last gauges for good, only ``hop_sample_age_seconds`` growing, so a scrape
+    reported its last CPU and memory as current: past the stale bound only ``hop_worker_up 0`` and its age remain,
+    past the forget bound nothing does."""
+    from monitoring.prometheus import FORGET_SECONDS, STALE_SECONDS
+
+    def sample(worker: str, ts: float) -> dict[str, Any]:
+        return {
+            "ts": ts,
+            "host": f"h-{worker}",
+            "rack": "r",
+            "worker": worker,
+            "host_metrics": {"cpu_percent": 50.0, "cpu_per_core": [50.0]},
+            "engine": {"running_maps": 1},
+        }
+
+    now = 10_000.0
+    samples = {
+        "live": sample("live", now - 1),
+        "silent": sample("silent", now - STALE_SECONDS - 1),
+        "gone": sample("gone", now - FORGET_SECONDS - 1),
+        "undated": {"host": "h-undated", "rack": "r", "host_metrics": {"cpu_percent": 5.0}},
+    }
+    families = parse(render(samples, [], [], now=now)[0])
+    live = labels(host="h-live", rack="r", worker="live")
+    silent = labels(host="h-silent", rack="r", worker="silent")
+    undated = labels(host="h-undated", rack="r", worker="undated")
+    assert families["hop_worker_up"] == {live: 1, silent: 0, undated: 1}
+    assert families["hop_sample_age_seconds"] == {live: 1, silent: STALE_SECONDS + 1}
+    assert families["hop_host_cpu_percent"] == {live: 50, undated: 5}
+    assert families["hop_engine_running_maps"] == {live: 1}
+    assert families["hop_host_cpu_core_percent"] == {live | {("core", "0")}: 50}
+    assert not any("gone" in dict(series).get("worker", "") for family in families.values() for series in family)
+    # The bounds are the caller's to set.
+    families = parse(render(samples, [], [], now=now, stale_seconds=3600, forget_seconds=7200)[0])
+    assert families["hop_worker_up"][silent] == 1 and families["hop_host_cpu_percent"][silent] == 50
 
 
 @pytest.mark.parametrize(
@@ -421,3 +466,32 @@ def test_events_bound_on_every_interface_advertise_a_reachable_host() -> None:
         sub.close()
         events.close()
         context.term()
+
+
+def test_missing_hosts_are_named_by_host_label_with_their_workers() -> None:
+    """``missing_hosts`` listed worker names while ``hosts`` and ``racks`` name host labels (the page mapped them
+    back through the samples, so a host silent from the start showed as its worker's name): now labels, with the
+    workers alongside."""
+    from monitoring.state import MonitorState
+
+    state = MonitorState(["w-a", "w-b", "w-c", "coordinator"], host_labels={"w-a": "db-1", "w-b": "db-2"})
+    state.host_labels["w-c"] = "db-2"  # two workers on one host; the feed fills labels in once it has them
+    row = json.dumps({"mean": 1.0, "max": 1.0, "p95": 1.0, "n": 1, "rack": "r1"})
+    window = {
+        "label": "w",
+        "start": 0.0,
+        "end": 10.0,
+        "reason": "complete",
+        "fidelity": 0.5,
+        "rows": [[json.dumps(["host", "db-1", "cpu_percent"]), row]],
+        "scoreboard": {"sources": 4, "grid": ["DD", "MM", "LM", "MM"]},
+    }
+    state.add_window(window)
+    latest = state.latest
+    assert latest is not None
+    assert list(latest["hosts"]) == ["db-1"]
+    assert latest["missing_hosts"] == ["db-2"]  # once, though both its workers are silent; not the coordinator
+    assert latest["missing_workers"] == [{"worker": "w-b", "host": "db-2"}, {"worker": "w-c", "host": "db-2"}]
+    assert latest["scoreboard"]["names"] == ["w-a", "w-b", "w-c", "coordinator"]
+    assert latest["scoreboard"]["hosts"] == ["db-1", "db-2", "db-2", "coordinator"]
+    assert state.snapshot()["host_labels"] == {"w-a": "db-1", "w-b": "db-2", "w-c": "db-2"}

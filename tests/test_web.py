@@ -130,6 +130,20 @@ def test_api_serves_jobs_tasks_snapshots_and_results(client: Client, web: WebSer
     assert {row["key"]: row["value"] for row in results["rows"]} == output_dict(tmp_path / "out")
 
 
+def test_the_view_of_a_cluster_lists_its_workers(cluster: LocalCluster, client: Client, web: WebServer) -> None:
+    """``hop web --coordinator ADDR`` (this server, attached to a running cluster) showed no workers while ``hop
+    status --coordinator ADDR`` listed them: the API and the event stream carry them, as ``hop status`` does."""
+    expected = sorted(worker["name"] for worker in client.workers())
+    assert len(expected) == cluster.num_workers
+    status, workers = get_json(web.url + "api/workers")
+    assert status == 200 and [worker["name"] for worker in workers] == expected
+    assert all(worker["alive"] and worker["rack"] and worker["host_label"] for worker in workers), workers
+    assert all(worker["map_slots"] >= worker["free_map"] >= 0 for worker in workers), workers
+    with urllib.request.urlopen(web.url + "api/events", timeout=20) as stream:
+        name, pushed = next(read_events(stream))  # the first event: the cluster's workers
+    assert name == "workers" and [worker["name"] for worker in pushed] == expected
+
+
 def test_bad_requests_get_json_errors(web: WebServer) -> None:
     status, body = get_json(web.url + "api/jobs/job-nope")
     assert status == 404 and "no job job-nope" in body["error"]

@@ -74,6 +74,11 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{web.url}?job={job_id}", timeout=30_000)
             page.wait_for_selector("#jobs li", timeout=30_000)
+            # The cluster's workers, as hop status lists them (the page attached to a cluster showed none).
+            page.wait_for_selector("#workers li", timeout=30_000)
+            names = [item.get_attribute("data-worker") for item in page.query_selector_all("#workers li")]
+            assert names == sorted(worker["name"] for worker in client.workers())
+            assert page.inner_text("#worker-count") == str(cluster.num_workers)
             page.wait_for_selector("#results tbody tr", timeout=60_000)  # the first snapshot's table
             first_info = page.inner_text("#snapshot-info")
             assert "snapshot" in first_info and "early" in page.inner_text("#result-state")

@@ -4,6 +4,8 @@ Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, neve
 infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects them):
 
 - ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
+- ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
+  slots per pool), as ``hop status`` lists them.
 - ``GET /api/jobs``: every job (id, name, state, progress, output directory, snapshot count; for a continuous job
   ``continuous: true``, the number of ``windows`` written so far and ``stopping``).
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
@@ -17,9 +19,9 @@ infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects
   first rows as ``{"key", "value"}`` (``truncated`` when the window has more); ``404`` for a batch job.
 - ``POST /api/jobs/{job_id}/stop``: as ``hop stop``: ask a continuous job to stop (it drains and writes its last
   windows), cancel a batch job; ``409`` for one that already ended; ``403`` when another site's page sends it.
-- ``GET /api/events?job=ID``: server-sent events pushing ``jobs`` (the list, when it changes), and for ``job``:
-  ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results`` (once it
-  succeeded); for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first)
+- ``GET /api/events?job=ID``: server-sent events pushing ``workers`` and ``jobs`` (each list, when it changes), and
+  for ``job``: ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results``
+  (once it succeeded); for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first)
   instead of snapshots and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
   (``Last-Event-ID``) resumes after the last one it got: nothing twice, nothing skipped.
 
@@ -29,7 +31,10 @@ answers ``503`` while it is empty):
 
 - ``GET /monitor``: the dashboard (``static/monitor.html``, ``monitor.js``, ``monitor.css``).
 - ``GET /api/monitor/state``: the dashboard's state, ``MonitorFeed.snapshot()`` (latest window as a cluster/rack/host
-  tree, jobs, alerts, faults, scoreboard, the latest raw sample per worker).
+  tree, jobs, alerts, faults, scoreboard, the latest raw sample per worker). Hosts are named by host label
+  throughout: ``missing_hosts`` lists the labels of the hosts silent in the latest window, ``missing_workers`` their
+  workers (``[{"worker", "host"}]``; the scoreboard's rows are by worker, ``scoreboard.hosts`` their labels), and
+  ``host_labels`` maps every worker to its label (``monitoring.state``).
 - ``GET /api/monitor/series?level=host|rack|cluster&name=NAME&metric=METRIC``: one metric's series over the last
   windows, ``{"level", "name", "metric", "points": [{"t", "mean", "max", "p95"}]}`` (``t`` = the window's end; the
   cluster's name is ``""``); ``400`` for a bad level, no metric or no name of a rack or host, ``404`` for a series
@@ -37,7 +42,8 @@ answers ``503`` while it is empty):
 - ``GET /api/monitor/events``: server-sent events: ``state`` (the whole state, on connect and after every new
   window; the event id is the feed's version) and ``waiting`` (while the monitoring job is not submitted yet).
 - ``GET /metrics``: Prometheus text exposition (``monitoring.prometheus.render``) of the latest raw samples, the
-  latest window's statistics and the alerts.
+  latest window's statistics and the alerts; a worker whose latest sample is stale is ``hop_worker_up 0`` with no
+  metric gauges, and is left out once it is older still.
 
 Without the monitor these routes do not exist (``404``).
 """
@@ -112,6 +118,10 @@ def _json_response(data: Any) -> web.Response:
     """``data`` as JSON a browser parses: NaN and infinities (a job's values, an estimate's unbounded interval)
     as ``null``, since JSON has no such numbers and ``JSON.parse`` rejects the whole reply over one."""
     return web.json_response(text=_strict_json(data))
+
+
+async def workers(request: web.Request) -> web.Response:
+    return _json_response(await _source(request).workers())
 
 
 async def jobs(request: web.Request) -> web.Response:
@@ -203,6 +213,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         head = "" if event_id is None else f"id: {event_id}\n"
         await response.write(f"{head}event: {event}\ndata: {_strict_json(data)}\n\n".encode())
 
+    last_workers: Any = None
     last_jobs: Any = None
     last_job: Any = None
     results_sent = False
@@ -236,6 +247,10 @@ async def events(request: web.Request) -> web.StreamResponse:
 
     try:
         while True:
+            cluster = await source.workers()
+            if cluster != last_workers:
+                await send("workers", cluster)
+                last_workers = cluster
             listing = await source.jobs()
             if listing != last_jobs:
                 await send("jobs", listing)
@@ -401,6 +416,7 @@ def make_app(source: CoordinatorSource, monitor: list[Any] | None = None) -> web
         app.router.add_get("/api/monitor/events", monitor_events)
         app.router.add_get("/metrics", metrics)
     app.router.add_get("/", index)
+    app.router.add_get("/api/workers", workers)
     app.router.add_get("/api/jobs", jobs)
     app.router.add_get("/api/jobs/{job_id}", job)
     app.router.add_get("/api/jobs/{job_id}/snapshots", snapshots)

@@ -28,7 +28,7 @@ class UnknownJob(LookupError):
 
 
 class CoordinatorSource:
-    """Async access to a coordinator's jobs, tasks and snapshots."""
+    """Async access to a coordinator's workers, jobs, tasks and snapshots."""
 
     def __init__(self, address: str, timeout: float = 5.0) -> None:
         self.address = address
@@ -46,6 +46,12 @@ class CoordinatorSource:
 
     async def jobs(self) -> list[dict[str, Any]]:
         return list(await self._call("jobs"))
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """The cluster's workers as ``hop status`` lists them, by name, without ``last_seen`` (it changes with
+        every heartbeat; whether a worker is ``alive`` is what the page shows)."""
+        workers = [{k: v for k, v in worker.items() if k != "last_seen"} for worker in await self._call("workers")]
+        return sorted(workers, key=lambda worker: str(worker["name"]))
 
     async def job(self, job_id: str) -> dict[str, Any]:
         return dict(await self._call("job", job_id))

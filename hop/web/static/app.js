@@ -29,11 +29,31 @@ function connect(jobId) {
   state.source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}` : "/api/events");
   state.source.addEventListener("open", () => (document.getElementById("connection").textContent = "live"));
   state.source.addEventListener("error", () => (document.getElementById("connection").textContent = "reconnecting…"));
+  state.source.addEventListener("workers", (event) => renderWorkers(JSON.parse(event.data)));
   state.source.addEventListener("jobs", (event) => renderJobs(JSON.parse(event.data)));
   state.source.addEventListener("job", (event) => renderJob(JSON.parse(event.data)));
   state.source.addEventListener("snapshot", (event) => addSnapshot(JSON.parse(event.data)));
   state.source.addEventListener("results", (event) => showResults(JSON.parse(event.data)));
   state.source.addEventListener("window", (event) => addWindow(JSON.parse(event.data)));
+}
+
+function renderWorkers(workers) {
+  // The cluster's workers, as `hop status` lists them: host, rack, busy slots per pool; a lost one is marked.
+  const alive = workers.filter((worker) => worker.alive).length;
+  document.getElementById("worker-count").textContent = alive === workers.length ? `${alive}` : `${alive} of ${workers.length} alive`;
+  const busy = (worker, pool) => `${worker[`${pool}_slots`] - worker[`free_${pool}`]}/${worker[`${pool}_slots`]} ${pool}`;
+  document.getElementById("workers").replaceChildren(
+    ...workers.map((worker) => {
+      const item = document.createElement("li");
+      item.dataset.worker = worker.name;
+      item.className = worker.alive ? "alive" : "lost";
+      const host = worker.host_label && worker.host_label !== worker.name ? ` on ${worker.host_label}` : "";
+      const slots = ["map", "reduce", "stream"].filter((pool) => worker[`${pool}_slots`]).map((pool) => busy(worker, pool));
+      item.textContent = `${worker.name}${host} (${worker.rack})${worker.alive ? "" : " — lost"} — ${slots.join(", ")}`;
+      item.title = `${worker.host} pid ${worker.pid}`;
+      return item;
+    })
+  );
 }
 
 function renderJobs(jobs) {

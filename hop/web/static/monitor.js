@@ -118,16 +118,14 @@ function allRacks() {
 }
 
 function hostOfWorker() {
-  // Workers name their host in every sample (several workers may share a host).
-  return Object.fromEntries(samples().map((sample) => [sample.worker, sample.host]));
+  // The coordinator's host label of every worker, and that of every sample (several workers may share a host).
+  return { ...(view.snapshot?.host_labels ?? {}),
+    ...Object.fromEntries(samples().map((sample) => [sample.worker, sample.host])) };
 }
 
 function missingHosts() {
-  // The scoreboard names sources by worker; the rest of the page shows host labels.
-  const window = latest();
-  if (!window) return [];
-  const hostOf = hostOfWorker();
-  return window.missing_hosts.map((worker) => hostOf[worker] ?? worker);
+  // Host labels, as everywhere on the page (the API names the workers alongside, in missing_workers).
+  return latest()?.missing_hosts ?? [];
 }
 
 function alertsOf(hosts) {
@@ -607,12 +605,14 @@ function renderScoreboard() {
   const size = Math.max(8, Math.min(22, Math.floor(220 / Math.max(1, panes))));
   grid.style.gridTemplateColumns = `max-content repeat(${panes}, ${size}px)`;
   grid.style.gridAutoRows = `${size}px`;
-  const missing = new Set(window.missing_hosts);
+  const missing = new Set((window.missing_workers ?? []).map((entry) => entry.worker));  // rows are by worker
   const counts = {};
   const cells = [];
   board.grid.forEach((row, index) => {
     const name = board.names?.[index] ?? `source ${index}`;
-    cells.push(el("span", { className: `source ${missing.has(name) ? "missing" : ""}` }, name));
+    const host = board.hosts?.[index] ?? name;
+    cells.push(el("span", { className: `source ${missing.has(name) ? "missing" : ""}`,
+      title: host === name ? name : `${name} on host ${host}` }, name));
     [...row].forEach((state, offset) => {
       counts[state] = (counts[state] ?? 0) + 1;
       cells.push(el("span", { className: `cell ${state}`, dataset: { state, source: name },
