@@ -46,6 +46,7 @@ from hop.mrjob_adapter import MRJobRun
 from hop.outputs import check_output, claim_output
 from hop.runner import (
     STOP_EARLY_PIPELINE,
+    STOP_EARLY_SEQUENTIAL,
     JobFailed,
     build_spec,
     earlier_reports,
@@ -174,7 +175,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         default=None,
         metavar="REL",
         help="end the job with its last snapshot as the result once every interval is narrower than REL of its "
-        "estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every",
+        "estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every; needs --order "
+        "random",
     )
     add_stream_arguments(parser)
     parser.add_argument(
@@ -492,6 +494,8 @@ def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str,
     (it was silently ignored: a user thought the job used it)."""
     if args.seed is not None and args.order != "random":
         raise InputError("--seed seeds the order of --order random, which this run does not use: add --order random")
+    if args.stop_when_accurate is not None and args.order != "random":
+        raise InputError(STOP_EARLY_SEQUENTIAL)  # (online_options refuses it too, for callers of the API)
     if args.confidence is not None and args.snapshot_every is None and args.stop_when_accurate is None:
         raise InputError(
             "--confidence sets the intervals of the snapshots' estimates, which this run does not take: add "

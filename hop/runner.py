@@ -109,6 +109,13 @@ def build_spec(job_class: type[Job], inputs: list[str], output: str, **settings:
     )
 
 
+STOP_EARLY_SEQUENTIAL = (
+    "--stop-when-accurate ends the job once its estimates' intervals are narrow, and those intervals assume input "
+    "chunks read in random order: add --order random (in the default sequential order the first chunks of each "
+    "file are read first, a biased sample on whose intervals the job would stop with a wrong claim of accuracy)"
+)
+
+
 def online_options(
     job_class: type[Job],
     inputs: list[str],
@@ -122,9 +129,12 @@ def online_options(
 ) -> dict[str, Any]:
     """The JobSpec options of online aggregation and input order (see ``hop.online``).
 
-    ``stop_when_accurate`` without ``snapshot_every`` takes snapshots every 5% of the input. The job's strata
-    (``Job.input_stratum``) are computed here, on the submitting machine, once per input file.
+    ``stop_when_accurate`` without ``snapshot_every`` takes snapshots every 5% of the input; it needs ``order``
+    random (``ValueError``: :data:`STOP_EARLY_SEQUENTIAL`). The job's strata (``Job.input_stratum``) are computed
+    here, on the submitting machine, once per input file.
     """
+    if stop_when_accurate is not None and order != "random":
+        raise ValueError(STOP_EARLY_SEQUENTIAL)
     if stop_when_accurate is not None and snapshot_every is None:
         snapshot_every = 0.05
     options: dict[str, Any] = {"order": order, "seed": seed, "chunk_size": chunk_size}
