@@ -46,8 +46,10 @@ from hop.mrjob_adapter import MRJobRun
 from hop.outputs import check_output, claim_output
 from hop.runner import (
     STOP_EARLY_PIPELINE,
+    STOP_EARLY_SEQUENTIAL,
     JobFailed,
     build_spec,
+    earlier_reports,
     online_options,
     pipeline_specs,
     run_pipeline,
@@ -173,7 +175,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         default=None,
         metavar="REL",
         help="end the job with its last snapshot as the result once every interval is narrower than REL of its "
-        "estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every",
+        "estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every; needs --order "
+        "random",
     )
     add_stream_arguments(parser)
     parser.add_argument(
@@ -384,12 +387,12 @@ def _summary(report: dict[str, Any], output: str) -> str:
     pipeline (``report`` the last step's, the earlier ones under ``"steps"``/``"jobs"``): the whole run's time and
     the first step's input records (the last step's own were printed, and with ``--blocking`` its time alone), and
     an earlier step that stopped early is named, since every later step's result is built on its estimates."""
-    earlier = _earlier_reports(report)
+    earlier = earlier_reports(report)
     first = earlier[0] if earlier else report
     seconds = wall_time({**report, "start": min(r["start"] for r in [*earlier, report])})
     head = f"hop: {report['job_id']} succeeded in {seconds:.2f}s: "
     approximate = report.get("approximate")
-    if approximate:
+    if approximate and "step" not in approximate:  # the last step stopped early itself (else an earlier one did)
         rows = approximate.get("rows", 0)
         return (
             f"{head}stopped early, accurate to {approximate['max_relative_half_width']:.1%} (asked "
@@ -409,15 +412,6 @@ def _summary(report: dict[str, Any], output: str) -> str:
         f"{report['counters']['reduce_output_records']:,} output records in {output}{bad}"
         + "".join(f"; {note}" for note in stopped)
     )
-
-
-def _earlier_reports(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """The reports of a pipeline's steps before the last (``report``), in order: each earlier job's steps and that
-    job (``"jobs"``, a ``--blocking`` run of several job files), then the last job's earlier steps (``"steps"``)."""
-    earlier: list[dict[str, Any]] = []
-    for job in report.get("jobs") or ():
-        earlier += [*(job.get("steps") or ()), job]
-    return earlier + list(report.get("steps") or ())
 
 
 def _cancel_submitted(interrupted: Client | None, everything: bool = False) -> None:
@@ -500,6 +494,8 @@ def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str,
     (it was silently ignored: a user thought the job used it)."""
     if args.seed is not None and args.order != "random":
         raise InputError("--seed seeds the order of --order random, which this run does not use: add --order random")
+    if args.stop_when_accurate is not None and args.order != "random":
+        raise InputError(STOP_EARLY_SEQUENTIAL)  # (online_options refuses it too, for callers of the API)
     if args.confidence is not None and args.snapshot_every is None and args.stop_when_accurate is None:
         raise InputError(
             "--confidence sets the intervals of the snapshots' estimates, which this run does not take: add "

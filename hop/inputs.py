@@ -7,7 +7,8 @@
   each line is read exactly once whatever the split boundaries. Compressed files (``.gz``, ``.bz2``, ``.xz``, ``.lzma``,
   by their suffix, as Hadoop's codecs and mrjob pick them) are read decompressed, whole: each makes one split.
 - Records are ``(key, value)``: for ``text`` the key is the byte offset of the line in its (uncompressed) file and the
-  value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON;
+  value the line without its trailing ``\\n`` or ``\\r\\n``; ``jsonl`` parses each non-blank line as JSON
+  (arrays as tuples at any depth, inside objects too, as values that crossed the shuffle are);
   ``csv`` parses each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a
   hop output file (``json(key) TAB json(value)``) back as pairs,
   which is how a multi-step job feeds one step into the next.
@@ -470,9 +471,14 @@ def _parse_json(text: str, path: str, offset: int) -> Any:
 
 
 def _freeze(value: Any) -> Any:
-    """JSON arrays become tuples, as keys from the shuffle do, so read-back keys compare equal."""
+    """JSON arrays become tuples at any depth, inside objects too, as keys and values from the shuffle do: read-back
+    keys compare equal, and an array taken out of a record can be a key. Objects stay dicts (updated in place)."""
     if isinstance(value, list):
         return tuple(_freeze(item) for item in value)
+    if isinstance(value, dict):
+        for key, item in value.items():  # in place: a flat record (the usual) costs no new dict
+            if isinstance(item, (list, dict)):
+                value[key] = _freeze(item)
     return value
 
 

@@ -109,6 +109,13 @@ def build_spec(job_class: type[Job], inputs: list[str], output: str, **settings:
     )
 
 
+STOP_EARLY_SEQUENTIAL = (
+    "--stop-when-accurate ends the job once its estimates' intervals are narrow, and those intervals assume input "
+    "chunks read in random order: add --order random (in the default sequential order the first chunks of each "
+    "file are read first, a biased sample on whose intervals the job would stop with a wrong claim of accuracy)"
+)
+
+
 def online_options(
     job_class: type[Job],
     inputs: list[str],
@@ -122,9 +129,12 @@ def online_options(
 ) -> dict[str, Any]:
     """The JobSpec options of online aggregation and input order (see ``hop.online``).
 
-    ``stop_when_accurate`` without ``snapshot_every`` takes snapshots every 5% of the input. The job's strata
-    (``Job.input_stratum``) are computed here, on the submitting machine, once per input file.
+    ``stop_when_accurate`` without ``snapshot_every`` takes snapshots every 5% of the input; it needs ``order``
+    random (``ValueError``: :data:`STOP_EARLY_SEQUENTIAL`). The job's strata (``Job.input_stratum``) are computed
+    here, on the submitting machine, once per input file.
     """
+    if stop_when_accurate is not None and order != "random":
+        raise ValueError(STOP_EARLY_SEQUENTIAL)
     if stop_when_accurate is not None and snapshot_every is None:
         snapshot_every = 0.05
     options: dict[str, Any] = {"order": order, "seed": seed, "chunk_size": chunk_size}
@@ -195,6 +205,7 @@ def run_steps(
     final = reports[-1]
     if len(reports) > 1:
         final["steps"] = reports[:-1]
+        _note_earlier_stop(final)
         (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
 
@@ -427,8 +438,40 @@ def run_staged_jobs(
         shutil.rmtree(scratch, ignore_errors=True)
     final = reports[-1]
     final["jobs"] = reports[:-1]
+    _note_earlier_stop(final)
     (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
+
+
+def earlier_reports(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The reports of a run's steps before the last (``report``), in order (step 1 first): each earlier job's steps
+    and that job (``"jobs"``, a ``--blocking`` run of several job files), then the last job's earlier steps
+    (``"steps"``)."""
+    earlier: list[dict[str, Any]] = []
+    for job in report.get("jobs") or ():
+        earlier += [*(job.get("steps") or ()), job]
+    return earlier + list(report.get("steps") or ())
+
+
+def _note_earlier_stop(final: dict[str, Any]) -> None:
+    """A run whose earlier step stopped early (``--stop-when-accurate``) is approximate as a whole, since every
+    later step's result is built on that step's estimates: ``final`` (the last step's report, the run's
+    ``_job.json``) gets ``approximate`` as that step has it, plus ``step`` (its number, from 1 over the whole run),
+    its ``job_id`` and ``steps_stopped_early`` (every such step), unless the last step stopped early itself (its
+    own ``approximate``, without ``step``, says so)."""
+    own = final.get("approximate")
+    if own and "step" not in own:
+        return
+    stopped = [(number, r) for number, r in enumerate(earlier_reports(final), 1) if r.get("approximate")]
+    if stopped:
+        number, first = stopped[0]
+        numbers = [n for n, _ in stopped]
+        final["approximate"] = {
+            **first["approximate"],
+            "step": number,
+            "job_id": first["job_id"],
+            "steps_stopped_early": numbers,
+        }
 
 
 def _instantiate(spec: JobSpec) -> Job:

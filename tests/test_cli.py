@@ -621,7 +621,8 @@ def test_a_later_steps_map_failure_names_the_record_by_key(tmp_path: Path, mode:
 def test_stop_when_accurate_is_refused_for_a_streaming_pipeline(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\n")
     jobs = [str(Path(__file__).parent.parent / "jobs" / name) for name in ("wordcount.py", "topk.py")]
-    refused = hop("run", *jobs, "in.txt", "-o", "out", "--stop-when-accurate", "0.1", cwd=tmp_path)
+    online = ["--stop-when-accurate", "0.1", "--order", "random"]
+    refused = hop("run", *jobs, "in.txt", "-o", "out", *online, cwd=tmp_path)
     assert refused.returncode == 2 and "add --blocking" in refused.stderr, refused.stderr
     assert not (tmp_path / "out").exists()
 
@@ -1071,11 +1072,19 @@ def test_a_resolver_that_cannot_answer_now_is_not_a_usage_error(monkeypatch: pyt
     [
         (["--seed", "7"], "--seed seeds the order of --order random, which this run does not use"),
         (["--confidence", "0.9"], "--confidence sets the intervals of the snapshots' estimates"),
+        (["--stop-when-accurate", "0.1"], "assume input chunks read in random order: add --order random"),
+        (["--stop-when-accurate", "0.1", "--order", "sequential"], "add --order random"),
     ],
-    ids=["seed-without-random-order", "confidence-without-snapshots"],
+    ids=[
+        "seed-without-random-order",
+        "confidence-without-snapshots",
+        "stop-early-default-order",
+        "stop-early-sequential",
+    ],
 )
 def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, options: list[str], message: str) -> None:
-    """--seed without --order random, or --confidence without snapshots, were silently ignored."""
+    """--seed without --order random, or --confidence without snapshots, were silently ignored; --stop-when-accurate
+    in sequential order stopped on intervals that assume random order."""
     (tmp_path / "in.txt").write_text("a b\n")
     result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", *options, cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 import hop.inputs
-from hop.inputs import MIN_SPLIT_BYTES, InputError, Split, iter_lines, iter_records, make_splits, split_size_for
+from hop.inputs import (
+    MIN_SPLIT_BYTES,
+    InputError,
+    Split,
+    iter_lines,
+    iter_records,
+    make_splits,
+    parse_output_line,
+    split_size_for,
+)
 
 
 def reference_lines(data: bytes) -> list[tuple[int, str]]:
@@ -111,6 +120,19 @@ def test_a_bad_last_line_without_a_newline_goes_to_on_bad(tmp_path: Path) -> Non
     bad: list[tuple[int, str, str]] = []
     lines = list(iter_lines(Split(str(path), 0, path.stat().st_size), on_bad=lambda *entry: bad.append(entry)))
     assert lines == [(0, "good")] and [offset for offset, _, _ in bad] == [5]
+
+
+def test_json_arrays_inside_objects_arrive_as_tuples(tmp_path: Path) -> None:
+    """Arrays at any depth arrive as tuples, inside objects too (as values that crossed the shuffle do), in jsonl
+    input and in a step's output read back: a record's array can be a key, and a read-back value equals the one the
+    next step's shuffle would give."""
+    path = tmp_path / "input.jsonl"
+    path.write_text('{"tags": ["a", ["b"]], "meta": {"xs": [1, {"ys": [2]}]}, "n": 1}\n[{"zs": [3]}]\n')
+    records = list(iter_records(Split(str(path), 0, path.stat().st_size), "jsonl"))
+    record = {"tags": ("a", ("b",)), "meta": {"xs": (1, {"ys": (2,)})}, "n": 1}
+    assert records == [(0, record), (65, ({"zs": (3,)},))]
+    assert hash(records[0][1]["tags"]) == hash(("a", ("b",))) and hash(records[0][1]["meta"]["xs"][1]["ys"])
+    assert parse_output_line('["k", [1]]\t{"v": [[2]]}', "out", 0) == (("k", (1,)), {"v": ((2,),)})
 
 
 def test_unparsable_records_go_to_on_bad(tmp_path: Path) -> None:

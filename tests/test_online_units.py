@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hop import Job
 from hop.aggregates import Count, Max, Mean, Sum
 from hop.inputs import make_splits
 from hop.jsonline import to_json
@@ -17,6 +18,7 @@ from hop.online.snapshots import ROWS_ON_THE_WIRE, top_positions, write_final_pa
 from hop.online.state import SnapshotState
 from hop.online.tracker import HISTORY_ROWS, MIN_CHUNKS_PER_STRATUM, SnapshotTracker
 from hop.planning import plan_map_inputs
+from hop.runner import STOP_EARLY_SEQUENTIAL, online_options
 from shuffle.runs import encode_run
 from shuffle.store import RunStore
 
@@ -495,3 +497,16 @@ def test_snapshot_requests_queued_together_are_answered_by_one_snapshot(tmp_path
         assert snapshots.taken == 3
     finally:
         snapshots.store.close()
+
+
+def test_stop_when_accurate_needs_random_order(tmp_path: Path) -> None:
+    """The intervals an early stop trusts assume chunks read in random order: in sequential order (the default) the
+    job stopped on a biased sample's intervals; the options are refused, naming the fix."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    for order in ("sequential", None):
+        chosen = {} if order is None else {"order": order}
+        with pytest.raises(ValueError, match="add --order random") as refused:
+            online_options(Job, [str(tmp_path)], stop_when_accurate=0.1, **chosen)
+        assert str(refused.value) == STOP_EARLY_SEQUENTIAL
+    options = online_options(Job, [str(tmp_path)], stop_when_accurate=0.1, order="random")
+    assert options["stop_when_accurate"] == 0.1 and options["order"] == "random"

@@ -202,6 +202,13 @@ def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "early" / "_job.json").read_text())
     stopped = report["jobs"][0]["approximate"]
+    # The run's own report says its result is approximate, and which step made it so (not only under jobs[0]).
+    assert report["approximate"] == {
+        **stopped,
+        "step": 1,
+        "job_id": report["jobs"][0]["job_id"],
+        "steps_stopped_early": [1],
+    }
     summary = result.stderr.strip().splitlines()[-1]
     assert f"; step 1 stopped early after {stopped['input_fraction']:.1%} of its input, so the result is " in summary
 

@@ -88,7 +88,7 @@ def python_windows(events: list[dict[str, Any]], size: float, slide: float) -> d
     return {start: dict(counts) for start, counts in result.items()}
 
 
-TEST_ONLY_JOBS = {"EventAmounts", "EventWordLists", "SlowEventWordCount"}
+TEST_ONLY_JOBS = {"EventAmounts", "EventTagCounts", "EventWordLists", "SlowEventWordCount"}
 """In ``tests/jobs/stream_events.py``; the other classes are ``jobs/event_wordcount.py``'s."""
 
 
@@ -495,6 +495,20 @@ def test_blank_lines_of_a_jsonl_stream_are_no_records(stream_client: Client, tmp
     assert report["counters"]["map_input_records"] == 6
     windows = {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()}
     assert windows == {0: {"w0": 1, "w1": 1}, 2: {"w2": 1, "w3": 1}, 4: {"w4": 1, "w5": 1}}
+
+
+def test_arrays_inside_a_jsonl_streams_records_arrive_as_tuples(stream_client: Client, tmp_path: Path) -> None:
+    """As in a batch job's jsonl input, a JSON array inside a record's object arrives as a tuple, not only one at
+    the top: the map can use it as a key as it comes (a list is unhashable: every record was a failure)."""
+    tags = [["a", "b"], ["a"], ["a", "b"], ["c"]]
+    lines = [json.dumps({"ts": T0 + i, "tags": tag}) + "\n" for i, tag in enumerate(tags)]
+    (tmp_path / "events.jsonl").write_text("".join(lines), encoding="utf-8")
+    report = run_stream_job(
+        stream_client, "EventTagCounts", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "4r", num_reduces=1
+    )
+    assert report["counters"]["map_input_records"] == 4
+    [(_, rows)] = read_windows(tmp_path / "out").values()
+    assert rows == {("a", "b"): 2, ("a",): 1, ("c",): 1}
 
 
 def test_bad_records_of_a_tailed_directory_are_logged_naming_file_and_byte_offset(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from hop.stream.sources import (
     check_source,
     open_source,
 )
+from shuffle import codec
 from tests.conftest import ROOT, hop
 
 
@@ -550,13 +551,38 @@ def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
         for value in sent:
             push.send(msgpack.packb(value))
         records = collect(source, 50, batch=7)
-        assert values(records) == sent
+        assert values(records) == [{**value, "tags": ("a", "b")} for value in sent]  # arrays as tuples, as jsonl's
         assert records[0].nbytes == len(msgpack.packb(sent[0])) and source.where(records[0]) is None  # no place
         push.send(b"\xc1")  # never valid msgpack
         push.send(msgpack.packb("after"))
         bad, after = collect(source, 2)
         assert re.search(r"frame of 1 bytes starting b'\\xc1'.*not a msgpack value", bad_record_error(bad))
         assert bad.nbytes == 1 and after.value == "after"  # the source goes on
+    finally:
+        push.close(linger=0)
+
+
+def test_zmq_frames_packed_by_shuffle_codec_decode_big_ints(sources: list[Source]) -> None:
+    """A producer packing with ``shuffle.codec`` (as hop's own ``--sink`` does, and as ints past 64 bits need)
+    gets its values back, not ``msgpack.ExtType`` objects; map keys that are ints or arrays decode too."""
+    source = opened(sources, "zmq:tcp://127.0.0.1:*")
+    assert isinstance(source, ZmqSource)
+    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
+    try:
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(source.endpoint)
+        sent = [{"n": 2**70, "neg": -(2**100), "nested": [[1, 2**64]]}, 3**50, {7: "int key", (1, 2): "array key"}]
+        for value in sent:
+            push.send(codec.packb(value))
+        push.send(msgpack.packb({"plain": [1, 2]}))  # plain msgpack still works
+        got = values(collect(source, 4))
+        assert got == [
+            {"n": 2**70, "neg": -(2**100), "nested": ((1, 2**64),)},
+            3**50,
+            {7: "int key", (1, 2): "array key"},
+            {"plain": (1, 2)},
+        ]
+        assert not any(isinstance(value, msgpack.ExtType) for value in (got[0]["n"], got[1]))
     finally:
         push.close(linger=0)
 
@@ -612,7 +638,7 @@ def test_zmq_sub_receives_from_a_publisher(sources: list[Source]) -> None:
             publisher.send(msgpack.packb([i, "x"]))
         got = [v for v in values(collect(source, 20)) if v != "ping"]
         got += [v for v in values(collect(source, 20 - len(got))) if v != "ping"]
-        assert got == [[i, "x"] for i in range(20)]
+        assert got == [(i, "x") for i in range(20)]
     finally:
         publisher.close(linger=0)
 

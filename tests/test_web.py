@@ -283,6 +283,32 @@ def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, 
     assert status == 409 and "windows" in body["error"]
 
 
+def far_future_window(client: Client, tmp_path: Path) -> tuple[str, Path]:
+    """(job id, output) of a finished continuous job whose one window, of events stamped 2**62 s, has window and
+    pane numbers past 2**53 (3 s windows: numbers no double holds)."""
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps({"ts": 2.0**62, "text": text}) + "\n" for text in ("alpha", "alpha beta")))
+    output = tmp_path / "out"
+    with continuous_job(client, stream_spec(events, output, window="3s", rate=1000)) as job_id:
+        client.wait(job_id, timeout=60)
+    return job_id, output
+
+
+def test_window_numbers_past_2_53_reach_a_browser_whole(client: Client, web: WebServer, tmp_path: Path) -> None:
+    """A stamp far in the future (2**62 s) makes window and pane numbers past 2**53, which a browser's JSON.parse
+    rounds: the API sends them as decimal strings (every smaller int stays a number)."""
+    job_id, output = far_future_window(client, tmp_path)
+    [label] = window_files(output)
+    meta = json.loads((output / "windows" / label / "_window.json").read_text())
+    assert meta["window"] > 2**53 and float(meta["window"]) != meta["window"], "a number a double cannot hold"
+    with urllib.request.urlopen(web.url + f"api/jobs/{job_id}/windows", timeout=20) as reply:
+        text = reply.read().decode()
+    [window] = json.loads(text, parse_int=float)  # as JSON.parse reads it: every number a double
+    assert window["window"] == str(meta["window"]) and window["label"] == label
+    assert window["scoreboard"]["first_pane"] == str(meta["scoreboard"]["first_pane"])
+    assert window["records"] == 2 and {row["key"]: row["value"] for row in window["rows"]} == {"alpha": 2, "beta": 1}
+
+
 def test_window_requests_that_cannot_be_served(client: Client, web: WebServer, tmp_path: Path) -> None:
     status, body = get_json(web.url + "api/jobs/job-nope/windows")
     assert status == 404 and "no job job-nope" in body["error"]

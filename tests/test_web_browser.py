@@ -19,7 +19,7 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
 from hop.web.server import WebServer
 from tests.conftest import job_path, output_dict
-from tests.test_web import continuous_job, stream_spec, window_files, write_events
+from tests.test_web import continuous_job, far_future_window, stream_spec, window_files, write_events
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -167,3 +167,18 @@ def test_page_follows_a_continuous_job_window_by_window(cluster: LocalCluster, c
             assert (tmp_path / "web-continuous.png").stat().st_size > 10_000
         finally:
             browser.close()
+
+
+def test_page_shows_a_window_of_a_far_future_stamp_whole(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """A window stamped 2**62 s: the page threw (a Date cannot hold it) and would show pane numbers rounded past
+    2**53; it shows the bounds as seconds and the pane numbers in full."""
+    job_id, output = far_future_window(client, tmp_path)
+    [label] = window_files(output)
+    first_pane = json.loads((output / "windows" / label / "_window.json").read_text())["scoreboard"]["first_pane"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#window-table tbody tr", timeout=30_000)
+        assert label in page.inner_text("#window-info") and "s since 1970" in page.inner_text("#window-info")
+        title = page.get_attribute("#scoreboard .cell", "title") or ""
+        assert f"pane {first_pane} (" in title, (first_pane, title)
+        assert errors == []

@@ -500,7 +500,7 @@ bad record either)."""
 
 def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
     """A record's value as the job's ``map`` gets it, as a batch job's input format gives it: for a ``jsonl`` job,
-    a text record parsed as JSON (arrays at the top as tuples), for a ``csv`` job, the list of a CSV row's fields
+    a text record parsed as JSON (arrays as tuples at any depth), for a ``csv`` job, the list of a CSV row's fields
     (:class:`StreamRecordError` if it is neither; :data:`BLANK` for a blank line, an empty one for CSV); msgpack
     frames arrive decoded."""
     if input_format not in ("jsonl", "csv"):

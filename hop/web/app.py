@@ -1,7 +1,9 @@
 """The web view: an aiohttp application serving the page, a JSON API and server-sent events.
 
 Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, never a traceback page; NaN and
-infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects them):
+infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects them, and an int beyond
+``±MAX_SAFE_INTEGER`` (2**53 - 1: a window or pane number of a stamp far in the future, a large sum) is its decimal
+string, since ``JSON.parse`` would round it to the nearest double):
 
 - ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
@@ -284,10 +286,17 @@ def _feed(request: web.Request) -> MonitorFeed:
     return feed
 
 
+MAX_SAFE_INTEGER = 2**53 - 1
+"""JavaScript's ``Number.MAX_SAFE_INTEGER``: ints beyond it lose digits in a browser's ``JSON.parse``."""
+
+
 def _finite(data: Any) -> Any:
-    """``data`` with NaN and infinities as ``None`` (JSON has no such numbers; a browser rejects them)."""
+    """``data`` as a browser reads it right: NaN and infinities as ``None`` (JSON has no such numbers; a browser
+    rejects them), an int beyond ``±MAX_SAFE_INTEGER`` as its decimal string (a browser would round it)."""
     if isinstance(data, float):
         return data if math.isfinite(data) else None
+    if isinstance(data, int) and not -MAX_SAFE_INTEGER <= data <= MAX_SAFE_INTEGER:
+        return str(data)  # (a bool is in range)
     if isinstance(data, dict):
         return {key: _finite(value) for key, value in data.items()}
     if isinstance(data, list | tuple):

@@ -35,6 +35,18 @@ class EventAmounts(Job):
     combine = reduce = Sum()
 
 
+class EventTagCounts(Job):
+    """Events per ``tags`` array of the event (a JSON array inside the record, used as the key as it comes)."""
+
+    input_format = "jsonl"
+    time_field = "ts"
+
+    def map(self, event_time: float, event: dict[str, Any]) -> Any:
+        yield event["tags"], 1
+
+    combine = reduce = Sum()
+
+
 class SlowEventWordCount(EventWordCount):
     """Takes 4 ms per event: a map that cannot keep up with a fast stream (load shedding)."""
 

@@ -15,9 +15,10 @@
   where the original was, so nothing is read twice (see :class:`TailSource` for the moment between copy and
   truncation).
 - ``zmq:ENDPOINT`` binds a PULL socket (producers connect PUSH sockets); ``zmq+sub:ENDPOINT`` connects a SUB socket,
-  subscribed to everything, to a publisher. Each frame is one record, a msgpack value, or with ``?format=text`` a
-  UTF-8 text (one trailing line break removed). Binding ``tcp://HOST:*`` picks a free port; the attribute
-  ``endpoint`` holds the bound address.
+  subscribed to everything, to a publisher. Each frame is one record, a msgpack value decoded as
+  ``shuffle.codec.unpackb`` decodes it (plain msgpack, ints past 64 bits as ``shuffle.codec`` packs them, arrays as
+  tuples, maps with any keys), or with ``?format=text`` a UTF-8 text (one trailing line break removed). Binding
+  ``tcp://HOST:*`` picks a free port; the attribute ``endpoint`` holds the bound address.
 - ``tcp:HOST:PORT`` listens (port 0 picks a free port, the attribute ``port`` holds it) and accepts any number of
   clients, each sending UTF-8 text lines; a client's last line without ``\\n`` ends when it disconnects.
 - ``replay:PATH[?rate=R][&loop=0|1]`` plays the lines of a file (text, ``.jsonl`` included: the caller parses) at R

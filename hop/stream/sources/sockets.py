@@ -16,6 +16,7 @@ import zmq
 
 from hop.inputs import MAX_LINE_BYTES
 from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record, too_long_record
+from shuffle import codec
 
 __all__ = ["TcpSource", "Unreplayable", "ZmqSource"]
 
@@ -77,7 +78,9 @@ class ZmqSource(Unreplayable):
         if self._as_text:
             return text_record(frame, arrival, where, "producers must send UTF-8 text frames")
         try:
-            return SourceRecord(msgpack.unpackb(frame, raw=False), len(frame), arrival)
+            # As the engine packs (hop's own --sink too): plain msgpack, plus ints past 64 bits as extension type
+            # 1; arrays as tuples, as a jsonl record's and as everything that crossed the shuffle.
+            return SourceRecord(codec.unpackb(frame), len(frame), arrival)
         except (ValueError, TypeError, msgpack.UnpackException) as error:
             hint = "send one msgpack value per frame, or add ?format=text to the URL for text frames"
             return SourceRecord(None, len(frame), arrival, f"{where()} is not a msgpack value ({error}); {hint}")

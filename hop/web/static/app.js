@@ -283,17 +283,27 @@ const stream = {
 
 const isTime = (window) => (window.window_spec?.unit ?? "seconds") === "seconds";
 const utc = (seconds) => new Date(seconds * 1000).toISOString().replace("T", " ").replace(/\.000Z$|Z$/, "");
+// A Date holds ±8.64e12 s around 1970; a stamp past that (in the wrong unit, say) is shown as its seconds.
+const isDate = (seconds) => Math.abs(seconds) <= 8.64e12;
+const clock = (seconds) => (isDate(seconds) ? utc(seconds).slice(11) : `${number(seconds)} s`);
+// An int past 2**53 arrives as its decimal string (hop/web/app.py: JSON.parse would round it); where the API's
+// contract says a number (window bounds and panes), a string is such an int, shown in full.
+const whole = (value) => (typeof value === "string" || typeof value === "bigint" ? BigInt(value).toLocaleString()
+  : number(value));
 const percent = (fraction) => `${(100 * fraction).toFixed(fraction >= 0.9995 || fraction === 0 ? 0 : 1)}%`;
 const extent = (amount, unit) => (unit === "seconds" ? `${number(amount)} s` : `${number(amount)} ${unit}`);
 
 function bounds(window) {
-  if (!isTime(window)) return `${window.window_spec.unit} ${number(window.start)} – ${number(window.end)}`;
+  if (!isTime(window)) return `${window.window_spec.unit} ${whole(window.start)} – ${whole(window.end)}`;
+  if (!isDate(window.start) || !isDate(window.end)) {
+    return `${number(window.start)} – ${number(window.end)} s since 1970`;
+  }
   const start = utc(window.start), end = utc(window.end);
   return `${start} – ${end.slice(0, 10) === start.slice(0, 10) ? end.slice(11) : end} UTC`;
 }
 
 function shortLabel(window) {
-  return isTime(window) ? utc(window.start).slice(11) : number(window.start);
+  return isTime(window) ? clock(window.start) : whole(window.start);
 }
 
 function shownWindow() {
@@ -443,12 +453,14 @@ function renderWindow(window) {
 }
 
 // A position in a window's unit: a UTC time of day for time windows, else a record ordinal or byte offset.
-const position = (window, at) => (isTime(window) ? utc(at).slice(11) : number(at));
+const position = (window, at) => (isTime(window) ? clock(at) : whole(at));
 const zone = (window) => (isTime(window) ? " UTC" : ` (${window.window_spec.unit})`);
 
+// pane: a BigInt (pane numbers may pass 2**53); a time pane's bounds are seconds (a double), others exact.
 function paneText(window, pane) {
   const size = window.window_spec.pane;
-  return `${position(window, pane * size)} – ${position(window, (pane + 1) * size)}${zone(window)}`;
+  const at = (n) => (isTime(window) ? Number(n) * size : n * BigInt(size));
+  return `${position(window, at(pane))} – ${position(window, at(pane + 1n))}${zone(window)}`;
 }
 
 function renderScoreboard(window) {
@@ -478,7 +490,7 @@ function renderScoreboard(window) {
       cell.className = `cell ${state}`;
       cell.dataset.state = state;
       cell.style.background = CELLS[state]?.color ?? "#9e9e9e";
-      const pane = board.first_pane + offset;
+      const pane = BigInt(board.first_pane) + BigInt(offset);
       cell.title = `source ${source}, pane ${pane} (${paneText(window, pane)}): ${CELLS[state]?.name ?? state}`;
       cells.push(cell);
     });
