@@ -462,17 +462,18 @@ def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:
 
 def _parse_json(text: str, path: str, offset: int) -> Any:
     try:
-        return _freeze(json.loads(text))
+        return freeze_json(json.loads(text))
     except json.JSONDecodeError as error:
         raise InputError(f"input file {path}: line at byte offset {offset} is not JSON: {error.msg}") from None
     except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
         raise InputError(f"input file {path}: line at byte offset {offset} cannot be read as JSON: {error}") from None
 
 
-def _freeze(value: Any) -> Any:
-    """JSON arrays become tuples, as keys from the shuffle do, so read-back keys compare equal."""
+def freeze_json(value: Any) -> Any:
+    """``value`` (parsed JSON) with its arrays, nested ones too, as tuples: as keys and values come out of hop's
+    shuffle, so keys read back from an output file compare equal (and hash) as the job's own did."""
     if isinstance(value, list):
-        return tuple(_freeze(item) for item in value)
+        return tuple(freeze_json(item) for item in value)
     return value
 
 

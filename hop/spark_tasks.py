@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hop.aggregates import Aggregate, as_aggregate
-from hop.inputs import InputError, iter_records
+from hop.inputs import InputError, freeze_json, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
-from hop.tasks import _fold_error
+from hop.usercode import fold_error
 from hop.usertrace import not_pairs, user_traceback
 from shuffle.buffer import (
     DEFAULT_SPILL_KEYS,
@@ -157,16 +157,9 @@ def wire(value: Any) -> Any:
     return value
 
 
-def _freeze_json(value: Any) -> Any:
-    """JSON arrays as tuples, as ``hop.inputs`` reads a step's output back (format ``output``)."""
-    if isinstance(value, list):
-        return tuple(_freeze_json(item) for item in value)
-    return value
-
-
 def _parse_output_line(line: str) -> tuple[Any, Any]:
     key_text, _, value_text = line.rstrip("\n").partition("\t")
-    return _freeze_json(json.loads(key_text)), _freeze_json(json.loads(value_text))
+    return freeze_json(json.loads(key_text)), freeze_json(json.loads(value_text))
 
 
 def _add_counts(target: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
@@ -389,7 +382,7 @@ def _fold(aggregate: Aggregate, state: Any, key: Any, value: Any, position: _Pos
             return state
         return aggregate.merge(state, aggregate.lift(value))
     except Exception as error:
-        raise TaskFailure.of("map", _fold_error(aggregate, (key, value), error), position.describe()) from None
+        raise TaskFailure.of("map", fold_error(aggregate, (key, value), error), position.describe()) from None
 
 
 # combineByKey functions. -------------------------------------------------------------------------------------
