@@ -34,9 +34,11 @@ Contract of :func:`run_on_spark`:
 - Errors: bad arguments or inputs raise ``ValueError`` (``OutputExistsError``, ``InputError``) before Spark starts;
   PySpark or Java missing, or a session that cannot start, raise :class:`SparkUnavailable`; a failed Spark job
   (an error in user code or an undecodable input record included) raises :class:`SparkJobFailed` with the user's
-  traceback and the record, after writing ``_job.json`` with status ``failed`` (and no ``_SUCCESS``). The
-  SparkSession is stopped in every case; the JVM stays up for the next run in this process until
-  :func:`shutdown_jvm`.
+  traceback and the record, after writing ``_job.json`` with status ``failed`` (and no ``_SUCCESS``). Spark's own
+  log lines that repeat such a failure (stack traces quoting it; under ``quiet`` the aborted-job line too) are not
+  printed (:func:`log4j2_config`), so the caller's report of it is the one. The SparkSession is stopped in every
+  case; the JVM stays up for the next run in this process until :func:`shutdown_jvm` (each session sets its
+  logging anew).
 
 Limits: the reduce side sorts with PySpark's external sorter, which spills, but a key's values are one list.
 """
