@@ -17,8 +17,9 @@ values as multisets (sorted by their JSON text). Differences are listed for the 
 
 When they differ and a step of the job combines before a hand-written reduce, the verdict says why that may be the
 job's doing (:func:`combine_caveat`): such a reduce gets the combiner's output of every map spill, and both engines
-cut the same spills (``hop.spark_tasks``), but hop's flow control merges a map's spills while reducers lag, so a
-reduce whose output depends on how many values it gets cannot give one answer.
+cut the same spills (``hop.spark_tasks``; both get ``--split-size`` and ``--spill-records``), but hop's flow control
+merges a map's spills while reducers lag, so a reduce whose output depends on how many values it gets cannot give
+one answer.
 """
 
 from __future__ import annotations
@@ -189,8 +190,9 @@ def combine_caveat(job_file: str, job_class: str | None = None) -> str | None:
         where = f"step {number} of the job" if len(steps) > 1 else "the job"
         return (
             f"note: {where} combines ({combiner}) before a hand-written reduce, which gets the combined values of "
-            "every map spill: how many there are is not fixed (input splits, --split-size, and hop's flow control, "
-            "which merges a map's spills while reducers lag, decide it), so a reduce whose output depends on how "
+            "every map spill: how many there are is not fixed (input splits, --split-size, --spill-records, and hop's "
+            "flow control, which merges a map's spills while reducers lag, decide it), so a reduce whose output "
+            "depends on how "
             "many values it gets (counting or listing them) differs between runs and engines; make the reduce fold "
             "its values as the combiner does (sum a Count's states), or drop the combiner"
         )
@@ -198,10 +200,15 @@ def combine_caveat(job_file: str, job_class: str | None = None) -> str | None:
 
 
 # The comparison. ------------------------------------------------------------------------------------------------
-def _options(split_size: int | None, input_format: str | None, job_class: str | None) -> list[str]:
+def _options(
+    split_size: int | None, spill_records: int | None, input_format: str | None, job_class: str | None
+) -> list[str]:
+    """The command-line options both engines get (each means the same to both)."""
     options: list[str] = []
     if split_size is not None:
         options += ["--split-size", str(split_size)]
+    if spill_records is not None:
+        options += ["--spill-records", str(spill_records)]
     if input_format is not None:
         options += ["--input-format", input_format]
     if job_class is not None:
@@ -218,6 +225,7 @@ def compare(
     master: str,
     tolerance: float = 1e-9,
     split_size: int | None = None,
+    spill_records: int | None = None,
     input_format: str | None = None,
     job_class: str | None = None,
 ) -> dict[str, Any]:
@@ -229,7 +237,7 @@ def compare(
     (outputs that differ only) why the job itself may give different outputs (:func:`combine_caveat`).
     :func:`format_table` renders it.
     """
-    options = _options(split_size, input_format, job_class)
+    options = _options(split_size, spill_records, input_format, job_class)
     scratch = Path(tempfile.mkdtemp(prefix="hop-compare-"))
     try:
         hop_out, spark_out = scratch / "hop", scratch / "spark"

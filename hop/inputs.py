@@ -463,22 +463,23 @@ def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:
 
 def _parse_json(text: str, path: str, offset: int) -> Any:
     try:
-        return _freeze(json.loads(text))
+        return freeze_json(json.loads(text))
     except json.JSONDecodeError as error:
         raise InputError(f"input file {path}: line at byte offset {offset} is not JSON: {error.msg}") from None
     except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
         raise InputError(f"input file {path}: line at byte offset {offset} cannot be read as JSON: {error}") from None
 
 
-def _freeze(value: Any) -> Any:
-    """JSON arrays become tuples at any depth, inside objects too, as keys and values from the shuffle do: read-back
-    keys compare equal, and an array taken out of a record can be a key. Objects stay dicts (updated in place)."""
+def freeze_json(value: Any) -> Any:
+    """``value`` (parsed JSON) with its arrays as tuples at any depth, inside objects too: as keys and values come
+    out of hop's shuffle, so keys read back from an output file compare equal (and hash) as the job's own did, and an
+    array taken out of a record can be a key. Objects stay dicts (updated in place)."""
     if isinstance(value, list):
-        return tuple(_freeze(item) for item in value)
+        return tuple(freeze_json(item) for item in value)
     if isinstance(value, dict):
         for key, item in value.items():  # in place: a flat record (the usual) costs no new dict
             if isinstance(item, (list, dict)):
-                value[key] = _freeze(item)
+                value[key] = freeze_json(item)
     return value
 
 

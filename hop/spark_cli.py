@@ -1,12 +1,12 @@
 """Command-line glue for the Spark engine: ``hop compare`` and ``hop run --engine spark``.
 
 - :func:`register` adds ``hop compare JOB INPUT... [--reducers R] [--workers N] [--spark-master URL]
-  [--tolerance X] [--split-size S] [--input-format F] [--job-class C]`` to the ``hop`` subcommands; it exits 0 when
-  the outputs are equal, 1 when they differ or an engine failed, 2 on bad usage.
+  [--tolerance X] [--split-size S] [--spill-records N] [--input-format F] [--job-class C]`` to the ``hop``
+  subcommands; it exits 0 when the outputs are equal, 1 when they differ or an engine failed, 2 on bad usage.
 - :func:`run_spark_from_args` runs ``hop run ... --engine spark`` from the parsed ``hop run`` arguments (``job``,
   ``inputs``, ``output``, ``reducers``, ``overwrite``, ``quiet``, ``split_size``, ``input_format``, ``job_class``,
-  and if present ``workers``, ``spark_master``, ``spark_conf``). Exit codes as ``hop run``: 0 success, 1 the job
-  failed (the user's traceback is printed), 2 bad usage or input, 3 Spark could not start.
+  and if present ``workers``, ``spill_records``, ``spark_master``, ``spark_conf``). Exit codes as ``hop run``: 0
+  success, 1 the job failed (the user's traceback is printed), 2 bad usage or input, 3 Spark could not start.
 - :func:`main` is ``python -m hop.spark_engine JOB INPUT... -o OUT [...]``, the same run as a standalone command.
 
 Defaults follow ``hop run``: ``--workers`` is the number of cores, ``--reducers`` the number of workers, and the
@@ -26,6 +26,7 @@ from hop.gen.cli import positive_int, size_argument
 from hop.inputs import DEFAULT_SPLIT_BYTES, InputError
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
+from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
 
 def _setting(text: str) -> tuple[str, str]:
@@ -83,6 +84,7 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
             input_format=args.input_format,
             overwrite=args.overwrite,
             split_size=args.split_size,
+            spill_records=getattr(args, "spill_records", None) or DEFAULT_SPILL_RECORDS,
             quiet=args.quiet,
             conf=dict(getattr(args, "spark_conf", None) or []),
         )
@@ -132,6 +134,7 @@ def _compare(args: argparse.Namespace) -> int:
         master=master,
         tolerance=args.tolerance,
         split_size=args.split_size,
+        spill_records=args.spill_records,
         input_format=args.input_format,
         job_class=args.job_class,
     )
@@ -145,6 +148,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reducers", type=positive_int, default=None, help="number of reduce tasks (default: workers)")
     parser.add_argument("--workers", type=positive_int, default=None, help="parallelism (default: cores)")
     parser.add_argument("--split-size", type=size_argument, default=None, help="bytes per input split (default 128MB)")
+    parser.add_argument(
+        "--spill-records",
+        type=positive_int,
+        default=None,
+        help="map output records buffered before a spill, as in hop run (default 2,000,000); combining is per spill",
+    )
     parser.add_argument(
         "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"
     )

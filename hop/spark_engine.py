@@ -1,6 +1,7 @@
 """The same job on Spark: run an unchanged :class:`hop.Job` on PySpark, with hop's record semantics and output.
 
-    python -m hop.spark_engine JOB.py INPUT... -o OUT [--reducers R] [--spark-master URL] [--overwrite] [--quiet]
+    python -m hop.spark_engine JOB.py INPUT... -o OUT [--reducers R] [--spark-master URL] [--spill-records N]
+        [--overwrite] [--quiet]
 
 (the command line lives in :mod:`hop.spark_cli`, which ``hop run --engine spark`` also uses; the code that runs
 inside Spark's Python workers is :mod:`hop.spark_tasks`).
@@ -33,9 +34,11 @@ Contract of :func:`run_on_spark`:
 - Errors: bad arguments or inputs raise ``ValueError`` (``OutputExistsError``, ``InputError``) before Spark starts;
   PySpark or Java missing, or a session that cannot start, raise :class:`SparkUnavailable`; a failed Spark job
   (an error in user code or an undecodable input record included) raises :class:`SparkJobFailed` with the user's
-  traceback and the record, after writing ``_job.json`` with status ``failed`` (and no ``_SUCCESS``). The
-  SparkSession is stopped in every case; the JVM stays up for the next run in this process until
-  :func:`shutdown_jvm`.
+  traceback and the record, after writing ``_job.json`` with status ``failed`` (and no ``_SUCCESS``). Spark's own
+  log lines that repeat such a failure (stack traces quoting it; under ``quiet`` the aborted-job line too) are not
+  printed (:func:`log4j2_config`), so the caller's report of it is the one. The SparkSession is stopped in every
+  case; the JVM stays up for the next run in this process until :func:`shutdown_jvm` (each session sets its
+  logging anew).
 
 Limits: the reduce side sorts with PySpark's external sorter, which spills, but a key's values are one list.
 """
@@ -63,6 +66,7 @@ from hop.jobspec import dump_job_class
 from hop.outputs import check_output, prepare_output
 from hop.planning import plan_map_inputs
 from hop.spark_tasks import (
+    FAILURE_OPEN,
     AggregateFold,
     CounterParam,
     ListFold,
@@ -76,27 +80,45 @@ from hop.spark_tasks import (
     total_order,
     write_task,
 )
+from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
     from pyspark.sql import SparkSession
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
-_QUIET_LOG4J2 = """\
-rootLogger.level = error
+_LOG4J2 = """\
+rootLogger.level = {level}
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-# A failed task's Python traceback reaches the driver, which reports the user's part of it.
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+appender.console.filter.repeats.type = RegexFilter
+appender.console.filter.repeats.regex = {repeats}
+appender.console.filter.repeats.onMatch = DENY
+appender.console.filter.repeats.onMismatch = NEUTRAL
+# The executor logs a failed task's exception with its stack trace; the driver gets the same error.
 logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = fatal
 # PySpark's gateway logger: Spark announces a "default log level" on start-up unless it matches the root level.
 logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
-logger.repl.level = error
+logger.repl.level = {level}
 """
+# Spark's log lines that repeat a failed task's error, which the driver reports with the user's traceback and record
+# (a Java regex matched against the whole message): the scheduler's "Lost task" quoting hop's task failure (with the
+# whole Python worker traceback), and under --quiet its "Task 0 in stage 0.0 failed 1 times; aborting job" too.
+_TASK_FAILURE_LINES = f".*{FAILURE_OPEN.strip()}.*"
+_ABORT_LINES = r"Task \S+ in stage \S+ failed \d+ times?; aborting job.*"
+
+
+def log4j2_config(quiet: bool) -> str:
+    """The log4j2 properties of the driver JVM: Spark's log at WARN (``quiet``: at ERROR), without the lines that
+    repeat a failed task's error, which the driver reports itself (:func:`run_on_spark`)."""
+    repeats = "(?s)" + (f"{_TASK_FAILURE_LINES}|{_ABORT_LINES}" if quiet else _TASK_FAILURE_LINES)
+    # (backslashes doubled: a properties file reads "\\S" as "S")
+    return _LOG4J2.format(level="error" if quiet else "warn", repeats=repeats.replace("\\", "\\\\"))
 
 
 class SparkUnavailable(RuntimeError):
@@ -175,32 +197,50 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         "spark.ui.showConsoleProgress": "false" if quiet else "true",
     }
     environment = {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONHASHSEED": "0"}
+    extra_options = (conf or {}).get("spark.driver.extraJavaOptions", "")
     log_config: Path | None = None
-    if quiet:
-        if conf and "spark.driver.extraJavaOptions" in conf:
+    if "log4j2.configurationFile" in extra_options:
+        if quiet:  # the caller's own logging: only its level is ours to set
             settings["spark.log.level"] = "ERROR"
-        else:
-            # Read by the driver JVM when it starts (a JVM already running for this process keeps its logging).
-            handle, name = tempfile.mkstemp(prefix="hop-spark-log4j2-", suffix=".properties")
-            with os.fdopen(handle, "w") as file:
-                file.write(_QUIET_LOG4J2)
-            log_config = Path(name)
-            settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{name}"
+    else:
+        # Read by the driver JVM when it starts; a JVM already running for this process is reconfigured below.
+        handle, name = tempfile.mkstemp(prefix="hop-spark-log4j2-", suffix=".properties")
+        with os.fdopen(handle, "w") as file:
+            file.write(log4j2_config(quiet))
+        log_config = Path(name)
     if _is_loopback_master(master):
         settings["spark.driver.host"] = settings["spark.driver.bindAddress"] = "127.0.0.1"
         environment["SPARK_LOCAL_IP"] = "127.0.0.1"
     settings.update(conf or {})
+    if log_config is not None:  # (after the caller's options, which it extends)
+        ours = f"-Dlog4j2.configurationFile=file:{log_config}"
+        settings["spark.driver.extraJavaOptions"] = f"{extra_options} {ours}".strip()
     builder = SparkSession.builder.master(master).appName(app_name)
     for name, value in settings.items():
         builder = builder.config(name, value)
+    jvm_running = SparkContext._gateway is not None
     try:
-        with _environment(environment):
-            return builder.getOrCreate()
-    except Exception as error:
-        raise SparkUnavailable(f"Spark did not start on master {master}: {_first_line(error)}") from error
+        try:
+            with _environment(environment):
+                spark = builder.getOrCreate()
+        except Exception as error:
+            raise SparkUnavailable(f"Spark did not start on master {master}: {_first_line(error)}") from error
+        if log_config is not None and jvm_running:
+            try:
+                _reconfigure_logging(spark, log_config)
+            except Exception as error:
+                spark.stop()
+                raise SparkUnavailable(f"Spark's logging could not be set up: {_first_line(error)}") from error
     finally:
         if log_config is not None:
             log_config.unlink(missing_ok=True)
+    return spark
+
+
+def _reconfigure_logging(spark: SparkSession, config: Path) -> None:
+    """Load ``config`` into the log4j2 of a driver JVM started by an earlier session (with the other mode's)."""
+    jvm: Any = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.reconfigure(jvm.java.net.URI(config.as_uri()))
 
 
 def shutdown_jvm() -> None:
@@ -250,6 +290,7 @@ class _Run:
     master: str
     num_reduces: int
     num_maps: int
+    spill_records: int
     start: float = field(default_factory=time.time)
     startup_seconds: float | None = None
     app_id: str | None = None
@@ -320,7 +361,7 @@ def _plan_step(
     counters = StepCounters(sc.accumulator({}, param), sc.accumulator({}, param))
     run.step_counters.append(counters)
     run.step_maps.append(num_maps)
-    plan = StepPlan(job_code, number, run.num_reduces, fmt)
+    plan = StepPlan(job_code, number, run.num_reduces, fmt, run.spill_records)
     aggregate = resolve_step(job_class(), number).aggregate
     fold: Any = AggregateFold(aggregate) if aggregate is not None else ListFold
     partitioner = partition_function(job_class, job_code, run.num_reduces)
@@ -328,6 +369,15 @@ def _plan_step(
     combined = mapped.combineByKey(fold.create, fold.add, fold.merge, run.num_reduces, partitioner)
     ordered = combined.repartitionAndSortWithinPartitions(run.num_reduces, partitioner, True, total_order)
     return ordered.mapPartitions(partial(reduce_task, plan, counters))
+
+
+def _clear_progress_bar(sc: SparkContext) -> None:
+    """Clear Spark's console progress bar, which a failed job leaves on the terminal's last line (Spark clears it
+    after a job that succeeds): the failure's report would start at the end of the bar."""
+    with contextlib.suppress(Exception):  # (a bar left on screen is cosmetic)
+        bar = sc._jsc.sc().progressBar()
+        if bar.isDefined():
+            bar.get().finishAll()
 
 
 def _failure(error: BaseException) -> tuple[str, str | None]:
@@ -348,16 +398,21 @@ def run_on_spark(
     input_format: str | None = None,
     overwrite: bool = False,
     split_size: int = DEFAULT_SPLIT_BYTES,
+    spill_records: int = DEFAULT_SPILL_RECORDS,
     quiet: bool = True,
     conf: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``job_class`` on Spark over ``inputs`` into ``output``; return the ``_job.json`` report.
 
-    ``conf`` adds Spark settings (``spark.executor.memory`` ...); ``quiet`` turns Spark's console progress and
-    its logs below ERROR off. See the module docstring for the semantics and the errors raised.
+    ``split_size`` and ``spill_records`` are ``hop run``'s ``--split-size`` and ``--spill-records``: the same map
+    tasks read the same splits and combine where hop's would spill. ``conf`` adds Spark settings
+    (``spark.executor.memory`` ...); ``quiet`` turns Spark's console progress and its logs below ERROR off. See
+    the module docstring for the semantics and the errors raised.
     """
     if num_reduces < 1:
         raise ValueError(f"a job needs at least one reducer, got {num_reduces}")
+    if spill_records < 1:
+        raise ValueError(f"spill records must be positive, got {spill_records}")
     fmt = _resolve_format(job_class, input_format)
     num_steps = len(job_class().resolved_steps())
     out = Path(output).resolve()
@@ -368,7 +423,7 @@ def run_on_spark(
     # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
     tasks = [[(chunk.split.path, _absolute(chunk.split)) for chunk in task] for task in plan]
     job_code = dump_job_class(job_class)
-    run = _Run(job_class, list(inputs), out, master, num_reduces, len(tasks))
+    run = _Run(job_class, list(inputs), out, master, num_reduces, len(tasks), spill_records)
     spark = start_session(master, f"hop {job_class.__name__}", quiet=quiet, conf=conf)
     try:
         sc = spark.sparkContext
@@ -384,6 +439,8 @@ def run_on_spark(
         try:
             written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()
         except Exception as error:
+            if not quiet:
+                _clear_progress_bar(sc)
             reason, user_traceback = _failure(error)
             shutil.rmtree(out / "_temporary", ignore_errors=True)
             report = run.write("failed", reason)

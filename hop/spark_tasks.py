@@ -7,14 +7,14 @@ cloudpickle bytes. Per step of a job:
 - :func:`map_task` runs over one Spark partition: one input split (first step) or one reducer's output lines of the
   previous step. It creates a fresh job object (``setup``/``teardown`` once per task, counters per task), reads
   records with ``hop.inputs.iter_records`` and calls the map (``mapper_init``'s pairs first, ``mapper_final``'s
-  last, as hop's map buffer takes them). The combiner (hand-written, or an aggregate: the
-  reduce's own when it is one) runs here, per key, over a buffer that is cut where hop's map buffer spills with its
-  default ``--spill-records`` (:func:`_combined`); it must keep its key, and an aggregate refuses a value (``None``
-  to ``Sum``...) naming itself, the key and the record, as in hop. So a hand-written reduce gets what it gets on
-  hop: per key, the combiner's output of every map spill, not one value merged across the maps (the number of
-  spills is not part of the contract, and hop's flow control may merge them: see ``hop.compare``). Values that will
-  cross the shuffle as they are get hop's wire types (:func:`wire`: lists become tuples); an aggregate's ``lift``
-  sees the raw value, as in hop.
+  last, as hop's map buffer takes them). The combiner (hand-written, or an aggregate: the reduce's own when it is
+  one) runs here, per key, over a buffer that is cut where hop's map buffer spills with the same ``--spill-records``
+  (:attr:`StepPlan.spill_records`, :func:`_combined`); it must keep its key, and an aggregate refuses a value
+  (``None`` to ``Sum``...) naming itself, the key and the record, as in hop. So a hand-written reduce gets what it
+  gets on hop: per key, the combiner's output of every map spill, not one value merged across the maps (the number
+  of spills is not part of the contract, and hop's flow control may merge them: see ``hop.compare``). Values that
+  will cross the shuffle as they are get hop's wire types (:func:`wire`: lists become tuples); an aggregate's
+  ``lift`` sees the raw value, as in hop.
 - ``combineByKey`` then merges the map tasks' states with :class:`AggregateFold` when the reduce is an aggregate
   (one state per key, whose finished value does not depend on how it was folded) or gathers lists with
   :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
@@ -37,24 +37,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hop.aggregates import Aggregate, as_aggregate
-from hop.inputs import InputError, iter_records
+from hop.inputs import InputError, freeze_json, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
-from hop.tasks import _fold_error
+from hop.usercode import fold_error
 from hop.usertrace import not_pairs, user_traceback
-from shuffle.buffer import FIRST_SPILL_DIVISOR, folded_spill_records, none_state_error, unhashable_key_error
+from shuffle.buffer import (
+    DEFAULT_SPILL_KEYS,
+    DEFAULT_SPILL_RECORDS,
+    FIRST_SPILL_DIVISOR,
+    folded_spill_records,
+    none_state_error,
+    unhashable_key_error,
+)
 from shuffle.keys import partition_hash, total_order_key
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
 
-COMBINE_BUFFER_RECORDS = 2_000_000
-COMBINE_BUFFER_KEYS = 200_000
-"""A map task's combiner runs when its buffer holds this many values or keys (hop's spill defaults: the first buffer
-holds ``1 / FIRST_SPILL_DIVISOR`` of the values, an aggregate's later ones more, as ``shuffle.buffer`` says)."""
-
-_FAILURE_OPEN, _FAILURE_CLOSE = "<<hop-task-failure ", " hop-task-failure>>"
-_FAILURE_PAYLOAD = re.compile(re.escape(_FAILURE_OPEN) + r"(.*?)" + re.escape(_FAILURE_CLOSE), re.S)
+FAILURE_OPEN = "<<hop-task-failure "
+"""What a :class:`TaskFailure`'s message starts with (Spark's log lines quoting one are the driver's to report)."""
+_FAILURE_CLOSE = " hop-task-failure>>"
+_FAILURE_PAYLOAD = re.compile(re.escape(FAILURE_OPEN) + r"(.*?)" + re.escape(_FAILURE_CLOSE), re.S)
 _encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -69,7 +73,7 @@ class TaskFailure(RuntimeError):
             "reason": f"{where}{at} raised {type(error).__name__}: {error}",
             "traceback": user_traceback(error),
         }
-        return cls(_FAILURE_OPEN + json.dumps(payload) + _FAILURE_CLOSE)
+        return cls(FAILURE_OPEN + json.dumps(payload) + _FAILURE_CLOSE)
 
 
 def failure_of(error: BaseException) -> tuple[str, str] | None:
@@ -126,6 +130,10 @@ class StepPlan:
     input_format: str
     """``text``/``jsonl``/``csv`` for the first step (items are splits), ``lines`` for later ones (items are the
     previous step's output lines)."""
+    spill_records: int = DEFAULT_SPILL_RECORDS
+    """hop's ``--spill-records``: a map task's combiner runs where hop's map buffer would spill with it (hop's first
+    spill holds ``1 / FIRST_SPILL_DIVISOR`` of it, an aggregate's later ones more, as ``shuffle.buffer`` says), so
+    a reduce gets as many combined values per key as on hop."""
 
 
 def _new_job(job_code: bytes) -> Job:
@@ -149,16 +157,9 @@ def wire(value: Any) -> Any:
     return value
 
 
-def _freeze_json(value: Any) -> Any:
-    """JSON arrays as tuples, as ``hop.inputs`` reads a step's output back (format ``output``)."""
-    if isinstance(value, list):
-        return tuple(_freeze_json(item) for item in value)
-    return value
-
-
 def _parse_output_line(line: str) -> tuple[Any, Any]:
     key_text, _, value_text = line.rstrip("\n").partition("\t")
-    return _freeze_json(json.loads(key_text)), _freeze_json(json.loads(value_text))
+    return freeze_json(json.loads(key_text)), freeze_json(json.loads(value_text))
 
 
 def _add_counts(target: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
@@ -226,7 +227,7 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     if combiner is not None:
         # An aggregate reduce's states too are folded here, where a value it refuses can be named with its key and
         # record as hop names it (combineByKey's functions see neither).
-        yield from _combined(combiner, outputs, position)
+        yield from _combined(combiner, outputs, position, plan.spill_records)
     else:
         for pairs in outputs:
             for key, value in pairs:
@@ -311,14 +312,15 @@ def _combined(
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
     outputs: Iterator[list[tuple[Any, Any]]],
     position: _Position,
+    spill_records: int,
 ) -> Iterator[tuple[Any, Any]]:
     """Buffer the map's pairs per key and combine each key's values when the buffer is full (checked after each
-    record, where hop's map buffer spills) and at the end; an aggregate folds its states as pairs arrive (a value
-    it refuses fails the task naming the aggregate, key and record, as in hop)."""
+    record, where hop's map buffer with ``spill_records`` spills) and at the end; an aggregate folds its states as
+    pairs arrive (a value it refuses fails the task naming the aggregate, key and record, as in hop)."""
     aggregate = as_aggregate(combiner)
     groups: dict[Any, Any] = {}
     pending = 0
-    limit = max(1, COMBINE_BUFFER_RECORDS // FIRST_SPILL_DIVISOR)
+    limit = max(1, spill_records // FIRST_SPILL_DIVISOR)
     for pairs in outputs:
         for key, value in pairs:
             try:
@@ -333,13 +335,13 @@ def _combined(
             else:
                 old.append(value)
         pending += len(pairs)
-        if pending >= limit or len(groups) >= COMBINE_BUFFER_KEYS:
+        if pending >= limit or len(groups) >= DEFAULT_SPILL_KEYS:
             if aggregate is not None:
                 yield from ((key, wire(state)) for key, state in groups.items())
-                limit = folded_spill_records(COMBINE_BUFFER_RECORDS, pending, len(groups))
+                limit = folded_spill_records(spill_records, pending, len(groups))
             else:
                 yield from _combine(combiner, groups)
-                limit = COMBINE_BUFFER_RECORDS
+                limit = spill_records
             groups, pending = {}, 0
     if aggregate is not None:
         yield from ((key, wire(state)) for key, state in groups.items())
@@ -380,7 +382,7 @@ def _fold(aggregate: Aggregate, state: Any, key: Any, value: Any, position: _Pos
             return state
         return aggregate.merge(state, aggregate.lift(value))
     except Exception as error:
-        raise TaskFailure.of("map", _fold_error(aggregate, (key, value), error), position.describe()) from None
+        raise TaskFailure.of("map", fold_error(aggregate, (key, value), error), position.describe()) from None
 
 
 # combineByKey functions. -------------------------------------------------------------------------------------

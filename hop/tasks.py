@@ -33,11 +33,11 @@ from hop.jsonline import to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
-from hop.usertrace import has_user_frame, not_pairs, user_traceback
+from hop.usercode import UserCodeError, call_user, fold_error
+from hop.usertrace import not_pairs, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
     FIRST_SPILL_DIVISOR,
-    AggregateValueError,
     CombinerKeyError,
     MapOutputBuffer,
     PartitionError,
@@ -63,17 +63,6 @@ class TaskChannel(Protocol):
 
     @property
     def control_socket(self) -> zmq.Socket: ...
-
-
-class UserCodeError(Exception):
-    """The user's map, combine, reduce, setup or teardown raised. ``str()`` is a one-line reason."""
-
-    def __init__(self, where: str, error: BaseException, record: str | None) -> None:
-        self.where = where
-        self.record = record
-        self.user_traceback = user_traceback(error)
-        at = f" at {record}" if record else ""
-        super().__init__(f"{where}{at} raised {type(error).__name__}: {error}")
 
 
 @dataclass
@@ -104,29 +93,11 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
     return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate, step)
 
 
-def _fold_error(aggregate: Any, failed_pair: tuple[Any, Any] | None, error: Exception) -> Exception:
-    """``error``, raised while a map's output was folded into ``aggregate``'s states (None: the map does not fold)
-    at ``failed_pair`` (the key and value being folded), as the user should read it: when the aggregate's own
-    ``+``/``merge`` refused the value (no frame of the user's code raised it), an :class:`AggregateValueError`
-    naming the aggregate, key and value, without the engine's frames. Checking the error once costs nothing per
-    value, unlike checking every value. Batch maps (``MapOutputBuffer``), stream maps (``PaneBuffer``) and Spark's
-    map tasks (``hop.spark_tasks``) use it."""
-    if isinstance(error, AggregateValueError):
-        return error.with_traceback(None)
-    if aggregate is None or has_user_frame(error) or not isinstance(error, (TypeError, ValueError)):
-        return error
-    key, value = failed_pair or (None, None)
-    return AggregateValueError(
-        f"{aggregate!r} could not fold a value of key {key!r:.80} (the latest, {value!r:.80}): "
-        f"{type(error).__name__}: {error}; the map must yield values {aggregate!r} can combine, and no None"
-    )
-
-
 def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None] | None) -> list[tuple[Any, Any]]:
     """Run a step's init or final hook (user code) and return what it yielded."""
     if hook is None:
         return []
-    return list(_call_user(where, lambda: list(hook() or ())))
+    return list(call_user(where, lambda: list(hook() or ())))
 
 
 def _append_pairs(output: Path, pairs: list[tuple[Any, Any]], where: str) -> int:
@@ -149,13 +120,6 @@ def _not_utf8(error: UnicodeEncodeError) -> ValueError:
     """Output that cannot be written as UTF-8: a str the user's code made of bytes it decoded with
     ``surrogateescape`` (a text file's lines are valid UTF-8, so the engine never makes one)."""
     return ValueError(f"its output cannot be written as UTF-8 ({error}); yield valid text")
-
-
-def _call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
-    try:
-        return function()
-    except Exception as error:
-        raise UserCodeError(where, error, record) from error
 
 
 def _guarded_combiner(
@@ -331,7 +295,7 @@ def run_map(
         sort_runs=functions.reduce_aggregate is None,
     )
     bad_records: list[dict[str, Any]] = []
-    _call_user("setup", job.setup)
+    call_user("setup", job.setup)
     if resume is not None:
         # The checkpoint's counters include what the failed attempt's setup counted: this one's would count twice.
         job.take_counters()
@@ -402,7 +366,7 @@ def run_map(
                 if isinstance(error, UnhashableKeyError):
                     problem = error.with_traceback(None)  # found in the engine's loop: its frames say nothing
                 elif problem is error:
-                    problem = _fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
+                    problem = fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
                 raise UserCodeError("map", problem, where) from error
             if consumed_before + consumed == 4096:  # the first progress check, mid-input for most splits
                 faults.inject("map", "running", index, attempt)
@@ -469,7 +433,7 @@ def run_map(
     final_pairs = _hook_output("mapper_final", functions.step.mapper_final if functions.step else None)
     if final_pairs:
         buffer.collect(final_pairs)
-    _call_user("teardown", job.teardown)
+    call_user("teardown", job.teardown)
     buffer.spill()
     flow.finish()
     faults.inject("map", "done", index, attempt)
@@ -651,7 +615,7 @@ def run_reduce(
         first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel, snapshots, sender)
         input_complete_at = time.time()  # every map committed and its runs are in: the shuffle's end for us
         faults.inject("reduce", "received", index, attempt)
-        _call_user("setup", job.setup)
+        call_user("setup", job.setup)
         init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
         output.parent.mkdir(parents=True, exist_ok=True)
         bad_records: list[dict[str, Any]] = []
@@ -674,7 +638,7 @@ def run_reduce(
             groups = store.grouped()
             if faults.wanted("reduce", "merging", index, attempt):
                 groups = _fault_after_first(groups, index, attempt)
-            output_records = _reduce_to_file(
+            output_records = reduce_to_file(
                 groups,
                 functions.reducer,
                 output,
@@ -686,7 +650,7 @@ def run_reduce(
         final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
         if final_pairs:
             output_records += _append_pairs(output, final_pairs, "reducer_final")
-        _call_user("teardown", job.teardown)
+        call_user("teardown", job.teardown)
         piped = None
         if sender is not None:
             # Follows a pipe_at that came during the last groups, or while it waits for acknowledgements (the
@@ -888,7 +852,7 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def _reduce_to_file(
+def reduce_to_file(
     groups: Iterator[tuple[Any, Iterable[Any]]],
     reducer: Callable[[Any, Iterable[Any]], Iterable[tuple[Any, Any]] | None],
     output: Path,

@@ -41,6 +41,10 @@ Combiner = Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]
 Partitioner = Callable[[Any], int]
 
 
+DEFAULT_SPILL_RECORDS = 2_000_000
+"""Values a map buffer holds before it spills (``hop run --spill-records``; a first spill holds fewer)."""
+DEFAULT_SPILL_KEYS = 200_000
+"""Distinct keys a map buffer holds before it spills."""
 MAX_SPILL_GROWTH = 16
 """A folding buffer's spill interval grows to at most this many times ``spill_records``."""
 FIRST_SPILL_DIVISOR = 4
@@ -133,8 +137,8 @@ class MapOutputBuffer:
         partitioner: Partitioner | None,
         combiner: Combiner | None = None,
         *,
-        spill_records: int = 2_000_000,
-        spill_keys: int = 200_000,
+        spill_records: int = DEFAULT_SPILL_RECORDS,
+        spill_keys: int = DEFAULT_SPILL_KEYS,
         first_spill_records: int | None = None,
         on_spill: Callable[[SpillFile], None] | None = None,
         name: str = "spill",

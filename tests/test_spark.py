@@ -51,6 +51,9 @@ pytestmark = [
 
 SPARK_TIMEOUT = 240
 SPLIT_SIZE = 100_000
+SPILL_RECORDS = 8_000
+"""A map task of ``words.txt`` (about 15,000 words) spills twice with it: after 2,000 words, then at the end (a
+folding buffer's second spill holds more); with hop's default, once."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,8 @@ class SparkRun:
 
 
 RUNS = [
+    # First: the JVM starts with this run's (not quiet) logging, which the quiet runs after it must replace.
+    SparkRun("failing_verbose", "failing_map", ["fail.txt"], reducers=1, options={"quiet": False}),
     SparkRun("wordcount", "wordcount", ["words.txt", "more.txt.gz"], reducers=3),
     SparkRun("generic", "wordcount_generic", ["words.txt"], reducers=2),
     SparkRun("two_steps", "two_steps", ["words.txt"], reducers=2),
@@ -75,12 +80,14 @@ RUNS = [
     SparkRun("mean", "mean_length", ["words.txt"], reducers=2, job_class="WordLengths"),
     SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
     SparkRun("counted_states", "counted_states", ["words.txt"], reducers=2),
+    SparkRun("counted_spills", "counted_states", ["words.txt"], reducers=2, options={"spill_records": SPILL_RECORDS}),
     SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
+RUN_MARKER = "<<spark-run>> "
 
 
 def run_batch(plan_file: str) -> None:
@@ -96,6 +103,8 @@ def run_batch(plan_file: str) -> None:
     try:
         for item in plan["runs"]:
             run = SparkRun(**item)
+            # The JVM writes to this process's stderr: the marker says which run its lines belong to.
+            os.write(2, f"\n{RUN_MARKER}{run.name}\n".encode())
             output = str(Path(plan["outputs"]) / run.name)
             inputs = [str(Path(plan["inputs"]) / name) for name in run.inputs]
             if run.cli:
@@ -120,6 +129,7 @@ def run_batch(plan_file: str) -> None:
             except SparkJobFailed as failure:
                 results[run.name] = {"error": str(failure), "traceback": failure.user_traceback}
     finally:
+        os.write(2, f"\n{RUN_MARKER}\n".encode())
         shutdown_jvm()
         Path(plan["results"]).write_text(json.dumps(results))
 
@@ -159,15 +169,27 @@ def spark_runs(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
     assert done.returncode == 0, done.stderr[-5000:]
     results: dict[str, dict[str, Any]] = json.loads((work / "results.json").read_text())
+    sections = dict(part.partition("\n")[::2] for part in done.stderr.split(RUN_MARKER)[1:])
     for name, result in results.items():
         result["output"] = work / "out" / name
+        result["process_stderr"] = sections[name]
     return results
 
 
-def hop_output(client: Client, run: SparkRun, corpus: Path, output: Path) -> dict[str, Any]:
+def hop_output(client: Client, run: SparkRun, corpus: Path, output: Path, **settings: Any) -> dict[str, Any]:
+    """Run ``run``'s job on the test cluster with its split size and ``spill_records`` (and ``settings``)."""
     inputs = [corpus / name for name in run.inputs]
+    if "spill_records" in run.options:
+        settings["spill_records"] = run.options["spill_records"]
     return run_job(
-        client, run.job, inputs, output, job_class=run.job_class, num_reduces=run.reducers, split_size=SPLIT_SIZE
+        client,
+        run.job,
+        inputs,
+        output,
+        job_class=run.job_class,
+        num_reduces=run.reducers,
+        split_size=SPLIT_SIZE,
+        **settings,
     )
 
 
@@ -233,6 +255,41 @@ def test_user_error_surfaces_with_traceback(spark_runs: dict[str, dict[str, Any]
     assert sorted(path.name for path in failed["output"].iterdir()) == ["_job.json"]
 
 
+SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ([A-Z]+ \S+): ", re.M)
+"""A line of Spark's log; the group is its level and logger."""
+
+
+@pytest.mark.parametrize("name", ["failing", "none_value", "list_keys"])
+def test_a_quiet_failed_run_prints_no_spark_log_line(spark_runs: dict[str, dict[str, Any]], name: str) -> None:
+    """A failed run under ``--quiet`` printed Spark's "ERROR TaskSetManager: Task 0 in stage 0.0 failed 1 times;
+    aborting job" before hop's own report of the error (the user's traceback and record); now hop's report is all
+    (this JVM started with the logging of a run that was not quiet, and each session sets its own)."""
+    result = spark_runs[name]
+    assert "error" in result or result.get("exit_code") == 1, result
+    assert SPARK_LOG_LINE.findall(result["process_stderr"]) == []
+
+
+def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_traces(
+    spark_runs: dict[str, dict[str, Any]],
+) -> None:
+    """Without ``--quiet``, a map that raised printed ~100 lines before hop's report: the executor's error and the
+    scheduler's "Lost task" warning, each with the Python worker's traceback (PySpark's frames, hop's task
+    failure payload) and the JVM's stack; Spark's log now keeps its one line on the aborted job, and the progress
+    bar is cleared instead of leaving hop's report to start at its end."""
+    result = spark_runs["failing_verbose"]
+    assert "cannot handle boom" in result["error"]
+    assert 'failing_map.py", line 9, in map' in result["traceback"]
+    printed = result["process_stderr"]
+    errors = [line for line in SPARK_LOG_LINE.findall(printed) if line.startswith("ERROR")]
+    assert errors == ["ERROR TaskSetManager"]  # (and WARN lines of the start-up)
+    assert "failed 1 times; aborting job" in printed
+    for noise in ("\tat org.apache.spark", "pyspark/worker.py", "hop-task-failure", "Lost task"):
+        assert noise not in printed
+    if "[Stage" in printed:  # (its carriage returns read as line ends here)
+        last_line = printed.rstrip("\n").rpartition("\n")[2]
+        assert last_line.isspace() and len(last_line) >= 40, repr(printed[-300:])
+
+
 def spark_run_parser() -> argparse.ArgumentParser:
     """The ``hop run`` arguments ``run_spark_from_args`` reads, as hop/cli.py defines them."""
     parser = argparse.ArgumentParser()
@@ -275,9 +332,13 @@ def test_hop_compare_end_to_end(corpus: Path, capsys: pytest.CaptureFixture[str]
 
     parser = argparse.ArgumentParser(prog="hop")
     register(parser.add_subparsers(dest="command", required=True))
-    job, words = job_path("wordcount_generic"), str(corpus / "words.txt")
-    args = parser.parse_args(["compare", job, words, "--reducers", "2", "--workers", "2", "--spark-master", "local[2]"])
-    assert args.func(args) == 0
+    # A reduce that counts its combined values, with a --spill-records other than the default: equal outputs when
+    # both engines combine where hop's map buffer spills with it (Spark took the default and counted fewer).
+    job, words = job_path("counted_states"), str(corpus / "words.txt")
+    argv = ["compare", job, words, "--reducers", "2", "--workers", "2", "--spark-master", "local[2]"]
+    argv += ["--split-size", str(SPLIT_SIZE), "--spill-records", str(SPILL_RECORDS)]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0, capsys.readouterr().out
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["engine", "exit", "wall", "s", "CPU", "s", "peak", "RSS", "MB", "start-up", "s"]
     rows = {line.split()[0]: line.split()[1:] for line in table[1:3]}
@@ -440,6 +501,24 @@ def test_a_hand_written_reduce_after_an_aggregate_combiner_gets_a_state_per_map(
     values = dict(pair.split("\t") for pair in (result["output"] / "part-00000").read_text().splitlines())
     states = [json.loads(value)[1] for value in values.values()]
     assert max(states) == report["num_maps"] and min(states) >= 1
+
+
+def test_a_reduce_counting_combined_values_gets_as_many_as_on_hop_with_the_same_spill_records(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]]
+) -> None:
+    """Spark combined where hop's map buffer spills with its default ``--spill-records`` whatever the run's was:
+    with a smaller one, a reduce counting its combined values got one per map on Spark and one per spill on hop.
+    (hop runs blocking here: its flow control cannot merge a map's two spills.)"""
+    result = spark_runs["counted_spills"]
+    assert "report" in result, result
+    hop_output(client, BY_NAME["counted_spills"], corpus, tmp_path / "hop-out", mode="blocking")
+    assert_same_files(tmp_path / "hop-out", result["output"])
+    values = [
+        json.loads(line.split("\t")[1])
+        for part in result["output"].glob("part-*")
+        for line in part.read_text().splitlines()
+    ]
+    assert max(states for _, states in values) > result["report"]["num_maps"]
 
 
 def test_differing_outputs_of_a_job_that_combines_before_a_hand_written_reduce_say_why() -> None:

@@ -101,7 +101,7 @@ def test_pane_buffer_refuses_none_as_a_keys_first_value_as_batch_does(aggregate:
 
 
 def test_pane_buffer_keeps_the_pair_an_aggregate_could_not_fold() -> None:
-    """The stream map names it (``hop.tasks._fold_error``, as for a batch map; tests/test_stream_engine.py)."""
+    """The stream map names it (``hop.usercode.fold_error``, as for a batch map; tests/test_stream_engine.py)."""
     buffer = PaneBuffer(1, lambda key: 0, Sum(), None)
     buffer.add(0, [("x", 2)])
     with pytest.raises(TypeError):

@@ -50,7 +50,7 @@ class PaneBuffer:
         self.output_records = 0
         self.combine_output_records = 0
         self.failed_pair: tuple[Any, Any] | None = None
-        """The (key, value) :meth:`add` was folding when it raised (``hop.tasks._fold_error`` reports it)."""
+        """The (key, value) :meth:`add` was folding when it raised (``hop.usercode.fold_error`` reports it)."""
 
     @property
     def open_panes(self) -> list[int]:

@@ -49,7 +49,7 @@ from typing import Any
 import zmq
 
 from hop.aggregates import Aggregate
-from hop.inputs import InputError, _freeze
+from hop.inputs import InputError, freeze_json
 from hop.jsonline import to_json
 from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
@@ -57,7 +57,8 @@ from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
 from hop.stream.sources import SourceError, SourceRecord, open_source
 from hop.stream.windows import WindowSpec
-from hop.tasks import TaskChannel, UserCodeError, _call_user, _fold_error, _reduce_to_file, instantiate
+from hop.tasks import TaskChannel, instantiate, reduce_to_file
+from hop.usercode import UserCodeError, call_user, fold_error
 from shuffle import codec
 from shuffle.keys import sort_keys
 from shuffle.runs import iter_run
@@ -333,7 +334,7 @@ def run_stream_map(
     shed_panes: set[int] = set()
     late_lines: list[str] = []
     """Late records not yet appended to ``OUT/_late/map-NNNNN.jsonl`` (written once per poll)."""
-    _call_user("setup", job.setup)
+    call_user("setup", job.setup)
     try:
         if lost_announce is not None:
             marks.sealed = lost_announce[1]
@@ -396,7 +397,7 @@ def run_stream_map(
                     buffer.add(pane, pairs)
                 except Exception as error:
                     place = where(record, marks.ordinal - 1 + marks.bad)  # (ordinal counts it already)
-                    folded = _fold_error(buffer.aggregate, buffer.failed_pair, error)
+                    folded = fold_error(buffer.aggregate, buffer.failed_pair, error)
                     raise UserCodeError("map", folded, f"{place}: {value!r:.200}") from error
             if late_lines:
                 late_path.parent.mkdir(parents=True, exist_ok=True)
@@ -420,7 +421,7 @@ def run_stream_map(
         natural = marks.sealed
         seal(FOREVER, final=True, natural=natural if stopping else None)
         checkpoint()
-        _call_user("teardown", job.teardown)
+        call_user("teardown", job.teardown)
     finally:
         source.close()
     return {
@@ -515,7 +516,7 @@ def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
             raise StreamRecordError(f"is not valid JSON ({error}): {text!r:.200}") from None
         except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
             raise StreamRecordError(f"cannot be read as JSON ({error}): {text!r:.200}") from None
-        return _freeze(value)
+        return freeze_json(value)
 
     def decode_csv(text: str) -> Any:
         if not text:
@@ -631,7 +632,7 @@ def run_stream_reduce(
             ordered, _ = sort_keys(list(result.groups))
             groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
             try:
-                output_records = _reduce_to_file(groups, functions.reducer, temporary)
+                output_records = reduce_to_file(groups, functions.reducer, temporary)
             except BaseException:
                 temporary.unlink(missing_ok=True)  # the user's reduce failed: no half-written file in the window
                 raise
@@ -708,7 +709,7 @@ def run_stream_reduce(
 
     try:
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
-        _call_user("setup", job.setup)
+        call_user("setup", job.setup)
         while not assembler.finished:
             events = dict(poller.poll(100))
             if pull in events:
@@ -748,7 +749,7 @@ def run_stream_reduce(
             ):
                 checkpoint()
         checkpoint()
-        _call_user("teardown", job.teardown)
+        call_user("teardown", job.teardown)
     finally:
         pull.close(linger=0)
         if sink is not None:

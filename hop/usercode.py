@@ -1,0 +1,54 @@
+"""Calling the user's code in a task, and the errors a task reports for it.
+
+The batch tasks (:mod:`hop.tasks`), the stream tasks (:mod:`hop.stream.tasks`) and Spark's tasks
+(:mod:`hop.spark_tasks`) call the user's functions through these, so a failure reads the same on every engine: where
+it happened (map, combine, reduce, setup...), the record or key, and the user's traceback (:mod:`hop.usertrace`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hop.usertrace import has_user_frame, user_traceback
+from shuffle.buffer import AggregateValueError
+
+__all__ = ["UserCodeError", "call_user", "fold_error"]
+
+
+class UserCodeError(Exception):
+    """The user's map, combine, reduce, setup or teardown raised. ``str()`` is a one-line reason."""
+
+    def __init__(self, where: str, error: BaseException, record: str | None) -> None:
+        self.where = where
+        self.record = record
+        self.user_traceback = user_traceback(error)
+        at = f" at {record}" if record else ""
+        super().__init__(f"{where}{at} raised {type(error).__name__}: {error}")
+
+
+def call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
+    """``function()`` (user code: ``where`` says which, ``record`` what it was working on); what it returns, or a
+    :class:`UserCodeError` (chained to the original exception) if it raised an ``Exception``."""
+    try:
+        return function()
+    except Exception as error:
+        raise UserCodeError(where, error, record) from error
+
+
+def fold_error(aggregate: Any, failed_pair: tuple[Any, Any] | None, error: Exception) -> Exception:
+    """``error``, raised while a map's output was folded into ``aggregate``'s states (None: the map does not fold)
+    at ``failed_pair`` (the key and value being folded), as the user should read it: when the aggregate's own
+    ``+``/``merge`` refused the value (no frame of the user's code raised it), an :class:`AggregateValueError`
+    naming the aggregate, key and value, without the engine's frames; any other error as it is. Checking the error
+    once costs nothing per value, unlike checking every value. Batch maps (``MapOutputBuffer``), stream maps
+    (``PaneBuffer``) and Spark's map tasks (``hop.spark_tasks``) use it."""
+    if isinstance(error, AggregateValueError):
+        return error.with_traceback(None)
+    if aggregate is None or has_user_frame(error) or not isinstance(error, (TypeError, ValueError)):
+        return error
+    key, value = failed_pair or (None, None)
+    return AggregateValueError(
+        f"{aggregate!r} could not fold a value of key {key!r:.80} (the latest, {value!r:.80}): "
+        f"{type(error).__name__}: {error}; the map must yield values {aggregate!r} can combine, and no None"
+    )
