@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 import types
 from pathlib import Path
 from typing import Any
 
-from hop.jobspec import dump_job_class, load_job_class, restore_source_file
-from hop.loader import load_job_file
+import pytest
+
+import hop.jobspec
+from hop.jobspec import dump_job_class, load_job_class, restore_source_file, sources_beside
+from hop.loader import JobFileError, load_job_file
 
 JOBS = Path(__file__).parent / "jobs"
 
@@ -70,3 +74,29 @@ def test_hooks_defined_as_methods_belong_to_a_jobs_single_step() -> None:
     assert step.hooks == ["mapper_init", "reducer_final"]
     assert step.reducer_final is not None and list(step.reducer_final() or ()) == [("total", 2)]
     assert Job().resolved_steps()[0].hooks == []
+
+
+def test_the_sources_beside_a_job_file_are_its_packages_and_modules_within_a_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What travels with a job: every module of a package it imports (subpackages included, not a directory without
+    ``__init__.py`` nor a cache), single files its imports name, a standard library name; not the engine's own
+    packages, nor a built-in module. Past the cap, the job file is refused naming the cap and what to do."""
+    (tmp_path / "mylib" / "sub").mkdir(parents=True)
+    (tmp_path / "mylib" / "data").mkdir()
+    (tmp_path / "mylib" / "__pycache__").mkdir()
+    for name in ("mylib/__init__.py", "mylib/sub/__init__.py", "mylib/sub/deep.py", "mylib/data/loose.py"):
+        (tmp_path / name).write_text("from . import x\n" if name.endswith("deep.py") else "import tokens\n")
+    (tmp_path / "mylib" / "__pycache__" / "stale.py").write_text("")
+    for name in ("tokens", "calendar", "hop", "sys"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "job.py").write_text(
+        "import sys\n\nimport hop\nfrom mylib.sub.deep import x\n\n\ndef f():\n    import calendar\n"
+    )
+    monkeypatch.delitem(sys.modules, "calendar", raising=False)  # (as in a client that has not imported it)
+    sources = sources_beside(str(tmp_path / "job.py"))
+    assert sorted(sources) == ["calendar", "mylib", "mylib.sub", "mylib.sub.deep", "tokens"]
+    assert sources["mylib.sub"][0] == str(tmp_path / "mylib" / "sub" / "__init__.py")
+    monkeypatch.setattr(hop.jobspec, "MAX_BESIDE_BYTES", 20)
+    with pytest.raises(JobFileError, match=r"hold more than 20 bytes of Python source \(\d+ with mylib\).*pip install"):
+        load_job_file(str(tmp_path / "job.py"))
