@@ -29,7 +29,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import MAX_LINE_BYTES, BadLine, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
-from hop.jsonline import to_json, to_json_column
+from hop.jsonline import NotJSONError, to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
@@ -71,9 +71,15 @@ class UserCodeError(Exception):
     def __init__(self, where: str, error: BaseException, record: str | None) -> None:
         self.where = where
         self.record = record
-        self.user_traceback = user_traceback(error)
+        self.user_traceback: str | None = user_traceback(error)
         at = f" at {record}" if record else ""
         super().__init__(f"{where}{at} raised {type(error).__name__}: {error}")
+
+    def without_traceback(self) -> UserCodeError:
+        """This error without a traceback to show: the engine found what is wrong with the user's output (it names
+        the call and the record), no frame of the user's raised it."""
+        self.user_traceback = None
+        return self
 
 
 @dataclass
@@ -143,6 +149,8 @@ def _write_pairs(file: IO[str], pairs: list[tuple[Any, Any]], where: str) -> Non
             file.write(f"{to_json(key)}\t{to_json(value)}\n")
         except UnicodeEncodeError as error:
             raise UserCodeError(where, _not_utf8(error), f"key {key!r}") from error
+        except NotJSONError as error:
+            raise UserCodeError(where, error, f"key {key!r}").without_traceback() from error
 
 
 def _not_utf8(error: UnicodeEncodeError) -> ValueError:
@@ -565,6 +573,54 @@ def _note_bad_record(
         ) from cause
 
 
+def unencodable_map_output(spec: JobSpec, chunks: list[tuple[int, Split]], error: UnencodableRecordError) -> Exception:
+    """What to report for a map task whose output the shuffle could not encode (``error``, raised by a spill): the
+    combine call that yielded it (by key), or the map call that did and its input record (file, offset), found by
+    mapping the task's input again, encoding every pair until one fails. On this failure path only: the map loop
+    checks nothing per pair. ``error`` itself where no record is found (a pipe's input, which is read once, a
+    mapper_final hook's output, a map that yields something else the second time)."""
+    if error.source == "combine":
+        return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
+    found = _first_unencodable(spec, chunks)
+    if found is None:
+        return error.by("map")
+    split, record, (what, item, key) = found
+    where = _describe_record(split, record, spec.input_format)
+    return UserCodeError("map", UnencodableRecordError(what, item, key, "map"), where).without_traceback()
+
+
+def _first_unencodable(
+    spec: JobSpec, chunks: list[tuple[int, Split]]
+) -> tuple[Split, tuple[Any, Any], tuple[str, Any, Any]] | None:
+    """The first input record whose map output holds a key or value the shuffle cannot encode: its split, the
+    record and ``(what, item, key)`` of the pair; None if there is none or the map fails another way."""
+    job, functions = instantiate(spec)
+    max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
+    try:
+        job.setup()
+        for _, split in chunks:
+            job.input_file = split.path
+            lines = iter_records(
+                split, spec.input_format, max_line_bytes, lambda *bad: None, spec.options.get("fallback_encoding")
+            )
+            for record in lines:
+                for key, value in functions.mapper(*record) or ():
+                    for what, item in (("key", key), ("value", value)):
+                        if not _packs(item):
+                            return split, record, (what, item, key)
+    except Exception:
+        return None  # (the map failed as it did not the first time: report the spill's error as it is)
+    return None
+
+
+def _packs(item: Any) -> bool:
+    try:
+        codec.packb(item)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
 def _describe_record(split: Split, record: tuple[Any, Any] | None, input_format: str) -> str:
     """Where a failing record is: file and byte offset (the line, for text input), or for a later step's map (it
     reads the step before's output: streamed, or its ``output`` lines) the record's key."""
@@ -924,7 +980,9 @@ def _reduce_to_file(
             except Exception as raised:
                 error = not_pairs("reduce", raised)
                 if not skip_limit or bad_records is None:
-                    raise UserCodeError("reduce", error, f"key {key!r}") from raised
+                    failure = UserCodeError("reduce", error, f"key {key!r}")
+                    # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
+                    raise failure.without_traceback() if isinstance(error, NotJSONError) else failure from raised
                 entry = {
                     "key": repr(key)[:1000],
                     "error": f"{type(error).__name__}: {error}",

@@ -535,6 +535,42 @@ def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path:
     assert "output value b'a b' is bytes, which a JSON output line cannot hold: decode it" in raw.stderr
 
 
+def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_what_to_yield(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A set (or any object msgpack cannot encode) in map output failed with "map/combine output value ... cannot be
+    encoded", naming neither the map's input record nor whether the map or the combine yielded it, nor what to
+    yield instead; in a reduce's output, the JSON encoder's frames stood for the user's traceback. Now: the map
+    call and its record (file, offset: the second line's here, which yields the set), the combine call and its key,
+    the reduce call and its key, each with what to yield instead and no engine frames."""
+    (tmp_path / "in.txt").write_text("a b\nc d\n")
+    bodies = {
+        "map": "    def map(self, offset, line):\n        yield line, {offset} if offset else offset\n",
+        "combine": "    def map(self, offset, line):\n        yield line, 1\n\n    def combine(self, key, values):\n"
+        "        yield key, set(values)\n\n    def reduce(self, key, values):\n        yield key, 1\n",
+        "reduce": "    def map(self, offset, line):\n        yield line, 1\n\n    def reduce(self, key, values):\n"
+        "        yield key, set(values)\n",
+    }
+    stderr = {}
+    for name, body in bodies.items():
+        (tmp_path / f"{name}.py").write_text(f"from hop import Job\n\n\nclass Sets(Job):\n{body}")
+        arguments = [f"{name}.py", "in.txt", "-o", f"out-{name}", "--quiet", "--coordinator", cluster.address]
+        result = hop("submit", *arguments, "--reducers", "1", cwd=tmp_path)
+        assert result.returncode == 1, result.stderr
+        assert "Traceback" not in result.stderr and "encoder.py" not in result.stderr, result.stderr
+        stderr[name] = result.stderr
+    assert (
+        f"map at {tmp_path / 'in.txt'} byte offset 4: 'c d' raised UnencodableRecordError: map output value {{4}} "
+        "(type set) of key 'c d' cannot be encoded by the shuffle: yield a list or tuple instead of a set"
+    ) in stderr["map"], stderr["map"]
+    assert (
+        "combine at key 'a b' raised UnencodableRecordError: combine output value {1} (type set) of key 'a b' "
+        "cannot be encoded by the shuffle: yield a list or tuple instead of a set"
+    ) in stderr["combine"], stderr["combine"]
+    assert "reduce at key 'a b' raised NotJSONError: output value {1} is a set" in stderr["reduce"], stderr["reduce"]
+    assert "yield a list or tuple instead" in stderr["reduce"]
+
+
 def test_reduce_input_counts_what_reached_the_reduce_and_unwritable_text_names_the_key(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\nc a\n" * 50)
     (tmp_path / "ignores.py").write_text(
