@@ -128,8 +128,9 @@ def sources_beside(source: str) -> dict[str, tuple[str, str]]:
     Raises :class:`BesideSourcesError` past :data:`MAX_BESIDE_BYTES`."""
     found: dict[str, tuple[str, str]] = {}
     size = 0
+    directory = os.path.dirname(os.path.realpath(source))
     for name, files in _modules_beside(source):
-        if _loaded_elsewhere(name, files[name]):
+        if _loaded_elsewhere(name, files[name]) or _installed_as(name, files[name], directory):
             continue
         for dotted, file in files.items():
             with open(file, encoding="utf-8") as handle:
@@ -139,7 +140,7 @@ def sources_beside(source: str) -> dict[str, tuple[str, str]]:
             raise BesideSourcesError(
                 f"the modules beside {source} that it imports hold more than {MAX_BESIDE_BYTES:,} bytes of Python "
                 f"source ({size:,} with {name}), too much to send with every task: install "
-                f"the larger packages where the workers run (pip install) and move them out of the job's directory"
+                f"the larger packages where the workers run (pip install -e), so that their tasks import them by name"
             )
     return found
 
@@ -177,6 +178,26 @@ def _modules_beside(source: str, follow_shadowed: bool = False) -> Iterator[tupl
 def _from_interpreter(name: str) -> bool:
     """Whether ``python`` takes module ``name`` from the interpreter whatever lies beside the script."""
     return name in sys.builtin_module_names or importlib.machinery.FrozenImporter.find_spec(name) is not None
+
+
+def _installed_as(name: str, file: str, directory: str) -> bool:
+    """Whether Python finds module ``name`` at ``file`` without the job's ``directory`` on its path (a package
+    installed in development mode beside the job file): a task process imports it by name then, as the engine's own
+    packages, so it need not travel (nor count against :data:`MAX_BESIDE_BYTES`)."""
+    path = [entry for entry in sys.path if os.path.realpath(entry or os.curdir) != directory]
+    for finder in sys.meta_path:
+        if finder is _beside_finder:
+            continue
+        try:
+            if finder is importlib.machinery.PathFinder:
+                spec = importlib.machinery.PathFinder.find_spec(name, path)
+            else:
+                spec = finder.find_spec(name, None)
+        except (ImportError, ValueError, AttributeError, TypeError):
+            continue
+        if spec is not None:
+            return spec.origin is not None and os.path.realpath(spec.origin) == os.path.realpath(file)
+    return False
 
 
 def _loaded_elsewhere(name: str, file: str) -> bool:

@@ -69,8 +69,8 @@ def _check_beside(path: str, file: str) -> None:
     if shadowed:
         name, beside, loaded = shadowed[0]
         raise JobFileError(
-            f"job file {path} imports {name}, and {beside} is beside it, but hop itself has already imported the "
-            f"module {name} (from {loaded}) and cannot give the job the one beside it: rename {beside} (and the "
+            f"job file {path} imports {name}, and {beside} is beside it, but this hop process has already imported "
+            f"the module {name} (from {loaded}) and cannot give the job the one beside it: rename {beside} (and the "
             f"imports of it)"
         )
     try:

@@ -100,3 +100,21 @@ def test_the_sources_beside_a_job_file_are_its_packages_and_modules_within_a_cap
     monkeypatch.setattr(hop.jobspec, "MAX_BESIDE_BYTES", 20)
     with pytest.raises(JobFileError, match=r"hold more than 20 bytes of Python source \(\d+ with mylib\).*pip install"):
         load_job_file(str(tmp_path / "job.py"))
+
+
+def test_a_package_python_finds_without_the_job_directory_does_not_travel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job file beside a package installed in development mode (found through another entry of the path, a link
+    here): task processes import the package by name, as the engine's own, so its sources do not travel, nor count
+    against the cap."""
+    (tmp_path / "project" / "mylib").mkdir(parents=True)
+    (tmp_path / "project" / "mylib" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "project" / "helper.py").write_text("")
+    (tmp_path / "project" / "job.py").write_text("import helper\nimport mylib\n")
+    job = str(tmp_path / "project" / "job.py")
+    assert sorted(sources_beside(job)) == ["helper", "mylib"]
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "mylib").symlink_to(tmp_path / "project" / "mylib")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert sorted(sources_beside(job)) == ["helper"]
