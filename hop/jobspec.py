@@ -335,6 +335,17 @@ def load_job_class(job_code: bytes) -> type[Job]:
     return job_class
 
 
+def load_job_class_in_client(job_code: bytes) -> type[Job]:
+    """The job class ``job_code`` holds, in the process that made it (a client counting a job's steps): the modules
+    beside the job file that the class refers to are this process's own, already imported, so nothing is served
+    (serving would set them aside and make copies of them here)."""
+    _, _, class_code = pickle.loads(job_code)
+    job_class = cloudpickle.loads(class_code)
+    if not (isinstance(job_class, type) and issubclass(job_class, Job)):
+        raise TypeError(f"job code does not hold a hop.Job subclass but {job_class!r}")
+    return job_class
+
+
 _DYNAMIC_CODE = "<dynamic-code>"
 
 

@@ -118,3 +118,22 @@ def test_a_package_python_finds_without_the_job_directory_does_not_travel(
     (tmp_path / "site" / "mylib").symlink_to(tmp_path / "project" / "mylib")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     assert sorted(sources_beside(job)) == ["helper"]
+
+
+def test_a_client_reading_its_own_job_code_keeps_its_modules(tmp_path: Path) -> None:
+    """Counting a job's steps in the client (``hop.runner``) reads back the job code it made: the modules beside the
+    job file stay the client's own (serving them as a task process does set them aside, and the job's next
+    payload pickled copies of them by value)."""
+    name = f"client_helper_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("def words(line):\n    return line.split()\n")
+    (tmp_path / "job.py").write_text(
+        f"from hop import Job\nfrom {name} import words\n\n\nclass Words(Job):\n"
+        "    def map(self, offset, line):\n        for word in words(line):\n            yield word, 1\n"
+    )
+    job_class = load_job_file(str(tmp_path / "job.py"))
+    helper = sys.modules[name]
+    try:
+        loaded = hop.jobspec.load_job_class_in_client(dump_job_class(job_class))
+        assert sys.modules[name] is helper and loaded.map.__globals__["words"] is helper.words
+    finally:
+        del sys.modules[name]
