@@ -113,7 +113,7 @@ the engine task processes run, not a copy of it)."""
 
 
 class BesideSourcesError(ValueError):
-    """The modules beside a job file cannot travel with it (too large, or named like one the engine has loaded)."""
+    """The modules beside a job file are too large to travel with it to every task."""
 
 
 def sources_beside(source: str) -> dict[str, tuple[str, str]]:
@@ -123,7 +123,8 @@ def sources_beside(source: str) -> dict[str, tuple[str, str]]:
     ``.py`` file of it and of its subpackages, so that its relative imports find theirs). A name of the standard
     library is taken from beside the file too, as ``python`` takes it, unless it is built into the interpreter or
     frozen (``python`` takes those from the interpreter). Left out: modules this process already imported from
-    elsewhere (the job's code uses those here; :func:`shadowed_beside` lists them) and the engine's packages.
+    elsewhere (the job's code uses those here; :func:`shadowed_beside` lists them), the engine's packages, and
+    packages Python finds without the job's directory (installed in development mode), which tasks import by name.
 
     Raises :class:`BesideSourcesError` past :data:`MAX_BESIDE_BYTES`."""
     found: dict[str, tuple[str, str]] = {}
@@ -220,7 +221,7 @@ def _module_files(directory: str, name: str) -> dict[str, str]:
             relative = os.path.relpath(folder, package)
             prefix = name if relative == os.curdir else ".".join([name, *relative.split(os.sep)])
             for file in sorted(names):
-                stem, dot, suffix = file.partition(".")
+                stem, _, suffix = file.partition(".")
                 if suffix == "py" and stem.isidentifier():
                     files[prefix if stem == "__init__" else f"{prefix}.{stem}"] = os.path.join(folder, file)
         return files

@@ -577,24 +577,27 @@ def unencodable_map_output(spec: JobSpec, chunks: list[tuple[int, Split]], error
     """What to report for a map task whose output the shuffle could not encode (``error``, raised by a spill): the
     combine call that yielded it (by key), or the map call that did and its input record (file, offset), found by
     mapping the task's input again, encoding every pair until one fails. On this failure path only: the map loop
-    checks nothing per pair. ``error`` itself where no record is found (a pipe's input, which is read once, a
-    mapper_final hook's output, a map that yields something else the second time)."""
+    checks nothing per pair. Where no record is found, ``error`` said of the map (a pipe's input, which is read
+    once; a map that yields something else the second time) or, if the step has them, of its mapper_init and
+    mapper_final hooks (whose output the map's own record does not explain)."""
     if error.source == "combine":
         return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
-    found = _first_unencodable(spec, chunks)
+    job, functions = instantiate(spec)
+    found = _first_unencodable(job, functions, spec, chunks)
     if found is None:
-        return error.by("map")
+        step = functions.step
+        hooked = step is not None and (step.mapper_init or step.mapper_final)
+        return error.by("mapper_init/mapper_final" if hooked else "map")
     split, record, (what, item, key) = found
     where = _describe_record(split, record, spec.input_format)
     return UserCodeError("map", UnencodableRecordError(what, item, key, "map"), where).without_traceback()
 
 
 def _first_unencodable(
-    spec: JobSpec, chunks: list[tuple[int, Split]]
+    job: Job, functions: _StepFunctions, spec: JobSpec, chunks: list[tuple[int, Split]]
 ) -> tuple[Split, tuple[Any, Any], tuple[str, Any, Any]] | None:
     """The first input record whose map output holds a key or value the shuffle cannot encode: its split, the
     record and ``(what, item, key)`` of the pair; None if there is none or the map fails another way."""
-    job, functions = instantiate(spec)
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
     try:
         job.setup()

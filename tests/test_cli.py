@@ -542,7 +542,8 @@ def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_wh
     encoded", naming neither the map's input record nor whether the map or the combine yielded it, nor what to
     yield instead; in a reduce's output, the JSON encoder's frames stood for the user's traceback. Now: the map
     call and its record (file, offset: the second line's here, which yields the set), the combine call and its key,
-    the reduce call and its key, each with what to yield instead and no engine frames."""
+    the reduce call and its key, a mapper_final hook by name, each with what to yield instead and no engine
+    frames."""
     (tmp_path / "in.txt").write_text("a b\nc d\n")
     bodies = {
         "map": "    def map(self, offset, line):\n        yield line, {offset} if offset else offset\n",
@@ -550,6 +551,8 @@ def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_wh
         "        yield key, set(values)\n\n    def reduce(self, key, values):\n        yield key, 1\n",
         "reduce": "    def map(self, offset, line):\n        yield line, 1\n\n    def reduce(self, key, values):\n"
         "        yield key, set(values)\n",
+        "mapper_final": "    def map(self, offset, line):\n        yield line, 1\n\n    def mapper_final(self):\n"
+        "        yield 'all', {0}\n",
     }
     stderr = {}
     for name, body in bodies.items():
@@ -569,6 +572,10 @@ def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_wh
     ) in stderr["combine"], stderr["combine"]
     assert "reduce at key 'a b' raised NotJSONError: output value {1} is a set" in stderr["reduce"], stderr["reduce"]
     assert "yield a list or tuple instead" in stderr["reduce"]
+    assert (
+        "mapper_init/mapper_final output value {0} (type set) of key 'all' cannot be encoded by the shuffle: yield a "
+        "list or tuple instead of a set"
+    ) in stderr["mapper_final"], stderr["mapper_final"]
 
 
 def test_reduce_input_counts_what_reached_the_reduce_and_unwritable_text_names_the_key(tmp_path: Path) -> None:
