@@ -11,8 +11,10 @@ import dataclasses
 import importlib.abc
 import importlib.machinery
 import os
+import pickle
 import sys
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -75,73 +77,156 @@ class JobSpec:
 def dump_job_class(job_class: type[Job]) -> bytes:
     """Serialize a job class by value, so task processes need not import the user's file.
 
-    The payload is ``(job_class, source file, sources beside)``: cloudpickle 3.1 and later replace the file name of
-    code it pickles by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show the
-    failing line. The single-file modules beside the job file that it imports from (``from helper import tokens``)
-    go by value too: a task process runs many jobs, so importing them by name there would need the job's directory
-    on its path and would keep the first job's ``helper`` for every later one. An ``import`` inside a method runs
-    only in the task process, where no module global shows it: the *sources beside* (:func:`_sources_beside`) are
-    what such an import finds there (:func:`load_job_class` serves them to this job's tasks).
+    The payload is ``(source file, sources beside, pickled class)``: cloudpickle 3.1 and later replace the file name
+    of code it pickles by value with ``<dynamic-code>``, and a user's traceback must name the user's file and show
+    the failing line. The modules and packages beside the job file that it imports (``from helper import tokens``,
+    ``import helper`` in a method, ``from mylib.parse import fields``) travel as their sources
+    (:func:`sources_beside`), and the class refers to them by name: a task process serves those sources to the
+    imports of this job's code (:func:`load_job_class`) before it unpickles the class, so a helper imported at the
+    top of the job file and again in a method is one module there, as under ``python``. Importing them from the job's
+    directory instead would need that directory on the task process's path and would keep the first job's
+    ``helper`` for every later job (a task process runs many jobs).
+
+    Raises :class:`BesideSourcesError` if those sources are too large to travel with every task.
     """
     module = sys.modules[job_class.__module__]
-    by_value = [module] if job_class.__module__ != "__main__" else []  # cloudpickle pickles __main__ by value
-    by_value += _modules_beside(module)
-    for item in by_value:
-        cloudpickle.register_pickle_by_value(item)
     source = getattr(module, "__file__", None)
+    beside = sources_beside(source) if source else {}
+    by_value = job_class.__module__ != "__main__"  # cloudpickle pickles __main__ by value
+    if by_value:
+        cloudpickle.register_pickle_by_value(module)
     try:
-        return cloudpickle.dumps((job_class, source, _sources_beside(source) if source else {}))
+        class_code = cloudpickle.dumps(job_class)
     finally:
-        for item in by_value:
-            cloudpickle.unregister_pickle_by_value(item)
+        if by_value:
+            cloudpickle.unregister_pickle_by_value(module)
+    return pickle.dumps((source, beside, class_code))
 
 
-def _modules_beside(module: types.ModuleType) -> list[types.ModuleType]:
-    """The modules ``module``'s globals come from (or are) that are single files in its own file's directory, and
-    theirs in turn (a helper importing another helper): its helpers, not packages (a job file at a project's root
-    must not take the project's packages along)."""
-    source = getattr(module, "__file__", None)
-    if not source:
-        return []
+MAX_BESIDE_BYTES = 8 << 20
+"""The most Python source the modules and packages beside a job file may hold together: it travels with the job to
+every task (a project's whole tree beside a job file is a mistake to report, not to copy)."""
+
+ENGINE_PACKAGES = frozenset({"hop", "shuffle", "monitoring"})
+"""The engine's own packages: never taken from beside a job file (a job at the root of hop's source tree imports
+the engine task processes run, not a copy of it)."""
+
+
+class BesideSourcesError(ValueError):
+    """The modules beside a job file are too large to travel with it to every task."""
+
+
+def sources_beside(source: str) -> dict[str, tuple[str, str]]:
+    """``{module name: (file, text)}`` of the modules beside ``source`` that an ``import`` statement anywhere in
+    it (a method's included) names, and those their own imports name, as a plain ``python`` run of the job file
+    would find them (its directory first on the path): single files (``helper.py``) and packages (``mylib/``, every
+    ``.py`` file of it and of its subpackages, so that its relative imports find theirs). A name of the standard
+    library is taken from beside the file too, as ``python`` takes it, unless it is built into the interpreter or
+    frozen (``python`` takes those from the interpreter). Left out: modules this process already imported from
+    elsewhere (the job's code uses those here; :func:`shadowed_beside` lists them), the engine's packages, and
+    packages Python finds without the job's directory (installed in development mode), which tasks import by name.
+
+    Raises :class:`BesideSourcesError` past :data:`MAX_BESIDE_BYTES`."""
+    found: dict[str, tuple[str, str]] = {}
+    size = 0
     directory = os.path.dirname(os.path.realpath(source))
-    found: list[types.ModuleType] = []
-    pending = [module]
-    while pending:
-        names = {
-            value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
-            for value in vars(pending.pop()).values()
-        }
-        for name in sorted(n for n in names if isinstance(n, str)):
-            other = sys.modules.get(name)
-            file = getattr(other, "__file__", None)
-            if other is None or other is module or other in found or not file or hasattr(other, "__path__"):
-                continue
-            if os.path.dirname(os.path.realpath(file)) == directory:
-                found.append(other)
-                pending.append(other)
+    for name, files in _modules_beside(source):
+        if _loaded_elsewhere(name, files[name]) or _installed_as(name, files[name], directory):
+            continue
+        for dotted, file in files.items():
+            with open(file, encoding="utf-8") as handle:
+                found[dotted] = (file, handle.read())
+            size += len(found[dotted][1])
+        if size > MAX_BESIDE_BYTES:
+            raise BesideSourcesError(
+                f"the modules beside {source} that it imports hold more than {MAX_BESIDE_BYTES:,} bytes of Python "
+                f"source ({size:,} with {name}), too much to send with every task: install "
+                f"the larger packages where the workers run (pip install -e), so that their tasks import them by name"
+            )
     return found
 
 
-def _sources_beside(source: str) -> dict[str, tuple[str, str]]:
-    """``{module name: (file, text)}`` of the single-file modules beside ``source`` that an ``import`` statement
-    anywhere in it (a method's included) names, and those their own imports name, as a plain ``python`` run of the
-    job file would find them (its directory first on the path). Left out: standard library names and modules this
-    process already imported from elsewhere, which a task process would not take from the job's directory either."""
+def shadowed_beside(source: str) -> list[tuple[str, str, str]]:
+    """``(name, file beside, file loaded)`` of the modules beside ``source`` that its imports name but that this
+    process already imported from elsewhere (``json.py`` beside a job file, when the engine has loaded the standard
+    library's ``json``): the job's code gets the loaded one here, not the file beside it as under ``python``."""
+    return [
+        (name, files[name], str(getattr(sys.modules[name], "__file__", None) or name))
+        for name, files in _modules_beside(source, follow_shadowed=True)
+        if _loaded_elsewhere(name, files[name])
+    ]
+
+
+def _modules_beside(source: str, follow_shadowed: bool = False) -> Iterator[tuple[str, dict[str, str]]]:
+    """``(name, {module name: file})`` for each top-level module beside ``source`` that its imports name, and
+    their imports in turn (not those of a module loaded from elsewhere unless ``follow_shadowed``)."""
     directory = os.path.dirname(os.path.realpath(source))
-    found: dict[str, tuple[str, str]] = {}
+    seen: set[str] = set()
     pending = [os.path.realpath(source)]
     while pending:
         for name in sorted(_imported_names(pending.pop())):
-            file = os.path.join(directory, f"{name}.py")
-            loaded = getattr(sys.modules.get(name), "__file__", None)
-            if name in found or name in sys.stdlib_module_names or not os.path.isfile(file):
+            if name in seen or name in ENGINE_PACKAGES or _from_interpreter(name):
                 continue
-            if loaded is not None and os.path.realpath(loaded) != os.path.realpath(file):
+            seen.add(name)
+            files = _module_files(directory, name)
+            if not files:
                 continue
-            with open(file, encoding="utf-8") as handle:
-                found[name] = (file, handle.read())
-            pending.append(file)
-    return found
+            yield name, files
+            if follow_shadowed or not _loaded_elsewhere(name, files[name]):
+                pending.extend(files.values())
+
+
+def _from_interpreter(name: str) -> bool:
+    """Whether ``python`` takes module ``name`` from the interpreter whatever lies beside the script."""
+    return name in sys.builtin_module_names or importlib.machinery.FrozenImporter.find_spec(name) is not None
+
+
+def _installed_as(name: str, file: str, directory: str) -> bool:
+    """Whether Python finds module ``name`` at ``file`` without the job's ``directory`` on its path (a package
+    installed in development mode beside the job file): a task process imports it by name then, as the engine's own
+    packages, so it need not travel (nor count against :data:`MAX_BESIDE_BYTES`)."""
+    path = [entry for entry in sys.path if os.path.realpath(entry or os.curdir) != directory]
+    for finder in sys.meta_path:
+        if finder is _beside_finder:
+            continue
+        try:
+            if finder is importlib.machinery.PathFinder:
+                spec = importlib.machinery.PathFinder.find_spec(name, path)
+            else:
+                spec = finder.find_spec(name, None)
+        except (ImportError, ValueError, AttributeError, TypeError):
+            continue
+        if spec is not None:
+            return spec.origin is not None and os.path.realpath(spec.origin) == os.path.realpath(file)
+    return False
+
+
+def _loaded_elsewhere(name: str, file: str) -> bool:
+    loaded = sys.modules.get(name)
+    if loaded is None:
+        return False
+    origin = getattr(loaded, "__file__", None)
+    return origin is None or os.path.realpath(origin) != os.path.realpath(file)
+
+
+def _module_files(directory: str, name: str) -> dict[str, str]:
+    """``{module name: file}`` of the module ``name`` in ``directory``, as Python's path finder picks it (a package
+    ``name/__init__.py`` before ``name.py``): a package's every module, its subpackages' included (directories with
+    an ``__init__.py``); nothing if there is neither."""
+    package = os.path.join(directory, name)
+    if os.path.isfile(os.path.join(package, "__init__.py")):
+        files: dict[str, str] = {}
+        for folder, subfolders, names in os.walk(package):
+            subfolders[:] = sorted(d for d in subfolders if os.path.isfile(os.path.join(folder, d, "__init__.py")))
+            relative = os.path.relpath(folder, package)
+            prefix = name if relative == os.curdir else ".".join([name, *relative.split(os.sep)])
+            for file in sorted(names):
+                stem, _, suffix = file.partition(".")
+                if suffix == "py" and stem.isidentifier():
+                    files[prefix if stem == "__init__" else f"{prefix}.{stem}"] = os.path.join(folder, file)
+        return files
+    single = os.path.join(directory, f"{name}.py")
+    return {name: single} if os.path.isfile(single) else {}
 
 
 def _imported_names(file: str) -> set[str]:
@@ -161,27 +246,50 @@ def _imported_names(file: str) -> set[str]:
     return names
 
 
+class _JobModules:
+    """The modules beside one job's file in a task process: their sources, and the modules made of them while
+    another job ran (kept aside so that this job's code, which refers to them, finds the same modules again)."""
+
+    def __init__(self, sources: dict[str, tuple[str, str]]) -> None:
+        self.sources = sources
+        self.tops = {name.partition(".")[0] for name in sources}
+        self.aside: dict[str, types.ModuleType] = {}
+
+    def owns(self, name: str) -> bool:
+        """Whether ``name`` is one of these modules or a submodule of one (``mylib.ext``, a compiled module of a
+        package beside the job file that Python found from the package's directory)."""
+        return name.partition(".")[0] in self.tops
+
+
 class _BesideFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Serves the modules beside the job file of the job whose tasks this process runs now (one at a time), as
-    the job file's directory would at the head of ``sys.path``. Switching to another job forgets the modules it
-    loaded for the previous one, so each job gets its own ``helper``."""
+    the job file's directory would at the head of ``sys.path``: ahead of any module of the same name this process
+    has imported (the standard library's ``calendar`` when the job has its own), which is set aside while the job
+    runs. Switching to another job sets the previous job's modules aside, so each job gets its own ``helper``."""
 
     def __init__(self) -> None:
-        self.sources: dict[str, tuple[str, str]] = {}
-        self.loaded: dict[str, types.ModuleType] = {}
+        self.job: _JobModules | None = None
+        self.shadowed: dict[str, types.ModuleType] = {}
 
-    def serve(self, sources: dict[str, tuple[str, str]]) -> None:
-        if sources == self.sources:
+    def serve(self, job: _JobModules) -> None:
+        if job is self.job:
             return
-        for name, module in self.loaded.items():
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
-        self.sources, self.loaded = sources, {}
+        if self.job is not None:
+            previous = self.job
+            previous.aside = {name: sys.modules.pop(name) for name in list(sys.modules) if previous.owns(name)}
+            sys.modules.update(self.shadowed)
+        self.shadowed = {name: sys.modules.pop(name) for name in list(sys.modules) if job.owns(name)}
+        sys.modules.update(job.aside)
+        self.job = job
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if path is not None or name not in self.sources:  # (a submodule's import passes its package's path)
+        if self.job is None or name not in self.job.sources:
             return None
-        spec = importlib.machinery.ModuleSpec(name, self, origin=self.sources[name][0])
+        file = self.job.sources[name][0]
+        package = os.path.basename(file) == "__init__.py"
+        spec = importlib.machinery.ModuleSpec(name, self, origin=file, is_package=package)
+        if package:  # (what it does not ship, a compiled module, Python finds in its directory, if there)
+            spec.submodule_search_locations = [os.path.dirname(file)]
         spec.has_location = True  # so the module gets __file__ and tracebacks name it
         return spec
 
@@ -189,31 +297,53 @@ class _BesideFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def exec_module(self, module: types.ModuleType) -> None:
-        file, text = self.sources[module.__name__]
-        self.loaded[module.__name__] = module
+        file, text = self.job.sources[module.__name__]  # type: ignore[union-attr]  # (find_spec checked)
         exec(compile(text, file, "exec"), module.__dict__)
+
+    def get_source(self, name: str) -> str | None:
+        """The text of a served module, for tracebacks (``linecache``) where its file is not on this host."""
+        return self.job.sources[name][1] if self.job is not None and name in self.job.sources else None
 
 
 _beside_finder = _BesideFinder()
 
 
 @lru_cache(maxsize=16)
-def _load(job_code: bytes) -> tuple[type[Job], dict[str, tuple[str, str]]]:
-    job_class, source, beside = cloudpickle.loads(job_code)  # as dump_job_class wrote it
+def _load(job_code: bytes) -> tuple[type[Job], _JobModules]:
+    source, beside, class_code = pickle.loads(job_code)  # as dump_job_class wrote it
+    modules = _JobModules(beside)
+    _serve(modules)  # the class refers to the modules beside its file by name
+    job_class = cloudpickle.loads(class_code)
     if not (isinstance(job_class, type) and issubclass(job_class, Job)):
         raise TypeError(f"job code does not hold a hop.Job subclass but {job_class!r}")
     if source:
         restore_source_file(job_class, source)
-    return job_class, beside
+    return job_class, modules
+
+
+def _serve(modules: _JobModules) -> None:
+    if _beside_finder not in sys.meta_path:
+        sys.meta_path.insert(0, _beside_finder)  # the job's directory comes first, as for ``python job.py``
+    _beside_finder.serve(modules)
 
 
 def load_job_class(job_code: bytes) -> type[Job]:
     """The job class ``job_code`` holds. From now on, an ``import`` of a module beside the job file (in a method)
-    finds that job's module, until another job is loaded (a task process runs one task at a time)."""
-    job_class, beside = _load(job_code)
-    if _beside_finder not in sys.meta_path:
-        sys.meta_path.insert(0, _beside_finder)  # the job's directory comes first, as for ``python job.py``
-    _beside_finder.serve(beside)
+    finds that job's module, the one the class's code refers to, until another job is loaded (a task process runs
+    one task at a time)."""
+    job_class, modules = _load(job_code)
+    _serve(modules)
+    return job_class
+
+
+def load_job_class_in_client(job_code: bytes) -> type[Job]:
+    """The job class ``job_code`` holds, in the process that made it (a client counting a job's steps): the modules
+    beside the job file that the class refers to are this process's own, already imported, so nothing is served
+    (serving would set them aside and make copies of them here)."""
+    _, _, class_code = pickle.loads(job_code)
+    job_class = cloudpickle.loads(class_code)
+    if not (isinstance(job_class, type) and issubclass(job_class, Job)):
+        raise TypeError(f"job code does not hold a hop.Job subclass but {job_class!r}")
     return job_class
 
 

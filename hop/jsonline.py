@@ -11,24 +11,35 @@ import json
 import math
 from typing import Any
 
-__all__ = ["to_json", "to_json_column"]
+__all__ = ["NotJSONError", "not_json", "to_json", "to_json_column"]
 
 
-def _not_json(value: Any) -> Any:
-    """The encoder's hook for values JSON has no type for: an error that says what to yield instead."""
+class NotJSONError(TypeError):
+    """An output value JSON has no form for; the message says what to yield instead (the encoder's frames, all
+    the traceback has, say nothing more)."""
+
+
+def not_json(value: Any) -> Any:
+    """The encoder's hook (``default``) for values JSON has no type for: a :class:`NotJSONError` that says what to
+    yield instead."""
     if isinstance(value, (bytes, bytearray)):
-        raise TypeError(
+        raise NotJSONError(
             f"output value {value[:60]!r} is bytes, which a JSON output line cannot hold: decode it to str (or "
             "base64 it) before a reduce yields it (in a multi-step job too: each step's output is JSON lines; "
             "bytes are fine between map and reduce)"
         )
-    raise TypeError(
+    if isinstance(value, set | frozenset):
+        raise NotJSONError(
+            f"output value {value!r:.80} is a set, which has no JSON form: yield a list or tuple instead (sorted, "
+            "for the same output in every run)"
+        )
+    raise NotJSONError(
         f"output value {value!r:.80} of type {type(value).__name__} has no JSON form: yield None, bool, int, "
         "float, str, lists/tuples or dicts with str keys"
     )
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_not_json).encode
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=not_json).encode
 _encode_str = json.encoder.encode_basestring  # the C implementation when available
 _int_repr = int.__repr__
 _float_repr = float.__repr__

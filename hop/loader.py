@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hop.aggregates import Aggregate
 from hop.job import HOOKS, INPUT_FORMATS, Job, JobDefinitionError
+from hop.jobspec import BesideSourcesError, shadowed_beside, sources_beside
 
 
 class JobFileError(ValueError):
@@ -34,6 +35,7 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
     directory = str(file.resolve().parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
+    _check_beside(path, str(file))
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
@@ -57,6 +59,24 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         chosen = defined
     _check_definition(path, chosen[0])
     return chosen[0]
+
+
+def _check_beside(path: str, file: str) -> None:
+    """Refuse, before the job file runs, the modules beside it that cannot travel with the job to its tasks: one
+    named like a module this process has already imported from elsewhere (``json.py``: the job would get the
+    standard library's here and its own under ``python``, and fail in a way that names neither), or too many."""
+    shadowed = shadowed_beside(file)
+    if shadowed:
+        name, beside, loaded = shadowed[0]
+        raise JobFileError(
+            f"job file {path} imports {name}, and {beside} is beside it, but this hop process has already imported "
+            f"the module {name} (from {loaded}) and cannot give the job the one beside it: rename {beside} (and the "
+            f"imports of it)"
+        )
+    try:
+        sources_beside(file)
+    except BesideSourcesError as error:
+        raise JobFileError(f"job file {path}: {error}") from None
 
 
 def _check_definition(path: str, job_class: type[Job]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from hop.client import Client
 from hop.inputs import expand_inputs
 from hop.job import Job
-from hop.jobspec import JobSpec, dump_job_class
+from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.outputs import prepare_output
 
 
@@ -475,9 +475,7 @@ def _note_earlier_stop(final: dict[str, Any]) -> None:
 
 
 def _instantiate(spec: JobSpec) -> Job:
-    from hop.jobspec import load_job_class
-
-    return load_job_class(spec.job_code)()
+    return load_job_class_in_client(spec.job_code)()
 
 
 def wall_time(report: dict[str, Any]) -> float:

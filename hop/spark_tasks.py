@@ -40,6 +40,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, freeze_json, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
+from hop.jsonline import NotJSONError, not_json
 from hop.usercode import fold_error
 from hop.usertrace import not_pairs, user_traceback
 from shuffle.buffer import (
@@ -59,7 +60,8 @@ FAILURE_OPEN = "<<hop-task-failure "
 """What a :class:`TaskFailure`'s message starts with (Spark's log lines quoting one are the driver's to report)."""
 _FAILURE_CLOSE = " hop-task-failure>>"
 _FAILURE_PAYLOAD = re.compile(re.escape(FAILURE_OPEN) + r"(.*?)" + re.escape(_FAILURE_CLOSE), re.S)
-_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+# (``not_json`` runs only for a value JSON cannot hold: the error says what to yield instead, as hop's reduce does)
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=not_json).encode
 
 
 class TaskFailure(RuntimeError):
@@ -487,7 +489,7 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
         try:
             lines = [f"{_encode_json(k)}\t{_encode_json(v)}\n" for k, v in (reducer(key, iter(values)) or ())]
         except Exception as error:
-            raise TaskFailure.of("reduce", not_pairs("reduce", error), f"key {key!r}") from None
+            raise TaskFailure.of("reduce", not_pairs("reduce", _output_error(error)), f"key {key!r}") from None
         output_records += len(lines)
         yield from lines
     last = _hook_pairs("reducer_final", functions.step.reducer_final)
@@ -502,7 +504,13 @@ def _hook_lines(where: str, pairs: list[tuple[Any, Any]]) -> list[str]:
     try:
         return [f"{_encode_json(key)}\t{_encode_json(value)}\n" for key, value in pairs]
     except Exception as error:
-        raise TaskFailure.of(where, error, None) from None
+        raise TaskFailure.of(where, _output_error(error), None) from None
+
+
+def _output_error(error: Exception) -> Exception:
+    """``error`` of a reduce or hook, and output JSON cannot hold without the encoder's frames (its message names
+    what to yield instead, as hop's reduce says it)."""
+    return error.with_traceback(None) if isinstance(error, NotJSONError) else error
 
 
 def write_task(output: str, index: int, lines: Iterable[str]) -> Iterator[tuple[int, str]]:

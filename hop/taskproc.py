@@ -27,7 +27,8 @@ from hop.inputs import InputError, Split
 from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
-from hop.tasks import TooManyBadRecords, UserCodeError, run_map, run_reduce
+from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
+from hop.usercode import UserCodeError
 from shuffle.runs import UnencodableRecordError
 
 TASK_GC_THRESHOLDS = (50_000, 20, 20)
@@ -118,7 +119,10 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
                 channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
         elif kind == "map":
             chunks = [(chunk_id, Split(path, start, length)) for chunk_id, path, start, length in task["chunks"]]
-            result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"), task.get("pipe"))
+            try:
+                result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"), task.get("pipe"))
+            except UnencodableRecordError as error:
+                raise unencodable_map_output(spec, chunks, error) from None
             channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
         else:
             host = task.get("host", "127.0.0.1")

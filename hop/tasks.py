@@ -29,7 +29,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import MAX_LINE_BYTES, BadLine, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
-from hop.jsonline import to_json, to_json_column
+from hop.jsonline import NotJSONError, to_json, to_json_column
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
@@ -114,6 +114,8 @@ def _write_pairs(file: IO[str], pairs: list[tuple[Any, Any]], where: str) -> Non
             file.write(f"{to_json(key)}\t{to_json(value)}\n")
         except UnicodeEncodeError as error:
             raise UserCodeError(where, _not_utf8(error), f"key {key!r}") from error
+        except NotJSONError as error:
+            raise UserCodeError(where, error, f"key {key!r}").without_traceback() from error
 
 
 def _not_utf8(error: UnicodeEncodeError) -> ValueError:
@@ -529,6 +531,57 @@ def _note_bad_record(
         ) from cause
 
 
+def unencodable_map_output(spec: JobSpec, chunks: list[tuple[int, Split]], error: UnencodableRecordError) -> Exception:
+    """What to report for a map task whose output the shuffle could not encode (``error``, raised by a spill): the
+    combine call that yielded it (by key), or the map call that did and its input record (file, offset), found by
+    mapping the task's input again, encoding every pair until one fails. On this failure path only: the map loop
+    checks nothing per pair. Where no record is found, ``error`` said of the map (a pipe's input, which is read
+    once; a map that yields something else the second time) or, if the step has them, of its mapper_init and
+    mapper_final hooks (whose output the map's own record does not explain)."""
+    if error.source == "combine":
+        return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
+    job, functions = instantiate(spec)
+    found = _first_unencodable(job, functions, spec, chunks)
+    if found is None:
+        step = functions.step
+        hooked = step is not None and (step.mapper_init or step.mapper_final)
+        return error.by("mapper_init/mapper_final" if hooked else "map")
+    split, record, (what, item, key) = found
+    where = _describe_record(split, record, spec.input_format)
+    return UserCodeError("map", UnencodableRecordError(what, item, key, "map"), where).without_traceback()
+
+
+def _first_unencodable(
+    job: Job, functions: _StepFunctions, spec: JobSpec, chunks: list[tuple[int, Split]]
+) -> tuple[Split, tuple[Any, Any], tuple[str, Any, Any]] | None:
+    """The first input record whose map output holds a key or value the shuffle cannot encode: its split, the
+    record and ``(what, item, key)`` of the pair; None if there is none or the map fails another way."""
+    max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
+    try:
+        job.setup()
+        for _, split in chunks:
+            job.input_file = split.path
+            lines = iter_records(
+                split, spec.input_format, max_line_bytes, lambda *bad: None, spec.options.get("fallback_encoding")
+            )
+            for record in lines:
+                for key, value in functions.mapper(*record) or ():
+                    for what, item in (("key", key), ("value", value)):
+                        if not _packs(item):
+                            return split, record, (what, item, key)
+    except Exception:
+        return None  # (the map failed as it did not the first time: report the spill's error as it is)
+    return None
+
+
+def _packs(item: Any) -> bool:
+    try:
+        codec.packb(item)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
 def _describe_record(split: Split, record: tuple[Any, Any] | None, input_format: str) -> str:
     """Where a failing record is: file and byte offset (the line, for text input), or for a later step's map (it
     reads the step before's output: streamed, or its ``output`` lines) the record's key."""
@@ -888,7 +941,9 @@ def reduce_to_file(
             except Exception as raised:
                 error = not_pairs("reduce", raised)
                 if not skip_limit or bad_records is None:
-                    raise UserCodeError("reduce", error, f"key {key!r}") from raised
+                    failure = UserCodeError("reduce", error, f"key {key!r}")
+                    # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
+                    raise failure.without_traceback() if isinstance(error, NotJSONError) else failure from raised
                 entry = {
                     "key": repr(key)[:1000],
                     "error": f"{type(error).__name__}: {error}",

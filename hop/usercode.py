@@ -22,9 +22,15 @@ class UserCodeError(Exception):
     def __init__(self, where: str, error: BaseException, record: str | None) -> None:
         self.where = where
         self.record = record
-        self.user_traceback = user_traceback(error)
+        self.user_traceback: str | None = user_traceback(error)
         at = f" at {record}" if record else ""
         super().__init__(f"{where}{at} raised {type(error).__name__}: {error}")
+
+    def without_traceback(self) -> UserCodeError:
+        """This error without a traceback to show: the engine found what is wrong with the user's output (it names
+        the call and the record), no frame of the user's raised it."""
+        self.user_traceback = None
+        return self
 
 
 def call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:

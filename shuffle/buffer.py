@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from shuffle.keys import MIXED, UNSORTED, order_tag, partitions_of, sort_keys, total_order_key
-from shuffle.runs import encode_grouped_run, encode_run
+from shuffle.runs import UnencodableRecordError, encode_grouped_run, encode_run
 from shuffle.spill import SpillFile, write_spill
 
 Combiner = Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]
@@ -268,6 +268,15 @@ class MapOutputBuffer:
         self.records_consumed = consumed
         yield consumed
 
+    def _whose(self, error: UnencodableRecordError, groups: dict[Any, Any]) -> UnencodableRecordError:
+        """``error`` said of the map or of the combiner, whichever yielded what could not be encoded: a key is the
+        map's (a combiner keeps its keys: ``combined_values``), and so is a value among those the map yielded for
+        its key (a combiner passing a value on yields that very object); another value is the combiner's."""
+        if self.combiner is None or self._folding or error.what == "key":
+            return error.by("map")
+        mapped = groups.get(error.key, ()) if _hashable(error.key) else ()
+        return error.by("map" if any(value is error.item for value in mapped) else "combine")
+
     @property
     def pending_records(self) -> int:
         return self._pending
@@ -351,16 +360,19 @@ class MapOutputBuffer:
         if combiner is not None:
             counters.combine_input_records += combine_in
             counters.combine_output_records += combine_out
-        if combiner is None:
-            runs = [
-                (encode_grouped_run(keys_p, lists_p), sum(map(len, lists_p)), tag)
-                for keys_p, lists_p in zip(out_keys, out_values, strict=True)
-            ]
-        else:
-            runs = [
-                (encode_run(keys_p, values_p), len(keys_p), tag)
-                for keys_p, values_p in zip(out_keys, out_values, strict=True)
-            ]
+        try:
+            if combiner is None:
+                runs = [
+                    (encode_grouped_run(keys_p, lists_p), sum(map(len, lists_p)), tag)
+                    for keys_p, lists_p in zip(out_keys, out_values, strict=True)
+                ]
+            else:
+                runs = [
+                    (encode_run(keys_p, values_p), len(keys_p), tag)
+                    for keys_p, values_p in zip(out_keys, out_values, strict=True)
+                ]
+        except UnencodableRecordError as error:
+            raise self._whose(error, groups) from None
         path = self.spill_dir / f"{self.name}-{counters.spill_files:05d}.spill"
         spill = write_spill(path, runs)  # SpillWriteError names the file and the remedy
         counters.spill_files += 1

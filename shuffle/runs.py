@@ -47,7 +47,46 @@ def _unpacker(file_like: IO[bytes] | None = None) -> msgpack.Unpacker:
 
 
 class UnencodableRecordError(TypeError):
-    """A key or value that msgpack cannot encode."""
+    """A key or value of map or combine output that msgpack cannot encode.
+
+    ``what`` is ``"key"`` or ``"value"``, ``item`` that key or value, ``part`` what in it cannot be encoded (``item``
+    itself, or a set inside a tuple), ``key`` the pair's key. ``source`` says whose output it is: ``"map/combine"``
+    where the encoder cannot tell, ``"map"`` or ``"combine"`` once the map output buffer has (:meth:`by`)."""
+
+    def __init__(self, what: str, item: Any, key: Any, source: str = "map/combine") -> None:
+        self.what, self.item, self.key, self.source = what, item, key, source
+        self.part = _unencodable_part(item)
+        of_key = f" of key {key!r:.200}" if what == "value" else ""
+        holds = "" if self.part is item else f", holding {self.part!r:.200} (type {type(self.part).__name__}),"
+        super().__init__(
+            f"{source} output {what} {item!r:.200} (type {type(item).__name__}){of_key}{holds} cannot be encoded "
+            f"by the shuffle: {_what_to_yield(self.part)}"
+        )
+
+    def by(self, source: str) -> UnencodableRecordError:
+        """This error, said of ``source``'s output."""
+        return UnencodableRecordError(self.what, self.item, self.key, source)
+
+
+def _unencodable_part(item: Any) -> Any:
+    """The first thing in ``item`` (a list, tuple or dict's element, at any depth) that msgpack cannot encode, or
+    ``item`` itself."""
+    if isinstance(item, list | tuple | dict):
+        for element in (x for pair in item.items() for x in pair) if isinstance(item, dict) else item:
+            try:
+                codec.packb(element)
+            except (TypeError, ValueError, OverflowError):
+                return _unencodable_part(element)
+    return item
+
+
+def _what_to_yield(part: Any) -> str:
+    if isinstance(part, set | frozenset):
+        return "yield a list or tuple instead of a set (sorted, for the same order in every run)"
+    return (
+        f"keys and values must be msgpack-able (None, bool, int, float, str, bytes, lists/tuples and dicts of them): "
+        f"yield the {type(part).__name__}'s data as one of those (a tuple of its fields, say)"
+    )
 
 
 GROUPED = 1
@@ -69,12 +108,7 @@ def _pack_block(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[An
                 try:
                     packer.pack(item)
                 except (TypeError, ValueError, OverflowError):
-                    of_key = f" of key {key!r:.200}" if what == "value" else ""
-                    raise UnencodableRecordError(
-                        f"map/combine output {what} {item!r:.200} (type {type(item).__name__}){of_key} cannot be "
-                        "encoded: keys and values must be msgpack-able (None, bool, int, "
-                        "float, str, bytes, lists/tuples and dicts of them)"
-                    ) from None  # msgpack's own frames say nothing more
+                    raise UnencodableRecordError(what, item, key) from None  # msgpack's own frames say no more
         raise
 
 

@@ -535,6 +535,49 @@ def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path:
     assert "output value b'a b' is bytes, which a JSON output line cannot hold: decode it" in raw.stderr
 
 
+def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_what_to_yield(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A set (or any object msgpack cannot encode) in map output failed with "map/combine output value ... cannot be
+    encoded", naming neither the map's input record nor whether the map or the combine yielded it, nor what to
+    yield instead; in a reduce's output, the JSON encoder's frames stood for the user's traceback. Now: the map
+    call and its record (file, offset: the second line's here, which yields the set), the combine call and its key,
+    the reduce call and its key, a mapper_final hook by name, each with what to yield instead and no engine
+    frames."""
+    (tmp_path / "in.txt").write_text("a b\nc d\n")
+    bodies = {
+        "map": "    def map(self, offset, line):\n        yield line, {offset} if offset else offset\n",
+        "combine": "    def map(self, offset, line):\n        yield line, 1\n\n    def combine(self, key, values):\n"
+        "        yield key, set(values)\n\n    def reduce(self, key, values):\n        yield key, 1\n",
+        "reduce": "    def map(self, offset, line):\n        yield line, 1\n\n    def reduce(self, key, values):\n"
+        "        yield key, set(values)\n",
+        "mapper_final": "    def map(self, offset, line):\n        yield line, 1\n\n    def mapper_final(self):\n"
+        "        yield 'all', {0}\n",
+    }
+    stderr = {}
+    for name, body in bodies.items():
+        (tmp_path / f"{name}.py").write_text(f"from hop import Job\n\n\nclass Sets(Job):\n{body}")
+        arguments = [f"{name}.py", "in.txt", "-o", f"out-{name}", "--quiet", "--coordinator", cluster.address]
+        result = hop("submit", *arguments, "--reducers", "1", cwd=tmp_path)
+        assert result.returncode == 1, result.stderr
+        assert "Traceback" not in result.stderr and "encoder.py" not in result.stderr, result.stderr
+        stderr[name] = result.stderr
+    assert (
+        f"map at {tmp_path / 'in.txt'} byte offset 4: 'c d' raised UnencodableRecordError: map output value {{4}} "
+        "(type set) of key 'c d' cannot be encoded by the shuffle: yield a list or tuple instead of a set"
+    ) in stderr["map"], stderr["map"]
+    assert (
+        "combine at key 'a b' raised UnencodableRecordError: combine output value {1} (type set) of key 'a b' "
+        "cannot be encoded by the shuffle: yield a list or tuple instead of a set"
+    ) in stderr["combine"], stderr["combine"]
+    assert "reduce at key 'a b' raised NotJSONError: output value {1} is a set" in stderr["reduce"], stderr["reduce"]
+    assert "yield a list or tuple instead" in stderr["reduce"]
+    assert (
+        "mapper_init/mapper_final output value {0} (type set) of key 'all' cannot be encoded by the shuffle: yield a "
+        "list or tuple instead of a set"
+    ) in stderr["mapper_final"], stderr["mapper_final"]
+
+
 def test_reduce_input_counts_what_reached_the_reduce_and_unwritable_text_names_the_key(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\nc a\n" * 50)
     (tmp_path / "ignores.py").write_text(
@@ -751,6 +794,102 @@ def test_imports_inside_methods_find_the_modules_beside_the_job_file(cluster: Lo
     assert result.returncode == 1
     assert f'{tmp_path / "lower" / "tokens.py"}", line 9, in check' in result.stderr, result.stderr
     assert "reduce at key 'boom' raised ValueError: no boom" in result.stderr
+
+
+def _submit_with_files(
+    cluster: LocalCluster, tmp_path: Path, files: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Write ``files`` (paths relative to ``tmp_path/jobs``; ``job.py`` among them) and submit ``jobs/job.py`` on a
+    one-line input from another directory (where ``python`` would not find the modules beside it by name)."""
+    for name, text in files.items():
+        (tmp_path / "jobs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "jobs" / name).write_text(text)
+    (tmp_path / "in.txt").write_text("A b\n")
+    (tmp_path / "elsewhere").mkdir()
+    arguments = ["../jobs/job.py", "../in.txt", "-o", "out", "--quiet", "--coordinator", cluster.address]
+    return hop("submit", *arguments, cwd=tmp_path / "elsewhere")
+
+
+def _output_lines(output: Path) -> list[str]:
+    return sorted("".join(part.read_text() for part in sorted(output.glob("part-*"))).splitlines())
+
+
+def test_packages_beside_the_job_file_travel_with_it(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A package beside the job file (``from mylib.parse import words``, its relative imports, a subpackage imported
+    inside a method) works as under ``python``: only single-file modules travelled, and the tasks failed with
+    ModuleNotFoundError: No module named 'mylib'."""
+    result = _submit_with_files(
+        cluster,
+        tmp_path,
+        {
+            "mylib/__init__.py": "from .util import lower\n",
+            "mylib/util.py": "def lower(text):\n    return text.lower()\n",
+            "mylib/parse.py": "from . import lower\n\n\ndef words(line):\n    return lower(line).split()\n",
+            "mylib/sub/__init__.py": "",
+            "mylib/sub/deep.py": "from ..util import lower\n\n\ndef tag(word):\n    return f'<{lower(word)}>'\n",
+            "job.py": "from hop import Job\nfrom mylib.parse import words\n\n\nclass Words(Job):\n"
+            "    def map(self, offset, line):\n        from mylib.sub.deep import tag\n\n"
+            "        for word in words(line):\n            yield tag(word), 1\n",
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert _output_lines(tmp_path / "elsewhere" / "out") == ['"<a>"\t1', '"<b>"\t1']
+
+
+def test_a_module_named_like_one_of_the_standard_library_beside_the_job_file_is_the_jobs(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``calendar.py`` beside the job file is what its ``import calendar`` gets, as under ``python`` (the job's
+    directory comes first on the path): a method's import got the standard library's in the tasks (AttributeError:
+    module 'calendar' has no attribute 'label'), standard library names being left out of what travels."""
+    result = _submit_with_files(
+        cluster,
+        tmp_path,
+        {
+            "calendar.py": "def label(word):\n    return 'mine:' + word\n",
+            "job.py": "from hop import Job\n\n\nclass Words(Job):\n    def map(self, offset, line):\n"
+            "        import calendar\n\n        for word in line.split():\n            yield calendar.label(word), 1\n",
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert _output_lines(tmp_path / "elsewhere" / "out") == ['"mine:A"\t1', '"mine:b"\t1']
+
+
+def test_a_helper_imported_at_the_top_and_in_a_method_is_one_module(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A helper imported at the top of the job file and again inside a method is one module in a task, as under
+    ``python``: it was two (the first pickled by value, the second served from its source), so module state,
+    ``isinstance`` of its classes and its counters differed between them."""
+    result = _submit_with_files(
+        cluster,
+        tmp_path,
+        {
+            "state.py": "class Marker:\n    pass\n\n\nseen = []\n",
+            "job.py": "from hop import Job\nimport state\nfrom state import Marker\n\n\nclass Words(Job):\n"
+            "    def map(self, offset, line):\n        import state as again\n\n        again.seen.append(line)\n"
+            "        yield 'same', [again is state, isinstance(Marker(), again.Marker), len(state.seen)]\n",
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert _output_lines(tmp_path / "elsewhere" / "out") == ['"same"\t[true,true,1]']
+
+
+def test_a_module_beside_the_job_file_named_like_one_hop_has_imported_is_refused(tmp_path: Path) -> None:
+    """``json.py`` beside a job that imports json: ``python`` would give the job that file, but hop has imported the
+    standard library's json already, so the job got it and failed with an error naming neither (AttributeError:
+    module 'json' has no attribute 'label'). Refused before the job file runs, naming both files."""
+    (tmp_path / "jobs").mkdir()  # (not in the working directory, which python -m hop puts on its own path)
+    (tmp_path / "jobs" / "json.py").write_text("def label(word):\n    return word\n")
+    (tmp_path / "jobs" / "job.py").write_text(
+        "from hop import Job\nimport json\n\n\nclass Words(Job):\n    def map(self, offset, line):\n"
+        "        yield json.label(line), 1\n"
+    )
+    (tmp_path / "in.txt").write_text("a\n")
+    result = hop("run", "jobs/job.py", "in.txt", "-o", "out", "--workers", "1", cwd=tmp_path)
+    beside = tmp_path / "jobs" / "json.py"
+    assert result.returncode == 2
+    assert f"job file jobs/job.py imports json, and {beside} is beside it" in result.stderr, result.stderr
+    assert f"rename {beside}" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCluster) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 import types
 from pathlib import Path
 from typing import Any
 
-from hop.jobspec import dump_job_class, load_job_class, restore_source_file
-from hop.loader import load_job_file
+import pytest
+
+import hop.jobspec
+from hop.jobspec import dump_job_class, load_job_class, restore_source_file, sources_beside
+from hop.loader import JobFileError, load_job_file
 
 JOBS = Path(__file__).parent / "jobs"
 
@@ -70,3 +74,66 @@ def test_hooks_defined_as_methods_belong_to_a_jobs_single_step() -> None:
     assert step.hooks == ["mapper_init", "reducer_final"]
     assert step.reducer_final is not None and list(step.reducer_final() or ()) == [("total", 2)]
     assert Job().resolved_steps()[0].hooks == []
+
+
+def test_the_sources_beside_a_job_file_are_its_packages_and_modules_within_a_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What travels with a job: every module of a package it imports (subpackages included, not a directory without
+    ``__init__.py`` nor a cache), single files its imports name, a standard library name; not the engine's own
+    packages, nor a built-in module. Past the cap, the job file is refused naming the cap and what to do."""
+    (tmp_path / "mylib" / "sub").mkdir(parents=True)
+    (tmp_path / "mylib" / "data").mkdir()
+    (tmp_path / "mylib" / "__pycache__").mkdir()
+    for name in ("mylib/__init__.py", "mylib/sub/__init__.py", "mylib/sub/deep.py", "mylib/data/loose.py"):
+        (tmp_path / name).write_text("from . import x\n" if name.endswith("deep.py") else "import tokens\n")
+    (tmp_path / "mylib" / "__pycache__" / "stale.py").write_text("")
+    for name in ("tokens", "calendar", "hop", "sys"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "job.py").write_text(
+        "import sys\n\nimport hop\nfrom mylib.sub.deep import x\n\n\ndef f():\n    import calendar\n"
+    )
+    monkeypatch.delitem(sys.modules, "calendar", raising=False)  # (as in a client that has not imported it)
+    sources = sources_beside(str(tmp_path / "job.py"))
+    assert sorted(sources) == ["calendar", "mylib", "mylib.sub", "mylib.sub.deep", "tokens"]
+    assert sources["mylib.sub"][0] == str(tmp_path / "mylib" / "sub" / "__init__.py")
+    monkeypatch.setattr(hop.jobspec, "MAX_BESIDE_BYTES", 20)
+    with pytest.raises(JobFileError, match=r"hold more than 20 bytes of Python source \(\d+ with mylib\).*pip install"):
+        load_job_file(str(tmp_path / "job.py"))
+
+
+def test_a_package_python_finds_without_the_job_directory_does_not_travel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job file beside a package installed in development mode (found through another entry of the path, a link
+    here): task processes import the package by name, as the engine's own, so its sources do not travel, nor count
+    against the cap."""
+    (tmp_path / "project" / "mylib").mkdir(parents=True)
+    (tmp_path / "project" / "mylib" / "__init__.py").write_text("VALUE = 1\n")
+    (tmp_path / "project" / "helper.py").write_text("")
+    (tmp_path / "project" / "job.py").write_text("import helper\nimport mylib\n")
+    job = str(tmp_path / "project" / "job.py")
+    assert sorted(sources_beside(job)) == ["helper", "mylib"]
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "mylib").symlink_to(tmp_path / "project" / "mylib")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert sorted(sources_beside(job)) == ["helper"]
+
+
+def test_a_client_reading_its_own_job_code_keeps_its_modules(tmp_path: Path) -> None:
+    """Counting a job's steps in the client (``hop.runner``) reads back the job code it made: the modules beside the
+    job file stay the client's own (serving them as a task process does set them aside, and the job's next
+    payload pickled copies of them by value)."""
+    name = f"client_helper_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("def words(line):\n    return line.split()\n")
+    (tmp_path / "job.py").write_text(
+        f"from hop import Job\nfrom {name} import words\n\n\nclass Words(Job):\n"
+        "    def map(self, offset, line):\n        for word in words(line):\n            yield word, 1\n"
+    )
+    job_class = load_job_file(str(tmp_path / "job.py"))
+    helper = sys.modules[name]
+    try:
+        loaded = hop.jobspec.load_job_class_in_client(dump_job_class(job_class))
+        assert sys.modules[name] is helper and loaded.map.__globals__["words"] is helper.words
+    finally:
+        del sys.modules[name]

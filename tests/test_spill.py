@@ -192,21 +192,24 @@ class _Opaque:
 
 
 @pytest.mark.parametrize(
-    "keys, values, what, shown, type_name",
+    "keys, values, what, shown, type_name, remedy",
     [
-        (["a", "b"], [1, _Opaque()], "value", "<opaque thing>", "_Opaque"),
-        (["a"], [{1, 2}], "value", "{1, 2}", "set"),
-        ([_Opaque()], [1], "key", "<opaque thing>", "_Opaque"),
+        (["a", "b"], [1, _Opaque()], "value", "<opaque thing>", "_Opaque", "yield the _Opaque's data as one of"),
+        (["a"], [{1, 2}], "value", "{1, 2}", "set", "yield a list or tuple instead of a set"),
+        (["a"], [(1, [2, {3}])], "value", "(1, [2, {3}])", "tuple", "holding {3} (type set), cannot be encoded by"),
+        ([_Opaque()], [1], "key", "<opaque thing>", "_Opaque", "msgpack-able"),
     ],
 )
 def test_unencodable_record_names_the_item(
-    keys: list[Any], values: list[Any], what: str, shown: str, type_name: str
+    keys: list[Any], values: list[Any], what: str, shown: str, type_name: str, remedy: str
 ) -> None:
+    """The message names the key or value, what in it cannot be encoded (a set inside a tuple) and what to yield
+    instead (a set: a list or tuple)."""
     with pytest.raises(UnencodableRecordError) as info:
         encode_run(keys, values)
     message = str(info.value)
     assert f"{what} {shown} (type {type_name})" in message
-    assert "msgpack-able" in message
+    assert remedy in message, message
     assert isinstance(info.value, TypeError)
 
 
