@@ -52,7 +52,6 @@ class ProgressDisplay:
         terminal = sys.stderr.isatty()
         self._interval = 0.1 if terminal else 5.0
         self._last = 0.0
-        self._rate: float | None = None
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
@@ -72,10 +71,10 @@ class ProgressDisplay:
             return
         self._last = now
         map_percent, reduce_percent = round(100 * status["map_fraction"], 1), round(100 * status["reduce_fraction"], 1)
-        if status["maps_done"] < status["maps_total"] or self._rate is None:
-            # The maps' rate: held once they are all done (the records stop growing while the job goes on).
-            self._rate = status["input_records"] / max(status["elapsed"], 1e-9)
-        maps = f"{status['maps_done']}/{status['maps_total']} maps, {self._rate:,.0f} records/s"
+        # The maps' rate over the time they ran (it was held at the first report's once the maps were done: a job
+        # faster than the report interval ended on "0 records/s").
+        rate = status["input_records"] / max(status["map_seconds"], 1e-9)
+        maps = f"{status['maps_done']}/{status['maps_total']} maps, {rate:,.0f} records/s"
         reduces = f"{status['reduces_done']}/{status['reduces_total']} reduces"
         if not self._bars:
             sys.stderr.write(
