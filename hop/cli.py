@@ -650,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
     args.job_args = job_args
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:  # a command without a clean-up of its own (hop gen, hop status...): no traceback
+        return _fail("interrupted", _interrupted_code())
     except BrokenPipeError:
         if not _stdout_closed():
             raise
