@@ -345,6 +345,18 @@ def test_cli_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["gen", "text", str(tmp_path / "d"), "--size", "30K", "--files", "3"])
     assert args.func(args) == 0
     assert len(list((tmp_path / "d").glob("part-*.txt"))) == 3
+    assert re.search(r"wrote 29\.\d KB", capsys.readouterr().err)  # (was "0.0 MB")
+
+
+def test_cli_refuses_a_file_in_the_way_of_its_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file where the output directory goes failed with "[Errno 17] File exists" and exit code 1."""
+    (tmp_path / "taken").write_text("")
+    for argv in (["text", "taken", "--size", "1KB", "--files", "2"], ["text", "taken/x.txt", "--size", "1KB"]):
+        args = _parser().parse_args(["gen", *[str(tmp_path / a) if a.startswith("taken") else a for a in argv]])
+        assert args.func(args) == 2
+        assert "taken exists and is not a directory: choose another output path" in capsys.readouterr().err
+    args = _parser().parse_args(["gen", "pageviews", str(tmp_path / "taken"), "--size", "10KB"])
+    assert args.func(args) == 2
 
 
 def test_cli_pageviews(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -49,7 +49,7 @@ from urllib.parse import quote
 import numpy as np
 
 from hop.gen.text import accent_words, latin_words, script_words
-from hop.gen.whole import whole_file
+from hop.gen.whole import make_directory, whole_file
 
 DEFAULT_LINES_PER_HOUR = 20_000
 MAX_CORE_PAGES = 2_000
@@ -483,7 +483,7 @@ def generate_pageviews(
     del bases, drift
 
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    make_directory(root)
     summary: dict[str, Any] = {
         "directory": str(root),
         "paths": [],

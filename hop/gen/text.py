@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hop.gen.whole import whole_file
+from hop.gen.whole import make_directory, whole_file
 
 # Stream tags keep the vocabulary and the draws in independent random streams of one seed, so that changing
 # the size of a file never changes its vocabulary, and the files of generate_text_files share one vocabulary.
@@ -262,7 +262,7 @@ def generate_text(
     sample = _make_sampler(vocabulary, distribution, zipf_exponent)
     table = _WordTable.of(build_vocabulary(seed, vocabulary))
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(target.parent)
     return _write_lines(target, size_bytes, table, sample, np.random.default_rng([seed, _DRAW_STREAM]), words_per_line)
 
 
@@ -290,7 +290,7 @@ def generate_text_files(
     sample = _make_sampler(vocabulary, distribution, zipf_exponent)
     table = _WordTable.of(build_vocabulary(seed, vocabulary))
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    make_directory(root)
     per_file, extra = divmod(total_bytes, files)
     summary: dict[str, Any] = {"paths": [], "files": files, "bytes": 0, "lines": 0, "words": 0}
     for i in range(files):

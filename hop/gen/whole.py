@@ -4,6 +4,9 @@ A generator interrupted mid-file (Ctrl-C on ``hop gen text --size 10GB``) left a
 name: a text file one line short of nothing that looks complete, or a ``.gz`` that a job later fails to read. Each
 file is written under a hidden name beside it (``.NAME.partial``: directory inputs and globs leave out names starting
 with ``.``) and renamed once complete; any exception, KeyboardInterrupt included, removes it.
+
+:func:`make_directory` makes the directory they go in, refusing a file in the way as bad usage (a ValueError, exit
+code 2) rather than an OSError ("[Errno 17] File exists").
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["partial_path", "whole_file"]
+__all__ = ["make_directory", "partial_path", "whole_file"]
 
 
 def partial_path(path: Path) -> Path:
@@ -34,3 +37,11 @@ def whole_file(path: Path) -> Iterator[BinaryIO]:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def make_directory(path: Path) -> None:
+    """Make the directory ``path`` (and its parents) unless it exists; ValueError if a file is in the way."""
+    for ancestor in (path, *path.parents):
+        if ancestor.exists() and not ancestor.is_dir():
+            raise ValueError(f"{ancestor} exists and is not a directory: choose another output path")
+    path.mkdir(parents=True, exist_ok=True)
