@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from hop.inputs import expand_inputs
 from hop.job import Job
 from hop.jobspec import JobSpec, dump_job_class
 from hop.outputs import prepare_output
+from hop.spilldirs import make_scratch
 
 
 class JobFailed(RuntimeError):
@@ -137,6 +137,11 @@ def online_options(
     return options
 
 
+def _make_scratch(final_output: Path, kind: str = "steps") -> Path:
+    """The directory for a run's intermediate outputs, hidden beside ``final_output`` (``hop.spilldirs``)."""
+    return make_scratch(final_output.parent, final_output.name, kind)
+
+
 def run_steps(
     client: Client,
     base: JobSpec,
@@ -157,7 +162,7 @@ def run_steps(
     num_steps = len(_instantiate(base).resolved_steps())
     final_output = Path(base.output)
     prepare_output(str(final_output), base.overwrite, base.inputs)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))
+    scratch = _make_scratch(final_output)
     reports: list[dict[str, Any]] = []
     try:
         inputs = base.inputs
@@ -337,7 +342,7 @@ def run_pipeline(
         raise ValueError(STOP_EARLY_PIPELINE)
     final_output = Path(last_job.output)
     prepare_output(str(final_output), first.overwrite, first.inputs)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))
+    scratch = _make_scratch(final_output)
     stages = pipeline_specs(jobs)
     reports: list[dict[str, Any]] = []
     job_ids: list[str] = []
@@ -396,7 +401,7 @@ def run_staged_jobs(
     deadline = _deadline(timeout)
     final_output = Path(jobs[-1].output)
     prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.jobs-", dir=final_output.parent))
+    scratch = _make_scratch(final_output, "jobs")
     held = scratch / "steps"  # the earlier steps' outputs, until the last job has written OUT
     held.mkdir()
     reports: list[dict[str, Any]] = []

@@ -125,6 +125,46 @@ def test_standard_input_as_input(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """A run killed outright (``kill -9``, the OOM killer) cannot remove what it keeps beside its output: the copy of
+    standard input (``.OUT.stdin-*``) or a pipeline's step outputs (``.OUT.steps-*``), hidden, as large as the input.
+    They were left for ever; each is marked with its owner, and the next run writing that output removes those
+    whose owner is gone (not another live run's)."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py")]
+    killed = subprocess.Popen([*command, "-", "-o", "out"], cwd=tmp_path, stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        assert killed.stdin is not None
+        killed.stdin.write(b"the cat\n")
+        killed.stdin.flush()  # (not closed: the copy waits for more)
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".out.stdin-*/stdin")):  # (its owner noted first)
+            assert time.monotonic() < deadline and killed.poll() is None, "the copy started"
+            time.sleep(0.02)
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+        if killed.stdin is not None:
+            killed.stdin.close()
+    live = subprocess.Popen(  # another run's copy, its owner alive: left alone
+        [*command, "-", "-o", "other"], cwd=tmp_path, stdin=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".other.stdin-*/stdin")):
+            assert time.monotonic() < deadline and live.poll() is None, "the other copy started"
+            time.sleep(0.02)
+        result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", "--quiet", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert len(list(tmp_path.glob(".other.stdin-*"))) == 1
+    finally:
+        os.killpg(live.pid, signal.SIGKILL)
+        live.wait(timeout=30)
+        if live.stdin is not None:
+            live.stdin.close()
+    assert not list(tmp_path.glob(".out.*")), "the killed run's copy is removed"
+
+
 def test_quiet_blocking_run_prints_nothing(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\n")
     result = hop(
