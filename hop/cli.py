@@ -339,7 +339,14 @@ def _run_loaded(
         return _fail(f"job failed: {failure}", 1)
     except (JobRejected, InputError, ValueError) as error:
         return _fail(str(error), 2)
-    except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
+    except TimeoutError as error:
+        if cluster is not None:
+            # Stopping the embedded cluster (below) ends the job: cancelled first, as on Ctrl-C, it leaves
+            # OUT/_job.json saying why (the run left no trace of itself, not even OUT).
+            _defer_interrupts()
+            _cancel_submitted(client, everything=True, reason=f"cancelled: --timeout {args.timeout:g}s passed")
+        return _fail(str(error), 3)
+    except (CoordinatorUnavailable, ClusterStartError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt:
         # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
@@ -420,10 +427,11 @@ def _earlier_reports(report: dict[str, Any]) -> list[dict[str, Any]]:
     return earlier + list(report.get("steps") or ())
 
 
-def _cancel_submitted(interrupted: Client | None, everything: bool = False) -> None:
+def _cancel_submitted(interrupted: Client | None, everything: bool = False, reason: str | None = None) -> None:
     """Cancel the still-running jobs an interrupted ``hop submit`` had submitted (a fresh connection: the old one
     may be in the middle of a request); ``everything``: every running job (the embedded cluster's jobs are all this
-    run's, including one whose submission was interrupted before its id came back)."""
+    run's, including one whose submission was interrupted before its id came back). ``reason``: the jobs' error
+    (default: the coordinator's, for ``hop stop`` or an interruption)."""
     if interrupted is None or not (interrupted.submitted or everything):
         return
     client = Client(interrupted.address, timeout=5)
@@ -434,7 +442,7 @@ def _cancel_submitted(interrupted: Client | None, everything: bool = False) -> N
                 running = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
         for job_id in dict.fromkeys([*interrupted.submitted, *running]):
             with contextlib.suppress(CoordinatorUnavailable, JobRejected):
-                if client.stop(job_id).get("cancelled"):
+                if client.stop(job_id, reason).get("cancelled"):
                     print(f"hop: cancelled {job_id}", file=sys.stderr)
     finally:
         client.close()

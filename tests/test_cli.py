@@ -878,6 +878,10 @@ def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
     assert result.returncode == 3 and "still running after 1.0s" in result.stderr, result.stderr
     # Busy task processes are ended with the cluster, not waited for (they took 5 s more, the slots' stop timeout).
     assert time.monotonic() - began < 6.0
+    # The job is cancelled, as on Ctrl-C: OUT/_job.json says why (the run left no OUT at all, nor a word of why).
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["status"], report["error"]) == ("failed", "cancelled: --timeout 1s passed")
+    assert not list((tmp_path / "out").glob("part-*")) and not (tmp_path / "out" / "_SUCCESS").exists()
 
 
 def test_a_chunk_size_below_64kb_is_refused(tmp_path: Path) -> None:
