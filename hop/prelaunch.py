@@ -31,6 +31,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -120,6 +121,9 @@ def _stop_signals_ignored_by_children() -> Iterator[None]:
     message. An ignored disposition is what survives ``exec``; this process keeps its own: the signals are blocked
     meanwhile (in this thread), so one sent then is held and delivered here at the end of the block, not lost. The
     launcher unblocks them as it starts (``hop.cluster_launch.main``): a blocked mask survives ``exec`` too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (only the main thread may set handlers: the launcher then ignores them once it has imported)
+        return
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     handlers = [signal.signal(number, signal.SIG_IGN) for number in STOP_SIGNALS]
     try:

@@ -320,3 +320,17 @@ def test_ctrl_c_as_the_command_starts_up_is_its_interruption_not_a_traceback(tmp
     assert "Traceback" not in stderr and "hop: error: interrupted" in stderr, stderr
     _, alive = psutil.wait_procs(launchers, timeout=30)
     assert not alive, "the launcher ended with the command"
+
+
+def test_a_launcher_started_from_another_thread() -> None:
+    """Only the main thread may set signal handlers: a cluster started from another thread starts its launcher
+    without the early ignored signals (it ignores them once it has imported), not with a ValueError."""
+    import threading
+
+    started: list[prelaunch.Prelaunch] = []
+    thread = threading.Thread(target=lambda: started.append(prelaunch.Prelaunch()))
+    thread.start()
+    thread.join(timeout=60)
+    assert len(started) == 1, "the thread started a launcher"
+    assert started[0].process.poll() is None
+    started[0].discard()
