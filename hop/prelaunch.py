@@ -76,6 +76,9 @@ class Prelaunch:
         except BaseException:
             os.close(self._config_write)
             os.close(self._report_read)
+            if hasattr(self, "process"):  # started, and a Ctrl-C held meanwhile came as the block ended: reaped
+                self.process.kill()
+                self.process.wait()
             raise
         finally:
             os.close(config_read)
@@ -160,10 +163,10 @@ def take() -> Prelaunch | None:
 def main() -> int:
     """Run the ``hop`` command (``hop.cli.main``), with a launcher started first when it will want one."""
     global _pending
-    if wants_embedded_cluster(sys.argv[1:]):
-        _pending = Prelaunch()
     try:
         try:
+            if wants_embedded_cluster(sys.argv[1:]):
+                _pending = Prelaunch()  # (a Ctrl-C held while it started is delivered as it returns)
             from hop.cli import main as cli_main  # the imports the launcher's start-up now overlaps
         except KeyboardInterrupt:
             # Ctrl-C during the command's imports, before it handles interruptions itself: its message and exit
