@@ -116,6 +116,23 @@ def test_a_launcher_that_died_before_its_options_is_a_clear_start_error() -> Non
     assert cluster.coordinator is None  # stopped on the way out
 
 
+def test_a_cluster_interrupted_as_its_workers_register_ends_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the embedded cluster's workers registered: its stop asked the coordinator to shut down, which a
+    worker not yet registered never heard, and waited the full 10 s for it (the launcher waits for its workers)."""
+
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt  # as the first look at the registered workers is made
+
+    monkeypatch.setattr(Client, "workers", interrupted)
+    launcher = prelaunch.Prelaunch()
+    cluster = LocalCluster(workers=2, prelaunched=launcher)
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.start()
+    assert time.monotonic() - began < 5.0, "ended at once, not after STOP_TIMEOUT"
+    assert launcher.process.returncode is not None and cluster.coordinator is None
+
+
 def test_a_run_that_fails_before_its_cluster_starts_ends_the_launcher(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
