@@ -121,7 +121,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action="store_true",
         help="JOB is an unmodified mrjob MRJob file; its own options go after --",
     )
-    parser.add_argument("--max-attempts", type=positive_int, default=4, help="attempts per task before the job fails")
+    parser.add_argument(
+        "--max-attempts", type=positive_int, default=4, help="attempts per task before the job fails (default 4)"
+    )
     parser.add_argument(
         "--skip-bad-records",
         type=non_negative_int,

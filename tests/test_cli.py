@@ -1124,3 +1124,14 @@ def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, optio
     result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", *options, cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hop run --help`` is where a user checks a default; --max-attempts did not say its (the README's 4)."""
+    from hop.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser(False).parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for stated in ("(default 4)", "(default 128MB)", "(default 256MB)", "(default 1MB, at least 64KB", "0.95)"):
+        assert stated in text, stated
