@@ -123,7 +123,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action="store_true",
         help="JOB is an unmodified mrjob MRJob file; its own options go after --",
     )
-    parser.add_argument("--max-attempts", type=positive_int, default=4, help="attempts per task before the job fails")
+    parser.add_argument(
+        "--max-attempts", type=positive_int, default=4, help="attempts per task before the job fails (default 4)"
+    )
     parser.add_argument(
         "--skip-bad-records",
         type=non_negative_int,
@@ -342,7 +344,14 @@ def _run_loaded(
         return _fail(f"job failed: {failure}", 1)
     except (JobRejected, InputError, ValueError) as error:
         return _fail(str(error), 2)
-    except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
+    except TimeoutError as error:
+        if cluster is not None:
+            # Stopping the embedded cluster (below) ends the job: cancelled first, as on Ctrl-C, it leaves
+            # OUT/_job.json saying why (the run left no trace of itself, not even OUT).
+            _defer_interrupts()
+            _cancel_submitted(client, everything=True, reason=f"cancelled: --timeout {args.timeout:g}s passed")
+        return _fail(str(error), 3)
+    except (CoordinatorUnavailable, ClusterStartError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt:
         # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
@@ -414,10 +423,11 @@ def _summary(report: dict[str, Any], output: str) -> str:
     )
 
 
-def _cancel_submitted(interrupted: Client | None, everything: bool = False) -> None:
+def _cancel_submitted(interrupted: Client | None, everything: bool = False, reason: str | None = None) -> None:
     """Cancel the still-running jobs an interrupted ``hop submit`` had submitted (a fresh connection: the old one
     may be in the middle of a request); ``everything``: every running job (the embedded cluster's jobs are all this
-    run's, including one whose submission was interrupted before its id came back)."""
+    run's, including one whose submission was interrupted before its id came back). ``reason``: the jobs' error
+    (default: the coordinator's, for ``hop stop`` or an interruption)."""
     if interrupted is None or not (interrupted.submitted or everything):
         return
     client = Client(interrupted.address, timeout=5)
@@ -428,7 +438,7 @@ def _cancel_submitted(interrupted: Client | None, everything: bool = False) -> N
                 running = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
         for job_id in dict.fromkeys([*interrupted.submitted, *running]):
             with contextlib.suppress(CoordinatorUnavailable, JobRejected):
-                if client.stop(job_id).get("cancelled"):
+                if client.stop(job_id, reason).get("cancelled"):
                     print(f"hop: cancelled {job_id}", file=sys.stderr)
     finally:
         client.close()
@@ -646,6 +656,8 @@ def main(argv: list[str] | None = None) -> int:
     args.job_args = job_args
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:  # a command without a clean-up of its own (hop gen, hop status...): no traceback
+        return _fail("interrupted", _interrupted_code())
     except BrokenPipeError:
         if not _stdout_closed():
             raise

@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.lifetime import PARENT_VARIABLE, ignore_stop_signals, name_process, orphaned
+from hop.lifetime import PARENT_VARIABLE, STOP_SIGNALS, ignore_stop_signals, name_process, orphaned
 
 __all__ = ["main"]
 
@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C or a SIGTERM to the command's process group reaches this process too: the command handles it and ends
     # this one (the workers forked below inherit this).
     ignore_stop_signals()
+    # Started with them blocked as well as ignored (hop.prelaunch): unblocked for this process and its workers, whose
+    # task processes would otherwise pass the blocked mask on to any command a job runs.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     early = argparse.ArgumentParser(prog="python -m hop.cluster_launch", description=__doc__.splitlines()[0])
     early.add_argument("--config-fd", type=int, required=True, help="where the options come from, one JSON line")
     early.add_argument("--report-fd", type=int, required=True, help="where the workers' pids and the address go")

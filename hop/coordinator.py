@@ -678,7 +678,8 @@ class Coordinator:
         if job.windows is None:
             # A batch job has no last windows to write: stopping it cancels it (its tasks are ended, no _SUCCESS).
             cancelled = job.state == "running"
-            self._execute(job, job.fail("cancelled (hop stop, or an interrupted hop run or hop submit)"))
+            reason = msg.get("reason") or "cancelled (hop stop, or an interrupted hop run or hop submit)"
+            self._execute(job, job.fail(str(reason)))
             self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, cancelled=cancelled)
             return
         self._stop_stream(job)

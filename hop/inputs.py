@@ -35,6 +35,8 @@ from operator import add
 from pathlib import Path
 from typing import IO, Any
 
+from hop.pathnames import NOT_UTF8, non_utf8_bytes
+
 CHUNK_BYTES = 1 << 19
 """Bytes read at a time: small enough that a chunk, its text and its lines stay in the CPU caches (4 MiB read
 lines about a third slower than 512 KiB)."""
@@ -145,6 +147,11 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
             else:
                 raise InputError(f"input {match!r} does not exist")
     for file in files:
+        name = non_utf8_bytes(file)
+        if name is not None:
+            raise InputError(
+                f"input file {name!r}: {NOT_UTF8}: rename it (convmv -f latin1 -t utf8 --notest renames Latin-1 ones)"
+            )
         _check_compression(file)
     seen: set[str] = set()
     return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]

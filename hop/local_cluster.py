@@ -80,7 +80,10 @@ class LocalCluster:
         try:
             self._start()
         except BaseException:
-            self.stop()
+            # Failed or interrupted (Ctrl-C) while starting: no job ran, nothing is to be drained, and a polite stop
+            # waited STOP_TIMEOUT (10 s) for a coordinator whose address was not read yet, or for workers that had
+            # not registered yet and so never heard its shutdown. Ended at once instead.
+            self.stop(grace=0.0)
             raise
 
     def _start(self) -> None:
@@ -153,11 +156,13 @@ class LocalCluster:
         finally:
             selector.close()
 
-    def stop(self) -> None:
+    def stop(self, grace: float = STOP_TIMEOUT) -> None:
+        """Ask the coordinator to shut the cluster down and wait up to ``grace`` seconds for its processes, then
+        kill those still running; ``grace=0`` kills them at once, without asking."""
         prelaunched, self._prelaunched = self._prelaunched, None
         if prelaunched is not None:  # never started
             prelaunched.discard()
-        if self.coordinator is not None and self.coordinator.poll() is None and self.address:
+        if self.coordinator is not None and self.coordinator.poll() is None and self.address and grace > 0:
             client = Client(self.address, timeout=5)
             try:
                 client.shutdown()
@@ -169,7 +174,7 @@ class LocalCluster:
         if self.coordinator is not None:
             processes.append(self.coordinator)
         # Killed, not terminated, past the deadline: they ignore SIGTERM (hop.lifetime.ignore_stop_signals).
-        wait_or_kill(processes, time.monotonic() + STOP_TIMEOUT)
+        wait_or_kill(processes, time.monotonic() + grace)
         self.workers = []
         self.coordinator = None
         if self._socket_dir is not None:

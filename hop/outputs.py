@@ -13,6 +13,8 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from hop.pathnames import NOT_UTF8, non_utf8_bytes
+
 __all__ = ["OutputError", "OutputExistsError", "check_output", "claim_output", "prepare_output"]
 
 
@@ -30,6 +32,9 @@ def check_output(output: str, overwrite: bool, inputs: Iterable[str] = (), job_f
     Clearing (``overwrite``) is refused when the directory holds one of ``inputs`` (files, directories or glob
     patterns), one of ``job_files`` or the current directory: it would delete what the job is about to read, the
     job itself, or the user's work."""
+    name = non_utf8_bytes(output)
+    if name is not None:
+        raise OutputError(f"output directory {name!r}: {NOT_UTF8}: choose a UTF-8 name")
     path = Path(output)
     if path.exists() and not path.is_dir():
         raise OutputExistsError(f"output {output} exists and is not a directory")

@@ -25,13 +25,17 @@ Contracts:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from typing import TextIO
 
-from hop.lifetime import PARENT_VARIABLE
+from hop.lifetime import PARENT_VARIABLE, STOP_SIGNALS
 
 __all__ = ["Prelaunch", "main", "take", "wants_embedded_cluster"]
 
@@ -55,22 +59,26 @@ class Prelaunch:
         # environment comes with the options.
         environment = {**os.environ, PARENT_VARIABLE: str(os.getpid()), "PYTHONHASHSEED": "0"}
         try:
-            self.process: subprocess.Popen[bytes] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "hop.cluster_launch",
-                    "--config-fd",
-                    str(config_read),
-                    "--report-fd",
-                    str(report_write),
-                ],
-                env=environment,
-                pass_fds=(config_read, report_write),
-            )
+            with _stop_signals_ignored_by_children():
+                self.process: subprocess.Popen[bytes] = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "hop.cluster_launch",
+                        "--config-fd",
+                        str(config_read),
+                        "--report-fd",
+                        str(report_write),
+                    ],
+                    env=environment,
+                    pass_fds=(config_read, report_write),
+                )
         except BaseException:
             os.close(self._config_write)
             os.close(self._report_read)
+            if hasattr(self, "process"):  # started, and a Ctrl-C held meanwhile came as the block ended: reaped
+                self.process.kill()
+                self.process.wait()
             raise
         finally:
             os.close(config_read)
@@ -107,6 +115,28 @@ class Prelaunch:
         self.process.wait(timeout=timeout)
 
 
+@contextlib.contextmanager
+def _stop_signals_ignored_by_children() -> Iterator[None]:
+    """Processes started in this block begin with Ctrl-C and SIGTERM ignored, as a cluster's processes run
+    (``hop.lifetime.ignore_stop_signals``): from their first instruction, not once their imports are done. Ctrl-C
+    in a terminal reaches the whole process group; one pressed while the launcher still started up killed it with a
+    KeyboardInterrupt traceback (or "Fatal Python error" from its site import) printed after ``hop run``'s own
+    message. An ignored disposition is what survives ``exec``; this process keeps its own: the signals are blocked
+    meanwhile (in this thread), so one sent then is held and delivered here at the end of the block, not lost. The
+    launcher unblocks them as it starts (``hop.cluster_launch.main``): a blocked mask survives ``exec`` too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # (only the main thread may set handlers: the launcher then ignores them once it has imported)
+        return
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    handlers = [signal.signal(number, signal.SIG_IGN) for number in STOP_SIGNALS]
+    try:
+        yield
+    finally:
+        for number, handler in zip(STOP_SIGNALS, handlers, strict=True):
+            signal.signal(number, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
 def wants_embedded_cluster(argv: list[str]) -> bool:
     """Whether ``argv`` (the command's arguments) is ``hop run`` on an embedded cluster, as far as a scan can tell."""
     if argv[:1] != ["run"]:
@@ -133,11 +163,16 @@ def take() -> Prelaunch | None:
 def main() -> int:
     """Run the ``hop`` command (``hop.cli.main``), with a launcher started first when it will want one."""
     global _pending
-    if wants_embedded_cluster(sys.argv[1:]):
-        _pending = Prelaunch()
     try:
-        from hop.cli import main as cli_main  # the imports the launcher's start-up now overlaps
-
+        try:
+            if wants_embedded_cluster(sys.argv[1:]):
+                _pending = Prelaunch()  # (a Ctrl-C held while it started is delivered as it returns)
+            from hop.cli import main as cli_main  # the imports the launcher's start-up now overlaps
+        except KeyboardInterrupt:
+            # Ctrl-C during the command's imports, before it handles interruptions itself: its message and exit
+            # code rather than a traceback of whichever module was being imported.
+            print("hop: error: interrupted", file=sys.stderr)
+            return 128 + signal.SIGINT
         return cli_main()
     finally:
         leftover = take()

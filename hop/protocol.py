@@ -43,7 +43,7 @@ Worker -> coordinator, relayed from task processes:
     pipe_ready    {job_id, index, attempt, address}          a pipelined map waits for its upstream partition
 
 Continuous jobs (hop.stream) and the monitor:
-    stop_job    {job_id}                  client -> coordinator -> stopping {job_id, state, cancelled?}; then
+    stop_job    {job_id, reason?}         client -> coordinator -> stopping {job_id, state, cancelled?}; then
                                           stream_stop {job_id} to workers, relayed to the job's maps (drain, end);
                                           a batch job is cancelled instead (cancelled: whether it was running)
     windows     {job_id, after}           client -> coordinator -> windows {windows: [_window.json + rows, seq]}

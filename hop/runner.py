@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from hop.inputs import expand_inputs
 from hop.job import Job
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.outputs import prepare_output
+from hop.spilldirs import make_scratch
 
 
 class JobFailed(RuntimeError):
@@ -52,7 +52,6 @@ class ProgressDisplay:
         terminal = sys.stderr.isatty()
         self._interval = 0.1 if terminal else 5.0
         self._last = 0.0
-        self._rate: float | None = None
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
@@ -72,10 +71,10 @@ class ProgressDisplay:
             return
         self._last = now
         map_percent, reduce_percent = round(100 * status["map_fraction"], 1), round(100 * status["reduce_fraction"], 1)
-        if status["maps_done"] < status["maps_total"] or self._rate is None:
-            # The maps' rate: held once they are all done (the records stop growing while the job goes on).
-            self._rate = status["input_records"] / max(status["elapsed"], 1e-9)
-        maps = f"{status['maps_done']}/{status['maps_total']} maps, {self._rate:,.0f} records/s"
+        # The maps' rate over the time they ran (it was held at the first report's once the maps were done: a job
+        # faster than the report interval ended on "0 records/s").
+        rate = status["input_records"] / max(status["map_seconds"], 1e-9)
+        maps = f"{status['maps_done']}/{status['maps_total']} maps, {rate:,.0f} records/s"
         reduces = f"{status['reduces_done']}/{status['reduces_total']} reduces"
         if not self._bars:
             sys.stderr.write(
@@ -148,6 +147,11 @@ def online_options(
     return options
 
 
+def _make_scratch(final_output: Path, kind: str = "steps") -> Path:
+    """The directory for a run's intermediate outputs, hidden beside ``final_output`` (``hop.spilldirs``)."""
+    return make_scratch(final_output.parent, final_output.name, kind)
+
+
 def run_steps(
     client: Client,
     base: JobSpec,
@@ -168,7 +172,7 @@ def run_steps(
     num_steps = len(_instantiate(base).resolved_steps())
     final_output = Path(base.output)
     prepare_output(str(final_output), base.overwrite, base.inputs)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))
+    scratch = _make_scratch(final_output)
     reports: list[dict[str, Any]] = []
     try:
         inputs = base.inputs
@@ -349,7 +353,7 @@ def run_pipeline(
         raise ValueError(STOP_EARLY_PIPELINE)
     final_output = Path(last_job.output)
     prepare_output(str(final_output), first.overwrite, first.inputs)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.steps-", dir=final_output.parent))
+    scratch = _make_scratch(final_output)
     stages = pipeline_specs(jobs)
     reports: list[dict[str, Any]] = []
     job_ids: list[str] = []
@@ -408,7 +412,7 @@ def run_staged_jobs(
     deadline = _deadline(timeout)
     final_output = Path(jobs[-1].output)
     prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{final_output.name}.jobs-", dir=final_output.parent))
+    scratch = _make_scratch(final_output, "jobs")
     held = scratch / "steps"  # the earlier steps' outputs, until the last job has written OUT
     held.mkdir()
     reports: list[dict[str, Any]] = []

@@ -291,8 +291,16 @@ class JobState:
             "reduce_fraction": fraction(self.reduces),
             "input_records": sum(t.records for t in self.maps),
             "elapsed": (self.finished_at or time.time()) - self.submitted_at,  # (not counting on once it ended)
+            "map_seconds": self._map_seconds(),
             **({"sources_gone": self.gone_sources()} if self.continuous else {}),
         }
+
+    def _map_seconds(self) -> float:
+        """Seconds the maps have run: from submission to now, or to the last map commit once every map committed
+        (the input records stop growing then, while the job goes on: the maps' records/s divides by this)."""
+        if self.maps and all(t.committed is not None for t in self.maps) and self.last_map_commit_at is not None:
+            return self.last_map_commit_at - self.submitted_at
+        return (self.finished_at or time.time()) - self.submitted_at
 
     def gone_sources(self) -> list[dict[str, Any]]:
         """The sources of a continuous job given up after failing ``max_attempts`` times, each with its URL, how

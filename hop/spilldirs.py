@@ -6,10 +6,16 @@ directory carries an ``owner`` file naming the host, process id and process star
 starting on that host removes the directories whose owner is no longer running. The start time tells a live owner
 from a new process that reuses its id; the host name keeps a worker from judging another host's directories on a
 spill root that hosts share.
+
+The same marking serves the scratch a run keeps beside its output directory (``prefix``): a pipeline's step outputs
+(``.OUT.steps-*``, ``hop.runner``) and the copy of standard input (``.OUT.stdin-*``, ``hop.stdin_input``), which a
+run killed outright left there, hidden, gigabytes for a large pipeline or input; the next run writing ``OUT`` on that
+host removes them.
 """
 
 from __future__ import annotations
 
+import glob
 import shutil
 import socket
 import tempfile
@@ -17,25 +23,30 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["PREFIX", "make_spill_dir", "remove_abandoned"]
+__all__ = ["PREFIX", "make_scratch", "make_spill_dir", "remove_abandoned"]
 
 PREFIX = "hop-worker-"
 OWNER = "owner"
+SCRATCH_KINDS = ("steps", "jobs", "stdin")
+"""What a run keeps beside its output ``OUT``, in ``.OUT.KIND-XXXXXXXX``: a pipeline's intermediate outputs (steps
+of one job, jobs of a ``--blocking`` pipeline) and the copy of standard input."""
 
 
-def make_spill_dir(root: str | None) -> Path:
-    """A new spill directory under ``root`` (the system's temporary directory if None), marked as this process's."""
-    folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
+def make_spill_dir(root: str | None, prefix: str = PREFIX) -> Path:
+    """A new spill directory under ``root`` (the system's temporary directory if None), marked as this process's;
+    its name starts with ``prefix``."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     me = psutil.Process()
     (folder / OWNER).write_text(f"{socket.gethostname()} {me.pid} {me.create_time()}\n", encoding="utf-8")
     return folder
 
 
-def remove_abandoned(root: str | None) -> list[Path]:
-    """Remove the spill directories under ``root`` whose owner ran on this host and is no longer running; return
-    them. A directory without an owner file (being made, or another program's) is left alone."""
+def remove_abandoned(root: str | None, prefix: str = PREFIX) -> list[Path]:
+    """Remove the spill directories under ``root`` named ``prefix...`` whose owner ran on this host and is no
+    longer running; return them. A directory without an owner file (being made, or another program's) is left
+    alone."""
     removed = []
-    for folder in Path(root or tempfile.gettempdir()).glob(f"{PREFIX}*"):
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{glob.escape(prefix)}*"):
         try:
             host, pid, started = (folder / OWNER).read_text(encoding="utf-8").split()
         except (OSError, ValueError):
@@ -53,3 +64,11 @@ def _running(pid: int, started: float) -> bool:
         return True  # another user's process: not ours to judge (nor its directory ours to remove)
     except (psutil.NoSuchProcess, ValueError):
         return False
+
+
+def make_scratch(beside: Path, output_name: str, kind: str) -> Path:
+    """A new scratch directory ``beside/.OUTPUT_NAME.KIND-XXXXXXXX`` marked as this process's, once every scratch
+    directory of runs killed outright that wrote ``output_name`` on this host (any kind) is removed."""
+    for other in SCRATCH_KINDS:
+        remove_abandoned(str(beside), f".{output_name}.{other}-")
+    return make_spill_dir(str(beside), f".{output_name}.{kind}-")

@@ -2,27 +2,30 @@
 
 Map tasks read files, in other processes and perhaps on other hosts, so the data is first copied to a file beside
 the output directory (where every worker must see the output anyway; beside its nearest existing parent if its
-parent does not exist yet), named ``.OUT.stdin-XXXXXXXX`` so that
-directory and glob inputs leave it out; it is removed when the run ends. Error messages and ``self.input_file``
+parent does not exist yet), in ``.OUT.stdin-XXXXXXXX/stdin`` so that
+directory and glob inputs leave it out; it is removed when the run ends, or by the next run writing ``OUT`` on
+this host if the run was killed outright. Error messages and ``self.input_file``
 name that file.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 from hop.inputs import InputError
+from hop.spilldirs import make_scratch
 
 __all__ = ["STDIN", "stdin_as_file"]
 
 STDIN = "-"
+STDIN_FILE = "stdin"
+"""The copy's name, in a directory marked as the run's (``hop.spilldirs``): a run killed outright cannot remove it,
+and the next run writing the same output on this host does."""
 
 
 @contextmanager
@@ -43,10 +46,11 @@ def stdin_as_file(inputs: list[str], output: str, stream: BinaryIO | None = None
         )
     target = Path(output).absolute()
     beside = next(folder for folder in target.parents if folder.is_dir())  # (a run refused later leaves no folder)
-    descriptor, path = tempfile.mkstemp(prefix=f".{target.name}.stdin-", dir=beside)
+    folder = make_scratch(beside, target.name, "stdin")
+    path = folder / STDIN_FILE
     try:
-        with os.fdopen(descriptor, "wb") as file:
+        with open(path, "wb") as file:
             shutil.copyfileobj(stream, file, 1 << 20)
-        yield [path if name == STDIN else name for name in inputs]
+        yield [str(path) if name == STDIN else name for name in inputs]
     finally:
-        os.unlink(path)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -45,6 +45,7 @@ from shuffle.buffer import (
 )
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
+from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
 from shuffle.spill import SpillFile, SpillWriteError
 from shuffle.store import RunStore
@@ -357,6 +358,7 @@ def run_map(
                 InputError,
                 PipeBroken,
                 CombinerKeyError,
+                NanKeyError,  # found as a spill is sorted: the record being read then is not the one that made it
                 PartitionError,
                 UnencodableRecordError,
                 SpillWriteError,

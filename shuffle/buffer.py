@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shuffle.keys import MIXED, UNSORTED, order_tag, partitions_of, sort_keys, total_order_key
+from shuffle.keys import MIXED, UNSORTED, order_tag, partitions_of, refuse_nan_keys, sort_keys, total_order_key
 from shuffle.runs import UnencodableRecordError, encode_grouped_run, encode_run
 from shuffle.spill import SpillFile, write_spill
 
@@ -329,8 +329,10 @@ class MapOutputBuffer:
             if self.sort_runs:
                 tag = order_tag(keys)
                 order = total_order_key if tag == MIXED else None
+                refuse_nan_keys(keys, tag)
             else:
                 tag = UNSORTED
+                refuse_nan_keys(keys)
             for partition, bucket in enumerate(buckets):
                 if self.sort_runs:
                     bucket.sort(key=order)
@@ -341,6 +343,7 @@ class MapOutputBuffer:
             sorted_keys: list[Any] = []
         else:
             sorted_keys, tag = sort_keys(list(groups))
+            refuse_nan_keys(sorted_keys, tag)
             self.next_spill_records = self.spill_records
         if combiner is None:  # (never a folding buffer: its aggregate is its combiner)
             # No combiner: each key's list of values goes out as it is, in a grouped run (shuffle.runs): the key

@@ -13,6 +13,10 @@ numbers, or tuples whose positions share types), native comparison gives exactly
 keys, and runs with the same tag can be sorted and merged natively. Runs with different tags, or with the tag
 ``"mixed"``, are compared with :func:`total_order_key`.
 
+A float NaN cannot be a key (:func:`refuse_nan_keys`): it equals nothing, not even itself, so no two of its
+records would group (nor meet on one reducer: it hashes by identity), and it has no place in any order (a run
+sorted with one is not sorted).
+
 Booleans rank with the numbers (``False == 0``, ``True == 1``): as in any Python dict, ``1``, ``1.0`` and ``True``
 are one key, and they must be one key whether a reducer groups them in a hash map or merges sorted runs from disk.
 """
@@ -20,6 +24,7 @@ are one key, and they must be one key whether a reducer groups them in a hash ma
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -94,6 +99,51 @@ def partitions_of(keys: list[Any], partitions: int) -> list[int]:
     if needs_python:
         return [partition_hash(key) % partitions for key in keys]
     return [hash(key) % partitions for key in keys]
+
+
+class NanKeyError(ValueError):
+    """A map output key is, or holds, a float NaN."""
+
+
+def refuse_nan_keys(keys: list[Any], tag: str | None = None) -> None:
+    """Raise :class:`NanKeyError` if a key is, or holds at any depth, a float NaN.
+
+    ``tag`` is the keys' :func:`order_tag` when known: only numbers (``"n"`` alone or inside a tuple's signature)
+    or mixed keys can hold one, so every other run (all ``str``...) costs nothing. Otherwise the keys' types are
+    scanned first. Complexity: O(keys) for numeric keys, O(size of the keys) for tuples holding numbers.
+    """
+    if tag is None:
+        kinds = set(map(type, keys))
+        if float not in kinds and tuple not in kinds and list not in kinds:
+            return
+        tag = "n" if kinds == {float} else MIXED
+    if tag == "n":
+        bad = next((key for key in keys if key != key), None)  # (ints and bools equal themselves)
+    elif "n" not in tag and tag != MIXED:
+        return
+    elif tag[0] == "(" and "(" not in tag[1:]:
+        # Flat tuples sharing a signature (("en", 7)...): only the number positions, column by column (a tuple
+        # equals itself whatever it holds: tuples compare their items by identity first).
+        numbers = (map(operator.itemgetter(i), keys) for i, kind in enumerate(tag[1:-1]) if kind == "n")
+        held = any(number != number for column in numbers for number in column)
+        bad = next(key for key in keys if _holds_nan(key)) if held else None
+    else:
+        bad = next((key for key in keys if _holds_nan(key)), None)
+    if bad is not None:
+        raise NanKeyError(
+            f"map output key {bad!r:.80} is or holds a float NaN, which cannot be a key: NaN equals nothing, not "
+            "even itself, so its records would never group, and it has no place in the sorted output; yield None "
+            "(or a str) for a missing number"
+        )
+
+
+def _holds_nan(key: Any) -> bool:
+    kind = type(key)
+    if kind is float:
+        return key != key
+    if kind is tuple or kind is list:
+        return any(map(_holds_nan, key))
+    return False
 
 
 def _signature(key: Any) -> str:

@@ -125,6 +125,46 @@ def test_standard_input_as_input(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
+def test_the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """A run killed outright (``kill -9``, the OOM killer) cannot remove what it keeps beside its output: the copy of
+    standard input (``.OUT.stdin-*``) or a pipeline's step outputs (``.OUT.steps-*``), hidden, as large as the input.
+    They were left for ever; each is marked with its owner, and the next run writing that output removes those
+    whose owner is gone (not another live run's)."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py")]
+    killed = subprocess.Popen([*command, "-", "-o", "out"], cwd=tmp_path, stdin=subprocess.PIPE, start_new_session=True)
+    try:
+        assert killed.stdin is not None
+        killed.stdin.write(b"the cat\n")
+        killed.stdin.flush()  # (not closed: the copy waits for more)
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".out.stdin-*/stdin")):  # (its owner noted first)
+            assert time.monotonic() < deadline and killed.poll() is None, "the copy started"
+            time.sleep(0.02)
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+        if killed.stdin is not None:
+            killed.stdin.close()
+    live = subprocess.Popen(  # another run's copy, its owner alive: left alone
+        [*command, "-", "-o", "other"], cwd=tmp_path, stdin=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(".other.stdin-*/stdin")):
+            assert time.monotonic() < deadline and live.poll() is None, "the other copy started"
+            time.sleep(0.02)
+        result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", "--quiet", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert len(list(tmp_path.glob(".other.stdin-*"))) == 1
+    finally:
+        os.killpg(live.pid, signal.SIGKILL)
+        live.wait(timeout=30)
+        if live.stdin is not None:
+            live.stdin.close()
+    assert not list(tmp_path.glob(".out.*")), "the killed run's copy is removed"
+
+
 def test_quiet_blocking_run_prints_nothing(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\n")
     result = hop(
@@ -978,6 +1018,10 @@ def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
     assert result.returncode == 3 and "still running after 1.0s" in result.stderr, result.stderr
     # Busy task processes are ended with the cluster, not waited for (they took 5 s more, the slots' stop timeout).
     assert time.monotonic() - began < 6.0
+    # The job is cancelled, as on Ctrl-C: OUT/_job.json says why (the run left no OUT at all, nor a word of why).
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["status"], report["error"]) == ("failed", "cancelled: --timeout 1s passed")
+    assert not list((tmp_path / "out").glob("part-*")) and not (tmp_path / "out" / "_SUCCESS").exists()
 
 
 def test_a_chunk_size_below_64kb_is_refused(tmp_path: Path) -> None:
@@ -1228,3 +1272,14 @@ def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, optio
     result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", *options, cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hop run --help`` is where a user checks a default; --max-attempts did not say its (the README's 4)."""
+    from hop.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser(False).parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for stated in ("(default 4)", "(default 128MB)", "(default 256MB)", "(default 1MB, at least 64KB", "0.95)"):
+        assert stated in text, stated

@@ -381,6 +381,25 @@ def test_a_counter_amount_that_is_not_an_int_fails_instead_of_being_truncated(cl
     assert report["counters"]["user"] == {"size": {"lines": 1, "kb": 5}}
 
 
+@pytest.mark.parametrize("reduce", ["combine = reduce = Sum()", "def reduce(self, key, values):\n        yield key, 1"])
+def test_a_nan_key_fails_the_job_with_the_reason(client: Client, tmp_path: Path, reduce: str) -> None:
+    """A float NaN key came out as one output line per record, at no fixed place: unsorted parts (``2.5`` before
+    ``0.5``), a different reducer on every run. It now fails the job, whether the map output is sorted or folded."""
+    job = tmp_path / "nan_keys.py"
+    job.write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
+        "    def map(self, offset, line):\n        for word in line.split():\n"
+        "            yield (float('nan') if word == 'x' else len(word) / 2), 1\n\n"
+        f"    {reduce}\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("aaaaa x a\nx b\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=2)
+    with pytest.raises(JobFailed) as failure:
+        run_steps(client, spec, progress=False, timeout=60)
+    assert "map output key nan is or holds a float NaN, which cannot be a key" in failure.value.status["error"]
+
+
 def test_a_list_key_names_the_record_without_the_engines_frames(client: Client, tmp_path: Path) -> None:
     """A map yielding a list as its key failed with the right reason but printed the engine's loop (hop/tasks.py,
     shuffle/buffer.py) as its traceback; the reason now comes alone, with the record."""

@@ -345,6 +345,18 @@ def test_cli_text(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["gen", "text", str(tmp_path / "d"), "--size", "30K", "--files", "3"])
     assert args.func(args) == 0
     assert len(list((tmp_path / "d").glob("part-*.txt"))) == 3
+    assert re.search(r"wrote 29\.\d KB", capsys.readouterr().err)  # (was "0.0 MB")
+
+
+def test_cli_refuses_a_file_in_the_way_of_its_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file where the output directory goes failed with "[Errno 17] File exists" and exit code 1."""
+    (tmp_path / "taken").write_text("")
+    for argv in (["text", "taken", "--size", "1KB", "--files", "2"], ["text", "taken/x.txt", "--size", "1KB"]):
+        args = _parser().parse_args(["gen", *[str(tmp_path / a) if a.startswith("taken") else a for a in argv]])
+        assert args.func(args) == 2
+        assert "taken exists and is not a directory: choose another output path" in capsys.readouterr().err
+    args = _parser().parse_args(["gen", "pageviews", str(tmp_path / "taken"), "--size", "10KB"])
+    assert args.func(args) == 2
 
 
 def test_cli_pageviews(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -378,3 +390,33 @@ def test_cli_reports_generator_errors(tmp_path: Path, capsys: pytest.CaptureFixt
     args = _parser().parse_args(["gen", "pageviews", str(tmp_path), "--start", "yesterday"])
     assert args.func(args) == 2
     assert "YYYY-MM-DD" in capsys.readouterr().err
+
+
+def test_ctrl_c_leaves_no_truncated_file(tmp_path: Path) -> None:
+    """``hop gen text`` interrupted mid-file left a truncated file under its name, which a job would then read as
+    if it were whole (and a truncated ``.gz`` of ``hop gen pageviews`` fails the job), after a KeyboardInterrupt
+    traceback. Each file is written under a hidden ``.NAME.partial`` and renamed once complete."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "words.txt"
+    command = subprocess.Popen(
+        [sys.executable, "-m", "hop", "gen", "text", str(out), "--size", "5GB"], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(path.stat().st_size > 0 for path in tmp_path.iterdir()):  # writing, under whichever name
+            assert time.monotonic() < deadline and command.poll() is None, "the generator started writing"
+            time.sleep(0.01)
+        command.send_signal(signal.SIGINT)
+        _, stderr = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait(timeout=30)
+    assert command.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr, stderr
+    assert os.listdir(tmp_path) == [], "neither a truncated words.txt nor its partial file"

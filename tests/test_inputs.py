@@ -329,3 +329,20 @@ def test_a_file_compressed_in_a_format_hop_does_not_read_is_refused_before_the_j
     assert not (tmp_path / "out" / "_SUCCESS").exists()
     ran = hop("run", job, "logs.txt.gz", "-o", "out", "--quiet", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
+
+
+def test_a_name_that_is_not_utf8_is_refused_before_the_job(tmp_path: Path) -> None:
+    """A file named in Latin-1 (``caf\\xe9.txt``) in an input directory, or such an output directory, failed the job
+    as an internal error with the coordinator's traceback (msgpack cannot carry the name's surrogate escapes); it
+    is now refused before anything runs, naming the bytes."""
+    from hop.outputs import OutputError, check_output
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "ok.txt").write_text("a\n")
+    latin1 = os.fsdecode(os.fsencode(folder) + b"/caf\xe9.txt")
+    Path(latin1).write_text("b\n")
+    with pytest.raises(InputError, match=r"input file b'.*/caf\\xe9\.txt': its name is not valid UTF-8"):
+        hop.inputs.expand_inputs([str(folder)])
+    with pytest.raises(OutputError, match=r"output directory b'.*/out\\xff': its name is not valid UTF-8"):
+        check_output(os.fsdecode(os.fsencode(tmp_path) + b"/out\xff"), overwrite=False)

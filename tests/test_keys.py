@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shuffle.keys import MIXED, combined_order, order_tag, sort_keys, total_order_key
+from shuffle.keys import MIXED, NanKeyError, combined_order, order_tag, refuse_nan_keys, sort_keys, total_order_key
 
 # -- total order ---------------------------------------------------------------------------------------------
 
@@ -240,3 +240,21 @@ def test_partition_hash_of_none_is_the_same_in_every_interpreter() -> None:
     assert partitions_of(keys, 7) == [partition_hash(key) % 7 for key in keys]
     assert partitions_of([("a", 1), ("b", (2, 3))], 7) == [hash(key) % 7 for key in [("a", 1), ("b", (2, 3))]]
     assert partitions_of(["x", 3, 2.5], 7) == [hash(key) % 7 for key in ["x", 3, 2.5]]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [[1.0, math.nan], [2, math.nan, True], [("a", math.nan)], [("a", (1, math.nan))], ["a", 1, math.nan], [[math.nan]]],
+)
+def test_a_nan_key_is_refused(keys: list[Any]) -> None:
+    """NaN keys never grouped (NaN equals nothing, and hashes by identity: each went to a reducer of its own
+    choosing) and broke the sorted order of every key of their run (``2.5`` came out before ``0.5``)."""
+    for tag in (None, order_tag(keys)):
+        with pytest.raises(NanKeyError, match="float NaN, which cannot be a key"):
+            refuse_nan_keys(keys, tag)
+
+
+@pytest.mark.parametrize("keys", [[1.0, math.inf, -math.inf, 3], ["nan", "a"], [("a", 1.5), ("b", 2)], [None, b"x"]])
+def test_keys_without_nan_pass(keys: list[Any]) -> None:
+    for tag in (None, order_tag(keys)):
+        refuse_nan_keys(keys, tag)

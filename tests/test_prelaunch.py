@@ -116,6 +116,23 @@ def test_a_launcher_that_died_before_its_options_is_a_clear_start_error() -> Non
     assert cluster.coordinator is None  # stopped on the way out
 
 
+def test_a_cluster_interrupted_as_its_workers_register_ends_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while the embedded cluster's workers registered: its stop asked the coordinator to shut down, which a
+    worker not yet registered never heard, and waited the full 10 s for it (the launcher waits for its workers)."""
+
+    def interrupted(*args: object) -> object:
+        raise KeyboardInterrupt  # as the first look at the registered workers is made
+
+    monkeypatch.setattr(Client, "workers", interrupted)
+    launcher = prelaunch.Prelaunch()
+    cluster = LocalCluster(workers=2, prelaunched=launcher)
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        cluster.start()
+    assert time.monotonic() - began < 5.0, "ended at once, not after STOP_TIMEOUT"
+    assert launcher.process.returncode is not None and cluster.coordinator is None
+
+
 def test_a_run_that_fails_before_its_cluster_starts_ends_the_launcher(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -253,3 +270,84 @@ def test_a_standalone_worker_still_stops_on_its_own_sigterm(tmp_path: Path) -> N
             if worker.poll() is None:
                 worker.kill()
                 worker.wait(timeout=10)
+
+
+def test_the_command_starts_its_launcher_before_its_heavy_imports() -> None:
+    """``import hop.prelaunch`` (the ``hop`` command's entry point) imported ``hop.job`` through the package, and so
+    the shuffle, ZeroMQ and msgpack, before the launcher could start: 0.13-0.24 s of start-up it did not overlap,
+    and a Ctrl-C then ended the command with a traceback."""
+    script = "import sys, hop.prelaunch; print(' '.join(sorted(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    heavy = {name for name in loaded.stdout.split() if name.split(".")[0] in ("shuffle", "zmq", "msgpack")}
+    assert not heavy and "hop.job" not in loaded.stdout.split(), loaded.stdout
+    from hop import Job, Step  # still the public API, imported on first use
+
+    assert Job.__module__ == Step.__module__ == "hop.job"
+
+
+def test_a_launcher_interrupted_while_it_starts_up_lives_on_quietly(capfd: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C reaches the whole process group: the launcher, still importing, died of it with a traceback (or
+    "Fatal Python error" from its site import) printed after ``hop run``'s own message. It now starts with the
+    stop signals ignored, as a cluster's processes run, and ends when the command ends it."""
+    launcher = prelaunch.Prelaunch()
+    try:
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:  # through the interpreter's start-up and the launcher's imports
+            launcher.process.send_signal(signal.SIGINT)
+            time.sleep(0.01)
+        assert launcher.process.poll() is None, "the launcher died of Ctrl-C"
+        status = psutil.Process(launcher.process.pid).status()
+        assert status != psutil.STATUS_ZOMBIE
+    finally:
+        launcher.discard()
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_ctrl_c_as_the_command_starts_up_is_its_interruption_not_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C to ``hop run``'s process group while the command still imports its modules (its launcher just
+    started): the command's message and exit code 130, no traceback from either process, nothing left running."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    command = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hop",
+            "run",
+            job_path("wordcount"),
+            str(tmp_path / "in.txt"),
+            "-o",
+            str(tmp_path / "o"),
+        ],
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (launchers := psutil.Process(command.pid).children()):  # started before the command's imports
+            assert time.monotonic() < deadline and command.poll() is None, "the command started its launcher"
+            time.sleep(0.002)
+        os.killpg(command.pid, signal.SIGINT)
+        _, stderr = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+            command.wait(timeout=30)
+    assert command.returncode == 130, stderr
+    assert "Traceback" not in stderr and "hop: error: interrupted" in stderr, stderr
+    _, alive = psutil.wait_procs(launchers, timeout=30)
+    assert not alive, "the launcher ended with the command"
+
+
+def test_a_launcher_started_from_another_thread() -> None:
+    """Only the main thread may set signal handlers: a cluster started from another thread starts its launcher
+    without the early ignored signals (it ignores them once it has imported), not with a ValueError."""
+    import threading
+
+    started: list[prelaunch.Prelaunch] = []
+    thread = threading.Thread(target=lambda: started.append(prelaunch.Prelaunch()))
+    thread.start()
+    thread.join(timeout=60)
+    assert len(started) == 1, "the thread started a launcher"
+    assert started[0].process.poll() is None
+    started[0].discard()

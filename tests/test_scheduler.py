@@ -490,3 +490,26 @@ def test_elapsed_stops_when_the_job_ends() -> None:
     first = job.progress()["elapsed"]
     time.sleep(0.05)
     assert job.progress()["elapsed"] == first
+
+
+def test_map_seconds_end_at_the_last_map_commit() -> None:
+    """The maps' records/s of the progress line divides by ``map_seconds``: up to now while maps run, then fixed at
+    the last map commit (a job done before the first report's interval ended on "0 records/s")."""
+    job = _state(maps=2, reduces=1)
+    job.submitted_at = 100.0
+    _map_done(job, 0, _start(job, "map", 0), at=101.0)
+    assert job.progress()["map_seconds"] > 1.0, "a map still runs: up to now"
+    _map_done(job, 1, _start(job, "map", 1), at=102.5)
+    assert job.progress()["map_seconds"] == 2.5
+
+
+def test_progress_line_rate_is_the_maps_rate_once_they_are_done(capsys: pytest.CaptureFixture[str]) -> None:
+    from hop.runner import ProgressDisplay
+
+    display = ProgressDisplay(enabled=True)
+    base = {"map_fraction": 0.0, "reduce_fraction": 0.0, "maps_total": 2, "reduces_total": 1, "reduces_done": 0}
+    display.update({**base, "state": "running", "maps_done": 0, "input_records": 0, "map_seconds": 0.1, "elapsed": 0.1})
+    done = {**base, "map_fraction": 1.0, "reduce_fraction": 1.0, "maps_done": 2, "reduces_done": 1}
+    display.update({**done, "state": "succeeded", "input_records": 5000, "map_seconds": 2.5, "elapsed": 3.0})
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert "(2/2 maps, 2,000 records/s)" in last, last

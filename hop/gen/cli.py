@@ -193,7 +193,10 @@ def _number(text: str) -> float:
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    """A generated size in the units ``--size`` takes: MB, or KB/bytes below a megabyte (it said "0.0 MB")."""
+    if n >= 10**6:
+        return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e3:,.1f} KB" if n >= 10**3 else f"{n} bytes"
 
 
 def _run_text(args: argparse.Namespace) -> int:

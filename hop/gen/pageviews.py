@@ -49,6 +49,7 @@ from urllib.parse import quote
 import numpy as np
 
 from hop.gen.text import accent_words, latin_words, script_words
+from hop.gen.whole import make_directory, whole_file
 
 DEFAULT_LINES_PER_HOUR = 20_000
 MAX_CORE_PAGES = 2_000
@@ -482,7 +483,7 @@ def generate_pageviews(
     del bases, drift
 
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    make_directory(root)
     summary: dict[str, Any] = {
         "directory": str(root),
         "paths": [],
@@ -501,11 +502,12 @@ def generate_pageviews(
             rng = np.random.default_rng([seed, _HOUR, day, hour])
             content, lines, views = _hour(universe, base * calendar[day, hour][universe.lang], view_scale, rng)
             path = root / _file_name(date, hour, compress)
-            if compress:
-                with open(path, "wb") as raw, gzip.GzipFile(path.name, "wb", GZIP_LEVEL, raw, mtime=0) as out:
-                    out.write(content.data)
-            else:
-                path.write_bytes(content.data)
+            with whole_file(path) as raw:
+                if compress:
+                    with gzip.GzipFile(path.name, "wb", GZIP_LEVEL, raw, mtime=0) as out:
+                        out.write(content.data)
+                else:
+                    raw.write(content.data)
             summary["paths"].append(str(path))
             summary["lines"] += lines
             summary["views"] += views

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from hop.gen.whole import make_directory, whole_file
+
 # Stream tags keep the vocabulary and the draws in independent random streams of one seed, so that changing
 # the size of a file never changes its vocabulary, and the files of generate_text_files share one vocabulary.
 _VOCAB_STREAM = 0x7E47
@@ -217,7 +219,7 @@ def _write_lines(
     """Write whole lines to ``path`` until the next line would pass ``size_bytes``; return the summary."""
     written = lines = 0
     block_words = _BLOCK_LINES * words_per_line
-    with open(path, "wb") as out:
+    with whole_file(path) as out:
         while True:
             indices = sample(rng, block_words)
             line_bytes = table.lengths[indices].reshape(_BLOCK_LINES, words_per_line).sum(axis=1)
@@ -260,7 +262,7 @@ def generate_text(
     sample = _make_sampler(vocabulary, distribution, zipf_exponent)
     table = _WordTable.of(build_vocabulary(seed, vocabulary))
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_directory(target.parent)
     return _write_lines(target, size_bytes, table, sample, np.random.default_rng([seed, _DRAW_STREAM]), words_per_line)
 
 
@@ -288,7 +290,7 @@ def generate_text_files(
     sample = _make_sampler(vocabulary, distribution, zipf_exponent)
     table = _WordTable.of(build_vocabulary(seed, vocabulary))
     root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
+    make_directory(root)
     per_file, extra = divmod(total_bytes, files)
     summary: dict[str, Any] = {"paths": [], "files": files, "bytes": 0, "lines": 0, "words": 0}
     for i in range(files):
