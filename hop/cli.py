@@ -35,9 +35,10 @@ from hop.gen.cli import (
     positive_float,
     positive_int,
     size_argument,
+    size_at_least,
 )
 from hop.gen.cli import register as register_gen
-from hop.inputs import DEFAULT_SPLIT_BYTES, InputError, expand_inputs
+from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs
 from hop.job import Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
@@ -98,9 +99,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument(
         "--split-size",
-        type=size_argument,
+        type=size_at_least(MIN_SPLIT_SIZE_OPTION, "--split-size"),
         default=DEFAULT_SPLIT_BYTES,
-        help="bytes per input split (default 128MB); smaller when the input would leave map slots without a task",
+        help="bytes per input split (default 128MB, at least 64KB); smaller when the input would leave map slots "
+        "without a task",
     )
     parser.add_argument(
         "--spill-records",
@@ -163,7 +165,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     online.add_argument("--seed", type=int, default=None, help="seed of --order random (default 0)")
     online.add_argument(
         "--chunk-size",
-        type=_chunk_size,
+        type=size_at_least(MIN_CHUNK_BYTES, "--chunk-size"),
         default=1 << 20,
         help="bytes per input chunk, the unit estimates sample (default 1MB, at least 64KB; "
         "a compressed file is one chunk)",
@@ -478,15 +480,6 @@ MIN_CHUNK_BYTES = 64_000
 ``--chunk-size 64KB`` was refused as below 64KB): every chunk is a run per reducer and a unit of the estimator's
 bookkeeping, so tiny chunks cost far more than they add to the randomness (1 KB chunks made a 1 MB job take 5 s,
 10-byte ones failed it)."""
-
-
-def _chunk_size(text: str) -> int:
-    size = size_argument(text)
-    if size < MIN_CHUNK_BYTES:
-        raise argparse.ArgumentTypeError(
-            f"--chunk-size must be at least 64KB ({MIN_CHUNK_BYTES:,} bytes), got {text!r} ({size:,} bytes)"
-        )
-    return size
 
 
 def _fraction(text: str) -> float:

@@ -41,6 +41,10 @@ CHUNK_BYTES = 1 << 19
 """Bytes read at a time: small enough that a chunk, its text and its lines stay in the CPU caches (4 MiB read
 lines about a third slower than 512 KiB)."""
 UTF8_BOM = b"\xef\xbb\xbf"  # at the start of a file: skipped, as Hadoop's line reader and Python's utf-8-sig do
+MIN_SPLIT_SIZE_OPTION = 64_000
+"""The smallest ``--split-size``: a map task costs a process's task set-up, a commit and a final spill whatever its
+split, so splits this small only multiply them (``--split-size 1`` made a map per byte: 5,000 maps took 86 s for
+what one did in 1 s, and a large input could fill the coordinator's memory with tasks)."""
 DEFAULT_SPLIT_BYTES = 128 << 20
 """Default split size (``--split-size``): Hadoop's block size and Spark's ``maxPartitionBytes``. Each map task has
 a fixed cost (its final spill holds every distinct key it saw, which the reducers fold again), and a retried map

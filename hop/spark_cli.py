@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hop.gen.cli import positive_int, size_argument
-from hop.inputs import DEFAULT_SPLIT_BYTES, InputError
+from hop.gen.cli import positive_int, size_at_least
+from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
@@ -147,7 +147,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", help="input files, directories or globs")
     parser.add_argument("--reducers", type=positive_int, default=None, help="number of reduce tasks (default: workers)")
     parser.add_argument("--workers", type=positive_int, default=None, help="parallelism (default: cores)")
-    parser.add_argument("--split-size", type=size_argument, default=None, help="bytes per input split (default 128MB)")
+    parser.add_argument(
+        "--split-size",
+        type=size_at_least(MIN_SPLIT_SIZE_OPTION, "--split-size"),
+        default=None,
+        help="bytes per input split (default 128MB, at least 64KB)",
+    )
     parser.add_argument(
         "--spill-records",
         type=positive_int,

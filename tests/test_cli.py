@@ -1036,6 +1036,17 @@ def test_a_chunk_size_below_64kb_is_refused(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t1\n"b"\t1\n'
 
 
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_split_size_below_64kb_is_refused(tmp_path: Path, command: str) -> None:
+    """``--split-size 1`` made a map task per byte (5,000 maps took 86 s for what one did in 1 s)."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    out = ["-o", "out"] if command == "run" else []
+    result = hop(command, job, "in.txt", *out, "--split-size", "1", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "--split-size must be at least 64KB (64,000 bytes), got '1' (1 bytes)" in result.stderr
+
+
 def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path) -> None:
     """A port past 65535 was taken modulo 65536 (99999 listened on 34463); a port in use printed a traceback."""
     for command in (["coordinator", "--bind", "tcp://127.0.0.1:99999"], ["status", "--coordinator", "tcp://h:70000"]):

@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _UNITS = {
@@ -61,6 +61,20 @@ def size_argument(text: str) -> int:
     if size <= 0:
         raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be above zero")
     return size
+
+
+def size_at_least(minimum: int, option: str) -> Callable[[str], int]:
+    """argparse type for a size of at least ``minimum`` bytes (a decimal number of KB), named ``option`` in the
+    error."""
+
+    def parse(text: str) -> int:
+        size = size_argument(text)
+        if size < minimum:
+            least = f"{minimum // 1000}KB ({minimum:,} bytes)"
+            raise argparse.ArgumentTypeError(f"{option} must be at least {least}, got {text!r} ({size:,} bytes)")
+        return size
+
+    return parse
 
 
 def positive_int(text: str) -> int:
