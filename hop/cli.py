@@ -39,7 +39,7 @@ from hop.gen.cli import (
 )
 from hop.gen.cli import register as register_gen
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs
-from hop.job import Job
+from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
@@ -117,7 +117,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         help="memory budget of a reducer for received data; past it runs are merged on disk (default 256MB)",
     )
     parser.add_argument(
-        "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"
+        "--input-format",
+        choices=INPUT_FORMATS,
+        default=None,
+        help="override the job's input_format (output: a hop job's part files, as (key, value) pairs)",
     )
     parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
     parser.add_argument(

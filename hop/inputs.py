@@ -440,7 +440,7 @@ def _iter_parsed_records(
         "output": (parse_output_line, None),
     }
     if input_format not in parsers:
-        raise ValueError(f"unknown input format {input_format!r}; use text, jsonl or csv")
+        raise ValueError(f"unknown input format {input_format!r}; use text, jsonl, csv or output")
     parse, content = parsers[input_format]
     path = split.path
     for offset, line in iter_lines(split, max_line_bytes, on_bad):
@@ -468,7 +468,10 @@ def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:
     """One line of a hop output file, ``json(key) TAB json(value)``, as a pair (JSON arrays as tuples)."""
     key_text, tab, value_text = line.partition("\t")
     if not tab:
-        raise InputError(f"input file {path}: line at byte offset {offset} has no TAB")
+        raise InputError(
+            f"input file {path}: line at byte offset {offset} has no TAB: input format 'output' reads the part files "
+            "a hop job wrote, json(key) TAB json(value) per line"
+        )
     return _parse_json(key_text, path, offset), _parse_json(value_text, path, offset)
 
 

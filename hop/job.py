@@ -35,7 +35,9 @@ Contracts the engine relies on:
   the next map gets JSON arrays as tuples.
   A step may also set init/final hooks (mrjob's ``mapper_init``, ``reducer_final`` ...), see :class:`Step`; a job
   without ``steps()`` takes the hooks it defines as methods of those names.
-- Class attributes configure input: ``input_format`` is ``"text"`` (default), ``"jsonl"`` or ``"csv"``.
+- Class attributes configure input: ``input_format`` is ``"text"`` (default), ``"jsonl"``, ``"csv"`` or
+  ``"output"``: the part files a hop job wrote (``json(key) TAB json(value)`` per line), so the map gets each
+  ``(key, value)`` as that job's reduce yielded it (JSON arrays as tuples), as a later step of a pipeline does.
 - Continuous jobs (``hop run JOB --source URL --window ...``, ``hop.stream``) run the same class over a stream: the
   map's ``key`` is the record's event time (``time_field`` or arrival), windows are reduced as they close, and an
   optional ``uncombine`` builds sliding windows differentially.
@@ -55,7 +57,7 @@ MapFunction = Callable[[Any, Any], Iterable[Pair] | None]
 GroupFunction = Callable[[Any, Iterable[Any]], Iterable[Pair] | None]
 HookFunction = Callable[[], Iterable[Pair] | None]
 
-INPUT_FORMATS = ("text", "jsonl", "csv")
+INPUT_FORMATS = ("text", "jsonl", "csv", "output")
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ class JobSpec:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.num_reduces < 1:
             raise ValueError(f"a job needs at least one reducer, got {self.num_reduces}")
-        if self.input_format not in (*INPUT_FORMATS, "output"):
+        if self.input_format not in INPUT_FORMATS:
             raise ValueError(f"input format must be one of {INPUT_FORMATS}, got {self.input_format!r}")
         if self.split_size <= 0 or self.spill_records <= 0 or self.reduce_memory <= 0:
             raise ValueError("split size, spill records and reduce memory must be positive")

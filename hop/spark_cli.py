@@ -24,6 +24,7 @@ from typing import Any
 
 from hop.gen.cli import positive_int, size_at_least
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
+from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
@@ -160,7 +161,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="map output records buffered before a spill, as in hop run (default 2,000,000); combining is per spill",
     )
     parser.add_argument(
-        "--input-format", choices=["text", "jsonl", "csv"], default=None, help="override the job's input_format"
+        "--input-format",
+        choices=INPUT_FORMATS,
+        default=None,
+        help="override the job's input_format (output: a hop job's part files, as (key, value) pairs)",
     )
     parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
 

@@ -18,7 +18,7 @@ from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed, build_spec, online_options, run_pipeline, run_staged_jobs, run_steps
-from tests.conftest import ROOT, job_path, output_dict
+from tests.conftest import ROOT, hop, job_path, output_dict
 
 TIMEOUT = 180
 
@@ -168,6 +168,27 @@ def test_cli_job_list_pipeline(tmp_path: Path) -> None:
     )
     assert blocking.returncode == 0, blocking.stderr
     assert output_dict(tmp_path / "staged") == {"top": expected_top(source)}
+
+
+def test_a_jobs_output_folder_is_the_input_of_a_later_run(tmp_path: Path) -> None:
+    """``input_format = "output"`` (topk.py) reads a saved word count's part files as (key, count) pairs, as the
+    pipeline's later step does; it read them as text lines, each line one bogus pair, without a word."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 300_000, seed=36, vocabulary=800)
+    wordcount, topk = str(ROOT / "jobs" / "wordcount.py"), str(ROOT / "jobs" / "topk.py")
+    counted = hop("run", wordcount, str(source), "-o", "counts", "--workers", "2", "--quiet", cwd=tmp_path)
+    assert counted.returncode == 0, counted.stderr
+    top = hop("run", topk, "counts", "-o", "top", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert top.returncode == 0, top.stderr
+    assert output_dict(tmp_path / "top") == {"top": expected_top(source)}
+    # Anything else is refused, naming the file, the line and what the format reads.
+    text = hop("run", topk, str(source), "-o", "bad", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert text.returncode == 1 and f"input file {source}: line at byte offset 0 has no TAB" in text.stderr
+    assert "input format 'output' reads the part files a hop job wrote" in text.stderr, text.stderr
+    # A continuous job's records are lines or messages, never part files.
+    args = ("--source", f"replay:{source}", "--window", "10r", "-o", "stream")
+    stream = hop("run", topk, *args, cwd=tmp_path)
+    assert stream.returncode == 2 and "input format 'output' reads the part files of a batch job" in stream.stderr
 
 
 def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:

@@ -137,6 +137,11 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         )
         if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
             raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")
+        if (args.input_format or job_class.input_format) == "output":
+            raise ValueError(
+                "input format 'output' reads the part files of a batch job; a continuous job's records are its "
+                "sources' lines or messages (text, jsonl or csv)"
+            )
         steps = job_class().resolved_steps()
         if len(steps) > 1 or steps[0].hooks:  # (each window is one map/combine/reduce: nothing would run them)
             raise ValueError(
