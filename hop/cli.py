@@ -196,7 +196,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "--timeout",
         type=positive_float,
         default=None,
-        help="give up after this many seconds (the whole run: all steps)",
+        help="give up after this many seconds (the whole run: all steps); the job is cancelled",
     )
     parser.add_argument(
         "--engine",
@@ -350,11 +350,12 @@ def _run_loaded(
     except (JobRejected, InputError, ValueError) as error:
         return _fail(str(error), 2)
     except TimeoutError as error:
-        if cluster is not None:
-            # Stopping the embedded cluster (below) ends the job: cancelled first, as on Ctrl-C, it leaves
-            # OUT/_job.json saying why (the run left no trace of itself, not even OUT).
-            _defer_interrupts()
-            _cancel_submitted(client, everything=True, reason=f"cancelled: --timeout {args.timeout:g}s passed")
+        # Given up, as on Ctrl-C: the job is cancelled, leaving OUT/_job.json saying why (stopping the embedded
+        # cluster alone left no trace of the run, not even OUT; on a cluster of its own the job ran on unwatched).
+        _defer_interrupts()
+        _cancel_submitted(
+            client, everything=cluster is not None, reason=f"cancelled: --timeout {args.timeout:g}s passed"
+        )
         return _fail(str(error), 3)
     except (CoordinatorUnavailable, ClusterStartError) as error:
         return _fail(str(error), 3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -763,6 +764,26 @@ def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: 
             submit.kill()
             submit.wait(timeout=10)
         client.close()
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_a_submit_past_its_timeout_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
+    """``--timeout`` gives the run up as Ctrl-C does: the job on the cluster is cancelled (it ran on unwatched)."""
+    from hop.client import Client
+    from hop.gen.text import generate_text
+
+    generate_text(tmp_path / "in.txt", 400_000, seed=3, vocabulary=500)
+    job = str(TEST_JOBS / "slow_map.py")
+    result = hop("submit", job, "in.txt", "-o", "out", "--coordinator", cluster.address, "--timeout", "1", cwd=tmp_path)
+    assert result.returncode == 3 and "still running after 1.0s" in result.stderr, result.stderr
+    cancelled = re.search(r"hop: cancelled (job-\S+)", result.stderr)
+    assert cancelled, result.stderr
+    client = Client(cluster.address, timeout=30)
+    try:
+        status = client.status(cancelled[1])
+    finally:
+        client.close()
+    assert status["state"] == "failed" and status["error"] == "cancelled: --timeout 1s passed", status
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
