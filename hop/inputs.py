@@ -204,7 +204,23 @@ def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None
     for entry in entries:
         if entry.is_dir() and _listed(entry) and os.path.abspath(entry) != skip:
             files.extend(_files_under(entry, skip, visited))
+        elif _listed(entry) and not entry.is_file() and not entry.is_dir():
+            _refuse_unreadable_entry(entry)  # not left out without a word: its data would be missing
     return files
+
+
+def _refuse_unreadable_entry(entry: Path) -> None:
+    """Raise :class:`InputError` for a listed directory entry that is neither a file nor a directory: a symbolic
+    link whose target is gone, or a pipe, socket or device."""
+    if entry.is_symlink():
+        raise InputError(
+            f"input {entry} is a symbolic link to {os.readlink(entry)}, which does not exist: restore its target or "
+            "remove the link (names starting with _ or . are left out)"
+        )
+    raise InputError(
+        f"input {entry} is not a regular file or a directory (a pipe, socket or device): maps read inputs by byte "
+        "offset, so move it out of the input directory or rename it to start with _"
+    )
 
 
 def _listed(path: Path) -> bool:

@@ -292,6 +292,24 @@ def test_a_pipe_is_named_as_such_not_missing(tmp_path: Path) -> None:
         expand_inputs([str(tmp_path / "fifo")])
 
 
+def test_a_broken_link_or_a_pipe_inside_an_input_directory_is_named_not_left_out(tmp_path: Path) -> None:
+    """Such entries were skipped without a word, so the data the user meant to give was silently missing."""
+    from hop.inputs import expand_inputs
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("x\n")
+    (data / "b.txt").symlink_to(tmp_path / "moved.txt")
+    with pytest.raises(InputError, match=r"data/b.txt is a symbolic link to .*moved.txt, which does not exist"):
+        expand_inputs([str(data)])
+    (data / "b.txt").rename(data / "_b.txt")  # left out, as every _ name is
+    os.mkfifo(data / "sub-fifo")
+    with pytest.raises(InputError, match=r"sub-fifo is not a regular file or a directory .*rename it to start with _"):
+        expand_inputs([str(data)])
+    (data / "sub-fifo").unlink()
+    assert expand_inputs([str(data)]) == [str(data / "a.txt")]
+
+
 def test_a_quoted_csv_field_spanning_lines_is_named_as_the_likely_cause(tmp_path: Path) -> None:
     path = tmp_path / "rows.csv"
     path.write_text('a,b\n"x\ny",2\n', encoding="utf-8")
