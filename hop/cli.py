@@ -414,7 +414,7 @@ def _summary(report: dict[str, Any], output: str) -> str:
             f"{approximate['stop_when_accurate']:.1%}) after {approximate['input_fraction']:.1%} of the input: "
             f"{rows:,} estimated rows (snapshot {approximate['snapshot']}) in {output}"
         )
-    skipped = report["counters"].get("bad_records_skipped", 0)
+    skipped = sum(r["counters"].get("bad_records_skipped", 0) for r in [*earlier, report])  # listed in OUT, every step
     bad = f" ({skipped:,} bad records skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
     stopped = [
         f"step {number} stopped early after {r['approximate']['input_fraction']:.1%} of its input, so the result is "

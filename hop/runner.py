@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hop.bad_records import hold_bad_records, place_bad_records
 from hop.client import Client
 from hop.inputs import expand_inputs
 from hop.job import Job
@@ -161,13 +162,15 @@ def run_steps(
     timeout: float | None = None,
     hold: tuple[Path, int] | None = None,
     deadline: float | None = None,
+    step_offset: int = 0,
 ) -> dict[str, Any]:
     """Run every step of the job in ``base`` (step 0's spec) to completion, one after another through files;
     returns the last step's report. ``timeout`` counts the whole run, every step (``deadline``: a
     ``time.monotonic()`` it must end by, for a caller running several jobs under one timeout).
     ``keep_intermediate`` moves each earlier step's output to ``OUT/_steps/step-N`` as :func:`run_pipeline` does;
     ``hold=(directory, first)`` moves it to ``directory/step-{first + N}`` instead (for :func:`run_staged_jobs`,
-    which moves them to its ``OUT/_steps`` once every job is done)."""
+    which moves them to its ``OUT/_steps`` once every job is done). ``step_offset``: the steps the run had before
+    this job (so skipped records are listed under the step's number over the whole run, ``hop.bad_records``)."""
     deadline = _deadline(timeout) if deadline is None else deadline
     num_steps = len(_instantiate(base).resolved_steps())
     final_output = Path(base.output)
@@ -200,6 +203,10 @@ def run_steps(
                 raise JobFailed(status)
             reports.append(status["report"])
             inputs = (spec.output,)
+            if not last:
+                hold_bad_records(Path(spec.output), scratch / "_bad_records", step_offset + step + 1)
+        if num_steps > 1 or step_offset:
+            place_bad_records(scratch / "_bad_records", final_output, step_offset + num_steps)
         if hold is not None:
             _keep_steps(scratch, num_steps - 1, *hold)
         elif keep_intermediate:
@@ -386,6 +393,9 @@ def run_pipeline(
                 _end_failed_run(status, reports, scratch, final_output, kept)
                 raise JobFailed(status)
             reports.append(status["report"])
+        for number in range(len(job_ids) - 1):
+            hold_bad_records(scratch / f"step-{number}", scratch / "_bad_records", number + 1)
+        place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
         if keep_intermediate:
             _keep_steps(scratch, len(job_ids) - 1, final_output / "_steps", 0)
     finally:
@@ -427,7 +437,9 @@ def run_staged_jobs(
             )
             hold = (held, stage) if keep_intermediate else None
             try:
-                report = run_steps(client, spec, progress=progress, timeout=timeout, hold=hold, deadline=deadline)
+                report = run_steps(
+                    client, spec, progress=progress, timeout=timeout, hold=hold, deadline=deadline, step_offset=stage
+                )
             except JobFailed as failure:
                 _end_failed_jobs(failure.status, reports, scratch, final_output, keep_intermediate)
                 raise
@@ -435,7 +447,10 @@ def run_staged_jobs(
             if keep_intermediate and number:  # the job before's output, read by this one: its last step's output
                 shutil.move(inputs[0], held / f"step-{stage - 1}")
             stage += len(reports[-1].get("steps", [])) + 1
+            if not last:
+                hold_bad_records(output, scratch / "_bad_records", stage)
             inputs, input_format = (str(output),), "output"
+        place_bad_records(scratch / "_bad_records", final_output, stage)
         if keep_intermediate:
             _keep_steps(held, stage - 1, final_output / "_steps", 0)
     finally:

@@ -684,6 +684,48 @@ def test_unwritable_text_is_named_on_every_output_path_and_skippable(tmp_path: P
     assert stream.returncode == 2 and "without init/final hooks" in stream.stderr, stream.stderr
 
 
+TWO_STEPS = """
+from hop import Job, Step
+
+
+class Two(Job):
+    def steps(self):
+        return [Step(mapper=self.words, reducer=self.total), Step(mapper=self.lengths, reducer=self.total)]
+
+    def words(self, offset, line):
+        for word in line.split():
+            yield word, 1
+
+    def total(self, key, values):
+        yield key, sum(values)
+
+    def lengths(self, word, count):
+        yield len(word), 1 if word != "skip" else None
+"""
+
+
+@pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
+def test_bad_records_skipped_by_any_step_are_listed_and_counted(tmp_path: Path, mode: list[str]) -> None:
+    """A record skipped by an earlier step was listed in that step's scratch output, deleted at the end, and the
+    run's summary counted only the last step's."""
+    (tmp_path / "two.py").write_text(TWO_STEPS)
+    (tmp_path / "in.txt").write_bytes(b"a bb\n\xff bad\nskip ccc\n")
+    args = ("run", "two.py", "in.txt", "-o", "out", "--skip-bad-records", "5", "--workers", "1", *mode)
+    result = hop(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "(2 bad records skipped: out/_bad_records)" in result.stderr, result.stderr
+    listed = sorted(path.name for path in (tmp_path / "out" / "_bad_records").iterdir())
+    assert len(listed) == 2 and listed[0].startswith("step-1-map-") and listed[1].startswith("step-2-"), listed
+    first = json.loads((tmp_path / "out" / "_bad_records" / listed[0]).read_text())
+    assert first["offset"] == 5 and "not valid UTF-8" in first["error"]
+    assert "skip" in (tmp_path / "out" / "_bad_records" / listed[1]).read_text()
+    # Staged job files number the steps over the whole run as well.
+    staged = hop(*args[:2], str(ROOT / "jobs" / "topk.py"), *args[2:], "-o", "staged", "--blocking", cwd=tmp_path)
+    assert staged.returncode == 0, staged.stderr
+    names = sorted(path.name for path in (tmp_path / "staged" / "_bad_records").iterdir())
+    assert [name[:7] for name in names] == ["step-1-", "step-2-"], names
+
+
 @pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
 def test_a_later_steps_map_failure_names_the_record_by_key(tmp_path: Path, mode: list[str]) -> None:
     # Step 1's output reaches step 2 as JSON: the dict's int key arrives as "1", so value[1] fails in step 2's

@@ -1,0 +1,47 @@
+"""Where a run's skipped bad records are listed: ``OUT/_bad_records/``, for every step of a multi-step run.
+
+The coordinator lists the records a job skipped (``--skip-bad-records``) in ``OUTPUT/_bad_records/TASK.jsonl``.
+An earlier step's OUTPUT is a scratch directory the run deletes at its end, so its listing went with it while the
+records stayed out of the result. :mod:`hop.runner` holds each earlier step's listing aside as the run goes
+(:func:`hold_bad_records`) and moves them into the run's output once the last step succeeded
+(:func:`place_bad_records`), each named ``step-N-TASK.jsonl`` with ``N`` the step's number over the whole run, from 1.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+__all__ = ["BAD_RECORDS", "hold_bad_records", "place_bad_records"]
+
+BAD_RECORDS = "_bad_records"
+_STEP_PREFIX = "step-"
+
+
+def hold_bad_records(step_output: Path, held: Path, number: int, *, move: bool = False) -> None:
+    """Copy (``move``: move) the listings of step ``number``'s output into ``held``, named ``step-NUMBER-TASK.jsonl``;
+    a listing already named for its step (a job's earlier steps, gathered by an inner run) keeps its name."""
+    listings = step_output / BAD_RECORDS
+    if not listings.is_dir():
+        return
+    held.mkdir(parents=True, exist_ok=True)
+    for listing in sorted(listings.iterdir()):
+        name = listing.name if listing.name.startswith(_STEP_PREFIX) else f"{_STEP_PREFIX}{number}-{listing.name}"
+        if move:
+            shutil.move(str(listing), held / name)
+        else:
+            shutil.copy2(listing, held / name)
+    if move:
+        listings.rmdir()
+
+
+def place_bad_records(held: Path, final_output: Path, last_number: int) -> None:
+    """Once the run's last step (``last_number``) wrote ``final_output``: if earlier steps skipped records (held in
+    ``held``), the last step's own listings are named for it too, and every listing ends in ``final_output``'s."""
+    if not held.is_dir() or not any(held.iterdir()):
+        return
+    hold_bad_records(final_output, held, last_number, move=True)
+    listings = final_output / BAD_RECORDS
+    listings.mkdir()
+    for listing in sorted(held.iterdir()):
+        shutil.move(str(listing), listings / listing.name)
