@@ -101,7 +101,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "--split-size",
         type=size_at_least(MIN_SPLIT_SIZE_OPTION, "--split-size"),
         default=DEFAULT_SPLIT_BYTES,
-        help="bytes per input split (default 128MB, at least 64KB); smaller when the input would leave map slots "
+        help="bytes per input split, at least 64KB (default 128MB); smaller when the input would leave map slots "
         "without a task",
     )
     parser.add_argument(

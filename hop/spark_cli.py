@@ -152,7 +152,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "--split-size",
         type=size_at_least(MIN_SPLIT_SIZE_OPTION, "--split-size"),
         default=None,
-        help="bytes per input split (default 128MB, at least 64KB)",
+        help="bytes per input split, at least 64KB (default 128MB)",
     )
     parser.add_argument(
         "--spill-records",
