@@ -3,6 +3,7 @@ and SUB, tcp, replay (rate, end, resume) and bad URLs. Every wait is bounded."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -60,6 +61,19 @@ def values(records: list[SourceRecord]) -> list[Any]:
 def append(path: Path, text: str) -> None:
     with open(path, "a", encoding="utf-8") as file:
         file.write(text)
+
+
+@contextlib.contextmanager
+def connected_push(source: Source) -> Iterator[zmq.Socket[bytes]]:
+    """A PUSH socket connected to a ``zmq:`` source's endpoint, closed without lingering when the block ends."""
+    assert isinstance(source, ZmqSource)
+    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
+    try:
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(source.endpoint)
+        yield push
+    finally:
+        push.close(linger=0)
 
 
 # tail
@@ -543,10 +557,7 @@ def test_replay_line_longer_than_the_limit_is_a_bad_record_skipped_unread(
 def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
     source = opened(sources, "zmq:tcp://127.0.0.1:*")
     assert isinstance(source, ZmqSource) and not source.replayable and source.position() is None
-    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
-    try:
-        push.setsockopt(zmq.LINGER, 0)
-        push.connect(source.endpoint)
+    with connected_push(source) as push:
         sent = [{"user": f"u{i}", "n": i, "tags": ["a", "b"]} for i in range(50)]
         for value in sent:
             push.send(msgpack.packb(value))
@@ -558,19 +569,13 @@ def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
         bad, after = collect(source, 2)
         assert re.search(r"frame of 1 bytes starting b'\\xc1'.*not a msgpack value", bad_record_error(bad))
         assert bad.nbytes == 1 and after.value == "after"  # the source goes on
-    finally:
-        push.close(linger=0)
 
 
 def test_zmq_frames_packed_by_shuffle_codec_decode_big_ints(sources: list[Source]) -> None:
     """A producer packing with ``shuffle.codec`` (as hop's own ``--sink`` does, and as ints past 64 bits need)
     gets its values back, not ``msgpack.ExtType`` objects; map keys that are ints or arrays decode too."""
     source = opened(sources, "zmq:tcp://127.0.0.1:*")
-    assert isinstance(source, ZmqSource)
-    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
-    try:
-        push.setsockopt(zmq.LINGER, 0)
-        push.connect(source.endpoint)
+    with connected_push(source) as push:
         sent = [{"n": 2**70, "neg": -(2**100), "nested": [[1, 2**64]]}, 3**50, {7: "int key", (1, 2): "array key"}]
         for value in sent:
             push.send(codec.packb(value))
@@ -583,19 +588,13 @@ def test_zmq_frames_packed_by_shuffle_codec_decode_big_ints(sources: list[Source
             {"plain": (1, 2)},
         ]
         assert not any(isinstance(value, msgpack.ExtType) for value in (got[0]["n"], got[1]))
-    finally:
-        push.close(linger=0)
 
 
 def test_zmq_arrival_is_stamped_when_a_frame_is_taken_not_when_a_backlog_is_drained(sources: list[Source]) -> None:
     """A backlog read over several polls: each record's arrival is when its poll took it, so arrival-time windows
     are not fed old stamps after their watermark moved on (a drain of the whole backlog stamped it all at once)."""
     source = opened(sources, "zmq:tcp://127.0.0.1:*")
-    assert isinstance(source, ZmqSource)
-    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
-    try:
-        push.setsockopt(zmq.LINGER, 0)
-        push.connect(source.endpoint)
+    with connected_push(source) as push:
         for i in range(3000):
             push.send(msgpack.packb(i))
         assert values(collect(source, 1, batch=1)) == [0]
@@ -604,22 +603,14 @@ def test_zmq_arrival_is_stamped_when_a_frame_is_taken_not_when_a_backlog_is_drai
         later = collect(source, 2999, batch=100)
         assert values(later) == list(range(1, 3000))
         assert min(record.arrival for record in later) >= before
-    finally:
-        push.close(linger=0)
 
 
 def test_zmq_text_frames(sources: list[Source]) -> None:
     source = opened(sources, "zmq:tcp://127.0.0.1:*?format=text")
-    assert isinstance(source, ZmqSource)
-    push: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUSH)
-    try:
-        push.setsockopt(zmq.LINGER, 0)
-        push.connect(source.endpoint)
+    with connected_push(source) as push:
         for text in ("héllo wörld", "two words\n", ""):
             push.send(text.encode())
         assert values(collect(source, 3)) == ["héllo wörld", "two words", ""]
-    finally:
-        push.close(linger=0)
 
 
 def test_zmq_sub_receives_from_a_publisher(sources: list[Source]) -> None:
