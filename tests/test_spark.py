@@ -36,7 +36,7 @@ from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
-from tests.conftest import ROOT, job_path, run_job
+from tests.conftest import QUICK_JVM_OPTIONS, ROOT, job_path, run_job
 
 
 def _java_found() -> bool:
@@ -473,6 +473,7 @@ def test_standalone_master_and_worker(client: Client, corpus: Path, tmp_path: Pa
         command += ["-o", str(spark_out), "--quiet", "--reducers", str(run.reducers)]
         command += ["--spark-master", master, "--split-size", str(SPLIT_SIZE)]
         command += ["--spark-conf", "spark.executor.memory=512m", "--spark-conf", "spark.executor.cores=1"]
+        command += ["--spark-conf", f"spark.executor.extraJavaOptions={QUICK_JVM_OPTIONS}"]  # (see conftest)
         done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
     assert done.returncode == 0, done.stderr[-5000:]
     assert_same_files(tmp_path / "hop-out", spark_out)

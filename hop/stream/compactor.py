@@ -28,9 +28,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from hop.stream.view import PathLike, ViewInfo, compact, pending_deltas, view_info
+from hop.stream.view import SPARK_CONF, PathLike, ViewInfo, compact, pending_deltas, view_info
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["Compactor", "main"]
 
@@ -264,18 +267,23 @@ def _end_group(process: subprocess.Popen[bytes]) -> None:
 
 def serve(out: str, spark_master: str, requests: IO[bytes], replies: IO[str]) -> int:
     """The child's loop: a compaction of ``out`` per request line, a JSON reply line each, until ``requests`` ends;
-    the SparkSession starts at the first compaction that needs one and stops at the end. Returns the exit status:
-    0, or 1 after a failed compaction (it ends there, so a broken session or JVM is not reused)."""
+    the SparkSession starts when a compaction first needs one (new deltas, all well-formed) and stops at the end.
+    Returns the exit status: 0, or 1 after a failed compaction (it ends there, so a broken session or JVM is not
+    reused)."""
     from hop.spark_engine import shutdown_jvm, start_session
-    from hop.stream.view import SPARK_CONF
 
     session = None
+
+    def kept_session() -> SparkSession:
+        nonlocal session
+        if session is None:
+            session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
+        return session
+
     try:
         for _ in requests:
             try:
-                if session is None and pending_deltas(out):
-                    session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
-                compact(out, spark=session) if session is not None else compact(out)
+                compact(out, spark=kept_session)
             except Exception as error:  # noqa: BLE001 (every failure is the parent's to report)
                 print(json.dumps({"ok": False, "error": f"{error}"}), file=replies, flush=True)
                 return 1

@@ -38,7 +38,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -159,9 +159,16 @@ def _parse_delta(item: tuple[str, int, int]) -> Iterator[tuple[Any, ...]]:
                 raise DeltaError(_MARKED.format(f"{path} line {number}: {error}")) from None
 
 
-def compact(out_dir: PathLike, spark_master: str = "local[1]", *, spark: SparkSession | None = None) -> ViewInfo | None:
+def compact(
+    out_dir: PathLike,
+    spark_master: str = "local[1]",
+    *,
+    spark: SparkSession | Callable[[], SparkSession] | None = None,
+) -> ViewInfo | None:
     """Merge the new deltas of ``out_dir`` into a new base (module docstring). Runs on ``spark`` if given (left
-    running), else on a session started on ``spark_master`` and stopped at the end, its JVM with it."""
+    running): a session, or a function giving one, called only once the new deltas have been checked (so nothing
+    new, or a bad line, costs no JVM start). Else on a session started on ``spark_master`` and stopped at the end,
+    its JVM with it."""
     out = Path(out_dir).resolve()
     view = out / VIEW_DIR
     view.mkdir(parents=True, exist_ok=True)
@@ -187,7 +194,10 @@ def compact(out_dir: PathLike, spark_master: str = "local[1]", *, spark: SparkSe
         base, temporary = view / f"base-{version:06d}", view / f"_tmp-base-{version:06d}"
         from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
 
-        session = spark or start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
+        if spark is None:
+            session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
+        else:
+            session = spark() if callable(spark) else spark
         try:
             shutil.rmtree(temporary, ignore_errors=True)  # left by a run that was killed
             items = [(str(out / DELTAS_DIR / d.name), d.partition, d.seq) for d in new]
