@@ -7,8 +7,10 @@ still alive.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,6 +38,23 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", QUICK_JVM_OPTIONS)
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", QUICK_JVM_OPTIONS)
 
 
+def _java_found() -> bool:
+    java_home = os.environ.get("JAVA_HOME")
+    return bool(java_home and Path(java_home, "bin", "java").exists()) or shutil.which("java") is not None
+
+
+SPARK_MISSING = (
+    "Java is not installed; Spark needs Java 17 (.ci/run installs it)"
+    if not _java_found()
+    else "PySpark is not installed (pip install -e '.[dev]')"
+    if importlib.util.find_spec("pyspark") is None
+    else None
+)
+"""Why Spark cannot run here, or None. The engine itself needs neither Java nor PySpark."""
+
+needs_spark = pytest.mark.skipif(SPARK_MISSING is not None, reason=SPARK_MISSING or "")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_processes() -> Iterator[None]:
     become_subreaper()  # orphans (task processes of a worker a test killed) stay ours, so they are checked too
@@ -59,6 +78,27 @@ def client(cluster: LocalCluster) -> Iterator[Client]:
     connection = Client(cluster.address, timeout=30)
     yield connection
     connection.close()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One in-process SparkSession (``local[1]``, UTC, 2 shuffle partitions) for every test that reads or checks
+    with Spark SQL: a JVM start costs seconds of CPU. Stopped with its JVM before the leak check runs."""
+    if SPARK_MISSING is not None:
+        pytest.skip(SPARK_MISSING)
+    from hop.spark_engine import shutdown_jvm, start_session
+
+    conf = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+    }
+    session = start_session("local[1]", "hop tests", quiet=True, conf=conf)
+    try:
+        yield session
+    finally:
+        session.stop()
+        shutdown_jvm()
 
 
 def hop(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:

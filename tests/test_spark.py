@@ -36,18 +36,9 @@ from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
-from tests.conftest import QUICK_JVM_OPTIONS, ROOT, job_path, run_job
+from tests.conftest import QUICK_JVM_OPTIONS, ROOT, job_path, needs_spark, run_job
 
-
-def _java_found() -> bool:
-    java_home = os.environ.get("JAVA_HOME")
-    return bool(java_home and Path(java_home, "bin", "java").exists()) or shutil.which("java") is not None
-
-
-pytestmark = [
-    pytest.mark.skipif(not _java_found(), reason="Java is not installed; the Spark engine needs Java 17"),
-    pytest.mark.skipif(importlib.util.find_spec("pyspark") is None, reason="PySpark is not installed"),
-]
+pytestmark = needs_spark
 
 SPARK_TIMEOUT = 240
 SPLIT_SIZE = 100_000

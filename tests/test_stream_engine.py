@@ -8,12 +8,10 @@ ends.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import math
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -119,50 +117,6 @@ def stream_client(stream_cluster: LocalCluster) -> Iterator[Client]:
     connection = Client(stream_cluster.address, timeout=30)
     yield connection
     connection.close()
-
-
-def _java_found() -> bool:
-    java_home = os.environ.get("JAVA_HOME")
-    return bool(java_home and Path(java_home, "bin", "java").exists()) or shutil.which("java") is not None
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    if not _java_found() or importlib.util.find_spec("pyspark") is None:
-        pytest.skip("Java 17 and PySpark are needed for the batch side of this comparison (pip install pyspark)")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("hop-stream-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    stop_spark(session)
-
-
-def stop_spark(session: Any) -> None:
-    """Stop the session and its JVM, and reap the JVM process (the suite checks that no child is left)."""
-    from pyspark import SparkContext
-
-    gateway = SparkContext._gateway
-    session.stop()
-    if gateway is not None:
-        process = getattr(gateway, "proc", None)
-        gateway.shutdown()
-        if process is not None:
-            process.terminate()
-            process.wait(timeout=30)
-            for pipe in (process.stdin, process.stdout, process.stderr):
-                if pipe is not None:
-                    pipe.close()
-        SparkContext._gateway = None
-        SparkContext._jvm = None
 
 
 def spark_windows(spark: Any, events_path: Path, size: int, slide: int) -> dict[float, dict[str, int]]:

@@ -1,24 +1,22 @@
 """The materialized view (``hop.stream.view``): Spark compacts a continuous job's checkpoint deltas into Parquet.
 
 The tests write delta files as a stream reducer does (tmp + rename), compact them, and read the base back with Spark
-SQL (one SparkSession for the module, which also runs the in-process compactions), comparing with what plain Python
-computes from the same deltas: the later delta of a partition wins, a rewritten delta wins over the base. The
-:class:`Compactor` tests go through ``python -m hop.stream.compactor`` child processes.
+SQL (the suite's SparkSession, ``spark`` in conftest, which also runs the in-process compactions), comparing with what
+plain Python computes from the same deltas: the later delta of a partition wins, a rewritten delta wins over the base.
+The :class:`Compactor` tests go through ``python -m hop.stream.compactor`` child processes.
 
 Skipped when Java or PySpark is missing (the engine itself needs neither).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import random
 import re
-import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,35 +25,15 @@ import pytest
 
 from hop.stream.compactor import Compactor
 from hop.stream.view import DeltaError, ViewInfo, compact, main, pending_deltas, view_info
+from tests.conftest import needs_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def _java_found() -> bool:
-    java_home = os.environ.get("JAVA_HOME")
-    return bool(java_home and Path(java_home, "bin", "java").exists()) or shutil.which("java") is not None
-
-
-pytestmark = [
-    pytest.mark.skipif(not _java_found(), reason="Java is not installed; the materialized view needs Spark (Java 17)"),
-    pytest.mark.skipif(importlib.util.find_spec("pyspark") is None, reason="PySpark is not installed"),
-]
+pytestmark = needs_spark
 
 Row = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    from hop.spark_engine import shutdown_jvm, start_session
-
-    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
-    session = start_session("local[1]", "hop view tests", quiet=True, conf=conf)
-    try:
-        yield session
-    finally:
-        session.stop()
-        shutdown_jvm()
 
 
 def canonical(key: Any) -> str:
