@@ -269,6 +269,64 @@ def test_a_quiet_failed_run_prints_no_spark_log_line(spark_runs: dict[str, dict[
     assert SPARK_LOG_LINE.findall(result["process_stderr"]) == []
 
 
+def test_no_run_prints_the_jvm_incubator_warning(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """Every start of the JVM printed "WARNING: Using incubator modules: jdk.incubator.vector" (Spark's launcher
+    adds the module), even under --quiet; hop's JVM now drops that line (the other lines are asserted above)."""
+    for name, result in spark_runs.items():
+        assert "incubator" not in result["process_stderr"], name
+
+
+def test_the_jvm_stderr_filter_drops_the_incubator_line_only_and_holds_back_nothing_else() -> None:
+    from hop.spark_gateway import INCUBATOR_WARNING, StderrFilter
+
+    other = b"WARNING: Using incubator modules: jdk.incubator.vector, jdk.incubator.other\n"
+    bar = b"\r[Stage 0:>                (0 + 2) / 2]\r          \r"
+    stream = INCUBATOR_WARNING + b"Error: a real one\n" + other + bar + b"x" + INCUBATOR_WARNING + b"WARNING: Using"
+    expected = stream.replace(INCUBATOR_WARNING, b"", 1)  # (the second one is not at a line start)
+    for first in range(len(stream)):
+        for second in range(first, len(stream), 7):
+            written: list[bytes] = []
+            kept = StderrFilter(written.append)
+            for chunk in (stream[:first], stream[first:second], stream[second:]):
+                kept.feed(chunk)
+            kept.close()
+            assert b"".join(written) == expected, (first, second)
+    written = []
+    StderrFilter(written.append).feed(bar[:12])
+    assert written == [bar[:12]]  # a progress bar shows at once
+
+
+def failed_start(java_options: str) -> subprocess.CompletedProcess[str]:
+    """A process that starts a session whose JVM cannot start (with ``java_options``) and prints hop's error."""
+    code = (
+        "import sys\n"
+        "from hop.spark_engine import SparkUnavailable, start_session\n"
+        f"options = {{'spark.driver.extraJavaOptions': {java_options!r}}}\n"
+        "try:\n"
+        "    start_session('local[1]', 'hop test', quiet=True, conf=options)\n"
+        "except SparkUnavailable as error:\n"
+        "    print(f'hop: error: {error}', file=sys.stderr)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_spark_still_prints_its_errors_before_hops_report() -> None:
+    """What Spark's launcher and JVM print on stderr still reaches it (through hop's filter), before hop's own
+    "Spark did not start"."""
+    done = failed_start("-Xmx1g")
+    spark, _, report = done.stderr.partition("hop: error: ")
+    assert "Error: Not allowed to specify max heap(Xmx) memory settings" in spark, done.stderr
+    assert report.startswith("Spark did not start on master local[1]"), done.stderr
+
+
+def test_a_jvm_that_starts_does_not_print_the_incubator_warning() -> None:
+    """The JVM starts (and fails at once: its error goes to stdout): its stderr no longer has the warning."""
+    done = failed_start("-Djava.security.manager=no.such.Manager")
+    assert "ClassNotFoundException: no.such.Manager" in done.stdout
+    assert done.stderr.startswith("hop: error: Spark did not start"), done.stderr
+    assert "incubator" not in done.stderr
+
+
 def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_traces(
     spark_runs: dict[str, dict[str, Any]],
 ) -> None:
