@@ -11,7 +11,7 @@
   (arrays as tuples at any depth, inside objects too, as values that crossed the shuffle are);
   ``csv`` parses each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a
   hop output file (``json(key) TAB json(value)``) back as pairs,
-  which is how a multi-step job feeds one step into the next.
+  which is how a multi-step job feeds one step into the next (:func:`parse_output_line`, on Spark too).
 - Undecodable bytes and unparsable lines raise :class:`InputError` naming the file and byte offset, or, given an
   ``on_bad`` callback (``--skip-bad-records``), are passed to it as ``(offset, line, error)`` and left out.
 """
@@ -480,24 +480,43 @@ def _csv_record(line: str, path: str, offset: int) -> tuple[int, list[str]]:
     return offset, _parse_csv(line, path, offset)
 
 
-def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:
-    """One line of a hop output file, ``json(key) TAB json(value)``, as a pair (JSON arrays as tuples)."""
+OUTPUT_LINES = "input format 'output' reads the part files a hop job wrote, json(key) TAB json(value) per line"
+"""What a line that :func:`parse_output_line` refuses should have been (the end of its error)."""
+
+
+def parse_output_line(line: str, path: str, offset: int, *, numbered: bool = False) -> tuple[Any, Any]:
+    """One line of a hop output file, ``json(key) TAB json(value)``, as a pair (JSON arrays as tuples).
+
+    ``offset`` is the line's byte offset in ``path``, or with ``numbered`` its number (from 1) in ``path``, which
+    then names where the lines come from (a previous step's output on Spark). A line that is not such a pair raises
+    :class:`InputError` naming the file, the offset or line, what is wrong and what the format reads."""
     key_text, tab, value_text = line.partition("\t")
     if not tab:
-        raise InputError(
-            f"input file {path}: line at byte offset {offset} has no TAB: input format 'output' reads the part files "
-            "a hop job wrote, json(key) TAB json(value) per line"
-        )
-    return _parse_json(key_text, path, offset), _parse_json(value_text, path, offset)
+        problem = "has no TAB"
+    else:
+        part = "key"
+        try:
+            key = freeze_json(json.loads(key_text))
+            part = "value"
+            return key, freeze_json(json.loads(value_text))
+        except (ValueError, RecursionError) as error:
+            problem = f"has a {part} that {_json_problem(error)}"
+    where = f"{path}: line {offset}" if numbered else f"input file {path}: line at byte offset {offset}"
+    raise InputError(f"{where} {problem}: {OUTPUT_LINES}")
 
 
 def _parse_json(text: str, path: str, offset: int) -> Any:
     try:
         return freeze_json(json.loads(text))
-    except json.JSONDecodeError as error:
-        raise InputError(f"input file {path}: line at byte offset {offset} is not JSON: {error.msg}") from None
-    except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
-        raise InputError(f"input file {path}: line at byte offset {offset} cannot be read as JSON: {error}") from None
+    except (ValueError, RecursionError) as error:
+        raise InputError(f"input file {path}: line at byte offset {offset} {_json_problem(error)}") from None
+
+
+def _json_problem(error: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` refused a text, for an error message."""
+    if isinstance(error, json.JSONDecodeError):
+        return f"is not JSON: {error.msg}"
+    return f"cannot be read as JSON: {error}"  # an int of more than 4,300 digits, arrays nested too deep
 
 
 def freeze_json(value: Any) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 import hop.inputs
 from hop.inputs import (
     MIN_SPLIT_BYTES,
+    OUTPUT_LINES,
     InputError,
     Split,
     iter_lines,
@@ -133,6 +135,34 @@ def test_json_arrays_inside_objects_arrive_as_tuples(tmp_path: Path) -> None:
     assert records == [(0, record), (65, ({"zs": (3,)},))]
     assert hash(records[0][1]["tags"]) == hash(("a", ("b",))) and hash(records[0][1]["meta"]["xs"][1]["ys"])
     assert parse_output_line('["k", [1]]\t{"v": [[2]]}', "out", 0) == (("k", (1,)), {"v": ((2,),)})
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('"k" 1', "has no TAB"),
+        ("{k\t1", "has a key that is not JSON: Expecting property name enclosed in double quotes"),
+        ('"k"\t[1', "has a value that is not JSON: Expecting ',' delimiter"),
+        ('"k"\t' + "1" * 5000, "has a value that cannot be read as JSON: Exceeds the limit"),
+    ],
+    ids=["no-tab", "key-not-json", "value-not-json", "value-of-5000-digits"],
+)
+def test_a_bad_line_of_output_names_the_file_the_offset_the_problem_and_the_format(
+    tmp_path: Path, line: str, problem: str
+) -> None:
+    """The one reader of hop output lines (``--input-format output``, a pipeline's pipe, a Spark step's input):
+    a bad line said "is not JSON" without saying which part or what the format reads (and on Spark, between steps,
+    nothing but json's own message)."""
+    path = tmp_path / "part-00000"
+    path.write_text(f'"a"\t1\n{line}\n', encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        list(iter_records(Split(str(path), 0, path.stat().st_size), "output"))
+    expected = f"input file {path}: line at byte offset 6 {problem}"
+    assert str(refused.value).startswith(expected), str(refused.value)
+    assert str(refused.value).endswith(": " + OUTPUT_LINES)
+    assert "reads the part files a hop job wrote, json(key) TAB json(value) per line" in OUTPUT_LINES
+    with pytest.raises(InputError, match=f"^the output of step 1 \\(reducer 0\\): line 2 {re.escape(problem)}"):
+        parse_output_line(line, "the output of step 1 (reducer 0)", 2, numbered=True)
 
 
 def test_unparsable_records_go_to_on_bad(tmp_path: Path) -> None:

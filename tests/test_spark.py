@@ -84,6 +84,7 @@ RUNS = [
     SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
+    SparkRun("bad_output_line", "wordcount", ["bad-output.txt"], reducers=1, options={"input_format": "output"}),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
@@ -151,6 +152,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
     (folder / "optional.txt").write_text("x 3\ny -\n")
+    (folder / "bad-output.txt").write_text('"a"\t"x y"\n"b"\t{oops\n')
     return folder
 
 
@@ -325,6 +327,34 @@ def test_a_jvm_that_starts_does_not_print_the_incubator_warning() -> None:
     assert "ClassNotFoundException: no.such.Manager" in done.stdout
     assert done.stderr.startswith("hop: error: Spark did not start"), done.stderr
     assert "incubator" not in done.stderr
+
+
+def test_a_bad_output_line_is_named_as_hop_names_it(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
+    """``--input-format output`` on Spark reads part files with hop's reader, and its error (the hop engine's
+    reader is tested in test_inputs.py and test_pipeline.py)."""
+    from hop.inputs import OUTPUT_LINES
+
+    where = f"input file {corpus / 'bad-output.txt'}: line at byte offset 10"
+    problem = "has a value that is not JSON: Expecting property name enclosed in double quotes"
+    assert spark_runs["bad_output_line"]["error"] == f"input raised InputError: {where} {problem}: {OUTPUT_LINES}"
+
+
+def test_a_bad_line_between_steps_is_named_as_hop_names_a_bad_output_line() -> None:
+    """A later step's map reads the step before's lines with hop's reader of output lines; the Spark engine had its
+    own, whose error was json's message alone. (Its lines are hop's own output, so the map task runs here, outside
+    Spark, with a line no reduce writes.)"""
+    from hop.inputs import OUTPUT_LINES
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, map_task
+
+    plan = StepPlan(dump_job_class(load_job_file(job_path("two_steps"))), 1, 2, "lines")
+    counters: Any = None  # (a failed task adds none)
+    with pytest.raises(TaskFailure) as failed:
+        list(map_task(plan, counters, ['"a"\t1\n', '"b"\t{oops\n']))
+    reason = (failure_of(failed.value) or ("", ""))[0]
+    problem = "has a value that is not JSON: Expecting property name enclosed in double quotes"
+    assert reason == f"input raised InputError: the output of step 1 (a reducer): line 2 {problem}: {OUTPUT_LINES}"
 
 
 def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_traces(
