@@ -273,11 +273,39 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
     compression = _compression(path)
     if compression is None:
         return InputError(f"input file {path}: read error near byte {position}: {error}")
-    tool = compression[1]
+    module, tool = compression
+    extent = _decompressed_extent(path, module)
+    if extent is None:
+        where = f"near byte {position:,} of its text"
+    else:
+        text_bytes, read_bytes, size = extent
+        where = f"past byte {text_bytes:,} of its text, having read {read_bytes:,} of its {size:,} bytes"
     return InputError(
-        f"input file {path}: cannot decompress it near byte {position} of its text ({error}): the file is truncated "
-        f"or not {tool} data; check it with `{tool} -t {path}`, or rename it if it is not compressed"
+        f"input file {path}: cannot decompress it {where} ({error}): the file is truncated or not {tool} data; "
+        f"check it with `{tool} -t {path}`, or rename it if it is not compressed"
     )
+
+
+def _decompressed_extent(path: str, module: types.ModuleType) -> tuple[int, int, int] | None:
+    """How far a compressed file that failed to decompress can be read: ``(bytes of text, bytes of the file read,
+    size of the file)``, or ``None`` if it cannot be read again.
+
+    Read again from the start, after a failure only: the failed read had lost what it decompressed before the
+    error (a line is whole or not at all), so where the reader stood says little (byte 0 for a small file)."""
+    text_bytes = 0
+    try:
+        with open(path, "rb") as raw:
+            size = os.fstat(raw.fileno()).st_size
+            with module.open(raw, "rb") as file:
+                try:
+                    # (read1: one decompressor call at a time, so no text before the error is lost)
+                    while chunk := file.read1(CHUNK_BYTES):
+                        text_bytes += len(chunk)
+                except DECOMPRESSION_ERRORS:
+                    pass
+                return text_bytes, raw.tell(), size
+    except OSError:
+        return None
 
 
 BadLine = Callable[[int, str, str], None]

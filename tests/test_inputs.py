@@ -237,12 +237,39 @@ def test_compressed_inputs_are_read_whole_and_a_corrupt_one_names_its_file(tmp_p
     path.write_bytes(bytes(data))
     tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "xz"}[suffix]
     with pytest.raises(
-        InputError, match=rf"input file .*input\.txt\{suffix}: cannot decompress it near byte \d+ .*`{tool} -t "
+        InputError, match=rf"input file .*input\.txt\{suffix}: cannot decompress it past byte [\d,]+ .*`{tool} -t "
     ):
         list(iter_lines(Split(str(path), 0, -1)))
     path.write_bytes(compress(text)[:100])
     with pytest.raises(InputError, match=r"truncated"):
         list(iter_lines(Split(str(path), 0, -1)))
+
+
+def truncated_gzip(path: Path, lines: int) -> tuple[int, int]:
+    """Write half of the gzip of ``lines`` numbered lines to ``path``; return ``(its size, the bytes of text it
+    decompresses to)``."""
+    import gzip
+    import zlib
+
+    packed = gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(lines)))
+    half = packed[: len(packed) // 2]
+    path.write_bytes(half)
+    return len(half), len(zlib.decompressobj(wbits=31).decompress(half))
+
+
+def test_a_truncated_gzip_file_is_named_with_where_its_text_ends(tmp_path: Path) -> None:
+    """A truncated .gz failed "near byte 0 of its text" whatever it held (the failed read loses the text it had
+    decompressed): the error now says how far its text and the file were read."""
+    path = tmp_path / "input.txt.gz"
+    size, text_bytes = truncated_gzip(path, 20_000)
+    assert text_bytes > 200_000
+    with pytest.raises(InputError) as refused:
+        list(iter_lines(Split(str(path), 0, -1)))
+    assert str(refused.value) == (
+        f"input file {path}: cannot decompress it past byte {text_bytes:,} of its text, having read {size:,} of its "
+        f"{size:,} bytes (Compressed file ended before the end-of-stream marker was reached): the file is truncated "
+        f"or not gzip data; check it with `gzip -t {path}`, or rename it if it is not compressed"
+    )
 
 
 @pytest.mark.parametrize(

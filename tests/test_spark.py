@@ -85,6 +85,7 @@ RUNS = [
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("bad_output_line", "wordcount", ["bad-output.txt"], reducers=1, options={"input_format": "output"}),
+    SparkRun("truncated_gzip", "wordcount", ["truncated.txt.gz"], reducers=1),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
@@ -153,6 +154,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "fail.txt").write_text("a b\nc boom d\n")
     (folder / "optional.txt").write_text("x 3\ny -\n")
     (folder / "bad-output.txt").write_text('"a"\t"x y"\n"b"\t{oops\n')
+    truncated = gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(20_000)))
+    (folder / "truncated.txt.gz").write_bytes(truncated[: len(truncated) // 2])
     return folder
 
 
@@ -656,6 +659,24 @@ def test_init_and_final_hooks_run_on_spark_as_on_hop(spark_runs: dict[str, dict[
     values = dict(line.split("\t") for part in lines for line in part[1:-1])
     assert json.loads(values['"map tasks"']) == report["num_maps"] > 1
     assert json.loads(values['"lines"']) == report["counters"]["map_input_records"]
+
+
+def test_a_truncated_gzip_input_fails_naming_where_its_text_ends_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]]
+) -> None:
+    """Both engines read a truncated .gz with hop's reader, which said "near byte 0 of its text"; both now say how
+    far its text and the file were read (test_inputs.py has the whole message)."""
+    import zlib
+
+    path = corpus / "truncated.txt.gz"
+    size, text_bytes = path.stat().st_size, len(zlib.decompressobj(wbits=31).decompress(path.read_bytes()))
+    where = f"input file {path}: cannot decompress it past byte {text_bytes:,} of its text, having read {size:,} of"
+    failed = spark_runs["truncated_gzip"]
+    assert failed["error"].startswith(f"input raised InputError: {where}"), failed
+    assert f"check it with `gzip -t {path}`" in failed["error"]
+    with pytest.raises(JobFailed) as failure:
+        hop_output(client, BY_NAME["truncated_gzip"], corpus, tmp_path / "hop-out")
+    assert where in failure.value.status["error"]
 
 
 def test_a_list_key_fails_naming_the_record_as_on_hop(
