@@ -11,7 +11,7 @@
   (arrays as tuples at any depth, inside objects too, as values that crossed the shuffle are);
   ``csv`` parses each line as one CSV row (a list of strings; quoted fields may not span lines); ``output`` reads a
   hop output file (``json(key) TAB json(value)``) back as pairs,
-  which is how a multi-step job feeds one step into the next.
+  which is how a multi-step job feeds one step into the next (:func:`parse_output_line`, on Spark too).
 - Undecodable bytes and unparsable lines raise :class:`InputError` naming the file and byte offset, or, given an
   ``on_bad`` callback (``--skip-bad-records``), are passed to it as ``(offset, line, error)`` and left out.
 """
@@ -273,11 +273,39 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
     compression = _compression(path)
     if compression is None:
         return InputError(f"input file {path}: read error near byte {position}: {error}")
-    tool = compression[1]
+    module, tool = compression
+    extent = _decompressed_extent(path, module)
+    if extent is None:
+        where = f"near byte {position:,} of its text"
+    else:
+        text_bytes, read_bytes, size = extent
+        where = f"past byte {text_bytes:,} of its text, having read {read_bytes:,} of its {size:,} bytes"
     return InputError(
-        f"input file {path}: cannot decompress it near byte {position} of its text ({error}): the file is truncated "
-        f"or not {tool} data; check it with `{tool} -t {path}`, or rename it if it is not compressed"
+        f"input file {path}: cannot decompress it {where} ({error}): the file is truncated or not {tool} data; "
+        f"check it with `{tool} -t {path}`, or rename it if it is not compressed"
     )
+
+
+def _decompressed_extent(path: str, module: types.ModuleType) -> tuple[int, int, int] | None:
+    """How far a compressed file that failed to decompress can be read: ``(bytes of text, bytes of the file read,
+    size of the file)``, or ``None`` if it cannot be read again.
+
+    Read again from the start, after a failure only: the failed read had lost what it decompressed before the
+    error (a line is whole or not at all), so where the reader stood says little (byte 0 for a small file)."""
+    text_bytes = 0
+    try:
+        with open(path, "rb") as raw:
+            size = os.fstat(raw.fileno()).st_size
+            with module.open(raw, "rb") as file:
+                try:
+                    # (read1: one decompressor call at a time, so no text before the error is lost)
+                    while chunk := file.read1(CHUNK_BYTES):
+                        text_bytes += len(chunk)
+                except DECOMPRESSION_ERRORS:
+                    pass
+                return text_bytes, raw.tell(), size
+    except OSError:
+        return None
 
 
 BadLine = Callable[[int, str, str], None]
@@ -480,24 +508,43 @@ def _csv_record(line: str, path: str, offset: int) -> tuple[int, list[str]]:
     return offset, _parse_csv(line, path, offset)
 
 
-def parse_output_line(line: str, path: str, offset: int) -> tuple[Any, Any]:
-    """One line of a hop output file, ``json(key) TAB json(value)``, as a pair (JSON arrays as tuples)."""
+OUTPUT_LINES = "input format 'output' reads the part files a hop job wrote, json(key) TAB json(value) per line"
+"""What a line that :func:`parse_output_line` refuses should have been (the end of its error)."""
+
+
+def parse_output_line(line: str, path: str, offset: int, *, numbered: bool = False) -> tuple[Any, Any]:
+    """One line of a hop output file, ``json(key) TAB json(value)``, as a pair (JSON arrays as tuples).
+
+    ``offset`` is the line's byte offset in ``path``, or with ``numbered`` its number (from 1) in ``path``, which
+    then names where the lines come from (a previous step's output on Spark). A line that is not such a pair raises
+    :class:`InputError` naming the file, the offset or line, what is wrong and what the format reads."""
     key_text, tab, value_text = line.partition("\t")
     if not tab:
-        raise InputError(
-            f"input file {path}: line at byte offset {offset} has no TAB: input format 'output' reads the part files "
-            "a hop job wrote, json(key) TAB json(value) per line"
-        )
-    return _parse_json(key_text, path, offset), _parse_json(value_text, path, offset)
+        problem = "has no TAB"
+    else:
+        part = "key"
+        try:
+            key = freeze_json(json.loads(key_text))
+            part = "value"
+            return key, freeze_json(json.loads(value_text))
+        except (ValueError, RecursionError) as error:
+            problem = f"has a {part} that {_json_problem(error)}"
+    where = f"{path}: line {offset}" if numbered else f"input file {path}: line at byte offset {offset}"
+    raise InputError(f"{where} {problem}: {OUTPUT_LINES}")
 
 
 def _parse_json(text: str, path: str, offset: int) -> Any:
     try:
         return freeze_json(json.loads(text))
-    except json.JSONDecodeError as error:
-        raise InputError(f"input file {path}: line at byte offset {offset} is not JSON: {error.msg}") from None
-    except (ValueError, RecursionError) as error:  # an int of more than 4,300 digits, arrays nested too deep
-        raise InputError(f"input file {path}: line at byte offset {offset} cannot be read as JSON: {error}") from None
+    except (ValueError, RecursionError) as error:
+        raise InputError(f"input file {path}: line at byte offset {offset} {_json_problem(error)}") from None
+
+
+def _json_problem(error: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` refused a text, for an error message."""
+    if isinstance(error, json.JSONDecodeError):
+        return f"is not JSON: {error.msg}"
+    return f"cannot be read as JSON: {error}"  # an int of more than 4,300 digits, arrays nested too deep
 
 
 def freeze_json(value: Any) -> Any:

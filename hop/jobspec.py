@@ -116,27 +116,36 @@ class BesideSourcesError(ValueError):
     """The modules beside a job file are too large to travel with it to every task."""
 
 
-def sources_beside(source: str) -> dict[str, tuple[str, str]]:
+def sources_beside(source: str) -> dict[str, tuple[str, str | None]]:
     """``{module name: (file, text)}`` of the modules beside ``source`` that an ``import`` statement anywhere in
     it (a method's included) names, and those their own imports name, as a plain ``python`` run of the job file
     would find them (its directory first on the path): single files (``helper.py``) and packages (``mylib/``, every
-    ``.py`` file of it and of its subpackages, so that its relative imports find theirs). A name of the standard
+    ``.py`` file of it and of its subpackages, so that its relative imports find theirs). A directory without
+    ``__init__.py`` (a namespace package, ``mylib/`` or ``mylib/extra/``) travels only as far as the imports name
+    it: as ``(directory, None)``, with the modules of it that they import (``from mylib.parse import f``:
+    ``mylib/parse.py``) and, in turn, what those import (relative imports included); a directory beside the job
+    file that its imports do not name (data) does not travel, nor one that ``python`` would not import because a
+    module of that name is found elsewhere on the path (a ``json/`` of data files). A name of the standard
     library is taken from beside the file too, as ``python`` takes it, unless it is built into the interpreter or
     frozen (``python`` takes those from the interpreter). Left out: modules this process already imported from
     elsewhere (the job's code uses those here; :func:`shadowed_beside` lists them), the engine's packages, and
     packages Python finds without the job's directory (installed in development mode), which tasks import by name.
 
     Raises :class:`BesideSourcesError` past :data:`MAX_BESIDE_BYTES`."""
-    found: dict[str, tuple[str, str]] = {}
+    found: dict[str, tuple[str, str | None]] = {}
     size = 0
     directory = os.path.dirname(os.path.realpath(source))
     for name, files in _modules_beside(source):
         if _loaded_elsewhere(name, files[name]) or _installed_as(name, files[name], directory):
             continue
         for dotted, file in files.items():
+            if os.path.isdir(file):  # a namespace package: its modules are entries of their own
+                found[dotted] = (file, None)
+                continue
             with open(file, encoding="utf-8") as handle:
-                found[dotted] = (file, handle.read())
-            size += len(found[dotted][1])
+                text = handle.read()
+            found[dotted] = (file, text)
+            size += len(text)
         if size > MAX_BESIDE_BYTES:
             raise BesideSourcesError(
                 f"the modules beside {source} that it imports hold more than {MAX_BESIDE_BYTES:,} bytes of Python "
@@ -158,22 +167,33 @@ def shadowed_beside(source: str) -> list[tuple[str, str, str]]:
 
 
 def _modules_beside(source: str, follow_shadowed: bool = False) -> Iterator[tuple[str, dict[str, str]]]:
-    """``(name, {module name: file})`` for each top-level module beside ``source`` that its imports name, and
-    their imports in turn (not those of a module loaded from elsewhere unless ``follow_shadowed``)."""
+    """``(name, {module name: file or namespace directory})`` for each top-level module beside ``source`` that its
+    imports name, and their imports in turn (not those of a module loaded from elsewhere unless
+    ``follow_shadowed``), in the order found."""
     directory = os.path.dirname(os.path.realpath(source))
-    seen: set[str] = set()
-    pending = [os.path.realpath(source)]
+    tops: dict[str, dict[str, str]] = {}
+    followed: set[str] = set()
+    pending: list[tuple[str, str | None]] = [(os.path.realpath(source), None)]
     while pending:
-        for name in sorted(_imported_names(pending.pop())):
-            if name in seen or name in ENGINE_PACKAGES or _from_interpreter(name):
-                continue
-            seen.add(name)
-            files = _module_files(directory, name)
+        file, package = pending.pop()
+        for dotted in sorted(_imported_modules(file, package)):
+            name = dotted.partition(".")[0]
+            if name not in tops:
+                tops[name] = {}
+                if name in ENGINE_PACKAGES or _from_interpreter(name):
+                    continue
+                tops[name] = _module_files(directory, name)
+            files = tops[name]
             if not files:
                 continue
-            yield name, files
+            if os.path.isdir(files[name]):  # a namespace package: only what the imports name
+                files.update(_namespace_modules(directory, dotted))
             if follow_shadowed or not _loaded_elsewhere(name, files[name]):
-                pending.extend(files.values())
+                for module, path in files.items():
+                    if module not in followed and not os.path.isdir(path):
+                        followed.add(module)
+                        pending.append((path, module if path.endswith("__init__.py") else module.rpartition(".")[0]))
+    yield from ((name, files) for name, files in tops.items() if files)
 
 
 def _from_interpreter(name: str) -> bool:
@@ -182,9 +202,31 @@ def _from_interpreter(name: str) -> bool:
 
 
 def _installed_as(name: str, file: str, directory: str) -> bool:
-    """Whether Python finds module ``name`` at ``file`` without the job's ``directory`` on its path (a package
-    installed in development mode beside the job file): a task process imports it by name then, as the engine's own
-    packages, so it need not travel (nor count against :data:`MAX_BESIDE_BYTES`)."""
+    """Whether Python finds module ``name`` at ``file`` (a namespace package's directory included) without the
+    job's ``directory`` on its path (a package installed in development mode beside the job file): a task process
+    imports it by name then, as the engine's own packages, so it need not travel (nor count against
+    :data:`MAX_BESIDE_BYTES`)."""
+    spec = _spec_elsewhere(name, directory)
+    if spec is None:
+        return False
+    if spec.origin is None:  # a namespace package found there: does it hold this directory?
+        where = {os.path.realpath(entry) for entry in spec.submodule_search_locations or ()}
+        return os.path.realpath(file) in where
+    return os.path.realpath(spec.origin) == os.path.realpath(file)
+
+
+def _regular_elsewhere(name: str, directory: str) -> bool:
+    """Whether ``python`` imports ``name`` as a module or regular package found elsewhere than in the job's
+    ``directory`` (then a directory ``name`` without ``__init__.py`` beside the job file is no package of it)."""
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        return getattr(loaded, "__file__", None) is not None or not hasattr(loaded, "__path__")
+    spec = _spec_elsewhere(name, directory)
+    return spec is not None and spec.origin is not None
+
+
+def _spec_elsewhere(name: str, directory: str) -> importlib.machinery.ModuleSpec | None:
+    """The spec of top-level module ``name`` as Python finds it without the job's ``directory`` on its path."""
     path = [entry for entry in sys.path if os.path.realpath(entry or os.curdir) != directory]
     for finder in sys.meta_path:
         if finder is _beside_finder:
@@ -197,8 +239,8 @@ def _installed_as(name: str, file: str, directory: str) -> bool:
         except (ImportError, ValueError, AttributeError, TypeError):
             continue
         if spec is not None:
-            return spec.origin is not None and os.path.realpath(spec.origin) == os.path.realpath(file)
-    return False
+            return spec
+    return None
 
 
 def _loaded_elsewhere(name: str, file: str) -> bool:
@@ -206,6 +248,9 @@ def _loaded_elsewhere(name: str, file: str) -> bool:
     if loaded is None:
         return False
     origin = getattr(loaded, "__file__", None)
+    if origin is None and os.path.isdir(file):  # a namespace package: loaded from this directory?
+        where = {os.path.realpath(entry) for entry in getattr(loaded, "__path__", ())}
+        return os.path.realpath(file) not in where
     return origin is None or os.path.realpath(origin) != os.path.realpath(file)
 
 
@@ -215,23 +260,60 @@ def _module_files(directory: str, name: str) -> dict[str, str]:
     an ``__init__.py``); nothing if there is neither."""
     package = os.path.join(directory, name)
     if os.path.isfile(os.path.join(package, "__init__.py")):
-        files: dict[str, str] = {}
-        for folder, subfolders, names in os.walk(package):
-            subfolders[:] = sorted(d for d in subfolders if os.path.isfile(os.path.join(folder, d, "__init__.py")))
-            relative = os.path.relpath(folder, package)
-            prefix = name if relative == os.curdir else ".".join([name, *relative.split(os.sep)])
-            for file in sorted(names):
-                stem, _, suffix = file.partition(".")
-                if suffix == "py" and stem.isidentifier():
-                    files[prefix if stem == "__init__" else f"{prefix}.{stem}"] = os.path.join(folder, file)
-        return files
+        return _package_files(package, name)
     single = os.path.join(directory, f"{name}.py")
-    return {name: single} if os.path.isfile(single) else {}
+    if os.path.isfile(single):
+        return {name: single}
+    # A directory without __init__.py is a namespace package, unless a module of that name is found elsewhere on
+    # the path (python's path finder takes the first regular module or package over namespace portions).
+    if os.path.isdir(package) and not _regular_elsewhere(name, directory):
+        return {name: package}
+    return {}
 
 
-def _imported_names(file: str) -> set[str]:
-    """The top-level module names the absolute ``import`` statements of a Python file name (``import a.b`` and
-    ``from a.b import c`` name ``a``); none if the file does not parse (its own import then reports it)."""
+def _namespace_modules(directory: str, dotted: str) -> dict[str, str]:
+    """``{module name: file or namespace directory}`` of what importing ``dotted`` (``mylib.parse.f``: a module,
+    or a name in one) takes from beside the job file, through a namespace package: each namespace directory on
+    the way, and the module file (or the whole regular package) where the way ends."""
+    files: dict[str, str] = {}
+    folder = directory
+    parts = dotted.split(".")
+    for number, part in enumerate(parts):
+        name = ".".join(parts[: number + 1])
+        package = os.path.join(folder, part)
+        if os.path.isfile(os.path.join(package, "__init__.py")):
+            files.update(_package_files(package, name))
+            break
+        if os.path.isfile(package + ".py"):
+            files[name] = package + ".py"
+            break
+        if not (part.isidentifier() and os.path.isdir(package)):
+            break  # (a name the module defines, or nothing: the import reports it)
+        files[name] = package
+        folder = package
+    return files
+
+
+def _package_files(package: str, name: str) -> dict[str, str]:
+    """``{module name: file}`` of every module of the regular package ``name`` in directory ``package``, its
+    subpackages' (directories with an ``__init__.py``) included."""
+    files: dict[str, str] = {}
+    for folder, subfolders, names in os.walk(package):
+        subfolders[:] = sorted(d for d in subfolders if os.path.isfile(os.path.join(folder, d, "__init__.py")))
+        relative = os.path.relpath(folder, package)
+        prefix = name if relative == os.curdir else ".".join([name, *relative.split(os.sep)])
+        for file in sorted(names):
+            stem, _, suffix = file.partition(".")
+            if suffix == "py" and stem.isidentifier():
+                files[prefix if stem == "__init__" else f"{prefix}.{stem}"] = os.path.join(folder, file)
+    return files
+
+
+def _imported_modules(file: str, package: str | None) -> set[str]:
+    """The modules the ``import`` statements of a Python file name, as dotted names (``import a.b`` names ``a.b``;
+    ``from a.b import c`` names ``a.b`` and ``a.b.c``, which may be a module), relative ones resolved in
+    ``package`` (the file's package; ``None`` for the job file: it has none); none if the file does not parse
+    (its own import then reports it)."""
     try:
         with open(file, encoding="utf-8") as handle:
             tree = ast.parse(handle.read(), filename=file)
@@ -240,9 +322,18 @@ def _imported_names(file: str) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.partition(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.partition(".")[0])
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module or ""
+            else:
+                parts = (package or "").split(".")
+                if not package or node.level > len(parts):
+                    continue  # (not in a package: its import fails under python too)
+                base = ".".join(part for part in [*parts[: len(parts) - node.level + 1], node.module or ""] if part)
+            if base:
+                names.add(base)
+                names.update(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
     return names
 
 
@@ -250,7 +341,7 @@ class _JobModules:
     """The modules beside one job's file in a task process: their sources, and the modules made of them while
     another job ran (kept aside so that this job's code, which refers to them, finds the same modules again)."""
 
-    def __init__(self, sources: dict[str, tuple[str, str]]) -> None:
+    def __init__(self, sources: dict[str, tuple[str, str | None]]) -> None:
         self.sources = sources
         self.tops = {name.partition(".")[0] for name in sources}
         self.aside: dict[str, types.ModuleType] = {}
@@ -285,7 +376,11 @@ class _BesideFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if self.job is None or name not in self.job.sources:
             return None
-        file = self.job.sources[name][0]
+        file, text = self.job.sources[name]
+        if text is None:  # a namespace package: a module with a path and no code (python gives it no __file__)
+            spec = importlib.machinery.ModuleSpec(name, self, is_package=True)
+            spec.submodule_search_locations = [file]
+            return spec
         package = os.path.basename(file) == "__init__.py"
         spec = importlib.machinery.ModuleSpec(name, self, origin=file, is_package=package)
         if package:  # (what it does not ship, a compiled module, Python finds in its directory, if there)
@@ -298,7 +393,8 @@ class _BesideFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         file, text = self.job.sources[module.__name__]  # type: ignore[union-attr]  # (find_spec checked)
-        exec(compile(text, file, "exec"), module.__dict__)
+        if text is not None:
+            exec(compile(text, file, "exec"), module.__dict__)
 
     def get_source(self, name: str) -> str | None:
         """The text of a served module, for tracebacks (``linecache``) where its file is not on this host."""

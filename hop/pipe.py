@@ -11,13 +11,15 @@ map that starts after the upstream partition committed (the pipeline degrades to
 Wire format, downstream-bound: two frames, a msgpack header ``{attempt, seq, end}`` (``attempt``: the upstream reduce
 attempt) and the bytes (lines ``json(key) TAB json(value)``); upstream-bound: one frame, the ASCII ``seq``, per
 message stored. A downstream attempt that sees bytes of two upstream attempts fails (retryable): the coordinator
-restarts it when an upstream attempt it read from fails.
+restarts it when an upstream attempt it read from fails. The receiver keeps its latest :data:`RECENT_BLOCKS` blocks
+(or the name of the file it read) for a map whose output the shuffle cannot encode, to find the record again.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,9 @@ __all__ = ["BLOCK_BYTES", "CREDITS", "PipeBroken", "PipeReceiver", "PipeSender"]
 
 BLOCK_BYTES = 1 << 20
 CREDITS = 4
+RECENT_BLOCKS = 8
+"""Blocks a :class:`PipeReceiver` keeps, the latest (up to this many times ``BLOCK_BYTES`` of memory, nothing per
+record), for a map that failed to name the record that made it fail (:meth:`PipeReceiver.recent_records`)."""
 
 
 class PipeBroken(RuntimeError):
@@ -150,6 +155,9 @@ class PipeReceiver:
         self.received_bytes = 0
         self.file_bytes = 0
         """Bytes read from the committed upstream file instead (the pipeline degraded to staged for this map)."""
+        self._file: str | None = None
+        self._recent: deque[tuple[int, str]] = deque(maxlen=RECENT_BLOCKS)
+        """The latest blocks streamed, with the byte offset of each in the stream."""
 
     def records(
         self, control: zmq.Socket, take_control: Callable[[], dict[str, Any] | None], committed: str | None
@@ -157,8 +165,7 @@ class PipeReceiver:
         """Yield the upstream partition's pairs: from ``committed`` (a committed output file) if given or if the
         coordinator names one (``pipe_file``) before any bytes arrived, else as the upstream attempt streams them."""
         if committed is not None:
-            self.file_bytes = os.path.getsize(committed)
-            yield from iter_records(Split(committed, 0, self.file_bytes), "output")
+            yield from self._read_file(committed)
             return
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
@@ -170,9 +177,7 @@ class PipeReceiver:
             # worker died exits (no bytes may ever come: a replacement attempt was given another address).
             while (message := take_control()) is not None:
                 if message.get("type") == "pipe_file" and self.upstream_attempt is None:
-                    path = message["path"]
-                    self.file_bytes = os.path.getsize(path)
-                    yield from iter_records(Split(path, 0, self.file_bytes), "output")
+                    yield from self._read_file(message["path"])
                     return
             if self._socket not in events:
                 continue
@@ -189,9 +194,30 @@ class PipeReceiver:
                 return
             self.received_bytes += len(data)
             text = data.decode("utf-8")
-            for line in text.split("\n")[:-1]:
-                yield parse_output_line(line, "pipe", offset)
-                offset += len(line.encode("utf-8")) + 1
+            self._recent.append((offset, text))
+            yield from _block_records(text, offset)
+            offset += len(data)  # (a block holds whole lines)
+
+    def _read_file(self, path: str) -> Iterator[tuple[Any, Any]]:
+        self._file, self.file_bytes = path, os.path.getsize(path)
+        return iter_records(Split(path, 0, self.file_bytes), "output")
+
+    def recent_records(self) -> Iterator[tuple[Any, Any]]:
+        """The records :meth:`records` gave that can be read again, for a map that failed to find the one that made
+        it fail (nothing is kept per record): all of them if they came from a committed file, else those of the
+        latest :data:`RECENT_BLOCKS` blocks streamed."""
+        if self._file is not None:
+            yield from iter_records(Split(self._file, 0, self.file_bytes), "output")
+            return
+        for offset, text in self._recent:
+            yield from _block_records(text, offset)
 
     def close(self) -> None:
         self._socket.close(linger=0)
+
+
+def _block_records(text: str, offset: int) -> Iterator[tuple[Any, Any]]:
+    """The pairs of a block of whole output lines that starts at byte ``offset`` of the stream."""
+    for line in text.split("\n")[:-1]:
+        yield parse_output_line(line, "pipe", offset)
+        offset += len(line.encode("utf-8")) + 1

@@ -36,9 +36,10 @@ Contract of :func:`run_on_spark`:
   (an error in user code or an undecodable input record included) raises :class:`SparkJobFailed` with the user's
   traceback and the record, after writing ``_job.json`` with status ``failed`` (and no ``_SUCCESS``). Spark's own
   log lines that repeat such a failure (stack traces quoting it; under ``quiet`` the aborted-job line too) are not
-  printed (:func:`log4j2_config`), so the caller's report of it is the one. The SparkSession is stopped in every
-  case; the JVM stays up for the next run in this process until :func:`shutdown_jvm` (each session sets its
-  logging anew).
+  printed (:func:`log4j2_config`), so the caller's report of it is the one; the JVM's stderr reaches the caller's
+  stderr through :mod:`hop.spark_gateway` (without its incubator-module warning), all of it written out before
+  :func:`run_on_spark` returns or raises. The SparkSession is stopped in every case; the JVM stays up for the
+  next run in this process until :func:`shutdown_jvm` (each session sets its logging anew).
 
 Limits: the reduce side sorts with PySpark's external sorter, which spills, but a key's values are one list.
 """
@@ -65,6 +66,7 @@ from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.outputs import check_output, prepare_output
 from hop.planning import plan_map_inputs
+from hop.spark_gateway import close_jvm_stderr, flush_jvm_stderr, launch_gateway
 from hop.spark_tasks import (
     FAILURE_OPEN,
     AggregateFold,
@@ -180,7 +182,7 @@ def _local_cores(master: str) -> int:
 def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str, str] | None = None) -> SparkSession:
     """A new SparkSession on ``master`` set up for hop jobs; raises :class:`SparkUnavailable` if it cannot start."""
     try:
-        from pyspark import SparkContext
+        from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
     except ImportError as error:
         raise SparkUnavailable(f"PySpark is not installed ({error}); pip install 'hop[spark]'") from None
@@ -215,15 +217,20 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
     if log_config is not None:  # (after the caller's options, which it extends)
         ours = f"-Dlog4j2.configurationFile=file:{log_config}"
         settings["spark.driver.extraJavaOptions"] = f"{extra_options} {ours}".strip()
-    builder = SparkSession.builder.master(master).appName(app_name)
+    settings = {"spark.master": master, "spark.app.name": app_name, **settings}
+    builder = SparkSession.builder
     for name, value in settings.items():
         builder = builder.config(name, value)
     jvm_running = SparkContext._gateway is not None
     try:
         try:
             with _environment(environment):
+                # The context first, on a JVM whose stderr hop filters (hop.spark_gateway); the builder reuses it.
+                context_conf = SparkConf().setAll(list(settings.items()))
+                SparkContext(conf=context_conf, gateway=None if jvm_running else launch_gateway(context_conf))
                 spark = builder.getOrCreate()
         except Exception as error:
+            flush_jvm_stderr()  # (the JVM's own account first)
             raise SparkUnavailable(f"Spark did not start on master {master}: {_first_line(error)}") from error
         if log_config is not None and jvm_running:
             try:
@@ -266,6 +273,7 @@ def shutdown_jvm() -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    close_jvm_stderr()
 
 
 def _first_line(error: BaseException) -> str:
@@ -455,6 +463,7 @@ def run_on_spark(
         return report
     finally:
         spark.stop()
+        flush_jvm_stderr()  # (before the caller's report of the run)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hop.aggregates import Aggregate, as_aggregate
-from hop.inputs import InputError, freeze_json, iter_records
+from hop.inputs import InputError, iter_records, parse_output_line
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.jsonline import NotJSONError, not_json
@@ -159,11 +159,6 @@ def wire(value: Any) -> Any:
     return value
 
 
-def _parse_output_line(line: str) -> tuple[Any, Any]:
-    key_text, _, value_text = line.rstrip("\n").partition("\t")
-    return freeze_json(json.loads(key_text)), freeze_json(json.loads(value_text))
-
-
 def _add_counts(target: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
     """Add nested ``{name: int}`` or ``{group: {name: int}}`` counts into ``target``."""
     for name, value in source.items():
@@ -196,10 +191,21 @@ class StepCounters:
 def _record_sources(plan: StepPlan, items: Iterable[Any]) -> Iterator[tuple[str | None, Iterator[tuple[Any, Any]]]]:
     """``(input_file, records)`` per input of a map task: splits for the first step, the last step's lines later."""
     if plan.input_format == "lines":
-        yield None, map(_parse_output_line, items)
+        yield None, _previous_output(plan, items)
         return
     for shown_path, split in items:
         yield shown_path, iter_records(split, plan.input_format)
+
+
+def _previous_output(plan: StepPlan, lines: Iterable[str]) -> Iterator[tuple[Any, Any]]:
+    """The previous step's output lines of this task's partition, read as hop reads a step's part files."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    reducer = f"reducer {context.partitionId()}" if context is not None else "a reducer"
+    source = f"the output of step {plan.step} ({reducer})"  # (``plan.step`` counts from 0: the previous one's number)
+    for number, line in enumerate(lines, 1):
+        yield parse_output_line(line.rstrip("\n"), source, number, numbered=True)
 
 
 def _describe(path: str | None, record: tuple[Any, Any] | None) -> str:

@@ -17,7 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -392,13 +392,18 @@ def run_map(
                 )
 
     receiver: PipeReceiver | None = None
+    reread: list[tuple[Split, Callable[[], Iterator[tuple[Any, Any]]]]] | None = None
+    """A pipe's records that can be read again, for an output the shuffle cannot encode (chunks are read again)."""
     if pipe is not None:
         receiver = PipeReceiver(pipe.get("host", "127.0.0.1"))
         channel.send("pipe_ready", index=index, attempt=attempt, address=receiver.address)
         current[0] = Split(f"pipe:{spec.options.get('upstream')}/part-{index:05d}", 0, 0)
+        reread = [(current[0], receiver.recent_records)]
         try:
             pairs = receiver.records(channel.control_socket, next_pipe_notice, pipe.get("committed"))
             consumed = drive(buffer.run_map(pairs, mapper))
+        except UnencodableRecordError as error:
+            raise unencodable_map_output(spec, chunks, error, reread) from None
         finally:
             receiver.close()
     elif not online:
@@ -438,7 +443,12 @@ def run_map(
     if final_pairs:
         buffer.collect(final_pairs)
     call_user("teardown", job.teardown)
-    buffer.spill()
+    try:
+        buffer.spill()
+    except UnencodableRecordError as error:
+        if reread is None:
+            raise  # (a map of chunks reads them again: hop.taskproc)
+        raise unencodable_map_output(spec, chunks, error, reread) from None
     flow.finish()
     faults.inject("map", "done", index, attempt)
     counters = buffer.counters
@@ -533,47 +543,72 @@ def _note_bad_record(
         ) from cause
 
 
-def unencodable_map_output(spec: JobSpec, chunks: list[tuple[int, Split]], error: UnencodableRecordError) -> Exception:
+def unencodable_map_output(
+    spec: JobSpec,
+    chunks: list[tuple[int, Split]],
+    error: UnencodableRecordError,
+    reread: Sequence[tuple[Split, Callable[[], Iterable[tuple[Any, Any]]]]] | None = None,
+) -> Exception:
     """What to report for a map task whose output the shuffle could not encode (``error``, raised by a spill): the
     combine call that yielded it (by key), or the map call that did and its input record (file, offset), found by
-    mapping the task's input again, encoding every pair until one fails. On this failure path only: the map loop
-    checks nothing per pair. Where no record is found, ``error`` said of the map (a pipe's input, which is read
-    once; a map that yields something else the second time) or, if the step has them, of its mapper_init and
-    mapper_final hooks (whose output the map's own record does not explain)."""
+    mapping the task's input again (``chunks``, or for a map that read a pipe ``reread``: the records it can read
+    again), encoding every pair until one fails. On this failure path only: the map loop checks nothing per pair.
+    Where no record is found, ``error`` said of the map (a pipe's records read too long ago; a map that yields
+    something else the second time) or, if the step has them, of its mapper_init and mapper_final hooks (whose
+    output the map's own record does not explain)."""
     if error.source == "combine":
         return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
     job, functions = instantiate(spec)
-    found = _first_unencodable(job, functions, spec, chunks)
+    if reread is None:
+        reread = [(split, functools.partial(_chunk_records, spec, split)) for _, split in chunks]
+
+    def calls() -> Iterator[tuple[tuple[Any, Any], tuple[Split, tuple[Any, Any]]]]:
+        job.setup()
+        for split, records in reread:
+            job.input_file = split.path
+            for record in records():
+                yield record, (split, record)
+
+    found = first_unencodable_call(functions.mapper, calls())
     if found is None:
         step = functions.step
         hooked = step is not None and (step.mapper_init or step.mapper_final)
         return error.by("mapper_init/mapper_final" if hooked else "map")
-    split, record, (what, item, key) = found
-    where = _describe_record(split, record, spec.input_format)
-    return UserCodeError("map", UnencodableRecordError(what, item, key, "map"), where).without_traceback()
+    (split, record), pair = found
+    return unencodable_map_call(_describe_record(split, record, spec.input_format), pair)
 
 
-def _first_unencodable(
-    job: Job, functions: _StepFunctions, spec: JobSpec, chunks: list[tuple[int, Split]]
-) -> tuple[Split, tuple[Any, Any], tuple[str, Any, Any]] | None:
-    """The first input record whose map output holds a key or value the shuffle cannot encode: its split, the
-    record and ``(what, item, key)`` of the pair; None if there is none or the map fails another way."""
+def _chunk_records(spec: JobSpec, split: Split) -> Iterator[tuple[Any, Any]]:
+    """The records of ``split`` as the map read them (bad lines left out: the map skipped or failed on them)."""
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
+    fallback = spec.options.get("fallback_encoding")
+    return iter_records(split, spec.input_format, max_line_bytes, lambda *bad: None, fallback)
+
+
+def first_unencodable_call(
+    mapper: Callable[..., Iterable[tuple[Any, Any]] | None], calls: Iterable[tuple[tuple[Any, ...], Any]]
+) -> tuple[Any, tuple[str, Any, Any]] | None:
+    """The first of ``calls`` (the map's arguments, and what names that input record for the caller) whose map
+    output holds a key or value the shuffle cannot encode: what names it and ``(what, item, key)`` of the pair;
+    None if none does or the map (or reading the records) fails another way, as it did not the first time. Run
+    only after a spill failed: the map is called again, and every pair encoded. Batch maps and stream maps
+    (``hop.stream.tasks``) use it."""
     try:
-        job.setup()
-        for _, split in chunks:
-            job.input_file = split.path
-            lines = iter_records(
-                split, spec.input_format, max_line_bytes, lambda *bad: None, spec.options.get("fallback_encoding")
-            )
-            for record in lines:
-                for key, value in functions.mapper(*record) or ():
-                    for what, item in (("key", key), ("value", value)):
-                        if not _packs(item):
-                            return split, record, (what, item, key)
+        for arguments, record in calls:
+            for key, value in mapper(*arguments) or ():
+                for what, item in (("key", key), ("value", value)):
+                    if not _packs(item):
+                        return record, (what, item, key)
     except Exception:
-        return None  # (the map failed as it did not the first time: report the spill's error as it is)
+        return None
     return None
+
+
+def unencodable_map_call(record: str, found: tuple[str, Any, Any]) -> UserCodeError:
+    """The map call at ``record`` (words naming it) yielded ``found`` (``(what, item, key)``), which the shuffle
+    cannot encode: the error to report, without a traceback (no frame of the user's raised it)."""
+    what, item, key = found
+    return UserCodeError("map", UnencodableRecordError(what, item, key, "map"), record).without_traceback()
 
 
 def _packs(item: Any) -> bool:

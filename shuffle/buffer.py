@@ -110,6 +110,17 @@ def unhashable_key_error(key: Any) -> UnhashableKeyError:
     ).with_traceback(None)
 
 
+def map_or_combine(error: UnencodableRecordError, mapped: Any) -> UnencodableRecordError:
+    """``error`` said of the map or of the combiner, whichever yielded what could not be encoded. ``mapped``: the
+    values the map yielded for the error's key, which a combiner ran over (``None`` when no combiner ran: the
+    output is the map's). A key is the map's (a combiner keeps its keys: :func:`combined_values`), and so is a
+    value among ``mapped`` (a combiner passing a value on yields that very object); another value is the
+    combiner's. Both map buffers use it: this module's and the stream's (``hop.stream.panes``)."""
+    if mapped is None or error.what == "key":
+        return error.by("map")
+    return error.by("map" if any(value is error.item for value in mapped) else "combine")
+
+
 class PartitionError(ValueError):
     """A partitioner returned something other than a partition number."""
 
@@ -272,10 +283,9 @@ class MapOutputBuffer:
         """``error`` said of the map or of the combiner, whichever yielded what could not be encoded: a key is the
         map's (a combiner keeps its keys: ``combined_values``), and so is a value among those the map yielded for
         its key (a combiner passing a value on yields that very object); another value is the combiner's."""
-        if self.combiner is None or self._folding or error.what == "key":
-            return error.by("map")
-        mapped = groups.get(error.key, ()) if _hashable(error.key) else ()
-        return error.by("map" if any(value is error.item for value in mapped) else "combine")
+        if self.combiner is None or self._folding:
+            return map_or_combine(error, None)
+        return map_or_combine(error, groups.get(error.key, ()) if _hashable(error.key) else ())
 
     @property
     def pending_records(self) -> int:

@@ -864,6 +864,22 @@ def test_jobs_import_modules_beside_their_files_and_each_gets_its_own(cluster: L
         assert sorted("".join(p.read_text() for p in parts).splitlines()) == lines
 
 
+def test_a_namespace_package_beside_the_job_file_travels_with_it(cluster: LocalCluster, tmp_path: Path) -> None:
+    """``from mylib.parse import fields`` with ``mylib/`` a directory without ``__init__.py`` failed in the tasks
+    (ModuleNotFoundError) where ``python job.py`` imports it; the layout is test_jobspec.py's."""
+    from tests.test_jobspec import write_namespace_job
+
+    (tmp_path / "project").mkdir()
+    write_namespace_job(tmp_path / "project")
+    (tmp_path / "in.txt").write_text("Hello, world. hello\n")
+    (tmp_path / "elsewhere").mkdir()
+    arguments = ["../project/job.py", "../in.txt", "-o", "out", "--quiet", "--coordinator", cluster.address]
+    result = hop("submit", *arguments, cwd=tmp_path / "elsewhere")
+    assert result.returncode == 0, result.stderr
+    parts = sorted((tmp_path / "elsewhere" / "out").glob("part-*"))
+    assert sorted("".join(p.read_text() for p in parts).splitlines()) == ['"HELLO"\t2', '"WORLD"\t1']
+
+
 def test_imports_inside_methods_find_the_modules_beside_the_job_file(cluster: LocalCluster, tmp_path: Path) -> None:
     """A method that imports a module beside its job file (``import tokens`` in ``map``, ``from casing import fold``
     inside that module's function) works as it does when ``python`` runs the same functions: the import ran in the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 import hop.inputs
 from hop.inputs import (
     MIN_SPLIT_BYTES,
+    OUTPUT_LINES,
     InputError,
     Split,
     iter_lines,
@@ -135,6 +137,34 @@ def test_json_arrays_inside_objects_arrive_as_tuples(tmp_path: Path) -> None:
     assert parse_output_line('["k", [1]]\t{"v": [[2]]}', "out", 0) == (("k", (1,)), {"v": ((2,),)})
 
 
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('"k" 1', "has no TAB"),
+        ("{k\t1", "has a key that is not JSON: Expecting property name enclosed in double quotes"),
+        ('"k"\t[1', "has a value that is not JSON: Expecting ',' delimiter"),
+        ('"k"\t' + "1" * 5000, "has a value that cannot be read as JSON: Exceeds the limit"),
+    ],
+    ids=["no-tab", "key-not-json", "value-not-json", "value-of-5000-digits"],
+)
+def test_a_bad_line_of_output_names_the_file_the_offset_the_problem_and_the_format(
+    tmp_path: Path, line: str, problem: str
+) -> None:
+    """The one reader of hop output lines (``--input-format output``, a pipeline's pipe, a Spark step's input):
+    a bad line said "is not JSON" without saying which part or what the format reads (and on Spark, between steps,
+    nothing but json's own message)."""
+    path = tmp_path / "part-00000"
+    path.write_text(f'"a"\t1\n{line}\n', encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        list(iter_records(Split(str(path), 0, path.stat().st_size), "output"))
+    expected = f"input file {path}: line at byte offset 6 {problem}"
+    assert str(refused.value).startswith(expected), str(refused.value)
+    assert str(refused.value).endswith(": " + OUTPUT_LINES)
+    assert "reads the part files a hop job wrote, json(key) TAB json(value) per line" in OUTPUT_LINES
+    with pytest.raises(InputError, match=f"^the output of step 1 \\(reducer 0\\): line 2 {re.escape(problem)}"):
+        parse_output_line(line, "the output of step 1 (reducer 0)", 2, numbered=True)
+
+
 def test_unparsable_records_go_to_on_bad(tmp_path: Path) -> None:
     path = tmp_path / "input.jsonl"
     path.write_text('{"a": 1}\n{not json\n\n[2]\n', encoding="utf-8")
@@ -207,12 +237,39 @@ def test_compressed_inputs_are_read_whole_and_a_corrupt_one_names_its_file(tmp_p
     path.write_bytes(bytes(data))
     tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "xz"}[suffix]
     with pytest.raises(
-        InputError, match=rf"input file .*input\.txt\{suffix}: cannot decompress it near byte \d+ .*`{tool} -t "
+        InputError, match=rf"input file .*input\.txt\{suffix}: cannot decompress it past byte [\d,]+ .*`{tool} -t "
     ):
         list(iter_lines(Split(str(path), 0, -1)))
     path.write_bytes(compress(text)[:100])
     with pytest.raises(InputError, match=r"truncated"):
         list(iter_lines(Split(str(path), 0, -1)))
+
+
+def truncated_gzip(path: Path, lines: int) -> tuple[int, int]:
+    """Write half of the gzip of ``lines`` numbered lines to ``path``; return ``(its size, the bytes of text it
+    decompresses to)``."""
+    import gzip
+    import zlib
+
+    packed = gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(lines)))
+    half = packed[: len(packed) // 2]
+    path.write_bytes(half)
+    return len(half), len(zlib.decompressobj(wbits=31).decompress(half))
+
+
+def test_a_truncated_gzip_file_is_named_with_where_its_text_ends(tmp_path: Path) -> None:
+    """A truncated .gz failed "near byte 0 of its text" whatever it held (the failed read loses the text it had
+    decompressed): the error now says how far its text and the file were read."""
+    path = tmp_path / "input.txt.gz"
+    size, text_bytes = truncated_gzip(path, 20_000)
+    assert text_bytes > 200_000
+    with pytest.raises(InputError) as refused:
+        list(iter_lines(Split(str(path), 0, -1)))
+    assert str(refused.value) == (
+        f"input file {path}: cannot decompress it past byte {text_bytes:,} of its text, having read {size:,} of its "
+        f"{size:,} bytes (Compressed file ended before the end-of-stream marker was reached): the file is truncated "
+        f"or not gzip data; check it with `gzip -t {path}`, or rename it if it is not compressed"
+    )
 
 
 @pytest.mark.parametrize(

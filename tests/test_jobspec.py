@@ -102,6 +102,51 @@ def test_the_sources_beside_a_job_file_are_its_packages_and_modules_within_a_cap
         load_job_file(str(tmp_path / "job.py"))
 
 
+def write_namespace_job(folder: Path) -> None:
+    """A job file importing from ``mylib/``, a directory without ``__init__.py`` (a namespace package), at the top
+    and in a method; beside it a module of ``mylib`` no import names, a ``data/`` directory with a script and a
+    ``json/`` directory of data."""
+    (folder / "mylib" / "extra").mkdir(parents=True)
+    (folder / "mylib" / "parse.py").write_text(
+        "from .util import clean\n\n\ndef fields(line):\n    return [clean(word) for word in line.split()]\n"
+    )
+    (folder / "mylib" / "util.py").write_text("def clean(word):\n    return word.strip('.,').lower()\n")
+    (folder / "mylib" / "unused.py").write_text("import never_imported\n")
+    (folder / "mylib" / "extra" / "loud.py").write_text("def shout(word):\n    return word.upper()\n")
+    (folder / "data" / "more").mkdir(parents=True)
+    (folder / "data" / "script.py").write_text("print('a script')\n")
+    (folder / "json").mkdir()
+    (folder / "json" / "a.json").write_text("{}\n")
+    (folder / "job.py").write_text(
+        "import json\n\nfrom hop import Job\nfrom hop.aggregates import Sum\nfrom mylib.parse import fields\n\n\n"
+        "class Words(Job):\n    def map(self, offset, line):\n        from mylib.extra import loud\n\n"
+        "        for word in fields(line):\n            yield loud.shout(word), 1\n\n    combine = reduce = Sum()\n"
+    )
+
+
+def test_a_namespace_package_travels_as_far_as_the_imports_name_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory without ``__init__.py`` beside a job file did not travel, so ``from mylib.parse import fields``
+    failed in tasks where ``python job.py`` runs; now its modules that the imports name travel (a relative import's
+    too), with its namespace directories, and nothing else: not a module no import names, not ``data/``, and not
+    ``json/`` (``python`` imports the standard library's ``json`` over a directory without ``__init__.py``)."""
+    write_namespace_job(tmp_path)
+    job, util = str(tmp_path / "job.py"), tmp_path / "mylib" / "util.py"
+    monkeypatch.setattr(sys, "path", [*sys.path])  # (load_job_file puts the job's directory first)
+    try:
+        for _ in range(2):  # before the job file ran (no ``mylib`` imported) and after
+            sources = sources_beside(job)
+            assert sorted(sources) == ["mylib", "mylib.extra", "mylib.extra.loud", "mylib.parse", "mylib.util"]
+            assert sources["mylib"] == (str(tmp_path / "mylib"), None)
+            assert sources["mylib.extra"] == (str(tmp_path / "mylib" / "extra"), None)
+            assert sources["mylib.util"] == (str(util), util.read_text())
+            load_job_file(job)
+    finally:
+        for name in [name for name in sys.modules if name.partition(".")[0] == "mylib"]:
+            del sys.modules[name]
+
+
 def test_a_package_python_finds_without_the_job_directory_does_not_travel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

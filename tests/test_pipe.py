@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import zmq
 
+import hop.pipe
 from hop.pipe import BLOCK_BYTES, CREDITS, PipeReceiver, PipeSender
 
 
@@ -117,3 +118,33 @@ def test_a_line_longer_than_a_block_is_sent_whole(tmp_path: Path, control: zmq.S
         sender.close()
         reader.join(timeout=30)
     assert pairs == [("a", 1), ("long", long_value), ("z", 2)]
+
+
+def test_a_receiver_gives_its_latest_blocks_again_and_a_file_whole(
+    output: Path, control: zmq.Socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a map that read a pipe can read again to name the record whose output the shuffle could not encode:
+    the pairs of the latest blocks streamed (a reference to each, nothing per record), or a committed file whole."""
+    monkeypatch.setattr(hop.pipe, "RECENT_BLOCKS", 2)
+    receivers: list[PipeReceiver] = []
+    pairs: list[Any] = []
+    ready = threading.Event()
+    reader = threading.Thread(target=_receive_all, args=(receivers, control, pairs, ready))
+    reader.start()
+    sender = PipeSender(output, attempt=0, flush=lambda: None)
+    try:
+        assert ready.wait(10)
+        sender.connect(receivers[0].address)
+        assert sender.finish(timeout=30.0) is True
+        reader.join(timeout=30)
+    finally:
+        sender.close()
+        reader.join(timeout=30)
+    again = list(receivers[0].recent_records())
+    assert BLOCK_BYTES // 20 < len(again) < len(pairs) and again == pairs[-len(again) :]
+    committed = PipeReceiver()
+    try:
+        assert list(committed.records(control, lambda: None, str(output))) == pairs
+        assert list(committed.recent_records()) == pairs
+    finally:
+        committed.close()

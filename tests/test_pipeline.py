@@ -255,6 +255,28 @@ def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None
     assert time.monotonic() - began < 20
 
 
+def test_a_later_steps_output_the_shuffle_cannot_encode_names_the_record_it_read(tmp_path: Path) -> None:
+    """A later step's map reads the step before's output from a pipe, which cannot be read again as a file is: a set
+    in its output failed with the clear message but no record (batch maps map their input again to find it); it
+    now names the record, found among those the pipe can give again (its latest blocks, or the committed file)."""
+    (tmp_path / "in.txt").write_text("a b c\nb c d\n")
+    (tmp_path / "sets.py").write_text(
+        "from hop import Job, Step\n\n\nclass Sets(Job):\n"
+        "    def count(self, offset, line):\n        for word in line.split():\n            yield word, 1\n\n"
+        "    def total(self, word, counts):\n        yield word, sum(counts)\n\n"
+        "    def invert(self, word, count):\n        yield count, {word} if word == 'c' else word\n\n"
+        "    def gather(self, count, words):\n        yield count, len(list(words))\n\n"
+        "    def steps(self):\n        return [Step(mapper=self.count, reducer=self.total), "
+        "Step(mapper=self.invert, reducer=self.gather)]\n"
+    )
+    result = hop("run", "sets.py", "in.txt", "-o", "out", "--workers", "2", "--reducers", "1", "--quiet", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert (
+        "/part-00000 record with key 'c': '2' raised UnencodableRecordError: map output value {'c'} (type set) of "
+        "key 2 cannot be encoded by the shuffle: yield a list or tuple instead of a set"
+    ) in result.stderr, result.stderr
+
+
 def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 2_000_000, seed=36, vocabulary=300)

@@ -75,6 +75,8 @@ RUNS = [
     SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
+    SparkRun("bad_output_line", "wordcount", ["bad-output.txt"], reducers=1, options={"input_format": "output"}),
+    SparkRun("truncated_gzip", "wordcount", ["truncated.txt.gz"], reducers=1),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
 ]
 BY_NAME = {run.name: run for run in RUNS}
@@ -142,6 +144,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
     (folder / "optional.txt").write_text("x 3\ny -\n")
+    (folder / "bad-output.txt").write_text('"a"\t"x y"\n"b"\t{oops\n')
+    truncated = gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(20_000)))
+    (folder / "truncated.txt.gz").write_bytes(truncated[: len(truncated) // 2])
     return folder
 
 
@@ -258,6 +263,92 @@ def test_a_quiet_failed_run_prints_no_spark_log_line(spark_runs: dict[str, dict[
     result = spark_runs[name]
     assert "error" in result or result.get("exit_code") == 1, result
     assert SPARK_LOG_LINE.findall(result["process_stderr"]) == []
+
+
+def test_no_run_prints_the_jvm_incubator_warning(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """Every start of the JVM printed "WARNING: Using incubator modules: jdk.incubator.vector" (Spark's launcher
+    adds the module), even under --quiet; hop's JVM now drops that line (the other lines are asserted above)."""
+    for name, result in spark_runs.items():
+        assert "incubator" not in result["process_stderr"], name
+
+
+def test_the_jvm_stderr_filter_drops_the_incubator_line_only_and_holds_back_nothing_else() -> None:
+    from hop.spark_gateway import INCUBATOR_WARNING, StderrFilter
+
+    other = b"WARNING: Using incubator modules: jdk.incubator.vector, jdk.incubator.other\n"
+    bar = b"\r[Stage 0:>                (0 + 2) / 2]\r          \r"
+    stream = INCUBATOR_WARNING + b"Error: a real one\n" + other + bar + b"x" + INCUBATOR_WARNING + b"WARNING: Using"
+    expected = stream.replace(INCUBATOR_WARNING, b"", 1)  # (the second one is not at a line start)
+    for first in range(len(stream)):
+        for second in range(first, len(stream), 7):
+            written: list[bytes] = []
+            kept = StderrFilter(written.append)
+            for chunk in (stream[:first], stream[first:second], stream[second:]):
+                kept.feed(chunk)
+            kept.close()
+            assert b"".join(written) == expected, (first, second)
+    written = []
+    StderrFilter(written.append).feed(bar[:12])
+    assert written == [bar[:12]]  # a progress bar shows at once
+
+
+def failed_start(java_options: str) -> subprocess.CompletedProcess[str]:
+    """A process that starts a session whose JVM cannot start (with ``java_options``) and prints hop's error."""
+    code = (
+        "import sys\n"
+        "from hop.spark_engine import SparkUnavailable, start_session\n"
+        f"options = {{'spark.driver.extraJavaOptions': {java_options!r}}}\n"
+        "try:\n"
+        "    start_session('local[1]', 'hop test', quiet=True, conf=options)\n"
+        "except SparkUnavailable as error:\n"
+        "    print(f'hop: error: {error}', file=sys.stderr)\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_spark_still_prints_its_errors_before_hops_report() -> None:
+    """What Spark's launcher and JVM print on stderr still reaches it (through hop's filter), before hop's own
+    "Spark did not start"."""
+    done = failed_start("-Xmx1g")
+    spark, _, report = done.stderr.partition("hop: error: ")
+    assert "Error: Not allowed to specify max heap(Xmx) memory settings" in spark, done.stderr
+    assert report.startswith("Spark did not start on master local[1]"), done.stderr
+
+
+def test_a_jvm_that_starts_does_not_print_the_incubator_warning() -> None:
+    """The JVM starts (and fails at once: its error goes to stdout): its stderr no longer has the warning."""
+    done = failed_start("-Djava.security.manager=no.such.Manager")
+    assert "ClassNotFoundException: no.such.Manager" in done.stdout
+    assert done.stderr.startswith("hop: error: Spark did not start"), done.stderr
+    assert "incubator" not in done.stderr
+
+
+def test_a_bad_output_line_is_named_as_hop_names_it(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
+    """``--input-format output`` on Spark reads part files with hop's reader, and its error (the hop engine's
+    reader is tested in test_inputs.py and test_pipeline.py)."""
+    from hop.inputs import OUTPUT_LINES
+
+    where = f"input file {corpus / 'bad-output.txt'}: line at byte offset 10"
+    problem = "has a value that is not JSON: Expecting property name enclosed in double quotes"
+    assert spark_runs["bad_output_line"]["error"] == f"input raised InputError: {where} {problem}: {OUTPUT_LINES}"
+
+
+def test_a_bad_line_between_steps_is_named_as_hop_names_a_bad_output_line() -> None:
+    """A later step's map reads the step before's lines with hop's reader of output lines; the Spark engine had its
+    own, whose error was json's message alone. (Its lines are hop's own output, so the map task runs here, outside
+    Spark, with a line no reduce writes.)"""
+    from hop.inputs import OUTPUT_LINES
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, map_task
+
+    plan = StepPlan(dump_job_class(load_job_file(job_path("two_steps"))), 1, 2, "lines")
+    counters: Any = None  # (a failed task adds none)
+    with pytest.raises(TaskFailure) as failed:
+        list(map_task(plan, counters, ['"a"\t1\n', '"b"\t{oops\n']))
+    reason = (failure_of(failed.value) or ("", ""))[0]
+    problem = "has a value that is not JSON: Expecting property name enclosed in double quotes"
+    assert reason == f"input raised InputError: the output of step 1 (a reducer): line 2 {problem}: {OUTPUT_LINES}"
 
 
 def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_traces(
@@ -560,6 +651,24 @@ def test_init_and_final_hooks_run_on_spark_as_on_hop(spark_runs: dict[str, dict[
     values = dict(line.split("\t") for part in lines for line in part[1:-1])
     assert json.loads(values['"map tasks"']) == report["num_maps"] > 1
     assert json.loads(values['"lines"']) == report["counters"]["map_input_records"]
+
+
+def test_a_truncated_gzip_input_fails_naming_where_its_text_ends_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]]
+) -> None:
+    """Both engines read a truncated .gz with hop's reader, which said "near byte 0 of its text"; both now say how
+    far its text and the file were read (test_inputs.py has the whole message)."""
+    import zlib
+
+    path = corpus / "truncated.txt.gz"
+    size, text_bytes = path.stat().st_size, len(zlib.decompressobj(wbits=31).decompress(path.read_bytes()))
+    where = f"input file {path}: cannot decompress it past byte {text_bytes:,} of its text, having read {size:,} of"
+    failed = spark_runs["truncated_gzip"]
+    assert failed["error"].startswith(f"input raised InputError: {where}"), failed
+    assert f"check it with `gzip -t {path}`" in failed["error"]
+    with pytest.raises(JobFailed) as failure:
+        hop_output(client, BY_NAME["truncated_gzip"], corpus, tmp_path / "hop-out")
+    assert where in failure.value.status["error"]
 
 
 def test_a_list_key_fails_naming_the_record_as_on_hop(

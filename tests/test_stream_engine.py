@@ -511,6 +511,53 @@ def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_pa
     assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
 
 
+SETS_JOB = """from hop import Job
+
+
+class Sets(Job):
+    def map(self, offset, line):
+        yield line, MAPPED if line.startswith("c") else 1
+COMBINE
+    def reduce(self, key, values):
+        yield key, len(list(values))
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "window", "combine"),
+    [("replay:lines.txt", "2r", False), ("replay:lines.txt?rate=4000", "100000r", False),
+     ("replay:lines.txt", "2r", True)],
+    ids=["found-in-the-last-poll", "found-by-reading-again", "combine"],
+)  # fmt: skip
+def test_an_output_the_shuffle_cannot_encode_names_the_map_call_and_its_record(
+    tmp_path: Path, source: str, window: str, combine: bool
+) -> None:
+    """A stream map yielding a set failed with "map/combine output value {1} ... cannot be encoded", naming neither
+    the record nor whether the map or the combine yielded it; now, as in batch, the map call and its record (mapped
+    again after the failure: the last poll's records, or a replayable source read again from its start, here where
+    the pane sealed polls after the record), or the combine call and its key."""
+    lines = [f"w{number} x\n" for number in range(3000)]
+    lines[10] = "c d\n"
+    (tmp_path / "lines.txt").write_text("".join(lines))
+    combiner = "\n    def combine(self, key, values):\n        yield key, set(values)\n" if combine else ""
+    job = SETS_JOB.replace("MAPPED", "1" if combine else "{1}").replace("COMBINE", combiner)
+    (tmp_path / "sets.py").write_text(job)
+    result = hop(
+        "run", "sets.py", "--source", source, "--window", window, "-o", "out", "--no-view", "--quiet",
+        "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    if combine:  # (every key's: the first pane's first)
+        key, call = "w0 x", "combine at key 'w0 x'"
+    else:
+        key, call = "c d", f"map at replay source {source}: the line at byte offset {len(''.join(lines[:10]))}"
+        call += " of lines.txt: 'c d'"
+    output = "combine output value {1}" if combine else "map output value {1}"
+    expected = f"{call} raised UnencodableRecordError: {output} (type set) of key {key!r} cannot be encoded by the"
+    assert f"{expected} shuffle: yield a list" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_failing_reduce_leaves_no_temporary_file_in_its_window(tmp_path: Path) -> None:
     (tmp_path / "lines.txt").write_text("fine bad1\n")
     result = hop(

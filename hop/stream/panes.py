@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from hop.aggregates import Aggregate
-from shuffle.buffer import none_state_error
+from shuffle.buffer import map_or_combine, none_state_error
 from shuffle.keys import sort_keys
-from shuffle.runs import encode_run
+from shuffle.runs import UnencodableRecordError, encode_run
 
 
 @dataclass
@@ -135,8 +135,20 @@ class PaneBuffer:
                     out_keys.extend([key] * len(value))
                     out_values.extend(value)
             self.combine_output_records += len(out_keys)
-            runs.append((encode_run(out_keys, out_values), len(out_keys), tag))
+            try:
+                runs.append((encode_run(out_keys, out_values), len(out_keys), tag))
+            except UnencodableRecordError as error:
+                raise map_or_combine(error, self._mapped_values(table, error.key)) from None
         return runs
+
+    def _mapped_values(self, table: dict[Any, Any], key: Any) -> Any:
+        """What the map yielded for ``key`` in a pane when a user combiner ran over it; None when none did."""
+        if self.combiner is None or self.aggregate is not None:
+            return None
+        try:
+            return table.get(key, ())
+        except TypeError:  # (a key the combiner yielded, which no map did)
+            return ()
 
     # Checkpoints -------------------------------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:

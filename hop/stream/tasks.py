@@ -42,9 +42,9 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 
@@ -55,13 +55,13 @@ from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
 from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
-from hop.stream.sources import SourceError, SourceRecord, open_source
+from hop.stream.sources import ReplaySource, Source, SourceError, SourceRecord, open_source
 from hop.stream.windows import WindowSpec
-from hop.tasks import TaskChannel, instantiate, reduce_to_file
+from hop.tasks import TaskChannel, first_unencodable_call, instantiate, reduce_to_file, unencodable_map_call
 from hop.usercode import UserCodeError, call_user, fold_error
 from shuffle import codec
 from shuffle.keys import sort_keys
-from shuffle.runs import iter_run
+from shuffle.runs import UnencodableRecordError, iter_run
 from shuffle.spill import write_spill
 from shuffle.store import DECODED_EXPANSION
 
@@ -331,10 +331,44 @@ def run_stream_map(
 
     decode = _decoder(spec.input_format)
     mapper = functions.mapper
+
+    def unencodable(error: UnencodableRecordError, batch: list[SourceRecord]) -> Exception:
+        """What to report for a pane whose output the shuffle cannot encode: the combine call by its key, or the
+        map call that yielded it with its record, found after the failure only (the loop checks nothing per pair)
+        by mapping again the records of the last poll, then those of a replayable source from its start; else
+        ``error`` (a socket's record read before the last poll is gone)."""
+        if error.source == "combine":
+            return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
+
+        def calls(records: Iterable[SourceRecord], placed: Source) -> Iterator[tuple[tuple[float, Any], Any]]:
+            for record in records:
+                if record.error is not None:
+                    continue
+                try:
+                    value = decode(record)
+                    if value is not BLANK:
+                        yield (event_time(record, value), value), (placed.where(record) or url, value)
+                except StreamRecordError:
+                    continue
+
+        found = first_unencodable_call(mapper, calls(batch, source))
+        if found is None and source.replayable:
+            found = _read_again(
+                url,
+                spec.options.get("max_line_bytes"),
+                lambda again, records: first_unencodable_call(mapper, calls(records, again)),
+            )
+        if found is None:
+            return error
+        (place, value), pair = found
+        return unencodable_map_call(f"{place}: {value!r:.200}", pair)
+
     shed_panes: set[int] = set()
     late_lines: list[str] = []
     """Late records not yet appended to ``OUT/_late/map-NNNNN.jsonl`` (written once per poll)."""
     call_user("setup", job.setup)
+    batch: list[SourceRecord] = []
+    """The records of the latest poll (kept for :func:`unencodable`)."""
     try:
         if lost_announce is not None:
             marks.sealed = lost_announce[1]
@@ -358,7 +392,8 @@ def run_stream_map(
             # from the records), and the reducer frees memory only once that window closes.
             held_back = unsent > options.pause_threshold
             now = time.time()
-            for record in () if held_back else source.poll(poll_budget(), 0.05):
+            batch = [] if held_back else source.poll(poll_budget(), 0.05)
+            for record in batch:
                 if record.error is not None:
                     drop_bad(record.error)
                     continue
@@ -422,6 +457,8 @@ def run_stream_map(
         seal(FOREVER, final=True, natural=natural if stopping else None)
         checkpoint()
         call_user("teardown", job.teardown)
+    except UnencodableRecordError as error:
+        raise unencodable(error, batch) from None
     finally:
         source.close()
     return {
@@ -442,6 +479,36 @@ def run_stream_map(
         },
         "user_counters": job.take_counters(),
     }
+
+
+SEARCH_SECONDS = 30.0
+"""How long a stream map that failed on an output the shuffle cannot encode reads its source again for the record."""
+Found = TypeVar("Found")
+
+
+def _read_again(
+    url: str, max_line_bytes: int | None, search: Callable[[Source, Iterator[SourceRecord]], Found]
+) -> Found | None:
+    """``search(source, its records)`` over replayable source ``url`` opened again: its records from its start (a
+    map resumed from a checkpoint holds panes mapped before it), as fast as it reads them (a replay's rate paces
+    the stream, not this), until it has no more now or :data:`SEARCH_SECONDS` have passed; None if it cannot be
+    opened."""
+    try:
+        again = open_source(url, max_line_bytes)
+    except SourceError:
+        return None
+    if isinstance(again, ReplaySource):
+        again.rate = None
+    deadline = time.monotonic() + SEARCH_SECONDS
+
+    def records() -> Iterator[SourceRecord]:
+        while time.monotonic() < deadline and (polled := again.poll(POLL_RECORDS, 0.05)):
+            yield from polled
+
+    try:
+        return search(again, records())
+    finally:
+        again.close()
 
 
 def _usable_map_checkpoint(folder: Path, covered: tuple[int, int] | None, replayable: bool) -> dict[str, Any] | None:

@@ -1,0 +1,176 @@
+"""PySpark's driver JVM, launched with its stderr passed through a filter that drops one meaningless line.
+
+Spark 4's launcher starts the driver JVM with ``--add-modules=jdk.incubator.vector``, and the JVM answers that, on
+every start and before any logging is set up, with ``WARNING: Using incubator modules: jdk.incubator.vector`` on
+stderr; no JVM or Spark option turns the line off. :func:`launch_gateway` therefore starts the JVM through
+PySpark's public ``pyspark.java_gateway.launch_gateway(conf, popen_kwargs)`` with its stderr on a pipe that a
+thread of this process reads: that exact line is dropped, every other byte (Spark's log, the JVM's own errors, the
+stderr of the Python workers the JVM starts) is written on to this process's stderr (file descriptor 2, where the
+JVM would have written it) as it arrives, partial lines and progress bars included.
+
+Contract:
+
+- :func:`launch_gateway` returns the gateway to pass to ``SparkContext(gateway=...)``; if PySpark cannot launch
+  the JVM it raises PySpark's error after everything the JVM printed has been written out.
+- The JVM's lines reach stderr asynchronously; :func:`flush_jvm_stderr` writes out everything the JVM has written
+  so far, so a caller that has just got an answer from the JVM (a job failed) can print its own report after the
+  JVM's lines, as it could when the JVM wrote to stderr itself.
+- :func:`close_jvm_stderr` waits (bounded) for the pipe of a JVM that has ended and stops the thread.
+
+Only a JVM started here is filtered; a gateway PySpark reuses (``PYSPARK_GATEWAY_PORT``) prints where it prints.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark import SparkConf
+
+__all__ = ["INCUBATOR_WARNING", "StderrFilter", "close_jvm_stderr", "flush_jvm_stderr", "launch_gateway"]
+
+INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+"""The line the JVM prints because Spark's launcher adds the incubator module (it means nothing to a hop user)."""
+
+
+class StderrFilter:
+    """Write a byte stream on to ``write`` without the whole lines equal to :data:`INCUBATOR_WARNING`.
+
+    :meth:`feed` writes at once everything that cannot be the start of that line (so a progress bar's ``\\r``
+    updates show as they come); only a line start that could still become it is held back, until the next bytes
+    decide. :meth:`close` writes out what is held back.
+    """
+
+    def __init__(self, write: Any) -> None:
+        self._write = write
+        self._held = b""
+        self._at_line_start = True
+
+    def feed(self, data: bytes) -> None:
+        data, self._held = self._held + data, b""
+        kept: list[bytes] = []
+        start = 0
+        while start < len(data):
+            end = data.find(b"\n", start)
+            if end < 0:
+                rest = data[start:]
+                if self._at_line_start and INCUBATOR_WARNING.startswith(rest):
+                    self._held = rest
+                else:
+                    kept.append(rest)
+                    self._at_line_start = False
+                break
+            line = data[start : end + 1]
+            if not (self._at_line_start and line == INCUBATOR_WARNING):
+                kept.append(line)
+            self._at_line_start = True
+            start = end + 1
+        if kept:
+            self._write(b"".join(kept))
+
+    def close(self) -> None:
+        held, self._held = self._held, b""
+        if held:
+            self._write(held)
+
+
+def _write_stderr(data: bytes) -> None:
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(2, view) :]
+    except OSError:  # (no stderr to write to: lost, as the JVM's own write would be; the pipe must still drain)
+        pass
+
+
+class _JvmStderr:
+    """The read end of the JVM's stderr pipe, pumped by a daemon thread through a :class:`StderrFilter`.
+
+    The read end is non-blocking and every read happens under ``_lock``, so :meth:`drain` (any thread) and the pump
+    never split or reorder the stream.
+    """
+
+    def __init__(self) -> None:
+        self._read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self._read_fd, False)
+        self._filter = StderrFilter(_write_stderr)
+        self._lock = threading.Lock()
+        self._ended = False
+        self._thread = threading.Thread(target=self._pump, name="hop-jvm-stderr", daemon=True)
+        self._thread.start()
+
+    def _read_available(self) -> bool:
+        """Forward what the pipe holds now; False once every writer has closed its end."""
+        with self._lock:
+            while not self._ended:
+                try:
+                    data = os.read(self._read_fd, 65536)
+                except BlockingIOError:
+                    return True
+                if data:
+                    self._filter.feed(data)
+                else:
+                    self._filter.close()
+                    self._ended = True
+            return False
+
+    def _pump(self) -> None:
+        while True:
+            select.select([self._read_fd], [], [])
+            if not self._read_available():
+                break
+        os.close(self._read_fd)  # (here only: no other thread reads once the pipe has ended)
+
+    def drain(self) -> None:
+        self._read_available()
+
+    def close_write_end(self) -> None:
+        """Close this process's copy of the write end (the JVM holds its own): the pipe ends when the JVM does."""
+        os.close(self.write_fd)
+
+    def wait_closed(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the writers to end, then forward what is left."""
+        self._thread.join(timeout)
+        self.drain()
+
+
+_current: _JvmStderr | None = None
+
+
+def launch_gateway(conf: SparkConf) -> Any:
+    """Launch PySpark's driver JVM for ``conf`` (as ``SparkContext`` would) with its stderr filtered; return the
+    py4j gateway (its ``proc`` is the JVM's process)."""
+    from pyspark.java_gateway import launch_gateway as launch_pyspark_gateway
+
+    global _current
+    close_jvm_stderr(timeout=0)
+    stderr = _JvmStderr()
+    try:
+        gateway = launch_pyspark_gateway(conf, popen_kwargs={"stderr": stderr.write_fd})
+    except BaseException:
+        stderr.close_write_end()
+        stderr.wait_closed(timeout=5)  # (the JVM has exited: its last words first)
+        raise
+    stderr.close_write_end()
+    _current = stderr
+    return gateway
+
+
+def flush_jvm_stderr() -> None:
+    """Write out everything the JVM launched by :func:`launch_gateway` has written to its stderr so far.
+
+    Enough for a caller's report to follow the JVM's lines about the call that just returned: the JVM flushes each
+    log line to the pipe as it logs it (Spark logs a failure before the driver hears of it)."""
+    if _current is not None:
+        _current.drain()
+
+
+def close_jvm_stderr(timeout: float = 10) -> None:
+    """After the JVM has ended: forward its last bytes (waiting up to ``timeout`` seconds) and stop the thread."""
+    global _current
+    if _current is not None:
+        _current.wait_closed(timeout)
+        _current = None
