@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -280,6 +281,17 @@ def test_a_truncated_gzip_file_is_named_with_where_its_text_ends(tmp_path: Path)
 def test_json_that_python_cannot_read_is_a_bad_line_with_its_offset(tmp_path: Path, text: str) -> None:
     # json.loads raises RecursionError for deep nesting and ValueError for an int over 4,300 digits, neither a
     # JSONDecodeError: they must name the line, and --skip-bad-records must be able to skip them.
+    # How deep is too deep follows the interpreter's recursion limit, which an imported library may raise (jedi,
+    # which PySpark's imports can pull in, sets 3000): the test pins Python's default.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        _check_a_bad_json_line_is_named(tmp_path, text)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _check_a_bad_json_line_is_named(tmp_path: Path, text: str) -> None:
     path = tmp_path / "input.jsonl"
     path.write_text('{"k": "a"}\n' + text + '\n{"k": "b"}\n', encoding="utf-8")
     split = Split(str(path), 0, path.stat().st_size)
