@@ -53,7 +53,13 @@ def run_stream(
     if on_submitted is not None:
         on_submitted(job_id)
     if progress:
-        print(f"hop: continuous job {job_id} running; stop it with Ctrl-C or `hop stop {job_id}`", file=sys.stderr)
+        # The whole command, as it can be pasted: `hop stop` needs the coordinator (it printed one without it, which
+        # `hop stop` refused as bad usage).
+        print(
+            f"hop: continuous job {job_id} running; stop it with Ctrl-C or "
+            f"`hop stop {job_id} --coordinator {client.address}`",
+            file=sys.stderr,
+        )
     seen = 0
     told_gone: set[int] = set()
 
