@@ -62,7 +62,7 @@ from hop.shutdown_cli import register as register_shutdown
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
 from hop.stdin_input import stdin_as_file
-from hop.stream.cli import add_stream_arguments, run_stream_from_args
+from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_args
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, web_view
 from hop.web.cli import register as register_web
@@ -206,6 +206,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     add_spark_arguments(parser)
     add_web_arguments(parser)
+    # Each option's flag and default, which tell an option given from one left alone (_options_given).
+    parser.set_defaults(
+        option_defaults={a.dest: (a.option_strings[-1], a.default) for a in parser._actions if a.option_strings}
+    )
     if embedded:
         parser.add_argument(
             "--workers",
@@ -237,9 +241,61 @@ def _run(args: argparse.Namespace) -> int:
         return _fail("interrupted", _interrupted_code())
 
 
+BATCH_ONLY = (
+    "blocking",
+    "split_size",
+    "spill_records",
+    "skip_bad_records",
+    "speculative",
+    "keep_intermediate",
+    "order",
+    "seed",
+    "chunk_size",
+    "confidence",
+    "stop_when_accurate",
+)
+"""The options of ``hop run``/``hop submit`` that only a batch job uses: a continuous job (``--source``) ignored them
+(``--stop-when-accurate`` promised an early stop that never came), so it refuses them."""
+
+
+def _options_given(args: argparse.Namespace, dests: tuple[str, ...]) -> list[str]:
+    """The flags of those options among ``dests`` that were given a value other than their default."""
+    return [
+        flag
+        for dest, (flag, default) in args.option_defaults.items()
+        if dest in dests and getattr(args, dest) != default
+    ]
+
+
+def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
+    """Why options of a continuous job were given to a batch run, or a batch job's to a continuous one: each would
+    do nothing there (``--window 60s`` on input files ran one batch job over them all, without a word)."""
+    if args.source:
+        given = _options_given(args, BATCH_ONLY)
+        if given:
+            return (
+                f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a batch job over input files, "
+                f"not to a continuous job (--source), which would ignore {'it' if len(given) == 1 else 'them'}: drop "
+                f"{'it' if len(given) == 1 else 'them'}"
+            )
+        return None
+    given = _options_given(args, STREAM_ONLY)
+    if given:
+        return (
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a continuous job, and this run has no "
+            f"--source: it would run a batch job over the input files, ignoring {'it' if len(given) == 1 else 'them'}. "
+            "Give --source URL (a continuous job reads a stream, not input files), or drop "
+            f"{'it' if len(given) == 1 else 'them'}"
+        )
+    return None
+
+
 def _run_job(args: argparse.Namespace) -> int:
     if getattr(args, "workers", None) and args.coordinator:
         return _fail("--workers sizes the embedded cluster; with --coordinator the cluster's own workers run it", 2)
+    wrong_kind = _wrong_kind_of_run(args)
+    if wrong_kind is not None:
+        return _fail(wrong_kind, 2)
     if args.job_args and not args.mrjob:
         return _fail(f"the arguments after -- ({' '.join(args.job_args)}) are an mrjob job's options: add --mrjob", 2)
     if args.source:  # (it refuses --engine spark: continuous queries run on hop)

@@ -1348,6 +1348,29 @@ def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, optio
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["in.txt", "--window", "10s"], "--window applies to a continuous job, and this run has no --source"),
+        (["in.txt", "--slide=5s", "--no-view"], "--slide, --no-view apply to a continuous job"),
+        (
+            ["--source", "replay:in.txt", "--window", "1r", "--order", "random", "--stop-when-accurate", "0.1"],
+            "--order, --stop-when-accurate apply to a batch job over input files, not to a continuous job",
+        ),
+        (["--source", "replay:in.txt", "--window", "1r", "--blocking"], "--blocking applies to a batch job"),
+    ],
+    ids=["window-without-source", "slide-and-no-view-without-source", "stop-early-with-source", "blocking-with-source"],
+)
+def test_an_option_of_the_other_kind_of_job_is_refused(tmp_path: Path, options: list[str], message: str) -> None:
+    """A continuous job's options on a batch run (``--window 10s`` over input files ran one batch job over them all),
+    and a batch job's on a continuous one (``--stop-when-accurate`` with ``--source`` never stopped anything), were
+    silently ignored."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    result = hop("run", str(ROOT / "jobs" / "stream_wordcount.py"), *options, "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFixture[str]) -> None:
     """``hop run --help`` is where a user checks a default; --max-attempts did not say its (the README's 4)."""
     from hop.cli import build_parser

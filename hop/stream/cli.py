@@ -23,7 +23,23 @@ from hop.gen.cli import coordinator_address, non_negative_int, positive_int
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpecError, parse_extent
 
-__all__ = ["add_stream_arguments", "register", "run_stream_from_args"]
+__all__ = ["STREAM_ONLY", "add_stream_arguments", "register", "run_stream_from_args"]
+
+STREAM_ONLY = (
+    "window",
+    "slide",
+    "lateness",
+    "fidelity",
+    "max_latency",
+    "checkpoint_every",
+    "checkpoint_seconds",
+    "sink",
+    "view_interval",
+    "no_view",
+    "duration",
+)
+"""The options of :func:`add_stream_arguments` besides ``--source``: only a continuous job uses them, so a batch run
+refuses them (``hop.cli``)."""
 
 
 def _positive_seconds(text: str) -> float:
