@@ -134,3 +134,30 @@ def _busy_worker(cluster: LocalCluster) -> str | None:
     finally:
         client.close()
     return None
+
+
+def test_a_finished_jobs_elapsed_time_in_the_coordinators_samples_ends_with_it(client: Client, tmp_path: Path) -> None:
+    """The coordinator's samples keep a finished job for 10 s; its ``elapsed`` (the dashboard's job time) went on
+    counting from its submission meanwhile, so a job of half a second showed as taking up to 10 s."""
+    import msgpack
+    import zmq
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    subscriber = zmq.Context.instance().socket(zmq.SUB)
+    subscriber.setsockopt(zmq.LINGER, 0)
+    subscriber.setsockopt(zmq.SUBSCRIBE, b"")
+    subscriber.connect(client.cluster()["events"])
+    try:
+        report = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out", num_reduces=1)
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, "no sample listed the finished job"
+            assert subscriber.poll(timeout=5000), "no sample from the coordinator"
+            sample = msgpack.unpackb(subscriber.recv(), raw=False)
+            ended = [job for job in sample["jobs"] if job["job_id"] == report["job_id"] and job["finished_at"]]
+            if ended and sample["ts"] > ended[0]["finished_at"] + 0.5:
+                break
+    finally:
+        subscriber.close()
+    job = ended[0]
+    assert job["elapsed"] == job["finished_at"] - job["submitted_at"], job
