@@ -6,12 +6,14 @@ Without ``--coordinator`` it starts an embedded cluster of ``--workers`` worker 
 shown as a host: it samples its own process tree) and prints the coordinator's address, so jobs can be submitted to
 it (``hop submit ... --coordinator ADDRESS``) and watched. The monitoring job (``jobs/cluster_monitor.py``) gets one
 source per worker's sample stream plus the coordinator's; its windows go to ``OUT/windows/``, alerts to
-``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl``. The dashboard URL is printed; Ctrl-C stops everything.
+``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl`` (without ``-o``, OUT is a temporary directory, removed when
+the monitor stops). The dashboard URL is printed; Ctrl-C stops everything.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -41,7 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3.0,
         help="emit a window this long after its end even if a host is silent",
     )
-    parser.add_argument("-o", "--output", default=None, help="output directory (default: a new temporary one)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="output directory, kept (default: a temporary one, removed when the monitor stops)",
+    )
     parser.add_argument("--port", type=int, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--duration", type=_seconds, default=None, help="stop after this long (default: Ctrl-C)")
     parser.add_argument("--quiet", action="store_true", help="print only the addresses")
@@ -97,11 +104,26 @@ def lost_to_a_restart(address: str, output: str, args: argparse.Namespace) -> st
 
 
 def run_monitor(args: argparse.Namespace) -> int:
+    output = args.output or tempfile.mkdtemp(prefix="hop-monitor-")
+    code = 1
+    try:
+        code = _monitor(args, output)
+        return code
+    finally:
+        # The default output is a temporary directory: removed once the monitor stopped (it was left in /tmp after
+        # every run, growing by some 10 KB a second of monitoring), kept when an error message points into it.
+        if args.output is None and code in (0, 130):
+            shutil.rmtree(output, ignore_errors=True)
+            if not args.quiet:
+                print(f"hop: removed the temporary monitoring output {output}", file=sys.stderr)
+
+
+def _monitor(args: argparse.Namespace, output: str) -> int:
+    """``run_monitor`` writing into ``output``; returns the exit code."""
     from hop.local_cluster import ClusterStartError, LocalCluster
     from hop.stream.runner import run_stream
     from monitoring.feed import MonitorFeed
 
-    output = args.output or tempfile.mkdtemp(prefix="hop-monitor-")
     cluster = None
     try:
         address = args.coordinator
@@ -129,7 +151,8 @@ def run_monitor(args: argparse.Namespace) -> int:
                 feed.start()
 
             with _dashboard(address, args.port, feeds):
-                print(f"hop: monitoring output in {output}", file=sys.stderr, flush=True)
+                kept = "" if args.output else " (temporary, removed when the monitor stops: -o DIR keeps it)"
+                print(f"hop: monitoring output in {output}{kept}", file=sys.stderr, flush=True)
                 try:
                     run_stream(
                         client,

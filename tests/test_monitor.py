@@ -161,3 +161,23 @@ def test_a_finished_jobs_elapsed_time_in_the_coordinators_samples_ends_with_it(c
         subscriber.close()
     job = ended[0]
     assert job["elapsed"] == job["finished_at"] - job["submitted_at"], job
+
+
+def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) -> None:
+    """``hop monitor`` without ``-o`` writes into a temporary directory, which every run left in /tmp (some 10 KB
+    a second of monitoring); it is removed when the monitor stops, and said so (``-o DIR`` is kept)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--duration", "3s"]
+    environment = {**os.environ, "TMPDIR": str(temp)}
+    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "windows in " in result.stderr, "it ran a while"
+    assert "removed the temporary monitoring output" in result.stderr, result.stderr
+    assert not list(temp.iterdir()), list(temp.iterdir())
