@@ -537,6 +537,24 @@ def test_bad_option_values_are_usage_errors(tmp_path: Path, option: str, value: 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("--checkpoint-seconds=0", "--checkpoint-seconds must be positive, got 0.0"),
+        ("--lateness=-2s", "argument --lateness: a duration must be 0 or more seconds, got '-2s'"),
+        ("--checkpoint-every=0", "--checkpoint-every: must be at least 1"),
+    ],
+)
+def test_bad_continuous_option_values_name_the_option(tmp_path: Path, option: str, says: str) -> None:
+    """These were refused as "lateness must be >= 0, checkpoint intervals positive", whichever was wrong, or as a
+    "window extent" that "must be a positive whole number of time units"."""
+    (tmp_path / "in.txt").write_text("a\n")
+    job = str(ROOT / "jobs" / "stream_wordcount.py")
+    result = hop("run", job, "--source", "replay:in.txt", "--window", "1r", "-o", "out", option, cwd=tmp_path)
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(tmp_path: Path) -> None:
     import socket
 

@@ -21,7 +21,7 @@ from typing import Any
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import coordinator_address, non_negative_int, positive_int
 from hop.stream.tracker import KEEP_WINDOWS
-from hop.stream.windows import WindowSpecError, parse_extent
+from hop.stream.windows import WindowSpecError, parse_duration
 
 __all__ = ["STREAM_ONLY", "add_stream_arguments", "register", "run_stream_from_args"]
 
@@ -51,18 +51,11 @@ def _positive_seconds(text: str) -> float:
 
 
 def _seconds(text: str) -> float:
-    """``"2s"``, ``"500ms"`` or a plain number of seconds."""
+    """``"2s"``, ``"500ms"``, ``"0s"`` or a plain number of seconds, 0 or more (``windows.parse_duration``)."""
     try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        unit, amount = parse_extent(text)
+        return parse_duration(text)
     except WindowSpecError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-    if unit != "time":
-        raise argparse.ArgumentTypeError(f"expected a duration such as 2s or 500ms, got {text!r}")
-    return amount / 1_000_000
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
