@@ -555,6 +555,19 @@ def test_bad_continuous_option_values_name_the_option(tmp_path: Path, option: st
     assert not (tmp_path / "out").exists()
 
 
+def test_hop_monitor_refuses_a_non_empty_output_directory_without_overwrite(tmp_path: Path) -> None:
+    """``hop monitor -o DIR`` deleted everything DIR held (a job's results, a user's notes) without a word; like
+    ``hop run`` it now needs ``--overwrite`` for that, and says so before it starts a cluster."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine\n")
+    result = hop("monitor", "-o", str(kept), "--workers", "1", "--duration", "1s", cwd=tmp_path, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert f"output directory {kept} is not empty; choose another or pass --overwrite" in result.stderr
+    assert "coordinator at" not in result.stderr, "refused before a cluster started"
+    assert (kept / "notes.txt").read_text() == "mine\n"
+
+
 def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(tmp_path: Path) -> None:
     import socket
 
