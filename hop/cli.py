@@ -430,7 +430,7 @@ def _run_loaded(
     if mrjob_run is not None:
         mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:
-        print(_summary(report, args.output), file=sys.stderr)
+        print(_summary(report, args.output, args.stop_when_accurate), file=sys.stderr)
     return 0
 
 
@@ -452,9 +452,10 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
     return dataclasses.replace(spec, num_reduces=alive), [dataclasses.replace(s, num_reduces=alive) for s in later]
 
 
-def _summary(report: dict[str, Any], output: str) -> str:
+def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | None = None) -> str:
     """The line ``hop run`` prints for a job that succeeded: records in and out, or for a job that
-    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw. For a
+    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw (and for one
+    it did not end early, that it ran to the end, so its result is exact). For a
     pipeline (``report`` the last step's, the earlier ones under ``"steps"``/``"jobs"``): the whole run's time and
     the first step's input records (the last step's own were printed, and with ``--blocking`` its time alone), and
     an earlier step that stopped early is named, since every later step's result is built on its estimates."""
@@ -478,6 +479,15 @@ def _summary(report: dict[str, Any], output: str) -> str:
         for number, r in enumerate(earlier, 1)
         if r.get("approximate")
     ]
+    if stop_when_accurate is not None and not stopped:
+        from hop.online.tracker import MIN_CHUNKS_PER_STRATUM
+
+        # Said, not left to be inferred from a missing "stopped early": the run was asked to stop early.
+        stopped.append(
+            f"no snapshot met --stop-when-accurate {stop_when_accurate:.1%} (every group's interval within it, at "
+            f"least {MIN_CHUNKS_PER_STRATUM} chunks of every stratum read), so the job ran to the end and the result "
+            "is exact"
+        )
     return (
         f"{head}{first['counters']['map_input_records']:,} input records, "
         f"{report['counters']['reduce_output_records']:,} output records in {output}{bad}"

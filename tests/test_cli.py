@@ -1402,6 +1402,18 @@ def test_an_option_of_the_other_kind_of_job_is_refused(tmp_path: Path, options: 
     assert not (tmp_path / "out").exists()
 
 
+def test_a_run_that_stop_when_accurate_did_not_end_early_says_its_result_is_exact(tmp_path: Path) -> None:
+    """A run asked to ``--stop-when-accurate`` that no snapshot ended early printed the plain summary: the user was
+    left to infer from a missing "stopped early" whether the result was an estimate."""
+    (tmp_path / "in.txt").write_text("a b a\n" * 100)
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--order", "random", "--stop-when-accurate", "0.1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "no snapshot met --stop-when-accurate 10.0%" in result.stderr, result.stderr
+    assert "the job ran to the end and the result is exact" in result.stderr
+    assert "approximate" not in json.loads((tmp_path / "out" / "_job.json").read_text())
+
+
 def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFixture[str]) -> None:
     """``hop run --help`` is where a user checks a default; --max-attempts did not say its (the README's 4)."""
     from hop.cli import build_parser
