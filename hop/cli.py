@@ -270,24 +270,20 @@ def _options_given(args: argparse.Namespace, dests: tuple[str, ...]) -> list[str
 def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
     """Why options of a continuous job were given to a batch run, or a batch job's to a continuous one: each would
     do nothing there (``--window 60s`` on input files ran one batch job over them all, without a word)."""
-    if args.source:
-        given = _options_given(args, BATCH_ONLY)
-        if given:
-            return (
-                f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a batch job over input files, "
-                f"not to a continuous job (--source), which would ignore {'it' if len(given) == 1 else 'them'}: drop "
-                f"{'it' if len(given) == 1 else 'them'}"
-            )
+    given = _options_given(args, BATCH_ONLY if args.source else STREAM_ONLY)
+    if not given:
         return None
-    given = _options_given(args, STREAM_ONLY)
-    if given:
-        return (
-            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a continuous job, and this run has no "
-            f"--source: it would run a batch job over the input files, ignoring {'it' if len(given) == 1 else 'them'}. "
-            "Give --source URL (a continuous job reads a stream, not input files), or drop "
-            f"{'it' if len(given) == 1 else 'them'}"
-        )
-    return None
+    flags, it, applies = (
+        ", ".join(given),
+        "it" if len(given) == 1 else "them",
+        "applies" if len(given) == 1 else "apply",
+    )
+    if args.source:
+        return f"{flags} {applies} to a batch job over input files, not to a continuous job (--source): drop {it}"
+    return (
+        f"{flags} {applies} to a continuous job, and this run has no --source: it would run a batch job over the input "
+        f"files, ignoring {it}. Give --source URL (a continuous job reads a stream, not input files), or drop {it}"
+    )
 
 
 def _run_job(args: argparse.Namespace) -> int:
