@@ -394,6 +394,22 @@ def test_a_second_ctrl_c_ends_the_last_compaction_with_its_jvm(tmp_path: Path) -
     assert not left, left
 
 
+def test_hop_view_of_a_run_without_view_says_so(tmp_path: Path) -> None:
+    """``hop view OUT`` of a job run with ``--no-view`` said "no materialized view yet (no compaction has run)", as
+    if one were coming; it now says the job ran with --no-view and where its windows are."""
+    from tests.conftest import hop, job_path
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    output = tmp_path / "out"
+    run = hop("run", job_path("stream_wordcount"), "--source", "replay:in.txt", "--window", "1r", "-o", str(output),
+              "--workers", "1", "--no-view", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    view = hop("view", str(output), cwd=tmp_path)
+    assert view.returncode == 1
+    assert f"{output} has no materialized view: its job ran with --no-view" in view.stderr, view.stderr
+    assert f"its windows are in {output / 'windows'}" in view.stderr
+
+
 def test_ctrl_c_during_the_last_compaction_skips_it_and_the_run_still_succeeds(tmp_path: Path) -> None:
     """``hop run --source`` offers "Ctrl-C skips it" while the last compaction runs after the job ended; taking the
     offer ended the run with "error: interrupted while stopping" and exit code 130, though every window had been

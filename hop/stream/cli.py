@@ -292,6 +292,14 @@ def _view(args: argparse.Namespace) -> int:
     pending = pending_deltas(output)
     waiting = f"; {len(pending):,} checkpoint deltas not in it yet: `hop view {output} --compact`" if pending else ""
     if info is None:
+        if not pending and _ran_without_view(output):
+            # It said "no materialized view yet (no compaction has run)", as if one were coming.
+            print(
+                f"hop: error: {output} has no materialized view: its job ran with --no-view, so it kept no checkpoint "
+                f"deltas to build one from (its windows are in {output / 'windows'})",
+                file=sys.stderr,
+            )
+            return 1
         print(f"hop: error: {output} has no materialized view yet (no compaction has run{waiting})", file=sys.stderr)
         return 1
     print(info.base)
@@ -301,6 +309,15 @@ def _view(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _ran_without_view(output: Path) -> bool:
+    """Whether ``output/_job.json`` reports a continuous job run with ``--no-view`` (its options' ``deltas`` off)."""
+    try:
+        report = json.loads((output / "_job.json").read_text(encoding="utf-8"))
+        return (report.get("continuous") or {}).get("options", {}).get("deltas") is False
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def register(commands: Any) -> None:
