@@ -999,6 +999,17 @@ def test_the_stop_command_a_continuous_run_prints_stops_it_as_printed(tmp_path: 
     assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
 
 
+def test_the_end_of_a_continuous_run_counts_its_windows_in_words(tmp_path: Path) -> None:
+    """It said "ended: 1 windows in OUT/windows", and "0 windows in OUT/windows" of a folder that was not made."""
+    (tmp_path / "one.txt").write_text("a b\n")
+    (tmp_path / "none.txt").write_text("")
+    for source, says in (("one.txt", f"ended: 1 window in {tmp_path / 'o-one.txt' / 'windows'}\n"),
+                         ("none.txt", "ended: no window written\n")):  # fmt: skip
+        run = hop("run", job_path("stream_wordcount"), "--source", f"replay:{source}", "--window", "1s", "-o",
+                  f"o-{source}", "--workers", "1", "--no-view", cwd=tmp_path)  # fmt: skip
+        assert run.returncode == 0 and says in run.stderr, run.stderr
+
+
 def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) -> None:
     """The cluster's processes ignore the group's SIGTERM only while ``hop run`` lives: killed as it drains, they
     end by themselves (``hop.lifetime.orphaned``) instead of waiting for it."""

@@ -114,8 +114,10 @@ def run_stream(
         raise JobFailed(status)
     report = status["report"]
     if progress:
-        folder = Path(spec.output) / "windows"
-        print(f"hop: {job_id} ended: {report['continuous']['windows_written']} windows in {folder}", file=sys.stderr)
+        folder, written = Path(spec.output) / "windows", report["continuous"]["windows_written"]
+        # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
+        where = f"{written:,} window{'' if written == 1 else 's'} in {folder}" if written else "no window written"
+        print(f"hop: {job_id} ended: {where}", file=sys.stderr)
     return dict(status)
 
 
