@@ -182,3 +182,8 @@ def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) ->
     assert re.search(r"ended: [\d,]+ windows? in ", result.stderr), "it ran a while"
     assert "removed the temporary monitoring output" in result.stderr, result.stderr
     assert not list(temp.iterdir()), list(temp.iterdir())
+    refused = subprocess.run(  # an error before any window: the directory is empty, nothing points into it
+        [*command, "--window", "0s"], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert refused.returncode == 2 and "window extent '0s'" in refused.stderr, refused.stderr
+    assert not list(temp.iterdir()), list(temp.iterdir())
