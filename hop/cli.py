@@ -62,7 +62,7 @@ from hop.shutdown_cli import register as register_shutdown
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
 from hop.stdin_input import stdin_as_file
-from hop.stream.cli import add_stream_arguments, run_stream_from_args
+from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_args
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, web_view
 from hop.web.cli import register as register_web
@@ -206,6 +206,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     add_spark_arguments(parser)
     add_web_arguments(parser)
+    # Each option's flag and default, which tell an option given from one left alone (_options_given).
+    parser.set_defaults(
+        option_defaults={a.dest: (a.option_strings[-1], a.default) for a in parser._actions if a.option_strings}
+    )
     if embedded:
         parser.add_argument(
             "--workers",
@@ -237,9 +241,57 @@ def _run(args: argparse.Namespace) -> int:
         return _fail("interrupted", _interrupted_code())
 
 
+BATCH_ONLY = (
+    "blocking",
+    "split_size",
+    "spill_records",
+    "skip_bad_records",
+    "speculative",
+    "keep_intermediate",
+    "order",
+    "seed",
+    "chunk_size",
+    "confidence",
+    "stop_when_accurate",
+)
+"""The options of ``hop run``/``hop submit`` that only a batch job uses: a continuous job (``--source``) ignored them
+(``--stop-when-accurate`` promised an early stop that never came), so it refuses them."""
+
+
+def _options_given(args: argparse.Namespace, dests: tuple[str, ...]) -> list[str]:
+    """The flags of those options among ``dests`` that were given a value other than their default."""
+    return [
+        flag
+        for dest, (flag, default) in args.option_defaults.items()
+        if dest in dests and getattr(args, dest) != default
+    ]
+
+
+def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
+    """Why options of a continuous job were given to a batch run, or a batch job's to a continuous one: each would
+    do nothing there (``--window 60s`` on input files ran one batch job over them all, without a word)."""
+    given = _options_given(args, BATCH_ONLY if args.source else STREAM_ONLY)
+    if not given:
+        return None
+    flags, it, applies = (
+        ", ".join(given),
+        "it" if len(given) == 1 else "them",
+        "applies" if len(given) == 1 else "apply",
+    )
+    if args.source:
+        return f"{flags} {applies} to a batch job over input files, not to a continuous job (--source): drop {it}"
+    return (
+        f"{flags} {applies} to a continuous job, and this run has no --source: it would run a batch job over the input "
+        f"files, ignoring {it}. Give --source URL (a continuous job reads a stream, not input files), or drop {it}"
+    )
+
+
 def _run_job(args: argparse.Namespace) -> int:
     if getattr(args, "workers", None) and args.coordinator:
         return _fail("--workers sizes the embedded cluster; with --coordinator the cluster's own workers run it", 2)
+    wrong_kind = _wrong_kind_of_run(args)
+    if wrong_kind is not None:
+        return _fail(wrong_kind, 2)
     if args.job_args and not args.mrjob:
         return _fail(f"the arguments after -- ({' '.join(args.job_args)}) are an mrjob job's options: add --mrjob", 2)
     if args.source:  # (it refuses --engine spark: continuous queries run on hop)
@@ -374,7 +426,7 @@ def _run_loaded(
     if mrjob_run is not None:
         mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:
-        print(_summary(report, args.output), file=sys.stderr)
+        print(_summary(report, args.output, args.stop_when_accurate), file=sys.stderr)
     return 0
 
 
@@ -396,9 +448,10 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
     return dataclasses.replace(spec, num_reduces=alive), [dataclasses.replace(s, num_reduces=alive) for s in later]
 
 
-def _summary(report: dict[str, Any], output: str) -> str:
+def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | None = None) -> str:
     """The line ``hop run`` prints for a job that succeeded: records in and out, or for a job that
-    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw. For a
+    ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw (and for one
+    it did not end early, that it ran to the end, so its result is exact). For a
     pipeline (``report`` the last step's, the earlier ones under ``"steps"``/``"jobs"``): the whole run's time and
     the first step's input records (the last step's own were printed, and with ``--blocking`` its time alone), and
     an earlier step that stopped early is named, since every later step's result is built on its estimates."""
@@ -422,6 +475,15 @@ def _summary(report: dict[str, Any], output: str) -> str:
         for number, r in enumerate(earlier, 1)
         if r.get("approximate")
     ]
+    if stop_when_accurate is not None and not stopped:
+        from hop.online.tracker import MIN_CHUNKS_PER_STRATUM
+
+        # Said, not left to be inferred from a missing "stopped early": the run was asked to stop early.
+        stopped.append(
+            f"no snapshot met --stop-when-accurate {stop_when_accurate:.1%} (every group's interval within it, at "
+            f"least {MIN_CHUNKS_PER_STRATUM} chunks of every stratum read), so the job ran to the end and the result "
+            "is exact"
+        )
     return (
         f"{head}{first['counters']['map_input_records']:,} input records, "
         f"{report['counters']['reduce_output_records']:,} output records in {output}{bad}"

@@ -1,17 +1,19 @@
 """``hop monitor``: run the cluster-monitoring query continuously and serve its live dashboard.
 
-    hop monitor [--coordinator tcp://HOST:PORT] [--workers N --racks R] [--window 10s --slide 2s] [-o OUT]
+    hop monitor [--coordinator tcp://HOST:PORT] [--workers N --racks R] [--window 10s --slide 2s] [-o OUT [--overwrite]]
 
 Without ``--coordinator`` it starts an embedded cluster of ``--workers`` worker processes on this machine (each
 shown as a host: it samples its own process tree) and prints the coordinator's address, so jobs can be submitted to
 it (``hop submit ... --coordinator ADDRESS``) and watched. The monitoring job (``jobs/cluster_monitor.py``) gets one
 source per worker's sample stream plus the coordinator's; its windows go to ``OUT/windows/``, alerts to
-``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl``. The dashboard URL is printed; Ctrl-C stops everything.
+``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl`` (without ``-o``, OUT is a temporary directory, removed when
+the monitor stops). The dashboard URL is printed; Ctrl-C stops everything.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -41,7 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3.0,
         help="emit a window this long after its end even if a host is silent",
     )
-    parser.add_argument("-o", "--output", default=None, help="output directory (default: a new temporary one)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        help="output directory, kept (default: a temporary one, removed when the monitor stops)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a non-empty -o directory (a previous monitor's output)"
+    )
     parser.add_argument("--port", type=int, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--duration", type=_seconds, default=None, help="stop after this long (default: Ctrl-C)")
     parser.add_argument("--quiet", action="store_true", help="print only the addresses")
@@ -58,7 +68,7 @@ def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[
 
 
 def monitor_spec(
-    client: Client, output: str, window: str, slide: str, max_latency: float
+    client: Client, output: str, window: str, slide: str, max_latency: float, overwrite: bool = False
 ) -> tuple[Any, list[str], list[str]]:
     """The monitoring job's spec for the workers the cluster has now, the names of its sources, and those workers'
     sample endpoints (for ``MonitorFeed``: the same workers, asked once)."""
@@ -78,7 +88,7 @@ def monitor_spec(
         [],
         output,
         num_reduces=1,
-        overwrite=True,
+        overwrite=overwrite,
         options={"stream": options, "max_attempts": 4},
     )
     return spec, names, [w["samples"] for w in workers]
@@ -92,16 +102,48 @@ def lost_to_a_restart(address: str, output: str, args: argparse.Namespace) -> st
         f"the coordinator at {address} was restarted and no longer runs the monitoring query (a restarted "
         f"coordinator gets its workers back, not its jobs); the windows so far stay in {Path(output) / 'windows'}, "
         f"the alerts and faults in {output}/_alerts.jsonl and _faults.jsonl. To watch the cluster again, start the "
-        f"monitor on the restarted coordinator: `{again}` (with -o {output} it starts that directory afresh)"
+        f"monitor on the restarted coordinator: `{again}` (with -o {output} --overwrite it starts that directory "
+        "afresh)"
     )
 
 
 def run_monitor(args: argparse.Namespace) -> int:
+    from hop.outputs import OutputError, check_output, claim_output
+
+    release = None
+    if args.output is not None:
+        # Before a cluster starts, as for hop run: a non-empty -o needs --overwrite (every file in it was deleted
+        # without a word, whatever it held), and another run writing it is refused.
+        try:
+            release = claim_output(args.output)
+            check_output(args.output, args.overwrite)
+        except OutputError as error:
+            if release is not None:
+                release()
+            print(f"hop: error: {error}", file=sys.stderr)
+            return 2
+    output = args.output or tempfile.mkdtemp(prefix="hop-monitor-")
+    code = 1
+    try:
+        code = _monitor(args, output)
+        return code
+    finally:
+        if release is not None:
+            release()
+        # The default output is a temporary directory: removed once the monitor stopped (it was left in /tmp after
+        # every run, growing by some 10 KB a second of monitoring), kept when an error message points into it.
+        if args.output is None and (code in (0, 130) or not any(Path(output).iterdir())):
+            shutil.rmtree(output, ignore_errors=True)
+            if code in (0, 130) and not args.quiet:
+                print(f"hop: removed the temporary monitoring output {output}", file=sys.stderr)
+
+
+def _monitor(args: argparse.Namespace, output: str) -> int:
+    """``run_monitor`` writing into ``output``; returns the exit code."""
     from hop.local_cluster import ClusterStartError, LocalCluster
     from hop.stream.runner import run_stream
     from monitoring.feed import MonitorFeed
 
-    output = args.output or tempfile.mkdtemp(prefix="hop-monitor-")
     cluster = None
     try:
         address = args.coordinator
@@ -120,7 +162,9 @@ def run_monitor(args: argparse.Namespace) -> int:
         try:
             if cluster is not None:
                 wait_for_workers(client, args.workers)
-            spec, names, endpoints = monitor_spec(client, output, args.window, args.slide, args.max_latency)
+            spec, names, endpoints = monitor_spec(
+                client, output, args.window, args.slide, args.max_latency, overwrite=args.overwrite
+            )
             feeds: list[MonitorFeed] = []
 
             def follow(job_id: str) -> None:
@@ -129,7 +173,8 @@ def run_monitor(args: argparse.Namespace) -> int:
                 feed.start()
 
             with _dashboard(address, args.port, feeds):
-                print(f"hop: monitoring output in {output}", file=sys.stderr, flush=True)
+                kept = "" if args.output else " (temporary, removed when the monitor stops: -o DIR keeps it)"
+                print(f"hop: monitoring output in {output}{kept}", file=sys.stderr, flush=True)
                 try:
                     run_stream(
                         client,

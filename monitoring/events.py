@@ -4,7 +4,7 @@ The coordinator binds a ZeroMQ PUB socket (its address: ``Client.cluster()["even
 map per second::
 
     {"ts": seconds since the epoch, "kind": "coordinator",
-     "jobs": [job summary + failures + elapsed, ...],
+     "jobs": [job summary + failures + elapsed (up to now, or to its end), ...],
      "workers": [{worker, host, address, rack, alive, silent_s}, ...],
      "faults": [faults since the previous sample: {id, ts, kind, worker?, host?, address?, job_id?, task?, ...}]}
 

@@ -537,6 +537,37 @@ def test_bad_option_values_are_usage_errors(tmp_path: Path, option: str, value: 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("--checkpoint-seconds=0", "--checkpoint-seconds must be positive, got 0.0"),
+        ("--lateness=-2s", "argument --lateness: a duration must be 0 or more seconds, got '-2s'"),
+        ("--checkpoint-every=0", "--checkpoint-every: must be at least 1"),
+    ],
+)
+def test_bad_continuous_option_values_name_the_option(tmp_path: Path, option: str, says: str) -> None:
+    """These were refused as "lateness must be >= 0, checkpoint intervals positive", whichever was wrong, or as a
+    "window extent" that "must be a positive whole number of time units"."""
+    (tmp_path / "in.txt").write_text("a\n")
+    job = str(ROOT / "jobs" / "stream_wordcount.py")
+    result = hop("run", job, "--source", "replay:in.txt", "--window", "1r", "-o", "out", option, cwd=tmp_path)
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_hop_monitor_refuses_a_non_empty_output_directory_without_overwrite(tmp_path: Path) -> None:
+    """``hop monitor -o DIR`` deleted everything DIR held (a job's results, a user's notes) without a word; like
+    ``hop run`` it now needs ``--overwrite`` for that, and says so before it starts a cluster."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine\n")
+    result = hop("monitor", "-o", str(kept), "--workers", "1", "--duration", "1s", cwd=tmp_path, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert f"output directory {kept} is not empty; choose another or pass --overwrite" in result.stderr
+    assert "coordinator at" not in result.stderr, "refused before a cluster started"
+    assert (kept / "notes.txt").read_text() == "mine\n"
+
+
 def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(tmp_path: Path) -> None:
     import socket
 
@@ -1362,6 +1393,41 @@ def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, optio
     result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", *options, cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["in.txt", "--window", "10s"], "--window applies to a continuous job, and this run has no --source"),
+        (["in.txt", "--slide=5s", "--no-view"], "--slide, --no-view apply to a continuous job"),
+        (
+            ["--source", "replay:in.txt", "--window", "1r", "--order", "random", "--stop-when-accurate", "0.1"],
+            "--order, --stop-when-accurate apply to a batch job over input files, not to a continuous job",
+        ),
+        (["--source", "replay:in.txt", "--window", "1r", "--blocking"], "--blocking applies to a batch job"),
+    ],
+    ids=["window-without-source", "slide-and-no-view-without-source", "stop-early-with-source", "blocking-with-source"],
+)
+def test_an_option_of_the_other_kind_of_job_is_refused(tmp_path: Path, options: list[str], message: str) -> None:
+    """A continuous job's options on a batch run (``--window 10s`` over input files ran one batch job over them all),
+    and a batch job's on a continuous one (``--stop-when-accurate`` with ``--source`` never stopped anything), were
+    silently ignored."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    result = hop("run", str(ROOT / "jobs" / "stream_wordcount.py"), *options, "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_that_stop_when_accurate_did_not_end_early_says_its_result_is_exact(tmp_path: Path) -> None:
+    """A run asked to ``--stop-when-accurate`` that no snapshot ended early printed the plain summary: the user was
+    left to infer from a missing "stopped early" whether the result was an estimate."""
+    (tmp_path / "in.txt").write_text("a b a\n" * 100)
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--order", "random", "--stop-when-accurate", "0.1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "no snapshot met --stop-when-accurate 10.0%" in result.stderr, result.stderr
+    assert "the job ran to the end and the result is exact" in result.stderr
+    assert "approximate" not in json.loads((tmp_path / "out" / "_job.json").read_text())
 
 
 def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,55 @@ def _busy_worker(cluster: LocalCluster) -> str | None:
     finally:
         client.close()
     return None
+
+
+def test_a_finished_jobs_elapsed_time_in_the_coordinators_samples_ends_with_it(client: Client, tmp_path: Path) -> None:
+    """The coordinator's samples keep a finished job for 10 s; its ``elapsed`` (the dashboard's job time) went on
+    counting from its submission meanwhile, so a job of half a second showed as taking up to 10 s."""
+    import msgpack
+    import zmq
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    subscriber = zmq.Context.instance().socket(zmq.SUB)
+    subscriber.setsockopt(zmq.LINGER, 0)
+    subscriber.setsockopt(zmq.SUBSCRIBE, b"")
+    subscriber.connect(client.cluster()["events"])
+    try:
+        report = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out", num_reduces=1)
+        deadline = time.monotonic() + 30
+        while True:
+            assert time.monotonic() < deadline, "no sample listed the finished job"
+            assert subscriber.poll(timeout=5000), "no sample from the coordinator"
+            sample = msgpack.unpackb(subscriber.recv(), raw=False)
+            ended = [job for job in sample["jobs"] if job["job_id"] == report["job_id"] and job["finished_at"]]
+            if ended and sample["ts"] > ended[0]["finished_at"] + 0.5:
+                break
+    finally:
+        subscriber.close()
+    job = ended[0]
+    assert job["elapsed"] == job["finished_at"] - job["submitted_at"], job
+
+
+def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) -> None:
+    """``hop monitor`` without ``-o`` writes into a temporary directory, which every run left in /tmp (some 10 KB
+    a second of monitoring); it is removed when the monitor stops, and said so (``-o DIR`` is kept)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--duration", "3s"]
+    environment = {**os.environ, "TMPDIR": str(temp)}
+    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"ended: [\d,]+ windows? in ", result.stderr), "it ran a while"
+    assert "removed the temporary monitoring output" in result.stderr, result.stderr
+    assert not list(temp.iterdir()), list(temp.iterdir())
+    refused = subprocess.run(  # an error before any window: the directory is empty, nothing points into it
+        [*command, "--window", "0s"], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert refused.returncode == 2 and "window extent '0s'" in refused.stderr, refused.stderr
+    assert not list(temp.iterdir()), list(temp.iterdir())

@@ -980,6 +980,37 @@ def test_sigterm_to_the_whole_process_group_drains_a_continuous_run(tmp_path: Pa
     assert list((run.output / "_checkpoints" / "state").glob("reduce-*.msgpack"))
 
 
+def test_the_stop_command_a_continuous_run_prints_stops_it_as_printed(tmp_path: Path) -> None:
+    """The ``hop stop`` command ``hop run`` prints for a continuous job works pasted as it is: it names the
+    coordinator (it did not, and ``hop stop`` without ``--coordinator`` is refused as bad usage)."""
+    import shlex
+
+    run = _ContinuousRun(tmp_path)
+    try:
+        run.wait_for_records(50)
+        hint = next(line for line in run.stderr().splitlines() if "stop it with" in line)
+        command = shlex.split(hint.split("`")[1])
+        assert command[:2] == ["hop", "stop"], hint
+        stopped = hop(*command[1:], timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
+        assert run.process.wait(timeout=120) == 0, run.stderr()
+    finally:
+        run.close()
+    report = json.loads((run.output / "_job.json").read_text())
+    assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
+
+
+def test_the_end_of_a_continuous_run_counts_its_windows_in_words(tmp_path: Path) -> None:
+    """It said "ended: 1 windows in OUT/windows", and "0 windows in OUT/windows" of a folder that was not made."""
+    (tmp_path / "one.txt").write_text("a b\n")
+    (tmp_path / "none.txt").write_text("")
+    for source, says in (("one.txt", f"ended: 1 window in {tmp_path / 'o-one.txt' / 'windows'}\n"),
+                         ("none.txt", "ended: no window written\n")):  # fmt: skip
+        run = hop("run", job_path("stream_wordcount"), "--source", f"replay:{source}", "--window", "1s", "-o",
+                  f"o-{source}", "--workers", "1", "--no-view", cwd=tmp_path)  # fmt: skip
+        assert run.returncode == 0 and says in run.stderr, run.stderr
+
+
 def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) -> None:
     """The cluster's processes ignore the group's SIGTERM only while ``hop run`` lives: killed as it drains, they
     end by themselves (``hop.lifetime.orphaned``) instead of waiting for it."""

@@ -19,7 +19,7 @@ from hop.stream.assembler import FOREVER, Closing, WindowAssembler
 from hop.stream.options import stream_options
 from hop.stream.panes import PaneBuffer
 from hop.stream.tracker import WindowTracker
-from hop.stream.windows import WindowSpec, WindowSpecError, parse_extent
+from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration, parse_extent
 from shuffle.buffer import AggregateValueError
 from shuffle.runs import iter_run
 
@@ -41,6 +41,22 @@ def test_parse_extents_and_panes() -> None:
         WindowSpec.parse("60s", "10r")
     with pytest.raises(WindowSpecError, match="skip records"):
         WindowSpec.parse("10s", "20s")
+
+
+def test_durations_may_be_zero_unlike_window_extents() -> None:
+    """``--lateness 0s`` (the default, written out) was refused as a window extent that must be positive."""
+    assert parse_duration("0s") == 0.0 and parse_duration("0") == 0.0
+    assert parse_duration("500ms") == 0.5 and parse_duration("2m") == 120.0 and parse_duration("1.5") == 1.5
+    for bad, says in [
+        ("-2s", "0 or more"),
+        ("-1", "0 or more"),
+        ("nan", "0 or more"),
+        ("inf", "0 or more"),
+        ("2x", "cannot read '2x' as a duration"),
+        ("1KB", "cannot read '1KB' as a duration"),
+    ]:
+        with pytest.raises(WindowSpecError, match=says):
+            parse_duration(bad)
 
 
 @given(st.integers(1, 12), st.integers(1, 12), st.integers(-500, 500))

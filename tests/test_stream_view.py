@@ -372,6 +372,63 @@ def test_a_second_ctrl_c_ends_the_last_compaction_with_its_jvm(tmp_path: Path) -
     assert not left, left
 
 
+def test_hop_view_of_a_run_without_view_says_so(tmp_path: Path) -> None:
+    """``hop view OUT`` of a job run with ``--no-view`` said "no materialized view yet (no compaction has run)", as
+    if one were coming; it now says the job ran with --no-view and where its windows are."""
+    from tests.conftest import hop, job_path
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    output = tmp_path / "out"
+    run = hop("run", job_path("stream_wordcount"), "--source", "replay:in.txt", "--window", "1r", "-o", str(output),
+              "--workers", "1", "--no-view", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    view = hop("view", str(output), cwd=tmp_path)
+    assert view.returncode == 1
+    assert f"{output} has no materialized view: its job ran with --no-view" in view.stderr, view.stderr
+    assert f"its windows are in {output / 'windows'}" in view.stderr
+
+
+def test_ctrl_c_during_the_last_compaction_skips_it_and_the_run_still_succeeds(tmp_path: Path) -> None:
+    """``hop run --source`` offers "Ctrl-C skips it" while the last compaction runs after the job ended; taking the
+    offer ended the run with "error: interrupted while stopping" and exit code 130, though every window had been
+    written. It now exits 0, says the view was not updated and how to update it, and leaves no compaction process."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import job_path
+
+    (tmp_path / "in.txt").write_text("a b\nb c\n")
+    output, log = tmp_path / "out", tmp_path / "stderr.txt"
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", "replay:in.txt"]
+    command += ["--window", "1r", "-o", str(output), "--workers", "1", "--view-interval", "600"]
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, stderr=stderr, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "updating the materialized view" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    said = log.read_text()
+    assert f"the materialized view was not updated: interrupted; `hop view {output} --compact`" in said, said
+    assert "error" not in said, said
+    compacting = [
+        process.info["cmdline"]
+        for process in psutil.process_iter(["cmdline"])
+        if "hop.stream.compactor" in " ".join(process.info["cmdline"] or ())
+        and str(output) in " ".join(process.info["cmdline"] or ())
+    ]
+    assert not compacting, compacting
+    assert deltas_left(output), "the deltas stay for the next compaction"
+    assert json.loads((output / "_job.json").read_text())["status"] == "succeeded"
+
+
 def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -21,9 +21,25 @@ from typing import Any
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import coordinator_address, non_negative_int, positive_int
 from hop.stream.tracker import KEEP_WINDOWS
-from hop.stream.windows import WindowSpecError, parse_extent
+from hop.stream.windows import WindowSpecError, parse_duration
 
-__all__ = ["add_stream_arguments", "register", "run_stream_from_args"]
+__all__ = ["STREAM_ONLY", "add_stream_arguments", "register", "run_stream_from_args"]
+
+STREAM_ONLY = (
+    "window",
+    "slide",
+    "lateness",
+    "fidelity",
+    "max_latency",
+    "checkpoint_every",
+    "checkpoint_seconds",
+    "sink",
+    "view_interval",
+    "no_view",
+    "duration",
+)
+"""The options of :func:`add_stream_arguments` besides ``--source``: only a continuous job uses them, so a batch run
+refuses them (``hop.cli``)."""
 
 
 def _positive_seconds(text: str) -> float:
@@ -35,18 +51,11 @@ def _positive_seconds(text: str) -> float:
 
 
 def _seconds(text: str) -> float:
-    """``"2s"``, ``"500ms"`` or a plain number of seconds."""
+    """``"2s"``, ``"500ms"``, ``"0s"`` or a plain number of seconds, 0 or more (``windows.parse_duration``)."""
     try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        unit, amount = parse_extent(text)
+        return parse_duration(text)
     except WindowSpecError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
-    if unit != "time":
-        raise argparse.ArgumentTypeError(f"expected a duration such as 2s or 500ms, got {text!r}")
-    return amount / 1_000_000
 
 
 def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
@@ -283,6 +292,14 @@ def _view(args: argparse.Namespace) -> int:
     pending = pending_deltas(output)
     waiting = f"; {len(pending):,} checkpoint deltas not in it yet: `hop view {output} --compact`" if pending else ""
     if info is None:
+        if not pending and _ran_without_view(output):
+            # It said "no materialized view yet (no compaction has run)", as if one were coming.
+            print(
+                f"hop: error: {output} has no materialized view: its job ran with --no-view, so it kept no checkpoint "
+                f"deltas to build one from (its windows are in {output / 'windows'})",
+                file=sys.stderr,
+            )
+            return 1
         print(f"hop: error: {output} has no materialized view yet (no compaction has run{waiting})", file=sys.stderr)
         return 1
     print(info.base)
@@ -292,6 +309,15 @@ def _view(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _ran_without_view(output: Path) -> bool:
+    """Whether ``output/_job.json`` reports a continuous job run with ``--no-view`` (its options' ``deltas`` off)."""
+    try:
+        report = json.loads((output / "_job.json").read_text(encoding="utf-8"))
+        return (report.get("continuous") or {}).get("options", {}).get("deltas") is False
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def register(commands: Any) -> None:

@@ -46,8 +46,14 @@ class StreamOptions:
             raise ValueError(f"--fidelity must be in (0, 1], got {self.fidelity}")
         if self.max_latency is not None and self.max_latency <= 0:
             raise ValueError(f"--max-latency must be positive, got {self.max_latency}")
-        if self.lateness < 0 or self.checkpoint_seconds <= 0 or self.checkpoint_windows < 1:
-            raise ValueError("lateness must be >= 0, checkpoint intervals positive")
+        # Each named with its option and value ("lateness must be >= 0, checkpoint intervals positive" left the
+        # user to guess which of three was meant).
+        if not self.lateness >= 0:
+            raise ValueError(f"--lateness must be 0 or more, got {self.lateness}")
+        if not self.checkpoint_seconds > 0:
+            raise ValueError(f"--checkpoint-seconds must be positive, got {self.checkpoint_seconds}")
+        if self.checkpoint_windows < 1:
+            raise ValueError(f"--checkpoint-every must be at least 1 window, got {self.checkpoint_windows}")
         if self.duration is not None and self.duration <= 0:
             raise ValueError(f"--duration must be positive, got {self.duration}")
 

@@ -53,7 +53,13 @@ def run_stream(
     if on_submitted is not None:
         on_submitted(job_id)
     if progress:
-        print(f"hop: continuous job {job_id} running; stop it with Ctrl-C or `hop stop {job_id}`", file=sys.stderr)
+        # The whole command, as it can be pasted: `hop stop` needs the coordinator (it printed one without it, which
+        # `hop stop` refused as bad usage).
+        print(
+            f"hop: continuous job {job_id} running; stop it with Ctrl-C or "
+            f"`hop stop {job_id} --coordinator {client.address}`",
+            file=sys.stderr,
+        )
     seen = 0
     told_gone: set[int] = set()
 
@@ -95,15 +101,23 @@ def run_stream(
                     file=sys.stderr,
                     flush=True,
                 )
-            compactor.stop(final=True, timeout=300)
+            try:
+                compactor.stop(final=True, timeout=300)
+            except KeyboardInterrupt:
+                # The job has ended: this Ctrl-C skips the view's update, as the line above offers (the compaction
+                # and its JVM are ended, the deltas stay for the next one). It was reported as an interrupted run,
+                # "error: interrupted while stopping", exit 130, though every window had been written.
+                compactor.last_error = f"interrupted; `hop view {spec.output} --compact` updates it later"
             if compactor.last_error and progress:
                 print(f"hop: the materialized view was not updated: {compactor.last_error}", file=sys.stderr)
     if status["state"] != "succeeded":
         raise JobFailed(status)
     report = status["report"]
     if progress:
-        folder = Path(spec.output) / "windows"
-        print(f"hop: {job_id} ended: {report['continuous']['windows_written']} windows in {folder}", file=sys.stderr)
+        folder, written = Path(spec.output) / "windows", report["continuous"]["windows_written"]
+        # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
+        where = f"{written:,} window{'' if written == 1 else 's'} in {folder}" if written else "no window written"
+        print(f"hop: {job_id} ended: {where}", file=sys.stderr)
     return dict(status)
 
 

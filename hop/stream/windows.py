@@ -56,6 +56,27 @@ def parse_extent(text: str) -> tuple[str, int]:
     return kind, int(amount)
 
 
+def parse_duration(text: str) -> float:
+    """A duration option in seconds, 0 or more: ``"2s"`` -> ``2.0``, ``"500ms"`` -> ``0.5``, ``"0s"`` -> ``0.0``, and a
+    plain number is seconds (``"1.5"``). Unlike a window extent, a duration may be zero (``--lateness 0s``, the
+    default, was refused as "window extent '0s' must be a positive whole number")."""
+    if str(text).strip().startswith("-"):
+        raise WindowSpecError(f"a duration must be 0 or more seconds, got {text!r}")
+    try:
+        seconds = float(text)
+    except ValueError:
+        match = _PATTERN.match(str(text))
+        unit = match.group(2).lower() if match else None
+        if match is None or unit not in _TIME_UNITS:
+            raise WindowSpecError(
+                f"cannot read {text!r} as a duration: write a number and a unit, e.g. 2s, 500ms, 5m"
+            ) from None
+        seconds = float(match.group(1)) * _TIME_UNITS[unit] / 1_000_000
+    if not seconds >= 0 or math.isinf(seconds):
+        raise WindowSpecError(f"a duration must be 0 or more seconds, got {text!r}")
+    return seconds
+
+
 @dataclass(frozen=True)
 class WindowSpec:
     """Range and slide of the windows, in integer units (microseconds for time)."""
