@@ -330,6 +330,9 @@ def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> No
         listed = hop("windows", jobs[0]["job_id"], *address, timeout=60)
         assert listed.returncode == 0, listed.stderr
         assert [json.loads(line)["start"] for line in listed.stdout.splitlines()][:5] == [0, 500, 1000, 1500, 2000]
+        newest = hop("windows", jobs[0]["job_id"], *address, "--limit", "2", timeout=60)
+        assert newest.returncode == 0 and len(newest.stdout.splitlines()) == 2, newest.stderr
+        assert "older windows not listed (past --limit 2): use --after SEQ" in newest.stderr, newest.stderr
         stopped = hop("stop", jobs[0]["job_id"], *address, timeout=60)
         assert stopped.returncode == 0 and "is stopping" in stopped.stdout, stopped.stderr
         runner.join(timeout=60)
@@ -1009,6 +1012,20 @@ def test_the_end_of_a_continuous_run_counts_its_windows_in_words(tmp_path: Path)
         run = hop("run", job_path("stream_wordcount"), "--source", f"replay:{source}", "--window", "1s", "-o",
                   f"o-{source}", "--workers", "1", "--no-view", cwd=tmp_path)  # fmt: skip
         assert run.returncode == 0 and says in run.stderr, run.stderr
+
+
+def test_the_end_of_a_continuous_run_names_the_records_its_windows_left_out(tmp_path: Path) -> None:
+    """Late records went to OUT/_late/ and bad ones were dropped without a word at the end: the run's last line
+    counts them and says where they are."""
+    events = [{"ts": T0, "text": "a"}, {"ts": T0 + 5, "text": "b"}, {"ts": T0 + 1, "text": "late"}]
+    lines = [json.dumps(event) for event in events] + ["not json", json.dumps({"text": "no time"})]
+    (tmp_path / "events.jsonl").write_text("".join(line + "\n" for line in lines))
+    run = hop("run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+              "--window", "2s", "-o", "out", "--workers", "1", "--no-view", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    late = f"1 record late (past --lateness 0s), listed in {tmp_path / 'out' / '_late'}"
+    assert f"windows in {tmp_path / 'out' / 'windows'}; {late}; 2 records dropped as bad (per source" in run.stderr
+    assert "late" in (tmp_path / "out" / "_late" / "map-00000.jsonl").read_text()
 
 
 def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) -> None:

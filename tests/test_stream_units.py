@@ -43,6 +43,17 @@ def test_parse_extents_and_panes() -> None:
         WindowSpec.parse("10s", "20s")
 
 
+def test_a_window_of_too_many_panes_is_warned_of() -> None:
+    """``--window 10s --slide 1ms`` (10,000 panes a window) ran for minutes on a few seconds of events, and a slide
+    that does not divide the window makes tiny panes too (10s by 3001ms: 1 ms panes)."""
+    for slide in ("1ms", "3001ms"):
+        warning = WindowSpec.parse("10s", slide).many_panes_warning()
+        assert warning is not None and warning.startswith("each window holds 10,000 panes of 0.001 seconds"), warning
+    assert WindowSpec.parse("1h", "10s").many_panes_warning() is None  # 360 panes
+    assert WindowSpec.parse("10s", "10ms").many_panes_warning() is None  # 1,000: the most without a warning
+    assert WindowSpec.parse("5000r", "1r").many_panes_warning() is not None
+
+
 def test_durations_may_be_zero_unlike_window_extents() -> None:
     """``--lateness 0s`` (the default, written out) was refused as a window extent that must be positive."""
     assert parse_duration("0s") == 0.0 and parse_duration("0") == 0.0

@@ -21,7 +21,7 @@ from typing import Any
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import coordinator_address, non_negative_int, positive_int
 from hop.stream.tracker import KEEP_WINDOWS
-from hop.stream.windows import WindowSpecError, parse_duration
+from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration
 
 __all__ = ["STREAM_ONLY", "add_stream_arguments", "register", "run_stream_from_args"]
 
@@ -144,6 +144,8 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             deltas=not args.no_view,
             duration=args.duration,
         )
+        if warning := WindowSpec.parse(args.window, args.slide).many_panes_warning():
+            print(f"hop: warning: --window {args.window} --slide {args.slide}: {warning}", file=sys.stderr)
         if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
             raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")
         if (args.input_format or job_class.input_format) == "output":
@@ -256,10 +258,13 @@ def _windows(args: argparse.Namespace) -> int:
         window.pop("rows", None)
         print(json.dumps(window))
     if listing.get("omitted"):
-        which = f"older (the coordinator keeps the newest {KEEP_WINDOWS})" if args.after <= 0 else "newer"
+        # Left out by the user's --limit, or (a first listing) by the coordinator, which keeps the newest only.
+        limited = bool(args.limit) and len(listing["windows"]) >= args.limit
+        why = f"past --limit {args.limit}" if limited else f"the coordinator keeps the newest {KEEP_WINDOWS}"
+        which = "older" if args.after <= 0 else "newer"
         print(
-            f"hop: {listing['omitted']:,} {which} windows not listed: use --after SEQ / --limit N; every window's "
-            "_window.json is in OUT/windows/",
+            f"hop: {listing['omitted']:,} {which} windows not listed ({why}): use --after SEQ / --limit N; every "
+            "window's _window.json is in OUT/windows/",
             file=sys.stderr,
         )
     return 0

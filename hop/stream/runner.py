@@ -117,8 +117,26 @@ def run_stream(
         folder, written = Path(spec.output) / "windows", report["continuous"]["windows_written"]
         # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
         where = f"{written:,} window{'' if written == 1 else 's'} in {folder}" if written else "no window written"
-        print(f"hop: {job_id} ended: {where}", file=sys.stderr)
+        print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
     return dict(status)
+
+
+def _left_out(report: dict[str, Any], output: Path) -> str:
+    """What the run kept out of its windows, for its last line: late records (listed in ``OUT/_late/``, which a
+    user would not otherwise know to look at) and bad records dropped; "" when none."""
+    parts = []
+    late = int(report["counters"].get("late_records", 0))
+    if late:
+        lateness = (report["continuous"].get("options") or {}).get("lateness", 0)
+        parts.append(f"{_records(late)} late (past --lateness {lateness:g}s), listed in {output / '_late'}")
+    bad = sum(report["continuous"].get("bad_records", {}).values())
+    if bad:
+        parts.append(f"{_records(bad)} dropped as bad (per source in _job.json: continuous.bad_records)")
+    return "".join(f"; {part}" for part in parts)
+
+
+def _records(count: int) -> str:
+    return f"{count:,} record{'' if count == 1 else 's'}"
 
 
 def _gone_warning(gone: dict[str, Any]) -> str:

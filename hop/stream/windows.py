@@ -77,6 +77,11 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+MANY_PANES = 1_000
+"""A window of more panes than this is most likely a mistyped slide (``--window 10s --slide 1ms``) or a slide that
+does not divide the window (``10s`` by ``3001ms``: their gcd, 1 ms, is the pane): every window merges all its panes."""
+
+
 @dataclass(frozen=True)
 class WindowSpec:
     """Range and slide of the windows, in integer units (microseconds for time)."""
@@ -188,6 +193,17 @@ class WindowSpec:
             "slide": self.slide / scale,
             "pane": self.pane / scale,
         }
+
+    def many_panes_warning(self) -> str | None:
+        """What to tell the user of windows of more than :data:`MANY_PANES` panes; None for fewer."""
+        if self.panes_per_window <= MANY_PANES:
+            return None
+        described = self.describe()
+        return (
+            f"each window holds {self.panes_per_window:,} panes of {described['pane']:g} {described['unit']} (a pane "
+            f"is the greatest common divisor of window and slide) and merges them all, so the query may fall behind "
+            f"its sources: a slide that divides the window into at most {MANY_PANES:,} panes keeps it quick"
+        )
 
     def to_wire(self) -> dict[str, object]:
         return {"unit": self.unit, "range": self.size, "slide": self.slide}
