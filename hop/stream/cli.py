@@ -44,7 +44,8 @@ refuses them (``hop.cli``)."""
 
 def _positive_seconds(text: str) -> float:
     """A duration above zero (``--duration 0`` would stop the job as it starts)."""
-    seconds = _seconds(text)
+    negative = str(text).strip().startswith("-")  # (told as zero is, not as a duration option that may be 0)
+    seconds = -1.0 if negative else _seconds(text)
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"expected a duration above zero such as 30s or 5m, got {text!r}")
     return seconds
