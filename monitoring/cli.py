@@ -27,6 +27,11 @@ ROOT = Path(__file__).resolve().parent.parent
 MONITOR_JOB = ROOT / "jobs" / "cluster_monitor.py"
 
 
+TEMPORARY_KEEP_WINDOWS = 1_800
+"""Windows kept in the temporary output (no ``-o``), which nobody reads after the monitor stops: it grew by some
+20 KB a window, 860 MB a day at the default 2 s slide."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hop.stream.cli import _seconds
 
@@ -51,6 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a non-empty -o directory (a previous monitor's output)"
+    )
+    parser.add_argument(
+        "--keep-windows",
+        type=positive_int,
+        default=None,
+        help="keep the folders of the newest N windows in OUT/windows, removing older ones as the query runs "
+        f"(default: all with -o; {TEMPORARY_KEEP_WINDOWS:,} in the temporary output, an hour of the default slide)",
     )
     parser.add_argument("--port", type=int, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--duration", type=_seconds, default=None, help="stop after this long (default: Ctrl-C)")
@@ -168,7 +180,8 @@ def _monitor(args: argparse.Namespace, output: str) -> int:
             feeds: list[MonitorFeed] = []
 
             def follow(job_id: str) -> None:
-                feed = MonitorFeed(address, job_id, output, names, endpoints)
+                keep = args.keep_windows or (None if args.output else TEMPORARY_KEEP_WINDOWS)
+                feed = MonitorFeed(address, job_id, output, names, endpoints, keep_windows=keep)
                 feeds.append(feed)
                 feed.start()
 

@@ -5,11 +5,16 @@ the monitoring job, folds them into a :class:`~monitoring.state.MonitorState`, a
 ``OUT/_alerts.jsonl`` and faults to ``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB
 socket on every sample stream) for the Prometheus exposition. Readers (the web view) take ``snapshot()`` or wait on
 ``changed``.
+
+With ``keep_windows`` N, the feed removes the folders of all but the newest N complete windows of ``OUT/windows/``
+(the monitoring query writes one every slide, some 20 KB each, for as long as it runs) after each poll that brought
+windows and once more when it stops; the dashboard's charts, alerts and faults live in memory and the logs.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -24,10 +29,17 @@ from monitoring.state import MonitorState
 
 class MonitorFeed(threading.Thread):
     def __init__(
-        self, coordinator: str, job_id: str, output: str, source_names: list[str], sample_endpoints: list[str]
+        self,
+        coordinator: str,
+        job_id: str,
+        output: str,
+        source_names: list[str],
+        sample_endpoints: list[str],
+        keep_windows: int | None = None,
     ) -> None:
         super().__init__(name="hop-monitor-feed", daemon=True)
         self.coordinator, self.job_id, self.output = coordinator, job_id, Path(output)
+        self.keep_windows = keep_windows
         self.state = MonitorState(source_names)
         self.samples: dict[str, dict[str, Any]] = {}
         self.sample_endpoints = sample_endpoints
@@ -64,6 +76,7 @@ class MonitorFeed(threading.Thread):
                     windows, faults = [], []
                 if windows:
                     after = max(w["seq"] for w in windows)
+                    self._remove_old_windows()
                 with self.changed:
                     for window in windows:
                         self.state.add_window(window)
@@ -75,6 +88,18 @@ class MonitorFeed(threading.Thread):
         finally:
             sub.close(linger=0)
             client.close()
+
+    def _remove_old_windows(self) -> None:
+        """Remove the folders of all but the newest ``keep_windows`` complete windows (labels sort by time)."""
+        if self.keep_windows is None:
+            return
+        folder = self.output / "windows"
+        try:
+            complete = sorted(entry.name for entry in folder.iterdir() if (entry / "_window.json").exists())
+        except FileNotFoundError:
+            return
+        for label in complete[: max(0, len(complete) - self.keep_windows)]:
+            shutil.rmtree(folder / label, ignore_errors=True)
 
     def _write_logs(self) -> None:
         alerts = self.state.take_alert_log()
@@ -95,5 +120,7 @@ class MonitorFeed(threading.Thread):
             return data
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop following; called once the query has ended, so its last windows are pruned too."""
         self._halt.set()
         self.join(timeout)
+        self._remove_old_windows()

@@ -187,3 +187,22 @@ def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) ->
     )
     assert refused.returncode == 2 and "window extent '0s'" in refused.stderr, refused.stderr
     assert not list(temp.iterdir()), list(temp.iterdir())
+
+
+def test_the_monitor_keeps_the_newest_windows_it_is_told_to(tmp_path: Path) -> None:
+    """The monitoring query writes a window folder every slide for as long as it runs (860 MB a day at the default
+    slide, in /tmp without -o): ``--keep-windows N`` keeps the newest N, removing older ones as it goes."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--duration", "6s", "--window", "1s"]
+    command += ["--slide", "500ms", "-o", str(out), "--keep-windows", "2", "--quiet"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    written = json.loads((out / "_job.json").read_text())["continuous"]["windows_written"]
+    kept = sorted(folder.name for folder in (out / "windows").iterdir())
+    assert written > 2 and len(kept) == 2, (written, kept)
+    assert all((out / "windows" / label / "_window.json").exists() for label in kept)

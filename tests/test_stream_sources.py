@@ -761,7 +761,9 @@ def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list
         ("replay:{file}?loop=yes", r"loop must be 0 or 1"),
         ("replay:{file}?rate", r"must be key=value pairs"),
         ("zmq:tcp://127.0.0.1:5600?format=json", r"format must be msgpack \(the default\) or text"),
-        ("zmq:nonsense", r"zmq source zmq:nonsense: cannot bind"),
+        ("zmq:nonsense", r"expected a ZeroMQ endpoint after zmq:, such as tcp://HOST:PORT"),
+        ("zmq+sub:tcp://", r"expected a ZeroMQ endpoint after zmq\+sub:"),
+        ("zmq:ipc:///nonexistent/dir/socket", r"zmq source zmq:ipc:///nonexistent/dir/socket: cannot bind"),
         ("tcp:127.0.0.1", r"expected tcp:HOST:PORT"),
         ("tcp:127.0.0.1:99999", r"expected tcp:HOST:PORT"),
         ("tcp:no.such.host.invalid:0", r"cannot listen on no\.such\.host\.invalid:0"),
@@ -781,6 +783,7 @@ def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: s
         ("tail:", True),
         ("replay:x?loop=yes", True),
         ("tcp:127.0.0.1:99999", True),
+        ("zmq:bogus", True),
         ("tail:/no/such/dir", False),  # whether it is there is for the host a map runs on to say
         ("zmq:tcp://127.0.0.1:5600?format=text", False),
     ],

@@ -69,6 +69,8 @@ __all__ = [
 URL_FORMS = "tail:DIR[?glob=PATTERN], zmq:ENDPOINT, zmq+sub:ENDPOINT, tcp:HOST:PORT or replay:PATH[?rate=R&loop=0|1]"
 _OPTIONS: dict[str, set[str]] = {"tail": {"glob"}, "tcp": set(), "replay": {"rate", "loop"}}
 _OPTIONS["zmq"] = _OPTIONS["zmq+sub"] = {"format"}
+_ZMQ_TRANSPORTS = ("tcp", "ipc", "inproc", "pgm", "epgm", "ws", "wss", "vmci")
+"""The transports ZeroMQ endpoints name (``zmq_bind``'s and ``zmq_connect``'s)."""
 
 
 def open_source(url: str, max_line_bytes: int | None = None) -> Source:
@@ -125,6 +127,13 @@ def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Sou
         kind = options.get("format", "msgpack")
         if kind not in ("msgpack", "text"):
             raise SourceError(f"source URL {url!r}: format must be msgpack (the default) or text, not {kind!r}")
+        transport, separator, address = target.partition("://")
+        if not separator or transport not in _ZMQ_TRANSPORTS or not address:
+            # (told before the job starts: ZeroMQ refused it only in the map task, after the cluster had started)
+            raise SourceError(
+                f"source URL {url!r}: expected a ZeroMQ endpoint after {scheme}:, such as tcp://HOST:PORT, "
+                "tcp://*:PORT or ipc:///PATH"
+            )
         return lambda: ZmqSource(url, target, scheme == "zmq+sub", kind == "text")
     if scheme == "tcp":
         host, _, port = target.rpartition(":")
