@@ -181,9 +181,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         type=_fraction,
         default=None,
         metavar="REL",
-        help="end the job with its last snapshot as the result once every interval is narrower than REL of its "
-        "estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every; needs --order "
-        "random",
+        help="end the job with its last snapshot as the result once every interval's half-width is within REL "
+        "of its estimate (marked approximate in _job.json); snapshots every 0.05 unless --snapshot-every; needs "
+        "--order random",
     )
     add_stream_arguments(parser)
     parser.add_argument(
