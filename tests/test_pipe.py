@@ -103,6 +103,12 @@ def test_a_line_longer_than_a_block_is_sent_whole(tmp_path: Path, control: zmq.S
     path = tmp_path / "part-00000"
     long_value = "x" * (3 * BLOCK_BYTES)
     path.write_text(f'"a"\t1\n"long"\t"{long_value}"\n"z"\t2\n', encoding="utf-8")
+    _, pairs = _pipe_whole(path, control)
+    assert pairs == [("a", 1), ("long", long_value), ("z", 2)]
+
+
+def _pipe_whole(path: Path, control: zmq.Socket) -> tuple[PipeReceiver, list[Any]]:
+    """Send the output file ``path`` through a pipe to a receiver reading on a thread; the receiver and its pairs."""
     receivers: list[PipeReceiver] = []
     pairs: list[Any] = []
     ready = threading.Event()
@@ -117,7 +123,7 @@ def test_a_line_longer_than_a_block_is_sent_whole(tmp_path: Path, control: zmq.S
     finally:
         sender.close()
         reader.join(timeout=30)
-    assert pairs == [("a", 1), ("long", long_value), ("z", 2)]
+    return receivers[0], pairs
 
 
 def test_a_receiver_gives_its_latest_blocks_again_and_a_file_whole(
@@ -126,21 +132,8 @@ def test_a_receiver_gives_its_latest_blocks_again_and_a_file_whole(
     """What a map that read a pipe can read again to name the record whose output the shuffle could not encode:
     the pairs of the latest blocks streamed (a reference to each, nothing per record), or a committed file whole."""
     monkeypatch.setattr(hop.pipe, "RECENT_BLOCKS", 2)
-    receivers: list[PipeReceiver] = []
-    pairs: list[Any] = []
-    ready = threading.Event()
-    reader = threading.Thread(target=_receive_all, args=(receivers, control, pairs, ready))
-    reader.start()
-    sender = PipeSender(output, attempt=0, flush=lambda: None)
-    try:
-        assert ready.wait(10)
-        sender.connect(receivers[0].address)
-        assert sender.finish(timeout=30.0) is True
-        reader.join(timeout=30)
-    finally:
-        sender.close()
-        reader.join(timeout=30)
-    again = list(receivers[0].recent_records())
+    receiver, pairs = _pipe_whole(output, control)
+    again = list(receiver.recent_records())
     assert BLOCK_BYTES // 20 < len(again) < len(pairs) and again == pairs[-len(again) :]
     committed = PipeReceiver()
     try:
