@@ -296,6 +296,22 @@ def _reducer_snapshots(tmp_path: Path, aggregate: bool) -> ReducerSnapshots:
     )
 
 
+def test_a_derived_snapshot_names_a_bad_line_of_its_source_by_number(tmp_path: Path) -> None:
+    """A pipeline's later step recomputes its snapshot from the earlier step's snapshot files; a bad line there was
+    named "at byte offset N" with N the line's index. It is named by line number, as Spark names such lines."""
+    snapshots = ReducerSnapshots(
+        str(tmp_path / "out"), 0, RunStore(tmp_path / "store"), lambda key, values: [(key, sum(values))], None, None,
+        None, mapper=lambda key, value: [(key, value)], partition=lambda key: 0,
+    )  # fmt: skip
+    source = tmp_path / "earlier"
+    source.mkdir()
+    (source / "part-00000").write_text('"a"\t1\n"b"\t2\n"c" 3\n', encoding="utf-8")
+    fields = snapshots.take("0.5", str(source))
+    assert f"{source / 'part-00000'}: line 3 has no TAB" in fields["error"], fields
+    (source / "part-00000").write_text('"a"\t1\n"b"\t2\n', encoding="utf-8")
+    assert "error" not in snapshots.take("0.6", str(source))
+
+
 def _header(attempt: int, seq: int, chunk: int, end: bool, **more: object) -> dict[str, object]:
     return {"map": 0, "attempt": attempt, "seq": seq, "records": 1, "tag": "s", "chunk": chunk, "end": end, **more}
 

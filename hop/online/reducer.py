@@ -186,8 +186,8 @@ class ReducerSnapshots:
         groups: dict[Any, list[Any]] = {}
         for part in sorted(source.glob("part-*")):
             with open(part, encoding="utf-8") as lines:
-                for offset, line in enumerate(lines):
-                    key, value = parse_output_line(line.rstrip("\n"), str(part), offset)
+                for number, line in enumerate(lines, 1):  # (named by line number: no byte offset is counted)
+                    key, value = parse_output_line(line.rstrip("\n"), str(part), number, numbered=True)
                     for out_key, out_value in self.mapper(key, value) or ():
                         if self.partition(out_key) == self.index:
                             groups.setdefault(out_key, []).append(out_value)
