@@ -136,7 +136,8 @@ class SparkJobFailed(RuntimeError):
         self.report = report
 
 
-def _java_found() -> bool:
+def java_found() -> bool:
+    """Whether a `java` command is there (JAVA_HOME or PATH), as PySpark needs one to start its JVM."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home and Path(java_home, "bin", "java").exists():
         return True
@@ -186,7 +187,7 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         from pyspark.sql import SparkSession
     except ImportError as error:
         raise SparkUnavailable(f"PySpark is not installed ({error}); pip install 'hop[spark]'") from None
-    if not _java_found():
+    if not java_found():
         raise SparkUnavailable("Java is not installed (Spark needs Java 17): install a JDK or set JAVA_HOME")
     if SparkContext._active_spark_context is not None:
         raise SparkUnavailable("a SparkContext is already running in this process; stop it first")

@@ -15,7 +15,8 @@ Contract:
 - The JVM's lines reach stderr asynchronously; :func:`flush_jvm_stderr` writes out everything the JVM has written
   so far, so a caller that has just got an answer from the JVM (a job failed) can print its own report after the
   JVM's lines, as it could when the JVM wrote to stderr itself.
-- :func:`close_jvm_stderr` waits (bounded) for the pipe of a JVM that has ended and stops the thread.
+- :func:`close_jvm_stderr` waits (bounded) for the pipe of a JVM that has ended and forwards what is left; the
+  thread ends once every writer has closed the pipe (Python workers the JVM started hold it too).
 
 Only a JVM started here is filtered; a gateway PySpark reuses (``PYSPARK_GATEWAY_PORT``) prints where it prints.
 """
@@ -102,10 +103,13 @@ class _JvmStderr:
         self._thread = threading.Thread(target=self._pump, name="hop-jvm-stderr", daemon=True)
         self._thread.start()
 
-    def _read_available(self) -> bool:
-        """Forward what the pipe holds now; False once every writer has closed its end."""
+    def _read_available(self, most: int | None = None) -> bool:
+        """Forward what the pipe holds now, at most ``most`` reads of 64 KB (so a JVM that keeps writing cannot hold
+        a caller of :meth:`drain`); False once every writer has closed its end."""
         with self._lock:
-            while not self._ended:
+            reads = 0
+            while not self._ended and (most is None or reads < most):
+                reads += 1
                 try:
                     data = os.read(self._read_fd, 65536)
                 except BlockingIOError:
@@ -115,17 +119,19 @@ class _JvmStderr:
                 else:
                     self._filter.close()
                     self._ended = True
-            return False
+            return not self._ended
 
     def _pump(self) -> None:
+        waiting = select.poll()  # (not select.select, which refuses descriptors past 1023)
+        waiting.register(self._read_fd, select.POLLIN)
         while True:
-            select.select([self._read_fd], [], [])
+            waiting.poll()
             if not self._read_available():
                 break
         os.close(self._read_fd)  # (here only: no other thread reads once the pipe has ended)
 
     def drain(self) -> None:
-        self._read_available()
+        self._read_available(most=64)
 
     def close_write_end(self) -> None:
         """Close this process's copy of the write end (the JVM holds its own): the pipe ends when the JVM does."""
@@ -150,9 +156,12 @@ def launch_gateway(conf: SparkConf) -> Any:
     stderr = _JvmStderr()
     try:
         gateway = launch_pyspark_gateway(conf, popen_kwargs={"stderr": stderr.write_fd})
-    except BaseException:
+    except Exception:
         stderr.close_write_end()
         stderr.wait_closed(timeout=5)  # (the JVM has exited: its last words first)
+        raise
+    except BaseException:  # Ctrl-C while the JVM starts: it ignores SIGINT, so its pipe would stay open for 5 s
+        stderr.close_write_end()
         raise
     stderr.close_write_end()
     _current = stderr
@@ -169,7 +178,8 @@ def flush_jvm_stderr() -> None:
 
 
 def close_jvm_stderr(timeout: float = 10) -> None:
-    """After the JVM has ended: forward its last bytes (waiting up to ``timeout`` seconds) and stop the thread."""
+    """After the JVM has ended: forward its last bytes (waiting up to ``timeout`` seconds) and forget the pipe (its
+    thread ends by itself once every writer has closed it)."""
     global _current
     if _current is not None:
         _current.wait_closed(timeout)

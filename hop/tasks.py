@@ -557,7 +557,7 @@ def unencodable_map_output(
     something else the second time) or, if the step has them, of its mapper_init and mapper_final hooks (whose
     output the map's own record does not explain)."""
     if error.source == "combine":
-        return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
+        return unencodable_combine_call(error)
     job, functions = instantiate(spec)
     if reread is None:
         reread = [(split, functools.partial(_chunk_records, spec, split)) for _, split in chunks]
@@ -609,6 +609,12 @@ def unencodable_map_call(record: str, found: tuple[str, Any, Any]) -> UserCodeEr
     cannot encode: the error to report, without a traceback (no frame of the user's raised it)."""
     what, item, key = found
     return UserCodeError("map", UnencodableRecordError(what, item, key, "map"), record).without_traceback()
+
+
+def unencodable_combine_call(error: UnencodableRecordError) -> UserCodeError:
+    """The combine call by its key (no record to name: a combiner's input is the map's output) whose output the
+    shuffle cannot encode: the error to report, without a traceback."""
+    return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
 
 
 def _packs(item: Any) -> bool:

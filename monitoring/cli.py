@@ -143,8 +143,8 @@ def run_monitor(args: argparse.Namespace) -> int:
         if release is not None:
             release()
         # The default output is a temporary directory: removed once the monitor stopped (it was left in /tmp after
-        # every run, growing by some 10 KB a second of monitoring), kept when an error message points into it.
-        if args.output is None and (code in (0, 130) or not any(Path(output).iterdir())):
+        # every run, growing by some 10 KB a second of monitoring), kept after a failure once it holds something.
+        if args.output is None and (code in (0, 130) or not any(Path(output).glob("*"))):
             shutil.rmtree(output, ignore_errors=True)
             if code in (0, 130) and not args.quiet:
                 print(f"hop: removed the temporary monitoring output {output}", file=sys.stderr)

@@ -24,6 +24,7 @@ import msgpack
 import zmq
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.stream.windows import label_order
 from monitoring.state import MonitorState
 
 
@@ -90,12 +91,14 @@ class MonitorFeed(threading.Thread):
             client.close()
 
     def _remove_old_windows(self) -> None:
-        """Remove the folders of all but the newest ``keep_windows`` complete windows (labels sort by time)."""
+        """Remove the folders of all but the newest ``keep_windows`` complete windows."""
         if self.keep_windows is None:
             return
         folder = self.output / "windows"
         try:
-            complete = sorted(entry.name for entry in folder.iterdir() if (entry / "_window.json").exists())
+            complete = sorted(
+                (entry.name for entry in folder.iterdir() if (entry / "_window.json").exists()), key=label_order
+            )
         except FileNotFoundError:
             return
         for label in complete[: max(0, len(complete) - self.keep_windows)]:

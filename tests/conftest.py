@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from hop.lifetime import become_subreaper
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, run_steps
+from hop.spark_engine import java_found
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_JOBS = Path(__file__).resolve().parent / "jobs"
@@ -38,14 +38,9 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", QUICK_JVM_OPTIONS)
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", QUICK_JVM_OPTIONS)
 
 
-def _java_found() -> bool:
-    java_home = os.environ.get("JAVA_HOME")
-    return bool(java_home and Path(java_home, "bin", "java").exists()) or shutil.which("java") is not None
-
-
 SPARK_MISSING = (
     "Java is not installed; Spark needs Java 17 (.ci/run installs it)"
-    if not _java_found()
+    if not java_found()
     else "PySpark is not installed (pip install -e '.[dev]')"
     if importlib.util.find_spec("pyspark") is None
     else None

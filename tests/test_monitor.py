@@ -199,10 +199,12 @@ def test_the_monitor_keeps_the_newest_windows_it_is_told_to(tmp_path: Path) -> N
 
     out = tmp_path / "out"
     command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--duration", "6s", "--window", "1s"]
-    command += ["--slide", "500ms", "-o", str(out), "--keep-windows", "2", "--quiet"]
+    command += ["--slide", "500ms", "-o", str(out), "--keep-windows", "2"]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     written = json.loads((out / "_job.json").read_text())["continuous"]["windows_written"]
+    printed = re.findall(r"^hop: window (\S+):", result.stderr, re.MULTILINE)  # as they were written, oldest first
     kept = sorted(folder.name for folder in (out / "windows").iterdir())
-    assert written > 2 and len(kept) == 2, (written, kept)
+    # The newest two: with a 500 ms slide, a whole second's label sorts after the half second before it by name.
+    assert written > 2 and kept == sorted(printed[-2:]), (written, kept, printed)
     assert all((out / "windows" / label / "_window.json").exists() for label in kept)

@@ -19,7 +19,7 @@ from hop.stream.assembler import FOREVER, Closing, WindowAssembler
 from hop.stream.options import stream_options
 from hop.stream.panes import PaneBuffer
 from hop.stream.tracker import WindowTracker
-from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration, parse_extent
+from hop.stream.windows import WindowSpec, WindowSpecError, label_order, parse_duration, parse_extent
 from shuffle.buffer import AggregateValueError
 from shuffle.runs import iter_run
 
@@ -41,6 +41,15 @@ def test_parse_extents_and_panes() -> None:
         WindowSpec.parse("60s", "10r")
     with pytest.raises(WindowSpecError, match="skip records"):
         WindowSpec.parse("10s", "20s")
+
+
+def test_window_labels_sort_by_start_with_label_order() -> None:
+    """A whole second's label has no fraction, and "." sorts before "Z": by name, 14:30:00 came after 14:29:59.5."""
+    spec = WindowSpec.parse("1s", "500ms")
+    labels = [spec.label(window) for window in range(3_500_000_000, 3_500_000_006)]
+    assert sorted(labels) != labels and sorted(labels, key=label_order) == labels
+    records = WindowSpec.parse("10r")
+    assert sorted((records.label(w) for w in (12, 3, 100)), key=label_order) == [records.label(w) for w in (3, 12, 100)]
 
 
 def test_a_window_of_too_many_panes_is_warned_of() -> None:

@@ -178,11 +178,19 @@ class Compactor:
         except KeyboardInterrupt:
             # The last compaction is given up, not left running in its own session (its JVM went on for half a
             # minute). The deltas stay; the next compaction takes them.
-            self._asked = None
-            self._close_child(time.monotonic())
+            self.abandon()
             raise
         self._close_child(min(deadline, time.monotonic() + _CLOSE_TIMEOUT))
         return view_info(self.out)
+
+    def abandon(self) -> None:
+        """Stop at once (a Ctrl-C, whether or not :meth:`stop` was running): no more compactions are asked for, a
+        running one is given up and the child ends with its JVM; the deltas stay for the next compaction."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)  # (it only stats files and writes a line; it asks nothing once stopping)
+        self._asked = None
+        self._close_child(time.monotonic())
 
 
 class _Child:

@@ -94,19 +94,21 @@ def run_stream(
                 raise TimeoutError(f"{job_id} did not stop within {STOP_TIMEOUT:.0f}s") from interrupted
     finally:
         if compactor is not None:
-            if progress:
-                print(
-                    "hop: updating the materialized view with the last checkpoints (Spark; Ctrl-C skips it: "
-                    f"`hop view {spec.output} --compact` does it later)",
-                    file=sys.stderr,
-                    flush=True,
-                )
             try:
+                if progress:
+                    print(
+                        "hop: updating the materialized view with the last checkpoints (Spark; Ctrl-C skips it: "
+                        f"`hop view {spec.output} --compact` does it later)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 compactor.stop(final=True, timeout=300)
             except KeyboardInterrupt:
                 # The job has ended: this Ctrl-C skips the view's update, as the line above offers (the compaction
                 # and its JVM are ended, the deltas stay for the next one). It was reported as an interrupted run,
-                # "error: interrupted while stopping", exit 130, though every window had been written.
+                # "error: interrupted while stopping", exit 130, though every window had been written. (Taken as
+                # soon as the line is out, before stop() runs, too.)
+                compactor.abandon()
                 compactor.last_error = f"interrupted; `hop view {spec.output} --compact` updates it later"
             if compactor.last_error and progress:
                 print(f"hop: the materialized view was not updated: {compactor.last_error}", file=sys.stderr)

@@ -57,7 +57,14 @@ from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
 from hop.stream.sources import ReplaySource, Source, SourceError, SourceRecord, open_source
 from hop.stream.windows import WindowSpec
-from hop.tasks import TaskChannel, first_unencodable_call, instantiate, reduce_to_file, unencodable_map_call
+from hop.tasks import (
+    TaskChannel,
+    first_unencodable_call,
+    instantiate,
+    reduce_to_file,
+    unencodable_combine_call,
+    unencodable_map_call,
+)
 from hop.usercode import UserCodeError, call_user, fold_error
 from shuffle import codec
 from shuffle.keys import sort_keys
@@ -338,7 +345,7 @@ def run_stream_map(
         by mapping again the records of the last poll, then those of a replayable source from its start; else
         ``error`` (a socket's record read before the last poll is gone)."""
         if error.source == "combine":
-            return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
+            return unencodable_combine_call(error)
 
         def calls(records: Iterable[SourceRecord], placed: Source) -> Iterator[tuple[tuple[float, Any], Any]]:
             for record in records:
@@ -495,7 +502,7 @@ def _read_again(
     opened."""
     try:
         again = open_source(url, max_line_bytes)
-    except SourceError:
+    except Exception:  # noqa: BLE001 (any failure to reopen: the report of the unencodable output goes on without)
         return None
     if isinstance(again, ReplaySource):
         again.rate = None

@@ -82,6 +82,12 @@ MANY_PANES = 1_000
 does not divide the window (``10s`` by ``3001ms``: their gcd, 1 ms, is the pane): every window merges all its panes."""
 
 
+def label_order(label: str) -> str:
+    """A key that sorts window folder names (:meth:`WindowSpec.label`) by window start: a time label of a whole
+    second has no fraction, and "." sorts before "Z", so ``...T143000Z`` sorted after ``...T143000.500000Z``."""
+    return label[:-1] + ".000000Z" if label.endswith("Z") and "." not in label else label
+
+
 @dataclass(frozen=True)
 class WindowSpec:
     """Range and slide of the windows, in integer units (microseconds for time)."""
