@@ -38,6 +38,7 @@ from hop.gen.cli import (
     size_at_least,
 )
 from hop.gen.cli import register as register_gen
+from hop.given_options import Given, GivenFlag, flags_given
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
@@ -92,13 +93,14 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--blocking",
-        action="store_true",
+        action=GivenFlag,
         help="Hadoop-style baseline: reducers get a map's output only after it commits",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument(
         "--split-size",
+        action=Given,
         type=size_at_least(MIN_SPLIT_SIZE_OPTION, "--split-size"),
         default=DEFAULT_SPLIT_BYTES,
         help="bytes per input split, at least 64KB (default 128MB); smaller when the input would leave map slots "
@@ -106,6 +108,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--spill-records",
+        action=Given,
         type=positive_int,
         default=2_000_000,
         help="map output records buffered before a spill (default 2,000,000)",
@@ -133,6 +136,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--skip-bad-records",
+        action=Given,
         type=non_negative_int,
         default=0,
         metavar="N",
@@ -141,7 +145,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--speculative",
-        action="store_true",
+        action=GivenFlag,
         help="run a backup attempt of straggling maps on another worker; the first to finish wins",
     )
     parser.add_argument(
@@ -161,23 +165,30 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     online.add_argument(
         "--order",
+        action=Given,
         choices=["sequential", "random"],
         default="sequential",
         help="read input chunks in file order (default) or in a seeded random order (unbiased early estimates)",
     )
-    online.add_argument("--seed", type=int, default=None, help="seed of --order random (default 0)")
+    online.add_argument("--seed", action=Given, type=int, default=None, help="seed of --order random (default 0)")
     online.add_argument(
         "--chunk-size",
+        action=Given,
         type=size_at_least(MIN_CHUNK_BYTES, "--chunk-size"),
         default=1 << 20,
         help="bytes per input chunk, the unit estimates sample (default 1MB, at least 64KB; "
         "a compressed file is one chunk)",
     )
     online.add_argument(
-        "--confidence", type=_fraction, default=None, help="confidence of the snapshots' intervals (default 0.95)"
+        "--confidence",
+        action=Given,
+        type=_fraction,
+        default=None,
+        help="confidence of the snapshots' intervals (default 0.95)",
     )
     online.add_argument(
         "--stop-when-accurate",
+        action=Given,
         type=_fraction,
         default=None,
         metavar="REL",
@@ -188,7 +199,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     add_stream_arguments(parser)
     parser.add_argument(
         "--keep-intermediate",
-        action="store_true",
+        action=GivenFlag,
         help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in OUT/_steps/ "
         "(those that finished, if a later step fails)",
     )
@@ -206,10 +217,6 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     add_spark_arguments(parser)
     add_web_arguments(parser)
-    # Each option's flag and default, which tell an option given from one left alone (_options_given).
-    parser.set_defaults(
-        option_defaults={a.dest: (a.option_strings[-1], a.default) for a in parser._actions if a.option_strings}
-    )
     if embedded:
         parser.add_argument(
             "--workers",
@@ -255,22 +262,14 @@ BATCH_ONLY = (
     "stop_when_accurate",
 )
 """The options of ``hop run``/``hop submit`` that only a batch job uses: a continuous job (``--source``) ignored them
-(``--stop-when-accurate`` promised an early stop that never came), so it refuses them."""
-
-
-def _options_given(args: argparse.Namespace, dests: tuple[str, ...]) -> list[str]:
-    """The flags of those options among ``dests`` that were given a value other than their default."""
-    return [
-        flag
-        for dest, (flag, default) in args.option_defaults.items()
-        if dest in dests and getattr(args, dest) != default
-    ]
+(``--stop-when-accurate`` promised an early stop that never came), so it refuses them, even at their default value:
+each is declared with ``action=Given``/``GivenFlag``, which notes it as given (``hop.given_options``)."""
 
 
 def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
     """Why options of a continuous job were given to a batch run, or a batch job's to a continuous one: each would
     do nothing there (``--window 60s`` on input files ran one batch job over them all, without a word)."""
-    given = _options_given(args, BATCH_ONLY if args.source else STREAM_ONLY)
+    given = flags_given(args, BATCH_ONLY if args.source else STREAM_ONLY)
     if not given:
         return None
     flags, it, applies = (

@@ -1405,8 +1405,17 @@ def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, optio
             "--order, --stop-when-accurate apply to a batch job over input files, not to a continuous job",
         ),
         (["--source", "replay:in.txt", "--window", "1r", "--blocking"], "--blocking applies to a batch job"),
+        (["in.txt", "--fidelity", "1"], "--fidelity applies to a continuous job, and this run has no --source"),
+        (["--source", "replay:in.txt", "--window", "1r", "--order=sequential"], "--order applies to a batch job"),
     ],
-    ids=["window-without-source", "slide-and-no-view-without-source", "stop-early-with-source", "blocking-with-source"],
+    ids=[
+        "window-without-source",
+        "slide-and-no-view-without-source",
+        "stop-early-with-source",
+        "blocking-with-source",
+        "stream-option-at-its-default-without-source",
+        "batch-option-at-its-default-with-source",
+    ],
 )
 def test_an_option_of_the_other_kind_of_job_is_refused(tmp_path: Path, options: list[str], message: str) -> None:
     """A continuous job's options on a batch run (``--window 10s`` over input files ran one batch job over them all),
@@ -1416,6 +1425,33 @@ def test_an_option_of_the_other_kind_of_job_is_refused(tmp_path: Path, options: 
     result = hop("run", str(ROOT / "jobs" / "stream_wordcount.py"), *options, "-o", "out", cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_every_option_of_one_kind_of_job_is_noted_when_given_even_at_its_default() -> None:
+    """The refusal of the other kind of job's options compared each option with its default: ``--fidelity 1`` on a
+    batch run, or ``--order sequential`` with ``--source``, passed unnoticed. Each option of the two lists is noted
+    as given whatever its value (here its default, or a value argparse accepts), abbreviated or not."""
+    from hop.cli import BATCH_ONLY, build_parser
+    from hop.given_options import flags_given
+    from hop.stream.cli import STREAM_ONLY
+
+    options = [
+        *["--blocking", "--split-size", "128MB", "--spill-records", "2000000", "--skip-bad-records", "0"],
+        *["--speculative", "--keep-intermediate", "--order", "sequential", "--seed", "0", "--chunk-size", "1MB"],
+        *["--confidence", "0.95", "--stop-when-accurate", "0.1", "--window", "10s", "--slide", "5s"],
+        *["--lateness", "0s", "--fidelity", "1", "--max-latency", "2s", "--checkpoint-every", "5"],
+        *["--checkpoint-seconds=5s", "--sink", "tcp://127.0.0.1:5555", "--view-int", "30s", "--no-view"],
+        *["--duration", "5m"],
+    ]
+    for command in ("run", "submit"):
+        coordinator = ["--coordinator", "tcp://127.0.0.1:5555"] if command == "submit" else []
+        args = build_parser(False).parse_args([command, "job.py", "in.txt", "-o", "out", *coordinator, *options])
+        given = flags_given(args, BATCH_ONLY + STREAM_ONLY)
+        assert given == ["--" + dest.replace("_", "-") for dest in BATCH_ONLY + STREAM_ONLY], given
+        assert args.order == "sequential" and args.blocking is True and args.view_interval == 30.0
+        left_alone = build_parser(False).parse_args([command, "job.py", "in.txt", "-o", "out", *coordinator])
+        assert flags_given(left_alone, BATCH_ONLY + STREAM_ONLY) == []
+        assert left_alone.blocking is False and left_alone.order == "sequential" and left_alone.fidelity == 1.0
 
 
 def test_a_run_that_stop_when_accurate_did_not_end_early_says_its_result_is_exact(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import coordinator_address, non_negative_int, positive_int
+from hop.given_options import Given, GivenFlag
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration
 
@@ -39,7 +40,8 @@ STREAM_ONLY = (
     "duration",
 )
 """The options of :func:`add_stream_arguments` besides ``--source``: only a continuous job uses them, so a batch run
-refuses them (``hop.cli``)."""
+refuses them (``hop.cli``); each is declared with ``action=Given``/``GivenFlag`` so that one given at its default
+value is told from one left out (``hop.given_options``)."""
 
 
 def _positive_seconds(text: str) -> float:
@@ -69,36 +71,60 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         help="a stream to read, one map each: tail:DIR, zmq:tcp://HOST:PORT (PULL, bound), zmq+sub:ENDPOINT, "
         "tcp:HOST:PORT (line server), replay:FILE?rate=N",
     )
-    group.add_argument("--window", default=None, help="window range: 60s, 500ms, 1000r (records), 64KB (bytes)")
-    group.add_argument("--slide", default=None, help="window slide in the same unit (default: tumbling windows)")
     group.add_argument(
-        "--lateness", type=_seconds, default=0.0, help="time windows: how long panes wait for out-of-order records"
+        "--window", action=Given, default=None, help="window range: 60s, 500ms, 1000r (records), 64KB (bytes)"
+    )
+    group.add_argument(
+        "--slide", action=Given, default=None, help="window slide in the same unit (default: tumbling windows)"
+    )
+    group.add_argument(
+        "--lateness",
+        action=Given,
+        type=_seconds,
+        default=0.0,
+        help="time windows: how long panes wait for out-of-order records",
     )
     group.add_argument(
         "--fidelity",
+        action=Given,
         type=float,
         default=1.0,
         help="emit a window once this share of its source x pane cells arrived (C2; default 1: all)",
     )
     group.add_argument(
-        "--max-latency", type=_seconds, default=None, help="emit a window at most this long after its end (e.g. 2s)"
+        "--max-latency",
+        action=Given,
+        type=_seconds,
+        default=None,
+        help="emit a window at most this long after its end (e.g. 2s)",
     )
     group.add_argument(
-        "--checkpoint-every", type=positive_int, default=5, help="checkpoint every N windows (default 5)"
+        "--checkpoint-every", action=Given, type=positive_int, default=5, help="checkpoint every N windows (default 5)"
     )
     group.add_argument(
-        "--checkpoint-seconds", type=_seconds, default=5.0, help="... or after this long with new windows (5s)"
+        "--checkpoint-seconds",
+        action=Given,
+        type=_seconds,
+        default=5.0,
+        help="... or after this long with new windows (5s)",
     )
-    group.add_argument("--sink", default=None, help="also publish every window on a ZeroMQ PUB socket to ENDPOINT")
+    group.add_argument(
+        "--sink", action=Given, default=None, help="also publish every window on a ZeroMQ PUB socket to ENDPOINT"
+    )
     group.add_argument(
         "--view-interval",
+        action=Given,
         type=_seconds,
         default=30.0,
         help="compact checkpoint deltas into the Parquet view (Spark) this often (default 30s)",
     )
-    group.add_argument("--no-view", action="store_true", help="do not maintain the Parquet materialized view")
+    group.add_argument("--no-view", action=GivenFlag, help="do not maintain the Parquet materialized view")
     group.add_argument(
-        "--duration", type=_positive_seconds, default=None, help="stop the continuous job after this long (e.g. 5m)"
+        "--duration",
+        action=Given,
+        type=_positive_seconds,
+        default=None,
+        help="stop the continuous job after this long (e.g. 5m)",
     )
 
 
