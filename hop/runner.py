@@ -2,7 +2,8 @@
 
 A multi-step job runs step after step; each intermediate step writes to a temporary directory beside the output,
 which is read back by the next step (``input_format="output"``) and deleted at the end. The final ``_job.json``
-holds the last step's report plus the earlier steps' reports under ``"steps"``.
+holds the last step's report plus the earlier steps' reports under ``"steps"``, its ``counters.user`` summed over every
+step (:func:`_count_whole_run`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from hop.bad_records import hold_bad_records, place_bad_records
 from hop.client import Client
+from hop.counters import total_user_counters
 from hop.inputs import expand_inputs
 from hop.job import Job
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
@@ -216,6 +218,7 @@ def run_steps(
     final = reports[-1]
     if len(reports) > 1:
         final["steps"] = reports[:-1]
+        _count_whole_run(final, reports)
         _note_earlier_stop(final)
         (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
@@ -253,7 +256,8 @@ def _end_failed_run(
     With ``kept=(directory, first)`` (``--keep-intermediate``), the earlier steps' outputs move from ``scratch`` to
     ``directory/step-{first + N}`` as on success, and the failure's error and traceback name them there. Without, an
     error naming a file of ``scratch`` (about to be deleted) says so. ``OUT/_job.json`` then holds the failed step's
-    report (with that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's."""
+    report (with that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's. Its
+    user counters are the run's so far (:func:`_count_whole_run`)."""
     if kept is not None:
         directory, first = kept
         _keep_steps(scratch, len(reports), directory, first)
@@ -262,7 +266,9 @@ def _end_failed_run(
     else:
         _note_deleted_input(status, scratch)
     if reports:
-        status["report"] = {**status["report"], "steps": reports}
+        failed = status["report"]
+        status["report"] = {**failed, "steps": reports}
+        _count_whole_run(status["report"], [*reports, failed])
     _write_report(final_output, status["report"])
 
 
@@ -278,7 +284,7 @@ def _end_failed_jobs(
     are already handled (:func:`_end_failed_run`). With ``keep``, the outputs kept so far in ``scratch/steps`` and
     the previous job's output (this one's input, in ``scratch/job-N``) move to ``OUT/_steps``, numbered as on
     success, and the failure names them there. ``OUT/_job.json`` gets the failed job's report, the earlier jobs'
-    under ``"jobs"``."""
+    under ``"jobs"``, its user counters the run's so far (:func:`_count_whole_run`)."""
     if keep:
         held, kept = scratch / "steps", final_output / "_steps"
         previous = scratch / f"job-{len(reports) - 1}"
@@ -292,7 +298,9 @@ def _end_failed_jobs(
             _rename_in_failure(status, step, kept / step.name)
     else:
         _note_deleted_input(status, scratch)
-    _write_report(final_output, {**status["report"], "jobs": reports})
+    report = {**status["report"], "jobs": reports}
+    _count_whole_run(report, [*reports, status["report"]])
+    _write_report(final_output, report)
 
 
 DELETED_INPUT = " (in an intermediate output, deleted when the run ended: --keep-intermediate keeps it)"
@@ -404,6 +412,7 @@ def run_pipeline(
     if len(reports) > 1:
         final["steps"] = reports[:-1]
         final["pipelined"] = True
+        _count_whole_run(final, reports)
         (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
 
@@ -457,9 +466,20 @@ def run_staged_jobs(
         shutil.rmtree(scratch, ignore_errors=True)
     final = reports[-1]
     final["jobs"] = reports[:-1]
+    _count_whole_run(final, reports)
     _note_earlier_stop(final)
     (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
+
+
+def _count_whole_run(report: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+    """``report`` (the last step's, the run's ``_job.json``) gets the run's user counters as ``counters.user``: summed
+    over ``parts``, the reports of every step (the last one's included), or of every job of a staged run (each job's
+    already summed over its steps). A user reads the job's totals there; each earlier step's own stay in its report
+    under ``"steps"``, and the engine's counters beside them stay the last step's own (each step's input and
+    output records are that step's, adding them up would count the data once per step)."""
+    totals = total_user_counters(part.get("counters", {}).get("user", {}) for part in parts)
+    report["counters"] = {**report.get("counters", {}), "user": totals}
 
 
 def earlier_reports(report: dict[str, Any]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hop.counters import total_user_counters
 from hop.inputs import Split
 from hop.jobspec import JobSpec
 from hop.online.tracker import SnapshotTracker
@@ -632,13 +633,7 @@ class JobState:
     @property
     def user_counters(self) -> dict[str, dict[str, int]]:
         """User counters summed over committed attempts only."""
-        totals: dict[str, dict[str, int]] = {}
-        for record in self._committed_attempts():
-            for group, names in record.user_counters.items():
-                target = totals.setdefault(group, {})
-                for name, value in names.items():
-                    target[name] = target.get(name, 0) + value
-        return totals
+        return total_user_counters(record.user_counters for record in self._committed_attempts())
 
     # Report ------------------------------------------------------------------------------------------------
     def report(self) -> dict[str, Any]:

@@ -28,9 +28,10 @@ Contract of :func:`run_on_spark`:
   (``engine: "spark"``, status, start/end, Spark start-up seconds, master URL, Spark version, counters), and
   ``OUT/_SUCCESS`` last. A non-empty ``OUT`` is refused unless ``overwrite``, which clears it.
 - Counters: ``map_input_records``, ``map_output_records``, ``reduce_output_records`` and the user counters, summed
-  with accumulators. As in hop's report of a multi-step job, the top level holds the last step's counters and
-  ``"steps"`` the earlier steps'. Spark applies a successful task's accumulator updates once, but a stage re-run
-  after a lost executor counts again (hop counts committed attempts only).
+  with accumulators. As in hop's report of a multi-step job, the top level holds the last step's engine counters
+  with the user counters summed over every step, and ``"steps"`` the earlier steps' own. Spark applies a successful
+  task's accumulator updates once, but a stage re-run after a lost executor counts again (hop counts committed
+  attempts only).
 - Errors: bad arguments or inputs raise ``ValueError`` (``OutputExistsError``, ``InputError``) before Spark starts;
   PySpark or Java missing, or a session that cannot start, raise :class:`SparkUnavailable`; a failed Spark job
   (an error in user code or an undecodable input record included) raises :class:`SparkJobFailed` with the user's
@@ -61,6 +62,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hop.counters import total_user_counters
 from hop.inputs import DEFAULT_SPLIT_BYTES, Split, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
@@ -339,6 +341,9 @@ class _Run:
         }
         if len(steps) > 1:
             report["steps"] = steps[:-1]
+            # The run's user counters, summed over its steps, as on hop (hop.runner): the engine's stay the last step's.
+            user = total_user_counters(counters.user.value for counters in self.step_counters)
+            report["counters"] = {**report["counters"], "user": user}
         return report
 
     @staticmethod

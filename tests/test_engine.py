@@ -254,7 +254,11 @@ def test_multi_step_job(client: Client, tmp_path: Path) -> None:
     expected = collections.Counter(counts.values())
     assert output_dict(output) == dict(expected)
     assert len(report["steps"]) == 1
-    assert report["counters"]["user"] == {"steps": {"words": len(counts)}}
+    # The top level's user counters are the run's, summed over both steps; each earlier step's own in its report.
+    lines = len(source.read_text(encoding="utf-8").splitlines())
+    assert report["counters"]["user"] == {"steps": {"lines": lines, "words": len(counts)}}
+    assert report["steps"][0]["counters"]["user"] == {"steps": {"lines": lines}}
+    assert json.loads((output / "_job.json").read_text())["counters"]["user"] == report["counters"]["user"]
     assert not list(tmp_path.glob(".out.steps-*")), "intermediate step output must be removed"
 
 

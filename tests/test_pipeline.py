@@ -17,7 +17,15 @@ from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import JobFailed, build_spec, online_options, run_pipeline, run_staged_jobs, run_steps
+from hop.runner import (
+    JobFailed,
+    build_spec,
+    earlier_reports,
+    online_options,
+    run_pipeline,
+    run_staged_jobs,
+    run_steps,
+)
 from tests.conftest import ROOT, hop, job_path, output_dict
 
 TIMEOUT = 180
@@ -72,7 +80,10 @@ def test_multi_step_job_pipelined_equals_staged(client: Client, tmp_path: Path) 
         p.read_bytes() for p in sorted((tmp_path / "staged").glob("part-*"))
     ]
     words = report["steps"][0]["counters"]["reduce_output_records"]
-    assert report["counters"]["user"] == {"steps": {"words": words}}, "counters of the piped step count once"
+    lines = report["steps"][0]["counters"]["map_input_records"]
+    expected = {"steps": {"lines": lines, "words": words}}
+    assert report["counters"]["user"] == expected, "counters of the piped step count once, summed over the steps"
+    assert json.loads((tmp_path / "piped" / "_job.json").read_text())["counters"]["user"] == expected
     assert not (tmp_path / "piped" / "_steps").exists()
 
 
@@ -86,6 +97,10 @@ def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Clie
         jobs = specs(source, tmp_path / name, "two_steps", "topk", num_reduces=2)
         report = run(client, jobs, keep_intermediate=True, progress=False, timeout=TIMEOUT)
         assert len(report["steps" if run is run_pipeline else "jobs"]) == (2 if run is run_pipeline else 1)
+        # The run's user counters: two_steps's, both of its steps (topk counts none), however the jobs ran.
+        words = earlier_reports(report)[0]["counters"]["reduce_output_records"]
+        expected = {"steps": {"lines": source.read_text().count("\n"), "words": words}}
+        assert json.loads((tmp_path / name / "_job.json").read_text())["counters"]["user"] == expected, name
         steps = tmp_path / name / "_steps"
         kept[name] = {p.name: output_dict(p) for p in sorted(steps.iterdir())}
         assert not list(tmp_path.glob(f".{name}.*")), "the scratch directories are gone"
@@ -109,6 +124,7 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
             run_steps(client, spec, keep_intermediate=keep, progress=False, timeout=TIMEOUT)
         report = json.loads((output / "_job.json").read_text())
         assert report["status"] == "failed" and report["step"] == 1 and len(report["steps"]) == 1
+        assert report["counters"]["user"] == {"steps": {"lines": 2}}, "the run's counters so far: step 1's"
         assert str(failed.value) == report["error"] and "counted 3 times" in report["error"]
         kept = output / "_steps" / "step-0" / "part-00000"
         if keep:
@@ -129,6 +145,13 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
     assert f"map at {steps / 'step-0' / 'part-00000'} " in str(failed.value)
     report = json.loads((tmp_path / "staged" / "_job.json").read_text())
     assert report["status"] == "failed" and report["jobs"][0]["name"] == "WordCount"
+    # The run's user counters so far: those of the job before, both of its steps (the failing job's map committed
+    # nothing).
+    jobs = specs(source, tmp_path / "staged-counted", "two_steps", "two_steps_failing", num_reduces=1)
+    with pytest.raises(JobFailed):
+        run_staged_jobs(client, jobs, progress=False, timeout=TIMEOUT)
+    report = json.loads((tmp_path / "staged-counted" / "_job.json").read_text())
+    assert report["status"] == "failed" and report["counters"]["user"] == {"steps": {"lines": 2, "words": 5}}
 
 
 def test_pipeline_with_too_few_slots_still_finishes(tmp_path: Path) -> None:

@@ -230,7 +230,10 @@ def test_multi_step_and_user_counters(spark_runs: dict[str, dict[str, Any]]) -> 
     two_steps = spark_runs["two_steps"]["report"]
     assert two_steps["num_steps"] == 2 and len(two_steps["steps"]) == 1
     words = two_steps["steps"][0]["counters"]["reduce_output_records"]
-    assert two_steps["counters"]["user"] == {"steps": {"words": words}}
+    lines = two_steps["steps"][0]["counters"]["map_input_records"]
+    # As on hop: the top level's user counters are summed over the steps, each earlier step's own in "steps".
+    assert two_steps["counters"]["user"] == {"steps": {"lines": lines, "words": words}}
+    assert two_steps["steps"][0]["counters"]["user"] == {"steps": {"lines": lines}}
     counters = spark_runs["counters"]["report"]
     run = BY_NAME["counters"]
     tasks = counters["num_maps"] + run.reducers

@@ -5,6 +5,7 @@ from hop import Job, Step
 
 class CountOfCounts(Job):
     def count_map(self, offset, line):
+        self.increment_counter("steps", "lines")  # (a counter of each step: the run's counters sum them)
         for word in line.split():
             yield word, 1
 

@@ -6,6 +6,7 @@ from hop import Job, Step
 
 class FailingCountOfCounts(Job):
     def count_map(self, offset, line):
+        self.increment_counter("steps", "lines")
         for word in line.split():
             yield word, 1
 
