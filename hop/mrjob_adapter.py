@@ -8,7 +8,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
 - Protocols, as ``MRJob.pick_protocols`` picks them: INPUT_PROTOCOL reads each input line, INTERNAL_PROTOCOL
   carries records between substeps (JSON ones as plain values, any other as its encoded lines, grouped and sorted
   as Hadoop would: ``hop.mrjob_codec``), OUTPUT_PROTOCOL writes the output, so the ``part-*`` files hold exactly
-  the lines mrjob writes. ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop.
+  the lines mrjob writes. Float NaN keys group as one key, as mrjob groups their JSON text ``NaN``.
+  ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop.
 - ``increment_counter`` adds to hop's user counters (``_job.json``, the summary line). ``set_status`` prints
   ``hop: JOB status (task pid N): MESSAGE`` on the task's standard error, which an embedded cluster shares with
   ``hop run``: whenever the message changes, at most once a second, and the latest one when the attempt ends.
@@ -38,7 +39,7 @@ from typing import Any
 
 from hop.job import Job, Step
 from hop.loader import JobFileError
-from hop.mrjob_codec import Edge, InputEdge, hashable_keys, line_of_output, plan_edges
+from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, hashable_keys, line_of_output, plan_edges
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
@@ -212,6 +213,7 @@ class MRJobAdapter(Job):
     mrjob_args: list[str] = []
     mrjob_workdir: str | None = None
     mrjob_file_options: dict[str, Any] = {}
+    _shuffle_nan_key = NAN_KEY  # NaN keys group, as under mrjob (hop.mrjob_codec)
 
     def __init__(self) -> None:
         super().__init__()
@@ -288,6 +290,8 @@ class MRJobAdapter(Job):
                 source = edges[_before(substeps, number, "reducer")]
                 assert isinstance(source, Edge), "a job's first substep is always a mapper"
                 reducer = _reducer(mr_step["reducer"], source, reduce_out, sort_values)
+            elif map_out is not None and map_out.native:  # (hop's identity reduce would write NAN_KEY)
+                reducer = map_out.passing_on
             steps.append(
                 Step(
                     mapper=mapper,

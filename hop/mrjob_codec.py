@@ -6,7 +6,11 @@ the text before their first TAB. On hop an :class:`Edge` between two substeps ca
 
 - native: the pairs themselves, when both sides use a JSON key/value protocol (mrjob's default ``JSONProtocol``),
   which saves encoding every record. The reading side gets what a JSON round trip gives (tuples become lists, dict
-  keys strings); keys group by value (so ``1`` and ``1.0`` are one key, as they are in hop).
+  keys strings); keys group by value (so ``1`` and ``1.0`` are one key, as they are in hop). A float NaN, in a key
+  or in its lists, groups with every other NaN, as mrjob groups the text ``NaN``: the map buffer puts
+  :data:`NAN_KEY` in its place as a spill is sorted (found among the spill's distinct keys, nothing per record),
+  and a combiner or reducer reads NaN back. ``NAN_KEY`` is bytes, which no JSON protocol writes (a job yielding a
+  bytes key fails under mrjob), so it stands for nothing else.
 - lines: any other protocol (``ReprProtocol``, ``PickleProtocol``, ``RawProtocol``, value protocols, the job's
   own): the encoded line as the pair ``(text before the first TAB, text after it or None)``, both decoded as
   Latin-1, so every byte survives and keys group and sort exactly as Hadoop groups and sorts them.
@@ -24,6 +28,7 @@ from itertools import chain
 from typing import Any
 
 __all__ = [
+    "NAN_KEY",
     "Edge",
     "InputEdge",
     "final_edge",
@@ -38,6 +43,11 @@ Pair = tuple[Any, Any]
 
 _JSON_PROTOCOLS = ("StandardJSONProtocol", "SimpleJSONProtocol", "UltraJSONProtocol", "RapidJSONProtocol")
 _CONTAINERS = (tuple, list, dict)
+_KEYS_TO_READ = (tuple, list, bytes)
+"""The types of shuffle keys that :func:`_key_as_read` changes (a key is never a dict)."""
+
+NAN_KEY = b"NaN"
+"""What a float NaN in a key of a native edge is in the shuffle (see the module docstring)."""
 
 
 def is_json_protocol(protocol: Any) -> bool:
@@ -55,6 +65,27 @@ def json_like(value: Any) -> Any:
     if kind is dict:
         return {_json_key(key): json_like(item) if type(item) in _CONTAINERS else item for key, item in value.items()}
     return value
+
+
+def _key_as_read(key: Any) -> Any:
+    """A native edge's shuffle key as a combiner or reducer reads it: :func:`json_like`, with NaN for
+    :data:`NAN_KEY`."""
+    kind = type(key)
+    if kind is tuple or kind is list:
+        return [_key_as_read(part) for part in key]
+    if kind is bytes and key == NAN_KEY:
+        return math.nan
+    return key
+
+
+def _as_shuffle_key(key: Any) -> Any:
+    """The shuffle key a key yielded on a native edge becomes: lists as tuples, :data:`NAN_KEY` for NaN."""
+    kind = type(key)
+    if kind is tuple or kind is list:
+        return tuple(_as_shuffle_key(part) for part in key)
+    if kind is float and key != key:
+        return NAN_KEY
+    return key
 
 
 def _json_key(key: Any) -> Any:
@@ -168,7 +199,7 @@ class Edge:
         """One key and its values as a combiner or reducer reads them; ``sort_values`` (mrjob's SORT_VALUES) sorts
         them by their encoded form, as Hadoop's secondary sort does."""
         if self.native:
-            key = json_like(key) if type(key) in _CONTAINERS else key
+            key = _key_as_read(key) if type(key) in _KEYS_TO_READ else key
             converted: Iterable[Any] = (json_like(v) if type(v) in _CONTAINERS else v for v in values)
             if sort_values:
                 converted = list(converted)
@@ -187,9 +218,17 @@ class Edge:
 
     def keeping_key(self, key: Any, decoded_key: Any, pairs: Iterable[Any]) -> Iterator[Any]:
         """A combiner's output on a native edge: hop requires the shuffle key it gave (a tuple where the combiner
-        saw a list), so pairs whose key equals the decoded key get the shuffle key back."""
+        saw a list, :data:`NAN_KEY` where it saw NaN), so pairs whose key is that shuffle key once yielded get it
+        back."""
         for out_key, value in pairs:
-            yield (key if out_key is decoded_key or json_like(out_key) == decoded_key else out_key), value
+            yield (key if out_key is decoded_key or _as_shuffle_key(out_key) == key else out_key), value
+
+    def passing_on(self, key: Any, values: Iterable[Any]) -> Iterator[Any]:
+        """The reduce of a step without a reducer whose mapper writes to a native edge: every value of every key,
+        in order, the key as the next substep would read it (NaN again where the shuffle had :data:`NAN_KEY`)."""
+        key = _key_as_read(key) if type(key) in _KEYS_TO_READ else key
+        for value in values:
+            yield key, value
 
 
 class InputEdge:

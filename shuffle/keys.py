@@ -15,7 +15,8 @@ keys, and runs with the same tag can be sorted and merged natively. Runs with di
 
 A float NaN cannot be a key (:func:`refuse_nan_keys`): it equals nothing, not even itself, so no two of its
 records would group (nor meet on one reducer: it hashes by identity), and it has no place in any order (a run
-sorted with one is not sorted).
+sorted with one is not sorted). A map buffer may instead put a stand-in key in its place (:func:`first_nan_key`,
+:func:`with_nan_replaced`; the mrjob adapter's, whose reducers read it back as NaN, as mrjob groups NaN keys).
 
 Booleans rank with the numbers (``False == 0``, ``True == 1``): as in any Python dict, ``1``, ``1.0`` and ``True``
 are one key, and they must be one key whether a reducer groups them in a hash map or merges sorted runs from disk.
@@ -106,7 +107,18 @@ class NanKeyError(ValueError):
 
 
 def refuse_nan_keys(keys: list[Any], tag: str | None = None) -> None:
-    """Raise :class:`NanKeyError` if a key is, or holds at any depth, a float NaN.
+    """Raise :class:`NanKeyError` if a key is, or holds at any depth, a float NaN (:func:`first_nan_key`)."""
+    bad = first_nan_key(keys, tag)
+    if bad is not None:
+        raise NanKeyError(
+            f"map output key {bad!r:.80} is or holds a float NaN, which cannot be a key: NaN equals nothing, not "
+            "even itself, so its records would never group, and it has no place in the sorted output; yield None "
+            "(or a str) for a missing number"
+        )
+
+
+def first_nan_key(keys: list[Any], tag: str | None = None) -> Any:
+    """The first key that is, or holds at any depth, a float NaN; ``None`` if none does (``None`` holds no NaN).
 
     ``tag`` is the keys' :func:`order_tag` when known: only numbers (``"n"`` alone or inside a tuple's signature)
     or mixed keys can hold one, so every other run (all ``str``...) costs nothing. Otherwise the keys' types are
@@ -115,26 +127,33 @@ def refuse_nan_keys(keys: list[Any], tag: str | None = None) -> None:
     if tag is None:
         kinds = set(map(type, keys))
         if float not in kinds and tuple not in kinds and list not in kinds:
-            return
+            return None
         tag = "n" if kinds == {float} else MIXED
     if tag == "n":
-        bad = next((key for key in keys if key != key), None)  # (ints and bools equal themselves)
-    elif "n" not in tag and tag != MIXED:
-        return
-    elif tag[0] == "(" and "(" not in tag[1:]:
+        return next((key for key in keys if key != key), None)  # (ints and bools equal themselves)
+    if "n" not in tag and tag != MIXED:
+        return None
+    if tag[0] == "(" and "(" not in tag[1:]:
         # Flat tuples sharing a signature (("en", 7)...): only the number positions, column by column (a tuple
         # equals itself whatever it holds: tuples compare their items by identity first).
         numbers = (map(operator.itemgetter(i), keys) for i, kind in enumerate(tag[1:-1]) if kind == "n")
         held = any(number != number for column in numbers for number in column)
-        bad = next(key for key in keys if _holds_nan(key)) if held else None
-    else:
-        bad = next((key for key in keys if _holds_nan(key)), None)
-    if bad is not None:
-        raise NanKeyError(
-            f"map output key {bad!r:.80} is or holds a float NaN, which cannot be a key: NaN equals nothing, not "
-            "even itself, so its records would never group, and it has no place in the sorted output; yield None "
-            "(or a str) for a missing number"
-        )
+        return next(key for key in keys if _holds_nan(key)) if held else None
+    return next((key for key in keys if _holds_nan(key)), None)
+
+
+def with_nan_replaced(key: Any, stand_in: Any) -> Any:
+    """``key`` with ``stand_in`` for every float NaN in it (the key itself, or in its tuples at any depth).
+
+    >>> with_nan_replaced(("a", (1.0, float("nan"))), b"NaN")
+    ('a', (1.0, b'NaN'))
+    """
+    kind = type(key)
+    if kind is float:
+        return stand_in if key != key else key
+    if kind is tuple:
+        return tuple(with_nan_replaced(part, stand_in) for part in key)
+    return key
 
 
 def _holds_nan(key: Any) -> bool:

@@ -402,6 +402,8 @@ def test_a_nan_key_fails_the_job_with_the_reason(client: Client, tmp_path: Path,
     with pytest.raises(JobFailed) as failure:
         run_steps(client, spec, progress=False, timeout=60)
     assert "map output key nan is or holds a float NaN, which cannot be a key" in failure.value.status["error"]
+    assert "yield None (or a str) for a missing number" in failure.value.status["error"]
+    assert failure.value.status["traceback"] is None, "the engine's frames (the spill that found it) say nothing"
 
 
 def test_a_list_key_names_the_record_without_the_engines_frames(client: Client, tmp_path: Path) -> None:

@@ -37,7 +37,12 @@ def frozen(value: Any) -> Any:
         return tuple(sorted((key, frozen(item)) for key, item in value.items()))
     if isinstance(value, set | frozenset):
         return frozenset(frozen(item) for item in value)
+    if isinstance(value, float) and value != value:
+        return _NAN  # (NaN equals nothing: two outputs' NaN keys would never compare equal)
     return value
+
+
+_NAN = object()
 
 
 def mrjob_inline(job_file: Path, inputs: list[Path], *job_args: str, cwd: Path | None = None) -> Counter[Any]:
@@ -501,6 +506,55 @@ def test_list_keys_and_tuple_keys_passed_on_to_a_later_step(text: Path, tmp_path
     expected = mrjob_inline(job, [text])
     hop_run(job, [text], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
+
+
+def test_nan_keys_group_as_mrjob_groups_them(tmp_path: Path) -> None:
+    """mrjob groups float NaN keys (their JSON text, ``NaN``, is one key); hop refused them (a NaN equals nothing,
+    not even itself). They group now, alone or in a list key, from several maps, through a combiner that yields
+    an equal key as a new object, and across a mapper-only step."""
+    job = write_job(
+        tmp_path,
+        "mr_nan_keys.py",
+        """
+        import json
+
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+        class MRNanKeys(MRJob):
+            def steps(self):
+                return [
+                    MRStep(mapper=self.numbers, combiner=self.total, reducer=self.total),
+                    MRStep(mapper=self.pairs),
+                    MRStep(reducer=self.total),
+                ]
+
+            def numbers(self, _, line):
+                for word in line.split():
+                    try:
+                        yield float(word), 1  # a new NaN object for every "nan"
+                    except ValueError:
+                        yield word, 1
+
+            def total(self, key, counts):
+                yield json.loads(json.dumps(key)), sum(counts)
+
+            def pairs(self, key, count):
+                yield [key, count % 2], count
+
+        if __name__ == "__main__":
+            MRNanKeys.run()
+        """,
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("nan 1.5 x NaN 2\n2 nan y\n" * 20_000)  # 3 maps of --split-size 200KB
+    expected = mrjob_inline(job, [source])
+    totals = {(_NAN, 0): 60_000, (1.5, 0): 20_000, ("x", 0): 20_000, (2.0, 0): 40_000, ("y", 0): 20_000}
+    assert expected == Counter(totals.items()), expected
+    hop_run(job, [source], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+    lines = b"".join(part.read_bytes() for part in (tmp_path / "out").glob("part-*")).splitlines()
+    assert b"[NaN, 0]\t60000" in lines, lines
 
 
 def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path: Path) -> None:
