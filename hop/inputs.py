@@ -25,6 +25,7 @@ import gzip
 import json
 import lzma
 import os
+import time
 import types
 import zlib
 from bisect import bisect_left
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from itertools import accumulate, repeat
 from operator import add
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from hop.pathnames import NOT_UTF8, non_utf8_bytes
 
@@ -276,23 +277,50 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
     module, tool = compression
     extent = _decompressed_extent(path, module)
     if extent is None:
-        where = f"near byte {position:,} of its text"
+        what = f"cannot decompress it near byte {position:,} of its text ({error})"
+    elif extent.whole:
+        what = (
+            f"cannot decompress it past byte {extent.text_bytes:,} of its text, having read {extent.read_bytes:,} "
+            f"of its {extent.size:,} bytes ({error})"
+        )
     else:
-        text_bytes, read_bytes, size = extent
-        where = f"past byte {text_bytes:,} of its text, having read {read_bytes:,} of its {size:,} bytes"
+        what = (
+            f"cannot decompress it ({error}); at least {extent.text_bytes:,} bytes of its text decompress (from the "
+            f"first {extent.read_bytes:,} of its {extent.size:,} bytes: counting stopped after "
+            f"{EXTENT_SECONDS:g} s)"
+        )
     return InputError(
-        f"input file {path}: cannot decompress it {where} ({error}): the file is truncated or not {tool} data; "
+        f"input file {path}: {what}: the file is truncated or not {tool} data; "
         f"check it with `{tool} -t {path}`, or rename it if it is not compressed"
     )
 
 
-def _decompressed_extent(path: str, module: types.ModuleType) -> tuple[int, int, int] | None:
-    """How far a compressed file that failed to decompress can be read: ``(bytes of text, bytes of the file read,
-    size of the file)``, or ``None`` if it cannot be read again.
+EXTENT_SECONDS = 3.0
+"""How long a compressed file that failed to decompress is read again to say how far its text decompresses: past
+this, the error gives what was counted as a lower bound (a huge file corrupt near its end would otherwise take as
+long again to fail, however large)."""
+
+
+class _Extent(NamedTuple):
+    text_bytes: int
+    """Bytes of text decompressed."""
+    read_bytes: int
+    """Bytes of the file read to get them."""
+    size: int
+    """Size of the file."""
+    whole: bool
+    """Whether the count ran until the decompressor failed (else :data:`EXTENT_SECONDS` ran out first, and the
+    text goes on at least that far)."""
+
+
+def _decompressed_extent(path: str, module: types.ModuleType) -> _Extent | None:
+    """How far a compressed file that failed to decompress can be read, counted for at most
+    :data:`EXTENT_SECONDS`; ``None`` if it cannot be read again.
 
     Read again from the start, after a failure only: the failed read had lost what it decompressed before the
     error (a line is whole or not at all), so where the reader stood says little (byte 0 for a small file)."""
     text_bytes = 0
+    deadline = time.monotonic() + EXTENT_SECONDS
     try:
         with open(path, "rb") as raw:
             size = os.fstat(raw.fileno()).st_size
@@ -301,9 +329,11 @@ def _decompressed_extent(path: str, module: types.ModuleType) -> tuple[int, int,
                     # (read1: one decompressor call at a time, so no text before the error is lost)
                     while chunk := file.read1(CHUNK_BYTES):
                         text_bytes += len(chunk)
+                        if time.monotonic() >= deadline:
+                            return _Extent(text_bytes, raw.tell(), size, whole=False)
                 except DECOMPRESSION_ERRORS:
                     pass
-                return text_bytes, raw.tell(), size
+                return _Extent(text_bytes, raw.tell(), size, whole=True)
     except OSError:
         return None
 

@@ -100,6 +100,10 @@ class _JvmStderr:
         self._filter = StderrFilter(_write_stderr)
         self._lock = threading.Lock()
         self._ended = False
+        # A daemon: the pipe ends only when the JVM does, and a JVM left running exits only once this process has
+        # exited and closed its stdin, so a thread that exit waited for would hang it; what the JVM writes after
+        # Python's last flush is lost then (its read end is gone), but a session stopped first writes nothing more,
+        # and one left running writes only INFO lines, which hop's log4j2 configuration does not print.
         self._thread = threading.Thread(target=self._pump, name="hop-jvm-stderr", daemon=True)
         self._thread.start()
 

@@ -273,6 +273,30 @@ def test_a_truncated_gzip_file_is_named_with_where_its_text_ends(tmp_path: Path)
     )
 
 
+def test_counting_the_text_of_a_failed_compressed_file_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a failed read, a compressed file was decompressed again in full to say how far its text goes: a huge
+    file corrupt near its end took as long again to fail. The count stops after ``EXTENT_SECONDS`` (here at once,
+    after the first block) and the error says what it counted as a lower bound."""
+    path = tmp_path / "input.txt.gz"
+    size, text_bytes = truncated_gzip(path, 200_000)
+    monkeypatch.setattr(hop.inputs, "EXTENT_SECONDS", 0.0)
+    with pytest.raises(InputError) as refused:
+        list(iter_lines(Split(str(path), 0, -1)))
+    message = str(refused.value)
+    counted = re.fullmatch(
+        rf"input file {re.escape(str(path))}: cannot decompress it \(Compressed file ended before the "
+        r"end-of-stream marker was reached\); at least ([\d,]+) bytes of its text decompress \(from the first "
+        rf"([\d,]+) of its {size:,} bytes: counting stopped after 0 s\): the file is truncated or not gzip data; "
+        rf"check it with `gzip -t {re.escape(str(path))}`, or rename it if it is not compressed",
+        message,
+    )
+    assert counted is not None, message
+    text_counted, read_counted = (int(group.replace(",", "")) for group in counted.groups())
+    assert 0 < text_counted < text_bytes and 0 < read_counted < size, message
+
+
 @pytest.mark.parametrize(
     "text",
     ["[" * 100_000 + "]" * 100_000, "[" * 700 + "]" * 700, "1" * 5000],

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -526,39 +527,75 @@ COMBINE
 """
 
 
+def _write_sets_job(folder: Path, combine: bool, set_at: int) -> list[str]:
+    """Write ``sets.py`` (its map yields a set for the line ``c d``, or with ``combine`` its combine yields a set
+    for every key) and ``lines.txt`` (3,000 lines, ``c d`` the one at index ``set_at``); return those lines."""
+    lines = [f"w{number} x\n" for number in range(3000)]
+    lines[set_at] = "c d\n"
+    (folder / "lines.txt").write_text("".join(lines))
+    combiner = "\n    def combine(self, key, values):\n        yield key, set(values)\n" if combine else ""
+    job = SETS_JOB.replace("MAPPED", "1" if combine else "{1}").replace("COMBINE", combiner)
+    (folder / "sets.py").write_text(job)
+    return lines
+
+
+def _unencodable(call: str, key: str, source: str) -> str:
+    """The start of the error a set yielded by ``source`` ("map" or "combine") at ``call`` gives."""
+    return f"{call} raised UnencodableRecordError: {source} output value {{1}} (type set) of key {key!r} cannot be "
+
+
 @pytest.mark.parametrize(
     ("source", "window", "combine"),
-    [("replay:lines.txt", "2r", False), ("replay:lines.txt?rate=4000", "100000r", False),
-     ("replay:lines.txt", "2r", True)],
-    ids=["found-in-the-last-poll", "found-by-reading-again", "combine"],
+    [("replay:lines.txt?rate=4000", "100000r", False), ("replay:lines.txt", "2r", True)],
+    ids=["found-by-reading-again", "combine"],
 )  # fmt: skip
 def test_an_output_the_shuffle_cannot_encode_names_the_map_call_and_its_record(
     tmp_path: Path, source: str, window: str, combine: bool
 ) -> None:
     """A stream map yielding a set failed with "map/combine output value {1} ... cannot be encoded", naming neither
     the record nor whether the map or the combine yielded it; now, as in batch, the map call and its record (mapped
-    again after the failure: the last poll's records, or a replayable source read again from its start, here where
-    the pane sealed polls after the record), or the combine call and its key."""
-    lines = [f"w{number} x\n" for number in range(3000)]
-    lines[10] = "c d\n"
-    (tmp_path / "lines.txt").write_text("".join(lines))
-    combiner = "\n    def combine(self, key, values):\n        yield key, set(values)\n" if combine else ""
-    job = SETS_JOB.replace("MAPPED", "1" if combine else "{1}").replace("COMBINE", combiner)
-    (tmp_path / "sets.py").write_text(job)
+    again after the failure: a replayable source read again from its start, here where the pane sealed polls after
+    the record; the last poll's records in the next test), or the combine call and its key."""
+    lines = _write_sets_job(tmp_path, combine, 10)
     result = hop(
         "run", "sets.py", "--source", source, "--window", window, "-o", "out", "--no-view", "--quiet",
         "--duration", "60s", cwd=tmp_path, timeout=120,
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
     if combine:  # (every key's: the first pane's first)
-        key, call = "w0 x", "combine at key 'w0 x'"
+        expected = _unencodable("combine at key 'w0 x'", "w0 x", "combine")
     else:
-        key, call = "c d", f"map at replay source {source}: the line at byte offset {len(''.join(lines[:10]))}"
-        call += " of lines.txt: 'c d'"
-    output = "combine output value {1}" if combine else "map output value {1}"
-    expected = f"{call} raised UnencodableRecordError: {output} (type set) of key {key!r} cannot be encoded by the"
-    assert f"{expected} shuffle: yield a list" in result.stderr, result.stderr
+        call = f"map at replay source {source}: the line at byte offset {len(''.join(lines[:10]))} of lines.txt: 'c d'"
+        expected = _unencodable(call, "c d", "map")
+    assert f"{expected}encoded by the shuffle: yield a list" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_unencodable_map_output_is_found_in_the_last_poll_of_a_source_that_cannot_read_again(
+    tmp_path: Path,
+) -> None:
+    """The map call that yielded an output the shuffle cannot encode is found among the last poll's records: a
+    ``tcp:`` source cannot be read again, so nothing else can name it. ``c d`` ends its 2-record pane, so the poll
+    that sealed the pane holds it, however the lines were split into polls."""
+    lines = _write_sets_job(tmp_path, False, 11)[:20]
+    with socket_port() as port:
+        url = f"tcp:127.0.0.1:{port}"
+    command = [sys.executable, "-m", "hop", "run", "sets.py", "--source", url, "--window", "2r", "-o", "out"]
+    command += ["--no-view", "--quiet", "--duration", "60s"]
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        send_lines_when_listening(port, [line.encode() for line in lines], time.monotonic() + 90)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 1, stderr
+    offset = len("".join(lines[:11]))
+    client, call = f"map at tcp source {url}: the line at byte offset {offset} from client 127.0.0.1:", ": 'c d'"
+    expected = re.escape(client) + "[0-9]+" + re.escape(_unencodable(call, "c d", "map") + "encoded by the shuffle")
+    assert re.search(expected, stderr), stderr
+    assert "Traceback" not in stderr
 
 
 def test_a_failing_reduce_leaves_no_temporary_file_in_its_window(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
 from hop.web.server import WebServer
-from tests.conftest import job_path, output_dict
+from tests.conftest import job_path, output_dict, run_job
 from tests.test_web import continuous_job, far_future_window, stream_spec, window_files, write_events
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -51,7 +51,7 @@ def browser_page() -> Iterator[tuple[Any, list[str]]]:
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.on("pageerror", lambda error: errors.append(error.stack or str(error)))  # (the stack names the line)
             yield page, errors
         finally:
             browser.close()
@@ -182,3 +182,31 @@ def test_page_shows_a_window_of_a_far_future_stamp_whole(cluster: LocalCluster, 
         title = page.get_attribute("#scoreboard .cell", "title") or ""
         assert f"pane {first_pane} (" in title, (first_pane, title)
         assert errors == []
+
+
+def test_page_shows_ints_past_2_53_as_numbers_and_strings_quoted(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The API sends an int past 2**53 as its decimal string (JSON.parse would round it): the table showed it in
+    quotes, like a string. It shows it as a number in full, at any depth of a key or value, and a string of digits
+    still in quotes."""
+    big, bigger = 2**60 + 1, 2**70
+    rows = {"big": big, "digits": str(big), "nested": [bigger, "x", str(bigger)], "small": 3, bigger: -bigger}
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"{json.dumps(key)}\t{json.dumps(value)}\n" for key, value in rows.items()))
+    job_id = run_job(client, "json_values", [source], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        lines = page.query_selector_all("#results tbody tr")
+        cells = {line.get_attribute("data-key"): line.query_selector_all("td")[1].inner_text() for line in lines}
+        shown = {
+            line.get_attribute("data-key"): json.loads(line.get_attribute("data-value") or "null") for line in lines
+        }
+        assert errors == []
+    assert shown == {str(key): value for key, value in rows.items()}, "every value exact, ints as ints"
+    assert "".join(char for char in cells["big"] if char.isdigit()) == str(big) and '"' not in cells["big"], cells
+    assert "".join(char for char in cells[str(bigger)] if char.isdigit()) == str(bigger), cells
+    assert cells[str(bigger)].lstrip().startswith("-"), cells
+    assert cells["digits"] == json.dumps(str(big)), "a string stays quoted"
+    assert cells["nested"] == f'[{bigger},"x","{bigger}"]', cells

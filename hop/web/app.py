@@ -3,7 +3,9 @@
 Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, never a traceback page; NaN and
 infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects them, and an int beyond
 ``±MAX_SAFE_INTEGER`` (2**53 - 1: a window or pane number of a stamp far in the future, a large sum) is its decimal
-string, since ``JSON.parse`` would round it to the nearest double):
+string, since ``JSON.parse`` would round it to the nearest double; a row of a ``rows`` list that holds such ints, in
+its key or value or anywhere inside them, lists where in ``big_ints``: each a path of keys and list indexes from the
+row, e.g. ``[["value"], ["key", 1]]``, so that a page tells them from strings):
 
 - ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
@@ -55,7 +57,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -292,16 +294,48 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 def _finite(data: Any) -> Any:
     """``data`` as a browser reads it right: NaN and infinities as ``None`` (JSON has no such numbers; a browser
-    rejects them), an int beyond ``±MAX_SAFE_INTEGER`` as its decimal string (a browser would round it)."""
+    rejects them), an int beyond ``±MAX_SAFE_INTEGER`` as its decimal string (a browser would round it); each row (a
+    dict in a list under ``rows``) that holds such ints names them in ``big_ints`` (:func:`_big_int_paths`)."""
     if isinstance(data, float):
         return data if math.isfinite(data) else None
-    if isinstance(data, int) and not -MAX_SAFE_INTEGER <= data <= MAX_SAFE_INTEGER:
-        return str(data)  # (a bool is in range)
+    if _is_big_int(data):
+        return str(data)
     if isinstance(data, dict):
-        return {key: _finite(value) for key, value in data.items()}
+        return {key: _finite_rows(value) if key == "rows" else _finite(value) for key, value in data.items()}
     if isinstance(data, list | tuple):
         return [_finite(value) for value in data]
     return data
+
+
+def _is_big_int(data: Any) -> bool:
+    return isinstance(data, int) and not -MAX_SAFE_INTEGER <= data <= MAX_SAFE_INTEGER  # (a bool is in range)
+
+
+def _finite_rows(rows: Any) -> Any:
+    """A ``rows`` list as :func:`_finite` gives it, each row dict with ``big_ints`` added where it holds ints sent
+    as strings: a value that really is a string stays one, and the page shows the ints as numbers."""
+    if not isinstance(rows, list):
+        return _finite(rows)
+    finite = []
+    for row in rows:
+        if isinstance(row, dict) and (paths := list(_big_int_paths(row))):
+            finite.append({**_finite(row), "big_ints": paths})
+        else:
+            finite.append(_finite(row))
+    return finite
+
+
+def _big_int_paths(data: Any, path: tuple[Any, ...] = ()) -> Iterator[list[Any]]:
+    """Where ``data`` holds ints :func:`_finite` sends as strings: each a list of the dict keys (as JSON writes
+    them: strings) and list indexes leading to it from ``data``."""
+    if _is_big_int(data):
+        yield list(path)
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _big_int_paths(value, (*path, key if isinstance(key, str) else json.dumps(key)))
+    elif isinstance(data, list | tuple):
+        for index, value in enumerate(data):
+            yield from _big_int_paths(value, (*path, index))
 
 
 def _strict_json(data: Any) -> str:

@@ -17,9 +17,36 @@ const state = {
   lastSeq: null,       // the seq of the last snapshot taken in (also the event id the server resumes after)
 };
 
-const keyText = (key) => (typeof key === "string" ? key : JSON.stringify(key));
+// An int past 2**53 arrives as its decimal string (hop/web/app.py: JSON.parse would round it), and a row lists where
+// it holds such ints in big_ints (paths of keys and indexes from the row): they become BigInts here, so that they show
+// as numbers in full while a value that is a string stays quoted.
+function reviveRow(row) {
+  for (const path of row.big_ints ?? []) {
+    let holder = row;
+    for (const step of path.slice(0, -1)) holder = holder[step];
+    holder[path[path.length - 1]] = BigInt(holder[path[path.length - 1]]);
+  }
+  return row;
+}
+// JSON text, with a BigInt as its digits (JSON.stringify throws on one).
+const jsonText = (value) =>
+  typeof value === "bigint" ? value.toString()
+    : Array.isArray(value) ? `[${value.map(jsonText).join(",")}]`
+    : value !== null && typeof value === "object"
+      ? `{${Object.entries(value).map(([name, item]) => `${JSON.stringify(name)}:${jsonText(item)}`).join(",")}}`
+      : JSON.stringify(value);
+const keyText = (key) => (typeof key === "string" ? key : jsonText(key));
 const number = (value) =>
-  value === null || value === undefined ? "" : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 }) : JSON.stringify(value);
+  value === null || value === undefined ? ""
+    : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 })
+    : typeof value === "bigint" ? value.toLocaleString()
+    : jsonText(value);
+const isNumeric = (value) => typeof value === "number" || typeof value === "bigint";
+// Table order: numbers (BigInts too) by value, anything else by its text.
+const compare = (x, y) => (isNumeric(x) && isNumeric(y) ? (x < y ? -1 : x > y ? 1 : 0)
+  : (typeof x === "string" ? x : jsonText(x)).localeCompare(typeof y === "string" ? y : jsonText(y)));
+// What a chart plots: a number; a BigInt as the nearest double (Chart.js cannot take one); anything else no point.
+const plotted = (value) => (typeof value === "number" ? value : typeof value === "bigint" ? Number(value) : null);
 // "90% interval": the job's own level (not always 95%); just "interval" until a snapshot said which.
 const interval = () => (state.confidence ? `${+(100 * state.confidence).toFixed(2)}% interval` : "interval");
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
@@ -117,14 +144,15 @@ function renderJob(job) {
 function addSnapshot(snapshot) {
   if (state.final || (state.lastSeq !== null && snapshot.seq <= state.lastSeq)) return;  // (sent again: no duplicates)
   state.lastSeq = snapshot.seq;
-  state.rows = snapshot.rows;
+  state.rows = snapshot.rows.map(reviveRow);
   state.snapshotLabel = snapshot.label;
   state.confidence = snapshot.confidence ?? null;
   document.getElementById("interval-heading").textContent = interval();
   for (const row of snapshot.rows) {
     const key = keyText(row.key);
     if (!state.history.has(key)) state.history.set(key, []);
-    state.history.get(key).push({ progress: snapshot.input_fraction, estimate: shown(row), low: row.low, high: row.high });
+    state.history.get(key).push({ progress: snapshot.input_fraction, estimate: plotted(shown(row)), low: row.low,
+      high: row.high });
   }
   const upstream = snapshot.upstream ? ` (recomputed from ${snapshot.upstream.job_id} at ${snapshot.upstream.label})` : "";
   document.getElementById("snapshot-info").textContent =
@@ -136,10 +164,10 @@ function addSnapshot(snapshot) {
 
 function showResults(results) {
   state.final = true;
-  state.rows = results.rows.map((row) => ({ ...row, estimate: null, low: null, high: null }));
+  state.rows = results.rows.map((row) => ({ ...reviveRow(row), estimate: null, low: null, high: null }));
   for (const row of state.rows) {
     const points = state.history.get(keyText(row.key));
-    if (points) points.final = row.value;
+    if (points) points.final = plotted(row.value);
   }
   document.getElementById("snapshot-info").textContent =
     `final output: ${results.total} rows${results.truncated ? " (first rows shown)" : ""}` +
@@ -165,8 +193,7 @@ function sortedRows() {
     }
   };
   return [...state.rows].sort((a, b) => {
-    const x = value(a), y = value(b);
-    const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+    const order = compare(value(a), value(b));
     return state.sortDescending ? -order : order;
   });
 }
@@ -180,7 +207,7 @@ function renderTable() {
       const key = keyText(row.key);
       line.className = `${row.final ? "final" : ""} ${key === state.selectedKey ? "selected" : ""}`;
       line.dataset.key = key;
-      line.dataset.value = JSON.stringify(row.value);
+      line.dataset.value = jsonText(row.value);
       const interval = row.low !== null && row.low !== undefined ? `${number(row.low)} – ${number(row.high)}` : "";
       for (const text of [key, number(row.value), number(row.estimate), interval, row.final ? "final" : ""]) {
         const cell = document.createElement("td");
@@ -221,7 +248,7 @@ let barChart = null;
 function renderBars(rows) {
   const data = {
     labels: rows.map((row) => keyText(row.key)),
-    datasets: [{ label: state.final ? "final value" : `estimate (${interval()})`, data: rows.map(shown),
+    datasets: [{ label: state.final ? "final value" : `estimate (${interval()})`, data: rows.map((row) => plotted(shown(row))),
       bounds: rows.map((row) => ({ low: row.low, high: row.high })), backgroundColor: state.final ? "#2e7d32" : "#1976d2" }],
   };
   if (!barChart) {
@@ -368,6 +395,7 @@ async function stopJob() {
 function addWindow(window) {
   const last = stream.windows[stream.windows.length - 1];
   if (last && window.seq <= last.seq) return;  // sent again after a reconnect
+  window.rows.forEach(reviveRow);
   stream.windows.push(window);
   if (stream.windows.length > KEEP_WINDOWS) stream.windows.splice(0, stream.windows.length - KEEP_WINDOWS);
   if (stream.selectedKey === null) stream.selectedKey = topKey(window);
@@ -378,7 +406,7 @@ function addWindow(window) {
 function topKey(window) {
   let best = null;
   for (const row of window.rows) {
-    if (best === null || (typeof row.value === "number" && !(row.value <= best.value))) best = row;
+    if (best === null || (isNumeric(row.value) && !(row.value <= best.value))) best = row;
   }
   return best === null ? null : keyText(best.key);
 }
@@ -425,9 +453,7 @@ function renderWindow(window) {
     received + (window.rows.length > TABLE_ROWS ? `; ${TABLE_ROWS.toLocaleString()} shown in this order` : "");
   const value = (row) => (stream.sortBy === "key" ? keyText(row.key) : row.value);
   const rows = [...window.rows].sort((a, b) => {
-    const x = value(a), y = value(b);
-    const order = typeof x === "number" && typeof y === "number" ? x - y
-      : (typeof x === "string" ? x : JSON.stringify(x)).localeCompare(typeof y === "string" ? y : JSON.stringify(y));
+    const order = compare(value(a), value(b));
     return stream.sortDescending ? -order : order;
   });
   body.replaceChildren(
@@ -436,7 +462,7 @@ function renderWindow(window) {
       const key = keyText(row.key);
       line.className = key === stream.selectedKey ? "selected" : "";
       line.dataset.key = key;
-      line.dataset.value = JSON.stringify(row.value);
+      line.dataset.value = jsonText(row.value);
       for (const text of [key, number(row.value)]) {
         const cell = document.createElement("td");
         cell.textContent = text;
@@ -554,7 +580,7 @@ function renderTrend(shown) {
   const windows = stream.windows;
   const values = windows.map((window) => {
     const row = key === null ? undefined : window.rows.find((r) => keyText(r.key) === key);
-    return row && typeof row.value === "number" ? row.value : null;
+    return row && isNumeric(row.value) ? plotted(row.value) : null;
   });
   const first = windows[0];
   document.getElementById("trend-label").textContent = key === null
