@@ -263,14 +263,46 @@ class _Child:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
+GROUP_GRACE = 10.0
+"""Seconds a compaction's process group gets to end after SIGTERM before it is sent SIGKILL."""
+
+
 def _end_group(process: subprocess.Popen[bytes]) -> None:
-    """End a compaction's process group (the Python process and its JVM): SIGTERM, then SIGKILL."""
+    """End a compaction's process group (the Python process and its JVM): SIGTERM, then SIGKILL to what is still
+    running :data:`GROUP_GRACE` seconds later. Returns once no process of the group runs (or SIGKILL was sent)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=10)
-            break
+        if _group_ended(process, time.monotonic() + GROUP_GRACE):
+            return
+
+
+def _group_ended(process: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Wait until ``deadline`` for the child and every other process of its group to end; True if they did.
+
+    The child is waited for (reaped); the JVM is not its to reap once the child has exited, and it ends later
+    than the child on SIGTERM (its shutdown hooks run first), so its group is looked up until it is empty."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    while _group_running(process.pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _group_running(group: int) -> bool:
+    """Whether a process of process group ``group`` still runs (a zombie has ended; only its parent's reaping is
+    left)."""
+    import psutil  # (only on the stop path)
+
+    for candidate in psutil.process_iter():
+        try:
+            if os.getpgid(candidate.pid) == group and candidate.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (OSError, psutil.Error):  # gone meanwhile
+            continue
+    return False
 
 
 def serve(out: str, spark_master: str, requests: IO[bytes], replies: IO[str]) -> int:
