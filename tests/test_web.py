@@ -358,6 +358,24 @@ def test_nan_and_infinite_values_reach_the_page_as_null(client: Client, web: Web
                     break
 
 
+def test_a_rows_field_inside_a_value_is_sent_as_the_job_wrote_it(
+    client: Client, web: WebServer, tmp_path: Path
+) -> None:
+    """A row holding an int past 2**53 lists where in ``big_ints``, and a value whose own dict has a ``rows`` list
+    of dicts (the job's data, not a list of rows) got a ``big_ints`` of its own inside it: the page showed the
+    value with a field the job never wrote. Only the row names the int, by its path from the row."""
+    big = 2**60 + 1
+    value = {"rows": [{"n": big, "s": "x"}], "m": [big]}
+    (tmp_path / "in.txt").write_text(f'"k"\t{json.dumps(value)}\n"plain"\t{json.dumps({"rows": [{"n": 1}]})}\n')
+    job_id = run_job(client, "json_values", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    status, rows = get_json(web.url + f"api/jobs/{job_id}/results")
+    assert status == 200
+    by_key = {row["key"]: row for row in rows["rows"]}
+    assert by_key["k"]["value"] == {"rows": [{"n": str(big), "s": "x"}], "m": [str(big)]}, by_key["k"]
+    assert by_key["k"]["big_ints"] == [["value", "rows", 0, "n"], ["value", "m", 0]], by_key["k"]
+    assert by_key["plain"]["value"] == {"rows": [{"n": 1}]} and "big_ints" not in by_key["plain"], by_key["plain"]
+
+
 def test_results_of_a_failed_job_or_a_deleted_output_and_stopping_a_batch_job(
     client: Client, web: WebServer, tmp_path: Path
 ) -> None:

@@ -292,18 +292,21 @@ MAX_SAFE_INTEGER = 2**53 - 1
 """JavaScript's ``Number.MAX_SAFE_INTEGER``: ints beyond it lose digits in a browser's ``JSON.parse``."""
 
 
-def _finite(data: Any) -> Any:
+def _finite(data: Any, rows: bool = True) -> Any:
     """``data`` as a browser reads it right: NaN and infinities as ``None`` (JSON has no such numbers; a browser
     rejects them), an int beyond ``±MAX_SAFE_INTEGER`` as its decimal string (a browser would round it); each row (a
-    dict in a list under ``rows``) that holds such ints names them in ``big_ints`` (:func:`_big_int_paths`)."""
+    dict in a list under ``rows``) that holds such ints names them in ``big_ints`` (:func:`_big_int_paths`).
+    ``rows=False`` inside a row: a ``rows`` there is the job's data, sent as it is."""
     if isinstance(data, float):
         return data if math.isfinite(data) else None
     if _is_big_int(data):
         return str(data)
     if isinstance(data, dict):
-        return {key: _finite_rows(value) if key == "rows" else _finite(value) for key, value in data.items()}
+        return {
+            key: _finite_rows(value) if rows and key == "rows" else _finite(value, rows) for key, value in data.items()
+        }
     if isinstance(data, list | tuple):
-        return [_finite(value) for value in data]
+        return [_finite(value, rows) for value in data]
     return data
 
 
@@ -319,9 +322,9 @@ def _finite_rows(rows: Any) -> Any:
     finite = []
     for row in rows:
         if isinstance(row, dict) and (paths := list(_big_int_paths(row))):
-            finite.append({**_finite(row), "big_ints": paths})
+            finite.append({**_finite(row, rows=False), "big_ints": paths})
         else:
-            finite.append(_finite(row))
+            finite.append(_finite(row, rows=False))
     return finite
 
 
