@@ -244,11 +244,13 @@ class Client:
         """Ask the reducers of a running job for a snapshot now; returns its ``seq`` and ``label``."""
         return self.request("snapshot", job_id=job_id)
 
-    def stop(self, job_id: str, reason: str | None = None) -> dict[str, Any]:
+    def stop(self, job_id: str, reason: str | None = None, *, now: bool = False) -> dict[str, Any]:
         """Ask a continuous job to stop (its maps drain, its reducers write the last windows and checkpoint), or
         cancel a batch job (it fails as cancelled, its tasks are ended, ``reason`` its error if given); the reply
-        says which (``cancelled``)."""
-        return self.request("stop_job", job_id=job_id, **({} if reason is None else {"reason": reason}))
+        says which (``cancelled``). ``now``: a continuous job ends at once as ``interrupted``, without draining, its
+        ``_job.json`` written before the reply (``interrupted``: whether it was still running)."""
+        fields: dict[str, Any] = {} if reason is None else {"reason": reason}
+        return self.request("stop_job", job_id=job_id, **fields, **({"now": True} if now else {}))
 
     def windows(self, job_id: str, after: int = 0, *, limit: int = 100, all_rows: bool = False) -> list[dict[str, Any]]:
         """A continuous job's windows with ``seq > after`` (as in their ``_window.json``, plus ``rows``), oldest

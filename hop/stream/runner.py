@@ -4,7 +4,8 @@
 which the CLI turns into the same ``KeyboardInterrupt``; sent to the whole process group, the embedded cluster's
 processes ignore it, ``hop.lifetime.ignore_stop_signals``) does not abandon the job: it asks the coordinator to stop
 it (``hop stop`` does the same from elsewhere), so maps drain their open panes, reducers write the last windows and
-checkpoint, and the run exits 0. A second Ctrl-C gives up waiting.
+checkpoint, and the run exits 0. A second Ctrl-C gives up waiting: the CLI then ends the job at once
+(``hop.stream.cli``), its ``_job.json`` saying it was interrupted.
 
 While it runs, a :class:`hop.stream.compactor.Compactor` compacts the checkpoint deltas into the Parquet materialized
 view in the background (``--view-interval``; off with ``--no-view``); the last compaction runs after the job ends.
