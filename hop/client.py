@@ -1,10 +1,12 @@
 """Talking to a coordinator: submit a job, poll its status, ask for shutdown.
 
 Every request waits at most ``timeout`` seconds for its reply; a coordinator that does not answer raises
-:class:`CoordinatorUnavailable` instead of hanging the CLI, and one that nothing connects to is noted on stderr after
-``WAITING_NOTE_SECONDS`` (still waiting, how long, what to check) so that the wait does not look like a hang. A connection that breaks while a request waits (the
-coordinator stopped or restarted) takes the reply with it: a request that only reads is asked again of whatever
-coordinator listens at the address then, any other fails at once rather than at the timeout.
+:class:`CoordinatorUnavailable` instead of hanging the CLI. An address nothing connects to is noted on stderr after
+``WAITING_NOTE_SECONDS`` (still waiting, how long, what to check), so that the wait does not look like a hang.
+
+A connection that breaks while a request waits (the coordinator stopped or restarted) takes the reply with it: a
+request that only reads is asked again of whatever coordinator listens at the address then, any other fails at once
+rather than at the timeout.
 """
 
 from __future__ import annotations

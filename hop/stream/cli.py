@@ -110,7 +110,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     from hop.outputs import check_output, claim_output
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
-    from hop.stream.runner import run_stream
+    from hop.stream.runner import end_now, run_stream
     from hop.web.cli import web_view
 
     if args.inputs:
@@ -219,7 +219,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         # means "stop now". The job is ended at once, so OUT/_job.json says it was interrupted and how far it got
         # (stopping the embedded cluster alone left windows and no report), then the cluster is stopped.
         _defer_interrupts()
-        return _fail(_end_now(address, submitted[0], Path(spec.output)), _interrupted_code())
+        return _fail(end_now(address, submitted[0], Path(spec.output)), _interrupted_code())
     finally:
         if cluster is not None:
             cluster.stop()
@@ -227,29 +227,6 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             release()
     del status
     return 0
-
-
-END_NOW_TIMEOUT = 5.0
-"""How long a second Ctrl-C waits for the coordinator to end the job and write its ``_job.json``."""
-
-
-def _end_now(address: str, job_id: str, output: Path) -> str:
-    """End a continuous job at once, without draining (a second Ctrl-C): its coordinator writes ``_job.json`` with
-    status ``interrupted``, the windows written so far and the counters known, before replying. Waits at most
-    ``END_NOW_TIMEOUT`` seconds; returns the run's last line, which says what became of the report."""
-    client = Client(address, timeout=END_NOW_TIMEOUT)
-    try:
-        reply = client.stop(job_id, now=True)
-    except (CoordinatorUnavailable, JobRejected) as error:
-        return f"interrupted while stopping; {output / '_job.json'} may not say how {job_id} ended: {error}"
-    finally:
-        client.close()
-    if reply.get("interrupted"):
-        return (
-            f"interrupted while stopping: {job_id} ended without draining its open panes; "
-            f"{output / '_job.json'} says so and counts the windows written"
-        )
-    return f"interrupted while stopping; {job_id} had ended ({reply['state']}): see {output / '_job.json'}"
 
 
 def _client_call(args: argparse.Namespace, call: Any) -> Any:
