@@ -686,7 +686,9 @@ class Coordinator:
             return
         if msg.get("now"):
             # Stop now (a second Ctrl-C on hop run): no drain; the report says so and counts the windows written.
-            reason = msg.get("reason") or "interrupted before it drained (a second Ctrl-C or SIGTERM on hop run)"
+            reason = msg.get("reason") or (
+                "interrupted before it drained (a second Ctrl-C or SIGTERM on hop run or hop monitor)"
+            )
             interrupted = job.state == "running"
             self._execute(job, job.interrupt(str(reason)))
             self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, interrupted=interrupted)
