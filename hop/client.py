@@ -1,14 +1,18 @@
 """Talking to a coordinator: submit a job, poll its status, ask for shutdown.
 
 Every request waits at most ``timeout`` seconds for its reply; a coordinator that does not answer raises
-:class:`CoordinatorUnavailable` instead of hanging the CLI. A connection that breaks while a request waits (the
-coordinator stopped or restarted) takes the reply with it: a request that only reads is asked again of whatever
-coordinator listens at the address then, any other fails at once rather than at the timeout.
+:class:`CoordinatorUnavailable` instead of hanging the CLI. An address nothing connects to is noted on stderr after
+``WAITING_NOTE_SECONDS`` (still waiting, how long, what to check), so that the wait does not look like a hang.
+
+A connection that breaks while a request waits (the coordinator stopped or restarted) takes the reply with it: a
+request that only reads is asked again of whatever coordinator listens at the address then, any other fails at once
+rather than at the timeout.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -48,6 +52,9 @@ class JobRejected(ValueError):
         self.reason = reason
 
 
+WAITING_NOTE_SECONDS = 2.0
+"""After this long without a connection to the coordinator, a request says on stderr that it is still waiting."""
+
 RESENDABLE = frozenset({"status", "workers", "jobs", "job", "snapshots", "windows", "cluster"})
 """Requests that only read: asked again when the connection broke before their reply came."""
 
@@ -79,10 +86,18 @@ def missing_socket_directory(address: str) -> str | None:
 
 
 class Client:
-    def __init__(self, address: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, address: str, timeout: float = 30.0, *, waiting_note: float | None = WAITING_NOTE_SECONDS
+    ) -> None:
+        """``timeout``: how long each request waits for its reply. ``waiting_note``: after this many seconds of a
+        request without any connection to ``address`` (nothing listens there, or not yet), say once on stderr that
+        the client is still waiting, for how long, and what to check, so that a command does not look hung for its
+        whole ``timeout`` before its error (``None``: never)."""
         check_resolvable(address)
         self.address = address
         self.timeout = timeout
+        self.waiting_note = waiting_note
+        self._noted = False
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.connected = False
         """Whether a connection to the address was ever made (else nothing listens there, or it is unreachable)."""
@@ -134,30 +149,53 @@ class Client:
 
     def _unanswered(self, kind: str, broke: bool) -> str:
         """Why a request got no reply in time, as far as the connection tells."""
-        if not self.connected and self.address.startswith("ipc://"):
-            return (
-                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s (is hop "
-                "coordinator running with that --bind? A coordinator that stopped removes its socket file)"
-            )
         if not self.connected:
             return (
-                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s (is hop "
-                "coordinator running at that address and port, and reachable from this host?)"
+                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s "
+                f"({self._what_to_check()})"
             )
         gone = " (its connection broke meanwhile: it stopped and has not come back)" if broke else ""
         return f"coordinator {self.address} did not answer {kind!r} within {self.timeout:.0f}s{gone}"
 
+    def _what_to_check(self) -> str:
+        """What to check when nothing connects at the address: said by the waiting note and the final error."""
+        if self.address.startswith("ipc://"):
+            return "is hop coordinator running with that --bind? A coordinator that stopped removes its socket file"
+        return "is hop coordinator running at that address and port, and reachable from this host?"
+
+    def _note_still_waiting(self, waited: float) -> None:
+        """Say once on stderr that this client has had no connection for ``waited`` seconds and how long it waits
+        in all: a command waiting on an address where nothing listens said nothing until its error, 10 or 30 s on,
+        and looked hung."""
+        self._noted = True
+        print(
+            f"hop: still waiting for the coordinator at {self.address}: no connection after {waited:g}s; waiting up "
+            f"to {self.timeout:g}s in all. Check that the cluster is started and the address is right: "
+            f"{self._what_to_check()}",
+            file=sys.stderr,
+            flush=True,
+        )
+
     def _await_reply(self, deadline: float) -> str:
-        """Wait until the reply is there ("reply"), the connection breaks ("broken") or ``deadline`` passes."""
+        """Wait until the reply is there ("reply"), the connection breaks ("broken") or ``deadline`` passes; past
+        ``waiting_note`` seconds without a connection, say so once (:meth:`_note_still_waiting`)."""
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         poller.register(self._monitor, zmq.POLLIN)
+        started = deadline - self.timeout
+        note_at = None if self.waiting_note is None or self._noted else started + self.waiting_note
         while (left := deadline - time.monotonic()) > 0:
+            if note_at is not None:
+                left = min(left, max(0.0, note_at - time.monotonic()))  # (wake for the note)
             ready = dict(poller.poll(max(1, int(left * 1000))))
             if self._socket in ready:
                 return "reply"
             if self._monitor in ready and self._connection_broke():
                 return "broken"
+            if note_at is not None and time.monotonic() >= note_at:
+                if not self.connected and deadline - time.monotonic() > 0.5:  # (else the error comes now anyway)
+                    self._note_still_waiting(self.waiting_note or 0.0)
+                note_at = None
         return "timeout"
 
     def _connection_broke(self) -> bool:
@@ -244,11 +282,13 @@ class Client:
         """Ask the reducers of a running job for a snapshot now; returns its ``seq`` and ``label``."""
         return self.request("snapshot", job_id=job_id)
 
-    def stop(self, job_id: str, reason: str | None = None) -> dict[str, Any]:
+    def stop(self, job_id: str, reason: str | None = None, *, now: bool = False) -> dict[str, Any]:
         """Ask a continuous job to stop (its maps drain, its reducers write the last windows and checkpoint), or
         cancel a batch job (it fails as cancelled, its tasks are ended, ``reason`` its error if given); the reply
-        says which (``cancelled``)."""
-        return self.request("stop_job", job_id=job_id, **({} if reason is None else {"reason": reason}))
+        says which (``cancelled``). ``now``: a continuous job ends at once as ``interrupted``, without draining, its
+        ``_job.json`` written before the reply (``interrupted``: whether it was still running)."""
+        fields: dict[str, Any] = {} if reason is None else {"reason": reason}
+        return self.request("stop_job", job_id=job_id, **fields, **({"now": True} if now else {}))
 
     def windows(self, job_id: str, after: int = 0, *, limit: int = 100, all_rows: bool = False) -> list[dict[str, Any]]:
         """A continuous job's windows with ``seq > after`` (as in their ``_window.json``, plus ``rows``), oldest

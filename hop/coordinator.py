@@ -670,7 +670,9 @@ class Coordinator:
     # Continuous jobs (hop.stream) ----------------------------------------------------------------------------
     def on_stop_job(self, identity: bytes, msg: dict[str, Any]) -> None:
         """``hop stop``: a continuous job's maps drain their open panes and end; reducers write the last windows
-        and checkpoint; then the job ends as succeeded. A running batch job is cancelled: it fails, its tasks end."""
+        and checkpoint; then the job ends as succeeded. With ``now``, a continuous job ends at once as
+        ``interrupted`` instead, its report written before the reply. A running batch job is cancelled: it fails,
+        its tasks end."""
         job = self.jobs.get(msg["job_id"])
         if job is None:
             self._unknown_job(identity, msg["job_id"])
@@ -681,6 +683,15 @@ class Coordinator:
             reason = msg.get("reason") or "cancelled (hop stop, or an interrupted hop run or hop submit)"
             self._execute(job, job.fail(str(reason)))
             self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, cancelled=cancelled)
+            return
+        if msg.get("now"):
+            # Stop now (a second Ctrl-C on hop run): no drain; the report says so and counts the windows written.
+            reason = msg.get("reason") or (
+                "interrupted before it drained (a second Ctrl-C or SIGTERM on hop run or hop monitor)"
+            )
+            interrupted = job.state == "running"
+            self._execute(job, job.interrupt(str(reason)))
+            self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, interrupted=interrupted)
             return
         self._stop_stream(job)
         self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state)

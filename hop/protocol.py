@@ -43,9 +43,11 @@ Worker -> coordinator, relayed from task processes:
     pipe_ready    {job_id, index, attempt, address}          a pipelined map waits for its upstream partition
 
 Continuous jobs (hop.stream) and the monitor:
-    stop_job    {job_id, reason?}         client -> coordinator -> stopping {job_id, state, cancelled?}; then
-                                          stream_stop {job_id} to workers, relayed to the job's maps (drain, end);
-                                          a batch job is cancelled instead (cancelled: whether it was running)
+    stop_job    {job_id, reason?, now?}   client -> coordinator -> stopping {job_id, state, cancelled?,
+                                          interrupted?}; then stream_stop {job_id} to workers, relayed to the job's
+                                          maps (drain, end); with now, the job ends at once as interrupted (its
+                                          _job.json written; interrupted: whether it was running); a batch job is
+                                          cancelled instead (cancelled: whether it was running)
     windows     {job_id, after}           client -> coordinator -> windows {windows: [_window.json + rows, seq]}
     cluster     {}                        client -> coordinator -> cluster {events: PUB endpoint, faults}
     window_done {job_id, index, attempt, window, label, start, end, records, reason, fidelity, scoreboard,

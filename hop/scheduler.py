@@ -599,6 +599,16 @@ class JobState:
         self.finished_at = time.time()
         return [FinishJob("failed", reason)]
 
+    def interrupt(self, reason: str) -> list[Action]:
+        """End a running continuous job at once, without draining its open panes (a second Ctrl-C on ``hop run``):
+        its state becomes ``interrupted``, the windows written so far stay, and its report (``_job.json``) is written
+        by the ``FinishJob`` while its tasks are ended."""
+        if self.state != "running":
+            return []
+        self.state, self.error = "interrupted", reason
+        self.finished_at = time.time()
+        return [FinishJob("interrupted", reason)]
+
     def end_live_attempts(self, reason: str) -> None:
         """Mark the attempts still assigned or running as killed, for a job that ended without them (it failed, was
         cancelled or stopped early): the report must not list them as running. Their workers are told to stop them
@@ -668,6 +678,9 @@ class JobState:
                     "continuous": {
                         "window": self.windows.window,
                         "windows_written": self.windows.total,
+                        # Read by the maps as they last reported (the counters above are of committed attempts:
+                        # none, for a job interrupted before its maps drained).
+                        "records_read": sum(t.records for t in self.maps),
                         "stopped": self.stopping,
                         "sources_gone": self.gone_sources(),  # (as the status reply gives them)
                         "bad_records": self._stream_bad_records(),

@@ -153,10 +153,11 @@ def run_monitor(args: argparse.Namespace) -> int:
 def _monitor(args: argparse.Namespace, output: str) -> int:
     """``run_monitor`` writing into ``output``; returns the exit code."""
     from hop.local_cluster import ClusterStartError, LocalCluster
-    from hop.stream.runner import run_stream
+    from hop.stream.runner import end_now, run_stream
     from monitoring.feed import MonitorFeed
 
     cluster = None
+    submitted: list[str] = []
     try:
         address = args.coordinator
         if address is None:
@@ -180,6 +181,7 @@ def _monitor(args: argparse.Namespace, output: str) -> int:
             feeds: list[MonitorFeed] = []
 
             def follow(job_id: str) -> None:
+                submitted.append(job_id)
                 keep = args.keep_windows or (None if args.output else TEMPORARY_KEEP_WINDOWS)
                 feed = MonitorFeed(address, job_id, output, names, endpoints, keep_windows=keep)
                 feeds.append(feed)
@@ -220,6 +222,13 @@ def _monitor(args: argparse.Namespace, output: str) -> int:
         print(f"hop: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if submitted:
+            # A second Ctrl-C (run_stream took the first, to drain): the query ends now, and OUT/_job.json says so,
+            # as for hop run --source (stopping the embedded cluster alone left no report).
+            from hop.cli import _defer_interrupts
+
+            _defer_interrupts()
+            print(f"hop: error: {end_now(address, submitted[0], Path(output))}", file=sys.stderr)
         return 130
     finally:
         if cluster is not None:

@@ -1239,6 +1239,43 @@ def test_an_address_where_nothing_listens_is_told_from_one_that_does_not_answer(
     assert f"cannot connect to coordinator {address}: no connection within 10s (is hop coordinator running" in (
         result.stderr
     )
+    assert f"still waiting for the coordinator at {address}: no connection after 2s; waiting up to 10s" in (
+        result.stderr
+    )
+
+
+def test_client_commands_say_they_still_wait_for_a_coordinator_that_is_not_there(tmp_path: Path) -> None:
+    """``hop monitor`` and ``hop submit`` given a --coordinator where nothing listens said nothing for 30 s, then
+    their error: within seconds they now say on stderr that they still wait, how long, and what to check (each is
+    interrupted once it has said so: the error after 30 s is the client's, tested in test_client.py)."""
+    (tmp_path / "in.txt").write_text("a\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"  # free once closed: nothing listens there
+    for command in (["monitor"], ["submit", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out"]):
+        stderr_path = tmp_path / "stderr.txt"
+        with open(stderr_path, "w") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "hop", *command, "--coordinator", address], cwd=tmp_path, stderr=stderr
+            )
+        try:
+            deadline = time.monotonic() + 20  # (the note comes 2 s into the first request, well before 30 s)
+            while "still waiting" not in stderr_path.read_text():
+                assert time.monotonic() < deadline and process.poll() is None, (command, stderr_path.read_text())
+                time.sleep(0.05)
+            assert process.poll() is None, "still waiting, as it said"
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=30) == 130
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+        said = stderr_path.read_text()
+        assert (
+            f"hop: still waiting for the coordinator at {address}: no connection after 2s; waiting up to 30s in "
+            in (said)
+        ), (command, said)
+        assert "Check that the cluster is started and the address is right" in said, said
 
 
 def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> None:

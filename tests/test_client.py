@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -132,6 +133,65 @@ def test_an_ipc_address_nothing_binds_says_so_without_naming_a_port(tmp_path: Pa
         client.close()
     assert "no connection within 1s (is hop coordinator running with that --bind?" in str(failure.value)
     assert "port" not in str(failure.value)
+
+
+def test_a_client_with_nothing_at_its_address_says_it_still_waits_then_fails(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing listens at the address (a real TCP port, free): after ``waiting_note`` seconds (2 by default) the
+    client says on stderr that it still waits, how long in all and what to check; the request was silent until
+    its error, 10 or 30 s on, and a user took the command for hung. The error at the end is unchanged."""
+    import socket
+
+    from hop.client import WAITING_NOTE_SECONDS, CoordinatorUnavailable
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"  # free once closed: nothing listens there
+    client = Client(address, timeout=WAITING_NOTE_SECONDS + 1)
+    try:
+        with pytest.raises(CoordinatorUnavailable, match="no connection within 3s"):
+            client.workers()
+        noted = capfd.readouterr().err
+        with pytest.raises(CoordinatorUnavailable):  # a second request of the same client is not noted again
+            client.jobs()
+    finally:
+        client.close()
+    assert noted.count("still waiting") == 1, noted
+    assert (
+        f"hop: still waiting for the coordinator at {address}: no connection after 2s; waiting up to 3s in all. "
+        in (noted)
+    )
+    assert "Check that the cluster is started and the address is right: is hop coordinator running at that " in noted
+    assert "still waiting" not in capfd.readouterr().err
+
+
+def test_a_client_connected_to_a_slow_coordinator_notes_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The note is about an address where nothing connects: a coordinator that is there and answers late (a busy
+    one) gets no "still waiting" line."""
+    address = f"ipc://{tmp_path}/coordinator"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    router.bind(address)
+
+    def serve() -> None:
+        if router.poll(30_000):
+            identity, frame = router.recv_multipart()
+            time.sleep(1.0)  # past the client's waiting_note
+            router.send_multipart([identity, message("workers", workers=[])])
+
+    server = threading.Thread(target=serve)
+    server.start()
+    client = Client(address, timeout=30, waiting_note=0.2)
+    try:
+        assert client.workers() == []
+    finally:
+        client.close()
+        server.join(timeout=60)
+        close_socket(router)
+    assert "still waiting" not in capfd.readouterr().err
 
 
 def test_missing_socket_directory_checks_the_directory_not_the_file(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
 from monitoring.cli import MONITOR_JOB
 from tests.conftest import run_job
-from tests.test_stream_engine import read_windows
+from tests.test_stream_engine import assert_interrupted_report, interrupt_twice_as_it_drains, read_windows
 
 pytestmark = pytest.mark.slow
 
@@ -208,3 +208,14 @@ def test_the_monitor_keeps_the_newest_windows_it_is_told_to(tmp_path: Path) -> N
     # The newest two: with a 500 ms slide, a whole second's label sorts after the half second before it by name.
     assert written > 2 and kept == sorted(printed[-2:]), (written, kept, printed)
     assert all((out / "windows" / label / "_window.json").exists() for label in kept)
+
+
+def test_a_second_ctrl_c_ends_the_monitor_at_once_with_a_report_saying_so(tmp_path: Path) -> None:
+    """As for ``hop run --source``: a second Ctrl-C while the monitoring query drains ends it now, and ``-o OUT``
+    keeps a ``_job.json`` saying it was interrupted (the monitor exited 130 leaving none)."""
+    import sys
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--window", "2s", "-o", str(out)]
+    # Two sources (the worker's samples, the coordinator's), a pane each per 2 s, a reducer taking 0.5 s a pane.
+    assert_interrupted_report(out, *interrupt_twice_as_it_drains(command, out, slow_reduce=0.5))

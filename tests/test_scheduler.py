@@ -513,3 +513,17 @@ def test_progress_line_rate_is_the_maps_rate_once_they_are_done(capsys: pytest.C
     display.update({**done, "state": "succeeded", "input_records": 5000, "map_seconds": 2.5, "elapsed": 3.0})
     last = capsys.readouterr().err.splitlines()[-1]
     assert "(2/2 maps, 2,000 records/s)" in last, last
+
+
+def test_interrupting_a_running_job_finishes_it_as_interrupted_once() -> None:
+    """A second Ctrl-C ends a continuous job without draining: the job is ``interrupted`` at once (its report is
+    written by the ``FinishJob``), its live attempts are ended by it; a job that has ended already is left as it is."""
+    job = _state(1, 1)
+    _start(job, "map", 0)
+    assert job.interrupt("interrupted by Ctrl-C") == [FinishJob("interrupted", "interrupted by Ctrl-C")]
+    assert (job.state, job.error) == ("interrupted", "interrupted by Ctrl-C") and job.finished_at is not None
+    assert job.report()["status"] == "interrupted"
+    assert job.interrupt("again") == [] and job.error == "interrupted by Ctrl-C"
+    ended = _state(1, 1)
+    ended.fail("cancelled")
+    assert ended.interrupt("late") == [] and ended.state == "failed"

@@ -1086,6 +1086,61 @@ def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) 
     assert not list(run.temp.iterdir()), "the cluster's directory is removed by its orphaned coordinator"
 
 
+def interrupt_twice_as_it_drains(command: list[str], output: Path, slow_reduce: float) -> tuple[int, str, float]:
+    """Run ``command`` (a continuous run into ``output``) in a process group of its own with reducers slowed by
+    ``slow_reduce`` seconds a run; once a window is written, Ctrl-C the group, and again once the run says it is
+    stopping (draining, which the slow reducers make last). Its exit code, stderr and seconds after the second."""
+    stderr_path = output.parent / f"{output.name}-stderr.txt"
+    environment = {**os.environ, "HOP_TEST_SLOW_REDUCE_SECONDS": str(slow_reduce)}
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, env=environment, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(output.glob("windows/*/_window.json")):
+            assert time.monotonic() < deadline and process.poll() is None, stderr_path.read_text()
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)
+        while "stopping" not in stderr_path.read_text():
+            assert time.monotonic() < deadline and process.poll() is None, stderr_path.read_text()
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)
+        second = time.monotonic()
+        code = process.wait(timeout=30)
+        return code, stderr_path.read_text(), time.monotonic() - second
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def assert_interrupted_report(output: Path, code: int, stderr: str, took: float) -> None:
+    """What a second Ctrl-C leaves: exit 130 within seconds, saying where the report is, and ``OUT/_job.json``
+    with status interrupted, the windows written so far and the records read (no ``_SUCCESS``)."""
+    assert code == 130, stderr
+    assert "ended without draining" in stderr and str(output / "_job.json") in stderr, stderr
+    assert took < 15, f"the second Ctrl-C took {took:.1f}s"
+    report = json.loads((output / "_job.json").read_text())
+    assert report["status"] == "interrupted" and "interrupted" in report["error"], report["error"]
+    on_disk = len(list(output.glob("windows/*/_window.json")))
+    assert 0 < report["continuous"]["windows_written"] <= on_disk, (report["continuous"], on_disk)
+    assert report["continuous"]["records_read"] > 0
+    assert not (output / "_SUCCESS").exists()
+
+
+def test_a_second_ctrl_c_ends_the_run_at_once_with_a_report_saying_so(tmp_path: Path) -> None:
+    """The first Ctrl-C drains; a second one while it drains (reducers slowed down, so it takes seconds) means
+    "stop now": the run ends within seconds, exit 130, and ``OUT/_job.json`` says the job was interrupted, with the
+    windows written so far and the records read (stopping the cluster alone left windows and no report at all)."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 6000, rate=100.0, seed=9)
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+    # Panes of 2 s at 1 s of event time a second, a reducer taking 1 s a pane: it keeps up, and drains for seconds.
+    command += ["--source", f"replay:{events_path}?rate=100", "--window", "2s", "-o", str(output)]
+    command += ["--workers", "1", "--no-view"]
+    assert_interrupted_report(output, *interrupt_twice_as_it_drains(command, output, slow_reduce=1.0))
+
+
 def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: Client, tmp_path: Path) -> None:
     """A map that takes 4 ms per event over a stream of 1,000 events/s of live event time falls behind; with
     --max-latency it skips the records of panes whose deadline passed, counts them, and C2 marks those panes."""

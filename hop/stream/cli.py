@@ -130,13 +130,13 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_stream_from_args(args: argparse.Namespace) -> int:
     """``hop run``/``hop submit`` with ``--source``: build and run a continuous job."""
-    from hop.cli import _fail
+    from hop.cli import _defer_interrupts, _fail, _interrupted_code
     from hop.loader import JobFileError, load_job_file
     from hop.local_cluster import ClusterStartError, LocalCluster
     from hop.outputs import check_output, claim_output
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
-    from hop.stream.runner import run_stream
+    from hop.stream.runner import end_now, run_stream
     from hop.web.cli import web_view
 
     if args.inputs:
@@ -239,8 +239,13 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt:
-        # Once the job runs, run_stream turns the first Ctrl-C into a stop: one reaching here is a second one.
-        return _fail("interrupted while stopping" if submitted else "interrupted before the job started", 130)
+        if not submitted:
+            return _fail("interrupted before the job started", _interrupted_code())
+        # Once the job runs, run_stream turns the first Ctrl-C into a stop: one reaching here is a second one, which
+        # means "stop now". The job is ended at once, so OUT/_job.json says it was interrupted and how far it got
+        # (stopping the embedded cluster alone left windows and no report), then the cluster is stopped.
+        _defer_interrupts()
+        return _fail(end_now(address, submitted[0], Path(spec.output)), _interrupted_code())
     finally:
         if cluster is not None:
             cluster.stop()

@@ -4,7 +4,8 @@
 which the CLI turns into the same ``KeyboardInterrupt``; sent to the whole process group, the embedded cluster's
 processes ignore it, ``hop.lifetime.ignore_stop_signals``) does not abandon the job: it asks the coordinator to stop
 it (``hop stop`` does the same from elsewhere), so maps drain their open panes, reducers write the last windows and
-checkpoint, and the run exits 0. A second Ctrl-C gives up waiting.
+checkpoint, and the run exits 0. A second Ctrl-C gives up waiting: the CLI then ends the job at once
+(:func:`end_now`), its ``_job.json`` saying it was interrupted.
 
 While it runs, a :class:`hop.stream.compactor.Compactor` compacts the checkpoint deltas into the Parquet materialized
 view in the background (``--view-interval``; off with ``--no-view``); the last compaction runs after the job ends.
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hop.client import Client
+from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.jobspec import JobSpec
 from hop.outputs import prepare_output
 from hop.stream.sources import source_paths
@@ -121,6 +122,29 @@ def run_stream(
         where = f"{written:,} window{'' if written == 1 else 's'} in {folder}" if written else "no window written"
         print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
     return dict(status)
+
+
+END_NOW_TIMEOUT = 5.0
+"""How long a second Ctrl-C waits for the coordinator to end the job and write its ``_job.json``."""
+
+
+def end_now(address: str, job_id: str, output: Path) -> str:
+    """End a continuous job at once, without draining (a second Ctrl-C): its coordinator writes ``_job.json`` with
+    status ``interrupted``, the windows written so far and the counters known, before replying. Waits at most
+    ``END_NOW_TIMEOUT`` seconds; returns the run's last line, which says what became of the report."""
+    client = Client(address, timeout=END_NOW_TIMEOUT)
+    try:
+        reply = client.stop(job_id, now=True)
+    except (CoordinatorUnavailable, JobRejected) as error:
+        return f"interrupted while stopping; {output / '_job.json'} may not say how {job_id} ended: {error}"
+    finally:
+        client.close()
+    if reply.get("interrupted"):
+        return (
+            f"interrupted while stopping: {job_id} ended without draining its open panes; "
+            f"{output / '_job.json'} says so and counts the windows written"
+        )
+    return f"interrupted while stopping; {job_id} had ended ({reply['state']}): see {output / '_job.json'}"
 
 
 def _left_out(report: dict[str, Any], output: Path) -> str:
