@@ -28,6 +28,7 @@ from typing import Any
 
 from hop import prelaunch, worker_options
 from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.counters import print_user_counters
 from hop.gen.cli import (
     bind_address,
     coordinator_address,
@@ -426,6 +427,7 @@ def _run_loaded(
         mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:
         print(_summary(report, args.output, args.stop_when_accurate), file=sys.stderr)
+        print_user_counters(report["counters"].get("user", {}))  # the whole run's, summed over its steps
     return 0
 
 

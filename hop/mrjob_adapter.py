@@ -10,9 +10,10 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   as Hadoop would: ``hop.mrjob_codec``), OUTPUT_PROTOCOL writes the output, so the ``part-*`` files hold exactly
   the lines mrjob writes. Float NaN keys group as one key, as mrjob groups their JSON text ``NaN``.
   ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop.
-- ``increment_counter`` adds to hop's user counters (``_job.json``, the summary line). ``set_status`` prints
-  ``hop: JOB status (task pid N): MESSAGE`` on the task's standard error, which an embedded cluster shares with
-  ``hop run``: whenever the message changes, at most once a second, and the latest one when the attempt ends.
+- ``increment_counter`` adds to hop's user counters (``_job.json``, and printed under the summary line).
+  ``set_status`` prints ``hop: JOB status (task pid N): MESSAGE`` on the task's standard error, which an embedded
+  cluster shares with ``hop run``: whenever the message changes, at most once a second, and the latest one when
+  the attempt ends.
 - The job's own options (``configure_args`` with ``add_passthru_arg``/``add_file_arg``) go after ``--``:
   ``hop run --mrjob job.py IN -o OUT -- --my-option 3``. ``FILES`` and ``DIRS`` are found as mrjob finds them
   (beside the job file) and are in the working directory of every task while it runs, as under mrjob; file

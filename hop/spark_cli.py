@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hop.counters import print_user_counters
 from hop.gen.cli import positive_int, size_at_least
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
 from hop.job import INPUT_FORMATS
@@ -111,6 +112,7 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
             f"records, {counters['reduce_output_records']:,} output records in {args.output}",
             file=sys.stderr,
         )
+        print_user_counters(counters.get("user", {}))
     return 0
 
 

@@ -757,6 +757,21 @@ def test_bad_records_skipped_by_any_step_are_listed_and_counted(tmp_path: Path, 
     assert [name[:7] for name in names] == ["step-1-", "step-2-"], names
 
 
+def test_the_runs_user_counters_are_printed_under_its_summary(tmp_path: Path) -> None:
+    """User counters were only in ``_job.json``: a user of mrjob or Hadoop reads them at the end of the run. They
+    are printed under the summary line, the whole run's (both steps'), and not with ``--quiet``."""
+    (tmp_path / "in.txt").write_text("a b\nb c\nc\n")
+    job = str(TEST_JOBS / "two_steps.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert " succeeded in " in lines[-5], result.stderr
+    # Step 1 counts the 3 lines, step 2 the 3 distinct words.
+    assert lines[-4:] == ["hop: counters: 2", "  steps", "    lines=3", "    words=3"], result.stderr
+    quiet = hop("run", job, "in.txt", "-o", "quiet", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert quiet.returncode == 0 and "counters" not in quiet.stderr, quiet.stderr
+
+
 @pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
 def test_a_later_steps_map_failure_names_the_record_by_key(tmp_path: Path, mode: list[str]) -> None:
     # Step 1's output reaches step 2 as JSON: the dict's int key arrives as "1", so value[1] fails in step 2's

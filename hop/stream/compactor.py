@@ -264,12 +264,14 @@ class _Child:
 
 
 GROUP_GRACE = 10.0
-"""Seconds a compaction's process group gets to end after SIGTERM before it is sent SIGKILL."""
+"""Seconds a compaction's process group gets to end after SIGTERM before it is sent SIGKILL, and after SIGKILL
+before it is given up on (so at most twice this in all)."""
 
 
 def _end_group(process: subprocess.Popen[bytes]) -> None:
     """End a compaction's process group (the Python process and its JVM): SIGTERM, then SIGKILL to what is still
-    running :data:`GROUP_GRACE` seconds later. Returns once no process of the group runs (or SIGKILL was sent)."""
+    running :data:`GROUP_GRACE` seconds later. Returns once no process of the group runs, or :data:`GROUP_GRACE`
+    seconds after the SIGKILL (a process in uninterruptible sleep)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
