@@ -16,6 +16,7 @@ import os
 import selectors
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from types import TracebackType
@@ -33,6 +34,21 @@ STOP_TIMEOUT = 10.0
 
 class ClusterStartError(RuntimeError):
     pass
+
+
+IPC_PATH_MAX = 107
+"""The longest path a Unix socket can have on Linux (``sizeof(sockaddr_un.sun_path)`` less its final NUL; 103 on
+macOS), which ZeroMQ refuses to exceed."""
+
+
+def coordinator_address(socket_dir: str) -> str:
+    """The embedded coordinator's ``ipc://`` address: a socket file in the cluster's directory, or on Linux, where
+    that path is too long for a Unix socket (a long ``TMPDIR``), an abstract socket (no file) named after the
+    directory, as unique as it is. Elsewhere a path too long stays, and the coordinator's start fails naming it."""
+    path = os.path.join(socket_dir, "coordinator")
+    if len(path.encode()) <= IPC_PATH_MAX or not sys.platform.startswith("linux"):
+        return f"ipc://{path}"
+    return f"ipc://@{os.path.basename(socket_dir)}-{os.getpid()}"
 
 
 class LocalCluster:
@@ -90,7 +106,7 @@ class LocalCluster:
         # A local ipc endpoint known in advance lets the workers start alongside the coordinator (ZeroMQ connects
         # retry until the bind exists), which halves start-up: it matters for short jobs.
         self._socket_dir = tempfile.mkdtemp(prefix="hop-cluster-")
-        planned = f"ipc://{self._socket_dir}/coordinator"
+        planned = coordinator_address(self._socket_dir)
         options = [
             "--bind",
             planned,

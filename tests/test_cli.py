@@ -56,6 +56,24 @@ def test_gen_then_run_wordcount_with_progress(tmp_path: Path) -> None:
     assert total == len(words)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract sockets are Linux's")
+def test_an_embedded_cluster_runs_under_a_temporary_folder_too_long_for_a_socket(tmp_path: Path) -> None:
+    """The embedded cluster's coordinator listened on a socket file in a temporary folder: under a TMPDIR past about
+    80 characters its path was longer than a Unix socket's 107, and every ``hop run`` failed at start-up. It listens
+    on an abstract socket then, and the spill files stay under TMPDIR."""
+    temporary = tmp_path / ("t" * 100)
+    temporary.mkdir()
+    (tmp_path / "in.txt").write_text("a b\nb\n")
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    result = subprocess.run(
+        [*command, "--workers", "1"], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t1\n"b"\t2\n'
+    assert os.listdir(temporary) == [], "the cluster's folder is removed at its end"
+
+
 def test_standard_input_as_input(tmp_path: Path) -> None:
     """``-`` reads standard input, as mrjob does (it was "input '-' does not exist"): spooled to a file beside the
     output, removed at the end. A terminal as standard input, or ``-`` twice, is refused before anything runs."""
