@@ -12,7 +12,8 @@ Contracts:
   changes keys would break the sort order, so it is rejected with an error naming the key.
 - ``partitioner(key)`` returns an int in ``range(num_partitions)``; ``None`` means ``partition_hash(key) %
   num_partitions`` (``shuffle.keys``: ``hash``, but the same in every process for ``None`` and tuples holding it).
-- Values of one key keep the order in which the map produced them.
+- Values of one key keep the order in which the map produced them (but for the NaN keys below, whose values are
+  joined key object by key object).
 - A key that is or holds a float NaN is refused as a spill is sorted (``shuffle.keys.refuse_nan_keys``), unless the
   buffer has a ``nan_key``: every NaN in a key then becomes that stand-in, so all of them group as one key. Both
   are found per spill, among its distinct keys (nothing per record): a map yielding NaN keys that are distinct
