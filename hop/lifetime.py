@@ -13,10 +13,13 @@ reaches them too, and they leave it to the parent, which drains its job and then
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 __all__ = [
     "PARENT_VARIABLE",
@@ -27,6 +30,7 @@ __all__ = [
     "ignore_stop_signals",
     "name_process",
     "orphaned",
+    "stop_signals_held",
 ]
 
 PARENT_VARIABLE = "HOP_EMBEDDED_PARENT_PID"
@@ -118,3 +122,23 @@ def become_subreaper() -> bool:
         return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM (:data:`STOP_SIGNALS`) while the block runs, then act on those that came as they would
+    have acted: for a step that must not be cut in half. Starting a child and recording it is one: a Ctrl-C inside
+    ``subprocess.Popen`` (which waits for the child's exec) leaves a child started and unknown to its parent, which
+    then cannot end it. Outside the main thread, where Python runs no signal handler, the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = {number: signal.signal(number, lambda number, _frame: came.append(number)) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        for held in dict.fromkeys(came):
+            signal.raise_signal(held)  # (its handler runs now: a KeyboardInterrupt for Ctrl-C)

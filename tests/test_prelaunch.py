@@ -351,3 +351,29 @@ def test_a_launcher_started_from_another_thread() -> None:
     assert len(started) == 1, "the thread started a launcher"
     assert started[0].process.poll() is None
     started[0].discard()
+
+
+def test_stop_signals_held_act_after_the_block_and_only_then() -> None:
+    """A Ctrl-C inside ``stop_signals_held`` lets the block finish (the child it starts gets recorded), then raises
+    as it would have; a SIGTERM goes to the handler there was before; with none, nothing is raised."""
+    from hop.lifetime import stop_signals_held
+
+    done = []
+    with pytest.raises(KeyboardInterrupt), stop_signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # (a handler runs between bytecodes: it would have raised here)
+        done.append("recorded")
+    assert done == ["recorded"]
+    terms: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda number, _frame: terms.append(number))
+    try:
+        with stop_signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            assert terms == []
+        assert terms == [signal.SIGTERM]
+        with stop_signals_held():
+            pass
+        assert terms == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from hop.lifetime import stop_signals_held
 from hop.stream.view import SPARK_CONF, PathLike, ViewInfo, compact, pending_deltas, view_info
 
 if TYPE_CHECKING:
@@ -106,7 +107,10 @@ class Compactor:
             self._child.discard()
             self._child = None
         if self._child is None:
-            self._child = _Child.start(self.out, self.spark_master)
+            # A Ctrl-C (the one that skips the last compaction) is held until the child is recorded: taken inside
+            # Popen, it left a child running that abandon() could not end.
+            with stop_signals_held():
+                self._child = _Child.start(self.out, self.spark_master)
             self.children_started += 1
         self._asked = time.monotonic()
         try:
