@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import psutil
 import pytest
 
 from hop.client import Client
-from hop.lifetime import become_subreaper
+from hop.lifetime import STOP_SIGNALS, become_subreaper
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, run_steps
@@ -60,6 +61,18 @@ def no_leaked_processes() -> Iterator[None]:
     for process in alive:
         process.kill()
     assert not alive, f"processes left running by the tests: {[p.cmdline() for p in alive]}"
+
+
+@pytest.fixture(autouse=True)
+def stop_signal_handlers_kept() -> Iterator[None]:
+    """Every test ends with the Ctrl-C and SIGTERM handlers it started with. Code a test runs in this process installs
+    its own (``hop``'s main defers both while it ends; a SparkContext cancels its jobs on Ctrl-C), which would change
+    what a later test's Ctrl-C does according to the order the tests run in, which two processes (pytest-xdist)
+    change: a Ctrl-C that a later test expects to raise KeyboardInterrupt was only noted."""
+    handlers = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    yield
+    for number, handler in handlers.items():
+        signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
 
 @pytest.fixture(scope="session")

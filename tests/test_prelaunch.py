@@ -355,18 +355,22 @@ def test_a_launcher_started_from_another_thread() -> None:
 
 def test_stop_signals_held_act_after_the_block_and_only_then() -> None:
     """A Ctrl-C inside ``stop_signals_held`` lets the block finish (the child it starts gets recorded), then raises
-    as it would have; a SIGTERM goes to the handler there was before; with none, nothing is raised."""
+    as it would have; a SIGTERM goes to the handler there was before; with none, nothing happens."""
     from hop.lifetime import stop_signals_held
 
-    done = []
-    with pytest.raises(KeyboardInterrupt), stop_signals_held():
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # (a handler runs between bytecodes: it would have raised here)
-        done.append("recorded")
-    assert done == ["recorded"]
     terms: list[int] = []
-    previous = signal.signal(signal.SIGTERM, lambda number, _frame: terms.append(number))
+    # The handlers this process had (a test before may have left hop's own): Python's Ctrl-C, a recording SIGTERM.
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, lambda number, _frame: terms.append(number)),
+    }
     try:
+        done = []
+        with pytest.raises(KeyboardInterrupt), stop_signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # (a handler runs between bytecodes: it would have raised here)
+            done.append("recorded")
+        assert done == ["recorded"]
         with stop_signals_held():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)
@@ -375,5 +379,7 @@ def test_stop_signals_held_act_after_the_block_and_only_then() -> None:
         with stop_signals_held():
             pass
         assert terms == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handlers are put back"
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
