@@ -36,8 +36,12 @@ def make_spill_dir(root: str | None, prefix: str = PREFIX) -> Path:
     """A new spill directory under ``root`` (the system's temporary directory if None), marked as this process's;
     its name starts with ``prefix``."""
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
-    me = psutil.Process()
-    (folder / OWNER).write_text(f"{socket.gethostname()} {me.pid} {me.create_time()}\n", encoding="utf-8")
+    try:
+        me = psutil.Process()
+        (folder / OWNER).write_text(f"{socket.gethostname()} {me.pid} {me.create_time()}\n", encoding="utf-8")
+    except BaseException:  # (a Ctrl-C too): a folder without its owner file is one that no later run removes
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return folder
 
 
