@@ -413,9 +413,49 @@ class Coordinator:
     def _send_status(self, identity: bytes, job: JobState) -> None:
         status = job.progress()
         status["workers_alive"] = sum(w.alive for w in self.workers.values())
+        waiting = self._slots_held_from(job)
+        if waiting is not None:
+            status["waiting"] = waiting
         if job.state != "running":
             status["report"] = job.report()
         self._send(identity, "status", **status)
+
+    def _slots_held_from(self, job: JobState) -> str | None:
+        """Why a batch job's pending tasks of a kind wait for ever, when continuous jobs hold every slot of that kind:
+        their tasks run until stopped and take map and reduce slots once no stream slot is free (when the job
+        starts, or when a lost worker's tasks start again elsewhere). None otherwise: a task waiting for a slot that
+        a batch task holds gets it when that task ends."""
+        if job.windows is not None:
+            return None
+        for kind in ("map", "reduce"):
+            waiting = len(job.pending(kind))
+            alive = [w for w in self.workers.values() if w.alive]
+            if not waiting or not alive or any(w.free(kind) > 0 for w in alive):
+                continue
+            names = {w.name for w in alive}
+            holders = {
+                other.spec.job_id: held
+                for other in self.jobs.values()
+                if other.windows is not None
+                and other.state == "running"
+                and (
+                    held := sum(
+                        a.live and a.pool == kind and a.worker in names
+                        for task in other.tasks(kind)
+                        for a in task.attempts
+                    )
+                )
+            }
+            slots = sum(getattr(w, f"{kind}_slots") for w in alive)
+            if sum(holders.values()) < slots:
+                continue
+            jobs = " and ".join(sorted(holders))
+            return (
+                f"{waiting} {kind} task(s) wait: all {slots} {kind} slots of the live workers are held until stopped "
+                f"by the tasks of continuous job {jobs}, which found no free stream slot. Start another worker "
+                f"(hop worker --coordinator ADDRESS), or stop that job (hop stop JOB_ID --coordinator ADDRESS)"
+            )
+        return None
 
     # Pipelines (hop.pipe) ---------------------------------------------------------------------------------------
     def _upstream_of(self, spec: JobSpec) -> JobState | None:
@@ -1156,8 +1196,8 @@ class Coordinator:
         return max(candidates, key=lambda w: (w.name not in avoid, w.free(pool)))
 
     def _assign(self, job: JobState, kind: str, index: int, worker: WorkerInfo, pool: str | None = None) -> None:
-        attempt = job.assign(kind, index, worker.name)
         pool = pool or kind
+        attempt = job.assign(kind, index, worker.name, pool)
         worker.take(pool)
         fields: dict[str, Any] = {
             "job": job.spec.to_wire(),

@@ -46,6 +46,9 @@ class ProgressDisplay:
 
     On a terminal: two tqdm bars, redrawn up to ten times a second. Elsewhere (a log file, a pipe, CI) a plain line
     every few seconds and one at the end: bars written there come out as cursor-movement escapes.
+
+    A status's ``waiting`` (the coordinator's reason why the job's tasks wait for ever, ``Coordinator._send_status``)
+    is printed once each time it changes, disabled or not: a job that waits must say why.
     """
 
     def __init__(self, enabled: bool, label: str = "") -> None:
@@ -55,6 +58,7 @@ class ProgressDisplay:
         terminal = sys.stderr.isatty()
         self._interval = 0.1 if terminal else 5.0
         self._last = 0.0
+        self._waiting: str | None = None
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
@@ -67,6 +71,14 @@ class ProgressDisplay:
             ]
 
     def update(self, status: dict[str, Any]) -> None:
+        waiting = status.get("waiting")
+        if waiting is not None and waiting != self._waiting:
+            note = f"hop: {self.label}{status['job_id']}: {waiting}"
+            if self._bars:
+                self._bars[0].write(note, file=sys.stderr)
+            else:
+                print(note, file=sys.stderr, flush=True)
+        self._waiting = waiting
         if not self.enabled:
             return
         now = time.monotonic()
