@@ -20,6 +20,7 @@ import shutil
 import sys
 import time
 import traceback
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from hop.protocol import close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
-from monitoring.events import ClusterEvents
+from monitoring.events import ClusterEvents, advertised_host
 
 HEARTBEAT_TIMEOUT = 5.0
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
@@ -266,6 +267,22 @@ class Coordinator:
                     self._send(
                         identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt, address=address
                     )
+
+    def on_leaving(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A standalone worker stopped on its own (Ctrl-C, SIGTERM): it is lost now, its attempts running again
+        elsewhere at once rather than after the heartbeat timeout. A ``left`` answer lets it say so."""
+        worker = self.workers.get(msg["worker"])
+        if worker is not None and worker.alive and worker.incarnation == msg.get("incarnation"):
+            silent = time.time() - worker.last_seen
+            self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2), left=True)
+            if not embedded():
+                print(
+                    f"hop coordinator: worker {worker.name} stopped; its running tasks run again on other workers",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self._worker_lost(worker, time.time())
+        self._send(identity, "left")
 
     def on_samples_at(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A restarted worker now publishes its samples where its predecessor did (see ``on_register``)."""
@@ -1241,6 +1258,13 @@ class Coordinator:
                 worker.heartbeat_late = False
             if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
                 self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
+                if not embedded():
+                    print(
+                        f"hop coordinator: worker {worker.name} lost (silent {silent:.1f} s); its running tasks run "
+                        "again on other workers",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 self._worker_lost(worker, now)
 
     def _worker_lost(self, worker: WorkerInfo, now: float) -> None:
@@ -1297,6 +1321,21 @@ def main(argv: list[str] | None = None) -> int:
     return run(args.bind, args.heartbeat_timeout, lambda address: print(address, flush=True), args.keep_jobs)
 
 
+def _name_the_reachable_address(address: str) -> None:
+    """A coordinator bound on every interface (``tcp://0.0.0.0:PORT``) announces that address, which other hosts
+    cannot connect to: say on stderr the one they use, by this host's name, as its workers' samples name it."""
+    parsed = urllib.parse.urlsplit(address)
+    if parsed.scheme != "tcp" or parsed.hostname not in ("0.0.0.0", "::", "*"):
+        return
+    reachable = f"tcp://{advertised_host('*')}:{parsed.port}"
+    print(
+        f"hop coordinator: listening on every interface; workers and clients connect to {reachable} (this host's "
+        f"name), e.g. hop worker --coordinator {reachable}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], keep_jobs: int = KEEP_JOBS) -> int:
     """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
     ignore_stop_signals()
@@ -1306,6 +1345,8 @@ def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], ke
         print(f"hop coordinator: error: cannot listen on {bind}: {error}", file=sys.stderr, flush=True)
         return 2
     announce(coordinator.address)
+    if not embedded():
+        _name_the_reachable_address(coordinator.address)
     with contextlib.suppress(KeyboardInterrupt):
         coordinator.serve()
     return 0

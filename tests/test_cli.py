@@ -1206,6 +1206,37 @@ def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path)
     assert "Traceback" not in result.stderr, result.stderr
 
 
+def test_a_coordinator_bound_on_every_interface_names_the_address_other_hosts_use() -> None:
+    """``hop coordinator --bind tcp://0.0.0.0:PORT``, as the README's cluster section starts it, printed only
+    ``tcp://0.0.0.0:PORT``, which a worker on another host cannot connect to: it names the address by this host's
+    name too, and a client reaches it there."""
+    from hop.client import Client
+
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", "tcp://0.0.0.0:*"]
+    coordinator = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert coordinator.stdout is not None
+        announced = coordinator.stdout.readline().strip()  # (empty if it exited)
+        assert announced.startswith("tcp://0.0.0.0:"), coordinator.communicate(timeout=30)[1]
+        reachable = f"tcp://{socket.gethostname()}:{announced.rsplit(':', 1)[1]}"
+        client = Client(reachable, timeout=10)
+        try:
+            assert client.workers() == []
+            client.shutdown()
+        finally:
+            client.close()
+        said = coordinator.communicate(timeout=30)[1]  # (read once it ended: a missing line must not hang the test)
+        assert coordinator.returncode == 0, said
+    finally:
+        if coordinator.poll() is None:
+            coordinator.kill()
+            coordinator.communicate(timeout=30)
+    assert (
+        f"hop coordinator: listening on every interface; workers and clients connect to {reachable} (this host's "
+        f"name), e.g. hop worker --coordinator {reachable}\n"
+    ) in said, said
+
+
 def test_a_coordinator_binds_a_network_interface_by_name(tmp_path: Path) -> None:
     """``hop coordinator --bind tcp://lo:PORT`` (an interface name, which ZeroMQ binds as its address) listened on
     127.0.0.1 until the check for host names that do not resolve refused it ("host 'lo' does not resolve")."""

@@ -353,6 +353,44 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["term", "int"])
+def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exactly_at_once(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
+) -> None:
+    """A ``hop worker`` stopped by Ctrl-C or SIGTERM while it runs a job's tasks ended without a word, and its
+    coordinator ran them again only once the heartbeat timeout passed (here 60 s): it now says it leaves, the
+    coordinator runs its attempts again elsewhere at once, and the worker says what became of them."""
+    address = f"ipc://{tmp_path}/coordinator"
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout", "60"]
+    processes.append(subprocess.Popen(command))
+    processes.append(_worker(address, "w0", tmp_path))
+    leaving = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w1", "--map-slots", "1"]
+    w1 = subprocess.Popen([*leaving, "--reduce-slots", "2", "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    processes.append(w1)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: sum(w["alive"] for w in client.workers()) == 2, 30, "both workers registered")
+        output = tmp_path / "out"
+        thread, outcome = _run_in_thread(address, "slow_map", source, output, num_reduces=2, split_size=50_000)
+        _wait_for(lambda: _maps_running(client, on="w1"), 30, "a map runs on w1")
+        w1.send_signal(stop)
+        stopped = time.monotonic()
+        _wait_for(lambda: not {w["name"]: w["alive"] for w in client.workers()}["w1"], 10, "w1 known gone")
+        assert time.monotonic() - stopped < 10, "long before the heartbeat timeout"
+        thread.join(timeout=60)
+        faults = [f for f in client.cluster()["faults"] if f.get("worker") == "w1"]
+    finally:
+        client.close()
+    assert not thread.is_alive() and "report" in outcome, outcome
+    assert output_dict(tmp_path / "out") == word_counts(source)
+    assert any(a["worker"] == "w1" and a["status"] != "succeeded" for a in outcome["report"]["attempts"])
+    assert [f["kind"] for f in faults] == ["worker_lost"] and faults[0]["left"], faults
+    said = w1.communicate(timeout=30)[1].decode()
+    assert w1.returncode == 0, said
+    assert f"hop worker w1: stopped; the coordinator at {address} runs its " in said, said
+    assert " running task(s) again on other workers" in said and "Traceback" not in said, said
+
+
 def test_a_worker_restarted_under_its_name_publishes_its_samples_where_the_old_one_did(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
