@@ -1293,6 +1293,19 @@ def test_a_coordinator_host_that_does_not_resolve_is_named_at_once(tmp_path: Pat
     assert f"cannot listen on {address}: {says}" in result.stderr and "0.0.0.0 for every interface" in result.stderr
 
 
+def test_the_readmes_placeholder_host_copied_as_it_stands_is_named_a_placeholder(tmp_path: Path) -> None:
+    """``hop worker --coordinator tcp://HOST:5555`` copied from the README said "host 'host' does not resolve"
+    (lower-cased) and to check the host name: it says HOST, as written, is a placeholder for the coordinator's."""
+    result = hop("worker", "--coordinator", "tcp://HOST:5555", cwd=tmp_path, timeout=8)
+    assert result.returncode == 2, result.stderr
+    assert (
+        "cannot reach coordinator tcp://HOST:5555: HOST is a placeholder (host 'HOST' does not resolve: "
+    ) in result.stderr, result.stderr
+    assert "put the coordinator's host name or IP address in its place" in result.stderr, result.stderr
+    result = hop("status", "--coordinator", "tcp://No-Such-Coordinator.invalid:5555", cwd=tmp_path, timeout=8)
+    assert "host 'No-Such-Coordinator.invalid' does not resolve" in result.stderr, result.stderr
+
+
 def test_an_address_where_nothing_listens_is_told_from_one_that_does_not_answer(tmp_path: Path) -> None:
     """A wrong port said the coordinator "did not answer 'workers'", as if one were there: nothing ever connected."""
     with socket.socket() as probe:
