@@ -437,19 +437,20 @@ class Coordinator:
             status["report"] = job.report()
         self._send(identity, "status", **status)
 
-    def _slots_held_from(self, job: JobState) -> str | None:
+    def _slots_held_from(self, job: JobState) -> dict[str, Any] | None:
         """Why a batch job's pending tasks of a kind wait for ever, when continuous jobs hold every slot of that kind:
         their tasks run until stopped and take map and reduce slots once no stream slot is free (when the job
-        starts, or when a lost worker's tasks start again elsewhere). None otherwise: a task waiting for a slot that
-        a batch task holds gets it when that task ends."""
+        starts, or when a lost worker's tasks start again elsewhere). ``{"kind", "tasks": waiting, "slots": of that
+        kind on the live workers, "held_by": [continuous job ids]}`` (``hop.runner.waiting_note`` words it), or None:
+        a task waiting for a slot that a batch task holds gets it when that task ends."""
         if job.windows is not None:
             return None
+        alive = [w for w in self.workers.values() if w.alive]
+        names = {w.name for w in alive}
         for kind in ("map", "reduce"):
             waiting = len(job.pending(kind))
-            alive = [w for w in self.workers.values() if w.alive]
             if not waiting or not alive or any(w.free(kind) > 0 for w in alive):
                 continue
-            names = {w.name for w in alive}
             holders = {
                 other.spec.job_id: held
                 for other in self.jobs.values()
@@ -464,14 +465,8 @@ class Coordinator:
                 )
             }
             slots = sum(getattr(w, f"{kind}_slots") for w in alive)
-            if sum(holders.values()) < slots:
-                continue
-            jobs = " and ".join(sorted(holders))
-            return (
-                f"{waiting} {kind} task(s) wait: all {slots} {kind} slots of the live workers are held until stopped "
-                f"by the tasks of continuous job {jobs}, which found no free stream slot. Start another worker "
-                f"(hop worker --coordinator ADDRESS), or stop that job (hop stop JOB_ID --coordinator ADDRESS)"
-            )
+            if sum(holders.values()) >= slots:
+                return {"kind": kind, "tasks": waiting, "slots": slots, "held_by": sorted(holders)}
         return None
 
     # Pipelines (hop.pipe) ---------------------------------------------------------------------------------------

@@ -1438,14 +1438,16 @@ def test_a_batch_job_waiting_for_slots_a_continuous_job_holds_says_so_and_runs_o
             while "waiting" not in (status := client.status(job_id)):
                 assert time.monotonic() < deadline, f"the batch job's status never said why it waits: {status}"
                 time.sleep(0.1)
-            assert status["waiting"].startswith(
-                f"1 map task(s) wait: all 2 map slots of the live workers are held until stopped by the tasks of "
-                f"continuous job {submitted[0]}, which found no free stream slot. Start another worker"
-            ), status["waiting"]
-            display = ProgressDisplay(False)
+            assert status["waiting"] == {"kind": "map", "tasks": 1, "slots": 2, "held_by": [submitted[0]]}, status
+            display = ProgressDisplay(False, address=local.address)
             display.update(status)
             display.update(status)
-            assert capsys.readouterr().err.count(f"hop: {job_id}: 1 map task(s) wait: ") == 1
+            assert capsys.readouterr().err == (
+                f"hop: {job_id}: 1 map task(s) wait: all 2 map slots of the live workers are held until stopped by "
+                f"continuous job {submitted[0]}, whose tasks found no free stream slot. Start another worker (hop "
+                f"worker --coordinator {local.address}), or stop that job (hop stop {submitted[0]} --coordinator "
+                f"{local.address})\n"
+            )
             client.stop(submitted[0])
             final = client.wait(job_id, timeout=60)
             assert final["state"] == "succeeded", final
