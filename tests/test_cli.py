@@ -1104,6 +1104,11 @@ def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: Local
     assert overview["workers"] and all(worker["alive"] for worker in overview["workers"])
     mine = [job for job in overview["jobs"] if job["output"] == str(tmp_path / "out")]
     assert len(mine) == 1 and mine[0]["state"] == "succeeded" and mine[0]["name"] == "WordCount"
+    result = hop("status", mine[0]["job_id"], "--coordinator", cluster.address)
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["state"] == "succeeded" and status["report"]["status"] == "succeeded", status
+    assert "type" not in status, status  # the protocol message's field, which it printed as the job's
 
 
 @pytest.mark.parametrize("blocking", [[], ["--blocking"]], ids=["pipelined", "blocking"])
