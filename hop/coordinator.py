@@ -841,6 +841,13 @@ class Coordinator:
         self._send(identity, "bye")
         self.running = False
         self.stop_workers = True
+        if not embedded():  # a standalone coordinator says why it ends, as its workers do
+            alive = sum(worker.alive for worker in self.workers.values())
+            print(
+                f"hop coordinator: shut down by hop shutdown; its {alive} worker(s) stop too",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _job_for(self, msg: dict[str, Any]) -> JobState | None:
         return self.jobs.get(msg.get("job_id", ""))

@@ -1240,6 +1240,7 @@ def test_a_coordinator_bound_on_every_interface_names_the_address_other_hosts_us
         f"hop coordinator: listening on every interface; workers and clients connect to {reachable} (this host's "
         f"name), e.g. hop worker --coordinator {reachable}\n"
     ) in said, said
+    assert said.endswith("hop coordinator: shut down by hop shutdown; its 0 worker(s) stop too\n"), said
 
 
 def test_a_coordinator_binds_a_network_interface_by_name(tmp_path: Path) -> None:
