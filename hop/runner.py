@@ -47,9 +47,10 @@ class ProgressDisplay:
     On a terminal: two tqdm bars, redrawn up to ten times a second. Elsewhere (a log file, a pipe, CI) a plain line
     every few seconds and one at the end: bars written there come out as cursor-movement escapes.
 
-    A status's ``waiting`` (why the job's tasks wait for ever, ``Coordinator._slots_held_from``) is printed once
-    each time it changes, disabled or not: a job that waits must say why. ``address`` is the coordinator's, for the
-    commands the note gives.
+    Enabled, it first names the job and how to follow it (``hop status``), so that a job on a cluster can be looked
+    at, or stopped, while it runs. A status's ``waiting`` (why the job's tasks wait for ever,
+    ``Coordinator._slots_held_from``) is printed once each time it changes, disabled or not: a job that waits must
+    say why. ``address`` is the coordinator's, for the commands these lines give.
     """
 
     def __init__(self, enabled: bool, label: str = "", address: str = "ADDRESS") -> None:
@@ -61,6 +62,7 @@ class ProgressDisplay:
         self._interval = 0.1 if terminal else 5.0
         self._last = 0.0
         self._waiting: dict[str, Any] | None = None
+        self._named = False
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
@@ -73,13 +75,13 @@ class ProgressDisplay:
             ]
 
     def update(self, status: dict[str, Any]) -> None:
+        job_id = status["job_id"]
+        if self.enabled and not self._named:
+            self._named = True
+            self._say(f"hop: {self.label}{job_id} submitted (hop status {job_id} --coordinator {self.address})")
         waiting = status.get("waiting")
         if waiting is not None and waiting != self._waiting:
-            note = f"hop: {self.label}{status['job_id']}: {waiting_note(waiting, self.address)}"
-            if self._bars:
-                self._bars[0].write(note, file=sys.stderr)
-            else:
-                print(note, file=sys.stderr, flush=True)
+            self._say(f"hop: {self.label}{job_id}: {waiting_note(waiting, self.address)}")
         self._waiting = waiting
         if not self.enabled:
             return
@@ -106,6 +108,13 @@ class ProgressDisplay:
         reduce_bar.set_postfix_str(reduces, refresh=False)
         for bar in self._bars:
             bar.refresh()
+
+    def _say(self, line: str) -> None:
+        """``line`` on stderr, above the bars if there are any."""
+        if self._bars:
+            self._bars[0].write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         for bar in self._bars:

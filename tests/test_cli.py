@@ -1595,3 +1595,20 @@ def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFix
     text = " ".join(capsys.readouterr().out.split())
     for stated in ("(default 4)", "(default 128MB)", "(default 256MB)", "(default 1MB, at least 64KB", "0.95)"):
         assert stated in text, stated
+
+
+def test_the_progress_display_first_names_the_job_and_how_to_follow_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hop submit`` named its job only once it ended, so a user could not ``hop status`` or ``hop stop`` it while
+    it ran without listing the cluster's jobs first: the progress display names it at once, with the command."""
+    from hop.runner import ProgressDisplay
+
+    status = {"job_id": "job-1", "state": "running", "map_fraction": 0.0, "reduce_fraction": 0.0}
+    status |= {"maps_done": 0, "maps_total": 2, "reduces_done": 0, "reduces_total": 1, "input_records": 0}
+    display = ProgressDisplay(True, address="tcp://h:5555")
+    display.update({**status, "map_seconds": 0.0})
+    display.update({**status, "map_seconds": 0.1})
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == "hop: job-1 submitted (hop status job-1 --coordinator tcp://h:5555)", said
+    assert sum("submitted" in line for line in said) == 1, said
+    ProgressDisplay(False, address="tcp://h:5555").update({**status, "map_seconds": 0.0})  # --quiet
+    assert capsys.readouterr().err == ""

@@ -362,7 +362,8 @@ def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exa
     coordinator runs its attempts again elsewhere at once, and the worker says what became of them."""
     address = f"ipc://{tmp_path}/coordinator"
     command = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout", "60"]
-    processes.append(subprocess.Popen(command))
+    coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
+    processes.append(coordinator)
     processes.append(_worker(address, "w0", tmp_path))
     leaving = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w1", "--map-slots", "1"]
     w1 = subprocess.Popen([*leaving, "--reduce-slots", "2", "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
@@ -389,6 +390,32 @@ def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exa
     assert w1.returncode == 0, said
     assert f"hop worker w1: stopped; the coordinator at {address} runs its " in said, said
     assert " running task(s) again on other workers" in said and "Traceback" not in said, said
+    coordinator.terminate()
+    told = coordinator.communicate(timeout=30)[1].decode()
+    assert "hop coordinator: worker w1 stopped; its running tasks run again on other workers\n" in told, told
+
+
+def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker killed outright: the coordinator's terminal said nothing when it declared it lost and ran its tasks
+    again, and its user could not tell why a job slowed down; it names the worker and how long it was silent."""
+    address = f"ipc://{tmp_path}/coordinator"
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout", "1"]
+    coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
+    processes.append(coordinator)
+    processes.append(_worker(address, "w0", tmp_path))
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        processes[-1].kill()
+        _wait_for(lambda: not client.workers()[0]["alive"], 30, "w0 declared lost")
+    finally:
+        client.close()
+    coordinator.terminate()
+    told = coordinator.communicate(timeout=30)[1].decode()
+    assert "hop coordinator: worker w0 lost (silent " in told, told
+    assert " s); its running tasks run again on other workers\n" in told, told
 
 
 def test_a_worker_restarted_under_its_name_publishes_its_samples_where_the_old_one_did(
