@@ -48,9 +48,10 @@ class ProgressDisplay:
     every few seconds and one at the end: bars written there come out as cursor-movement escapes.
 
     Enabled, it first names the job and how to follow it (``hop status``), so that a job on a cluster can be looked
-    at, or stopped, while it runs. A status's ``waiting`` (why the job's tasks wait for ever,
-    ``Coordinator._slots_held_from``) is printed once each time it changes, disabled or not: a job that waits must
-    say why. ``address`` is the coordinator's, for the commands these lines give.
+    at, or stopped, while it runs, and it says when the cluster loses a worker (its progress then goes back). A
+    status's ``waiting`` (why the job's tasks wait for ever, ``Coordinator._slots_held_from``) is printed once each
+    time it changes, disabled or not: a job that waits must say why. ``address`` is the coordinator's, for the
+    commands these lines give.
     """
 
     def __init__(self, enabled: bool, label: str = "", address: str = "ADDRESS") -> None:
@@ -63,6 +64,7 @@ class ProgressDisplay:
         self._last = 0.0
         self._waiting: dict[str, Any] | None = None
         self._named = False
+        self._workers_alive: int | None = None
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
@@ -79,6 +81,14 @@ class ProgressDisplay:
         if self.enabled and not self._named:
             self._named = True
             self._say(f"hop: {self.label}{job_id} submitted (hop status {job_id} --coordinator {self.address})")
+        alive = status.get("workers_alive")
+        if self.enabled and alive is not None and self._workers_alive is not None and alive < self._workers_alive:
+            self._say(
+                f"hop: {self.label}{job_id}: the cluster lost {self._workers_alive - alive} worker(s), {alive} left: "
+                f"the job's tasks that ran there run again (hop status --coordinator {self.address} lists the workers)"
+            )
+        if alive is not None:
+            self._workers_alive = alive
         waiting = status.get("waiting")
         if waiting is not None and waiting != self._waiting:
             self._say(f"hop: {self.label}{job_id}: {waiting_note(waiting, self.address)}")

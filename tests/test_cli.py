@@ -1612,3 +1612,19 @@ def test_the_progress_display_first_names_the_job_and_how_to_follow_it(capsys: p
     assert sum("submitted" in line for line in said) == 1, said
     ProgressDisplay(False, address="tcp://h:5555").update({**status, "map_seconds": 0.0})  # --quiet
     assert capsys.readouterr().err == ""
+
+
+def test_the_progress_display_says_when_the_cluster_loses_a_worker(capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker lost mid-job sent ``hop submit``'s progress back (95% to 80% of the maps) without a word."""
+    from hop.runner import ProgressDisplay
+
+    status = {"job_id": "job-1", "state": "running", "map_fraction": 0.5, "reduce_fraction": 0.0, "map_seconds": 1}
+    status |= {"maps_done": 1, "maps_total": 2, "reduces_done": 0, "reduces_total": 1, "input_records": 9}
+    display = ProgressDisplay(True, address="tcp://h:5555")
+    for alive in (2, 2, 1, 1):
+        display.update({**status, "workers_alive": alive})
+    said = [line for line in capsys.readouterr().err.splitlines() if "lost" in line]
+    assert said == [
+        "hop: job-1: the cluster lost 1 worker(s), 1 left: the job's tasks that ran there run again (hop status "
+        "--coordinator tcp://h:5555 lists the workers)"
+    ], said
