@@ -199,10 +199,11 @@ class Coordinator:
     def handle(self, identity: bytes, msg: dict[str, Any]) -> None:
         kind = msg["type"]
         sender = self.workers.get(msg.get("worker", ""))
-        if sender is not None and not sender.alive and kind != "register":
+        if sender is not None and not sender.alive and kind not in ("register", "leaving"):
             # Declared lost (missed heartbeats: stopped, starved or cut off) and heard from again. Its attempts were
             # rescheduled, so it must drop everything it runs and register afresh (Hadoop reinitialises a lost
-            # tracker the same way); shutting it down would shrink the cluster for good over a pause.
+            # tracker the same way); shutting it down would shrink the cluster for good over a pause. One that
+            # leaves is answered (on_leaving): it is going anyway, and says so.
             self._send(identity, "reinit", incarnation=sender.incarnation)
             return
         handler = getattr(self, f"on_{kind}", None)

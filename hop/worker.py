@@ -552,9 +552,10 @@ class Worker:
                     answered = unpack(self.coordinator.recv())["type"] == "left"
         coordinator = f"the coordinator at {self.coordinator_address}"
         if not answered:
+            then = f", and runs its {tasks} running task(s) again then" if tasks else " (no task was running)"
             said = (
                 f"no answer from {coordinator} within {LEAVE_ANSWER_SECONDS:.0f} s: it declares this worker lost "
-                f"once its heartbeat timeout passes, and runs its {tasks} running task(s) again then"
+                f"once its heartbeat timeout passes{then}"
             )
         elif tasks:
             said = f"{coordinator} runs its {tasks} running task(s) again on other workers"

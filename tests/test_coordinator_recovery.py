@@ -482,3 +482,30 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
     assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]
     for process in processes:
         assert process.wait(timeout=30) == 0, process.args
+
+
+def test_a_worker_already_found_lost_that_is_then_stopped_is_answered(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker paused past the heartbeat timeout (declared lost) and then stopped: its word that it leaves got a
+    ``reinit`` instead of an answer, and it said the coordinator did not answer, 2 s later."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout"]
+    processes.append(subprocess.Popen([*coordinator, "1"]))
+    command = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w0"]
+    worker = subprocess.Popen([*command, "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    processes.append(worker)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        worker.send_signal(signal.SIGSTOP)
+        try:
+            _wait_for(lambda: not client.workers()[0]["alive"], 30, "w0 declared lost")
+            worker.send_signal(signal.SIGTERM)  # (taken once it runs again)
+        finally:
+            worker.send_signal(signal.SIGCONT)
+    finally:
+        client.close()
+    said = worker.communicate(timeout=30)[1].decode()
+    assert f"hop worker w0: stopped; the coordinator at {address} knows" in said, said
+    assert "no answer" not in said, said
