@@ -509,3 +509,28 @@ def test_a_worker_already_found_lost_that_is_then_stopped_is_answered(
     said = worker.communicate(timeout=30)[1].decode()
     assert f"hop worker w0: stopped; the coordinator at {address} knows" in said, said
     assert "no answer" not in said, said
+
+
+def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_ends(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker stopped while no coordinator listens waits at most ``LEAVE_ANSWER_SECONDS`` for the answer to its
+    word that it leaves, then ends, saying what the coordinator will do."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes)
+    command = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w0"]
+    worker = subprocess.Popen([*command, "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    processes.append(worker)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+    finally:
+        client.close()
+    coordinator.kill()
+    coordinator.wait(timeout=10)
+    stopped = time.monotonic()
+    worker.terminate()
+    said = worker.communicate(timeout=30)[1].decode()
+    assert time.monotonic() - stopped < 10 and worker.returncode == 0, said
+    assert f"hop worker w0: stopped; no answer from the coordinator at {address} within 2 s: it declares this " in said
+    assert "worker lost once its heartbeat timeout passes (no task was running)" in said, said
