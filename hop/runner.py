@@ -77,8 +77,8 @@ class ProgressDisplay:
             ]
 
     def update(self, status: dict[str, Any]) -> None:
-        job_id = status["job_id"]
-        if self.enabled and not self._named:
+        job_id = status.get("job_id", "job")  # (a coordinator's status names it; a made-up one may not)
+        if self.enabled and not self._named and "job_id" in status:
             self._named = True
             self._say(f"hop: {self.label}{job_id} submitted (hop status {job_id} --coordinator {self.address})")
         alive = status.get("workers_alive")
