@@ -227,7 +227,10 @@ class Client:
         return job_id
 
     def status(self, job_id: str) -> dict[str, Any]:
-        return self.request("status", job_id=job_id)
+        """A job's progress (and ``report`` once it ended), as ``hop status JOB_ID`` prints it."""
+        reply = self.request("status", job_id=job_id)
+        reply.pop("type", None)  # (the message's, not the job's)
+        return reply
 
     def follow(self, job_id: str, wait: float = 0.0) -> dict[str, Any]:
         """The status of a job known to be running on this coordinator (it was submitted, or reported running),

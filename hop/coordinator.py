@@ -20,6 +20,7 @@ import shutil
 import sys
 import time
 import traceback
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ from hop.protocol import close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
-from monitoring.events import ClusterEvents
+from monitoring.events import ClusterEvents, advertised_host
 
 HEARTBEAT_TIMEOUT = 5.0
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
@@ -198,10 +199,11 @@ class Coordinator:
     def handle(self, identity: bytes, msg: dict[str, Any]) -> None:
         kind = msg["type"]
         sender = self.workers.get(msg.get("worker", ""))
-        if sender is not None and not sender.alive and kind != "register":
+        if sender is not None and not sender.alive and kind not in ("register", "leaving"):
             # Declared lost (missed heartbeats: stopped, starved or cut off) and heard from again. Its attempts were
             # rescheduled, so it must drop everything it runs and register afresh (Hadoop reinitialises a lost
-            # tracker the same way); shutting it down would shrink the cluster for good over a pause.
+            # tracker the same way); shutting it down would shrink the cluster for good over a pause. One that
+            # leaves is answered (on_leaving): it is going anyway, and says so.
             self._send(identity, "reinit", incarnation=sender.incarnation)
             return
         handler = getattr(self, f"on_{kind}", None)
@@ -266,6 +268,22 @@ class Coordinator:
                     self._send(
                         identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt, address=address
                     )
+
+    def on_leaving(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A standalone worker stopped on its own (Ctrl-C, SIGTERM): it is lost now, its attempts running again
+        elsewhere at once rather than after the heartbeat timeout. A ``left`` answer lets it say so."""
+        worker = self.workers.get(msg["worker"])
+        if worker is not None and worker.alive and worker.incarnation == msg.get("incarnation"):
+            silent = time.time() - worker.last_seen
+            self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2), left=True)
+            if not embedded():
+                print(
+                    f"hop coordinator: worker {worker.name} stopped; its running tasks run again on other workers",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self._worker_lost(worker, time.time())
+        self._send(identity, "left")
 
     def on_samples_at(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A restarted worker now publishes its samples where its predecessor did (see ``on_register``)."""
@@ -413,9 +431,44 @@ class Coordinator:
     def _send_status(self, identity: bytes, job: JobState) -> None:
         status = job.progress()
         status["workers_alive"] = sum(w.alive for w in self.workers.values())
+        waiting = self._slots_held_from(job)
+        if waiting is not None:
+            status["waiting"] = waiting
         if job.state != "running":
             status["report"] = job.report()
         self._send(identity, "status", **status)
+
+    def _slots_held_from(self, job: JobState) -> dict[str, Any] | None:
+        """Why a batch job's pending tasks of a kind wait for ever, when continuous jobs hold every slot of that kind:
+        their tasks run until stopped and take map and reduce slots once no stream slot is free (when the job
+        starts, or when a lost worker's tasks start again elsewhere). ``{"kind", "tasks": waiting, "slots": of that
+        kind on the live workers, "held_by": [continuous job ids]}`` (``hop.runner.waiting_note`` words it), or None:
+        a task waiting for a slot that a batch task holds gets it when that task ends."""
+        if job.windows is not None:
+            return None
+        alive = [w for w in self.workers.values() if w.alive]
+        names = {w.name for w in alive}
+        for kind in ("map", "reduce"):
+            waiting = len(job.pending(kind))
+            if not waiting or not alive or any(w.free(kind) > 0 for w in alive):
+                continue
+            holders = {
+                other.spec.job_id: held
+                for other in self.jobs.values()
+                if other.windows is not None
+                and other.state == "running"
+                and (
+                    held := sum(
+                        a.live and a.pool == kind and a.worker in names
+                        for task in other.tasks(kind)
+                        for a in task.attempts
+                    )
+                )
+            }
+            slots = sum(getattr(w, f"{kind}_slots") for w in alive)
+            if sum(holders.values()) >= slots:
+                return {"kind": kind, "tasks": waiting, "slots": slots, "held_by": sorted(holders)}
+        return None
 
     # Pipelines (hop.pipe) ---------------------------------------------------------------------------------------
     def _upstream_of(self, spec: JobSpec) -> JobState | None:
@@ -789,6 +842,13 @@ class Coordinator:
         self._send(identity, "bye")
         self.running = False
         self.stop_workers = True
+        if not embedded():  # a standalone coordinator says why it ends, as its workers do
+            alive = sum(worker.alive for worker in self.workers.values())
+            print(
+                f"hop coordinator: shut down by hop shutdown; its {alive} worker(s) stop too",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _job_for(self, msg: dict[str, Any]) -> JobState | None:
         return self.jobs.get(msg.get("job_id", ""))
@@ -1156,8 +1216,8 @@ class Coordinator:
         return max(candidates, key=lambda w: (w.name not in avoid, w.free(pool)))
 
     def _assign(self, job: JobState, kind: str, index: int, worker: WorkerInfo, pool: str | None = None) -> None:
-        attempt = job.assign(kind, index, worker.name)
         pool = pool or kind
+        attempt = job.assign(kind, index, worker.name, pool)
         worker.take(pool)
         fields: dict[str, Any] = {
             "job": job.spec.to_wire(),
@@ -1201,6 +1261,13 @@ class Coordinator:
                 worker.heartbeat_late = False
             if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
                 self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
+                if not embedded():
+                    print(
+                        f"hop coordinator: worker {worker.name} lost (silent {silent:.1f} s); its running tasks run "
+                        "again on other workers",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 self._worker_lost(worker, now)
 
     def _worker_lost(self, worker: WorkerInfo, now: float) -> None:
@@ -1257,6 +1324,21 @@ def main(argv: list[str] | None = None) -> int:
     return run(args.bind, args.heartbeat_timeout, lambda address: print(address, flush=True), args.keep_jobs)
 
 
+def _name_the_reachable_address(address: str) -> None:
+    """A coordinator bound on every interface (``tcp://0.0.0.0:PORT``) announces that address, which other hosts
+    cannot connect to: say on stderr the one they use, by this host's name, as its workers' samples name it."""
+    parsed = urllib.parse.urlsplit(address)
+    if parsed.scheme != "tcp" or parsed.hostname not in ("0.0.0.0", "::", "*"):
+        return
+    reachable = f"tcp://{advertised_host('*')}:{parsed.port}"
+    print(
+        f"hop coordinator: listening on every interface; workers and clients connect to {reachable} (this host's "
+        f"name), e.g. hop worker --coordinator {reachable}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], keep_jobs: int = KEEP_JOBS) -> int:
     """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
     ignore_stop_signals()
@@ -1266,6 +1348,8 @@ def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], ke
         print(f"hop coordinator: error: cannot listen on {bind}: {error}", file=sys.stderr, flush=True)
         return 2
     announce(coordinator.address)
+    if not embedded():
+        _name_the_reachable_address(coordinator.address)
     with contextlib.suppress(KeyboardInterrupt):
         coordinator.serve()
     return 0

@@ -46,15 +46,25 @@ class ProgressDisplay:
 
     On a terminal: two tqdm bars, redrawn up to ten times a second. Elsewhere (a log file, a pipe, CI) a plain line
     every few seconds and one at the end: bars written there come out as cursor-movement escapes.
+
+    Enabled, it first names the job and how to follow it (``hop status``), so that a job on a cluster can be looked
+    at, or stopped, while it runs, and it says when the cluster loses a worker (its progress then goes back). A
+    status's ``waiting`` (why the job's tasks wait for ever, ``Coordinator._slots_held_from``) is printed once each
+    time it changes, disabled or not: a job that waits must say why. ``address`` is the coordinator's, for the
+    commands these lines give.
     """
 
-    def __init__(self, enabled: bool, label: str = "") -> None:
+    def __init__(self, enabled: bool, label: str = "", address: str = "ADDRESS") -> None:
         self.enabled = enabled
         self.label = label
+        self.address = address
         self._bars: list[Any] = []
         terminal = sys.stderr.isatty()
         self._interval = 0.1 if terminal else 5.0
         self._last = 0.0
+        self._waiting: dict[str, Any] | None = None
+        self._named = False
+        self._workers_alive: int | None = None
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
@@ -67,6 +77,22 @@ class ProgressDisplay:
             ]
 
     def update(self, status: dict[str, Any]) -> None:
+        job_id = status.get("job_id", "job")  # (a coordinator's status names it; a made-up one may not)
+        if self.enabled and not self._named and "job_id" in status:
+            self._named = True
+            self._say(f"hop: {self.label}{job_id} submitted (hop status {job_id} --coordinator {self.address})")
+        alive = status.get("workers_alive")
+        if self.enabled and alive is not None and self._workers_alive is not None and alive < self._workers_alive:
+            self._say(
+                f"hop: {self.label}{job_id}: the cluster lost {self._workers_alive - alive} worker(s), {alive} left: "
+                f"the job's tasks that ran there run again (hop status --coordinator {self.address} lists the workers)"
+            )
+        if alive is not None:
+            self._workers_alive = alive
+        waiting = status.get("waiting")
+        if waiting is not None and waiting != self._waiting:
+            self._say(f"hop: {self.label}{job_id}: {waiting_note(waiting, self.address)}")
+        self._waiting = waiting
         if not self.enabled:
             return
         now = time.monotonic()
@@ -93,9 +119,27 @@ class ProgressDisplay:
         for bar in self._bars:
             bar.refresh()
 
+    def _say(self, line: str) -> None:
+        """``line`` on stderr, above the bars if there are any."""
+        if self._bars:
+            self._bars[0].write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
     def close(self) -> None:
         for bar in self._bars:
             bar.close()
+
+
+def waiting_note(waiting: dict[str, Any], address: str) -> str:
+    """A job status's ``waiting`` in words, with the commands that end the wait on the cluster at ``address``."""
+    kind, held_by = waiting["kind"], waiting["held_by"]
+    stop = " and ".join(f"hop stop {job_id} --coordinator {address}" for job_id in held_by)
+    return (
+        f"{waiting['tasks']} {kind} task(s) wait: all {waiting['slots']} {kind} slots of the live workers are held "
+        f"until stopped by continuous job {' and '.join(held_by)}, whose tasks found no free stream slot. Start "
+        f"another worker (hop worker --coordinator {address}), or stop that job ({stop})"
+    )
 
 
 def build_spec(job_class: type[Job], inputs: list[str], output: str, **settings: Any) -> JobSpec:
@@ -193,7 +237,7 @@ def run_steps(
                 overwrite=True,
             )
             label = f"step {step + 1}/{num_steps} " if num_steps > 1 else ""
-            display = ProgressDisplay(progress, label)
+            display = ProgressDisplay(progress, label, client.address)
             try:
                 job_id = client.submit(spec)
                 status = _wait(client, job_id, display.update, deadline, timeout)
@@ -391,7 +435,7 @@ def run_pipeline(
             job_ids.append(client.submit(spec))
         for number, job_id in enumerate(job_ids):
             label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
-            display = ProgressDisplay(progress, label)
+            display = ProgressDisplay(progress, label, client.address)
             try:
                 status = _wait(client, job_id, display.update, deadline, timeout)
             finally:

@@ -50,6 +50,8 @@ class Attempt:
     index: int
     attempt: int
     worker: str
+    pool: str = ""
+    """The worker's slots it runs in: ``kind``'s, or ``"stream"`` for a continuous job's task in a stream slot."""
     pid: int | None = None
     start: float | None = None
     end: float | None = None
@@ -318,9 +320,10 @@ class JobState:
         return gone
 
     # Events ------------------------------------------------------------------------------------------------
-    def assign(self, kind: str, index: int, worker: str) -> Attempt:
+    def assign(self, kind: str, index: int, worker: str, pool: str | None = None) -> Attempt:
+        """A new attempt of task ``index`` of ``kind`` on ``worker``, in its ``pool`` slots (default ``kind``'s)."""
         task = self.tasks(kind)[index]
-        attempt = Attempt(kind, index, len(task.attempts), worker, resumed_from=task.resume)
+        attempt = Attempt(kind, index, len(task.attempts), worker, pool or kind, resumed_from=task.resume)
         task.attempts.append(attempt)
         return attempt
 

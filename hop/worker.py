@@ -42,6 +42,8 @@ LAST_WORDS_SECONDS = 0.2
 """How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 UNANSWERED_REGISTRATION_SECONDS = 10.0
 """How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
+LEAVE_ANSWER_SECONDS = 2.0
+"""How long a standalone worker stopped on its own waits for the coordinator to take note (``Worker._leave``)."""
 ENDED_JOBS_KEPT = 1000
 """How many ended jobs a worker remembers, to drop the spills their killed maps sent just before the end."""
 COORDINATOR_SEND_STEP_MS = 1000
@@ -151,6 +153,8 @@ class Worker:
         """The latest jobs that ended here (insertion order, at most ``ENDED_JOBS_KEPT``): a spill of one of them
         still on its way when its files were deleted is dropped (it counts for nothing now)."""
         self.running = True
+        self.shut_down = False
+        """The coordinator ended this worker (``hop shutdown``): it needs no word that the worker leaves."""
         self.publisher: SamplePublisher | None = None
         if sample_interval > 0:
             # The cluster monitor's input: this host's and this worker's metrics (monitoring.publisher).
@@ -320,7 +324,7 @@ class Worker:
         elif kind == "shutdown":
             if not embedded():  # a standalone worker: say why it ends
                 print(f"hop worker {self.name}: the coordinator shut the cluster down", file=sys.stderr, flush=True)
-            self.running = False
+            self.running, self.shut_down = False, True
 
     def _registered(self) -> None:
         """The coordinator took the registration: a standalone worker says so (its only sign of life)."""
@@ -527,7 +531,37 @@ class Worker:
                     if orphaned():
                         self.running = False
         finally:
-            self.close()
+            try:
+                self._leave()
+            finally:
+                self.close()
+
+    def _leave(self) -> None:
+        """A standalone worker stopped on its own (Ctrl-C, SIGTERM) tells the coordinator, which runs its attempts
+        again elsewhere at once instead of after the heartbeat timeout, and says what became of its tasks. It waits
+        ``LEAVE_ANSWER_SECONDS`` at most for the answer: a coordinator that is gone learns nothing it needs."""
+        if embedded() or self.shut_down or self.unanswered_since is not None:
+            return  # stopped with its embedded cluster or by the coordinator, or never registered
+        tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
+        answered = False
+        with contextlib.suppress(zmq.ZMQError):
+            self.coordinator.send(message("leaving", worker=self.name, incarnation=self.incarnation), zmq.NOBLOCK)
+            deadline = time.monotonic() + LEAVE_ANSWER_SECONDS
+            while not answered and (left := deadline - time.monotonic()) > 0:
+                if self.coordinator.poll(int(left * 1000) + 1):
+                    answered = unpack(self.coordinator.recv())["type"] == "left"
+        coordinator = f"the coordinator at {self.coordinator_address}"
+        if not answered:
+            then = f", and runs its {tasks} running task(s) again then" if tasks else " (no task was running)"
+            said = (
+                f"no answer from {coordinator} within {LEAVE_ANSWER_SECONDS:.0f} s: it declares this worker lost "
+                f"once its heartbeat timeout passes{then}"
+            )
+        elif tasks:
+            said = f"{coordinator} runs its {tasks} running task(s) again on other workers"
+        else:
+            said = f"{coordinator} knows (no task was running)"
+        print(f"hop worker {self.name}: stopped; {said}", file=sys.stderr, flush=True)
 
     def _engine_metrics(self) -> dict[str, float]:
         """This worker's engine metrics for the monitor (``monitoring.sampler.engine_metric_names``)."""

@@ -13,9 +13,9 @@ Prometheus series; ``hop worker --host-label``), so faults and workers join them
 address peers reach the worker at.
 
 Faults are task failures (``task_failed``), workers silent for three heartbeats (``heartbeat_missed``), workers
-declared lost (``worker_lost``), lost workers that registered again (``worker_rejoined``) and live workers whose name
-a new process registered under (``worker_replaced``: the old one's attempts are lost); the monitor shows them as
-annotations. The last ``KEEP_FAULTS`` are also kept for
+declared lost (``worker_lost``; with ``left`` true, one that said it was stopped), lost workers that registered again
+(``worker_rejoined``) and live workers whose name a new process registered under (``worker_replaced``: the old one's
+attempts are lost); the monitor shows them as annotations. The last ``KEEP_FAULTS`` are also kept for
 ``Client.cluster()``.
 """
 

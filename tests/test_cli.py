@@ -1104,6 +1104,11 @@ def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: Local
     assert overview["workers"] and all(worker["alive"] for worker in overview["workers"])
     mine = [job for job in overview["jobs"] if job["output"] == str(tmp_path / "out")]
     assert len(mine) == 1 and mine[0]["state"] == "succeeded" and mine[0]["name"] == "WordCount"
+    result = hop("status", mine[0]["job_id"], "--coordinator", cluster.address)
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["state"] == "succeeded" and status["report"]["status"] == "succeeded", status
+    assert "type" not in status, status  # the protocol message's field, which it printed as the job's
 
 
 @pytest.mark.parametrize("blocking", [[], ["--blocking"]], ids=["pipelined", "blocking"])
@@ -1206,6 +1211,38 @@ def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path)
     assert "Traceback" not in result.stderr, result.stderr
 
 
+def test_a_coordinator_bound_on_every_interface_names_the_address_other_hosts_use() -> None:
+    """``hop coordinator --bind tcp://0.0.0.0:PORT``, as the README's cluster section starts it, printed only
+    ``tcp://0.0.0.0:PORT``, which a worker on another host cannot connect to: it names the address by this host's
+    name too, and a client reaches it there."""
+    from hop.client import Client
+
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", "tcp://0.0.0.0:*"]
+    coordinator = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert coordinator.stdout is not None
+        announced = coordinator.stdout.readline().strip()  # (empty if it exited)
+        assert announced.startswith("tcp://0.0.0.0:"), coordinator.communicate(timeout=30)[1]
+        reachable = f"tcp://{socket.gethostname()}:{announced.rsplit(':', 1)[1]}"
+        client = Client(reachable, timeout=10)
+        try:
+            assert client.workers() == []
+            client.shutdown()
+        finally:
+            client.close()
+        said = coordinator.communicate(timeout=30)[1]  # (read once it ended: a missing line must not hang the test)
+        assert coordinator.returncode == 0, said
+    finally:
+        if coordinator.poll() is None:
+            coordinator.kill()
+            coordinator.communicate(timeout=30)
+    assert (
+        f"hop coordinator: listening on every interface; workers and clients connect to {reachable} (this host's "
+        f"name), e.g. hop worker --coordinator {reachable}\n"
+    ) in said, said
+    assert said.endswith("hop coordinator: shut down by hop shutdown; its 0 worker(s) stop too\n"), said
+
+
 def test_a_coordinator_binds_a_network_interface_by_name(tmp_path: Path) -> None:
     """``hop coordinator --bind tcp://lo:PORT`` (an interface name, which ZeroMQ binds as its address) listened on
     127.0.0.1 until the check for host names that do not resolve refused it ("host 'lo' does not resolve")."""
@@ -1260,6 +1297,19 @@ def test_a_coordinator_host_that_does_not_resolve_is_named_at_once(tmp_path: Pat
     result = hop("coordinator", "--bind", address, cwd=tmp_path, timeout=8)  # ZeroMQ said "No such device"
     assert result.returncode == 2, result.stderr
     assert f"cannot listen on {address}: {says}" in result.stderr and "0.0.0.0 for every interface" in result.stderr
+
+
+def test_the_readmes_placeholder_host_copied_as_it_stands_is_named_a_placeholder(tmp_path: Path) -> None:
+    """``hop worker --coordinator tcp://HOST:5555`` copied from the README said "host 'host' does not resolve"
+    (lower-cased) and to check the host name: it says HOST, as written, is a placeholder for the coordinator's."""
+    result = hop("worker", "--coordinator", "tcp://HOST:5555", cwd=tmp_path, timeout=8)
+    assert result.returncode == 2, result.stderr
+    assert (
+        "cannot reach coordinator tcp://HOST:5555: HOST is a placeholder (host 'HOST' does not resolve: "
+    ) in result.stderr, result.stderr
+    assert "put the coordinator's host name or IP address in its place" in result.stderr, result.stderr
+    result = hop("status", "--coordinator", "tcp://No-Such-Coordinator.invalid:5555", cwd=tmp_path, timeout=8)
+    assert "host 'No-Such-Coordinator.invalid' does not resolve" in result.stderr, result.stderr
 
 
 def test_an_address_where_nothing_listens_is_told_from_one_that_does_not_answer(tmp_path: Path) -> None:
@@ -1545,3 +1595,36 @@ def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFix
     text = " ".join(capsys.readouterr().out.split())
     for stated in ("(default 4)", "(default 128MB)", "(default 256MB)", "(default 1MB, at least 64KB", "0.95)"):
         assert stated in text, stated
+
+
+def test_the_progress_display_first_names_the_job_and_how_to_follow_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hop submit`` named its job only once it ended, so a user could not ``hop status`` or ``hop stop`` it while
+    it ran without listing the cluster's jobs first: the progress display names it at once, with the command."""
+    from hop.runner import ProgressDisplay
+
+    status = {"job_id": "job-1", "state": "running", "map_fraction": 0.0, "reduce_fraction": 0.0}
+    status |= {"maps_done": 0, "maps_total": 2, "reduces_done": 0, "reduces_total": 1, "input_records": 0}
+    display = ProgressDisplay(True, address="tcp://h:5555")
+    display.update({**status, "map_seconds": 0.0})
+    display.update({**status, "map_seconds": 0.1})
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == "hop: job-1 submitted (hop status job-1 --coordinator tcp://h:5555)", said
+    assert sum("submitted" in line for line in said) == 1, said
+    ProgressDisplay(False, address="tcp://h:5555").update({**status, "map_seconds": 0.0})  # --quiet
+    assert capsys.readouterr().err == ""
+
+
+def test_the_progress_display_says_when_the_cluster_loses_a_worker(capsys: pytest.CaptureFixture[str]) -> None:
+    """A worker lost mid-job sent ``hop submit``'s progress back (95% to 80% of the maps) without a word."""
+    from hop.runner import ProgressDisplay
+
+    status = {"job_id": "job-1", "state": "running", "map_fraction": 0.5, "reduce_fraction": 0.0, "map_seconds": 1}
+    status |= {"maps_done": 1, "maps_total": 2, "reduces_done": 0, "reduces_total": 1, "input_records": 9}
+    display = ProgressDisplay(True, address="tcp://h:5555")
+    for alive in (2, 2, 1, 1):
+        display.update({**status, "workers_alive": alive})
+    said = [line for line in capsys.readouterr().err.splitlines() if "lost" in line]
+    assert said == [
+        "hop: job-1: the cluster lost 1 worker(s), 1 left: the job's tasks that ran there run again (hop status "
+        "--coordinator tcp://h:5555 lists the workers)"
+    ], said

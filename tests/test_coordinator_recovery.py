@@ -353,6 +353,71 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["term", "int"])
+def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exactly_at_once(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
+) -> None:
+    """A ``hop worker`` stopped by Ctrl-C or SIGTERM while it runs a job's tasks ended without a word, and its
+    coordinator ran them again only once the heartbeat timeout passed (here 60 s): it now says it leaves, the
+    coordinator runs its attempts again elsewhere at once, and the worker says what became of them."""
+    address = f"ipc://{tmp_path}/coordinator"
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout", "60"]
+    coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
+    processes.append(coordinator)
+    processes.append(_worker(address, "w0", tmp_path))
+    leaving = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w1", "--map-slots", "1"]
+    w1 = subprocess.Popen([*leaving, "--reduce-slots", "2", "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    processes.append(w1)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: sum(w["alive"] for w in client.workers()) == 2, 30, "both workers registered")
+        output = tmp_path / "out"
+        thread, outcome = _run_in_thread(address, "slow_map", source, output, num_reduces=2, split_size=50_000)
+        _wait_for(lambda: _maps_running(client, on="w1"), 30, "a map runs on w1")
+        w1.send_signal(stop)
+        stopped = time.monotonic()
+        _wait_for(lambda: not {w["name"]: w["alive"] for w in client.workers()}["w1"], 10, "w1 known gone")
+        assert time.monotonic() - stopped < 10, "long before the heartbeat timeout"
+        thread.join(timeout=60)
+        faults = [f for f in client.cluster()["faults"] if f.get("worker") == "w1"]
+    finally:
+        client.close()
+    assert not thread.is_alive() and "report" in outcome, outcome
+    assert output_dict(tmp_path / "out") == word_counts(source)
+    assert any(a["worker"] == "w1" and a["status"] != "succeeded" for a in outcome["report"]["attempts"])
+    assert [f["kind"] for f in faults] == ["worker_lost"] and faults[0]["left"], faults
+    said = w1.communicate(timeout=30)[1].decode()
+    assert w1.returncode == 0, said
+    assert f"hop worker w1: stopped; the coordinator at {address} runs its " in said, said
+    assert " running task(s) again on other workers" in said and "Traceback" not in said, said
+    coordinator.terminate()
+    told = coordinator.communicate(timeout=30)[1].decode()
+    assert "hop coordinator: worker w1 stopped; its running tasks run again on other workers\n" in told, told
+
+
+def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker killed outright: the coordinator's terminal said nothing when it declared it lost and ran its tasks
+    again, and its user could not tell why a job slowed down; it names the worker and how long it was silent."""
+    address = f"ipc://{tmp_path}/coordinator"
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout", "1"]
+    coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
+    processes.append(coordinator)
+    processes.append(_worker(address, "w0", tmp_path))
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        processes[-1].kill()
+        _wait_for(lambda: not client.workers()[0]["alive"], 30, "w0 declared lost")
+    finally:
+        client.close()
+    coordinator.terminate()
+    told = coordinator.communicate(timeout=30)[1].decode()
+    assert "hop coordinator: worker w0 lost (silent " in told, told
+    assert " s); its running tasks run again on other workers\n" in told, told
+
+
 def test_a_worker_restarted_under_its_name_publishes_its_samples_where_the_old_one_did(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -417,3 +482,55 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
     assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]
     for process in processes:
         assert process.wait(timeout=30) == 0, process.args
+
+
+def test_a_worker_already_found_lost_that_is_then_stopped_is_answered(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker paused past the heartbeat timeout (declared lost) and then stopped: its word that it leaves got a
+    ``reinit`` instead of an answer, and it said the coordinator did not answer, 2 s later."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout"]
+    processes.append(subprocess.Popen([*coordinator, "1"]))
+    command = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w0"]
+    worker = subprocess.Popen([*command, "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    processes.append(worker)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        worker.send_signal(signal.SIGSTOP)
+        try:
+            _wait_for(lambda: not client.workers()[0]["alive"], 30, "w0 declared lost")
+            worker.send_signal(signal.SIGTERM)  # (taken once it runs again)
+        finally:
+            worker.send_signal(signal.SIGCONT)
+    finally:
+        client.close()
+    said = worker.communicate(timeout=30)[1].decode()
+    assert f"hop worker w0: stopped; the coordinator at {address} knows" in said, said
+    assert "no answer" not in said, said
+
+
+def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_ends(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker stopped while no coordinator listens waits at most ``LEAVE_ANSWER_SECONDS`` for the answer to its
+    word that it leaves, then ends, saying what the coordinator will do."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes)
+    command = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w0"]
+    worker = subprocess.Popen([*command, "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    processes.append(worker)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+    finally:
+        client.close()
+    coordinator.kill()
+    coordinator.wait(timeout=10)
+    stopped = time.monotonic()
+    worker.terminate()
+    said = worker.communicate(timeout=30)[1].decode()
+    assert time.monotonic() - stopped < 10 and worker.returncode == 0, said
+    assert f"hop worker w0: stopped; no answer from the coordinator at {address} within 2 s: it declares this " in said
+    assert "worker lost once its heartbeat timeout passes (no task was running)" in said, said

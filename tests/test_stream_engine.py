@@ -30,7 +30,7 @@ import zmq
 from hop.client import Client
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec
+from hop.runner import ProgressDisplay, build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
 from hop.stream.windows import WindowSpec
@@ -1394,6 +1394,71 @@ def test_a_continuous_job_larger_than_the_stream_slots_overflows_into_map_and_re
     for _, rows in read_windows(tmp_path / "out").values():
         totals.update(rows)
     assert totals == Counter({"a": 600, "b": 1200, "c": 600})
+
+
+def test_a_batch_job_waiting_for_slots_a_continuous_job_holds_says_so_and_runs_once_it_stops(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A continuous job whose sources found no free stream slot holds every map slot (as after a worker was lost):
+    a batch job submitted then would wait for ever, silently. Its status says why (``waiting``), naming the
+    continuous job and what to do, and the progress display prints that once; stopped, the continuous job gives
+    the slots back and the batch job finishes, exact."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a b\nb c\n" * 300)
+    text = tmp_path / "batch.txt"
+    text.write_text("alpha beta\nbeta gamma gamma\n" * 500)
+    with LocalCluster(workers=1, map_slots=2, reduce_slots=1, stream_slots=1) as local:
+        client = Client(local.address, timeout=30)
+        stream_client = Client(local.address, timeout=30)
+        submitted: list[str] = []
+        sources = [f"replay:{lines}?rate=400&loop=1"] * 2
+        spec = build_spec(
+            load_job_file(job_path("stream_wordcount")),
+            [],
+            str(tmp_path / "stream"),
+            num_reduces=1,
+            options={"stream": stream_options(sources, "1s", None)},
+        )
+        runner = threading.Thread(
+            target=run_stream,
+            args=(stream_client, spec),
+            kwargs={"progress": False, "timeout": 120, "view_interval": None, "on_submitted": submitted.append},
+        )
+        runner.start()
+        try:
+            deadline = time.monotonic() + 60
+            while not submitted or client.workers()[0]["free_map"] > 0:
+                assert time.monotonic() < deadline, "the continuous job's sources took no map slot"
+                time.sleep(0.1)
+            batch = build_spec(
+                load_job_file(job_path("wordcount")), [str(text)], str(tmp_path / "batch"), num_reduces=1
+            )
+            job_id = client.submit(batch)
+            deadline = time.monotonic() + 10
+            while "waiting" not in (status := client.status(job_id)):
+                assert time.monotonic() < deadline, f"the batch job's status never said why it waits: {status}"
+                time.sleep(0.1)
+            assert status["waiting"] == {"kind": "map", "tasks": 1, "slots": 2, "held_by": [submitted[0]]}, status
+            display = ProgressDisplay(False, address=local.address)
+            display.update(status)
+            display.update(status)
+            assert capsys.readouterr().err == (
+                f"hop: {job_id}: 1 map task(s) wait: all 2 map slots of the live workers are held until stopped by "
+                f"continuous job {submitted[0]}, whose tasks found no free stream slot. Start another worker (hop "
+                f"worker --coordinator {local.address}), or stop that job (hop stop {submitted[0]} --coordinator "
+                f"{local.address})\n"
+            )
+            client.stop(submitted[0])
+            final = client.wait(job_id, timeout=60)
+            assert final["state"] == "succeeded", final
+            assert output_dict(tmp_path / "batch") == {"alpha": 500, "beta": 1000, "gamma": 1000}
+        finally:
+            if submitted:
+                client.stop(submitted[0])
+            runner.join(timeout=60)
+            stream_client.close()
+            client.close()
+    assert not runner.is_alive()
 
 
 def test_an_exception_in_uncombine_fails_the_job_naming_the_key_with_the_users_traceback(tmp_path: Path) -> None:

@@ -149,8 +149,10 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
     assert status == 404 and "no job job-nope" in body["error"]
     status, body = get_json(web.url + "api/jobs/job-nope/snapshots?after=x")
     assert status == 400 and "after must be an integer" in body["error"]
-    status, body = get_json(web.url + "api/nothing-here")
-    assert status == 404 and body["error"]
+    for path in ("api/nothing-here", "api/"):  # (README: "the same data is JSON under /api/")
+        status, body = get_json(web.url + path)
+        assert status == 404 and body["error"].startswith(f"no page /{path}; the JSON API: GET /api/workers, "), body
+        assert "GET /api/jobs/{job_id}/results" in body["error"] and "POST /api/jobs/{job_id}/stop" in body["error"]
     status, body = get_json(web.url + "api/events?job=job-nope")
     assert status == 404
 

@@ -123,6 +123,11 @@ def unresolved_coordinator(address: str) -> str | None:
     if unresolved is None:
         return None
     host, reason = unresolved
+    if host in PLACEHOLDER_HOSTS:  # copied from the README's commands as they stand
+        return (
+            f"cannot reach coordinator {address}: {host} is a placeholder (host {host!r} does not resolve: "
+            f"{reason}); put the coordinator's host name or IP address in its place"
+        )
     return (
         f"cannot reach coordinator {address}: host {host!r} does not resolve ({reason}); check the host name, or give "
         "the coordinator's IP address"
@@ -154,24 +159,27 @@ def _interface_names() -> set[str]:
         return set()
 
 
+PLACEHOLDER_HOSTS = frozenset({"HOST", "HOSTNAME", "ADDRESS", "ADDR"})
+"""Host names the documentation writes for the user's own (``tcp://HOST:5555``), which a copied command keeps."""
 TRANSIENT_RESOLVER_ERRORS = frozenset({socket.EAI_AGAIN})
 """A resolver that could not answer now (DNS not up yet, as when a worker starts with its host) is no usage error."""
 
 
 def unresolved_host(address: str) -> tuple[str, str] | None:
-    """The host of a ``tcp://HOST:PORT`` address and why it does not resolve, or None if it does (or is ``*``, an
-    IP address, or the address is not tcp), or if the resolver failed only for now."""
+    """The host of a ``tcp://HOST:PORT`` address as written and why it does not resolve, or None if it does (or is
+    ``*``, an IP address, or the address is not tcp), or if the resolver failed only for now."""
     parsed = urllib.parse.urlsplit(address)
     if parsed.scheme != "tcp" or not parsed.hostname or parsed.hostname == "*":
         return None
+    written = parsed.netloc.rsplit(":", 1)[0]  # (``hostname`` is lower-cased: the error names the host as given)
     try:
         socket.getaddrinfo(parsed.hostname, None, type=socket.SOCK_STREAM)
     except socket.gaierror as error:
         if error.errno in TRANSIENT_RESOLVER_ERRORS:  # the name may resolve in a moment: ZeroMQ retries it
             return None
-        return parsed.hostname, str(error.strerror)
+        return written, str(error.strerror)
     except UnicodeError as error:  # a label too long for IDNA
-        return parsed.hostname, str(error)
+        return written, str(error)
     return None
 
 

@@ -5,7 +5,8 @@ infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects
 ``±MAX_SAFE_INTEGER`` (2**53 - 1: a window or pane number of a stamp far in the future, a large sum) is its decimal
 string, since ``JSON.parse`` would round it to the nearest double; a row of a ``rows`` list that holds such ints, in
 its key or value or anywhere inside them, lists where in ``big_ints``: each a path of keys and list indexes from the
-row, e.g. ``[["value"], ["key", 1]]``, so that a page tells them from strings):
+row, e.g. ``[["value"], ["key", 1]]``, so that a page tells them from strings; a path no route serves gets a 404
+naming every API route):
 
 - ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
@@ -101,6 +102,8 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     except web.HTTPException as error:
         if error.status < 400:
             raise
+        if error.status == 404 and request.match_info.route.resource is None:  # no route (a handler's has a reason)
+            return _error(404, f"no page {request.path}; the JSON API: {', '.join(_api_routes(request.app))}")
         return _error(error.status, error.reason or "error")
     except UnknownJob as error:
         return _error(404, str(error))
@@ -108,6 +111,15 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return _error(503, str(error))
     except Exception as error:  # a bug must not show a traceback page
         return _error(500, f"internal error: {type(error).__name__}")
+
+
+def _api_routes(app: web.Application) -> list[str]:
+    """``METHOD /api/...`` for every API route of ``app``, in the order they were added."""
+    return [
+        f"{route.method} {route.resource.canonical}"
+        for route in app.router.routes()
+        if route.resource is not None and route.resource.canonical.startswith("/api/") and route.method != "HEAD"
+    ]
 
 
 def _source(request: web.Request) -> CoordinatorSource:
