@@ -242,6 +242,16 @@ def test_killing_a_worker_mid_pipeline_keeps_the_result_exact(tmp_path: Path) ->
     assert any(a["status"] in ("failed", "lost", "killed") for a in attempts), "the kill cost some attempts"
 
 
+def map_running(client: Client, worker: str) -> bool:
+    """Whether a running job has a map running on ``worker``."""
+    jobs = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
+    return any(
+        task["kind"] == "map" and task["state"] == "running" and task.get("worker") == worker
+        for job_id in jobs
+        for task in client.job(job_id)["tasks"]
+    )
+
+
 def pipeline_specs_for(source: Path, output: Path, *jobs: str) -> list[JobSpec]:
     return [
         build_spec(load_job_file(job_path(job)), [str(source)], str(output), num_reduces=2, split_size=1 << 19)
@@ -265,11 +275,20 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
         paused = cluster.workers[1]
 
         def pause() -> None:
+            # Once local-1 runs a map (a fixed delay could pause it before it had any on a loaded machine, and the
+            # pause would then cost no attempt).
+            watcher = Client(cluster.address, timeout=30)
+            try:
+                deadline = time.monotonic() + 30
+                while not map_running(watcher, "local-1") and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            finally:
+                watcher.close()
             paused.send_signal(signal.SIGSTOP)
             time.sleep(2.5)  # 2.5 heartbeat timeouts
             paused.send_signal(signal.SIGCONT)
 
-        pauser = threading.Timer(0.5, pause)
+        pauser = threading.Thread(target=pause, name="pauser")
         pauser.start()
         try:
             first = run_job(client, "slow_map", [source], tmp_path / "first", num_reduces=2, split_size=100_000)
