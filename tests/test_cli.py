@@ -1121,14 +1121,14 @@ def test_two_runs_cannot_write_one_output_directory(tmp_path: Path) -> None:
     """Two ``hop run``s started together (each with its own embedded cluster) both found the new output empty and
     both wrote it. The second is refused while the first runs; once the first has ended (here: killed) the
     directory is free again."""
-    import signal
-    import time
+    import psutil
 
     from hop.gen.text import generate_text
 
     generate_text(tmp_path / "in.txt", 2_000_000, seed=3, vocabulary=500)
     command = [sys.executable, "-m", "hop", "run", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out", "--quiet"]
     first = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    first_process = psutil.Process(first.pid)
     try:
         deadline = time.monotonic() + 30
         while not (tmp_path / "out").exists():
@@ -1139,11 +1139,14 @@ def test_two_runs_cannot_write_one_output_directory(tmp_path: Path) -> None:
         assert second.returncode == 2, second.stderr
         assert "out is being written by another hop run on this machine; wait for it" in second.stderr, second.stderr
         assert first.poll() is None, "the first run goes on"
+        first_run = [first_process, *first_process.children(recursive=True)]  # hop run and its embedded cluster
         first.send_signal(signal.SIGKILL)
     finally:
         first.kill()
         first.communicate(timeout=30)
-    time.sleep(0.5)  # its embedded cluster notices it is orphaned and ends
+    # Its embedded cluster notices it is orphaned and ends (waited for: it has no fixed time on a loaded machine).
+    _, alive = psutil.wait_procs(first_run, timeout=30)
+    assert not alive, [process.pid for process in alive]
     again = hop("run", wordcount, "in.txt", "-o", "out", "--overwrite", "--quiet", cwd=tmp_path)
     assert again.returncode == 0 and (tmp_path / "out" / "_SUCCESS").exists(), again.stderr
 
