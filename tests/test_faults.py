@@ -119,6 +119,16 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
         victims = rng.sample(cluster.workers, 2)
 
         def kill_later() -> None:
+            # Counted from a victim's first map (from the job's submission, a loaded machine could kill both
+            # before either ran anything, costing no attempt).
+            names = [f"local-{cluster.workers.index(victim)}" for victim in victims]
+            watcher = Client(cluster.address, timeout=30)
+            try:
+                deadline = time.monotonic() + 30
+                while not any(map_running(watcher, name) for name in names) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            finally:
+                watcher.close()
             for victim in victims:
                 time.sleep(rng.uniform(0.3, 1.2))
                 victim.kill()
@@ -128,7 +138,7 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
         try:
             report = run_job(client, "slow_map", [source], output, mode=mode, **settings)
         finally:
-            killer.join(timeout=10)
+            killer.join(timeout=40)
             client.close()
         assert all(victim.poll() is not None for victim in victims)
         clean = Client(cluster.address)
