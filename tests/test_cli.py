@@ -363,9 +363,10 @@ def _host_address() -> str:
 
 
 @contextlib.contextmanager
-def _standalone_cluster(coordinator_args: list[str], workers: int) -> Iterator[str]:
+def _standalone_cluster(coordinator_args: list[str], workers: int, spill_dir: Path) -> Iterator[str]:
     """``hop coordinator`` and ``hop worker`` processes (named w0, w1 ...; one map and one reduce slot each), as
-    on a cluster of hosts; yields the coordinator's address, then shuts them down and checks they ended."""
+    on a cluster of hosts, the workers' spill directories in ``spill_dir`` (a test's own, not the machine's temporary
+    directory); yields the coordinator's address, then shuts them down and checks they ended."""
     import select
 
     from hop.client import Client
@@ -383,6 +384,7 @@ def _standalone_cluster(coordinator_args: list[str], workers: int) -> Iterator[s
         address = coordinator.stdout.readline().strip()
         for i in range(workers):
             worker = ["worker", "--coordinator", address, "--name", f"w{i}", "--map-slots", "1", "--reduce-slots", "1"]
+            worker += ["--spill-dir", str(spill_dir)]
             started.append(subprocess.Popen([sys.executable, "-m", "hop", *worker]))
         yield address
     finally:
@@ -409,7 +411,7 @@ def test_cluster_mode_coordinator_worker_submit(tmp_path: Path) -> None:
     from hop.client import Client
 
     host = _host_address()  # bound on the host's own address, as on a cluster of hosts
-    with _standalone_cluster(["--bind", f"tcp://{host}:*"], workers=2) as address:
+    with _standalone_cluster(["--bind", f"tcp://{host}:*"], workers=2, spill_dir=tmp_path) as address:
         assert address.startswith(f"tcp://{host}:"), address
         watcher = Client(address, timeout=10)
         deadline = time.monotonic() + 30
@@ -437,7 +439,7 @@ def test_a_submit_without_reducers_runs_one_per_live_worker_of_the_cluster(tmp_p
     from hop.client import Client
 
     workers = 3 if os.cpu_count() != 3 else 2  # (unlike the cores, or the test would pass without the fix)
-    with _standalone_cluster([], workers=workers) as address:
+    with _standalone_cluster([], workers=workers, spill_dir=tmp_path) as address:
         watcher = Client(address, timeout=10)
         deadline = time.monotonic() + 30
         while len(watcher.workers()) < workers and time.monotonic() < deadline:
@@ -504,7 +506,7 @@ def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
     """A coordinator kept every job it ran (tasks, attempts, snapshot rows) for as long as it ran."""
     from hop.client import Client, JobRejected
 
-    with _standalone_cluster(["--keep-jobs", "2"], workers=1) as address:
+    with _standalone_cluster(["--keep-jobs", "2"], workers=1, spill_dir=tmp_path) as address:
         (tmp_path / "in.txt").write_text("x y x\n")
         job = str(ROOT / "jobs" / "wordcount.py")
         for number in range(4):

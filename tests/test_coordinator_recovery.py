@@ -327,6 +327,7 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
 
     def worker(stderr: Any) -> subprocess.Popen[bytes]:
         command = ["worker", "--coordinator", address, "--name", "w0", "--map-slots", "1", "--reduce-slots", "1"]
+        command += ["--spill-dir", str(tmp_path)]  # (not the machine's temporary directory)
         process = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=stderr)
         processes.append(process)
         return process
