@@ -23,7 +23,7 @@ from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, run_pipeline
-from tests.conftest import job_path, output_dict, run_job
+from tests.conftest import job_path, maps_running, output_dict, run_job
 
 POINTS = [
     ("map", "running"),
@@ -125,7 +125,7 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
             watcher = Client(cluster.address, timeout=30)
             try:
                 deadline = time.monotonic() + 30
-                while not any(map_running(watcher, name) for name in names) and time.monotonic() < deadline:
+                while not any(maps_running(watcher, name) for name in names) and time.monotonic() < deadline:
                     time.sleep(0.05)
             finally:
                 watcher.close()
@@ -252,16 +252,6 @@ def test_killing_a_worker_mid_pipeline_keeps_the_result_exact(tmp_path: Path) ->
     assert any(a["status"] in ("failed", "lost", "killed") for a in attempts), "the kill cost some attempts"
 
 
-def map_running(client: Client, worker: str) -> bool:
-    """Whether a running job has a map running on ``worker``."""
-    jobs = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
-    return any(
-        task["kind"] == "map" and task["state"] == "running" and task.get("worker") == worker
-        for job_id in jobs
-        for task in client.job(job_id)["tasks"]
-    )
-
-
 def pipeline_specs_for(source: Path, output: Path, *jobs: str) -> list[JobSpec]:
     return [
         build_spec(load_job_file(job_path(job)), [str(source)], str(output), num_reduces=2, split_size=1 << 19)
@@ -290,7 +280,7 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
             watcher = Client(cluster.address, timeout=30)
             try:
                 deadline = time.monotonic() + 30
-                while not map_running(watcher, "local-1") and time.monotonic() < deadline:
+                while not maps_running(watcher, "local-1") and time.monotonic() < deadline:
                     time.sleep(0.05)
             finally:
                 watcher.close()
