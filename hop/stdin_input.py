@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from hop.inputs import InputError
+from hop.lifetime import stop_signals_held
 from hop.spilldirs import make_scratch
 
 __all__ = ["STDIN", "stdin_as_file"]
@@ -46,11 +47,16 @@ def stdin_as_file(inputs: list[str], output: str, stream: BinaryIO | None = None
         )
     target = Path(output).absolute()
     beside = next(folder for folder in target.parents if folder.is_dir())  # (a run refused later leaves no folder)
-    folder = make_scratch(beside, target.name, "stdin")
-    path = folder / STDIN_FILE
+    folder: Path | None = None
     try:
+        # A Ctrl-C as the folder was made (its name taken, its owner not yet noted, or not yet held here) left it
+        # behind: it is held until the folder is known, then ends the run as usual, the folder removed below.
+        with stop_signals_held():
+            folder = make_scratch(beside, target.name, "stdin")
+        path = folder / STDIN_FILE
         with open(path, "wb") as file:
             shutil.copyfileobj(stream, file, 1 << 20)
         yield [str(path) if name == STDIN else name for name in inputs]
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
