@@ -216,7 +216,13 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert f"coordinator {address} no longer knows job job-" in stderr, stderr
     assert "it was restarted while the job ran" in stderr and "submit the job again" in stderr, stderr
     assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
-    # Asked later about that job, the restarted coordinator says why it does not know it (it said "no job ID").
+    # Asked later about that job, the restarted coordinator says why it does not know it (it said "no job ID"): once
+    # w0 came over, which tells it a coordinator ran there before (on a loaded machine, after the submit's error).
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered again")
+    finally:
+        client.close()
     job_id = stderr.split("no longer knows job ", 1)[1].split(":", 1)[0]
     command = ["status", job_id, "--coordinator", address]
     status = subprocess.run([sys.executable, "-m", "hop", *command], capture_output=True, text=True, timeout=60)
