@@ -116,6 +116,14 @@ def hop(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.Comple
     )
 
 
+def maps_running(client: Client, on: str | None = None) -> bool:
+    """Whether the newest running job has a map running (on worker ``on``, if given): for a test that acts once
+    its job is under way (a fixed delay may act before it is, on a loaded machine)."""
+    jobs = [job for job in client.jobs() if job["state"] == "running"]
+    tasks = client.job(jobs[-1]["job_id"])["tasks"] if jobs else []
+    return any(t["kind"] == "map" and t["state"] == "running" and on in (None, t["worker"]) for t in tasks)
+
+
 def job_path(name: str) -> str:
     """A job file from ``jobs/`` (shipped jobs) or ``tests/jobs/`` (test-only jobs)."""
     for folder in (ROOT / "jobs", TEST_JOBS):

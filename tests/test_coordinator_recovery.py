@@ -21,7 +21,7 @@ from hop.forking import wait_or_kill
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed
-from tests.conftest import job_path, output_dict, run_job
+from tests.conftest import job_path, maps_running, output_dict, run_job
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +62,6 @@ def _wait_for(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-def _maps_running(client: Client, on: str | None = None) -> bool:
-    """Whether the newest running job has a map running (on worker ``on``, if given)."""
-    jobs = [job for job in client.jobs() if job["state"] == "running"]
-    tasks = client.job(jobs[-1]["job_id"])["tasks"] if jobs else []
-    return any(t["kind"] == "map" and t["state"] == "running" and on in (None, t["worker"]) for t in tasks)
-
-
 @pytest.fixture()
 def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     """Processes a test starts itself: ended (politely, then not) whatever the test's outcome."""
@@ -104,7 +97,7 @@ def test_an_output_that_cannot_be_committed_fails_the_job_and_the_cluster_goes_o
     thread, outcome = _run_in_thread(cluster.address, "slow_map", source, output, num_reduces=1, split_size=50_000)
     watcher = Client(cluster.address, timeout=30)
     try:
-        _wait_for(lambda: _maps_running(watcher), 30, "the job's maps started")  # they run for a while
+        _wait_for(lambda: maps_running(watcher), 30, "the job's maps started")  # they run for a while
         blocker = output / "part-00000"  # a non-empty directory where the part file goes: the rename fails
         blocker.mkdir()
         (blocker / "in-the-way").touch()
@@ -138,7 +131,7 @@ def test_a_worker_restarted_under_its_name_loses_the_old_ones_attempts(
         try:
             watcher = Client(cluster.address, timeout=30)
             try:
-                _wait_for(lambda: _maps_running(watcher, on="local-1"), 30, "a map runs on local-1")
+                _wait_for(lambda: maps_running(watcher, on="local-1"), 30, "a map runs on local-1")
                 cluster.workers[1].kill()
                 processes.append(_worker(cluster.address, "local-1", tmp_path))
             finally:
@@ -205,7 +198,7 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     processes.append(submit)  # (ended by the fixture if the test fails before it exits)
     client = Client(address, timeout=30)
     try:
-        _wait_for(lambda: _maps_running(client), 30, "the job's maps started")
+        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
     finally:
         client.close()
     first.send_signal(stop)
@@ -223,7 +216,13 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert f"coordinator {address} no longer knows job job-" in stderr, stderr
     assert "it was restarted while the job ran" in stderr and "submit the job again" in stderr, stderr
     assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
-    # Asked later about that job, the restarted coordinator says why it does not know it (it said "no job ID").
+    # Asked later about that job, the restarted coordinator says why it does not know it (it said "no job ID"): once
+    # w0 came over, which tells it a coordinator ran there before (on a loaded machine, after the submit's error).
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered again")
+    finally:
+        client.close()
     job_id = stderr.split("no longer knows job ", 1)[1].split(":", 1)[0]
     command = ["status", job_id, "--coordinator", address]
     status = subprocess.run([sys.executable, "-m", "hop", *command], capture_output=True, text=True, timeout=60)
@@ -327,6 +326,7 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
 
     def worker(stderr: Any) -> subprocess.Popen[bytes]:
         command = ["worker", "--coordinator", address, "--name", "w0", "--map-slots", "1", "--reduce-slots", "1"]
+        command += ["--spill-dir", str(tmp_path)]  # (not the machine's temporary directory)
         process = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=stderr)
         processes.append(process)
         return process
@@ -466,7 +466,7 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
     try:
         _wait_for(lambda: sum(w["alive"] for w in client.workers()) == 2, 30, "both workers registered")
         thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", num_reduces=1)
-        _wait_for(lambda: _maps_running(client), 30, "a map running")
+        _wait_for(lambda: maps_running(client), 30, "a map running")
     finally:
         client.close()
     command = [sys.executable, "-m", "hop", "shutdown", "--coordinator", address]

@@ -23,7 +23,7 @@ from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, run_pipeline
-from tests.conftest import job_path, output_dict, run_job
+from tests.conftest import job_path, maps_running, output_dict, run_job
 
 POINTS = [
     ("map", "running"),
@@ -119,6 +119,16 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
         victims = rng.sample(cluster.workers, 2)
 
         def kill_later() -> None:
+            # Counted from a victim's first map (from the job's submission, a loaded machine could kill both
+            # before either ran anything, costing no attempt).
+            names = [f"local-{cluster.workers.index(victim)}" for victim in victims]
+            watcher = Client(cluster.address, timeout=30)
+            try:
+                deadline = time.monotonic() + 30
+                while not any(maps_running(watcher, name) for name in names) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            finally:
+                watcher.close()
             for victim in victims:
                 time.sleep(rng.uniform(0.3, 1.2))
                 victim.kill()
@@ -128,7 +138,7 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
         try:
             report = run_job(client, "slow_map", [source], output, mode=mode, **settings)
         finally:
-            killer.join(timeout=10)
+            killer.join(timeout=40)
             client.close()
         assert all(victim.poll() is not None for victim in victims)
         clean = Client(cluster.address)
@@ -265,11 +275,20 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
         paused = cluster.workers[1]
 
         def pause() -> None:
+            # Once local-1 runs a map (a fixed delay could pause it before it had any on a loaded machine, and the
+            # pause would then cost no attempt).
+            watcher = Client(cluster.address, timeout=30)
+            try:
+                deadline = time.monotonic() + 30
+                while not maps_running(watcher, "local-1") and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            finally:
+                watcher.close()
             paused.send_signal(signal.SIGSTOP)
             time.sleep(2.5)  # 2.5 heartbeat timeouts
             paused.send_signal(signal.SIGCONT)
 
-        pauser = threading.Timer(0.5, pause)
+        pauser = threading.Thread(target=pause, name="pauser")
         pauser.start()
         try:
             first = run_job(client, "slow_map", [source], tmp_path / "first", num_reduces=2, split_size=100_000)

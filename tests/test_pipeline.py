@@ -145,13 +145,16 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
     assert f"map at {steps / 'step-0' / 'part-00000'} " in str(failed.value)
     report = json.loads((tmp_path / "staged" / "_job.json").read_text())
     assert report["status"] == "failed" and report["jobs"][0]["name"] == "WordCount"
-    # The run's user counters so far: those of the job before, both of its steps (the failing job's map committed
-    # nothing).
-    jobs = specs(source, tmp_path / "staged-counted", "two_steps", "two_steps_failing", num_reduces=1)
-    with pytest.raises(JobFailed):
+    # The run's user counters so far: those of the job before, both of its steps, and those of the failing job's
+    # first step, which counted two_steps's 3 records and committed before its second step failed.
+    jobs = specs(source, tmp_path / "staged-counted", "two_steps", "counted_then_failing", num_reduces=1)
+    with pytest.raises(JobFailed) as failed:
         run_staged_jobs(client, jobs, progress=False, timeout=TIMEOUT)
+    assert "in the second step" in str(failed.value)
     report = json.loads((tmp_path / "staged-counted" / "_job.json").read_text())
-    assert report["status"] == "failed" and report["counters"]["user"] == {"steps": {"lines": 2, "words": 5}}
+    assert report["status"] == "failed" and report["step"] == 1
+    assert report["steps"][0]["counters"]["user"] == {"steps": {"records": 3}}
+    assert report["counters"]["user"] == {"steps": {"lines": 2, "words": 5, "records": 3}}
 
 
 def test_pipeline_with_too_few_slots_still_finishes(tmp_path: Path) -> None:

@@ -289,7 +289,7 @@ def test_the_coordinator_ends_a_job_at_its_duration_without_a_client(stream_clie
     )
     began = time.monotonic()
     job_id = stream_client.submit(spec)
-    time.sleep(1.0)
+    time.sleep(0.5)  # 1 s before its duration ends (counted from its submission): room for a loaded machine
     assert stream_client.status(job_id)["state"] == "running"
     status = stream_client.wait(job_id, timeout=30)
     assert status["state"] == "succeeded" and status["report"]["continuous"]["stopped"] is True
@@ -902,22 +902,20 @@ def test_cli_runs_until_stopped_and_drains(spark: Any, tmp_path: Path) -> None:
     """``hop run --source tail:DIR`` never ends by itself; Ctrl-C stops it: the open windows are written,
     state is checkpointed, Spark compacts the checkpoint deltas into the Parquet view (``hop view`` says where;
     Spark SQL reads it) and the run exits 0."""
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    (logs / "app.log").write_text("a b c\n" * 50)
-    output = tmp_path / "out"
-    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", f"tail:{logs}"]
-    command += ["--window", "1s", "-o", str(output), "--workers", "1", "--view-interval", "600"]
-
-    def more_lines() -> None:
+    run = _ContinuousRun(tmp_path, ("--window", "1s", "--view-interval", "600"))
+    output = run.output
+    try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not list(output.glob("windows/*/_window.json")):
+        while not list(output.glob("windows/*/_window.json")):
+            assert time.monotonic() < deadline and run.process.poll() is None, run.stderr()
             time.sleep(0.1)
-        with open(logs / "app.log", "a") as log:
-            log.write("d e\n" * 10)
-        time.sleep(1.5)
-
-    code, stderr = _run_then_interrupt(command, more_lines)
+        run.write("d e\n" * 10)
+        run.wait_for_records(60)  # (a fixed wait could stop the map before it read them, on a loaded machine)
+        os.killpg(run.process.pid, signal.SIGINT)  # Ctrl-C in a terminal: the cluster's processes get it too
+        code = run.process.wait(timeout=60)
+    finally:
+        run.close()
+    stderr = run.stderr()
     assert code == 0, stderr
     assert "stopping" in stderr
     totals: Counter[str] = Counter()
@@ -938,16 +936,17 @@ def test_cli_runs_until_stopped_and_drains(spark: Any, tmp_path: Path) -> None:
 
 
 class _ContinuousRun:
-    """``hop run --source tail:DIR --window 1h`` in a process group of its own, with its output under ``tmp_path``:
-    started once its map has read every line written so far, so that they are all in an open window."""
+    """``hop run --source tail:DIR --window 1h`` (or ``options``) in a process group of its own, with its output under
+    ``tmp_path``, over a log of 150 words: with the default options, once its map has read every line written so far
+    (:meth:`wait_for_records`), they are all in an open window."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, options: tuple[str, ...] = ("--window", "1h", "--no-view")) -> None:
         self.logs = tmp_path / "logs"
         self.logs.mkdir()
         self.output = tmp_path / "out"
         self.stderr_path = tmp_path / "stderr.txt"
         command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", f"tail:{self.logs}"]
-        command += ["--window", "1h", "-o", str(self.output), "--workers", "1", "--no-view"]
+        command += [*options, "-o", str(self.output), "--workers", "1"]
         self.write("a b c\n" * 50)
         self.temp = tmp_path / "temp"  # where the embedded cluster makes its directory
         self.temp.mkdir()

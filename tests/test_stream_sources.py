@@ -118,12 +118,14 @@ def test_poll_returns_within_its_timeout(tmp_path: Path, sources: list[Source]) 
     (tmp_path / "data.txt").write_text("")
     for url in (f"tail:{tmp_path}", "zmq:tcp://127.0.0.1:*", "tcp:127.0.0.1:0", f"replay:{tmp_path}/data.txt?loop=1"):
         source = opened(sources, url)
+        # The upper bounds leave room for a loaded machine (another test process beside this one) while still
+        # failing a poll that waits a whole second, or for ever, past its timeout.
         started = time.monotonic()
         assert source.poll(10, 0.2) == []
-        assert 0.15 < time.monotonic() - started < 0.6, url
+        assert 0.15 < time.monotonic() - started < 1.0, url
         started = time.monotonic()
         assert source.poll(10, 0) == [] and source.poll(0, 1.0) == []
-        assert time.monotonic() - started < 0.1, url
+        assert time.monotonic() - started < 0.5, url  # the 1 s of poll(0, 1.0) is not waited
 
 
 @pytest.mark.parametrize("rotate_to", ["app.log.1", "../moved.log"])
@@ -268,7 +270,8 @@ def test_tail_a_plain_copy_is_read_as_a_file_of_its_own(
     assert values(collect(source, 2)) == ["header", "row 1"]
     (tmp_path / "b.log").write_text("header\nrow 1\n")  # the same bytes, but a.log is never truncated
     (tmp_path / "c.log").write_text("header\nrow 2\n")  # starts the same, then differs: read at once
-    assert values(collect(source, 2, timeout=0.2)) == ["header", "row 2"]
+    # Within half of GONE_GRACE, which b.log waits out (0.2 s left a loaded machine too little).
+    assert values(collect(source, 2, timeout=0.5)) == ["header", "row 2"]
     assert values(collect(source, 2)) == ["header", "row 1"]  # after GONE_GRACE without a truncation of a.log
 
 
