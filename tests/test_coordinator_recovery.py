@@ -373,7 +373,7 @@ def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exa
         _wait_for(lambda: sum(w["alive"] for w in client.workers()) == 2, 30, "both workers registered")
         output = tmp_path / "out"
         thread, outcome = _run_in_thread(address, "slow_map", source, output, num_reduces=2, split_size=50_000)
-        _wait_for(lambda: _maps_running(client, on="w1"), 30, "a map runs on w1")
+        _wait_for(lambda: maps_running(client, on="w1"), 30, "a map runs on w1")
         w1.send_signal(stop)
         stopped = time.monotonic()
         _wait_for(lambda: not {w["name"]: w["alive"] for w in client.workers()}["w1"], 10, "w1 known gone")
