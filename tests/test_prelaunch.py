@@ -21,7 +21,7 @@ from hop.lifetime import PARENT_VARIABLE
 from hop.loader import load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.runner import build_spec
-from tests.conftest import job_path, read_output, run_job
+from tests.conftest import job_path, maps_running, read_output, run_job
 
 
 @pytest.mark.parametrize(
@@ -242,6 +242,31 @@ def test_a_task_busy_in_user_code_ends_with_its_killed_worker(tmp_path: Path) ->
             assert not alive, [t.name() for t in alive]
         finally:
             client.close()
+
+
+def test_a_cluster_stopped_while_a_task_is_busy_in_user_code_stops_at_once(tmp_path: Path) -> None:
+    """A worker shutting down sent its busy task processes a stop they read only after their record, and waited 5 s
+    before killing them: ``hop run --timeout 2`` exited after 7.4 s. A busy task is ended at once."""
+    (tmp_path / "in.txt").write_text("spin\n")
+    cluster = LocalCluster(workers=1)
+    cluster.start()
+    try:
+        client = Client(cluster.address, timeout=30)
+        try:
+            spec = build_spec(load_job_file(job_path("busy_map")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+            client.submit(spec)
+            deadline = time.monotonic() + 60
+            while not maps_running(client):  # the map's task process, spinning in the user's map (45 s)
+                assert time.monotonic() < deadline, "the busy map started"
+                time.sleep(0.05)
+        finally:
+            client.close()
+        began = time.monotonic()
+        cluster.stop()
+        took = time.monotonic() - began
+    finally:
+        cluster.stop(grace=0)
+    assert took < 4.0, f"the cluster took {took:.1f} s to stop"
 
 
 def test_a_standalone_worker_still_stops_on_its_own_sigterm(tmp_path: Path) -> None:
