@@ -20,7 +20,8 @@ _NOTED = "options_given"
 
 
 class Given(argparse.Action):
-    """Stores the option's value, as ``action="store"`` does, and notes the option as given."""
+    """Stores the option's value, as ``action="store"`` does (a switch, :class:`GivenFlag`, its ``const``), and notes
+    the option as given."""
 
     def __call__(
         self,
@@ -29,27 +30,17 @@ class Given(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
         _note(namespace, self)
 
 
-class GivenFlag(argparse.Action):
+class GivenFlag(Given):
     """A switch, as ``action="store_true"``: ``True`` when given (``False`` otherwise), and noted as given."""
 
     def __init__(
         self, option_strings: Sequence[str], dest: str, default: bool = False, help: str | None = None
     ) -> None:
         super().__init__(option_strings, dest, nargs=0, const=True, default=default, help=help)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        setattr(namespace, self.dest, self.const)
-        _note(namespace, self)
 
 
 def _note(namespace: argparse.Namespace, action: argparse.Action) -> None:

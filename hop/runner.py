@@ -54,7 +54,7 @@ class ProgressDisplay:
     commands these lines give.
     """
 
-    def __init__(self, enabled: bool, label: str = "", address: str = "ADDRESS") -> None:
+    def __init__(self, enabled: bool, label: str = "", *, address: str) -> None:
         self.enabled = enabled
         self.label = label
         self.address = address
@@ -237,7 +237,7 @@ def run_steps(
                 overwrite=True,
             )
             label = f"step {step + 1}/{num_steps} " if num_steps > 1 else ""
-            display = ProgressDisplay(progress, label, client.address)
+            display = ProgressDisplay(progress, label, address=client.address)
             try:
                 job_id = client.submit(spec)
                 status = _wait(client, job_id, display.update, deadline, timeout)
@@ -435,7 +435,7 @@ def run_pipeline(
             job_ids.append(client.submit(spec))
         for number, job_id in enumerate(job_ids):
             label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
-            display = ProgressDisplay(progress, label, client.address)
+            display = ProgressDisplay(progress, label, address=client.address)
             try:
                 status = _wait(client, job_id, display.update, deadline, timeout)
             finally:

@@ -80,11 +80,11 @@ def _coordinator(address: str, processes: list[subprocess.Popen[bytes]]) -> subp
     return processes[-1]
 
 
-def _worker(address: str, name: str, spill_dir: Path) -> subprocess.Popen[bytes]:
+def _worker(address: str, name: str, spill_dir: Path, stderr: int | None = None) -> subprocess.Popen[bytes]:
     """A standalone worker process (``python -m hop.worker``: the ``hop worker`` program with its spill directory
-    under the test's temporary directory)."""
+    under the test's temporary directory); ``stderr=subprocess.PIPE`` to read what it says."""
     command = ["-m", "hop.worker", "--coordinator", address, "--name", name, "--spill-dir", str(spill_dir)]
-    return subprocess.Popen([sys.executable, *command, "--map-slots", "1", "--reduce-slots", "2"])
+    return subprocess.Popen([sys.executable, *command, "--map-slots", "1", "--reduce-slots", "2"], stderr=stderr)
 
 
 def test_an_output_that_cannot_be_committed_fails_the_job_and_the_cluster_goes_on(
@@ -365,8 +365,7 @@ def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exa
     coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
     processes.append(coordinator)
     processes.append(_worker(address, "w0", tmp_path))
-    leaving = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w1", "--map-slots", "1"]
-    w1 = subprocess.Popen([*leaving, "--reduce-slots", "2", "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    w1 = _worker(address, "w1", tmp_path, stderr=subprocess.PIPE)
     processes.append(w1)
     client = Client(address, timeout=30)
     try:
@@ -492,8 +491,7 @@ def test_a_worker_already_found_lost_that_is_then_stopped_is_answered(
     address = f"ipc://{tmp_path}/coordinator"
     coordinator = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout"]
     processes.append(subprocess.Popen([*coordinator, "1"]))
-    command = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w0"]
-    worker = subprocess.Popen([*command, "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    worker = _worker(address, "w0", tmp_path, stderr=subprocess.PIPE)
     processes.append(worker)
     client = Client(address, timeout=30)
     try:
@@ -518,8 +516,7 @@ def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_en
     word that it leaves, then ends, saying what the coordinator will do."""
     address = f"ipc://{tmp_path}/coordinator"
     coordinator = _coordinator(address, processes)
-    command = [sys.executable, "-m", "hop", "worker", "--coordinator", address, "--name", "w0"]
-    worker = subprocess.Popen([*command, "--spill-dir", str(tmp_path)], stderr=subprocess.PIPE)
+    worker = _worker(address, "w0", tmp_path, stderr=subprocess.PIPE)
     processes.append(worker)
     client = Client(address, timeout=30)
     try:

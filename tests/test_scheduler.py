@@ -506,7 +506,7 @@ def test_map_seconds_end_at_the_last_map_commit() -> None:
 def test_progress_line_rate_is_the_maps_rate_once_they_are_done(capsys: pytest.CaptureFixture[str]) -> None:
     from hop.runner import ProgressDisplay
 
-    display = ProgressDisplay(enabled=True)
+    display = ProgressDisplay(enabled=True, address="tcp://h:5555")
     base = {"map_fraction": 0.0, "reduce_fraction": 0.0, "maps_total": 2, "reduces_total": 1, "reduces_done": 0}
     display.update({**base, "state": "running", "maps_done": 0, "input_records": 0, "map_seconds": 0.1, "elapsed": 0.1})
     done = {**base, "map_fraction": 1.0, "reduce_fraction": 1.0, "maps_done": 2, "reduces_done": 1}

@@ -1334,39 +1334,50 @@ def test_continuous_jobs_run_in_stream_slots_beside_batch_jobs(tmp_path: Path) -
     lines.write_text("".join(f"{' '.join(random.Random(i).choices(WORDS, k=3))}\n" for i in range(400)))
     text = tmp_path / "batch.txt"
     text.write_text("alpha beta\nbeta gamma gamma\n" * 500)
-    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, stream_slots=2) as local:
-        client = Client(local.address, timeout=30)
-        stream_client = Client(local.address, timeout=30)
-        submitted: list[str] = []
-        spec = build_spec(
-            load_job_file(job_path("stream_wordcount")),
-            [],
-            str(tmp_path / "stream"),
-            num_reduces=1,
-            options={"stream": stream_options([f"replay:{lines}?rate=400&loop=1"], "1s", None)},
-        )
-        runner = threading.Thread(
-            target=run_stream,
-            args=(stream_client, spec),
-            kwargs={"progress": False, "timeout": 120, "view_interval": None, "on_submitted": submitted.append},
-        )
-        runner.start()
-        try:
-            deadline = time.monotonic() + 60
-            while len(list((tmp_path / "stream" / "windows").glob("*/_window.json"))) < 2:
-                assert time.monotonic() < deadline, "the continuous job wrote no windows"
-                time.sleep(0.1)
-            (worker,) = client.workers()
-            assert (worker["free_stream"], worker["free_map"], worker["free_reduce"]) == (0, 1, 1)
-            run_job(client, "wordcount", [text], tmp_path / "batch", num_reduces=1)  # raises unless it succeeded
-            assert output_dict(tmp_path / "batch") == {"alpha": 500, "beta": 1000, "gamma": 1000}
-            assert client.status(submitted[0])["state"] == "running"
-        finally:
-            if submitted:
-                client.stop(submitted[0])
-            runner.join(timeout=60)
-            stream_client.close()
-            client.close()
+    with (
+        LocalCluster(workers=1, map_slots=1, reduce_slots=1, stream_slots=2) as local,
+        _looping_stream(local.address, tmp_path / "stream", lines) as (client, submitted),
+    ):
+        deadline = time.monotonic() + 60
+        while len(list((tmp_path / "stream" / "windows").glob("*/_window.json"))) < 2:
+            assert time.monotonic() < deadline, "the continuous job wrote no windows"
+            time.sleep(0.1)
+        (worker,) = client.workers()
+        assert (worker["free_stream"], worker["free_map"], worker["free_reduce"]) == (0, 1, 1)
+        run_job(client, "wordcount", [text], tmp_path / "batch", num_reduces=1)  # raises unless it succeeded
+        assert output_dict(tmp_path / "batch") == {"alpha": 500, "beta": 1000, "gamma": 1000}
+        assert client.status(submitted[0])["state"] == "running"
+
+
+@contextlib.contextmanager
+def _looping_stream(address: str, output: Path, lines: Path, sources: int = 1) -> Iterator[tuple[Client, list[str]]]:
+    """A continuous word count of ``lines`` looping without end (``sources`` replay sources, 1 s windows into
+    ``output``), run in a thread on the cluster at ``address``. Yields a client for the test and a list that holds
+    the job's id once submitted; on exit the job is stopped and its thread joined."""
+    client = Client(address, timeout=30)
+    stream_client = Client(address, timeout=30)
+    submitted: list[str] = []
+    spec = build_spec(
+        load_job_file(job_path("stream_wordcount")),
+        [],
+        str(output),
+        num_reduces=1,
+        options={"stream": stream_options([f"replay:{lines}?rate=400&loop=1"] * sources, "1s", None)},
+    )
+    runner = threading.Thread(
+        target=run_stream,
+        args=(stream_client, spec),
+        kwargs={"progress": False, "timeout": 120, "view_interval": None, "on_submitted": submitted.append},
+    )
+    runner.start()
+    try:
+        yield client, submitted
+    finally:
+        if submitted:
+            client.stop(submitted[0])
+        runner.join(timeout=60)
+        stream_client.close()
+        client.close()
     assert not runner.is_alive()
 
 
@@ -1406,58 +1417,34 @@ def test_a_batch_job_waiting_for_slots_a_continuous_job_holds_says_so_and_runs_o
     lines.write_text("a b\nb c\n" * 300)
     text = tmp_path / "batch.txt"
     text.write_text("alpha beta\nbeta gamma gamma\n" * 500)
-    with LocalCluster(workers=1, map_slots=2, reduce_slots=1, stream_slots=1) as local:
-        client = Client(local.address, timeout=30)
-        stream_client = Client(local.address, timeout=30)
-        submitted: list[str] = []
-        sources = [f"replay:{lines}?rate=400&loop=1"] * 2
-        spec = build_spec(
-            load_job_file(job_path("stream_wordcount")),
-            [],
-            str(tmp_path / "stream"),
-            num_reduces=1,
-            options={"stream": stream_options(sources, "1s", None)},
+    with (
+        LocalCluster(workers=1, map_slots=2, reduce_slots=1, stream_slots=1) as local,
+        _looping_stream(local.address, tmp_path / "stream", lines, sources=2) as (client, submitted),
+    ):
+        deadline = time.monotonic() + 60
+        while not submitted or client.workers()[0]["free_map"] > 0:
+            assert time.monotonic() < deadline, "the continuous job's sources took no map slot"
+            time.sleep(0.1)
+        batch = build_spec(load_job_file(job_path("wordcount")), [str(text)], str(tmp_path / "batch"), num_reduces=1)
+        job_id = client.submit(batch)
+        deadline = time.monotonic() + 10
+        while "waiting" not in (status := client.status(job_id)):
+            assert time.monotonic() < deadline, f"the batch job's status never said why it waits: {status}"
+            time.sleep(0.1)
+        assert status["waiting"] == {"kind": "map", "tasks": 1, "slots": 2, "held_by": [submitted[0]]}, status
+        display = ProgressDisplay(False, address=local.address)
+        display.update(status)
+        display.update(status)
+        assert capsys.readouterr().err == (
+            f"hop: {job_id}: 1 map task(s) wait: all 2 map slots of the live workers are held until stopped by "
+            f"continuous job {submitted[0]}, whose tasks found no free stream slot. Start another worker (hop "
+            f"worker --coordinator {local.address}), or stop that job (hop stop {submitted[0]} --coordinator "
+            f"{local.address})\n"
         )
-        runner = threading.Thread(
-            target=run_stream,
-            args=(stream_client, spec),
-            kwargs={"progress": False, "timeout": 120, "view_interval": None, "on_submitted": submitted.append},
-        )
-        runner.start()
-        try:
-            deadline = time.monotonic() + 60
-            while not submitted or client.workers()[0]["free_map"] > 0:
-                assert time.monotonic() < deadline, "the continuous job's sources took no map slot"
-                time.sleep(0.1)
-            batch = build_spec(
-                load_job_file(job_path("wordcount")), [str(text)], str(tmp_path / "batch"), num_reduces=1
-            )
-            job_id = client.submit(batch)
-            deadline = time.monotonic() + 10
-            while "waiting" not in (status := client.status(job_id)):
-                assert time.monotonic() < deadline, f"the batch job's status never said why it waits: {status}"
-                time.sleep(0.1)
-            assert status["waiting"] == {"kind": "map", "tasks": 1, "slots": 2, "held_by": [submitted[0]]}, status
-            display = ProgressDisplay(False, address=local.address)
-            display.update(status)
-            display.update(status)
-            assert capsys.readouterr().err == (
-                f"hop: {job_id}: 1 map task(s) wait: all 2 map slots of the live workers are held until stopped by "
-                f"continuous job {submitted[0]}, whose tasks found no free stream slot. Start another worker (hop "
-                f"worker --coordinator {local.address}), or stop that job (hop stop {submitted[0]} --coordinator "
-                f"{local.address})\n"
-            )
-            client.stop(submitted[0])
-            final = client.wait(job_id, timeout=60)
-            assert final["state"] == "succeeded", final
-            assert output_dict(tmp_path / "batch") == {"alpha": 500, "beta": 1000, "gamma": 1000}
-        finally:
-            if submitted:
-                client.stop(submitted[0])
-            runner.join(timeout=60)
-            stream_client.close()
-            client.close()
-    assert not runner.is_alive()
+        client.stop(submitted[0])
+        final = client.wait(job_id, timeout=60)
+        assert final["state"] == "succeeded", final
+        assert output_dict(tmp_path / "batch") == {"alpha": 500, "beta": 1000, "gamma": 1000}
 
 
 def test_an_exception_in_uncombine_fails_the_job_naming_the_key_with_the_users_traceback(tmp_path: Path) -> None:
