@@ -2,7 +2,7 @@
 
     python -m bench [--workloads wordcount-zipf,wordcount-uniform,pageviews,heavy-reduce,scaling]
                     [--size 150MB] [--repeats 3]
-                    [--contenders hop-pipelined,hop-blocking,serial,pyspark-rdd,spark-sql,mrjob]
+                    [--contenders hop-pipelined,hop-blocking,serial,bare-split,pyspark-rdd,spark-sql,mrjob]
                     [--json PATH] [--data-dir bench/data] [--scaling-base 50MB] [--mrjob-slice 5MB]
 
 Exit status: 0 when every run succeeded and every output matched hop's (targets missed do not change it), 1
@@ -114,7 +114,7 @@ def _render(
             report.table(rows, suite.skipped),
             *([""] + notes if notes else []),
             "",
-            report.targets_block(verdicts),
+            report.targets_block(verdicts, targets.floor_lines(rows)),
         ]
     )
 
@@ -150,6 +150,7 @@ def _document(
         "skipped": suite.skipped,
         "summary": [row.summary() for row in rows],
         "targets": [asdict(target) for target in verdicts],
+        "floor": targets.floor_lines(rows),
         "runs": [
             {**asdict(run), "scaled_wall_s": run.scaled_wall_s, "scaled_cpu_s": run.scaled_cpu_s, "ok": run.ok}
             for run in suite.runs

@@ -2,8 +2,8 @@
 
 - ``hop-pipelined`` / ``hop-blocking``: ``hop run JOB INPUT -o OUT --overwrite --quiet --workers N
   [--blocking]`` (the embedded cluster's start-up included); extra figures from ``OUT/_job.json``.
-- ``serial``, ``pyspark-rdd``, ``spark-sql``, ``mrjob``: the scripts in ``bench/runners``, which print their
-  own figures (job time, Spark start-up) as a ``BENCH-RESULT {json}`` line.
+- ``serial``, ``bare-split``, ``pyspark-rdd``, ``spark-sql``, ``mrjob``: the scripts in ``bench/runners``, which
+  print their own figures (job time, Spark start-up) as a ``BENCH-RESULT {json}`` line.
 - ``mrjob`` runs on a slice of the input (``slice_bytes``); the suite scales its time to the full size.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.environment import hop_command, python_module, subprocess_env
-from bench.runners.common import RESULT_MARK
+from bench.runners.common import RESULT_MARK, load_plan
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,22 @@ class Script(Contender):
         return []
 
 
-class PySparkRdd(Script):
+class ParallelScript(Script):
+    """A script given the run's parallelism (``--parallelism N``), as hop is given ``--workers N``."""
+
     def _options(self, spec: RunSpec) -> list[str]:
         return ["--parallelism", str(spec.parallelism)]
+
+
+class PySparkRdd(ParallelScript):
+    pass
+
+
+class BareSplit(ParallelScript):
+    def skip_reason(self, spec: RunSpec) -> str | None:
+        if load_plan(spec.job).aggregate is None:
+            return "no aggregate to merge the processes' results with (splitting a generic reduce needs a shuffle)"
+        return None
 
 
 class SparkSql(Contender):
@@ -214,6 +227,7 @@ def build(names: list[str], mrjob_slice: int) -> list[Contender]:
         "hop-pipelined": Hop("hop-pipelined", blocking=False),
         "hop-blocking": Hop("hop-blocking", blocking=True),
         "serial": Script("serial", "bench.runners.serial"),
+        "bare-split": BareSplit("bare-split", "bench.runners.split"),
         "pyspark-rdd": PySparkRdd("pyspark-rdd", "bench.runners.spark_rdd", needs=("pyspark", "java")),
         "spark-sql": SparkSql("spark-sql"),
         "mrjob": MrJob("mrjob", mrjob_slice),

@@ -135,8 +135,16 @@ def table(rows: list[Row], skipped: list[dict[str, str]]) -> str:
     return "\n".join(line.rstrip() for line in out)
 
 
-def targets_block(targets: list[Target]) -> str:
-    return "\n".join(["Targets (medians of this run):", *("  " + target.line() for target in targets)])
+def targets_block(targets: list[Target], floors: list[str]) -> str:
+    """The verdicts, then the lines setting hop beside the bare split (none when it did not run)."""
+    lines = ["Targets (medians of this run):", *("  " + target.line() for target in targets)]
+    if floors:
+        lines += [
+            "",
+            "Beside the same loop split over the workers with no engine (medians):",
+            *("  " + f for f in floors),
+        ]
+    return "\n".join(lines)
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

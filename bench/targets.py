@@ -7,11 +7,15 @@
 - scaling: the 4x input takes <= 4.4 x the 1x time.
 
 A target whose figures are missing (contender not selected, unavailable or failed) is ``n/a``, never a pass;
-one whose runs produced mismatching output says so next to its verdict.
+one whose runs produced mismatching output says so next to its verdict. Each ratio also lists the repeats' own
+ratios (the two contenders of one repeat ran one after the other, so a drift in the machine's speed touches both):
+for information, the verdict stays on the medians. :func:`floor_lines` sets hop beside ``bare-split``, the same loop
+split over the workers with no engine.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from bench.stats import Row
@@ -52,9 +56,45 @@ def _ratio_target(
         value = a.median_wall / b.median_wall
         passed, need = value <= limit, f"{value:.3f} (need <= {limit:g})"
         detail = f"{fast} / {slow} = {a.median_wall:.2f} s / {b.median_wall:.2f} s = {need}"
+    paired = paired_ratios(b, a) if at_least else paired_ratios(a, b)
+    if paired:
+        detail += f"; the repeats' own: {_listed(paired)}"
     if "MISMATCH" in a.status or "MISMATCH" in b.status:
         detail += "  !! outputs MISMATCH: see the table"
     return Target(name, passed, detail)
+
+
+def paired_ratios(a: Row, b: Row) -> list[float]:
+    """``a``'s wall over ``b``'s in each repeat where both ran well, in repeat order."""
+    walls = {run.repeat: run.scaled_wall_s for run in b.good}
+    return [run.scaled_wall_s / walls[run.repeat] for run in a.good if walls.get(run.repeat)]
+
+
+def _listed(ratios: list[float]) -> str:
+    return f"{' '.join(f'{ratio:.3f}' for ratio in ratios)} (median {statistics.median(ratios):.3f})"
+
+
+def floor_lines(row_list: list[Row]) -> list[str]:
+    """For each case ``bare-split`` ran on: its wall over ``serial``'s (what the day's machine allows two plain
+    processes) and hop-pipelined's over its (what the engine adds), medians and the repeats' own ratios."""
+    rows = {(row.case, row.contender): row for row in row_list}
+    lines = []
+    for case in dict.fromkeys(row.case for row in row_list):
+        split = rows.get((case, "bare-split"))
+        if not split or not split.median_wall:
+            continue
+        for fast, slow, meaning in (
+            ("bare-split", "serial", "the floor"),
+            ("hop-pipelined", "bare-split", "what the engine adds"),
+        ):
+            a, b = rows.get((case, fast)), rows.get((case, slow))
+            if a and b and a.median_wall and b.median_wall:
+                ratio = a.median_wall / b.median_wall
+                lines.append(
+                    f"{case}: {fast} / {slow} = {a.median_wall:.2f} s / {b.median_wall:.2f} s = {ratio:.3f} "
+                    f"({meaning}); the repeats' own: {_listed(paired_ratios(a, b))}"
+                )
+    return lines
 
 
 def evaluate(row_list: list[Row]) -> list[Target]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from bench import datasets
 from bench.environment import BENCH_DIR, REPO_ROOT
 
-CONTENDERS = ("hop-pipelined", "hop-blocking", "serial", "pyspark-rdd", "spark-sql", "mrjob")
+CONTENDERS = ("hop-pipelined", "hop-blocking", "serial", "bare-split", "pyspark-rdd", "spark-sql", "mrjob")
 WORKLOADS = ("wordcount-zipf", "wordcount-uniform", "pageviews", "heavy-reduce", "scaling")
 SCALING_FACTORS = (1, 2, 4)
 

@@ -12,6 +12,7 @@ Output is hop's own format: ``OUT/part-NNNNN`` files of ``json(key) TAB json(val
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import sys
 from collections import defaultdict
@@ -85,10 +86,46 @@ def _open_text(path: str) -> IO[str]:
 def read_lines(path: str) -> Iterator[str]:
     """The lines of a text file (or .gz) without their line break; lines end at ``\\n`` only, as in hop."""
     with _open_text(path) as handle:
-        for line in handle:
-            if line.endswith("\n"):
-                line = line[:-2] if line.endswith("\r\n") else line[:-1]
-            yield line
+        yield from _stripped(handle)
+
+
+def read_range_lines(path: str, start: int, end: int) -> Iterator[str]:
+    """The lines of bytes ``start`` to ``end`` of an uncompressed text file, read as :func:`read_lines` reads a
+    whole file; both ends must be line starts (or the file's end)."""
+    raw = io.BufferedReader(_ByteRange(path, start, end))
+    with io.TextIOWrapper(raw, encoding="utf-8", newline="\n") as handle:
+        yield from _stripped(handle)
+
+
+def _stripped(handle: IO[str]) -> Iterator[str]:
+    for line in handle:
+        if line.endswith("\n"):
+            line = line[:-2] if line.endswith("\r\n") else line[:-1]
+        yield line
+
+
+class _ByteRange(io.RawIOBase):
+    """Bytes ``start`` to ``end`` of a file, as a file of its own."""
+
+    def __init__(self, path: str, start: int, end: int) -> None:
+        super().__init__()
+        self._file = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by close())
+        self._file.seek(start)
+        self._left = end - start
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        count = self._file.readinto(memoryview(buffer)[: self._left]) or 0
+        self._left -= count
+        return count
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def map_records(plan: Plan, path: str, lines: Iterable[str]) -> Iterator[tuple[Any, Any]]:
@@ -108,6 +145,31 @@ def map_records(plan: Plan, path: str, lines: Iterable[str]) -> Iterator[tuple[A
             for key, value in pairs:
                 yield key, lift(value)
     job.teardown()
+
+
+def fold_into(states: dict[Any, Any], aggregate: Aggregate, pairs: Iterable[tuple[Any, Any]]) -> None:
+    """Fold ``pairs`` of lifted values (or states) into ``states``, key -> state: ``+`` for ``Sum``, otherwise the
+    aggregate's ``merge``."""
+    if aggregate.inline_sum:
+        get = states.get
+        for key, value in pairs:
+            states[key] = get(key, 0) + value
+    else:
+        merge = aggregate.merge
+        for key, state in pairs:
+            states[key] = merge(states[key], state) if key in states else state
+
+
+def finished(plan: Plan, states: dict[Any, Any]) -> Iterator[tuple[Any, Any]]:
+    """The job's output from each key's folded state: the aggregate's ``finish``, or the user's ``reduce``."""
+    assert plan.aggregate is not None
+    if plan.reduce_is_aggregate:
+        finish = plan.aggregate.finish
+        for key, state in states.items():
+            yield key, finish(state)
+    else:
+        for key, state in states.items():
+            yield from reduce_group(plan, key, [state])
 
 
 def freeze(value: Any) -> Any:

@@ -17,6 +17,8 @@ from typing import Any
 from bench.runners.common import (
     Plan,
     emit_result,
+    finished,
+    fold_into,
     group,
     input_files,
     load_plan,
@@ -37,22 +39,8 @@ def fold(plan: Plan, files: list[str]) -> Iterator[tuple[Any, Any]]:
         return
     states: dict[Any, Any] = {}
     for path in files:
-        pairs = map_records(plan, path, read_lines(path))
-        if aggregate.inline_sum:
-            get = states.get
-            for key, value in pairs:
-                states[key] = get(key, 0) + value
-        else:
-            merge = aggregate.merge
-            for key, state in pairs:
-                states[key] = merge(states[key], state) if key in states else state
-    if plan.reduce_is_aggregate:
-        finish = aggregate.finish
-        for key, state in states.items():
-            yield key, finish(state)
-    else:
-        for key, state in states.items():
-            yield from reduce_group(plan, key, [state])
+        fold_into(states, aggregate, map_records(plan, path, read_lines(path)))
+    yield from finished(plan, states)
 
 
 def main() -> None:
