@@ -114,7 +114,7 @@ def _render(
             report.table(rows, suite.skipped),
             *([""] + notes if notes else []),
             "",
-            report.targets_block(verdicts, targets.floor_lines(rows)),
+            report.targets_block(verdicts, targets.split_lines(rows)),
         ]
     )
 
@@ -150,7 +150,7 @@ def _document(
         "skipped": suite.skipped,
         "summary": [row.summary() for row in rows],
         "targets": [asdict(target) for target in verdicts],
-        "floor": targets.floor_lines(rows),
+        "beside_bare_split": targets.split_lines(rows),
         "runs": [
             {**asdict(run), "scaled_wall_s": run.scaled_wall_s, "scaled_cpu_s": run.scaled_cpu_s, "ok": run.ok}
             for run in suite.runs

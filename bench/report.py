@@ -135,14 +135,14 @@ def table(rows: list[Row], skipped: list[dict[str, str]]) -> str:
     return "\n".join(line.rstrip() for line in out)
 
 
-def targets_block(targets: list[Target], floors: list[str]) -> str:
+def targets_block(targets: list[Target], beside_split: list[str]) -> str:
     """The verdicts, then the lines setting hop beside the bare split (none when it did not run)."""
     lines = ["Targets (medians of this run):", *("  " + target.line() for target in targets)]
-    if floors:
+    if beside_split:
         lines += [
             "",
             "Beside the same loop split over the workers with no engine (medians):",
-            *("  " + f for f in floors),
+            *("  " + line for line in beside_split),
         ]
     return "\n".join(lines)
 

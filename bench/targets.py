@@ -9,7 +9,7 @@
 A target whose figures are missing (contender not selected, unavailable or failed) is ``n/a``, never a pass;
 one whose runs produced mismatching output says so next to its verdict. Each ratio also lists the repeats' own
 ratios (the two contenders of one repeat ran one after the other, so a drift in the machine's speed touches both):
-for information, the verdict stays on the medians. :func:`floor_lines` sets hop beside ``bare-split``, the same loop
+for information, the verdict stays on the medians. :func:`split_lines` sets hop beside ``bare-split``, the same loop
 split over the workers with no engine.
 """
 
@@ -74,9 +74,9 @@ def _listed(ratios: list[float]) -> str:
     return f"{' '.join(f'{ratio:.3f}' for ratio in ratios)} (median {statistics.median(ratios):.3f})"
 
 
-def floor_lines(row_list: list[Row]) -> list[str]:
-    """For each case ``bare-split`` ran on: its wall over ``serial``'s (what the day's machine allows two plain
-    processes) and hop-pipelined's over its (what the engine adds), medians and the repeats' own ratios."""
+def split_lines(row_list: list[Row]) -> list[str]:
+    """For each case ``bare-split`` ran on: its wall over ``serial``'s (what the day's machine gives plain
+    processes) and hop-pipelined's over its (hop against them), medians and the repeats' own ratios."""
     rows = {(row.case, row.contender): row for row in row_list}
     lines = []
     for case in dict.fromkeys(row.case for row in row_list):
@@ -84,8 +84,8 @@ def floor_lines(row_list: list[Row]) -> list[str]:
         if not split or not split.median_wall:
             continue
         for fast, slow, meaning in (
-            ("bare-split", "serial", "the floor"),
-            ("hop-pipelined", "bare-split", "what the engine adds"),
+            ("bare-split", "serial", "the plain split against one process"),
+            ("hop-pipelined", "bare-split", "hop against the plain split"),
         ):
             a, b = rows.get((case, fast)), rows.get((case, slow))
             if a and b and a.median_wall and b.median_wall:

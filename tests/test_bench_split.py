@@ -14,7 +14,7 @@ from bench.contenders import BareSplit, RunSpec
 from bench.runners.common import read_lines, read_range_lines
 from bench.runners.split import line_ranges
 from bench.stats import Row, Run
-from bench.targets import floor_lines, paired_ratios
+from bench.targets import paired_ratios, split_lines
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -113,8 +113,8 @@ def test_the_report_pairs_each_repeat_and_sets_hop_beside_the_split() -> None:
     split = _row("bare-split", [4.0, 5.0, None])  # the third repeat failed: no pair for it
     serial = _row("serial", [8.0, 8.0, 10.0])
     assert paired_ratios(hop, split) == [1.0, 1.2]
-    lines = floor_lines([hop, split, serial])
-    assert lines[0].startswith("c: bare-split / serial = 4.50 s / 8.00 s = 0.562 (the floor)")
+    lines = split_lines([hop, split, serial])
+    assert lines[0].startswith("c: bare-split / serial = 4.50 s / 8.00 s = 0.562 (the plain split against one process)")
     assert lines[0].endswith("0.500 0.625 (median 0.562)")
-    assert lines[1].startswith("c: hop-pipelined / bare-split = 5.00 s / 4.50 s = 1.111 (what the engine adds)")
-    assert floor_lines([hop, serial]) == []
+    assert lines[1].startswith("c: hop-pipelined / bare-split = 5.00 s / 4.50 s = 1.111 (hop against the plain split)")
+    assert split_lines([hop, serial]) == []

@@ -1,13 +1,14 @@
-"""The ``bare-split`` contender: the ``serial`` loop in N plain processes, no engine: the floor under hop's workers.
+"""The ``bare-split`` contender: the ``serial`` loop split over N plain processes, with no engine around it.
 
     python -m bench.runners.split --job JOB.py --out OUT --parallelism N INPUT...
 
 The input is cut into N byte ranges of about equal size at line starts (a compressed file is never cut); N forked
 processes each fold their range exactly as ``serial`` folds the whole input and send their states back; the
 parent merges them with the aggregate, finishes and writes the output as ``serial`` does. There is no scheduling,
-shuffle, spill, progress or fault tolerance: what hop with N workers spends beyond this run's time is what the
-engine adds. The issue's parallel-efficiency target (hop <= 0.55x one process) was set against this split
-(0.44-0.57x one process on this machine), so running it beside hop shows whether a day's machine allows 0.55x.
+shuffle, spill, progress or fault tolerance. hop's parallel-efficiency target (<= 0.55x one process) was set
+against such a split measured alone (0.44-0.57x one process on this machine); run beside hop, it shows what the
+day's machine gives two plain processes, and what hop with N workers costs against them. It is no lower bound:
+hop reads lines in bulk (``hop.inputs.iter_lines``) where this loop reads them one by one, as ``serial`` does.
 
 Only jobs whose combiner or reducer is an aggregate: their partial states are all the processes need to send.
 The map's key is the line's number within its range (``serial``: within its file).
