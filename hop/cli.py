@@ -17,7 +17,6 @@ Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -52,12 +51,14 @@ from hop.runner import (
     STOP_EARLY_SEQUENTIAL,
     JobFailed,
     build_spec,
+    cancel_submitted,
     earlier_reports,
     online_options,
     pipeline_specs,
     run_pipeline,
     run_staged_jobs,
     run_steps,
+    timeout_reason,
     wall_time,
 )
 from hop.shutdown_cli import register as register_shutdown
@@ -405,9 +406,7 @@ def _run_loaded(
         # Given up, as on Ctrl-C: the job is cancelled, leaving OUT/_job.json saying why (stopping the embedded
         # cluster alone left no trace of the run, not even OUT; on a cluster of its own the job ran on unwatched).
         _defer_interrupts()
-        _cancel_submitted(
-            client, everything=cluster is not None, reason=f"cancelled: --timeout {args.timeout:g}s passed"
-        )
+        cancel_submitted(client, everything=cluster is not None, reason=timeout_reason(args.timeout))
         return _fail(str(error), 3)
     except (CoordinatorUnavailable, ClusterStartError) as error:
         return _fail(str(error), 3)
@@ -415,7 +414,7 @@ def _run_loaded(
         # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
         # cancellation is what writes OUT/_job.json saying so (and removes committed parts) before the cluster stops.
         _defer_interrupts()
-        _cancel_submitted(client, everything=cluster is not None)
+        cancel_submitted(client, everything=cluster is not None)
         return _fail("interrupted", _interrupted_code())
     finally:
         _defer_interrupts()
@@ -490,27 +489,6 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
         f"{report['counters']['reduce_output_records']:,} output records in {output}{bad}"
         + "".join(f"; {note}" for note in stopped)
     )
-
-
-def _cancel_submitted(interrupted: Client | None, everything: bool = False, reason: str | None = None) -> None:
-    """Cancel the still-running jobs an interrupted ``hop submit`` had submitted (a fresh connection: the old one
-    may be in the middle of a request); ``everything``: every running job (the embedded cluster's jobs are all this
-    run's, including one whose submission was interrupted before its id came back). ``reason``: the jobs' error
-    (default: the coordinator's, for ``hop stop`` or an interruption)."""
-    if interrupted is None or not (interrupted.submitted or everything):
-        return
-    client = Client(interrupted.address, timeout=5)
-    try:
-        running: list[str] = []
-        if everything:
-            with contextlib.suppress(CoordinatorUnavailable):
-                running = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
-        for job_id in dict.fromkeys([*interrupted.submitted, *running]):
-            with contextlib.suppress(CoordinatorUnavailable, JobRejected):
-                if client.stop(job_id, reason).get("cancelled"):
-                    print(f"hop: cancelled {job_id}", file=sys.stderr)
-    finally:
-        client.close()
 
 
 def _submit(args: argparse.Namespace, client: Client, spec: Any, later: list[Any], pipelined: bool) -> dict[str, Any]:

@@ -1125,6 +1125,33 @@ def test_the_timeout_counts_the_whole_run_not_each_step(tmp_path: Path, blocking
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
+@pytest.mark.parametrize(
+    "jobs, options",
+    [
+        (["slow_steps.py"], []),
+        (["slow_steps.py"], ["--blocking"]),
+        (["slow_steps.py", "slow_steps.py"], ["--blocking"]),
+    ],
+    ids=["pipelined", "steps-blocking", "jobs-blocking"],
+)
+def test_a_run_past_its_timeout_in_an_earlier_step_says_why_in_out(
+    tmp_path: Path, jobs: list[str], options: list[str]
+) -> None:
+    """The first step takes 1.5 s: a 1 s timeout cancels the run there. The run deleted its intermediate outputs
+    before the job was cancelled, so the coordinator could not write the cancelled step's report ("cannot write the
+    job's files in .../.out.steps-.../step-0") and, run step by step, OUT got no _job.json at all."""
+    (tmp_path / "in.txt").write_text("only\n")
+    job_files = [str(TEST_JOBS / job) for job in jobs]
+    result = hop("run", *job_files, "in.txt", "-o", "out", "--quiet", "--timeout", "1", *options, cwd=tmp_path)
+    assert result.returncode == 3 and "still running after 1.0s" in result.stderr, result.stderr
+    assert "cannot write" not in result.stderr, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed" and report["error"] == "cancelled: --timeout 1s passed", report
+    assert report["step"] == 0, "the step cancelled is reported, as a failed one would be"
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "out"], "intermediate outputs removed"
+
+
 def test_two_runs_cannot_write_one_output_directory(tmp_path: Path) -> None:
     """Two ``hop run``s started together (each with its own embedded cluster) both found the new output empty and
     both wrote it. The second is refused while the first runs; once the first has ended (here: killed) the
