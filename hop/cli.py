@@ -117,6 +117,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--reduce-memory",
+        action=Given,
         type=size_argument,
         default=256 << 20,
         help="memory budget of a reducer for received data; past it runs are merged on disk (default 256MB)",
@@ -134,7 +135,11 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         help="JOB is an unmodified mrjob MRJob file; its own options go after --",
     )
     parser.add_argument(
-        "--max-attempts", type=positive_int, default=4, help="attempts per task before the job fails (default 4)"
+        "--max-attempts",
+        action=Given,
+        type=positive_int,
+        default=4,
+        help="attempts per task before the job fails (default 4)",
     )
     parser.add_argument(
         "--skip-bad-records",
@@ -152,6 +157,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--max-line-bytes",
+        action=Given,
         type=size_argument,
         default=256 << 20,
         help="longest input line accepted (default 256MiB); with --source, a longer line is a bad record, dropped",
@@ -159,6 +165,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     online = parser.add_argument_group("online aggregation")
     online.add_argument(
         "--snapshot-every",
+        action=Given,
         type=_fraction,
         default=None,
         metavar="F",
@@ -207,6 +214,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--timeout",
+        action=Given,
         type=positive_float,
         default=None,
         help="give up after this many seconds (the whole run: all steps); the job is cancelled",
@@ -228,6 +236,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         )
         parser.add_argument(
             "--coordinator",
+            action=Given,
             type=coordinator_address,
             default=None,
             help="submit to this cluster instead of starting one",
@@ -268,17 +277,53 @@ BATCH_ONLY = (
 each is declared with ``action=Given``/``GivenFlag``, which notes it as given (``hop.given_options``)."""
 
 
+HOP_ENGINE_ONLY = (
+    "blocking",
+    "reduce_memory",
+    "max_attempts",
+    "skip_bad_records",
+    "speculative",
+    "max_line_bytes",
+    "snapshot_every",
+    "order",
+    "seed",
+    "chunk_size",
+    "confidence",
+    "stop_when_accurate",
+    "keep_intermediate",
+    "timeout",
+    "web",
+    "port",
+    "web_wait",
+    "coordinator",
+)
+"""The options of a batch ``hop run`` that only hop's own engine uses: ``--engine spark`` ran without them (no
+snapshots for ``--snapshot-every``, no cancel at ``--timeout``, a local Spark for ``--coordinator``), so it refuses
+them. ``--split-size`` and ``--spill-records`` mean the same on Spark (``hop.spark_cli``)."""
+
+
+def _given_flags(given: list[str]) -> tuple[str, str, str]:
+    """``(flags, it, applies)`` for a message naming the options ``given``, in the singular or the plural."""
+    one = len(given) == 1
+    return ", ".join(given), "it" if one else "them", "applies" if one else "apply"
+
+
+def _not_on_spark(args: argparse.Namespace) -> str | None:
+    """Why options of hop's own engine were given to ``--engine spark``, which would ignore them."""
+    given = flags_given(args, HOP_ENGINE_ONLY)
+    if not given:
+        return None
+    flags, it, applies = _given_flags(given)
+    return f"{flags} {applies} to hop's own engine, not to --engine spark, which would ignore {it}: drop {it}"
+
+
 def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
     """Why options of a continuous job were given to a batch run, or a batch job's to a continuous one: each would
     do nothing there (``--window 60s`` on input files ran one batch job over them all, without a word)."""
     given = flags_given(args, BATCH_ONLY if args.source else STREAM_ONLY)
     if not given:
         return None
-    flags, it, applies = (
-        ", ".join(given),
-        "it" if len(given) == 1 else "them",
-        "applies" if len(given) == 1 else "apply",
-    )
+    flags, it, applies = _given_flags(given)
     if args.source:
         return f"{flags} {applies} to a batch job over input files, not to a continuous job (--source): drop {it}"
     return (
@@ -300,6 +345,11 @@ def _run_job(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         if args.mrjob:
             return _fail("--mrjob runs on hop's own engine: drop --engine spark", 2)
+        if not hasattr(args, "workers"):  # hop submit (its --coordinator is required, not noted as given)
+            return _fail("hop submit runs a job on a hop cluster: drop --engine spark, or run it with hop run", 2)
+        not_on_spark = _not_on_spark(args)
+        if not_on_spark is not None:
+            return _fail(not_on_spark, 2)
         try:
             job_files, _ = _job_list(args.job, args.inputs)
         except JobFileError as error:

@@ -837,6 +837,37 @@ def test_engine_spark_refuses_a_pipeline_a_stream_and_no_input(tmp_path: Path) -
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (["--snapshot-every", "0.1"], "--snapshot-every applies"),
+        (["--order", "random", "--stop-when-accurate", "0.1"], "--order, --stop-when-accurate apply"),
+        (["--timeout", "60", "--web"], "--timeout, --web apply"),
+        (["--coordinator", "tcp://127.0.0.1:1", "--blocking"], "--blocking, --coordinator apply"),
+    ],
+)
+def test_engine_spark_refuses_the_options_of_hops_own_engine(tmp_path: Path, options: list[str], named: str) -> None:
+    """Spark ran without them, exit 0: no OUT/_snapshots for --snapshot-every, no early stop, no cancel at
+    --timeout, no web view, a local Spark for --coordinator. Refused before Spark starts (no JVM needed)."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--engine", "spark", *options, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"{named} to hop's own engine, not to --engine spark" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_submit_refuses_engine_spark(cluster: LocalCluster, tmp_path: Path) -> None:
+    """``hop submit --engine spark`` ran the job on a local Spark, ignoring the cluster it was given."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop(
+        "submit", job, "in.txt", "-o", "out", "--engine", "spark", "--coordinator", cluster.address, cwd=tmp_path
+    )
+    assert result.returncode == 2 and "hop submit runs a job on a hop cluster" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
     import signal
     import time

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 from hop.gen.cli import coordinator_address
+from hop.given_options import Given, GivenFlag
 
 if TYPE_CHECKING:
     from hop.web.server import WebServer
@@ -18,11 +19,13 @@ __all__ = ["add_web_arguments", "register", "web_view"]
 
 def add_web_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("web view")
-    group.add_argument("--web", action="store_true", help="serve the live web view on 127.0.0.1 while the job runs")
-    group.add_argument("--port", type=int, default=0, help="port of the web view (default: a free one, printed)")
+    group.add_argument("--web", action=GivenFlag, help="serve the live web view on 127.0.0.1 while the job runs")
+    group.add_argument(
+        "--port", action=Given, type=int, default=0, help="port of the web view (default: a free one, printed)"
+    )
     group.add_argument(
         "--web-wait",
-        action="store_true",
+        action=GivenFlag,
         help="serve the web view and keep serving after the job ended (results, or why it failed) until Ctrl-C",
     )
 
