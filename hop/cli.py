@@ -386,7 +386,7 @@ def _run_loaded(
     args: argparse.Namespace, job_class: type[Job], later_classes: list[type[Job]], mrjob_run: MRJobRun | None
 ) -> int:
     try:
-        online_options = _online_options(args, job_class)
+        online_options = _online_options(args, job_class, later_classes)
     except InputError as error:
         return _fail(str(error), 2)
     workers = getattr(args, "workers", None) or os.cpu_count() or 1
@@ -587,13 +587,21 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str, Any]:
-    """The online options of ``hop run``/``hop submit``; raises :class:`InputError` for one that would do nothing
-    (it was silently ignored: a user thought the job used it)."""
+def _online_options(args: argparse.Namespace, job_class: type[Job], later_classes: list[type[Job]]) -> dict[str, Any]:
+    """The online options of ``hop run``/``hop submit`` (``later_classes``: a pipeline's further jobs, which get the
+    same); raises :class:`InputError` for one that would do nothing (it was silently ignored: a user thought the job
+    used it)."""
     if args.seed is not None and args.order != "random":
         raise InputError("--seed seeds the order of --order random, which this run does not use: add --order random")
     if args.stop_when_accurate is not None and args.order != "random":
         raise InputError(STOP_EARLY_SEQUENTIAL)  # (online_options refuses it too, for callers of the API)
+    if args.stop_when_accurate is not None and not _estimates(job_class, later_classes):
+        raise InputError(
+            "--stop-when-accurate stops on the intervals of the estimates of Sum, Count and Mean, and no step of "
+            "this run reduces with one (Min, Max, TopK, a hand-written reduce: their snapshots hold the values so "
+            "far, which no interval bounds), so the job would always run to the end: drop it, or use "
+            "--snapshot-every F to watch the values so far"
+        )
     if args.confidence is not None and args.snapshot_every is None and args.stop_when_accurate is None:
         raise InputError(
             "--confidence sets the intervals of the snapshots' estimates, which this run does not take: add "
@@ -608,6 +616,17 @@ def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str,
         chunk_size=args.chunk_size,
         confidence=0.95 if args.confidence is None else args.confidence,
         stop_when_accurate=args.stop_when_accurate,
+    )
+
+
+def _estimates(job_class: type[Job], later_classes: list[type[Job]]) -> bool:
+    """Whether a step of the run's jobs reduces with an aggregate whose snapshots estimate with intervals."""
+    from hop.online.state import estimate_kind
+
+    return any(
+        estimate_kind(step.reducer) is not None
+        for job in (job_class, *later_classes)
+        for step in job().resolved_steps()
     )
 
 

@@ -1594,6 +1594,30 @@ def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, optio
 
 
 @pytest.mark.parametrize(
+    "job",
+    [
+        [str(ROOT / "jobs" / "topk.py")],
+        [str(TEST_JOBS / "wordcount_nocombine.py")],
+        [str(TEST_JOBS / "mean_length.py"), "--job-class", "LongestWords"],
+    ],
+    ids=["topk", "hand-written-reduce", "max"],
+)
+def test_stop_when_accurate_is_refused_for_a_run_without_estimates(tmp_path: Path, job: list[str]) -> None:
+    """Only Sum, Count and Mean estimate with intervals: a run reducing with none of them never stopped early, yet
+    took a snapshot every 5% of its input and then said no snapshot had met the bound."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    online = ["--order", "random", "--stop-when-accurate", "0.1"]
+    result = hop("run", *job, "in.txt", "-o", "out", *online, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "no step of this run reduces with one" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+    # A run with a step that estimates may stop there (a --blocking pipeline's word count, before its top-k).
+    pipeline = [str(ROOT / "jobs" / "wordcount.py"), str(ROOT / "jobs" / "topk.py")]
+    estimating = hop("run", *pipeline, "in.txt", "-o", "out", *online, "--blocking", "--quiet", cwd=tmp_path)
+    assert estimating.returncode == 0, estimating.stderr
+
+
+@pytest.mark.parametrize(
     ("options", "message"),
     [
         (["in.txt", "--window", "10s"], "--window applies to a continuous job, and this run has no --source"),
