@@ -602,6 +602,12 @@ def _online_options(args: argparse.Namespace, job_class: type[Job], later_classe
             "far, which no interval bounds), so the job would always run to the end: drop it, or use "
             "--snapshot-every F to watch the values so far"
         )
+    chunked = args.order == "random" or args.snapshot_every is not None or args.stop_when_accurate is not None
+    if flags_given(args, ["chunk_size"]) and not chunked:
+        raise InputError(
+            "--chunk-size sets the chunks that snapshots and --order random read input in, and this run uses neither "
+            "(its maps read --split-size splits): add --snapshot-every F or --order random, or drop it"
+        )
     if args.confidence is not None and args.snapshot_every is None and args.stop_when_accurate is None:
         raise InputError(
             "--confidence sets the intervals of the snapshots' estimates, which this run does not take: add "

@@ -1576,17 +1576,19 @@ def test_a_resolver_that_cannot_answer_now_is_not_a_usage_error(monkeypatch: pyt
         (["--confidence", "0.9"], "--confidence sets the intervals of the snapshots' estimates"),
         (["--stop-when-accurate", "0.1"], "assume input chunks read in random order: add --order random"),
         (["--stop-when-accurate", "0.1", "--order", "sequential"], "add --order random"),
+        (["--chunk-size", "64KB"], "--chunk-size sets the chunks that snapshots and --order random read input in"),
     ],
     ids=[
         "seed-without-random-order",
         "confidence-without-snapshots",
         "stop-early-default-order",
         "stop-early-sequential",
+        "chunk-size-unchunked",
     ],
 )
 def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, options: list[str], message: str) -> None:
-    """--seed without --order random, or --confidence without snapshots, were silently ignored; --stop-when-accurate
-    in sequential order stopped on intervals that assume random order."""
+    """--seed without --order random, --confidence without snapshots, or --chunk-size with neither, were silently
+    ignored; --stop-when-accurate in sequential order stopped on intervals that assume random order."""
     (tmp_path / "in.txt").write_text("a b\n")
     result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", *options, cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
