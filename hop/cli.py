@@ -418,6 +418,12 @@ def _run_loaded(
     pipelined = stages > 1 and not args.blocking
     if pipelined and args.stop_when_accurate is not None:
         return _fail(STOP_EARLY_PIPELINE, 2)  # checked before a cluster starts (run_pipeline refuses it too)
+    if args.keep_intermediate and stages == 1:
+        return _fail(
+            f"--keep-intermediate keeps the outputs of a pipeline's earlier steps, and {spec.name} is one step run "
+            "alone, with none: drop it (or give the next job files, or define steps())",
+            2,
+        )
     cluster: LocalCluster | None = None
     address: str | None = args.coordinator
     client: Client | None = None

@@ -1595,6 +1595,22 @@ def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, optio
     assert not (tmp_path / "out").exists()
 
 
+def test_keep_intermediate_is_refused_for_a_one_step_run(tmp_path: Path) -> None:
+    """A job of one step has no earlier step whose output --keep-intermediate could keep: it was accepted and did
+    nothing (no OUT/_steps). A multi-step job run alone keeps its first step's."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    one_step = hop(
+        "run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", "--keep-intermediate", cwd=tmp_path
+    )
+    assert one_step.returncode == 2, one_step.stderr
+    assert "--keep-intermediate keeps the outputs of a pipeline's earlier steps, and WordCount is one step" in (
+        one_step.stderr
+    )
+    assert not (tmp_path / "out").exists()
+    two_steps = hop("run", str(TEST_JOBS / "two_steps.py"), "in.txt", "-o", "out", "--keep-intermediate", cwd=tmp_path)
+    assert two_steps.returncode == 0 and (tmp_path / "out" / "_steps" / "step-0" / "_SUCCESS").exists()
+
+
 @pytest.mark.parametrize(
     "job",
     [
