@@ -67,7 +67,7 @@ from hop.spark_cli import register as register_spark
 from hop.stdin_input import stdin_as_file
 from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_args
 from hop.stream.cli import register as register_stream
-from hop.web.cli import add_web_arguments, web_view
+from hop.web.cli import add_web_arguments, unused_port, web_view
 from hop.web.cli import register as register_web
 from monitoring.cli import register as register_monitor
 
@@ -335,7 +335,7 @@ def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
 def _run_job(args: argparse.Namespace) -> int:
     if getattr(args, "workers", None) and args.coordinator:
         return _fail("--workers sizes the embedded cluster; with --coordinator the cluster's own workers run it", 2)
-    wrong_kind = _wrong_kind_of_run(args)
+    wrong_kind = _wrong_kind_of_run(args) or unused_port(args)
     if wrong_kind is not None:
         return _fail(wrong_kind, 2)
     if args.job_args and not args.mrjob:
