@@ -261,9 +261,7 @@ def run_steps(
             _keep_steps(scratch, num_steps - 1, *hold)
         elif keep_intermediate:
             _keep_steps(scratch, num_steps - 1, final_output / "_steps", 0)
-    except JobFailed:
-        raise
-    except BaseException as error:
+    except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
         _cancel_before_cleanup(client, error, timeout)
         cancelled = None if running is None else _cancelled_status(running)
         if cancelled is not None:  # as a failed step: OUT/_job.json says why, with the steps before it
@@ -517,9 +515,7 @@ def run_pipeline(
         place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
         if keep_intermediate:
             _keep_steps(scratch, len(job_ids) - 1, final_output / "_steps", 0)
-    except JobFailed:
-        raise
-    except BaseException as error:
+    except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
         _cancel_before_cleanup(client, error, timeout)
         cancelled = None if running is None else _cancelled_status(running)
         if cancelled is not None:  # as a failed step: OUT/_job.json reports it, with the steps before it
@@ -571,7 +567,7 @@ def run_staged_jobs(
             except JobFailed as failure:
                 _end_failed_jobs(failure.status, reports, scratch, final_output, keep_intermediate)
                 raise
-            except BaseException:  # run_steps cancelled its job and wrote why in its output's _job.json
+            except (KeyboardInterrupt, TimeoutError):  # run_steps cancelled its job, saying why in its _job.json
                 cancelled = _cancelled_status(output)
                 if cancelled is not None:
                     _end_failed_jobs(cancelled, reports, scratch, final_output, keep_intermediate)
