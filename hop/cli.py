@@ -17,7 +17,6 @@ Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -52,12 +51,14 @@ from hop.runner import (
     STOP_EARLY_SEQUENTIAL,
     JobFailed,
     build_spec,
+    cancel_submitted,
     earlier_reports,
     online_options,
     pipeline_specs,
     run_pipeline,
     run_staged_jobs,
     run_steps,
+    timeout_reason,
     wall_time,
 )
 from hop.shutdown_cli import register as register_shutdown
@@ -66,7 +67,7 @@ from hop.spark_cli import register as register_spark
 from hop.stdin_input import stdin_as_file
 from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_args
 from hop.stream.cli import register as register_stream
-from hop.web.cli import add_web_arguments, web_view
+from hop.web.cli import add_web_arguments, unused_port, web_view
 from hop.web.cli import register as register_web
 from monitoring.cli import register as register_monitor
 
@@ -116,6 +117,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--reduce-memory",
+        action=Given,
         type=size_argument,
         default=256 << 20,
         help="memory budget of a reducer for received data; past it runs are merged on disk (default 256MB)",
@@ -133,7 +135,11 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         help="JOB is an unmodified mrjob MRJob file; its own options go after --",
     )
     parser.add_argument(
-        "--max-attempts", type=positive_int, default=4, help="attempts per task before the job fails (default 4)"
+        "--max-attempts",
+        action=Given,
+        type=positive_int,
+        default=4,
+        help="attempts per task before the job fails (default 4)",
     )
     parser.add_argument(
         "--skip-bad-records",
@@ -151,6 +157,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--max-line-bytes",
+        action=Given,
         type=size_argument,
         default=256 << 20,
         help="longest input line accepted (default 256MiB); with --source, a longer line is a bad record, dropped",
@@ -158,6 +165,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     online = parser.add_argument_group("online aggregation")
     online.add_argument(
         "--snapshot-every",
+        action=Given,
         type=_fraction,
         default=None,
         metavar="F",
@@ -206,6 +214,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     )
     parser.add_argument(
         "--timeout",
+        action=Given,
         type=positive_float,
         default=None,
         help="give up after this many seconds (the whole run: all steps); the job is cancelled",
@@ -227,6 +236,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         )
         parser.add_argument(
             "--coordinator",
+            action=Given,
             type=coordinator_address,
             default=None,
             help="submit to this cluster instead of starting one",
@@ -267,17 +277,53 @@ BATCH_ONLY = (
 each is declared with ``action=Given``/``GivenFlag``, which notes it as given (``hop.given_options``)."""
 
 
+HOP_ENGINE_ONLY = (
+    "blocking",
+    "reduce_memory",
+    "max_attempts",
+    "skip_bad_records",
+    "speculative",
+    "max_line_bytes",
+    "snapshot_every",
+    "order",
+    "seed",
+    "chunk_size",
+    "confidence",
+    "stop_when_accurate",
+    "keep_intermediate",
+    "timeout",
+    "web",
+    "port",
+    "web_wait",
+    "coordinator",
+)
+"""The options of a batch ``hop run`` that only hop's own engine uses: ``--engine spark`` ran without them (no
+snapshots for ``--snapshot-every``, no cancel at ``--timeout``, a local Spark for ``--coordinator``), so it refuses
+them. ``--split-size`` and ``--spill-records`` mean the same on Spark (``hop.spark_cli``)."""
+
+
+def _given_flags(given: list[str]) -> tuple[str, str, str]:
+    """``(flags, it, applies)`` for a message naming the options ``given``, in the singular or the plural."""
+    one = len(given) == 1
+    return ", ".join(given), "it" if one else "them", "applies" if one else "apply"
+
+
+def _not_on_spark(args: argparse.Namespace) -> str | None:
+    """Why options of hop's own engine were given to ``--engine spark``, which would ignore them."""
+    given = flags_given(args, HOP_ENGINE_ONLY)
+    if not given:
+        return None
+    flags, it, applies = _given_flags(given)
+    return f"{flags} {applies} to hop's own engine, not to --engine spark, which would ignore {it}: drop {it}"
+
+
 def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
     """Why options of a continuous job were given to a batch run, or a batch job's to a continuous one: each would
     do nothing there (``--window 60s`` on input files ran one batch job over them all, without a word)."""
     given = flags_given(args, BATCH_ONLY if args.source else STREAM_ONLY)
     if not given:
         return None
-    flags, it, applies = (
-        ", ".join(given),
-        "it" if len(given) == 1 else "them",
-        "applies" if len(given) == 1 else "apply",
-    )
+    flags, it, applies = _given_flags(given)
     if args.source:
         return f"{flags} {applies} to a batch job over input files, not to a continuous job (--source): drop {it}"
     return (
@@ -289,7 +335,7 @@ def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
 def _run_job(args: argparse.Namespace) -> int:
     if getattr(args, "workers", None) and args.coordinator:
         return _fail("--workers sizes the embedded cluster; with --coordinator the cluster's own workers run it", 2)
-    wrong_kind = _wrong_kind_of_run(args)
+    wrong_kind = _wrong_kind_of_run(args) or unused_port(args)
     if wrong_kind is not None:
         return _fail(wrong_kind, 2)
     if args.job_args and not args.mrjob:
@@ -299,6 +345,11 @@ def _run_job(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         if args.mrjob:
             return _fail("--mrjob runs on hop's own engine: drop --engine spark", 2)
+        if not hasattr(args, "workers"):  # hop submit (its --coordinator is required, not noted as given)
+            return _fail("hop submit runs a job on a hop cluster: drop --engine spark, or run it with hop run", 2)
+        not_on_spark = _not_on_spark(args)
+        if not_on_spark is not None:
+            return _fail(not_on_spark, 2)
         try:
             job_files, _ = _job_list(args.job, args.inputs)
         except JobFileError as error:
@@ -335,7 +386,7 @@ def _run_loaded(
     args: argparse.Namespace, job_class: type[Job], later_classes: list[type[Job]], mrjob_run: MRJobRun | None
 ) -> int:
     try:
-        online_options = _online_options(args, job_class)
+        online_options = _online_options(args, job_class, later_classes)
     except InputError as error:
         return _fail(str(error), 2)
     workers = getattr(args, "workers", None) or os.cpu_count() or 1
@@ -367,6 +418,12 @@ def _run_loaded(
     pipelined = stages > 1 and not args.blocking
     if pipelined and args.stop_when_accurate is not None:
         return _fail(STOP_EARLY_PIPELINE, 2)  # checked before a cluster starts (run_pipeline refuses it too)
+    if args.keep_intermediate and stages == 1:
+        return _fail(
+            f"--keep-intermediate keeps the outputs of a pipeline's earlier steps, and {spec.name} is one step run "
+            "alone, with none: drop it (or give the next job files, or define steps())",
+            2,
+        )
     cluster: LocalCluster | None = None
     address: str | None = args.coordinator
     client: Client | None = None
@@ -405,9 +462,7 @@ def _run_loaded(
         # Given up, as on Ctrl-C: the job is cancelled, leaving OUT/_job.json saying why (stopping the embedded
         # cluster alone left no trace of the run, not even OUT; on a cluster of its own the job ran on unwatched).
         _defer_interrupts()
-        _cancel_submitted(
-            client, everything=cluster is not None, reason=f"cancelled: --timeout {args.timeout:g}s passed"
-        )
+        cancel_submitted(client, everything=cluster is not None, reason=timeout_reason(args.timeout))
         return _fail(str(error), 3)
     except (CoordinatorUnavailable, ClusterStartError) as error:
         return _fail(str(error), 3)
@@ -415,7 +470,7 @@ def _run_loaded(
         # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
         # cancellation is what writes OUT/_job.json saying so (and removes committed parts) before the cluster stops.
         _defer_interrupts()
-        _cancel_submitted(client, everything=cluster is not None)
+        cancel_submitted(client, everything=cluster is not None)
         return _fail("interrupted", _interrupted_code())
     finally:
         _defer_interrupts()
@@ -492,27 +547,6 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
     )
 
 
-def _cancel_submitted(interrupted: Client | None, everything: bool = False, reason: str | None = None) -> None:
-    """Cancel the still-running jobs an interrupted ``hop submit`` had submitted (a fresh connection: the old one
-    may be in the middle of a request); ``everything``: every running job (the embedded cluster's jobs are all this
-    run's, including one whose submission was interrupted before its id came back). ``reason``: the jobs' error
-    (default: the coordinator's, for ``hop stop`` or an interruption)."""
-    if interrupted is None or not (interrupted.submitted or everything):
-        return
-    client = Client(interrupted.address, timeout=5)
-    try:
-        running: list[str] = []
-        if everything:
-            with contextlib.suppress(CoordinatorUnavailable):
-                running = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
-        for job_id in dict.fromkeys([*interrupted.submitted, *running]):
-            with contextlib.suppress(CoordinatorUnavailable, JobRejected):
-                if client.stop(job_id, reason).get("cancelled"):
-                    print(f"hop: cancelled {job_id}", file=sys.stderr)
-    finally:
-        client.close()
-
-
 def _submit(args: argparse.Namespace, client: Client, spec: Any, later: list[Any], pipelined: bool) -> dict[str, Any]:
     """Run the job (a pipeline, a staged list of jobs, or one job's steps) and return its report."""
     if pipelined:
@@ -559,13 +593,27 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str, Any]:
-    """The online options of ``hop run``/``hop submit``; raises :class:`InputError` for one that would do nothing
-    (it was silently ignored: a user thought the job used it)."""
+def _online_options(args: argparse.Namespace, job_class: type[Job], later_classes: list[type[Job]]) -> dict[str, Any]:
+    """The online options of ``hop run``/``hop submit`` (``later_classes``: a pipeline's further jobs, which get the
+    same); raises :class:`InputError` for one that would do nothing (it was silently ignored: a user thought the job
+    used it)."""
     if args.seed is not None and args.order != "random":
         raise InputError("--seed seeds the order of --order random, which this run does not use: add --order random")
     if args.stop_when_accurate is not None and args.order != "random":
         raise InputError(STOP_EARLY_SEQUENTIAL)  # (online_options refuses it too, for callers of the API)
+    if args.stop_when_accurate is not None and not _estimates(job_class, later_classes):
+        raise InputError(
+            "--stop-when-accurate stops on the intervals of the estimates of Sum, Count and Mean, and no step of "
+            "this run reduces with one (Min, Max, TopK, a hand-written reduce: their snapshots hold the values so "
+            "far, which no interval bounds), so the job would always run to the end: drop it, or use "
+            "--snapshot-every F to watch the values so far"
+        )
+    chunked = args.order == "random" or args.snapshot_every is not None or args.stop_when_accurate is not None
+    if flags_given(args, ["chunk_size"]) and not chunked:
+        raise InputError(
+            "--chunk-size sets the chunks that snapshots and --order random read input in, and this run uses neither "
+            "(its maps read --split-size splits): add --snapshot-every F or --order random, or drop it"
+        )
     if args.confidence is not None and args.snapshot_every is None and args.stop_when_accurate is None:
         raise InputError(
             "--confidence sets the intervals of the snapshots' estimates, which this run does not take: add "
@@ -580,6 +628,17 @@ def _online_options(args: argparse.Namespace, job_class: type[Job]) -> dict[str,
         chunk_size=args.chunk_size,
         confidence=0.95 if args.confidence is None else args.confidence,
         stop_when_accurate=args.stop_when_accurate,
+    )
+
+
+def _estimates(job_class: type[Job], later_classes: list[type[Job]]) -> bool:
+    """Whether a step of the run's jobs reduces with an aggregate whose snapshots estimate with intervals."""
+    from hop.online.state import estimate_kind
+
+    return any(
+        estimate_kind(step.reducer) is not None
+        for job in (job_class, *later_classes)
+        for step in job().resolved_steps()
     )
 
 

@@ -674,7 +674,7 @@ class Coordinator:
         assert job.snapshots is not None
         job.approximate = {
             "snapshot": snapshot.label,
-            "input_fraction": job.snapshots.describe(snapshot, with_rows=False)["input_fraction"],
+            "input_fraction": job.snapshots.describe(snapshot, with_rows=False)["input_fraction"] or snapshot.progress,
             "stop_when_accurate": job.snapshots.stop_when_accurate,
             "max_relative_half_width": max(
                 float(fields.get("max_relative_half_width") or 0.0) for fields in snapshot.partitions.values()

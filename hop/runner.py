@@ -8,6 +8,7 @@ step (:func:`_count_whole_run`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.bad_records import hold_bad_records, place_bad_records
-from hop.client import Client
+from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.counters import total_user_counters
 from hop.inputs import expand_inputs
 from hop.job import Job
@@ -223,6 +224,8 @@ def run_steps(
     prepare_output(str(final_output), base.overwrite, base.inputs)
     scratch = _make_scratch(final_output)
     reports: list[dict[str, Any]] = []
+    running: Path | None = None  # the output of the step submitted and not yet ended
+    kept = hold or ((final_output / "_steps", 0) if keep_intermediate else None)  # where a failed run's steps go
     try:
         inputs = base.inputs
         for step in range(num_steps):
@@ -240,12 +243,13 @@ def run_steps(
             display = ProgressDisplay(progress, label, address=client.address)
             try:
                 job_id = client.submit(spec)
+                running = Path(spec.output)
                 status = _wait(client, job_id, display.update, deadline, timeout)
+                running = None
             finally:
                 display.close()
             if status["state"] != "succeeded":
-                kept = (final_output / "_steps", 0) if keep_intermediate else None
-                _end_failed_run(status, reports, scratch, final_output, hold or kept)
+                _end_failed_run(status, reports, scratch, final_output, kept)
                 raise JobFailed(status)
             reports.append(status["report"])
             inputs = (spec.output,)
@@ -257,6 +261,12 @@ def run_steps(
             _keep_steps(scratch, num_steps - 1, *hold)
         elif keep_intermediate:
             _keep_steps(scratch, num_steps - 1, final_output / "_steps", 0)
+    except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
+        _cancel_before_cleanup(client, error, timeout)
+        cancelled = None if running is None else _cancelled_status(running)
+        if cancelled is not None:  # as a failed step: OUT/_job.json says why, with the steps before it
+            _end_failed_run(cancelled, reports, scratch, final_output, kept)
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     final = reports[-1]
@@ -270,6 +280,56 @@ def run_steps(
 
 def _deadline(timeout: float | None) -> float | None:
     return None if timeout is None else time.monotonic() + timeout
+
+
+def timeout_reason(timeout: float | None) -> str:
+    """The error of a job cancelled because the run's ``--timeout`` passed."""
+    return f"cancelled: --timeout {timeout:g}s passed"
+
+
+def cancel_submitted(interrupted: Client | None, everything: bool = False, reason: str | None = None) -> None:
+    """Cancel the still-running jobs an interrupted run had submitted through ``interrupted`` (a fresh connection:
+    the old one may be in the middle of a request); ``everything``: every running job (the embedded cluster's jobs
+    are all this run's, including one whose submission was interrupted before its id came back). ``reason``: the
+    jobs' error (default: the coordinator's, for ``hop stop`` or an interruption). A job already ended is left as it
+    is, so calling this twice cancels once; a coordinator gone is no error. The coordinator has written a cancelled
+    job's ``_job.json`` by the time this returns."""
+    if interrupted is None or not (interrupted.submitted or everything):
+        return
+    client = Client(interrupted.address, timeout=5)
+    try:
+        running: list[str] = []
+        if everything:
+            with contextlib.suppress(CoordinatorUnavailable):
+                running = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
+        for job_id in dict.fromkeys([*interrupted.submitted, *running]):
+            with contextlib.suppress(CoordinatorUnavailable, JobRejected):
+                if client.stop(job_id, reason).get("cancelled"):
+                    print(f"hop: cancelled {job_id}", file=sys.stderr)
+    finally:
+        client.close()
+
+
+def _cancel_before_cleanup(client: Client, error: BaseException, timeout: float | None) -> None:
+    """A run ends on ``error`` (Ctrl-C, SIGTERM, ``--timeout``) while its jobs may still run: cancel them now,
+    before the run deletes its intermediate outputs. Cancelled later (by ``hop run`` on its way out), a job still
+    wrote there: its coordinator failed to write the cancelled step's ``_job.json`` in the deleted directory and
+    said so, and ``OUT`` never learnt why the run ended."""
+    with contextlib.suppress(Exception):  # (the run's own error is what the user must see)
+        cancel_submitted(client, reason=timeout_reason(timeout) if isinstance(error, TimeoutError) else None)
+
+
+def _cancelled_status(output: Path) -> dict[str, Any] | None:
+    """The status of the job cancelled by :func:`_cancel_before_cleanup` that wrote to ``output``, from the
+    ``_job.json`` its coordinator wrote there (``None`` when it wrote none: not submitted yet, or the coordinator
+    is gone)."""
+    try:
+        report = json.loads((output / "_job.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if report.get("status") == "succeeded":
+        return None
+    return {"state": report.get("status"), "error": report.get("error"), "report": report}
 
 
 def _wait(
@@ -416,6 +476,9 @@ def run_pipeline(
     stages = pipeline_specs(jobs)
     reports: list[dict[str, Any]] = []
     job_ids: list[str] = []
+    outputs: list[Path] = []
+    running: Path | None = None  # the output of the step waited for
+    kept = (final_output / "_steps", 0) if keep_intermediate else None  # where a failed run's steps go
     try:
         for number, stage in enumerate(stages):
             last = number == len(stages) - 1
@@ -433,15 +496,17 @@ def run_pipeline(
                 options=options,
             )
             job_ids.append(client.submit(spec))
+            outputs.append(Path(spec.output))
         for number, job_id in enumerate(job_ids):
             label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
             display = ProgressDisplay(progress, label, address=client.address)
             try:
+                running = outputs[number]
                 status = _wait(client, job_id, display.update, deadline, timeout)
+                running = None
             finally:
                 display.close()
             if status["state"] != "succeeded":
-                kept = (final_output / "_steps", 0) if keep_intermediate else None
                 _end_failed_run(status, reports, scratch, final_output, kept)
                 raise JobFailed(status)
             reports.append(status["report"])
@@ -450,6 +515,12 @@ def run_pipeline(
         place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
         if keep_intermediate:
             _keep_steps(scratch, len(job_ids) - 1, final_output / "_steps", 0)
+    except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
+        _cancel_before_cleanup(client, error, timeout)
+        cancelled = None if running is None else _cancelled_status(running)
+        if cancelled is not None:  # as a failed step: OUT/_job.json reports it, with the steps before it
+            _end_failed_run(cancelled, reports, scratch, final_output, kept)
+        raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     final = reports[-1]
@@ -495,6 +566,11 @@ def run_staged_jobs(
                 )
             except JobFailed as failure:
                 _end_failed_jobs(failure.status, reports, scratch, final_output, keep_intermediate)
+                raise
+            except (KeyboardInterrupt, TimeoutError):  # run_steps cancelled its job, saying why in its _job.json
+                cancelled = _cancelled_status(output)
+                if cancelled is not None:
+                    _end_failed_jobs(cancelled, reports, scratch, final_output, keep_intermediate)
                 raise
             reports.append(report)
             if keep_intermediate and number:  # the job before's output, read by this one: its last step's output

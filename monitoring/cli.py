@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
-from hop.gen.cli import coordinator_address, positive_int
+from hop.gen.cli import coordinator_address, port_number, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
 MONITOR_JOB = ROOT / "jobs" / "cluster_monitor.py"
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep the folders of the newest N windows in OUT/windows, removing older ones as the query runs "
         f"(default: all with -o; {TEMPORARY_KEEP_WINDOWS:,} in the temporary output, an hour of the default slide)",
     )
-    parser.add_argument("--port", type=int, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--port", type=port_number, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--duration", type=_seconds, default=None, help="stop after this long (default: Ctrl-C)")
     parser.add_argument("--quiet", action="store_true", help="print only the addresses")
 

@@ -837,6 +837,37 @@ def test_engine_spark_refuses_a_pipeline_a_stream_and_no_input(tmp_path: Path) -
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        (["--snapshot-every", "0.1"], "--snapshot-every applies"),
+        (["--order", "random", "--stop-when-accurate", "0.1"], "--order, --stop-when-accurate apply"),
+        (["--timeout", "60", "--web"], "--timeout, --web apply"),
+        (["--coordinator", "tcp://127.0.0.1:1", "--blocking"], "--blocking, --coordinator apply"),
+    ],
+)
+def test_engine_spark_refuses_the_options_of_hops_own_engine(tmp_path: Path, options: list[str], named: str) -> None:
+    """Spark ran without them, exit 0: no OUT/_snapshots for --snapshot-every, no early stop, no cancel at
+    --timeout, no web view, a local Spark for --coordinator. Refused before Spark starts (no JVM needed)."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--engine", "spark", *options, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"{named} to hop's own engine, not to --engine spark" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_submit_refuses_engine_spark(cluster: LocalCluster, tmp_path: Path) -> None:
+    """``hop submit --engine spark`` ran the job on a local Spark, ignoring the cluster it was given."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop(
+        "submit", job, "in.txt", "-o", "out", "--engine", "spark", "--coordinator", cluster.address, cwd=tmp_path
+    )
+    assert result.returncode == 2 and "hop submit runs a job on a hop cluster" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
     import signal
     import time
@@ -1123,6 +1154,33 @@ def test_the_timeout_counts_the_whole_run_not_each_step(tmp_path: Path, blocking
     result = hop("run", job, "in.txt", "-o", "out", "--quiet", "--timeout", "2.5", *blocking, cwd=tmp_path)
     assert result.returncode == 3 and "still running after 2.5s" in result.stderr, result.stderr
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+@pytest.mark.parametrize(
+    "jobs, options",
+    [
+        (["slow_steps.py"], []),
+        (["slow_steps.py"], ["--blocking"]),
+        (["slow_steps.py", "slow_steps.py"], ["--blocking"]),
+    ],
+    ids=["pipelined", "steps-blocking", "jobs-blocking"],
+)
+def test_a_run_past_its_timeout_in_an_earlier_step_says_why_in_out(
+    tmp_path: Path, jobs: list[str], options: list[str]
+) -> None:
+    """The first step takes 1.5 s: a 1 s timeout cancels the run there. The run deleted its intermediate outputs
+    before the job was cancelled, so the coordinator could not write the cancelled step's report ("cannot write the
+    job's files in .../.out.steps-.../step-0") and, run step by step, OUT got no _job.json at all."""
+    (tmp_path / "in.txt").write_text("only\n")
+    job_files = [str(TEST_JOBS / job) for job in jobs]
+    result = hop("run", *job_files, "in.txt", "-o", "out", "--quiet", "--timeout", "1", *options, cwd=tmp_path)
+    assert result.returncode == 3 and "still running after 1.0s" in result.stderr, result.stderr
+    assert "cannot write" not in result.stderr, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed" and report["error"] == "cancelled: --timeout 1s passed", report
+    assert report["step"] == 0, "the step cancelled is reported, as a failed one would be"
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "out"], "intermediate outputs removed"
 
 
 def test_two_runs_cannot_write_one_output_directory(tmp_path: Path) -> None:
@@ -1518,21 +1576,63 @@ def test_a_resolver_that_cannot_answer_now_is_not_a_usage_error(monkeypatch: pyt
         (["--confidence", "0.9"], "--confidence sets the intervals of the snapshots' estimates"),
         (["--stop-when-accurate", "0.1"], "assume input chunks read in random order: add --order random"),
         (["--stop-when-accurate", "0.1", "--order", "sequential"], "add --order random"),
+        (["--chunk-size", "64KB"], "--chunk-size sets the chunks that snapshots and --order random read input in"),
     ],
     ids=[
         "seed-without-random-order",
         "confidence-without-snapshots",
         "stop-early-default-order",
         "stop-early-sequential",
+        "chunk-size-unchunked",
     ],
 )
 def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, options: list[str], message: str) -> None:
-    """--seed without --order random, or --confidence without snapshots, were silently ignored; --stop-when-accurate
-    in sequential order stopped on intervals that assume random order."""
+    """--seed without --order random, --confidence without snapshots, or --chunk-size with neither, were silently
+    ignored; --stop-when-accurate in sequential order stopped on intervals that assume random order."""
     (tmp_path / "in.txt").write_text("a b\n")
     result = hop("run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", *options, cwd=tmp_path)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_keep_intermediate_is_refused_for_a_one_step_run(tmp_path: Path) -> None:
+    """A job of one step has no earlier step whose output --keep-intermediate could keep: it was accepted and did
+    nothing (no OUT/_steps). A multi-step job run alone keeps its first step's."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    one_step = hop(
+        "run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "-o", "out", "--keep-intermediate", cwd=tmp_path
+    )
+    assert one_step.returncode == 2, one_step.stderr
+    assert "--keep-intermediate keeps the outputs of a pipeline's earlier steps, and WordCount is one step" in (
+        one_step.stderr
+    )
+    assert not (tmp_path / "out").exists()
+    two_steps = hop("run", str(TEST_JOBS / "two_steps.py"), "in.txt", "-o", "out", "--keep-intermediate", cwd=tmp_path)
+    assert two_steps.returncode == 0 and (tmp_path / "out" / "_steps" / "step-0" / "_SUCCESS").exists()
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        [str(ROOT / "jobs" / "topk.py")],
+        [str(TEST_JOBS / "wordcount_nocombine.py")],
+        [str(TEST_JOBS / "mean_length.py"), "--job-class", "LongestWords"],
+    ],
+    ids=["topk", "hand-written-reduce", "max"],
+)
+def test_stop_when_accurate_is_refused_for_a_run_without_estimates(tmp_path: Path, job: list[str]) -> None:
+    """Only Sum, Count and Mean estimate with intervals: a run reducing with none of them never stopped early, yet
+    took a snapshot every 5% of its input and then said no snapshot had met the bound."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    online = ["--order", "random", "--stop-when-accurate", "0.1"]
+    result = hop("run", *job, "in.txt", "-o", "out", *online, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "no step of this run reduces with one" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+    # A run with a step that estimates may stop there (a --blocking pipeline's word count, before its top-k).
+    pipeline = [str(ROOT / "jobs" / "wordcount.py"), str(ROOT / "jobs" / "topk.py")]
+    estimating = hop("run", *pipeline, "in.txt", "-o", "out", *online, "--blocking", "--quiet", cwd=tmp_path)
+    assert estimating.returncode == 0, estimating.stderr
 
 
 @pytest.mark.parametrize(

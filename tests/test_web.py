@@ -466,3 +466,31 @@ def test_a_second_signal_while_the_embedded_cluster_stops_is_no_traceback(tmp_pa
     assert "KeyboardInterrupt" not in rest, rest
     assert run.returncode in (1, 143, -signal.SIGTERM), rest  # (-15: it ends by the signal, as a shell sees 143)
     assert not Path(cluster.group(1)).exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "port", "message"),
+    [
+        (["run", str(job_path("wordcount")), "in.txt", "-o", "out", "--web"], "99999", "a port is at most 65535"),
+        (["web", "--coordinator", "tcp://127.0.0.1:5"], "99999", "a port is at most 65535, got 99999"),
+        (["web", "--coordinator", "tcp://127.0.0.1:5"], "-1", "must be at least 0, got -1"),
+        (["monitor", "--coordinator", "tcp://127.0.0.1:5"], "70000", "a port is at most 65535"),
+        (["run", str(job_path("wordcount")), "in.txt", "-o", "out"], "8080", "add --web (or --web-wait)"),
+    ],
+    ids=["run", "web", "web-negative", "monitor", "run-without-web"],
+)
+def test_a_port_out_of_range_or_for_no_web_view_is_refused(
+    tmp_path: Path, command: list[str], port: str, message: str
+) -> None:
+    """A port past 65535 (or below 0) raised bind()'s OverflowError as a traceback once the cluster was up; --port
+    without --web was ignored. Both are refused before anything starts."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", *command, "--port", port],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()

@@ -87,6 +87,14 @@ def non_negative_int(text: str) -> int:
     return _integer_at_least(text, 0)
 
 
+def port_number(text: str) -> int:
+    """argparse type: a TCP port to listen on, 0 (a free one) to 65535 (past it the bind raised a traceback)."""
+    port = _integer_at_least(text, 0)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {port} (0 for a free one)")
+    return port
+
+
 def _integer_at_least(text: str, least: int) -> int:
     try:
         value = int(text)

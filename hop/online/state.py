@@ -28,10 +28,19 @@ from hop.online.estimators import Estimate, estimate_means, estimate_totals
 from shuffle.keys import sort_keys
 from shuffle.runs import iter_blocks
 
-__all__ = ["SnapshotRow", "SnapshotState", "SnapshotTable"]
+__all__ = ["SnapshotRow", "SnapshotState", "SnapshotTable", "estimate_kind"]
 
 MOMENT_KINDS = {"sum": "total", "count": "total", "mean": "mean"}
 """Aggregates that carry an estimate; the others (Min, Max, ...) report their current value."""
+
+
+def estimate_kind(reducer: Any) -> str | None:
+    """``"total"`` or ``"mean"`` for a reduce that snapshots estimate with intervals (hop's own ``Sum``, ``Count``,
+    ``Mean``), ``None`` for any other (``Min``, ``Max``, ``TopK``, a hand-written reduce): its snapshots hold the
+    value so far, which no interval bounds."""
+    if not isinstance(reducer, Aggregate) or type(reducer).__module__ != "hop.aggregates":
+        return None
+    return MOMENT_KINDS.get(reducer.name)
 
 
 @dataclass
@@ -82,7 +91,7 @@ class SnapshotState:
         self.values = values
         self.read_run = read_run
         """(task, attempt, seq) -> a received run's bytes (the run store's): rebuilds a failed attempt's kept part."""
-        self.kind = MOMENT_KINDS.get(aggregate.name) if type(aggregate).__module__ == "hop.aggregates" else None
+        self.kind = estimate_kind(aggregate)
         self.chunk_strata = chunk_strata
         self.stratum_sizes: dict[str, int] = {}
         for stratum in chunk_strata:

@@ -221,7 +221,10 @@ class SnapshotTracker:
             "time": snapshot.completed_at,
             "seconds_since_start": (snapshot.completed_at or snapshot.requested_at) - self.started_at,
             "complete": snapshot.complete,
-            "input_fraction": coverage[1] if coverage else snapshot.progress,
+            # Unknown (None) when a partition does not say which chunks its data covers: a job run without
+            # --snapshot-every or --order random reads no chunks (hop snapshot on it said the maps' progress, 22%
+            # of the input seen, for reducers holding nothing yet).
+            "input_fraction": coverage[1] if coverage else None,
             "chunks_fraction": coverage[0] if coverage else None,
             "partitions": partitions,
             "groups": sum(p.get("groups") or 0 for p in partitions),

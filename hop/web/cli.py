@@ -8,21 +8,24 @@ import threading
 from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
-from hop.gen.cli import coordinator_address
+from hop.gen.cli import coordinator_address, port_number
+from hop.given_options import Given, GivenFlag, flags_given
 
 if TYPE_CHECKING:
     from hop.web.server import WebServer
 
-__all__ = ["add_web_arguments", "register", "web_view"]
+__all__ = ["add_web_arguments", "register", "unused_port", "web_view"]
 
 
 def add_web_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("web view")
-    group.add_argument("--web", action="store_true", help="serve the live web view on 127.0.0.1 while the job runs")
-    group.add_argument("--port", type=int, default=0, help="port of the web view (default: a free one, printed)")
+    group.add_argument("--web", action=GivenFlag, help="serve the live web view on 127.0.0.1 while the job runs")
+    group.add_argument(
+        "--port", action=Given, type=port_number, default=0, help="port of the web view (default: a free one, printed)"
+    )
     group.add_argument(
         "--web-wait",
-        action="store_true",
+        action=GivenFlag,
         help="serve the web view and keep serving after the job ended (results, or why it failed) until Ctrl-C",
     )
 
@@ -54,6 +57,13 @@ class _RunningView:
             self.server.stop()
 
 
+def unused_port(args: argparse.Namespace) -> str | None:
+    """Why ``--port`` was given to a run that serves no web view (no ``--web``/``--web-wait``): it was ignored."""
+    if flags_given(args, ["port"]) and not (args.web or args.web_wait):
+        return "--port sets the port of the web view, which this run does not serve: add --web (or --web-wait)"
+    return None
+
+
 def web_view(args: argparse.Namespace, address: str) -> AbstractContextManager[Any]:
     """A context serving the web view for ``address`` when ``--web`` was given, else nothing."""
     if not (getattr(args, "web", False) or getattr(args, "web_wait", False)):  # (--web-wait implies --web)
@@ -78,5 +88,5 @@ def register(commands: Any) -> None:
     web.add_argument(
         "--coordinator", type=coordinator_address, required=True, help="the cluster's coordinator, tcp://HOST:PORT"
     )
-    web.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one, printed)")
+    web.add_argument("--port", type=port_number, default=0, help="port on 127.0.0.1 (default: a free one, printed)")
     web.set_defaults(func=_web)

@@ -141,6 +141,11 @@ function renderJob(job) {
   );
 }
 
+function seenText(fraction) {
+  // null: the job reads no input chunks (no --snapshot-every, no --order random), so how much its reducers hold is unknown.
+  return fraction == null ? "input seen unknown" : `${Math.round(100 * fraction)}% of the input seen`;
+}
+
 function addSnapshot(snapshot) {
   if (state.final || (state.lastSeq !== null && snapshot.seq <= state.lastSeq)) return;  // (sent again: no duplicates)
   state.lastSeq = snapshot.seq;
@@ -151,12 +156,12 @@ function addSnapshot(snapshot) {
   for (const row of snapshot.rows) {
     const key = keyText(row.key);
     if (!state.history.has(key)) state.history.set(key, []);
-    state.history.get(key).push({ progress: snapshot.input_fraction, estimate: plotted(shown(row)), low: row.low,
-      high: row.high });
+    state.history.get(key).push({ progress: snapshot.input_fraction ?? snapshot.progress, estimate: plotted(shown(row)),
+      low: row.low, high: row.high });
   }
   const upstream = snapshot.upstream ? ` (recomputed from ${snapshot.upstream.job_id} at ${snapshot.upstream.label})` : "";
   document.getElementById("snapshot-info").textContent =
-    `snapshot ${snapshot.label}: ${Math.round(100 * snapshot.input_fraction)}% of the input seen, ` +
+    `snapshot ${snapshot.label}: ${seenText(snapshot.input_fraction)}, ` +
     `${snapshot.groups} groups${snapshot.truncated ? ` (the ${snapshot.rows.length} largest shown)` : ""}${upstream}`;
   setBadge(false);
   renderTable();
