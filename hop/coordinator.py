@@ -863,6 +863,11 @@ class Coordinator:
         if job is not None:
             job.on_progress(msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"])
 
+    def on_source_listening(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            job.on_source_listening(msg["index"], msg["attempt"], msg["address"])
+
     def on_reducer_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None and job.windows is not None:

@@ -439,6 +439,47 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
         assert any(problem in line for line in logged), (problem, logged)
 
 
+def test_a_source_given_port_0_says_where_it_listens(tmp_path: Path) -> None:
+    """``hop run --source tcp:127.0.0.1:0 --source zmq:tcp://127.0.0.1:*``: each source binds a port the system
+    picks, and the run says which on stderr (it did not: nothing could send to such a source); lines sent to the
+    addresses it printed reach the windows."""
+    output, log = tmp_path / "out", tmp_path / "stderr.txt"
+    sources = ["tcp:127.0.0.1:0", "zmq:tcp://127.0.0.1:*?format=text"]
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--window", "2r", "-o", str(output)]
+    command += [*(arg for url in sources for arg in ("--source", url)), "--workers", "1", "--no-view"]
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        said: dict[str, str] = {}
+        while len(said) < 2:
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            said = dict(re.findall(r"^hop: source (\S+) listens at (\S+)$", log.read_text(), re.MULTILINE))
+            time.sleep(0.1)
+        tcp_host, tcp_port = said[sources[0]].removeprefix("tcp:").rsplit(":", 1)
+        assert tcp_host == "127.0.0.1" and int(tcp_port) > 0
+        endpoint = said[sources[1]].removeprefix("zmq:")
+        assert re.fullmatch(r"tcp://127\.0\.0\.1:[1-9][0-9]*", endpoint), said
+        send_lines_when_listening(int(tcp_port), [b"a b\n", b"a\n"], deadline)
+        push = zmq.Context.instance().socket(zmq.PUSH)
+        try:
+            push.connect(endpoint)
+            for frame in (b"c", b"c d"):
+                push.send(frame)
+            while time.monotonic() < deadline and not list(output.glob("windows/*/_window.json")):
+                time.sleep(0.1)
+        finally:
+            push.close(linger=1000)
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    ((meta, rows),) = read_windows(output).values()
+    assert meta["records"] == 4 and rows == {"a": 2, "b": 1, "c": 2, "d": 1}, (meta, rows)
+
+
 def test_blank_lines_of_a_jsonl_stream_are_no_records(stream_client: Client, tmp_path: Path) -> None:
     """As in a batch job's jsonl input, a blank line is no record: not a bad record (it was one, logged, counted),
     and it takes no record position (a 2r window holds two events)."""

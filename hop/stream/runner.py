@@ -63,11 +63,16 @@ def run_stream(
         )
     seen = 0
     told_gone: set[int] = set()
+    told_listening: dict[int, str] = {}
 
     def show(status: dict[str, Any]) -> None:
         nonlocal seen
         if not progress:
             return
+        for source in status.get("sources_listening", ()):
+            if told_listening.get(source["index"]) != source["address"]:  # (a retry may have bound another port)
+                told_listening[source["index"]] = source["address"]
+                print(f"hop: source {source['url']} listens at {source['address']}", file=sys.stderr, flush=True)
         for gone in status.get("sources_gone", ()):
             if gone["index"] not in told_gone:
                 told_gone.add(gone["index"])

@@ -55,6 +55,8 @@ class ZmqSource(Unreplayable):
             verb = "connect to" if subscribe else "bind (tcp://HOST:* picks a free port)"
             raise SourceError(f"zmq source {url}: cannot {verb} {endpoint} ({error}); fix the endpoint") from None
         self.endpoint: str = endpoint if subscribe else self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        if not subscribe:
+            self.listening = f"zmq:{self.endpoint}"
 
     def _take(self, max_records: int) -> list[SourceRecord]:
         # Frames wait in zmq's queue, not ours, and each is stamped when taken: a backlog drained at once and read
@@ -112,6 +114,7 @@ class TcpSource(Unreplayable):
             raise SourceError(f"tcp source {url}: cannot listen on {host}:{port} ({error.strerror}); {hint}") from None
         self._server.setblocking(False)
         self.host, self.port = host, int(self._server.getsockname()[1])
+        self.listening = f"tcp:{host}:{self.port}"
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._server, selectors.EVENT_READ, None)
         self._clients: set[_Client] = set()
