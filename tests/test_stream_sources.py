@@ -571,6 +571,7 @@ def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
         push.send(msgpack.packb("after"))
         bad, after = collect(source, 2)
         assert re.search(r"frame of 1 bytes starting b'\\xc1'.*not a msgpack value", bad_record_error(bad))
+        assert "()" not in bad_record_error(bad) and "FormatError" in bad_record_error(bad)  # not an empty reason
         assert bad.nbytes == 1 and after.value == "after"  # the source goes on
 
 

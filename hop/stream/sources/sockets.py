@@ -85,7 +85,11 @@ class ZmqSource(Unreplayable):
             return SourceRecord(codec.unpackb(frame), len(frame), arrival)
         except (ValueError, TypeError, msgpack.UnpackException) as error:
             hint = "send one msgpack value per frame, or add ?format=text to the URL for text frames"
-            return SourceRecord(None, len(frame), arrival, f"{where()} is not a msgpack value ({error}); {hint}")
+            # msgpack's FormatError (a reserved type byte, 0xc1) and StackError (nested too deep) have no message
+            reason = str(error) or type(error).__name__
+            if isinstance(error, msgpack.FormatError):
+                reason += ": a reserved type byte, which no msgpack value has"
+            return SourceRecord(None, len(frame), arrival, f"{where()} is not a msgpack value ({reason}); {hint}")
 
     def _release(self) -> None:
         self._socket.close(linger=0)
