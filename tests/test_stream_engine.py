@@ -297,6 +297,31 @@ def test_the_coordinator_ends_a_job_at_its_duration_without_a_client(stream_clie
     assert sum(rows.get("b", 0) for _, rows in read_windows(tmp_path / "out").values()) == 2
 
 
+def test_a_stopped_job_that_cannot_drain_in_time_is_ended_with_its_report(
+    stream_client: Client, tmp_path: Path
+) -> None:
+    """A stopped job still draining after the stop timeout (here: 3,600,000-pane windows, whose flush cannot end)
+    is ended at once, as a second Ctrl-C ends it: ``hop run`` used to give up waiting and leave it, and the embedded
+    cluster, stopped with it, left no ``_job.json`` at all."""
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps({"ts": T0, "text": "a b"}) + "\n" for _ in range(2)))
+    options = stream_options([f"replay:{tmp_path / 'events.jsonl'}"], "1h", "1ms")
+    output = tmp_path / "out"
+    spec = build_spec(
+        load_job_file(job_path("event_wordcount"), "EventWordCount"),
+        [],
+        str(output),
+        num_reduces=1,
+        options={"stream": options},
+    )
+    began = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"did not drain within 1s, so it was ended: .* ended without draining"):
+        run_stream(stream_client, spec, progress=False, timeout=1, view_interval=None, stop_timeout=1)
+    assert time.monotonic() - began < 30
+    report = json.loads((output / "_job.json").read_text())
+    assert report["status"] == "interrupted"
+    assert stream_client.status(report["job_id"])["state"] == "interrupted"
+
+
 def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> None:
     """``--window 500r`` over a ZeroMQ PULL source fed msgpack records; stopped with ``hop stop``'s message."""
     context = zmq.Context.instance()
