@@ -322,6 +322,22 @@ def test_a_stopped_job_that_cannot_drain_in_time_is_ended_with_its_report(
     assert stream_client.status(report["job_id"])["state"] == "interrupted"
 
 
+def test_the_run_counts_one_record_and_one_row_in_the_singular(
+    stream_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window of one record and one row was shown as '1 records, 1 rows'."""
+    (tmp_path / "events.jsonl").write_text(json.dumps({"ts": T0, "text": "a"}) + "\n")
+    spec = build_spec(
+        load_job_file(job_path("event_wordcount"), "EventWordCount"),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=1,
+        options={"stream": stream_options([f"replay:{tmp_path / 'events.jsonl'}"], "1s")},
+    )
+    run_stream(stream_client, spec, progress=True, timeout=60, view_interval=None)
+    assert re.search(r"^hop: window \S+: 1 record, 1 row, complete", capsys.readouterr().err, re.MULTILINE)
+
+
 def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> None:
     """``--window 500r`` over a ZeroMQ PULL source fed msgpack records; stopped with ``hop stop``'s message."""
     context = zmq.Context.instance()

@@ -83,8 +83,8 @@ def run_stream(
         for window in client.windows(job_id, after=seen):
             seen = max(seen, window["seq"])
             print(
-                f"hop: window {window['label']}: {window['records']:,} records, {window['output_records']:,} rows, "
-                f"{window['reason']} (fidelity {window['fidelity']:.0%})",
+                f"hop: window {window['label']}: {_records(window['records'])}, "
+                f"{_count(window['output_records'], 'row')}, {window['reason']} (fidelity {window['fidelity']:.0%})",
                 file=sys.stderr,
                 flush=True,
             )
@@ -181,7 +181,12 @@ def _left_out(report: dict[str, Any], output: Path) -> str:
 
 
 def _records(count: int) -> str:
-    return f"{count:,} record{'' if count == 1 else 's'}"
+    return _count(count, "record")
+
+
+def _count(count: int, noun: str) -> str:
+    """``1 row``, ``2 rows``, ``1,000 rows``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _gone_warning(gone: dict[str, Any]) -> str:
