@@ -338,6 +338,44 @@ def test_the_run_counts_one_record_and_one_row_in_the_singular(
     assert re.search(r"^hop: window \S+: 1 record, 1 row, complete", capsys.readouterr().err, re.MULTILINE)
 
 
+def test_a_continuous_task_takes_a_slot_of_the_other_kind_when_its_own_are_taken(tmp_path: Path) -> None:
+    """A cluster with no stream slot free (none here; after a lost worker, in practice), one map slot and two
+    reduce slots: the second of two stream maps waited for ever for a map slot while a reduce slot idled (the
+    cluster monitor lost a source's rows that way once a worker died). It takes the reduce slot now."""
+    sources = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "app.log").write_text(f"{name}\n{name}\n")  # a whole 2r window
+        sources.append(f"tail:{tmp_path / name}")
+    spec = build_spec(
+        load_job_file(job_path("stream_wordcount")),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=1,
+        options={"stream": stream_options(sources, "2r")},
+    )
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=2, stream_slots=0) as local:
+        client = Client(local.address, timeout=30)
+        try:
+            job_id = client.submit(spec)
+            deadline = time.monotonic() + 20
+            states: list[str] = []
+            while time.monotonic() < deadline and states != ["running"] * 3:
+                states = [task["state"] for task in client.job(job_id)["tasks"]]
+                time.sleep(0.1)
+            while time.monotonic() < deadline and not client.windows(job_id):
+                time.sleep(0.1)
+            client.stop(job_id)
+            status = client.wait(job_id, timeout=30)
+        finally:
+            client.close()
+    assert states == ["running"] * 3, states
+    assert status["state"] == "succeeded"
+    assert [(meta["reason"], rows) for meta, rows in read_windows(tmp_path / "out").values()] == [
+        ("complete", {"a": 2, "b": 2})
+    ]
+
+
 def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> None:
     """``--window 500r`` over a ZeroMQ PULL source fed msgpack records; stopped with ``hop stop``'s message."""
     context = zmq.Context.instance()
