@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import selectors
 import socket
@@ -95,6 +96,12 @@ class ZmqSource(Unreplayable):
         self._socket.close(linger=0)
 
 
+_NAME_ERRORS = {
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_AGAIN", "EAI_FAIL", "EAI_NODATA") if hasattr(socket, name)
+}
+"""``getaddrinfo``'s codes for a host name that does not resolve."""
+
+
 @dataclass(eq=False)
 class _Client:
     sock: socket.socket
@@ -114,7 +121,14 @@ class TcpSource(Unreplayable):
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             self._server = socket.create_server((host, port), family=family, backlog=128)
         except OSError as error:
-            hint = "pick a free port (0 picks one)"
+            # A host name that does not resolve is no busy port ("pick a free port" sent users the wrong way).
+            # create_server re-raises getaddrinfo's gaierror as a plain OSError, keeping its EAI_* code.
+            if isinstance(error, socket.gaierror) or error.errno in _NAME_ERRORS:
+                hint = "fix the host name or address"
+            elif error.errno == errno.EADDRNOTAVAIL:
+                hint = "listen on an address of this host (0.0.0.0: every interface)"
+            else:
+                hint = "pick a free port (0 picks one)"
             raise SourceError(f"tcp source {url}: cannot listen on {host}:{port} ({error.strerror}); {hint}") from None
         self._server.setblocking(False)
         self.host, self.port = host, int(self._server.getsockname()[1])
