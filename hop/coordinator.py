@@ -460,7 +460,8 @@ class Coordinator:
                 and (
                     held := sum(
                         a.live and a.pool == kind and a.worker in names
-                        for task in other.tasks(kind)
+                        for tasks in (other.maps, other.reduces)  # (either kind may hold a slot of this kind)
+                        for task in tasks
                         for a in task.attempts
                     )
                 )
@@ -863,6 +864,11 @@ class Coordinator:
         if job is not None:
             job.on_progress(msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"])
 
+    def on_source_listening(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            job.on_source_listening(msg["index"], msg["attempt"], msg["address"])
+
     def on_reducer_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None and job.windows is not None:
@@ -1203,9 +1209,16 @@ class Coordinator:
     def _pool(self, job: JobState, kind: str) -> str:
         """Which slots a task of ``job`` runs in: a continuous job's tasks run until it is stopped, so they take
         stream slots while the cluster has free ones (batch jobs keep every map and reduce slot); else ``kind``'s,
-        since every task of a continuous job must run at once (waiting for a stream slot would wait forever)."""
-        if job.windows is not None and any(w.alive and w.free_stream > 0 for w in self.workers.values()):
-            return "stream"
+        and with none of those free the other kind's, since every task of a continuous job must run at once (one
+        waiting for a slot its job's own tasks hold would wait forever: a lost worker's stream map, retried where
+        the map slots were taken, left its source's rows missing while reduce slots idled). A slot runs any task:
+        its kind is only which count it takes from."""
+        if job.windows is None:
+            return kind
+        other = "reduce" if kind == "map" else "map"
+        for pool in ("stream", kind, other):
+            if any(w.alive and w.free(pool) > 0 for w in self.workers.values()):
+                return pool
         return kind
 
     def _pick_worker(self, pool: str, avoid: set[str]) -> WorkerInfo | None:

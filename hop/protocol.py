@@ -11,7 +11,8 @@ Client -> coordinator (each answered by one reply):
                                                                map_fraction, reduces_done, reduces_total,
                                                                reduce_fraction, input_records, error;
                                                                continuous: sources_gone [{index, url, attempts,
-                                                               error}]}
+                                                               error}], sources_listening [{index, url,
+                                                               address}]}
     shutdown    {}                                          -> bye {}
 
 Worker -> coordinator:
@@ -22,6 +23,7 @@ Worker -> coordinator:
     slot_free   {worker, job_id, kind, pool}                an attempt ended on the coordinator's request (kill_task)
     task_started  {job_id, kind, index, attempt, pid, at}
     task_progress {job_id, kind, index, attempt, fraction, records}
+    source_listening {job_id, index, attempt, address}     a stream map's source listens there (zmq:, tcp:)
     reducer_ready {job_id, index, attempt, address}          a reduce attempt's PULL address
     first_run     {job_id, index, attempt, at}               the first run reached this reduce attempt
     map_checkpoint {job_id, index, attempt, spills, records, offset, counters, user_counters, bad_records}

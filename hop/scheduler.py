@@ -177,6 +177,9 @@ class JobState:
         self.stopping = False
         """A continuous job was asked to stop: its maps drain and end."""
         self.sources_gone: set[int] = set()
+        self.sources_listening: dict[int, str] = {}
+        """map index -> the address its source listens at, as its live attempt bound it (``tcp:HOST:0`` and
+        ``zmq:tcp://HOST:*`` pick a port: producers learn it from here)."""
         self.map_spills: dict[int, tuple[int, int, list[list[int]]]] = {}
         """map index -> (committed attempt, spills, kept segments of earlier attempts it resumed from)."""
 
@@ -295,7 +298,11 @@ class JobState:
             "input_records": sum(t.records for t in self.maps),
             "elapsed": (self.finished_at or time.time()) - self.submitted_at,  # (not counting on once it ended)
             "map_seconds": self._map_seconds(),
-            **({"sources_gone": self.gone_sources()} if self.continuous else {}),
+            **(
+                {"sources_gone": self.gone_sources(), "sources_listening": self.listening_sources()}
+                if self.continuous
+                else {}
+            ),
         }
 
     def _map_seconds(self) -> float:
@@ -304,6 +311,15 @@ class JobState:
         if self.maps and all(t.committed is not None for t in self.maps) and self.last_map_commit_at is not None:
             return self.last_map_commit_at - self.submitted_at
         return (self.finished_at or time.time()) - self.submitted_at
+
+    def listening_sources(self) -> list[dict[str, Any]]:
+        """The sources that listen for producers (``zmq:``, ``tcp:``), each with its URL and the address its live
+        attempt bound, in the URL's own form: the port a URL left to the system is in it."""
+        urls = (self.spec.options.get("stream") or {}).get("sources", [])
+        return [
+            {"index": index, "url": urls[index] if index < len(urls) else None, "address": address}
+            for index, address in sorted(self.sources_listening.items())
+        ]
 
     def gone_sources(self) -> list[dict[str, Any]]:
         """The sources of a continuous job given up after failing ``max_attempts`` times, each with its URL, how
@@ -345,6 +361,12 @@ class JobState:
         task = self.tasks(kind)[index]
         if task.committed is None and task.attempts[attempt].live:
             task.fraction, task.records = fraction, records
+
+    def on_source_listening(self, index: int, attempt: int, address: str) -> None:
+        """A stream map attempt's source listens at ``address`` (a retry may bind another port)."""
+        task = self.maps[index]
+        if task.committed is None and task.attempts[attempt].live:
+            self.sources_listening[index] = address
 
     def on_reducer_ready(self, index: int, attempt: int, address: str) -> list[Action]:
         self.reducer_addresses[index] = (attempt, address)

@@ -54,6 +54,7 @@ RELAYED = {
     "snapshot_done",
     "task_started",
     "task_progress",
+    "source_listening",
     "reducer_ready",
     "first_run",
     "map_checkpoint",

@@ -297,6 +297,85 @@ def test_the_coordinator_ends_a_job_at_its_duration_without_a_client(stream_clie
     assert sum(rows.get("b", 0) for _, rows in read_windows(tmp_path / "out").values()) == 2
 
 
+def test_a_stopped_job_that_cannot_drain_in_time_is_ended_with_its_report(
+    stream_client: Client, tmp_path: Path
+) -> None:
+    """A stopped job still draining after the stop timeout (here: 3,600,000-pane windows, whose flush cannot end)
+    is ended at once, as a second Ctrl-C ends it: ``hop run`` used to give up waiting and leave it, and the embedded
+    cluster, stopped with it, left no ``_job.json`` at all."""
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps({"ts": T0, "text": "a b"}) + "\n" for _ in range(2)))
+    options = stream_options([f"replay:{tmp_path / 'events.jsonl'}"], "1h", "1ms")
+    output = tmp_path / "out"
+    spec = build_spec(
+        load_job_file(job_path("event_wordcount"), "EventWordCount"),
+        [],
+        str(output),
+        num_reduces=1,
+        options={"stream": options},
+    )
+    began = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"did not drain within 1s, so it was ended: .* ended without draining"):
+        run_stream(stream_client, spec, progress=False, timeout=1, view_interval=None, stop_timeout=1)
+    assert time.monotonic() - began < 30
+    report = json.loads((output / "_job.json").read_text())
+    assert report["status"] == "interrupted"
+    assert stream_client.status(report["job_id"])["state"] == "interrupted"
+
+
+def test_the_run_counts_one_record_and_one_row_in_the_singular(
+    stream_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window of one record and one row was shown as '1 records, 1 rows'."""
+    (tmp_path / "events.jsonl").write_text(json.dumps({"ts": T0, "text": "a"}) + "\n")
+    spec = build_spec(
+        load_job_file(job_path("event_wordcount"), "EventWordCount"),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=1,
+        options={"stream": stream_options([f"replay:{tmp_path / 'events.jsonl'}"], "1s")},
+    )
+    run_stream(stream_client, spec, progress=True, timeout=60, view_interval=None)
+    assert re.search(r"^hop: window \S+: 1 record, 1 row, complete", capsys.readouterr().err, re.MULTILINE)
+
+
+def test_a_continuous_task_takes_a_slot_of_the_other_kind_when_its_own_are_taken(tmp_path: Path) -> None:
+    """A cluster with no stream slot free (none here; after a lost worker, in practice), one map slot and two
+    reduce slots: the second of two stream maps waited for ever for a map slot while a reduce slot idled (the
+    cluster monitor lost a source's rows that way once a worker died). It takes the reduce slot now."""
+    sources = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "app.log").write_text(f"{name}\n{name}\n")  # a whole 2r window
+        sources.append(f"tail:{tmp_path / name}")
+    spec = build_spec(
+        load_job_file(job_path("stream_wordcount")),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=1,
+        options={"stream": stream_options(sources, "2r")},
+    )
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=2, stream_slots=0) as local:
+        client = Client(local.address, timeout=30)
+        try:
+            job_id = client.submit(spec)
+            deadline = time.monotonic() + 20
+            states: list[str] = []
+            while time.monotonic() < deadline and states != ["running"] * 3:
+                states = [task["state"] for task in client.job(job_id)["tasks"]]
+                time.sleep(0.1)
+            while time.monotonic() < deadline and not client.windows(job_id):
+                time.sleep(0.1)
+            client.stop(job_id)
+            status = client.wait(job_id, timeout=30)
+        finally:
+            client.close()
+    assert states == ["running"] * 3, states
+    assert status["state"] == "succeeded"
+    assert [(meta["reason"], rows) for meta, rows in read_windows(tmp_path / "out").values()] == [
+        ("complete", {"a": 2, "b": 2})
+    ]
+
+
 def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> None:
     """``--window 500r`` over a ZeroMQ PULL source fed msgpack records; stopped with ``hop stop``'s message."""
     context = zmq.Context.instance()
@@ -437,6 +516,47 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
     assert len(logged) == 6 and all(f"tcp source {url}" in line or f"{url}: record" in line for line in logged)
     for problem in ("is not valid UTF-8", "is not valid JSON", "has no field 'ts'", "'soon', not seconds", "nan"):
         assert any(problem in line for line in logged), (problem, logged)
+
+
+def test_a_source_given_port_0_says_where_it_listens(tmp_path: Path) -> None:
+    """``hop run --source tcp:127.0.0.1:0 --source zmq:tcp://127.0.0.1:*``: each source binds a port the system
+    picks, and the run says which on stderr (it did not: nothing could send to such a source); lines sent to the
+    addresses it printed reach the windows."""
+    output, log = tmp_path / "out", tmp_path / "stderr.txt"
+    sources = ["tcp:127.0.0.1:0", "zmq:tcp://127.0.0.1:*?format=text"]
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--window", "2r", "-o", str(output)]
+    command += [*(arg for url in sources for arg in ("--source", url)), "--workers", "1", "--no-view"]
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        said: dict[str, str] = {}
+        while len(said) < 2:
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            said = dict(re.findall(r"^hop: source (\S+) listens at (\S+)$", log.read_text(), re.MULTILINE))
+            time.sleep(0.1)
+        tcp_host, tcp_port = said[sources[0]].removeprefix("tcp:").rsplit(":", 1)
+        assert tcp_host == "127.0.0.1" and int(tcp_port) > 0
+        endpoint = said[sources[1]].removeprefix("zmq:")
+        assert re.fullmatch(r"tcp://127\.0\.0\.1:[1-9][0-9]*", endpoint), said
+        send_lines_when_listening(int(tcp_port), [b"a b\n", b"a\n"], deadline)
+        push = zmq.Context.instance().socket(zmq.PUSH)
+        try:
+            push.connect(endpoint)
+            for frame in (b"c", b"c d"):
+                push.send(frame)
+            while time.monotonic() < deadline and not list(output.glob("windows/*/_window.json")):
+                time.sleep(0.1)
+        finally:
+            push.close(linger=1000)
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(timeout=60) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    ((meta, rows),) = read_windows(output).values()
+    assert meta["records"] == 4 and rows == {"a": 2, "b": 1, "c": 2, "d": 1}, (meta, rows)
 
 
 def test_blank_lines_of_a_jsonl_stream_are_no_records(stream_client: Client, tmp_path: Path) -> None:

@@ -571,6 +571,7 @@ def test_zmq_pull_receives_msgpack_values(sources: list[Source]) -> None:
         push.send(msgpack.packb("after"))
         bad, after = collect(source, 2)
         assert re.search(r"frame of 1 bytes starting b'\\xc1'.*not a msgpack value", bad_record_error(bad))
+        assert "()" not in bad_record_error(bad) and "FormatError" in bad_record_error(bad)  # not an empty reason
         assert bad.nbytes == 1 and after.value == "after"  # the source goes on
 
 
@@ -769,7 +770,8 @@ def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list
         ("zmq:ipc:///nonexistent/dir/socket", r"zmq source zmq:ipc:///nonexistent/dir/socket: cannot bind"),
         ("tcp:127.0.0.1", r"expected tcp:HOST:PORT"),
         ("tcp:127.0.0.1:99999", r"expected tcp:HOST:PORT"),
-        ("tcp:no.such.host.invalid:0", r"cannot listen on no\.such\.host\.invalid:0"),
+        ("tcp:no.such.host.invalid:0", r"cannot listen on no\.such\.host\.invalid:0 \(.*\); fix the host name"),
+        ("tcp:192.0.2.1:0", r"cannot listen on 192\.0\.2\.1:0 \(.*\); listen on an address of this host"),
     ],
 )
 def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: str) -> None:

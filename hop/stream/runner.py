@@ -25,7 +25,7 @@ from hop.outputs import prepare_output
 from hop.stream.sources import source_paths
 
 STOP_TIMEOUT = 120.0
-"""How long a stopped job may take to drain before the client gives up waiting."""
+"""How long a stopped job may take to drain before the client gives up waiting and ends it at once."""
 
 
 def run_stream(
@@ -37,9 +37,12 @@ def run_stream(
     view_interval: float | None = 30.0,
     spark_master: str = "local[1]",
     on_submitted: Callable[[str], None] | None = None,
+    stop_timeout: float = STOP_TIMEOUT,
 ) -> dict[str, Any]:
     """Run a continuous job until it ends or is stopped; returns its final status (with ``report``).
-    ``on_submitted(job_id)`` is called once the coordinator accepted it."""
+    ``on_submitted(job_id)`` is called once the coordinator accepted it. A job stopped (Ctrl-C, ``timeout``) that
+    has not drained within ``stop_timeout`` seconds is ended at once, as a second Ctrl-C ends it (its ``_job.json``
+    says ``interrupted``), and ``TimeoutError`` raised."""
     from hop.runner import JobFailed  # hop.runner imports this module's neighbours; import late
 
     sources = (spec.options.get("stream") or {}).get("sources", [])
@@ -63,11 +66,16 @@ def run_stream(
         )
     seen = 0
     told_gone: set[int] = set()
+    told_listening: dict[int, str] = {}
 
     def show(status: dict[str, Any]) -> None:
         nonlocal seen
         if not progress:
             return
+        for source in status.get("sources_listening", ()):
+            if told_listening.get(source["index"]) != source["address"]:  # (a retry may have bound another port)
+                told_listening[source["index"]] = source["address"]
+                print(f"hop: source {source['url']} listens at {source['address']}", file=sys.stderr, flush=True)
         for gone in status.get("sources_gone", ()):
             if gone["index"] not in told_gone:
                 told_gone.add(gone["index"])
@@ -75,8 +83,8 @@ def run_stream(
         for window in client.windows(job_id, after=seen):
             seen = max(seen, window["seq"])
             print(
-                f"hop: window {window['label']}: {window['records']:,} records, {window['output_records']:,} rows, "
-                f"{window['reason']} (fidelity {window['fidelity']:.0%})",
+                f"hop: window {window['label']}: {_records(window['records'])}, "
+                f"{_count(window['output_records'], 'row')}, {window['reason']} (fidelity {window['fidelity']:.0%})",
                 file=sys.stderr,
                 flush=True,
             )
@@ -90,9 +98,13 @@ def run_stream(
                 print(f"hop: stopping {job_id}: draining open panes and writing the last windows", file=sys.stderr)
             client.stop(job_id)
             try:
-                status = _wait(client, job_id, show, time.monotonic() + STOP_TIMEOUT)
+                status = _wait(client, job_id, show, time.monotonic() + stop_timeout)
             except TimeoutError:
-                raise TimeoutError(f"{job_id} did not stop within {STOP_TIMEOUT:.0f}s") from interrupted
+                # Left draining, a job on the embedded cluster was killed with it and wrote no _job.json at all.
+                ended = _end_now(client, job_id, Path(spec.output))
+                raise TimeoutError(
+                    f"{job_id} did not drain within {stop_timeout:g}s, so it was ended{ended}"
+                ) from interrupted
     finally:
         if compactor is not None:
             try:
@@ -134,17 +146,24 @@ def end_now(address: str, job_id: str, output: Path) -> str:
     ``END_NOW_TIMEOUT`` seconds; returns the run's last line, which says what became of the report."""
     client = Client(address, timeout=END_NOW_TIMEOUT)
     try:
-        reply = client.stop(job_id, now=True)
-    except (CoordinatorUnavailable, JobRejected) as error:
-        return f"interrupted while stopping; {output / '_job.json'} may not say how {job_id} ended: {error}"
+        return f"interrupted while stopping{_end_now(client, job_id, output)}"
     finally:
         client.close()
+
+
+def _end_now(client: Client, job_id: str, output: Path) -> str:
+    """End a continuous job at once over ``client`` (see :func:`end_now`); what became of it and of its report, as
+    the end of a sentence."""
+    try:
+        reply = client.stop(job_id, now=True)
+    except (CoordinatorUnavailable, JobRejected) as error:
+        return f"; {output / '_job.json'} may not say how {job_id} ended: {error}"
     if reply.get("interrupted"):
         return (
-            f"interrupted while stopping: {job_id} ended without draining its open panes; "
+            f": {job_id} ended without draining its open panes; "
             f"{output / '_job.json'} says so and counts the windows written"
         )
-    return f"interrupted while stopping; {job_id} had ended ({reply['state']}): see {output / '_job.json'}"
+    return f"; {job_id} had ended ({reply['state']}): see {output / '_job.json'}"
 
 
 def _left_out(report: dict[str, Any], output: Path) -> str:
@@ -162,7 +181,12 @@ def _left_out(report: dict[str, Any], output: Path) -> str:
 
 
 def _records(count: int) -> str:
-    return f"{count:,} record{'' if count == 1 else 's'}"
+    return _count(count, "record")
+
+
+def _count(count: int, noun: str) -> str:
+    """``1 row``, ``2 rows``, ``1,000 rows``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _gone_warning(gone: dict[str, Any]) -> str:

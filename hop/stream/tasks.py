@@ -163,6 +163,8 @@ def run_stream_map(
         source = open_source(url, spec.options.get("max_line_bytes"))
     except SourceError as error:
         raise InputError(f"stream map {index}: {error}") from error  # the message says it all: no engine frames
+    if source.listening is not None:  # where producers send: a port the URL left to the system is known only now
+        channel.send("source_listening", index=index, attempt=attempt, address=source.listening)
     seq = 0
     unsent = 0
     started = time.time()

@@ -21,6 +21,8 @@
   ``tcp://HOST:*`` picks a free port; the attribute ``endpoint`` holds the bound address.
 - ``tcp:HOST:PORT`` listens (port 0 picks a free port, the attribute ``port`` holds it) and accepts any number of
   clients, each sending UTF-8 text lines; a client's last line without ``\\n`` ends when it disconnects.
+- The attribute ``listening`` of a ``zmq:`` or ``tcp:`` source is its URL as bound, the picked port in it
+  (``tcp:127.0.0.1:43517``); None for the others. The stream map tells the coordinator (``source_listening``).
 - ``replay:PATH[?rate=R][&loop=0|1]`` plays the lines of a file (text, ``.jsonl`` included: the caller parses) at R
   records per second of wall clock (default: as fast as possible; a consumer that falls behind catches up by at
   most one second's worth), from the start again at the end with ``loop=1``. The last line needs no ``\\n``.

@@ -82,6 +82,9 @@ class Source(ABC):
     def __init__(self, url: str) -> None:
         self.url = url
         self._closed = False
+        self.listening: str | None = None
+        """For a source that producers send to (``zmq:``, ``tcp:``): the URL it listens at once bound, with the
+        port the system picked where the URL left it open (``tcp:HOST:0``, ``zmq:tcp://HOST:*``); else None."""
 
     def poll(self, max_records: int, timeout: float) -> list[SourceRecord]:
         """Up to max_records new records (bad records included, in their place); waits at most ``timeout`` seconds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import math
 import selectors
 import socket
@@ -55,6 +56,8 @@ class ZmqSource(Unreplayable):
             verb = "connect to" if subscribe else "bind (tcp://HOST:* picks a free port)"
             raise SourceError(f"zmq source {url}: cannot {verb} {endpoint} ({error}); fix the endpoint") from None
         self.endpoint: str = endpoint if subscribe else self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        if not subscribe:
+            self.listening = f"zmq:{self.endpoint}"
 
     def _take(self, max_records: int) -> list[SourceRecord]:
         # Frames wait in zmq's queue, not ours, and each is stamped when taken: a backlog drained at once and read
@@ -83,10 +86,20 @@ class ZmqSource(Unreplayable):
             return SourceRecord(codec.unpackb(frame), len(frame), arrival)
         except (ValueError, TypeError, msgpack.UnpackException) as error:
             hint = "send one msgpack value per frame, or add ?format=text to the URL for text frames"
-            return SourceRecord(None, len(frame), arrival, f"{where()} is not a msgpack value ({error}); {hint}")
+            # msgpack's FormatError (a reserved type byte, 0xc1) and StackError (nested too deep) have no message
+            reason = str(error) or type(error).__name__
+            if isinstance(error, msgpack.FormatError):
+                reason += ": a reserved type byte, which no msgpack value has"
+            return SourceRecord(None, len(frame), arrival, f"{where()} is not a msgpack value ({reason}); {hint}")
 
     def _release(self) -> None:
         self._socket.close(linger=0)
+
+
+_NAME_ERRORS = {
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_AGAIN", "EAI_FAIL", "EAI_NODATA") if hasattr(socket, name)
+}
+"""``getaddrinfo``'s codes for a host name that does not resolve."""
 
 
 @dataclass(eq=False)
@@ -108,10 +121,18 @@ class TcpSource(Unreplayable):
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             self._server = socket.create_server((host, port), family=family, backlog=128)
         except OSError as error:
-            hint = "pick a free port (0 picks one)"
+            # A host name that does not resolve is no busy port ("pick a free port" sent users the wrong way).
+            # create_server re-raises getaddrinfo's gaierror as a plain OSError, keeping its EAI_* code.
+            if isinstance(error, socket.gaierror) or error.errno in _NAME_ERRORS:
+                hint = "fix the host name or address"
+            elif error.errno == errno.EADDRNOTAVAIL:
+                hint = "listen on an address of this host (0.0.0.0: every interface)"
+            else:
+                hint = "pick a free port (0 picks one)"
             raise SourceError(f"tcp source {url}: cannot listen on {host}:{port} ({error.strerror}); {hint}") from None
         self._server.setblocking(False)
         self.host, self.port = host, int(self._server.getsockname()[1])
+        self.listening = f"tcp:{host}:{self.port}"
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._server, selectors.EVENT_READ, None)
         self._clients: set[_Client] = set()
