@@ -367,7 +367,7 @@ def run_map(
                 raise
             except Exception as error:  # the user's map raised, or its output could not be folded
                 where = _describe_record(current[0], buffer.current_record, spec.input_format)
-                problem = not_pairs("map", error)
+                problem = not_pairs("map", error, buffer.failed_output)
                 if isinstance(error, UnhashableKeyError):
                     problem = error.with_traceback(None)  # found in the engine's loop: its frames say nothing
                 elif problem is error:
@@ -975,6 +975,7 @@ def reduce_to_file(
         for number, (key, values) in enumerate(groups):
             if tick is not None and number % TICK_GROUPS == 0:
                 tick(file)
+            results = None
             try:
                 results = reducer(key, iter(values))
                 lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
@@ -983,7 +984,7 @@ def reduce_to_file(
                 except UnicodeEncodeError as unwritable:
                     raise _not_utf8(unwritable) from None  # (skipped below as a failing reduce is)
             except Exception as raised:
-                error = not_pairs("reduce", raised)
+                error = not_pairs("reduce", raised, results)
                 if not skip_limit or bad_records is None:
                     failure = UserCodeError("reduce", error, f"key {key!r}")
                     # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)

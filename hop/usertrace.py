@@ -12,6 +12,7 @@ import os
 import re
 import traceback
 from types import TracebackType
+from typing import Any
 
 import hop
 import shuffle
@@ -55,14 +56,32 @@ class NotPairsError(TypeError):
     """The user's function gave something other than ``(key, value)`` pairs."""
 
 
-def not_pairs(where: str, error: Exception) -> Exception:
+def not_pairs(where: str, error: Exception, output: Any = None) -> Exception:
     """``error``, or, when the engine's loop failed to read what the user's ``where`` (map, reduce...) gave as
     ``(key, value)`` pairs (no user frame raised it: the function returned one pair, a number, or yielded values
     without keys), a :class:`NotPairsError` saying what a ``where`` must give: Python's own "too many values to
-    unpack" names neither."""
+    unpack" names neither.
+
+    ``output`` is what the function returned. When it is a generator, it is suspended at the ``yield`` that gave
+    the non-pair: the error's traceback is that line (through any ``yield from``), so the user sees their own line
+    and not the engine's loop."""
     if has_user_frame(error) or not isinstance(error, (TypeError, ValueError)) or not _UNPACKING.search(str(error)):
         return error
-    return NotPairsError(
+    problem = NotPairsError(
         f"the {where} gave something other than (key, value) pairs ({type(error).__name__}: {error}): yield each "
         f"pair (yield key, value) or return a list of pairs; not one pair alone, nor values without their keys"
     )
+    return problem.with_traceback(_suspended_at(output))
+
+
+def _suspended_at(generator: Any) -> TracebackType | None:
+    """Traceback entries at the ``yield`` where ``generator`` (and each generator it delegates to with ``yield
+    from``, innermost last) is suspended; None for anything else (a list, a finished generator)."""
+    frames = []
+    while (frame := getattr(generator, "gi_frame", None)) is not None:
+        frames.append(frame)
+        generator = generator.gi_yieldfrom
+    entry = None
+    for frame in reversed(frames):
+        entry = TracebackType(entry, frame, frame.f_lasti, frame.f_lineno)
+    return entry

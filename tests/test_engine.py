@@ -337,6 +337,25 @@ def test_a_map_or_reduce_that_gives_no_pairs_is_told_what_to_yield(client: Clien
     assert "cannot unpack non-iterable int object" in status["error"] and "hop/tasks.py" not in status["traceback"]
 
 
+def test_a_generator_that_yields_no_pair_is_shown_at_its_yield(client: Client, tmp_path: Path) -> None:
+    """A map or reduce generator yielding a bare value failed with a traceback of one line, the NotPairsError
+    itself: the user's code was named nowhere. The traceback is now the ``yield`` that gave the value (through a
+    ``yield from`` helper), as the generator was suspended there when the engine read it."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    jobs = job_path("not_pairs")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out1", job_class="MapYieldsValues")
+    shown = failure.value.status["traceback"]
+    assert f'File "{jobs}", line 25, in map\n    yield from self.words(line)\n' in shown, shown
+    assert f'File "{jobs}", line 29, in words\n    yield word.lower()  # should be' in shown, shown
+    assert shown.rstrip().splitlines()[-1].startswith("hop.usertrace.NotPairsError: the map gave something other")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out2", job_class="ReduceYieldsValues")
+    shown = failure.value.status["traceback"]
+    assert f'File "{jobs}", line 20, in reduce\n    yield sum(counts)' in shown, shown
+
+
 def test_a_combine_and_reduce_given_as_two_instances_of_one_aggregate_run(client: Client, tmp_path: Path) -> None:
     """``combine = Sum()`` and ``reduce = Sum()`` (or ``Step(combiner=Sum(), reducer=Sum())``) were refused with
     "reduce is the aggregate Sum(), so combine must be the same aggregate": only one instance shared by both passed.

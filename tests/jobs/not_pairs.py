@@ -18,3 +18,14 @@ class ReduceYieldsValues(Job):
 
     def reduce(self, word, counts):
         yield sum(counts)  # should be: yield word, sum(counts)
+
+
+class MapYieldsValues(Job):
+    def map(self, offset, line):
+        yield from self.words(line)
+
+    def words(self, line):
+        for word in line.split():
+            yield word.lower()  # should be: yield word.lower(), 1
+
+    combine = reduce = Sum()
