@@ -30,12 +30,7 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
     if spec is None or spec.loader is None:
         raise JobFileError(f"job file {path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
-    # The modules beside the job file are importable by it, as for a script run with python (task processes get
-    # the ones it imports, at the top or in a method: hop.jobspec.dump_job_class).
-    directory = str(file.resolve().parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    _check_beside(path, str(file))
+    import_beside(path)
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
@@ -59,6 +54,17 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         chosen = defined
     _check_definition(path, chosen[0])
     return chosen[0]
+
+
+def import_beside(path: str) -> None:
+    """Make the modules beside the job file ``path`` (a hop job's or an mrjob job's) importable by it, as for a
+    script run with ``python`` (task processes get the ones it imports, at the top or in a method:
+    ``hop.jobspec.dump_job_class``), after refusing those that cannot travel with it (:class:`JobFileError`)."""
+    file = Path(path)
+    directory = str(file.resolve().parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    _check_beside(path, str(file))
 
 
 def _check_beside(path: str, file: str) -> None:

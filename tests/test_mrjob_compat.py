@@ -345,6 +345,36 @@ def test_a_failing_mapper_reports_the_users_traceback_and_record(tmp_path: Path)
     assert "byte offset 16: 'boom here'" in result.stderr, "the failing record"
 
 
+def test_modules_beside_an_mrjob_job_are_imported_and_travel(text: Path, tmp_path: Path) -> None:
+    """An mrjob job importing a module beside it (``from wordlib.parse import words``), as ``python mr_job.py`` finds
+    it, was refused before it started: "failed to import: ModuleNotFoundError: No module named 'wordlib'" (only hop
+    jobs had the directory of their file on the path). It now runs, from another directory, with mrjob's output."""
+    folder = tmp_path / "jobs"
+    (folder / "wordlib").mkdir(parents=True)
+    (folder / "wordlib" / "__init__.py").write_text("")
+    write_job(folder / "wordlib", "parse.py", "def words(line):\n    return [w for w in line.split() if len(w) > 3]\n")
+    job = write_job(
+        folder,
+        "mr_beside.py",
+        """
+        from mrjob.job import MRJob
+
+        from wordlib.parse import words
+
+
+        class MRBeside(MRJob):
+            def mapper(self, _, line):
+                for word in words(line):
+                    yield word, 1
+
+            def reducer(self, word, counts):
+                yield word, sum(counts)
+        """,
+    )
+    hop_run(job, [text], tmp_path / "out", cwd=tmp_path)
+    assert hop_output(job, tmp_path / "out") == mrjob_inline(job, [text])
+
+
 def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     grep = hop_fails("--mrjob", str(EXAMPLES / "mr_grep.py"), str(text), "-o", out, "--", "--expression", "ing")
