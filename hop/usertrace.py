@@ -49,6 +49,7 @@ def has_user_frame(error: BaseException) -> bool:
 
 _UNPACKING = re.compile(
     r"(too many|not enough) values to unpack \(expected 2|cannot unpack non-iterable|object is not iterable"
+    r"|object is not subscriptable"  # (the mrjob adapter reads a pair's key as pair[0]: hop.mrjob_codec)
 )
 
 
@@ -71,7 +72,33 @@ def not_pairs(where: str, error: Exception, output: Any = None) -> Exception:
         f"the {where} gave something other than (key, value) pairs ({type(error).__name__}: {error}): yield each "
         f"pair (yield key, value) or return a list of pairs; not one pair alone, nor values without their keys"
     )
-    return problem.with_traceback(_suspended_at(output))
+    return problem.with_traceback(_suspended_at(_users_generator(output, error)))
+
+
+_SEARCH_LIMIT = 64
+"""The most objects :func:`_users_generator` looks at (the engine's generators hold a few locals each)."""
+
+
+def _users_generator(output: Any, error: BaseException) -> Any:
+    """The user's suspended generator that gave what could not be read as a pair: ``output`` itself, or one that an
+    engine generator re-encoding the user's pairs (the mrjob adapter's, ``hop.mrjob_codec``) was iterating, found
+    among the locals of ``output``'s frame or of the frames ``error`` was raised through. None if there is none."""
+    pending = [output]
+    entry = error.__traceback__
+    while entry is not None:
+        pending.extend(entry.tb_frame.f_locals.values())
+        entry = entry.tb_next
+    seen: set[int] = set()
+    while pending and len(seen) < _SEARCH_LIMIT:
+        candidate = pending.pop(0)
+        frame = getattr(candidate, "gi_frame", None)
+        if frame is None or id(candidate) in seen:
+            continue
+        seen.add(id(candidate))
+        if not os.path.abspath(frame.f_code.co_filename).startswith(_ENGINE_DIRECTORIES):
+            return candidate
+        pending.extend(frame.f_locals.values())
+    return None
 
 
 def _suspended_at(generator: Any) -> TracebackType | None:
