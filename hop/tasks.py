@@ -129,10 +129,14 @@ def _guarded_combiner(
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
 ) -> Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]:
     def combine(key: Any, values: list[Any]) -> Iterable[tuple[Any, Any]]:
+        output = None
         try:
-            return list(combiner(key, values) or ())
+            output = combiner(key, values)
+            # Read as pairs here, while a generator is suspended at the yield that gave a non-pair: not_pairs shows
+            # that line (the buffer's own check, after, would show only the engine's frames).
+            return [(out_key, out_value) for out_key, out_value in output or ()]
         except Exception as error:
-            raise UserCodeError("combine", error, f"key {key!r}") from error
+            raise UserCodeError("combine", not_pairs("combine", error, output), f"key {key!r}") from error
 
     return combine
 

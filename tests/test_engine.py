@@ -356,6 +356,26 @@ def test_a_generator_that_yields_no_pair_is_shown_at_its_yield(client: Client, t
     assert f'File "{jobs}", line 20, in reduce\n    yield sum(counts)' in shown, shown
 
 
+def test_a_combine_that_yields_no_pair_or_another_key_shows_no_engine_frames(client: Client, tmp_path: Path) -> None:
+    """A hand-written combine yielding a bare value failed with the engine's frames as its traceback (taskproc.py,
+    tasks.py, shuffle/buffer.py's check) and not a line of the user's; one changing its key too. The first is now a
+    NotPairsError shown at the user's ``yield``; the second keeps its message (naming the key), without those
+    frames."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    jobs = job_path("not_pairs")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out1", job_class="CombineYieldsValues")
+    status = failure.value.status
+    assert status["error"].startswith("combine at key 'a' raised NotPairsError: the combine gave something other")
+    assert status["traceback"].startswith(f'Traceback (most recent call last):\n  File "{jobs}", line 40, in combine')
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out2", job_class="CombineChangesKey")
+    status = failure.value.status
+    assert "combine('a', ...) yielded key 'A'; a combiner must keep the key it was given" in status["error"]
+    assert not status.get("traceback"), status["traceback"]
+
+
 def test_a_combine_and_reduce_given_as_two_instances_of_one_aggregate_run(client: Client, tmp_path: Path) -> None:
     """``combine = Sum()`` and ``reduce = Sum()`` (or ``Step(combiner=Sum(), reducer=Sum())``) were refused with
     "reduce is the aggregate Sum(), so combine must be the same aggregate": only one instance shared by both passed.

@@ -29,3 +29,20 @@ class MapYieldsValues(Job):
             yield word.lower()  # should be: yield word.lower(), 1
 
     combine = reduce = Sum()
+
+
+class CombineYieldsValues(Job):
+    def map(self, offset, line):
+        for word in line.split():
+            yield word, 1
+
+    def combine(self, word, counts):
+        yield sum(counts)  # should be: yield word, sum(counts)
+
+    def reduce(self, word, counts):
+        yield word, sum(counts)
+
+
+class CombineChangesKey(CombineYieldsValues):
+    def combine(self, word, counts):
+        yield word.upper(), sum(counts)  # a combiner must keep its key
