@@ -261,10 +261,12 @@ def _hook_pairs(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None]
     """What a step's init or final hook (user code, no arguments) returned or yielded, as pairs."""
     if hook is None:
         return []
+    output = None
     try:
-        return [(key, value) for key, value in hook() or ()]
+        output = hook()
+        return [(key, value) for key, value in output or ()]
     except Exception as error:
-        raise TaskFailure.of(where, not_pairs(where, error), None) from None
+        raise TaskFailure.of(where, not_pairs(where, error, output), None) from None
 
 
 def _with_hooks(

@@ -98,7 +98,12 @@ def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None
     """Run a step's init or final hook (user code) and return what it yielded."""
     if hook is None:
         return []
-    return list(call_user(where, lambda: list(hook() or ())))
+    output = None
+    try:
+        output = hook()
+        return [(key, value) for key, value in output or ()]  # (read here: a non-pair is shown at its yield)
+    except Exception as error:
+        raise UserCodeError(where, not_pairs(where, error, output), None) from error
 
 
 def _append_pairs(output: Path, pairs: list[tuple[Any, Any]], where: str) -> int:

@@ -376,6 +376,20 @@ def test_a_combine_that_yields_no_pair_or_another_key_shows_no_engine_frames(cli
     assert not status.get("traceback"), status["traceback"]
 
 
+def test_an_init_or_final_hook_that_yields_no_pair_is_shown_at_its_yield(client: Client, tmp_path: Path) -> None:
+    """A ``reducer_final`` yielding a bare value failed with "reduce task 1: too many values to unpack (expected 2)"
+    and the engine's frames (taskproc.py, tasks.py's writing of the hook's pairs) as its traceback. It is now a
+    NotPairsError naming the hook, shown at the user's ``yield``."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out", job_class="FinalHookYieldsValues")
+    status = failure.value.status
+    assert status["error"].startswith("reducer_final raised NotPairsError: the reducer_final gave something other")
+    shown = f'Traceback (most recent call last):\n  File "{job_path("not_pairs")}", line 59, in reducer_final'
+    assert status["traceback"].startswith(shown), status["traceback"]
+
+
 def test_a_combine_and_reduce_given_as_two_instances_of_one_aggregate_run(client: Client, tmp_path: Path) -> None:
     """``combine = Sum()`` and ``reduce = Sum()`` (or ``Step(combiner=Sum(), reducer=Sum())``) were refused with
     "reduce is the aggregate Sum(), so combine must be the same aggregate": only one instance shared by both passed.

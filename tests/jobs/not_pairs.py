@@ -46,3 +46,14 @@ class CombineYieldsValues(Job):
 class CombineChangesKey(CombineYieldsValues):
     def combine(self, word, counts):
         yield word.upper(), sum(counts)  # a combiner must keep its key
+
+
+class FinalHookYieldsValues(Job):
+    def map(self, offset, line):
+        for word in line.split():
+            yield word, 1
+
+    combine = reduce = Sum()
+
+    def reducer_final(self):
+        yield "done"  # should be: yield "done", True
