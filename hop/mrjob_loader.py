@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hop.loader import JobFileError, import_beside
+from hop.loader import JobFileError, import_beside, import_failed
 
 __all__ = ["MRJobNotAvailable", "load_mrjob_file"]
 
@@ -59,7 +59,7 @@ def load_mrjob_file(path: str) -> type[Any]:
         spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[name]
-        raise JobFileError(f"mrjob file {path} failed to import: {type(error).__name__}: {error}") from error
+        raise import_failed(f"mrjob file {path}", error) from error
     classes = [
         value
         for value in vars(module).values()

@@ -24,12 +24,19 @@ _ENGINE_DIRECTORIES = tuple(
 )
 
 
+_IMPORTLIB = "<frozen importlib."
+"""How the import machinery's frames name their file (``<frozen importlib._bootstrap_external>``)."""
+
+
 def _is_engine(frame: TracebackType) -> bool:
-    return os.path.abspath(frame.tb_frame.f_code.co_filename).startswith(_ENGINE_DIRECTORIES)
+    """A frame of hop's packages, or of the import machinery they call to import a job file."""
+    filename = frame.tb_frame.f_code.co_filename
+    return filename.startswith(_IMPORTLIB) or os.path.abspath(filename).startswith(_ENGINE_DIRECTORIES)
 
 
 def user_traceback(error: BaseException) -> str:
-    """``error``'s traceback as text (with its chained causes), from the first frame outside hop's packages."""
+    """``error``'s traceback as text (with its chained causes), from the first frame outside hop's packages (and
+    outside the import machinery they call to import a job file)."""
     start = error.__traceback__
     while start is not None and _is_engine(start):
         start = start.tb_next
