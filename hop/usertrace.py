@@ -29,8 +29,11 @@ _IMPORTLIB = "<frozen importlib."
 
 
 def _is_engine(frame: TracebackType) -> bool:
-    """A frame of hop's packages, or of the import machinery they call to import a job file."""
-    filename = frame.tb_frame.f_code.co_filename
+    return _is_engine_code(frame.tb_frame.f_code.co_filename)
+
+
+def _is_engine_code(filename: str) -> bool:
+    """Code of hop's packages, or of the import machinery they call to import a job file."""
     return filename.startswith(_IMPORTLIB) or os.path.abspath(filename).startswith(_ENGINE_DIRECTORIES)
 
 
@@ -102,7 +105,7 @@ def _users_generator(output: Any, error: BaseException) -> Any:
         if frame is None or id(candidate) in seen:
             continue
         seen.add(id(candidate))
-        if not os.path.abspath(frame.f_code.co_filename).startswith(_ENGINE_DIRECTORIES):
+        if not _is_engine_code(frame.f_code.co_filename):
             return candidate
         pending.extend(frame.f_locals.values())
     return None
