@@ -356,11 +356,13 @@ def test_a_generator_that_yields_no_pair_is_shown_at_its_yield(client: Client, t
     assert f'File "{jobs}", line 20, in reduce\n    yield sum(counts)' in shown, shown
 
 
-def test_a_combine_that_yields_no_pair_or_another_key_shows_no_engine_frames(client: Client, tmp_path: Path) -> None:
+def test_a_combine_without_pairs_or_its_key_or_a_bad_partition_shows_no_engine_frame(
+    client: Client, tmp_path: Path
+) -> None:
     """A hand-written combine yielding a bare value failed with the engine's frames as its traceback (taskproc.py,
     tasks.py, shuffle/buffer.py's check) and not a line of the user's; one changing its key too. The first is now a
     NotPairsError shown at the user's ``yield``; the second keeps its message (naming the key), without those
-    frames."""
+    frames, as does a partition out of range."""
     source = tmp_path / "in.txt"
     source.write_text("a b a\n")
     jobs = job_path("not_pairs")
@@ -373,6 +375,11 @@ def test_a_combine_that_yields_no_pair_or_another_key_shows_no_engine_frames(cli
         run_job(client, "not_pairs", [source], tmp_path / "out2", job_class="CombineChangesKey")
     status = failure.value.status
     assert "combine('a', ...) yielded key 'A'; a combiner must keep the key it was given" in status["error"]
+    assert not status.get("traceback"), status["traceback"]
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out3", job_class="PartitionOutOfRange", num_reduces=2)
+    status = failure.value.status
+    assert "partition('a') returned 3; expected an int in range(2)" in status["error"], status["error"]
     assert not status.get("traceback"), status["traceback"]
 
 

@@ -57,3 +57,11 @@ class FinalHookYieldsValues(Job):
 
     def reducer_final(self):
         yield "done"  # should be: yield "done", True
+
+
+class PartitionOutOfRange(CombineYieldsValues):
+    def combine(self, word, counts):
+        yield word, sum(counts)
+
+    def partition(self, key, num_partitions):
+        return len(key) + num_partitions  # should be: len(key) % num_partitions
