@@ -353,7 +353,7 @@ def _run_job(args: argparse.Namespace) -> int:
         try:
             job_files, _ = _job_list(args.job, args.inputs)
         except JobFileError as error:
-            return _fail(str(error), 2)
+            return _fail(str(error), 2, error.user_traceback)
         if len(job_files) > 1:
             return _fail(
                 f"--engine spark runs one job file, not a pipeline ({', '.join(job_files)}): run the pipeline on hop, "
@@ -374,7 +374,7 @@ def _run_job(args: argparse.Namespace) -> int:
             job_class = load_job_file(args.job, args.job_class)
         later_classes = [load_job_file(path) for path in job_files[1:]]
     except JobFileError as error:
-        return _fail(str(error), 2)
+        return _fail(str(error), 2, error.user_traceback)
     try:
         return _run_loaded(args, job_class, later_classes, mrjob_run)
     finally:
@@ -656,7 +656,10 @@ def _snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fail(reason: str, code: int) -> int:
+def _fail(reason: str, code: int, user_traceback: str | None = None) -> int:
+    """Print ``hop: error: REASON`` on stderr, after the user's traceback if there is one; return ``code``."""
+    if user_traceback:
+        sys.stderr.write(user_traceback)
     print(f"hop: error: {reason}", file=sys.stderr)
     return code
 

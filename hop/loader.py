@@ -6,15 +6,30 @@ import hashlib
 import importlib.util
 import inspect
 import sys
+import traceback
 from pathlib import Path
 
 from hop.aggregates import Aggregate
 from hop.job import HOOKS, INPUT_FORMATS, Job, JobDefinitionError
 from hop.jobspec import BesideSourcesError, shadowed_beside, sources_beside
+from hop.usertrace import has_user_frame, user_traceback
 
 
 class JobFileError(ValueError):
-    """The job file cannot be loaded or does not define exactly one job class."""
+    """The job file cannot be loaded or does not define exactly one job class. ``user_traceback``: when the file
+    failed to import, the user's traceback (from the job file's frame on), which says where; otherwise None."""
+
+    def __init__(self, message: str, user_traceback: str | None = None) -> None:
+        super().__init__(message)
+        self.user_traceback = user_traceback
+
+
+def import_failed(what: str, error: Exception) -> JobFileError:
+    """The :class:`JobFileError` for a job file (``what`` names it) whose import raised ``error``: the message names
+    the error, the traceback where it was raised (a helper module's line, a syntax error's caret)."""
+    # A syntax error has no frame of the user's (its file and line are the error's own): it is shown alone.
+    shown = user_traceback(error) if has_user_frame(error) else "".join(traceback.format_exception_only(error))
+    return JobFileError(f"{what} failed to import: {type(error).__name__}: {error}", shown)
 
 
 def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
@@ -30,18 +45,13 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
     if spec is None or spec.loader is None:
         raise JobFileError(f"job file {path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
-    # The modules beside the job file are importable by it, as for a script run with python (task processes get
-    # the ones it imports, at the top or in a method: hop.jobspec.dump_job_class).
-    directory = str(file.resolve().parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    _check_beside(path, str(file))
+    import_beside(path)
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[module_name]
-        raise JobFileError(f"job file {path} failed to import: {type(error).__name__}: {error}") from error
+        raise import_failed(f"job file {path}", error) from error
     defined = [
         value
         for value in vars(module).values()
@@ -59,6 +69,17 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         chosen = defined
     _check_definition(path, chosen[0])
     return chosen[0]
+
+
+def import_beside(path: str) -> None:
+    """Make the modules beside the job file ``path`` (a hop job's or an mrjob job's) importable by it, as for a
+    script run with ``python`` (task processes get the ones it imports, at the top or in a method:
+    ``hop.jobspec.dump_job_class``), after refusing those that cannot travel with it (:class:`JobFileError`)."""
+    file = Path(path)
+    directory = str(file.resolve().parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    _check_beside(path, str(file))
 
 
 def _check_beside(path: str, file: str) -> None:

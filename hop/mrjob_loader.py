@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hop.loader import JobFileError
+from hop.loader import JobFileError, import_beside, import_failed
 
 __all__ = ["MRJobNotAvailable", "load_mrjob_file"]
 
@@ -42,7 +42,8 @@ def _mrjob_job() -> Any:
 
 def load_mrjob_file(path: str) -> type[Any]:
     """Import ``path`` as a module of its own (registered in ``sys.modules``, so ``hop.jobspec`` can pickle it by
-    value) and return the one ``MRJob`` subclass it defines."""
+    value), with the modules beside it importable as for a hop job (:func:`hop.loader.import_beside`), and return
+    the one ``MRJob`` subclass it defines."""
     mrjob_job = _mrjob_job()
     file = Path(path)
     if not file.is_file():
@@ -52,12 +53,13 @@ def load_mrjob_file(path: str) -> type[Any]:
     if spec is None or spec.loader is None:
         raise JobFileError(f"mrjob file {path} is not a Python module")
     module = importlib.util.module_from_spec(spec)
+    import_beside(path)  # (``from helpers import tokens`` works as under ``python mr_job.py``, and travels)
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as error:
         del sys.modules[name]
-        raise JobFileError(f"mrjob file {path} failed to import: {type(error).__name__}: {error}") from error
+        raise import_failed(f"mrjob file {path}", error) from error
     classes = [
         value
         for value in vars(module).values()

@@ -38,7 +38,10 @@ def _setting(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _fail(reason: str, code: int) -> int:
+def _fail(reason: str, code: int, user_traceback: str | None = None) -> int:
+    """Print ``hop: error: REASON`` on stderr, after the user's traceback if there is one; return ``code``."""
+    if user_traceback:
+        sys.stderr.write(user_traceback)
     print(f"hop: error: {reason}", file=sys.stderr)
     return code
 
@@ -71,7 +74,7 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
     try:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
-        return _fail(str(error), 2)
+        return _fail(str(error), 2, error.user_traceback)
     _, reducers, master = _defaults(args)
     release: Callable[[], None] | None = None
     try:

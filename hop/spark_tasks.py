@@ -261,10 +261,12 @@ def _hook_pairs(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None]
     """What a step's init or final hook (user code, no arguments) returned or yielded, as pairs."""
     if hook is None:
         return []
+    output = None
     try:
-        return [(key, value) for key, value in hook() or ()]
+        output = hook()
+        return [(key, value) for key, value in output or ()]
     except Exception as error:
-        raise TaskFailure.of(where, not_pairs(where, error), None) from None
+        raise TaskFailure.of(where, not_pairs(where, error, output), None) from None
 
 
 def _with_hooks(
@@ -298,6 +300,7 @@ def _mapped(
     for path, records in sources:
         job.input_file = position.path = path
         record: tuple[Any, Any] | None = None
+        output = None
         try:
             for record in records:
                 position.record = record
@@ -311,7 +314,7 @@ def _mapped(
         except InputError as error:
             raise TaskFailure.of("input", error, None) from None
         except Exception as error:
-            raise TaskFailure.of("map", not_pairs("map", error), _describe(path, record)) from None
+            raise TaskFailure.of("map", not_pairs("map", error, output), _describe(path, record)) from None
     counts["map_input_records"] += input_records
     counts["map_output_records"] += output_records
 
@@ -361,10 +364,12 @@ def _combine(
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None], groups: dict[Any, list[Any]]
 ) -> Iterator[tuple[Any, Any]]:
     for key, values in groups.items():
+        output = None
         try:
-            combined = [(out_key, out_value) for out_key, out_value in combiner(key, values) or ()]
+            output = combiner(key, values)
+            combined = [(out_key, out_value) for out_key, out_value in output or ()]
         except Exception as error:
-            raise TaskFailure.of("combine", not_pairs("combine", error), f"key {key!r}") from None
+            raise TaskFailure.of("combine", not_pairs("combine", error, output), f"key {key!r}") from None
         for out_key, out_value in combined:
             if out_key != key:
                 problem = ValueError(f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep its key")
@@ -492,10 +497,13 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
     yield from _hook_lines("reducer_init", first)
     for key, combined in items:
         values = (combined,) if one_state else combined
+        output = None
         try:
-            lines = [f"{_encode_json(k)}\t{_encode_json(v)}\n" for k, v in (reducer(key, iter(values)) or ())]
+            output = reducer(key, iter(values))
+            lines = [f"{_encode_json(k)}\t{_encode_json(v)}\n" for k, v in (output or ())]
         except Exception as error:
-            raise TaskFailure.of("reduce", not_pairs("reduce", _output_error(error)), f"key {key!r}") from None
+            failure = not_pairs("reduce", _output_error(error), output)
+            raise TaskFailure.of("reduce", failure, f"key {key!r}") from None
         output_records += len(lines)
         yield from lines
     last = _hook_pairs("reducer_final", functions.step.reducer_final)

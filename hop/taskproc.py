@@ -29,6 +29,7 @@ from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
 from hop.usercode import UserCodeError
+from shuffle.buffer import CombinerKeyError, PartitionError
 from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
 
@@ -83,10 +84,14 @@ def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[
     if isinstance(error, (InputError, ValueError, TypeError)):
         return {
             "error": f"{kind} task {index}: {error}",
-            # Bad input names its file, offset and remedy, an unencodable record or a NaN key its key: the engine's
-            # frames would only bury that.
+            # Bad input names its file, offset and remedy, an unencodable record, a NaN key, a combiner's changed key or
+            # a partition out of range its key: the engine's frames would only bury that.
             "traceback": (
-                None if isinstance(error, (InputError, UnencodableRecordError, NanKeyError)) else traceback.format_exc()
+                None
+                if isinstance(
+                    error, (InputError, UnencodableRecordError, NanKeyError, CombinerKeyError, PartitionError)
+                )
+                else traceback.format_exc()
             ),
             "record": None,
             "retryable": False,

@@ -98,7 +98,12 @@ def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None
     """Run a step's init or final hook (user code) and return what it yielded."""
     if hook is None:
         return []
-    return list(call_user(where, lambda: list(hook() or ())))
+    output = None
+    try:
+        output = hook()
+        return [(key, value) for key, value in output or ()]  # (read here: a non-pair is shown at its yield)
+    except Exception as error:
+        raise UserCodeError(where, not_pairs(where, error, output), None) from error
 
 
 def _append_pairs(output: Path, pairs: list[tuple[Any, Any]], where: str) -> int:
@@ -129,10 +134,14 @@ def _guarded_combiner(
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
 ) -> Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]:
     def combine(key: Any, values: list[Any]) -> Iterable[tuple[Any, Any]]:
+        output = None
         try:
-            return list(combiner(key, values) or ())
+            output = combiner(key, values)
+            # Read as pairs here, while a generator is suspended at the yield that gave a non-pair: not_pairs shows
+            # that line (the buffer's own check, after, would show only the engine's frames).
+            return [(out_key, out_value) for out_key, out_value in output or ()]
         except Exception as error:
-            raise UserCodeError("combine", error, f"key {key!r}") from error
+            raise UserCodeError("combine", not_pairs("combine", error, output), f"key {key!r}") from error
 
     return combine
 
@@ -367,7 +376,7 @@ def run_map(
                 raise
             except Exception as error:  # the user's map raised, or its output could not be folded
                 where = _describe_record(current[0], buffer.current_record, spec.input_format)
-                problem = not_pairs("map", error)
+                problem = not_pairs("map", error, buffer.failed_output)
                 if isinstance(error, UnhashableKeyError):
                     problem = error.with_traceback(None)  # found in the engine's loop: its frames say nothing
                 elif problem is error:
@@ -975,6 +984,7 @@ def reduce_to_file(
         for number, (key, values) in enumerate(groups):
             if tick is not None and number % TICK_GROUPS == 0:
                 tick(file)
+            results = None
             try:
                 results = reducer(key, iter(values))
                 lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
@@ -983,7 +993,7 @@ def reduce_to_file(
                 except UnicodeEncodeError as unwritable:
                     raise _not_utf8(unwritable) from None  # (skipped below as a failing reduce is)
             except Exception as raised:
-                error = not_pairs("reduce", raised)
+                error = not_pairs("reduce", raised, results)
                 if not skip_limit or bad_records is None:
                     failure = UserCodeError("reduce", error, f"key {key!r}")
                     # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)

@@ -12,6 +12,7 @@ import os
 import re
 import traceback
 from types import TracebackType
+from typing import Any
 
 import hop
 import shuffle
@@ -23,12 +24,22 @@ _ENGINE_DIRECTORIES = tuple(
 )
 
 
+_IMPORTLIB = "<frozen importlib."
+"""How the import machinery's frames name their file (``<frozen importlib._bootstrap_external>``)."""
+
+
 def _is_engine(frame: TracebackType) -> bool:
-    return os.path.abspath(frame.tb_frame.f_code.co_filename).startswith(_ENGINE_DIRECTORIES)
+    return _is_engine_code(frame.tb_frame.f_code.co_filename)
+
+
+def _is_engine_code(filename: str) -> bool:
+    """Code of hop's packages, or of the import machinery they call to import a job file."""
+    return filename.startswith(_IMPORTLIB) or os.path.abspath(filename).startswith(_ENGINE_DIRECTORIES)
 
 
 def user_traceback(error: BaseException) -> str:
-    """``error``'s traceback as text (with its chained causes), from the first frame outside hop's packages."""
+    """``error``'s traceback as text (with its chained causes), from the first frame outside hop's packages (and
+    outside the import machinery they call to import a job file)."""
     start = error.__traceback__
     while start is not None and _is_engine(start):
         start = start.tb_next
@@ -48,6 +59,7 @@ def has_user_frame(error: BaseException) -> bool:
 
 _UNPACKING = re.compile(
     r"(too many|not enough) values to unpack \(expected 2|cannot unpack non-iterable|object is not iterable"
+    r"|object is not subscriptable"  # (the mrjob adapter reads a pair's key as pair[0]: hop.mrjob_codec)
 )
 
 
@@ -55,14 +67,58 @@ class NotPairsError(TypeError):
     """The user's function gave something other than ``(key, value)`` pairs."""
 
 
-def not_pairs(where: str, error: Exception) -> Exception:
+def not_pairs(where: str, error: Exception, output: Any = None) -> Exception:
     """``error``, or, when the engine's loop failed to read what the user's ``where`` (map, reduce...) gave as
     ``(key, value)`` pairs (no user frame raised it: the function returned one pair, a number, or yielded values
     without keys), a :class:`NotPairsError` saying what a ``where`` must give: Python's own "too many values to
-    unpack" names neither."""
+    unpack" names neither.
+
+    ``output`` is what the function returned. When it is a generator, it is suspended at the ``yield`` that gave
+    the non-pair: the error's traceback is that line (through any ``yield from``), so the user sees their own line
+    and not the engine's loop."""
     if has_user_frame(error) or not isinstance(error, (TypeError, ValueError)) or not _UNPACKING.search(str(error)):
         return error
-    return NotPairsError(
+    problem = NotPairsError(
         f"the {where} gave something other than (key, value) pairs ({type(error).__name__}: {error}): yield each "
         f"pair (yield key, value) or return a list of pairs; not one pair alone, nor values without their keys"
     )
+    return problem.with_traceback(_suspended_at(_users_generator(output, error)))
+
+
+_SEARCH_LIMIT = 64
+"""The most objects :func:`_users_generator` looks at (the engine's generators hold a few locals each)."""
+
+
+def _users_generator(output: Any, error: BaseException) -> Any:
+    """The user's suspended generator that gave what could not be read as a pair: ``output`` itself, or one that an
+    engine generator re-encoding the user's pairs (the mrjob adapter's, ``hop.mrjob_codec``) was iterating, found
+    among the locals of ``output``'s frame or of the frames ``error`` was raised through. None if there is none."""
+    pending = [output]
+    entry = error.__traceback__
+    while entry is not None:
+        pending.extend(entry.tb_frame.f_locals.values())
+        entry = entry.tb_next
+    seen: set[int] = set()
+    while pending and len(seen) < _SEARCH_LIMIT:
+        candidate = pending.pop(0)
+        frame = getattr(candidate, "gi_frame", None)
+        if frame is None or id(candidate) in seen:
+            continue
+        seen.add(id(candidate))
+        if not _is_engine_code(frame.f_code.co_filename):
+            return candidate
+        pending.extend(frame.f_locals.values())
+    return None
+
+
+def _suspended_at(generator: Any) -> TracebackType | None:
+    """Traceback entries at the ``yield`` where ``generator`` (and each generator it delegates to with ``yield
+    from``, innermost last) is suspended; None for anything else (a list, a finished generator)."""
+    frames = []
+    while (frame := getattr(generator, "gi_frame", None)) is not None:
+        frames.append(frame)
+        generator = generator.gi_yieldfrom
+    entry = None
+    for frame in reversed(frames):
+        entry = TracebackType(entry, frame, frame.f_lasti, frame.f_lineno)
+    return entry

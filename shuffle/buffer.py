@@ -197,6 +197,9 @@ class MapOutputBuffer:
         self._folding = hasattr(combiner, "lift") and hasattr(combiner, "merge")
         self.failed_pair: tuple[Any, Any] | None = None
         """The (key, value) the map loop was inserting when it raised."""
+        self.failed_output: Any = None
+        """What the map call returned whose pairs the loop was reading when it raised (a generator is suspended at
+        the ``yield`` that gave a non-pair: ``hop.usertrace.not_pairs`` shows that line)."""
 
     @property
     def folding(self) -> bool:
@@ -229,7 +232,7 @@ class MapOutputBuffer:
         inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
         lift: Any = self.combiner.lift if self._folding else None  # type: ignore[union-attr]
         merge: Any = self.combiner.merge if self._folding else None  # type: ignore[union-attr]
-        record_key = record_value = key = value = None
+        record_key = record_value = key = value = output = None
         get = groups.get
         try:
             for record_key, record_value in records:
@@ -291,6 +294,7 @@ class MapOutputBuffer:
             # Name the record the map was working on; the task turns this into file and offset.
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             self.failed_pair = (key, value)  # for a report of what an aggregate could not fold
+            self.failed_output = output
             if isinstance(error, TypeError) and not _hashable(key):
                 raise unhashable_key_error(key) from None  # the dict's own TypeError adds only engine frames
             raise

@@ -1482,6 +1482,33 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr, result.stderr
 
 
+def test_a_job_file_that_fails_to_import_shows_where(tmp_path: Path) -> None:
+    """A job file whose import raised (in a helper module it imports, say) was refused with one line, "job file
+    job.py failed to import: error: unterminated character set at position 0", naming neither the helper nor its
+    line. The user's traceback now comes first, from the job file's frame (not hop's loader or importlib's); a
+    syntax error shows its line and caret alone. ``--mrjob`` and ``--engine spark`` load job files the same way."""
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "patterns.py").write_text('import re\n\nWORD = re.compile(r"[a-z+")\n')
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\nfrom patterns import WORD\n\n\nclass Words(Job):\n    pass\n"
+    )
+    (tmp_path / "broken.py").write_text("from hop import Job\n\n\nclass B(Job)\n    pass\n")
+    for options in ([], ["--mrjob"], ["--engine", "spark"]):
+        result = hop("run", "job.py", "in.txt", "-o", "out", *options, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        shown, _, reason = result.stderr.partition("hop: error: ")
+        assert shown.startswith(f'Traceback (most recent call last):\n  File "{tmp_path / "job.py"}", line 2'), shown
+        assert f'File "{tmp_path / "patterns.py"}", line 3, in <module>\n    WORD = re.compile' in shown, shown
+        assert "hop/" not in shown and "importlib" not in shown, shown
+        assert reason.endswith("job.py failed to import: error: unterminated character set at position 0\n")
+    result = hop("run", "broken.py", "in.txt", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2
+    shown, _, reason = result.stderr.partition("hop: error: ")
+    assert shown.startswith(f'  File "{tmp_path / "broken.py"}", line 4\n    class B(Job)\n'), shown
+    assert "SyntaxError: expected ':'" in shown and "Traceback" not in shown, shown
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("group", [False, True], ids=["alone", "whole-group"])
 def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, group: bool) -> None:
     """SIGTERM to ``hop run`` alone, or to its whole process group (``kill -TERM -PGID``, systemd): either way the

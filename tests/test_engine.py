@@ -337,6 +337,66 @@ def test_a_map_or_reduce_that_gives_no_pairs_is_told_what_to_yield(client: Clien
     assert "cannot unpack non-iterable int object" in status["error"] and "hop/tasks.py" not in status["traceback"]
 
 
+def test_a_generator_that_yields_no_pair_is_shown_at_its_yield(client: Client, tmp_path: Path) -> None:
+    """A map or reduce generator yielding a bare value failed with a traceback of one line, the NotPairsError
+    itself: the user's code was named nowhere. The traceback is now the ``yield`` that gave the value (through a
+    ``yield from`` helper), as the generator was suspended there when the engine read it."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    jobs = job_path("not_pairs")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out1", job_class="MapYieldsValues")
+    shown = failure.value.status["traceback"]
+    assert f'File "{jobs}", line 25, in map\n    yield from self.words(line)\n' in shown, shown
+    assert f'File "{jobs}", line 29, in words\n    yield word.lower()  # should be' in shown, shown
+    assert shown.rstrip().splitlines()[-1].startswith("hop.usertrace.NotPairsError: the map gave something other")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out2", job_class="ReduceYieldsValues")
+    shown = failure.value.status["traceback"]
+    assert f'File "{jobs}", line 20, in reduce\n    yield sum(counts)' in shown, shown
+
+
+def test_a_combine_without_pairs_or_its_key_or_a_bad_partition_shows_no_engine_frame(
+    client: Client, tmp_path: Path
+) -> None:
+    """A hand-written combine yielding a bare value failed with the engine's frames as its traceback (taskproc.py,
+    tasks.py, shuffle/buffer.py's check) and not a line of the user's; one changing its key too. The first is now a
+    NotPairsError shown at the user's ``yield``; the second keeps its message (naming the key), without those
+    frames, as does a partition out of range."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    jobs = job_path("not_pairs")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out1", job_class="CombineYieldsValues")
+    status = failure.value.status
+    assert status["error"].startswith("combine at key 'a' raised NotPairsError: the combine gave something other")
+    assert status["traceback"].startswith(f'Traceback (most recent call last):\n  File "{jobs}", line 40, in combine')
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out2", job_class="CombineChangesKey")
+    status = failure.value.status
+    assert "combine('a', ...) yielded key 'A'; a combiner must keep the key it was given" in status["error"]
+    assert not status.get("traceback"), status["traceback"]
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out3", job_class="PartitionOutOfRange", num_reduces=2)
+    status = failure.value.status
+    assert "partition('a') returned 3; expected an int in range(2)" in status["error"], status["error"]
+    assert not status.get("traceback"), status["traceback"]
+
+
+def test_an_init_or_final_hook_that_yields_no_pair_is_shown_at_its_yield(client: Client, tmp_path: Path) -> None:
+    """A ``reducer_final`` yielding a bare value failed with "reduce task 1: too many values to unpack (expected 2)"
+    and the engine's frames (taskproc.py, tasks.py's writing of the hook's pairs) as its traceback. It is now a
+    NotPairsError naming the hook, shown at the user's ``yield``."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out", job_class="FinalHookYieldsValues")
+    status = failure.value.status
+    assert status["error"].startswith("reducer_final raised NotPairsError: the reducer_final gave something other")
+    shown = f'Traceback (most recent call last):\n  File "{job_path("not_pairs")}", line 59, in reducer_final'
+    assert status["traceback"].startswith(shown), status["traceback"]
+
+
 def test_a_combine_and_reduce_given_as_two_instances_of_one_aggregate_run(client: Client, tmp_path: Path) -> None:
     """``combine = Sum()`` and ``reduce = Sum()`` (or ``Step(combiner=Sum(), reducer=Sum())``) were refused with
     "reduce is the aggregate Sum(), so combine must be the same aggregate": only one instance shared by both passed.

@@ -345,6 +345,73 @@ def test_a_failing_mapper_reports_the_users_traceback_and_record(tmp_path: Path)
     assert "byte offset 16: 'boom here'" in result.stderr, "the failing record"
 
 
+def test_an_mrjob_mapper_or_reducer_that_yields_no_pair_is_shown_at_its_yield(tmp_path: Path) -> None:
+    """An mrjob mapper yielding a bare number failed with "TypeError: 'int' object is not subscriptable" and the
+    engine's frames (hop/tasks.py, shuffle/buffer.py, hop/mrjob_codec.py) as its traceback; a reducer yielding one
+    with the NotPairsError alone. Both now say what to yield, and the traceback is the user's ``yield`` line."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nc\n")
+    job = write_job(
+        tmp_path,
+        "mr_no_pairs.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRNoPairs(MRJob):
+            def mapper(self, _, line):
+                if self.options.bad_mapper:
+                    yield len(line)
+                else:
+                    yield line, 1
+
+            def reducer(self, line, counts):
+                yield sum(counts)
+
+            def configure_args(self):
+                super().configure_args()
+                self.add_passthru_arg("--bad-mapper", action="store_true")
+        """,
+    )
+    for where, line, job_args in (("map", 8, ["--", "--bad-mapper"]), ("reduce", 13, [])):
+        command = ["--mrjob", str(job), str(source), "-o", str(tmp_path / where), "--workers", "1", "--quiet"]
+        result = hop_fails(*command, *job_args)
+        assert result.returncode == 1 and f"the {where} gave something other than (key, value) pairs" in result.stderr
+        shown = result.stderr.split("hop: error:")[0]
+        assert shown.startswith(f'Traceback (most recent call last):\n  File "{job}", line {line}, in '), shown
+        assert "hop/" not in shown and "shuffle/" not in shown, shown
+
+
+def test_modules_beside_an_mrjob_job_are_imported_and_travel(text: Path, tmp_path: Path) -> None:
+    """An mrjob job importing a module beside it (``from wordlib.parse import words``), as ``python mr_job.py`` finds
+    it, was refused before it started: "failed to import: ModuleNotFoundError: No module named 'wordlib'" (only hop
+    jobs had the directory of their file on the path). It now runs, from another directory, with mrjob's output."""
+    folder = tmp_path / "jobs"
+    (folder / "wordlib").mkdir(parents=True)
+    (folder / "wordlib" / "__init__.py").write_text("")
+    write_job(folder / "wordlib", "parse.py", "def words(line):\n    return [w for w in line.split() if len(w) > 3]\n")
+    job = write_job(
+        folder,
+        "mr_beside.py",
+        """
+        from mrjob.job import MRJob
+
+        from wordlib.parse import words
+
+
+        class MRBeside(MRJob):
+            def mapper(self, _, line):
+                for word in words(line):
+                    yield word, 1
+
+            def reducer(self, word, counts):
+                yield word, sum(counts)
+        """,
+    )
+    hop_run(job, [text], tmp_path / "out", cwd=tmp_path)
+    assert hop_output(job, tmp_path / "out") == mrjob_inline(job, [text])
+
+
 def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     grep = hop_fails("--mrjob", str(EXAMPLES / "mr_grep.py"), str(text), "-o", out, "--", "--expression", "ing")

@@ -336,6 +336,24 @@ def test_a_bad_output_line_is_named_as_hop_names_it(spark_runs: dict[str, dict[s
     assert spark_runs["bad_output_line"]["error"] == f"input raised InputError: {where} {problem}: {OUTPUT_LINES}"
 
 
+def test_a_reduce_that_yields_no_pair_is_shown_at_its_yield_as_on_hop() -> None:
+    """A reduce yielding a bare value failed on Spark, as on hop, with the NotPairsError alone as its traceback; it
+    is now the user's ``yield`` line (test_engine.py has hop's). The reduce task runs here, outside Spark, on the
+    pairs a map would give it."""
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, reduce_task
+
+    jobs = job_path("not_pairs")
+    plan = StepPlan(dump_job_class(load_job_file(jobs, "ReduceYieldsValues")), 0, 1, "text")
+    counters: Any = None  # (a failed task adds none)
+    with pytest.raises(TaskFailure) as failed:
+        list(reduce_task(plan, counters, [("a", [1, 1])]))
+    reason, shown = failure_of(failed.value) or ("", "")
+    assert reason.startswith("reduce at key 'a' raised NotPairsError: the reduce gave something other than"), reason
+    assert f'File "{jobs}", line 20, in reduce\n    yield sum(counts)' in shown, shown
+
+
 def test_a_bad_line_between_steps_is_named_as_hop_names_a_bad_output_line() -> None:
     """A later step's map reads the step before's lines with hop's reader of output lines; the Spark engine had its
     own, whose error was json's message alone. (Its lines are hop's own output, so the map task runs here, outside

@@ -148,7 +148,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     try:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
-        return _fail(str(error), 2)
+        return _fail(str(error), 2, error.user_traceback)
     from hop.stream.sources import SourceError, check_source, source_paths
 
     try:
