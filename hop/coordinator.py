@@ -633,7 +633,10 @@ class Coordinator:
                 snapshot.label, snapshot.progress, {"job_id": job.spec.job_id, **description}, str(folder)
             )
             self._ask_reducers(downstream, derived)
-        if job.state == "running" and job.snapshots.accurate(snapshot):
+        # Once every map committed, the exact result waits only for the shuffle to end (a fraction of a second): a
+        # snapshot then may still hold a small part of the map output (with --blocking a reducer gets a map's output
+        # only after it commits), and stopping on it called an answer approximate that was about to be exact.
+        if job.state == "running" and not job.maps_committed() and job.snapshots.accurate(snapshot):
             self._stop_early(job, snapshot)
 
     def _answer_from_committed(self, job: JobState) -> None:

@@ -87,18 +87,24 @@ class DescendantProcess(ForkedProcess):
     """A process another process of ours forked (an embedded cluster's worker, forked by its coordinator).
 
     Its exit code is its parent's to collect, so ``returncode`` is -1 once it has ended (or the code, if this
-    process adopted and reaped it as a subreaper). Contract: the parent does not leave it a zombie (the embedded
-    coordinator reaps its workers as they end); an ended process is then one that no longer exists. A pid reused
+    process adopted and reaped it as a subreaper). An ended process is one that no longer exists, or a zombie: the
+    embedded coordinator reaps its workers as they end, unless it is stopped or hung. A pid reused
     within the life of one cluster would read as alive: Linux hands out pids in order up to ``pid_max`` before it
     wraps around.
     """
 
     def _unwaitable(self) -> int | None:
+        import psutil  # (here: a process that never waits for a descendant does not pay for the import)
+
         try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return -1
-        return None
+            # A zombie has ended: its parent has not reaped it yet, being stopped (SIGSTOP) or hung. Seen as
+            # running, a killed worker of a hung coordinator held an embedded cluster's stop for 5 s, then
+            # ended it with TimeoutExpired before the coordinator was killed.
+            if psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE:
+                return None
+        except psutil.NoSuchProcess:
+            pass
+        return -1
 
 
 def wait_or_kill(processes: Iterable[_Handle | subprocess.Popen[bytes]], deadline: float) -> None:

@@ -27,7 +27,7 @@ from hop.inputs import expand_inputs
 from hop.job import Job
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.outputs import prepare_output
-from hop.spilldirs import make_scratch
+from hop.spilldirs import scratch_folder
 
 
 class JobFailed(RuntimeError):
@@ -195,9 +195,10 @@ def online_options(
     return options
 
 
-def _make_scratch(final_output: Path, kind: str = "steps") -> Path:
-    """The directory for a run's intermediate outputs, hidden beside ``final_output`` (``hop.spilldirs``)."""
-    return make_scratch(final_output.parent, final_output.name, kind)
+def _scratch(final_output: Path, kind: str = "steps") -> contextlib.AbstractContextManager[Path]:
+    """The directory for a run's intermediate outputs, hidden beside ``final_output`` and removed when the block
+    ends (``hop.spilldirs.scratch_folder``: a Ctrl-C as it is made no longer leaves it behind)."""
+    return scratch_folder(final_output.parent, final_output.name, kind)
 
 
 def run_steps(
@@ -222,53 +223,51 @@ def run_steps(
     num_steps = len(_instantiate(base).resolved_steps())
     final_output = Path(base.output)
     prepare_output(str(final_output), base.overwrite, base.inputs)
-    scratch = _make_scratch(final_output)
-    reports: list[dict[str, Any]] = []
-    running: Path | None = None  # the output of the step submitted and not yet ended
-    kept = hold or ((final_output / "_steps", 0) if keep_intermediate else None)  # where a failed run's steps go
-    try:
-        inputs = base.inputs
-        for step in range(num_steps):
-            last = step == num_steps - 1
-            spec = dataclasses.replace(
-                base,
-                step=step,
-                num_steps=num_steps,
-                inputs=tuple(inputs),
-                output=str(final_output if last else scratch / f"step-{step}"),
-                input_format=base.input_format if step == 0 else "output",
-                overwrite=True,
-            )
-            label = f"step {step + 1}/{num_steps} " if num_steps > 1 else ""
-            display = ProgressDisplay(progress, label, address=client.address)
-            try:
-                job_id = client.submit(spec)
-                running = Path(spec.output)
-                status = _wait(client, job_id, display.update, deadline, timeout)
-                running = None
-            finally:
-                display.close()
-            if status["state"] != "succeeded":
-                _end_failed_run(status, reports, scratch, final_output, kept)
-                raise JobFailed(status)
-            reports.append(status["report"])
-            inputs = (spec.output,)
-            if not last:
-                hold_bad_records(Path(spec.output), scratch / "_bad_records", step_offset + step + 1)
-        if num_steps > 1 or step_offset:
-            place_bad_records(scratch / "_bad_records", final_output, step_offset + num_steps)
-        if hold is not None:
-            _keep_steps(scratch, num_steps - 1, *hold)
-        elif keep_intermediate:
-            _keep_steps(scratch, num_steps - 1, final_output / "_steps", 0)
-    except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-        _cancel_before_cleanup(client, error, timeout)
-        cancelled = None if running is None else _cancelled_status(running)
-        if cancelled is not None:  # as a failed step: OUT/_job.json says why, with the steps before it
-            _end_failed_run(cancelled, reports, scratch, final_output, kept)
-        raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with _scratch(final_output) as scratch:
+        reports: list[dict[str, Any]] = []
+        running: Path | None = None  # the output of the step submitted and not yet ended
+        kept = hold or ((final_output / "_steps", 0) if keep_intermediate else None)  # where a failed run's steps go
+        try:
+            inputs = base.inputs
+            for step in range(num_steps):
+                last = step == num_steps - 1
+                spec = dataclasses.replace(
+                    base,
+                    step=step,
+                    num_steps=num_steps,
+                    inputs=tuple(inputs),
+                    output=str(final_output if last else scratch / f"step-{step}"),
+                    input_format=base.input_format if step == 0 else "output",
+                    overwrite=True,
+                )
+                label = f"step {step + 1}/{num_steps} " if num_steps > 1 else ""
+                display = ProgressDisplay(progress, label, address=client.address)
+                try:
+                    job_id = client.submit(spec)
+                    running = Path(spec.output)
+                    status = _wait(client, job_id, display.update, deadline, timeout)
+                    running = None
+                finally:
+                    display.close()
+                if status["state"] != "succeeded":
+                    _end_failed_run(status, reports, scratch, final_output, kept)
+                    raise JobFailed(status)
+                reports.append(status["report"])
+                inputs = (spec.output,)
+                if not last:
+                    hold_bad_records(Path(spec.output), scratch / "_bad_records", step_offset + step + 1)
+            if num_steps > 1 or step_offset:
+                place_bad_records(scratch / "_bad_records", final_output, step_offset + num_steps)
+            if hold is not None:
+                _keep_steps(scratch, num_steps - 1, *hold)
+            elif keep_intermediate:
+                _keep_steps(scratch, num_steps - 1, final_output / "_steps", 0)
+        except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
+            _cancel_before_cleanup(client, error, timeout)
+            cancelled = None if running is None else _cancelled_status(running)
+            if cancelled is not None:  # as a failed step: OUT/_job.json says why, with the steps before it
+                _end_failed_run(cancelled, reports, scratch, final_output, kept)
+            raise
     final = reports[-1]
     if len(reports) > 1:
         final["steps"] = reports[:-1]
@@ -472,57 +471,55 @@ def run_pipeline(
         raise ValueError(STOP_EARLY_PIPELINE)
     final_output = Path(last_job.output)
     prepare_output(str(final_output), first.overwrite, first.inputs)
-    scratch = _make_scratch(final_output)
-    stages = pipeline_specs(jobs)
-    reports: list[dict[str, Any]] = []
-    job_ids: list[str] = []
-    outputs: list[Path] = []
-    running: Path | None = None  # the output of the step waited for
-    kept = (final_output / "_steps", 0) if keep_intermediate else None  # where a failed run's steps go
-    try:
-        for number, stage in enumerate(stages):
-            last = number == len(stages) - 1
-            options = dict(stage.options)
-            if not last:
-                options["pipe_output"] = True
-            if number:
-                options["upstream"] = job_ids[-1]
-            spec = dataclasses.replace(
-                stage,
-                inputs=first.inputs if number == 0 else (),
-                input_format=first.input_format if number == 0 else "output",
-                output=str(final_output if last else scratch / f"step-{number}"),
-                overwrite=True,
-                options=options,
-            )
-            job_ids.append(client.submit(spec))
-            outputs.append(Path(spec.output))
-        for number, job_id in enumerate(job_ids):
-            label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
-            display = ProgressDisplay(progress, label, address=client.address)
-            try:
-                running = outputs[number]
-                status = _wait(client, job_id, display.update, deadline, timeout)
-                running = None
-            finally:
-                display.close()
-            if status["state"] != "succeeded":
-                _end_failed_run(status, reports, scratch, final_output, kept)
-                raise JobFailed(status)
-            reports.append(status["report"])
-        for number in range(len(job_ids) - 1):
-            hold_bad_records(scratch / f"step-{number}", scratch / "_bad_records", number + 1)
-        place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
-        if keep_intermediate:
-            _keep_steps(scratch, len(job_ids) - 1, final_output / "_steps", 0)
-    except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-        _cancel_before_cleanup(client, error, timeout)
-        cancelled = None if running is None else _cancelled_status(running)
-        if cancelled is not None:  # as a failed step: OUT/_job.json reports it, with the steps before it
-            _end_failed_run(cancelled, reports, scratch, final_output, kept)
-        raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with _scratch(final_output) as scratch:
+        stages = pipeline_specs(jobs)
+        reports: list[dict[str, Any]] = []
+        job_ids: list[str] = []
+        outputs: list[Path] = []
+        running: Path | None = None  # the output of the step waited for
+        kept = (final_output / "_steps", 0) if keep_intermediate else None  # where a failed run's steps go
+        try:
+            for number, stage in enumerate(stages):
+                last = number == len(stages) - 1
+                options = dict(stage.options)
+                if not last:
+                    options["pipe_output"] = True
+                if number:
+                    options["upstream"] = job_ids[-1]
+                spec = dataclasses.replace(
+                    stage,
+                    inputs=first.inputs if number == 0 else (),
+                    input_format=first.input_format if number == 0 else "output",
+                    output=str(final_output if last else scratch / f"step-{number}"),
+                    overwrite=True,
+                    options=options,
+                )
+                job_ids.append(client.submit(spec))
+                outputs.append(Path(spec.output))
+            for number, job_id in enumerate(job_ids):
+                label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
+                display = ProgressDisplay(progress, label, address=client.address)
+                try:
+                    running = outputs[number]
+                    status = _wait(client, job_id, display.update, deadline, timeout)
+                    running = None
+                finally:
+                    display.close()
+                if status["state"] != "succeeded":
+                    _end_failed_run(status, reports, scratch, final_output, kept)
+                    raise JobFailed(status)
+                reports.append(status["report"])
+            for number in range(len(job_ids) - 1):
+                hold_bad_records(scratch / f"step-{number}", scratch / "_bad_records", number + 1)
+            place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
+            if keep_intermediate:
+                _keep_steps(scratch, len(job_ids) - 1, final_output / "_steps", 0)
+        except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
+            _cancel_before_cleanup(client, error, timeout)
+            cancelled = None if running is None else _cancelled_status(running)
+            if cancelled is not None:  # as a failed step: OUT/_job.json reports it, with the steps before it
+                _end_failed_run(cancelled, reports, scratch, final_output, kept)
+            raise
     final = reports[-1]
     if len(reports) > 1:
         final["steps"] = reports[:-1]
@@ -546,11 +543,10 @@ def run_staged_jobs(
     deadline = _deadline(timeout)
     final_output = Path(jobs[-1].output)
     prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs)
-    scratch = _make_scratch(final_output, "jobs")
-    held = scratch / "steps"  # the earlier steps' outputs, until the last job has written OUT
-    held.mkdir()
-    reports: list[dict[str, Any]] = []
-    try:
+    with _scratch(final_output, "jobs") as scratch:
+        held = scratch / "steps"  # the earlier steps' outputs, until the last job has written OUT
+        held.mkdir()
+        reports: list[dict[str, Any]] = []
         inputs, input_format = jobs[0].inputs, jobs[0].input_format
         stage = 0
         for number, job in enumerate(jobs):
@@ -582,8 +578,6 @@ def run_staged_jobs(
         place_bad_records(scratch / "_bad_records", final_output, stage)
         if keep_intermediate:
             _keep_steps(held, stage - 1, final_output / "_steps", 0)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     final = reports[-1]
     final["jobs"] = reports[:-1]
     _count_whole_run(final, reports)

@@ -238,6 +238,10 @@ class JobState:
                 sizes.append(max(1, sum(chunk.size for chunk in task_input)))
         return sizes
 
+    def maps_committed(self) -> bool:
+        """Whether every map task has committed its output (it may still be on its way to the reducers)."""
+        return all(t.committed is not None for t in self.maps)
+
     def input_fraction(self) -> float:
         """The fraction of map input bytes processed (committed maps count whole)."""
         sizes = self.map_bytes
@@ -308,7 +312,7 @@ class JobState:
     def _map_seconds(self) -> float:
         """Seconds the maps have run: from submission to now, or to the last map commit once every map committed
         (the input records stop growing then, while the job goes on: the maps' records/s divides by this)."""
-        if self.maps and all(t.committed is not None for t in self.maps) and self.last_map_commit_at is not None:
+        if self.maps and self.maps_committed() and self.last_map_commit_at is not None:
             return self.last_map_commit_at - self.submitted_at
         return (self.finished_at or time.time()) - self.submitted_at
 
@@ -461,7 +465,7 @@ class JobState:
         return [CommitOutput(path, f"{self.spec.output}/part-{index:05d}"), *self._finish_if_done()]
 
     def _finish_if_done(self) -> list[Action]:
-        if all(t.committed is not None for t in self.reduces) and all(t.committed is not None for t in self.maps):
+        if all(t.committed is not None for t in self.reduces) and self.maps_committed():
             self.state, self.finished_at = "succeeded", time.time()
             return [FinishJob("succeeded")]
         return []

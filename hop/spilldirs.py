@@ -15,15 +15,19 @@ host removes them.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import shutil
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 
-__all__ = ["PREFIX", "make_scratch", "make_spill_dir", "remove_abandoned"]
+from hop.lifetime import stop_signals_held
+
+__all__ = ["PREFIX", "make_scratch", "make_spill_dir", "remove_abandoned", "scratch_folder"]
 
 PREFIX = "hop-worker-"
 OWNER = "owner"
@@ -76,3 +80,20 @@ def make_scratch(beside: Path, output_name: str, kind: str) -> Path:
     for other in SCRATCH_KINDS:
         remove_abandoned(str(beside), f".{output_name}.{other}-")
     return make_spill_dir(str(beside), f".{output_name}.{kind}-")
+
+
+@contextlib.contextmanager
+def scratch_folder(beside: Path, output_name: str, kind: str) -> Iterator[Path]:
+    """:func:`make_scratch`'s directory for the block, removed when the block ends, however it ends.
+
+    A Ctrl-C or SIGTERM that comes while the directory is made is held until it is recorded for removal, then
+    acts (a ``KeyboardInterrupt`` out of the ``with``): taken as it was made, before any ``try`` knew of it, it left
+    the directory behind, hidden beside the output until a later run writes that same output."""
+    folder: Path | None = None
+    try:
+        with stop_signals_held():
+            folder = make_scratch(beside, output_name, kind)
+        yield folder
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from hop.inputs import InputError
-from hop.lifetime import stop_signals_held
-from hop.spilldirs import make_scratch
+from hop.spilldirs import scratch_folder
 
 __all__ = ["STDIN", "stdin_as_file"]
 
@@ -47,15 +46,8 @@ def stdin_as_file(inputs: list[str], output: str, stream: BinaryIO | None = None
         )
     target = Path(output).absolute()
     beside = next(folder for folder in target.parents if folder.is_dir())  # (a run refused later leaves no folder)
-    folder: Path | None = None
-    try:
-        # A Ctrl-C is held until the folder is recorded here: taken as it was made, it left the folder behind.
-        with stop_signals_held():
-            folder = make_scratch(beside, target.name, "stdin")
+    with scratch_folder(beside, target.name, "stdin") as folder:
         path = folder / STDIN_FILE
         with open(path, "wb") as file:
             shutil.copyfileobj(stream, file, 1 << 20)
         yield [str(path) if name == STDIN else name for name in inputs]
-    finally:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)

@@ -75,6 +75,31 @@ def stop_signal_handlers_kept() -> Iterator[None]:
         signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
 
+@pytest.fixture()
+def ctrl_c_as_scratch_is_made(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A Ctrl-C that comes right after a run's scratch directory beside its output is made (``hop.spilldirs``), before
+    the caller holds it: what the code under test must survive without leaving the directory. Ctrl-C raises
+    ``KeyboardInterrupt`` meanwhile, as in a ``hop run``."""
+    import time
+
+    import hop.spilldirs
+
+    made = hop.spilldirs.make_spill_dir
+
+    def made_then_interrupted(root: str | None, prefix: str = hop.spilldirs.PREFIX) -> Path:
+        folder = made(root, prefix)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # (a handler runs between bytecodes: here, unless held)
+        return folder
+
+    monkeypatch.setattr(hop.spilldirs, "make_spill_dir", made_then_interrupted)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
     with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as local:

@@ -460,35 +460,22 @@ def test_a_name_that_is_not_utf8_is_refused_before_the_job(tmp_path: Path) -> No
 
 
 def test_a_ctrl_c_as_the_standard_input_copy_is_made_leaves_no_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ctrl_c_as_scratch_is_made: None
 ) -> None:
     """``hop run JOB - -o OUT`` copies standard input into ``.OUT.stdin-*``: a Ctrl-C that came as that folder was
     made (before it was recorded for removal) left it behind, and without its owner file no later run removed it
     either. The Ctrl-C still interrupts the run, and the folder goes."""
     import io
-    import signal
-    import time
 
+    import hop.spilldirs
     import hop.stdin_input
-    from hop.spilldirs import make_scratch
 
-    def made_then_interrupted(beside: Path, output_name: str, kind: str) -> Path:
-        folder = make_scratch(beside, output_name, kind)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # (a handler runs between bytecodes: here, unless held)
-        return folder
-
-    monkeypatch.setattr(hop.stdin_input, "make_scratch", made_then_interrupted)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        stream = io.BytesIO(b"a b\n")
-        with pytest.raises(KeyboardInterrupt), hop.stdin_input.stdin_as_file(["-"], str(tmp_path / "out"), stream):
-            pass
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    stream = io.BytesIO(b"a b\n")
+    with pytest.raises(KeyboardInterrupt), hop.stdin_input.stdin_as_file(["-"], str(tmp_path / "out"), stream):
+        pass
     assert list(tmp_path.iterdir()) == []
     # Interrupted while marking a folder as its own, make_spill_dir removes it (nothing else would).
     monkeypatch.setattr(hop.spilldirs.psutil, "Process", lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        make_scratch(tmp_path, "out", "stdin")
+        hop.spilldirs.make_scratch(tmp_path, "out", "stdin")
     assert list(tmp_path.iterdir()) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hop.client import Client
+from hop.client import Client, JobRejected
 from hop.gen.pageviews import generate_pageviews
 from hop.gen.text import generate_text
 from hop.loader import load_job_file
@@ -228,6 +229,45 @@ def test_stop_when_accurate_ends_early_with_the_snapshot(client: Client, tmp_pat
     while (tmp_path / "out" / "_temporary").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not (tmp_path / "out" / "_temporary").exists()
+
+
+@pytest.mark.parametrize("mode", ["blocking", "pipelined"])
+def test_stop_when_accurate_does_not_stop_once_every_map_committed(client: Client, tmp_path: Path, mode: str) -> None:
+    """Once every map committed, the exact result waits only for the shuffle: a step with --blocking stopped early on
+    a snapshot holding 11.5% of the map output (the reducers get a map's output only after it commits), calling its
+    result approximate a fraction of a second before it was exact. Snapshots taken in that window, however accurate
+    (here all of them: 50 words, a loose bound), no longer end the job. An early stop before the map committed is
+    still right (pipelined, the reducers hold most of the input by then; blocking, with one map, they hold none)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 4_000_000, seed=9, vocabulary=50)
+    job_class = load_job_file(job_path("wordcount"))
+    options = online_options(job_class, [str(source)], order="random", chunk_size=32 << 10, stop_when_accurate=0.5)
+    output = tmp_path / "out"
+    spec = build_spec(
+        job_class, [str(source)], str(output), num_reduces=2, split_size=8 << 20, mode=mode, options=options
+    )
+    job_id = client.submit(spec)
+    deadline = time.monotonic() + TIMEOUT
+    status = client.status(job_id)
+    while status["state"] == "running" and status["maps_done"] < status["maps_total"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+        status = client.status(job_id)
+    while status["state"] == "running":  # a snapshot each turn while the map output reaches the reducers
+        assert time.monotonic() < deadline
+        with contextlib.suppress(JobRejected):  # (it ended meanwhile)
+            client.snapshot_now(job_id)
+        status = client.status(job_id)
+    assert status["state"] == "succeeded"
+    lines = len(source.read_text().splitlines())
+    report = status["report"]
+    if "approximate" in report:
+        assert report["counters"]["map_input_records"] < lines, f"stopped early after the map: {report['approximate']}"
+        return
+    truth: dict[str, int] = {}
+    for word in source.read_text().split():
+        truth[word] = truth.get(word, 0) + 1
+    assert output_dict(output) == truth
 
 
 def test_stop_when_accurate_waits_until_every_stratum_was_sampled(client: Client, tmp_path: Path) -> None:

@@ -69,6 +69,23 @@ def test_wordcount_then_topk_streams_and_is_exact(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".out.steps-*")), "the scratch directory is gone"
 
 
+@pytest.mark.parametrize("run", [run_steps, run_pipeline, run_staged_jobs])
+def test_a_ctrl_c_as_the_scratch_is_made_leaves_no_folder(
+    client: Client, tmp_path: Path, run: Any, ctrl_c_as_scratch_is_made: None
+) -> None:
+    """A run keeps its steps' outputs in ``.OUT.steps-*`` (``.OUT.jobs-*`` for ``--blocking`` jobs) beside OUT: a
+    Ctrl-C that came as that folder was made, before the run's ``try`` removing it began, left it behind. The Ctrl-C
+    still interrupts the run, before any job is submitted, and the folder goes."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n", encoding="utf-8")
+    jobs = specs(source, tmp_path / "out", "two_steps", "topk")
+    submitted = len(client.jobs())
+    with pytest.raises(KeyboardInterrupt):
+        run(client, jobs[0] if run is run_steps else jobs, progress=False, timeout=TIMEOUT)
+    assert not list(tmp_path.glob(".out.*")), "the scratch directory is gone"
+    assert len(client.jobs()) == submitted
+
+
 def test_multi_step_job_pipelined_equals_staged(client: Client, tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 1_500_000, seed=32, vocabulary=3000)

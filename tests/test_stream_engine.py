@@ -1205,14 +1205,21 @@ def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) 
     assert not list(run.temp.iterdir()), "the cluster's directory is removed by its orphaned coordinator"
 
 
-def interrupt_twice_as_it_drains(command: list[str], output: Path, slow_reduce: float) -> tuple[int, str, float]:
+def interrupt_twice_as_it_drains(
+    command: list[str], output: Path, slow_reduce: float, hang_coordinator: bool = False
+) -> tuple[int, str, float]:
     """Run ``command`` (a continuous run into ``output``) in a process group of its own with reducers slowed by
     ``slow_reduce`` seconds a run; once a window is written, Ctrl-C the group, and again once the run says it is
-    stopping (draining, which the slow reducers make last). Its exit code, stderr and seconds after the second."""
+    stopping (draining, which the slow reducers make last). ``hang_coordinator``: SIGSTOP the embedded coordinator
+    just before the second. Its exit code, stderr and seconds after the second; every process of the run is gone
+    (else the assertion says which were left)."""
+    import psutil
+
     stderr_path = output.parent / f"{output.name}-stderr.txt"
     environment = {**os.environ, "HOP_TEST_SLOW_REDUCE_SECONDS": str(slow_reduce)}
     with open(stderr_path, "w") as stderr:
         process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, env=environment, start_new_session=True)
+    descendants: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 60
         while not list(output.glob("windows/*/_window.json")):
@@ -1222,14 +1229,25 @@ def interrupt_twice_as_it_drains(command: list[str], output: Path, slow_reduce: 
         while "stopping" not in stderr_path.read_text():
             assert time.monotonic() < deadline and process.poll() is None, stderr_path.read_text()
             time.sleep(0.05)
+        descendants = psutil.Process(process.pid).children(recursive=True)
+        if hang_coordinator:  # (the embedded cluster's launcher: the coordinator, which forked the workers)
+            launcher = next(p for p in descendants if p.ppid() == process.pid and "hop.cluster_launch" in p.cmdline())
+            launcher.suspend()
         os.killpg(process.pid, signal.SIGINT)
         second = time.monotonic()
-        code = process.wait(timeout=30)
-        return code, stderr_path.read_text(), time.monotonic() - second
+        code = process.wait(timeout=60)
+        took = time.monotonic() - second
+        _, alive = psutil.wait_procs(descendants, timeout=10)
+        assert not alive, f"left running: {[p.name() for p in alive]}"
+        return code, stderr_path.read_text(), took
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+        for leftover in descendants:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                leftover.resume()
+                leftover.kill()
 
 
 def assert_interrupted_report(output: Path, code: int, stderr: str, took: float) -> None:
@@ -1258,6 +1276,62 @@ def test_a_second_ctrl_c_ends_the_run_at_once_with_a_report_saying_so(tmp_path: 
     command += ["--source", f"replay:{events_path}?rate=100", "--window", "2s", "-o", str(output)]
     command += ["--workers", "1", "--no-view"]
     assert_interrupted_report(output, *interrupt_twice_as_it_drains(command, output, slow_reduce=1.0))
+
+
+def test_a_second_ctrl_c_with_the_coordinator_hung_ends_the_run_at_once_with_its_own_report(tmp_path: Path) -> None:
+    """A second Ctrl-C while the embedded coordinator is hung (SIGSTOP): the coordinator cannot end the job or write
+    ``OUT/_job.json``. The run waited 5 s for it, another 15 s to stop the cluster, then ended with a TimeoutExpired
+    traceback and exit 1 (a killed worker of the stopped coordinator is a zombie, which it took for running), the
+    coordinator and a worker left behind, and no report. Now: exit 130 after those 5 s, every process killed, and
+    a ``_job.json`` of its own saying the job was interrupted, with the windows on disk."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 6000, rate=100.0, seed=9)
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+    command += ["--source", f"replay:{events_path}?rate=100", "--window", "2s", "-o", str(output)]
+    command += ["--workers", "1", "--no-view"]
+    code, stderr, took = interrupt_twice_as_it_drains(command, output, slow_reduce=1.0, hang_coordinator=True)
+    assert code == 130, stderr
+    assert "did not end it within 5s, so the embedded cluster was killed" in stderr, stderr
+    assert "Traceback" not in stderr, stderr
+    assert took < 10, f"the second Ctrl-C took {took:.1f}s"
+    report = json.loads((output / "_job.json").read_text())
+    assert report["status"] == "interrupted" and report["written_by"] == "hop run", report
+    on_disk = sorted(path.parent.name for path in output.glob("windows/*/_window.json"))
+    assert report["continuous"]["windows_written"] == len(on_disk) > 0, (report["continuous"], on_disk)
+    assert report["continuous"]["last_window"] == on_disk[-1]
+    assert not (output / "_SUCCESS").exists()
+
+
+def test_a_second_ctrl_c_says_a_job_its_hung_coordinator_did_not_end_may_still_run(tmp_path: Path) -> None:
+    """``hop run --source ... --coordinator ADDRESS`` ending a job whose coordinator is hung (SIGSTOP) cannot write
+    its report nor kill that cluster: it said ``_job.json`` "may not say how" the job ended, though the job was not
+    ended, and a coordinator that comes back may go on running it. The line now says so, and how to look."""
+    from hop.stream.runner import end_now
+
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 6000, rate=100.0, seed=9)
+    output = tmp_path / "out"
+    options = stream_options([f"replay:{events_path}?rate=100"], "2s", None)
+    spec = build_spec(load_job_file(job_path("event_wordcount"), "EventWordCount"), [], str(output),
+                      num_reduces=1, options={"stream": options})  # fmt: skip
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            job_id = client.submit(spec)
+            assert cluster.coordinator is not None
+            cluster.coordinator.send_signal(signal.SIGSTOP)
+            try:
+                line = end_now(cluster.address, job_id, output)
+            finally:
+                cluster.coordinator.send_signal(signal.SIGCONT)
+            assert f"{job_id} was not ended (coordinator {cluster.address} did not answer" in line, line
+            assert f"`hop status {job_id} --coordinator {cluster.address}`" in line, line
+            # Come back, the coordinator may act on the request it left unanswered, or not (then the job goes on).
+            state = client.status(job_id)["state"]
+            assert state in ("running", "interrupted"), state
+        finally:
+            client.close()
 
 
 def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: Client, tmp_path: Path) -> None:

@@ -401,7 +401,10 @@ def test_results_of_a_failed_job_or_a_deleted_output_and_stopping_a_batch_job(
     running = client.submit(slow)
     status, body = post_json(web.url + f"api/jobs/{running}/stop")
     assert status == 200 and body["cancelled"] is True, body
-    assert client.wait(running, timeout=30)["state"] == "failed"
+    ended = client.wait(running, timeout=30)
+    assert ended["state"] == "failed" and "cancelled from the web view" in ended["error"], ended["error"]
+    status, body = post_json(web.url + f"api/jobs/{running}/stop")
+    assert status == 409 and f"job {running} already ended (failed)" in body["error"]
 
 
 def _failed_run_waiting_with_its_view(tmp_path: Path) -> subprocess.Popen[str]:

@@ -136,7 +136,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     from hop.outputs import check_output, claim_output
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
-    from hop.stream.runner import end_now, run_stream
+    from hop.stream.runner import end_now, report_unanswered, run_stream
     from hop.web.cli import web_view
 
     if args.inputs:
@@ -245,7 +245,13 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         # means "stop now". The job is ended at once, so OUT/_job.json says it was interrupted and how far it got
         # (stopping the embedded cluster alone left windows and no report), then the cluster is stopped.
         _defer_interrupts()
-        return _fail(end_now(address, submitted[0], Path(spec.output)), _interrupted_code())
+        ended = end_now(address, submitted[0], Path(spec.output))
+        if cluster is not None and not (Path(spec.output) / "_job.json").exists():
+            # The coordinator did not end the job (hung): asking it to shut the cluster down would wait for nothing
+            # (15 s more), and once its processes are killed no report can come but the one written here.
+            cluster.stop(grace=0)
+            ended = "interrupted while stopping" + report_unanswered(spec, submitted[0], address)
+        return _fail(ended, _interrupted_code())
     finally:
         if cluster is not None:
             cluster.stop()

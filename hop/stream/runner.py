@@ -13,6 +13,7 @@ view in the background (``--view-interval``; off with ``--no-view``); the last c
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -157,13 +158,56 @@ def _end_now(client: Client, job_id: str, output: Path) -> str:
     try:
         reply = client.stop(job_id, now=True)
     except (CoordinatorUnavailable, JobRejected) as error:
-        return f"; {output / '_job.json'} may not say how {job_id} ended: {error}"
+        # A hung coordinator (stopped, swapping) that comes back may still act on the request it left unanswered,
+        # or not (the job goes on, draining if the first stop reached it): either way it writes the report when
+        # the job ends, and not before.
+        return (
+            f"; {job_id} was not ended ({error}): it may still run there (`hop status {job_id} --coordinator "
+            f"{client.address}`), and {output / '_job.json'} is written only once it ends"
+        )
     if reply.get("interrupted"):
         return (
             f": {job_id} ended without draining its open panes; "
             f"{output / '_job.json'} says so and counts the windows written"
         )
     return f"; {job_id} had ended ({reply['state']}): see {output / '_job.json'}"
+
+
+def report_unanswered(spec: JobSpec, job_id: str, address: str) -> str:
+    """Write ``OUT/_job.json`` for a continuous job that its coordinator (at ``address``) did not end when
+    :func:`end_now` asked (hung: stopped, swapping) and that can no longer end: every process of its embedded cluster
+    was killed since, so no other report will come. Status ``interrupted``, with what this process knows (the windows in
+    ``OUT/windows``, the options; no counters). A report the coordinator wrote before it was killed is kept.
+    Returns what became of the job, as the end of the run's last line."""
+    output = Path(spec.output)
+    unanswered = f"coordinator {address} did not end it within {END_NOW_TIMEOUT:g}s"
+    windows = sorted(path.parent.name for path in (output / "windows").glob("*/_window.json"))
+    report = {
+        "job_id": job_id,
+        "name": spec.name,
+        "status": "interrupted",
+        "error": f"interrupted before it drained (a second Ctrl-C or SIGTERM on hop run); its {unanswered} and was "
+        "killed with the embedded cluster, so this report is hop run's: no counters",
+        "end": time.time(),
+        "written_by": "hop run",
+        "continuous": {
+            "windows_written": len(windows),
+            "last_window": windows[-1] if windows else None,
+            "stopped": True,
+            "options": spec.options.get("stream"),
+        },
+    }
+    try:
+        with open(output / "_job.json", "x", encoding="utf-8") as file:  # (x: the coordinator's own report wins)
+            file.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    except FileExistsError:
+        return f"; {job_id} had ended: see {output / '_job.json'}"
+    except OSError as error:
+        return f"; its {unanswered}, and {output / '_job.json'} could not be written: {error}"
+    return (
+        f"; its {unanswered}, so the embedded cluster was killed: {output / '_job.json'} says {job_id} was "
+        f"interrupted and counts the {_count(len(windows), 'window')} written"
+    )
 
 
 def _left_out(report: dict[str, Any], output: Path) -> str:

@@ -23,7 +23,8 @@ naming every API route):
   coordinator keeps), oldest first: bounds, reason, records, fidelity, C2 scoreboard, per-partition reports and the
   first rows as ``{"key", "value"}`` (``truncated`` when the window has more); ``404`` for a batch job.
 - ``POST /api/jobs/{job_id}/stop``: as ``hop stop``: ask a continuous job to stop (it drains and writes its last
-  windows), cancel a batch job; ``409`` for one that already ended; ``403`` when another site's page sends it.
+  windows), cancel a batch job (it fails, its error saying it was cancelled from the web view); ``404`` for an
+  unknown job, ``409`` for one that already ended; ``403`` when another site's page sends it.
 - ``GET /api/events?job=ID``: server-sent events pushing ``workers`` and ``jobs`` (each list, when it changes), and
   for ``job``: ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results``
   (once it succeeded); for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first)
@@ -188,7 +189,9 @@ async def stop(request: web.Request) -> web.Response:
     detail = await _source(request).job(request.match_info["job_id"])
     if detail["state"] != "running":
         raise web.HTTPConflict(reason=f"job {detail['job_id']} already ended ({detail['state']})")
-    reply = await _source(request).stop(detail["job_id"])
+    # A batch job is cancelled: its error (and _job.json) names where from, not hop stop or an interrupted run.
+    reason = f"cancelled from the web view (POST /api/jobs/{detail['job_id']}/stop)"
+    reply = await _source(request).stop(detail["job_id"], reason)
     state = reply.get("state", detail["state"])
     if not detail.get("continuous"):  # as `hop stop` does: a batch job has no last windows to write
         return _json_response({"job_id": detail["job_id"], "state": state, "cancelled": True})

@@ -63,8 +63,9 @@ class CoordinatorSource:
         """A continuous job's windows with ``seq > after``, oldest first, rows decoded (see ``decode_window``)."""
         return [decode_window(window) for window in await self._call("windows", job_id, after)]
 
-    async def stop(self, job_id: str) -> dict[str, Any]:
-        return dict(await self._call("stop", job_id))
+    async def stop(self, job_id: str, reason: str | None = None) -> dict[str, Any]:
+        """As ``hop stop``: a continuous job drains, a batch job is cancelled with ``reason`` as its error."""
+        return dict(await self._call("stop", job_id, reason))
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
