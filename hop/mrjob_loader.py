@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hop.loader import JobFileError, import_beside, import_failed
+from hop.loader import JobFileError, import_beside, import_failed, most_derived
 
 __all__ = ["MRJobNotAvailable", "load_mrjob_file"]
 
@@ -43,7 +43,8 @@ def _mrjob_job() -> Any:
 def load_mrjob_file(path: str) -> type[Any]:
     """Import ``path`` as a module of its own (registered in ``sys.modules``, so ``hop.jobspec`` can pickle it by
     value), with the modules beside it importable as for a hop job (:func:`hop.loader.import_beside`), and return
-    the one ``MRJob`` subclass it defines."""
+    the one ``MRJob`` subclass it defines (of several deriving from one another, the one none derives from:
+    :func:`hop.loader.most_derived`, as for a hop job)."""
     mrjob_job = _mrjob_job()
     file = Path(path)
     if not file.is_file():
@@ -65,10 +66,11 @@ def load_mrjob_file(path: str) -> type[Any]:
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, mrjob_job.MRJob) and value.__module__ == name
     ]
-    if len(classes) != 1:
+    chosen = most_derived(classes)
+    if chosen is None:
         found = ", ".join(c.__name__ for c in classes) or "none"
         raise JobFileError(
-            f"mrjob file {path} must define exactly one MRJob subclass (found: {found}); without --mrjob, hop "
-            "runs hop.Job files"
+            f"mrjob file {path} must define exactly one MRJob subclass, or subclasses of one another (found: "
+            f"{found}); without --mrjob, hop runs hop.Job files"
         )
-    return classes[0]
+    return chosen

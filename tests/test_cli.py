@@ -1456,6 +1456,10 @@ def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> 
 def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a\n")
     (tmp_path / "two.py").write_text("from hop import Job\n\n\nclass A(Job):\n    pass\n\n\nclass B(Job):\n    pass\n")
+    (tmp_path / "siblings.py").write_text(
+        "from hop import Job\n\n\nclass Base(Job):\n    pass\n\n\nclass A(Base):\n    pass\n\n\nclass B(Base):\n"
+        "    pass\n"
+    )
     (tmp_path / "none.py").write_text("x = 1\n")
     (tmp_path / "folder.py").mkdir()
     (tmp_path / "mismatch.py").write_text(
@@ -1471,7 +1475,8 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         (["parquet.py"], "job file parquet.py: P.input_format is 'parquet'; hop reads text, jsonl, csv"),
         (["steps.py"], "job file steps.py: S.steps() returned [<bound method"),
         (["two.py", "--job-class", "C"], "defines no hop.Job subclass C (it defines: A, B)"),
-        (["two.py"], "must define exactly one hop.Job subclass (found: A, B); pick one with --job-class"),
+        (["two.py"], "exactly one hop.Job subclass, or subclasses of one another (found: A, B); pick one with --job-"),
+        (["siblings.py"], "(found: Base, A, B); pick one with --job-class"),
         (["none.py"], "(found: none); define a subclass of hop.Job in it"),
         (["folder.py"], "job file folder.py is not a Python file (.py)"),
     ]
@@ -1480,6 +1485,22 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         result = hop("run", job, "in.txt", "-o", "out", *options, cwd=tmp_path)
         assert result.returncode == 2 and says in result.stderr, (arguments, result.stderr)
         assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_job_deriving_from_a_base_job_in_its_file_runs(tmp_path: Path) -> None:
+    """A file defining a base job (shared helpers) and the job deriving from it was refused, "must define exactly
+    one hop.Job subclass (found: Words, LongWords); pick one with --job-class": the classes it defines derive from
+    one another, and the one none derives from runs."""
+    (tmp_path / "in.txt").write_text("a bb ccc bb\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass Words(Job):\n    def keep(self, word):\n"
+        "        return True\n\n    def map(self, offset, line):\n        for word in line.split():\n"
+        "            if self.keep(word):\n                yield word, 1\n\n    reduce = Sum()\n\n\n"
+        "class LongWords(Words):\n    def keep(self, word):\n        return len(word) > 1\n"
+    )
+    result = hop("run", "job.py", "in.txt", "-o", "out", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted((tmp_path / "out" / "part-00000").read_text().splitlines()) == ['"bb"\t2', '"ccc"\t1']
 
 
 def test_a_job_file_that_fails_to_import_shows_where(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from hop.gen.text import generate_text
 from hop.job import Job, Step
+from hop.loader import JobFileError
 from hop.mrjob_adapter import load_mrjob_file
 from hop.spark_tasks import resolve_step
 
@@ -426,6 +427,18 @@ def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_pat
     hop_job = hop_fails("--mrjob", str(Path(__file__).parent.parent / "jobs" / "wordcount.py"), str(text), "-o", out)
     assert hop_job.returncode == 2 and "exactly one MRJob subclass" in hop_job.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_mrjob_job_deriving_from_a_base_job_in_its_file_is_the_one_loaded(tmp_path: Path) -> None:
+    """As for a hop job: of MRJob classes deriving from one another, the one none derives from (the one a file's
+    ``__main__`` runs, in this common pattern); two unrelated ones stay refused."""
+    base = "from mrjob.job import MRJob\n\n\nclass MRBase(MRJob):\n    pass\n\n\n"
+    derived = write_job(tmp_path, "derived.py", base + "class MRWords(MRBase):\n    pass\n")
+    assert load_mrjob_file(str(derived)).__name__ == "MRWords"
+    two = "class MRA(MRBase):\n    pass\n\n\nclass MRB(MRBase):\n    pass\n"
+    siblings = write_job(tmp_path, "siblings.py", base + two)
+    with pytest.raises(JobFileError, match=r"\(found: MRBase, MRA, MRB\)"):
+        load_mrjob_file(str(siblings))
 
 
 def test_hop_imports_without_mrjob_and_says_what_to_install(text: Path, tmp_path: Path) -> None:
