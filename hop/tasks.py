@@ -29,7 +29,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import MAX_LINE_BYTES, BadLine, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
-from hop.jsonline import NotJSONError, to_json, to_json_column
+from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
@@ -117,7 +117,7 @@ def _write_pairs(file: IO[str], pairs: list[tuple[Any, Any]], where: str) -> Non
     """Write ``json(key) TAB json(value)`` lines of a hook's pairs; a str that cannot be UTF-8 names its key."""
     for key, value in pairs:
         try:
-            file.write(f"{to_json(key)}\t{to_json(value)}\n")
+            file.write(f"{to_json_key(key)}\t{to_json(value)}\n")
         except UnicodeEncodeError as error:
             raise UserCodeError(where, _not_utf8(error), f"key {key!r}") from error
         except NotJSONError as error:
@@ -934,7 +934,11 @@ def _write_columns(
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         for start in range(0, len(keys), WRITE_BATCH):
             stop = start + WRITE_BATCH
-            key_texts, value_texts = to_json_column(keys[start:stop]), to_json_column(values[start:stop])
+            try:
+                key_texts, value_texts = to_json_column(keys[start:stop], keys=True), to_json_column(values[start:stop])
+            except NotJSONError as error:  # (named with its key, without the encoder's frames, as reduce_to_file)
+                key = next(k for k, v in zip(keys[start:stop], values[start:stop], strict=True) if not _json_pair(k, v))
+                raise UserCodeError("reduce", error, f"key {key!r}").without_traceback() from error
             lines = "\n".join(map("\t".join, zip(key_texts, value_texts, strict=True))) + "\n"
             try:
                 file.write(lines)  # (encoded whole before any of it is written)
@@ -948,6 +952,15 @@ def _write_columns(
             if after_batch is not None:
                 after_batch(file)
     return len(keys)
+
+
+def _json_pair(key: Any, value: Any) -> bool:
+    """Whether JSON can hold the output pair ``key``, ``value``."""
+    try:
+        to_json_key(key), to_json(value)
+    except NotJSONError:
+        return False
+    return True
 
 
 def _encodes(text: str) -> bool:
@@ -975,7 +988,7 @@ def reduce_to_file(
     ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
     """
     output_records = 0
-    dumps = to_json
+    dumps, dumps_key = to_json, to_json_key
 
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         write = file.write
@@ -987,7 +1000,7 @@ def reduce_to_file(
             results = None
             try:
                 results = reducer(key, iter(values))
-                lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
+                lines = [f"{dumps_key(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
                 try:
                     write("".join(lines))  # (encoded whole before any of it is written: all or nothing of a key)
                 except UnicodeEncodeError as unwritable:

@@ -616,16 +616,26 @@ def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path:
         "        yield line.split(), 1\n\n    def reduce(self, key, values):\n        yield key, sum(values)\n"
     )
     (tmp_path / "bytes_out.py").write_text(
-        "from hop import Job\n\n\nclass BytesOut(Job):\n    def map(self, offset, line):\n"
-        "        yield line.encode(), 1\n\n    def reduce(self, key, values):\n        yield key, sum(values)\n"
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass BytesKey(Job):\n"
+        "    def map(self, offset, line):\n        yield line.encode(), 1\n\n    def reduce(self, key, values):\n"
+        "        yield key, sum(values)\n\n\nclass BytesKeySum(BytesKey):\n    reduce = Sum()\n\n\n"
+        "class BytesValue(Job):\n    def map(self, offset, line):\n        yield line, 1\n\n"
+        "    def reduce(self, key, values):\n        yield key, key.encode()\n"
     )
     listed = hop("run", "list_key.py", "in.txt", "-o", "out1", "--quiet", "--workers", "1", cwd=tmp_path)
     assert listed.returncode == 1, listed.stderr
     assert "byte offset 0" in listed.stderr and "map output key ['a', 'b'] is a list" in listed.stderr
     assert "yield a tuple instead of a list" in listed.stderr
-    raw = hop("run", "bytes_out.py", "in.txt", "-o", "out2", "--quiet", "--workers", "1", cwd=tmp_path)
-    assert raw.returncode == 1, raw.stderr
-    assert "output value b'a b' is bytes, which a JSON output line cannot hold: decode it" in raw.stderr
+    # A bytes key was said to be a value ("output value b'a b' is bytes"); an aggregate's showed the engine's frames.
+    for job_class, says in [
+        ("BytesKey", "reduce at key b'a b' raised NotJSONError: output key b'a b' is bytes, which a JSON output"),
+        ("BytesKeySum", "reduce at key b'a b' raised NotJSONError: output key b'a b' is bytes, which a JSON output"),
+        ("BytesValue", "reduce at key 'a b' raised NotJSONError: output value b'a b' is bytes, which a JSON output"),
+    ]:
+        options = ["--quiet", "--workers", "1", "--job-class", job_class]
+        raw = hop("run", "bytes_out.py", "in.txt", "-o", job_class, *options, cwd=tmp_path)
+        assert raw.returncode == 1, raw.stderr
+        assert says in raw.stderr and "Traceback" not in raw.stderr, (job_class, raw.stderr)
 
 
 def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_what_to_yield(
