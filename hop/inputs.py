@@ -494,18 +494,25 @@ def iter_records(
     max_line_bytes: int = MAX_LINE_BYTES,
     on_bad: BadLine | None = None,
     fallback_encoding: str | None = None,
+    read_line: list[tuple[int, str]] | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     """Yield the records of a split in the given format (see the module docstring); lines that cannot be decoded
     (text lines are decoded with ``fallback_encoding`` then, if given) or parsed raise :class:`InputError`, or go
-    to ``on_bad`` and are left out."""
+    to ``on_bad`` and are left out. ``read_line``, if given, holds as its one item the byte offset and the text of
+    the line of the record yielded last, in a format that parses lines (a text record is its line and offset): what
+    a record skipped as bad is listed as, so it can be fixed and read again."""
     if input_format == "text":
         # Not wrapped: one generator less per record.
         return iter_lines(split, max_line_bytes, on_bad, fallback_encoding)
-    return _iter_parsed_records(split, input_format, max_line_bytes, on_bad)
+    return _iter_parsed_records(split, input_format, max_line_bytes, on_bad, read_line)
 
 
 def _iter_parsed_records(
-    split: Split, input_format: str, max_line_bytes: int, on_bad: BadLine | None
+    split: Split,
+    input_format: str,
+    max_line_bytes: int,
+    on_bad: BadLine | None,
+    read_line: list[tuple[int, str]] | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     # Chosen once per split, not per record: the parser, and what makes a line blank (no record) in the format.
     parsers: dict[str, tuple[Callable[[str, str, int], tuple[Any, Any]], Callable[[str], Any] | None]] = {
@@ -527,6 +534,8 @@ def _iter_parsed_records(
                 raise
             on_bad(offset, line, str(error))
             continue
+        if read_line is not None:
+            read_line[:] = [(offset, line)]
         yield record
 
 

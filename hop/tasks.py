@@ -323,8 +323,11 @@ def run_map(
     current: list[Split] = [chunks[0][1] if chunks else Split("", 0, 0)]
     """The split being read, for error messages and progress."""
     on_bad: BadLine | None = None
+    read_line: list[tuple[int, str]] | None = None
+    """The line of the record read last, in a format parsing lines (jsonl, csv, output): a bad one is listed so."""
     if skip_limit:
-        mapper = _skipping_mapper(mapper, current, skip_limit, bad_records)
+        read_line = [] if spec.input_format != "text" else None
+        mapper = _skipping_mapper(mapper, current, skip_limit, bad_records, read_line)
         # Lines the resumed attempt already listed: read again while this one skips the records its spills cover.
         listed = {(entry["file"], entry["offset"]) for entry in prefix["bad_records"]}
 
@@ -351,7 +354,8 @@ def run_map(
     def chunk_records(split: Split) -> Iterator[tuple[Any, Any]]:
         current[0] = split
         job.input_file = split.path
-        return iter_records(split, spec.input_format, max_line_bytes, on_bad, spec.options.get("fallback_encoding"))
+        encoding = spec.options.get("fallback_encoding")
+        return iter_records(split, spec.input_format, max_line_bytes, on_bad, encoding, read_line)
 
     def drive(loop: Iterator[int]) -> int:
         """Run the buffer's map loop to its end, turning errors into ``UserCodeError`` and reporting progress."""
@@ -514,18 +518,22 @@ def _skipping_mapper(
     current: list[Split],
     limit: int,
     bad_records: list[dict[str, Any]],
+    read_line: list[tuple[int, str]] | None = None,
 ) -> Callable[[Any, Any], Iterable[tuple[Any, Any]]]:
     """Wrap ``mapper`` so a record that raises is skipped (its partial output discarded) and recorded;
-    ``current[0]`` is the split being read."""
+    ``current[0]`` is the split being read. A record is listed as its line, as read: a text record is one; for a
+    format that parses lines, ``read_line`` holds the offset and line of the record read last (as
+    :func:`hop.inputs.iter_records` fills it; a record not read from a line, a pipe's, is listed as its value)."""
 
     def skipping(key: Any, value: Any) -> Iterable[tuple[Any, Any]]:
         try:
             return list(mapper(key, value) or ())  # all of the record's output, or none of it
         except Exception as error:
+            offset, record = read_line[0] if read_line else (key, str(value))
             entry = {
                 "file": current[0].path,
-                "offset": key,
-                "record": str(value)[:1000],
+                "offset": offset,
+                "record": record[:1000],
                 "error": f"{type(error).__name__}: {error}",
                 "traceback": user_traceback(error),
             }
