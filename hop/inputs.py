@@ -149,6 +149,9 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
                     f"input {match} is not a regular file or a directory (a pipe, socket or device): maps read "
                     "inputs by byte offset, so write it to a file first"
                 )
+            elif path.is_symlink():  # (named on the command line, or matched by a glob)
+                remedy = "restore its target, or remove the link" if match != pattern else "restore its target"
+                raise _broken_link(path, remedy)
             else:
                 raise InputError(f"input {match!r} does not exist")
     for file in files:
@@ -214,14 +217,16 @@ def _refuse_unreadable_entry(entry: Path) -> None:
     """Raise :class:`InputError` for a listed directory entry that is neither a file nor a directory: a symbolic
     link whose target is gone, or a pipe, socket or device."""
     if entry.is_symlink():
-        raise InputError(
-            f"input {entry} is a symbolic link to {os.readlink(entry)}, which does not exist: restore its target or "
-            "remove the link (names starting with _ or . are left out)"
-        )
+        raise _broken_link(entry, "restore its target, remove the link, or rename it to start with _ to leave it out")
     raise InputError(
         f"input {entry} is not a regular file or a directory (a pipe, socket or device): maps read inputs by byte "
         "offset, so move it out of the input directory or rename it to start with _"
     )
+
+
+def _broken_link(link: Path, remedy: str) -> InputError:
+    """The error for an input ``link`` that is a symbolic link whose target does not exist, with what to do."""
+    return InputError(f"input {link} is a symbolic link to {os.readlink(link)}, which does not exist: {remedy}")
 
 
 def _listed(path: Path) -> bool:
