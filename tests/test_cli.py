@@ -74,6 +74,37 @@ def test_an_embedded_cluster_runs_under_a_temporary_folder_too_long_for_a_socket
     assert os.listdir(temporary) == [], "the cluster's folder is removed at its end"
 
 
+def test_the_report_names_the_runs_inputs_as_given(tmp_path: Path) -> None:
+    """``OUT/_job.json``'s ``inputs`` named standard input's copy (``.OUT.stdin-*/stdin``, removed at the end), and a
+    multi-step run's were its last step's own: none when pipelined, a removed scratch directory with --blocking.
+    They are the run's, as given (``-`` for standard input); each step's report keeps what that step read."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job = str(TEST_JOBS / "two_steps.py")
+    for mode, given in [([], ["-", str(tmp_path / "in.txt")]), (["--blocking"], [str(tmp_path / "in.txt")])]:
+        output = tmp_path / f"out{len(mode)}"
+        command = [sys.executable, "-m", "hop", "run", job, *given, "-o", str(output), "--quiet", "--workers", "1"]
+        result = subprocess.run(command, input="c\n", capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        report = json.loads((output / "_job.json").read_text())
+        assert report["inputs"] == report["steps"][0]["inputs"] == given, (mode, report["inputs"])
+
+
+def test_an_input_without_records_succeeds_and_says_so(tmp_path: Path) -> None:
+    """A run over empty files succeeded with "0/0 maps" and "0 input records" alone: it still succeeds (an empty
+    input is valid, as in Hadoop), and says the input held no records and what it read (nothing with --quiet)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.txt").write_text("")
+    (tmp_path / "data" / "b.txt").write_text("")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "data", "-o", "out", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "hop: the input held no records: it read data (2 files, 0 bytes)\n" in result.stderr, result.stderr
+    quiet = hop("run", job, "data/a.txt", "-o", "quiet", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    said = hop("run", job, "data/a.txt", "-o", "said", "--workers", "1", cwd=tmp_path)
+    assert "hop: the input held no records: it read data/a.txt (0 bytes)\n" in said.stderr, said.stderr
+
+
 def test_standard_input_as_input(tmp_path: Path) -> None:
     """``-`` reads standard input, as mrjob does (it was "input '-' does not exist"): spooled to a file beside the
     output, removed at the end. A terminal as standard input, or ``-`` twice, is refused before anything runs."""
