@@ -414,7 +414,7 @@ def run_map(
         current[0] = Split(f"pipe:{spec.options.get('upstream')}/part-{index:05d}", 0, 0)
         reread = [(current[0], receiver.recent_records)]
         try:
-            pairs = receiver.records(channel.control_socket, next_pipe_notice, pipe.get("committed"))
+            pairs = receiver.records(channel.control_socket, next_pipe_notice, pipe.get("committed"), read_line)
             consumed = drive(buffer.run_map(pairs, mapper))
         except UnencodableRecordError as error:
             raise unencodable_map_output(spec, chunks, error, reread) from None
@@ -523,7 +523,7 @@ def _skipping_mapper(
     """Wrap ``mapper`` so a record that raises is skipped (its partial output discarded) and recorded;
     ``current[0]`` is the split being read. A record is listed as its line, as read: a text record is one; for a
     format that parses lines, ``read_line`` holds the offset and line of the record read last (as
-    :func:`hop.inputs.iter_records` fills it; a record not read from a line, a pipe's, is listed as its value)."""
+    :func:`hop.inputs.iter_records` and a pipe's :meth:`hop.pipe.PipeReceiver.records` fill it)."""
 
     def skipping(key: Any, value: Any) -> Iterable[tuple[Any, Any]]:
         try:

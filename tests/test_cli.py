@@ -819,6 +819,27 @@ def test_bad_records_skipped_by_any_step_are_listed_and_counted(tmp_path: Path, 
     assert [name[:7] for name in names] == ["step-1-", "step-2-"], names
 
 
+@pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
+def test_a_later_steps_bad_record_is_listed_as_the_line_it_read(tmp_path: Path, mode: list[str]) -> None:
+    """A record skipped by a step reading the step before's output was listed as the repr of its value ('1'), at the
+    "offset" of its key ('boom'): it is listed as its line of that output, at its byte offset there."""
+    (tmp_path / "two.py").write_text(
+        "from hop import Job, Step\n\n\nclass Two(Job):\n    def steps(self):\n"
+        "        return [Step(mapper=self.words, reducer=self.total), Step(mapper=self.check, reducer=self.total)]\n\n"
+        "    def words(self, offset, line):\n        for word in line.split():\n            yield word, 1\n\n"
+        "    def total(self, key, values):\n        yield key, sum(values)\n\n    def check(self, word, count):\n"
+        "        if word == 'boom':\n            raise ValueError('no boom')\n        yield word, count\n"
+    )
+    (tmp_path / "in.txt").write_text("a boom\nc\n")
+    args = ["--skip-bad-records", "1", "--workers", "1", "--reducers", "1", "--quiet", *mode]
+    result = hop("run", "two.py", "in.txt", "-o", "out", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (listing,) = (tmp_path / "out" / "_bad_records").glob("map-*")  # (the only step that skipped any)
+    entry = json.loads(listing.read_text())
+    assert (entry["offset"], entry["record"]) == (6, '"boom"\t1'), entry
+    assert "ValueError: no boom" in entry["error"]
+
+
 def test_the_runs_user_counters_are_printed_under_its_summary(tmp_path: Path) -> None:
     """User counters were only in ``_job.json``: a user of mrjob or Hadoop reads them at the end of the run. They
     are printed under the summary line, the whole run's (both steps'), and not with ``--quiet``."""
