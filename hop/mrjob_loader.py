@@ -45,7 +45,7 @@ def load_mrjob_file(path: str) -> type[Any]:
     """Import ``path`` as a module of its own (registered in ``sys.modules``, so ``hop.jobspec`` can pickle it by
     value), with the modules beside it importable as for a hop job (:func:`hop.loader.import_beside`), and return
     its ``MRJob`` subclass: as mrjob, the one its ``if __name__ == "__main__":`` block runs
-    (:func:`main_class_name`); else its one, or of several deriving from one another the one none derives from
+    (:func:`_main_class_name`); else its one, or of several deriving from one another the one none derives from
     (:func:`hop.loader.most_derived`, as for a hop job)."""
     mrjob_job = _mrjob_job()
     file = Path(path)
@@ -68,7 +68,7 @@ def load_mrjob_file(path: str) -> type[Any]:
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, mrjob_job.MRJob) and value.__module__ == name
     ]
-    run = main_class_name(file)
+    run = _main_class_name(file)
     chosen = next((c for c in classes if c.__name__ == run), None) or most_derived(classes)
     if chosen is None:
         found = ", ".join(c.__name__ for c in classes) or "none"
@@ -80,7 +80,7 @@ def load_mrjob_file(path: str) -> type[Any]:
     return chosen
 
 
-def main_class_name(file: Path) -> str | None:
+def _main_class_name(file: Path) -> str | None:
     """The name of the class whose ``run()`` the file's ``if __name__ == "__main__":`` block calls
     (``MRWordCount.run()``), the job mrjob runs for ``python mr_job.py``, or None."""
     try:
