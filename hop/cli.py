@@ -64,7 +64,7 @@ from hop.runner import (
 from hop.shutdown_cli import register as register_shutdown
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
-from hop.stdin_input import stdin_as_file
+from hop.stdin_input import STDIN, STDIN_COPY_OPTION, stdin_as_file
 from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_args
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, unused_port, web_view
@@ -251,7 +251,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.source:
         return _run_job(args)
     try:
-        with stdin_as_file(list(args.inputs), args.output) as args.inputs:
+        given = list(args.inputs)
+        with stdin_as_file(given, args.output) as args.inputs:
+            args.stdin_copy = next((copy for name, copy in zip(given, args.inputs, strict=True) if name == STDIN), None)
             return _run_job(args)
     except InputError as error:
         return _fail(str(error), 2)
@@ -410,6 +412,7 @@ def _run_loaded(
             # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 read as
             # Latin-1, as mrjob's text protocols read them.
             **({"map_per_file": True, "fallback_encoding": "latin-1"} if mrjob_run is not None else {}),
+            **({STDIN_COPY_OPTION: os.path.abspath(copy)} if (copy := getattr(args, "stdin_copy", None)) else {}),
             **online_options,
         },
     )
@@ -482,6 +485,9 @@ def _run_loaded(
         mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:
         print(_summary(report, args.output, args.stop_when_accurate), file=sys.stderr)
+        no_records = _no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))
+        if no_records is not None:
+            print(no_records, file=sys.stderr)
         print_user_counters(report["counters"].get("user", {}))  # the whole run's, summed over its steps
     return 0
 
@@ -502,6 +508,23 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
     if args.reducers is not None:
         return spec, later
     return dataclasses.replace(spec, num_reduces=alive), [dataclasses.replace(s, num_reduces=alive) for s in later]
+
+
+def _no_records_note(report: dict[str, Any], inputs: list[str], output: str, stdin_copy: str | None) -> str | None:
+    """The line ``hop run`` adds for a run whose input held no record (empty files, blank lines of a jsonl file),
+    naming what it read (``stdin_copy``: the file standing for standard input): such an input is valid, as in Hadoop,
+    and the run succeeds, but "0 input records" alone leaves the user to guess whether the right input was given."""
+    first = (earlier_reports(report) or [report])[0]
+    if first["counters"]["map_input_records"] or report.get("approximate"):
+        return None
+    read = []
+    for given in inputs:
+        files = expand_inputs([given], output)
+        size = sum(os.path.getsize(file) for file in files)
+        name = "standard input" if given == stdin_copy else given
+        count = "" if files == [given] else f"{len(files):,} file{'s' if len(files) != 1 else ''}, "
+        read.append(f"{name} ({count}{size:,} bytes)")
+    return f"hop: the input held no records: it read {', '.join(read)}"
 
 
 def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | None = None) -> str:

@@ -149,6 +149,9 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
                     f"input {match} is not a regular file or a directory (a pipe, socket or device): maps read "
                     "inputs by byte offset, so write it to a file first"
                 )
+            elif path.is_symlink():  # (named on the command line, or matched by a glob)
+                remedy = "restore its target, or remove the link" if match != pattern else "restore its target"
+                raise _broken_link(path, remedy)
             else:
                 raise InputError(f"input {match!r} does not exist")
     for file in files:
@@ -214,14 +217,16 @@ def _refuse_unreadable_entry(entry: Path) -> None:
     """Raise :class:`InputError` for a listed directory entry that is neither a file nor a directory: a symbolic
     link whose target is gone, or a pipe, socket or device."""
     if entry.is_symlink():
-        raise InputError(
-            f"input {entry} is a symbolic link to {os.readlink(entry)}, which does not exist: restore its target or "
-            "remove the link (names starting with _ or . are left out)"
-        )
+        raise _broken_link(entry, "restore its target, remove the link, or rename it to start with _ to leave it out")
     raise InputError(
         f"input {entry} is not a regular file or a directory (a pipe, socket or device): maps read inputs by byte "
         "offset, so move it out of the input directory or rename it to start with _"
     )
+
+
+def _broken_link(link: Path, remedy: str) -> InputError:
+    """The error for an input ``link`` that is a symbolic link whose target does not exist, with what to do."""
+    return InputError(f"input {link} is a symbolic link to {os.readlink(link)}, which does not exist: {remedy}")
 
 
 def _listed(path: Path) -> bool:
@@ -494,18 +499,25 @@ def iter_records(
     max_line_bytes: int = MAX_LINE_BYTES,
     on_bad: BadLine | None = None,
     fallback_encoding: str | None = None,
+    read_line: list[tuple[int, str]] | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     """Yield the records of a split in the given format (see the module docstring); lines that cannot be decoded
     (text lines are decoded with ``fallback_encoding`` then, if given) or parsed raise :class:`InputError`, or go
-    to ``on_bad`` and are left out."""
+    to ``on_bad`` and are left out. ``read_line``, if given, holds as its one item the byte offset and the text of
+    the line of the record yielded last, in a format that parses lines (a text record is its line and offset): what
+    a record skipped as bad is listed as, so it can be fixed and read again."""
     if input_format == "text":
         # Not wrapped: one generator less per record.
         return iter_lines(split, max_line_bytes, on_bad, fallback_encoding)
-    return _iter_parsed_records(split, input_format, max_line_bytes, on_bad)
+    return _iter_parsed_records(split, input_format, max_line_bytes, on_bad, read_line)
 
 
 def _iter_parsed_records(
-    split: Split, input_format: str, max_line_bytes: int, on_bad: BadLine | None
+    split: Split,
+    input_format: str,
+    max_line_bytes: int,
+    on_bad: BadLine | None,
+    read_line: list[tuple[int, str]] | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     # Chosen once per split, not per record: the parser, and what makes a line blank (no record) in the format.
     parsers: dict[str, tuple[Callable[[str, str, int], tuple[Any, Any]], Callable[[str], Any] | None]] = {
@@ -527,6 +539,8 @@ def _iter_parsed_records(
                 raise
             on_bad(offset, line, str(error))
             continue
+        if read_line is not None:
+            read_line[:] = [(offset, line)]
         yield record
 
 

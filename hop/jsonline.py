@@ -1,17 +1,19 @@
 """JSON text of keys and values, fast for the common scalars: the output line format ``json(key) TAB json(value)``.
 
-:func:`to_json` gives exactly what ``json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode`` gives,
-but strings, ints and finite floats skip the encoder's per-call overhead (several times faster; the reduce writes
-one key and one value per output record, snapshots one row per group).
+:data:`to_json` (and :data:`to_json_key`) give exactly what ``json.JSONEncoder(ensure_ascii=False,
+separators=(",", ":")).encode`` gives, but strings, ints and finite floats skip the encoder's per-call overhead
+(several times faster; the reduce writes one key and one value per output record, snapshots one row per group).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["NotJSONError", "not_json", "to_json", "to_json_column"]
+__all__ = ["NotJSONError", "not_json", "to_json", "to_json_column", "to_json_key"]
 
 
 class NotJSONError(TypeError):
@@ -19,46 +21,60 @@ class NotJSONError(TypeError):
     the traceback has, say nothing more)."""
 
 
-def not_json(value: Any) -> Any:
+def not_json(value: Any, role: str = "value") -> Any:
     """The encoder's hook (``default``) for values JSON has no type for: a :class:`NotJSONError` that says what to
-    yield instead."""
+    yield instead. ``role`` says what the output line holds it in: ``"key"`` or ``"value"``."""
     if isinstance(value, (bytes, bytearray)):
         raise NotJSONError(
-            f"output value {value[:60]!r} is bytes, which a JSON output line cannot hold: decode it to str (or "
+            f"output {role} {value[:60]!r} is bytes, which a JSON output line cannot hold: decode it to str (or "
             "base64 it) before a reduce yields it (in a multi-step job too: each step's output is JSON lines; "
             "bytes are fine between map and reduce)"
         )
     if isinstance(value, set | frozenset):
         raise NotJSONError(
-            f"output value {value!r:.80} is a set, which has no JSON form: yield a list or tuple instead (sorted, "
+            f"output {role} {value!r:.80} is a set, which has no JSON form: yield a list or tuple instead (sorted, "
             "for the same output in every run)"
         )
     raise NotJSONError(
-        f"output value {value!r:.80} of type {type(value).__name__} has no JSON form: yield None, bool, int, "
+        f"output {role} {value!r:.80} of type {type(value).__name__} has no JSON form: yield None, bool, int, "
         "float, str, lists/tuples or dicts with str keys"
     )
 
 
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=not_json).encode
 _encode_str = json.encoder.encode_basestring  # the C implementation when available
 _int_repr = int.__repr__
 _float_repr = float.__repr__
 
 
-def to_json(value: Any) -> str:
-    kind = type(value)
-    if kind is str:
-        return str(_encode_str(value))
-    if kind is int:
-        return _int_repr(value)
-    if kind is float and math.isfinite(value):
-        return _float_repr(value)
-    return _encode(value)
+def _json_text(role: str) -> Callable[[Any], str]:
+    """The JSON text function of an output line's ``role`` (``"key"`` or ``"value"``): the same text, and errors
+    naming the role (a bytes key is not said to be a value)."""
+    encode = json.JSONEncoder(
+        ensure_ascii=False, separators=(",", ":"), default=functools.partial(not_json, role=role)
+    ).encode
+
+    def json_text(value: Any) -> str:
+        kind = type(value)
+        if kind is str:
+            return str(_encode_str(value))
+        if kind is int:
+            return _int_repr(value)
+        if kind is float and math.isfinite(value):
+            return _float_repr(value)
+        return encode(value)
+
+    return json_text
 
 
-def to_json_column(values: list[Any]) -> list[str]:
-    """``[to_json(v) for v in values]``, formatted in bulk when the column has one simple type (``None`` is
-    ``null``)."""
+to_json = _json_text("value")
+"""The JSON text of an output value (or of any value, where the error need not say key: snapshots, late records)."""
+to_json_key = _json_text("key")
+"""The JSON text of an output key: :data:`to_json`, whose errors say key."""
+
+
+def to_json_column(values: list[Any], *, keys: bool = False) -> list[str]:
+    """``[to_json(v) for v in values]`` (``to_json_key`` for ``keys``), formatted in bulk when the column has one
+    simple type (``None`` is ``null``)."""
     kinds = set(map(type, values))
     if kinds <= {str}:
         return list(map(_encode_str, values))
@@ -68,7 +84,7 @@ def to_json_column(values: list[Any]) -> list[str]:
         texts = ["null" if v is None else _float_repr(v) for v in values]
         if not _NOT_FINITE.intersection(texts):  # (cheaper than testing every value first)
             return texts
-    return list(map(to_json, values))
+    return list(map(to_json_key if keys else to_json, values))
 
 
 _NOT_FINITE = frozenset(map(_float_repr, (math.nan, math.inf, -math.inf)))

@@ -8,6 +8,7 @@ import inspect
 import sys
 import traceback
 from pathlib import Path
+from typing import TypeVar
 
 from hop.aggregates import Aggregate
 from hop.job import HOOKS, INPUT_FORMATS, Job, JobDefinitionError
@@ -62,13 +63,29 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         chosen = [cls for cls in defined if cls.__name__ == class_name]
         if not chosen:
             raise JobFileError(f"job file {path} defines no hop.Job subclass {class_name} (it defines: {names})")
-    elif len(defined) != 1:
-        remedy = "pick one with --job-class" if defined else "define a subclass of hop.Job in it"
-        raise JobFileError(f"job file {path} must define exactly one hop.Job subclass (found: {names}); {remedy}")
     else:
-        chosen = defined
+        chosen = [cls for cls in [most_derived(defined)] if cls is not None]
+        if not chosen:
+            remedy = "pick one with --job-class" if defined else "define a subclass of hop.Job in it"
+            raise JobFileError(
+                f"job file {path} must define exactly one hop.Job subclass, or subclasses of one another (found: "
+                f"{names}); {remedy}"
+            )
     _check_definition(path, chosen[0])
     return chosen[0]
+
+
+_Class = TypeVar("_Class", bound=type)
+
+
+def most_derived(classes: list[_Class]) -> _Class | None:
+    """The one class of ``classes`` that no other of them derives from, or None when there is none or several.
+
+    A file defining a base job (shared helpers) and a job deriving from it runs the latter: the others are all its
+    bases, since following subclasses from any of them ends at a class no other derives from, and there is one.
+    Two unrelated jobs, or two subclasses of one base, stay for the user to pick."""
+    leaves = [cls for cls in classes if not any(other is not cls and issubclass(other, cls) for other in classes)]
+    return leaves[0] if len(leaves) == 1 else None
 
 
 def import_beside(path: str) -> None:

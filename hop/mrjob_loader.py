@@ -3,13 +3,14 @@ and only when a job needs it (it is an optional dependency of hop)."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
 
-from hop.loader import JobFileError, import_beside, import_failed
+from hop.loader import JobFileError, import_beside, import_failed, most_derived
 
 __all__ = ["MRJobNotAvailable", "load_mrjob_file"]
 
@@ -43,7 +44,9 @@ def _mrjob_job() -> Any:
 def load_mrjob_file(path: str) -> type[Any]:
     """Import ``path`` as a module of its own (registered in ``sys.modules``, so ``hop.jobspec`` can pickle it by
     value), with the modules beside it importable as for a hop job (:func:`hop.loader.import_beside`), and return
-    the one ``MRJob`` subclass it defines."""
+    its ``MRJob`` subclass: as mrjob, the one its ``if __name__ == "__main__":`` block runs
+    (:func:`_main_class_name`); else its one, or of several deriving from one another the one none derives from
+    (:func:`hop.loader.most_derived`, as for a hop job)."""
     mrjob_job = _mrjob_job()
     file = Path(path)
     if not file.is_file():
@@ -65,10 +68,44 @@ def load_mrjob_file(path: str) -> type[Any]:
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, mrjob_job.MRJob) and value.__module__ == name
     ]
-    if len(classes) != 1:
+    run = _main_class_name(file)
+    chosen = next((c for c in classes if c.__name__ == run), None) or most_derived(classes)
+    if chosen is None:
         found = ", ".join(c.__name__ for c in classes) or "none"
+        remedy = "run one in its if __name__ == '__main__': block (MRJobClass.run())" if classes else "define one"
         raise JobFileError(
-            f"mrjob file {path} must define exactly one MRJob subclass (found: {found}); without --mrjob, hop "
-            "runs hop.Job files"
+            f"mrjob file {path} must define exactly one MRJob subclass, or subclasses of one another (found: "
+            f"{found}): {remedy}; without --mrjob, hop runs hop.Job files"
         )
-    return classes[0]
+    return chosen
+
+
+def _main_class_name(file: Path) -> str | None:
+    """The name of the class whose ``run()`` the file's ``if __name__ == "__main__":`` block calls
+    (``MRWordCount.run()``), the job mrjob runs for ``python mr_job.py``, or None."""
+    try:
+        tree = ast.parse(file.read_bytes(), str(file))
+    except (SyntaxError, ValueError):
+        return None  # (the file imported: a source ast cannot read is not worth failing on here)
+    for node in tree.body:
+        if not (isinstance(node, ast.If) and _is_main_test(node.test)):
+            continue
+        for call in ast.walk(node):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "run"
+                and isinstance(call.func.value, ast.Name)
+            ):
+                return call.func.value.id
+    return None
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = {side.id for side in sides if isinstance(side, ast.Name)}
+    texts = {side.value for side in sides if isinstance(side, ast.Constant)}
+    return names == {"__name__"} and texts == {"__main__"}

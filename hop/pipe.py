@@ -160,12 +160,18 @@ class PipeReceiver:
         """The latest blocks streamed, with the byte offset of each in the stream."""
 
     def records(
-        self, control: zmq.Socket, take_control: Callable[[], dict[str, Any] | None], committed: str | None
+        self,
+        control: zmq.Socket,
+        take_control: Callable[[], dict[str, Any] | None],
+        committed: str | None,
+        read_line: list[tuple[int, str]] | None = None,
     ) -> Iterator[tuple[Any, Any]]:
         """Yield the upstream partition's pairs: from ``committed`` (a committed output file) if given or if the
-        coordinator names one (``pipe_file``) before any bytes arrived, else as the upstream attempt streams them."""
+        coordinator names one (``pipe_file``) before any bytes arrived, else as the upstream attempt streams them.
+        ``read_line``, if given, holds the byte offset and line of the pair yielded last, as
+        :func:`hop.inputs.iter_records` fills it."""
         if committed is not None:
-            yield from self._read_file(committed)
+            yield from self._read_file(committed, read_line)
             return
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
@@ -177,7 +183,7 @@ class PipeReceiver:
             # worker died exits (no bytes may ever come: a replacement attempt was given another address).
             while (message := take_control()) is not None:
                 if message.get("type") == "pipe_file" and self.upstream_attempt is None:
-                    yield from self._read_file(message["path"])
+                    yield from self._read_file(message["path"], read_line)
                     return
             if self._socket not in events:
                 continue
@@ -195,12 +201,12 @@ class PipeReceiver:
             self.received_bytes += len(data)
             text = data.decode("utf-8")
             self._recent.append((offset, text))
-            yield from _block_records(text, offset)
+            yield from _block_records(text, offset, read_line)
             offset += len(data)  # (a block holds whole lines)
 
-    def _read_file(self, path: str) -> Iterator[tuple[Any, Any]]:
+    def _read_file(self, path: str, read_line: list[tuple[int, str]] | None = None) -> Iterator[tuple[Any, Any]]:
         self._file, self.file_bytes = path, os.path.getsize(path)
-        return iter_records(Split(path, 0, self.file_bytes), "output")
+        return iter_records(Split(path, 0, self.file_bytes), "output", read_line=read_line)
 
     def recent_records(self) -> Iterator[tuple[Any, Any]]:
         """The records :meth:`records` gave that can be read again, for a map that failed to find the one that made
@@ -216,8 +222,12 @@ class PipeReceiver:
         self._socket.close(linger=0)
 
 
-def _block_records(text: str, offset: int) -> Iterator[tuple[Any, Any]]:
-    """The pairs of a block of whole output lines that starts at byte ``offset`` of the stream."""
+def _block_records(text: str, offset: int, read_line: list[tuple[int, str]] | None = None) -> Iterator[tuple[Any, Any]]:
+    """The pairs of a block of whole output lines that starts at byte ``offset`` of the stream (``read_line``: as
+    :meth:`PipeReceiver.records` says)."""
     for line in text.split("\n")[:-1]:
-        yield parse_output_line(line, "pipe", offset)
+        pair = parse_output_line(line, "pipe", offset)
+        if read_line is not None:
+            read_line[:] = [(offset, line)]
+        yield pair
         offset += len(line.encode("utf-8")) + 1

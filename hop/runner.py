@@ -271,7 +271,7 @@ def run_steps(
     final = reports[-1]
     if len(reports) > 1:
         final["steps"] = reports[:-1]
-        _count_whole_run(final, reports)
+        _whole_run_fields(final, reports)
         _note_earlier_stop(final)
         (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
@@ -371,7 +371,7 @@ def _end_failed_run(
     if reports:
         failed = status["report"]
         status["report"] = {**failed, "steps": reports}
-        _count_whole_run(status["report"], [*reports, failed])
+        _whole_run_fields(status["report"], [*reports, failed])
     _write_report(final_output, status["report"])
 
 
@@ -402,7 +402,7 @@ def _end_failed_jobs(
     else:
         _note_deleted_input(status, scratch)
     report = {**status["report"], "jobs": reports}
-    _count_whole_run(report, [*reports, status["report"]])
+    _whole_run_fields(report, [*reports, status["report"]])
     _write_report(final_output, report)
 
 
@@ -524,7 +524,7 @@ def run_pipeline(
     if len(reports) > 1:
         final["steps"] = reports[:-1]
         final["pipelined"] = True
-        _count_whole_run(final, reports)
+        _whole_run_fields(final, reports)
         (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
 
@@ -580,18 +580,22 @@ def run_staged_jobs(
             _keep_steps(held, stage - 1, final_output / "_steps", 0)
     final = reports[-1]
     final["jobs"] = reports[:-1]
-    _count_whole_run(final, reports)
+    _whole_run_fields(final, reports)
     _note_earlier_stop(final)
     (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
     return final
 
 
-def _count_whole_run(report: dict[str, Any], parts: list[dict[str, Any]]) -> None:
-    """``report`` (the last step's, the run's ``_job.json``) gets the run's user counters as ``counters.user``: summed
-    over ``parts``, the reports of every step (the last one's included), or of every job of a staged run (each job's
-    already summed over its steps). A user reads the job's totals there; each earlier step's own stay in its report
-    under ``"steps"``, and the engine's counters beside them stay the last step's own (each step's input and
-    output records are that step's, adding them up would count the data once per step)."""
+def _whole_run_fields(report: dict[str, Any], parts: list[dict[str, Any]]) -> None:
+    """``report`` (the last step's, the run's ``_job.json``) gets the run's fields, from ``parts``, the reports of
+    every step (the last one's included), or of every job of a staged run (each job's already made a run's):
+
+    - ``inputs``: the run's, those of its first step (the last step's own were an earlier step's output: a scratch
+      directory removed at the end, or none when it was streamed to it); each step's own stay in its report.
+    - ``counters.user``: summed over ``parts``. A user reads the job's totals there; each earlier step's own stay in
+      its report under ``"steps"``, and the engine's counters beside them stay the last step's own (each step's
+      input and output records are that step's, adding them up would count the data once per step)."""
+    report["inputs"] = parts[0].get("inputs", report.get("inputs"))
     totals = total_user_counters(part.get("counters", {}).get("user", {}) for part in parts)
     report["counters"] = {**report.get("counters", {}), "user": totals}
 

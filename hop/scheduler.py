@@ -27,6 +27,7 @@ from hop.inputs import Split
 from hop.jobspec import JobSpec
 from hop.online.tracker import SnapshotTracker
 from hop.planning import Chunk
+from hop.stdin_input import inputs_as_given
 from hop.stream.tracker import WindowTracker
 
 BUILTIN_COUNTERS = (
@@ -687,7 +688,7 @@ class JobState:
             "mode": self.spec.mode,
             "step": self.spec.step,
             "num_steps": self.spec.num_steps,
-            "inputs": list(self.spec.inputs),
+            "inputs": inputs_as_given(self.spec.inputs, self.spec.options),
             "start": self.submitted_at,
             "end": self.finished_at,
             "num_maps": len(self.maps),

@@ -92,6 +92,7 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
             spill_records=getattr(args, "spill_records", None) or DEFAULT_SPILL_RECORDS,
             quiet=args.quiet,
             conf=dict(getattr(args, "spark_conf", None) or []),
+            stdin_copy=getattr(args, "stdin_copy", None),
         )
     except SparkJobFailed as failure:
         if failure.user_traceback:

@@ -84,6 +84,7 @@ from hop.spark_tasks import (
     total_order,
     write_task,
 )
+from hop.stdin_input import STDIN_COPY_OPTION, inputs_as_given
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
 if TYPE_CHECKING:
@@ -415,8 +416,11 @@ def run_on_spark(
     spill_records: int = DEFAULT_SPILL_RECORDS,
     quiet: bool = True,
     conf: Mapping[str, str] | None = None,
+    stdin_copy: str | None = None,
 ) -> dict[str, Any]:
     """Run ``job_class`` on Spark over ``inputs`` into ``output``; return the ``_job.json`` report.
+
+    ``stdin_copy``: the input that is standard input's copy (``hop.stdin_input``), named ``-`` in the report.
 
     ``split_size`` and ``spill_records`` are ``hop run``'s ``--split-size`` and ``--spill-records``: the same map
     tasks read the same splits and combine where hop's would spill. ``conf`` adds Spark settings
@@ -437,7 +441,8 @@ def run_on_spark(
     # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
     tasks = [[(chunk.split.path, _absolute(chunk.split)) for chunk in task] for task in plan]
     job_code = dump_job_class(job_class)
-    run = _Run(job_class, list(inputs), out, master, num_reduces, len(tasks), spill_records)
+    given = inputs_as_given(inputs, {STDIN_COPY_OPTION: stdin_copy})
+    run = _Run(job_class, given, out, master, num_reduces, len(tasks), spill_records)
     spark = start_session(master, f"hop {job_class.__name__}", quiet=quiet, conf=conf)
     try:
         sc = spark.sparkContext

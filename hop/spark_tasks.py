@@ -40,7 +40,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, iter_records, parse_output_line
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
-from hop.jsonline import NotJSONError, not_json
+from hop.jsonline import NotJSONError, to_json, to_json_key
 from hop.usercode import fold_error
 from hop.usertrace import not_pairs, user_traceback
 from shuffle.buffer import (
@@ -60,8 +60,6 @@ FAILURE_OPEN = "<<hop-task-failure "
 """What a :class:`TaskFailure`'s message starts with (Spark's log lines quoting one are the driver's to report)."""
 _FAILURE_CLOSE = " hop-task-failure>>"
 _FAILURE_PAYLOAD = re.compile(re.escape(FAILURE_OPEN) + r"(.*?)" + re.escape(_FAILURE_CLOSE), re.S)
-# (``not_json`` runs only for a value JSON cannot hold: the error says what to yield instead, as hop's reduce does)
-_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=not_json).encode
 
 
 class TaskFailure(RuntimeError):
@@ -500,7 +498,7 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
         output = None
         try:
             output = reducer(key, iter(values))
-            lines = [f"{_encode_json(k)}\t{_encode_json(v)}\n" for k, v in (output or ())]
+            lines = [f"{to_json_key(k)}\t{to_json(v)}\n" for k, v in (output or ())]
         except Exception as error:
             failure = not_pairs("reduce", _output_error(error), output)
             raise TaskFailure.of("reduce", failure, f"key {key!r}") from None
@@ -516,7 +514,7 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
 
 def _hook_lines(where: str, pairs: list[tuple[Any, Any]]) -> list[str]:
     try:
-        return [f"{_encode_json(key)}\t{_encode_json(value)}\n" for key, value in pairs]
+        return [f"{to_json_key(key)}\t{to_json(value)}\n" for key, value in pairs]
     except Exception as error:
         raise TaskFailure.of(where, _output_error(error), None) from None
 

@@ -5,27 +5,39 @@ the output directory (where every worker must see the output anyway; beside its 
 parent does not exist yet), in ``.OUT.stdin-XXXXXXXX/stdin`` so that
 directory and glob inputs leave it out; it is removed when the run ends, or by the next run writing ``OUT`` on
 this host if the run was killed outright. Error messages and ``self.input_file``
-name that file.
+name that file; the job's report names ``-`` (:func:`inputs_as_given`).
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from hop.inputs import InputError
 from hop.spilldirs import scratch_folder
 
-__all__ = ["STDIN", "stdin_as_file"]
+__all__ = ["STDIN", "STDIN_COPY_OPTION", "inputs_as_given", "stdin_as_file"]
 
 STDIN = "-"
 STDIN_FILE = "stdin"
 """The copy's name, in a directory marked as the run's (``hop.spilldirs``): a run killed outright cannot remove it,
 and the next run writing the same output on this host does."""
+
+
+STDIN_COPY_OPTION = "stdin_copy"
+"""The job option holding the copy's absolute path, so that the job's report (``_job.json``'s ``inputs``) names the
+input as it was given, ``-``, not a file removed when the run ends."""
+
+
+def inputs_as_given(inputs: Sequence[str], options: Mapping[str, Any]) -> list[str]:
+    """A job's ``inputs`` as the user gave them: standard input's copy (``options``' :data:`STDIN_COPY_OPTION`) as
+    ``-``."""
+    copy = options.get(STDIN_COPY_OPTION)
+    return [STDIN if path == copy else path for path in inputs]
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import MAX_LINE_BYTES, BadLine, InputError, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
-from hop.jsonline import NotJSONError, to_json, to_json_column
+from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
@@ -117,7 +117,7 @@ def _write_pairs(file: IO[str], pairs: list[tuple[Any, Any]], where: str) -> Non
     """Write ``json(key) TAB json(value)`` lines of a hook's pairs; a str that cannot be UTF-8 names its key."""
     for key, value in pairs:
         try:
-            file.write(f"{to_json(key)}\t{to_json(value)}\n")
+            file.write(f"{to_json_key(key)}\t{to_json(value)}\n")
         except UnicodeEncodeError as error:
             raise UserCodeError(where, _not_utf8(error), f"key {key!r}") from error
         except NotJSONError as error:
@@ -323,8 +323,11 @@ def run_map(
     current: list[Split] = [chunks[0][1] if chunks else Split("", 0, 0)]
     """The split being read, for error messages and progress."""
     on_bad: BadLine | None = None
+    read_line: list[tuple[int, str]] | None = None
+    """The line of the record read last, in a format parsing lines (jsonl, csv, output): a bad one is listed so."""
     if skip_limit:
-        mapper = _skipping_mapper(mapper, current, skip_limit, bad_records)
+        read_line = [] if spec.input_format != "text" else None
+        mapper = _skipping_mapper(mapper, current, skip_limit, bad_records, read_line)
         # Lines the resumed attempt already listed: read again while this one skips the records its spills cover.
         listed = {(entry["file"], entry["offset"]) for entry in prefix["bad_records"]}
 
@@ -351,7 +354,8 @@ def run_map(
     def chunk_records(split: Split) -> Iterator[tuple[Any, Any]]:
         current[0] = split
         job.input_file = split.path
-        return iter_records(split, spec.input_format, max_line_bytes, on_bad, spec.options.get("fallback_encoding"))
+        encoding = spec.options.get("fallback_encoding")
+        return iter_records(split, spec.input_format, max_line_bytes, on_bad, encoding, read_line)
 
     def drive(loop: Iterator[int]) -> int:
         """Run the buffer's map loop to its end, turning errors into ``UserCodeError`` and reporting progress."""
@@ -410,7 +414,7 @@ def run_map(
         current[0] = Split(f"pipe:{spec.options.get('upstream')}/part-{index:05d}", 0, 0)
         reread = [(current[0], receiver.recent_records)]
         try:
-            pairs = receiver.records(channel.control_socket, next_pipe_notice, pipe.get("committed"))
+            pairs = receiver.records(channel.control_socket, next_pipe_notice, pipe.get("committed"), read_line)
             consumed = drive(buffer.run_map(pairs, mapper))
         except UnencodableRecordError as error:
             raise unencodable_map_output(spec, chunks, error, reread) from None
@@ -514,18 +518,22 @@ def _skipping_mapper(
     current: list[Split],
     limit: int,
     bad_records: list[dict[str, Any]],
+    read_line: list[tuple[int, str]] | None = None,
 ) -> Callable[[Any, Any], Iterable[tuple[Any, Any]]]:
     """Wrap ``mapper`` so a record that raises is skipped (its partial output discarded) and recorded;
-    ``current[0]`` is the split being read."""
+    ``current[0]`` is the split being read. A record is listed as its line, as read: a text record is one; for a
+    format that parses lines, ``read_line`` holds the offset and line of the record read last (as
+    :func:`hop.inputs.iter_records` and a pipe's :meth:`hop.pipe.PipeReceiver.records` fill it)."""
 
     def skipping(key: Any, value: Any) -> Iterable[tuple[Any, Any]]:
         try:
             return list(mapper(key, value) or ())  # all of the record's output, or none of it
         except Exception as error:
+            offset, record = read_line[0] if read_line else (key, str(value))
             entry = {
                 "file": current[0].path,
-                "offset": key,
-                "record": str(value)[:1000],
+                "offset": offset,
+                "record": record[:1000],
                 "error": f"{type(error).__name__}: {error}",
                 "traceback": user_traceback(error),
             }
@@ -934,7 +942,11 @@ def _write_columns(
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         for start in range(0, len(keys), WRITE_BATCH):
             stop = start + WRITE_BATCH
-            key_texts, value_texts = to_json_column(keys[start:stop]), to_json_column(values[start:stop])
+            try:
+                key_texts, value_texts = to_json_column(keys[start:stop], keys=True), to_json_column(values[start:stop])
+            except NotJSONError as error:  # (named with its key, without the encoder's frames, as reduce_to_file)
+                key = next(k for k, v in zip(keys[start:stop], values[start:stop], strict=True) if not _json_pair(k, v))
+                raise UserCodeError("reduce", error, f"key {key!r}").without_traceback() from error
             lines = "\n".join(map("\t".join, zip(key_texts, value_texts, strict=True))) + "\n"
             try:
                 file.write(lines)  # (encoded whole before any of it is written)
@@ -948,6 +960,15 @@ def _write_columns(
             if after_batch is not None:
                 after_batch(file)
     return len(keys)
+
+
+def _json_pair(key: Any, value: Any) -> bool:
+    """Whether JSON can hold the output pair ``key``, ``value``."""
+    try:
+        to_json_key(key), to_json(value)
+    except NotJSONError:
+        return False
+    return True
 
 
 def _encodes(text: str) -> bool:
@@ -975,7 +996,7 @@ def reduce_to_file(
     ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
     """
     output_records = 0
-    dumps = to_json
+    dumps, dumps_key = to_json, to_json_key
 
     with open(output, "w", encoding="utf-8", newline="\n") as file:
         write = file.write
@@ -987,7 +1008,7 @@ def reduce_to_file(
             results = None
             try:
                 results = reducer(key, iter(values))
-                lines = [f"{dumps(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
+                lines = [f"{dumps_key(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
                 try:
                     write("".join(lines))  # (encoded whole before any of it is written: all or nothing of a key)
                 except UnicodeEncodeError as unwritable:

@@ -74,6 +74,37 @@ def test_an_embedded_cluster_runs_under_a_temporary_folder_too_long_for_a_socket
     assert os.listdir(temporary) == [], "the cluster's folder is removed at its end"
 
 
+def test_the_report_names_the_runs_inputs_as_given(tmp_path: Path) -> None:
+    """``OUT/_job.json``'s ``inputs`` named standard input's copy (``.OUT.stdin-*/stdin``, removed at the end), and a
+    multi-step run's were its last step's own: none when pipelined, a removed scratch directory with --blocking.
+    They are the run's, as given (``-`` for standard input); each step's report keeps what that step read."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job = str(TEST_JOBS / "two_steps.py")
+    for mode, given in [([], ["-", str(tmp_path / "in.txt")]), (["--blocking"], [str(tmp_path / "in.txt")])]:
+        output = tmp_path / f"out{len(mode)}"
+        command = [sys.executable, "-m", "hop", "run", job, *given, "-o", str(output), "--quiet", "--workers", "1"]
+        result = subprocess.run(command, input="c\n", capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        report = json.loads((output / "_job.json").read_text())
+        assert report["inputs"] == report["steps"][0]["inputs"] == given, (mode, report["inputs"])
+
+
+def test_an_input_without_records_succeeds_and_says_so(tmp_path: Path) -> None:
+    """A run over empty files succeeded with "0/0 maps" and "0 input records" alone: it still succeeds (an empty
+    input is valid, as in Hadoop), and says the input held no records and what it read (nothing with --quiet)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.txt").write_text("")
+    (tmp_path / "data" / "b.txt").write_text("")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "data", "-o", "out", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "hop: the input held no records: it read data (2 files, 0 bytes)\n" in result.stderr, result.stderr
+    quiet = hop("run", job, "data/a.txt", "-o", "quiet", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    said = hop("run", job, "data/a.txt", "-o", "said", "--workers", "1", cwd=tmp_path)
+    assert "hop: the input held no records: it read data/a.txt (0 bytes)\n" in said.stderr, said.stderr
+
+
 def test_standard_input_as_input(tmp_path: Path) -> None:
     """``-`` reads standard input, as mrjob does (it was "input '-' does not exist"): spooled to a file beside the
     output, removed at the end. A terminal as standard input, or ``-`` twice, is refused before anything runs."""
@@ -616,16 +647,26 @@ def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path:
         "        yield line.split(), 1\n\n    def reduce(self, key, values):\n        yield key, sum(values)\n"
     )
     (tmp_path / "bytes_out.py").write_text(
-        "from hop import Job\n\n\nclass BytesOut(Job):\n    def map(self, offset, line):\n"
-        "        yield line.encode(), 1\n\n    def reduce(self, key, values):\n        yield key, sum(values)\n"
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass BytesKey(Job):\n"
+        "    def map(self, offset, line):\n        yield line.encode(), 1\n\n    def reduce(self, key, values):\n"
+        "        yield key, sum(values)\n\n\nclass BytesKeySum(BytesKey):\n    reduce = Sum()\n\n\n"
+        "class BytesValue(Job):\n    def map(self, offset, line):\n        yield line, 1\n\n"
+        "    def reduce(self, key, values):\n        yield key, key.encode()\n"
     )
     listed = hop("run", "list_key.py", "in.txt", "-o", "out1", "--quiet", "--workers", "1", cwd=tmp_path)
     assert listed.returncode == 1, listed.stderr
     assert "byte offset 0" in listed.stderr and "map output key ['a', 'b'] is a list" in listed.stderr
     assert "yield a tuple instead of a list" in listed.stderr
-    raw = hop("run", "bytes_out.py", "in.txt", "-o", "out2", "--quiet", "--workers", "1", cwd=tmp_path)
-    assert raw.returncode == 1, raw.stderr
-    assert "output value b'a b' is bytes, which a JSON output line cannot hold: decode it" in raw.stderr
+    # A bytes key was said to be a value ("output value b'a b' is bytes"); an aggregate's showed the engine's frames.
+    for job_class, says in [
+        ("BytesKey", "reduce at key b'a b' raised NotJSONError: output key b'a b' is bytes, which a JSON output"),
+        ("BytesKeySum", "reduce at key b'a b' raised NotJSONError: output key b'a b' is bytes, which a JSON output"),
+        ("BytesValue", "reduce at key 'a b' raised NotJSONError: output value b'a b' is bytes, which a JSON output"),
+    ]:
+        options = ["--quiet", "--workers", "1", "--job-class", job_class]
+        raw = hop("run", "bytes_out.py", "in.txt", "-o", job_class, *options, cwd=tmp_path)
+        assert raw.returncode == 1, raw.stderr
+        assert says in raw.stderr and "Traceback" not in raw.stderr, (job_class, raw.stderr)
 
 
 def test_output_the_shuffle_or_json_cannot_hold_names_the_call_its_record_and_what_to_yield(
@@ -776,6 +817,27 @@ def test_bad_records_skipped_by_any_step_are_listed_and_counted(tmp_path: Path, 
     assert staged.returncode == 0, staged.stderr
     names = sorted(path.name for path in (tmp_path / "staged" / "_bad_records").iterdir())
     assert [name[:7] for name in names] == ["step-1-", "step-2-"], names
+
+
+@pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
+def test_a_later_steps_bad_record_is_listed_as_the_line_it_read(tmp_path: Path, mode: list[str]) -> None:
+    """A record skipped by a step reading the step before's output was listed as the repr of its value ('1'), at the
+    "offset" of its key ('boom'): it is listed as its line of that output, at its byte offset there."""
+    (tmp_path / "two.py").write_text(
+        "from hop import Job, Step\n\n\nclass Two(Job):\n    def steps(self):\n"
+        "        return [Step(mapper=self.words, reducer=self.total), Step(mapper=self.check, reducer=self.total)]\n\n"
+        "    def words(self, offset, line):\n        for word in line.split():\n            yield word, 1\n\n"
+        "    def total(self, key, values):\n        yield key, sum(values)\n\n    def check(self, word, count):\n"
+        "        if word == 'boom':\n            raise ValueError('no boom')\n        yield word, count\n"
+    )
+    (tmp_path / "in.txt").write_text("a boom\nc\n")
+    args = ["--skip-bad-records", "1", "--workers", "1", "--reducers", "1", "--quiet", *mode]
+    result = hop("run", "two.py", "in.txt", "-o", "out", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (listing,) = (tmp_path / "out" / "_bad_records").glob("map-*")  # (the only step that skipped any)
+    entry = json.loads(listing.read_text())
+    assert (entry["offset"], entry["record"]) == (6, '"boom"\t1'), entry
+    assert "ValueError: no boom" in entry["error"]
 
 
 def test_the_runs_user_counters_are_printed_under_its_summary(tmp_path: Path) -> None:
@@ -1456,6 +1518,10 @@ def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> 
 def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a\n")
     (tmp_path / "two.py").write_text("from hop import Job\n\n\nclass A(Job):\n    pass\n\n\nclass B(Job):\n    pass\n")
+    (tmp_path / "siblings.py").write_text(
+        "from hop import Job\n\n\nclass Base(Job):\n    pass\n\n\nclass A(Base):\n    pass\n\n\nclass B(Base):\n"
+        "    pass\n"
+    )
     (tmp_path / "none.py").write_text("x = 1\n")
     (tmp_path / "folder.py").mkdir()
     (tmp_path / "mismatch.py").write_text(
@@ -1471,7 +1537,8 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         (["parquet.py"], "job file parquet.py: P.input_format is 'parquet'; hop reads text, jsonl, csv"),
         (["steps.py"], "job file steps.py: S.steps() returned [<bound method"),
         (["two.py", "--job-class", "C"], "defines no hop.Job subclass C (it defines: A, B)"),
-        (["two.py"], "must define exactly one hop.Job subclass (found: A, B); pick one with --job-class"),
+        (["two.py"], "exactly one hop.Job subclass, or subclasses of one another (found: A, B); pick one with --job-"),
+        (["siblings.py"], "(found: Base, A, B); pick one with --job-class"),
         (["none.py"], "(found: none); define a subclass of hop.Job in it"),
         (["folder.py"], "job file folder.py is not a Python file (.py)"),
     ]
@@ -1480,6 +1547,22 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         result = hop("run", job, "in.txt", "-o", "out", *options, cwd=tmp_path)
         assert result.returncode == 2 and says in result.stderr, (arguments, result.stderr)
         assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_job_deriving_from_a_base_job_in_its_file_runs(tmp_path: Path) -> None:
+    """A file defining a base job (shared helpers) and the job deriving from it was refused, "must define exactly
+    one hop.Job subclass (found: Words, LongWords); pick one with --job-class": the classes it defines derive from
+    one another, and the one none derives from runs."""
+    (tmp_path / "in.txt").write_text("a bb ccc bb\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass Words(Job):\n    def keep(self, word):\n"
+        "        return True\n\n    def map(self, offset, line):\n        for word in line.split():\n"
+        "            if self.keep(word):\n                yield word, 1\n\n    reduce = Sum()\n\n\n"
+        "class LongWords(Words):\n    def keep(self, word):\n        return len(word) > 1\n"
+    )
+    result = hop("run", "job.py", "in.txt", "-o", "out", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert sorted((tmp_path / "out" / "part-00000").read_text().splitlines()) == ['"bb"\t2', '"ccc"\t1']
 
 
 def test_a_job_file_that_fails_to_import_shows_where(tmp_path: Path) -> None:

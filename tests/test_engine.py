@@ -617,6 +617,21 @@ def test_skip_bad_records_lists_them(client: Client, tmp_path: Path) -> None:
     assert reduces and all(a["status"] == "killed" and a["end"] and a["error"] == "the job failed" for a in reduces)
 
 
+def test_skip_bad_records_lists_a_jsonl_record_as_its_line(client: Client, tmp_path: Path) -> None:
+    """A skipped jsonl record was listed as the Python repr of its dict ("{'word': 'boom', 'n': 1}"), which no
+    JSON reader takes back: it is listed as its line, as read, so it can be fixed and fed again."""
+    source = tmp_path / "in.jsonl"
+    bad = '{"word": "boom",  "n": 1, "ok": true}'
+    source.write_text('{"word": "fine"}\n' + bad + '\n{"word": "last"}\n')
+    output = tmp_path / "out"
+    run_job(client, "failing_json_map", [source], output, options={"skip_bad_records": 1})
+    assert output_dict(output) == {"fine": 1, "last": 1}
+    (entry,) = [
+        json.loads(line) for f in (output / "_bad_records").glob("*.jsonl") for line in f.read_text().splitlines()
+    ]
+    assert (entry["file"], entry["offset"], entry["record"]) == (str(source), 17, bad)
+
+
 def test_skip_bad_records_skips_unreadable_lines_too(client: Client, tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     source.write_bytes(b"a b\nbad \xff\nb c\n")

@@ -393,8 +393,18 @@ def test_a_broken_link_or_a_pipe_inside_an_input_directory_is_named_not_left_out
     data.mkdir()
     (data / "a.txt").write_text("x\n")
     (data / "b.txt").symlink_to(tmp_path / "moved.txt")
-    with pytest.raises(InputError, match=r"data/b.txt is a symbolic link to .*moved.txt, which does not exist"):
+    # The message ended "(names starting with _ or . are left out)", which said nothing of a link: it says what to do.
+    with pytest.raises(InputError) as broken:
         expand_inputs([str(data)])
+    assert str(broken.value) == (
+        f"input {data / 'b.txt'} is a symbolic link to {tmp_path / 'moved.txt'}, which does not exist: restore its "
+        "target, remove the link, or rename it to start with _ to leave it out"
+    )
+    # Given itself, it was said not to exist, as if the link were not there; matched by a glob, too.
+    with pytest.raises(InputError, match=r"b.txt is a symbolic link to .*moved.txt, which does not exist: restore its"):
+        expand_inputs([str(data / "b.txt")])
+    with pytest.raises(InputError, match=r"b.txt is a symbolic link to .*moved.txt, .*: restore its target, or remove"):
+        expand_inputs([str(data / "b*")])
     (data / "b.txt").rename(data / "_b.txt")  # left out, as every _ name is
     os.mkfifo(data / "sub-fifo")
     with pytest.raises(InputError, match=r"sub-fifo is not a regular file or a directory .*rename it to start with _"):

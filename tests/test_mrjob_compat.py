@@ -22,6 +22,7 @@ import pytest
 
 from hop.gen.text import generate_text
 from hop.job import Job, Step
+from hop.loader import JobFileError
 from hop.mrjob_adapter import load_mrjob_file
 from hop.spark_tasks import resolve_step
 
@@ -426,6 +427,24 @@ def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_pat
     hop_job = hop_fails("--mrjob", str(Path(__file__).parent.parent / "jobs" / "wordcount.py"), str(text), "-o", out)
     assert hop_job.returncode == 2 and "exactly one MRJob subclass" in hop_job.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_mrjob_job_deriving_from_a_base_job_in_its_file_is_the_one_loaded(tmp_path: Path) -> None:
+    """As for a hop job: of MRJob classes deriving from one another, the one none derives from; two unrelated ones
+    stay refused, unless the file's ``__main__`` runs one, which is then the one, as under mrjob."""
+    base = "from mrjob.job import MRJob\n\n\nclass MRBase(MRJob):\n    pass\n\n\n"
+    derived = write_job(tmp_path, "derived.py", base + "class MRWords(MRBase):\n    pass\n")
+    assert load_mrjob_file(str(derived)).__name__ == "MRWords"
+    two = "class MRA(MRBase):\n    pass\n\n\nclass MRB(MRBase):\n    pass\n"
+    siblings = write_job(tmp_path, "siblings.py", base + two)
+    with pytest.raises(JobFileError, match=r"\(found: MRBase, MRA, MRB\): run one in its if __name__ =="):
+        load_mrjob_file(str(siblings))
+    # The class the file's __main__ runs, as mrjob runs it with python FILE, even among unrelated ones or a base.
+    main = "\n\nif __name__ == '__main__':\n    MRB.run()\n"
+    assert load_mrjob_file(str(write_job(tmp_path, "main.py", base + two + main))).__name__ == "MRB"
+    derived_main = base + "class MRWords(MRBase):\n    pass\n" + main.replace("MRB", "MRBase")
+    base_main = write_job(tmp_path, "base_main.py", derived_main)
+    assert load_mrjob_file(str(base_main)).__name__ == "MRBase"
 
 
 def test_hop_imports_without_mrjob_and_says_what_to_install(text: Path, tmp_path: Path) -> None:

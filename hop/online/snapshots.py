@@ -98,7 +98,7 @@ def write_partition_snapshot(directory: Path, index: int, table: SnapshotTable) 
     """Write one partition's files; returns the table sorted by key."""
     directory.mkdir(parents=True, exist_ok=True)
     ordered = table.sorted()
-    keys = to_json_column(ordered.keys)
+    keys = to_json_column(ordered.keys, keys=True)
     values = to_json_column(ordered.values)
     estimates, lows, highs = (to_json_column(column) for column in (ordered.estimates, ordered.lows, ordered.highs))
     shown = [v if e == "null" else e for e, v in zip(estimates, values, strict=True)]
