@@ -3,7 +3,7 @@
 A multi-step job runs step after step; each intermediate step writes to a temporary directory beside the output,
 which is read back by the next step (``input_format="output"``) and deleted at the end. The final ``_job.json``
 holds the last step's report plus the earlier steps' reports under ``"steps"``, its ``counters.user`` summed over every
-step (:func:`_count_whole_run`).
+step (:func:`_whole_run_fields`).
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ def _end_failed_run(
     ``directory/step-{first + N}`` as on success, and the failure's error and traceback name them there. Without, an
     error naming a file of ``scratch`` (about to be deleted) says so. ``OUT/_job.json`` then holds the failed step's
     report (with that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's. Its
-    user counters are the run's so far (:func:`_count_whole_run`)."""
+    user counters are the run's so far (:func:`_whole_run_fields`)."""
     if kept is not None:
         directory, first = kept
         _keep_steps(scratch, len(reports), directory, first)
@@ -387,7 +387,7 @@ def _end_failed_jobs(
     are already handled (:func:`_end_failed_run`). With ``keep``, the outputs kept so far in ``scratch/steps`` and
     the previous job's output (this one's input, in ``scratch/job-N``) move to ``OUT/_steps``, numbered as on
     success, and the failure names them there. ``OUT/_job.json`` gets the failed job's report, the earlier jobs'
-    under ``"jobs"``, its user counters the run's so far (:func:`_count_whole_run`)."""
+    under ``"jobs"``, its user counters the run's so far (:func:`_whole_run_fields`)."""
     if keep:
         held, kept = scratch / "steps", final_output / "_steps"
         previous = scratch / f"job-{len(reports) - 1}"
