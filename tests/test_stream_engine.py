@@ -635,6 +635,24 @@ def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_pa
     assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
 
 
+def test_a_failed_continuous_jobs_report_gives_the_records_read_and_dropped(tmp_path: Path) -> None:
+    """A job whose map failed within its first second reported ``records_read 0`` and ``bad_records {}`` in
+    ``_job.json`` (only progress reports, once a second, and committed attempts counted): the failing attempt now
+    reports what it read and dropped as it fails."""
+    lines = [json.dumps({"ts": T0, "text": "fine"}), "not json", json.dumps({"ts": T0 + 1})]  # the last: no "text"
+    (tmp_path / "events.jsonl").write_text("".join(line + "\n" for line in lines))
+    result = hop(
+        "run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+        "--window", "2r", "-o", "out", "--no-view", "--quiet", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed", report
+    # Read: the good record and the one whose map call raised; dropped: the line that is not JSON.
+    assert report["continuous"]["records_read"] == 2, report["continuous"]
+    assert report["continuous"]["bad_records"] == {"replay:events.jsonl": 1}, report["continuous"]
+
+
 SETS_JOB = """from hop import Job
 
 
