@@ -772,8 +772,13 @@ def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list
         ("tcp:127.0.0.1:99999", r"expected tcp:HOST:PORT"),
         ("tcp:no.such.host.invalid:0", r"cannot listen on no\.such\.host\.invalid:0 \(.*\); fix the host name"),
         ("tcp:192.0.2.1:0", r"cannot listen on 192\.0\.2\.1:0 \(.*\); listen on an address of this host"),
+        # (ZeroMQ connects in the background: these ran for ever with nothing coming in, saying nothing)
+        ("zmq+sub:tcp://no.such.host.invalid:1", r"zmq source zmq\+sub:tcp://no\.such\.host\.invalid:1: cannot "
+         r"connect to tcp://no\.such\.host\.invalid:1: host 'no\.such\.host\.invalid' does not resolve \(.*\); fix "
+         r"the host name, or give the publisher's IP address"),
+        ("zmq+sub:tcp://lo;no.such.host.invalid:1", r"host 'no\.such\.host\.invalid' does not resolve"),
     ],
-)
+)  # fmt: skip
 def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: str) -> None:
     (tmp_path / "file.txt").write_text("x\n")
     names = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "file.txt"), "tmp": str(tmp_path)}
