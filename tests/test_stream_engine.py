@@ -1125,6 +1125,42 @@ class _ContinuousRun:
             self.process.wait(timeout=10)
 
 
+def test_a_continuous_run_says_when_the_cluster_loses_a_worker(tmp_path: Path) -> None:
+    """A worker lost during ``hop run --source`` was not mentioned on its stderr, though its tasks restarted
+    elsewhere (batch runs said it): the run now says so, as batch's progress display does."""
+    (tmp_path / "events.jsonl").write_text(json.dumps({"ts": T0, "text": "a b"}) + "\n")
+    stderr_path = tmp_path / "stderr.txt"
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+        command += ["--source", f"replay:{tmp_path}/events.jsonl?rate=50&loop=1", "--window", "1s", "--no-view"]
+        command += ["-o", str(tmp_path / "out")]
+        command += ["--coordinator", cluster.address, "--duration", "30s"]
+        with open(stderr_path, "w") as stderr:
+            run = subprocess.Popen(command, cwd=tmp_path, stderr=stderr)
+        watcher = Client(cluster.address, timeout=30)
+        try:
+            deadline = time.monotonic() + 60
+            while not any(job["input_records"] for job in watcher.jobs()):  # its map reads
+                assert time.monotonic() < deadline and run.poll() is None, stderr_path.read_text()
+                time.sleep(0.05)
+            cluster.workers[1].send_signal(signal.SIGKILL)
+            lost = "the cluster lost 1 worker(s), 1 left: the job's tasks that ran there run again (hop status"
+            while lost not in stderr_path.read_text():  # (lost once its heartbeats stop: 1 s)
+                assert time.monotonic() < deadline and run.poll() is None, stderr_path.read_text()
+                time.sleep(0.05)
+        finally:
+            watcher.close()
+            run.send_signal(signal.SIGINT)  # drains and ends
+            try:
+                run.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                run.wait(timeout=10)
+    said = stderr_path.read_text()
+    assert said.count("the cluster lost") == 1, said
+    assert "hop: continuous job job-" in said.split("the cluster lost")[0].splitlines()[-1], said
+
+
 def test_sigterm_to_the_whole_process_group_drains_a_continuous_run(tmp_path: Path) -> None:
     """``kill -TERM -PGID`` (systemd, a container's stop) reaches the embedded cluster's processes too; they leave
     it to ``hop run``, which drains as for a SIGTERM of its own: the open window is written, state checkpointed,
