@@ -666,7 +666,7 @@ def _estimates(job_class: type[Job], later_classes: list[type[Job]]) -> bool:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    client = Client(args.coordinator, timeout=10)
+    client = Client(args.coordinator, timeout=10, running=True)
     try:
         reply = client.snapshot_now(args.job_id)
         output = client.job(args.job_id).get("output")  # (it printed "OUT/_snapshots/...": the user had to know)
@@ -703,7 +703,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    client = Client(args.coordinator, timeout=10)
+    client = Client(args.coordinator, timeout=10, running=True)
     try:
         if args.job_id is None:  # the cluster at a glance: its workers and every job it knows
             status: Any = {"workers": client.workers(), "jobs": client.jobs()}

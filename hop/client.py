@@ -85,16 +85,40 @@ def missing_socket_directory(address: str) -> str | None:
     )
 
 
+def missing_socket_file(address: str) -> str | None:
+    """Why nothing listens at ``ipc://PATH`` when the socket file ``PATH`` does not exist (its directory's absence
+    first, :func:`missing_socket_directory`); else None, also for an abstract ``ipc://@NAME`` (no file) and tcp. For
+    commands about a coordinator that must be running already (``hop status``, ``hop stop``): one starting up may
+    not have bound its file yet, which is why a client that may be first (``hop submit``) does not check it."""
+    gone = missing_socket_directory(address)
+    path = address.removeprefix("ipc://")
+    if gone is not None or path == address or path.startswith("@") or os.path.exists(path):
+        return gone
+    return (
+        f"no coordinator at {address}: its socket file {path} does not exist (a coordinator that stopped removes "
+        "it); is the coordinator running? Give the address it printed (hop run: 'embedded cluster's coordinator "
+        "at ...'; hop coordinator: its --bind)"
+    )
+
+
 class Client:
     def __init__(
-        self, address: str, timeout: float = 30.0, *, waiting_note: float | None = WAITING_NOTE_SECONDS
+        self,
+        address: str,
+        timeout: float = 30.0,
+        *,
+        waiting_note: float | None = WAITING_NOTE_SECONDS,
+        running: bool = False,
     ) -> None:
         """``timeout``: how long each request waits for its reply. ``waiting_note``: after this many seconds of a
         request without any connection to ``address`` (nothing listens there, or not yet), say once on stderr that
         the client is still waiting, for how long, and what to check, so that a command does not look hung for its
-        whole ``timeout`` before its error (``None``: never)."""
+        whole ``timeout`` before its error (``None``: never). ``running``: the coordinator must be running already
+        (a command about it or its jobs): an ``ipc://`` socket file that does not exist fails a request at once
+        (:func:`missing_socket_file`) instead of waiting ``timeout`` for a coordinator to bind it."""
         check_resolvable(address)
         self.address = address
+        self.running = running
         self.timeout = timeout
         self.waiting_note = waiting_note
         self._noted = False
@@ -117,8 +141,9 @@ class Client:
         kind = msg_type
         frame = message(msg_type, **fields)
         self._connection_broke()  # a break before this request is not one under it
-        if not self.connected and (missing := missing_socket_directory(self.address)) is not None:
-            raise CoordinatorUnavailable(missing)
+        missing = missing_socket_file if self.running else missing_socket_directory
+        if not self.connected and (why := missing(self.address)) is not None:
+            raise CoordinatorUnavailable(why)
         self._socket.send(frame)
         deadline = time.monotonic() + self.timeout
         broke = False

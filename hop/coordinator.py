@@ -865,7 +865,9 @@ class Coordinator:
     def on_task_progress(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None:
-            job.on_progress(msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"])
+            job.on_progress(
+                msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"], msg.get("bad", 0)
+            )
 
     def on_source_listening(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)

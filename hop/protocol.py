@@ -22,7 +22,7 @@ Worker -> coordinator:
     heartbeat   {worker, running: int, incarnation}        (from a worker the coordinator does not know: -> reinit)
     slot_free   {worker, job_id, kind, pool}                an attempt ended on the coordinator's request (kill_task)
     task_started  {job_id, kind, index, attempt, pid, at}
-    task_progress {job_id, kind, index, attempt, fraction, records}
+    task_progress {job_id, kind, index, attempt, fraction, records, bad?}   (bad: a stream map's bad records)
     source_listening {job_id, index, attempt, address}     a stream map's source listens there (zmq:, tcp:)
     reducer_ready {job_id, index, attempt, address}          a reduce attempt's PULL address
     first_run     {job_id, index, attempt, at}               the first run reached this reduce attempt

@@ -42,6 +42,29 @@ class JobFailed(RuntimeError):
         return str(self.status.get("error") or "job failed")
 
 
+class LostWorkerNote:
+    """Notices, from a job's successive statuses (``workers_alive``), that the cluster lost workers, and words it:
+    a lost worker sends a batch job's progress back, and restarts a continuous job's tasks elsewhere, neither of
+    which may pass in silence. ``address`` is the coordinator's, for the command the line gives."""
+
+    def __init__(self, label: str, address: str) -> None:
+        self.label = label
+        self.address = address
+        self._alive: int | None = None
+
+    def line(self, status: dict[str, Any]) -> str | None:
+        """The line to print for this status (fewer workers alive than at the previous one), else None."""
+        alive = status.get("workers_alive")
+        before, self._alive = self._alive, alive if alive is not None else self._alive
+        if alive is None or before is None or alive >= before:
+            return None
+        return (
+            f"hop: {self.label}{status.get('job_id', 'job')}: the cluster lost {before - alive} worker(s), {alive} "
+            f"left: the job's tasks that ran there run again (hop status --coordinator {self.address} lists the "
+            "workers)"
+        )
+
+
 class ProgressDisplay:
     """Map and reduce progress with records/s on stderr; does nothing when disabled.
 
@@ -65,7 +88,7 @@ class ProgressDisplay:
         self._last = 0.0
         self._waiting: dict[str, Any] | None = None
         self._named = False
-        self._workers_alive: int | None = None
+        self._lost = LostWorkerNote(label, address)
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
@@ -82,14 +105,9 @@ class ProgressDisplay:
         if self.enabled and not self._named and "job_id" in status:
             self._named = True
             self._say(f"hop: {self.label}{job_id} submitted (hop status {job_id} --coordinator {self.address})")
-        alive = status.get("workers_alive")
-        if self.enabled and alive is not None and self._workers_alive is not None and alive < self._workers_alive:
-            self._say(
-                f"hop: {self.label}{job_id}: the cluster lost {self._workers_alive - alive} worker(s), {alive} left: "
-                f"the job's tasks that ran there run again (hop status --coordinator {self.address} lists the workers)"
-            )
-        if alive is not None:
-            self._workers_alive = alive
+        lost = self._lost.line(status)
+        if self.enabled and lost is not None:
+            self._say(lost)
         waiting = status.get("waiting")
         if waiting is not None and waiting != self._waiting:
             self._say(f"hop: {self.label}{job_id}: {waiting_note(waiting, self.address)}")

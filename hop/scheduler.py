@@ -97,6 +97,8 @@ class TaskState:
     committed: int | None = None
     fraction: float = 0.0
     records: int = 0
+    bad: int = 0
+    """A stream map's bad records dropped, as its latest attempt last reported (or committed)."""
     resume: dict[str, Any] | None = None
     """Where the next attempt of a map starts: kept spill segments ``[attempt, first_seq, end_seq]`` of failed
     attempts, the spill count and records they cover, and their counters (see ``hop.tasks.run_map``)."""
@@ -362,10 +364,12 @@ class JobState:
         if record.status == "assigned":
             record.status = "running"
 
-    def on_progress(self, kind: str, index: int, attempt: int, fraction: float, records: int) -> None:
+    def on_progress(self, kind: str, index: int, attempt: int, fraction: float, records: int, bad: int = 0) -> None:
+        """A live attempt's progress; ``bad``: the bad records a stream map dropped so far (it reports once more
+        as it fails, so a failed job's report gives what was read and dropped)."""
         task = self.tasks(kind)[index]
         if task.committed is None and task.attempts[attempt].live:
-            task.fraction, task.records = fraction, records
+            task.fraction, task.records, task.bad = fraction, records, bad
 
     def on_source_listening(self, index: int, attempt: int, address: str) -> None:
         """A stream map attempt's source listens at ``address`` (a retry may bind another port)."""
@@ -407,6 +411,7 @@ class JobState:
             return [Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt})]
         record.status = "succeeded"
         task.committed, task.fraction, task.records = attempt, 1.0, counters.get("map_input_records", 0)
+        task.bad = counters.get("bad_records_skipped", 0)
         kills: list[Action] = []
         for other in task.attempts:  # a speculative race is over: the first to finish wins
             if other is not record and other.live:
@@ -728,13 +733,10 @@ class JobState:
         }
 
     def _stream_bad_records(self) -> dict[str, int]:
-        """Continuous jobs: the bad records each source's map dropped (committed attempts), by source URL."""
+        """Continuous jobs: the bad records each source's map dropped, by source URL, as its committed attempt
+        counted them or, for one that failed or was ended, as its latest attempt last reported."""
         sources = self.spec.options["stream"]["sources"]
-        return {
-            sources[t.index]: t.attempts[t.committed].counters.get("bad_records_skipped", 0)
-            for t in self.maps
-            if t.committed is not None
-        }
+        return {sources[t.index]: t.bad for t in self.maps}
 
 
 def _ratio(part: int | None, whole: int | None) -> float | None:

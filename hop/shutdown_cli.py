@@ -19,7 +19,7 @@ __all__ = ["register"]
 
 
 def _shutdown(args: argparse.Namespace) -> int:
-    client = Client(args.coordinator, timeout=10)
+    client = Client(args.coordinator, timeout=10, running=True)
     try:
         running = [job for job in client.jobs() if job["state"] == "running"]
         if running and not args.force:

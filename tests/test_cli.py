@@ -1501,6 +1501,26 @@ def test_client_commands_say_they_still_wait_for_a_coordinator_that_is_not_there
         assert "Check that the cluster is started and the address is right" in said, said
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["status"], ["status", "job-0001"], ["stop", "job-0001"], ["windows", "job-0001"], ["snapshot", "job-0001"],
+     ["shutdown"]],
+)  # fmt: skip
+def test_commands_about_a_running_coordinator_fail_at_once_on_a_missing_socket_file(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """``hop stop`` / ``hop status`` given an ``ipc://PATH`` whose socket file does not exist waited their whole 10 s
+    before failing: the coordinator they ask about must be running, so they now fail at once naming the file."""
+    address = f"ipc://{tmp_path}/coordinator"
+    started = time.monotonic()
+    result = hop(*command, "--coordinator", address, cwd=tmp_path, timeout=60)
+    took = time.monotonic() - started
+    assert result.returncode == 3, result.stderr
+    assert f"no coordinator at {address}: its socket file {tmp_path}/coordinator does not exist" in result.stderr
+    assert "is the coordinator running? Give the address it printed" in result.stderr, result.stderr
+    assert took < 8, f"took {took:.1f}s: it waited for the socket file"
+
+
 def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\n")
     address = f"ipc://{tmp_path}/coordinator"

@@ -207,3 +207,19 @@ def test_missing_socket_directory_checks_the_directory_not_the_file(tmp_path: Pa
     assert missing_socket_directory(f"ipc://{tmp_path}/coordinator") is None  # no file yet, but its directory is
     assert missing_socket_directory("ipc://@abstract-name") is None
     assert missing_socket_directory("tcp://127.0.0.1:5555") is None
+
+
+def test_missing_socket_file_names_the_file_of_an_ipc_path_only(tmp_path: Path) -> None:
+    """For commands about a running coordinator (``Client(running=True)``): an absent socket file is an answer,
+    an abstract socket (no file) and tcp are not, and a missing directory is said as such."""
+    from hop.client import missing_socket_file
+
+    absent = f"ipc://{tmp_path}/coordinator"
+    assert (missing_socket_file(absent) or "").startswith(
+        f"no coordinator at {absent}: its socket file {tmp_path}/coordinator does not exist"
+    )
+    assert "the directory" in (missing_socket_file(f"ipc://{tmp_path}/gone/coordinator") or "")
+    (tmp_path / "coordinator").touch()
+    assert missing_socket_file(absent) is None
+    assert missing_socket_file("ipc://@abstract-name") is None
+    assert missing_socket_file("tcp://127.0.0.1:5555") is None

@@ -166,6 +166,10 @@ def test_bad_series_requests_get_json_errors(monitored: Monitored) -> None:
     assert status == 400 and "metric is required" in body["error"]
     status, body = series(monitored.web, "level=rack&metric=cpu_percent")
     assert status == 400 and "name is required" in body["error"]
+    status, body = series(monitored.web, "level=cluster&name=rack-0&metric=load1")  # was ignored
+    assert status == 400 and "level cluster takes none, got 'rack-0'" in body["error"], body
+    status, body = series(monitored.web, "level=host&name=local-0&metric=load1&window=5")
+    assert status == 400 and "unknown query parameter 'window'" in body["error"], body
     status, body = series(monitored.web, "level=host&name=nobody&metric=cpu_percent")
     assert status == 404 and "no series" in body["error"]
     status, body = series(monitored.web, "level=cluster&metric=no_such_metric")

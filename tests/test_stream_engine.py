@@ -635,6 +635,24 @@ def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_pa
     assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
 
 
+def test_a_failed_continuous_jobs_report_gives_the_records_read_and_dropped(tmp_path: Path) -> None:
+    """A job whose map failed within its first second reported ``records_read 0`` and ``bad_records {}`` in
+    ``_job.json`` (only progress reports, once a second, and committed attempts counted): the failing attempt now
+    reports what it read and dropped as it fails."""
+    lines = [json.dumps({"ts": T0, "text": "fine"}), "not json", json.dumps({"ts": T0 + 1})]  # the last: no "text"
+    (tmp_path / "events.jsonl").write_text("".join(line + "\n" for line in lines))
+    result = hop(
+        "run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+        "--window", "2r", "-o", "out", "--no-view", "--quiet", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed", report
+    # Read: the good record and the one whose map call raised; dropped: the line that is not JSON.
+    assert report["continuous"]["records_read"] == 2, report["continuous"]
+    assert report["continuous"]["bad_records"] == {"replay:events.jsonl": 1}, report["continuous"]
+
+
 SETS_JOB = """from hop import Job
 
 
@@ -1105,6 +1123,42 @@ class _ContinuousRun:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
+
+
+def test_a_continuous_run_says_when_the_cluster_loses_a_worker(tmp_path: Path) -> None:
+    """A worker lost during ``hop run --source`` was not mentioned on its stderr, though its tasks restarted
+    elsewhere (batch runs said it): the run now says so, as batch's progress display does."""
+    (tmp_path / "events.jsonl").write_text(json.dumps({"ts": T0, "text": "a b"}) + "\n")
+    stderr_path = tmp_path / "stderr.txt"
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+        command += ["--source", f"replay:{tmp_path}/events.jsonl?rate=50&loop=1", "--window", "1s", "--no-view"]
+        command += ["-o", str(tmp_path / "out")]
+        command += ["--coordinator", cluster.address, "--duration", "30s"]
+        with open(stderr_path, "w") as stderr:
+            run = subprocess.Popen(command, cwd=tmp_path, stderr=stderr)
+        watcher = Client(cluster.address, timeout=30)
+        try:
+            deadline = time.monotonic() + 60
+            while not any(job["input_records"] for job in watcher.jobs()):  # its map reads
+                assert time.monotonic() < deadline and run.poll() is None, stderr_path.read_text()
+                time.sleep(0.05)
+            cluster.workers[1].send_signal(signal.SIGKILL)
+            lost = "the cluster lost 1 worker(s), 1 left: the job's tasks that ran there run again (hop status"
+            while lost not in stderr_path.read_text():  # (lost once its heartbeats stop: 1 s)
+                assert time.monotonic() < deadline and run.poll() is None, stderr_path.read_text()
+                time.sleep(0.05)
+        finally:
+            watcher.close()
+            run.send_signal(signal.SIGINT)  # drains and ends
+            try:
+                run.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                run.kill()
+                run.wait(timeout=10)
+    said = stderr_path.read_text()
+    assert said.count("the cluster lost") == 1, said
+    assert "hop: continuous job job-" in said.split("the cluster lost")[0].splitlines()[-1], said
 
 
 def test_sigterm_to_the_whole_process_group_drains_a_continuous_run(tmp_path: Path) -> None:

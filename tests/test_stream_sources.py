@@ -746,6 +746,21 @@ def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list
         source.poll(1, 0)
 
 
+def test_every_source_option_is_documented_with_its_kind() -> None:
+    """The README's Sources list gave ``replay:FILE?rate=N`` only, while the error for a bad URL listed
+    ``replay:PATH[?rate=R&loop=0|1]``: each kind's options are named on its line of the README and docs/stream.md."""
+    from hop.stream.sources import _OPTIONS
+
+    readme = (ROOT / "README.md").read_text().split("### Sources", 1)[1].split("\n### ", 1)[0]
+    table = (ROOT / "docs" / "stream.md").read_text().split("## Sources", 1)[1]
+    for kind, options in _OPTIONS.items():
+        for text, name in ((readme, "README.md"), (table, "docs/stream.md")):
+            lines = [line for line in text.splitlines() if f"`{kind}:" in line]
+            assert lines, f"{name} lists no {kind}: source"
+            for option in options - {"format"}:  # (format: said of zmq frames in prose)
+                assert any(f"{option}=" in line for line in lines), f"{name}: {kind}: lacks its option {option}"
+
+
 # bad URLs
 
 
@@ -772,8 +787,13 @@ def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list
         ("tcp:127.0.0.1:99999", r"expected tcp:HOST:PORT"),
         ("tcp:no.such.host.invalid:0", r"cannot listen on no\.such\.host\.invalid:0 \(.*\); fix the host name"),
         ("tcp:192.0.2.1:0", r"cannot listen on 192\.0\.2\.1:0 \(.*\); listen on an address of this host"),
+        # (ZeroMQ connects in the background: these ran for ever with nothing coming in, saying nothing)
+        ("zmq+sub:tcp://no.such.host.invalid:1", r"zmq source zmq\+sub:tcp://no\.such\.host\.invalid:1: cannot "
+         r"connect to tcp://no\.such\.host\.invalid:1: host 'no\.such\.host\.invalid' does not resolve \(.*\); fix "
+         r"the host name, or give the publisher's IP address"),
+        ("zmq+sub:tcp://lo;no.such.host.invalid:1", r"host 'no\.such\.host\.invalid' does not resolve"),
     ],
-)
+)  # fmt: skip
 def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: str) -> None:
     (tmp_path / "file.txt").write_text("x\n")
     names = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "file.txt"), "tmp": str(tmp_path)}

@@ -157,6 +157,28 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
     assert status == 404
 
 
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("api/jobs/job-nope/windows?limit=abc", "limit must be an integer number of windows, 0 or more (0: all kept), "
+         "got 'abc'"),
+        ("api/jobs/job-nope/windows?limit=-1", "limit must be an integer number of windows, 0 or more"),
+        ("api/jobs/job-nope/windows?after=-1", "after must be an integer window number, 0 or more (0: the newest)"),
+        ("api/jobs/job-nope/snapshots?after=-2", "after must be an integer snapshot number, -1 or more (-1: all)"),
+        ("api/jobs/job-nope/windows?limt=3", "unknown query parameter 'limt': /api/jobs/{job_id}/windows takes only "
+         "after, limit"),
+        ("api/jobs/job-nope/windows?after=1&after=2", "query parameter 'after' is given more than once"),
+        ("api/jobs?limit=5", "unknown query parameter 'limit': /api/jobs takes no query parameters"),
+        ("api/events?jobs=job-nope", "unknown query parameter 'jobs': /api/events takes only job"),
+    ],
+)  # fmt: skip
+def test_a_query_parameter_a_route_cannot_take_is_a_400_naming_it(web: WebServer, path: str, message: str) -> None:
+    """A windows request's ``limit=abc``, ``limit=-1`` or ``after=-1`` was ignored (the route took no limit, and
+    any after): each query parameter is now checked, and one no route takes is named, not ignored."""
+    status, body = get_json(web.url + path)
+    assert status == 400 and message in body["error"], body
+
+
 def test_page_assets_are_served_locally(web: WebServer) -> None:
     status, kind, page = get(web.url)
     assert status == 200 and kind.startswith("text/html") and b"/static/vendor/chart.umd.min.js" in page
@@ -277,6 +299,10 @@ def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, 
     assert sum(w["records"] for w in windows) == client.job(job_id)["input_records"]
     status, later = get_json(web.url + f"api/jobs/{job_id}/windows?after=2")
     assert status == 200 and [w["seq"] for w in later] == [w["seq"] for w in windows[2:]]
+    status, later = get_json(web.url + f"api/jobs/{job_id}/windows?after=2&limit=1")
+    assert status == 200 and [w["seq"] for w in later] == [3]
+    status, newest = get_json(web.url + f"api/jobs/{job_id}/windows?limit=2")
+    assert status == 200 and [w["seq"] for w in newest] == [w["seq"] for w in windows[-2:]]
     status, body = get_json(web.url + f"api/jobs/{job_id}/windows?after=two")
     assert status == 400 and "after must be an integer window number" in body["error"]
     status, body = post_json(web.url + f"api/jobs/{job_id}/stop")

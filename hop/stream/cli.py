@@ -262,7 +262,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
 
 
 def _client_call(args: argparse.Namespace, call: Any) -> Any:
-    client = Client(args.coordinator, timeout=10)
+    client = Client(args.coordinator, timeout=10, running=True)
     try:
         return call(client)
     finally:

@@ -44,7 +44,7 @@ def run_stream(
     ``on_submitted(job_id)`` is called once the coordinator accepted it. A job stopped (Ctrl-C, ``timeout``) that
     has not drained within ``stop_timeout`` seconds is ended at once, as a second Ctrl-C ends it (its ``_job.json``
     says ``interrupted``), and ``TimeoutError`` raised."""
-    from hop.runner import JobFailed  # hop.runner imports this module's neighbours; import late
+    from hop.runner import JobFailed, LostWorkerNote  # hop.runner imports this module's neighbours; import late
 
     sources = (spec.options.get("stream") or {}).get("sources", [])
     prepare_output(spec.output, spec.overwrite, [*spec.inputs, *source_paths(sources)])  # (never clears those)
@@ -68,6 +68,7 @@ def run_stream(
     seen = 0
     told_gone: set[int] = set()
     told_listening: dict[int, str] = {}
+    lost_workers = LostWorkerNote("continuous job ", client.address)  # (its tasks restart elsewhere: say so)
 
     def show(status: dict[str, Any]) -> None:
         nonlocal seen
@@ -77,6 +78,8 @@ def run_stream(
             if told_listening.get(source["index"]) != source["address"]:  # (a retry may have bound another port)
                 told_listening[source["index"]] = source["address"]
                 print(f"hop: source {source['url']} listens at {source['address']}", file=sys.stderr, flush=True)
+        if (lost := lost_workers.line(status)) is not None:
+            print(lost, file=sys.stderr, flush=True)
         for gone in status.get("sources_gone", ()):
             if gone["index"] not in told_gone:
                 told_gone.add(gone["index"])

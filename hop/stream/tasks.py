@@ -338,6 +338,17 @@ def run_stream_map(
             later = "; later ones are only counted (bad_records_skipped)" if marks.bad == BAD_RECORDS_LOGGED else ""
             print(f"hop: stream map {index} dropped bad record {marks.bad}: {problem}{later}", file=sys.stderr)
 
+    def report_progress() -> None:
+        channel.send(
+            "task_progress",
+            kind="map",
+            index=index,
+            attempt=attempt,
+            fraction=0.0,
+            records=marks.records,
+            bad=marks.bad,
+        )
+
     decode = _decoder(spec.input_format)
     mapper = functions.mapper
 
@@ -459,15 +470,17 @@ def run_stream_map(
                 last_checkpoint = mono
             if mono - last_report >= PROGRESS_SECONDS:
                 last_report = mono
-                channel.send(
-                    "task_progress", kind="map", index=index, attempt=attempt, fraction=0.0, records=marks.records
-                )
+                report_progress()
         natural = marks.sealed
         seal(FOREVER, final=True, natural=natural if stopping else None)
         checkpoint()
         call_user("teardown", job.teardown)
     except UnencodableRecordError as error:
+        report_progress()
         raise unencodable(error, batch) from None
+    except Exception:
+        report_progress()  # the failure report carries no counters: the job's report needs what this one read
+        raise
     finally:
         source.close()
     return {

@@ -6,7 +6,8 @@ infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects
 string, since ``JSON.parse`` would round it to the nearest double; a row of a ``rows`` list that holds such ints, in
 its key or value or anywhere inside them, lists where in ``big_ints``: each a path of keys and list indexes from the
 row, e.g. ``[["value"], ["key", 1]]``, so that a page tells them from strings; a path no route serves gets a 404
-naming every API route):
+naming every API route; a query parameter a route does not take, given twice or with a value it does not accept gets a
+``400`` naming it and what the route takes: ``QUERY_PARAMETERS``):
 
 - ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
@@ -14,14 +15,16 @@ naming every API route):
 - ``GET /api/jobs``: every job (id, name, state, progress, output directory, snapshot count; for a continuous job
   ``continuous: true``, the number of ``windows`` written so far and ``stopping``).
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
-- ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (default all), with their rows: the
-  largest estimates, all kept ones for the latest, a hundred per partition of earlier ones (``hop.online.tracker``).
+- ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (``N >= -1``; default -1: all), with
+  their rows: the largest estimates, all kept ones for the latest, a hundred per partition of earlier ones
+  (``hop.online.tracker``).
 - ``GET /api/jobs/{job_id}/results``: the final output (``409`` while the job runs, once it failed, and for a
   continuous job, whose results are its windows; ``410`` once its output directory is gone: a pipeline's earlier
   step).
-- ``GET /api/jobs/{job_id}/windows?after=N``: a continuous job's windows with ``seq > N`` (default all the
-  coordinator keeps), oldest first: bounds, reason, records, fidelity, C2 scoreboard, per-partition reports and the
-  first rows as ``{"key", "value"}`` (``truncated`` when the window has more); ``404`` for a batch job.
+- ``GET /api/jobs/{job_id}/windows?after=N&limit=M``: a continuous job's windows with ``seq > N`` (``N >= 0``), at
+  most ``M`` (default 100: the newest, or the first after ``N``; ``0``: all the coordinator keeps), oldest first:
+  bounds, reason, records, fidelity, C2 scoreboard, per-partition reports and the first rows as ``{"key", "value"}``
+  (``truncated`` when the window has more); ``404`` for a batch job.
 - ``POST /api/jobs/{job_id}/stop``: as ``hop stop``: ask a continuous job to stop (it drains and writes its last
   windows), cancel a batch job (it fails, its error saying it was cancelled from the web view); ``404`` for an
   unknown job, ``409`` for one that already ended; ``403`` when another site's page sends it.
@@ -97,8 +100,10 @@ def _error(status: int, message: str) -> web.Response:
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every failure as JSON with a message: unknown routes, unknown jobs, a coordinator that does not answer."""
+    """Every failure as JSON with a message: unknown routes, unknown jobs, a coordinator that does not answer, query
+    parameters a route does not take."""
     try:
+        _check_query(request)
         return await handler(request)
     except web.HTTPException as error:
         if error.status < 400:
@@ -149,12 +154,43 @@ async def job(request: web.Request) -> web.Response:
     return _json_response(await _source(request).job(request.match_info["job_id"]))
 
 
-def _after(request: web.Request, default: str = "-1", what: str = "snapshot") -> int:
-    text = request.query.get("after", default)
+QUERY_PARAMETERS = {
+    "/api/jobs/{job_id}/snapshots": ("after",),
+    "/api/jobs/{job_id}/windows": ("after", "limit"),
+    "/api/events": ("job",),
+    "/api/monitor/series": ("level", "name", "metric"),
+}
+"""The query parameters each API route takes; any other (on any ``/api/`` route) is a ``400``, not ignored."""
+
+
+def _check_query(request: web.Request) -> None:
+    """400 for a query parameter the matched API route does not take (a misspelt one must not be ignored), or one
+    given twice."""
+    route = request.match_info.route.resource
+    if route is None or not route.canonical.startswith("/api/"):
+        return
+    taken = QUERY_PARAMETERS.get(route.canonical, ())
+    for name in request.query:
+        if name not in taken:
+            takes = f"takes only {', '.join(taken)}" if taken else "takes no query parameters"
+            raise web.HTTPBadRequest(reason=f"unknown query parameter {name!r}: {route.canonical} {takes}")
+        if len(request.query.getall(name)) > 1:
+            raise web.HTTPBadRequest(reason=f"query parameter {name!r} is given more than once: give it once")
+
+
+def _int_query(request: web.Request, name: str, default: int, least: int, accepted: str) -> int:
+    """Query parameter ``name`` as an int of at least ``least`` (``default`` when absent); else a 400 naming the
+    parameter and ``accepted``, what it takes."""
+    text = request.query.get(name)
+    if text is None:
+        return default
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise web.HTTPBadRequest(reason=f"after must be an integer {what} number, got {text!r}") from None
+        value = least - 1
+    if value < least:
+        raise web.HTTPBadRequest(reason=f"{name} must be {accepted}, got {text!r}")
+    return value
 
 
 async def _continuous_job(request: web.Request) -> dict[str, Any]:
@@ -166,14 +202,15 @@ async def _continuous_job(request: web.Request) -> dict[str, Any]:
 
 
 async def snapshots(request: web.Request) -> web.Response:
-    after = _after(request)
+    after = _int_query(request, "after", -1, -1, "an integer snapshot number, -1 or more (-1: all)")
     return _json_response(await _source(request).snapshots(request.match_info["job_id"], after))
 
 
 async def windows(request: web.Request) -> web.Response:
-    after = _after(request, "0", "window")
+    after = _int_query(request, "after", 0, 0, "an integer window number, 0 or more (0: the newest)")
+    limit = _int_query(request, "limit", 100, 0, "an integer number of windows, 0 or more (0: all kept)")
     detail = await _continuous_job(request)
-    return _json_response(await _source(request).windows(detail["job_id"], after))
+    return _json_response(await _source(request).windows(detail["job_id"], after, limit or 1_000_000))
 
 
 def _same_origin(request: web.Request) -> bool:
@@ -381,7 +418,9 @@ async def monitor_series(request: web.Request) -> web.Response:
     metric = request.query.get("metric", "")
     if not metric:
         raise web.HTTPBadRequest(reason="metric is required, e.g. metric=cpu_percent")
-    name = "" if level == "cluster" else request.query.get("name", "")
+    name = request.query.get("name", "")
+    if name and level == "cluster":
+        raise web.HTTPBadRequest(reason=f"name is for levels host and rack: level cluster takes none, got {name!r}")
     if not name and level != "cluster":
         raise web.HTTPBadRequest(reason=f"name is required for level {level} (a {level} name)")
     feed = _feed(request)

@@ -35,10 +35,10 @@ class CoordinatorSource:
         self._client = Client(address, timeout=timeout)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hop-web-client")
 
-    async def _call(self, method: str, *args: Any) -> Any:
+    async def _call(self, method: str, *args: Any, **options: Any) -> Any:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, lambda: getattr(self._client, method)(*args))
+            return await loop.run_in_executor(self._executor, lambda: getattr(self._client, method)(*args, **options))
         except JobRejected as error:
             if str(error).startswith(("no job", "no continuous job")):
                 raise UnknownJob(str(error)) from error
@@ -59,9 +59,10 @@ class CoordinatorSource:
     async def snapshots(self, job_id: str, after: int = -1) -> list[dict[str, Any]]:
         return list(await self._call("snapshots", job_id, after))
 
-    async def windows(self, job_id: str, after: int = 0) -> list[dict[str, Any]]:
-        """A continuous job's windows with ``seq > after``, oldest first, rows decoded (see ``decode_window``)."""
-        return [decode_window(window) for window in await self._call("windows", job_id, after)]
+    async def windows(self, job_id: str, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        """A continuous job's windows with ``seq > after``, oldest first, at most ``limit`` (``Client.windows``),
+        rows decoded (see ``decode_window``)."""
+        return [decode_window(window) for window in await self._call("windows", job_id, after, limit=limit)]
 
     async def stop(self, job_id: str, reason: str | None = None) -> dict[str, Any]:
         """As ``hop stop``: a continuous job drains, a batch job is cancelled with ``reason`` as its error."""

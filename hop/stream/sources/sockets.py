@@ -15,6 +15,7 @@ from typing import Any
 import msgpack
 import zmq
 
+from hop.gen.cli import unresolved_host
 from hop.inputs import MAX_LINE_BYTES
 from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record, too_long_record
 from shuffle import codec
@@ -45,6 +46,16 @@ class ZmqSource(Unreplayable):
         self._as_text = text
         self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.SUB if subscribe else zmq.PULL)
         self._socket.setsockopt(zmq.LINGER, 0)  # close() must not wait for anything
+        # ZeroMQ connects in the background and retries a host name that does not resolve for ever, without a
+        # word: the job would run with nothing coming in. Resolve it here, as the tcp: source's listen does.
+        unresolved = _unresolved_publisher(endpoint) if subscribe else None
+        if unresolved is not None:
+            self._socket.close()
+            host, reason = unresolved
+            raise SourceError(
+                f"zmq source {url}: cannot connect to {endpoint}: host {host!r} does not resolve ({reason}); fix the "
+                "host name, or give the publisher's IP address"
+            )
         try:
             if subscribe:
                 self._socket.setsockopt(zmq.SUBSCRIBE, b"")
@@ -94,6 +105,14 @@ class ZmqSource(Unreplayable):
 
     def _release(self) -> None:
         self._socket.close(linger=0)
+
+
+def _unresolved_publisher(endpoint: str) -> tuple[str, str] | None:
+    """The host of a ``tcp://`` endpoint to connect to as written and why it does not resolve, or None (it does,
+    or the endpoint is not tcp). ``tcp://IFACE;HOST:PORT`` names the local side first: the host is after the ";"."""
+    if not endpoint.startswith("tcp://"):
+        return None
+    return unresolved_host("tcp://" + endpoint.removeprefix("tcp://").split(";")[-1])
 
 
 _NAME_ERRORS = {
