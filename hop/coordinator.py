@@ -44,6 +44,11 @@ from monitoring.events import ClusterEvents, advertised_host
 HEARTBEAT_TIMEOUT = 5.0
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
 HEARTBEAT_SECONDS = 0.5
+
+PAUSE_SECONDS = 1.0
+"""A gap this long between two turns of the coordinator's loop (which turns at least every 0.1 s) means the
+coordinator itself did not run: stopped (SIGSTOP), suspended with its machine, or starved. Workers could not be
+heard meanwhile, and their heartbeats are still arriving, so that silence is not counted against them."""
 """How often workers heartbeat (hop.worker); three missed in a row are reported as a fault."""
 KEEP_JOBS = 100
 """Finished jobs a coordinator keeps in memory (``hop coordinator --keep-jobs``); older ones are retired."""
@@ -145,6 +150,8 @@ class Coordinator:
         self.status_waiters: list[tuple[bytes, str, float]] = []
         """``status`` requests held until their job ends or their wait runs out: (client, job id, deadline)."""
         self.running = True
+        self._last_turn = time.monotonic()
+        """When the loop last checked heartbeats (:data:`PAUSE_SECONDS`)."""
         self.stop_workers = False
         """Whether stopping tells the workers to stop: on a shutdown request or when orphaned, not on a signal."""
         host = bind.split("://", 1)[1].rsplit(":", 1)[0] if bind.startswith("tcp://") else "127.0.0.1"
@@ -1270,6 +1277,13 @@ class Coordinator:
 
     def _check_heartbeats(self) -> None:
         now = time.time()
+        turn = time.monotonic()
+        paused, self._last_turn = turn - self._last_turn, turn
+        if paused > PAUSE_SECONDS:
+            # Woken after a pause longer than the heartbeat timeout, the coordinator took every worker for lost
+            # (a job on one worker failed for want of workers) before reading the heartbeats queued meanwhile.
+            for worker in self.workers.values():
+                worker.last_seen = min(now, worker.last_seen + paused)
         for worker in self.workers.values():
             silent = now - worker.last_seen
             if worker.alive and not worker.heartbeat_late and silent > 3 * HEARTBEAT_SECONDS:

@@ -264,6 +264,34 @@ def expected_top(source: Path, k: int = 20) -> list[list[Any]]:
     return [[count, word] for count, word in sorted(((c, w) for w, c in counts.items()), reverse=True)[:k]]
 
 
+def test_a_coordinator_woken_from_a_pause_does_not_take_its_workers_for_lost(tmp_path: Path) -> None:
+    """A coordinator stopped (SIGSTOP, a suspended machine) for longer than the heartbeat timeout took every worker
+    for lost on waking, before reading the heartbeats queued meanwhile: a job on one worker failed "no live
+    workers". Silence while the coordinator itself did not run no longer counts; silence after it still does."""
+    from hop.coordinator import Coordinator, WorkerInfo
+
+    coordinator = Coordinator(f"ipc://{tmp_path}/coordinator", heartbeat_timeout=2.0)
+    try:
+        now = time.time()
+        for name in ("quiet", "gone"):
+            coordinator.workers[name] = WorkerInfo(
+                identity=name.encode(), name=name, host="127.0.0.1", pid=0, map_slots=1, reduce_slots=1,
+                free_map=1, free_reduce=1, last_seen=now - 3.0,
+            )  # fmt: skip
+        coordinator._last_turn = time.monotonic() - 3.0  # the loop did not turn for 3 s: a pause
+        coordinator._check_heartbeats()
+        assert coordinator.workers["quiet"].alive and coordinator.workers["gone"].alive
+        # Heard from after the pause, one worker stays; the other stays silent past the timeout and is lost.
+        coordinator._last_turn = time.monotonic()
+        coordinator.workers["quiet"].last_seen = time.time()
+        coordinator.workers["gone"].last_seen = time.time() - 2.5
+        coordinator._check_heartbeats()
+        assert coordinator.workers["quiet"].alive and not coordinator.workers["gone"].alive
+    finally:
+        coordinator.events.close()
+        coordinator.socket.close(linger=0)
+
+
 def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> None:
     """SIGSTOP a worker mid-job for longer than the heartbeat timeout: the job finishes exactly without it; once
     resumed, the worker is told to reinit, kills what it ran, registers again and takes tasks of the next job."""
