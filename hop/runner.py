@@ -259,18 +259,11 @@ def run_steps(
                     overwrite=True,
                 )
                 label = f"step {step + 1}/{num_steps} " if num_steps > 1 else ""
-                display = ProgressDisplay(progress, label, address=client.address)
-                try:
-                    job_id = client.submit(spec)
-                    running = Path(spec.output)
-                    status = _wait(client, job_id, display.update, deadline, timeout)
-                    running = None
-                finally:
-                    display.close()
-                if status["state"] != "succeeded":
-                    _end_failed_run(status, reports, scratch, final_output, kept)
-                    raise JobFailed(status)
-                reports.append(status["report"])
+                job_id = client.submit(spec)
+                running = Path(spec.output)
+                ending = (reports, scratch, final_output, kept)
+                reports.append(_await_step(client, job_id, label, progress, deadline, timeout, ending))
+                running = None
                 inputs = (spec.output,)
                 if not last:
                     hold_bad_records(Path(spec.output), scratch / "_bad_records", step_offset + step + 1)
@@ -281,10 +274,7 @@ def run_steps(
             elif keep_intermediate:
                 _keep_steps(scratch, num_steps - 1, final_output / "_steps", 0)
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            _cancel_before_cleanup(client, error, timeout)
-            cancelled = None if running is None else _cancelled_status(running)
-            if cancelled is not None:  # as a failed step: OUT/_job.json says why, with the steps before it
-                _end_failed_run(cancelled, reports, scratch, final_output, kept)
+            _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept))
             raise
     final = reports[-1]
     if len(reports) > 1:
@@ -334,6 +324,46 @@ def _cancel_before_cleanup(client: Client, error: BaseException, timeout: float 
     said so, and ``OUT`` never learnt why the run ended."""
     with contextlib.suppress(Exception):  # (the run's own error is what the user must see)
         cancel_submitted(client, reason=timeout_reason(timeout) if isinstance(error, TimeoutError) else None)
+
+
+_RunEnding = tuple[list[dict[str, Any]], Path, Path, tuple[Path, int] | None]
+"""What :func:`_end_failed_run` needs besides the failed step's status: the reports of the steps before it, the
+run's scratch directory, its output and where ``--keep-intermediate`` keeps the earlier steps' outputs."""
+
+
+def _await_step(
+    client: Client,
+    job_id: str,
+    label: str,
+    progress: bool,
+    deadline: float | None,
+    timeout: float | None,
+    ending: _RunEnding,
+) -> dict[str, Any]:
+    """Wait for the submitted step ``job_id``, showing its progress, and return its report; a step that did not
+    succeed ends the run (:func:`_end_failed_run`, then :class:`JobFailed`)."""
+    display = ProgressDisplay(progress, label, address=client.address)
+    try:
+        status = _wait(client, job_id, display.update, deadline, timeout)
+    finally:
+        display.close()
+    if status["state"] != "succeeded":
+        _end_failed_run(status, *ending)
+        raise JobFailed(status)
+    report: dict[str, Any] = status["report"]
+    return report
+
+
+def _end_interrupted(
+    client: Client, error: BaseException, timeout: float | None, running: Path | None, ending: _RunEnding
+) -> None:
+    """A run ends on Ctrl-C, SIGTERM or ``--timeout`` (``error``): its jobs are cancelled before its scratch
+    directory goes, and the step that was running (writing ``running``) is reported as a failed one, so that
+    ``OUT/_job.json`` says why, with the steps before it."""
+    _cancel_before_cleanup(client, error, timeout)
+    cancelled = None if running is None else _cancelled_status(running)
+    if cancelled is not None:
+        _end_failed_run(cancelled, *ending)
 
 
 def _cancelled_status(output: Path) -> dict[str, Any] | None:
@@ -516,27 +546,17 @@ def run_pipeline(
                 outputs.append(Path(spec.output))
             for number, job_id in enumerate(job_ids):
                 label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
-                display = ProgressDisplay(progress, label, address=client.address)
-                try:
-                    running = outputs[number]
-                    status = _wait(client, job_id, display.update, deadline, timeout)
-                    running = None
-                finally:
-                    display.close()
-                if status["state"] != "succeeded":
-                    _end_failed_run(status, reports, scratch, final_output, kept)
-                    raise JobFailed(status)
-                reports.append(status["report"])
+                running = outputs[number]
+                ending = (reports, scratch, final_output, kept)
+                reports.append(_await_step(client, job_id, label, progress, deadline, timeout, ending))
+                running = None
             for number in range(len(job_ids) - 1):
                 hold_bad_records(scratch / f"step-{number}", scratch / "_bad_records", number + 1)
             place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
             if keep_intermediate:
                 _keep_steps(scratch, len(job_ids) - 1, final_output / "_steps", 0)
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            _cancel_before_cleanup(client, error, timeout)
-            cancelled = None if running is None else _cancelled_status(running)
-            if cancelled is not None:  # as a failed step: OUT/_job.json reports it, with the steps before it
-                _end_failed_run(cancelled, reports, scratch, final_output, kept)
+            _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept))
             raise
     final = reports[-1]
     if len(reports) > 1:

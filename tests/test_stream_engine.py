@@ -1318,17 +1318,22 @@ def assert_interrupted_report(output: Path, code: int, stderr: str, took: float)
     assert not (output / "_SUCCESS").exists()
 
 
-def test_a_second_ctrl_c_ends_the_run_at_once_with_a_report_saying_so(tmp_path: Path) -> None:
-    """The first Ctrl-C drains; a second one while it drains (reducers slowed down, so it takes seconds) means
-    "stop now": the run ends within seconds, exit 130, and ``OUT/_job.json`` says the job was interrupted, with the
-    windows written so far and the records read (stopping the cluster alone left windows and no report at all)."""
+def _draining_run(tmp_path: Path) -> tuple[list[str], Path]:
+    """``hop run``'s command line for a continuous word count, and its output: panes of 2 s at 1 s of event time a
+    second, so that a reducer taking 1 s a pane keeps up, and drains for seconds when stopped."""
     events_path = tmp_path / "events.jsonl"
     write_events(events_path, 6000, rate=100.0, seed=9)
     output = tmp_path / "out"
     command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
-    # Panes of 2 s at 1 s of event time a second, a reducer taking 1 s a pane: it keeps up, and drains for seconds.
     command += ["--source", f"replay:{events_path}?rate=100", "--window", "2s", "-o", str(output)]
-    command += ["--workers", "1", "--no-view"]
+    return [*command, "--workers", "1", "--no-view"], output
+
+
+def test_a_second_ctrl_c_ends_the_run_at_once_with_a_report_saying_so(tmp_path: Path) -> None:
+    """The first Ctrl-C drains; a second one while it drains (reducers slowed down, so it takes seconds) means
+    "stop now": the run ends within seconds, exit 130, and ``OUT/_job.json`` says the job was interrupted, with the
+    windows written so far and the records read (stopping the cluster alone left windows and no report at all)."""
+    command, output = _draining_run(tmp_path)
     assert_interrupted_report(output, *interrupt_twice_as_it_drains(command, output, slow_reduce=1.0))
 
 
@@ -1338,12 +1343,7 @@ def test_a_second_ctrl_c_with_the_coordinator_hung_ends_the_run_at_once_with_its
     traceback and exit 1 (a killed worker of the stopped coordinator is a zombie, which it took for running), the
     coordinator and a worker left behind, and no report. Now: exit 130 after those 5 s, every process killed, and
     a ``_job.json`` of its own saying the job was interrupted, with the windows on disk."""
-    events_path = tmp_path / "events.jsonl"
-    write_events(events_path, 6000, rate=100.0, seed=9)
-    output = tmp_path / "out"
-    command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
-    command += ["--source", f"replay:{events_path}?rate=100", "--window", "2s", "-o", str(output)]
-    command += ["--workers", "1", "--no-view"]
+    command, output = _draining_run(tmp_path)
     code, stderr, took = interrupt_twice_as_it_drains(command, output, slow_reduce=1.0, hang_coordinator=True)
     assert code == 130, stderr
     assert "did not end it within 5s, so the embedded cluster was killed" in stderr, stderr

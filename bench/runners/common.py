@@ -11,6 +11,7 @@ Output is hop's own format: ``OUT/part-NNNNN`` files of ``json(key) TAB json(val
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import io
 import json
@@ -70,6 +71,18 @@ def load_plan(job_path: str) -> Plan:
     else:
         aggregate = combine if isinstance(combine, Aggregate) else None
     return Plan(job=job, map=step.mapper, aggregate=aggregate, combine=combine, reduce=reduce)
+
+
+def runner_arguments(doc: str | None, *, parallelism: bool = False) -> argparse.Namespace:
+    """The command line every runner script takes: ``--job JOB --out OUT INPUT...``, with ``--parallelism N``
+    (default 2) for those that run in parallel; ``doc``: the script's docstring, whose first line describes it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--out", required=True)
+    if parallelism:
+        parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("inputs", nargs="+")
+    return parser.parse_args()
 
 
 def input_files(paths: Iterable[str]) -> list[str]:

@@ -11,7 +11,6 @@ files, which use the same ``json(key) TAB json(value)`` lines as hop.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import time
@@ -82,11 +81,7 @@ class HopJob(MRJob):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("inputs", nargs="+")
-    args = parser.parse_args()
+    args = common.runner_arguments(__doc__)
     os.environ[JOB_ENV] = os.path.abspath(args.job)
     began = time.perf_counter()
     shutil.rmtree(args.out, ignore_errors=True)

@@ -9,7 +9,6 @@ lift/merge into a dict of states, with an in-place ``+`` for ``Sum``; otherwise 
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,6 +24,7 @@ from bench.runners.common import (
     map_records,
     read_lines,
     reduce_group,
+    runner_arguments,
     write_output,
 )
 
@@ -44,11 +44,7 @@ def fold(plan: Plan, files: list[str]) -> Iterator[tuple[Any, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("inputs", nargs="+")
-    args = parser.parse_args()
+    args = runner_arguments(__doc__)
     began = time.perf_counter()
     plan = load_plan(args.job)
     records = write_output(args.out, fold(plan, input_files(args.inputs)))

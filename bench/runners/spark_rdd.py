@@ -11,7 +11,6 @@ output format.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import time
 from functools import partial
@@ -45,12 +44,7 @@ def build(sc, job_path: str, files: list[str], partitions: int):  # type: ignore
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("inputs", nargs="+")
-    args = parser.parse_args()
+    args = common.runner_arguments(__doc__, parallelism=True)
     spark, startup = start_spark("bench-pyspark-rdd", args.parallelism)
     began = time.perf_counter()
     shutil.rmtree(args.out, ignore_errors=True)

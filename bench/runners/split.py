@@ -16,7 +16,6 @@ The map's key is the line's number within its range (``serial``: within its file
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import time
@@ -31,6 +30,7 @@ from bench.runners.common import (
     map_records,
     read_lines,
     read_range_lines,
+    runner_arguments,
     write_output,
 )
 from hop.inputs import is_compressed
@@ -92,12 +92,7 @@ def partial_states(job_path: str, ranges: list[Range]) -> dict[Any, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--job", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--parallelism", type=int, default=2)
-    parser.add_argument("inputs", nargs="+")
-    args = parser.parse_args()
+    args = runner_arguments(__doc__, parallelism=True)
     began = time.perf_counter()
     plan = load_plan(args.job)
     if plan.aggregate is None:
