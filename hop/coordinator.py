@@ -33,7 +33,7 @@ from hop.jobspec import JobSpec
 from hop.lifetime import embedded, ignore_stop_signals, orphaned
 from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
-from hop.outputs import OutputExistsError, prepare_output
+from hop.outputs import OutputExistsError, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.protocol import close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
@@ -1165,8 +1165,7 @@ class Coordinator:
             for task_id, records in bad.items():
                 lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
                 (folder / f"{task_id}.jsonl").write_text(lines, encoding="utf-8")
-        report = output / "_job.json"
-        report.write_text(json.dumps(job.report(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_job_report(output, job.report())
         if succeeded:
             (output / "_SUCCESS").touch()
 

@@ -8,14 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
+import secrets
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from hop.pathnames import NOT_UTF8, non_utf8_bytes
 
-__all__ = ["OutputError", "OutputExistsError", "check_output", "claim_output", "prepare_output"]
+__all__ = [
+    "JOB_REPORT",
+    "OutputError",
+    "OutputExistsError",
+    "check_output",
+    "claim_output",
+    "prepare_output",
+    "write_job_report",
+]
+
+JOB_REPORT = "_job.json"
+"""The job's report in its output directory: what ran, how it ended and why, its counters."""
 
 
 class OutputError(ValueError):
@@ -112,3 +126,32 @@ def claim_output(output: str) -> Callable[[], None]:
         os.close(descriptor)  # (closing it drops the flock)
 
     return release
+
+
+def write_job_report(output: str | Path, report: dict[str, Any], replace: bool = True) -> bool:
+    """Write ``report`` as ``output/_job.json`` whole: into a hidden temporary file in ``output`` first, then renamed
+    over it, so that a reader (``hop status``, the web view, the next step of a pipeline, a user's script) sees the
+    old report or the new one, never half of one. With ``replace=False`` an existing report is kept (``False`` is
+    returned): the coordinator's own report wins over one a client writes for a job it gave up on. Returns whether
+    the report was written; raises ``OSError`` when it cannot be (the temporary file is removed)."""
+    folder = Path(output)
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    # (a name of its own: two writers never share one; not mkstemp, whose file is private to the user, 0600)
+    temporary = folder / f".{JOB_REPORT}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    try:
+        with open(temporary, "x", encoding="utf-8") as file:
+            file.write(text)
+        if replace:
+            os.replace(temporary, folder / JOB_REPORT)
+        else:
+            try:
+                os.link(temporary, folder / JOB_REPORT)  # (a link is made whole or not at all, and never replaces)
+            except FileExistsError:
+                return False
+            except OSError:  # a file system without hard links: created exclusively, then written
+                with open(folder / JOB_REPORT, "x", encoding="utf-8") as file:
+                    file.write(text)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+    return True

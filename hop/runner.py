@@ -26,7 +26,7 @@ from hop.counters import total_user_counters
 from hop.inputs import expand_inputs
 from hop.job import Job
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
-from hop.outputs import prepare_output
+from hop.outputs import prepare_output, write_job_report
 from hop.spilldirs import scratch_folder
 
 
@@ -281,7 +281,7 @@ def run_steps(
         final["steps"] = reports[:-1]
         _whole_run_fields(final, reports)
         _note_earlier_stop(final)
-        (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
+        write_job_report(final_output, final)
     return final
 
 
@@ -425,7 +425,7 @@ def _end_failed_run(
 
 def _write_report(output: Path, report: dict[str, Any]) -> None:
     output.mkdir(parents=True, exist_ok=True)
-    (output / "_job.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_job_report(output, report)
 
 
 def _end_failed_jobs(
@@ -563,7 +563,7 @@ def run_pipeline(
         final["steps"] = reports[:-1]
         final["pipelined"] = True
         _whole_run_fields(final, reports)
-        (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
+        write_job_report(final_output, final)
     return final
 
 
@@ -620,7 +620,7 @@ def run_staged_jobs(
     final["jobs"] = reports[:-1]
     _whole_run_fields(final, reports)
     _note_earlier_stop(final)
-    (final_output / "_job.json").write_text(json.dumps(final, indent=2, ensure_ascii=False) + "\n")
+    write_job_report(final_output, final)
     return final
 
 

@@ -48,7 +48,6 @@ Limits: the reduce side sorts with PySpark's external sorter, which spills, but 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -66,7 +65,7 @@ from hop.counters import total_user_counters
 from hop.inputs import DEFAULT_SPLIT_BYTES, Split, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
-from hop.outputs import check_output, prepare_output
+from hop.outputs import check_output, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.spark_gateway import close_jvm_stderr, flush_jvm_stderr, launch_gateway
 from hop.spark_tasks import (
@@ -356,8 +355,7 @@ class _Run:
 
     def write(self, status: str, error: str | None) -> dict[str, Any]:
         report = self.report(status, error)
-        text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-        (self.output / "_job.json").write_text(text, encoding="utf-8")
+        write_job_report(self.output, report)
         return report
 
 

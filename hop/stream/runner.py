@@ -13,7 +13,6 @@ view in the background (``--view-interval``; off with ``--no-view``); the last c
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.jobspec import JobSpec
-from hop.outputs import prepare_output
+from hop.outputs import prepare_output, write_job_report
 from hop.stream.sources import source_paths
 
 STOP_TIMEOUT = 120.0
@@ -201,10 +200,8 @@ def report_unanswered(spec: JobSpec, job_id: str, address: str) -> str:
         },
     }
     try:
-        with open(output / "_job.json", "x", encoding="utf-8") as file:  # (x: the coordinator's own report wins)
-            file.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    except FileExistsError:
-        return f"; {job_id} had ended: see {output / '_job.json'}"
+        if not write_job_report(output, report, replace=False):  # (the coordinator's own report wins)
+            return f"; {job_id} had ended: see {output / '_job.json'}"
     except OSError as error:
         return f"; its {unanswered}, and {output / '_job.json'} could not be written: {error}"
     return (
