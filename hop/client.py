@@ -55,6 +55,13 @@ class JobRejected(ValueError):
 WAITING_NOTE_SECONDS = 2.0
 """After this long without a connection to the coordinator, a request says on stderr that it is still waiting."""
 
+ALL_KEPT_WINDOWS = 0
+"""A window listing's ``limit`` for every window the coordinator keeps (``hop windows --limit 0``, the web view's
+``limit=0``)."""
+_ALL_KEPT_LIMIT = 1_000_000
+"""What ``ALL_KEPT_WINDOWS`` asks the coordinator for: more than any coordinator keeps
+(``hop.stream.tracker.KEEP_WINDOWS``), whatever its version."""
+
 RESENDABLE = frozenset({"status", "workers", "jobs", "job", "snapshots", "windows", "cluster"})
 """Requests that only read: asked again when the connection broke before their reply came."""
 
@@ -320,7 +327,8 @@ class Client:
 
     def windows(self, job_id: str, after: int = 0, *, limit: int = 100, all_rows: bool = False) -> list[dict[str, Any]]:
         """A continuous job's windows with ``seq > after`` (as in their ``_window.json``, plus ``rows``), oldest
-        first, at most ``limit`` (``after=0``: the newest ``limit``; ask again after the last for more). ``rows``
+        first, at most ``limit`` (``after=0``: the newest ``limit``; ask again after the last for more;
+        ``ALL_KEPT_WINDOWS``, 0: every window the coordinator keeps). ``rows``
         holds the first rows of each window the coordinator kept; ``all_rows`` reads every row from the windows'
         part files."""
         return list(self.window_listing(job_id, after, limit=limit, all_rows=all_rows)["windows"])
@@ -330,7 +338,10 @@ class Client:
     ) -> dict[str, Any]:
         """``windows`` with ``omitted``: how many windows with ``seq > after`` the answer left out (past ``limit``,
         or older than the coordinator keeps in memory; every window is in ``OUT/windows/``)."""
-        return dict(self.request("windows", job_id=job_id, after=after, limit=limit, all_rows=all_rows))
+        if limit < 0:
+            raise ValueError(f"a window listing's limit is 0 (every window kept) or more, got {limit}")
+        asked = _ALL_KEPT_LIMIT if limit == ALL_KEPT_WINDOWS else limit
+        return dict(self.request("windows", job_id=job_id, after=after, limit=asked, all_rows=all_rows))
 
     def cluster(self) -> dict[str, Any]:
         """The coordinator's sample stream address (``events``) and its recent ``faults``."""

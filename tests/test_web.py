@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hop.client import Client
+from hop.client import ALL_KEPT_WINDOWS, Client
 from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
@@ -303,6 +303,11 @@ def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, 
     assert status == 200 and [w["seq"] for w in later] == [3]
     status, newest = get_json(web.url + f"api/jobs/{job_id}/windows?limit=2")
     assert status == 200 and [w["seq"] for w in newest] == [w["seq"] for w in windows[-2:]]
+    status, every = get_json(web.url + f"api/jobs/{job_id}/windows?after=2&limit=0")  # 0: every window kept
+    assert status == 200 and [w["seq"] for w in every] == [w["seq"] for w in windows[2:]]
+    # (hop windows --limit 0 and the route above: the client takes 0 as every window, not as none after 2)
+    listing = client.window_listing(job_id, after=2, limit=ALL_KEPT_WINDOWS)
+    assert [w["seq"] for w in listing["windows"]] == [w["seq"] for w in windows[2:]], listing
     status, body = get_json(web.url + f"api/jobs/{job_id}/windows?after=two")
     assert status == 400 and "after must be an integer window number" in body["error"]
     status, body = post_json(web.url + f"api/jobs/{job_id}/stop")

@@ -286,9 +286,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _windows(args: argparse.Namespace) -> int:
     try:
-        listing = _client_call(
-            args, lambda client: client.window_listing(args.job_id, args.after, limit=args.limit or 1_000_000)
-        )
+        listing = _client_call(args, lambda client: client.window_listing(args.job_id, args.after, limit=args.limit))
     except (CoordinatorUnavailable, JobRejected) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return error.exit_code

@@ -210,7 +210,7 @@ async def windows(request: web.Request) -> web.Response:
     after = _int_query(request, "after", 0, 0, "an integer window number, 0 or more (0: the newest)")
     limit = _int_query(request, "limit", 100, 0, "an integer number of windows, 0 or more (0: all kept)")
     detail = await _continuous_job(request)
-    return _json_response(await _source(request).windows(detail["job_id"], after, limit or 1_000_000))
+    return _json_response(await _source(request).windows(detail["job_id"], after, limit))
 
 
 def _same_origin(request: web.Request) -> bool:

@@ -60,8 +60,8 @@ class CoordinatorSource:
         return list(await self._call("snapshots", job_id, after))
 
     async def windows(self, job_id: str, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
-        """A continuous job's windows with ``seq > after``, oldest first, at most ``limit`` (``Client.windows``),
-        rows decoded (see ``decode_window``)."""
+        """A continuous job's windows with ``seq > after``, oldest first, at most ``limit`` (0: all the coordinator
+        keeps; ``Client.windows``), rows decoded (see ``decode_window``)."""
         return [decode_window(window) for window in await self._call("windows", job_id, after, limit=limit)]
 
     async def stop(self, job_id: str, reason: str | None = None) -> dict[str, Any]:
