@@ -130,6 +130,21 @@ def test_api_serves_jobs_tasks_snapshots_and_results(client: Client, web: WebSer
     assert {row["key"]: row["value"] for row in results["rows"]} == output_dict(tmp_path / "out")
 
 
+def test_results_are_the_largest_rows_not_the_first(tmp_path: Path) -> None:
+    """The page got the final output's first 2,000 lines (each part in key order): a word count's most frequent
+    words, the top of the table of estimates before, were missing from the final table. It gets the largest rows,
+    ranked as a snapshot's rows are (numbers first, largest first, ties in file order)."""
+    from hop.web.source import read_results
+
+    (tmp_path / "part-00000").write_text('"a"\t1\n"b"\t5\n"c"\t"text"\n')
+    (tmp_path / "part-00001").write_text('"d"\t9\n"e"\t5\n"f"\t2\n')
+    results = read_results(str(tmp_path), limit=3)
+    assert [(row["key"], row["value"]) for row in results["rows"]] == [("d", 9), ("b", 5), ("e", 5)]
+    assert results["total"] == 6 and results["truncated"] and all(row["final"] for row in results["rows"])
+    texts = read_results(str(tmp_path), limit=6)["rows"]
+    assert [row["key"] for row in texts] == ["d", "b", "e", "f", "a", "c"], "numbers first, then the others"
+
+
 def test_the_view_of_a_cluster_lists_its_workers(cluster: LocalCluster, client: Client, web: WebServer) -> None:
     """``hop web --coordinator ADDR`` (this server, attached to a running cluster) showed no workers while ``hop
     status --coordinator ADDR`` listed them: the API and the event stream carry them, as ``hop status`` does."""
@@ -428,6 +443,10 @@ def test_results_of_a_failed_job_or_a_deleted_output_and_stopping_a_batch_job(
     first_step = report["steps"][0]["job_id"]
     status, body = get_json(web.url + f"api/jobs/{first_step}/results")
     assert status == 410 and "no longer exists" in body["error"] and "--keep-intermediate" in body["error"]
+    # The page's event stream sent it as a final output of no rows ("final output: 0 rows"): it says it is gone.
+    with urllib.request.urlopen(web.url + f"api/events?job={first_step}", timeout=20) as stream:
+        pushed = next(data for name, data in read_events(stream) if name == "results")
+    assert pushed == {"job_id": first_step, "gone": body["error"]}, pushed
     slow = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "slow"))
     running = client.submit(slow)
     status, body = post_json(web.url + f"api/jobs/{running}/stop")

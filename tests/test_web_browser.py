@@ -103,6 +103,54 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
             browser.close()
 
 
+def test_page_stops_a_running_batch_job_and_keeps_its_last_estimates(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The Stop button was shown for continuous jobs only: a user watching a batch job's estimates converge had to
+    leave the page (hop stop) to stop it. It is shown for a running batch job too, says what stopping it means
+    (cancelled: no output; the snapshots stay), and once the job failed the page says why and keeps its estimates,
+    marked as the failed job's last ones."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 6_000_000, seed=47, vocabulary=100)  # (runs long past the click: it is cancelled)
+    job_class = load_job_file(job_path("slow_sum_wordcount"))
+    options = online_options(job_class, [str(source)], snapshot_every=0.1, order="random", chunk_size=64 << 10)
+    output = tmp_path / "out"
+    spec = build_spec(job_class, [str(source)], str(output), num_reduces=2, options=options)
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        job_id = client.submit(spec)
+        try:
+            page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+            page.wait_for_selector("#results tbody tr", timeout=60_000)  # the first snapshot's estimates
+            assert page.is_visible("#stop-job"), "a running batch job can be stopped from the page"
+            assert "Cancel the job" in (page.get_attribute("#stop-job", "title") or "")
+            asked: list[str] = []
+
+            def accept(dialog: Any) -> None:
+                asked.append(dialog.message)
+                dialog.accept()
+
+            page.once("dialog", accept)
+            page.click("#stop-job")
+            final = client.wait(job_id, timeout=60)
+        finally:
+            if client.status(job_id)["state"] == "running":
+                client.stop(job_id)
+                client.wait(job_id, timeout=60)
+        assert final["state"] == "failed" and "cancelled from the web view" in final["error"], final["error"]
+        [question] = asked
+        assert "cancelled" in question and "no output" in question and f"{output}/_snapshots/" in question, question
+        page.wait_for_function("document.querySelector('#stop-state').textContent.includes('failed')", timeout=30_000)
+        note = page.inner_text("#stop-state")
+        assert "cancelled from the web view" in note and "_snapshots/" in note, note
+        assert page.is_hidden("#stop-job")
+        badge = page.inner_text("#result-state")
+        assert badge.startswith("failed: last snapshot "), badge
+        assert (output / "_snapshots" / badge.removeprefix("failed: last snapshot ")).is_dir(), "as the page says"
+        assert page.query_selector_all("#results tbody tr"), "the last estimates stay on show"
+        assert errors == []
+    assert not list(output.glob("part-*")) and not (output / "_SUCCESS").exists()
+
+
 def test_page_follows_a_continuous_job_window_by_window(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 

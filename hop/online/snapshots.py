@@ -21,13 +21,14 @@ import os
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from hop.jsonline import to_json, to_json_column
 from hop.online.state import SnapshotRow, SnapshotTable
 
 __all__ = [
     "ROWS_ON_THE_WIRE",
+    "LargestFirst",
     "row_to_wire",
     "snapshot_directory",
     "label_digits",
@@ -76,15 +77,54 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == value  # NaN ranks nowhere
 
 
+T = TypeVar("T")
+
+
+class LargestFirst(Generic[T]):
+    """The ``limit`` items whose values rank first, as the rows a snapshot sends are ranked: the largest numeric
+    values, largest first, ties in the order they were added; if fewer are numeric, then the first others in the
+    order they were added (a hand-written reduce's lists or texts have no size to rank by). Items are added one at a
+    time and at most ``2 * limit`` are held: a partition, or a job's final output, may hold millions of rows.
+
+    >>> ranked = LargestFirst[str](2)
+    >>> for value, item in [(3, "a"), ("x", "b"), (7.5, "c"), (7.5, "d")]:
+    ...     ranked.add(value, item)
+    >>> ranked.items()
+    ['c', 'd']
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._largest: list[tuple[Any, int, T]] = []
+        """A min-heap of (value, -position, item): the largest numeric values, the earlier item first among equals
+        (positions differ, so items are never compared)."""
+        self._others: list[T] = []
+        """The first items without a numeric value, for when fewer than ``limit`` have one."""
+        self._added = 0
+
+    def add(self, value: Any, item: T) -> None:
+        position, self._added = self._added, self._added + 1
+        if not _numeric(value):
+            if len(self._others) < self.limit:
+                self._others.append(item)
+        elif len(self._largest) < self.limit:
+            heapq.heappush(self._largest, (value, -position, item))
+        elif self._largest and (value, -position) > self._largest[0][:2]:
+            heapq.heapreplace(self._largest, (value, -position, item))
+
+    def items(self) -> list[T]:
+        """The items, largest first, then the others (``limit`` in all at most)."""
+        chosen = [item for _, _, item in sorted(self._largest, key=lambda entry: entry[:2], reverse=True)]
+        return chosen + self._others[: self.limit - len(chosen)]
+
+
 def top_positions(shown: Sequence[Any], limit: int) -> list[int]:
     """The positions of the rows a snapshot sends: the ``limit`` largest numeric ``shown`` values (a row's estimate,
-    else its value), largest first, ties in position order; if fewer are numeric, then the others in position order
-    (a hand-written reduce's lists or texts have no size to rank by)."""
-    numeric = [i for i, value in enumerate(shown) if _numeric(value)]
-    ranked = heapq.nlargest(limit, numeric, key=shown.__getitem__)
-    if len(ranked) < limit and len(numeric) < len(shown):
-        ranked += [i for i, value in enumerate(shown) if not _numeric(value)][: limit - len(ranked)]
-    return ranked
+    else its value), ranked as :class:`LargestFirst` ranks them."""
+    ranked = LargestFirst[int](limit)
+    for position, value in enumerate(shown):
+        ranked.add(value, position)
+    return ranked.items()
 
 
 def _write_atomically(path: Path, lines: Iterable[str]) -> None:
@@ -120,30 +160,19 @@ def write_final_partition_snapshot(directory: Path, index: int, part: Path) -> t
     ``ROWS_ON_THE_WIRE`` rows ``top_positions`` would pick, read in one pass holding only those (this runs in the
     coordinator, and a partition may hold millions of groups)."""
     directory.mkdir(parents=True, exist_ok=True)
-    limit = ROWS_ON_THE_WIRE
-    largest: list[tuple[Any, int, dict[str, Any]]] = []
-    """A min-heap of (value, -position, row): the largest numeric values, the earlier row first among equals."""
-    others: list[dict[str, Any]] = []
-    """The first rows without a numeric value, for when there are fewer numeric ones than ``limit``."""
+    ranked = LargestFirst[dict[str, Any]](ROWS_ON_THE_WIRE)
     groups = 0
 
     def rows() -> Iterable[str]:
         nonlocal groups
         with open(part, encoding="utf-8") as lines:
-            for position, line in enumerate(lines):
+            for line in lines:
                 key_text, _, value_text = line.rstrip("\n").partition("\t")
                 value = json.loads(value_text)
                 row = {"key": json.loads(key_text), "value": value, "estimate": None, "low": None, "high": None}
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     row.update(estimate=value, low=value, high=value)
-                if _numeric(value):
-                    entry = (value, -position, row)
-                    if len(largest) < limit:
-                        heapq.heappush(largest, entry)
-                    elif entry > largest[0]:
-                        heapq.heapreplace(largest, entry)
-                elif len(others) < limit:
-                    others.append(row)
+                ranked.add(value, row)
                 row["final"] = True
                 groups += 1
                 yield _dumps(row) + "\n"
@@ -152,5 +181,4 @@ def write_final_partition_snapshot(directory: Path, index: int, part: Path) -> t
     temporary = directory / f".part-{index:05d}.{os.getpid()}.tmp"
     shutil.copyfile(part, temporary)
     os.replace(temporary, directory / f"part-{index:05d}")
-    chosen = [row for _, _, row in sorted(largest, key=lambda entry: (entry[0], entry[1]), reverse=True)]
-    return groups, chosen + others[: limit - len(chosen)]
+    return groups, ranked.items()

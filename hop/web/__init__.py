@@ -1,5 +1,6 @@
-"""The live web view: jobs, task progress, snapshots with estimates and intervals, final results, and a continuous
-job's windows (latest result, a key's value per window, the C2 scoreboard, recent windows; stop).
+"""The live web view: jobs, task progress, snapshots with estimates and intervals, final results, stopping a job
+(either kind), and a continuous job's windows (latest result, a key's value per window, the C2 scoreboard, recent
+windows).
 
 :class:`hop.web.server.WebServer` serves :func:`hop.web.app.make_app` for one coordinator; the page's data comes
 from ``hop.web.source``. Served with ``monitor=`` (``hop monitor``) it also has the cluster monitor's dashboard

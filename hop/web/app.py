@@ -18,20 +18,23 @@ naming every API route; a query parameter a route does not take, given twice or 
 - ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (``N >= -1``; default -1: all), with
   their rows: the largest estimates, all kept ones for the latest, a hundred per partition of earlier ones
   (``hop.online.tracker``).
-- ``GET /api/jobs/{job_id}/results``: the final output (``409`` while the job runs, once it failed, and for a
-  continuous job, whose results are its windows; ``410`` once its output directory is gone: a pipeline's earlier
-  step).
+- ``GET /api/jobs/{job_id}/results``: the final output's largest rows (``source.RESULT_ROWS``, ranked as a
+  snapshot's: numbers first, largest first), ``total`` and ``truncated`` (``409`` while the job runs, once it
+  failed, and for a continuous job, whose results are its windows; ``410`` once its output directory is gone: a
+  pipeline's earlier step).
 - ``GET /api/jobs/{job_id}/windows?after=N&limit=M``: a continuous job's windows with ``seq > N`` (``N >= 0``), at
   most ``M`` (default 100: the newest, or the first after ``N``; ``0``: all the coordinator keeps), oldest first:
   bounds, reason, records, fidelity, C2 scoreboard, per-partition reports and the first rows as ``{"key", "value"}``
   (``truncated`` when the window has more); ``404`` for a batch job.
 - ``POST /api/jobs/{job_id}/stop``: as ``hop stop``: ask a continuous job to stop (it drains and writes its last
-  windows), cancel a batch job (it fails, its error saying it was cancelled from the web view); ``404`` for an
+  windows), cancel a batch job (it fails, its error saying it was cancelled from the web view; no ``part-*``, no
+  ``_SUCCESS``; its snapshots so far stay in ``OUT/_snapshots/``); ``404`` for an
   unknown job, ``409`` for one that already ended; ``403`` when another site's page sends it.
 - ``GET /api/events?job=ID``: server-sent events pushing ``workers`` and ``jobs`` (each list, when it changes), and
   for ``job``: ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results``
-  (once it succeeded); for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first)
-  instead of snapshots and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
+  (once it succeeded: as the route above, or ``{"job_id", "gone": why}`` for an output deleted since); for a
+  continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first) instead of snapshots
+  and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
   (``Last-Event-ID``) resumes after the last one it got: nothing twice, nothing skipped.
 
 With the cluster monitor (``make_app(source, monitor=box)``, ``hop monitor``; ``box`` is a list that holds the
@@ -247,13 +250,26 @@ async def results(request: web.Request) -> web.Response:
     if detail["state"] != "succeeded":
         reason = f"job {detail['job_id']} {detail['state']}: it has no results ({detail['error']})"
         raise web.HTTPConflict(reason=reason)
-    if not Path(detail["output"]).is_dir():
-        raise web.HTTPGone(
-            reason=f"job {detail['job_id']}'s output {detail['output']} no longer exists (a pipeline deletes its "
-            "earlier steps' outputs when it ends unless run with --keep-intermediate)"
-        )
+    gone = _output_gone(detail)
+    if gone is not None:
+        raise web.HTTPGone(reason=gone)
+    return _json_response(await _final_results(detail))
+
+
+def _output_gone(detail: dict[str, Any]) -> str | None:
+    """Why a succeeded job's final output cannot be read (its output directory was deleted since), or ``None``."""
+    if Path(detail["output"]).is_dir():
+        return None
+    return (
+        f"job {detail['job_id']}'s output {detail['output']} no longer exists (a pipeline deletes its earlier steps' "
+        "outputs when it ends unless run with --keep-intermediate)"
+    )
+
+
+async def _final_results(detail: dict[str, Any]) -> dict[str, Any]:
+    """A succeeded job's results as the route and the ``results`` event send them (``read_results``, off the loop)."""
     loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
-    return _json_response({"job_id": detail["job_id"], "approximate": detail["approximate"], **loaded})
+    return {"job_id": detail["job_id"], "approximate": detail["approximate"], **loaded}
 
 
 async def events(request: web.Request) -> web.StreamResponse:
@@ -297,8 +313,10 @@ async def events(request: web.Request) -> web.StreamResponse:
             await send("snapshot", snapshot, event_id=snapshot["seq"])
             last_seq = snapshot["seq"]
         if detail["state"] == "succeeded" and not results_sent:
-            loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
-            await send("results", {"job_id": job_id, "approximate": detail["approximate"], **loaded})
+            # An output deleted since (a pipeline's earlier step) is said so, not sent as a final output of no rows.
+            gone = _output_gone(detail)
+            results = {"job_id": job_id, "gone": gone} if gone is not None else await _final_results(detail)
+            await send("results", results)
             results_sent = True
 
     try:

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.online.snapshots import LargestFirst
 
 __all__ = ["CoordinatorSource", "UnknownJob", "decode_window", "read_results"]
 
 RESULT_ROWS = 2000
-"""Rows of final results sent to the page (the rest stay in the output files)."""
+"""Rows of final results sent to the page, the largest (the rest stay in the output files)."""
 
 
 class UnknownJob(LookupError):
@@ -81,16 +82,20 @@ def decode_window(window: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_results(output: str, limit: int = RESULT_ROWS) -> dict[str, Any]:
-    """The final output's first ``limit`` rows (``OUT/part-*`` in order) and how many there are in all."""
-    rows: list[dict[str, Any]] = []
+    """The final output's ``limit`` largest rows, ranked as a snapshot's rows are (numbers first, largest first,
+    ties in ``OUT/part-*`` order: ``hop.online.snapshots.LargestFirst``), and how many rows there are in all. Not
+    the first rows: the page's table of the largest estimates must not lose its top groups to the final output's
+    first ``limit`` lines, in key order per part."""
+    ranked = LargestFirst[tuple[str, Any]](limit)
     total = 0
     for part in sorted(Path(output).glob("part-*")):
         with open(part, encoding="utf-8") as lines:
             for line in lines:
                 total += 1
-                if len(rows) < limit:
-                    key, _, value = line.rstrip("\n").partition("\t")
-                    rows.append({"key": json.loads(key), "value": json.loads(value), "final": True})
+                key, _, text = line.rstrip("\n").partition("\t")
+                value = json.loads(text)
+                ranked.add(value, (key, value))
+    rows = [{"key": json.loads(key), "value": value, "final": True} for key, value in ranked.items()]
     return {"rows": rows, "total": total, "truncated": total > len(rows)}
 
 

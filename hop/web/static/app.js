@@ -5,6 +5,7 @@
 
 const state = {
   jobId: null,
+  job: null,           // the job's latest summary (either kind)
   source: null,
   rows: [],            // rows on show: the latest snapshot's, or the final results
   final: false,        // the rows are the job's final output
@@ -15,6 +16,9 @@ const state = {
   snapshotLabel: null,
   confidence: null,    // the job's confidence level (--confidence), from its snapshots
   lastSeq: null,       // the seq of the last snapshot taken in (also the event id the server resumes after)
+  approximate: false,  // the final rows are a snapshot the job stopped early at (--stop-when-accurate)
+  gone: null,          // why the final output cannot be shown (an earlier step's, deleted when its run ended)
+  stopRequested: false,
 };
 
 // An int past 2**53 arrives as its decimal string (hop/web/app.py: JSON.parse would round it), and a row lists where
@@ -110,21 +114,26 @@ function renderJobs(jobs) {
 
 function selectJob(jobId) {
   if (jobId === state.jobId) return;
-  Object.assign(state, { jobId, rows: [], final: false, history: new Map(), selectedKey: null, snapshotLabel: null,
-    confidence: null, lastSeq: null });
-  Object.assign(stream, { job: null, windows: [], pinned: null, selectedKey: null, stopRequested: false });
+  Object.assign(state, { jobId, job: null, rows: [], final: false, history: new Map(), selectedKey: null,
+    snapshotLabel: null, confidence: null, lastSeq: null, approximate: false, gone: null, stopRequested: false });
+  Object.assign(stream, { job: null, windows: [], pinned: null, selectedKey: null });
   document.getElementById("detail").hidden = false;
   document.getElementById("stop-state").textContent = "";
+  document.getElementById("snapshot-info").textContent = "";
+  setBadge();
   renderTable();
   renderStream();
   connect(jobId);
 }
 
 function renderJob(job) {
+  state.job = job;
   document.getElementById("job-title").textContent = `${job.name} (${job.job_id})`;
   document.getElementById("batch-view").hidden = Boolean(job.continuous);
   document.getElementById("stream-view").hidden = !job.continuous;
+  renderStop(job);
   if (job.continuous) return renderContinuousJob(job);
+  setBadge();
   document.getElementById("job-summary").textContent =
     `${job.state}; maps ${job.maps_done}/${job.maps_total}, reduces ${job.reduces_done}/${job.reduces_total}; ` +
     `${Math.round(100 * job.input_fraction)}% of the input processed; ${job.snapshots} snapshots; output ${job.output}`;
@@ -162,29 +171,45 @@ function addSnapshot(snapshot) {
   const upstream = snapshot.upstream ? ` (recomputed from ${snapshot.upstream.job_id} at ${snapshot.upstream.label})` : "";
   document.getElementById("snapshot-info").textContent =
     `snapshot ${snapshot.label}: ${seenText(snapshot.input_fraction)}, ` +
-    `${snapshot.groups} groups${snapshot.truncated ? ` (the ${snapshot.rows.length} largest shown)` : ""}${upstream}`;
-  setBadge(false);
+    `${snapshot.groups.toLocaleString()} groups` +
+    `${snapshot.truncated ? ` (the ${snapshot.rows.length.toLocaleString()} largest shown)` : ""}${upstream}`;
+  setBadge();
   renderTable();
 }
 
 function showResults(results) {
+  if (results.gone) {  // the job succeeded, but its output was deleted since: its last snapshot stays on show
+    state.gone = results.gone;
+    document.getElementById("snapshot-info").textContent = results.gone;
+    setBadge();
+    return;
+  }
   state.final = true;
+  state.approximate = Boolean(results.approximate);
   state.rows = results.rows.map((row) => ({ ...reviveRow(row), estimate: null, low: null, high: null }));
   for (const row of state.rows) {
     const points = state.history.get(keyText(row.key));
     if (points) points.final = plotted(row.value);
   }
   document.getElementById("snapshot-info").textContent =
-    `final output: ${results.total} rows${results.truncated ? " (first rows shown)" : ""}` +
+    `final output: ${results.total.toLocaleString()} row${results.total === 1 ? "" : "s"}` +
+    (results.truncated ? ` (the ${results.rows.length.toLocaleString()} largest shown)` : "") +
     (results.approximate ? "; the job stopped early and its output is its last snapshot" : "");
-  setBadge(true, results.approximate);
+  setBadge();
   renderTable();
 }
 
-function setBadge(final, approximate) {
+// What the rows on show are: the final output, the latest snapshot's estimates, or a failed job's last ones.
+function setBadge() {
   const badge = document.getElementById("result-state");
-  badge.className = `badge ${final ? "final" : "early"}`;
-  badge.textContent = final ? (approximate ? "final (approximate)" : "final") : `early: ${state.snapshotLabel}`;
+  const failed = state.job?.state === "failed";
+  const early = state.snapshotLabel === null ? "" : `early: ${state.snapshotLabel}`;
+  const [kind, text] = state.final ? ["final", state.approximate ? "final (approximate)" : "final"]
+    : failed ? ["failed", state.snapshotLabel === null ? "failed: no result" : `failed: last snapshot ${state.snapshotLabel}`]
+    : state.gone ? ["", `output deleted${early ? `; ${early}` : ""}`]
+    : ["early", early];
+  badge.className = `badge ${kind}`;
+  badge.textContent = text;
 }
 
 function sortedRows() {
@@ -299,6 +324,55 @@ document.querySelectorAll("#results th").forEach((header) =>
   })
 );
 
+// Stopping a job (POST /api/jobs/ID/stop, as hop stop) --------------------------------------------------------------
+// A continuous job drains and writes its last windows. A batch job is cancelled: it fails with no output (the engine
+// removes the part files of the reducers that finished, writes no _SUCCESS); its snapshots stay in OUT/_snapshots/
+// (deleted with the run's scratch for an earlier step of a multi-step run) and its latest estimates stay on the page.
+function whatStays(job) {
+  return job.snapshots
+    ? `its ${plural(job.snapshots, "snapshot")} so far stay in ${job.output}/_snapshots/ (unless it is an earlier ` +
+      "step of a multi-step run, whose output the run deletes) and its latest estimates on this page"
+    : "it took no snapshots (--snapshot-every), so nothing of its result is kept";
+}
+
+function renderStop(job) {
+  const button = document.getElementById("stop-job");
+  button.hidden = job.state !== "running" || Boolean(job.stopping) || state.stopRequested;
+  button.title = job.continuous
+    ? "Stop the job: its open panes are drained and its last windows written"
+    : "Cancel the job: it fails and writes no output; its snapshots so far stay";
+  const note = document.getElementById("stop-state");
+  if (job.continuous && job.stopping && job.state === "running") {
+    note.textContent = "stopping: the last windows are being written";
+  } else if (job.state !== "running" && (job.continuous || job.state === "failed")) {  // (a batch job's success: its table)
+    const kept = !job.continuous && job.state === "failed" ? `; ${whatStays(job)}` : "";
+    note.textContent = `the job ${job.state}${job.error ? `: ${job.error}` : ""}${kept}`;
+  }
+}
+
+async function stopJob() {
+  const job = state.job;
+  if (!job) return;
+  const question = job.continuous
+    ? `Stop ${job.name} (${job.job_id})? Its open panes are drained and its last windows written.`
+    : `Stop ${job.name} (${job.job_id})? A batch job is cancelled: it fails and writes no output (no part files, ` +
+      `no _SUCCESS); ${whatStays(job)}.`;
+  if (!confirm(question)) return;
+  state.stopRequested = true;
+  document.getElementById("stop-job").hidden = true;
+  const note = document.getElementById("stop-state");
+  note.textContent = "asking the job to stop…";
+  try {
+    const reply = await fetch(`/api/jobs/${encodeURIComponent(job.job_id)}/stop`, { method: "POST" });
+    const body = await reply.json();
+    note.textContent = !reply.ok ? `not stopped: ${body.error}`
+      : body.cancelled ? "cancelled: the job is failing" : "stopping: the last windows are being written";
+  } catch (error) {
+    note.textContent = `not stopped: ${error}`;
+    state.stopRequested = false;
+  }
+}
+
 // Continuous jobs --------------------------------------------------------------------------------------------------
 const KEEP_WINDOWS = 120;  // windows kept on the page: the chart's span and the recent-windows list
 const TABLE_ROWS = 1000;  // rows of a window drawn in its table (sorted first)
@@ -310,7 +384,6 @@ const stream = {
   selectedKey: null,   // the key the chart follows
   sortBy: "value",
   sortDescending: true,
-  stopRequested: false,
 };
 
 const isTime = (window) => (window.window_spec?.unit ?? "seconds") === "seconds";
@@ -372,29 +445,6 @@ function renderContinuousJob(job) {
       return box;
     })
   );
-  const button = document.getElementById("stop-job");
-  button.hidden = job.state !== "running" || job.stopping || stream.stopRequested;
-  const note = document.getElementById("stop-state");
-  if (stopping) note.textContent = "stopping: the last windows are being written";
-  else if (job.state !== "running") note.textContent = `the job ${job.state}${job.error ? `: ${job.error}` : ""}`;
-}
-
-async function stopJob() {
-  const job = stream.job;
-  if (!job) return;
-  if (!confirm(`Stop ${job.name} (${job.job_id})? Its open panes are drained and its last windows written.`)) return;
-  stream.stopRequested = true;
-  document.getElementById("stop-job").hidden = true;
-  const note = document.getElementById("stop-state");
-  note.textContent = "asking the job to stop…";
-  try {
-    const reply = await fetch(`/api/jobs/${encodeURIComponent(job.job_id)}/stop`, { method: "POST" });
-    const body = await reply.json();
-    note.textContent = reply.ok ? "stopping: the last windows are being written" : `not stopped: ${body.error}`;
-  } catch (error) {
-    note.textContent = `not stopped: ${error}`;
-    stream.stopRequested = false;
-  }
 }
 
 function addWindow(window) {
