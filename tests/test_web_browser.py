@@ -258,3 +258,23 @@ def test_page_shows_ints_past_2_53_as_numbers_and_strings_quoted(
     assert cells[str(bigger)].lstrip().startswith("-"), cells
     assert cells["digits"] == json.dumps(str(big)), "a string stays quoted"
     assert cells["nested"] == f'[{bigger},"x","{bigger}"]', cells
+
+
+def test_page_of_an_unknown_job_says_so_and_lists_the_jobs(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """``?job=`` naming a job the coordinator does not know (mistyped, or from a coordinator since restarted): the
+    server refused the event stream (404), the browser gave up on it, and the page said "reconnecting…" forever,
+    with no job list. It says the job is unknown, with the coordinator's reason, and lists the cluster's jobs."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job=job-nope", timeout=30_000)
+        page.wait_for_selector(f"#jobs li[data-job-id='{job_id}']", timeout=30_000)
+        assert page.inner_text("#job-title") == "No job job-nope"
+        assert "no job job-nope" in page.inner_text("#job-summary")
+        assert page.inner_text("#connection") == "live" and page.is_hidden("#batch-view")
+        page.click(f"#jobs li[data-job-id='{job_id}']")  # and a job picked from the list is shown
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        assert page.inner_text("#job-title") == f"WordCount ({job_id})"
+        assert errors == []

@@ -55,17 +55,50 @@ const plotted = (value) => (typeof value === "number" ? value : typeof value ===
 const interval = () => (state.confidence ? `${+(100 * state.confidence).toFixed(2)}% interval` : "interval");
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
 
+const RETRY_SECONDS = 5;  // after the server refused the event stream for a reason that may pass (503)
+
 function connect(jobId) {
   if (state.source) state.source.close();
-  state.source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}` : "/api/events");
-  state.source.addEventListener("open", () => (document.getElementById("connection").textContent = "live"));
-  state.source.addEventListener("error", () => (document.getElementById("connection").textContent = "reconnecting…"));
-  state.source.addEventListener("workers", (event) => renderWorkers(JSON.parse(event.data)));
-  state.source.addEventListener("jobs", (event) => renderJobs(JSON.parse(event.data)));
-  state.source.addEventListener("job", (event) => renderJob(JSON.parse(event.data)));
-  state.source.addEventListener("snapshot", (event) => addSnapshot(JSON.parse(event.data)));
-  state.source.addEventListener("results", (event) => showResults(JSON.parse(event.data)));
-  state.source.addEventListener("window", (event) => addWindow(JSON.parse(event.data)));
+  const source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}` : "/api/events");
+  state.source = source;
+  const connection = document.getElementById("connection");
+  source.addEventListener("open", () => (connection.textContent = "live"));
+  source.addEventListener("error", () => {
+    // A dropped stream is retried by the browser; one the server refused (an error status) is closed for good.
+    if (source.readyState !== EventSource.CLOSED) connection.textContent = "reconnecting…";
+    else if (source === state.source) refused(jobId);
+  });
+  source.addEventListener("workers", (event) => renderWorkers(JSON.parse(event.data)));
+  source.addEventListener("jobs", (event) => renderJobs(JSON.parse(event.data)));
+  source.addEventListener("job", (event) => renderJob(JSON.parse(event.data)));
+  source.addEventListener("snapshot", (event) => addSnapshot(JSON.parse(event.data)));
+  source.addEventListener("results", (event) => showResults(JSON.parse(event.data)));
+  source.addEventListener("window", (event) => addWindow(JSON.parse(event.data)));
+}
+
+// The server refused the event stream: a job it does not know (?job= mistyped, or from a coordinator since
+// restarted) is said so, and the page follows the cluster's jobs instead; anything else (the coordinator does not
+// answer: 503) is shown, and the stream asked for again.
+async function refused(jobId) {
+  const connection = document.getElementById("connection");
+  let reply = null;
+  let error = "the web view does not answer";
+  try {
+    reply = await fetch(jobId ? `/api/jobs/${encodeURIComponent(jobId)}` : "/api/jobs");
+    error = reply.ok ? `status ${reply.status}` : (await reply.json()).error;
+  } catch (failure) {
+    error = `the web view does not answer (${failure})`;
+  }
+  if (jobId !== state.jobId) return;  // another job was picked meanwhile
+  if (reply?.status === 404 && jobId) {
+    document.getElementById("job-title").textContent = `No job ${jobId}`;
+    document.getElementById("job-summary").textContent = error;
+    document.getElementById("batch-view").hidden = document.getElementById("stream-view").hidden = true;
+    connect(null);
+    return;
+  }
+  connection.textContent = `not live: ${error}; trying again in ${RETRY_SECONDS} s`;
+  setTimeout(() => { if (jobId === state.jobId) connect(jobId); }, RETRY_SECONDS * 1000);
 }
 
 function renderWorkers(workers) {
