@@ -1152,6 +1152,7 @@ class Coordinator:
                 "error",
                 message=f"job {job_id} has finished and this coordinator keeps only its newest {self.keep_jobs} "
                 f"finished jobs (--keep-jobs): its report is {Path(output) / '_job.json'}",
+                reason="retired_job",
             )
 
     @staticmethod

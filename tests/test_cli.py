@@ -553,6 +553,14 @@ def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
                 client.status(first)
         finally:
             client.close()
+        # The web view answered 500 "internal error: JobRejected" for it: it is a 404 naming its report.
+        from hop.web.server import WebServer
+        from tests.test_web import get_json
+
+        with WebServer(address) as web:
+            for route in (f"api/jobs/{first}", f"api/jobs/{first}/snapshots", f"api/events?job={first}"):
+                status, body = get_json(web.url + route)
+                assert status == 404 and f"its report is {tmp_path / 'out0' / '_job.json'}" in body["error"], body
 
 
 def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

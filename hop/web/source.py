@@ -25,7 +25,7 @@ RESULT_ROWS = 2000
 
 
 class UnknownJob(LookupError):
-    """The coordinator does not know the job."""
+    """The coordinator does not know the job (never did, or no longer: retired by ``--keep-jobs``)."""
 
 
 class CoordinatorSource:
@@ -41,7 +41,8 @@ class CoordinatorSource:
         try:
             return await loop.run_in_executor(self._executor, lambda: getattr(self._client, method)(*args, **options))
         except JobRejected as error:
-            if str(error).startswith(("no job", "no continuous job")):
+            # (a job retired by --keep-jobs is one the coordinator no longer knows: its message names its report)
+            if error.reason == "retired_job" or str(error).startswith(("no job", "no continuous job")):
                 raise UnknownJob(str(error)) from error
             raise
 
