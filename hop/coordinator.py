@@ -710,6 +710,8 @@ class Coordinator:
             **{k: progress[k] for k in ("job_id", "state", "map_fraction", "reduce_fraction", "maps_total")},
             **{k: progress[k] for k in ("maps_done", "reduces_total", "reduces_done", "input_records", "error")},
             "name": job.spec.name,
+            "step": job.spec.step,  # (from 0, of num_steps: a multi-step job's steps share its name)
+            "num_steps": job.spec.num_steps,
             "submitted_at": job.submitted_at,
             "finished_at": job.finished_at,
             "output": job.spec.output,

@@ -130,6 +130,18 @@ def test_api_serves_jobs_tasks_snapshots_and_results(client: Client, web: WebSer
     assert {row["key"]: row["value"] for row in results["rows"]} == output_dict(tmp_path / "out")
 
 
+def test_the_steps_of_a_multi_step_job_are_told_apart(client: Client, web: WebServer, tmp_path: Path) -> None:
+    """A two-step job's steps were listed as two jobs of the same name, nothing telling which step was which: each
+    job says its step (from 0) and how many its job has."""
+    (tmp_path / "in.txt").write_text("a b a\nc a\n")
+    report = run_job(client, "two_steps", [tmp_path / "in.txt"], tmp_path / "out")
+    ids = [step["job_id"] for step in report["steps"]] + [report["job_id"]]
+    status, listing = get_json(web.url + "api/jobs")
+    assert status == 200
+    steps = {job["job_id"]: (job["name"], job["step"], job["num_steps"]) for job in listing if job["job_id"] in ids}
+    assert [steps[job_id] for job_id in ids] == [("CountOfCounts", 0, 2), ("CountOfCounts", 1, 2)], steps
+
+
 def test_results_are_the_largest_rows_not_the_first(tmp_path: Path) -> None:
     """The page got the final output's first 2,000 lines (each part in key order): a word count's most frequent
     words, the top of the table of estimates before, were missing from the final table. It gets the largest rows,

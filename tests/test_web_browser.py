@@ -278,3 +278,20 @@ def test_page_of_an_unknown_job_says_so_and_lists_the_jobs(
         page.wait_for_selector("#result-state.final", timeout=30_000)
         assert page.inner_text("#job-title") == f"WordCount ({job_id})"
         assert errors == []
+
+
+def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """A two-step job's steps were listed under one name, and the first step, whose output the run deleted, showed
+    "final output: 0 rows" marked final. Each is named with its step, and the first says its output is gone."""
+    (tmp_path / "in.txt").write_text("a b a\nc a\n")
+    report = run_job(client, "two_steps", [tmp_path / "in.txt"], tmp_path / "out")
+    first, last = report["steps"][0]["job_id"], report["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={first}", timeout=30_000)
+        page.wait_for_function("document.querySelector('#snapshot-info').textContent.includes('no longer exists')")
+        assert page.inner_text("#job-title") == f"CountOfCounts (step 1/2) ({first})"
+        assert page.inner_text("#result-state") == "output deleted", "not a final output of no rows"
+        assert page.inner_text(f"#jobs li[data-job-id='{last}']").startswith("CountOfCounts (step 2/2) — succeeded")
+        assert errors == []

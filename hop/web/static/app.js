@@ -120,6 +120,9 @@ function renderWorkers(workers) {
   );
 }
 
+// A job's name, with its step for a step of a multi-step job (its steps share the name).
+const jobName = (job) => (job.num_steps > 1 ? `${job.name} (step ${job.step + 1}/${job.num_steps})` : job.name);
+
 function renderJobs(jobs) {
   const list = document.getElementById("jobs");
   list.replaceChildren(
@@ -132,9 +135,9 @@ function renderJobs(jobs) {
         marker.className = "badge continuous";
         marker.textContent = "continuous";
         const stopping = job.stopping && job.state === "running" ? " (stopping)" : "";
-        item.append(`${job.name} — ${job.state}${stopping} — ${plural(job.windows, "window")} `, marker);
+        item.append(`${jobName(job)} — ${job.state}${stopping} — ${plural(job.windows, "window")} `, marker);
       } else {
-        item.textContent = `${job.name} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
+        item.textContent = `${jobName(job)} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
           100 * job.map_fraction)}% maps`;
       }
       item.title = job.job_id;
@@ -161,7 +164,7 @@ function selectJob(jobId) {
 
 function renderJob(job) {
   state.job = job;
-  document.getElementById("job-title").textContent = `${job.name} (${job.job_id})`;
+  document.getElementById("job-title").textContent = `${jobName(job)} (${job.job_id})`;
   document.getElementById("batch-view").hidden = Boolean(job.continuous);
   document.getElementById("stream-view").hidden = !job.continuous;
   renderStop(job);
