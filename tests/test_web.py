@@ -192,6 +192,10 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
         ("api/jobs/job-nope/windows?limit=-1", "limit must be an integer number of windows, 0 or more"),
         ("api/jobs/job-nope/windows?after=-1", "after must be an integer window number, 0 or more (0: the newest)"),
         ("api/jobs/job-nope/snapshots?after=-2", "after must be an integer snapshot number, -1 or more (-1: all)"),
+        ("api/jobs/job-nope/snapshots?after=1_0", "after must be an integer snapshot number, -1 or more (-1: all), "
+         "got '1_0'"),
+        ("api/jobs/job-nope/windows?limit=%207", "limit must be an integer number of windows, 0 or more (0: all kept), "
+         "got ' 7'"),
         ("api/jobs/job-nope/windows?limt=3", "unknown query parameter 'limt': /api/jobs/{job_id}/windows takes only "
          "after, limit"),
         ("api/jobs/job-nope/windows?after=1&after=2", "query parameter 'after' is given more than once"),

@@ -66,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -188,10 +189,8 @@ def _int_query(request: web.Request, name: str, default: int, least: int, accept
     text = request.query.get(name)
     if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = least - 1
+    # Decimal digits only: int() also takes "1_0" and " 7", which no other API of hop's accepts as a number.
+    value = int(text) if re.fullmatch(r"-?[0-9]+", text) else least - 1
     if value < least:
         raise web.HTTPBadRequest(reason=f"{name} must be {accepted}, got {text!r}")
     return value
