@@ -240,8 +240,9 @@ function setBadge() {
   const badge = document.getElementById("result-state");
   const failed = state.job?.state === "failed";
   const early = state.snapshotLabel === null ? "" : `early: ${state.snapshotLabel}`;
+  const last = state.snapshotLabel === null ? "no result" : `last snapshot ${state.snapshotLabel}`;
   const [kind, text] = state.final ? ["final", state.approximate ? "final (approximate)" : "final"]
-    : failed ? ["failed", state.snapshotLabel === null ? "failed: no result" : `failed: last snapshot ${state.snapshotLabel}`]
+    : failed ? ["failed", `failed: ${last}`]
     : state.gone ? ["", `output deleted${early ? `; ${early}` : ""}`]
     : ["early", early];
   badge.className = `badge ${kind}`;
@@ -365,10 +366,13 @@ document.querySelectorAll("#results th").forEach((header) =>
 // removes the part files of the reducers that finished, writes no _SUCCESS); its snapshots stay in OUT/_snapshots/
 // (deleted with the run's scratch for an earlier step of a multi-step run) and its latest estimates stay on the page.
 function whatStays(job) {
-  return job.snapshots
-    ? `its ${plural(job.snapshots, "snapshot")} so far stay in ${job.output}/_snapshots/ (unless it is an earlier ` +
-      "step of a multi-step run, whose output the run deletes) and its latest estimates on this page"
-    : "it took no snapshots (--snapshot-every), so nothing of its result is kept";
+  if (!job.snapshots) return "it took no snapshots (--snapshot-every), so nothing of its result is kept";
+  const snapshots = `its ${plural(job.snapshots, "snapshot")} so far`;
+  return job.step < job.num_steps - 1
+    ? `${snapshots} stay on this page only: they are in its output, ${job.output}, which its run deletes (an ` +
+      "earlier step's)"
+    : `${snapshots} stay in ${job.output}/_snapshots/ (unless it is an earlier job of a pipeline of several job ` +
+      "files, whose output the run deletes) and its latest estimates on this page";
 }
 
 function renderStop(job) {
@@ -380,7 +384,7 @@ function renderStop(job) {
   const note = document.getElementById("stop-state");
   if (job.continuous && job.stopping && job.state === "running") {
     note.textContent = "stopping: the last windows are being written";
-  } else if (job.state !== "running" && (job.continuous || job.state === "failed")) {  // (a batch job's success: its table)
+  } else if (job.state !== "running" && (job.continuous || job.state === "failed")) {  // (a success: the table says)
     const kept = !job.continuous && job.state === "failed" ? `; ${whatStays(job)}` : "";
     note.textContent = `the job ${job.state}${job.error ? `: ${job.error}` : ""}${kept}`;
   }
@@ -390,8 +394,8 @@ async function stopJob() {
   const job = state.job;
   if (!job) return;
   const question = job.continuous
-    ? `Stop ${job.name} (${job.job_id})? Its open panes are drained and its last windows written.`
-    : `Stop ${job.name} (${job.job_id})? A batch job is cancelled: it fails and writes no output (no part files, ` +
+    ? `Stop ${jobName(job)} (${job.job_id})? Its open panes are drained and its last windows written.`
+    : `Stop ${jobName(job)} (${job.job_id})? A batch job is cancelled: it fails and writes no output (no part files, ` +
       `no _SUCCESS); ${whatStays(job)}.`;
   if (!confirm(question)) return;
   state.stopRequested = true;
