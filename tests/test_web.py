@@ -155,6 +155,31 @@ def test_results_are_the_largest_rows_not_the_first(tmp_path: Path) -> None:
     assert results["total"] == 6 and results["truncated"] and all(row["final"] for row in results["rows"])
     texts = read_results(str(tmp_path), limit=6)["rows"]
     assert [row["key"] for row in texts] == ["d", "b", "e", "f", "a", "c"], "numbers first, then the others"
+    assert [row["key"] for row in read_results(str(tmp_path), limit=2)["rows"]] == ["d", "b"], "b came before e"
+
+
+def test_final_results_are_read_once_per_job(
+    client: Client, web: WebServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranking a final output reads all of it (seconds for a million rows), and every page that opened the job and
+    every results request read it again: it is read once per job."""
+    import hop.web.app
+
+    reads: list[str] = []
+    read = hop.web.app.read_results
+
+    def counted(output: str) -> dict[str, Any]:
+        reads.append(output)
+        return read(output)
+
+    monkeypatch.setattr(hop.web.app, "read_results", counted)
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    answers = [get_json(web.url + f"api/jobs/{job_id}/results") for _ in range(2)]
+    with urllib.request.urlopen(web.url + f"api/events?job={job_id}", timeout=20) as stream:
+        pushed = next(data for name, data in read_events(stream) if name == "results")
+    assert answers[0] == answers[1] == (200, pushed) and pushed["total"] == 2, answers
+    assert reads == [str(tmp_path / "out")]
 
 
 def test_the_view_of_a_cluster_lists_its_workers(cluster: LocalCluster, client: Client, web: WebServer) -> None:

@@ -109,7 +109,7 @@ class LargestFirst(Generic[T]):
                 self._others.append(item)
         elif len(self._largest) < self.limit:
             heapq.heappush(self._largest, (value, -position, item))
-        elif self._largest and (value, -position) > self._largest[0][:2]:
+        elif self._largest and value > self._largest[0][0]:  # (an equal value came later: it ranks below)
             heapq.heapreplace(self._largest, (value, -position, item))
 
     def items(self) -> list[T]:

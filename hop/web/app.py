@@ -67,6 +67,7 @@ import asyncio
 import json
 import math
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,6 +95,9 @@ MONITOR_KEEPALIVE_SECONDS = 10.0
 MONITOR_LEVELS = ("host", "rack", "cluster")
 
 SOURCE_KEY: web.AppKey[CoordinatorSource] = web.AppKey("source", CoordinatorSource)
+RESULTS_KEY: web.AppKey[OrderedDict[tuple[str, str], dict[str, Any]]] = web.AppKey("results", OrderedDict)
+RESULTS_KEPT = 8
+"""Succeeded jobs whose final results (``read_results``) the server keeps, the most recently asked for."""
 MONITOR_KEY: web.AppKey[list[Any]] = web.AppKey("monitor", list)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -253,7 +257,7 @@ async def results(request: web.Request) -> web.Response:
     gone = _output_gone(detail)
     if gone is not None:
         raise web.HTTPGone(reason=gone)
-    return _json_response(await _final_results(detail))
+    return _json_response(await _final_results(request.app, detail))
 
 
 def _output_gone(detail: dict[str, Any]) -> str | None:
@@ -266,10 +270,19 @@ def _output_gone(detail: dict[str, Any]) -> str | None:
     )
 
 
-async def _final_results(detail: dict[str, Any]) -> dict[str, Any]:
-    """A succeeded job's results as the route and the ``results`` event send them (``read_results``, off the loop)."""
-    loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
-    return {"job_id": detail["job_id"], "approximate": detail["approximate"], **loaded}
+async def _final_results(app: web.Application, detail: dict[str, Any]) -> dict[str, Any]:
+    """A succeeded job's results as the route and the ``results`` event send them: ``read_results``, off the loop,
+    once per job (its output no longer changes; ranking a large one takes seconds, and every page that opens the
+    job asks for them)."""
+    cache = app[RESULTS_KEY]
+    key = (detail["job_id"], detail["output"])
+    if key not in cache:
+        loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
+        cache[key] = {"job_id": detail["job_id"], "approximate": detail["approximate"], **loaded}
+        while len(cache) > RESULTS_KEPT:
+            cache.popitem(last=False)
+    cache.move_to_end(key)
+    return cache[key]
 
 
 async def events(request: web.Request) -> web.StreamResponse:
@@ -315,8 +328,8 @@ async def events(request: web.Request) -> web.StreamResponse:
         if detail["state"] == "succeeded" and not results_sent:
             # An output deleted since (a pipeline's earlier step) is said so, not sent as a final output of no rows.
             gone = _output_gone(detail)
-            results = {"job_id": job_id, "gone": gone} if gone is not None else await _final_results(detail)
-            await send("results", results)
+            gone_or_rows = {"job_id": job_id, "gone": gone} if gone else await _final_results(request.app, detail)
+            await send("results", gone_or_rows)
             results_sent = True
 
     try:
@@ -526,6 +539,7 @@ def make_app(source: CoordinatorSource, monitor: list[Any] | None = None) -> web
     exists) also the cluster monitor's dashboard, its API and ``/metrics``."""
     app = web.Application(middlewares=[json_errors])
     app[SOURCE_KEY] = source
+    app[RESULTS_KEY] = OrderedDict()
     if monitor is not None:
         app[MONITOR_KEY] = monitor
         app.router.add_get("/monitor", monitor_page)
