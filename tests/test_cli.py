@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -555,12 +556,23 @@ def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
             client.close()
         # The web view answered 500 "internal error: JobRejected" for it: it is a 404 naming its report.
         from hop.web.server import WebServer
-        from tests.test_web import get_json
+        from tests.test_web import get_json, read_events
 
         with WebServer(address) as web:
             for route in (f"api/jobs/{first}", f"api/jobs/{first}/snapshots", f"api/events?job={first}"):
                 status, body = get_json(web.url + route)
                 assert status == 404 and f"its report is {tmp_path / 'out0' / '_job.json'}" in body["error"], body
+            # A job retired while a page follows it: the page's event stream says why and ends (it ended in a
+            # traceback on the server, the page told nothing).
+            followed = kept[0]["job_id"]
+            with urllib.request.urlopen(web.url + f"api/events?job={followed}", timeout=20) as stream:
+                events = read_events(stream)
+                assert next(data for name, data in events if name == "job")["job_id"] == followed
+                ran = hop("submit", job, "in.txt", "-o", "out4", "--quiet", "--coordinator", address, cwd=tmp_path)
+                assert ran.returncode == 0, ran.stderr
+                name, data = next((name, data) for name, data in events if name == "error")
+                assert f"its report is {tmp_path / 'out2' / '_job.json'}" in data["error"], data
+                assert list(events) == [], "the stream ends"
 
 
 def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,7 +36,9 @@ naming every API route; a query parameter a route does not take, given twice or 
   (once it succeeded: as the route above, or ``{"job_id", "gone": why}`` for an output deleted since); for a
   continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first) instead of snapshots
   and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
-  (``Last-Event-ID``) resumes after the last one it got: nothing twice, nothing skipped.
+  (``Last-Event-ID``) resumes after the last one it got: nothing twice, nothing skipped. An ``error`` event
+  (``{"error"}``) ends the stream when the coordinator stops answering or no longer knows the job (retired by
+  ``--keep-jobs``, or the coordinator was restarted).
 
 With the cluster monitor (``make_app(source, monitor=box)``, ``hop monitor``; ``box`` is a list that holds the
 ``monitoring.feed.MonitorFeed`` once the monitoring job is submitted, empty until then; every route but the page
@@ -356,7 +358,7 @@ async def events(request: web.Request) -> web.StreamResponse:
             await asyncio.sleep(EVENT_SECONDS)
     except ConnectionResetError:
         pass  # (a closed page's stream is cancelled: aiohttp's handler_cancellation)
-    except CoordinatorUnavailable as error:
+    except (CoordinatorUnavailable, UnknownJob) as error:  # (unknown: retired, or the coordinator was restarted)
         await send("error", {"error": str(error)})
     return response
 
