@@ -385,7 +385,7 @@ function renderStop(job) {
   if (job.continuous && job.stopping && job.state === "running") {
     note.textContent = "stopping: the last windows are being written";
   } else if (job.state !== "running" && (job.continuous || job.state === "failed")) {  // (a success: the table says)
-    const kept = !job.continuous && job.state === "failed" ? `; ${whatStays(job)}` : "";
+    const kept = !job.continuous && job.state === "failed" && job.snapshots ? `; ${whatStays(job)}` : "";
     note.textContent = `the job ${job.state}${job.error ? `: ${job.error}` : ""}${kept}`;
   }
 }
