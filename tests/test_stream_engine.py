@@ -413,6 +413,10 @@ def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> No
         newest = hop("windows", jobs[0]["job_id"], *address, "--limit", "2", timeout=60)
         assert newest.returncode == 0 and len(newest.stdout.splitlines()) == 2, newest.stderr
         assert "older windows not listed (past --limit 2): use --after SEQ" in newest.stderr, newest.stderr
+        every = hop("windows", jobs[0]["job_id"], *address, "--after", "1", "--limit", "0", timeout=60)  # 0: all kept
+        starts = [json.loads(line)["start"] for line in every.stdout.splitlines()]
+        assert every.returncode == 0 and starts[:4] == [500, 1000, 1500, 2000], every.stderr
+        assert len(starts) >= len(listed.stdout.splitlines()) - 1 and not every.stderr, every.stderr
         stopped = hop("stop", jobs[0]["job_id"], *address, timeout=60)
         assert stopped.returncode == 0 and "is stopping" in stopped.stdout, stopped.stderr
         runner.join(timeout=60)
