@@ -10,7 +10,9 @@ Whether merging is worth it is measured, not assumed: each merge records its rat
 merges stop paying (ratio above ``useless_merge_ratio``, e.g. a combiner that cannot shrink uniform data), held
 spills are registered as they are once the backlog drains, instead of spending map CPU on merges that do not shrink
 anything. At most ``max_held`` spills are held: past that they are merged into one held spill, so the number of
-files stays bounded while the map keeps running.
+files stays bounded while the map keeps running; when merging does not pay (no combiner, or measured useless), they
+are registered as they are instead, since a merge decodes its spills in memory and one held spill grown by merge
+after merge would make the map's memory grow for as long as the reducers lag.
 
 Nothing is dropped: every record of every held spill ends up in exactly one registered spill.
 """
@@ -139,8 +141,13 @@ class FlowController:
             self._held_since.append(time.monotonic())
             self.counters.spills_held_back += 1
             self.counters.max_spills_held = max(self.counters.max_spills_held, len(self.held))
-            if len(self.held) >= self.max_held and self.may_merge:
-                self.held = [self._merge(self.held)]
+            if len(self.held) >= self.max_held:
+                if self._merging_pays():
+                    self.held = [self._merge(self.held)]
+                else:
+                    # A merge that does not shrink the data would only grow one held spill (and the memory of
+                    # the next merge, which decodes it whole) for as long as the reducers lag: register them.
+                    self._release(self.held)
             return
         self._release([*self.held, spill])
 
