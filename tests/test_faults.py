@@ -105,6 +105,9 @@ def test_fault_at_each_point(
         retry = [a for a in report["attempts"] if a["task_id"] == "map-00001" and a["attempt"] == 1]
         assert retry and retry[0].get("resumed_after_records", 0) > 0, "the retry should resume at the checkpoint"
         assert report["counters"]["map_resumed_records"] == retry[0]["resumed_after_records"]
+        # The kept spills are part of the committed output: counted as the run without the fault counts them.
+        for name in ("spill_files", "spill_bytes"):
+            assert report["counters"][name] == reference[mode][1][name], name
 
 
 @pytest.mark.parametrize("mode", ["pipelined", "blocking"])
