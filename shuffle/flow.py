@@ -37,6 +37,8 @@ class FlowCounters:
     spills_held_back: int = 0
     max_spills_held: int = 0
     spills_merged_map_side: int = 0
+    """The map's spills (as its buffer wrote them) that went into a merge; a held merge result merged again is not
+    counted again."""
     merge_records_in: int = 0
     merge_records_out: int = 0
     hold_seconds: float = 0.0
@@ -130,6 +132,8 @@ class FlowController:
         self.counters = FlowCounters()
         self._merges = 0
         self._held_since: list[float] = []
+        self._merge_results: set[Path] = set()
+        """Held spills that are merges of others (``max_held``): already counted in ``spills_merged_map_side``."""
 
     def offer(self, spill: SpillFile) -> None:
         """A new spill was written: register it, or hold it while the worker has a backlog."""
@@ -183,7 +187,9 @@ class FlowController:
         records_in = sum(spill.records for spill in spills)
         merged = merge_spills(spills, self.merge_dir / f"merged-{self._merges:05d}.spill", self.combiner)
         counters = self.counters
-        counters.spills_merged_map_side += len(spills)
+        counters.spills_merged_map_side += sum(spill.path not in self._merge_results for spill in spills)
+        self._merge_results.difference_update(spill.path for spill in spills)
+        self._merge_results.add(merged.path)
         counters.merge_records_in += records_in
         counters.merge_records_out += merged.records
         return merged

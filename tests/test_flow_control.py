@@ -112,3 +112,20 @@ def test_held_spills_are_not_merged_into_an_ever_larger_one_when_merging_does_no
     assert flow.counters.spills_held_back == 40
     records = [pair for spill in registered for pair in iter_run(spill.read_partition(0))]
     assert len(records) == 40 * per_spill and len(set(records)) == len(records), "every record once"
+
+
+def test_a_held_merge_result_merged_again_counts_its_spills_once(tmp_path: Path) -> None:
+    # A combiner that pays: at max_held the held spills are merged into one held spill, which a later merge takes
+    # in again. spills_merged_map_side counts the map's spills that were merged, each once.
+    registered: list[SpillFile] = []
+    backlog = [100]
+    flow = FlowController(
+        registered.append, lambda: backlog[0], lambda key, values: [(key, sum(values))], tmp_path, max_held=4
+    )
+    for number in range(10):  # held 1..4 -> one merged; 5..7 and it again -> one merged; then two more held
+        flow.offer(_spill(tmp_path / f"spill-{number:03d}.spill", [f"w{i}" for i in range(20)]))
+    backlog[0] = 0
+    flow.finish()
+    assert len(registered) == 1
+    assert flow.counters.spills_merged_map_side == 10
+    assert dict(iter_run(registered[0].read_partition(0))) == {f"w{i}": 10 for i in range(20)}
