@@ -842,6 +842,11 @@ def _receive_runs(
                 return
             taken += 1
             header = codec.unpackb(header_frame.bytes, use_list=True)
+            if (header.get("job_id"), header.get("partition")) != (spec.job_id, index):
+                # A worker's connection to a dead reduce attempt, reconnected by ZeroMQ to whoever bound its port
+                # next: the run is not ours. Acknowledged all the same, so that connection's credits come back.
+                pull.send_multipart([sender, b"%d" % header["seq"]])
+                continue
             if first_run_at is None:
                 first_run_at = time.time()
                 channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
