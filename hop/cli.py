@@ -113,7 +113,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action=Given,
         type=positive_int,
         default=2_000_000,
-        help="map output records buffered before a spill (default 2,000,000)",
+        help=(
+            "map output records buffered before a spill (default 2,000,000; fewer when values are large: "
+            "a map without an aggregate combiner holds about 256MiB of values)"
+        ),
     )
     parser.add_argument(
         "--reduce-memory",

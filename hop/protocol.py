@@ -94,7 +94,9 @@ Shuffle (worker -> reduce task): the reduce attempt binds a ROUTER socket; each 
 reduce attempt. Each run message has two frames: a msgpack header ``{job_id, map, attempt, seq, partition, records,
 tag}`` and the run bytes of that partition (``shuffle.runs`` format; empty for an empty run). The reducer answers
 every run with one frame, the ASCII decimal ``seq``, once the run is stored: a credit back to the worker, which keeps
-at most ``shuffle.pusher.CREDITS`` runs in flight per reducer. Every spill sends one message to every partition, even
+at most ``shuffle.pusher.CREDITS`` runs in flight per reducer. A run whose ``job_id`` and ``partition`` are not the
+reducer's (a connection to a dead reduce attempt reconnected to whatever bound its port next) is acknowledged and
+ignored. Every spill sends one message to every partition, even
 an empty one, so a reducer knows when it holds all runs of a committed attempt (``map_committed.spills``).
 """
 

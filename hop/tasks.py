@@ -250,6 +250,21 @@ def run_map(
     # A mapper_init/mapper_final hook keeps state across the attempt (hop.job.Step): a retry must start over.
     resumable = functions.step is None or not (functions.step.mapper_init or functions.step.mapper_final)
 
+    def spill_counters() -> dict[str, Any]:
+        """The counters of this attempt's spills and flow control: a checkpoint carries them too, since its
+        spills are part of the output of the retry that resumes after them."""
+        return {
+            "spill_files": buffer.counters.spill_files,
+            "spill_bytes": buffer.counters.spill_bytes,
+            "map_spill_seconds": round(buffer.counters.spill_seconds, 3),
+            "spills_held_back": flow.counters.spills_held_back,
+            "max_spills_held": flow.counters.max_spills_held,
+            "spill_hold_seconds": round(flow.counters.hold_seconds, 3),
+            "spills_merged_map_side": flow.counters.spills_merged_map_side,
+            "map_merge_records_in": flow.counters.merge_records_in,
+            "map_merge_records_out": flow.counters.merge_records_out,
+        }
+
     def spilled(spill: SpillFile) -> None:
         nonlocal checkpoints_sent
         if online:
@@ -273,6 +288,7 @@ def run_map(
                     "map_output_records": counters.map_output_records,
                     "combine_input_records": counters.combine_input_records,
                     "combine_output_records": counters.combine_output_records,
+                    **spill_counters(),
                 },
             ),
             user_counters=job.counters_so_far(),
@@ -475,16 +491,8 @@ def run_map(
                 "map_output_records": counters.map_output_records,
                 "combine_input_records": counters.combine_input_records,
                 "combine_output_records": counters.combine_output_records,
-                "spill_files": counters.spill_files,
-                "spill_bytes": counters.spill_bytes,
-                "map_spill_seconds": round(counters.spill_seconds, 3),
-                "spills_held_back": flow.counters.spills_held_back,
-                "max_spills_held": flow.counters.max_spills_held,
-                "spill_hold_seconds": round(flow.counters.hold_seconds, 3),
+                **spill_counters(),
                 "bad_records_skipped": len(prefix["bad_records"]) + len(bad_records),
-                "spills_merged_map_side": flow.counters.spills_merged_map_side,
-                "map_merge_records_in": flow.counters.merge_records_in,
-                "map_merge_records_out": flow.counters.merge_records_out,
                 "map_resumed_records": prefix["records"],
                 "pipe_streamed_bytes": receiver.received_bytes if receiver is not None else 0,
                 "pipe_file_bytes": receiver.file_bytes if receiver is not None else 0,
@@ -498,9 +506,11 @@ def run_map(
 
 
 def _add_counts(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Counters of a checkpoint (``base``) and of the attempt resuming after it: summed, ``max_*`` ones the
+    maximum (as ``hop.scheduler`` totals them over tasks)."""
     total = dict(base)
     for name, value in more.items():
-        total[name] = total.get(name, 0) + value
+        total[name] = max(total.get(name, 0), value) if name.startswith("max_") else total.get(name, 0) + value
     return total
 
 
@@ -832,6 +842,11 @@ def _receive_runs(
                 return
             taken += 1
             header = codec.unpackb(header_frame.bytes, use_list=True)
+            if (header.get("job_id"), header.get("partition")) != (spec.job_id, index):
+                # A worker's connection to a dead reduce attempt, reconnected by ZeroMQ to whoever bound its port
+                # next: the run is not ours. Acknowledged all the same, so that connection's credits come back.
+                pull.send_multipart([sender, b"%d" % header["seq"]])
+                continue
             if first_run_at is None:
                 first_run_at = time.time()
                 channel.send("first_run", index=index, attempt=attempt, at=first_run_at)

@@ -27,11 +27,14 @@ to 1/k, wait for about k spills before sending). For a folding buffer, keeping k
 as folding k times longer into the same hash map, which costs nothing and whose memory is bounded by ``spill_keys``,
 not by records: so after each spill the next one holds ``spill_records`` times the spill's reduction k (records in /
 keys out, at most ``MAX_SPILL_GROWTH``). Fewer, denser spills mean fewer pairs to encode, push and fold on the reduce
-side. Other buffers keep lists of values, whose memory grows with records: they spill every ``spill_records``.
+side. Other buffers keep lists of values, whose memory grows with records: they spill every ``spill_records``, or
+sooner when the values are large, once they hold about ``spill_bytes`` of them (measured on samples, not per pair:
+see ``run_map``), so that a map yielding megabyte values does not hold millions of them.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -60,10 +63,24 @@ DEFAULT_SPILL_RECORDS = 2_000_000
 """Values a map buffer holds before it spills (``hop run --spill-records``; a first spill holds fewer)."""
 DEFAULT_SPILL_KEYS = 200_000
 """Distinct keys a map buffer holds before it spills."""
+DEFAULT_SPILL_BYTES = 256 << 20
+"""About how many bytes of values a buffer that keeps lists of values (not a folding one) holds before it spills."""
+SIZE_CHECK_EVERY = 4096
+"""Input records between two samples of the values' size, once a spill has grown past its first ones."""
 MAX_SPILL_GROWTH = 16
 """A folding buffer's spill interval grows to at most this many times ``spill_records``."""
 FIRST_SPILL_DIVISOR = 4
 """A map attempt's first spill holds ``spill_records`` divided by this (reducers start on the first spill)."""
+
+
+def value_bytes(value: Any, depth: int = 2) -> int:
+    """About the memory a value takes in a buffer's list: its own size, the sizes of (a sample of) its items down to
+    ``depth`` levels, and the list's slot."""
+    size = sys.getsizeof(value) + 8
+    if depth and isinstance(value, (list, tuple, dict)) and value:
+        items = list(value.items())[:8] if isinstance(value, dict) else value[:8]
+        size += sum(value_bytes(item, depth - 1) for item in items) * len(value) // len(items)
+    return size
 
 
 def folded_spill_records(spill_records: int, records_in: int, keys_out: int) -> int:
@@ -165,6 +182,7 @@ class MapOutputBuffer:
         *,
         spill_records: int = DEFAULT_SPILL_RECORDS,
         spill_keys: int = DEFAULT_SPILL_KEYS,
+        spill_bytes: int = DEFAULT_SPILL_BYTES,
         first_spill_records: int | None = None,
         on_spill: Callable[[SpillFile], None] | None = None,
         name: str = "spill",
@@ -181,6 +199,7 @@ class MapOutputBuffer:
         reducers early; a retry resuming after kept spills passes the interval its first attempt had reached),
         then as the module docstring says."""
         self.spill_keys = spill_keys
+        self.spill_bytes = spill_bytes
         self.on_spill = on_spill
         self.name = name
         self.sort_runs = sort_runs or not (hasattr(combiner, "lift") and hasattr(combiner, "merge"))
@@ -219,15 +238,30 @@ class MapOutputBuffer:
         A generator: after every ``check_every`` input records it yields the number consumed so far, so the caller
         can report progress without a call per record. If ``mapper`` raises, the exception propagates with the
         offending record in ``self.current_record``.
+
+        A buffer keeping lists of values also samples the size of the latest value (``value_bytes``) 1, 2, 4, ...
+        records after each spill (and after the call began), then every ``SIZE_CHECK_EVERY``, and lowers the
+        spill's record limit to about ``spill_bytes`` of values at the sizes seen: no work per pair, a limit found
+        within a record or two when every value is large, and spills cut at the same records by a retry that
+        resumes after a spill (the samples depend only on the records since it).
         """
         groups = self._groups
         spill_records = self.next_spill_records
         spill_keys = self.spill_keys
+        spill_bytes = self.spill_bytes
         pending = self._pending
         consumed = 0
         self.current_record: tuple[Any, Any] | None = None
         check_every = 4096
-        next_check = check_every
+        next_yield = check_every
+        never = 1 << 62
+        sizing = not self._folding  # a folding buffer holds one state per key, bounded by spill_keys
+        size_step = 1
+        next_size = 1 if sizing else never
+        value_size: float | None = None
+        """The mean size of a value, over the samples since the spill (or call) began."""
+        samples = 0
+        next_check = min(next_yield, next_size)
         # The three ways to insert a pair, chosen once per task rather than per record.
         inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
         lift: Any = self.combiner.lift if self._folding else None  # type: ignore[union-attr]
@@ -285,11 +319,25 @@ class MapOutputBuffer:
                     get = groups.get
                     pending = 0
                     spill_records = self.next_spill_records
+                    if sizing:
+                        size_step, next_size, value_size, samples = 1, consumed + 1, None, 0
+                        next_check = min(next_yield, next_size)
                 if consumed >= next_check:
-                    next_check += check_every
-                    self._pending = pending
-                    self.current_record = (record_key, record_value)
-                    yield consumed
+                    if consumed >= next_size:
+                        if pending:
+                            # (``value`` is the latest value collected, of this record or an earlier one)
+                            samples += 1
+                            size = value_bytes(value)
+                            value_size = size if value_size is None else value_size + (size - value_size) / samples
+                            spill_records = min(self.next_spill_records, max(1, int(spill_bytes // value_size)))
+                        size_step = min(2 * size_step, SIZE_CHECK_EVERY)
+                        next_size = consumed + size_step
+                    if consumed >= next_yield:
+                        next_yield += check_every
+                        self._pending = pending
+                        self.current_record = (record_key, record_value)
+                        yield consumed
+                    next_check = min(next_yield, next_size)
         except Exception as error:
             # Name the record the map was working on; the task turns this into file and offset.
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None

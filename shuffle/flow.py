@@ -10,7 +10,9 @@ Whether merging is worth it is measured, not assumed: each merge records its rat
 merges stop paying (ratio above ``useless_merge_ratio``, e.g. a combiner that cannot shrink uniform data), held
 spills are registered as they are once the backlog drains, instead of spending map CPU on merges that do not shrink
 anything. At most ``max_held`` spills are held: past that they are merged into one held spill, so the number of
-files stays bounded while the map keeps running.
+files stays bounded while the map keeps running; when merging does not pay (no combiner, or measured useless), they
+are registered as they are instead, since a merge decodes its spills in memory and one held spill grown by merge
+after merge would make the map's memory grow for as long as the reducers lag.
 
 Nothing is dropped: every record of every held spill ends up in exactly one registered spill.
 """
@@ -35,6 +37,8 @@ class FlowCounters:
     spills_held_back: int = 0
     max_spills_held: int = 0
     spills_merged_map_side: int = 0
+    """The map's spills (as its buffer wrote them) that went into a merge; a held merge result merged again is not
+    counted again."""
     merge_records_in: int = 0
     merge_records_out: int = 0
     hold_seconds: float = 0.0
@@ -128,6 +132,8 @@ class FlowController:
         self.counters = FlowCounters()
         self._merges = 0
         self._held_since: list[float] = []
+        self._merge_results: set[Path] = set()
+        """Held spills that are merges of others (``max_held``): already counted in ``spills_merged_map_side``."""
 
     def offer(self, spill: SpillFile) -> None:
         """A new spill was written: register it, or hold it while the worker has a backlog."""
@@ -139,8 +145,13 @@ class FlowController:
             self._held_since.append(time.monotonic())
             self.counters.spills_held_back += 1
             self.counters.max_spills_held = max(self.counters.max_spills_held, len(self.held))
-            if len(self.held) >= self.max_held and self.may_merge:
-                self.held = [self._merge(self.held)]
+            if len(self.held) >= self.max_held:
+                if self._merging_pays():
+                    self.held = [self._merge(self.held)]
+                else:
+                    # A merge that does not shrink the data would only grow one held spill (and the memory of
+                    # the next merge, which decodes it whole) for as long as the reducers lag: register them.
+                    self._release(self.held)
             return
         self._release([*self.held, spill])
 
@@ -176,7 +187,9 @@ class FlowController:
         records_in = sum(spill.records for spill in spills)
         merged = merge_spills(spills, self.merge_dir / f"merged-{self._merges:05d}.spill", self.combiner)
         counters = self.counters
-        counters.spills_merged_map_side += len(spills)
+        counters.spills_merged_map_side += sum(spill.path not in self._merge_results for spill in spills)
+        self._merge_results.difference_update(spill.path for spill in spills)
+        self._merge_results.add(merged.path)
         counters.merge_records_in += records_in
         counters.merge_records_out += merged.records
         return merged

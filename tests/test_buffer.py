@@ -238,6 +238,37 @@ def test_spill_records_threshold_through_run_map(tmp_path: Path) -> None:
     assert buffer.counters.spill_files == 3
 
 
+@pytest.mark.parametrize("combine", [False, True])
+def test_large_values_spill_by_bytes_before_spill_records(tmp_path: Path, combine: bool) -> None:
+    # 100 KB values, a 1 MB budget: about 10 a spill, whatever spill_records says (a map yielding megabyte values
+    # held millions of them before its first spill). Nothing is lost, in order; progress still comes every 4096.
+    value = "v" * 100_000
+    buffer = MapOutputBuffer(
+        tmp_path,
+        1,
+        None,
+        (lambda key, values: [(key, len(values))]) if combine else None,
+        spill_records=10**9,
+        spill_bytes=1_000_000,
+    )
+    progress = _drain(buffer, ((i, i) for i in range(5000)), lambda key, number: [(number % 7, value)])
+    assert progress == [4096, 5000]
+    spills = buffer.counters.spills
+    assert len(spills) >= 5000 // 12
+    assert max(spill.records if not combine else sum(v for _, v in _spill_pairs(spill)[0]) for spill in spills) <= 11
+    if combine:
+        assert sum(v for spill in spills for _, v in _spill_pairs(spill)[0]) == 5000
+    else:
+        assert sum(len(_spill_pairs(spill)[0]) for spill in spills) == 5000
+    assert buffer.counters.map_output_records == 5000
+
+
+def test_small_values_keep_the_record_threshold(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, None, spill_records=1000, spill_bytes=1 << 20)
+    _drain(buffer, ((i, i) for i in range(2500)), lambda key, number: [(number % 7, 1)])
+    assert [spill.records for spill in buffer.counters.spills] == [1000, 1000, 500]
+
+
 def test_spill_keys_threshold_through_run_map(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), spill_records=10**9, spill_keys=3)
     records = _records(["a b", "a", "c", "a b", "d e f", "g"])

@@ -16,13 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 
 from hop.client import Client
 from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
+from hop.protocol import message, unpack
 from hop.runner import build_spec, run_pipeline
+from hop.tasks import run_reduce
+from shuffle import codec
+from shuffle.keys import order_tag
+from shuffle.runs import encode_grouped_run
 from tests.conftest import job_path, maps_running, output_dict, run_job
 
 POINTS = [
@@ -105,6 +111,9 @@ def test_fault_at_each_point(
         retry = [a for a in report["attempts"] if a["task_id"] == "map-00001" and a["attempt"] == 1]
         assert retry and retry[0].get("resumed_after_records", 0) > 0, "the retry should resume at the checkpoint"
         assert report["counters"]["map_resumed_records"] == retry[0]["resumed_after_records"]
+        # The kept spills are part of the committed output: counted as the run without the fault counts them.
+        for name in ("spill_files", "spill_bytes"):
+            assert report["counters"][name] == reference[mode][1][name], name
 
 
 @pytest.mark.parametrize("mode", ["pipelined", "blocking"])
@@ -400,3 +409,70 @@ def test_a_worker_removes_the_spill_directories_of_workers_that_died(tmp_path: P
     unowned.mkdir()
     assert remove_abandoned(str(root)) == [abandoned]
     assert sorted(path.name for path in root.iterdir()) == sorted([mine.name, "hop-worker-other", "hop-worker-unowned"])
+
+
+class _PairChannel:
+    """A reduce task's channel to a test standing in for its worker: a PAIR socket each side (``hop.tasks``)."""
+
+    def __init__(self, context: zmq.Context, address: str) -> None:
+        self._socket = context.socket(zmq.PAIR)
+        self._socket.connect(address)
+
+    @property
+    def control_socket(self) -> zmq.Socket:
+        return self._socket
+
+    def send(self, msg_type: str, /, **fields: Any) -> None:
+        self._socket.send(message(msg_type, **fields))
+
+    def receive(self, timeout: float) -> dict[str, Any] | None:
+        return unpack(self._socket.recv()) if self._socket.poll(int(timeout * 1000)) else None
+
+
+def test_a_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: Path) -> None:
+    # A worker's connection to a reduce attempt that died stays open until the next attempt registers, and ZeroMQ
+    # reconnects it to whatever binds that port next: another partition's reducer, or another job's. The runs it
+    # then delivers say where they were going; a reducer must not take them for its own (a foreign run took the
+    # seq of the map's real run, which was then dropped as a resend).
+    source = tmp_path / "in.txt"
+    source.write_text("a\n", encoding="utf-8")
+    spec = build_spec(
+        load_job_file(job_path("wordcount_nocombine")), [str(source)], str(tmp_path / "out"), num_reduces=2
+    )
+    (tmp_path / "work").mkdir()
+    context = zmq.Context.instance()
+    worker_side = context.socket(zmq.PAIR)
+    port = worker_side.bind_to_random_port("tcp://127.0.0.1")
+    channel = _PairChannel(context, f"tcp://127.0.0.1:{port}")
+    pusher = context.socket(zmq.DEALER)
+    results: list[dict[str, Any]] = []
+    reducer = threading.Thread(
+        target=lambda: results.append(run_reduce(spec, 0, 0, 1, tmp_path / "work", channel)), daemon=True
+    )
+    try:
+        reducer.start()
+        assert worker_side.poll(10_000), "the reducer should say where it listens"
+        ready = unpack(worker_side.recv())
+        assert ready["type"] == "reducer_ready"
+        pusher.connect(ready["address"])
+
+        def push(job_id: str, partition: int, keys: list[str], lists: list[list[int]]) -> None:
+            header = {"job_id": job_id, "map": 0, "attempt": 0, "seq": 0, "partition": partition}
+            header |= {"records": sum(map(len, lists)), "tag": order_tag(keys)}
+            pusher.send_multipart([codec.packb(header), encode_grouped_run(keys, lists)])
+
+        push(spec.job_id, 1, ["other-partition"], [[1]])
+        push("job-another", 0, ["other-job"], [[1]])
+        push(spec.job_id, 0, ["a"], [[1, 1]])
+        for _ in range(3):  # every run is acknowledged, foreign ones too: the sender's credit comes back
+            assert pusher.poll(10_000), "each run should be acknowledged"
+            pusher.recv()
+        worker_side.send(message("map_committed", job_id=spec.job_id, index=0, attempt=0, spills=1))
+        reducer.join(timeout=30)
+        assert not reducer.is_alive()
+    finally:
+        pusher.close(linger=0)
+        worker_side.close(linger=0)
+        channel.control_socket.close(linger=0)
+    assert Path(results[0]["path"]).read_text(encoding="utf-8") == '"a"\t2\n'
+    assert results[0]["counters"]["reduce_input_records"] == 2

@@ -15,6 +15,10 @@ from hop.client import Client
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
 from hop.protocol import unsent_spills
+from shuffle.flow import FlowController
+from shuffle.keys import order_tag
+from shuffle.runs import encode_run, iter_run
+from shuffle.spill import SpillFile, write_spill
 from tests.conftest import run_job
 
 
@@ -84,3 +88,44 @@ def test_unsent_spills_counts_those_still_on_their_way_to_the_worker() -> None:
     assert unsent_spills({"unsent": 2, "last_seq": 4}, 8) == 2 + 3
     assert unsent_spills({"unsent": 2, "last_seq": 7}, 8) == 2
     assert unsent_spills({"unsent": 0}, 8) == 0  # a status from before any spill names none on the way
+
+
+def _spill(path: Path, words: list[str]) -> SpillFile:
+    """A one-partition spill of ``(word, 1)`` pairs, sorted, as a map without a combiner writes it."""
+    keys = sorted(words)
+    return write_spill(path, [(encode_run(keys, [1] * len(keys)), len(keys), order_tag(keys))])
+
+
+def test_held_spills_are_not_merged_into_an_ever_larger_one_when_merging_does_not_pay(tmp_path: Path) -> None:
+    # Reducers that never catch up (the backlog stays above the threshold) and no combiner: the map must not keep
+    # one held spill that every max_held-th spill is merged into (each merge decodes it whole: memory growing for
+    # as long as the reducers lag). The held spills are registered as they are instead.
+    registered: list[SpillFile] = []
+    flow = FlowController(registered.append, lambda: 100, None, tmp_path, unsent_threshold=2, max_held=4)
+    per_spill = 50
+    for number in range(40):
+        flow.offer(_spill(tmp_path / f"spill-{number:03d}.spill", [f"w{number}-{i}" for i in range(per_spill)]))
+        assert len(flow.held) <= flow.max_held
+        assert all(spill.records <= per_spill for spill in [*registered, *flow.held]), "a spill grew by merges"
+    flow.finish()
+    assert flow.counters.spills_merged_map_side == 0
+    assert flow.counters.spills_held_back == 40
+    records = [pair for spill in registered for pair in iter_run(spill.read_partition(0))]
+    assert len(records) == 40 * per_spill and len(set(records)) == len(records), "every record once"
+
+
+def test_a_held_merge_result_merged_again_counts_its_spills_once(tmp_path: Path) -> None:
+    # A combiner that pays: at max_held the held spills are merged into one held spill, which a later merge takes
+    # in again. spills_merged_map_side counts the map's spills that were merged, each once.
+    registered: list[SpillFile] = []
+    backlog = [100]
+    flow = FlowController(
+        registered.append, lambda: backlog[0], lambda key, values: [(key, sum(values))], tmp_path, max_held=4
+    )
+    for number in range(10):  # held 1..4 -> one merged; 5..7 and it again -> one merged; then two more held
+        flow.offer(_spill(tmp_path / f"spill-{number:03d}.spill", [f"w{i}" for i in range(20)]))
+    backlog[0] = 0
+    flow.finish()
+    assert len(registered) == 1
+    assert flow.counters.spills_merged_map_side == 10
+    assert dict(iter_run(registered[0].read_partition(0))) == {f"w{i}": 10 for i in range(20)}
