@@ -1,7 +1,8 @@
 """Input: which files a job reads, how they are cut into splits, and how a split becomes records.
 
-- Paths may be files, directories (their files, at any depth) and glob patterns; directories and globs skip names
-  starting with ``_`` or ``.``, as Hadoop does, so a job's output directory (or ``out/*``) can be read as input.
+- Paths may be files, directories (their files, at any depth) and glob patterns (``**`` matching directories at
+  any depth); directories and globs skip names starting with ``_`` or ``.``, as Hadoop does, so a job's output
+  directory (or ``out/*``) can be read as input, and they skip the output directory of the job that reads them.
 - A plain file is cut into splits of about ``split_size`` bytes, as many as fill whole waves of the cluster's map
   slots (``split_size_for``). A line belongs to the split that holds its first byte, so
   each line is read exactly once whatever the split boundaries. Compressed files (``.gz``, ``.bz2``, ``.xz``, ``.lzma``,
@@ -113,8 +114,7 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     skip = os.path.abspath(output) if output is not None else None
     for pattern in patterns:
         if glob.has_magic(pattern):
-            # Hidden and bookkeeping files (``_SUCCESS``, ``_job.json``) are left out of globs as out of directories.
-            matches = sorted(match for match in glob.glob(pattern) if _listed(Path(match)))
+            matches = _glob_matches(pattern, skip)
         else:
             matches = [pattern]
         if not matches:
@@ -189,6 +189,31 @@ def _check_compression(path: str) -> None:
             f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): "
             f"decompress it ({tool}) or recompress it with gzip"
         )
+
+
+def _glob_matches(pattern: str, skip: str | None) -> list[str]:
+    """The paths ``pattern`` matches, sorted, ``**`` matching directories at any depth (as in a shell with
+    ``globstar``, and as Hadoop and Spark read it), leaving out what a directory listing leaves out: a match with a
+    hidden or bookkeeping (``_``) name at a level the pattern's wildcards matched (``data/*/x.txt`` does not read
+    ``data/_old/x.txt``, as ``data/`` would not), and the output directory ``skip`` and what it holds (it is being
+    written: ``claim_output`` has made it already, so ``data/*`` matched it, empty, and the job was refused)."""
+    fixed = len(_fixed_prefix(Path(pattern).parts))
+    matches = []
+    for match in glob.glob(pattern, recursive=True):
+        if not all(_listed(Path(part)) for part in Path(match).parts[fixed:]):
+            continue
+        if skip is not None and (os.path.abspath(match) + os.sep).startswith(skip + os.sep):
+            continue
+        matches.append(match)
+    return sorted(matches)
+
+
+def _fixed_prefix(parts: tuple[str, ...]) -> tuple[str, ...]:
+    """The leading parts of a glob pattern's path that hold no wildcard."""
+    for count, part in enumerate(parts):
+        if glob.has_magic(part):
+            return parts[:count]
+    return parts
 
 
 def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None) -> list[str]:

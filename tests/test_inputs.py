@@ -489,3 +489,30 @@ def test_a_ctrl_c_as_the_standard_input_copy_is_made_leaves_no_folder(
     with pytest.raises(KeyboardInterrupt):
         hop.spilldirs.make_scratch(tmp_path, "out", "stdin")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_glob_leaves_out_the_output_being_written_and_hidden_levels_and_reads_starstar_at_any_depth(
+    tmp_path: Path,
+) -> None:
+    """``hop run JOB 'data/*' -o data/out`` was refused: the run makes ``data/out`` (empty) before it lists its
+    inputs, and the glob matched it ("input directory data/out holds no file to read"), though a directory input
+    leaves the output out. ``data/**/*.txt`` matched only one level down (``**`` read as ``*``), and
+    ``data/*/x.txt`` read ``data/_old/x.txt``, which ``data/`` leaves out."""
+    from hop.inputs import expand_inputs
+
+    data = tmp_path / "data"
+    for name in ("a.txt", "day-1/b.txt", "day-1/deep/c.txt", "_old/b.txt", "_old/deep/c.txt"):
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text("x\n")
+    (data / "out").mkdir()  # the job's output, as claimed before the inputs are listed
+
+    def found(pattern: str, output: str | None = None) -> list[str]:
+        return [str(Path(p).relative_to(data)) for p in expand_inputs([str(data / pattern)], output)]
+
+    assert found("*", output=str(data / "out")) == ["a.txt", "day-1/b.txt", "day-1/deep/c.txt"]
+    (data / "out" / "part-00000").write_text("being written\n")
+    assert found("*/*", output=str(data / "out")) == ["day-1/b.txt", "day-1/deep/c.txt"]
+    assert found("*/part-*") == ["out/part-00000"]  # (no output given: a finished job's output is input like any)
+    assert found("**/*.txt") == ["a.txt", "day-1/b.txt", "day-1/deep/c.txt"]
+    assert found("*/b.txt") == ["day-1/b.txt"]
+    assert found("_old/*/*.txt") == ["_old/deep/c.txt"]  # named in the pattern: read
