@@ -45,7 +45,7 @@ from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
-from hop.outputs import check_output, claim_output
+from hop.outputs import OutputError, check_output, claim_output
 from hop.runner import (
     STOP_EARLY_PIPELINE,
     STOP_EARLY_SEQUENTIAL,
@@ -255,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         with stdin_as_file(given, args.output) as args.inputs:
             args.stdin_copy = next((copy for name, copy in zip(given, args.inputs, strict=True) if name == STDIN), None)
             return _run_job(args)
-    except InputError as error:
+    except (InputError, OutputError) as error:  # (standard input's copy could not be made)
         return _fail(str(error), 2)
     except KeyboardInterrupt:  # while standard input was being copied (a run handles its own interruption)
         return _fail("interrupted", _interrupted_code())

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from hop.local_cluster import LocalCluster
-from tests.conftest import ROOT, TEST_JOBS, hop
+from tests.conftest import ROOT, TEST_JOBS, hop, job_path
 
 TIMEOUT = 120
 
@@ -638,6 +639,57 @@ def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(
     assert (
         f"cannot serve the web view on 127.0.0.1:{port}" in result.stderr and "address already in use" in result.stderr
     )
+
+
+def _as_a_user_that_permissions_bind() -> list[str]:
+    """The command prefix that makes file permissions bind this test's ``hop``: none for a user other than root;
+    for root, ``setpriv`` without the capabilities that let root write anywhere (skipped without it)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: permissions would not bind")
+    dropped = "-dac_override,-dac_read_search"
+    return [setpriv, "--bounding-set", dropped, "--inh-caps", dropped]
+
+
+def test_an_output_this_user_cannot_write_is_refused_before_the_job(tmp_path: Path) -> None:
+    """An existing output directory that the user cannot write failed the job at its end, with a PermissionError
+    traceback (its report could not be written) and exit code 1; one to be made in such a folder started a cluster
+    first. Standard input's copy and a multi-step run's intermediate outputs, kept beside the output, failed with a
+    traceback when only the folder around it was read-only. Each is now a usage error naming the folder."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    read_only = tmp_path / "read-only"
+    (read_only / "out").mkdir(parents=True)
+    (tmp_path / "locked").mkdir()
+    command = [*_as_a_user_that_permissions_bind(), sys.executable, "-m", "hop", "run", "--quiet"]
+
+    def run(job: str, output: str, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            [*command, job_path(job), "-" if stdin else "in.txt", "-o", output],
+            cwd=tmp_path,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        return result.stderr
+
+    read_only.chmod(0o555)
+    (tmp_path / "locked").chmod(0o555)
+    try:
+        locked = tmp_path / "locked"
+        assert f"output directory {locked} is not writable by this user" in run("wordcount", "locked")
+        assert f"output directory {locked / 'new'} cannot be created in {locked}, which is not" in run(
+            "wordcount", "locked/new"
+        )
+        beside = f"beside the output directory, in {read_only} (Permission denied)"
+        assert f"cannot make the copy of standard input {beside}" in run("wordcount", "read-only/out", stdin="a\n")
+        assert f"intermediate outputs of a multi-step run {beside}" in run("two_steps", "read-only/out")
+    finally:
+        read_only.chmod(0o755)
+        (tmp_path / "locked").chmod(0o755)
 
 
 def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path: Path) -> None:
