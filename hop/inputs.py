@@ -406,6 +406,8 @@ def iter_lines(
                 if chunk.startswith(UTF8_BOM):  # a byte order mark is no part of the first line
                     chunk, position = chunk[len(UTF8_BOM) :], len(UTF8_BOM)
             if not chunk:
+                if end is not None and position + pieces_bytes < end:
+                    raise _shrunk(split, os.fstat(file.fileno()).st_size)
                 if pieces_bytes:  # the last line, without a newline
                     last = b"".join(pieces)
                     if len(last) > max_line_bytes:
@@ -446,6 +448,16 @@ def iter_lines(
                 yield from zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
                 return
             yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
+
+
+def _shrunk(split: Split, size: int) -> InputError:
+    """The error for a file of ``size`` bytes that ends before the end of ``split``: it was cut into splits at a
+    larger size, so it was truncated or rewritten after the job started, and its lines past ``size`` (or all of
+    them, if rewritten) would be missing from the output without a word."""
+    return InputError(
+        f"input file {split.path} is now {size:,} bytes, and its split {split.describe()} ends at byte "
+        f"{split.end:,}: it was truncated or rewritten while the job ran; run the job again once it no longer changes"
+    )
 
 
 def _check_line_lengths(body: bytes, path: str, position: int, max_line_bytes: int) -> None:

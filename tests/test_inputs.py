@@ -516,3 +516,16 @@ def test_a_glob_leaves_out_the_output_being_written_and_hidden_levels_and_reads_
     assert found("**/*.txt") == ["a.txt", "day-1/b.txt", "day-1/deep/c.txt"]
     assert found("*/b.txt") == ["day-1/b.txt"]
     assert found("_old/*/*.txt") == ["_old/deep/c.txt"]  # named in the pattern: read
+
+
+@pytest.mark.parametrize("left", [0, 5, 14])
+def test_a_file_that_shrank_after_it_was_split_is_named_not_read_short(tmp_path: Path, left: int) -> None:
+    """A file truncated or rewritten shorter while the job ran was read to its new end, and the splits past it read
+    nothing: the job succeeded without the lines it lost."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"one\ntwo\nthree\nfour\n")
+    first, second = make_splits([str(path)], 10)
+    path.write_bytes(path.read_bytes()[:left])
+    for split in (second,) if left >= first.end else (first, second):
+        with pytest.raises(InputError, match=rf"in.txt is now {left} bytes, and its split .*truncated or rewritten"):
+            list(iter_lines(split))
