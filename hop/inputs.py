@@ -304,8 +304,25 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
     compression = _compression(path)
     if compression is None:
         return InputError(f"input file {path}: read error near byte {position}: {error}")
-    module, tool = compression
-    extent = _decompressed_extent(path, module)
+    return _not_decompressed(path, position, error, _decompressed_extent(path, compression[0]))
+
+
+def _undecodable(path: str, position: int, error: InputError) -> InputError:
+    """``error``, for the line at byte ``position`` of ``path``, not UTF-8; for a compressed file that fails to
+    decompress further on, the error saying so. A corrupt compressed file (bytes changed, not cut short) decompresses
+    into garbage before its checksum fails: its first undecodable line said to re-encode the file as UTF-8."""
+    compression = _compression(path)
+    extent = None if compression is None else _decompressed_extent(path, compression[0])
+    if extent is None or extent.error is None:
+        return error
+    found = _not_decompressed(path, extent.text_bytes, extent.error, extent)
+    return InputError(f"{found} (its text is not UTF-8 from the line at byte offset {position:,}, before that)")
+
+
+def _not_decompressed(path: str, position: int, error: Exception, extent: _Extent | None) -> InputError:
+    """The error for a compressed file whose text, at byte ``position``, could not be decompressed (``error``);
+    ``extent``: how far it decompresses."""
+    tool = COMPRESSIONS[os.path.splitext(path)[1].lower()][1]
     if extent is None:
         what = f"cannot decompress it near byte {position:,} of its text ({error})"
     elif extent.whole:
@@ -320,7 +337,7 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
             f"{EXTENT_SECONDS:g} s)"
         )
     return InputError(
-        f"input file {path}: {what}: the file is truncated or not {tool} data; "
+        f"input file {path}: {what}: the file is truncated, corrupt or not {tool} data; "
         f"check it with `{tool} -t {path}`, or rename it if it is not compressed"
     )
 
@@ -341,11 +358,13 @@ class _Extent(NamedTuple):
     whole: bool
     """Whether the count ran until the decompressor failed (else :data:`EXTENT_SECONDS` ran out first, and the
     text goes on at least that far)."""
+    error: Exception | None = None
+    """What the decompressor raised where it failed (None: it read the text to its end, or the time ran out)."""
 
 
 def _decompressed_extent(path: str, module: types.ModuleType) -> _Extent | None:
-    """How far a compressed file that failed to decompress can be read, counted for at most
-    :data:`EXTENT_SECONDS`; ``None`` if it cannot be read again.
+    """How far a compressed file that failed to decompress (or whose text was found not UTF-8) can be read,
+    counted for at most :data:`EXTENT_SECONDS`; ``None`` if it cannot be read again.
 
     Read again from the start, after a failure only: the failed read had lost what it decompressed before the
     error (a line is whole or not at all), so where the reader stood says little (byte 0 for a small file)."""
@@ -361,8 +380,8 @@ def _decompressed_extent(path: str, module: types.ModuleType) -> _Extent | None:
                         text_bytes += len(chunk)
                         if time.monotonic() >= deadline:
                             return _Extent(text_bytes, raw.tell(), size, whole=False)
-                except DECOMPRESSION_ERRORS:
-                    pass
+                except DECOMPRESSION_ERRORS as error:
+                    return _Extent(text_bytes, raw.tell(), size, whole=True, error=error)
                 return _Extent(text_bytes, raw.tell(), size, whole=True)
     except OSError:
         return None
@@ -510,7 +529,7 @@ def _decoded_lines(
             if fallback_encoding is not None:
                 line = raw.decode(fallback_encoding)
             elif on_bad is None:
-                raise
+                raise _undecodable(path, position, error) from None
             else:
                 on_bad(position, raw.decode("utf-8", "replace"), str(error))
                 line = None

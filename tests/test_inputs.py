@@ -246,6 +246,33 @@ def test_compressed_inputs_are_read_whole_and_a_corrupt_one_names_its_file(tmp_p
         list(iter_lines(Split(str(path), 0, -1)))
 
 
+def test_a_corrupt_gzip_file_whose_garbage_is_not_utf8_is_named_corrupt_not_badly_encoded(tmp_path: Path) -> None:
+    """Bytes changed in the middle of a .gz decompress into garbage before its checksum fails at its end: the job
+    failed on the first garbage line, saying to re-encode the file as UTF-8. The file is checked then, and the error
+    says it is corrupt, how far it decompresses and how to check it; a sound file's bad line is still named as such."""
+    import gzip
+
+    text = b"".join(b"line %d of some text\n" % n for n in range(50_000))
+    path = tmp_path / "input.txt.gz"
+    packed = bytearray(gzip.compress(text, compresslevel=0))  # stored: changed bytes come out as they are
+    packed[1000:1064] = b"\xff" * 64
+    path.write_bytes(bytes(packed))
+    with pytest.raises(InputError) as refused:
+        list(iter_lines(Split(str(path), 0, -1)))
+    message = str(refused.value)
+    assert "not valid UTF-8" not in message and "re-encode" not in message, message
+    assert re.fullmatch(
+        rf"input file {re.escape(str(path))}: cannot decompress it past byte [\d,]+ of its text, having read "
+        rf"{len(packed):,} of its {len(packed):,} bytes \(.*\): the file is truncated, corrupt or not gzip data; "
+        rf"check it with `gzip -t .*`, or rename it if it is not compressed \(its text is not UTF-8 from the line at "
+        r"byte offset [\d,]+, before that\)",
+        message,
+    ), message
+    path.write_bytes(gzip.compress(b"fine\ncaf\xe9\n"))
+    with pytest.raises(InputError, match=r"line at byte offset 5 is not valid UTF-8 .*re-encode the file as UTF-8$"):
+        list(iter_lines(Split(str(path), 0, -1)))
+
+
 def truncated_gzip(path: Path, lines: int) -> tuple[int, int]:
     """Write half of the gzip of ``lines`` numbered lines to ``path``; return ``(its size, the bytes of text it
     decompresses to)``."""
@@ -268,8 +295,8 @@ def test_a_truncated_gzip_file_is_named_with_where_its_text_ends(tmp_path: Path)
         list(iter_lines(Split(str(path), 0, -1)))
     assert str(refused.value) == (
         f"input file {path}: cannot decompress it past byte {text_bytes:,} of its text, having read {size:,} of its "
-        f"{size:,} bytes (Compressed file ended before the end-of-stream marker was reached): the file is truncated "
-        f"or not gzip data; check it with `gzip -t {path}`, or rename it if it is not compressed"
+        f"{size:,} bytes (Compressed file ended before the end-of-stream marker was reached): the file is truncated, "
+        f"corrupt or not gzip data; check it with `gzip -t {path}`, or rename it if it is not compressed"
     )
 
 
@@ -288,8 +315,8 @@ def test_counting_the_text_of_a_failed_compressed_file_is_bounded(
     counted = re.fullmatch(
         rf"input file {re.escape(str(path))}: cannot decompress it \(Compressed file ended before the "
         r"end-of-stream marker was reached\); at least ([\d,]+) bytes of its text decompress \(from the first "
-        rf"([\d,]+) of its {size:,} bytes: counting stopped after 0 s\): the file is truncated or not gzip data; "
-        rf"check it with `gzip -t {re.escape(str(path))}`, or rename it if it is not compressed",
+        rf"([\d,]+) of its {size:,} bytes: counting stopped after 0 s\): the file is truncated, corrupt or not gzip "
+        rf"data; check it with `gzip -t {re.escape(str(path))}`, or rename it if it is not compressed",
         message,
     )
     assert counted is not None, message
