@@ -39,7 +39,7 @@ from hop.gen.cli import (
 )
 from hop.gen.cli import register as register_gen
 from hop.given_options import Given, GivenFlag, flags_given
-from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs
+from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs, repeated_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
@@ -435,7 +435,8 @@ def _run_loaded(
         release = claim_output(spec.output)
         # Before starting a cluster: fail fast.
         check_output(spec.output, spec.overwrite, spec.inputs, [args.job, *args.later_jobs])
-        expand_inputs(list(spec.inputs), spec.output)
+        for repeated in repeated_inputs(list(args.inputs), args.output):  # (raises for an input that cannot be read)
+            print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
             # A pipeline runs its steps' reducers side by side.
             reduce_slots = -(-reducers * (stages if pipelined else 1) // workers)

@@ -101,16 +101,52 @@ class Split:
 
 
 def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
-    """Resolve files, directories and globs to a sorted, de-duplicated list of files.
+    """Resolve files, directories and globs to a de-duplicated list of files, in the order named (a directory's and
+    a glob's in name order).
 
     A directory is read with its subdirectories, at any depth (``logs/2026-11-25/app.log``), as mrjob reads one;
     names starting with ``_`` or ``.`` are left out at every level, and so is the job's ``output`` directory if it
     lies inside an input directory (it is being written).
 
+    A file named more than once (``data/ data/a.txt``, ``data/a.txt ./data/a.txt``) is read once, where first
+    named; :func:`repeated_inputs` says which.
+
     Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, a path that
     cannot be read, or a file compressed in a format hop does not decompress (:data:`UNREAD_COMPRESSION`).
     """
-    files: list[str] = []
+    seen: set[str] = set()
+    files = []
+    for _, file in _named_files(patterns, output):
+        if _same_file(file) not in seen:
+            seen.add(_same_file(file))
+            files.append(file)
+    return files
+
+
+def repeated_inputs(patterns: list[str], output: str | None = None) -> list[str]:
+    """What to tell the user of the files that more than one of ``patterns`` name, or one names twice, each read
+    once (:func:`expand_inputs`): a message per file, naming the patterns."""
+    named_by: dict[str, list[str]] = {}
+    for pattern, file in _named_files(patterns, output):
+        named_by.setdefault(_same_file(file), []).append(pattern)
+    messages = []
+    for file, names in named_by.items():
+        if len(names) > 1:
+            *first, last = (repr(name) for name in names)
+            given = f"{', '.join(first)} and {last}"
+            messages.append(f"input file {file} is named {len(names)} times ({given}): it is read once")
+    return messages
+
+
+def _same_file(path: str) -> str:
+    """``path`` as one name per file named (``data/a.txt``, ``./data/a.txt`` and ``/abs/data/a.txt`` alike)."""
+    return os.path.normpath(os.path.abspath(path))
+
+
+def _named_files(patterns: list[str], output: str | None) -> list[tuple[str, str]]:
+    """``(pattern, file)`` for every file each of ``patterns`` names, in order, repeats kept; raises as
+    :func:`expand_inputs` says."""
+    files: list[tuple[str, str]] = []
     skip = os.path.abspath(output) if output is not None else None
     for pattern in patterns:
         if glob.has_magic(pattern):
@@ -139,11 +175,11 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
                     raise InputError(
                         f"input directory {match} holds no file to read (names starting with _ or . are left out)"
                     )
-                files.extend(found)
+                files.extend((pattern, file) for file in found)
             elif path.is_file():
                 if not os.access(path, os.R_OK):
                     raise InputError(f"input file {match}: permission denied")
-                files.append(str(path))
+                files.append((pattern, str(path)))
             elif path.exists():
                 raise InputError(
                     f"input {match} is not a regular file or a directory (a pipe, socket or device): maps read "
@@ -154,15 +190,14 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
                 raise _broken_link(path, remedy)
             else:
                 raise InputError(f"input {match!r} does not exist")
-    for file in files:
+    for _, file in files:
         name = non_utf8_bytes(file)
         if name is not None:
             raise InputError(
                 f"input file {name!r}: {NOT_UTF8}: rename it (convmv -f latin1 -t utf8 --notest renames Latin-1 ones)"
             )
         _check_compression(file)
-    seen: set[str] = set()
-    return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
+    return files
 
 
 UNREAD_COMPRESSION = {

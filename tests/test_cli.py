@@ -90,6 +90,23 @@ def test_the_report_names_the_runs_inputs_as_given(tmp_path: Path) -> None:
         assert report["inputs"] == report["steps"][0]["inputs"] == given, (mode, report["inputs"])
 
 
+def test_a_file_named_twice_is_read_once_and_the_run_says_so(tmp_path: Path) -> None:
+    """A file named twice (``data data/a.txt``) was read once without a word (a user who meant to double it had
+    half the counts, and ``./data/a.txt`` beside ``data/a.txt`` was read twice); each is read once, and the run
+    warns, naming the file and how it was named, even with --quiet."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.txt").write_text("a b\n")
+    (tmp_path / "data" / "b.txt").write_text("b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "data", "./data/a.txt", "-o", "out", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        f"hop: warning: input file {tmp_path / 'data' / 'a.txt'} is named 2 times ('data' and './data/a.txt'): it is "
+        "read once\n"
+    )
+    assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t1\n"b"\t2\n'
+
+
 def test_an_input_without_records_succeeds_and_says_so(tmp_path: Path) -> None:
     """A run over empty files succeeded with "0/0 maps" and "0 input records" alone: it still succeeds (an empty
     input is valid, as in Hadoop), and says the input held no records and what it read (nothing with --quiet)."""

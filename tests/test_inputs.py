@@ -556,3 +556,19 @@ def test_a_file_that_shrank_after_it_was_split_is_named_not_read_short(tmp_path:
     for split in (second,) if left >= first.end else (first, second):
         with pytest.raises(InputError, match=rf"in.txt is now {left} bytes, and its split .*truncated or rewritten"):
             list(iter_lines(split))
+
+
+def test_a_file_named_twice_is_read_once_and_said_so(tmp_path: Path) -> None:
+    from hop.inputs import expand_inputs, repeated_inputs
+
+    (tmp_path / "data").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "data" / name).write_text("x\n")
+    a, b = (str(tmp_path / "data" / name) for name in ("a.txt", "b.txt"))
+    named = [str(tmp_path / "data" / "*.txt"), a, f"{tmp_path}/./data/../data/b.txt", str(tmp_path / "data")]
+    assert expand_inputs(named) == [a, b]
+    assert repeated_inputs(named) == [
+        f"input file {a} is named 3 times ({named[0]!r}, {named[1]!r} and {named[3]!r}): it is read once",
+        f"input file {b} is named 3 times ({named[0]!r}, {named[2]!r} and {named[3]!r}): it is read once",
+    ]
+    assert repeated_inputs([a, b]) == []
