@@ -577,9 +577,17 @@ def _decode(raw: bytes, path: str, position: int) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
+        # NUL bytes are no UTF-8 text's: the file is binary (an image, an archive, a build output among the logs),
+        # which re-encoding, all the error said, would not mend, or UTF-16 text, which it would.
+        remedy = (
+            "it holds NUL bytes: if it is binary, leave it out of the inputs (in an input directory, a name starting "
+            "with _ is left out); if it is UTF-16 text, re-encode it as UTF-8"
+            if b"\0" in raw
+            else "re-encode the file as UTF-8"
+        )
         raise InputError(
             f"input file {path}: line at byte offset {position} is not valid UTF-8 "
-            f"(byte {position + error.start}: {error.reason}); re-encode the file as UTF-8"
+            f"(byte {position + error.start}: {error.reason}); {remedy}"
         ) from None
     return text
 

@@ -572,3 +572,17 @@ def test_a_file_named_twice_is_read_once_and_said_so(tmp_path: Path) -> None:
         f"input file {b} is named 3 times ({named[0]!r}, {named[2]!r} and {named[3]!r}): it is read once",
     ]
     assert repeated_inputs([a, b]) == []
+
+
+def test_a_binary_file_is_named_binary_not_only_badly_encoded(tmp_path: Path) -> None:
+    """A binary file among the inputs failed with "re-encode the file as UTF-8", which cannot mend it; a line
+    holding NUL bytes (binary, or UTF-16 text) says what to do for either."""
+    path = tmp_path / "app.bin"
+    path.write_bytes(b"text first\n\x7fELF\x02\x01\x00\x00\xff\xfe\n")
+    with pytest.raises(InputError) as refused:
+        list(iter_lines(Split(str(path), 0, -1)))
+    assert str(refused.value) == (
+        f"input file {path}: line at byte offset 11 is not valid UTF-8 (byte 19: invalid start byte); it holds NUL "
+        "bytes: if it is binary, leave it out of the inputs (in an input directory, a name starting with _ is left "
+        "out); if it is UTF-16 text, re-encode it as UTF-8"
+    )
