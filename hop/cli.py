@@ -32,6 +32,7 @@ from hop.gen.cli import (
     bind_address,
     coordinator_address,
     non_negative_int,
+    path_argument,
     positive_float,
     positive_int,
     size_argument,
@@ -83,10 +84,13 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         # A continuous job (--source) has no inputs; otherwise at least one, which also lets argparse take inputs
         # given after options (an optional positional would be matched, empty, too early).
         nargs="*" if continuous else "+",
+        type=path_argument,
         help="input files, directories or globs (- is standard input); leading .py files are further jobs, run as "
         "a pipeline that feeds each job's output into the next (none for a continuous job: give --source)",
     )
-    parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
+    parser.add_argument(
+        "-o", "--output", type=path_argument, required=True, help="output directory (must be empty or absent)"
+    )
     parser.add_argument(
         "--reducers",
         type=positive_int,

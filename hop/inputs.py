@@ -37,7 +37,7 @@ from operator import add
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from hop.pathnames import NOT_UTF8, non_utf8_bytes
+from hop.pathnames import EMPTY_NAME, NOT_UTF8, non_utf8_bytes
 
 CHUNK_BYTES = 1 << 19
 """Bytes read at a time: small enough that a chunk, its text and its lines stay in the CPU caches (4 MiB read
@@ -149,6 +149,8 @@ def _named_files(patterns: list[str], output: str | None) -> list[tuple[str, str
     files: list[tuple[str, str]] = []
     skip = os.path.abspath(output) if output is not None else None
     for pattern in patterns:
+        if not pattern:  # (read as the current directory: all of it was the job's input)
+            raise InputError(f"an input is an empty name (an unset shell variable?): {EMPTY_NAME}")
         if glob.has_magic(pattern):
             matches = _glob_matches(pattern, skip)
         else:

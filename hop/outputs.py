@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from hop.pathnames import NOT_UTF8, non_utf8_bytes
+from hop.pathnames import EMPTY_NAME, NOT_UTF8, non_utf8_bytes
 
 __all__ = ["OutputError", "OutputExistsError", "check_output", "claim_output", "prepare_output"]
 
@@ -32,6 +32,8 @@ def check_output(output: str, overwrite: bool, inputs: Iterable[str] = (), job_f
     Clearing (``overwrite``) is refused when the directory holds one of ``inputs`` (files, directories or glob
     patterns), one of ``job_files`` or the current directory: it would delete what the job is about to read, the
     job itself, or the user's work."""
+    if not output:  # (read as the current directory)
+        raise OutputError(f"the output directory is an empty name (an unset shell variable?): {EMPTY_NAME}")
     name = non_utf8_bytes(output)
     if name is not None:
         raise OutputError(f"output directory {name!r}: {NOT_UTF8}: choose a UTF-8 name")

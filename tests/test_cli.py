@@ -399,6 +399,12 @@ def test_bad_usage_is_reported_before_starting_a_cluster(tmp_path: Path) -> None
     assert exists.returncode == 2 and "--overwrite" in exists.stderr
     not_a_job = hop("run", "in.txt", "in.txt", "-o", "out2", cwd=tmp_path)
     assert not_a_job.returncode == 2 and "job file" in not_a_job.stderr
+    # An empty name ("$IN" or -o "$OUT" with the variable unset) was the current directory: all of it was read, or
+    # it was the output directory.
+    for empty in (["", "-o", "out3"], ["in.txt", "-o", ""]):
+        refused = hop("run", str(ROOT / "jobs" / "wordcount.py"), *empty, cwd=tmp_path)
+        assert refused.returncode == 2 and "an empty name (an unset shell variable?)" in refused.stderr, refused.stderr
+    assert not (tmp_path / "out3").exists()
 
 
 def _host_address() -> str:

@@ -586,3 +586,14 @@ def test_a_binary_file_is_named_binary_not_only_badly_encoded(tmp_path: Path) ->
         "bytes: if it is binary, leave it out of the inputs (in an input directory, a name starting with _ is left "
         "out); if it is UTF-16 text, re-encode it as UTF-8"
     )
+
+
+def test_an_empty_name_is_refused_not_read_as_the_current_directory(tmp_path: Path) -> None:
+    from hop.inputs import expand_inputs
+    from hop.outputs import OutputError, check_output
+
+    (tmp_path / "in.txt").write_text("x\n")
+    with pytest.raises(InputError, match=r"an input is an empty name \(an unset shell variable\?\)"):
+        expand_inputs([str(tmp_path / "in.txt"), ""])
+    with pytest.raises(OutputError, match=r"the output directory is an empty name"):
+        check_output("", overwrite=True)

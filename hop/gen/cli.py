@@ -25,6 +25,8 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hop.pathnames import EMPTY_NAME
+
 _UNITS = {
     "": 1, "b": 1,
     "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
@@ -75,6 +77,14 @@ def size_at_least(minimum: int, option: str) -> Callable[[str], int]:
         return size
 
     return parse
+
+
+def path_argument(text: str) -> str:
+    """argparse type: a path that is not empty (Python reads ``""`` as the current directory, so ``-o "$OUT"`` or an
+    input ``"$IN"`` with the variable unset wrote in, or read, all of it)."""
+    if not text:
+        raise argparse.ArgumentTypeError(f"an empty name (an unset shell variable?): {EMPTY_NAME}")
+    return text
 
 
 def positive_int(text: str) -> int:
