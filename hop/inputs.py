@@ -333,6 +333,12 @@ def _open(split: Split) -> IO[bytes]:
     compression = _compression(split.path)
     try:
         return open(split.path, "rb") if compression is None else compression[0].open(split.path, "rb")
+    except FileNotFoundError:
+        # (listed when the job started: "cannot open (No such file or directory)" left the user to work out when)
+        raise InputError(
+            f"input file {split.path} no longer exists: it was removed or renamed while the job ran; run the job "
+            "again once its inputs stay in place"
+        ) from None
     except OSError as error:
         raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
 

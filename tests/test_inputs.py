@@ -545,6 +545,15 @@ def test_a_glob_leaves_out_the_output_being_written_and_hidden_levels_and_reads_
     assert found("_old/*/*.txt") == ["_old/deep/c.txt"]  # named in the pattern: read
 
 
+def test_a_file_removed_after_it_was_listed_is_named_so(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("a\n")
+    (split,) = make_splits([str(path)], 10)
+    path.unlink()
+    with pytest.raises(InputError, match=r"in.txt no longer exists: it was removed or renamed while the job ran"):
+        list(iter_lines(split))
+
+
 @pytest.mark.parametrize("left", [0, 5, 14])
 def test_a_file_that_shrank_after_it_was_split_is_named_not_read_short(tmp_path: Path, left: int) -> None:
     """A file truncated or rewritten shorter while the job ran was read to its new end, and the splits past it read
