@@ -151,7 +151,8 @@ def _named_files(patterns: list[str], output: str | None) -> list[tuple[str, str
     for pattern in patterns:
         if not pattern:  # (read as the current directory: all of it was the job's input)
             raise InputError(f"an input is an empty name (an unset shell variable?): {EMPTY_NAME}")
-        if glob.has_magic(pattern):
+        # A name that exists is that file or directory, even if it holds *, ? or [ ("data[1].txt" matched no file).
+        if glob.has_magic(pattern) and not os.path.lexists(pattern):
             matches = _glob_matches(pattern, skip)
         else:
             matches = [pattern]

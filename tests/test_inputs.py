@@ -606,3 +606,14 @@ def test_an_empty_name_is_refused_not_read_as_the_current_directory(tmp_path: Pa
         expand_inputs([str(tmp_path / "in.txt"), ""])
     with pytest.raises(OutputError, match=r"the output directory is an empty name"):
         check_output("", overwrite=True)
+
+
+def test_a_file_whose_name_holds_glob_characters_is_read_by_its_name(tmp_path: Path) -> None:
+    """``data[1].txt`` was taken for a glob matching ``data1.txt``: "matches no file", though the file is there."""
+    from hop.inputs import expand_inputs
+
+    for name in ("data[1].txt", "star*.txt", "starry.txt"):
+        (tmp_path / name).write_text("x\n")
+    assert expand_inputs([str(tmp_path / "data[1].txt")]) == [str(tmp_path / "data[1].txt")]
+    assert expand_inputs([str(tmp_path / "star*.txt")]) == [str(tmp_path / "star*.txt")]  # the name, not the glob
+    assert expand_inputs([str(tmp_path / "sta?ry.txt")]) == [str(tmp_path / "starry.txt")]  # no such name: a glob
