@@ -439,7 +439,7 @@ def _run_loaded(
         release = claim_output(spec.output)
         # Before starting a cluster: fail fast.
         check_output(spec.output, spec.overwrite, spec.inputs, [args.job, *args.later_jobs])
-        for repeated in repeated_inputs(list(args.inputs), args.output):  # (raises for an input that cannot be read)
+        for repeated in repeated_inputs(list(spec.inputs), spec.output):  # (raises for an input that cannot be read)
             print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
             # A pipeline runs its steps' reducers side by side.

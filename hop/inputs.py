@@ -348,7 +348,8 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
     compression = _compression(path)
     if compression is None:
         return InputError(f"input file {path}: read error near byte {position}: {error}")
-    return _not_decompressed(path, position, error, _decompressed_extent(path, compression[0]))
+    module, tool = compression
+    return _not_decompressed(path, tool, position, error, _decompressed_extent(path, module))
 
 
 def _undecodable(path: str, position: int, error: InputError) -> InputError:
@@ -357,16 +358,15 @@ def _undecodable(path: str, position: int, error: InputError) -> InputError:
     into garbage before its checksum fails: its first undecodable line said to re-encode the file as UTF-8."""
     compression = _compression(path)
     extent = None if compression is None else _decompressed_extent(path, compression[0])
-    if extent is None or extent.error is None:
+    if compression is None or extent is None or extent.error is None:
         return error
-    found = _not_decompressed(path, extent.text_bytes, extent.error, extent)
+    found = _not_decompressed(path, compression[1], extent.text_bytes, extent.error, extent)
     return InputError(f"{found} (its text is not UTF-8 from the line at byte offset {position:,}, before that)")
 
 
-def _not_decompressed(path: str, position: int, error: Exception, extent: _Extent | None) -> InputError:
-    """The error for a compressed file whose text, at byte ``position``, could not be decompressed (``error``);
-    ``extent``: how far it decompresses."""
-    tool = COMPRESSIONS[os.path.splitext(path)[1].lower()][1]
+def _not_decompressed(path: str, tool: str, position: int, error: Exception, extent: _Extent | None) -> InputError:
+    """The error for a file compressed for ``tool`` whose text, at byte ``position``, could not be decompressed
+    (``error``); ``extent``: how far it decompresses."""
     if extent is None:
         what = f"cannot decompress it near byte {position:,} of its text ({error})"
     elif extent.whole:
