@@ -378,7 +378,7 @@ def _run_job(args: argparse.Namespace) -> int:
             job_class = mrjob_run.job_class
         else:
             job_class = load_job_file(args.job, args.job_class)
-        later_classes = [load_job_file(path) for path in job_files[1:]]
+        later_classes = [_load_later_job(path) for path in job_files[1:]]
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)
     try:
@@ -600,8 +600,28 @@ def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
     while rest and rest[0].endswith(".py") and os.path.isfile(rest[0]):
         jobs.append(rest.pop(0))
     if not rest:
-        raise JobFileError("no input given after the job file(s)")
+        if len(jobs) > 1:  # (``hop run wc.py src/*.py``: the shell's .py files were all taken for jobs)
+            raise JobFileError(f"no input given after the job files {', '.join(jobs)}: {LATER_JOBS}")
+        raise JobFileError("no input given after the job file")
     return jobs, rest
+
+
+LATER_JOBS = (
+    ".py files after the first job file are further jobs of a pipeline; to read .py files as input, give their "
+    "directory or a quoted glob ('src/*.py')"
+)
+"""How ``hop run`` reads ``.py`` files after the job file, for an error that may come of it."""
+
+
+def _load_later_job(path: str) -> type[Job]:
+    """The job class of ``path``, a pipeline's further job file; a file that defines none may have been meant as
+    input, and the error says how to give it so."""
+    try:
+        return load_job_file(path)
+    except JobFileError as error:
+        if "(found: none)" not in str(error):
+            raise
+        raise JobFileError(f"{error} ({LATER_JOBS})", error.user_traceback) from None
 
 
 MIN_CHUNK_BYTES = 64_000

@@ -1644,6 +1644,24 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr, result.stderr
 
 
+def test_python_files_after_the_job_file_taken_for_jobs_say_how_to_read_them_as_input(tmp_path: Path) -> None:
+    """``hop run wc.py src/*.py -o out`` (the shell's .py files, meant as input) failed with "no input given after
+    the job file(s)", or, given another input, with a .py file that "must define exactly one hop.Job subclass":
+    neither said that such files are taken for further jobs, nor how to read them."""
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "src").mkdir()
+    for name in ("a.py", "b.py"):
+        (tmp_path / "src" / name).write_text("x = 1\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    how = "to read .py files as input, give their directory or a quoted glob ('src/*.py')"
+    alone = hop("run", job, "src/a.py", "src/b.py", "-o", "out", cwd=tmp_path)
+    assert alone.returncode == 2 and f"no input given after the job files {job}, src/a.py, src/b.py: " in alone.stderr
+    assert how in alone.stderr, alone.stderr
+    before = hop("run", job, "src/a.py", "in.txt", "-o", "out", cwd=tmp_path)
+    assert before.returncode == 2 and "src/a.py must define exactly one hop.Job subclass" in before.stderr
+    assert how in before.stderr, before.stderr
+
+
 def test_a_job_deriving_from_a_base_job_in_its_file_runs(tmp_path: Path) -> None:
     """A file defining a base job (shared helpers) and the job deriving from it was refused, "must define exactly
     one hop.Job subclass (found: Words, LongWords); pick one with --job-class": the classes it defines derive from
