@@ -116,7 +116,7 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     """
     seen: set[str] = set()
     files = []
-    for _, file in _named_files(patterns, output):
+    for file in _named_files(patterns, output):
         if _same_file(file) not in seen:
             seen.add(_same_file(file))
             files.append(file)
@@ -124,11 +124,14 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
 
 
 def repeated_inputs(patterns: list[str], output: str | None = None) -> list[str]:
-    """What to tell the user of the files that more than one of ``patterns`` name, or one names twice, each read
-    once (:func:`expand_inputs`): a message per file, naming the patterns."""
+    """What to tell the user of the files that more than one of ``patterns`` name (the same one given twice
+    counts twice), each read once (:func:`expand_inputs`): a message per file, naming the patterns. A pattern that
+    names a file twice itself (``data/**`` matches ``data/`` and ``data/a.txt``) is no repeat: nothing says that
+    it should be read twice. Raises as :func:`expand_inputs` does."""
     named_by: dict[str, list[str]] = {}
-    for pattern, file in _named_files(patterns, output):
-        named_by.setdefault(_same_file(file), []).append(pattern)
+    for pattern in patterns:
+        for file in dict.fromkeys(_same_file(file) for file in _named_files([pattern], output)):
+            named_by.setdefault(file, []).append(pattern)
     messages = []
     for file, names in named_by.items():
         if len(names) > 1:
@@ -143,10 +146,9 @@ def _same_file(path: str) -> str:
     return os.path.normpath(os.path.abspath(path))
 
 
-def _named_files(patterns: list[str], output: str | None) -> list[tuple[str, str]]:
-    """``(pattern, file)`` for every file each of ``patterns`` names, in order, repeats kept; raises as
-    :func:`expand_inputs` says."""
-    files: list[tuple[str, str]] = []
+def _named_files(patterns: list[str], output: str | None) -> list[str]:
+    """Every file each of ``patterns`` names, in order, repeats kept; raises as :func:`expand_inputs` says."""
+    files: list[str] = []
     skip = os.path.abspath(output) if output is not None else None
     for pattern in patterns:
         if not pattern:  # (read as the current directory: all of it was the job's input)
@@ -178,11 +180,11 @@ def _named_files(patterns: list[str], output: str | None) -> list[tuple[str, str
                     raise InputError(
                         f"input directory {match} holds no file to read (names starting with _ or . are left out)"
                     )
-                files.extend((pattern, file) for file in found)
+                files.extend(found)
             elif path.is_file():
                 if not os.access(path, os.R_OK):
                     raise InputError(f"input file {match}: permission denied")
-                files.append((pattern, str(path)))
+                files.append(str(path))
             elif path.exists():
                 raise InputError(
                     f"input {match} is not a regular file or a directory (a pipe, socket or device): maps read "
@@ -193,7 +195,7 @@ def _named_files(patterns: list[str], output: str | None) -> list[tuple[str, str
                 raise _broken_link(path, remedy)
             else:
                 raise InputError(f"input {match!r} does not exist")
-    for _, file in files:
+    for file in files:
         name = non_utf8_bytes(file)
         if name is not None:
             raise InputError(

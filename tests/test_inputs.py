@@ -581,6 +581,8 @@ def test_a_file_named_twice_is_read_once_and_said_so(tmp_path: Path) -> None:
         f"input file {b} is named 3 times ({named[0]!r}, {named[2]!r} and {named[3]!r}): it is read once",
     ]
     assert repeated_inputs([a, b]) == []
+    assert repeated_inputs([str(tmp_path / "**")]) == []  # (matches data/ and data/a.txt: one pattern, no repeat)
+    assert repeated_inputs([a, a]) == [f"input file {a} is named 2 times ({a!r} and {a!r}): it is read once"]
 
 
 def test_a_binary_file_is_named_binary_not_only_badly_encoded(tmp_path: Path) -> None:
