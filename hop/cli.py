@@ -32,6 +32,7 @@ from hop.gen.cli import (
     bind_address,
     coordinator_address,
     non_negative_int,
+    path_argument,
     positive_float,
     positive_int,
     size_argument,
@@ -39,13 +40,13 @@ from hop.gen.cli import (
 )
 from hop.gen.cli import register as register_gen
 from hop.given_options import Given, GivenFlag, flags_given
-from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs
+from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs, repeated_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
-from hop.outputs import check_output, claim_output
+from hop.outputs import OutputError, check_output, claim_output
 from hop.runner import (
     STOP_EARLY_PIPELINE,
     STOP_EARLY_SEQUENTIAL,
@@ -83,10 +84,13 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         # A continuous job (--source) has no inputs; otherwise at least one, which also lets argparse take inputs
         # given after options (an optional positional would be matched, empty, too early).
         nargs="*" if continuous else "+",
+        type=path_argument,
         help="input files, directories or globs (- is standard input); leading .py files are further jobs, run as "
         "a pipeline that feeds each job's output into the next (none for a continuous job: give --source)",
     )
-    parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
+    parser.add_argument(
+        "-o", "--output", type=path_argument, required=True, help="output directory (must be empty or absent)"
+    )
     parser.add_argument(
         "--reducers",
         type=positive_int,
@@ -258,7 +262,7 @@ def _run(args: argparse.Namespace) -> int:
         with stdin_as_file(given, args.output) as args.inputs:
             args.stdin_copy = next((copy for name, copy in zip(given, args.inputs, strict=True) if name == STDIN), None)
             return _run_job(args)
-    except InputError as error:
+    except (InputError, OutputError) as error:  # (standard input's copy could not be made)
         return _fail(str(error), 2)
     except KeyboardInterrupt:  # while standard input was being copied (a run handles its own interruption)
         return _fail("interrupted", _interrupted_code())
@@ -377,7 +381,7 @@ def _run_job(args: argparse.Namespace) -> int:
             job_class = mrjob_run.job_class
         else:
             job_class = load_job_file(args.job, args.job_class)
-        later_classes = [load_job_file(path) for path in job_files[1:]]
+        later_classes = [_load_later_job(path) for path in job_files[1:]]
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)
     try:
@@ -438,7 +442,8 @@ def _run_loaded(
         release = claim_output(spec.output)
         # Before starting a cluster: fail fast.
         check_output(spec.output, spec.overwrite, spec.inputs, [args.job, *args.later_jobs])
-        expand_inputs(list(spec.inputs), spec.output)
+        for repeated in repeated_inputs(list(spec.inputs), spec.output):  # (raises for an input that cannot be read)
+            print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
             # A pipeline runs its steps' reducers side by side.
             reduce_slots = -(-reducers * (stages if pipelined else 1) // workers)
@@ -598,8 +603,28 @@ def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
     while rest and rest[0].endswith(".py") and os.path.isfile(rest[0]):
         jobs.append(rest.pop(0))
     if not rest:
-        raise JobFileError("no input given after the job file(s)")
+        if len(jobs) > 1:  # (``hop run wc.py src/*.py``: the shell's .py files were all taken for jobs)
+            raise JobFileError(f"no input given after the job files {', '.join(jobs)}: {LATER_JOBS}")
+        raise JobFileError("no input given after the job file")
     return jobs, rest
+
+
+LATER_JOBS = (
+    ".py files after the first job file are further jobs of a pipeline; to read .py files as input, give their "
+    "directory or a quoted glob ('src/*.py')"
+)
+"""How ``hop run`` reads ``.py`` files after the job file, for an error that may come of it."""
+
+
+def _load_later_job(path: str) -> type[Job]:
+    """The job class of ``path``, a pipeline's further job file; a file that defines none may have been meant as
+    input, and the error says how to give it so."""
+    try:
+        return load_job_file(path)
+    except JobFileError as error:
+        if "(found: none)" not in str(error):
+            raise
+        raise JobFileError(f"{error} ({LATER_JOBS})", error.user_traceback) from None
 
 
 MIN_CHUNK_BYTES = 64_000

@@ -1,7 +1,8 @@
 """Input: which files a job reads, how they are cut into splits, and how a split becomes records.
 
-- Paths may be files, directories (their files, at any depth) and glob patterns; directories and globs skip names
-  starting with ``_`` or ``.``, as Hadoop does, so a job's output directory (or ``out/*``) can be read as input.
+- Paths may be files, directories (their files, at any depth) and glob patterns (``**`` matching directories at
+  any depth); directories and globs skip names starting with ``_`` or ``.``, as Hadoop does, so a job's output
+  directory (or ``out/*``) can be read as input, and they skip the output directory of the job that reads them.
 - A plain file is cut into splits of about ``split_size`` bytes, as many as fill whole waves of the cluster's map
   slots (``split_size_for``). A line belongs to the split that holds its first byte, so
   each line is read exactly once whatever the split boundaries. Compressed files (``.gz``, ``.bz2``, ``.xz``, ``.lzma``,
@@ -36,7 +37,7 @@ from operator import add
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from hop.pathnames import NOT_UTF8, non_utf8_bytes
+from hop.pathnames import EMPTY_NAME, NOT_UTF8, non_utf8_bytes
 
 CHUNK_BYTES = 1 << 19
 """Bytes read at a time: small enough that a chunk, its text and its lines stay in the CPU caches (4 MiB read
@@ -100,21 +101,61 @@ class Split:
 
 
 def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
-    """Resolve files, directories and globs to a sorted, de-duplicated list of files.
+    """Resolve files, directories and globs to a de-duplicated list of files, in the order named (a directory's and
+    a glob's in name order).
 
     A directory is read with its subdirectories, at any depth (``logs/2026-11-25/app.log``), as mrjob reads one;
     names starting with ``_`` or ``.`` are left out at every level, and so is the job's ``output`` directory if it
     lies inside an input directory (it is being written).
 
+    A file named more than once (``data/ data/a.txt``, ``data/a.txt ./data/a.txt``) is read once, where first
+    named; :func:`repeated_inputs` says which.
+
     Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, a path that
     cannot be read, or a file compressed in a format hop does not decompress (:data:`UNREAD_COMPRESSION`).
     """
+    seen: set[str] = set()
+    files = []
+    for file in _named_files(patterns, output):
+        if _same_file(file) not in seen:
+            seen.add(_same_file(file))
+            files.append(file)
+    return files
+
+
+def repeated_inputs(patterns: list[str], output: str | None = None) -> list[str]:
+    """What to tell the user of the files that more than one of ``patterns`` name (the same one given twice
+    counts twice), each read once (:func:`expand_inputs`): a message per file, naming the patterns. A pattern that
+    names a file twice itself (``data/**`` matches ``data/`` and ``data/a.txt``) is no repeat: nothing says that
+    it should be read twice. Raises as :func:`expand_inputs` does."""
+    named_by: dict[str, list[str]] = {}
+    for pattern in patterns:
+        for file in dict.fromkeys(_same_file(file) for file in _named_files([pattern], output)):
+            named_by.setdefault(file, []).append(pattern)
+    messages = []
+    for file, names in named_by.items():
+        if len(names) > 1:
+            *first, last = (repr(name) for name in names)
+            given = f"{', '.join(first)} and {last}"
+            messages.append(f"input file {file} is named {len(names)} times ({given}): it is read once")
+    return messages
+
+
+def _same_file(path: str) -> str:
+    """``path`` as one name per file named (``data/a.txt``, ``./data/a.txt`` and ``/abs/data/a.txt`` alike)."""
+    return os.path.normpath(os.path.abspath(path))
+
+
+def _named_files(patterns: list[str], output: str | None) -> list[str]:
+    """Every file each of ``patterns`` names, in order, repeats kept; raises as :func:`expand_inputs` says."""
     files: list[str] = []
     skip = os.path.abspath(output) if output is not None else None
     for pattern in patterns:
-        if glob.has_magic(pattern):
-            # Hidden and bookkeeping files (``_SUCCESS``, ``_job.json``) are left out of globs as out of directories.
-            matches = sorted(match for match in glob.glob(pattern) if _listed(Path(match)))
+        if not pattern:  # (read as the current directory: all of it was the job's input)
+            raise InputError(f"an input is an empty name (an unset shell variable?): {EMPTY_NAME}")
+        # A name that exists is that file or directory, even if it holds *, ? or [ ("data[1].txt" matched no file).
+        if glob.has_magic(pattern) and not os.path.lexists(pattern):
+            matches = _glob_matches(pattern, skip)
         else:
             matches = [pattern]
         if not matches:
@@ -161,8 +202,7 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
                 f"input file {name!r}: {NOT_UTF8}: rename it (convmv -f latin1 -t utf8 --notest renames Latin-1 ones)"
             )
         _check_compression(file)
-    seen: set[str] = set()
-    return [f for f in files if not (f in seen or seen.add(f))]  # type: ignore[func-returns-value]
+    return files
 
 
 UNREAD_COMPRESSION = {
@@ -189,6 +229,31 @@ def _check_compression(path: str) -> None:
             f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): "
             f"decompress it ({tool}) or recompress it with gzip"
         )
+
+
+def _glob_matches(pattern: str, skip: str | None) -> list[str]:
+    """The paths ``pattern`` matches, sorted, ``**`` matching directories at any depth (as in a shell with
+    ``globstar``, and as Hadoop and Spark read it), leaving out what a directory listing leaves out: a match with a
+    hidden or bookkeeping (``_``) name at a level the pattern's wildcards matched (``data/*/x.txt`` does not read
+    ``data/_old/x.txt``, as ``data/`` would not), and the output directory ``skip`` and what it holds (it is being
+    written: ``claim_output`` has made it already, so ``data/*`` matched it, empty, and the job was refused)."""
+    fixed = len(_fixed_prefix(Path(pattern).parts))
+    matches = []
+    for match in glob.glob(pattern, recursive=True):
+        if not all(_listed(Path(part)) for part in Path(match).parts[fixed:]):
+            continue
+        if skip is not None and (os.path.abspath(match) + os.sep).startswith(skip + os.sep):
+            continue
+        matches.append(match)
+    return sorted(matches)
+
+
+def _fixed_prefix(parts: tuple[str, ...]) -> tuple[str, ...]:
+    """The leading parts of a glob pattern's path that hold no wildcard."""
+    for count, part in enumerate(parts):
+        if glob.has_magic(part):
+            return parts[:count]
+    return parts
 
 
 def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None) -> list[str]:
@@ -271,6 +336,12 @@ def _open(split: Split) -> IO[bytes]:
     compression = _compression(split.path)
     try:
         return open(split.path, "rb") if compression is None else compression[0].open(split.path, "rb")
+    except FileNotFoundError:
+        # (listed when the job started: "cannot open (No such file or directory)" left the user to work out when)
+        raise InputError(
+            f"input file {split.path} no longer exists: it was removed or renamed while the job ran; run the job "
+            "again once its inputs stay in place"
+        ) from None
     except OSError as error:
         raise InputError(f"input file {split.path}: cannot open ({error.strerror})") from error
 
@@ -280,7 +351,24 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
     if compression is None:
         return InputError(f"input file {path}: read error near byte {position}: {error}")
     module, tool = compression
-    extent = _decompressed_extent(path, module)
+    return _not_decompressed(path, tool, position, error, _decompressed_extent(path, module))
+
+
+def _undecodable(path: str, position: int, error: InputError) -> InputError:
+    """``error``, for the line at byte ``position`` of ``path``, not UTF-8; for a compressed file that fails to
+    decompress further on, the error saying so. A corrupt compressed file (bytes changed, not cut short) decompresses
+    into garbage before its checksum fails: its first undecodable line said to re-encode the file as UTF-8."""
+    compression = _compression(path)
+    extent = None if compression is None else _decompressed_extent(path, compression[0])
+    if compression is None or extent is None or extent.error is None:
+        return error
+    found = _not_decompressed(path, compression[1], extent.text_bytes, extent.error, extent)
+    return InputError(f"{found} (its text is not UTF-8 from the line at byte offset {position:,}, before that)")
+
+
+def _not_decompressed(path: str, tool: str, position: int, error: Exception, extent: _Extent | None) -> InputError:
+    """The error for a file compressed for ``tool`` whose text, at byte ``position``, could not be decompressed
+    (``error``); ``extent``: how far it decompresses."""
     if extent is None:
         what = f"cannot decompress it near byte {position:,} of its text ({error})"
     elif extent.whole:
@@ -295,7 +383,7 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
             f"{EXTENT_SECONDS:g} s)"
         )
     return InputError(
-        f"input file {path}: {what}: the file is truncated or not {tool} data; "
+        f"input file {path}: {what}: the file is truncated, corrupt or not {tool} data; "
         f"check it with `{tool} -t {path}`, or rename it if it is not compressed"
     )
 
@@ -316,11 +404,13 @@ class _Extent(NamedTuple):
     whole: bool
     """Whether the count ran until the decompressor failed (else :data:`EXTENT_SECONDS` ran out first, and the
     text goes on at least that far)."""
+    error: Exception | None = None
+    """What the decompressor raised where it failed (None: it read the text to its end, or the time ran out)."""
 
 
 def _decompressed_extent(path: str, module: types.ModuleType) -> _Extent | None:
-    """How far a compressed file that failed to decompress can be read, counted for at most
-    :data:`EXTENT_SECONDS`; ``None`` if it cannot be read again.
+    """How far a compressed file that failed to decompress (or whose text was found not UTF-8) can be read,
+    counted for at most :data:`EXTENT_SECONDS`; ``None`` if it cannot be read again.
 
     Read again from the start, after a failure only: the failed read had lost what it decompressed before the
     error (a line is whole or not at all), so where the reader stood says little (byte 0 for a small file)."""
@@ -336,8 +426,8 @@ def _decompressed_extent(path: str, module: types.ModuleType) -> _Extent | None:
                         text_bytes += len(chunk)
                         if time.monotonic() >= deadline:
                             return _Extent(text_bytes, raw.tell(), size, whole=False)
-                except DECOMPRESSION_ERRORS:
-                    pass
+                except DECOMPRESSION_ERRORS as error:
+                    return _Extent(text_bytes, raw.tell(), size, whole=True, error=error)
                 return _Extent(text_bytes, raw.tell(), size, whole=True)
     except OSError:
         return None
@@ -381,6 +471,8 @@ def iter_lines(
                 if chunk.startswith(UTF8_BOM):  # a byte order mark is no part of the first line
                     chunk, position = chunk[len(UTF8_BOM) :], len(UTF8_BOM)
             if not chunk:
+                if end is not None and position + pieces_bytes < end:
+                    raise _shrunk(split, os.fstat(file.fileno()).st_size)
                 if pieces_bytes:  # the last line, without a newline
                     last = b"".join(pieces)
                     if len(last) > max_line_bytes:
@@ -421,6 +513,16 @@ def iter_lines(
                 yield from zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
                 return
             yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
+
+
+def _shrunk(split: Split, size: int) -> InputError:
+    """The error for a file of ``size`` bytes that ends before the end of ``split``: it was cut into splits at a
+    larger size, so it was truncated or rewritten after the job started, and its lines past ``size`` (or all of
+    them, if rewritten) would be missing from the output without a word."""
+    return InputError(
+        f"input file {split.path} is now {size:,} bytes, and its split {split.describe()} ends at byte "
+        f"{split.end:,}: it was truncated or rewritten while the job ran; run the job again once it no longer changes"
+    )
 
 
 def _check_line_lengths(body: bytes, path: str, position: int, max_line_bytes: int) -> None:
@@ -473,7 +575,7 @@ def _decoded_lines(
             if fallback_encoding is not None:
                 line = raw.decode(fallback_encoding)
             elif on_bad is None:
-                raise
+                raise _undecodable(path, position, error) from None
             else:
                 on_bad(position, raw.decode("utf-8", "replace"), str(error))
                 line = None
@@ -486,9 +588,17 @@ def _decode(raw: bytes, path: str, position: int) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
+        # NUL bytes are no UTF-8 text's: the file is binary (an image, an archive, a build output among the logs),
+        # which re-encoding, all the error said, would not mend, or UTF-16 text, which it would.
+        remedy = (
+            "it holds NUL bytes: if it is binary, leave it out of the inputs (in an input directory, a name starting "
+            "with _ is left out); if it is UTF-16 text, re-encode it as UTF-8"
+            if b"\0" in raw
+            else "re-encode the file as UTF-8"
+        )
         raise InputError(
             f"input file {path}: line at byte offset {position} is not valid UTF-8 "
-            f"(byte {position + error.start}: {error.reason}); re-encode the file as UTF-8"
+            f"(byte {position + error.start}: {error.reason}); {remedy}"
         ) from None
     return text
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from hop.pathnames import NOT_UTF8, non_utf8_bytes
+from hop.pathnames import EMPTY_NAME, NOT_UTF8, non_utf8_bytes
 
 __all__ = [
     "JOB_REPORT",
@@ -46,18 +46,36 @@ def check_output(output: str, overwrite: bool, inputs: Iterable[str] = (), job_f
     Clearing (``overwrite``) is refused when the directory holds one of ``inputs`` (files, directories or glob
     patterns), one of ``job_files`` or the current directory: it would delete what the job is about to read, the
     job itself, or the user's work."""
+    if not output:  # (read as the current directory)
+        raise OutputError(f"the output directory is an empty name (an unset shell variable?): {EMPTY_NAME}")
     name = non_utf8_bytes(output)
     if name is not None:
         raise OutputError(f"output directory {name!r}: {NOT_UTF8}: choose a UTF-8 name")
     path = Path(output)
     if path.exists() and not path.is_dir():
         raise OutputExistsError(f"output {output} exists and is not a directory")
+    _check_writable(output)
     if path.is_dir() and any(path.iterdir()):
         if not overwrite:
             raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
         _refuse_to_clear_inputs(output, inputs, job_files)
         return True
     return False
+
+
+def _check_writable(output: str) -> None:
+    """Raise :class:`OutputError` if this process may not write ``output``, or create it in its nearest existing
+    parent: checked before a job starts, since a job that ran into it failed at its end with a ``PermissionError``
+    traceback (its report could not be written), having read all its input for nothing."""
+    path = Path(output).absolute()
+    folder = next((p for p in (path, *path.parents) if p.exists()), None)
+    if folder is None or not folder.is_dir() or os.access(folder, os.W_OK | os.X_OK):
+        return  # (a parent that is a file: creating the output says so)
+    what = "is not writable" if folder == path else f"cannot be created in {folder}, which is not writable"
+    raise OutputError(
+        f"output directory {output} {what} by this user (permission denied, or a read-only or immutable file "
+        "system): choose another output directory, or grant write permission"
+    )
 
 
 def _refuse_to_clear_inputs(output: str, inputs: Iterable[str], job_files: Iterable[str]) -> None:

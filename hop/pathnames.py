@@ -4,16 +4,19 @@ Paths travel in msgpack messages (coordinator, workers, task processes) and in `
 that is not valid UTF-8 (a Latin-1 ``résumé.txt`` from an older system) reaches Python as text with surrogate
 escapes, which neither can carry: the job failed as an internal error with the coordinator's traceback. The
 inputs (``hop.inputs.expand_inputs``) and the output directory (``hop.outputs.check_output``) are checked before
-the job starts.
+the job starts, and so is a name that is empty.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["NOT_UTF8", "non_utf8_bytes"]
+__all__ = ["EMPTY_NAME", "NOT_UTF8", "non_utf8_bytes"]
 
 NOT_UTF8 = "its name is not valid UTF-8, which hop needs to pass paths between its processes"
+EMPTY_NAME = "give a path (for the current directory, '.')"
+"""What to do about an empty path, which Python reads as the current directory: ``hop run JOB "$IN" -o out``
+with ``IN`` unset read everything under the current directory."""
 
 
 def non_utf8_bytes(path: str) -> bytes | None:

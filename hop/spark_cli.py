@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.counters import print_user_counters
-from hop.gen.cli import positive_int, size_at_least
+from hop.gen.cli import path_argument, positive_int, size_at_least
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
 from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
@@ -192,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m hop.spark_engine``."""
     parser = argparse.ArgumentParser(prog="python -m hop.spark_engine", description="Run a hop job on Spark.")
     _add_common(parser)
-    parser.add_argument("-o", "--output", required=True, help="output directory (must be empty or absent)")
+    parser.add_argument(
+        "-o", "--output", type=path_argument, required=True, help="output directory (must be empty or absent)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     parser.add_argument("--quiet", action="store_true", help="no Spark progress bar, logs only at ERROR")
     add_spark_arguments(parser)

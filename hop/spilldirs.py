@@ -26,14 +26,20 @@ from pathlib import Path
 import psutil
 
 from hop.lifetime import stop_signals_held
+from hop.outputs import OutputError
 
 __all__ = ["PREFIX", "make_scratch", "make_spill_dir", "remove_abandoned", "scratch_folder"]
 
 PREFIX = "hop-worker-"
 OWNER = "owner"
-SCRATCH_KINDS = ("steps", "jobs", "stdin")
-"""What a run keeps beside its output ``OUT``, in ``.OUT.KIND-XXXXXXXX``: a pipeline's intermediate outputs (steps
-of one job, jobs of a ``--blocking`` pipeline) and the copy of standard input."""
+SCRATCH_USES = {
+    "steps": "the folder of the intermediate outputs of a multi-step run",
+    "jobs": "the folder of the intermediate outputs of a pipeline of jobs",
+    "stdin": "the copy of standard input",
+}
+"""What a run keeps beside its output ``OUT``, in ``.OUT.KIND-XXXXXXXX``, by KIND: a pipeline's intermediate outputs
+(steps of one job, jobs of a ``--blocking`` pipeline) and the copy of standard input (as an error names it)."""
+SCRATCH_KINDS = tuple(SCRATCH_USES)
 
 
 def make_spill_dir(root: str | None, prefix: str = PREFIX) -> Path:
@@ -79,7 +85,14 @@ def make_scratch(beside: Path, output_name: str, kind: str) -> Path:
     directory of runs killed outright that wrote ``output_name`` on this host (any kind) is removed."""
     for other in SCRATCH_KINDS:
         remove_abandoned(str(beside), f".{output_name}.{other}-")
-    return make_spill_dir(str(beside), f".{output_name}.{kind}-")
+    try:
+        return make_spill_dir(str(beside), f".{output_name}.{kind}-")
+    except OSError as error:
+        # (a PermissionError traceback, the output directory itself being writable: the user saw no reason)
+        raise OutputError(
+            f"cannot make {SCRATCH_USES[kind]} beside the output directory, in {beside} ({error.strerror or error}): "
+            f"choose an output directory in a folder this user can write"
+        ) from None
 
 
 @contextlib.contextmanager

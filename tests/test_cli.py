@@ -7,6 +7,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from hop.local_cluster import LocalCluster
-from tests.conftest import ROOT, TEST_JOBS, hop
+from tests.conftest import ROOT, TEST_JOBS, hop, job_path
 
 TIMEOUT = 120
 
@@ -88,6 +89,23 @@ def test_the_report_names_the_runs_inputs_as_given(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         report = json.loads((output / "_job.json").read_text())
         assert report["inputs"] == report["steps"][0]["inputs"] == given, (mode, report["inputs"])
+
+
+def test_a_file_named_twice_is_read_once_and_the_run_says_so(tmp_path: Path) -> None:
+    """A file named twice (``data data/a.txt``) was read once without a word (a user who meant to double it had
+    half the counts, and ``./data/a.txt`` beside ``data/a.txt`` was read twice); each is read once, and the run
+    warns, naming the file and how it was named, even with --quiet."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.txt").write_text("a b\n")
+    (tmp_path / "data" / "b.txt").write_text("b\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "data", "./data/a.txt", "-o", "out", "--workers", "1", "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        f"hop: warning: input file {tmp_path / 'data' / 'a.txt'} is named 2 times ('{tmp_path / 'data'}' and "
+        f"'{tmp_path / 'data' / 'a.txt'}'): it is read once\n"
+    )
+    assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t1\n"b"\t2\n'
 
 
 def test_an_input_without_records_succeeds_and_says_so(tmp_path: Path) -> None:
@@ -382,6 +400,12 @@ def test_bad_usage_is_reported_before_starting_a_cluster(tmp_path: Path) -> None
     assert exists.returncode == 2 and "--overwrite" in exists.stderr
     not_a_job = hop("run", "in.txt", "in.txt", "-o", "out2", cwd=tmp_path)
     assert not_a_job.returncode == 2 and "job file" in not_a_job.stderr
+    # An empty name ("$IN" or -o "$OUT" with the variable unset) was the current directory: all of it was read, or
+    # it was the output directory.
+    for empty in (["", "-o", "out3"], ["in.txt", "-o", ""]):
+        refused = hop("run", str(ROOT / "jobs" / "wordcount.py"), *empty, cwd=tmp_path)
+        assert refused.returncode == 2 and "an empty name (an unset shell variable?)" in refused.stderr, refused.stderr
+    assert not (tmp_path / "out3").exists()
 
 
 def _host_address() -> str:
@@ -658,6 +682,57 @@ def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(
     assert (
         f"cannot serve the web view on 127.0.0.1:{port}" in result.stderr and "address already in use" in result.stderr
     )
+
+
+def _as_a_user_that_permissions_bind() -> list[str]:
+    """The command prefix that makes file permissions bind this test's ``hop``: none for a user other than root;
+    for root, ``setpriv`` without the capabilities that let root write anywhere (skipped without it)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: permissions would not bind")
+    dropped = "-dac_override,-dac_read_search"
+    return [setpriv, "--bounding-set", dropped, "--inh-caps", dropped]
+
+
+def test_an_output_this_user_cannot_write_is_refused_before_the_job(tmp_path: Path) -> None:
+    """An existing output directory that the user cannot write failed the job at its end, with a PermissionError
+    traceback (its report could not be written) and exit code 1; one to be made in such a folder started a cluster
+    first. Standard input's copy and a multi-step run's intermediate outputs, kept beside the output, failed with a
+    traceback when only the folder around it was read-only. Each is now a usage error naming the folder."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    read_only = tmp_path / "read-only"
+    (read_only / "out").mkdir(parents=True)
+    (tmp_path / "locked").mkdir()
+    command = [*_as_a_user_that_permissions_bind(), sys.executable, "-m", "hop", "run", "--quiet"]
+
+    def run(job: str, output: str, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            [*command, job_path(job), "-" if stdin else "in.txt", "-o", output],
+            cwd=tmp_path,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        return result.stderr
+
+    read_only.chmod(0o555)
+    (tmp_path / "locked").chmod(0o555)
+    try:
+        locked = tmp_path / "locked"
+        assert f"output directory {locked} is not writable by this user" in run("wordcount", "locked")
+        assert f"output directory {locked / 'new'} cannot be created in {locked}, which is not" in run(
+            "wordcount", "locked/new"
+        )
+        beside = f"beside the output directory, in {read_only} (Permission denied)"
+        assert f"cannot make the copy of standard input {beside}" in run("wordcount", "read-only/out", stdin="a\n")
+        assert f"intermediate outputs of a multi-step run {beside}" in run("two_steps", "read-only/out")
+    finally:
+        read_only.chmod(0o755)
+        (tmp_path / "locked").chmod(0o755)
 
 
 def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path: Path) -> None:
@@ -1587,6 +1662,24 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         result = hop("run", job, "in.txt", "-o", "out", *options, cwd=tmp_path)
         assert result.returncode == 2 and says in result.stderr, (arguments, result.stderr)
         assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_python_files_after_the_job_file_taken_for_jobs_say_how_to_read_them_as_input(tmp_path: Path) -> None:
+    """``hop run wc.py src/*.py -o out`` (the shell's .py files, meant as input) failed with "no input given after
+    the job file(s)", or, given another input, with a .py file that "must define exactly one hop.Job subclass":
+    neither said that such files are taken for further jobs, nor how to read them."""
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "src").mkdir()
+    for name in ("a.py", "b.py"):
+        (tmp_path / "src" / name).write_text("x = 1\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    how = "to read .py files as input, give their directory or a quoted glob ('src/*.py')"
+    alone = hop("run", job, "src/a.py", "src/b.py", "-o", "out", cwd=tmp_path)
+    assert alone.returncode == 2 and f"no input given after the job files {job}, src/a.py, src/b.py: " in alone.stderr
+    assert how in alone.stderr, alone.stderr
+    before = hop("run", job, "src/a.py", "in.txt", "-o", "out", cwd=tmp_path)
+    assert before.returncode == 2 and "src/a.py must define exactly one hop.Job subclass" in before.stderr
+    assert how in before.stderr, before.stderr
 
 
 def test_a_job_deriving_from_a_base_job_in_its_file_runs(tmp_path: Path) -> None:

@@ -359,6 +359,24 @@ def test_cli_refuses_a_file_in_the_way_of_its_directory(tmp_path: Path, capsys: 
     assert args.func(args) == 2
 
 
+def test_cli_names_a_directory_or_a_file_it_cannot_write_as_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``hop gen text DIR`` wrote the whole file, then failed with "[Errno 21] Is a directory: '.DIR.partial' ->
+    'DIR'" and exit code 1; a file it could not write was named by its hidden ``.NAME.partial``."""
+    args = _parser().parse_args(["gen", "text", str(tmp_path), "--size", "1KB"])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err == (
+        f"hop gen text: error: {tmp_path} is a directory: give the name of a file to write, or --files N to write N "
+        "files into it\n"
+    )
+    too_long = tmp_path / ("w" * 250)  # (its partial name is past the file system's 255 bytes)
+    args = _parser().parse_args(["gen", "text", str(too_long), "--size", "1KB"])
+    assert args.func(args) == 1
+    assert capsys.readouterr().err == f"hop gen text: error: cannot write {too_long}: File name too long\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_pageviews(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     options = ["--pages", "2000", "--size", "0.2MB", "--no-gzip", "--seed", "3"]
     args = _parser().parse_args(["gen", "pageviews", str(tmp_path), *options])
@@ -377,6 +395,8 @@ def test_cli_pageviews(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         ["gen", "text", "x"],
         ["gen", "pageviews", "x", "--size", "-1MB"],
         ["gen", "pageviews", "x", "--days", "0"],
+        ["gen", "text", "", "--size", "1KB"],
+        ["gen", "pageviews", ""],
     ],
 )
 def test_cli_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -246,6 +246,33 @@ def test_compressed_inputs_are_read_whole_and_a_corrupt_one_names_its_file(tmp_p
         list(iter_lines(Split(str(path), 0, -1)))
 
 
+def test_a_corrupt_gzip_file_whose_garbage_is_not_utf8_is_named_corrupt_not_badly_encoded(tmp_path: Path) -> None:
+    """Bytes changed in the middle of a .gz decompress into garbage before its checksum fails at its end: the job
+    failed on the first garbage line, saying to re-encode the file as UTF-8. The file is checked then, and the error
+    says it is corrupt, how far it decompresses and how to check it; a sound file's bad line is still named as such."""
+    import gzip
+
+    text = b"".join(b"line %d of some text\n" % n for n in range(50_000))
+    path = tmp_path / "input.txt.gz"
+    packed = bytearray(gzip.compress(text, compresslevel=0))  # stored: changed bytes come out as they are
+    packed[1000:1064] = b"\xff" * 64
+    path.write_bytes(bytes(packed))
+    with pytest.raises(InputError) as refused:
+        list(iter_lines(Split(str(path), 0, -1)))
+    message = str(refused.value)
+    assert "not valid UTF-8" not in message and "re-encode" not in message, message
+    assert re.fullmatch(
+        rf"input file {re.escape(str(path))}: cannot decompress it past byte [\d,]+ of its text, having read "
+        rf"{len(packed):,} of its {len(packed):,} bytes \(.*\): the file is truncated, corrupt or not gzip data; "
+        rf"check it with `gzip -t .*`, or rename it if it is not compressed \(its text is not UTF-8 from the line at "
+        r"byte offset [\d,]+, before that\)",
+        message,
+    ), message
+    path.write_bytes(gzip.compress(b"fine\ncaf\xe9\n"))
+    with pytest.raises(InputError, match=r"line at byte offset 5 is not valid UTF-8 .*re-encode the file as UTF-8$"):
+        list(iter_lines(Split(str(path), 0, -1)))
+
+
 def truncated_gzip(path: Path, lines: int) -> tuple[int, int]:
     """Write half of the gzip of ``lines`` numbered lines to ``path``; return ``(its size, the bytes of text it
     decompresses to)``."""
@@ -268,8 +295,8 @@ def test_a_truncated_gzip_file_is_named_with_where_its_text_ends(tmp_path: Path)
         list(iter_lines(Split(str(path), 0, -1)))
     assert str(refused.value) == (
         f"input file {path}: cannot decompress it past byte {text_bytes:,} of its text, having read {size:,} of its "
-        f"{size:,} bytes (Compressed file ended before the end-of-stream marker was reached): the file is truncated "
-        f"or not gzip data; check it with `gzip -t {path}`, or rename it if it is not compressed"
+        f"{size:,} bytes (Compressed file ended before the end-of-stream marker was reached): the file is truncated, "
+        f"corrupt or not gzip data; check it with `gzip -t {path}`, or rename it if it is not compressed"
     )
 
 
@@ -288,8 +315,8 @@ def test_counting_the_text_of_a_failed_compressed_file_is_bounded(
     counted = re.fullmatch(
         rf"input file {re.escape(str(path))}: cannot decompress it \(Compressed file ended before the "
         r"end-of-stream marker was reached\); at least ([\d,]+) bytes of its text decompress \(from the first "
-        rf"([\d,]+) of its {size:,} bytes: counting stopped after 0 s\): the file is truncated or not gzip data; "
-        rf"check it with `gzip -t {re.escape(str(path))}`, or rename it if it is not compressed",
+        rf"([\d,]+) of its {size:,} bytes: counting stopped after 0 s\): the file is truncated, corrupt or not gzip "
+        rf"data; check it with `gzip -t {re.escape(str(path))}`, or rename it if it is not compressed",
         message,
     )
     assert counted is not None, message
@@ -489,3 +516,106 @@ def test_a_ctrl_c_as_the_standard_input_copy_is_made_leaves_no_folder(
     with pytest.raises(KeyboardInterrupt):
         hop.spilldirs.make_scratch(tmp_path, "out", "stdin")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_glob_leaves_out_the_output_being_written_and_hidden_levels_and_reads_starstar_at_any_depth(
+    tmp_path: Path,
+) -> None:
+    """``hop run JOB 'data/*' -o data/out`` was refused: the run makes ``data/out`` (empty) before it lists its
+    inputs, and the glob matched it ("input directory data/out holds no file to read"), though a directory input
+    leaves the output out. ``data/**/*.txt`` matched only one level down (``**`` read as ``*``), and
+    ``data/*/x.txt`` read ``data/_old/x.txt``, which ``data/`` leaves out."""
+    from hop.inputs import expand_inputs
+
+    data = tmp_path / "data"
+    for name in ("a.txt", "day-1/b.txt", "day-1/deep/c.txt", "_old/b.txt", "_old/deep/c.txt"):
+        (data / name).parent.mkdir(parents=True, exist_ok=True)
+        (data / name).write_text("x\n")
+    (data / "out").mkdir()  # the job's output, as claimed before the inputs are listed
+
+    def found(pattern: str, output: str | None = None) -> list[str]:
+        return [str(Path(p).relative_to(data)) for p in expand_inputs([str(data / pattern)], output)]
+
+    assert found("*", output=str(data / "out")) == ["a.txt", "day-1/b.txt", "day-1/deep/c.txt"]
+    (data / "out" / "part-00000").write_text("being written\n")
+    assert found("*/*", output=str(data / "out")) == ["day-1/b.txt", "day-1/deep/c.txt"]
+    assert found("*/part-*") == ["out/part-00000"]  # (no output given: a finished job's output is input like any)
+    assert found("**/*.txt") == ["a.txt", "day-1/b.txt", "day-1/deep/c.txt"]
+    assert found("*/b.txt") == ["day-1/b.txt"]
+    assert found("_old/*/*.txt") == ["_old/deep/c.txt"]  # named in the pattern: read
+
+
+def test_a_file_removed_after_it_was_listed_is_named_so(tmp_path: Path) -> None:
+    path = tmp_path / "in.txt"
+    path.write_text("a\n")
+    (split,) = make_splits([str(path)], 10)
+    path.unlink()
+    with pytest.raises(InputError, match=r"in.txt no longer exists: it was removed or renamed while the job ran"):
+        list(iter_lines(split))
+
+
+@pytest.mark.parametrize("left", [0, 5, 14])
+def test_a_file_that_shrank_after_it_was_split_is_named_not_read_short(tmp_path: Path, left: int) -> None:
+    """A file truncated or rewritten shorter while the job ran was read to its new end, and the splits past it read
+    nothing: the job succeeded without the lines it lost."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"one\ntwo\nthree\nfour\n")
+    first, second = make_splits([str(path)], 10)
+    path.write_bytes(path.read_bytes()[:left])
+    for split in (second,) if left >= first.end else (first, second):
+        with pytest.raises(InputError, match=rf"in.txt is now {left} bytes, and its split .*truncated or rewritten"):
+            list(iter_lines(split))
+
+
+def test_a_file_named_twice_is_read_once_and_said_so(tmp_path: Path) -> None:
+    from hop.inputs import expand_inputs, repeated_inputs
+
+    (tmp_path / "data").mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / "data" / name).write_text("x\n")
+    a, b = (str(tmp_path / "data" / name) for name in ("a.txt", "b.txt"))
+    named = [str(tmp_path / "data" / "*.txt"), a, f"{tmp_path}/./data/../data/b.txt", str(tmp_path / "data")]
+    assert expand_inputs(named) == [a, b]
+    assert repeated_inputs(named) == [
+        f"input file {a} is named 3 times ({named[0]!r}, {named[1]!r} and {named[3]!r}): it is read once",
+        f"input file {b} is named 3 times ({named[0]!r}, {named[2]!r} and {named[3]!r}): it is read once",
+    ]
+    assert repeated_inputs([a, b]) == []
+    assert repeated_inputs([str(tmp_path / "**")]) == []  # (matches data/ and data/a.txt: one pattern, no repeat)
+    assert repeated_inputs([a, a]) == [f"input file {a} is named 2 times ({a!r} and {a!r}): it is read once"]
+
+
+def test_a_binary_file_is_named_binary_not_only_badly_encoded(tmp_path: Path) -> None:
+    """A binary file among the inputs failed with "re-encode the file as UTF-8", which cannot mend it; a line
+    holding NUL bytes (binary, or UTF-16 text) says what to do for either."""
+    path = tmp_path / "app.bin"
+    path.write_bytes(b"text first\n\x7fELF\x02\x01\x00\x00\xff\xfe\n")
+    with pytest.raises(InputError) as refused:
+        list(iter_lines(Split(str(path), 0, -1)))
+    assert str(refused.value) == (
+        f"input file {path}: line at byte offset 11 is not valid UTF-8 (byte 19: invalid start byte); it holds NUL "
+        "bytes: if it is binary, leave it out of the inputs (in an input directory, a name starting with _ is left "
+        "out); if it is UTF-16 text, re-encode it as UTF-8"
+    )
+
+
+def test_an_empty_name_is_refused_not_read_as_the_current_directory(tmp_path: Path) -> None:
+    from hop.inputs import expand_inputs
+    from hop.outputs import OutputError, check_output
+
+    (tmp_path / "in.txt").write_text("x\n")
+    with pytest.raises(InputError, match=r"an input is an empty name \(an unset shell variable\?\)"):
+        expand_inputs([str(tmp_path / "in.txt"), ""])
+    with pytest.raises(OutputError, match=r"the output directory is an empty name"):
+        check_output("", overwrite=True)
+
+
+def test_a_file_whose_name_holds_glob_characters_is_read_by_its_name(tmp_path: Path) -> None:
+    """``data[1].txt`` was taken for a glob matching ``data1.txt``: "matches no file", though the file is there."""
+    from hop.inputs import expand_inputs
+
+    for name in ("data[1].txt", "star*.txt", "starry.txt"):
+        (tmp_path / name).write_text("x\n")
+    assert expand_inputs([str(tmp_path / "data[1].txt")]) == [str(tmp_path / "data[1].txt")]
+    assert expand_inputs([str(tmp_path / "star*.txt")]) == [str(tmp_path / "star*.txt")]  # the name, not the glob
+    assert expand_inputs([str(tmp_path / "sta?ry.txt")]) == [str(tmp_path / "starry.txt")]  # no such name: a glob

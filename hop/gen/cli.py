@@ -17,13 +17,17 @@ Each command prints a one-line summary to stderr and exits 0, or 2 on bad argume
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import socket
 import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
+
+from hop.pathnames import EMPTY_NAME
 
 _UNITS = {
     "": 1, "b": 1,
@@ -75,6 +79,14 @@ def size_at_least(minimum: int, option: str) -> Callable[[str], int]:
         return size
 
     return parse
+
+
+def path_argument(text: str) -> str:
+    """argparse type: a path that is not empty (Python reads ``""`` as the current directory, so ``-o "$OUT"`` or an
+    input ``"$IN"`` with the variable unset wrote in, or read, all of it)."""
+    if not text:
+        raise argparse.ArgumentTypeError(f"an empty name (an unset shell variable?): {EMPTY_NAME}")
+    return text
 
 
 def positive_int(text: str) -> int:
@@ -229,6 +241,16 @@ def _mb(n: int) -> str:
     return f"{n / 1e3:,.1f} KB" if n >= 10**3 else f"{n} bytes"
 
 
+def _reason(error: ValueError | OSError) -> str:
+    """Why generating failed: a file that could not be written named as the file the user gave (``[Errno 13]
+    Permission denied: '.words.txt.partial'`` named the hidden file it is written under until complete)."""
+    if not isinstance(error, OSError) or error.filename is None:
+        return str(error)
+    from hop.gen.whole import final_path
+
+    return f"cannot write {final_path(Path(os.fsdecode(error.filename)))}: {error.strerror}"
+
+
 def _run_text(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {
         "seed": args.seed,
@@ -238,6 +260,13 @@ def _run_text(args: argparse.Namespace) -> int:
     }
     from hop.gen.text import generate_text, generate_text_files  # numpy: only when generating
 
+    if args.files == 1 and os.path.isdir(args.out):  # (said before the vocabulary is built)
+        print(
+            f"hop gen text: error: {args.out} is a directory: give the name of a file to write, or --files N to "
+            "write N files into it",
+            file=sys.stderr,
+        )
+        return 2
     began = time.perf_counter()
     try:
         if args.files > 1:
@@ -247,7 +276,7 @@ def _run_text(args: argparse.Namespace) -> int:
             summary = generate_text(args.out, args.size, **options)
             where = args.out
     except (ValueError, OSError) as error:
-        print(f"hop gen text: error: {error}", file=sys.stderr)
+        print(f"hop gen text: error: {_reason(error)}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
     print(
         f"hop gen text: wrote {_mb(summary['bytes'])} "
@@ -274,7 +303,7 @@ def _run_pageviews(args: argparse.Namespace) -> int:
             **({} if args.views_per_hour is None else {"views_per_hour": args.views_per_hour}),
         )
     except (ValueError, OSError) as error:
-        print(f"hop gen pageviews: error: {error}", file=sys.stderr)
+        print(f"hop gen pageviews: error: {_reason(error)}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
     stored = f", {_mb(summary['compressed_bytes'])} gzip" if not args.no_gzip else ""
     print(
@@ -305,7 +334,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Write lines of seeded pseudo-words (UTF-8, a few percent non-ASCII). "
         "Sizes: K/KB=1000, M/MB=10^6, G/GB=10^9 bytes; KiB/MiB/GiB are binary.",
     )
-    text.add_argument("out", help="output file, or directory when --files > 1")
+    text.add_argument("out", type=path_argument, help="output file, or directory when --files > 1")
     text.add_argument("--size", type=size_argument, required=True, help="total bytes, e.g. 150MB (decimal units)")
     text.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same bytes")
     text.add_argument("--vocabulary", type=positive_int, default=100_000, help="distinct words (default 100000)")
@@ -320,7 +349,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Write pagecounts-YYYYMMDD-HH0000.gz files: 'lang title views bytes' "
         "lines with Zipf popularity, a language mix and per-language daily cycles.",
     )
-    views.add_argument("outdir", help="output directory")
+    views.add_argument("outdir", type=path_argument, help="output directory")
     views.add_argument("--days", type=positive_int, default=1, help="days of hourly files (default 1)")
     views.add_argument("--start", default="2009-01-01", help="first day, YYYY-MM-DD (default 2009-01-01)")
     views.add_argument(

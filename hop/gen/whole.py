@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["make_directory", "partial_path", "whole_file"]
+__all__ = ["final_path", "make_directory", "partial_path", "whole_file"]
 
 
 def partial_path(path: Path) -> Path:
@@ -25,17 +25,27 @@ def partial_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.partial")
 
 
+def final_path(path: Path) -> Path:
+    """The file that ``path`` is written for: ``path`` itself, or the file a :func:`partial_path` becomes."""
+    if path.name.startswith(".") and path.name.endswith(".partial"):
+        return path.with_name(path.name[1 : -len(".partial")])
+    return path
+
+
 @contextlib.contextmanager
 def whole_file(path: Path) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s bytes to: it becomes ``path`` when the block ends normally, and is removed
     when the block raises (``path`` is then left as it was)."""
+    if path.is_dir():  # (else written whole, then refused: "[Errno 21] Is a directory: '.data.partial' -> 'data'")
+        raise ValueError(f"{path} is a directory: give the name of a file to write")
     temporary = partial_path(path)
     try:
         with open(temporary, "wb") as out:
             yield out
         os.replace(temporary, path)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (never made, or cannot be: the error that stopped the writing is the one)
+            temporary.unlink()
         raise
 
 
