@@ -40,7 +40,7 @@ from typing import Any
 
 from hop.job import Job, Step
 from hop.loader import JobFileError
-from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, hashable_keys, line_of_output, plan_edges
+from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, line_of_output, plan_edges
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
@@ -214,7 +214,7 @@ class MRJobAdapter(Job):
     mrjob_args: list[str] = []
     mrjob_workdir: str | None = None
     mrjob_file_options: dict[str, Any] = {}
-    _shuffle_nan_key = NAN_KEY  # NaN keys group, as under mrjob (hop.mrjob_codec)
+    _shuffle_nan_key = NAN_KEY  # (keys reach the shuffle as their JSON text: no NaN float does, hop.mrjob_codec)
 
     def __init__(self) -> None:
         super().__init__()
@@ -291,7 +291,9 @@ class MRJobAdapter(Job):
                 source = edges[_before(substeps, number, "reducer")]
                 assert isinstance(source, Edge), "a job's first substep is always a mapper"
                 reducer = _reducer(mr_step["reducer"], source, reduce_out, sort_values)
-            elif map_out is not None and map_out.native:  # (hop's identity reduce would write NAN_KEY)
+                if mapper is None and source.native:
+                    mapper = source.to_shuffle
+            elif map_out is not None and map_out.native:  # (hop's identity reduce would write keys' JSON text)
                 reducer = map_out.passing_on
             steps.append(
                 Step(
@@ -321,11 +323,12 @@ class MRJobAdapter(Job):
 
             return mapper
         if source.text_values and out.native:  # mrjob's defaults: the line as value, JSON pairs out as they are
+            encode_pairs = out.encode
 
             def first_mapper(offset: Any, line: str) -> Iterable[Any]:
                 if self.input_file is not self._input_file:
                     self._note_input_file()
-                return hashable_keys(function(None, line) or ())
+                return encode_pairs(function(None, line))
 
             return first_mapper
         decode, encode = source.decode, out.encode
@@ -344,11 +347,8 @@ def _before(substeps: list[tuple[int, str]], number: int, kind: str) -> tuple[in
 
 def _combiner(function: Callable[..., Any], edge: Edge) -> Callable[[Any, Iterable[Any]], Iterable[Any]]:
     def combiner(key: Any, values: Iterable[Any]) -> Iterable[Any]:
-        decoded_key, decoded_values = edge.decode_group(key, values, False)
-        output = edge.encode(function(decoded_key, decoded_values))
-        if edge.native and decoded_key is not key:  # a tuple key the combiner saw as a list
-            return edge.keeping_key(key, decoded_key, output)
-        return output
+        # (A key the combiner yields back is encoded as it was in the shuffle: hop requires a combiner keep it.)
+        return edge.encode(function(*edge.decode_group(key, values, False)))
 
     return combiner
 
