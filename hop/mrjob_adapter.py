@@ -20,8 +20,13 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")`` names the
   file a mapper reads.
 
+- The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
+  ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
+  over it (``hop.mrjob_jobconf``).
+
 Refused with a clear error: command substeps, pre-filters, ``mapper_raw``, Spark and jar steps, Hadoop input and
-output formats, ``ARCHIVES``. Ignored with a warning: ``JOBCONF``, ``PARTITIONER`` (hop partitions by its own hash).
+output formats, ``ARCHIVES``. Ignored with a warning naming them: the other jobconf settings, ``PARTITIONER`` (hop
+partitions by its own hash).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 from hop.job import Job, Step
 from hop.loader import JobFileError
 from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, line_of_output, plan_edges
+from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
@@ -72,6 +78,13 @@ class MRJobRun:
         self.mrjob_class = load_mrjob_file(path)
         mr = _instantiate(self.mrjob_class, job_args, path)
         _check_supported(mr, path)
+        jobconfs = step_jobconfs(mr, path)
+        self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
+        """The reducers each step's jobconf asks for (``None``: hop's default), for ``hop run`` without
+        ``--reducers``."""
+        ignored = {f"{name}={value}" for conf in jobconfs for name, value in conf.ignored.items()}
+        if ignored:
+            print(f"hop: warning: {path}: jobconf ignored on hop: {', '.join(sorted(ignored))}", file=sys.stderr)
         links = _task_files(mr, path)
         self.workdir: str | None = None
         if links:
@@ -139,8 +152,6 @@ def _check_supported(mr: Any, path: str) -> None:
                 f"{path}: {name} step {number} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
                 "and reducers (not commands, pre-filters or raw mappers)"
             )
-        if description.get("jobconf"):
-            print(f"hop: warning: {path}: step {number}'s jobconf is ignored", file=sys.stderr)
     for attribute, value in (
         ("HADOOP_INPUT_FORMAT", mr.hadoop_input_format()),
         ("HADOOP_OUTPUT_FORMAT", mr.hadoop_output_format()),
@@ -149,9 +160,8 @@ def _check_supported(mr: Any, path: str) -> None:
             raise JobFileError(f"{path}: {name} sets {attribute} ({value}); hop reads and writes text lines only")
     if mr.archives():
         raise JobFileError(f"{path}: {name} uses ARCHIVES; hop does not unpack archives (FILES and DIRS work)")
-    for attribute, value in (("JOBCONF", mr.jobconf()), ("PARTITIONER", mr.partitioner())):
-        if value:
-            print(f"hop: warning: {path}: {attribute} is ignored on hop ({value!r})", file=sys.stderr)
+    if mr.partitioner():
+        print(f"hop: warning: {path}: PARTITIONER is ignored on hop ({mr.partitioner()!r})", file=sys.stderr)
 
 
 def _task_files(mr: Any, path: str) -> dict[str, str]:

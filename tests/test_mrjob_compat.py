@@ -20,6 +20,7 @@ from typing import Any
 
 import mrjob  # a dev dependency (pyproject's dev extra): these tests compare hop with it
 import pytest
+from mrjob.step import MRStep
 
 from hop.gen.text import generate_text
 from hop.job import Job, Step
@@ -57,11 +58,12 @@ def mrjob_inline(job_file: Path, inputs: list[Path], *job_args: str, cwd: Path |
 
 
 def hop_run(job_file: Path, inputs: list[Path], output: Path, *job_args: str, **options: Any) -> str:
-    """Run the job with ``hop run --mrjob`` (or ``python -m hop.mrjob``), return its standard error."""
+    """Run the job with ``hop run --mrjob`` (or ``python -m hop.mrjob``), return its standard error;
+    ``hop_options``: further options of ``hop run``."""
     command = [sys.executable, "-m", "hop.mrjob"] if options.get("module") else [sys.executable, "-m", "hop", "run"]
     command += [] if options.get("module") else ["--mrjob"]
     command += [str(job_file), *map(str, inputs), "-o", str(output), "--workers", "2", "--split-size", "200KB"]
-    command += ["--quiet", *(["--", *job_args] if job_args else [])]
+    command += ["--quiet", *options.get("hop_options", []), *(["--", *job_args] if job_args else [])]
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=options.get("cwd"))
     assert result.returncode == 0, result.stderr
     return result.stderr
@@ -319,6 +321,82 @@ def test_passthrough_option_counters_status_and_module_entry_point(text: Path, t
     long_words = sum(count for _, count in expected)
     assert json.dumps({"long": long_words}) in json.dumps(report), "increment_counter reaches hop's user counters"
     assert re.search(r"hop: MRCounting status \(task pid \d+\): mapping\n", stderr), stderr
+
+
+REDUCERS_JOB = """
+from mrjob.job import MRJob
+from mrjob.step import MRStep
+
+
+class MRReducers(MRJob):
+    JOBCONF = {"mapreduce.job.reduces": 3, "mapreduce.map.memory.mb": 2048}
+
+    def steps(self):
+        return [
+            MRStep(mapper=self.words, combiner=self.total, reducer=self.total),
+            MRStep(mapper=self.by_length, reducer=self.total, jobconf={"mapred.reduce.tasks": "1"}),
+        ]
+
+    def words(self, _, line):
+        for word in line.split():
+            yield word, 1
+
+    def total(self, key, counts):
+        yield key, sum(counts)
+
+    def by_length(self, word, count):
+        yield len(word), count
+"""
+
+
+def parts(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.glob("part-*"))
+
+
+def test_jobconf_sets_each_steps_reducers_and_hop_reducers_wins(text: Path, tmp_path: Path) -> None:
+    """JOBCONF's ``mapreduce.job.reduces`` and a step's ``mapred.reduce.tasks`` (the old name, later, so it wins)
+    were ignored with a warning: every step ran one reducer per worker. They set each step's reducers now, in a
+    pipeline and with --blocking; ``--reducers`` wins over both; a setting hop ignores is named."""
+    job = write_job(tmp_path, "mr_reducers.py", REDUCERS_JOB)
+    expected = mrjob_inline(job, [text])
+    for name, hop_options, counts in (
+        ("pipelined", [], (3, 1)),
+        ("blocking", ["--blocking"], (3, 1)),
+        ("given", ["--reducers", "2"], (2, 2)),
+    ):
+        out = tmp_path / name
+        stderr = hop_run(job, [text], out, hop_options=[*hop_options, "--keep-intermediate"])
+        assert hop_output(job, out) == expected
+        assert (len(parts(out / "_steps" / "step-0")), len(parts(out))) == counts, name
+        assert "jobconf ignored on hop: mapreduce.map.memory.mb=2048" in stderr
+        assert "mapreduce.job.reduces" not in stderr and "mapred.reduce.tasks" not in stderr
+
+
+def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
+    """The command line's ``--jobconf`` (after --) overrides JOBCONF and a step's jobconf overrides both, under
+    either name (None clears it); a number that is not one, two different numbers in one source, and 0 on a step
+    with a reducer (map-only on Hadoop) are refused, naming the step and the setting."""
+    from hop.mrjob_jobconf import step_jobconfs
+
+    job_class = load_mrjob_file(str(write_job(tmp_path, "mr_reducers.py", REDUCERS_JOB)))
+
+    def reducers(*args: str) -> list[int | None]:
+        return [conf.reducers for conf in step_jobconfs(job_class(args=list(args)), "mr_reducers.py")]
+
+    assert reducers() == [3, 1]
+    assert reducers("--jobconf", "mapred.reduce.tasks=5") == [5, 1]
+    cleared = [MRStep(mapper=str.split, jobconf={"mapreduce.job.reduces": None}), MRStep(reducer=max)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(job_class, "steps", lambda self: cleared)
+        assert reducers() == [None, 3], "a step's None clears the job's setting, as under mrjob"
+    for jobconf, message in (
+        ({"mapreduce.job.reduces": "many"}, r"step 0: mapreduce.job.reduces=many: the number of reducers must be"),
+        ({"mapreduce.job.reduces": 2, "mapred.reduce.tasks": 3}, r"step 0 sets .*=3 and .*=2: two numbers"),
+        ({"mapreduce.job.reduces": 0}, r"MRReducers step 0: mapreduce.job.reduces=0 runs the step map-only on"),
+    ):
+        job_class.JOBCONF = jobconf
+        with pytest.raises(JobFileError, match=message):
+            reducers()
 
 
 def test_a_failing_mapper_reports_the_users_traceback_and_record(tmp_path: Path) -> None:
