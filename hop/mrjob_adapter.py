@@ -15,9 +15,11 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   cluster shares with ``hop run``: whenever the message changes, at most once a second, and the latest one when
   the attempt ends.
 - The job's own options (``configure_args`` with ``add_passthru_arg``/``add_file_arg``) go after ``--``:
-  ``hop run --mrjob job.py IN -o OUT -- --my-option 3``. ``FILES`` and ``DIRS`` are found as mrjob finds them
-  (beside the job file) and are in the working directory of every task while it runs, as under mrjob; file
-  options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")`` names the
+  ``hop run --mrjob job.py IN -o OUT -- --my-option 3``; of mrjob's runner options there, ``--jobconf``,
+  ``--files`` and ``--dirs`` are followed, those that only say how mrjob runs (``-r``, ``--no-conf``) ignored
+  with a warning, any other refused (:func:`_check_runner_options`). ``FILES`` and ``DIRS`` are found as mrjob
+  finds them (beside the job file) and are in the working directory of every task while it runs, as under
+  mrjob; file options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")`` names the
   file a mapper reads.
 
 - The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
@@ -78,6 +80,7 @@ class MRJobRun:
         self.mrjob_class = load_mrjob_file(path)
         mr = _instantiate(self.mrjob_class, job_args, path)
         _check_supported(mr, path)
+        _check_runner_options(mr, path)
         jobconfs = step_jobconfs(mr, path)
         self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
         """The reducers each step's jobconf asks for (``None``: hop's default), for ``hop run`` without
@@ -164,14 +167,63 @@ def _check_supported(mr: Any, path: str) -> None:
         print(f"hop: warning: {path}: PARTITIONER is ignored on hop ({mr.partitioner()!r})", file=sys.stderr)
 
 
+_RUNNER_OPTIONS_FOLLOWED = {"jobconf", "upload_files", "upload_dirs"}
+"""mrjob's runner options (given after ``--``) that hop follows: ``--jobconf`` (``hop.mrjob_jobconf``), ``--files``
+and ``--dirs``."""
+_RUNNER_OPTIONS_IRRELEVANT = {
+    "runner",
+    "conf_paths",
+    "quiet",
+    "verbose",
+    "cleanup",
+    "cleanup_on_failure",
+    "local_tmp_dir",
+    "num_cores",
+    "label",
+    "owner",
+}
+"""mrjob's runner options that say how mrjob runs the job and change nothing of its result (``-r local``, ``-c``,
+``--num-cores``...): ignored with a warning naming them. Any other is refused: it would change what the job sees
+(``--cmdenv``, ``--setup``, ``--archives``, ``--output-dir``) or belongs to a cluster mrjob would start."""
+
+
+def _check_runner_options(mr: Any, path: str) -> None:
+    """Refuse the mrjob runner options given after ``--`` that hop does not follow, naming them (they were
+    ignored without a word: ``-- --cmdenv X=1`` gave the tasks no ``X``), and name the irrelevant ones."""
+    job_options = set(mr._passthru_arg_dests) | set(mr._file_arg_dests)
+    names: dict[str, list[str]] = {}  # dest -> its long switches (conf_paths: --conf-path, --no-conf)
+    for action in mr.arg_parser._actions:
+        names.setdefault(action.dest, []).extend(name for name in action.option_strings if name.startswith("--"))
+    switches = {dest: "/".join(long) for dest, long in names.items() if long}
+    given = [
+        dest
+        for dest, value in vars(mr.options).items()
+        if dest in switches and dest not in job_options and value != mr.arg_parser.get_default(dest)
+    ]
+    refused = [switches[dest] for dest in given if dest not in _RUNNER_OPTIONS_FOLLOWED | _RUNNER_OPTIONS_IRRELEVANT]
+    if refused:
+        raise JobFileError(
+            f"{path}: hop runs the job itself and does not follow mrjob's runner option(s) {', '.join(refused)} "
+            "(after --, with the job's own options): drop them; hop follows --jobconf, --files and --dirs, and its "
+            "own options go before --"
+        )
+    ignored = [switches[dest] for dest in given if dest in _RUNNER_OPTIONS_IRRELEVANT]
+    if ignored:
+        print(f"hop: warning: {path}: mrjob runner option(s) ignored on hop: {', '.join(ignored)}", file=sys.stderr)
+
+
 def _task_files(mr: Any, path: str) -> dict[str, str]:
-    """Name in the tasks' working directory -> absolute path, for the job's FILES and DIRS (``path#name`` too)."""
+    """Name in the tasks' working directory -> absolute path, for the job's FILES and DIRS and the ``--files`` and
+    ``--dirs`` given after ``--`` (``path#name`` too), as mrjob's runners combine them."""
     links: dict[str, str] = {}
-    for entry in [*mr.files(), *mr.dirs()]:
+    given = [*(mr.options.upload_files or ()), *(mr.options.upload_dirs or ())]
+    for entry in [*mr.files(), *mr.dirs(), *given]:
         source, _, name = os.path.expandvars(os.path.expanduser(entry)).partition("#")
         name = name or os.path.basename(source.rstrip(os.sep))
         if not os.path.exists(source):
-            raise JobFileError(f"{path}: {entry} (in the job's FILES/DIRS) does not exist; put it beside the job")
+            raise JobFileError(
+                f"{path}: {entry} (in the job's FILES/DIRS or --files/--dirs) does not exist; put it beside the job"
+            )
         links[name] = os.path.abspath(source)
     return links
 

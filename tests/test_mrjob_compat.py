@@ -399,6 +399,51 @@ def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
             reducers()
 
 
+def test_files_and_dirs_given_after_the_separator_and_other_runner_options(text: Path, tmp_path: Path) -> None:
+    """mrjob's runner options after -- were ignored without a word: ``--files stops.txt`` left the tasks without
+    the file (mapper_init failed), ``--cmdenv``/``--setup`` were dropped. ``--files`` and ``--dirs`` are in the
+    tasks' working directory now, as mrjob's runners put them; options that say how mrjob runs (``-r local``,
+    ``--no-conf``) are named in a warning; any other is refused, named."""
+    job = write_job(
+        tmp_path,
+        "mr_stops.py",
+        """
+        from mrjob.job import MRJob
+
+        class MRStops(MRJob):
+            def mapper_init(self):
+                self.stops = set()
+                for name in ("stops.txt", "more/stops.txt"):
+                    with open(name) as stops:
+                        self.stops.update(stops.read().split())
+
+            def mapper(self, _, line):
+                for word in line.split():
+                    if word not in self.stops:
+                        yield word, 1
+
+            def reducer(self, word, counts):
+                yield word, sum(counts)
+
+        if __name__ == "__main__":
+            MRStops.run()
+        """,
+    )
+    words = Counter(text.read_text().split()).most_common(2)
+    (tmp_path / "lists" / "more").mkdir(parents=True)
+    (tmp_path / "lists" / "stops.txt").write_text(words[0][0])
+    (tmp_path / "lists" / "more" / "stops.txt").write_text(words[1][0])
+    options = ["--files", "lists/stops.txt", "--dirs", "lists/more"]
+    expected = mrjob_inline(job, [text], *options, cwd=tmp_path)
+    assert len(expected) == len(set(text.read_text().split())) - 2
+    stderr = hop_run(job, [text], tmp_path / "out", *options, "-r", "local", "--no-conf", cwd=tmp_path)
+    assert hop_output(job, tmp_path / "out") == expected
+    assert "mrjob runner option(s) ignored on hop: --conf-path/--no-conf, --runner" in stderr
+    out = str(tmp_path / "refused")
+    refused = hop_fails("--mrjob", str(job), str(text), "-o", out, "--", "--cmdenv", "X=1", "--setup", "true")
+    assert refused.returncode == 2 and "does not follow mrjob's runner option(s) --cmdenv, --setup" in refused.stderr
+
+
 def test_a_failing_mapper_reports_the_users_traceback_and_record(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     source.write_text("fine\nstill fine\nboom here\nfine again\n")
