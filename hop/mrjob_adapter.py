@@ -19,8 +19,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   ``--files`` and ``--dirs`` are followed, those that only say how mrjob runs (``-r``, ``--no-conf``) ignored
   with a warning, any other refused (:func:`_check_runner_options`). ``FILES`` and ``DIRS`` are found as mrjob
   finds them (beside the job file) and are in the working directory of every task while it runs, as under
-  mrjob; file options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")`` names the
-  file a mapper reads.
+  mrjob; file options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")``
+  names the file a mapper reads.
 
 - The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
   ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
@@ -28,7 +28,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
 
 Refused with a clear error: command substeps, pre-filters, ``mapper_raw``, Spark and jar steps, Hadoop input and
 output formats, ``ARCHIVES``. Ignored with a warning naming them: the other jobconf settings, ``PARTITIONER`` (hop
-partitions by its own hash).
+partitions by its own hash). Named in a warning: a reducer reading a value protocol (every key None), which mrjob
+calls once per reducer task and hop once per distinct line (:func:`_warn_keyless_reducer`).
 """
 
 from __future__ import annotations
@@ -155,6 +156,8 @@ def _check_supported(mr: Any, path: str) -> None:
                 f"{path}: {name} step {number} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
                 "and reducers (not commands, pre-filters or raw mappers)"
             )
+        if "reducer" in description:
+            _warn_keyless_reducer(mr, number, path)
     for attribute, value in (
         ("HADOOP_INPUT_FORMAT", mr.hadoop_input_format()),
         ("HADOOP_OUTPUT_FORMAT", mr.hadoop_output_format()),
@@ -210,6 +213,22 @@ def _check_runner_options(mr: Any, path: str) -> None:
     ignored = [switches[dest] for dest in given if dest in _RUNNER_OPTIONS_IRRELEVANT]
     if ignored:
         print(f"hop: warning: {path}: mrjob runner option(s) ignored on hop: {', '.join(ignored)}", file=sys.stderr)
+
+
+def _warn_keyless_reducer(mr: Any, number: int, path: str) -> None:
+    """Name a reducer that reads its records with one of mrjob's value protocols (INTERNAL_PROTOCOL =
+    ReprValueProtocol...): its every key is None, so mrjob's reducer code, which groups neighbouring lines whose
+    keys decode equal, calls it once for all the lines of a reducer task (as many calls as its runner makes
+    tasks), where hop, grouping by the lines' text, calls it once per distinct line."""
+    reader = mr.pick_protocols(number, "reducer")[0]
+    kind = type(getattr(reader, "__self__", reader))
+    if kind.__module__ == "mrjob.protocol" and kind.__name__.endswith("ValueProtocol"):
+        print(
+            f"hop: warning: {path}: {type(mr).__name__} step {number}'s reducer reads {kind.__name__}, whose keys "
+            "are all None: mrjob calls it once per reducer task with all of that task's values, hop once per "
+            "distinct encoded value (use a key/value protocol, e.g. ReprProtocol, to group by key)",
+            file=sys.stderr,
+        )
 
 
 def _task_files(mr: Any, path: str) -> dict[str, str]:

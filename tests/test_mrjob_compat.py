@@ -444,6 +444,32 @@ def test_files_and_dirs_given_after_the_separator_and_other_runner_options(text:
     assert refused.returncode == 2 and "does not follow mrjob's runner option(s) --cmdenv, --setup" in refused.stderr
 
 
+def test_a_reducer_reading_a_value_protocol_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With a value protocol between a mapper and a reducer, every key the reducer reads is None: mrjob calls it
+    once per reducer task (neighbouring keys that decode equal are one group), hop once per distinct line. That
+    difference was silent; it is named now, and a key/value protocol is not."""
+    from hop.mrjob_adapter import MRJobRun
+
+    source = """
+        from mrjob.job import MRJob
+        from mrjob.protocol import {protocol}
+
+        class MRValues(MRJob):
+            INTERNAL_PROTOCOL = {protocol}
+
+            def mapper(self, _, line):
+                yield line, len(line)
+
+            def reducer(self, key, lengths):
+                yield key, sum(lengths)
+        """
+    for protocol, named in (("ReprValueProtocol", True), ("ReprProtocol", False)):
+        job = write_job(tmp_path, f"mr_{protocol}.py", source.format(protocol=protocol))
+        MRJobRun(str(job), [], str(tmp_path / "out")).close()
+        warning = f"MRValues step 0's reducer reads {protocol}, whose keys are all None: mrjob calls it once per"
+        assert (warning in capsys.readouterr().err) is named, protocol
+
+
 def test_a_failing_mapper_reports_the_users_traceback_and_record(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     source.write_text("fine\nstill fine\nboom here\nfine again\n")
