@@ -39,7 +39,7 @@ from hop.gen.cli import (
 )
 from hop.gen.cli import register as register_gen
 from hop.given_options import Given, GivenFlag, flags_given
-from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs
+from hop.inputs import DEFAULT_SPLIT_BYTES, KEEP_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
@@ -410,9 +410,9 @@ def _run_loaded(
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
             "max_line_bytes": args.max_line_bytes,
-            # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 read as
-            # Latin-1, as mrjob's text protocols read them.
-            **({"map_per_file": True, "fallback_encoding": "latin-1"} if mrjob_run is not None else {}),
+            # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 with their
+            # bytes kept, for the job's INPUT_PROTOCOL to read (as Latin-1 for mrjob's text protocols).
+            **({"map_per_file": True, "fallback_encoding": KEEP_BYTES} if mrjob_run is not None else {}),
             # An mrjob job's jobconf may set each step's reducers; --reducers wins over it.
             **({"step_reduces": steps} if (steps := _mrjob_step_reduces(args, mrjob_run)) else {}),
             **({STDIN_COPY_OPTION: os.path.abspath(copy)} if (copy := getattr(args, "stdin_copy", None)) else {}),

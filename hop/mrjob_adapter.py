@@ -48,7 +48,7 @@ from typing import Any
 
 from hop.job import Job, Step
 from hop.loader import JobFileError
-from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, line_of_output, plan_edges
+from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, as_text, line_of_output, plan_edges
 from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 
@@ -409,7 +409,7 @@ class MRJobAdapter(Job):
             def first_mapper(offset: Any, line: str) -> Iterable[Any]:
                 if self.input_file is not self._input_file:
                     self._note_input_file()
-                return encode_pairs(function(None, line))
+                return encode_pairs(function(None, as_text(line)))
 
             return first_mapper
         decode, encode = source.decode, out.encode

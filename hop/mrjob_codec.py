@@ -34,6 +34,7 @@ __all__ = [
     "NAN_KEY",
     "Edge",
     "InputEdge",
+    "as_text",
     "final_edge",
     "hashable_keys",
     "is_json_protocol",
@@ -232,7 +233,9 @@ class Edge:
 
 
 class InputEdge:
-    """The input lines (hop's text records) as the first substep reads them with INPUT_PROTOCOL."""
+    """The input lines (hop's text records) as the first substep reads them with INPUT_PROTOCOL: a line that is
+    not UTF-8 arrives with its bytes kept (``hop.inputs.KEEP_BYTES``), which the protocol reads (mrjob's text
+    protocols as Latin-1: :func:`as_text`)."""
 
     def __init__(self, reader: Any) -> None:
         self.reader = reader
@@ -242,9 +245,21 @@ class InputEdge:
 
     def decode(self, offset: Any, line: str) -> Pair:
         if self.text_values:
-            return None, line
-        decoded: Pair = self.reader.read(line.encode("utf-8"))
+            return None, as_text(line)
+        decoded: Pair = self.reader.read(line.encode("utf-8", "surrogateescape"))
         return decoded
+
+
+def as_text(line: str) -> str:
+    """An input line as mrjob's TextValueProtocol reads it: UTF-8, or Latin-1 if it is not UTF-8 (hop read such a
+    line with its bytes kept as escapes, ``hop.inputs.KEEP_BYTES``)."""
+    if line.isascii():
+        return line
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # (only an escaped byte cannot be encoded)
+        return line.encode("utf-8", "surrogateescape").decode("latin-1")
+    return line
 
 
 def final_edge(writer: Any) -> Edge:

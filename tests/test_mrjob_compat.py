@@ -852,6 +852,35 @@ def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path
     )
 
 
+def test_an_input_protocol_reading_bytes_gets_the_lines_bytes(tmp_path: Path) -> None:
+    """A line that is not UTF-8 was read as Latin-1 and given to INPUT_PROTOCOL encoded as UTF-8: a bytes-reading
+    protocol (BytesValueProtocol, RawProtocol, ...) got other bytes than the file's (``caf\\xc3\\xa9`` for
+    ``caf\\xe9``). It gets the file's bytes now, and the default protocol still reads such a line as Latin-1."""
+    source = tmp_path / "latin.txt"
+    source.write_bytes(b"caf\xe9 ol\xe9\nplain\nna\xc3\xafve\n")
+    job = write_job(
+        tmp_path,
+        "mr_bytes.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.protocol import BytesValueProtocol
+
+        class MRBytes(MRJob):
+            INPUT_PROTOCOL = BytesValueProtocol
+
+            def mapper(self, _, line):
+                yield line.hex(), len(line)
+
+        if __name__ == "__main__":
+            MRBytes.run()
+        """,
+    )
+    expected = mrjob_inline(job, [source])
+    assert expected[(b"caf\xe9 ol\xe9".hex(), 8)] == 1
+    hop_run(job, [source], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+
+
 def test_a_python_without_the_modules_mrjob_imports_is_told_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
