@@ -40,7 +40,14 @@ from hop.gen.cli import (
 )
 from hop.gen.cli import register as register_gen
 from hop.given_options import Given, GivenFlag, flags_given
-from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, expand_inputs, repeated_inputs
+from hop.inputs import (
+    DEFAULT_SPLIT_BYTES,
+    KEEP_BYTES,
+    MIN_SPLIT_SIZE_OPTION,
+    InputError,
+    expand_inputs,
+    repeated_inputs,
+)
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.loader import JobFileError, load_job_file
@@ -95,7 +102,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "--reducers",
         type=positive_int,
         default=None,
-        help="number of reduce tasks (default: one per worker, of the embedded cluster or of the cluster's live ones)",
+        help="number of reduce tasks (default: one per worker, of the embedded cluster or of the cluster's live ones; "
+        "with --mrjob, what the job's jobconf sets, mapreduce.job.reduces, where it does: --reducers wins over it)",
     )
     parser.add_argument(
         "--blocking",
@@ -416,15 +424,18 @@ def _run_loaded(
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
             "max_line_bytes": args.max_line_bytes,
-            # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 read as
-            # Latin-1, as mrjob's text protocols read them.
-            **({"map_per_file": True, "fallback_encoding": "latin-1"} if mrjob_run is not None else {}),
+            # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 with their
+            # bytes kept, for the job's INPUT_PROTOCOL to read (as Latin-1 for mrjob's text protocols).
+            **({"map_per_file": True, "fallback_encoding": KEEP_BYTES} if mrjob_run is not None else {}),
+            # An mrjob job's jobconf may set each step's reducers; --reducers wins over it.
+            **({"step_reduces": steps} if (steps := _mrjob_step_reduces(args, mrjob_run)) else {}),
             **({STDIN_COPY_OPTION: os.path.abspath(copy)} if (copy := getattr(args, "stdin_copy", None)) else {}),
             **online_options,
         },
     )
     later = [dataclasses.replace(spec, job_code=dump_job_class(c), name=c.__name__) for c in later_classes]
-    stages = len(pipeline_specs([spec, *later]))
+    step_specs = pipeline_specs([spec, *later])
+    stages = len(step_specs)
     pipelined = stages > 1 and not args.blocking
     if pipelined and args.stop_when_accurate is not None:
         return _fail(STOP_EARLY_PIPELINE, 2)  # checked before a cluster starts (run_pipeline refuses it too)
@@ -445,8 +456,9 @@ def _run_loaded(
         for repeated in repeated_inputs(list(spec.inputs), spec.output):  # (raises for an input that cannot be read)
             print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
-            # A pipeline runs its steps' reducers side by side.
-            reduce_slots = -(-reducers * (stages if pipelined else 1) // workers)
+            # A pipeline runs its steps' reducers side by side; steps run one after another need the most any has.
+            step_reduces = [step.num_reduces for step in step_specs]
+            reduce_slots = -(-(sum(step_reduces) if pipelined else max(step_reduces)) // workers)
             cluster = LocalCluster(
                 workers=workers, map_slots=1, reduce_slots=reduce_slots, prelaunched=prelaunch.take()
             )
@@ -498,6 +510,15 @@ def _run_loaded(
             print(no_records, file=sys.stderr)
         print_user_counters(report["counters"].get("user", {}))  # the whole run's, summed over its steps
     return 0
+
+
+def _mrjob_step_reduces(args: argparse.Namespace, mrjob_run: MRJobRun | None) -> list[int | None] | None:
+    """The reducers an mrjob job's jobconf sets per step (``None`` for a step it leaves to hop), unless
+    ``--reducers`` was given, which wins; ``None`` when there is nothing to set."""
+    if mrjob_run is None or args.reducers is not None:
+        return None
+    steps = mrjob_run.step_reducers
+    return steps if any(count is not None for count in steps) else None
 
 
 def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list[Any]) -> tuple[Any, list[Any]]:

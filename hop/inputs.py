@@ -447,7 +447,7 @@ def iter_lines(
 
     A line longer than ``max_line_bytes`` raises :class:`InputError` (naming file and offset) instead of growing
     memory without bound. A line that is not UTF-8 raises it too, or goes to ``on_bad`` and is left out, or with
-    ``fallback_encoding`` is decoded with that (as mrjob's text protocols fall back to Latin-1).
+    ``fallback_encoding`` is decoded with that (:data:`KEEP_BYTES`: its bytes kept, for mrjob's protocols).
     """
     with _open(split) as file:
         position = split.start
@@ -555,6 +555,12 @@ def skip_line(file: IO[bytes]) -> int:
         skipped += len(chunk)
 
 
+KEEP_BYTES = "surrogateescape"
+"""A ``fallback_encoding`` that keeps every byte of a line that is not UTF-8: it is decoded with UTF-8's
+``surrogateescape`` error handler, so ``line.encode("utf-8", "surrogateescape")`` gives its bytes back (an mrjob
+job's INPUT_PROTOCOL reads the bytes, ``hop.mrjob_codec.InputEdge``)."""
+
+
 def _decoded_lines(
     body: bytes,
     path: str,
@@ -572,7 +578,9 @@ def _decoded_lines(
         try:
             line: str | None = _decode(raw, path, position)
         except InputError as error:
-            if fallback_encoding is not None:
+            if fallback_encoding == KEEP_BYTES:
+                line = raw.decode("utf-8", KEEP_BYTES)
+            elif fallback_encoding is not None:
                 line = raw.decode(fallback_encoding)
             elif on_bad is None:
                 raise _undecodable(path, position, error) from None

@@ -47,7 +47,8 @@ class JobSpec:
     job_id: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     """Further settings, all optional: ``max_attempts`` (4), ``skip_bad_records`` (0), ``speculative`` (False),
-    ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB)."""
+    ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB), ``step_reduces`` (a multi-step job's
+    reducers per step, ``None`` for ``num_reduces``: :meth:`step_num_reduces`)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -69,6 +70,12 @@ class JobSpec:
         data = dict(data)
         data["inputs"] = tuple(data["inputs"])
         return cls(**data)
+
+    def step_num_reduces(self, step: int) -> int:
+        """The reducers of step ``step`` of this job: what ``options["step_reduces"]`` gives for it (an mrjob job's
+        jobconf), else :attr:`num_reduces`. Contract for whoever makes a step's spec from the job's (the runner)."""
+        given = self.options.get("step_reduces") or ()
+        return int(given[step] or self.num_reduces) if step < len(given) else self.num_reduces
 
     def with_id(self, job_id: str) -> JobSpec:
         return dataclasses.replace(self, job_id=job_id)

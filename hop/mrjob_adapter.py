@@ -15,13 +15,21 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   cluster shares with ``hop run``: whenever the message changes, at most once a second, and the latest one when
   the attempt ends.
 - The job's own options (``configure_args`` with ``add_passthru_arg``/``add_file_arg``) go after ``--``:
-  ``hop run --mrjob job.py IN -o OUT -- --my-option 3``. ``FILES`` and ``DIRS`` are found as mrjob finds them
-  (beside the job file) and are in the working directory of every task while it runs, as under mrjob; file
-  options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")`` names the
-  file a mapper reads.
+  ``hop run --mrjob job.py IN -o OUT -- --my-option 3``; of mrjob's runner options there, ``--jobconf``,
+  ``--files`` and ``--dirs`` are followed, those that only say how mrjob runs (``-r``, ``--no-conf``) ignored
+  with a warning, any other refused (:func:`_check_runner_options`). ``FILES`` and ``DIRS`` are found as mrjob
+  finds them (beside the job file) and are in the working directory of every task while it runs, as under
+  mrjob; file options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")``
+  names the file a mapper reads.
+
+- The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
+  ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
+  over it (``hop.mrjob_jobconf``).
 
 Refused with a clear error: command substeps, pre-filters, ``mapper_raw``, Spark and jar steps, Hadoop input and
-output formats, ``ARCHIVES``. Ignored with a warning: ``JOBCONF``, ``PARTITIONER`` (hop partitions by its own hash).
+output formats, ``ARCHIVES``. Ignored with a warning naming them: the other jobconf settings, ``PARTITIONER`` (hop
+partitions by its own hash). Named in a warning: a reducer reading a value protocol (every key None), which mrjob
+calls once per reducer task and hop once per distinct line (:func:`_warn_keyless_reducer`).
 """
 
 from __future__ import annotations
@@ -40,7 +48,8 @@ from typing import Any
 
 from hop.job import Job, Step
 from hop.loader import JobFileError
-from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, hashable_keys, line_of_output, plan_edges
+from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, as_text, line_of_output, plan_edges
+from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
@@ -72,6 +81,14 @@ class MRJobRun:
         self.mrjob_class = load_mrjob_file(path)
         mr = _instantiate(self.mrjob_class, job_args, path)
         _check_supported(mr, path)
+        _check_runner_options(mr, path)
+        jobconfs = step_jobconfs(mr, path)
+        self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
+        """The reducers each step's jobconf asks for (``None``: hop's default), for ``hop run`` without
+        ``--reducers``."""
+        ignored = {f"{name}={value}" for conf in jobconfs for name, value in conf.ignored.items()}
+        if ignored:
+            print(f"hop: warning: {path}: jobconf ignored on hop: {', '.join(sorted(ignored))}", file=sys.stderr)
         links = _task_files(mr, path)
         self.workdir: str | None = None
         if links:
@@ -139,8 +156,8 @@ def _check_supported(mr: Any, path: str) -> None:
                 f"{path}: {name} step {number} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
                 "and reducers (not commands, pre-filters or raw mappers)"
             )
-        if description.get("jobconf"):
-            print(f"hop: warning: {path}: step {number}'s jobconf is ignored", file=sys.stderr)
+        if "reducer" in description:
+            _warn_keyless_reducer(mr, number, path)
     for attribute, value in (
         ("HADOOP_INPUT_FORMAT", mr.hadoop_input_format()),
         ("HADOOP_OUTPUT_FORMAT", mr.hadoop_output_format()),
@@ -149,19 +166,83 @@ def _check_supported(mr: Any, path: str) -> None:
             raise JobFileError(f"{path}: {name} sets {attribute} ({value}); hop reads and writes text lines only")
     if mr.archives():
         raise JobFileError(f"{path}: {name} uses ARCHIVES; hop does not unpack archives (FILES and DIRS work)")
-    for attribute, value in (("JOBCONF", mr.jobconf()), ("PARTITIONER", mr.partitioner())):
-        if value:
-            print(f"hop: warning: {path}: {attribute} is ignored on hop ({value!r})", file=sys.stderr)
+    if mr.partitioner():
+        print(f"hop: warning: {path}: PARTITIONER is ignored on hop ({mr.partitioner()!r})", file=sys.stderr)
+
+
+_RUNNER_OPTIONS_FOLLOWED = {"jobconf", "upload_files", "upload_dirs"}
+"""mrjob's runner options (given after ``--``) that hop follows: ``--jobconf`` (``hop.mrjob_jobconf``), ``--files``
+and ``--dirs``."""
+_RUNNER_OPTIONS_IRRELEVANT = {
+    "runner",
+    "conf_paths",
+    "quiet",
+    "verbose",
+    "cleanup",
+    "cleanup_on_failure",
+    "local_tmp_dir",
+    "num_cores",
+    "label",
+    "owner",
+}
+"""mrjob's runner options that say how mrjob runs the job and change nothing of its result (``-r local``, ``-c``,
+``--num-cores``...): ignored with a warning naming them. Any other is refused: it would change what the job sees
+(``--cmdenv``, ``--setup``, ``--archives``, ``--output-dir``) or belongs to a cluster mrjob would start."""
+
+
+def _check_runner_options(mr: Any, path: str) -> None:
+    """Refuse the mrjob runner options given after ``--`` that hop does not follow, naming them (they were
+    ignored without a word: ``-- --cmdenv X=1`` gave the tasks no ``X``), and name the irrelevant ones."""
+    job_options = set(mr._passthru_arg_dests) | set(mr._file_arg_dests)
+    names: dict[str, list[str]] = {}  # dest -> its long switches (conf_paths: --conf-path, --no-conf)
+    for action in mr.arg_parser._actions:
+        names.setdefault(action.dest, []).extend(name for name in action.option_strings if name.startswith("--"))
+    switches = {dest: "/".join(long) for dest, long in names.items() if long}
+    given = [
+        dest
+        for dest, value in vars(mr.options).items()
+        if dest in switches and dest not in job_options and value != mr.arg_parser.get_default(dest)
+    ]
+    refused = [switches[dest] for dest in given if dest not in _RUNNER_OPTIONS_FOLLOWED | _RUNNER_OPTIONS_IRRELEVANT]
+    if refused:
+        raise JobFileError(
+            f"{path}: hop runs the job itself and does not follow mrjob's runner option(s) {', '.join(refused)} "
+            "(after --, with the job's own options): drop them; hop follows --jobconf, --files and --dirs, and its "
+            "own options go before --"
+        )
+    ignored = [switches[dest] for dest in given if dest in _RUNNER_OPTIONS_IRRELEVANT]
+    if ignored:
+        print(f"hop: warning: {path}: mrjob runner option(s) ignored on hop: {', '.join(ignored)}", file=sys.stderr)
+
+
+def _warn_keyless_reducer(mr: Any, number: int, path: str) -> None:
+    """Name a reducer that reads its records with one of mrjob's value protocols (INTERNAL_PROTOCOL =
+    ReprValueProtocol...): its every key is None, so mrjob's reducer code, which groups neighbouring lines whose
+    keys decode equal, calls it once for all the lines of a reducer task (as many calls as its runner makes
+    tasks), where hop, grouping by the lines' text, calls it once per distinct line."""
+    reader = mr.pick_protocols(number, "reducer")[0]
+    kind = type(getattr(reader, "__self__", reader))
+    if kind.__module__ == "mrjob.protocol" and kind.__name__.endswith("ValueProtocol"):
+        print(
+            f"hop: warning: {path}: {type(mr).__name__} step {number}'s reducer reads {kind.__name__}, whose keys "
+            "are all None: mrjob calls it once per reducer task with all of that task's values, hop once per "
+            "distinct encoded value (use a key/value protocol, e.g. ReprProtocol, to group by key)",
+            file=sys.stderr,
+        )
 
 
 def _task_files(mr: Any, path: str) -> dict[str, str]:
-    """Name in the tasks' working directory -> absolute path, for the job's FILES and DIRS (``path#name`` too)."""
+    """Name in the tasks' working directory -> absolute path, for the job's FILES and DIRS and the ``--files`` and
+    ``--dirs`` given after ``--`` (``path#name`` too), as mrjob's runners combine them."""
     links: dict[str, str] = {}
-    for entry in [*mr.files(), *mr.dirs()]:
+    given = [*(mr.options.upload_files or ()), *(mr.options.upload_dirs or ())]
+    for entry in [*mr.files(), *mr.dirs(), *given]:
         source, _, name = os.path.expandvars(os.path.expanduser(entry)).partition("#")
         name = name or os.path.basename(source.rstrip(os.sep))
         if not os.path.exists(source):
-            raise JobFileError(f"{path}: {entry} (in the job's FILES/DIRS) does not exist; put it beside the job")
+            raise JobFileError(
+                f"{path}: {entry} (in the job's FILES/DIRS or --files/--dirs) does not exist; put it beside the job"
+            )
         links[name] = os.path.abspath(source)
     return links
 
@@ -214,7 +295,7 @@ class MRJobAdapter(Job):
     mrjob_args: list[str] = []
     mrjob_workdir: str | None = None
     mrjob_file_options: dict[str, Any] = {}
-    _shuffle_nan_key = NAN_KEY  # NaN keys group, as under mrjob (hop.mrjob_codec)
+    _shuffle_nan_key = NAN_KEY  # (keys reach the shuffle as their JSON text: no NaN float does, hop.mrjob_codec)
 
     def __init__(self) -> None:
         super().__init__()
@@ -291,7 +372,9 @@ class MRJobAdapter(Job):
                 source = edges[_before(substeps, number, "reducer")]
                 assert isinstance(source, Edge), "a job's first substep is always a mapper"
                 reducer = _reducer(mr_step["reducer"], source, reduce_out, sort_values)
-            elif map_out is not None and map_out.native:  # (hop's identity reduce would write NAN_KEY)
+                if mapper is None and source.native:
+                    mapper = source.to_shuffle
+            elif map_out is not None and map_out.native:  # (hop's identity reduce would write keys' JSON text)
                 reducer = map_out.passing_on
             steps.append(
                 Step(
@@ -321,11 +404,12 @@ class MRJobAdapter(Job):
 
             return mapper
         if source.text_values and out.native:  # mrjob's defaults: the line as value, JSON pairs out as they are
+            encode_pairs = out.encode
 
             def first_mapper(offset: Any, line: str) -> Iterable[Any]:
                 if self.input_file is not self._input_file:
                     self._note_input_file()
-                return hashable_keys(function(None, line) or ())
+                return encode_pairs(function(None, as_text(line)))
 
             return first_mapper
         decode, encode = source.decode, out.encode
@@ -344,11 +428,8 @@ def _before(substeps: list[tuple[int, str]], number: int, kind: str) -> tuple[in
 
 def _combiner(function: Callable[..., Any], edge: Edge) -> Callable[[Any, Iterable[Any]], Iterable[Any]]:
     def combiner(key: Any, values: Iterable[Any]) -> Iterable[Any]:
-        decoded_key, decoded_values = edge.decode_group(key, values, False)
-        output = edge.encode(function(decoded_key, decoded_values))
-        if edge.native and decoded_key is not key:  # a tuple key the combiner saw as a list
-            return edge.keeping_key(key, decoded_key, output)
-        return output
+        # (A key the combiner yields back is encoded as it was in the shuffle: hop requires a combiner keep it.)
+        return edge.encode(function(*edge.decode_group(key, values, False)))
 
     return combiner
 

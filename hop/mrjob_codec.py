@@ -6,11 +6,14 @@ the text before their first TAB. On hop an :class:`Edge` between two substeps ca
 
 - native: the pairs themselves, when both sides use a JSON key/value protocol (mrjob's default ``JSONProtocol``),
   which saves encoding every record. The reading side gets what a JSON round trip gives (tuples become lists, dict
-  keys strings); keys group by value (so ``1`` and ``1.0`` are one key, as they are in hop). A float NaN, in a key
-  or in its lists, groups with every other NaN, as mrjob groups the text ``NaN``: the map buffer puts
-  :data:`NAN_KEY` in its place as a spill is sorted (found among the spill's distinct keys, nothing per record),
-  and a combiner or reducer reads NaN back. ``NAN_KEY`` is bytes, which no JSON protocol writes (a job yielding a
-  bytes key fails under mrjob), so it stands for nothing else.
+  keys strings). Keys group as Hadoop groups mrjob's lines, by their encoded text: a ``str`` or ``int`` key is
+  itself in the shuffle (its text is one per value), every other key (a float, bool, None, list, tuple or dict) is
+  its JSON text as ``bytes`` (:meth:`Edge.encode` on the map side, read back by the combiner or reducer), so
+  ``1``, ``1.0`` and ``true`` are three keys, ``[1, 2]`` and ``[1, 2.0]`` two, a float NaN one (``NaN``, which is
+  also :data:`NAN_KEY`), and dict keys work. No JSON protocol writes bytes (a job yielding a bytes key fails under
+  mrjob), so a bytes shuffle key stands for nothing else. Between steps (a reducer's output, a file or a pipe)
+  records are hop's JSON lines; a step without a mapper gets one that puts its keys in this form
+  (:meth:`Edge.to_shuffle`).
 - lines: any other protocol (``ReprProtocol``, ``PickleProtocol``, ``RawProtocol``, value protocols, the job's
   own): the encoded line as the pair ``(text before the first TAB, text after it or None)``, both decoded as
   Latin-1, so every byte survives and keys group and sort exactly as Hadoop groups and sorts them.
@@ -31,6 +34,7 @@ __all__ = [
     "NAN_KEY",
     "Edge",
     "InputEdge",
+    "as_text",
     "final_edge",
     "hashable_keys",
     "is_json_protocol",
@@ -43,11 +47,9 @@ Pair = tuple[Any, Any]
 
 _JSON_PROTOCOLS = ("StandardJSONProtocol", "SimpleJSONProtocol", "UltraJSONProtocol", "RapidJSONProtocol")
 _CONTAINERS = (tuple, list, dict)
-_KEYS_TO_READ = (tuple, list, bytes)
-"""The types of shuffle keys that :func:`_key_as_read` changes (a key is never a dict)."""
-
 NAN_KEY = b"NaN"
-"""What a float NaN in a key of a native edge is in the shuffle (see the module docstring)."""
+"""What a float NaN key of a native edge is in the shuffle: its JSON text (see the module docstring). The map
+buffer would put it in place of a NaN that reached it as a float (``MRJobAdapter._shuffle_nan_key``); none does."""
 
 
 def is_json_protocol(protocol: Any) -> bool:
@@ -65,27 +67,6 @@ def json_like(value: Any) -> Any:
     if kind is dict:
         return {_json_key(key): json_like(item) if type(item) in _CONTAINERS else item for key, item in value.items()}
     return value
-
-
-def _key_as_read(key: Any) -> Any:
-    """A native edge's shuffle key as a combiner or reducer reads it: :func:`json_like`, with NaN for
-    :data:`NAN_KEY`."""
-    kind = type(key)
-    if kind is tuple or kind is list:
-        return [_key_as_read(part) for part in key]
-    if kind is bytes and key == NAN_KEY:
-        return math.nan
-    return key
-
-
-def _as_shuffle_key(key: Any) -> Any:
-    """The shuffle key a key yielded on a native edge becomes: lists as tuples, :data:`NAN_KEY` for NaN."""
-    kind = type(key)
-    if kind is tuple or kind is list:
-        return tuple(_as_shuffle_key(part) for part in key)
-    if kind is float and key != key:
-        return NAN_KEY
-    return key
 
 
 def _json_key(key: Any) -> Any:
@@ -114,6 +95,11 @@ def _json_text(value: Any) -> str:
     if kind is float and math.isfinite(value):
         return float.__repr__(value)
     return json.dumps(value)
+
+
+def _standard_key_text(key: Any) -> bytes:
+    """StandardJSONProtocol's ``_dumps(key)``, faster for floats (its JSON text is ASCII)."""
+    return _json_text(key).encode("ascii")
 
 
 def hashable_keys(pairs: Iterable[Any]) -> Iterator[Any]:
@@ -148,14 +134,20 @@ def line_of_output(key: str, rest: str | None) -> bytes:
 
 class Edge:
     """Records from one substep (which encodes them with ``writer``) to the next (which decodes them with
-    ``reader``); ``native`` picks the form (see the module docstring)."""
+    ``reader``); ``native`` picks the form (see the module docstring), ``shuffled`` says whether they go through
+    the shuffle (out of a mapper) or through a step's output (out of a reducer)."""
 
-    def __init__(self, writer: Any, reader: Any, native: bool) -> None:
+    def __init__(self, writer: Any, reader: Any, native: bool, shuffled: bool = False) -> None:
         self.writer = writer
         self.reader = reader
         self.native = native
+        self.shuffled = shuffled
         kind = type(writer)
         standard = kind.__module__ == "mrjob.protocol" and kind.__name__.startswith("StandardJSON")
+        if native:
+            # A key's text as the writer writes it, read back as the reader reads it: what mrjob's lines carry.
+            self._key_text: Callable[[Any], bytes] = _standard_key_text if standard else writer._dumps
+            self._read_key: Callable[[bytes], Any] = reader._loads
         self._lines = (
             (self._json_values if kind.__name__ == "StandardJSONValueProtocol" else self._json_pairs)
             if standard
@@ -168,8 +160,24 @@ class Edge:
         if pairs is None:
             return ()
         if self.native:
-            return hashable_keys(pairs)
+            return self._shuffle_pairs(pairs) if self.shuffled else hashable_keys(pairs)
         return self._lines(pairs)
+
+    def _shuffle_pairs(self, pairs: Iterable[Any]) -> Iterator[Any]:
+        """Pairs for the shuffle of a native edge: keys other than a str or an int as their JSON text (see the
+        module docstring), so that keys group by it."""
+        key_text = self._key_text
+        for pair in pairs:
+            kind = type(pair[0])
+            if kind is not str and kind is not int:
+                pair = (key_text(pair[0]), pair[1])
+            yield pair
+
+    def to_shuffle(self, key: Any, value: Any) -> Iterator[Any]:
+        """The mapper of a step without one whose records come from a native edge: the record, its key in the
+        shuffle's form (hop's identity map would group ``1`` and ``1.0``, read back from the step's output, as
+        one key)."""
+        return self._shuffle_pairs(((key, value),))
 
     def _protocol_lines(self, pairs: Iterable[Any]) -> Iterator[Pair]:
         write = self.writer.write
@@ -199,7 +207,7 @@ class Edge:
         """One key and its values as a combiner or reducer reads them; ``sort_values`` (mrjob's SORT_VALUES) sorts
         them by their encoded form, as Hadoop's secondary sort does."""
         if self.native:
-            key = _key_as_read(key) if type(key) in _KEYS_TO_READ else key
+            key = self._read_key(key) if type(key) is bytes else key
             converted: Iterable[Any] = (json_like(v) if type(v) in _CONTAINERS else v for v in values)
             if sort_values:
                 converted = list(converted)
@@ -216,23 +224,18 @@ class Edge:
         first = next(decoded)
         return first[0], chain((first[1],), (value for _, value in decoded))
 
-    def keeping_key(self, key: Any, decoded_key: Any, pairs: Iterable[Any]) -> Iterator[Any]:
-        """A combiner's output on a native edge: hop requires the shuffle key it gave (a tuple where the combiner
-        saw a list, :data:`NAN_KEY` where it saw NaN), so pairs whose key is that shuffle key once yielded get it
-        back."""
-        for out_key, value in pairs:
-            yield (key if out_key is decoded_key or _as_shuffle_key(out_key) == key else out_key), value
-
     def passing_on(self, key: Any, values: Iterable[Any]) -> Iterator[Any]:
         """The reduce of a step without a reducer whose mapper writes to a native edge: every value of every key,
-        in order, the key as the next substep would read it (NaN again where the shuffle had :data:`NAN_KEY`)."""
-        key = _key_as_read(key) if type(key) in _KEYS_TO_READ else key
+        in order, the key as the next substep would read it (read back from its JSON text in the shuffle)."""
+        key = self._read_key(key) if type(key) is bytes else key
         for value in values:
             yield key, value
 
 
 class InputEdge:
-    """The input lines (hop's text records) as the first substep reads them with INPUT_PROTOCOL."""
+    """The input lines (hop's text records) as the first substep reads them with INPUT_PROTOCOL: a line that is
+    not UTF-8 arrives with its bytes kept (``hop.inputs.KEEP_BYTES``), which the protocol reads (mrjob's text
+    protocols as Latin-1: :func:`as_text`)."""
 
     def __init__(self, reader: Any) -> None:
         self.reader = reader
@@ -242,9 +245,21 @@ class InputEdge:
 
     def decode(self, offset: Any, line: str) -> Pair:
         if self.text_values:
-            return None, line
-        decoded: Pair = self.reader.read(line.encode("utf-8"))
+            return None, as_text(line)
+        decoded: Pair = self.reader.read(line.encode("utf-8", "surrogateescape"))
         return decoded
+
+
+def as_text(line: str) -> str:
+    """An input line as mrjob's TextValueProtocol reads it: UTF-8, or Latin-1 if it is not UTF-8 (hop read such a
+    line with its bytes kept as escapes, ``hop.inputs.KEEP_BYTES``)."""
+    if line.isascii():
+        return line
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # (only an escaped byte cannot be encoded)
+        return line.encode("utf-8", "surrogateescape").decode("latin-1")
+    return line
 
 
 def final_edge(writer: Any) -> Edge:
@@ -265,5 +280,6 @@ def plan_edges(
             out[substep] = final_edge(writer)
         else:
             reader = pairs[number + 1][0]
-            out[substep] = Edge(writer, reader, is_json_protocol(writer) and is_json_protocol(reader))
+            native = is_json_protocol(writer) and is_json_protocol(reader)
+            out[substep] = Edge(writer, reader, native, shuffled=substep[1] == "mapper")
     return InputEdge(pairs[0][0]), out

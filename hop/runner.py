@@ -253,6 +253,7 @@ def run_steps(
                     base,
                     step=step,
                     num_steps=num_steps,
+                    num_reduces=base.step_num_reduces(step),
                     inputs=tuple(inputs),
                     output=str(final_output if last else scratch / f"step-{step}"),
                     input_format=base.input_format if step == 0 else "output",
@@ -486,7 +487,10 @@ def pipeline_specs(jobs: list[JobSpec]) -> list[JobSpec]:
     specs = []
     for base in jobs:
         num_steps = len(_instantiate(base).resolved_steps())
-        specs += [dataclasses.replace(base, step=step, num_steps=num_steps) for step in range(num_steps)]
+        specs += [
+            dataclasses.replace(base, step=step, num_steps=num_steps, num_reduces=base.step_num_reduces(step))
+            for step in range(num_steps)
+        ]
     return specs
 
 

@@ -8,6 +8,7 @@ pairs the job's OUTPUT_PROTOCOL reads back, with JSON lists and tuples alike.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 
 import mrjob  # a dev dependency (pyproject's dev extra): these tests compare hop with it
 import pytest
+from mrjob.step import MRStep
 
 from hop.gen.text import generate_text
 from hop.job import Job, Step
@@ -31,19 +33,17 @@ TIMEOUT = 180
 
 
 def frozen(value: Any) -> Any:
-    """A hashable form in which JSON lists and tuples compare equal."""
+    """A hashable form in which JSON lists and tuples compare equal, and values written differently do not: ``1``,
+    ``1.0`` and ``True``, ``0.0`` and ``-0.0``, dicts with their items in another order (NaN equals itself here)."""
     if isinstance(value, list | tuple):
         return tuple(frozen(item) for item in value)
     if isinstance(value, dict):
-        return tuple(sorted((key, frozen(item)) for key, item in value.items()))
+        return ("dict", tuple((key, frozen(item)) for key, item in value.items()))
     if isinstance(value, set | frozenset):
         return frozenset(frozen(item) for item in value)
-    if isinstance(value, float) and value != value:
-        return _NAN  # (NaN equals nothing: two outputs' NaN keys would never compare equal)
+    if isinstance(value, bool | float):
+        return (type(value).__name__, repr(value))
     return value
-
-
-_NAN = object()
 
 
 def mrjob_inline(job_file: Path, inputs: list[Path], *job_args: str, cwd: Path | None = None) -> Counter[Any]:
@@ -58,11 +58,12 @@ def mrjob_inline(job_file: Path, inputs: list[Path], *job_args: str, cwd: Path |
 
 
 def hop_run(job_file: Path, inputs: list[Path], output: Path, *job_args: str, **options: Any) -> str:
-    """Run the job with ``hop run --mrjob`` (or ``python -m hop.mrjob``), return its standard error."""
+    """Run the job with ``hop run --mrjob`` (or ``python -m hop.mrjob``), return its standard error;
+    ``hop_options``: further options of ``hop run``."""
     command = [sys.executable, "-m", "hop.mrjob"] if options.get("module") else [sys.executable, "-m", "hop", "run"]
     command += [] if options.get("module") else ["--mrjob"]
     command += [str(job_file), *map(str, inputs), "-o", str(output), "--workers", "2", "--split-size", "200KB"]
-    command += ["--quiet", *(["--", *job_args] if job_args else [])]
+    command += ["--quiet", *options.get("hop_options", []), *(["--", *job_args] if job_args else [])]
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=options.get("cwd"))
     assert result.returncode == 0, result.stderr
     return result.stderr
@@ -320,6 +321,153 @@ def test_passthrough_option_counters_status_and_module_entry_point(text: Path, t
     long_words = sum(count for _, count in expected)
     assert json.dumps({"long": long_words}) in json.dumps(report), "increment_counter reaches hop's user counters"
     assert re.search(r"hop: MRCounting status \(task pid \d+\): mapping\n", stderr), stderr
+
+
+REDUCERS_JOB = """
+from mrjob.job import MRJob
+from mrjob.step import MRStep
+
+
+class MRReducers(MRJob):
+    JOBCONF = {"mapreduce.job.reduces": 3, "mapreduce.map.memory.mb": 2048}
+
+    def steps(self):
+        return [
+            MRStep(mapper=self.words, combiner=self.total, reducer=self.total),
+            MRStep(mapper=self.by_length, reducer=self.total, jobconf={"mapred.reduce.tasks": "1"}),
+        ]
+
+    def words(self, _, line):
+        for word in line.split():
+            yield word, 1
+
+    def total(self, key, counts):
+        yield key, sum(counts)
+
+    def by_length(self, word, count):
+        yield len(word), count
+"""
+
+
+def parts(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.glob("part-*"))
+
+
+def test_jobconf_sets_each_steps_reducers_and_hop_reducers_wins(text: Path, tmp_path: Path) -> None:
+    """JOBCONF's ``mapreduce.job.reduces`` and a step's ``mapred.reduce.tasks`` (the old name, later, so it wins)
+    were ignored with a warning: every step ran one reducer per worker. They set each step's reducers now, in a
+    pipeline and with --blocking; ``--reducers`` wins over both; a setting hop ignores is named."""
+    job = write_job(tmp_path, "mr_reducers.py", REDUCERS_JOB)
+    expected = mrjob_inline(job, [text])
+    for name, hop_options, counts in (
+        ("pipelined", [], (3, 1)),
+        ("blocking", ["--blocking"], (3, 1)),
+        ("given", ["--reducers", "2"], (2, 2)),
+    ):
+        out = tmp_path / name
+        stderr = hop_run(job, [text], out, hop_options=[*hop_options, "--keep-intermediate"])
+        assert hop_output(job, out) == expected
+        assert (len(parts(out / "_steps" / "step-0")), len(parts(out))) == counts, name
+        assert "jobconf ignored on hop: mapreduce.map.memory.mb=2048" in stderr
+        assert "mapreduce.job.reduces" not in stderr and "mapred.reduce.tasks" not in stderr
+
+
+def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
+    """The command line's ``--jobconf`` (after --) overrides JOBCONF and a step's jobconf overrides both, under
+    either name (None clears it); a number that is not one, two different numbers in one source, and 0 on a step
+    with a reducer (map-only on Hadoop) are refused, naming the step and the setting."""
+    from hop.mrjob_jobconf import step_jobconfs
+
+    job_class = load_mrjob_file(str(write_job(tmp_path, "mr_reducers.py", REDUCERS_JOB)))
+
+    def reducers(*args: str) -> list[int | None]:
+        return [conf.reducers for conf in step_jobconfs(job_class(args=list(args)), "mr_reducers.py")]
+
+    assert reducers() == [3, 1]
+    assert reducers("--jobconf", "mapred.reduce.tasks=5") == [5, 1]
+    cleared = [MRStep(mapper=str.split, jobconf={"mapreduce.job.reduces": None}), MRStep(reducer=max)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(job_class, "steps", lambda self: cleared)
+        assert reducers() == [None, 3], "a step's None clears the job's setting, as under mrjob"
+    for jobconf, message in (
+        ({"mapreduce.job.reduces": "many"}, r"step 0: mapreduce.job.reduces=many: the number of reducers must be"),
+        ({"mapreduce.job.reduces": 2, "mapred.reduce.tasks": 3}, r"step 0 sets .*=3 and .*=2: two numbers"),
+        ({"mapreduce.job.reduces": 0}, r"MRReducers step 0: mapreduce.job.reduces=0 runs the step map-only on"),
+    ):
+        job_class.JOBCONF = jobconf
+        with pytest.raises(JobFileError, match=message):
+            reducers()
+
+
+def test_files_and_dirs_given_after_the_separator_and_other_runner_options(text: Path, tmp_path: Path) -> None:
+    """mrjob's runner options after -- were ignored without a word: ``--files stops.txt`` left the tasks without
+    the file (mapper_init failed), ``--cmdenv``/``--setup`` were dropped. ``--files`` and ``--dirs`` are in the
+    tasks' working directory now, as mrjob's runners put them; options that say how mrjob runs (``-r local``,
+    ``--no-conf``) are named in a warning; any other is refused, named."""
+    job = write_job(
+        tmp_path,
+        "mr_stops.py",
+        """
+        from mrjob.job import MRJob
+
+        class MRStops(MRJob):
+            def mapper_init(self):
+                self.stops = set()
+                for name in ("stops.txt", "more/stops.txt"):
+                    with open(name) as stops:
+                        self.stops.update(stops.read().split())
+
+            def mapper(self, _, line):
+                for word in line.split():
+                    if word not in self.stops:
+                        yield word, 1
+
+            def reducer(self, word, counts):
+                yield word, sum(counts)
+
+        if __name__ == "__main__":
+            MRStops.run()
+        """,
+    )
+    words = Counter(text.read_text().split()).most_common(2)
+    (tmp_path / "lists" / "more").mkdir(parents=True)
+    (tmp_path / "lists" / "stops.txt").write_text(words[0][0])
+    (tmp_path / "lists" / "more" / "stops.txt").write_text(words[1][0])
+    options = ["--files", "lists/stops.txt", "--dirs", "lists/more"]
+    expected = mrjob_inline(job, [text], *options, cwd=tmp_path)
+    assert len(expected) == len(set(text.read_text().split())) - 2
+    stderr = hop_run(job, [text], tmp_path / "out", *options, "-r", "local", "--no-conf", cwd=tmp_path)
+    assert hop_output(job, tmp_path / "out") == expected
+    assert "mrjob runner option(s) ignored on hop: --conf-path/--no-conf, --runner" in stderr
+    out = str(tmp_path / "refused")
+    refused = hop_fails("--mrjob", str(job), str(text), "-o", out, "--", "--cmdenv", "X=1", "--setup", "true")
+    assert refused.returncode == 2 and "does not follow mrjob's runner option(s) --cmdenv, --setup" in refused.stderr
+
+
+def test_a_reducer_reading_a_value_protocol_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With a value protocol between a mapper and a reducer, every key the reducer reads is None: mrjob calls it
+    once per reducer task (neighbouring keys that decode equal are one group), hop once per distinct line. That
+    difference was silent; it is named now, and a key/value protocol is not."""
+    from hop.mrjob_adapter import MRJobRun
+
+    source = """
+        from mrjob.job import MRJob
+        from mrjob.protocol import {protocol}
+
+        class MRValues(MRJob):
+            INTERNAL_PROTOCOL = {protocol}
+
+            def mapper(self, _, line):
+                yield line, len(line)
+
+            def reducer(self, key, lengths):
+                yield key, sum(lengths)
+        """
+    for protocol, named in (("ReprValueProtocol", True), ("ReprProtocol", False)):
+        job = write_job(tmp_path, f"mr_{protocol}.py", source.format(protocol=protocol))
+        MRJobRun(str(job), [], str(tmp_path / "out")).close()
+        warning = f"MRValues step 0's reducer reads {protocol}, whose keys are all None: mrjob calls it once per"
+        assert (warning in capsys.readouterr().err) is named, protocol
 
 
 def test_a_failing_mapper_reports_the_users_traceback_and_record(tmp_path: Path) -> None:
@@ -594,6 +742,56 @@ def test_list_keys_and_tuple_keys_passed_on_to_a_later_step(text: Path, tmp_path
     assert hop_output(job, tmp_path / "out") == expected
 
 
+def test_keys_group_by_their_encoded_text_as_hadoop_groups_mrjobs_lines(tmp_path: Path) -> None:
+    """Keys equal in Python but written differently (``1``, ``true``; ``-0.0`` and ``0``; ``[1, "x"]`` and
+    ``[true, "x"]``; a dict with its items in another order) were one key on hop, which groups by value; mrjob's
+    lines group by their text. Dict keys failed the job (unhashable). Each text is its own key now, through a
+    combiner, a reducer-only later step and a mapper-only one. (Keys here have others between them in the lines'
+    order: mrjob's own reducer also joins neighbouring lines whose keys decode equal, see the README.)"""
+    job = write_job(
+        tmp_path,
+        "mr_key_texts.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+        KEYS = [1, 2, True, "1", -0.0, -0.5, 0, [1, "x"], [2, "x"], [True, "x"], {"a": 1, "b": 2}, {"a": 2},
+                {"b": 2, "a": 1}, None]
+
+        class MRKeyTexts(MRJob):
+            def steps(self):
+                return [
+                    MRStep(mapper=self.keys, combiner=self.total, reducer=self.total),
+                    MRStep(reducer=self.total),
+                    MRStep(mapper=self.tagged),
+                    MRStep(reducer=self.total),
+                ]
+
+            def keys(self, _, line):
+                for key in KEYS:
+                    yield key, len(line)
+
+            def total(self, key, counts):
+                yield key, sum(counts)
+
+            def tagged(self, key, count):
+                yield [key, count > 0], count
+
+        if __name__ == "__main__":
+            MRKeyTexts.run()
+        """,
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("a\nbb\nccc\n" * 3000)  # 2 maps of --split-size 200KB, not one
+    expected = mrjob_inline(job, [source])
+    assert len(expected) == 14 and set(expected.values()) == {1}, expected
+    assert frozen(([True, True], 18_000)) in expected and frozen(([1, True], 18_000)) in expected
+    hop_run(job, [source], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+    lines = b"".join(part.read_bytes() for part in (tmp_path / "out").glob("part-*")).splitlines()
+    assert b'[{"b": 2, "a": 1}, true]\t18000' in lines and b"[-0.0, true]\t18000" in lines, lines
+
+
 def test_nan_keys_group_as_mrjob_groups_them(tmp_path: Path) -> None:
     """mrjob groups float NaN keys (their JSON text, ``NaN``, is one key); hop refused them (a NaN equals nothing,
     not even itself). They group now, alone or in a list key, from several maps, through a combiner that yields
@@ -635,8 +833,8 @@ def test_nan_keys_group_as_mrjob_groups_them(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     source.write_text("nan 1.5 x NaN 2\n2 nan y\n" * 20_000)  # 3 maps of --split-size 200KB
     expected = mrjob_inline(job, [source])
-    totals = {(_NAN, 0): 60_000, (1.5, 0): 20_000, ("x", 0): 20_000, (2.0, 0): 40_000, ("y", 0): 20_000}
-    assert expected == Counter(totals.items()), expected
+    totals = {(math.nan, 0): 60_000, (1.5, 0): 20_000, ("x", 0): 20_000, (2.0, 0): 40_000, ("y", 0): 20_000}
+    assert expected == Counter(frozen(pair) for pair in totals.items()), expected
     hop_run(job, [source], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
     lines = b"".join(part.read_bytes() for part in (tmp_path / "out").glob("part-*")).splitlines()
@@ -652,6 +850,35 @@ def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path
     assert (
         hop_output(job, tmp_path / "out") == expected == Counter({("chars", 29): 1, ("words", 6): 1, ("lines", 3): 1})
     )
+
+
+def test_an_input_protocol_reading_bytes_gets_the_lines_bytes(tmp_path: Path) -> None:
+    """A line that is not UTF-8 was read as Latin-1 and given to INPUT_PROTOCOL encoded as UTF-8: a bytes-reading
+    protocol (BytesValueProtocol, RawProtocol, ...) got other bytes than the file's (``caf\\xc3\\xa9`` for
+    ``caf\\xe9``). It gets the file's bytes now, and the default protocol still reads such a line as Latin-1."""
+    source = tmp_path / "latin.txt"
+    source.write_bytes(b"caf\xe9 ol\xe9\nplain\nna\xc3\xafve\n")
+    job = write_job(
+        tmp_path,
+        "mr_bytes.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.protocol import BytesValueProtocol
+
+        class MRBytes(MRJob):
+            INPUT_PROTOCOL = BytesValueProtocol
+
+            def mapper(self, _, line):
+                yield line.hex(), len(line)
+
+        if __name__ == "__main__":
+            MRBytes.run()
+        """,
+    )
+    expected = mrjob_inline(job, [source])
+    assert expected[(b"caf\xe9 ol\xe9".hex(), 8)] == 1
+    hop_run(job, [source], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
 
 
 def test_a_python_without_the_modules_mrjob_imports_is_told_what_to_install(

@@ -1,0 +1,75 @@
+"""What an mrjob job's jobconf means on hop (``hop run --mrjob``, see ``hop.mrjob_adapter``).
+
+mrjob combines a step's jobconf as its runners do: the job's ``jobconf()`` (``JOBCONF`` by default), then the
+``--jobconf`` options given after ``--``, then the step's ``MRStep(jobconf=...)``, later ones winning
+(``mrjob.conf.combine_jobconfs``). Of these settings hop follows the number of reducers,
+``mapreduce.job.reduces`` or its old name ``mapred.reduce.tasks`` (``hop run --reducers`` wins over both, for every
+step); it names the others it ignores in one warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hop.loader import JobFileError
+
+__all__ = ["StepJobconf", "step_jobconfs"]
+
+REDUCES = "mapreduce.job.reduces"
+
+
+class StepJobconf:
+    """One step's combined jobconf: :attr:`reducers`, the number it asks for (``None``: hop's default), and
+    :attr:`ignored`, the settings hop does not follow."""
+
+    def __init__(self, reducers: int | None, ignored: dict[str, str]) -> None:
+        self.reducers = reducers
+        self.ignored = ignored
+
+
+def step_jobconfs(mr: Any, path: str) -> list[StepJobconf]:
+    """The jobconf of each of the job ``mr``'s steps. The two names of the number of reducers are one setting: the
+    later source's wins, whichever name it uses (a ``None`` value clears it, as mrjob clears a setting). Raises
+    :class:`JobFileError` (naming the file, the step and the setting) for a number of reducers that is not a whole
+    number, for both names set to different numbers in one source, and for 0 on a step with a reducer: Hadoop runs
+    such a step map-only, without its reducer, where mrjob's local runners and hop run it."""
+    from mrjob.compat import translate_jobconf_for_all_versions
+    from mrjob.conf import combine_jobconfs
+
+    names = translate_jobconf_for_all_versions(REDUCES)  # (mapred.reduce.tasks, mapreduce.job.reduces)
+    job_name = type(mr).__name__
+    confs = []
+    for number, mr_step in enumerate(mr.steps()):
+        description = mr_step.description(number)
+        layers = [mr.jobconf(), getattr(mr.options, "jobconf", None), description.get("jobconf")]
+        where = f"{path}: {job_name} step {number}"
+        setting: str | None = None  # "name=value" of the number of reducers, as the latest source gives it
+        for layer in layers:
+            given = {name: layer[name] for name in names if name in (layer or {})}
+            values = combine_jobconfs(given)  # (as mrjob passes them to Hadoop: 3 is "3", None is dropped)
+            if len(set(values.values())) > 1:
+                both = " and ".join(f"{name}={value}" for name, value in values.items())
+                raise JobFileError(f"{where} sets {both}: two numbers of reducers; give one")
+            if given:
+                setting = next((f"{name}={value}" for name, value in values.items()), None)
+        reducers = None if setting is None else _count(setting, where)
+        if reducers == 0:
+            if "reducer" in description:
+                raise JobFileError(
+                    f"{where}: {setting} runs the step map-only on Hadoop, without its reducer, where mrjob's "
+                    "local runners and hop run the reducer: drop the setting (or the step's reducer)"
+                )
+            reducers = None  # a mapper-only step: its output is the mappers' output either way
+        ignored = {name: value for name, value in combine_jobconfs(*layers).items() if name not in names}
+        confs.append(StepJobconf(reducers, ignored))
+    return confs
+
+
+def _count(setting: str, where: str) -> int:
+    try:
+        count = int(setting.partition("=")[2])
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise JobFileError(f"{where}: {setting}: the number of reducers must be a whole number, 0 or more")
+    return count
