@@ -436,6 +436,17 @@ def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> No
     assert result["report"]["continuous"]["stopped"] is True
 
 
+@pytest.mark.parametrize(("option", "says"), [("--after=-1", "--after: must be at least 0, got -1"),
+                                                ("--limit=-5", "--limit: must be at least 0, got -5")])  # fmt: skip
+def test_hop_windows_refuses_a_negative_after_or_limit_as_the_web_api_does(option: str, says: str) -> None:
+    """``hop windows --after -1`` was taken (and answered as ``--after 0``) where ``/api/jobs/ID/windows?after=-1``
+    is refused: a usage error before any coordinator is asked."""
+    started = time.monotonic()
+    result = hop("windows", "job-0001", "--coordinator", "tcp://127.0.0.1:9", option, timeout=60)
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert time.monotonic() - started < 8, "refused before waiting for a coordinator"
+
+
 class socket_port:
     """A free TCP port on 127.0.0.1 (the socket is closed on exit, so a source can bind it)."""
 

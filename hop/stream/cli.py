@@ -373,7 +373,12 @@ def register(commands: Any) -> None:
     windows = commands.add_parser("windows", help="print a continuous job's windows so far, as JSON lines")
     windows.add_argument("job_id", help="the continuous job")
     windows.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
-    windows.add_argument("--after", type=int, default=0, help="only windows with seq above this (oldest first)")
+    windows.add_argument(
+        "--after",
+        type=non_negative_int,  # (refused below 0 as the web API's after=N is: window numbers start at 1)
+        default=0,
+        help="only windows with seq above this, oldest first (0 or more; default 0: the newest --limit)",
+    )
     windows.add_argument(
         "--limit",
         type=non_negative_int,
