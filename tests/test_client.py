@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -223,3 +224,26 @@ def test_missing_socket_file_names_the_file_of_an_ipc_path_only(tmp_path: Path) 
     assert missing_socket_file(absent) is None
     assert missing_socket_file("ipc://@abstract-name") is None
     assert missing_socket_file("tcp://127.0.0.1:5555") is None
+
+
+def test_refused_socket_tells_a_socket_nothing_listens_on_from_one_a_coordinator_holds(tmp_path: Path) -> None:
+    """Commands about a running coordinator waited 10 s on a stale socket file, a file that is no socket or an
+    abstract name nothing holds: each is refused at once now; a socket something listens on is not."""
+    import socket
+
+    from hop.client import refused_socket
+
+    stale = tmp_path / "stale"
+    with socket.socket(socket.AF_UNIX) as closed:
+        closed.bind(str(stale))
+    assert "nothing listens on its socket file" in (refused_socket(f"ipc://{stale}") or "")
+    (tmp_path / "plain").write_text("")
+    assert f"{tmp_path / 'plain'} is not a socket file" in (refused_socket(f"ipc://{tmp_path}/plain") or "")
+    name = f"@hop-test-{os.getpid()}-nothing"
+    assert "nothing listens on the abstract socket" in (refused_socket(f"ipc://{name}") or "")
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(tmp_path / "live"))
+        listening.listen(1)
+        assert refused_socket(f"ipc://{tmp_path}/live") is None
+    assert refused_socket(f"ipc://{tmp_path}/absent") is None  # (missing_socket_file's case)
+    assert refused_socket("tcp://127.0.0.1:5555") is None
