@@ -193,10 +193,12 @@ class Client:
         missing = coordinator_not_listening if self.running else missing_socket_directory
         if not self.connected and (why := missing(self.address)) is not None:
             raise CoordinatorUnavailable(why)
-        self._socket.send(frame)
         deadline = time.monotonic() + self.timeout
         broke = False
         try:
+            # Inside: pyzmq runs the signal handlers as send returns, the frame sent, so a Ctrl-C there leaves a reply
+            # coming that the next request would take for its own ('stop' answered by this 'status' reply).
+            self._socket.send(frame)
             while (outcome := self._await_reply(deadline)) == "broken":
                 # The reply went with the connection: ask again on a fresh socket, of whichever coordinator
                 # listens at the address now (a restarted one answers at once; ZeroMQ sends once it is up).

@@ -59,6 +59,47 @@ def test_a_request_interrupted_while_waiting_does_not_answer_the_next_one(tmp_pa
     assert not server.is_alive()
 
 
+def test_a_request_interrupted_as_it_is_sent_does_not_answer_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyzmq runs Python's signal handlers as a send returns, after the frame went: a Ctrl-C landing there (a
+    ``timeout -s INT`` run met it) left the reply to that request coming, and ``hop run``'s stop request took it for
+    its own, then its next ``windows`` request the stop's reply (a KeyError traceback, exit 1, no drain). The
+    interruption is made to land there by a send that raises KeyboardInterrupt once it has sent, as pyzmq's does."""
+    address = f"ipc://{tmp_path}/coordinator"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    router.bind(address)
+
+    def serve() -> None:
+        for _ in range(2):
+            if not router.poll(30_000):
+                return
+            identity, frame = router.recv_multipart()
+            router.send_multipart([identity, message("answer", n=unpack(frame)["n"])])
+
+    sent = zmq.Socket.send
+
+    def send_then_interrupted(self: zmq.Socket[bytes], data: bytes, *args: object, **kwargs: object) -> object:
+        monkeypatch.undo()  # (once)
+        sent(self, data, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    server = threading.Thread(target=serve)
+    server.start()
+    client = Client(address, timeout=30)
+    try:
+        monkeypatch.setattr(zmq.Socket, "send", send_then_interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            client.request("status", n=1)
+        assert client.request("status", n=2)["n"] == 2
+    finally:
+        client.close()
+        server.join(timeout=60)
+        close_socket(router)
+    assert not server.is_alive()
+
+
 def test_an_ipc_address_with_no_socket_file_is_told_at_once(tmp_path: Path) -> None:
     """A second `hop stop` on an embedded cluster that had ended waited out the 10 s timeout and said the
     coordinator "did not answer": with no socket file at an ipc:// path nothing can listen there, so it says so."""
