@@ -301,11 +301,12 @@ def test_the_coordinator_ends_a_job_at_its_duration_without_a_client(stream_clie
 def test_a_stopped_job_that_cannot_drain_in_time_is_ended_with_its_report(
     stream_client: Client, tmp_path: Path
 ) -> None:
-    """A stopped job still draining after the stop timeout (here: 3,600,000-pane windows, whose flush cannot end)
-    is ended at once, as a second Ctrl-C ends it: ``hop run`` used to give up waiting and leave it, and the embedded
-    cluster, stopped with it, left no ``_job.json`` at all."""
+    """A stopped job still draining after the stop timeout (here: windows of an hour sliding by a second, 3,600 of
+    which hold the open pane and are written as it stops, far from done in 1 s) is ended at once, as a second
+    Ctrl-C ends it: ``hop run`` used to give up waiting and leave it, and the embedded cluster, stopped with it, left
+    no ``_job.json`` at all."""
     (tmp_path / "events.jsonl").write_text("".join(json.dumps({"ts": T0, "text": "a b"}) + "\n" for _ in range(2)))
-    options = stream_options([f"replay:{tmp_path / 'events.jsonl'}"], "1h", "1ms")
+    options = stream_options([f"replay:{tmp_path / 'events.jsonl'}"], "1h", "1s")
     output = tmp_path / "out"
     spec = build_spec(
         load_job_file(job_path("event_wordcount"), "EventWordCount"),

@@ -171,7 +171,8 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             deltas=not args.no_view,
             duration=args.duration,
         )
-        if warning := WindowSpec.from_wire(stream["window"]).many_panes_warning():  # (as stream_options parsed it)
+        window = WindowSpec.from_wire(stream["window"])  # (as stream_options parsed it)
+        for warning in filter(None, (window.many_panes_warning(), window.many_windows_warning())):
             print(f"hop: warning: --window {args.window} --slide {args.slide}: {warning}", file=sys.stderr)
         if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
             raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")

@@ -42,6 +42,8 @@ class StreamOptions:
     def __post_init__(self) -> None:
         if not self.sources:
             raise ValueError("a continuous job needs at least one --source")
+        if (too_many := self.window.too_many_windows()) is not None:  # (here: the coordinator refuses it too)
+            raise ValueError(too_many)
         if not 0 < self.fidelity <= 1:
             raise ValueError(f"--fidelity must be in (0, 1], got {self.fidelity}")
         if self.max_latency is not None and self.max_latency <= 0:
