@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -170,6 +171,27 @@ def test_tail_file_moved_out_is_finished_then_closed(
     monkeypatch.setattr("hop.stream.sources.tail.GONE_GRACE", 0.2)
     assert values(collect(source, 1)) == ["unfinished"]
     assert source.position() == {"files": []}
+
+
+def test_tail_directory_removed_while_read_is_waited_for_as_tail_f_does(
+    tmp_path: Path, sources: list[Source], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tailed directory removed (a log directory recreated by a deploy) failed the map, and its retries, which found
+    no directory, the job: its files are read to their end, and it is read again once it is back."""
+    directory = tmp_path / "logs"
+    directory.mkdir()
+    (directory / "app.log").write_text("a\nb\n")
+    source = opened(sources, f"tail:{directory}")
+    assert values(collect(source, 1, batch=1)) == ["a"]
+    with open(directory / "app.log", "a") as writer:  # (its writer still holds it, as a logging process would)
+        shutil.rmtree(directory)
+        writer.write("c\n")
+    assert values(collect(source, 2)) == ["b", "c"]
+    monkeypatch.setattr("hop.stream.sources.tail.GONE_GRACE", 0.2)
+    assert values(collect(source, 1, timeout=1.0)) == [] and source.position() == {"files": []}  # (closed once gone)
+    directory.mkdir()
+    (directory / "app.log").write_text("d\n")
+    assert values(collect(source, 1)) == ["d"]
 
 
 def test_tail_file_truncated_in_place_is_read_from_its_start(tmp_path: Path, sources: list[Source]) -> None:
