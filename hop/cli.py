@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -816,10 +817,26 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
 
 
 _signalled: list[int] = []
-"""The signal that interrupted the command, if it was not Ctrl-C (its exit code is then 128 + its number)."""
+"""The signals that interrupted the command, first first (its exit code is 128 + the first's number)."""
+
+SAME_SIGNAL_SECONDS = 0.5
+"""A Ctrl-C or SIGTERM within this long of the one before is that one delivered again, not a second one. Coreutils
+``timeout`` (``timeout -s INT 60 hop run ...``) sends its signal to the command and then to the command's process
+group, which holds the command: ``hop run`` got it twice, 0.4 ms apart, unless the kernel merged the two, and a
+continuous run took the second for "stop now" and ended without draining. A second Ctrl-C a person means comes after
+the run's "stopping" line, read. (The embedded cluster's processes, in the group too, ignore both signals:
+``hop.lifetime.ignore_stop_signals``.)"""
+
+_last_interruption: list[float] = []
+"""When (monotonic) the latest signal taken as an interruption came."""
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    """The handler of Ctrl-C and SIGTERM: raise KeyboardInterrupt, once per :data:`SAME_SIGNAL_SECONDS`."""
+    now = time.monotonic()
+    if _last_interruption and now - _last_interruption[-1] < SAME_SIGNAL_SECONDS:
+        return
+    _last_interruption.append(now)
     _signalled.append(signum)
     raise KeyboardInterrupt
 
@@ -840,7 +857,8 @@ def _interrupted_code() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM (``kill``, a timeout) ends a run like Ctrl-C does: the embedded cluster is stopped on the way out.
-    signal.signal(signal.SIGTERM, _interrupt)
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _interrupt)
     argv = list(sys.argv[1:] if argv is None else argv)
     job_args: list[str] = []
     if argv[:1] in (["run"], ["submit"]) and "--" in argv:  # what follows -- are an mrjob job's own options

@@ -11,7 +11,10 @@ rather than at the timeout.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -92,6 +95,12 @@ def missing_socket_directory(address: str) -> str | None:
     )
 
 
+_ASK_FOR_ADDRESS = (
+    "Give the address it printed (hop run: 'embedded cluster's coordinator at ...'; hop coordinator: its --bind)"
+)
+"""What an error about an ``ipc://`` address that nothing listens on asks for."""
+
+
 def missing_socket_file(address: str) -> str | None:
     """Why nothing listens at ``ipc://PATH`` when the socket file ``PATH`` does not exist (its directory's absence
     first, :func:`missing_socket_directory`); else None, also for an abstract ``ipc://@NAME`` (no file) and tcp. For
@@ -103,9 +112,48 @@ def missing_socket_file(address: str) -> str | None:
         return gone
     return (
         f"no coordinator at {address}: its socket file {path} does not exist (a coordinator that stopped removes "
-        "it); is the coordinator running? Give the address it printed (hop run: 'embedded cluster's coordinator "
-        "at ...'; hop coordinator: its --bind)"
+        "it); is the coordinator running? " + _ASK_FOR_ADDRESS
     )
+
+
+def refused_socket(address: str) -> str | None:
+    """Why nothing listens at ``ipc://PATH`` whose socket file exists (a coordinator killed before it could remove
+    it, or a file that is no socket), or at an abstract ``ipc://@NAME``: a connect to a unix socket no process
+    listens on is refused at once, where ZeroMQ would retry it in the background until a request's timeout. None
+    when something listens (or its backlog is full), for a file that does not exist (:func:`missing_socket_file`),
+    for tcp, and when the probe cannot tell (a path too long for a socket address, no permission). For commands
+    about a coordinator that must be running already; the probe's connection, to a live coordinator, is closed at
+    once and costs it nothing."""
+    path = address.removeprefix("ipc://")
+    if path == address or not path or not (path.startswith("@") or os.path.exists(path)):
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.setblocking(False)  # (a listener whose backlog is full answers EAGAIN, not a wait)
+        try:
+            probe.connect("\0" + path[1:] if path.startswith("@") else path)
+        except ConnectionRefusedError:
+            pass
+        except OSError:  # EAGAIN (a listener, busy), ENAMETOOLONG, EACCES...: left to ZeroMQ and the timeout
+            return None
+        else:
+            return None  # something listens
+    if path.startswith("@"):
+        return f"no coordinator at {address}: nothing listens on the abstract socket {path} (connection refused)"
+    with contextlib.suppress(OSError):  # (removed meanwhile: then it is the socket file it was)
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return f"no coordinator at {address}: {path} is not a socket file. " + _ASK_FOR_ADDRESS
+    return (
+        f"no coordinator at {address}: nothing listens on its socket file {path} (connection refused: the "
+        "coordinator that bound it has ended without removing it, killed or crashed); is the coordinator running? "
+        + _ASK_FOR_ADDRESS
+    )
+
+
+def coordinator_not_listening(address: str) -> str | None:
+    """Why no coordinator can answer at an ``ipc://`` address, for a command about one that must be running
+    already: no directory or socket file (:func:`missing_socket_file`), or a socket nothing listens on
+    (:func:`refused_socket`); else None."""
+    return missing_socket_file(address) or refused_socket(address)
 
 
 class Client:
@@ -121,8 +169,9 @@ class Client:
         request without any connection to ``address`` (nothing listens there, or not yet), say once on stderr that
         the client is still waiting, for how long, and what to check, so that a command does not look hung for its
         whole ``timeout`` before its error (``None``: never). ``running``: the coordinator must be running already
-        (a command about it or its jobs): an ``ipc://`` socket file that does not exist fails a request at once
-        (:func:`missing_socket_file`) instead of waiting ``timeout`` for a coordinator to bind it."""
+        (a command about it or its jobs): an ``ipc://`` socket file that does not exist, or that nothing listens on,
+        fails a request at once (:func:`coordinator_not_listening`) instead of waiting ``timeout`` for a coordinator
+        to bind it."""
         check_resolvable(address)
         self.address = address
         self.running = running
@@ -148,13 +197,15 @@ class Client:
         kind = msg_type
         frame = message(msg_type, **fields)
         self._connection_broke()  # a break before this request is not one under it
-        missing = missing_socket_file if self.running else missing_socket_directory
+        missing = coordinator_not_listening if self.running else missing_socket_directory
         if not self.connected and (why := missing(self.address)) is not None:
             raise CoordinatorUnavailable(why)
-        self._socket.send(frame)
         deadline = time.monotonic() + self.timeout
         broke = False
         try:
+            # Inside: pyzmq runs the signal handlers as send returns, the frame sent, so a Ctrl-C there leaves a reply
+            # coming that the next request would take for its own ('stop' answered by this 'status' reply).
+            self._socket.send(frame)
             while (outcome := self._await_reply(deadline)) == "broken":
                 # The reply went with the connection: ask again on a fresh socket, of whichever coordinator
                 # listens at the address now (a restarted one answers at once; ZeroMQ sends once it is up).

@@ -1616,6 +1616,29 @@ def test_commands_about_a_running_coordinator_fail_at_once_on_a_missing_socket_f
     assert took < 8, f"took {took:.1f}s: it waited for the socket file"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["status"], ["stop", "job-0001"], ["windows", "job-0001"], ["snapshot", "job-0001"], ["shutdown"]],
+)
+def test_commands_about_a_running_coordinator_fail_at_once_on_a_socket_file_nothing_listens_on(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A socket file left by a coordinator that was killed made them wait their whole 10 s: a connect to a unix
+    socket nothing listens on is refused at once, so they fail at once, naming the file."""
+    path = tmp_path / "coordinator"
+    with socket.socket(socket.AF_UNIX) as stale:
+        stale.bind(str(path))  # (closed without listening: the file stays, as a killed coordinator's does)
+    started = time.monotonic()
+    result = hop(*command, "--coordinator", f"ipc://{path}", cwd=tmp_path, timeout=60)
+    took = time.monotonic() - started
+    assert result.returncode == 3, result.stderr
+    assert f"no coordinator at ipc://{path}: nothing listens on its socket file {path} (connection refused" in (
+        result.stderr
+    )
+    assert "is the coordinator running? Give the address it printed" in result.stderr, result.stderr
+    assert took < 8, f"took {took:.1f}s: it waited for a coordinator to answer"
+
+
 def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\n")
     address = f"ipc://{tmp_path}/coordinator"

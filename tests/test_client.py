@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -52,6 +53,47 @@ def test_a_request_interrupted_while_waiting_does_not_answer_the_next_one(tmp_pa
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         interrupted.set()
+        client.close()
+        server.join(timeout=60)
+        close_socket(router)
+    assert not server.is_alive()
+
+
+def test_a_request_interrupted_as_it_is_sent_does_not_answer_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyzmq runs Python's signal handlers as a send returns, after the frame went: a Ctrl-C landing there (a
+    ``timeout -s INT`` run met it) left the reply to that request coming, and ``hop run``'s stop request took it for
+    its own, then its next ``windows`` request the stop's reply (a KeyError traceback, exit 1, no drain). The
+    interruption is made to land there by a send that raises KeyboardInterrupt once it has sent, as pyzmq's does."""
+    address = f"ipc://{tmp_path}/coordinator"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    router.bind(address)
+
+    def serve() -> None:
+        for _ in range(2):
+            if not router.poll(30_000):
+                return
+            identity, frame = router.recv_multipart()
+            router.send_multipart([identity, message("answer", n=unpack(frame)["n"])])
+
+    sent = zmq.Socket.send
+
+    def send_then_interrupted(self: zmq.Socket[bytes], data: bytes, *args: object, **kwargs: object) -> object:
+        monkeypatch.undo()  # (once)
+        sent(self, data, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    server = threading.Thread(target=serve)
+    server.start()
+    client = Client(address, timeout=30)
+    try:
+        monkeypatch.setattr(zmq.Socket, "send", send_then_interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            client.request("status", n=1)
+        assert client.request("status", n=2)["n"] == 2
+    finally:
         client.close()
         server.join(timeout=60)
         close_socket(router)
@@ -223,3 +265,26 @@ def test_missing_socket_file_names_the_file_of_an_ipc_path_only(tmp_path: Path) 
     assert missing_socket_file(absent) is None
     assert missing_socket_file("ipc://@abstract-name") is None
     assert missing_socket_file("tcp://127.0.0.1:5555") is None
+
+
+def test_refused_socket_tells_a_socket_nothing_listens_on_from_one_a_coordinator_holds(tmp_path: Path) -> None:
+    """Commands about a running coordinator waited 10 s on a stale socket file, a file that is no socket or an
+    abstract name nothing holds: each is refused at once now; a socket something listens on is not."""
+    import socket
+
+    from hop.client import refused_socket
+
+    stale = tmp_path / "stale"
+    with socket.socket(socket.AF_UNIX) as closed:
+        closed.bind(str(stale))
+    assert "nothing listens on its socket file" in (refused_socket(f"ipc://{stale}") or "")
+    (tmp_path / "plain").write_text("")
+    assert f"{tmp_path / 'plain'} is not a socket file" in (refused_socket(f"ipc://{tmp_path}/plain") or "")
+    name = f"@hop-test-{os.getpid()}-nothing"
+    assert "nothing listens on the abstract socket" in (refused_socket(f"ipc://{name}") or "")
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(tmp_path / "live"))
+        listening.listen(1)
+        assert refused_socket(f"ipc://{tmp_path}/live") is None
+    assert refused_socket(f"ipc://{tmp_path}/absent") is None  # (missing_socket_file's case)
+    assert refused_socket("tcp://127.0.0.1:5555") is None

@@ -21,7 +21,7 @@ from hop.runner import build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
 from monitoring.cli import MONITOR_JOB
-from tests.conftest import run_job
+from tests.conftest import hop, run_job
 from tests.test_stream_engine import assert_interrupted_report, interrupt_twice_as_it_drains, read_windows
 
 pytestmark = pytest.mark.slow
@@ -219,3 +219,21 @@ def test_a_second_ctrl_c_ends_the_monitor_at_once_with_a_report_saying_so(tmp_pa
     command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--window", "2s", "-o", str(out)]
     # Two sources (the worker's samples, the coordinator's), a pane each per 2 s, a reducer taking 0.5 s a pane.
     assert_interrupted_report(out, *interrupt_twice_as_it_drains(command, out, slow_reduce=0.5))
+
+
+@pytest.mark.parametrize(
+    ("window", "slide", "says"),
+    [
+        ("10s", "20s", "a slide longer than the window would skip records"),
+        ("1h", "1ms", "put every record in 3,600,000 windows"),
+    ],
+)
+def test_the_monitor_refuses_bad_windows_before_it_starts_a_cluster(
+    tmp_path: Path, window: str, slide: str, says: str
+) -> None:
+    """``hop monitor --window 10s --slide 20s`` started its embedded cluster and printed its coordinator's address
+    before the query was refused: it is refused first, naming the options."""
+    result = hop("monitor", "--window", window, "--slide", slide, "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"hop: error: --window {window} --slide {slide}: " in result.stderr and says in result.stderr
+    assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr

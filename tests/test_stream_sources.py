@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -170,6 +171,27 @@ def test_tail_file_moved_out_is_finished_then_closed(
     monkeypatch.setattr("hop.stream.sources.tail.GONE_GRACE", 0.2)
     assert values(collect(source, 1)) == ["unfinished"]
     assert source.position() == {"files": []}
+
+
+def test_tail_directory_removed_while_read_is_waited_for_as_tail_f_does(
+    tmp_path: Path, sources: list[Source], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tailed directory removed (a log directory recreated by a deploy) failed the map, and its retries, which found
+    no directory, the job: its files are read to their end, and it is read again once it is back."""
+    directory = tmp_path / "logs"
+    directory.mkdir()
+    (directory / "app.log").write_text("a\nb\n")
+    source = opened(sources, f"tail:{directory}")
+    assert values(collect(source, 1, batch=1)) == ["a"]
+    with open(directory / "app.log", "a") as writer:  # (its writer still holds it, as a logging process would)
+        shutil.rmtree(directory)
+        writer.write("c\n")
+    assert values(collect(source, 2)) == ["b", "c"]
+    monkeypatch.setattr("hop.stream.sources.tail.GONE_GRACE", 0.2)
+    assert values(collect(source, 1, timeout=1.0)) == [] and source.position() == {"files": []}  # (closed once gone)
+    directory.mkdir()
+    (directory / "app.log").write_text("d\n")
+    assert values(collect(source, 1)) == ["d"]
 
 
 def test_tail_file_truncated_in_place_is_read_from_its_start(tmp_path: Path, sources: list[Source]) -> None:
@@ -641,7 +663,7 @@ def test_zmq_sub_receives_from_a_publisher(sources: list[Source]) -> None:
 def test_zmq_bind_conflict_is_a_source_error(sources: list[Source]) -> None:
     source = opened(sources, "zmq:tcp://127.0.0.1:*")
     assert isinstance(source, ZmqSource)
-    with pytest.raises(SourceError, match=r"cannot bind .*tcp://127\.0\.0\.1:\d+"):
+    with pytest.raises(SourceError, match=r"cannot bind .*tcp://127\.0\.0\.1:\d+.*; the port is taken: pick a free"):
         open_source(f"zmq:{source.endpoint}")
 
 
@@ -782,7 +804,14 @@ def test_every_source_option_is_documented_with_its_kind() -> None:
         ("zmq:tcp://127.0.0.1:5600?format=json", r"format must be msgpack \(the default\) or text"),
         ("zmq:nonsense", r"expected a ZeroMQ endpoint after zmq:, such as tcp://HOST:PORT"),
         ("zmq+sub:tcp://", r"expected a ZeroMQ endpoint after zmq\+sub:"),
-        ("zmq:ipc:///nonexistent/dir/socket", r"zmq source zmq:ipc:///nonexistent/dir/socket: cannot bind"),
+        ("zmq:ipc:///nonexistent/dir/socket", r"zmq source zmq:ipc:///nonexistent/dir/socket: cannot bind .*; the "
+         r"socket file's directory does not exist: create it or fix the path"),
+        # (this one's hint was about ports: 'cannot bind (tcp://HOST:* picks a free port)')
+        ("zmq:tcp://no.such.host.invalid:1", r"zmq source zmq:tcp://no\.such\.host\.invalid:1: cannot bind "
+         r"tcp://no\.such\.host\.invalid:1 \(No such device .*\); host 'no\.such\.host\.invalid' is neither a network "
+         r"interface of the host the map runs on nor a name that resolves \(.*\); bind one of its addresses or "
+         r"interfaces \(tcp://\*:PORT: every interface"),
+        ("zmq:tcp://192.0.2.1:1", r"that address is not one of the host the map runs on: bind one of its addresses"),
         ("tcp:127.0.0.1", r"expected tcp:HOST:PORT"),
         ("tcp:127.0.0.1:99999", r"expected tcp:HOST:PORT"),
         ("tcp:no.such.host.invalid:0", r"cannot listen on no\.such\.host\.invalid:0 \(.*\); fix the host name"),
@@ -819,6 +848,33 @@ def test_check_source_refuses_what_open_source_would_without_opening(url: str, r
             check_source(url)
     else:
         check_source(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("zmq:tcp://no.such.host.invalid:1", "cannot bind tcp://no.such.host.invalid:1: host 'no.such.host.invalid' "
+         "is neither a network interface of the host the map runs on nor a name that resolves"),
+        ("zmq+sub:tcp://no.such.host.invalid:1", "cannot connect to tcp://no.such.host.invalid:1: host "
+         "'no.such.host.invalid' does not resolve"),
+        ("tcp:no.such.host.invalid:1", "tcp source tcp:no.such.host.invalid:1: cannot listen on "
+         "no.such.host.invalid:1 ("),
+        ("zmq:tcp://lo:0", None),  # (an interface's name: ZeroMQ binds it)
+        ("zmq:tcp://*:1", None),
+        ("tcp:localhost:0", None),
+    ],
+)  # fmt: skip
+def test_check_source_here_refuses_a_host_that_does_not_resolve(url: str, says: str | None) -> None:
+    """``hop run --source zmq:tcp://nohost:1`` on its embedded cluster started the job, whose map then failed it
+    (exit 1): the maps run on this host, so a host it cannot resolve is refused before the job starts; elsewhere
+    (``--coordinator``) it is for the map's host to say."""
+    check_source(url)
+    if says is None:
+        check_source(url, here=True)
+        return
+    with pytest.raises(SourceError) as refused:
+        check_source(url, here=True)
+    assert says in str(refused.value), refused.value
 
 
 def test_a_bad_source_url_is_a_usage_error_before_the_job_starts(tmp_path: Path) -> None:

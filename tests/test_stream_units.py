@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hop.aggregates import Aggregate, Max, Min, Sum
 from hop.stream import tracker as tracker_module
 from hop.stream.assembler import FOREVER, Closing, WindowAssembler
-from hop.stream.options import stream_options
+from hop.stream.options import StreamOptions, stream_options
 from hop.stream.panes import PaneBuffer
 from hop.stream.tracker import WindowTracker
 from hop.stream.windows import WindowSpec, WindowSpecError, label_order, parse_duration, parse_extent
@@ -61,6 +61,32 @@ def test_a_window_of_too_many_panes_is_warned_of() -> None:
     assert WindowSpec.parse("1h", "10s").many_panes_warning() is None  # 360 panes
     assert WindowSpec.parse("10s", "10ms").many_panes_warning() is None  # 1,000: the most without a warning
     assert WindowSpec.parse("5000r", "1r").many_panes_warning() is not None
+
+
+def test_windows_that_put_a_record_in_too_many_windows_are_refused() -> None:
+    """``--window 1h --slide 1ms`` was only warned of (3,600,000 panes a window): it wrote a window every 1 ms, fell
+    behind at once and could not stop, since stopping writes the 3,600,000 windows holding the open panes. Past
+    3,600 windows a record a job is refused, saying by how many and what slide to give; 1h by 1s (3,600) runs, and
+    past 1,000 it is warned that stopping writes that many windows."""
+    with pytest.raises(
+        ValueError,
+        match=r"^windows of 3600 seconds sliding by 0\.001 seconds put every record in "
+        r"3,600,000 windows \(window / slide\).* could neither keep up nor stop\. At most 3,600 windows "
+        r"a record are allowed: give a slide of at least 1 second \(window / 3,600\), or no --slide",
+    ):
+        stream_options(["replay:x"], "1h", "1ms")
+    with pytest.raises(ValueError, match=r"5,000 windows .* give a slide of at least 2 records \(window / 3,600\)"):
+        stream_options(["replay:x"], "5000r", "1r")
+    wire = stream_options(["replay:x"], "1h", "1s")  # the most allowed
+    wire["window"]["slide"] = 1_000  # (1 ms: a spec built by hand, not by stream_options, is refused as it arrives)
+    with pytest.raises(ValueError, match="3,600,000 windows"):
+        StreamOptions.from_wire(wire)
+    assert WindowSpec.parse("1h", "1s").many_windows_warning() == (
+        "every record falls in 3,600 windows (window / slide), so stopping the job writes the 3,600 windows holding "
+        "its open panes at once, which may take a minute or more"
+    )
+    assert WindowSpec.parse("10s", "10ms").many_windows_warning() is None  # 1,000: the most without a warning
+    assert WindowSpec.parse("10s", "3001ms").too_many_windows() is None  # 10,000 panes, but 4 windows a record
 
 
 def test_durations_may_be_zero_unlike_window_extents() -> None:

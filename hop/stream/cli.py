@@ -171,7 +171,8 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             deltas=not args.no_view,
             duration=args.duration,
         )
-        if warning := WindowSpec.from_wire(stream["window"]).many_panes_warning():  # (as stream_options parsed it)
+        window = WindowSpec.from_wire(stream["window"])  # (as stream_options parsed it)
+        for warning in filter(None, (window.many_panes_warning(), window.many_windows_warning())):
             print(f"hop: warning: --window {args.window} --slide {args.slide}: {warning}", file=sys.stderr)
         if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
             raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")
@@ -371,7 +372,12 @@ def register(commands: Any) -> None:
     windows = commands.add_parser("windows", help="print a continuous job's windows so far, as JSON lines")
     windows.add_argument("job_id", help="the continuous job")
     windows.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
-    windows.add_argument("--after", type=int, default=0, help="only windows with seq above this (oldest first)")
+    windows.add_argument(
+        "--after",
+        type=non_negative_int,  # (refused below 0 as the web API's after=N is: window numbers start at 1)
+        default=0,
+        help="only windows with seq above this, oldest first (0 or more; default 0: the newest --limit)",
+    )
     windows.add_argument(
         "--limit",
         type=non_negative_int,

@@ -42,6 +42,8 @@ class StreamOptions:
     def __post_init__(self) -> None:
         if not self.sources:
             raise ValueError("a continuous job needs at least one --source")
+        if (too_many := self.window.too_many_windows()) is not None:  # (here: the coordinator refuses it too)
+            raise ValueError(too_many)
         if not 0 < self.fidelity <= 1:
             raise ValueError(f"--fidelity must be in (0, 1], got {self.fidelity}")
         if self.max_latency is not None and self.max_latency <= 0:
@@ -99,10 +101,7 @@ def stream_options(
     duration: float | None = None,
 ) -> dict[str, Any]:
     """The ``options["stream"]`` of a continuous job, validated; raises ValueError with what to change."""
-    try:
-        spec = WindowSpec.parse(window, slide)
-    except WindowSpecError as error:
-        raise ValueError(str(error)) from None
+    spec = window_spec(window, slide)
     if lateness and spec.unit != "time":
         raise ValueError("--lateness applies to time windows only (record and byte windows have no late records)")
     return StreamOptions(
@@ -117,3 +116,15 @@ def stream_options(
         deltas=deltas,
         duration=duration,
     ).to_wire()
+
+
+def window_spec(window: str, slide: str | None = None) -> WindowSpec:
+    """``--window``/``--slide`` parsed and checked as :class:`StreamOptions` checks them (too many windows a record
+    is refused); raises ValueError with what to change. For a command to refuse them before it starts a cluster."""
+    try:
+        spec = WindowSpec.parse(window, slide)
+    except WindowSpecError as error:
+        raise ValueError(str(error)) from None
+    if (too_many := spec.too_many_windows()) is not None:
+        raise ValueError(too_many)
+    return spec

@@ -81,6 +81,17 @@ MANY_PANES = 1_000
 """A window of more panes than this is most likely a mistyped slide (``--window 10s --slide 1ms``) or a slide that
 does not divide the window (``10s`` by ``3001ms``: their gcd, 1 ms, is the pane): every window merges all its panes."""
 
+MAX_WINDOWS_PER_RECORD = 3_600
+"""The most windows one record may fall in (window / slide, rounded up): ``--window 1h --slide 1s``. Stopping a job
+writes every window that holds one of its open panes, that many, at once: 3,600 took 67 s on the build machine (at
+about 54 windows a second, within the 120 s a stop may take to drain); ``--window 10s --slide 1ms`` (10,000) fell
+behind a stream of 100 records a second within seconds and did not stop in 40 s, and ``--window 1h --slide 1ms``
+(3,600,000) would take hours to stop. Past this a job is refused."""
+
+MANY_WINDOWS_PER_RECORD = 1_000
+"""Past this many windows a record, a job is warned that stopping it writes that many windows at once (``10s`` by
+``10ms``, 1,000: 8 s to stop on the build machine)."""
+
 
 def label_order(label: str) -> str:
     """A key that sorts window folder names (:meth:`WindowSpec.label`) by window start: a time label of a whole
@@ -209,6 +220,43 @@ class WindowSpec:
             f"each window holds {self.panes_per_window:,} panes of {described['pane']:g} {described['unit']} (a pane "
             f"is the greatest common divisor of window and slide) and merges them all, so the query may fall behind "
             f"its sources: a slide that divides the window into at most {MANY_PANES:,} panes keeps it quick"
+        )
+
+    @property
+    def windows_per_record(self) -> int:
+        """How many windows a record falls in (at most): window / slide, rounded up."""
+        return -(-self.size // self.slide)
+
+    def too_many_windows(self) -> str | None:
+        """Why these windows are refused, with what to give instead: a record in more than
+        :data:`MAX_WINDOWS_PER_RECORD` windows; None when they are not."""
+        if self.windows_per_record <= MAX_WINDOWS_PER_RECORD:
+            return None
+        least = -(-self.size // MAX_WINDOWS_PER_RECORD)  # (the smallest slide allowed, in the spec's own unit)
+        windows = f"{self.windows_per_record:,} windows"
+        return (
+            f"windows of {self._amount(self.size)} sliding by {self._amount(self.slide)} put every record in {windows} "
+            f"(window / slide): the job would write a window every {self._amount(self.slide)} of the stream, and "
+            f"stopping it would write the {windows} holding its open panes at once (a few dozen to a few hundred a "
+            f"second), so it could neither keep up nor stop. At most {MAX_WINDOWS_PER_RECORD:,} windows a record are "
+            f"allowed: give a slide of at least {self._amount(least)} (window / {MAX_WINDOWS_PER_RECORD:,}), or no "
+            "--slide for tumbling windows"
+        )
+
+    def _amount(self, extent: int) -> str:
+        """An extent in words: ``0.001 seconds``, ``1 record``, ``64 bytes``."""
+        if self.unit == "time":
+            return f"{extent / 1_000_000:g} second{'' if extent == 1_000_000 else 's'}"
+        return f"{extent:,} {self.unit.removesuffix('s')}{'' if extent == 1 else 's'}"
+
+    def many_windows_warning(self) -> str | None:
+        """What to tell the user of windows a record falls in more than :data:`MANY_WINDOWS_PER_RECORD` of (and
+        at most :data:`MAX_WINDOWS_PER_RECORD`, past which they are refused); None for fewer."""
+        if not MANY_WINDOWS_PER_RECORD < self.windows_per_record <= MAX_WINDOWS_PER_RECORD:
+            return None
+        return (
+            f"every record falls in {self.windows_per_record:,} windows (window / slide), so stopping the job writes "
+            f"the {self.windows_per_record:,} windows holding its open panes at once, which may take a minute or more"
         )
 
     def to_wire(self) -> dict[str, object]:

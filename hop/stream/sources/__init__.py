@@ -51,7 +51,7 @@ from urllib.parse import parse_qsl
 from hop.inputs import MAX_LINE_BYTES
 from hop.stream.sources.base import Source, SourceError, SourceRecord
 from hop.stream.sources.replay import ReplaySource
-from hop.stream.sources.sockets import TcpSource, ZmqSource
+from hop.stream.sources.sockets import TcpSource, ZmqSource, unknown_host
 from hop.stream.sources.tail import TailSource
 
 __all__ = [
@@ -87,10 +87,13 @@ def check_source(url: str, here: bool = False) -> None:
     """Raise :class:`SourceError` for a URL :func:`open_source` would refuse, opening nothing (the command checks
     ``--source`` before it submits; whether a path or endpoint is there is up to the host a map runs on). With
     ``here`` (the maps run on this host: the embedded cluster), a ``tail:`` directory or ``replay:`` file must be
-    there too; sockets are not bound, the map binds them."""
+    there too, and the host of a ``zmq:``, ``zmq+sub:`` or ``tcp:`` URL must resolve (:func:`unknown_host`); sockets
+    are not bound, the map binds them."""
     opener = _source_for(url)
     if here and url.partition(":")[0] in ("tail", "replay"):
         opener().close()
+    elif here and (problem := unknown_host(url)) is not None:
+        raise SourceError(problem)
 
 
 def source_paths(urls: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ from hop.inputs import MAX_LINE_BYTES
 from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record, too_long_record
 from shuffle import codec
 
-__all__ = ["TcpSource", "Unreplayable", "ZmqSource"]
+__all__ = ["TcpSource", "Unreplayable", "ZmqSource", "unknown_host"]
 
 
 class Unreplayable(Source):
@@ -51,11 +51,7 @@ class ZmqSource(Unreplayable):
         unresolved = _unresolved_publisher(endpoint) if subscribe else None
         if unresolved is not None:
             self._socket.close()
-            host, reason = unresolved
-            raise SourceError(
-                f"zmq source {url}: cannot connect to {endpoint}: host {host!r} does not resolve ({reason}); fix the "
-                "host name, or give the publisher's IP address"
-            )
+            raise SourceError(f"zmq source {url}: cannot connect to {endpoint}: " + _publisher_unresolved(*unresolved))
         try:
             if subscribe:
                 self._socket.setsockopt(zmq.SUBSCRIBE, b"")
@@ -64,8 +60,8 @@ class ZmqSource(Unreplayable):
                 self._socket.bind(endpoint)
         except zmq.ZMQError as error:
             self._socket.close()
-            verb = "connect to" if subscribe else "bind (tcp://HOST:* picks a free port)"
-            raise SourceError(f"zmq source {url}: cannot {verb} {endpoint} ({error}); fix the endpoint") from None
+            verb, hint = ("connect to", "fix the endpoint") if subscribe else ("bind", _bind_hint(endpoint, error))
+            raise SourceError(f"zmq source {url}: cannot {verb} {endpoint} ({error}); {hint}") from None
         self.endpoint: str = endpoint if subscribe else self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
         if not subscribe:
             self.listening = f"zmq:{self.endpoint}"
@@ -107,6 +103,57 @@ class ZmqSource(Unreplayable):
         self._socket.close(linger=0)
 
 
+def _bind_hint(endpoint: str, error: zmq.ZMQError) -> str:
+    """What to do about a ``zmq:`` endpoint ZeroMQ could not bind: told by what is wrong with it, the host (which
+    ZeroMQ takes for an interface name, then a host name, and calls 'No such device' when it is neither) apart from
+    the port ("tcp://HOST:* picks a free port" was said of a host that does not resolve)."""
+    if error.errno == errno.ENODEV and endpoint.startswith("tcp://"):
+        return _unknown_bind_host(endpoint, unresolved_host(endpoint))
+    if error.errno == errno.ENOENT and endpoint.startswith("ipc://"):
+        return "the socket file's directory does not exist: create it or fix the path"
+    if error.errno == errno.EADDRNOTAVAIL:
+        return (
+            "that address is not one of the host the map runs on: bind one of its addresses (tcp://*:PORT: every "
+            "interface)"
+        )
+    if error.errno == errno.EADDRINUSE:
+        return "the port is taken: pick a free port (tcp://HOST:* picks one)"
+    return "fix the endpoint"
+
+
+def _unknown_bind_host(endpoint: str, unresolved: tuple[str, str] | None) -> str:
+    """Why ``tcp://HOST:PORT`` cannot be bound when HOST is no interface name and does not resolve, and what to bind."""
+    host = endpoint.removeprefix("tcp://").rpartition(":")[0]
+    why = f" ({unresolved[1]})" if unresolved else ""
+    return (
+        f"host {host!r} is neither a network interface of the host the map runs on nor a name that resolves{why}; "
+        "bind one of its addresses or interfaces (tcp://*:PORT: every interface, tcp://127.0.0.1:PORT: this host "
+        "only, tcp://eth0:PORT)"
+    )
+
+
+def unknown_host(url: str) -> str | None:
+    """Why a ``zmq:``, ``zmq+sub:`` or ``tcp:`` source URL names a host this host cannot bind or reach: one that
+    does not resolve (and, for a ``zmq:`` bind, is no interface name either), in the words its map would fail with;
+    else None (also for any other URL, and when the resolver cannot answer for now). For ``hop run`` on its embedded
+    cluster, whose maps run here, to refuse it before the job starts (the map would fail it once running)."""
+    scheme, _, target = url.partition(":")
+    endpoint = target.partition("?")[0]
+    if scheme == "zmq+sub" and (unresolved := _unresolved_publisher(endpoint)) is not None:
+        return f"zmq source {url}: cannot connect to {endpoint}: " + _publisher_unresolved(*unresolved)
+    interfaces = {name for _, name in socket.if_nameindex()} if scheme == "zmq" else set()  # (bound by name)
+    if scheme == "zmq" and (unresolved := unresolved_host(endpoint)) is not None and unresolved[0] not in interfaces:
+        return f"zmq source {url}: cannot bind {endpoint}: " + _unknown_bind_host(endpoint, unresolved)
+    if scheme == "tcp" and (unresolved := unresolved_host("tcp://" + endpoint)) is not None:
+        host, port = endpoint.rpartition(":")[::2]
+        return f"tcp source {url}: cannot listen on {host}:{port} ({unresolved[1]}); " + _TCP_NAME_HINT
+    return None
+
+
+def _publisher_unresolved(host: str, reason: str) -> str:
+    return f"host {host!r} does not resolve ({reason}); fix the host name, or give the publisher's IP address"
+
+
 def _unresolved_publisher(endpoint: str) -> tuple[str, str] | None:
     """The host of a ``tcp://`` endpoint to connect to as written and why it does not resolve, or None (it does,
     or the endpoint is not tcp). ``tcp://IFACE;HOST:PORT`` names the local side first: the host is after the ";"."""
@@ -114,6 +161,8 @@ def _unresolved_publisher(endpoint: str) -> tuple[str, str] | None:
         return None
     return unresolved_host("tcp://" + endpoint.removeprefix("tcp://").split(";")[-1])
 
+
+_TCP_NAME_HINT = "fix the host name or address"
 
 _NAME_ERRORS = {
     getattr(socket, name) for name in ("EAI_NONAME", "EAI_AGAIN", "EAI_FAIL", "EAI_NODATA") if hasattr(socket, name)
@@ -143,7 +192,7 @@ class TcpSource(Unreplayable):
             # A host name that does not resolve is no busy port ("pick a free port" sent users the wrong way).
             # create_server re-raises getaddrinfo's gaierror as a plain OSError, keeping its EAI_* code.
             if isinstance(error, socket.gaierror) or error.errno in _NAME_ERRORS:
-                hint = "fix the host name or address"
+                hint = _TCP_NAME_HINT
             elif error.errno == errno.EADDRNOTAVAIL:
                 hint = "listen on an address of this host (0.0.0.0: every interface)"
             else:

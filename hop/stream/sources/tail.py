@@ -187,6 +187,10 @@ class TailSource(Source):
         self._scanned = now
         try:
             entries = list(os.scandir(self.directory))
+        except FileNotFoundError:
+            # Removed (or renamed away) while read: as for ``tail -F``, the files it tracked are read to their end,
+            # and it is listed again until it is back. Failing the map failed the job: its retries found no directory.
+            entries = []
         except OSError as error:
             raise SourceError(f"tail source {self.url}: cannot list {self.directory} ({error.strerror})") from error
         present: dict[tuple[int, int], tuple[float, str]] = {}
