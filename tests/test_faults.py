@@ -25,10 +25,13 @@ from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.protocol import message, unpack
 from hop.runner import build_spec, run_pipeline
+from hop.stream.assembler import FOREVER
+from hop.stream.options import stream_options
+from hop.stream.tasks import run_stream_reduce
 from hop.tasks import run_reduce
 from shuffle import codec
 from shuffle.keys import order_tag
-from shuffle.runs import encode_grouped_run
+from shuffle.runs import encode_grouped_run, encode_run
 from tests.conftest import job_path, maps_running, output_dict, run_job
 
 POINTS = [
@@ -476,3 +479,48 @@ def test_a_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: 
         channel.control_socket.close(linger=0)
     assert Path(results[0]["path"]).read_text(encoding="utf-8") == '"a"\t2\n'
     assert results[0]["counters"]["reduce_input_records"] == 2
+
+
+def test_a_stream_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: Path) -> None:
+    # The same reconnection reaches a continuous job's reducer. A foreign run that said its source had ended used to
+    # close the window with the other partition's keys in it, and the map's real run was then dropped as a resend.
+    spec = build_spec(
+        load_job_file(job_path("wordcount_nocombine")),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=2,
+        options={"stream": stream_options(["tcp:127.0.0.1:0"], "10s")},
+    )
+    context = zmq.Context.instance()
+    worker_side = context.socket(zmq.PAIR)
+    port = worker_side.bind_to_random_port("tcp://127.0.0.1")
+    channel = _PairChannel(context, f"tcp://127.0.0.1:{port}")
+    pusher = context.socket(zmq.DEALER)
+    results: list[dict[str, Any]] = []
+    reducer = threading.Thread(target=lambda: results.append(run_stream_reduce(spec, 0, 0, 1, channel)), daemon=True)
+    try:
+        reducer.start()
+        assert worker_side.poll(10_000), "the reducer should say where it listens"
+        ready = unpack(worker_side.recv())
+        assert ready["type"] == "reducer_ready"
+        pusher.connect(ready["address"])
+
+        def push(job_id: str, partition: int, key: str) -> None:
+            header = {"job_id": job_id, "map": 0, "attempt": 0, "seq": 0, "partition": partition, "records": 1}
+            header |= {"tag": order_tag([key]), "pane": 0, "pane_records": 1, "sealed": FOREVER, "final": True}
+            pusher.send_multipart([codec.packb(header), encode_run([key], [1])])
+
+        push(spec.job_id, 1, "other-partition")
+        push("job-another", 0, "other-job")
+        push(spec.job_id, 0, "a")
+        for _ in range(3):  # every run is acknowledged, foreign ones too: the sender's credit comes back
+            assert pusher.poll(10_000), "each run should be acknowledged"
+            pusher.recv()
+        reducer.join(timeout=30)
+        assert not reducer.is_alive()
+    finally:
+        pusher.close(linger=0)
+        worker_side.close(linger=0)
+        channel.control_socket.close(linger=0)
+    parts = sorted((tmp_path / "out" / "windows").glob("*/part-00000"))
+    assert [part.read_text(encoding="utf-8") for part in parts] == ['"a"\t1\n']

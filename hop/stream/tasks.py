@@ -755,6 +755,8 @@ def run_stream_reduce(
 
     def take_run(header: dict[str, Any], run: bytes) -> None:
         nonlocal received_runs, received_bytes
+        if (header.get("job_id"), header.get("partition")) != (spec.job_id, index):
+            return  # not ours: a connection to a dead reduce attempt, reconnected to this port (hop.protocol)
         source = int(header["map"])
         mark = (int(header["attempt"]), int(header["seq"]))
         if mark <= processed.get(source, (-1, -1)):
