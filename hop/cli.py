@@ -30,6 +30,7 @@ from hop import prelaunch, worker_options
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.counters import print_user_counters
 from hop.gen.cli import (
+    COORDINATOR_HELP,
     bind_address,
     coordinator_address,
     non_negative_int,
@@ -78,6 +79,7 @@ from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_ar
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, unused_port, web_view
 from hop.web.cli import register as register_web
+from hop.wording import counted
 from monitoring.cli import register as register_monitor
 
 
@@ -85,7 +87,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     parser.add_argument(
         "job",
         help="a Python file defining one hop.Job subclass, or with --mrjob an MRJob (several job files first: a "
-        "pipeline, see INPUTS)",
+        "pipeline, see inputs)",
     )
     parser.add_argument(
         "inputs",
@@ -258,9 +260,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
             help="submit to this cluster instead of starting one",
         )
     else:
-        parser.add_argument(
-            "--coordinator", type=coordinator_address, required=True, help="the cluster's coordinator, tcp://HOST:PORT"
-        )
+        parser.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -552,7 +552,7 @@ def _no_records_note(report: dict[str, Any], inputs: list[str], output: str, std
         files = expand_inputs([given], output)
         size = sum(os.path.getsize(file) for file in files)
         name = "standard input" if given == stdin_copy else given
-        count = "" if files == [given] else f"{len(files):,} file{'s' if len(files) != 1 else ''}, "
+        count = "" if files == [given] else f"{counted(len(files), 'file')}, "
         read.append(f"{name} ({count}{size:,} bytes)")
     return f"hop: the input held no records: it read {', '.join(read)}"
 
@@ -577,7 +577,7 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
             f"{rows:,} estimated rows (snapshot {approximate['snapshot']}) in {output}"
         )
     skipped = sum(r["counters"].get("bad_records_skipped", 0) for r in [*earlier, report])  # listed in OUT, every step
-    bad = f" ({skipped:,} bad records skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
+    bad = f" ({counted(skipped, 'bad record')} skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
     stopped = [
         f"step {number} stopped early after {r['approximate']['input_fraction']:.1%} of its input, so the result is "
         f"approximate (accurate to {r['approximate']['max_relative_half_width']:.1%} there)"
@@ -595,7 +595,7 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
         )
     return (
         f"{head}{first['counters']['map_input_records']:,} input records, "
-        f"{report['counters']['reduce_output_records']:,} output records in {output}{bad}"
+        f"{counted(report['counters']['reduce_output_records'], 'output record')} in {output}{bad}"
         + "".join(f"; {note}" for note in stopped)
     )
 
@@ -801,11 +801,11 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
         "status", help="print a job's status (or, without one, the cluster's workers and jobs) as JSON"
     )
     status.add_argument("job_id", nargs="?", help="the job (as hop run or hop submit printed it); none: the cluster")
-    status.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
+    status.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     status.set_defaults(func=_status)
     snapshot = commands.add_parser("snapshot", help="ask a running job's reducers for a snapshot now")
     snapshot.add_argument("job_id", help="the running job")
-    snapshot.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
+    snapshot.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     snapshot.set_defaults(func=_snapshot)
     register_stream(commands)
     register_monitor(commands)

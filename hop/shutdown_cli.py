@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
-from hop.gen.cli import coordinator_address, positive_float
+from hop.gen.cli import COORDINATOR_HELP, coordinator_address, positive_float
 
 __all__ = ["register"]
 
@@ -59,7 +59,7 @@ def register(commands: Any) -> None:
     shutdown = commands.add_parser(
         "shutdown", help="stop a standalone cluster: its coordinator and every worker registered with it"
     )
-    shutdown.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
+    shutdown.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     shutdown.add_argument(
         "--force", action="store_true", help="stop the jobs the cluster runs (as hop stop does) and wait for them"
     )

@@ -10,15 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from hop.gen.cli import coordinator_address, non_negative_float, non_negative_int, positive_int
+from hop.gen.cli import COORDINATOR_HELP, coordinator_address, non_negative_float, non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Every option of a worker, with its default."""
     cores = os.cpu_count() or 1
-    parser.add_argument(
-        "--coordinator", type=coordinator_address, required=True, help="the coordinator's address, tcp://HOST:PORT"
-    )
+    parser.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     parser.add_argument(
         "--map-slots", type=positive_int, default=cores, help=f"map tasks run at once (default: cores, {cores})"
     )

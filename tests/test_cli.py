@@ -1800,7 +1800,7 @@ def test_the_summary_says_how_many_bad_records_were_skipped_and_where(tmp_path: 
     assert result.returncode == 0, result.stderr
     summary = (result.stdout + result.stderr).strip().splitlines()[-1]
     assert summary.endswith(
-        f"2 input records, 3 output records in out (1 bad records skipped: {Path('out') / '_bad_records'})"
+        f"2 input records, 3 output records in out (1 bad record skipped: {Path('out') / '_bad_records'})"
     )
 
 

@@ -251,7 +251,7 @@ def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:
         )
         assert result.returncode == 0, result.stderr
         summary = result.stderr.strip().splitlines()[-1]
-        assert f": {lines:,} input records, 1 output records in " in summary, summary
+        assert f": {lines:,} input records, 1 output record in " in summary, summary
         report = json.loads((tmp_path / "out" / "_job.json").read_text())
         earlier = report.get("steps") or report.get("jobs")
         seconds = float(summary.split(" succeeded in ")[1].split("s:")[0])

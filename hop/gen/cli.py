@@ -123,6 +123,10 @@ _ADDRESS = re.compile(r"(tcp://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}|ipc://.
 _BIND = re.compile(r"(tcp://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+|\*):(\d{1,5}|\*)|ipc://.+)")
 
 
+COORDINATOR_HELP = "the cluster's coordinator, tcp://HOST:PORT or ipc://PATH"
+"""The help of every ``--coordinator`` option that takes :func:`coordinator_address`."""
+
+
 def coordinator_address(text: str) -> str:
     """argparse type: a coordinator's ZeroMQ address, ``tcp://HOST:PORT`` (as ``hop coordinator`` prints it) or
     ``ipc://PATH``."""

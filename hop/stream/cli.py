@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
-from hop.gen.cli import coordinator_address, non_negative_int, positive_int
+from hop.gen.cli import COORDINATOR_HELP, coordinator_address, non_negative_int, positive_int
 from hop.given_options import Given, GivenFlag
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration
@@ -367,11 +367,11 @@ def register(commands: Any) -> None:
         "stop", help="stop a continuous job (drain, write the last windows, checkpoint) or cancel a batch job"
     )
     stop.add_argument("job_id", help="the job to stop (continuous) or cancel (batch)")
-    stop.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
+    stop.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     stop.set_defaults(func=_stop)
     windows = commands.add_parser("windows", help="print a continuous job's windows so far, as JSON lines")
     windows.add_argument("job_id", help="the continuous job")
-    windows.add_argument("--coordinator", type=coordinator_address, required=True, help="tcp://HOST:PORT")
+    windows.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     windows.add_argument(
         "--after",
         type=non_negative_int,  # (refused below 0 as the web API's after=N is: window numbers start at 1)

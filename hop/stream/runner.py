@@ -23,6 +23,7 @@ from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.jobspec import JobSpec
 from hop.outputs import prepare_output, write_job_report
 from hop.stream.sources import source_paths
+from hop.wording import counted
 
 STOP_TIMEOUT = 120.0
 """How long a stopped job may take to drain before the client gives up waiting and ends it at once."""
@@ -87,7 +88,7 @@ def run_stream(
             seen = max(seen, window["seq"])
             print(
                 f"hop: window {window['label']}: {_records(window['records'])}, "
-                f"{_count(window['output_records'], 'row')}, {window['reason']} (fidelity {window['fidelity']:.0%})",
+                f"{counted(window['output_records'], 'row')}, {window['reason']} (fidelity {window['fidelity']:.0%})",
                 file=sys.stderr,
                 flush=True,
             )
@@ -134,7 +135,7 @@ def run_stream(
     if progress:
         folder, written = Path(spec.output) / "windows", report["continuous"]["windows_written"]
         # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
-        where = f"{written:,} window{'' if written == 1 else 's'} in {folder}" if written else "no window written"
+        where = f"{counted(written, 'window')} in {folder}" if written else "no window written"
         print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
     return dict(status)
 
@@ -206,7 +207,7 @@ def report_unanswered(spec: JobSpec, job_id: str, address: str) -> str:
         return f"; its {unanswered}, and {output / '_job.json'} could not be written: {error}"
     return (
         f"; its {unanswered}, so the embedded cluster was killed: {output / '_job.json'} says {job_id} was "
-        f"interrupted and counts the {_count(len(windows), 'window')} written"
+        f"interrupted and counts the {counted(len(windows), 'window')} written"
     )
 
 
@@ -225,12 +226,7 @@ def _left_out(report: dict[str, Any], output: Path) -> str:
 
 
 def _records(count: int) -> str:
-    return _count(count, "record")
-
-
-def _count(count: int, noun: str) -> str:
-    """``1 row``, ``2 rows``, ``1,000 rows``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+    return counted(count, "record")
 
 
 def _gone_warning(gone: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ import threading
 from contextlib import AbstractContextManager, nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
-from hop.gen.cli import coordinator_address, port_number
+from hop.gen.cli import COORDINATOR_HELP, coordinator_address, port_number
 from hop.given_options import Given, GivenFlag, flags_given
 
 if TYPE_CHECKING:
@@ -85,8 +85,6 @@ def _web(args: argparse.Namespace) -> int:
 
 def register(commands: Any) -> None:
     web = commands.add_parser("web", help="serve the live web view for a running coordinator")
-    web.add_argument(
-        "--coordinator", type=coordinator_address, required=True, help="the cluster's coordinator, tcp://HOST:PORT"
-    )
+    web.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     web.add_argument("--port", type=port_number, default=0, help="port on 127.0.0.1 (default: a free one, printed)")
     web.set_defaults(func=_web)
