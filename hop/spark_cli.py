@@ -28,6 +28,7 @@ from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
 from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
+from hop.runner import no_records_note
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
 
@@ -116,6 +117,9 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
             f"records, {counters['reduce_output_records']:,} output records in {args.output}",
             file=sys.stderr,
         )
+        no_records = no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))
+        if no_records is not None:
+            print(no_records, file=sys.stderr)
         print_user_counters(counters.get("user", {}))
     return 0
 

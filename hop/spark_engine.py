@@ -11,9 +11,10 @@ Contract of :func:`run_on_spark`:
 - Records are read exactly as hop reads them: inputs are expanded and cut into splits by ``hop.inputs``
   (``expand_inputs``, ``hop.planning.plan_map_inputs``), each map task's splits (small files share one) are one
   Spark partition and each map task reads its splits with ``hop.inputs.iter_records``: text keys are byte offsets,
-  jsonl/csv parse alike, compressed files work, and ``self.input_file`` is the path as hop shows it. Inputs and the
-  output directory must be visible to every executor (as with hop on a cluster); relative paths are resolved
-  against the caller's working directory.
+  jsonl/csv parse alike, compressed files work. Inputs and the output directory must be visible to every executor
+  (as with hop on a cluster); relative paths are made absolute against the caller's working directory, as hop's
+  engine makes them (``hop.inputs.absolute_inputs``), so ``self.input_file``, the errors naming a file and
+  ``_job.json``'s ``inputs`` name the same paths on both engines.
 - Each step of the job (``Job.resolved_steps()``; a multi-step job runs as chained stages, without intermediate
   files) is ``mapPartitions(map) -> combineByKey -> repartitionAndSortWithinPartitions -> mapPartitions(reduce)``,
   with combine and reduce resolved as ``hop.tasks.instantiate`` resolves them: the combiner (an aggregate
@@ -63,7 +64,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hop.counters import total_user_counters
-from hop.inputs import DEFAULT_SPLIT_BYTES, Split, expand_inputs
+from hop.inputs import DEFAULT_SPLIT_BYTES, Split, absolute_inputs, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.outputs import check_output, prepare_output
@@ -165,11 +166,7 @@ def _is_loopback_master(master: str) -> bool:
     return master.startswith("local") or bool(re.match(r"spark://(127\.\d+\.\d+\.\d+|localhost)(:\d+)?$", master))
 
 
-def _absolute(split: Split) -> Split:
-    return Split(os.path.abspath(split.path), split.start, split.length)
-
-
-def _splits_of(task: list[tuple[str, Split]]) -> list[tuple[str, Split]]:
+def _splits_of(task: list[Split]) -> list[Split]:
     return task
 
 
@@ -433,13 +430,16 @@ def run_on_spark(
         raise ValueError(f"spill records must be positive, got {spill_records}")
     fmt = _resolve_format(job_class, input_format)
     num_steps = len(job_class().resolved_steps())
+    # As hop's engine takes them (hop.runner.build_spec): executors read absolute paths (their working directory is
+    # not ours), and the job, its errors and the report name the files alike on both engines.
+    inputs = absolute_inputs(inputs)
+    stdin_copy = os.path.abspath(stdin_copy) if stdin_copy else None
     out = Path(output).resolve()
     check_output(str(out), overwrite, inputs)
     # Cut the input as hop's coordinator would for as many map slots as Spark has cores (same splits packed into the
     # same map tasks, same counters).
     plan = plan_map_inputs(expand_inputs(list(inputs), str(out)), split_size, slots=_local_cores(master))
-    # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
-    tasks = [[(chunk.split.path, _absolute(chunk.split)) for chunk in task] for task in plan]
+    tasks = [[chunk.split for chunk in task] for task in plan]
     job_code = dump_job_class(job_class)
     given = inputs_as_given(inputs, {STDIN_COPY_OPTION: stdin_copy})
     run = _Run(job_class, given, out, master, num_reduces, len(tasks), spill_records)

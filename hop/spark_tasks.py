@@ -191,8 +191,8 @@ def _record_sources(plan: StepPlan, items: Iterable[Any]) -> Iterator[tuple[str 
     if plan.input_format == "lines":
         yield None, _previous_output(plan, items)
         return
-    for shown_path, split in items:
-        yield shown_path, iter_records(split, plan.input_format)
+    for split in items:
+        yield split.path, iter_records(split, plan.input_format)
 
 
 def _previous_output(plan: StepPlan, lines: Iterable[str]) -> Iterator[tuple[Any, Any]]:

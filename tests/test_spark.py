@@ -77,7 +77,8 @@ RUNS = [
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("bad_output_line", "wordcount", ["bad-output.txt"], reducers=1, options={"input_format": "output"}),
     SparkRun("truncated_gzip", "wordcount", ["truncated.txt.gz"], reducers=1),
-    SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
+    SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
+    SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
 ]
 BY_NAME = {run.name: run for run in RUNS}
 RUN_MARKER = "<<spark-run>> "
@@ -87,6 +88,7 @@ def run_batch(plan_file: str) -> None:
     """Subprocess side of ``spark_runs``: run every planned job on ``local[2]`` in this one process."""
     import io
 
+    import hop.spark_engine
     from hop.loader import load_job_file
     from hop.spark_cli import main
     from hop.spark_engine import SparkJobFailed, run_on_spark, shutdown_jvm
@@ -100,12 +102,18 @@ def run_batch(plan_file: str) -> None:
             os.write(2, f"\n{RUN_MARKER}{run.name}\n".encode())
             output = str(Path(plan["outputs"]) / run.name)
             inputs = [str(Path(plan["inputs"]) / name) for name in run.inputs]
-            if run.cli:
+            if run.cli:  # from the inputs' directory, naming them relative to it
                 stderr = io.StringIO()
-                argv = [job_path(run.job), *inputs, "-o", output, "--reducers", str(run.reducers), "--quiet"]
+                argv = [job_path(run.job), *run.inputs, "-o", output, "--reducers", str(run.reducers)]
                 argv += ["--spark-master", "local[2]", "--split-size", str(SPLIT_SIZE)]
-                with contextlib.redirect_stderr(stderr):
-                    code = main(argv)
+                argv += ["--quiet"] if run.options.get("quiet", True) else []
+                # main() ends the JVM when its run ends: this process keeps it for the next run and ends it last.
+                hop.spark_engine.shutdown_jvm = lambda: None
+                try:
+                    with contextlib.redirect_stderr(stderr), contextlib.chdir(plan["inputs"]):
+                        code = main(argv)
+                finally:
+                    hop.spark_engine.shutdown_jvm = shutdown_jvm
                 results[run.name] = {"exit_code": code, "stderr": stderr.getvalue()}
                 continue
             try:
@@ -143,6 +151,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 file.write("\n")
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
+    (folder / "empty.txt").write_text("")
     (folder / "optional.txt").write_text("x 3\ny -\n")
     (folder / "bad-output.txt").write_text('"a"\t"x y"\n"b"\t{oops\n')
     truncated = gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(20_000)))
@@ -241,17 +250,32 @@ def test_multi_step_and_user_counters(spark_runs: dict[str, dict[str, Any]]) -> 
     assert counters["counters"]["user"]["lines"]["all"] == counters["counters"]["map_input_records"]
 
 
-def test_user_error_surfaces_with_traceback(spark_runs: dict[str, dict[str, Any]]) -> None:
+def test_user_error_surfaces_with_traceback(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
+    """The error names the record's file absolutely, as hop's engine does, though the run named it relative to its
+    working directory (Spark's error named it as given: ``map at fail.txt byte offset 4``); so does the report."""
     failed = spark_runs["failing"]
     assert failed["exit_code"] == 1
     traceback, _, last_line = failed["stderr"].rstrip("\n").rpartition("\n")
-    assert last_line.startswith("hop: error: job failed: map at ") and "fail.txt byte offset 4" in last_line
+    assert last_line.startswith(f"hop: error: job failed: map at {corpus / 'fail.txt'} byte offset 4: "), last_line
     assert "cannot handle boom" in last_line
     assert 'tests/jobs/failing_map.py", line 9, in map' in traceback
     assert traceback.endswith("RuntimeError: cannot handle boom")
     report = json.loads((failed["output"] / "_job.json").read_text())
     assert report["status"] == "failed" and "cannot handle boom" in report["error"]
+    assert report["inputs"] == [str(corpus / "fail.txt")]
     assert sorted(path.name for path in failed["output"].iterdir()) == ["_job.json"]
+
+
+def test_an_input_without_records_succeeds_and_says_so_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """``--engine spark`` over an empty file succeeded with "0 input records" alone; it now adds the line hop's
+    engine adds (test_cli.py has hop's), naming the input as given."""
+    result = spark_runs["empty"]
+    assert result["exit_code"] == 0, result["stderr"]
+    summary, note = result["stderr"].splitlines()
+    assert summary.startswith("hop: spark ") and "0 input records, 0 output records" in summary, summary
+    assert note == "hop: the input held no records: it read empty.txt (0 bytes)"
+    written = sorted(path.name for path in result["output"].iterdir())
+    assert written == ["_SUCCESS", "_job.json", "part-00000", "part-00001"]
 
 
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ([A-Z]+ \S+): ", re.M)
