@@ -393,11 +393,12 @@ def _clear_progress_bar(sc: SparkContext) -> None:
 
 
 def _failure(error: BaseException) -> tuple[str, str | None]:
-    """The one-line reason and the user's traceback (if the failure came from a task) of a failed Spark action."""
+    """The one-line reason and the traceback to show of a failed Spark action: a task's failure's own (the user's,
+    or none when the engine found bad input or output), else Spark's whole error."""
     failure = failure_of(error)
     if failure is not None:
         return failure
-    return f"Spark job failed: {_first_line(error)}", None
+    return f"Spark job failed: {_first_line(error)}", str(error)
 
 
 def run_on_spark(
@@ -463,7 +464,7 @@ def run_on_spark(
             reason, user_traceback = _failure(error)
             shutil.rmtree(out / "_temporary", ignore_errors=True)
             report = run.write("failed", reason)
-            raise SparkJobFailed(reason, user_traceback or str(error), report) from None
+            raise SparkJobFailed(reason, user_traceback, report) from None
         if sorted(index for index, _ in written) != list(range(num_reduces)):
             raise RuntimeError(f"Spark returned the outputs of partitions {sorted(i for i, _ in written)}")
         for index, path in written:

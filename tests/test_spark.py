@@ -77,6 +77,13 @@ RUNS = [
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("bad_output_line", "wordcount", ["bad-output.txt"], reducers=1, options={"input_format": "output"}),
     SparkRun("truncated_gzip", "wordcount", ["truncated.txt.gz"], reducers=1),
+    SparkRun(
+        "first_step_reduce_fails",
+        "counted_then_failing",
+        ["unsummable.txt"],
+        reducers=1,
+        options={"input_format": "output"},
+    ),  # fmt: skip
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
 ]
@@ -152,6 +159,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
     (folder / "empty.txt").write_text("")
+    (folder / "unsummable.txt").write_text('"a"\t1\n"a"\tnull\n')
     (folder / "optional.txt").write_text("x 3\ny -\n")
     (folder / "bad-output.txt").write_text('"a"\t"x y"\n"b"\t{oops\n')
     truncated = gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(20_000)))
@@ -352,12 +360,14 @@ def test_a_jvm_that_starts_does_not_print_the_incubator_warning() -> None:
 
 def test_a_bad_output_line_is_named_as_hop_names_it(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
     """``--input-format output`` on Spark reads part files with hop's reader, and its error (the hop engine's
-    reader is tested in test_inputs.py and test_pipeline.py)."""
+    reader is tested in test_inputs.py and test_pipeline.py), named by its map task as hop names it; it read "input
+    raised InputError: ...", after the traceback of hop's reader (no frame of the user's)."""
     from hop.inputs import OUTPUT_LINES
 
     where = f"input file {corpus / 'bad-output.txt'}: line at byte offset 10"
     problem = "has a value that is not JSON: Expecting property name enclosed in double quotes"
-    assert spark_runs["bad_output_line"]["error"] == f"input raised InputError: {where} {problem}: {OUTPUT_LINES}"
+    assert spark_runs["bad_output_line"]["error"] == f"map task 0: {where} {problem}: {OUTPUT_LINES}"
+    assert spark_runs["bad_output_line"]["traceback"] is None
 
 
 def test_a_reduce_that_yields_no_pair_is_shown_at_its_yield_as_on_hop() -> None:
@@ -391,9 +401,69 @@ def test_a_bad_line_between_steps_is_named_as_hop_names_a_bad_output_line() -> N
     counters: Any = None  # (a failed task adds none)
     with pytest.raises(TaskFailure) as failed:
         list(map_task(plan, counters, ['"a"\t1\n', '"b"\t{oops\n']))
-    reason = (failure_of(failed.value) or ("", ""))[0]
+    reason, shown = failure_of(failed.value) or ("", "")
     problem = "has a value that is not JSON: Expecting property name enclosed in double quotes"
-    assert reason == f"input raised InputError: the output of step 1 (a reducer): line 2 {problem}: {OUTPUT_LINES}"
+    assert reason == f"map task 0: the output of step 1 (a reducer): line 2 {problem}: {OUTPUT_LINES}"
+    assert shown is None
+
+
+def map_failure(job: str, job_class: str | None, step: int, input_format: str, items: list[Any]) -> tuple[str, Any]:
+    """The reason and traceback of a Spark map task of ``job`` that fails on ``items``, run here, outside Spark."""
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, map_task
+
+    plan = StepPlan(dump_job_class(load_job_file(job_path(job), job_class)), step, 2, input_format)
+    counters: Any = None  # (a failed task adds none)
+    with pytest.raises(TaskFailure) as failed:
+        list(map_task(plan, counters, items))
+    return failure_of(failed.value) or ("", "")
+
+
+def test_what_the_engine_finds_wrong_is_named_by_its_task_without_a_traceback_as_on_hop(tmp_path: Path) -> None:
+    """A combiner that changed its key and a partition out of range failed on Spark with messages of their own
+    ("a combiner must keep its key", "partition raised ValueError: ...") after a traceback of the bare error;
+    they are now hop's (test_engine.py: "map task 0: ..." and no traceback)."""
+    from hop.inputs import Split
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import TaskFailure, UserPartition, failure_of
+
+    (tmp_path / "in.txt").write_text("a a\n")
+    reason, shown = map_failure("not_pairs", "CombineChangesKey", 0, "text", [Split(str(tmp_path / "in.txt"), 0, -1)])
+    assert reason == "map task 0: combine('a', ...) yielded key 'A'; a combiner must keep the key it was given"
+    assert shown is None
+    partition = UserPartition(dump_job_class(load_job_file(job_path("not_pairs"), "PartitionOutOfRange")), 2)
+    with pytest.raises(TaskFailure) as failed:
+        partition("a")
+    assert failure_of(failed.value) == ("map task 0: partition('a') returned 3; expected an int in range(2)", None)
+
+
+def test_a_record_of_a_hop_output_is_named_by_its_key_as_on_hop(tmp_path: Path) -> None:
+    """A map over ``--input-format output`` (or a later step's) that raised named its record "byte offset KEY"
+    (``map at OUT/part-00000 byte offset mackshaickbeang: '5'``): as on hop, it is the record with that key."""
+    from hop.inputs import Split
+
+    part = tmp_path / "part-00000"
+    part.write_text('"apple"\t5\n"melon"\t2\n')
+    reason, _ = map_failure("failing_topk", None, 0, "output", [Split(str(part), 0, -1)])
+    assert reason == f"map at {part} record with key 'melon': '2' raised RuntimeError: refusing melon"
+    reason, _ = map_failure("two_steps_failing", None, 1, "lines", ['"x"\t1\n', '"y"\t3\n'])
+    where = "the output of step 1 (a reducer) record with key 'y': '3'"
+    assert reason == f"map at {where} raised ValueError: refusing 'y', counted 3 times"
+
+
+def test_a_failed_reduce_of_an_earlier_step_is_reported_as_the_users(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """A step's reduce that raised, in a job of several steps, failed with "Spark job failed: An exception was
+    thrown from the Python worker:" and PySpark's traceback quoting it: the next step's map, which reads its lines in
+    the same Spark task, wrapped its failure into one of its own. It is now the reduce's, as on hop."""
+    failed = spark_runs["first_step_reduce_fails"]
+    assert (
+        failed["error"] == "reduce at key 'a' raised TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'"
+    )
+    assert failed["traceback"].startswith("Traceback (most recent call last):\n"), failed["traceback"]
+    assert 'counted_then_failing.py", line 13, in sum_reduce' in failed["traceback"]
+    assert "pyspark" not in failed["traceback"] and "spark_tasks.py" not in failed["traceback"]
 
 
 def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_traces(
@@ -709,11 +779,11 @@ def test_a_truncated_gzip_input_fails_naming_where_its_text_ends_as_on_hop(
     size, text_bytes = path.stat().st_size, len(zlib.decompressobj(wbits=31).decompress(path.read_bytes()))
     where = f"input file {path}: cannot decompress it past byte {text_bytes:,} of its text, having read {size:,} of"
     failed = spark_runs["truncated_gzip"]
-    assert failed["error"].startswith(f"input raised InputError: {where}"), failed
+    assert failed["error"].startswith(f"map task 0: {where}"), failed
     assert f"check it with `gzip -t {path}`" in failed["error"]
     with pytest.raises(JobFailed) as failure:
         hop_output(client, BY_NAME["truncated_gzip"], corpus, tmp_path / "hop-out")
-    assert where in failure.value.status["error"]
+    assert failure.value.status["error"] == failed["error"] and failed["traceback"] is None
 
 
 def test_a_list_key_fails_naming_the_record_as_on_hop(
