@@ -140,12 +140,30 @@ class SparkJobFailed(RuntimeError):
         self.report = report
 
 
-def java_found() -> bool:
-    """Whether a `java` command is there (JAVA_HOME or PATH), as PySpark needs one to start its JVM."""
+def java_problem() -> str | None:
+    """Why PySpark cannot start its JVM here, or None. Spark's launcher runs ``$JAVA_HOME/bin/java`` when
+    ``JAVA_HOME`` is set, whatever the PATH holds, else the ``java`` on the PATH."""
     java_home = os.environ.get("JAVA_HOME")
-    if java_home and Path(java_home, "bin", "java").exists():
-        return True
-    return shutil.which("java") is not None
+    if java_home:
+        if os.access(Path(java_home, "bin", "java"), os.X_OK):
+            return None
+        on_path = shutil.which("java")
+        instead = f", or unset it to use the java on the PATH ({on_path})" if on_path else ""
+        return (
+            f"JAVA_HOME is {java_home}, which holds no bin/java, and Spark runs the java there: set JAVA_HOME to a "
+            f"Java 17 installation (the directory holding bin/java){instead}"
+        )
+    if shutil.which("java") is None:
+        return (
+            "Java is not installed (Spark needs Java 17): install a JDK or JRE 17 (e.g. apt-get install "
+            "openjdk-17-jre-headless), or set JAVA_HOME to one"
+        )
+    return None
+
+
+def java_found() -> bool:
+    """Whether PySpark finds the ``java`` it starts its JVM with (:func:`java_problem`)."""
+    return java_problem() is None
 
 
 @contextlib.contextmanager
@@ -187,8 +205,9 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         from pyspark.sql import SparkSession
     except ImportError as error:
         raise SparkUnavailable(f"PySpark is not installed ({error}); pip install 'hop[spark]'") from None
-    if not java_found():
-        raise SparkUnavailable("Java is not installed (Spark needs Java 17): install a JDK or set JAVA_HOME")
+    java = java_problem()
+    if java is not None:
+        raise SparkUnavailable(java)
     if SparkContext._active_spark_context is not None:
         raise SparkUnavailable("a SparkContext is already running in this process; stop it first")
     settings = {

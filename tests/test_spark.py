@@ -358,6 +358,32 @@ def test_a_jvm_that_starts_does_not_print_the_incubator_warning() -> None:
     assert "incubator" not in done.stderr
 
 
+def test_java_missing_or_a_wrong_java_home_says_what_to_install_or_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JAVA_HOME without bin/java, with a java on the PATH, was taken for Java found: Spark's launcher runs
+    JAVA_HOME's, and the run failed with "/nonexistent/bin/java: No such file or directory" and "Java gateway
+    process exited before sending its port number". It is refused before Spark starts, saying what to set."""
+    (tmp_path / "in.txt").write_text("a\n")
+    wrong = tmp_path / "no-jdk"
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    done = subprocess.run(
+        command, cwd=tmp_path, env={**os.environ, "JAVA_HOME": str(wrong)}, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stderr == (
+        f"hop: error: JAVA_HOME is {wrong}, which holds no bin/java, and Spark runs the java there: set JAVA_HOME to "
+        f"a Java 17 installation (the directory holding bin/java), or unset it to use the java on the PATH "
+        f"({shutil.which('java')})\n"
+    )
+    assert not (tmp_path / "out").exists()
+    from hop.spark_engine import java_problem
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # (no java there)
+    assert (java_problem() or "").startswith("Java is not installed (Spark needs Java 17): install a JDK or JRE 17")
+
+
 def test_a_bad_output_line_is_named_as_hop_names_it(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
     """``--input-format output`` on Spark reads part files with hop's reader, and its error (the hop engine's
     reader is tested in test_inputs.py and test_pipeline.py), named by its map task as hop names it; it read "input
