@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -103,8 +104,8 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
         return _fail(str(error), 3)
     except (InputError, ValueError) as error:
         return _fail(str(error), 2)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+    except KeyboardInterrupt as interrupt:  # (SIGTERM as well, from hop.cli's handler or the run's own)
+        return _fail("interrupted", 128 + getattr(interrupt, "signum", signal.SIGINT))
     finally:
         if release is not None:
             release()

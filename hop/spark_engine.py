@@ -53,9 +53,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -129,6 +131,40 @@ def log4j2_config(quiet: bool) -> str:
 
 class SparkUnavailable(RuntimeError):
     """Spark cannot run here: PySpark or Java is missing, or the session did not start."""
+
+
+class SparkInterrupted(KeyboardInterrupt):
+    """The run was stopped by a signal (``signum``: Ctrl-C's SIGINT or SIGTERM) after cancelling its Spark job."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
+    """While inside, Ctrl-C or SIGTERM cancels the context's jobs, from another thread, and is noted in the list
+    yielded (the caller raises :class:`SparkInterrupted` once its action has returned); a second one raises it at
+    once. PySpark's own Ctrl-C handler cancels them from the signal handler, inside the py4j call the main thread
+    is waiting in: that call fails reentrant, and py4j logs both failures with their tracebacks (47 lines before
+    "interrupted"). Outside the main thread (which alone gets signals) it does nothing."""
+    signalled: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield signalled
+        return
+
+    def on_signal(signum: int, frame: object) -> None:
+        signalled.append(signum)
+        if len(signalled) > 1:
+            raise SparkInterrupted(signalled[0])
+        threading.Thread(target=sc.cancelAllJobs, name="cancel Spark jobs", daemon=True).start()
+
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield signalled
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 class SparkJobFailed(RuntimeError):
@@ -411,6 +447,19 @@ def _clear_progress_bar(sc: SparkContext) -> None:
             bar.get().finishAll()
 
 
+def _await_tasks_ended(sc: SparkContext, deadline: float) -> None:
+    """Wait until no task runs on the executors, or ``deadline`` (monotonic): a cancelled job's action returns while
+    its tasks are still being killed, and stopping the session under them logs an executor's internal error with
+    its stack ("Error in TaskCompletionListener ... Block broadcast_0 does not exist")."""
+    with contextlib.suppress(Exception):  # (the wait is cosmetic: the session is stopped either way)
+        store: Any = sc._jsc.sc().statusStore()
+        while time.monotonic() < deadline:
+            executors = store.executorList(True)
+            if all(executors.apply(i).activeTasks() == 0 for i in range(executors.size())):
+                return
+            time.sleep(0.1)
+
+
 def _failure(error: BaseException) -> tuple[str, str | None]:
     """The one-line reason and the traceback to show of a failed Spark action: a task's failure's own (the user's,
     or none when the engine found bad input or output), else Spark's whole error."""
@@ -475,13 +524,22 @@ def run_on_spark(
             first = number == 0
             maps = len(tasks) if first else num_reduces
             lines = _plan_step(sc, run, job_class, job_code, number, lines, fmt if first else "lines", maps)
-        try:
-            written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()
-        except Exception as error:
-            if not quiet:
-                _clear_progress_bar(sc)
-            reason, user_traceback = _failure(error)
-            shutil.rmtree(out / "_temporary", ignore_errors=True)
+        with _cancelled_on_signal(sc) as signalled:
+            try:
+                written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()
+                failure = None
+            except Exception as error:
+                failure = error
+            if failure is not None or signalled:
+                if not quiet:
+                    _clear_progress_bar(sc)
+                shutil.rmtree(out / "_temporary", ignore_errors=True)
+        if signalled:  # (the job was cancelled, or ended meanwhile: either way the run was stopped)
+            _await_tasks_ended(sc, time.monotonic() + 10)
+            run.write("interrupted", f"interrupted by {signal.Signals(signalled[0]).name}")
+            raise SparkInterrupted(signalled[0])
+        if failure is not None:
+            reason, user_traceback = _failure(failure)
             report = run.write("failed", reason)
             raise SparkJobFailed(reason, user_traceback, report) from None
         if sorted(index for index, _ in written) != list(range(num_reduces)):

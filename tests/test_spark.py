@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
-from tests.conftest import QUICK_JVM_OPTIONS, ROOT, job_path, needs_spark, run_job
+from tests.conftest import QUICK_JVM_OPTIONS, ROOT, TEST_JOBS, job_path, needs_spark, run_job
 
 pytestmark = needs_spark
 
@@ -824,3 +825,31 @@ def test_a_list_key_fails_naming_the_record_as_on_hop(
     assert failed["error"] == failure.value.status["error"]
     assert "byte offset 0: 'a b' raised UnhashableKeyError" in failed["error"]
     assert "pyspark" not in failed["traceback"] and "spark_tasks.py" not in failed["traceback"]
+
+
+def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path: Path) -> None:
+    """Ctrl-C during a Spark run printed 47 lines of py4j tracebacks ("ERROR:root:Exception while sending command",
+    "KeyboardInterrupt while sending command": PySpark's handler cancels the jobs inside the py4j call the run waits
+    in) before "interrupted", and left no _job.json; the job is now cancelled from another thread, the run exits 130
+    saying "interrupted", and its report says so."""
+    (tmp_path / "in.txt").write_text("spin\n")
+    job = str(TEST_JOBS / "busy_map.py")
+    command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
+    with open(tmp_path / "stderr", "w+") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, stderr=stderr, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
+                assert time.monotonic() < deadline, "the Spark job did not start"
+                time.sleep(0.2)
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=60) == 130
+        finally:
+            process.kill()
+            process.wait()
+    printed = (tmp_path / "stderr").read_text()
+    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
+    assert "Traceback" not in printed and "ERROR:root" not in printed and "\tat org.apache" not in printed, printed
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "interrupted" and report["error"] == "interrupted by SIGINT"
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
