@@ -110,6 +110,9 @@ appender.console.filter.repeats.onMismatch = NEUTRAL
 # The executor logs a failed task's exception with its stack trace; the driver gets the same error.
 logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = fatal
+# Hadoop's notice, on every start, that it uses its Java code for a native library Spark does not need here.
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = error
 # PySpark's gateway logger: Spark announces a "default log level" on start-up unless it matches the root level.
 logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
 logger.repl.level = {level}

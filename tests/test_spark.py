@@ -499,7 +499,8 @@ def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_trac
     """Without ``--quiet``, a map that raised printed ~100 lines before hop's report: the executor's error and the
     scheduler's "Lost task" warning, each with the Python worker's traceback (PySpark's frames, hop's task
     failure payload) and the JVM's stack; Spark's log now keeps its one line on the aborted job, and the progress
-    bar is cleared instead of leaving hop's report to start at its end."""
+    bar is cleared instead of leaving hop's report to start at its end. Hadoop's "WARN NativeCodeLoader: Unable to
+    load native-hadoop library" on every start is not printed either."""
     result = spark_runs["failing_verbose"]
     assert "cannot handle boom" in result["error"]
     assert 'failing_map.py", line 9, in map' in result["traceback"]
@@ -507,7 +508,7 @@ def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_trac
     errors = [line for line in SPARK_LOG_LINE.findall(printed) if line.startswith("ERROR")]
     assert errors == ["ERROR TaskSetManager"]  # (and WARN lines of the start-up)
     assert "failed 1 times; aborting job" in printed
-    for noise in ("\tat org.apache.spark", "pyspark/worker.py", "hop-task-failure", "Lost task"):
+    for noise in ("\tat org.apache.spark", "pyspark/worker.py", "hop-task-failure", "Lost task", "NativeCodeLoader"):
         assert noise not in printed
     if "[Stage" in printed:  # (its carriage returns read as line ends here)
         last_line = printed.rstrip("\n").rpartition("\n")[2]
