@@ -160,7 +160,7 @@ def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
         signalled.append(signum)
         if len(signalled) > 1:
             raise SparkInterrupted(signalled[0])
-        threading.Thread(target=sc.cancelAllJobs, name="cancel Spark jobs", daemon=True).start()
+        threading.Thread(target=_cancel_jobs, args=(sc,), name="cancel Spark jobs", daemon=True).start()
 
     previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -168,6 +168,17 @@ def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def _cancel_jobs(sc: SparkContext) -> None:
+    """Cancel the context's jobs. A task killed so may fail to release its broadcast's lock in a local executor,
+    which logs an internal error with its stack ("Error in TaskCompletionListener ... Block broadcast_0 does not
+    exist"): the run is being stopped, so that logger is silenced first."""
+    with contextlib.suppress(Exception):  # (the silence is cosmetic: the jobs are cancelled either way)
+        jvm: Any = sc._jvm
+        log4j = jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setLevel("org.apache.spark.TaskContextImpl", log4j.Level.OFF)
+    sc.cancelAllJobs()
 
 
 class SparkJobFailed(RuntimeError):
