@@ -47,7 +47,6 @@ from hop.inputs import (
     KEEP_BYTES,
     MIN_SPLIT_SIZE_OPTION,
     InputError,
-    expand_inputs,
     repeated_inputs,
 )
 from hop.job import INPUT_FORMATS, Job
@@ -63,6 +62,7 @@ from hop.runner import (
     build_spec,
     cancel_submitted,
     earlier_reports,
+    no_records_note,
     online_options,
     pipeline_specs,
     run_pipeline,
@@ -506,7 +506,7 @@ def _run_loaded(
         mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
     if not args.quiet:
         print(_summary(report, args.output, args.stop_when_accurate), file=sys.stderr)
-        no_records = _no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))
+        no_records = no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))
         if no_records is not None:
             print(no_records, file=sys.stderr)
         print_user_counters(report["counters"].get("user", {}))  # the whole run's, summed over its steps
@@ -538,23 +538,6 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
     if args.reducers is not None:
         return spec, later
     return dataclasses.replace(spec, num_reduces=alive), [dataclasses.replace(s, num_reduces=alive) for s in later]
-
-
-def _no_records_note(report: dict[str, Any], inputs: list[str], output: str, stdin_copy: str | None) -> str | None:
-    """The line ``hop run`` adds for a run whose input held no record (empty files, blank lines of a jsonl file),
-    naming what it read (``stdin_copy``: the file standing for standard input): such an input is valid, as in Hadoop,
-    and the run succeeds, but "0 input records" alone leaves the user to guess whether the right input was given."""
-    first = (earlier_reports(report) or [report])[0]
-    if first["counters"]["map_input_records"] or report.get("approximate"):
-        return None
-    read = []
-    for given in inputs:
-        files = expand_inputs([given], output)
-        size = sum(os.path.getsize(file) for file in files)
-        name = "standard input" if given == stdin_copy else given
-        count = "" if files == [given] else f"{counted(len(files), 'file')}, "
-        read.append(f"{name} ({count}{size:,} bytes)")
-    return f"hop: the input held no records: it read {', '.join(read)}"
 
 
 def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | None = None) -> str:

@@ -100,6 +100,13 @@ class Split:
         return self.path if self.length < 0 else f"{self.path}[{self.start}:{self.end}]"
 
 
+def absolute_inputs(patterns: list[str]) -> list[str]:
+    """``patterns`` (files, directories, globs) made absolute against the working directory, as both engines take
+    them (``os.path.abspath``: links are kept as given): the files they expand to, and so ``self.input_file``,
+    errors and ``_job.json``'s ``inputs``, name absolute paths whatever directory the run started in."""
+    return [os.path.abspath(pattern) for pattern in patterns]
+
+
 def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     """Resolve files, directories and globs to a de-duplicated list of files, in the order named (a directory's and
     a glob's in name order).

@@ -23,11 +23,12 @@ from typing import Any
 from hop.bad_records import hold_bad_records, place_bad_records
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.counters import total_user_counters
-from hop.inputs import expand_inputs
+from hop.inputs import absolute_inputs, expand_inputs
 from hop.job import Job
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.outputs import prepare_output, write_job_report
 from hop.spilldirs import scratch_folder
+from hop.wording import counted
 
 
 class JobFailed(RuntimeError):
@@ -167,7 +168,7 @@ def build_spec(job_class: type[Job], inputs: list[str], output: str, **settings:
         job_code=dump_job_class(job_class),
         name=job_class.__name__,
         # Absolute paths: the coordinator that expands them may run in another directory (or on another host).
-        inputs=tuple(os.path.abspath(path) for path in inputs),
+        inputs=tuple(absolute_inputs(inputs)),
         output=str(Path(output).resolve()),
         input_format=input_format,
         **settings,
@@ -650,6 +651,24 @@ def earlier_reports(report: dict[str, Any]) -> list[dict[str, Any]]:
     for job in report.get("jobs") or ():
         earlier += [*(job.get("steps") or ()), job]
     return earlier + list(report.get("steps") or ())
+
+
+def no_records_note(report: dict[str, Any], inputs: list[str], output: str, stdin_copy: str | None) -> str | None:
+    """The line ``hop run`` adds (on either engine) for a run whose input held no record (empty files, blank lines of
+    a jsonl file), naming what it read as given (``stdin_copy``: the file standing for standard input); ``None`` when
+    it held records. Such an input is valid, as in Hadoop, and the run succeeds, but "0 input records" alone leaves
+    the user to guess whether the right input was given."""
+    first = (earlier_reports(report) or [report])[0]
+    if first["counters"]["map_input_records"] or report.get("approximate"):
+        return None
+    read = []
+    for given in inputs:
+        files = expand_inputs([given], output)
+        size = sum(os.path.getsize(file) for file in files)
+        name = "standard input" if given == stdin_copy else given
+        count = "" if files == [given] else f"{counted(len(files), 'file')}, "
+        read.append(f"{name} ({count}{size:,} bytes)")
+    return f"hop: the input held no records: it read {', '.join(read)}"
 
 
 def _note_earlier_stop(final: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
 from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
+from hop.runner import no_records_note
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
 
@@ -102,8 +104,8 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
         return _fail(str(error), 3)
     except (InputError, ValueError) as error:
         return _fail(str(error), 2)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+    except KeyboardInterrupt as interrupt:  # (SIGTERM as well, from hop.cli's handler or the run's own)
+        return _fail("interrupted", 128 + getattr(interrupt, "signum", signal.SIGINT))
     finally:
         if release is not None:
             release()
@@ -116,6 +118,9 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
             f"records, {counters['reduce_output_records']:,} output records in {args.output}",
             file=sys.stderr,
         )
+        no_records = no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))
+        if no_records is not None:
+            print(no_records, file=sys.stderr)
         print_user_counters(counters.get("user", {}))
     return 0
 

@@ -11,9 +11,10 @@ Contract of :func:`run_on_spark`:
 - Records are read exactly as hop reads them: inputs are expanded and cut into splits by ``hop.inputs``
   (``expand_inputs``, ``hop.planning.plan_map_inputs``), each map task's splits (small files share one) are one
   Spark partition and each map task reads its splits with ``hop.inputs.iter_records``: text keys are byte offsets,
-  jsonl/csv parse alike, compressed files work, and ``self.input_file`` is the path as hop shows it. Inputs and the
-  output directory must be visible to every executor (as with hop on a cluster); relative paths are resolved
-  against the caller's working directory.
+  jsonl/csv parse alike, compressed files work. Inputs and the output directory must be visible to every executor
+  (as with hop on a cluster); relative paths are made absolute against the caller's working directory, as hop's
+  engine makes them (``hop.inputs.absolute_inputs``), so ``self.input_file``, the errors naming a file and
+  ``_job.json``'s ``inputs`` name the same paths on both engines.
 - Each step of the job (``Job.resolved_steps()``; a multi-step job runs as chained stages, without intermediate
   files) is ``mapPartitions(map) -> combineByKey -> repartitionAndSortWithinPartitions -> mapPartitions(reduce)``,
   with combine and reduce resolved as ``hop.tasks.instantiate`` resolves them: the combiner (an aggregate
@@ -51,9 +52,11 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -62,7 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hop.counters import total_user_counters
-from hop.inputs import DEFAULT_SPLIT_BYTES, Split, expand_inputs
+from hop.inputs import DEFAULT_SPLIT_BYTES, Split, absolute_inputs, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.outputs import check_output, prepare_output, write_job_report
@@ -106,6 +109,9 @@ appender.console.filter.repeats.onMismatch = NEUTRAL
 # The executor logs a failed task's exception with its stack trace; the driver gets the same error.
 logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = fatal
+# Hadoop's notice, on every start, that it uses its Java code for a native library Spark does not need here.
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = error
 # PySpark's gateway logger: Spark announces a "default log level" on start-up unless it matches the root level.
 logger.repl.name = org.apache.spark.api.python.PythonGatewayServer
 logger.repl.level = {level}
@@ -129,6 +135,51 @@ class SparkUnavailable(RuntimeError):
     """Spark cannot run here: PySpark or Java is missing, or the session did not start."""
 
 
+class SparkInterrupted(KeyboardInterrupt):
+    """The run was stopped by a signal (``signum``: Ctrl-C's SIGINT or SIGTERM) after cancelling its Spark job."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
+    """While inside, Ctrl-C or SIGTERM cancels the context's jobs, from another thread, and is noted in the list
+    yielded (the caller raises :class:`SparkInterrupted` once its action has returned); a second one raises it at
+    once. PySpark's own Ctrl-C handler cancels them from the signal handler, inside the py4j call the main thread
+    is waiting in: that call fails reentrant, and py4j logs both failures with their tracebacks (47 lines before
+    "interrupted"). Outside the main thread (which alone gets signals) it does nothing."""
+    signalled: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield signalled
+        return
+
+    def on_signal(signum: int, frame: object) -> None:
+        signalled.append(signum)
+        if len(signalled) > 1:
+            raise SparkInterrupted(signalled[0])
+        threading.Thread(target=_cancel_jobs, args=(sc,), name="cancel Spark jobs", daemon=True).start()
+
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield signalled
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _cancel_jobs(sc: SparkContext) -> None:
+    """Cancel the context's jobs. A task killed so may fail to release its broadcast's lock in a local executor,
+    which logs an internal error with its stack ("Error in TaskCompletionListener ... Block broadcast_0 does not
+    exist"): the run is being stopped, so that logger is silenced first."""
+    with contextlib.suppress(Exception):  # (the silence is cosmetic: the jobs are cancelled either way)
+        jvm: Any = sc._jvm
+        log4j = jvm.org.apache.logging.log4j
+        log4j.core.config.Configurator.setLevel("org.apache.spark.TaskContextImpl", log4j.Level.OFF)
+    sc.cancelAllJobs()
+
+
 class SparkJobFailed(RuntimeError):
     """The Spark job failed. ``str()`` is a one-line reason; ``user_traceback`` the user's traceback if known."""
 
@@ -138,12 +189,30 @@ class SparkJobFailed(RuntimeError):
         self.report = report
 
 
-def java_found() -> bool:
-    """Whether a `java` command is there (JAVA_HOME or PATH), as PySpark needs one to start its JVM."""
+def java_problem() -> str | None:
+    """Why PySpark cannot start its JVM here, or None. Spark's launcher runs ``$JAVA_HOME/bin/java`` when
+    ``JAVA_HOME`` is set, whatever the PATH holds, else the ``java`` on the PATH."""
     java_home = os.environ.get("JAVA_HOME")
-    if java_home and Path(java_home, "bin", "java").exists():
-        return True
-    return shutil.which("java") is not None
+    if java_home:
+        if os.access(Path(java_home, "bin", "java"), os.X_OK):
+            return None
+        on_path = shutil.which("java")
+        instead = f", or unset it to use the java on the PATH ({on_path})" if on_path else ""
+        return (
+            f"JAVA_HOME is {java_home}, which holds no bin/java, and Spark runs the java there: set JAVA_HOME to a "
+            f"Java 17 installation (the directory holding bin/java){instead}"
+        )
+    if shutil.which("java") is None:
+        return (
+            "Java is not installed (Spark needs Java 17): install a JDK or JRE 17 (e.g. apt-get install "
+            "openjdk-17-jre-headless), or set JAVA_HOME to one"
+        )
+    return None
+
+
+def java_found() -> bool:
+    """Whether PySpark finds the ``java`` it starts its JVM with (:func:`java_problem`)."""
+    return java_problem() is None
 
 
 @contextlib.contextmanager
@@ -164,11 +233,7 @@ def _is_loopback_master(master: str) -> bool:
     return master.startswith("local") or bool(re.match(r"spark://(127\.\d+\.\d+\.\d+|localhost)(:\d+)?$", master))
 
 
-def _absolute(split: Split) -> Split:
-    return Split(os.path.abspath(split.path), split.start, split.length)
-
-
-def _splits_of(task: list[tuple[str, Split]]) -> list[tuple[str, Split]]:
+def _splits_of(task: list[Split]) -> list[Split]:
     return task
 
 
@@ -189,8 +254,9 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         from pyspark.sql import SparkSession
     except ImportError as error:
         raise SparkUnavailable(f"PySpark is not installed ({error}); pip install 'hop[spark]'") from None
-    if not java_found():
-        raise SparkUnavailable("Java is not installed (Spark needs Java 17): install a JDK or set JAVA_HOME")
+    java = java_problem()
+    if java is not None:
+        raise SparkUnavailable(java)
     if SparkContext._active_spark_context is not None:
         raise SparkUnavailable("a SparkContext is already running in this process; stop it first")
     settings = {
@@ -393,12 +459,26 @@ def _clear_progress_bar(sc: SparkContext) -> None:
             bar.get().finishAll()
 
 
+def _await_tasks_ended(sc: SparkContext, deadline: float) -> None:
+    """Wait until no task runs on the executors, or ``deadline`` (monotonic): a cancelled job's action returns while
+    its tasks are still being killed, and stopping the session under them logs an executor's internal error with
+    its stack ("Error in TaskCompletionListener ... Block broadcast_0 does not exist")."""
+    with contextlib.suppress(Exception):  # (the wait is cosmetic: the session is stopped either way)
+        store: Any = sc._jsc.sc().statusStore()
+        while time.monotonic() < deadline:
+            executors = store.executorList(True)
+            if all(executors.apply(i).activeTasks() == 0 for i in range(executors.size())):
+                return
+            time.sleep(0.1)
+
+
 def _failure(error: BaseException) -> tuple[str, str | None]:
-    """The one-line reason and the user's traceback (if the failure came from a task) of a failed Spark action."""
+    """The one-line reason and the traceback to show of a failed Spark action: a task's failure's own (the user's,
+    or none when the engine found bad input or output), else Spark's whole error."""
     failure = failure_of(error)
     if failure is not None:
         return failure
-    return f"Spark job failed: {_first_line(error)}", None
+    return f"Spark job failed: {_first_line(error)}", str(error)
 
 
 def run_on_spark(
@@ -431,13 +511,16 @@ def run_on_spark(
         raise ValueError(f"spill records must be positive, got {spill_records}")
     fmt = _resolve_format(job_class, input_format)
     num_steps = len(job_class().resolved_steps())
+    # As hop's engine takes them (hop.runner.build_spec): executors read absolute paths (their working directory is
+    # not ours), and the job, its errors and the report name the files alike on both engines.
+    inputs = absolute_inputs(inputs)
+    stdin_copy = os.path.abspath(stdin_copy) if stdin_copy else None
     out = Path(output).resolve()
     check_output(str(out), overwrite, inputs)
     # Cut the input as hop's coordinator would for as many map slots as Spark has cores (same splits packed into the
     # same map tasks, same counters).
     plan = plan_map_inputs(expand_inputs(list(inputs), str(out)), split_size, slots=_local_cores(master))
-    # Executors read absolute paths (their working directory is not ours); the job sees the path as hop shows it.
-    tasks = [[(chunk.split.path, _absolute(chunk.split)) for chunk in task] for task in plan]
+    tasks = [[chunk.split for chunk in task] for task in plan]
     job_code = dump_job_class(job_class)
     given = inputs_as_given(inputs, {STDIN_COPY_OPTION: stdin_copy})
     run = _Run(job_class, given, out, master, num_reduces, len(tasks), spill_records)
@@ -453,15 +536,24 @@ def run_on_spark(
             first = number == 0
             maps = len(tasks) if first else num_reduces
             lines = _plan_step(sc, run, job_class, job_code, number, lines, fmt if first else "lines", maps)
-        try:
-            written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()
-        except Exception as error:
-            if not quiet:
-                _clear_progress_bar(sc)
-            reason, user_traceback = _failure(error)
-            shutil.rmtree(out / "_temporary", ignore_errors=True)
+        with _cancelled_on_signal(sc) as signalled:
+            try:
+                written = lines.mapPartitionsWithIndex(partial(write_task, str(out))).collect()
+                failure = None
+            except Exception as error:
+                failure = error
+            if failure is not None or signalled:
+                if not quiet:
+                    _clear_progress_bar(sc)
+                shutil.rmtree(out / "_temporary", ignore_errors=True)
+        if signalled:  # (the job was cancelled, or ended meanwhile: either way the run was stopped)
+            _await_tasks_ended(sc, time.monotonic() + 10)
+            run.write("interrupted", f"interrupted by {signal.Signals(signalled[0]).name}")
+            raise SparkInterrupted(signalled[0])
+        if failure is not None:
+            reason, user_traceback = _failure(failure)
             report = run.write("failed", reason)
-            raise SparkJobFailed(reason, user_traceback or str(error), report) from None
+            raise SparkJobFailed(reason, user_traceback, report) from None
         if sorted(index for index, _ in written) != list(range(num_reduces)):
             raise RuntimeError(f"Spark returned the outputs of partitions {sorted(i for i, _ in written)}")
         for index, path in written:

@@ -41,12 +41,15 @@ from hop.inputs import InputError, iter_records, parse_output_line
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_key
-from hop.usercode import fold_error
+from hop.usercode import describe_record, fold_error
 from hop.usertrace import not_pairs, user_traceback
 from shuffle.buffer import (
     DEFAULT_SPILL_KEYS,
     DEFAULT_SPILL_RECORDS,
     FIRST_SPILL_DIVISOR,
+    CombinerKeyError,
+    PartitionError,
+    combined_values,
     folded_spill_records,
     none_state_error,
     unhashable_key_error,
@@ -64,20 +67,36 @@ _FAILURE_PAYLOAD = re.compile(re.escape(FAILURE_OPEN) + r"(.*?)" + re.escape(_FA
 
 class TaskFailure(RuntimeError):
     """Raised inside a Spark task for an error in user code or input; its message carries a JSON payload that the
-    driver extracts from Spark's error (Spark only ships the worker's traceback text back)."""
+    driver extracts from Spark's error (Spark only ships the worker's traceback text back). A task that reads the
+    lines of the step before in the same Spark task lets that step's failure through as it is, so that one is
+    reported, not wrapped into the reading map's."""
 
     @classmethod
     def of(cls, where: str, error: BaseException, record: str | None) -> TaskFailure:
+        """A failure of user code (``where``: map, combine, reduce, setup...) at ``record``, with its traceback."""
         at = f" at {record}" if record else ""
-        payload = {
-            "reason": f"{where}{at} raised {type(error).__name__}: {error}",
-            "traceback": user_traceback(error),
-        }
-        return cls(FAILURE_OPEN + json.dumps(payload) + _FAILURE_CLOSE)
+        return cls._carrying(f"{where}{at} raised {type(error).__name__}: {error}", user_traceback(error))
+
+    @classmethod
+    def of_task(cls, kind: str, error: BaseException) -> TaskFailure:
+        """What the engine found wrong in a task's input or in what user code gave it (an undecodable line, a
+        combiner that changed its key, a partition out of range): named by the task, as hop's tasks name it
+        (``map task 3: input file ...``), without a traceback: its message says what and where, and no frame of
+        the user's raised it."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        index = context.partitionId() if context is not None else 0
+        return cls._carrying(f"{kind} task {index}: {error}", None)
+
+    @classmethod
+    def _carrying(cls, reason: str, traceback: str | None) -> TaskFailure:
+        return cls(FAILURE_OPEN + json.dumps({"reason": reason, "traceback": traceback}) + _FAILURE_CLOSE)
 
 
-def failure_of(error: BaseException) -> tuple[str, str] | None:
-    """The reason and user traceback of the first :class:`TaskFailure` quoted in a failed Spark action's error."""
+def failure_of(error: BaseException) -> tuple[str, str | None] | None:
+    """The reason and user traceback (None when there is none to show) of the first :class:`TaskFailure` quoted in
+    a failed Spark action's error; None if it quotes none."""
     match = _FAILURE_PAYLOAD.search(str(error))
     if match is None:
         return None
@@ -85,7 +104,8 @@ def failure_of(error: BaseException) -> tuple[str, str] | None:
         payload = json.loads(match.group(1))
     except ValueError:
         return None
-    return str(payload["reason"]), str(payload["traceback"])
+    traceback = payload["traceback"]
+    return str(payload["reason"]), None if traceback is None else str(traceback)
 
 
 # Resolving a step's functions (executor side, mirrors hop.tasks.instantiate). -------------------------------------
@@ -186,33 +206,33 @@ class StepCounters:
 
 
 # Map side. ----------------------------------------------------------------------------------------------------
-def _record_sources(plan: StepPlan, items: Iterable[Any]) -> Iterator[tuple[str | None, Iterator[tuple[Any, Any]]]]:
-    """``(input_file, records)`` per input of a map task: splits for the first step, the last step's lines later."""
+_Records = Iterator[tuple[Any, Any]]
+
+
+def _record_sources(plan: StepPlan, items: Iterable[Any]) -> Iterator[tuple[str | None, str, _Records]]:
+    """``(input_file, source, records)`` per input of a map task: splits for the first step (``source`` their
+    file), the last step's lines later (no input file; ``source`` says which step and reducer wrote them)."""
     if plan.input_format == "lines":
-        yield None, _previous_output(plan, items)
+        source = _previous_step(plan)
+        yield None, source, _previous_output(source, items)
         return
-    for shown_path, split in items:
-        yield shown_path, iter_records(split, plan.input_format)
+    for split in items:
+        yield split.path, split.path, iter_records(split, plan.input_format)
 
 
-def _previous_output(plan: StepPlan, lines: Iterable[str]) -> Iterator[tuple[Any, Any]]:
-    """The previous step's output lines of this task's partition, read as hop reads a step's part files."""
+def _previous_step(plan: StepPlan) -> str:
+    """The output lines a later step's map task reads, in words."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     reducer = f"reducer {context.partitionId()}" if context is not None else "a reducer"
-    source = f"the output of step {plan.step} ({reducer})"  # (``plan.step`` counts from 0: the previous one's number)
+    return f"the output of step {plan.step} ({reducer})"  # (``plan.step`` counts from 0: the previous one's number)
+
+
+def _previous_output(source: str, lines: Iterable[str]) -> Iterator[tuple[Any, Any]]:
+    """The previous step's output lines of this task's partition, read as hop reads a step's part files."""
     for number, line in enumerate(lines, 1):
         yield parse_output_line(line.rstrip("\n"), source, number, numbered=True)
-
-
-def _describe(path: str | None, record: tuple[Any, Any] | None) -> str:
-    if path is None:
-        return f"the previous step's record {record!r}"[:300]
-    if record is None:
-        return f"{path} (before the first record)"
-    key, value = record
-    return f"{path} byte offset {key}: {str(value)[:200]!r}"
 
 
 def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
@@ -221,7 +241,7 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     functions = resolve_step(job, plan.step)
     _guard("setup", job.setup)
     counts = {"map_input_records": 0, "map_output_records": 0}
-    position = _Position()
+    position = _Position(keyed=plan.input_format in ("output", "lines"))
     step = functions.step
     outputs = _with_hooks(
         _hook_pairs("mapper_init", step.mapper_init),
@@ -246,13 +266,15 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
 
 @dataclass
 class _Position:
-    """The input record a map task's latest output came from (for errors raised while that output is folded)."""
+    """The input record a map task's latest output came from (for errors raised while that output is folded), and
+    whether its records are keyed (a hop job's output: named by key, not by byte offset)."""
 
-    path: str | None = None
+    keyed: bool
+    source: str = ""
     record: tuple[Any, Any] | None = None
 
     def describe(self) -> str:
-        return _describe(self.path, self.record)
+        return describe_record(self.source, self.record, self.keyed)
 
 
 def _hook_pairs(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None] | None) -> list[tuple[Any, Any]]:
@@ -288,16 +310,15 @@ def _with_hooks(
 def _mapped(
     job: Job,
     mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None],
-    sources: Iterator[tuple[str | None, Iterator[tuple[Any, Any]]]],
+    sources: Iterator[tuple[str | None, str, _Records]],
     counts: dict[str, int],
     position: _Position,
 ) -> Iterator[list[tuple[Any, Any]]]:
     """The map's output pairs, a list per input record (``position`` says which); errors name the record (file and
     byte offset) the map was working on."""
     input_records = output_records = 0
-    for path, records in sources:
-        job.input_file = position.path = path
-        record: tuple[Any, Any] | None = None
+    for path, source, records in sources:
+        job.input_file, position.source, position.record = path, source, None
         output = None
         try:
             for record in records:
@@ -309,10 +330,12 @@ def _mapped(
                     pairs = [(key, value) for key, value in output]
                     output_records += len(pairs)
                     yield pairs
+        except TaskFailure:  # the step before's, whose lines this task was reading
+            raise
         except InputError as error:
-            raise TaskFailure.of("input", error, None) from None
+            raise TaskFailure.of_task("map", error) from None
         except Exception as error:
-            raise TaskFailure.of("map", not_pairs("map", error, output), _describe(path, record)) from None
+            raise TaskFailure.of("map", not_pairs("map", error, output), position.describe()) from None
     counts["map_input_records"] += input_records
     counts["map_output_records"] += output_records
 
@@ -368,11 +391,17 @@ def _combine(
             combined = [(out_key, out_value) for out_key, out_value in output or ()]
         except Exception as error:
             raise TaskFailure.of("combine", not_pairs("combine", error, output), f"key {key!r}") from None
-        for out_key, out_value in combined:
-            if out_key != key:
-                problem = ValueError(f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep its key")
-                raise TaskFailure.of("combine", problem, None)
-            yield key, wire(out_value)
+        for value in _kept_key_values(key, combined):
+            yield key, wire(value)
+
+
+def _kept_key_values(key: Any, pairs: list[tuple[Any, Any]]) -> list[Any]:
+    """The values of what ``combine(key, ...)`` yielded, checked as hop's map buffer checks them (it must keep its
+    key: else the task fails as hop's does)."""
+    try:
+        return combined_values(lambda _key, _values: pairs, key, [])
+    except CombinerKeyError as error:
+        raise TaskFailure.of_task("map", error) from None
 
 
 def _check_hashable(key: Any, position: _Position) -> None:
@@ -460,10 +489,10 @@ class UserPartition:
         except Exception as error:
             raise TaskFailure.of("partition", error, f"key {key!r}") from None
         if type(partition) is not int or not 0 <= partition < self.num_reduces:
-            problem = ValueError(
+            problem = PartitionError(
                 f"partition({key!r}) returned {partition!r}; expected an int in range({self.num_reduces})"
             )
-            raise TaskFailure.of("partition", problem, None)
+            raise TaskFailure.of_task("map", problem)
         return partition
 
 

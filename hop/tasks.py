@@ -33,7 +33,7 @@ from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
 from hop.online.reducer import ReducerSnapshots
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
-from hop.usercode import UserCodeError, call_user, fold_error
+from hop.usercode import UserCodeError, call_user, describe_record, fold_error
 from hop.usertrace import not_pairs, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
@@ -656,12 +656,7 @@ def _packs(item: Any) -> bool:
 def _describe_record(split: Split, record: tuple[Any, Any] | None, input_format: str) -> str:
     """Where a failing record is: file and byte offset (the line, for text input), or for a later step's map (it
     reads the step before's output: streamed, or its ``output`` lines) the record's key."""
-    if record is None:
-        return f"{split.path} (before the first record)"
-    key, value = record
-    if input_format == "output" or split.path.startswith("pipe:"):
-        return f"{split.path} record with key {key!r:.200}: {str(value)[:200]!r}"
-    return f"{split.path} byte offset {key}: {str(value)[:200]!r}"
+    return describe_record(split.path, record, input_format == "output" or split.path.startswith("pipe:"))
 
 
 def _split_bytes(split: Split) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 from hop.usertrace import has_user_frame, user_traceback
 from shuffle.buffer import AggregateValueError
 
-__all__ = ["UserCodeError", "call_user", "fold_error"]
+__all__ = ["UserCodeError", "call_user", "describe_record", "fold_error"]
 
 
 class UserCodeError(Exception):
@@ -31,6 +31,18 @@ class UserCodeError(Exception):
         the call and the record), no frame of the user's raised it."""
         self.user_traceback = None
         return self
+
+
+def describe_record(source: str, record: tuple[Any, Any] | None, keyed: bool) -> str:
+    """Where a failing map record is, as errors name it: ``source`` (a file, or where a later step's records come
+    from) and the byte offset and line, or for ``keyed`` records (a hop job's output read back: the ``output`` input
+    format, a pipeline's later step) the record's key and value."""
+    if record is None:
+        return f"{source} (before the first record)"
+    key, value = record
+    if keyed:
+        return f"{source} record with key {key!r:.200}: {str(value)[:200]!r}"
+    return f"{source} byte offset {key}: {str(value)[:200]!r}"
 
 
 def call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:

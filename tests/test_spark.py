@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
-from tests.conftest import QUICK_JVM_OPTIONS, ROOT, job_path, needs_spark, run_job
+from tests.conftest import QUICK_JVM_OPTIONS, ROOT, TEST_JOBS, job_path, needs_spark, run_job
 
 pytestmark = needs_spark
 
@@ -77,7 +78,15 @@ RUNS = [
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("bad_output_line", "wordcount", ["bad-output.txt"], reducers=1, options={"input_format": "output"}),
     SparkRun("truncated_gzip", "wordcount", ["truncated.txt.gz"], reducers=1),
-    SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),  # last: main() stops the JVM
+    SparkRun(
+        "first_step_reduce_fails",
+        "counted_then_failing",
+        ["unsummable.txt"],
+        reducers=1,
+        options={"input_format": "output"},
+    ),  # fmt: skip
+    SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
+    SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
 ]
 BY_NAME = {run.name: run for run in RUNS}
 RUN_MARKER = "<<spark-run>> "
@@ -87,6 +96,7 @@ def run_batch(plan_file: str) -> None:
     """Subprocess side of ``spark_runs``: run every planned job on ``local[2]`` in this one process."""
     import io
 
+    import hop.spark_engine
     from hop.loader import load_job_file
     from hop.spark_cli import main
     from hop.spark_engine import SparkJobFailed, run_on_spark, shutdown_jvm
@@ -100,12 +110,18 @@ def run_batch(plan_file: str) -> None:
             os.write(2, f"\n{RUN_MARKER}{run.name}\n".encode())
             output = str(Path(plan["outputs"]) / run.name)
             inputs = [str(Path(plan["inputs"]) / name) for name in run.inputs]
-            if run.cli:
+            if run.cli:  # from the inputs' directory, naming them relative to it
                 stderr = io.StringIO()
-                argv = [job_path(run.job), *inputs, "-o", output, "--reducers", str(run.reducers), "--quiet"]
+                argv = [job_path(run.job), *run.inputs, "-o", output, "--reducers", str(run.reducers)]
                 argv += ["--spark-master", "local[2]", "--split-size", str(SPLIT_SIZE)]
-                with contextlib.redirect_stderr(stderr):
-                    code = main(argv)
+                argv += ["--quiet"] if run.options.get("quiet", True) else []
+                # main() ends the JVM when its run ends: this process keeps it for the next run and ends it last.
+                hop.spark_engine.shutdown_jvm = lambda: None
+                try:
+                    with contextlib.redirect_stderr(stderr), contextlib.chdir(plan["inputs"]):
+                        code = main(argv)
+                finally:
+                    hop.spark_engine.shutdown_jvm = shutdown_jvm
                 results[run.name] = {"exit_code": code, "stderr": stderr.getvalue()}
                 continue
             try:
@@ -143,6 +159,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 file.write("\n")
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
+    (folder / "empty.txt").write_text("")
+    (folder / "unsummable.txt").write_text('"a"\t1\n"a"\tnull\n')
     (folder / "optional.txt").write_text("x 3\ny -\n")
     (folder / "bad-output.txt").write_text('"a"\t"x y"\n"b"\t{oops\n')
     truncated = gzip.compress(b"".join(b"line %d of some text\n" % n for n in range(20_000)))
@@ -241,17 +259,32 @@ def test_multi_step_and_user_counters(spark_runs: dict[str, dict[str, Any]]) -> 
     assert counters["counters"]["user"]["lines"]["all"] == counters["counters"]["map_input_records"]
 
 
-def test_user_error_surfaces_with_traceback(spark_runs: dict[str, dict[str, Any]]) -> None:
+def test_user_error_surfaces_with_traceback(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
+    """The error names the record's file absolutely, as hop's engine does, though the run named it relative to its
+    working directory (Spark's error named it as given: ``map at fail.txt byte offset 4``); so does the report."""
     failed = spark_runs["failing"]
     assert failed["exit_code"] == 1
     traceback, _, last_line = failed["stderr"].rstrip("\n").rpartition("\n")
-    assert last_line.startswith("hop: error: job failed: map at ") and "fail.txt byte offset 4" in last_line
+    assert last_line.startswith(f"hop: error: job failed: map at {corpus / 'fail.txt'} byte offset 4: "), last_line
     assert "cannot handle boom" in last_line
     assert 'tests/jobs/failing_map.py", line 9, in map' in traceback
     assert traceback.endswith("RuntimeError: cannot handle boom")
     report = json.loads((failed["output"] / "_job.json").read_text())
     assert report["status"] == "failed" and "cannot handle boom" in report["error"]
+    assert report["inputs"] == [str(corpus / "fail.txt")]
     assert sorted(path.name for path in failed["output"].iterdir()) == ["_job.json"]
+
+
+def test_an_input_without_records_succeeds_and_says_so_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """``--engine spark`` over an empty file succeeded with "0 input records" alone; it now adds the line hop's
+    engine adds (test_cli.py has hop's), naming the input as given."""
+    result = spark_runs["empty"]
+    assert result["exit_code"] == 0, result["stderr"]
+    summary, note = result["stderr"].splitlines()
+    assert summary.startswith("hop: spark ") and "0 input records, 0 output records" in summary, summary
+    assert note == "hop: the input held no records: it read empty.txt (0 bytes)"
+    written = sorted(path.name for path in result["output"].iterdir())
+    assert written == ["_SUCCESS", "_job.json", "part-00000", "part-00001"]
 
 
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ([A-Z]+ \S+): ", re.M)
@@ -326,14 +359,42 @@ def test_a_jvm_that_starts_does_not_print_the_incubator_warning() -> None:
     assert "incubator" not in done.stderr
 
 
+def test_java_missing_or_a_wrong_java_home_says_what_to_install_or_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JAVA_HOME without bin/java, with a java on the PATH, was taken for Java found: Spark's launcher runs
+    JAVA_HOME's, and the run failed with "/nonexistent/bin/java: No such file or directory" and "Java gateway
+    process exited before sending its port number". It is refused before Spark starts, saying what to set."""
+    (tmp_path / "in.txt").write_text("a\n")
+    wrong = tmp_path / "no-jdk"
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    done = subprocess.run(
+        command, cwd=tmp_path, env={**os.environ, "JAVA_HOME": str(wrong)}, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stderr == (
+        f"hop: error: JAVA_HOME is {wrong}, which holds no bin/java, and Spark runs the java there: set JAVA_HOME to "
+        f"a Java 17 installation (the directory holding bin/java), or unset it to use the java on the PATH "
+        f"({shutil.which('java')})\n"
+    )
+    assert not (tmp_path / "out").exists()
+    from hop.spark_engine import java_problem
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # (no java there)
+    assert (java_problem() or "").startswith("Java is not installed (Spark needs Java 17): install a JDK or JRE 17")
+
+
 def test_a_bad_output_line_is_named_as_hop_names_it(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
     """``--input-format output`` on Spark reads part files with hop's reader, and its error (the hop engine's
-    reader is tested in test_inputs.py and test_pipeline.py)."""
+    reader is tested in test_inputs.py and test_pipeline.py), named by its map task as hop names it; it read "input
+    raised InputError: ...", after the traceback of hop's reader (no frame of the user's)."""
     from hop.inputs import OUTPUT_LINES
 
     where = f"input file {corpus / 'bad-output.txt'}: line at byte offset 10"
     problem = "has a value that is not JSON: Expecting property name enclosed in double quotes"
-    assert spark_runs["bad_output_line"]["error"] == f"input raised InputError: {where} {problem}: {OUTPUT_LINES}"
+    assert spark_runs["bad_output_line"]["error"] == f"map task 0: {where} {problem}: {OUTPUT_LINES}"
+    assert spark_runs["bad_output_line"]["traceback"] is None
 
 
 def test_a_reduce_that_yields_no_pair_is_shown_at_its_yield_as_on_hop() -> None:
@@ -367,9 +428,69 @@ def test_a_bad_line_between_steps_is_named_as_hop_names_a_bad_output_line() -> N
     counters: Any = None  # (a failed task adds none)
     with pytest.raises(TaskFailure) as failed:
         list(map_task(plan, counters, ['"a"\t1\n', '"b"\t{oops\n']))
-    reason = (failure_of(failed.value) or ("", ""))[0]
+    reason, shown = failure_of(failed.value) or ("", "")
     problem = "has a value that is not JSON: Expecting property name enclosed in double quotes"
-    assert reason == f"input raised InputError: the output of step 1 (a reducer): line 2 {problem}: {OUTPUT_LINES}"
+    assert reason == f"map task 0: the output of step 1 (a reducer): line 2 {problem}: {OUTPUT_LINES}"
+    assert shown is None
+
+
+def map_failure(job: str, job_class: str | None, step: int, input_format: str, items: list[Any]) -> tuple[str, Any]:
+    """The reason and traceback of a Spark map task of ``job`` that fails on ``items``, run here, outside Spark."""
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, map_task
+
+    plan = StepPlan(dump_job_class(load_job_file(job_path(job), job_class)), step, 2, input_format)
+    counters: Any = None  # (a failed task adds none)
+    with pytest.raises(TaskFailure) as failed:
+        list(map_task(plan, counters, items))
+    return failure_of(failed.value) or ("", "")
+
+
+def test_what_the_engine_finds_wrong_is_named_by_its_task_without_a_traceback_as_on_hop(tmp_path: Path) -> None:
+    """A combiner that changed its key and a partition out of range failed on Spark with messages of their own
+    ("a combiner must keep its key", "partition raised ValueError: ...") after a traceback of the bare error;
+    they are now hop's (test_engine.py: "map task 0: ..." and no traceback)."""
+    from hop.inputs import Split
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import TaskFailure, UserPartition, failure_of
+
+    (tmp_path / "in.txt").write_text("a a\n")
+    reason, shown = map_failure("not_pairs", "CombineChangesKey", 0, "text", [Split(str(tmp_path / "in.txt"), 0, -1)])
+    assert reason == "map task 0: combine('a', ...) yielded key 'A'; a combiner must keep the key it was given"
+    assert shown is None
+    partition = UserPartition(dump_job_class(load_job_file(job_path("not_pairs"), "PartitionOutOfRange")), 2)
+    with pytest.raises(TaskFailure) as failed:
+        partition("a")
+    assert failure_of(failed.value) == ("map task 0: partition('a') returned 3; expected an int in range(2)", None)
+
+
+def test_a_record_of_a_hop_output_is_named_by_its_key_as_on_hop(tmp_path: Path) -> None:
+    """A map over ``--input-format output`` (or a later step's) that raised named its record "byte offset KEY"
+    (``map at OUT/part-00000 byte offset mackshaickbeang: '5'``): as on hop, it is the record with that key."""
+    from hop.inputs import Split
+
+    part = tmp_path / "part-00000"
+    part.write_text('"apple"\t5\n"melon"\t2\n')
+    reason, _ = map_failure("failing_topk", None, 0, "output", [Split(str(part), 0, -1)])
+    assert reason == f"map at {part} record with key 'melon': '2' raised RuntimeError: refusing melon"
+    reason, _ = map_failure("two_steps_failing", None, 1, "lines", ['"x"\t1\n', '"y"\t3\n'])
+    where = "the output of step 1 (a reducer) record with key 'y': '3'"
+    assert reason == f"map at {where} raised ValueError: refusing 'y', counted 3 times"
+
+
+def test_a_failed_reduce_of_an_earlier_step_is_reported_as_the_users(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """A step's reduce that raised, in a job of several steps, failed with "Spark job failed: An exception was
+    thrown from the Python worker:" and PySpark's traceback quoting it: the next step's map, which reads its lines in
+    the same Spark task, wrapped its failure into one of its own. It is now the reduce's, as on hop."""
+    failed = spark_runs["first_step_reduce_fails"]
+    assert (
+        failed["error"] == "reduce at key 'a' raised TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'"
+    )
+    assert failed["traceback"].startswith("Traceback (most recent call last):\n"), failed["traceback"]
+    assert 'counted_then_failing.py", line 13, in sum_reduce' in failed["traceback"]
+    assert "pyspark" not in failed["traceback"] and "spark_tasks.py" not in failed["traceback"]
 
 
 def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_traces(
@@ -378,7 +499,8 @@ def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_trac
     """Without ``--quiet``, a map that raised printed ~100 lines before hop's report: the executor's error and the
     scheduler's "Lost task" warning, each with the Python worker's traceback (PySpark's frames, hop's task
     failure payload) and the JVM's stack; Spark's log now keeps its one line on the aborted job, and the progress
-    bar is cleared instead of leaving hop's report to start at its end."""
+    bar is cleared instead of leaving hop's report to start at its end. Hadoop's "WARN NativeCodeLoader: Unable to
+    load native-hadoop library" on every start is not printed either."""
     result = spark_runs["failing_verbose"]
     assert "cannot handle boom" in result["error"]
     assert 'failing_map.py", line 9, in map' in result["traceback"]
@@ -386,7 +508,7 @@ def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_trac
     errors = [line for line in SPARK_LOG_LINE.findall(printed) if line.startswith("ERROR")]
     assert errors == ["ERROR TaskSetManager"]  # (and WARN lines of the start-up)
     assert "failed 1 times; aborting job" in printed
-    for noise in ("\tat org.apache.spark", "pyspark/worker.py", "hop-task-failure", "Lost task"):
+    for noise in ("\tat org.apache.spark", "pyspark/worker.py", "hop-task-failure", "Lost task", "NativeCodeLoader"):
         assert noise not in printed
     if "[Stage" in printed:  # (its carriage returns read as line ends here)
         last_line = printed.rstrip("\n").rpartition("\n")[2]
@@ -685,11 +807,11 @@ def test_a_truncated_gzip_input_fails_naming_where_its_text_ends_as_on_hop(
     size, text_bytes = path.stat().st_size, len(zlib.decompressobj(wbits=31).decompress(path.read_bytes()))
     where = f"input file {path}: cannot decompress it past byte {text_bytes:,} of its text, having read {size:,} of"
     failed = spark_runs["truncated_gzip"]
-    assert failed["error"].startswith(f"input raised InputError: {where}"), failed
+    assert failed["error"].startswith(f"map task 0: {where}"), failed
     assert f"check it with `gzip -t {path}`" in failed["error"]
     with pytest.raises(JobFailed) as failure:
         hop_output(client, BY_NAME["truncated_gzip"], corpus, tmp_path / "hop-out")
-    assert where in failure.value.status["error"]
+    assert failure.value.status["error"] == failed["error"] and failed["traceback"] is None
 
 
 def test_a_list_key_fails_naming_the_record_as_on_hop(
@@ -704,3 +826,31 @@ def test_a_list_key_fails_naming_the_record_as_on_hop(
     assert failed["error"] == failure.value.status["error"]
     assert "byte offset 0: 'a b' raised UnhashableKeyError" in failed["error"]
     assert "pyspark" not in failed["traceback"] and "spark_tasks.py" not in failed["traceback"]
+
+
+def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path: Path) -> None:
+    """Ctrl-C during a Spark run printed 47 lines of py4j tracebacks ("ERROR:root:Exception while sending command",
+    "KeyboardInterrupt while sending command": PySpark's handler cancels the jobs inside the py4j call the run waits
+    in) before "interrupted", and left no _job.json; the job is now cancelled from another thread, the run exits 130
+    saying "interrupted", and its report says so."""
+    (tmp_path / "in.txt").write_text("spin\n")
+    job = str(TEST_JOBS / "busy_map.py")
+    command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
+    with open(tmp_path / "stderr", "w+") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, stderr=stderr, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
+                assert time.monotonic() < deadline, "the Spark job did not start"
+                time.sleep(0.2)
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=60) == 130
+        finally:
+            process.kill()
+            process.wait()
+    printed = (tmp_path / "stderr").read_text()
+    assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
+    assert "Traceback" not in printed and "ERROR:root" not in printed and "\tat org.apache" not in printed, printed
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "interrupted" and report["error"] == "interrupted by SIGINT"
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
