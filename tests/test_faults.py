@@ -12,6 +12,7 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -432,6 +433,41 @@ class _PairChannel:
         return unpack(self._socket.recv()) if self._socket.poll(int(timeout * 1000)) else None
 
 
+def _reducer_fed_runs(
+    run: Callable[[_PairChannel], dict[str, Any]], runs: list[tuple[dict[str, Any], bytes]], then: list[bytes]
+) -> dict[str, Any]:
+    """Run a reduce attempt (``run(channel)``) in a thread with this test as its worker: push it ``runs`` (header and
+    run bytes) from one connection, check that each is acknowledged, send it ``then`` as its worker's messages, and
+    return its result once it ends (30 s at most)."""
+    context = zmq.Context.instance()
+    worker_side = context.socket(zmq.PAIR)
+    port = worker_side.bind_to_random_port("tcp://127.0.0.1")
+    channel = _PairChannel(context, f"tcp://127.0.0.1:{port}")
+    pusher = context.socket(zmq.DEALER)
+    results: list[dict[str, Any]] = []
+    reducer = threading.Thread(target=lambda: results.append(run(channel)), daemon=True)
+    try:
+        reducer.start()
+        assert worker_side.poll(10_000), "the reducer should say where it listens"
+        ready = unpack(worker_side.recv())
+        assert ready["type"] == "reducer_ready"
+        pusher.connect(ready["address"])
+        for header, data in runs:
+            pusher.send_multipart([codec.packb(header), data])
+        for _ in runs:  # every run is acknowledged, foreign ones too: the sender's credit comes back
+            assert pusher.poll(10_000), "each run should be acknowledged"
+            pusher.recv()
+        for control in then:
+            worker_side.send(control)
+        reducer.join(timeout=30)
+        assert not reducer.is_alive()
+    finally:
+        pusher.close(linger=0)
+        worker_side.close(linger=0)
+        channel.control_socket.close(linger=0)
+    return results[0]
+
+
 def test_a_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: Path) -> None:
     # A worker's connection to a reduce attempt that died stays open until the next attempt registers, and ZeroMQ
     # reconnects it to whatever binds that port next: another partition's reducer, or another job's. The runs it
@@ -443,42 +479,19 @@ def test_a_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: 
         load_job_file(job_path("wordcount_nocombine")), [str(source)], str(tmp_path / "out"), num_reduces=2
     )
     (tmp_path / "work").mkdir()
-    context = zmq.Context.instance()
-    worker_side = context.socket(zmq.PAIR)
-    port = worker_side.bind_to_random_port("tcp://127.0.0.1")
-    channel = _PairChannel(context, f"tcp://127.0.0.1:{port}")
-    pusher = context.socket(zmq.DEALER)
-    results: list[dict[str, Any]] = []
-    reducer = threading.Thread(
-        target=lambda: results.append(run_reduce(spec, 0, 0, 1, tmp_path / "work", channel)), daemon=True
+
+    def run(job_id: str, partition: int, keys: list[str], lists: list[list[int]]) -> tuple[dict[str, Any], bytes]:
+        header = {"job_id": job_id, "map": 0, "attempt": 0, "seq": 0, "partition": partition}
+        return header | {"records": sum(map(len, lists)), "tag": order_tag(keys)}, encode_grouped_run(keys, lists)
+
+    result = _reducer_fed_runs(
+        lambda channel: run_reduce(spec, 0, 0, 1, tmp_path / "work", channel),
+        [run(spec.job_id, 1, ["other-partition"], [[1]]), run("job-another", 0, ["other-job"], [[1]])]
+        + [run(spec.job_id, 0, ["a"], [[1, 1]])],
+        [message("map_committed", job_id=spec.job_id, index=0, attempt=0, spills=1)],
     )
-    try:
-        reducer.start()
-        assert worker_side.poll(10_000), "the reducer should say where it listens"
-        ready = unpack(worker_side.recv())
-        assert ready["type"] == "reducer_ready"
-        pusher.connect(ready["address"])
-
-        def push(job_id: str, partition: int, keys: list[str], lists: list[list[int]]) -> None:
-            header = {"job_id": job_id, "map": 0, "attempt": 0, "seq": 0, "partition": partition}
-            header |= {"records": sum(map(len, lists)), "tag": order_tag(keys)}
-            pusher.send_multipart([codec.packb(header), encode_grouped_run(keys, lists)])
-
-        push(spec.job_id, 1, ["other-partition"], [[1]])
-        push("job-another", 0, ["other-job"], [[1]])
-        push(spec.job_id, 0, ["a"], [[1, 1]])
-        for _ in range(3):  # every run is acknowledged, foreign ones too: the sender's credit comes back
-            assert pusher.poll(10_000), "each run should be acknowledged"
-            pusher.recv()
-        worker_side.send(message("map_committed", job_id=spec.job_id, index=0, attempt=0, spills=1))
-        reducer.join(timeout=30)
-        assert not reducer.is_alive()
-    finally:
-        pusher.close(linger=0)
-        worker_side.close(linger=0)
-        channel.control_socket.close(linger=0)
-    assert Path(results[0]["path"]).read_text(encoding="utf-8") == '"a"\t2\n'
-    assert results[0]["counters"]["reduce_input_records"] == 2
+    assert Path(result["path"]).read_text(encoding="utf-8") == '"a"\t2\n'
+    assert result["counters"]["reduce_input_records"] == 2
 
 
 def test_a_stream_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: Path) -> None:
@@ -491,36 +504,16 @@ def test_a_stream_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp
         num_reduces=2,
         options={"stream": stream_options(["tcp:127.0.0.1:0"], "10s")},
     )
-    context = zmq.Context.instance()
-    worker_side = context.socket(zmq.PAIR)
-    port = worker_side.bind_to_random_port("tcp://127.0.0.1")
-    channel = _PairChannel(context, f"tcp://127.0.0.1:{port}")
-    pusher = context.socket(zmq.DEALER)
-    results: list[dict[str, Any]] = []
-    reducer = threading.Thread(target=lambda: results.append(run_stream_reduce(spec, 0, 0, 1, channel)), daemon=True)
-    try:
-        reducer.start()
-        assert worker_side.poll(10_000), "the reducer should say where it listens"
-        ready = unpack(worker_side.recv())
-        assert ready["type"] == "reducer_ready"
-        pusher.connect(ready["address"])
 
-        def push(job_id: str, partition: int, key: str) -> None:
-            header = {"job_id": job_id, "map": 0, "attempt": 0, "seq": 0, "partition": partition, "records": 1}
-            header |= {"tag": order_tag([key]), "pane": 0, "pane_records": 1, "sealed": FOREVER, "final": True}
-            pusher.send_multipart([codec.packb(header), encode_run([key], [1])])
+    def run(job_id: str, partition: int, key: str) -> tuple[dict[str, Any], bytes]:
+        header = {"job_id": job_id, "map": 0, "attempt": 0, "seq": 0, "partition": partition, "records": 1}
+        header |= {"tag": order_tag([key]), "pane": 0, "pane_records": 1, "sealed": FOREVER, "final": True}
+        return header, encode_run([key], [1])
 
-        push(spec.job_id, 1, "other-partition")
-        push("job-another", 0, "other-job")
-        push(spec.job_id, 0, "a")
-        for _ in range(3):  # every run is acknowledged, foreign ones too: the sender's credit comes back
-            assert pusher.poll(10_000), "each run should be acknowledged"
-            pusher.recv()
-        reducer.join(timeout=30)
-        assert not reducer.is_alive()
-    finally:
-        pusher.close(linger=0)
-        worker_side.close(linger=0)
-        channel.control_socket.close(linger=0)
+    _reducer_fed_runs(
+        lambda channel: run_stream_reduce(spec, 0, 0, 1, channel),
+        [run(spec.job_id, 1, "other-partition"), run("job-another", 0, "other-job"), run(spec.job_id, 0, "a")],
+        [],
+    )
     parts = sorted((tmp_path / "out" / "windows").glob("*/part-00000"))
     assert [part.read_text(encoding="utf-8") for part in parts] == ['"a"\t1\n']
