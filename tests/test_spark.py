@@ -39,7 +39,9 @@ from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
 from tests.conftest import QUICK_JVM_OPTIONS, ROOT, TEST_JOBS, job_path, needs_spark, run_job
 
-pytestmark = needs_spark
+# One test process runs this module (--dist loadgroup): split over two, each would start the batch of Spark runs
+# (``spark_runs``, over a minute) for its share of the tests.
+pytestmark = [needs_spark, pytest.mark.xdist_group("spark_runs")]
 
 SPARK_TIMEOUT = 240
 SPLIT_SIZE = 100_000
