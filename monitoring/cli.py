@@ -121,13 +121,17 @@ def lost_to_a_restart(address: str, output: str, args: argparse.Namespace) -> st
 
 def run_monitor(args: argparse.Namespace) -> int:
     from hop.outputs import OutputError, check_output, claim_output
+    from hop.stream.cli import warn_about_windows
     from hop.stream.options import window_spec
 
     try:
-        window_spec(args.window, args.slide)  # (bad windows failed the query only once its cluster had started)
+        window = window_spec(
+            args.window, args.slide
+        )  # (bad windows failed the query only once its cluster had started)
     except ValueError as error:
         print(f"hop: error: --window {args.window} --slide {args.slide}: {error}", file=sys.stderr)
         return 2
+    warn_about_windows(window, args.window, args.slide)  # as hop run --source does for the same windows
     release = None
     if args.output is not None:
         # Before a cluster starts, as for hop run: a non-empty -o needs --overwrite (every file in it was deleted

@@ -237,3 +237,17 @@ def test_the_monitor_refuses_bad_windows_before_it_starts_a_cluster(
     assert result.returncode == 2, result.stderr
     assert f"hop: error: --window {window} --slide {slide}: " in result.stderr and says in result.stderr
     assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
+
+
+def test_the_monitor_warns_of_costly_windows_as_hop_run_does(tmp_path: Path) -> None:
+    """``hop run --source`` warns of windows of many panes or a record in many windows; ``hop monitor`` ran the same
+    query without a word. It warns before anything else (here an ``-o`` it refuses, so no cluster starts)."""
+    taken = tmp_path / "out"
+    taken.mkdir()
+    (taken / "kept.txt").write_text("a previous run's\n")
+    result = hop("monitor", "--window", "20m", "--slide", "1s", "-o", str(taken), cwd=tmp_path)
+    assert result.returncode == 2 and "--overwrite" in result.stderr, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("hop: warning: ")]
+    assert len(warnings) == 2 and all(line.startswith("hop: warning: --window 20m --slide 1s: ") for line in warnings)
+    assert "1,200 panes" in warnings[0] and "falls in 1,200 windows" in warnings[1], warnings
+    assert "coordinator at" not in result.stderr

@@ -128,6 +128,13 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def warn_about_windows(window: WindowSpec, window_text: str, slide_text: str | None) -> None:
+    """Print to stderr what is costly about these windows (many panes a window, many windows a record), naming the
+    options as given: ``hop run --source`` and ``hop monitor`` warn alike."""
+    for warning in filter(None, (window.many_panes_warning(), window.many_windows_warning())):
+        print(f"hop: warning: --window {window_text} --slide {slide_text}: {warning}", file=sys.stderr)
+
+
 def run_stream_from_args(args: argparse.Namespace) -> int:
     """``hop run``/``hop submit`` with ``--source``: build and run a continuous job."""
     from hop.cli import _defer_interrupts, _fail, _interrupted_code
@@ -172,8 +179,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             duration=args.duration,
         )
         window = WindowSpec.from_wire(stream["window"])  # (as stream_options parsed it)
-        for warning in filter(None, (window.many_panes_warning(), window.many_windows_warning())):
-            print(f"hop: warning: --window {args.window} --slide {args.slide}: {warning}", file=sys.stderr)
+        warn_about_windows(window, args.window, args.slide)
         if job_class.uncombine is not None and job_class.combine is None and not hasattr(job_class.reduce, "merge"):
             raise ValueError(f"{job_class.__name__} defines uncombine but no combine to add values with")
         if (args.input_format or job_class.input_format) == "output":
