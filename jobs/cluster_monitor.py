@@ -9,10 +9,14 @@ and one for the coordinator (jobs, workers, faults: ``monitoring.events``), in s
   and every engine metric (running tasks, spill queue, unsent spills, shuffle bytes, backpressure, heartbeat lag);
 - ``["job", JOB_ID]`` -> the job's latest progress in the window, its records/s and failures (job perspective);
 - ``["fault", ID]`` -> a fault the coordinator saw (task failure, missed heartbeats, lost worker);
-- ``["alert", HOST, METRIC]`` -> HOP's alert rule for ``ALERT_METRICS``: a host whose 20 s moving average is above
-  the other hosts' 120 s moving average by more than 2 standard deviations raises a *tentative* alert; 10 tentative
-  alerts in a row make an ``alert``. The reducer keeps the last 120 s of samples per metric in memory to compute
-  the moving averages (a restarted reducer rebuilds that history from new windows).
+- ``["alert", HOST, METRIC]`` -> HOP's alert rule for ``ALERT_METRICS``: a host whose 20 s moving average
+  (``short_window``) is above the other hosts' 120 s moving average (``long_window``) by more than 2 standard
+  deviations raises a *tentative* alert; 10 tentative alerts in a row (``tentative_to_alert``, one per window) make an
+  ``alert``. Its value: ``state``, ``tentative_count``, ``host_average`` and ``others_average`` over
+  ``host_window_s`` and ``others_window_s`` seconds, ``others_std``, ``threshold``, ``at`` (the newest sample's time).
+  The reducer keeps the last ``long_window`` seconds of samples per metric in memory to compute the moving averages
+  (a restarted reducer rebuilds that history from new windows). ``hop monitor --alert-average/--alert-baseline/
+  --alert-after`` run a subclass with other values (:func:`with_alert_rule`).
 
 Which hosts reported in a window is the window's C2 scoreboard (sources x panes): a host that stops sending shows
 as missing there, and its window is emitted on the latency bound.
@@ -102,11 +106,12 @@ class ClusterMonitor(Job):
         if not history:
             return
         now = max(ts for ts, _, _ in history)
-        while history and history[0][0] < now - self.long_window:
+        # The last long_window seconds, (now - long_window, now]: at one sample a second, long_window samples.
+        while history and history[0][0] <= now - self.long_window:
             history.popleft()
         hosts = sorted({host for _, host, _ in history})
         for host in hosts:
-            recent = [v for ts, h, v in history if h == host and ts >= now - self.short_window]
+            recent = [v for ts, h, v in history if h == host and ts > now - self.short_window]
             others = [v for _, h, v in history if h != host]
             if not recent or len(others) < 2:
                 continue
@@ -124,10 +129,36 @@ class ClusterMonitor(Job):
                 {
                     "state": "alert" if count >= self.tentative_to_alert else "tentative",
                     "tentative_count": count,
-                    "host_average_20s": host_average,
-                    "others_average_120s": others_average,
+                    "host_average": host_average,
+                    "host_window_s": self.short_window,
+                    "others_average": others_average,
+                    "others_window_s": self.long_window,
                     "others_std": spread,
                     "threshold": threshold,
                     "at": now,
                 },
             )
+
+
+def with_alert_rule(
+    job: type[ClusterMonitor],
+    short_window: float | None = None,
+    long_window: float | None = None,
+    tentative_to_alert: int | None = None,
+) -> type[ClusterMonitor]:
+    """``job`` with the alert rule's values that are given (None keeps ``job``'s): a subclass of the same name and
+    module, so it is shipped by value as ``job`` is and reported under the same name; ``job`` itself when nothing
+    changes. Raises ValueError for a rule that cannot hold."""
+    given = {"short_window": short_window, "long_window": long_window, "tentative_to_alert": tentative_to_alert}
+    rule = {name: getattr(job, name) if value is None else value for name, value in given.items()}
+    if not 0 < rule["short_window"] <= rule["long_window"]:
+        raise ValueError(
+            f"the alert rule's host average ({rule['short_window']:g} s, --alert-average) must be positive and no "
+            f"longer than the others' baseline ({rule['long_window']:g} s, --alert-baseline)"
+        )
+    if rule["tentative_to_alert"] < 1:
+        raise ValueError(f"an alert needs at least 1 tentative alert in a row, got {rule['tentative_to_alert']}")
+    if all(getattr(job, name) == value for name, value in rule.items()):
+        return job
+    namespace = {"__module__": job.__module__, "__qualname__": job.__qualname__, "__doc__": job.__doc__, **rule}
+    return type(job.__name__, (job,), namespace)

@@ -1,6 +1,7 @@
 """``hop monitor``: run the cluster-monitoring query continuously and serve its live dashboard.
 
     hop monitor [--coordinator tcp://HOST:PORT] [--workers N --racks R] [--window 10s --slide 2s] [-o OUT [--overwrite]]
+                [--alert-average 20s --alert-baseline 120s --alert-after 10]
 
 Without ``--coordinator`` it starts an embedded cluster of ``--workers`` worker processes on this machine (each
 shown as a host: it samples its own process tree) and prints the coordinator's address, so jobs can be submitted to
@@ -49,6 +50,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="emit a window this long after its end even if a host is silent",
     )
     parser.add_argument(
+        "--alert-average",
+        type=_seconds,
+        default=None,
+        help="the alert rule: the span of a host's moving average, compared to the others' (default 20s)",
+    )
+    parser.add_argument(
+        "--alert-baseline",
+        type=_seconds,
+        default=None,
+        help="the alert rule: the span of the other hosts' moving average a host's is compared to (default 120s)",
+    )
+    parser.add_argument(
+        "--alert-after",
+        type=positive_int,
+        default=None,
+        help="the alert rule: windows in a row a host's average must be more than 2 standard deviations above the "
+        "others' (a tentative alert in each) before it alerts (default 10, 20 s at the default slide)",
+    )
+    parser.add_argument(
         "-o",
         "--output",
         default=None,
@@ -79,12 +99,31 @@ def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[
         time.sleep(0.1)
 
 
+def monitoring_job(
+    short_window: float | None = None, long_window: float | None = None, tentative_to_alert: int | None = None
+) -> type[Any]:
+    """The monitoring job (``jobs/cluster_monitor.py``), with the alert rule's values that are given in place of its
+    own (``hop monitor --alert-average/--alert-baseline/--alert-after``). Raises ValueError, saying why, for a rule
+    that cannot hold (a host average longer than the baseline)."""
+    from hop.loader import load_job_file
+
+    job = load_job_file(str(MONITOR_JOB))
+    with_alert_rule = sys.modules[job.__module__].with_alert_rule
+    return with_alert_rule(job, short_window, long_window, tentative_to_alert)
+
+
 def monitor_spec(
-    client: Client, output: str, window: str, slide: str, max_latency: float, overwrite: bool = False
+    client: Client,
+    output: str,
+    window: str,
+    slide: str,
+    max_latency: float,
+    overwrite: bool = False,
+    job: type[Any] | None = None,
 ) -> tuple[Any, list[str], list[str]]:
     """The monitoring job's spec for the workers the cluster has now, the names of its sources, and those workers'
-    sample endpoints (for ``MonitorFeed``: the same workers, asked once)."""
-    from hop.loader import load_job_file
+    sample endpoints (for ``MonitorFeed``: the same workers, asked once). ``job``: the monitoring job to run
+    (:func:`monitoring_job`; default its own alert rule)."""
     from hop.runner import build_spec
     from hop.stream.options import stream_options
 
@@ -96,7 +135,7 @@ def monitor_spec(
     names = [w["name"] for w in workers] + ["coordinator"]
     options = stream_options(sources, window, slide, max_latency=max_latency, checkpoint_seconds=10.0, deltas=False)
     spec = build_spec(
-        load_job_file(str(MONITOR_JOB)),
+        job or monitoring_job(),
         [],
         output,
         num_reduces=1,
@@ -125,13 +164,17 @@ def run_monitor(args: argparse.Namespace) -> int:
     from hop.stream.options import window_spec
 
     try:
-        window = window_spec(
-            args.window, args.slide
-        )  # (bad windows failed the query only once its cluster had started)
+        # (bad windows failed the query only once its cluster had started)
+        window = window_spec(args.window, args.slide)
     except ValueError as error:
         print(f"hop: error: --window {args.window} --slide {args.slide}: {error}", file=sys.stderr)
         return 2
     warn_about_windows(window, args.window, args.slide)  # as hop run --source does for the same windows
+    try:
+        job = monitoring_job(args.alert_average, args.alert_baseline, args.alert_after)
+    except ValueError as error:
+        print(f"hop: error: {error}", file=sys.stderr)
+        return 2
     release = None
     if args.output is not None:
         # Before a cluster starts, as for hop run: a non-empty -o needs --overwrite (every file in it was deleted
@@ -147,7 +190,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     output = args.output or tempfile.mkdtemp(prefix="hop-monitor-")
     code = 1
     try:
-        code = _monitor(args, output)
+        code = _monitor(args, output, job)
         return code
     finally:
         if release is not None:
@@ -160,7 +203,7 @@ def run_monitor(args: argparse.Namespace) -> int:
                 print(f"hop: removed the temporary monitoring output {output}", file=sys.stderr)
 
 
-def _monitor(args: argparse.Namespace, output: str) -> int:
+def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
     """``run_monitor`` writing into ``output``; returns the exit code."""
     from hop.local_cluster import ClusterStartError, LocalCluster
     from hop.stream.runner import end_now, run_stream
@@ -186,7 +229,7 @@ def _monitor(args: argparse.Namespace, output: str) -> int:
             if cluster is not None:
                 wait_for_workers(client, args.workers)
             spec, names, endpoints = monitor_spec(
-                client, output, args.window, args.slide, args.max_latency, overwrite=args.overwrite
+                client, output, args.window, args.slide, args.max_latency, overwrite=args.overwrite, job=job
             )
             feeds: list[MonitorFeed] = []
 

@@ -3,7 +3,10 @@ state, the routes without a monitor, and the page in headless Chromium (drill-do
 host with live charts; an alert raised by an induced CPU hog showing up without a reload; a killed worker as a fault
 and a missing host).
 
-One cluster and one monitoring job serve the whole module (starting them costs seconds; windows come every 2 s)."""
+One cluster and one monitoring job serve the whole module (starting them costs seconds; windows come every 2 s).
+Its windows are short and its alert rule quick (``hop monitor --window 4s --alert-average 10s --alert-after 3``), so
+a killed worker is missing from a whole window and a hog confirmed within seconds, not after the 10 s windows, 20 s
+averages and 10 tentative alerts in a row of the defaults."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from hop.client import Client
 from hop.local_cluster import LocalCluster
 from hop.stream.runner import run_stream
 from hop.web.server import WebServer
-from monitoring.cli import monitor_spec, wait_for_workers
+from monitoring.cli import monitor_spec, monitoring_job, wait_for_workers
 from monitoring.feed import MonitorFeed
 from tests.test_monitor import _busy_worker, _run_hog, wait_for
 from tests.test_web import get, get_json, read_events
@@ -35,6 +38,10 @@ pytestmark = pytest.mark.slow
 
 WORKERS = ["local-0", "local-1", "local-2"]
 RACKS = {"rack-0": ["local-0", "local-2"], "rack-1": ["local-1"]}  # LocalCluster(racks=2): round robin
+WINDOW, SLIDE, PANES = "4s", "2s", 2
+ALERT_AVERAGE, ALERT_AFTER = 10.0, 3
+"""A host's moving average in the alert rule, and the tentative alerts in a row that make an alert (``hop monitor
+--alert-average``, ``--alert-after``)."""
 MONITOR_SECONDS = 900
 """The monitoring job's time limit: longer than the module (``tests.test_monitor.running_monitor`` stops at 300 s)."""
 
@@ -55,7 +62,8 @@ def monitor(cluster: LocalCluster, output: Path) -> Iterator[MonitorFeed]:
     """``hop monitor``'s pieces against ``cluster`` (as ``tests.test_monitor.running_monitor``, for longer)."""
     client = Client(cluster.address, timeout=30)
     wait_for_workers(client, cluster.num_workers)
-    spec, names, endpoints = monitor_spec(client, str(output), "10s", "2s", 3.0)
+    job = monitoring_job(short_window=ALERT_AVERAGE, tentative_to_alert=ALERT_AFTER)
+    spec, names, endpoints = monitor_spec(client, str(output), WINDOW, SLIDE, 3.0, job=job)
     feeds: list[MonitorFeed] = []
     errors: list[BaseException] = []
 
@@ -128,7 +136,7 @@ def test_state_fills_with_the_cluster_its_racks_and_hosts(monitored: Monitored) 
         assert stats["mean"] <= stats["max"] and stats["p95"] <= stats["max"]
     assert "mem_used_bytes" in latest["hosts"]["local-0"]["metrics"]
     assert state["sources"] == [*WORKERS, "coordinator"] and latest["scoreboard"]["names"] == state["sources"]
-    assert latest["end"] - latest["start"] == 10
+    assert latest["end"] - latest["start"] == 4
     monitoring = [job for job in state["jobs"] if job["job_id"] == monitored.feed.job_id]
     assert monitoring and monitoring[0]["continuous"] and monitoring[0]["name"] == "ClusterMonitor"
     assert sorted(state["samples"]) == WORKERS and state["version"] >= 1
@@ -278,7 +286,7 @@ def test_dashboard_drills_down_with_live_charts(monitored: Monitored, tmp_path: 
         )
         for metric in ("load1", "mem_used_bytes", "shuffle_out_bytes_s", "running_maps"):
             assert chart_points(page, "cluster", "", metric) > 0, metric
-        assert len(page.query_selector_all("#scoreboard .cell")) == 4 * 5  # 4 sources x 5 panes of 2 s
+        assert len(page.query_selector_all("#scoreboard .cell")) == 4 * PANES  # 4 sources x the panes of 2 s
         assert texts(page, "#scoreboard .source") == [*WORKERS, "coordinator"]
         assert len(page.query_selector_all("#scoreboard-legend li")) == 5
         assert page.query_selector(f"#jobs tbody tr[data-job-id='{monitored.feed.job_id}']")
@@ -358,7 +366,8 @@ def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: 
             alert = page.query_selector(f"#alerts li[data-host='{busy}'][data-state=alert]")
             assert alert is not None
             metric = alert.get_attribute("data-metric")
-            assert metric in ("cpu_percent", "load1") and "20 s average" in alert.inner_text()
+            assert metric in ("cpu_percent", "load1") and f"{ALERT_AVERAGE:g} s average" in alert.inner_text()
+            assert f"{ALERT_AFTER}× in a row" in alert.inner_text() and "over 120 s" in alert.inner_text()
             status, kind, body = get(web.url + "metrics")
             exposed = {
                 (s.labels["host"], s.labels["metric"], s.labels["state"])
@@ -379,10 +388,21 @@ def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: 
             logged = [json.loads(line) for line in (monitored.feed.output / "_alerts.jsonl").read_text().splitlines()]
             assert any(entry["host"] == busy and entry["state"] == "alert" for entry in logged)
         finally:
-            hog.join(timeout=120)
+            _cancel_hog(cluster)  # (it would spin for 45 s)
+            hog.join(timeout=60)
         assert not hog.is_alive(), "the hog job should have ended"
         assert took < 90
         assert not errors, errors
+
+
+def _cancel_hog(cluster: LocalCluster) -> None:
+    client = Client(cluster.address, timeout=30)
+    try:
+        for job in client.jobs():
+            if job["name"] == "BusyMap" and job["state"] == "running":
+                client.stop(job["job_id"], "the test saw its alert")
+    finally:
+        client.close()
 
 
 @needs_chromium

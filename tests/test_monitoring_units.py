@@ -495,3 +495,53 @@ def test_missing_hosts_are_named_by_host_label_with_their_workers() -> None:
     assert latest["scoreboard"]["names"] == ["w-a", "w-b", "w-c", "coordinator"]
     assert latest["scoreboard"]["hosts"] == ["db-1", "db-2", "db-2", "coordinator"]
     assert state.snapshot()["host_labels"] == {"w-a": "db-1", "w-b": "db-2", "w-c": "db-2"}
+
+
+# The monitoring query's alert rule -------------------------------------------------------------------------------
+def alert_rows(job: Any, window_end: float, samples: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """The alert rows of one window's reduce, per host, given each host's cpu_percent for the window's last second."""
+    values = [(window_end - 1, host, value) for host, value in samples.items()]
+    return {key[1]: value for key, value in job.reduce(("alert", "cpu_percent"), values)}
+
+
+def test_the_alert_rule_takes_the_monitors_options_and_clears_when_the_host_calms() -> None:
+    """``hop monitor --alert-average/--alert-baseline/--alert-after`` run the monitoring job with that rule: a hog
+    is tentative from its first window above the others, an alert after that many in a row, and gone from the
+    rows (the dashboard's "cleared") once its average is back under the threshold."""
+    from monitoring.cli import monitoring_job
+
+    default = monitoring_job()
+    assert (default.short_window, default.long_window, default.tentative_to_alert) == (20.0, 120.0, 10)
+    assert monitoring_job(20.0, 120.0, 10).__bases__ == default.__bases__, "the job itself when nothing changes"
+    job_class = monitoring_job(short_window=3.0, long_window=30.0, tentative_to_alert=2)
+    assert job_class.__name__ == "ClusterMonitor" and job_class.__bases__[0].__name__ == "ClusterMonitor"
+    job = job_class()
+    job.setup()
+    calm = {"h1": 1.0, "h2": 2.0, "h3": 1.5}
+    for second in range(10):
+        assert alert_rows(job, 1000.0 + second, calm) == {}
+    states = [alert_rows(job, 1010.0 + second, {**calm, "h3": 50.0}) for second in range(3)]
+    assert [set(rows) for rows in states] == [{"h3"}] * 3, "only the hog"
+    assert [rows["h3"]["state"] for rows in states] == ["tentative", "alert", "alert"]
+    first = states[0]["h3"]
+    assert (first["host_window_s"], first["others_window_s"], first["tentative_count"]) == (3.0, 30.0, 1)
+    # Over the last 3 s, (now - 3, now]: 3 samples a host (the bound counted a 4th, averaging 13.6 here).
+    assert first["host_average"] == pytest.approx((1.5 + 1.5 + 50.0) / 3) and first["others_average"] == 1.5
+    # Calm again: its 3 s average falls under the others' threshold (1.5 + 2 x 5) on the 3rd window.
+    after = [alert_rows(job, 1013.0 + second, calm) for second in range(3)]
+    assert [set(rows) for rows in after] == [{"h3"}, {"h3"}, set()], after
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"short_window": 200.0}, "host average (200 s, --alert-average) must be positive and no longer than the"),
+        ({"short_window": 0.0}, "host average (0 s, --alert-average) must be positive"),
+        ({"tentative_to_alert": 0}, "at least 1 tentative alert in a row, got 0"),
+    ],
+)
+def test_an_alert_rule_that_cannot_hold_is_refused(given: dict[str, Any], says: str) -> None:
+    from monitoring.cli import monitoring_job
+
+    with pytest.raises(ValueError, match=re.escape(says)):
+        monitoring_job(**given)

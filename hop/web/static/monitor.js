@@ -559,8 +559,9 @@ function renderAlerts() {
     el("div", { className: "alert-head" }, badge(alert.state, alert.state), el("strong", {}, alert.host), " · ",
       metricInfo(alert.metric).title, el("span", { className: "muted small right" }, `${alert.tentative_count}× in a row`)),
     el("div", { className: "small" },
-      `20 s average ${format(kind, alert.host_average_20s)} vs the others' ${format(kind, alert.others_average_120s)} ` +
-      `± ${format(kind, alert.others_std)} over 120 s (threshold ${format(kind, alert.threshold)}); at ${clock(alert.at)} UTC`));
+      `${alert.host_window_s} s average ${format(kind, alert.host_average)} vs the others' ` +
+      `${format(kind, alert.others_average)} ± ${format(kind, alert.others_std)} over ${alert.others_window_s} s ` +
+      `(threshold ${format(kind, alert.threshold)}); at ${clock(alert.at)} UTC`));
   }));
 }
 
