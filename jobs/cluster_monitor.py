@@ -49,6 +49,17 @@ class ClusterMonitor(Job):
     min_deviation: ClassVar[dict[str, float]] = {"cpu_percent": 5.0, "load1": 0.25}
     """A floor under the others' standard deviation, so idle hosts (all near 0) do not alert on noise."""
 
+    @classmethod
+    def alert_rule(cls) -> dict[str, Any]:
+        """The alert rule this class runs, as the dashboard describes it."""
+        return {
+            "metrics": list(ALERT_METRICS),
+            "host_window_s": cls.short_window,
+            "others_window_s": cls.long_window,
+            "deviations": cls.deviations,
+            "windows_in_a_row": cls.tentative_to_alert,
+        }
+
     def setup(self) -> None:
         self._history: dict[str, deque[tuple[float, str, float]]] = {}
         self._seen: dict[tuple[str, str], float] = {}

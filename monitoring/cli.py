@@ -236,7 +236,9 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
             def follow(job_id: str) -> None:
                 submitted.append(job_id)
                 keep = args.keep_windows or (None if args.output else TEMPORARY_KEEP_WINDOWS)
-                feed = MonitorFeed(address, job_id, output, names, endpoints, keep_windows=keep)
+                feed = MonitorFeed(
+                    address, job_id, output, names, endpoints, keep_windows=keep, alert_rule=job.alert_rule()
+                )
                 feeds.append(feed)
                 feed.start()
 

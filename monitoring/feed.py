@@ -37,10 +37,13 @@ class MonitorFeed(threading.Thread):
         source_names: list[str],
         sample_endpoints: list[str],
         keep_windows: int | None = None,
+        alert_rule: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(name="hop-monitor-feed", daemon=True)
         self.coordinator, self.job_id, self.output = coordinator, job_id, Path(output)
         self.keep_windows = keep_windows
+        self.alert_rule = alert_rule
+        """The monitoring job's alert rule (``ClusterMonitor.alert_rule()``), for the dashboard to state it."""
         self.state = MonitorState(source_names)
         self.samples: dict[str, dict[str, Any]] = {}
         self.sample_endpoints = sample_endpoints
@@ -118,6 +121,7 @@ class MonitorFeed(threading.Thread):
         with self.lock:
             data = self.state.snapshot()
             data["version"] = self.version
+            data["alert_rule"] = self.alert_rule
             data["samples"] = {name: dict(sample) for name, sample in self.samples.items()}
             data["now"] = time.time()
             return data

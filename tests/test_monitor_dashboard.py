@@ -68,7 +68,7 @@ def monitor(cluster: LocalCluster, output: Path) -> Iterator[MonitorFeed]:
     errors: list[BaseException] = []
 
     def follow(job_id: str) -> None:
-        feed = MonitorFeed(cluster.address, job_id, str(output), names, endpoints)
+        feed = MonitorFeed(cluster.address, job_id, str(output), names, endpoints, alert_rule=job.alert_rule())
         feeds.append(feed)
         feed.start()
 
@@ -352,6 +352,9 @@ def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: 
         page.goto(web.url + "monitor", timeout=30_000)
         page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
         assert not page.query_selector("#alerts li[data-state=alert]")
+        rule = page.inner_text("#alert-rule")  # the rule this monitor runs, not the defaults
+        assert f"{ALERT_AVERAGE:g} s average of CPU or 1-minute load" in rule and "other hosts' 120 s average" in rule
+        assert f"; {ALERT_AFTER} windows in a row make an alert" in rule, rule
         hog = threading.Thread(target=_run_hog, args=(cluster, tmp_path), name="hog")
         hog.start()
         try:

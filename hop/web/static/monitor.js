@@ -542,7 +542,19 @@ function renderJobs() {
 }
 
 // Alerts and faults -----------------------------------------------------------------------------------------------
+const RULE_METRICS = { cpu_percent: "CPU", load1: "1-minute load" };
+
+function renderAlertRule() {
+  const rule = view.snapshot?.alert_rule;
+  if (!rule) return;  // (a feed that does not know it: the page's general wording stays)
+  document.getElementById("alert-rule").replaceChildren(
+    `A host whose ${rule.host_window_s} s average of ${rule.metrics.map((m) => RULE_METRICS[m] ?? m).join(" or ")} ` +
+    `is more than ${rule.deviations} standard deviations above the other hosts' ${rule.others_window_s} s average ` +
+    "is ", el("em", {}, "tentative"), `; ${rule.windows_in_a_row} windows in a row make an `, el("em", {}, "alert"), ".");
+}
+
 function renderAlerts() {
+  renderAlertRule();
   const alerts = [...(view.snapshot?.alerts ?? [])].sort((a, b) => (a.state === b.state ? 0 : a.state === "alert" ? -1 : 1));
   const count = document.getElementById("alert-count");
   count.textContent = alerts.length ? String(alerts.length) : "";
