@@ -11,9 +11,12 @@ and one for the coordinator (jobs, workers, faults: ``monitoring.events``), in s
 - ``["fault", ID]`` -> a fault the coordinator saw (task failure, missed heartbeats, lost worker);
 - ``["alert", HOST, METRIC]`` -> HOP's alert rule for ``ALERT_METRICS``: a host whose 20 s moving average
   (``short_window``) is above the other hosts' 120 s moving average (``long_window``) by more than 2 standard
-  deviations raises a *tentative* alert; 10 tentative alerts in a row (``tentative_to_alert``, one per window) make an
-  ``alert``. Its value: ``state``, ``tentative_count``, ``host_average`` and ``others_average`` over
-  ``host_window_s`` and ``others_window_s`` seconds, ``others_std``, ``threshold``, ``at`` (the newest sample's time).
+  deviations raises a *tentative* alert, if it is that far above the others' average over the same 20 s too (a rise
+  every host shares, such as the machine-wide load of workers on one machine, is no host's anomaly); 10 tentative
+  alerts in a row (``tentative_to_alert``, one per window) make an ``alert``. Its value: ``state``,
+  ``tentative_count``, ``host_average`` and ``others_average`` over ``host_window_s`` and ``others_window_s``
+  seconds, ``others_recent_average`` over ``host_window_s``, ``others_std``, ``threshold``, ``at`` (the newest
+  sample's time).
   The reducer keeps the last ``long_window`` seconds of samples per metric in memory to compute the moving averages
   (a restarted reducer rebuilds that history from new windows). ``hop monitor --alert-average/--alert-baseline/
   --alert-after`` run a subclass with other values (:func:`with_alert_rule`).
@@ -124,13 +127,19 @@ class ClusterMonitor(Job):
         for host in hosts:
             recent = [v for ts, h, v in history if h == host and ts > now - self.short_window]
             others = [v for _, h, v in history if h != host]
-            if not recent or len(others) < 2:
+            others_recent = [v for ts, h, v in history if h != host and ts > now - self.short_window]
+            if not recent or not others_recent or len(others) < 2:  # (no peer reporting now: nothing to compare)
                 continue
             host_average = sum(recent) / len(recent)
             others_average = sum(others) / len(others)
+            others_recent_average = sum(others_recent) / len(others_recent)
             spread = math.sqrt(sum((v - others_average) ** 2 for v in others) / (len(others) - 1))
-            threshold = others_average + self.deviations * max(spread, self.min_deviation.get(metric, 0.0))
-            tentative = host_average > threshold
+            margin = self.deviations * max(spread, self.min_deviation.get(metric, 0.0))
+            threshold = others_average + margin
+            # HOP's rule, and above the others as they are now: a rise every host shares (a machine-wide metric such
+            # as load1, identical on workers of one machine; the load of a lost worker's tasks restarting) lifts
+            # every host's short average over the others' long one, and is no host's anomaly.
+            tentative = host_average > threshold and host_average > others_recent_average + margin
             count = self._tentative.get((metric, host), 0) + 1 if tentative else 0
             self._tentative[(metric, host)] = count
             if not tentative:
@@ -144,6 +153,7 @@ class ClusterMonitor(Job):
                     "host_window_s": self.short_window,
                     "others_average": others_average,
                     "others_window_s": self.long_window,
+                    "others_recent_average": others_recent_average,
                     "others_std": spread,
                     "threshold": threshold,
                     "at": now,

@@ -545,3 +545,26 @@ def test_an_alert_rule_that_cannot_hold_is_refused(given: dict[str, Any], says: 
 
     with pytest.raises(ValueError, match=re.escape(says)):
         monitoring_job(**given)
+
+
+def test_a_rise_every_host_shares_is_no_hosts_alert() -> None:
+    """The machine-wide load (``load1``) is the same on every worker of one machine: as it rose, every host's short
+    average passed the others' long one by 2 standard deviations, and every host of the cluster alerted at once
+    (seen when a killed worker's tasks restarted on the others). A host alerts only if it is above the others now
+    too; a host that rises alone still does."""
+    from monitoring.cli import monitoring_job
+
+    job = monitoring_job(short_window=3.0, long_window=30.0, tentative_to_alert=2)()
+    job.setup()
+    for second in range(30):  # one machine-wide series: flat, then a step up every host sees
+        load = 7.0 if second < 24 else 8.0
+        rows = {
+            key[1]: value for key, value in job.reduce(("alert", "load1"), [(1000.0 + second, h, load) for h in "abc"])
+        }
+        assert rows == {}, (second, rows)
+    # One host rising alone (others flat at the last level) is still that host's anomaly.
+    flat = 8.0
+    for second in range(30, 33):
+        values = [(1000.0 + second, "a", flat), (1000.0 + second, "b", flat), (1000.0 + second, "c", 14.0)]
+        rows = {key[1]: value for key, value in job.reduce(("alert", "load1"), values)}
+    assert set(rows) == {"c"} and rows["c"]["state"] == "alert" and rows["c"]["others_recent_average"] == flat
