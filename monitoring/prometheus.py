@@ -22,7 +22,8 @@ Input (what the monitor keeps):
 Output:
 
 =============================================================  ==================================================
-``hop_host_<metric>{host,rack,worker}``                        every numeric host metric of a sample
+``hop_host_<metric>{host,rack,worker}``                        every numeric host metric of a sample (in base
+                                                               units: see below)
 ``hop_host_cpu_core_percent{host,rack,worker,core}``           ``cpu_per_core``, one series per core (``core`` =
                                                                its index); other lists are skipped
 ``hop_engine_<metric>{host,rack,worker}``                      every numeric engine metric of a sample
@@ -36,13 +37,14 @@ Output:
 =============================================================  ==================================================
 
 Values that are not real numbers (``None``, strings, dicts; booleans count as 0/1) are skipped, so a partial sample
-renders what it has. ``<metric>`` is sanitized into a valid Prometheus name by :func:`sanitize_name` (characters
-outside ``[A-Za-z0-9_]`` become ``_``, runs of ``_`` collapse, leading/trailing ``_`` go, ``""`` becomes
-``unnamed``); label values are free text and kept as they are (``generate_latest`` escapes them). When two metrics
-sanitize to the same family, the series merge into it: the same label values keep the last value, and a series
-whose label names differ from the family's (a host metric named ``cpu_core_percent`` against
-``hop_host_cpu_core_percent``) is dropped. ``hop_sample_age_seconds``, ``hop_worker_up``,
-``hop_host_cpu_core_percent``, ``hop_window_metric`` and ``hop_alert`` are always declared, even empty.
+renders what it has. ``<metric>`` is sanitized into a valid Prometheus name by :func:`sanitize_name` (characters outside
+``[A-Za-z0-9_]`` become ``_``, runs of ``_`` collapse, leading/trailing ``_`` go, ``""`` becomes ``unnamed``), in
+Prometheus's base units (:func:`exposed_name`: ``heartbeat_lag_ms`` is ``hop_engine_heartbeat_lag_seconds``, in seconds;
+``_bytes_s`` rates end in ``_bytes_per_second``); label values are free text and kept as they are (``generate_latest``
+escapes them). When two metrics sanitize to the same family, the series merge into it: the same label values keep the
+last value, and a series whose label names differ from the family's (a host metric named ``cpu_core_percent`` against
+``hop_host_cpu_core_percent``) is dropped. ``hop_sample_age_seconds``, ``hop_worker_up``, ``hop_host_cpu_core_percent``,
+``hop_window_metric`` and ``hop_alert`` are always declared, even empty.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ HELP: dict[str, str] = {
     "shuffle_out_bytes_s": "Shuffle bytes pushed per second.",
     "blocked_reducers": "Reducers the worker's pushes are blocked on.",
     "backpressure_seconds": "Seconds the worker was blocked by flow control in the last sample interval.",
-    "heartbeat_lag_ms": "Lag of the worker's heartbeat, milliseconds.",
+    "heartbeat_lag_ms": "Lag of the worker's heartbeat, seconds.",
 }
 
 _INVALID = re.compile(r"[^A-Za-z0-9_]+")
@@ -101,6 +103,22 @@ def sanitize_name(name: object) -> str:
     """A metric name part that is valid after a ``hop_*_`` prefix: ``"disk read/s"`` -> ``"disk_read_s"``."""
     cleaned = _UNDERSCORES.sub("_", _INVALID.sub("_", str(name))).strip("_")
     return cleaned or "unnamed"
+
+
+UNIT_SUFFIXES: tuple[tuple[str, str, float], ...] = (("_ms", "_seconds", 0.001), ("_bytes_s", "_bytes_per_second", 1.0))
+"""Sample metric name endings that are not Prometheus's base units or unit words, what they are exposed as, and the
+factor to it (the samples and the monitoring query keep their own names and units)."""
+
+
+def exposed_name(metric: object) -> tuple[str, float]:
+    """The name part a sample metric is exposed under and the factor its value is multiplied by:
+    ``"heartbeat_lag_ms"`` -> ``("heartbeat_lag_seconds", 0.001)``, ``"net_sent_bytes_s"`` ->
+    ``("net_sent_bytes_per_second", 1.0)``, others as :func:`sanitize_name` makes them, with 1.0."""
+    name = sanitize_name(metric)
+    for suffix, unit, factor in UNIT_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)] + unit, factor
+    return name, 1.0
 
 
 def _number(value: object) -> float | None:
@@ -162,13 +180,15 @@ def _worker_series(
                 continue
             number = _number(value)
             if number is not None:
-                name = sanitize_name(metric)
-                gauges.set(f"hop_host_{name}", HELP.get(name, f"Host metric {metric}."), labels, number)
+                name, factor = exposed_name(metric)
+                documentation = HELP.get(sanitize_name(metric), f"Host metric {metric}.")
+                gauges.set(f"hop_host_{name}", documentation, labels, number * factor)
         for metric, value in (sample.get("engine") or {}).items():
             number = _number(value)
             if number is not None:
-                name = sanitize_name(metric)
-                gauges.set(f"hop_engine_{name}", HELP.get(name, f"Engine metric {metric}."), labels, number)
+                name, factor = exposed_name(metric)
+                documentation = HELP.get(sanitize_name(metric), f"Engine metric {metric}.")
+                gauges.set(f"hop_engine_{name}", documentation, labels, number * factor)
 
 
 def _window_series(gauges: _Gauges, windows: Iterable[Mapping[str, Any]]) -> None:

@@ -22,7 +22,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitoring.prometheus import render, sanitize_name
+from monitoring.prometheus import exposed_name, render, sanitize_name
 from monitoring.sampler import ENGINE_METRICS, HOST_METRICS, HostSampler, engine_metric_names, host_metric_names
 
 WAIT = 10  # seconds: the bound on every wait for a process
@@ -329,9 +329,18 @@ def test_render_holds_samples_windows_and_alerts() -> None:
     w2 = labels(host="h2", rack='r"1\n', worker="w2")  # worker falls back to the key
     for name in HOST_METRICS:
         if name != "cpu_per_core":
-            assert families[f"hop_host_{name}"][w1] == pytest.approx(host_metrics[name]), name
+            exposed, factor = exposed_name(name)
+            assert families[f"hop_host_{exposed}"][w1] == pytest.approx(host_metrics[name] * factor), name
     for index, name in enumerate(ENGINE_METRICS):
-        assert families[f"hop_engine_{name}"][w1] == index
+        exposed, factor = exposed_name(name)
+        assert families[f"hop_engine_{exposed}"][w1] == pytest.approx(index * factor)
+    # Prometheus's base units and unit words: the heartbeat lag in seconds (it was hop_engine_heartbeat_lag_ms, in
+    # milliseconds), rates per second spelled out (hop_host_net_sent_bytes_s).
+    lag = ENGINE_METRICS.index("heartbeat_lag_ms")
+    assert families["hop_engine_heartbeat_lag_seconds"][w1] == pytest.approx(lag / 1000)
+    assert families["hop_host_net_sent_bytes_per_second"][w1] == pytest.approx(host_metrics["net_sent_bytes_s"])
+    assert families["hop_engine_shuffle_out_bytes_per_second"][w1] == ENGINE_METRICS.index("shuffle_out_bytes_s")
+    assert not [name for name in families if name.endswith(("_ms", "_bytes_s"))]
     per_core = cores(host_metrics)
     for core, share in enumerate(per_core):
         assert families["hop_host_cpu_core_percent"][w1 | {("core", str(core))}] == pytest.approx(share)
