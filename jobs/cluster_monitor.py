@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 from hop import Job
 
-ALERT_METRICS = ("cpu_percent", "load1")
+ALERT_METRICS = ("cpu_percent", "load1", "mem_percent")
 
 
 def _p95(values: list[float]) -> float:
@@ -49,8 +49,9 @@ class ClusterMonitor(Job):
     long_window: ClassVar[float] = 120.0
     deviations: ClassVar[float] = 2.0
     tentative_to_alert: ClassVar[int] = 10
-    min_deviation: ClassVar[dict[str, float]] = {"cpu_percent": 5.0, "load1": 0.25}
-    """A floor under the others' standard deviation, so idle hosts (all near 0) do not alert on noise."""
+    min_deviation: ClassVar[dict[str, float]] = {"cpu_percent": 5.0, "load1": 0.25, "mem_percent": 2.0}
+    """A floor under the others' standard deviation, so idle hosts (all near 0) do not alert on noise (memory: a host
+    alerts from 4% of the machine's memory above the others, 1 GB of 24 GB)."""
 
     @classmethod
     def alert_rule(cls) -> dict[str, Any]:

@@ -353,7 +353,8 @@ def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: 
         page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=30_000)
         assert not page.query_selector("#alerts li[data-state=alert]")
         rule = page.inner_text("#alert-rule")  # the rule this monitor runs, not the defaults
-        assert f"{ALERT_AVERAGE:g} s average of CPU or 1-minute load" in rule and "other hosts' 120 s average" in rule
+        assert f"{ALERT_AVERAGE:g} s average of CPU, 1-minute load or memory" in rule, rule
+        assert "other hosts' 120 s average" in rule, rule
         assert f"; {ALERT_AFTER} windows in a row make an alert" in rule, rule
         hog = threading.Thread(target=_run_hog, args=(cluster, tmp_path), name="hog")
         hog.start()

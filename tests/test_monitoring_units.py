@@ -577,3 +577,22 @@ def test_a_rise_every_host_shares_is_no_hosts_alert() -> None:
         values = [(1000.0 + second, "a", flat), (1000.0 + second, "b", flat), (1000.0 + second, "c", 14.0)]
         rows = {key[1]: value for key, value in job.reduce(("alert", "load1"), values)}
     assert set(rows) == {"c"} and rows["c"]["state"] == "alert" and rows["c"]["others_recent_average"] == flat
+
+
+def test_a_memory_hog_alerts() -> None:
+    """The alert rule watched CPU and load only: a worker whose memory grew by gigabytes over its peers' raised
+    nothing. Memory (``mem_percent``) is watched too, with a floor of 2 points under the spread, so the few
+    megabytes workers differ by stay quiet."""
+    from monitoring.cli import monitoring_job
+
+    job = monitoring_job(short_window=3.0, long_window=30.0, tentative_to_alert=2)()
+    job.setup()
+    for second in range(20):  # a few megabytes apart: no alert
+        values = [(1000.0 + second, host, 0.6 + index * 0.05) for index, host in enumerate("abc")]
+        assert list(job.reduce(("alert", "mem_percent"), values)) == []
+    for second in range(20, 23):  # c takes 10% of the machine's memory more
+        values = [(1000.0 + second, "a", 0.6), (1000.0 + second, "b", 0.65), (1000.0 + second, "c", 10.7)]
+        rows = {key[1]: value for key, value in job.reduce(("alert", "mem_percent"), values)}
+    assert set(rows) == {"c"} and rows["c"]["state"] == "alert"
+    sample = {"kind": "worker", "host": "c", "rack": "r", "host_metrics": {"mem_percent": 10.7}, "engine": {}}
+    assert (("alert", "mem_percent"), (1000.0, "c", 10.7)) in list(job.map(1000.0, sample)), "the map feeds the rule"

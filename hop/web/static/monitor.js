@@ -542,13 +542,14 @@ function renderJobs() {
 }
 
 // Alerts and faults -----------------------------------------------------------------------------------------------
-const RULE_METRICS = { cpu_percent: "CPU", load1: "1-minute load" };
+const RULE_METRICS = { cpu_percent: "CPU", load1: "1-minute load", mem_percent: "memory" };
+const orList = (names) => (names.length > 1 ? `${names.slice(0, -1).join(", ")} or ${names.at(-1)}` : names.join(""));
 
 function renderAlertRule() {
   const rule = view.snapshot?.alert_rule;
   if (!rule) return;  // (a feed that does not know it: the page's general wording stays)
   document.getElementById("alert-rule").replaceChildren(
-    `A host whose ${rule.host_window_s} s average of ${rule.metrics.map((m) => RULE_METRICS[m] ?? m).join(" or ")} ` +
+    `A host whose ${rule.host_window_s} s average of ${orList(rule.metrics.map((m) => RULE_METRICS[m] ?? m))} ` +
     `is more than ${rule.deviations} standard deviations above the other hosts' ${rule.others_window_s} s average ` +
     "is ", el("em", {}, "tentative"), `; ${rule.windows_in_a_row} windows in a row make an `, el("em", {}, "alert"), ".");
 }
