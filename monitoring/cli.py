@@ -51,18 +51,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--alert-average",
+        metavar="DURATION",
         type=_seconds,
         default=None,
         help="the alert rule: the span of a host's moving average, compared to the others' (default 20s)",
     )
     parser.add_argument(
         "--alert-baseline",
+        metavar="DURATION",
         type=_seconds,
         default=None,
         help="the alert rule: the span of the other hosts' moving average a host's is compared to (default 120s)",
     )
     parser.add_argument(
         "--alert-after",
+        metavar="N",
         type=positive_int,
         default=None,
         help="the alert rule: windows in a row a host's average must be more than 2 standard deviations above the "

@@ -251,3 +251,14 @@ def test_the_monitor_warns_of_costly_windows_as_hop_run_does(tmp_path: Path) -> 
     assert len(warnings) == 2 and all(line.startswith("hop: warning: --window 20m --slide 1s: ") for line in warnings)
     assert "1,200 panes" in warnings[0] and "falls in 1,200 windows" in warnings[1], warnings
     assert "coordinator at" not in result.stderr
+
+
+def test_the_monitor_refuses_an_alert_rule_that_cannot_hold_before_it_starts_a_cluster(tmp_path: Path) -> None:
+    """``--alert-average`` longer than ``--alert-baseline`` is refused, naming both, before anything starts."""
+    result = hop("monitor", "--alert-average", "5m", "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert (
+        "hop: error: the alert rule's host average (300 s, --alert-average) must be positive and no longer than "
+        "the others' baseline (120 s, --alert-baseline)" in result.stderr
+    ), result.stderr
+    assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
