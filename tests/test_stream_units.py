@@ -60,7 +60,12 @@ def test_a_window_of_too_many_panes_is_warned_of() -> None:
         assert warning is not None and warning.startswith("each window holds 10,000 panes of 0.001 seconds"), warning
     assert WindowSpec.parse("1h", "10s").many_panes_warning() is None  # 360 panes
     assert WindowSpec.parse("10s", "10ms").many_panes_warning() is None  # 1,000: the most without a warning
-    assert WindowSpec.parse("5000r", "1r").many_panes_warning() is not None
+    for window, slide, start in (
+        ("5000r", "1r", "5,000 panes of 1 record "),
+        ("2000s", "1s", "2,000 panes of 1 second "),
+    ):
+        warning = WindowSpec.parse(window, slide).many_panes_warning()
+        assert warning is not None and warning.startswith(f"each window holds {start}"), warning  # (not "1 records")
 
 
 def test_windows_that_put_a_record_in_too_many_windows_are_refused() -> None:

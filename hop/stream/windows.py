@@ -215,9 +215,8 @@ class WindowSpec:
         """What to tell the user of windows of more than :data:`MANY_PANES` panes; None for fewer."""
         if self.panes_per_window <= MANY_PANES:
             return None
-        described = self.describe()
         return (
-            f"each window holds {self.panes_per_window:,} panes of {described['pane']:g} {described['unit']} (a pane "
+            f"each window holds {self.panes_per_window:,} panes of {self._amount(self.pane)} (a pane "
             f"is the greatest common divisor of window and slide) and merges them all, so the query may fall behind "
             f"its sources: a slide that divides the window into at most {MANY_PANES:,} panes keeps it quick"
         )
