@@ -391,6 +391,7 @@ class Coordinator:
             started_at=job.submitted_at,
             stratum_chunks=dict(collections.Counter(strata)) if strata is not None else None,
             confidence=float(options.get("confidence", 0.95)) if online else None,
+            order=str(options.get("order", "sequential")) if online else None,
         )
         self.chunk_strata[job_id] = strata
         if upstream is not None:

@@ -359,6 +359,20 @@ def test_cli_snapshot_options(pageviews_dir: Path, tmp_path: Path) -> None:
     info = json.loads((tmp_path / "out" / "_snapshots" / "0.500" / "_snapshot.json").read_text())
     strata = info["partitions"][0]["strata_seen"]
     assert set(strata) == {str(hour) for hour in range(24)}, "pageviews strata are the hours"
+    assert info["order"] == "random" and "warning" not in result.stderr
+    # In file order the intervals look the same, and the sample need not be random: the run and the snapshot say so.
+    in_order = subprocess.run(
+        [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "pageviews.py"), str(pageviews_dir)]
+        + ["-o", str(tmp_path / "in_order"), "--workers", "2", "--snapshot-every", "0.5", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert in_order.returncode == 0, in_order.stderr
+    assert "hop: warning: snapshots of a job read in file order" in in_order.stderr
+    assert "add --order random" in in_order.stderr
+    described = json.loads((tmp_path / "in_order" / "_snapshots" / "0.500" / "_snapshot.json").read_text())
+    assert described["order"] == "sequential"
     bad = subprocess.run(
         [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "pageviews.py"), str(pageviews_dir), "-o", "x"]
         + ["--snapshot-every", "1.5"],
