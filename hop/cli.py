@@ -56,6 +56,7 @@ from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
 from hop.outputs import OutputError, check_output, claim_output
 from hop.runner import (
+    SNAPSHOTS_IN_FILE_ORDER,
     STOP_EARLY_PIPELINE,
     STOP_EARLY_SEQUENTIAL,
     JobFailed,
@@ -554,10 +555,15 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
     approximate = report.get("approximate")
     if approximate and "step" not in approximate:  # the last step stopped early itself (else an earlier one did)
         rows = approximate.get("rows", 0)
+        confidence, intervals = approximate.get("confidence"), approximate.get("intervals")
         return (
             f"{head}stopped early, accurate to {approximate['max_relative_half_width']:.1%} (asked "
-            f"{approximate['stop_when_accurate']:.1%}) after {approximate['input_fraction']:.1%} of the input: "
-            f"{rows:,} estimated rows (snapshot {approximate['snapshot']}) in {output}"
+            f"{approximate['stop_when_accurate']:.1%}"
+            + (f", each group's {confidence:.0%} interval" if confidence else "")
+            + f") after {approximate['input_fraction']:.1%} of the input: {rows:,} estimated rows (snapshot "
+            f"{approximate['snapshot']}) in {output}"
+            + (f", intervals in {os.path.join(output, intervals)}" if intervals else "")
+            + "; groups none of whose records were read are not in it"
         )
     skipped = sum(r["counters"].get("bad_records_skipped", 0) for r in [*earlier, report])  # listed in OUT, every step
     bad = f" ({counted(skipped, 'bad record')} skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
@@ -675,6 +681,9 @@ def _online_options(args: argparse.Namespace, job_class: type[Job], later_classe
             "--confidence sets the intervals of the snapshots' estimates, which this run does not take: add "
             "--snapshot-every F (or --stop-when-accurate REL)"
         )
+    if args.snapshot_every is not None and args.order != "random" and _estimates(job_class, later_classes):
+        # Said, not left to docs/online.md: the snapshots' intervals look the same in either order.
+        print(f"hop: warning: {SNAPSHOTS_IN_FILE_ORDER}", file=sys.stderr)
     return online_options(
         job_class,
         list(args.inputs),

@@ -181,6 +181,12 @@ STOP_EARLY_SEQUENTIAL = (
     "file are read first, a biased sample on whose intervals the job would stop with a wrong claim of accuracy)"
 )
 
+SNAPSHOTS_IN_FILE_ORDER = (
+    "snapshots of a job read in file order (no --order random): their estimates' intervals assume a random sample "
+    "of input chunks, and the first chunks of each file are one only if the input's order is unrelated to its values "
+    "(input sorted by key, value or time gives narrow intervals that miss the final value): add --order random"
+)
+
 
 def online_options(
     job_class: type[Job],

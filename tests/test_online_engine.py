@@ -215,6 +215,9 @@ def test_stop_when_accurate_ends_early_with_the_snapshot(client: Client, tmp_pat
     assert (tmp_path / "out" / "_SUCCESS").exists()
     saved = json.loads((tmp_path / "out" / "_job.json").read_text())
     assert saved["approximate"]["snapshot"] == approximate["snapshot"]
+    # What the estimates' intervals are and where: the part files hold the estimates only.
+    assert approximate["confidence"] == 0.95
+    assert sorted((tmp_path / "out").glob(approximate["intervals"])) == sorted(folder.glob("estimates-*.jsonl")) != []
     # The estimates are close to the truth for a job this regular.
     truth: dict[str, int] = {}
     for line in source.read_text().splitlines():
@@ -310,10 +313,18 @@ def test_the_summary_of_an_early_stop_says_so(tmp_path: Path) -> None:
             "stop_when_accurate": 0.05,
             "max_relative_half_width": 0.031,
             "rows": 3,
+            "confidence": 0.9,
+            "intervals": "_snapshots/0.400/estimates-*.jsonl",
         },
     }
     line = _summary(report, str(tmp_path))
-    assert "stopped early, accurate to 3.1% (asked 5.0%) after 42.0% of the input: 3 estimated rows" in line
+    assert (
+        "stopped early, accurate to 3.1% (asked 5.0%, each group's 90% interval) after 42.0% of the input: "
+        "3 estimated rows (snapshot 0.400)"
+    ) in line
+    # The part files hold estimates only: the summary says where their intervals are, and what is not in them.
+    assert f"intervals in {tmp_path}/_snapshots/0.400/estimates-*.jsonl" in line
+    assert "groups none of whose records were read are not in it" in line
     assert "0 output records" not in line
     del report["approximate"]
     assert "10 input records, 0 output records" in _summary(report, str(tmp_path))
@@ -348,6 +359,20 @@ def test_cli_snapshot_options(pageviews_dir: Path, tmp_path: Path) -> None:
     info = json.loads((tmp_path / "out" / "_snapshots" / "0.500" / "_snapshot.json").read_text())
     strata = info["partitions"][0]["strata_seen"]
     assert set(strata) == {str(hour) for hour in range(24)}, "pageviews strata are the hours"
+    assert info["order"] == "random" and "warning" not in result.stderr
+    # In file order the intervals look the same, and the sample need not be random: the run and the snapshot say so.
+    in_order = subprocess.run(
+        [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "pageviews.py"), str(pageviews_dir)]
+        + ["-o", str(tmp_path / "in_order"), "--workers", "2", "--snapshot-every", "0.5", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert in_order.returncode == 0, in_order.stderr
+    assert "hop: warning: snapshots of a job read in file order" in in_order.stderr
+    assert "add --order random" in in_order.stderr
+    described = json.loads((tmp_path / "in_order" / "_snapshots" / "0.500" / "_snapshot.json").read_text())
+    assert described["order"] == "sequential"
     bad = subprocess.run(
         [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "pageviews.py"), str(pageviews_dir), "-o", "x"]
         + ["--snapshot-every", "1.5"],

@@ -12,9 +12,11 @@ final Sum is ``sum over all N chunks of x_c``. From the ``n`` chunks seen we kno
 - Mean: the ratio ``R = S_y / S_x`` of the per-chunk sums of values (``y``) and counts (``x``), with the linearised
   variance ``(1 - n/N) * s_d**2 / (n * xbar**2)`` where ``d_c = y_c - R * x_c``.
 
-The interval is ``estimate +- t * sqrt(variance)`` with Student's t quantile for ``n - 1`` degrees of freedom (wider
-than the normal quantile while few chunks were seen). With ``n == N`` the value is exact (interval of width 0); with
-``n < 2`` there is no interval (``None`` bounds).
+The interval is ``estimate +- t * sqrt(variance)`` with Student's t quantile for ``m - 1`` degrees of freedom, ``m``
+the number of seen chunks the group *occurred* in (at most ``n``): a group's ``x_c`` is 0 in every other chunk, so
+its sample variance rests on those ``m`` chunks, not on all ``n`` (a group seen in one chunk of 50 had a Mean interval
+of width 0, ``d_c`` being 0 in every chunk, and the t quantile of 49 degrees of freedom for one occurring in two).
+With ``n == N`` the value is exact (interval of width 0); with ``m < 2`` there is no interval (``None`` bounds).
 """
 
 from __future__ import annotations
@@ -88,20 +90,24 @@ def t_quantile(degrees_of_freedom: int, confidence: float) -> float:
     return (low + high) / 2
 
 
-def estimate_total(total: float, squares: float, seen: int, chunks: int, confidence: float = 0.95) -> Estimate:
+def estimate_total(
+    total: float, squares: float, seen: int, chunks: int, confidence: float = 0.95, occurred: int | None = None
+) -> Estimate:
     """Estimate a Sum or Count: ``total``/``squares`` are the sum and sum of squares of the group's per-chunk
-    contributions over the ``seen`` chunks seen of the ``chunks`` in its stratum."""
+    contributions over the ``seen`` chunks seen of the ``chunks`` in its stratum; ``occurred`` is how many of them
+    the group occurred in (``None``: all of them), which sets the interval's degrees of freedom."""
     if chunks < 1 or not 0 < seen <= chunks:
         raise ValueError(f"need 0 < seen <= chunks, got seen={seen}, chunks={chunks}")
     if seen == chunks:
         return Estimate(float(total), float(total), float(total), True)
     mean = total / seen
     value = chunks * mean
-    if seen < 2:
+    samples = _samples(seen, occurred)
+    if samples < 2:
         return Estimate(value, None, None, False)
     variance_of_x = max(0.0, (squares - seen * mean * mean) / (seen - 1))
     variance = chunks * chunks * (1 - seen / chunks) * variance_of_x / seen
-    half = t_quantile(seen - 1, confidence) * math.sqrt(variance)
+    half = t_quantile(samples - 1, confidence) * math.sqrt(variance)
     return Estimate(value, value - half, value + half, False)
 
 
@@ -114,10 +120,12 @@ def estimate_mean(
     seen: int,
     chunks: int,
     confidence: float = 0.95,
+    occurred: int | None = None,
 ) -> Estimate:
     """Estimate a Mean as the ratio of per-chunk sums (``y``) to per-chunk counts (``x``).
 
-    Arguments are ``sum x``, ``sum y``, ``sum x**2``, ``sum x*y``, ``sum y**2`` over the ``seen`` chunks.
+    Arguments are ``sum x``, ``sum y``, ``sum x**2``, ``sum x*y``, ``sum y**2`` over the ``seen`` chunks, and how many
+    of them the group occurred in (``None``: all of them).
     """
     if chunks < 1 or not 0 < seen <= chunks:
         raise ValueError(f"need 0 < seen <= chunks, got seen={seen}, chunks={chunks}")
@@ -126,28 +134,46 @@ def estimate_mean(
     ratio = sums / counts
     if seen == chunks:
         return Estimate(ratio, ratio, ratio, True)
-    if seen < 2:
+    samples = _samples(seen, occurred)
+    if samples < 2:
         return Estimate(ratio, None, None, False)
     residual_squares = max(0.0, sum_squares - 2 * ratio * cross + ratio * ratio * count_squares)
     variance_of_d = residual_squares / (seen - 1)
     mean_count = counts / seen
     variance = (1 - seen / chunks) * variance_of_d / (seen * mean_count * mean_count)
-    half = t_quantile(seen - 1, confidence) * math.sqrt(variance)
+    half = t_quantile(samples - 1, confidence) * math.sqrt(variance)
     return Estimate(ratio, ratio - half, ratio + half, False)
 
 
-def _quantiles(seen: Any, confidence: float) -> Any:
+def _samples(seen: int, occurred: int | None) -> int:
+    """The chunks a group's interval rests on: those it occurred in (see the module docstring)."""
+    return seen if occurred is None else min(seen, occurred)
+
+
+def _quantiles(samples: Any, confidence: float) -> Any:
+    """Per group the t quantile for ``samples - 1`` degrees of freedom (NaN, no interval, below 2 samples)."""
     import numpy as np
 
-    table = {int(k): (t_quantile(int(k) - 1, confidence) if k >= 2 else math.nan) for k in np.unique(seen)}
-    return np.array([table[int(k)] for k in seen], dtype=float)
+    table = {int(k): (t_quantile(int(k) - 1, confidence) if k >= 2 else math.nan) for k in np.unique(samples)}
+    return np.array([table[int(k)] for k in samples], dtype=float)
+
+
+def _samples_of(seen: Any, occurrences: Sequence[int] | None) -> Any:
+    import numpy as np
+
+    return seen if occurrences is None else np.minimum(seen, np.asarray(occurrences, dtype=float))
 
 
 def estimate_totals(
-    totals: Sequence[float], squares: Sequence[float], seen: Sequence[int], chunks: Sequence[int], confidence: float
+    totals: Sequence[float],
+    squares: Sequence[float],
+    seen: Sequence[int],
+    chunks: Sequence[int],
+    confidence: float,
+    occurrences: Sequence[int] | None = None,
 ) -> tuple[list[float], list[float | None], list[float | None], list[bool]]:
     """:func:`estimate_total` for many groups at once (numpy): values, lows, highs (``None`` without an interval)
-    and finals, in the order given. Every ``seen`` must be at least 1."""
+    and finals, in the order given. Every ``seen`` must be at least 1; ``occurrences`` as ``occurred`` there."""
     import numpy as np
 
     s = np.asarray(totals, dtype=float)
@@ -158,7 +184,8 @@ def estimate_totals(
     mean = s / n
     value = np.where(final, s, big_n * mean)
     variance_of_x = np.maximum(0.0, (q - n * mean * mean) / np.maximum(n - 1, 1))
-    half = _quantiles(n, confidence) * np.sqrt(big_n * big_n * (1 - n / big_n) * variance_of_x / n)
+    t = _quantiles(_samples_of(n, occurrences), confidence)
+    half = t * np.sqrt(big_n * big_n * (1 - n / big_n) * variance_of_x / n)
     low = np.where(final, s, value - half)
     high = np.where(final, s, value + half)
     return value.tolist(), _nones(low), _nones(high), final.tolist()
@@ -169,8 +196,10 @@ def estimate_means(
     seen: Sequence[int],
     chunks: Sequence[int],
     confidence: float,
+    occurrences: Sequence[int] | None = None,
 ) -> tuple[list[float], list[float | None], list[float | None], list[bool]]:
-    """:func:`estimate_mean` for many groups at once; ``moments`` are ``(sum x, sum y, sum x², sum xy, sum y²)``."""
+    """:func:`estimate_mean` for many groups at once; ``moments`` are ``(sum x, sum y, sum x², sum xy, sum y²)``,
+    ``occurrences`` as ``occurred`` there."""
     import numpy as np
 
     m = np.asarray(moments, dtype=float).reshape(-1, 5)
@@ -181,7 +210,8 @@ def estimate_means(
     ratio = sy / sx
     residual = np.maximum(0.0, qyy - 2 * ratio * qxy + ratio * ratio * qxx) / np.maximum(n - 1, 1)
     mean_count = sx / n
-    half = _quantiles(n, confidence) * np.sqrt((1 - n / big_n) * residual / (n * mean_count * mean_count))
+    t = _quantiles(_samples_of(n, occurrences), confidence)
+    half = t * np.sqrt((1 - n / big_n) * residual / (n * mean_count * mean_count))
     low = np.where(final, ratio, ratio - half)
     high = np.where(final, ratio, ratio + half)
     return ratio.tolist(), _nones(low), _nones(high), final.tolist()

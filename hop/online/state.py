@@ -4,10 +4,10 @@ Every run of an online job carries the chunk it belongs to (``chunk``), whether 
 from its map attempt (``end``) and whether the attempt read only part of the chunk (``partial``: it resumed after a
 checkpoint mid-chunk). Runs of a chunk are merged per key until the chunk ends; then the chunk's per-key state ``x``
 is folded into the attempt's summary: the aggregate state and, for Sum/Count/Mean, the sums of squares and cross
-products the estimators need (``hop.online.estimators``). A snapshot merges the summaries of the attempts that
-count (per map task: its committed attempt, else its live attempt with the most chunks), so producing one costs
-the number of distinct keys per attempt, never a re-read of the runs. Summaries of failed attempts are forgotten
-with them: a snapshot never includes them.
+products and the number of chunks the key occurred in, which the estimators need (``hop.online.estimators``). A
+snapshot merges the summaries of the attempts that count (per map task: its committed attempt, else its live attempt
+with the most chunks), so producing one costs the number of distinct keys per attempt, never a re-read of the runs.
+Summaries of failed attempts are forgotten with them: a snapshot never includes them.
 
 A map attempt that failed after a checkpoint leaves its spills below the checkpoint (``keep_below``) to the attempt
 that resumes after them (the run store keeps them; the retry's runs say which kept segments they continue:
@@ -184,12 +184,14 @@ class SnapshotState:
         for key, x in values.items():
             old = state.get(key)
             state[key] = x if old is None else merge(old, x)
+            # Besides the squares, the chunks the key occurred in: its interval's degrees of freedom.
             if self.kind == "total" and isinstance(x, int | float):
-                moments[key] = moments.get(key, 0) + x * x
+                q, occurred = moments.get(key, (0, 0))
+                moments[key] = (q + x * x, occurred + 1)
             elif self.kind == "mean":
                 count, total = x
-                qxx, qxy, qyy = moments.get(key, (0, 0, 0))
-                moments[key] = (qxx + count * count, qxy + count * total, qyy + total * total)
+                qxx, qxy, qyy, occurred = moments.get(key, (0, 0, 0, 0))
+                moments[key] = (qxx + count * count, qxy + count * total, qyy + total * total, occurred + 1)
 
     def counted(self) -> list[_Summary]:
         """The summaries a snapshot includes: per map task its committed attempt's, else those of its live attempt
@@ -301,10 +303,11 @@ class SnapshotState:
                     estimable,
                     *estimate_totals(
                         [states[i] for i in estimable],
-                        [moments.get(keys[i], 0) for i in estimable],
+                        [moments.get(keys[i], (0, 0))[0] for i in estimable],
                         [n[i] for i in estimable],
                         [big_n[i] for i in estimable],
                         self.confidence,
+                        [moments.get(keys[i], (0, 0))[1] for i in estimable],
                     ),
                 )
                 # An exact total is the final value: the output's type (an int Sum or Count stays an int, as in
@@ -316,10 +319,11 @@ class SnapshotState:
             table.fill(
                 estimable,
                 *estimate_means(
-                    [(*states[i], *moments.get(keys[i], (0, 0, 0))) for i in estimable],
+                    [(*states[i], *moments.get(keys[i], (0, 0, 0, 0))[:3]) for i in estimable],
                     [n[i] for i in estimable],
                     [big_n[i] for i in estimable],
                     self.confidence,
+                    [moments.get(keys[i], (0, 0, 0, 0))[3] for i in estimable],
                 ),
             )
         return table

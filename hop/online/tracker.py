@@ -69,6 +69,7 @@ class SnapshotTracker:
         started_at: float | None = None,
         stratum_chunks: dict[str, int] | None = None,
         confidence: float | None = None,
+        order: str | None = None,
     ) -> None:
         if every is not None and not 0 < every < 1:
             raise ValueError(f"--snapshot-every must be between 0 and 1 (a fraction of the input), got {every}")
@@ -81,6 +82,9 @@ class SnapshotTracker:
         """How many input chunks each stratum has (``None``: no online input order, nothing to require)."""
         self.confidence = confidence
         """The confidence level of the job's intervals (``--confidence``; ``None``: the job gives no intervals)."""
+        self.order = order
+        """The order input chunks are read in (``"random"``, ``"sequential"``; ``None``: no chunks): the intervals
+        assume a random one, and a snapshot says which it had."""
         self.started_at = started_at if started_at is not None else time.time()
         self.snapshots: list[Snapshot] = []
         self._next = every or 0.0
@@ -238,6 +242,9 @@ class SnapshotTracker:
             ),
             "rows_limit": snapshot.rows_limit,
             "confidence": self.confidence,
+            # The intervals assume chunks read in random order; in file order they hold only if the order of the
+            # input is unrelated to its values (a file sorted by key or value gives narrow intervals that miss).
+            "order": self.order,
         }
         if snapshot.upstream is not None:
             upstream = snapshot.upstream
