@@ -35,7 +35,7 @@ from hop.online.snapshots import snapshot_directory, write_final_partition_snaps
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import OutputExistsError, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
-from hop.protocol import close_socket, message, unpack
+from hop.protocol import SocketFile, close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
@@ -130,6 +130,9 @@ class Coordinator:
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
         self.socket.bind(bind)
         self.address = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.socket_file = SocketFile.bound_at(self.address)
+        """An ``ipc://PATH`` address's file, removed when the coordinator stops (a client then says at once that no
+        coordinator runs there)."""
         self.heartbeat_timeout = heartbeat_timeout
         self.workers: dict[str, WorkerInfo] = {}
         self.jobs: dict[str, JobState] = {}
@@ -193,6 +196,8 @@ class Coordinator:
                 )
             self.events.close()
             close_socket(self.socket)
+            if self.socket_file is not None:
+                self.socket_file.remove()
 
     def _send(self, identity: bytes, msg_type: str, /, **fields: Any) -> None:
         self.socket.send_multipart([identity, message(msg_type, **fields)])

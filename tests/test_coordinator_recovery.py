@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -531,3 +532,45 @@ def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_en
     assert time.monotonic() - stopped < 10 and worker.returncode == 0, said
     assert f"hop worker w0: stopped; no answer from the coordinator at {address} within 2 s: it declares this " in said
     assert "worker lost once its heartbeat timeout passes (no task was running)" in said, said
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "hop shutdown"])
+def test_a_stopped_coordinator_removes_its_socket_file(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: str
+) -> None:
+    """A standalone ``hop coordinator --bind ipc://PATH`` stopped (by a signal or ``hop shutdown``) left its socket
+    file behind, though the README says a stopped one removes it: ZeroMQ removes it only once its I/O thread closes
+    the listener, which the exiting process did not wait for."""
+    path = tmp_path / "coordinator"
+    coordinator = _coordinator(f"ipc://{path}", processes)
+    client = Client(f"ipc://{path}", timeout=30)
+    try:
+        assert client.workers() == []  # (it listens)
+        if stop == "hop shutdown":
+            client.shutdown()
+        else:
+            coordinator.send_signal(getattr(signal, stop))
+    finally:
+        client.close()
+    assert coordinator.wait(timeout=30) == 0
+    assert not path.exists(), f"{path} left behind by a coordinator stopped by {stop}"
+
+
+def test_a_stopping_coordinator_leaves_the_socket_file_of_one_started_in_its_place(tmp_path: Path) -> None:
+    """The socket file a coordinator removes as it stops is its own: one another process bound at that path since
+    (a coordinator restarted there while the old one ended) stays."""
+    from hop.protocol import SocketFile
+
+    path = tmp_path / "coordinator"
+    with socket.socket(socket.AF_UNIX) as first:
+        first.bind(str(path))
+        own = SocketFile.bound_at(f"ipc://{path}")
+        assert own is not None and SocketFile.bound_at(f"tcp://127.0.0.1:{5555}") is None
+        assert SocketFile.bound_at("ipc://@abstract") is None
+        path.unlink()
+        with socket.socket(socket.AF_UNIX) as second:
+            second.bind(str(path))
+            own.remove()
+            assert path.exists(), "the file of the socket bound since was removed"
+            SocketFile.bound_at(f"ipc://{path}").remove()  # type: ignore[union-attr]
+            assert not path.exists()
