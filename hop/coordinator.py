@@ -1068,7 +1068,7 @@ class Coordinator:
             # The pipeline has failed: the step before would only wait (a minute) for this one's maps to take its
             # output. It fails with this step's error and traceback, which the client waiting on it then shows.
             reason = f"downstream job {job.spec.job_id} failed: {job.error}"
-            self._execute(upstream, upstream.fail(reason, job.error_traceback))
+            self._execute(upstream, upstream.fail(reason, job.error_traceback, failed_by=job.spec.job_id))
         output = Path(job.spec.output)
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()
