@@ -536,8 +536,9 @@ class Coordinator:
             )
 
     def _upstream_committed(self, upstream: JobState, index: int, piped: dict[str, Any] | None) -> None:
-        """Partition ``index`` of ``upstream`` committed: finish the downstream maps that read it; restart the
-        ones it did not fully serve (they read the committed file instead)."""
+        """Partition ``index`` of ``upstream`` committed: finish the downstream maps that read it; point the ones
+        it did not fully serve at the committed file (one it streamed to, slower than the upstream waits for,
+        reads on from the first byte it did not get)."""
         job = self.jobs.get(self.downstream.get(upstream.spec.job_id, ""))
         if job is None:
             return
@@ -551,9 +552,7 @@ class Coordinator:
         for record in job.live_attempts("map", index):
             if record.attempt in done_attempts or reader is None or reader[0] != record.attempt:
                 continue  # not listening yet: when it announces itself it is told to read the committed file
-            if reader[1] == sent_to:
-                if not complete:  # it got part of the stream: start over on the committed file
-                    self._execute(job, job.restart("map", index, record.attempt, "its upstream stream broke off"))
+            if reader[1] == sent_to and complete:
                 continue  # it has everything; its map_done is on its way
             self._to_task(
                 record.worker,
@@ -561,6 +560,7 @@ class Coordinator:
                 [job.spec.job_id, "map", index, record.attempt],
                 job_id=job.spec.job_id,
                 path=f"{upstream.spec.output}/part-{index:05d}",
+                attempt=upstream.reduces[index].committed,
             )
 
     def _upstream_attempt_gone(self, upstream: JobState, index: int, reason: str) -> None:

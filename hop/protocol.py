@@ -79,7 +79,9 @@ Coordinator -> worker:
                                                              upstream snapshot directory a pipeline's later job
                                                              recomputes from
     pipe_at       {task, job_id, address}                    relayed to that upstream reduce task: stream there
-    pipe_file     {task, job_id, path}                       relayed to that map task: read the committed file
+    pipe_file     {task, job_id, path, attempt}              relayed to that map task: read the committed file
+                                                             (of upstream ``attempt``: a map that got part of its
+                                                             stream reads on from there)
     shutdown      {}
 
 Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``map_failed``, ``map_lost`` to task
