@@ -181,6 +181,8 @@ class Coordinator:
                     self.running = False
                     self.stop_workers = True
         finally:
+            if not (self.stop_workers or embedded()):
+                self._fail_running_jobs()
             alive = [worker for worker in self.workers.values() if worker.alive]
             if self.stop_workers or embedded():
                 for worker in alive:
@@ -198,6 +200,31 @@ class Coordinator:
             close_socket(self.socket)
             if self.socket_file is not None:
                 self.socket_file.remove()
+
+    def _fail_running_jobs(self) -> None:
+        """A standalone coordinator stopped by a signal (Ctrl-C, SIGTERM) fails the jobs it runs, which no
+        coordinator started in its place will know: their ``_job.json`` says why and what to do, their tasks are
+        ended on the workers that stay up, and the clients waiting on them (``hop submit``) are answered at once.
+        They waited 30 s for a coordinator that had gone, then failed with nothing written in the output."""
+        running = [job for job in self.jobs.values() if job.state == "running"]
+        if not running:
+            return
+        reason = (
+            f"the coordinator at {self.address} was stopped (Ctrl-C or SIGTERM) while the job ran; submit it again "
+            "once a coordinator runs"
+        )
+        for job in running:
+            try:
+                self._execute(job, job.fail(reason))
+            except Exception as error:  # (the coordinator is going: what it could not end, it names)
+                print(f"hop coordinator: job {job.spec.job_id}: cannot end it: {error}", file=sys.stderr, flush=True)
+        self._answer_status_waiters()
+        print(
+            f"hop coordinator: stopped while running {len(running)} job(s), failed: "
+            f"{', '.join(job.spec.job_id for job in running)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _send(self, identity: bytes, msg_type: str, /, **fields: Any) -> None:
         self.socket.send_multipart([identity, message(msg_type, **fields)])

@@ -574,3 +574,31 @@ def test_a_stopping_coordinator_leaves_the_socket_file_of_one_started_in_its_pla
             assert path.exists(), "the file of the socket bound since was removed"
             SocketFile.bound_at(f"ipc://{path}").remove()  # type: ignore[union-attr]
             assert not path.exists()
+
+
+def test_a_coordinator_stopped_by_a_signal_fails_its_jobs_and_answers_their_clients(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A standalone coordinator stopped by SIGTERM while a job ran left its client waiting 30 s for an answer, then
+    failing with 'did not answer' (exit 3) and nothing in the output: the job was lost without a word. It fails the
+    job as it stops: the client is answered at once, and the output's _job.json says what happened and what to do."""
+    address = f"ipc://{tmp_path}/coordinator"
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", address]
+    coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
+    processes.append(coordinator)
+    processes.append(_worker(address, "w0", tmp_path))
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", num_reduces=1)
+        _wait_for(lambda: maps_running(client), 30, "a map running")
+    finally:
+        client.close()
+    coordinator.terminate()
+    thread.join(timeout=15)
+    assert not thread.is_alive(), "the client was not answered"
+    assert isinstance(outcome.get("error"), JobFailed), outcome
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed" and "was stopped (Ctrl-C or SIGTERM) while the job ran" in report["error"]
+    told = coordinator.communicate(timeout=30)[1].decode()
+    assert f"hop coordinator: stopped while running 1 job(s), failed: {report['job_id']}" in told, told
