@@ -214,6 +214,8 @@ class Coordinator:
             "once a coordinator runs"
         )
         for job in running:
+            job.coordinator_stopped = True
+        for job in running:
             try:
                 self._execute(job, job.fail(reason))
             except Exception as error:  # (the coordinator is going: what it could not end, it names)

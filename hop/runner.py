@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.bad_records import hold_bad_records, place_bad_records
-from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
 from hop.counters import total_user_counters
 from hop.inputs import absolute_inputs, expand_inputs
 from hop.job import Job
@@ -353,6 +353,8 @@ def _await_step(
     if status["state"] != "succeeded":
         status = _failed_step(client, status)
         _end_failed_run(status, *ending)
+        if status.get("coordinator_stopped"):  # the cluster went, not the job: exit code 3, as for a restart
+            raise JobLost(f"job {status.get('job_id', job_id)} failed: {status.get('error')}")
         raise JobFailed(status)
     report: dict[str, Any] = status["report"]
     return report

@@ -163,6 +163,8 @@ class JobState:
         self.state = "running"
         self.error: str | None = None
         self.error_traceback: str | None = None
+        self.coordinator_stopped = False
+        """Whether it failed because its coordinator was stopped (a client then exits as for a coordinator gone)."""
         self.failed_by: str | None = None
         """The pipeline step after this one (``hop.pipe``) whose failure failed this one, which did not fail itself:
         the step a client names as the one that failed."""
@@ -300,6 +302,7 @@ class JobState:
             "error": self.error,
             "traceback": self.error_traceback,
             **({"failed_by": self.failed_by} if self.failed_by else {}),
+            **({"coordinator_stopped": True} if self.coordinator_stopped else {}),
             "maps_total": len(self.maps),
             "maps_done": sum(t.committed is not None for t in self.maps),
             "reduces_total": len(self.reduces),
