@@ -607,3 +607,20 @@ def test_a_coordinator_stopped_by_a_signal_fails_its_jobs_and_answers_their_clie
     assert report["error"] in str(outcome["error"]) and "submit it again" in report["error"]
     told = coordinator.communicate(timeout=30)[1].decode()
     assert f"hop coordinator: stopped while running 1 job(s), failed: {report['job_id']}" in told, told
+
+
+def test_a_worker_named_by_its_host_and_pid_is_not_told_of_a_namesake(tmp_path: Path) -> None:
+    """A worker started before its coordinator says after 10 s that nothing answers; one named by its host and pid
+    (no --name) was also told that a namesake could keep it out and to give each worker its own --name, which it
+    cannot have and had not been given."""
+    address = f"ipc://{tmp_path}/coordinator"
+    command = [sys.executable, "-m", "hop.worker", "--coordinator", address, "--spill-dir", str(tmp_path)]
+    worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert worker.stderr is not None
+        said = worker.stderr.readline()  # (the warning, after 10 s; empty if it exited)
+    finally:
+        worker.terminate()
+        said += worker.communicate(timeout=30)[1]
+    assert f"no answer from a coordinator at {address} within 10 s; still trying" in said, said
+    assert "Is the coordinator running there?\n" in said and "--name" not in said, said
