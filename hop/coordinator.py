@@ -35,7 +35,7 @@ from hop.online.snapshots import snapshot_directory, write_final_partition_snaps
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import OutputExistsError, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
-from hop.protocol import close_socket, message, unpack
+from hop.protocol import SocketFile, close_socket, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
@@ -130,6 +130,9 @@ class Coordinator:
         self.socket.setsockopt(zmq.ROUTER_MANDATORY, 0)
         self.socket.bind(bind)
         self.address = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.socket_file = SocketFile.bound_at(self.address)
+        """An ``ipc://PATH`` address's file, removed when the coordinator stops (a client then says at once that no
+        coordinator runs there)."""
         self.heartbeat_timeout = heartbeat_timeout
         self.workers: dict[str, WorkerInfo] = {}
         self.jobs: dict[str, JobState] = {}
@@ -178,6 +181,8 @@ class Coordinator:
                     self.running = False
                     self.stop_workers = True
         finally:
+            if not (self.stop_workers or embedded()):
+                self._fail_running_jobs()
             alive = [worker for worker in self.workers.values() if worker.alive]
             if self.stop_workers or embedded():
                 for worker in alive:
@@ -193,6 +198,35 @@ class Coordinator:
                 )
             self.events.close()
             close_socket(self.socket)
+            if self.socket_file is not None:
+                self.socket_file.remove()
+
+    def _fail_running_jobs(self) -> None:
+        """A standalone coordinator stopped by a signal (Ctrl-C, SIGTERM) fails the jobs it runs, which no
+        coordinator started in its place will know: their ``_job.json`` says why and what to do, their tasks are
+        ended on the workers that stay up, and the clients waiting on them (``hop submit``) are answered at once.
+        They waited 30 s for a coordinator that had gone, then failed with nothing written in the output."""
+        running = [job for job in self.jobs.values() if job.state == "running"]
+        if not running:
+            return
+        reason = (
+            f"the coordinator at {self.address} was stopped (Ctrl-C or SIGTERM) while the job ran; submit it again "
+            "once a coordinator runs"
+        )
+        for job in running:
+            job.coordinator_stopped = True
+        for job in running:
+            try:
+                self._execute(job, job.fail(reason))
+            except Exception as error:  # (the coordinator is going: what it could not end, it names)
+                print(f"hop coordinator: job {job.spec.job_id}: cannot end it: {error}", file=sys.stderr, flush=True)
+        self._answer_status_waiters()
+        print(
+            f"hop coordinator: stopped while running {len(running)} job(s), failed: "
+            f"{', '.join(job.spec.job_id for job in running)}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _send(self, identity: bytes, msg_type: str, /, **fields: Any) -> None:
         self.socket.send_multipart([identity, message(msg_type, **fields)])
@@ -532,8 +566,9 @@ class Coordinator:
             )
 
     def _upstream_committed(self, upstream: JobState, index: int, piped: dict[str, Any] | None) -> None:
-        """Partition ``index`` of ``upstream`` committed: finish the downstream maps that read it; restart the
-        ones it did not fully serve (they read the committed file instead)."""
+        """Partition ``index`` of ``upstream`` committed: finish the downstream maps that read it; point the ones
+        it did not fully serve at the committed file (one it streamed to, slower than the upstream waits for,
+        reads on from the first byte it did not get)."""
         job = self.jobs.get(self.downstream.get(upstream.spec.job_id, ""))
         if job is None:
             return
@@ -547,9 +582,7 @@ class Coordinator:
         for record in job.live_attempts("map", index):
             if record.attempt in done_attempts or reader is None or reader[0] != record.attempt:
                 continue  # not listening yet: when it announces itself it is told to read the committed file
-            if reader[1] == sent_to:
-                if not complete:  # it got part of the stream: start over on the committed file
-                    self._execute(job, job.restart("map", index, record.attempt, "its upstream stream broke off"))
+            if reader[1] == sent_to and complete:
                 continue  # it has everything; its map_done is on its way
             self._to_task(
                 record.worker,
@@ -557,6 +590,7 @@ class Coordinator:
                 [job.spec.job_id, "map", index, record.attempt],
                 job_id=job.spec.job_id,
                 path=f"{upstream.spec.output}/part-{index:05d}",
+                attempt=upstream.reduces[index].committed,
             )
 
     def _upstream_attempt_gone(self, upstream: JobState, index: int, reason: str) -> None:
@@ -1068,7 +1102,7 @@ class Coordinator:
             # The pipeline has failed: the step before would only wait (a minute) for this one's maps to take its
             # output. It fails with this step's error and traceback, which the client waiting on it then shows.
             reason = f"downstream job {job.spec.job_id} failed: {job.error}"
-            self._execute(upstream, upstream.fail(reason, job.error_traceback))
+            self._execute(upstream, upstream.fail(reason, job.error_traceback, failed_by=job.spec.job_id))
         output = Path(job.spec.output)
         if job.finished_at is None:
             job.state, job.finished_at = action.status, time.time()

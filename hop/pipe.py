@@ -6,7 +6,9 @@ of the job before it. The downstream map attempt binds a ROUTER socket (:class:`
 :class:`PipeSender` then sends its output file's bytes as they are written: complete lines only, in messages of up to
 ``BLOCK_BYTES``, each acknowledged (at most ``CREDITS`` in flight), then an end marker. The upstream still writes its
 output file, under a scratch directory unless ``--keep-intermediate``: it is what a downstream retry, or a downstream
-map that starts after the upstream partition committed (the pipeline degrades to staged), reads instead.
+map that starts after the upstream partition committed (the pipeline degrades to staged), reads instead. An upstream
+attempt waits a bounded time (``PipeSender.finish``) for a slow downstream map to take the end of its stream, then
+commits: the map reads the rest from that file, on from the first byte it was not sent, losing nothing it did.
 
 Wire format, downstream-bound: two frames, a msgpack header ``{attempt, seq, end}`` (``attempt``: the upstream reduce
 attempt) and the bytes (lines ``json(key) TAB json(value)``); upstream-bound: one frame, the ASCII ``seq``, per
@@ -168,8 +170,10 @@ class PipeReceiver:
     ) -> Iterator[tuple[Any, Any]]:
         """Yield the upstream partition's pairs: from ``committed`` (a committed output file) if given or if the
         coordinator names one (``pipe_file``) before any bytes arrived, else as the upstream attempt streams them.
-        ``read_line``, if given, holds the byte offset and line of the pair yielded last, as
-        :func:`hop.inputs.iter_records` fills it."""
+        A ``pipe_file`` naming the file of the attempt that was streaming (its ``attempt``: that attempt committed
+        before this map took all of it, the map being slower than the upstream waits for) is read from the first
+        byte not streamed: what was streamed is that file's beginning. ``read_line``, if given, holds the byte
+        offset and line of the pair yielded last, as :func:`hop.inputs.iter_records` fills it."""
         if committed is not None:
             yield from self._read_file(committed, read_line)
             return
@@ -182,8 +186,13 @@ class PipeReceiver:
             # Every turn, not only when the worker wrote: reading the control socket is also where a task whose
             # worker died exits (no bytes may ever come: a replacement attempt was given another address).
             while (message := take_control()) is not None:
-                if message.get("type") == "pipe_file" and self.upstream_attempt is None:
+                if message.get("type") != "pipe_file":
+                    continue
+                if self.upstream_attempt is None:
                     yield from self._read_file(message["path"], read_line)
+                    return
+                if message.get("attempt") == self.upstream_attempt:
+                    yield from self._read_file(message["path"], read_line, start=offset)
                     return
             if self._socket not in events:
                 continue
@@ -204,16 +213,20 @@ class PipeReceiver:
             yield from _block_records(text, offset, read_line)
             offset += len(data)  # (a block holds whole lines)
 
-    def _read_file(self, path: str, read_line: list[tuple[int, str]] | None = None) -> Iterator[tuple[Any, Any]]:
-        self._file, self.file_bytes = path, os.path.getsize(path)
-        return iter_records(Split(path, 0, self.file_bytes), "output", read_line=read_line)
+    def _read_file(
+        self, path: str, read_line: list[tuple[int, str]] | None = None, start: int = 0
+    ) -> Iterator[tuple[Any, Any]]:
+        """The pairs of the committed file at ``path`` from byte ``start`` (the start of a line) on."""
+        size = os.path.getsize(path)
+        self._file, self.file_bytes = path, size - start
+        return iter_records(Split(path, start, size - start), "output", read_line=read_line)
 
     def recent_records(self) -> Iterator[tuple[Any, Any]]:
         """The records :meth:`records` gave that can be read again, for a map that failed to find the one that made
         it fail (nothing is kept per record): all of them if they came from a committed file, else those of the
         latest :data:`RECENT_BLOCKS` blocks streamed."""
-        if self._file is not None:
-            yield from iter_records(Split(self._file, 0, self.file_bytes), "output")
+        if self._file is not None:  # (from its start: a record streamed before the rest was read there is in it)
+            yield from iter_records(Split(self._file, 0, os.path.getsize(self._file)), "output")
             return
         for offset, text in self._recent:
             yield from _block_records(text, offset)

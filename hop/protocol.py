@@ -79,7 +79,9 @@ Coordinator -> worker:
                                                              upstream snapshot directory a pipeline's later job
                                                              recomputes from
     pipe_at       {task, job_id, address}                    relayed to that upstream reduce task: stream there
-    pipe_file     {task, job_id, path}                       relayed to that map task: read the committed file
+    pipe_file     {task, job_id, path, attempt}              relayed to that map task: read the committed file
+                                                             (of upstream ``attempt``: a map that got part of its
+                                                             stream reads on from there)
     shutdown      {}
 
 Task process <-> worker: the worker forwards ``run_task``, ``map_committed``, ``map_failed``, ``map_lost`` to task
@@ -102,6 +104,9 @@ an empty one, so a reducer knows when it holds all runs of a committed attempt (
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
 from typing import Any
 
 import zmq
@@ -144,6 +149,40 @@ def message(msg_type: str, /, **fields: Any) -> bytes:
 def close_socket(socket: zmq.Socket) -> None:
     """Close without lingering: pending messages to a peer that is gone must not block exit."""
     socket.close(linger=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class SocketFile:
+    """The file of an ``ipc://PATH`` address this process has bound, which :meth:`remove` deletes when it stops
+    listening there.
+
+    ZeroMQ deletes it itself only once its I/O thread gets to close the listener, which a process that exits right
+    after closing its socket does not wait for: the file stayed, and every command given that address afterwards
+    found a socket file nothing listens on. The file is known by its inode, so that one another process has bound
+    at the same path since (a coordinator started in this one's place) is left alone."""
+
+    path: str
+    device: int
+    inode: int
+
+    @classmethod
+    def bound_at(cls, address: str) -> SocketFile | None:
+        """The socket file of ``address``, as bound now; None for a TCP address or an abstract ``ipc://@NAME``."""
+        if not address.startswith("ipc://") or address.startswith("ipc://@"):
+            return None
+        path = address.removeprefix("ipc://")
+        try:
+            found = os.stat(path)
+        except OSError:
+            return None
+        return cls(path, found.st_dev, found.st_ino)
+
+    def remove(self) -> None:
+        """Delete the file, if it is still the one bound (call it once the socket is closed)."""
+        with contextlib.suppress(OSError):
+            found = os.stat(self.path)
+            if (found.st_dev, found.st_ino) == (self.device, self.inode):
+                os.unlink(self.path)
 
 
 def connect_soon(socket: zmq.Socket, address: str) -> None:

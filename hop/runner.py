@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.bad_records import hold_bad_records, place_bad_records
-from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
 from hop.counters import total_user_counters
 from hop.inputs import absolute_inputs, expand_inputs
 from hop.job import Job
@@ -349,17 +349,34 @@ def _await_step(
     ending: _RunEnding,
 ) -> dict[str, Any]:
     """Wait for the submitted step ``job_id``, showing its progress, and return its report; a step that did not
-    succeed ends the run (:func:`_end_failed_run`, then :class:`JobFailed`)."""
+    succeed ends the run (:func:`_end_failed_run`, then :class:`JobFailed`), reported as the step that failed
+    (:func:`_failed_step`)."""
     display = ProgressDisplay(progress, label, address=client.address)
     try:
         status = _wait(client, job_id, display.update, deadline, timeout)
     finally:
         display.close()
     if status["state"] != "succeeded":
+        status = _failed_step(client, status)
         _end_failed_run(status, *ending)
+        if status.get("coordinator_stopped"):  # the cluster went, not the job: exit code 3, as for a restart
+            raise JobLost(f"job {status.get('job_id', job_id)} failed: {status.get('error')}")
         raise JobFailed(status)
     report: dict[str, Any] = status["report"]
     return report
+
+
+def _failed_step(client: Client, status: dict[str, Any]) -> dict[str, Any]:
+    """The status of the step whose failure ended a pipeline, given that of the step the run waited for: a later
+    step that failed fails the steps before it (``failed_by``), and the run must report the one that failed, its
+    error and traceback, not an earlier step and the id of a job the user was never shown. The later steps ended
+    with it; one the coordinator no longer knows leaves ``status`` as it is."""
+    while status.get("failed_by"):
+        try:
+            status = client.status(status["failed_by"])
+        except (CoordinatorUnavailable, JobRejected):
+            break
+    return status
 
 
 def _end_interrupted(

@@ -163,6 +163,11 @@ class JobState:
         self.state = "running"
         self.error: str | None = None
         self.error_traceback: str | None = None
+        self.coordinator_stopped = False
+        """Whether it failed because its coordinator was stopped (a client then exits as for a coordinator gone)."""
+        self.failed_by: str | None = None
+        """The pipeline step after this one (``hop.pipe``) whose failure failed this one, which did not fail itself:
+        the step a client names as the one that failed."""
         self.submitted_at = time.time()
         self.finished_at: float | None = None
         self.first_shuffle_at: float | None = None
@@ -296,6 +301,8 @@ class JobState:
             "state": self.state,
             "error": self.error,
             "traceback": self.error_traceback,
+            **({"failed_by": self.failed_by} if self.failed_by else {}),
+            **({"coordinator_stopped": True} if self.coordinator_stopped else {}),
             "maps_total": len(self.maps),
             "maps_done": sum(t.committed is not None for t in self.maps),
             "reduces_total": len(self.reduces),
@@ -624,13 +631,16 @@ class JobState:
         """Workers on which attempts of this task failed or were lost: a retry should go elsewhere."""
         return {a.worker for a in self.tasks(kind)[index].attempts if a.status in ("failed", "lost")}
 
-    def fail(self, reason: str, traceback: str | None = None, *, over_success: bool = False) -> list[Action]:
+    def fail(
+        self, reason: str, traceback: str | None = None, *, over_success: bool = False, failed_by: str | None = None
+    ) -> list[Action]:
         """Fail the running job. ``over_success``: also one whose last report completed it, while its ``FinishJob``
         has not run yet (a reduce's output could not be committed: that success is not final, and the output it
-        would announce is not all there)."""
+        would announce is not all there). ``failed_by``: the downstream job whose failure fails this one."""
         if self.state != "running" and not (over_success and self.state == "succeeded"):
             return []
         self.state, self.error, self.error_traceback = "failed", reason, traceback
+        self.failed_by = failed_by
         self.finished_at = time.time()
         return [FinishJob("failed", reason)]
 
@@ -690,6 +700,7 @@ class JobState:
             "status": self.state,
             "error": self.error,
             "traceback": self.error_traceback,
+            **({"failed_by": self.failed_by} if self.failed_by else {}),
             "mode": self.spec.mode,
             "step": self.spec.step,
             "num_steps": self.spec.num_steps,

@@ -107,6 +107,8 @@ class Worker:
         """``stream_slots``: task processes kept for continuous jobs (a source map or a window reducer runs until
         the job is stopped; in slots of its own it never takes a batch job's map or reduce slot)."""
         self.name = name or f"{socket_module.gethostname()}-{os.getpid()}"
+        self.named = name is not None
+        """Whether ``--name`` named it: a worker named by its host and pid has no namesake to be kept out by."""
         self.host = host
         self.host_label = host_label or (self.name if sample_scope == "process" else socket_module.gethostname())
         """The host name the cluster monitor shows: its samples' ``host``, and the ``host`` of the coordinator's
@@ -365,10 +367,15 @@ class Worker:
         if time.monotonic() - sent < UNANSWERED_REGISTRATION_SECONDS:
             return
         self.warned_unanswered = True  # said once (a late answer is said too)
+        namesake = (
+            f" (A worker named {self.name} that is still connected keeps this one out: give each worker its own "
+            "--name.)"
+            if self.named
+            else ""
+        )
         print(
             f"hop worker {self.name}: no answer from a coordinator at {self.coordinator_address} within "
-            f"{UNANSWERED_REGISTRATION_SECONDS:.0f} s; still trying. Is the coordinator running there? (A worker "
-            f"named {self.name} that is still connected keeps this one out: give each worker its own --name.)",
+            f"{UNANSWERED_REGISTRATION_SECONDS:.0f} s; still trying. Is the coordinator running there?{namesake}",
             file=sys.stderr,
             flush=True,
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hop.client import Client
+from hop.client import Client, JobLost
 from hop.forking import wait_or_kill
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
@@ -213,8 +214,12 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
         pytest.fail("hop submit still waits 15 s after its coordinator restarted")
     assert time.monotonic() - restarted < 15
     assert submit.returncode == 3, stderr
-    assert f"coordinator {address} no longer knows job job-" in stderr, stderr
-    assert "it was restarted while the job ran" in stderr and "submit the job again" in stderr, stderr
+    if stop == signal.SIGKILL:
+        assert f"coordinator {address} no longer knows job job-" in stderr, stderr
+        assert "it was restarted while the job ran" in stderr and "submit the job again" in stderr, stderr
+    else:  # it failed the job as it stopped, and said so at once
+        assert f"the coordinator at {address} was stopped (Ctrl-C or SIGTERM) while the job ran" in stderr, stderr
+        assert "submit it again once a coordinator runs" in stderr, stderr
     assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
     # Asked later about that job, the restarted coordinator says why it does not know it (it said "no job ID"): once
     # w0 came over, which tells it a coordinator ran there before (on a loaded machine, after the submit's error).
@@ -223,7 +228,7 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered again")
     finally:
         client.close()
-    job_id = stderr.split("no longer knows job ", 1)[1].split(":", 1)[0]
+    job_id = "job-" + stderr.split(" job job-", 1)[1].split(" ", 1)[0].rstrip(":")
     command = ["status", job_id, "--coordinator", address]
     status = subprocess.run([sys.executable, "-m", "hop", *command], capture_output=True, text=True, timeout=60)
     assert status.returncode == 2, status.stderr
@@ -531,3 +536,91 @@ def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_en
     assert time.monotonic() - stopped < 10 and worker.returncode == 0, said
     assert f"hop worker w0: stopped; no answer from the coordinator at {address} within 2 s: it declares this " in said
     assert "worker lost once its heartbeat timeout passes (no task was running)" in said, said
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "hop shutdown"])
+def test_a_stopped_coordinator_removes_its_socket_file(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: str
+) -> None:
+    """A standalone ``hop coordinator --bind ipc://PATH`` stopped (by a signal or ``hop shutdown``) left its socket
+    file behind, though the README says a stopped one removes it: ZeroMQ removes it only once its I/O thread closes
+    the listener, which the exiting process did not wait for."""
+    path = tmp_path / "coordinator"
+    coordinator = _coordinator(f"ipc://{path}", processes)
+    client = Client(f"ipc://{path}", timeout=30)
+    try:
+        assert client.workers() == []  # (it listens)
+        if stop == "hop shutdown":
+            client.shutdown()
+        else:
+            coordinator.send_signal(getattr(signal, stop))
+    finally:
+        client.close()
+    assert coordinator.wait(timeout=30) == 0
+    assert not path.exists(), f"{path} left behind by a coordinator stopped by {stop}"
+
+
+def test_a_stopping_coordinator_leaves_the_socket_file_of_one_started_in_its_place(tmp_path: Path) -> None:
+    """The socket file a coordinator removes as it stops is its own: one another process bound at that path since
+    (a coordinator restarted there while the old one ended) stays."""
+    from hop.protocol import SocketFile
+
+    path = tmp_path / "coordinator"
+    with socket.socket(socket.AF_UNIX) as first:
+        first.bind(str(path))
+        own = SocketFile.bound_at(f"ipc://{path}")
+        assert own is not None and SocketFile.bound_at(f"tcp://127.0.0.1:{5555}") is None
+        assert SocketFile.bound_at("ipc://@abstract") is None
+        path.unlink()
+        with socket.socket(socket.AF_UNIX) as second:
+            second.bind(str(path))
+            own.remove()
+            assert path.exists(), "the file of the socket bound since was removed"
+            SocketFile.bound_at(f"ipc://{path}").remove()  # type: ignore[union-attr]
+            assert not path.exists()
+
+
+def test_a_coordinator_stopped_by_a_signal_fails_its_jobs_and_answers_their_clients(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A standalone coordinator stopped by SIGTERM while a job ran left its client waiting 30 s for an answer, then
+    failing with 'did not answer' (exit 3) and nothing in the output: the job was lost without a word. It fails the
+    job as it stops: the client is answered at once, and the output's _job.json says what happened and what to do."""
+    address = f"ipc://{tmp_path}/coordinator"
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", address]
+    coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
+    processes.append(coordinator)
+    processes.append(_worker(address, "w0", tmp_path))
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", num_reduces=1)
+        _wait_for(lambda: maps_running(client), 30, "a map running")
+    finally:
+        client.close()
+    coordinator.terminate()
+    thread.join(timeout=15)
+    assert not thread.is_alive(), "the client was not answered"
+    assert isinstance(outcome.get("error"), JobLost), outcome  # (exit code 3: the cluster went, not the job)
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed" and "was stopped (Ctrl-C or SIGTERM) while the job ran" in report["error"]
+    assert report["error"] in str(outcome["error"]) and "submit it again" in report["error"]
+    told = coordinator.communicate(timeout=30)[1].decode()
+    assert f"hop coordinator: stopped while running 1 job(s), failed: {report['job_id']}" in told, told
+
+
+def test_a_worker_named_by_its_host_and_pid_is_not_told_of_a_namesake(tmp_path: Path) -> None:
+    """A worker started before its coordinator says after 10 s that nothing answers; one named by its host and pid
+    (no --name) was also told that a namesake could keep it out and to give each worker its own --name, which it
+    cannot have and had not been given."""
+    address = f"ipc://{tmp_path}/coordinator"
+    command = [sys.executable, "-m", "hop.worker", "--coordinator", address, "--spill-dir", str(tmp_path)]
+    worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert worker.stderr is not None
+        said = worker.stderr.readline()  # (the warning, after 10 s; empty if it exited)
+    finally:
+        worker.terminate()
+        said += worker.communicate(timeout=30)[1]
+    assert f"no answer from a coordinator at {address} within 10 s; still trying" in said, said
+    assert "Is the coordinator running there?\n" in said and "--name" not in said, said

@@ -141,3 +141,36 @@ def test_a_receiver_gives_its_latest_blocks_again_and_a_file_whole(
         assert list(committed.recent_records()) == pairs
     finally:
         committed.close()
+
+
+def test_a_map_slower_than_the_upstream_waits_reads_the_rest_from_the_committed_file(
+    output: Path, control: zmq.Socket
+) -> None:
+    """An upstream reduce waits a minute at most for its downstream map to take the end of its stream, then commits;
+    the map, slower, was then started again on the committed file, losing what it had done (a slow last job of a
+    pipeline ran its maps twice). The coordinator now names the file of the attempt that streamed to it, and the
+    map reads on from the first byte it did not get: every pair once."""
+    receiver = PipeReceiver()
+    sender = PipeSender(output, attempt=2, flush=lambda: None)
+    committed = {"type": "pipe_file", "path": str(output), "attempt": 2}
+    told: list[bool] = []
+    deadline = time.monotonic() + 20
+
+    def take_control() -> dict[str, Any] | None:
+        assert time.monotonic() < deadline, "the map waited for a stream that had ended"
+        if told or receiver.received_bytes < 2 * BLOCK_BYTES:
+            return None
+        told.append(True)  # the upstream attempt stopped waiting and committed its file
+        return committed
+
+    try:
+        sender.connect(receiver.address)
+        sender.pump()  # CREDITS blocks, then no more: the sender waits no longer
+        pairs = list(receiver.records(control, take_control, None))
+    finally:
+        sender.close()
+        receiver.close()
+    expected = [(f"key-{i:08d}", i) for i in range(len(output.read_text(encoding="utf-8").splitlines()))]
+    assert told and pairs == expected, "every pair once: the streamed ones, then the rest of the file"
+    assert 0 < receiver.file_bytes < output.stat().st_size, "only the rest was read from the file"
+    assert receiver.file_bytes + receiver.received_bytes == output.stat().st_size

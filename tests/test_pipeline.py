@@ -302,6 +302,25 @@ def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None
     assert time.monotonic() - began < 20
 
 
+def test_a_failed_middle_job_is_the_step_the_pipeline_reports(client: Client, tmp_path: Path) -> None:
+    """A pipeline of three jobs whose second fails in its map: the failure fails the first, still streaming to it,
+    and the run waited on the first, so OUT/_job.json reported the word count as the failed step, its error "downstream
+    job job-...-0002 failed: ...", naming a job the run never showed. It reports the job that failed, with its error
+    and traceback, as a staged run does."""
+    source = tmp_path / "in.txt"
+    source.write_text("apple mango zebra apple\nmango kiwi\n" * 50)
+    jobs = specs(source, tmp_path / "out", "slow_first_key", "failing_topk", "topk", num_reduces=1)
+    with pytest.raises(JobFailed) as failed:
+        run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed" and report["name"] == "FailingTopK", (report["name"], report["error"])
+    assert "map at pipe:" in report["error"], "it read the first job's output from the pipe"
+    assert "refusing mango" in report["error"] and "downstream job" not in report["error"], report["error"]
+    assert str(failed.value) == report["error"]
+    assert 'raise RuntimeError(f"refusing {word}")' in (failed.value.status.get("traceback") or "")
+    assert all(step["status"] == "succeeded" for step in report.get("steps", [])), "only finished steps are listed"
+
+
 def test_a_later_steps_output_the_shuffle_cannot_encode_names_the_record_it_read(tmp_path: Path) -> None:
     """A later step's map reads the step before's output from a pipe, which cannot be read again as a file is: a set
     in its output failed with the clear message but no record (batch maps map their input again to find it); it
