@@ -29,7 +29,8 @@ Worker -> coordinator:
     map_checkpoint {job_id, index, attempt, spills, records, offset, counters, user_counters, bad_records}
                                                              registered spills cover the first ``records`` records
     map_done      {job_id, index, attempt, spills, counters, user_counters, bad_records, at}
-    reduce_done   {job_id, index, attempt, path, counters, user_counters, at, first_run_at, input_complete_at}
+    reduce_done   {job_id, index, attempt, path, counters, user_counters, at, first_run_at, input_complete_at,
+                  memory}
     task_failed   {job_id, kind, index, attempt, error, traceback, record, retryable, at}
 
 Client -> coordinator, online aggregation and the web view:

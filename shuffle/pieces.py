@@ -1,0 +1,85 @@
+"""A reducer's side of runs sent in pieces (``shuffle.pusher``): the pieces of each run put back together.
+
+A run's pieces come in order over one connection, each message's header saying where its piece starts in the run and
+the run's size. A run no larger than ``memory_limit`` is gathered in memory and handed over as bytes; a larger one is
+written piece by piece to a file (named by the store, in its directory) and handed over as that file's path, so a
+run of large values is never held whole. Pieces are keyed by ``(map task, attempt, seq)``; a piece at offset 0
+starts its run again (a resend), and one that does not follow the bytes received so far is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+RunKey = tuple[int, int, int]
+"""(map task, attempt, seq)."""
+
+
+class PieceOrderError(ValueError):
+    """A piece that does not start where its run's received bytes end."""
+
+
+@dataclass
+class _Partial:
+    size: int
+    received: int = 0
+    pieces: list[bytes] = field(default_factory=list)
+    path: Path | None = None
+    file: IO[bytes] | None = None
+
+
+class RunPieces:
+    """Runs being received in pieces; :meth:`add` returns a run once its last piece is in."""
+
+    def __init__(self, memory_limit: int, new_path: Callable[[], Path]) -> None:
+        self.memory_limit = memory_limit
+        self._new_path = new_path
+        self._partial: dict[RunKey, _Partial] = {}
+
+    def add(self, key: RunKey, offset: int, size: int, piece: bytes) -> bytes | Path | None:
+        """Take one piece of the run ``key`` (``size`` bytes in all): the whole run (bytes, or the path of the file
+        holding it) if this was its last piece, else ``None``."""
+        if offset == 0 and len(piece) == size:
+            self.discard(key)
+            return piece  # a run in one piece (most runs of small pairs): no copy
+        partial = self._partial.get(key)
+        if offset == 0:
+            self.discard(key)
+            partial = self._partial[key] = _Partial(size)
+            if size > self.memory_limit:
+                partial.path = self._new_path()
+                partial.file = open(partial.path, "wb")  # noqa: SIM115 - closed when the run is complete
+        if partial is None or offset != partial.received or offset + len(piece) > partial.size:
+            raise PieceOrderError(
+                f"run {key}: piece at {offset} (+{len(piece)} of {size} bytes) after "
+                f"{partial.received if partial else 0} bytes received"
+            )
+        if partial.file is not None:
+            partial.file.write(piece)
+        else:
+            partial.pieces.append(piece)
+        partial.received += len(piece)
+        if partial.received < partial.size:
+            return None
+        del self._partial[key]
+        if partial.file is not None:
+            partial.file.close()
+            assert partial.path is not None
+            return partial.path
+        return b"".join(partial.pieces)
+
+    def discard(self, key: RunKey) -> None:
+        """Forget a run's pieces received so far (and its file)."""
+        partial = self._partial.pop(key, None)
+        if partial is not None and partial.file is not None:
+            partial.file.close()
+            assert partial.path is not None
+            partial.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Forget every unfinished run."""
+        for key in list(self._partial):
+            self.discard(key)
