@@ -3,8 +3,13 @@
 A run's pieces come in order over one connection, each message's header saying where its piece starts in the run and
 the run's size. A run no larger than ``memory_limit`` is gathered in memory and handed over as bytes; a larger one is
 written piece by piece to a file (named by the store, in its directory) and handed over as that file's path, so a
-run of large values is never held whole. Pieces are keyed by ``(map task, attempt, seq)``; a piece at offset 0
-starts its run again (a resend), and one that does not follow the bytes received so far is refused.
+run of large values is never held whole.
+
+Pieces are keyed by ``(map task, attempt, seq)``, whose bytes never change (a spill file is written once). So a piece
+that starts where the bytes received so far end is the run's next, whichever connection it came by, and any other
+is one that a resend will bring again: a worker that reconnects to a reduce attempt sends its queued runs from
+their start, and until then the old connection's last pieces may still be coming (ZeroMQ queues the two
+connections fairly, interleaved). Those are skipped, not taken for the run's bytes.
 """
 
 from __future__ import annotations
@@ -16,10 +21,6 @@ from typing import IO
 
 RunKey = tuple[int, int, int]
 """(map task, attempt, seq)."""
-
-
-class PieceOrderError(ValueError):
-    """A piece that does not start where its run's received bytes end."""
 
 
 @dataclass
@@ -41,22 +42,20 @@ class RunPieces:
 
     def add(self, key: RunKey, offset: int, size: int, piece: bytes) -> bytes | Path | None:
         """Take one piece of the run ``key`` (``size`` bytes in all): the whole run (bytes, or the path of the file
-        holding it) if this was its last piece, else ``None``."""
-        if offset == 0 and len(piece) == size:
-            self.discard(key)
-            return piece  # a run in one piece (most runs of small pairs): no copy
+        holding it) if this was its last piece, else ``None`` (also for a piece that does not start where the run's
+        received bytes end: see the module docstring)."""
         partial = self._partial.get(key)
-        if offset == 0:
-            self.discard(key)
+        if partial is None:
+            if offset:
+                return None
+            if len(piece) == size:
+                return piece  # a run in one piece (most runs of small pairs): no copy
             partial = self._partial[key] = _Partial(size)
             if size > self.memory_limit:
                 partial.path = self._new_path()
                 partial.file = open(partial.path, "wb")  # noqa: SIM115 - closed when the run is complete
-        if partial is None or offset != partial.received or offset + len(piece) > partial.size:
-            raise PieceOrderError(
-                f"run {key}: piece at {offset} (+{len(piece)} of {size} bytes) after "
-                f"{partial.received if partial else 0} bytes received"
-            )
+        if offset != partial.received or offset + len(piece) > partial.size:
+            return None
         if partial.file is not None:
             partial.file.write(piece)
         else:

@@ -21,7 +21,7 @@ from shuffle.merge import (
     merge_runs,
     sort_groups_in_memory,
 )
-from shuffle.pieces import PieceOrderError, RunPieces
+from shuffle.pieces import RunPieces
 from shuffle.runs import GROUPED, block_groups, encode_grouped_run, encode_run
 from shuffle.store import MAX_FAN_IN, STREAM_BYTES, STREAM_COPIES, RunStore
 
@@ -548,23 +548,25 @@ def test_a_run_given_as_a_file_is_held_on_disk(store_dir: Path) -> None:
 
 def test_run_pieces_are_put_back_together_in_memory_or_in_a_file(tmp_path: Path) -> None:
     """A run no larger than the memory limit comes back as bytes, a larger one as the file its pieces were written
-    to as they came; a resend starts the run again; a piece out of place is refused."""
+    to as they came; a piece that does not continue its run (a resend from the start interleaved with the rest of
+    an earlier sending) is skipped, and the run completes from the pieces that do."""
     names = iter(range(100))
     pieces = RunPieces(memory_limit=10, new_path=lambda: tmp_path / f"run-{next(names)}")
     assert pieces.add((0, 0, 0), 0, 4, b"abcd") == b"abcd"
     assert pieces.add((0, 0, 1), 0, 6, b"abc") is None
     assert pieces.add((0, 0, 1), 3, 6, b"def") == b"abcdef"
-    assert pieces.add((0, 0, 2), 0, 25, b"x" * 10) is None
-    assert pieces.add((0, 0, 2), 0, 25, b"y" * 10) is None  # a resend from the start
+    assert pieces.add((0, 0, 2), 0, 25, b"y" * 10) is None
+    assert pieces.add((0, 0, 2), 0, 25, b"y" * 10) is None  # a resend from the start: skipped
+    assert pieces.add((0, 0, 2), 20, 25, b"y" * 5) is None  # past a gap: skipped
     assert pieces.add((0, 0, 2), 10, 25, b"y" * 10) is None
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["run-1"]  # the first attempt's file is gone
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run-0"]
     path = pieces.add((0, 0, 2), 20, 25, b"y" * 5)
     assert isinstance(path, Path) and path.read_bytes() == b"y" * 25
-    with pytest.raises(PieceOrderError, match="piece at 3"):
-        pieces.add((0, 0, 3), 3, 6, b"def")
+    assert pieces.add((0, 0, 3), 3, 6, b"def") is None  # the rest of a run whose start is not here
     assert pieces.add((0, 0, 4), 0, 30, b"z") is None
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run-0", "run-1"]
     pieces.close()
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["run-1"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run-0"]  # an unfinished run's file is deleted
 
 
 def test_fan_in_below_two_is_rejected(store_dir: Path) -> None:
