@@ -44,7 +44,7 @@ is a block of its own, held twice while it is read (encoded in the read buffer, 
 
 STREAM_COPIES = 3
 """A stream of values larger than a block costs about this many times its values' size (read buffer, decoded
-block, the allocator's slack): merging 42 run files of 2 MiB values at a time peaked 259 MiB above the idle
+block, the allocator's slack): merging 40 run files of 2 MiB values at a time peaked 259 MiB above the idle
 process."""
 
 MAX_FAN_IN = 64
