@@ -35,7 +35,8 @@ class _Partial:
 class RunPieces:
     """Runs being received in pieces; :meth:`add` returns a run once its last piece is in."""
 
-    def __init__(self, memory_limit: int, new_path: Callable[[], Path]) -> None:
+    def __init__(self, memory_limit: int | None = None, new_path: Callable[[], Path] | None = None) -> None:
+        """``memory_limit`` ``None``: every run is gathered in memory (a stream reducer's panes, held anyway)."""
         self.memory_limit = memory_limit
         self._new_path = new_path
         self._partial: dict[RunKey, _Partial] = {}
@@ -51,7 +52,7 @@ class RunPieces:
             if len(piece) == size:
                 return piece  # a run in one piece (most runs of small pairs): no copy
             partial = self._partial[key] = _Partial(size)
-            if size > self.memory_limit:
+            if self.memory_limit is not None and size > self.memory_limit and self._new_path is not None:
                 partial.path = self._new_path()
                 partial.file = open(partial.path, "wb")  # noqa: SIM115 - closed when the run is complete
         if offset != partial.received or offset + len(piece) > partial.size:

@@ -567,6 +567,9 @@ def test_run_pieces_are_put_back_together_in_memory_or_in_a_file(tmp_path: Path)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run-0", "run-1"]
     pieces.close()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run-0"]  # an unfinished run's file is deleted
+    in_memory = RunPieces()  # no limit: every run comes back as bytes
+    assert in_memory.add((0, 0, 0), 0, 30, b"x" * 20) is None
+    assert in_memory.add((0, 0, 0), 20, 30, b"y" * 10) == b"x" * 20 + b"y" * 10
 
 
 def test_fan_in_below_two_is_rejected(store_dir: Path) -> None:
