@@ -1015,6 +1015,7 @@ class Coordinator:
                     msg["at"],
                     msg.get("bad_records"),
                     input_complete_at=msg.get("input_complete_at"),
+                    memory=msg.get("memory"),
                 ),
             )
             if job.reduces[msg["index"]].committed == msg["attempt"]:

@@ -29,7 +29,8 @@ Worker -> coordinator:
     map_checkpoint {job_id, index, attempt, spills, records, offset, counters, user_counters, bad_records}
                                                              registered spills cover the first ``records`` records
     map_done      {job_id, index, attempt, spills, counters, user_counters, bad_records, at}
-    reduce_done   {job_id, index, attempt, path, counters, user_counters, at, first_run_at, input_complete_at}
+    reduce_done   {job_id, index, attempt, path, counters, user_counters, at, first_run_at, input_complete_at,
+                  memory}
     task_failed   {job_id, kind, index, attempt, error, traceback, record, retryable, at}
 
 Client -> coordinator, online aggregation and the web view:
@@ -93,13 +94,15 @@ and the worker answers with, and sends again whenever runs of that attempt are a
                                                              as of the latest spill the worker took in (last_seq)
 
 Shuffle (worker -> reduce task): the reduce attempt binds a ROUTER socket; each worker connects one DEALER per
-reduce attempt. Each run message has two frames: a msgpack header ``{job_id, map, attempt, seq, partition, records,
-tag}`` and the run bytes of that partition (``shuffle.runs`` format; empty for an empty run). The reducer answers
-every run with one frame, the ASCII decimal ``seq``, once the run is stored: a credit back to the worker, which keeps
-at most ``shuffle.pusher.CREDITS`` runs in flight per reducer. A run whose ``job_id`` and ``partition`` are not the
+reduce attempt. A run goes as one or more messages of two frames: a msgpack header ``{job_id, map, attempt, seq,
+partition, records, tag, offset, size}`` and a piece of the run bytes of that partition (``shuffle.runs`` format),
+the ``size`` bytes of the run cut into pieces of at most ``shuffle.pusher.PIECE_BYTES``, in order, each saying where
+it starts (``offset``); an empty run is one message with an empty piece. The reducer answers every message with one
+frame, the ASCII decimal ``seq``, once it is taken: a credit back to the worker, which keeps at most
+``shuffle.pusher.CREDITS`` messages in flight per reducer. A message whose ``job_id`` and ``partition`` are not the
 reducer's (a connection to a dead reduce attempt reconnected to whatever bound its port next) is acknowledged and
-ignored. Every spill sends one message to every partition, even
-an empty one, so a reducer knows when it holds all runs of a committed attempt (``map_committed.spills``).
+ignored. Every spill sends a run to every partition, even an empty one, so a reducer knows when it holds all runs
+of a committed attempt (``map_committed.spills``).
 """
 
 from __future__ import annotations

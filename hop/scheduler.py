@@ -67,6 +67,9 @@ class Attempt:
     resumed_from: dict[str, Any] | None = None
     input_complete: float | None = None
     """A reduce attempt's: when every map had committed and all their runs had reached it (its merge began)."""
+    memory: dict[str, int] | None = None
+    """A reduce attempt's: bytes its task process held resident as it began (``start_bytes``) and at most while it
+    ran (``peak_bytes``), where the platform tells (``hop.peak_memory``)."""
 
     @property
     def live(self) -> bool:
@@ -85,6 +88,7 @@ class Attempt:
             "end": self.end,
             "status": self.status,
             **({"input_complete": self.input_complete} if self.input_complete is not None else {}),
+            **({"memory": self.memory} if self.memory is not None else {}),
             **({"error": self.error} if self.error else {}),
         }
 
@@ -458,10 +462,11 @@ class JobState:
         at: float,
         bad_records: list[dict[str, Any]] | None = None,
         input_complete_at: float | None = None,
+        memory: dict[str, int] | None = None,
     ) -> list[Action]:
         task = self.reduces[index]
         record = task.attempts[attempt]
-        record.end, record.input_complete = at, input_complete_at
+        record.end, record.input_complete, record.memory = at, input_complete_at, memory
         if task.committed is not None or self.state != "running":
             record.status = "superseded"
             return [DiscardOutput(path)] if path is not None else []

@@ -31,6 +31,7 @@ from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
 from hop.online.reducer import ReducerSnapshots
+from hop.peak_memory import PeakMemory
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
 from hop.usercode import UserCodeError, call_user, describe_record, fold_error
@@ -46,6 +47,7 @@ from shuffle.buffer import (
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
 from shuffle.keys import NanKeyError
+from shuffle.pieces import RunPieces
 from shuffle.runs import UnencodableRecordError
 from shuffle.spill import SpillFile, SpillWriteError
 from shuffle.store import RunStore
@@ -695,6 +697,7 @@ def run_reduce(
     for this partition (``hop.pipe``): at ``pipe_to``, or wherever a ``pipe_at`` message points.
     """
     cpu_began = time.process_time()
+    memory = PeakMemory()
     job, functions = instantiate(spec)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.ROUTER)  # workers' DEALERs push runs; each run is acknowledged (credit flow)
@@ -780,6 +783,7 @@ def run_reduce(
             "path": str(output),
             "first_run_at": first_run_at,
             "input_complete_at": input_complete_at,
+            "memory": memory.report(),
             "counters": {
                 # Records that reached the reduce side (whether or not the reduce read them all); a folding store
                 # merged most before the reduce ran.
@@ -825,6 +829,8 @@ def _receive_runs(
     last_report = time.monotonic()
     # Test-only: slow this reducer down per received run, to exercise the maps' flow control.
     test_delay = float(os.environ.get("HOP_TEST_SLOW_REDUCE_SECONDS", "0"))
+    # A run larger than the store holds in memory is written to its file piece by piece as it arrives.
+    pieces = RunPieces(store.held_limit, store.new_run_path)
 
     def take_runs(limit: int | None) -> None:
         """Receive the runs already queued (at most ``limit``), crediting each back to its worker."""
@@ -845,7 +851,10 @@ def _receive_runs(
             if first_run_at is None:
                 first_run_at = time.time()
                 channel.send("first_run", index=index, attempt=attempt, at=first_run_at)
-            snapshots.receive(header, data.bytes)
+            key = (header["map"], header["attempt"], header["seq"])
+            run = pieces.add(key, header.get("offset", 0), header.get("size", len(data)), data.bytes)
+            if run is not None:
+                snapshots.receive(header, run)
             if test_delay:
                 time.sleep(test_delay)
             pull.send_multipart([sender, b"%d" % header["seq"]])  # one credit back to that worker
@@ -884,6 +893,7 @@ def _receive_runs(
                 fraction=0.5 * done / max(1, num_maps),
                 records=0,
             )
+    pieces.close()  # (pieces of runs no committed attempt holds)
     return first_run_at
 
 

@@ -9,10 +9,11 @@ Layering (each module one concern, lowest first):
 - ``spill``: spill files, one sorted run per partition plus an index, as the map writes them.
 - ``buffer``: the map-side output buffer that combines in a hash map and cuts spills.
 - ``merge``: merging sorted runs and grouping them by key for combine and reduce.
+- ``pieces``: the reduce side of runs sent in pieces, put back together (in memory, or in a file for a large run).
 - ``store``: the reduce-side store of runs per map attempt (tentative until committed), with external merge.
 - ``fold``: the reduce-side store for built-in aggregates, folding committed runs into a hash map as they complete.
 - ``flow``: map-side adaptive flow control (hold spills while the shuffle has a backlog, merge them).
-- ``pusher``: the worker's shuffle server, pushing runs to reducers with per-reducer credits.
+- ``pusher``: the worker's shuffle server, pushing runs to reducers in pieces with per-reducer credits.
 """
 
 from shuffle.buffer import MapOutputBuffer

@@ -52,7 +52,7 @@ class FoldingRunStore(RunStore):
         task: int,
         attempt: int,
         seq: int,
-        data: bytes,
+        data: bytes | Path,
         records: int,
         order_tag: str,
         resumes: Sequence[Sequence[int]] = (),
@@ -108,7 +108,7 @@ class FoldingRunStore(RunStore):
         return keys
 
     def _dump_state(self) -> None:
-        path = self._next_path("folded")
+        path = self.new_run_path("folded")
         writer = RunWriter(path)
         state = self.state
         keys = self._sorted_state()

@@ -6,17 +6,20 @@ in ``blocking`` mode (the Hadoop baseline) only once the coordinator reports its
 attempt for a partition gets every eligible spill again: map output stays on disk until the job ends for that reason.
 
 Credit-based flow: each reduce attempt binds a ROUTER; the pusher connects one DEALER per reduce attempt and keeps
-at most ``CREDITS`` runs in flight to it. The reducer acknowledges every run once stored (a one-frame message: the
-run's ``seq``), which returns one credit. ZeroMQ's own buffers cannot hide a slow reducer this way, so the
-``unsent`` count that maps use for flow control (queued + in flight) is exact. Sending never blocks the worker, and
-run bytes are read from the spill file only when sent: what a slow reducer has not taken stays on disk, not in
-memory, and at most ``CREDITS`` runs per reducer are in the network.
+at most ``CREDITS`` messages in flight to it. A run goes as one message per ``PIECE_BYTES`` of it (its header says
+where the piece starts and the run's size; ``shuffle.pieces`` puts them back together), so a run of large values
+never sits whole in a reducer's or a worker's memory. The reducer acknowledges every message once taken (a one-frame
+message: the run's ``seq``), which returns one credit. ZeroMQ's own buffers cannot hide a slow reducer this way, so
+the ``unsent`` count that maps use for flow control (queued + in flight) is exact. Sending never blocks the worker,
+and run bytes are read from the spill file only when sent: what a slow reducer has not taken stays on disk, not in
+memory, and at most ``CREDITS`` pieces per reducer are in the network.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,11 @@ from shuffle import codec
 from shuffle.spill import SpillFile
 
 CREDITS = 4
-"""Runs in flight (sent, not yet acknowledged) per reduce attempt: bounds network buffers and reveals slow reducers."""
+"""Messages in flight (sent, not yet acknowledged) per reduce attempt: bounds network buffers and reveals slow
+reducers."""
+
+PIECE_BYTES = 1 << 20
+"""Run bytes per message at most: a reducer holds at most ``CREDITS`` of them per worker in its network buffers."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,17 @@ class _Reducer:
     socket: zmq.Socket
     queue: deque[RegisteredSpill] = field(default_factory=deque)
     in_flight: deque[RegisteredSpill] = field(default_factory=deque)
+    """One entry per message (piece) sent and not yet acknowledged."""
+    sent: int = 0
+    """Bytes of the first queued spill's run already sent (it leaves the queue with its last piece)."""
+
+    def drop_queued(self, unwanted: Callable[[RegisteredSpill], bool]) -> None:
+        """Forget the queued spills ``unwanted`` says; a run dropped after some of its pieces went is not finished
+        (the reducer drops its attempt's runs too)."""
+        head = self.queue[0] if self.queue else None
+        self.queue = deque(s for s in self.queue if not unwanted(s))
+        if not self.queue or self.queue[0] is not head:
+            self.sent = 0
 
 
 @dataclass
@@ -119,7 +137,7 @@ class SpillPusher:
 
         job.spills = [s for s in job.spills if not dead(s)]
         for reducer in job.reducers.values():
-            reducer.queue = deque(s for s in reducer.queue if not dead(s))
+            reducer.drop_queued(dead)
 
     def trim(self, job_id: str, map_index: int, attempt: int, seq: int) -> None:
         """Continuous jobs: every reducer's checkpoint covers this map's spills up to (``attempt``, ``seq``), so no
@@ -137,7 +155,7 @@ class SpillPusher:
                 Path(spill.spill.path).unlink(missing_ok=True)
         job.spills = [s for s in job.spills if not covered(s)]
         for reducer in job.reducers.values():
-            reducer.queue = deque(s for s in reducer.queue if not covered(s))
+            reducer.drop_queued(covered)
 
     def set_reducer(self, job_id: str, partition: int, attempt: int, address: str) -> None:
         """Point a partition at a (new) reduce attempt and queue every eligible spill for it."""
@@ -206,6 +224,8 @@ class SpillPusher:
                         "partition": partition,
                         "records": entry.records,
                         "tag": entry.order_tag,
+                        "offset": reducer.sent,
+                        "size": entry.length,
                     }
                     if spill.meta:
                         fields.update(spill.meta)
@@ -215,10 +235,14 @@ class SpillPusher:
                     except zmq.Again:
                         break
                     # With the first frame accepted, ZeroMQ takes the rest of the message atomically.
-                    data = spill.spill.read_partition(partition)
+                    data = spill.spill.read_partition(partition, reducer.sent, PIECE_BYTES)
                     reducer.socket.send(data, copy=False)
-                    reducer.in_flight.append(reducer.queue.popleft())
-                    job.pushed_runs += 1
+                    reducer.sent += len(data)
+                    reducer.in_flight.append(spill)
+                    if reducer.sent >= entry.length:  # the last piece (or the only one: an empty run is one too)
+                        reducer.queue.popleft()
+                        reducer.sent = 0
+                        job.pushed_runs += 1
                     job.pushed_bytes += len(data)
                     self.total_pushed_bytes += len(data)
                     sent += 1

@@ -12,9 +12,10 @@ more msgpack *blocks*. A block is one of:
   bytes and a third of the reducer's decode-and-group CPU).
 
 Splitting a run into blocks lets a reader stream a large run with bounded memory, while a small run is a single block
-that msgpack packs and unpacks in one C call (per-record Python work is the engine's budget, see PERF.md). Readers
-take either kind: :func:`iter_blocks` and the pair iterators see every block as flat, :func:`block_groups` and
-:func:`iter_run_file_groups` see every block as ``(key, values)`` items.
+that msgpack packs and unpacks in one C call (per-record Python work is the engine's budget, see PERF.md). Blocks are
+cut at ``BLOCK_RECORDS`` records or ``BLOCK_BYTES`` encoded bytes, whichever comes first, so a run of megabyte values
+streams about a megabyte at a time. Readers take either kind: :func:`iter_blocks` and the pair iterators see every
+block as flat, :func:`block_groups` and :func:`iter_run_file_groups` see every block as ``(key, values)`` items.
 
 Unpacking uses ``use_list=False`` (arrays become tuples, so keys are hashable), ``raw=False`` (msgpack str -> str,
 bin -> bytes) and ``strict_map_key=False`` (dict values may have non-str keys); ints of any size pass (see
@@ -37,6 +38,12 @@ from shuffle import codec
 BLOCK_RECORDS = 8192
 """Records (values, in a grouped block) per block: large enough to amortise the per-block cost, small enough that a
 merge streaming many run files holds little (one decoded block per file: about 1 MB for small pairs)."""
+
+BLOCK_BYTES = 1 << 20
+"""Encoded bytes a block holds at most, unless one value alone is larger: blocks are cut by bytes as well as by
+records, so that large values (megabytes each) come in blocks of about this size, not 8192 of them. A reader holds
+one block per run it streams (the reducer's merge: ``shuffle.store.STREAM_BYTES``). Only a block found too large
+once packed is cut again (one length check per block: small pairs cost nothing more)."""
 
 _READ_SIZE = 1 << 16
 """Bytes a run file's reader takes at a time: a merge has up to 64 files open (a block is about 64 KiB encoded)."""
@@ -119,12 +126,34 @@ def encode_run(keys: Sequence[Any], values: Sequence[Any], block_records: int = 
     """
     packer = codec.packer()
     if len(keys) <= block_records:
-        return _pack_block(packer, keys, values) if keys else b""
+        return _pack_flat(packer, keys, values) if keys else b""
     parts = [
-        _pack_block(packer, keys[start : start + block_records], values[start : start + block_records])
+        _pack_flat(packer, keys[start : start + block_records], values[start : start + block_records])
         for start in range(0, len(keys), block_records)
     ]
     return b"".join(parts)
+
+
+def _pack_flat(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[Any]) -> bytes:
+    """One flat block, or, when it packs to more than ``BLOCK_BYTES`` and holds several pairs, the same pairs in
+    blocks of as many pairs as ``BLOCK_BYTES`` holds at their mean size (cut again while still too large)."""
+    data = _pack_block(packer, keys, values)
+    if len(data) <= BLOCK_BYTES or len(keys) < 2:
+        return data
+    return encode_run(keys, values, max(1, len(keys) * BLOCK_BYTES // len(data)))
+
+
+def _pack_grouped(packer: msgpack.Packer, keys: Sequence[Any], value_lists: Sequence[Sequence[Any]]) -> bytes:
+    """One grouped block, or, when it packs to more than ``BLOCK_BYTES`` and holds several values, the same groups
+    re-cut (:func:`encode_grouped_run`) into blocks of about ``BLOCK_BYTES`` at the values' mean size."""
+    data = _pack_block(packer, keys, value_lists, grouped=True)
+    if len(data) <= BLOCK_BYTES:
+        return data
+    count = sum(map(len, value_lists))
+    if count < 2:
+        return data
+    # A grouped block holds up to twice its record count (it ends with the group that fills it): half the share.
+    return encode_grouped_run(keys, value_lists, max(1, count * BLOCK_BYTES // len(data) // 2))
 
 
 def encode_grouped_run(
@@ -140,7 +169,7 @@ def encode_grouped_run(
     sizes = list(map(len, value_lists))
     total = sum(sizes)
     if total <= block_records:
-        return _pack_block(packer, keys, value_lists, grouped=True) if keys else b""
+        return _pack_grouped(packer, keys, value_lists) if keys else b""
     if max(sizes) > block_records:
         keys, value_lists, sizes = _cut_large_groups(keys, value_lists, sizes, block_records)
     # Where blocks end, found by bisecting the running total (C loops; a Python step per key cost a third of a
@@ -151,7 +180,7 @@ def encode_grouped_run(
     while start < len(ends):
         filled_before = ends[start - 1] if start else 0
         stop = bisect.bisect_left(ends, filled_before + block_records, lo=start) + 1
-        parts.append(_pack_block(packer, keys[start:stop], value_lists[start:stop], grouped=True))
+        parts.append(_pack_grouped(packer, keys[start:stop], value_lists[start:stop]))
         start = stop
     return b"".join(parts)
 
@@ -250,7 +279,7 @@ def iter_run_file_groups(path: str | Path) -> Iterator[list[tuple[Any, Sequence[
 
 
 class RunWriter:
-    """Write a run to a file one pair at a time, in blocks of ``block_records``.
+    """Write a run to a file one pair at a time, in blocks of ``block_records`` (or ``BLOCK_BYTES``).
 
     The caller adds pairs (or ``(key, values)`` items, written as grouped blocks: :meth:`add_groups`) in sorted
     order. ``close()`` flushes the last block and returns the bytes written; ``records`` counts pairs.
@@ -296,14 +325,14 @@ class RunWriter:
         """Append a sorted block whose first key is not below the last key added."""
         self._flush()
         if keys:
-            data = _pack_block(self._packer, keys, values)
+            data = _pack_flat(self._packer, keys, values)
             self._file.write(data)
             self.bytes_written += len(data)
             self.records += len(keys)
 
     def _flush(self) -> None:
         if self._keys:
-            data = _pack_block(self._packer, self._keys, self._values)
+            data = _pack_flat(self._packer, self._keys, self._values)
             self._file.write(data)
             self.bytes_written += len(data)
             self.records += len(self._keys)

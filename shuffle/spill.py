@@ -78,16 +78,19 @@ class SpillFile:
                 raise CorruptSpillError(f"{path}: unreadable index at offset {index_offset}: {error}") from error
         return cls(path, _validated_index(path, raw, index_offset))
 
-    def read_partition(self, partition: int) -> bytes:
-        """Return the run bytes of one partition."""
+    def read_partition(self, partition: int, start: int = 0, length: int | None = None) -> bytes:
+        """Return the run bytes of one partition (``length`` of them from ``start``, if given: a piece)."""
         entry = self.partitions[partition]
-        if not entry.length:
+        if length is None:
+            length = entry.length - start
+        length = max(0, min(length, entry.length - start))
+        if not length:
             return b""
         with open(self.path, "rb") as file:
-            file.seek(entry.offset)
-            data = file.read(entry.length)
-        if len(data) != entry.length:
-            raise CorruptSpillError(f"{self.path}: partition {partition} truncated at offset {entry.offset}")
+            file.seek(entry.offset + start)
+            data = file.read(length)
+        if len(data) != length:
+            raise CorruptSpillError(f"{self.path}: partition {partition} truncated at offset {entry.offset + start}")
         return data
 
 

@@ -37,7 +37,15 @@ takes half of ``memory_limit``."""
 STREAM_BYTES = 3 << 20
 """Memory one on-disk run costs while it is merged: its decoded block (8192 small pairs: about 1 MB), its read
 buffer, its share of the merge's batch and of the allocator's fragmentation (measured: merging 64 run files of word
-pairs peaked 165 MB above the idle process with 64 KiB read buffers, 200 MB with 256 KiB)."""
+pairs peaked 165 MB above the idle process with 64 KiB read buffers, 200 MB with 256 KiB). A block of large values
+is cut at ``shuffle.runs.BLOCK_BYTES`` (it decodes to about that much: the same), but one value larger than that
+is a block of its own, held twice while it is read (encoded in the read buffer, decoded): see
+:meth:`RunStore.merge_fan_in`."""
+
+STREAM_COPIES = 3
+"""A stream of values larger than a block costs about this many times its values' size (read buffer, decoded
+block, the allocator's slack): merging 40 run files of 2 MiB values at a time peaked 259 MiB above the idle
+process."""
 
 MAX_FAN_IN = 64
 
@@ -127,16 +135,18 @@ class RunStore:
         task: int,
         attempt: int,
         seq: int,
-        data: bytes,
+        data: bytes | Path,
         records: int,
         order_tag: str,
         resumes: Sequence[Sequence[int]] = (),
     ) -> None:
         """Store one run; a run of an attempt already superseded by another committed attempt, or of a failed one
         past its checkpoint, is dropped. ``resumes``: the kept segments of failed attempts the run's attempt resumes
-        after (online jobs' run headers, see :attr:`resumed`)."""
+        after (online jobs' run headers, see :attr:`resumed`). ``data`` is the run's bytes or a file holding them,
+        named by :meth:`new_run_path` (a large run received in pieces, ``shuffle.pieces``): the store owns it."""
+        size = data.stat().st_size if isinstance(data, Path) else len(data)
         self.received_runs += 1
-        self.received_bytes += len(data)
+        self.received_bytes += size
         if resumes:
             self.resumed.setdefault((task, attempt), [list(segment) for segment in resumes])
         attempt = self.owner(task, attempt, seq)
@@ -144,12 +154,20 @@ class RunStore:
         kept_below = self.kept_below.get((task, attempt))
         if (winner is not None and winner != attempt) or (kept_below is not None and seq >= kept_below):
             self.dropped_runs += 1
+            if isinstance(data, Path):
+                data.unlink(missing_ok=True)
             return
         runs = self.attempts.setdefault((task, attempt), AttemptRuns()).runs
         if seq in runs:
+            if isinstance(data, Path):
+                data.unlink(missing_ok=True)
             return  # a resend of a run we hold: idempotent
-        runs[seq] = StoredRun(seq, records, order_tag, len(data), data=data)
-        self.memory_bytes += len(data)
+        if isinstance(data, Path):
+            runs[seq] = StoredRun(seq, records, order_tag, size, path=data)
+            self._add_disk(size)
+            return
+        runs[seq] = StoredRun(seq, records, order_tag, size, data=data)
+        self.memory_bytes += size
         if self.memory_bytes > self.held_limit:
             self._evict()
 
@@ -265,9 +283,18 @@ class RunStore:
                     stretches.append(_Encoded([run.data]))
             elif run.path is not None:
                 stretches.append(run.path)
-        while sum(isinstance(source, Path) for source in stretches) > self.fan_in:
-            stretches = self._merge_pass(stretches, order)
+        fan_in = self.merge_fan_in(runs)
+        while sum(isinstance(source, Path) for source in stretches) > fan_in:
+            stretches = self._merge_pass(stretches, order, fan_in)
         return stretches, order
+
+    def merge_fan_in(self, runs: Sequence[StoredRun]) -> int:
+        """How many files a merge streams at once: ``fan_in``, fewer when the runs' values are so large that a
+        stream of them costs more than ``STREAM_BYTES`` (by their mean encoded size, from each run's bytes and
+        records: a value is read whole, whatever the block size), so that the streams keep to half the budget."""
+        largest = max((run.size // max(1, run.records) for run in runs), default=0)
+        stream = max(STREAM_BYTES, STREAM_COPIES * largest)
+        return max(2, min(self.fan_in, self.memory_limit // (2 * stream)))
 
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
         """All committed values grouped by key, in key order: the reduce input.
@@ -350,13 +377,13 @@ class RunStore:
         for (task, attempt), attempt_runs in self.attempts.items():
             assert attempt_runs.committed_spills is None or self.committed.get(task) == attempt
 
-    def _merge_pass(self, sources: list[_Encoded | Path], order: Any) -> list[_Encoded | Path]:
+    def _merge_pass(self, sources: list[_Encoded | Path], order: Any, fan_in: int) -> list[_Encoded | Path]:
         """Merge consecutive sources holding up to ``fan_in`` files into one file each, in order."""
         result: list[Any] = []
         group: list[Any] = []
         files = 0
         for source in [*sources, None]:
-            if source is None or (isinstance(source, Path) and files == self.fan_in):
+            if source is None or (isinstance(source, Path) and files == fan_in):
                 if files > 1:
                     result.append(self._merge_files(group, order))
                 else:
@@ -368,7 +395,7 @@ class RunStore:
         return result
 
     def _merge_files(self, sources: list[_Encoded | Path], order: Any) -> Path:
-        target = self._next_path("merged")
+        target = self.new_run_path("merged")
         writer = RunWriter(target)
         for batch in merge_blocks(_as_group_blocks(sources, order), order):
             writer.add_groups(batch)
@@ -394,7 +421,7 @@ class RunStore:
         for run in in_memory:
             if self.memory_bytes <= self.held_limit // 2:
                 break
-            path = self._next_path("run")
+            path = self.new_run_path("run")
             with open(path, "wb") as file:
                 file.write(run.data or b"")
             self.memory_bytes -= run.size
@@ -410,7 +437,8 @@ class RunStore:
             self.disk_bytes -= run.size
             run.path = None
 
-    def _next_path(self, kind: str) -> Path:
+    def new_run_path(self, kind: str = "run") -> Path:
+        """A new file name in the store's directory (``kind`` names what it holds)."""
         self._file_seq += 1
         return self.spill_dir / f"{kind}-{self._file_seq:06d}.run"
 

@@ -194,6 +194,24 @@ def test_many_distinct_keys(client: Client, tmp_path: Path) -> None:
     assert_sorted_parts(output)
 
 
+def test_reducer_memory_holds_with_large_values(client: Client, tmp_path: Path) -> None:
+    """A reducer fed megabyte values keeps to its --reduce-memory: a run comes in pieces (written to its file as
+    they arrive, not held whole as one message) and is read back in blocks cut by bytes (not one block of every
+    value in the run). Before, this reducer took the 48 MiB run as one message, then decoded it as one block: its
+    peak was about 100 MiB over its start against an 8 MiB budget."""
+    source = tmp_path / "numbers.txt"
+    source.write_text("".join(f"{n}\n" for n in range(48)))
+    output = tmp_path / "out"
+    budget = 8 << 20
+    run_job(client, "large_values", [source], output, num_reduces=1, reduce_memory=budget)
+    assert output_dict(output) == {key: [12, 12 << 20] for key in range(4)}
+    report = json.loads((output / "_job.json").read_text())
+    (reducer,) = [entry for entry in report["attempts"] if entry["kind"] == "reduce"]
+    memory = reducer["memory"]
+    # The budget plus a fixed overhead: the pieces in flight (4 of 1 MiB per worker) and one merge stream's blocks.
+    assert memory["peak_bytes"] - memory["start_bytes"] < budget + (16 << 20), memory
+
+
 def test_unicode_and_gzip_and_directories(client: Client, tmp_path: Path) -> None:
     folder = tmp_path / "input"
     folder.mkdir()

@@ -21,8 +21,9 @@ from shuffle.merge import (
     merge_runs,
     sort_groups_in_memory,
 )
+from shuffle.pieces import RunPieces
 from shuffle.runs import GROUPED, block_groups, encode_grouped_run, encode_run
-from shuffle.store import MAX_FAN_IN, STREAM_BYTES, RunStore
+from shuffle.store import MAX_FAN_IN, STREAM_BYTES, STREAM_COPIES, RunStore
 
 Pair = tuple[Any, Any]
 
@@ -507,6 +508,68 @@ def test_fan_in_follows_the_memory_budget(store_dir: Path) -> None:
     assert RunStore(store_dir, memory_limit=1 << 30).fan_in == MAX_FAN_IN
     assert RunStore(store_dir, memory_limit=1).fan_in == 2
     assert RunStore(store_dir, memory_limit=1, fan_in=5).fan_in == 5
+
+
+def test_fan_in_shrinks_for_values_larger_than_a_stream(store_dir: Path) -> None:
+    """A merge streams fewer files at once when one value (read whole, whatever the block size) makes a stream
+    cost more than STREAM_BYTES: the streams keep to half the budget."""
+    store = RunStore(store_dir, memory_limit=256 << 20)
+    small = [(key, 1) for key in range(1000)]
+    _add(store, 0, 0, 0, small)
+    _commit(store, 0, 0, 1)
+    assert store.merge_fan_in(store.committed_runs()) == store.fan_in == (256 << 20) // (2 * STREAM_BYTES)
+    _add(store, 1, 0, 0, [(0, bytes(2 << 20)), (1, bytes(2 << 20))])
+    _commit(store, 1, 0, 1)
+    large = store.committed_runs()[-1]
+    assert large.size // large.records > 2 << 20
+    assert store.merge_fan_in(store.committed_runs()) == (256 << 20) // (2 * STREAM_COPIES * (large.size // 2)) == 21
+
+
+def test_a_run_given_as_a_file_is_held_on_disk(store_dir: Path) -> None:
+    """A large run received in pieces comes as a file of the store's: counted on disk, merged from there, and
+    deleted with its attempt (or at once, if its attempt lost already)."""
+    store = RunStore(store_dir, memory_limit=1 << 20)
+    pairs = [(key, bytes(100)) for key in range(50)]
+    data, records, tag = _run(pairs)
+    path = store.new_run_path()
+    path.write_bytes(data)
+    store.add(0, 0, 0, path, records, tag)
+    store._check()
+    assert store.memory_bytes == 0 and store.disk_bytes == len(data)
+    _commit(store, 0, 0, 1)
+    assert [(key, value) for key, values in store.grouped() for value in values] == pairs
+    late = store.new_run_path()
+    late.write_bytes(data)
+    store.add(0, 1, 0, late, records, tag)  # an attempt that lost to the committed one
+    assert not late.exists() and store.dropped_runs == 1
+    store.close()
+    assert not path.exists()
+
+
+def test_run_pieces_are_put_back_together_in_memory_or_in_a_file(tmp_path: Path) -> None:
+    """A run no larger than the memory limit comes back as bytes, a larger one as the file its pieces were written
+    to as they came; a piece that does not continue its run (a resend from the start interleaved with the rest of
+    an earlier sending) is skipped, and the run completes from the pieces that do."""
+    names = iter(range(100))
+    pieces = RunPieces(memory_limit=10, new_path=lambda: tmp_path / f"run-{next(names)}")
+    assert pieces.add((0, 0, 0), 0, 4, b"abcd") == b"abcd"
+    assert pieces.add((0, 0, 1), 0, 6, b"abc") is None
+    assert pieces.add((0, 0, 1), 3, 6, b"def") == b"abcdef"
+    assert pieces.add((0, 0, 2), 0, 25, b"y" * 10) is None
+    assert pieces.add((0, 0, 2), 0, 25, b"y" * 10) is None  # a resend from the start: skipped
+    assert pieces.add((0, 0, 2), 20, 25, b"y" * 5) is None  # past a gap: skipped
+    assert pieces.add((0, 0, 2), 10, 25, b"y" * 10) is None
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run-0"]
+    path = pieces.add((0, 0, 2), 20, 25, b"y" * 5)
+    assert isinstance(path, Path) and path.read_bytes() == b"y" * 25
+    assert pieces.add((0, 0, 3), 3, 6, b"def") is None  # the rest of a run whose start is not here
+    assert pieces.add((0, 0, 4), 0, 30, b"z") is None
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run-0", "run-1"]
+    pieces.close()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run-0"]  # an unfinished run's file is deleted
+    in_memory = RunPieces()  # no limit: every run comes back as bytes
+    assert in_memory.add((0, 0, 0), 0, 30, b"x" * 20) is None
+    assert in_memory.add((0, 0, 0), 20, 30, b"y" * 10) == b"x" * 20 + b"y" * 10
 
 
 def test_fan_in_below_two_is_rejected(store_dir: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shuffle import codec
 from shuffle.flow import merge_spills
 from shuffle.keys import order_tag, sort_keys
 from shuffle.runs import (
+    BLOCK_BYTES,
     RunWriter,
     UnencodableRecordError,
     block_groups,
@@ -105,6 +109,37 @@ def test_small_run_is_one_block_and_large_run_is_several() -> None:
     # exactly block_records records: still one block
     assert len(list(iter_blocks(encode_run(keys, keys, block_records=10)))) == 1
     assert len(list(iter_blocks(encode_run(keys, keys, block_records=1)))) == 10
+
+
+def _stored_block_bytes(data: bytes) -> list[int]:
+    """The encoded size of each block of run bytes."""
+    return [len(codec.packb(list(block))) for block in iter_stored_blocks(data)]
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_blocks_of_large_values_are_cut_by_bytes(tmp_path: Path, grouped: bool) -> None:
+    """A block holds about BLOCK_BYTES of large values, not BLOCK_RECORDS of them (a reader holds one block at a
+    time); a value larger than BLOCK_BYTES is a block of its own. Flat, grouped, and through a RunWriter."""
+    sizes = [BLOCK_BYTES // 5, BLOCK_BYTES // 3, 2 * BLOCK_BYTES, 100, BLOCK_BYTES // 7] * 6
+    pairs = sorted((index % 3, bytes([index]) * size) for index, size in enumerate(sizes))
+    keys, values = [key for key, _ in pairs], [value for _, value in pairs]
+    if grouped:
+        items = [(key, [v for _, v in group]) for key, group in itertools.groupby(pairs, key=itemgetter(0))]
+        data = encode_grouped_run([key for key, _ in items], [group for _, group in items])
+    else:
+        data = encode_run(keys, values)
+    writer = RunWriter(tmp_path / "run")
+    writer.add_pairs(pairs)
+    writer.close()
+    for run in (data, (tmp_path / "run").read_bytes()):
+        assert list(iter_run(run)) == pairs
+        blocks = _stored_block_bytes(run)
+        assert len(blocks) > 1
+        # A block over BLOCK_BYTES holds a single value (the 2 MiB ones, with their key and framing).
+        assert all(size <= BLOCK_BYTES or size < 2 * BLOCK_BYTES + 64 for size in blocks)
+        assert sum(size > BLOCK_BYTES for size in blocks) == sizes.count(2 * BLOCK_BYTES)
+    small = list(range(5000))
+    assert len(_stored_block_bytes(encode_run(small, small))) == 1  # small pairs: cut by records only
 
 
 def test_ints_of_any_size_round_trip_in_keys_values_and_states() -> None:

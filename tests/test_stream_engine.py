@@ -837,6 +837,17 @@ def test_sum_in_a_stream_adds_what_it_adds_in_batch(stream_client: Client, tmp_p
     assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"u": "ab"}}
 
 
+def test_a_pane_larger_than_a_shuffle_piece_arrives_whole(stream_client: Client, tmp_path: Path) -> None:
+    """A pane's run larger than ``shuffle.pusher.PIECE_BYTES`` comes to its reducer in pieces, which it puts back
+    together before taking the pane (taken piece by piece, the first was a truncated run and the rest were
+    duplicates: the window lost its value)."""
+    texts = [chr(ord("a") + i) * 400_000 for i in range(4)]  # summed in one pane: 1.6 MB, two pieces or more
+    lines = [json.dumps({"ts": T0, "user": "u", "amount": text}) + "\n" for text in texts]
+    (tmp_path / "events.jsonl").write_text("".join(lines))
+    run_stream_job(stream_client, "EventAmounts", [f"replay:{tmp_path / 'events.jsonl'}"], tmp_path / "out", "4r")
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == {0: {"u": "".join(texts)}}
+
+
 def test_a_partition_given_none_of_a_windows_keys_writes_no_part(stream_client: Client, tmp_path: Path) -> None:
     """One word, two reducers: the partition that gets no key of a window writes no (empty) part file, as
     docs/stream.md says (a pane's cell reaches every partition with the pane's record count, which once made it

@@ -76,8 +76,9 @@ class ReducerSnapshots:
         self.partition = partition
         self.aggregate = aggregate
 
-    def receive(self, header: dict[str, Any], data: bytes) -> None:
-        """A run arrived: into the snapshot state and the store."""
+    def receive(self, header: dict[str, Any], data: bytes | Path) -> None:
+        """A run arrived (its bytes, or the store's file holding them: ``shuffle.pieces``): into the snapshot state
+        and the store."""
         task, attempt = header["map"], header["attempt"]
         resumes = header.get("resumes") or ()
         if self.coverage is not None and "chunk" in header:
@@ -85,7 +86,7 @@ class ReducerSnapshots:
                 task,
                 attempt,
                 header["seq"],
-                data,
+                data.read_bytes() if isinstance(data, Path) else data,
                 header["chunk"],
                 bool(header.get("end")),
                 bool(header.get("partial")),

@@ -68,6 +68,7 @@ from hop.tasks import (
 from hop.usercode import UserCodeError, call_user, fold_error
 from shuffle import codec
 from shuffle.keys import sort_keys
+from shuffle.pieces import RunPieces
 from shuffle.runs import UnencodableRecordError, iter_run
 from shuffle.spill import write_spill
 from shuffle.store import DECODED_EXPANSION
@@ -753,10 +754,10 @@ def run_stream_reduce(
             report["rows"] = [line.split("\t", 1) for line in lines]
             sink.send(codec.packb({"job_id": spec.job_id, "partition": index, **report}))
 
+    pieces = RunPieces()  # a pane's run comes in pieces (shuffle.pusher): put together before it is taken
+
     def take_run(header: dict[str, Any], run: bytes) -> None:
         nonlocal received_runs, received_bytes
-        if (header.get("job_id"), header.get("partition")) != (spec.job_id, index):
-            return  # not ours: a connection to a dead reduce attempt, reconnected to this port (hop.protocol)
         source = int(header["map"])
         mark = (int(header["attempt"]), int(header["seq"]))
         if mark <= processed.get(source, (-1, -1)):
@@ -810,7 +811,13 @@ def run_stream_reduce(
                     except zmq.Again:
                         break
                     header = codec.unpackb(header_frame, use_list=True)
-                    take_run(header, data)
+                    if (header.get("job_id"), header.get("partition")) == (spec.job_id, index):
+                        # (else not ours: a connection to a dead reduce attempt, reconnected to this port)
+                        key = (header["map"], header["attempt"], header["seq"])
+                        run = pieces.add(key, header.get("offset", 0), header.get("size", len(data)), data)
+                        if run is not None:
+                            assert isinstance(run, bytes)  # (no memory limit: never a file)
+                            take_run(header, run)
                     if test_delay:
                         time.sleep(test_delay)
                     pull.send_multipart([sender, b"%d" % header["seq"]])

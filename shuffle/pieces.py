@@ -1,0 +1,85 @@
+"""A reducer's side of runs sent in pieces (``shuffle.pusher``): the pieces of each run put back together.
+
+A run's pieces come in order over one connection, each message's header saying where its piece starts in the run and
+the run's size. A run no larger than ``memory_limit`` is gathered in memory and handed over as bytes; a larger one is
+written piece by piece to a file (named by the store, in its directory) and handed over as that file's path, so a
+run of large values is never held whole.
+
+Pieces are keyed by ``(map task, attempt, seq)``, whose bytes never change (a spill file is written once). So a piece
+that starts where the bytes received so far end is the run's next, whichever connection it came by, and any other
+is one that a resend will bring again: a worker that reconnects to a reduce attempt sends its queued runs from
+their start, and until then the old connection's last pieces may still be coming (ZeroMQ queues the two
+connections fairly, interleaved). Those are skipped, not taken for the run's bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+RunKey = tuple[int, int, int]
+"""(map task, attempt, seq)."""
+
+
+@dataclass
+class _Partial:
+    size: int
+    received: int = 0
+    pieces: list[bytes] = field(default_factory=list)
+    path: Path | None = None
+    file: IO[bytes] | None = None
+
+
+class RunPieces:
+    """Runs being received in pieces; :meth:`add` returns a run once its last piece is in."""
+
+    def __init__(self, memory_limit: int | None = None, new_path: Callable[[], Path] | None = None) -> None:
+        """``memory_limit`` ``None``: every run is gathered in memory (a stream reducer's panes, held anyway)."""
+        self.memory_limit = memory_limit
+        self._new_path = new_path
+        self._partial: dict[RunKey, _Partial] = {}
+
+    def add(self, key: RunKey, offset: int, size: int, piece: bytes) -> bytes | Path | None:
+        """Take one piece of the run ``key`` (``size`` bytes in all): the whole run (bytes, or the path of the file
+        holding it) if this was its last piece, else ``None`` (also for a piece that does not start where the run's
+        received bytes end: see the module docstring)."""
+        partial = self._partial.get(key)
+        if partial is None:
+            if offset:
+                return None
+            if len(piece) == size:
+                return piece  # a run in one piece (most runs of small pairs): no copy
+            partial = self._partial[key] = _Partial(size)
+            if self.memory_limit is not None and size > self.memory_limit and self._new_path is not None:
+                partial.path = self._new_path()
+                partial.file = open(partial.path, "wb")  # noqa: SIM115 - closed when the run is complete
+        if offset != partial.received or offset + len(piece) > partial.size:
+            return None
+        if partial.file is not None:
+            partial.file.write(piece)
+        else:
+            partial.pieces.append(piece)
+        partial.received += len(piece)
+        if partial.received < partial.size:
+            return None
+        del self._partial[key]
+        if partial.file is not None:
+            partial.file.close()
+            assert partial.path is not None
+            return partial.path
+        return b"".join(partial.pieces)
+
+    def discard(self, key: RunKey) -> None:
+        """Forget a run's pieces received so far (and its file)."""
+        partial = self._partial.pop(key, None)
+        if partial is not None and partial.file is not None:
+            partial.file.close()
+            assert partial.path is not None
+            partial.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Forget every unfinished run."""
+        for key in list(self._partial):
+            self.discard(key)
