@@ -42,7 +42,12 @@ class CoordinatorAddressError(CoordinatorUnavailable):
 
 
 class JobLost(CoordinatorUnavailable):
-    """The coordinator no longer knows a job that was running on it: it was restarted (jobs do not survive that)."""
+    """The coordinator no longer knows a job that was running on it: it was restarted (jobs do not survive that),
+    or it failed the job as it was stopped; then ``status`` is the job's last status, its report included."""
+
+    def __init__(self, message: str, status: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class JobRejected(ValueError):

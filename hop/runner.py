@@ -360,7 +360,7 @@ def _await_step(
         status = _failed_step(client, status)
         _end_failed_run(status, *ending)
         if status.get("coordinator_stopped"):  # the cluster went, not the job: exit code 3, as for a restart
-            raise JobLost(f"job {status.get('job_id', job_id)} failed: {status.get('error')}")
+            raise JobLost(f"job {status.get('job_id', job_id)} failed: {status.get('error')}", status)
         raise JobFailed(status)
     report: dict[str, Any] = status["report"]
     return report
@@ -628,6 +628,10 @@ def run_staged_jobs(
                 )
             except JobFailed as failure:
                 _end_failed_jobs(failure.status, reports, scratch, final_output, keep_intermediate)
+                raise
+            except JobLost as lost:  # (its coordinator failed it as it stopped: reported as a failure is)
+                if lost.status is not None:
+                    _end_failed_jobs(lost.status, reports, scratch, final_output, keep_intermediate)
                 raise
             except (KeyboardInterrupt, TimeoutError):  # run_steps cancelled its job, saying why in its _job.json
                 cancelled = _cancelled_status(output)

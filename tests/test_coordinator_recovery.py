@@ -20,8 +20,9 @@ import pytest
 from hop.client import Client, JobLost
 from hop.forking import wait_or_kill
 from hop.gen.text import generate_text
+from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import JobFailed
+from hop.runner import JobFailed, build_spec, run_staged_jobs
 from tests.conftest import job_path, maps_running, output_dict, run_job
 
 
@@ -37,15 +38,21 @@ def word_counts(path: Path) -> dict[str, int]:
 
 
 def _run_in_thread(
-    address: str, job: str, source: Path, output: Path, **settings: Any
+    address: str, job: str, source: Path, output: Path, then: str | None = None, **settings: Any
 ) -> tuple[threading.Thread, dict]:
-    """Run a job from a thread of its own (with its own client); the outcome lands in the returned dict."""
+    """Run a job from a thread of its own (with its own client), and with ``then``, that job after it through files
+    (``hop run JOB THEN --blocking``); the outcome lands in the returned dict."""
     outcome: dict[str, Any] = {}
 
     def run() -> None:
         client = Client(address, timeout=30)
         try:
-            outcome["report"] = run_job(client, job, [source], output, **settings)
+            if then is None:
+                outcome["report"] = run_job(client, job, [source], output, **settings)
+            else:
+                jobs = [load_job_file(job_path(name)) for name in (job, then)]
+                specs = [build_spec(cls, [str(source)], str(output), **settings) for cls in jobs]
+                outcome["report"] = run_staged_jobs(client, specs, progress=False)
         except BaseException as error:  # the test thread asserts on it
             outcome["error"] = error
         finally:
@@ -580,12 +587,14 @@ def test_a_stopping_coordinator_leaves_the_socket_file_of_one_started_in_its_pla
             assert not path.exists()
 
 
+@pytest.mark.parametrize("then", [None, "topk"], ids=["one job", "the first of two jobs run through files"])
 def test_a_coordinator_stopped_by_a_signal_fails_its_jobs_and_answers_their_clients(
-    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], then: str | None
 ) -> None:
     """A standalone coordinator stopped by SIGTERM while a job ran left its client waiting 30 s for an answer, then
     failing with 'did not answer' (exit 3) and nothing in the output: the job was lost without a word. It fails the
-    job as it stops: the client is answered at once, and the output's _job.json says what happened and what to do."""
+    job as it stops: the client is answered at once, and the output's _job.json says what happened and what to do.
+    With a job after it (--blocking), OUT/_job.json was not written at all: the run passed the loss on untold."""
     address = f"ipc://{tmp_path}/coordinator"
     command = [sys.executable, "-m", "hop", "coordinator", "--bind", address]
     coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
@@ -594,7 +603,7 @@ def test_a_coordinator_stopped_by_a_signal_fails_its_jobs_and_answers_their_clie
     client = Client(address, timeout=30)
     try:
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
-        thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", num_reduces=1)
+        thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", then, num_reduces=1)
         _wait_for(lambda: maps_running(client), 30, "a map running")
     finally:
         client.close()
