@@ -95,6 +95,26 @@ def _worker(address: str, name: str, spill_dir: Path, stderr: int | None = None)
     return subprocess.Popen([sys.executable, *command, "--map-slots", "1", "--reduce-slots", "2"], stderr=stderr)
 
 
+def _coordinator_with_w0(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]], *options: str
+) -> tuple[subprocess.Popen[bytes], str, Client]:
+    """A standalone ``hop coordinator`` (with ``options``; its stderr piped, to read what it says) at an ipc:// address
+    in ``tmp_path``, and worker w0 registered there: the coordinator, its address and a client the caller closes."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "hop", "coordinator", "--bind", address, *options], stderr=subprocess.PIPE
+    )
+    processes.append(coordinator)
+    processes.append(_worker(address, "w0", tmp_path))
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+    except BaseException:
+        client.close()
+        raise
+    return coordinator, address, client
+
+
 def test_an_output_that_cannot_be_committed_fails_the_job_and_the_cluster_goes_on(
     cluster: LocalCluster, source: Path, tmp_path: Path
 ) -> None:
@@ -411,14 +431,8 @@ def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(
 ) -> None:
     """A worker killed outright: the coordinator's terminal said nothing when it declared it lost and ran its tasks
     again, and its user could not tell why a job slowed down; it names the worker and how long it was silent."""
-    address = f"ipc://{tmp_path}/coordinator"
-    command = [sys.executable, "-m", "hop", "coordinator", "--bind", address, "--heartbeat-timeout", "1"]
-    coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
-    processes.append(coordinator)
-    processes.append(_worker(address, "w0", tmp_path))
-    client = Client(address, timeout=30)
+    coordinator, _, client = _coordinator_with_w0(tmp_path, processes, "--heartbeat-timeout", "1")
     try:
-        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
         processes[-1].kill()
         _wait_for(lambda: not client.workers()[0]["alive"], 30, "w0 declared lost")
     finally:
@@ -595,14 +609,8 @@ def test_a_coordinator_stopped_by_a_signal_fails_its_jobs_and_answers_their_clie
     failing with 'did not answer' (exit 3) and nothing in the output: the job was lost without a word. It fails the
     job as it stops: the client is answered at once, and the output's _job.json says what happened and what to do.
     With a job after it (--blocking), OUT/_job.json was not written at all: the run passed the loss on untold."""
-    address = f"ipc://{tmp_path}/coordinator"
-    command = [sys.executable, "-m", "hop", "coordinator", "--bind", address]
-    coordinator = subprocess.Popen(command, stderr=subprocess.PIPE)
-    processes.append(coordinator)
-    processes.append(_worker(address, "w0", tmp_path))
-    client = Client(address, timeout=30)
+    coordinator, address, client = _coordinator_with_w0(tmp_path, processes)
     try:
-        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
         thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", then, num_reduces=1)
         _wait_for(lambda: maps_running(client), 30, "a map running")
     finally:
