@@ -132,10 +132,6 @@ class Job:
     the epoch; ``None`` (the default) stamps each record with its arrival time. Either way a record gets its event
     time once, when it enters, and the map sees it as ``key``."""
 
-    _shuffle_nan_key: ClassVar[Any] = None
-    """Engine-side: the stand-in key for a float NaN in a map output key (``shuffle.buffer``); ``None`` refuses
-    NaN keys. Only the mrjob adapter sets one (``hop.mrjob_codec.NAN_KEY``), whose reducers read it back as NaN."""
-
     uncombine: Callable[[Any, Any, Any], Any] | None = None
     """Continuous jobs, optional: a method ``uncombine(self, key, current, old)`` returning ``current`` without
     ``old`` (the inverse of combining two values, e.g. ``current - old`` for a sum). With it, each sliding window

@@ -48,7 +48,7 @@ from typing import Any
 
 from hop.job import Job, Step
 from hop.loader import JobFileError
-from hop.mrjob_codec import NAN_KEY, Edge, InputEdge, as_text, line_of_output, plan_edges
+from hop.mrjob_codec import Edge, InputEdge, as_text, line_of_output, plan_edges
 from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 
@@ -295,7 +295,6 @@ class MRJobAdapter(Job):
     mrjob_args: list[str] = []
     mrjob_workdir: str | None = None
     mrjob_file_options: dict[str, Any] = {}
-    _shuffle_nan_key = NAN_KEY  # (keys reach the shuffle as their JSON text: no NaN float does, hop.mrjob_codec)
 
     def __init__(self) -> None:
         super().__init__()

@@ -9,11 +9,10 @@ the text before their first TAB. On hop an :class:`Edge` between two substeps ca
   keys strings). Keys group as Hadoop groups mrjob's lines, by their encoded text: a ``str`` or ``int`` key is
   itself in the shuffle (its text is one per value), every other key (a float, bool, None, list, tuple or dict) is
   its JSON text as ``bytes`` (:meth:`Edge.encode` on the map side, read back by the combiner or reducer), so
-  ``1``, ``1.0`` and ``true`` are three keys, ``[1, 2]`` and ``[1, 2.0]`` two, a float NaN one (``NaN``, which is
-  also :data:`NAN_KEY`), and dict keys work. No JSON protocol writes bytes (a job yielding a bytes key fails under
-  mrjob), so a bytes shuffle key stands for nothing else. Between steps (a reducer's output, a file or a pipe)
-  records are hop's JSON lines; a step without a mapper gets one that puts its keys in this form
-  (:meth:`Edge.to_shuffle`).
+  ``1``, ``1.0`` and ``true`` are three keys, ``[1, 2]`` and ``[1, 2.0]`` two, a float NaN one (``NaN``), and
+  dict keys work. No JSON protocol writes bytes (a job yielding a bytes key fails under mrjob), so a bytes shuffle
+  key stands for nothing else. Between steps (a reducer's output, a file or a pipe) records are hop's JSON lines; a
+  step without a mapper gets one that puts its keys in this form (:meth:`Edge.to_shuffle`).
 - lines: any other protocol (``ReprProtocol``, ``PickleProtocol``, ``RawProtocol``, value protocols, the job's
   own): the encoded line as the pair ``(text before the first TAB, text after it or None)``, both decoded as
   Latin-1, so every byte survives and keys group and sort exactly as Hadoop groups and sorts them.
@@ -31,7 +30,6 @@ from itertools import chain
 from typing import Any
 
 __all__ = [
-    "NAN_KEY",
     "Edge",
     "InputEdge",
     "as_text",
@@ -47,9 +45,6 @@ Pair = tuple[Any, Any]
 
 _JSON_PROTOCOLS = ("StandardJSONProtocol", "SimpleJSONProtocol", "UltraJSONProtocol", "RapidJSONProtocol")
 _CONTAINERS = (tuple, list, dict)
-NAN_KEY = b"NaN"
-"""What a float NaN key of a native edge is in the shuffle: its JSON text (see the module docstring). The map
-buffer would put it in place of a NaN that reached it as a float (``MRJobAdapter._shuffle_nan_key``); none does."""
 
 
 def is_json_protocol(protocol: Any) -> bool:

@@ -323,7 +323,6 @@ def run_map(
         on_spill=spilled,
         # A reducer that folds runs into a hash map (its reduce is an aggregate) does not need them sorted.
         sort_runs=functions.reduce_aggregate is None,
-        nan_key=job._shuffle_nan_key,
     )
     bad_records: list[dict[str, Any]] = []
     call_user("setup", job.setup)

@@ -12,12 +12,9 @@ Contracts:
   changes keys would break the sort order, so it is rejected with an error naming the key.
 - ``partitioner(key)`` returns an int in ``range(num_partitions)``; ``None`` means ``partition_hash(key) %
   num_partitions`` (``shuffle.keys``: ``hash``, but the same in every process for ``None`` and tuples holding it).
-- Values of one key keep the order in which the map produced them (but for the NaN keys below, whose values are
-  joined key object by key object).
-- A key that is or holds a float NaN is refused as a spill is sorted (``shuffle.keys.refuse_nan_keys``), unless the
-  buffer has a ``nan_key``: every NaN in a key then becomes that stand-in, so all of them group as one key. Both
-  are found per spill, among its distinct keys (nothing per record): a map yielding NaN keys that are distinct
-  objects holds one entry per record until its spill.
+- Values of one key keep the order in which the map produced them.
+- A key that is or holds a float NaN is refused as a spill is sorted (``shuffle.keys.refuse_nan_keys``), found per
+  spill among its distinct keys (nothing per record).
 
 When the combiner is a built-in aggregate (``hop.aggregates``), values are folded into one state per key as they
 arrive (``lift`` then ``merge``, or an in-place ``+`` for sums): no list per key and no combiner call per key.
@@ -44,13 +41,11 @@ from typing import Any
 from shuffle.keys import (
     MIXED,
     UNSORTED,
-    first_nan_key,
     order_tag,
     partitions_of,
     refuse_nan_keys,
     sort_keys,
     total_order_key,
-    with_nan_replaced,
 )
 from shuffle.runs import UnencodableRecordError, encode_grouped_run, encode_run
 from shuffle.spill import SpillFile, write_spill
@@ -187,7 +182,6 @@ class MapOutputBuffer:
         on_spill: Callable[[SpillFile], None] | None = None,
         name: str = "spill",
         sort_runs: bool = True,
-        nan_key: Any = None,
     ) -> None:
         self.spill_dir = Path(spill_dir)
         self.num_partitions = num_partitions
@@ -204,7 +198,6 @@ class MapOutputBuffer:
         self.name = name
         self.sort_runs = sort_runs or not (hasattr(combiner, "lift") and hasattr(combiner, "merge"))
         """False only with an aggregate combiner whose reducer folds runs unordered (``shuffle.fold``)."""
-        self.nan_key = nan_key
         """The stand-in for a float NaN in a key (see the module docstring); ``None`` refuses NaN keys. An
         aggregate combiner's buffer (folding) refuses them either way."""
         self.counters = BufferCounters()
@@ -424,11 +417,7 @@ class MapOutputBuffer:
             sorted_keys: list[Any] = []
         else:
             sorted_keys, tag = sort_keys(list(groups))
-            if self.nan_key is None:
-                refuse_nan_keys(sorted_keys, tag)
-            elif first_nan_key(sorted_keys, tag) is not None:  # (sorted with NaN among them: in no order)
-                groups = _with_nan_keys_merged(groups, self.nan_key)
-                sorted_keys, tag = sort_keys(list(groups))
+            refuse_nan_keys(sorted_keys, tag)
             self.next_spill_records = self.spill_records
         if combiner is None:  # (never a folding buffer: its aggregate is its combiner)
             # No combiner: each key's list of values goes out as it is, in a grouped run (shuffle.runs): the key
@@ -470,20 +459,6 @@ class MapOutputBuffer:
         if self.on_spill is not None:
             self.on_spill(spill)
         return spill
-
-
-def _with_nan_keys_merged(groups: dict[Any, list[Any]], nan_key: Any) -> dict[Any, list[Any]]:
-    """``groups`` with ``nan_key`` for every NaN in its keys: the values of keys that become one, joined in the
-    order of the keys' first records (each NaN object was a key of its own)."""
-    merged: dict[Any, list[Any]] = {}
-    for key, values in groups.items():
-        key = with_nan_replaced(key, nan_key)
-        held = merged.get(key)
-        if held is None:
-            merged[key] = values
-        else:
-            held += values
-    return merged
 
 
 def _hashable(key: Any) -> bool:

@@ -15,8 +15,7 @@ keys, and runs with the same tag can be sorted and merged natively. Runs with di
 
 A float NaN cannot be a key (:func:`refuse_nan_keys`): it equals nothing, not even itself, so no two of its
 records would group (nor meet on one reducer: it hashes by identity), and it has no place in any order (a run
-sorted with one is not sorted). A map buffer may instead put a stand-in key in its place (:func:`first_nan_key`,
-:func:`with_nan_replaced`; the mrjob adapter's, whose reducers read it back as NaN, as mrjob groups NaN keys).
+sorted with one is not sorted). (An mrjob job's NaN keys reach the shuffle as their JSON text: ``hop.mrjob_codec``.)
 
 Booleans rank with the numbers (``False == 0``, ``True == 1``): as in any Python dict, ``1``, ``1.0`` and ``True``
 are one key, and they must be one key whether a reducer groups them in a hash map or merges sorted runs from disk.
@@ -140,20 +139,6 @@ def first_nan_key(keys: list[Any], tag: str | None = None) -> Any:
         held = any(number != number for column in numbers for number in column)
         return next(key for key in keys if _holds_nan(key)) if held else None
     return next((key for key in keys if _holds_nan(key)), None)
-
-
-def with_nan_replaced(key: Any, stand_in: Any) -> Any:
-    """``key`` with ``stand_in`` for every float NaN in it (the key itself, or in its tuples at any depth).
-
-    >>> with_nan_replaced(("a", (1.0, float("nan"))), b"NaN")
-    ('a', (1.0, b'NaN'))
-    """
-    kind = type(key)
-    if kind is float:
-        return stand_in if key != key else key
-    if kind is tuple:
-        return tuple(with_nan_replaced(part, stand_in) for part in key)
-    return key
 
 
 def _holds_nan(key: Any) -> bool:

@@ -418,28 +418,6 @@ def test_a_nan_key_is_refused_as_its_spill_is_sorted(tmp_path: Path) -> None:
         buffer.spill()
 
 
-@pytest.mark.parametrize("combine", [False, True], ids=["grouped", "combined"])
-def test_a_nan_key_becomes_the_buffers_stand_in_and_groups(tmp_path: Path, combine: bool) -> None:
-    """With a ``nan_key`` (the mrjob adapter's), every NaN in a key, each NaN object a key of its own in the map
-    loop, becomes that one key as the spill is sorted: they group (as mrjob groups NaN keys), in sorted runs."""
-    combiner = (lambda key, values: [(key, sum(values))]) if combine else None
-    buffer = MapOutputBuffer(tmp_path, 1, None, combiner, nan_key=b"NaN")
-    _emit(buffer, [(2.5, 1), (float("nan"), 2), (0.5, 4), (float("nan"), 8), (("a", float("nan")), 16)])
-    _emit(buffer, [(float("nan"), 32), (("a", float("nan")), 64), (("a", 1.0), 128)])
-    spill = buffer.spill()
-    assert spill is not None
-    pairs = _spill_pairs(spill)[0]
-    keys = [key for key, _ in pairs]
-    assert _is_sorted(keys)
-    if combine:
-        assert pairs == [(0.5, 4), (2.5, 1), (b"NaN", 42), (("a", 1.0), 128), (("a", b"NaN"), 80)]
-    else:
-        assert pairs == [
-            (0.5, 4), (2.5, 1), (b"NaN", 2), (b"NaN", 8), (b"NaN", 32), (("a", 1.0), 128), (("a", b"NaN"), 16),
-            (("a", b"NaN"), 64),
-        ]  # fmt: skip
-
-
 def test_spill_name(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), name="map-00003-1")
     _emit(buffer, [("a", 1)])
