@@ -55,6 +55,7 @@ from shuffle.buffer import (
     unhashable_key_error,
 )
 from shuffle.keys import partition_hash, total_order_key
+from shuffle.pairs import checked_pairs
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
@@ -284,7 +285,7 @@ def _hook_pairs(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None]
     output = None
     try:
         output = hook()
-        return [(key, value) for key, value in output or ()]
+        return [(key, value) for key, value in checked_pairs(output or ())]
     except Exception as error:
         raise TaskFailure.of(where, not_pairs(where, error, output), None) from None
 
@@ -326,7 +327,10 @@ def _mapped(
                 output = mapper(*record)
                 input_records += 1
                 if output is not None:
-                    # A map yielding something other than pairs fails here, as in hop.
+                    # A map yielding something other than pairs fails here, as in hop; a str, dict or set that
+                    # would unpack as one is looked for on the first record and every 4,096th, as hop does.
+                    if input_records & 4095 == 1:
+                        output = checked_pairs(output)
                     pairs = [(key, value) for key, value in output]
                     output_records += len(pairs)
                     yield pairs
@@ -388,7 +392,7 @@ def _combine(
         output = None
         try:
             output = combiner(key, values)
-            combined = [(out_key, out_value) for out_key, out_value in output or ()]
+            combined = [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
         except Exception as error:
             raise TaskFailure.of("combine", not_pairs("combine", error, output), f"key {key!r}") from None
         for value in _kept_key_values(key, combined):
@@ -527,7 +531,7 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
         output = None
         try:
             output = reducer(key, iter(values))
-            lines = [f"{to_json_key(k)}\t{to_json(v)}\n" for k, v in (output or ())]
+            lines = [f"{to_json_key(k)}\t{to_json(v)}\n" for k, v in checked_pairs(output or ())]
         except Exception as error:
             failure = not_pairs("reduce", _output_error(error), output)
             raise TaskFailure.of("reduce", failure, f"key {key!r}") from None

@@ -47,6 +47,7 @@ from shuffle.buffer import (
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
 from shuffle.keys import NanKeyError
+from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
 from shuffle.runs import UnencodableRecordError
 from shuffle.spill import SpillFile, SpillWriteError
@@ -103,7 +104,7 @@ def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None
     output = None
     try:
         output = hook()
-        return [(key, value) for key, value in output or ()]  # (read here: a non-pair is shown at its yield)
+        return [(key, value) for key, value in checked_pairs(output or ())]  # (here: a non-pair is shown at its yield)
     except Exception as error:
         raise UserCodeError(where, not_pairs(where, error, output), None) from error
 
@@ -141,7 +142,7 @@ def _guarded_combiner(
             output = combiner(key, values)
             # Read as pairs here, while a generator is suspended at the yield that gave a non-pair: not_pairs shows
             # that line (the buffer's own check, after, would show only the engine's frames).
-            return [(out_key, out_value) for out_key, out_value in output or ()]
+            return [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
         except Exception as error:
             raise UserCodeError("combine", not_pairs("combine", error, output), f"key {key!r}") from error
 
@@ -1027,7 +1028,9 @@ def reduce_to_file(
             results = None
             try:
                 results = reducer(key, iter(values))
-                lines = [f"{dumps_key(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in (results or ())]
+                lines = [
+                    f"{dumps_key(out_key)}\t{dumps(out_value)}\n" for out_key, out_value in checked_pairs(results or ())
+                ]
                 try:
                     write("".join(lines))  # (encoded whole before any of it is written: all or nothing of a key)
                 except UnicodeEncodeError as unwritable:

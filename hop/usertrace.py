@@ -60,6 +60,7 @@ def has_user_frame(error: BaseException) -> bool:
 _UNPACKING = re.compile(
     r"(too many|not enough) values to unpack \(expected 2|cannot unpack non-iterable|object is not iterable"
     r"|object is not subscriptable"  # (the mrjob adapter reads a pair's key as pair[0]: hop.mrjob_codec)
+    r"|is not a \(key, value\) pair"  # (a str, dict or set: shuffle.pairs)
 )
 
 

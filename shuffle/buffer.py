@@ -47,6 +47,7 @@ from shuffle.keys import (
     sort_keys,
     total_order_key,
 )
+from shuffle.pairs import checked_pairs
 from shuffle.runs import UnencodableRecordError, encode_grouped_run, encode_run
 from shuffle.spill import SpillFile, write_spill
 
@@ -198,8 +199,6 @@ class MapOutputBuffer:
         self.name = name
         self.sort_runs = sort_runs or not (hasattr(combiner, "lift") and hasattr(combiner, "merge"))
         """False only with an aggregate combiner whose reducer folds runs unordered (``shuffle.fold``)."""
-        """The stand-in for a float NaN in a key (see the module docstring); ``None`` refuses NaN keys. An
-        aggregate combiner's buffer (folding) refuses them either way."""
         self.counters = BufferCounters()
         self._groups: dict[Any, Any] = {}
         self._pending = 0
@@ -261,9 +260,16 @@ class MapOutputBuffer:
         merge: Any = self.combiner.merge if self._folding else None  # type: ignore[union-attr]
         record_key = record_value = key = value = output = None
         get = groups.get
+        check_pairs = True
+        """Whether the next record's output is read through ``checked_pairs``: the first record's, then one every
+        ``check_every`` (``shuffle.pairs``: a str or dict unpacked as a pair gives wrong output silently)."""
         try:
             for record_key, record_value in records:
                 output = mapper(record_key, record_value)
+                if check_pairs:
+                    check_pairs = False
+                    if output is not None:
+                        output = checked_pairs(output)
                 # Pairs are counted per call in ``added``, which stays small: an int up to 256 is a cached object,
                 # while adding to the task-wide ``pending`` per pair allocated a new int every time (a few % of a
                 # word count's map CPU).
@@ -327,6 +333,7 @@ class MapOutputBuffer:
                         next_size = consumed + size_step
                     if consumed >= next_yield:
                         next_yield += check_every
+                        check_pairs = True
                         self._pending = pending
                         self.current_record = (record_key, record_value)
                         yield consumed

@@ -418,6 +418,24 @@ def test_a_nan_key_is_refused_as_its_spill_is_sorted(tmp_path: Path) -> None:
         buffer.spill()
 
 
+@pytest.mark.parametrize("aggregate", [Sum(), Mean(), None], ids=["in-place sum", "lift and merge", "lists"])
+def test_a_map_yielding_a_str_is_refused_on_the_records_checked(tmp_path: Path, aggregate: Any) -> None:
+    """A map's output is read through ``shuffle.pairs.checked_pairs`` on its first record and every 4,096th after
+    (a str, dict or set would unpack as a pair without an error): a map that starts yielding two-letter codes at
+    record 4,097 is refused there, naming the object, whichever loop folds its pairs."""
+
+    def mapper(key: int, value: str) -> Iterator[Any]:
+        yield value if key >= 4096 else (value, 1)
+
+    buffer = MapOutputBuffer(tmp_path, 1, None, aggregate)
+    with pytest.raises(TypeError, match=re.escape("a str is not a (key, value) pair: 'en'")):
+        for _ in buffer.run_map(((number, "en") for number in range(5000)), mapper):
+            pass
+    assert buffer.current_record == (4096, "en")
+    clean = MapOutputBuffer(tmp_path, 1, None, aggregate)
+    assert list(clean.run_map(((number, "en") for number in range(4096)), mapper))[-1] == 4096
+
+
 def test_spill_name(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, _by_length(1), name="map-00003-1")
     _emit(buffer, [("a", 1)])

@@ -401,6 +401,39 @@ def test_a_combine_without_pairs_or_its_key_or_a_bad_partition_shows_no_engine_f
     assert not status.get("traceback"), status["traceback"]
 
 
+@pytest.mark.parametrize(
+    ("job_class", "error", "line"),
+    [
+        ("MapYieldsCodes", "map at {source} byte offset 0: 'en Main_Page 10' raised NotPairsError: the map gave "
+                           "something other than (key, value) pairs (TypeError: a str is not a (key, value) pair: "
+                           "'en')", "yield line.split()[0]  # should be"),
+        ("MapYieldsRecords", "map at {source} byte offset 0: 'en Main_Page 10' raised NotPairsError: the map gave "
+                             "something other than (key, value) pairs (TypeError: a dict is not a (key, value) pair: "
+                             "{{'word': 'en', 'count': 1}})", "yield {\"word\": word, \"count\": 1}"),
+        ("CombineYieldsSet", "combine at key 'de' raised NotPairsError: the combine gave something other than "
+                             "(key, value) pairs (TypeError: a set is not a (key, value) pair: ",
+                             "yield {code, sum(counts)}"),
+        ("ReduceYieldsText", "reduce at key 'de' raised NotPairsError: the reduce gave something other than "
+                             "(key, value) pairs (TypeError: a str is not a (key, value) pair: 'de')",
+                             "yield code  # should"),
+    ],
+)  # fmt: skip
+def test_a_str_dict_or_set_that_python_would_unpack_as_a_pair_is_refused(
+    client: Client, tmp_path: Path, job_class: str, error: str, line: str
+) -> None:
+    """A map yielding a two-letter code (``yield "en"``) ran and wrote key "e" with value "n"; a two-key dict gave
+    its keys as a pair, a two-item set its items in no set order; a reduce yielding its key alone wrote "d" -> "e".
+    The jobs succeeded with wrong output. Such objects are refused now, shown at the user's ``yield``."""
+    source = tmp_path / "in.txt"
+    source.write_text("en Main_Page 10\nde Haupt 5\nen Foo 3\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "not_pairs", [source], tmp_path / "out", job_class=job_class)
+    status = failure.value.status
+    assert status["error"].startswith(error.format(source=source)), status["error"]
+    assert f'File "{job_path("not_pairs")}", line ' in status["traceback"], status["traceback"]
+    assert line in status["traceback"] and "shuffle/" not in status["traceback"], status["traceback"]
+
+
 def test_an_init_or_final_hook_that_yields_no_pair_is_shown_at_its_yield(client: Client, tmp_path: Path) -> None:
     """A ``reducer_final`` yielding a bare value failed with "reduce task 1: too many values to unpack (expected 2)"
     and the engine's frames (taskproc.py, tasks.py's writing of the hook's pairs) as its traceback. It is now a

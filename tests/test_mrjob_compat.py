@@ -497,7 +497,8 @@ def test_a_failing_mapper_reports_the_users_traceback_and_record(tmp_path: Path)
 def test_an_mrjob_mapper_or_reducer_that_yields_no_pair_is_shown_at_its_yield(tmp_path: Path) -> None:
     """An mrjob mapper yielding a bare number failed with "TypeError: 'int' object is not subscriptable" and the
     engine's frames (hop/tasks.py, shuffle/buffer.py, hop/mrjob_codec.py) as its traceback; a reducer yielding one
-    with the NotPairsError alone. Both now say what to yield, and the traceback is the user's ``yield`` line."""
+    with the NotPairsError alone. Both now say what to yield, and the traceback is the user's ``yield`` line. A
+    mapper yielding a two-letter str, which mrjob unpacks as key and value, is refused the same way."""
     source = tmp_path / "in.txt"
     source.write_text("a b\nc\n")
     job = write_job(
@@ -511,6 +512,8 @@ def test_an_mrjob_mapper_or_reducer_that_yields_no_pair_is_shown_at_its_yield(tm
             def mapper(self, _, line):
                 if self.options.bad_mapper:
                     yield len(line)
+                elif self.options.code_mapper:
+                    yield "en"
                 else:
                     yield line, 1
 
@@ -520,10 +523,13 @@ def test_an_mrjob_mapper_or_reducer_that_yields_no_pair_is_shown_at_its_yield(tm
             def configure_args(self):
                 super().configure_args()
                 self.add_passthru_arg("--bad-mapper", action="store_true")
+                self.add_passthru_arg("--code-mapper", action="store_true")
         """,
     )
-    for where, line, job_args in (("map", 8, ["--", "--bad-mapper"]), ("reduce", 13, [])):
-        command = ["--mrjob", str(job), str(source), "-o", str(tmp_path / where), "--workers", "1", "--quiet"]
+    cases = (("map", 8, ["--", "--bad-mapper"]), ("reduce", 15, []), ("map", 10, ["--", "--code-mapper"]))
+    for where, line, job_args in cases:
+        out = tmp_path / f"{where}-{line}"
+        command = ["--mrjob", str(job), str(source), "-o", str(out), "--workers", "1", "--quiet"]
         result = hop_fails(*command, *job_args)
         assert result.returncode == 1 and f"the {where} gave something other than (key, value) pairs" in result.stderr
         shown = result.stderr.split("hop: error:")[0]

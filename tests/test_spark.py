@@ -449,6 +449,35 @@ def map_failure(job: str, job_class: str | None, step: int, input_format: str, i
     return failure_of(failed.value) or ("", "")
 
 
+@pytest.mark.parametrize("job_class", ["MapYieldsCodes", "CombineYieldsSet", "ReduceYieldsText"])
+def test_a_str_or_set_given_as_a_pair_is_refused_as_on_hop(tmp_path: Path, job_class: str) -> None:
+    """A map yielding a two-letter code, a combine a two-item set and a reduce its key alone ran on Spark, as on
+    hop, with wrong output (Python unpacks them as pairs); they are refused now with hop's message (test_engine.py),
+    shown at the user's ``yield``. The tasks run here, outside Spark."""
+    from hop.inputs import Split
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, reduce_task
+
+    source = tmp_path / "in.txt"
+    source.write_text("de Haupt 5\n")
+    if job_class == "ReduceYieldsText":
+        plan = StepPlan(dump_job_class(load_job_file(job_path("not_pairs"), job_class)), 0, 1, "text")
+        counters: Any = None  # (a failed task adds none)
+        with pytest.raises(TaskFailure) as failed:
+            list(reduce_task(plan, counters, [("de", [1])]))
+        reason, shown = failure_of(failed.value) or ("", "")
+    else:
+        split = Split(str(source), 0, source.stat().st_size)
+        reason, shown = map_failure("not_pairs", job_class, 0, "text", [split])
+    where = {"MapYieldsCodes": f"map at {source} byte offset 0: 'de Haupt 5'", "CombineYieldsSet": "combine at key "
+             "'de'", "ReduceYieldsText": "reduce at key 'de'"}[job_class]  # fmt: skip
+    kind = "set" if job_class == "CombineYieldsSet" else "str"
+    assert reason.startswith(f"{where} raised NotPairsError: "), reason
+    assert f"(TypeError: a {kind} is not a (key, value) pair: " in reason, reason
+    assert f'File "{job_path("not_pairs")}", line ' in (shown or ""), shown
+
+
 def test_what_the_engine_finds_wrong_is_named_by_its_task_without_a_traceback_as_on_hop(tmp_path: Path) -> None:
     """A combiner that changed its key and a partition out of range failed on Spark with messages of their own
     ("a combiner must keep its key", "partition raised ValueError: ...") after a traceback of the bare error;

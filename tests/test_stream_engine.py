@@ -806,6 +806,23 @@ def test_a_value_a_built_in_aggregate_cannot_fold_fails_the_job_as_in_batch(
     assert "panes.py" not in result.stderr and "gave up after" not in result.stderr, result.stderr
 
 
+def test_a_map_yielding_a_str_that_would_unpack_as_a_pair_fails_as_in_batch(tmp_path: Path) -> None:
+    """A stream map yielding a two-letter user name alone ran and counted key "a" with value "b"; it fails now as
+    in batch (``shuffle.pairs``), naming the record and shown at the user's ``yield``."""
+    line = json.dumps({"ts": T0, "user": "ab", "amount": 1}) + "\n"
+    (tmp_path / "events.jsonl").write_text(line)
+    job = str(ROOT / "tests" / "jobs" / "stream_events.py")
+    result = hop(
+        "run", job, "--job-class", "EventUsers", "--source", "replay:events.jsonl", "--window", "10r", "-o", "out",
+        "--no-view", "--quiet", "--duration", "60s", "--max-attempts", "1", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    place = "replay source replay:events.jsonl: the line at byte offset 0 of events.jsonl"
+    problem = "the map gave something other than (key, value) pairs (TypeError: a str is not a (key, value) pair: 'ab')"
+    assert f"map at {place}: {json.loads(line)!r} raised NotPairsError: {problem}" in result.stderr, result.stderr
+    assert 'yield event["user"]  # should be' in result.stderr, result.stderr
+
+
 def test_csv_and_jsonl_records_reach_map_as_in_batch(tmp_path: Path) -> None:
     """A csv job's map gets each row's fields in a stream as in batch (it got the raw line: 'alice,3'[1] is 'l');
     an empty line is no record and a malformed row a bad record; a jsonl record JSON cannot hold in an int (past

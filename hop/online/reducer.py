@@ -35,6 +35,7 @@ from hop.online.snapshots import (
 )
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from shuffle.keys import sort_keys
+from shuffle.pairs import checked_pairs
 from shuffle.store import RunStore
 
 __all__ = ["ReducerSnapshots"]
@@ -177,7 +178,7 @@ class ReducerSnapshots:
             return self.state.table()
         rows = []
         for key, values in self.store.snapshot_grouped():
-            for out_key, out_value in self.reducer(key, values) or ():
+            for out_key, out_value in checked_pairs(self.reducer(key, values) or ()):
                 rows.append(SnapshotRow(out_key, out_value, None, False))
         return SnapshotTable.from_rows(rows)
 
@@ -189,7 +190,7 @@ class ReducerSnapshots:
             with open(part, encoding="utf-8") as lines:
                 for number, line in enumerate(lines, 1):  # (named by line number: no byte offset is counted)
                     key, value = parse_output_line(line.rstrip("\n"), str(part), number, numbered=True)
-                    for out_key, out_value in self.mapper(key, value) or ():
+                    for out_key, out_value in checked_pairs(self.mapper(key, value) or ()):
                         if self.partition(out_key) == self.index:
                             groups.setdefault(out_key, []).append(out_value)
         ordered, _ = sort_keys(list(groups))
@@ -202,7 +203,7 @@ class ReducerSnapshots:
                     SnapshotRow(key, aggregate.finish(aggregate.fold_values(map(aggregate.lift, values))), None, False)
                 )
                 continue
-            for out_key, out_value in self.reducer(key, values) or ():
+            for out_key, out_value in checked_pairs(self.reducer(key, values) or ()):
                 rows.append(SnapshotRow(out_key, out_value, None, False))
         return rows
 

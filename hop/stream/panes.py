@@ -19,6 +19,7 @@ from typing import Any
 from hop.aggregates import Aggregate
 from shuffle.buffer import map_or_combine, none_state_error
 from shuffle.keys import sort_keys
+from shuffle.pairs import checked_pairs
 from shuffle.runs import UnencodableRecordError, encode_run
 
 
@@ -128,7 +129,7 @@ class PaneBuffer:
                     out_keys.append(key)
                     out_values.append(value)
                 elif self.combiner is not None:
-                    for out_key, out_value in self.combiner(key, value):
+                    for out_key, out_value in checked_pairs(self.combiner(key, value)):
                         out_keys.append(out_key)
                         out_values.append(out_value)
                 else:

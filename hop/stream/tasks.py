@@ -66,8 +66,10 @@ from hop.tasks import (
     unencodable_map_call,
 )
 from hop.usercode import UserCodeError, call_user, fold_error
+from hop.usertrace import not_pairs
 from shuffle import codec
 from shuffle.keys import sort_keys
+from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
 from shuffle.runs import UnencodableRecordError, iter_run
 from shuffle.spill import write_spill
@@ -448,12 +450,15 @@ def run_stream_map(
                     if stamp >= moves_at:
                         open_from = _event_watermark_pane(window, options, stamp)
                         moves_at = _next_pane_start(window, options, open_from)
+                pairs = None
                 try:
                     pairs = mapper(stamp, value) or ()
+                    if marks.records & 4095 == 1:  # the first record's pairs and every 4,096th (shuffle.pairs)
+                        pairs = checked_pairs(pairs)
                     buffer.add(pane, pairs)
                 except Exception as error:
                     place = where(record, marks.ordinal - 1 + marks.bad)  # (ordinal counts it already)
-                    folded = fold_error(buffer.aggregate, buffer.failed_pair, error)
+                    folded = fold_error(buffer.aggregate, buffer.failed_pair, not_pairs("map", error, pairs))
                     raise UserCodeError("map", folded, f"{place}: {value!r:.200}") from error
             if late_lines:
                 late_path.parent.mkdir(parents=True, exist_ok=True)

@@ -65,3 +65,37 @@ class PartitionOutOfRange(CombineYieldsValues):
 
     def partition(self, key, num_partitions):
         return len(key) + num_partitions  # should be: len(key) % num_partitions
+
+
+class MapYieldsCodes(Job):
+    """Counts lines per language code, but yields the code alone: a two-letter str unpacks as a pair."""
+
+    def map(self, offset, line):
+        yield line.split()[0]  # should be: yield line.split()[0], 1
+
+    combine = reduce = Sum()
+
+
+class MapYieldsRecords(Job):
+    def map(self, offset, line):
+        for word in line.split():
+            yield {"word": word, "count": 1}  # should be: yield word, 1 (a two-key dict unpacks as its keys)
+
+    def reduce(self, word, counts):
+        yield word, sum(counts)
+
+
+class ReduceYieldsText(Job):
+    def map(self, offset, line):
+        yield line.split()[0], 1
+
+    def reduce(self, code, counts):
+        yield code  # should be: yield code, sum(counts)
+
+
+class CombineYieldsSet(ReduceYieldsText):
+    def combine(self, code, counts):
+        yield {code, sum(counts)}  # should be: yield code, sum(counts)
+
+    def reduce(self, code, counts):
+        yield code, sum(counts)
