@@ -51,6 +51,7 @@ from hop.inputs import (
 )
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
+from hop.lifetime import Interrupted
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
@@ -824,13 +825,14 @@ _last_interruption: list[float] = []
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    """The handler of Ctrl-C and SIGTERM: raise KeyboardInterrupt, once per :data:`SAME_SIGNAL_SECONDS`."""
+    """The handler of Ctrl-C and SIGTERM: raise :class:`~hop.lifetime.Interrupted`, a KeyboardInterrupt, once per
+    :data:`SAME_SIGNAL_SECONDS`."""
     now = time.monotonic()
     if _last_interruption and now - _last_interruption[-1] < SAME_SIGNAL_SECONDS:
         return
     _last_interruption.append(now)
     _signalled.append(signum)
-    raise KeyboardInterrupt
+    raise Interrupted(signum)  # (which: a run on Spark sets its own exit code, hop.spark_cli)
 
 
 def _defer_interrupts() -> None:

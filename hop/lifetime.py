@@ -24,6 +24,7 @@ from collections.abc import Iterator
 __all__ = [
     "PARENT_VARIABLE",
     "STOP_SIGNALS",
+    "Interrupted",
     "become_subreaper",
     "die_with_parent",
     "embedded",
@@ -37,6 +38,15 @@ PARENT_VARIABLE = "HOP_EMBEDDED_PARENT_PID"
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 """What :func:`ignore_stop_signals` ignores: Ctrl-C, and the polite stop of ``kill``, systemd and container runtimes."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, raised by a signal handler that says which (``signum``), so that whoever ends the command
+    exits 130 or 143 as the shell would."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__()
+        self.signum = signum
 
 
 def orphaned() -> bool:
