@@ -21,7 +21,7 @@ from hop.runner import build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
 from monitoring.cli import MONITOR_JOB
-from tests.conftest import hop, run_job
+from tests.conftest import hop, job_path, run_job
 from tests.test_stream_engine import assert_interrupted_report, interrupt_twice_as_it_drains, read_windows
 
 pytestmark = pytest.mark.slow
@@ -162,6 +162,49 @@ def test_a_finished_jobs_elapsed_time_in_the_coordinators_samples_ends_with_it(c
         subscriber.close()
     job = ended[0]
     assert job["elapsed"] == job["finished_at"] - job["submitted_at"], job
+
+
+def test_the_coordinators_samples_say_how_long_each_running_task_has_not_advanced(
+    client: Client, tmp_path: Path
+) -> None:
+    """The stuck-task alert's input: a map blocked on one record has not advanced for as long as it blocks, while a
+    reduce working through its keys advances (it reported nothing from its merge's start to its end, so it looked
+    stuck for as long as it reduced)."""
+    import msgpack
+    import zmq
+
+    (tmp_path / "blocked.txt").write_text("block\n")
+    (tmp_path / "words.txt").write_text("".join(f"word{n}\n" for n in range(350)))  # a 3.5 s reduce
+    subscriber = zmq.Context.instance().socket(zmq.SUB)
+    subscriber.setsockopt(zmq.LINGER, 0)
+    subscriber.setsockopt(zmq.SUBSCRIBE, b"")
+    subscriber.connect(client.cluster()["events"])
+    inputs = [tmp_path / "blocked.txt", tmp_path / "words.txt"]
+    spec = build_spec(
+        load_job_file(job_path("blocked_map"), "BrieflyBlockedSlowReduce"),
+        [str(path) for path in inputs],
+        str(tmp_path / "out"),
+        num_reduces=1,
+    )
+    stalled: dict[str, float] = {}
+    try:
+        job_id = client.submit(spec)
+        deadline = time.monotonic() + 60
+        while client.status(job_id)["state"] == "running":
+            assert time.monotonic() < deadline, "the job should have ended"
+            if not subscriber.poll(timeout=2000):
+                continue
+            sample = msgpack.unpackb(subscriber.recv(), raw=False)
+            for task in sample["tasks"]:
+                if task["job_id"] == job_id:
+                    kind = task["task"].split("-")[0]
+                    stalled[kind] = max(stalled.get(kind, 0.0), task["stalled_s"])
+                    assert task["worker"] and task["host"], task
+    finally:
+        subscriber.close()
+    assert client.status(job_id)["state"] == "succeeded"
+    assert stalled.get("map", 0.0) >= 1.5, stalled  # blocked 2.5 s on its one record
+    assert "reduce" in stalled and stalled["reduce"] < 2.0, stalled  # 3.5 s of reducing, reported as it went
 
 
 def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) -> None:
