@@ -887,7 +887,13 @@ class Coordinator:
             "tasks": [
                 {"job_id": job.spec.job_id, "name": job.spec.name, **attempt, **self._where(attempt["worker"])}
                 for job in self.jobs.values()
-                for attempt in job.running_attempts(now)
+                for upstream in [self.jobs.get(str(job.spec.options.get("upstream") or ""))]
+                for attempt in job.running_attempts(
+                    now,
+                    # (the pipeline step before, which feeds its maps)
+                    upstream is not None and upstream.state == "running",
+                    upstream.finished_at if upstream is not None else None,
+                )
             ],
         }
 

@@ -273,11 +273,15 @@ class JobState:
             a.status in ("failed", "lost") for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts
         )
 
-    def running_attempts(self, now: float) -> list[dict[str, Any]]:
+    def running_attempts(
+        self, now: float, upstream_running: bool = False, upstream_ended_at: float | None = None
+    ) -> list[dict[str, Any]]:
         """The running attempts of a batch job that should be advancing, each with the seconds since it last did
         (``stalled_s``, for the cluster monitor's stuck-task alert). Left out: a continuous job's (a quiet source
-        is no fault) and a reduce's while some map has not committed (it waits for the maps, which are listed)."""
-        if self.state != "running" or self.continuous:
+        is no fault), a reduce's while some map has not committed (it waits for the maps, which are listed), and
+        all of them while ``upstream_running``: the previous step of a pipeline, whose reduces feed this job's maps
+        as they go, still runs (its attempts are listed); its maps' wait ended at ``upstream_ended_at``."""
+        if self.state != "running" or self.continuous or upstream_running:
             return []
         maps_committed = self.maps_committed()
         running = []
@@ -291,6 +295,8 @@ class JobState:
                 since = record.progress_at
                 if task.kind == "reduce" and self.last_map_commit_at is not None:
                     since = max(since, self.last_map_commit_at)  # (its wait for the maps ended then)
+                if task.kind == "map" and upstream_ended_at is not None:
+                    since = max(since, upstream_ended_at)  # (its wait for the step before ended then)
                 running.append(
                     {
                         "task": f"{task.kind}-{task.index:05d}",

@@ -503,8 +503,7 @@ def test_dashboard_shows_a_blocked_map_as_a_stuck_task(monitored: Monitored, tmp
             text = page.inner_text(stuck)
             assert "map-00001 #0" in text and "BlockedMap" in text and "no progress for" in text, text
             assert page.inner_text("#stuck-count") == "1"
-        page.wait_for_selector(stuck, state="detached", timeout=30_000)  # cancelled: it clears
-        assert not errors, errors
+        assert not errors, errors  # (its clearing: test_metrics_show_a_blocked_map_stuck_and_the_jobs_progress...)
 
 
 def _cancel_hog(cluster: LocalCluster) -> None:

@@ -31,9 +31,25 @@ class BlockedMap(Job):
 class BrieflyBlockedSlowReduce(BlockedMap):
     """Its ``block`` map stalls ``blocked_seconds``; its reduce takes ``reduce_seconds`` per key, advancing."""
 
-    blocked_seconds = 2.5
+    blocked_seconds = 3.0
     reduce_seconds = 0.01
 
     def reduce(self, key: Any, values: Any) -> Any:
         time.sleep(self.reduce_seconds)
+        yield key, sum(values)
+
+
+class BrieflyBlockedMap(BlockedMap):
+    """Its ``block`` map stalls ``blocked_seconds``."""
+
+    blocked_seconds = 3.0
+
+
+class PassedOn(Job):
+    """A pipeline's next step after ``BrieflyBlockedMap``: its maps read that job's output (as it comes, a pipe)."""
+
+    def map(self, key: Any, count: Any) -> Any:
+        yield key, count
+
+    def reduce(self, key: Any, values: Any) -> Any:
         yield key, sum(values)
