@@ -411,7 +411,7 @@ class JobState:
     def on_started(self, kind: str, index: int, attempt: int, pid: int, at: float) -> None:
         record = self.attempt(kind, index, attempt)
         record.pid, record.start = pid, at
-        record.progress_at = at
+        record.progress_at = time.time()  # (the coordinator's clock, as every later advance: ``at`` is the worker's)
         # Only an attempt still waiting to start may become running: one settled meanwhile (killed when its
         # upstream attempt went, lost with its worker) must stay settled, or its task would wait for it forever.
         if record.status == "assigned":
