@@ -678,8 +678,11 @@ class Coordinator:
         # Once every map committed, the exact result waits only for the shuffle to end (a fraction of a second): a
         # snapshot then may still hold a small part of the map output (with --blocking a reducer gets a map's output
         # only after it commits), and stopping on it called an answer approximate that was about to be exact.
-        if job.state == "running" and not job.maps_committed() and job.snapshots.stop_when_accurate is not None:
-            reason = job.snapshots.held_back(snapshot)
+        tracker = job.snapshots
+        if job.state == "running" and tracker.stop_when_accurate is not None and not tracker.ends_exactly(snapshot):
+            reason = tracker.held_back(snapshot)
+            if reason is None and job.maps_committed():
+                reason = "every map had committed: the exact result was moments away"
             if reason is None:
                 self._stop_early(job, snapshot)
             else:  # in _job.json and the run's summary if none stops it: which groups held the job back, and why

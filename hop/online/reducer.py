@@ -224,10 +224,14 @@ def _interval_fields(table: SnapshotTable) -> dict[str, Any]:
     """What ``--stop-when-accurate`` decides on, and what to tell the user when it cannot stop:
     ``max_relative_half_width``, the widest interval relative to its estimate (``None`` if some group has no interval
     yet), ``widest`` (that group's key), and for groups without an interval ``unbounded`` (how many) and
-    ``unbounded_examples`` (the first few keys, each with why). Without these a job that never stopped early did not
-    say which groups held it back (a NaN among a group's values, a group seen in one chunk)."""
+    ``unbounded_examples`` (a few keys, each with why, those that will never have one first). Without these a job
+    that never stopped early did not say which groups held it back (a NaN among a group's values, a group seen in
+    one chunk)."""
     widest, widest_key, unbounded = 0.0, None, 0
-    examples: list[dict[str, Any]] = []
+    # Groups that will never have an interval (a NaN estimate) are named before those still waiting for a second
+    # chunk (``waiting``): reading on gives the latter one, never the former.
+    never: list[dict[str, Any]] = []
+    not_yet: list[dict[str, Any]] = []
     for key, estimate, low, high, final in zip(
         table.keys, table.estimates, table.lows, table.highs, table.finals, strict=True
     ):
@@ -235,8 +239,10 @@ def _interval_fields(table: SnapshotTable) -> dict[str, Any]:
             continue
         if estimate is None or low is None or high is None:
             unbounded += 1
-            if len(examples) < UNBOUNDED_EXAMPLES:
-                examples.append({"key": key, "why": _why_unbounded(estimate)})
+            waiting = estimate is not None and math.isfinite(estimate)
+            named = not_yet if waiting else never
+            if len(named) < UNBOUNDED_EXAMPLES:
+                named.append({"key": key, "why": _why_unbounded(estimate), "waiting": waiting})
             continue
         half = (high - low) / 2
         width = half / abs(estimate) if estimate else (0.0 if half == 0 else math.inf)
@@ -247,7 +253,7 @@ def _interval_fields(table: SnapshotTable) -> dict[str, Any]:
         fields["widest"] = widest_key
     if unbounded:
         fields["unbounded"] = unbounded
-        fields["unbounded_examples"] = examples
+        fields["unbounded_examples"] = (never + not_yet)[:UNBOUNDED_EXAMPLES]
     return fields
 
 

@@ -172,6 +172,14 @@ class SnapshotTracker:
     def accurate(self, snapshot: Snapshot) -> bool:
         return self.stop_when_accurate is not None and snapshot.complete and self.held_back(snapshot) is None
 
+    def ends_exactly(self, snapshot: Snapshot) -> bool:
+        """Every partition answered with its final output, or the reducers had every chunk: the job's exact end is
+        at hand, and no early stop is due."""
+        if all(fields.get("final") for fields in snapshot.partitions.values()):
+            return True
+        coverage = self.coverage(snapshot)
+        return coverage is not None and coverage[0] >= 1
+
     def held_back(self, snapshot: Snapshot) -> str | None:
         """Why ``snapshot`` cannot end the job under ``--stop-when-accurate`` (``None``: it can), in a line that names
         at most ``UNBOUNDED_EXAMPLES`` groups per partition: a job that ran to the end said only that no snapshot met
@@ -183,39 +191,50 @@ class SnapshotTracker:
         failed = [index for index, fields in sorted(snapshot.partitions.items()) if fields.get("error")]
         if failed:
             return f"partition {failed[0]} could not take it: {snapshot.partitions[failed[0]]['error']}"
-        estimated = {index: f for index, f in snapshot.partitions.items() if not f.get("final")}
-        if not estimated:
-            return "every partition had its final output"  # the job ends exactly on its own
-        coverage = self.coverage(snapshot)
-        if coverage is not None and coverage[0] >= 1:
+        if self.ends_exactly(snapshot):
             return "every chunk was read"  # the job ends exactly on its own (an early stop would call it approximate)
+        estimated = {index: f for index, f in snapshot.partitions.items() if not f.get("final")}
         if not any(fields.get("groups") for fields in snapshot.partitions.values()):
             return "no group was read yet"  # an empty result is no estimate
+        # Every reason that applies, the chunks read first: a run held back by too few chunks read and by a group
+        # with a NaN estimate said only the first, and the user learnt of the NaN once more chunks were read.
+        reasons: list[str] = []
         for fields in estimated.values():
             seen = fields.get("strata_seen") or {}
-            for stratum, count in sorted(seen.items()):
-                if not count:
-                    # Its groups are missing altogether, not estimated, so no interval speaks for them and stopping
-                    # now would drop them from the result.
-                    return f"no chunk of stratum {stratum!r} was read yet"
-            for stratum, chunks in sorted((self.stratum_chunks or {}).items()):
-                needed = min(MIN_CHUNKS_PER_STRATUM, chunks)
-                if seen.get(stratum, 0) < needed:
-                    return f"{seen.get(stratum, 0)} of the {needed} chunks needed of stratum {stratum!r} were read"
+            unseen = [stratum for stratum, count in sorted(seen.items()) if not count]
+            if unseen:
+                # Its groups are missing altogether, not estimated, so no interval speaks for them and stopping now
+                # would drop them from the result.
+                reasons.append(f"no chunk of stratum {unseen[0]!r} was read yet")
+                break
+            short = [
+                (stratum, seen.get(stratum, 0), min(MIN_CHUNKS_PER_STRATUM, chunks))
+                for stratum, chunks in sorted((self.stratum_chunks or {}).items())
+                if seen.get(stratum, 0) < min(MIN_CHUNKS_PER_STRATUM, chunks)
+            ]
+            if short:
+                stratum, read, needed = short[0]
+                where = f"stratum {stratum!r}" if len(self.stratum_chunks or {}) > 1 else "the input"
+                reasons.append(f"{read} of the {needed} chunks needed of {where} were read")
+                break
         unbounded = {index: f for index, f in sorted(estimated.items()) if f.get("max_relative_half_width") is None}
         if unbounded:
             count = sum(int(f.get("unbounded") or 0) for f in unbounded.values())
             examples = [e for f in unbounded.values() for e in f.get("unbounded_examples") or ()]
+            examples.sort(key=lambda example: bool(example.get("waiting")))  # those that never get one first
             named = "; ".join(f"{_short(e.get('key'))}: {e.get('why')}" for e in examples[:UNBOUNDED_EXAMPLES])
-            return f"{count:,} group{'s' if count != 1 else ''} without an interval" + (f" ({named})" if named else "")
-        index, fields = max(estimated.items(), key=lambda item: float(item[1]["max_relative_half_width"]))
-        widest = float(fields["max_relative_half_width"])
-        if widest > self.stop_when_accurate:
-            return (
-                f"the widest interval is {widest:.1%} of its estimate, over {self.stop_when_accurate:.1%} "
-                f"({_short(fields.get('widest'))})"
+            reasons.append(
+                f"{count:,} group{'s' if count != 1 else ''} without an interval" + (f" ({named})" if named else "")
             )
-        return None
+        else:
+            index, fields = max(estimated.items(), key=lambda item: float(item[1]["max_relative_half_width"]))
+            widest = float(fields["max_relative_half_width"])
+            if widest > self.stop_when_accurate:
+                reasons.append(
+                    f"the widest interval is {widest:.1%} of its estimate, over {self.stop_when_accurate:.1%} "
+                    f"({_short(fields.get('widest'))})"
+                )
+        return "; ".join(reasons) or None
 
     def describe(self, snapshot: Snapshot, with_rows: bool = True) -> dict[str, Any]:
         """The snapshot as the API and ``_snapshot.json`` show it."""
