@@ -578,10 +578,12 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
         from hop.online.tracker import MIN_CHUNKS_PER_STRATUM
 
         # Said, not left to be inferred from a missing "stopped early": the run was asked to stop early.
+        held = report.get("stop_held_back")
         stopped.append(
             f"no snapshot met --stop-when-accurate {stop_when_accurate:.1%} (every group's interval within it, at "
             f"least {MIN_CHUNKS_PER_STRATUM} chunks of every stratum read), so the job ran to the end and the result "
             "is exact"
+            + (f"; at the last that could have stopped it ({held['snapshot']}): {held['reason']}" if held else "")
         )
     return (
         f"{head}{first['counters']['map_input_records']:,} input records, "

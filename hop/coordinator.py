@@ -678,8 +678,15 @@ class Coordinator:
         # Once every map committed, the exact result waits only for the shuffle to end (a fraction of a second): a
         # snapshot then may still hold a small part of the map output (with --blocking a reducer gets a map's output
         # only after it commits), and stopping on it called an answer approximate that was about to be exact.
-        if job.state == "running" and not job.maps_committed() and job.snapshots.accurate(snapshot):
-            self._stop_early(job, snapshot)
+        tracker = job.snapshots
+        if job.state == "running" and tracker.stop_when_accurate is not None and not tracker.ends_exactly(snapshot):
+            reason = tracker.held_back(snapshot)
+            if reason is None and job.maps_committed():
+                reason = "every map had committed: the exact result was moments away"
+            if reason is None:
+                self._stop_early(job, snapshot)
+            else:  # in _job.json and the run's summary if none stops it: which groups held the job back, and why
+                job.stop_held_back = {"snapshot": snapshot.label, "reason": reason}
 
     def _answer_from_committed(self, job: JobState) -> None:
         """Every committed partition answers the snapshots it has not answered with its final output."""
@@ -1329,6 +1336,9 @@ class Coordinator:
             fields["host"] = worker.host
             fields["committed"] = [[i, a, s, seg] for i, (a, s, seg) in job.map_spills.items()]
             fields["chunk_strata"] = self.chunk_strata.get(job.spec.job_id)
+            # Every chunk's bytes, which Sum and Count estimates scale by (hop.online.estimators).
+            tracker = job.snapshots
+            fields["chunk_sizes"] = tracker.chunk_sizes if tracker is not None and fields["chunk_strata"] else None
             reader = self.pipe_readers.get((self.downstream.get(job.spec.job_id, ""), index))
             if reader is not None:
                 fields["pipe_to"] = reader[1]

@@ -189,6 +189,8 @@ class JobState:
         """Online aggregation: snapshot requests and answers (set by the coordinator)."""
         self.approximate: dict[str, Any] | None = None
         """Set when ``--stop-when-accurate`` ended the job with a snapshot as its result."""
+        self.stop_held_back: dict[str, Any] | None = None
+        """``--stop-when-accurate``: the latest snapshot that could have ended the job and why it did not."""
         self.windows: WindowTracker | None = None
         """Continuous jobs (``options["stream"]``): the windows written so far (set by the coordinator)."""
         self.stopping = False
@@ -769,6 +771,7 @@ class JobState:
             },
             "attempts": [a.report() for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts],
             **({"approximate": self.approximate} if self.approximate else {}),
+            **({"stop_held_back": self.stop_held_back} if self.stop_held_back and not self.approximate else {}),
             **(
                 {
                     "continuous": {

@@ -149,6 +149,7 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
                 committed,
                 task.get("chunk_strata"),
                 task.get("pipe_to"),
+                task.get("chunk_sizes"),
             )
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
     except Exception as error:

@@ -687,11 +687,13 @@ def run_reduce(
     committed: list[tuple[int, int, int, list[list[int]]]] = (),  # type: ignore[assignment]
     chunk_strata: list[str] | None = None,
     pipe_to: str | None = None,
+    chunk_sizes: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output.
 
     While receiving it answers ``snapshot`` requests (``hop.online.reducer``); ``chunk_strata`` (the stratum of
-    every input chunk, by chunk id) is given for online jobs, whose snapshots carry estimates.
+    every input chunk, by chunk id) is given for online jobs, whose snapshots carry estimates, with ``chunk_sizes``
+    (their bytes, which Sum and Count estimates scale by).
 
     In a pipeline (``options["pipe_output"]``) the output is also streamed, as it is written, to the next job's map
     for this partition (``hop.pipe``): at ``pipe_to``, or wherever a ``pipe_at`` message points.
@@ -722,6 +724,7 @@ def run_reduce(
         float(spec.options.get("confidence", 0.95)),
         mapper=functions.mapper,
         partition=lambda key: job.partition(key, spec.num_reduces),
+        chunk_sizes=chunk_sizes if online else None,
     )
     if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:

@@ -1984,6 +1984,23 @@ def test_a_run_that_stop_when_accurate_did_not_end_early_says_its_result_is_exac
     assert "approximate" not in json.loads((tmp_path / "out" / "_job.json").read_text())
 
 
+def test_a_run_that_stop_when_accurate_did_not_end_early_says_which_group_held_it_back(tmp_path: Path) -> None:
+    """A group whose estimate is NaN (a NaN among its values) has no interval, so no snapshot could end the job: the
+    run said only that none met the bound. It names the group and why, in the summary line and ``_job.json``."""
+    lines = [f"{'abc'[i % 3]} {i % 7}" if i % 5000 else "d nan" for i in range(1, 120_001)]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")  # 640 KB: 10 chunks of 64 KB, "d" in every one
+    options = ["--order", "random", "--seed", "3", "--chunk-size", "64KB", "--split-size", "64KB", "--workers", "2"]
+    job = str(ROOT / "tests" / "jobs" / "nan_sum.py")
+    result = hop("run", job, "in.txt", "-o", "out", *options, "--stop-when-accurate", "0.5", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert "approximate" not in report
+    reason = report["stop_held_back"]["reason"]
+    # (With it, maybe: too few chunks read, other groups seen in one chunk so far, at the last snapshot taken.)
+    assert 'without an interval ("d": its estimate is nan: a NaN or infinite value among its records' in reason
+    assert reason in result.stderr
+
+
 def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFixture[str]) -> None:
     """``hop run --help`` is where a user checks a default; --max-attempts did not say its (the README's 4)."""
     from hop.cli import build_parser

@@ -7,8 +7,16 @@ stratum. For a group, ``x_c`` is its contribution in chunk ``c`` (0 when the gro
 final Sum is ``sum over all N chunks of x_c``. From the ``n`` chunks seen we know ``S = sum x_c`` and
 ``Q = sum x_c**2`` and estimate:
 
-- Sum and Count: ``T = N * S / n`` with variance ``N**2 * (1 - n/N) * s**2 / n``, ``s**2`` the sample variance of
-  the ``x_c`` (finite-population correction ``1 - n/N``).
+- Sum and Count: the ratio estimator scaled by bytes, ``T = B * S / b`` with ``b`` the bytes of the chunks seen and
+  ``B`` those of all ``N``; its linearised variance is ``N**2 * (1 - n/N) * s_d**2 / n``, ``s_d**2`` the sample
+  variance of the residuals ``d_c = x_c - R * b_c`` (``R = S / b``, ``b_c`` chunk ``c``'s bytes; finite-population
+  correction ``1 - n/N``), times ``(B/N)**2 / (b/n)**2`` (as the Mean's variance divides by the sample's mean count:
+  a sample of small chunks is scaled up more, and so is its spread). Chunks differ in size (a file's last chunk, a
+  compressed file read whole, small files beside large ones), and a group's contribution follows its chunk's size:
+  the expansion estimator ``N * S / n`` ignored that, so its estimates were off by the size mix of the chunks read
+  (a median error of 1.6% at 10% of files of 1 KB .. 10 MB, 0.4% by bytes: ``docs/online.md``), and biased low
+  when the chunks finished first were the small ones. With equal chunks the two are the same estimate and interval.
+  Without sizes (``None``) every chunk counts as one byte: the expansion estimator.
 - Mean: the ratio ``R = S_y / S_x`` of the per-chunk sums of values (``y``) and counts (``x``), with the linearised
   variance ``(1 - n/N) * s_d**2 / (n * xbar**2)`` where ``d_c = y_c - R * x_c``.
 
@@ -27,7 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["Estimate", "estimate_mean", "estimate_means", "estimate_total", "estimate_totals", "t_quantile"]
+__all__ = ["Bytes", "Estimate", "estimate_mean", "estimate_means", "estimate_total", "estimate_totals", "t_quantile"]
 
 
 @dataclass(frozen=True)
@@ -90,23 +98,45 @@ def t_quantile(degrees_of_freedom: int, confidence: float) -> float:
     return (low + high) / 2
 
 
+@dataclass(frozen=True)
+class Bytes:
+    """A group's byte moments for the ratio estimator: ``cross`` is ``sum x_c * b_c`` over the chunks seen; ``seen``
+    and ``squares`` are ``sum b_c`` and ``sum b_c**2`` over the chunks seen of its stratum, ``total`` the bytes of
+    the whole stratum."""
+
+    cross: float
+    seen: float
+    squares: float
+    total: float
+
+
 def estimate_total(
-    total: float, squares: float, seen: int, chunks: int, confidence: float = 0.95, occurred: int | None = None
+    total: float,
+    squares: float,
+    seen: int,
+    chunks: int,
+    confidence: float = 0.95,
+    occurred: int | None = None,
+    sizes: Bytes | None = None,
 ) -> Estimate:
     """Estimate a Sum or Count: ``total``/``squares`` are the sum and sum of squares of the group's per-chunk
     contributions over the ``seen`` chunks seen of the ``chunks`` in its stratum; ``occurred`` is how many of them
-    the group occurred in (``None``: all of them), which sets the interval's degrees of freedom."""
+    the group occurred in (``None``: all of them), which sets the interval's degrees of freedom; ``sizes`` the byte
+    moments (``None``: chunks of one size)."""
     if chunks < 1 or not 0 < seen <= chunks:
         raise ValueError(f"need 0 < seen <= chunks, got seen={seen}, chunks={chunks}")
     if seen == chunks:
         return Estimate(float(total), float(total), float(total), True)
-    mean = total / seen
-    value = chunks * mean
+    if sizes is None:
+        sizes = Bytes(total, seen, seen, chunks)
+    ratio = total / sizes.seen if sizes.seen else 0.0
+    value = sizes.total * ratio
     samples = _samples(seen, occurred)
     if samples < 2:
         return Estimate(value, None, None, False)
-    variance_of_x = max(0.0, (squares - seen * mean * mean) / (seen - 1))
-    variance = chunks * chunks * (1 - seen / chunks) * variance_of_x / seen
+    residual_squares = max(0.0, squares - 2 * ratio * sizes.cross + ratio * ratio * sizes.squares)
+    mean_bytes = sizes.seen / seen
+    variance = (1 - seen / chunks) * residual_squares / (seen - 1) / seen * (sizes.total / mean_bytes) ** 2
     half = t_quantile(samples - 1, confidence) * math.sqrt(variance)
     return Estimate(value, value - half, value + half, False)
 
@@ -171,21 +201,30 @@ def estimate_totals(
     chunks: Sequence[int],
     confidence: float,
     occurrences: Sequence[int] | None = None,
+    sizes: Sequence[Bytes] | None = None,
 ) -> tuple[list[float], list[float | None], list[float | None], list[bool]]:
     """:func:`estimate_total` for many groups at once (numpy): values, lows, highs (``None`` without an interval)
-    and finals, in the order given. Every ``seen`` must be at least 1; ``occurrences`` as ``occurred`` there."""
+    and finals, in the order given. Every ``seen`` must be at least 1; ``occurrences`` and ``sizes`` as
+    ``occurred`` and ``sizes`` there (``sizes`` for every group or none)."""
     import numpy as np
 
     s = np.asarray(totals, dtype=float)
     q = np.asarray(squares, dtype=float)
     n = np.asarray(seen, dtype=float)
     big_n = np.asarray(chunks, dtype=float)
+    if sizes is None:
+        cross, seen_bytes, byte_squares, total_bytes = s, n, n, big_n
+    else:
+        moments = np.asarray([(b.cross, b.seen, b.squares, b.total) for b in sizes], dtype=float).reshape(-1, 4)
+        cross, seen_bytes, byte_squares, total_bytes = moments.T
     final = n >= big_n
-    mean = s / n
-    value = np.where(final, s, big_n * mean)
-    variance_of_x = np.maximum(0.0, (q - n * mean * mean) / np.maximum(n - 1, 1))
+    # No bytes seen (the chunks read were empty files) leaves nothing to scale: the estimate is the 0 seen so far.
+    ratio = np.divide(s, seen_bytes, out=np.zeros_like(s), where=seen_bytes > 0)
+    value = np.where(final, s, total_bytes * ratio)
+    residual = np.maximum(0.0, q - 2 * ratio * cross + ratio * ratio * byte_squares) / np.maximum(n - 1, 1)
     t = _quantiles(_samples_of(n, occurrences), confidence)
-    half = t * np.sqrt(big_n * big_n * (1 - n / big_n) * variance_of_x / n)
+    mean_bytes = np.where(seen_bytes > 0, seen_bytes / n, 1.0)
+    half = t * np.sqrt((1 - n / big_n) * residual / n) * (total_bytes / mean_bytes)
     low = np.where(final, s, value - half)
     high = np.where(final, s, value + half)
     return value.tolist(), _nones(low), _nones(high), final.tolist()

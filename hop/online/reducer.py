@@ -34,6 +34,7 @@ from hop.online.snapshots import (
     write_partition_snapshot,
 )
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
+from hop.online.tracker import UNBOUNDED_EXAMPLES
 from shuffle.keys import sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.store import RunStore
@@ -56,13 +57,17 @@ class ReducerSnapshots:
         confidence: float = 0.95,
         mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None] | None = None,
         partition: Callable[[Any], int] | None = None,
+        chunk_sizes: list[int] | None = None,
     ) -> None:
+        """``chunk_strata`` and ``chunk_sizes``: every input chunk's stratum and bytes, by chunk id (online jobs)."""
         self.output = output
         self.index = index
         self.store = store
         self.reducer = reducer
         self.state = (
-            SnapshotState(aggregate, chunk_strata, key_stratum, confidence, read_run=store.run_bytes)
+            SnapshotState(
+                aggregate, chunk_strata, key_stratum, confidence, read_run=store.run_bytes, chunk_sizes=chunk_sizes
+            )
             if aggregate is not None and chunk_strata
             else None
         )
@@ -165,7 +170,7 @@ class ReducerSnapshots:
             "truncated": len(ordered) > ROWS_ON_THE_WIRE,
             "groups": len(ordered),
             "seconds": round(time.time() - started, 4),
-            "max_relative_half_width": _max_relative_half_width(ordered),
+            **_interval_fields(ordered),
         }
         if self.coverage is not None:
             chunks = self.coverage.seen_chunks()
@@ -215,14 +220,46 @@ def _shown(table: SnapshotTable) -> list[Any]:
     ]
 
 
-def _max_relative_half_width(table: SnapshotTable) -> float | None:
-    """The widest interval relative to its estimate (``None`` if some group has no interval yet)."""
-    widest = 0.0
-    for estimate, low, high, final in zip(table.estimates, table.lows, table.highs, table.finals, strict=True):
+def _interval_fields(table: SnapshotTable) -> dict[str, Any]:
+    """What ``--stop-when-accurate`` decides on, and what to tell the user when it cannot stop:
+    ``max_relative_half_width``, the widest interval relative to its estimate (``None`` if some group has no interval
+    yet), ``widest`` (that group's key), and for groups without an interval ``unbounded`` (how many) and
+    ``unbounded_examples`` (a few keys, each with why, those that will never have one first). Without these a job
+    that never stopped early did not say which groups held it back (a NaN among a group's values, a group seen in
+    one chunk)."""
+    widest, widest_key, unbounded = 0.0, None, 0
+    # Groups that will never have an interval (a NaN estimate) are named before those still waiting for a second
+    # chunk (``waiting``): reading on gives the latter one, never the former.
+    never: list[dict[str, Any]] = []
+    not_yet: list[dict[str, Any]] = []
+    for key, estimate, low, high, final in zip(
+        table.keys, table.estimates, table.lows, table.highs, table.finals, strict=True
+    ):
         if final:
             continue
         if estimate is None or low is None or high is None:
-            return None
+            unbounded += 1
+            waiting = estimate is not None and math.isfinite(estimate)
+            named = not_yet if waiting else never
+            if len(named) < UNBOUNDED_EXAMPLES:
+                named.append({"key": key, "why": _why_unbounded(estimate), "waiting": waiting})
+            continue
         half = (high - low) / 2
-        widest = max(widest, half / abs(estimate) if estimate else (0.0 if half == 0 else math.inf))
-    return widest
+        width = half / abs(estimate) if estimate else (0.0 if half == 0 else math.inf)
+        if widest_key is None or width > widest:
+            widest, widest_key = width, key
+    fields: dict[str, Any] = {"max_relative_half_width": None if unbounded else widest}
+    if widest_key is not None:
+        fields["widest"] = widest_key
+    if unbounded:
+        fields["unbounded"] = unbounded
+        fields["unbounded_examples"] = (never + not_yet)[:UNBOUNDED_EXAMPLES]
+    return fields
+
+
+def _why_unbounded(estimate: float | None) -> str:
+    if estimate is None:
+        return "no estimate: not a Sum, Count or Mean of numbers"
+    if not math.isfinite(estimate):
+        return f"its estimate is {estimate}: a NaN or infinite value among its records"
+    return "no interval yet: it occurs in fewer than 2 of the chunks read"

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hop.aggregates import Aggregate
-from hop.online.estimators import Estimate, estimate_means, estimate_totals
+from hop.online.estimators import Bytes, Estimate, estimate_means, estimate_totals
 from shuffle.keys import sort_keys
 from shuffle.runs import iter_blocks
 
@@ -84,9 +84,11 @@ class SnapshotState:
         confidence: float = 0.95,
         read_run: Callable[[int, int, int], bytes | None] | None = None,
         values: bool = True,
+        chunk_sizes: Sequence[int] | None = None,
     ) -> None:
         """``values=False``: follow which chunks the runs complete, never reading their records (the coverage of a
-        hand-written reduce's snapshot; its groups and values come from the run store)."""
+        hand-written reduce's snapshot; its groups and values come from the run store). ``chunk_sizes``: every
+        chunk's bytes, by chunk id, which Sum and Count estimates scale by (``None``: chunks of one size)."""
         self.aggregate = aggregate
         self.values = values
         self.read_run = read_run
@@ -96,6 +98,12 @@ class SnapshotState:
         self.stratum_sizes: dict[str, int] = {}
         for stratum in chunk_strata:
             self.stratum_sizes[stratum] = self.stratum_sizes.get(stratum, 0) + 1
+        self.chunk_sizes: Sequence[int] = chunk_sizes if chunk_sizes is not None else [1] * len(chunk_strata)
+        if len(self.chunk_sizes) != len(chunk_strata):
+            raise ValueError(f"{len(self.chunk_sizes)} chunk sizes for {len(chunk_strata)} chunks")
+        self.stratum_bytes: dict[str, int] = {}
+        for stratum, size in zip(chunk_strata, self.chunk_sizes, strict=True):
+            self.stratum_bytes[stratum] = self.stratum_bytes.get(stratum, 0) + size
         self.key_stratum = key_stratum
         self.confidence = confidence
         self.attempts: dict[tuple[int, int], _Summary] = {}
@@ -180,14 +188,16 @@ class SnapshotState:
     # Snapshots. ----------------------------------------------------------------------------------------------
     def _fold_chunk(self, summary: _Summary, chunk: int, values: dict[Any, Any]) -> None:
         summary.chunks.add(chunk)
+        size = self.chunk_sizes[chunk]
         state, moments, merge = summary.state, summary.moments, self.aggregate.merge
         for key, x in values.items():
             old = state.get(key)
             state[key] = x if old is None else merge(old, x)
-            # Besides the squares, the chunks the key occurred in: its interval's degrees of freedom.
+            # Besides the squares, the chunks the key occurred in (its interval's degrees of freedom) and, for a
+            # total, the sum of its contributions times their chunk's bytes (the ratio estimator's residuals).
             if self.kind == "total" and isinstance(x, int | float):
-                q, occurred = moments.get(key, (0, 0))
-                moments[key] = (q + x * x, occurred + 1)
+                q, occurred, cross = moments.get(key, (0, 0, 0))
+                moments[key] = (q + x * x, occurred + 1, cross + x * size)
             elif self.kind == "mean":
                 count, total = x
                 qxx, qxy, qyy, occurred = moments.get(key, (0, 0, 0, 0))
@@ -276,8 +286,19 @@ class SnapshotState:
         states = [state[key] for key in keys]
         n: list[int] = []
         big_n: list[int] = []
+        # Per stratum (None: the whole input) the bytes seen, their squares and all its bytes.
+        strata_bytes: dict[str | None, tuple[float, float, float]] = {None: (0, 0, sum(self.chunk_sizes))}
+        for name, size in self.stratum_bytes.items():
+            strata_bytes[name] = (0, 0, size)
+        for chunk in chunks:
+            size = self.chunk_sizes[chunk]
+            for scope in (None, self.chunk_strata[chunk]):
+                seen_bytes, byte_squares, all_bytes = strata_bytes[scope]
+                strata_bytes[scope] = (seen_bytes + size, byte_squares + size * size, all_bytes)
+        key_strata: list[str | None] = []
         if self.key_stratum is None:
             n, big_n = [total_seen] * len(keys), [total_chunks] * len(keys)
+            key_strata = [None] * len(keys)
         else:
             for key in keys:
                 stratum = self.key_stratum(key)
@@ -287,9 +308,11 @@ class SnapshotState:
                 if stratum is not None and stratum in self.stratum_sizes:
                     n.append(seen[stratum])
                     big_n.append(self.stratum_sizes[stratum])
+                    key_strata.append(stratum)
                 else:
                     n.append(total_seen)
                     big_n.append(total_chunks)
+                    key_strata.append(None)
         finish = self.aggregate.finish
         values = states if inline_sum else [finish(value) for value in states]
         finals = [a == b for a, b in zip(n, big_n, strict=True)]
@@ -303,11 +326,12 @@ class SnapshotState:
                     estimable,
                     *estimate_totals(
                         [states[i] for i in estimable],
-                        [moments.get(keys[i], (0, 0))[0] for i in estimable],
+                        [moments.get(keys[i], (0, 0, 0))[0] for i in estimable],
                         [n[i] for i in estimable],
                         [big_n[i] for i in estimable],
                         self.confidence,
-                        [moments.get(keys[i], (0, 0))[1] for i in estimable],
+                        [moments.get(keys[i], (0, 0, 0))[1] for i in estimable],
+                        [Bytes(moments.get(keys[i], (0, 0, 0))[2], *strata_bytes[key_strata[i]]) for i in estimable],
                     ),
                 )
                 # An exact total is the final value: the output's type (an int Sum or Count stays an int, as in

@@ -25,12 +25,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from hop.jsonline import to_json
 from hop.online.snapshots import ROWS_ON_THE_WIRE, label_digits, snapshot_label, top_positions
 
-__all__ = ["HISTORY_ROWS", "MIN_CHUNKS_PER_STRATUM", "Snapshot", "SnapshotTracker"]
+__all__ = ["HISTORY_ROWS", "MIN_CHUNKS_PER_STRATUM", "UNBOUNDED_EXAMPLES", "Snapshot", "SnapshotTracker"]
 
 MIN_CHUNKS_PER_STRATUM = 5
 """The chunks of a stratum a snapshot must have read before ``--stop-when-accurate`` may end the job on it."""
+
+UNBOUNDED_EXAMPLES = 3
+"""Groups without an interval named in why a snapshot could not end a job (of however many there are)."""
 
 HISTORY_ROWS = 100
 """Rows per partition kept of a snapshot that is no longer the latest (its largest estimates: the web view's
@@ -166,32 +170,71 @@ class SnapshotTracker:
         return min(fractions) if fractions else None
 
     def accurate(self, snapshot: Snapshot) -> bool:
-        if self.stop_when_accurate is None or not snapshot.complete:
-            return False
-        widths = [
-            0.0 if fields.get("final") else fields.get("max_relative_half_width")
-            for fields in snapshot.partitions.values()
-        ]
-        if any(fields.get("error") for fields in snapshot.partitions.values()):
-            return False
-        estimated = [fields for fields in snapshot.partitions.values() if not fields.get("final")]
-        if not estimated:
-            return False  # every partition answered with its final output: the job ends exactly on its own
+        return self.stop_when_accurate is not None and snapshot.complete and self.held_back(snapshot) is None
+
+    def ends_exactly(self, snapshot: Snapshot) -> bool:
+        """Every partition answered with its final output, or the reducers had every chunk: the job's exact end is
+        at hand, and no early stop is due."""
+        if all(fields.get("final") for fields in snapshot.partitions.values()):
+            return True
         coverage = self.coverage(snapshot)
-        if coverage is not None and coverage[0] >= 1:
-            return False  # every chunk is in: the job ends exactly on its own (an early stop would call it approximate)
+        return coverage is not None and coverage[0] >= 1
+
+    def held_back(self, snapshot: Snapshot) -> str | None:
+        """Why ``snapshot`` cannot end the job under ``--stop-when-accurate`` (``None``: it can), in a line that names
+        at most ``UNBOUNDED_EXAMPLES`` groups per partition: a job that ran to the end said only that no snapshot met
+        the bound, never which groups kept it from stopping (a NaN estimate, a group seen in one chunk)."""
+        if self.stop_when_accurate is None:
+            return "the job was not run with --stop-when-accurate"
+        if not snapshot.complete:
+            return "not every partition answered"
+        failed = [index for index, fields in sorted(snapshot.partitions.items()) if fields.get("error")]
+        if failed:
+            return f"partition {failed[0]} could not take it: {snapshot.partitions[failed[0]]['error']}"
+        if self.ends_exactly(snapshot):
+            return "every chunk was read"  # the job ends exactly on its own (an early stop would call it approximate)
+        estimated = {index: f for index, f in snapshot.partitions.items() if not f.get("final")}
         if not any(fields.get("groups") for fields in snapshot.partitions.values()):
-            return False  # nothing read has a group yet: an empty result is no estimate
-        for fields in estimated:
+            return "no group was read yet"  # an empty result is no estimate
+        # Every reason that applies, the chunks read first: a run held back by too few chunks read and by a group
+        # with a NaN estimate said only the first, and the user learnt of the NaN once more chunks were read.
+        reasons: list[str] = []
+        for fields in estimated.values():
             seen = fields.get("strata_seen") or {}
-            if any(not count for count in seen.values()):
-                # A stratum none of whose chunks was read: its groups are missing altogether, not estimated, so no
-                # interval speaks for them and stopping now would drop them from the result.
-                return False
-            for stratum, chunks in (self.stratum_chunks or {}).items():
-                if seen.get(stratum, 0) < min(MIN_CHUNKS_PER_STRATUM, chunks):
-                    return False
-        return all(width is not None and width <= self.stop_when_accurate for width in widths)
+            unseen = [stratum for stratum, count in sorted(seen.items()) if not count]
+            if unseen:
+                # Its groups are missing altogether, not estimated, so no interval speaks for them and stopping now
+                # would drop them from the result.
+                reasons.append(f"no chunk of stratum {unseen[0]!r} was read yet")
+                break
+            short = [
+                (stratum, seen.get(stratum, 0), min(MIN_CHUNKS_PER_STRATUM, chunks))
+                for stratum, chunks in sorted((self.stratum_chunks or {}).items())
+                if seen.get(stratum, 0) < min(MIN_CHUNKS_PER_STRATUM, chunks)
+            ]
+            if short:
+                stratum, read, needed = short[0]
+                where = f"stratum {stratum!r}" if len(self.stratum_chunks or {}) > 1 else "the input"
+                reasons.append(f"{read} of the {needed} chunks needed of {where} were read")
+                break
+        unbounded = {index: f for index, f in sorted(estimated.items()) if f.get("max_relative_half_width") is None}
+        if unbounded:
+            count = sum(int(f.get("unbounded") or 0) for f in unbounded.values())
+            examples = [e for f in unbounded.values() for e in f.get("unbounded_examples") or ()]
+            examples.sort(key=lambda example: bool(example.get("waiting")))  # those that never get one first
+            named = "; ".join(f"{_short(e.get('key'))}: {e.get('why')}" for e in examples[:UNBOUNDED_EXAMPLES])
+            reasons.append(
+                f"{count:,} group{'s' if count != 1 else ''} without an interval" + (f" ({named})" if named else "")
+            )
+        else:
+            index, fields = max(estimated.items(), key=lambda item: float(item[1]["max_relative_half_width"]))
+            widest = float(fields["max_relative_half_width"])
+            if widest > self.stop_when_accurate:
+                reasons.append(
+                    f"the widest interval is {widest:.1%} of its estimate, over {self.stop_when_accurate:.1%} "
+                    f"({_short(fields.get('widest'))})"
+                )
+        return "; ".join(reasons) or None
 
     def describe(self, snapshot: Snapshot, with_rows: bool = True) -> dict[str, Any]:
         """The snapshot as the API and ``_snapshot.json`` show it."""
@@ -246,6 +289,8 @@ class SnapshotTracker:
             # input is unrelated to its values (a file sorted by key or value gives narrow intervals that miss).
             "order": self.order,
         }
+        if self.stop_when_accurate is not None and snapshot.complete and snapshot.upstream is None:
+            result["stop_held_back"] = self.held_back(snapshot)  # null: it met --stop-when-accurate
         if snapshot.upstream is not None:
             upstream = snapshot.upstream
             result["upstream"] = {k: upstream.get(k) for k in ("job_id", "label", "input_fraction", "chunks_fraction")}
@@ -258,3 +303,9 @@ class SnapshotTracker:
 def _shown(row: dict[str, Any]) -> Any:
     estimate = row.get("estimate")
     return row.get("value") if estimate is None else estimate
+
+
+def _short(key: Any) -> str:
+    """A group's key as JSON, cut to 60 characters."""
+    text = to_json(key)
+    return text if len(text) <= 60 else text[:57] + "..."
