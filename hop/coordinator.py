@@ -430,6 +430,7 @@ class Coordinator:
         self.chunk_strata[job_id] = strata
         if upstream is not None:
             self.downstream[upstream.spec.job_id] = job_id
+            job.upstream = upstream
         if stream is not None:
             job.windows = WindowTracker(spec.num_reduces, len(stream.sources), stream.window.describe())
         self._send(identity, "submitted", job_id=job_id, maps=len(splits))
@@ -913,9 +914,8 @@ class Coordinator:
     def on_task_progress(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None:
-            job.on_progress(
-                msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"], msg.get("bad", 0)
-            )
+            more = {key: msg[key] for key in ("bad", "written", "taken", "from_file") if key in msg}
+            job.on_progress(msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"], **more)
 
     def on_source_listening(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)

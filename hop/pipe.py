@@ -158,6 +158,9 @@ class PipeReceiver:
         self.file_bytes = 0
         """Bytes read from the committed upstream file instead (the pipeline degraded to staged for this map)."""
         self._file: str | None = None
+        self._file_size = 0
+        self._position: list[tuple[int, str]] = []
+        """The byte offset (and line) of the pair yielded last, as :func:`hop.inputs.iter_records` fills it."""
         self._recent: deque[tuple[int, str]] = deque(maxlen=RECENT_BLOCKS)
         """The latest blocks streamed, with the byte offset of each in the stream."""
 
@@ -174,6 +177,9 @@ class PipeReceiver:
         before this map took all of it, the map being slower than the upstream waits for) is read from the first
         byte not streamed: what was streamed is that file's beginning. ``read_line``, if given, holds the byte
         offset and line of the pair yielded last, as :func:`hop.inputs.iter_records` fills it."""
+        if read_line is None:
+            read_line = []
+        self._position = read_line
         if committed is not None:
             yield from self._read_file(committed, read_line)
             return
@@ -218,8 +224,19 @@ class PipeReceiver:
     ) -> Iterator[tuple[Any, Any]]:
         """The pairs of the committed file at ``path`` from byte ``start`` (the start of a line) on."""
         size = os.path.getsize(path)
-        self._file, self.file_bytes = path, size - start
+        self._file, self._file_size, self.file_bytes = path, size, size - start
         return iter_records(Split(path, start, size - start), "output", read_line=read_line)
+
+    def taken_bytes(self) -> int:
+        """The bytes of the upstream partition taken so far: the offset of the pair yielded last."""
+        return self._position[0][0] if self._position else 0
+
+    def taken_fraction(self) -> float:
+        """The fraction taken so far: of the upstream partition once it is read from the committed file (its size
+        is the partition's), else of the bytes streamed so far (a share of what is written yet: the coordinator
+        weighs it by the upstream reduce's progress, or divides :meth:`taken_bytes` by the size it reports)."""
+        whole = self._file_size if self._file is not None else self.received_bytes
+        return min(1.0, self.taken_bytes() / whole) if whole else 0.0
 
     def recent_records(self) -> Iterator[tuple[Any, Any]]:
         """The records :meth:`records` gave that can be read again, for a map that failed to find the one that made
