@@ -8,7 +8,8 @@ of the job before it. The downstream map attempt binds a ROUTER socket (:class:`
 output file, under a scratch directory unless ``--keep-intermediate``: it is what a downstream retry, or a downstream
 map that starts after the upstream partition committed (the pipeline degrades to staged), reads instead. An upstream
 attempt waits a bounded time (``PipeSender.finish``) for a slow downstream map to take the end of its stream, then
-commits: the map reads the rest from that file, on from the first byte it was not sent, losing nothing it did.
+commits: the map reads the rest from that file, on from the first byte it was not sent, losing nothing it did. It
+commits at once when a task waits for its slot (the coordinator's ``pipe_release``).
 
 Wire format, downstream-bound: two frames, a msgpack header ``{attempt, seq, end}`` (``attempt``: the upstream reduce
 attempt) and the bytes (lines ``json(key) TAB json(value)``); upstream-bound: one frame, the ASCII ``seq``, per

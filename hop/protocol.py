@@ -83,6 +83,8 @@ Coordinator -> worker:
                                                              recomputes from
     pipe_at       {task, job_id, address}                    relayed to that upstream reduce task: stream there
     pipe_file     {task, job_id, path, attempt}              relayed to that map task: read the committed file
+    pipe_release  {task, job_id}                             relayed to that upstream reduce task, its output whole:
+                                                               commit now (a task waits for its slot)
                                                              (of upstream ``attempt``: a map that got part of its
                                                              stream reads on from there)
     shutdown      {}

@@ -917,11 +917,20 @@ WRITE_BATCH = 8192
 
 
 def _pipe_follower(sender: PipeSender, channel: TaskChannel, job_id: str) -> Callable[[], None]:
-    """Read the worker's messages and stream to wherever the latest ``pipe_at`` points (a new downstream attempt)."""
+    """Read the worker's messages and stream to wherever the latest ``pipe_at`` points (a new downstream attempt),
+    until a ``pipe_release`` (a task waits for this attempt's slot) ends the stream: ``PipeSender.finish`` then
+    returns at once, and the downstream map reads the rest from the committed file."""
+    released = False
 
     def follow() -> None:
+        nonlocal released
         while (control := channel.receive(0)) is not None:
-            if control.get("type") == "pipe_at" and control.get("job_id") == job_id:
+            if control.get("job_id") != job_id:
+                continue
+            if control.get("type") == "pipe_release":
+                released = True
+                sender.close()
+            elif control.get("type") == "pipe_at" and not released:
                 sender.connect(control["address"])
 
     return follow

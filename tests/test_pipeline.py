@@ -69,6 +69,32 @@ def test_wordcount_then_topk_streams_and_is_exact(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".out.steps-*")), "the scratch directory is gone"
 
 
+def test_a_reduce_waiting_for_a_slow_downstream_map_gives_its_slot_to_a_waiting_reduce(tmp_path: Path) -> None:
+    """One reduce slot, two word-count reduces, a top-k whose maps are slower than the reduce streaming to them:
+    reduce 0, its output whole, waited (up to a minute) for top-k map 0 to take the end of its stream before it
+    committed, so reduce 1 could not start before that map was done and the run took the two maps' time one after
+    the other. A task waiting for its slot now makes it commit at once (map 0 reads on from the committed file):
+    reduce 1 starts while map 0 still works through its partition, and the result is exact."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 200_000, seed=35, vocabulary=3000)
+    jobs = specs(source, tmp_path / "out", "wordcount", "slow_topk", num_reduces=2)
+    with LocalCluster(workers=1, map_slots=2, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            report = run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+        finally:
+            client.close()
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+
+    def attempt(report: dict[str, Any], task_id: str) -> dict[str, Any]:
+        (found,) = [a for a in report["attempts"] if a["task_id"] == task_id and a["status"] == "succeeded"]
+        return found
+
+    reduce_1_start = attempt(report["steps"][0], "reduce-00001")["start"]
+    map_0_end = attempt(report, "map-00000")["end"]
+    assert reduce_1_start < map_0_end - 0.5, "reduce 1 ran while top-k map 0 (1 ms a record) was still at work"
+
+
 @pytest.mark.parametrize("run", [run_steps, run_pipeline, run_staged_jobs])
 def test_a_ctrl_c_as_the_scratch_is_made_leaves_no_folder(
     client: Client, tmp_path: Path, run: Any, ctrl_c_as_scratch_is_made: None
