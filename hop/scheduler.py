@@ -240,7 +240,8 @@ class JobState:
             if task.committed is not None or len(running) != 1 or running[0].start is None:
                 continue
             elapsed = now - running[0].start
-            projected = elapsed / task.fraction if task.fraction > 0 else float("inf")
+            fraction = self.map_task_fraction(task)  # (a pipe's share of what it got would say "nearly done")
+            projected = elapsed / fraction if fraction > 0 else float("inf")
             if elapsed > bound and projected > bound:
                 candidates.append((projected, task))
         return [task for _, task in sorted(candidates, key=lambda pair: -pair[0])]

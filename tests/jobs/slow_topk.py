@@ -1,4 +1,4 @@
-"""The top-k of a counting job's output whose map sleeps a millisecond a record: a pipeline step slower than the
+"""The top-k of a counting job's output whose map sleeps 0.2 ms a record: a pipeline step slower than the
 reduce streaming into it."""
 
 import time
@@ -11,7 +11,7 @@ class SlowTopWords(Job):
     input_format = "output"
 
     def map(self, key, count):
-        time.sleep(0.001)
+        time.sleep(0.0002)
         yield "top", (count, key)
 
     combine = reduce = TopK(20)
