@@ -51,6 +51,7 @@ from hop.inputs import (
 )
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
+from hop.lifetime import Interrupted, stop_signals_taken
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
@@ -819,18 +820,22 @@ continuous run took the second for "stop now" and ended without draining. A seco
 the run's "stopping" line, read. (The embedded cluster's processes, in the group too, ignore both signals:
 ``hop.lifetime.ignore_stop_signals``.)"""
 
+_taken_signals: list[int] = []
+"""The signals the command stops on (``hop.lifetime.stop_signals_taken``), as found when it started."""
+
 _last_interruption: list[float] = []
 """When (monotonic) the latest signal taken as an interruption came."""
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    """The handler of Ctrl-C and SIGTERM: raise KeyboardInterrupt, once per :data:`SAME_SIGNAL_SECONDS`."""
+    """The handler of Ctrl-C and SIGTERM: raise :class:`~hop.lifetime.Interrupted`, a KeyboardInterrupt, once per
+    :data:`SAME_SIGNAL_SECONDS`."""
     now = time.monotonic()
     if _last_interruption and now - _last_interruption[-1] < SAME_SIGNAL_SECONDS:
         return
     _last_interruption.append(now)
     _signalled.append(signum)
-    raise KeyboardInterrupt
+    raise Interrupted(signum)  # (which: a run on Spark sets its own exit code, hop.spark_cli)
 
 
 def _defer_interrupts() -> None:
@@ -838,18 +843,20 @@ def _defer_interrupts() -> None:
     ending, cancelling its job and stopping the embedded cluster (both bounded). A second Ctrl-C or SIGTERM that
     landed there ended ``hop run`` with a KeyboardInterrupt traceback, exit code 130 whatever the signal, and the
     cluster's temporary directory left in /tmp."""
-    for number in (signal.SIGINT, signal.SIGTERM):
+    for number in _taken_signals:
         signal.signal(number, lambda signum, frame: _signalled.append(signum))
 
 
 def _interrupted_code() -> int:
-    """The shell's exit code for the interruption: 130 for Ctrl-C (SIGINT), 143 for SIGTERM."""
+    """The shell's exit code for the interruption: 130 for Ctrl-C (SIGINT), 143 for SIGTERM, 129 for SIGHUP."""
     return 128 + (_signalled[0] if _signalled else signal.SIGINT)
 
 
 def main(argv: list[str] | None = None) -> int:
-    # SIGTERM (``kill``, a timeout) ends a run like Ctrl-C does: the embedded cluster is stopped on the way out.
-    for number in (signal.SIGINT, signal.SIGTERM):
+    # SIGTERM (``kill``, a timeout) and SIGHUP (the terminal closed) end a run like Ctrl-C does: the embedded
+    # cluster is stopped on the way out.
+    _taken_signals[:] = stop_signals_taken()
+    for number in _taken_signals:
         signal.signal(number, _interrupt)
     argv = list(sys.argv[1:] if argv is None else argv)
     job_args: list[str] = []

@@ -906,7 +906,24 @@ class Coordinator:
                 {"worker": w.name, **w.where(), "rack": w.rack, "alive": w.alive, "silent_s": now - w.last_seen}
                 for w in self.workers.values()
             ],
+            # Running attempts of batch jobs with the seconds since each advanced (the stuck-task alert)
+            "tasks": [
+                {"job_id": job.spec.job_id, "name": job.spec.name, **attempt, **self._where(attempt["worker"])}
+                for job in self.jobs.values()
+                for upstream in [self.jobs.get(str(job.spec.options.get("upstream") or ""))]
+                for attempt in job.running_attempts(
+                    now,
+                    # (the pipeline step before, which feeds its maps)
+                    upstream is not None and upstream.state == "running",
+                    upstream.finished_at if upstream is not None else None,
+                )
+            ],
         }
+
+    def _where(self, worker: str) -> dict[str, Any]:
+        """The worker's host label and address (``Worker.where``), or nothing for a worker no longer known."""
+        known = self.workers.get(worker)
+        return known.where() if known is not None else {}
 
     def on_cluster(self, identity: bytes, msg: dict[str, Any]) -> None:
         """Where the coordinator's sample stream is, and the recent faults."""

@@ -31,7 +31,7 @@ import types
 import zlib
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from operator import add
 from pathlib import Path
@@ -84,13 +84,58 @@ class InputError(ValueError):
     """Bad input: a missing path, unreadable file or undecodable record. The message names file and offset."""
 
 
+class FileStamp(NamedTuple):
+    """What identifies one version of an input file: a file rewritten in place changes its modification time (and
+    mostly its size), one replaced by a rename its inode. ``tail`` (a plain file's) is the CRC-32 of its last
+    :data:`TAIL_BYTES` bytes, which tell a file appended to (read up to its size then, as documented) from one
+    rewritten longer."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+    tail: int = 0
+
+    @classmethod
+    def of(cls, file: int | str) -> FileStamp:
+        """The stamp of the file open as descriptor ``file`` (its ``tail`` left 0), or of the file at path
+        ``file``, its ``tail`` read if it is plain."""
+        if isinstance(file, int):
+            status = os.fstat(file)
+            return cls(status.st_size, status.st_mtime_ns, status.st_ino)
+        with open(file, "rb") as opened:
+            status = os.fstat(opened.fileno())
+            tail = 0 if is_compressed(file) else _tail_crc(opened.fileno(), status.st_size)
+        return cls(status.st_size, status.st_mtime_ns, status.st_ino, tail)
+
+    def identifies(self, other: FileStamp) -> bool:
+        """Whether ``other`` (its ``tail`` not read) is the same version of the file."""
+        return (self.size, self.mtime_ns, self.inode) == other[:3]
+
+
+TAIL_BYTES = 4096
+"""The bytes at the end of a plain input file whose checksum the job keeps (:class:`FileStamp`): a rewrite almost
+always changes them, an append never does."""
+
+
+def _tail_crc(descriptor: int, size: int) -> int:
+    """CRC-32 of the :data:`TAIL_BYTES` bytes before byte ``size`` of the open file."""
+    start = max(0, size - TAIL_BYTES)
+    return zlib.crc32(os.pread(descriptor, size - start, start))
+
+
 @dataclass(frozen=True)
 class Split:
-    """A byte range of one input file; ``length == -1`` means the whole (unsplittable) file."""
+    """A byte range of one input file; ``length == -1`` means the whole (unsplittable) file.
+
+    ``stamp``: the file as it was when the job cut it into splits (:func:`make_splits`); a split read from a file
+    that is no longer that version raises :class:`InputError` (:func:`iter_lines`) rather than mix versions in the
+    output. ``None`` (a file another step of the run writes, read as it is) is not checked. Not compared: a split is
+    its byte range."""
 
     path: str
     start: int
     length: int
+    stamp: FileStamp | None = field(default=None, compare=False)
 
     @property
     def end(self) -> int:
@@ -323,19 +368,20 @@ def split_size_for(total_bytes: int, split_size: int, slots: int) -> int:
 def make_splits(files: list[str], split_size: int, slots: int = 1) -> list[Split]:
     """Cut files into splits of about ``split_size`` bytes (compressed files whole; empty files make no split); with
     ``slots``, of ``split_size_for(total, split_size, slots)`` bytes."""
-    sizes = [os.path.getsize(path) for path in files]
-    split_size = split_size_for(sum(sizes), split_size, slots)
+    stamps = [FileStamp.of(path) for path in files]
+    split_size = split_size_for(sum(stamp.size for stamp in stamps), split_size, slots)
     splits: list[Split] = []
-    for path, size in zip(files, sizes, strict=True):
+    for path, stamp in zip(files, stamps, strict=True):
+        size = stamp.size
         if is_compressed(path):
             if size:
-                splits.append(Split(path, 0, -1))
+                splits.append(Split(path, 0, -1, stamp))
             continue
         if not size:
             continue
         count = max(1, round(size / split_size))
         bounds = [size * i // count for i in range(count + 1)]
-        splits.extend(Split(path, lo, hi - lo) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo)
+        splits.extend(Split(path, lo, hi - lo, stamp) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo)
     return splits
 
 
@@ -457,6 +503,7 @@ def iter_lines(
     ``fallback_encoding`` is decoded with that (:data:`KEEP_BYTES`: its bytes kept, for mrjob's protocols).
     """
     with _open(split) as file:
+        _check_unchanged(split, file)  # (a retried map too: it must not read what the first attempt did not)
         position = split.start
         if split.start > 0:
             # The line holding byte start - 1 belongs to the split before, however long it is.
@@ -485,6 +532,7 @@ def iter_lines(
                     if len(last) > max_line_bytes:
                         raise _line_too_long(split.path, position, max_line_bytes)
                     yield from _decoded_lines(last, split.path, position, None, on_bad, fallback_encoding)
+                _check_unchanged(split, file)
                 return
             cut = chunk.rfind(b"\n")
             if cut < 0:
@@ -518,8 +566,39 @@ def iter_lines(
                 # The split ends among these lines: only those that start before ``end`` are its own.
                 offsets = list(starts)
                 yield from zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
+                _check_unchanged(split, file)
                 return
             yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
+        _check_unchanged(split, file)  # (ended by a chunk of undecodable lines)
+
+
+def _check_unchanged(split: Split, file: IO[bytes]) -> None:
+    """Raise :class:`InputError` if the file open as ``file`` is not the version ``split`` was cut from: checked
+    where a split is opened and where it has been read, so a file rewritten before or while it is read (at the same
+    size, or longer, when :func:`_shrunk` would see nothing) fails the map instead of putting lines of two versions
+    in the output. A plain file appended to is read up to its size when the job started, as before; one replaced
+    by a rename while it is read is read whole from the open (old) version."""
+    was = split.stamp
+    if was is None:
+        return
+    now = FileStamp.of(file.fileno())
+    if was.identifies(now):
+        return
+    if split.end >= 0 and now.size < split.end:
+        raise _shrunk(split, now.size)
+    if now.inode != was.inode:
+        what = "replaced by another file"
+    elif now.size > was.size and split.length >= 0 and _tail_crc(file.fileno(), was.size) == was.tail:
+        return  # appended to: the bytes the job reads are as they were
+    elif now.size != was.size:
+        what = f"rewritten ({was.size:,} bytes then, {now.size:,} now, and not by an append)"
+    else:
+        what = f"rewritten or touched (same size, {was.size:,} bytes, modified since)"
+    raise InputError(
+        f"input file {split.path} changed while the job ran: it was {what} after the job cut it into splits, so "
+        f"its split {split.describe()} would mix two versions of it in the output; run the job again once it no "
+        "longer changes (or on a copy of it)"
+    )
 
 
 def _shrunk(split: Split, size: int) -> InputError:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 __all__ = [
     "PARENT_VARIABLE",
     "STOP_SIGNALS",
+    "Interrupted",
     "become_subreaper",
     "die_with_parent",
     "embedded",
@@ -31,12 +32,32 @@ __all__ = [
     "name_process",
     "orphaned",
     "stop_signals_held",
+    "stop_signals_taken",
 ]
 
 PARENT_VARIABLE = "HOP_EMBEDDED_PARENT_PID"
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""What :func:`ignore_stop_signals` ignores: Ctrl-C, and the polite stop of ``kill``, systemd and container runtimes."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What :func:`ignore_stop_signals` ignores: Ctrl-C, the polite stop of ``kill``, systemd and container runtimes, and
+the hang-up of a closed terminal or SSH session (sent to the whole foreground process group: it killed ``hop run``
+and its embedded cluster at once, leaving the cluster's directory in /tmp)."""
+
+
+def stop_signals_taken() -> tuple[int, ...]:
+    """The :data:`STOP_SIGNALS` a command should stop on: all but a hang-up that it was started ignoring (``nohup``
+    says to run on when the terminal closes)."""
+    return tuple(
+        number for number in STOP_SIGNALS if number != signal.SIGHUP or signal.getsignal(number) is not signal.SIG_IGN
+    )
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, raised by a signal handler that says which (``signum``), so that whoever ends the command
+    exits 130 or 143 as the shell would."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__()
+        self.signum = signum
 
 
 def orphaned() -> bool:

@@ -39,7 +39,8 @@ class Chunk:
     stratum: str = ""
 
     def to_wire(self) -> list[object]:
-        return [self.id, self.split.path, self.split.start, self.split.length]
+        stamp = list(self.split.stamp) if self.split.stamp is not None else None
+        return [self.id, self.split.path, self.split.start, self.split.length, stamp]
 
 
 def _size(split: Split) -> int:

@@ -70,6 +70,11 @@ class Attempt:
     memory: dict[str, int] | None = None
     """A reduce attempt's: bytes its task process held resident as it began (``start_bytes``) and at most while it
     ran (``peak_bytes``), where the platform tells (``hop.peak_memory``)."""
+    progress: tuple[float, int] | None = None
+    """The attempt's latest reported (fraction, records)."""
+    progress_at: float | None = None
+    """When the attempt last advanced: started, or reported a fraction or record count other than its previous one
+    (the cluster monitor's stuck-task alert measures from it)."""
 
     @property
     def live(self) -> bool:
@@ -291,6 +296,42 @@ class JobState:
             a.status in ("failed", "lost") for tasks in (self.maps, self.reduces) for t in tasks for a in t.attempts
         )
 
+    def running_attempts(
+        self, now: float, upstream_running: bool = False, upstream_ended_at: float | None = None
+    ) -> list[dict[str, Any]]:
+        """The running attempts of a batch job that should be advancing, each with the seconds since it last did
+        (``stalled_s``, for the cluster monitor's stuck-task alert). Left out: a continuous job's (a quiet source
+        is no fault), a reduce's while some map has not committed (it waits for the maps, which are listed), and
+        all of them while ``upstream_running``: the previous step of a pipeline, whose reduces feed this job's maps
+        as they go, still runs (its attempts are listed); its maps' wait ended at ``upstream_ended_at``."""
+        if self.state != "running" or self.continuous or upstream_running:
+            return []
+        maps_committed = self.maps_committed()
+        running = []
+        for task in (*self.maps, *self.reduces):
+            if task.committed is not None or (task.kind == "reduce" and not maps_committed):
+                continue
+            for record in task.attempts:
+                if record.status != "running" or record.progress_at is None:
+                    continue
+                fraction, records = record.progress or (0.0, 0)
+                since = record.progress_at
+                if task.kind == "reduce" and self.last_map_commit_at is not None:
+                    since = max(since, self.last_map_commit_at)  # (its wait for the maps ended then)
+                if task.kind == "map" and upstream_ended_at is not None:
+                    since = max(since, upstream_ended_at)  # (its wait for the step before ended then)
+                running.append(
+                    {
+                        "task": f"{task.kind}-{task.index:05d}",
+                        "attempt": record.attempt,
+                        "worker": record.worker,
+                        "fraction": fraction,
+                        "records": records,
+                        "stalled_s": max(0.0, now - since),
+                    }
+                )
+        return running
+
     def task_table(self) -> list[dict[str, Any]]:
         """Every task with its state and progress, for the web view."""
         table = []
@@ -397,6 +438,7 @@ class JobState:
     def on_started(self, kind: str, index: int, attempt: int, pid: int, at: float) -> None:
         record = self.attempt(kind, index, attempt)
         record.pid, record.start = pid, at
+        record.progress_at = time.time()  # (the coordinator's clock, as every later advance: ``at`` is the worker's)
         # Only an attempt still waiting to start may become running: one settled meanwhile (killed when its
         # upstream attempt went, lost with its worker) must stay settled, or its task would wait for it forever.
         if record.status == "assigned":
@@ -407,7 +449,10 @@ class JobState:
         once more as it fails, so a failed job's report gives what was read and dropped); for pipelines (see
         :class:`TaskState`) ``written``, ``taken`` and ``from_file``."""
         task = self.tasks(kind)[index]
-        if task.committed is None and task.attempts[attempt].live:
+        record = task.attempts[attempt]
+        if record.live and record.progress != (fraction, records):
+            record.progress, record.progress_at = (fraction, records), time.time()
+        if task.committed is None and record.live:
             task.fraction, task.records, task.bad = fraction, records, int(more.get("bad", 0))
             task.written, task.taken = more.get("written"), int(more.get("taken", 0))
             task.from_file = bool(more.get("from_file"))

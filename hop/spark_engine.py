@@ -68,6 +68,7 @@ from hop.counters import total_user_counters
 from hop.inputs import DEFAULT_SPLIT_BYTES, Split, absolute_inputs, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
+from hop.lifetime import stop_signals_taken
 from hop.outputs import check_output, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.spark_gateway import close_jvm_stderr, flush_jvm_stderr, launch_gateway
@@ -161,7 +162,7 @@ def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
             raise SparkInterrupted(signalled[0])
         threading.Thread(target=_cancel_jobs, args=(sc,), name="cancel Spark jobs", daemon=True).start()
 
-    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
+    previous = {number: signal.signal(number, on_signal) for number in stop_signals_taken()}
     try:
         yield signalled
     finally:

@@ -23,10 +23,15 @@ Only a JVM started here is filtered; a gateway PySpark reuses (``PYSPARK_GATEWAY
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import threading
 from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from hop.lifetime import stop_signals_held
 
 if TYPE_CHECKING:
     from pyspark import SparkConf
@@ -158,6 +163,7 @@ def launch_gateway(conf: SparkConf) -> Any:
     global _current
     close_jvm_stderr(timeout=0)
     stderr = _JvmStderr()
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
     try:
         gateway = launch_pyspark_gateway(conf, popen_kwargs={"stderr": stderr.write_fd})
     except Exception:
@@ -165,11 +171,34 @@ def launch_gateway(conf: SparkConf) -> Any:
         stderr.wait_closed(timeout=5)  # (the JVM has exited: its last words first)
         raise
     except BaseException:  # Ctrl-C while the JVM starts: it ignores SIGINT, so its pipe would stay open for 5 s
+        with stop_signals_held():  # (a second Ctrl-C must not leave it half done)
+            _end_new_children(before)
         stderr.close_write_end()
         raise
     stderr.close_write_end()
     _current = stderr
     return gateway
+
+
+def _end_new_children(before: set[int]) -> None:
+    """End the JVM that PySpark was starting when Ctrl-C or SIGTERM came: the descendants of this process not in
+    ``before``. PySpark's launch loses its process then, and deletes the directory the JVM was to write its port in:
+    the JVM's main thread fails, its py4j server thread keeps it running, and closing its stdin (this process
+    exiting) does not end it, as the gateway only watches stdin once started. A JVM that SIGTERM does not end within
+    :data:`JVM_STOP_SECONDS` is killed."""
+    children = [child for child in psutil.Process().children(recursive=True) if child.pid not in before]
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    _, alive = psutil.wait_procs(children, timeout=JVM_STOP_SECONDS)
+    for child in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    psutil.wait_procs(alive, timeout=JVM_STOP_SECONDS)
+
+
+JVM_STOP_SECONDS = 5.0
+"""How long a JVM interrupted in its start-up is given to exit on SIGTERM (it ignores SIGINT), and then on SIGKILL."""
 
 
 def flush_jvm_stderr() -> None:

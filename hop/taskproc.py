@@ -23,7 +23,7 @@ from typing import Any
 
 import zmq
 
-from hop.inputs import InputError, Split
+from hop.inputs import FileStamp, InputError, Split
 from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
@@ -126,7 +126,10 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
                 result = run_stream_reduce(spec, index, attempt, task["num_maps"], channel, host)
                 channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
         elif kind == "map":
-            chunks = [(chunk_id, Split(path, start, length)) for chunk_id, path, start, length in task["chunks"]]
+            chunks = [
+                (chunk_id, Split(path, start, length, FileStamp(*stamp) if stamp else None))
+                for chunk_id, path, start, length, stamp in task["chunks"]
+            ]
             try:
                 result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"), task.get("pipe"))
             except UnencodableRecordError as error:

@@ -760,11 +760,19 @@ def run_reduce(
         if isinstance(store, FoldingRunStore) and not init_pairs and not skip_limit:
             # An aggregate's output needs no reduce call per key: format and write it column by column.
             columns = _finished_columns(store)
+        report = _reduce_progress(channel, index, attempt)
         if columns is not None:
             fault = None
             if faults.wanted("reduce", "merging", index, attempt):
                 fault = functools.partial(faults.inject, "reduce", "merging", index, attempt)
-            output_records = _write_columns(output, *columns, fault, tick)
+            batches = itertools.count(1)
+
+            def after_batch(file: IO[str]) -> None:
+                if tick is not None:
+                    tick(file)
+                report(next(batches) * WRITE_BATCH)
+
+            output_records = _write_columns(output, *columns, fault, after_batch)
         else:
             groups = store.grouped()
             if faults.wanted("reduce", "merging", index, attempt):
@@ -777,6 +785,7 @@ def run_reduce(
                 bad_records,
                 tick,
                 first_pairs=init_pairs,
+                progress=report,
             )
         final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
         if final_pairs:
@@ -911,6 +920,33 @@ def _receive_runs(
     return first_run_at
 
 
+def _reduce_progress(channel: TaskChannel, index: int, attempt: int) -> Callable[[int], int]:
+    """``report(groups)``: a reduce attempt's progress once its input is in, every ``PROGRESS_SECONDS`` at most:
+    the groups it has reduced (or lines written) so far, at fraction 0.5. Without it a reduce sent nothing from its
+    merge's start to its end, so one stuck in the user's reduce could not be told from one working.
+
+    It returns how many groups to go before the next call: more while calls come faster than every 10 ms (reading
+    the clock per group made a trivial reduce 30% slower), fewer down to 1 while they come slower than every 100 ms
+    (a slow reduce still reports twice a second)."""
+    last_report = last_call = time.monotonic()
+    stride = 1
+
+    def report(groups: int) -> int:
+        nonlocal last_report, last_call, stride
+        now = time.monotonic()
+        elapsed, last_call = now - last_call, now
+        if elapsed < 0.01:
+            stride = min(stride * 2, 4096)
+        elif elapsed > 0.1:
+            stride = max(1, stride // 2)
+        if now - last_report >= PROGRESS_SECONDS:
+            last_report = now
+            channel.send("task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=groups)
+        return stride
+
+    return report
+
+
 TICK_GROUPS = 256
 WRITE_BATCH = 8192
 """Output lines formatted and written at a time by the bulk writer (bounds the memory of the text)."""
@@ -1030,15 +1066,18 @@ def reduce_to_file(
     bad_records: list[dict[str, Any]] | None = None,
     tick: Callable[[IO[str] | None], None] | None = None,
     first_pairs: list[tuple[Any, Any]] = (),  # type: ignore[assignment]
+    progress: Callable[[int], int] | None = None,
 ) -> int:
     """Call the reducer per key group with an iterator of its values, write ``json(key) TAB json(value)`` lines
     and return how many; ``tick(file)`` is called every ``TICK_GROUPS`` groups (a pipeline streams what was
-    written).
+    written), ``progress(groups)`` with the number of groups reduced so far before the first group and then as many
+    groups later as each call returns.
 
     With ``skip_limit``, a key whose reduce raises is skipped (none of its output is written) and recorded in
     ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
     """
     output_records = 0
+    next_progress = 0
     dumps, dumps_key = to_json, to_json_key
 
     with open(output, "w", encoding="utf-8", newline="\n") as file:
@@ -1048,6 +1087,8 @@ def reduce_to_file(
         for number, (key, values) in enumerate(groups):
             if tick is not None and number % TICK_GROUPS == 0:
                 tick(file)
+            if progress is not None and number >= next_progress:
+                next_progress = number + progress(number)
             results = None
             try:
                 results = reducer(key, iter(values))

@@ -17,9 +17,15 @@ and one for the coordinator (jobs, workers, faults: ``monitoring.events``), in s
   ``tentative_count``, ``host_average`` and ``others_average`` over ``host_window_s`` and ``others_window_s``
   seconds, ``others_recent_average`` over ``host_window_s``, ``others_std``, ``threshold``, ``at`` (the newest
   sample's time).
+- ``["stuck", JOB_ID, TASK, ATTEMPT]`` -> a running attempt of a batch job that has not advanced (no new progress
+  report: no records read, no groups reduced) for ``stuck_after`` seconds or more, while its worker heartbeats
+  (user code in an endless loop, blocked on I/O): its ``job_id``, ``name``, ``task``, ``attempt``, ``worker``,
+  ``host``, ``records``, ``fraction``, ``stalled_s`` and ``stuck_after_s``, as of the window's newest coordinator
+  sample that lists the attempt. It goes once the attempt advances or ends (with the last window holding a sample
+  from before).
   The reducer keeps the last ``long_window`` seconds of samples per metric in memory to compute the moving averages
   (a restarted reducer rebuilds that history from new windows). ``hop monitor --alert-average/--alert-baseline/
-  --alert-after`` run a subclass with other values (:func:`with_alert_rule`).
+  --alert-after/--alert-stuck`` run a subclass with other values (:func:`with_alert_rule`).
 
 Which hosts reported in a window is the window's C2 scoreboard (sources x panes): a host that stops sending shows
 as missing there, and its window is emitted on the latency bound.
@@ -49,6 +55,9 @@ class ClusterMonitor(Job):
     long_window: ClassVar[float] = 120.0
     deviations: ClassVar[float] = 2.0
     tentative_to_alert: ClassVar[int] = 10
+    stuck_after: ClassVar[float] = 120.0
+    """Seconds a running attempt may go without advancing before it is stuck (maps report every 0.5 s while they
+    read, reduces while they reduce; a single record or key group that takes longer is the user's to explain)."""
     min_deviation: ClassVar[dict[str, float]] = {"cpu_percent": 5.0, "load1": 0.25, "mem_percent": 2.0}
     """A floor under the others' standard deviation, so idle hosts (all near 0) do not alert on noise (memory: a host
     alerts from 4% of the machine's memory above the others, 1 GB of 24 GB)."""
@@ -62,6 +71,7 @@ class ClusterMonitor(Job):
             "others_window_s": cls.long_window,
             "deviations": cls.deviations,
             "windows_in_a_row": cls.tentative_to_alert,
+            "stuck_after_s": cls.stuck_after,
         }
 
     def setup(self) -> None:
@@ -86,6 +96,8 @@ class ClusterMonitor(Job):
                 yield ("job", job["job_id"]), (ts, job)
             for fault in sample.get("faults", []):
                 yield ("fault", fault["id"]), fault
+            for task in sample.get("tasks", []):
+                yield ("task", task["job_id"], task["task"], task["attempt"]), (ts, task)
 
     def reduce(self, key: tuple[Any, ...], values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
         kind = key[0]
@@ -110,6 +122,10 @@ class ClusterMonitor(Job):
             yield key, next(iter(values))
         elif kind == "alert":
             yield from self._alerts(key[1], values)
+        elif kind == "task":
+            _, task = max(values, key=lambda pair: pair[0])  # as of the newest coordinator sample
+            if task["stalled_s"] >= self.stuck_after:
+                yield ("stuck", *key[1:]), {**task, "stuck_after_s": self.stuck_after}
 
     def _alerts(self, metric: str, values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
         """HOP's rule over this metric's samples of the last ``long_window`` seconds (kept across windows)."""
@@ -167,11 +183,17 @@ def with_alert_rule(
     short_window: float | None = None,
     long_window: float | None = None,
     tentative_to_alert: int | None = None,
+    stuck_after: float | None = None,
 ) -> type[ClusterMonitor]:
     """``job`` with the alert rule's values that are given (None keeps ``job``'s): a subclass of the same name and
     module, so it is shipped by value as ``job`` is and reported under the same name; ``job`` itself when nothing
     changes. Raises ValueError for a rule that cannot hold."""
-    given = {"short_window": short_window, "long_window": long_window, "tentative_to_alert": tentative_to_alert}
+    given = {
+        "short_window": short_window,
+        "long_window": long_window,
+        "tentative_to_alert": tentative_to_alert,
+        "stuck_after": stuck_after,
+    }
     rule = {name: getattr(job, name) if value is None else value for name, value in given.items()}
     if not 0 < rule["short_window"] <= rule["long_window"]:
         raise ValueError(
@@ -180,6 +202,8 @@ def with_alert_rule(
         )
     if rule["tentative_to_alert"] < 1:
         raise ValueError(f"an alert needs at least 1 tentative alert in a row, got {rule['tentative_to_alert']}")
+    if not rule["stuck_after"] > 0:
+        raise ValueError(f"a task is stuck after a positive time without progress (--alert-stuck), got {stuck_after}")
     if all(getattr(job, name) == value for name, value in rule.items()):
         return job
     namespace = {"__module__": job.__module__, "__qualname__": job.__qualname__, "__doc__": job.__doc__, **rule}

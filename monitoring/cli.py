@@ -1,7 +1,7 @@
 """``hop monitor``: run the cluster-monitoring query continuously and serve its live dashboard.
 
     hop monitor [--coordinator tcp://HOST:PORT] [--workers N --racks R] [--window 10s --slide 2s] [-o OUT [--overwrite]]
-                [--alert-average 20s --alert-baseline 120s --alert-after 10]
+                [--alert-average 20s --alert-baseline 120s --alert-after 10 --alert-stuck 120s]
 
 Without ``--coordinator`` it starts an embedded cluster of ``--workers`` worker processes on this machine (each
 shown as a host: it samples its own process tree) and prints the coordinator's address, so jobs can be submitted to
@@ -72,6 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "others' (a tentative alert in each) before it alerts (default 10, 20 s at the default slide)",
     )
     parser.add_argument(
+        "--alert-stuck",
+        metavar="DURATION",
+        type=_seconds,
+        default=None,
+        help="the stuck-task alert: a running map or reduce attempt of a batch job that has not advanced (no records "
+        "read, no groups reduced) for this long while its worker heartbeats (default 120s)",
+    )
+    parser.add_argument(
         "-o",
         "--output",
         default=None,
@@ -103,16 +111,19 @@ def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[
 
 
 def monitoring_job(
-    short_window: float | None = None, long_window: float | None = None, tentative_to_alert: int | None = None
+    short_window: float | None = None,
+    long_window: float | None = None,
+    tentative_to_alert: int | None = None,
+    stuck_after: float | None = None,
 ) -> type[Any]:
     """The monitoring job (``jobs/cluster_monitor.py``), with the alert rule's values that are given in place of its
-    own (``hop monitor --alert-average/--alert-baseline/--alert-after``). Raises ValueError, saying why, for a rule
-    that cannot hold (a host average longer than the baseline)."""
+    own (``hop monitor --alert-average/--alert-baseline/--alert-after/--alert-stuck``). Raises ValueError, saying
+    why, for a rule that cannot hold (a host average longer than the baseline)."""
     from hop.loader import load_job_file
 
     job = load_job_file(str(MONITOR_JOB))
     with_alert_rule = sys.modules[job.__module__].with_alert_rule
-    return with_alert_rule(job, short_window, long_window, tentative_to_alert)
+    return with_alert_rule(job, short_window, long_window, tentative_to_alert, stuck_after)
 
 
 def monitor_spec(
@@ -174,7 +185,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         return 2
     warn_about_windows(window, args.window, args.slide)  # as hop run --source does for the same windows
     try:
-        job = monitoring_job(args.alert_average, args.alert_baseline, args.alert_after)
+        job = monitoring_job(args.alert_average, args.alert_baseline, args.alert_after, args.alert_stuck)
     except ValueError as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return 2

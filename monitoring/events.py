@@ -6,7 +6,13 @@ map per second::
     {"ts": seconds since the epoch, "kind": "coordinator",
      "jobs": [job summary + failures + elapsed (up to now, or to its end), ...],
      "workers": [{worker, host, address, rack, alive, silent_s}, ...],
+     "tasks": [{job_id, name, task, attempt, worker, host, address, fraction, records, stalled_s}, ...],
      "faults": [faults since the previous sample: {id, ts, kind, worker?, host?, address?, job_id?, task?, ...}]}
+
+``tasks`` are the running attempts of batch jobs (``JobState.running_attempts``), ``stalled_s`` the seconds since
+each last advanced (started, or reported another fraction or record count): the monitor's stuck-task alert. A
+continuous job's attempts are not listed, nor a reduce's while its maps run, nor a pipeline step's while the step
+before it runs (its maps read that step's output as it comes).
 
 A worker's ``host`` is the host name its own samples carry (``monitoring.publisher``, the ``host`` label of the
 Prometheus series; ``hop worker --host-label``), so faults and workers join them on it; ``address`` is the network

@@ -3,7 +3,8 @@
 A :class:`MonitorFeed` thread asks the coordinator for its workers' host labels once, then polls it for new windows of
 the monitoring job, folds them into a :class:`~monitoring.state.MonitorState`, appends alert state changes to
 ``OUT/_alerts.jsonl`` and faults to ``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB
-socket on every sample stream) for the Prometheus exposition. Readers (the web view) take ``snapshot()`` or wait on
+socket on every sample stream) and the coordinator's list of workers (alive, last heard from) for the Prometheus
+exposition. Readers (the web view) take ``snapshot()`` or wait on
 ``changed``.
 
 With ``keep_windows`` N, the feed removes the folders of all but the newest N complete windows of ``OUT/windows/``
@@ -46,6 +47,8 @@ class MonitorFeed(threading.Thread):
         """The monitoring job's alert rule (``ClusterMonitor.alert_rule()``), for the dashboard to state it."""
         self.state = MonitorState(source_names)
         self.samples: dict[str, dict[str, Any]] = {}
+        self.workers: list[dict[str, Any]] = []
+        """The coordinator's workers as of the latest poll (``Client.workers()``: alive, last heard from)."""
         self.sample_endpoints = sample_endpoints
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -69,8 +72,11 @@ class MonitorFeed(threading.Thread):
                     with self.lock:
                         self.samples[sample.get("worker", "?")] = sample
                 try:
+                    workers = client.workers()
+                    with self.lock:
+                        self.workers = workers
                     if not labelled:  # before the first window: the dashboard names hosts by label throughout
-                        labels = {w["name"]: str(w.get("host_label") or w["name"]) for w in client.workers()}
+                        labels = {w["name"]: str(w.get("host_label") or w["name"]) for w in workers}
                         with self.lock:
                             self.state.host_labels.update(labels)
                         labelled = True
@@ -123,6 +129,7 @@ class MonitorFeed(threading.Thread):
             data["version"] = self.version
             data["alert_rule"] = self.alert_rule
             data["samples"] = {name: dict(sample) for name, sample in self.samples.items()}
+            data["workers"] = [dict(worker) for worker in self.workers]
             data["now"] = time.time()
             return data
 

@@ -1,8 +1,9 @@
 """The monitor's ``/metrics`` page: Prometheus text exposition of the latest samples, windows and alerts.
 
-``render(samples, windows, alerts) -> (body, content_type)`` builds a fresh ``CollectorRegistry`` per call (nothing
-is kept between calls) and returns ``prometheus_client.generate_latest`` of it with ``CONTENT_TYPE_LATEST``. Every
-family is a gauge.
+``render(samples, windows, alerts, *, jobs, fault_counts, stuck_tasks, missing_hosts, workers) -> (body,
+content_type)`` builds a fresh ``CollectorRegistry`` per call (nothing is kept between calls) and returns
+``prometheus_client.generate_latest`` of it with ``CONTENT_TYPE_LATEST``. Every family is a gauge but the two
+``_total`` counters.
 
 A worker that stopped publishing (dead, cut off) keeps its latest sample in the monitor, but not its gauges: once
 that sample is older than ``STALE_SECONDS`` (workers publish every second) only ``hop_worker_up 0`` and
@@ -17,7 +18,14 @@ Input (what the monitor keeps):
   missing ``host``/``rack`` to ``""``);
 - ``windows``: the latest window rows of the monitoring query, ``{"level": "host"|"rack"|"cluster", "name",
   "metric", "mean", "max", "p95"}`` (other fields are ignored);
-- ``alerts``: ``{"host", "metric", "state": "tentative"|"alert", "since": unix time}``.
+- ``alerts``: ``{"host", "metric", "state": "tentative"|"alert", "since": unix time}``;
+- ``jobs``: the job perspective (``MonitorState.jobs``): ``{"job_id", "name", "state", "map_fraction",
+  "reduce_fraction", "input_records", "failures"}``, only ``state == "running"`` ones exposed;
+- ``fault_counts``: faults the monitor has seen per kind (``MonitorState.fault_counts``);
+- ``stuck_tasks``: ``{"job_id", "name", "task", "attempt", "worker", "host", "stalled_s"}`` (the stuck-task alert);
+- ``missing_hosts``: the host labels missing from the latest window's scoreboard;
+- ``workers``: the coordinator's workers (``Client.workers()``: ``name``, ``host_label``, ``alive``,
+  ``last_seen``).
 
 Output:
 
@@ -34,6 +42,20 @@ Output:
 ``hop_window_metric{level,name,metric,stat}``                  ``stat`` = ``mean``, ``max``, ``p95``
 ``hop_alert{host,metric,state}``                               1 per alert
 ``hop_alert_since_timestamp_seconds{host,metric,state}``       the alert's ``since``
+``hop_job_map_progress_ratio{job_id,name}``                    a running job's maps done, 0-1 (``map_fraction``)
+``hop_job_reduce_progress_ratio{job_id,name}``                 its reduces done, 0-1
+``hop_job_input_records{job_id,name}``                         input records its maps have read (a retried map
+                                                               counts from its new attempt: not a counter)
+``hop_job_failed_attempts_total{job_id,name}``                 counter: its attempts that failed or were lost
+``hop_faults_total{kind}``                                     counter: faults the monitor saw since it started
+                                                               (``task_failed``, ``heartbeat_missed``,
+                                                               ``worker_lost``, ...)
+``hop_task_stuck{job_id,name,task,attempt,worker,host}``       1 per running attempt in the stuck-task alert
+``hop_task_stalled_seconds{job_id,name,task,attempt,worker,    seconds since that attempt last advanced
+host}``
+``hop_host_missing{host}``                                     1 per host with no data in the latest window
+``hop_worker_alive{worker,host}``                              the coordinator's view: 1 live, 0 declared lost
+``hop_worker_heartbeat_age_seconds{worker,host}``              seconds since the coordinator heard the worker
 =============================================================  ==================================================
 
 Values that are not real numbers (``None``, strings, dicts; booleans count as 0/1) are skipped, so a partial sample
@@ -44,7 +66,8 @@ Prometheus's base units (:func:`exposed_name`: ``heartbeat_lag_ms`` is ``hop_eng
 escapes them). When two metrics sanitize to the same family, the series merge into it: the same label values keep the
 last value, and a series whose label names differ from the family's (a host metric named ``cpu_core_percent`` against
 ``hop_host_cpu_core_percent``) is dropped. ``hop_sample_age_seconds``, ``hop_worker_up``, ``hop_host_cpu_core_percent``,
-``hop_window_metric`` and ``hop_alert`` are always declared, even empty.
+``hop_window_metric``, ``hop_alert`` and the job, fault, stuck-task, missing-host and worker families are always
+declared, even empty.
 """
 
 from __future__ import annotations
@@ -56,12 +79,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 WORKER_LABELS = ("host", "rack", "worker")
 WINDOW_LABELS = ("level", "name", "metric", "stat")
 ALERT_LABELS = ("host", "metric", "state")
+JOB_LABELS = ("job_id", "name")
+TASK_LABELS = ("job_id", "name", "task", "attempt", "worker", "host")
 WINDOW_STATS = ("mean", "max", "p95")
 STALE_SECONDS = 10.0
 """A worker whose latest sample is older than this is down: its metric gauges are dropped, ``hop_worker_up`` is 0
@@ -128,7 +153,8 @@ def _number(value: object) -> float | None:
 
 
 class _Gauges(Collector):
-    """Gauge families built up by name, collected once by ``generate_latest``."""
+    """Gauge families (and counters: a name ending in ``_total``) built up by name, collected once by
+    ``generate_latest``."""
 
     def __init__(self) -> None:
         self._families: dict[str, tuple[str, tuple[str, ...], dict[tuple[str, ...], float]]] = {}
@@ -142,9 +168,13 @@ class _Gauges(Collector):
         if names == tuple(labels):
             series[tuple(labels.values())] = value
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         for name, (documentation, labels, series) in self._families.items():
-            family = GaugeMetricFamily(name, documentation, labels=list(labels))
+            family: GaugeMetricFamily | CounterMetricFamily
+            if name.endswith("_total"):  # (the family is named without it; its sample gets it back)
+                family = CounterMetricFamily(name[: -len("_total")], documentation, labels=list(labels))
+            else:
+                family = GaugeMetricFamily(name, documentation, labels=list(labels))
             for values, value in series.items():
                 family.add_metric(list(values), value)
             yield family
@@ -219,11 +249,76 @@ def _alert_series(gauges: _Gauges, alerts: Iterable[Mapping[str, Any]]) -> None:
             gauges.set("hop_alert_since_timestamp_seconds", since_documentation, labels, since)
 
 
+JOB_FAMILIES = (
+    ("hop_job_map_progress_ratio", "map_fraction", "A running job's map progress: the share of its maps done, 0-1."),
+    ("hop_job_reduce_progress_ratio", "reduce_fraction", "A running job's reduce progress, 0-1."),
+    ("hop_job_input_records", "input_records", "Input records a running job's maps have read."),
+    ("hop_job_failed_attempts_total", "failures", "A running job's task attempts that failed or were lost."),
+)
+FAULTS_HELP = "Faults the monitor has seen since it started, per kind (task failures, missed heartbeats, lost workers)."
+STUCK_HELP = "1 for every running task attempt that has not advanced for the stuck-task alert's time."
+STALLED_HELP = "Seconds since a stuck task attempt last advanced (read a record, reduced a group)."
+MISSING_HELP = "1 for every host with no data in the monitoring query's latest window."
+ALIVE_HELP = "The coordinator's view of a worker: 1 while it heartbeats, 0 once declared lost."
+HEARTBEAT_AGE_HELP = "Seconds since the coordinator last heard from the worker."
+
+
+def _job_series(gauges: _Gauges, jobs: Iterable[Mapping[str, Any]]) -> None:
+    for name, _, documentation in JOB_FAMILIES:
+        gauges.declare(name, documentation, JOB_LABELS)
+    for job in jobs:
+        if job.get("state") != "running":
+            continue
+        labels = {"job_id": str(job.get("job_id", "")), "name": str(job.get("name") or "")}
+        for name, field, documentation in JOB_FAMILIES:
+            number = _number(job.get(field))
+            if number is not None:
+                gauges.set(name, documentation, labels, number)
+
+
+def _fault_series(gauges: _Gauges, fault_counts: Mapping[str, int]) -> None:
+    gauges.declare("hop_faults_total", FAULTS_HELP, ("kind",))
+    for kind, count in sorted(fault_counts.items()):
+        gauges.set("hop_faults_total", FAULTS_HELP, {"kind": str(kind)}, float(count))
+
+
+def _stuck_series(gauges: _Gauges, stuck_tasks: Iterable[Mapping[str, Any]]) -> None:
+    gauges.declare("hop_task_stuck", STUCK_HELP, TASK_LABELS)
+    gauges.declare("hop_task_stalled_seconds", STALLED_HELP, TASK_LABELS)
+    for task in stuck_tasks:
+        labels = {name: str(task.get(name, "")) for name in TASK_LABELS}
+        gauges.set("hop_task_stuck", STUCK_HELP, labels, 1.0)
+        stalled = _number(task.get("stalled_s"))
+        if stalled is not None:
+            gauges.set("hop_task_stalled_seconds", STALLED_HELP, labels, stalled)
+
+
+def _missing_series(
+    gauges: _Gauges, missing_hosts: Iterable[str], workers: Iterable[Mapping[str, Any]], now: float
+) -> None:
+    gauges.declare("hop_host_missing", MISSING_HELP, ("host",))
+    gauges.declare("hop_worker_alive", ALIVE_HELP, ("worker", "host"))
+    gauges.declare("hop_worker_heartbeat_age_seconds", HEARTBEAT_AGE_HELP, ("worker", "host"))
+    for host in missing_hosts:
+        gauges.set("hop_host_missing", MISSING_HELP, {"host": str(host)}, 1.0)
+    for worker in workers:
+        labels = {"worker": str(worker.get("name", "")), "host": str(worker.get("host_label") or worker.get("name"))}
+        gauges.set("hop_worker_alive", ALIVE_HELP, labels, 1.0 if worker.get("alive") else 0.0)
+        last_seen = _number(worker.get("last_seen"))
+        if last_seen is not None:
+            gauges.set("hop_worker_heartbeat_age_seconds", HEARTBEAT_AGE_HELP, labels, max(0.0, now - last_seen))
+
+
 def render(
     samples: Mapping[str, Mapping[str, Any]],
     windows: Iterable[Mapping[str, Any]],
     alerts: Iterable[Mapping[str, Any]],
     *,
+    jobs: Iterable[Mapping[str, Any]] = (),
+    fault_counts: Mapping[str, int] | None = None,
+    stuck_tasks: Iterable[Mapping[str, Any]] = (),
+    missing_hosts: Iterable[str] = (),
+    workers: Iterable[Mapping[str, Any]] = (),
     now: float | None = None,
     stale_seconds: float = STALE_SECONDS,
     forget_seconds: float = FORGET_SECONDS,
@@ -233,9 +328,14 @@ def render(
     gauges.declare("hop_sample_age_seconds", SAMPLE_AGE_HELP, WORKER_LABELS)
     gauges.declare("hop_worker_up", UP_HELP, WORKER_LABELS)
     gauges.declare("hop_host_cpu_core_percent", HELP["cpu_core_percent"], (*WORKER_LABELS, "core"))
-    _worker_series(gauges, samples, time.time() if now is None else now, stale_seconds, forget_seconds)
+    now = time.time() if now is None else now
+    _worker_series(gauges, samples, now, stale_seconds, forget_seconds)
     _window_series(gauges, windows)
     _alert_series(gauges, alerts)
+    _job_series(gauges, jobs)
+    _fault_series(gauges, fault_counts or {})
+    _stuck_series(gauges, stuck_tasks)
+    _missing_series(gauges, missing_hosts, workers, now)
     registry = CollectorRegistry()
     registry.register(gauges)
     return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -9,6 +9,9 @@
 - the job perspective (per job: progress, records/s, snapshots, failures);
 - alerts (the query's tentative alerts and alerts, latest state per host and metric; ``alert_log`` has every
   state change for ``OUT/_alerts.jsonl``) and faults (task failures, missed heartbeats, lost workers), newest last;
+- stuck tasks (``stuck``: the query's ``["stuck", JOB_ID, TASK, ATTEMPT]`` rows of the latest window the coordinator
+  reported in; ``alert_log`` gets ``metric: "stuck_task"`` entries as one starts and clears);
+- ``fault_counts``: faults seen so far per kind (every one, unlike ``faults``, which keeps the last 200);
 - the scoreboard of the latest window with each source named (``names``: worker names, then ``coordinator``) and
   its host label (``hosts``: ``host_labels[name]``, the name itself for a worker of unknown label and for the
   coordinator), so a host that stopped reporting is visible;
@@ -45,6 +48,8 @@ class MonitorState:
         self.fault_log: list[dict[str, Any]] = []
         """Faults not yet written out (the caller drains it)."""
         self._fault_ids: set[Any] = set()
+        self.fault_counts: dict[str, int] = {}
+        self.stuck: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.windows_seen = 0
 
     def add_window(self, window: dict[str, Any]) -> None:
@@ -55,6 +60,7 @@ class MonitorState:
         hosts: dict[str, dict[str, Any]] = {}
         end = float(window["end"])
         alerted: set[tuple[str, str]] = set()
+        stuck: dict[tuple[str, str, int], dict[str, Any]] = {}
         for key_text, value_text in window.get("rows", []):
             key, value = json.loads(key_text), json.loads(value_text)
             kind = key[0]
@@ -84,9 +90,13 @@ class MonitorState:
                 if changed:
                     self.alert_log.append({"ts": end, **entry})
                 self.alerts[(host, metric)] = entry
+            elif kind == "stuck":
+                stuck[(key[1], key[2], key[3])] = value
         for host_metric in [hm for hm in self.alerts if hm not in alerted]:
             ended = self.alerts.pop(host_metric)
             self.alert_log.append({"ts": end, **ended, "state": "cleared"})
+        if self._coordinator_reported(window):  # (a window without its samples says nothing of the tasks)
+            self._update_stuck(stuck, end)
         for job_id in [j for j, job in self.jobs.items() if job["window_end"] < end - JOB_MEMORY_SECONDS]:
             del self.jobs[job_id]  # ended long ago: the job perspective shows current work
         for name, entry in hosts.items():
@@ -118,6 +128,26 @@ class MonitorState:
             "missing_workers": missing,
         }
 
+    def _coordinator_reported(self, window: dict[str, Any]) -> bool:
+        """Whether the coordinator's samples are in ``window`` (its scoreboard row has data; True without one)."""
+        if COORDINATOR not in self.source_names:
+            return True
+        grid = window.get("scoreboard", {}).get("grid") or []
+        index = self.source_names.index(COORDINATOR)
+        return index >= len(grid) or not grid[index] or not set(grid[index]) <= {"M", "L"}
+
+    def _update_stuck(self, stuck: dict[tuple[str, str, int], dict[str, Any]], end: float) -> None:
+        """The stuck tasks are those of the latest window: log the ones that start and the ones that clear."""
+        for key, value in stuck.items():
+            previous = self.stuck.get(key)
+            entry = {**value, "metric": "stuck_task", "state": "alert", "window_end": end}
+            entry["since"] = previous["since"] if previous is not None else end
+            if previous is None:
+                self.alert_log.append({"ts": end, **entry})
+            self.stuck[key] = entry
+        for key in [key for key in self.stuck if key not in stuck]:
+            self.alert_log.append({"ts": end, **self.stuck.pop(key), "state": "cleared"})
+
     def host_of(self, source: str) -> str:
         """The host label of the worker named ``source`` (its name when unknown, and for the coordinator)."""
         return self.host_labels.get(source, source)
@@ -133,6 +163,8 @@ class MonitorState:
         if fault.get("id") in self._fault_ids:
             return False
         self._fault_ids.add(fault.get("id"))
+        kind = str(fault.get("kind", "unknown"))
+        self.fault_counts[kind] = self.fault_counts.get(kind, 0) + 1
         self.faults.append(fault)
         self.fault_log.append(fault)
         return True
@@ -144,6 +176,8 @@ class MonitorState:
             "jobs": sorted(self.jobs.values(), key=lambda job: job.get("submitted_at", 0)),
             "alerts": sorted(self.alerts.values(), key=lambda a: (a["host"], a["metric"])),
             "faults": list(self.faults),
+            "fault_counts": dict(self.fault_counts),
+            "stuck_tasks": sorted(self.stuck.values(), key=lambda t: (t["job_id"], t["task"], t["attempt"])),
             "windows_seen": self.windows_seen,
             "sources": self.source_names,
             "host_labels": dict(self.host_labels),

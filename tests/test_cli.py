@@ -1748,10 +1748,16 @@ def test_a_job_file_that_fails_to_import_shows_where(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("group", [False, True], ids=["alone", "whole-group"])
-def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, group: bool) -> None:
+@pytest.mark.parametrize(
+    ("stop", "group"),
+    [("SIGTERM", False), ("SIGTERM", True), ("SIGHUP", True)],
+    ids=["alone", "whole-group", "hang-up"],
+)
+def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, stop: str, group: bool) -> None:
     """SIGTERM to ``hop run`` alone, or to its whole process group (``kill -TERM -PGID``, systemd): either way the
-    run ends with 143, its embedded cluster stopped (no process left), and the output is not marked complete."""
+    run ends with 143, its embedded cluster stopped (no process left, its directory removed), and the output is not
+    marked complete. A terminal closed (SIGHUP to the group) killed the run and its cluster at once, leaving the
+    cluster's directory; it stops the run as SIGTERM does now, exit code 129."""
     import signal
     import time
 
@@ -1762,7 +1768,12 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, group: bool) -> 
 
     generate_text(tmp_path / "in.txt", 2_000_000, seed=3, vocabulary=500)
     command = [sys.executable, "-m", "hop", "run", str(TEST_JOBS / "slow_map.py"), "in.txt", "-o", "out"]
-    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    (tmp_path / "tmp").mkdir()  # (where the cluster's directory goes)
+    environment = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    run = subprocess.Popen(
+        command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True, env=environment
+    )
+    number = signal.Signals[stop]
     try:
         assert run.stderr is not None
         first = run.stderr.readline()  # "hop: embedded cluster's coordinator at ADDRESS"
@@ -1777,17 +1788,18 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, group: bool) -> 
             client.close()
         cluster = psutil.Process(run.pid).children(recursive=True)
         if group:
-            os.killpg(run.pid, signal.SIGTERM)
+            os.killpg(run.pid, number)
         else:
-            run.send_signal(signal.SIGTERM)
+            run.send_signal(number)
         _, stderr = run.communicate(timeout=30)
         _, alive = psutil.wait_procs(cluster, timeout=30)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.communicate(timeout=10)
-    assert run.returncode == 143 and "interrupted" in stderr, stderr
+    assert run.returncode == 128 + number and "interrupted" in stderr, (run.returncode, stderr)
     assert not alive, [process.name() for process in alive]
+    assert not list((tmp_path / "tmp").iterdir())
     assert not (tmp_path / "out" / "_SUCCESS").exists()
     report = json.loads((tmp_path / "out" / "_job.json").read_text())  # (the job was cancelled, and says so)
     assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]

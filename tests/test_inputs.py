@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import hop.inputs
+from hop.client import Client
 from hop.inputs import (
     MIN_SPLIT_BYTES,
     OUTPUT_LINES,
@@ -22,6 +23,8 @@ from hop.inputs import (
     parse_output_line,
     split_size_for,
 )
+from hop.runner import JobFailed
+from tests.conftest import needs_spark, run_job
 
 
 def reference_lines(data: bytes) -> list[tuple[int, str]]:
@@ -619,3 +622,74 @@ def test_a_file_whose_name_holds_glob_characters_is_read_by_its_name(tmp_path: P
     assert expand_inputs([str(tmp_path / "data[1].txt")]) == [str(tmp_path / "data[1].txt")]
     assert expand_inputs([str(tmp_path / "star*.txt")]) == [str(tmp_path / "star*.txt")]  # the name, not the glob
     assert expand_inputs([str(tmp_path / "sta?ry.txt")]) == [str(tmp_path / "starry.txt")]  # no such name: a glob
+
+
+@pytest.mark.parametrize("change", ["same size", "grown", "replaced", "gz rewritten", "gz appended"])
+def test_a_file_changed_after_it_was_split_is_named_not_read_mixed(tmp_path: Path, change: str) -> None:
+    """A file rewritten at the same size, or grown, after the job cut it was read as it then was: the splits read
+    before the change had the old lines and those after it the new ones, and nothing said so."""
+    import gzip
+
+    path = tmp_path / ("in.txt.gz" if change.startswith("gz") else "in.txt")
+    old = b"one\ntwo\nthree\nfour\n"
+    path.write_bytes(gzip.compress(old) if change.startswith("gz") else old)
+    splits = make_splits([str(path)], 10)
+    then = path.stat().st_mtime_ns
+    if change == "replaced":
+        (tmp_path / "new.txt").write_bytes(old.upper())
+        os.replace(tmp_path / "new.txt", path)
+    elif change == "gz appended":  # (a gzip member added: read, as the file is read whole)
+        path.write_bytes(path.read_bytes() + gzip.compress(b"five\n"))
+    else:
+        new = old.upper() + (b"five\n" if change == "grown" else b"")
+        path.write_bytes(gzip.compress(new) if change == "gz rewritten" else new)
+    os.utime(path, ns=(then + 10**9, then + 10**9))  # (a rewrite within the clock's tick keeps its mtime)
+    for split in splits:
+        with pytest.raises(InputError, match=r"in.txt(.gz)? changed while the job ran: it was .* run the job again"):
+            list(iter_lines(split))
+
+
+def test_a_file_changed_while_its_split_was_read_is_named(tmp_path: Path) -> None:
+    """The check where a split has been read: a rewrite after the split was opened, at the same size."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"one\ntwo\n")
+    (split,) = make_splits([str(path)], 1 << 20)
+    lines = iter_lines(split)
+    assert next(lines) == (0, "one")
+    path.write_bytes(b"ONE\nTWO\n")
+    os.utime(path, ns=(split.stamp.mtime_ns + 10**9,) * 2)  # type: ignore[union-attr]
+    with pytest.raises(InputError, match=r"in.txt changed while the job ran: it was rewritten or touched \(same size"):
+        list(lines)
+
+
+def test_a_file_appended_to_after_it_was_split_is_read_up_to_its_size_then(tmp_path: Path) -> None:
+    """Lines appended to a log while the job runs are not read, as documented, and fail nothing."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"x" * 5000 + b"\none\ntwo\n")
+    splits = make_splits([str(path)], 2600)
+    with open(path, "ab") as file:
+        file.write(b"three\n")
+    os.utime(path, ns=(splits[0].stamp.mtime_ns + 10**9,) * 2)  # type: ignore[union-attr]
+    assert [line for split in splits for _, line in iter_lines(split)] == ["x" * 5000, "one", "two"]
+
+
+def test_a_job_whose_input_is_rewritten_while_a_map_reads_it_fails_naming_it(client: Client, tmp_path: Path) -> None:
+    """A run whose input was rewritten at the same size while its map read it succeeded, its output counting the
+    old version's first line and the new version's others."""
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"line {n}\n" for n in range(2_000)))
+    with pytest.raises(JobFailed, match=rf"input file {source} changed while the job ran: it was rewritten or touched"):
+        run_job(client, "rewriting_map", [source], tmp_path / "out")
+
+
+@needs_spark
+def test_a_spark_map_whose_input_is_rewritten_while_it_reads_fails_naming_it_as_on_hop(tmp_path: Path) -> None:
+    """Spark's map task reads its splits with the same reader: the split made when the job started keeps the file's
+    stamp (run here, outside Spark)."""
+    from tests.test_spark import map_failure
+
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"line {n}\n" for n in range(2_000)))
+    reason, shown = map_failure("rewriting_map", None, 0, "text", make_splits([str(source)], 1 << 20))
+    assert reason.startswith(f"map task 0: input file {source} changed while the job ran: it was rewritten"), reason
+    assert shown is None

@@ -17,11 +17,11 @@ import pytest
 from hop.client import Client
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec
+from hop.runner import build_spec, run_pipeline
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
 from monitoring.cli import MONITOR_JOB
-from tests.conftest import hop, run_job
+from tests.conftest import hop, job_path, run_job
 from tests.test_stream_engine import assert_interrupted_report, interrupt_twice_as_it_drains, read_windows
 
 pytestmark = pytest.mark.slow
@@ -162,6 +162,74 @@ def test_a_finished_jobs_elapsed_time_in_the_coordinators_samples_ends_with_it(c
         subscriber.close()
     job = ended[0]
     assert job["elapsed"] == job["finished_at"] - job["submitted_at"], job
+
+
+def _task_stalls(client: Client, run: Any) -> tuple[Any, dict[tuple[str, str], float]]:
+    """``run()``'s result (a job run in another thread) and the longest ``stalled_s`` the coordinator's samples gave
+    meanwhile per (job name, task kind)."""
+    import threading
+
+    import msgpack
+    import zmq
+
+    subscriber = zmq.Context.instance().socket(zmq.SUB)
+    subscriber.setsockopt(zmq.LINGER, 0)
+    subscriber.setsockopt(zmq.SUBSCRIBE, b"")
+    subscriber.connect(client.cluster()["events"])
+    result: list[Any] = []
+    runner = threading.Thread(target=lambda: result.append(run()), name="stalled-job")
+    stalled: dict[tuple[str, str], float] = {}
+    try:
+        time.sleep(0.2)  # (subscribed before the job starts)
+        runner.start()
+        deadline = time.monotonic() + 60
+        while runner.is_alive():
+            assert time.monotonic() < deadline, "the job should have ended"
+            if not subscriber.poll(timeout=500):
+                continue
+            sample = msgpack.unpackb(subscriber.recv(), raw=False)
+            for task in sample["tasks"]:
+                assert task["worker"] and task["host"], task
+                key = (task["name"], task["task"].split("-")[0])
+                stalled[key] = max(stalled.get(key, 0.0), task["stalled_s"])
+    finally:
+        runner.join(timeout=60)
+        subscriber.close()
+    assert result, "the job should have given its report"
+    return result[0], stalled
+
+
+def test_the_coordinators_samples_say_how_long_each_running_task_has_not_advanced(
+    client: Client, tmp_path: Path
+) -> None:
+    """The stuck-task alert's input: a map blocked on one record has not advanced for as long as it blocks, while a
+    reduce working through its keys advances (it reported nothing from its merge's start to its end, so it looked
+    stuck for as long as it reduced)."""
+    (tmp_path / "blocked.txt").write_text("block\n")
+    (tmp_path / "words.txt").write_text("".join(f"word{n}\n" for n in range(350)))  # a 3.5 s reduce
+    inputs = [tmp_path / "blocked.txt", tmp_path / "words.txt"]
+    output = tmp_path / "out"
+    report, stalled = _task_stalls(
+        client, lambda: run_job(client, "blocked_map", inputs, output, "BrieflyBlockedSlowReduce", num_reduces=1)
+    )
+    assert report["status"] == "succeeded"
+    job = "BrieflyBlockedSlowReduce"
+    assert stalled.get((job, "map"), 0.0) >= 1.5, stalled  # blocked 3 s on its one record
+    assert (job, "reduce") in stalled and stalled[(job, "reduce")] < 2.0, stalled  # 3.5 s of reducing, reported
+
+
+def test_a_pipelines_next_step_waiting_for_the_one_before_is_not_stalled(client: Client, tmp_path: Path) -> None:
+    """The second step's maps read the first's reduce output as it comes (a pipe), from a free map slot: waiting
+    for it is no stall, while the first step's blocked map is."""
+    (tmp_path / "in.txt").write_text("block\na\n")
+    jobs = [
+        build_spec(load_job_file(job_path("blocked_map"), job), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+        for job in ("BrieflyBlockedMap", "PassedOn")
+    ]
+    report, stalled = _task_stalls(client, lambda: run_pipeline(client, jobs, progress=False, timeout=60))
+    assert report["status"] == "succeeded" and report["pipelined"]
+    assert stalled.get(("BrieflyBlockedMap", "map"), 0.0) >= 1.5, stalled  # blocked 3 s
+    assert stalled.get(("PassedOn", "map"), 0.0) < 1.5, stalled  # listed once the step before has ended
 
 
 def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ host with live charts; an alert raised by an induced CPU hog showing up without 
 and a missing host).
 
 One cluster and one monitoring job serve the whole module (starting them costs seconds; windows come every 2 s).
-Its windows are short and its alert rule quick (``hop monitor --window 4s --alert-average 10s --alert-after 3``), so
-a killed worker is missing from a whole window and a hog confirmed within seconds, not after the 10 s windows, 20 s
+Its windows are short and its alert rules quick (``hop monitor --window 4s --alert-average 10s --alert-after 3
+--alert-stuck 2s``), so a killed worker is missing from a whole window, a blocked map stuck and a hog confirmed within
+seconds, not after the 10 s windows, 20 s
 averages and 10 tentative alerts in a row of the defaults."""
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from hop.client import Client
+from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
+from hop.runner import build_spec
 from hop.stream.runner import run_stream
 from hop.web.server import WebServer
 from monitoring.cli import monitor_spec, monitoring_job, wait_for_workers
 from monitoring.feed import MonitorFeed
+from tests.conftest import job_path
 from tests.test_monitor import _busy_worker, _run_hog, wait_for
 from tests.test_web import get, get_json, read_events
 from tests.test_web_browser import CHROMIUM, browser_page
@@ -42,6 +46,8 @@ WINDOW, SLIDE, PANES = "4s", "2s", 2
 ALERT_AVERAGE, ALERT_AFTER = 10.0, 3
 """A host's moving average in the alert rule, and the tentative alerts in a row that make an alert (``hop monitor
 --alert-average``, ``--alert-after``)."""
+STUCK_AFTER = 2.0
+"""Seconds without progress that make a running task stuck (``hop monitor --alert-stuck``)."""
 MONITOR_SECONDS = 900
 """The monitoring job's time limit: longer than the module (``tests.test_monitor.running_monitor`` stops at 300 s)."""
 
@@ -62,7 +68,7 @@ def monitor(cluster: LocalCluster, output: Path) -> Iterator[MonitorFeed]:
     """``hop monitor``'s pieces against ``cluster`` (as ``tests.test_monitor.running_monitor``, for longer)."""
     client = Client(cluster.address, timeout=30)
     wait_for_workers(client, cluster.num_workers)
-    job = monitoring_job(short_window=ALERT_AVERAGE, tentative_to_alert=ALERT_AFTER)
+    job = monitoring_job(short_window=ALERT_AVERAGE, tentative_to_alert=ALERT_AFTER, stuck_after=STUCK_AFTER)
     spec, names, endpoints = monitor_spec(client, str(output), WINDOW, SLIDE, 3.0, job=job)
     feeds: list[MonitorFeed] = []
     errors: list[BaseException] = []
@@ -205,6 +211,90 @@ def test_metrics_are_a_prometheus_exposition(monitored: Monitored) -> None:
         assert all(("host", host, "running_maps", stat) in windows for host in WORKERS)
     assert {"hop_sample_age_seconds", "hop_alert", "hop_engine_running_maps"} <= set(families)
     assert {s.labels["worker"]: s.value for s in families["hop_worker_up"].samples} == dict.fromkeys(WORKERS, 1)
+
+
+def scrape(web: WebServer) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """``/metrics`` as {family: {sorted label pairs: value}}, with each counter's samples under its family name."""
+    status, kind, body = get(web.url + "metrics")
+    assert status == 200, body
+    families: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        series = families.setdefault(family.name, {})
+        for sample in family.samples:
+            if sample.name in (family.name, f"{family.name}_total"):
+                series[tuple(sorted(sample.labels.items()))] = sample.value
+    return families
+
+
+def of_job(series: dict[tuple[tuple[str, str], ...], float], job_id: str) -> dict[str, float]:
+    """The series of ``job_id`` by their ``task`` label (by ``job_id`` for per-job series)."""
+    found = {}
+    for labels, value in series.items():
+        named = dict(labels)
+        if named.get("job_id") == job_id:
+            found[named.get("task", job_id)] = value
+    return found
+
+
+@contextmanager
+def blocked_job(cluster: LocalCluster, folder: Path) -> Iterator[str]:
+    """A batch job with two maps: ``map-00000`` crashes once then reads its record, ``map-00001`` is blocked on its
+    record (60 s, cancelled on leaving)."""
+    (folder / "fails-once.txt").write_text(f"fail-once {folder / 'failed-once'}\n")
+    (folder / "blocked.txt").write_text("block\n")
+    inputs = [str(folder / "fails-once.txt"), str(folder / "blocked.txt")]
+    spec = build_spec(
+        load_job_file(job_path("blocked_map"), "BlockedMap"),
+        inputs,
+        str(folder / "out"),
+        num_reduces=1,
+        options={"map_per_file": True},  # (small files are packed into one map otherwise)
+    )
+    client = Client(cluster.address, timeout=30)
+    job_id = client.submit(spec)
+    try:
+        yield job_id
+    finally:
+        client.stop(job_id, "the test is done with it")
+        client.close()
+
+
+def test_metrics_show_a_blocked_map_stuck_and_the_jobs_progress_and_faults(
+    monitored: Monitored, tmp_path: Path
+) -> None:
+    web = monitored.web
+    wait_for(lambda: full_state(web), 90, "a window with every worker")
+    failed_before = scrape(web)["hop_faults"].get((("kind", "task_failed"),), 0.0)
+    with blocked_job(monitored.cluster, tmp_path) as job_id:
+        metrics = wait_for(
+            lambda: (m := scrape(web)) and of_job(m["hop_task_stuck"], job_id) and m, 60, "the blocked map stuck"
+        )
+        started = time.monotonic()
+        assert of_job(metrics["hop_task_stuck"], job_id) == {"map-00001": 1.0}  # the blocked map, not the other
+        assert of_job(metrics["hop_task_stalled_seconds"], job_id)["map-00001"] >= STUCK_AFTER
+        # The job's progress: one of its two maps done (after one failed attempt), its reduce has that map's output
+        # (the shuffle is the first half of a reduce's progress).
+        metrics = wait_for(
+            lambda: (m := scrape(web)) and of_job(m["hop_job_failed_attempts"], job_id) == {job_id: 1.0} and m,
+            30,
+            "the job's failed attempt",
+        )
+        assert of_job(metrics["hop_job_map_progress_ratio"], job_id) == {job_id: 0.5}
+        assert of_job(metrics["hop_job_reduce_progress_ratio"], job_id) == {job_id: 0.25}
+        assert of_job(metrics["hop_job_input_records"], job_id)[job_id] >= 0
+        assert metrics["hop_faults"][(("kind", "task_failed"),)] >= failed_before + 1
+        _, state = get_json(web.url + "api/monitor/state")
+        stuck = [task for task in state["stuck_tasks"] if task["job_id"] == job_id]
+        assert [(t["task"], t["attempt"], t["name"], t["stuck_after_s"]) for t in stuck] == [
+            ("map-00001", 0, "BlockedMap", STUCK_AFTER)
+        ], stuck
+    # Cancelled: the stuck task clears, and so does the job.
+    wait_for(lambda: not of_job(scrape(web)["hop_task_stuck"], job_id), 30, "the stuck task to clear")
+    assert not of_job(scrape(web)["hop_job_map_progress_ratio"], job_id)
+    logged = [json.loads(line) for line in (monitored.feed.output / "_alerts.jsonl").read_text().splitlines()]
+    states = [entry["state"] for entry in logged if entry["metric"] == "stuck_task" and entry["job_id"] == job_id]
+    assert states == ["alert", "cleared"], logged
+    assert time.monotonic() - started < 60
 
 
 def test_events_push_the_state_after_every_window(monitored: Monitored) -> None:
@@ -399,6 +489,23 @@ def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: 
         assert not errors, errors
 
 
+@needs_chromium
+def test_dashboard_shows_a_blocked_map_as_a_stuck_task(monitored: Monitored, tmp_path: Path) -> None:
+    web = monitored.web
+    wait_for(lambda: full_state(web), 90, "a window with every worker")
+    with browser_page() as (page, errors):
+        page.goto(web.url + "monitor", timeout=30_000)
+        page.wait_for_selector("#stuck-tasks li.none", timeout=30_000)
+        assert f"for {STUCK_AFTER:g} s, its worker heartbeating" in page.inner_text("#stuck-rule")
+        with blocked_job(monitored.cluster, tmp_path) as job_id:
+            stuck = f"#stuck-tasks li[data-job='{job_id}'][data-task=map-00001]"
+            page.wait_for_selector(stuck, timeout=60_000)  # pushed to the open page
+            text = page.inner_text(stuck)
+            assert "map-00001 #0" in text and "BlockedMap" in text and "no progress for" in text, text
+            assert page.inner_text("#stuck-count") == "1"
+        assert not errors, errors  # (its clearing: test_metrics_show_a_blocked_map_stuck_and_the_jobs_progress...)
+
+
 def _cancel_hog(cluster: LocalCluster) -> None:
     client = Client(cluster.address, timeout=30)
     try:
@@ -450,3 +557,11 @@ def test_dashboard_shows_a_killed_worker_as_a_fault_and_missing(monitored: Monit
         assert not errors, errors
         faults = [json.loads(line) for line in (monitored.feed.output / "_faults.jsonl").read_text().splitlines()]
         assert any(f["kind"] == "worker_lost" and f["worker"] == victim for f in faults)
+    # /metrics: the host missing from the windows, the worker lost to the coordinator, and the fault counted.
+    metrics = scrape(web)
+    assert metrics["hop_host_missing"] == {(("host", victim),): 1.0}
+    alive = {dict(labels)["worker"]: value for labels, value in metrics["hop_worker_alive"].items()}
+    assert alive == {"local-0": 1.0, "local-1": 0.0, "local-2": 1.0}
+    heard = {dict(labels)["worker"]: value for labels, value in metrics["hop_worker_heartbeat_age_seconds"].items()}
+    assert heard[victim] > 5 and heard["local-0"] < 5, heard
+    assert metrics["hop_faults"][(("kind", "worker_lost"),)] >= 1

@@ -266,13 +266,14 @@ def test_a_missing_root_gives_zeros() -> None:
 
 
 def parse(body: bytes) -> dict[str, dict[frozenset[tuple[str, str]], float]]:
-    """Family name -> {labels: value}; every sample of a family is named like the family (gauges)."""
+    """Family name -> {labels: value}; every sample of a family is named like the family (gauges), with ``_total``
+    for a counter (its family's name without it)."""
     families: dict[str, dict[frozenset[tuple[str, str]], float]] = {}
     for family in text_string_to_metric_families(body.decode("utf-8")):
-        assert family.type == "gauge", family.name
+        assert family.type in ("gauge", "counter"), family.name
         series = families.setdefault(family.name, {})
         for sample in family.samples:
-            assert sample.name == family.name
+            assert sample.name == (f"{family.name}_total" if family.type == "counter" else family.name)
             series[frozenset(sample.labels.items())] = sample.value
     return families
 
@@ -380,8 +381,52 @@ def test_render_empty_declares_the_fixed_families() -> None:
         "hop_host_cpu_core_percent",
         "hop_window_metric",
         "hop_alert",
+        "hop_job_map_progress_ratio",
+        "hop_job_failed_attempts",
+        "hop_faults",
+        "hop_task_stuck",
+        "hop_host_missing",
+        "hop_worker_alive",
     ):
         assert families[name] == {}
+
+
+def test_render_holds_running_jobs_faults_stuck_tasks_and_missing_hosts() -> None:
+    running = {"job_id": "j1", "name": "WordCount", "state": "running", "map_fraction": 0.5, "reduce_fraction": 0.25}
+    ended = {"job_id": "j0", "name": "Old", "state": "succeeded", "map_fraction": 1.0, "reduce_fraction": 1.0}
+    stuck = {"job_id": "j1", "name": "WordCount", "task": "map-00001", "attempt": 0, "worker": "w1", "host": "h1"}
+    body, _ = render(
+        {},
+        [],
+        [],
+        jobs=[{**running, "input_records": 7, "failures": 2}, {**ended, "input_records": 9, "failures": 0}],
+        fault_counts={"task_failed": 3, "worker_lost": 1},
+        stuck_tasks=[{**stuck, "stalled_s": 130.5}],
+        missing_hosts=["h2"],
+        workers=[
+            {"name": "w1", "host_label": "h1", "alive": True, "last_seen": 999.5},
+            {"name": "w2", "host_label": "h2", "alive": False, "last_seen": 900.0},
+        ],
+        now=1000.0,
+    )
+    types = {family.name: family.type for family in text_string_to_metric_families(body.decode())}
+    assert types["hop_faults"] == types["hop_job_failed_attempts"] == "counter"
+    families = parse(body)
+    job = labels(job_id="j1", name="WordCount")  # only the running job
+    assert families["hop_job_map_progress_ratio"] == {job: 0.5}
+    assert families["hop_job_reduce_progress_ratio"] == {job: 0.25}
+    assert families["hop_job_input_records"] == {job: 7.0}
+    assert families["hop_job_failed_attempts"] == {job: 2.0}
+    assert families["hop_faults"] == {labels(kind="task_failed"): 3.0, labels(kind="worker_lost"): 1.0}
+    task = labels(job_id="j1", name="WordCount", task="map-00001", attempt="0", worker="w1", host="h1")
+    assert families["hop_task_stuck"] == {task: 1.0}
+    assert families["hop_task_stalled_seconds"] == {task: 130.5}
+    assert families["hop_host_missing"] == {labels(host="h2"): 1.0}
+    assert families["hop_worker_alive"] == {labels(worker="w1", host="h1"): 1.0, labels(worker="w2", host="h2"): 0.0}
+    assert families["hop_worker_heartbeat_age_seconds"] == {
+        labels(worker="w1", host="h1"): 0.5,
+        labels(worker="w2", host="h2"): 100.0,
+    }
 
 
 def test_render_uses_the_clock_by_default() -> None:
@@ -504,6 +549,48 @@ def test_missing_hosts_are_named_by_host_label_with_their_workers() -> None:
     assert latest["scoreboard"]["names"] == ["w-a", "w-b", "w-c", "coordinator"]
     assert latest["scoreboard"]["hosts"] == ["db-1", "db-2", "db-2", "coordinator"]
     assert state.snapshot()["host_labels"] == {"w-a": "db-1", "w-b": "db-2", "w-c": "db-2"}
+
+
+def test_a_task_without_progress_for_the_rules_time_is_stuck_until_it_advances() -> None:
+    """``hop monitor --alert-stuck``: the monitoring job's reduce makes a stuck row of a running attempt that has not
+    advanced for that long (as of its newest sample in the window); the dashboard's state keeps it through a window
+    without the coordinator's samples (late), and logs it as it starts and clears."""
+    from monitoring.cli import monitoring_job
+    from monitoring.state import MonitorState
+
+    assert monitoring_job().stuck_after == 120.0
+    with pytest.raises(ValueError, match="--alert-stuck"):
+        monitoring_job(stuck_after=0.0)
+    job = monitoring_job(stuck_after=30.0)()
+    job.setup()
+    task = {"job_id": "j1", "name": "Grep", "task": "map-00003", "attempt": 1, "worker": "w1", "host": "h1"}
+    key = ("task", "j1", "map-00003", 1)
+    stalled = [(100.0, {**task, "stalled_s": 29.0}), (101.0, {**task, "stalled_s": 30.0})]
+    assert list(job.reduce(key, reversed(stalled))) == [
+        (("stuck", "j1", "map-00003", 1), {**task, "stalled_s": 30.0, "stuck_after_s": 30.0})
+    ]
+    advanced = [(101.0, {**task, "stalled_s": 31.0}), (102.0, {**task, "stalled_s": 0.4})]
+    assert list(job.reduce(key, advanced)) == []
+
+    state = MonitorState(["w1", "coordinator"])
+    row = [json.dumps(["stuck", "j1", "map-00003", 1]), json.dumps({**task, "stalled_s": 30.0, "stuck_after_s": 30.0})]
+
+    def window(end: float, rows: list[list[str]], coordinator: str = "DD") -> dict[str, Any]:
+        grid = ["DD", coordinator]
+        return {"label": str(end), "start": end - 4, "end": end, "reason": "complete", "fidelity": 1.0, "rows": rows,
+                "scoreboard": {"sources": 2, "grid": grid}}  # fmt: skip
+
+    state.add_window(window(10.0, [row]))
+    state.add_window(window(12.0, [], coordinator="MM"))  # the coordinator's samples are late: nothing is known
+    (stuck,) = state.snapshot()["stuck_tasks"]
+    assert (stuck["task"], stuck["since"], stuck["state"], stuck["host"]) == ("map-00003", 10.0, "alert", "h1")
+    state.add_window(window(14.0, []))
+    assert state.snapshot()["stuck_tasks"] == []
+    log = state.take_alert_log()
+    assert [(e["ts"], e["metric"], e["state"], e["task"]) for e in log] == [
+        (10.0, "stuck_task", "alert", "map-00003"),
+        (14.0, "stuck_task", "cleared", "map-00003"),
+    ]
 
 
 # The monitoring query's alert rule -------------------------------------------------------------------------------

@@ -885,3 +885,37 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     report = json.loads((tmp_path / "out" / "_job.json").read_text())
     assert report["status"] == "interrupted" and report["error"] == "interrupted by SIGINT"
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+@needs_spark
+def test_sigterm_while_spark_starts_exits_143_and_ends_the_jvm(tmp_path: Path) -> None:
+    """SIGTERM to ``hop run --engine spark`` while its JVM started ended it with 130, Ctrl-C's code, and left the
+    JVM running for good: PySpark lost it, and it no longer watched its stdin. It ends with 143 now, the JVM too."""
+
+    def started() -> list[psutil.Process]:  # (by their directory: one left running is no child of the run)
+        found = []
+        for process in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if process.cwd() == str(tmp_path) and process.pid != run.pid:
+                    found.append(process)
+        return found
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not psutil.Process(run.pid).children():  # (signalled once PySpark has started the JVM's launch)
+            assert time.monotonic() < deadline and run.poll() is None, "the JVM started"
+            time.sleep(0.02)
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=30)
+        _, alive = psutil.wait_procs(started(), timeout=2)  # (the JVM, or the script that would start it)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=10)
+        for process in started():
+            process.kill()
+    assert run.returncode == 143 and "interrupted" in stderr, (run.returncode, stderr)
+    assert not alive, alive

@@ -58,8 +58,9 @@ answers ``503`` while it is empty):
 - ``GET /api/monitor/events``: server-sent events: ``state`` (the whole state, on connect and after every new
   window; the event id is the feed's version) and ``waiting`` (while the monitoring job is not submitted yet).
 - ``GET /metrics``: Prometheus text exposition (``monitoring.prometheus.render``) of the latest raw samples, the
-  latest window's statistics and the alerts; a worker whose latest sample is stale is ``hop_worker_up 0`` with no
-  metric gauges, and is left out once it is older still.
+  latest window's statistics, the alerts and stuck tasks, running jobs' progress and failed attempts, faults per
+  kind, missing hosts and the coordinator's view of every worker; a worker whose latest sample is stale is
+  ``hop_worker_up 0`` with no metric gauges, and is left out once it is older still.
 
 Without the monitor these routes do not exist (``404``).
 """
@@ -492,8 +493,16 @@ async def metrics(request: web.Request) -> web.Response:
     from monitoring.prometheus import render
 
     snapshot = await _monitor_snapshot(_feed(request))
+    latest = snapshot.get("latest") or {}
     body, content_type = render(
-        snapshot.get("samples") or {}, prometheus_windows(snapshot.get("latest")), snapshot["alerts"]
+        snapshot.get("samples") or {},
+        prometheus_windows(snapshot.get("latest")),
+        snapshot["alerts"],
+        jobs=snapshot.get("jobs") or [],
+        fault_counts=snapshot.get("fault_counts") or {},
+        stuck_tasks=snapshot.get("stuck_tasks") or [],
+        missing_hosts=latest.get("missing_hosts") or [],
+        workers=snapshot.get("workers") or [],
     )
     response = web.Response(body=body)
     response.headers["Content-Type"] = content_type  # with its version parameter, which content_type= refuses

@@ -360,6 +360,7 @@ function render() {
   if (view.series.size) renderCharts();
   renderJobs();
   renderAlerts();
+  renderStuckTasks();
   renderFaults();
   renderScoreboard();
 }
@@ -576,6 +577,32 @@ function renderAlerts() {
       `${format(kind, alert.others_average)} ± ${format(kind, alert.others_std)} over ${alert.others_window_s} s ` +
       `(threshold ${format(kind, alert.threshold)}); at ${clock(alert.at)} UTC`));
   }));
+}
+
+function renderStuckTasks() {
+  const rule = view.snapshot?.alert_rule;
+  if (rule?.stuck_after_s) {
+    document.getElementById("stuck-rule").replaceChildren(
+      "A running map or reduce attempt of a batch job that has not advanced (no record read, no group reduced) for " +
+      `${rule.stuck_after_s} s, its worker heartbeating, is `, el("em", {}, "stuck"), ".");
+  }
+  const stuck = view.snapshot?.stuck_tasks ?? [];
+  const count = document.getElementById("stuck-count");
+  count.textContent = stuck.length ? String(stuck.length) : "";
+  count.className = `count ${stuck.length ? "alert" : ""}`;
+  const list = document.getElementById("stuck-tasks");
+  if (!stuck.length) {
+    list.replaceChildren(el("li", { className: "none muted" }, "No stuck tasks."));
+    return;
+  }
+  list.replaceChildren(...stuck.map((task) => el("li", {
+    className: "alert", dataset: { job: task.job_id, task: task.task, attempt: String(task.attempt), host: task.host ?? "" },
+    onclick: () => task.host && go("host", task.host), title: "Show this task's host" },
+  el("div", { className: "alert-head" }, badge("stuck", "alert"), el("strong", {}, `${task.task} #${task.attempt}`),
+    ` · ${task.name || task.job_id}`, el("span", { className: "muted small right" }, task.host ?? task.worker ?? "")),
+  el("div", { className: "small" },
+    `no progress for ${Math.round(task.stalled_s)} s (rule: ${task.stuck_after_s} s) at ${task.records} records, ` +
+    `${Math.round((task.fraction ?? 0) * 100)}% · ${task.job_id} on ${task.worker}`))));
 }
 
 function renderFaults() {
