@@ -145,6 +145,8 @@ class Coordinator:
         """Pipelines: upstream job -> the job whose maps read its reduce output (``hop.pipe``)."""
         self.pipe_readers: dict[tuple[str, int], tuple[int, str]] = {}
         """(downstream job, map index) -> (attempt, address) of the map attempt waiting for that partition."""
+        self.pipe_released: set[tuple[str, int, int]] = set()
+        """(upstream job, reduce index, attempt) told to commit rather than wait for its downstream map."""
         self.deferred_done: dict[tuple[str, int], list[dict[str, Any]]] = {}
         """(upstream job, partition) -> ``map_done`` of downstream maps that read an attempt not committed yet."""
         self._last_preemption: dict[str, float] = {}
@@ -430,6 +432,7 @@ class Coordinator:
         self.chunk_strata[job_id] = strata
         if upstream is not None:
             self.downstream[upstream.spec.job_id] = job_id
+            job.upstream = upstream
         if stream is not None:
             job.windows = WindowTracker(spec.num_reduces, len(stream.sources), stream.window.describe())
         self._send(identity, "submitted", job_id=job_id, maps=len(splits))
@@ -569,6 +572,7 @@ class Coordinator:
         """Partition ``index`` of ``upstream`` committed: finish the downstream maps that read it; point the ones
         it did not fully serve at the committed file (one it streamed to, slower than the upstream waits for,
         reads on from the first byte it did not get)."""
+        self.pipe_released -= {key for key in self.pipe_released if key[:2] == (upstream.spec.job_id, index)}
         job = self.jobs.get(self.downstream.get(upstream.spec.job_id, ""))
         if job is None:
             return
@@ -592,6 +596,25 @@ class Coordinator:
                 path=f"{upstream.spec.output}/part-{index:05d}",
                 attempt=upstream.reduces[index].committed,
             )
+
+    def _release_pipe_waits(self) -> None:
+        """A task waits for a reduce slot: pipelined reduces whose output is whole, waiting (up to ``pipe_wait``)
+        for the next job's map to take the end of their stream, commit now and give their slots back. That map reads
+        on from the committed file, from the first byte it was not streamed: nothing is lost (``hop.pipe``). (A slow
+        downstream map held them: the upstream's other reduces, and the downstream's, waited for it to finish.)"""
+        for upstream_id in self.downstream:
+            upstream = self.jobs.get(upstream_id)
+            if upstream is None or upstream.state != "running":
+                continue
+            for task in upstream.reduces:
+                if task.committed is not None or task.written is None:
+                    continue
+                for record in upstream.live_attempts("reduce", task.index):
+                    key = (upstream_id, task.index, record.attempt)
+                    if key not in self.pipe_released:
+                        self.pipe_released.add(key)
+                        task_id = [upstream_id, "reduce", task.index, record.attempt]
+                        self._to_task(record.worker, "pipe_release", task_id, job_id=upstream_id)
 
     def _upstream_attempt_gone(self, upstream: JobState, index: int, reason: str) -> None:
         """An upstream reduce attempt failed or was lost: downstream maps reading it start again."""
@@ -937,9 +960,8 @@ class Coordinator:
     def on_task_progress(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None:
-            job.on_progress(
-                msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"], msg.get("bad", 0)
-            )
+            more = {key: msg[key] for key in ("bad", "written", "taken", "from_file") if key in msg}
+            job.on_progress(msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"], **more)
 
     def on_source_listening(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
@@ -1274,6 +1296,8 @@ class Coordinator:
                 worker = self._pick_worker(pool, job.failed_workers(kind, task.index))
                 if worker is None:
                     self._preempt_downstream(job, kind)
+                    if pool == "reduce":
+                        self._release_pipe_waits()
                     break
                 self._assign(job, kind, task.index, worker, pool)
         if job.spec.options.get("speculative"):

@@ -8,7 +8,8 @@ of the job before it. The downstream map attempt binds a ROUTER socket (:class:`
 output file, under a scratch directory unless ``--keep-intermediate``: it is what a downstream retry, or a downstream
 map that starts after the upstream partition committed (the pipeline degrades to staged), reads instead. An upstream
 attempt waits a bounded time (``PipeSender.finish``) for a slow downstream map to take the end of its stream, then
-commits: the map reads the rest from that file, on from the first byte it was not sent, losing nothing it did.
+commits: the map reads the rest from that file, on from the first byte it was not sent, losing nothing it did. It
+commits at once when a task waits for its slot (the coordinator's ``pipe_release``).
 
 Wire format, downstream-bound: two frames, a msgpack header ``{attempt, seq, end}`` (``attempt``: the upstream reduce
 attempt) and the bytes (lines ``json(key) TAB json(value)``); upstream-bound: one frame, the ASCII ``seq``, per
@@ -158,6 +159,9 @@ class PipeReceiver:
         self.file_bytes = 0
         """Bytes read from the committed upstream file instead (the pipeline degraded to staged for this map)."""
         self._file: str | None = None
+        self._file_size = 0
+        self._position: list[tuple[int, str]] = []
+        """The byte offset (and line) of the pair yielded last, as :func:`hop.inputs.iter_records` fills it."""
         self._recent: deque[tuple[int, str]] = deque(maxlen=RECENT_BLOCKS)
         """The latest blocks streamed, with the byte offset of each in the stream."""
 
@@ -174,6 +178,9 @@ class PipeReceiver:
         before this map took all of it, the map being slower than the upstream waits for) is read from the first
         byte not streamed: what was streamed is that file's beginning. ``read_line``, if given, holds the byte
         offset and line of the pair yielded last, as :func:`hop.inputs.iter_records` fills it."""
+        if read_line is None:
+            read_line = []
+        self._position = read_line
         if committed is not None:
             yield from self._read_file(committed, read_line)
             return
@@ -218,8 +225,19 @@ class PipeReceiver:
     ) -> Iterator[tuple[Any, Any]]:
         """The pairs of the committed file at ``path`` from byte ``start`` (the start of a line) on."""
         size = os.path.getsize(path)
-        self._file, self.file_bytes = path, size - start
+        self._file, self._file_size, self.file_bytes = path, size, size - start
         return iter_records(Split(path, start, size - start), "output", read_line=read_line)
+
+    def taken_bytes(self) -> int:
+        """The bytes of the upstream partition taken so far: the offset of the pair yielded last."""
+        return self._position[0][0] if self._position else 0
+
+    def taken_fraction(self) -> float:
+        """The fraction taken so far: of the upstream partition once it is read from the committed file (its size
+        is the partition's), else of the bytes streamed so far (a share of what is written yet: the coordinator
+        weighs it by the upstream reduce's progress, or divides :meth:`taken_bytes` by the size it reports)."""
+        whole = self._file_size if self._file is not None else self.received_bytes
+        return min(1.0, self.taken_bytes() / whole) if whole else 0.0
 
     def recent_records(self) -> Iterator[tuple[Any, Any]]:
         """The records :meth:`records` gave that can be read again, for a map that failed to find the one that made

@@ -22,7 +22,9 @@ Worker -> coordinator:
     heartbeat   {worker, running: int, incarnation}        (from a worker the coordinator does not know: -> reinit)
     slot_free   {worker, job_id, kind, pool}                an attempt ended on the coordinator's request (kill_task)
     task_started  {job_id, kind, index, attempt, pid, at}
-    task_progress {job_id, kind, index, attempt, fraction, records, bad?}   (bad: a stream map's bad records)
+    task_progress {job_id, kind, index, attempt, fraction, records, bad?, written?, taken?, from_file?}
+                  (bad: a stream map's bad records; written: a pipelined reduce's whole output's size; taken,
+                  from_file: a map reading a pipe, the bytes it took and whether from the committed file)
     source_listening {job_id, index, attempt, address}     a stream map's source listens there (zmq:, tcp:)
     reducer_ready {job_id, index, attempt, address}          a reduce attempt's PULL address
     first_run     {job_id, index, attempt, at}               the first run reached this reduce attempt
@@ -81,6 +83,8 @@ Coordinator -> worker:
                                                              recomputes from
     pipe_at       {task, job_id, address}                    relayed to that upstream reduce task: stream there
     pipe_file     {task, job_id, path, attempt}              relayed to that map task: read the committed file
+    pipe_release  {task, job_id}                             relayed to that upstream reduce task, its output whole:
+                                                               commit now (a task waits for its slot)
                                                              (of upstream ``attempt``: a map that got part of its
                                                              stream reads on from there)
     shutdown      {}

@@ -108,6 +108,13 @@ class TaskState:
     records: int = 0
     bad: int = 0
     """A stream map's bad records dropped, as its latest attempt last reported (or committed)."""
+    written: int | None = None
+    """A pipelined reduce: the size of its output, once its live attempt wrote all of it (it waits for the next
+    job's map to take it)."""
+    taken: int = 0
+    """A map reading a pipe: the bytes of its partition it took, as its live attempt last reported."""
+    from_file: bool = False
+    """A map reading a pipe: it reads the committed file (its ``fraction`` is of the whole partition)."""
     resume: dict[str, Any] | None = None
     """Where the next attempt of a map starts: kept spill segments ``[attempt, first_seq, end_seq]`` of failed
     attempts, the spill count and records they cover, and their counters (see ``hop.tasks.run_map``)."""
@@ -193,6 +200,8 @@ class JobState:
         """``--stop-when-accurate``: the latest snapshot that could have ended the job and why it did not."""
         self.windows: WindowTracker | None = None
         """Continuous jobs (``options["stream"]``): the windows written so far (set by the coordinator)."""
+        self.upstream: JobState | None = None
+        """Pipelines: the job whose reduce output this job's maps read through pipes (set by the coordinator)."""
         self.stopping = False
         """A continuous job was asked to stop: its maps drain and end."""
         self.sources_gone: set[int] = set()
@@ -238,7 +247,8 @@ class JobState:
             if task.committed is not None or len(running) != 1 or running[0].start is None:
                 continue
             elapsed = now - running[0].start
-            projected = elapsed / task.fraction if task.fraction > 0 else float("inf")
+            fraction = self.map_task_fraction(task)  # (a pipe's share of what it got would say "nearly done")
+            projected = elapsed / fraction if fraction > 0 else float("inf")
             if elapsed > bound and projected > bound:
                 candidates.append((projected, task))
         return [task for _, task in sorted(candidates, key=lambda pair: -pair[0])]
@@ -264,10 +274,23 @@ class JobState:
     def input_fraction(self) -> float:
         """The fraction of map input bytes processed (committed maps count whole)."""
         sizes = self.map_bytes
-        done = sum(
-            size * (1.0 if t.committed is not None else t.fraction) for size, t in zip(sizes, self.maps, strict=True)
-        )
+        done = sum(size * self.map_task_fraction(t) for size, t in zip(sizes, self.maps, strict=True))
         return done / max(1, sum(sizes))
+
+    def map_task_fraction(self, task: TaskState) -> float:
+        """How far map ``task`` got: 1.0 once committed, else what its live attempt reported. A map reading its
+        partition through a pipe (``upstream``) knows the partition's size only when it reads the committed file;
+        before, the bytes it took are divided by the size the upstream reduce reports once its output is whole,
+        and until then its share of what it got so far is weighed by that reduce's progress (0.5 once it has its
+        input, as reduces report)."""
+        if task.committed is not None:
+            return 1.0
+        if self.upstream is None or task.from_file or task.index >= len(self.upstream.reduces):
+            return task.fraction
+        feeding = self.upstream.reduces[task.index]
+        if feeding.written:
+            return min(1.0, task.taken / feeding.written)
+        return task.fraction * (1.0 if feeding.committed is not None else feeding.fraction)
 
     def failed_attempts(self) -> int:
         """Attempts that failed or were lost with their worker (the monitor's job perspective)."""
@@ -329,7 +352,11 @@ class JobState:
                     "kind": task.kind,
                     "index": task.index,
                     "state": state,
-                    "fraction": 1.0 if task.committed is not None else task.fraction,
+                    "fraction": self.map_task_fraction(task)
+                    if task.kind == "map"
+                    else 1.0
+                    if task.committed is not None
+                    else task.fraction,
                     "attempts": len(task.attempts),
                     "worker": task.attempts[-1].worker if task.attempts else None,
                     "pid": task.attempts[-1].pid if task.attempts else None,
@@ -354,7 +381,7 @@ class JobState:
             "maps_done": sum(t.committed is not None for t in self.maps),
             "reduces_total": len(self.reduces),
             "reduces_done": sum(t.committed is not None for t in self.reduces),
-            "map_fraction": fraction(self.maps),
+            "map_fraction": sum(map(self.map_task_fraction, self.maps)) / len(self.maps) if self.maps else 1.0,
             "reduce_fraction": fraction(self.reduces),
             "input_records": sum(t.records for t in self.maps),
             "elapsed": (self.finished_at or time.time()) - self.submitted_at,  # (not counting on once it ended)
@@ -419,15 +446,18 @@ class JobState:
         if record.status == "assigned":
             record.status = "running"
 
-    def on_progress(self, kind: str, index: int, attempt: int, fraction: float, records: int, bad: int = 0) -> None:
-        """A live attempt's progress; ``bad``: the bad records a stream map dropped so far (it reports once more
-        as it fails, so a failed job's report gives what was read and dropped)."""
+    def on_progress(self, kind: str, index: int, attempt: int, fraction: float, records: int, **more: Any) -> None:
+        """A live attempt's progress; ``more``: ``bad``, the bad records a stream map dropped so far (it reports
+        once more as it fails, so a failed job's report gives what was read and dropped); for pipelines (see
+        :class:`TaskState`) ``written``, ``taken`` and ``from_file``."""
         task = self.tasks(kind)[index]
         record = task.attempts[attempt]
         if record.live and record.progress != (fraction, records):
             record.progress, record.progress_at = (fraction, records), time.time()
         if task.committed is None and record.live:
-            task.fraction, task.records, task.bad = fraction, records, bad
+            task.fraction, task.records, task.bad = fraction, records, int(more.get("bad", 0))
+            task.written, task.taken = more.get("written"), int(more.get("taken", 0))
+            task.from_file = bool(more.get("from_file"))
 
     def on_source_listening(self, index: int, attempt: int, address: str) -> None:
         """A stream map attempt's source listens at ``address`` (a retry may bind another port)."""

@@ -414,6 +414,12 @@ def run_map(
                 split = current[0]
                 within = _fraction(split, offset, _split_bytes(split)) * _split_bytes(split)
                 fraction = min(1.0, (bytes_done + within) / total_bytes)
+                piped = {}
+                if receiver is not None:
+                    # A pipe's size is known here only once the map reads the committed file: the coordinator
+                    # makes the map's progress of this and the upstream reduce's (JobState.map_task_fraction).
+                    fraction = receiver.taken_fraction()
+                    piped = {"taken": receiver.taken_bytes(), "from_file": receiver.file_bytes > 0}
                 channel.send(
                     "task_progress",
                     kind="map",
@@ -421,6 +427,7 @@ def run_map(
                     attempt=attempt,
                     fraction=fraction,
                     records=consumed_before + consumed,
+                    **piped,
                 )
 
     receiver: PipeReceiver | None = None
@@ -739,6 +746,8 @@ def run_reduce(
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
         first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel, snapshots, sender)
         input_complete_at = time.time()  # every map committed and its runs are in: the shuffle's end for us
+        # The shuffle half done (reported every PROGRESS_SECONDS while it runs: a short one never was).
+        channel.send("task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=0)
         faults.inject("reduce", "received", index, attempt)
         call_user("setup", job.setup)
         init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
@@ -787,6 +796,11 @@ def run_reduce(
         call_user("teardown", job.teardown)
         piped = None
         if sender is not None:
+            # Its output is whole: the downstream map reading it shows how much of it it took (map_task_fraction).
+            written = os.path.getsize(output)
+            channel.send(
+                "task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=0, written=written
+            )
             # Follows a pipe_at that came during the last groups, or while it waits for acknowledgements (the
             # downstream attempt it streamed to was replaced); never longer than finish's timeout.
             piped = {"address": sender.address, "complete": sender.finish(follow=follow)}
@@ -942,11 +956,20 @@ WRITE_BATCH = 8192
 
 
 def _pipe_follower(sender: PipeSender, channel: TaskChannel, job_id: str) -> Callable[[], None]:
-    """Read the worker's messages and stream to wherever the latest ``pipe_at`` points (a new downstream attempt)."""
+    """Read the worker's messages and stream to wherever the latest ``pipe_at`` points (a new downstream attempt),
+    until a ``pipe_release`` (a task waits for this attempt's slot) ends the stream: ``PipeSender.finish`` then
+    returns at once, and the downstream map reads the rest from the committed file."""
+    released = False
 
     def follow() -> None:
+        nonlocal released
         while (control := channel.receive(0)) is not None:
-            if control.get("type") == "pipe_at" and control.get("job_id") == job_id:
+            if control.get("job_id") != job_id:
+                continue
+            if control.get("type") == "pipe_release":
+                released = True
+                sender.close()
+            elif control.get("type") == "pipe_at" and not released:
                 sender.connect(control["address"])
 
     return follow

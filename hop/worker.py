@@ -286,7 +286,7 @@ class Worker:
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
                     self._to_slot(slot, frame)
-        elif kind in ("pipe_at", "pipe_file"):
+        elif kind in ("pipe_at", "pipe_file", "pipe_release"):
             for slot in self.slots.values():  # to one task (any attempt of it for pipe_at: the message names it)
                 if slot.task is not None and list(slot.task) == msg["task"]:
                     self._to_slot(slot, frame)

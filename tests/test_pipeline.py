@@ -7,6 +7,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,63 @@ def test_wordcount_then_topk_streams_and_is_exact(tmp_path: Path) -> None:
     written = sum(len(p.read_bytes()) for p in (tmp_path / "out" / "_steps" / "step-0").glob("part-*"))
     assert written == streamed + staged
     assert not list(tmp_path.glob(".out.steps-*")), "the scratch directory is gone"
+
+
+def test_a_step_reading_a_pipe_shows_its_maps_progress(tmp_path: Path) -> None:
+    """The top-k maps read the word counts through a pipe, whose size is unknown while it is written: their
+    progress stayed 0% until they committed. Polled while the (slow) top-k map runs, it is between 0 and 1, the
+    same in the job's status (the progress bar), the web view's job list and its task list."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=35, vocabulary=20000)  # ~10,500 words: the map reports every 4,096
+    jobs = specs(source, tmp_path / "out", "wordcount", "slow_topk", num_reduces=1)
+    seen: list[tuple[float, float, float]] = []
+    with LocalCluster(workers=1) as cluster:
+        client, watcher = Client(cluster.address), Client(cluster.address)
+        try:
+            run = threading.Thread(target=run_pipeline, args=(client, jobs), kwargs={"progress": False})
+            run.start()
+            while run.is_alive():
+                run.join(0.05)
+                for job in watcher.jobs():
+                    if job["step"] == 0 and job["name"] == "SlowTopWords" and job["maps_done"] == 0:
+                        status = watcher.status(job["job_id"])
+                        (task,) = [t for t in watcher.job(job["job_id"])["tasks"] if t["kind"] == "map"]
+                        seen.append((status["map_fraction"], job["map_fraction"], task["fraction"]))
+            run.join(TIMEOUT)
+        finally:
+            client.close()
+            watcher.close()
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+    moving = [fractions for fractions in seen if 0 < fractions[0] < 1]
+    assert moving, f"the top-k map's progress moved before it committed: {seen[-5:]}"
+    # (each poll asks three times: the map may report between them)
+    assert all(max(f) - min(f) < 0.5 for f in moving)
+
+
+def test_a_reduce_waiting_for_a_slow_downstream_map_gives_its_slot_to_a_waiting_reduce(tmp_path: Path) -> None:
+    """One reduce slot, two word-count reduces, a top-k whose maps are slower than the reduce streaming to them:
+    reduce 0, its output whole, waited (up to a minute) for top-k map 0 to take the end of its stream before it
+    committed, so reduce 1 could not start before that map was done and the run took the two maps' time one after
+    the other. A task waiting for its slot now makes it commit at once (map 0 reads on from the committed file):
+    reduce 1 starts while map 0 still works through its partition, and the result is exact."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=35, vocabulary=20000)
+    jobs = specs(source, tmp_path / "out", "wordcount", "slow_topk", num_reduces=2)
+    with LocalCluster(workers=1, map_slots=2, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            report = run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+        finally:
+            client.close()
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+
+    def attempt(report: dict[str, Any], task_id: str) -> dict[str, Any]:
+        (found,) = [a for a in report["attempts"] if a["task_id"] == task_id and a["status"] == "succeeded"]
+        return found
+
+    reduce_1_start = attempt(report["steps"][0], "reduce-00001")["start"]
+    map_0_end = attempt(report, "map-00000")["end"]
+    assert reduce_1_start < map_0_end - 0.5, "reduce 1 ran while top-k map 0 (0.2 ms a record) was still at work"
 
 
 @pytest.mark.parametrize("run", [run_steps, run_pipeline, run_staged_jobs])

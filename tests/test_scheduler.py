@@ -527,3 +527,27 @@ def test_interrupting_a_running_job_finishes_it_as_interrupted_once() -> None:
     ended = _state(1, 1)
     ended.fail("cancelled")
     assert ended.interrupt("late") == [] and ended.state == "failed"
+
+
+def test_a_map_reading_a_pipe_shows_how_much_of_its_partition_it_took() -> None:
+    """A pipe-fed map's input has no size while the upstream reduce writes it: its progress (job status, web view's
+    job and task lists) stayed 0% until it committed. It is its share of what it got, weighed by the upstream
+    reduce's progress; then the bytes it took of the size the upstream reports once its output is whole; then, read
+    from the committed file, the fraction it reports of that file."""
+    upstream = _state(maps=1, reduces=2)
+    job = JobState(_spec(2), [[], []])
+    job.upstream = upstream
+    feeding = _start(upstream, "reduce", 0)
+    reader = _start(job, "map", 0)
+    upstream.on_progress("reduce", 0, feeding, fraction=0.5, records=0)
+    job.on_progress("map", 0, reader, fraction=0.8, records=100, taken=800)  # 800 of the 1000 bytes it got
+    assert job.map_task_fraction(job.maps[0]) == pytest.approx(0.4)
+    upstream.on_progress("reduce", 0, feeding, fraction=0.5, records=0, written=4000)
+    assert job.progress()["map_fraction"] == pytest.approx(0.2 / 2), "800 of 4000 bytes; map 1 not started"
+    assert job.task_table()[0]["fraction"] == pytest.approx(0.2)
+    assert job.input_fraction() == pytest.approx(0.1)
+    job.on_progress("map", 0, reader, fraction=0.6, records=300, taken=2400, from_file=True)
+    assert job.map_task_fraction(job.maps[0]) == pytest.approx(0.6)
+    other = _start(job, "map", 1)
+    job.on_progress("map", 1, other, fraction=0.5, records=5, taken=50)
+    assert job.map_task_fraction(job.maps[1]) == 0.0, "its upstream reduce reported no progress yet"
