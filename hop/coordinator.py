@@ -705,6 +705,8 @@ class Coordinator:
         if job.state == "running" and tracker.stop_when_accurate is not None and not tracker.ends_exactly(snapshot):
             reason = tracker.held_back(snapshot)
             if reason is None and job.maps_committed():
+                if job.stop_held_back is not None:
+                    return  # an earlier snapshot's reason says more: this one came once every map had committed
                 reason = "every map had committed: the exact result was moments away"
             if reason is None:
                 self._stop_early(job, snapshot)
