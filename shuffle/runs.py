@@ -258,6 +258,13 @@ def iter_run(data: bytes | memoryview) -> Iterator[tuple[Any, Any]]:
         yield from zip(keys, values, strict=False)
 
 
+def iter_file_blocks(path: str | Path) -> Iterator[tuple[Sequence[Any], Sequence[Any]]]:
+    """Stream the blocks of a run file as ``(keys, values)``, one key per value (like :func:`iter_blocks`), holding
+    one read buffer and one block at a time."""
+    with open(path, "rb") as file:
+        yield from map(flat_block, _unpacker(file))
+
+
 def iter_run_file(path: str | Path) -> Iterator[tuple[Any, Any]]:
     """Stream the (key, value) pairs of a run file, holding one read buffer and one block at a time."""
     for block in iter_run_file_blocks(path):
