@@ -48,7 +48,7 @@ from shuffle.keys import (
     total_order_key,
 )
 from shuffle.pairs import checked_pairs
-from shuffle.runs import UnencodableRecordError, encode_grouped_run, encode_run
+from shuffle.runs import UnencodableRecordError, iter_encoded_grouped_run, iter_encoded_run
 from shuffle.spill import SpillFile, write_spill
 
 Combiner = Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]
@@ -444,21 +444,24 @@ class MapOutputBuffer:
         if combiner is not None:
             counters.combine_input_records += combine_in
             counters.combine_output_records += combine_out
+        # Each run is packed a block at a time as it is written: a spill of large values is never encoded whole
+        # beside them (it held them about four times over).
+        runs: list[tuple[Iterable[bytes], int, str]]
+        if combiner is None:
+            runs = [
+                (iter_encoded_grouped_run(keys_p, lists_p), sum(map(len, lists_p)), tag)
+                for keys_p, lists_p in zip(out_keys, out_values, strict=True)
+            ]
+        else:
+            runs = [
+                (iter_encoded_run(keys_p, values_p), len(keys_p), tag)
+                for keys_p, values_p in zip(out_keys, out_values, strict=True)
+            ]
+        path = self.spill_dir / f"{self.name}-{counters.spill_files:05d}.spill"
         try:
-            if combiner is None:
-                runs = [
-                    (encode_grouped_run(keys_p, lists_p), sum(map(len, lists_p)), tag)
-                    for keys_p, lists_p in zip(out_keys, out_values, strict=True)
-                ]
-            else:
-                runs = [
-                    (encode_run(keys_p, values_p), len(keys_p), tag)
-                    for keys_p, values_p in zip(out_keys, out_values, strict=True)
-                ]
+            spill = write_spill(path, runs)  # SpillWriteError names the file and the remedy
         except UnencodableRecordError as error:
             raise self._whose(error, groups) from None
-        path = self.spill_dir / f"{self.name}-{counters.spill_files:05d}.spill"
-        spill = write_spill(path, runs)  # SpillWriteError names the file and the remedy
         counters.spill_files += 1
         counters.spill_bytes += spill.size
         counters.spills.append(spill)

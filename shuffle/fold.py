@@ -7,9 +7,13 @@ hash map of key -> state and frees their bytes. (Only complete attempts are fold
 whose worker is lost must still be droppable.) In pipelined mode commits arrive while other maps
 still run, so when the last map commits little work is left: sort the distinct keys and write.
 
-Memory: the map holds at most ``max_keys`` keys; past that it is written to disk as one sorted run and a new map is
-started. :meth:`sorted_pairs` then merges those runs with the map (a key may appear in several; the aggregate's
-reducer merges them again, which is correct because ``merge`` is associative).
+Memory: the map holds at most ``max_keys`` keys (plus one block's); past that it is written to disk as one sorted
+run and a new map is started. The bound is checked after every block folded (a map attempt's runs may hold far more
+distinct keys than ``max_keys`` between them), a run on disk is folded as it is streamed (a map's spill may make a
+run larger than the whole budget) and the map is written out a block at a time. :meth:`sorted_pairs` then merges
+those runs with the map (a key may appear in several; the aggregate's reducer merges them again, which is correct
+because ``merge`` is associative), streaming at most ``fan_in`` files: more are merged first, in passes, as a
+reduce merges its run files.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 
 from shuffle.keys import combined_order, sort_keys
 from shuffle.merge import group_sorted, merge_runs
-from shuffle.runs import BLOCK_RECORDS, RunWriter, iter_blocks, iter_run_file, iter_run_file_blocks
+from shuffle.runs import BLOCK_RECORDS, RunWriter, iter_blocks, iter_file_blocks, iter_run_file, iter_run_file_blocks
 from shuffle.store import RunStore
 
 BYTES_PER_KEY = 128
@@ -75,31 +79,31 @@ class FoldingRunStore(RunStore):
             if run.folded:
                 continue
             if run.data is not None:
-                data: bytes = run.data
+                self._fold(iter_blocks(run.data))
             else:
                 assert run.path is not None
-                data = run.path.read_bytes()
-            self._fold(data)
+                self._fold(iter_file_blocks(run.path))
             self._release(run)
             run.folded = True
             self.folded_records += run.records
-        if len(self.state) > self.max_keys:
-            self._dump_state()
 
-    def _fold(self, data: bytes) -> None:
-        state = self.state
-        get = state.get
-        if self.aggregate.inline_sum:
-            for keys, values in iter_blocks(data):
+    def _fold(self, blocks: Iterable[tuple[Sequence[Any], Sequence[Any]]]) -> None:
+        """Fold blocks of (key, state) pairs into the map, writing it to disk whenever it passes ``max_keys``."""
+        inline_sum = self.aggregate.inline_sum
+        merge = self.aggregate.merge
+        for keys, values in blocks:
+            state = self.state
+            get = state.get
+            if inline_sum:
                 for key, value in zip(keys, values, strict=True):
                     old = get(key)
                     state[key] = value if old is None else old + value
-        else:
-            merge = self.aggregate.merge
-            for keys, values in iter_blocks(data):
+            else:
                 for key, value in zip(keys, values, strict=True):
                     old = get(key)
                     state[key] = value if old is None else merge(old, value)
+            if len(state) > self.max_keys:
+                self._dump_state()
 
     def _sorted_state(self) -> list[Any]:
         """The keys of the in-memory state in the total order (runs may have come unsorted: order is ours)."""
@@ -112,7 +116,9 @@ class FoldingRunStore(RunStore):
         writer = RunWriter(path)
         state = self.state
         keys = self._sorted_state()
-        writer.add_block(keys, [state[key] for key in keys])
+        for start in range(0, len(keys), BLOCK_RECORDS):  # a block at a time: never the whole map encoded at once
+            block = keys[start : start + BLOCK_RECORDS]
+            writer.add_block(block, [state[key] for key in block])
         self._dump_tags.append(self._state_tag)
         size = writer.close()
         self._merged[path] = size  # tracked like merge outputs: counted on disk, deleted by close()
@@ -132,7 +138,13 @@ class FoldingRunStore(RunStore):
             for start in range(0, len(keys), BLOCK_RECORDS)
         )
         order = combined_order([*self._dump_tags, self._state_tag])
-        return merge_runs([*(iter_run_file_blocks(path) for path in self._dumps), in_memory], order)
+        # One stream per dump, each holding a decoded block: merged first, ``fan_in`` at a time, to at most
+        # ``fan_in - 1`` of them (the map is one more stream), as a reduce merges its run files.
+        dumps: list[Any] = list(self._dumps)
+        while len(dumps) > max(1, self.fan_in - 1):
+            dumps = self._merge_pass(dumps, combined_order(self._dump_tags), self.fan_in)
+        self._dumps = dumps
+        return merge_runs([*(iter_run_file_blocks(path) for path in dumps), in_memory], order)
 
     def finished_columns(self) -> tuple[list[Any], list[Any]] | None:
         """Every committed key in key order and its finished value (``aggregate.finish`` of its state), as two

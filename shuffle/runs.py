@@ -120,48 +120,92 @@ def _pack_block(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[An
 
 
 def encode_run(keys: Sequence[Any], values: Sequence[Any], block_records: int = BLOCK_RECORDS) -> bytes:
-    """Encode parallel sequences of sorted keys and values as run bytes.
+    """Encode parallel sequences of sorted keys and values as run bytes (:func:`iter_encoded_run`, joined).
 
     The caller guarantees ``keys`` is sorted; this function does not check it.
     """
+    return b"".join(iter_encoded_run(keys, values, block_records))
+
+
+def iter_encoded_run(keys: Sequence[Any], values: Sequence[Any], block_records: int = BLOCK_RECORDS) -> Iterator[bytes]:
+    """The run bytes of parallel sequences of sorted keys and values, as flat blocks packed one at a time: a
+    writer holds one encoded block, not the whole run's encoding beside its values (``shuffle.spill``)."""
     packer = codec.packer()
     if len(keys) <= block_records:
-        return _pack_flat(packer, keys, values) if keys else b""
-    parts = [
-        _pack_flat(packer, keys[start : start + block_records], values[start : start + block_records])
-        for start in range(0, len(keys), block_records)
-    ]
-    return b"".join(parts)
+        if keys:
+            yield from _flat_blocks(packer, keys, values)
+        return
+    for start in range(0, len(keys), block_records):
+        yield from _flat_blocks(packer, keys[start : start + block_records], values[start : start + block_records])
 
 
-def _pack_flat(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[Any]) -> bytes:
+def _packed_size_guess(packer: msgpack.Packer, value: Any) -> int:
+    """About how many bytes ``value`` packs to, for the size of a block before it is packed: a str's or bytes'
+    length, a container's packed size, 1 for a number (0 if it cannot be packed: the block's packing says why)."""
+    if isinstance(value, str | bytes | bytearray):
+        return len(value)
+    if value is None or isinstance(value, int | float):
+        return 1
+    try:
+        return len(packer.pack(value))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _flat_blocks(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[Any]) -> Iterator[bytes]:
     """One flat block, or, when it packs to more than ``BLOCK_BYTES`` and holds several pairs, the same pairs in
-    blocks of as many pairs as ``BLOCK_BYTES`` holds at their mean size (cut again while still too large)."""
+    blocks of as many pairs as ``BLOCK_BYTES`` holds at their mean size (cut again while still too large). A block
+    whose first value alone says it is too large is cut before it is packed (large values: never a block of many
+    megabytes packed only to be cut, which held their encoding twice more)."""
+    count = len(keys)
+    guess = _packed_size_guess(packer, keys[0]) + _packed_size_guess(packer, values[0]) if count > 1 else 0
+    if guess * count > BLOCK_BYTES:
+        yield from iter_encoded_run(keys, values, max(1, BLOCK_BYTES // guess))
+        return
     data = _pack_block(packer, keys, values)
-    if len(data) <= BLOCK_BYTES or len(keys) < 2:
-        return data
-    return encode_run(keys, values, max(1, len(keys) * BLOCK_BYTES // len(data)))
+    if len(data) <= BLOCK_BYTES or count < 2:
+        yield data
+        return
+    records = max(1, count * BLOCK_BYTES // len(data))
+    del data
+    yield from iter_encoded_run(keys, values, records)
 
 
-def _pack_grouped(packer: msgpack.Packer, keys: Sequence[Any], value_lists: Sequence[Sequence[Any]]) -> bytes:
+def _grouped_blocks(
+    packer: msgpack.Packer, keys: Sequence[Any], value_lists: Sequence[Sequence[Any]]
+) -> Iterator[bytes]:
     """One grouped block, or, when it packs to more than ``BLOCK_BYTES`` and holds several values, the same groups
-    re-cut (:func:`encode_grouped_run`) into blocks of about ``BLOCK_BYTES`` at the values' mean size."""
-    data = _pack_block(packer, keys, value_lists, grouped=True)
-    if len(data) <= BLOCK_BYTES:
-        return data
+    re-cut (:func:`iter_encoded_grouped_run`) into blocks of about ``BLOCK_BYTES`` at the values' mean size (before
+    packing, when the first value alone says so: see :func:`_flat_blocks`)."""
     count = sum(map(len, value_lists))
-    if count < 2:
-        return data
     # A grouped block holds up to twice its record count (it ends with the group that fills it): half the share.
-    return encode_grouped_run(keys, value_lists, max(1, count * BLOCK_BYTES // len(data) // 2))
+    guess = _packed_size_guess(packer, value_lists[0][0]) if count > 1 else 0
+    if guess * count > BLOCK_BYTES:
+        yield from iter_encoded_grouped_run(keys, value_lists, max(1, BLOCK_BYTES // guess // 2))
+        return
+    data = _pack_block(packer, keys, value_lists, grouped=True)
+    if len(data) <= BLOCK_BYTES or count < 2:
+        yield data
+        return
+    records = max(1, count * BLOCK_BYTES // len(data) // 2)
+    del data
+    yield from iter_encoded_grouped_run(keys, value_lists, records)
 
 
 def encode_grouped_run(
     keys: Sequence[Any], value_lists: Sequence[Sequence[Any]], block_records: int = BLOCK_RECORDS
 ) -> bytes:
-    """Encode sorted keys, each with the non-empty list of its values, as grouped blocks of whole groups: every
-    block but the last holds at least ``block_records`` values and fewer than twice that (a group larger than
-    ``block_records`` is first cut into pieces of the same key, so a block stays bounded).
+    """Encode sorted keys, each with the non-empty list of its values, as grouped blocks
+    (:func:`iter_encoded_grouped_run`, joined)."""
+    return b"".join(iter_encoded_grouped_run(keys, value_lists, block_records))
+
+
+def iter_encoded_grouped_run(
+    keys: Sequence[Any], value_lists: Sequence[Sequence[Any]], block_records: int = BLOCK_RECORDS
+) -> Iterator[bytes]:
+    """Sorted keys, each with the non-empty list of its values, as grouped blocks of whole groups packed one at a
+    time: every block but the last holds at least ``block_records`` values and fewer than twice that (a group
+    larger than ``block_records`` is first cut into pieces of the same key, so a block stays bounded).
 
     The caller guarantees ``keys`` is sorted; this function does not check it.
     """
@@ -169,20 +213,20 @@ def encode_grouped_run(
     sizes = list(map(len, value_lists))
     total = sum(sizes)
     if total <= block_records:
-        return _pack_grouped(packer, keys, value_lists) if keys else b""
+        if keys:
+            yield from _grouped_blocks(packer, keys, value_lists)
+        return
     if max(sizes) > block_records:
         keys, value_lists, sizes = _cut_large_groups(keys, value_lists, sizes, block_records)
     # Where blocks end, found by bisecting the running total (C loops; a Python step per key cost a third of a
     # no-combiner map's spill): each block ends with the group that brings it to ``block_records`` values.
     ends = list(itertools.accumulate(sizes))
-    parts: list[bytes] = []
     start = 0
     while start < len(ends):
         filled_before = ends[start - 1] if start else 0
         stop = bisect.bisect_left(ends, filled_before + block_records, lo=start) + 1
-        parts.append(_pack_grouped(packer, keys[start:stop], value_lists[start:stop]))
+        yield from _grouped_blocks(packer, keys[start:stop], value_lists[start:stop])
         start = stop
-    return b"".join(parts)
 
 
 def _cut_large_groups(
@@ -258,6 +302,13 @@ def iter_run(data: bytes | memoryview) -> Iterator[tuple[Any, Any]]:
         yield from zip(keys, values, strict=False)
 
 
+def iter_file_blocks(path: str | Path) -> Iterator[tuple[Sequence[Any], Sequence[Any]]]:
+    """Stream the blocks of a run file as ``(keys, values)``, one key per value (like :func:`iter_blocks`), holding
+    one read buffer and one block at a time."""
+    with open(path, "rb") as file:
+        yield from map(flat_block, _unpacker(file))
+
+
 def iter_run_file(path: str | Path) -> Iterator[tuple[Any, Any]]:
     """Stream the (key, value) pairs of a run file, holding one read buffer and one block at a time."""
     for block in iter_run_file_blocks(path):
@@ -316,25 +367,26 @@ class RunWriter:
         """Append sorted ``(key, values)`` items whose first key is not below the last key added, as grouped
         blocks."""
         self._flush()
-        data = encode_grouped_run(list(map(itemgetter(0), items)), list(map(itemgetter(1), items)), self._block_records)
-        self._file.write(data)
-        self.bytes_written += len(data)
+        keys, value_lists = list(map(itemgetter(0), items)), list(map(itemgetter(1), items))
+        for data in iter_encoded_grouped_run(keys, value_lists, self._block_records):
+            self._file.write(data)
+            self.bytes_written += len(data)
         self.records += sum(map(len, map(itemgetter(1), items)))
 
     def add_block(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
         """Append a sorted block whose first key is not below the last key added."""
         self._flush()
         if keys:
-            data = _pack_flat(self._packer, keys, values)
-            self._file.write(data)
-            self.bytes_written += len(data)
+            for data in _flat_blocks(self._packer, keys, values):
+                self._file.write(data)
+                self.bytes_written += len(data)
             self.records += len(keys)
 
     def _flush(self) -> None:
         if self._keys:
-            data = _pack_flat(self._packer, self._keys, self._values)
-            self._file.write(data)
-            self.bytes_written += len(data)
+            for data in _flat_blocks(self._packer, self._keys, self._values):
+                self._file.write(data)
+                self.bytes_written += len(data)
             self.records += len(self._keys)
             self._keys, self._values = [], []
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,12 +115,14 @@ def _validated_index(path: Path, raw: object, index_offset: int) -> tuple[SpillI
     return tuple(entries)
 
 
-def write_spill(path: str | Path, runs: list[tuple[bytes, int, str]]) -> SpillFile:
-    """Write one spill file from per-partition ``(run_bytes, records, order_tag)`` and return it.
+def write_spill(path: str | Path, runs: Sequence[tuple[bytes | Iterable[bytes], int, str]]) -> SpillFile:
+    """Write one spill file from per-partition ``(run, records, order_tag)`` and return it; a run is its bytes, or
+    its blocks' bytes one after another (``shuffle.runs.iter_encoded_run``: written as they are packed, so that a
+    spill of large values is never encoded whole in memory beside them).
 
     The file is written to ``path + ".tmp"`` and renamed, so it appears complete or not at all. An OSError
-    (disk full, no such directory) becomes a :class:`SpillWriteError` naming the file and the remedy, and the
-    temporary file is removed.
+    (disk full, no such directory) becomes a :class:`SpillWriteError` naming the file and the remedy; on any error
+    (one of encoding, too) the temporary file is removed.
     """
     path = Path(path)
     temporary = path.with_name(path.name + ".tmp")
@@ -129,9 +132,12 @@ def write_spill(path: str | Path, runs: list[tuple[bytes, int, str]]) -> SpillFi
             file.write(MAGIC)
             offset = len(MAGIC)
             for data, records, tag in runs:
-                file.write(data)
-                entries.append(SpillIndexEntry(offset, len(data), records, tag))
-                offset += len(data)
+                length = 0
+                for chunk in (data,) if isinstance(data, bytes) else data:
+                    file.write(chunk)
+                    length += len(chunk)
+                entries.append(SpillIndexEntry(offset, length, records, tag))
+                offset += length
             file.write(msgpack.packb([[e.offset, e.length, e.records, e.order_tag] for e in entries]))
             file.write(_TRAILER.pack(offset))
         os.replace(temporary, path)
@@ -143,4 +149,7 @@ def write_spill(path: str | Path, runs: list[tuple[bytes, int, str]]) -> SpillFi
             else "check that the worker's spill directory (hop worker --spill-dir) exists and is writable"
         )
         raise SpillWriteError(f"cannot write spill file {path}: {error.strerror or error}; {remedy}") from error
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     return SpillFile(path, tuple(entries))

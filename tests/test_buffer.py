@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tracemalloc
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from shuffle.buffer import (
     PartitionError,
 )
 from shuffle.keys import MIXED, NanKeyError, total_order_key
-from shuffle.runs import is_grouped, iter_run, iter_stored_blocks
+from shuffle.runs import UnencodableRecordError, is_grouped, iter_run, iter_stored_blocks
 from shuffle.spill import SpillFile, SpillWriteError
 
 Pair = tuple[Any, Any]
@@ -261,6 +262,36 @@ def test_large_values_spill_by_bytes_before_spill_records(tmp_path: Path, combin
     else:
         assert sum(len(_spill_pairs(spill)[0]) for spill in spills) == 5000
     assert buffer.counters.map_output_records == 5000
+
+
+@pytest.mark.parametrize("combine", [False, True])
+def test_a_spill_of_large_values_is_packed_as_it_is_written(tmp_path: Path, combine: bool) -> None:
+    """A spill of megabyte values holds one packed block at a time beside them, not their whole encoding. Before,
+    the 16 values of 1 MiB here were packed as one block (16 MiB), cut and packed again (16 MiB more, then joined:
+    16 more) before the spill was written: the map held its values about four times over."""
+    values = [bytes([number]) * (1 << 20) for number in range(16)]  # (made before the measure: the map's own)
+    passing = (lambda key, group: ((key, value) for value in group)) if combine else None
+    buffer = MapOutputBuffer(tmp_path, 1, None, passing, spill_bytes=64 << 20)
+    tracemalloc.start()
+    try:
+        buffer.collect((number % 2, value) for number, value in enumerate(values))
+        (spill,) = [buffer.spill()]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 6 << 20, peak  # a block or two, the packer's buffer
+    assert spill is not None
+    assert Counter(_spill_pairs(spill)[0]) == Counter((number % 2, value) for number, value in enumerate(values))
+
+
+def test_a_spill_that_cannot_be_encoded_leaves_no_file(tmp_path: Path) -> None:
+    """Runs are packed as the spill file is written: a value msgpack refuses stops the spill and its temporary
+    file is removed."""
+    buffer = MapOutputBuffer(tmp_path, 1, None)
+    buffer.collect([("a", 1), ("b", {2})])
+    with pytest.raises(UnencodableRecordError, match="map output value"):
+        buffer.spill()
+    assert not list(tmp_path.iterdir())
 
 
 def test_small_values_keep_the_record_threshold(tmp_path: Path) -> None:

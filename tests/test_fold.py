@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import random
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from hop.aggregates import Count, Max, Mean, Min, Sum
 from shuffle.fold import FoldingRunStore
 from shuffle.merge import group_sorted
-from shuffle.runs import encode_run
+from shuffle.runs import BLOCK_RECORDS, RunWriter, encode_run
 
 
 def run_of(pairs: dict[str, object]) -> bytes:
@@ -76,6 +77,41 @@ def test_state_dumps_to_disk_past_the_key_budget_and_stays_exact(tmp_path: Path)
     assert finished(store, Sum()) == {k: v for k, v in expected.items()}
     store.close()
     assert not list(tmp_path.iterdir())
+
+
+def test_folding_keeps_to_its_budget_with_a_large_run_of_distinct_keys(tmp_path: Path) -> None:
+    """A map attempt's runs may hold many more distinct keys than the store's ``max_keys``, in a run file larger than
+    its whole budget: the store folds the file as it streams it, dumps its map as soon as it passes ``max_keys``
+    (not once all the attempt's runs are folded) and merges its dumps ``fan_in`` at a time before the reduce reads
+    them. Before, this store read the run whole and took all 40,000 keys into its map (5.4 MB), then merged its
+    dumps all at once (6.4 MB)."""
+    run = tmp_path / "run-000001.run"
+    writer = RunWriter(run)
+    for number in range(40_000):
+        writer.add(f"w{number:08d}", 1 + number % 3)
+    writer.close()
+    budget = 128 << 10
+    store = FoldingRunStore(tmp_path, Sum(), memory_limit=budget)
+    tracemalloc.start()
+    try:
+        store.add(0, 0, 0, run, 40_000, "s")
+        store.commit(0, 0, spills=1)
+        folding_peak = tracemalloc.get_traced_memory()[1]
+        assert len(store.state) <= store.max_keys + BLOCK_RECORDS
+        groups = store.grouped()  # (dumps merged into fewer files here, a pair of streams at a time)
+        tracemalloc.reset_peak()
+        total = count = 0
+        for _key, values in groups:
+            total += sum(values)
+            count += 1
+        reading_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (count, total) == (40_000, sum(1 + number % 3 for number in range(40_000)))
+    # The budget plus a decoded block per stream (8,192 small pairs: about 1 MB).
+    assert folding_peak < budget + (2 << 20), folding_peak
+    assert reading_peak < budget + (3 << 20), reading_peak
+    store.close()
 
 
 @pytest.mark.parametrize(
