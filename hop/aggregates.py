@@ -143,6 +143,17 @@ class TopK(Aggregate):
         return f"TopK({self.k})"
 
 
+class DistinctValues(tuple):
+    """A :class:`CountDistinct` state made by ``merge``: a tuple of distinct values (what the shuffle packs and a
+    user's reduce gets) that carries the set of them on to the next merge. A key's values are folded in one by one
+    (``merge(state, (value,))``), and building the set of a state of n values again in each merge made a key with
+    n distinct values cost n²/2 set insertions (10 keys of 400 KB of values took 3.4 s, twice that 18.8 s).
+
+    The set is handed on, never shared: the state a merge grew from gives its set up to the result, so a later
+    merge of that older state builds a set of its own values (any state may be merged again: a snapshot's, a
+    retried map's) and never takes values only the newer state holds for its own."""
+
+
 class CountDistinct(Aggregate):
     """How many distinct values there were (exact). The state is a tuple of the distinct values seen."""
 
@@ -155,8 +166,17 @@ class CountDistinct(Aggregate):
     def merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
         if len(a) < len(b):
             a, b = b, a
-        seen = set(a)
-        return a + tuple(value for value in dict.fromkeys(b) if value not in seen)
+        seen: set[Any] | None = a.__dict__.pop("seen", None) if type(a) is DistinctValues else None
+        if seen is None:
+            seen = set(a)
+        new = [value for value in dict.fromkeys(b) if value not in seen]
+        if new:
+            seen.update(new)
+            merged = DistinctValues(a + tuple(new))
+        else:
+            merged = a if type(a) is DistinctValues else DistinctValues(a)
+        merged.seen = seen  # type: ignore[attr-defined]
+        return merged
 
     def finish(self, state: tuple[Any, ...]) -> int:
         return len(state)
