@@ -171,13 +171,19 @@ def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
 
 
 def _cancel_jobs(sc: SparkContext) -> None:
-    """Cancel the context's jobs. A task killed so may fail to release its broadcast's lock in a local executor,
-    which logs an internal error with its stack ("Error in TaskCompletionListener ... Block broadcast_0 does not
-    exist"): the run is being stopped, so that logger is silenced first."""
+    """Cancel the context's jobs. The run is being stopped, so two loggers of Spark's internal errors are silenced
+    first, each of which a killed task can make log a Java stack on the user's terminal:
+
+    - a task killed so may fail to release its broadcast's lock in a local executor ("Error in
+      TaskCompletionListener ... Block broadcast_0 does not exist");
+    - its last status may reach the scheduler after the session's stop ended the pool that takes it ("Exception in
+      statusUpdate ... RejectedExecutionException"): the wait for the executors' tasks to end
+      (:func:`_await_tasks_ended`) reads a status store that can lag the task's start, so it may not wait."""
     with contextlib.suppress(Exception):  # (the silence is cosmetic: the jobs are cancelled either way)
         jvm: Any = sc._jvm
         log4j = jvm.org.apache.logging.log4j
-        log4j.core.config.Configurator.setLevel("org.apache.spark.TaskContextImpl", log4j.Level.OFF)
+        for logger in ("org.apache.spark.TaskContextImpl", "org.apache.spark.scheduler.TaskSchedulerImpl"):
+            log4j.core.config.Configurator.setLevel(logger, log4j.Level.OFF)
     sc.cancelAllJobs()
 
 
