@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any
@@ -368,27 +368,27 @@ class RunWriter:
         blocks."""
         self._flush()
         keys, value_lists = list(map(itemgetter(0), items)), list(map(itemgetter(1), items))
-        for data in iter_encoded_grouped_run(keys, value_lists, self._block_records):
-            self._file.write(data)
-            self.bytes_written += len(data)
-        self.records += sum(map(len, map(itemgetter(1), items)))
+        self._write(iter_encoded_grouped_run(keys, value_lists, self._block_records))
+        self.records += sum(map(len, value_lists))
 
     def add_block(self, keys: Sequence[Any], values: Sequence[Any]) -> None:
         """Append a sorted block whose first key is not below the last key added."""
         self._flush()
         if keys:
-            for data in _flat_blocks(self._packer, keys, values):
-                self._file.write(data)
-                self.bytes_written += len(data)
+            self._write(_flat_blocks(self._packer, keys, values))
             self.records += len(keys)
 
     def _flush(self) -> None:
         if self._keys:
-            for data in _flat_blocks(self._packer, self._keys, self._values):
-                self._file.write(data)
-                self.bytes_written += len(data)
+            self._write(_flat_blocks(self._packer, self._keys, self._values))
             self.records += len(self._keys)
             self._keys, self._values = [], []
+
+    def _write(self, blocks: Iterable[bytes]) -> None:
+        """Write encoded blocks as they are packed, counting their bytes."""
+        for data in blocks:
+            self._file.write(data)
+            self.bytes_written += len(data)
 
     def close(self) -> int:
         try:
