@@ -30,9 +30,9 @@ import time
 import types
 import zlib
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate, repeat
+from itertools import accumulate, chain, repeat
 from operator import add
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -502,6 +502,18 @@ def iter_lines(
     memory without bound. A line that is not UTF-8 raises it too, or goes to ``on_bad`` and is left out, or with
     ``fallback_encoding`` is decoded with that (:data:`KEEP_BYTES`: its bytes kept, for mrjob's protocols).
     """
+    # The lines of a chunk come out of C iterators chained in C: no Python frame is resumed per line (a generator
+    # passing each line on cost about a tenth of the reading), only once per chunk.
+    return chain.from_iterable(_line_batches(split, max_line_bytes, on_bad, fallback_encoding))
+
+
+def _line_batches(
+    split: Split,
+    max_line_bytes: int,
+    on_bad: BadLine | None,
+    fallback_encoding: str | None,
+) -> Iterator[Iterable[tuple[int, str]]]:
+    """:func:`iter_lines`'s lines, an iterable of them per chunk read."""
     with _open(split) as file:
         _check_unchanged(split, file)  # (a retried map too: it must not read what the first attempt did not)
         position = split.start
@@ -531,7 +543,7 @@ def iter_lines(
                     last = b"".join(pieces)
                     if len(last) > max_line_bytes:
                         raise _line_too_long(split.path, position, max_line_bytes)
-                    yield from _decoded_lines(last, split.path, position, None, on_bad, fallback_encoding)
+                    yield _decoded_lines(last, split.path, position, None, on_bad, fallback_encoding)
                 _check_unchanged(split, file)
                 return
             cut = chunk.rfind(b"\n")
@@ -546,29 +558,36 @@ def iter_lines(
                 _check_line_lengths(body, split.path, position, max_line_bytes)
             pieces = [chunk[cut + 1 :]]
             pieces_bytes = len(chunk) - cut - 1
+            # The byte offsets are computed in bulk by C loops (a Python statement per line costs about a tenth of
+            # a word count's map): each line starts where the one before started plus its length in bytes plus the
+            # newline.
             try:
-                text = body.decode("utf-8")
+                if body.isascii():  # characters are bytes: one decode, one split
+                    lines = body.decode("ascii").split("\n")
+                    lengths = map(len, lines)
+                else:
+                    # The bytes split (their lengths are the offsets) and each line decoded: cheaper than decoding
+                    # the chunk, splitting the text and the bytes both, and each line is made in its narrowest form
+                    # (a slice of a wider text is narrowed character by character).
+                    raw_lines = body.split(b"\n")
+                    lines = list(map(bytes.decode, raw_lines))
+                    lengths = map(len, raw_lines)
             except UnicodeDecodeError:
                 # The rare chunk with undecodable lines: line by line, to name (or skip) the bad ones.
-                yield from _decoded_lines(body, split.path, position, end, on_bad, fallback_encoding)
+                yield _decoded_lines(body, split.path, position, end, on_bad, fallback_encoding)
                 position += len(body) + 1
                 continue  # (the loop ends here if the split does)
-            # One decode and one split per chunk, and the byte offsets computed in bulk by C loops (a Python
-            # statement per line costs about a tenth of a word count's map): each line starts where the one before
-            # started plus its length in bytes plus the newline. For ASCII text characters are bytes.
-            lines = text.split("\n")
-            lengths = map(len, lines if body.isascii() else body.split(b"\n"))
             starts = accumulate(map(add, lengths, repeat(1)), initial=position)
-            if "\r" in text:  # (the lengths above are of the lines as read, with their \r)
+            if b"\r" in body:  # (the lengths above are of the lines as read, with their \r)
                 lines = [line[:-1] if line.endswith("\r") else line for line in lines]
             position += len(body) + 1  # where the first line after this chunk's lines starts
             if end is not None and position >= end:
                 # The split ends among these lines: only those that start before ``end`` are its own.
                 offsets = list(starts)
-                yield from zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
+                yield zip(offsets[: bisect_left(offsets, end)], lines, strict=False)
                 _check_unchanged(split, file)
                 return
-            yield from zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
+            yield zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
         _check_unchanged(split, file)  # (ended by a chunk of undecodable lines)
 
 
