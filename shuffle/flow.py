@@ -11,25 +11,33 @@ merges stop paying (ratio above ``useless_merge_ratio``, e.g. a combiner that ca
 spills are registered as they are once the backlog drains, instead of spending map CPU on merges that do not shrink
 anything. At most ``max_held`` spills are held: past that they are merged into one held spill, so the number of
 files stays bounded while the map keeps running; when merging does not pay (no combiner, or measured useless), they
-are registered as they are instead, since a merge decodes its spills in memory and one held spill grown by merge
-after merge would make the map's memory grow for as long as the reducers lag.
+are registered as they are instead, since one held spill grown by merge after merge would be read and written
+again by every merge, spending the map's CPU and disk for as long as the reducers lag.
+
+A merge streams its spills (:func:`merge_spills`): it holds about a block per spill, one key's values and a block of
+output, not the spills' partitions, so that held spills, however large, do not make the map's memory grow.
 
 Nothing is dropped: every record of every held spill ends up in exactly one registered spill.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from shuffle.buffer import combined_values
-from shuffle.keys import UNSORTED, combined_order
-from shuffle.merge import join_groups, sort_groups_in_memory
-from shuffle.runs import encode_grouped_run, encode_run, iter_blocks
+from shuffle.buffer import DEFAULT_SPILL_KEYS, combined_values
+from shuffle.keys import UNSORTED, KeyOrder, combined_order
+from shuffle.merge import merge_blocks
+from shuffle.runs import BLOCK_RECORDS, Block, FlatRunEncoder, GroupedRunEncoder, flat_block
 from shuffle.spill import SpillFile, write_spill
+
+_first = itemgetter(0)
+_second = itemgetter(1)
 
 
 @dataclass
@@ -49,52 +57,160 @@ class FlowCounters:
         return self.merge_records_out / self.merge_records_in if self.merge_records_in else None
 
 
-def merge_spills(spills: list[SpillFile], target: Path, combiner: Any | None) -> SpillFile:
+MERGE_FOLD_KEYS = DEFAULT_SPILL_KEYS
+"""States a merge of unsorted spills holds at most per partition: as many as a folding map buffer holds before it
+spills, so that the merge never holds more than the buffer beside it."""
+
+
+def merge_spills(
+    spills: list[SpillFile], target: Path, combiner: Any | None, *, fold_keys: int = MERGE_FOLD_KEYS
+) -> SpillFile:
     """Merge spill files partition by partition into one spill at ``target``, combining across them.
 
-    ``combiner`` is ``None`` (keep every pair), an aggregate with ``merge`` (fold states), or a generic combine
-    function ``(key, values) -> pairs``.
+    ``combiner`` is ``None`` (keep every pair: a grouped run, each key once with its values in spill order), an
+    aggregate with ``merge`` (fold states, in spill order) or a generic combine function ``(key, values) -> pairs``
+    (``shuffle.buffer.combined_values``). The inputs are deleted once the merged spill is written.
+
+    Memory: a partition's runs are streamed block by block (``SpillFile.iter_partition_blocks``), merged by key in
+    the spills' order (``shuffle.merge.merge_blocks``) and the merged run is packed and written a block at a time
+    (``shuffle.runs.FlatRunEncoder``, ``GroupedRunEncoder``): a merge holds about one block per spill, one key's
+    values and one output block, however large the spills. Partitions whose runs are unsorted (an aggregate whose
+    reducer folds runs in a hash map: ``shuffle.keys.UNSORTED``) have no order to merge by: their states are folded
+    into a dict, in the order the spills give them, and written out in that order; past ``fold_keys`` states the
+    dict is written out and started again (a key may then come twice in the run: its folding reducer merges the
+    states again, as it does across runs), so it holds about ``fold_keys`` states at most (checked after each
+    block) whatever the spills hold. Below that, the output is what folding the spills in one dict gives.
+    Unsorted runs come only from a folding aggregate's spills and are merged only with that aggregate.
     """
-    runs = []
-    for partition in range(len(spills[0].partitions)):
-        entries = [spill.partitions[partition] for spill in spills]
-        tags = [entry.order_tag for entry in entries]
-        unsorted = UNSORTED in tags
-        order = None if unsorted else combined_order(tags)
-        data = [spill.read_partition(partition) for spill in spills]
-        keys: list[Any]
-        values: list[Any]
-        if combiner is None:
-            # Every pair kept: each key once with its values from every spill, in spill order (a grouped run).
-            keys, lists = [], []
-            for key, key_values in join_groups(sort_groups_in_memory(data, order)):
-                keys.append(key)
-                lists.append(key_values)
-            tag = _merged_order_tag(tags, order)
-            runs.append((encode_grouped_run(keys, lists), sum(map(len, lists)), tag))
-            continue
-        if hasattr(combiner, "merge"):
-            state: dict[Any, Any] = {}
-            merge = combiner.merge
-            for chunk in data:
-                for block_keys, block_values in iter_blocks(chunk):
-                    for key, value in zip(block_keys, block_values, strict=True):
-                        old = state.get(key)
-                        state[key] = value if old is None else merge(old, value)
-            keys = list(state) if unsorted else sorted(state, key=order)
-            values = [state[key] for key in keys]
-        else:
-            keys, values = [], []
-            for key, key_values in join_groups(sort_groups_in_memory(data, order)):
-                combined = combined_values(combiner, key, key_values)
-                keys += [key] * len(combined)
-                values += combined
-        tag = UNSORTED if unsorted else _merged_order_tag(tags, order)
-        runs.append((encode_run(keys, values), len(keys), tag))
+    runs = (_merged_partition(spills, partition, combiner, fold_keys) for partition in range(len(spills[0].partitions)))
     merged = write_spill(target, runs)
     for spill in spills:
         spill.path.unlink(missing_ok=True)
     return merged
+
+
+def _merged_partition(
+    spills: list[SpillFile], partition: int, combiner: Any | None, fold_keys: int
+) -> tuple[Iterator[bytes], Callable[[], int], str]:
+    """One partition's merged run for ``write_spill``: its blocks as they are packed, its records once written, and
+    its order tag."""
+    tags = [spill.partitions[partition].order_tag for spill in spills]
+    if UNSORTED in tags:
+        if combiner is None or not hasattr(combiner, "merge"):
+            raise ValueError(
+                f"unsorted runs (partition {partition} of {spills[0].path}) come only from an aggregate's spills and "
+                f"merge only with that aggregate; got combiner {combiner!r}"
+            )
+        flat = FlatRunEncoder()
+        return _folded_unsorted(spills, partition, combiner.merge, fold_keys, flat), lambda: flat.records, UNSORTED
+    order = combined_order(tags)
+    tag = _merged_order_tag(tags, order)
+    if combiner is None:
+        grouped = GroupedRunEncoder()
+        return _grouped(_merged_groups(spills, partition, order), grouped), lambda: grouped.records, tag
+    flat = FlatRunEncoder()
+    if hasattr(combiner, "merge"):
+        return _folded(spills, partition, order, combiner.merge, flat), lambda: flat.records, tag
+    return _combined(_merged_groups(spills, partition, order), combiner, flat), lambda: flat.records, tag
+
+
+def _merged_groups(spills: list[SpillFile], partition: int, order: KeyOrder) -> Iterator[list[tuple[Any, list[Any]]]]:
+    """The keys of the spills' runs in key order, each with its values in spill order, read a block at a time and
+    given in batches (one per batch of ``shuffle.merge.merge_blocks``: about a block per spill): a key whose values
+    go on in the next batch comes in the batch that ends it."""
+    sources = [map(_pairs, spill.iter_partition_blocks(partition)) for spill in spills]
+    open_key: Any = None
+    open_values: list[Any] | None = None
+    for batch in merge_blocks(sources, order):
+        groups = [(key, list(map(_second, pairs))) for key, pairs in itertools.groupby(batch, key=_first)]
+        if open_values is not None:
+            if groups[0][0] == open_key:
+                open_values += groups[0][1]
+                groups[0] = (open_key, open_values)
+            else:
+                groups.insert(0, (open_key, open_values))
+        open_key, open_values = groups.pop()
+        if groups:
+            yield groups
+    if open_values is not None:
+        yield [(open_key, open_values)]
+
+
+def _grouped(batches: Iterable[list[tuple[Any, list[Any]]]], encoder: GroupedRunEncoder) -> Iterator[bytes]:
+    for groups in batches:
+        for key, values in groups:
+            yield from encoder.add(key, values)
+    yield from encoder.close()
+
+
+def _folded(
+    spills: list[SpillFile], partition: int, order: KeyOrder, merge: Callable[[Any, Any], Any], encoder: FlatRunEncoder
+) -> Iterator[bytes]:
+    """Each key's states folded with ``merge`` in spill order, as a dict folds the spills one after another: per
+    batch of merged pairs (about a block per spill) the same dict loop, the batch's last key held over to the next
+    batch (its states may go on there) as the first entry of its dict."""
+    sources = [map(_pairs, spill.iter_partition_blocks(partition)) for spill in spills]
+    state: dict[Any, Any] = {}
+    for batch in merge_blocks(sources, order):
+        get = state.get
+        for key, value in batch:
+            old = get(key)
+            state[key] = value if old is None else merge(old, value)
+        last = next(reversed(state))
+        held = state.pop(last)
+        if state:
+            yield from encoder.add(list(state), list(state.values()))
+        state = {last: held}
+    if state:
+        yield from encoder.add(list(state), list(state.values()))
+    yield from encoder.close()
+
+
+def _pairs(block: Block) -> list[tuple[Any, Any]]:
+    keys, values = flat_block(block)
+    return list(zip(keys, values, strict=True))
+
+
+def _combined(
+    batches: Iterable[list[tuple[Any, list[Any]]]], combiner: Any, encoder: FlatRunEncoder
+) -> Iterator[bytes]:
+    for groups in batches:
+        keys: list[Any] = []
+        values: list[Any] = []
+        for key, key_values in groups:
+            combined = combined_values(combiner, key, key_values)
+            keys += [key] * len(combined)
+            values += combined
+        yield from encoder.add(keys, values)
+    yield from encoder.close()
+
+
+def _folded_unsorted(
+    spills: list[SpillFile], partition: int, merge: Callable[[Any, Any], Any], fold_keys: int, encoder: FlatRunEncoder
+) -> Iterator[bytes]:
+    """Unsorted runs folded into a dict spill after spill, written in the dict's order, and whenever it passes
+    ``fold_keys`` states (checked after each block)."""
+    state: dict[Any, Any] = {}
+    for spill in spills:
+        for block in spill.iter_partition_blocks(partition):
+            keys, values = flat_block(block)
+            get = state.get
+            for key, value in zip(keys, values, strict=True):
+                old = get(key)
+                state[key] = value if old is None else merge(old, value)
+            if len(state) > fold_keys:
+                yield from _written_out(state, encoder)
+                state = {}
+    yield from _written_out(state, encoder)
+    yield from encoder.close()
+
+
+def _written_out(state: dict[Any, Any], encoder: FlatRunEncoder) -> Iterator[bytes]:
+    """The blocks of ``state``'s pairs in its order, a block's worth of keys at a time."""
+    pairs = iter(state.items())
+    while chunk := list(itertools.islice(pairs, BLOCK_RECORDS)):
+        keys, values = zip(*chunk, strict=True)
+        yield from encoder.add(keys, values)
 
 
 def _merged_order_tag(tags: list[str], order: Any) -> str:
@@ -149,8 +265,8 @@ class FlowController:
                 if self._merging_pays():
                     self.held = [self._merge(self.held)]
                 else:
-                    # A merge that does not shrink the data would only grow one held spill (and the memory of
-                    # the next merge, which decodes it whole) for as long as the reducers lag: register them.
+                    # A merge that does not shrink the data would only grow one held spill (and the work of
+                    # every next merge, which reads it all again) for as long as the reducers lag: register them.
                     self._release(self.held)
             return
         self._release([*self.held, spill])

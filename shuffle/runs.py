@@ -254,6 +254,123 @@ def _cut_large_groups(
     return out_keys, out_lists, out_sizes
 
 
+class FlatRunEncoder:
+    """Encode a run handed over in sorted pieces as flat blocks, each packed as soon as it is cut: the blocks, and
+    their bytes, are those :func:`iter_encoded_run` makes of the whole run, but the encoder holds at most one
+    block's records (one of ``block_records``, or of fewer when its first pair says they are large), not the run.
+
+    :meth:`add` takes parallel keys and values whose first key is not below the last key added, and yields the
+    blocks packed meanwhile (consume them before the next call); :meth:`close` yields the last. ``records`` counts
+    the pairs added.
+    """
+
+    def __init__(self, block_records: int = BLOCK_RECORDS) -> None:
+        self.records = 0
+        self._block_records = block_records
+        self._packer = codec.packer()
+        self._keys: list[Any] = []
+        self._values: list[Any] = []
+        self._count = 0
+        """Pairs in the current block of ``block_records`` (held, or handed to ``_cut``)."""
+        self._guess = 0
+        self._cut: FlatRunEncoder | None = None
+        """Once the current block is known to be cut for its size (``_flat_blocks``), the encoder of its pieces."""
+
+    def add(self, keys: Sequence[Any], values: Sequence[Any]) -> Iterator[bytes]:
+        self.records += len(keys)
+        start, total, size = 0, len(keys), self._block_records
+        while start < total:
+            stop = min(total, start + size - self._count)
+            piece_keys, piece_values = keys[start:stop], values[start:stop]
+            if self._cut is not None:
+                yield from self._cut.add(piece_keys, piece_values)
+            else:
+                if not self._keys:
+                    self._guess = _packed_size_guess(self._packer, keys[start]) + _packed_size_guess(
+                        self._packer, values[start]
+                    )
+                self._keys += piece_keys
+                self._values += piece_values
+            self._count += stop - start
+            start = stop
+            if self._cut is None and self._count > 1 and self._guess * self._count > BLOCK_BYTES:
+                # The block will be cut into pieces as _flat_blocks cuts it: they are packed as they fill.
+                self._cut = FlatRunEncoder(max(1, BLOCK_BYTES // self._guess))
+                held_keys, held_values, self._keys, self._values = self._keys, self._values, [], []
+                yield from self._cut.add(held_keys, held_values)
+            if self._count == size:
+                yield from self.close()
+
+    def close(self) -> Iterator[bytes]:
+        """The current block's last blocks (the next pairs added start a new block)."""
+        if self._cut is not None:
+            yield from self._cut.close()
+            self._cut = None
+        elif self._keys:
+            keys, values, self._keys, self._values = self._keys, self._values, [], []
+            yield from _flat_blocks(self._packer, keys, values)
+        self._count = 0
+
+
+class GroupedRunEncoder:
+    """Encode a run handed over one sorted group at a time as grouped blocks, each packed as soon as it is cut: the
+    blocks, and their bytes, are those :func:`iter_encoded_grouped_run` makes of the whole run, but the encoder holds
+    at most one block's groups (fewer than twice ``block_records`` values, or fewer values when the first says they
+    are large), not the run.
+
+    :meth:`add` takes a key above the last key added with the non-empty list of its values, and yields the blocks
+    packed meanwhile (consume them before the next call); :meth:`close` yields the last. ``records`` counts the
+    values added.
+    """
+
+    def __init__(self, block_records: int = BLOCK_RECORDS) -> None:
+        self.records = 0
+        self._block_records = block_records
+        self._packer = codec.packer()
+        self._keys: list[Any] = []
+        self._lists: list[Sequence[Any]] = []
+        self._count = 0
+        self._guess = 0
+        self._cut: GroupedRunEncoder | None = None
+
+    def add(self, key: Any, values: Sequence[Any]) -> Iterator[bytes]:
+        self.records += len(values)
+        size = self._block_records
+        if len(values) <= size:
+            yield from self._add_piece(key, values)
+            return
+        for begin in range(0, len(values), size):  # as _cut_large_groups cuts a large group
+            yield from self._add_piece(key, values[begin : begin + size])
+
+    def _add_piece(self, key: Any, values: Sequence[Any]) -> Iterator[bytes]:
+        if self._cut is not None:
+            yield from self._cut.add(key, values)
+        else:
+            if not self._keys:
+                self._guess = _packed_size_guess(self._packer, values[0])
+            self._keys.append(key)
+            self._lists.append(values)
+        self._count += len(values)
+        if self._cut is None and self._count > 1 and self._guess * self._count > BLOCK_BYTES:
+            # The block will be cut again as _grouped_blocks cuts it: its pieces are packed as they fill.
+            self._cut = GroupedRunEncoder(max(1, BLOCK_BYTES // self._guess // 2))
+            held_keys, held_lists, self._keys, self._lists = self._keys, self._lists, [], []
+            for held_key, held_values in zip(held_keys, held_lists, strict=True):
+                yield from self._cut.add(held_key, held_values)
+        if self._count >= self._block_records:
+            yield from self.close()
+
+    def close(self) -> Iterator[bytes]:
+        """The current block's last blocks (the next group added starts a new block)."""
+        if self._cut is not None:
+            yield from self._cut.close()
+            self._cut = None
+        elif self._keys:
+            keys, lists, self._keys, self._lists = self._keys, self._lists, [], []
+            yield from _grouped_blocks(self._packer, keys, lists)
+        self._count = 0
+
+
 def iter_stored_blocks(data: bytes | memoryview) -> Iterator[Block]:
     """Yield the blocks of run bytes held in memory as stored, flat or grouped (see the module docstring)."""
     if not len(data):

@@ -17,11 +17,14 @@ from __future__ import annotations
 import errno
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgpack
+
+from shuffle import codec
+from shuffle.runs import Block
 
 MAGIC = b"HOPSPIL1"
 _TRAILER = struct.Struct(">Q")
@@ -94,6 +97,38 @@ class SpillFile:
             raise CorruptSpillError(f"{self.path}: partition {partition} truncated at offset {entry.offset + start}")
         return data
 
+    def iter_partition_blocks(self, partition: int) -> Iterator[Block]:
+        """Stream one partition's run as its stored blocks (``shuffle.runs``), reading ``READ_SIZE`` bytes at a
+        time: a reader holds one block and one read buffer, not the run (a map-side merge reads up to 8 spills at
+        once). A run cut short or ending in a partial block raises :class:`CorruptSpillError` naming the file, the
+        partition and the offset."""
+        entry = self.partitions[partition]
+        if not entry.length:
+            return
+        unpacker = codec.unpacker()
+        whole = 0  # bytes of the whole blocks read (tell() counts part of a block once the unpacker has begun it)
+        with open(self.path, "rb") as file:
+            file.seek(entry.offset)
+            left = entry.length
+            while left:
+                data = file.read(min(READ_SIZE, left))
+                if not data:
+                    break
+                left -= len(data)
+                unpacker.feed(data)
+                for block in unpacker:
+                    whole = unpacker.tell()
+                    yield block
+        if whole != entry.length:
+            raise CorruptSpillError(
+                f"{self.path}: partition {partition} truncated at offset {entry.offset + whole} (its run is "
+                f"{entry.length} bytes from offset {entry.offset}, and ends in part of a block)"
+            )
+
+
+READ_SIZE = 1 << 16
+"""Bytes :meth:`SpillFile.iter_partition_blocks` reads at a time, as a run file's reader does (``shuffle.runs``)."""
+
 
 def _validated_index(path: Path, raw: object, index_offset: int) -> tuple[SpillIndexEntry, ...]:
     """Check every index entry lies between the magic and the index; raise ``CorruptSpillError`` otherwise."""
@@ -115,10 +150,13 @@ def _validated_index(path: Path, raw: object, index_offset: int) -> tuple[SpillI
     return tuple(entries)
 
 
-def write_spill(path: str | Path, runs: Sequence[tuple[bytes | Iterable[bytes], int, str]]) -> SpillFile:
+def write_spill(
+    path: str | Path, runs: Iterable[tuple[bytes | Iterable[bytes], int | Callable[[], int], str]]
+) -> SpillFile:
     """Write one spill file from per-partition ``(run, records, order_tag)`` and return it; a run is its bytes, or
     its blocks' bytes one after another (``shuffle.runs.iter_encoded_run``: written as they are packed, so that a
-    spill of large values is never encoded whole in memory beside them).
+    spill of large values is never encoded whole in memory beside them). ``records`` is a count, or a function
+    that gives it once the run's blocks are written (a merge knows how many records it made only then).
 
     The file is written to ``path + ".tmp"`` and renamed, so it appears complete or not at all. An OSError
     (disk full, no such directory) becomes a :class:`SpillWriteError` naming the file and the remedy; on any error
@@ -136,7 +174,8 @@ def write_spill(path: str | Path, runs: Sequence[tuple[bytes | Iterable[bytes], 
                 for chunk in (data,) if isinstance(data, bytes) else data:
                     file.write(chunk)
                     length += len(chunk)
-                entries.append(SpillIndexEntry(offset, length, records, tag))
+                count = records if isinstance(records, int) else records()
+                entries.append(SpillIndexEntry(offset, length, count, tag))
                 offset += length
             file.write(msgpack.packb([[e.offset, e.length, e.records, e.order_tag] for e in entries]))
             file.write(_TRAILER.pack(offset))

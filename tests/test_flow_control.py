@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
+import random
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
+from hop.aggregates import CountDistinct, Sum
 from hop.client import Client
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
 from hop.protocol import unsent_spills
-from shuffle.flow import FlowController
-from shuffle.keys import order_tag
-from shuffle.runs import encode_run, iter_run
+from shuffle.buffer import MapOutputBuffer
+from shuffle.flow import FlowController, merge_spills
+from shuffle.keys import MIXED, UNSORTED, combined_order, order_tag, total_order_key
+from shuffle.runs import block_groups, encode_run, is_grouped, iter_run, iter_stored_blocks
 from shuffle.spill import SpillFile, write_spill
 from tests.conftest import run_job
 
@@ -129,3 +137,146 @@ def test_a_held_merge_result_merged_again_counts_its_spills_once(tmp_path: Path)
     assert len(registered) == 1
     assert flow.counters.spills_merged_map_side == 10
     assert dict(iter_run(registered[0].read_partition(0))) == {f"w{i}": 10 for i in range(20)}
+
+
+# -- the map-side merge of held spills -------------------------------------------------------------------------
+
+
+def _min_and_max(key: Any, values: list[Any]) -> list[tuple[Any, Any]]:
+    """A generic combiner that may yield a key twice."""
+    low, high = min(values), max(values)
+    return [(key, low)] if low == high else [(key, low), (key, high)]
+
+
+COMBINERS: dict[str, Any] = {"none": None, "sum": Sum(), "distinct": CountDistinct(), "generic": _min_and_max}
+
+
+def _random_key(rng: random.Random, kind: str) -> Any:
+    number = rng.randrange(60)
+    return {
+        "str": f"k{number}",
+        "int": number,
+        "tuple": (f"t{number % 7}", number),
+        "mixed": rng.choice([None, number, f"k{number}", 0.5 * number, (number, None)]),
+    }[kind]
+
+
+def _random_spills(tmp_path: Path, rng: random.Random, combiner: Any, *, sort_runs: bool = True) -> list[SpillFile]:
+    """Spills as a real map buffer writes them: 2 to 8 of them, over 4 partitions (some empty), with keys coming
+    again across spills, each spill of one key kind (str, int, tuple or mixed, with None), so that partitions'
+    order tags agree or differ."""
+    buffer = MapOutputBuffer(tmp_path, 4, None, combiner, sort_runs=sort_runs, name=f"s{rng.random():.6f}")
+    spills = []
+    for _ in range(rng.randint(2, 8)):
+        kind = rng.choice(["str", "int", "tuple", "mixed"])
+        keys = [_random_key(rng, kind) for _ in range(rng.choice([0, 1, 5, 40, 300]))]
+        buffer.collect([(key, rng.randrange(5)) for key in keys])
+        spill = buffer.spill(force=True)
+        assert spill is not None
+        spills.append(spill)
+    return spills
+
+
+def _reference_merge(spills: list[SpillFile], combiner: Any) -> list[tuple[list[tuple[Any, Any]], str]]:
+    """Per partition, the merged pairs and order tag, straightforwardly: every pair decoded, sorted stably in the
+    total order (or folded in a dict, for unsorted runs), grouped, combined."""
+    merged = []
+    for partition in range(len(spills[0].partitions)):
+        tags = [spill.partitions[partition].order_tag for spill in spills]
+        pairs = [pair for spill in spills for pair in iter_run(spill.read_partition(partition))]
+        if UNSORTED in tags:
+            state: dict[Any, Any] = {}
+            for key, value in pairs:
+                state[key] = combiner.merge(state[key], value) if key in state else value
+            merged.append((list(state.items()), UNSORTED))
+            continue
+        pairs.sort(key=lambda pair: total_order_key(pair[0]))
+        groups = [(key, [value for _, value in group]) for key, group in itertools.groupby(pairs, key=itemgetter(0))]
+        if combiner is None:
+            out = [(key, value) for key, values in groups for value in values]
+        elif hasattr(combiner, "merge"):
+            out = [(key, functools.reduce(combiner.merge, values)) for key, values in groups]
+        else:
+            out = [pair for key, values in groups for pair in combiner(key, values)]
+        known = [tag for tag in tags if tag != "empty"]
+        tag = MIXED if combined_order(tags) is not None else (known[0] if known else "empty")
+        merged.append((out, tag))
+    return merged
+
+
+@pytest.mark.parametrize("name", sorted(COMBINERS))
+def test_a_map_side_merge_gives_what_merging_its_spills_in_memory_gives(tmp_path: Path, name: str) -> None:
+    combiner = COMBINERS[name]
+    rng = random.Random(f"merge-{name}")
+    for trial in range(25):
+        spills = _random_spills(tmp_path, rng, combiner)
+        expected = _reference_merge(spills, combiner)
+        merged = merge_spills(spills, tmp_path / f"merged-{trial}.spill", combiner)
+        assert not any(spill.path.exists() for spill in spills), "the inputs are deleted"
+        for partition, (pairs, tag) in enumerate(expected):
+            entry = merged.partitions[partition]
+            data = merged.read_partition(partition)
+            assert list(iter_run(data)) == pairs, (trial, partition)
+            assert (entry.records, entry.order_tag) == (len(pairs), tag), (trial, partition)
+            if combiner is None:  # a grouped run, each key once (no key here has a block's worth of values)
+                blocks = list(iter_stored_blocks(data))
+                assert all(map(is_grouped, blocks))
+                keys = [key for block in blocks for key, _ in block_groups(block)]
+                assert len(keys) == len({total_order_key(key) for key in keys})
+        assert SpillFile.open(merged.path) == merged
+
+
+def test_a_map_side_merge_of_unsorted_runs_folds_them_in_the_order_they_come(tmp_path: Path) -> None:
+    # A job whose aggregate's reducer folds runs unordered: the spills' runs are not sorted, the merge keeps the
+    # order in which a dict folding the spills one after another first meets each key.
+    rng = random.Random("unsorted")
+    for trial in range(25):
+        spills = _random_spills(tmp_path, rng, Sum(), sort_runs=False)
+        expected = _reference_merge(spills, Sum())
+        merged = merge_spills(spills, tmp_path / f"merged-{trial}.spill", Sum())
+        for partition, (pairs, tag) in enumerate(expected):
+            assert list(iter_run(merged.read_partition(partition))) == pairs, (trial, partition)
+            assert (merged.partitions[partition].records, merged.partitions[partition].order_tag) == (len(pairs), tag)
+
+
+def test_a_map_side_merge_of_unsorted_runs_holds_at_most_fold_keys_states(tmp_path: Path) -> None:
+    # Past fold_keys states the dict is written out and started again: a key may come twice in the run, which its
+    # folding reducer merges again; nothing is lost.
+    runs = [
+        (encode_run([f"k{i}" for i in range(start, start + 300)], [1] * 300), 300, UNSORTED) for start in (0, 200, 400)
+    ]
+    spills = [write_spill(tmp_path / f"{i}.spill", [run]) for i, run in enumerate(runs)]
+    merged = merge_spills(spills, tmp_path / "merged.spill", Sum(), fold_keys=400)
+    pairs = list(iter_run(merged.read_partition(0)))
+    assert merged.partitions[0].records == len(pairs) == 300 + 400 + 100  # written out after the second spill
+    totals: dict[str, int] = {}
+    for key, value in pairs:
+        totals[key] = totals.get(key, 0) + value
+    assert totals == {f"k{i}": 1 + (200 <= i < 300) + (400 <= i < 500) for i in range(700)}
+
+
+@pytest.mark.parametrize("name", ["none", "generic", "distinct"])
+def test_a_map_side_merge_holds_a_block_per_spill_not_the_spills(tmp_path: Path, name: str) -> None:
+    # Eight held spills of 12 MB of values each (large values: a buffer keeping lists spills at 256 MB of them):
+    # the merge streams them, holding about a block (1 MiB) per spill and an output block, where decoding them
+    # whole held them all, decoded, beside their bytes (370 MB at the peak).
+    combiner = COMBINERS[name]
+    spills = []
+    for number in range(8):
+        keys = [f"k{i:05d}" for i in range(number, 12000, 4)]  # keys shared across spills
+        values = [f"{number}{key}".ljust(4000, "v") for key in keys]
+        if name == "distinct":
+            values = [(value,) for value in values]
+        run = encode_run(keys, values)
+        spills.append(write_spill(tmp_path / f"{number}.spill", [(run, len(keys), "s")]))
+    total = sum(spill.size for spill in spills)
+    assert total > 90 << 20
+    tracemalloc.start()
+    try:
+        merged = merge_spills(spills, tmp_path / "merged.spill", combiner)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 24 << 20, f"peak {peak >> 20} MB merging {total >> 20} MB of spills"
+    records_in = sum(spill.records for spill in spills)
+    assert merged.records == {"none": records_in, "distinct": 12000, "generic": 2 * 12000 - 4}[name]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 import struct
 from operator import itemgetter
 from pathlib import Path
@@ -18,6 +19,8 @@ from shuffle.flow import merge_spills
 from shuffle.keys import order_tag, sort_keys
 from shuffle.runs import (
     BLOCK_BYTES,
+    FlatRunEncoder,
+    GroupedRunEncoder,
     RunWriter,
     UnencodableRecordError,
     block_groups,
@@ -312,6 +315,41 @@ def test_grouped_blocks_hold_whole_bounded_groups(sizes: list[int], block_record
     assert all(seen.count(key) == 1 for key, size in zip(keys, sizes, strict=True) if size <= block_records)
 
 
+def test_run_encoders_fed_piece_by_piece_make_the_bytes_of_the_whole_run(tmp_path: Path) -> None:
+    """FlatRunEncoder and GroupedRunEncoder (a map-side merge writes with them) cut and pack the blocks
+    encode_run and encode_grouped_run make of the whole run, large values cut by bytes included."""
+    rng = random.Random(7)
+    large = [size * "x" for size in (BLOCK_BYTES // 9, BLOCK_BYTES // 2, 2 * BLOCK_BYTES, 300)]
+
+    def value(large_share: float) -> Any:
+        if rng.random() < large_share:
+            return rng.choice(large)
+        return rng.choice([rng.randrange(9), "v" * rng.randrange(300)])
+
+    for _ in range(60):
+        block_records = rng.choice([2, 7, 100, 8192])
+        keys = sorted(rng.randrange(500) for _ in range(rng.choice([0, 1, 50, 3000, 12000])))
+        values = [value(0.5 if len(keys) < 100 else 6 / len(keys)) for _ in keys]  # a run of up to 50 large values
+        flat = FlatRunEncoder(block_records)
+        pieces, start = [], 0
+        while start < len(keys):
+            stop = start + rng.choice([1, 3, 100, 5000])
+            pieces += flat.add(keys[start:stop], values[start:stop])
+            start = stop
+        pieces += flat.close()
+        assert b"".join(pieces) == encode_run(keys, values, block_records)
+        assert flat.records == len(keys)
+        group_keys = sorted(set(keys))[: rng.choice([0, 1, 5, 30])]
+        sizes = rng.choices([1, 2, 9, 300, 9000], weights=[30, 30, 30, 8, 2], k=len(group_keys))
+        share = 0.5 if sum(sizes) < 100 else 6 / sum(sizes)
+        lists = [[value(share) for _ in range(size)] for size in sizes]
+        grouped = GroupedRunEncoder(block_records)
+        pieces = [data for key, group in zip(group_keys, lists, strict=True) for data in grouped.add(key, group)]
+        pieces += grouped.close()
+        assert b"".join(pieces) == encode_grouped_run(group_keys, lists, block_records)
+        assert grouped.records == sum(map(len, lists))
+
+
 def test_run_writer_mixes_flat_and_grouped_blocks(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path / "run", block_records=2)
     writer.add("a", 1)
@@ -366,6 +404,20 @@ def test_a_map_side_merge_checks_the_combiners_keys_as_a_spill_does(tmp_path: Pa
         merge_spills(spills, tmp_path / "merged.spill", upper_for_many)
     merged = merge_spills(spills, tmp_path / "merged.spill", lambda key, values: [(key, sum(values))])
     assert list(iter_run(merged.read_partition(0))) == [("a", 1), ("b", 1)]
+
+
+def test_a_run_that_ends_in_part_of_a_block_is_corrupt_not_read_short(tmp_path: Path) -> None:
+    # An index entry whose length cuts the run in a block: streaming the partition (as a map-side merge does) must
+    # not stop quietly at the last whole block and lose the records after it.
+    data = encode_run([f"k{i:04d}" for i in range(3000)], list(range(3000)), block_records=1000)
+    path = tmp_path / "cut.spill"
+    index = msgpack.packb([[len(MAGIC), len(data) - 5, 3000, "s"]])
+    path.write_bytes(MAGIC + data + index + struct.pack(">Q", len(MAGIC) + len(data)))
+    spill = SpillFile.open(path)
+    with pytest.raises(CorruptSpillError, match=r"cut\.spill: partition 0 truncated at offset"):
+        list(spill.iter_partition_blocks(0))
+    with pytest.raises(CorruptSpillError, match=r"cut\.spill: partition 0 truncated"):
+        merge_spills([spill, spill], tmp_path / "merged.spill", lambda key, values: [(key, sum(values))])
 
 
 def test_spill_round_trip_with_empty_partitions(tmp_path: Path) -> None:
