@@ -176,6 +176,12 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         help="run a backup attempt of straggling maps on another worker; the first to finish wins",
     )
     parser.add_argument(
+        "--no-tail-split",
+        action=GivenFlag,
+        help="do not hand the rest of a running map's input to a map slot that idles at the end of the maps "
+        "(tail splitting: on by default, for batch jobs that are not --online)",
+    )
+    parser.add_argument(
         "--max-line-bytes",
         action=Given,
         type=size_argument,
@@ -285,6 +291,7 @@ BATCH_ONLY = (
     "spill_records",
     "skip_bad_records",
     "speculative",
+    "no_tail_split",
     "keep_intermediate",
     "order",
     "seed",
@@ -303,6 +310,7 @@ HOP_ENGINE_ONLY = (
     "max_attempts",
     "skip_bad_records",
     "speculative",
+    "no_tail_split",
     "max_line_bytes",
     "snapshot_every",
     "order",
@@ -426,6 +434,7 @@ def _run_loaded(
             "max_attempts": args.max_attempts,
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
+            "tail_split": not args.no_tail_split,
             "max_line_bytes": args.max_line_bytes,
             # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 with their
             # bytes kept, for the job's INPUT_PROTOCOL to read (as Latin-1 for mrjob's text protocols).

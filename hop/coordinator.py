@@ -980,6 +980,13 @@ class Coordinator:
                 for snapshot in job.snapshots.unanswered(msg["index"]):
                     self._ask_reducers(job, snapshot, identity, msg["index"])
 
+    def on_map_split(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            with self._failing_job_on_error(job, "splitting a map's input"):
+                actions = job.on_map_split(msg["index"], msg["attempt"], msg.get("chunk"), msg.get("cut"), time.time())
+                self._execute(job, actions)
+
     def on_map_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None:
@@ -1266,6 +1273,37 @@ class Coordinator:
             if job.state == "running":
                 with self._failing_job_on_error(job, "scheduling"):
                     self._schedule_job(job)
+        self._split_tails()
+
+    def _split_tails(self) -> None:
+        """Map slots idle while no map waits for one: ask the running maps furthest from their end to hand the rest
+        of their input over, one per idle slot (``hop.scheduler``, tail splitting). Without it a job's last map
+        runs alone at the end, however long, while the other slots idle (a core slowed by other work, a larger
+        split, a skewed file)."""
+        jobs = [job for job in self.jobs.values() if job.state == "running"]
+        if any(job.pending("map") for job in jobs):
+            return
+        idle = sum(w.free("map") for w in self.workers.values() if w.alive)
+        idle -= sum(len(job.split_asked) for job in jobs)  # (their answers make maps for these slots)
+        now = time.time()
+        for job in jobs:
+            if idle <= 0:
+                return
+            for attempt in job.tail_split_candidates(now, idle):
+                worker = self.workers.get(attempt.worker)
+                if worker is None or not worker.alive:
+                    continue
+                job.on_split_asked(attempt.index, attempt.attempt)
+                idle -= 1
+                self._send(
+                    worker.identity,
+                    "split_off",
+                    job_id=job.spec.job_id,
+                    task=[job.spec.job_id, "map", attempt.index, attempt.attempt],
+                    index=attempt.index,
+                    attempt=attempt.attempt,
+                    keep=0.5,
+                )
 
     @contextlib.contextmanager
     def _failing_job_on_error(self, job: JobState, doing: str) -> Iterator[None]:

@@ -145,6 +145,38 @@ class Split:
         return self.path if self.length < 0 else f"{self.path}[{self.start}:{self.end}]"
 
 
+class ReadLimit:
+    """Where a split being read ends, which its reader may move earlier while it reads (tail splitting: the rest of
+    a straggling map's split goes to an idle slot as a new map).
+
+    :func:`iter_lines` sets ``position`` as it reads: every line that starts before it has been read (and handed
+    out, or is in the batch being handed out); none that starts at or after it has. So the split can end at any byte
+    from ``position`` on without a line read twice or lost: the lines starting before the new end are this split's,
+    and a split starting at that byte skips the line holding the byte before it, as every split does."""
+
+    def __init__(self, split: Split) -> None:
+        self.split = split
+        self.position = split.start
+        """Where the first line not yet read starts (after a split's first partial line is skipped, past it)."""
+
+    @property
+    def end(self) -> int:
+        return self.split.end
+
+    def cut(self, keep: float, min_bytes: int) -> Split | None:
+        """End the split ``keep`` (0-1) of the way from ``position`` to its end, at the earliest, and return the
+        rest as a split of its own; ``None`` (nothing changed) if the rest would be shorter than ``min_bytes`` or
+        the split is a whole file (compressed files are read whole)."""
+        split = self.split
+        if split.length < 0:
+            return None
+        at = self.position + int((split.end - self.position) * keep)
+        if split.end - at < max(1, min_bytes):
+            return None
+        self.split = Split(split.path, split.start, at - split.start, split.stamp)
+        return Split(split.path, at, split.end - at, split.stamp)
+
+
 def absolute_inputs(patterns: list[str]) -> list[str]:
     """``patterns`` (files, directories, globs) made absolute against the working directory, as both engines take
     them (``os.path.abspath``: links are kept as given): the files they expand to, and so ``self.input_file``,
@@ -495,8 +527,10 @@ def iter_lines(
     max_line_bytes: int = MAX_LINE_BYTES,
     on_bad: BadLine | None = None,
     fallback_encoding: str | None = None,
+    limit: ReadLimit | None = None,
 ) -> Iterator[tuple[int, str]]:
-    """Yield ``(byte offset, line)`` for every line whose first byte lies in the split.
+    """Yield ``(byte offset, line)`` for every line whose first byte lies in the split (up to ``limit.end`` as it
+    is when the reader gets there, if a :class:`ReadLimit` of ``split`` is given).
 
     A line longer than ``max_line_bytes`` raises :class:`InputError` (naming file and offset) instead of growing
     memory without bound. A line that is not UTF-8 raises it too, or goes to ``on_bad`` and is left out, or with
@@ -504,7 +538,7 @@ def iter_lines(
     """
     # The lines of a chunk come out of C iterators chained in C: no Python frame is resumed per line (a generator
     # passing each line on cost about a tenth of the reading), only once per chunk.
-    return chain.from_iterable(_line_batches(split, max_line_bytes, on_bad, fallback_encoding))
+    return chain.from_iterable(_line_batches(split, max_line_bytes, on_bad, fallback_encoding, limit))
 
 
 def _line_batches(
@@ -512,8 +546,10 @@ def _line_batches(
     max_line_bytes: int,
     on_bad: BadLine | None,
     fallback_encoding: str | None,
+    limit: ReadLimit | None,
 ) -> Iterator[Iterable[tuple[int, str]]]:
-    """:func:`iter_lines`'s lines, an iterable of them per chunk read."""
+    """:func:`iter_lines`'s lines, an iterable of them per chunk read, or with a ``limit`` per
+    ``LIMITED_BATCH_LINES`` lines of a chunk (:func:`_batches_within`)."""
     with _open(split) as file:
         _check_unchanged(split, file)  # (a retried map too: it must not read what the first attempt did not)
         position = split.start
@@ -522,12 +558,18 @@ def _line_batches(
             file.seek(split.start - 1)
             position = split.start - 1 + skip_line(file)
         end = split.end if split.end >= 0 else None
+        if limit is not None:
+            limit.position = position
         # What follows the last newline read: the start of a line, in chunks (joined once, when the line ends, so
         # that a line much longer than a chunk is not copied once per chunk).
         pieces: list[bytes] = []
         pieces_bytes = 0
         at_file_start = split.start == 0
-        while end is None or position < end:
+        while True:
+            if limit is not None and end is not None:
+                end = limit.end
+            if end is not None and position >= end:
+                break
             try:
                 chunk = file.read(CHUNK_BYTES)
             except DECOMPRESSION_ERRORS as error:  # a truncated or corrupt compressed file, or a failing disk
@@ -543,6 +585,8 @@ def _line_batches(
                     last = b"".join(pieces)
                     if len(last) > max_line_bytes:
                         raise _line_too_long(split.path, position, max_line_bytes)
+                    if limit is not None:
+                        limit.position = position + pieces_bytes  # (no line starts after it)
                     yield _decoded_lines(last, split.path, position, None, on_bad, fallback_encoding)
                 _check_unchanged(split, file)
                 return
@@ -574,13 +618,19 @@ def _line_batches(
                     lengths = map(len, raw_lines)
             except UnicodeDecodeError:
                 # The rare chunk with undecodable lines: line by line, to name (or skip) the bad ones.
-                yield _decoded_lines(body, split.path, position, end, on_bad, fallback_encoding)
+                lines_of_chunk = _decoded_lines(body, split.path, position, end, on_bad, fallback_encoding)
                 position += len(body) + 1
+                if limit is not None:
+                    limit.position = min(position, end) if end is not None else position
+                yield lines_of_chunk
                 continue  # (the loop ends here if the split does)
             starts = accumulate(map(add, lengths, repeat(1)), initial=position)
             if b"\r" in body:  # (the lengths above are of the lines as read, with their \r)
                 lines = [line[:-1] if line.endswith("\r") else line for line in lines]
             position += len(body) + 1  # where the first line after this chunk's lines starts
+            if limit is not None:
+                yield from _batches_within(lines, list(starts), limit)
+                continue
             if end is not None and position >= end:
                 # The split ends among these lines: only those that start before ``end`` are its own.
                 offsets = list(starts)
@@ -589,6 +639,28 @@ def _line_batches(
                 return
             yield zip(starts, lines, strict=False)  # starts has one more: the next chunk's first line
         _check_unchanged(split, file)  # (ended by a chunk of undecodable lines)
+
+
+LIMITED_BATCH_LINES = 256
+"""Lines handed out at a time by a reader with a :class:`ReadLimit`: what it holds that a cut cannot give away (a
+chunk of a map whose user code takes a millisecond a line would be seconds)."""
+
+
+def _batches_within(lines: list[str], offsets: list[int], limit: ReadLimit) -> Iterator[Iterable[tuple[int, str]]]:
+    """``lines`` in batches of at most ``LIMITED_BATCH_LINES``, each up to ``limit.end`` as it is when the batch is
+    made, keeping ``limit.position`` at the first line not handed out (``offsets[i]`` is where ``lines[i]``
+    starts, and ``offsets[len(lines)]`` where the line after them does)."""
+    count = len(lines)
+    done = 0
+    while done < count:
+        upto = min(count, done + LIMITED_BATCH_LINES)
+        stop = bisect_left(offsets, limit.end, done, upto)
+        limit.position = offsets[stop]
+        yield zip(offsets[done:stop], lines[done:stop], strict=True)
+        if stop < upto:
+            return  # (the reader sees it has reached the end: position >= end)
+        done = upto
+    limit.position = offsets[count]
 
 
 def _check_unchanged(split: Split, file: IO[bytes]) -> None:
@@ -723,16 +795,17 @@ def iter_records(
     on_bad: BadLine | None = None,
     fallback_encoding: str | None = None,
     read_line: list[tuple[int, str]] | None = None,
+    limit: ReadLimit | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     """Yield the records of a split in the given format (see the module docstring); lines that cannot be decoded
     (text lines are decoded with ``fallback_encoding`` then, if given) or parsed raise :class:`InputError`, or go
     to ``on_bad`` and are left out. ``read_line``, if given, holds as its one item the byte offset and the text of
     the line of the record yielded last, in a format that parses lines (a text record is its line and offset): what
-    a record skipped as bad is listed as, so it can be fixed and read again."""
+    a record skipped as bad is listed as, so it can be fixed and read again. ``limit``: see :func:`iter_lines`."""
     if input_format == "text":
         # Not wrapped: one generator less per record.
-        return iter_lines(split, max_line_bytes, on_bad, fallback_encoding)
-    return _iter_parsed_records(split, input_format, max_line_bytes, on_bad, read_line)
+        return iter_lines(split, max_line_bytes, on_bad, fallback_encoding, limit)
+    return _iter_parsed_records(split, input_format, max_line_bytes, on_bad, read_line, limit)
 
 
 def _iter_parsed_records(
@@ -741,6 +814,7 @@ def _iter_parsed_records(
     max_line_bytes: int,
     on_bad: BadLine | None,
     read_line: list[tuple[int, str]] | None = None,
+    limit: ReadLimit | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     # Chosen once per split, not per record: the parser, and what makes a line blank (no record) in the format.
     parsers: dict[str, tuple[Callable[[str, str, int], tuple[Any, Any]], Callable[[str], Any] | None]] = {
@@ -752,7 +826,7 @@ def _iter_parsed_records(
         raise ValueError(f"unknown input format {input_format!r}; use text, jsonl, csv or output")
     parse, content = parsers[input_format]
     path = split.path
-    for offset, line in iter_lines(split, max_line_bytes, on_bad):
+    for offset, line in iter_lines(split, max_line_bytes, on_bad, limit=limit):
         if content is not None and not content(line):
             continue  # blank lines are no records
         try:

@@ -47,8 +47,8 @@ class JobSpec:
     job_id: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     """Further settings, all optional: ``max_attempts`` (4), ``skip_bad_records`` (0), ``speculative`` (False),
-    ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB), ``step_reduces`` (a multi-step job's
-    reducers per step, ``None`` for ``num_reduces``: :meth:`step_num_reduces`)."""
+    ``tail_split`` (True: ``hop.scheduler``), ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB),
+    ``step_reduces`` (a multi-step job's reducers per step, ``None`` for ``num_reduces``: :meth:`step_num_reduces`)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -13,6 +13,15 @@ Rules:
 - A failed attempt is retried while ``max_attempts`` allows and the failure is retryable (a crash or a lost worker);
   an error in user code fails the job at once, since running the same code on the same record fails again.
 - Counters are summed over committed attempts only, so retries never count twice.
+- Tail splitting: when map slots idle and no map waits for one, the running maps expected to run longest (at least
+  ``TAIL_SPLIT_SECONDS`` more) are asked to hand the rest of their input over (``split_off``): the rest of the chunk
+  being read, cut half-way through what is left of it, and the chunks after it. A map that agrees has already ended
+  its input where it says (``hop.inputs.ReadLimit``), so its answer (``on_map_split``) is always taken while that
+  attempt is live: the map's input is shortened (a retry reads only that) and the rest becomes a new map task,
+  announced to reducers (``maps_added``) before the map can commit. An answer of an attempt no longer live is
+  dropped with that attempt's output (a retry reads the whole split); a map with another live attempt (speculation)
+  is never asked, and none is started for a map while it is being asked. A map run again because its committed
+  output was lost is never split: reducers holding every run of the lost attempt keep it.
 """
 
 from __future__ import annotations
@@ -29,6 +38,13 @@ from hop.online.tracker import SnapshotTracker
 from hop.planning import Chunk
 from hop.stdin_input import inputs_as_given
 from hop.stream.tracker import WindowTracker
+
+TAIL_SPLIT_SECONDS = 0.5
+"""A running map is split for an idle slot only if it looks at least this far from its end (by the time it took for
+the fraction it last reported): below that, a new map's start-up and its own spill (about 0.1 s for a word count's
+100,000 words) eat most of what the split saves."""
+TAIL_SPLIT_RETRY_SECONDS = 1.0
+"""How long after a map declined to split (it was between inputs, or its rest was short) it may be asked again."""
 
 BUILTIN_COUNTERS = (
     "map_input_records",
@@ -115,6 +131,9 @@ class TaskState:
     """A map reading a pipe: the bytes of its partition it took, as its live attempt last reported."""
     from_file: bool = False
     """A map reading a pipe: it reads the committed file (its ``fraction`` is of the whole partition)."""
+    output_lost: bool = False
+    """A map whose committed output was lost with its worker: it runs again on the same input, never split (reducers
+    that hold every run of the lost attempt keep it and ignore the new one, so a split-off rest would count twice)."""
     resume: dict[str, Any] | None = None
     """Where the next attempt of a map starts: kept spill segments ``[attempt, first_seq, end_seq]`` of failed
     attempts, the spill count and records they cover, and their counters (see ``hop.tasks.run_map``)."""
@@ -171,8 +190,9 @@ class JobState:
 
     def __init__(self, spec: JobSpec, splits: Sequence[Split | list[Chunk]], max_attempts: int = 4) -> None:
         self.spec = spec
-        self.splits = splits
-        """Per map task its input: a split, or its chunks (``hop.planning``)."""
+        self.splits = list(splits)
+        """Per map task its input: a split, or its chunks (``hop.planning``); tail splitting shortens a map's last
+        chunk and appends a map task for the rest."""
         self.max_attempts = max_attempts
         self.maps = [TaskState("map", i) for i in range(len(splits))]
         self.reduces = [TaskState("reduce", i) for i in range(spec.num_reduces)]
@@ -208,6 +228,12 @@ class JobState:
         self.sources_listening: dict[int, str] = {}
         """map index -> the address its source listens at, as its live attempt bound it (``tcp:HOST:0`` and
         ``zmq:tcp://HOST:*`` pick a port: producers learn it from here)."""
+        self.split_asked: dict[int, int] = {}
+        """Tail splitting: map index -> the attempt asked to split off its rest, until it answers or ends."""
+        self.split_declined: dict[tuple[int, int], float] = {}
+        """(map index, attempt) -> when it last declined to split."""
+        self.tail_splits = 0
+        """Map tasks made from the rest of a running map's input."""
         self.map_spills: dict[int, tuple[int, int, list[list[int]]]] = {}
         """map index -> (committed attempt, spills, kept segments of earlier attempts it resumed from)."""
 
@@ -246,12 +272,100 @@ class JobState:
             running = [a for a in task.attempts if a.live]
             if task.committed is not None or len(running) != 1 or running[0].start is None:
                 continue
+            if self.split_asked.get(task.index) == running[0].attempt:
+                continue  # a backup would read the whole split the map may be ending early right now
             elapsed = now - running[0].start
             fraction = self.map_task_fraction(task)  # (a pipe's share of what it got would say "nearly done")
             projected = elapsed / fraction if fraction > 0 else float("inf")
             if elapsed > bound and projected > bound:
                 candidates.append((projected, task))
         return [task for _, task in sorted(candidates, key=lambda pair: -pair[0])]
+
+    @property
+    def splits_tails(self) -> bool:
+        """Whether this job's running maps may be split for idle slots: a batch job reading files (not a pipe, not
+        a stream), not online (an online job's chunks are its sampling units and snapshots count them), unless
+        ``--no-tail-split``."""
+        options = self.spec.options
+        return (
+            self.state == "running"
+            and bool(options.get("tail_split", True))
+            and not options.get("online")
+            and not self.continuous
+            and self.upstream is None
+            and not options.get("upstream")
+        )
+
+    def tail_split_candidates(self, now: float, count: int) -> list[Attempt]:
+        """Up to ``count`` live map attempts to ask to split off their rest, the furthest from their end first:
+        the only live attempt of their map, not being asked already (nor declined in the last
+        ``TAIL_SPLIT_RETRY_SECONDS``), and at least ``TAIL_SPLIT_SECONDS`` from their end by their progress (elapsed
+        / fraction done)."""
+        for index, asked in list(self.split_asked.items()):
+            if not self.maps[index].attempts[asked].live:
+                del self.split_asked[index]  # it ended (committed, failed, lost) before it answered
+        if count <= 0 or not self.splits_tails or any(task.pending for task in self.maps):
+            return []
+        candidates = []
+        for task in self.maps:
+            if task.committed is not None or task.output_lost or task.index in self.split_asked:
+                continue
+            live = [a for a in task.attempts if a.live]
+            if len(live) != 1 or live[0].start is None or live[0].status != "running":
+                continue
+            attempt, started = live[0], live[0].start
+            declined = self.split_declined.get((task.index, attempt.attempt))
+            if declined is not None and now - declined < TAIL_SPLIT_RETRY_SECONDS:
+                continue
+            if not isinstance(self.splits[task.index], list):
+                continue
+            fraction = task.fraction
+            if not 0.0 < fraction < 1.0:
+                continue
+            # (its fraction is as of its latest report, up to half a second old)
+            reported = min(now, attempt.progress_at or now)
+            left = (reported - started) * (1.0 - fraction) / fraction - (now - reported)
+            if left >= TAIL_SPLIT_SECONDS:
+                candidates.append((left, attempt))
+        candidates.sort(key=lambda pair: -pair[0])
+        return [attempt for _, attempt in candidates[:count]]
+
+    def on_split_asked(self, index: int, attempt: int) -> None:
+        self.split_asked[index] = attempt
+
+    def on_map_split(self, index: int, attempt: int, chunk: int | None, cut: int | None, at: float) -> list[Action]:
+        """A map attempt's answer to ``split_off``: it hands over its chunks after chunk number ``chunk`` and, if
+        ``cut`` is given, the rest of that chunk from byte ``cut`` on (it reads up to there); ``chunk`` ``None``: it
+        declined. See the module docstring."""
+        if self.split_asked.get(index) == attempt:
+            del self.split_asked[index]
+        task = self.maps[index]
+        record = task.attempts[attempt]
+        if chunk is None:
+            self.split_declined[(index, attempt)] = at
+            return []
+        if not record.live or task.committed is not None or self.state != "running":
+            return []  # that attempt's output is not taken: whoever reads the map again reads all of its input
+        chunks = self.splits[index]
+        assert isinstance(chunks, list), "only a map reading chunks of files is asked to split"
+        kept, rest = chunks[: chunk + 1], chunks[chunk + 1 :]
+        if cut is not None:
+            last = kept[-1]
+            split = last.split
+            if not split.start <= cut < split.end:
+                raise ValueError(f"map {index} attempt {attempt} cut {split.describe()} at byte {cut}")
+            head = Split(split.path, split.start, cut - split.start, split.stamp)
+            tail = Split(split.path, cut, split.end - cut, split.stamp)
+            new_id = 1 + max(c.id for task_chunks in self.splits for c in task_chunks)  # type: ignore[union-attr]
+            kept[-1] = Chunk(last.id, head, head.length, last.stratum)
+            rest.insert(0, Chunk(new_id, tail, tail.length, last.stratum))
+        if not rest:
+            raise ValueError(f"map {index} attempt {attempt} split off nothing after chunk {chunk}")
+        self.splits[index] = kept
+        self.splits.append(rest)
+        self.maps.append(TaskState("map", len(self.maps)))
+        self.tail_splits += 1
+        return [Broadcast("maps_added", {"job_id": self.spec.job_id, "num_maps": len(self.maps)})]
 
     def attempt(self, kind: str, index: int, attempt: int) -> Attempt:
         return self.tasks(kind)[index].attempts[attempt]
@@ -698,6 +812,7 @@ class JobState:
             record = task.attempts[task.committed]
             record.status, record.error = "lost", f"output lost with worker {worker}"
             task.committed, task.fraction, task.resume = None, 0.0, None
+            task.output_lost = True
             self.map_spills.pop(task.index, None)
             actions.append(
                 Broadcast("map_lost", {"job_id": self.spec.job_id, "index": task.index, "attempt": record.attempt})
@@ -791,6 +906,7 @@ class JobState:
             "end": self.finished_at,
             "num_maps": len(self.maps),
             "num_reduces": len(self.reduces),
+            "tail_splits": self.tail_splits,
             "first_shuffle_at": self.first_shuffle_at,
             "last_map_commit_at": self.last_map_commit_at,
             "last_reduce_input_at": self.last_reduce_input_at,

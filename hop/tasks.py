@@ -26,7 +26,7 @@ import zmq
 
 from hop import faults
 from hop.aggregates import Aggregate, as_aggregate
-from hop.inputs import MAX_LINE_BYTES, BadLine, InputError, Split, iter_records
+from hop.inputs import MAX_LINE_BYTES, BadLine, InputError, ReadLimit, Split, iter_records
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
@@ -54,6 +54,9 @@ from shuffle.spill import SpillFile, SpillWriteError
 from shuffle.store import RunStore
 
 PROGRESS_SECONDS = 0.5
+TAIL_SPLIT_MIN_BYTES = 1 << 10
+"""A map does not cut off a rest of the chunk it reads shorter than this (``split_off``): whether the rest is worth
+a map of its own is the coordinator's call, by time (``hop.scheduler.TAIL_SPLIT_SECONDS``)."""
 FAULT_SEND_SECONDS = 0.2
 """Fault injection only (``HOP_FAULT``): how long a task that kills itself after a message lets it leave first."""
 
@@ -223,13 +226,46 @@ def run_map(
     pipe_notices: list[dict[str, Any]] = []
 
     def take_control() -> None:
-        """Read the worker's messages: spill status for flow control, pipe notices for the pipe reader."""
+        """Read the worker's messages: spill status for flow control, pipe notices for the pipe reader, requests
+        to split off the rest of the input."""
         nonlocal unsent_now
         while (status := channel.receive(0)) is not None:
             if status.get("type") == "spill_status" and status.get("index") == index:
                 unsent_now = unsent_spills(status, registered)
             elif status.get("type") == "pipe_file":
                 pipe_notices.append(status)
+            elif status.get("type") == "split_off" and (status.get("index"), status.get("attempt")) == (index, attempt):
+                split_off(float(status.get("keep", 0.5)))
+
+    sizes: list[int] = []
+    """Bytes of each input chunk (the last one less what it split off)."""
+    reading: list[tuple[int, ReadLimit] | None] = [None]
+    """The chunk being read (its number) and its read limit, while a map reading files reads one: what it can hand
+    over (``split_off``)."""
+    kept_chunks = [len(chunks)]
+    """How many of its chunks this attempt reads: fewer once it handed the later ones over."""
+
+    def split_off(keep: float) -> None:
+        """Answer the coordinator's ``split_off``: end the chunk being read ``keep`` of the way through what is left
+        of it (unless that would leave less than ``TAIL_SPLIT_MIN_BYTES``) and hand that rest over with the chunks
+        after it: ``chunk`` (its number) and ``cut`` (where it now ends, or ``None``: read whole). Declined
+        (``chunk`` ``None``) between chunks, at the end, or with nothing to hand over. Sent before the map can
+        commit, on the same channel."""
+        now = reading[0]
+        number = cut = None
+        if now is not None:
+            number, limit = now
+            rest = limit.cut(keep, TAIL_SPLIT_MIN_BYTES)
+            if rest is not None:
+                cut = rest.start
+                sizes[number] -= rest.length
+                current[0] = limit.split  # (progress and error messages name the split as it now is)
+            elif number == kept_chunks[0] - 1:
+                number = None  # nothing after it either
+        if number is not None:
+            kept_chunks[0] = number + 1
+            sizes[number + 1 :] = [0] * (len(sizes) - number - 1)
+        channel.send("map_split", index=index, attempt=attempt, chunk=number, cut=cut)
 
     def unsent() -> int:
         """This attempt's spills not yet pushed to every reducer: the worker's latest count and those on their way."""
@@ -363,21 +399,23 @@ def run_map(
             _note_bad_record(bad_records, skip_limit, entry, None)
 
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
-    sizes = [_split_bytes(split) for _, split in chunks]
-    total_bytes = max(1, sum(sizes))
+    sizes[:] = [_split_bytes(split) for _, split in chunks]
     bytes_done = 0
     last_report = time.monotonic()
-    consumed = 0
 
-    def chunk_records(split: Split) -> Iterator[tuple[Any, Any]]:
+    consumed = 0
+    fault_checked = False
+    """Whether the map has read 4,096 records, where the ``running`` fault point is (``hop.faults``)."""
+
+    def chunk_records(split: Split, limit: ReadLimit | None = None) -> Iterator[tuple[Any, Any]]:
         current[0] = split
         job.input_file = split.path
         encoding = spec.options.get("fallback_encoding")
-        return iter_records(split, spec.input_format, max_line_bytes, on_bad, encoding, read_line)
+        return iter_records(split, spec.input_format, max_line_bytes, on_bad, encoding, read_line, limit)
 
     def drive(loop: Iterator[int]) -> int:
         """Run the buffer's map loop to its end, turning errors into ``UserCodeError`` and reporting progress."""
-        nonlocal last_report
+        nonlocal last_report, fault_checked
         consumed = 0
         while True:
             try:
@@ -404,8 +442,11 @@ def run_map(
                 elif problem is error:
                     problem = fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
                 raise UserCodeError("map", problem, where) from error
-            if consumed_before + consumed == 4096:  # the first progress check, mid-input for most splits
+            if not fault_checked and consumed_before + consumed >= 4096:  # mid-input for most splits
+                fault_checked = True
                 faults.inject("map", "running", index, attempt)
+            if reading[0] is not None:
+                take_control()  # (a split_off is answered within a few records, not at the next report)
             now = time.monotonic()
             if now - last_report >= PROGRESS_SECONDS:
                 last_report = now
@@ -413,7 +454,7 @@ def run_map(
                 offset = buffer.current_record[0] if buffer.current_record else 0
                 split = current[0]
                 within = _fraction(split, offset, _split_bytes(split)) * _split_bytes(split)
-                fraction = min(1.0, (bytes_done + within) / total_bytes)
+                fraction = min(1.0, (bytes_done + within) / max(1, sum(sizes)))
                 piped = {}
                 if receiver is not None:
                     # A pipe's size is known here only once the map reads the committed file: the coordinator
@@ -449,9 +490,17 @@ def run_map(
 
         def all_records() -> Iterator[tuple[Any, Any]]:
             nonlocal bytes_done
-            for (_, split), size in zip(chunks, sizes, strict=True):
-                yield from chunk_records(split)
-                bytes_done += size
+            for number, (_, split) in enumerate(chunks):
+                if number >= kept_chunks[0]:
+                    break  # handed over (split_off)
+                if split.length < 0:  # (a compressed file is read whole)
+                    yield from chunk_records(split)
+                else:
+                    limit = ReadLimit(split)
+                    reading[0] = (number, limit)
+                    yield from chunk_records(split, limit)
+                    reading[0] = None
+                bytes_done += sizes[number]
 
         records: Iterator[tuple[Any, Any]] = all_records()
         if prefix["records"]:
@@ -896,6 +945,8 @@ def _receive_runs(
                     continue
                 if control["type"] in ("map_committed", "map_failed", "map_lost"):
                     snapshots.notice(control)
+                elif control["type"] == "maps_added":  # the rest of a map's input made a map of its own
+                    num_maps = max(num_maps, int(control["num_maps"]))
                 elif control["type"] == "pipe_at":
                     if pipe_sender is not None:
                         pipe_sender.connect(control["address"])

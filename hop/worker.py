@@ -58,6 +58,7 @@ RELAYED = {
     "reducer_ready",
     "first_run",
     "map_checkpoint",
+    "map_split",
     "map_done",
     "reduce_done",
     "task_failed",
@@ -277,6 +278,11 @@ class Worker:
             # A slot whose process is being restarted is not ready yet: the task waits for it here.
             self.waiting.append((msg, frame))
             self._dispatch()
+        elif kind == "maps_added":  # tail splitting made a map: reducers wait for it too (replayed like commits)
+            self.notices.setdefault(msg["job_id"], []).append(frame)
+            for slot in self.slots.values():
+                if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
+                    self._to_slot(slot, frame)
         elif kind in ("map_committed", "map_failed", "map_lost"):
             self.notices.setdefault(msg["job_id"], []).append(frame)
             if kind == "map_committed":
@@ -286,7 +292,7 @@ class Worker:
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == "reduce":
                     self._to_slot(slot, frame)
-        elif kind in ("pipe_at", "pipe_file", "pipe_release"):
+        elif kind in ("pipe_at", "pipe_file", "pipe_release", "split_off"):
             for slot in self.slots.values():  # to one task (any attempt of it for pipe_at: the message names it)
                 if slot.task is not None and list(slot.task) == msg["task"]:
                     self._to_slot(slot, frame)

@@ -65,6 +65,10 @@ SIZE_CHECK_EVERY = 4096
 """Input records between two samples of the values' size, once a spill has grown past its first ones."""
 MAX_SPILL_GROWTH = 16
 """A folding buffer's spill interval grows to at most this many times ``spill_records``."""
+MAX_YIELD_EVERY = 4096
+"""``run_map`` yields (for progress reports and control messages) every this many records at most..."""
+MIN_YIELD_EVERY = 16
+"""... and every this many at least, when records take long (a stride that took over 40 ms is cut to about 20 ms)."""
 FIRST_SPILL_DIVISOR = 4
 """A map attempt's first spill holds ``spill_records`` divided by this (reducers start on the first spill)."""
 
@@ -227,9 +231,9 @@ class MapOutputBuffer:
     ) -> Iterator[int]:
         """Call ``mapper`` on every record and collect its output: the engine's hot loop.
 
-        A generator: after every ``check_every`` input records it yields the number consumed so far, so the caller
-        can report progress without a call per record. If ``mapper`` raises, the exception propagates with the
-        offending record in ``self.current_record``.
+        A generator: every ``MAX_YIELD_EVERY`` input records (fewer, down to ``MIN_YIELD_EVERY``, while records are
+        slow) it yields the number consumed so far, so the caller can report progress without a call per record. If
+        ``mapper`` raises, the exception propagates with the offending record in ``self.current_record``.
 
         A buffer keeping lists of values also samples the size of the latest value (``value_bytes``) 1, 2, 4, ...
         records after each spill (and after the call began), then every ``SIZE_CHECK_EVERY``, and lowers the
@@ -244,8 +248,11 @@ class MapOutputBuffer:
         pending = self._pending
         consumed = 0
         self.current_record: tuple[Any, Any] | None = None
-        check_every = 4096
-        next_yield = check_every
+        # The stride starts small and doubles while records are fast: yields at 16, 32, ..., 4,096 records, then
+        # every 4,096 (a map whose records take a millisecond reports within 16 of them, not 4 s later).
+        check_every = MIN_YIELD_EVERY // 2
+        next_yield = MIN_YIELD_EVERY
+        yielded_at = time.monotonic()
         never = 1 << 62
         sizing = not self._folding  # a folding buffer holds one state per key, bounded by spill_keys
         size_step = 1
@@ -332,6 +339,15 @@ class MapOutputBuffer:
                         size_step = min(2 * size_step, SIZE_CHECK_EVERY)
                         next_size = consumed + size_step
                     if consumed >= next_yield:
+                        # Yield every 20 ms or so: every 4,096 records of a fast map, fewer of a slow one, whose
+                        # progress reports, flow control and split requests (read at yields) would otherwise wait
+                        # seconds. (Spills do not depend on it; the pair check runs at least as often.)
+                        now = time.monotonic()
+                        took, yielded_at = now - yielded_at, now
+                        if took > 0.04:
+                            check_every = max(MIN_YIELD_EVERY, int(check_every * 0.02 / took))
+                        elif took < 0.01:
+                            check_every = min(MAX_YIELD_EVERY, check_every * 2)
                         next_yield += check_every
                         check_pairs = True
                         self._pending = pending

@@ -1955,7 +1955,8 @@ def test_every_option_of_one_kind_of_job_is_noted_when_given_even_at_its_default
 
     options = [
         *["--blocking", "--split-size", "128MB", "--spill-records", "2000000", "--skip-bad-records", "0"],
-        *["--speculative", "--keep-intermediate", "--order", "sequential", "--seed", "0", "--chunk-size", "1MB"],
+        *["--speculative", "--no-tail-split", "--keep-intermediate", "--order", "sequential", "--seed", "0"],
+        *["--chunk-size", "1MB"],
         *["--confidence", "0.95", "--stop-when-accurate", "0.1", "--window", "10s", "--slide", "5s"],
         *["--lateness", "0s", "--fidelity", "1", "--max-latency", "2s", "--checkpoint-every", "5"],
         *["--checkpoint-seconds=5s", "--sink", "tcp://127.0.0.1:5555", "--view-int", "30s", "--no-view"],

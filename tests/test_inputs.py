@@ -16,6 +16,7 @@ from hop.inputs import (
     MIN_SPLIT_BYTES,
     OUTPUT_LINES,
     InputError,
+    ReadLimit,
     Split,
     iter_lines,
     iter_records,
@@ -65,6 +66,45 @@ def test_splits_read_every_line_once_with_its_byte_offset(
     cuts = sorted({0, len(data), *(rng.randrange(len(data)) for _ in range(9))})
     splits = [Split(str(path), lo, hi - lo) for lo, hi in zip(cuts, cuts[1:], strict=False) if hi > lo]
     assert [pair for split in splits for pair in iter_lines(split)] == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("chunk_bytes", [7, 64, 1 << 22])
+def test_a_split_cut_while_it_is_read_and_its_rest_read_every_line_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, chunk_bytes: int
+) -> None:
+    """Tail splitting: the reader is told to end early after any number of lines (``ReadLimit.cut``); the lines it
+    read and those of the rest, read as a split of its own, are every line of the split once, in order."""
+    rng = random.Random(seed)
+    data = random_text(rng, 400)
+    path = tmp_path / "input.txt"
+    path.write_bytes(data)
+    monkeypatch.setattr(hop.inputs, "CHUNK_BYTES", chunk_bytes)
+    expected = reference_lines(data)
+    start = rng.randrange(len(data) // 3)
+    split = Split(str(path), start, len(data) - start)
+    whole = list(iter_lines(split))
+    assert whole == [line for line in expected if line[0] >= start]
+    cuts = 0
+    for read_before_cut in sorted({0, 1, 2, len(whole) // 3, len(whole) // 2, len(whole) - 1, len(whole)}):
+        for keep in (0.0, 0.3, 0.999):
+            limit = ReadLimit(split)
+            lines = iter_lines(split, limit=limit)
+            got = [next(lines) for _ in range(read_before_cut)]
+            rest = limit.cut(keep, min_bytes=1)
+            got += list(lines)
+            if rest is None:
+                assert got == whole
+                continue
+            cuts += 1
+            assert limit.end == rest.start and rest.end == split.end
+            assert all(offset < rest.start for offset, _ in got)
+            assert got + list(iter_lines(rest)) == whole, (read_before_cut, keep, rest)
+    # Cut within the lines of one chunk too (a whole file in one chunk): the reader holds a few hundred at most.
+    assert cuts >= 15
+    # A whole (compressed) file is not cut, nor a rest shorter than asked for.
+    assert ReadLimit(Split(str(path), 0, -1)).cut(0.5, 1) is None
+    assert ReadLimit(split).cut(0.5, min_bytes=len(data)) is None
 
 
 def test_split_size_fills_whole_waves_of_map_slots(tmp_path: Path) -> None:

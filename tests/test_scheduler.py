@@ -8,6 +8,7 @@ import pytest
 
 from hop.inputs import Split
 from hop.jobspec import JobSpec
+from hop.planning import Chunk
 from hop.scheduler import BUILTIN_COUNTERS, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState
 
 JOB = "job-0001"
@@ -551,3 +552,85 @@ def test_a_map_reading_a_pipe_shows_how_much_of_its_partition_it_took() -> None:
     other = _start(job, "map", 1)
     job.on_progress("map", 1, other, fraction=0.5, records=5, taken=50)
     assert job.map_task_fraction(job.maps[1]) == 0.0, "its upstream reduce reported no progress yet"
+
+
+def _chunked_state(files: int = 3, speculative: bool = False) -> JobState:
+    """Two maps: map 0 reads one file, map 1 the other ``files - 1`` (chunks, as ``hop.planning`` makes them)."""
+    chunks = [Chunk(i, Split(f"/data/in/f{i}", 0, 1000), 1000) for i in range(files)]
+    options = {"speculative": True} if speculative else {}
+    return JobState(_spec(2, options=options), [[chunks[0]], chunks[1:]])
+
+
+def test_tail_splitting_asks_the_map_furthest_from_its_end_and_makes_a_map_of_the_rest() -> None:
+    job = _chunked_state()
+    for index in (0, 1):
+        _start(job, "map", index, worker=f"w{index}", at=10.0)
+    job.on_progress("map", 0, 0, 0.5, 100)
+    job.on_progress("map", 1, 0, 0.2, 100)
+    # At 12 s: map 0 has 2 s to go, map 1 8 s. Only as many as there are idle slots are asked, the longest first.
+    assert [a.index for a in job.tail_split_candidates(12.0, 1)] == [1]
+    assert [a.index for a in job.tail_split_candidates(12.0, 5)] == [1, 0]
+    assert job.tail_split_candidates(12.0, 0) == []
+    assert [a.index for a in job.tail_split_candidates(10.4, 5)] == [1]  # map 0 is 0.4 s from its end: not worth it
+    job.on_split_asked(1, 0)
+    assert [a.index for a in job.tail_split_candidates(12.0, 5)] == [0]  # (being asked: not again)
+    # Map 1 read its first chunk to byte 400 when asked: it keeps up to 700 and hands over 700-1000 and file 2.
+    actions = job.on_map_split(1, 0, chunk=0, cut=700, at=12.1)
+    assert actions == [Broadcast("maps_added", {"job_id": JOB, "num_maps": 3})]
+    assert [(c.id, c.split.start, c.split.length) for c in job.splits[1]] == [(1, 0, 700)]  # type: ignore[union-attr]
+    assert [(c.split.path, c.split.start, c.split.length) for c in job.splits[2]] == [  # type: ignore[union-attr]
+        ("/data/in/f1", 700, 300),
+        ("/data/in/f2", 0, 1000),
+    ]
+    assert job.splits[2][0].id == 3 and job.tail_splits == 1  # type: ignore[index]
+    assert [t.index for t in job.pending("map")] == [2]
+    assert job.tail_split_candidates(12.2, 5) == []  # a map waits for a slot: no splitting meanwhile
+    assert job.report()["num_maps"] == 3 and job.report()["tail_splits"] == 1
+
+
+def test_a_declined_or_stale_split_request_and_one_answered_by_a_dead_attempt() -> None:
+    job = _chunked_state()
+    for index in (0, 1):
+        _start(job, "map", index, at=10.0)
+        job.on_progress("map", index, 0, 0.2, 100)
+    job.on_split_asked(1, 0)
+    assert job.on_map_split(1, 0, chunk=None, cut=None, at=12.0) == []  # between chunks, or nothing left
+    assert [a.index for a in job.tail_split_candidates(12.5, 5)] == [0]  # asked again only a while later
+    assert {a.index for a in job.tail_split_candidates(13.5, 5)} == {0, 1}
+    # Asked, then the attempt failed before answering: the request is dropped, and the late answer with it (the
+    # retry reads the map's whole input, so the rest must not become a map too).
+    job.on_split_asked(1, 0)
+    job.on_task_failed("map", 1, 0, "killed", None, retryable=True, at=13.9)
+    assert 1 not in {a.index for a in job.tail_split_candidates(14.0, 5)} and job.split_asked == {}
+    assert job.on_map_split(1, 0, chunk=0, cut=500, at=14.0) == []
+    assert len(job.maps) == 2 and [c.split.length for c in job.splits[1]] == [1000, 1000]  # type: ignore[union-attr]
+
+
+def test_no_speculative_backup_of_a_map_asked_to_split_and_no_splitting_of_online_or_stream_jobs() -> None:
+    job = _chunked_state(speculative=True)
+    for index in (0, 1):
+        _start(job, "map", index, at=10.0)
+    _map_done(job, 0, 0, at=11.0)
+    job.on_progress("map", 1, 0, 0.1, 100)
+    assert [t.index for t in job.speculation_candidates(40.0)] == [1]
+    job.on_split_asked(1, 0)
+    assert job.speculation_candidates(40.0) == []
+    for options in ({"online": True}, {"tail_split": False}):
+        other = JobState(_spec(2, options=options), [[Chunk(0, Split("/data/in/f", 0, 1000), 1000)]])
+        _start(other, "map", 0, at=10.0)
+        other.on_progress("map", 0, 0, 0.1, 100)
+        assert not other.splits_tails and other.tail_split_candidates(20.0, 1) == []
+
+
+def test_a_map_run_again_because_its_committed_output_was_lost_is_never_split() -> None:
+    """Reducers that hold every run of a lost committed attempt keep it and ignore the re-run: a rest split off the
+    re-run would be counted twice by them (seen with workers killed at random while maps split)."""
+    job = _chunked_state()
+    _start(job, "map", 0, worker="w0", at=10.0)
+    _start(job, "map", 1, worker="w1", at=10.0)
+    _map_done(job, 0, 0, at=11.0)
+    job.on_worker_lost("w0", at=12.0)
+    retry = _start(job, "map", 0, worker="w2", at=12.0)
+    job.on_progress("map", 0, retry, 0.1, 100)
+    job.on_progress("map", 1, 0, 0.1, 100)
+    assert [a.index for a in job.tail_split_candidates(20.0, 5)] == [1]
