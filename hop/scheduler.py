@@ -39,10 +39,11 @@ from hop.planning import Chunk
 from hop.stdin_input import inputs_as_given
 from hop.stream.tracker import WindowTracker
 
-TAIL_SPLIT_SECONDS = 0.5
+TAIL_SPLIT_SECONDS = 1.0
 """A running map is split for an idle slot only if it looks at least this far from its end (by the time it took for
-the fraction it last reported): below that, a new map's start-up and its own spill (about 0.1 s for a word count's
-100,000 words) eat most of what the split saves."""
+the fraction it last reported). Both parts still end with a final spill and a commit, which a split does not
+shorten and the new map adds (with its start-up): 0.3-0.4 s for a word count's 100,000 words, measured; at 0.5 s
+a word count's splits cost more than they saved (``bench.tail_split``)."""
 TAIL_SPLIT_RETRY_SECONDS = 1.0
 """How long after a map declined to split (it was between inputs, or its rest was short) it may be asked again."""
 

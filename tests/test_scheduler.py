@@ -571,7 +571,7 @@ def test_tail_splitting_asks_the_map_furthest_from_its_end_and_makes_a_map_of_th
     assert [a.index for a in job.tail_split_candidates(12.0, 1)] == [1]
     assert [a.index for a in job.tail_split_candidates(12.0, 5)] == [1, 0]
     assert job.tail_split_candidates(12.0, 0) == []
-    assert [a.index for a in job.tail_split_candidates(10.4, 5)] == [1]  # map 0 is 0.4 s from its end: not worth it
+    assert [a.index for a in job.tail_split_candidates(10.9, 5)] == [1]  # map 0 is 0.9 s from its end: not worth it
     job.on_split_asked(1, 0)
     assert [a.index for a in job.tail_split_candidates(12.0, 5)] == [0]  # (being asked: not again)
     # Map 1 read its first chunk to byte 400 when asked: it keeps up to 700 and hands over 700-1000 and file 2.
