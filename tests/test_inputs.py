@@ -48,17 +48,24 @@ def random_text(rng: random.Random, lines: int) -> bytes:
     return "\n".join(out).encode("utf-8") + (b"\n" if rng.random() < 0.5 else b"")
 
 
-@pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("chunk_bytes", [7, 64, 1 << 22])
-def test_splits_read_every_line_once_with_its_byte_offset(
+def _random_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, chunk_bytes: int
-) -> None:
+) -> tuple[random.Random, bytes, Path, list[tuple[int, str]]]:
+    """A file of ``random_text``, read ``chunk_bytes`` at a time: the generator, the bytes, the path, its lines."""
     rng = random.Random(seed)
     data = random_text(rng, 400)
     path = tmp_path / "input.txt"
     path.write_bytes(data)
     monkeypatch.setattr(hop.inputs, "CHUNK_BYTES", chunk_bytes)
-    expected = reference_lines(data)
+    return rng, data, path, reference_lines(data)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("chunk_bytes", [7, 64, 1 << 22])
+def test_splits_read_every_line_once_with_its_byte_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, chunk_bytes: int
+) -> None:
+    rng, data, path, expected = _random_input(tmp_path, monkeypatch, seed, chunk_bytes)
     for split_size in (1, 13, 100, 1000, len(data)):
         got = [pair for split in make_splits([str(path)], split_size) for pair in iter_lines(split)]
         assert got == expected, f"split size {split_size}"
@@ -75,12 +82,7 @@ def test_a_split_cut_while_it_is_read_and_its_rest_read_every_line_once(
 ) -> None:
     """Tail splitting: the reader is told to end early after any number of lines (``ReadLimit.cut``); the lines it
     read and those of the rest, read as a split of its own, are every line of the split once, in order."""
-    rng = random.Random(seed)
-    data = random_text(rng, 400)
-    path = tmp_path / "input.txt"
-    path.write_bytes(data)
-    monkeypatch.setattr(hop.inputs, "CHUNK_BYTES", chunk_bytes)
-    expected = reference_lines(data)
+    rng, data, path, expected = _random_input(tmp_path, monkeypatch, seed, chunk_bytes)
     start = rng.randrange(len(data) // 3)
     split = Split(str(path), start, len(data) - start)
     whole = list(iter_lines(split))
