@@ -465,9 +465,9 @@ def test_a_nan_key_is_refused_as_its_spill_is_sorted(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("aggregate", [Sum(), Mean(), None], ids=["in-place sum", "lift and merge", "lists"])
 def test_a_map_yielding_a_str_is_refused_on_the_records_checked(tmp_path: Path, aggregate: Any) -> None:
-    """A map's output is read through ``shuffle.pairs.checked_pairs`` on its first record and every 4,096th after
-    (a str, dict or set would unpack as a pair without an error): a map that starts yielding two-letter codes at
-    record 4,097 is refused there, naming the object, whichever loop folds its pairs."""
+    """A map's output is read through ``shuffle.pairs.checked_pairs`` on its first record and at least every 4,096th
+    after (a str, dict or set would unpack as a pair without an error): a map that starts yielding two-letter codes
+    at record 4,097 is refused there, naming the object, whichever loop folds its pairs."""
 
     def mapper(key: int, value: str) -> Iterator[Any]:
         yield value if key >= 4096 else (value, 1)
