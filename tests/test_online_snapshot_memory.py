@@ -14,6 +14,7 @@ from hop.online.reducer import ReducerSnapshots
 from shuffle.fold import FoldingRunStore
 from shuffle.keys import order_tag, sort_keys
 from shuffle.runs import encode_run
+from shuffle.store import RunStore
 
 
 def _snapshots(tmp_path: Path, name: str, aggregate: Any, memory_limit: int, chunks: int) -> ReducerSnapshots:
@@ -110,3 +111,50 @@ def test_a_snapshot_written_from_disk_is_the_one_held_in_memory(tmp_path: Path) 
             for snapshots in (large, small):
                 snapshots.close()
                 snapshots.store.close()
+
+
+def _summed(key: Any, values: list[float]) -> list[tuple[Any, float]]:
+    total = 0.0
+    for value in values:  # in order: a float sum shows the order the values came in
+        total += value
+    return [(key, total)]
+
+
+def test_a_hand_written_reduce_snapshot_streams_the_runs_it_holds(tmp_path: Path) -> None:
+    """A hand-written reduce's snapshot grouped every value received in a dict of lists before calling the reduce:
+    300,000 float values of 300 keys in 30 runs under a 1 MB budget took 11 MB of allocations. Now the runs are
+    merged by key as the final reduce merges them (files in passes, deleted after): a few MB, the same sums (values
+    in run order) and no file left behind."""
+    store = RunStore(tmp_path / "store", memory_limit=1 << 20)
+    (tmp_path / "store").mkdir()
+    snapshots = ReducerSnapshots(str(tmp_path / "out"), 0, store, _summed, None, None, None)
+    warm = ReducerSnapshots(str(tmp_path / "warm"), 0, RunStore(tmp_path / "store"), _summed, None, None, None)
+    warm.answer([{"label": "0.100"}])
+    rng = random.Random(5)
+    runs = [
+        (seq % 3, seq // 3, sorted((f"k{rng.randrange(300):03d}", rng.random()) for _ in range(10_000)))
+        for seq in range(30)
+    ]
+    expected: dict[str, float] = {}
+    for _, _, pairs in sorted(runs, key=lambda run: run[:2]):  # a snapshot's run order: map task, then spill
+        for key, value in pairs:
+            expected[key] = expected.get(key, 0.0) + value
+    tracemalloc.start()
+    try:
+        base, _ = tracemalloc.get_traced_memory()
+        for task, seq, pairs in runs:
+            store.add(task, 0, seq, encode_run([k for k, _ in pairs], [v for _, v in pairs]), len(pairs), "s")
+        del runs, pairs
+        fields = snapshots.answer([{"label": "0.500"}])[0]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    try:
+        assert "error" not in fields and fields["groups"] == 300
+        assert peak - base < 5 << 20, f"{(peak - base) / 1e6:.1f} MB"
+        part = tmp_path / "out" / "_snapshots" / "0.500" / "part-00000"
+        assert part.read_text() == "".join(f'"{key}"\t{expected[key]!r}\n' for key in sorted(expected))
+        assert sorted(path.name for path in (tmp_path / "store").iterdir() if "merged" in path.name) == []
+        assert store.disk_bytes == sum(path.stat().st_size for path in (tmp_path / "store").iterdir())
+    finally:
+        store.close()

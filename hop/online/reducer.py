@@ -36,6 +36,9 @@ from shuffle.store import RunStore
 
 __all__ = ["ReducerSnapshots"]
 
+SNAPSHOT_BATCH = 2048
+"""Rows a snapshot formats and writes at a time (their JSON texts are held meanwhile)."""
+
 
 class ReducerSnapshots:
     """One reduce attempt's snapshot machinery (see the module docstring)."""
@@ -195,18 +198,23 @@ class ReducerSnapshots:
         as the state's is: ``hop.online.state``), else one table sorted whole (a hand-written reduce's, a derived
         snapshot's)."""
         if source is not None:
-            yield SnapshotTable.from_rows(self._derived_rows(Path(source))).sorted()
+            yield from SnapshotTable.from_rows(self._derived_rows(Path(source))).sorted().slices(SNAPSHOT_BATCH)
         elif self.state is not None:
             yield from self.state.batches()
         else:
-            yield self._table().sorted()
+            yield from self._table().sorted().slices(SNAPSHOT_BATCH)
 
     def _table(self) -> SnapshotTable:
-        rows = []
-        for key, values in self.store.snapshot_grouped():
-            for out_key, out_value in checked_pairs(self.reducer(key, values) or ()):
-                rows.append(SnapshotRow(out_key, out_value, None, False))
-        return SnapshotTable.from_rows(rows)
+        """A hand-written reduce's rows: its input merged by key from the store, its output rows held (as columns:
+        no object per row) to be sorted by their keys."""
+        keys: list[Any] = []
+        values: list[Any] = []
+        for key, grouped in self.store.snapshot_grouped():
+            for out_key, out_value in checked_pairs(self.reducer(key, grouped) or ()):
+                keys.append(out_key)
+                values.append(out_value)
+        nothing: list[float | None] = [None] * len(keys)
+        return SnapshotTable(keys, values, nothing, nothing, nothing, [False] * len(keys))
 
     def _derived_rows(self, source: Path) -> list[SnapshotRow]:
         if self.mapper is None or self.partition is None:

@@ -402,6 +402,45 @@ class SnapshotState:
                 streams.append(_memory_blocks(keys, summary.state, summary.moments))
                 tags.append(tag)
         context = _Context(len(chunks), seen, strata_bytes)
+        passes: list[Path] = []
+        try:
+            while self.max_keys is not None and self.spill_path is not None and len(streams) > self._fan_in():
+                streams, tags = self._merge_pass(streams, tags, passes)
+            yield from self._batched(streams, tags, context, size)
+        finally:
+            for path in passes:
+                path.unlink(missing_ok=True)
+
+    def _fan_in(self) -> int:
+        """Streams a snapshot merges at once: a decoded block each, about as many bytes as the keys held."""
+        assert self.max_keys is not None
+        return max(4, self.max_keys // SUMMARY_BLOCK_RECORDS)
+
+    def _merge_pass(
+        self, streams: list[Iterable[list[tuple[Any, Any]]]], tags: list[str], passes: list[Path]
+    ) -> tuple[list[Iterable[list[tuple[Any, Any]]]], list[str]]:
+        """Merge consecutive streams, ``_fan_in`` at a time, into files (listed in ``passes``, deleted after the
+        snapshot), each key's pieces folded in stream order: many summaries written out (a map task each) were
+        streamed at once, a block each, whatever the budget."""
+        assert self.spill_path is not None
+        fan_in = self._fan_in()
+        merged: list[Iterable[list[tuple[Any, Any]]]] = []
+        merged_tags: list[str] = []
+        for start in range(0, len(streams), fan_in):
+            group, group_tags = streams[start : start + fan_in], tags[start : start + fan_in]
+            path = self.spill_path()
+            passes.append(path)
+            writer = RunWriter(path, SUMMARY_BLOCK_RECORDS)
+            for key, pieces in _grouped(merge_runs(group, combined_order(group_tags))):
+                writer.add(key, list(self._fold_pieces(pieces)))
+            writer.close()
+            merged.append(_dump_blocks(path))
+            merged_tags.append(_merged_tag(group_tags))
+        return merged, merged_tags
+
+    def _batched(
+        self, streams: list[Iterable[list[tuple[Any, Any]]]], tags: list[str], context: _Context, size: int
+    ) -> Iterator[SnapshotTable]:
         keys_batch: list[Any] = []
         states: list[Any] = []
         moments: list[Any] = []
@@ -572,6 +611,19 @@ class SnapshotTable:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def slices(self, size: int) -> Iterator[SnapshotTable]:
+        """The rows ``size`` at a time, in order."""
+        for start in range(0, len(self), size):
+            end = start + size
+            yield SnapshotTable(
+                self.keys[start:end],
+                self.values[start:end],
+                self.estimates[start:end],
+                self.lows[start:end],
+                self.highs[start:end],
+                self.finals[start:end],
+            )
 
     def extend(self, other: SnapshotTable) -> None:
         """Append ``other``'s rows."""
