@@ -11,6 +11,13 @@ attempt's). Two ways to produce one:
 - A later job of a pipeline recomputes from the previous job's snapshot (``source``: its directory): the rows go
   through this step's map, and the pairs of this partition through its reduce, so an early top-k follows an early
   word count.
+
+Memory: the first way streams (the summaries keep to the reducer's budget and a snapshot merges them by key, a
+batch of rows at a time), and the second streams its input (the store merges the runs as the final reduce does); the
+files are written a batch at a time, keeping only the rows sent (:class:`hop.online.snapshots.PartitionSnapshotWriter`).
+Not bounded: a hand-written reduce's output rows, held to be sorted by their keys (its output keys need not be its
+input keys), a derived snapshot's input, grouped in memory, and the snapshot of an aggregate's reduce in a job run
+without online options (``hop snapshot``): the folding store's groups, built whole (its runs may be unsorted).
 """
 
 from __future__ import annotations
