@@ -87,12 +87,15 @@ def _files(snapshots: ReducerSnapshots, label: str) -> tuple[str, str]:
 
 def test_a_snapshot_written_from_disk_is_the_one_held_in_memory(tmp_path: Path) -> None:
     """The same runs under a budget that holds every key and one (1,024 keys) that writes the summaries out many
-    times (and merges their runs): byte-identical files and the same answer (rows sent, groups, intervals), for
-    Sum and Mean, with strata and mixed key types, as more chunks arrive."""
+    times (merging each summary's runs, and the runs of all of them in passes): byte-identical files and the same
+    answer (rows sent, groups, intervals), for Sum and Mean, with strata and mixed key types, as more chunks
+    arrive."""
     for aggregate in (Sum(), Mean()):
         name = type(aggregate).__name__
         large = _snapshots(tmp_path, f"{name}-large", aggregate, 1 << 30, chunks=30)
         small = _snapshots(tmp_path, f"{name}-small", aggregate, 1, chunks=30)
+        assert small.state is not None
+        small.state.max_dumps = 2  # (its runs merged every third time it is written out)
         try:
             for position, (task, attempt, seq, chunk, pairs) in enumerate(_random_runs(3, 24)):
                 if aggregate.name == "mean":
@@ -106,6 +109,7 @@ def test_a_snapshot_written_from_disk_is_the_one_held_in_memory(tmp_path: Path) 
                     assert got == expected, (name, label)
                     assert _files(small, label) == _files(large, label), (name, label)
             assert small.state is not None and small.state.dumped_keys > 3000, "the summaries were not written out"
+            assert small.state.compactions > 0, "no summary's runs were merged"
             assert large.state is not None and large.state.dumped_keys == 0
         finally:
             for snapshots in (large, small):
