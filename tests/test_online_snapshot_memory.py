@@ -162,3 +162,28 @@ def test_a_hand_written_reduce_snapshot_streams_the_runs_it_holds(tmp_path: Path
         assert store.disk_bytes == sum(path.stat().st_size for path in (tmp_path / "store").iterdir())
     finally:
         store.close()
+
+
+def test_a_reduce_failing_mid_snapshot_leaves_no_file_behind(tmp_path: Path) -> None:
+    """A hand-written reduce that fails on a key half-way through the merged runs: the answer is the error, and
+    neither the store's merge files nor the snapshot's half-written files stay."""
+
+    def failing(key: Any, values: list[float]) -> list[tuple[Any, float]]:
+        if key == "k150":
+            raise ValueError("no k150 yet")
+        return [(key, sum(values))]
+
+    store = RunStore(tmp_path / "store", memory_limit=1 << 20)
+    (tmp_path / "store").mkdir()
+    snapshots = ReducerSnapshots(str(tmp_path / "out"), 0, store, failing, None, None, None)
+    try:
+        for seq in range(12):
+            keys = [f"k{i:03d}" for i in range(300)]
+            store.add(seq % 3, 0, seq // 3, encode_run(keys, [float(seq)] * 300), 300, "s")
+        runs = sorted(path.name for path in (tmp_path / "store").iterdir())
+        fields = snapshots.take("0.500")
+        assert fields["error"] == "ValueError: no k150 yet"
+        assert sorted(path.name for path in (tmp_path / "store").iterdir()) == runs
+        assert [path.name for path in (tmp_path / "out").rglob("*") if path.is_file()] == []
+    finally:
+        store.close()

@@ -28,7 +28,7 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -176,8 +176,8 @@ class ReducerSnapshots:
         """
         started = time.time()
         intervals = _IntervalFields()
+        batches = self._batches(source)
         try:
-            batches = self._batches(source)
             first = next(batches, None)  # (a reduce that fails at once leaves no files behind)
             with PartitionSnapshotWriter(snapshot_directory(self.output, label), self.index) as writer:
                 for batch in itertools.chain([] if first is None else [first], batches):
@@ -185,6 +185,8 @@ class ReducerSnapshots:
                     intervals.add(batch)
         except Exception as error:  # a reducer that fails on partial data must not fail the task
             return {"label": label, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+        finally:
+            batches.close()  # its merge files are deleted now, not when it is collected
         self.taken += 1
         fields: dict[str, Any] = {
             "label": label,
@@ -200,7 +202,7 @@ class ReducerSnapshots:
             fields["strata_seen"] = self.coverage.strata_seen(chunks)
         return fields
 
-    def _batches(self, source: str | None) -> Iterator[SnapshotTable]:
+    def _batches(self, source: str | None) -> Generator[SnapshotTable, None, None]:
         """The snapshot's rows in key order, in batches: streamed from the aggregate's state (its memory bounded
         as the state's is: ``hop.online.state``), else one table sorted whole (a hand-written reduce's, a derived
         snapshot's)."""
