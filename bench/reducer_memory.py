@@ -1,11 +1,15 @@
 """Peak memory of reduce tasks against their budget, on a large input with no combiner (every record shuffled).
 
     python -m bench.reducer_memory [--size 1GB] [--reduce-memory 256MB] [--reducers 2] [--json PATH]
+        [--vocabulary N] [--job PATH] [--snapshot-every F]
 
-Runs a word count without combiner (tests/jobs/wordcount_nocombine.py) on generated Zipf text on the embedded
-cluster (2 workers), sampling every 50 ms the resident memory of each reduce slot's task process (identified by its
-process name, its slot's ``.../rN``). Reports each reducer's peak, the budget, and the process's idle size before the
-job (the fixed overhead of a task process), and checks the output against the counts of a plain Python pass.
+Runs a word count without combiner (tests/jobs/wordcount_nocombine.py, or ``--job``) on generated Zipf text on the
+embedded cluster (2 workers), sampling every 50 ms the resident memory of each reduce slot's task process (identified
+by its process name, its slot's ``.../rN``). Reports each reducer's peak, the budget, and the process's idle size
+before the job (the fixed overhead of a task process), and checks the output against the counts of a plain Python
+pass. ``--snapshot-every F`` runs it online (``--order random``) with snapshots every F of the input and reports how
+long the reducers took to answer them (``seconds`` of each partition in ``_snapshot.json``): a snapshot must keep to
+the budget as the final reduce does. ``--job jobs/wordcount.py`` measures an aggregate's reduce (``Sum``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from hop.gen.cli import parse_size
 from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec, run_steps
+from hop.runner import build_spec, online_options, run_steps
 
 
 def reduce_processes() -> list[psutil.Process]:
@@ -48,10 +52,13 @@ def main() -> None:
     parser.add_argument("--reduce-memory", type=parse_size, default=parse_size("256MB"))
     parser.add_argument("--reducers", type=int, default=2)
     parser.add_argument("--json", default=str(REPO_ROOT / "bench" / "results" / "reducer-memory.json"))
+    parser.add_argument("--vocabulary", type=int, default=100_000, help="distinct words of the generated text")
+    parser.add_argument("--job", default=str(REPO_ROOT / "tests" / "jobs" / "wordcount_nocombine.py"))
+    parser.add_argument("--snapshot-every", type=float, default=None, help="online, with snapshots every F")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="hop-reducer-memory-") as scratch:
         source = Path(scratch) / "words.txt"
-        generate_text(source, args.size, seed=5)
+        generate_text(source, args.size, seed=5, vocabulary=args.vocabulary)
         with LocalCluster(workers=2, map_slots=1, reduce_slots=-(-args.reducers // 2)) as cluster:
             reducers = reduce_processes()
             idle = {p.pid: p.memory_info().rss for p in reducers}
@@ -68,13 +75,19 @@ def main() -> None:
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
             client = Client(cluster.address)
-            job = load_job_file(str(REPO_ROOT / "tests" / "jobs" / "wordcount_nocombine.py"))
+            job = load_job_file(args.job)
+            online = (
+                {}
+                if args.snapshot_every is None
+                else online_options(job, [str(source)], snapshot_every=args.snapshot_every, order="random")
+            )
             spec = build_spec(
                 job,
                 [str(source)],
                 str(Path(scratch) / "out"),
                 num_reduces=args.reducers,
                 reduce_memory=args.reduce_memory,
+                options=online,
             )
             started = time.perf_counter()
             report = run_steps(client, spec, progress=False, timeout=3600)
@@ -92,16 +105,23 @@ def main() -> None:
                 key, value = line.split("\t")
                 got[json.loads(key)] = json.loads(value)
         exact = got == dict(expected)
+        snapshot_seconds = [
+            partition.get("seconds")
+            for described in sorted((Path(scratch) / "out" / "_snapshots").glob("*/_snapshot.json"))
+            for partition in json.loads(described.read_text(encoding="utf-8"))["partitions"]
+        ]
     mb = 1 << 20
     summary = {
         "command": f"python -m bench.reducer_memory --size {args.size} --reduce-memory {args.reduce_memory} "
-        f"--reducers {args.reducers}",
+        f"--reducers {args.reducers} --vocabulary {args.vocabulary} --job {args.job}"
+        + (f" --snapshot-every {args.snapshot_every}" if args.snapshot_every is not None else ""),
         "input_bytes": args.size,
         "reduce_memory_budget": args.reduce_memory,
         "wall_s": round(wall, 2),
         "output_exact": exact,
         "reduce_input_records": report["counters"]["reduce_input_records"],
         "reduce_disk_bytes": report["counters"]["reduce_disk_bytes_peak"],
+        "snapshot_seconds": snapshot_seconds,
         "reducers": [
             {"idle_rss_mb": round(idle[pid] / mb, 1), "peak_rss_mb": round(peaks[pid] / mb, 1)} for pid in sorted(peaks)
         ],
@@ -114,6 +134,7 @@ def main() -> None:
     print(
         f"{args.size / 1e9:.2f} GB input, {summary['reduce_input_records']:,} records shuffled, "
         f"{wall:.1f} s, output {'exact' if exact else 'WRONG'}"
+        + (f", snapshots answered in {snapshot_seconds} s" if snapshot_seconds else "")
     )
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")

@@ -880,6 +880,7 @@ def run_reduce(
     finally:
         if sender is not None:
             sender.close()
+        snapshots.close()
         store.close()
         shutil.rmtree(store_dir, ignore_errors=True)
         pull.close(linger=0)

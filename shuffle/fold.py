@@ -172,6 +172,13 @@ class FoldingRunStore(RunStore):
             groups.setdefault(key, []).append(value)
         return groups
 
+    def snapshot_grouped(self) -> Iterator[tuple[Any, list[Any]]]:
+        """:meth:`snapshot_groups` sorted by key: built whole (its runs may be unsorted, an aggregate's reduce folds
+        them; an online job's snapshot of an aggregate streams from ``hop.online.state`` instead)."""
+        groups = self.snapshot_groups()
+        ordered, _ = sort_keys(list(groups))
+        return ((key, groups[key]) for key in ordered)
+
     def close(self) -> None:
         super().close()
         self.state = {}

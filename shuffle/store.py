@@ -270,6 +270,10 @@ class RunStore:
         encoded), in run order, and their key order."""
         runs = self.committed_runs()
         order = combined_order(run.order_tag for run in runs)
+        return self._stretches(runs, order), order
+
+    def _stretches(self, runs: list[StoredRun], order: KeyOrder) -> list[_Encoded | Path]:
+        """``runs`` as merge sources: at most ``fan_in`` files plus stretches of consecutive in-memory runs."""
         # Each source keeps its place in run order, so the stable merge keeps ties in run order: consecutive
         # in-memory runs are sorted together, each on-disk run is a file. The merge passes run while the in-memory
         # runs are still encoded (a stretch is a list of run bytes): their decoded pairs and the passes' streams
@@ -286,7 +290,7 @@ class RunStore:
         fan_in = self.merge_fan_in(runs)
         while sum(isinstance(source, Path) for source in stretches) > fan_in:
             stretches = self._merge_pass(stretches, order, fan_in)
-        return stretches, order
+        return stretches
 
     def merge_fan_in(self, runs: Sequence[StoredRun]) -> int:
         """How many files a merge streams at once: ``fan_in``, fewer when the runs' values are so large that a
@@ -344,10 +348,26 @@ class RunStore:
         return groups
 
     def snapshot_grouped(self) -> Iterator[tuple[Any, list[Any]]]:
-        """:meth:`snapshot_groups` in key order: the input of a snapshot's reduce."""
-        groups = self.snapshot_groups()
-        ordered, _ = sort_keys(list(groups))
-        return ((key, groups[key]) for key in ordered)
+        """:meth:`snapshot_groups` in key order, streamed: the input of a snapshot's reduce.
+
+        The snapshot's runs are merged as the final reduce merges the committed ones (:meth:`_merge_sources`):
+        stretches of in-memory runs sorted together, run files streamed a block each, merged first in passes to at
+        most ``fan_in`` files (written beside the runs and deleted once the snapshot is read). So a snapshot holds
+        what the final reduce holds, not every value received (the dict of every key's values it built before
+        took 15 times the runs' bytes). Each key's values are in run order (map task, then spill), as before."""
+        runs = [run for run in self.snapshot_runs() if not run.folded]
+        order = combined_order(run.order_tag for run in runs)
+        before = set(self._merged)
+        try:
+            sources = self._stretches(runs, order)
+            for key, values in group_merged(
+                itertools.chain.from_iterable(merge_blocks(_as_group_blocks(sources, order), order))
+            ):
+                yield key, list(values)
+        finally:
+            for path in [path for path in self._merged if path not in before]:
+                path.unlink(missing_ok=True)
+                self.disk_bytes -= self._merged.pop(path)
 
     def close(self) -> None:
         """Delete every run file this store wrote."""

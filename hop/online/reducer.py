@@ -11,35 +11,40 @@ attempt's). Two ways to produce one:
 - A later job of a pipeline recomputes from the previous job's snapshot (``source``: its directory): the rows go
   through this step's map, and the pairs of this partition through its reduce, so an early top-k follows an early
   word count.
+
+Memory: the first way streams (the summaries keep to the reducer's budget and a snapshot merges them by key, a
+batch of rows at a time), and the second streams its input (the store merges the runs as the final reduce does); the
+files are written a batch at a time, keeping only the rows sent (:class:`hop.online.snapshots.PartitionSnapshotWriter`).
+Not bounded: a hand-written reduce's output rows, held to be sorted by their keys (its output keys need not be its
+input keys), a derived snapshot's input, grouped in memory, and the snapshot of an aggregate's reduce in a job run
+without online options (``hop snapshot``): the folding store's groups, built whole (its runs may be unsorted).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import Any
 
 from hop.aggregates import Aggregate, Count
 from hop.inputs import parse_output_line
-from hop.online.snapshots import (
-    ROWS_ON_THE_WIRE,
-    row_to_wire,
-    snapshot_directory,
-    top_positions,
-    write_partition_snapshot,
-)
-from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
+from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, snapshot_directory
+from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable, summary_keys
 from hop.online.tracker import UNBOUNDED_EXAMPLES
 from shuffle.keys import sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.store import RunStore
 
 __all__ = ["ReducerSnapshots"]
+
+SNAPSHOT_BATCH = 2048
+"""Rows a snapshot formats and writes at a time (their JSON texts are held meanwhile)."""
 
 
 class ReducerSnapshots:
@@ -66,7 +71,14 @@ class ReducerSnapshots:
         self.reducer = reducer
         self.state = (
             SnapshotState(
-                aggregate, chunk_strata, key_stratum, confidence, read_run=store.run_bytes, chunk_sizes=chunk_sizes
+                aggregate,
+                chunk_strata,
+                key_stratum,
+                confidence,
+                read_run=store.run_bytes,
+                chunk_sizes=chunk_sizes,
+                spill_path=lambda: store.new_run_path("summary"),
+                max_keys=summary_keys(store.memory_limit),
             )
             if aggregate is not None and chunk_strata
             else None
@@ -81,6 +93,11 @@ class ReducerSnapshots:
         self.mapper = mapper
         self.partition = partition
         self.aggregate = aggregate
+
+    def close(self) -> None:
+        """Delete the snapshot state's files."""
+        if self.state is not None:
+            self.state.close()
 
     def receive(self, header: dict[str, Any], data: bytes | Path) -> None:
         """A run arrived (its bytes, or the store's file holding them: ``shuffle.pieces``): into the snapshot state
@@ -158,19 +175,26 @@ class ReducerSnapshots:
         directory: its rows go through this step's map, the pairs of this partition through its reduce.
         """
         started = time.time()
+        intervals = _IntervalFields()
+        batches = self._batches(source)
         try:
-            table = self._table() if source is None else SnapshotTable.from_rows(self._derived_rows(Path(source)))
+            first = next(batches, None)  # (a reduce that fails at once leaves no files behind)
+            with PartitionSnapshotWriter(snapshot_directory(self.output, label), self.index) as writer:
+                for batch in itertools.chain([] if first is None else [first], batches):
+                    writer.add(batch)
+                    intervals.add(batch)
         except Exception as error:  # a reducer that fails on partial data must not fail the task
             return {"label": label, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
-        ordered = write_partition_snapshot(snapshot_directory(self.output, label), self.index, table)
+        finally:
+            batches.close()  # its merge files are deleted now, not when it is collected
         self.taken += 1
         fields: dict[str, Any] = {
             "label": label,
-            "rows": [row_to_wire(ordered.row(i)) for i in top_positions(_shown(ordered), ROWS_ON_THE_WIRE)],
-            "truncated": len(ordered) > ROWS_ON_THE_WIRE,
-            "groups": len(ordered),
+            "rows": writer.wire_rows(),
+            "truncated": writer.groups > ROWS_ON_THE_WIRE,
+            "groups": writer.groups,
             "seconds": round(time.time() - started, 4),
-            **_interval_fields(ordered),
+            **intervals.fields(),
         }
         if self.coverage is not None:
             chunks = self.coverage.seen_chunks()
@@ -178,14 +202,28 @@ class ReducerSnapshots:
             fields["strata_seen"] = self.coverage.strata_seen(chunks)
         return fields
 
+    def _batches(self, source: str | None) -> Generator[SnapshotTable, None, None]:
+        """The snapshot's rows in key order, in batches: streamed from the aggregate's state (its memory bounded
+        as the state's is: ``hop.online.state``), else one table sorted whole (a hand-written reduce's, a derived
+        snapshot's)."""
+        if source is not None:
+            yield from SnapshotTable.from_rows(self._derived_rows(Path(source))).sorted().slices(SNAPSHOT_BATCH)
+        elif self.state is not None:
+            yield from self.state.batches()
+        else:
+            yield from self._table().sorted().slices(SNAPSHOT_BATCH)
+
     def _table(self) -> SnapshotTable:
-        if self.state is not None:
-            return self.state.table()
-        rows = []
-        for key, values in self.store.snapshot_grouped():
-            for out_key, out_value in checked_pairs(self.reducer(key, values) or ()):
-                rows.append(SnapshotRow(out_key, out_value, None, False))
-        return SnapshotTable.from_rows(rows)
+        """A hand-written reduce's rows: its input merged by key from the store, its output rows held (as columns:
+        no object per row) to be sorted by their keys."""
+        keys: list[Any] = []
+        values: list[Any] = []
+        for key, grouped in self.store.snapshot_grouped():
+            for out_key, out_value in checked_pairs(self.reducer(key, grouped) or ()):
+                keys.append(out_key)
+                values.append(out_value)
+        nothing: list[float | None] = [None] * len(keys)
+        return SnapshotTable(keys, values, nothing, nothing, nothing, [False] * len(keys))
 
     def _derived_rows(self, source: Path) -> list[SnapshotRow]:
         if self.mapper is None or self.partition is None:
@@ -213,48 +251,56 @@ class ReducerSnapshots:
         return rows
 
 
-def _shown(table: SnapshotTable) -> list[Any]:
-    """What the part file shows per group: the estimate, else the value so far."""
-    return [
-        value if estimate is None else estimate for estimate, value in zip(table.estimates, table.values, strict=True)
-    ]
+class _IntervalFields:
+    """What ``--stop-when-accurate`` decides on, and what to tell the user when it cannot stop, gathered over a
+    snapshot's rows in key order (:meth:`add` per batch): ``max_relative_half_width``, the widest interval relative
+    to its estimate (``None`` if some group has no interval yet), ``widest`` (that group's key), and for groups
+    without an interval ``unbounded`` (how many) and ``unbounded_examples`` (a few keys, each with why, those that
+    will never have one first). Without these a job that never stopped early did not say which groups held it back
+    (a NaN among a group's values, a group seen in one chunk)."""
+
+    def __init__(self) -> None:
+        self.widest = 0.0
+        self.widest_key: Any = None
+        self.unbounded = 0
+        # Groups that will never have an interval (a NaN estimate) are named before those still waiting for a
+        # second chunk (``waiting``): reading on gives the latter one, never the former.
+        self.never: list[dict[str, Any]] = []
+        self.not_yet: list[dict[str, Any]] = []
+
+    def add(self, table: SnapshotTable) -> None:
+        for key, estimate, low, high, final in zip(
+            table.keys, table.estimates, table.lows, table.highs, table.finals, strict=True
+        ):
+            if final:
+                continue
+            if estimate is None or low is None or high is None:
+                self.unbounded += 1
+                waiting = estimate is not None and math.isfinite(estimate)
+                named = self.not_yet if waiting else self.never
+                if len(named) < UNBOUNDED_EXAMPLES:
+                    named.append({"key": key, "why": _why_unbounded(estimate), "waiting": waiting})
+                continue
+            half = (high - low) / 2
+            width = half / abs(estimate) if estimate else (0.0 if half == 0 else math.inf)
+            if self.widest_key is None or width > self.widest:
+                self.widest, self.widest_key = width, key
+
+    def fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"max_relative_half_width": None if self.unbounded else self.widest}
+        if self.widest_key is not None:
+            fields["widest"] = self.widest_key
+        if self.unbounded:
+            fields["unbounded"] = self.unbounded
+            fields["unbounded_examples"] = (self.never + self.not_yet)[:UNBOUNDED_EXAMPLES]
+        return fields
 
 
 def _interval_fields(table: SnapshotTable) -> dict[str, Any]:
-    """What ``--stop-when-accurate`` decides on, and what to tell the user when it cannot stop:
-    ``max_relative_half_width``, the widest interval relative to its estimate (``None`` if some group has no interval
-    yet), ``widest`` (that group's key), and for groups without an interval ``unbounded`` (how many) and
-    ``unbounded_examples`` (a few keys, each with why, those that will never have one first). Without these a job
-    that never stopped early did not say which groups held it back (a NaN among a group's values, a group seen in
-    one chunk)."""
-    widest, widest_key, unbounded = 0.0, None, 0
-    # Groups that will never have an interval (a NaN estimate) are named before those still waiting for a second
-    # chunk (``waiting``): reading on gives the latter one, never the former.
-    never: list[dict[str, Any]] = []
-    not_yet: list[dict[str, Any]] = []
-    for key, estimate, low, high, final in zip(
-        table.keys, table.estimates, table.lows, table.highs, table.finals, strict=True
-    ):
-        if final:
-            continue
-        if estimate is None or low is None or high is None:
-            unbounded += 1
-            waiting = estimate is not None and math.isfinite(estimate)
-            named = not_yet if waiting else never
-            if len(named) < UNBOUNDED_EXAMPLES:
-                named.append({"key": key, "why": _why_unbounded(estimate), "waiting": waiting})
-            continue
-        half = (high - low) / 2
-        width = half / abs(estimate) if estimate else (0.0 if half == 0 else math.inf)
-        if widest_key is None or width > widest:
-            widest, widest_key = width, key
-    fields: dict[str, Any] = {"max_relative_half_width": None if unbounded else widest}
-    if widest_key is not None:
-        fields["widest"] = widest_key
-    if unbounded:
-        fields["unbounded"] = unbounded
-        fields["unbounded_examples"] = (never + not_yet)[:UNBOUNDED_EXAMPLES]
-    return fields
+    """:class:`_IntervalFields` of one table."""
+    gathered = _IntervalFields()
+    gathered.add(table)
+    return gathered.fields()
 
 
 def _why_unbounded(estimate: float | None) -> str:

@@ -29,6 +29,7 @@ from hop.online.state import SnapshotRow, SnapshotTable
 __all__ = [
     "ROWS_ON_THE_WIRE",
     "LargestFirst",
+    "PartitionSnapshotWriter",
     "row_to_wire",
     "snapshot_directory",
     "label_digits",
@@ -134,23 +135,64 @@ def _write_atomically(path: Path, lines: Iterable[str]) -> None:
     os.replace(temporary, path)
 
 
-def write_partition_snapshot(directory: Path, index: int, table: SnapshotTable) -> SnapshotTable:
-    """Write one partition's files; returns the table sorted by key."""
-    directory.mkdir(parents=True, exist_ok=True)
-    ordered = table.sorted()
-    keys = to_json_column(ordered.keys, keys=True)
-    values = to_json_column(ordered.values)
-    estimates, lows, highs = (to_json_column(column) for column in (ordered.estimates, ordered.lows, ordered.highs))
-    shown = [v if e == "null" else e for e, v in zip(estimates, values, strict=True)]
-    finals = ["true" if final else "false" for final in ordered.finals]
-    _write_atomically(directory / f"part-{index:05d}", (f"{k}\t{v}\n" for k, v in zip(keys, shown, strict=True)))
-    _write_atomically(
-        directory / f"estimates-{index:05d}.jsonl",
-        (
+class PartitionSnapshotWriter:
+    """One partition's files written as batches of rows come, in key order, holding only what the answer needs
+    besides the files: the ``ROWS_ON_THE_WIRE`` rows that rank first (:class:`LargestFirst`) and the group count.
+    Each batch's text is formatted and written, then the batch dropped: a partition may hold millions of groups.
+    Use as a context manager; the files are renamed into place on a clean exit, deleted otherwise."""
+
+    def __init__(self, directory: Path, index: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.groups = 0
+        self.ranked = LargestFirst[tuple[Any, ...]](ROWS_ON_THE_WIRE)
+        self._paths = [directory / f"part-{index:05d}", directory / f"estimates-{index:05d}.jsonl"]
+        self._temporaries = [path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in self._paths]
+        self._files = [open(path, "w", encoding="utf-8", newline="\n") for path in self._temporaries]  # noqa: SIM115
+
+    def __enter__(self) -> PartitionSnapshotWriter:
+        return self
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        for file in self._files:
+            file.close()
+        for temporary, path in zip(self._temporaries, self._paths, strict=True):
+            if kind is None:
+                os.replace(temporary, path)
+            else:
+                temporary.unlink(missing_ok=True)
+
+    def add(self, batch: SnapshotTable) -> None:
+        """Rows that follow those added before in key order."""
+        keys = to_json_column(batch.keys, keys=True)
+        values = to_json_column(batch.values)
+        estimates, lows, highs = (to_json_column(column) for column in (batch.estimates, batch.lows, batch.highs))
+        shown = [v if e == "null" else e for e, v in zip(estimates, values, strict=True)]
+        finals = ["true" if final else "false" for final in batch.finals]
+        part, details = self._files
+        part.writelines(f"{k}\t{v}\n" for k, v in zip(keys, shown, strict=True))
+        details.writelines(
             f'{{"key":{k},"value":{v},"estimate":{e},"low":{lo},"high":{hi},"final":{f}}}\n'
             for k, v, e, lo, hi, f in zip(keys, values, estimates, lows, highs, finals, strict=True)
-        ),
-    )
+        )
+        add = self.ranked.add
+        for row in zip(batch.keys, batch.values, batch.estimates, batch.lows, batch.highs, batch.finals, strict=True):
+            add(row[1] if row[2] is None else row[2], row)
+        self.groups += len(batch)
+
+    def wire_rows(self) -> list[dict[str, Any]]:
+        """The rows sent with the answer (``row_to_wire``), largest first, as ``top_positions`` ranks them."""
+        fields = ("key", "value", "estimate", "low", "high", "final")
+        return [
+            dict(zip(fields, row if row[2] is not None else (*row[:2], None, None, None, row[5]), strict=True))
+            for row in self.ranked.items()
+        ]
+
+
+def write_partition_snapshot(directory: Path, index: int, table: SnapshotTable) -> SnapshotTable:
+    """Write one partition's files; returns the table sorted by key."""
+    ordered = table.sorted()
+    with PartitionSnapshotWriter(directory, index) as writer:
+        writer.add(ordered)
     return ordered
 
 

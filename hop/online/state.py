@@ -9,6 +9,14 @@ snapshot merges the summaries of the attempts that count (per map task: its comm
 with the most chunks), so producing one costs the number of distinct keys per attempt, never a re-read of the runs.
 Summaries of failed attempts are forgotten with them: a snapshot never includes them.
 
+Memory: the summaries hold at most ``max_keys`` keys between them (about ``SUMMARY_BYTES_PER_KEY`` each); past
+that the largest summary's keys are written to disk as one sorted run (its state and moments per key) and it starts
+afresh. A snapshot (:meth:`SnapshotState.batches`) merges every counted summary's sorted runs and its in-memory
+keys (sorted as it reaches them) in key order, folds each key's pieces in the order the whole-table merge folded
+them and computes the estimates a batch of keys at a time, so it holds one block per stream and one batch of rows,
+never a table of every group. A key whose state was written out part by part is folded from those parts
+(``merge`` is associative: the same value; a float sum may differ in its last bits from one folded in one go).
+
 A map attempt that failed after a checkpoint leaves its spills below the checkpoint (``keep_below``) to the attempt
 that resumes after them (the run store keeps them; the retry's runs say which kept segments they continue:
 ``resumes``, ``[[attempt, first, end], ...]``). The failed attempt's summary is then rebuilt from the store's runs
@@ -19,16 +27,42 @@ kept spills, the rest in the retry's ``partial`` runs) is counted once both part
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hop.aggregates import Aggregate
 from hop.online.estimators import Bytes, Estimate, estimate_means, estimate_totals
-from shuffle.keys import sort_keys
-from shuffle.runs import iter_blocks
+from shuffle.keys import combined_order, sort_keys
+from shuffle.merge import merge_runs
+from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
 
-__all__ = ["SnapshotRow", "SnapshotState", "SnapshotTable", "estimate_kind"]
+__all__ = ["SnapshotRow", "SnapshotState", "SnapshotTable", "estimate_kind", "summary_keys"]
+
+SUMMARY_BYTES_PER_KEY = 320
+"""Rough memory one key costs in an attempt's summary: the key, its state and moments tuple and two dict slots
+(measured: 2,000,000 word keys of a Sum took about 600 MB in the summaries of 2 map attempts, about 300 bytes a
+key)."""
+
+
+def summary_keys(memory_limit: int) -> int:
+    """The keys the summaries may hold in memory under a reducer's ``memory_limit``: half of it (the run store
+    keeps the rest of its runs on disk meanwhile), at least 1024."""
+    return max(1024, memory_limit // (2 * SUMMARY_BYTES_PER_KEY))
+
+
+MAX_SUMMARY_DUMPS = 8
+"""Sorted runs one summary may have on disk before they are merged into one, which rewrites all its keys. A
+snapshot streaming more runs than the budget allows merges them in passes first (:meth:`SnapshotState.batches`),
+which it does again each time. The word count of 2,000,000 distinct words (docs/online.md): at 4 the job took 67 s
+(50 s without the bound) and a snapshot 11 s; at 16, 51 s and 14 s; at 8, 50 s and 11 s."""
+
+SUMMARY_BLOCK_RECORDS = 2048
+"""Keys per block of a summary written to disk: a decoded block of keys with their states and moments takes about
+``SUMMARY_BYTES_PER_KEY`` a key, and a snapshot holds one per run it streams (600 KB each, where 8192 keys took
+2.4 MB)."""
 
 MOMENT_KINDS = {"sum": "total", "count": "total", "mean": "mean"}
 """Aggregates that carry an estimate; the others (Min, Max, ...) report their current value."""
@@ -60,6 +94,11 @@ class _Summary:
     """A failed attempt's checkpoint: only its runs below this seq count (they are kept for a retry)."""
     resumes: tuple[tuple[int, int, int], ...] = ()
     """The kept segments ``(attempt, first, end)`` of failed attempts this attempt resumes after."""
+    dumps: list[Path] = field(default_factory=list)
+    """Sorted runs of ``(key, [state, moments])`` written out when the summaries held too many keys, oldest first;
+    ``state`` and ``moments`` hold the keys added since."""
+    dump_tags: list[str] = field(default_factory=list)
+    """The order tag of each dump's keys."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +124,14 @@ class SnapshotState:
         read_run: Callable[[int, int, int], bytes | None] | None = None,
         values: bool = True,
         chunk_sizes: Sequence[int] | None = None,
+        spill_path: Callable[[], Path] | None = None,
+        max_keys: int | None = None,
     ) -> None:
         """``values=False``: follow which chunks the runs complete, never reading their records (the coverage of a
         hand-written reduce's snapshot; its groups and values come from the run store). ``chunk_sizes``: every
-        chunk's bytes, by chunk id, which Sum and Count estimates scale by (``None``: chunks of one size)."""
+        chunk's bytes, by chunk id, which Sum and Count estimates scale by (``None``: chunks of one size).
+        ``spill_path`` names a new file for a summary written to disk once the summaries hold more than ``max_keys``
+        keys (``None``: never written out)."""
         self.aggregate = aggregate
         self.values = values
         self.read_run = read_run
@@ -108,6 +151,13 @@ class SnapshotState:
         self.confidence = confidence
         self.attempts: dict[tuple[int, int], _Summary] = {}
         self.committed: dict[int, int] = {}
+        self.spill_path = spill_path
+        self.max_keys = max_keys
+        self.dumped_keys = 0
+        """Keys written to disk over the state's life (a measure of how often the budget was reached)."""
+        self.compactions = 0
+        """Times a summary's runs on disk were merged into one."""
+        self.max_dumps = MAX_SUMMARY_DUMPS
 
     # Events mirrored from the run store. ---------------------------------------------------------------------
     def add_run(
@@ -131,6 +181,8 @@ class SnapshotState:
             return  # past a failed attempt's checkpoint (the retry redoes it), or a resend
         summary.runs[seq] = (chunk, end, partial)
         self._add(summary, data, chunk, end, partial)
+        if end:
+            self._bound()
 
     def _add(self, summary: _Summary, data: bytes, chunk: int, end: bool, partial: bool) -> None:
         pending = summary.pending.setdefault(chunk, {})
@@ -172,11 +224,16 @@ class SnapshotState:
                     continue  # not in the store: the kept part stays incomplete (no chunk is cut in two with it)
                 kept.runs[seq] = summary.runs[seq]
                 self._add(kept, data, *summary.runs[seq])
+        if summary is not None:
+            _delete_dumps(summary)
         self.attempts[(task, attempt)] = kept
+        self._bound()
 
     def drop(self, task: int, attempt: int) -> None:
         """A failed, lost or superseded attempt: its contribution leaves every later snapshot."""
-        self.attempts.pop((task, attempt), None)
+        summary = self.attempts.pop((task, attempt), None)
+        if summary is not None:
+            _delete_dumps(summary)
         if self.committed.get(task) == attempt:
             del self.committed[task]
 
@@ -263,38 +320,166 @@ class SnapshotState:
             seen[self.chunk_strata[chunk]] += 1
         return seen
 
+    # Memory. -------------------------------------------------------------------------------------------------
+    def held_keys(self) -> int:
+        """Keys the summaries hold in memory (their dumps on disk not counted)."""
+        return sum(len(summary.state) for summary in self.attempts.values())
+
+    def _bound(self) -> None:
+        """Write the largest summaries to disk while they hold more than ``max_keys`` keys between them."""
+        if self.spill_path is None or self.max_keys is None:
+            return
+        held = self.held_keys()
+        while held > self.max_keys:
+            largest = max(self.attempts.values(), key=lambda summary: len(summary.state))
+            held -= len(largest.state)
+            self._dump(largest)
+
+    def _dump(self, summary: _Summary) -> None:
+        assert self.spill_path is not None
+        keys, tag = sort_keys(list(summary.state))
+        path = self.spill_path()
+        writer = RunWriter(path, SUMMARY_BLOCK_RECORDS)
+        state, moments = summary.state, summary.moments
+        for start in range(0, len(keys), SUMMARY_BLOCK_RECORDS):  # a block at a time: never the whole summary
+            block = keys[start : start + SUMMARY_BLOCK_RECORDS]
+            writer.add_block(block, [[state[key], moments.get(key)] for key in block])
+        writer.close()
+        self.dumped_keys += len(keys)
+        summary.dumps.append(path)
+        summary.dump_tags.append(tag)
+        summary.state, summary.moments = {}, {}
+        if len(summary.dumps) > self.max_dumps:
+            self._compact(summary)
+
+    def _compact(self, summary: _Summary) -> None:
+        """Merge a summary's dumps into one, each key's pieces folded (oldest first)."""
+        assert self.spill_path is not None
+        order = combined_order(summary.dump_tags)
+        path = self.spill_path()
+        writer = RunWriter(path, SUMMARY_BLOCK_RECORDS)
+        streams = [_dump_blocks(dump) for dump in summary.dumps]
+        for key, pieces in _grouped(merge_runs(streams, order)):
+            state, moments = self._fold_pieces(pieces)
+            writer.add(key, [state, moments])
+        writer.close()
+        tag = _merged_tag(summary.dump_tags)
+        _delete_dumps(summary)
+        summary.dumps, summary.dump_tags = [path], [tag]
+        self.compactions += 1
+
+    def close(self) -> None:
+        """Delete every summary's files on disk."""
+        for summary in self.attempts.values():
+            _delete_dumps(summary)
+
+    # Snapshots. ----------------------------------------------------------------------------------------------
     def table(self) -> SnapshotTable:
-        """Every group seen so far with its current value and estimate, in no particular order (estimates are
-        computed for all groups at once)."""
+        """Every group seen so far with its current value and estimate, in key order: :meth:`batches` joined (for
+        tests and small states; a snapshot streams the batches)."""
+        table = SnapshotTable([], [], [], [], [], [])
+        for batch in self.batches():
+            table.extend(batch)
+        return table
+
+    def batches(self, size: int = SUMMARY_BLOCK_RECORDS) -> Iterator[SnapshotTable]:
+        """Every group seen so far with its current value and estimate, in the engine's key order, ``size`` groups
+        at a time: each counted summary's dumps and in-memory keys merged by key, a key's pieces folded in the order
+        of the summaries (:meth:`counted`), then oldest dump first (the order the whole-table merge folded them),
+        estimates computed per batch (they are per group)."""
         summaries = self.counted()
         chunks = set().union(*(summary.chunks for summary in summaries))
         seen = self.strata_seen(chunks)
-        total_seen, total_chunks = len(chunks), len(self.chunk_strata)
-        state: dict[Any, Any] = {}
-        moments: dict[Any, Any] = {}
-        merge = self.aggregate.merge
-        inline_sum = self.aggregate.inline_sum
-        for summary in summaries:
-            get = state.get
-            for key, value in summary.state.items():
-                old = get(key)
-                state[key] = value if old is None else (old + value if inline_sum else merge(old, value))
-            for key, value in summary.moments.items():
-                old = moments.get(key)
-                moments[key] = value if old is None else _add(old, value)
-        keys = list(state)
-        states = [state[key] for key in keys]
-        n: list[int] = []
-        big_n: list[int] = []
         # Per stratum (None: the whole input) the bytes seen, their squares and all its bytes.
         strata_bytes: dict[str | None, tuple[float, float, float]] = {None: (0, 0, sum(self.chunk_sizes))}
-        for name, size in self.stratum_bytes.items():
-            strata_bytes[name] = (0, 0, size)
+        for name, size_of in self.stratum_bytes.items():
+            strata_bytes[name] = (0, 0, size_of)
         for chunk in chunks:
-            size = self.chunk_sizes[chunk]
+            chunk_bytes = self.chunk_sizes[chunk]
             for scope in (None, self.chunk_strata[chunk]):
                 seen_bytes, byte_squares, all_bytes = strata_bytes[scope]
-                strata_bytes[scope] = (seen_bytes + size, byte_squares + size * size, all_bytes)
+                strata_bytes[scope] = (seen_bytes + chunk_bytes, byte_squares + chunk_bytes * chunk_bytes, all_bytes)
+        streams: list[Iterable[list[tuple[Any, Any]]]] = []
+        tags: list[str] = []
+        for summary in summaries:
+            streams += [_dump_blocks(dump) for dump in summary.dumps]
+            tags += summary.dump_tags
+            if summary.state:
+                keys, tag = sort_keys(list(summary.state))
+                streams.append(_memory_blocks(keys, summary.state, summary.moments))
+                tags.append(tag)
+        context = _Context(len(chunks), seen, strata_bytes)
+        passes: list[Path] = []
+        try:
+            while self.max_keys is not None and self.spill_path is not None and len(streams) > self._fan_in():
+                streams, tags = self._merge_pass(streams, tags, passes)
+            yield from self._batched(streams, tags, context, size)
+        finally:
+            for path in passes:
+                path.unlink(missing_ok=True)
+
+    def _fan_in(self) -> int:
+        """Streams a snapshot merges at once: a decoded block each, about as many bytes as the keys held."""
+        assert self.max_keys is not None
+        return max(4, self.max_keys // SUMMARY_BLOCK_RECORDS)
+
+    def _merge_pass(
+        self, streams: list[Iterable[list[tuple[Any, Any]]]], tags: list[str], passes: list[Path]
+    ) -> tuple[list[Iterable[list[tuple[Any, Any]]]], list[str]]:
+        """Merge consecutive streams, ``_fan_in`` at a time, into files (listed in ``passes``, deleted after the
+        snapshot), each key's pieces folded in stream order: many summaries written out (a map task each) were
+        streamed at once, a block each, whatever the budget."""
+        assert self.spill_path is not None
+        fan_in = self._fan_in()
+        merged: list[Iterable[list[tuple[Any, Any]]]] = []
+        merged_tags: list[str] = []
+        for start in range(0, len(streams), fan_in):
+            group, group_tags = streams[start : start + fan_in], tags[start : start + fan_in]
+            path = self.spill_path()
+            passes.append(path)
+            writer = RunWriter(path, SUMMARY_BLOCK_RECORDS)
+            for key, pieces in _grouped(merge_runs(group, combined_order(group_tags))):
+                writer.add(key, list(self._fold_pieces(pieces)))
+            writer.close()
+            merged.append(_dump_blocks(path))
+            merged_tags.append(_merged_tag(group_tags))
+        return merged, merged_tags
+
+    def _batched(
+        self, streams: list[Iterable[list[tuple[Any, Any]]]], tags: list[str], context: _Context, size: int
+    ) -> Iterator[SnapshotTable]:
+        keys_batch: list[Any] = []
+        states: list[Any] = []
+        moments: list[Any] = []
+        for key, pieces in _grouped(merge_runs(streams, combined_order(tags))):
+            state, moment = self._fold_pieces(pieces)
+            keys_batch.append(key)
+            states.append(state)
+            moments.append(moment)
+            if len(keys_batch) >= size:
+                yield self._estimated(keys_batch, states, moments, context)
+                keys_batch, states, moments = [], [], []
+        if keys_batch:
+            yield self._estimated(keys_batch, states, moments, context)
+
+    def _fold_pieces(self, pieces: Iterable[Any]) -> tuple[Any, Any]:
+        """One key's ``[state, moments]`` pieces folded in order (moments ``None`` where a piece has none)."""
+        merge = self.aggregate.merge
+        inline_sum = self.aggregate.inline_sum
+        state: Any = None
+        moments: Any = None
+        for piece_state, piece_moments in pieces:
+            state = piece_state if state is None else (state + piece_state if inline_sum else merge(state, piece_state))
+            if piece_moments is not None:
+                moments = piece_moments if moments is None else _add(moments, piece_moments)
+        return state, moments
+
+    def _estimated(self, keys: list[Any], states: list[Any], moments: list[Any], context: _Context) -> SnapshotTable:
+        """The rows of ``keys`` with their folded ``states`` and ``moments`` (``None``: none), estimates filled."""
+        total_seen, total_chunks = context.total_seen, len(self.chunk_strata)
+        seen, strata_bytes = context.seen, context.strata_bytes
+        n: list[int] = []
+        big_n: list[int] = []
         key_strata: list[str | None] = []
         if self.key_stratum is None:
             n, big_n = [total_seen] * len(keys), [total_chunks] * len(keys)
@@ -314,7 +499,7 @@ class SnapshotState:
                     big_n.append(total_chunks)
                     key_strata.append(None)
         finish = self.aggregate.finish
-        values = states if inline_sum else [finish(value) for value in states]
+        values = states if self.aggregate.inline_sum else [finish(value) for value in states]
         finals = [a == b for a, b in zip(n, big_n, strict=True)]
         nothing: list[float | None] = [None] * len(keys)
         table = SnapshotTable(keys, values, list(nothing), list(nothing), list(nothing), finals)
@@ -322,16 +507,17 @@ class SnapshotState:
         if self.kind == "total":
             estimable = [i for i in estimable if isinstance(states[i], int | float)]
             if estimable:
+                totals = [moments[i] or (0, 0, 0) for i in estimable]
                 table.fill(
                     estimable,
                     *estimate_totals(
                         [states[i] for i in estimable],
-                        [moments.get(keys[i], (0, 0, 0))[0] for i in estimable],
+                        [m[0] for m in totals],
                         [n[i] for i in estimable],
                         [big_n[i] for i in estimable],
                         self.confidence,
-                        [moments.get(keys[i], (0, 0, 0))[1] for i in estimable],
-                        [Bytes(moments.get(keys[i], (0, 0, 0))[2], *strata_bytes[key_strata[i]]) for i in estimable],
+                        [m[1] for m in totals],
+                        [Bytes(m[2], *strata_bytes[key_strata[i]]) for m, i in zip(totals, estimable, strict=True)],
                     ),
                 )
                 # An exact total is the final value: the output's type (an int Sum or Count stays an int, as in
@@ -340,22 +526,70 @@ class SnapshotState:
                     if finals[i] and isinstance(states[i], int):
                         table.estimates[i] = table.lows[i] = table.highs[i] = states[i]
         elif self.kind == "mean" and estimable:
+            means = [moments[i] or (0, 0, 0, 0) for i in estimable]
             table.fill(
                 estimable,
                 *estimate_means(
-                    [(*states[i], *moments.get(keys[i], (0, 0, 0, 0))[:3]) for i in estimable],
+                    [(*states[i], *m[:3]) for m, i in zip(means, estimable, strict=True)],
                     [n[i] for i in estimable],
                     [big_n[i] for i in estimable],
                     self.confidence,
-                    [moments.get(keys[i], (0, 0, 0, 0))[3] for i in estimable],
+                    [m[3] for m in means],
                 ),
             )
         return table
 
     def rows(self) -> Iterator[SnapshotRow]:
-        """:meth:`table` row by row."""
-        table = self.table()
-        return (table.row(i) for i in range(len(table)))
+        """:meth:`batches` row by row."""
+        return (batch.row(i) for batch in self.batches() for i in range(len(batch)))
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every batch of a snapshot shares: chunks seen (in all and per stratum) and bytes per stratum."""
+
+    total_seen: int
+    seen: dict[str, int]
+    strata_bytes: dict[str | None, tuple[float, float, float]]
+
+
+def _memory_blocks(keys: list[Any], state: dict[Any, Any], moments: dict[Any, Any]) -> Iterator[list[Any]]:
+    """A summary's in-memory keys (sorted) as blocks of ``(key, (state, moments))``, made as the merge reaches
+    them."""
+    for start in range(0, len(keys), SUMMARY_BLOCK_RECORDS):
+        yield [(key, (state[key], moments.get(key))) for key in keys[start : start + SUMMARY_BLOCK_RECORDS]]
+
+
+def _dump_blocks(path: Path) -> Iterator[list[Any]]:
+    return iter_run_file_blocks(path)
+
+
+def _grouped(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Iterator[Any]]]:
+    """A key-ordered pair stream as ``(key, values)``, each key once."""
+    for key, group in itertools.groupby(pairs, key=_first):
+        yield key, map(_second, group)
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+def _second(pair: tuple[Any, Any]) -> Any:
+    return pair[1]
+
+
+def _merged_tag(tags: list[str]) -> str:
+    """The order tag of the keys of runs with these tags merged."""
+    distinct = {tag for tag in tags if tag != "empty"}
+    if not distinct:
+        return "empty"
+    return distinct.pop() if len(distinct) == 1 else "mixed"
+
+
+def _delete_dumps(summary: _Summary) -> None:
+    for path in summary.dumps:
+        path.unlink(missing_ok=True)
+    summary.dumps, summary.dump_tags = [], []
 
 
 @dataclass
@@ -384,6 +618,28 @@ class SnapshotTable:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def slices(self, size: int) -> Iterator[SnapshotTable]:
+        """The rows ``size`` at a time, in order."""
+        for start in range(0, len(self), size):
+            end = start + size
+            yield SnapshotTable(
+                self.keys[start:end],
+                self.values[start:end],
+                self.estimates[start:end],
+                self.lows[start:end],
+                self.highs[start:end],
+                self.finals[start:end],
+            )
+
+    def extend(self, other: SnapshotTable) -> None:
+        """Append ``other``'s rows."""
+        self.keys += other.keys
+        self.values += other.values
+        self.estimates += other.estimates
+        self.lows += other.lows
+        self.highs += other.highs
+        self.finals += other.finals
 
     def fill(
         self,
