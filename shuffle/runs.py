@@ -254,7 +254,38 @@ def _cut_large_groups(
     return out_keys, out_lists, out_sizes
 
 
-class FlatRunEncoder:
+class _BlockEncoder:
+    """What the two run encoders share: the current block's keys and its second column (values, or value lists),
+    held until the block is complete, or handed to ``_cut`` once it is known to be cut for its size; :meth:`close`
+    packs what is held as the whole-run encoder would (``_pack``)."""
+
+    def __init__(self, block_records: int) -> None:
+        self.records = 0
+        self._block_records = block_records
+        self._packer = codec.packer()
+        self._keys: list[Any] = []
+        self._column: list[Any] = []
+        self._count = 0
+        """Records in the current block of ``block_records`` (held, or handed to ``_cut``)."""
+        self._guess = 0
+        self._cut: Any = None
+        """Once the current block is known to be cut for its size, the encoder (of the same kind) of its pieces."""
+
+    def _pack(self, keys: list[Any], column: list[Any]) -> Iterator[bytes]:
+        raise NotImplementedError
+
+    def close(self) -> Iterator[bytes]:
+        """The current block's last blocks (the next records added start a new block)."""
+        if self._cut is not None:
+            yield from self._cut.close()
+            self._cut = None
+        elif self._keys:
+            keys, column, self._keys, self._column = self._keys, self._column, [], []
+            yield from self._pack(keys, column)
+        self._count = 0
+
+
+class FlatRunEncoder(_BlockEncoder):
     """Encode a run handed over in sorted pieces as flat blocks, each packed as soon as it is cut: the blocks, and
     their bytes, are those :func:`iter_encoded_run` makes of the whole run, but the encoder holds at most one
     block's records (one of ``block_records``, or of fewer when its first pair says they are large), not the run.
@@ -265,16 +296,10 @@ class FlatRunEncoder:
     """
 
     def __init__(self, block_records: int = BLOCK_RECORDS) -> None:
-        self.records = 0
-        self._block_records = block_records
-        self._packer = codec.packer()
-        self._keys: list[Any] = []
-        self._values: list[Any] = []
-        self._count = 0
-        """Pairs in the current block of ``block_records`` (held, or handed to ``_cut``)."""
-        self._guess = 0
-        self._cut: FlatRunEncoder | None = None
-        """Once the current block is known to be cut for its size (``_flat_blocks``), the encoder of its pieces."""
+        super().__init__(block_records)
+
+    def _pack(self, keys: list[Any], column: list[Any]) -> Iterator[bytes]:
+        return _flat_blocks(self._packer, keys, column)
 
     def add(self, keys: Sequence[Any], values: Sequence[Any]) -> Iterator[bytes]:
         self.records += len(keys)
@@ -290,29 +315,19 @@ class FlatRunEncoder:
                         self._packer, values[start]
                     )
                 self._keys += piece_keys
-                self._values += piece_values
+                self._column += piece_values
             self._count += stop - start
             start = stop
             if self._cut is None and self._count > 1 and self._guess * self._count > BLOCK_BYTES:
                 # The block will be cut into pieces as _flat_blocks cuts it: they are packed as they fill.
                 self._cut = FlatRunEncoder(max(1, BLOCK_BYTES // self._guess))
-                held_keys, held_values, self._keys, self._values = self._keys, self._values, [], []
+                held_keys, held_values, self._keys, self._column = self._keys, self._column, [], []
                 yield from self._cut.add(held_keys, held_values)
             if self._count == size:
                 yield from self.close()
 
-    def close(self) -> Iterator[bytes]:
-        """The current block's last blocks (the next pairs added start a new block)."""
-        if self._cut is not None:
-            yield from self._cut.close()
-            self._cut = None
-        elif self._keys:
-            keys, values, self._keys, self._values = self._keys, self._values, [], []
-            yield from _flat_blocks(self._packer, keys, values)
-        self._count = 0
 
-
-class GroupedRunEncoder:
+class GroupedRunEncoder(_BlockEncoder):
     """Encode a run handed over one sorted group at a time as grouped blocks, each packed as soon as it is cut: the
     blocks, and their bytes, are those :func:`iter_encoded_grouped_run` makes of the whole run, but the encoder holds
     at most one block's groups (fewer than twice ``block_records`` values, or fewer values when the first says they
@@ -324,14 +339,10 @@ class GroupedRunEncoder:
     """
 
     def __init__(self, block_records: int = BLOCK_RECORDS) -> None:
-        self.records = 0
-        self._block_records = block_records
-        self._packer = codec.packer()
-        self._keys: list[Any] = []
-        self._lists: list[Sequence[Any]] = []
-        self._count = 0
-        self._guess = 0
-        self._cut: GroupedRunEncoder | None = None
+        super().__init__(block_records)
+
+    def _pack(self, keys: list[Any], column: list[Any]) -> Iterator[bytes]:
+        return _grouped_blocks(self._packer, keys, column)
 
     def add(self, key: Any, values: Sequence[Any]) -> Iterator[bytes]:
         self.records += len(values)
@@ -349,26 +360,16 @@ class GroupedRunEncoder:
             if not self._keys:
                 self._guess = _packed_size_guess(self._packer, values[0])
             self._keys.append(key)
-            self._lists.append(values)
+            self._column.append(values)
         self._count += len(values)
         if self._cut is None and self._count > 1 and self._guess * self._count > BLOCK_BYTES:
             # The block will be cut again as _grouped_blocks cuts it: its pieces are packed as they fill.
             self._cut = GroupedRunEncoder(max(1, BLOCK_BYTES // self._guess // 2))
-            held_keys, held_lists, self._keys, self._lists = self._keys, self._lists, [], []
+            held_keys, held_lists, self._keys, self._column = self._keys, self._column, [], []
             for held_key, held_values in zip(held_keys, held_lists, strict=True):
                 yield from self._cut.add(held_key, held_values)
         if self._count >= self._block_records:
             yield from self.close()
-
-    def close(self) -> Iterator[bytes]:
-        """The current block's last blocks (the next group added starts a new block)."""
-        if self._cut is not None:
-            yield from self._cut.close()
-            self._cut = None
-        elif self._keys:
-            keys, lists, self._keys, self._lists = self._keys, self._lists, [], []
-            yield from _grouped_blocks(self._packer, keys, lists)
-        self._count = 0
 
 
 def iter_stored_blocks(data: bytes | memoryview) -> Iterator[Block]:
