@@ -35,7 +35,7 @@ from hop.online.snapshots import snapshot_directory, write_final_partition_snaps
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import OutputExistsError, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
-from hop.protocol import SocketFile, close_socket, message, unpack
+from hop.protocol import SocketFile, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
@@ -44,12 +44,16 @@ from monitoring.events import ClusterEvents, advertised_host
 HEARTBEAT_TIMEOUT = 5.0
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
 HEARTBEAT_SECONDS = 0.5
-
+"""How often workers heartbeat (hop.worker); three missed in a row are reported as a fault."""
 PAUSE_SECONDS = 1.0
 """A gap this long between two turns of the coordinator's loop (which turns at least every 0.1 s) means the
 coordinator itself did not run: stopped (SIGSTOP), suspended with its machine, or starved. Workers could not be
 heard meanwhile, and their heartbeats are still arriving, so that silence is not counted against them."""
-"""How often workers heartbeat (hop.worker); three missed in a row are reported as a fault."""
+STOP_TELL_SECONDS = 1.0
+"""How long a coordinator stopped by a signal keeps answering ``status`` requests about the jobs it failed as it
+stopped, until a client was told of each (:meth:`Coordinator._tell_clients_of_failed_jobs`)."""
+STOP_LINGER_MILLISECONDS = 500
+"""How long closing the socket then waits for those answers to leave (they were dropped with the socket)."""
 KEEP_JOBS = 100
 """Finished jobs a coordinator keeps in memory (``hop coordinator --keep-jobs``); older ones are retired."""
 RETIRED_IDS = 10_000
@@ -157,6 +161,9 @@ class Coordinator:
         self.running = True
         self._last_turn = time.monotonic()
         """When the loop last checked heartbeats (:data:`PAUSE_SECONDS`)."""
+        self.stop_linger = 0
+        """Milliseconds closing the socket waits for messages still queued: none, except for answers to clients
+        about jobs failed as the coordinator stopped (:data:`STOP_LINGER_MILLISECONDS`)."""
         self.stop_workers = False
         """Whether stopping tells the workers to stop: on a shutdown request or when orphaned, not on a signal."""
         host = bind.split("://", 1)[1].rsplit(":", 1)[0] if bind.startswith("tcp://") else "127.0.0.1"
@@ -199,7 +206,7 @@ class Coordinator:
                     flush=True,
                 )
             self.events.close()
-            close_socket(self.socket)
+            self.socket.close(linger=self.stop_linger)
             if self.socket_file is not None:
                 self.socket_file.remove()
 
@@ -222,13 +229,34 @@ class Coordinator:
                 self._execute(job, job.fail(reason))
             except Exception as error:  # (the coordinator is going: what it could not end, it names)
                 print(f"hop coordinator: job {job.spec.job_id}: cannot end it: {error}", file=sys.stderr, flush=True)
+        untold = {job.spec.job_id for job in running} - {job_id for _, job_id, _ in self.status_waiters}
         self._answer_status_waiters()
+        self._tell_clients_of_failed_jobs(untold)
+        self.stop_linger = STOP_LINGER_MILLISECONDS
         print(
             f"hop coordinator: stopped while running {len(running)} job(s), failed: "
             f"{', '.join(job.spec.job_id for job in running)}",
             file=sys.stderr,
             flush=True,
         )
+
+    def _tell_clients_of_failed_jobs(self, untold: set[str]) -> None:
+        """Answer only ``status`` requests, for up to :data:`STOP_TELL_SECONDS`, until one about each job in
+        ``untold`` (failed as this coordinator stopped, with no request held to tell) was answered.
+
+        ``hop submit`` polls with requests held 0.1 s each. One whose request was not held when the signal came sent
+        its next one after this coordinator had gone, to the one started in its place, and was told that the job was
+        lost in a restart: not why, and not that it had been failed and its tasks ended. Other messages are left
+        unread, as they would be once the socket is closed."""
+        deadline = time.monotonic() + STOP_TELL_SECONDS
+        while untold and (left := deadline - time.monotonic()) > 0:
+            if not self.socket.poll(max(1, math.ceil(left * 1000))):
+                continue
+            identity, frame = self.socket.recv_multipart()
+            msg = unpack(frame)
+            if msg.get("type") == "status" and msg.get("job_id") in self.jobs:
+                self.on_status(identity, msg)
+                untold.discard(msg["job_id"])
 
     def _send(self, identity: bytes, msg_type: str, /, **fields: Any) -> None:
         self.socket.send_multipart([identity, message(msg_type, **fields)])

@@ -626,6 +626,32 @@ def test_a_coordinator_stopped_by_a_signal_fails_its_jobs_and_answers_their_clie
     assert f"hop coordinator: stopped while running 1 job(s), failed: {report['job_id']}" in told, told
 
 
+def test_a_client_polling_when_its_coordinator_is_stopped_is_told_the_job_failed(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A client whose status request was not held when SIGTERM came (polls without a wait here, so that none ever
+    is) sent its next one after the coordinator had closed its socket: with no coordinator there, it got no answer;
+    with one restarted in its place, it was told that the job was lost in a restart rather than failed and why. The
+    stopping coordinator keeps answering status requests until the job's failure was told."""
+    coordinator, address, client = _coordinator_with_w0(tmp_path, processes)
+    spec = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=1)
+    poller = Client(address, timeout=10)
+    try:
+        job_id = poller.submit(spec)
+        _wait_for(lambda: maps_running(client), 30, "a map running")
+        coordinator.terminate()
+        deadline = time.monotonic() + 10
+        while (status := poller.follow(job_id))["state"] == "running":
+            assert time.monotonic() < deadline, "the job still running 10 s after SIGTERM"
+    finally:
+        poller.close()
+        client.close()
+    assert status["state"] == "failed" and status.get("coordinator_stopped"), status
+    assert "was stopped (Ctrl-C or SIGTERM) while the job ran" in status["error"], status
+    told = coordinator.communicate(timeout=15)[1].decode()
+    assert coordinator.returncode == 0 and f"stopped while running 1 job(s), failed: {job_id}" in told, told
+
+
 def test_a_worker_named_by_its_host_and_pid_is_not_told_of_a_namesake(tmp_path: Path) -> None:
     """A worker started before its coordinator says after 10 s that nothing answers; one named by its host and pid
     (no --name) was also told that a namesake could keep it out and to give each worker its own --name, which it
