@@ -159,16 +159,24 @@ def monitor_spec(
     return spec, names, [w["samples"] for w in workers]
 
 
-def lost_to_a_restart(address: str, output: str, args: argparse.Namespace) -> str:
+def lost_to_a_restart(address: str, output: str, args: argparse.Namespace, stopped: bool = False) -> str:
     """What to say when the coordinator was restarted under the monitor (it dropped the monitoring query, as every
-    job): what is kept, and the command that watches the restarted coordinator with the same query."""
+    job), or ``stopped`` by a signal (it ended the query as it stopped): what is kept, and the command that watches
+    the restarted coordinator with the same query."""
     again = f"hop monitor --coordinator {address} --window {args.window} --slide {args.slide}"
+    if stopped:
+        what = f"the coordinator at {address} was stopped (Ctrl-C or SIGTERM) and ended the monitoring query"
+        where = "once a coordinator runs there again"
+    else:
+        what = (
+            f"the coordinator at {address} was restarted and no longer runs the monitoring query (a restarted "
+            "coordinator gets its workers back, not its jobs)"
+        )
+        where = "on the restarted coordinator"
     return (
-        f"the coordinator at {address} was restarted and no longer runs the monitoring query (a restarted "
-        f"coordinator gets its workers back, not its jobs); the windows so far stay in {Path(output) / 'windows'}, "
-        f"the alerts and faults in {output}/_alerts.jsonl and _faults.jsonl. To watch the cluster again, start the "
-        f"monitor on the restarted coordinator: `{again}` (with -o {output} --overwrite it starts that directory "
-        "afresh)"
+        f"{what}; the windows so far stay in {Path(output) / 'windows'}, the alerts and faults in "
+        f"{output}/_alerts.jsonl and _faults.jsonl. To watch the cluster again, start the monitor {where}: "
+        f"`{again}` (with -o {output} --overwrite it starts that directory afresh)"
     )
 
 
@@ -281,7 +289,8 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
         print(f"hop: error: {lost_to_a_restart(args.coordinator, output, args)}", file=sys.stderr)
         return 3
     except JobLost as error:
-        lost = error if args.coordinator is None else lost_to_a_restart(args.coordinator, output, args)
+        stopped = bool(error.status and error.status.get("coordinator_stopped"))
+        lost = error if args.coordinator is None else lost_to_a_restart(args.coordinator, output, args, stopped)
         print(f"hop: error: {lost}", file=sys.stderr)
         return 3
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:

@@ -263,12 +263,14 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
 def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
-    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
 ) -> None:
     """``hop monitor --coordinator ADDR`` whose coordinator is restarted exited 3 with the advice for a batch job
     ("the job's output is not written; submit the job again"): it says the monitoring query is gone, where its
-    windows so far are, and the ``hop monitor`` command that watches the restarted coordinator."""
+    windows so far are, and the ``hop monitor`` command that watches the restarted coordinator. Stopped by SIGTERM,
+    the coordinator ends the query itself and the monitor says so (it said "submit it again", exit code 2)."""
     address = f"ipc://{tmp_path}/coordinator"
     first = _coordinator(address, processes)
     processes.append(_worker(address, "w0", tmp_path))
@@ -281,7 +283,7 @@ def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
         _wait_for(lambda: any(job["state"] == "running" for job in client.jobs()), 60, "the monitoring query runs")
     finally:
         client.close()
-    first.send_signal(signal.SIGTERM)
+    first.send_signal(stop)
     first.wait(timeout=10)
     _coordinator(address, processes)
     try:
@@ -291,7 +293,10 @@ def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
         monitor.communicate()
         pytest.fail("hop monitor still runs 30 s after its coordinator restarted")
     assert monitor.returncode == 3, stderr
-    assert f"the coordinator at {address} was restarted and no longer runs the monitoring query" in stderr, stderr
+    if stop == signal.SIGKILL:
+        assert f"the coordinator at {address} was restarted and no longer runs the monitoring query" in stderr, stderr
+    else:
+        assert f"the coordinator at {address} was stopped (Ctrl-C or SIGTERM) and ended the monitor" in stderr, stderr
     assert f"the windows so far stay in {output / 'windows'}" in stderr, stderr
     assert f"`hop monitor --coordinator {address} --window 4s --slide 2s`" in stderr, stderr
     assert "submit the job again" not in stderr and "Traceback" not in stderr, stderr

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
 from hop.jobspec import JobSpec
 from hop.outputs import prepare_output, write_job_report
 from hop.stream.sources import source_paths
@@ -43,7 +43,8 @@ def run_stream(
     """Run a continuous job until it ends or is stopped; returns its final status (with ``report``).
     ``on_submitted(job_id)`` is called once the coordinator accepted it. A job stopped (Ctrl-C, ``timeout``) that
     has not drained within ``stop_timeout`` seconds is ended at once, as a second Ctrl-C ends it (its ``_job.json``
-    says ``interrupted``), and ``TimeoutError`` raised."""
+    says ``interrupted``), and ``TimeoutError`` raised. A job its coordinator failed as it was stopped (Ctrl-C,
+    SIGTERM) raises :class:`~hop.client.JobLost`, as one lost to a restart does; another failure ``JobFailed``."""
     from hop.runner import JobFailed, LostWorkerNote  # hop.runner imports this module's neighbours; import late
 
     sources = (spec.options.get("stream") or {}).get("sources", [])
@@ -130,6 +131,8 @@ def run_stream(
             if compactor.last_error and progress:
                 print(f"hop: the materialized view was not updated: {compactor.last_error}", file=sys.stderr)
     if status["state"] != "succeeded":
+        if status.get("coordinator_stopped"):  # the cluster went, not the query: as for a restart (exit code 3)
+            raise JobLost(f"job {job_id} failed: {status.get('error')}", status)
         raise JobFailed(status)
     report = status["report"]
     if progress:
