@@ -40,6 +40,10 @@ class Aggregate:
     name = "aggregate"
     inline_sum = False
     """True when ``lift`` is the identity and ``merge`` is ``+``: the map loop then adds in place."""
+    accumulates = False
+    """True when the map loop should fold a key's values into an accumulator (:meth:`start`, :meth:`add`,
+    :meth:`state_of`) rather than by ``merge(state, lift(value))``: for a state that is costly to build again for
+    every value (``CountDistinct``'s tuple of n values cost O(n) per value, O(n²) per key)."""
 
     def lift(self, value: Any) -> Any:
         return value
@@ -48,6 +52,19 @@ class Aggregate:
 
     def finish(self, state: Any) -> Any:
         return state
+
+    def start(self, value: Any) -> Any:
+        """A key's accumulator, from its first value: the engine's own, never shared, updated by :meth:`add` in place
+        and turned into a state by :meth:`state_of` (here a one-item list holding the state)."""
+        return [self.lift(value)]
+
+    def add(self, accumulator: Any, value: Any) -> None:
+        """Fold ``value`` into ``accumulator`` in place."""
+        accumulator[0] = self.merge(accumulator[0], self.lift(value))
+
+    def state_of(self, accumulator: Any) -> Any:
+        """The state of the values added to ``accumulator`` (as ``merge`` of their lifts would give)."""
+        return accumulator[0]
 
     @property
     def finish_is_identity(self) -> bool:
@@ -158,9 +175,22 @@ class CountDistinct(Aggregate):
     """How many distinct values there were (exact). The state is a tuple of the distinct values seen."""
 
     name = "count_distinct"
+    accumulates = True
 
     def lift(self, value: Any) -> tuple[Any, ...]:
         return (value,)
+
+    def start(self, value: Any) -> dict[Any, None]:
+        """The distinct values in the order first seen, as a dict's keys (a value added again changes nothing)."""
+        return {value: None}
+
+    @staticmethod
+    def add(accumulator: dict[Any, None], value: Any) -> None:
+        accumulator[value] = None
+
+    @staticmethod
+    def state_of(accumulator: dict[Any, None]) -> DistinctValues:
+        return DistinctValues(accumulator)
 
     @staticmethod
     def merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -210,6 +210,8 @@ class MapOutputBuffer:
         """Input records whose output is in spills already written (set by ``run_map`` before each spill)."""
         # A combiner with lift/merge (hop.aggregates.Aggregate) is folded in as records arrive.
         self._folding = hasattr(combiner, "lift") and hasattr(combiner, "merge")
+        self._accumulating = self._folding and bool(getattr(combiner, "accumulates", False))
+        """Whether the folded values are the aggregate's accumulators (turned into states at the spill)."""
         self.failed_pair: tuple[Any, Any] | None = None
         """The (key, value) the map loop was inserting when it raised."""
         self.failed_output: Any = None
@@ -263,8 +265,11 @@ class MapOutputBuffer:
         next_check = min(next_yield, next_size)
         # The three ways to insert a pair, chosen once per task rather than per record.
         inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
-        lift: Any = self.combiner.lift if self._folding else None  # type: ignore[union-attr]
+        accumulating = self._accumulating
+        lift: Any = self.combiner.lift if self._folding and not accumulating else None  # type: ignore[union-attr]
         merge: Any = self.combiner.merge if self._folding else None  # type: ignore[union-attr]
+        start: Any = self.combiner.start if accumulating else None  # type: ignore[union-attr]
+        add: Any = self.combiner.add if accumulating else None  # type: ignore[union-attr]
         record_key = record_value = key = value = output = None
         get = groups.get
         check_pairs = True
@@ -294,6 +299,16 @@ class MapOutputBuffer:
                             groups[key] = value
                         else:
                             raise none_state_error(self.combiner, key, value)
+                        added += 1
+                elif start is not None:
+                    # The aggregate's own accumulator, updated in place (Aggregate.accumulates): no state is built
+                    # again per value. Turned into states at the spill.
+                    for key, value in output:
+                        accumulator = get(key)
+                        if accumulator is not None:
+                            add(accumulator, value)
+                        else:
+                            groups[key] = start(value)
                         added += 1
                 elif lift is not None:
                     for key, value in output:
@@ -435,6 +450,8 @@ class MapOutputBuffer:
                     bucket.sort(key=order)
                 out_keys[partition] = bucket
                 out_values[partition] = list(map(groups.__getitem__, bucket))
+                if self._accumulating:
+                    out_values[partition] = list(map(combiner.state_of, out_values[partition]))  # type: ignore[union-attr]
             combine_in, combine_out = counters_pending, len(keys)
             self.next_spill_records = folded_spill_records(self.spill_records, combine_in, combine_out)
             sorted_keys: list[Any] = []

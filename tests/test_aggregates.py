@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pickle
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hop.aggregates import CountDistinct, DistinctValues
+from hop.aggregates import Aggregate, Count, CountDistinct, DistinctValues, Max, Mean, Min, Sum, TopK
 from shuffle import codec
 
 
@@ -63,3 +64,17 @@ def test_count_distinct_folds_any_way_to_the_distinct_values(groups: list[list[i
     for state in kept[1:]:
         partial = aggregate.merge(state, partial)
     assert aggregate.finish(aggregate.merge(partial, total)) == expected
+
+
+@pytest.mark.parametrize("aggregate", [Sum(), Count(), Min(), Max(), Mean(), TopK(3), CountDistinct()], ids=repr)
+@given(values=st.lists(st.integers(-5, 5), min_size=1, max_size=30))
+def test_an_accumulator_gives_the_state_merges_of_lifts_give(aggregate: Aggregate, values: list[int]) -> None:
+    """``start``/``add``/``state_of`` (the map loop's in-place fold, ``Aggregate.accumulates``) end in the state that
+    merging the values' lifts one by one gives: the base class's for every aggregate, CountDistinct's own."""
+    accumulator = aggregate.start(values[0])
+    for value in values[1:]:
+        aggregate.add(accumulator, value)
+    merged = aggregate.lift(values[0])
+    for value in values[1:]:
+        merged = aggregate.merge(merged, aggregate.lift(value))
+    assert aggregate.state_of(accumulator) == merged

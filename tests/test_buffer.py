@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hop.aggregates import Max, Mean, Sum
+from hop.aggregates import CountDistinct, Max, Mean, Sum
 from shuffle.buffer import (
     MAX_SPILL_GROWTH,
     AggregateValueError,
@@ -389,6 +389,49 @@ def test_a_value_the_aggregate_refuses_leaves_the_pair_that_failed(tmp_path: Pat
         _drain(buffer, [(0, [("x", 3)]), (1, [("y", 1), ("x", "three")])], lambda _key, value: value)
     assert buffer.failed_pair == ("x", "three") and buffer.current_record == (1, [("y", 1), ("x", "three")])
     assert buffer.folding
+
+
+class _CountDistinctByMerge(CountDistinct):
+    """CountDistinct folded by ``merge(state, lift(value))``, counting its merges: the fold before accumulators."""
+
+    accumulates = False
+    merges = 0
+
+    def merge(self, a: Any, b: Any) -> Any:  # type: ignore[override]
+        type(self).merges += 1
+        return CountDistinct.merge(a, b)
+
+
+class _CountedCountDistinct(CountDistinct):
+    merges = 0
+
+    def merge(self, a: Any, b: Any) -> Any:  # type: ignore[override]
+        type(self).merges += 1
+        return CountDistinct.merge(a, b)
+
+
+def test_count_distinct_folds_a_keys_values_into_one_accumulator(tmp_path: Path) -> None:
+    """Folding CountDistinct value by value (``merge(state, lift(value))``) built a new tuple of the state's n values
+    for every new one: O(n²) per key, 17 s for one key of 100,000 distinct values. The map loop adds each value to
+    the key's accumulator in place (no merge at all) and the spill holds the same states, byte for byte."""
+    records = [(n, [("hot", n % 5000), (f"k{n % 7}", n % 3), ("hot", -1)]) for n in range(20_000)]
+    spills = []
+    for name, aggregate in (("merged", _CountDistinctByMerge()), ("accumulated", _CountedCountDistinct())):
+        buffer = MapOutputBuffer(tmp_path, 2, None, aggregate, name=name)
+        _drain(buffer, records, lambda _key, value: value)
+        assert len(buffer.counters.spills) == 1
+        spills.append(buffer.counters.spills[0])
+    assert _CountDistinctByMerge.merges == 60_000 - 1 - 7 and _CountedCountDistinct.merges == 0
+    assert spills[0].path.read_bytes() == spills[1].path.read_bytes()
+    states = dict(pair for partition in _spill_pairs(spills[1]) for pair in partition)
+    assert len(states["hot"]) == 5001 and states["hot"][:3] == (0, -1, 1) and states["k3"] == (0, 1, 2)
+
+
+def test_a_value_count_distinct_cannot_hold_leaves_the_pair_that_failed(tmp_path: Path) -> None:
+    buffer = MapOutputBuffer(tmp_path, 1, None, CountDistinct())
+    with pytest.raises(TypeError, match="unhashable"):
+        _drain(buffer, [(0, [("x", 3)]), (1, [("y", 1), ("x", [3])])], lambda _key, value: value)
+    assert buffer.failed_pair == ("x", [3]) and buffer.current_record == (1, [("y", 1), ("x", [3])])
 
 
 def test_spill_tag_covers_all_keys_of_the_spill(tmp_path: Path) -> None:
