@@ -397,7 +397,7 @@ class JobState:
         partition through a pipe (``upstream``) knows the partition's size only when it reads the committed file;
         before, the bytes it took are divided by the size the upstream reduce reports once its output is whole,
         and until then its share of what it got so far is weighed by that reduce's progress (0.5 once it has its
-        input, as reduces report)."""
+        input, rising as it reduces it)."""
         if task.committed is not None:
             return 1.0
         if self.upstream is None or task.from_file or task.index >= len(self.upstream.reduces):

@@ -812,8 +812,9 @@ def run_reduce(
         if isinstance(store, FoldingRunStore) and not init_pairs and not skip_limit:
             # An aggregate's output needs no reduce call per key: format and write it column by column.
             columns = _finished_columns(store)
-        report = _reduce_progress(channel, index, attempt)
         if columns is not None:
+            lines = len(columns[0])
+            report = _reduce_progress(channel, index, attempt, lambda written: written / max(1, lines))
             fault = None
             if faults.wanted("reduce", "merging", index, attempt):
                 fault = functools.partial(faults.inject, "reduce", "merging", index, attempt)
@@ -827,6 +828,7 @@ def run_reduce(
             output_records = _write_columns(output, *columns, fault, after_batch)
         else:
             groups = store.grouped()
+            report = _reduce_progress(channel, index, attempt, store.input_fraction)
             if faults.wanted("reduce", "merging", index, attempt):
                 groups = _fault_after_first(groups, index, attempt)
             output_records = reduce_to_file(
@@ -848,7 +850,7 @@ def run_reduce(
             # Its output is whole: the downstream map reading it shows how much of it it took (map_task_fraction).
             written = os.path.getsize(output)
             channel.send(
-                "task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=0, written=written
+                "task_progress", kind="reduce", index=index, attempt=attempt, fraction=1.0, records=0, written=written
             )
             # Follows a pipe_at that came during the last groups, or while it waits for acknowledgements (the
             # downstream attempt it streamed to was replaced); never longer than finish's timeout.
@@ -975,10 +977,14 @@ def _receive_runs(
     return first_run_at
 
 
-def _reduce_progress(channel: TaskChannel, index: int, attempt: int) -> Callable[[int], int]:
+def _reduce_progress(
+    channel: TaskChannel, index: int, attempt: int, done: Callable[[int], float]
+) -> Callable[[int], int]:
     """``report(groups)``: a reduce attempt's progress once its input is in, every ``PROGRESS_SECONDS`` at most:
-    the groups it has reduced (or lines written) so far, at fraction 0.5. Without it a reduce sent nothing from its
-    merge's start to its end, so one stuck in the user's reduce could not be told from one working.
+    the groups it has reduced (or lines written) so far, at fraction 0.5 (the shuffle) plus half of ``done(groups)``,
+    the fraction of its input reduced (it stayed at 0.5 until the commit, however long the reduce took). Without it a
+    reduce sent nothing from its merge's start to its end, so one stuck in the user's reduce could not be told from
+    one working.
 
     It returns how many groups to go before the next call: more while calls come faster than every 10 ms (reading
     the clock per group made a trivial reduce 30% slower), fewer down to 1 while they come slower than every 100 ms
@@ -996,7 +1002,10 @@ def _reduce_progress(channel: TaskChannel, index: int, attempt: int) -> Callable
             stride = max(1, stride // 2)
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now
-            channel.send("task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=groups)
+            fraction = 0.5 + 0.5 * min(1.0, done(groups))
+            channel.send(
+                "task_progress", kind="reduce", index=index, attempt=attempt, fraction=fraction, records=groups
+            )
         return stride
 
     return report

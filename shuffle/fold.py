@@ -49,6 +49,8 @@ class FoldingRunStore(RunStore):
         self.folded_records = 0
         self._dumps: list[Path] = []
         self._dump_tags: list[str] = []
+        self._dumped_keys = 0
+        """Keys written out by ``_dump_state`` (a key may be in several dumps)."""
         self._state_tag = "empty"
 
     def add(
@@ -124,6 +126,7 @@ class FoldingRunStore(RunStore):
         self._merged[path] = size  # tracked like merge outputs: counted on disk, deleted by close()
         self._add_disk(size)
         self._dumps.append(path)
+        self._dumped_keys += len(keys)
         self.state = {}
 
     def sorted_pairs(self) -> Iterator[tuple[Any, Any]]:
@@ -160,6 +163,7 @@ class FoldingRunStore(RunStore):
 
     def grouped(self) -> Iterator[tuple[Any, Iterable[Any]]]:
         """Folded states by key (a key has several only if the state was dumped to disk)."""
+        self._groups_total = len(self.state) + self._dumped_keys  # (at most: a key dumped twice is one group)
         return group_sorted(self.sorted_pairs())
 
     def snapshot_groups(self) -> dict[Any, list[Any]]:

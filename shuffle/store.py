@@ -19,6 +19,7 @@ then spill order).
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +115,10 @@ class RunStore:
         """(task, failed attempt) -> its checkpoint's first spill: the runs below are kept, later ones dropped."""
         self._merged: dict[Path, int] = {}
         """Files written by multi-pass merges (not runs of any attempt), with their sizes."""
+        self._groups_total: int | None = None
+        """After :meth:`grouped`: the groups it hands out (or at most), when known; else None, and ``_records_*``."""
+        self._records_total = 0
+        self._records_taken = 0
         if fan_in < 2:
             raise ValueError(f"fan_in must be at least 2, got {fan_in}")
 
@@ -311,12 +316,29 @@ class RunStore:
         if any(run.data is None for run in runs) or self._merged:
             # Streamed from disk: merge runs of equal keys, not single pairs (see shuffle.runs.block_groups).
             sources, order = self._merge_sources()
-            return group_merged(itertools.chain.from_iterable(merge_blocks(_as_group_blocks(sources, order), order)))
+            self._groups_total, self._records_total, self._records_taken = None, sum(r.records for r in runs), 0
+            streams = [self._counted(blocks) for blocks in _as_group_blocks(sources, order)]
+            return group_merged(itertools.chain.from_iterable(merge_blocks(streams, order)))
         groups: dict[Any, list[Any]] = {}
         for run in runs:
             _group_into(groups, run.data or b"")
         ordered, _ = sort_keys(list(groups))
+        self._groups_total = len(ordered)
         return ((key, groups[key]) for key in ordered)
+
+    def input_fraction(self, groups: int) -> float:
+        """After :meth:`grouped`: how much of the reduce input it has handed out, from 0 to 1, given the ``groups``
+        the caller has taken. Of the groups when their number is known (every run was in memory), else of the
+        records in the blocks the merge has read (at most a block per stream ahead of the caller)."""
+        if self._groups_total is not None:
+            return min(1.0, groups / self._groups_total) if self._groups_total else 1.0
+        return min(1.0, self._records_taken / self._records_total) if self._records_total else 1.0
+
+    def _counted(self, blocks: Iterator[list[tuple[Any, list[Any]]]]) -> Iterator[list[tuple[Any, list[Any]]]]:
+        """``blocks`` of ``(key, values)`` items, their values counted in ``_records_taken`` as each is read."""
+        for block in blocks:
+            self._records_taken += sum(map(len, map(_values_of, block)))
+            yield block
 
     def snapshot_runs(self) -> list[StoredRun]:
         """The runs a snapshot includes: per map task its committed attempt's, else those of its live attempt with
@@ -501,3 +523,7 @@ def _as_group_blocks(sources: list[_Encoded | Path], order: KeyOrder) -> list[It
         else blocks_of(sort_groups_in_memory(source.runs, order))
         for source in sources
     ]
+
+
+_values_of = operator.itemgetter(1)
+"""A ``(key, values)`` item's values."""

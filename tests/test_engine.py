@@ -8,6 +8,7 @@ import gzip
 import json
 import lzma
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,25 @@ def test_pipelined_shuffle_starts_before_maps_finish(client: Client, tmp_path: P
     map_ends = sorted(a["end"] for a in report["attempts"] if a["kind"] == "map")
     assert report["first_shuffle_at"] < map_ends[0], "a spill should reach a reducer before any map commits"
     assert output_dict(output) == word_counts(source)
+
+
+def test_a_reduces_progress_rises_as_it_reduces(client: Client, tmp_path: Path) -> None:
+    """A reduce reported 0.5 once its input was in and nothing more until it committed: a 2 s reduce showed "reduce
+    50%" all along. Its progress now rises with the part of its input it has reduced."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 20_000, seed=5, vocabulary=500)  # 500 words: 2 s of the reduce's 4 ms a key
+    spec = build_spec(load_job_file(job_path("slow_reduce")), [str(source)], str(tmp_path / "out"), num_reduces=1)
+    job_id = client.submit(spec)
+    seen = []
+    deadline = time.monotonic() + 60
+    while (status := client.status(job_id))["state"] == "running":
+        assert time.monotonic() < deadline, "the job still running after 60 s"
+        seen.append(status["reduce_fraction"])
+        time.sleep(0.05)
+    assert status["state"] == "succeeded", status
+    during = [fraction for fraction in seen if 0.5 < fraction < 1.0]
+    assert len(set(during)) >= 2 and during == sorted(during), seen
+    assert output_dict(tmp_path / "out") == word_counts(source)
 
 
 def test_blocking_and_pipelined_outputs_identical(client: Client, zipf_text: Path, tmp_path: Path) -> None:

@@ -79,6 +79,21 @@ def test_state_dumps_to_disk_past_the_key_budget_and_stays_exact(tmp_path: Path)
     assert not list(tmp_path.iterdir())
 
 
+def test_a_folding_stores_input_fraction_counts_its_dumped_keys(tmp_path: Path) -> None:
+    """With its state dumped to disk, the groups it hands out are at most the keys in memory plus those dumped (a
+    key dumped twice is one group): the fraction rises with the groups taken and ends at 1 or just under it."""
+    store = FoldingRunStore(tmp_path, Sum(), max_keys=50)
+    for task in range(10):
+        pairs = {f"k{(task * 37 + n) % 400:03d}": 1 for n in range(40)}
+        store.add(task, 0, 0, run_of(pairs), len(pairs), "s")
+        store.commit(task, 0, spills=1)
+    assert store._dumps, "the state should have been dumped to disk"
+    fractions = [store.input_fraction(taken) for taken, _ in enumerate(store.grouped(), start=1)]
+    assert len(fractions) == 373 and fractions == sorted(fractions) and 0.9 < fractions[-1] <= 1.0, fractions[-1]
+    assert 0.4 < fractions[len(fractions) // 2] < 0.6
+    store.close()
+
+
 def test_folding_keeps_to_its_budget_with_a_large_run_of_distinct_keys(tmp_path: Path) -> None:
     """A map attempt's runs may hold many more distinct keys than the store's ``max_keys``, in a run file larger than
     its whole budget: the store folds the file as it streams it, dumps its map as soon as it passes ``max_keys``

@@ -389,6 +389,26 @@ def test_dropping_an_evicted_attempt_deletes_its_files(store_dir: Path) -> None:
     store.close()
 
 
+@pytest.mark.parametrize("memory_limit", [64 << 20, 1], ids=["in memory", "on disk"])
+def test_input_fraction_rises_to_one_as_the_groups_are_taken(store_dir: Path, memory_limit: int) -> None:
+    """A reduce reported 0.5 (its input in) until it committed, however long its reduce took. The store says how
+    much of its input the groups taken so far are: of the groups when it knows their number (every run in memory),
+    else of the records in the blocks its merge has read."""
+    work = _workload(tasks=6, runs_per_task=3, keys_per_run=40)
+    store = RunStore(store_dir, memory_limit=memory_limit)
+    for task, seq, pairs in work:
+        _add(store, task, 0, seq, pairs, grouped=True)  # (blocks of 3 keys: a merge from disk reads many)
+    for task in range(6):
+        _commit(store, task, 0, 3)
+    fractions = []
+    for taken, (_, values) in enumerate(store.grouped(), start=1):
+        assert list(values)  # (a merged group's values are read as the reduce reads them)
+        fractions.append(store.input_fraction(taken))
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert fractions[len(fractions) // 4] < 0.5 < fractions[3 * len(fractions) // 4] < 1.0, fractions
+    store.close()
+
+
 @pytest.mark.parametrize("fan_in", [2, 3, 4])
 def test_multi_pass_merge_with_small_fan_in_is_exact(store_dir: Path, fan_in: int) -> None:
     work = _workload(tasks=6, runs_per_task=3, keys_per_run=8)
