@@ -405,9 +405,13 @@ async function stopJob() {
   try {
     const reply = await fetch(`/api/jobs/${encodeURIComponent(job.job_id)}/stop`, { method: "POST" });
     const body = await reply.json();
+    if (state.jobId !== job.job_id) return;  // another job is on show now
+    // The job's end may have come before this answer (a loaded machine): the note says the end, as renderStop put it.
+    if (reply.ok && state.job?.job_id === job.job_id && state.job.state !== "running") return renderStop(state.job);
     note.textContent = !reply.ok ? `not stopped: ${body.error}`
       : body.cancelled ? "cancelled: the job is failing" : "stopping: the last windows are being written";
   } catch (error) {
+    if (state.jobId !== job.job_id) return;
     note.textContent = `not stopped: ${error}`;
     state.stopRequested = false;
   }
