@@ -66,6 +66,10 @@ class Aggregate:
         """The state of the values added to ``accumulator`` (as ``merge`` of their lifts would give)."""
         return accumulator[0]
 
+    def accumulator_of(self, state: Any) -> Any:
+        """An accumulator holding ``state`` (a checkpoint's, read back), to :meth:`add` more values to."""
+        return [state]
+
     @property
     def finish_is_identity(self) -> bool:
         """True when ``finish`` is the base class's: the state is the final value (reducers skip the calls)."""
@@ -191,6 +195,10 @@ class CountDistinct(Aggregate):
     @staticmethod
     def state_of(accumulator: dict[Any, None]) -> DistinctValues:
         return DistinctValues(accumulator)
+
+    @staticmethod
+    def accumulator_of(state: tuple[Any, ...]) -> dict[Any, None]:
+        return dict.fromkeys(state)
 
     @staticmethod
     def merge(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:

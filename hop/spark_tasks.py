@@ -354,6 +354,8 @@ def _combined(
     record, where hop's map buffer with ``spill_records`` spills) and at the end; an aggregate folds its states as
     pairs arrive (a value it refuses fails the task naming the aggregate, key and record, as in hop)."""
     aggregate = as_aggregate(combiner)
+    # An accumulating aggregate's groups hold accumulators (updated in place), made states as they are yielded.
+    state_of: Callable[[Any], Any] = aggregate.state_of if aggregate is not None and aggregate.accumulates else _same
     groups: dict[Any, Any] = {}
     pending = 0
     limit = max(1, spill_records // FIRST_SPILL_DIVISOR)
@@ -373,14 +375,14 @@ def _combined(
         pending += len(pairs)
         if pending >= limit or len(groups) >= DEFAULT_SPILL_KEYS:
             if aggregate is not None:
-                yield from ((key, wire(state)) for key, state in groups.items())
+                yield from ((key, wire(state_of(state))) for key, state in groups.items())
                 limit = folded_spill_records(spill_records, pending, len(groups))
             else:
                 yield from _combine(combiner, groups)
                 limit = spill_records
             groups, pending = {}, 0
     if aggregate is not None:
-        yield from ((key, wire(state)) for key, state in groups.items())
+        yield from ((key, wire(state_of(state))) for key, state in groups.items())
     else:
         yield from _combine(combiner, groups)
 
@@ -416,9 +418,19 @@ def _check_hashable(key: Any, position: _Position) -> None:
         raise TaskFailure.of("map", unhashable_key_error(key), position.describe()) from None
 
 
+def _same(state: Any) -> Any:
+    return state
+
+
 def _fold(aggregate: Aggregate, state: Any, key: Any, value: Any, position: _Position) -> Any:
-    """``state`` (``None``: none yet) with ``value`` folded in."""
+    """``state`` (``None``: none yet) with ``value`` folded in: an accumulator, added to in place, for an aggregate
+    that ``accumulates`` (as hop's map buffer folds it)."""
     try:
+        if aggregate.accumulates:
+            if state is None:
+                return aggregate.start(value)
+            aggregate.add(state, value)
+            return state
         if state is None:
             state = aggregate.lift(value)
             if state is None:

@@ -72,6 +72,7 @@ RUNS = [
     SparkRun("jsonl", "json_fields", ["records.jsonl"], reducers=2),
     SparkRun("counters", "counting_wordcount", ["words.txt"], reducers=3),
     SparkRun("mean", "mean_length", ["words.txt"], reducers=2, job_class="WordLengths"),
+    SparkRun("distinct", "mean_length", ["words.txt"], reducers=2, job_class="DistinctWords"),
     SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
     SparkRun("counted_states", "counted_states", ["words.txt"], reducers=2),
     SparkRun("counted_spills", "counted_states", ["words.txt"], reducers=2, options={"spill_records": SPILL_RECORDS}),
@@ -223,7 +224,18 @@ def builtin_counters(counters: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "name",
-    ["wordcount", "generic", "two_steps", "jsonl", "counters", "mean", "mixed_keys", "counted_states", "hooks"],
+    [
+        "wordcount",
+        "generic",
+        "two_steps",
+        "jsonl",
+        "counters",
+        "mean",
+        "distinct",
+        "mixed_keys",
+        "counted_states",
+        "hooks",
+    ],
 )
 def test_spark_output_equals_hop_byte_for_byte(
     client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]], name: str

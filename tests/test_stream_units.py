@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hop.aggregates import Aggregate, Max, Min, Sum
+from hop.aggregates import Aggregate, CountDistinct, Max, Min, Sum
 from hop.stream import tracker as tracker_module
 from hop.stream.assembler import FOREVER, Closing, WindowAssembler
 from hop.stream.options import StreamOptions, stream_options
@@ -182,6 +182,38 @@ def test_pane_buffer_sums_what_batch_sums() -> None:
     buffer.add(0, [("x", "a"), ("y", 0.5)])
     buffer.add(0, [("x", "b"), ("y", 1)])
     assert buffer.panes[0] == {"x": "ab", "y": 1.5}
+
+
+class _CountedCountDistinct(CountDistinct):
+    merges = 0
+
+    def merge(self, a: Any, b: Any) -> Any:  # type: ignore[override]
+        type(self).merges += 1
+        return CountDistinct.merge(a, b)
+
+
+def test_pane_buffer_folds_count_distinct_into_accumulators_and_checkpoints_states() -> None:
+    """A pane folded CountDistinct value by value (a new tuple of all of a key's values per value: O(n²) per key
+    and pane). It adds to the key's accumulator in place and seals (and checkpoints) states; a pane restored from a
+    checkpoint goes on from them."""
+    aggregate = _CountedCountDistinct()
+    whole, resumed = PaneBuffer(1, lambda key: 0, aggregate, None), PaneBuffer(1, lambda key: 0, aggregate, None)
+    records = [[("hot", n % 3000), ("cold", n % 2)] for n in range(6000)]
+    for record in records[:4000]:
+        whole.add(7, record)
+        resumed.add(7, record)
+    state = msgpack.unpackb(msgpack.packb(resumed.to_state()), use_list=False, strict_map_key=False)
+    assert [len(values) for _, _, _, values in state["panes"]] == [2] and state["panes"][0][3][1] == (0, 1)
+    resumed = PaneBuffer(1, lambda key: 0, aggregate, None)
+    resumed.restore(state)
+    for record in records[4000:]:
+        whole.add(7, record)
+        resumed.add(7, record)
+    assert aggregate.merges == 0
+    runs = [buffer.seal_below(8)[0].runs[0][0] for buffer in (whole, resumed)]
+    assert runs[0] == runs[1]
+    states = dict(iter_run(runs[0]))
+    assert states == {"hot": tuple(range(3000)), "cold": (0, 1)}
 
 
 def _assembler(sources: int = 2, **options: Any) -> WindowAssembler:

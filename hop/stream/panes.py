@@ -52,6 +52,10 @@ class PaneBuffer:
         self.combine_output_records = 0
         self.failed_pair: tuple[Any, Any] | None = None
         """The (key, value) :meth:`add` was folding when it raised (``hop.usercode.fold_error`` reports it)."""
+        self.accumulating = aggregate is not None and aggregate.accumulates
+        """Whether an open pane holds the aggregate's accumulators (``Aggregate.accumulates``), made states as the
+        pane is sealed or checkpointed: a pane's states are merged into every window it is part of, so they are
+        never changed in place."""
 
     @property
     def open_panes(self) -> list[int]:
@@ -88,6 +92,15 @@ class PaneBuffer:
                         table[key] = value
                     else:
                         raise none_state_error(aggregate, key, value)
+                    count += 1
+            elif self.accumulating:
+                start, add = aggregate.start, aggregate.add
+                for key, value in pairs:
+                    accumulator = get(key)
+                    if accumulator is not None:
+                        add(accumulator, value)
+                    else:
+                        table[key] = start(value)
                     count += 1
             else:
                 lift, merge = aggregate.lift, aggregate.merge
@@ -127,7 +140,7 @@ class PaneBuffer:
                 value = table[key]
                 if self.aggregate is not None:
                     out_keys.append(key)
-                    out_values.append(value)
+                    out_values.append(self.aggregate.state_of(value) if self.accumulating else value)
                 elif self.combiner is not None:
                     for out_key, out_value in checked_pairs(self.combiner(key, value)):
                         out_keys.append(out_key)
@@ -152,9 +165,15 @@ class PaneBuffer:
             return ()
 
     # Checkpoints -------------------------------------------------------------------------------------------
+    def _states(self, table: dict[Any, Any]) -> list[Any]:
+        """An open pane's values as a checkpoint keeps them: states, not accumulators."""
+        if self.accumulating:
+            return list(map(self.aggregate.state_of, table.values()))  # type: ignore[union-attr]
+        return list(table.values())
+
     def to_state(self) -> dict[str, Any]:
         return {
-            "panes": [[pane, self.records[pane], list(t.keys()), list(t.values())] for pane, t in self.panes.items()],
+            "panes": [[pane, self.records[pane], list(t.keys()), self._states(t)] for pane, t in self.panes.items()],
             "output_records": self.output_records,
             "combine_output_records": self.combine_output_records,
         }
@@ -162,8 +181,11 @@ class PaneBuffer:
     def restore(self, state: dict[str, Any]) -> None:
         self.panes, self.records = {}, {}
         for pane, records, keys, values in state["panes"]:
-            lists = self.aggregate is None
-            self.panes[pane] = {k: (list(v) if lists else v) for k, v in zip(keys, values, strict=True)}
+            if self.aggregate is None:
+                values = map(list, values)
+            elif self.accumulating:
+                values = map(self.aggregate.accumulator_of, values)
+            self.panes[pane] = dict(zip(keys, values, strict=True))
             self.records[pane] = records
         self.output_records = state["output_records"]
         self.combine_output_records = state["combine_output_records"]
