@@ -24,6 +24,11 @@ A state is never ``None`` (the fold loops take ``None`` for "no state yet"): a m
 ``Min`` or ``Max``, whose state is the value itself, fails with an error naming the aggregate, the key and the input
 record, as does a value the aggregate's ``+`` or ``merge`` refuses. Custom aggregates: ``lift`` must not return
 ``None``.
+
+A map folds a key's values one by one. For a state that costs O(size) to build again per value (``CountDistinct``'s
+tuple of the distinct values: O(n²) per key that way), an aggregate sets ``accumulates`` and gives ``start``, ``add``
+(in place), ``state_of`` and ``accumulator_of``: the map buffer, stream panes and Spark's map-side combine then keep
+an accumulator per key, private to them, and turn it into a state where the state leaves them.
 """
 
 from __future__ import annotations
