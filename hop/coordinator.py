@@ -177,10 +177,10 @@ class Coordinator:
                 if self.socket.poll(self._poll_milliseconds()):
                     while True:
                         try:
-                            identity, frame = self.socket.recv_multipart(zmq.NOBLOCK)
+                            frames = self.socket.recv_multipart(zmq.NOBLOCK)
                         except zmq.Again:
                             break
-                        self.handle(identity, unpack(frame))
+                        self._take(frames)
                 self._answer_status_waiters()
                 self._check_heartbeats()
                 self._stop_streams_past_duration()
@@ -240,6 +240,22 @@ class Coordinator:
             flush=True,
         )
 
+    def _take(self, frames: list[bytes]) -> None:
+        """Handle one message as the socket gave it (the sender's identity, then the message). One that is not an
+        engine message (anything can connect to the port) is answered with an error, or dropped if it has no
+        frame to answer; it took the coordinator down with every job it ran."""
+        if len(frames) != 2:
+            if len(frames) > 1:
+                self._send(frames[0], "error", message=f"malformed engine message: {len(frames) - 1} frames, not 1")
+            return
+        identity, frame = frames
+        try:
+            msg = unpack(frame)
+        except ValueError as error:  # (msgpack's errors are ValueErrors)
+            self._send(identity, "error", message=f"malformed engine message: {error}")
+            return
+        self.handle(identity, msg)
+
     def _tell_clients_of_failed_jobs(self, untold: set[str]) -> None:
         """Answer only ``status`` requests, for up to :data:`STOP_TELL_SECONDS`, until one about each job in
         ``untold`` (failed as this coordinator stopped, with no request held to tell) was answered.
@@ -253,7 +269,10 @@ class Coordinator:
             if not self.socket.poll(max(1, math.ceil(left * 1000))):
                 continue
             identity, frame = self.socket.recv_multipart()
-            msg = unpack(frame)
+            try:
+                msg = unpack(frame)
+            except ValueError:  # (what the loop would have answered with an error: nobody waits for it now)
+                continue
             if msg.get("type") == "status" and msg.get("job_id") in self.jobs:
                 self.on_status(identity, msg)
                 untold.discard(msg["job_id"])

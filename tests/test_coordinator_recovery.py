@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 
 from hop.client import Client, JobLost
 from hop.forking import wait_or_kill
 from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
+from hop.protocol import unpack
 from hop.runner import JobFailed, build_spec, run_staged_jobs
 from tests.conftest import job_path, maps_running, output_dict, run_job
 
@@ -672,3 +674,30 @@ def test_a_worker_named_by_its_host_and_pid_is_not_told_of_a_namesake(tmp_path: 
         said += worker.communicate(timeout=30)[1]
     assert f"no answer from a coordinator at {address} within 10 s; still trying" in said, said
     assert "Is the coordinator running there?\n" in said and "--name" not in said, said
+
+
+def test_a_malformed_message_is_answered_with_an_error_and_the_coordinator_goes_on(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Anything can connect to the coordinator's port: a message that was not msgpack, or not an engine message, or
+    of more than one frame, raised out of its loop and took the coordinator down with every job it ran."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes)
+    client = Client(address, timeout=30)
+    context = zmq.Context.instance()
+    stranger = context.socket(zmq.DEALER)
+    stranger.setsockopt(zmq.LINGER, 0)
+    try:
+        assert client.workers() == []  # (it is up)
+        stranger.connect(address)
+        answers = []
+        for frames in ([b"\xc1"], [b"\x92\x01\x02"], [b"GET / HTTP/1.0\r\n\r\n"], [b"a", b"b"]):
+            stranger.send_multipart(frames)
+            assert stranger.poll(10_000), f"no answer to {frames}"
+            answers.append(unpack(stranger.recv()))
+        assert [answer["type"] for answer in answers] == ["error"] * 4, answers
+        assert all("malformed engine message" in answer["message"] for answer in answers), answers
+        assert client.workers() == [] and coordinator.poll() is None
+    finally:
+        stranger.close()
+        client.close()
