@@ -391,7 +391,9 @@ def test_workers_survive_spills_that_arrive_after_an_early_stop(tmp_path: Path) 
     from hop.local_cluster import LocalCluster
 
     source = tmp_path / "in.txt"
-    generate_text(source, 12_000_000, seed=4, vocabulary=50)
+    # (30 MB: with 12 MB, one run in 5 or so had read everything by the time the first snapshot, at 5%, was answered:
+    # no early stop, and the test failed on the run rather than on what it checks)
+    generate_text(source, 30_000_000, seed=4, vocabulary=50)
     job_class = load_job_file(job_path("wordcount"))
     with LocalCluster(workers=2, map_slots=2, reduce_slots=1) as cluster:
         client = Client(cluster.address, timeout=30)
@@ -415,6 +417,7 @@ def test_workers_survive_spills_that_arrive_after_an_early_stop(tmp_path: Path) 
                     options=options,
                 )
                 report = run_steps(client, spec, progress=False, timeout=TIMEOUT)
+                assert "approximate" in report, report.get("stop_held_back")  # (why it did not stop early)
                 assert report["approximate"]["input_fraction"] < 1
             time.sleep(1.0)  # spills sent before the early stop reach the workers' loops by now
             assert [process.poll() for process in cluster.workers] == [None, None], "a worker process died"
