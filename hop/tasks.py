@@ -49,6 +49,7 @@ from shuffle.fold import FoldingRunStore
 from shuffle.keys import NanKeyError
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
+from shuffle.pusher import run_message
 from shuffle.runs import UnencodableRecordError
 from shuffle.spill import SpillFile, SpillWriteError
 from shuffle.store import RunStore
@@ -916,12 +917,15 @@ def _receive_runs(
         taken = 0
         while limit is None or taken < limit:
             try:
-                sender, header_frame, data = pull.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = pull.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
             taken += 1
-            header = codec.unpackb(header_frame.bytes, use_list=True)
-            if (header.get("job_id"), header.get("partition")) != (spec.job_id, index):
+            received = run_message(frames)
+            if received is None:
+                continue  # not a run piece (something else connected to this port): nobody to answer
+            sender, header, data = received
+            if (header["job_id"], header["partition"]) != (spec.job_id, index):
                 # A worker's connection to a dead reduce attempt, reconnected by ZeroMQ to whoever bound its port
                 # next: the run is not ours. Acknowledged all the same, so that connection's credits come back.
                 pull.send_multipart([sender, b"%d" % header["seq"]])

@@ -37,6 +37,29 @@ PIECE_BYTES = 1 << 20
 """Run bytes per message at most: a reducer holds at most ``CREDITS`` of them per worker in its network buffers."""
 
 
+RUN_HEADER_INTS = ("map", "attempt", "seq", "partition")
+"""The fields of a run piece's header that every receiver reads, all ints (with ``job_id``, a str)."""
+
+
+def run_message(frames: list[Any]) -> tuple[Any, dict[str, Any], Any] | None:
+    """A message a reduce attempt's ROUTER took, as ``(sender, header, data)`` if it is a run piece as this module
+    sends them (the sender's identity, the msgpack header, the bytes); ``None`` for anything else that connected to
+    the reducer's port (a port scanner, a stray client): it failed the reduce attempt with a decoding error.
+    ``frames`` may be bytes or ``zmq.Frame`` objects (``copy=False``)."""
+    if len(frames) != 3:
+        return None
+    sender, header_frame, data = frames
+    try:
+        header = codec.unpackb(header_frame.bytes if isinstance(header_frame, zmq.Frame) else header_frame, True)
+    except (ValueError, TypeError):  # (msgpack's errors are ValueErrors; a map with a list key is a TypeError)
+        return None
+    if not isinstance(header, dict) or not isinstance(header.get("job_id"), str):
+        return None
+    if any(type(header.get(name)) is not int for name in RUN_HEADER_INTS):
+        return None
+    return sender, header, data
+
+
 @dataclass(frozen=True)
 class RegisteredSpill:
     map_index: int

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import zmq
 
@@ -32,6 +33,7 @@ from hop.stream.tasks import run_stream_reduce
 from hop.tasks import run_reduce
 from shuffle import codec
 from shuffle.keys import order_tag
+from shuffle.pusher import run_message
 from shuffle.runs import encode_grouped_run, encode_run
 from tests.conftest import job_path, maps_running, output_dict, run_job
 
@@ -517,3 +519,63 @@ def test_a_stream_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp
     )
     parts = sorted((tmp_path / "out" / "windows").glob("*/part-00000"))
     assert [part.read_text(encoding="utf-8") for part in parts] == ['"a"\t1\n']
+
+
+def test_a_reducer_drops_what_is_not_a_run_piece_and_the_job_is_exact(client: Client, tmp_path: Path) -> None:
+    """Anything can connect to a reduce attempt's port (it binds on every interface): a message that was not a run
+    piece (one frame, a header that is not msgpack, or not a run's) failed the attempt with a decoding error, and
+    enough of them the job. The reducer drops such a message and takes the runs around it."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 300_000, seed=8, vocabulary=300)
+    spec = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=2)
+    before = _listening_ports()
+    job_id = client.submit(spec)
+    deadline = time.monotonic() + 30
+    while len(ports := _listening_ports() - before) < 2:  # the two reduce attempts' ports
+        assert time.monotonic() < deadline, f"the reduce attempts not listening within 30 s: {ports}"
+        time.sleep(0.05)
+    context = zmq.Context.instance()
+    for port in ports:
+        stranger = context.socket(zmq.DEALER)
+        stranger.setsockopt(zmq.LINGER, 0)
+        try:
+            stranger.connect(f"tcp://127.0.0.1:{port}")
+            for frames in ([b"GET / HTTP/1.0\r\n"], [b"\xc1", b""], [b"\x92\x01", b""], [codec.packb({"a": 1}), b""]):
+                stranger.send_multipart(frames)
+            assert not stranger.poll(500), "a reducer answered what was not a run piece"
+        finally:
+            stranger.close()
+    report = client.wait(job_id, timeout=60)
+    assert report["state"] == "succeeded", report
+    attempts = client.status(job_id)["report"]["attempts"]
+    assert [a["status"] for a in attempts if a["kind"] == "reduce"] == ["succeeded", "succeeded"], attempts
+    assert output_dict(tmp_path / "out") == dict(collections.Counter(source.read_text().split()))
+
+
+def _listening_ports() -> set[int]:
+    """The TCP ports the test cluster's processes listen on (all forked from its launcher: a reduce attempt's is
+    one that appeared with its job)."""
+    ports = set()
+    for process in psutil.Process().children(recursive=True):
+        try:
+            ports.update(c.laddr.port for c in process.net_connections("tcp") if c.status == psutil.CONN_LISTEN)
+        except psutil.Error:  # (ended meanwhile)
+            continue
+    return ports
+
+
+def test_only_a_run_piece_as_pushers_send_it_is_taken() -> None:
+    """What a batch or stream reduce attempt takes from its port (``shuffle.pusher.run_message``)."""
+    header = {"job_id": "job-1", "map": 0, "attempt": 0, "seq": 3, "partition": 1, "offset": 0, "size": 2}
+    assert run_message([b"peer", codec.packb(header), b"ab"]) == (b"peer", header, b"ab")
+    assert run_message([b"peer", zmq.Frame(codec.packb(header)), b"ab"]) == (b"peer", header, b"ab")
+    for frames in (
+        [b"peer", b"GET / HTTP/1.0"],
+        [b"peer", b"\xc1", b""],
+        [b"peer", codec.packb([1, 2]), b""],
+        [b"peer", codec.packb({**header, "seq": "3"}), b""],
+        [b"peer", codec.packb({k: v for k, v in header.items() if k != "job_id"}), b""],
+        [b"peer", b"\x81\x91\x01\x02", b""],  # a map whose key is a list: unhashable
+        [b"peer", codec.packb(header), b"ab", b"more"],
+    ):
+        assert run_message(frames) is None, frames

@@ -71,6 +71,7 @@ from shuffle import codec
 from shuffle.keys import sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
+from shuffle.pusher import run_message
 from shuffle.runs import UnencodableRecordError, iter_run
 from shuffle.spill import write_spill
 from shuffle.store import DECODED_EXPANSION
@@ -812,11 +813,14 @@ def run_stream_reduce(
             if pull in events:
                 for _ in range(256):
                     try:
-                        sender, header_frame, data = pull.recv_multipart(zmq.NOBLOCK)
+                        frames = pull.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
-                    header = codec.unpackb(header_frame, use_list=True)
-                    if (header.get("job_id"), header.get("partition")) == (spec.job_id, index):
+                    received = run_message(frames)
+                    if received is None:
+                        continue  # not a run piece (something else connected to this port): nobody to answer
+                    sender, header, data = received
+                    if (header["job_id"], header["partition"]) == (spec.job_id, index):
                         # (else not ours: a connection to a dead reduce attempt, reconnected to this port)
                         key = (header["map"], header["attempt"], header["seq"])
                         run = pieces.add(key, header.get("offset", 0), header.get("size", len(data)), data)
