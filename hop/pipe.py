@@ -203,8 +203,10 @@ class PipeReceiver:
                     return
             if self._socket not in events:
                 continue
-            sender, header_frame, data = self._socket.recv_multipart()
-            header = msgpack.unpackb(header_frame)
+            received = _pipe_message(self._socket.recv_multipart())
+            if received is None:
+                continue  # not a block of a pipe (something else connected to this port): nobody to answer
+            sender, header, data = received
             if self.upstream_attempt is None:
                 self.upstream_attempt = header["attempt"]
             elif header["attempt"] != self.upstream_attempt:
@@ -262,3 +264,20 @@ def _block_records(text: str, offset: int, read_line: list[tuple[int, str]] | No
             read_line[:] = [(offset, line)]
         yield pair
         offset += len(line.encode("utf-8")) + 1
+
+
+def _pipe_message(frames: list[bytes]) -> tuple[bytes, dict[str, Any], bytes] | None:
+    """A message a pipe's receiving socket took, as ``(sender, header, data)`` if it is a block as
+    :class:`PipeSender` sends it; ``None`` for anything else that connected to the port (it failed the map)."""
+    if len(frames) != 3:
+        return None
+    sender, header_frame, data = frames
+    try:
+        header = msgpack.unpackb(header_frame)
+    except (ValueError, TypeError):  # (msgpack's errors are ValueErrors; a map with a list key is a TypeError)
+        return None
+    if not isinstance(header, dict) or type(header.get("attempt")) is not int or type(header.get("seq")) is not int:
+        return None
+    if type(header.get("end")) is not bool:
+        return None
+    return sender, header, data

@@ -107,6 +107,35 @@ def test_a_line_longer_than_a_block_is_sent_whole(tmp_path: Path, control: zmq.S
     assert pairs == [("a", 1), ("long", long_value), ("z", 2)]
 
 
+def test_a_receiver_drops_what_is_not_a_block_of_its_pipe(tmp_path: Path, control: zmq.Socket) -> None:
+    """A downstream map's pipe port takes connections from anything: a message that was not a block (one frame, a
+    header that is not msgpack or not a block's) failed the map. It is dropped; the blocks around it are read."""
+    path = tmp_path / "part-00000"
+    path.write_text("".join(f'"k{i}"\t{i}\n' for i in range(1000)), encoding="utf-8")
+    receivers: list[PipeReceiver] = []
+    pairs: list[Any] = []
+    ready = threading.Event()
+    reader = threading.Thread(target=_receive_all, args=(receivers, control, pairs, ready))
+    reader.start()
+    stranger = zmq.Context.instance().socket(zmq.DEALER)
+    stranger.setsockopt(zmq.LINGER, 0)
+    sender = PipeSender(path, attempt=0, flush=lambda: None)
+    try:
+        assert ready.wait(10)
+        stranger.connect(receivers[0].address)
+        for frames in ([b"GET / HTTP/1.0"], [b"\xc1", b""], [b"\x92\x01\x02", b""], [b"\x81\xa3seq\xa1x", b""]):
+            stranger.send_multipart(frames)
+        assert not stranger.poll(300), "the receiver answered what was not a block"
+        sender.connect(receivers[0].address)
+        assert sender.finish(timeout=30.0) is True
+        reader.join(timeout=30)
+    finally:
+        stranger.close()
+        sender.close()
+        reader.join(timeout=30)
+    assert pairs == [(f"k{i}", i) for i in range(1000)]
+
+
 def _pipe_whole(path: Path, control: zmq.Socket) -> tuple[PipeReceiver, list[Any]]:
     """Send the output file ``path`` through a pipe to a receiver reading on a thread; the receiver and its pairs."""
     receivers: list[PipeReceiver] = []
