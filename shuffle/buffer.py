@@ -263,7 +263,7 @@ class MapOutputBuffer:
         """The mean size of a value, over the samples since the spill (or call) began."""
         samples = 0
         next_check = min(next_yield, next_size)
-        # The three ways to insert a pair, chosen once per task rather than per record.
+        # The four ways to insert a pair, chosen once per task rather than per record.
         inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
         accumulating = self._accumulating
         lift: Any = self.combiner.lift if self._folding and not accumulating else None  # type: ignore[union-attr]
@@ -411,7 +411,8 @@ class MapOutputBuffer:
     def _by_partition(self, keys: list[Any]) -> list[list[Any]]:
         """``keys`` split by partition, each list in the order given: one pass, appending each key to its
         partition's list through a bound ``append`` (a comprehension per partition passed over every key once per
-        partition: 44 ms against 12 ms for 100,000 keys in 4 partitions, a fifth of a no-combiner spill's time)."""
+        partition: 44 ms against 12 ms for 100,000 keys in 4 partitions; 0.31 s of a no-combiner map's 1.10 s of
+        spills on 40 MB)."""
         if self.num_partitions == 1:
             return [keys]
         buckets: list[list[Any]] = [[] for _ in range(self.num_partitions)]
