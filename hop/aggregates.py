@@ -26,13 +26,15 @@ record, as does a value the aggregate's ``+`` or ``merge`` refuses. Custom aggre
 ``None``.
 
 A map folds a key's values one by one. For a state that costs O(size) to build again per value (``CountDistinct``'s
-tuple of the distinct values: O(n²) per key that way), an aggregate sets ``accumulates`` and gives ``start``, ``add``
-(in place), ``state_of`` and ``accumulator_of``: the map buffer, stream panes and Spark's map-side combine then keep
-an accumulator per key, private to them, and turn it into a state where the state leaves them.
+tuple of the distinct values: O(n²) per key that way; ``TopK``'s sort of k + 1 values), an aggregate sets
+``accumulates`` and gives ``start``, ``add`` (in place), ``state_of`` and ``accumulator_of``: the map buffer, stream
+panes and Spark's map-side combine then keep an accumulator per key (a dict of the distinct values, a heap of the k
+largest), private to them, and turn it into a state where the state leaves them.
 """
 
 from __future__ import annotations
 
+import heapq
 import operator
 from collections.abc import Callable, Iterable, Iterator
 from functools import reduce as fold
@@ -161,6 +163,28 @@ class TopK(Aggregate):
 
     def merge(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
         return tuple(sorted((*a, *b), reverse=True)[: self.k])
+
+    accumulates = True
+
+    def start(self, value: Any) -> list[Any]:
+        """A min-heap of at most ``k`` values: one value costs O(log k), where a merge sorted k + 1 of them."""
+        return [value]
+
+    def add(self, accumulator: list[Any], value: Any) -> None:
+        if len(accumulator) < self.k:
+            heapq.heappush(accumulator, value)
+        elif value > accumulator[0]:
+            heapq.heapreplace(accumulator, value)
+
+    @staticmethod
+    def state_of(accumulator: list[Any]) -> tuple[Any, ...]:
+        return tuple(sorted(accumulator, reverse=True))
+
+    @staticmethod
+    def accumulator_of(state: tuple[Any, ...]) -> list[Any]:
+        heap = list(state)
+        heapq.heapify(heap)
+        return heap
 
     def finish(self, state: tuple[Any, ...]) -> list[Any]:
         return list(state)

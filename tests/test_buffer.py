@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import time
 import tracemalloc
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hop.aggregates import CountDistinct, Max, Mean, Sum
+from hop.aggregates import CountDistinct, Max, Mean, Sum, TopK
 from shuffle.buffer import (
     MAX_SPILL_GROWTH,
     AggregateValueError,
@@ -425,6 +426,28 @@ def test_count_distinct_folds_a_keys_values_into_one_accumulator(tmp_path: Path)
     assert spills[0].path.read_bytes() == spills[1].path.read_bytes()
     states = dict(pair for partition in _spill_pairs(spills[1]) for pair in partition)
     assert len(states["hot"]) == 5001 and states["hot"][:3] == (0, -1, 1) and states["k3"] == (0, 1, 2)
+
+
+class _TopKByMerge(TopK):
+    accumulates = False
+
+
+def test_top_k_folds_into_a_heap_and_spills_what_merges_give(tmp_path: Path) -> None:
+    """TopK merged k + 1 values, sorted, for every value; its accumulator is a heap of k (O(log k) a value). The
+    spills are the same bytes."""
+    rng = random.Random(7)
+    records = [(n, [(f"k{n % 5}", rng.randrange(1000)), ("hot", rng.random())]) for n in range(20_000)]
+    spills = []
+    for name, aggregate in (("merged", _TopKByMerge(50)), ("heap", TopK(50))):
+        buffer = MapOutputBuffer(tmp_path, 2, None, aggregate, name=name)
+        _drain(buffer, records, lambda _key, value: value)
+        assert len(buffer.counters.spills) == 1
+        spills.append(buffer.counters.spills[0])
+    assert spills[0].path.read_bytes() == spills[1].path.read_bytes()
+    states = dict(pair for partition in _spill_pairs(spills[1]) for pair in partition)
+    assert states["hot"] == tuple(
+        sorted((value for _, pairs in records for key, value in pairs if key == "hot"), reverse=True)[:50]
+    )
 
 
 def test_a_value_count_distinct_cannot_hold_leaves_the_pair_that_failed(tmp_path: Path) -> None:
