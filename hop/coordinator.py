@@ -241,20 +241,25 @@ class Coordinator:
         )
 
     def _take(self, frames: list[bytes]) -> None:
-        """Handle one message as the socket gave it (the sender's identity, then the message). One that is not an
-        engine message (anything can connect to the port) is answered with an error, or dropped if it has no
-        frame to answer; it took the coordinator down with every job it ran."""
+        """Handle one message as the socket gave it (:meth:`_parsed`)."""
+        parsed = self._parsed(frames)
+        if parsed is not None:
+            self.handle(*parsed)
+
+    def _parsed(self, frames: list[bytes]) -> tuple[bytes, dict[str, Any]] | None:
+        """The sender's identity and the engine message of ``frames`` as the socket gave them; ``None`` for one that
+        is not an engine message (anything can connect to the port), answered with an error, or dropped if it has
+        no frame to answer. It raised out of the loop and took the coordinator down with every job it ran."""
         if len(frames) != 2:
             if len(frames) > 1:
                 self._send(frames[0], "error", message=f"malformed engine message: {len(frames) - 1} frames, not 1")
-            return
+            return None
         identity, frame = frames
         try:
-            msg = unpack(frame)
+            return identity, unpack(frame)
         except ValueError as error:  # (msgpack's errors are ValueErrors)
             self._send(identity, "error", message=f"malformed engine message: {error}")
-            return
-        self.handle(identity, msg)
+            return None
 
     def _tell_clients_of_failed_jobs(self, untold: set[str]) -> None:
         """Answer only ``status`` requests, for up to :data:`STOP_TELL_SECONDS`, until one about each job in
@@ -268,11 +273,10 @@ class Coordinator:
         while untold and (left := deadline - time.monotonic()) > 0:
             if not self.socket.poll(max(1, math.ceil(left * 1000))):
                 continue
-            identity, frame = self.socket.recv_multipart()
-            try:
-                msg = unpack(frame)
-            except ValueError:  # (what the loop would have answered with an error: nobody waits for it now)
+            parsed = self._parsed(self.socket.recv_multipart())
+            if parsed is None:
                 continue
+            identity, msg = parsed
             if msg.get("type") == "status" and msg.get("job_id") in self.jobs:
                 self.on_status(identity, msg)
                 untold.discard(msg["job_id"])

@@ -118,10 +118,9 @@ def _merged_groups(spills: list[SpillFile], partition: int, order: KeyOrder) -> 
     """The keys of the spills' runs in key order, each with its values in spill order, read a block at a time and
     given in batches (one per batch of ``shuffle.merge.merge_blocks``: about a block per spill): a key whose values
     go on in the next batch comes in the batch that ends it."""
-    sources = [map(_pairs, spill.iter_partition_blocks(partition)) for spill in spills]
     open_key: Any = None
     open_values: list[Any] | None = None
-    for batch in merge_blocks(sources, order):
+    for batch in merge_blocks(_pair_streams(spills, partition), order):
         groups = [(key, list(map(_second, pairs))) for key, pairs in itertools.groupby(batch, key=_first)]
         if open_values is not None:
             if groups[0][0] == open_key:
@@ -149,9 +148,8 @@ def _folded(
     """Each key's states folded with ``merge`` in spill order, as a dict folds the spills one after another: per
     batch of merged pairs (about a block per spill) the same dict loop, the batch's last key held over to the next
     batch (its states may go on there) as the first entry of its dict."""
-    sources = [map(_pairs, spill.iter_partition_blocks(partition)) for spill in spills]
     state: dict[Any, Any] = {}
-    for batch in merge_blocks(sources, order):
+    for batch in merge_blocks(_pair_streams(spills, partition), order):
         get = state.get
         for key, value in batch:
             old = get(key)
@@ -164,6 +162,11 @@ def _folded(
     if state:
         yield from encoder.add(list(state), list(state.values()))
     yield from encoder.close()
+
+
+def _pair_streams(spills: list[SpillFile], partition: int) -> list[Iterator[list[tuple[Any, Any]]]]:
+    """Each spill's run of ``partition`` as blocks of pairs, read a block at a time (``merge_blocks``' sources)."""
+    return [map(_pairs, spill.iter_partition_blocks(partition)) for spill in spills]
 
 
 def _pairs(block: Block) -> list[tuple[Any, Any]]:

@@ -27,7 +27,6 @@ kept spills, the rest in the retry's ``partial`` runs) is counted once both part
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 from hop.aggregates import Aggregate
 from hop.online.estimators import Bytes, Estimate, estimate_means, estimate_totals
 from shuffle.keys import combined_order, sort_keys
-from shuffle.merge import merge_runs
+from shuffle.merge import group_sorted, merge_runs
 from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
 
 __all__ = ["SnapshotRow", "SnapshotState", "SnapshotTable", "estimate_kind", "summary_keys"]
@@ -354,15 +353,7 @@ class SnapshotState:
 
     def _compact(self, summary: _Summary) -> None:
         """Merge a summary's dumps into one, each key's pieces folded (oldest first)."""
-        assert self.spill_path is not None
-        order = combined_order(summary.dump_tags)
-        path = self.spill_path()
-        writer = RunWriter(path, SUMMARY_BLOCK_RECORDS)
-        streams = [_dump_blocks(dump) for dump in summary.dumps]
-        for key, pieces in _grouped(merge_runs(streams, order)):
-            state, moments = self._fold_pieces(pieces)
-            writer.add(key, [state, moments])
-        writer.close()
+        path = self._write_folded([iter_run_file_blocks(dump) for dump in summary.dumps], summary.dump_tags)
         tag = _merged_tag(summary.dump_tags)
         _delete_dumps(summary)
         summary.dumps, summary.dump_tags = [path], [tag]
@@ -402,7 +393,7 @@ class SnapshotState:
         streams: list[Iterable[list[tuple[Any, Any]]]] = []
         tags: list[str] = []
         for summary in summaries:
-            streams += [_dump_blocks(dump) for dump in summary.dumps]
+            streams += [iter_run_file_blocks(dump) for dump in summary.dumps]
             tags += summary.dump_tags
             if summary.state:
                 keys, tag = sort_keys(list(summary.state))
@@ -429,21 +420,27 @@ class SnapshotState:
         """Merge consecutive streams, ``_fan_in`` at a time, into files (listed in ``passes``, deleted after the
         snapshot), each key's pieces folded in stream order: many summaries written out (a map task each) were
         streamed at once, a block each, whatever the budget."""
-        assert self.spill_path is not None
         fan_in = self._fan_in()
         merged: list[Iterable[list[tuple[Any, Any]]]] = []
         merged_tags: list[str] = []
         for start in range(0, len(streams), fan_in):
-            group, group_tags = streams[start : start + fan_in], tags[start : start + fan_in]
-            path = self.spill_path()
+            group_tags = tags[start : start + fan_in]
+            path = self._write_folded(streams[start : start + fan_in], group_tags)
             passes.append(path)
-            writer = RunWriter(path, SUMMARY_BLOCK_RECORDS)
-            for key, pieces in _grouped(merge_runs(group, combined_order(group_tags))):
-                writer.add(key, list(self._fold_pieces(pieces)))
-            writer.close()
-            merged.append(_dump_blocks(path))
+            merged.append(iter_run_file_blocks(path))
             merged_tags.append(_merged_tag(group_tags))
         return merged, merged_tags
+
+    def _write_folded(self, streams: list[Iterable[list[tuple[Any, Any]]]], tags: list[str]) -> Path:
+        """Merge ``streams`` of ``(key, [state, moments])`` blocks by key into a new file of ``spill_path``, each
+        key's pieces folded in stream order (:meth:`_fold_pieces`); its path."""
+        assert self.spill_path is not None
+        path = self.spill_path()
+        writer = RunWriter(path, SUMMARY_BLOCK_RECORDS)
+        for key, pieces in group_sorted(merge_runs(streams, combined_order(tags))):
+            writer.add(key, list(self._fold_pieces(pieces)))
+        writer.close()
+        return path
 
     def _batched(
         self, streams: list[Iterable[list[tuple[Any, Any]]]], tags: list[str], context: _Context, size: int
@@ -451,7 +448,7 @@ class SnapshotState:
         keys_batch: list[Any] = []
         states: list[Any] = []
         moments: list[Any] = []
-        for key, pieces in _grouped(merge_runs(streams, combined_order(tags))):
+        for key, pieces in group_sorted(merge_runs(streams, combined_order(tags))):
             state, moment = self._fold_pieces(pieces)
             keys_batch.append(key)
             states.append(state)
@@ -558,24 +555,6 @@ def _memory_blocks(keys: list[Any], state: dict[Any, Any], moments: dict[Any, An
     them."""
     for start in range(0, len(keys), SUMMARY_BLOCK_RECORDS):
         yield [(key, (state[key], moments.get(key))) for key in keys[start : start + SUMMARY_BLOCK_RECORDS]]
-
-
-def _dump_blocks(path: Path) -> Iterator[list[Any]]:
-    return iter_run_file_blocks(path)
-
-
-def _grouped(pairs: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Iterator[Any]]]:
-    """A key-ordered pair stream as ``(key, values)``, each key once."""
-    for key, group in itertools.groupby(pairs, key=_first):
-        yield key, map(_second, group)
-
-
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
-
-
-def _second(pair: tuple[Any, Any]) -> Any:
-    return pair[1]
 
 
 def _merged_tag(tags: list[str]) -> str:
