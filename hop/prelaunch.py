@@ -35,7 +35,7 @@ import threading
 from collections.abc import Iterator
 from typing import TextIO
 
-from hop.lifetime import PARENT_VARIABLE, STOP_SIGNALS
+from hop.lifetime import PARENT_VARIABLE, STOP_SIGNALS, stop_signals_taken
 
 __all__ = ["Prelaunch", "main", "take", "wants_embedded_cluster"]
 
@@ -163,18 +163,49 @@ def take() -> Prelaunch | None:
 def main() -> int:
     """Run the ``hop`` command (``hop.cli.main``), with a launcher started first when it will want one."""
     global _pending
+    came: list[int] = []
     try:
-        try:
+        with _stop_signals_noted(stop_signals_taken(), came):
             if wants_embedded_cluster(sys.argv[1:]):
-                _pending = Prelaunch()  # (a Ctrl-C held while it started is delivered as it returns)
+                _pending = Prelaunch()
             from hop.cli import main as cli_main  # the imports the launcher's start-up now overlaps
-        except KeyboardInterrupt:
-            # Ctrl-C during the command's imports, before it handles interruptions itself: its message and exit
-            # code rather than a traceback of whichever module was being imported.
+        if came:
+            # Ctrl-C or SIGTERM during the command's imports, before it handles interruptions itself: its message
+            # and exit code rather than a traceback of whichever module was being imported.
             print("hop: error: interrupted", file=sys.stderr)
-            return 128 + signal.SIGINT
+            return 128 + came[0]
         return cli_main()
     finally:
         leftover = take()
         if leftover is not None:
             leftover.discard()
+        _forget_handled_interruptions()
+
+
+@contextlib.contextmanager
+def _stop_signals_noted(numbers: tuple[int, ...], came: list[int]) -> Iterator[None]:
+    """While the block runs, the signals ``numbers`` are appended to ``came`` instead of acting; their handlers are
+    restored after it. For the command's imports: a KeyboardInterrupt raised in them could land in a weak reference
+    callback of the import machinery, where Python prints "Exception ignored" and goes on (a Ctrl-C lost: the job
+    then ran to the end), and SIGTERM ended the command with no message (exit -15). Outside the main thread, where
+    Python runs no signal handler, the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {number: signal.signal(number, lambda number, _frame: came.append(number)) for number in numbers}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+
+def _forget_handled_interruptions() -> None:
+    """Make the interpreter exit with the command's exit code after a KeyboardInterrupt that was handled.
+
+    CPython notes a KeyboardInterrupt that leaves code run by ``eval`` or ``exec`` of a string (``namedtuple`` and
+    ``dataclass`` classes are made so, as a module is imported) as unhandled, even when a caller catches it, and it
+    ends such an interpreter by killing itself with SIGINT instead of the exit code: a Ctrl-C that landed there made
+    ``hop run`` print its message and then die of SIGINT (exit -2), not exit 130. Evaluating a string resets that
+    note, and an interruption not handled by the time the command returns is noted again as it leaves."""
+    eval("None")  # (a constant: what matters is that a string is evaluated)

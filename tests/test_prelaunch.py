@@ -364,6 +364,78 @@ def test_ctrl_c_as_the_command_starts_up_is_its_interruption_not_a_traceback(tmp
     assert not alive, "the launcher ended with the command"
 
 
+_SIGNAL_DURING_CLI_IMPORT = """
+import importlib.abc, os, signal, sys
+
+class SignalOnImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "hop.cli":
+            sys.meta_path.remove(self)
+            print("launcher", __import__("hop.prelaunch").prelaunch._pending.process.pid, flush=True)
+            os.kill(os.getpid(), signal.{signal_name})
+            for _ in range(1000):  # (a handler runs between bytecodes: here, inside the import)
+                pass
+        return None
+
+sys.meta_path.insert(0, SignalOnImport())
+sys.argv = ["hop", "run", sys.argv[1], sys.argv[2], "-o", sys.argv[3]]
+from hop.prelaunch import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize(("signal_name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_signal_during_the_commands_imports_is_its_interruption(
+    tmp_path: Path, signal_name: str, code: int
+) -> None:
+    """Ctrl-C or SIGTERM as the command imports ``hop.cli`` (its launcher started): exit 130 or 143 with the
+    command's message, no traceback, no output, the launcher ended. SIGTERM there killed the command with no word
+    (exit -15), and a Ctrl-C raised inside the import machinery could be printed as "Exception ignored" and lost."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    script = _SIGNAL_DURING_CLI_IMPORT.replace("{signal_name}", signal_name)
+    command = subprocess.run(
+        [sys.executable, "-c", script, job_path("wordcount"), str(tmp_path / "in.txt"), str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert command.returncode == code, command.stderr
+    assert command.stderr == "hop: error: interrupted\n"
+    assert not (tmp_path / "o").exists()
+    launcher = int(command.stdout.split()[1])
+    assert not psutil.pid_exists(launcher) or psutil.Process(launcher).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_handled_ctrl_c_that_passed_through_a_string_exec_exits_130_not_by_sigint(tmp_path: Path) -> None:
+    """CPython notes a KeyboardInterrupt leaving code run by ``exec`` of a string (as ``dataclass`` and
+    ``namedtuple`` make classes) as unhandled, even when caught later, and then ends ``python -m`` by killing
+    itself with SIGINT: ``python -m hop run`` interrupted there printed its message and died of SIGINT (exit -2)
+    instead of exiting 130. Here the command's body is a stand-in that meets exactly that; the entry point around it
+    is the real one, run as ``python -m`` runs ``hop``."""
+    (tmp_path / "entry_with_a_handled_interrupt.py").write_text(
+        "import sys, types\n"
+        "def body():\n"
+        "    try:\n"
+        "        exec('raise KeyboardInterrupt')\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('hop: error: interrupted', file=sys.stderr)\n"
+        "        return 130\n"
+        "sys.modules['hop.cli'] = types.SimpleNamespace(main=body)\n"
+        "sys.argv = ['hop', 'status']\n"
+        "from hop.prelaunch import main\n"
+        "sys.exit(main())\n"
+    )
+    command = subprocess.run(
+        [sys.executable, "-m", "entry_with_a_handled_interrupt"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert command.returncode == 130, command.stderr
+    assert command.stderr == "hop: error: interrupted\n"
+
+
 def test_a_launcher_started_from_another_thread() -> None:
     """Only the main thread may set signal handlers: a cluster started from another thread starts its launcher
     without the early ignored signals (it ignores them once it has imported), not with a ValueError."""
