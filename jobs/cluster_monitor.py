@@ -21,8 +21,9 @@ and one for the coordinator (jobs, workers, faults: ``monitoring.events``), in s
   report: no records read, no groups reduced) for ``stuck_after`` seconds or more, while its worker heartbeats
   (user code in an endless loop, blocked on I/O): its ``job_id``, ``name``, ``task``, ``attempt``, ``worker``,
   ``host``, ``records``, ``fraction``, ``stalled_s`` and ``stuck_after_s``, as of the window's newest coordinator
-  sample that lists the attempt. It goes once the attempt advances or ends (with the last window holding a sample
-  from before).
+  sample. It goes with the first window whose newest coordinator sample shows the attempt advanced or no longer
+  lists it (it ended): every coordinator sample goes to one key, ``("tasks",)``, so that a window's older samples of
+  an attempt that ended do not keep it stuck for the window's whole range.
   The reducer keeps the last ``long_window`` seconds of samples per metric in memory to compute the moving averages
   (a restarted reducer rebuilds that history from new windows). ``hop monitor --alert-average/--alert-baseline/
   --alert-after/--alert-stuck`` run a subclass with other values (:func:`with_alert_rule`).
@@ -96,8 +97,7 @@ class ClusterMonitor(Job):
                 yield ("job", job["job_id"]), (ts, job)
             for fault in sample.get("faults", []):
                 yield ("fault", fault["id"]), fault
-            for task in sample.get("tasks", []):
-                yield ("task", task["job_id"], task["task"], task["attempt"]), (ts, task)
+            yield ("tasks",), (ts, sample.get("tasks", []))  # (an empty list too: it says none is running)
 
     def reduce(self, key: tuple[Any, ...], values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
         kind = key[0]
@@ -122,10 +122,12 @@ class ClusterMonitor(Job):
             yield key, next(iter(values))
         elif kind == "alert":
             yield from self._alerts(key[1], values)
-        elif kind == "task":
-            _, task = max(values, key=lambda pair: pair[0])  # as of the newest coordinator sample
-            if task["stalled_s"] >= self.stuck_after:
-                yield ("stuck", *key[1:]), {**task, "stuck_after_s": self.stuck_after}
+        elif kind == "tasks":
+            _, tasks = max(values, key=lambda pair: pair[0])  # the running attempts as of the newest sample
+            for task in tasks:
+                if task["stalled_s"] >= self.stuck_after:
+                    stuck = ("stuck", task["job_id"], task["task"], task["attempt"])
+                    yield stuck, {**task, "stuck_after_s": self.stuck_after}
 
     def _alerts(self, metric: str, values: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
         """HOP's rule over this metric's samples of the last ``long_window`` seconds (kept across windows)."""

@@ -553,8 +553,10 @@ def test_missing_hosts_are_named_by_host_label_with_their_workers() -> None:
 
 def test_a_task_without_progress_for_the_rules_time_is_stuck_until_it_advances() -> None:
     """``hop monitor --alert-stuck``: the monitoring job's reduce makes a stuck row of a running attempt that has not
-    advanced for that long (as of its newest sample in the window); the dashboard's state keeps it through a window
-    without the coordinator's samples (late), and logs it as it starts and clears."""
+    advanced for that long, as of the window's newest coordinator sample: not once that sample shows it advanced or
+    no longer lists it (it ended; a window of 10 s kept it stuck up to 10 s after, by an older sample listing it).
+    The dashboard's state keeps it through a window without the coordinator's samples (late), and logs it as it
+    starts and clears."""
     from monitoring.cli import monitoring_job
     from monitoring.state import MonitorState
 
@@ -564,13 +566,19 @@ def test_a_task_without_progress_for_the_rules_time_is_stuck_until_it_advances()
     job = monitoring_job(stuck_after=30.0)()
     job.setup()
     task = {"job_id": "j1", "name": "Grep", "task": "map-00003", "attempt": 1, "worker": "w1", "host": "h1"}
-    key = ("task", "j1", "map-00003", 1)
-    stalled = [(100.0, {**task, "stalled_s": 29.0}), (101.0, {**task, "stalled_s": 30.0})]
+    other = {**task, "task": "reduce-00000", "attempt": 0, "stalled_s": 1.0}
+    sample = {"kind": "coordinator", "jobs": [], "faults": [], "tasks": [{**task, "stalled_s": 30.0}, other]}
+    assert list(job.map(101.0, sample)) == [(("tasks",), (101.0, sample["tasks"]))]
+    key = ("tasks",)
+    stalled = [(100.0, [{**task, "stalled_s": 29.0}]), (101.0, [{**task, "stalled_s": 30.0}, other])]
     assert list(job.reduce(key, reversed(stalled))) == [
         (("stuck", "j1", "map-00003", 1), {**task, "stalled_s": 30.0, "stuck_after_s": 30.0})
     ]
-    advanced = [(101.0, {**task, "stalled_s": 31.0}), (102.0, {**task, "stalled_s": 0.4})]
+    advanced = [(101.0, [{**task, "stalled_s": 31.0}]), (102.0, [{**task, "stalled_s": 0.4}])]
     assert list(job.reduce(key, advanced)) == []
+    # It ended: the window's newest sample no longer lists it, though an older one in the window does.
+    ended = [(101.0, [{**task, "stalled_s": 31.0}]), (102.0, [other])]
+    assert list(job.reduce(key, ended)) == []
 
     state = MonitorState(["w1", "coordinator"])
     row = [json.dumps(["stuck", "j1", "map-00003", 1]), json.dumps({**task, "stalled_s": 30.0, "stuck_after_s": 30.0})]
