@@ -32,6 +32,7 @@ __all__ = [
     "name_process",
     "orphaned",
     "stop_signals_held",
+    "stop_signals_noted",
     "stop_signals_taken",
 ]
 
@@ -146,20 +147,31 @@ def become_subreaper() -> bool:
 
 
 @contextlib.contextmanager
-def stop_signals_held() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM (:data:`STOP_SIGNALS`) while the block runs, then act on those that came as they would
-    have acted: for a step that must not be cut in half. Starting a child and recording it is one: a Ctrl-C inside
-    ``subprocess.Popen`` (which waits for the child's exec) leaves a child started and unknown to its parent, which
-    then cannot end it. Outside the main thread, where Python runs no signal handler, the block just runs."""
+def stop_signals_noted(came: list[int], numbers: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+    """While the block runs, the signals ``numbers`` are appended to ``came`` instead of acting (a handler that
+    raises nothing); their handlers are restored after it. Outside the main thread, where Python runs no signal
+    handler, the block just runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    came: list[int] = []
-    previous = {number: signal.signal(number, lambda number, _frame: came.append(number)) for number in STOP_SIGNALS}
+    previous = {number: signal.signal(number, lambda number, _frame: came.append(number)) for number in numbers}
     try:
         yield
     finally:
         for number, handler in previous.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM (:data:`STOP_SIGNALS`) while the block runs, then act on those that came as they would
+    have acted: for a step that must not be cut in half. Starting a child and recording it is one: a Ctrl-C inside
+    ``subprocess.Popen`` (which waits for the child's exec) leaves a child started and unknown to its parent, which
+    then cannot end it. Outside the main thread, where Python runs no signal handler, the block just runs."""
+    came: list[int] = []
+    try:
+        with stop_signals_noted(came):
+            yield
+    finally:
         for held in dict.fromkeys(came):
             signal.raise_signal(held)  # (its handler runs now: a KeyboardInterrupt for Ctrl-C)

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Iterator
 from typing import TextIO
 
-from hop.lifetime import PARENT_VARIABLE, STOP_SIGNALS, stop_signals_taken
+from hop.lifetime import PARENT_VARIABLE, STOP_SIGNALS, stop_signals_noted, stop_signals_taken
 
 __all__ = ["Prelaunch", "main", "take", "wants_embedded_cluster"]
 
@@ -163,9 +163,12 @@ def take() -> Prelaunch | None:
 def main() -> int:
     """Run the ``hop`` command (``hop.cli.main``), with a launcher started first when it will want one."""
     global _pending
+    # Ctrl-C and SIGTERM during the imports are noted, not raised: a KeyboardInterrupt raised in them could land in a
+    # weak reference callback of the import machinery, where Python prints "Exception ignored" and goes on (a Ctrl-C
+    # lost: the job then ran to the end), and SIGTERM ended the command with no message (exit -15).
     came: list[int] = []
     try:
-        with _stop_signals_noted(stop_signals_taken(), came):
+        with stop_signals_noted(came, stop_signals_taken()):
             if wants_embedded_cluster(sys.argv[1:]):
                 _pending = Prelaunch()
             from hop.cli import main as cli_main  # the imports the launcher's start-up now overlaps
@@ -180,24 +183,6 @@ def main() -> int:
         if leftover is not None:
             leftover.discard()
         _forget_handled_interruptions()
-
-
-@contextlib.contextmanager
-def _stop_signals_noted(numbers: tuple[int, ...], came: list[int]) -> Iterator[None]:
-    """While the block runs, the signals ``numbers`` are appended to ``came`` instead of acting; their handlers are
-    restored after it. For the command's imports: a KeyboardInterrupt raised in them could land in a weak reference
-    callback of the import machinery, where Python prints "Exception ignored" and goes on (a Ctrl-C lost: the job
-    then ran to the end), and SIGTERM ended the command with no message (exit -15). Outside the main thread, where
-    Python runs no signal handler, the block just runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {number: signal.signal(number, lambda number, _frame: came.append(number)) for number in numbers}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
 
 def _forget_handled_interruptions() -> None:

@@ -450,13 +450,14 @@ class MapOutputBuffer:
             else:
                 tag = UNSORTED
                 refuse_nan_keys(keys)
+            state_of = combiner.state_of if self._accumulating else None  # type: ignore[union-attr]
             for partition, bucket in enumerate(buckets):
                 if self.sort_runs:
                     bucket.sort(key=order)
                 out_keys[partition] = bucket
-                out_values[partition] = list(map(groups.__getitem__, bucket))
-                if self._accumulating:
-                    out_values[partition] = list(map(combiner.state_of, out_values[partition]))  # type: ignore[union-attr]
+                values = map(groups.__getitem__, bucket)
+                # (an accumulating aggregate's accumulators made states in the same pass, not a second list)
+                out_values[partition] = list(map(state_of, values) if state_of is not None else values)
             combine_in, combine_out = counters_pending, len(keys)
             self.next_spill_records = folded_spill_records(self.spill_records, combine_in, combine_out)
             sorted_keys: list[Any] = []
