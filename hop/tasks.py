@@ -911,11 +911,24 @@ def _receive_runs(
     # A run larger than the store holds in memory is written to its file piece by piece as it arrives.
     pieces = RunPieces(store.held_limit, store.new_run_path)
 
-    def take_runs(limit: int | None) -> None:
-        """Receive the runs already queued (at most ``limit``), crediting each back to its worker."""
+    def take_runs(limit: int | None, held: list[list[bytes]] | None = None) -> None:
+        """Receive the runs already queued (at most ``limit``, and none once a control message waits), crediting
+        each back to its worker; with ``held``, all that are queued, their credits kept in ``held`` to be given back
+        later."""
         nonlocal first_run_at
         taken = 0
+
+        def credit(sender: bytes, seq: int) -> None:
+            if held is None:
+                pull.send_multipart([sender, b"%d" % seq])  # one credit back to that worker
+            else:
+                held.append([sender, b"%d" % seq])
+
         while limit is None or taken < limit:
+            # A reducer slower than the maps always has another run queued: it took up to ``limit`` of them (the
+            # whole input of a small job) before it saw a snapshot request, so the snapshot came at the end.
+            if limit is not None and int(channel.control_socket.get(zmq.EVENTS)) & zmq.POLLIN:
+                return
             try:
                 frames = pull.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -928,7 +941,7 @@ def _receive_runs(
             if (header["job_id"], header["partition"]) != (spec.job_id, index):
                 # A worker's connection to a dead reduce attempt, reconnected by ZeroMQ to whoever bound its port
                 # next: the run is not ours. Acknowledged all the same, so that connection's credits come back.
-                pull.send_multipart([sender, b"%d" % header["seq"]])
+                credit(sender, header["seq"])
                 continue
             if first_run_at is None:
                 first_run_at = time.time()
@@ -939,7 +952,7 @@ def _receive_runs(
                 snapshots.receive(header, run)
             if test_delay:
                 time.sleep(test_delay)
-            pull.send_multipart([sender, b"%d" % header["seq"]])  # one credit back to that worker
+            credit(sender, header["seq"])
 
     while store.missing(num_maps):
         events = dict(poller.poll(1000))
@@ -961,8 +974,14 @@ def _receive_runs(
                     requests.append(control)
             if requests:
                 faults.inject("reduce", "snapshot", index, attempt)
-                # A snapshot holds what the maps have sent by now, not what this reducer got round to reading.
-                take_runs(None)
+                # A snapshot holds what the maps have sent by now, not what this reducer got round to reading: the
+                # runs queued, their credits held meanwhile so that no worker sends more (at most CREDITS messages
+                # each are in flight). Crediting each as it was taken made a reducer slower than the maps take run
+                # after run until the maps ended: every snapshot held the whole input.
+                held: list[list[bytes]] = []
+                take_runs(None, held)
+                for acknowledgement in held:
+                    pull.send_multipart(acknowledgement)
                 for request, fields in zip(requests, snapshots.answer(requests), strict=True):
                     channel.send("snapshot_done", index=index, attempt=attempt, seq=request["seq"], **fields)
         now = time.monotonic()

@@ -428,3 +428,29 @@ def test_workers_survive_spills_that_arrive_after_an_early_stop(tmp_path: Path) 
             assert plain["status"] == "succeeded"
         finally:
             client.close()
+
+
+def test_a_snapshot_of_a_reducer_that_lags_behind_the_maps_comes_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reducer slower than the maps (its runs queue up) took every run it could get before it looked at a snapshot
+    request, and then every run the maps sent while it drained: each snapshot of the job held the whole input (a
+    30 MB word count snapshotted every 10% gave one at 40% and the rest at 100%)."""
+    from hop.local_cluster import LocalCluster
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=4, vocabulary=2000)
+    monkeypatch.setenv("HOP_TEST_SLOW_REDUCE_SECONDS", "0.05")  # per run: about 1.6 s for a partition's 32 runs
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            job_class = load_job_file(job_path("wordcount"))
+            options = online_options(
+                job_class, [str(source)], snapshot_every=0.25, order="random", seed=1, chunk_size=64_000
+            )
+            report = run_job(client, "wordcount", [source], tmp_path / "out", num_reduces=2, options=options)
+        finally:
+            client.close()
+    first = report["snapshots"][0]
+    info = json.loads((tmp_path / "out" / "_snapshots" / first["label"] / "_snapshot.json").read_text())
+    assert info["chunks_fraction"] < 0.75, info["partitions"]
