@@ -31,7 +31,7 @@ import zmq
 from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
 from hop.lifetime import embedded, ignore_stop_signals, orphaned
-from hop.online.snapshots import snapshot_directory, write_final_partition_snapshot
+from hop.online.snapshots import remove_leftovers, snapshot_directory, write_final_partition_snapshot
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import OutputExistsError, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
@@ -396,6 +396,7 @@ class Coordinator:
             sharing = any(o.state == "running" and o.spec.output == job.spec.output for o in self.jobs.values())
             if not sharing:
                 shutil.rmtree(Path(job.spec.output) / "_temporary", ignore_errors=True)
+                remove_leftovers(job.spec.output)  # (a snapshot's files it was writing)
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
         worker = self.workers.get(msg["worker"])
@@ -1307,6 +1308,7 @@ class Coordinator:
     def _write_job_files(job: JobState, output: Path, succeeded: bool) -> None:
         """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded``."""
         shutil.rmtree(output / "_temporary", ignore_errors=True)
+        remove_leftovers(output)
         bad = job.bad_records()
         if bad:
             folder = output / "_bad_records"

@@ -10,9 +10,10 @@ a comma-separated list of ``KIND:POINT:INDEX[:ATTEMPT[:TARGET]]``:
   registered and pushed to every reducer, before commit), ``checkpointed`` (after the first checkpoint was sent,
   given ``hop.tasks.FAULT_SEND_SECONDS`` to leave the process, and its spills pushed: the retry resumes there),
   ``done`` (all input read and spilled, before the commit report).
-- reduce points: ``snapshot`` (a snapshot request arrived, before it is answered), ``received`` (every committed
-  run is here, before the merge), ``merging`` (half-way through writing the output), ``commit`` (output written,
-  before the commit report).
+- reduce points: ``snapshot`` (a snapshot request arrived, before it is answered), ``snapshotting`` (half-way
+  through writing a snapshot's files: its first rows written), ``received`` (every committed run is here, before
+  the merge), ``merging`` (half-way through writing the output), ``commit`` (output written, before the commit
+  report).
 
 Nothing here runs unless ``HOP_FAULT`` is set.
 """
@@ -24,7 +25,7 @@ import signal
 
 POINTS = {
     "map": ("running", "pushed", "checkpointed", "done"),
-    "reduce": ("snapshot", "received", "merging", "commit"),
+    "reduce": ("snapshot", "snapshotting", "received", "merging", "commit"),
 }
 
 

@@ -782,6 +782,7 @@ def run_reduce(
         mapper=functions.mapper,
         partition=lambda key: job.partition(key, spec.num_reduces),
         chunk_sizes=chunk_sizes if online else None,
+        attempt=attempt,
     )
     if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:

@@ -454,3 +454,25 @@ def test_a_snapshot_of_a_reducer_that_lags_behind_the_maps_comes_early(
     first = report["snapshots"][0]
     info = json.loads((tmp_path / "out" / "_snapshots" / first["label"] / "_snapshot.json").read_text())
     assert info["chunks_fraction"] < 0.75, info["partitions"]
+
+
+def test_a_reducer_killed_while_writing_a_snapshot_leaves_no_files_behind(
+    pageviews_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reduce attempt killed half-way through writing a snapshot (its job cancelled or stopped early, its worker
+    lost) left its hidden temporaries (``.part-00000.PID.tmp``, ``.estimates-00000.jsonl.PID.tmp``: 8 MB for a
+    cancelled word count) in ``OUT/_snapshots/<label>/`` of the job's output for good."""
+    from hop.local_cluster import LocalCluster
+
+    monkeypatch.setenv("HOP_FAULT", "reduce:snapshotting:0")
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
+        client = Client(cluster.address)
+        try:
+            report = online_run(client, "pageviews", [pageviews_dir], tmp_path / "out", snapshot_every=0.25, seed=3)
+        finally:
+            client.close()
+    attempts = [a["status"] for a in report["attempts"] if a["task_id"] == "reduce-00000"]
+    assert len(attempts) >= 2 and attempts[-1] == "succeeded", attempts
+    snapshots = tmp_path / "out" / "_snapshots"
+    assert [p.name for p in snapshots.iterdir()], "the retry answered the snapshots"
+    assert [str(p.relative_to(snapshots)) for p in snapshots.rglob(".*")] == []

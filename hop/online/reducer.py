@@ -32,6 +32,7 @@ from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import Any
 
+from hop import faults
 from hop.aggregates import Aggregate, Count
 from hop.inputs import parse_output_line
 from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, snapshot_directory
@@ -63,10 +64,13 @@ class ReducerSnapshots:
         mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None] | None = None,
         partition: Callable[[Any], int] | None = None,
         chunk_sizes: list[int] | None = None,
+        attempt: int = 0,
     ) -> None:
-        """``chunk_strata`` and ``chunk_sizes``: every input chunk's stratum and bytes, by chunk id (online jobs)."""
+        """``chunk_strata`` and ``chunk_sizes``: every input chunk's stratum and bytes, by chunk id (online jobs);
+        ``attempt``: the reduce attempt's number (for ``hop.faults``)."""
         self.output = output
         self.index = index
+        self.attempt = attempt
         self.store = store
         self.reducer = reducer
         self.state = (
@@ -183,6 +187,7 @@ class ReducerSnapshots:
                 for batch in itertools.chain([] if first is None else [first], batches):
                     writer.add(batch)
                     intervals.add(batch)
+                    faults.inject("reduce", "snapshotting", self.index, self.attempt)
         except Exception as error:  # a reducer that fails on partial data must not fail the task
             return {"label": label, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
         finally:
