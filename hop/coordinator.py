@@ -840,7 +840,9 @@ class Coordinator:
             "output": job.spec.output,
             "input_fraction": job.input_fraction(),
             "approximate": job.approximate is not None,
-            "snapshots": len(job.snapshots.snapshots) if job.snapshots is not None else 0,
+            # Those every partition answered, written out: a snapshot asked for and never answered (the job was
+            # cancelled first) is not in OUT/_snapshots/, and the web view said it was.
+            "snapshots": sum(s.complete for s in job.snapshots.snapshots) if job.snapshots is not None else 0,
             "continuous": job.windows is not None,
             "windows": job.windows.total if job.windows is not None else 0,
             "stopping": job.stopping,

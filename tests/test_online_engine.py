@@ -476,3 +476,24 @@ def test_a_reducer_killed_while_writing_a_snapshot_leaves_no_files_behind(
     snapshots = tmp_path / "out" / "_snapshots"
     assert [p.name for p in snapshots.iterdir()], "the retry answered the snapshots"
     assert [str(p.relative_to(snapshots)) for p in snapshots.rglob(".*")] == []
+
+
+def test_a_cancelled_jobs_snapshot_count_is_of_those_it_wrote(client: Client, tmp_path: Path) -> None:
+    """A job's summary (``hop status``'s listing, the web view's ``/api/jobs``) counted the snapshots asked for, not
+    those every partition answered: the page of a cancelled job said "its 4 snapshots so far stay in
+    OUT/_snapshots/" where one had been written."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_200_000, seed=8, vocabulary=500)
+    # Five reducers for four reduce slots: the fifth cannot answer while the maps run.
+    spec = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=5)
+    job_id = client.submit(spec)
+    deadline = time.monotonic() + TIMEOUT
+    while client.status(job_id)["map_fraction"] < 0.1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    requested = client.snapshot_now(job_id)
+    client.stop(job_id)
+    assert client.wait(job_id, timeout=TIMEOUT)["state"] == "failed"
+    assert not (tmp_path / "out" / "_snapshots" / requested["label"] / "_snapshot.json").exists()
+    assert client.job(job_id)["snapshots"] == 0
+    assert [job["snapshots"] for job in client.jobs() if job["job_id"] == job_id] == [0]
