@@ -158,6 +158,27 @@ def test_results_are_the_largest_rows_not_the_first(tmp_path: Path) -> None:
     assert [row["key"] for row in read_results(str(tmp_path), limit=2)["rows"]] == ["d", "b"], "b came before e"
 
 
+def test_results_of_a_job_stopped_early_are_its_estimates_with_their_intervals(
+    client: Client, web: WebServer, tmp_path: Path
+) -> None:
+    """A job stopped early (--stop-when-accurate) has a snapshot's estimates as its output: its results were the
+    part files' rows, each marked final and without its interval, so the page showed estimates as exact values."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 3_000_000, seed=9, vocabulary=50)
+    job_class = load_job_file(job_path("slow_sum_wordcount"))
+    options = online_options(
+        job_class, [str(source)], snapshot_every=0.1, order="random", chunk_size=64 << 10, stop_when_accurate=0.5
+    )
+    report = run_job(client, "slow_sum_wordcount", [source], tmp_path / "out", num_reduces=2, options=options)
+    assert report["approximate"]
+    status, results = get_json(web.url + f"api/jobs/{report['job_id']}/results")
+    assert status == 200 and results["approximate"] and results["total"] == 50
+    output = output_dict(tmp_path / "out")
+    assert {row["key"]: row["estimate"] for row in results["rows"]} == output, "the output is the estimates"
+    assert all(row["low"] <= row["estimate"] <= row["high"] for row in results["rows"]), results["rows"][:3]
+    assert not all(row["final"] for row in results["rows"]), "a group not seen whole is not final"
+
+
 def test_final_results_are_read_once_per_job(
     client: Client, web: WebServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,9 +189,9 @@ def test_final_results_are_read_once_per_job(
     reads: list[str] = []
     read = hop.web.app.read_results
 
-    def counted(output: str) -> dict[str, Any]:
+    def counted(output: str, **options: Any) -> dict[str, Any]:
         reads.append(output)
-        return read(output)
+        return read(output, **options)
 
     monkeypatch.setattr(hop.web.app, "read_results", counted)
     (tmp_path / "in.txt").write_text("a b a\n")

@@ -20,7 +20,8 @@ naming every API route; a query parameter a route does not take, given twice or 
   their rows: the largest estimates, all kept ones for the latest, a hundred per partition of earlier ones
   (``hop.online.tracker``).
 - ``GET /api/jobs/{job_id}/results``: the final output's largest rows (``source.RESULT_ROWS``, ranked as a
-  snapshot's: numbers first, largest first), ``total`` and ``truncated`` (``409`` while the job runs, once it
+  snapshot's: numbers first, largest first; of a job stopped early, ``approximate``, the rows of the snapshot it
+  stopped at, with their estimates and intervals), ``total`` and ``truncated`` (``409`` while the job runs, once it
   failed, and for a continuous job, whose results are its windows; ``410`` once its output directory is gone: a
   pipeline's earlier step).
 - ``GET /api/jobs/{job_id}/windows?after=N&limit=M``: a continuous job's windows with ``seq > N`` (``N >= 0``), at
@@ -281,7 +282,9 @@ async def _final_results(app: web.Application, detail: dict[str, Any]) -> dict[s
     cache = app[RESULTS_KEY]
     key = (detail["job_id"], detail["output"])
     if key not in cache:
-        loaded = await asyncio.get_running_loop().run_in_executor(None, read_results, detail["output"])
+        loaded = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: read_results(detail["output"], approximate=bool(detail["approximate"]))
+        )
         cache[key] = {"job_id": detail["job_id"], "approximate": detail["approximate"], **loaded}
         while len(cache) > RESULTS_KEPT:
             cache.popitem(last=False)

@@ -82,11 +82,19 @@ def decode_window(window: dict[str, Any]) -> dict[str, Any]:
     return {**window, "rows": rows, "truncated": len(rows) < int(window.get("output_records", len(rows)))}
 
 
-def read_results(output: str, limit: int = RESULT_ROWS) -> dict[str, Any]:
+def read_results(output: str, limit: int = RESULT_ROWS, approximate: bool = False) -> dict[str, Any]:
     """The final output's ``limit`` largest rows, ranked as a snapshot's rows are (numbers first, largest first,
     ties in ``OUT/part-*`` order: ``hop.online.snapshots.LargestFirst``), and how many rows there are in all. Not
     the first rows: the page's table of the largest estimates must not lose its top groups to the final output's
-    first ``limit`` lines, in key order per part."""
+    first ``limit`` lines, in key order per part.
+
+    ``approximate``: the job stopped early (``--stop-when-accurate``) and its output is a snapshot's estimates, so
+    its rows are that snapshot's (``_approximate_results``): each with its estimate, interval and ``final`` as the
+    snapshot has them, where the part files' rows were all marked final and came without their intervals."""
+    if approximate:
+        estimates = _approximate_results(Path(output), limit)
+        if estimates is not None:
+            return estimates
     ranked = LargestFirst[tuple[str, Any]](limit)
     total = 0
     for part in sorted(Path(output).glob("part-*")):
@@ -101,3 +109,25 @@ def read_results(output: str, limit: int = RESULT_ROWS) -> dict[str, Any]:
 
 
 __all__ += ["CoordinatorUnavailable"]
+
+
+def _approximate_results(output: Path, limit: int) -> dict[str, Any] | None:
+    """The rows of the snapshot a job stopped early at (``OUT/_job.json``'s ``approximate.snapshot``), read from its
+    ``estimates-*.jsonl``, ranked by estimate as ``read_results`` ranks; ``None`` where they cannot be read."""
+    try:
+        report = json.loads((output / "_job.json").read_text(encoding="utf-8"))
+        folder = output / "_snapshots" / str(report["approximate"]["snapshot"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    parts = sorted(folder.glob("estimates-*.jsonl"))
+    if not parts:
+        return None
+    ranked = LargestFirst[dict[str, Any]](limit)
+    total = 0
+    for part in parts:
+        with open(part, encoding="utf-8") as lines:
+            for line in lines:
+                total += 1
+                row = json.loads(line)
+                ranked.add(row["value"] if row.get("estimate") is None else row["estimate"], row)
+    return {"rows": ranked.items(), "total": total, "truncated": total > limit}

@@ -222,10 +222,13 @@ function showResults(results) {
   }
   state.final = true;
   state.approximate = Boolean(results.approximate);
-  state.rows = results.rows.map((row) => ({ ...reviveRow(row), estimate: null, low: null, high: null }));
+  // A job stopped early: its output is a snapshot's estimates, sent with their intervals and finality (each row was
+  // marked final, its interval dropped). An exact output's rows are its final values.
+  state.rows = results.approximate ? results.rows.map(reviveRow)
+    : results.rows.map((row) => ({ ...reviveRow(row), estimate: null, low: null, high: null }));
   for (const row of state.rows) {
     const points = state.history.get(keyText(row.key));
-    if (points) points.final = plotted(row.value);
+    if (points) points.final = plotted(shown(row));  // (the output: an approximate one is the estimate)
   }
   document.getElementById("snapshot-info").textContent =
     `final output: ${results.total.toLocaleString()} row${results.total === 1 ? "" : "s"}` +
