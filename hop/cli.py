@@ -47,6 +47,8 @@ from hop.inputs import (
     KEEP_BYTES,
     MIN_SPLIT_SIZE_OPTION,
     InputError,
+    expand_inputs,
+    is_compressed,
     repeated_inputs,
 )
 from hop.job import INPUT_FORMATS, Job
@@ -688,6 +690,8 @@ def _online_options(args: argparse.Namespace, job_class: type[Job], later_classe
             "--chunk-size sets the chunks that snapshots and --order random read input in, and this run uses neither "
             "(its maps read --split-size splits): add --snapshot-every F or --order random, or drop it"
         )
+    if flags_given(args, ["chunk_size"]) and chunked:
+        _check_chunk_size_applies(list(args.inputs))
     if args.confidence is not None and args.snapshot_every is None and args.stop_when_accurate is None:
         raise InputError(
             "--confidence sets the intervals of the snapshots' estimates, which this run does not take: add "
@@ -706,6 +710,24 @@ def _online_options(args: argparse.Namespace, job_class: type[Job], later_classe
         confidence=0.95 if args.confidence is None else args.confidence,
         stop_when_accurate=args.stop_when_accurate,
     )
+
+
+def _check_chunk_size_applies(inputs: list[str]) -> None:
+    """Raise :class:`InputError` when every input file is compressed: each is read whole as one chunk, so
+    ``--chunk-size`` changed nothing (``hop gen pageviews`` writes .gz files, and docs/online.md advises smaller
+    chunks for skewed data)."""
+    if STDIN in inputs:
+        return  # (read into a plain file)
+    try:
+        files = expand_inputs(inputs)
+    except InputError:
+        return  # (said when the job is built)
+    if files and all(is_compressed(file) for file in files):
+        raise InputError(
+            f"--chunk-size cuts plain input files into chunks, and every input file of this run is compressed "
+            f"({len(files):,} file{'s' if len(files) != 1 else ''}), which is read whole as one chunk: drop it, or "
+            "decompress the input to read it in smaller chunks"
+        )
 
 
 def _estimates(job_class: type[Job], later_classes: list[type[Job]]) -> bool:

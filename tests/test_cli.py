@@ -1873,6 +1873,25 @@ def test_an_online_option_that_would_do_nothing_is_refused(tmp_path: Path, optio
     assert not (tmp_path / "out").exists()
 
 
+def test_a_chunk_size_for_compressed_input_only_is_refused(tmp_path: Path) -> None:
+    """A compressed file is read whole, as one chunk: --chunk-size over .gz files only (as hop gen pageviews writes
+    them) was accepted and changed nothing. With one plain file among them it applies, and is taken."""
+    import gzip
+
+    (tmp_path / "data").mkdir()
+    for name in ("a.txt.gz", "b.txt.gz"):
+        with gzip.open(tmp_path / "data" / name, "wt") as file:
+            file.write("a b\n")
+    options = ["--snapshot-every", "0.5", "--order", "random", "--chunk-size", "64KB", "--quiet", "--workers", "1"]
+    refused = hop("run", str(ROOT / "jobs" / "wordcount.py"), "data", "-o", "out", *options, cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr
+    assert "every input file of this run is compressed (2 files), which is read whole as one chunk" in refused.stderr
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "data" / "c.txt").write_text("c d\n")
+    taken = hop("run", str(ROOT / "jobs" / "wordcount.py"), "data", "-o", "out", *options, cwd=tmp_path)
+    assert taken.returncode == 0, taken.stderr
+
+
 def test_keep_intermediate_is_refused_for_a_one_step_run(tmp_path: Path) -> None:
     """A job of one step has no earlier step whose output --keep-intermediate could keep: it was accepted and did
     nothing (no OUT/_steps). A multi-step job run alone keeps its first step's."""
