@@ -517,6 +517,9 @@ def _run_loaded(
             release()
     if mrjob_run is not None:
         mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
+    failed_snapshots = _failed_snapshots(report, args.output)
+    if failed_snapshots is not None:
+        print(failed_snapshots, file=sys.stderr)
     if not args.quiet:
         print(_summary(report, args.output, args.stop_when_accurate), file=sys.stderr)
         no_records = no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))
@@ -551,6 +554,29 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
     if args.reducers is not None:
         return spec, later
     return dataclasses.replace(spec, num_reduces=alive), [dataclasses.replace(s, num_reduces=alive) for s in later]
+
+
+def _failed_snapshots(report: dict[str, Any], output: str) -> str | None:
+    """A warning for the snapshots of the run's last step that a partition could not take (its reduce or the job's
+    ``key_stratum`` raised on partial data: the task goes on), naming the first error and where the others are;
+    ``None`` if there were none. They were told of only in their ``_snapshot.json``: a run whose every snapshot
+    failed looked fine."""
+    failed = [
+        (snapshot["label"], partition)
+        for snapshot in report.get("snapshots") or []
+        for partition in snapshot.get("partitions") or []
+        if partition.get("error")
+    ]
+    if not failed:
+        return None
+    labels = list(dict.fromkeys(label for label, _ in failed))
+    label, partition = failed[0]
+    where = os.path.join(output, "_snapshots", label, "_snapshot.json")
+    return (
+        f"hop: warning: {counted(len(labels), 'snapshot')} could not be taken ({', '.join(labels[:5])}"
+        f"{', ...' if len(labels) > 5 else ''}): partition {partition['index']} of {label}: {partition['error']} "
+        f"(each snapshot's _snapshot.json has its partitions' errors: {where})"
+    )
 
 
 def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | None = None) -> str:

@@ -1892,6 +1892,32 @@ def test_a_chunk_size_for_compressed_input_only_is_refused(tmp_path: Path) -> No
     assert taken.returncode == 0, taken.stderr
 
 
+def test_a_snapshot_that_failed_is_told_of(tmp_path: Path) -> None:
+    """A snapshot a reducer could not take (the job's key_stratum raised on a key) left only an "error" in its
+    _snapshot.json ("KeyError: 'b'", naming neither the method nor the key), and hop run said nothing: every
+    snapshot of the run was missing and the run looked fine."""
+    (tmp_path / "in.txt").write_text("a b c\n" * 2000)
+    result = hop(
+        "run",
+        str(TEST_JOBS / "failing_key_stratum.py"),
+        "in.txt",
+        "-o",
+        "out",
+        "--snapshot-every",
+        "0.5",
+        "--order",
+        "random",
+        "--workers",
+        "1",
+        "--quiet",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr  # (the result is exact: only the estimates failed)
+    assert "hop: warning: 1 snapshot could not be taken" in result.stderr, result.stderr
+    assert "the job's key_stratum failed on key 'b': KeyError: 'b'" in result.stderr, result.stderr
+    assert f"{os.path.join('out', '_snapshots', '0.500', '_snapshot.json')}" in result.stderr, result.stderr
+
+
 def test_keep_intermediate_is_refused_for_a_one_step_run(tmp_path: Path) -> None:
     """A job of one step has no earlier step whose output --keep-intermediate could keep: it was accepted and did
     nothing (no OUT/_steps). A multi-step job run alone keeps its first step's."""

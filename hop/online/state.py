@@ -483,7 +483,11 @@ class SnapshotState:
             key_strata = [None] * len(keys)
         else:
             for key in keys:
-                stratum = self.key_stratum(key)
+                try:
+                    stratum = self.key_stratum(key)
+                except Exception as error:  # (the snapshot fails, not the task: named, or it read "KeyError: 'b'")
+                    message = f"the job's key_stratum failed on key {key!r}: {type(error).__name__}: {error}"
+                    raise ValueError(message) from error
                 # As the engine takes ``str(input_stratum(path))``: a job whose two methods both return the hour as
                 # an int matched no stratum and was estimated unstratified (scaled by overall progress) silently.
                 stratum = None if stratum is None else str(stratum)
