@@ -216,6 +216,19 @@ def test_a_record_stamped_far_in_the_future_does_not_hang_the_reducers(stream_cl
     assert report["continuous"]["windows_written"] == len(got) + 1
 
 
+def test_a_stamp_too_large_to_name_a_window_is_a_bad_record(stream_client: Client, tmp_path: Path) -> None:
+    # 1e300 s: its window's folder name (E and the start in microseconds) was 302 characters, which no file system
+    # takes; every reduce attempt failed on it ("File name too long") and so did the job.
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 50, rate=100.0, seed=9)
+    with events_path.open("a", encoding="utf-8") as file:
+        file.write(json.dumps({"ts": 1e300, "text": "alpha"}) + "\n")
+    report = run_stream_job(stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "1s")
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(events, 1, 1)
+    assert report["counters"]["bad_records_skipped"] == 1
+    assert report["continuous"]["bad_records"] == {f"replay:{events_path}": 1}
+
+
 def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_path: Path) -> None:
     events_path = tmp_path / "events.jsonl"
     events = write_events(events_path, 2000, rate=100.0, seed=6, disorder=0.05)

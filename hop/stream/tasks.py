@@ -56,7 +56,7 @@ from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
 from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
 from hop.stream.sources import ReplaySource, Source, SourceError, SourceRecord, open_source
-from hop.stream.windows import WindowSpec
+from hop.stream.windows import MAX_EVENT_SECONDS, WindowSpec
 from hop.tasks import (
     TaskChannel,
     first_unencodable_call,
@@ -326,6 +326,11 @@ def run_stream_map(
             raise StreamRecordError(
                 f"has field {time_field!r} = {stamp!r:.100}, not seconds since the epoch (the job's time_field); "
                 "fix the producer"
+            )
+        if not abs(stamp) < MAX_EVENT_SECONDS:  # (an int too large for a float is above it too)
+            raise StreamRecordError(
+                f"has field {time_field!r} = {stamp!r:.100}, not seconds since the epoch (the job's time_field): "
+                f"no window can be named for it (at most {MAX_EVENT_SECONDS:g} s either way); fix the producer"
             )
         return float(stamp)
 
