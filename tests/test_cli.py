@@ -1945,6 +1945,27 @@ def test_an_option_of_the_other_kind_of_job_is_refused(tmp_path: Path, options: 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--spark-conf", "spark.driver.memory=4g"], "--spark-conf applies to --engine spark"),
+        (["--no-view", "--view-interval", "5s"], "--view-interval sets the materialized view"),
+        (["--no-view", "--spark-master", "local[2]"], "--spark-master sets the materialized view"),
+    ],
+    ids=["spark-conf", "view-interval-without-view", "spark-master-without-view"],
+)
+def test_a_continuous_jobs_option_that_would_do_nothing_is_refused(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    """A continuous job's view compacts with Spark settings of its own, so ``--spark-conf`` was ignored, and with
+    ``--no-view`` no Spark runs, so ``--view-interval`` and ``--spark-master`` were too: each ran without a word."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    source = ["--source", "replay:in.txt", "--window", "1r", *options, "--workers", "1", "--quiet"]
+    result = hop("run", str(ROOT / "jobs" / "stream_wordcount.py"), *source, "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_every_option_of_one_kind_of_job_is_noted_when_given_even_at_its_default() -> None:
     """The refusal of the other kind of job's options compared each option with its default: ``--fidelity 1`` on a
     batch run, or ``--order sequential`` with ``--source``, passed unnoticed. Each option of the two lists is noted

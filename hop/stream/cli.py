@@ -20,7 +20,7 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import COORDINATOR_HELP, coordinator_address, non_negative_int, positive_int
-from hop.given_options import Given, GivenFlag
+from hop.given_options import Given, GivenFlag, flags_given
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration
 
@@ -152,6 +152,9 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         return _fail("a continuous job needs --window (e.g. --window 60s --slide 10s, or --window 1000r)", 2)
     if args.mrjob or args.engine != "hop" or args.snapshot_every is not None:
         return _fail("--source runs a continuous job on hop: drop --mrjob, --engine and --snapshot-every", 2)
+    unused = _unused_spark_options(args)
+    if unused is not None:
+        return _fail(unused, 2)
     try:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
@@ -266,6 +269,23 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             release()
     del status
     return 0
+
+
+def _unused_spark_options(args: argparse.Namespace) -> str | None:
+    """Why a continuous job was given Spark options it would ignore (each ran without a word): ``--spark-conf``
+    (the view compacts with settings of its own, ``hop.stream.view.SPARK_CONF``), and with ``--no-view``, which runs
+    no Spark, ``--view-interval`` and ``--spark-master``."""
+    if getattr(args, "spark_conf", None):
+        return (
+            "--spark-conf applies to --engine spark; a continuous job's materialized view compacts with Spark "
+            "settings of its own: drop it"
+        )
+    if args.no_view:
+        given = flags_given(args, ["view_interval"]) + (["--spark-master"] if args.spark_master else [])
+        if given:
+            flags, it = ", ".join(given), "it" if len(given) == 1 else "them"
+            return f"{flags} sets the materialized view's compaction, which --no-view turns off: drop {it}"
+    return None
 
 
 def _client_call(args: argparse.Namespace, call: Any) -> Any:
