@@ -307,6 +307,27 @@ def test_the_monitor_refuses_bad_windows_before_it_starts_a_cluster(
     assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--duration", "0"], "argument --duration: expected a duration above zero"),
+        (["--max-latency", "0s"], "argument --max-latency: expected a duration above zero"),
+        (["--coordinator", "tcp://127.0.0.1:9", "--workers", "3"], "--workers sizes the embedded cluster"),
+        (["--coordinator", "tcp://127.0.0.1:9", "--racks", "2"], "--racks sizes the embedded cluster"),
+    ],
+    ids=["duration-0", "max-latency-0", "workers-with-coordinator", "racks-with-coordinator"],
+)
+def test_the_monitor_refuses_options_that_would_do_nothing_before_it_starts(
+    tmp_path: Path, options: list[str], says: str
+) -> None:
+    """``--duration 0`` started a cluster and stopped it at once (``hop run`` refuses it), ``--max-latency 0`` was
+    refused only once the embedded cluster had started, and ``--workers``/``--racks`` with ``--coordinator`` were
+    ignored: each is refused first (exit 2), before a cluster starts or a coordinator is asked."""
+    result = hop("monitor", *options, "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2 and says in result.stderr, result.stderr
+    assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
+
+
 def test_the_monitor_warns_of_costly_windows_as_hop_run_does(tmp_path: Path) -> None:
     """``hop run --source`` warns of windows of many panes or a record in many windows; ``hop monitor`` ran the same
     query without a word. It warns before anything else (here an ``-o`` it refuses, so no cluster starts)."""
