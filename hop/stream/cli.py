@@ -159,12 +159,14 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)
-    from hop.stream.sources import SourceError, check_source, source_paths
+    from hop.stream.sources import SourceError, check_sink, check_source, source_paths
 
     try:
         for url in args.source:
             # Here, not first in a map task after the job started; the embedded cluster's maps run on this host.
             check_source(url, here=not args.coordinator)
+        if args.sink is not None:
+            check_sink(args.sink, here=not args.coordinator)  # (its reducers, too)
     except SourceError as error:
         return _fail(str(error), 2)
     try:
