@@ -96,7 +96,8 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         action=Given,
         type=_seconds,
         default=None,
-        help="emit a window at most this long after its end (e.g. 2s)",
+        help="emit a window at most this long (e.g. 2s) after the first source sealed past its end, even if "
+        "others have not; one no source sealed past (a single source gone quiet) waits for data or a stop",
     )
     group.add_argument(
         "--checkpoint-every", action=Given, type=positive_int, default=5, help="checkpoint every N windows (default 5)"
