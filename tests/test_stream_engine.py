@@ -229,6 +229,44 @@ def test_a_stamp_too_large_to_name_a_window_is_a_bad_record(stream_client: Clien
     assert report["continuous"]["bad_records"] == {f"replay:{events_path}": 1}
 
 
+def test_a_retried_map_lists_each_late_record_once(
+    stream_cluster: LocalCluster, stream_client: Client, tmp_path: Path
+) -> None:
+    """A map killed mid-stream is retried from its checkpoint and reads its replayed source again from there: the late
+    records it had appended to ``OUT/_late/map-00000.jsonl`` since that checkpoint were appended again (648 lines for
+    641 late records), as ``late_records`` did not count them."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 3000, rate=100.0, seed=13, disorder=0.2)
+    output = tmp_path / "out"
+    killed: list[int] = []
+
+    def kill_the_map() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(output.glob("windows/*/_window.json"))) < 5:
+            time.sleep(0.05)
+        watcher = Client(stream_cluster.address, timeout=30)
+        try:
+            job = next(j for j in watcher.jobs() if j["output"] == str(output))
+            task = next(t for t in watcher.job(job["job_id"])["tasks"] if t["kind"] == "map")
+        finally:
+            watcher.close()
+        os.kill(task["pid"], signal.SIGKILL)
+        killed.append(task["pid"])
+
+    killer = threading.Thread(target=kill_the_map)
+    killer.start()
+    try:
+        report = run_stream_job(
+            stream_client, "EventWordCount", [f"replay:{events_path}?rate=600"], output, "1s", checkpoint_seconds=0.5
+        )
+    finally:
+        killer.join(timeout=70)
+    assert killed and len([a for a in report["attempts"] if a["kind"] == "map"]) == 2, report["attempts"]
+    listed = (output / "_late" / "map-00000.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(listed) == report["counters"]["late_records"] > 0
+    assert len(set(listed)) == len(listed), "a late record listed twice"
+
+
 def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_path: Path) -> None:
     events_path = tmp_path / "events.jsonl"
     events = write_events(events_path, 2000, rate=100.0, seed=6, disorder=0.05)

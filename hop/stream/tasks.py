@@ -174,6 +174,10 @@ def run_stream_map(
     started = time.time()
     lost_announce: tuple[int, int] | None = None
     saved = _usable_map_checkpoint(checkpoint_dir, resume_below, source.replayable) if attempt > 0 else None
+    if attempt > 0 and source.replayable:
+        # The records read since the checkpoint (or the start) are read again, and the late ones among them listed
+        # again: the failed attempt's lines past the checkpoint go first (a retry listed 45 late records twice).
+        _cut_late_file(late_path, 0 if saved is None else saved.get("late_bytes"))
     if saved is not None:
         buffer.restore(saved["buffer"])
         for name in ("ordinal", "offset", "max_event", "sealed", "records", "late", "shed"):
@@ -308,6 +312,7 @@ def run_stream_map(
             "user_counters": job.counters_so_far(),
             **{name: getattr(marks, name) for name in ("ordinal", "offset", "max_event", "sealed")},
             **{name: getattr(marks, name) for name in ("records", "late", "shed", "bad")},
+            "late_bytes": late_path.stat().st_size if late_path.exists() else 0,  # (written before: each poll)
         }
         _write_atomically(checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", codec.packb(state))
         for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
@@ -543,6 +548,18 @@ def _read_again(
         return search(again, records())
     finally:
         again.close()
+
+
+def _cut_late_file(late_path: Path, size: int | None) -> None:
+    """Cut a map's ``_late`` file to the ``size`` it had at the checkpoint a retry resumes from (None: a checkpoint
+    that did not note it, left as it is; a file already no longer than that is left too)."""
+    if size is None:
+        return
+    try:
+        if late_path.stat().st_size > size:
+            os.truncate(late_path, size)
+    except FileNotFoundError:
+        pass
 
 
 def _usable_map_checkpoint(folder: Path, covered: tuple[int, int] | None, replayable: bool) -> dict[str, Any] | None:
