@@ -689,6 +689,11 @@ def run_stream_reduce(
     delta_seq = 0
     processed: dict[int, tuple[int, int]] = {}
     """Per map, the (attempt, seq) of the last spill this reducer took: what a checkpoint covers."""
+    late_path = Path(spec.output) / "_late" / f"reduce-{index:05d}.jsonl"
+    if attempt > 0:
+        # Every spill since the checkpoint (or the start) is pushed again, and the late cells among them listed
+        # again: the failed attempt's lines past the checkpoint go first (a retry listed 4 late cells of 9 twice).
+        _cut_late_file(late_path, 0 if saved is None else saved.get("late_bytes"))
     if saved is not None:
         assembler.restore(saved["assembler"])
         counters.update(saved["counters"])
@@ -705,7 +710,6 @@ def run_stream_reduce(
     pending_delta: list[str] = []
     windows_since_checkpoint = 0
     last_checkpoint = time.monotonic()
-    late_path = Path(spec.output) / "_late" / f"reduce-{index:05d}.jsonl"
     poller = zmq.Poller()
     poller.register(pull, zmq.POLLIN)
     poller.register(channel.control_socket, zmq.POLLIN)
@@ -728,6 +732,7 @@ def run_stream_reduce(
         state = {
             "assembler": assembler.to_state(),
             "counters": counters,
+            "late_bytes": late_path.stat().st_size if late_path.exists() else 0,
             "delta_seq": delta_seq,
             "processed": [[m, a, s] for m, (a, s) in processed.items()],
         }
