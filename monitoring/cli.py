@@ -34,18 +34,24 @@ TEMPORARY_KEEP_WINDOWS = 1_800
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from hop.stream.cli import _seconds
+    from hop.given_options import Given
+    from hop.stream.cli import _positive_seconds, _seconds
 
     parser.add_argument(
         "--coordinator", type=coordinator_address, default=None, help="monitor this cluster instead of starting one"
     )
-    parser.add_argument("--workers", type=positive_int, default=2, help="workers of the embedded cluster (default 2)")
-    parser.add_argument("--racks", type=positive_int, default=2, help="rack labels to spread embedded workers over (2)")
+    # (Given: noted when given, so that --coordinator, whose cluster has workers of its own, refuses them)
+    parser.add_argument(
+        "--workers", action=Given, type=positive_int, default=2, help="workers of the embedded cluster (default 2)"
+    )
+    parser.add_argument(
+        "--racks", action=Given, type=positive_int, default=2, help="rack labels to spread embedded workers over (2)"
+    )
     parser.add_argument("--window", default="10s", help="window range of the monitoring query (10s)")
     parser.add_argument("--slide", default="2s", help="window slide (2s)")
     parser.add_argument(
         "--max-latency",
-        type=_seconds,
+        type=_positive_seconds,  # (0 was refused only once the embedded cluster had started)
         default=3.0,
         help="emit a window this long after its end even if a host is silent",
     )
@@ -96,7 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: all with -o; {TEMPORARY_KEEP_WINDOWS:,} in the temporary output, an hour of the default slide)",
     )
     parser.add_argument("--port", type=port_number, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
-    parser.add_argument("--duration", type=_seconds, default=None, help="stop after this long (default: Ctrl-C)")
+    parser.add_argument(
+        "--duration", type=_positive_seconds, default=None, help="stop after this long (default: Ctrl-C)"
+    )
     parser.add_argument("--quiet", action="store_true", help="print only the addresses")
 
 
@@ -181,10 +189,20 @@ def lost_to_a_restart(address: str, output: str, args: argparse.Namespace, stopp
 
 
 def run_monitor(args: argparse.Namespace) -> int:
+    from hop.given_options import flags_given
     from hop.outputs import OutputError, check_output, claim_output
     from hop.stream.cli import warn_about_windows
     from hop.stream.options import window_spec
 
+    if args.coordinator is not None and (given := flags_given(args, ["workers", "racks"])):
+        # (they were ignored: the cluster at --coordinator has its own workers and racks)
+        one = len(given) == 1
+        print(
+            f"hop: error: {', '.join(given)} {'sizes' if one else 'size'} the embedded cluster; with --coordinator "
+            f"the monitor watches that cluster's own workers: drop {'it' if one else 'them'}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         # (bad windows failed the query only once its cluster had started)
         window = window_spec(args.window, args.slide)

@@ -7,6 +7,10 @@ socket on every sample stream) and the coordinator's list of workers (alive, las
 exposition. Readers (the web view) take ``snapshot()`` or wait on
 ``changed``.
 
+The query's sources are the workers there were when it was submitted: a worker that registers later (a new name, not
+one restarted under its old name) is not in its windows. The feed says so on stderr, once per such worker, and lists
+them in ``snapshot()["unwatched_workers"]``: a monitor started again watches them.
+
 With ``keep_windows`` N, the feed removes the folders of all but the newest N complete windows of ``OUT/windows/``
 (the monitoring query writes one every slide, some 20 KB each, for as long as it runs) after each poll that brought
 windows and once more when it stops; the dashboard's charts, alerts and faults live in memory and the logs.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +31,7 @@ import zmq
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.stream.windows import label_order
-from monitoring.state import MonitorState
+from monitoring.state import COORDINATOR, MonitorState
 
 
 class MonitorFeed(threading.Thread):
@@ -53,6 +58,8 @@ class MonitorFeed(threading.Thread):
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.version = 0
+        self.unwatched: list[str] = []
+        """Live workers with a sample stream that the query has no source for (registered after it started)."""
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -75,6 +82,7 @@ class MonitorFeed(threading.Thread):
                     workers = client.workers()
                     with self.lock:
                         self.workers = workers
+                    self._note_unwatched(workers)
                     if not labelled:  # before the first window: the dashboard names hosts by label throughout
                         labels = {w["name"]: str(w.get("host_label") or w["name"]) for w in workers}
                         with self.lock:
@@ -98,6 +106,23 @@ class MonitorFeed(threading.Thread):
         finally:
             sub.close(linger=0)
             client.close()
+
+    def _note_unwatched(self, workers: list[dict[str, Any]]) -> None:
+        """Say once of each live worker publishing samples that the query does not watch (one that registered after
+        it started): it was in the dashboard's worker list, never in its hosts, alerts or ``missing_hosts``."""
+        watched = self.state.source_names
+        for worker in workers:
+            name = worker["name"]
+            if worker.get("alive") and worker.get("samples") and name not in watched and name not in self.unwatched:
+                with self.lock:
+                    self.unwatched.append(name)
+                print(
+                    f"hop: warning: worker {name} registered after the monitor started; the monitoring query watches "
+                    f"the workers it started with ({', '.join(n for n in watched if n != COORDINATOR)}), not {name}: "
+                    "start the monitor again to watch it",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def _remove_old_windows(self) -> None:
         """Remove the folders of all but the newest ``keep_windows`` complete windows."""
@@ -130,6 +155,7 @@ class MonitorFeed(threading.Thread):
             data["alert_rule"] = self.alert_rule
             data["samples"] = {name: dict(sample) for name, sample in self.samples.items()}
             data["workers"] = [dict(worker) for worker in self.workers]
+            data["unwatched_workers"] = list(self.unwatched)
             data["now"] = time.time()
             return data
 

@@ -1990,6 +1990,49 @@ def test_an_option_of_the_other_kind_of_job_is_refused(tmp_path: Path, options: 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--spark-conf", "spark.driver.memory=4g"], "--spark-conf applies to --engine spark"),
+        (["--no-view", "--view-interval", "5s"], "--view-interval sets the materialized view"),
+        (["--no-view", "--spark-master", "local[2]"], "--spark-master sets the materialized view"),
+    ],
+    ids=["spark-conf", "view-interval-without-view", "spark-master-without-view"],
+)
+def test_a_continuous_jobs_option_that_would_do_nothing_is_refused(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    """A continuous job's view compacts with Spark settings of its own, so ``--spark-conf`` was ignored, and with
+    ``--no-view`` no Spark runs, so ``--view-interval`` and ``--spark-master`` were too: each ran without a word."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    source = ["--source", "replay:in.txt", "--window", "1r", *options, "--workers", "1", "--quiet"]
+    result = hop("run", str(ROOT / "jobs" / "stream_wordcount.py"), *source, "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("sink", "message"),
+    [
+        ("foo", "--sink 'foo': expected a ZeroMQ endpoint to connect to, such as tcp://HOST:PORT"),
+        ("tcp://127.0.0.1:*", "--sink 'tcp://127.0.0.1:*': a tcp:// endpoint to connect to needs its port number"),
+        ("tcp://no-such-host.invalid:5555", "--sink 'tcp://no-such-host.invalid:5555': cannot connect to it: host"),
+    ],
+    ids=["not-an-endpoint", "no-port", "host-unresolved"],
+)
+def test_a_sink_reducers_cannot_connect_to_is_refused_before_the_job_starts(
+    tmp_path: Path, sink: str, message: str
+) -> None:
+    """A ``--sink`` that is no endpoint failed every reduce attempt with ZeroMQ's traceback, and so the job, after
+    its cluster had started; one whose host does not resolve ran to the end publishing every window to nowhere
+    (ZeroMQ retries the name in silence). Both are refused first, as a ``--source`` URL is."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    options = ["--source", "replay:in.txt", "--window", "1r", "--sink", sink, "--no-view", "--workers", "1"]
+    result = hop("run", str(ROOT / "jobs" / "stream_wordcount.py"), *options, "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2 and f"hop: error: {message}" in result.stderr, result.stderr
+    assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
+
+
 def test_every_option_of_one_kind_of_job_is_noted_when_given_even_at_its_default() -> None:
     """The refusal of the other kind of job's options compared each option with its default: ``--fidelity 1`` on a
     batch run, or ``--order sequential`` with ``--source``, passed unnoticed. Each option of the two lists is noted

@@ -232,6 +232,38 @@ def test_a_pipelines_next_step_waiting_for_the_one_before_is_not_stalled(client:
     assert stalled.get(("PassedOn", "map"), 0.0) < 1.5, stalled  # listed once the step before has ended
 
 
+def test_a_worker_that_registers_after_the_monitor_started_is_said_to_be_unwatched(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The query's sources are the workers there were when it started: one that registered later was in the
+    dashboard's worker list and nowhere else (no host, no alert, not missing), without a word. The feed says so once
+    and lists it (here the monitor was started with the first of two workers only, as if the second came later)."""
+    from monitoring.cli import wait_for_workers
+    from monitoring.feed import MonitorFeed
+
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as local:
+        client = Client(local.address, timeout=30)
+        try:
+            first, later = wait_for_workers(client, 2)
+        finally:
+            client.close()
+        feed = MonitorFeed(local.address, "job-none", str(tmp_path), [first["name"], "coordinator"], [first["samples"]])
+        feed.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not feed.snapshot()["unwatched_workers"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(1)  # a few more polls: said once
+        finally:
+            feed.stop()
+    assert feed.snapshot()["unwatched_workers"] == [later["name"]]
+    said = [line for line in capfd.readouterr().err.splitlines() if "registered after the monitor started" in line]
+    assert said == [
+        f"hop: warning: worker {later['name']} registered after the monitor started; the monitoring query watches "
+        f"the workers it started with ({first['name']}), not {later['name']}: start the monitor again to watch it"
+    ]
+
+
 def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) -> None:
     """``hop monitor`` without ``-o`` writes into a temporary directory, which every run left in /tmp (some 10 KB
     a second of monitoring); it is removed when the monitor stops, and said so (``-o DIR`` is kept)."""
@@ -304,6 +336,27 @@ def test_the_monitor_refuses_bad_windows_before_it_starts_a_cluster(
     result = hop("monitor", "--window", window, "--slide", slide, "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert f"hop: error: --window {window} --slide {slide}: " in result.stderr and says in result.stderr
+    assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--duration", "0"], "argument --duration: expected a duration above zero"),
+        (["--max-latency", "0s"], "argument --max-latency: expected a duration above zero"),
+        (["--coordinator", "tcp://127.0.0.1:9", "--workers", "3"], "--workers sizes the embedded cluster"),
+        (["--coordinator", "tcp://127.0.0.1:9", "--racks", "2"], "--racks sizes the embedded cluster"),
+    ],
+    ids=["duration-0", "max-latency-0", "workers-with-coordinator", "racks-with-coordinator"],
+)
+def test_the_monitor_refuses_options_that_would_do_nothing_before_it_starts(
+    tmp_path: Path, options: list[str], says: str
+) -> None:
+    """``--duration 0`` started a cluster and stopped it at once (``hop run`` refuses it), ``--max-latency 0`` was
+    refused only once the embedded cluster had started, and ``--workers``/``--racks`` with ``--coordinator`` were
+    ignored: each is refused first (exit 2), before a cluster starts or a coordinator is asked."""
+    result = hop("monitor", *options, "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode == 2 and says in result.stderr, result.stderr
     assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
 
 

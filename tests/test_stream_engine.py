@@ -216,6 +216,98 @@ def test_a_record_stamped_far_in_the_future_does_not_hang_the_reducers(stream_cl
     assert report["continuous"]["windows_written"] == len(got) + 1
 
 
+def test_a_stamp_too_large_to_name_a_window_is_a_bad_record(stream_client: Client, tmp_path: Path) -> None:
+    # 1e300 s: its window's folder name (E and the start in microseconds) was 302 characters, which no file system
+    # takes; every reduce attempt failed on it ("File name too long") and so did the job.
+    events_path = tmp_path / "events.jsonl"
+    events = write_events(events_path, 50, rate=100.0, seed=9)
+    with events_path.open("a", encoding="utf-8") as file:
+        file.write(json.dumps({"ts": 1e300, "text": "alpha"}) + "\n")
+    report = run_stream_job(stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "1s")
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(events, 1, 1)
+    assert report["counters"]["bad_records_skipped"] == 1
+    assert report["continuous"]["bad_records"] == {f"replay:{events_path}": 1}
+
+
+def test_a_retried_map_lists_each_late_record_once(
+    stream_cluster: LocalCluster, stream_client: Client, tmp_path: Path
+) -> None:
+    """A map killed mid-stream is retried from its checkpoint and reads its replayed source again from there: the late
+    records it had appended to ``OUT/_late/map-00000.jsonl`` since that checkpoint were appended again (648 lines for
+    641 late records), as ``late_records`` did not count them."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 3000, rate=100.0, seed=13, disorder=0.2)
+    output = tmp_path / "out"
+    killed: list[int] = []
+
+    def kill_the_map() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(output.glob("windows/*/_window.json"))) < 5:
+            time.sleep(0.05)
+        watcher = Client(stream_cluster.address, timeout=30)
+        try:
+            job = next(j for j in watcher.jobs() if j["output"] == str(output))
+            task = next(t for t in watcher.job(job["job_id"])["tasks"] if t["kind"] == "map")
+        finally:
+            watcher.close()
+        os.kill(task["pid"], signal.SIGKILL)
+        killed.append(task["pid"])
+
+    killer = threading.Thread(target=kill_the_map)
+    killer.start()
+    try:
+        report = run_stream_job(
+            stream_client, "EventWordCount", [f"replay:{events_path}?rate=600"], output, "1s", checkpoint_seconds=0.5
+        )
+    finally:
+        killer.join(timeout=70)
+    assert killed and len([a for a in report["attempts"] if a["kind"] == "map"]) == 2, report["attempts"]
+    listed = (output / "_late" / "map-00000.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(listed) == report["counters"]["late_records"] > 0
+    assert len(set(listed)) == len(listed), "a late record listed twice"
+
+
+def test_a_retried_reducer_lists_each_late_cell_once(
+    stream_cluster: LocalCluster, stream_client: Client, tmp_path: Path
+) -> None:
+    """A reducer killed mid-stream restores its checkpoint and is sent every spill since again: the late cells it had
+    appended to ``OUT/_late/reduce-00000.jsonl`` since that checkpoint were appended again (45 lines for 29
+    ``late_cells``). Late cells come from a slow second source under ``--max-latency``."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 1500, rate=100.0, seed=14)
+    output = tmp_path / "out"
+    killed: list[int] = []
+
+    def kill_the_reducer() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(list(output.glob("_late/reduce-00000.jsonl"))) < 1:
+            time.sleep(0.05)
+        time.sleep(1.5)  # some late cells past a checkpoint
+        watcher = Client(stream_cluster.address, timeout=30)
+        try:
+            job = next(j for j in watcher.jobs() if j["output"] == str(output))
+            task = next(t for t in watcher.job(job["job_id"])["tasks"] if t["kind"] == "reduce")
+        finally:
+            watcher.close()
+        os.kill(task["pid"], signal.SIGKILL)
+        killed.append(task["pid"])
+
+    killer = threading.Thread(target=kill_the_reducer)
+    killer.start()
+    try:
+        sources = [f"replay:{events_path}?rate=1000", f"replay:{events_path}?rate=250"]
+        report = run_stream_job(
+            stream_client, "EventWordCount", sources, output, "1s", num_reduces=1, max_latency=0.5,
+            checkpoint_windows=1000, checkpoint_seconds=5,  # late cells pass after the reducer's checkpoint, if any
+        )  # fmt: skip
+    finally:
+        killer.join(timeout=70)
+    assert killed and len([a for a in report["attempts"] if a["kind"] == "reduce"]) == 2, report["attempts"]
+    listed = (output / "_late" / "reduce-00000.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(listed) == report["counters"]["late_cells"] > 0
+    assert len(set(listed)) == len(listed), "a late cell listed twice"
+
+
 def test_allowed_lateness_takes_out_of_order_records(stream_client: Client, tmp_path: Path) -> None:
     events_path = tmp_path / "events.jsonl"
     events = write_events(events_path, 2000, rate=100.0, seed=6, disorder=0.05)

@@ -326,6 +326,57 @@ def model_row(model: Model, window: int, partition: int) -> Row:
     return model.cells[cells[0]][1]
 
 
+STAND_IN_CHILD = """
+import json, pathlib, sys
+deltas = pathlib.Path(sys.argv[1]) / "_checkpoints" / "deltas"
+for line in sys.stdin:
+    for delta in deltas.glob("delta-*.jsonl"):
+        delta.unlink()
+    print(json.dumps({"ok": True}), flush=True)
+"""
+"""A compaction child that takes every delta at once (deletes it) and says so, in place of Spark's: what is tested is
+when the compactor asks, not what a compaction does."""
+
+
+def test_the_compactor_asks_for_one_compaction_an_interval_while_deltas_keep_coming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compactor asked for the next compaction as soon as one ended whenever a delta had come meanwhile: a job
+    checkpointing every second ran them in bursts (view versions 1 to 7 within 5 s at --view-interval 20s), each
+    rewriting the whole base. It asks at most once an interval."""
+    import subprocess
+    import sys
+
+    from hop.stream import compactor as module
+
+    script = tmp_path / "stand_in_child.py"
+    script.write_text(STAND_IN_CHILD, encoding="utf-8")
+
+    def start(cls: type[Any], out: Path, spark_master: str) -> Any:
+        process = subprocess.Popen(
+            [sys.executable, str(script), str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+        return cls(process, tempfile.TemporaryFile(), tempfile.mkdtemp(prefix="hop-compaction-", dir=tmp_path))
+
+    monkeypatch.setattr(module._Child, "start", classmethod(start))
+    out = tmp_path / "out"
+    compactor = Compactor(out, interval=1.0)
+    compactor.start()
+    began = time.monotonic()
+    try:
+        seq = 0
+        while time.monotonic() - began < 3.5:  # a delta every 0.1 s, as a busy job's checkpoints
+            write_delta(out, 0, seq, [{"window_start": seq, "window_end": seq + 1, "key": "k", "value": 1}])
+            seq += 1
+            time.sleep(0.1)
+        asked = compactor.compactions
+    finally:
+        compactor.stop(final=False, timeout=30)
+    assert compactor.failures == 0, compactor.last_error
+    assert 2 <= asked <= 4, f"{asked} compactions in 3.5 s at a 1 s interval"
+
+
 def test_compactor_reports_the_child_error_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     assert main(["show", str(out)]) == 1

@@ -20,7 +20,7 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import COORDINATOR_HELP, coordinator_address, non_negative_int, positive_int
-from hop.given_options import Given, GivenFlag
+from hop.given_options import Given, GivenFlag, flags_given
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration
 
@@ -96,7 +96,8 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         action=Given,
         type=_seconds,
         default=None,
-        help="emit a window at most this long after its end (e.g. 2s)",
+        help="emit a window at most this long (e.g. 2s) after the first source sealed past its end, even if "
+        "others have not; one no source sealed past (a single source gone quiet) waits for data or a stop",
     )
     group.add_argument(
         "--checkpoint-every", action=Given, type=positive_int, default=5, help="checkpoint every N windows (default 5)"
@@ -152,16 +153,21 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         return _fail("a continuous job needs --window (e.g. --window 60s --slide 10s, or --window 1000r)", 2)
     if args.mrjob or args.engine != "hop" or args.snapshot_every is not None:
         return _fail("--source runs a continuous job on hop: drop --mrjob, --engine and --snapshot-every", 2)
+    unused = _unused_spark_options(args)
+    if unused is not None:
+        return _fail(unused, 2)
     try:
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)
-    from hop.stream.sources import SourceError, check_source, source_paths
+    from hop.stream.sources import SourceError, check_sink, check_source, source_paths
 
     try:
         for url in args.source:
             # Here, not first in a map task after the job started; the embedded cluster's maps run on this host.
             check_source(url, here=not args.coordinator)
+        if args.sink is not None:
+            check_sink(args.sink, here=not args.coordinator)  # (its reducers, too)
     except SourceError as error:
         return _fail(str(error), 2)
     try:
@@ -266,6 +272,23 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             release()
     del status
     return 0
+
+
+def _unused_spark_options(args: argparse.Namespace) -> str | None:
+    """Why a continuous job was given Spark options it would ignore (each ran without a word): ``--spark-conf``
+    (the view compacts with settings of its own, ``hop.stream.view.SPARK_CONF``), and with ``--no-view``, which runs
+    no Spark, ``--view-interval`` and ``--spark-master``."""
+    if getattr(args, "spark_conf", None):
+        return (
+            "--spark-conf applies to --engine spark; a continuous job's materialized view compacts with Spark "
+            "settings of its own: drop it"
+        )
+    if args.no_view:
+        given = flags_given(args, ["view_interval"]) + (["--spark-master"] if args.spark_master else [])
+        if given:
+            flags, it = ", ".join(given), "it" if len(given) == 1 else "them"
+            return f"{flags} sets the materialized view's compaction, which --no-view turns off: drop {it}"
+    return None
 
 
 def _client_call(args: argparse.Namespace, call: Any) -> Any:

@@ -56,7 +56,7 @@ from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
 from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
 from hop.stream.sources import ReplaySource, Source, SourceError, SourceRecord, open_source
-from hop.stream.windows import WindowSpec
+from hop.stream.windows import MAX_EVENT_SECONDS, WindowSpec
 from hop.tasks import (
     TaskChannel,
     first_unencodable_call,
@@ -174,6 +174,10 @@ def run_stream_map(
     started = time.time()
     lost_announce: tuple[int, int] | None = None
     saved = _usable_map_checkpoint(checkpoint_dir, resume_below, source.replayable) if attempt > 0 else None
+    if attempt > 0 and source.replayable:
+        # The records read since the checkpoint (or the start) are read again, and the late ones among them listed
+        # again: the failed attempt's lines past the checkpoint go first (a retry listed 45 late records twice).
+        _cut_late_file(late_path, 0 if saved is None else saved.get("late_bytes"))
     if saved is not None:
         buffer.restore(saved["buffer"])
         for name in ("ordinal", "offset", "max_event", "sealed", "records", "late", "shed"):
@@ -308,6 +312,7 @@ def run_stream_map(
             "user_counters": job.counters_so_far(),
             **{name: getattr(marks, name) for name in ("ordinal", "offset", "max_event", "sealed")},
             **{name: getattr(marks, name) for name in ("records", "late", "shed", "bad")},
+            "late_bytes": late_path.stat().st_size if late_path.exists() else 0,  # (written before: each poll)
         }
         _write_atomically(checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", codec.packb(state))
         for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
@@ -326,6 +331,11 @@ def run_stream_map(
             raise StreamRecordError(
                 f"has field {time_field!r} = {stamp!r:.100}, not seconds since the epoch (the job's time_field); "
                 "fix the producer"
+            )
+        if not abs(stamp) < MAX_EVENT_SECONDS:  # (an int too large for a float is above it too)
+            raise StreamRecordError(
+                f"has field {time_field!r} = {stamp!r:.100}, not seconds since the epoch (the job's time_field): "
+                f"no window can be named for it (at most {MAX_EVENT_SECONDS:g} s either way); fix the producer"
             )
         return float(stamp)
 
@@ -540,6 +550,18 @@ def _read_again(
         again.close()
 
 
+def _cut_late_file(late_path: Path, size: int | None) -> None:
+    """Cut a map's ``_late`` file to the ``size`` it had at the checkpoint a retry resumes from (None: a checkpoint
+    that did not note it, left as it is; a file already no longer than that is left too)."""
+    if size is None:
+        return
+    try:
+        if late_path.stat().st_size > size:
+            os.truncate(late_path, size)
+    except FileNotFoundError:
+        pass
+
+
 def _usable_map_checkpoint(folder: Path, covered: tuple[int, int] | None, replayable: bool) -> dict[str, Any] | None:
     """The newest map checkpoint ``ATTEMPT-SEQ.msgpack`` (covering spills ``< SEQ`` of that attempt) whose spills
     are all in every reducer's checkpoint. A source that cannot re-read takes the newest checkpoint whatever the
@@ -667,6 +689,11 @@ def run_stream_reduce(
     delta_seq = 0
     processed: dict[int, tuple[int, int]] = {}
     """Per map, the (attempt, seq) of the last spill this reducer took: what a checkpoint covers."""
+    late_path = Path(spec.output) / "_late" / f"reduce-{index:05d}.jsonl"
+    if attempt > 0:
+        # Every spill since the checkpoint (or the start) is pushed again, and the late cells among them listed
+        # again: the failed attempt's lines past the checkpoint go first (a retry listed 4 late cells of 9 twice).
+        _cut_late_file(late_path, 0 if saved is None else saved.get("late_bytes"))
     if saved is not None:
         assembler.restore(saved["assembler"])
         counters.update(saved["counters"])
@@ -683,7 +710,6 @@ def run_stream_reduce(
     pending_delta: list[str] = []
     windows_since_checkpoint = 0
     last_checkpoint = time.monotonic()
-    late_path = Path(spec.output) / "_late" / f"reduce-{index:05d}.jsonl"
     poller = zmq.Poller()
     poller.register(pull, zmq.POLLIN)
     poller.register(channel.control_socket, zmq.POLLIN)
@@ -706,6 +732,7 @@ def run_stream_reduce(
         state = {
             "assembler": assembler.to_state(),
             "counters": counters,
+            "late_bytes": late_path.stat().st_size if late_path.exists() else 0,
             "delta_seq": delta_seq,
             "processed": [[m, a, s] for m, (a, s) in processed.items()],
         }

@@ -93,6 +93,13 @@ MANY_WINDOWS_PER_RECORD = 1_000
 ``10ms``, 1,000: 8 s to stop on the build machine)."""
 
 
+MAX_EVENT_SECONDS = 1e100
+"""An event time's magnitude must be below this many seconds: the folder of a window is named by its start in
+microseconds past year 9999 (``E`` and its digits, :meth:`WindowSpec.label`), and a stamp of 1e300 made a name of
+302 characters, which no file system takes (every reduce attempt failed on it, and so the job). Far past any clock's
+unit read in the wrong scale (nanoseconds read as seconds are some 1.7e18); such a record is a bad record."""
+
+
 def label_order(label: str) -> str:
     """A key that sorts window folder names (:meth:`WindowSpec.label`) by window start: a time label of a whole
     second has no fraction, and "." sorts before "Z", so ``...T143000Z`` sorted after ``...T143000.500000Z``."""

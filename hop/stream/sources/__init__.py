@@ -51,7 +51,7 @@ from urllib.parse import parse_qsl
 from hop.inputs import MAX_LINE_BYTES
 from hop.stream.sources.base import Source, SourceError, SourceRecord
 from hop.stream.sources.replay import ReplaySource
-from hop.stream.sources.sockets import TcpSource, ZmqSource, unknown_host
+from hop.stream.sources.sockets import TcpSource, ZmqSource, unknown_host, unresolved_subscriber
 from hop.stream.sources.tail import TailSource
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "TcpSource",
     "URL_FORMS",
     "ZmqSource",
+    "check_sink",
     "check_source",
     "open_source",
     "source_paths",
@@ -94,6 +95,25 @@ def check_source(url: str, here: bool = False) -> None:
         opener().close()
     elif here and (problem := unknown_host(url)) is not None:
         raise SourceError(problem)
+
+
+def check_sink(endpoint: str, here: bool = False) -> None:
+    """Raise :class:`SourceError` for a ``--sink`` endpoint that reducers could not connect their PUB sockets to: not
+    a ZeroMQ endpoint, a ``tcp://`` one without a port number (a connect takes no ``*``) and, with ``here`` (the
+    embedded cluster's reducers run on this host), one whose host does not resolve. The first two failed every reduce
+    attempt, and so the job, once it ran; the last published every window to nowhere, ZeroMQ retrying the name in
+    silence."""
+    transport, separator, address = endpoint.partition("://")
+    if not separator or transport not in _ZMQ_TRANSPORTS or not address:
+        raise SourceError(
+            f"--sink {endpoint!r}: expected a ZeroMQ endpoint to connect to, such as tcp://HOST:PORT or ipc:///PATH"
+        )
+    if transport == "tcp" and not address.rpartition(":")[2].isdigit():
+        raise SourceError(
+            f"--sink {endpoint!r}: a tcp:// endpoint to connect to needs its port number (tcp://HOST:PORT)"
+        )
+    if here and (problem := unresolved_subscriber(endpoint)) is not None:
+        raise SourceError(f"--sink {endpoint!r}: cannot connect to it: {problem}")
 
 
 def source_paths(urls: list[str]) -> list[str]:

@@ -150,6 +150,15 @@ def unknown_host(url: str) -> str | None:
     return None
 
 
+def unresolved_subscriber(endpoint: str) -> str | None:
+    """Why a ``--sink`` endpoint's host does not resolve (reducers connect their PUB sockets to it), or None."""
+    unresolved = _unresolved_publisher(endpoint)  # (the same endpoint forms: tcp://[IFACE;]HOST:PORT)
+    if unresolved is None:
+        return None
+    host, reason = unresolved
+    return f"host {host!r} does not resolve ({reason}); fix the host name, or give the subscriber's IP address"
+
+
 def _publisher_unresolved(host: str, reason: str) -> str:
     return f"host {host!r} does not resolve ({reason}); fix the host name, or give the publisher's IP address"
 
