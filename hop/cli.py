@@ -360,10 +360,39 @@ def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
     )
 
 
+def _unused_spark_options(args: argparse.Namespace) -> str | None:
+    """Why ``--spark-master``/``--spark-conf`` were given to a run that starts no Spark of theirs: a batch run on
+    hop's own engine, or ``hop submit``, ran without them, exit 0. A continuous job's materialized view is compacted
+    on ``--spark-master`` (unless ``--no-view``), with no ``--spark-conf``."""
+    if args.engine == "spark" and not args.source:
+        return None
+    given = [
+        flag for flag, value in (("--spark-master", args.spark_master), ("--spark-conf", args.spark_conf)) if value
+    ]
+    if args.source:
+        if args.spark_master and args.no_view:
+            return (
+                "--spark-master sets where a continuous job's materialized view is compacted, and --no-view turns "
+                "the view off: drop one of them"
+            )
+        if args.spark_conf:
+            return (
+                "--spark-conf applies to --engine spark; a continuous job's materialized view is compacted on "
+                "--spark-master with Spark's own settings: drop it"
+            )
+        return None
+    if not given:
+        return None
+    flags, it, applies = _given_flags(given)
+    if not hasattr(args, "workers"):  # hop submit: runs on the hop cluster it is given
+        return f"{flags} {applies} to --engine spark, and hop submit runs the job on a hop cluster: drop {it}"
+    return f"{flags} {applies} to --engine spark, and this run is on hop's own engine: add --engine spark, or drop {it}"
+
+
 def _run_job(args: argparse.Namespace) -> int:
     if getattr(args, "workers", None) and args.coordinator:
         return _fail("--workers sizes the embedded cluster; with --coordinator the cluster's own workers run it", 2)
-    wrong_kind = _wrong_kind_of_run(args) or unused_port(args)
+    wrong_kind = _wrong_kind_of_run(args) or unused_port(args) or _unused_spark_options(args)
     if wrong_kind is not None:
         return _fail(wrong_kind, 2)
     if args.job_args and not args.mrjob:

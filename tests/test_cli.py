@@ -1014,6 +1014,42 @@ def test_engine_spark_refuses_the_options_of_hops_own_engine(tmp_path: Path, opt
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "command, options, message",
+    [
+        (["run", "wordcount.py", "in.txt"], ["--spark-master", "local[1]"], "--spark-master applies to --engine spark"),
+        (["run", "wordcount.py", "in.txt"], ["--spark-conf", "a=b"], "this run is on hop's own engine"),
+        (
+            ["submit", "wordcount.py", "in.txt", "--coordinator", "tcp://127.0.0.1:1"],
+            ["--spark-master", "x"],
+            "hop submit",
+        ),
+        (
+            ["run", "stream_wordcount.py", "--source", "replay:in.txt", "--window", "1r"],
+            ["--spark-conf", "a=b"],
+            "conf",
+        ),
+        (
+            ["run", "stream_wordcount.py", "--source", "replay:in.txt", "--window", "1r", "--no-view"],
+            ["--spark-master", "local[1]"],
+            "--no-view turns the view off",
+        ),
+    ],
+    ids=["run-master", "run-conf", "submit-master", "stream-conf", "stream-master-without-view"],
+)
+def test_spark_options_are_refused_where_no_spark_takes_them(
+    tmp_path: Path, command: list[str], options: list[str], message: str
+) -> None:
+    """``--spark-master`` and ``--spark-conf`` on a run on hop's own engine (``hop submit``'s always) ran the job
+    without them, exit 0; a continuous job never passes ``--spark-conf`` on, nor ``--spark-master`` with
+    ``--no-view``. Refused before anything starts."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    name, job, *rest = command
+    result = hop(name, str(ROOT / "jobs" / job), *rest, "-o", "out", *options, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_submit_refuses_engine_spark(cluster: LocalCluster, tmp_path: Path) -> None:
     """``hop submit --engine spark`` ran the job on a local Spark, ignoring the cluster it was given."""
     (tmp_path / "in.txt").write_text("a b\n")
