@@ -511,7 +511,9 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
     thread.join(timeout=60)
     assert isinstance(outcome.get("error"), JobFailed)
     report = json.loads((tmp_path / "out" / "_job.json").read_text())
-    assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]
+    assert report["status"] == "failed" and report["error"].startswith("cancelled by hop shutdown --force: the "), (
+        report["error"]  # (it said 'cancelled (hop stop, or an interrupted hop run or hop submit)')
+    )
     for process in processes:
         assert process.wait(timeout=30) == 0, process.args
 
