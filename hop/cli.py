@@ -384,8 +384,10 @@ def _unused_spark_options(args: argparse.Namespace) -> str | None:
     if not given:
         return None
     flags, it, applies = _given_flags(given)
-    if not hasattr(args, "workers"):  # hop submit: runs on the hop cluster it is given
-        return f"{flags} {applies} to --engine spark, and hop submit runs the job on a hop cluster: drop {it}"
+    if args.coordinator:  # hop submit, or hop run --coordinator: a hop cluster runs the job
+        return (
+            f"{flags} {applies} to --engine spark, and this run is on the hop cluster at {args.coordinator}: drop {it}"
+        )
     return f"{flags} {applies} to --engine spark, and this run is on hop's own engine: add --engine spark, or drop {it}"
 
 

@@ -1022,7 +1022,7 @@ def test_engine_spark_refuses_the_options_of_hops_own_engine(tmp_path: Path, opt
         (
             ["submit", "wordcount.py", "in.txt", "--coordinator", "tcp://127.0.0.1:1"],
             ["--spark-master", "x"],
-            "hop submit",
+            "hop cluster at tcp://127.0.0.1:1: drop it",
         ),
         (
             ["run", "stream_wordcount.py", "--source", "replay:in.txt", "--window", "1r"],
