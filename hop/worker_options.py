@@ -38,7 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--name", default=None, help="the worker's name (default HOST-PID); a worker restarted under it replaces it"
     )
-    parser.add_argument("--spill-dir", default=None, help="parent directory for spill files (default: the temp dir)")
+    parser.add_argument(
+        "--spill-dir",
+        type=spill_root,
+        default=None,
+        help="parent directory for spill files, an existing one (default: the temp dir)",
+    )
     parser.add_argument("--rack", default="rack-0", help="rack label of this host, for the cluster monitor (rack-0)")
     parser.add_argument(
         "--sample-interval",
@@ -58,6 +63,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the host name the monitor shows (default: the host name, or with "
         "--sample-scope process the worker's name)",
     )
+
+
+def spill_root(text: str) -> str:
+    """``--spill-dir``: an existing directory this user can write in, where the worker makes its own spill directory
+    as it starts (a missing one failed the worker there, with a traceback)."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"{text} does not exist: create it, or give an existing directory")
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is not a directory: give the directory to hold the spill files")
+    if not os.access(text, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not writable by this user: give a directory it can write in")
+    return text
 
 
 def to_argv(args: argparse.Namespace) -> list[str]:

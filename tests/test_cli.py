@@ -509,6 +509,20 @@ def test_a_submit_without_reducers_runs_one_per_live_worker_of_the_cluster(tmp_p
     assert len(list((tmp_path / "out").glob("part-*"))) == workers
 
 
+@pytest.mark.parametrize("command", [["hop", "worker"], ["hop.worker"]], ids=["hop-worker", "python-m-hop.worker"])
+def test_a_spill_dir_that_is_not_a_directory_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
+    """``hop worker --spill-dir`` naming a missing directory or a file failed the worker as it made its spill
+    directory there, with a traceback ending in ``FileNotFoundError``, exit code 1."""
+    (tmp_path / "a-file").write_text("")
+    for given, problem in [("missing", "does not exist: create it"), ("a-file", "is not a directory")]:
+        argv = [sys.executable, "-m", *command, "--coordinator", "tcp://127.0.0.1:1", "--spill-dir", given]
+        result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert f"error: argument --spill-dir: {given} {problem}" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr, result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_hop_worker_takes_the_monitor_options_the_readme_gives(tmp_path: Path) -> None:
     """``hop monitor --coordinator``: "workers sample with --rack LABEL", says the README, but ``hop worker`` refused
     --rack (and --host-label, --sample-scope, --sample-interval, --spill-dir), which only ``python -m hop.worker``
