@@ -523,6 +523,26 @@ def test_a_spill_dir_that_is_not_a_directory_is_a_usage_error(tmp_path: Path, co
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file"]
 
 
+@pytest.mark.parametrize(
+    "host, problem",
+    [
+        ("192.0.2.1", "192.0.2.1 is not an address of this host (Cannot assign requested address)"),
+        ("no-such-host.invalid", "no-such-host.invalid does not resolve to an IPv4 address"),
+    ],
+    ids=["another-hosts-address", "a-name-that-does-not-resolve"],
+)
+def test_a_worker_host_its_reducers_cannot_listen_at_is_a_usage_error(tmp_path: Path, host: str, problem: str) -> None:
+    """``hop worker --host`` naming another host's address (192.0.2.1 is for documentation, no host's) or a name
+    that does not resolve was taken: the worker failed as it started, with ZeroMQ's ``Cannot assign requested
+    address``/``No such device`` traceback (exit 1, its spill directory left behind), or with ``--sample-interval 0``
+    registered, and every reduce task it ran failed so, four attempts each, failing every job."""
+    argv = [sys.executable, "-m", "hop", "worker", "--coordinator", "tcp://127.0.0.1:1", "--host", host]
+    result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"hop worker: error: argument --host: {problem}" in result.stderr, result.stderr
+    assert "give the address other hosts reach this one at" in result.stderr, result.stderr
+
+
 def test_hop_worker_takes_the_monitor_options_the_readme_gives(tmp_path: Path) -> None:
     """``hop monitor --coordinator``: "workers sample with --rack LABEL", says the README, but ``hop worker`` refused
     --rack (and --host-label, --sample-scope, --sample-interval, --spill-dir), which only ``python -m hop.worker``
