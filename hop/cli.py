@@ -427,7 +427,7 @@ def _run_job(args: argparse.Namespace) -> int:
         if args.mrjob:
             if len(job_files) > 1:
                 raise JobFileError(f"--mrjob runs one mrjob file, not a pipeline of jobs ({', '.join(job_files)})")
-            mrjob_run = MRJobRun(args.job, args.job_args, args.output)
+            mrjob_run = MRJobRun(args.job, args.job_args, args.output, args.job_class)
             job_class = mrjob_run.job_class
         else:
             job_class = load_job_file(args.job, args.job_class)

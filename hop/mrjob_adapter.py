@@ -76,9 +76,10 @@ class MRJobRun:
     (links to ``FILES``/``DIRS``, beside the output directory so that every host of a cluster sees it, removed by
     :meth:`close`), and rewrites the output in the job's OUTPUT_PROTOCOL once the run succeeded."""
 
-    def __init__(self, path: str, job_args: list[str], output: str) -> None:
+    def __init__(self, path: str, job_args: list[str], output: str, job_class: str | None = None) -> None:
+        """``job_class``: the MRJob subclass to run (``--job-class``), else the one mrjob would run."""
         self.path = path
-        self.mrjob_class = load_mrjob_file(path)
+        self.mrjob_class = load_mrjob_file(path, job_class)
         mr = _instantiate(self.mrjob_class, job_args, path)
         _check_supported(mr, path)
         _check_runner_options(mr, path)

@@ -601,6 +601,31 @@ def test_an_mrjob_job_deriving_from_a_base_job_in_its_file_is_the_one_loaded(tmp
     assert load_mrjob_file(str(base_main)).__name__ == "MRBase"
 
 
+def test_job_class_picks_the_mrjob_class_to_run(tmp_path: Path) -> None:
+    """``--job-class`` with ``--mrjob`` was ignored: the class the file's ``__main__`` runs ran whatever it named
+    (an unknown name too), and a file of unrelated classes without one stayed refused, exit 0 or 2 either way."""
+    two = (
+        "from mrjob.job import MRJob\n\n\nclass MRA(MRJob):\n    def mapper(self, _, line):\n        yield 'A', 1\n"
+        "\n\nclass MRB(MRJob):\n    def mapper(self, _, line):\n        yield 'B', 1\n"
+    )
+    (tmp_path / "in.txt").write_text("x\ny\n")
+    for name, main in [("main.py", "\n\nif __name__ == '__main__':\n    MRA.run()\n"), ("no_main.py", "")]:
+        write_job(tmp_path, name, two + main)
+        command = [sys.executable, "-m", "hop", "run", "--mrjob", name, "in.txt", "-o", f"out-{name}", "--quiet"]
+        result = subprocess.run(
+            [*command, "--workers", "1", "--job-class", "MRB"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / f"out-{name}" / "part-00000").read_text() == '"B"\t1\n' * 2
+    unknown = hop_fails("--mrjob", "main.py", "in.txt", "-o", "out", "--job-class", "MRC", cwd=tmp_path)
+    assert unknown.returncode == 2, unknown.stderr
+    assert "mrjob file main.py defines no MRJob subclass MRC (it defines: MRA, MRB)" in unknown.stderr
+
+
 def test_hop_imports_without_mrjob_and_says_what_to_install(text: Path, tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['mrjob'] = None; import hop, hop.cli; "
