@@ -427,6 +427,12 @@ def _run_job(args: argparse.Namespace) -> int:
         if args.mrjob:
             if len(job_files) > 1:
                 raise JobFileError(f"--mrjob runs one mrjob file, not a pipeline of jobs ({', '.join(job_files)})")
+            if args.input_format is not None:  # (jsonl, csv: the mapper got dicts or lists, and failed in hop's code)
+                raise JobFileError(
+                    f"--input-format {args.input_format} sets how a hop job reads its input; an mrjob job reads lines "
+                    "through its INPUT_PROTOCOL: drop --input-format (set INPUT_PROTOCOL in the job, e.g. "
+                    "JSONValueProtocol for JSON lines)"
+                )
             mrjob_run = MRJobRun(args.job, args.job_args, args.output, args.job_class)
             job_class = mrjob_run.job_class
         else:

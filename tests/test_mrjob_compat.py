@@ -580,6 +580,10 @@ def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_pat
     assert no_flag.returncode == 2 and "add --mrjob" in no_flag.stderr
     hop_job = hop_fails("--mrjob", str(Path(__file__).parent.parent / "jobs" / "wordcount.py"), str(text), "-o", out)
     assert hop_job.returncode == 2 and "exactly one MRJob subclass" in hop_job.stderr
+    # --input-format was taken: jsonl or csv gave the mapper dicts or lists, which failed it in hop's own code
+    # ("'dict' object has no attribute 'isascii'", blamed on the input record), output failed every line.
+    formatted = hop_fails("--mrjob", job, str(text), "-o", out, "--input-format", "jsonl")
+    assert formatted.returncode == 2 and "an mrjob job reads lines through its INPUT_PROTOCOL" in formatted.stderr
     assert not (tmp_path / "out").exists()
 
 
