@@ -474,8 +474,13 @@ def _run_loaded(
             "tail_split": not args.no_tail_split,
             "max_line_bytes": args.max_line_bytes,
             # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 with their
-            # bytes kept, for the job's INPUT_PROTOCOL to read (as Latin-1 for mrjob's text protocols).
-            **({"map_per_file": True, "fallback_encoding": KEEP_BYTES} if mrjob_run is not None else {}),
+            # bytes kept, for the job's INPUT_PROTOCOL to read (as Latin-1 for mrjob's text protocols); the output
+            # rewritten in its OUTPUT_PROTOCOL by this process, which then writes _SUCCESS.
+            **(
+                {"map_per_file": True, "fallback_encoding": KEEP_BYTES, "success_by_client": True}
+                if mrjob_run is not None
+                else {}
+            ),
             # An mrjob job's jobconf may set each step's reducers; --reducers wins over it.
             **({"step_reduces": steps} if (steps := _mrjob_step_reduces(args, mrjob_run)) else {}),
             **({STDIN_COPY_OPTION: os.path.abspath(copy)} if (copy := getattr(args, "stdin_copy", None)) else {}),
@@ -551,7 +556,7 @@ def _run_loaded(
         if release is not None:
             release()
     if mrjob_run is not None:
-        mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
+        mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL, then _SUCCESS (success_by_client)
     if not args.quiet:
         print(_summary(report, args.output, args.stop_when_accurate), file=sys.stderr)
         no_records = no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))

@@ -109,8 +109,10 @@ class MRJobRun:
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
 
     def write_output(self, output: str) -> None:
-        """After a successful run: the output in the job's OUTPUT_PROTOCOL (:func:`rewrite_output`)."""
+        """After a successful run: the output in the job's OUTPUT_PROTOCOL (:func:`rewrite_output`), then its
+        ``_SUCCESS``, which the coordinator left to this (the spec's ``success_by_client``)."""
         rewrite_output(output)
+        (Path(output) / "_SUCCESS").touch()
 
     def close(self) -> None:
         if self.workdir is not None:

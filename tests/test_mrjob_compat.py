@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import mrjob  # a dev dependency (pyproject's dev extra): these tests compare ho
 import pytest
 from mrjob.step import MRStep
 
+from hop.client import Client
 from hop.gen.text import generate_text
 from hop.job import Job, Step
 from hop.loader import JobFileError
@@ -628,6 +630,43 @@ def test_job_class_picks_the_mrjob_class_to_run(tmp_path: Path) -> None:
     unknown = hop_fails("--mrjob", "main.py", "in.txt", "-o", "out", "--job-class", "MRC", cwd=tmp_path)
     assert unknown.returncode == 2, unknown.stderr
     assert "mrjob file main.py defines no MRJob subclass MRC (it defines: MRA, MRB)" in unknown.stderr
+
+
+def test_an_mrjob_output_is_marked_successful_only_once_rewritten(client: Client, tmp_path: Path) -> None:
+    """The coordinator wrote ``_SUCCESS`` as the job ended, before the submitting ``hop`` rewrote the parts in the
+    job's OUTPUT_PROTOCOL: a reader waiting for it could read hop's own encoding, and with that ``hop`` killed the
+    output stayed so, marked successful (``"\\"a\\""  "1"`` for ``"a"  1``). The submitting ``hop`` marks it now."""
+    job = write_job(
+        tmp_path,
+        "mr_slow.py",
+        """
+        import time
+        from mrjob.job import MRJob
+
+        class MRSlow(MRJob):
+            def mapper(self, _, line):
+                time.sleep(0.25)
+                yield line, 1
+        """,
+    )
+    (tmp_path / "in.txt").write_text("a\nb\nc\nd\ne\nf\n")
+    submit = ["submit", "--mrjob", str(job), "in.txt", "--coordinator", client.address, "--quiet"]
+    done = subprocess.run([sys.executable, "-m", "hop", *submit, "-o", "done"], cwd=tmp_path, timeout=TIMEOUT)
+    assert done.returncode == 0 and (tmp_path / "done" / "_SUCCESS").exists()
+    assert sorted(
+        line for part in (tmp_path / "done").glob("part-*") for line in part.read_text().splitlines(True)
+    ) == [f'"{word}"\t1\n' for word in "abcdef"]
+    killed = subprocess.Popen([sys.executable, "-m", "hop", *submit, "-o", "killed"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (running := [j for j in client.jobs() if j["state"] == "running" and j["output"].endswith("killed")]):
+            assert time.monotonic() < deadline and killed.poll() is None, "the job was submitted"
+            time.sleep(0.02)
+    finally:
+        killed.kill()
+        killed.wait(timeout=10)
+    assert client.wait(running[0]["job_id"], timeout=60)["state"] == "succeeded"
+    assert not (tmp_path / "killed" / "_SUCCESS").exists()
 
 
 def test_hop_imports_without_mrjob_and_says_what_to_install(text: Path, tmp_path: Path) -> None:
