@@ -362,10 +362,29 @@ def _wrong_kind_of_run(args: argparse.Namespace) -> str | None:
     )
 
 
+def _unused_spark_options(args: argparse.Namespace) -> str | None:
+    """Why ``--spark-master``/``--spark-conf`` were given to a batch run that starts no Spark of theirs: a run on
+    hop's own engine, or ``hop submit``, ran without them, exit 0. A continuous job's are checked by
+    ``hop.stream.cli`` (its materialized view is compacted on ``--spark-master`` unless ``--no-view``)."""
+    if args.source or args.engine == "spark":
+        return None
+    given = [
+        flag for flag, value in (("--spark-master", args.spark_master), ("--spark-conf", args.spark_conf)) if value
+    ]
+    if not given:
+        return None
+    flags, it, applies = _given_flags(given)
+    if args.coordinator:  # hop submit, or hop run --coordinator: a hop cluster runs the job
+        return (
+            f"{flags} {applies} to --engine spark, and this run is on the hop cluster at {args.coordinator}: drop {it}"
+        )
+    return f"{flags} {applies} to --engine spark, and this run is on hop's own engine: add --engine spark, or drop {it}"
+
+
 def _run_job(args: argparse.Namespace) -> int:
     if getattr(args, "workers", None) and args.coordinator:
         return _fail("--workers sizes the embedded cluster; with --coordinator the cluster's own workers run it", 2)
-    wrong_kind = _wrong_kind_of_run(args) or unused_port(args)
+    wrong_kind = _wrong_kind_of_run(args) or unused_port(args) or _unused_spark_options(args)
     if wrong_kind is not None:
         return _fail(wrong_kind, 2)
     if args.job_args and not args.mrjob:
@@ -398,7 +417,13 @@ def _run_job(args: argparse.Namespace) -> int:
         if args.mrjob:
             if len(job_files) > 1:
                 raise JobFileError(f"--mrjob runs one mrjob file, not a pipeline of jobs ({', '.join(job_files)})")
-            mrjob_run = MRJobRun(args.job, args.job_args, args.output)
+            if args.input_format is not None:  # (jsonl, csv: the mapper got dicts or lists, and failed in hop's code)
+                raise JobFileError(
+                    f"--input-format {args.input_format} sets how a hop job reads its input; an mrjob job reads lines "
+                    "through its INPUT_PROTOCOL: drop --input-format (set INPUT_PROTOCOL in the job, e.g. "
+                    "JSONValueProtocol for JSON lines)"
+                )
+            mrjob_run = MRJobRun(args.job, args.job_args, args.output, args.job_class)
             job_class = mrjob_run.job_class
         else:
             job_class = load_job_file(args.job, args.job_class)
@@ -439,8 +464,13 @@ def _run_loaded(
             "tail_split": not args.no_tail_split,
             "max_line_bytes": args.max_line_bytes,
             # mrjob jobs: a mapper per file (hop.planning.plan_map_inputs), lines that are not UTF-8 with their
-            # bytes kept, for the job's INPUT_PROTOCOL to read (as Latin-1 for mrjob's text protocols).
-            **({"map_per_file": True, "fallback_encoding": KEEP_BYTES} if mrjob_run is not None else {}),
+            # bytes kept, for the job's INPUT_PROTOCOL to read (as Latin-1 for mrjob's text protocols); the output
+            # rewritten in its OUTPUT_PROTOCOL by this process, which then writes _SUCCESS.
+            **(
+                {"map_per_file": True, "fallback_encoding": KEEP_BYTES, "success_by_client": True}
+                if mrjob_run is not None
+                else {}
+            ),
             # An mrjob job's jobconf may set each step's reducers; --reducers wins over it.
             **({"step_reduces": steps} if (steps := _mrjob_step_reduces(args, mrjob_run)) else {}),
             **({STDIN_COPY_OPTION: os.path.abspath(copy)} if (copy := getattr(args, "stdin_copy", None)) else {}),
@@ -516,7 +546,7 @@ def _run_loaded(
         if release is not None:
             release()
     if mrjob_run is not None:
-        mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL
+        mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL, then _SUCCESS (success_by_client)
     failed_snapshots = _failed_snapshots(report, args.output)
     if failed_snapshots is not None:
         print(failed_snapshots, file=sys.stderr)

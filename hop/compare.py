@@ -30,6 +30,7 @@ import json
 import math
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,8 @@ from hop.loader import JobFileError, load_job_file
 
 MAX_DIFFERENCES = 10
 SAMPLE_SECONDS = 0.05
+ENGINE_STOP_SECONDS = 60
+"""How long an engine run that ``hop compare`` was interrupted in has to end as Ctrl-C ends it, before it is killed."""
 
 
 @dataclass
@@ -81,7 +84,10 @@ def measure(engine: str, command: list[str], log_dir: Path) -> Measurement:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
-        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
+        # In a session of its own, so that a terminal's Ctrl-C reaches it once, from here (_stop_engine).
+        process = subprocess.Popen(
+            command, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         peak = 0
         done = threading.Event()
 
@@ -101,8 +107,7 @@ def measure(engine: str, command: list[str], log_dir: Path) -> Measurement:
             exit_code = process.wait()
         finally:
             if process.poll() is None:  # interrupted: do not leave the engine running
-                process.kill()
-                process.wait()
+                _stop_engine(process)
             done.set()
             sampler.join()
     wall = time.perf_counter() - started
@@ -110,6 +115,21 @@ def measure(engine: str, command: list[str], log_dir: Path) -> Measurement:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-4000:]
     return Measurement(engine, exit_code, wall, cpu, peak, tail)
+
+
+def _stop_engine(process: subprocess.Popen[bytes]) -> None:
+    """End an engine run as Ctrl-C ends it, so that it cleans up after itself: its embedded cluster or its JVM, and
+    the logging configuration a Spark run writes in the temporary directory, which SIGKILL left there. Killed if it
+    has not ended within :data:`ENGINE_STOP_SECONDS`, or if this wait is interrupted."""
+    try:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=ENGINE_STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 # Output comparison. -------------------------------------------------------------------------------------------

@@ -1230,7 +1230,12 @@ class Coordinator:
                 for part in output.glob("part-*"):
                     with contextlib.suppress(OSError):  # not a file of ours (a directory in the way): left alone
                         part.unlink(missing_ok=True)
-            self._write_job_files(job, output, succeeded=not failed)
+            # An mrjob job's output is rewritten in its OUTPUT_PROTOCOL by the client, which then marks it: a
+            # _SUCCESS written here came before that (a reader waiting for it read hop's own encoding), and with
+            # the client gone (killed, its host down) it marked an output that never would be.
+            spec = job.spec
+            client_marks = spec.options.get("success_by_client") and spec.step == spec.num_steps - 1
+            self._write_job_files(job, output, succeeded=not failed, mark=not client_marks)
         except OSError as error:
             # The job's result is its output directory: without its report (or its _SUCCESS marker) it did not
             # succeed. Clients are answered after this message, so they see the failure.
@@ -1307,8 +1312,9 @@ class Coordinator:
             )
 
     @staticmethod
-    def _write_job_files(job: JobState, output: Path, succeeded: bool) -> None:
-        """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded``."""
+    def _write_job_files(job: JobState, output: Path, succeeded: bool, mark: bool = True) -> None:
+        """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded`` (and
+        ``mark``: not when the client marks it, ``success_by_client``)."""
         shutil.rmtree(output / "_temporary", ignore_errors=True)
         remove_leftovers(output)
         bad = job.bad_records()
@@ -1319,7 +1325,7 @@ class Coordinator:
                 lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
                 (folder / f"{task_id}.jsonl").write_text(lines, encoding="utf-8")
         write_job_report(output, job.report())
-        if succeeded:
+        if succeeded and mark:
             (output / "_SUCCESS").touch()
 
     # Scheduling ----------------------------------------------------------------------------------------------

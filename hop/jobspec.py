@@ -48,7 +48,9 @@ class JobSpec:
     options: dict[str, Any] = field(default_factory=dict)
     """Further settings, all optional: ``max_attempts`` (4), ``skip_bad_records`` (0), ``speculative`` (False),
     ``tail_split`` (True: ``hop.scheduler``), ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB),
-    ``step_reduces`` (a multi-step job's reducers per step, ``None`` for ``num_reduces``: :meth:`step_num_reduces`)."""
+    ``step_reduces`` (a multi-step job's reducers per step, ``None`` for ``num_reduces``: :meth:`step_num_reduces`),
+    ``success_by_client`` (False: the submitting client writes the last step's ``_SUCCESS`` once it has rewritten
+    the output, as for an mrjob job, ``hop.mrjob_adapter.rewrite_output``)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -76,9 +76,10 @@ class MRJobRun:
     (links to ``FILES``/``DIRS``, beside the output directory so that every host of a cluster sees it, removed by
     :meth:`close`), and rewrites the output in the job's OUTPUT_PROTOCOL once the run succeeded."""
 
-    def __init__(self, path: str, job_args: list[str], output: str) -> None:
+    def __init__(self, path: str, job_args: list[str], output: str, job_class: str | None = None) -> None:
+        """``job_class``: the MRJob subclass to run (``--job-class``), else the one mrjob would run."""
         self.path = path
-        self.mrjob_class = load_mrjob_file(path)
+        self.mrjob_class = load_mrjob_file(path, job_class)
         mr = _instantiate(self.mrjob_class, job_args, path)
         _check_supported(mr, path)
         _check_runner_options(mr, path)
@@ -108,8 +109,10 @@ class MRJobRun:
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
 
     def write_output(self, output: str) -> None:
-        """After a successful run: the output in the job's OUTPUT_PROTOCOL (:func:`rewrite_output`)."""
+        """After a successful run: the output in the job's OUTPUT_PROTOCOL (:func:`rewrite_output`), then its
+        ``_SUCCESS``, which the coordinator left to this (the spec's ``success_by_client``)."""
         rewrite_output(output)
+        (Path(output) / "_SUCCESS").touch()
 
     def close(self) -> None:
         if self.workdir is not None:

@@ -41,12 +41,12 @@ def _mrjob_job() -> Any:
     return mrjob.job
 
 
-def load_mrjob_file(path: str) -> type[Any]:
+def load_mrjob_file(path: str, job_class: str | None = None) -> type[Any]:
     """Import ``path`` as a module of its own (registered in ``sys.modules``, so ``hop.jobspec`` can pickle it by
     value), with the modules beside it importable as for a hop job (:func:`hop.loader.import_beside`), and return
-    its ``MRJob`` subclass: as mrjob, the one its ``if __name__ == "__main__":`` block runs
-    (:func:`_main_class_name`); else its one, or of several deriving from one another the one none derives from
-    (:func:`hop.loader.most_derived`, as for a hop job)."""
+    its ``MRJob`` subclass named ``job_class`` (``--job-class``) if given; else, as mrjob, the one its
+    ``if __name__ == "__main__":`` block runs (:func:`_main_class_name`); else its one, or of several deriving from
+    one another the one none derives from (:func:`hop.loader.most_derived`, as for a hop job)."""
     mrjob_job = _mrjob_job()
     file = Path(path)
     if not file.is_file():
@@ -68,11 +68,20 @@ def load_mrjob_file(path: str) -> type[Any]:
         for value in vars(module).values()
         if isinstance(value, type) and issubclass(value, mrjob_job.MRJob) and value.__module__ == name
     ]
+    found = ", ".join(c.__name__ for c in classes) or "none"
+    if job_class is not None:  # (it was ignored: the file's __main__ class ran whatever it named)
+        named = next((c for c in classes if c.__name__ == job_class), None)
+        if named is None:
+            raise JobFileError(f"mrjob file {path} defines no MRJob subclass {job_class} (it defines: {found})")
+        return named
     run = _main_class_name(file)
     chosen = next((c for c in classes if c.__name__ == run), None) or most_derived(classes)
     if chosen is None:
-        found = ", ".join(c.__name__ for c in classes) or "none"
-        remedy = "run one in its if __name__ == '__main__': block (MRJobClass.run())" if classes else "define one"
+        remedy = (
+            "run one in its if __name__ == '__main__': block (MRJobClass.run()), or name it with --job-class"
+            if classes
+            else "define one"
+        )
         raise JobFileError(
             f"mrjob file {path} must define exactly one MRJob subclass, or subclasses of one another (found: "
             f"{found}): {remedy}; without --mrjob, hop runs hop.Job files"

@@ -31,8 +31,11 @@ def _shutdown(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        for job in running:
-            client.stop(job["job_id"])
+        for job in running:  # (a batch job fails with this reason; a continuous one drains and succeeds)
+            client.stop(
+                job["job_id"],
+                reason=f"cancelled by hop shutdown --force: the cluster at {args.coordinator} was shut down",
+            )
         for job in running:
             try:
                 client.wait(job["job_id"], timeout=args.wait)

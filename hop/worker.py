@@ -29,7 +29,7 @@ import zmq
 
 from hop import taskproc
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
-from hop.lifetime import embedded, ignore_stop_signals, orphaned
+from hop.lifetime import embedded, ignore_stop_signals, orphaned, stop_signals_taken
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import make_spill_dir, remove_abandoned
 from hop.worker_options import add_arguments
@@ -666,7 +666,11 @@ def main(argv: list[str] | None = None) -> int:
         stream_slots=args.stream_slots,
     )
     if not ignore_stop_signals():  # an embedded cluster's worker is stopped by its coordinator, or when orphaned
-        signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "running", False))
+        # SIGTERM, and SIGHUP (its terminal or SSH session closed, unless started with nohup), stop it as Ctrl-C
+        # does: it tells the coordinator and removes its spill directory. SIGHUP killed it outright, leaving both.
+        for number in stop_signals_taken():
+            if number != signal.SIGINT:  # (Ctrl-C: a KeyboardInterrupt, which ends serve)
+                signal.signal(number, lambda *_: setattr(worker, "running", False))
     with contextlib.suppress(KeyboardInterrupt):
         worker.serve()
     return 0

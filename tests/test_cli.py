@@ -509,6 +509,40 @@ def test_a_submit_without_reducers_runs_one_per_live_worker_of_the_cluster(tmp_p
     assert len(list((tmp_path / "out").glob("part-*"))) == workers
 
 
+@pytest.mark.parametrize("command", [["hop", "worker"], ["hop.worker"]], ids=["hop-worker", "python-m-hop.worker"])
+def test_a_spill_dir_that_is_not_a_directory_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
+    """``hop worker --spill-dir`` naming a missing directory or a file failed the worker as it made its spill
+    directory there, with a traceback ending in ``FileNotFoundError``, exit code 1."""
+    (tmp_path / "a-file").write_text("")
+    for given, problem in [("missing", "does not exist: create it"), ("a-file", "is not a directory")]:
+        argv = [sys.executable, "-m", *command, "--coordinator", "tcp://127.0.0.1:1", "--spill-dir", given]
+        result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert f"error: argument --spill-dir: {given} {problem}" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr, result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize(
+    "host, problem",
+    [
+        ("192.0.2.1", "192.0.2.1 is not an address of this host (Cannot assign requested address)"),
+        ("no-such-host.invalid", "no-such-host.invalid does not resolve to an IPv4 address"),
+    ],
+    ids=["another-hosts-address", "a-name-that-does-not-resolve"],
+)
+def test_a_worker_host_its_reducers_cannot_listen_at_is_a_usage_error(tmp_path: Path, host: str, problem: str) -> None:
+    """``hop worker --host`` naming another host's address (192.0.2.1 is for documentation, no host's) or a name
+    that does not resolve was taken: the worker failed as it started, with ZeroMQ's ``Cannot assign requested
+    address``/``No such device`` traceback (exit 1, its spill directory left behind), or with ``--sample-interval 0``
+    registered, and every reduce task it ran failed so, four attempts each, failing every job."""
+    argv = [sys.executable, "-m", "hop", "worker", "--coordinator", "tcp://127.0.0.1:1", "--host", host]
+    result = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"hop worker: error: argument --host: {problem}" in result.stderr, result.stderr
+    assert "give the address other hosts reach this one at" in result.stderr, result.stderr
+
+
 def test_hop_worker_takes_the_monitor_options_the_readme_gives(tmp_path: Path) -> None:
     """``hop monitor --coordinator``: "workers sample with --rack LABEL", says the README, but ``hop worker`` refused
     --rack (and --host-label, --sample-scope, --sample-interval, --spill-dir), which only ``python -m hop.worker``
@@ -1011,6 +1045,32 @@ def test_engine_spark_refuses_the_options_of_hops_own_engine(tmp_path: Path, opt
     result = hop("run", job, "in.txt", "-o", "out", "--engine", "spark", *options, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     assert f"{named} to hop's own engine, not to --engine spark" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "command, options, message",
+    [
+        (["run", "wordcount.py", "in.txt"], ["--spark-master", "local[1]"], "--spark-master applies to --engine spark"),
+        (["run", "wordcount.py", "in.txt"], ["--spark-conf", "a=b"], "this run is on hop's own engine"),
+        (
+            ["submit", "wordcount.py", "in.txt", "--coordinator", "tcp://127.0.0.1:1"],
+            ["--spark-master", "x"],
+            "hop cluster at tcp://127.0.0.1:1: drop it",
+        ),
+    ],
+    ids=["run-master", "run-conf", "submit-master"],
+)
+def test_spark_options_are_refused_where_no_spark_takes_them(
+    tmp_path: Path, command: list[str], options: list[str], message: str
+) -> None:
+    """``--spark-master`` and ``--spark-conf`` on a batch run on hop's own engine (``hop submit``'s always) ran the
+    job without them, exit 0. Refused before anything starts (a continuous job's:
+    ``test_a_continuous_jobs_option_that_would_do_nothing_is_refused``)."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    name, job, *rest = command
+    result = hop(name, str(ROOT / "jobs" / job), *rest, "-o", "out", *options, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -1896,7 +1956,7 @@ def test_a_snapshot_that_failed_is_told_of(tmp_path: Path) -> None:
     """A snapshot a reducer could not take (the job's key_stratum raised on a key) left only an "error" in its
     _snapshot.json ("KeyError: 'b'", naming neither the method nor the key), and hop run said nothing: every
     snapshot of the run was missing and the run looked fine."""
-    (tmp_path / "in.txt").write_text("a b c\n" * 2000)
+    (tmp_path / "in.txt").write_text("a b c\n" * 34_000)  # 4 chunks of 64KB: the job pauses past half of them
     result = hop(
         "run",
         str(TEST_JOBS / "failing_key_stratum.py"),
@@ -1907,6 +1967,8 @@ def test_a_snapshot_that_failed_is_told_of(tmp_path: Path) -> None:
         "0.5",
         "--order",
         "random",
+        "--chunk-size",
+        "64KB",
         "--workers",
         "1",
         "--quiet",

@@ -511,7 +511,9 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
     thread.join(timeout=60)
     assert isinstance(outcome.get("error"), JobFailed)
     report = json.loads((tmp_path / "out" / "_job.json").read_text())
-    assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]
+    assert report["status"] == "failed" and report["error"].startswith("cancelled by hop shutdown --force: the "), (
+        report["error"]  # (it said 'cancelled (hop stop, or an interrupted hop run or hop submit)')
+    )
     for process in processes:
         assert process.wait(timeout=30) == 0, process.args
 
@@ -540,6 +542,37 @@ def test_a_worker_already_found_lost_that_is_then_stopped_is_answered(
     said = worker.communicate(timeout=30)[1].decode()
     assert f"hop worker w0: stopped; the coordinator at {address} knows" in said, said
     assert "no answer" not in said, said
+
+
+def test_a_worker_whose_terminal_closed_stops_as_on_sigterm(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """SIGHUP (its terminal or SSH session closed) killed a standalone worker outright: the coordinator found it lost
+    only after its heartbeat timeout, and its spill directory stayed. It stops as on SIGTERM now: it tells the
+    coordinator, removes its spill directory and exits 0."""
+    address = f"ipc://{tmp_path}/coordinator"
+    _coordinator(address, processes)
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    command = ["-m", "hop.worker", "--coordinator", address, "--name", "w0", "--spill-dir", str(spills)]
+    worker = subprocess.Popen(  # (SIGHUP at its default, whatever this process was started with: nohup would ignore it)
+        [sys.executable, *command],
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+    )
+    processes.append(worker)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        assert len(list(spills.iterdir())) == 1  # (its spill directory)
+        worker.send_signal(signal.SIGHUP)
+        said = worker.communicate(timeout=30)[1].decode()
+        assert worker.returncode == 0, (worker.returncode, said)
+        assert f"hop worker w0: stopped; the coordinator at {address} knows" in said, said
+        assert not client.workers()[0]["alive"]  # (told, not found lost 5 s later)
+    finally:
+        client.close()
+    assert list(spills.iterdir()) == []
 
 
 def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_ends(

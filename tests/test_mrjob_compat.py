@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import mrjob  # a dev dependency (pyproject's dev extra): these tests compare ho
 import pytest
 from mrjob.step import MRStep
 
+from hop.client import Client
 from hop.gen.text import generate_text
 from hop.job import Job, Step
 from hop.loader import JobFileError
@@ -580,6 +582,10 @@ def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_pat
     assert no_flag.returncode == 2 and "add --mrjob" in no_flag.stderr
     hop_job = hop_fails("--mrjob", str(Path(__file__).parent.parent / "jobs" / "wordcount.py"), str(text), "-o", out)
     assert hop_job.returncode == 2 and "exactly one MRJob subclass" in hop_job.stderr
+    # --input-format was taken: jsonl or csv gave the mapper dicts or lists, which failed it in hop's own code
+    # ("'dict' object has no attribute 'isascii'", blamed on the input record), output failed every line.
+    formatted = hop_fails("--mrjob", job, str(text), "-o", out, "--input-format", "jsonl")
+    assert formatted.returncode == 2 and "an mrjob job reads lines through its INPUT_PROTOCOL" in formatted.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -599,6 +605,68 @@ def test_an_mrjob_job_deriving_from_a_base_job_in_its_file_is_the_one_loaded(tmp
     derived_main = base + "class MRWords(MRBase):\n    pass\n" + main.replace("MRB", "MRBase")
     base_main = write_job(tmp_path, "base_main.py", derived_main)
     assert load_mrjob_file(str(base_main)).__name__ == "MRBase"
+
+
+def test_job_class_picks_the_mrjob_class_to_run(tmp_path: Path) -> None:
+    """``--job-class`` with ``--mrjob`` was ignored: the class the file's ``__main__`` runs ran whatever it named
+    (an unknown name too), and a file of unrelated classes without one stayed refused, exit 0 or 2 either way."""
+    two = (
+        "from mrjob.job import MRJob\n\n\nclass MRA(MRJob):\n    def mapper(self, _, line):\n        yield 'A', 1\n"
+        "\n\nclass MRB(MRJob):\n    def mapper(self, _, line):\n        yield 'B', 1\n"
+    )
+    (tmp_path / "in.txt").write_text("x\ny\n")
+    for name, main in [("main.py", "\n\nif __name__ == '__main__':\n    MRA.run()\n"), ("no_main.py", "")]:
+        write_job(tmp_path, name, two + main)
+        command = [sys.executable, "-m", "hop", "run", "--mrjob", name, "in.txt", "-o", f"out-{name}", "--quiet"]
+        result = subprocess.run(
+            [*command, "--workers", "1", "--job-class", "MRB"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / f"out-{name}" / "part-00000").read_text() == '"B"\t1\n' * 2
+    unknown = hop_fails("--mrjob", "main.py", "in.txt", "-o", "out", "--job-class", "MRC", cwd=tmp_path)
+    assert unknown.returncode == 2, unknown.stderr
+    assert "mrjob file main.py defines no MRJob subclass MRC (it defines: MRA, MRB)" in unknown.stderr
+
+
+def test_an_mrjob_output_is_marked_successful_only_once_rewritten(client: Client, tmp_path: Path) -> None:
+    """The coordinator wrote ``_SUCCESS`` as the job ended, before the submitting ``hop`` rewrote the parts in the
+    job's OUTPUT_PROTOCOL: a reader waiting for it could read hop's own encoding, and with that ``hop`` killed the
+    output stayed so, marked successful (``"\\"a\\""  "1"`` for ``"a"  1``). The submitting ``hop`` marks it now."""
+    job = write_job(
+        tmp_path,
+        "mr_slow.py",
+        """
+        import time
+        from mrjob.job import MRJob
+
+        class MRSlow(MRJob):
+            def mapper(self, _, line):
+                time.sleep(0.25)
+                yield line, 1
+        """,
+    )
+    (tmp_path / "in.txt").write_text("a\nb\nc\nd\ne\nf\n")
+    submit = ["submit", "--mrjob", str(job), "in.txt", "--coordinator", client.address, "--quiet"]
+    done = subprocess.run([sys.executable, "-m", "hop", *submit, "-o", "done"], cwd=tmp_path, timeout=TIMEOUT)
+    assert done.returncode == 0 and (tmp_path / "done" / "_SUCCESS").exists()
+    assert sorted(
+        line for part in (tmp_path / "done").glob("part-*") for line in part.read_text().splitlines(True)
+    ) == [f'"{word}"\t1\n' for word in "abcdef"]
+    killed = subprocess.Popen([sys.executable, "-m", "hop", *submit, "-o", "killed"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (running := [j for j in client.jobs() if j["state"] == "running" and j["output"].endswith("killed")]):
+            assert time.monotonic() < deadline and killed.poll() is None, "the job was submitted"
+            time.sleep(0.02)
+    finally:
+        killed.kill()
+        killed.wait(timeout=10)
+    assert client.wait(running[0]["job_id"], timeout=60)["state"] == "succeeded"
+    assert not (tmp_path / "killed" / "_SUCCESS").exists()
 
 
 def test_hop_imports_without_mrjob_and_says_what_to_install(text: Path, tmp_path: Path) -> None:

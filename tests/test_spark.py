@@ -619,6 +619,31 @@ def test_hop_compare_end_to_end(corpus: Path, capsys: pytest.CaptureFixture[str]
     assert table[3].startswith("outputs equal:") and "byte-identical" in table[3]
 
 
+def test_an_interrupted_compare_lets_its_spark_run_clean_up(tmp_path: Path) -> None:
+    """``hop compare`` interrupted while its Spark run started killed that run (SIGKILL), which left the logging
+    configuration it had written in the temporary directory (``hop-spark-log4j2-*.properties``), one per
+    interruption. The run is now interrupted as Ctrl-C would, once, and ends cleanly."""
+    temporary = tmp_path / "tmp"  # (the runs' temporary directory: what they leave there is this test's to see)
+    temporary.mkdir()
+    (tmp_path / "in.txt").write_text("a b\n")
+    command = [sys.executable, "-m", "hop", "compare", job_path("wordcount"), "in.txt", "--workers", "1"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    run = subprocess.Popen(command, cwd=tmp_path, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(temporary.glob("hop-spark-log4j2-*")):  # (the Spark run is starting its JVM)
+            assert time.monotonic() < deadline and run.poll() is None, run.communicate(timeout=10)
+            time.sleep(0.02)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=90)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate(timeout=10)
+    assert run.returncode == 130 and b"interrupted" in stderr, (run.returncode, stderr)
+    assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
+
+
 def write_output(folder: Path, lines: list[str]) -> Path:
     folder.mkdir()
     (folder / "part-00000").write_text("".join(line + "\n" for line in lines), encoding="utf-8")

@@ -167,7 +167,7 @@ def bind_address(text: str) -> str:
             "ipc://PATH"
         )
     unresolved = unresolved_host(text)
-    if unresolved is not None and unresolved[0] not in _interface_names():  # (ZeroMQ says "No such device")
+    if unresolved is not None and unresolved[0] not in interface_names():  # (ZeroMQ says "No such device")
         raise argparse.ArgumentTypeError(
             f"cannot listen on {text}: host {unresolved[0]!r} does not resolve ({unresolved[1]}); give an address "
             "of this host, or 0.0.0.0 for every interface"
@@ -175,7 +175,7 @@ def bind_address(text: str) -> str:
     return text
 
 
-def _interface_names() -> set[str]:
+def interface_names() -> set[str]:
     """This host's network interface names (``lo``, ``eth0``...), which ZeroMQ binds as the interface's address."""
     try:
         return {name for _, name in socket.if_nameindex()}
