@@ -313,7 +313,9 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
     source = tmp_path / "in.txt"
     generate_text(source, 1_200_000, seed=21, vocabulary=2000)
     expected = collections.Counter(source.read_text(encoding="utf-8").split())
-    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+    # A heartbeat timeout of 2 s, not 1 s: on a loaded machine the worker left running can miss a second of
+    # heartbeats too, and be lost with the paused one.
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=2.0) as cluster:
         client = Client(cluster.address, timeout=30)
         paused = cluster.workers[1]
 
@@ -328,7 +330,7 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
             finally:
                 watcher.close()
             paused.send_signal(signal.SIGSTOP)
-            time.sleep(2.5)  # 2.5 heartbeat timeouts
+            time.sleep(5.0)  # 2.5 heartbeat timeouts
             paused.send_signal(signal.SIGCONT)
 
         pauser = threading.Thread(target=pause, name="pauser")
