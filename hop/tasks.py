@@ -46,7 +46,7 @@ from shuffle.buffer import (
 )
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
-from shuffle.keys import NanKeyError
+from shuffle.keys import NanKeyError, is_key
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
 from shuffle.pusher import run_message
@@ -684,7 +684,7 @@ def first_unencodable_call(
         for arguments, record in calls:
             for key, value in mapper(*arguments) or ():
                 for what, item in (("key", key), ("value", value)):
-                    if not _packs(item):
+                    if not _packs(item) or (what == "key" and not is_key(item)):
                         return record, (what, item, key)
     except Exception:
         return None

@@ -552,6 +552,37 @@ def test_a_list_key_names_the_record_without_the_engines_frames(client: Client, 
     assert "hop/tasks.py" not in status["traceback"] and "shuffle/buffer.py" not in status["traceback"]
 
 
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("datetime.date(2020, 1, 2)", "(type date) cannot be encoded by the shuffle"),
+        (
+            "('a', Color.RED)",
+            "holding <Color.RED: 1> (type Color), cannot be encoded by the shuffle: a key holds a plain int",
+        ),
+    ],
+)
+def test_a_key_of_another_type_names_the_record(client: Client, tmp_path: Path, key: str, reason: str) -> None:
+    """A hashable key that has no place in the keys' order (a date, an IntEnum inside a tuple) failed the job as
+    ``map task 0: key ... is not a msgpack-able key`` under the engine's traceback (the spill that sorted the keys),
+    without the record; it is now found and named as an unencodable value is."""
+    job = tmp_path / "odd_keys.py"
+    job.write_text(
+        "import datetime, enum\nfrom hop import Job\n\n\nclass Color(enum.IntEnum):\n    RED = 1\n\n\n"
+        "class OddKeys(Job):\n    def map(self, offset, line):\n"
+        f"        yield ({key} if line == 'odd' else line), 1\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("a\nodd\nb\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=2)
+    with pytest.raises(JobFailed) as failure:
+        run_steps(client, spec, progress=False, timeout=60)
+    status = failure.value.status
+    assert f"map at {source} byte offset 2: 'odd' raised UnencodableRecordError: map output key" in status["error"]
+    assert reason in status["error"]
+    assert status["traceback"] is None, "the engine's frames (the spill that found it) say nothing"
+
+
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
     """msgpack's ints stop at 64 bits; combined ``Sum`` states past them used to fail the map as "cannot be
     encoded". Both shuffles carry them now, as values and as keys."""
