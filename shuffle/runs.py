@@ -103,6 +103,13 @@ def _unorderable_part(key: Any) -> Any:
 def _what_to_yield(part: Any) -> str:
     if isinstance(part, set | frozenset):
         return "yield a list or tuple instead of a set (sorted, for the same order in every run)"
+    if type(part) is str:  # (a str fails to encode only for a lone surrogate, which UTF-8 has no form for)
+        index = next(i for i, char in enumerate(part) if "\ud800" <= char <= "\udfff")
+        return (
+            f"the str holds a lone surrogate ({part[index]!r} at index {index}), which UTF-8 cannot encode: yield it "
+            "as bytes (s.encode('utf-8', 'surrogatepass')), or with the surrogate replaced "
+            "(s.encode('utf-8', 'replace').decode())"
+        )
     base = next((kind for kind in (bool, int, float, str, bytes) if isinstance(part, kind)), None)
     if base is not None and type(part) is not base:  # (only a key: msgpack sends a value as its base type)
         return f"a key holds a plain {base.__name__}, not a {type(part).__name__}: convert it with {base.__name__}()"
