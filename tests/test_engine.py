@@ -583,6 +583,38 @@ def test_a_key_of_another_type_names_the_record(client: Client, tmp_path: Path, 
     assert status["traceback"] is None, "the engine's frames (the spill that found it) say nothing"
 
 
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        (
+            "{'n': {(1, 2): 'a'}}",
+            "NotJSONError: output value {'n': {(1, 2): 'a'}} holds a dict with the key (1, 2) (type tuple), which a "
+            "JSON object cannot have",
+        ),
+        ("'a\\ud800'", "NotUTF8OutputError: its output cannot be written as UTF-8"),
+    ],
+)
+def test_a_reduce_output_json_cannot_write_is_named_without_the_engines_frames(
+    client: Client, tmp_path: Path, output: str, reason: str
+) -> None:
+    """A reduce yielding a dict with a tuple key failed with the JSON encoder's "keys must be str, int, float, bool
+    or None, not tuple" and its frames (json/encoder.py) as the user's traceback; one yielding a lone surrogate had
+    hop's frame writing the line as its traceback. Both now name the output and the key, without a traceback."""
+    job = tmp_path / "bad_output.py"
+    job.write_text(
+        "from hop import Job\n\n\nclass BadOutput(Job):\n    def map(self, offset, line):\n        yield line, 1\n\n"
+        f"    def reduce(self, key, values):\n        yield key, {output} if key == 'b' else 1\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=1)
+    with pytest.raises(JobFailed) as failure:
+        run_steps(client, spec, progress=False, timeout=60)
+    status = failure.value.status
+    assert f"reduce at key 'b' raised {reason}" in status["error"]
+    assert status["traceback"] is None, status["traceback"]
+
+
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
     """msgpack's ints stop at 64 bits; combined ``Sum`` states past them used to fail the map as "cannot be
     encoded". Both shuffles carry them now, as values and as keys."""
