@@ -628,6 +628,25 @@ def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
         assert dict(read_output(keys)) == {2**65: 60, 3**50: 30, 7: 30}
 
 
+def test_ints_past_python_s_4300_digit_limit_are_read_and_written(client: Client, tmp_path: Path) -> None:
+    """Python refuses int <-> str conversions past 4,300 digits by default: a reduce writing such an int failed as
+    "reduce task 1: Exceeds the limit (4300 digits) for integer string conversion" under the engine's traceback,
+    and a JSON line holding one could not be read. Task processes lift the limit: ints of any size."""
+    big = "1" + "0" * 5000  # (the digits as text: this process keeps the limit)
+    job = tmp_path / "big_ints.py"
+    job.write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass BigInts(Job):\n"
+        "    input_format = 'jsonl'\n    combine = reduce = Sum()\n\n    def map(self, offset, number):\n"
+        "        yield number % 2, number\n"
+    )
+    source = tmp_path / "in.jsonl"
+    source.write_text(f"{big}\n{big}\n3\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=2)
+    run_steps(client, spec, progress=False, timeout=60)
+    lines = sorted(line for part in sorted((tmp_path / "out").glob("part-*")) for line in part.read_text().splitlines())
+    assert lines == [f"0\t2{big[1:]}", "1\t3"]
+
+
 def test_a_directory_of_small_files_is_packed_into_few_maps(client: Client, tmp_path: Path) -> None:
     """One map per file made 3,000 files of 200 bytes a job of 11 s; consecutive small files now share a map,
     which still names the file a failing record came from."""
