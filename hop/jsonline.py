@@ -61,9 +61,39 @@ def _json_text(role: str) -> Callable[[Any], str]:
             return _int_repr(value)
         if kind is float and math.isfinite(value):
             return _float_repr(value)
-        return encode(value)
+        try:
+            return encode(value)
+        except NotJSONError:
+            raise
+        except TypeError:
+            bad = _bad_dict_key(value)
+            if bad is None:
+                raise
+            raise NotJSONError(  # (the encoder's own "keys must be str, ..." named neither the dict nor the key)
+                f"output {role} {value!r:.80} holds a dict with the key {bad!r:.80} (type {type(bad).__name__}), "
+                "which a JSON object cannot have: its keys must be str (int, float, bool and None are written as "
+                "str); yield a list of (key, value) pairs instead, or str keys"
+            ) from None
 
     return json_text
+
+
+def _bad_dict_key(value: Any) -> Any:
+    """The first key of a dict in ``value`` (at any depth of dicts, lists and tuples) that JSON cannot write as an
+    object's key; ``None`` if there is none."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key is not None and not isinstance(key, str | int | float | bool):
+                return key
+            found = _bad_dict_key(item)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found = _bad_dict_key(item)
+            if found is not None:
+                return found
+    return None
 
 
 to_json = _json_text("value")

@@ -184,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     # rescans the growing young generations: a heavy reduce spent ~15% of its time there. Collect more rarely;
     # cycles that user code creates are still collected.
     gc.set_threshold(*TASK_GC_THRESHOLDS)
+    # Ints of any size are keys and values (README, Keys and values): Python's default limit on int <-> str
+    # conversion (4,300 digits, a guard for services parsing untrusted text) failed a reduce writing a larger one
+    # to its JSON output line, and a map reading one from a JSON line or a step's output.
+    sys.set_int_max_str_digits(0)
     ignore_stop_signals(always=True)
     die_with_parent()  # (a worker gone before this is seen by the loop below, as one gone while idle is)
     _apply_test_limits()

@@ -46,7 +46,7 @@ from shuffle.buffer import (
 )
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
-from shuffle.keys import NanKeyError
+from shuffle.keys import NanKeyError, is_key
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
 from shuffle.pusher import run_message
@@ -131,10 +131,16 @@ def _write_pairs(file: IO[str], pairs: list[tuple[Any, Any]], where: str) -> Non
             raise UserCodeError(where, error, f"key {key!r}").without_traceback() from error
 
 
-def _not_utf8(error: UnicodeEncodeError) -> ValueError:
+class NotUTF8OutputError(ValueError):
+    """Output holding a str that UTF-8 cannot encode; the message says so (the frame writing it, all its traceback
+    has, is the engine's)."""
+
+
+def _not_utf8(error: UnicodeEncodeError) -> NotUTF8OutputError:
     """Output that cannot be written as UTF-8: a str the user's code made of bytes it decoded with
-    ``surrogateescape`` (a text file's lines are valid UTF-8, so the engine never makes one)."""
-    return ValueError(f"its output cannot be written as UTF-8 ({error}); yield valid text")
+    ``surrogateescape``, or a JSON input's lone surrogate (``"\\ud800"``) passed on (a text file's lines are valid
+    UTF-8, so the engine never makes one)."""
+    return NotUTF8OutputError(f"its output cannot be written as UTF-8 ({error}); yield valid text")
 
 
 def _guarded_combiner(
@@ -684,7 +690,7 @@ def first_unencodable_call(
         for arguments, record in calls:
             for key, value in mapper(*arguments) or ():
                 for what, item in (("key", key), ("value", value)):
-                    if not _packs(item):
+                    if not _packs(item) or (what == "key" and not is_key(item)):
                         return record, (what, item, key)
     except Exception:
         return None
@@ -1192,7 +1198,8 @@ def reduce_to_file(
                 if not skip_limit or bad_records is None:
                     failure = UserCodeError("reduce", error, f"key {key!r}")
                     # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
-                    raise failure.without_traceback() if isinstance(error, NotJSONError) else failure from raised
+                    unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
+                    raise failure.without_traceback() if unwriteable_output else failure from raised
                 entry = {
                     "key": repr(key)[:1000],
                     "error": f"{type(error).__name__}: {error}",

@@ -41,6 +41,7 @@ from typing import Any
 from shuffle.keys import (
     MIXED,
     UNSORTED,
+    first_unorderable_key,
     order_tag,
     partitions_of,
     refuse_nan_keys,
@@ -389,6 +390,21 @@ class MapOutputBuffer:
             return map_or_combine(error, None)
         return map_or_combine(error, groups.get(error.key, ()) if _hashable(error.key) else ())
 
+    def _order_tag(self, keys: list[Any], groups: dict[Any, Any]) -> str:
+        """The keys' :func:`~shuffle.keys.order_tag`, or :meth:`_unorderable_key` raised."""
+        try:
+            return order_tag(keys)
+        except TypeError:
+            raise self._unorderable_key(groups) from None
+
+    def _unorderable_key(self, groups: dict[Any, Any]) -> UnencodableRecordError:
+        """The error for a hashable key with no place in the keys' order (a ``datetime.date``...), found as a spill
+        sorts its keys: an :class:`UnencodableRecordError` said of the map, so that the task finds and names the
+        record that yielded it, as it does for a value the shuffle cannot encode (its ``TypeError`` named only the
+        task, under the engine's traceback)."""
+        key = first_unorderable_key(groups)
+        return self._whose(UnencodableRecordError("key", key, key), groups)
+
     @property
     def pending_records(self) -> int:
         return self._pending
@@ -444,7 +460,7 @@ class MapOutputBuffer:
             keys = list(groups)
             buckets = self._by_partition(keys)
             if self.sort_runs:
-                tag = order_tag(keys)
+                tag = self._order_tag(keys, groups)
                 order = total_order_key if tag == MIXED else None
                 refuse_nan_keys(keys, tag)
             else:
@@ -462,7 +478,10 @@ class MapOutputBuffer:
             self.next_spill_records = folded_spill_records(self.spill_records, combine_in, combine_out)
             sorted_keys: list[Any] = []
         else:
-            sorted_keys, tag = sort_keys(list(groups))
+            try:
+                sorted_keys, tag = sort_keys(list(groups))
+            except TypeError:
+                raise self._unorderable_key(groups) from None
             refuse_nan_keys(sorted_keys, tag)
             self.next_spill_records = self.spill_records
         if combiner is None:  # (never a folding buffer: its aggregate is its combiner)

@@ -150,6 +150,25 @@ def _holds_nan(key: Any) -> bool:
     return False
 
 
+def is_key(key: Any) -> bool:
+    """Whether ``key`` has a place in the total order (:func:`total_order_key`): of the exact types it names, at
+    any depth. A hashable key of another type (a ``datetime.date``, a ``frozenset``, an ``IntEnum`` or a ``str``
+    subclass, which msgpack would send as its base type) cannot be sorted among the others, so cannot be a key."""
+    try:
+        total_order_key(key)
+    except TypeError:
+        return False
+    return True
+
+
+def first_unorderable_key(keys: Iterable[Any]) -> Any:
+    """The first of ``keys`` that is not a key (:func:`is_key`); raises ``ValueError`` if every one is."""
+    for key in keys:
+        if not is_key(key):
+            return key
+    raise ValueError("every key has a place in the total order")
+
+
 def _signature(key: Any) -> str:
     kind = type(key)
     if kind is str:

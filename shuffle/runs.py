@@ -34,6 +34,7 @@ from typing import IO, Any
 import msgpack
 
 from shuffle import codec
+from shuffle.keys import is_key
 
 BLOCK_RECORDS = 8192
 """Records (values, in a grouped block) per block: large enough to amortise the per-block cost, small enough that a
@@ -63,6 +64,8 @@ class UnencodableRecordError(TypeError):
     def __init__(self, what: str, item: Any, key: Any, source: str = "map/combine") -> None:
         self.what, self.item, self.key, self.source = what, item, key, source
         self.part = _unencodable_part(item)
+        if what == "key" and self.part is item:
+            self.part = _unorderable_part(item)
         of_key = f" of key {key!r:.200}" if what == "value" else ""
         holds = "" if self.part is item else f", holding {self.part!r:.200} (type {type(self.part).__name__}),"
         super().__init__(
@@ -87,9 +90,29 @@ def _unencodable_part(item: Any) -> Any:
     return item
 
 
+def _unorderable_part(key: Any) -> Any:
+    """The first thing in ``key`` (a tuple's element, at any depth) that has no place in the keys' order
+    (``shuffle.keys.is_key``), or ``key`` itself."""
+    if type(key) is tuple or type(key) is list:
+        for element in key:
+            if not is_key(element):
+                return _unorderable_part(element)
+    return key
+
+
 def _what_to_yield(part: Any) -> str:
     if isinstance(part, set | frozenset):
         return "yield a list or tuple instead of a set (sorted, for the same order in every run)"
+    if type(part) is str:  # (a str fails to encode only for a lone surrogate, which UTF-8 has no form for)
+        index = next(i for i, char in enumerate(part) if "\ud800" <= char <= "\udfff")
+        return (
+            f"the str holds a lone surrogate ({part[index]!r} at index {index}), which UTF-8 cannot encode: yield it "
+            "as bytes (s.encode('utf-8', 'surrogatepass')), or with the surrogate replaced "
+            "(s.encode('utf-8', 'replace').decode())"
+        )
+    base = next((kind for kind in (bool, int, float, str, bytes) if isinstance(part, kind)), None)
+    if base is not None and type(part) is not base:  # (only a key: msgpack sends a value as its base type)
+        return f"a key holds a plain {base.__name__}, not a {type(part).__name__}: convert it with {base.__name__}()"
     return (
         f"keys and values must be msgpack-able (None, bool, int, float, str, bytes, lists/tuples and dicts of them): "
         f"yield the {type(part).__name__}'s data as one of those (a tuple of its fields, say)"

@@ -44,6 +44,25 @@ def test_a_count_distinct_state_travels_as_the_tuple_it_is() -> None:
     assert codec.unpackb(codec.packb(state)) == ((1, "x"), 2.5) == pickle.loads(pickle.dumps(state))
 
 
+def test_count_distinct_counts_nan_once_however_the_shuffle_carried_it() -> None:
+    """NaN equals nothing, so sets told NaNs apart by identity, and a state unpacked from the shuffle holds new
+    objects: ``math.nan`` yielded 3,000 times counted 1, 41 or 3,000 by ``--spill-records``. Now one value, from
+    accumulators, lifts, unpacked states and checkpoints alike."""
+    aggregate = CountDistinct()
+    accumulator = aggregate.start(float("nan"))
+    aggregate.add(accumulator, float("nan"))
+    aggregate.add(accumulator, 1.0)
+    spilled = [codec.unpackb(codec.packb(aggregate.state_of(accumulator))) for _ in range(3)]
+    assert [aggregate.finish(state) for state in spilled] == [2, 2, 2]
+    total = aggregate.lift(float("nan"))
+    for state in spilled:
+        total = aggregate.merge(total, state)
+    assert aggregate.finish(total) == 2
+    resumed = aggregate.accumulator_of(spilled[0] + spilled[1])  # (a state as a checkpoint might hold it)
+    aggregate.add(resumed, float("nan"))
+    assert aggregate.finish(aggregate.state_of(resumed)) == 2
+
+
 @given(st.lists(st.lists(st.integers(-5, 5), max_size=6), max_size=8), st.randoms(use_true_random=False))
 def test_count_distinct_folds_any_way_to_the_distinct_values(groups: list[list[int]], random: object) -> None:
     """However states are merged, in whatever order and with older states merged again, the count is exact."""

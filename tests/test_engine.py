@@ -552,6 +552,69 @@ def test_a_list_key_names_the_record_without_the_engines_frames(client: Client, 
     assert "hop/tasks.py" not in status["traceback"] and "shuffle/buffer.py" not in status["traceback"]
 
 
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("datetime.date(2020, 1, 2)", "(type date) cannot be encoded by the shuffle"),
+        (
+            "('a', Color.RED)",
+            "holding <Color.RED: 1> (type Color), cannot be encoded by the shuffle: a key holds a plain int",
+        ),
+    ],
+)
+def test_a_key_of_another_type_names_the_record(client: Client, tmp_path: Path, key: str, reason: str) -> None:
+    """A hashable key that has no place in the keys' order (a date, an IntEnum inside a tuple) failed the job as
+    ``map task 0: key ... is not a msgpack-able key`` under the engine's traceback (the spill that sorted the keys),
+    without the record; it is now found and named as an unencodable value is."""
+    job = tmp_path / "odd_keys.py"
+    job.write_text(
+        "import datetime, enum\nfrom hop import Job\n\n\nclass Color(enum.IntEnum):\n    RED = 1\n\n\n"
+        "class OddKeys(Job):\n    def map(self, offset, line):\n"
+        f"        yield ({key} if line == 'odd' else line), 1\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("a\nodd\nb\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=2)
+    with pytest.raises(JobFailed) as failure:
+        run_steps(client, spec, progress=False, timeout=60)
+    status = failure.value.status
+    assert f"map at {source} byte offset 2: 'odd' raised UnencodableRecordError: map output key" in status["error"]
+    assert reason in status["error"]
+    assert status["traceback"] is None, "the engine's frames (the spill that found it) say nothing"
+
+
+@pytest.mark.parametrize(
+    ("output", "reason"),
+    [
+        (
+            "{'n': {(1, 2): 'a'}}",
+            "NotJSONError: output value {'n': {(1, 2): 'a'}} holds a dict with the key (1, 2) (type tuple), which a "
+            "JSON object cannot have",
+        ),
+        ("'a\\ud800'", "NotUTF8OutputError: its output cannot be written as UTF-8"),
+    ],
+)
+def test_a_reduce_output_json_cannot_write_is_named_without_the_engines_frames(
+    client: Client, tmp_path: Path, output: str, reason: str
+) -> None:
+    """A reduce yielding a dict with a tuple key failed with the JSON encoder's "keys must be str, int, float, bool
+    or None, not tuple" and its frames (json/encoder.py) as the user's traceback; one yielding a lone surrogate had
+    hop's frame writing the line as its traceback. Both now name the output and the key, without a traceback."""
+    job = tmp_path / "bad_output.py"
+    job.write_text(
+        "from hop import Job\n\n\nclass BadOutput(Job):\n    def map(self, offset, line):\n        yield line, 1\n\n"
+        f"    def reduce(self, key, values):\n        yield key, {output} if key == 'b' else 1\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=1)
+    with pytest.raises(JobFailed) as failure:
+        run_steps(client, spec, progress=False, timeout=60)
+    status = failure.value.status
+    assert f"reduce at key 'b' raised {reason}" in status["error"]
+    assert status["traceback"] is None, status["traceback"]
+
+
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
     """msgpack's ints stop at 64 bits; combined ``Sum`` states past them used to fail the map as "cannot be
     encoded". Both shuffles carry them now, as values and as keys."""
@@ -563,6 +626,25 @@ def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
         assert dict(read_output(sums)) == {"a": 40 * 2**62, "b": 40 * 2**70, "c": -40 * 2**80}
         run_job(client, "mixed_keys", [tmp_path / "keys.txt"], keys, num_reduces=2, mode=mode)
         assert dict(read_output(keys)) == {2**65: 60, 3**50: 30, 7: 30}
+
+
+def test_ints_past_python_s_4300_digit_limit_are_read_and_written(client: Client, tmp_path: Path) -> None:
+    """Python refuses int <-> str conversions past 4,300 digits by default: a reduce writing such an int failed as
+    "reduce task 1: Exceeds the limit (4300 digits) for integer string conversion" under the engine's traceback,
+    and a JSON line holding one could not be read. Task processes lift the limit: ints of any size."""
+    big = "1" + "0" * 5000  # (the digits as text: this process keeps the limit)
+    job = tmp_path / "big_ints.py"
+    job.write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass BigInts(Job):\n"
+        "    input_format = 'jsonl'\n    combine = reduce = Sum()\n\n    def map(self, offset, number):\n"
+        "        yield number % 2, number\n"
+    )
+    source = tmp_path / "in.jsonl"
+    source.write_text(f"{big}\n{big}\n3\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=2)
+    run_steps(client, spec, progress=False, timeout=60)
+    lines = sorted(line for part in sorted((tmp_path / "out").glob("part-*")) for line in part.read_text().splitlines())
+    assert lines == [f"0\t2{big[1:]}", "1\t3"]
 
 
 def test_a_directory_of_small_files_is_packed_into_few_maps(client: Client, tmp_path: Path) -> None:

@@ -280,3 +280,49 @@ def test_a_map_side_merge_holds_a_block_per_spill_not_the_spills(tmp_path: Path,
     assert peak < 24 << 20, f"peak {peak >> 20} MB merging {total >> 20} MB of spills"
     records_in = sum(spill.records for spill in spills)
     assert merged.records == {"none": records_in, "distinct": 12000, "generic": 2 * 12000 - 4}[name]
+
+
+def test_a_worker_tells_a_map_its_spill_status_once_per_turn_not_per_spill(tmp_path: Path) -> None:
+    """Counting a map's unsent spills takes time in proportion to the spills queued, and the worker counted them
+    for every spill it took in: up to 1,000 a turn with 27,000 queued made turns of 5 s, the worker missed its
+    heartbeats and was declared lost (``hop run --spill-records 1`` on 3 MB of words failed: "no live workers").
+    Spills taken in one turn now get one status, counted once; it says every one of them."""
+    import subprocess
+    import sys
+
+    import zmq
+
+    from hop.protocol import message, unpack
+    from hop.worker import Slot, Worker
+
+    worker = Worker("ipc://" + str(tmp_path / "no-coordinator"), 0, 0, spill_root=str(tmp_path), sample_interval=0)
+    task = zmq.Context.instance().socket(zmq.DEALER)
+    try:
+        task.setsockopt(zmq.IDENTITY, b"w/m0")
+        task.setsockopt(zmq.LINGER, 0)
+        task.connect(worker.slots_address)
+        done = subprocess.Popen([sys.executable, "-c", ""])
+        done.wait(timeout=30)
+        worker.slots["w/m0"] = Slot("w/m0", "map", done, ready=True, task=("job", "map", 0, 0))
+        worker.pusher.register_job("job", "pipelined", 2)  # (no reducer yet: every spill stays unsent)
+        spill = write_spill(tmp_path / "s.spill", [(encode_run(["a"], [1]), 1, "s"), (b"", 0, "empty")])
+        spills = 300
+        for seq in range(spills):
+            task.send(message("spill", job_id="job", index=0, attempt=0, seq=seq, path=str(spill.path)))
+        taken = 0
+        deadline = time.monotonic() + 30
+        while taken < spills and time.monotonic() < deadline:  # one turn's drain, as the loop does it
+            if worker.slots_socket.poll(100):
+                identity, frame = worker.slots_socket.recv_multipart()
+                worker.on_slot(identity, frame)
+                taken += 1
+        assert taken == spills
+        worker._tell_spill_status(set())
+        statuses = []
+        while task.poll(200):
+            statuses.append(unpack(task.recv()))
+        assert [(s["type"], s["unsent"], s["last_seq"]) for s in statuses] == [("spill_status", spills, spills - 1)]
+    finally:
+        task.close()
+        worker.slots.clear()
+        worker.close()

@@ -236,6 +236,9 @@ class _Opaque:
         (["a"], [{1, 2}], "value", "{1, 2}", "set", "yield a list or tuple instead of a set"),
         (["a"], [(1, [2, {3}])], "value", "(1, [2, {3}])", "tuple", "holding {3} (type set), cannot be encoded by"),
         ([_Opaque()], [1], "key", "<opaque thing>", "_Opaque", "msgpack-able"),
+        # A str fails only for a lone surrogate (a JSON input's "\ud800"): "keys and values must be ... str" told
+        # nothing.
+        (["a"], [("x", "ab\udc80")], "value", "('x', 'ab\\udc80')", "tuple", "lone surrogate ('\\udc80' at index 2)"),
     ],
 )
 def test_unencodable_record_names_the_item(
