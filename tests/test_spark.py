@@ -956,3 +956,27 @@ def test_sigterm_while_spark_starts_exits_143_and_ends_the_jvm(tmp_path: Path) -
             process.kill()
     assert run.returncode == 143 and "interrupted" in stderr, (run.returncode, stderr)
     assert not alive, alive
+
+
+def test_ctrl_c_while_the_session_starts_prints_no_py4j_traceback(tmp_path: Path) -> None:
+    """Ctrl-C once the JVM was up but the session still starting (the main thread waiting in a call into the JVM)
+    printed py4j's "ERROR:root:KeyboardInterrupt while sending command." and a traceback through hop's signal
+    handler, then at times "ERROR:py4j.clientserver:Exception occurred while shutting down connection" and two
+    more, before "interrupted". Now "interrupted" alone, as Ctrl-C before or after that window."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        # Until the run has connected to the started JVM's gateway (its first call, of the session's many).
+        while not any(c.status == psutil.CONN_ESTABLISHED for c in psutil.Process(run.pid).net_connections()):
+            assert time.monotonic() < deadline and run.poll() is None, "the JVM's gateway started"
+            time.sleep(0.02)
+        time.sleep(0.3)  # (the session's start-up takes seconds more)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=10)
+    assert run.returncode == 130 and stderr == "hop: error: interrupted\n", (run.returncode, stderr)
