@@ -90,6 +90,7 @@ RUNS = [
     ),  # fmt: skip
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
+    SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
 ]
 BY_NAME = {run.name: run for run in RUNS}
 RUN_MARKER = "<<spark-run>> "
@@ -299,6 +300,16 @@ def test_an_input_without_records_succeeds_and_says_so_as_on_hop(spark_runs: dic
     assert note == "hop: the input held no records: it read empty.txt (0 bytes)"
     written = sorted(path.name for path in result["output"].iterdir())
     assert written == ["_SUCCESS", "_job.json", "part-00000", "part-00001"]
+
+
+def test_a_multi_step_runs_summary_counts_the_input_records_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """``--engine spark`` said a two-step job read "5 input records" from a file of 2 lines: the last step's input
+    (the first step's 5 words); hop's summary counts the first step's, the records of the input (and says "1 output
+    record", where Spark's said "1 output records")."""
+    result = spark_runs["two_steps_cli"]
+    assert result["exit_code"] == 0, result["stderr"]
+    summary = result["stderr"].splitlines()[0]
+    assert summary.startswith("hop: spark ") and ": 2 input records, 1 output record in " in summary, summary
 
 
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ([A-Z]+ \S+): ", re.M)
