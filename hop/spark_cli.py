@@ -131,8 +131,10 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from hop.compare import compare, format_table
 
-    if not Path(args.job).is_file():
-        return _fail(f"job file {args.job} does not exist", 2)
+    try:  # (a job file that is no hop job, e.g. an mrjob job's, is refused before either engine runs)
+        load_job_file(args.job, args.job_class)
+    except JobFileError as error:
+        return _fail(str(error), 2, error.user_traceback)
     jobs = [path for path in args.inputs if path.endswith(".py") and Path(path).is_file()]
     if jobs:  # (Spark would read a second job file as text input: "outputs differ" on the job's source lines)
         return _fail(
