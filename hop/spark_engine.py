@@ -327,12 +327,18 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         builder = builder.config(name, value)
     jvm_running = SparkContext._gateway is not None
     _quiet_py4j_interrupts()
+    # PySpark's context sets a SIGINT handler that cancels the jobs from inside the call into the JVM the main thread
+    # waits in: that call fails reentrant and py4j logs both failures. The caller's handler is put back.
+    in_main = threading.current_thread() is threading.main_thread()
+    sigint_handler = signal.getsignal(signal.SIGINT) if in_main else None
     try:
         try:
             with _environment(environment):
                 # The context first, on a JVM whose stderr hop filters (hop.spark_gateway); the builder reuses it.
                 context_conf = SparkConf().setAll(list(settings.items()))
                 SparkContext(conf=context_conf, gateway=None if jvm_running else launch_gateway(context_conf))
+                if sigint_handler is not None:  # (before the session's calls)
+                    signal.signal(signal.SIGINT, sigint_handler)
                 spark = builder.getOrCreate()
         except Exception as error:
             flush_jvm_stderr()  # (the JVM's own account first)
@@ -346,6 +352,8 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
     finally:
         if log_config is not None:
             log_config.unlink(missing_ok=True)
+        if sigint_handler is not None:
+            signal.signal(signal.SIGINT, sigint_handler)
     return spark
 
 

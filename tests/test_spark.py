@@ -991,3 +991,29 @@ def test_ctrl_c_while_the_session_starts_prints_no_py4j_traceback(tmp_path: Path
             os.killpg(run.pid, signal.SIGKILL)
             run.communicate(timeout=10)
     assert run.returncode == 130 and stderr == "hop: error: interrupted\n", (run.returncode, stderr)
+
+
+SESSION_KEEPS_HANDLER = """
+import signal
+from hop.spark_engine import shutdown_jvm, start_session
+
+def ours(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGINT, ours)
+spark = start_session("local[1]", "handler", quiet=True)
+print(signal.getsignal(signal.SIGINT) is ours)
+spark.stop()
+shutdown_jvm()
+"""
+
+
+def test_a_started_session_leaves_the_callers_sigint_handler_in_place() -> None:
+    """PySpark's context set its own SIGINT handler, which cancels the jobs from inside the call into the JVM the
+    main thread waits in: Ctrl-C while the session was created (``getOrCreate``), or outside the job's
+    ``collect``, printed "ERROR:root:Exception while sending command." and the "reentrant call" traceback before
+    "interrupted". The caller's handler (``hop run``'s) is put back as soon as the context exists."""
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION_KEEPS_HANDLER], cwd=ROOT, capture_output=True, text=True, timeout=SPARK_TIMEOUT
+    )
+    assert done.returncode == 0 and done.stdout == "True\n", (done.stdout, done.stderr[-3000:])
