@@ -25,19 +25,25 @@ from bench.stats import Row, summarize
 from bench.suite import Options, Suite
 from bench.targets import Target
 from bench.workloads import Workload
-from hop.gen.cli import parse_size
+from hop.gen.cli import size_argument
 from hop.lifetime import become_subreaper
 
 
 def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+    """argparse type for sizes: above zero (``hop gen`` refuses 0, which the first generation failed on)."""
+    return size_argument(text)
 
 
 def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
+    """A comma-separated list with at least one name, each once (an empty one ran nothing, after generating every
+    workload's input, and exited 0; a name given twice ran twice per repeat, both under one row)."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"no name in {text!r}")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise argparse.ArgumentTypeError(f"{', '.join(twice)} given more than once")
+    return names
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 
 from bench.environment import hop_command, python_module, subprocess_env
 from bench.runners.common import RESULT_MARK, load_plan
+from hop.spark_engine import java_problem
 
 
 @dataclass(frozen=True)
@@ -195,10 +197,12 @@ _IMPORTS = {"mrjob": "import mrjob.job, mrjob.inline", "pyspark": "import pyspar
 @cache
 def _check(need: str) -> str | None:
     """Why ``need`` (a Python package or ``java``) is not usable, or None."""
-    if need == "java":
-        if not shutil.which("java"):
-            return "java is not on PATH (Spark needs Java 17)"
-        probe = [shutil.which("java") or "java", "-version"]
+    if need == "java":  # the java Spark runs: $JAVA_HOME/bin/java when JAVA_HOME is set, whatever the PATH holds
+        problem = java_problem()
+        if problem:
+            return problem
+        java_home = os.environ.get("JAVA_HOME")
+        probe = [os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java", "-version"]
     else:
         if importlib.util.find_spec(need) is None:
             return f"Python package {need!r} is not installed (pip install {need})"

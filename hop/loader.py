@@ -67,12 +67,23 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         chosen = [cls for cls in [most_derived(defined)] if cls is not None]
         if not chosen:
             remedy = "pick one with --job-class" if defined else "define a subclass of hop.Job in it"
+            mrjobs = [value.__name__ for value in vars(module).values() if _is_mrjob_class(value, module_name)]
+            if not defined and mrjobs:  # (--mrjob takes it, on hop's engine only)
+                remedy = f"it defines the mrjob job {', '.join(mrjobs)}: run it with hop run --mrjob"
             raise JobFileError(
                 f"job file {path} must define exactly one hop.Job subclass, or subclasses of one another (found: "
                 f"{names}); {remedy}"
             )
     _check_definition(path, chosen[0])
     return chosen[0]
+
+
+def _is_mrjob_class(value: object, module_name: str) -> bool:
+    """Whether ``value`` is a class of the module ``module_name`` deriving from mrjob's ``MRJob`` (told by name, so
+    that a hop job file loads without mrjob installed)."""
+    if not isinstance(value, type) or value.__module__ != module_name:
+        return False
+    return any(base.__name__ == "MRJob" and base.__module__ == "mrjob.job" for base in value.__mro__)
 
 
 _Class = TypeVar("_Class", bound=type)

@@ -29,7 +29,8 @@ from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
 from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
-from hop.runner import no_records_note
+from hop.runner import earlier_reports, no_records_note
+from hop.wording import counted
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
 
@@ -112,10 +113,12 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
         shutdown_jvm()
     if not args.quiet:
         counters = report["counters"]
+        # The input's records, as hop's summary counts them: the first step's (the top level is the last step's).
+        read = (earlier_reports(report) or [report])[0]["counters"]["map_input_records"]
         print(
             f"hop: spark {report['job_id']} on {master} succeeded in {report['end'] - report['start']:.2f}s "
-            f"(Spark start-up {report['spark_startup_seconds']:.2f}s): {counters['map_input_records']:,} input "
-            f"records, {counters['reduce_output_records']:,} output records in {args.output}",
+            f"(Spark start-up {report['spark_startup_seconds']:.2f}s): {read:,} input "
+            f"records, {counted(counters['reduce_output_records'], 'output record')} in {args.output}",
             file=sys.stderr,
         )
         no_records = no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))
@@ -128,8 +131,10 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from hop.compare import compare, format_table
 
-    if not Path(args.job).is_file():
-        return _fail(f"job file {args.job} does not exist", 2)
+    try:  # (a job file that is no hop job, e.g. an mrjob job's, is refused before either engine runs)
+        load_job_file(args.job, args.job_class)
+    except JobFileError as error:
+        return _fail(str(error), 2, error.user_traceback)
     jobs = [path for path in args.inputs if path.endswith(".py") and Path(path).is_file()]
     if jobs:  # (Spark would read a second job file as text input: "outputs differ" on the job's source lines)
         return _fail(

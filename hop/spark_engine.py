@@ -49,6 +49,7 @@ Limits: the reduce side sorts with PySpark's external sorter, which spills, but 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -254,6 +255,33 @@ def _local_cores(master: str) -> int:
     return (os.cpu_count() or 1) if cores == "*" else int(cores)
 
 
+PY4J_LOGGERS = ("root", "py4j.java_gateway", "py4j.clientserver")
+"""Where py4j logs errors with their tracebacks (on stderr, the root logger getting a handler from its first
+``logging.exception``)."""
+
+
+def _not_about_an_interrupt(record: logging.LogRecord) -> bool:
+    """False for a record whose exception is, or arose while handling, Ctrl-C or SIGTERM (a KeyboardInterrupt):
+    py4j logs "KeyboardInterrupt while sending command." and then the failures of closing the interrupted
+    connection, 15 to 40 lines, when a run is stopped while its main thread waits in a call into the JVM (for
+    seconds during a session's start-up). The run says "interrupted" itself (hop.spark_cli)."""
+    error = record.exc_info[1] if record.exc_info else None
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return False
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return True
+
+
+def _quiet_py4j_interrupts() -> None:
+    for name in PY4J_LOGGERS:
+        logger = logging.getLogger(None if name == "root" else name)
+        if _not_about_an_interrupt not in logger.filters:
+            logger.addFilter(_not_about_an_interrupt)
+
+
 def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str, str] | None = None) -> SparkSession:
     """A new SparkSession on ``master`` set up for hop jobs; raises :class:`SparkUnavailable` if it cannot start."""
     try:
@@ -298,12 +326,19 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
     for name, value in settings.items():
         builder = builder.config(name, value)
     jvm_running = SparkContext._gateway is not None
+    _quiet_py4j_interrupts()
+    # PySpark's context sets a SIGINT handler that cancels the jobs from inside the call into the JVM the main thread
+    # waits in: that call fails reentrant and py4j logs both failures. The caller's handler is put back.
+    in_main = threading.current_thread() is threading.main_thread()
+    sigint_handler = signal.getsignal(signal.SIGINT) if in_main else None
     try:
         try:
             with _environment(environment):
                 # The context first, on a JVM whose stderr hop filters (hop.spark_gateway); the builder reuses it.
                 context_conf = SparkConf().setAll(list(settings.items()))
                 SparkContext(conf=context_conf, gateway=None if jvm_running else launch_gateway(context_conf))
+                if sigint_handler is not None:  # (before the session's calls)
+                    signal.signal(signal.SIGINT, sigint_handler)
                 spark = builder.getOrCreate()
         except Exception as error:
             flush_jvm_stderr()  # (the JVM's own account first)
@@ -317,6 +352,8 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
     finally:
         if log_config is not None:
             log_config.unlink(missing_ok=True)
+        if sigint_handler is not None:
+            signal.signal(signal.SIGINT, sigint_handler)
     return spark
 
 

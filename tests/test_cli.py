@@ -1749,6 +1749,23 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr, result.stderr
 
 
+def test_an_mrjob_job_given_where_a_hop_job_goes_is_told_of_mrjob_and_compare_runs_no_engine(tmp_path: Path) -> None:
+    """An MRJob file given to ``hop run`` without ``--mrjob`` was told to "define a subclass of hop.Job in it";
+    ``hop compare`` ran both engines on it, each failing so, and exited 1 (outputs differ or an engine failed) after
+    printing their table. Both now say it is an mrjob job for ``--mrjob``, exit 2 (bad usage), no engine run."""
+    pytest.importorskip("mrjob")
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "mr.py").write_text(
+        "from mrjob.job import MRJob\n\n\nclass MRCount(MRJob):\n    def mapper(self, _, line):\n"
+        "        yield line, 1\n"
+    )
+    says = "(found: none); it defines the mrjob job MRCount: run it with hop run --mrjob"
+    for command in (["run", "mr.py", "in.txt", "-o", "out"], ["compare", "mr.py", "in.txt"]):
+        result = hop(*command, cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, (command, result.stderr)
+        assert result.stdout == "", result.stdout  # (no table of engine runs)
+
+
 def test_python_files_after_the_job_file_taken_for_jobs_say_how_to_read_them_as_input(tmp_path: Path) -> None:
     """``hop run wc.py src/*.py -o out`` (the shell's .py files, meant as input) failed with "no input given after
     the job file(s)", or, given another input, with a .py file that "must define exactly one hop.Job subclass":

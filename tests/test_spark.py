@@ -90,6 +90,7 @@ RUNS = [
     ),  # fmt: skip
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
+    SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
 ]
 BY_NAME = {run.name: run for run in RUNS}
 RUN_MARKER = "<<spark-run>> "
@@ -299,6 +300,16 @@ def test_an_input_without_records_succeeds_and_says_so_as_on_hop(spark_runs: dic
     assert note == "hop: the input held no records: it read empty.txt (0 bytes)"
     written = sorted(path.name for path in result["output"].iterdir())
     assert written == ["_SUCCESS", "_job.json", "part-00000", "part-00001"]
+
+
+def test_a_multi_step_runs_summary_counts_the_input_records_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """``--engine spark`` said a two-step job read "5 input records" from a file of 2 lines: the last step's input
+    (the first step's 5 words); hop's summary counts the first step's, the records of the input (and says "1 output
+    record", where Spark's said "1 output records")."""
+    result = spark_runs["two_steps_cli"]
+    assert result["exit_code"] == 0, result["stderr"]
+    summary = result["stderr"].splitlines()[0]
+    assert summary.startswith("hop: spark ") and ": 2 input records, 1 output record in " in summary, summary
 
 
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ([A-Z]+ \S+): ", re.M)
@@ -956,3 +967,53 @@ def test_sigterm_while_spark_starts_exits_143_and_ends_the_jvm(tmp_path: Path) -
             process.kill()
     assert run.returncode == 143 and "interrupted" in stderr, (run.returncode, stderr)
     assert not alive, alive
+
+
+def test_ctrl_c_while_the_session_starts_prints_no_py4j_traceback(tmp_path: Path) -> None:
+    """Ctrl-C once the JVM was up but the session still starting (the main thread waiting in a call into the JVM)
+    printed py4j's "ERROR:root:KeyboardInterrupt while sending command." and a traceback through hop's signal
+    handler, then at times "ERROR:py4j.clientserver:Exception occurred while shutting down connection" and two
+    more, before "interrupted". Now "interrupted" alone, as Ctrl-C before or after that window."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        # Until the run has connected to the started JVM's gateway (its first call, of the session's many).
+        while not any(c.status == psutil.CONN_ESTABLISHED for c in psutil.Process(run.pid).net_connections()):
+            assert time.monotonic() < deadline and run.poll() is None, "the JVM's gateway started"
+            time.sleep(0.02)
+        time.sleep(0.3)  # (the session's start-up takes seconds more)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=10)
+    assert run.returncode == 130 and stderr == "hop: error: interrupted\n", (run.returncode, stderr)
+
+
+SESSION_KEEPS_HANDLER = """
+import signal
+from hop.spark_engine import shutdown_jvm, start_session
+
+def ours(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGINT, ours)
+spark = start_session("local[1]", "handler", quiet=True)
+print(signal.getsignal(signal.SIGINT) is ours)
+spark.stop()
+shutdown_jvm()
+"""
+
+
+def test_a_started_session_leaves_the_callers_sigint_handler_in_place() -> None:
+    """PySpark's context set its own SIGINT handler, which cancels the jobs from inside the call into the JVM the
+    main thread waits in: Ctrl-C while the session was created (``getOrCreate``), or outside the job's
+    ``collect``, printed "ERROR:root:Exception while sending command." and the "reentrant call" traceback before
+    "interrupted". The caller's handler (``hop run``'s) is put back as soon as the context exists."""
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION_KEEPS_HANDLER], cwd=ROOT, capture_output=True, text=True, timeout=SPARK_TIMEOUT
+    )
+    assert done.returncode == 0 and done.stdout == "True\n", (done.stdout, done.stderr[-3000:])
