@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +159,10 @@ class StepPlan:
 
 
 def _new_job(job_code: bytes) -> Job:
+    """The job for a task in a Spark Python worker. Ints of any size are keys and values, as on hop's engine
+    (``hop.taskproc``): the worker's default limit on int <-> str conversion (4,300 digits) failed a map reading a
+    larger one from a JSON line, and a reduce writing one."""
+    sys.set_int_max_str_digits(0)
     return load_job_class(job_code)()
 
 
