@@ -167,15 +167,28 @@ class Suite:
         state.reference_source = f"{run.contender} run {run.repeat}"
 
     def _reference_run(self, case: Case, state: CaseState, slicer: Contender | None) -> None:
-        """An untimed hop-pipelined run on the case's input (or on the slice ``slicer`` runs on)."""
+        """An untimed hop-pipelined run on the case's input (or on the slice ``slicer`` runs on), given the runs'
+        ``--timeout``: past it (a hung run would hold the whole benchmark), the runs waiting for it are not checked."""
         out = self.options.runs_dir / case.label / ("reference-slice" if slicer else "reference")
         hop = Hop("reference", blocking=False)
         command = hop.command(self._spec(case, slicer or hop, out))
-        result = subprocess.run(command, capture_output=True, text=True, env=subprocess_env(), cwd=REPO_ROOT)
-        if result.returncode != 0:
-            reason = result.stderr.strip()[-200:]
+        reason = None
+        try:
+            result = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                env=subprocess_env(),
+                cwd=REPO_ROOT,
+                timeout=self.options.timeout,
+            )
+            if result.returncode != 0:
+                reason = f"failed ({result.stderr.strip()[-200:]})"
+        except subprocess.TimeoutExpired:
+            reason = f"took over the --timeout of {self.options.timeout:g} s"
+        if reason is not None:
             for run, _, _ in state.pending:
-                run.verification = f"not checked: the reference hop run failed ({reason})"
+                run.verification = f"not checked: the reference hop run {reason}"
             state.pending.clear()
             return
         state.reference = verify.read_output(out)
