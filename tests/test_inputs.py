@@ -6,6 +6,7 @@ import os
 import random
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,18 @@ def test_json_arrays_inside_objects_arrive_as_tuples(tmp_path: Path) -> None:
     assert parse_output_line('["k", [1]]\t{"v": [[2]]}', "out", 0) == (("k", (1,)), {"v": ((2,),)})
 
 
+@pytest.fixture
+def python_default_int_digits() -> Iterator[None]:
+    """Python's default limit on int <-> str conversion (4,300 digits) for the test: task processes lift it (ints of
+    any size are keys and values), and a test that calls a Spark task function in this process lifts it here too."""
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(4300)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
@@ -194,7 +207,7 @@ def test_json_arrays_inside_objects_arrive_as_tuples(tmp_path: Path) -> None:
     ids=["no-tab", "key-not-json", "value-not-json", "value-of-5000-digits"],
 )
 def test_a_bad_line_of_output_names_the_file_the_offset_the_problem_and_the_format(
-    tmp_path: Path, line: str, problem: str
+    tmp_path: Path, line: str, problem: str, python_default_int_digits: None
 ) -> None:
     """The one reader of hop output lines (``--input-format output``, a pipeline's pipe, a Spark step's input):
     a bad line said "is not JSON" without saying which part or what the format reads (and on Spark, between steps,
@@ -374,7 +387,9 @@ def test_counting_the_text_of_a_failed_compressed_file_is_bounded(
     ["[" * 100_000 + "]" * 100_000, "[" * 700 + "]" * 700, "1" * 5000],
     ids=["nesting-json-refuses", "nesting-json-reads", "5000-digit-int"],
 )
-def test_json_that_python_cannot_read_is_a_bad_line_with_its_offset(tmp_path: Path, text: str) -> None:
+def test_json_that_python_cannot_read_is_a_bad_line_with_its_offset(
+    tmp_path: Path, text: str, python_default_int_digits: None
+) -> None:
     # json.loads raises RecursionError for deep nesting and ValueError for an int over 4,300 digits, neither a
     # JSONDecodeError: they must name the line, and --skip-bad-records must be able to skip them.
     # How deep is too deep follows the interpreter's recursion limit, which an imported library may raise (jedi,
