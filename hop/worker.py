@@ -150,11 +150,6 @@ class Worker:
         self.last_spill_seq: dict[tuple[str, int, int], int] = {}
         """Per (job, map, attempt), the seq of its latest spill this worker took in: a map's spill status says it, so
         the map counts spills it registered after that one (still on their way here) as unsent too."""
-        self.spilled: set[tuple[str, int, int]] = set()
-        """(job, map, attempt) that registered spills since the loop last told them their spill status: told once per
-        turn, not per spill, as counting a map's unsent spills takes time in proportion to the spills queued (a
-        status per spill, up to 1,000 spills a turn with 27,000 queued, made turns of 5 s: the worker missed its
-        heartbeats and was declared lost, failing a job run with --spill-records 1)."""
         self.waiting: list[tuple[dict[str, Any], bytes]] = []
         self.notices: dict[str, list[bytes]] = {}
         """Per running job, the commit/failure notices received so far (replayed to reduce tasks that waited)."""
@@ -391,13 +386,6 @@ class Worker:
             flush=True,
         )
 
-    def _tell_spill_status(self, moved: set[tuple[str, int, int]]) -> None:
-        """Tell each running map attempt that registered spills this turn, or whose spills ``moved`` (were pushed),
-        how many of its spills are not yet pushed: once per turn (``spilled``)."""
-        told, self.spilled = self.spilled | moved, set()
-        for job_id, map_index, attempt in told:
-            self._tell_unsent(job_id, map_index, attempt)
-
     def _tell_unsent(self, job_id: str, map_index: int, attempt: int) -> None:
         """Tell a running map attempt how many of its spills are not yet pushed (its flow control reads this)."""
         for slot in self.slots.values():
@@ -510,7 +498,7 @@ class Worker:
                 return
             self.pusher.add_spill(msg["job_id"], msg["index"], msg["attempt"], msg["seq"], msg["path"], msg.get("meta"))
             self.last_spill_seq[(msg["job_id"], msg["index"], msg["attempt"])] = msg["seq"]
-            self.spilled.add((msg["job_id"], msg["index"], msg["attempt"]))
+            self._tell_unsent(msg["job_id"], msg["index"], msg["attempt"])
             return
         if kind in FINISHING and slot is not None:
             slot.task = None
@@ -535,7 +523,8 @@ class Worker:
                     self._drain(self.slots_socket, lambda identity, frame: self.on_slot(identity, frame))
                 if self.coordinator in events:
                     self._drain(self.coordinator, lambda frame: self.on_coordinator(frame))
-                self._tell_spill_status(self.pusher.pump())
+                for job_id, map_index, attempt in self.pusher.pump():
+                    self._tell_unsent(job_id, map_index, attempt)
                 now = time.monotonic()
                 if self.pusher.blocked_reducers():
                     self._blocked_seconds += timeout / 1000  # roughly: this turn waited with reducers out of credit
