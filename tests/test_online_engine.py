@@ -98,15 +98,7 @@ def test_a_reducer_restarted_during_a_snapshot_answers_it(
 ) -> None:
     """A snapshot request reached reducer 0, which died before answering: its retry was never asked, so the snapshot
     waited for the job's end and got that partition's final output as its answer."""
-    from hop.local_cluster import LocalCluster
-
-    monkeypatch.setenv("HOP_FAULT", "reduce:snapshot:0")
-    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
-        client = Client(cluster.address)
-        try:
-            report = online_run(client, "pageviews", [pageviews_dir], tmp_path / "out", snapshot_every=0.25, seed=3)
-        finally:
-            client.close()
+    report = _pageviews_with_reduce_fault("snapshot", pageviews_dir, tmp_path, monkeypatch)
     attempts = [a for a in report["attempts"] if a["task_id"] == "reduce-00000"]
     assert [a["status"] for a in attempts][-1] == "succeeded" and len(attempts) >= 2, attempts
     for label in ("0.250", "0.500", "0.750"):
@@ -462,15 +454,7 @@ def test_a_reducer_killed_while_writing_a_snapshot_leaves_no_files_behind(
     """A reduce attempt killed half-way through writing a snapshot (its job cancelled or stopped early, its worker
     lost) left its hidden temporaries (``.part-00000.PID.tmp``, ``.estimates-00000.jsonl.PID.tmp``: 8 MB for a
     cancelled word count) in ``OUT/_snapshots/<label>/`` of the job's output for good."""
-    from hop.local_cluster import LocalCluster
-
-    monkeypatch.setenv("HOP_FAULT", "reduce:snapshotting:0")
-    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
-        client = Client(cluster.address)
-        try:
-            report = online_run(client, "pageviews", [pageviews_dir], tmp_path / "out", snapshot_every=0.25, seed=3)
-        finally:
-            client.close()
+    report = _pageviews_with_reduce_fault("snapshotting", pageviews_dir, tmp_path, monkeypatch)
     attempts = [a["status"] for a in report["attempts"] if a["task_id"] == "reduce-00000"]
     assert len(attempts) >= 2 and attempts[-1] == "succeeded", attempts
     snapshots = tmp_path / "out" / "_snapshots"
@@ -497,3 +481,19 @@ def test_a_cancelled_jobs_snapshot_count_is_of_those_it_wrote(client: Client, tm
     assert not (tmp_path / "out" / "_snapshots" / requested["label"] / "_snapshot.json").exists()
     assert client.job(job_id)["snapshots"] == 0
     assert [job["snapshots"] for job in client.jobs() if job["job_id"] == job_id] == [0]
+
+
+def _pageviews_with_reduce_fault(
+    point: str, pageviews_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """The page views job with snapshots every 25% on 2 workers, reduce 0's first attempt killed at ``point``
+    (``hop.faults``); its report."""
+    from hop.local_cluster import LocalCluster
+
+    monkeypatch.setenv("HOP_FAULT", f"reduce:{point}:0")
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
+        client = Client(cluster.address)
+        try:
+            return online_run(client, "pageviews", [pageviews_dir], tmp_path / "out", snapshot_every=0.25, seed=3)
+        finally:
+            client.close()
