@@ -53,7 +53,7 @@ from hop.inputs import (
 )
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
-from hop.lifetime import Interrupted, stop_signals_taken
+from hop.lifetime import Interrupted, redeliver_swallowed_interruptions, redelivered, stop_signals_taken
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
@@ -918,7 +918,9 @@ _last_interruption: list[float] = []
 
 def _interrupt(signum: int, frame: object) -> None:
     """The handler of Ctrl-C and SIGTERM: raise :class:`~hop.lifetime.Interrupted`, a KeyboardInterrupt, once per
-    :data:`SAME_SIGNAL_SECONDS`."""
+    :data:`SAME_SIGNAL_SECONDS`, and again when Python swallowed the one raised (``hop.lifetime.redelivered``)."""
+    if redelivered(signum):
+        raise Interrupted(signum)  # (noted already, when it first came)
     now = time.monotonic()
     if _last_interruption and now - _last_interruption[-1] < SAME_SIGNAL_SECONDS:
         return
@@ -945,6 +947,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (``kill``, a timeout) and SIGHUP (the terminal closed) end a run like Ctrl-C does: the embedded
     # cluster is stopped on the way out.
     _taken_signals[:] = stop_signals_taken()
+    redeliver_swallowed_interruptions()
     for number in _taken_signals:
         signal.signal(number, _interrupt)
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -19,7 +19,9 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = [
     "PARENT_VARIABLE",
@@ -31,6 +33,8 @@ __all__ = [
     "ignore_stop_signals",
     "name_process",
     "orphaned",
+    "redeliver_swallowed_interruptions",
+    "redelivered",
     "stop_signals_held",
     "stop_signals_noted",
     "stop_signals_taken",
@@ -175,3 +179,63 @@ def stop_signals_held() -> Iterator[None]:
     finally:
         for held in dict.fromkeys(came):
             signal.raise_signal(held)  # (its handler runs now: a KeyboardInterrupt for Ctrl-C)
+
+
+_redelivering: list[int] = []
+"""Signals sent again by :func:`redeliver_swallowed_interruptions`, not yet taken by :func:`redelivered`."""
+
+
+def redeliver_swallowed_interruptions() -> None:
+    """Make a Ctrl-C or SIGTERM whose KeyboardInterrupt Python swallowed act after all (main thread only).
+
+    A signal handler runs wherever the main thread is when the signal comes; where that is a callback whose
+    exceptions Python cannot pass on (an ``os.register_at_fork`` hook, such as the one logging runs in the parent
+    after every ``subprocess.Popen`` with a ``preexec_fn``; a ``__del__``; a weak reference callback), the handler's
+    KeyboardInterrupt is printed as "Exception ignored in: ..." and dropped, and the command runs on as if the
+    signal had never come. PySpark starts its JVM that way, and the instant after that fork is when a signal sent
+    once the JVM appears lands: ``hop run --engine spark`` then ran its job to the end and exited 0.
+
+    Installed here, ``sys.unraisablehook`` takes such a KeyboardInterrupt (without printing it) and has a thread
+    send its signal (``signum``, else SIGINT) to this process again, so that the handler then in place runs once
+    more, in ordinary code; :func:`redelivered` lets that handler know the signal is this one again, not a second
+    one. Any other unraisable exception goes to the hook there was before."""
+    previous = sys.unraisablehook
+    if threading.current_thread() is not threading.main_thread() or getattr(previous, "redelivers", False):
+        return  # (no signal handler runs elsewhere; installed once however many commands a process runs)
+
+    def hook(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            previous(unraisable)
+            return
+        signum = int(getattr(unraisable.exc_value, "signum", signal.SIGINT))
+        _redelivering.append(signum)
+        sender = threading.Thread(target=_send_once_out_of, args=(hook.__code__, signum), name="hop-redeliver")
+        sender.daemon = True
+        sender.start()
+
+    hook.redelivers = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+def _send_once_out_of(code: Any, signum: int, timeout: float = 5.0) -> None:
+    """Send ``signum`` to this process once the main thread has left ``code`` (the unraisable hook): a handler run
+    inside the hook would have its exception swallowed there too ("Exception ignored in sys.unraisablehook"). Should
+    it land in another such callback next, the hook sends it once more."""
+    main = threading.main_thread().ident
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(main or -1)
+        while frame is not None and frame.f_code is not code:
+            frame = frame.f_back
+        if frame is None:
+            break
+        time.sleep(0.001)
+    os.kill(os.getpid(), signum)
+
+
+def redelivered(signum: int) -> bool:
+    """Whether this ``signum`` is one :func:`redeliver_swallowed_interruptions` sent again (then it is taken)."""
+    if signum in _redelivering:
+        _redelivering.remove(signum)
+        return True
+    return False

@@ -480,3 +480,49 @@ def test_stop_signals_held_act_after_the_block_and_only_then() -> None:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+_SIGNAL_IN_A_SWALLOWING_CALLBACK = """
+import argparse, os, signal, subprocess, sys, time
+from hop import cli
+
+def signal_and_run_on():
+    os.kill(os.getpid(), signal.{signal_name})
+    for _ in range(100_000):  # (the handler runs in here, where Python cannot pass its exception on)
+        pass
+
+class SignalledWhenCollected:
+    def __del__(self):
+        signal_and_run_on()
+
+def command(args):
+    if "{where}" == "at-fork":  # as PySpark starts its JVM: logging's at-fork hook runs in the parent
+        os.register_at_fork(after_in_parent=signal_and_run_on)
+        subprocess.Popen(["true"], preexec_fn=lambda: None).wait(timeout=30)
+    else:
+        SignalledWhenCollected()
+    time.sleep(20)
+    print("ran on")
+    return 0
+
+def parser(continuous=False):
+    found = argparse.ArgumentParser()
+    found.set_defaults(func=command)
+    return found
+
+cli.build_parser = parser
+sys.exit(cli.main([]))
+"""
+
+
+@pytest.mark.parametrize("where", ["at-fork", "__del__"])
+@pytest.mark.parametrize(("signal_name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interruption_python_swallowed_still_interrupts_the_command(where: str, signal_name: str, code: int) -> None:
+    """A Ctrl-C or SIGTERM whose handler ran inside a callback that cannot raise (an at-fork hook, a ``__del__``)
+    was printed as "Exception ignored" and lost: ``hop run --engine spark`` sent SIGTERM just as PySpark forked its
+    JVM ran its job to the end and exited 0. The command is interrupted now, with its usual message and code."""
+    script = _SIGNAL_IN_A_SWALLOWING_CALLBACK.replace("{signal_name}", signal_name).replace("{where}", where)
+    started = time.monotonic()
+    command = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (command.returncode, command.stdout, command.stderr) == (code, "", "hop: error: interrupted\n")
+    assert time.monotonic() - started < 15, "interrupted in its sleep, not after it"
