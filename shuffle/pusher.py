@@ -18,7 +18,7 @@ memory, and at most ``CREDITS`` pieces per reducer are in the network.
 from __future__ import annotations
 
 import shutil
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,17 +81,25 @@ class _Reducer:
     sent: int = 0
     """Bytes of the first queued spill's run already sent (it leaves the queue with its last piece)."""
 
-    def drop_queued(self, unwanted: Callable[[RegisteredSpill], bool]) -> None:
-        """Forget the queued spills ``unwanted`` says; a run dropped after some of its pieces went is not finished
-        (the reducer drops its attempt's runs too)."""
+    def drop_queued(self, unwanted: Callable[[RegisteredSpill], bool]) -> list[RegisteredSpill]:
+        """Forget the queued spills ``unwanted`` says, and return them; a run dropped after some of its pieces went
+        is not finished (the reducer drops its attempt's runs too)."""
         head = self.queue[0] if self.queue else None
-        self.queue = deque(s for s in self.queue if not unwanted(s))
+        dropped = [s for s in self.queue if unwanted(s)]
+        if dropped:
+            self.queue = deque(s for s in self.queue if not unwanted(s))
         if not self.queue or self.queue[0] is not head:
             self.sent = 0
+        return dropped
 
 
 @dataclass
 class _JobShuffle:
+    """One job's spills and reducers, with the counts a map's flow control asks for after every spill it registers
+    kept as they change: counting them afresh took time in proportion to the spills queued, and with spills
+    registered faster than pushed (27,000 queued at ``--spill-records 1``) a worker's loop turns grew to seconds,
+    it missed its heartbeats and was declared lost."""
+
     mode: str
     num_partitions: int
     spills: list[RegisteredSpill] = field(default_factory=list)
@@ -99,6 +107,56 @@ class _JobShuffle:
     reducers: dict[int, _Reducer] = field(default_factory=dict)
     pushed_runs: int = 0
     pushed_bytes: int = 0
+    registered: Counter[tuple[int, int]] = field(default_factory=Counter)
+    """Per (map, attempt): its spills in ``spills``."""
+    holds: Counter[tuple[int, int, int]] = field(default_factory=Counter)
+    """Per spill (map, attempt, seq) some reducer has not been sent yet: its entries in the reducers' queues plus its
+    pieces in flight (a piece holds it until acknowledged)."""
+    unsent: Counter[tuple[int, int]] = field(default_factory=Counter)
+    """Per (map, attempt): its spills in ``holds``."""
+
+    def hold(self, spill: RegisteredSpill, times: int = 1) -> None:
+        key = (spill.map_index, spill.attempt, spill.seq)
+        if not self.holds[key]:
+            self.unsent[key[:2]] += 1
+        self.holds[key] += times
+
+    def release(self, spill: RegisteredSpill, times: int = 1) -> None:
+        key = (spill.map_index, spill.attempt, spill.seq)
+        left = self.holds[key] - times
+        if left > 0:
+            self.holds[key] = left
+            return
+        del self.holds[key]
+        self.unsent[key[:2]] -= 1
+        if not self.unsent[key[:2]]:
+            del self.unsent[key[:2]]
+
+    def forget(self, gone: Callable[[RegisteredSpill], bool]) -> None:
+        """Drop the spills ``gone`` says from ``spills`` and from every reducer's queue (pieces in flight stay held
+        until acknowledged)."""
+        kept = []
+        for spill in self.spills:
+            if gone(spill):
+                self.registered[(spill.map_index, spill.attempt)] -= 1
+            else:
+                kept.append(spill)
+        self.spills = kept
+        self.registered = +self.registered  # (without the zero counts)
+        for reducer in self.reducers.values():
+            for spill in reducer.drop_queued(gone):
+                self.release(spill)
+
+    def add_reducer(self, partition: int, reducer: _Reducer) -> None:
+        """Point ``partition`` at ``reducer``, replacing (and releasing everything held by) the one before."""
+        old = self.reducers.pop(partition, None)
+        if old is not None:
+            old.socket.close(linger=0)
+            for spill in (*old.queue, *old.in_flight):
+                self.release(spill)
+        for spill in reducer.queue:
+            self.hold(spill)
+        self.reducers[partition] = reducer
 
 
 class SpillPusher:
@@ -130,9 +188,11 @@ class SpillPusher:
         job = self._job(job_id)
         spill = RegisteredSpill(map_index, attempt, seq, SpillFile.open(path), meta)
         job.spills.append(spill)
+        job.registered[(map_index, attempt)] += 1
         if self._eligible(job, spill):
             for reducer in job.reducers.values():
                 reducer.queue.append(spill)
+                job.hold(spill)
 
     def commit(self, job_id: str, map_index: int, attempt: int, segments: list[list[int]] = ()) -> None:  # type: ignore[assignment]
         """A map attempt committed; ``segments`` are the kept spills ``[attempt, first, end)`` it resumed after."""
@@ -148,6 +208,8 @@ class SpillPusher:
             ]
             for reducer in job.reducers.values():
                 reducer.queue.extend(mine)
+                for spill in mine:
+                    job.hold(spill)
 
     def fail(self, job_id: str, map_index: int, attempt: int, keep_below: int | None = None) -> None:
         """Forget a failed or superseded attempt's spills (those from ``keep_below`` on, if given: the ones
@@ -158,9 +220,7 @@ class SpillPusher:
         def dead(s: RegisteredSpill) -> bool:
             return (s.map_index, s.attempt) == (map_index, attempt) and s.seq >= keep
 
-        job.spills = [s for s in job.spills if not dead(s)]
-        for reducer in job.reducers.values():
-            reducer.drop_queued(dead)
+        job.forget(dead)
 
     def trim(self, job_id: str, map_index: int, attempt: int, seq: int) -> None:
         """Continuous jobs: every reducer's checkpoint covers this map's spills up to (``attempt``, ``seq``), so no
@@ -176,41 +236,30 @@ class SpillPusher:
         for spill in job.spills:
             if covered(spill):
                 Path(spill.spill.path).unlink(missing_ok=True)
-        job.spills = [s for s in job.spills if not covered(s)]
-        for reducer in job.reducers.values():
-            reducer.drop_queued(covered)
+        job.forget(covered)
 
     def set_reducer(self, job_id: str, partition: int, attempt: int, address: str) -> None:
         """Point a partition at a (new) reduce attempt and queue every eligible spill for it."""
         job = self._job(job_id)
-        old = job.reducers.pop(partition, None)
-        if old is not None:
-            old.socket.close(linger=0)
         socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(address)
         # Runs in flight to a previous attempt are lost with it: the new attempt gets everything eligible.
         queue = deque(s for s in job.spills if self._eligible(job, s))
-        job.reducers[partition] = _Reducer(attempt, address, socket, queue)
+        job.add_reducer(partition, _Reducer(attempt, address, socket, queue))
 
     def unsent(self, job_id: str, map_index: int, attempt: int) -> int:
         """How many of an attempt's spills some reducer has not been sent yet (a reducer not running yet counts)."""
         job = self._jobs.get(job_id)
         if job is None:
             return 0
-        key = (map_index, attempt)
         if len(job.reducers) < job.num_partitions:
-            return sum((s.map_index, s.attempt) == key for s in job.spills)
-        return len(
-            {s.seq for r in job.reducers.values() for s in (*r.queue, *r.in_flight) if (s.map_index, s.attempt) == key}
-        )
+            return job.registered[(map_index, attempt)]
+        return job.unsent[(map_index, attempt)]
 
     def unsent_total(self) -> int:
         """Spills some reducer has not been sent yet, over all jobs and maps (for the monitor)."""
-        return sum(
-            len({(s.map_index, s.attempt, s.seq) for r in job.reducers.values() for s in (*r.queue, *r.in_flight)})
-            for job in self._jobs.values()
-        )
+        return sum(len(job.holds) for job in self._jobs.values())
 
     def pending(self) -> int:
         """Runs queued or in flight, over all jobs: while non-zero the worker should pump often."""
@@ -235,6 +284,7 @@ class SpillPusher:
                         break
                     if reducer.in_flight:
                         done = reducer.in_flight.popleft()
+                        job.release(done)
                         moved.add((job_id, done.map_index, done.attempt))
                 while reducer.queue and sent < budget and len(reducer.in_flight) < CREDITS:
                     spill = reducer.queue[0]
@@ -262,8 +312,9 @@ class SpillPusher:
                     reducer.socket.send(data, copy=False)
                     reducer.sent += len(data)
                     reducer.in_flight.append(spill)
+                    job.hold(spill)
                     if reducer.sent >= entry.length:  # the last piece (or the only one: an empty run is one too)
-                        reducer.queue.popleft()
+                        job.release(reducer.queue.popleft())
                         reducer.sent = 0
                         job.pushed_runs += 1
                     job.pushed_bytes += len(data)
