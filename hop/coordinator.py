@@ -1162,10 +1162,12 @@ class Coordinator:
                 self._upstream_attempt_gone(job, msg["index"], f"upstream reduce attempt {msg['attempt']} failed")
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
-        """A worker's slot is free again: the worker names its pool (``kind``'s unless a stream slot)."""
+        """A worker's slot is free again: the worker names its pool (``kind``'s unless a stream slot; None when the
+        message is an attempt's last words after the worker ended it and reported its slot free already)."""
         worker = self.workers.get(msg.get("worker", ""))
-        if worker is not None:
-            worker.give_back(msg.get("pool", kind))
+        pool = msg.get("pool", kind)
+        if worker is not None and pool is not None:
+            worker.give_back(pool)
 
     # Actions -------------------------------------------------------------------------------------------------
     def _execute(self, job: JobState, actions: list[Action]) -> None:

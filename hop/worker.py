@@ -70,6 +70,11 @@ RELAYED = {
 FINISHING = {"map_done", "reduce_done", "task_failed"}
 
 
+def _attempt_of(msg: dict[str, Any]) -> tuple[str, int, int]:
+    """The (job, index, attempt) a task's finishing message is about."""
+    return msg.get("job_id", ""), msg.get("index", -1), msg.get("attempt", -1)
+
+
 @dataclass
 class Slot:
     name: str
@@ -501,8 +506,16 @@ class Worker:
             self._tell_unsent(msg["job_id"], msg["index"], msg["attempt"])
             return
         if kind in FINISHING and slot is not None:
-            slot.task = None
-            msg["pool"] = slot.kind  # which of this worker's slots is free again (the coordinator counts them)
+            if slot.task is not None and (slot.task[0], slot.task[2], slot.task[3]) == _attempt_of(msg):
+                slot.task = None
+                msg["pool"] = slot.kind  # which of this worker's slots is free again (the coordinator counts them)
+                self._dispatch()  # (a task waiting here for a slot of this kind starts now, not at the next hello)
+            else:
+                # The last words of an attempt this worker ended itself (killed at the coordinator's request, and
+                # its slot reported free then) that were on their way as it was killed: its slot must not count as
+                # freed twice. The coordinator, counting one slot too many, gave this worker a task it had no slot
+                # for, which waited here behind a busy slot while the job waited for it.
+                msg["pool"] = None
         if kind in RELAYED:
             msg["worker"] = self.name
             self._send_to_coordinator(message(kind, **{k: v for k, v in msg.items() if k != "type"}))
