@@ -36,11 +36,13 @@ def hold_bad_records(step_output: Path, held: Path, number: int, *, move: bool =
 
 
 def place_bad_records(held: Path, final_output: Path, last_number: int) -> None:
-    """Once the run's last step (``last_number``) wrote ``final_output``: if earlier steps skipped records (held in
-    ``held``), the last step's own listings are named for it too, and every listing ends in ``final_output``'s."""
+    """Once the run's last step (``last_number``) wrote ``final_output``: in a run of several steps
+    (``last_number`` > 1), the last step's own listings are named for it too, as the earlier steps' are (held in
+    ``held``) whether or not any of those skipped records, and every listing ends in ``final_output``'s."""
+    if last_number > 1:
+        hold_bad_records(final_output, held, last_number, move=True)
     if not held.is_dir() or not any(held.iterdir()):
         return
-    hold_bad_records(final_output, held, last_number, move=True)
     listings = final_output / BAD_RECORDS
     listings.mkdir()
     for listing in sorted(held.iterdir()):

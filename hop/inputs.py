@@ -152,7 +152,8 @@ class ReadLimit:
     :func:`iter_lines` sets ``position`` as it reads: every line that starts before it has been read (and handed
     out, or is in the batch being handed out); none that starts at or after it has. So the split can end at any byte
     from ``position`` on without a line read twice or lost: the lines starting before the new end are this split's,
-    and a split starting at that byte skips the line holding the byte before it, as every split does."""
+    and a split starting at that byte skips the line holding the byte before it, as every split does (the first line
+    of a file that starts with a BOM starts after it: a split starting in the BOM or right after it reads that line)."""
 
     def __init__(self, split: Split) -> None:
         self.split = split
@@ -553,18 +554,33 @@ def _line_batches(
     with _open(split) as file:
         _check_unchanged(split, file)  # (a retried map too: it must not read what the first attempt did not)
         position = split.start
-        if split.start > 0:
+        if 0 < split.start <= len(UTF8_BOM) and _starts_with_bom(file):
+            # The file's first line starts after its BOM: it is the line of the split holding that byte (the split
+            # from 0 takes only lines starting before its end), so a split starting in the BOM or right after it
+            # reads it rather than skip it as the split before's.
+            position = len(UTF8_BOM)
+        elif split.start > 0:
             # The line holding byte start - 1 belongs to the split before, however long it is.
             file.seek(split.start - 1)
             position = split.start - 1 + skip_line(file)
-        end = split.end if split.end >= 0 else None
-        if limit is not None:
-            limit.position = position
         # What follows the last newline read: the start of a line, in chunks (joined once, when the line ends, so
         # that a line much longer than a chunk is not copied once per chunk).
         pieces: list[bytes] = []
         pieces_bytes = 0
-        at_file_start = split.start == 0
+        if split.start == 0:
+            # A byte order mark is no part of the first line; other first bytes start that line (read apart from
+            # the first chunk, so that a whole BOM is found whatever the chunk size).
+            try:
+                head = file.read(len(UTF8_BOM))
+            except DECOMPRESSION_ERRORS as error:
+                raise _read_error(split.path, position, error) from error
+            if head == UTF8_BOM:
+                position = len(UTF8_BOM)
+            elif head:
+                pieces, pieces_bytes = [head], len(head)
+        end = split.end if split.end >= 0 else None
+        if limit is not None:
+            limit.position = position
         while True:
             if limit is not None and end is not None:
                 end = limit.end
@@ -574,10 +590,6 @@ def _line_batches(
                 chunk = file.read(CHUNK_BYTES)
             except DECOMPRESSION_ERRORS as error:  # a truncated or corrupt compressed file, or a failing disk
                 raise _read_error(split.path, position, error) from error
-            if at_file_start:
-                at_file_start = False
-                if chunk.startswith(UTF8_BOM):  # a byte order mark is no part of the first line
-                    chunk, position = chunk[len(UTF8_BOM) :], len(UTF8_BOM)
             if not chunk:
                 if end is not None and position + pieces_bytes < end:
                     raise _shrunk(split, os.fstat(file.fileno()).st_size)
@@ -716,6 +728,12 @@ def _line_too_long(path: str, position: int, max_line_bytes: int) -> InputError:
         f"input file {path}: the line at byte offset {position} is longer than {max_line_bytes:,} bytes; "
         "raise --max-line-bytes if that is intended"
     )
+
+
+def _starts_with_bom(file: IO[bytes]) -> bool:
+    """Whether ``file`` starts with :data:`UTF8_BOM`; it is left positioned right after the BOM if so."""
+    file.seek(0)
+    return file.read(len(UTF8_BOM)) == UTF8_BOM
 
 
 def skip_line(file: IO[bytes]) -> int:

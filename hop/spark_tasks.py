@@ -13,8 +13,9 @@ cloudpickle bytes. Per step of a job:
   (``None`` to ``Sum``...) naming itself, the key and the record, as in hop. So a hand-written reduce gets what it
   gets on hop: per key, the combiner's output of every map spill, not one value merged across the maps (the number
   of spills is not part of the contract, and hop's flow control may merge them: see ``hop.compare``). Values that
-  will cross the shuffle as they are get hop's wire types (:func:`wire`: lists become tuples); an aggregate's
-  ``lift`` sees the raw value, as in hop.
+  will cross the shuffle as they are get hop's wire types (:func:`wire`: lists become tuples), and keys theirs
+  (:func:`wire_key`: an ``IntEnum`` member its int) before a combiner sees them; an aggregate's ``lift`` sees the
+  raw value, as in hop.
 - ``combineByKey`` then merges the map tasks' states with :class:`AggregateFold` when the reduce is an aggregate
   (one state per key, whose finished value does not depend on how it was folded) or gathers lists with
   :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
@@ -55,7 +56,7 @@ from shuffle.buffer import (
     none_state_error,
     unhashable_key_error,
 )
-from shuffle.keys import partition_hash, total_order_key
+from shuffle.keys import partition_hash, plain_key, total_order_key
 from shuffle.pairs import checked_pairs
 
 if TYPE_CHECKING:
@@ -183,6 +184,23 @@ def wire(value: Any) -> Any:
     return value
 
 
+_FLAT_KEY_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def wire_key(key: Any) -> Any:
+    """A key as it comes out of hop's msgpack shuffle (``shuffle.keys.plain_key``): an ``IntEnum`` member as its
+    int, a namedtuple as a tuple..., so that combine, partition and reduce get what they get on hop. A key of the
+    key types costs a type check (a flat tuple's, one per element); one that is no key is left to the sort, which
+    refuses it."""
+    kind = type(key)
+    if kind in _FLAT_KEY_TYPES or (kind is tuple and _FLAT_KEY_TYPES.issuperset(map(type, key))):
+        return key
+    try:
+        return plain_key(key)
+    except TypeError:
+        return key
+
+
 def _add_counts(target: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
     """Add nested ``{name: int}`` or ``{group: {name: int}}`` counts into ``target``."""
     for name, value in source.items():
@@ -264,7 +282,7 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
         for pairs in outputs:
             for key, value in pairs:
                 _check_hashable(key, position)  # (else Spark's own grouping fails, in its frames, without the record)
-                yield key, wire(value)
+                yield wire_key(key), wire(value)
     _guard("teardown", job.teardown)
     counters.builtin.add(counts)
     counters.user.add(job.take_counters())
@@ -380,14 +398,14 @@ def _combined(
         pending += len(pairs)
         if pending >= limit or len(groups) >= DEFAULT_SPILL_KEYS:
             if aggregate is not None:
-                yield from ((key, wire(state_of(state))) for key, state in groups.items())
+                yield from ((wire_key(key), wire(state_of(state))) for key, state in groups.items())
                 limit = folded_spill_records(spill_records, pending, len(groups))
             else:
                 yield from _combine(combiner, groups)
                 limit = spill_records
             groups, pending = {}, 0
     if aggregate is not None:
-        yield from ((key, wire(state_of(state))) for key, state in groups.items())
+        yield from ((wire_key(key), wire(state_of(state))) for key, state in groups.items())
     else:
         yield from _combine(combiner, groups)
 
@@ -395,7 +413,7 @@ def _combined(
 def _combine(
     combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None], groups: dict[Any, list[Any]]
 ) -> Iterator[tuple[Any, Any]]:
-    for key, values in groups.items():
+    for key, values in ((wire_key(key), values) for key, values in groups.items()):
         output = None
         try:
             output = combiner(key, values)

@@ -44,8 +44,8 @@ from shuffle.keys import (
     first_unorderable_key,
     order_tag,
     partitions_of,
+    plain_key,
     refuse_nan_keys,
-    sort_keys,
     total_order_key,
 )
 from shuffle.pairs import checked_pairs
@@ -390,12 +390,24 @@ class MapOutputBuffer:
             return map_or_combine(error, None)
         return map_or_combine(error, groups.get(error.key, ()) if _hashable(error.key) else ())
 
-    def _order_tag(self, keys: list[Any], groups: dict[Any, Any]) -> str:
-        """The keys' :func:`~shuffle.keys.order_tag`, or :meth:`_unorderable_key` raised."""
+    def _sortable(self, groups: dict[Any, Any]) -> tuple[dict[Any, Any], list[Any], str]:
+        """``groups`` with keys that can be sorted, a list of those keys and their :func:`~shuffle.keys.order_tag`;
+        or :meth:`_unorderable_key` raised.
+
+        A key of a subclass of a key type (an ``IntEnum`` member...) has no place in the order: the groups are
+        made again with every key as the plain value the shuffle sends for it (:func:`~shuffle.keys.plain_key`),
+        which combine and reduce then receive. Only then: a spill of keys of the key types costs nothing more."""
+        keys = list(groups)
         try:
-            return order_tag(keys)
+            return groups, keys, order_tag(keys)
+        except TypeError:
+            pass
+        try:
+            plain = {plain_key(key): values for key, values in groups.items()}
         except TypeError:
             raise self._unorderable_key(groups) from None
+        keys = list(plain)
+        return plain, keys, order_tag(keys)
 
     def _unorderable_key(self, groups: dict[Any, Any]) -> UnencodableRecordError:
         """The error for a hashable key with no place in the keys' order (a ``datetime.date``...), found as a spill
@@ -457,15 +469,15 @@ class MapOutputBuffer:
         if folding:
             # One state per key already: bucket keys by partition, sort each bucket (unless the reducer folds
             # runs into a hash map and does not need order), look the states up.
-            keys = list(groups)
-            buckets = self._by_partition(keys)
             if self.sort_runs:
-                tag = self._order_tag(keys, groups)
+                groups, keys, tag = self._sortable(groups)
                 order = total_order_key if tag == MIXED else None
                 refuse_nan_keys(keys, tag)
             else:
+                keys = list(groups)
                 tag = UNSORTED
                 refuse_nan_keys(keys)
+            buckets = self._by_partition(keys)
             state_of = combiner.state_of if self._accumulating else None  # type: ignore[union-attr]
             for partition, bucket in enumerate(buckets):
                 if self.sort_runs:
@@ -478,10 +490,8 @@ class MapOutputBuffer:
             self.next_spill_records = folded_spill_records(self.spill_records, combine_in, combine_out)
             sorted_keys: list[Any] = []
         else:
-            try:
-                sorted_keys, tag = sort_keys(list(groups))
-            except TypeError:
-                raise self._unorderable_key(groups) from None
+            groups, sorted_keys, tag = self._sortable(groups)
+            sorted_keys.sort(key=total_order_key if tag == MIXED else None)
             refuse_nan_keys(sorted_keys, tag)
             self.next_spill_records = self.spill_records
         if combiner is None:  # (never a folding buffer: its aggregate is its combiner)

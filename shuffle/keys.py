@@ -17,6 +17,11 @@ A float NaN cannot be a key (:func:`refuse_nan_keys`): it equals nothing, not ev
 records would group (nor meet on one reducer: it hashes by identity), and it has no place in any order (a run
 sorted with one is not sorted). (An mrjob job's NaN keys reach the shuffle as their JSON text: ``hop.mrjob_codec``.)
 
+A key of a subclass of one of those types (an ``IntEnum`` member, a namedtuple) has no place in the order as it is:
+the shuffle sends its plain value (:func:`plain_key`), as msgpack sends such a value, and combine and reduce receive
+that. The map buffer makes it plain only when a spill's keys cannot be sorted as they are, so other keys cost
+nothing more.
+
 Booleans rank with the numbers (``False == 0``, ``True == 1``): as in any Python dict, ``1``, ``1.0`` and ``True``
 are one key, and they must be one key whether a reducer groups them in a hash map or merges sorted runs from disk.
 """
@@ -150,12 +155,71 @@ def _holds_nan(key: Any) -> bool:
     return False
 
 
-def is_key(key: Any) -> bool:
-    """Whether ``key`` has a place in the total order (:func:`total_order_key`): of the exact types it names, at
-    any depth. A hashable key of another type (a ``datetime.date``, a ``frozenset``, an ``IntEnum`` or a ``str``
-    subclass, which msgpack would send as its base type) cannot be sorted among the others, so cannot be a key."""
+def _plain_tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(map(_plain_value, value))
+
+
+_PLAIN_VALUE: dict[type, Callable[[Any], Any]] = {
+    int: int.__int__,
+    float: float.__float__,
+    str: str.__str__,
+    bytes: bytes.__bytes__,
+    tuple: _plain_tuple,
+}
+"""How to get the plain value of an instance of a subclass of each key type: these give an object of the exact
+type, whatever the subclass's ``__int__``, ``__str__``... say (``str(member)`` of a ``(str, Enum)`` member is
+``"Class.NAME"``; ``str.__str__`` gives its value)."""
+
+
+def plain_key(key: Any) -> Any:
+    """``key`` as the shuffle sends it, and as combine and reduce receive it: itself if it is of the exact types
+    :func:`total_order_key` orders, at any depth; else, for a value of a subclass of ``int``, ``float``, ``str``,
+    ``bytes`` or ``tuple`` (an ``IntEnum``, ``IntFlag`` or ``StrEnum`` member, a namedtuple, or a tuple holding
+    them), its plain value (``1`` for ``Color.RED``), as msgpack sends such a value, provided it is the same key:
+    equal to it, with the same hash (so it groups and partitions as the original did). Raises ``TypeError`` for
+    any other (a ``datetime.date``, a ``frozenset``, a subclass whose equality is its own).
+
+    >>> import enum
+    >>> class Color(enum.IntEnum):
+    ...     RED = 1
+    >>> plain_key(("a", Color.RED)), type(plain_key(Color.RED)).__name__
+    (('a', 1), 'int')
+    """
     try:
         total_order_key(key)
+        return key
+    except TypeError as error:
+        refusal = error
+    try:
+        plain = _plain_value(key)
+        same = plain == key and hash(plain) == hash(key)
+    except Exception:  # (a subclass's __eq__ or __hash__ may raise anything)
+        same = False
+    if not same:
+        raise refusal
+    return plain
+
+
+def _plain_value(value: Any) -> Any:
+    kind = type(value)
+    if value is None or kind is bool:
+        return value
+    for base, plain in _PLAIN_VALUE.items():
+        if isinstance(value, base):
+            # A subclass comparing or hashing its own way is another key than its value: two such keys that the
+            # map kept apart could be one plain value.
+            if kind.__eq__ is not base.__eq__ or kind.__hash__ is not base.__hash__:
+                break
+            return plain(value)
+    raise TypeError(f"{kind.__name__} has no plain key value")
+
+
+def is_key(key: Any) -> bool:
+    """Whether ``key`` can be a key: it has a place in the total order (:func:`total_order_key`), as it is or as
+    the plain value the shuffle sends for it (:func:`plain_key`: an ``IntEnum`` member as its int). A hashable key
+    of another type (a ``datetime.date``, a ``frozenset``) cannot be sorted among the others, so cannot be one."""
+    try:
+        plain_key(key)
     except TypeError:
         return False
     return True

@@ -965,10 +965,22 @@ def test_a_later_steps_bad_record_is_listed_as_the_line_it_read(tmp_path: Path, 
     args = ["--skip-bad-records", "1", "--workers", "1", "--reducers", "1", "--quiet", *mode]
     result = hop("run", "two.py", "in.txt", "-o", "out", *args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    (listing,) = (tmp_path / "out" / "_bad_records").glob("map-*")  # (the only step that skipped any)
+    # Named for its step, as an earlier step's listing is, though no earlier step skipped any (it was map-00000).
+    (listing,) = (tmp_path / "out" / "_bad_records").iterdir()
+    assert re.fullmatch(r"step-2-map-\d{5}\.jsonl", listing.name), listing.name
     entry = json.loads(listing.read_text())
     assert (entry["offset"], entry["record"]) == (6, '"boom"\t1'), entry
     assert "ValueError: no boom" in entry["error"]
+    # So is that of a later job file's only step, numbered over the run's steps.
+    (tmp_path / "check.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass Check(Job):\n    reduce = Sum()\n\n"
+        "    def map(self, word, count):\n        if word == 'boom':\n            raise ValueError('no boom')\n"
+        "        yield word, count\n"
+    )
+    jobs = hop("run", str(ROOT / "jobs" / "wordcount.py"), "check.py", "in.txt", "-o", "jobs", *args, cwd=tmp_path)
+    assert jobs.returncode == 0, jobs.stderr
+    names = [path.name for path in (tmp_path / "jobs" / "_bad_records").iterdir()]
+    assert len(names) == 1 and re.fullmatch(r"step-2-map-\d{5}\.jsonl", names[0]), names
 
 
 def test_the_runs_user_counters_are_printed_under_its_summary(tmp_path: Path) -> None:

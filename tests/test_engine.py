@@ -557,18 +557,20 @@ def test_a_list_key_names_the_record_without_the_engines_frames(client: Client, 
     [
         ("datetime.date(2020, 1, 2)", "(type date) cannot be encoded by the shuffle"),
         (
-            "('a', Color.RED)",
-            "holding <Color.RED: 1> (type Color), cannot be encoded by the shuffle: a key holds a plain int",
+            "('a', Folded('X'))",
+            "holding 'X' (type Folded), cannot be encoded by the shuffle: a key holds a plain str, not a Folded",
         ),
     ],
 )
 def test_a_key_of_another_type_names_the_record(client: Client, tmp_path: Path, key: str, reason: str) -> None:
-    """A hashable key that has no place in the keys' order (a date, an IntEnum inside a tuple) failed the job as
-    ``map task 0: key ... is not a msgpack-able key`` under the engine's traceback (the spill that sorted the keys),
-    without the record; it is now found and named as an unencodable value is."""
+    """A hashable key that has no place in the keys' order (a date, a str subclass comparing its own way inside a
+    tuple) failed the job as ``map task 0: key ... is not a msgpack-able key`` under the engine's traceback (the
+    spill that sorted the keys), without the record; it is now found and named as an unencodable value is."""
     job = tmp_path / "odd_keys.py"
     job.write_text(
-        "import datetime, enum\nfrom hop import Job\n\n\nclass Color(enum.IntEnum):\n    RED = 1\n\n\n"
+        "import datetime\nfrom hop import Job\n\n\nclass Folded(str):\n"
+        "    def __eq__(self, other):\n        return self.lower() == str(other).lower()\n\n"
+        "    def __hash__(self):\n        return hash(self.lower())\n\n\n"
         "class OddKeys(Job):\n    def map(self, offset, line):\n"
         f"        yield ({key} if line == 'odd' else line), 1\n"
     )
@@ -581,6 +583,25 @@ def test_a_key_of_another_type_names_the_record(client: Client, tmp_path: Path, 
     assert f"map at {source} byte offset 2: 'odd' raised UnencodableRecordError: map output key" in status["error"]
     assert reason in status["error"]
     assert status["traceback"] is None, "the engine's frames (the spill that found it) say nothing"
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "blocking"])
+def test_intenum_keys_reach_a_hand_written_combine_and_reduce_as_their_ints(
+    client: Client, tmp_path: Path, mode: str
+) -> None:
+    """A map yielding IntEnum members as keys (alone or in a tuple) failed the job unless its reduce was a built-in
+    aggregate ("map output key <Color.RED: 1> (type Color) cannot be encoded by the shuffle"), whose output had the
+    ints. The shuffle sends a member as its int, and combine and reduce now receive that int, as the aggregate's
+    output has it (and Spark's, tests/test_spark.py)."""
+    source = tmp_path / "colors.txt"
+    source.write_text("red green red\ngreen red\n")
+    run_job(client, "enum_keys", [source], tmp_path / "out", num_reduces=2, mode=mode)
+    assert output_dict(tmp_path / "out") == {
+        1: ["int", ["int"], 3],
+        2: ["int", ["int"], 2],
+        ("pair", 1): ["str,int", ["str,int"], 3],
+        ("pair", 2): ["str,int", ["str,int"], 2],
+    }
 
 
 @pytest.mark.parametrize(

@@ -269,6 +269,29 @@ def test_a_byte_order_mark_at_the_start_of_a_file_is_skipped(tmp_path: Path, inp
     assert records[0][1] == {"text": "name,count", "csv": ["name", "count"], "jsonl": {"name": "a"}}[input_format]
 
 
+@pytest.mark.parametrize("chunk_bytes", [2, 7, 1 << 22])
+@pytest.mark.parametrize("first_line", [b"", b"a", b"first line"])
+def test_splits_cut_anywhere_near_a_byte_order_mark_read_every_line_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_bytes: int, first_line: bytes
+) -> None:
+    """The first line of a file that starts with a BOM is read once, at its offset after the BOM, whatever two
+    splits cut the file near it: a split starting inside the BOM (or right after it) skipped it as the split
+    before's, and that split, ending before its first byte, had left it to the next one: it was lost."""
+    monkeypatch.setattr(hop.inputs, "CHUNK_BYTES", chunk_bytes)
+    path = tmp_path / "input.txt"
+    data = hop.inputs.UTF8_BOM + first_line + b"\nsecond\nthird\n"
+    path.write_bytes(data)
+    expected = [(3, first_line.decode()), (4 + len(first_line), "second"), (11 + len(first_line), "third")]
+    for cut in range(1, len(first_line) + 6):
+        for second_cut in (cut + 1, cut + 3, len(data)):
+            bounds = sorted({0, cut, min(second_cut, len(data)), len(data)})
+            splits = [Split(str(path), lo, hi - lo) for lo, hi in zip(bounds, bounds[1:], strict=False)]
+            assert [pair for split in splits for pair in iter_lines(split)] == expected, bounds
+    for split_size in range(1, 6):  # as make_splits cuts it, for --split-size
+        got = [pair for split in make_splits([str(path)], split_size) for pair in iter_lines(split)]
+        assert got == expected, f"split size {split_size}"
+
+
 def test_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown input format"):
         list(iter_records(Split("x", 0, 1), "parquet"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import collections
+import datetime
+import enum
 import math
 from typing import Any
 
@@ -9,7 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shuffle.keys import MIXED, NanKeyError, combined_order, order_tag, refuse_nan_keys, sort_keys, total_order_key
+from shuffle.keys import (
+    MIXED,
+    NanKeyError,
+    combined_order,
+    is_key,
+    order_tag,
+    plain_key,
+    refuse_nan_keys,
+    sort_keys,
+    total_order_key,
+)
 
 # -- total order ---------------------------------------------------------------------------------------------
 
@@ -258,3 +271,64 @@ def test_a_nan_key_is_refused(keys: list[Any]) -> None:
 def test_keys_without_nan_pass(keys: list[Any]) -> None:
     for tag in (None, order_tag(keys)):
         refuse_nan_keys(keys, tag)
+
+
+# -- plain keys ----------------------------------------------------------------------------------------------
+
+
+class _Color(enum.IntEnum):
+    RED = 1
+
+
+class _Size(enum.StrEnum):
+    SMALL = "s"
+
+
+class _Mode(str, enum.Enum):  # noqa: UP042 (the mixin that StrEnum is not: str(member) is "_Mode.FAST")
+    FAST = "f"
+
+
+class _Folded(str):
+    """A str comparing without case: ``_Folded("A")`` and ``_Folded("a")`` are one key, but "A" and "a" two."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and self.lower() == other.lower()
+
+    def __hash__(self) -> int:
+        return hash(self.lower())
+
+
+_Point = collections.namedtuple("_Point", "x y")
+
+
+@pytest.mark.parametrize(
+    ("key", "plain"),
+    [
+        (_Color.RED, 1),
+        (enum.IntFlag("Flag", "A B").B, 2),
+        (_Size.SMALL, "s"),
+        (_Mode.FAST, "f"),
+        (("a", (_Color.RED, None)), ("a", (1, None))),
+        (_Point(1, _Color.RED), (1, 1)),
+        (("a", 2.5, b"x", True), ("a", 2.5, b"x", True)),
+    ],
+)
+def test_a_key_of_a_subclass_of_a_key_type_is_its_plain_value(key: Any, plain: Any) -> None:
+    """What the shuffle sends for an IntEnum member... (msgpack's base type): the same key, of the exact types
+    that have a place in the order, at any depth."""
+    got = plain_key(key)
+    assert got == plain and repr(got) == repr(plain), got
+    assert is_key(key) and hash(got) == hash(key)
+    sort_keys([got, "b", 0])
+
+
+@pytest.mark.parametrize(
+    "key",
+    [datetime.date(2020, 1, 2), frozenset({1}), ("a", datetime.date(2020, 1, 2)), _Folded("A"), ("x", _Folded("A"))],
+)
+def test_a_key_of_another_type_has_no_plain_value(key: Any) -> None:
+    """Another type has no place in the order; nor has a subclass comparing its own way (two of its keys the map
+    kept apart could be one plain value)."""
+    assert not is_key(key)
+    with pytest.raises(TypeError, match="is not a msgpack-able key"):
+        plain_key(key)

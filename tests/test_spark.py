@@ -74,6 +74,7 @@ RUNS = [
     SparkRun("mean", "mean_length", ["words.txt"], reducers=2, job_class="WordLengths"),
     SparkRun("distinct", "mean_length", ["words.txt"], reducers=2, job_class="DistinctWords"),
     SparkRun("mixed_keys", "mixed_keys", ["mixed.txt"], reducers=2),
+    SparkRun("enum_keys", "enum_keys", ["colors.txt"], reducers=2),
     SparkRun("big_ints", "big_ints", ["big.jsonl"], reducers=2),
     SparkRun("counted_states", "counted_states", ["words.txt"], reducers=2),
     SparkRun("counted_spills", "counted_states", ["words.txt"], reducers=2, options={"spill_records": SPILL_RECORDS}),
@@ -162,6 +163,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
             file.write(json.dumps({"user": f"user-{number % 37}", "amount": number * 7 % 101}) + "\n")
             if number % 500 == 0:
                 file.write("\n")
+    (folder / "colors.txt").write_text("red green red\ngreen red\n")
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
     big = "1" + "0" * 5000  # (as text: this process keeps Python's 4,300-digit limit on int <-> str)
@@ -237,6 +239,7 @@ def builtin_counters(counters: dict[str, Any]) -> dict[str, Any]:
         "mean",
         "distinct",
         "mixed_keys",
+        "enum_keys",
         "big_ints",
         "counted_states",
         "hooks",

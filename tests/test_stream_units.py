@@ -3,6 +3,7 @@ C2 scoreboard, late cells, differential windows, checkpoints) and the coordinato
 
 from __future__ import annotations
 
+import enum
 import random
 import re
 from collections import Counter
@@ -182,6 +183,30 @@ def test_pane_buffer_sums_what_batch_sums() -> None:
     buffer.add(0, [("x", "a"), ("y", 0.5)])
     buffer.add(0, [("x", "b"), ("y", 1)])
     assert buffer.panes[0] == {"x": "ab", "y": 1.5}
+
+
+class _Color(enum.IntEnum):
+    RED = 1
+    GREEN = 2
+
+
+@pytest.mark.parametrize("aggregate", [Sum(), None], ids=["Sum", "combine"])
+def test_pane_buffer_seals_intenum_keys_as_their_ints_as_batch_sends_them(aggregate: Aggregate | None) -> None:
+    """A continuous job whose map yields IntEnum members failed as its pane was sealed ("map task 0: key
+    <Color.RED: 1> of type Color is not a msgpack-able key"), with an aggregate too; they go as their ints, which a
+    combine receives, as in a batch job (shuffle.keys.plain_key)."""
+    received: list[Any] = []
+
+    def combine(key: Any, values: list[int]) -> Any:
+        received.append(key)
+        yield key, sum(values)
+
+    buffer = PaneBuffer(1, lambda key: 0, aggregate, None if aggregate else combine)
+    buffer.add(0, [(_Color.RED, 1), (("x", _Color.GREEN), 1), (_Color.RED, 2)])
+    (sealed,) = buffer.seal_below(1)
+    pairs = list(iter_run(sealed.runs[0][0]))
+    assert pairs == [(1, 3), (("x", 2), 1)] and [type(key) for key, _ in pairs] == [int, tuple]
+    assert aggregate or [repr(key) for key in received] == ["1", "('x', 2)"]
 
 
 class _CountedCountDistinct(CountDistinct):

@@ -18,7 +18,7 @@ from typing import Any
 
 from hop.aggregates import Aggregate
 from shuffle.buffer import map_or_combine, none_state_error
-from shuffle.keys import sort_keys
+from shuffle.keys import plain_key, sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.runs import UnencodableRecordError, encode_run
 
@@ -133,7 +133,13 @@ class PaneBuffer:
             keys_by_partition[self.partition(key)].append(key)
         runs = []
         for keys in keys_by_partition:
-            ordered, tag = sort_keys(keys)
+            try:
+                ordered, tag = sort_keys(keys)
+            except TypeError:
+                # A key of a subclass of a key type (an IntEnum member...) goes as its plain value, as a batch map
+                # sends it (``shuffle.buffer``); equal, with the same hash, it finds its entry in ``table``. Other
+                # keys that are no key raise here, as they did in the sort.
+                ordered, tag = sort_keys([plain_key(key) for key in keys])
             out_keys: list[Any] = []
             out_values: list[Any] = []
             for key in ordered:
