@@ -1,7 +1,7 @@
 """The cluster monitor's dashboard against a live monitor on a real cluster: its JSON API, ``/metrics``, the pushed
 state, the routes without a monitor, and the page in headless Chromium (drill-down from the cluster to a rack to a
 host with live charts; an alert raised by an induced CPU hog showing up without a reload; a killed worker as a fault
-and a missing host).
+and a missing host; a worker that registered after the monitor started named as unwatched).
 
 One cluster and one monitoring job serve the whole module (starting them costs seconds; windows come every 2 s).
 Its windows are short and its alert rules quick (``hop monitor --window 4s --alert-average 10s --alert-after 3
