@@ -31,7 +31,12 @@ import zmq
 from hop.inputs import InputError, expand_inputs
 from hop.jobspec import JobSpec
 from hop.lifetime import embedded, ignore_stop_signals, orphaned
-from hop.online.snapshots import remove_leftovers, snapshot_directory, write_final_partition_snapshot
+from hop.online.snapshots import (
+    publish_snapshot,
+    snapshot_directory,
+    staging_directory,
+    write_final_partition_snapshot,
+)
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import OutputExistsError, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
@@ -390,13 +395,12 @@ class Coordinator:
         self._free_slot(msg, msg["kind"])
         job = self._job_for(msg)
         if job is not None and job.state != "running":
-            # A finished job's attempt (stopped when accurate, or failed) may have written under _temporary after
-            # the job's end removed it; it is dead now, so its leftovers can go, unless a job running now (submitted
-            # again with --overwrite) writes its own there.
+            # A finished job's attempt (stopped when accurate, or failed) may have written under _temporary (its
+            # output, a snapshot's files) after the job's end removed it; it is dead now, so its leftovers can go,
+            # unless a job running now (submitted again with --overwrite) writes its own there.
             sharing = any(o.state == "running" and o.spec.output == job.spec.output for o in self.jobs.values())
             if not sharing:
                 shutil.rmtree(Path(job.spec.output) / "_temporary", ignore_errors=True)
-                remove_leftovers(job.spec.output)  # (a snapshot's files it was writing)
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
         worker = self.workers.get(msg["worker"])
@@ -740,9 +744,7 @@ class Coordinator:
         if snapshot is None:
             return
         description = job.snapshots.describe(snapshot, with_rows=False)
-        folder = snapshot_directory(job.spec.output, snapshot.label)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "_snapshot.json").write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+        folder = publish_snapshot(job.spec.output, snapshot.label, description)
         downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
         if downstream is not None and downstream.state == "running" and downstream.snapshots is not None:
             # Snapshots flow down a pipeline: the next job recomputes from this one, marked with its progress.
@@ -780,7 +782,7 @@ class Coordinator:
         for snapshot in tracker.snapshots:
             if snapshot.complete or index in snapshot.partitions or not part.exists():
                 continue
-            folder = snapshot_directory(job.spec.output, snapshot.label)
+            folder = staging_directory(job.spec.output, snapshot.label)
             groups, rows = write_final_partition_snapshot(folder, index, part)
             fields: dict[str, Any] = {
                 "label": snapshot.label,
@@ -1317,8 +1319,7 @@ class Coordinator:
     def _write_job_files(job: JobState, output: Path, succeeded: bool, mark: bool = True) -> None:
         """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded`` (and
         ``mark``: not when the client marks it, ``success_by_client``)."""
-        shutil.rmtree(output / "_temporary", ignore_errors=True)
-        remove_leftovers(output)
+        shutil.rmtree(output / "_temporary", ignore_errors=True)  # (with the snapshots never completed)
         bad = job.bad_records()
         if bad:
             folder = output / "_bad_records"

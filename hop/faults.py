@@ -4,8 +4,9 @@ Set ``HOP_FAULT`` in the environment of the cluster's processes (the embedded cl
 a comma-separated list of ``KIND:POINT:INDEX[:ATTEMPT[:TARGET]]``:
 
 - ``KIND`` is ``map`` or ``reduce``; ``INDEX`` the task index; ``ATTEMPT`` the attempt number (default 0, so the
-  retry runs clean); ``TARGET`` is ``task`` (default: SIGKILL the task process) or ``worker`` (SIGKILL the worker
-  process, then the task process: the whole node is gone).
+  retry runs clean); ``TARGET`` is ``task`` (default: SIGKILL the task process), ``worker`` (SIGKILL the worker
+  process, then the task process: the whole node is gone) or ``pause`` (the task stops there for
+  ``PAUSE_SECONDS``, then goes on: a test can act while the task is at that point, e.g. cancel its job).
 - map points: ``running`` (after the first progress report, mid-input), ``pushed`` (after the first spill was
   registered and pushed to every reducer, before commit), ``checkpointed`` (after the first checkpoint was sent,
   given ``hop.tasks.FAULT_SEND_SECONDS`` to leave the process, and its spills pushed: the retry resumes there),
@@ -22,11 +23,16 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 POINTS = {
     "map": ("running", "pushed", "checkpointed", "done"),
     "reduce": ("snapshot", "snapshotting", "received", "merging", "commit"),
 }
+TARGETS = ("task", "worker", "pause")
+
+PAUSE_SECONDS = 60.0
+"""How long a ``pause`` fault holds its task: longer than a test waits for anything."""
 
 
 def _parse(spec: str) -> list[tuple[str, str, int, int, str]]:
@@ -39,8 +45,8 @@ def _parse(spec: str) -> list[tuple[str, str, int, int, str]]:
             )
         attempt = int(fields[3]) if len(fields) > 3 else 0
         target = fields[4] if len(fields) > 4 else "task"
-        if target not in ("task", "worker"):
-            raise ValueError(f"HOP_FAULT entry {item!r}: target must be task or worker")
+        if target not in TARGETS:
+            raise ValueError(f"HOP_FAULT entry {item!r}: target must be one of {', '.join(TARGETS)}")
         faults.append((fields[0], fields[1], int(fields[2]), attempt, target))
     return faults
 
@@ -52,12 +58,15 @@ def wanted(kind: str, point: str, index: int, attempt: int) -> bool:
 
 
 def inject(kind: str, point: str, index: int, attempt: int) -> None:
-    """Kill the configured target if a fault is set for this point; otherwise do nothing."""
+    """Kill (or pause) the configured target if a fault is set for this point; otherwise do nothing."""
     spec = os.environ.get("HOP_FAULT")
     if not spec:
         return
     for fault in _parse(spec):
         if fault[:4] == (kind, point, index, attempt):
+            if fault[4] == "pause":
+                time.sleep(PAUSE_SECONDS)
+                continue
             if fault[4] == "worker":
                 os.kill(os.getppid(), signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)

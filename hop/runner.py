@@ -302,10 +302,16 @@ def timeout_reason(timeout: float | None) -> str:
     return f"cancelled: --timeout {timeout:g}s passed"
 
 
+TASKS_END_SECONDS = 5.0
+"""How long cancelling the embedded cluster's jobs waits for their tasks to end (they are killed: it takes
+milliseconds) before the cluster is stopped."""
+
+
 def cancel_submitted(interrupted: Client | None, everything: bool = False, reason: str | None = None) -> None:
     """Cancel the still-running jobs an interrupted run had submitted through ``interrupted`` (a fresh connection:
     the old one may be in the middle of a request); ``everything``: every running job (the embedded cluster's jobs
-    are all this run's, including one whose submission was interrupted before its id came back). ``reason``: the
+    are all this run's, including one whose submission was interrupted before its id came back), then wait until
+    their tasks have ended (:func:`_await_tasks_ended`). ``reason``: the
     jobs' error (default: the coordinator's, for ``hop stop`` or an interruption). A job already ended is left as it
     is, so calling this twice cancels once; a coordinator gone is no error. The coordinator has written a cancelled
     job's ``_job.json`` by the time this returns."""
@@ -321,8 +327,28 @@ def cancel_submitted(interrupted: Client | None, everything: bool = False, reaso
             with contextlib.suppress(CoordinatorUnavailable, JobRejected):
                 if client.stop(job_id, reason).get("cancelled"):
                     print(f"hop: cancelled {job_id}", file=sys.stderr)
+        if everything:
+            _await_tasks_ended(client, TASKS_END_SECONDS)
     finally:
         client.close()
+
+
+def _await_tasks_ended(client: Client, timeout: float) -> None:
+    """Wait until every live worker has all its slots free, at most ``timeout`` seconds. A cancelled job's tasks are
+    killed after it ended, and one may write in the meantime (a snapshot's files, its output, under
+    ``OUT/_temporary``); the coordinator removes that as it hears of each kill, which a cluster stopped at once never
+    told it: a Ctrl-C left a reducer's files of a snapshot that was never completed in ``OUT``."""
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(CoordinatorUnavailable):
+        while time.monotonic() < deadline:
+            workers = [worker for worker in client.workers() if worker["alive"]]
+            if all(
+                worker[f"free_{pool}"] >= worker[f"{pool}_slots"]
+                for worker in workers
+                for pool in ("map", "reduce", "stream")
+            ):
+                return
+            time.sleep(0.02)
 
 
 def _cancel_before_cleanup(client: Client, error: BaseException, timeout: float | None) -> None:

@@ -9,7 +9,8 @@ exposition. Readers (the web view) take ``snapshot()`` or wait on
 
 The query's sources are the workers there were when it was submitted: a worker that registers later (a new name, not
 one restarted under its old name) is not in its windows. The feed says so on stderr, once per such worker, and lists
-them in ``snapshot()["unwatched_workers"]``: a monitor started again watches them.
+them in ``snapshot()["unwatched_workers"]`` (a new state, so the dashboard shows them at once): a monitor started
+again watches them.
 
 With ``keep_windows`` N, the feed removes the folders of all but the newest N complete windows of ``OUT/windows/``
 (the monitoring query writes one every slide, some 20 KB each, for as long as it runs) after each poll that brought
@@ -114,8 +115,10 @@ class MonitorFeed(threading.Thread):
         for worker in workers:
             name = worker["name"]
             if worker.get("alive") and worker.get("samples") and name not in watched and name not in self.unwatched:
-                with self.lock:
+                with self.changed:  # a new state: pushed to the dashboard now, not with the next window
                     self.unwatched.append(name)
+                    self.version += 1
+                    self.changed.notify_all()
                 print(
                     f"hop: warning: worker {name} registered after the monitor started; the monitoring query watches "
                     f"the workers it started with ({', '.join(n for n in watched if n != COORDINATOR)}), not {name}: "

@@ -237,7 +237,8 @@ def test_a_worker_that_registers_after_the_monitor_started_is_said_to_be_unwatch
 ) -> None:
     """The query's sources are the workers there were when it started: one that registered later was in the
     dashboard's worker list and nowhere else (no host, no alert, not missing), without a word. The feed says so once
-    and lists it (here the monitor was started with the first of two workers only, as if the second came later)."""
+    and lists it, a new state for the dashboard (here the monitor was started with the first of two workers only, as
+    if the second came later)."""
     from monitoring.cli import wait_for_workers
     from monitoring.feed import MonitorFeed
 
@@ -257,6 +258,7 @@ def test_a_worker_that_registers_after_the_monitor_started_is_said_to_be_unwatch
         finally:
             feed.stop()
     assert feed.snapshot()["unwatched_workers"] == [later["name"]]
+    assert feed.snapshot()["version"] == 1, "a new state (pushed to the dashboard), though no window came"
     said = [line for line in capfd.readouterr().err.splitlines() if "registered after the monitor started" in line]
     assert said == [
         f"hop: warning: worker {later['name']} registered after the monitor started; the monitoring query watches "

@@ -1,7 +1,7 @@
 """The cluster monitor's dashboard against a live monitor on a real cluster: its JSON API, ``/metrics``, the pushed
 state, the routes without a monitor, and the page in headless Chromium (drill-down from the cluster to a rack to a
 host with live charts; an alert raised by an induced CPU hog showing up without a reload; a killed worker as a fault
-and a missing host).
+and a missing host; a worker that registered after the monitor started named as unwatched).
 
 One cluster and one monitoring job serve the whole module (starting them costs seconds; windows come every 2 s).
 Its windows are short and its alert rules quick (``hop monitor --window 4s --alert-average 10s --alert-after 3
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -504,6 +506,49 @@ def test_dashboard_shows_a_blocked_map_as_a_stuck_task(monitored: Monitored, tmp
             assert "map-00001 #0" in text and "BlockedMap" in text and "no progress for" in text, text
             assert page.inner_text("#stuck-count") == "1"
         assert not errors, errors  # (its clearing: test_metrics_show_a_blocked_map_stuck_and_the_jobs_progress...)
+
+
+@contextmanager
+def late_worker(address: str, name: str, spill_dir: Path) -> Iterator[None]:
+    """A standalone worker of the cluster at ``address``, started now (``hop worker``), stopped on leaving."""
+    spill_dir.mkdir()
+    command = ["worker", "--coordinator", address, "--name", name, "--map-slots", "1", "--reduce-slots", "1"]
+    options = ["--sample-scope", "process", "--sample-interval", "0.5", "--spill-dir", str(spill_dir)]
+    worker = subprocess.Popen([sys.executable, "-m", "hop", *command, *options])
+    try:
+        yield
+    finally:
+        worker.terminate()  # (a standalone worker stops on SIGTERM, telling the coordinator)
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(timeout=5)
+
+
+@needs_chromium
+def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(tmp_path: Path) -> None:
+    """The query watches the workers there were when it started: one that registers later is in none of its windows,
+    charts or alerts. The dashboard said nothing of it (only stderr and ``unwatched_workers`` in the JSON state did);
+    it names it, pushed to the open page, and says to restart the monitor."""
+    with (
+        LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster,
+        monitor(cluster, tmp_path / "monitor") as feed,
+        WebServer(cluster.address, 0, monitor=[feed]) as web,
+        browser_page() as (page, errors),
+    ):
+        page.goto(web.url + "monitor", timeout=30_000)
+        page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=60_000)  # a window is shown
+        assert page.is_hidden("#unwatched-workers")
+        with late_worker(cluster.address, "late-0", tmp_path / "spills"):
+            page.wait_for_selector("#unwatched-workers:not([hidden]) [data-worker=late-0]", timeout=30_000)
+            text = page.inner_text("#unwatched-workers")
+            assert text.startswith("Unwatched worker: late-0 registered after the monitor started"), text
+            assert "Restart hop monitor to watch it." in text, text
+            assert page.is_visible("#unwatched-workers")
+            page.screenshot(path=str(tmp_path / "monitor-unwatched.png"))
+        assert not errors, errors
+    assert feed.snapshot()["unwatched_workers"] == ["late-0"]
 
 
 def _cancel_hog(cluster: LocalCluster) -> None:

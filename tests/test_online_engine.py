@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -497,3 +499,87 @@ def _pageviews_with_reduce_fault(
             return online_run(client, "pageviews", [pageviews_dir], tmp_path / "out", snapshot_every=0.25, seed=3)
         finally:
             client.close()
+
+
+def _partial_snapshots(output: Path) -> list[str]:
+    """What in ``OUT/_snapshots/`` a reader could take for a snapshot that is not one: a folder without its
+    ``_snapshot.json``, or a file being written (a hidden temporary)."""
+    folders = sorted(output.glob("_snapshots/*"))
+    partial = [f"{f.name}/ ({len(list(f.iterdir()))} files)" for f in folders if not (f / "_snapshot.json").exists()]
+    return partial + [str(path.relative_to(output)) for path in output.glob("_snapshots/**/.*")]
+
+
+def test_a_job_cancelled_while_a_snapshot_is_assembled_keeps_only_its_complete_snapshots(
+    pageviews_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot's partitions went straight into ``OUT/_snapshots/<label>/`` as each answered, its
+    ``_snapshot.json`` once the last had: a job cancelled in between (``hop stop``) left that folder, some partitions'
+    files and no ``_snapshot.json``, for good, and while the job ran it was there for a reader to take as a
+    snapshot. Here partition 0 commits (its final output answers ``hop snapshot``) while reducer 1 is held before its
+    merge, so a snapshot asked for then has one partition of two when the job is cancelled."""
+    from hop.local_cluster import LocalCluster
+
+    monkeypatch.setenv("HOP_FAULT", "reduce:received:1:0:pause")
+    output = tmp_path / "out"
+    job_class = load_job_file(job_path("pageviews"))
+    options = online_options(job_class, [str(pageviews_dir)], snapshot_every=0.25, seed=3)
+    spec = build_spec(job_class, [str(pageviews_dir)], str(output), num_reduces=2, split_size=1 << 20, options=options)
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            job_id = client.submit(spec)
+            deadline = time.monotonic() + TIMEOUT
+            while [task["state"] for task in client.job(job_id)["tasks"] if task["kind"] == "reduce"] != [
+                "committed",
+                "running",
+            ]:
+                assert time.monotonic() < deadline, "partition 0 committed, reducer 1 held before its merge"
+                time.sleep(0.05)
+            requested = client.snapshot_now(job_id)
+            while not [s for s in client.snapshots(job_id) if s["label"] == requested["label"] and s["partitions"]]:
+                assert time.monotonic() < deadline, "partition 0 answered the snapshot"
+                time.sleep(0.05)
+            described = {s["label"]: s for s in client.snapshots(job_id)}
+            assert not described[requested["label"]]["complete"]
+            assert _partial_snapshots(output) == [], "a reader of OUT/_snapshots/ sees whole snapshots only"
+            client.stop(job_id)
+            assert client.wait(job_id, timeout=TIMEOUT)["state"] == "failed"
+        finally:
+            client.close()
+    complete = sorted(label for label, snapshot in described.items() if snapshot["complete"])
+    assert complete, "snapshots completed while the maps ran"
+    assert sorted(folder.name for folder in output.glob("_snapshots/*")) == complete, "the complete ones stay"
+    assert _partial_snapshots(output) == []
+    assert not list(output.rglob(".*")) and not (output / "_temporary").exists()
+
+
+def test_ctrl_c_on_hop_run_while_a_snapshot_is_written_leaves_no_partial_snapshot(
+    pageviews_dir: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C on ``hop run`` while reducer 1 is half-way through writing a snapshot's files (held there) and
+    reducer 0 has written its own: the job is cancelled, and neither partition's files are left in
+    ``OUT/_snapshots/`` (they were, in each of 3 runs), nor in ``OUT/_temporary``: reducer 0 may write a later
+    snapshot after the job ended, which the coordinator removes once it hears the reducer was killed, and the
+    embedded cluster was stopped before that (1 run in 3 left it)."""
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("pageviews"), str(pageviews_dir), "-o", str(output)]
+    options = ["--workers", "2", "--reducers", "2", "--split-size", str(1 << 20), "--quiet"]
+    online = ["--snapshot-every", "0.25", "--order", "random", "--seed", "3"]
+    environment = {**os.environ, "HOP_FAULT": "reduce:snapshotting:1:0:pause"}
+    run = subprocess.Popen([*command, *options, *online], env=environment, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (list(output.rglob("estimates-00000.jsonl")) and list(output.rglob(".part-00001.*.tmp"))):
+            assert time.monotonic() < deadline and run.poll() is None, "both reducers writing the first snapshot"
+            time.sleep(0.02)
+        assert _partial_snapshots(output) == [], "a reader of OUT/_snapshots/ sees whole snapshots only"
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=TIMEOUT)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate(timeout=10)
+    assert run.returncode == 130, stderr
+    assert _partial_snapshots(output) == [], stderr
+    left = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+    assert not list(output.rglob(".*")) and not (output / "_temporary").exists(), left

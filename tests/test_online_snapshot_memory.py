@@ -11,6 +11,7 @@ from typing import Any
 
 from hop.aggregates import Mean, Sum
 from hop.online.reducer import ReducerSnapshots
+from hop.online.snapshots import staging_directory
 from shuffle.fold import FoldingRunStore
 from shuffle.keys import order_tag, sort_keys
 from shuffle.runs import encode_run
@@ -65,7 +66,7 @@ def test_a_snapshot_of_many_distinct_keys_keeps_to_the_reducers_budget(tmp_path:
         snapshots.store.close()
     assert "error" not in fields and fields["groups"] == 60_000
     assert peak - base < 10 << 20, f"{(peak - base) / 1e6:.1f} MB"
-    lines = (tmp_path / "bounded" / "out" / "_snapshots" / "0.500" / "part-00000").read_text().splitlines()
+    lines = (staging_directory(tmp_path / "bounded" / "out", "0.500") / "part-00000").read_text().splitlines()
     assert len(lines) == 60_000 and lines[0].startswith('"w00-00000"\t') and lines[-1].startswith('"w19-02999"\t')
 
 
@@ -81,7 +82,7 @@ def _random_runs(seed: int, chunks: int) -> list[tuple[int, int, int, int, dict[
 
 
 def _files(snapshots: ReducerSnapshots, label: str) -> tuple[str, str]:
-    folder = Path(snapshots.output) / "_snapshots" / label
+    folder = staging_directory(snapshots.output, label)  # (where a reducer writes: published once all answered)
     return (folder / "part-00000").read_text(), (folder / "estimates-00000.jsonl").read_text()
 
 
@@ -156,7 +157,7 @@ def test_a_hand_written_reduce_snapshot_streams_the_runs_it_holds(tmp_path: Path
     try:
         assert "error" not in fields and fields["groups"] == 300
         assert peak - base < 5 << 20, f"{(peak - base) / 1e6:.1f} MB"
-        part = tmp_path / "out" / "_snapshots" / "0.500" / "part-00000"
+        part = staging_directory(tmp_path / "out", "0.500") / "part-00000"
         assert part.read_text() == "".join(f'"{key}"\t{expected[key]!r}\n' for key in sorted(expected))
         assert sorted(path.name for path in (tmp_path / "store").iterdir() if "merged" in path.name) == []
         assert store.disk_bytes == sum(path.stat().st_size for path in (tmp_path / "store").iterdir())

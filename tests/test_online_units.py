@@ -16,7 +16,7 @@ from hop.inputs import make_splits
 from hop.jsonline import to_json
 from hop.online.estimators import Bytes, estimate_mean, estimate_total, estimate_totals, t_quantile
 from hop.online.reducer import ReducerSnapshots, _interval_fields
-from hop.online.snapshots import ROWS_ON_THE_WIRE, top_positions, write_final_partition_snapshot
+from hop.online.snapshots import ROWS_ON_THE_WIRE, staging_directory, top_positions, write_final_partition_snapshot
 from hop.online.state import SnapshotState, SnapshotTable
 from hop.online.tracker import HISTORY_ROWS, MIN_CHUNKS_PER_STRATUM, UNBOUNDED_EXAMPLES, SnapshotTracker
 from hop.planning import plan_map_inputs
@@ -381,7 +381,7 @@ def _snapshot_values(snapshots: ReducerSnapshots, label: str) -> tuple[list[int]
     """The chunks a snapshot says it covers and its values so far, read back from its files."""
     fields = snapshots.take(label)
     assert "error" not in fields
-    rows = Path(snapshots.output) / "_snapshots" / label / "estimates-00000.jsonl"
+    rows = staging_directory(snapshots.output, label) / "estimates-00000.jsonl"  # (published once all answered)
     values = {row["key"]: row["value"] for row in map(json.loads, rows.read_text(encoding="utf-8").splitlines())}
     return fields.get("chunks_seen"), values
 
@@ -567,10 +567,10 @@ def test_snapshot_requests_queued_together_are_answered_by_one_snapshot(tmp_path
         answers = snapshots.answer(requests)
         assert [answer["label"] for answer in answers] == ["0.100", "0.200", "0.300"]
         assert all(answer["seconds"] == answers[-1]["seconds"] for answer in answers), "one snapshot, taken once"
-        folder = tmp_path / "out" / "_snapshots"
-        files = [(folder / label / "estimates-00000.jsonl").read_text() for label in ("0.100", "0.200", "0.300")]
+        folders = [staging_directory(tmp_path / "out", label) for label in ("0.100", "0.200", "0.300")]
+        files = [(folder / "estimates-00000.jsonl").read_text() for folder in folders]
         assert files[0] == files[1] == files[2] and '"key":"a"' in files[0]
-        assert (folder / "0.100" / "part-00000").read_text() == (folder / "0.300" / "part-00000").read_text()
+        assert (folders[0] / "part-00000").read_text() == (folders[2] / "part-00000").read_text()
         assert snapshots.taken == 3
     finally:
         snapshots.store.close()

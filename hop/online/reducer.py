@@ -35,7 +35,7 @@ from typing import Any
 from hop import faults
 from hop.aggregates import Aggregate, Count
 from hop.inputs import parse_output_line
-from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, snapshot_directory
+from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, staging_directory
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable, summary_keys
 from hop.online.tracker import UNBOUNDED_EXAMPLES
 from shuffle.keys import sort_keys
@@ -163,7 +163,7 @@ class ReducerSnapshots:
     def _copy(self, taken: dict[str, Any], label: str) -> dict[str, Any]:
         """``taken``'s files and fields under ``label`` as well."""
         if "error" not in taken:
-            source, target = snapshot_directory(self.output, taken["label"]), snapshot_directory(self.output, label)
+            source, target = staging_directory(self.output, taken["label"]), staging_directory(self.output, label)
             target.mkdir(parents=True, exist_ok=True)
             for name in (f"part-{self.index:05d}", f"estimates-{self.index:05d}.jsonl"):
                 temporary = target / f".{name}.{os.getpid()}.tmp"
@@ -183,7 +183,7 @@ class ReducerSnapshots:
         batches = self._batches(source)
         try:
             first = next(batches, None)  # (a reduce that fails at once leaves no files behind)
-            with PartitionSnapshotWriter(snapshot_directory(self.output, label), self.index) as writer:
+            with PartitionSnapshotWriter(staging_directory(self.output, label), self.index) as writer:
                 for batch in itertools.chain([] if first is None else [first], batches):
                     writer.add(batch)
                     intervals.add(batch)

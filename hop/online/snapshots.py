@@ -9,12 +9,17 @@
 
 ``<label>`` is the progress the snapshot was taken at, three decimals (``0.100``; more when ``--snapshot-every`` is
 below 0.001, so labels stay unique: ``0.0005``); a snapshot asked for with ``hop snapshot`` is
-``<progress>-now<seq>``. Files are written under a temporary name and renamed.
+``<progress>-now<seq>``.
+
+A snapshot is assembled out of sight, in ``OUT/_temporary/snapshots/<label>/`` (its staging folder): each partition's
+files are written there under a temporary name and renamed, and once every partition answered the coordinator writes
+``_snapshot.json`` there and renames the folder to ``OUT/_snapshots/<label>/`` (:func:`publish_snapshot`). A folder of
+``OUT/_snapshots/`` is thus a whole snapshot, never one being written or one whose job ended first (cancelled,
+stopped early, failed, its reducers killed mid-write): those stay in ``OUT/_temporary``, which the job's end removes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import json
 import math
@@ -34,8 +39,9 @@ __all__ = [
     "row_to_wire",
     "snapshot_directory",
     "label_digits",
-    "remove_leftovers",
+    "publish_snapshot",
     "snapshot_label",
+    "staging_directory",
     "top_positions",
     "write_final_partition_snapshot",
     "write_partition_snapshot",
@@ -61,7 +67,32 @@ def label_digits(every: float | None) -> int:
 
 
 def snapshot_directory(output: str | Path, label: str) -> Path:
+    """Where snapshot ``label`` is published, whole: ``OUT/_snapshots/<label>``."""
     return Path(output) / "_snapshots" / label
+
+
+def staging_directory(output: str | Path, label: str) -> Path:
+    """Where snapshot ``label``'s files are written until it is published: ``OUT/_temporary/snapshots/<label>``."""
+    return Path(output) / "_temporary" / "snapshots" / label
+
+
+def publish_snapshot(output: str | Path, label: str, description: dict[str, Any]) -> Path:
+    """Write ``_snapshot.json`` (``description``) into snapshot ``label``'s staging folder, every partition's files
+    being there (and the temporaries of attempts killed while writing them gone), and rename the folder into
+    ``OUT/_snapshots/``: it appears there whole or not at all. Returns the
+    published folder. A label is published once: a folder already there (none is, in an output cleared at submit)
+    is an error, not replaced."""
+    staging = staging_directory(output, label)
+    staging.mkdir(parents=True, exist_ok=True)  # (no partition wrote files: each answered with an error)
+    for temporary in staging.glob(".*.tmp"):  # of attempts killed while writing there: their retries wrote it whole
+        temporary.unlink(missing_ok=True)
+    (staging / "_snapshot.json").write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
+    folder = snapshot_directory(output, label)
+    folder.parent.mkdir(exist_ok=True)
+    if folder.exists():
+        raise FileExistsError(f"snapshot {label} is already published in {folder}")
+    os.rename(staging, folder)
+    return folder
 
 
 def row_to_wire(row: SnapshotRow) -> dict[str, Any]:
@@ -128,18 +159,6 @@ def top_positions(shown: Sequence[Any], limit: int) -> list[int]:
     for position, value in enumerate(shown):
         ranked.add(value, position)
     return ranked.items()
-
-
-def remove_leftovers(output: str | Path) -> None:
-    """Delete what killed reduce attempts left in ``output``'s snapshot folders: the temporaries of files they were
-    writing (``.NAME.PID.tmp``), and a folder that held nothing else. A task is killed (SIGKILL: a cancelled job,
-    an early stop, a lost worker) with no chance to delete them, and they stayed in the job's output for good (8 MB
-    of a cancelled word count's snapshot). Called once the job has ended: no live attempt of it writes there."""
-    for folder in Path(output, "_snapshots").glob("*"):
-        for temporary in folder.glob(".*.tmp"):
-            temporary.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # (not empty: a snapshot's files)
-            folder.rmdir()
 
 
 def _write_atomically(path: Path, lines: Iterable[str]) -> None:

@@ -51,13 +51,15 @@ answers ``503`` while it is empty):
   throughout: ``missing_hosts`` lists the labels of the hosts silent in the latest window, ``missing_workers`` their
   workers (``[{"worker", "host"}]``; the scoreboard's rows are by worker, ``scoreboard.hosts`` their labels), and
   ``host_labels`` maps every worker to its label (``monitoring.state``); ``alert_rule`` is the rule the monitoring job
-  runs (``ClusterMonitor.alert_rule()``; null when the feed was not told it).
+  runs (``ClusterMonitor.alert_rule()``; null when the feed was not told it); ``unwatched_workers`` names the live
+  workers that registered after the monitoring query started, which none of its windows has (the page says so).
 - ``GET /api/monitor/series?level=host|rack|cluster&name=NAME&metric=METRIC``: one metric's series over the last
   windows, ``{"level", "name", "metric", "points": [{"t", "mean", "max", "p95"}]}`` (``t`` = the window's end; the
   cluster's name is ``""``); ``400`` for a bad level, no metric or no name of a rack or host, ``404`` for a series
   the monitor does not have.
 - ``GET /api/monitor/events``: server-sent events: ``state`` (the whole state, on connect and after every new
-  window; the event id is the feed's version) and ``waiting`` (while the monitoring job is not submitted yet).
+  window, fault or unwatched worker; the event id is the feed's version) and ``waiting`` (while the monitoring job
+  is not submitted yet).
 - ``GET /metrics``: Prometheus text exposition (``monitoring.prometheus.render``) of the latest raw samples, the
   latest window's statistics, the alerts and stuck tasks, running jobs' progress and failed attempts, faults per
   kind, missing hosts and the coordinator's view of every worker; a worker whose latest sample is stale is
@@ -513,7 +515,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def monitor_events(request: web.Request) -> web.StreamResponse:
-    """Server-sent events: ``state`` on connect and after every new window, ``waiting`` until the feed exists."""
+    """Server-sent events: ``state`` on connect and after every new state of the feed (its version), ``waiting``
+    until the feed exists."""
     box = request.app[MONITOR_KEY]
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)

@@ -387,6 +387,24 @@ function renderHeader() {
     ...missing.flatMap((host, index) => [index ? ", " : "", el("a", { href: `#/host/${encodeURIComponent(host)}` }, host)]),
     " sent no sample in the latest window (it was emitted without them; see the scoreboard).",
   );
+  renderUnwatched();
+}
+
+function renderUnwatched() {
+  // Workers that registered after the monitor started: the query has no source for them, so they are in none of its
+  // windows, charts or alerts (and never missing). Only a new monitor watches them.
+  const unwatched = view.snapshot?.unwatched_workers ?? [];
+  const banner = document.getElementById("unwatched-workers");
+  banner.hidden = !unwatched.length;
+  const several = unwatched.length > 1;
+  banner.replaceChildren(
+    el("strong", {}, `Unwatched ${several ? "workers" : "worker"}: `),
+    ...unwatched.flatMap((worker, index) => [index ? ", " : "", el("span", { className: "code", dataset: { worker } }, worker)]),
+    ` registered after the monitor started; the monitoring query watches the workers it started with, so ${several ? "these are" : "this one is"}`
+      + " in none of its windows, charts or alerts. Restart ",
+    el("span", { className: "code" }, "hop monitor"),
+    ` to watch ${several ? "them" : "it"}.`,
+  );
 }
 
 function renderBreadcrumb() {
