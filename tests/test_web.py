@@ -609,3 +609,37 @@ def test_a_port_out_of_range_or_for_no_web_view_is_refused(
     )
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_hop_web_without_a_coordinator_fails_saying_so(tmp_path: Path) -> None:
+    """``hop web --coordinator ADDR`` where no coordinator runs served a page with nothing on it, and said nothing,
+    for as long as it ran (README: such a command says so and fails with exit code 3). It now asks the coordinator
+    first, as ``hop status`` does: a missing ``ipc://`` socket file fails at once, naming it."""
+    socket_file = tmp_path / "coordinator"
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "web", "--coordinator", f"ipc://{socket_file}"],
+        capture_output=True,
+        text=True,
+        timeout=15,
+    )
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    assert f"no coordinator at ipc://{socket_file}" in result.stderr and str(socket_file) in result.stderr
+    assert "http://" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_hop_web_serves_the_view_of_a_running_cluster(cluster: LocalCluster) -> None:
+    """The check that the coordinator answers lets ``hop web`` serve a live one's workers."""
+    import re
+
+    command = [sys.executable, "-m", "hop", "web", "--coordinator", cluster.address]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()  # (its first line, printed once it serves; it ends by the kill below)
+        url = re.search(r"hop web: (http://\S+) \(Ctrl-C to stop\)", line)
+        assert url, (line, server.poll())
+        status, workers = get_json(url.group(1) + "api/workers")
+        assert status == 200 and len(workers) == cluster.num_workers, workers
+    finally:
+        server.kill()
+        server.communicate(timeout=30)
