@@ -21,6 +21,7 @@ from typing import Any
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import COORDINATOR_HELP, coordinator_address, non_negative_int, positive_int
 from hop.given_options import Given, GivenFlag, flags_given
+from hop.spark_master import spark_master_url
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration
 
@@ -421,5 +422,7 @@ def register(commands: Any) -> None:
     view.add_argument(
         "--compact", action="store_true", help="first merge the checkpoint deltas not in the view yet (starts Spark)"
     )
-    view.add_argument("--spark-master", default="local[1]", help="Spark master of --compact (default local[1])")
+    view.add_argument(
+        "--spark-master", type=spark_master_url, default="local[1]", help="Spark master of --compact (default local[1])"
+    )
     view.set_defaults(func=_view)
