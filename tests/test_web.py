@@ -221,7 +221,7 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
     status, body = get_json(web.url + "api/jobs/job-nope")
     assert status == 404 and "no job job-nope" in body["error"]
     status, body = get_json(web.url + "api/jobs/job-nope/snapshots?after=x")
-    assert status == 400 and "after must be an integer" in body["error"]
+    assert status == 400 and "after must be a snapshot's seq, an integer" in body["error"]
     for path in ("api/nothing-here", "api/"):  # (README: "the same data is JSON under /api/")
         status, body = get_json(web.url + path)
         assert status == 404 and body["error"].startswith(f"no page /{path}; the JSON API: GET /api/workers, "), body
@@ -236,9 +236,9 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
         ("api/jobs/job-nope/windows?limit=abc", "limit must be an integer number of windows, 0 or more (0: all kept), "
          "got 'abc'"),
         ("api/jobs/job-nope/windows?limit=-1", "limit must be an integer number of windows, 0 or more"),
-        ("api/jobs/job-nope/windows?after=-1", "after must be an integer window number, 0 or more (0: the newest)"),
-        ("api/jobs/job-nope/snapshots?after=-2", "after must be an integer snapshot number, -1 or more (-1: all)"),
-        ("api/jobs/job-nope/snapshots?after=1_0", "after must be an integer snapshot number, -1 or more (-1: all), "
+        ("api/jobs/job-nope/windows?after=-1", "after must be a window's seq, an integer, 0 or more (0: the newest)"),
+        ("api/jobs/job-nope/snapshots?after=-2", "after must be a snapshot's seq, an integer, -1 or more (-1: all)"),
+        ("api/jobs/job-nope/snapshots?after=1_0", "after must be a snapshot's seq, an integer, -1 or more (-1: all), "
          "got '1_0'"),
         ("api/jobs/job-nope/windows?limit=%207", "limit must be an integer number of windows, 0 or more (0: all kept), "
          "got ' 7'"),
@@ -386,7 +386,7 @@ def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, 
     listing = client.window_listing(job_id, after=2, limit=ALL_KEPT_WINDOWS)
     assert [w["seq"] for w in listing["windows"]] == [w["seq"] for w in windows[2:]], listing
     status, body = get_json(web.url + f"api/jobs/{job_id}/windows?after=two")
-    assert status == 400 and "after must be an integer window number" in body["error"]
+    assert status == 400 and "after must be a window's seq, an integer" in body["error"]
     status, body = post_json(web.url + f"api/jobs/{job_id}/stop")
     assert status == 409 and "already ended" in body["error"]
     status, body = get_json(web.url + f"api/jobs/{job_id}/results")
@@ -423,7 +423,7 @@ def test_window_requests_that_cannot_be_served(client: Client, web: WebServer, t
     status, body = get_json(web.url + "api/jobs/job-nope/windows")
     assert status == 404 and "no job job-nope" in body["error"]
     status, body = get_json(web.url + "api/jobs/job-nope/windows?after=1.5")
-    assert status == 400 and "after must be an integer" in body["error"]
+    assert status == 400 and "after must be a window's seq, an integer" in body["error"]
     status, body = post_json(web.url + "api/jobs/job-nope/stop")
     assert status == 404 and "no job job-nope" in body["error"]
     source = tmp_path / "in.txt"

@@ -404,7 +404,7 @@ def register(commands: Any) -> None:
     windows.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     windows.add_argument(
         "--after",
-        type=non_negative_int,  # (refused below 0 as the web API's after=N is: window numbers start at 1)
+        type=non_negative_int,  # (refused below 0 as the web API's after=N is: window seqs start at 1)
         default=0,
         help="only windows with seq above this, oldest first (0 or more; default 0: the newest --limit)",
     )
