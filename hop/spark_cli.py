@@ -30,6 +30,7 @@ from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
 from hop.runner import earlier_reports, no_records_note
+from hop.spark_master import spark_master_url
 from hop.wording import counted
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
@@ -59,7 +60,9 @@ def _defaults(args: argparse.Namespace) -> tuple[int, int, str]:
 
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
     """``--spark-master`` and ``--spark-conf``, for any parser that runs jobs on Spark."""
-    parser.add_argument("--spark-master", default=None, help="Spark master URL (default: local[WORKERS])")
+    parser.add_argument(
+        "--spark-master", type=spark_master_url, default=None, help="Spark master URL (default: local[WORKERS])"
+    )
     parser.add_argument(
         "--spark-conf",
         type=_setting,
@@ -191,7 +194,9 @@ def register(subparsers: Any) -> None:
         "compare", help="run a job on hop and on Spark, check the outputs agree, compare time and memory"
     )
     _add_common(parser)
-    parser.add_argument("--spark-master", default=None, help="Spark master URL (default: local[WORKERS])")
+    parser.add_argument(
+        "--spark-master", type=spark_master_url, default=None, help="Spark master URL (default: local[WORKERS])"
+    )
     parser.add_argument(
         "--tolerance", type=float, default=1e-9, help="relative tolerance for floating-point values (default 1e-9)"
     )

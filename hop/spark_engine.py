@@ -73,6 +73,7 @@ from hop.lifetime import stop_signals_taken
 from hop.outputs import check_output, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.spark_gateway import close_jvm_stderr, flush_jvm_stderr, launch_gateway
+from hop.spark_master import unreachable_master
 from hop.spark_tasks import (
     FAILURE_OPEN,
     AggregateFold,
@@ -294,6 +295,13 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         raise SparkUnavailable(java)
     if SparkContext._active_spark_context is not None:
         raise SparkUnavailable("a SparkContext is already running in this process; stop it first")
+    # (before the JVM: Spark would retry an unreachable master for a minute and then fail naming neither it nor a fix)
+    try:
+        unreachable = unreachable_master((conf or {}).get("spark.master", master))
+    except ValueError as error:  # (a malformed spark:// URL; --spark-master refuses one before this)
+        unreachable = str(error)
+    if unreachable is not None:
+        raise SparkUnavailable(unreachable)
     settings = {
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,

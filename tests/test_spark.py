@@ -417,6 +417,36 @@ def test_java_missing_or_a_wrong_java_home_says_what_to_install_or_set(
     assert (java_problem() or "").startswith("Java is not installed (Spark needs Java 17): install a JDK or JRE 17")
 
 
+def test_an_unreachable_spark_master_is_named_at_once(tmp_path: Path) -> None:
+    """``--spark-master spark://HOST:PORT`` where no master listens ran Spark, which retried it for a minute (77 s
+    here), printed a Java stack trace per attempt and failed with "All masters are unresponsive" and a py4j error
+    naming neither the URL nor what to do. hop now connects first and says so, before any JVM starts."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (tmp_path / "in.txt").write_text("a\n")
+    master = f"spark://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    started = time.monotonic()
+    done = subprocess.run(
+        [*command, "--spark-master", master], cwd=tmp_path, capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith(
+        f"hop: error: the Spark master {master} could not be reached (127.0.0.1:{port} refused the connection: "
+        "nothing listens there): start it"
+    ), done.stderr
+    assert done.stderr.count("\n") == 1 and "local[N]" in done.stderr, done.stderr  # (no JVM, no stack trace)
+    assert time.monotonic() - started < 15
+    assert not (tmp_path / "out").exists()
+    malformed = subprocess.run(
+        [*command, "--spark-master", "spark://127.0.0.1"], cwd=tmp_path, capture_output=True, text=True, timeout=30
+    )
+    assert malformed.returncode == 2 and "'127.0.0.1' is not HOST:PORT" in malformed.stderr, malformed.stderr
+
+
 def test_a_bad_output_line_is_named_as_hop_names_it(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
     """``--input-format output`` on Spark reads part files with hop's reader, and its error (the hop engine's
     reader is tested in test_inputs.py and test_pipeline.py), named by its map task as hop names it; it read "input

@@ -221,7 +221,7 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
     status, body = get_json(web.url + "api/jobs/job-nope")
     assert status == 404 and "no job job-nope" in body["error"]
     status, body = get_json(web.url + "api/jobs/job-nope/snapshots?after=x")
-    assert status == 400 and "after must be an integer" in body["error"]
+    assert status == 400 and "after must be a snapshot's seq, an integer" in body["error"]
     for path in ("api/nothing-here", "api/"):  # (README: "the same data is JSON under /api/")
         status, body = get_json(web.url + path)
         assert status == 404 and body["error"].startswith(f"no page /{path}; the JSON API: GET /api/workers, "), body
@@ -236,9 +236,9 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
         ("api/jobs/job-nope/windows?limit=abc", "limit must be an integer number of windows, 0 or more (0: all kept), "
          "got 'abc'"),
         ("api/jobs/job-nope/windows?limit=-1", "limit must be an integer number of windows, 0 or more"),
-        ("api/jobs/job-nope/windows?after=-1", "after must be an integer window number, 0 or more (0: the newest)"),
-        ("api/jobs/job-nope/snapshots?after=-2", "after must be an integer snapshot number, -1 or more (-1: all)"),
-        ("api/jobs/job-nope/snapshots?after=1_0", "after must be an integer snapshot number, -1 or more (-1: all), "
+        ("api/jobs/job-nope/windows?after=-1", "after must be a window's seq, an integer, 0 or more (0: the newest)"),
+        ("api/jobs/job-nope/snapshots?after=-2", "after must be a snapshot's seq, an integer, -1 or more (-1: all)"),
+        ("api/jobs/job-nope/snapshots?after=1_0", "after must be a snapshot's seq, an integer, -1 or more (-1: all), "
          "got '1_0'"),
         ("api/jobs/job-nope/windows?limit=%207", "limit must be an integer number of windows, 0 or more (0: all kept), "
          "got ' 7'"),
@@ -386,7 +386,7 @@ def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, 
     listing = client.window_listing(job_id, after=2, limit=ALL_KEPT_WINDOWS)
     assert [w["seq"] for w in listing["windows"]] == [w["seq"] for w in windows[2:]], listing
     status, body = get_json(web.url + f"api/jobs/{job_id}/windows?after=two")
-    assert status == 400 and "after must be an integer window number" in body["error"]
+    assert status == 400 and "after must be a window's seq, an integer" in body["error"]
     status, body = post_json(web.url + f"api/jobs/{job_id}/stop")
     assert status == 409 and "already ended" in body["error"]
     status, body = get_json(web.url + f"api/jobs/{job_id}/results")
@@ -423,7 +423,7 @@ def test_window_requests_that_cannot_be_served(client: Client, web: WebServer, t
     status, body = get_json(web.url + "api/jobs/job-nope/windows")
     assert status == 404 and "no job job-nope" in body["error"]
     status, body = get_json(web.url + "api/jobs/job-nope/windows?after=1.5")
-    assert status == 400 and "after must be an integer" in body["error"]
+    assert status == 400 and "after must be a window's seq, an integer" in body["error"]
     status, body = post_json(web.url + "api/jobs/job-nope/stop")
     assert status == 404 and "no job job-nope" in body["error"]
     source = tmp_path / "in.txt"
@@ -609,3 +609,37 @@ def test_a_port_out_of_range_or_for_no_web_view_is_refused(
     )
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_hop_web_without_a_coordinator_fails_saying_so(tmp_path: Path) -> None:
+    """``hop web --coordinator ADDR`` where no coordinator runs served a page with nothing on it, and said nothing,
+    for as long as it ran (README: such a command says so and fails with exit code 3). It now asks the coordinator
+    first, as ``hop status`` does: a missing ``ipc://`` socket file fails at once, naming it."""
+    socket_file = tmp_path / "coordinator"
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "web", "--coordinator", f"ipc://{socket_file}"],
+        capture_output=True,
+        text=True,
+        timeout=15,
+    )
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    assert f"no coordinator at ipc://{socket_file}" in result.stderr and str(socket_file) in result.stderr
+    assert "http://" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_hop_web_serves_the_view_of_a_running_cluster(cluster: LocalCluster) -> None:
+    """The check that the coordinator answers lets ``hop web`` serve a live one's workers."""
+    import re
+
+    command = [sys.executable, "-m", "hop", "web", "--coordinator", cluster.address]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()  # (its first line, printed once it serves; it ends by the kill below)
+        url = re.search(r"hop web: (http://\S+) \(Ctrl-C to stop\)", line)
+        assert url, (line, server.poll())
+        status, workers = get_json(url.group(1) + "api/workers")
+        assert status == 200 and len(workers) == cluster.num_workers, workers
+    finally:
+        server.kill()
+        server.communicate(timeout=30)

@@ -21,6 +21,7 @@ from typing import Any
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import COORDINATOR_HELP, coordinator_address, non_negative_int, positive_int
 from hop.given_options import Given, GivenFlag, flags_given
+from hop.spark_master import spark_master_url
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration
 
@@ -403,7 +404,7 @@ def register(commands: Any) -> None:
     windows.add_argument("--coordinator", type=coordinator_address, required=True, help=COORDINATOR_HELP)
     windows.add_argument(
         "--after",
-        type=non_negative_int,  # (refused below 0 as the web API's after=N is: window numbers start at 1)
+        type=non_negative_int,  # (refused below 0 as the web API's after=N is: window seqs start at 1)
         default=0,
         help="only windows with seq above this, oldest first (0 or more; default 0: the newest --limit)",
     )
@@ -421,5 +422,7 @@ def register(commands: Any) -> None:
     view.add_argument(
         "--compact", action="store_true", help="first merge the checkpoint deltas not in the view yet (starts Spark)"
     )
-    view.add_argument("--spark-master", default="local[1]", help="Spark master of --compact (default local[1])")
+    view.add_argument(
+        "--spark-master", type=spark_master_url, default="local[1]", help="Spark master of --compact (default local[1])"
+    )
     view.set_defaults(func=_view)

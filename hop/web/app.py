@@ -216,12 +216,12 @@ async def _continuous_job(request: web.Request) -> dict[str, Any]:
 
 
 async def snapshots(request: web.Request) -> web.Response:
-    after = _int_query(request, "after", -1, -1, "an integer snapshot number, -1 or more (-1: all)")
+    after = _int_query(request, "after", -1, -1, "a snapshot's seq, an integer, -1 or more (-1: all)")
     return _json_response(await _source(request).snapshots(request.match_info["job_id"], after))
 
 
 async def windows(request: web.Request) -> web.Response:
-    after = _int_query(request, "after", 0, 0, "an integer window number, 0 or more (0: the newest)")
+    after = _int_query(request, "after", 0, 0, "a window's seq, an integer, 0 or more (0: the newest)")
     limit = _int_query(request, "limit", 100, 0, "an integer number of windows, 0 or more (0: all kept)")
     detail = await _continuous_job(request)
     return _json_response(await _source(request).windows(detail["job_id"], after, limit))

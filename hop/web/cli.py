@@ -72,8 +72,21 @@ def web_view(args: argparse.Namespace, address: str) -> AbstractContextManager[A
 
 
 def _web(args: argparse.Namespace) -> int:
+    from hop.client import Client, CoordinatorUnavailable, JobRejected
     from hop.web.server import serve_forever
 
+    # The coordinator must answer before the view is served: a wrong address or a stopped cluster otherwise gave a
+    # page with nothing on it and not a word on stderr, for as long as the server ran. Asked as `hop status` asks
+    # (a note after 2 s, at most 10 s; a stale or missing ipc:// socket file at once), with its exit code 3.
+    try:
+        client = Client(args.coordinator, timeout=10, running=True)
+        try:
+            client.workers()
+        finally:
+            client.close()
+    except (CoordinatorUnavailable, JobRejected) as error:
+        print(f"hop: error: {error}", file=sys.stderr)
+        return error.exit_code
     try:
         with suppress(KeyboardInterrupt):
             serve_forever(args.coordinator, args.port)
