@@ -79,16 +79,14 @@ class TaskFailure(RuntimeError):
     @classmethod
     def of(cls, where: str, error: BaseException, record: str | None) -> TaskFailure:
         """A failure of user code (``where``: map, combine, reduce, setup...) at ``record``, with its traceback."""
-        at = f" at {record}" if record else ""
-        return cls._carrying(f"{where}{at} raised {type(error).__name__}: {error}", user_traceback(error))
+        return cls._carrying(_raised(where, error, record), user_traceback(error))
 
     @classmethod
     def of_output(cls, where: str, error: BaseException, record: str | None) -> TaskFailure:
         """What user code (``where``) yielded at ``record`` that the engine refuses, named as :meth:`of` names a
         failure but without a traceback, as hop's tasks report it (``hop.tasks.unencodable_map_call``): no frame of
         the user's raised it."""
-        at = f" at {record}" if record else ""
-        return cls._carrying(f"{where}{at} raised {type(error).__name__}: {error}", None)
+        return cls._carrying(_raised(where, error, record), None)
 
     @classmethod
     def of_task(cls, kind: str, error: BaseException) -> TaskFailure:
@@ -105,6 +103,11 @@ class TaskFailure(RuntimeError):
     @classmethod
     def _carrying(cls, reason: str, traceback: str | None) -> TaskFailure:
         return cls(FAILURE_OPEN + json.dumps({"reason": reason, "traceback": traceback}) + _FAILURE_CLOSE)
+
+
+def _raised(where: str, error: BaseException, record: str | None) -> str:
+    at = f" at {record}" if record else ""
+    return f"{where}{at} raised {type(error).__name__}: {error}"
 
 
 def failure_of(error: BaseException) -> tuple[str, str | None] | None:
@@ -407,7 +410,7 @@ def _combined(
             except TypeError:
                 _check_hashable(key, position)
                 raise
-            if old is None:  # (a key new to the buffer: as they are combined, the record would be gone)
+            if old is None:  # (checked as it is first buffered, while its record is known: it is combined later)
                 _checked_key(key, position)
             if aggregate is not None:
                 groups[key] = _fold(aggregate, old, key, value, position)
