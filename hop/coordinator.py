@@ -393,14 +393,19 @@ class Coordinator:
     def on_slot_free(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A worker ended an attempt on our request (``kill_task``): its slot is free again."""
         self._free_slot(msg, msg["kind"])
-        job = self._job_for(msg)
-        if job is not None and job.state != "running":
-            # A finished job's attempt (stopped when accurate, or failed) may have written under _temporary (its
-            # output, a snapshot's files) after the job's end removed it; it is dead now, so its leftovers can go,
-            # unless a job running now (submitted again with --overwrite) writes its own there.
-            sharing = any(o.state == "running" and o.spec.output == job.spec.output for o in self.jobs.values())
-            if not sharing:
-                shutil.rmtree(Path(job.spec.output) / "_temporary", ignore_errors=True)
+        self._remove_leftovers_of_ended(self._job_for(msg))
+
+    def _remove_leftovers_of_ended(self, job: JobState | None) -> None:
+        """An attempt has ended (killed on our request, or done or failed on its own): if its job had ended before
+        it (stopped when accurate, failed, cancelled), it may have written under ``OUT/_temporary`` (its output, a
+        snapshot's files) after the job's end removed that. It writes no more, so its leftovers go, unless a job
+        running now (submitted again with --overwrite) writes its own there. A coordinator that keeps running (a
+        standalone cluster) would otherwise leave them for good."""
+        if job is None or job.state == "running":
+            return
+        sharing = any(o.state == "running" and o.spec.output == job.spec.output for o in self.jobs.values())
+        if not sharing:
+            shutil.rmtree(Path(job.spec.output) / "_temporary", ignore_errors=True)
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
         worker = self.workers.get(msg["worker"])
@@ -1071,6 +1076,7 @@ class Coordinator:
     def on_map_done(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, "map")
         self._map_done(msg)
+        self._remove_leftovers_of_ended(self._job_for(msg))
 
     def _map_done(self, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
@@ -1132,6 +1138,7 @@ class Coordinator:
             if job.reduces[msg["index"]].committed == msg["attempt"]:
                 self._upstream_committed(job, msg["index"], msg.get("piped"))
                 self._answer_snapshots_with_final(job, msg["index"])
+        self._remove_leftovers_of_ended(job)
 
     def on_task_failed(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._free_slot(msg, msg["kind"])
@@ -1162,6 +1169,7 @@ class Coordinator:
             )
             if msg["kind"] == "reduce":
                 self._upstream_attempt_gone(job, msg["index"], f"upstream reduce attempt {msg['attempt']} failed")
+        self._remove_leftovers_of_ended(job)
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
         """A worker's slot is free again: the worker names its pool (``kind``'s unless a stream slot; None when the

@@ -55,9 +55,11 @@ from shuffle.buffer import (
     folded_spill_records,
     none_state_error,
     unhashable_key_error,
+    unorderable_key_error,
 )
 from shuffle.keys import partition_hash, plain_key, total_order_key
 from shuffle.pairs import checked_pairs
+from shuffle.runs import UnencodableRecordError
 
 if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
@@ -77,8 +79,14 @@ class TaskFailure(RuntimeError):
     @classmethod
     def of(cls, where: str, error: BaseException, record: str | None) -> TaskFailure:
         """A failure of user code (``where``: map, combine, reduce, setup...) at ``record``, with its traceback."""
-        at = f" at {record}" if record else ""
-        return cls._carrying(f"{where}{at} raised {type(error).__name__}: {error}", user_traceback(error))
+        return cls._carrying(_raised(where, error, record), user_traceback(error))
+
+    @classmethod
+    def of_output(cls, where: str, error: BaseException, record: str | None) -> TaskFailure:
+        """What user code (``where``) yielded at ``record`` that the engine refuses, named as :meth:`of` names a
+        failure but without a traceback, as hop's tasks report it (``hop.tasks.unencodable_map_call``): no frame of
+        the user's raised it."""
+        return cls._carrying(_raised(where, error, record), None)
 
     @classmethod
     def of_task(cls, kind: str, error: BaseException) -> TaskFailure:
@@ -95,6 +103,11 @@ class TaskFailure(RuntimeError):
     @classmethod
     def _carrying(cls, reason: str, traceback: str | None) -> TaskFailure:
         return cls(FAILURE_OPEN + json.dumps({"reason": reason, "traceback": traceback}) + _FAILURE_CLOSE)
+
+
+def _raised(where: str, error: BaseException, record: str | None) -> str:
+    at = f" at {record}" if record else ""
+    return f"{where}{at} raised {type(error).__name__}: {error}"
 
 
 def failure_of(error: BaseException) -> tuple[str, str | None] | None:
@@ -190,15 +203,15 @@ _FLAT_KEY_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
 def wire_key(key: Any) -> Any:
     """A key as it comes out of hop's msgpack shuffle (``shuffle.keys.plain_key``): an ``IntEnum`` member as its
     int, a namedtuple as a tuple..., so that combine, partition and reduce get what they get on hop. A key of the
-    key types costs a type check (a flat tuple's, one per element); one that is no key is left to the sort, which
-    refuses it."""
+    key types costs a type check (a flat tuple's, one per element); one that is no key (a ``datetime.date``...)
+    raises ``shuffle.runs.UnencodableRecordError``, hop's error for it (:func:`_checked_key` names its record)."""
     kind = type(key)
     if kind in _FLAT_KEY_TYPES or (kind is tuple and _FLAT_KEY_TYPES.issuperset(map(type, key))):
         return key
     try:
         return plain_key(key)
     except TypeError:
-        return key
+        raise unorderable_key_error([key]) from None
 
 
 def _add_counts(target: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
@@ -272,6 +285,7 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
         _mapped(job, functions.mapper, _record_sources(plan, items), counts, position),
         lambda: _hook_pairs("mapper_final", step.mapper_final),
         counts,
+        position,
     )
     combiner = functions.combiner or functions.aggregate
     if combiner is not None:
@@ -282,7 +296,7 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
         for pairs in outputs:
             for key, value in pairs:
                 _check_hashable(key, position)  # (else Spark's own grouping fails, in its frames, without the record)
-                yield wire_key(key), wire(value)
+                yield _checked_key(key, position), wire(value)
     _guard("teardown", job.teardown)
     counters.builtin.add(counts)
     counters.user.add(job.take_counters())
@@ -296,6 +310,8 @@ class _Position:
     keyed: bool
     source: str = ""
     record: tuple[Any, Any] | None = None
+    hook: str | None = None
+    """``mapper_init`` or ``mapper_final`` while the output is that hook's (no record yielded it)."""
 
     def describe(self) -> str:
         return describe_record(self.source, self.record, self.keyed)
@@ -318,16 +334,21 @@ def _with_hooks(
     outputs: Iterator[list[tuple[Any, Any]]],
     last: Callable[[], list[tuple[Any, Any]]],
     counts: dict[str, int],
+    position: _Position,
 ) -> Iterator[list[tuple[Any, Any]]]:
     """A map's output with its ``mapper_init`` pairs before and its ``mapper_final`` pairs after (run once the
-    records are done), counted as map output as hop counts them."""
+    records are done), counted as map output as hop counts them; ``position.hook`` says which hook's pairs are
+    being taken."""
     if first:
         counts["map_output_records"] += len(first)
+        position.hook = "mapper_init"
         yield first
+        position.hook = None
     yield from outputs
     final = last()
     if final:
         counts["map_output_records"] += len(final)
+        position.hook = "mapper_final"
         yield final
 
 
@@ -389,6 +410,8 @@ def _combined(
             except TypeError:
                 _check_hashable(key, position)
                 raise
+            if old is None:  # (checked as it is first buffered, while its record is known: it is combined later)
+                _checked_key(key, position)
             if aggregate is not None:
                 groups[key] = _fold(aggregate, old, key, value, position)
             elif old is None:
@@ -439,6 +462,18 @@ def _check_hashable(key: Any, position: _Position) -> None:
         hash(key)
     except TypeError:
         raise TaskFailure.of("map", unhashable_key_error(key), position.describe()) from None
+
+
+def _checked_key(key: Any, position: _Position) -> Any:
+    """:func:`wire_key` of a map output ``key``; one that is no key fails the task as hop's does, naming the record
+    that yielded it (else the reduce side's sort failed, naming none: "shuffle raised TypeError"), or the hook, by
+    the task, as hop names its ``mapper_init/mapper_final`` (which hop cannot tell apart)."""
+    try:
+        return wire_key(key)
+    except UnencodableRecordError as error:
+        if position.hook is not None:
+            raise TaskFailure.of_task("map", error.by(position.hook)) from None
+        raise TaskFailure.of_output("map", error, position.describe()) from None
 
 
 def _same(state: Any) -> Any:

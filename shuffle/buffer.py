@@ -154,6 +154,17 @@ def map_or_combine(error: UnencodableRecordError, mapped: Any) -> UnencodableRec
     return error.by("map" if any(value is error.item for value in mapped) else "combine")
 
 
+def unorderable_key_error(keys: Iterable[Any]) -> UnencodableRecordError:
+    """The error for the first of ``keys`` that has no place in the keys' order (a ``datetime.date``, a
+    ``frozenset``: :func:`~shuffle.keys.is_key`), said of the map (a combiner keeps its keys) and saying what to
+    yield instead; ``ValueError`` if every one has a place. Every engine reports it with the record that yielded
+    the key: a batch map found it as a spill sorted its keys (this module) and a stream map as a pane was sealed
+    (``hop.stream.panes``), and both map their input again to find that record; a Spark map task checks each new
+    key as it is yielded (``hop.spark_tasks``)."""
+    key = first_unorderable_key(keys)
+    return UnencodableRecordError("key", key, key, "map")
+
+
 class PartitionError(ValueError):
     """A partitioner returned something other than a partition number."""
 
@@ -392,7 +403,7 @@ class MapOutputBuffer:
 
     def _sortable(self, groups: dict[Any, Any]) -> tuple[dict[Any, Any], list[Any], str]:
         """``groups`` with keys that can be sorted, a list of those keys and their :func:`~shuffle.keys.order_tag`;
-        or :meth:`_unorderable_key` raised.
+        or :func:`unorderable_key_error` raised.
 
         A key of a subclass of a key type (an ``IntEnum`` member...) has no place in the order: the groups are
         made again with every key as the plain value the shuffle sends for it (:func:`~shuffle.keys.plain_key`),
@@ -405,17 +416,12 @@ class MapOutputBuffer:
         try:
             plain = {plain_key(key): values for key, values in groups.items()}
         except TypeError:
-            raise self._unorderable_key(groups) from None
+            # Said of the map, so that the task finds and names the record that yielded the key, as it does for a
+            # value the shuffle cannot encode (the sort's ``TypeError`` named only the task, under the engine's
+            # traceback).
+            raise unorderable_key_error(groups) from None
         keys = list(plain)
         return plain, keys, order_tag(keys)
-
-    def _unorderable_key(self, groups: dict[Any, Any]) -> UnencodableRecordError:
-        """The error for a hashable key with no place in the keys' order (a ``datetime.date``...), found as a spill
-        sorts its keys: an :class:`UnencodableRecordError` said of the map, so that the task finds and names the
-        record that yielded it, as it does for a value the shuffle cannot encode (its ``TypeError`` named only the
-        task, under the engine's traceback)."""
-        key = first_unorderable_key(groups)
-        return self._whose(UnencodableRecordError("key", key, key), groups)
 
     @property
     def pending_records(self) -> int:

@@ -81,6 +81,7 @@ RUNS = [
     SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
+    SparkRun("odd_keys", "odd_keys", ["odd.txt"], reducers=2, job_class="OddKeys"),
     SparkRun("bad_output_line", "wordcount", ["bad-output.txt"], reducers=1, options={"input_format": "output"}),
     SparkRun("truncated_gzip", "wordcount", ["truncated.txt.gz"], reducers=1),
     SparkRun(
@@ -166,6 +167,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "colors.txt").write_text("red green red\ngreen red\n")
     (folder / "mixed.txt").write_text("1 2 2.5 none true false x,y a 3 1.0 z é\n7 a,b,c b false 2.5\n")
     (folder / "fail.txt").write_text("a b\nc boom d\n")
+    (folder / "odd.txt").write_text("a\nodd\nb\n")
     big = "1" + "0" * 5000  # (as text: this process keeps Python's 4,300-digit limit on int <-> str)
     (folder / "big.jsonl").write_text(f"{big}\n{big}\n3\n")
     (folder / "empty.txt").write_text("")
@@ -942,6 +944,46 @@ def test_a_list_key_fails_naming_the_record_as_on_hop(
     assert failed["error"] == failure.value.status["error"]
     assert "byte offset 0: 'a b' raised UnhashableKeyError" in failed["error"]
     assert "pyspark" not in failed["traceback"] and "spark_tasks.py" not in failed["traceback"]
+
+
+def test_a_key_the_shuffle_cannot_sort_fails_naming_the_record_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]]
+) -> None:
+    """A date key failed on Spark as "shuffle raised TypeError: key datetime.date(2020, 1, 2) of type date is not a
+    msgpack-able key" (the reduce side's sort), naming no record and saying nothing of what to yield instead; it
+    now fails with hop's reason and, as on hop, no traceback (no frame of the user's raised it)."""
+    failed = spark_runs["odd_keys"]
+    assert "error" in failed, failed
+    with pytest.raises(JobFailed) as failure:
+        hop_output(client, BY_NAME["odd_keys"], corpus, tmp_path / "hop-out")
+    assert failed["error"] == failure.value.status["error"]
+    where = f"map at {corpus / 'odd.txt'} byte offset 2: 'odd'"
+    assert failed["error"].startswith(f"{where} raised UnencodableRecordError: map output key datetime.date("), failed
+    assert "yield the date's data as one of those" in failed["error"]
+    assert failed["traceback"] is None
+
+
+def test_a_key_the_shuffle_cannot_sort_is_named_where_the_map_task_folds_or_a_hook_yields_it(
+    client: Client, corpus: Path, tmp_path: Path
+) -> None:
+    """A map task that folds its pairs (the reduce is an aggregate) checks a key as it first meets it, while its
+    record is known (it is sorted on the reduce side, long after); one yielded by ``mapper_final`` is named by the
+    task and the hook. The tasks run here, outside Spark."""
+    from hop.inputs import Split
+
+    split = Split(str(corpus / "odd.txt"), 0, -1)
+    reason, shown = map_failure("odd_keys", "OddKeysSummed", 0, "text", [split])
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "odd_keys", [corpus / "odd.txt"], tmp_path / "hop-out", job_class="OddKeysSummed")
+    assert reason == failure.value.status["error"]
+    assert reason.startswith(f"map at {split.path} byte offset 2: 'odd' raised UnencodableRecordError: "), reason
+    assert "holding frozenset({'odd'}) (type frozenset), cannot be encoded by the shuffle: yield a list" in reason
+    assert shown is None
+    reason, shown = map_failure("odd_keys", "OddFinalKey", 0, "text", [split])
+    assert reason.startswith("map task 0: mapper_final output key datetime.date(2020, 1, 2) (type date) cannot be "), (
+        reason
+    )
+    assert shown is None
 
 
 def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path: Path) -> None:

@@ -818,6 +818,34 @@ def test_an_output_the_shuffle_cannot_encode_names_the_map_call_and_its_record(
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("datetime.date(2020, 1, 2)", "(type date) cannot be encoded by the shuffle: keys and values must be"),
+        ("(line, frozenset({1}))", "holding frozenset({1}) (type frozenset), cannot be encoded by the shuffle: yield"),
+    ],
+    ids=["date", "frozenset-in-a-tuple"],
+)  # fmt: skip
+def test_a_key_the_shuffle_cannot_sort_names_the_map_call_and_its_record(tmp_path: Path, key: str, reason: str) -> None:
+    """A stream map yielding a key with no place in the keys' order failed with "map task 0: key ... is not a
+    msgpack-able key" as its pane was sealed, naming neither the record nor what to yield instead; it now fails as
+    a batch map does (test_engine.py), naming the map call and its record."""
+    lines = _write_sets_job(tmp_path, False, 10)
+    (tmp_path / "keys.py").write_text(
+        "import datetime\n\nfrom hop import Job\n\n\nclass Keys(Job):\n    def map(self, offset, line):\n"
+        f"        yield ({key} if line.startswith('c') else line), 1\n"
+    )
+    result = hop(
+        "run", "keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
+        "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    assert f"{call}: 'c d' raised UnencodableRecordError: map output key " in result.stderr, result.stderr
+    assert reason in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_an_unencodable_map_output_is_found_in_the_last_poll_of_a_source_that_cannot_read_again(
     tmp_path: Path,
 ) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hop.aggregates import Aggregate
-from shuffle.buffer import map_or_combine, none_state_error
+from shuffle.buffer import map_or_combine, none_state_error, unorderable_key_error
 from shuffle.keys import plain_key, sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.runs import UnencodableRecordError, encode_run
@@ -137,9 +137,13 @@ class PaneBuffer:
                 ordered, tag = sort_keys(keys)
             except TypeError:
                 # A key of a subclass of a key type (an IntEnum member...) goes as its plain value, as a batch map
-                # sends it (``shuffle.buffer``); equal, with the same hash, it finds its entry in ``table``. Other
-                # keys that are no key raise here, as they did in the sort.
-                ordered, tag = sort_keys([plain_key(key) for key in keys])
+                # sends it (``shuffle.buffer``); equal, with the same hash, it finds its entry in ``table``. A key
+                # that is no key (a date...) fails as in a batch map, for the task to name the record that yielded it.
+                try:
+                    plain = [plain_key(key) for key in keys]
+                except TypeError:
+                    raise unorderable_key_error(keys) from None
+                ordered, tag = sort_keys(plain)
             out_keys: list[Any] = []
             out_values: list[Any] = []
             for key in ordered:

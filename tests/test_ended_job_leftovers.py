@@ -1,0 +1,162 @@
+"""A job's end removes ``OUT/_temporary``, but an attempt still running then may write there afterwards (its output,
+a snapshot's files) until its worker ends it. The coordinator removes such leftovers once it hears the attempt has
+ended, however it ended: killed on its request (``slot_free``), or done or failed on its own (``map_done``,
+``reduce_done``, ``task_failed``: an attempt that finished before its worker heard of the job's end, or whose worker
+did not hear of it in time). A coordinator that keeps running (``hop coordinator`` with ``hop worker``s) left them
+for good when the attempt ended on its own. Real coordinator state and real files; the test plays the worker's side
+of the wire, as the worker relays an attempt's last report (``tests/test_slot_accounting.py``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hop.client import Client
+from hop.coordinator import Coordinator, WorkerInfo
+from hop.loader import load_job_file
+from hop.local_cluster import LocalCluster
+from hop.runner import build_spec
+from tests.conftest import job_path
+
+
+@pytest.fixture
+def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
+    """A coordinator (not serving: the test calls its handlers) with one worker, ``w``, of two map and two reduce
+    slots."""
+    coordinator = Coordinator(f"ipc://{tmp_path}/coordinator")
+    coordinator.workers["w"] = WorkerInfo(
+        identity=b"w", name="w", host="127.0.0.1", pid=0, map_slots=2, reduce_slots=2,
+        free_map=2, free_reduce=2, last_seen=time.time(),
+    )  # fmt: skip
+    try:
+        yield coordinator
+    finally:
+        coordinator.events.close()
+        coordinator.socket.close(linger=0)
+
+
+def _submit(coordinator: Coordinator, source: Path, output: Path) -> str:
+    """Submit a word count of ``source`` into ``output`` (replacing what is there) and give its map and its reduce to
+    worker ``w`` (the run_task messages go nowhere: no worker is connected); its id."""
+    spec = build_spec(load_job_file(job_path("wordcount")), [str(source)], str(output), num_reduces=1, overwrite=True)
+    known = set(coordinator.jobs)
+    coordinator.on_submit(b"client", {"job": spec.to_wire()})
+    (job_id,) = set(coordinator.jobs) - known
+    coordinator._schedule()
+    job = coordinator.jobs[job_id]
+    assert [len(job.maps[0].attempts), len(job.reduces[0].attempts)] == [1, 1], "both attempts given to w"
+    return job_id
+
+
+def _late_report(kind: str, job_id: str, output: Path) -> dict[str, Any]:
+    """What worker ``w`` relays as an attempt of ``job_id`` ends on its own: ``kind`` is the message."""
+    common = {"type": kind, "job_id": job_id, "worker": "w", "attempt": 0, "index": 0, "at": time.time()}
+    if kind == "map_done":
+        return {**common, "pool": "map", "spills": 1, "counters": {}, "user_counters": {}}
+    if kind == "reduce_done":
+        path = str(output / "_temporary" / "part-00000.attempt-0")
+        return {**common, "pool": "reduce", "path": path, "counters": {}, "user_counters": {}}
+    return {**common, "pool": "reduce", "kind": "reduce", "error": "ValueError: refusing it", "traceback": None}
+
+
+def _relay(coordinator: Coordinator, report: dict[str, Any]) -> None:
+    """Hand ``report`` to its handler, as the coordinator's loop does (not through ``handle``, which would report an
+    exception as the job's internal error instead of failing the test)."""
+    getattr(coordinator, f"on_{report['type']}")(b"w", report)
+
+
+def _write_as_a_late_reduce(output: Path) -> list[Path]:
+    """The files a reduce attempt writes under ``OUT/_temporary`` after its job's end removed it: its output and its
+    files of a snapshot that will never be published."""
+    temporary = output / "_temporary"
+    files = [temporary / "part-00000.attempt-0", temporary / "snapshots" / "0.500" / "part-00000"]
+    for path in files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('"a"\t1\n')
+    return files
+
+
+@pytest.mark.parametrize("kind", ["reduce_done", "task_failed", "map_done"])
+def test_a_late_attempt_that_ends_on_its_own_leaves_nothing_under_temporary(
+    coordinator: Coordinator, tmp_path: Path, kind: str
+) -> None:
+    source, output = tmp_path / "in.txt", tmp_path / "out"
+    source.write_text("a b a\n")
+    job_id = _submit(coordinator, source, output)
+    coordinator.on_stop_job(b"client", {"job_id": job_id})  # hop stop: the job is cancelled, its attempts live on
+    assert coordinator.jobs[job_id].state == "failed" and not (output / "_temporary").exists()
+    _write_as_a_late_reduce(output)
+    _relay(coordinator, _late_report(kind, job_id, output))
+    assert not (output / "_temporary").exists(), sorted(map(str, output.rglob("*")))
+    assert (output / "_job.json").exists(), "the job's report stays"
+
+
+def test_a_late_attempt_leaves_temporary_to_a_job_running_now_on_the_same_output(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    source, output = tmp_path / "in.txt", tmp_path / "out"
+    source.write_text("a b a\n")
+    ended = _submit(coordinator, source, output)
+    coordinator.on_stop_job(b"client", {"job_id": ended})
+    running = _submit(coordinator, source, output)  # submitted again with --overwrite
+    files = _write_as_a_late_reduce(output)  # (as the running job's reduce writes them, for all the test knows)
+    _relay(coordinator, _late_report("task_failed", ended, output))
+    assert coordinator.jobs[running].state == "running"
+    assert all(path.exists() for path in files), "the running job's files stay"
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("ends", ["done", "failed"])
+def test_a_reduce_that_writes_after_its_job_was_cancelled_leaves_nothing_on_a_cluster_that_keeps_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ends: str
+) -> None:
+    """The same on real processes: the job is cancelled while its worker cannot hear of it (stopped: SIGSTOP) and
+    its reducer is held in ``reducer_init``; let go, the reducer writes its output under ``OUT/_temporary`` and
+    ends (done, or failed by ``reducer_final``). Resumed, the worker relays that report before it reads the job's
+    end, so it kills nothing: the coordinator hears of the attempt only by its report. (It may read the job's end
+    first, then it kills the attempt's idle slot and says so: ``slot_free``, the case handled before.) The cluster
+    keeps running; before, it kept ``OUT/_temporary`` (and, for the failed reducer, its part file) for good."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    if ends == "failed":
+        (gate / "fail").touch()
+    monkeypatch.setenv("HOP_TEST_GATE", str(gate))
+    source, output = tmp_path / "in.txt", tmp_path / "out"
+    source.write_text("a b a\n")
+    spec = build_spec(load_job_file(job_path("gated_reduce")), [str(source)], str(output), num_reduces=1)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, heartbeat_timeout=30) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            job_id = client.submit(spec)
+            _wait_for((gate / "entered").exists, "the reducer reached reducer_init")
+            worker = cluster.workers[0].pid
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                client.stop(job_id)
+                assert client.wait(job_id, timeout=30)["state"] == "failed"
+                assert not (output / "_temporary").exists(), "the job's end removed it"
+                (gate / "go").touch()
+                _wait_for((gate / "ended").exists, "the reducer wrote its output")
+                assert list(output.glob("_temporary/part-00000.attempt-*")), "written after the job's end"
+                time.sleep(0.2)  # (its report on its way to the worker)
+            finally:
+                os.kill(worker, signal.SIGCONT)
+            deadline = time.monotonic() + 10
+            while (output / "_temporary").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            left = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+            assert left == ["_job.json"], left
+        finally:
+            client.close()
