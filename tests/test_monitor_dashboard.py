@@ -436,6 +436,38 @@ def test_dashboard_waits_for_the_monitoring_job(monitored: Monitored) -> None:
         )
 
 
+TIME_AXIS = """() => {
+  const chart = Chart.getChart(document.querySelector('.chart-card[data-metric=cpu_percent] canvas'));
+  const x = chart.scales.x;
+  return { min: x.min, max: x.max, ticks: x.ticks.map((t) => t.value), labels: x.ticks.map((t) => t.label) };
+}"""
+
+
+@needs_chromium
+def test_dashboard_charts_a_single_window_on_that_windows_time(monitored: Monitored) -> None:
+    """A dashboard one window old: each chart has one point, and Chart.js widened the axis of zero width by 5% of
+    its value (some 3 years at seconds since the epoch), labelled with times of day of other days. Its axis spans the
+    window its point stands for. (A feed holding one real window of the monitoring query, so the page stays there.)"""
+    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    client = Client(monitored.cluster.address, timeout=30)
+    try:
+        window = client.windows(monitored.feed.job_id, all_rows=True)[-1]
+    finally:
+        client.close()
+    feed = MonitorFeed(monitored.cluster.address, monitored.feed.job_id, "", monitored.feed.state.source_names, [])
+    feed.state.add_window(window)  # (the feed's thread is not started: no other window comes)
+    end, start = float(window["end"]), float(window["start"])
+    with WebServer(monitored.cluster.address, 0, monitor=[feed]) as web, browser_page() as (page, errors):
+        page.goto(web.url + "monitor", timeout=30_000)
+        page.wait_for_function(f"({CHART_POINTS})(['cluster', '', 'cpu_percent']) === 1", timeout=30_000)
+        axis = page.evaluate(TIME_AXIS)
+        assert (axis["min"], axis["max"]) == (start, end), axis
+        assert axis["ticks"] and all(start <= tick <= end for tick in axis["ticks"]), axis
+        seconds = [time.strftime("%H:%M:%S", time.gmtime(tick)) for tick in axis["ticks"]]
+        assert axis["labels"] == seconds and len(set(seconds)) == len(seconds), axis
+        assert not errors, errors
+
+
 @needs_chromium
 def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: Path) -> None:
     web, cluster = monitored.web, monitored.cluster

@@ -297,7 +297,9 @@ function makeChart(metric) {
       normalized: true,
       interaction: { mode: "index", intersect: false },
       scales: {
-        x: { type: "linear", ticks: { callback: (value) => clock(value), maxTicksLimit: 5, maxRotation: 0 },
+        // (whole seconds: clock() shows no fraction, and ticks 0.5 s apart read as the same time twice)
+        x: { type: "linear",
+          ticks: { callback: (value) => clock(value), maxTicksLimit: 5, maxRotation: 0, precision: 0 },
           grid: { color: "#eef1f5" } },
         y: { beginAtZero: true, ticks: { callback: (value) => format(info.kind, value), maxTicksLimit: 5 },
           grid: { color: "#eef1f5" } },
@@ -317,6 +319,19 @@ function makeChart(metric) {
   return chart;
 }
 
+function timeAxis(points) {
+  // The axis spans the data (Chart.js would round it out to "nice" bounds, leaving empty space). A single point
+  // spans nothing, and Chart.js widened such an axis by 5% of its value: years, at seconds since the epoch, labelled
+  // with the times of day of other days. One window's axis spans that window instead (its point is at its end).
+  if (!points.length) return { min: undefined, max: undefined };
+  const first = points[0].t;
+  const last = points[points.length - 1].t;
+  if (last > first) return { min: first, max: last };
+  const window = latest();
+  const span = window && window.end === last && window.end > window.start ? window.end - window.start : 1;
+  return { min: last - span, max: last };
+}
+
 function renderCharts() {
   const level = view.level === "cluster" ? "Cluster" : `${view.level === "rack" ? "Rack" : "Host"} ${view.name}`;
   document.getElementById("charts-title").textContent = `${level} over time (UTC; each point a window)`;
@@ -327,9 +342,9 @@ function renderCharts() {
     chart.data.datasets[0].data = series("max");
     chart.data.datasets[1].data = series("mean");
     chart.data.datasets[2].data = series("p95");
-    // The axis spans the data (Chart.js would round it out to "nice" bounds, leaving empty space).
-    chart.options.scales.x.min = points.length ? points[0].t : undefined;
-    chart.options.scales.x.max = points.length > 1 ? points[points.length - 1].t : undefined;
+    // A lone point is drawn as a dot: a line needs two.
+    for (const dataset of chart.data.datasets.slice(1)) dataset.pointRadius = points.length === 1 ? 3 : 0;
+    Object.assign(chart.options.scales.x, timeAxis(points));
     chart.update("none");
     const card = chart.canvas.closest(".chart-card");
     card.dataset.points = String(points.length);
