@@ -4,8 +4,8 @@ A :class:`MonitorFeed` thread asks the coordinator for its workers' host labels 
 the monitoring job, folds them into a :class:`~monitoring.state.MonitorState`, appends alert state changes to
 ``OUT/_alerts.jsonl`` and faults to ``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB
 socket on every sample stream) and the coordinator's list of workers (alive, last heard from) for the Prometheus
-exposition. Readers (the web view) take ``snapshot()`` or wait on
-``changed``.
+exposition, and its list of jobs, so the dashboard lists a running job before a window of the query has it.
+Readers (the web view) take ``snapshot()`` or wait on ``changed``.
 
 The query's sources are the workers there were when it was submitted: a worker that registers later (a new name, not
 one restarted under its old name) is not in its windows. The feed says so on stderr, once per such worker, and lists
@@ -91,15 +91,17 @@ class MonitorFeed(threading.Thread):
                         labelled = True
                     windows = client.windows(self.job_id, after=after, all_rows=True)  # every host's rows
                     faults = client.cluster()["faults"]
+                    jobs: list[dict[str, Any]] | None = client.jobs()
                 except (CoordinatorUnavailable, JobRejected):
-                    windows, faults = [], []
+                    windows, faults, jobs = [], [], None  # (the jobs listed last stay)
                 if windows:
                     after = max(w["seq"] for w in windows)
                     self._remove_old_windows()
                 with self.changed:
                     for window in windows:
                         self.state.add_window(window)
-                    if self.state.add_faults(faults) or windows:
+                    jobs_changed = jobs is not None and self.state.set_cluster_jobs(jobs, time.time())
+                    if self.state.add_faults(faults) or windows or jobs_changed:
                         self._write_logs()
                         self.version += 1
                         self.changed.notify_all()

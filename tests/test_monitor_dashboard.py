@@ -583,6 +583,32 @@ def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(tmp_
     assert feed.snapshot()["unwatched_workers"] == ["late-0"]
 
 
+@needs_chromium
+def test_dashboard_lists_the_running_jobs_that_no_window_has(tmp_path: Path) -> None:
+    """The Jobs panel listed the jobs of the query's windows only, which have them once the query's coordinator
+    source runs: on a cluster of one worker with one map and one reduce slot, that source waits for a slot (the
+    worker's source and the reducer hold both), and the panel said "No job seen yet" with the monitoring job and a
+    batch job running. It lists the coordinator's jobs, records/s and failures left to the windows."""
+    with (
+        LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster,
+        monitor(cluster, tmp_path / "monitor") as feed,
+        WebServer(cluster.address, 0, monitor=[feed]) as web,
+        browser_page() as (page, errors),
+    ):
+        page.goto(web.url + "monitor", timeout=30_000)
+        monitoring = f"#jobs tbody tr[data-job-id='{feed.job_id}'][data-state=running]"
+        page.wait_for_selector(monitoring, timeout=30_000)
+        assert "continuous" in page.inner_text(monitoring)
+        with blocked_job(cluster, tmp_path) as job_id:  # (it waits for a slot: running, no task started)
+            batch = f"#jobs tbody tr[data-job-id='{job_id}'][data-state=running]"
+            page.wait_for_selector(batch, timeout=30_000)  # pushed to the open page
+            cells = texts(page, f"{batch} td")
+            assert cells[0].startswith("BlockedMap") and cells[2] == "0/2" and cells[7] == "–", cells
+            assert "2 running" in page.inner_text("#jobs-info")
+        page.wait_for_selector(f"#jobs tbody tr[data-job-id='{job_id}'][data-state=failed]", timeout=30_000)
+        assert not errors, errors
+
+
 def _cancel_hog(cluster: LocalCluster) -> None:
     client = Client(cluster.address, timeout=30)
     try:

@@ -556,7 +556,7 @@ function progress(done, total, fraction, live) {
 function renderJobs() {
   const jobs = [...(view.snapshot?.jobs ?? [])].reverse().slice(0, 20);
   document.getElementById("jobs-info").textContent = jobs.length
-    ? `(the coordinator's view in the latest windows; ${jobs.filter((job) => job.state === "running").length} running)` : "";
+    ? `(the coordinator's view; ${jobs.filter((job) => job.state === "running").length} running)` : "";
   const body = document.querySelector("#jobs tbody");
   if (!jobs.length) {
     body.replaceChildren(el("tr", {}, el("td", { colspan: 9, className: "muted" }, "No job seen yet.")));
@@ -571,7 +571,8 @@ function renderJobs() {
     el("td", {}, format(KIND.number, job.records_per_s)),
     el("td", {}, (job.input_records ?? 0).toLocaleString("en-US")),
     el("td", {}, job.continuous ? `${job.windows ?? 0} windows` : String(job.snapshots ?? 0)),
-    el("td", { className: job.failures ? "bad" : "" }, String(job.failures ?? 0)),
+    // (records/s and failures come with the query's windows: none for a job no window has yet)
+    el("td", { className: job.failures ? "bad" : "" }, job.failures === undefined ? "–" : String(job.failures)),
     el("td", {}, duration(job.elapsed ?? 0)))));
 }
 
