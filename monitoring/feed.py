@@ -33,6 +33,10 @@ import zmq
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.stream.windows import label_order
 from monitoring.state import COORDINATOR, MonitorState
+from monitoring.waiting import SlotWaits
+
+TASKS_EVERY_SECONDS = 1.0
+"""How often the feed reads the monitoring job's task table (for its tasks waiting for a slot)."""
 
 
 class MonitorFeed(threading.Thread):
@@ -61,6 +65,8 @@ class MonitorFeed(threading.Thread):
         self.version = 0
         self.unwatched: list[str] = []
         """Live workers with a sample stream that the query has no source for (registered after it started)."""
+        self.waits = SlotWaits(source_names)
+        """The query's tasks waiting for a slot (``monitoring.waiting``)."""
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -73,8 +79,12 @@ class MonitorFeed(threading.Thread):
             sub.connect(endpoint)
         after = 0
         labelled = False
+        tasks_read = float("-inf")
         try:
             while not self._halt.is_set():
+                if time.monotonic() - tasks_read >= TASKS_EVERY_SECONDS:
+                    tasks_read = time.monotonic()
+                    self._note_waiting(client)
                 while sub.poll(0):
                     sample = msgpack.unpackb(sub.recv(), raw=False)
                     with self.lock:
@@ -129,6 +139,23 @@ class MonitorFeed(threading.Thread):
                     flush=True,
                 )
 
+    def _note_waiting(self, client: Client) -> None:
+        """Say of each task of the query that has no slot (all taken), and of each of those once it runs (on any
+        worker, one registered after the monitor started too): its windows lack that task's stream meanwhile."""
+        try:
+            job = client.job(self.job_id)
+        except (CoordinatorUnavailable, JobRejected):
+            return
+        if job.get("state") != "running":
+            return
+        with self.changed:
+            said = self.waits.update(job.get("tasks") or [], time.monotonic())
+            if said:  # a new state: the dashboard names the waiting tasks now
+                self.version += 1
+                self.changed.notify_all()
+        for notice in said:
+            print(f"hop: {'warning: ' if notice.warning else ''}{notice.text}", file=sys.stderr, flush=True)
+
     def _remove_old_windows(self) -> None:
         """Remove the folders of all but the newest ``keep_windows`` complete windows."""
         if self.keep_windows is None:
@@ -161,6 +188,9 @@ class MonitorFeed(threading.Thread):
             data["samples"] = {name: dict(sample) for name, sample in self.samples.items()}
             data["workers"] = [dict(worker) for worker in self.workers]
             data["unwatched_workers"] = list(self.unwatched)
+            data["waiting_tasks"] = [
+                {key: value for key, value in entry.items() if key != "since"} for entry in self.waits.listed()
+            ]
             data["now"] = time.time()
             return data
 

@@ -559,10 +559,17 @@ def late_worker(address: str, name: str, spill_dir: Path) -> Iterator[None]:
 
 
 @needs_chromium
-def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(tmp_path: Path) -> None:
+def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """The query watches the workers there were when it started: one that registers later is in none of its windows,
     charts or alerts. The dashboard said nothing of it (only stderr and ``unwatched_workers`` in the JSON state did);
-    it names it, pushed to the open page, and says to restart the monitor."""
+    it names it, pushed to the open page, and says to restart the monitor.
+
+    The cluster's worker has one map and one reduce slot for the query's three tasks (its samples, the coordinator's
+    stream, the reducer): the coordinator's stream waits for a slot, and the late worker, whose slots are free, runs
+    it (which it said as it stopped: "its 1 running task(s)"; a task that never had a slot may run anywhere). The
+    wait was said nowhere: the monitor names the waiting task on stderr and the dashboard, and where it runs then."""
     with (
         LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster,
         monitor(cluster, tmp_path / "monitor") as feed,
@@ -572,15 +579,27 @@ def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(tmp_
         page.goto(web.url + "monitor", timeout=30_000)
         page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=60_000)  # a window is shown
         assert page.is_hidden("#unwatched-workers")
+        waiting = "#waiting-tasks:not([hidden]) [data-task=map-00001]"
+        page.wait_for_selector(waiting, timeout=30_000)
+        assert page.inner_text(waiting) == "its task for the coordinator's stream (map-00001)"
+        assert "every slot of the cluster being taken" in page.inner_text("#waiting-tasks")
+        assert (
+            "the monitoring query's task for the coordinator's stream (map-00001) has had no slot"
+            in capfd.readouterr().err
+        )
         with late_worker(cluster.address, "late-0", tmp_path / "spills"):
             page.wait_for_selector("#unwatched-workers:not([hidden]) [data-worker=late-0]", timeout=30_000)
             text = page.inner_text("#unwatched-workers")
             assert text.startswith("Unwatched worker: late-0 registered after the monitor started"), text
             assert "Restart hop monitor to watch it." in text, text
             assert page.is_visible("#unwatched-workers")
+            page.wait_for_selector("#waiting-tasks", state="hidden", timeout=30_000)  # the late worker runs it
             page.screenshot(path=str(tmp_path / "monitor-unwatched.png"))
         assert not errors, errors
     assert feed.snapshot()["unwatched_workers"] == ["late-0"]
+    said = capfd.readouterr().err
+    assert "coordinator's stream (map-00001) runs, on worker late-0 (one the query does not watch" in said, said
+    assert "hop worker late-0: stopped; the coordinator at" in said and "its 1 running task(s)" in said, said
 
 
 @needs_chromium

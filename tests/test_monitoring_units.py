@@ -717,3 +717,32 @@ def test_the_job_perspective_lists_the_coordinators_jobs_and_the_windows_rates()
     assert state.set_cluster_jobs([ended], now + 5)
     (listed,) = state.snapshot()["jobs"]
     assert (listed["state"], listed["maps_done"], listed["elapsed"], listed["failures"]) == ("succeeded", 3, 32.0, 1)
+
+
+def test_the_querys_tasks_without_a_slot_are_named_and_where_they_run_then() -> None:
+    from monitoring.waiting import WAIT_NOTICE_SECONDS, SlotWaits
+
+    waits = SlotWaits(["w1", "coordinator"])
+
+    def table(coordinator: str, reduce: str, worker: str | None = None) -> list[dict[str, Any]]:
+        return [
+            {"kind": "map", "index": 0, "state": "running", "worker": "w1"},
+            {"kind": "map", "index": 1, "state": coordinator, "worker": worker},
+            {"kind": "reduce", "index": 0, "state": reduce, "worker": "w1"},
+        ]
+
+    assert waits.update(table("pending", "running"), 100.0) == []  # (just submitted: slots come at once)
+    (notice,) = waits.update(table("pending", "running"), 100.0 + WAIT_NOTICE_SECONDS)
+    assert notice.warning and notice.text.startswith(
+        "the monitoring query's task for the coordinator's stream (map-00001) has had no slot for 3 s"
+    ), notice
+    assert "no stuck task, nor job records/s or failures" in notice.text
+    assert waits.update(table("pending", "running"), 110.0) == []  # said once
+    assert waits.listed() == [{"task": "map-00001", "stream": "the coordinator's stream", "since": 100.0}]
+    (notice,) = waits.update(table("running", "running", worker="late-0"), 111.0)
+    assert not notice.warning and notice.text.endswith("runs, on worker late-0 (one the query does not watch: "
+                                                       "a task runs on any worker)")  # fmt: skip
+    assert waits.listed() == []
+    waits.update(table("running", "failed", worker="late-0"), 120.0)  # its reducer's worker was lost
+    (notice,) = waits.update(table("running", "failed", worker="late-0"), 125.0)
+    assert "task for the windows (reduce-00000)" in notice.text and "no window comes" in notice.text

@@ -403,6 +403,22 @@ function renderHeader() {
     " sent no sample in the latest window (it was emitted without them; see the scoreboard).",
   );
   renderUnwatched();
+  renderWaitingTasks();
+}
+
+function renderWaitingTasks() {
+  // The query's tasks that have no slot (every slot of the cluster taken): its windows lack their streams meanwhile.
+  const waiting = view.snapshot?.waiting_tasks ?? [];
+  const banner = document.getElementById("waiting-tasks");
+  banner.hidden = !waiting.length;
+  const several = waiting.length > 1;
+  banner.replaceChildren(
+    el("strong", {}, `The monitoring query waits for ${several ? "slots" : "a slot"}: `),
+    ...waiting.flatMap((task, index) => [index ? ", " : "",
+      el("span", { dataset: { task: task.task } }, `its task for ${task.stream} (${task.task})`)]),
+    ` ${several ? "have" : "has"} none, every slot of the cluster being taken; the windows lack what `,
+    several ? "they read" : "it reads", " until a slot frees or a worker registers (it runs there).",
+  );
 }
 
 function renderUnwatched() {
