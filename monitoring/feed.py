@@ -4,8 +4,8 @@ A :class:`MonitorFeed` thread asks the coordinator for its workers' host labels 
 the monitoring job, folds them into a :class:`~monitoring.state.MonitorState`, appends alert state changes to
 ``OUT/_alerts.jsonl`` and faults to ``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB
 socket on every sample stream) and the coordinator's list of workers (alive, last heard from) for the Prometheus
-exposition. Readers (the web view) take ``snapshot()`` or wait on
-``changed``.
+exposition, and its list of jobs, so the dashboard lists a running job before a window of the query has it.
+Readers (the web view) take ``snapshot()`` or wait on ``changed``.
 
 The query's sources are the workers there were when it was submitted: a worker that registers later (a new name, not
 one restarted under its old name) is not in its windows. The feed says so on stderr, once per such worker, and lists
@@ -33,6 +33,10 @@ import zmq
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.stream.windows import label_order
 from monitoring.state import COORDINATOR, MonitorState
+from monitoring.waiting import SlotWaits
+
+TASKS_EVERY_SECONDS = 1.0
+"""How often the feed reads the monitoring job's task table (for its tasks waiting for a slot)."""
 
 
 class MonitorFeed(threading.Thread):
@@ -61,6 +65,8 @@ class MonitorFeed(threading.Thread):
         self.version = 0
         self.unwatched: list[str] = []
         """Live workers with a sample stream that the query has no source for (registered after it started)."""
+        self.waits = SlotWaits(source_names)
+        """The query's tasks waiting for a slot (``monitoring.waiting``)."""
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -73,8 +79,12 @@ class MonitorFeed(threading.Thread):
             sub.connect(endpoint)
         after = 0
         labelled = False
+        tasks_read = float("-inf")
         try:
             while not self._halt.is_set():
+                if time.monotonic() - tasks_read >= TASKS_EVERY_SECONDS:
+                    tasks_read = time.monotonic()
+                    self._note_waiting(client)
                 while sub.poll(0):
                     sample = msgpack.unpackb(sub.recv(), raw=False)
                     with self.lock:
@@ -91,15 +101,17 @@ class MonitorFeed(threading.Thread):
                         labelled = True
                     windows = client.windows(self.job_id, after=after, all_rows=True)  # every host's rows
                     faults = client.cluster()["faults"]
+                    jobs: list[dict[str, Any]] | None = client.jobs()
                 except (CoordinatorUnavailable, JobRejected):
-                    windows, faults = [], []
+                    windows, faults, jobs = [], [], None  # (the jobs listed last stay)
                 if windows:
                     after = max(w["seq"] for w in windows)
                     self._remove_old_windows()
                 with self.changed:
                     for window in windows:
                         self.state.add_window(window)
-                    if self.state.add_faults(faults) or windows:
+                    jobs_changed = jobs is not None and self.state.set_cluster_jobs(jobs, time.time())
+                    if self.state.add_faults(faults) or windows or jobs_changed:
                         self._write_logs()
                         self.version += 1
                         self.changed.notify_all()
@@ -126,6 +138,23 @@ class MonitorFeed(threading.Thread):
                     file=sys.stderr,
                     flush=True,
                 )
+
+    def _note_waiting(self, client: Client) -> None:
+        """Say of each task of the query that has no slot (all taken), and of each of those once it runs (on any
+        worker, one registered after the monitor started too): its windows lack that task's stream meanwhile."""
+        try:
+            job = client.job(self.job_id)
+        except (CoordinatorUnavailable, JobRejected):
+            return
+        if job.get("state") != "running":
+            return
+        with self.changed:
+            said = self.waits.update(job.get("tasks") or [], time.monotonic())
+            if said:  # a new state: the dashboard names the waiting tasks now
+                self.version += 1
+                self.changed.notify_all()
+        for notice in said:
+            print(f"hop: {'warning: ' if notice.warning else ''}{notice.text}", file=sys.stderr, flush=True)
 
     def _remove_old_windows(self) -> None:
         """Remove the folders of all but the newest ``keep_windows`` complete windows."""
@@ -159,6 +188,9 @@ class MonitorFeed(threading.Thread):
             data["samples"] = {name: dict(sample) for name, sample in self.samples.items()}
             data["workers"] = [dict(worker) for worker in self.workers]
             data["unwatched_workers"] = list(self.unwatched)
+            data["waiting_tasks"] = [
+                {key: value for key, value in entry.items() if key != "since"} for entry in self.waits.listed()
+            ]
             data["now"] = time.time()
             return data
 

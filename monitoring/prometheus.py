@@ -19,7 +19,7 @@ Input (what the monitor keeps):
 - ``windows``: the latest window rows of the monitoring query, ``{"level": "host"|"rack"|"cluster", "name",
   "metric", "mean", "max", "p95"}`` (other fields are ignored);
 - ``alerts``: ``{"host", "metric", "state": "tentative"|"alert", "since": unix time}``;
-- ``jobs``: the job perspective (``MonitorState.jobs``): ``{"job_id", "name", "state", "map_fraction",
+- ``jobs``: the job perspective (``MonitorState.job_list()``): ``{"job_id", "name", "state", "map_fraction",
   "reduce_fraction", "input_records", "failures"}``, only ``state == "running"`` ones exposed;
 - ``fault_counts``: faults the monitor has seen per kind (``MonitorState.fault_counts``);
 - ``stuck_tasks``: ``{"job_id", "name", "task", "attempt", "worker", "host", "stalled_s"}`` (the stuck-task alert);

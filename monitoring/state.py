@@ -6,7 +6,10 @@
 - the latest window as a roll-up tree: ``cluster`` metrics, ``racks`` (metrics and their hosts), ``hosts`` (rack
   and metrics), each metric ``{"mean", "max", "p95", "n"}``;
 - a time series per (level, name, metric) of the last ``keep`` windows, for charts;
-- the job perspective (per job: progress, records/s, snapshots, failures);
+- the job perspective (per job: progress, records/s, snapshots, failures), from the query's ``job`` rows and the
+  coordinator's job list as the caller polls it (:meth:`MonitorState.set_cluster_jobs`): a job no window has yet
+  (before the first window, or while the query's coordinator source has no slot) is listed all the same, without
+  records/s and failures, and a listed job's state and progress are the coordinator's latest;
 - alerts (the query's tentative alerts and alerts, latest state per host and metric; ``alert_log`` has every
   state change for ``OUT/_alerts.jsonl``) and faults (task failures, missed heartbeats, lost workers), newest last;
 - stuck tasks (``stuck``: the query's ``["stuck", JOB_ID, TASK, ATTEMPT]`` rows of the latest window the coordinator
@@ -41,6 +44,10 @@ class MonitorState:
         self.latest: dict[str, Any] | None = None
         self.series: dict[tuple[str, str, str], deque[dict[str, float]]] = {}
         self.jobs: dict[str, dict[str, Any]] = {}
+        """Job id -> the job's latest ``job`` row of the query (the coordinator's summary, records/s, failures)."""
+        self.cluster_jobs: dict[str, dict[str, Any]] = {}
+        """Job id -> the coordinator's summary of a job running or ended in the last ``JOB_MEMORY_SECONDS``, with its
+        ``elapsed``, as of the latest :meth:`set_cluster_jobs`."""
         self.alerts: dict[tuple[str, str], dict[str, Any]] = {}
         self.alert_log: list[dict[str, Any]] = []
         """Alert state changes not yet written out (the caller drains it)."""
@@ -169,11 +176,34 @@ class MonitorState:
         self.fault_log.append(fault)
         return True
 
+    def set_cluster_jobs(self, jobs: list[dict[str, Any]], now: float) -> bool:
+        """The coordinator's jobs (``Client.jobs()``) as polled at ``now`` (seconds since the epoch). The query's
+        windows list a job only once its coordinator source runs and a window with its samples is out: the dashboard
+        said "No job seen yet" meanwhile, the monitoring job itself running. Returns whether a job came, went or
+        changed state (progress alone comes with the next window)."""
+        listed = {
+            job["job_id"]: {**job, "elapsed": (job.get("finished_at") or now) - float(job.get("submitted_at") or now)}
+            for job in jobs
+            if job.get("state") == "running" or (job.get("finished_at") or 0) > now - JOB_MEMORY_SECONDS
+        }
+        states = {job_id: job.get("state") for job_id, job in listed.items()}
+        changed = states != {job_id: job.get("state") for job_id, job in self.cluster_jobs.items()}
+        self.cluster_jobs = listed
+        return changed
+
+    def job_list(self) -> list[dict[str, Any]]:
+        """The job perspective: every job of the windows' ``job`` rows or of the coordinator's latest list, the
+        coordinator's fields over the window's (fresher), records/s and failures from the windows."""
+        jobs = {job_id: dict(job) for job_id, job in self.jobs.items()}
+        for job_id, listed in self.cluster_jobs.items():
+            jobs[job_id] = {**jobs.get(job_id, {}), **listed}
+        return sorted(jobs.values(), key=lambda job: job.get("submitted_at", 0))
+
     def snapshot(self) -> dict[str, Any]:
         """The dashboard's whole state as JSON-ready data."""
         return {
             "latest": self.latest,
-            "jobs": sorted(self.jobs.values(), key=lambda job: job.get("submitted_at", 0)),
+            "jobs": self.job_list(),
             "alerts": sorted(self.alerts.values(), key=lambda a: (a["host"], a["metric"])),
             "faults": list(self.faults),
             "fault_counts": dict(self.fault_counts),

@@ -436,6 +436,38 @@ def test_dashboard_waits_for_the_monitoring_job(monitored: Monitored) -> None:
         )
 
 
+TIME_AXIS = """() => {
+  const chart = Chart.getChart(document.querySelector('.chart-card[data-metric=cpu_percent] canvas'));
+  const x = chart.scales.x;
+  return { min: x.min, max: x.max, ticks: x.ticks.map((t) => t.value), labels: x.ticks.map((t) => t.label) };
+}"""
+
+
+@needs_chromium
+def test_dashboard_charts_a_single_window_on_that_windows_time(monitored: Monitored) -> None:
+    """A dashboard one window old: each chart has one point, and Chart.js widened the axis of zero width by 5% of
+    its value (some 3 years at seconds since the epoch), labelled with times of day of other days. Its axis spans the
+    window its point stands for. (A feed holding one real window of the monitoring query, so the page stays there.)"""
+    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    client = Client(monitored.cluster.address, timeout=30)
+    try:
+        window = client.windows(monitored.feed.job_id, all_rows=True)[-1]
+    finally:
+        client.close()
+    feed = MonitorFeed(monitored.cluster.address, monitored.feed.job_id, "", monitored.feed.state.source_names, [])
+    feed.state.add_window(window)  # (the feed's thread is not started: no other window comes)
+    end, start = float(window["end"]), float(window["start"])
+    with WebServer(monitored.cluster.address, 0, monitor=[feed]) as web, browser_page() as (page, errors):
+        page.goto(web.url + "monitor", timeout=30_000)
+        page.wait_for_function(f"({CHART_POINTS})(['cluster', '', 'cpu_percent']) === 1", timeout=30_000)
+        axis = page.evaluate(TIME_AXIS)
+        assert (axis["min"], axis["max"]) == (start, end), axis
+        assert axis["ticks"] and all(start <= tick <= end for tick in axis["ticks"]), axis
+        seconds = [time.strftime("%H:%M:%S", time.gmtime(tick)) for tick in axis["ticks"]]
+        assert axis["labels"] == seconds and len(set(seconds)) == len(seconds), axis
+        assert not errors, errors
+
+
 @needs_chromium
 def test_dashboard_shows_the_alert_of_a_cpu_hog(monitored: Monitored, tmp_path: Path) -> None:
     web, cluster = monitored.web, monitored.cluster
@@ -527,10 +559,17 @@ def late_worker(address: str, name: str, spill_dir: Path) -> Iterator[None]:
 
 
 @needs_chromium
-def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(tmp_path: Path) -> None:
+def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """The query watches the workers there were when it started: one that registers later is in none of its windows,
     charts or alerts. The dashboard said nothing of it (only stderr and ``unwatched_workers`` in the JSON state did);
-    it names it, pushed to the open page, and says to restart the monitor."""
+    it names it, pushed to the open page, and says to restart the monitor.
+
+    The cluster's worker has one map and one reduce slot for the query's three tasks (its samples, the coordinator's
+    stream, the reducer): the coordinator's stream waits for a slot, and the late worker, whose slots are free, runs
+    it (which it said as it stopped: "its 1 running task(s)"; a task that never had a slot may run anywhere). The
+    wait was said nowhere: the monitor names the waiting task on stderr and the dashboard, and where it runs then."""
     with (
         LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster,
         monitor(cluster, tmp_path / "monitor") as feed,
@@ -540,15 +579,53 @@ def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(tmp_
         page.goto(web.url + "monitor", timeout=30_000)
         page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=60_000)  # a window is shown
         assert page.is_hidden("#unwatched-workers")
+        waiting = "#waiting-tasks:not([hidden]) [data-task=map-00001]"
+        page.wait_for_selector(waiting, timeout=30_000)
+        assert page.inner_text(waiting) == "its task for the coordinator's stream (map-00001)"
+        assert "every slot of the cluster being taken" in page.inner_text("#waiting-tasks")
+        assert (
+            "the monitoring query's task for the coordinator's stream (map-00001) has had no slot"
+            in capfd.readouterr().err
+        )
         with late_worker(cluster.address, "late-0", tmp_path / "spills"):
             page.wait_for_selector("#unwatched-workers:not([hidden]) [data-worker=late-0]", timeout=30_000)
             text = page.inner_text("#unwatched-workers")
             assert text.startswith("Unwatched worker: late-0 registered after the monitor started"), text
             assert "Restart hop monitor to watch it." in text, text
             assert page.is_visible("#unwatched-workers")
+            page.wait_for_selector("#waiting-tasks", state="hidden", timeout=30_000)  # the late worker runs it
             page.screenshot(path=str(tmp_path / "monitor-unwatched.png"))
         assert not errors, errors
     assert feed.snapshot()["unwatched_workers"] == ["late-0"]
+    said = capfd.readouterr().err
+    assert "coordinator's stream (map-00001) runs, on worker late-0 (one the query does not watch" in said, said
+    assert "hop worker late-0: stopped; the coordinator at" in said and "its 1 running task(s)" in said, said
+
+
+@needs_chromium
+def test_dashboard_lists_the_running_jobs_that_no_window_has(tmp_path: Path) -> None:
+    """The Jobs panel listed the jobs of the query's windows only, which have them once the query's coordinator
+    source runs: on a cluster of one worker with one map and one reduce slot, that source waits for a slot (the
+    worker's source and the reducer hold both), and the panel said "No job seen yet" with the monitoring job and a
+    batch job running. It lists the coordinator's jobs, records/s and failures left to the windows."""
+    with (
+        LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster,
+        monitor(cluster, tmp_path / "monitor") as feed,
+        WebServer(cluster.address, 0, monitor=[feed]) as web,
+        browser_page() as (page, errors),
+    ):
+        page.goto(web.url + "monitor", timeout=30_000)
+        monitoring = f"#jobs tbody tr[data-job-id='{feed.job_id}'][data-state=running]"
+        page.wait_for_selector(monitoring, timeout=30_000)
+        assert "continuous" in page.inner_text(monitoring)
+        with blocked_job(cluster, tmp_path) as job_id:  # (it waits for a slot: running, no task started)
+            batch = f"#jobs tbody tr[data-job-id='{job_id}'][data-state=running]"
+            page.wait_for_selector(batch, timeout=30_000)  # pushed to the open page
+            cells = texts(page, f"{batch} td")
+            assert cells[0].startswith("BlockedMap") and cells[2] == "0/2" and cells[7] == "–", cells
+            assert "2 running" in page.inner_text("#jobs-info")
+        page.wait_for_selector(f"#jobs tbody tr[data-job-id='{job_id}'][data-state=failed]", timeout=30_000)
+        assert not errors, errors
 
 
 def _cancel_hog(cluster: LocalCluster) -> None:

@@ -691,3 +691,58 @@ def test_a_memory_hog_alerts() -> None:
     assert set(rows) == {"c"} and rows["c"]["state"] == "alert"
     sample = {"kind": "worker", "host": "c", "rack": "r", "host_metrics": {"mem_percent": 10.7}, "engine": {}}
     assert (("alert", "mem_percent"), (1000.0, "c", 10.7)) in list(job.map(1000.0, sample)), "the map feeds the rule"
+
+
+def test_the_job_perspective_lists_the_coordinators_jobs_and_the_windows_rates() -> None:
+    """Jobs come from the coordinator's list as the feed polls it (a window of the query may have none yet, or be
+    seconds old), records/s and failures from the query's ``job`` rows; a job that ended over 5 minutes ago goes."""
+    from monitoring.state import JOB_MEMORY_SECONDS, MonitorState
+
+    state = MonitorState(["w1", "coordinator"])
+    now = 1_000_000.0
+    running = {"job_id": "j1", "name": "Grep", "state": "running", "maps_done": 1, "submitted_at": now - 30,
+               "finished_at": None}  # fmt: skip
+    long_ago = {**running, "job_id": "j0", "state": "succeeded", "finished_at": now - JOB_MEMORY_SECONDS - 1}
+    assert state.set_cluster_jobs([long_ago, running], now)  # a job came: the dashboard is told at once
+    (listed,) = state.snapshot()["jobs"]
+    assert (listed["job_id"], listed["state"], listed["elapsed"]) == ("j1", "running", 30.0)
+    assert "records_per_s" not in listed and "failures" not in listed
+    assert not state.set_cluster_jobs([long_ago, {**running, "maps_done": 2}], now + 1)  # progress only
+    row = {**running, "maps_done": 1, "records_per_s": 12.5, "failures": 1, "elapsed": 28.0}
+    state.add_window({"label": "w", "start": now - 4, "end": now, "reason": "complete", "fidelity": 1.0,
+                      "rows": [[json.dumps(["job", "j1"]), json.dumps(row)]], "scoreboard": {}})  # fmt: skip
+    (listed,) = state.snapshot()["jobs"]
+    assert (listed["maps_done"], listed["records_per_s"], listed["failures"]) == (2, 12.5, 1)
+    ended = {**running, "state": "succeeded", "maps_done": 3, "finished_at": now + 2}
+    assert state.set_cluster_jobs([ended], now + 5)
+    (listed,) = state.snapshot()["jobs"]
+    assert (listed["state"], listed["maps_done"], listed["elapsed"], listed["failures"]) == ("succeeded", 3, 32.0, 1)
+
+
+def test_the_querys_tasks_without_a_slot_are_named_and_where_they_run_then() -> None:
+    from monitoring.waiting import WAIT_NOTICE_SECONDS, SlotWaits
+
+    waits = SlotWaits(["w1", "coordinator"])
+
+    def table(coordinator: str, reduce: str, worker: str | None = None) -> list[dict[str, Any]]:
+        return [
+            {"kind": "map", "index": 0, "state": "running", "worker": "w1"},
+            {"kind": "map", "index": 1, "state": coordinator, "worker": worker},
+            {"kind": "reduce", "index": 0, "state": reduce, "worker": "w1"},
+        ]
+
+    assert waits.update(table("pending", "running"), 100.0) == []  # (just submitted: slots come at once)
+    (notice,) = waits.update(table("pending", "running"), 100.0 + WAIT_NOTICE_SECONDS)
+    assert notice.warning and notice.text.startswith(
+        "the monitoring query's task for the coordinator's stream (map-00001) has had no slot for 3 s"
+    ), notice
+    assert "no stuck task, nor job records/s or failures" in notice.text
+    assert waits.update(table("pending", "running"), 110.0) == []  # said once
+    assert waits.listed() == [{"task": "map-00001", "stream": "the coordinator's stream", "since": 100.0}]
+    (notice,) = waits.update(table("running", "running", worker="late-0"), 111.0)
+    assert not notice.warning and notice.text.endswith("runs, on worker late-0 (one the query does not watch: "
+                                                       "a task runs on any worker)")  # fmt: skip
+    assert waits.listed() == []
+    waits.update(table("running", "failed", worker="late-0"), 120.0)  # its reducer's worker was lost
+    (notice,) = waits.update(table("running", "failed", worker="late-0"), 125.0)
+    assert "task for the windows (reduce-00000)" in notice.text and "no window comes" in notice.text

@@ -52,7 +52,8 @@ answers ``503`` while it is empty):
   workers (``[{"worker", "host"}]``; the scoreboard's rows are by worker, ``scoreboard.hosts`` their labels), and
   ``host_labels`` maps every worker to its label (``monitoring.state``); ``alert_rule`` is the rule the monitoring job
   runs (``ClusterMonitor.alert_rule()``; null when the feed was not told it); ``unwatched_workers`` names the live
-  workers that registered after the monitoring query started, which none of its windows has (the page says so).
+  workers that registered after the monitoring query started, which none of its windows has (the page says so);
+  ``waiting_tasks`` the query's tasks that have no slot (``[{"task", "stream"}]``, ``monitoring.waiting``).
 - ``GET /api/monitor/series?level=host|rack|cluster&name=NAME&metric=METRIC``: one metric's series over the last
   windows, ``{"level", "name", "metric", "points": [{"t", "mean", "max", "p95"}]}`` (``t`` = the window's end; the
   cluster's name is ``""``); ``400`` for a bad level, no metric or no name of a rack or host, ``404`` for a series

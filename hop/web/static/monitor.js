@@ -297,7 +297,9 @@ function makeChart(metric) {
       normalized: true,
       interaction: { mode: "index", intersect: false },
       scales: {
-        x: { type: "linear", ticks: { callback: (value) => clock(value), maxTicksLimit: 5, maxRotation: 0 },
+        // (whole seconds: clock() shows no fraction, and ticks 0.5 s apart read as the same time twice)
+        x: { type: "linear",
+          ticks: { callback: (value) => clock(value), maxTicksLimit: 5, maxRotation: 0, precision: 0 },
           grid: { color: "#eef1f5" } },
         y: { beginAtZero: true, ticks: { callback: (value) => format(info.kind, value), maxTicksLimit: 5 },
           grid: { color: "#eef1f5" } },
@@ -317,6 +319,19 @@ function makeChart(metric) {
   return chart;
 }
 
+function timeAxis(points) {
+  // The axis spans the data (Chart.js would round it out to "nice" bounds, leaving empty space). A single point
+  // spans nothing, and Chart.js widened such an axis by 5% of its value: years, at seconds since the epoch, labelled
+  // with the times of day of other days. One window's axis spans that window instead (its point is at its end).
+  if (!points.length) return { min: undefined, max: undefined };
+  const first = points[0].t;
+  const last = points[points.length - 1].t;
+  if (last > first) return { min: first, max: last };
+  const window = latest();
+  const span = window && window.end === last && window.end > window.start ? window.end - window.start : 1;
+  return { min: last - span, max: last };
+}
+
 function renderCharts() {
   const level = view.level === "cluster" ? "Cluster" : `${view.level === "rack" ? "Rack" : "Host"} ${view.name}`;
   document.getElementById("charts-title").textContent = `${level} over time (UTC; each point a window)`;
@@ -327,9 +342,9 @@ function renderCharts() {
     chart.data.datasets[0].data = series("max");
     chart.data.datasets[1].data = series("mean");
     chart.data.datasets[2].data = series("p95");
-    // The axis spans the data (Chart.js would round it out to "nice" bounds, leaving empty space).
-    chart.options.scales.x.min = points.length ? points[0].t : undefined;
-    chart.options.scales.x.max = points.length > 1 ? points[points.length - 1].t : undefined;
+    // A lone point is drawn as a dot: a line needs two.
+    for (const dataset of chart.data.datasets.slice(1)) dataset.pointRadius = points.length === 1 ? 3 : 0;
+    Object.assign(chart.options.scales.x, timeAxis(points));
     chart.update("none");
     const card = chart.canvas.closest(".chart-card");
     card.dataset.points = String(points.length);
@@ -388,6 +403,22 @@ function renderHeader() {
     " sent no sample in the latest window (it was emitted without them; see the scoreboard).",
   );
   renderUnwatched();
+  renderWaitingTasks();
+}
+
+function renderWaitingTasks() {
+  // The query's tasks that have no slot (every slot of the cluster taken): its windows lack their streams meanwhile.
+  const waiting = view.snapshot?.waiting_tasks ?? [];
+  const banner = document.getElementById("waiting-tasks");
+  banner.hidden = !waiting.length;
+  const several = waiting.length > 1;
+  banner.replaceChildren(
+    el("strong", {}, `The monitoring query waits for ${several ? "slots" : "a slot"}: `),
+    ...waiting.flatMap((task, index) => [index ? ", " : "",
+      el("span", { dataset: { task: task.task } }, `its task for ${task.stream} (${task.task})`)]),
+    ` ${several ? "have" : "has"} none, every slot of the cluster being taken; the windows lack what `,
+    several ? "they read" : "it reads", " until a slot frees or a worker registers (it runs there).",
+  );
 }
 
 function renderUnwatched() {
@@ -541,7 +572,7 @@ function progress(done, total, fraction, live) {
 function renderJobs() {
   const jobs = [...(view.snapshot?.jobs ?? [])].reverse().slice(0, 20);
   document.getElementById("jobs-info").textContent = jobs.length
-    ? `(the coordinator's view in the latest windows; ${jobs.filter((job) => job.state === "running").length} running)` : "";
+    ? `(the coordinator's view; ${jobs.filter((job) => job.state === "running").length} running)` : "";
   const body = document.querySelector("#jobs tbody");
   if (!jobs.length) {
     body.replaceChildren(el("tr", {}, el("td", { colspan: 9, className: "muted" }, "No job seen yet.")));
@@ -556,7 +587,8 @@ function renderJobs() {
     el("td", {}, format(KIND.number, job.records_per_s)),
     el("td", {}, (job.input_records ?? 0).toLocaleString("en-US")),
     el("td", {}, job.continuous ? `${job.windows ?? 0} windows` : String(job.snapshots ?? 0)),
-    el("td", { className: job.failures ? "bad" : "" }, String(job.failures ?? 0)),
+    // (records/s and failures come with the query's windows: none for a job no window has yet)
+    el("td", { className: job.failures ? "bad" : "" }, job.failures === undefined ? "–" : String(job.failures)),
     el("td", {}, duration(job.elapsed ?? 0)))));
 }
 
