@@ -267,6 +267,7 @@ class MapOutputBuffer:
         check_every = MIN_YIELD_EVERY // 2
         next_yield = MIN_YIELD_EVERY
         yielded_at = time.monotonic()
+        yielded = -1
         never = 1 << 62
         sizing = not self._folding  # a folding buffer holds one state per key, bounded by spill_keys
         size_step = 1
@@ -379,6 +380,7 @@ class MapOutputBuffer:
                         check_pairs = True
                         self._pending = pending
                         self.current_record = (record_key, record_value)
+                        yielded = consumed
                         yield consumed
                     next_check = min(next_yield, next_size)
         except Exception as error:
@@ -391,7 +393,8 @@ class MapOutputBuffer:
             raise
         self._pending = pending
         self.records_consumed = consumed
-        yield consumed
+        if consumed != yielded:
+            yield consumed  # (unless the last record's stride yield said it already: progress counts only up)
 
     def _whose(self, error: UnencodableRecordError, groups: dict[Any, Any]) -> UnencodableRecordError:
         """``error`` said of the map or of the combiner, whichever yielded what could not be encoded: a key is the

@@ -339,6 +339,16 @@ def test_run_map_progress_and_mapper_returning_none(tmp_path: Path) -> None:
     assert buffer.counters.spill_files == 1
 
 
+@pytest.mark.parametrize("records", [0, 1, 15, 16, 17, 32])
+def test_run_map_says_each_count_once(tmp_path: Path, records: int) -> None:
+    """The last record landing on a yield of the stride (16, 32... records, or wherever a slow map's stride put it)
+    was said twice, by that yield and by the one at the end of the input: a count of progress that did not move
+    (and, under load, a test of large values failing on it)."""
+    buffer = MapOutputBuffer(tmp_path, 1, _by_length(1))
+    progress = _drain(buffer, [(i, i) for i in range(records)], lambda key, value: [(value, 1)])
+    assert progress == sorted(set(progress)) and progress[-1] == records
+
+
 def test_run_map_yields_within_a_few_records_when_records_are_slow(tmp_path: Path) -> None:
     """Progress reports and control messages (flow control, split requests) are read at ``run_map``'s yields: a map
     whose records take milliseconds yields every 16 records (its stride is cut to about 20 ms, at least 16), not
