@@ -115,9 +115,11 @@ def test_page_stops_a_running_batch_job_and_keeps_its_last_estimates(
     "after the end": the answer to the page's stop request reaches it after the job's end did (a loaded machine):
     the page put "cancelled: the job is failing" over "the job failed: ...", and kept it."""
     source = tmp_path / "in.txt"
-    generate_text(source, 6_000_000, seed=47, vocabulary=100)  # (runs long past the click: it is cancelled)
+    # (About 30 s of maps: it runs long past the click, which a loaded machine can bring 10 s after the start; it is
+    # cancelled then. With 6 MB, once in a full run on a loaded machine the job had ended before the stop came.)
+    generate_text(source, 18_000_000, seed=47, vocabulary=100)
     job_class = load_job_file(job_path("slow_sum_wordcount"))
-    options = online_options(job_class, [str(source)], snapshot_every=0.1, order="random", chunk_size=64 << 10)
+    options = online_options(job_class, [str(source)], snapshot_every=0.03, order="random", chunk_size=64 << 10)
     output = tmp_path / "out"
     spec = build_spec(job_class, [str(source)], str(output), num_reduces=2, options=options)
     ended = "document.querySelector('#stop-state').textContent.includes('failed')"
