@@ -206,6 +206,7 @@ class Worker:
             code = slot.process.poll()
             if code is None:
                 continue
+            slot.ready = False  # (a task waiting for a slot must not be handed to this dead one as its last words end)
             if slot.task is not None:
                 # What the task sent just before it died (a checkpoint, a spill) must reach the coordinator before
                 # its failure does, or the retry starts over: relay whatever is still on the way.

@@ -94,3 +94,31 @@ def test_a_task_waiting_for_a_slot_starts_as_soon_as_one_is_free(tmp_path: Path)
         worker.waiting.append((waiting, message("run_task", **{k: v for k, v in waiting.items() if k != "type"})))
         worker.on_slot(b"w/m0", message("map_done", job_id="job-1", index=0, attempt=0, at=time.time()))
         assert (slot.task, worker.waiting) == (("job-1", "map", 1, 0), [])
+
+
+def test_a_waiting_task_is_not_handed_to_a_slot_whose_process_died(tmp_path: Path) -> None:
+    """A slot process that died right after its task's last report (``map_done``, read as the worker relays its last
+    words): that report frees the slot, and a task waiting for one was handed to the dead process, then lost when
+    the slot was restarted; the job waited for it for ever. It waits for the restarted slot instead."""
+    with _worker_with_one_map_slot(tmp_path) as (worker, _):
+        slot = worker.slots["w/m0"]
+        slot.task = ("job-1", "map", 0, 0)
+        waiting = {"type": "run_task", "job": {"job_id": "job-1"}, "kind": "map", "index": 1, "attempt": 0}
+        worker.waiting.append((waiting, message("run_task", **{k: v for k, v in waiting.items() if k != "type"})))
+        # The task's last words, on their way as its process dies (sent as the task process sends them).
+        last_words = zmq.Context.instance().socket(zmq.DEALER)
+        last_words.setsockopt(zmq.IDENTITY, b"w/m0")
+        last_words.setsockopt(zmq.LINGER, 1000)
+        try:
+            last_words.connect(worker.slots_address)
+            slot.process.kill()
+            slot.process.wait(timeout=10)
+            last_words.send(message("map_done", job_id="job-1", index=0, attempt=0, at=time.time()))
+            deadline = time.monotonic() + 10
+            while not worker.slots_socket.poll(10):
+                assert time.monotonic() < deadline, "the last words reached the worker"
+            worker._check_slots()
+        finally:
+            last_words.close(linger=0)
+        assert [entry for entry, _ in worker.waiting] == [waiting], "the task still waits, for the restarted slot"
+        assert worker.slots["w/m0"] is not slot and worker.slots["w/m0"].task is None
