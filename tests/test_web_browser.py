@@ -132,6 +132,9 @@ def test_page_stops_a_running_batch_job_and_keeps_its_last_estimates(
         try:
             page.goto(f"{web.url}?job={job_id}", timeout=30_000)
             page.wait_for_selector("#results tbody tr", timeout=60_000)  # the first snapshot's estimates
+            # ... and the page knows a snapshot is complete (in OUT/_snapshots/: what the question says stays). The
+            # rows can come first, from partitions of a snapshot not whole yet, which a cancel would not keep.
+            page.wait_for_function("() => state.job && state.job.snapshots > 0", timeout=60_000)
             assert page.is_visible("#stop-job"), "a running batch job can be stopped from the page"
             assert "Cancel the job" in (page.get_attribute("#stop-job", "title") or "")
             asked: list[str] = []
