@@ -33,7 +33,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -45,7 +44,10 @@ import psutil
 
 from hop.aggregates import as_aggregate
 from hop.loader import JobFileError, load_job_file
+from hop.spilldirs import make_marked_dir
 
+SCRATCH_PREFIX = "hop-compare-"
+"""The name of the folder of the two runs' outputs, in the system's temporary directory, up to its random part."""
 MAX_DIFFERENCES = 10
 SAMPLE_SECONDS = 0.05
 ENGINE_STOP_SECONDS = 60
@@ -258,7 +260,9 @@ def compare(
     :func:`format_table` renders it.
     """
     options = _options(split_size, spill_records, input_format, job_class)
-    scratch = Path(tempfile.mkdtemp(prefix="hop-compare-"))
+    # Marked as this process's (hop.spilldirs): the two outputs, as large as the job's, that a `hop compare` killed
+    # outright left are removed by the next one on this host.
+    scratch = make_marked_dir(None, SCRATCH_PREFIX)
     try:
         hop_out, spark_out = scratch / "hop", scratch / "spark"
         common = [job_file, *inputs]

@@ -17,7 +17,6 @@ import selectors
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from types import TracebackType
 from typing import TextIO
@@ -25,6 +24,10 @@ from typing import TextIO
 from hop.client import Client, CoordinatorUnavailable
 from hop.forking import DescendantProcess, wait_or_kill
 from hop.prelaunch import Prelaunch
+from hop.spilldirs import make_marked_dir
+
+CLUSTER_PREFIX = "hop-cluster-"
+"""The name of an embedded cluster's directory in the system's temporary directory, up to its random part."""
 
 START_TIMEOUT = 60.0
 
@@ -105,7 +108,10 @@ class LocalCluster:
     def _start(self) -> None:
         # A local ipc endpoint known in advance lets the workers start alongside the coordinator (ZeroMQ connects
         # retry until the bind exists), which halves start-up: it matters for short jobs.
-        self._socket_dir = tempfile.mkdtemp(prefix="hop-cluster-")
+        # Marked as this process's (hop.spilldirs): its coordinator removes it if this process dies without a stop,
+        # but with its whole process group killed (`timeout -s KILL`, `kill -9 -PGID`) nobody did, and it held the
+        # workers' spill files; the next cluster started on this host removes it.
+        self._socket_dir = str(make_marked_dir(None, CLUSTER_PREFIX))
         planned = coordinator_address(self._socket_dir)
         options = [
             "--bind",

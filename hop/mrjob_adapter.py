@@ -39,7 +39,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -51,6 +50,7 @@ from hop.loader import JobFileError
 from hop.mrjob_codec import Edge, InputEdge, as_text, line_of_output, plan_edges
 from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
+from hop.spilldirs import make_marked_dir
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
 
@@ -63,6 +63,8 @@ _UNSUPPORTED = (
     "reducer_cmd",
     "reducer_pre_filter",
 )
+FILES_PREFIX = ".hop-mrjob-files-"
+"""The name of the folder (beside the output directory) of the tasks' working directory, up to its random part."""
 _INPUT_FILE_VARIABLE = "mapreduce_map_input_file"  # what mrjob.compat.jobconf_from_env looks up
 _STATUS_EVERY = 1.0
 _REWRITE_BATCH = 1 << 16
@@ -91,13 +93,23 @@ class MRJobRun:
         if ignored:
             print(f"hop: warning: {path}: jobconf ignored on hop: {', '.join(sorted(ignored))}", file=sys.stderr)
         links = _task_files(mr, path)
+        self._marked: Path | None = None
         self.workdir: str | None = None
         if links:
             parent = Path(output).resolve().parent
             parent.mkdir(parents=True, exist_ok=True)
-            self.workdir = tempfile.mkdtemp(prefix=".hop-mrjob-files-", dir=parent)
-            for name, target in links.items():
-                os.symlink(target, os.path.join(self.workdir, name))
+            # Marked as this process's: a `hop run`/`hop submit` killed outright (-9) cannot remove it, and the
+            # next run making one beside its output removes it then (hop.spilldirs). The links are a folder down,
+            # so that the marking is not in the tasks' working directory (a FILES entry may be named `owner`).
+            self._marked = make_marked_dir(str(parent), FILES_PREFIX)
+            try:
+                os.mkdir(self._marked / "files")
+                for name, target in links.items():
+                    os.symlink(target, self._marked / "files" / name)
+            except BaseException:
+                shutil.rmtree(self._marked, ignore_errors=True)
+                raise
+            self.workdir = str(self._marked / "files")
         attributes = {
             "__module__": self.mrjob_class.__module__,  # pickled by value with the user's module (hop.jobspec)
             "__qualname__": self.mrjob_class.__name__,
@@ -115,9 +127,9 @@ class MRJobRun:
         (Path(output) / "_SUCCESS").touch()
 
     def close(self) -> None:
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-            self.workdir = None
+        if self._marked is not None:
+            shutil.rmtree(self._marked, ignore_errors=True)
+            self._marked = self.workdir = None
 
     def __enter__(self) -> MRJobRun:
         return self

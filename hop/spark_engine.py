@@ -56,7 +56,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -89,6 +88,7 @@ from hop.spark_tasks import (
     total_order,
     write_task,
 )
+from hop.spilldirs import make_marked_dir
 from hop.stdin_input import STDIN_COPY_OPTION, inputs_as_given
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
@@ -318,10 +318,7 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
             settings["spark.log.level"] = "ERROR"
     else:
         # Read by the driver JVM when it starts; a JVM already running for this process is reconfigured below.
-        handle, name = tempfile.mkstemp(prefix="hop-spark-log4j2-", suffix=".properties")
-        with os.fdopen(handle, "w") as file:
-            file.write(log4j2_config(quiet))
-        log_config = Path(name)
+        log_config = write_log_config(quiet)
     if _is_loopback_master(master):
         settings["spark.driver.host"] = settings["spark.driver.bindAddress"] = "127.0.0.1"
         environment["SPARK_LOCAL_IP"] = "127.0.0.1"
@@ -359,10 +356,29 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
                 raise SparkUnavailable(f"Spark's logging could not be set up: {_first_line(error)}") from error
     finally:
         if log_config is not None:
-            log_config.unlink(missing_ok=True)
+            shutil.rmtree(log_config.parent, ignore_errors=True)
         if sigint_handler is not None:
             signal.signal(signal.SIGINT, sigint_handler)
     return spark
+
+
+LOG_CONFIG_PREFIX = "hop-spark-log4j2-"
+"""The name of the folder of the driver's logging configuration, in the system's temporary directory, up to its
+random part."""
+
+
+def write_log_config(quiet: bool) -> Path:
+    """The driver's logging configuration (:func:`log4j2_config`), written to a new file in a folder of its own,
+    marked as this process's (``hop.spilldirs``): the caller removes the folder once the driver started; one that a
+    process killed meanwhile (-9) left behind is removed by the next call on this host."""
+    folder = make_marked_dir(None, LOG_CONFIG_PREFIX)
+    path = folder / "log4j2.properties"
+    try:
+        path.write_text(log4j2_config(quiet), encoding="utf-8")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return path
 
 
 def _reconfigure_logging(spark: SparkSession, config: Path) -> None:

@@ -11,6 +11,13 @@ The same marking serves the scratch a run keeps beside its output directory (``p
 (``.OUT.steps-*``, ``hop.runner``) and the copy of standard input (``.OUT.stdin-*``, ``hop.stdin_input``), which a
 run killed outright left there, hidden, gigabytes for a large pipeline or input; the next run writing ``OUT`` on that
 host removes them.
+
+And it serves the directories other commands make and remove when they end, which a command killed outright left
+behind (:func:`make_marked_dir`): an mrjob run's directory of task files beside its output (``.hop-mrjob-files-*``,
+``hop.mrjob_adapter``), and in the system's temporary directory an embedded cluster's (``hop-cluster-*``, its
+socket and the workers' spill directories, left when its whole process group was killed), the Spark driver's
+logging configuration (``hop-spark-log4j2-*``), a compaction child's (``hop-compaction-*``) and ``hop compare``'s
+outputs (``hop-compare-*``); the next command making one of the same kind removes them.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import psutil
 from hop.lifetime import stop_signals_held
 from hop.outputs import OutputError
 
-__all__ = ["PREFIX", "make_scratch", "make_spill_dir", "remove_abandoned", "scratch_folder"]
+__all__ = ["PREFIX", "make_marked_dir", "make_scratch", "make_spill_dir", "remove_abandoned", "scratch_folder"]
 
 PREFIX = "hop-worker-"
 OWNER = "owner"
@@ -69,6 +76,15 @@ def remove_abandoned(root: str | None, prefix: str = PREFIX) -> list[Path]:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
+
+
+def make_marked_dir(root: str | None, prefix: str) -> Path:
+    """A new directory under ``root`` (the system's temporary directory if None) named ``prefix...`` and marked as
+    this process's (:func:`make_spill_dir`), once those of processes on this host that died without removing
+    theirs are removed (:func:`remove_abandoned`). The caller removes the whole directory when done with it; its
+    ``owner`` file is not for it to use."""
+    remove_abandoned(root, prefix)
+    return make_spill_dir(root, prefix)
 
 
 def _running(pid: int, started: float) -> bool:

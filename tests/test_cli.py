@@ -235,6 +235,47 @@ def test_the_scratch_of_a_run_killed_outright_is_removed_by_the_next_run(tmp_pat
     assert not list(tmp_path.glob(".out.*")), "the killed run's copy is removed"
 
 
+def test_the_cluster_directory_of_a_run_killed_with_its_cluster_is_removed_by_the_next_run(tmp_path: Path) -> None:
+    """An embedded cluster's directory in the temporary directory (``hop-cluster-*``: its socket and its workers'
+    spill files) is removed by its coordinator when ``hop run`` dies without stopping it; with the whole process
+    group killed outright (``timeout -s KILL``, ``kill -9 -PGID``) nobody removed it. The next cluster started on
+    the host removes it, and leaves one whose owner still runs."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    (tmp_path / "in.txt").write_text("block\n")
+    command = [sys.executable, "-m", "hop", "run", str(TEST_JOBS / "blocked_map.py"), "in.txt", "-o", "out"]
+    command += ["--job-class", "BlockedMap"]
+    killed = subprocess.Popen(command, cwd=tmp_path, env=environment, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(temporary.glob("hop-cluster-*/hop-worker-*/job-*")):  # (a map running, spilling there)
+            assert time.monotonic() < deadline and killed.poll() is None, "the job started"
+            time.sleep(0.02)
+    finally:
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=30)
+    (abandoned,) = temporary.glob("hop-cluster-*")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from hop.spilldirs import make_marked_dir; "
+         "print(make_marked_dir(None, 'hop-cluster-'), flush=True); time.sleep(60)"],
+        env=environment, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        held = Path(holder.stdout.readline().strip())
+        (tmp_path / "words.txt").write_text("a b a\n")
+        result = subprocess.run(
+            [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), "words.txt", "-o", "counts"],
+            cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=TIMEOUT,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert list(temporary.glob("hop-cluster-*")) == [held], f"{abandoned} is removed, {held} stays"
+    finally:
+        holder.kill()
+        holder.communicate(timeout=10)
+
+
 def test_quiet_blocking_run_prints_nothing(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\n")
     result = hop(

@@ -669,6 +669,60 @@ def test_an_mrjob_output_is_marked_successful_only_once_rewritten(client: Client
     assert not (tmp_path / "killed" / "_SUCCESS").exists()
 
 
+def test_a_killed_mrjob_run_leaves_its_task_files_to_the_next(client: Client, tmp_path: Path) -> None:
+    """``hop submit --mrjob`` killed with -9 could not remove the tasks' working directory it made beside the output
+    (``.hop-mrjob-files-*``, links to the job's FILES), and no later run did. The next mrjob run making one there
+    removes it; one whose process still runs stays."""
+    job = write_job(
+        tmp_path,
+        "mr_files.py",
+        """
+        import time
+        from mrjob.job import MRJob
+
+        class MRFiles(MRJob):
+            FILES = ["stops.txt"]
+
+            def mapper(self, _, line):
+                time.sleep(0.2)
+                with open("stops.txt") as stops:
+                    if line not in stops.read().split():
+                        yield line, 1
+        """,
+    )
+    (tmp_path / "stops.txt").write_text("b\n")
+    (tmp_path / "in.txt").write_text("a\nb\nc\n")
+    submit = [sys.executable, "-m", "hop", "submit", "--mrjob", str(job), "in.txt", "--coordinator", client.address]
+    killed = subprocess.Popen([*submit, "--quiet", "-o", "killed"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (running := [j for j in client.jobs() if j["state"] == "running" and j["output"].endswith("killed")]):
+            assert time.monotonic() < deadline and killed.poll() is None, "the job was submitted"
+            time.sleep(0.02)
+    finally:
+        killed.kill()
+        killed.wait(timeout=10)
+    assert client.wait(running[0]["job_id"], timeout=60)["state"] == "succeeded"  # (its files were there throughout)
+    (abandoned,) = tmp_path.glob(".hop-mrjob-files-*")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from hop.mrjob_adapter import MRJobRun; "
+         f"print(MRJobRun({str(job)!r}, [], 'held').workdir, flush=True); time.sleep(60)"],
+        cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() != "None"  # (made its directory)
+        (held,) = set(tmp_path.glob(".hop-mrjob-files-*")) - {abandoned}
+        done = subprocess.run([*submit, "--quiet", "-o", "done"], cwd=tmp_path, timeout=TIMEOUT)
+        assert done.returncode == 0
+        lines = sorted(line for part in (tmp_path / "done").glob("part-*") for line in part.read_text().splitlines())
+        assert lines == ['"a"\t1', '"c"\t1']
+        assert list(tmp_path.glob(".hop-mrjob-files-*")) == [held]
+    finally:
+        holder.kill()
+        holder.communicate(timeout=10)
+
+
 def test_hop_imports_without_mrjob_and_says_what_to_install(text: Path, tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['mrjob'] = None; import hop, hop.cli; "

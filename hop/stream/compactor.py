@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from hop.lifetime import stop_signals_held
+from hop.spilldirs import make_marked_dir
 from hop.stream.view import SPARK_CONF, PathLike, ViewInfo, compact, pending_deltas, view_info
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ __all__ = ["Compactor", "main"]
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 _REQUEST = b"compact\n"
+SCRATCH_PREFIX = "hop-compaction-"
+"""The name of a compaction child's temporary directory, in the system's, up to its random part."""
 _CLOSE_TIMEOUT = 30.0  # a child told to end (stdin closed) stops its SparkSession and JVM within this
 
 
@@ -222,7 +225,8 @@ class _Child:
         log = tempfile.TemporaryFile()  # noqa: SIM115 (close() closes it); a file, not a pipe, never fills up
         # The child's own temporary directory, removed once it has ended: PySpark's launch_gateway makes one there
         # and removes it only if it is not killed meanwhile (a second Ctrl-C, the run_timeout) while the JVM starts.
-        scratch = tempfile.mkdtemp(prefix="hop-compaction-")
+        # Marked as this process's (hop.spilldirs): one this process, killed outright, left is removed by the next.
+        scratch = str(make_marked_dir(None, SCRATCH_PREFIX))
         command = [sys.executable, "-m", "hop.stream.compactor", str(out), "--master", spark_master]
         path = os.pathsep.join(filter(None, [_PROJECT_ROOT, os.environ.get("PYTHONPATH")]))
         try:

@@ -1,0 +1,99 @@
+"""What a command killed outright (-9) leaves in the temporary directory: the Spark driver's logging configuration
+(``hop-spark-log4j2-*``), a compaction child's temporary directory (``hop-compaction-*``), ``hop compare``'s two
+outputs (``hop-compare-*``). Nothing removed them; each is marked with its owner now (``hop.spilldirs``), and the
+next command making one of that kind on the host removes those whose owner is dead, never a running one's. Real
+processes killed with SIGKILL, each in a temporary directory of the test's own (``TMPDIR``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from hop.spark_engine import write_log_config
+from hop.stream.compactor import _Child
+from tests.conftest import job_path
+
+TIMEOUT = 60
+
+
+@pytest.fixture
+def temporary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The temporary directory of this process (``tempfile.tempdir``) and of the processes it starts (``TMPDIR``)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    yield folder
+
+
+def _holder(statement: str) -> tuple[subprocess.Popen[str], Path]:
+    """A process that prints the path ``statement`` evaluates to, then sleeps; and that path."""
+    code = f"import time; from pathlib import Path; print({statement}, flush=True); time.sleep({TIMEOUT})"
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    return process, Path(process.stdout.readline().strip())
+
+
+def _end(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGKILL)
+    process.communicate(timeout=TIMEOUT)
+
+
+def test_the_logging_configuration_of_a_spark_driver_killed_as_it_started(temporary: Path) -> None:
+    statement = "__import__('hop.spark_engine').spark_engine.write_log_config(True)"
+    killed, abandoned = _holder(statement)
+    _end(killed)
+    live, held = _holder(statement)
+    try:
+        mine = write_log_config(True)
+        assert "rootLogger.level" in mine.read_text()
+        assert sorted(temporary.iterdir()) == sorted([held.parent, mine.parent]), f"{abandoned.parent} is removed"
+    finally:
+        _end(live)
+
+
+def test_the_temporary_directory_of_a_compaction_child_whose_parent_was_killed(temporary: Path) -> None:
+    statement = "__import__('hop.stream.compactor').stream.compactor._Child.start(Path('view'), 'local[1]').scratch"
+    killed, abandoned = _holder(statement)  # (its child ends as its stdin does, with the killed parent)
+    _end(killed)
+    live, held = _holder(statement)
+    try:
+        mine = _Child.start(temporary.parent / "view", "local[1]")
+        try:
+            assert sorted(temporary.iterdir()) == sorted([held, Path(mine.scratch)]), f"{abandoned} is removed"
+        finally:
+            mine.close(time.monotonic() + TIMEOUT)
+    finally:
+        _end(live)
+
+
+def test_the_outputs_of_a_killed_compare(temporary: Path) -> None:
+    """Two outputs as large as the job's, left by a ``hop compare`` killed while its hop run ran. (Spark's master is
+    unreachable: its run fails at once, and the test starts no JVM.)"""
+    (temporary.parent / "in.txt").write_text("a b a\n")
+    command = [sys.executable, "-m", "hop", "compare", job_path("wordcount"), "in.txt", "--workers", "1"]
+    command += ["--spark-master", "spark://127.0.0.1:1"]
+    killed = subprocess.Popen(command, cwd=temporary.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (runs := psutil.Process(killed.pid).children()):  # (its hop run started, in the scratch made first)
+            assert time.monotonic() < deadline and killed.poll() is None, "the hop run started"
+            time.sleep(0.01)
+    finally:
+        killed.kill()
+        killed.wait(timeout=TIMEOUT)
+    psutil.wait_procs(runs, timeout=TIMEOUT)  # (the orphaned hop run ends on its own, its output written there)
+    (abandoned,) = temporary.glob("hop-compare-*")
+    result = subprocess.run(command, cwd=temporary.parent, capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 1 and "spark exited with code" in result.stdout, result.stdout + result.stderr
+    assert not abandoned.exists() and not list(temporary.glob("hop-compare-*"))
+    assert os.listdir(temporary) == []
