@@ -381,7 +381,7 @@ class Coordinator:
                     file=sys.stderr,
                     flush=True,
                 )
-            self._worker_lost(worker, time.time())
+            self._worker_lost(worker, time.time(), left=True)
         self._send(identity, "left")
 
     def on_samples_at(self, identity: bytes, msg: dict[str, Any]) -> None:
@@ -1507,9 +1507,9 @@ class Coordinator:
                     )
                 self._worker_lost(worker, now)
 
-    def _worker_lost(self, worker: WorkerInfo, now: float) -> None:
-        """``worker`` is gone (silent too long, or replaced by a new registration under its name): its attempts
-        are lost and run again elsewhere."""
+    def _worker_lost(self, worker: WorkerInfo, now: float, left: bool = False) -> None:
+        """``worker`` is gone (silent too long, replaced by a new registration under its name, or ``left``: it said
+        it stops): its attempts are lost and run again elsewhere, however often (``JobState.on_worker_lost``)."""
         worker.alive = False
         for job in list(self.jobs.values()):
             if job.state == "running":
@@ -1519,7 +1519,7 @@ class Coordinator:
                         for task in job.reduces
                         if any(a.worker == worker.name for a in job.live_attempts("reduce", task.index))
                     ]
-                    self._execute(job, job.on_worker_lost(worker.name, now))
+                    self._execute(job, job.on_worker_lost(worker.name, now, left=left))
                     for index in lost_reduces:
                         self._upstream_attempt_gone(job, index, f"upstream reduce lost with {worker.name}")
         if not any(w.alive for w in self.workers.values()):

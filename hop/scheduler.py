@@ -10,8 +10,12 @@ Rules:
   superseded. Every commit is announced to all workers (``map_committed``), so reducers can move that attempt's runs
   from tentative to committed; superseded or failed attempts are announced as ``map_failed``.
 - A reduce attempt's output is committed (renamed to ``part-NNNNN``) by the first attempt of that partition to finish.
-- A failed attempt is retried while ``max_attempts`` allows and the failure is retryable (a crash or a lost worker);
-  an error in user code fails the job at once, since running the same code on the same record fails again.
+- A failed attempt is retried while ``max_attempts`` allows and the failure is retryable (its task process
+  died); an error in user code fails the job at once, since running the same code on the same record fails again.
+  Only ``failed`` attempts count against ``max_attempts``: an attempt ended for a reason outside the task (``lost``
+  with its worker, which stopped or went silent; ``killed`` by the coordinator) is always retried, as Hadoop counts
+  killed attempts apart from failed ones. So workers coming and going never give up a task (a continuous job's
+  source, a batch map), while one that crashes ``max_attempts`` times still fails its job (gives its source up).
 - Counters are summed over committed attempts only, so retries never count twice.
 - Tail splitting: when map slots idle and no map waits for one, the running maps expected to run longest (at least
   ``TAIL_SPLIT_SECONDS`` more) are asked to hand the rest of their input over (``split_off``): the rest of the chunk
@@ -143,6 +147,12 @@ class TaskState:
     def pending(self) -> bool:
         """Waiting for a slot: not committed and no attempt assigned or running."""
         return self.committed is None and not any(a.live for a in self.attempts)
+
+    @property
+    def failures(self) -> int:
+        """Attempts that failed (their task process died): what ``max_attempts`` limits. Attempts lost with their
+        worker or killed by the coordinator are not the task's doing and do not count."""
+        return sum(a.status == "failed" for a in self.attempts)
 
 
 # Actions ---------------------------------------------------------------------------------------------------------
@@ -450,23 +460,32 @@ class JobState:
         return running
 
     def task_table(self) -> list[dict[str, Any]]:
-        """Every task with its state and progress, for the web view."""
+        """Every task with its state and progress, for the web view and ``Client.job``. ``state``: ``running`` (an
+        attempt assigned or running), ``pending`` (waiting for a slot: not started yet, or again after its last
+        attempt ended, ``last_attempt`` saying how: ``failed``, ``lost`` with its worker, ``killed``), ``committed``,
+        ``given_up`` (a continuous job's source that failed ``max_attempts`` times: the query goes on without it);
+        once the job ended, a task that never committed is ``failed`` if its last attempt failed, else ``killed``."""
         table = []
+        settled = ("running", "committed")
         for task in (*self.maps, *self.reduces):
             live = [a for a in task.attempts if a.live]
-            if task.committed is not None:
+            last = task.attempts[-1] if task.attempts else None
+            if task.kind == "map" and task.index in self.sources_gone:
+                state = "given_up"
+            elif task.committed is not None:
                 state = "committed"
             elif live:
                 state = "running"
-            elif task.attempts:
-                state = "failed"
-            else:
+            elif self.state == "running" or last is None:
                 state = "pending"
+            else:
+                state = "failed" if last.status == "failed" else "killed"
             table.append(
                 {
                     "kind": task.kind,
                     "index": task.index,
                     "state": state,
+                    **({"last_attempt": last.status, "error": last.error} if last and state not in settled else {}),
                     "fraction": self.map_task_fraction(task)
                     if task.kind == "map"
                     else 1.0
@@ -531,7 +550,7 @@ class JobState:
         gone = []
         for index in sorted(self.sources_gone):
             attempts = self.maps[index].attempts
-            failed = [a for a in attempts if a.status in ("failed", "lost")]
+            failed = [a for a in attempts if a.status == "failed"]  # (what gave it up: lost ones do not count)
             url = urls[index] if index < len(urls) else None
             gone.append(
                 {"index": index, "url": url, "attempts": len(failed), "error": failed[-1].error if failed else None}
@@ -604,8 +623,8 @@ class JobState:
     ) -> list[Action]:
         task = self.maps[index]
         record = task.attempts[attempt]
-        if record.status in ("failed", "killed"):
-            # Declared failed (its worker was lost) or killed (it lost a speculative race) before this report
+        if record.status in ("failed", "lost", "killed"):
+            # Declared failed or lost (with its worker) or killed (it lost a speculative race) before this report
             # arrived: its runs are already dropped.
             return [Broadcast("map_failed", {"job_id": self.spec.job_id, "index": index, "attempt": attempt})]
         record.end = at
@@ -690,12 +709,17 @@ class JobState:
         retryable: bool,
         at: float,
         keep_checkpoint: bool = True,
+        lost: bool = False,
     ) -> list[Action]:
+        """Attempt ``attempt`` of a task ended without success: retried while ``retryable`` and the task's
+        ``failures`` allow, else the job fails (a continuous job's map: its source is given up). ``lost``: it ended
+        for a reason outside the task (its worker stopped or went silent, the spills it built on went with one): the
+        attempt is ``lost``, not ``failed``, and is always retried (see the module docstring)."""
         task = self.tasks(kind)[index]
         record = task.attempts[attempt]
         if record.status in ("succeeded", "superseded", "lost", "killed"):
             return []  # a late report about an attempt that already finished: nothing to undo
-        record.status, record.end, record.error = "failed", at, error
+        record.status, record.end, record.error = "lost" if lost else "failed", at, error
         actions: list[Action] = []
         if kind == "map":
             failed = {"job_id": self.spec.job_id, "index": index, "attempt": attempt}
@@ -717,9 +741,9 @@ class JobState:
                     )
                 task.resume = None
             actions.append(Broadcast("map_failed", failed))
-        if self.state != "running" or task.committed is not None:
+        if self.state != "running" or task.committed is not None or lost:
             return actions
-        if retryable and kind == "map" and self.continuous and len(task.attempts) >= self.max_attempts:
+        if retryable and kind == "map" and self.continuous and task.failures >= self.max_attempts:
             # A source that keeps failing is given up, not the query: windows stop waiting for it and report
             # its missing panes (C2's failure eviction).
             self.sources_gone.add(index)
@@ -729,9 +753,9 @@ class JobState:
                 Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": index}),
                 *self._finish_if_done(),
             ]
-        if not retryable or len(task.attempts) >= self.max_attempts:
-            tried = len(task.attempts)
-            reason = error if not retryable else f"{error} (gave up after {tried} attempts)"
+        if not retryable or task.failures >= self.max_attempts:
+            tried = task.failures
+            reason = error if not retryable else f"{error} (gave up after {tried} failed attempts)"
             return actions + self.fail(reason, traceback)
         return actions  # the task is pending again; the coordinator assigns a new attempt
 
@@ -752,22 +776,18 @@ class JobState:
     def live_attempts(self, kind: str, index: int) -> list[Attempt]:
         return [a for a in self.tasks(kind)[index].attempts if a.live]
 
-    def on_worker_lost(self, worker: str, at: float) -> list[Action]:
-        """Fail the attempts running on a lost worker; its committed maps' output is gone too."""
+    def on_worker_lost(self, worker: str, at: float, left: bool = False) -> list[Action]:
+        """The attempts running on a lost worker (``left``: one that said it stops) are ``lost`` and run again,
+        however often that happens (not the tasks' fault: they do not count against ``max_attempts``); its
+        committed maps' output is gone too."""
         actions: list[Action] = []
+        why = f"worker {worker} stopped" if left else f"worker {worker} was lost"
         for kind in ("map", "reduce"):
             for task in self.tasks(kind):
                 for record in task.attempts:
                     if record.worker == worker and record.live:
                         actions += self.on_task_failed(
-                            kind,
-                            task.index,
-                            record.attempt,
-                            f"worker {worker} was lost",
-                            None,
-                            True,
-                            at,
-                            keep_checkpoint=False,
+                            kind, task.index, record.attempt, why, None, True, at, keep_checkpoint=False, lost=True
                         )
         for task in self.maps:  # kept spills of a resumed map lived on the lost worker: the map starts over
             if task.committed is None and task.resume and worker in self._segment_workers(task):
@@ -782,6 +802,7 @@ class JobState:
                         True,
                         at,
                         keep_checkpoint=False,
+                        lost=True,
                     )
                 if task.resume:
                     for segment_attempt, _, _ in task.resume["segments"]:

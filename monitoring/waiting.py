@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 WAIT_NOTICE_SECONDS = 3.0
 """How long a task may have no slot before it is named: the coordinator assigns every task it has a slot for at once,
 so one without after that waits for a slot to free."""
-WAITING = ("pending", "failed")
-"""Task table states without a live attempt (``failed``: its attempt ended, the next one waits)."""
+WAITING = ("pending",)
+"""Task table states of a task that waits for a slot: not started yet, or again after its attempt ended (its worker
+stopped or was lost, or it failed; ``last_attempt`` says which)."""
 
 
 class Notice(NamedTuple):

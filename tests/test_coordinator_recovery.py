@@ -433,6 +433,66 @@ def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exa
     assert "hop coordinator: worker w1 stopped; its running tasks run again on other workers\n" in told, told
 
 
+def test_a_continuous_jobs_source_outlives_workers_that_come_and_go(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Each ``hop worker`` stopped (Ctrl-C, SIGTERM) while it ran a continuous job's source counted a failed attempt:
+    the second stop here (``max_attempts`` 2; 4 by default) gave the source up for good, and the query went on
+    without it (``hop monitor``'s coordinator stream after a worker was restarted four times). A worker leaving is
+    not the task's fault: the source waits for the next slot, its task table row says ``pending`` (it said
+    ``failed``) with how its last attempt ended, and it runs on the next worker that comes."""
+    from hop.stream.options import stream_options
+
+    address = f"ipc://{tmp_path}/coordinator"
+    _coordinator(address, processes)
+
+    def worker(name: str, stream_slots: int) -> subprocess.Popen[bytes]:
+        slots = ["--map-slots", "1", "--reduce-slots", "1", "--stream-slots", str(stream_slots)]
+        command = ["-m", "hop.worker", "--coordinator", address, "--name", name, "--spill-dir", str(tmp_path)]
+        processes.append(subprocess.Popen([sys.executable, *command, *slots], stderr=subprocess.DEVNULL))
+        return processes[-1]
+
+    worker("home", 0)  # (its two slots take the two reducers: the source runs only on the visitor)
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a b\nb c\n" * 100)
+    options = stream_options([f"replay:{lines}?rate=400&loop=1"], "1s", None)
+    spec = build_spec(
+        load_job_file(job_path("stream_wordcount")),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=2,
+        options={"stream": options, "max_attempts": 2},
+    )
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["home"], 30, "home registered")
+        job_id = client.submit(spec)
+
+        def source() -> dict[str, Any]:
+            return next(t for t in client.job(job_id)["tasks"] if t["kind"] == "map")
+
+        for visit in range(1, 5):
+            visitor = worker("visitor", 1)
+            _wait_for(lambda n=visit: source()["state"] == "running" and source()["attempts"] == n, 30, "it runs")
+            if visit == 4:
+                before = client.status(job_id)["input_records"]  # (as the lost attempts last reported)
+                _wait_for(lambda n=before: client.status(job_id)["input_records"] > n, 30, "the source read on")
+                break
+            visitor.send_signal(signal.SIGTERM)
+            assert visitor.wait(timeout=30) == 0
+            row = source()
+            assert (row["state"], row["last_attempt"], row["error"]) == ("pending", "lost", "worker visitor stopped")
+            status = client.status(job_id)
+            assert status["state"] == "running" and status["sources_gone"] == [], status
+        client.stop(job_id)
+        report = client.wait(job_id, timeout=30)["report"]
+    finally:
+        client.close()
+    assert report["status"] == "succeeded" and report["continuous"]["sources_gone"] == []
+    assert [a["status"] for a in report["attempts"] if a["kind"] == "map"] == ["lost", "lost", "lost", "succeeded"]
+    assert report["counters"]["map_input_records"] > 0
+
+
 def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -244,7 +244,9 @@ def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: py
         ):
             time.sleep(0.1)
     error = failure.value.status["error"]
-    assert "cannot write spill file" in error and "File too large" in error and "gave up after 2 attempts" in error
+    assert (
+        "cannot write spill file" in error and "File too large" in error and "gave up after 2 failed attempts" in error
+    )
     assert not (tmp_path / "out" / "_SUCCESS").exists() and not list((tmp_path / "out").glob("part-*"))
     assert not spill_dirs, f"the failed job's spill files should be gone: {spill_dirs}"
 

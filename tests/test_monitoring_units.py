@@ -743,6 +743,6 @@ def test_the_querys_tasks_without_a_slot_are_named_and_where_they_run_then() -> 
     assert not notice.warning and notice.text.endswith("runs, on worker late-0 (one the query does not watch: "
                                                        "a task runs on any worker)")  # fmt: skip
     assert waits.listed() == []
-    waits.update(table("running", "failed", worker="late-0"), 120.0)  # its reducer's worker was lost
-    (notice,) = waits.update(table("running", "failed", worker="late-0"), 125.0)
+    waits.update(table("running", "pending", worker="late-0"), 120.0)  # its reducer's worker was lost
+    (notice,) = waits.update(table("running", "pending", worker="late-0"), 125.0)
     assert "task for the windows (reduce-00000)" in notice.text and "no window comes" in notice.text

@@ -275,7 +275,7 @@ def test_retryable_failure_makes_the_task_pending_until_max_attempts() -> None:
         assert job.state == "running"
     last = _start(job, "map", 0)
     actions = job.on_task_failed("map", 0, last, "task process exited with code -9", None, retryable=True, at=2.0)
-    reason = "task process exited with code -9 (gave up after 3 attempts)"
+    reason = "task process exited with code -9 (gave up after 3 failed attempts)"
     assert actions == [_map_failed(0, 2), FinishJob("failed", reason)]
     assert job.state == "failed" and job.error == reason
     assert [a.status for a in job.maps[0].attempts] == ["failed", "failed", "failed"]
@@ -314,10 +314,66 @@ def test_worker_lost_retries_its_running_attempts() -> None:
     actions = job.on_worker_lost("w1", at=9.0)
     assert actions == [_map_failed(0, on_lost)]
     assert job.attempt("map", 0, 0).error == "worker w1 was lost"
-    assert job.attempt("reduce", 0, reduce_attempt).status == "failed"
+    assert job.attempt("reduce", 0, reduce_attempt).status == "lost"
     assert [t.index for t in job.pending("map")] == [0]
     assert [t.index for t in job.pending("reduce")] == [0]
     assert job.state == "running"
+
+
+def _stream_state(sources: int = 1, max_attempts: int = 2) -> JobState:
+    """A continuous job's state (``options["stream"]``) with one map per source and one reducer."""
+    stream = {"sources": [f"replay:/data/s{i}" for i in range(sources)]}
+    return JobState(_spec(1, options={"stream": stream}), [[] for _ in range(sources)], max_attempts=max_attempts)
+
+
+@pytest.mark.parametrize("continuous", [False, True], ids=["batch", "continuous"])
+def test_attempts_lost_with_their_worker_never_give_a_task_up_and_crashes_still_do(continuous: bool) -> None:
+    """Hadoop counts an attempt killed with its node apart from failed ones: a worker that stops (``hop worker``
+    ended by Ctrl-C) or is lost is not the task's fault. Every such attempt counted against ``max_attempts``, so a
+    worker stopped twice (here) gave a continuous job's source up for good, or failed a batch job. Now only
+    attempts whose task process died count, and those still give the task up."""
+    job = _stream_state(max_attempts=2) if continuous else _state(maps=1, reduces=1, max_attempts=2)
+    for number in range(5):
+        _start(job, "map", 0, worker="w1")
+        job.on_worker_lost("w1", at=9.0, left=number % 2 == 0)
+        assert job.state == "running" and not job.sources_gone
+        (row, _) = job.task_table()
+        assert row["state"] == "pending" and row["last_attempt"] == "lost", row
+    assert [a.error for a in job.maps[0].attempts[:2]] == ["worker w1 stopped", "worker w1 was lost"]
+    crash = "task process exited with code -9"
+    job.on_task_failed("map", 0, _start(job, "map", 0, worker="w2"), crash, None, retryable=True, at=10.0)
+    (row, _) = job.task_table()
+    assert job.state == "running" and (row["state"], row["last_attempt"], row["error"]) == ("pending", "failed", crash)
+    job.on_task_failed("map", 0, _start(job, "map", 0, worker="w2"), crash, None, retryable=True, at=11.0)
+    (row, _) = job.task_table()
+    if continuous:
+        assert job.state == "running" and row["state"] == "given_up"
+        (gone,) = job.gone_sources()
+        assert (gone["attempts"], gone["error"]) == (2, crash), "its failed attempts, not the lost ones"
+    else:
+        assert job.state == "failed" and job.error == f"{crash} (gave up after 2 failed attempts)"
+        assert row["state"] == "failed"
+
+
+def test_attempts_the_coordinator_killed_do_not_count_against_max_attempts() -> None:
+    """``restart`` ends an attempt "without counting it as a failure" (its pipeline input went away, its slot was
+    needed upstream), but every attempt counted: a map restarted twice with ``max_attempts`` 2 then failed the job
+    on its first crash."""
+    job = _state(maps=1, reduces=1, max_attempts=2)
+    for _ in range(2):
+        job.restart("map", 0, _start(job, "map", 0), "its upstream reduce attempt was lost")
+    job.on_task_failed("map", 0, _start(job, "map", 0), "crash", None, retryable=True, at=1.0)
+    assert job.state == "running" and [t.index for t in job.pending("map")] == [0]
+    assert [a.status for a in job.maps[0].attempts] == ["killed", "killed", "failed"]
+
+
+def test_the_task_table_of_an_ended_job_says_failed_only_for_a_task_whose_attempt_failed() -> None:
+    job = _state(maps=2, reduces=1)
+    _start(job, "map", 1)
+    job.on_task_failed("map", 0, _start(job, "map", 0), "boom", None, retryable=False, at=1.0)
+    job.end_live_attempts("the job failed")
+    states = [(row["kind"], row["index"], row["state"]) for row in job.task_table()]
+    assert states == [("map", 0, "failed"), ("map", 1, "killed"), ("reduce", 0, "pending")]
 
 
 def test_a_start_report_arriving_after_the_attempt_was_settled_does_not_revive_it() -> None:
@@ -328,7 +384,7 @@ def test_a_start_report_arriving_after_the_attempt_was_settled_does_not_revive_i
     job.on_worker_lost("w1", at=9.0)
     job.on_started("map", 0, attempt, pid=77, at=9.5)
     job.on_progress("map", 0, attempt, fraction=0.5, records=10)
-    assert job.attempt("map", 0, attempt).status == "failed"
+    assert job.attempt("map", 0, attempt).status == "lost"
     assert [t.index for t in job.pending("map")] == [0]
     assert job.maps[0].fraction == 0.0, "progress of a settled attempt does not count"
 
@@ -372,7 +428,7 @@ def test_late_done_of_a_failed_map_attempt_does_not_commit() -> None:
     actions = _map_done(job, 0, attempt, at=10.0)
     assert _committed(0, attempt) not in actions
     assert job.maps[0].committed is None
-    assert job.attempt("map", 0, attempt).status == "failed"
+    assert job.attempt("map", 0, attempt).status == "lost"
     assert [t.index for t in job.pending("map")] == [0]
     assert job.counters["map_output_records"] == 0
 

@@ -178,12 +178,21 @@ function renderJob(job) {
       const box = document.createElement("span");
       box.className = `task ${task.state}`;
       box.dataset.kind = task.kind;
-      box.title = `${task.kind} ${task.index}: ${task.state}, ${task.attempts} attempt(s) on ${task.worker ?? "-"}`;
+      box.title = `${task.kind} ${task.index}: ${taskState(task)}, ${task.attempts} attempt(s) on ${task.worker ?? "-"}`;
       box.innerHTML = `${task.kind} ${task.index} <div class="bar"><div style="width:${Math.round(
         100 * task.fraction)}%"></div></div>`;
       return box;
     })
   );
+}
+
+function taskState(task) {
+  // A task waiting for a slot again says how its last attempt ended: "lost" (its worker stopped or went silent,
+  // which does not count against --max-attempts) reads differently from "failed".
+  const state = task.state === "given_up" ? "given up" : task.state;
+  return task.last_attempt && task.state !== task.last_attempt
+    ? `${state} (last attempt ${task.last_attempt}${task.error ? `: ${task.error}` : ""})`
+    : state;
 }
 
 function seenText(fraction) {
@@ -487,7 +496,7 @@ function renderContinuousJob(job) {
       box.className = `task ${task.state} live`;
       box.dataset.kind = task.kind;
       box.title =
-        `stream ${task.kind} ${task.index}: ${task.state}, ${task.attempts} attempt(s) on ${task.worker ?? "-"}`;
+        `stream ${task.kind} ${task.index}: ${taskState(task)}, ${task.attempts} attempt(s) on ${task.worker ?? "-"}`;
       box.innerHTML = `${task.kind} ${task.index} <div class="bar"><div></div></div>`;
       return box;
     })
