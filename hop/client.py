@@ -25,6 +25,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from hop.gen.cli import unresolved_coordinator
 from hop.jobspec import JobSpec
+from hop.lifetime import stop_signals_held
 from hop.protocol import close_socket, message, unpack
 
 
@@ -310,8 +311,14 @@ class Client:
         close_socket(self._socket)
 
     def submit(self, spec: JobSpec) -> str:
-        job_id = str(self.request("submit", job=spec.to_wire())["job_id"])
-        self.submitted.append(job_id)
+        """Submit ``spec``; its job id is in ``submitted`` before any Ctrl-C or SIGTERM that came meanwhile acts.
+
+        Between the request going out and its reply, an interruption left the job running on the cluster with its
+        id unknown, so the interrupted run could not cancel it (it printed "interrupted" and the job ran on). Stop
+        signals are held for the request (at most this client's timeout: the reply normally takes milliseconds)."""
+        with stop_signals_held():
+            job_id = str(self.request("submit", job=spec.to_wire())["job_id"])
+            self.submitted.append(job_id)
         return job_id
 
     def status(self, job_id: str) -> dict[str, Any]:

@@ -292,3 +292,53 @@ def test_refused_socket_tells_a_socket_nothing_listens_on_from_one_a_coordinator
         assert refused_socket(f"ipc://{tmp_path}/live") is None
     assert refused_socket(f"ipc://{tmp_path}/absent") is None  # (missing_socket_file's case)
     assert refused_socket("tcp://127.0.0.1:5555") is None
+
+
+def test_a_submit_interrupted_before_its_reply_knows_its_job(tmp_path: Path) -> None:
+    """Ctrl-C (or SIGTERM) after a submit went out and before its reply came: the job ran on the cluster with its id
+    unknown to the run, which could not cancel it (``hop submit`` printed "interrupted" and the job ran on; a loaded
+    machine met it as a test's job started within milliseconds of the submit). The interruption acts once the reply
+    is in: the job's id is known, for the cancellation that follows."""
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+    from tests.conftest import job_path
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+    address = f"ipc://{tmp_path}/coordinator"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    router.bind(address)
+    signalled = threading.Event()
+
+    def serve() -> None:
+        if router.poll(30_000):
+            identity, _ = router.recv_multipart()
+            signalled.wait(timeout=30)  # the reply comes once the Ctrl-C did
+            router.send_multipart([identity, message("submitted", job_id="job-1")])
+
+    def interrupt(_signal: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    def ctrl_c() -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        signalled.set()
+
+    server = threading.Thread(target=serve)
+    server.start()
+    client = Client(address, timeout=30)
+    previous = signal.signal(signal.SIGINT, interrupt)
+    timer = threading.Timer(0.2, ctrl_c)
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            client.submit(spec)
+        assert client.submitted == ["job-1"]
+    finally:
+        timer.join(timeout=30)
+        signal.signal(signal.SIGINT, previous)
+        signalled.set()
+        client.close()
+        server.join(timeout=60)
+        close_socket(router)
+    assert not server.is_alive()
