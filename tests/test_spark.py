@@ -1018,14 +1018,15 @@ def test_an_output_the_shuffle_cannot_encode_fails_naming_the_record_as_on_hop(
     [
         ("CombineYieldsSet", "combine at key 'a' raised UnencodableRecordError: combine output value {{'a'}} (type"),
         ("CombinePassesSet", "map at {path} byte offset 2: 'odd' raised UnencodableRecordError: map output value {{'o"),
+        ("MaxOfSets", "map at {path} byte offset 0: 'a' raised UnencodableRecordError: map output value {{'a'}} (type"),
     ],
 )  # fmt: skip
 def test_a_combine_output_the_shuffle_cannot_encode_is_named_as_on_hop(
     client: Client, corpus: Path, tmp_path: Path, job_class: str, reason: str
 ) -> None:
     """A combiner yielding a set is named by its key; one passing on the map's set is the map's, whose record the
-    task finds by mapping its splits again, as hop's does. Both ran on Spark with the set pickled. The tasks run
-    here, outside Spark."""
+    task finds by mapping its splits again, as hop's does, and so is an aggregate's state that is a set (``Max`` of
+    sets). All ran on Spark with the set pickled. The tasks run here, outside Spark."""
     from hop.inputs import Split
 
     split = Split(str(corpus / "odd.txt"), 0, -1)

@@ -1,7 +1,8 @@
-"""Jobs whose map yields, for the line ``odd``, a pair the shuffle cannot encode though pickle can (a set value, a
+"""Jobs whose map yields (for the line ``odd``) a pair the shuffle cannot encode though pickle can (a set value, a
 str with a lone surrogate), or whose combiner does."""
 
 from hop import Job
+from hop.aggregates import Max
 
 
 class SetValue(Job):
@@ -53,3 +54,12 @@ class CombinePassesSet(Job):
 
     def reduce(self, key, values):
         yield key, len(list(values))
+
+
+class MaxOfSets(Job):
+    """The map yields a set, which the reduce's aggregate folds in the map task into a state that is a set."""
+
+    def map(self, offset, line):
+        yield "all", {line}
+
+    reduce = Max()
