@@ -13,9 +13,10 @@ cloudpickle bytes. Per step of a job:
   (``None`` to ``Sum``...) naming itself, the key and the record, as in hop. So a hand-written reduce gets what it
   gets on hop: per key, the combiner's output of every map spill, not one value merged across the maps (the number
   of spills is not part of the contract, and hop's flow control may merge them: see ``hop.compare``). Values that
-  will cross the shuffle as they are get hop's wire types (:func:`wire`: lists become tuples), and keys theirs
+  will cross the shuffle as they are get hop's wire types (:func:`wire_value`: lists become tuples), and keys theirs
   (:func:`wire_key`: an ``IntEnum`` member its int) before a combiner sees them; an aggregate's ``lift`` sees the
-  raw value, as in hop.
+  raw value, as in hop. Both are refused as hop's shuffle refuses them (a set, a str with a lone surrogate, which
+  Spark's pickle would carry), with hop's error naming the map's record or the combine's key.
 - ``combineByKey`` then merges the map tasks' states with :class:`AggregateFold` when the reduce is an aggregate
   (one state per key, whose finished value does not depend on how it was folded) or gathers lists with
   :class:`ListFold`, partitioned by :func:`partition_function` (hop's choice of reducer).
@@ -45,6 +46,7 @@ from hop.jobspec import load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_key
 from hop.usercode import describe_record, fold_error
 from hop.usertrace import not_pairs, user_traceback
+from shuffle import codec
 from shuffle.buffer import (
     DEFAULT_SPILL_KEYS,
     DEFAULT_SPILL_RECORDS,
@@ -53,6 +55,7 @@ from shuffle.buffer import (
     PartitionError,
     combined_values,
     folded_spill_records,
+    map_or_combine,
     none_state_error,
     unhashable_key_error,
     unorderable_key_error,
@@ -188,7 +191,8 @@ def _guard(where: str, function: Callable[[], Any]) -> Any:
 
 
 def wire(value: Any) -> Any:
-    """A value as it comes out of hop's msgpack shuffle: lists (also nested) become tuples."""
+    """A value as it comes out of hop's msgpack shuffle: lists (also nested) become tuples. (Not checked: see
+    :func:`wire_value`.)"""
     kind = type(value)
     if kind is list or kind is tuple:
         return tuple(map(wire, value))
@@ -197,21 +201,60 @@ def wire(value: Any) -> Any:
     return value
 
 
-_FLAT_KEY_TYPES = frozenset({str, int, float, bool, bytes, type(None)})
+_FLAT_VALUE_TYPES = frozenset({int, float, bool, bytes, type(None)})
+_FLAT_KEY_TYPES = _FLAT_VALUE_TYPES | {str}
+
+
+def wire_value(key: Any, value: Any) -> Any:
+    """``value`` (of ``key``) as it comes out of hop's msgpack shuffle (:func:`wire`), or
+    ``shuffle.runs.UnencodableRecordError`` (said of the map) for one that hop's shuffle cannot encode: a set, a str
+    holding a lone surrogate, a date... Spark's pickle carries those, so the job went on with output hop never
+    writes (or lost them: a set counted as one value). A flat value and an ASCII str cost a type check (and
+    ``isascii``, O(1)); anything else is encoded by hop's codec to find out, as hop's shuffle would."""
+    kind = type(value)
+    if kind in _FLAT_VALUE_TYPES or (kind is str and value.isascii()):
+        return value
+    if not _packs(value):
+        raise UnencodableRecordError("value", value, key, "map")
+    return wire(value)
+
+
+_packer = codec.packer()
+"""The task's packer (one per Python worker: ``codec.packb`` makes one per call, which cost a microsecond)."""
+
+
+def _packs(item: Any) -> bool:
+    """Whether hop's shuffle can encode ``item`` (msgpack with hop's codec: a lone surrogate fails UTF-8)."""
+    try:
+        _packer.pack(item)  # (a failed pack leaves the packer empty)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 def wire_key(key: Any) -> Any:
     """A key as it comes out of hop's msgpack shuffle (``shuffle.keys.plain_key``): an ``IntEnum`` member as its
     int, a namedtuple as a tuple..., so that combine, partition and reduce get what they get on hop. A key of the
-    key types costs a type check (a flat tuple's, one per element); one that is no key (a ``datetime.date``...)
-    raises ``shuffle.runs.UnencodableRecordError``, hop's error for it (:func:`_checked_key` names its record)."""
+    key types costs a type check (a flat tuple's, one per element; an ASCII str's ``isascii`` too); one that is no
+    key (a ``datetime.date``...) or that hop's shuffle cannot encode (a str holding a lone surrogate) raises
+    ``shuffle.runs.UnencodableRecordError``, hop's error for it (:func:`_checked_key` names its record)."""
     kind = type(key)
-    if kind in _FLAT_KEY_TYPES or (kind is tuple and _FLAT_KEY_TYPES.issuperset(map(type, key))):
+    if kind is str:
+        if key.isascii():
+            return key
+    elif kind in _FLAT_VALUE_TYPES or (kind is tuple and _FLAT_VALUE_TYPES.issuperset(map(type, key))):
         return key
+    elif kind is tuple and _FLAT_KEY_TYPES.issuperset(map(type, key)):
+        if _packs(key):  # (one of its str may hold a lone surrogate)
+            return key
+        raise UnencodableRecordError("key", key, key, "map")
     try:
-        return plain_key(key)
+        plain = plain_key(key)
     except TypeError:
         raise unorderable_key_error([key]) from None
+    if not _packs(plain):
+        raise UnencodableRecordError("key", key, key, "map")
+    return plain
 
 
 def _add_counts(target: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
@@ -276,6 +319,8 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     """One map task: the user's map over the task's records; with a hand-written combiner, combined per key."""
     job = _new_job(plan.job_code)
     functions = resolve_step(job, plan.step)
+    if plan.input_format != "lines":
+        items = list(items)  # (a few splits, read again to find the record of an output hop's shuffle cannot encode)
     _guard("setup", job.setup)
     counts = {"map_input_records": 0, "map_output_records": 0}
     position = _Position(keyed=plan.input_format in ("output", "lines"))
@@ -291,12 +336,15 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
     if combiner is not None:
         # An aggregate reduce's states too are folded here, where a value it refuses can be named with its key and
         # record as hop names it (combineByKey's functions see neither).
-        yield from _combined(combiner, outputs, position, plan.spill_records)
+        try:
+            yield from _combined(combiner, outputs, position, plan.spill_records)
+        except _MapOutputUnencodable as unencodable:
+            raise _unencodable_map_output(plan, items, unencodable.error) from None
     else:
         for pairs in outputs:
             for key, value in pairs:
                 _check_hashable(key, position)  # (else Spark's own grouping fails, in its frames, without the record)
-                yield _checked_key(key, position), wire(value)
+                yield _checked_pair(key, value, position)
     _guard("teardown", job.teardown)
     counters.builtin.add(counts)
     counters.user.add(job.take_counters())
@@ -421,14 +469,14 @@ def _combined(
         pending += len(pairs)
         if pending >= limit or len(groups) >= DEFAULT_SPILL_KEYS:
             if aggregate is not None:
-                yield from ((wire_key(key), wire(state_of(state))) for key, state in groups.items())
+                yield from _states(groups, state_of)
                 limit = folded_spill_records(spill_records, pending, len(groups))
             else:
                 yield from _combine(combiner, groups)
                 limit = spill_records
             groups, pending = {}, 0
     if aggregate is not None:
-        yield from ((wire_key(key), wire(state_of(state))) for key, state in groups.items())
+        yield from _states(groups, state_of)
     else:
         yield from _combine(combiner, groups)
 
@@ -444,7 +492,67 @@ def _combine(
         except Exception as error:
             raise TaskFailure.of("combine", not_pairs("combine", error, output), f"key {key!r}") from None
         for value in _kept_key_values(key, combined):
-            yield key, wire(value)
+            try:
+                yield key, wire_value(key, value)
+            except UnencodableRecordError as error:
+                raise _unencodable_combined(map_or_combine(error, values)) from None
+
+
+def _states(groups: dict[Any, Any], state_of: Callable[[Any], Any]) -> Iterator[tuple[Any, Any]]:
+    """The folded states of a spill's ``groups``, as they cross the shuffle. A state hop's shuffle cannot encode
+    (an aggregate's over values it cannot: ``Max`` of sets) is the map's, as on hop's engine: :func:`map_task`
+    looks for its record."""
+    for key, state in groups.items():
+        try:
+            yield wire_key(key), wire_value(key, state_of(state))
+        except UnencodableRecordError as error:
+            raise _MapOutputUnencodable(error) from None
+
+
+def _unencodable_combined(error: UnencodableRecordError) -> Exception:
+    """The failure for a combiner's output value hop's shuffle cannot encode: the combine call by its key, as
+    ``hop.tasks.unencodable_combine_call`` names it; a value the map yielded and the combiner passed on is the
+    map's (``shuffle.buffer.map_or_combine``), whose record :func:`map_task` looks for."""
+    if error.source == "combine":
+        return TaskFailure.of_output("combine", error, f"key {error.key!r:.200}")
+    return _MapOutputUnencodable(error)
+
+
+class _MapOutputUnencodable(Exception):
+    """A map output hop's shuffle cannot encode, found where the map task combines (its record no longer known):
+    :func:`map_task` looks for the record (:func:`_unencodable_map_output`)."""
+
+    def __init__(self, error: UnencodableRecordError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _unencodable_map_output(plan: StepPlan, items: Iterable[Any], error: UnencodableRecordError) -> TaskFailure:
+    """The failure for ``error``, an output of the map hop's shuffle cannot encode found as the task combined:
+    named by the map call and its record, found as hop finds it (``hop.tasks.first_unencodable_call``: the task's
+    splits mapped again, every pair encoded); by the task where there is none (the step before's lines, read once;
+    a state of an aggregate over values that all encode), said of the map or, if the step has them, of its
+    ``mapper_init`` and ``mapper_final``, as hop says it."""
+    from hop.tasks import first_unencodable_call
+
+    job = _new_job(plan.job_code)
+    functions = resolve_step(job, plan.step)
+    if plan.input_format != "lines":
+
+        def calls() -> Iterator[tuple[tuple[Any, Any], tuple[str, tuple[Any, Any]]]]:
+            job.setup()
+            for split in items:
+                job.input_file = split.path
+                for record in iter_records(split, plan.input_format):
+                    yield record, (split.path, record)
+
+        found = first_unencodable_call(functions.mapper, calls())
+        if found is not None:
+            (path, record), (what, item, key) = found
+            where = describe_record(path, record, plan.input_format == "output")
+            return TaskFailure.of_output("map", UnencodableRecordError(what, item, key, "map"), where)
+    hooked = functions.step.mapper_init or functions.step.mapper_final
+    return TaskFailure.of_task("map", error.by("mapper_init/mapper_final" if hooked else "map"))
 
 
 def _kept_key_values(key: Any, pairs: list[tuple[Any, Any]]) -> list[Any]:
@@ -470,6 +578,17 @@ def _checked_key(key: Any, position: _Position) -> Any:
     the task, as hop names its ``mapper_init/mapper_final`` (which hop cannot tell apart)."""
     try:
         return wire_key(key)
+    except UnencodableRecordError as error:
+        if position.hook is not None:
+            raise TaskFailure.of_task("map", error.by(position.hook)) from None
+        raise TaskFailure.of_output("map", error, position.describe()) from None
+
+
+def _checked_pair(key: Any, value: Any, position: _Position) -> tuple[Any, Any]:
+    """:func:`wire_key` and :func:`wire_value` of a map output pair; one hop's shuffle cannot encode fails the task
+    as :func:`_checked_key` says."""
+    try:
+        return wire_key(key), wire_value(key, value)
     except UnencodableRecordError as error:
         if position.hook is not None:
             raise TaskFailure.of_task("map", error.by(position.hook)) from None

@@ -82,6 +82,9 @@ RUNS = [
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("odd_keys", "odd_keys", ["odd.txt"], reducers=2, job_class="OddKeys"),
+    SparkRun("set_value", "odd_values", ["odd.txt"], reducers=2, job_class="SetValue"),
+    SparkRun("surrogate_key", "odd_values", ["odd.txt"], reducers=2, job_class="SurrogateKey"),
+    SparkRun("surrogate_value", "odd_values", ["odd.txt"], reducers=2, job_class="SurrogateValue"),
     SparkRun("bad_output_line", "wordcount", ["bad-output.txt"], reducers=1, options={"input_format": "output"}),
     SparkRun("truncated_gzip", "wordcount", ["truncated.txt.gz"], reducers=1),
     SparkRun(
@@ -983,6 +986,55 @@ def test_a_key_the_shuffle_cannot_sort_is_named_where_the_map_task_folds_or_a_ho
     assert reason.startswith("map task 0: mapper_final output key datetime.date(2020, 1, 2) (type date) cannot be "), (
         reason
     )
+    assert shown is None
+
+
+@pytest.mark.parametrize(
+    ("name", "output"),
+    [
+        ("set_value", "value {'odd'} (type set) of key 'odd' cannot be encoded by the shuffle: yield a list or tuple"),
+        ("surrogate_key", "key 'odd\\ud800' (type str) cannot be encoded by the shuffle: the str holds a lone"),
+        ("surrogate_value", "value 'odd\\udc80' (type str) of key 'odd' cannot be encoded by the shuffle: the str"),
+    ],
+)  # fmt: skip
+def test_an_output_the_shuffle_cannot_encode_fails_naming_the_record_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, spark_runs: dict[str, dict[str, Any]], name: str, output: str
+) -> None:
+    """A set value or a str with a lone surrogate (key or value) fails on hop's engine, whose msgpack shuffle cannot
+    encode it; Spark's pickle carries both, and the job succeeded with output hop never writes (the set counted as
+    one value, the surrogate written as replacement characters by the reduce). It now fails with hop's reason."""
+    failed = spark_runs[name]
+    assert "error" in failed, failed
+    with pytest.raises(JobFailed) as failure:
+        hop_output(client, BY_NAME[name], corpus, tmp_path / "hop-out")
+    assert failed["error"] == failure.value.status["error"]
+    where = f"map at {corpus / 'odd.txt'} byte offset 2: 'odd'"
+    assert failed["error"].startswith(f"{where} raised UnencodableRecordError: map output {output}"), failed
+    assert failed["traceback"] is None
+
+
+@pytest.mark.parametrize(
+    ("job_class", "reason"),
+    [
+        ("CombineYieldsSet", "combine at key 'a' raised UnencodableRecordError: combine output value {{'a'}} (type"),
+        ("CombinePassesSet", "map at {path} byte offset 2: 'odd' raised UnencodableRecordError: map output value {{'o"),
+        ("MaxOfSets", "map at {path} byte offset 0: 'a' raised UnencodableRecordError: map output value {{'a'}} (type"),
+    ],
+)  # fmt: skip
+def test_a_combine_output_the_shuffle_cannot_encode_is_named_as_on_hop(
+    client: Client, corpus: Path, tmp_path: Path, job_class: str, reason: str
+) -> None:
+    """A combiner yielding a set is named by its key; one passing on the map's set is the map's, whose record the
+    task finds by mapping its splits again, as hop's does, and so is an aggregate's state that is a set (``Max`` of
+    sets). All ran on Spark with the set pickled. The tasks run here, outside Spark."""
+    from hop.inputs import Split
+
+    split = Split(str(corpus / "odd.txt"), 0, -1)
+    found, shown = map_failure("odd_values", job_class, 0, "text", [split])
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "odd_values", [corpus / "odd.txt"], tmp_path / "hop-out", job_class=job_class)
+    assert found == failure.value.status["error"]
+    assert found.startswith(reason.format(path=split.path)), found
     assert shown is None
 
 
