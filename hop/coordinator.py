@@ -59,6 +59,10 @@ STOP_TELL_SECONDS = 1.0
 stopped, until a client was told of each (:meth:`Coordinator._tell_clients_of_failed_jobs`)."""
 STOP_LINGER_MILLISECONDS = 500
 """How long closing the socket then waits for those answers to leave (they were dropped with the socket)."""
+SOURCE_SLOT_GRACE_SECONDS = 2.0
+"""How long a stopping continuous job's source still waiting for a slot may wait for one before it ends unstarted
+(a stop's own drain frees slots within that: a source whose worker just left gets one and drains)."""
+
 KEEP_JOBS = 100
 """Finished jobs a coordinator keeps in memory (``hop coordinator --keep-jobs``); older ones are retired."""
 RETIRED_IDS = 10_000
@@ -189,6 +193,7 @@ class Coordinator:
                 self._answer_status_waiters()
                 self._check_heartbeats()
                 self._stop_streams_past_duration()
+                self._end_sources_without_slot()
                 self._schedule()
                 self.events.tick(self._cluster_sample)
                 if orphaned():
@@ -897,8 +902,16 @@ class Coordinator:
     def _stop_stream(self, job: JobState) -> None:
         """Ask a running continuous job's maps to drain and end (its reducers then write the last windows)."""
         if job.state == "running" and not job.stopping:
-            job.stopping = True
+            job.stopping, job.stopping_at = True, time.time()
             self._broadcast("stream_stop", job_id=job.spec.job_id)
+
+    def _end_sources_without_slot(self) -> None:
+        """Sources of a job stopping for ``SOURCE_SLOT_GRACE_SECONDS`` that still wait for a slot end unstarted
+        (``JobState.end_sources_without_slot``): a slot freed by the stop itself may still take them first."""
+        now = time.time()
+        for job in list(self.jobs.values()):
+            if job.stopping and job.state == "running" and now - (job.stopping_at or now) >= SOURCE_SLOT_GRACE_SECONDS:
+                self._execute(job, job.end_sources_without_slot())
 
     def _stop_streams_past_duration(self) -> None:
         """``--duration``: stop continuous jobs that have run their time, whether or not a client still waits."""

@@ -235,7 +235,11 @@ class JobState:
         """Pipelines: the job whose reduce output this job's maps read through pipes (set by the coordinator)."""
         self.stopping = False
         """A continuous job was asked to stop: its maps drain and end."""
+        self.stopping_at: float | None = None
+        """When (``time.time()``) it was asked to stop."""
         self.sources_gone: set[int] = set()
+        self.sources_unstarted: set[int] = set()
+        """Sources of a stopping continuous job that had no slot to drain in (``end_sources_without_slot``)."""
         self.sources_listening: dict[int, str] = {}
         """map index -> the address its source listens at, as its live attempt bound it (``tcp:HOST:0`` and
         ``zmq:tcp://HOST:*`` pick a port: producers learn it from here)."""
@@ -257,7 +261,9 @@ class JobState:
         return self.maps if kind == "map" else self.reduces
 
     def pending(self, kind: str) -> list[TaskState]:
-        return [task for task in self.tasks(kind) if task.pending] if self.state == "running" else []
+        if self.state != "running":
+            return []
+        return [t for t in self.tasks(kind) if t.pending and not (kind == "map" and t.index in self.sources_unstarted)]
 
     def speculation_candidates(self, now: float, slowdown: float = 2.0, minimum: float = 1.0) -> list[TaskState]:
         """Running maps that look like stragglers and have no backup attempt yet.
@@ -393,8 +399,9 @@ class JobState:
         return sizes
 
     def maps_committed(self) -> bool:
-        """Whether every map task has committed its output (it may still be on its way to the reducers)."""
-        return all(t.committed is not None for t in self.maps)
+        """Whether every map task has committed its output (it may still be on its way to the reducers); a
+        stopping continuous job's source that got no slot to drain in has nothing to commit."""
+        return all(t.committed is not None or t.index in self.sources_unstarted for t in self.maps)
 
     def input_fraction(self) -> float:
         """The fraction of map input bytes processed (committed maps count whole)."""
@@ -463,7 +470,8 @@ class JobState:
         """Every task with its state and progress, for the web view and ``Client.job``. ``state``: ``running`` (an
         attempt assigned or running), ``pending`` (waiting for a slot: not started yet, or again after its last
         attempt ended, ``last_attempt`` saying how: ``failed``, ``lost`` with its worker, ``killed``), ``committed``,
-        ``given_up`` (a continuous job's source that failed ``max_attempts`` times: the query goes on without it);
+        ``given_up`` (a continuous job's source that failed ``max_attempts`` times: the query goes on without it),
+        ``unstarted`` (a stopping continuous job's source that got no slot to drain in);
         once the job ended, a task that never committed is ``failed`` if its last attempt failed, else ``killed``."""
         table = []
         settled = ("running", "committed")
@@ -472,6 +480,8 @@ class JobState:
             last = task.attempts[-1] if task.attempts else None
             if task.kind == "map" and task.index in self.sources_gone:
                 state = "given_up"
+            elif task.kind == "map" and task.index in self.sources_unstarted:
+                state = "unstarted"  # (a stopping job's source that got no slot: end_sources_without_slot)
             elif task.committed is not None:
                 state = "committed"
             elif live:
@@ -521,7 +531,11 @@ class JobState:
             "elapsed": (self.finished_at or time.time()) - self.submitted_at,  # (not counting on once it ended)
             "map_seconds": self._map_seconds(),
             **(
-                {"sources_gone": self.gone_sources(), "sources_listening": self.listening_sources()}
+                {
+                    "sources_gone": self.gone_sources(),
+                    "sources_unstarted": self.unstarted_sources(),
+                    "sources_listening": self.listening_sources(),
+                }
                 if self.continuous
                 else {}
             ),
@@ -542,6 +556,25 @@ class JobState:
             {"index": index, "url": urls[index] if index < len(urls) else None, "address": address}
             for index, address in sorted(self.sources_listening.items())
         ]
+
+    def unstarted_sources(self) -> list[dict[str, Any]]:
+        """The sources ``end_sources_without_slot`` ended, each with its URL."""
+        urls = (self.spec.options.get("stream") or {}).get("sources", [])
+        return [{"index": i, "url": urls[i] if i < len(urls) else None} for i in sorted(self.sources_unstarted)]
+
+    def end_sources_without_slot(self) -> list[Action]:
+        """A stopping continuous job's sources still waiting for a slot (none came: too few for its sources, or
+        their workers left) end without running: a stop drains what runs, and the job waited for ever for a slot
+        that would not come (``hop stop`` never finished). Its reducers stop waiting for them, as for a source given
+        up, and the report lists them (``sources_unstarted``)."""
+        if self.state != "running" or not self.stopping or not self.continuous:
+            return []
+        actions: list[Action] = []
+        for task in self.maps:
+            if task.pending and task.index not in self.sources_gone and task.index not in self.sources_unstarted:
+                self.sources_unstarted.add(task.index)
+                actions.append(Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": task.index}))
+        return [*actions, *self._finish_if_done()] if actions else []
 
     def gone_sources(self) -> list[dict[str, Any]]:
         """The sources of a continuous job given up after failing ``max_attempts`` times, each with its URL, how
@@ -950,6 +983,7 @@ class JobState:
                         "records_read": sum(t.records for t in self.maps),
                         "stopped": self.stopping,
                         "sources_gone": self.gone_sources(),  # (as the status reply gives them)
+                        "sources_unstarted": self.unstarted_sources(),
                         "bad_records": self._stream_bad_records(),
                         "options": self.spec.options.get("stream"),
                     }

@@ -493,6 +493,48 @@ def test_a_continuous_jobs_source_outlives_workers_that_come_and_go(
     assert report["counters"]["map_input_records"] > 0
 
 
+def test_stopping_a_continuous_job_ends_its_sources_that_have_no_slot(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """``hop stop`` of a continuous job whose source waited for a slot that never came (a worker whose slots its
+    reducers hold; or its source's worker left) never finished: the job waited for that source to drain. The source
+    now ends unstarted a moment after the stop, the reducers stop waiting for it, the job ends, and its report and
+    task table say so."""
+    from hop.stream.options import stream_options
+
+    address = f"ipc://{tmp_path}/coordinator"
+    _coordinator(address, processes)
+    slots = ["--map-slots", "1", "--reduce-slots", "1", "--stream-slots", "0"]
+    command = ["-m", "hop.worker", "--coordinator", address, "--name", "home", "--spill-dir", str(tmp_path), *slots]
+    processes.append(subprocess.Popen([sys.executable, *command], stderr=subprocess.DEVNULL))
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a b\nb c\n" * 100)
+    options = stream_options([f"replay:{lines}?rate=400&loop=1"], "1s", None)
+    spec = build_spec(
+        load_job_file(job_path("stream_wordcount")),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=2,
+        options={"stream": options},
+    )
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["home"], 30, "home registered")
+        job_id = client.submit(spec)
+
+        def states() -> list[str]:
+            return [task["state"] for task in client.job(job_id)["tasks"]]
+
+        _wait_for(lambda: states() == ["pending", "running", "running"], 30, "the reducers run, the source waits")
+        client.stop(job_id)
+        report = client.wait(job_id, timeout=30)["report"]
+        assert states() == ["unstarted", "committed", "committed"]
+    finally:
+        client.close()
+    assert report["status"] == "succeeded" and report["continuous"]["stopped"]
+    assert report["continuous"]["sources_unstarted"] == [{"index": 0, "url": f"replay:{lines}?rate=400&loop=1"}]
+
+
 def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:

@@ -67,7 +67,7 @@ def run_stream(
             file=sys.stderr,
         )
     seen = 0
-    told_gone: set[int] = set()
+    told_gone: set[int | tuple[str, int]] = set()
     told_listening: dict[int, str] = {}
     lost_workers = LostWorkerNote("continuous job ", client.address)  # (its tasks restart elsewhere: say so)
 
@@ -85,6 +85,16 @@ def run_stream(
             if gone["index"] not in told_gone:
                 told_gone.add(gone["index"])
                 print(_gone_warning(gone), file=sys.stderr, flush=True)
+        for unstarted in status.get("sources_unstarted", ()):
+            if ("unstarted", unstarted["index"]) not in told_gone:
+                told_gone.add(("unstarted", unstarted["index"]))
+                print(
+                    f"hop: warning: source {unstarted['index']} ({unstarted['url']}) had no slot when the job was "
+                    "stopped and read nothing more (a cluster with fewer slots than the job's sources and "
+                    "reducers, or workers that left): the job ended without draining it",
+                    file=sys.stderr,
+                    flush=True,
+                )
         for window in client.windows(job_id, after=seen):
             seen = max(seen, window["seq"])
             print(
