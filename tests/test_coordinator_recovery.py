@@ -21,6 +21,7 @@ import zmq
 from hop.client import Client, JobLost
 from hop.forking import wait_or_kill
 from hop.gen.text import generate_text
+from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.protocol import unpack
@@ -90,11 +91,32 @@ def _coordinator(address: str, processes: list[subprocess.Popen[bytes]]) -> subp
     return processes[-1]
 
 
-def _worker(address: str, name: str, spill_dir: Path, stderr: int | None = None) -> subprocess.Popen[bytes]:
+def _worker(
+    address: str, name: str, spill_dir: Path, stderr: int | None = None, slots: tuple[int, int, int] = (1, 2, 0)
+) -> subprocess.Popen[bytes]:
     """A standalone worker process (``python -m hop.worker``: the ``hop worker`` program with its spill directory
-    under the test's temporary directory); ``stderr=subprocess.PIPE`` to read what it says."""
+    under the test's temporary directory) with ``slots`` (map, reduce, stream); ``stderr=subprocess.PIPE`` to read
+    what it says."""
     command = ["-m", "hop.worker", "--coordinator", address, "--name", name, "--spill-dir", str(spill_dir)]
-    return subprocess.Popen([sys.executable, *command, "--map-slots", "1", "--reduce-slots", "2"], stderr=stderr)
+    counts = [f"--{kind}-slots={count}" for kind, count in zip(("map", "reduce", "stream"), slots, strict=True)]
+    return subprocess.Popen([sys.executable, *command, *counts], stderr=stderr)
+
+
+def _replay_wordcount(tmp_path: Path, **options: Any) -> tuple[JobSpec, str]:
+    """A continuous word count of a looping ``replay:`` source, two reducers, with ``options``; and the source."""
+    from hop.stream.options import stream_options
+
+    lines = tmp_path / "lines.txt"
+    lines.write_text("a b\nb c\n" * 100)
+    source = f"replay:{lines}?rate=400&loop=1"
+    spec = build_spec(
+        load_job_file(job_path("stream_wordcount")),
+        [],
+        str(tmp_path / "out"),
+        num_reduces=2,
+        options={"stream": stream_options([source], "1s", None), **options},
+    )
+    return spec, source
 
 
 def _coordinator_with_w0(
@@ -441,28 +463,15 @@ def test_a_continuous_jobs_source_outlives_workers_that_come_and_go(
     without it (``hop monitor``'s coordinator stream after a worker was restarted four times). A worker leaving is
     not the task's fault: the source waits for the next slot, its task table row says ``pending`` (it said
     ``failed``) with how its last attempt ended, and it runs on the next worker that comes."""
-    from hop.stream.options import stream_options
-
     address = f"ipc://{tmp_path}/coordinator"
     _coordinator(address, processes)
 
     def worker(name: str, stream_slots: int) -> subprocess.Popen[bytes]:
-        slots = ["--map-slots", "1", "--reduce-slots", "1", "--stream-slots", str(stream_slots)]
-        command = ["-m", "hop.worker", "--coordinator", address, "--name", name, "--spill-dir", str(tmp_path)]
-        processes.append(subprocess.Popen([sys.executable, *command, *slots], stderr=subprocess.DEVNULL))
+        processes.append(_worker(address, name, tmp_path, subprocess.DEVNULL, (1, 1, stream_slots)))
         return processes[-1]
 
     worker("home", 0)  # (its two slots take the two reducers: the source runs only on the visitor)
-    lines = tmp_path / "lines.txt"
-    lines.write_text("a b\nb c\n" * 100)
-    options = stream_options([f"replay:{lines}?rate=400&loop=1"], "1s", None)
-    spec = build_spec(
-        load_job_file(job_path("stream_wordcount")),
-        [],
-        str(tmp_path / "out"),
-        num_reduces=2,
-        options={"stream": options, "max_attempts": 2},
-    )
+    spec, _ = _replay_wordcount(tmp_path, max_attempts=2)
     client = Client(address, timeout=30)
     try:
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["home"], 30, "home registered")
@@ -500,23 +509,10 @@ def test_stopping_a_continuous_job_ends_its_sources_that_have_no_slot(
     reducers hold; or its source's worker left) never finished: the job waited for that source to drain. The source
     now ends unstarted a moment after the stop, the reducers stop waiting for it, the job ends, and its report and
     task table say so."""
-    from hop.stream.options import stream_options
-
     address = f"ipc://{tmp_path}/coordinator"
     _coordinator(address, processes)
-    slots = ["--map-slots", "1", "--reduce-slots", "1", "--stream-slots", "0"]
-    command = ["-m", "hop.worker", "--coordinator", address, "--name", "home", "--spill-dir", str(tmp_path), *slots]
-    processes.append(subprocess.Popen([sys.executable, *command], stderr=subprocess.DEVNULL))
-    lines = tmp_path / "lines.txt"
-    lines.write_text("a b\nb c\n" * 100)
-    options = stream_options([f"replay:{lines}?rate=400&loop=1"], "1s", None)
-    spec = build_spec(
-        load_job_file(job_path("stream_wordcount")),
-        [],
-        str(tmp_path / "out"),
-        num_reduces=2,
-        options={"stream": options},
-    )
+    processes.append(_worker(address, "home", tmp_path, subprocess.DEVNULL, (1, 1, 0)))  # (the reducers fill it)
+    spec, source = _replay_wordcount(tmp_path)
     client = Client(address, timeout=30)
     try:
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["home"], 30, "home registered")
@@ -532,7 +528,7 @@ def test_stopping_a_continuous_job_ends_its_sources_that_have_no_slot(
     finally:
         client.close()
     assert report["status"] == "succeeded" and report["continuous"]["stopped"]
-    assert report["continuous"]["sources_unstarted"] == [{"index": 0, "url": f"replay:{lines}?rate=400&loop=1"}]
+    assert report["continuous"]["sources_unstarted"] == [{"index": 0, "url": source}]
 
 
 def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(

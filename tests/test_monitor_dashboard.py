@@ -558,6 +558,20 @@ def late_worker(address: str, name: str, spill_dir: Path) -> Iterator[None]:
             worker.wait(timeout=5)
 
 
+@contextmanager
+def _dashboard_of_a_one_worker_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, MonitorFeed, Any, list[str]]]:
+    """A cluster of one worker with one map and one reduce slot (fewer than the monitoring query's three tasks: its
+    coordinator stream waits for a slot), its monitor, and the dashboard open in a browser page (and its errors)."""
+    with (
+        LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster,
+        monitor(cluster, tmp_path / "monitor") as feed,
+        WebServer(cluster.address, 0, monitor=[feed]) as web,
+        browser_page() as (page, errors),
+    ):
+        page.goto(web.url + "monitor", timeout=30_000)
+        yield cluster, feed, page, errors
+
+
 @needs_chromium
 def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
@@ -570,13 +584,7 @@ def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(
     stream, the reducer): the coordinator's stream waits for a slot, and the late worker, whose slots are free, runs
     it (which it said as it stopped: "its 1 running task(s)"; a task that never had a slot may run anywhere). The
     wait was said nowhere: the monitor names the waiting task on stderr and the dashboard, and where it runs then."""
-    with (
-        LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster,
-        monitor(cluster, tmp_path / "monitor") as feed,
-        WebServer(cluster.address, 0, monitor=[feed]) as web,
-        browser_page() as (page, errors),
-    ):
-        page.goto(web.url + "monitor", timeout=30_000)
+    with _dashboard_of_a_one_worker_cluster(tmp_path) as (cluster, feed, page, errors):
         page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=60_000)  # a window is shown
         assert page.is_hidden("#unwatched-workers")
         waiting = "#waiting-tasks:not([hidden]) [data-task=map-00001]"
@@ -608,13 +616,7 @@ def test_dashboard_lists_the_running_jobs_that_no_window_has(tmp_path: Path) -> 
     source runs: on a cluster of one worker with one map and one reduce slot, that source waits for a slot (the
     worker's source and the reducer hold both), and the panel said "No job seen yet" with the monitoring job and a
     batch job running. It lists the coordinator's jobs, records/s and failures left to the windows."""
-    with (
-        LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster,
-        monitor(cluster, tmp_path / "monitor") as feed,
-        WebServer(cluster.address, 0, monitor=[feed]) as web,
-        browser_page() as (page, errors),
-    ):
-        page.goto(web.url + "monitor", timeout=30_000)
+    with _dashboard_of_a_one_worker_cluster(tmp_path) as (cluster, feed, page, errors):
         monitoring = f"#jobs tbody tr[data-job-id='{feed.job_id}'][data-state=running]"
         page.wait_for_selector(monitoring, timeout=30_000)
         assert "continuous" in page.inner_text(monitoring)

@@ -632,6 +632,20 @@ def test_job_class_picks_the_mrjob_class_to_run(tmp_path: Path) -> None:
     assert "mrjob file main.py defines no MRJob subclass MRC (it defines: MRA, MRB)" in unknown.stderr
 
 
+def _killed_once_submitted(client: Client, command: list[str], cwd: Path) -> str:
+    """Run ``command`` (a ``hop submit`` writing to ``killed``) and SIGKILL it once its job runs; the job's id."""
+    killed = subprocess.Popen(command, cwd=cwd)
+    try:
+        deadline = time.monotonic() + 60
+        while not (running := [j for j in client.jobs() if j["state"] == "running" and j["output"].endswith("killed")]):
+            assert time.monotonic() < deadline and killed.poll() is None, "the job was submitted"
+            time.sleep(0.02)
+    finally:
+        killed.kill()
+        killed.wait(timeout=10)
+    return str(running[0]["job_id"])
+
+
 def test_an_mrjob_output_is_marked_successful_only_once_rewritten(client: Client, tmp_path: Path) -> None:
     """The coordinator wrote ``_SUCCESS`` as the job ended, before the submitting ``hop`` rewrote the parts in the
     job's OUTPUT_PROTOCOL: a reader waiting for it could read hop's own encoding, and with that ``hop`` killed the
@@ -656,16 +670,8 @@ def test_an_mrjob_output_is_marked_successful_only_once_rewritten(client: Client
     assert sorted(
         line for part in (tmp_path / "done").glob("part-*") for line in part.read_text().splitlines(True)
     ) == [f'"{word}"\t1\n' for word in "abcdef"]
-    killed = subprocess.Popen([sys.executable, "-m", "hop", *submit, "-o", "killed"], cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 60
-        while not (running := [j for j in client.jobs() if j["state"] == "running" and j["output"].endswith("killed")]):
-            assert time.monotonic() < deadline and killed.poll() is None, "the job was submitted"
-            time.sleep(0.02)
-    finally:
-        killed.kill()
-        killed.wait(timeout=10)
-    assert client.wait(running[0]["job_id"], timeout=60)["state"] == "succeeded"
+    job_id = _killed_once_submitted(client, [sys.executable, "-m", "hop", *submit, "-o", "killed"], tmp_path)
+    assert client.wait(job_id, timeout=60)["state"] == "succeeded"
     assert not (tmp_path / "killed" / "_SUCCESS").exists()
 
 
@@ -693,16 +699,8 @@ def test_a_killed_mrjob_run_leaves_its_task_files_to_the_next(client: Client, tm
     (tmp_path / "stops.txt").write_text("b\n")
     (tmp_path / "in.txt").write_text("a\nb\nc\n")
     submit = [sys.executable, "-m", "hop", "submit", "--mrjob", str(job), "in.txt", "--coordinator", client.address]
-    killed = subprocess.Popen([*submit, "--quiet", "-o", "killed"], cwd=tmp_path)
-    try:
-        deadline = time.monotonic() + 60
-        while not (running := [j for j in client.jobs() if j["state"] == "running" and j["output"].endswith("killed")]):
-            assert time.monotonic() < deadline and killed.poll() is None, "the job was submitted"
-            time.sleep(0.02)
-    finally:
-        killed.kill()
-        killed.wait(timeout=10)
-    assert client.wait(running[0]["job_id"], timeout=60)["state"] == "succeeded"  # (its files were there throughout)
+    job_id = _killed_once_submitted(client, [*submit, "--quiet", "-o", "killed"], tmp_path)
+    assert client.wait(job_id, timeout=60)["state"] == "succeeded"  # (its files were there throughout)
     (abandoned,) = tmp_path.glob(".hop-mrjob-files-*")
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from hop.mrjob_adapter import MRJobRun; "
