@@ -1538,7 +1538,14 @@ class Coordinator:
         if not any(w.alive for w in self.workers.values()):
             # Nothing can run any more: fail running jobs instead of letting clients wait forever.
             for job in self.jobs.values():
-                self._execute(job, job.fail(f"no live workers: the last one ({worker.name}) was lost"))
+                why = f"no live workers: the last one ({worker.name}) was lost"
+                suspects = job.tasks_lost_with_several_workers() if job.state == "running" else []
+                if suspects:
+                    why += (
+                        f"; {' and '.join(suspects)} ran on each of those workers as it was lost: check whether its "
+                        "code ends the process it runs under (a signal to its parent, memory the system kills for)"
+                    )
+                self._execute(job, job.fail(why))
 
 
 def _with_all_rows(output: str, window: dict[str, Any]) -> dict[str, Any]:

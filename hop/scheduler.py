@@ -424,6 +424,20 @@ class JobState:
             return min(1.0, task.taken / feeding.written)
         return task.fraction * (1.0 if feeding.committed is not None else feeding.fraction)
 
+    def tasks_lost_with_several_workers(self) -> list[str]:
+        """The tasks that were running on two or more workers as each was lost (went silent: not one that said it
+        stops), each as ``"map-00000 (on local-0, local-1)"``: what a job whose workers all died should name, since
+        a task whose code ends the process it runs under (a signal to its parent, memory the system kills for)
+        takes down every worker it is retried on."""
+        named = []
+        for task in (*self.maps, *self.reduces):
+            workers = [
+                a.worker for a in task.attempts if a.status == "lost" and a.error == f"worker {a.worker} was lost"
+            ]
+            if len(set(workers)) >= 2:
+                named.append(f"{task.kind}-{task.index:05d} (on {', '.join(dict.fromkeys(workers))})")
+        return named
+
     def failed_attempts(self) -> int:
         """Attempts that failed or were lost with their worker (the monitor's job perspective)."""
         return sum(

@@ -215,12 +215,31 @@ def test_losing_every_worker_fails_the_job_instead_of_hanging(tmp_path: Path) ->
         killer = threading.Timer(0.5, cluster.workers[0].kill)
         killer.start()
         try:
-            with pytest.raises(JobFailed, match="no live workers"):
+            with pytest.raises(JobFailed, match="no live workers") as failure:
                 run_job(client, "slow_map", [source], tmp_path / "out", split_size=50_000)
         finally:
             killer.join(timeout=5)
             client.close()
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert "ran on each" not in str(failure.value), "one worker lost: no task is to blame"
+
+
+def test_a_job_that_lost_every_worker_names_the_task_that_ran_on_each(tmp_path: Path) -> None:
+    """A map whose code kills its worker is retried on the next worker, which it kills too: the job fails once none
+    is left, and its error names that map and the workers it ran on, not only the last worker lost."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nboom\nc d\n", encoding="utf-8")
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        client = Client(cluster.address)
+        try:
+            with pytest.raises(JobFailed, match="no live workers") as failure:
+                run_job(client, "worker_killing_map", [source], tmp_path / "out")
+        finally:
+            client.close()
+    assert "map-00000 (on local-" in str(failure.value)
+    assert "ran on each of those workers as it was lost" in str(failure.value)
 
 
 def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
