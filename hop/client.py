@@ -315,8 +315,10 @@ class Client:
 
         Between the request going out and its reply, an interruption left the job running on the cluster with its
         id unknown, so the interrupted run could not cancel it (it printed "interrupted" and the job ran on). Stop
-        signals are held for the request (at most this client's timeout: the reply normally takes milliseconds)."""
-        with stop_signals_held():
+        signals are held for the request (at most this client's timeout: the reply normally takes milliseconds); a
+        second one acts at once (a coordinator that stopped answering would hold the first for that whole timeout),
+        leaving the job's id unknown if it was submitted."""
+        with stop_signals_held(repeat_acts=True):
             job_id = str(self.request("submit", job=spec.to_wire())["job_id"])
             self.submitted.append(job_id)
         return job_id

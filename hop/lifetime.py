@@ -151,30 +151,45 @@ def become_subreaper() -> bool:
 
 
 @contextlib.contextmanager
-def stop_signals_noted(came: list[int], numbers: tuple[int, ...] = STOP_SIGNALS) -> Iterator[None]:
+def stop_signals_noted(
+    came: list[int], numbers: tuple[int, ...] = STOP_SIGNALS, repeat_acts: bool = False
+) -> Iterator[None]:
     """While the block runs, the signals ``numbers`` are appended to ``came`` instead of acting (a handler that
-    raises nothing); their handlers are restored after it. Outside the main thread, where Python runs no signal
-    handler, the block just runs."""
+    raises nothing); their handlers are restored after it. ``repeat_acts``: a second one (Ctrl-C pressed again)
+    restores them at once, empties ``came`` and is sent again, so it acts inside the block, as a user pressing twice
+    asks. Outside the main thread, where Python runs no signal handler, the block just runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {number: signal.signal(number, lambda number, _frame: came.append(number)) for number in numbers}
-    try:
-        yield
-    finally:
+
+    def restore() -> None:
         for number, handler in previous.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
 
+    def note(number: int, _frame: Any) -> None:
+        came.append(number)
+        if repeat_acts and len(came) > 1:
+            restore()
+            came.clear()
+            signal.raise_signal(number)  # (its own handler runs as this one returns)
+
+    previous = {number: signal.signal(number, note) for number in numbers}
+    try:
+        yield
+    finally:
+        restore()
+
 
 @contextlib.contextmanager
-def stop_signals_held() -> Iterator[None]:
+def stop_signals_held(repeat_acts: bool = False) -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM (:data:`STOP_SIGNALS`) while the block runs, then act on those that came as they would
     have acted: for a step that must not be cut in half. Starting a child and recording it is one: a Ctrl-C inside
     ``subprocess.Popen`` (which waits for the child's exec) leaves a child started and unknown to its parent, which
-    then cannot end it. Outside the main thread, where Python runs no signal handler, the block just runs."""
+    then cannot end it. ``repeat_acts``: a second signal acts at once (:func:`stop_signals_noted`), for a block that
+    can wait long. Outside the main thread, where Python runs no signal handler, the block just runs."""
     came: list[int] = []
     try:
-        with stop_signals_noted(came):
+        with stop_signals_noted(came, repeat_acts=repeat_acts):
             yield
     finally:
         for held in dict.fromkeys(came):

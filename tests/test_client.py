@@ -294,6 +294,48 @@ def test_refused_socket_tells_a_socket_nothing_listens_on_from_one_a_coordinator
     assert refused_socket("tcp://127.0.0.1:5555") is None
 
 
+def test_a_second_ctrl_c_interrupts_a_submit_whose_coordinator_does_not_answer(tmp_path: Path) -> None:
+    """A submit holds a Ctrl-C until its reply (test below); with a coordinator that took the request and never
+    answers, that was the client's whole timeout (30 s for ``hop submit``) whatever the user pressed. A second
+    Ctrl-C acts at once."""
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+    from tests.conftest import job_path
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+    address = f"ipc://{tmp_path}/coordinator"
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)  # takes the request and never answers
+    router.bind(address)
+
+    def interrupt(_signal: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    def ctrl_c_twice() -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    client = Client(address, timeout=30)
+    previous = signal.signal(signal.SIGINT, interrupt)
+    timer = threading.Timer(0.3, ctrl_c_twice)
+    started = time.monotonic()
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            client.submit(spec)
+        took = time.monotonic() - started
+        assert signal.getsignal(signal.SIGINT) is interrupt, "the command's own handler is back"
+    finally:
+        timer.join(timeout=30)
+        signal.signal(signal.SIGINT, previous)
+        client.close()
+        close_socket(router)
+    assert took < 5, f"the second Ctrl-C took {took:.1f} s to act"
+    assert client.submitted == []
+
+
 def test_a_submit_interrupted_before_its_reply_knows_its_job(tmp_path: Path) -> None:
     """Ctrl-C (or SIGTERM) after a submit went out and before its reply came: the job ran on the cluster with its id
     unknown to the run, which could not cancel it (``hop submit`` printed "interrupted" and the job ran on; a loaded
