@@ -63,6 +63,10 @@ class MonitorState:
         self.fault_log: list[dict[str, Any]] = []
         """Faults not yet written out (the caller drains it)."""
         self._fault_ids: set[Any] = set()
+        self.faults_since: float | None = None
+        """Faults before this time (seconds since the epoch, the coordinator's clock: the query's submission) are
+        left out: the coordinator keeps its last faults, from long before the monitor too, and a coordinator sample
+        carries those of the second before it. None: every fault is kept."""
         self.fault_counts: dict[str, int] = {}
         self.stuck: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.windows_seen = 0
@@ -177,6 +181,8 @@ class MonitorState:
         """Keep a fault once, however many times (window rows, the coordinator's list) it arrives."""
         if fault.get("id") in self._fault_ids:
             return False
+        if self.faults_since is not None and float(fault.get("ts") or 0) < self.faults_since:
+            return False  # no fault of this monitor's
         self._fault_ids.add(fault.get("id"))
         kind = str(fault.get("kind", "unknown"))
         self.fault_counts[kind] = self.fault_counts.get(kind, 0) + 1
