@@ -4,7 +4,8 @@ A :class:`MonitorFeed` thread asks the coordinator for its workers' host labels 
 the monitoring job, folds them into a :class:`~monitoring.state.MonitorState`, appends alert state changes to
 ``OUT/_alerts.jsonl`` and faults to ``OUT/_faults.jsonl``, and keeps the latest raw sample of every worker (a SUB
 socket on every sample stream) and the coordinator's list of workers (alive, last heard from) for the Prometheus
-exposition, and its list of jobs, so the dashboard lists a running job before a window of the query has it.
+exposition, and its list of jobs, so the dashboard lists a running job before a window of the query has it. Its
+faults are those from the query's submission on (``MonitorState.faults_since``, the job's ``submitted_at``).
 Readers (the web view) take ``snapshot()`` or wait on ``changed``.
 
 The query's sources are the workers there were when it was submitted: a worker that registers later (a new name, not
@@ -108,9 +109,15 @@ class MonitorFeed(threading.Thread):
                     after = max(w["seq"] for w in windows)
                     self._remove_old_windows()
                 with self.changed:
+                    if jobs is not None and self.state.faults_since is None:
+                        self.state.faults_since = next(
+                            (job.get("submitted_at") for job in jobs if job["job_id"] == self.job_id), None
+                        )
                     for window in windows:
                         self.state.add_window(window)
                     jobs_changed = jobs is not None and self.state.set_cluster_jobs(jobs, time.time())
+                    if self.state.faults_since is None:
+                        faults = []  # (not yet known which are this monitor's)
                     if self.state.add_faults(faults) or windows or jobs_changed:
                         self._write_logs()
                         self.version += 1

@@ -19,8 +19,8 @@
   its host label (``hosts``: ``host_labels[name]``, the name itself for a worker of unknown label and for the
   coordinator), so a host that stopped reporting is visible;
 - ``missing_hosts``: the host labels (as ``hosts`` and ``racks`` name them) of the workers whose scoreboard row
-  has no data (every pane ``M`` or ``L``), sorted and once each, and ``missing_workers``: those workers,
-  ``[{"worker", "host"}]`` in scoreboard order (several workers may share a host label).
+  has no data (every pane ``M``, ``L`` or ``E``: :func:`silent`), sorted and once each, and ``missing_workers``:
+  those workers, ``[{"worker", "host"}]`` in scoreboard order (several workers may share a host label).
 """
 
 from __future__ import annotations
@@ -33,6 +33,14 @@ JOB_MEMORY_SECONDS = 300.0
 """How long a job no window mentions stays in the job perspective."""
 COORDINATOR = "coordinator"
 """The source name of the coordinator's stream (not a host)."""
+
+
+def silent(row: str) -> bool:
+    """Whether a source's scoreboard row has none of its records: every pane missing (``M``), lost (``L``) or sealed
+    empty (``E``). Sources here send a sample a second, so an empty pane is one they were not heard in: a live
+    source's map that runs again after a gap (its worker left, it waited for a slot) seals the panes it missed as
+    ``E``. A shed pane (``S``) had records."""
+    return set(row) <= {"M", "L", "E"}
 
 
 class MonitorState:
@@ -55,6 +63,10 @@ class MonitorState:
         self.fault_log: list[dict[str, Any]] = []
         """Faults not yet written out (the caller drains it)."""
         self._fault_ids: set[Any] = set()
+        self.faults_since: float | None = None
+        """Faults before this time (seconds since the epoch, the coordinator's clock: the query's submission) are
+        left out: the coordinator keeps its last faults, from long before the monitor too, and a coordinator sample
+        carries those of the second before it. None: every fault is kept."""
         self.fault_counts: dict[str, int] = {}
         self.stuck: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.windows_seen = 0
@@ -118,7 +130,7 @@ class MonitorState:
         missing = [
             {"worker": name, "host": self.host_of(name)}
             for name, row in zip(board["names"], board.get("grid", []), strict=False)
-            if row and set(row) <= {"M", "L"} and name != COORDINATOR
+            if row and silent(row) and name != COORDINATOR
         ]
         self.latest = {
             "label": window["label"],
@@ -141,7 +153,7 @@ class MonitorState:
             return True
         grid = window.get("scoreboard", {}).get("grid") or []
         index = self.source_names.index(COORDINATOR)
-        return index >= len(grid) or not grid[index] or not set(grid[index]) <= {"M", "L"}
+        return index >= len(grid) or not grid[index] or not silent(grid[index])
 
     def _update_stuck(self, stuck: dict[tuple[str, str, int], dict[str, Any]], end: float) -> None:
         """The stuck tasks are those of the latest window: log the ones that start and the ones that clear."""
@@ -169,6 +181,8 @@ class MonitorState:
         """Keep a fault once, however many times (window rows, the coordinator's list) it arrives."""
         if fault.get("id") in self._fault_ids:
             return False
+        if self.faults_since is not None and float(fault.get("ts") or 0) < self.faults_since:
+            return False  # no fault of this monitor's
         self._fault_ids.add(fault.get("id"))
         kind = str(fault.get("kind", "unknown"))
         self.fault_counts[kind] = self.fault_counts.get(kind, 0) + 1

@@ -30,12 +30,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from hop.client import Client
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec
+from hop.runner import JobFailed, build_spec
 from hop.stream.runner import run_stream
 from hop.web.server import WebServer
 from monitoring.cli import monitor_spec, monitoring_job, wait_for_workers
 from monitoring.feed import MonitorFeed
-from tests.conftest import job_path
+from tests.conftest import job_path, run_job
 from tests.test_monitor import _busy_worker, _run_hog, wait_for
 from tests.test_web import get, get_json, read_events
 from tests.test_web_browser import CHROMIUM, browser_page
@@ -628,6 +628,38 @@ def test_dashboard_lists_the_running_jobs_that_no_window_has(tmp_path: Path) -> 
             assert "2 running" in page.inner_text("#jobs-info")
         page.wait_for_selector(f"#jobs tbody tr[data-job-id='{job_id}'][data-state=failed]", timeout=30_000)
         assert not errors, errors
+
+
+def test_the_monitor_takes_no_fault_from_before_its_query_started(tmp_path: Path) -> None:
+    """The coordinator keeps its last 200 faults, which the feed merges (those its stream carried while the query's
+    source for it restarted): a monitor started later wrote every one of them, hours old, to its new
+    ``_faults.jsonl``, showed them on the dashboard and counted them in ``hop_faults_total`` ("faults seen since the
+    monitor started"). Only faults from the query's submission on are the monitor's (the coordinator's clock); the
+    query's first coordinator sample, which carries the faults of the second before it, brings none older either."""
+    (tmp_path / "boom.txt").write_text("boom\n")
+    (tmp_path / "once.txt").write_text(f"a\nfail-once {tmp_path / 'failed'}\n")
+    output = tmp_path / "monitor"
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, stream_slots=3) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            with pytest.raises(JobFailed):
+                run_job(client, "failing_map", [tmp_path / "boom.txt"], tmp_path / "out", options={"max_attempts": 1})
+            with monitor(cluster, output) as feed:
+                wait_for(lambda: feed.snapshot()["windows_seen"], 60, "a window")
+                run_job(client, "blocked_map", [tmp_path / "once.txt"], tmp_path / "out2", "BlockedMap")
+                after = next(job["job_id"] for job in client.jobs() if job["name"] == "BlockedMap")
+                wait_for(lambda: feed.snapshot()["fault_counts"], 30, "the later job's fault")
+                time.sleep(1)  # a few more polls
+                kinds_and_jobs = [(fault["kind"], fault.get("job_id")) for fault in feed.snapshot()["faults"]]
+                counts = feed.snapshot()["fault_counts"]
+            kept = [fault["job_id"] for fault in client.cluster()["faults"]]
+        finally:
+            client.close()
+    assert len(kept) == 2 and kept[1] == after, "a fault of each job, both kept by the coordinator"
+    assert kinds_and_jobs == [("task_failed", after)]
+    assert counts == {"task_failed": 1}
+    logged = (output / "_faults.jsonl").read_text().splitlines()
+    assert [json.loads(line)["job_id"] for line in logged] == [after]
 
 
 def _cancel_hog(cluster: LocalCluster) -> None:

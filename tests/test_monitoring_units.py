@@ -601,6 +601,35 @@ def test_a_task_without_progress_for_the_rules_time_is_stuck_until_it_advances()
     ]
 
 
+def test_a_window_with_no_sample_of_a_source_restarted_after_a_gap_says_nothing_of_it() -> None:
+    """A live source's map that ran again after its worker left (``zmq+sub:`` cannot re-read) seals the panes it was
+    not subscribed in as empty, ``E``, not missing: on a cluster whose coordinator-stream map waited 13 s for a slot,
+    a window of ``EEEEE`` for the coordinator cleared a stuck task in ``_alerts.jsonl`` and raised it again (a new
+    ``since``) two windows later, though it never advanced; a host whose row was all ``E`` was in neither ``hosts``
+    nor ``missing_hosts``. A row with no data cell is a source silent in the window, whatever its marks."""
+    from monitoring.state import MonitorState
+
+    state = MonitorState(["w1", "w2", "coordinator"])
+    task = {"job_id": "j1", "name": "Grep", "task": "map-00000", "attempt": 1, "worker": "w1", "host": "w1"}
+    stuck = [json.dumps(["stuck", "j1", "map-00000", 1]), json.dumps({**task, "stalled_s": 30.0})]
+
+    def window(end: float, rows: list[list[str]], grid: list[str]) -> dict[str, Any]:
+        return {"label": str(end), "start": end - 10, "end": end, "reason": "complete", "fidelity": 1.0, "rows": rows,
+                "scoreboard": {"sources": 3, "grid": grid}}  # fmt: skip
+
+    state.add_window(window(10.0, [stuck], ["DDDDD", "DDDDD", "DDDDD"]))
+    state.add_window(window(12.0, [], ["DDDDD", "EEEEE", "EEEEE"]))
+    latest = state.latest
+    assert latest is not None and latest["missing_hosts"] == ["w2"]
+    assert latest["missing_workers"] == [{"worker": "w2", "host": "w2"}]
+    (kept,) = state.snapshot()["stuck_tasks"]
+    assert kept["since"] == 10.0
+    state.add_window(window(14.0, [stuck], ["DDDDD", "EEEED", "EEEED"]))
+    assert [(e["ts"], e["state"]) for e in state.take_alert_log()] == [(10.0, "alert")]  # no clear, no new alert
+    latest = state.latest
+    assert latest is not None and latest["missing_hosts"] == []
+
+
 # The monitoring query's alert rule -------------------------------------------------------------------------------
 def alert_rows(job: Any, window_end: float, samples: dict[str, float]) -> dict[str, dict[str, Any]]:
     """The alert rows of one window's reduce, per host, given each host's cpu_percent for the window's last second."""
