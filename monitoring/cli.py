@@ -167,11 +167,31 @@ def monitor_spec(
     return spec, names, [w["samples"] for w in workers]
 
 
+def _query_options(args: argparse.Namespace) -> list[str]:
+    """The options of ``args`` that shape the monitoring query (its windows, when it emits, its alert rules, the
+    windows it keeps), as a command line gives them: what a monitor started again needs to watch as this one did.
+    Durations are given as parsed (``20s``: ``--alert-average 0.3m`` comes back as ``18s``)."""
+    options = ["--window", str(args.window), "--slide", str(args.slide)]
+    durations = {
+        "--max-latency": (args.max_latency, 3.0),
+        "--alert-average": (args.alert_average, None),
+        "--alert-baseline": (args.alert_baseline, None),
+        "--alert-stuck": (args.alert_stuck, None),
+    }
+    for flag, (seconds, default) in durations.items():
+        if seconds is not None and seconds != default:
+            options += [flag, f"{seconds:g}s"]
+    for flag, count in (("--alert-after", args.alert_after), ("--keep-windows", args.keep_windows)):
+        if count is not None:
+            options += [flag, str(count)]
+    return options
+
+
 def lost_to_a_restart(address: str, output: str, args: argparse.Namespace, stopped: bool = False) -> str:
     """What to say when the coordinator was restarted under the monitor (it dropped the monitoring query, as every
     job), or ``stopped`` by a signal (it ended the query as it stopped): what is kept, and the command that watches
     the restarted coordinator with the same query."""
-    again = f"hop monitor --coordinator {address} --window {args.window} --slide {args.slide}"
+    again = " ".join(["hop monitor --coordinator", address, *_query_options(args)])
     if stopped:
         what = f"the coordinator at {address} was stopped (Ctrl-C or SIGTERM) and ended the monitoring query"
         where = "once a coordinator runs there again"

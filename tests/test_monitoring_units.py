@@ -775,3 +775,28 @@ def test_the_querys_tasks_without_a_slot_are_named_and_where_they_run_then() -> 
     waits.update(table("running", "pending", worker="late-0"), 120.0)  # its reducer's worker was lost
     (notice,) = waits.update(table("running", "pending", worker="late-0"), 125.0)
     assert "task for the windows (reduce-00000)" in notice.text and "no window comes" in notice.text
+
+
+def test_the_command_that_watches_again_keeps_the_query_options_given() -> None:
+    """A monitor whose coordinator was restarted (or stopped) gives the command that watches the cluster again; it
+    kept only ``--window`` and ``--slide``, so a monitor started with ``--alert-stuck 30s`` was told to start one
+    that alerts after the default 120 s. Every option that shapes the query is kept, as parsed."""
+    import argparse
+
+    from monitoring.cli import add_arguments, lost_to_a_restart
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    given = ["--coordinator", "tcp://127.0.0.1:5555", "-o", "out", "--window", "4s", "--slide", "2s", "--quiet"]
+    given += ["--alert-stuck", "30s", "--alert-after", "3", "--max-latency", "500ms", "--keep-windows", "50"]
+    given += ["--alert-average", "0.5m", "--alert-baseline", "300"]
+    said = lost_to_a_restart("tcp://127.0.0.1:5555", "out", parser.parse_args(given))
+    expected = (
+        "`hop monitor --coordinator tcp://127.0.0.1:5555 --window 4s --slide 2s --max-latency 0.5s --alert-average 30s "
+        "--alert-baseline 300s --alert-stuck 30s --alert-after 3 --keep-windows 50`"
+    )
+    assert expected in said, said
+    defaults = lost_to_a_restart(
+        "tcp://127.0.0.1:5555", "out", parser.parse_args(["--coordinator", "tcp://127.0.0.1:5555"])
+    )
+    assert "`hop monitor --coordinator tcp://127.0.0.1:5555 --window 10s --slide 2s`" in defaults, defaults
