@@ -1087,6 +1087,70 @@ def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: 
     assert all(meta["fidelity"] < 1 for meta in failed)
 
 
+def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_as_lost(
+    stream_client: Client, tmp_path: Path
+) -> None:
+    """Event-time windows over two ZeroMQ sources; the first one's map is killed, and what was sent to it while it
+    was down is gone. Its retry cannot know the event times it missed, so every pane between where the first attempt
+    stopped and the watermark of the first records it hears is lost (``L``: those windows, emitted for the other
+    source's records, say ``source failure``). The retry sealed them as empty (``E``: windows ``complete`` at full
+    fidelity, as if the source had been heard all along; the cluster monitor took such a row for a quiet host)."""
+    endpoints = []
+    for _ in range(2):
+        with socket_port() as port:
+            endpoints.append(f"tcp://127.0.0.1:{port}")
+    output = tmp_path / "out"
+    result: dict[str, Any] = {}
+    runner_client = Client(stream_client.address, timeout=30)
+
+    def run() -> None:
+        result["report"] = run_stream_job(
+            runner_client, "EventWordCount", [f"zmq:{e}" for e in endpoints], output, "1s", num_reduces=1,
+            checkpoint_seconds=3600.0,
+        )  # fmt: skip
+
+    def send(endpoint: str, events: list[dict[str, Any]]) -> None:
+        push = zmq.Context.instance().socket(zmq.PUSH)
+        push.setsockopt(zmq.SNDTIMEO, 30_000)
+        push.setsockopt(zmq.LINGER, 30_000)
+        push.connect(endpoint)
+        try:
+            for event in events:
+                push.send(msgpack.packb(event))
+        finally:
+            push.close()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        send(endpoints[1], [{"ts": T0 + i * 0.1, "text": f"c{i}"} for i in range(160)])  # panes T0 .. T0+15
+        send(endpoints[0], [{"ts": T0 + i * 0.1, "text": f"b{i}"} for i in range(50)])  # panes T0 .. T0+4
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not word_counts(output)["b39"]:  # the window of T0+3, sealed by b40
+            time.sleep(0.1)
+        job_id = next(j["job_id"] for j in stream_client.jobs() if j["output"] == str(output))
+        (first,) = [t for t in stream_client.job(job_id)["tasks"] if t["kind"] == "map" and t["index"] == 0]
+        os.kill(first["pid"], signal.SIGKILL)
+        while time.monotonic() < deadline:
+            (first,) = [t for t in stream_client.job(job_id)["tasks"] if t["kind"] == "map" and t["index"] == 0]
+            if first["attempts"] == 2 and first["state"] == "running":
+                break
+            time.sleep(0.1)
+        send(endpoints[0], [{"ts": T0 + 10 + i * 0.1, "text": f"a{i}"} for i in range(50)])  # panes T0+10 .. T0+14
+        while time.monotonic() < deadline and not word_counts(output)["a39"]:
+            time.sleep(0.1)
+        stream_client.stop(job_id)
+    finally:
+        runner.join(timeout=200)
+        runner_client.close()
+    assert not runner.is_alive() and result["report"]["status"] == "succeeded"
+    windows = {round(start - T0): meta for start, (meta, _) in read_windows(output).items()}
+    rows = {start: meta["scoreboard"]["grid"][0] for start, meta in windows.items()}
+    assert [rows[start] for start in (0, 1, 2, 3, 10, 11, 12, 13)] == ["D"] * 8, rows
+    assert [rows[start] for start in range(4, 10)] == ["L"] * 6, rows
+    assert all(windows[start]["reason"] == "source failure" for start in range(4, 10)), windows
+
+
 def test_a_source_given_up_is_reported_by_the_run(
     stream_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -211,6 +211,12 @@ def run_stream_map(
     # records are late depends on the input's order alone, not on how many records a poll happened to take (a
     # replay at another rate, a slower map, a restart from a checkpoint give the same windows).
     event_watermark = window.unit == "time" and time_field is not None
+    unheard_from: int | None = None
+    """A retry of an event-time source that cannot re-read: the first pane it may not have heard. What was sent
+    while no attempt listened is gone, at event times nobody saw; the panes its first records' watermark passes over
+    are lost, not empty (else they showed ``E`` and their windows claimed full fidelity)."""
+    if attempt > 0 and event_watermark and not source.replayable:
+        unheard_from = lost_announce[1] if lost_announce else marks.sealed
     open_from = _event_watermark_pane(window, options, marks.max_event) if event_watermark else -FOREVER
     # The event time from which open_from may move on (a little early: float rounding), so that the pane is
     # computed when the watermark crosses into a new pane, not for every in-order record.
@@ -476,7 +482,18 @@ def run_stream_map(
                 with open(late_path, "a", encoding="utf-8") as late_file:
                     late_file.writelines(late_lines)
                 late_lines.clear()
-            seal(_watermark(window, options, marks, time_field))
+            watermark = _watermark(window, options, marks, time_field)
+            if unheard_from is not None and watermark > max(unheard_from, marks.sealed):
+                # Lost up to the first pane holding a record this attempt heard (sealed as usual below): a
+                # lost pane is sealed with the announcement, so one with data must not be in it.
+                heard = min((pane for pane in buffer.panes if pane >= unheard_from), default=watermark)
+                lost_to = min(watermark, heard)
+                if lost_to > max(unheard_from, marks.sealed):
+                    marks.sealed = lost_to
+                    note_progress()
+                    register(-1, 0, empty_runs(), marks.sealed, lost=[unheard_from, lost_to])
+                unheard_from = None
+            seal(watermark)
             if shed_panes:  # tell the reducers which panes lost records to shedding: C2 shows them
                 register(-1, 0, empty_runs(), marks.sealed, shed=sorted(shed_panes))
                 shed_panes.clear()
