@@ -671,3 +671,23 @@ def test_a_snapshot_that_cannot_stop_the_job_says_which_groups_hold_it_back_and_
     assert wide == {"max_relative_half_width": 0.8, "widest": "b"}
     tracker.on_done(tracker.request_now(0.8).seq, 0, {"groups": 2, "strata_seen": {"": 7}, **wide})
     assert tracker.held_back(tracker.snapshots[-1]) == 'the widest interval is 80.0% of its estimate, over 50.0% ("b")'
+
+
+def test_an_infinite_value_leaves_its_group_without_an_interval_and_prints_no_numpy_warning() -> None:
+    # inf - inf in the residuals made numpy print "RuntimeWarning: invalid value encountered in subtract" (with a
+    # line of hop's source) on the run's terminal for every snapshot of a job with an infinite value.
+    import warnings
+
+    for aggregate, value in ((Sum(), math.inf), (Mean(), (1, math.inf))):
+        state = SnapshotState(aggregate, [""] * 10)
+        for chunk in range(4):
+            big = value if chunk == 1 else (1, 2.0) if isinstance(aggregate, Mean) else 2.0
+            state.add_run(
+                chunk, 0, 0, run({"big": big, "fine": (1, 3.0) if isinstance(aggregate, Mean) else 3.0}), chunk, True
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            rows = {row.key: row for row in state.rows()}
+        assert rows["big"].estimate is not None and rows["big"].estimate.value == math.inf
+        assert rows["big"].estimate.low is None and rows["big"].estimate.high is None
+        assert rows["fine"].estimate is not None and rows["fine"].estimate.low is not None
