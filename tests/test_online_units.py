@@ -726,3 +726,17 @@ def test_sums_and_means_of_ints_past_a_floats_squares_are_estimated() -> None:
         exact.add_run(chunk, 0, 0, run({"huge": 10**400 + chunk}), chunk, True)
     row = next(exact.rows())
     assert row.final and row.estimate is not None and row.estimate.value == 2 * 10**400 + 1
+
+
+def test_a_snapshot_before_any_chunk_of_an_input_without_strata_says_so_plainly() -> None:
+    tracker = SnapshotTracker(1, [10, 10], stop_when_accurate=0.1, stratum_chunks={"": 2})
+    snapshot = tracker.request_now(0.95)
+    tracker.on_done(
+        snapshot.seq, 0, {"groups": 1, "chunks_seen": [], "strata_seen": {"": 0}, "max_relative_half_width": 0.0}
+    )
+    reason = tracker.held_back(snapshot)
+    assert reason is not None and reason.startswith("no chunk of the input was read yet"), reason
+    strata = SnapshotTracker(1, [10, 10], stop_when_accurate=0.1, stratum_chunks={"15": 1, "16": 1})
+    blind = strata.request_now(0.5)
+    strata.on_done(blind.seq, 0, {"groups": 1, "chunks_seen": [0], "strata_seen": {"15": 1, "16": 0}})
+    assert (strata.held_back(blind) or "").startswith("no chunk of stratum '16' was read yet")
