@@ -72,6 +72,7 @@ from hop.runner import (
     run_pipeline,
     run_staged_jobs,
     run_steps,
+    stopped_early,
     timeout_reason,
     wall_time,
 )
@@ -637,9 +638,15 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
     bad = f" ({counted(skipped, 'bad record')} skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
     stopped = [
         f"step {number} stopped early after {r['approximate']['input_fraction']:.1%} of its input, so the result is "
-        f"approximate (accurate to {r['approximate']['max_relative_half_width']:.1%} there)"
+        f"approximate (accurate to {r['approximate']['max_relative_half_width']:.1%} there"
+        + (
+            f", intervals in {os.path.join(output, r['approximate']['intervals'])}"
+            if r["approximate"].get("intervals")
+            else ""
+        )
+        + ")"
         for number, r in enumerate(earlier, 1)
-        if r.get("approximate")
+        if stopped_early(r)  # (a job's report noting the stop of a step of its own is no second stop)
     ]
     if stop_when_accurate is not None and not stopped:
         from hop.online.tracker import MIN_CHUNKS_PER_STRATUM

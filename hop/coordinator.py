@@ -63,6 +63,21 @@ SOURCE_SLOT_GRACE_SECONDS = 2.0
 """How long a stopping continuous job's source still waiting for a slot may wait for one before it ends unstarted
 (a stop's own drain frees slots within that: a source whose worker just left gets one and drains)."""
 
+BLOCKING_SNAPSHOT_MAPS = 20
+"""The most map tasks an online job run with ``--blocking`` is given for its snapshots' sake (``blocking_maps``)."""
+
+
+def blocking_maps(every: float | None) -> int:
+    """The map tasks an online job run with ``--blocking`` has at least (where it has as many input chunks): one
+    per snapshot interval ``every``, at most ``BLOCKING_SNAPSHOT_MAPS``. Its reducers get a map's output only once
+    the map commits, and its maps were one wave (a task per slot) that committed together at the end: every
+    snapshot held nothing, and ``--stop-when-accurate`` (which a pipeline needs ``--blocking`` for) never stopped a
+    job early. A word count of 40 MB on 2 workers, snapshots every 0.1 (three runs each, on a busy machine): 2 maps,
+    snapshots of 0% of the input but the last (0%, 11%, 50%), 3.4-4.0 s; now 10 maps, snapshots of 0-8% at 0.100 to
+    79-89% at 0.900, 4.1-5.0 s."""
+    return 1 if not every else min(BLOCKING_SNAPSHOT_MAPS, math.ceil(1 / every - 1e-9))
+
+
 KEEP_JOBS = 100
 """Finished jobs a coordinator keeps in memory (``hop coordinator --keep-jobs``); older ones are retired."""
 RETIRED_IDS = 10_000
@@ -471,6 +486,7 @@ class Coordinator:
                     strata=options.get("strata"),
                     slots=sum(w.map_slots for w in self.workers.values() if w.alive),
                     pack=not options.get("map_per_file"),
+                    min_tasks=blocking_maps(options.get("snapshot_every")) if online and spec.mode == "blocking" else 1,
                 )
             )
             # A pipeline's later jobs take their snapshots from the job before them, not from their own progress.

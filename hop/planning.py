@@ -98,11 +98,13 @@ def plan_map_inputs(
     strata: dict[str, str] | None = None,
     slots: int = 1,
     pack: bool = True,
+    min_tasks: int = 1,
 ) -> list[list[Chunk]]:
     """The chunks of every map task (see the module docstring); ``strata`` maps a file to its stratum; ``slots``
     is the number of map slots the job can use (the number of tasks is a multiple of it where the input allows,
     see ``hop.inputs.split_size_for``). Without ``pack``, every split is a task of its own, as under Hadoop and
-    mrjob, where a mapper never reads two files (an mrjob job's ``mapper_final`` may report per file)."""
+    mrjob, where a mapper never reads two files (an mrjob job's ``mapper_final`` may report per file). In chunked
+    mode the chunks are dealt to at least ``min_tasks`` tasks (where there are as many chunks)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if chunk_size <= 0:
@@ -121,5 +123,5 @@ def plan_map_inputs(
     if order == "random":
         chunks = _random_order(chunks, random.Random(seed))
     total = sum(chunk.size for chunk in chunks)
-    tasks = max(1, min(len(chunks), round(total / split_size_for(total, split_size, slots))))
+    tasks = max(1, min(len(chunks), max(min_tasks, round(total / split_size_for(total, split_size, slots)))))
     return [chunks[len(chunks) * t // tasks : len(chunks) * (t + 1) // tasks] for t in range(tasks)]

@@ -277,6 +277,8 @@ def run_steps(
                     hold_bad_records(Path(spec.output), scratch / "_bad_records", step_offset + step + 1)
             if num_steps > 1 or step_offset:
                 place_bad_records(scratch / "_bad_records", final_output, step_offset + num_steps)
+            for step, report in enumerate(reports[:-1]):
+                keep_stopping_snapshot(report, scratch / f"step-{step}", final_output, step_offset + step, bool(kept))
             if hold is not None:
                 _keep_steps(scratch, num_steps - 1, *hold)
             elif keep_intermediate:
@@ -524,12 +526,42 @@ def _rename_in_failure(status: dict[str, Any], old: Path, new: Path) -> None:
                 holder[field] = pattern.sub(lambda _: str(new), holder[field])
 
 
+def keep_stopping_snapshot(report: dict[str, Any], output: Path, final_output: Path, number: int, kept: bool) -> None:
+    """Keep the snapshot an earlier step (``number``, from 0 over the whole run) stopped early on, if it did: its
+    intervals are the only measure of the run's accuracy, and they went with the step's output in the scratch
+    folder, while the run's ``approximate.intervals`` named ``_snapshots/LABEL/estimates-*.jsonl`` in ``OUT``, where
+    no such file was (or the last step's snapshot of that label). Moved from the step's ``output`` to
+    ``final_output/_steps/step-N/_snapshots/LABEL`` (unless the whole step is ``kept`` there: ``--keep-intermediate``),
+    and the report's ``intervals`` made relative to ``final_output``."""
+    approximate = report.get("approximate")
+    if not approximate or "step" in approximate:  # (a job's report that only notes an earlier step's stop)
+        return
+    where = Path("_steps") / f"step-{number}" / "_snapshots" / approximate["snapshot"]
+    source = output / "_snapshots" / approximate["snapshot"]
+    if not kept and source.is_dir():
+        (final_output / where).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(source), final_output / where)
+    approximate["intervals"] = str(where / "estimates-*.jsonl")
+
+
 def _keep_steps(scratch: Path, count: int, kept: Path, first: int) -> None:
     """Move ``scratch/step-0 .. step-{count - 1}`` to ``kept/step-{first} ..``."""
     if count > 0:
         kept.mkdir(exist_ok=True)
     for number in range(count):
         shutil.move(str(scratch / f"step-{number}"), kept / f"step-{first + number}")
+
+
+def _move_into(folder: Path, target: Path) -> None:
+    """Move what ``folder`` holds (if it exists) into ``target``, merging folders of the same name."""
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.iterdir()):
+        if entry.is_dir() and (target / entry.name).is_dir():
+            _move_into(entry, target / entry.name)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(entry), target / entry.name)
 
 
 def pipeline_specs(jobs: list[JobSpec]) -> list[JobSpec]:
@@ -638,6 +670,7 @@ def run_staged_jobs(
     with _scratch(final_output, "jobs") as scratch:
         held = scratch / "steps"  # the earlier steps' outputs, until the last job has written OUT
         held.mkdir()
+        stopped = scratch / "stopped"  # the snapshots earlier steps stopped early on (keep_stopping_snapshot)
         reports: list[dict[str, Any]] = []
         inputs, input_format = jobs[0].inputs, jobs[0].input_format
         stage = 0
@@ -668,12 +701,18 @@ def run_staged_jobs(
             if keep_intermediate and number:  # the job before's output, read by this one: its last step's output
                 shutil.move(inputs[0], held / f"step-{stage - 1}")
             stage += len(reports[-1].get("steps", [])) + 1
+            if not last:  # the snapshots it stopped early on, if it did, held until OUT is written
+                if not keep_intermediate:
+                    _move_into(output / "_steps", stopped / "_steps")  # (those of its earlier steps: run_steps)
+                keep_stopping_snapshot(report, output, stopped, stage - 1, keep_intermediate)
             if not last:
                 hold_bad_records(output, scratch / "_bad_records", stage)
             inputs, input_format = (str(output),), "output"
         place_bad_records(scratch / "_bad_records", final_output, stage)
         if keep_intermediate:
             _keep_steps(held, stage - 1, final_output / "_steps", 0)
+        else:
+            _move_into(stopped / "_steps", final_output / "_steps")
     final = reports[-1]
     final["jobs"] = reports[:-1]
     _whole_run_fields(final, reports)
@@ -733,7 +772,8 @@ def _note_earlier_stop(final: dict[str, Any]) -> None:
     own = final.get("approximate")
     if own and "step" not in own:
         return
-    stopped = [(number, r) for number, r in enumerate(earlier_reports(final), 1) if r.get("approximate")]
+    # (A job's report of a --blocking run of several jobs notes the stop of a step of its own too, with "step".)
+    stopped = [(number, r) for number, r in enumerate(earlier_reports(final), 1) if stopped_early(r)]
     if stopped:
         number, first = stopped[0]
         numbers = [n for n, _ in stopped]
@@ -743,6 +783,12 @@ def _note_earlier_stop(final: dict[str, Any]) -> None:
             "job_id": first["job_id"],
             "steps_stopped_early": numbers,
         }
+
+
+def stopped_early(report: dict[str, Any]) -> bool:
+    """Whether the step of ``report`` itself stopped early (not only an earlier step of its job: ``step``)."""
+    approximate = report.get("approximate") or {}
+    return bool(approximate) and "step" not in approximate
 
 
 def _instantiate(spec: JobSpec) -> Job:

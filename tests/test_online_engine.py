@@ -450,6 +450,20 @@ def test_a_snapshot_of_a_reducer_that_lags_behind_the_maps_comes_early(
     assert info["chunks_fraction"] < 0.75, info["partitions"]
 
 
+def test_a_blocking_online_job_has_a_map_per_snapshot_interval(client: Client, tmp_path: Path) -> None:
+    """With --blocking a reducer gets a map's output when the map commits, and a small job's maps were one wave (a map
+    per slot) that committed together at the end: every snapshot held nothing, and --stop-when-accurate (which a
+    pipeline needs --blocking for) could never stop early. Now such a job has a map per snapshot interval."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=4, vocabulary=200)
+    job_class = load_job_file(job_path("wordcount"))
+    options = online_options(job_class, [str(source)], snapshot_every=0.25, order="random", seed=1, chunk_size=64_000)
+    report = run_job(client, "wordcount", [source], tmp_path / "out", num_reduces=2, mode="blocking", options=options)
+    assert report["num_maps"] == 4, "a map per snapshot interval (0.25), not one per slot"
+    plain = run_job(client, "wordcount", [source], tmp_path / "plain", num_reduces=2, mode="blocking")
+    assert plain["num_maps"] == 2 and output_dict(tmp_path / "plain") == output_dict(tmp_path / "out")
+
+
 def test_a_reducer_killed_while_writing_a_snapshot_leaves_no_files_behind(
     pageviews_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,7 +17,7 @@ from hop.jsonline import to_json
 from hop.online.estimators import Bytes, estimate_mean, estimate_total, estimate_totals, t_quantile
 from hop.online.reducer import ReducerSnapshots, _interval_fields
 from hop.online.snapshots import ROWS_ON_THE_WIRE, staging_directory, top_positions, write_final_partition_snapshot
-from hop.online.state import SnapshotState, SnapshotTable
+from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from hop.online.tracker import HISTORY_ROWS, MIN_CHUNKS_PER_STRATUM, UNBOUNDED_EXAMPLES, SnapshotTracker
 from hop.planning import plan_map_inputs
 from hop.runner import STOP_EARLY_SEQUENTIAL, online_options
@@ -671,3 +671,72 @@ def test_a_snapshot_that_cannot_stop_the_job_says_which_groups_hold_it_back_and_
     assert wide == {"max_relative_half_width": 0.8, "widest": "b"}
     tracker.on_done(tracker.request_now(0.8).seq, 0, {"groups": 2, "strata_seen": {"": 7}, **wide})
     assert tracker.held_back(tracker.snapshots[-1]) == 'the widest interval is 80.0% of its estimate, over 50.0% ("b")'
+
+
+def test_an_infinite_value_leaves_its_group_without_an_interval_and_prints_no_numpy_warning() -> None:
+    # inf - inf in the residuals made numpy print "RuntimeWarning: invalid value encountered in subtract" (with a
+    # line of hop's source) on the run's terminal for every snapshot of a job with an infinite value.
+    import warnings
+
+    for aggregate, value in ((Sum(), math.inf), (Mean(), (1, math.inf))):
+        state = SnapshotState(aggregate, [""] * 10)
+        for chunk in range(4):
+            big = value if chunk == 1 else (1, 2.0) if isinstance(aggregate, Mean) else 2.0
+            state.add_run(
+                chunk, 0, 0, run({"big": big, "fine": (1, 3.0) if isinstance(aggregate, Mean) else 3.0}), chunk, True
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            rows = {row.key: row for row in state.rows()}
+        assert rows["big"].estimate is not None and rows["big"].estimate.value == math.inf
+        assert rows["big"].estimate.low is None and rows["big"].estimate.high is None
+        assert rows["fine"].estimate is not None and rows["fine"].estimate.low is not None
+
+
+def test_sums_and_means_of_ints_past_a_floats_squares_are_estimated() -> None:
+    # A Sum of ints past 10**154 failed every snapshot ("OverflowError: int too large to convert to float": their
+    # squares, in the estimators' moments); ints are exact at any size, and the final output was right.
+    values = [3, 5, 4, 6]  # per chunk, in units of 10**200 (or 10**400, past a float's range: Sum only)
+    sums: dict[object, SnapshotRow] = {}
+    for aggregate in (Sum(), Mean()):
+        state = SnapshotState(aggregate, [""] * 10)
+        small = SnapshotState(aggregate, [""] * 10)
+        for chunk, value in enumerate(values):
+            pairs: dict[object, object] = {"big": value * 10**200, "small": value}
+            if isinstance(aggregate, Mean):  # one value a chunk: (count, sum)
+                pairs = {key: (1, number) for key, number in pairs.items()}
+            else:
+                pairs["huge"] = value * 10**400
+            state.add_run(chunk, 0, 0, run(pairs), chunk, True)
+            small.add_run(chunk, 0, 0, run({"big": pairs["small"]}), chunk, True)
+        rows = {row.key: row for row in state.rows()}
+        sums = sums or rows
+        expected = next(small.rows()).estimate
+        assert expected is not None and expected.low is not None and expected.high is not None
+        big = rows["big"].estimate
+        assert big is not None and big.low is not None and big.high is not None
+        assert big.value == pytest.approx(expected.value * 1e200)
+        assert (big.low, big.high) == pytest.approx((expected.low * 1e200, expected.high * 1e200))
+        assert rows["small"].estimate == expected
+    # No float holds the estimate of "huge": it has none (the part file shows its exact value so far).
+    assert sums["huge"].estimate is None and sums["huge"].value == sum(values) * 10**400
+    # Every chunk read: the exact int, as the output has it.
+    exact = SnapshotState(Sum(), ["", ""])
+    for chunk in range(2):
+        exact.add_run(chunk, 0, 0, run({"huge": 10**400 + chunk}), chunk, True)
+    row = next(exact.rows())
+    assert row.final and row.estimate is not None and row.estimate.value == 2 * 10**400 + 1
+
+
+def test_a_snapshot_before_any_chunk_of_an_input_without_strata_says_so_plainly() -> None:
+    tracker = SnapshotTracker(1, [10, 10], stop_when_accurate=0.1, stratum_chunks={"": 2})
+    snapshot = tracker.request_now(0.95)
+    tracker.on_done(
+        snapshot.seq, 0, {"groups": 1, "chunks_seen": [], "strata_seen": {"": 0}, "max_relative_half_width": 0.0}
+    )
+    reason = tracker.held_back(snapshot)
+    assert reason is not None and reason.startswith("no chunk of the input was read yet"), reason
+    strata = SnapshotTracker(1, [10, 10], stop_when_accurate=0.1, stratum_chunks={"15": 1, "16": 1})
+    blind = strata.request_now(0.5)
+    strata.on_done(blind.seq, 0, {"groups": 1, "chunks_seen": [0], "strata_seen": {"15": 1, "16": 0}})
+    assert (strata.held_back(blind) or "").startswith("no chunk of stratum '16' was read yet")

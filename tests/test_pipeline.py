@@ -337,6 +337,58 @@ def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:
     }
     summary = result.stderr.strip().splitlines()[-1]
     assert f"; step 1 stopped early after {stopped['input_fraction']:.1%} of its input, so the result is " in summary
+    # Its intervals, the only measure of that accuracy, are kept in OUT where the report says (they went with the
+    # step's output in the scratch folder, and "intervals" named OUT/_snapshots/LABEL, which held none).
+    assert stopped["intervals"] == f"_steps/step-0/_snapshots/{stopped['snapshot']}/estimates-*.jsonl"
+    assert len(list((tmp_path / "early").glob(stopped["intervals"]))) == 2, list((tmp_path / "early").rglob("*"))
+    assert f"intervals in {tmp_path / 'early' / stopped['intervals']})" in summary, summary
+
+
+def test_the_snapshot_an_earlier_step_of_a_job_stopped_early_on_is_kept(tmp_path: Path) -> None:
+    """A job of two steps run with --blocking whose first step stopped early: the run's report named its intervals
+    in OUT/_snapshots/LABEL, where none were (the step's snapshots went with its output in the scratch folder)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 3_000_000, seed=36, vocabulary=50)
+    online = ["--order", "random", "--chunk-size", "64KB", "--split-size", "256KB", "--stop-when-accurate", "0.5"]
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "run", job_path("slow_sum_two_steps"), str(source), "-o", str(tmp_path / "out")]
+        + ["--workers", "2", "--blocking", *online],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    stopped = report["approximate"]
+    assert stopped["step"] == 1 and stopped == {**report["steps"][0]["approximate"], **stopped}
+    assert stopped["intervals"] == f"_steps/step-0/_snapshots/{stopped['snapshot']}/estimates-*.jsonl"
+    parts = sorted((tmp_path / "out").glob(stopped["intervals"]))
+    intervals = [json.loads(line) for part in parts for line in part.read_text(encoding="utf-8").splitlines()]
+    assert len(intervals) == stopped["rows"] and all(row["low"] is not None for row in intervals)
+    assert f"intervals in {tmp_path / 'out' / stopped['intervals']})" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_step_stopped_early_is_told_once_in_a_run_of_several_jobs(tmp_path: Path) -> None:
+    """``hop run A.py B.py --blocking`` where A has two steps and its first stopped early: A's report (its last step's)
+    notes that stop with ``approximate`` plus ``step``, which the run counted as a stop of step 2 as well
+    ("steps_stopped_early": [1, 2], and "step 2 stopped early after ..." in the summary)."""
+    from hop.cli import _summary
+    from hop.runner import _note_earlier_stop
+
+    def report(number: int, **fields: Any) -> dict[str, Any]:
+        counters = {"map_input_records": 10, "reduce_output_records": 1}
+        return {"job_id": f"job-{number}", "start": 0.0, "end": 1.0, "counters": counters, **fields}
+
+    own = {"snapshot": "0.150", "input_fraction": 0.15, "stop_when_accurate": 0.5, "max_relative_half_width": 0.2}
+    own["intervals"] = "_steps/step-0/_snapshots/0.150/estimates-*.jsonl"
+    first_job = report(2, steps=[report(1, approximate=own)])
+    _note_earlier_stop(first_job)  # as run_steps does for the first job, of two steps
+    assert first_job["approximate"]["step"] == 1
+    final = report(3, jobs=[first_job])
+    _note_earlier_stop(final)  # as run_staged_jobs does for the run
+    assert final["approximate"] == {**own, "step": 1, "job_id": "job-1", "steps_stopped_early": [1]}
+    summary = _summary(final, str(tmp_path))
+    assert "step 1 stopped early after 15.0% of its input" in summary and "step 2" not in summary, summary
 
 
 def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None:

@@ -218,13 +218,17 @@ def estimate_totals(
         moments = np.asarray([(b.cross, b.seen, b.squares, b.total) for b in sizes], dtype=float).reshape(-1, 4)
         cross, seen_bytes, byte_squares, total_bytes = moments.T
     final = n >= big_n
-    # No bytes seen (the chunks read were empty files) leaves nothing to scale: the estimate is the 0 seen so far.
-    ratio = np.divide(s, seen_bytes, out=np.zeros_like(s), where=seen_bytes > 0)
-    value = np.where(final, s, total_bytes * ratio)
-    residual = np.maximum(0.0, q - 2 * ratio * cross + ratio * ratio * byte_squares) / np.maximum(n - 1, 1)
     t = _quantiles(_samples_of(n, occurrences), confidence)
-    mean_bytes = np.where(seen_bytes > 0, seen_bytes / n, 1.0)
-    half = t * np.sqrt((1 - n / big_n) * residual / n) * (total_bytes / mean_bytes)
+    # A group's infinite value (or NaN) makes its estimate infinite (NaN) and its interval NaN, which the row says
+    # (no interval, and why: hop.online.reducer); numpy's RuntimeWarning of it ("invalid value encountered in
+    # subtract", with a line of this file) was printed on the run's terminal at every snapshot.
+    with np.errstate(invalid="ignore", over="ignore"):
+        # No bytes seen (the chunks read were empty files) leaves nothing to scale: the estimate is the 0 seen so far.
+        ratio = np.divide(s, seen_bytes, out=np.zeros_like(s), where=seen_bytes > 0)
+        value = np.where(final, s, total_bytes * ratio)
+        residual = np.maximum(0.0, q - 2 * ratio * cross + ratio * ratio * byte_squares) / np.maximum(n - 1, 1)
+        mean_bytes = np.where(seen_bytes > 0, seen_bytes / n, 1.0)
+        half = t * np.sqrt((1 - n / big_n) * residual / n) * (total_bytes / mean_bytes)
     low = np.where(final, s, value - half)
     high = np.where(final, s, value + half)
     return value.tolist(), _nones(low), _nones(high), final.tolist()
@@ -246,11 +250,12 @@ def estimate_means(
     n = np.asarray(seen, dtype=float)
     big_n = np.asarray(chunks, dtype=float)
     final = n >= big_n
-    ratio = sy / sx
-    residual = np.maximum(0.0, qyy - 2 * ratio * qxy + ratio * ratio * qxx) / np.maximum(n - 1, 1)
-    mean_count = sx / n
     t = _quantiles(_samples_of(n, occurrences), confidence)
-    half = t * np.sqrt((1 - n / big_n) * residual / (n * mean_count * mean_count))
+    with np.errstate(invalid="ignore", over="ignore"):  # (see estimate_totals)
+        ratio = sy / sx
+        residual = np.maximum(0.0, qyy - 2 * ratio * qxy + ratio * ratio * qxx) / np.maximum(n - 1, 1)
+        mean_count = sx / n
+        half = t * np.sqrt((1 - n / big_n) * residual / (n * mean_count * mean_count))
     low = np.where(final, ratio, ratio - half)
     high = np.where(final, ratio, ratio + half)
     return ratio.tolist(), _nones(low), _nones(high), final.tolist()

@@ -310,7 +310,7 @@ def _interval_fields(table: SnapshotTable) -> dict[str, Any]:
 
 def _why_unbounded(estimate: float | None) -> str:
     if estimate is None:
-        return "no estimate: not a Sum, Count or Mean of numbers"
+        return "no estimate: not a Sum, Count or Mean of numbers, or past a float's range"
     if not math.isfinite(estimate):
         return f"its estimate is {estimate}: a NaN or infinite value among its records"
     return "no interval yet: it occurs in fewer than 2 of the chunks read"

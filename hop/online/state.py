@@ -27,6 +27,7 @@ kept spills, the rest in the retry's ``partial`` runs) is counted once both part
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -509,16 +510,23 @@ class SnapshotState:
             estimable = [i for i in estimable if isinstance(states[i], int | float)]
             if estimable:
                 totals = [moments[i] or (0, 0, 0) for i in estimable]
+                shifts = [_shift(states[i], m[2], square=m[0]) for m, i in zip(totals, estimable, strict=True)]
                 table.fill(
                     estimable,
-                    *estimate_totals(
-                        [states[i] for i in estimable],
-                        [m[0] for m in totals],
-                        [n[i] for i in estimable],
-                        [big_n[i] for i in estimable],
-                        self.confidence,
-                        [m[1] for m in totals],
-                        [Bytes(m[2], *strata_bytes[key_strata[i]]) for m, i in zip(totals, estimable, strict=True)],
+                    *_shifted_back(
+                        shifts,
+                        estimate_totals(
+                            [_down(states[i], k) for k, i in zip(shifts, estimable, strict=True)],
+                            [_down(m[0], 2 * k) for m, k in zip(totals, shifts, strict=True)],
+                            [n[i] for i in estimable],
+                            [big_n[i] for i in estimable],
+                            self.confidence,
+                            [m[1] for m in totals],
+                            [
+                                Bytes(_down(m[2], k), *strata_bytes[key_strata[i]])
+                                for m, k, i in zip(totals, shifts, estimable, strict=True)
+                            ],
+                        ),
                     ),
                 )
                 # An exact total is the final value: the output's type (an int Sum or Count stays an int, as in
@@ -528,14 +536,22 @@ class SnapshotState:
                         table.estimates[i] = table.lows[i] = table.highs[i] = states[i]
         elif self.kind == "mean" and estimable:
             means = [moments[i] or (0, 0, 0, 0) for i in estimable]
+            # (count, sum) per group, and sum x², sum xy, sum y²: the sums (y) scaled down as a total's values are.
+            shifts = [_shift(states[i][1], m[1], square=m[2]) for m, i in zip(means, estimable, strict=True)]
             table.fill(
                 estimable,
-                *estimate_means(
-                    [(*states[i], *m[:3]) for m, i in zip(means, estimable, strict=True)],
-                    [n[i] for i in estimable],
-                    [big_n[i] for i in estimable],
-                    self.confidence,
-                    [m[3] for m in means],
+                *_shifted_back(
+                    shifts,
+                    estimate_means(
+                        [
+                            (states[i][0], _down(states[i][1], k), m[0], _down(m[1], k), _down(m[2], 2 * k))
+                            for m, k, i in zip(means, shifts, estimable, strict=True)
+                        ],
+                        [n[i] for i in estimable],
+                        [big_n[i] for i in estimable],
+                        self.confidence,
+                        [m[3] for m in means],
+                    ),
                 ),
             )
         return table
@@ -543,6 +559,45 @@ class SnapshotState:
     def rows(self) -> Iterator[SnapshotRow]:
         """:meth:`batches` row by row."""
         return (batch.row(i) for batch in self.batches() for i in range(len(batch)))
+
+
+SCALED_BITS = 400
+"""Ints of more bits than this are scaled down by a power of two before a group's estimate is computed in floats
+(``_shift``): their squares, in the estimators' sums of squares, would not fit a float (about 2**1024)."""
+
+
+def _shift(*values: Any, square: Any) -> int:
+    """The power of two to divide a group's ``values`` (and twice it its ``square``) by, so that the estimators'
+    floats hold them and their squares: 0 unless one is an int past ``SCALED_BITS`` bits. A Sum of ints past 10**154
+    (ints are exact at any size, and a job may sum ones of thousands of digits) failed every snapshot with
+    "OverflowError: int too large to convert to float"."""
+    bits = [abs(value).bit_length() for value in values if type(value) is int]
+    if type(square) is int:
+        bits.append((square.bit_length() + 1) // 2)
+    return max(0, max(bits, default=0) - SCALED_BITS)
+
+
+def _down(value: Any, shift: int) -> Any:
+    """``value / 2**shift`` (exactly rounded for an int of any size); ``value`` itself when ``shift`` is 0."""
+    return value / (1 << shift) if shift else value
+
+
+def _shifted_back(
+    shifts: list[int], estimated: tuple[list[float], list[float | None], list[float | None], list[bool]]
+) -> tuple[list[float | None], list[float | None], list[float | None], list[bool]]:
+    """Estimates computed on values scaled down by ``shifts`` (``_shift``), scaled back up. One past a float's range
+    (about 10**308) has no estimate (``None``): its value so far stands in the part files."""
+    values, lows, highs, finals = estimated
+    out_values: list[float | None] = list(values)
+    for i, shift in enumerate(shifts):
+        if not shift:
+            continue
+        try:
+            out_values[i] = math.ldexp(values[i], shift)
+            lows[i], highs[i] = (None if bound is None else math.ldexp(bound, shift) for bound in (lows[i], highs[i]))
+        except OverflowError:
+            out_values[i] = lows[i] = highs[i] = None
+    return out_values, lows, highs, finals
 
 
 @dataclass(frozen=True)
@@ -627,7 +682,7 @@ class SnapshotTable:
     def fill(
         self,
         positions: list[int],
-        estimates: list[float],
+        estimates: list[float] | list[float | None],
         lows: list[float | None],
         highs: list[float | None],
         finals: list[bool],

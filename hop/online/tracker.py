@@ -205,7 +205,9 @@ class SnapshotTracker:
             if unseen:
                 # Its groups are missing altogether, not estimated, so no interval speaks for them and stopping now
                 # would drop them from the result.
-                reasons.append(f"no chunk of stratum {unseen[0]!r} was read yet")
+                # (An input without strata is one stratum, named "": "no chunk of stratum '' was read yet" said it.)
+                where = f"stratum {unseen[0]!r}" if len(seen) > 1 else "the input"
+                reasons.append(f"no chunk of {where} was read yet")
                 break
             short = [
                 (stratum, seen.get(stratum, 0), min(MIN_CHUNKS_PER_STRATUM, chunks))
