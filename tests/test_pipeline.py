@@ -60,12 +60,12 @@ def test_wordcount_then_topk_streams_and_is_exact(tmp_path: Path) -> None:
     streamed = report["counters"].get("pipe_streamed_bytes", 0)
     assert streamed > 0, "the downstream maps read the upstream reduce output from the pipe"
     # --keep-intermediate: the word counts are kept, and equal a staged run's.
-    counts = output_dict(tmp_path / "out" / "_steps" / "step-0")
+    counts = output_dict(tmp_path / "out" / "_steps" / "step-1")
     assert counts == dict(collections.Counter(source.read_text(encoding="utf-8").split()))
     # Every byte reached the next job once: streamed, or read from the committed file by a downstream map that
     # started after its partition committed (on a loaded machine that can happen: the pipeline degrades to staged).
     staged = report["counters"].get("pipe_file_bytes", 0)
-    written = sum(len(p.read_bytes()) for p in (tmp_path / "out" / "_steps" / "step-0").glob("part-*"))
+    written = sum(len(p.read_bytes()) for p in (tmp_path / "out" / "_steps" / "step-1").glob("part-*"))
     assert written == streamed + staged
     assert not list(tmp_path.glob(".out.steps-*")), "the scratch directory is gone"
 
@@ -179,10 +179,10 @@ def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Clie
         steps = tmp_path / name / "_steps"
         kept[name] = {p.name: output_dict(p) for p in sorted(steps.iterdir())}
         assert not list(tmp_path.glob(f".{name}.*")), "the scratch directories are gone"
-    assert sorted(kept["staged"]) == ["step-0", "step-1"] and kept["staged"] == kept["piped"]
+    assert sorted(kept["staged"]) == ["step-1", "step-2"] and kept["staged"] == kept["piped"]
     (single,) = specs(source, tmp_path / "single", "two_steps", num_reduces=2)
     run_steps(client, single, keep_intermediate=True, progress=False, timeout=TIMEOUT)
-    assert output_dict(tmp_path / "single" / "_steps" / "step-0") == kept["piped"]["step-0"]
+    assert output_dict(tmp_path / "single" / "_steps" / "step-1") == kept["piped"]["step-1"]
 
 
 def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tmp_path: Path) -> None:
@@ -201,10 +201,10 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
         assert report["status"] == "failed" and report["step"] == 1 and len(report["steps"]) == 1
         assert report["counters"]["user"] == {"steps": {"lines": 2}}, "the run's counters so far: step 1's"
         assert str(failed.value) == report["error"] and "counted 3 times" in report["error"]
-        kept = output / "_steps" / "step-0" / "part-00000"
+        kept = output / "_steps" / "step-1" / "part-00000"
         if keep:
             assert f"map at {kept} " in str(failed.value)
-            assert output_dict(output / "_steps" / "step-0") == {"a": 3, "b": 2, "c": 1, "d": 3, "e": 1}
+            assert output_dict(output / "_steps" / "step-1") == {"a": 3, "b": 2, "c": 1, "d": 3, "e": 1}
         else:
             assert str(failed.value).endswith(
                 "(in an intermediate output, deleted when the run ended: --keep-intermediate keeps it)"
@@ -216,8 +216,8 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
     with pytest.raises(JobFailed) as failed:
         run_staged_jobs(client, jobs, keep_intermediate=True, progress=False, timeout=TIMEOUT)
     steps = tmp_path / "staged" / "_steps"
-    assert sorted(p.name for p in steps.iterdir()) == ["step-0"]
-    assert f"map at {steps / 'step-0' / 'part-00000'} " in str(failed.value)
+    assert sorted(p.name for p in steps.iterdir()) == ["step-1"]
+    assert f"map at {steps / 'step-1' / 'part-00000'} " in str(failed.value)
     report = json.loads((tmp_path / "staged" / "_job.json").read_text())
     assert report["status"] == "failed" and report["jobs"][0]["name"] == "WordCount"
     # The run's user counters so far: those of the job before, both of its steps, and those of the failing job's
@@ -422,3 +422,70 @@ def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> Non
         tops = [v for k, v in output_dict(folder).items() if k == "top"]
         assert len(tops) == 1 and len(tops[0]) == 20 and all(word in words for _, word in tops[0])
     assert [s["label"] for s in client.snapshots(report["job_id"])] == [f.name for f in derived]
+
+
+@pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
+def test_a_failed_step_is_named_as_the_runs_progress_lines_name_it(tmp_path: Path, mode: list[str]) -> None:
+    """Two job files of three steps in all, the third failing: the error named no step ("job failed: map at ..."),
+    and run --blocking, each job's progress lines numbered its own steps ("step 1/2", "step 2/2", then none for a
+    one-step job) where a pipeline, the bad records' listings and the kept outputs number them over the whole run.
+    The error now names the failed step so, with its job id, and --blocking numbers its progress lines so."""
+    (tmp_path / "in.txt").write_text("a b a\nc a b\n")
+    two_steps, failing = job_path("two_steps"), job_path("failing_topk")  # (its map compares a count with "m")
+    result = hop("run", two_steps, failing, "in.txt", "-o", "out", "--workers", "2", *mode, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"hop: error: job failed in step 3/3 ({report['job_id']}): map at "), last
+    if mode:
+        assert f"hop: step 3/3 {report['job_id']} submitted" in result.stderr, result.stderr
+
+
+def test_the_summary_says_why_each_step_that_could_stop_early_did_not() -> None:
+    """--stop-when-accurate on a run of several steps that ran to its end: the summary gave the last step's reason
+    alone, and the step that could stop is often an earlier one (a Sum, then a TopK whose reason read "no group was
+    read yet"). It gives every step's, named."""
+    from hop.cli import _summary
+
+    first = {
+        "job_id": "job-1",
+        "start": 0.0,
+        "end": 1.0,
+        "counters": {"map_input_records": 10, "reduce_output_records": 4},
+        "stop_held_back": {"snapshot": "0.850", "reason": "the widest interval is 7.0% of its estimate, over 5.0%"},
+    }
+    last = {**first, "job_id": "job-2", "start": 1.0, "end": 2.0, "steps": [first]}
+    del last["stop_held_back"]
+    line = _summary(last, "out", 0.05)
+    assert (
+        "so the job ran to the end and the result is exact; at the last that could have stopped step 1 (0.850): "
+        "the widest interval is 7.0% of its estimate, over 5.0%" in line
+    ), line
+    del first["stop_held_back"]
+    last["stop_held_back"] = {"snapshot": "0.950", "reason": "no group was read yet"}
+    assert _summary(last, "out", 0.05).endswith(
+        "at the last that could have stopped step 2 (0.950): no group was read yet"
+    )
+    one = {
+        **first,
+        "stop_held_back": {"snapshot": "0.950", "reason": "4 of the 5 chunks needed of the input were read"},
+    }
+    assert _summary(one, "out", 0.05).endswith(
+        "at the last that could have stopped it (0.950): 4 of the 5 chunks needed of the input were read"
+    )
+
+
+def test_a_step_without_intervals_is_not_given_stop_when_accurate() -> None:
+    """A run staged step by step gave --stop-when-accurate to every step, and a step that can never stop early (a
+    TopK, Min, Max or hand-written reduce) reported why its snapshots could not stop it, a reason the run's summary
+    then gave for the whole run. Only steps whose reduce has intervals get it; every step keeps its snapshots."""
+    from hop import Step
+    from hop.aggregates import Count, Mean, Sum, TopK
+    from hop.runner import _step_options
+
+    options = {"stop_when_accurate": 0.05, "snapshot_every": 0.05, "order": "random"}
+    for estimating in (Sum(), Count(), Mean()):
+        assert _step_options(options, Step(reducer=estimating)) == options
+    for other in (TopK(3), None, lambda self, key, values: iter(())):
+        assert _step_options(options, Step(reducer=other)) == {"snapshot_every": 0.05, "order": "random"}
+    assert _step_options({"order": "random"}, Step(reducer=TopK(3))) == {"order": "random"}
