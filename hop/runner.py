@@ -276,8 +276,10 @@ def run_steps(
                     options=_step_options(base.options, steps[step]),
                 )
                 label = f"step {step_offset + step + 1}/{total} " if total > 1 else ""
-                job_id = client.submit(spec)
+                # Set before the submit: a Ctrl-C that comes during it acts as it returns, and the step it
+                # submitted, cancelled then, must be reported (OUT got no _job.json, the step's being in scratch).
                 running = Path(spec.output)
+                job_id = client.submit(spec)
                 ending = (reports, scratch, final_output, kept, step_offset)
                 reports.append(_await_step(client, job_id, label, progress, deadline, timeout, ending))
                 running = None
@@ -622,6 +624,8 @@ def run_pipeline(
                     overwrite=True,
                     options=options,
                 )
+                if number == 0:  # (a Ctrl-C during a submit reports the first step, cancelled, as while waiting)
+                    running = Path(spec.output)
                 job_ids.append(client.submit(spec))
                 outputs.append(Path(spec.output))
             labels = {

@@ -5,9 +5,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -489,3 +492,51 @@ def test_a_step_without_intervals_is_not_given_stop_when_accurate() -> None:
     for other in (TopK(3), None, lambda self, key, values: iter(())):
         assert _step_options(options, Step(reducer=other)) == {"snapshot_every": 0.05, "order": "random"}
     assert _step_options({"order": "random"}, Step(reducer=TopK(3))) == {"order": "random"}
+
+
+class _CtrlCInSubmit(Client):
+    """A client on which a Ctrl-C comes while its ``at``-th submit request is out (the submit holds it until the
+    reply is in, then it acts: ``Client.submit``), as a user's Ctrl-C at that moment would."""
+
+    def __init__(self, address: str, at: int) -> None:
+        super().__init__(address, timeout=30)
+        self.at = at
+        self.submits = 0
+
+    def request(self, msg_type: str, /, **fields: Any) -> dict[str, Any]:
+        if msg_type == "submit":
+            self.submits += 1
+            if self.submits == self.at:
+                os.kill(os.getpid(), signal.SIGINT)
+        return super().request(msg_type, **fields)
+
+
+@pytest.mark.parametrize(
+    "run, names, at",
+    [
+        (run_steps, ["two_steps"], 1),
+        (run_pipeline, ["two_steps", "topk"], 2),
+        (run_staged_jobs, ["two_steps", "topk"], 1),
+    ],
+    ids=["steps", "pipeline", "staged-jobs"],
+)
+def test_a_ctrl_c_during_a_steps_submit_says_why_in_out(
+    cluster: LocalCluster, tmp_path: Path, run: Callable[..., dict[str, Any]], names: list[str], at: int
+) -> None:
+    """A Ctrl-C while a step's submit was out (the first step's of a job run step by step, a later one's of a
+    pipeline) acted as the submit returned, before the run knew which step's output to report: the steps were
+    cancelled, and OUT got no _job.json (the cancelled step's was in the scratch directory, deleted), though an
+    interrupted run's OUT/_job.json says why it ended."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\nc a b\n")
+    jobs = specs(source, tmp_path / "out", *names, num_reduces=1)
+    client = _CtrlCInSubmit(cluster.address, at)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(client, jobs[0] if run is run_steps else jobs, progress=False, timeout=TIMEOUT)
+    finally:
+        client.close()
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed" and report["error"].startswith("cancelled"), report
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "out"], "intermediate outputs removed"
