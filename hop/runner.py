@@ -560,6 +560,26 @@ def _keep_steps(scratch: Path, numbers: range, kept: Path) -> None:
         shutil.move(str(scratch / f"step-{number}"), kept / f"step-{number}")
 
 
+_SCRATCH_NAME = re.compile(r"\.(?P<output>.+)\.(?:steps|jobs)-[^/]+")
+"""A run's scratch directory beside its output ``OUT``: ``.OUT.steps-*``, ``.OUT.jobs-*`` (:func:`_scratch`)."""
+
+
+def kept_step_output(output: str) -> Path | None:
+    """Where ``--keep-intermediate`` kept the output of the step that wrote ``output`` (``step-N`` in a run's scratch
+    directory, or in the scratch of a job of a staged run, inside it): ``OUT/_steps/step-N``, if it is there, else
+    ``None``. A step's output is known by the path it was given (the web view's, once the run has ended and removed
+    its scratch directory)."""
+    path = Path(output)
+    outermost = None
+    for folder in path.parents:
+        if (match := _SCRATCH_NAME.fullmatch(folder.name)) is not None:
+            outermost = folder.parent / match["output"]
+    if outermost is None or not path.name.startswith("step-"):
+        return None
+    kept = outermost / "_steps" / path.name
+    return kept if kept.is_dir() else None
+
+
 def pipeline_specs(jobs: list[JobSpec]) -> list[JobSpec]:
     """One spec per step of every job in ``jobs`` (each given as its step-0 spec), in pipeline order."""
     specs = []
