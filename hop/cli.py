@@ -237,8 +237,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     parser.add_argument(
         "--keep-intermediate",
         action=GivenFlag,
-        help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in OUT/_steps/ "
-        "(those that finished, if a later step fails)",
+        help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in "
+        "OUT/_steps/step-N, N the step's number from 1 (those that finished, if a later step fails)",
     )
     parser.add_argument(
         "--timeout",
