@@ -403,7 +403,7 @@ def _await_step(
     failed (:func:`_failed_step`), named by its label: ``labels`` gives those of the run's other steps by job id."""
     display = ProgressDisplay(progress, label, address=client.address)
     try:
-        status = _wait(client, job_id, display.update, deadline, timeout)
+        status = _wait(client, job_id, display.update, deadline, timeout, label.strip())
     finally:
         display.close()
     if status["state"] != "succeeded":
@@ -461,14 +461,16 @@ def _wait(
     on_status: Callable[[dict[str, Any]], None],
     deadline: float | None,
     timeout: float | None,
+    step: str = "",
 ) -> dict[str, Any]:
     """``client.wait`` for what is left of ``deadline``; past it, a ``TimeoutError`` naming the whole run's
-    ``timeout`` (not what was left of it for this step)."""
+    ``timeout`` (not what was left of it for this step), and the step (``"step 2/3"``) of a run of several."""
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
     try:
         return client.wait(job_id, on_status, timeout=left)
     except TimeoutError:
-        raise TimeoutError(f"job {job_id} still running after {timeout}s") from None
+        which = f" ({step})" if step else ""
+        raise TimeoutError(f"job {job_id}{which} still running after {timeout}s") from None
 
 
 def _end_failed_run(

@@ -1420,11 +1420,13 @@ def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: Local
 @pytest.mark.parametrize("blocking", [[], ["--blocking"]], ids=["pipelined", "blocking"])
 def test_the_timeout_counts_the_whole_run_not_each_step(tmp_path: Path, blocking: list[str]) -> None:
     """Each step of the job takes about 1.5 s, both together at least 3 s: a 2.5 s timeout must end the run (it was
-    applied to every step alone, so the run went on as long as each step took less)."""
+    applied to every step alone, so the run went on as long as each step took less). The error names the step it
+    was waiting for, as a failed step's does (it named its job id alone)."""
     (tmp_path / "in.txt").write_text("only\n")
     job = str(TEST_JOBS / "slow_steps.py")
     result = hop("run", job, "in.txt", "-o", "out", "--quiet", "--timeout", "2.5", *blocking, cwd=tmp_path)
     assert result.returncode == 3 and "still running after 2.5s" in result.stderr, result.stderr
+    assert re.search(r"hop: error: job job-\S+ \(step [12]/2\) still running after 2\.5s", result.stderr), result.stderr
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
