@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hop.bad_records import hold_bad_records, place_bad_records
+from hop.bad_records import hold_bad_records, place_bad_records, rename_files
 from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
 from hop.counters import total_user_counters
 from hop.inputs import absolute_inputs, expand_inputs
@@ -290,6 +290,8 @@ def run_steps(
                 place_bad_records(scratch / "_bad_records", final_output, step_offset + num_steps)
             if kept is not None:
                 _keep_steps(scratch, range(step_offset + 1, step_offset + num_steps), kept)
+            if kept is not None and hold is None:  # (a staged run names them once every job's are kept)
+                _name_kept_files(final_output, kept)
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
             _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept, step_offset))
             raise
@@ -582,6 +584,22 @@ def kept_step_output(output: str) -> Path | None:
     return kept if kept.is_dir() else None
 
 
+def _name_kept_files(final_output: Path, kept: Path, pipes: dict[str, int] | None = None) -> None:
+    """The run's skipped records (``OUT/_bad_records``) read from an earlier step's output name the file where
+    ``--keep-intermediate`` kept it (``kept/step-N``): they named a scratch file deleted with the run, or a pipe
+    (``pipe:JOB_ID/part-N``, its offsets those of the part file; ``pipes`` numbers the steps by job id)."""
+
+    def renamed(name: str) -> str | None:
+        if name.startswith("pipe:"):
+            job_id, _, part = name.removeprefix("pipe:").partition("/")
+            number = (pipes or {}).get(job_id)
+            return None if number is None else str(kept / f"step-{number}" / part)
+        folder = kept_step_output(str(Path(name).parent))
+        return None if folder is None else str(folder / Path(name).name)
+
+    rename_files(final_output, renamed)
+
+
 def pipeline_specs(jobs: list[JobSpec]) -> list[JobSpec]:
     """One spec per step of every job in ``jobs`` (each given as its step-0 spec), in pipeline order."""
     specs = []
@@ -664,6 +682,7 @@ def run_pipeline(
             place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
             if kept is not None:
                 _keep_steps(scratch, range(1, len(job_ids)), kept)
+                _name_kept_files(final_output, kept, {job_id: number for number, job_id in enumerate(job_ids, 1)})
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
             _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept, 0))
             raise
@@ -737,6 +756,7 @@ def run_staged_jobs(
         place_bad_records(scratch / "_bad_records", final_output, stage)
         if keep_intermediate:
             _keep_steps(held, range(1, stage), final_output / "_steps")
+            _name_kept_files(final_output, final_output / "_steps")
     final = reports[-1]
     final["jobs"] = reports[:-1]
     _whole_run_fields(final, reports)

@@ -540,3 +540,25 @@ def test_a_ctrl_c_during_a_steps_submit_says_why_in_out(
     assert report["status"] == "failed" and report["error"].startswith("cancelled"), report
     assert not (tmp_path / "out" / "_SUCCESS").exists()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "out"], "intermediate outputs removed"
+
+
+@pytest.mark.parametrize("run", [run_steps, run_pipeline, run_staged_jobs])
+def test_a_later_steps_skipped_records_name_the_file_kept(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]]
+) -> None:
+    """A skipped record of a later step names the file it was read from, an earlier step's output: a scratch file
+    deleted with the run, or a pipe (``pipe:JOB_ID/part-N``), even where --keep-intermediate kept that output. It
+    names the kept file, whose line at the entry's offset is the record."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c a b a\nd d d e\n")
+    names = ["two_steps_failing"] if run is run_steps else ["two_steps_failing", "topk"]
+    jobs = specs(source, tmp_path / "out", *names, num_reduces=2, options={"skip_bad_records": 10})
+    run(client, jobs[0] if run is run_steps else jobs, keep_intermediate=True, progress=False, timeout=TIMEOUT)
+    listings = (tmp_path / "out" / "_bad_records").iterdir()
+    entries = [json.loads(line) for path in listings for line in path.read_text().splitlines()]
+    assert sorted(entry["record"] for entry in entries) == ['"a"\t3', '"d"\t3'], entries
+    for entry in entries:
+        assert Path(entry["file"]).parent.parent == tmp_path / "out" / "_steps", entry["file"]
+        with open(entry["file"], "rb") as kept:
+            kept.seek(entry["offset"])
+            assert kept.readline().decode().rstrip("\n") == entry["record"], entry
