@@ -5,14 +5,18 @@ An earlier step's OUTPUT is a scratch directory the run deletes at its end, so i
 records stayed out of the result. :mod:`hop.runner` holds each earlier step's listing aside as the run goes
 (:func:`hold_bad_records`) and moves them into the run's output once the last step succeeded
 (:func:`place_bad_records`), each named ``step-N-TASK.jsonl`` with ``N`` the step's number over the whole run, from 1.
+A later step's records name the file they were read from, which is an earlier step's output: where the run kept it
+(``--keep-intermediate``), :func:`rename_files` names it there.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["BAD_RECORDS", "hold_bad_records", "place_bad_records"]
+__all__ = ["BAD_RECORDS", "hold_bad_records", "place_bad_records", "rename_files"]
 
 BAD_RECORDS = "_bad_records"
 _STEP_PREFIX = "step-"
@@ -47,3 +51,21 @@ def place_bad_records(held: Path, final_output: Path, last_number: int) -> None:
     listings.mkdir()
     for listing in sorted(held.iterdir()):
         shutil.move(str(listing), listings / listing.name)
+
+
+def rename_files(output: Path, renamed: Callable[[str], str | None]) -> None:
+    """Rewrite the ``file`` of each entry listed in ``output``'s listings that ``renamed`` gives another name (and
+    leave those it gives ``None``): a later step's records named the scratch file, or the pipe, they were read
+    from, gone when the run ended, where the run kept that file."""
+    for listing in sorted((output / BAD_RECORDS).glob("*.jsonl")):
+        entries = [json.loads(line) for line in listing.read_text(encoding="utf-8").splitlines() if line]
+        changed = False
+        for entry in entries:
+            name = entry.get("file")
+            new = renamed(name) if isinstance(name, str) else None
+            if new is not None:
+                entry["file"], changed = new, True
+        if changed:  # (written as the coordinator writes them)
+            partial = listing.with_name(f".{listing.name}.partial")
+            partial.write_text("".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries), "utf-8")
+            partial.replace(listing)

@@ -238,8 +238,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
     parser.add_argument(
         "--keep-intermediate",
         action=GivenFlag,
-        help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in OUT/_steps/ "
-        "(those that finished, if a later step fails)",
+        help="a pipeline (multi-step job, or several job files) also keeps each earlier step's output in "
+        "OUT/_steps/step-N, N the step's number from 1 (those that finished, if a later step fails)",
     )
     parser.add_argument(
         "--timeout",
@@ -523,6 +523,8 @@ def _run_loaded(
         status = failure.status
         if status.get("traceback"):
             sys.stderr.write(status["traceback"])
+        if failure.step is not None:  # (which of the run's steps: its progress lines number them so)
+            return _fail(f"job failed in {failure.step} ({status.get('job_id', 'job')}): {failure}", 1)
         return _fail(f"job failed: {failure}", 1)
     except (JobRejected, InputError, ValueError) as error:
         return _fail(str(error), 2)
@@ -651,13 +653,20 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
     if stop_when_accurate is not None and not stopped:
         from hop.online.tracker import MIN_CHUNKS_PER_STRATUM
 
-        # Said, not left to be inferred from a missing "stopped early": the run was asked to stop early.
-        held = report.get("stop_held_back")
+        # Said, not left to be inferred from a missing "stopped early": the run was asked to stop early. Why, for
+        # every step that could have stopped (of several, named: the last step's alone was said, though the step
+        # that could stop was often an earlier one).
+        steps = [*earlier, report]
+        held = [(number, r["stop_held_back"]) for number, r in enumerate(steps, 1) if r.get("stop_held_back")]
         stopped.append(
             f"no snapshot met --stop-when-accurate {stop_when_accurate:.1%} (every group's interval within it, at "
             f"least {MIN_CHUNKS_PER_STRATUM} chunks of every stratum read), so the job ran to the end and the result "
             "is exact"
-            + (f"; at the last that could have stopped it ({held['snapshot']}): {held['reason']}" if held else "")
+            + "".join(
+                f"; at the last that could have stopped {f'step {number}' if len(steps) > 1 else 'it'} "
+                f"({why['snapshot']}): {why['reason']}"
+                for number, why in held
+            )
         )
     return (
         f"{head}{first['counters']['map_input_records']:,} input records, "

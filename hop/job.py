@@ -209,10 +209,11 @@ class Job:
             )
         if not steps:
             raise JobDefinitionError(f"{type(self).__name__}.steps() returned no steps")
-        for number, step in enumerate(steps):
+        for number, step in enumerate(steps, 1):
             if isinstance(step.reducer, Aggregate) and not _same_combine(step.combiner, step.reducer):
+                where = f" step {number}" if len(steps) > 1 else ""  # (from 1, as hop run's messages number steps)
                 raise JobDefinitionError(
-                    f"{type(self).__name__} step {number}: reduce is the aggregate {step.reducer!r}, so combine "
+                    f"{type(self).__name__}{where}: reduce is the aggregate {step.reducer!r}, so combine "
                     "must be the same aggregate or unset (the shuffle carries the aggregate's states)"
                 )
         return list(steps)

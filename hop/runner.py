@@ -20,11 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hop.bad_records import hold_bad_records, place_bad_records
+from hop.bad_records import hold_bad_records, place_bad_records, rename_files
 from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
 from hop.counters import total_user_counters
 from hop.inputs import absolute_inputs, expand_inputs
-from hop.job import Job
+from hop.job import Job, Step
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.outputs import prepare_output, write_job_report
 from hop.spilldirs import scratch_folder
@@ -32,10 +32,13 @@ from hop.wording import counted
 
 
 class JobFailed(RuntimeError):
-    """The job ended in failure; ``status`` holds the coordinator's last status including the report."""
+    """The job ended in failure; ``status`` holds the coordinator's last status including the report. ``step``
+    names the step that failed in a run of several (``"step 2/3"``, numbered from 1 over the whole run as the
+    run's progress lines number them), else is ``None``."""
 
-    def __init__(self, status: dict[str, Any]) -> None:
+    def __init__(self, status: dict[str, Any], step: str | None = None) -> None:
         self.status = status
+        self.step = step
         super().__init__(status.get("error") or "job failed")
 
     def __str__(self) -> str:
@@ -233,25 +236,30 @@ def run_steps(
     keep_intermediate: bool = False,
     progress: bool = True,
     timeout: float | None = None,
-    hold: tuple[Path, int] | None = None,
+    hold: Path | None = None,
     deadline: float | None = None,
     step_offset: int = 0,
+    steps_in_run: int | None = None,
 ) -> dict[str, Any]:
     """Run every step of the job in ``base`` (step 0's spec) to completion, one after another through files;
     returns the last step's report. ``timeout`` counts the whole run, every step (``deadline``: a
     ``time.monotonic()`` it must end by, for a caller running several jobs under one timeout).
-    ``keep_intermediate`` moves each earlier step's output to ``OUT/_steps/step-N`` as :func:`run_pipeline` does;
-    ``hold=(directory, first)`` moves it to ``directory/step-{first + N}`` instead (for :func:`run_staged_jobs`,
+    ``keep_intermediate`` moves each earlier step's output to ``OUT/_steps/step-N`` (``N`` the step's number, from
+    1) as :func:`run_pipeline` does; ``hold`` is a directory to move them to instead (for :func:`run_staged_jobs`,
     which moves them to its ``OUT/_steps`` once every job is done). ``step_offset``: the steps the run had before
-    this job (so skipped records are listed under the step's number over the whole run, ``hop.bad_records``)."""
+    this job, and ``steps_in_run`` its steps in all (default: this job's), so that messages, intermediate and kept
+    outputs and skipped records (``hop.bad_records``) name each step by its number over the whole run, as a
+    pipeline names them."""
     deadline = _deadline(timeout) if deadline is None else deadline
-    num_steps = len(_instantiate(base).resolved_steps())
+    steps = _instantiate(base).resolved_steps()
+    num_steps = len(steps)
+    total = steps_in_run or num_steps
     final_output = Path(base.output)
     prepare_output(str(final_output), base.overwrite, base.inputs)
     with _scratch(final_output) as scratch:
         reports: list[dict[str, Any]] = []
         running: Path | None = None  # the output of the step submitted and not yet ended
-        kept = hold or ((final_output / "_steps", 0) if keep_intermediate else None)  # where a failed run's steps go
+        kept = hold or (final_output / "_steps" if keep_intermediate else None)  # (a failed run's go there too)
         try:
             inputs = base.inputs
             for step in range(num_steps):
@@ -262,14 +270,17 @@ def run_steps(
                     num_steps=num_steps,
                     num_reduces=base.step_num_reduces(step),
                     inputs=tuple(inputs),
-                    output=str(final_output if last else scratch / f"step-{step}"),
+                    output=str(final_output if last else scratch / f"step-{step_offset + step + 1}"),
                     input_format=base.input_format if step == 0 else "output",
                     overwrite=True,
+                    options=_step_options(base.options, steps[step]),
                 )
-                label = f"step {step + 1}/{num_steps} " if num_steps > 1 else ""
-                job_id = client.submit(spec)
+                label = f"step {step_offset + step + 1}/{total} " if total > 1 else ""
+                # Set before the submit: a Ctrl-C that comes during it acts as it returns, and the step it
+                # submitted, cancelled then, must be reported (OUT got no _job.json, the step's being in scratch).
                 running = Path(spec.output)
-                ending = (reports, scratch, final_output, kept)
+                job_id = client.submit(spec)
+                ending = (reports, scratch, final_output, kept, step_offset)
                 reports.append(_await_step(client, job_id, label, progress, deadline, timeout, ending))
                 running = None
                 inputs = (spec.output,)
@@ -278,13 +289,14 @@ def run_steps(
             if num_steps > 1 or step_offset:
                 place_bad_records(scratch / "_bad_records", final_output, step_offset + num_steps)
             for step, report in enumerate(reports[:-1]):
-                keep_stopping_snapshot(report, scratch / f"step-{step}", final_output, step_offset + step, bool(kept))
-            if hold is not None:
-                _keep_steps(scratch, num_steps - 1, *hold)
-            elif keep_intermediate:
-                _keep_steps(scratch, num_steps - 1, final_output / "_steps", 0)
+                number = step_offset + step + 1
+                keep_stopping_snapshot(report, scratch / f"step-{number}", final_output, number, kept is not None)
+            if kept is not None:
+                _keep_steps(scratch, range(step_offset + 1, step_offset + num_steps), kept)
+            if kept is not None and hold is None:  # (a staged run names them once every job's are kept)
+                _name_kept_files(final_output, kept)
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept))
+            _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept, step_offset))
             raise
     final = reports[-1]
     if len(reports) > 1:
@@ -293,6 +305,19 @@ def run_steps(
         _note_earlier_stop(final)
         write_job_report(final_output, final)
     return final
+
+
+def _step_options(options: dict[str, Any], step: Step) -> dict[str, Any]:
+    """The options of a step of a run staged step by step: ``options`` (the job's), less ``stop_when_accurate`` for
+    a step whose reduce has no intervals (``Min``, ``Max``, ``TopK``, a hand-written one), which can never stop
+    early. Given it, such a step reported why its snapshots could not stop it (``stop_held_back``, "no group was
+    read yet" of a ``TopK`` after a ``Sum`` step), and the run's summary gave that as the reason the run ran to
+    its end. It still takes the snapshots the option asks for (``snapshot_every``)."""
+    from hop.online.state import estimate_kind  # (not imported by runs without online options)
+
+    if options.get("stop_when_accurate") is None or estimate_kind(step.reducer) is not None:
+        return options
+    return {name: value for name, value in options.items() if name != "stop_when_accurate"}
 
 
 def _deadline(timeout: float | None) -> float | None:
@@ -362,9 +387,10 @@ def _cancel_before_cleanup(client: Client, error: BaseException, timeout: float 
         cancel_submitted(client, reason=timeout_reason(timeout) if isinstance(error, TimeoutError) else None)
 
 
-_RunEnding = tuple[list[dict[str, Any]], Path, Path, tuple[Path, int] | None]
+_RunEnding = tuple[list[dict[str, Any]], Path, Path, Path | None, int]
 """What :func:`_end_failed_run` needs besides the failed step's status: the reports of the steps before it, the
-run's scratch directory, its output and where ``--keep-intermediate`` keeps the earlier steps' outputs."""
+run's scratch directory, its output, where ``--keep-intermediate`` keeps the earlier steps' outputs, and the steps
+the run had before the first of those reports."""
 
 
 def _await_step(
@@ -375,13 +401,14 @@ def _await_step(
     deadline: float | None,
     timeout: float | None,
     ending: _RunEnding,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Wait for the submitted step ``job_id``, showing its progress, and return its report; a step that did not
-    succeed ends the run (:func:`_end_failed_run`, then :class:`JobFailed`), reported as the step that failed
-    (:func:`_failed_step`)."""
+    """Wait for the submitted step ``job_id``, showing its progress under ``label``, and return its report; a step
+    that did not succeed ends the run (:func:`_end_failed_run`, then :class:`JobFailed`), reported as the step that
+    failed (:func:`_failed_step`), named by its label: ``labels`` gives those of the run's other steps by job id."""
     display = ProgressDisplay(progress, label, address=client.address)
     try:
-        status = _wait(client, job_id, display.update, deadline, timeout)
+        status = _wait(client, job_id, display.update, deadline, timeout, label.strip())
     finally:
         display.close()
     if status["state"] != "succeeded":
@@ -389,7 +416,8 @@ def _await_step(
         _end_failed_run(status, *ending)
         if status.get("coordinator_stopped"):  # the cluster went, not the job: exit code 3, as for a restart
             raise JobLost(f"job {status.get('job_id', job_id)} failed: {status.get('error')}", status)
-        raise JobFailed(status)
+        failed_label = (labels or {}).get(status.get("job_id", job_id), label).strip()
+        raise JobFailed(status, failed_label or None)
     report: dict[str, Any] = status["report"]
     return report
 
@@ -438,14 +466,16 @@ def _wait(
     on_status: Callable[[dict[str, Any]], None],
     deadline: float | None,
     timeout: float | None,
+    step: str = "",
 ) -> dict[str, Any]:
     """``client.wait`` for what is left of ``deadline``; past it, a ``TimeoutError`` naming the whole run's
-    ``timeout`` (not what was left of it for this step)."""
+    ``timeout`` (not what was left of it for this step), and the step (``"step 2/3"``) of a run of several."""
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
     try:
         return client.wait(job_id, on_status, timeout=left)
     except TimeoutError:
-        raise TimeoutError(f"job {job_id} still running after {timeout}s") from None
+        which = f" ({step})" if step else ""
+        raise TimeoutError(f"job {job_id}{which} still running after {timeout}s") from None
 
 
 def _end_failed_run(
@@ -453,20 +483,22 @@ def _end_failed_run(
     reports: list[dict[str, Any]],
     scratch: Path,
     final_output: Path,
-    kept: tuple[Path, int] | None,
+    kept: Path | None,
+    first: int,
 ) -> None:
-    """A step of a run failed after ``reports`` (the steps before it, none for a one-step job) succeeded.
+    """A step of a run failed after ``reports`` (the steps before it, none for a one-step job; ``first``: the
+    steps before those) succeeded.
 
-    With ``kept=(directory, first)`` (``--keep-intermediate``), the earlier steps' outputs move from ``scratch`` to
-    ``directory/step-{first + N}`` as on success, and the failure's error and traceback name them there. Without, an
-    error naming a file of ``scratch`` (about to be deleted) says so. ``OUT/_job.json`` then holds the failed step's
-    report (with that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's. Its
-    user counters are the run's so far (:func:`_whole_run_fields`)."""
+    With ``kept`` (``--keep-intermediate``), the earlier steps' outputs move from ``scratch/step-N`` to
+    ``kept/step-N`` as on success, and the failure's error and traceback name them there. Without, an error naming
+    a file of ``scratch`` (about to be deleted) says so. ``OUT/_job.json`` then holds the failed step's report (with
+    that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's. Its user
+    counters are the run's so far (:func:`_whole_run_fields`)."""
     if kept is not None:
-        directory, first = kept
-        _keep_steps(scratch, len(reports), directory, first)
-        for number in range(len(reports)):
-            _rename_in_failure(status, scratch / f"step-{number}", directory / f"step-{first + number}")
+        numbers = range(first + 1, first + len(reports) + 1)
+        _keep_steps(scratch, numbers, kept)
+        for number in numbers:
+            _rename_in_failure(status, scratch / f"step-{number}", kept / f"step-{number}")
     else:
         _note_deleted_input(status, scratch)
     if reports:
@@ -486,16 +518,16 @@ def _end_failed_jobs(
 ) -> None:
     """A job of a staged run (``--blocking`` over several jobs) failed after ``reports`` succeeded; its own steps
     are already handled (:func:`_end_failed_run`). With ``keep``, the outputs kept so far in ``scratch/steps`` and
-    the previous job's output (this one's input, in ``scratch/job-N``) move to ``OUT/_steps``, numbered as on
+    the previous job's output (this one's input, in ``scratch/step-N``) move to ``OUT/_steps``, numbered as on
     success, and the failure names them there. ``OUT/_job.json`` gets the failed job's report, the earlier jobs'
     under ``"jobs"``, its user counters the run's so far (:func:`_whole_run_fields`)."""
     if keep:
         held, kept = scratch / "steps", final_output / "_steps"
-        previous = scratch / f"job-{len(reports) - 1}"
+        stage = sum(len(report.get("steps", [])) + 1 for report in reports)  # (the previous job's last step)
+        previous = scratch / f"step-{stage}"
         if reports and previous.exists():
-            stage = sum(len(report.get("steps", [])) + 1 for report in reports)
-            shutil.move(str(previous), held / f"step-{stage - 1}")
-            _rename_in_failure(status, previous, held / f"step-{stage - 1}")
+            shutil.move(str(previous), held / previous.name)
+            _rename_in_failure(status, previous, held / previous.name)
         for step in sorted(held.iterdir()):
             kept.mkdir(parents=True, exist_ok=True)
             shutil.move(str(step), kept / step.name)
@@ -527,7 +559,7 @@ def _rename_in_failure(status: dict[str, Any], old: Path, new: Path) -> None:
 
 
 def keep_stopping_snapshot(report: dict[str, Any], output: Path, final_output: Path, number: int, kept: bool) -> None:
-    """Keep the snapshot an earlier step (``number``, from 0 over the whole run) stopped early on, if it did: its
+    """Keep the snapshot an earlier step (``number``, from 1 over the whole run) stopped early on, if it did: its
     intervals are the only measure of the run's accuracy, and they went with the step's output in the scratch
     folder, while the run's ``approximate.intervals`` named ``_snapshots/LABEL/estimates-*.jsonl`` in ``OUT``, where
     no such file was (or the last step's snapshot of that label). Moved from the step's ``output`` to
@@ -544,12 +576,49 @@ def keep_stopping_snapshot(report: dict[str, Any], output: Path, final_output: P
     approximate["intervals"] = str(where / "estimates-*.jsonl")
 
 
-def _keep_steps(scratch: Path, count: int, kept: Path, first: int) -> None:
-    """Move ``scratch/step-0 .. step-{count - 1}`` to ``kept/step-{first} ..``."""
-    if count > 0:
+def _keep_steps(scratch: Path, numbers: range, kept: Path) -> None:
+    """Move ``scratch/step-N`` to ``kept/step-N`` for each step number ``N`` of ``numbers`` (numbered from 1 over the
+    whole run, as its messages and ``_bad_records`` listings number the steps)."""
+    if numbers:
         kept.mkdir(exist_ok=True)
-    for number in range(count):
-        shutil.move(str(scratch / f"step-{number}"), kept / f"step-{first + number}")
+    for number in numbers:
+        shutil.move(str(scratch / f"step-{number}"), kept / f"step-{number}")
+
+
+_SCRATCH_NAME = re.compile(r"\.(?P<output>.+)\.(?:steps|jobs)-[^/]+")
+"""A run's scratch directory beside its output ``OUT``: ``.OUT.steps-*``, ``.OUT.jobs-*`` (:func:`_scratch`)."""
+
+
+def kept_step_output(output: str) -> Path | None:
+    """Where ``--keep-intermediate`` kept the output of the step that wrote ``output`` (``step-N`` in a run's scratch
+    directory, or in the scratch of a job of a staged run, inside it): ``OUT/_steps/step-N``, if it is there, else
+    ``None``. A step's output is known by the path it was given (the web view's, once the run has ended and removed
+    its scratch directory)."""
+    path = Path(output)
+    outermost = None
+    for folder in path.parents:
+        if (match := _SCRATCH_NAME.fullmatch(folder.name)) is not None:
+            outermost = folder.parent / match["output"]
+    if outermost is None or not path.name.startswith("step-"):
+        return None
+    kept = outermost / "_steps" / path.name
+    return kept if kept.is_dir() else None
+
+
+def _name_kept_files(final_output: Path, kept: Path, pipes: dict[str, int] | None = None) -> None:
+    """The run's skipped records (``OUT/_bad_records``) read from an earlier step's output name the file where
+    ``--keep-intermediate`` kept it (``kept/step-N``): they named a scratch file deleted with the run, or a pipe
+    (``pipe:JOB_ID/part-N``, its offsets those of the part file; ``pipes`` numbers the steps by job id)."""
+
+    def renamed(name: str) -> str | None:
+        if name.startswith("pipe:"):
+            job_id, _, part = name.removeprefix("pipe:").partition("/")
+            number = (pipes or {}).get(job_id)
+            return None if number is None else str(kept / f"step-{number}" / part)
+        folder = kept_step_output(str(Path(name).parent))
+        return None if folder is None else str(folder / Path(name).name)
+
+    rename_files(final_output, renamed)
 
 
 def _move_into(folder: Path, target: Path) -> None:
@@ -611,7 +680,7 @@ def run_pipeline(
         job_ids: list[str] = []
         outputs: list[Path] = []
         running: Path | None = None  # the output of the step waited for
-        kept = (final_output / "_steps", 0) if keep_intermediate else None  # where a failed run's steps go
+        kept = final_output / "_steps" if keep_intermediate else None  # where a failed run's steps go
         try:
             for number, stage in enumerate(stages):
                 last = number == len(stages) - 1
@@ -624,25 +693,31 @@ def run_pipeline(
                     stage,
                     inputs=first.inputs if number == 0 else (),
                     input_format=first.input_format if number == 0 else "output",
-                    output=str(final_output if last else scratch / f"step-{number}"),
+                    output=str(final_output if last else scratch / f"step-{number + 1}"),
                     overwrite=True,
                     options=options,
                 )
+                if number == 0:  # (a Ctrl-C during a submit reports the first step, cancelled, as while waiting)
+                    running = Path(spec.output)
                 job_ids.append(client.submit(spec))
                 outputs.append(Path(spec.output))
+            labels = {
+                job_id: f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
+                for number, job_id in enumerate(job_ids)
+            }
             for number, job_id in enumerate(job_ids):
-                label = f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
                 running = outputs[number]
-                ending = (reports, scratch, final_output, kept)
-                reports.append(_await_step(client, job_id, label, progress, deadline, timeout, ending))
+                ending = (reports, scratch, final_output, kept, 0)
+                reports.append(_await_step(client, job_id, labels[job_id], progress, deadline, timeout, ending, labels))
                 running = None
             for number in range(len(job_ids) - 1):
-                hold_bad_records(scratch / f"step-{number}", scratch / "_bad_records", number + 1)
+                hold_bad_records(scratch / f"step-{number + 1}", scratch / "_bad_records", number + 1)
             place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
-            if keep_intermediate:
-                _keep_steps(scratch, len(job_ids) - 1, final_output / "_steps", 0)
+            if kept is not None:
+                _keep_steps(scratch, range(1, len(job_ids)), kept)
+                _name_kept_files(final_output, kept, {job_id: number for number, job_id in enumerate(job_ids, 1)})
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept))
+            _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept, 0))
             raise
     final = reports[-1]
     if len(reports) > 1:
@@ -665,6 +740,7 @@ def run_staged_jobs(
     directory, is the next one's input. ``keep_intermediate`` keeps every step's output but the last in
     ``OUT/_steps/step-N``, numbered over all the jobs' steps as :func:`run_pipeline` numbers them."""
     deadline = _deadline(timeout)
+    counts = [len(_instantiate(job).resolved_steps()) for job in jobs]
     final_output = Path(jobs[-1].output)
     prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs)
     with _scratch(final_output, "jobs") as scratch:
@@ -676,14 +752,21 @@ def run_staged_jobs(
         stage = 0
         for number, job in enumerate(jobs):
             last = number == len(jobs) - 1
-            output = final_output if last else scratch / f"job-{number}"
+            output = final_output if last else scratch / f"step-{stage + counts[number]}"  # (its last step's number)
             spec = dataclasses.replace(
                 job, inputs=tuple(inputs), input_format=input_format, output=str(output), overwrite=True
             )
-            hold = (held, stage) if keep_intermediate else None
+            hold = held if keep_intermediate else None
             try:
                 report = run_steps(
-                    client, spec, progress=progress, timeout=timeout, hold=hold, deadline=deadline, step_offset=stage
+                    client,
+                    spec,
+                    progress=progress,
+                    timeout=timeout,
+                    hold=hold,
+                    deadline=deadline,
+                    step_offset=stage,
+                    steps_in_run=sum(counts),
                 )
             except JobFailed as failure:
                 _end_failed_jobs(failure.status, reports, scratch, final_output, keep_intermediate)
@@ -699,18 +782,19 @@ def run_staged_jobs(
                 raise
             reports.append(report)
             if keep_intermediate and number:  # the job before's output, read by this one: its last step's output
-                shutil.move(inputs[0], held / f"step-{stage - 1}")
+                shutil.move(inputs[0], held / Path(inputs[0]).name)
             stage += len(reports[-1].get("steps", [])) + 1
             if not last:  # the snapshots it stopped early on, if it did, held until OUT is written
                 if not keep_intermediate:
                     _move_into(output / "_steps", stopped / "_steps")  # (those of its earlier steps: run_steps)
-                keep_stopping_snapshot(report, output, stopped, stage - 1, keep_intermediate)
+                keep_stopping_snapshot(report, output, stopped, stage, keep_intermediate)  # (its last step's number)
             if not last:
                 hold_bad_records(output, scratch / "_bad_records", stage)
             inputs, input_format = (str(output),), "output"
         place_bad_records(scratch / "_bad_records", final_output, stage)
         if keep_intermediate:
-            _keep_steps(held, stage - 1, final_output / "_steps", 0)
+            _keep_steps(held, range(1, stage), final_output / "_steps")
+            _name_kept_files(final_output, final_output / "_steps")
         else:
             _move_into(stopped / "_steps", final_output / "_steps")
     final = reports[-1]

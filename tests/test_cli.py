@@ -1420,11 +1420,13 @@ def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: Local
 @pytest.mark.parametrize("blocking", [[], ["--blocking"]], ids=["pipelined", "blocking"])
 def test_the_timeout_counts_the_whole_run_not_each_step(tmp_path: Path, blocking: list[str]) -> None:
     """Each step of the job takes about 1.5 s, both together at least 3 s: a 2.5 s timeout must end the run (it was
-    applied to every step alone, so the run went on as long as each step took less)."""
+    applied to every step alone, so the run went on as long as each step took less). The error names the step it
+    was waiting for, as a failed step's does (it named its job id alone)."""
     (tmp_path / "in.txt").write_text("only\n")
     job = str(TEST_JOBS / "slow_steps.py")
     result = hop("run", job, "in.txt", "-o", "out", "--quiet", "--timeout", "2.5", *blocking, cwd=tmp_path)
     assert result.returncode == 3 and "still running after 2.5s" in result.stderr, result.stderr
+    assert re.search(r"hop: error: job job-\S+ \(step [12]/2\) still running after 2\.5s", result.stderr), result.stderr
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
@@ -1781,12 +1783,17 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         "from hop import Job\nfrom hop.aggregates import Mean, Sum\n\n\nclass M(Job):\n    combine = Sum()\n"
         "    reduce = Mean()\n"
     )
+    (tmp_path / "mismatch_steps.py").write_text(
+        "from hop import Job, Step\nfrom hop.aggregates import Mean, Sum\n\n\nclass N(Job):\n    def steps(self):\n"
+        "        return [Step(reducer=Sum()), Step(combiner=Sum(), reducer=Mean())]\n"
+    )
     (tmp_path / "parquet.py").write_text("from hop import Job\n\n\nclass P(Job):\n    input_format = 'parquet'\n")
     (tmp_path / "steps.py").write_text(
         "from hop import Job\n\n\nclass S(Job):\n    def steps(self):\n        return [self.map, 'reduce']\n"
     )
     cases = [
-        (["mismatch.py"], "job file mismatch.py: M step 0: reduce is the aggregate Mean(), so combine must be"),
+        (["mismatch.py"], "job file mismatch.py: M: reduce is the aggregate Mean(), so combine must be"),
+        (["mismatch_steps.py"], "job file mismatch_steps.py: N step 2: reduce is the aggregate Mean(), so combine"),
         (["parquet.py"], "job file parquet.py: P.input_format is 'parquet'; hop reads text, jsonl, csv"),
         (["steps.py"], "job file steps.py: S.steps() returned [<bound method"),
         (["two.py", "--job-class", "C"], "defines no hop.Job subclass C (it defines: A, B)"),
@@ -2065,7 +2072,7 @@ def test_keep_intermediate_is_refused_for_a_one_step_run(tmp_path: Path) -> None
     )
     assert not (tmp_path / "out").exists()
     two_steps = hop("run", str(TEST_JOBS / "two_steps.py"), "in.txt", "-o", "out", "--keep-intermediate", cwd=tmp_path)
-    assert two_steps.returncode == 0 and (tmp_path / "out" / "_steps" / "step-0" / "_SUCCESS").exists()
+    assert two_steps.returncode == 0 and (tmp_path / "out" / "_steps" / "step-1" / "_SUCCESS").exists()
 
 
 @pytest.mark.parametrize(

@@ -369,7 +369,7 @@ def test_jobconf_sets_each_steps_reducers_and_hop_reducers_wins(text: Path, tmp_
         out = tmp_path / name
         stderr = hop_run(job, [text], out, hop_options=[*hop_options, "--keep-intermediate"])
         assert hop_output(job, out) == expected
-        assert (len(parts(out / "_steps" / "step-0")), len(parts(out))) == counts, name
+        assert (len(parts(out / "_steps" / "step-1")), len(parts(out))) == counts, name
         assert "jobconf ignored on hop: mapreduce.map.memory.mb=2048" in stderr
         assert "mapreduce.job.reduces" not in stderr and "mapred.reduce.tasks" not in stderr
 

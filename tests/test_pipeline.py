@@ -5,9 +5,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +63,12 @@ def test_wordcount_then_topk_streams_and_is_exact(tmp_path: Path) -> None:
     streamed = report["counters"].get("pipe_streamed_bytes", 0)
     assert streamed > 0, "the downstream maps read the upstream reduce output from the pipe"
     # --keep-intermediate: the word counts are kept, and equal a staged run's.
-    counts = output_dict(tmp_path / "out" / "_steps" / "step-0")
+    counts = output_dict(tmp_path / "out" / "_steps" / "step-1")
     assert counts == dict(collections.Counter(source.read_text(encoding="utf-8").split()))
     # Every byte reached the next job once: streamed, or read from the committed file by a downstream map that
     # started after its partition committed (on a loaded machine that can happen: the pipeline degrades to staged).
     staged = report["counters"].get("pipe_file_bytes", 0)
-    written = sum(len(p.read_bytes()) for p in (tmp_path / "out" / "_steps" / "step-0").glob("part-*"))
+    written = sum(len(p.read_bytes()) for p in (tmp_path / "out" / "_steps" / "step-1").glob("part-*"))
     assert written == streamed + staged
     assert not list(tmp_path.glob(".out.steps-*")), "the scratch directory is gone"
 
@@ -179,10 +182,10 @@ def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Clie
         steps = tmp_path / name / "_steps"
         kept[name] = {p.name: output_dict(p) for p in sorted(steps.iterdir())}
         assert not list(tmp_path.glob(f".{name}.*")), "the scratch directories are gone"
-    assert sorted(kept["staged"]) == ["step-0", "step-1"] and kept["staged"] == kept["piped"]
+    assert sorted(kept["staged"]) == ["step-1", "step-2"] and kept["staged"] == kept["piped"]
     (single,) = specs(source, tmp_path / "single", "two_steps", num_reduces=2)
     run_steps(client, single, keep_intermediate=True, progress=False, timeout=TIMEOUT)
-    assert output_dict(tmp_path / "single" / "_steps" / "step-0") == kept["piped"]["step-0"]
+    assert output_dict(tmp_path / "single" / "_steps" / "step-1") == kept["piped"]["step-1"]
 
 
 def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tmp_path: Path) -> None:
@@ -201,10 +204,10 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
         assert report["status"] == "failed" and report["step"] == 1 and len(report["steps"]) == 1
         assert report["counters"]["user"] == {"steps": {"lines": 2}}, "the run's counters so far: step 1's"
         assert str(failed.value) == report["error"] and "counted 3 times" in report["error"]
-        kept = output / "_steps" / "step-0" / "part-00000"
+        kept = output / "_steps" / "step-1" / "part-00000"
         if keep:
             assert f"map at {kept} " in str(failed.value)
-            assert output_dict(output / "_steps" / "step-0") == {"a": 3, "b": 2, "c": 1, "d": 3, "e": 1}
+            assert output_dict(output / "_steps" / "step-1") == {"a": 3, "b": 2, "c": 1, "d": 3, "e": 1}
         else:
             assert str(failed.value).endswith(
                 "(in an intermediate output, deleted when the run ended: --keep-intermediate keeps it)"
@@ -216,8 +219,8 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
     with pytest.raises(JobFailed) as failed:
         run_staged_jobs(client, jobs, keep_intermediate=True, progress=False, timeout=TIMEOUT)
     steps = tmp_path / "staged" / "_steps"
-    assert sorted(p.name for p in steps.iterdir()) == ["step-0"]
-    assert f"map at {steps / 'step-0' / 'part-00000'} " in str(failed.value)
+    assert sorted(p.name for p in steps.iterdir()) == ["step-1"]
+    assert f"map at {steps / 'step-1' / 'part-00000'} " in str(failed.value)
     report = json.loads((tmp_path / "staged" / "_job.json").read_text())
     assert report["status"] == "failed" and report["jobs"][0]["name"] == "WordCount"
     # The run's user counters so far: those of the job before, both of its steps, and those of the failing job's
@@ -339,7 +342,7 @@ def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:
     assert f"; step 1 stopped early after {stopped['input_fraction']:.1%} of its input, so the result is " in summary
     # Its intervals, the only measure of that accuracy, are kept in OUT where the report says (they went with the
     # step's output in the scratch folder, and "intervals" named OUT/_snapshots/LABEL, which held none).
-    assert stopped["intervals"] == f"_steps/step-0/_snapshots/{stopped['snapshot']}/estimates-*.jsonl"
+    assert stopped["intervals"] == f"_steps/step-1/_snapshots/{stopped['snapshot']}/estimates-*.jsonl"
     assert len(list((tmp_path / "early").glob(stopped["intervals"]))) == 2, list((tmp_path / "early").rglob("*"))
     assert f"intervals in {tmp_path / 'early' / stopped['intervals']})" in summary, summary
 
@@ -361,7 +364,7 @@ def test_the_snapshot_an_earlier_step_of_a_job_stopped_early_on_is_kept(tmp_path
     report = json.loads((tmp_path / "out" / "_job.json").read_text())
     stopped = report["approximate"]
     assert stopped["step"] == 1 and stopped == {**report["steps"][0]["approximate"], **stopped}
-    assert stopped["intervals"] == f"_steps/step-0/_snapshots/{stopped['snapshot']}/estimates-*.jsonl"
+    assert stopped["intervals"] == f"_steps/step-1/_snapshots/{stopped['snapshot']}/estimates-*.jsonl"
     parts = sorted((tmp_path / "out").glob(stopped["intervals"]))
     intervals = [json.loads(line) for part in parts for line in part.read_text(encoding="utf-8").splitlines()]
     assert len(intervals) == stopped["rows"] and all(row["low"] is not None for row in intervals)
@@ -380,7 +383,7 @@ def test_a_step_stopped_early_is_told_once_in_a_run_of_several_jobs(tmp_path: Pa
         return {"job_id": f"job-{number}", "start": 0.0, "end": 1.0, "counters": counters, **fields}
 
     own = {"snapshot": "0.150", "input_fraction": 0.15, "stop_when_accurate": 0.5, "max_relative_half_width": 0.2}
-    own["intervals"] = "_steps/step-0/_snapshots/0.150/estimates-*.jsonl"
+    own["intervals"] = "_steps/step-1/_snapshots/0.150/estimates-*.jsonl"
     first_job = report(2, steps=[report(1, approximate=own)])
     _note_earlier_stop(first_job)  # as run_steps does for the first job, of two steps
     assert first_job["approximate"]["step"] == 1
@@ -474,3 +477,140 @@ def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> Non
         tops = [v for k, v in output_dict(folder).items() if k == "top"]
         assert len(tops) == 1 and len(tops[0]) == 20 and all(word in words for _, word in tops[0])
     assert [s["label"] for s in client.snapshots(report["job_id"])] == [f.name for f in derived]
+
+
+@pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
+def test_a_failed_step_is_named_as_the_runs_progress_lines_name_it(tmp_path: Path, mode: list[str]) -> None:
+    """Two job files of three steps in all, the third failing: the error named no step ("job failed: map at ..."),
+    and run --blocking, each job's progress lines numbered its own steps ("step 1/2", "step 2/2", then none for a
+    one-step job) where a pipeline, the bad records' listings and the kept outputs number them over the whole run.
+    The error now names the failed step so, with its job id, and --blocking numbers its progress lines so."""
+    (tmp_path / "in.txt").write_text("a b a\nc a b\n")
+    two_steps, failing = job_path("two_steps"), job_path("failing_topk")  # (its map compares a count with "m")
+    result = hop("run", two_steps, failing, "in.txt", "-o", "out", "--workers", "2", *mode, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"hop: error: job failed in step 3/3 ({report['job_id']}): map at "), last
+    if mode:
+        assert f"hop: step 3/3 {report['job_id']} submitted" in result.stderr, result.stderr
+
+
+def test_the_summary_says_why_each_step_that_could_stop_early_did_not() -> None:
+    """--stop-when-accurate on a run of several steps that ran to its end: the summary gave the last step's reason
+    alone, and the step that could stop is often an earlier one (a Sum, then a TopK whose reason read "no group was
+    read yet"). It gives every step's, named."""
+    from hop.cli import _summary
+
+    first = {
+        "job_id": "job-1",
+        "start": 0.0,
+        "end": 1.0,
+        "counters": {"map_input_records": 10, "reduce_output_records": 4},
+        "stop_held_back": {"snapshot": "0.850", "reason": "the widest interval is 7.0% of its estimate, over 5.0%"},
+    }
+    last = {**first, "job_id": "job-2", "start": 1.0, "end": 2.0, "steps": [first]}
+    del last["stop_held_back"]
+    line = _summary(last, "out", 0.05)
+    assert (
+        "so the job ran to the end and the result is exact; at the last that could have stopped step 1 (0.850): "
+        "the widest interval is 7.0% of its estimate, over 5.0%" in line
+    ), line
+    del first["stop_held_back"]
+    last["stop_held_back"] = {"snapshot": "0.950", "reason": "no group was read yet"}
+    assert _summary(last, "out", 0.05).endswith(
+        "at the last that could have stopped step 2 (0.950): no group was read yet"
+    )
+    one = {
+        **first,
+        "stop_held_back": {"snapshot": "0.950", "reason": "4 of the 5 chunks needed of the input were read"},
+    }
+    assert _summary(one, "out", 0.05).endswith(
+        "at the last that could have stopped it (0.950): 4 of the 5 chunks needed of the input were read"
+    )
+
+
+def test_a_step_without_intervals_is_not_given_stop_when_accurate() -> None:
+    """A run staged step by step gave --stop-when-accurate to every step, and a step that can never stop early (a
+    TopK, Min, Max or hand-written reduce) reported why its snapshots could not stop it, a reason the run's summary
+    then gave for the whole run. Only steps whose reduce has intervals get it; every step keeps its snapshots."""
+    from hop import Step
+    from hop.aggregates import Count, Mean, Sum, TopK
+    from hop.runner import _step_options
+
+    options = {"stop_when_accurate": 0.05, "snapshot_every": 0.05, "order": "random"}
+    for estimating in (Sum(), Count(), Mean()):
+        assert _step_options(options, Step(reducer=estimating)) == options
+    for other in (TopK(3), None, lambda self, key, values: iter(())):
+        assert _step_options(options, Step(reducer=other)) == {"snapshot_every": 0.05, "order": "random"}
+    assert _step_options({"order": "random"}, Step(reducer=TopK(3))) == {"order": "random"}
+
+
+class _CtrlCInSubmit(Client):
+    """A client on which a Ctrl-C comes while its ``at``-th submit request is out (the submit holds it until the
+    reply is in, then it acts: ``Client.submit``), as a user's Ctrl-C at that moment would."""
+
+    def __init__(self, address: str, at: int) -> None:
+        super().__init__(address, timeout=30)
+        self.at = at
+        self.submits = 0
+
+    def request(self, msg_type: str, /, **fields: Any) -> dict[str, Any]:
+        if msg_type == "submit":
+            self.submits += 1
+            if self.submits == self.at:
+                os.kill(os.getpid(), signal.SIGINT)
+        return super().request(msg_type, **fields)
+
+
+@pytest.mark.parametrize(
+    "run, names, at",
+    [
+        (run_steps, ["two_steps"], 1),
+        (run_pipeline, ["two_steps", "topk"], 2),
+        (run_staged_jobs, ["two_steps", "topk"], 1),
+    ],
+    ids=["steps", "pipeline", "staged-jobs"],
+)
+def test_a_ctrl_c_during_a_steps_submit_says_why_in_out(
+    cluster: LocalCluster, tmp_path: Path, run: Callable[..., dict[str, Any]], names: list[str], at: int
+) -> None:
+    """A Ctrl-C while a step's submit was out (the first step's of a job run step by step, a later one's of a
+    pipeline) acted as the submit returned, before the run knew which step's output to report: the steps were
+    cancelled, and OUT got no _job.json (the cancelled step's was in the scratch directory, deleted), though an
+    interrupted run's OUT/_job.json says why it ended."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\nc a b\n")
+    jobs = specs(source, tmp_path / "out", *names, num_reduces=1)
+    client = _CtrlCInSubmit(cluster.address, at)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(client, jobs[0] if run is run_steps else jobs, progress=False, timeout=TIMEOUT)
+    finally:
+        client.close()
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["status"] == "failed" and report["error"].startswith("cancelled"), report
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt", "out"], "intermediate outputs removed"
+
+
+@pytest.mark.parametrize("run", [run_steps, run_pipeline, run_staged_jobs])
+def test_a_later_steps_skipped_records_name_the_file_kept(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]]
+) -> None:
+    """A skipped record of a later step names the file it was read from, an earlier step's output: a scratch file
+    deleted with the run, or a pipe (``pipe:JOB_ID/part-N``), even where --keep-intermediate kept that output. It
+    names the kept file, whose line at the entry's offset is the record."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c a b a\nd d d e\n")
+    names = ["two_steps_failing"] if run is run_steps else ["two_steps_failing", "topk"]
+    jobs = specs(source, tmp_path / "out", *names, num_reduces=2, options={"skip_bad_records": 10})
+    run(client, jobs[0] if run is run_steps else jobs, keep_intermediate=True, progress=False, timeout=TIMEOUT)
+    listings = (tmp_path / "out" / "_bad_records").iterdir()
+    entries = [json.loads(line) for path in listings for line in path.read_text().splitlines()]
+    assert sorted(entry["record"] for entry in entries) == ['"a"\t3', '"d"\t3'], entries
+    for entry in entries:
+        assert Path(entry["file"]).parent.parent == tmp_path / "out" / "_steps", entry["file"]
+        with open(entry["file"], "rb") as kept:
+            kept.seek(entry["offset"])
+            assert kept.readline().decode().rstrip("\n") == entry["record"], entry

@@ -486,6 +486,30 @@ def test_a_rows_field_inside_a_value_is_sent_as_the_job_wrote_it(
     assert by_key["plain"]["value"] == {"rows": [{"n": 1}]} and "big_ints" not in by_key["plain"], by_key["plain"]
 
 
+def test_results_of_an_earlier_step_kept_by_keep_intermediate_are_read_where_it_was_kept(
+    client: Client, web: WebServer, tmp_path: Path
+) -> None:
+    """An earlier step's output, run with --keep-intermediate, is moved from the run's scratch directory to
+    OUT/_steps/step-N when the run ends: its results answered 410, "no longer exists (... unless run with
+    --keep-intermediate)", to a run that was. They are read where the run kept them, pipelined or staged (a job's
+    earlier steps are in a scratch directory inside the run's there)."""
+    from hop.runner import earlier_reports, run_pipeline, run_staged_jobs
+
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\nc a b\n")
+    for name, run in (("piped", run_pipeline), ("staged", run_staged_jobs)):
+        jobs = [
+            build_spec(load_job_file(job_path(job)), [str(source)], str(tmp_path / name))
+            for job in ("two_steps", "topk")
+        ]
+        report = run(client, jobs, keep_intermediate=True, progress=False, timeout=120)
+        for number, step in enumerate(earlier_reports(report), 1):
+            status, body = get_json(web.url + f"api/jobs/{step['job_id']}/results")
+            assert status == 200, (name, number, body)
+            kept = output_dict(tmp_path / name / "_steps" / f"step-{number}")
+            assert {row["key"]: row["value"] for row in body["rows"]} == kept, (name, number)
+
+
 def test_results_of_a_failed_job_or_a_deleted_output_and_stopping_a_batch_job(
     client: Client, web: WebServer, tmp_path: Path
 ) -> None:

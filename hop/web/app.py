@@ -23,7 +23,7 @@ naming every API route; a query parameter a route does not take, given twice or 
   snapshot's: numbers first, largest first; of a job stopped early, ``approximate``, the rows of the snapshot it
   stopped at, with their estimates and intervals), ``total`` and ``truncated`` (``409`` while the job runs, once it
   failed, and for a continuous job, whose results are its windows; ``410`` once its output directory is gone: a
-  pipeline's earlier step).
+  pipeline's earlier step, unless run with ``--keep-intermediate``, whose kept copy is read).
 - ``GET /api/jobs/{job_id}/windows?after=N&limit=M``: a continuous job's windows with ``seq > N`` (``N >= 0``), at
   most ``M`` (default 100: the newest, or the first after ``N``; ``0``: all the coordinator keeps), oldest first:
   bounds, reason, records, fidelity, C2 scoreboard, per-partition reports and the first rows as ``{"key", "value"}``
@@ -83,6 +83,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from hop.client import CoordinatorUnavailable
+from hop.runner import kept_step_output
 from hop.web.source import CoordinatorSource, UnknownJob, read_results
 
 if TYPE_CHECKING:
@@ -268,9 +269,19 @@ async def results(request: web.Request) -> web.Response:
     return _json_response(await _final_results(request.app, detail))
 
 
+def _results_folder(detail: dict[str, Any]) -> str | None:
+    """Where a succeeded job's final output is: its output directory, or for a pipeline's earlier step run with
+    ``--keep-intermediate``, where the run kept it once it removed the step's (``OUT/_steps/step-N``); ``None`` when
+    it is gone."""
+    if Path(detail["output"]).is_dir():
+        return str(detail["output"])
+    kept = kept_step_output(detail["output"])
+    return None if kept is None else str(kept)
+
+
 def _output_gone(detail: dict[str, Any]) -> str | None:
     """Why a succeeded job's final output cannot be read (its output directory was deleted since), or ``None``."""
-    if Path(detail["output"]).is_dir():
+    if _results_folder(detail) is not None:
         return None
     return (
         f"job {detail['job_id']}'s output {detail['output']} no longer exists (a pipeline deletes its earlier steps' "
@@ -283,10 +294,11 @@ async def _final_results(app: web.Application, detail: dict[str, Any]) -> dict[s
     once per job (its output no longer changes; ranking a large one takes seconds, and every page that opens the
     job asks for them)."""
     cache = app[RESULTS_KEY]
-    key = (detail["job_id"], detail["output"])
+    folder = _results_folder(detail) or detail["output"]
+    key = (detail["job_id"], folder)
     if key not in cache:
         loaded = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: read_results(detail["output"], approximate=bool(detail["approximate"]))
+            None, lambda: read_results(folder, approximate=bool(detail["approximate"]))
         )
         cache[key] = {"job_id": detail["job_id"], "approximate": detail["approximate"], **loaded}
         while len(cache) > RESULTS_KEPT:
