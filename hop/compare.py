@@ -205,7 +205,7 @@ def combine_caveat(job_file: str, job_class: str | None = None) -> str | None:
         steps = load_job_file(job_file, job_class)().resolved_steps()
     except (JobFileError, ValueError):
         return None
-    for number, step in enumerate(steps):
+    for number, step in enumerate(steps, 1):  # (from 1, as hop run numbers steps)
         if step.combiner is None or step.reducer is None or as_aggregate(step.reducer) is not None:
             continue
         combiner: object = as_aggregate(step.combiner) or getattr(step.combiner, "__qualname__", step.combiner)

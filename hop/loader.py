@@ -141,7 +141,7 @@ def _check_definition(path: str, job_class: type[Job]) -> None:
         steps = job.resolved_steps()
     except JobDefinitionError as error:
         raise JobFileError(f"job file {path}: {error}") from error
-    for number, step in enumerate(steps):
+    for number, step in enumerate(steps, 1):  # (from 1, as hop run numbers steps)
         where = f"step {number}'s " if len(steps) > 1 else ""
         for field, (name, arguments) in _ARGUMENTS.items():
             _check_arguments(path, where + name, getattr(step, field), arguments)

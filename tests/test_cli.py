@@ -363,7 +363,7 @@ def test_a_step_function_that_cannot_take_the_engines_arguments_is_refused_befor
         "partition": ("    def partition(self, key):\n        return 0\n", "partition(key) cannot take (key, num_"),
         "steps": (
             "    def steps(self):\n        return [Step(), Step(reducer=lambda key: [])]\n",
-            "step 1's reduce(key) cannot take (key, values)",
+            "step 2's reduce(key) cannot take (key, values)",
         ),
     }
     for name, (body, says) in cases.items():

@@ -877,6 +877,8 @@ def test_differing_outputs_of_a_job_that_combines_before_a_hand_written_reduce_s
     assert caveat is not None and "combines (Count())" in caveat and "sum a Count's states" in caveat
     assert combine_caveat(job_path("wordcount")) is None  # an aggregate reduce: the same however it was combined
     assert combine_caveat(job_path("wordcount_nocombine")) is None
+    # A step is named by its number from 1, as hop run's messages name it (its first step said "step 0").
+    assert (combine_caveat(job_path("two_steps")) or "").startswith("note: step 1 of the job combines ("), "step 1"
     run = {"exit_code": 0, "wall_seconds": 1.0, "cpu_seconds": 1.0, "peak_rss_bytes": 1, "startup_seconds": None}
     comparison = {
         "equal": False,
