@@ -595,11 +595,15 @@ def _line_batches(
                     raise _shrunk(split, os.fstat(file.fileno()).st_size)
                 if pieces_bytes:  # the last line, without a newline
                     last = b"".join(pieces)
+                    if last.endswith(b"\n"):
+                        # Only the first bytes, read apart, hold newlines here (a file of at most 3 bytes): the
+                        # last one ends a line, no empty line follows it.
+                        last = last[:-1]
                     if len(last) > max_line_bytes:
                         raise _line_too_long(split.path, position, max_line_bytes)
                     if limit is not None:
                         limit.position = position + pieces_bytes  # (no line starts after it)
-                    yield _decoded_lines(last, split.path, position, None, on_bad, fallback_encoding)
+                    yield _decoded_lines(last, split.path, position, end, on_bad, fallback_encoding)
                 _check_unchanged(split, file)
                 return
             cut = chunk.rfind(b"\n")
