@@ -246,6 +246,54 @@ def test_pickle_and_repr_protocols_hooks_across_steps_and_combiner_hooks(text: P
     assert hop_output(job, tmp_path / "out") == expected
 
 
+def test_pickled_instances_of_classes_of_the_job_file(tmp_path: Path) -> None:
+    """PickleProtocol keys and values that are instances of classes the job file defines (a namedtuple, a frozen
+    dataclass): the tasks pickle them by their module's name, which was no module in a task process."""
+    job = write_job(
+        tmp_path,
+        "mr_word_stats.py",
+        """
+        from collections import namedtuple
+        from dataclasses import dataclass
+
+        from mrjob.job import MRJob
+        from mrjob.protocol import PickleProtocol
+        from mrjob.step import MRStep
+
+        Stat = namedtuple("Stat", "count letters")
+
+
+        @dataclass(frozen=True)
+        class Word:
+            text: str
+
+
+        class MRWordStats(MRJob):
+            INTERNAL_PROTOCOL = PickleProtocol
+
+            def steps(self):
+                return [MRStep(mapper=self.words, combiner=self.add, reducer=self.add), MRStep(reducer=self.out)]
+
+            def words(self, _, line):
+                for word in line.split():
+                    yield Word(word), Stat(1, len(word))
+
+            def add(self, word, stats):
+                stats = list(stats)
+                yield word, Stat(sum(s.count for s in stats), sum(s.letters for s in stats))
+
+            def out(self, word, stats):
+                yield word.text, list(stats)
+        """,
+    )
+    data = tmp_path / "in.txt"
+    data.write_text("a bb a\nccc bb a\n")
+    expected = mrjob_inline(job, [data])
+    assert expected == Counter({("a", ((3, 3),)): 1, ("bb", ((2, 4),)): 1, ("ccc", ((1, 3),)): 1})
+    hop_run(job, [data], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+
+
 def test_json_values_and_sort_values_by_encoded_form(text: Path, tmp_path: Path) -> None:
     """Between steps JSON gives lists (not tuples) and string dict keys; SORT_VALUES sorts by the encoded value
     (so 10 sorts before 9); a JSON input protocol reads each line."""
