@@ -637,6 +637,17 @@ def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_job_options_given_among_hops_name_where_they_go(tmp_path: Path) -> None:
+    """``python mr_job.py --top 2 IN`` takes the job's options among the inputs; ``hop run --mrjob`` given them so
+    said only ``unrecognized arguments: --top 2``."""
+    mrjob_run = hop_fails("--mrjob", "mr_job.py", "in.txt", "-o", "out", "--top", "2", cwd=tmp_path)
+    assert mrjob_run.returncode == 2
+    assert "unrecognized arguments: --top 2 (an mrjob job's own options go after --" in mrjob_run.stderr
+    assert "-o OUT -- --top 2 ...)" in mrjob_run.stderr
+    hop_job = hop_fails("job.py", "in.txt", "-o", "out", "--top", "2", cwd=tmp_path)  # no word of mrjob
+    assert hop_job.returncode == 2 and hop_job.stderr.rstrip().endswith("error: unrecognized arguments: --top 2")
+
+
 def test_an_mrjob_job_deriving_from_a_base_job_in_its_file_is_the_one_loaded(tmp_path: Path) -> None:
     """As for a hop job: of MRJob classes deriving from one another, the one none derives from; two unrelated ones
     stay refused, unless the file's ``__main__`` runs one, which is then the one, as under mrjob."""
