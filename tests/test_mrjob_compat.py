@@ -848,12 +848,14 @@ def test_hop_does_not_run_a_combiner_with_hooks(tmp_path: Path) -> None:
 
 def test_each_file_gets_its_own_mapper_and_mapper_init_knows_it(text: Path, tmp_path: Path) -> None:
     """hop packed small files into one map, so a mapper_final reporting per file mixed them (one line for three
-    files); and jobconf_from_env named the input file only once mapper ran, not in mapper_init."""
+    files); jobconf_from_env named the input file only once mapper ran, not in mapper_init; and an empty file got no
+    mapper, so its mapper_init and mapper_final did not run, where Hadoop and mrjob run them."""
     folder = tmp_path / "many"
     folder.mkdir()
     lines = text.read_text().splitlines(keepends=True)
     for name, (start, stop) in {"a.txt": (0, 100), "b.txt": (200, 351), "c.txt": (400, 430)}.items():
         (folder / name).write_text("".join(lines[start:stop]))
+    (folder / "d.txt").write_text("")
     job = write_job(
         tmp_path,
         "mr_by_file.py",
@@ -872,7 +874,7 @@ def test_each_file_gets_its_own_mapper_and_mapper_init_knows_it(text: Path, tmp_
                 self.file = os.path.basename(jobconf_from_env("mapreduce.map.input.file"))
 
             def mapper_final(self):
-                yield [self.named, self.file], self.lines
+                yield [self.named, getattr(self, "file", "-")], self.lines
 
             def reducer(self, names, counts):
                 yield names, sum(counts)
@@ -883,7 +885,12 @@ def test_each_file_gets_its_own_mapper_and_mapper_init_knows_it(text: Path, tmp_
     )
     expected = mrjob_inline(job, [folder])
     assert expected == Counter(
-        {(("a.txt", "a.txt"), 100): 1, (("b.txt", "b.txt"), 151): 1, (("c.txt", "c.txt"), 30): 1}
+        {
+            (("a.txt", "a.txt"), 100): 1,
+            (("b.txt", "b.txt"), 151): 1,
+            (("c.txt", "c.txt"), 30): 1,
+            (("d.txt", "-"), 0): 1,
+        }
     )
     hop_run(job, [folder], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
