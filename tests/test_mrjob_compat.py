@@ -1034,8 +1034,10 @@ def test_nan_keys_group_as_mrjob_groups_them(tmp_path: Path) -> None:
 
 
 def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path: Path) -> None:
+    """And without the carriage returns a line ends with: mrjob strips them all, hop's reader one (``plain
+    line\\r\\r`` was a character longer)."""
     source = tmp_path / "latin.txt"
-    source.write_bytes(b"caf\xe9 ol\xe9\nplain line\n\xff\xfe weird\n")
+    source.write_bytes(b"caf\xe9 ol\xe9\nplain line\r\r\n\xff\xfe weird\n")
     job = EXAMPLES / "mr_wc.py"
     expected = mrjob_inline(job, [source])
     hop_run(job, [source], tmp_path / "out")
@@ -1047,9 +1049,10 @@ def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path
 def test_an_input_protocol_reading_bytes_gets_the_lines_bytes(tmp_path: Path) -> None:
     """A line that is not UTF-8 was read as Latin-1 and given to INPUT_PROTOCOL encoded as UTF-8: a bytes-reading
     protocol (BytesValueProtocol, RawProtocol, ...) got other bytes than the file's (``caf\\xc3\\xa9`` for
-    ``caf\\xe9``). It gets the file's bytes now, and the default protocol still reads such a line as Latin-1."""
+    ``caf\\xe9``). It gets the file's bytes now, and the default protocol still reads such a line as Latin-1. Without
+    the carriage returns the line ends with, as mrjob strips them (``plain\\r\\r\\n`` gave ``plain\\r``)."""
     source = tmp_path / "latin.txt"
-    source.write_bytes(b"caf\xe9 ol\xe9\nplain\nna\xc3\xafve\n")
+    source.write_bytes(b"caf\xe9 ol\xe9\nplain\r\r\nna\xc3\xafve\n")
     job = write_job(
         tmp_path,
         "mr_bytes.py",
@@ -1068,7 +1071,7 @@ def test_an_input_protocol_reading_bytes_gets_the_lines_bytes(tmp_path: Path) ->
         """,
     )
     expected = mrjob_inline(job, [source])
-    assert expected[(b"caf\xe9 ol\xe9".hex(), 8)] == 1
+    assert expected[(b"caf\xe9 ol\xe9".hex(), 8)] == expected[(b"plain".hex(), 5)] == 1
     hop_run(job, [source], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
 
