@@ -959,6 +959,15 @@ def _interrupted_code() -> int:
     return 128 + (_signalled[0] if _signalled else signal.SIGINT)
 
 
+def _mrjob_options_hint(argv: list[str], unknown: list[str]) -> str:
+    """For ``hop run --mrjob`` given options hop does not know: where an mrjob job's own options go (``python
+    mr_job.py --top 2 IN`` takes them among the inputs, hop after ``--``)."""
+    if "--mrjob" not in argv:
+        return ""
+    usage = f"hop {argv[0]} --mrjob JOB IN... -o OUT -- {' '.join(unknown)} ..."
+    return f" (an mrjob job's own options go after --, with their values: {usage})"
+
+
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM (``kill``, a timeout) and SIGHUP (the terminal closed) end a run like Ctrl-C does: the embedded
     # cluster is stopped on the way out.
@@ -971,7 +980,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] in (["run"], ["submit"]) and "--" in argv:  # what follows -- are an mrjob job's own options
         argv, job_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     continuous = any(arg == "--source" or arg.startswith("--source=") for arg in argv)
-    args = build_parser(continuous).parse_args(argv)
+    parser = build_parser(continuous)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}{_mrjob_options_hint(argv, unknown)}")
     args.job_args = job_args
     try:
         return int(args.func(args))

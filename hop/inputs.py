@@ -398,9 +398,10 @@ def split_size_for(total_bytes: int, split_size: int, slots: int) -> int:
     return max(min(MIN_SPLIT_BYTES, split_size), -(-total_bytes // tasks))
 
 
-def make_splits(files: list[str], split_size: int, slots: int = 1) -> list[Split]:
-    """Cut files into splits of about ``split_size`` bytes (compressed files whole; empty files make no split); with
-    ``slots``, of ``split_size_for(total, split_size, slots)`` bytes."""
+def make_splits(files: list[str], split_size: int, slots: int = 1, keep_empty: bool = False) -> list[Split]:
+    """Cut files into splits of about ``split_size`` bytes (compressed files whole; empty files make no split, or
+    with ``keep_empty`` one empty split each); with ``slots``, of ``split_size_for(total, split_size, slots)``
+    bytes."""
     stamps = [FileStamp.of(path) for path in files]
     split_size = split_size_for(sum(stamp.size for stamp in stamps), split_size, slots)
     splits: list[Split] = []
@@ -411,6 +412,8 @@ def make_splits(files: list[str], split_size: int, slots: int = 1) -> list[Split
                 splits.append(Split(path, 0, -1, stamp))
             continue
         if not size:
+            if keep_empty:
+                splits.append(Split(path, 0, 0, stamp))
             continue
         count = max(1, round(size / split_size))
         bounds = [size * i // count for i in range(count + 1)]
@@ -595,11 +598,15 @@ def _line_batches(
                     raise _shrunk(split, os.fstat(file.fileno()).st_size)
                 if pieces_bytes:  # the last line, without a newline
                     last = b"".join(pieces)
+                    if last.endswith(b"\n"):
+                        # Only the first bytes, read apart, hold newlines here (a file of at most 3 bytes): the
+                        # last one ends a line, no empty line follows it.
+                        last = last[:-1]
                     if len(last) > max_line_bytes:
                         raise _line_too_long(split.path, position, max_line_bytes)
                     if limit is not None:
                         limit.position = position + pieces_bytes  # (no line starts after it)
-                    yield _decoded_lines(last, split.path, position, None, on_bad, fallback_encoding)
+                    yield _decoded_lines(last, split.path, position, end, on_bad, fallback_encoding)
                 _check_unchanged(split, file)
                 return
             cut = chunk.rfind(b"\n")

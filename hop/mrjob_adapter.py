@@ -40,6 +40,7 @@ import os
 import shutil
 import sys
 import time
+import types
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -278,6 +279,32 @@ def _file_options(mr: Any) -> dict[str, Any]:
     return options
 
 
+def _importable_job_module(mrjob_class: type[Any]) -> None:
+    """Make the job file's module importable by its name in a task process, as the module of the classes it
+    defines: the job's code came pickled by value (``hop.jobspec``), so no module of that name is there, and
+    ``pickle`` finds a class by its module's name. Without it an ``INTERNAL_PROTOCOL = PickleProtocol`` job whose
+    keys or values are instances of a class of its file (a namedtuple, a dataclass) failed to write them (``Can't
+    pickle <class 'hop_mrjob_job_....Point'>: import of module ... failed``), where mrjob, running the file as
+    ``__main__`` in every task, pickles them. The module holds the globals the job's code refers to (cloudpickle
+    rebuilt one namespace for all of them); in the process that loaded the file, its own module is left alone."""
+    name = mrjob_class.__module__
+    namespace = next(
+        (
+            value.__globals__
+            for klass in mrjob_class.__mro__
+            for value in vars(klass).values()
+            if isinstance(value, types.FunctionType) and value.__module__ == name
+        ),
+        None,
+    )
+    loaded = sys.modules.get(name)
+    if namespace is None or (loaded is not None and vars(loaded) is namespace):
+        return
+    module = types.ModuleType(name)
+    vars(module).update(namespace)
+    sys.modules[name] = module
+
+
 @contextmanager
 def _working_directory(workdir: str | None) -> Iterator[None]:
     _enter(workdir)
@@ -313,6 +340,7 @@ class MRJobAdapter(Job):
 
     def __init__(self) -> None:
         super().__init__()
+        _importable_job_module(self.mrjob_class)
         with _working_directory(self.mrjob_workdir):  # a job may read its FILES when it starts
             self.mr = self.mrjob_class(args=list(self.mrjob_args))
         for dest, value in self.mrjob_file_options.items():

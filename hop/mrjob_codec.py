@@ -241,13 +241,16 @@ class InputEdge:
     def decode(self, offset: Any, line: str) -> Pair:
         if self.text_values:
             return None, as_text(line)
-        decoded: Pair = self.reader.read(line.encode("utf-8", "surrogateescape"))
+        decoded: Pair = self.reader.read(line.encode("utf-8", "surrogateescape").rstrip(b"\r"))
         return decoded
 
 
 def as_text(line: str) -> str:
     """An input line as mrjob's TextValueProtocol reads it: UTF-8, or Latin-1 if it is not UTF-8 (hop read such a
-    line with its bytes kept as escapes, ``hop.inputs.KEEP_BYTES``)."""
+    line with its bytes kept as escapes, ``hop.inputs.KEEP_BYTES``), without the carriage returns it ends with
+    (mrjob strips them all, ``x\\r\\r\\n`` is ``x``; hop's reader took one)."""
+    if line.endswith("\r"):
+        line = line.rstrip("\r")
     if line.isascii():
         return line
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import itertools
 import os
 import random
 import re
@@ -74,6 +76,25 @@ def test_splits_read_every_line_once_with_its_byte_offset(
     cuts = sorted({0, len(data), *(rng.randrange(len(data)) for _ in range(9))})
     splits = [Split(str(path), lo, hi - lo) for lo, hi in zip(cuts, cuts[1:], strict=False) if hi > lo]
     assert [pair for split in splits for pair in iter_lines(split)] == expected
+
+
+def test_every_short_file_is_read_line_for_line(tmp_path: Path) -> None:
+    """Every file of up to 5 bytes of ``a``, newline and CR, whole, gzipped and cut into splits of every size: a
+    file's first 3 bytes are read apart (to find a byte order mark), and a file of at most 3 bytes ending with a
+    newline (``"\\n"``, ``"ab\\n"``) was read with an empty line more; cut into splits of 1 byte, its lines were
+    read once by each split they spanned."""
+    path = tmp_path / "input.txt"
+    compressed = tmp_path / "input.txt.gz"
+    for length in range(1, 6):
+        for letters in itertools.product(b"a\n\r", repeat=length):
+            data = bytes(letters)
+            path.write_bytes(data)
+            compressed.write_bytes(gzip.compress(data))
+            expected = reference_lines(data)
+            assert list(iter_lines(make_splits([str(compressed)], 1)[0])) == expected, data
+            for split_size in range(1, length + 1):
+                got = [pair for split in make_splits([str(path)], split_size) for pair in iter_lines(split)]
+                assert got == expected, (data, split_size)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -246,6 +246,54 @@ def test_pickle_and_repr_protocols_hooks_across_steps_and_combiner_hooks(text: P
     assert hop_output(job, tmp_path / "out") == expected
 
 
+def test_pickled_instances_of_classes_of_the_job_file(tmp_path: Path) -> None:
+    """PickleProtocol keys and values that are instances of classes the job file defines (a namedtuple, a frozen
+    dataclass): the tasks pickle them by their module's name, which was no module in a task process."""
+    job = write_job(
+        tmp_path,
+        "mr_word_stats.py",
+        """
+        from collections import namedtuple
+        from dataclasses import dataclass
+
+        from mrjob.job import MRJob
+        from mrjob.protocol import PickleProtocol
+        from mrjob.step import MRStep
+
+        Stat = namedtuple("Stat", "count letters")
+
+
+        @dataclass(frozen=True)
+        class Word:
+            text: str
+
+
+        class MRWordStats(MRJob):
+            INTERNAL_PROTOCOL = PickleProtocol
+
+            def steps(self):
+                return [MRStep(mapper=self.words, combiner=self.add, reducer=self.add), MRStep(reducer=self.out)]
+
+            def words(self, _, line):
+                for word in line.split():
+                    yield Word(word), Stat(1, len(word))
+
+            def add(self, word, stats):
+                stats = list(stats)
+                yield word, Stat(sum(s.count for s in stats), sum(s.letters for s in stats))
+
+            def out(self, word, stats):
+                yield word.text, list(stats)
+        """,
+    )
+    data = tmp_path / "in.txt"
+    data.write_text("a bb a\nccc bb a\n")
+    expected = mrjob_inline(job, [data])
+    assert expected == Counter({("a", ((3, 3),)): 1, ("bb", ((2, 4),)): 1, ("ccc", ((1, 3),)): 1})
+    hop_run(job, [data], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+
+
 def test_json_values_and_sort_values_by_encoded_form(text: Path, tmp_path: Path) -> None:
     """Between steps JSON gives lists (not tuples) and string dict keys; SORT_VALUES sorts by the encoded value
     (so 10 sorts before 9); a JSON input protocol reads each line."""
@@ -589,6 +637,17 @@ def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_job_options_given_among_hops_name_where_they_go(tmp_path: Path) -> None:
+    """``python mr_job.py --top 2 IN`` takes the job's options among the inputs; ``hop run --mrjob`` given them so
+    said only ``unrecognized arguments: --top 2``."""
+    mrjob_run = hop_fails("--mrjob", "mr_job.py", "in.txt", "-o", "out", "--top", "2", cwd=tmp_path)
+    assert mrjob_run.returncode == 2
+    assert "unrecognized arguments: --top 2 (an mrjob job's own options go after --" in mrjob_run.stderr
+    assert "-o OUT -- --top 2 ...)" in mrjob_run.stderr
+    hop_job = hop_fails("job.py", "in.txt", "-o", "out", "--top", "2", cwd=tmp_path)  # no word of mrjob
+    assert hop_job.returncode == 2 and hop_job.stderr.rstrip().endswith("error: unrecognized arguments: --top 2")
+
+
 def test_an_mrjob_job_deriving_from_a_base_job_in_its_file_is_the_one_loaded(tmp_path: Path) -> None:
     """As for a hop job: of MRJob classes deriving from one another, the one none derives from; two unrelated ones
     stay refused, unless the file's ``__main__`` runs one, which is then the one, as under mrjob."""
@@ -789,12 +848,14 @@ def test_hop_does_not_run_a_combiner_with_hooks(tmp_path: Path) -> None:
 
 def test_each_file_gets_its_own_mapper_and_mapper_init_knows_it(text: Path, tmp_path: Path) -> None:
     """hop packed small files into one map, so a mapper_final reporting per file mixed them (one line for three
-    files); and jobconf_from_env named the input file only once mapper ran, not in mapper_init."""
+    files); jobconf_from_env named the input file only once mapper ran, not in mapper_init; and an empty file got no
+    mapper, so its mapper_init and mapper_final did not run, where Hadoop and mrjob run them."""
     folder = tmp_path / "many"
     folder.mkdir()
     lines = text.read_text().splitlines(keepends=True)
     for name, (start, stop) in {"a.txt": (0, 100), "b.txt": (200, 351), "c.txt": (400, 430)}.items():
         (folder / name).write_text("".join(lines[start:stop]))
+    (folder / "d.txt").write_text("")
     job = write_job(
         tmp_path,
         "mr_by_file.py",
@@ -813,7 +874,7 @@ def test_each_file_gets_its_own_mapper_and_mapper_init_knows_it(text: Path, tmp_
                 self.file = os.path.basename(jobconf_from_env("mapreduce.map.input.file"))
 
             def mapper_final(self):
-                yield [self.named, self.file], self.lines
+                yield [self.named, getattr(self, "file", "-")], self.lines
 
             def reducer(self, names, counts):
                 yield names, sum(counts)
@@ -824,7 +885,12 @@ def test_each_file_gets_its_own_mapper_and_mapper_init_knows_it(text: Path, tmp_
     )
     expected = mrjob_inline(job, [folder])
     assert expected == Counter(
-        {(("a.txt", "a.txt"), 100): 1, (("b.txt", "b.txt"), 151): 1, (("c.txt", "c.txt"), 30): 1}
+        {
+            (("a.txt", "a.txt"), 100): 1,
+            (("b.txt", "b.txt"), 151): 1,
+            (("c.txt", "c.txt"), 30): 1,
+            (("d.txt", "-"), 0): 1,
+        }
     )
     hop_run(job, [folder], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
@@ -968,8 +1034,10 @@ def test_nan_keys_group_as_mrjob_groups_them(tmp_path: Path) -> None:
 
 
 def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path: Path) -> None:
+    """And without the carriage returns a line ends with: mrjob strips them all, hop's reader one (``plain
+    line\\r\\r`` was a character longer)."""
     source = tmp_path / "latin.txt"
-    source.write_bytes(b"caf\xe9 ol\xe9\nplain line\n\xff\xfe weird\n")
+    source.write_bytes(b"caf\xe9 ol\xe9\nplain line\r\r\n\xff\xfe weird\n")
     job = EXAMPLES / "mr_wc.py"
     expected = mrjob_inline(job, [source])
     hop_run(job, [source], tmp_path / "out")
@@ -981,9 +1049,10 @@ def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path
 def test_an_input_protocol_reading_bytes_gets_the_lines_bytes(tmp_path: Path) -> None:
     """A line that is not UTF-8 was read as Latin-1 and given to INPUT_PROTOCOL encoded as UTF-8: a bytes-reading
     protocol (BytesValueProtocol, RawProtocol, ...) got other bytes than the file's (``caf\\xc3\\xa9`` for
-    ``caf\\xe9``). It gets the file's bytes now, and the default protocol still reads such a line as Latin-1."""
+    ``caf\\xe9``). It gets the file's bytes now, and the default protocol still reads such a line as Latin-1. Without
+    the carriage returns the line ends with, as mrjob strips them (``plain\\r\\r\\n`` gave ``plain\\r``)."""
     source = tmp_path / "latin.txt"
-    source.write_bytes(b"caf\xe9 ol\xe9\nplain\nna\xc3\xafve\n")
+    source.write_bytes(b"caf\xe9 ol\xe9\nplain\r\r\nna\xc3\xafve\n")
     job = write_job(
         tmp_path,
         "mr_bytes.py",
@@ -1002,7 +1071,7 @@ def test_an_input_protocol_reading_bytes_gets_the_lines_bytes(tmp_path: Path) ->
         """,
     )
     expected = mrjob_inline(job, [source])
-    assert expected[(b"caf\xe9 ol\xe9".hex(), 8)] == 1
+    assert expected[(b"caf\xe9 ol\xe9".hex(), 8)] == expected[(b"plain".hex(), 5)] == 1
     hop_run(job, [source], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
 
