@@ -165,11 +165,11 @@ def _check_supported(mr: Any, path: str) -> None:
         description = mr_step.description(number)
         kind = description.get("type", "streaming")
         if kind != "streaming":
-            raise JobFileError(f"{path}: {name} step {number} is a {kind} step; hop runs mapper/reducer steps")
+            raise JobFileError(f"{path}: {name} step {number + 1} is a {kind} step; hop runs mapper/reducer steps")
         unsupported = [field for field in _UNSUPPORTED if mr_step[field] is not None]
         if unsupported:
             raise JobFileError(
-                f"{path}: {name} step {number} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
+                f"{path}: {name} step {number + 1} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
                 "and reducers (not commands, pre-filters or raw mappers)"
             )
         if "reducer" in description:
@@ -240,7 +240,7 @@ def _warn_keyless_reducer(mr: Any, number: int, path: str) -> None:
     kind = type(getattr(reader, "__self__", reader))
     if kind.__module__ == "mrjob.protocol" and kind.__name__.endswith("ValueProtocol"):
         print(
-            f"hop: warning: {path}: {type(mr).__name__} step {number}'s reducer reads {kind.__name__}, whose keys "
+            f"hop: warning: {path}: {type(mr).__name__} step {number + 1}'s reducer reads {kind.__name__}, whose keys "
             "are all None: mrjob calls it once per reducer task with all of that task's values, hop once per "
             "distinct encoded value (use a key/value protocol, e.g. ReprProtocol, to group by key)",
             file=sys.stderr,

@@ -42,7 +42,7 @@ def step_jobconfs(mr: Any, path: str) -> list[StepJobconf]:
     for number, mr_step in enumerate(mr.steps()):
         description = mr_step.description(number)
         layers = [mr.jobconf(), getattr(mr.options, "jobconf", None), description.get("jobconf")]
-        where = f"{path}: {job_name} step {number}"
+        where = f"{path}: {job_name} step {number + 1}"  # (from 1, as hop run numbers steps)
         setting: str | None = None  # "name=value" of the number of reducers, as the latest source gives it
         for layer in layers:
             given = {name: layer[name] for name in names if name in (layer or {})}

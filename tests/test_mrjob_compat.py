@@ -440,9 +440,9 @@ def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
         patch.setattr(job_class, "steps", lambda self: cleared)
         assert reducers() == [None, 3], "a step's None clears the job's setting, as under mrjob"
     for jobconf, message in (
-        ({"mapreduce.job.reduces": "many"}, r"step 0: mapreduce.job.reduces=many: the number of reducers must be"),
-        ({"mapreduce.job.reduces": 2, "mapred.reduce.tasks": 3}, r"step 0 sets .*=3 and .*=2: two numbers"),
-        ({"mapreduce.job.reduces": 0}, r"MRReducers step 0: mapreduce.job.reduces=0 runs the step map-only on"),
+        ({"mapreduce.job.reduces": "many"}, r"step 1: mapreduce.job.reduces=many: the number of reducers must be"),
+        ({"mapreduce.job.reduces": 2, "mapred.reduce.tasks": 3}, r"step 1 sets .*=3 and .*=2: two numbers"),
+        ({"mapreduce.job.reduces": 0}, r"MRReducers step 1: mapreduce.job.reduces=0 runs the step map-only on"),
     ):
         job_class.JOBCONF = jobconf
         with pytest.raises(JobFileError, match=message):
@@ -516,7 +516,7 @@ def test_a_reducer_reading_a_value_protocol_is_named(tmp_path: Path, capsys: pyt
     for protocol, named in (("ReprValueProtocol", True), ("ReprProtocol", False)):
         job = write_job(tmp_path, f"mr_{protocol}.py", source.format(protocol=protocol))
         MRJobRun(str(job), [], str(tmp_path / "out")).close()
-        warning = f"MRValues step 0's reducer reads {protocol}, whose keys are all None: mrjob calls it once per"
+        warning = f"MRValues step 1's reducer reads {protocol}, whose keys are all None: mrjob calls it once per"
         assert (warning in capsys.readouterr().err) is named, protocol
 
 
@@ -1091,3 +1091,20 @@ def test_a_python_without_the_modules_mrjob_imports_is_told_what_to_install(
     job.write_text("from mrjob.job import MRJob\n\n\nclass MRNothing(MRJob):\n    pass\n")
     with pytest.raises(MRJobNotAvailable, match=r"mrjob imports pipes, .*: pip install standard-pipes"):
         load_mrjob_file(str(job))
+
+
+def test_an_unsupported_step_is_named_by_its_number_from_one(tmp_path: Path) -> None:
+    """A step hop cannot run is named as hop run names steps, from 1: the second step of a job (a ``mapper_raw``
+    one) was "step 1"."""
+    from tests.conftest import hop
+
+    (tmp_path / "raw.py").write_text(
+        "from mrjob.job import MRJob\nfrom mrjob.step import MRStep\n\n\nclass Raw(MRJob):\n"
+        "    def mapper(self, _, line):\n        yield line, 1\n\n"
+        "    def raw(self, path, uri):\n        yield path, 1\n\n"
+        "    def steps(self):\n        return [MRStep(mapper=self.mapper), MRStep(mapper_raw=self.raw)]\n\n\n"
+        "if __name__ == '__main__':\n    Raw.run()\n"
+    )
+    (tmp_path / "in.txt").write_text("a\n")
+    result = hop("run", "--mrjob", "raw.py", "in.txt", "-o", "out", "--quiet", cwd=tmp_path)
+    assert result.returncode == 2 and "Raw step 2 uses mapper_raw" in result.stderr, result.stderr
