@@ -143,6 +143,8 @@ def _instantiate(mrjob_class: type[Any], job_args: list[str], path: str) -> Any:
     try:
         return mrjob_class(args=list(job_args))
     except (SystemExit, ValueError) as error:  # mrjob's argument parser rejected them (ValueError: its message)
+        if isinstance(error, SystemExit) and error.code in (0, None):
+            raise  # (``-- --help``: mrjob printed the job's options, as asked; nothing is wrong)
         reason = f": {error}" if isinstance(error, ValueError) else ""
         raise JobFileError(
             f"{path}: bad job arguments {job_args!r}{reason}; see `python {path} --help` for the job's options, "

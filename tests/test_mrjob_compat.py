@@ -1108,3 +1108,21 @@ def test_an_unsupported_step_is_named_by_its_number_from_one(tmp_path: Path) -> 
     (tmp_path / "in.txt").write_text("a\n")
     result = hop("run", "--mrjob", "raw.py", "in.txt", "-o", "out", "--quiet", cwd=tmp_path)
     assert result.returncode == 2 and "Raw step 2 uses mapper_raw" in result.stderr, result.stderr
+
+
+def test_job_help_after_the_separator_is_help_not_an_error(tmp_path: Path) -> None:
+    """``hop run --mrjob JOB IN -o OUT -- --help`` printed the job's options (mrjob's parser does, then exits 0), then
+    failed with "bad job arguments ['--help']" and exit code 2."""
+    from tests.conftest import hop
+
+    (tmp_path / "opts.py").write_text(
+        "from mrjob.job import MRJob\n\n\nclass Opts(MRJob):\n"
+        "    def configure_args(self):\n        super().configure_args()\n"
+        "        self.add_passthru_arg('--top', type=int, default=1, help='how many words to keep')\n\n"
+        "    def mapper(self, _, line):\n        yield line, 1\n"
+    )
+    (tmp_path / "in.txt").write_text("a\n")
+    result = hop("run", "--mrjob", "opts.py", "in.txt", "-o", "out", "--", "--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "how many words to keep" in result.stdout and "bad job arguments" not in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
