@@ -267,8 +267,6 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                     )
                 files.extend(found)
             elif path.is_file():
-                if not os.access(path, os.R_OK):
-                    raise InputError(f"input file {match}: permission denied")
                 files.append(str(path))
             elif path.exists():
                 raise InputError(
@@ -287,6 +285,10 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                 f"input file {name!r}: {NOT_UTF8}: rename it (convmv -f latin1 -t utf8 --notest renames Latin-1 ones)"
             )
         _check_compression(file)
+        # Each file, a directory's too: one found unreadable only when the job cut it into splits was refused after
+        # --overwrite had cleared the old output, with a bare "[Errno 13] Permission denied".
+        if not os.access(file, os.R_OK):
+            raise InputError(f"input file {file}: permission denied; check its permissions")
     return files
 
 

@@ -810,6 +810,36 @@ def test_an_output_this_user_cannot_write_is_refused_before_the_job(tmp_path: Pa
         (tmp_path / "locked").chmod(0o755)
 
 
+def test_an_unreadable_file_in_an_input_directory_is_refused_before_overwrite_clears_the_output(
+    tmp_path: Path,
+) -> None:
+    """A file this user cannot read, inside an input directory, got past the checks made before the job (only
+    files named directly were checked), so the run cleared the old output for ``--overwrite`` and the coordinator
+    then refused the job with a bare ``[Errno 13] Permission denied: '...'``: the previous output was lost to a
+    job that never ran. It is refused first now, naming the file, and the old output is left as it was."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.txt").write_text("a b\n")
+    unreadable = tmp_path / "data" / "b.txt"
+    unreadable.write_text("c\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "part-00000").write_text('"old"\t1\n')
+    command = [*_as_a_user_that_permissions_bind(), sys.executable, "-m", "hop", "run", "--quiet"]
+    unreadable.chmod(0)
+    try:
+        result = subprocess.run(
+            [*command, job_path("wordcount"), "data", "-o", "out", "--overwrite", "--workers", "1"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        unreadable.chmod(0o644)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"input file {unreadable}: permission denied" in result.stderr, result.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == '"old"\t1\n', "the old output was cleared"
+
+
 def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\nc d\n")
     (tmp_path / "list_key.py").write_text(
