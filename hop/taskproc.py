@@ -28,7 +28,7 @@ from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
-from hop.usercode import UserCodeError
+from hop.usercode import USER_FAILURES, UserCodeError
 from shuffle.buffer import CombinerKeyError, PartitionError
 from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
@@ -72,6 +72,8 @@ class WorkerChannel:
 
 
 def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[str, Any]:
+    if isinstance(error, SystemExit):  # user code no call of it catches (a job's __init__, an aggregate's finish)
+        error = UserCodeError(f"{kind} task {index}", error, None)
     if isinstance(error, UserCodeError):
         return {"error": str(error), "traceback": error.user_traceback, "record": error.record, "retryable": False}
     if isinstance(error, TooManyBadRecords):
@@ -152,7 +154,7 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
                 task.get("chunk_sizes"),
             )
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
-    except Exception as error:
+    except USER_FAILURES as error:
         channel.send(
             "task_failed",
             kind=kind,

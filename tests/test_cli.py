@@ -326,6 +326,62 @@ def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) ->
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
+def test_sys_exit_in_user_code_fails_the_job_naming_the_record_and_line(tmp_path: Path) -> None:
+    """``sys.exit()`` in a map, combine, reduce, setup or the job's ``__init__`` raised SystemExit past the task's
+    handlers (they caught ``Exception``): the task process ended, the task was retried as if its worker had failed,
+    and after 4 attempts the job failed with only "task process exited with code 3", no traceback, no record. It
+    now fails the job as any exception does, at once, with the user's line and the record or key."""
+    (tmp_path / "in.txt").write_text("ok\nstop\n")
+    source = [
+        "import sys",
+        "from hop import Job",
+        "class Exiting(Job):",
+        "    def __init__(self, *args, **kwargs):",
+        "        super().__init__(*args, **kwargs)",
+        "        if WHERE == 'init' and sys.argv[1:2] != ['run']:  # (hop run itself makes one first)",
+        "            sys.exit(4)",
+        "    def setup(self):",
+        "        if WHERE == 'setup':",
+        "            sys.exit(3)",
+        "    def map(self, offset, line):",
+        "        if WHERE == 'map' and line == 'stop':",
+        "            sys.exit(2)",
+        "        yield line, 1",
+        "    def combine(self, key, values):",
+        "        if WHERE == 'combine' and key == 'stop':",
+        "            sys.exit()",
+        "        yield key, sum(values)",
+        "    def reduce(self, key, values):",
+        "        if WHERE == 'reduce' and key == 'stop':",
+        "            sys.exit(0)",
+        "        yield key, sum(values)",
+    ]
+    cases = [
+        ("init", "sys.exit(4)", "task 0"),  # (the map's or the reduce's, whichever starts first)
+        ("setup", "sys.exit(3)", "setup"),
+        ("map", "sys.exit(2)", "in.txt byte offset 3: 'stop'"),
+        ("combine", "sys.exit()", "combine at key 'stop'"),
+        ("reduce", "sys.exit(0)", "reduce at key 'stop'"),
+    ]
+    runs = []
+    for where, *_ in cases:  # (side by side: each run's cluster takes a second to start and stop)
+        (tmp_path / f"{where}.py").write_text("\n".join([f"WHERE = {where!r}", *source, ""]))
+        command = [sys.executable, "-m", "hop", "run", f"{where}.py", "in.txt", "-o", f"out-{where}", "--quiet"]
+        runs.append(
+            subprocess.Popen(
+                [*command, "--workers", "1"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
+        )
+    for run, (where, call, record) in zip(runs, cases, strict=True):
+        _, stderr = run.communicate(timeout=TIMEOUT)
+        assert run.returncode == 1, stderr
+        line = next(number for number, text in enumerate(source, 2) if call in text)  # (WHERE is line 1)
+        assert f'{tmp_path / where}.py", line {line}' in stderr and call in stderr, stderr
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith("hop: error: job failed: ") and f"{record} called {call}, " in last, last
+        assert "attempt" not in last, "failed at once, not retried"
+
+
 def test_a_job_with_mrjobs_method_names_is_refused_not_run_as_identity(tmp_path: Path) -> None:
     """A hop.Job defining mrjob's ``mapper``/``reducer`` (or ``combiner`` beside ``reduce``) ran the default map and
     reduce in their place and succeeded with the input lines as its output; it is now a usage error naming the
