@@ -28,7 +28,7 @@ from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
-from hop.usercode import USER_FAILURES, UserCodeError
+from hop.usercode import USER_FAILURES, UserCodeError, sendable
 from shuffle.buffer import CombinerKeyError, PartitionError
 from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
@@ -155,13 +155,14 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
             )
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
     except USER_FAILURES as error:
+        failure = _failure(kind, index, attempt, error)
         channel.send(
             "task_failed",
             kind=kind,
             index=index,
             attempt=attempt,
             at=time.time(),
-            **_failure(kind, index, attempt, error),
+            **{name: sendable(item) if isinstance(item, str) else item for name, item in failure.items()},
         )
 
 

@@ -34,7 +34,7 @@ from hop.online.reducer import ReducerSnapshots
 from hop.peak_memory import PeakMemory
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
-from hop.usercode import USER_FAILURES, UserCodeError, call_user, describe_record, fold_error
+from hop.usercode import USER_FAILURES, UserCodeError, call_user, describe_record, fold_error, sendable
 from hop.usertrace import not_pairs, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
@@ -623,7 +623,8 @@ def _note_bad_record(
 ) -> None:
     """Keep a skipped map record (or, for ``kind="reduce"``, a skipped key); past ``limit`` of them, fail the task
     listing the first ten."""
-    bad_records.append(entry)
+    bad_records.append({name: sendable(item) if isinstance(item, str) else item for name, item in entry.items()})
+    entry = bad_records[-1]
     if len(bad_records) > limit:
         if kind == "map":
             listing = "; ".join(f"{b['file']} byte offset {b['offset']}: {b['error']}" for b in bad_records[:10])

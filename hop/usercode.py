@@ -13,12 +13,28 @@ from typing import Any
 from hop.usertrace import has_user_frame, user_traceback
 from shuffle.buffer import AggregateValueError
 
-__all__ = ["USER_FAILURES", "UserCodeError", "call_user", "describe_record", "fold_error"]
+__all__ = ["USER_FAILURES", "UserCodeError", "call_user", "describe_record", "fold_error", "sendable"]
 
 USER_FAILURES = (Exception, SystemExit)
 """What user code raises that fails its call: any exception, and ``sys.exit()``'s ``SystemExit``, which is no
 ``Exception``: past a task's handlers it ended the task process, and the task was retried as if its worker had
 failed, its record and traceback lost."""
+
+
+def sendable(text: str) -> str:
+    """``text`` as UTF-8 can carry it to the worker and into a report: a lone surrogate, which UTF-8 cannot encode,
+    escaped. The user's error messages and records may hold one (a JSON input's ``"\\ud800"``, a line of an mrjob
+    job's input kept as bytes with ``surrogateescape``), and a task that could not send its failure died instead,
+    retried as a crash. A byte kept with ``surrogateescape`` is shown as that byte (``\\xff``)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # (a surrogate that stands for no byte: \ud800)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class UserCodeError(Exception):
@@ -27,14 +43,14 @@ class UserCodeError(Exception):
     def __init__(self, where: str, error: BaseException, record: str | None) -> None:
         self.where = where
         self.record = record
-        self.user_traceback: str | None = user_traceback(error)
+        self.user_traceback: str | None = sendable(user_traceback(error))
         at = f" at {record}" if record else ""
         if isinstance(error, SystemExit):
             code = "" if error.code is None else repr(error.code)
             reason = f"called sys.exit({code}), which fails the job as an exception does (a task cannot exit early)"
         else:
             reason = f"raised {type(error).__name__}: {error}"
-        super().__init__(f"{where}{at} {reason}")
+        super().__init__(sendable(f"{where}{at} {reason}"))
 
     def without_traceback(self) -> UserCodeError:
         """This error without a traceback to show: the engine found what is wrong with the user's output (it names

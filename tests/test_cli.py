@@ -326,6 +326,35 @@ def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) ->
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
+def test_an_error_message_holding_a_lone_surrogate_is_reported_not_lost(tmp_path: Path) -> None:
+    """A map error whose message held a str UTF-8 cannot encode (a JSON input's ``"\\ud800"``, an mrjob job's line
+    of Latin-1 bytes kept with ``surrogateescape``) could not be sent to the worker: the task process died with a
+    msgpack traceback, was retried 4 times, and the job failed as "task process exited with code 1"; skipped with
+    --skip-bad-records, the listing could not be sent, and the job failed. Such text is sent escaped now."""
+    (tmp_path / "in.jsonl").write_text('{"v": "ok"}\n{"v": "\\ud800"}\n')
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass Values(Job):\n    input_format = 'jsonl'\n\n"
+        "    def map(self, offset, record):\n        if record['v'] != 'ok':\n"
+        "            raise ValueError('bad value ' + record['v'])\n        yield record['v'], 1\n"
+    )
+    command = [sys.executable, "-m", "hop", "run", "job.py", "in.jsonl", "--quiet", "--workers", "1"]
+    runs = [
+        subprocess.Popen(
+            [*command, *options], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for options in (["-o", "failed"], ["-o", "skipped", "--skip-bad-records", "1"])
+    ]
+    failed, skipped = (run.communicate(timeout=TIMEOUT)[1] for run in runs)
+    assert runs[0].returncode == 1, failed
+    last = failed.strip().splitlines()[-1]
+    assert "byte offset 12: " in last and last.endswith(" raised ValueError: bad value \\ud800"), last
+    assert f'File "{tmp_path / "job.py"}", line 9, in map' in failed and "msgpack" not in failed, failed
+    assert runs[1].returncode == 0, skipped
+    (listing,) = (tmp_path / "skipped" / "_bad_records").iterdir()
+    entry = json.loads(listing.read_text())
+    assert entry["offset"] == 12 and entry["error"] == "ValueError: bad value \\ud800", entry
+
+
 def test_sys_exit_in_user_code_fails_the_job_naming_the_record_and_line(tmp_path: Path) -> None:
     """``sys.exit()`` in a map, combine, reduce, setup or the job's ``__init__`` raised SystemExit past the task's
     handlers (they caught ``Exception``): the task process ended, the task was retried as if its worker had failed,
