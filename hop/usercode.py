@@ -37,10 +37,17 @@ def sendable(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+RECORD_CHARS = 500
+"""The most characters of the record or key a :class:`UserCodeError` names (a map's record is cut to 200 already,
+:func:`describe_record`): a reduce's key is any size, and a failing reduce of a 300 KB line printed all of it."""
+
+
 class UserCodeError(Exception):
     """The user's map, combine, reduce, setup or teardown raised. ``str()`` is a one-line reason."""
 
     def __init__(self, where: str, error: BaseException, record: str | None) -> None:
+        if record is not None and len(record) > RECORD_CHARS:
+            record = f"{record[:RECORD_CHARS]}... ({len(record):,} characters)"
         self.where = where
         self.record = record
         self.user_traceback: str | None = sendable(user_traceback(error))

@@ -355,6 +355,22 @@ def test_an_error_message_holding_a_lone_surrogate_is_reported_not_lost(tmp_path
     assert entry["offset"] == 12 and entry["error"] == "ValueError: bad value \\ud800", entry
 
 
+def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) -> None:
+    """A reduce that failed on a key of a 300 KB line printed all of the key in its one-line error (a map's record
+    is cut to 200 characters): 300 KB of stderr, and of ``_job.json``, to find the reason in."""
+    (tmp_path / "in.txt").write_text("k" * 300_000 + "\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass Lines(Job):\n    def map(self, offset, line):\n        yield line, 1\n\n"
+        "    def reduce(self, key, values):\n        raise ValueError('nope')\n"
+    )
+    result = hop("run", "job.py", "in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("hop: error: job failed: reduce at key 'kkkk") and len(result.stderr) < 2000, len(last)
+    assert last.endswith("k... (300,006 characters) raised ValueError: nope"), last[-200:]
+    assert len((tmp_path / "out" / "_job.json").read_text()) < 20_000
+
+
 def test_sys_exit_in_user_code_fails_the_job_naming_the_record_and_line(tmp_path: Path) -> None:
     """``sys.exit()`` in a map, combine, reduce, setup or the job's ``__init__`` raised SystemExit past the task's
     handlers (they caught ``Exception``): the task process ended, the task was retried as if its worker had failed,
