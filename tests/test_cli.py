@@ -371,6 +371,30 @@ def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) ->
     assert len((tmp_path / "out" / "_job.json").read_text()) < 20_000
 
 
+def test_a_task_process_killed_or_exited_says_how(tmp_path: Path) -> None:
+    """A task process that died under its task was reported as "task process exited with code -9": nothing said a
+    signal killed it, which, or that the kernel does so when memory runs short; one that called os._exit() read
+    as an unexplained "exited with code 0"."""
+    (tmp_path / "in.txt").write_text("a\n")
+    runs = []
+    for name, call in (("killed", "os.kill(os.getpid(), signal.SIGKILL)"), ("exited", "os._exit(0)")):
+        (tmp_path / f"{name}.py").write_text(
+            f"import os\nimport signal\n\nfrom hop import Job\n\n\nclass Dies(Job):\n    def map(self, offset, line):\n"
+            f"        {call}\n        yield line, 1\n"
+        )
+        command = [sys.executable, "-m", "hop", "run", f"{name}.py", "in.txt", "-o", name, "--max-attempts", "1"]
+        runs.append(
+            subprocess.Popen([*command, "--quiet", "--workers", "1"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        )
+    killed, exited = (run.communicate(timeout=TIMEOUT)[1] for run in runs)
+    assert runs[0].returncode == 1 and runs[1].returncode == 1, killed + exited
+    assert (
+        "map task 0 attempt 0: task process on worker local-0 was killed by SIGKILL: by the kernel if memory ran "
+        "short (see dmesg), or by a user" in killed
+    ), killed
+    assert "task process on worker local-0 exited with code 0 (os._exit() in the job's code?)" in exited, exited
+
+
 def test_sys_exit_in_user_code_fails_the_job_naming_the_record_and_line(tmp_path: Path) -> None:
     """``sys.exit()`` in a map, combine, reduce, setup or the job's ``__init__`` raised SystemExit past the task's
     handlers (they caught ``Exception``): the task process ended, the task was retried as if its worker had failed,
