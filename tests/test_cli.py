@@ -1668,6 +1668,8 @@ def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
             process.wait(timeout=10)
     said = stderr_path.read_text()
     assert code == 3 and "still running after 1.0s" in said, said
+    # (it said only that: not that --timeout had ended it, nor what to do)
+    assert "still running after 1.0s: --timeout 1s passed, and the job was cancelled; give a longer --timeout" in said
     # Busy task processes are ended with the cluster, not waited for (they took 5 s more, the slots' stop timeout:
     # at least 6 s in all; about 1 s now).
     assert took < 5.0, f"{took:.1f}s from the cluster's start to the end"
