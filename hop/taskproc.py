@@ -13,6 +13,7 @@ every task process partitions keys alike.
 from __future__ import annotations
 
 import gc
+import io
 import os
 import sys
 import time
@@ -34,6 +35,35 @@ from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
 
 TASK_GC_THRESHOLDS = (50_000, 20, 20)
+
+NO_STANDARD_INPUT = (
+    "a task has no standard input: a map's records are its arguments (key and value: a text file's byte offset and "
+    "line), not lines of sys.stdin"
+)
+
+
+class _NoStandardInput(io.TextIOBase):
+    """``sys.stdin`` of a task process: reading it raises, saying where a map's records come from. The process
+    inherited its worker's (``hop run``'s terminal or pipe), so a map written as a streaming mapper (``for line in
+    sys.stdin``) waited on it forever without a word."""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> str:
+        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
+
+
+def _detach_standard_input() -> None:
+    """No standard input for the task process, nor for the processes its user code starts (they read
+    ``/dev/null``); ``sys.stdin`` reads raise :data:`NO_STANDARD_INPUT`."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = _NoStandardInput()
 
 
 class WorkerChannel:
@@ -192,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     # to its JSON output line, and a map reading one from a JSON line or a step's output.
     sys.set_int_max_str_digits(0)
     ignore_stop_signals(always=True)
+    _detach_standard_input()
     die_with_parent()  # (a worker gone before this is seen by the loop below, as one gone while idle is)
     _apply_test_limits()
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()

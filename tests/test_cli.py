@@ -371,6 +371,39 @@ def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) ->
     assert len((tmp_path / "out" / "_job.json").read_text()) < 20_000
 
 
+def test_a_map_reading_standard_input_fails_instead_of_hanging(tmp_path: Path) -> None:
+    """Task processes inherited ``hop run``'s standard input: a map written as a streaming mapper
+    (``for line in sys.stdin``) waited on the terminal, or a pipe, forever, the run at 0% without a word (or read
+    what was piped to ``hop run`` for nobody). Reading it now fails the job at the user's line, saying where a
+    map's records come from."""
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "job.py").write_text(
+        "import sys\n\nfrom hop import Job\n\n\nclass Streaming(Job):\n    def map(self, offset, line):\n"
+        "        for text in sys.stdin:\n            yield text.strip(), 1\n"
+    )
+    command = [sys.executable, "-m", "hop", "run", "job.py", "in.txt", "-o", "out", "--quiet", "--workers", "1"]
+    with open(tmp_path / "stderr.txt", "w") as stderr_file:
+        # (standard input a pipe kept open, as a terminal is: a read waited until --timeout)
+        process = subprocess.Popen(
+            [*command, "--timeout", "20"], cwd=tmp_path, stdin=subprocess.PIPE, stderr=stderr_file
+        )
+    try:
+        process.wait(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        assert process.stdin is not None
+        process.stdin.close()
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert process.returncode == 1, stderr
+    assert f'File "{tmp_path / "job.py"}", line 8, in map' in stderr, stderr
+    assert stderr.strip().endswith(
+        "raised UnsupportedOperation: a task has no standard input: a map's records are its arguments (key and "
+        "value: a text file's byte offset and line), not lines of sys.stdin"
+    ), stderr
+
+
 def test_a_task_process_killed_or_exited_says_how(tmp_path: Path) -> None:
     """A task process that died under its task was reported as "task process exited with code -9": nothing said a
     signal killed it, which, or that the kernel does so when memory runs short; one that called os._exit() read
