@@ -193,8 +193,8 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     names starting with ``_`` or ``.`` are left out at every level, and so is the job's ``output`` directory if it
     lies inside an input directory (it is being written).
 
-    A file named more than once (``data/ data/a.txt``, ``data/a.txt ./data/a.txt``) is read once, where first
-    named; :func:`repeated_inputs` says which.
+    A file named more than once (``data/ data/a.txt``, ``data/a.txt ./data/a.txt``, or through a symbolic link) is
+    read once, where first named; :func:`repeated_inputs` says which.
 
     Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, a path that
     cannot be read, or a file compressed in a format hop does not decompress (:data:`UNREAD_COMPRESSION`).
@@ -227,8 +227,9 @@ def repeated_inputs(patterns: list[str], output: str | None = None) -> list[str]
 
 
 def _same_file(path: str) -> str:
-    """``path`` as one name per file named (``data/a.txt``, ``./data/a.txt`` and ``/abs/data/a.txt`` alike)."""
-    return os.path.normpath(os.path.abspath(path))
+    """``path`` as one name per file named (``data/a.txt``, ``./data/a.txt`` and ``/abs/data/a.txt`` alike, and a
+    symbolic link to it: a log directory's ``latest.log`` doubled the records of the file it links to)."""
+    return os.path.realpath(path)
 
 
 def _named_files(patterns: list[str], output: str | None) -> list[str]:
