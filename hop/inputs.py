@@ -356,7 +356,10 @@ def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None
     try:
         entries = sorted(folder.iterdir())
     except PermissionError as error:
-        raise InputError(f"input directory {folder}: cannot list it ({error.strerror})") from error
+        raise InputError(
+            f"input directory {folder}: cannot list it ({error.strerror}); check the permissions of it and its parent "
+            "directories"
+        ) from error
     files = [str(entry) for entry in entries if entry.is_file() and _listed(entry)]
     for entry in entries:
         if entry.is_dir() and _listed(entry) and os.path.abspath(entry) != skip:
