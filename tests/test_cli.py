@@ -832,6 +832,17 @@ def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
                 assert list(events) == [], "the stream ends"
 
 
+def test_an_output_that_is_a_file_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    """``-o results.txt``, an existing file, said only "exists and is not a directory", even with --overwrite."""
+    from hop.outputs import OutputExistsError, check_output
+
+    (tmp_path / "results.txt").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(OutputExistsError, match=r"is not a directory \(-o names the directory to write\): choose"):
+            check_output(str(tmp_path / "results.txt"), overwrite=overwrite)
+    assert (tmp_path / "results.txt").read_text() == "mine"
+
+
 def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hop.outputs import OutputExistsError, check_output
 
