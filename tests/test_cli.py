@@ -2081,6 +2081,30 @@ def test_a_job_file_that_fails_to_import_shows_where(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def test_a_job_whose_init_or_steps_raises_is_refused_showing_where(tmp_path: Path) -> None:
+    """A job class whose ``__init__`` (reading a setting, say) or ``steps()`` raised crashed ``hop run`` with a
+    traceback through hop's own modules (the loader checks the job by making one), exit code 1. It is refused as
+    a job file that fails to import is: the user's traceback, and what raised, exit code 2."""
+    (tmp_path / "in.txt").write_text("a\n")
+    source = (
+        "from hop import Job\n\n\nclass Configured(Job):\n    def __init__(self):\n        super().__init__()\n"
+        "        if RAISE == 'init':\n            raise ValueError('no setting')\n\n    def steps(self):\n"
+        "        if RAISE == 'steps':\n            raise KeyError('mapper')\n        return super().steps()\n"
+    )
+    for where, line, raised in [
+        ("init", 9, "Configured() raised ValueError: no setting"),
+        ("steps", 13, "Configured().steps() raised KeyError: 'mapper'"),
+    ]:
+        (tmp_path / f"{where}.py").write_text(f"RAISE = {where!r}\n{source}")
+        result = hop("run", f"{where}.py", "in.txt", "-o", "out", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        shown, _, reason = result.stderr.partition("hop: error: ")
+        assert shown.startswith(f'Traceback (most recent call last):\n  File "{tmp_path / where}.py", line {line}')
+        assert "hop/" not in shown, shown
+        assert reason == f"job file {where}.py: {raised}\n", reason
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     ("stop", "group"),
     [("SIGTERM", False), ("SIGTERM", True), ("SIGHUP", True)],
