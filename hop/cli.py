@@ -533,7 +533,8 @@ def _run_loaded(
         # cluster alone left no trace of the run, not even OUT; on a cluster of its own the job ran on unwatched).
         _defer_interrupts()
         cancel_submitted(client, everything=cluster is not None, reason=timeout_reason(args.timeout))
-        return _fail(str(error), 3)
+        what = f"--timeout {args.timeout:g}s passed, and the job was cancelled" if args.timeout else None
+        return _fail(f"{error}: {what}; give a longer --timeout if it needs more time" if what else str(error), 3)
     except (CoordinatorUnavailable, ClusterStartError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt:

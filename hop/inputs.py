@@ -193,8 +193,8 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     names starting with ``_`` or ``.`` are left out at every level, and so is the job's ``output`` directory if it
     lies inside an input directory (it is being written).
 
-    A file named more than once (``data/ data/a.txt``, ``data/a.txt ./data/a.txt``) is read once, where first
-    named; :func:`repeated_inputs` says which.
+    A file named more than once (``data/ data/a.txt``, ``data/a.txt ./data/a.txt``, or through a symbolic link) is
+    read once, where first named; :func:`repeated_inputs` says which.
 
     Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, a path that
     cannot be read, or a file compressed in a format hop does not decompress (:data:`UNREAD_COMPRESSION`).
@@ -227,8 +227,9 @@ def repeated_inputs(patterns: list[str], output: str | None = None) -> list[str]
 
 
 def _same_file(path: str) -> str:
-    """``path`` as one name per file named (``data/a.txt``, ``./data/a.txt`` and ``/abs/data/a.txt`` alike)."""
-    return os.path.normpath(os.path.abspath(path))
+    """``path`` as one name per file named (``data/a.txt``, ``./data/a.txt`` and ``/abs/data/a.txt`` alike, and a
+    symbolic link to it: a log directory's ``latest.log`` doubled the records of the file it links to)."""
+    return os.path.realpath(path)
 
 
 def _named_files(patterns: list[str], output: str | None) -> list[str]:
@@ -267,8 +268,6 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                     )
                 files.extend(found)
             elif path.is_file():
-                if not os.access(path, os.R_OK):
-                    raise InputError(f"input file {match}: permission denied")
                 files.append(str(path))
             elif path.exists():
                 raise InputError(
@@ -287,6 +286,10 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                 f"input file {name!r}: {NOT_UTF8}: rename it (convmv -f latin1 -t utf8 --notest renames Latin-1 ones)"
             )
         _check_compression(file)
+        # Each file, a directory's too: one found unreadable only when the job cut it into splits was refused after
+        # --overwrite had cleared the old output, with a bare "[Errno 13] Permission denied".
+        if not os.access(file, os.R_OK):
+            raise InputError(f"input file {file}: permission denied; check its permissions")
     return files
 
 
@@ -353,7 +356,10 @@ def _files_under(folder: Path, skip: str | None, visited: set[str] | None = None
     try:
         entries = sorted(folder.iterdir())
     except PermissionError as error:
-        raise InputError(f"input directory {folder}: cannot list it ({error.strerror})") from error
+        raise InputError(
+            f"input directory {folder}: cannot list it ({error.strerror}); check the permissions of it and its parent "
+            "directories"
+        ) from error
     files = [str(entry) for entry in entries if entry.is_file() and _listed(entry)]
     for entry in entries:
         if entry.is_dir() and _listed(entry) and os.path.abspath(entry) != skip:

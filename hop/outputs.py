@@ -53,7 +53,9 @@ def check_output(output: str, overwrite: bool, inputs: Iterable[str] = (), job_f
         raise OutputError(f"output directory {name!r}: {NOT_UTF8}: choose a UTF-8 name")
     path = Path(output)
     if path.exists() and not path.is_dir():
-        raise OutputExistsError(f"output {output} exists and is not a directory")
+        raise OutputExistsError(
+            f"output {output} exists and is not a directory (-o names the directory to write): choose another"
+        )
     _check_writable(output)
     if path.is_dir() and any(path.iterdir()):
         if not overwrite:

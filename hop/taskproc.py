@@ -13,6 +13,7 @@ every task process partitions keys alike.
 from __future__ import annotations
 
 import gc
+import io
 import os
 import sys
 import time
@@ -28,12 +29,41 @@ from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
-from hop.usercode import UserCodeError
+from hop.usercode import USER_FAILURES, UserCodeError, sendable
 from shuffle.buffer import CombinerKeyError, PartitionError
 from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
 
 TASK_GC_THRESHOLDS = (50_000, 20, 20)
+
+NO_STANDARD_INPUT = (
+    "a task has no standard input: a map's records are its arguments (key and value: a text file's byte offset and "
+    "line), not lines of sys.stdin"
+)
+
+
+class _NoStandardInput(io.TextIOBase):
+    """``sys.stdin`` of a task process: reading it raises, saying where a map's records come from. The process
+    inherited its worker's (``hop run``'s terminal or pipe), so a map written as a streaming mapper (``for line in
+    sys.stdin``) waited on it forever without a word."""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> str:
+        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
+
+
+def _detach_standard_input() -> None:
+    """No standard input for the task process, nor for the processes its user code starts (they read
+    ``/dev/null``); ``sys.stdin`` reads raise :data:`NO_STANDARD_INPUT`."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = _NoStandardInput()
 
 
 class WorkerChannel:
@@ -72,6 +102,8 @@ class WorkerChannel:
 
 
 def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[str, Any]:
+    if isinstance(error, SystemExit):  # user code no call of it catches (a job's __init__, an aggregate's finish)
+        error = UserCodeError(f"{kind} task {index}", error, None)
     if isinstance(error, UserCodeError):
         return {"error": str(error), "traceback": error.user_traceback, "record": error.record, "retryable": False}
     if isinstance(error, TooManyBadRecords):
@@ -152,14 +184,15 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
                 task.get("chunk_sizes"),
             )
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
-    except Exception as error:
+    except USER_FAILURES as error:
+        failure = _failure(kind, index, attempt, error)
         channel.send(
             "task_failed",
             kind=kind,
             index=index,
             attempt=attempt,
             at=time.time(),
-            **_failure(kind, index, attempt, error),
+            **{name: sendable(item) if isinstance(item, str) else item for name, item in failure.items()},
         )
 
 
@@ -189,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     # to its JSON output line, and a map reading one from a JSON line or a step's output.
     sys.set_int_max_str_digits(0)
     ignore_stop_signals(always=True)
+    _detach_standard_input()
     die_with_parent()  # (a worker gone before this is seen by the loop below, as one gone while idle is)
     _apply_test_limits()
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()

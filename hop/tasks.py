@@ -34,7 +34,7 @@ from hop.online.reducer import ReducerSnapshots
 from hop.peak_memory import PeakMemory
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
-from hop.usercode import UserCodeError, call_user, describe_record, fold_error
+from hop.usercode import USER_FAILURES, UserCodeError, call_user, describe_record, fold_error, sendable
 from hop.usertrace import not_pairs, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
@@ -109,7 +109,7 @@ def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None
     try:
         output = hook()
         return [(key, value) for key, value in checked_pairs(output or ())]  # (here: a non-pair is shown at its yield)
-    except Exception as error:
+    except USER_FAILURES as error:
         raise UserCodeError(where, not_pairs(where, error, output), None) from error
 
 
@@ -153,7 +153,7 @@ def _guarded_combiner(
             # Read as pairs here, while a generator is suspended at the yield that gave a non-pair: not_pairs shows
             # that line (the buffer's own check, after, would show only the engine's frames).
             return [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
-        except Exception as error:
+        except USER_FAILURES as error:
             raise UserCodeError("combine", not_pairs("combine", error, output), f"key {key!r}") from error
 
     return combine
@@ -203,7 +203,7 @@ def run_map(
     def partitioner(key: Any) -> int:
         try:
             return partition_method(key, num_reduces)
-        except Exception as error:
+        except USER_FAILURES as error:
             raise UserCodeError("partition", error, f"key {key!r}") from error
 
     registered = prefix["spills"]
@@ -441,7 +441,7 @@ def run_map(
                 SpillWriteError,
             ):
                 raise
-            except Exception as error:  # the user's map raised, or its output could not be folded
+            except USER_FAILURES as error:  # the user's map raised, or its output could not be folded
                 where = _describe_record(current[0], buffer.current_record, spec.input_format)
                 problem = not_pairs("map", error, buffer.failed_output)
                 if isinstance(error, UnhashableKeyError):
@@ -623,7 +623,8 @@ def _note_bad_record(
 ) -> None:
     """Keep a skipped map record (or, for ``kind="reduce"``, a skipped key); past ``limit`` of them, fail the task
     listing the first ten."""
-    bad_records.append(entry)
+    bad_records.append({name: sendable(item) if isinstance(item, str) else item for name, item in entry.items()})
+    entry = bad_records[-1]
     if len(bad_records) > limit:
         if kind == "map":
             listing = "; ".join(f"{b['file']} byte offset {b['offset']}: {b['error']}" for b in bad_records[:10])
@@ -1193,6 +1194,8 @@ def reduce_to_file(
                     write("".join(lines))  # (encoded whole before any of it is written: all or nothing of a key)
                 except UnicodeEncodeError as unwritable:
                     raise _not_utf8(unwritable) from None  # (skipped below as a failing reduce is)
+            except SystemExit as exiting:  # (never skipped: a map's is not either)
+                raise UserCodeError("reduce", exiting, f"key {key!r}") from exiting
             except Exception as raised:
                 error = not_pairs("reduce", raised, results)
                 if not skip_limit or bad_records is None:

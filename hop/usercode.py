@@ -13,18 +13,51 @@ from typing import Any
 from hop.usertrace import has_user_frame, user_traceback
 from shuffle.buffer import AggregateValueError
 
-__all__ = ["UserCodeError", "call_user", "describe_record", "fold_error"]
+__all__ = ["USER_FAILURES", "UserCodeError", "call_user", "describe_record", "fold_error", "sendable"]
+
+USER_FAILURES = (Exception, SystemExit)
+"""What user code raises that fails its call: any exception, and ``sys.exit()``'s ``SystemExit``, which is no
+``Exception``: past a task's handlers it ended the task process, and the task was retried as if its worker had
+failed, its record and traceback lost."""
+
+
+def sendable(text: str) -> str:
+    """``text`` as UTF-8 can carry it to the worker and into a report: a lone surrogate, which UTF-8 cannot encode,
+    escaped. The user's error messages and records may hold one (a JSON input's ``"\\ud800"``, a line of an mrjob
+    job's input kept as bytes with ``surrogateescape``), and a task that could not send its failure died instead,
+    retried as a crash. A byte kept with ``surrogateescape`` is shown as that byte (``\\xff``)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # (a surrogate that stands for no byte: \ud800)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+RECORD_CHARS = 500
+"""The most characters of the record or key a :class:`UserCodeError` names (a map's record is cut to 200 already,
+:func:`describe_record`): a reduce's key is any size, and a failing reduce of a 300 KB line printed all of it."""
 
 
 class UserCodeError(Exception):
     """The user's map, combine, reduce, setup or teardown raised. ``str()`` is a one-line reason."""
 
     def __init__(self, where: str, error: BaseException, record: str | None) -> None:
+        if record is not None and len(record) > RECORD_CHARS:
+            record = f"{record[:RECORD_CHARS]}... ({len(record):,} characters)"
         self.where = where
         self.record = record
-        self.user_traceback: str | None = user_traceback(error)
+        self.user_traceback: str | None = sendable(user_traceback(error))
         at = f" at {record}" if record else ""
-        super().__init__(f"{where}{at} raised {type(error).__name__}: {error}")
+        if isinstance(error, SystemExit):
+            code = "" if error.code is None else repr(error.code)
+            reason = f"called sys.exit({code}), which fails the job as an exception does (a task cannot exit early)"
+        else:
+            reason = f"raised {type(error).__name__}: {error}"
+        super().__init__(sendable(f"{where}{at} {reason}"))
 
     def without_traceback(self) -> UserCodeError:
         """This error without a traceback to show: the engine found what is wrong with the user's output (it names
@@ -47,14 +80,14 @@ def describe_record(source: str, record: tuple[Any, Any] | None, keyed: bool) ->
 
 def call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
     """``function()`` (user code: ``where`` says which, ``record`` what it was working on); what it returns, or a
-    :class:`UserCodeError` (chained to the original exception) if it raised an ``Exception``."""
+    :class:`UserCodeError` (chained to the original exception) if it raised one of :data:`USER_FAILURES`."""
     try:
         return function()
-    except Exception as error:
+    except USER_FAILURES as error:
         raise UserCodeError(where, error, record) from error
 
 
-def fold_error(aggregate: Any, failed_pair: tuple[Any, Any] | None, error: Exception) -> Exception:
+def fold_error(aggregate: Any, failed_pair: tuple[Any, Any] | None, error: BaseException) -> BaseException:
     """``error``, raised while a map's output was folded into ``aggregate``'s states (None: the map does not fold)
     at ``failed_pair`` (the key and value being folded), as the user should read it: when the aggregate's own
     ``+``/``merge`` refused the value (no frame of the user's code raised it), an :class:`AggregateValueError`

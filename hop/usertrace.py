@@ -68,7 +68,7 @@ class NotPairsError(TypeError):
     """The user's function gave something other than ``(key, value)`` pairs."""
 
 
-def not_pairs(where: str, error: Exception, output: Any = None) -> Exception:
+def not_pairs(where: str, error: BaseException, output: Any = None) -> BaseException:
     """``error``, or, when the engine's loop failed to read what the user's ``where`` (map, reduce...) gave as
     ``(key, value)`` pairs (no user frame raised it: the function returned one pair, a number, or yielded values
     without keys), a :class:`NotPairsError` saying what a ``where`` must give: Python's own "too many values to

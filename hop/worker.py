@@ -95,6 +95,22 @@ def _slots_address(spill_dir: Path) -> str:
     return f"ipc://{spill_dir}/slots"
 
 
+def _ended_how(code: int) -> str:
+    """How a task process that ended with returncode ``code`` while running a task ended, and what may have ended
+    it: "exited with code -9" left the user to work out that a signal killed it, which, and that the kernel kills a
+    process so when memory runs short. (The job's code failing an ordinary way, sys.exit() too, is reported by the
+    task itself.)"""
+    if code >= 0:
+        return f"exited with code {code} (os._exit() in the job's code?)"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    if -code == signal.SIGKILL:
+        return f"was killed by {name}: by the kernel if memory ran short (see dmesg), or by a user"
+    return f"was killed by {name}"
+
+
 class Worker:
     def __init__(
         self,
@@ -221,8 +237,8 @@ class Worker:
                     kind=kind,
                     index=index,
                     attempt=attempt,
-                    error=f"{kind} task {index} attempt {attempt}: task process exited with "
-                    f"code {code} on worker {self.name}",
+                    error=f"{kind} task {index} attempt {attempt}: task process on worker {self.name} "
+                    f"{_ended_how(code)}",
                     traceback=None,
                     record=None,
                     retryable=True,

@@ -383,7 +383,7 @@ class MapOutputBuffer:
                         yielded = consumed
                         yield consumed
                     next_check = min(next_yield, next_size)
-        except Exception as error:
+        except (Exception, SystemExit) as error:  # (sys.exit() in the map: hop.usercode.USER_FAILURES)
             # Name the record the map was working on; the task turns this into file and offset.
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             self.failed_pair = (key, value)  # for a report of what an aggregate could not fold

@@ -326,6 +326,164 @@ def test_failure_exits_nonzero_with_reason_and_user_traceback(tmp_path: Path) ->
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
+def test_an_error_message_holding_a_lone_surrogate_is_reported_not_lost(tmp_path: Path) -> None:
+    """A map error whose message held a str UTF-8 cannot encode (a JSON input's ``"\\ud800"``, an mrjob job's line
+    of Latin-1 bytes kept with ``surrogateescape``) could not be sent to the worker: the task process died with a
+    msgpack traceback, was retried 4 times, and the job failed as "task process exited with code 1"; skipped with
+    --skip-bad-records, the listing could not be sent, and the job failed. Such text is sent escaped now."""
+    (tmp_path / "in.jsonl").write_text('{"v": "ok"}\n{"v": "\\ud800"}\n')
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass Values(Job):\n    input_format = 'jsonl'\n\n"
+        "    def map(self, offset, record):\n        if record['v'] != 'ok':\n"
+        "            raise ValueError('bad value ' + record['v'])\n        yield record['v'], 1\n"
+    )
+    command = [sys.executable, "-m", "hop", "run", "job.py", "in.jsonl", "--quiet", "--workers", "1"]
+    runs = [
+        subprocess.Popen(
+            [*command, *options], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+        for options in (["-o", "failed"], ["-o", "skipped", "--skip-bad-records", "1"])
+    ]
+    failed, skipped = (run.communicate(timeout=TIMEOUT)[1] for run in runs)
+    assert runs[0].returncode == 1, failed
+    last = failed.strip().splitlines()[-1]
+    assert "byte offset 12: " in last and last.endswith(" raised ValueError: bad value \\ud800"), last
+    assert f'File "{tmp_path / "job.py"}", line 9, in map' in failed and "msgpack" not in failed, failed
+    assert runs[1].returncode == 0, skipped
+    (listing,) = (tmp_path / "skipped" / "_bad_records").iterdir()
+    entry = json.loads(listing.read_text())
+    assert entry["offset"] == 12 and entry["error"] == "ValueError: bad value \\ud800", entry
+
+
+def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) -> None:
+    """A reduce that failed on a key of a 300 KB line printed all of the key in its one-line error (a map's record
+    is cut to 200 characters): 300 KB of stderr, and of ``_job.json``, to find the reason in."""
+    (tmp_path / "in.txt").write_text("k" * 300_000 + "\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass Lines(Job):\n    def map(self, offset, line):\n        yield line, 1\n\n"
+        "    def reduce(self, key, values):\n        raise ValueError('nope')\n"
+    )
+    result = hop("run", "job.py", "in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("hop: error: job failed: reduce at key 'kkkk") and len(result.stderr) < 2000, len(last)
+    assert last.endswith("k... (300,006 characters) raised ValueError: nope"), last[-200:]
+    assert len((tmp_path / "out" / "_job.json").read_text()) < 20_000
+
+
+def test_a_map_reading_standard_input_fails_instead_of_hanging(tmp_path: Path) -> None:
+    """Task processes inherited ``hop run``'s standard input: a map written as a streaming mapper
+    (``for line in sys.stdin``) waited on the terminal, or a pipe, forever, the run at 0% without a word (or read
+    what was piped to ``hop run`` for nobody). Reading it now fails the job at the user's line, saying where a
+    map's records come from."""
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "job.py").write_text(
+        "import sys\n\nfrom hop import Job\n\n\nclass Streaming(Job):\n    def map(self, offset, line):\n"
+        "        for text in sys.stdin:\n            yield text.strip(), 1\n"
+    )
+    command = [sys.executable, "-m", "hop", "run", "job.py", "in.txt", "-o", "out", "--quiet", "--workers", "1"]
+    with open(tmp_path / "stderr.txt", "w") as stderr_file:
+        # (standard input a pipe kept open, as a terminal is: a read waited until --timeout)
+        process = subprocess.Popen(
+            [*command, "--timeout", "20"], cwd=tmp_path, stdin=subprocess.PIPE, stderr=stderr_file
+        )
+    try:
+        process.wait(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+        assert process.stdin is not None
+        process.stdin.close()
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert process.returncode == 1, stderr
+    assert f'File "{tmp_path / "job.py"}", line 8, in map' in stderr, stderr
+    assert stderr.strip().endswith(
+        "raised UnsupportedOperation: a task has no standard input: a map's records are its arguments (key and "
+        "value: a text file's byte offset and line), not lines of sys.stdin"
+    ), stderr
+
+
+def test_a_task_process_killed_or_exited_says_how(tmp_path: Path) -> None:
+    """A task process that died under its task was reported as "task process exited with code -9": nothing said a
+    signal killed it, which, or that the kernel does so when memory runs short; one that called os._exit() read
+    as an unexplained "exited with code 0"."""
+    (tmp_path / "in.txt").write_text("a\n")
+    runs = []
+    for name, call in (("killed", "os.kill(os.getpid(), signal.SIGKILL)"), ("exited", "os._exit(0)")):
+        (tmp_path / f"{name}.py").write_text(
+            f"import os\nimport signal\n\nfrom hop import Job\n\n\nclass Dies(Job):\n    def map(self, offset, line):\n"
+            f"        {call}\n        yield line, 1\n"
+        )
+        command = [sys.executable, "-m", "hop", "run", f"{name}.py", "in.txt", "-o", name, "--max-attempts", "1"]
+        runs.append(
+            subprocess.Popen([*command, "--quiet", "--workers", "1"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+        )
+    killed, exited = (run.communicate(timeout=TIMEOUT)[1] for run in runs)
+    assert runs[0].returncode == 1 and runs[1].returncode == 1, killed + exited
+    assert (
+        "map task 0 attempt 0: task process on worker local-0 was killed by SIGKILL: by the kernel if memory ran "
+        "short (see dmesg), or by a user" in killed
+    ), killed
+    assert "task process on worker local-0 exited with code 0 (os._exit() in the job's code?)" in exited, exited
+
+
+def test_sys_exit_in_user_code_fails_the_job_naming_the_record_and_line(tmp_path: Path) -> None:
+    """``sys.exit()`` in a map, combine, reduce, setup or the job's ``__init__`` raised SystemExit past the task's
+    handlers (they caught ``Exception``): the task process ended, the task was retried as if its worker had failed,
+    and after 4 attempts the job failed with only "task process exited with code 3", no traceback, no record. It
+    now fails the job as any exception does, at once, with the user's line and the record or key."""
+    (tmp_path / "in.txt").write_text("ok\nstop\n")
+    source = [
+        "import sys",
+        "from hop import Job",
+        "class Exiting(Job):",
+        "    def __init__(self, *args, **kwargs):",
+        "        super().__init__(*args, **kwargs)",
+        "        if WHERE == 'init' and sys.argv[1:2] != ['run']:  # (hop run itself makes one first)",
+        "            sys.exit(4)",
+        "    def setup(self):",
+        "        if WHERE == 'setup':",
+        "            sys.exit(3)",
+        "    def map(self, offset, line):",
+        "        if WHERE == 'map' and line == 'stop':",
+        "            sys.exit(2)",
+        "        yield line, 1",
+        "    def combine(self, key, values):",
+        "        if WHERE == 'combine' and key == 'stop':",
+        "            sys.exit()",
+        "        yield key, sum(values)",
+        "    def reduce(self, key, values):",
+        "        if WHERE == 'reduce' and key == 'stop':",
+        "            sys.exit(0)",
+        "        yield key, sum(values)",
+    ]
+    cases = [
+        ("init", "sys.exit(4)", "task 0"),  # (the map's or the reduce's, whichever starts first)
+        ("setup", "sys.exit(3)", "setup"),
+        ("map", "sys.exit(2)", "in.txt byte offset 3: 'stop'"),
+        ("combine", "sys.exit()", "combine at key 'stop'"),
+        ("reduce", "sys.exit(0)", "reduce at key 'stop'"),
+    ]
+    runs = []
+    for where, *_ in cases:  # (side by side: each run's cluster takes a second to start and stop)
+        (tmp_path / f"{where}.py").write_text("\n".join([f"WHERE = {where!r}", *source, ""]))
+        command = [sys.executable, "-m", "hop", "run", f"{where}.py", "in.txt", "-o", f"out-{where}", "--quiet"]
+        runs.append(
+            subprocess.Popen(
+                [*command, "--workers", "1"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
+        )
+    for run, (where, call, record) in zip(runs, cases, strict=True):
+        _, stderr = run.communicate(timeout=TIMEOUT)
+        assert run.returncode == 1, stderr
+        line = next(number for number, text in enumerate(source, 2) if call in text)  # (WHERE is line 1)
+        assert f'{tmp_path / where}.py", line {line}' in stderr and call in stderr, stderr
+        last = stderr.strip().splitlines()[-1]
+        assert last.startswith("hop: error: job failed: ") and f"{record} called {call}, " in last, last
+        assert "attempt" not in last, "failed at once, not retried"
+
+
 def test_a_job_with_mrjobs_method_names_is_refused_not_run_as_identity(tmp_path: Path) -> None:
     """A hop.Job defining mrjob's ``mapper``/``reducer`` (or ``combiner`` beside ``reduce``) ran the default map and
     reduce in their place and succeeded with the input lines as its output; it is now a usage error naming the
@@ -674,6 +832,17 @@ def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
                 assert list(events) == [], "the stream ends"
 
 
+def test_an_output_that_is_a_file_is_refused_saying_what_to_do(tmp_path: Path) -> None:
+    """``-o results.txt``, an existing file, said only "exists and is not a directory", even with --overwrite."""
+    from hop.outputs import OutputExistsError, check_output
+
+    (tmp_path / "results.txt").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(OutputExistsError, match=r"is not a directory \(-o names the directory to write\): choose"):
+            check_output(str(tmp_path / "results.txt"), overwrite=overwrite)
+    assert (tmp_path / "results.txt").read_text() == "mine"
+
+
 def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hop.outputs import OutputExistsError, check_output
 
@@ -808,6 +977,36 @@ def test_an_output_this_user_cannot_write_is_refused_before_the_job(tmp_path: Pa
     finally:
         read_only.chmod(0o755)
         (tmp_path / "locked").chmod(0o755)
+
+
+def test_an_unreadable_file_in_an_input_directory_is_refused_before_overwrite_clears_the_output(
+    tmp_path: Path,
+) -> None:
+    """A file this user cannot read, inside an input directory, got past the checks made before the job (only
+    files named directly were checked), so the run cleared the old output for ``--overwrite`` and the coordinator
+    then refused the job with a bare ``[Errno 13] Permission denied: '...'``: the previous output was lost to a
+    job that never ran. It is refused first now, naming the file, and the old output is left as it was."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.txt").write_text("a b\n")
+    unreadable = tmp_path / "data" / "b.txt"
+    unreadable.write_text("c\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "part-00000").write_text('"old"\t1\n')
+    command = [*_as_a_user_that_permissions_bind(), sys.executable, "-m", "hop", "run", "--quiet"]
+    unreadable.chmod(0)
+    try:
+        result = subprocess.run(
+            [*command, job_path("wordcount"), "data", "-o", "out", "--overwrite", "--workers", "1"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        unreadable.chmod(0o644)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"input file {unreadable}: permission denied" in result.stderr, result.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == '"old"\t1\n', "the old output was cleared"
 
 
 def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path: Path) -> None:
@@ -1515,6 +1714,8 @@ def test_a_run_past_its_timeout_ends_promptly(tmp_path: Path) -> None:
             process.wait(timeout=10)
     said = stderr_path.read_text()
     assert code == 3 and "still running after 1.0s" in said, said
+    # (it said only that: not that --timeout had ended it, nor what to do)
+    assert "still running after 1.0s: --timeout 1s passed, and the job was cancelled; give a longer --timeout" in said
     # Busy task processes are ended with the cluster, not waited for (they took 5 s more, the slots' stop timeout:
     # at least 6 s in all; about 1 s now).
     assert took < 5.0, f"{took:.1f}s from the cluster's start to the end"
@@ -1884,6 +2085,30 @@ def test_a_job_file_that_fails_to_import_shows_where(tmp_path: Path) -> None:
     shown, _, reason = result.stderr.partition("hop: error: ")
     assert shown.startswith(f'  File "{tmp_path / "broken.py"}", line 4\n    class B(Job)\n'), shown
     assert "SyntaxError: expected ':'" in shown and "Traceback" not in shown, shown
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_job_whose_init_or_steps_raises_is_refused_showing_where(tmp_path: Path) -> None:
+    """A job class whose ``__init__`` (reading a setting, say) or ``steps()`` raised crashed ``hop run`` with a
+    traceback through hop's own modules (the loader checks the job by making one), exit code 1. It is refused as
+    a job file that fails to import is: the user's traceback, and what raised, exit code 2."""
+    (tmp_path / "in.txt").write_text("a\n")
+    source = (
+        "from hop import Job\n\n\nclass Configured(Job):\n    def __init__(self):\n        super().__init__()\n"
+        "        if RAISE == 'init':\n            raise ValueError('no setting')\n\n    def steps(self):\n"
+        "        if RAISE == 'steps':\n            raise KeyError('mapper')\n        return super().steps()\n"
+    )
+    for where, line, raised in [
+        ("init", 9, "Configured() raised ValueError: no setting"),
+        ("steps", 13, "Configured().steps() raised KeyError: 'mapper'"),
+    ]:
+        (tmp_path / f"{where}.py").write_text(f"RAISE = {where!r}\n{source}")
+        result = hop("run", f"{where}.py", "in.txt", "-o", "out", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        shown, _, reason = result.stderr.partition("hop: error: ")
+        assert shown.startswith(f'Traceback (most recent call last):\n  File "{tmp_path / where}.py", line {line}')
+        assert "hop/" not in shown, shown
+        assert reason == f"job file {where}.py: {raised}\n", reason
     assert not (tmp_path / "out").exists()
 
 

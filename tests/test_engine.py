@@ -960,7 +960,10 @@ def test_unreadable_inputs_are_clear_errors() -> None:
     finally:
         locked.chmod(0o755)
         shutil.rmtree(base)
-    assert results[0] == f"input directory {locked}: cannot list it (Permission denied)"
+    assert results[0] == (
+        f"input directory {locked}: cannot list it (Permission denied); check the permissions of it and its parent "
+        "directories"
+    )
     assert results[1].startswith(f"input {hidden}: cannot access it (Permission denied)")
 
 

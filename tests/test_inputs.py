@@ -689,6 +689,28 @@ def test_a_file_named_twice_is_read_once_and_said_so(tmp_path: Path) -> None:
     assert repeated_inputs([a, a]) == [f"input file {a} is named 2 times ({a!r} and {a!r}): it is read once"]
 
 
+def test_a_file_reached_again_through_a_symbolic_link_is_read_once(tmp_path: Path) -> None:
+    """A log directory's ``latest.log`` link to one of its files doubled that file's records without a word (a
+    directory reached again through a link was read once already); a link named beside its target was read twice
+    where ``./a.txt`` beside ``a.txt`` was read once, with a warning. Each is read once now, where first found, and
+    the named one is warned of."""
+    from hop.inputs import expand_inputs, repeated_inputs
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app-1.log").write_text("x\n")
+    (logs / "app-2.log").write_text("y\n")
+    (logs / "latest.log").symlink_to("app-2.log")
+    assert expand_inputs([str(logs)]) == [str(logs / "app-1.log"), str(logs / "app-2.log")]
+    assert repeated_inputs([str(logs)]) == []  # (one pattern names it twice: no repeat of the user's)
+    (tmp_path / "link.txt").symlink_to(logs / "app-1.log")
+    named = [str(logs / "app-1.log"), str(tmp_path / "link.txt")]
+    assert expand_inputs(named) == [str(logs / "app-1.log")]
+    assert repeated_inputs(named) == [
+        f"input file {logs / 'app-1.log'} is named 2 times ({named[0]!r} and {named[1]!r}): it is read once"
+    ]
+
+
 def test_a_binary_file_is_named_binary_not_only_badly_encoded(tmp_path: Path) -> None:
     """A binary file among the inputs failed with "re-encode the file as UTF-8", which cannot mend it; a line
     holding NUL bytes (binary, or UTF-16 text) says what to do for either."""
