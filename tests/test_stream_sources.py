@@ -473,6 +473,21 @@ def test_replay_undecodable_line_is_a_bad_record_and_resumes_past_it(tmp_path: P
     assert re.search(r"line 2 \(byte offset 4\) of .*lines\.txt is not valid UTF-8", bad_record_error(records[1]))
 
 
+@pytest.mark.parametrize("kind", ["tail", "replay"])
+def test_a_byte_order_mark_starting_a_file_is_no_part_of_its_first_line(
+    tmp_path: Path, sources: list[Source], kind: str
+) -> None:
+    """As in batch: a JSON-lines file saved with a BOM gave a first line that was no JSON (a bad record), a text
+    file a first word that was not the word. Only at the start of the file: a BOM further on is the line's."""
+    (tmp_path / "logs").mkdir()
+    path = tmp_path / "logs" / "events.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"ts": 1}\n\xef\xbb\xbfsecond\n')
+    source = opened(sources, f"tail:{path.parent}" if kind == "tail" else f"replay:{path}")
+    records = collect(source, 2)
+    assert values(records) == ['{"ts": 1}', "\ufeffsecond"]
+    assert [(r.nbytes, r.offset) for r in records] == [(13, 0), (10, 13)]  # the mark's bytes are still counted
+
+
 def places(records: list[SourceRecord]) -> list[tuple[str | None, int | None]]:
     return [(record.origin, record.offset) for record in records]
 

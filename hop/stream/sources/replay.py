@@ -54,9 +54,8 @@ class ReplaySource(Source):
                 length += skip_line(self._file)
                 out.append(too_long_record(self._where(), limit, length, arrival, self.path, self._offset))
             else:
-                out.append(
-                    text_record(raw, arrival, self._where, "re-encode the file as UTF-8", self.path, self._offset)
-                )
+                hint, first = "re-encode the file as UTF-8", self._offset == 0
+                out.append(text_record(raw, arrival, self._where, hint, self.path, self._offset, first=first))
             self._offset, self._line = self._offset + length, self._line + 1
         self._played += len(out)
         return out

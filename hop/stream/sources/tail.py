@@ -378,7 +378,7 @@ class TailSource(Source):
                     f.lines.append(bytes(f.partial))
                     f.partial = bytearray()
                 raw = f.lines.popleft()
-                out.append(text_record(raw, arrival, where, "re-encode it as UTF-8", f.name, at, limit))
+                out.append(text_record(raw, arrival, where, "re-encode it as UTF-8", f.name, at, limit, at == 0))
                 taken.append(raw)
                 at += len(raw)
             f.advance(taken)
