@@ -808,7 +808,8 @@ def test_every_source_option_is_documented_with_its_kind() -> None:
         ("/var/log", r"unknown kind '/var/log'"),
         ("tail:", r"nothing after tail:"),
         ("tail:{missing}", r"{missing} does not exist; create it or fix the path"),
-        ("tail:{file}", r"{file} is not a directory"),
+        ("tail:{file}", r"{file} is not a directory; to follow that one file, give its directory and its name: "
+         r"tail:{tmp}\?glob=file\.txt"),
         ("tail:{tmp}?rate=3", r"unknown option 'rate' for tail \(options: glob\)"),
         ("tail:{tmp}?glob=logs/*.log", r"glob must be a pattern for file names, such as \*\.log \(no /\)"),
         ("replay:{missing}", r"cannot open {missing} \(No such file or directory\)"),
