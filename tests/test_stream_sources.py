@@ -3,7 +3,10 @@ and SUB, tcp, replay (rate, end, resume) and bad URLs. Every wait is bounded."""
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
+import lzma
 import os
 import re
 import shutil
@@ -781,6 +784,37 @@ def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list
     source.close()  # idempotent
     with pytest.raises(SourceError, match="closed"):
         source.poll(1, 0)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_replay_reads_a_compressed_file_decompressed_as_batch_does(
+    tmp_path: Path, sources: list[Source], suffix: str
+) -> None:
+    """A compressed file was replayed raw: its bytes made one or two lines that were not UTF-8, and the source
+    ended with no record (the bad record said to re-encode the file as UTF-8)."""
+    module = {".gz": gzip, ".bz2": bz2, ".xz": lzma}[suffix]
+    path = tmp_path / f"events.jsonl{suffix}"
+    with module.open(path, "wb") as file:
+        file.write(b"one\ntwo\nthree\n")
+    source = opened(sources, f"replay:{path}")
+    records = collect(source, 2, batch=2)
+    assert values(records) == ["one", "two"] and places(records) == [(str(path), 0), (str(path), 4)]
+    resumed = opened(sources, f"replay:{path}")
+    resumed.seek(source.position())  # (a retry resumes from a checkpoint's position)
+    assert not resumed.exhausted and values(collect(resumed, 1)) == ["three"]
+    assert resumed.poll(10, 0.1) == [] and resumed.exhausted
+    looping = opened(sources, f"replay:{path}?loop=1")
+    assert values(collect(looping, 4)) == ["one", "two", "three", "one"] and not looping.exhausted
+
+
+def test_replay_of_a_corrupt_compressed_file_names_the_command_that_checks_it(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes(gzip.compress(b"".join(b"line %d\n" % n for n in range(20_000)))[:-100])
+    source = opened(sources, f"replay:{path}")
+    with pytest.raises(SourceError, match=rf"cannot decompress .*cut\.txt\.gz past byte .*`gzip -t {path}`"):
+        collect(source, 30_000)
 
 
 def test_every_source_option_is_documented_with_its_kind() -> None:
