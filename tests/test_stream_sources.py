@@ -415,6 +415,14 @@ def test_tail_glob_reads_only_matching_names(tmp_path: Path, sources: list[Sourc
     assert source.poll(10, 0.1) == []
 
 
+def test_a_plus_in_a_tail_glob_is_a_plus(tmp_path: Path, sources: list[Source]) -> None:
+    """The options were parsed as a web form's, where + is a space: glob=web+api.log matched no file, and the
+    source read nothing, saying nothing."""
+    (tmp_path / "web+api.log").write_text("kept\n")
+    (tmp_path / "other.log").write_text("not this\n")
+    assert values(collect(opened(sources, f"tail:{tmp_path}?glob=web+api.log"), 1)) == ["kept"]
+
+
 def test_tail_position_and_seek_resume_exactly_on_a_fresh_source(tmp_path: Path, sources: list[Source]) -> None:
     (tmp_path / "a.log").write_text("".join(f"a{i}\n" for i in range(10)))
     (tmp_path / "b.log").write_text("b0\nb1\npartial")

@@ -136,7 +136,10 @@ def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Sou
         problem = f"unknown kind {scheme!r}" if scheme not in _OPTIONS else f"nothing after {scheme}:"
         raise SourceError(f"source URL {url!r}: {problem}; use {URL_FORMS}")
     try:
-        options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=True)) if query else {}
+        # (a + is itself, not a space as in a web form: glob=web+api.log names that file; %XX still decodes)
+        options = (
+            dict(parse_qsl(query.replace("+", "%2B"), keep_blank_values=True, strict_parsing=True)) if query else {}
+        )
     except ValueError:
         raise SourceError(f"source URL {url!r}: options {query!r} must be key=value pairs joined by &") from None
     for option in options:
