@@ -11,6 +11,8 @@ import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -855,6 +857,11 @@ def test_every_source_option_is_documented_with_its_kind() -> None:
         ("tail:{tmp}?rate=3", r"unknown option 'rate' for tail \(options: glob\)"),
         ("tail:{tmp}?glob=logs/*.log", r"glob must be a pattern for file names, such as \*\.log \(no /\)"),
         ("replay:{missing}", r"cannot open {missing} \(No such file or directory\)"),
+        # (the map read the worker's /dev/null as its standard input and the job ended with no window; a named
+        # pipe blocked the check until a writer came)
+        ("replay:/dev/null", r"/dev/null is a character device, not a file"),
+        ("replay:{fifo}", r"{fifo} is a pipe, not a file"),
+        ("replay:{tmp}", r"{tmp} is a directory, not a file"),
         ("replay:{file}?rate=fast", r"rate must be a positive number"),
         ("replay:{file}?rate=0", r"rate must be a positive number"),
         ("replay:{file}?loop=yes", r"loop must be 0 or 1"),
@@ -883,7 +890,9 @@ def test_every_source_option_is_documented_with_its_kind() -> None:
 )  # fmt: skip
 def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: str) -> None:
     (tmp_path / "file.txt").write_text("x\n")
-    names = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "file.txt"), "tmp": str(tmp_path)}
+    os.mkfifo(tmp_path / "fifo")
+    names = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "file.txt"), "tmp": str(tmp_path),
+             "fifo": str(tmp_path / "fifo")}  # fmt: skip
     with pytest.raises(SourceError, match=message.format(**{k: v.replace(".", r"\.") for k, v in names.items()})):
         open_source(url.format(**names)).close()
 
@@ -950,6 +959,17 @@ def test_a_bad_source_url_is_a_usage_error_before_the_job_starts(tmp_path: Path)
     )
     assert result.returncode == 2 and "unknown kind 'kafka'" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_replaying_the_runs_standard_input_is_refused_saying_how_to_stream_a_pipe(tmp_path: Path) -> None:
+    """The map read its worker's standard input (/dev/null), not hop run's: the job ended at once, exit code 0, no
+    window written, the piped lines unread."""
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "stream_wordcount.py"), "--source"]
+    command += ["replay:/dev/stdin", "--window", "1r", "-o", "out", "--no-view", "--quiet"]
+    result = subprocess.run(command, cwd=tmp_path, input="a b\n", capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "/dev/stdin is a pipe, not a file; replay plays a file's lines" in result.stderr, result.stderr
+    assert "PROGRAM | nc 127.0.0.1 PORT" in result.stderr and not (tmp_path / "out").exists()
 
 
 def test_overwrite_never_clears_what_a_source_reads_or_the_job_file(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 from typing import Any
 
@@ -27,6 +28,7 @@ class ReplaySource(Source):
         super().__init__(url)
         self.max_line_bytes = max_line_bytes
         self._compression = COMPRESSIONS.get(os.path.splitext(path)[1].lower())
+        _refuse_unless_regular(url, path)
         try:
             # A compressed file is read decompressed, as batch reads it: its raw bytes make lines that are no text.
             opener = open if self._compression is None else self._compression[0].open
@@ -119,3 +121,25 @@ class ReplaySource(Source):
 
     def _release(self) -> None:
         self._file.close()
+
+
+_KINDS = {stat.S_IFIFO: "a pipe", stat.S_IFCHR: "a character device", stat.S_IFDIR: "a directory",
+          stat.S_IFSOCK: "a socket", stat.S_IFBLK: "a block device"}  # fmt: skip
+
+
+def _refuse_unless_regular(url: str, path: str) -> None:
+    """Raise :class:`SourceError` for a path that is no regular file. ``replay:/dev/stdin`` read the map's standard
+    input, which is the worker's ``/dev/null``, not hop run's: the job ended at once with no window, the piped lines
+    unread; a named pipe blocked ``hop run``'s check of the source until a writer came."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # (opening it says what is wrong)
+    if stat.S_ISREG(mode):
+        return
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    raise SourceError(
+        f"replay source {url}: {path} is {kind}, not a file; replay plays a file's lines (a map runs in a worker "
+        "process: hop run's standard input is not its). To stream what a program writes, give --source "
+        "tcp:127.0.0.1:PORT and pipe the program's output there: PROGRAM | nc 127.0.0.1 PORT"
+    )
