@@ -1409,6 +1409,22 @@ def test_the_stop_command_a_continuous_run_prints_stops_it_as_printed(tmp_path: 
     assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
 
 
+def test_relative_source_paths_are_the_submitting_directorys_on_a_cluster(
+    stream_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """With --coordinator, replay:in.txt and tail:logs were looked for in the worker's working directory (where it
+    was started), not where hop run was, and the map failed ('logs does not exist'), while -o out and batch inputs
+    name the run's directory. The URL stays as given in messages and the report."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    assert not (Path.cwd() / "in.txt").exists()  # (the cluster's worker runs here)
+    run = hop("run", job_path("stream_wordcount"), "--source", "replay:in.txt", "--window", "1r", "-o", "out",
+              "--no-view", "--quiet", "--coordinator", stream_cluster.address, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.read_text() for p in (tmp_path / "out" / "windows").glob("*/part-*")) == ['"a"\t1\n"b"\t1\n']
+    options = json.loads((tmp_path / "out" / "_job.json").read_text())["continuous"]["options"]
+    assert options["sources"] == ["replay:in.txt"] and options["directory"] == str(tmp_path)
+
+
 def test_the_end_of_a_continuous_run_counts_its_windows_in_words(tmp_path: Path) -> None:
     """It said "ended: 1 windows in OUT/windows", and "0 windows in OUT/windows" of a folder that was not made."""
     (tmp_path / "one.txt").write_text("a b\n")

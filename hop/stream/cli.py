@@ -185,6 +185,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             sink=args.sink,
             deltas=not args.no_view,
             duration=args.duration,
+            directory=os.getcwd(),  # (relative tail: and replay: paths: a worker started elsewhere reads here)
         )
         window = WindowSpec.from_wire(stream["window"])  # (as stream_options parsed it)
         warn_about_windows(window, args.window, args.slide)

@@ -164,7 +164,7 @@ def run_stream_map(
     buffer = PaneBuffer(num_reduces, partition, aggregate, None if aggregate else functions.combiner)
     marks = _MapState()
     try:
-        source = open_source(url, spec.options.get("max_line_bytes"))
+        source = open_source(url, spec.options.get("max_line_bytes"), options.directory)
     except SourceError as error:
         raise InputError(f"stream map {index}: {error}") from error  # the message says it all: no engine frames
     if source.listening is not None:  # where producers send: a port the URL left to the system is known only now
@@ -390,6 +390,7 @@ def run_stream_map(
             found = _read_again(
                 url,
                 spec.options.get("max_line_bytes"),
+                options.directory,
                 lambda again, records: first_unencodable_call(mapper, calls(records, again)),
             )
         if found is None:
@@ -526,14 +527,17 @@ Found = TypeVar("Found")
 
 
 def _read_again(
-    url: str, max_line_bytes: int | None, search: Callable[[Source, Iterator[SourceRecord]], Found]
+    url: str,
+    max_line_bytes: int | None,
+    directory: str | None,
+    search: Callable[[Source, Iterator[SourceRecord]], Found],
 ) -> Found | None:
     """``search(source, its records)`` over replayable source ``url`` opened again: its records from its start (a
     map resumed from a checkpoint holds panes mapped before it), as fast as it reads them (a replay's rate paces
     the stream, not this), until it has no more now or :data:`SEARCH_SECONDS` have passed; None if it cannot be
     opened."""
     try:
-        again = open_source(url, max_line_bytes)
+        again = open_source(url, max_line_bytes, directory)
     except Exception:  # noqa: BLE001 (any failure to reopen: the report of the unencodable output goes on without)
         return None
     if isinstance(again, ReplaySource):
