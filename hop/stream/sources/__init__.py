@@ -136,6 +136,8 @@ def _source_for(url: str, max_line_bytes: int | None = None, directory: str | No
     scheme, _, rest = url.partition(":")
     target, _, query = rest.partition("?")
     path = os.path.join(directory, target) if directory and scheme in ("tail", "replay") else target
+    if path != target and _is_working_directory(directory):
+        path = target  # (in the directory the task runs in, as written: messages name it as the user did)
     limit = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     if scheme not in _OPTIONS or not target:
         problem = f"unknown kind {scheme!r}" if scheme not in _OPTIONS else f"nothing after {scheme}:"
@@ -182,3 +184,11 @@ def _source_for(url: str, max_line_bytes: int | None = None, directory: str | No
     if options.get("loop", "0") not in ("0", "1"):
         raise SourceError(f"source URL {url!r}: loop must be 0 or 1")
     return lambda: ReplaySource(url, path, rate, options.get("loop") == "1", limit)
+
+
+def _is_working_directory(directory: str | None) -> bool:
+    """Whether ``directory`` is this process's working directory (False if it is not there at all)."""
+    try:
+        return directory is not None and os.path.samefile(directory, os.curdir)
+    except OSError:
+        return False
