@@ -216,6 +216,18 @@ def test_a_record_stamped_far_in_the_future_does_not_hang_the_reducers(stream_cl
     assert report["continuous"]["windows_written"] == len(got) + 1
 
 
+def test_records_stamped_before_1970_are_in_their_windows(stream_client: Client, tmp_path: Path) -> None:
+    """A negative pane was taken for the mark of a spill holding no pane (-1): the records of event times before
+    the epoch were counted as read, and were in no window, not late, not bad."""
+    events = [{"ts": ts, "text": text} for ts, text in [(-12.0, "a"), (-5.5, "b a"), (-0.25, "c"), (0.0, "d")]]
+    events_path = tmp_path / "events.jsonl"
+    events_path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    report = run_stream_job(stream_client, "EventWordCountDifferential", [f"replay:{events_path}"], tmp_path / "out",
+                            "10s", "5s", lateness=60.0)  # fmt: skip
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(events, 10, 5)
+    assert report["counters"]["map_input_records"] == 4 and report["counters"]["late_records"] == 0
+
+
 def test_a_stamp_too_large_to_name_a_window_is_a_bad_record(stream_client: Client, tmp_path: Path) -> None:
     # 1e300 s: its window's folder name (E and the start in microseconds) was 302 characters, which no file system
     # takes; every reduce attempt failed on it ("File name too long") and so did the job.
