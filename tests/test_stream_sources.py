@@ -667,6 +667,19 @@ def test_zmq_text_frames(sources: list[Source]) -> None:
         assert values(collect(source, 3)) == ["héllo wörld", "two words", ""]
 
 
+def test_a_zmq_message_of_several_frames_is_one_record_its_last_frame(sources: list[Source]) -> None:
+    """A publisher's send_multipart([topic, payload]) gave two records: the topic as a text record (counted as a
+    word) or decoded as msgpack ('a' is the int 97), beside the payload."""
+    text, packed = opened(sources, "zmq:tcp://127.0.0.1:*?format=text"), opened(sources, "zmq:tcp://127.0.0.1:*")
+    with connected_push(text) as push, connected_push(packed) as push_packed:
+        push.send_multipart([b"weather", b"sunny day"])
+        push.send(b"single")
+        push_packed.send_multipart([b"a", b"envelope", msgpack.packb({"ts": 1.0})])
+        assert values(collect(text, 2)) == ["sunny day", "single"]
+        assert values(collect(packed, 1)) == [{"ts": 1.0}]
+        assert text.poll(10, 0.1) == [] and packed.poll(10, 0.1) == []
+
+
 def test_zmq_sub_receives_from_a_publisher(sources: list[Source]) -> None:
     publisher: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
     try:
