@@ -216,6 +216,18 @@ def test_a_record_stamped_far_in_the_future_does_not_hang_the_reducers(stream_cl
     assert report["continuous"]["windows_written"] == len(got) + 1
 
 
+def test_records_stamped_before_1970_are_in_their_windows(stream_client: Client, tmp_path: Path) -> None:
+    """A negative pane was taken for the mark of a spill holding no pane (-1): the records of event times before
+    the epoch were counted as read, and were in no window, not late, not bad."""
+    events = [{"ts": ts, "text": text} for ts, text in [(-12.0, "a"), (-5.5, "b a"), (-0.25, "c"), (0.0, "d")]]
+    events_path = tmp_path / "events.jsonl"
+    events_path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    report = run_stream_job(stream_client, "EventWordCountDifferential", [f"replay:{events_path}"], tmp_path / "out",
+                            "10s", "5s", lateness=60.0)  # fmt: skip
+    assert {start: rows for start, (_, rows) in read_windows(tmp_path / "out").items()} == python_windows(events, 10, 5)
+    assert report["counters"]["map_input_records"] == 4 and report["counters"]["late_records"] == 0
+
+
 def test_a_stamp_too_large_to_name_a_window_is_a_bad_record(stream_client: Client, tmp_path: Path) -> None:
     # 1e300 s: its window's folder name (E and the start in microseconds) was 302 characters, which no file system
     # takes; every reduce attempt failed on it ("File name too long") and so did the job.
@@ -1471,6 +1483,22 @@ def test_the_stop_command_a_continuous_run_prints_stops_it_as_printed(tmp_path: 
         run.close()
     report = json.loads((run.output / "_job.json").read_text())
     assert report["status"] == "succeeded" and report["continuous"]["stopped"] is True
+
+
+def test_relative_source_paths_are_the_submitting_directorys_on_a_cluster(
+    stream_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """With --coordinator, replay:in.txt and tail:logs were looked for in the worker's working directory (where it
+    was started), not where hop run was, and the map failed ('logs does not exist'), while -o out and batch inputs
+    name the run's directory. The URL stays as given in messages and the report."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    assert not (Path.cwd() / "in.txt").exists()  # (the cluster's worker runs here)
+    run = hop("run", job_path("stream_wordcount"), "--source", "replay:in.txt", "--window", "1r", "-o", "out",
+              "--no-view", "--quiet", "--coordinator", stream_cluster.address, cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.read_text() for p in (tmp_path / "out" / "windows").glob("*/part-*")) == ['"a"\t1\n"b"\t1\n']
+    options = json.loads((tmp_path / "out" / "_job.json").read_text())["continuous"]["options"]
+    assert options["sources"] == ["replay:in.txt"] and options["directory"] == str(tmp_path)
 
 
 def test_the_end_of_a_continuous_run_counts_its_windows_in_words(tmp_path: Path) -> None:

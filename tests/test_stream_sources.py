@@ -3,11 +3,16 @@ and SUB, tcp, replay (rate, end, resume) and bad URLs. Every wait is bounded."""
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
+import lzma
 import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -412,6 +417,14 @@ def test_tail_glob_reads_only_matching_names(tmp_path: Path, sources: list[Sourc
     assert source.poll(10, 0.1) == []
 
 
+def test_a_plus_in_a_tail_glob_is_a_plus(tmp_path: Path, sources: list[Source]) -> None:
+    """The options were parsed as a web form's, where + is a space: glob=web+api.log matched no file, and the
+    source read nothing, saying nothing."""
+    (tmp_path / "web+api.log").write_text("kept\n")
+    (tmp_path / "other.log").write_text("not this\n")
+    assert values(collect(opened(sources, f"tail:{tmp_path}?glob=web+api.log"), 1)) == ["kept"]
+
+
 def test_tail_position_and_seek_resume_exactly_on_a_fresh_source(tmp_path: Path, sources: list[Source]) -> None:
     (tmp_path / "a.log").write_text("".join(f"a{i}\n" for i in range(10)))
     (tmp_path / "b.log").write_text("b0\nb1\npartial")
@@ -471,6 +484,21 @@ def test_replay_undecodable_line_is_a_bad_record_and_resumes_past_it(tmp_path: P
     records = collect(source, 3)
     assert [r.value for r in records] == ["one", None, "two"] and source.exhausted
     assert re.search(r"line 2 \(byte offset 4\) of .*lines\.txt is not valid UTF-8", bad_record_error(records[1]))
+
+
+@pytest.mark.parametrize("kind", ["tail", "replay"])
+def test_a_byte_order_mark_starting_a_file_is_no_part_of_its_first_line(
+    tmp_path: Path, sources: list[Source], kind: str
+) -> None:
+    """As in batch: a JSON-lines file saved with a BOM gave a first line that was no JSON (a bad record), a text
+    file a first word that was not the word. Only at the start of the file: a BOM further on is the line's."""
+    (tmp_path / "logs").mkdir()
+    path = tmp_path / "logs" / "events.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"ts": 1}\n\xef\xbb\xbfsecond\n')
+    source = opened(sources, f"tail:{path.parent}" if kind == "tail" else f"replay:{path}")
+    records = collect(source, 2)
+    assert values(records) == ['{"ts": 1}', "\ufeffsecond"]
+    assert [(r.nbytes, r.offset) for r in records] == [(13, 0), (10, 13)]  # the mark's bytes are still counted
 
 
 def places(records: list[SourceRecord]) -> list[tuple[str | None, int | None]]:
@@ -639,6 +667,19 @@ def test_zmq_text_frames(sources: list[Source]) -> None:
         assert values(collect(source, 3)) == ["héllo wörld", "two words", ""]
 
 
+def test_a_zmq_message_of_several_frames_is_one_record_its_last_frame(sources: list[Source]) -> None:
+    """A publisher's send_multipart([topic, payload]) gave two records: the topic as a text record (counted as a
+    word) or decoded as msgpack ('a' is the int 97), beside the payload."""
+    text, packed = opened(sources, "zmq:tcp://127.0.0.1:*?format=text"), opened(sources, "zmq:tcp://127.0.0.1:*")
+    with connected_push(text) as push, connected_push(packed) as push_packed:
+        push.send_multipart([b"weather", b"sunny day"])
+        push.send(b"single")
+        push_packed.send_multipart([b"a", b"envelope", msgpack.packb({"ts": 1.0})])
+        assert values(collect(text, 2)) == ["sunny day", "single"]
+        assert values(collect(packed, 1)) == [{"ts": 1.0}]
+        assert text.poll(10, 0.1) == [] and packed.poll(10, 0.1) == []
+
+
 def test_zmq_sub_receives_from_a_publisher(sources: list[Source]) -> None:
     publisher: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
     try:
@@ -694,6 +735,17 @@ def test_tcp_lines_from_two_clients(sources: list[Source]) -> None:
         assert good.value == "three" and four.value == "four"
         assert re.search(r"from client 127\.0\.0\.1:\d+ is not valid UTF-8", bad_record_error(bad))
     assert source.poll(10, 0.1) == []
+
+
+def test_tcp_clients_waiting_together_are_all_taken_in_one_poll(sources: list[Source]) -> None:
+    """A client was accepted a poll: 2,000 clients of one line each took 15.5 s to read, where a plain accept loop
+    took 5.2 s on the same machine (and a burst past the listen queue's 128 stalled their connects)."""
+    source = opened(sources, "tcp:127.0.0.1:0")
+    assert isinstance(source, TcpSource)
+    for number in range(20):  # (a connect returns once the kernel queued it for accept: all 20 wait together)
+        with socket.create_connection(("127.0.0.1", source.port), timeout=5) as client:
+            client.sendall(b"line %d\n" % number)
+    assert sorted(values(source.poll(1000, 2.0))) == sorted(f"line {number}" for number in range(20))
 
 
 def test_tcp_line_longer_than_the_limit_is_a_bad_record_and_memory_stays_bounded(sources: list[Source]) -> None:
@@ -768,6 +820,37 @@ def test_replay_loop_and_last_line_without_newline(tmp_path: Path, sources: list
         source.poll(1, 0)
 
 
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_replay_reads_a_compressed_file_decompressed_as_batch_does(
+    tmp_path: Path, sources: list[Source], suffix: str
+) -> None:
+    """A compressed file was replayed raw: its bytes made one or two lines that were not UTF-8, and the source
+    ended with no record (the bad record said to re-encode the file as UTF-8)."""
+    module = {".gz": gzip, ".bz2": bz2, ".xz": lzma}[suffix]
+    path = tmp_path / f"events.jsonl{suffix}"
+    with module.open(path, "wb") as file:
+        file.write(b"one\ntwo\nthree\n")
+    source = opened(sources, f"replay:{path}")
+    records = collect(source, 2, batch=2)
+    assert values(records) == ["one", "two"] and places(records) == [(str(path), 0), (str(path), 4)]
+    resumed = opened(sources, f"replay:{path}")
+    resumed.seek(source.position())  # (a retry resumes from a checkpoint's position)
+    assert not resumed.exhausted and values(collect(resumed, 1)) == ["three"]
+    assert resumed.poll(10, 0.1) == [] and resumed.exhausted
+    looping = opened(sources, f"replay:{path}?loop=1")
+    assert values(collect(looping, 4)) == ["one", "two", "three", "one"] and not looping.exhausted
+
+
+def test_replay_of_a_corrupt_compressed_file_names_the_command_that_checks_it(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes(gzip.compress(b"".join(b"line %d\n" % n for n in range(20_000)))[:-100])
+    source = opened(sources, f"replay:{path}")
+    with pytest.raises(SourceError, match=rf"cannot decompress .*cut\.txt\.gz past byte .*`gzip -t {path}`"):
+        collect(source, 30_000)
+
+
 def test_every_source_option_is_documented_with_its_kind() -> None:
     """The README's Sources list gave ``replay:FILE?rate=N`` only, while the error for a bad URL listed
     ``replay:PATH[?rate=R&loop=0|1]``: each kind's options are named on its line of the README and docs/stream.md."""
@@ -793,10 +876,16 @@ def test_every_source_option_is_documented_with_its_kind() -> None:
         ("/var/log", r"unknown kind '/var/log'"),
         ("tail:", r"nothing after tail:"),
         ("tail:{missing}", r"{missing} does not exist; create it or fix the path"),
-        ("tail:{file}", r"{file} is not a directory"),
+        ("tail:{file}", r"{file} is not a directory; to follow that one file, give its directory and its name: "
+         r"tail:{tmp}\?glob=file\.txt"),
         ("tail:{tmp}?rate=3", r"unknown option 'rate' for tail \(options: glob\)"),
         ("tail:{tmp}?glob=logs/*.log", r"glob must be a pattern for file names, such as \*\.log \(no /\)"),
         ("replay:{missing}", r"cannot open {missing} \(No such file or directory\)"),
+        # (the map read the worker's /dev/null as its standard input and the job ended with no window; a named
+        # pipe blocked the check until a writer came)
+        ("replay:/dev/null", r"/dev/null is a character device, not a file"),
+        ("replay:{fifo}", r"{fifo} is a pipe, not a file"),
+        ("replay:{tmp}", r"{tmp} is a directory, not a file"),
         ("replay:{file}?rate=fast", r"rate must be a positive number"),
         ("replay:{file}?rate=0", r"rate must be a positive number"),
         ("replay:{file}?loop=yes", r"loop must be 0 or 1"),
@@ -825,7 +914,9 @@ def test_every_source_option_is_documented_with_its_kind() -> None:
 )  # fmt: skip
 def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: str) -> None:
     (tmp_path / "file.txt").write_text("x\n")
-    names = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "file.txt"), "tmp": str(tmp_path)}
+    os.mkfifo(tmp_path / "fifo")
+    names = {"missing": str(tmp_path / "missing"), "file": str(tmp_path / "file.txt"), "tmp": str(tmp_path),
+             "fifo": str(tmp_path / "fifo")}  # fmt: skip
     with pytest.raises(SourceError, match=message.format(**{k: v.replace(".", r"\.") for k, v in names.items()})):
         open_source(url.format(**names)).close()
 
@@ -892,6 +983,17 @@ def test_a_bad_source_url_is_a_usage_error_before_the_job_starts(tmp_path: Path)
     )
     assert result.returncode == 2 and "unknown kind 'kafka'" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_replaying_the_runs_standard_input_is_refused_saying_how_to_stream_a_pipe(tmp_path: Path) -> None:
+    """The map read its worker's standard input (/dev/null), not hop run's: the job ended at once, exit code 0, no
+    window written, the piped lines unread."""
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "stream_wordcount.py"), "--source"]
+    command += ["replay:/dev/stdin", "--window", "1r", "-o", "out", "--no-view", "--quiet"]
+    result = subprocess.run(command, cwd=tmp_path, input="a b\n", capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "/dev/stdin is a pipe, not a file; replay plays a file's lines" in result.stderr, result.stderr
+    assert "PROGRAM | nc 127.0.0.1 PORT" in result.stderr and not (tmp_path / "out").exists()
 
 
 def test_overwrite_never_clears_what_a_source_reads_or_the_job_file(tmp_path: Path) -> None:

@@ -447,6 +447,19 @@ def test_hop_view_of_a_run_without_view_says_so(tmp_path: Path) -> None:
     assert f"its windows are in {output / 'windows'}" in view.stderr
 
 
+def test_hop_view_of_a_batch_jobs_output_says_it_has_none(tmp_path: Path) -> None:
+    """It said "no materialized view yet (no compaction has run)", as if one were coming."""
+    from tests.conftest import hop, job_path
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    output = tmp_path / "out"
+    run = hop("run", job_path("wordcount"), "in.txt", "-o", str(output), "--workers", "1", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    view = hop("view", str(output), cwd=tmp_path)
+    assert view.returncode == 1
+    assert f"{output} is a batch job's output: only a continuous job (hop run --source) keeps a" in view.stderr
+
+
 def test_ctrl_c_during_the_last_compaction_skips_it_and_the_run_still_succeeds(tmp_path: Path) -> None:
     """``hop run --source`` offers "Ctrl-C skips it" while the last compaction runs after the job ended; taking the
     offer ended the run with "error: interrupted while stopping" and exit code 130, though every window had been
@@ -499,8 +512,8 @@ def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None
     command = [sys.executable, "-m", "hop", "view", str(out)]
     before = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert before.returncode == 1, before.stderr
-    assert f"no compaction has run; 1 checkpoint deltas not in it yet: `hop view {out} --compact`" in before.stderr
+    assert f"no compaction has run; 1 checkpoint delta not in it yet: `hop view {out} --compact`" in before.stderr
     after = subprocess.run([*command, "--compact"], capture_output=True, text=True, timeout=300)
     assert after.returncode == 0, after.stderr
-    assert after.stdout.strip() == str(out / "_view" / "base-000001") and "1 rows over 1 windows" in after.stderr
+    assert after.stdout.strip() == str(out / "_view" / "base-000001") and "1 row over 1 window;" in after.stderr
     assert "not in it yet" not in after.stderr and deltas_left(out) == []

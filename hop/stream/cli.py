@@ -24,6 +24,7 @@ from hop.given_options import Given, GivenFlag, flags_given
 from hop.spark_master import spark_master_url
 from hop.stream.tracker import KEEP_WINDOWS
 from hop.stream.windows import WindowSpec, WindowSpecError, parse_duration
+from hop.wording import counted
 
 __all__ = ["STREAM_ONLY", "add_stream_arguments", "register", "run_stream_from_args"]
 
@@ -184,6 +185,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             sink=args.sink,
             deltas=not args.no_view,
             duration=args.duration,
+            directory=os.getcwd(),  # (relative tail: and replay: paths: a worker started elsewhere reads here)
         )
         window = WindowSpec.from_wire(stream["window"])  # (as stream_options parsed it)
         warn_about_windows(window, args.window, args.slide)
@@ -362,9 +364,11 @@ def _view(args: argparse.Namespace) -> int:
             return 1
     info = view_info(output)
     pending = pending_deltas(output)
-    waiting = f"; {len(pending):,} checkpoint deltas not in it yet: `hop view {output} --compact`" if pending else ""
+    waiting = f"; {counted(len(pending), 'checkpoint delta')} not in it yet: `hop view {output} --compact`"
+    waiting = waiting if pending else ""
     if info is None:
-        if not pending and _ran_without_view(output):
+        run = None if pending else _continuous_report(output)
+        if run is not None and run.get("options", {}).get("deltas") is False:
             # It said "no materialized view yet (no compaction has run)", as if one were coming.
             print(
                 f"hop: error: {output} has no materialized view: its job ran with --no-view, so it kept no checkpoint "
@@ -372,24 +376,34 @@ def _view(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+        if run == {}:  # (as if one were coming, too)
+            print(
+                f"hop: error: {output} is a batch job's output: only a continuous job (hop run --source) keeps a "
+                "materialized view",
+                file=sys.stderr,
+            )
+            return 1
         print(f"hop: error: {output} has no materialized view yet (no compaction has run{waiting})", file=sys.stderr)
         return 1
     print(info.base)
     print(
-        f"hop: version {info.version}, {info.rows:,} rows over {info.windows:,} windows; read it with Spark SQL: "
+        f"hop: version {info.version}, {counted(info.rows, 'row')} over {counted(info.windows, 'window')}; read it "
+        "with Spark SQL: "
         f"spark.read.parquet({str(info.base)!r}){waiting}",
         file=sys.stderr,
     )
     return 0
 
 
-def _ran_without_view(output: Path) -> bool:
-    """Whether ``output/_job.json`` reports a continuous job run with ``--no-view`` (its options' ``deltas`` off)."""
+def _continuous_report(output: Path) -> dict[str, Any] | None:
+    """The ``continuous`` part of ``output/_job.json`` (its options say whether the job ran with ``--no-view``):
+    ``{}`` for a batch job's report, None when there is no readable report (a job still running has none)."""
     try:
         report = json.loads((output / "_job.json").read_text(encoding="utf-8"))
-        return (report.get("continuous") or {}).get("options", {}).get("deltas") is False
+        continuous = report.get("continuous") or {}
+        return continuous if isinstance(continuous, dict) and isinstance(continuous.get("options", {}), dict) else None
     except (OSError, ValueError, AttributeError):
-        return False
+        return None
 
 
 def register(commands: Any) -> None:

@@ -38,6 +38,9 @@ class StreamOptions:
     duration: float | None = None
     """The coordinator stops the job (as ``hop stop`` does) this many seconds after it was submitted: kept there,
     not by the submitting client, so a job outlives neither its ``--duration`` nor a client that went away."""
+    directory: str | None = None
+    """The directory relative ``tail:`` and ``replay:`` paths are in: the submitting command's working directory
+    (a worker's is another, wherever it was started), as batch inputs are made absolute. None: the task's own."""
 
     def __post_init__(self) -> None:
         if not self.sources:
@@ -73,6 +76,7 @@ class StreamOptions:
             "sink": self.sink,
             "deltas": self.deltas,
             "duration": self.duration,
+            "directory": self.directory,
         }
 
     @classmethod
@@ -99,6 +103,7 @@ def stream_options(
     sink: str | None = None,
     deltas: bool = True,
     duration: float | None = None,
+    directory: str | None = None,
 ) -> dict[str, Any]:
     """The ``options["stream"]`` of a continuous job, validated; raises ValueError with what to change."""
     spec = window_spec(window, slide)
@@ -115,6 +120,7 @@ def stream_options(
         sink=sink,
         deltas=deltas,
         duration=duration,
+        directory=directory,
     ).to_wire()
 
 

@@ -164,7 +164,7 @@ def run_stream_map(
     buffer = PaneBuffer(num_reduces, partition, aggregate, None if aggregate else functions.combiner)
     marks = _MapState()
     try:
-        source = open_source(url, spec.options.get("max_line_bytes"))
+        source = open_source(url, spec.options.get("max_line_bytes"), options.directory)
     except SourceError as error:
         raise InputError(f"stream map {index}: {error}") from error  # the message says it all: no engine frames
     if source.listening is not None:  # where producers send: a port the URL left to the system is known only now
@@ -279,7 +279,11 @@ def run_stream_map(
             noted = (max(marks.sealed, noted[0]), max(top, noted[1]))
             _write_atomically(progress_path, codec.packb({"sealed": noted[0], "top": noted[1]}))
 
-    def register(pane: int, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any) -> None:
+    def register(
+        pane: int | None, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any
+    ) -> None:
+        """Send one spill: pane ``pane``'s runs, or with ``pane`` None no pane (a watermark, the end, a loss or
+        shedding to announce; not -1, which is the pane of the last seconds before 1970 in event time)."""
         nonlocal seq, unsent, announced, last_seal_sent, max_unsent
         path = attempt_dir / f"pane-{seq:08d}.spill"
         write_spill(path, runs)
@@ -309,7 +313,7 @@ def run_stream_map(
             sealed = marks.sealed if last and not meta else sealed_pane.pane + 1
             register(sealed_pane.pane, sealed_pane.records, sealed_pane.runs, sealed, **stopped)
         if meta or (marks.sealed > announced and time.monotonic() - last_seal_sent >= options.seal_interval):
-            register(-1, 0, empty_runs(), marks.sealed, **meta)  # the watermark moved with no data, or the end
+            register(None, 0, empty_runs(), marks.sealed, **meta)  # the watermark moved with no data, or the end
 
     def checkpoint() -> None:
         state = {
@@ -396,6 +400,7 @@ def run_stream_map(
             found = _read_again(
                 url,
                 spec.options.get("max_line_bytes"),
+                options.directory,
                 lambda again, records: first_unencodable_call(mapper, calls(records, again)),
             )
         if found is None:
@@ -413,7 +418,7 @@ def run_stream_map(
         if lost_announce is not None:
             marks.sealed = lost_announce[1]
             note_progress()
-            register(-1, 0, empty_runs(), marks.sealed, lost=list(lost_announce))
+            register(None, 0, empty_runs(), marks.sealed, lost=list(lost_announce))
         while True:
             take_control()
             if stopping or source.exhausted:
@@ -495,7 +500,7 @@ def run_stream_map(
                 unheard_from = None
             seal(watermark)
             if shed_panes:  # tell the reducers which panes lost records to shedding: C2 shows them
-                register(-1, 0, empty_runs(), marks.sealed, shed=sorted(shed_panes))
+                register(None, 0, empty_runs(), marks.sealed, shed=sorted(shed_panes))
                 shed_panes.clear()
             take_control()
             mono = time.monotonic()
@@ -543,14 +548,17 @@ Found = TypeVar("Found")
 
 
 def _read_again(
-    url: str, max_line_bytes: int | None, search: Callable[[Source, Iterator[SourceRecord]], Found]
+    url: str,
+    max_line_bytes: int | None,
+    directory: str | None,
+    search: Callable[[Source, Iterator[SourceRecord]], Found],
 ) -> Found | None:
     """``search(source, its records)`` over replayable source ``url`` opened again: its records from its start (a
     map resumed from a checkpoint holds panes mapped before it), as fast as it reads them (a replay's rate paces
     the stream, not this), until it has no more now or :data:`SEARCH_SECONDS` have passed; None if it cannot be
     opened."""
     try:
-        again = open_source(url, max_line_bytes)
+        again = open_source(url, max_line_bytes, directory)
     except Exception:  # noqa: BLE001 (any failure to reopen: the report of the unencodable output goes on without)
         return None
     if isinstance(again, ReplaySource):
@@ -827,8 +835,9 @@ def run_stream_reduce(
                 counters["shed_panes"] += len(new)
         if header.get("natural") is not None:
             assembler.source_stopping(source, int(header["natural"]))
-        pane = int(header.get("pane", -1))
-        if pane >= 0:
+        pane = header.get("pane")  # (None: no pane, only marks; a pane before 1970 in event time is negative)
+        if pane is not None:
+            pane = int(pane)
             outcome = assembler.add_cell(source, pane, int(header["pane_records"]), iter_run(run), sealed, len(run))
             if outcome == "duplicate":
                 counters["duplicate_cells"] += 1

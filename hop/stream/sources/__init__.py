@@ -45,6 +45,7 @@ of the same URL continues right after the last record returned. ``zmq`` and ``tc
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from urllib.parse import parse_qsl
 
@@ -76,12 +77,14 @@ _ZMQ_TRANSPORTS = ("tcp", "ipc", "inproc", "pgm", "epgm", "ws", "wss", "vmci")
 """The transports ZeroMQ endpoints name (``zmq_bind``'s and ``zmq_connect``'s)."""
 
 
-def open_source(url: str, max_line_bytes: int | None = None) -> Source:
+def open_source(url: str, max_line_bytes: int | None = None, directory: str | None = None) -> Source:
     """Open the source a URL names (forms in the module docstring); :class:`SourceError` for a bad URL.
     ``max_line_bytes`` (``--max-line-bytes``; default ``hop.inputs.MAX_LINE_BYTES``) bounds a text line of ``tail``,
     ``replay`` and ``tcp`` (without its newline): a longer one is a bad record, and the rest of it up to its newline
-    is dropped, never held (a file or client without newlines must not fill memory)."""
-    return _source_for(url, max_line_bytes)()
+    is dropped, never held (a file or client without newlines must not fill memory). A relative ``tail`` or
+    ``replay`` path is in ``directory`` (the submitting command's, ``StreamOptions.directory``), if given; the URL
+    (``Source.url``, in messages) stays as given."""
+    return _source_for(url, max_line_bytes, directory)()
 
 
 def check_source(url: str, here: bool = False) -> None:
@@ -127,16 +130,23 @@ def source_paths(urls: list[str]) -> list[str]:
     return paths
 
 
-def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Source]:
-    """Check ``url`` (:class:`SourceError` if it is bad) and return what opens its source."""
+def _source_for(url: str, max_line_bytes: int | None = None, directory: str | None = None) -> Callable[[], Source]:
+    """Check ``url`` (:class:`SourceError` if it is bad) and return what opens its source (a relative ``tail`` or
+    ``replay`` path in ``directory``, if given)."""
     scheme, _, rest = url.partition(":")
     target, _, query = rest.partition("?")
+    path = os.path.join(directory, target) if directory and scheme in ("tail", "replay") else target
+    if path != target and _is_working_directory(directory):
+        path = target  # (in the directory the task runs in, as written: messages name it as the user did)
     limit = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     if scheme not in _OPTIONS or not target:
         problem = f"unknown kind {scheme!r}" if scheme not in _OPTIONS else f"nothing after {scheme}:"
         raise SourceError(f"source URL {url!r}: {problem}; use {URL_FORMS}")
     try:
-        options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=True)) if query else {}
+        # (a + is itself, not a space as in a web form: glob=web+api.log names that file; %XX still decodes)
+        options = (
+            dict(parse_qsl(query.replace("+", "%2B"), keep_blank_values=True, strict_parsing=True)) if query else {}
+        )
     except ValueError:
         raise SourceError(f"source URL {url!r}: options {query!r} must be key=value pairs joined by &") from None
     for option in options:
@@ -147,7 +157,7 @@ def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Sou
         glob = options.get("glob")
         if glob is not None and (not glob or "/" in glob):
             raise SourceError(f"source URL {url!r}: glob must be a pattern for file names, such as *.log (no /)")
-        return lambda: TailSource(url, target, glob, limit)
+        return lambda: TailSource(url, path, glob, limit)
     if scheme in ("zmq", "zmq+sub"):
         kind = options.get("format", "msgpack")
         if kind not in ("msgpack", "text"):
@@ -173,4 +183,12 @@ def _source_for(url: str, max_line_bytes: int | None = None) -> Callable[[], Sou
         raise SourceError(f"source URL {url!r}: rate must be a positive number of records per second")
     if options.get("loop", "0") not in ("0", "1"):
         raise SourceError(f"source URL {url!r}: loop must be 0 or 1")
-    return lambda: ReplaySource(url, target, rate, options.get("loop") == "1", limit)
+    return lambda: ReplaySource(url, path, rate, options.get("loop") == "1", limit)
+
+
+def _is_working_directory(directory: str | None) -> bool:
+    """Whether ``directory`` is this process's working directory (False if it is not there at all)."""
+    try:
+        return directory is not None and os.path.samefile(directory, os.curdir)
+    except OSError:
+        return False

@@ -7,6 +7,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
+from hop.inputs import UTF8_BOM
+
 __all__ = ["READ_BYTES", "Source", "SourceError", "SourceRecord", "text_record", "too_long_record"]
 
 READ_BYTES = 1 << 16  # read at a time from a file or socket
@@ -45,12 +47,17 @@ def text_record(
     origin: str | None = None,
     offset: int | None = None,
     max_line_bytes: int | None = None,
+    first: bool = False,
 ) -> SourceRecord:
     """One line or frame decoded as UTF-8 without its trailing ``\\n`` or ``\\r\\n``, or a bad record whose
     error names ``where()`` (called only then: building it for every record would cost) and ``hint`` (or, for a line
     longer than ``max_line_bytes`` without its ``\\n``, :func:`too_long_record`); either way placed at ``origin``
-    and ``offset`` (see :class:`SourceRecord`)."""
+    and ``offset`` (see :class:`SourceRecord`). ``first``: the line starts its file, and a UTF-8 byte order mark
+    there is no part of it, as in batch (``hop.inputs``): a file saved with one (Windows editors, PowerShell) does
+    not start with a line that is no JSON or a word that is not the word. ``nbytes`` still counts the mark."""
     line = raw[:-1] if raw.endswith(b"\n") else raw
+    if first and line.startswith(UTF8_BOM):
+        line = line[len(UTF8_BOM) :]
     if max_line_bytes is not None and len(line) > max_line_bytes:
         return too_long_record(where(), max_line_bytes, len(raw), arrival, origin, offset)
     try:

@@ -12,6 +12,7 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
+from glob import escape as escape_glob
 from typing import Any
 
 from hop.inputs import MAX_LINE_BYTES
@@ -142,6 +143,10 @@ class TailSource(Source):
         if not os.path.isdir(directory) or not os.access(directory, os.R_OK | os.X_OK):
             problem = "cannot be read; check its permissions" if os.path.isdir(directory) else "is not a directory"
             problem = problem if os.path.exists(directory) else "does not exist; create it or fix the path"
+            if os.path.isfile(directory):  # (tail -f takes a file: say how to follow one)
+                folder, name = os.path.split(os.path.normpath(directory))
+                problem += f"; to follow that one file, give its directory and its name: tail:{folder or '.'}?glob="
+                problem += escape_glob(name)
             raise SourceError(f"tail source {url}: {directory} {problem} (tail:DIR reads the files of a directory)")
         self.directory = directory
         self.glob = glob
@@ -378,7 +383,7 @@ class TailSource(Source):
                     f.lines.append(bytes(f.partial))
                     f.partial = bytearray()
                 raw = f.lines.popleft()
-                out.append(text_record(raw, arrival, where, "re-encode it as UTF-8", f.name, at, limit))
+                out.append(text_record(raw, arrival, where, "re-encode it as UTF-8", f.name, at, limit, at == 0))
                 taken.append(raw)
                 at += len(raw)
             f.advance(taken)
