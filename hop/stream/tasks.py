@@ -496,7 +496,7 @@ def run_stream_map(
                 if lost_to > max(unheard_from, marks.sealed):
                     marks.sealed = lost_to
                     note_progress()
-                    register(-1, 0, empty_runs(), marks.sealed, lost=[unheard_from, lost_to])
+                    register(None, 0, empty_runs(), marks.sealed, lost=[unheard_from, lost_to])
                 unheard_from = None
             seal(watermark)
             if shed_panes:  # tell the reducers which panes lost records to shedding: C2 shows them
