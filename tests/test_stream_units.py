@@ -44,11 +44,17 @@ def test_parse_extents_and_panes() -> None:
         WindowSpec.parse("10s", "20s")
 
 
-def test_window_labels_sort_by_start_with_label_order() -> None:
-    """A whole second's label has no fraction, and "." sorts before "Z": by name, 14:30:00 came after 14:29:59.5."""
+def test_window_labels_sort_by_start_by_name_and_with_label_order() -> None:
+    """A whole second's label had no fraction, and "." sorts before "Z": by name (``ls``), 14:30:00 came after
+    14:29:59.5. A job whose slide is not whole seconds gives every label its fraction; whole-second slides keep the
+    short names; ``label_order`` sorts the names of older outputs (mixed forms) too."""
     spec = WindowSpec.parse("1s", "500ms")
     labels = [spec.label(window) for window in range(3_500_000_000, 3_500_000_006)]
-    assert sorted(labels) != labels and sorted(labels, key=label_order) == labels
+    assert sorted(labels) == labels and sorted(labels, key=label_order) == labels
+    assert labels[0].endswith("40.000000Z") and labels[1].endswith("40.500000Z"), labels
+    assert WindowSpec.parse("2s").label(850_000_000) == "20231114T221320Z"  # (window 850,000,000 starts at 1.7e9 s)
+    older = ["20250721T044320Z", "20250721T044320.500000Z", "20250721T044321Z"]
+    assert sorted(older) != older and sorted(older, key=label_order) == older
     records = WindowSpec.parse("10r")
     assert sorted((records.label(w) for w in (12, 3, 100)), key=label_order) == [records.label(w) for w in (3, 12, 100)]
 

@@ -191,9 +191,12 @@ class WindowSpec:
         return start, end
 
     def label(self, window: int) -> str:
-        """The directory name of a window's results: sortable, and free of ':' (which Hadoop-style paths reject).
-        Time: UTC ``YYYYMMDDTHHMMSS[.ffffff]Z``, or past year 9999 (a stamp in the wrong unit, say) ``E`` and the
-        start in microseconds, 20 digits (sorting after every date); records and bytes: the zero-padded start."""
+        """The directory name of a window's results: free of ':' (which Hadoop-style paths reject), and in start
+        order by name (``ls``) among one job's windows. Time: UTC ``YYYYMMDDTHHMMSS[.ffffff]Z``, the fraction always
+        there when the slide is not whole seconds (a whole second's ``...T143000Z`` sorted after
+        ``...T142959.500000Z``, since "." sorts before "Z"), or past year 9999 (a stamp in the wrong unit, say) ``E``
+        and the start in microseconds, 20 digits (sorting after every date); records and bytes: the zero-padded
+        start. :func:`label_order` sorts older outputs' names too."""
         start = window * self.slide
         if self.unit != "time":
             return f"{start:015d}"
@@ -204,7 +207,7 @@ class WindowSpec:
         except (OverflowError, ValueError, OSError):
             return f"E{start:020d}"
         text = moment.strftime("%Y%m%dT%H%M%S")
-        if start % 1_000_000:
+        if start % 1_000_000 or self.slide % 1_000_000:
             text += f".{start % 1_000_000:06d}"
         return text + "Z"
 
