@@ -44,6 +44,7 @@ from hop.protocol import SocketFile, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
+from hop.wording import counted
 from monitoring.events import ClusterEvents, advertised_host
 
 HEARTBEAT_TIMEOUT = 5.0
@@ -259,7 +260,7 @@ class Coordinator:
         self._tell_clients_of_failed_jobs(untold)
         self.stop_linger = STOP_LINGER_MILLISECONDS
         print(
-            f"hop coordinator: stopped while running {len(running)} job(s), failed: "
+            f"hop coordinator: stopped while running {counted(len(running), 'job')}, failed: "
             f"{', '.join(job.spec.job_id for job in running)}",
             file=sys.stderr,
             flush=True,
@@ -1036,7 +1037,7 @@ class Coordinator:
         if not embedded():  # a standalone coordinator says why it ends, as its workers do
             alive = sum(worker.alive for worker in self.workers.values())
             print(
-                f"hop coordinator: shut down by hop shutdown; its {alive} worker(s) stop too",
+                f"hop coordinator: shut down by hop shutdown; its {counted(alive, 'worker')} stop too",
                 file=sys.stderr,
                 flush=True,
             )

@@ -63,9 +63,9 @@ class LostWorkerNote:
         if alive is None or before is None or alive >= before:
             return None
         return (
-            f"hop: {self.label}{status.get('job_id', 'job')}: the cluster lost {before - alive} worker(s), {alive} "
-            f"left: the job's tasks that ran there run again (hop status --coordinator {self.address} lists the "
-            "workers)"
+            f"hop: {self.label}{status.get('job_id', 'job')}: the cluster lost {counted(before - alive, 'worker')}, "
+            f"{alive} left: the job's tasks that ran there run again (hop status --coordinator {self.address} lists "
+            "the workers)"
         )
 
 
@@ -159,9 +159,9 @@ def waiting_note(waiting: dict[str, Any], address: str) -> str:
     kind, held_by = waiting["kind"], waiting["held_by"]
     stop = " and ".join(f"hop stop {job_id} --coordinator {address}" for job_id in held_by)
     return (
-        f"{waiting['tasks']} {kind} task(s) wait: all {waiting['slots']} {kind} slots of the live workers are held "
-        f"until stopped by continuous job {' and '.join(held_by)}, whose tasks found no free stream slot. Start "
-        f"another worker (hop worker --coordinator {address}), or stop that job ({stop})"
+        f"{counted(waiting['tasks'], kind + ' task')} wait: all {waiting['slots']} {kind} slots of the live workers "
+        f"are held until stopped by continuous job {' and '.join(held_by)}, whose tasks found no free stream slot. "
+        f"Start another worker (hop worker --coordinator {address}), or stop that job ({stop})"
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import COORDINATOR_HELP, coordinator_address, positive_float
+from hop.wording import counted
 
 __all__ = ["register"]
 
@@ -25,9 +26,9 @@ def _shutdown(args: argparse.Namespace) -> int:
         if running and not args.force:
             listed = ", ".join(f"{job['job_id']} ({job['name']})" for job in running)
             print(
-                f"hop: error: the cluster at {args.coordinator} is running {len(running)} job(s): {listed}; stop "
-                "them first (hop stop JOB_ID --coordinator ...), or add --force to stop them, wait for them to end "
-                "and then shut down",
+                f"hop: error: the cluster at {args.coordinator} is running {counted(len(running), 'job')}: {listed}; "
+                "stop them first (hop stop JOB_ID --coordinator ...), or add --force to stop them, wait for them to "
+                "end and then shut down",
                 file=sys.stderr,
             )
             return 2
@@ -53,8 +54,8 @@ def _shutdown(args: argparse.Namespace) -> int:
         return error.exit_code
     finally:
         client.close()
-    stopped = f"; {len(running)} job(s) stopped first" if running else ""
-    print(f"hop: the coordinator at {args.coordinator} and its {workers} worker(s) are shutting down{stopped}")
+    stopped = f"; {counted(len(running), 'job')} stopped first" if running else ""
+    print(f"hop: the coordinator at {args.coordinator} and its {counted(workers, 'worker')} are shutting down{stopped}")
     return 0
 
 

@@ -32,6 +32,7 @@ from hop.forking import ForkedProcess, fork_call, wait_or_kill
 from hop.lifetime import embedded, ignore_stop_signals, orphaned, stop_signals_taken
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import make_spill_dir, remove_abandoned
+from hop.wording import counted
 from hop.worker_options import add_arguments
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
@@ -596,13 +597,13 @@ class Worker:
                     answered = unpack(self.coordinator.recv())["type"] == "left"
         coordinator = f"the coordinator at {self.coordinator_address}"
         if not answered:
-            then = f", and runs its {tasks} running task(s) again then" if tasks else " (no task was running)"
+            then = f", and runs its {counted(tasks, 'running task')} again then" if tasks else " (no task was running)"
             said = (
                 f"no answer from {coordinator} within {LEAVE_ANSWER_SECONDS:.0f} s: it declares this worker lost "
                 f"once its heartbeat timeout passes{then}"
             )
         elif tasks:
-            said = f"{coordinator} runs its {tasks} running task(s) again on other workers"
+            said = f"{coordinator} runs its {counted(tasks, 'running task')} again on other workers"
         else:
             said = f"{coordinator} knows (no task was running)"
         print(f"hop worker {self.name}: stopped; {said}", file=sys.stderr, flush=True)

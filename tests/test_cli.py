@@ -1793,7 +1793,7 @@ def test_a_coordinator_bound_on_every_interface_names_the_address_other_hosts_us
         f"hop coordinator: listening on every interface; workers and clients connect to {reachable} (this host's "
         f"name), e.g. hop worker --coordinator {reachable}\n"
     ) in said, said
-    assert said.endswith("hop coordinator: shut down by hop shutdown; its 0 worker(s) stop too\n"), said
+    assert said.endswith("hop coordinator: shut down by hop shutdown; its 0 workers stop too\n"), said
 
 
 def test_a_coordinator_binds_a_network_interface_by_name(tmp_path: Path) -> None:
@@ -2495,6 +2495,6 @@ def test_the_progress_display_says_when_the_cluster_loses_a_worker(capsys: pytes
         display.update({**status, "workers_alive": alive})
     said = [line for line in capsys.readouterr().err.splitlines() if "lost" in line]
     assert said == [
-        "hop: job-1: the cluster lost 1 worker(s), 1 left: the job's tasks that ran there run again (hop status "
+        "hop: job-1: the cluster lost 1 worker, 1 left: the job's tasks that ran there run again (hop status "
         "--coordinator tcp://h:5555 lists the workers)"
     ], said

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -449,7 +450,7 @@ def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exa
     said = w1.communicate(timeout=30)[1].decode()
     assert w1.returncode == 0, said
     assert f"hop worker w1: stopped; the coordinator at {address} runs its " in said, said
-    assert " running task(s) again on other workers" in said and "Traceback" not in said, said
+    assert re.search(r" running tasks? again on other workers", said) and "Traceback" not in said, said
     coordinator.terminate()
     told = coordinator.communicate(timeout=30)[1].decode()
     assert "hop coordinator: worker w1 stopped; its running tasks run again on other workers\n" in told, told
@@ -601,11 +602,11 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
         client.close()
     command = [sys.executable, "-m", "hop", "shutdown", "--coordinator", address]
     refused = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2 and "is running 1 job(s)" in refused.stderr and "--force" in refused.stderr
+    assert refused.returncode == 2 and "is running 1 job:" in refused.stderr and "--force" in refused.stderr
     assert all(process.poll() is None for process in processes), "nothing was stopped"
     forced = subprocess.run([*command, "--force"], capture_output=True, text=True, timeout=120)
     assert forced.returncode == 0, forced.stderr
-    assert "and its 2 worker(s) are shutting down; 1 job(s) stopped first" in forced.stdout
+    assert "and its 2 workers are shutting down; 1 job stopped first" in forced.stdout
     thread.join(timeout=60)
     assert isinstance(outcome.get("error"), JobFailed)
     report = json.loads((tmp_path / "out" / "_job.json").read_text())
@@ -761,7 +762,7 @@ def test_a_coordinator_stopped_by_a_signal_fails_its_jobs_and_answers_their_clie
     assert report["status"] == "failed" and "was stopped (Ctrl-C or SIGTERM) while the job ran" in report["error"]
     assert report["error"] in str(outcome["error"]) and "submit it again" in report["error"]
     told = coordinator.communicate(timeout=30)[1].decode()
-    assert f"hop coordinator: stopped while running 1 job(s), failed: {report['job_id']}" in told, told
+    assert f"hop coordinator: stopped while running 1 job, failed: {report['job_id']}" in told, told
 
 
 def test_a_client_polling_when_its_coordinator_is_stopped_is_told_the_job_failed(
@@ -787,7 +788,7 @@ def test_a_client_polling_when_its_coordinator_is_stopped_is_told_the_job_failed
     assert status["state"] == "failed" and status.get("coordinator_stopped"), status
     assert "was stopped (Ctrl-C or SIGTERM) while the job ran" in status["error"], status
     told = coordinator.communicate(timeout=15)[1].decode()
-    assert coordinator.returncode == 0 and f"stopped while running 1 job(s), failed: {job_id}" in told, told
+    assert coordinator.returncode == 0 and f"stopped while running 1 job, failed: {job_id}" in told, told
 
 
 def test_a_worker_named_by_its_host_and_pid_is_not_told_of_a_namesake(tmp_path: Path) -> None:

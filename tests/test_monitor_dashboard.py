@@ -582,7 +582,7 @@ def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(
 
     The cluster's worker has one map and one reduce slot for the query's three tasks (its samples, the coordinator's
     stream, the reducer): the coordinator's stream waits for a slot, and the late worker, whose slots are free, runs
-    it (which it said as it stopped: "its 1 running task(s)"; a task that never had a slot may run anywhere). The
+    it (which it said as it stopped: "its 1 running task"; a task that never had a slot may run anywhere). The
     wait was said nowhere: the monitor names the waiting task on stderr and the dashboard, and where it runs then."""
     with _dashboard_of_a_one_worker_cluster(tmp_path) as (cluster, feed, page, errors):
         page.wait_for_selector("#children tbody tr[data-level=rack]", timeout=60_000)  # a window is shown
@@ -607,7 +607,7 @@ def test_dashboard_names_a_worker_that_registered_after_the_monitor_started(
     assert feed.snapshot()["unwatched_workers"] == ["late-0"]
     said = capfd.readouterr().err
     assert "coordinator's stream (map-00001) runs, on worker late-0 (one the query does not watch" in said, said
-    assert "hop worker late-0: stopped; the coordinator at" in said and "its 1 running task(s)" in said, said
+    assert "hop worker late-0: stopped; the coordinator at" in said and "its 1 running task again" in said, said
 
 
 @needs_chromium

@@ -1393,7 +1393,7 @@ def test_a_continuous_run_says_when_the_cluster_loses_a_worker(tmp_path: Path) -
                 assert time.monotonic() < deadline and run.poll() is None, stderr_path.read_text()
                 time.sleep(0.05)
             cluster.workers[1].send_signal(signal.SIGKILL)
-            lost = "the cluster lost 1 worker(s), 1 left: the job's tasks that ran there run again (hop status"
+            lost = "the cluster lost 1 worker, 1 left: the job's tasks that ran there run again (hop status"
             while lost not in stderr_path.read_text():  # (lost once its heartbeats stop: 3 s)
                 assert time.monotonic() < deadline and run.poll() is None, stderr_path.read_text()
                 time.sleep(0.05)
@@ -1975,7 +1975,7 @@ def test_a_batch_job_waiting_for_slots_a_continuous_job_holds_says_so_and_runs_o
         display.update(status)
         display.update(status)
         assert capsys.readouterr().err == (
-            f"hop: {job_id}: 1 map task(s) wait: all 2 map slots of the live workers are held until stopped by "
+            f"hop: {job_id}: 1 map task wait: all 2 map slots of the live workers are held until stopped by "
             f"continuous job {submitted[0]}, whose tasks found no free stream slot. Start another worker (hop "
             f"worker --coordinator {local.address}), or stop that job (hop stop {submitted[0]} --coordinator "
             f"{local.address})\n"
