@@ -406,6 +406,77 @@ def test_tail_file_and_its_copy_in_one_listing_are_read_once(tmp_path: Path, sou
     assert source.poll(100, 0.1) == []
 
 
+def test_tail_new_files_are_not_compared_with_every_tracked_one(
+    tmp_path: Path, sources: list[Source], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each new file's first bytes were compared with every tracked file's, read again from the file while that one
+    was not read yet: 2,000 one-line files took 12 s (4 million reads) to be listed. Heads are indexed instead: the
+    reads grow with the number of files, not with its square (counted, not timed)."""
+    count = 300
+    for i in range(count):
+        (tmp_path / f"f{i:04d}.log").write_text(f"host {i} started\n")
+    (tmp_path / "f0007.log.1").write_text("host 7 started\n")  # a copy among them still waits for a truncation
+    reads = 0
+    pread = os.pread
+
+    def counted(fd: int, length: int, offset: int) -> bytes:
+        nonlocal reads
+        reads += 1
+        return pread(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", counted)
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, count))
+    assert sorted(got) == sorted(f"host {i} started" for i in range(count))
+    assert reads < 10 * count, reads  # all pairs: count²/2 = 45,000
+    assert source.poll(10, 0.1) == []  # the copy: held
+
+
+def test_tail_idle_files_are_checked_less_and_less_often(
+    tmp_path: Path, sources: list[Source], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tracked file was checked (fstat, pread, read) at every poll: 2,000 idle files took a third of a core.
+    One that does not grow is checked less and less often (counted, not timed: 40 polls of 100 idle files)."""
+    count = 100
+    for i in range(count):
+        (tmp_path / f"f{i:03d}.log").write_text(f"host {i} started\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    assert len(collect(source, count)) == count
+    checks = 0
+    fstat = os.fstat
+
+    def counted(fd: int) -> os.stat_result:
+        nonlocal checks
+        checks += 1
+        return fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", counted)
+    for _ in range(40):
+        assert source.poll(10, 0.02) == []
+    assert checks < 15 * count, checks  # at every poll: 40 each
+
+
+def test_tail_a_long_idle_file_is_read_once_a_listing_sees_it_change(tmp_path: Path, sources: list[Source]) -> None:
+    """A file that has not grown for long is checked seldom, but read at once when a listing sees its size or mtime
+    change: new lines, and a copytruncate rotation (nothing read twice)."""
+    (tmp_path / "app.log").write_text("".join(f"line {i}\n" for i in range(10)))
+    (tmp_path / "other.log").write_text("other 0\n")
+    source = opened(sources, f"tail:{tmp_path}")
+    got = values(collect(source, 11))
+    assert isinstance(source, TailSource)
+    for f in source._files:  # as if idle for a minute: not checked again for a minute
+        f.idle, f.due = 60.0, time.monotonic() + 60.0
+    append(tmp_path / "other.log", "other 1\n")
+    assert values(collect(source, 1, timeout=2.0)) == ["other 1"]
+    for f in source._files:
+        f.idle, f.due = 60.0, time.monotonic() + 60.0
+    copytruncate(tmp_path / "app.log", tmp_path / "app.log.1")
+    append(tmp_path / "app.log", "line 10\n")
+    got += values(collect(source, 1, timeout=2.0))
+    assert sorted(got) == sorted([f"line {i}" for i in range(11)] + ["other 0"])
+    assert source.poll(10, 0.1) == []
+
+
 def test_tail_glob_reads_only_matching_names(tmp_path: Path, sources: list[Source]) -> None:
     (tmp_path / "app.log").write_text("kept\n")
     (tmp_path / "app.log.1.gz").write_bytes(b"\x1f\x8b\x08\x00rotated and compressed\n")

@@ -9,6 +9,7 @@ import os
 import stat
 import time
 import zlib
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
@@ -18,9 +19,16 @@ from typing import Any
 from hop.inputs import MAX_LINE_BYTES
 from hop.stream.sources.base import READ_BYTES, Source, SourceError, SourceRecord, text_record, too_long_record
 
-__all__ = ["GONE_GRACE", "HEAD_BYTES", "TAIL_INTERVAL", "TailSource"]
+__all__ = ["GONE_GRACE", "HEAD_BYTES", "IDLE_CHECK", "IDLE_CHECKS", "LISTED_PER_SECOND", "TAIL_INTERVAL", "TailSource"]
 
-TAIL_INTERVAL = 0.02  # seconds between two listings of a tailed directory (tracked files are read at every poll)
+# A file that grows is read at every poll. One that does not is checked (for new bytes, for a truncation) less and
+# less often, from TAIL_INTERVAL doubling up to IDLE_CHECK seconds or, with more than IDLE_CHECKS files, up to the
+# number of files / IDLE_CHECKS seconds; and at once when a listing sees its size or mtime change. Checking each of
+# 2,000 idle files at every poll took a third of a core; listing them every TAIL_INTERVAL, a stat call each, a fifth.
+TAIL_INTERVAL = 0.02  # seconds between two listings of a tailed directory, at least
+LISTED_PER_SECOND = 10_000  # entries listed a second, at most: a directory of more than 200 is listed less often
+IDLE_CHECK = 1.0
+IDLE_CHECKS = 2000
 GONE_GRACE = 2.0  # seconds a tailed file that left its directory stays open after its last new byte; also how long
 # a new file that starts like a tracked one waits for that one's truncation (a copytruncate copy) before it is read
 HEAD_BYTES = 256  # bytes at the start of a tailed file a position fingerprints: an inode may be reused
@@ -57,6 +65,9 @@ class _Tailed:
     generation: int = 0  # how many times the file started over: what a held copy was compared with is void after
     dropping: bool = False
     rotated: bool = False
+    due: float = -math.inf  # monotonic time it is next checked for new bytes and a truncation (see IDLE_CHECK)
+    idle: float = 0.0  # seconds from that check to the next if it finds nothing new: doubles while it does not grow
+    stamp: tuple[int, int] | None = None  # its size and mtime (ns) at the last listing: a change makes it due
 
     def buffered(self) -> bytes:
         """The bytes read but not returned: ``[offset, file.tell())``."""
@@ -133,7 +144,11 @@ class TailSource(Source):
     and so will never get one: it is returned when its file is truncated (before the file starts over), when it
     ends a copytruncate copy (at once: the copy was complete when its original was truncated), and when its file
     left the directory and has not grown for :data:`GONE_GRACE` seconds. A file rotated by rename stays in the
-    directory under its new name and its writer may still finish the line, so it waits for that or to be gone."""
+    directory under its new name and its writer may still finish the line, so it waits for that or to be gone.
+
+    A file that grows is read at every poll; one that does not is checked less and less often, and at once when a
+    listing sees it change (see :data:`IDLE_CHECK`); a large directory is listed less often (:data:`LISTED_PER_SECOND`).
+    """
 
     replayable = True
 
@@ -152,7 +167,9 @@ class TailSource(Source):
         self.glob = glob
         self._files: list[_Tailed] = []
         self._held: dict[tuple[int, int], _Held] = {}
+        self._heads: _Heads | None = None  # the tracked files by their first bytes, during a listing
         self._scanned = -math.inf  # monotonic time of the last listing
+        self._interval = TAIL_INTERVAL  # seconds from one listing to the next: more for a larger directory
         # From seek(): (dev, ino) -> its entry, applied when the file is next discovered.
         self._resume: dict[tuple[int, int], _Resume] = {}
         # Resumed positions whose file was truncated or rewritten while the source was away: a copytruncate copy
@@ -182,6 +199,7 @@ class TailSource(Source):
             raise SourceError(f"tail source {self.url}: {position!r:.200} is not a tail source position") from error
         self._release()
         self._files, self._held, self._resume, self._orphans, self._scanned = [], {}, resume, [], -math.inf
+        self._heads = None
 
     def _release(self) -> None:
         for file in [f.file for f in self._files] + [held.file for held in self._held.values()]:
@@ -189,7 +207,7 @@ class TailSource(Source):
 
     def _scan(self, now: float) -> None:
         """Note which tracked files are still in the directory (under which name); track new ones."""
-        self._scanned = now
+        self._scanned, self._heads = now, None  # (files were read since the last listing: their heads are void)
         try:
             entries = list(os.scandir(self.directory))
         except FileNotFoundError:
@@ -198,7 +216,8 @@ class TailSource(Source):
             entries = []
         except OSError as error:
             raise SourceError(f"tail source {self.url}: cannot list {self.directory} ({error.strerror})") from error
-        present: dict[tuple[int, int], tuple[float, str]] = {}
+        # (dev, ino) -> mtime, name, and size and mtime in ns: a tracked file whose own change is checked at once
+        present: dict[tuple[int, int], tuple[float, str, tuple[int, int]]] = {}
         for entry in entries:
             if entry.name[0] in "._" or (self.glob is not None and not fnmatch.fnmatchcase(entry.name, self.glob)):
                 continue
@@ -207,19 +226,23 @@ class TailSource(Source):
             except OSError:
                 continue  # removed or renamed since it was listed: the next scan sees where it went
             if stat.S_ISREG(st.st_mode):
-                present[(st.st_dev, st.st_ino)] = (st.st_mtime, entry.name)
+                present[(st.st_dev, st.st_ino)] = (st.st_mtime, entry.name, (st.st_size, st.st_mtime_ns))
+        self._interval = max(TAIL_INTERVAL, len(entries) / LISTED_PER_SECOND)
         for f in self._files:
             if f.key in present:
-                f.name, f.gone_since = present.pop(f.key)[1], None
+                _, f.name, stamp = present.pop(f.key)
+                f.gone_since = None
+                if stamp != f.stamp:  # grew, or was written or truncated: check it now, whatever its backoff
+                    f.stamp, f.due = stamp, now
             elif f.gone_since is None:
-                f.gone_since = now
+                f.gone_since, f.due = now, now  # no listing sees it change now: read at every poll until closed
         for key in list(self._held):  # waiting to be told a copy from a file of its own
             if present.pop(key, None) is None:
                 self._held.pop(key).file.close()  # gone before it was read: a new file under that inode starts over
             else:
                 self._decide(self._held[key], now)
         # Files with a position first: one that cannot resume (truncated while the source was away) may have a copy.
-        for key, (_, name) in sorted(present.items(), key=lambda item: (item[0] not in self._resume, item[1])):
+        for key, (_, name, _) in sorted(present.items(), key=lambda item: (item[0] not in self._resume, item[1])):
             path = os.path.join(self.directory, name)
             try:
                 file = open(path, "rb", buffering=0)  # noqa: SIM115 -- open while tracked: rotation needs the inode
@@ -258,16 +281,17 @@ class TailSource(Source):
         at = len(self._files) if before is None else self._files.index(before)
         tailed = _Tailed(key, name, file, offset, now, prefix_crc, head, dropping=dropping, rotated=rotated)
         self._files.insert(at, tailed)
+        if self._heads is not None:
+            self._heads.add(tailed)
 
     def _started_like(self, file: io.FileIO) -> _Tailed | None:
-        """The tracked file (not empty) whose first bytes a new file's agree with the longest, if any."""
-        head, best, agreed = os.pread(file.fileno(), HEAD_BYTES, 0), None, -1
-        for f in self._files:
-            # A file not read yet counts with what it holds: it and its copy can appear in the same listing.
-            known = f.known_head() if f.file.tell() else os.pread(f.file.fileno(), HEAD_BYTES, 0)
-            if known and _agree(head, known) and min(len(head), len(known)) > agreed:
-                best, agreed = f, min(len(head), len(known))
-        return best
+        """The tracked file (not empty) whose first bytes a new file's agree with the longest, if any (see
+        :meth:`_Heads.started_like`)."""
+        if self._heads is None:  # built once per listing: comparing each new file with each tracked one was O(n²)
+            self._heads = _Heads()
+            for f in self._files:
+                self._heads.add(f)
+        return self._heads.started_like(os.pread(file.fileno(), HEAD_BYTES, 0))
 
     def _compare(self, held: _Held, size: int) -> bool | None:
         """True when a held file of ``size`` bytes equals its original as far as both go (the bytes returned from
@@ -315,6 +339,7 @@ class TailSource(Source):
                 self._track(held.key, held.name, held.file, original.offset, original.prefix_crc, now, original,
                             original.dropping, rotated=True)  # fmt: skip
                 original.restart()
+                self._heads = None  # its head is void
             elif verdict or size >= HEAD_BYTES:
                 # A copy of less than was read (lines came after the copy): the original returns them, the copy
                 # nothing. Also taken for a copy of fewer bytes than were returned, not all checked: it appeared
@@ -329,15 +354,23 @@ class TailSource(Source):
 
     def _take(self, max_records: int) -> list[SourceRecord]:
         now, arrival = time.monotonic(), time.time()
+        if now - self._scanned >= self._interval:
+            self._scan(now)  # (before the checks: a file it sees change is due now)
+        for held in self._held.values():  # its original's truncation decides it: checked at every poll
+            held.original.due = min(held.original.due, now)
+        # Only the files due are checked and read (see IDLE_CHECK); one with lines to return is due.
+        due = [f for f in self._files if f.due <= now]
         shrunk = False
-        for f in self._files:
+        for f in due:
             if not f.truncated and f.rewritten():
-                f.truncated = shrunk = True  # a copy of it may have appeared: list the directory now
-        if shrunk or now - self._scanned >= TAIL_INTERVAL:
-            self._scan(now)
+                f.truncated = shrunk = True
+        if shrunk:
+            self._scan(now)  # a copy of it may have appeared, or be held: list the directory now
+            due = [f for f in self._files if f.due <= now]
         out: list[SourceRecord] = []
         limit = self.max_line_bytes
-        for f in list(self._files):
+        slowest = max(IDLE_CHECK, len(self._files) / IDLE_CHECKS)
+        for f in due:
             # The last line of a file gone for good will never get its newline: it ends with the file (which is
             # closed then); so does a rotated copy's, which stays tracked while it is in the directory.
             final, at_end = f.gone_since is not None and now - max(f.gone_since, f.last_data) >= GONE_GRACE, False
@@ -390,6 +423,11 @@ class TailSource(Source):
             if final and at_end and not f.lines and not f.partial:
                 f.file.close()
                 self._files.remove(f)
+            elif at_end and f.last_data != now and f.gone_since is None:  # nothing new: checked later
+                f.idle = min(max(2 * f.idle, TAIL_INTERVAL), slowest)
+            else:  # it grew, or is not read to its end: read at the next poll
+                f.idle = 0.0
+            f.due = now + f.idle
         return out
 
     def _where(self, f: _Tailed, taken: list[bytes]) -> str:
@@ -398,6 +436,37 @@ class TailSource(Source):
 
     def _place(self, origin: str, offset: int) -> str:
         return f"tail source {self.url}: the line at byte offset {offset} of {origin}"
+
+
+class _Heads:
+    """The known first bytes of tracked files (:meth:`_Tailed.known_head`; of a file not read yet, what it holds:
+    it and its copy can appear in the same listing), indexed to find the one a new file starts like without
+    comparing it with each. Valid while no tracked file is read or starts over: one listing."""
+
+    def __init__(self) -> None:
+        self._files: dict[bytes, _Tailed] = {}  # a head -> the first file tracked with it
+        self._sorted: list[bytes] = []  # the heads, sorted: those a new file's head starts follow it
+        self._lengths: set[int] = set()
+
+    def add(self, f: _Tailed) -> None:
+        """Index a tracked file, after those indexed before it."""
+        head = f.known_head() or os.pread(f.file.fileno(), HEAD_BYTES, 0)  # (empty: nothing read yet)
+        if head and head not in self._files:
+            self._files[head] = f
+            insort(self._sorted, head)
+            self._lengths.add(len(head))
+
+    def started_like(self, head: bytes) -> _Tailed | None:
+        """The tracked file whose head agrees with ``head`` (one starts with the other) the longest: one with that
+        same head (the first tracked), else one whose head starts with it (the first by its bytes), else the one
+        whose head is the longest that it starts with; None if none agrees."""
+        at = bisect_left(self._sorted, head)
+        if at < len(self._sorted) and self._sorted[at].startswith(head):
+            return self._files[self._sorted[at]]
+        for length in sorted(self._lengths, reverse=True):
+            if length < len(head) and (f := self._files.get(head[:length])) is not None:
+                return f
+        return None
 
 
 def _agree(a: bytes, b: bytes) -> bool:
