@@ -448,6 +448,8 @@ class _Run:
     spark_version: str | None = None
     step_counters: list[StepCounters] = field(default_factory=list)
     step_maps: list[int] = field(default_factory=list)
+    traceback: str | None = None
+    """The user's traceback of a failed run (as hop's engine reports it), or Spark's error when it names none."""
 
     def report(self, status: str, error: str | None, failed_step: int | None = None) -> dict[str, Any]:
         """``_job.json``; a run that failed in ``failed_step`` (from 0) reports that step as hop's engine does: its
@@ -471,6 +473,7 @@ class _Run:
             "name": self.job_class.__name__,
             "status": status,
             "error": error,
+            "traceback": self.traceback,
             "master": self.master,
             "spark_version": self.spark_version,
             "inputs": self.inputs,
@@ -634,7 +637,7 @@ def run_on_spark(
             raise SparkInterrupted(signalled[0])
         if failure is not None:
             reason, user_traceback = _failure(failure)
-            step = failed_step(failure)
+            step, run.traceback = failed_step(failure), user_traceback
             report = run.write("failed", reason, step)
             label = f"step {step + 1}/{num_steps}" if step is not None and num_steps > 1 else None
             raise SparkJobFailed(reason, user_traceback, report, label) from None

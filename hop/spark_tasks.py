@@ -764,8 +764,12 @@ def _reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[A
             output = reducer(key, iter(values))
             lines = [f"{to_json_key(k)}\t{to_json(v)}\n" for k, v in checked_pairs(output or ())]
         except USER_FAILURES as error:
-            failure = not_pairs("reduce", _output_error(error), output)
+            failure = not_pairs("reduce", error, output)
+            if isinstance(failure, NotJSONError):  # (the message names what to yield: no frame of the user's raised it)
+                raise TaskFailure.of_output("reduce", failure, f"key {key!r}") from None
             raise TaskFailure.of("reduce", failure, f"key {key!r}") from None
+        if not all(map(str.isascii, lines)):  # (isascii costs nothing: only other text is encoded twice)
+            _check_utf8("reduce", key, lines)
         output_records += len(lines)
         yield from lines
     last = _hook_pairs("reducer_final", functions.step.reducer_final)
@@ -777,16 +781,29 @@ def _reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[A
 
 
 def _hook_lines(where: str, pairs: list[tuple[Any, Any]]) -> list[str]:
-    try:
-        return [f"{to_json_key(key)}\t{to_json(value)}\n" for key, value in pairs]
-    except Exception as error:
-        raise TaskFailure.of(where, _output_error(error), None) from None
+    """The output lines of what a reduce's init or final hook yielded; one JSON or UTF-8 cannot hold fails the task
+    naming the hook and the pair's key, as hop's reduce names it."""
+    lines = []
+    for key, value in pairs:
+        try:
+            lines.append(f"{to_json_key(key)}\t{to_json(value)}\n")
+        except NotJSONError as error:
+            raise TaskFailure.of_output(where, error, f"key {key!r}") from None
+        _check_utf8(where, key, lines[-1:])
+    return lines
 
 
-def _output_error(error: BaseException) -> BaseException:
-    """``error`` of a reduce or hook, and output JSON cannot hold without the encoder's frames (its message names
-    what to yield instead, as hop's reduce says it)."""
-    return error.with_traceback(None) if isinstance(error, NotJSONError) else error
+def _check_utf8(where: str, key: Any, lines: list[str]) -> None:
+    """Fail the task as hop's reduce fails it when one of ``lines`` (what ``where`` wrote for ``key``) cannot be
+    written as UTF-8 (a str holding a lone surrogate): else the part file's write failed, outside the reduce, with
+    Spark's "An exception was thrown from the Python worker" and PySpark's frames."""
+    from hop.tasks import not_utf8_output
+
+    for line in lines:
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise TaskFailure.of_output(where, not_utf8_output(error), f"key {key!r}") from None
 
 
 def write_task(output: str, index: int, lines: Iterable[str]) -> Iterator[tuple[int, str]]:

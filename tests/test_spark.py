@@ -627,6 +627,37 @@ def test_an_error_message_with_a_lone_surrogate_is_escaped_as_on_hop(tmp_path: P
     reason.encode("utf-8")  # (what the report and the terminal need)
 
 
+@pytest.mark.parametrize(
+    ("job_class", "expected"),
+    [
+        (
+            "WritesSurrogate",
+            "reduce at key 'a' raised NotUTF8OutputError: its output cannot be written as UTF-8 ('utf-8' codec can't "
+            "encode character '\\ud800' in position 6: surrogates not allowed); yield valid text",
+        ),
+        (
+            "FinalYieldsSet",
+            "reducer_final at key 'fin' raised NotJSONError: output value {1} is a set, which has no JSON form: yield "
+            "a list or tuple instead (sorted, for the same output in every run)",
+        ),
+    ],
+)
+def test_output_json_or_utf8_cannot_hold_is_named_as_on_hop(job_class: str, expected: str) -> None:
+    """A reduce whose output held a lone surrogate failed writing its part file, outside the reduce: "Spark job
+    failed: An exception was thrown from the Python worker:" and PySpark's frames; a ``reducer_final`` yielding a
+    set was named without its key, after a traceback of the JSON encoder's error alone. Both read as on hop's engine
+    now, without a traceback (no frame of the user's raised them). The reduce task runs here, outside Spark."""
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, reduce_task
+
+    plan = StepPlan(dump_job_class(load_job_file(job_path("task_misuse"), job_class)), 0, 1, "text")
+    counters: Any = None  # (a failed task adds none)
+    with pytest.raises(TaskFailure) as failed:
+        list(reduce_task(plan, counters, [("a", [1])]))
+    assert failure_of(failed.value) == (expected, None)
+
+
 def test_a_map_reading_stdin_fails_as_on_hop(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
     """A map reading ``sys.stdin`` (a streaming mapper's loop) read the Spark worker's /dev/null: nothing, and the
     job succeeded with no output. It fails as on hop's engine, saying where a map's records are."""
@@ -655,6 +686,7 @@ def test_a_failed_step_of_several_is_named_and_reported_as_on_hop(spark_runs: di
     )
     assert 'task_misuse.py", line ' in result["stderr"] and "    sys.exit(3)\nSystemExit: 3\n" in result["stderr"]
     assert (report["status"], report["step"], report["num_steps"]) == ("failed", 1, 3)
+    assert report["traceback"].endswith("    sys.exit(3)\nSystemExit: 3\n"), report["traceback"]  # (none was kept)
     assert report["counters"]["map_input_records"] == 5  # (the second step's: the first one's 5 words)
     assert [step["step"] for step in report["steps"]] == [0]
     assert report["steps"][0]["counters"]["map_input_records"] == 2

@@ -1,5 +1,6 @@
 """Jobs whose code does what a task cannot: ``sys.exit()`` in a map, combine or reduce (also of a later step),
-reading ``sys.stdin``, raising an error whose message holds a lone surrogate."""
+reading ``sys.stdin``, raising an error whose message holds a lone surrogate, writing output JSON or UTF-8 cannot
+hold."""
 
 import sys
 
@@ -73,3 +74,17 @@ class SurrogateError(Job):
 
     def map(self, offset, line):
         raise ValueError(f"cannot take {line!r} \ud800")
+
+
+class WritesSurrogate(Job):
+    """A reduce whose output holds a lone surrogate, which UTF-8 cannot write."""
+
+    def reduce(self, key, values):
+        yield key, "x\ud800"
+
+
+class FinalYieldsSet(Job):
+    """A ``reducer_final`` yielding a value JSON cannot hold."""
+
+    def reducer_final(self):
+        yield "fin", {1}
