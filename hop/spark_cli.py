@@ -103,6 +103,8 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
     except SparkJobFailed as failure:
         if failure.user_traceback:
             sys.stderr.write(failure.user_traceback.rstrip("\n") + "\n")
+        if failure.step is not None:  # (which of the job's steps, as hop's engine says it)
+            return _fail(f"job failed in {failure.step} ({failure.report.get('job_id')}): {failure}", 1)
         return _fail(f"job failed: {failure}", 1)
     except SparkUnavailable as error:
         return _fail(str(error), 3)

@@ -80,6 +80,7 @@ from hop.spark_tasks import (
     ListFold,
     StepCounters,
     StepPlan,
+    failed_step,
     failure_of,
     map_task,
     partition_function,
@@ -190,12 +191,17 @@ def _cancel_jobs(sc: SparkContext) -> None:
 
 
 class SparkJobFailed(RuntimeError):
-    """The Spark job failed. ``str()`` is a one-line reason; ``user_traceback`` the user's traceback if known."""
+    """The Spark job failed. ``str()`` is a one-line reason; ``user_traceback`` the user's traceback if known;
+    ``step`` names the step that failed in a job of several (``"step 2/3"``, as ``hop.runner.JobFailed`` names it),
+    else is ``None`` (one step, or a failure Spark reported without saying where)."""
 
-    def __init__(self, reason: str, user_traceback: str | None, report: dict[str, Any]) -> None:
+    def __init__(
+        self, reason: str, user_traceback: str | None, report: dict[str, Any], step: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.user_traceback = user_traceback
         self.report = report
+        self.step = step
 
 
 def java_problem() -> str | None:
@@ -442,8 +448,13 @@ class _Run:
     spark_version: str | None = None
     step_counters: list[StepCounters] = field(default_factory=list)
     step_maps: list[int] = field(default_factory=list)
+    traceback: str | None = None
+    """The user's traceback of a failed run (as hop's engine reports it), or Spark's error when it names none."""
 
-    def report(self, status: str, error: str | None) -> dict[str, Any]:
+    def report(self, status: str, error: str | None, failed_step: int | None = None) -> dict[str, Any]:
+        """``_job.json``; a run that failed in ``failed_step`` (from 0) reports that step as hop's engine does: its
+        counters at the top level, the steps before it in ``"steps"`` (not the steps planned after it)."""
+        ended = len(self.step_counters) if failed_step is None else failed_step + 1
         steps = [
             {
                 "step": number,
@@ -451,7 +462,9 @@ class _Run:
                 "num_reduces": self.num_reduces,
                 "counters": self._counters(counters),
             }
-            for number, (maps, counters) in enumerate(zip(self.step_maps, self.step_counters, strict=True))
+            for number, (maps, counters) in enumerate(
+                zip(self.step_maps[:ended], self.step_counters[:ended], strict=True)
+            )
         ]
         end = time.time()
         report: dict[str, Any] = {
@@ -460,6 +473,7 @@ class _Run:
             "name": self.job_class.__name__,
             "status": status,
             "error": error,
+            "traceback": self.traceback,
             "master": self.master,
             "spark_version": self.spark_version,
             "inputs": self.inputs,
@@ -467,7 +481,7 @@ class _Run:
             "end": end,
             "spark_startup_seconds": self.startup_seconds,
             "run_seconds": None if self.startup_seconds is None else end - self.start - self.startup_seconds,
-            "num_steps": max(1, len(steps)),
+            "num_steps": max(1, len(self.step_counters)),
             "step": max(0, len(steps) - 1),
             "num_maps": steps[-1]["num_maps"] if steps else self.num_maps,
             "num_reduces": self.num_reduces,
@@ -476,7 +490,7 @@ class _Run:
         if len(steps) > 1:
             report["steps"] = steps[:-1]
             # The run's user counters, summed over its steps, as on hop (hop.runner): the engine's stay the last step's.
-            user = total_user_counters(counters.user.value for counters in self.step_counters)
+            user = total_user_counters(counters.user.value for counters in self.step_counters[:ended])
             report["counters"] = {**report["counters"], "user": user}
         return report
 
@@ -487,8 +501,8 @@ class _Run:
         user = counters.user.value if counters is not None else {}
         return {**{name: builtin.get(name, 0) for name in names}, "user": user}
 
-    def write(self, status: str, error: str | None) -> dict[str, Any]:
-        report = self.report(status, error)
+    def write(self, status: str, error: str | None, failed_step: int | None = None) -> dict[str, Any]:
+        report = self.report(status, error, failed_step)
         write_job_report(self.output, report)
         return report
 
@@ -510,11 +524,13 @@ def _plan_step(
     run.step_maps.append(num_maps)
     plan = StepPlan(job_code, number, run.num_reduces, fmt, run.spill_records)
     aggregate = resolve_step(job_class(), number).aggregate
-    fold: Any = AggregateFold(aggregate) if aggregate is not None else ListFold
-    partitioner = partition_function(job_class, job_code, run.num_reduces)
+    fold: Any = AggregateFold(aggregate, number) if aggregate is not None else ListFold
+    partitioner = partition_function(job_class, job_code, run.num_reduces, number)
     mapped = source.mapPartitions(partial(map_task, plan, counters))
     combined = mapped.combineByKey(fold.create, fold.add, fold.merge, run.num_reduces, partitioner)
-    ordered = combined.repartitionAndSortWithinPartitions(run.num_reduces, partitioner, True, total_order)
+    ordered = combined.repartitionAndSortWithinPartitions(
+        run.num_reduces, partitioner, True, partial(total_order, step=number)
+    )
     return ordered.mapPartitions(partial(reduce_task, plan, counters))
 
 
@@ -616,12 +632,15 @@ def run_on_spark(
                 shutil.rmtree(out / "_temporary", ignore_errors=True)
         if signalled:  # (the job was cancelled, or ended meanwhile: either way the run was stopped)
             _await_tasks_ended(sc, time.monotonic() + 10)
-            run.write("interrupted", f"interrupted by {signal.Signals(signalled[0]).name}")
+            # As hop's engine reports a batch job a Ctrl-C or SIGTERM cancelled (README: Spark).
+            run.write("failed", f"cancelled: hop run was interrupted by {signal.Signals(signalled[0]).name}")
             raise SparkInterrupted(signalled[0])
         if failure is not None:
             reason, user_traceback = _failure(failure)
-            report = run.write("failed", reason)
-            raise SparkJobFailed(reason, user_traceback, report) from None
+            step, run.traceback = failed_step(failure), user_traceback
+            report = run.write("failed", reason, step)
+            label = f"step {step + 1}/{num_steps}" if step is not None and num_steps > 1 else None
+            raise SparkJobFailed(reason, user_traceback, report, label) from None
         if sorted(index for index, _ in written) != list(range(num_reduces)):
             raise RuntimeError(f"Spark returned the outputs of partitions {sorted(i for i, _ in written)}")
         for index, path in written:

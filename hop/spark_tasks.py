@@ -44,8 +44,8 @@ from hop.inputs import InputError, iter_records, parse_output_line
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_key
-from hop.usercode import describe_record, fold_error
-from hop.usertrace import not_pairs, user_traceback
+from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, describe_record, fold_error, sendable
+from hop.usertrace import not_pairs
 from shuffle import codec
 from shuffle.buffer import (
     DEFAULT_SPILL_KEYS,
@@ -77,19 +77,32 @@ class TaskFailure(RuntimeError):
     """Raised inside a Spark task for an error in user code or input; its message carries a JSON payload that the
     driver extracts from Spark's error (Spark only ships the worker's traceback text back). A task that reads the
     lines of the step before in the same Spark task lets that step's failure through as it is, so that one is
-    reported, not wrapped into the reading map's."""
+    reported, not wrapped into the reading map's. ``step`` is the job's step that failed (from 0), once the task
+    of that step has said so (:meth:`in_step`)."""
+
+    def __init__(self, reason: str, traceback: str | None, step: int | None = None) -> None:
+        # (escaped as hop's engine escapes them: a lone surrogate in the user's message failed the driver's report)
+        self.reason, self.traceback, self.step = sendable(reason), traceback and sendable(traceback), step
+        payload = {"reason": self.reason, "traceback": self.traceback, "step": step}
+        super().__init__(FAILURE_OPEN + json.dumps(payload) + _FAILURE_CLOSE)
+
+    def in_step(self, step: int | None) -> TaskFailure:
+        """This failure, said of ``step`` unless a step (an earlier one, whose lines this task read) already is."""
+        return self if self.step is not None or step is None else TaskFailure(self.reason, self.traceback, step)
 
     @classmethod
     def of(cls, where: str, error: BaseException, record: str | None) -> TaskFailure:
-        """A failure of user code (``where``: map, combine, reduce, setup...) at ``record``, with its traceback."""
-        return cls._carrying(_raised(where, error, record), user_traceback(error))
+        """A failure of user code (``where``: map, combine, reduce, setup...) at ``record``, with its traceback,
+        worded as hop's engine words it (:class:`hop.usercode.UserCodeError`: ``sys.exit()`` too)."""
+        failure = UserCodeError(where, error, record)
+        return cls(str(failure), failure.user_traceback)
 
     @classmethod
     def of_output(cls, where: str, error: BaseException, record: str | None) -> TaskFailure:
         """What user code (``where``) yielded at ``record`` that the engine refuses, named as :meth:`of` names a
         failure but without a traceback, as hop's tasks report it (``hop.tasks.unencodable_map_call``): no frame of
         the user's raised it."""
-        return cls._carrying(_raised(where, error, record), None)
+        return cls(str(UserCodeError(where, error, record)), None)
 
     @classmethod
     def of_task(cls, kind: str, error: BaseException) -> TaskFailure:
@@ -101,30 +114,36 @@ class TaskFailure(RuntimeError):
 
         context = TaskContext.get()
         index = context.partitionId() if context is not None else 0
-        return cls._carrying(f"{kind} task {index}: {error}", None)
-
-    @classmethod
-    def _carrying(cls, reason: str, traceback: str | None) -> TaskFailure:
-        return cls(FAILURE_OPEN + json.dumps({"reason": reason, "traceback": traceback}) + _FAILURE_CLOSE)
+        return cls(f"{kind} task {index}: {error}", None)
 
 
-def _raised(where: str, error: BaseException, record: str | None) -> str:
-    at = f" at {record}" if record else ""
-    return f"{where}{at} raised {type(error).__name__}: {error}"
+def _payload(error: BaseException) -> dict[str, Any] | None:
+    """The payload of the first :class:`TaskFailure` quoted in a failed Spark action's error, or None."""
+    match = _FAILURE_PAYLOAD.search(str(error))
+    if match is None:
+        return None
+    try:
+        payload: dict[str, Any] = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return payload
 
 
 def failure_of(error: BaseException) -> tuple[str, str | None] | None:
     """The reason and user traceback (None when there is none to show) of the first :class:`TaskFailure` quoted in
     a failed Spark action's error; None if it quotes none."""
-    match = _FAILURE_PAYLOAD.search(str(error))
-    if match is None:
-        return None
-    try:
-        payload = json.loads(match.group(1))
-    except ValueError:
+    payload = _payload(error)
+    if payload is None:
         return None
     traceback = payload["traceback"]
     return str(payload["reason"]), None if traceback is None else str(traceback)
+
+
+def failed_step(error: BaseException) -> int | None:
+    """The step (from 0) whose task failed, of the first :class:`TaskFailure` quoted in ``error``; None if unknown."""
+    payload = _payload(error)
+    step = None if payload is None else payload.get("step")
+    return step if isinstance(step, int) else None
 
 
 # Resolving a step's functions (executor side, mirrors hop.tasks.instantiate). -------------------------------------
@@ -180,13 +199,16 @@ def _new_job(job_code: bytes) -> Job:
     (``hop.taskproc``): the worker's default limit on int <-> str conversion (4,300 digits) failed a map reading a
     larger one from a JSON line, and a reduce writing one."""
     sys.set_int_max_str_digits(0)
+    # A map reading sys.stdin (a streaming mapper's loop) read the worker's /dev/null: nothing, and the job
+    # succeeded without its records' output. It fails as on hop's engine, saying where the records are.
+    sys.stdin = NoStandardInput()
     return load_job_class(job_code)()
 
 
 def _guard(where: str, function: Callable[[], Any]) -> Any:
     try:
         return function()
-    except Exception as error:
+    except USER_FAILURES as error:
         raise TaskFailure.of(where, error, None) from None
 
 
@@ -316,7 +338,15 @@ def _previous_output(source: str, lines: Iterable[str]) -> Iterator[tuple[Any, A
 
 
 def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
-    """One map task: the user's map over the task's records; with a hand-written combiner, combined per key."""
+    """One map task: the user's map over the task's records; with a hand-written combiner, combined per key. Its
+    failure is said of its step (a failure of the step before's, whose lines it read, stays that step's)."""
+    try:
+        yield from _map_task(plan, counters, items)
+    except TaskFailure as failure:
+        raise failure.in_step(plan.step) from None
+
+
+def _map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
     job = _new_job(plan.job_code)
     functions = resolve_step(job, plan.step)
     if plan.input_format != "lines":
@@ -373,7 +403,7 @@ def _hook_pairs(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None]
     try:
         output = hook()
         return [(key, value) for key, value in checked_pairs(output or ())]
-    except Exception as error:
+    except USER_FAILURES as error:
         raise TaskFailure.of(where, not_pairs(where, error, output), None) from None
 
 
@@ -430,7 +460,7 @@ def _mapped(
             raise
         except InputError as error:
             raise TaskFailure.of_task("map", error) from None
-        except Exception as error:
+        except USER_FAILURES as error:
             raise TaskFailure.of("map", not_pairs("map", error, output), position.describe()) from None
     counts["map_input_records"] += input_records
     counts["map_output_records"] += output_records
@@ -489,7 +519,7 @@ def _combine(
         try:
             output = combiner(key, values)
             combined = [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
-        except Exception as error:
+        except USER_FAILURES as error:
             raise TaskFailure.of("combine", not_pairs("combine", error, output), f"key {key!r}") from None
         for value in _kept_key_values(key, combined):
             try:
@@ -614,17 +644,18 @@ def _fold(aggregate: Aggregate, state: Any, key: Any, value: Any, position: _Pos
                 raise none_state_error(aggregate, key, value)
             return state
         return aggregate.merge(state, aggregate.lift(value))
-    except Exception as error:
+    except USER_FAILURES as error:
         raise TaskFailure.of("map", fold_error(aggregate, (key, value), error), position.describe()) from None
 
 
 # combineByKey functions. -------------------------------------------------------------------------------------
 class AggregateFold:
     """``combineByKey``'s createCombiner/mergeValue/mergeCombiners for a built-in aggregate, over the states the
-    map tasks folded."""
+    map tasks folded; its failure is said of ``step``."""
 
-    def __init__(self, aggregate: Aggregate) -> None:
+    def __init__(self, aggregate: Aggregate, step: int | None = None) -> None:
         self.aggregate = aggregate
+        self.step = step
 
     @staticmethod
     def create(state: Any) -> Any:
@@ -637,7 +668,7 @@ class AggregateFold:
         try:
             return self.aggregate.merge(state, other)
         except Exception as error:
-            raise TaskFailure.of("combine", error, None) from None
+            raise TaskFailure.of("combine", error, None).in_step(self.step) from None
 
 
 class ListFold:
@@ -667,11 +698,13 @@ _partition_jobs: dict[bytes, Job] = {}
 
 
 class UserPartition:
-    """The job's own ``partition(key, R)``, on one job object per Python worker, checked like hop checks it."""
+    """The job's own ``partition(key, R)``, on one job object per Python worker, checked like hop checks it; its
+    failure is said of ``step``."""
 
-    def __init__(self, job_code: bytes, num_reduces: int) -> None:
+    def __init__(self, job_code: bytes, num_reduces: int, step: int | None = None) -> None:
         self.job_code = job_code
         self.num_reduces = num_reduces
+        self.step = step
 
     def __call__(self, key: Any) -> int:
         job = _partition_jobs.get(self.job_code)
@@ -679,35 +712,44 @@ class UserPartition:
             job = _partition_jobs[self.job_code] = _new_job(self.job_code)
         try:
             partition = job.partition(key, self.num_reduces)
-        except Exception as error:
-            raise TaskFailure.of("partition", error, f"key {key!r}") from None
+        except USER_FAILURES as error:
+            raise TaskFailure.of("partition", error, f"key {key!r}").in_step(self.step) from None
         if type(partition) is not int or not 0 <= partition < self.num_reduces:
             problem = PartitionError(
                 f"partition({key!r}) returned {partition!r}; expected an int in range({self.num_reduces})"
             )
-            raise TaskFailure.of_task("map", problem)
+            raise TaskFailure.of_task("map", problem).in_step(self.step)
         return partition
 
 
-def partition_function(job_class: type[Job], job_code: bytes, num_reduces: int) -> Callable[[Any], int]:
-    """What Spark calls (modulo ``num_reduces``) to pick a key's reducer: hop's choice for every key."""
+def partition_function(job_class: type[Job], job_code: bytes, num_reduces: int, step: int) -> Callable[[Any], int]:
+    """What Spark calls (modulo ``num_reduces``) to pick a key's reducer in ``step``: hop's choice for every key."""
     if num_reduces == 1:
         return _partition_zero
     if job_class.partition is Job.partition:
         return partition_hash  # Job.partition is partition_hash(key) % R; PYTHONHASHSEED=0 in every worker
-    return UserPartition(job_code, num_reduces)
+    return UserPartition(job_code, num_reduces, step)
 
 
-def total_order(key: Any) -> tuple[Any, ...]:
+def total_order(key: Any, step: int | None = None) -> tuple[Any, ...]:
+    """hop's sort key of ``key``, a key of ``step``."""
     try:
         return total_order_key(key)
     except TypeError as error:
-        raise TaskFailure.of("shuffle", error, None) from None
+        raise TaskFailure.of("shuffle", error, None).in_step(step) from None
 
 
 # Reduce side. ------------------------------------------------------------------------------------------------
 def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[Any, Any]]) -> Iterator[str]:
-    """One reduce task over a partition's ``(key, combined)`` pairs in key order: output lines ending in ``\\n``."""
+    """One reduce task over a partition's ``(key, combined)`` pairs in key order: output lines ending in ``\\n``.
+    Its failure is said of its step."""
+    try:
+        yield from _reduce_task(plan, counters, items)
+    except TaskFailure as failure:
+        raise failure.in_step(plan.step) from None
+
+
+def _reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[Any, Any]]) -> Iterator[str]:
     job = _new_job(plan.job_code)
     functions = resolve_step(job, plan.step)
     reducer, one_state = functions.reducer, functions.aggregate is not None
@@ -721,9 +763,13 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
         try:
             output = reducer(key, iter(values))
             lines = [f"{to_json_key(k)}\t{to_json(v)}\n" for k, v in checked_pairs(output or ())]
-        except Exception as error:
-            failure = not_pairs("reduce", _output_error(error), output)
+        except USER_FAILURES as error:
+            failure = not_pairs("reduce", error, output)
+            if isinstance(failure, NotJSONError):  # (the message names what to yield: no frame of the user's raised it)
+                raise TaskFailure.of_output("reduce", failure, f"key {key!r}") from None
             raise TaskFailure.of("reduce", failure, f"key {key!r}") from None
+        if not all(map(str.isascii, lines)):  # (isascii costs nothing: only other text is encoded twice)
+            _check_utf8("reduce", key, lines)
         output_records += len(lines)
         yield from lines
     last = _hook_pairs("reducer_final", functions.step.reducer_final)
@@ -735,16 +781,29 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
 
 
 def _hook_lines(where: str, pairs: list[tuple[Any, Any]]) -> list[str]:
-    try:
-        return [f"{to_json_key(key)}\t{to_json(value)}\n" for key, value in pairs]
-    except Exception as error:
-        raise TaskFailure.of(where, _output_error(error), None) from None
+    """The output lines of what a reduce's init or final hook yielded; one JSON or UTF-8 cannot hold fails the task
+    naming the hook and the pair's key, as hop's reduce names it."""
+    lines = []
+    for key, value in pairs:
+        try:
+            lines.append(f"{to_json_key(key)}\t{to_json(value)}\n")
+        except NotJSONError as error:
+            raise TaskFailure.of_output(where, error, f"key {key!r}") from None
+        _check_utf8(where, key, lines[-1:])
+    return lines
 
 
-def _output_error(error: Exception) -> Exception:
-    """``error`` of a reduce or hook, and output JSON cannot hold without the encoder's frames (its message names
-    what to yield instead, as hop's reduce says it)."""
-    return error.with_traceback(None) if isinstance(error, NotJSONError) else error
+def _check_utf8(where: str, key: Any, lines: list[str]) -> None:
+    """Fail the task as hop's reduce fails it when one of ``lines`` (what ``where`` wrote for ``key``) cannot be
+    written as UTF-8 (a str holding a lone surrogate): else the part file's write failed, outside the reduce, with
+    Spark's "An exception was thrown from the Python worker" and PySpark's frames."""
+    from hop.tasks import not_utf8_output
+
+    for line in lines:
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise TaskFailure.of_output(where, not_utf8_output(error), f"key {key!r}") from None
 
 
 def write_task(output: str, index: int, lines: Iterable[str]) -> Iterator[tuple[int, str]]:

@@ -13,7 +13,6 @@ every task process partitions keys alike.
 from __future__ import annotations
 
 import gc
-import io
 import os
 import sys
 import time
@@ -29,41 +28,21 @@ from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
-from hop.usercode import USER_FAILURES, UserCodeError, sendable
+from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, sendable
 from shuffle.buffer import CombinerKeyError, PartitionError
 from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
 
 TASK_GC_THRESHOLDS = (50_000, 20, 20)
 
-NO_STANDARD_INPUT = (
-    "a task has no standard input: a map's records are its arguments (key and value: a text file's byte offset and "
-    "line), not lines of sys.stdin"
-)
-
-
-class _NoStandardInput(io.TextIOBase):
-    """``sys.stdin`` of a task process: reading it raises, saying where a map's records come from. The process
-    inherited its worker's (``hop run``'s terminal or pipe), so a map written as a streaming mapper (``for line in
-    sys.stdin``) waited on it forever without a word."""
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int | None = -1) -> str:
-        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
-
-    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
-        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
-
 
 def _detach_standard_input() -> None:
     """No standard input for the task process, nor for the processes its user code starts (they read
-    ``/dev/null``); ``sys.stdin`` reads raise :data:`NO_STANDARD_INPUT`."""
+    ``/dev/null``); ``sys.stdin`` reads raise, saying why (:class:`hop.usercode.NoStandardInput`)."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    sys.stdin = _NoStandardInput()
+    sys.stdin = NoStandardInput()
 
 
 class WorkerChannel:

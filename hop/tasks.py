@@ -126,7 +126,7 @@ def _write_pairs(file: IO[str], pairs: list[tuple[Any, Any]], where: str) -> Non
         try:
             file.write(f"{to_json_key(key)}\t{to_json(value)}\n")
         except UnicodeEncodeError as error:
-            raise UserCodeError(where, _not_utf8(error), f"key {key!r}") from error
+            raise UserCodeError(where, not_utf8_output(error), f"key {key!r}") from error
         except NotJSONError as error:
             raise UserCodeError(where, error, f"key {key!r}").without_traceback() from error
 
@@ -136,7 +136,7 @@ class NotUTF8OutputError(ValueError):
     has, is the engine's)."""
 
 
-def _not_utf8(error: UnicodeEncodeError) -> NotUTF8OutputError:
+def not_utf8_output(error: UnicodeEncodeError) -> NotUTF8OutputError:
     """Output that cannot be written as UTF-8: a str the user's code made of bytes it decoded with
     ``surrogateescape``, or a JSON input's lone surrogate (``"\\ud800"``) passed on (a text file's lines are valid
     UTF-8, so the engine never makes one)."""
@@ -1126,7 +1126,7 @@ def _write_columns(
                 file.write(lines)  # (encoded whole before any of it is written)
             except UnicodeEncodeError as error:
                 bad = next(i for i, text in enumerate(key_texts + value_texts) if not _encodes(text)) % len(key_texts)
-                raise UserCodeError("reduce", _not_utf8(error), f"key {keys[start + bad]!r}") from error
+                raise UserCodeError("reduce", not_utf8_output(error), f"key {keys[start + bad]!r}") from error
             if after_first_batch is not None:
                 file.flush()
                 after_first_batch()
@@ -1193,7 +1193,7 @@ def reduce_to_file(
                 try:
                     write("".join(lines))  # (encoded whole before any of it is written: all or nothing of a key)
                 except UnicodeEncodeError as unwritable:
-                    raise _not_utf8(unwritable) from None  # (skipped below as a failing reduce is)
+                    raise not_utf8_output(unwritable) from None  # (skipped below as a failing reduce is)
             except SystemExit as exiting:  # (never skipped: a map's is not either)
                 raise UserCodeError("reduce", exiting, f"key {key!r}") from exiting
             except Exception as raised:

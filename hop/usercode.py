@@ -7,18 +7,50 @@ it happened (map, combine, reduce, setup...), the record or key, and the user's 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
 from hop.usertrace import has_user_frame, user_traceback
 from shuffle.buffer import AggregateValueError
 
-__all__ = ["USER_FAILURES", "UserCodeError", "call_user", "describe_record", "fold_error", "sendable"]
+__all__ = [
+    "NO_STANDARD_INPUT",
+    "USER_FAILURES",
+    "NoStandardInput",
+    "UserCodeError",
+    "call_user",
+    "describe_record",
+    "fold_error",
+    "sendable",
+]
 
 USER_FAILURES = (Exception, SystemExit)
 """What user code raises that fails its call: any exception, and ``sys.exit()``'s ``SystemExit``, which is no
 ``Exception``: past a task's handlers it ended the task process, and the task was retried as if its worker had
 failed, its record and traceback lost."""
+
+
+NO_STANDARD_INPUT = (
+    "a task has no standard input: a map's records are its arguments (key and value: a text file's byte offset and "
+    "line), not lines of sys.stdin"
+)
+
+
+class NoStandardInput(io.TextIOBase):
+    """``sys.stdin`` of a task, on every engine: reading it raises, saying where a map's records come from. A task
+    process of hop's inherited its worker's (``hop run``'s terminal or pipe), so a map written as a streaming mapper
+    (``for line in sys.stdin``) waited on it forever without a word; a Spark worker's reads ``/dev/null``, so such a
+    map read nothing and the job succeeded without its records' output."""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> str:
+        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
 
 
 def sendable(text: str) -> str:

@@ -94,6 +94,8 @@ RUNS = [
         reducers=1,
         options={"input_format": "output"},
     ),  # fmt: skip
+    SparkRun("reads_stdin", "task_misuse", ["fail.txt"], reducers=1, job_class="ReadsStdin"),
+    SparkRun("exits_in_step_two", "task_misuse", ["fail.txt"], reducers=1, job_class="ExitsInStepTwo", cli=True),
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
     SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
@@ -125,6 +127,7 @@ def run_batch(plan_file: str) -> None:
                 argv = [job_path(run.job), *run.inputs, "-o", output, "--reducers", str(run.reducers)]
                 argv += ["--spark-master", "local[2]", "--split-size", str(SPLIT_SIZE)]
                 argv += ["--quiet"] if run.options.get("quiet", True) else []
+                argv += ["--job-class", run.job_class] if run.job_class else []
                 # main() ends the JVM when its run ends: this process keeps it for the next run and ends it last.
                 hop.spark_engine.shutdown_jvm = lambda: None
                 try:
@@ -574,6 +577,119 @@ def test_a_record_of_a_hop_output_is_named_by_its_key_as_on_hop(tmp_path: Path) 
     reason, _ = map_failure("two_steps_failing", None, 1, "lines", ['"x"\t1\n', '"y"\t3\n'])
     where = "the output of step 1 (a reducer) record with key 'y': '3'"
     assert reason == f"map at {where} raised ValueError: refusing 'y', counted 3 times"
+
+
+@pytest.mark.parametrize(
+    ("job_class", "where", "call"),
+    [
+        ("ExitsInMap", "map at {source} byte offset 4: 'c boom d'", "sys.exit(2)"),
+        ("ExitsInCombine", "combine at key 'boom'", "sys.exit()"),
+        ("ExitsInReduce", "reduce at key 'boom'", "sys.exit(0)"),
+    ],
+)
+def test_sys_exit_in_a_task_fails_it_as_on_hop(tmp_path: Path, job_class: str, where: str, call: str) -> None:
+    """``sys.exit()`` in a map, combine or reduce raised SystemExit past the Spark task's handlers (they caught
+    ``Exception``): the job failed with "Spark job failed: An exception was thrown from the Python worker:" and
+    PySpark's frames. It now fails as on hop's engine (test_cli.py), naming the record or key and the user's line.
+    The tasks run here, outside Spark (``exits_in_step_two`` has it on Spark)."""
+    from hop.inputs import Split
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, reduce_task
+
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nc boom d\n")
+    if job_class == "ExitsInReduce":
+        plan = StepPlan(dump_job_class(load_job_file(job_path("task_misuse"), job_class)), 0, 1, "text")
+        counters: Any = None  # (a failed task adds none)
+        with pytest.raises(TaskFailure) as failed:
+            list(reduce_task(plan, counters, [("a", [1]), ("boom", [1])]))
+        reason, shown = failure_of(failed.value) or ("", "")
+    else:
+        reason, shown = map_failure("task_misuse", job_class, 0, "text", [Split(str(source), 0, -1)])
+    assert reason == (
+        f"{where.format(source=source)} called {call}, which fails the job as an exception does (a task cannot "
+        "exit early)"
+    )
+    assert 'task_misuse.py", line ' in (shown or "") and f"    {call}\nSystemExit" in (shown or ""), shown
+
+
+def test_an_error_message_with_a_lone_surrogate_is_escaped_as_on_hop(tmp_path: Path) -> None:
+    """A map whose error message held a lone surrogate failed the run with exit code 2 and "'utf-8' codec can't
+    encode character '\\ud800'", the user's error lost (the driver could not write it); it is escaped, as hop's
+    engine escapes it (``hop.usercode.sendable``)."""
+    from hop.inputs import Split
+
+    (tmp_path / "in.txt").write_text("x\n")
+    reason, shown = map_failure("task_misuse", "SurrogateError", 0, "text", [Split(str(tmp_path / "in.txt"), 0, -1)])
+    assert reason.endswith("raised ValueError: cannot take 'x' \\ud800"), reason
+    assert (shown or "").endswith("ValueError: cannot take 'x' \\ud800\n"), shown
+    reason.encode("utf-8")  # (what the report and the terminal need)
+
+
+@pytest.mark.parametrize(
+    ("job_class", "expected"),
+    [
+        (
+            "WritesSurrogate",
+            "reduce at key 'a' raised NotUTF8OutputError: its output cannot be written as UTF-8 ('utf-8' codec can't "
+            "encode character '\\ud800' in position 6: surrogates not allowed); yield valid text",
+        ),
+        (
+            "FinalYieldsSet",
+            "reducer_final at key 'fin' raised NotJSONError: output value {1} is a set, which has no JSON form: yield "
+            "a list or tuple instead (sorted, for the same output in every run)",
+        ),
+    ],
+)
+def test_output_json_or_utf8_cannot_hold_is_named_as_on_hop(job_class: str, expected: str) -> None:
+    """A reduce whose output held a lone surrogate failed writing its part file, outside the reduce: "Spark job
+    failed: An exception was thrown from the Python worker:" and PySpark's frames; a ``reducer_final`` yielding a
+    set was named without its key, after a traceback of the JSON encoder's error alone. Both read as on hop's engine
+    now, without a traceback (no frame of the user's raised them). The reduce task runs here, outside Spark."""
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, reduce_task
+
+    plan = StepPlan(dump_job_class(load_job_file(job_path("task_misuse"), job_class)), 0, 1, "text")
+    counters: Any = None  # (a failed task adds none)
+    with pytest.raises(TaskFailure) as failed:
+        list(reduce_task(plan, counters, [("a", [1])]))
+    assert failure_of(failed.value) == (expected, None)
+
+
+def test_a_map_reading_stdin_fails_as_on_hop(spark_runs: dict[str, dict[str, Any]], corpus: Path) -> None:
+    """A map reading ``sys.stdin`` (a streaming mapper's loop) read the Spark worker's /dev/null: nothing, and the
+    job succeeded with no output. It fails as on hop's engine, saying where a map's records are."""
+    failed = spark_runs["reads_stdin"]
+    assert "error" in failed, failed  # (it succeeded)
+    from hop.usercode import NO_STANDARD_INPUT
+
+    assert failed["error"] == (
+        f"map at {corpus / 'fail.txt'} byte offset 0: 'a b' raised UnsupportedOperation: {NO_STANDARD_INPUT}"
+    ), failed
+    assert 'task_misuse.py", line ' in failed["traceback"] and "for text in sys.stdin" in failed["traceback"]
+
+
+def test_a_failed_step_of_several_is_named_and_reported_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """A job of three steps failing in its second said "job failed: ...", and its _job.json said ``step`` 2 (the
+    last planned) with that step's empty counters at the top level. As on hop's engine: "job failed in step 2/3
+    (JOB_ID)", ``step`` 1, that step's counters, and the steps before it in ``steps``. The failure is a reduce's
+    ``sys.exit()`` under Spark."""
+    result = spark_runs["exits_in_step_two"]
+    assert result["exit_code"] == 1, result["stderr"]
+    report = json.loads((result["output"] / "_job.json").read_text())
+    last = result["stderr"].rstrip("\n").rpartition("\n")[2]
+    assert last == (
+        f"hop: error: job failed in step 2/3 ({report['job_id']}): reduce at key 'words' called sys.exit(3), which "
+        "fails the job as an exception does (a task cannot exit early)"
+    )
+    assert 'task_misuse.py", line ' in result["stderr"] and "    sys.exit(3)\nSystemExit: 3\n" in result["stderr"]
+    assert (report["status"], report["step"], report["num_steps"]) == ("failed", 1, 3)
+    assert report["traceback"].endswith("    sys.exit(3)\nSystemExit: 3\n"), report["traceback"]  # (none was kept)
+    assert report["counters"]["map_input_records"] == 5  # (the second step's: the first one's 5 words)
+    assert [step["step"] for step in report["steps"]] == [0]
+    assert report["steps"][0]["counters"]["map_input_records"] == 2
 
 
 def test_a_failed_reduce_of_an_earlier_step_is_reported_as_the_users(spark_runs: dict[str, dict[str, Any]]) -> None:
@@ -1064,7 +1180,8 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
     assert "Traceback" not in printed and "ERROR:root" not in printed and "\tat org.apache" not in printed, printed
     report = json.loads((tmp_path / "out" / "_job.json").read_text())
-    assert report["status"] == "interrupted" and report["error"] == "interrupted by SIGINT"
+    # (as hop's engine reports a batch job cancelled so; it said status "interrupted", hop's engine "failed")
+    assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
