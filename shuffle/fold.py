@@ -18,6 +18,8 @@ reduce merges its run files.
 
 from __future__ import annotations
 
+import itertools
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,30 @@ from shuffle.runs import BLOCK_RECORDS, RunWriter, iter_blocks, iter_file_blocks
 from shuffle.store import RunStore
 
 BYTES_PER_KEY = 128
-"""Rough memory cost of one key and its state in the map, to turn ``memory_limit`` into a key budget."""
+"""Least memory cost of one key and its state in the map (a word and its count), to turn ``memory_limit`` into a key
+budget; larger states (``TopK``'s values, ``CountDistinct``'s) are measured as they are folded (:func:`state_bytes`)."""
+
+DICT_SLOT_BYTES = 48
+"""What a key costs the map's dict beyond its key and value objects (its entry and index at the dict's load)."""
+
+SIZE_SAMPLE = 16
+"""Items of a container :func:`state_bytes` measures; the rest are taken to be as large on average."""
+
+
+def state_bytes(value: Any, depth: int = 2) -> int:
+    """About how many bytes ``value`` holds: its own size and, ``depth`` levels down, its items' (a sample of
+    ``SIZE_SAMPLE`` of them, scaled), and the containers its attributes hold (``CountDistinct``'s set of its values,
+    whose items it shares)."""
+    size = sys.getsizeof(value)
+    if depth and isinstance(value, tuple | list | set | frozenset | dict) and value:
+        items: Any = value.items() if isinstance(value, dict) else value
+        sample = list(itertools.islice(items, SIZE_SAMPLE))
+        sampled = sum(state_bytes(item, depth - 1) for item in sample)
+        size += sampled * len(value) // len(sample)
+    attributes = getattr(value, "__dict__", None)
+    if attributes:
+        size += sum(map(sys.getsizeof, attributes.values()))
+    return size
 
 
 class FoldingRunStore(RunStore):
@@ -45,7 +70,10 @@ class FoldingRunStore(RunStore):
         super().__init__(spill_dir, memory_limit=memory_limit, fan_in=fan_in)
         self.aggregate = aggregate
         self.state: dict[Any, Any] = {}
+        self._fixed_max_keys = max_keys is not None
         self.max_keys = max_keys if max_keys is not None else max(1024, memory_limit // BYTES_PER_KEY)
+        self._key_bytes = float(BYTES_PER_KEY)
+        """One key's cost in the map, from a key sampled per block folded (:meth:`_resize_budget`)."""
         self.folded_records = 0
         self._dumps: list[Path] = []
         self._dump_tags: list[str] = []
@@ -104,8 +132,20 @@ class FoldingRunStore(RunStore):
                 for key, value in zip(keys, values, strict=True):
                     old = get(key)
                     state[key] = value if old is None else merge(old, value)
+            if keys and not self._fixed_max_keys:
+                self._resize_budget(keys[-1], state[keys[-1]])
             if len(state) > self.max_keys:
                 self._dump_state()
+
+    def _resize_budget(self, key: Any, value: Any) -> None:
+        """Fold one sampled key's cost into the mean and set ``max_keys`` from it: a count costs about
+        ``BYTES_PER_KEY``, a ``TopK(20)`` state seven times that, so a fixed count of keys let such states take
+        seven times the budget."""
+        sample = max(BYTES_PER_KEY, sys.getsizeof(key) + state_bytes(value) + DICT_SLOT_BYTES)
+        # A larger cost counts at once (the map may already hold too many keys), a smaller one by an eighth (one
+        # hot key's large state should not keep the budget down for long).
+        self._key_bytes = max(sample, self._key_bytes + (sample - self._key_bytes) / 8)
+        self.max_keys = max(1024, int(self.memory_limit // self._key_bytes))
 
     def _sorted_state(self) -> list[Any]:
         """The keys of the in-memory state in the total order (runs may have come unsorted: order is ours)."""
