@@ -31,6 +31,7 @@ see ``run_map``), so that a map yielding megabyte values does not hold millions 
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -76,11 +77,15 @@ FIRST_SPILL_DIVISOR = 4
 
 def value_bytes(value: Any, depth: int = 2) -> int:
     """About the memory a value takes in a buffer's list: its own size, the sizes of (a sample of) its items down to
-    ``depth`` levels, and the list's slot."""
+    ``depth`` levels, and the list's slot; and the containers its attributes hold (a ``CountDistinct`` state's set
+    of its values, whose items it shares), as a reduce's fold map holds such states."""
     size = sys.getsizeof(value) + 8
-    if depth and isinstance(value, (list, tuple, dict)) and value:
-        items = list(value.items())[:8] if isinstance(value, dict) else value[:8]
+    if depth and isinstance(value, (list, tuple, dict, set, frozenset)) and value:
+        items = list(itertools.islice(value.items() if isinstance(value, dict) else value, 8))
         size += sum(value_bytes(item, depth - 1) for item in items) * len(value) // len(items)
+    attributes = getattr(value, "__dict__", None)
+    if attributes:
+        size += sum(map(sys.getsizeof, attributes.values()))
     return size
 
 

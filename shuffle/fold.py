@@ -18,17 +18,24 @@ reduce merges its run files.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from shuffle.buffer import value_bytes
 from shuffle.keys import combined_order, sort_keys
 from shuffle.merge import group_sorted, merge_runs
 from shuffle.runs import BLOCK_RECORDS, RunWriter, iter_blocks, iter_file_blocks, iter_run_file, iter_run_file_blocks
 from shuffle.store import RunStore
 
 BYTES_PER_KEY = 128
-"""Rough memory cost of one key and its state in the map, to turn ``memory_limit`` into a key budget."""
+"""Least memory cost of one key and its state in the map (a word and its count), to turn ``memory_limit`` into a key
+budget; larger states (``TopK``'s values, ``CountDistinct``'s) are measured as they are folded
+(``shuffle.buffer.value_bytes``)."""
+
+DICT_SLOT_BYTES = 48
+"""What a key costs the map's dict beyond its key and value objects (its entry and index at the dict's load)."""
 
 
 class FoldingRunStore(RunStore):
@@ -45,7 +52,10 @@ class FoldingRunStore(RunStore):
         super().__init__(spill_dir, memory_limit=memory_limit, fan_in=fan_in)
         self.aggregate = aggregate
         self.state: dict[Any, Any] = {}
+        self._fixed_max_keys = max_keys is not None
         self.max_keys = max_keys if max_keys is not None else max(1024, memory_limit // BYTES_PER_KEY)
+        self._key_bytes = float(BYTES_PER_KEY)
+        """One key's cost in the map, from a key sampled per block folded (:meth:`_resize_budget`)."""
         self.folded_records = 0
         self._dumps: list[Path] = []
         self._dump_tags: list[str] = []
@@ -104,8 +114,20 @@ class FoldingRunStore(RunStore):
                 for key, value in zip(keys, values, strict=True):
                     old = get(key)
                     state[key] = value if old is None else merge(old, value)
+            if keys and not self._fixed_max_keys:
+                self._resize_budget(keys[-1], state[keys[-1]])
             if len(state) > self.max_keys:
                 self._dump_state()
+
+    def _resize_budget(self, key: Any, value: Any) -> None:
+        """Fold one sampled key's cost into the mean and set ``max_keys`` from it: a count costs about
+        ``BYTES_PER_KEY``, a ``TopK(20)`` state seven times that, so a fixed count of keys let such states take
+        seven times the budget."""
+        sample = max(BYTES_PER_KEY, sys.getsizeof(key) + value_bytes(value) + DICT_SLOT_BYTES)
+        # A larger cost counts at once (the map may already hold too many keys), a smaller one by an eighth (one
+        # hot key's large state should not keep the budget down for long).
+        self._key_bytes = max(sample, self._key_bytes + (sample - self._key_bytes) / 8)
+        self.max_keys = max(1024, int(self.memory_limit // self._key_bytes))
 
     def _sorted_state(self) -> list[Any]:
         """The keys of the in-memory state in the total order (runs may have come unsorted: order is ours)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hop.aggregates import Count, Max, Mean, Min, Sum
+from hop.aggregates import Count, Max, Mean, Min, Sum, TopK
 from shuffle.fold import FoldingRunStore
 from shuffle.merge import group_sorted
 from shuffle.runs import BLOCK_RECORDS, RunWriter, encode_run
@@ -126,6 +126,35 @@ def test_folding_keeps_to_its_budget_with_a_large_run_of_distinct_keys(tmp_path:
     # The budget plus a decoded block per stream (8,192 small pairs: about 1 MB).
     assert folding_peak < budget + (2 << 20), folding_peak
     assert reading_peak < budget + (3 << 20), reading_peak
+    store.close()
+
+
+def test_folding_keeps_to_its_budget_when_each_state_is_large(tmp_path: Path) -> None:
+    """A key's state may be far larger than a counter: ``TopK(20)`` holds 20 values. The store sizes its key budget
+    by the states it holds, not by a count's 128 bytes a key. Before, this store took 1 MiB / 128 = 8,192 keys of
+    20 numbers each into its map (about 7 MB, seven times its budget); a job's reducer with ``--reduce-memory 16MB``
+    peaked 154 MB above its start on 120,000 keys."""
+    budget = 1 << 20
+    aggregate = TopK(20)
+    store = FoldingRunStore(tmp_path, aggregate, memory_limit=budget)
+    keys = [f"w{number:06d}" for number in range(6_000)]
+    runs = [
+        encode_run(keys, [tuple(range(100_000 * task + n + 40, 100_000 * task + n, -2)) for n in range(len(keys))], 500)
+        for task in range(2)
+    ]
+    tracemalloc.start()
+    try:
+        for task, run in enumerate(runs):
+            store.add(task, 0, 0, run, len(keys), "s")
+            store.commit(task, 0, spills=1)
+        folding_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # The budget plus a block's decoded states (500 of them: the bound is checked per block folded).
+    assert folding_peak < budget + (1 << 20), folding_peak
+    assert store._dumps, "the state should have been dumped to disk"
+    top = finished(store, aggregate)
+    assert len(top) == 6_000 and top["w000007"] == list(range(100_047, 100_007, -2))
     store.close()
 
 
