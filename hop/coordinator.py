@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import glob
 import itertools
 import json
 import math
@@ -494,6 +495,7 @@ class Coordinator:
             options = spec.options
             online = bool(options.get("online"))
             upstream = self._upstream_of(spec)
+            self._refuse_input_being_written(spec, upstream)
             stream = StreamOptions.from_spec(spec) if options.get("stream") else None
             splits = (
                 [[] for _ in range(upstream.spec.num_reduces)]
@@ -1329,6 +1331,33 @@ class Coordinator:
                     f"wait for it, stop it (hop stop {other.spec.job_id}) or choose another"
                 )
 
+    def _refuse_input_being_written(self, spec: JobSpec, upstream: JobState | None) -> None:
+        """Refuse a job that would read the output directory of a batch job still running, or a folder holding it:
+        it read the part files committed so far, part of the data, and succeeded on it as if on all (or said the
+        directory held no file). A pipeline reads its ``upstream`` job's output as it is written, through the pipe;
+        a continuous job's windows are each complete once written, so reading them as they come is left alone."""
+        writing = {
+            Path(job.spec.output).resolve(): job.spec.job_id
+            for job in self.jobs.values()
+            if job.state == "running" and job.windows is None and job is not upstream
+        }
+        if not writing:
+            return
+        for pattern in spec.inputs:
+            for named in glob.glob(pattern, recursive=True) if glob.has_magic(pattern) else [pattern]:
+                path = Path(named).resolve()
+                for output, job_id in writing.items():
+                    inside = path == output or output in path.parents
+                    # (a folder is read without its names starting with _ or .: a pipeline's .OUT.steps-* scratch)
+                    around = path in output.parents and not _hidden_below(path, output)
+                    if inside or around:
+                        what = "is" if inside else f"holds {output},"
+                        raise InputError(
+                            f"input {pattern} {what} the output of job {job_id}, still running: its part files are "
+                            f"not all written yet; submit this job again once it has ended (hop status {job_id} "
+                            f"--coordinator {self.address})"
+                        )
+
     def _retire(self) -> None:
         """Forget the oldest finished jobs beyond ``keep_jobs`` (their reports stay in their output directories, as
         Hadoop retires completed jobs): a coordinator that runs for months must not keep every job it ran. A job a
@@ -1603,6 +1632,12 @@ def _with_all_rows(output: str, window: dict[str, Any]) -> dict[str, Any]:
         with open(part, encoding="utf-8") as file:
             rows += [line.rstrip("\n").split("\t", 1) for line in file if line.strip()]
     return {**window, "rows": rows}
+
+
+def _hidden_below(folder: Path, path: Path) -> bool:
+    """Whether reading ``folder`` leaves ``path``, inside it, out: a name on the way starts with ``_`` or ``.``
+    (:func:`hop.inputs.expand_inputs`)."""
+    return any(part.startswith(("_", ".")) for part in path.relative_to(folder).parts)
 
 
 def _write_window_json(output: str, summary: dict[str, Any]) -> None:
