@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import glob
 import itertools
 import json
 import math
@@ -56,8 +57,13 @@ PAUSE_SECONDS = 1.0
 coordinator itself did not run: stopped (SIGSTOP), suspended with its machine, or starved. Workers could not be
 heard meanwhile, and their heartbeats are still arriving, so that silence is not counted against them."""
 STOP_TELL_SECONDS = 1.0
-"""How long a coordinator stopped by a signal keeps answering ``status`` requests about the jobs it failed as it
-stopped, until a client was told of each (:meth:`Coordinator._tell_clients_of_failed_jobs`)."""
+"""How long a stopping coordinator keeps answering ``status`` and ``windows`` requests, until the submitter of each
+job that ended as it stopped was told how (:meth:`Coordinator._tell_submitters`)."""
+FOLLOW_UP_SECONDS = 0.25
+"""How long it then waits for more: ``hop submit`` of a continuous job asks for the last windows after the status."""
+JUST_ENDED_SECONDS = 5.0
+"""A job that ended this recently before ``hop shutdown`` may not have been seen to end by its submitter (which polls
+every 0.2 s): ``hop shutdown --force`` stops the jobs, waits for them to end and shuts the cluster down at once."""
 STOP_LINGER_MILLISECONDS = 500
 """How long closing the socket then waits for those answers to leave (they were dropped with the socket)."""
 SOURCE_SLOT_GRACE_SECONDS = 2.0
@@ -183,6 +189,8 @@ class Coordinator:
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
         self.status_waiters: list[tuple[bytes, str, float]] = []
         """``status`` requests held until their job ends or their wait runs out: (client, job id, deadline)."""
+        self.submitters: dict[str, bytes] = {}
+        """Job id -> the client that submitted it, until a ``status`` reply told that client how the job ended."""
         self.running = True
         self._last_turn = time.monotonic()
         """When the loop last checked heartbeats (:data:`PAUSE_SECONDS`)."""
@@ -191,6 +199,8 @@ class Coordinator:
         about jobs failed as the coordinator stopped (:data:`STOP_LINGER_MILLISECONDS`)."""
         self.stop_workers = False
         """Whether stopping tells the workers to stop: on a shutdown request or when orphaned, not on a signal."""
+        self.shutdown_requested = False
+        """Whether a ``shutdown`` request (``hop shutdown``) stops the coordinator."""
         host = bind.split("://", 1)[1].rsplit(":", 1)[0] if bind.startswith("tcp://") else "127.0.0.1"
         self.events = ClusterEvents(self.context, "0.0.0.0" if host in ("0.0.0.0", "*") else host)
         """The coordinator's own sample stream for the cluster monitor: jobs, workers and faults every second."""
@@ -231,6 +241,8 @@ class Coordinator:
                     file=sys.stderr,
                     flush=True,
                 )
+            if self.shutdown_requested and not embedded():  # (an embedded cluster's client has gone)
+                self._tell_submitters_of_jobs_just_ended()
             self.events.close()
             self.socket.close(linger=self.stop_linger)
             if self.socket_file is not None:
@@ -255,10 +267,9 @@ class Coordinator:
                 self._execute(job, job.fail(reason))
             except Exception as error:  # (the coordinator is going: what it could not end, it names)
                 print(f"hop coordinator: job {job.spec.job_id}: cannot end it: {error}", file=sys.stderr, flush=True)
-        untold = {job.spec.job_id for job in running} - {job_id for _, job_id, _ in self.status_waiters}
         self._answer_status_waiters()
-        self._tell_clients_of_failed_jobs(untold)
-        self.stop_linger = STOP_LINGER_MILLISECONDS
+        self._tell_submitters({job.spec.job_id for job in running})
+        self.stop_linger = STOP_LINGER_MILLISECONDS  # (for the answers to the requests that were held, too)
         print(
             f"hop coordinator: stopped while running {counted(len(running), 'job')}, failed: "
             f"{', '.join(job.spec.job_id for job in running)}",
@@ -287,25 +298,39 @@ class Coordinator:
             self._send(identity, "error", message=f"malformed engine message: {error}")
             return None
 
-    def _tell_clients_of_failed_jobs(self, untold: set[str]) -> None:
-        """Answer only ``status`` requests, for up to :data:`STOP_TELL_SECONDS`, until one about each job in
-        ``untold`` (failed as this coordinator stopped, with no request held to tell) was answered.
+    def _tell_submitters_of_jobs_just_ended(self) -> None:
+        """On ``hop shutdown``: tell the submitters of the jobs that ended just before (:data:`JUST_ENDED_SECONDS`)
+        and were not told yet. ``hop shutdown --force`` ends the jobs and then the cluster: their ``hop submit``
+        asked after the coordinator had gone, waited 30 s and failed ("did not answer"), the job succeeded or not."""
+        since = time.time() - JUST_ENDED_SECONDS
+        ended = {job_id for job_id, job in self.jobs.items() if (job.finished_at or 0.0) > since}
+        self._tell_submitters(ended)
 
-        ``hop submit`` polls with requests held 0.1 s each. One whose request was not held when the signal came sent
-        its next one after this coordinator had gone, to the one started in its place, and was told that the job was
-        lost in a restart: not why, and not that it had been failed and its tasks ended. Other messages are left
-        unread, as they would be once the socket is closed."""
-        deadline = time.monotonic() + STOP_TELL_SECONDS
-        while untold and (left := deadline - time.monotonic()) > 0:
-            if not self.socket.poll(max(1, math.ceil(left * 1000))):
-                continue
-            parsed = self._parsed(self.socket.recv_multipart())
-            if parsed is None:
-                continue
-            identity, msg = parsed
-            if msg.get("type") == "status" and msg.get("job_id") in self.jobs:
-                self.on_status(identity, msg)
-                untold.discard(msg["job_id"])
+    def _tell_submitters(self, ended: set[str]) -> None:
+        """Answer only ``status`` and ``windows`` requests, for up to :data:`STOP_TELL_SECONDS`, until the submitter
+        of each job in ``ended`` (ended as this coordinator stops) was told how it ended, and then for as long as
+        they keep coming (:data:`FOLLOW_UP_SECONDS`); the socket then lingers for the answers to leave.
+
+        ``hop submit`` polls with requests held 0.1 s each (a continuous job's every 0.2 s, then asks for the new
+        windows). One whose request was not held when the job ended sent its next one after this coordinator had
+        gone: with none there it got no answer; with one restarted in its place, it was told that the job was lost
+        in a restart, not why. Other messages are left unread, as they would be once the socket is closed."""
+        untold = ended & self.submitters.keys()
+        if not untold:
+            return
+        self.stop_linger = STOP_LINGER_MILLISECONDS
+        now = time.monotonic()
+        deadline, quiet_from = now + STOP_TELL_SECONDS, math.inf
+        while (left := min(deadline, quiet_from) - now) > 0:
+            if self.socket.poll(max(1, math.ceil(left * 1000))):
+                parsed = self._parsed(self.socket.recv_multipart())
+                if parsed is not None and parsed[1].get("type") in ("status", "windows"):
+                    identity, msg = parsed
+                    if msg.get("job_id") in self.jobs:
+                        self.handle(identity, msg)
+                        if not untold & self.submitters.keys():
+                            quiet_from = time.monotonic() + FOLLOW_UP_SECONDS
+            now = time.monotonic()
 
     def _send(self, identity: bytes, msg_type: str, /, **fields: Any) -> None:
         self.socket.send_multipart([identity, message(msg_type, **fields)])
@@ -471,6 +496,7 @@ class Coordinator:
             options = spec.options
             online = bool(options.get("online"))
             upstream = self._upstream_of(spec)
+            self._refuse_input_being_written(spec, upstream)
             stream = StreamOptions.from_spec(spec) if options.get("stream") else None
             splits = (
                 [[] for _ in range(upstream.spec.num_reduces)]
@@ -519,6 +545,7 @@ class Coordinator:
         if stream is not None:
             job.windows = WindowTracker(spec.num_reduces, len(stream.sources), stream.window.describe())
         self._send(identity, "submitted", job_id=job_id, maps=len(splits))
+        self.submitters[job_id] = identity
         if not splits and not self.jobs[job_id].reduces:
             self._execute(self.jobs[job_id], [FinishJob("succeeded")])
 
@@ -564,6 +591,8 @@ class Coordinator:
             status["waiting"] = waiting
         if job.state != "running":
             status["report"] = job.report()
+            if self.submitters.get(job.spec.job_id) == identity:
+                del self.submitters[job.spec.job_id]  # (told: a stopping coordinator need not wait to tell it)
         self._send(identity, "status", **status)
 
     def _slots_held_from(self, job: JobState) -> dict[str, Any] | None:
@@ -1034,6 +1063,7 @@ class Coordinator:
         self._send(identity, "bye")
         self.running = False
         self.stop_workers = True
+        self.shutdown_requested = True
         if not embedded():  # a standalone coordinator says why it ends, as its workers do
             alive = sum(worker.alive for worker in self.workers.values())
             print(
@@ -1302,6 +1332,33 @@ class Coordinator:
                     f"wait for it, stop it (hop stop {other.spec.job_id}) or choose another"
                 )
 
+    def _refuse_input_being_written(self, spec: JobSpec, upstream: JobState | None) -> None:
+        """Refuse a job that would read the output directory of a batch job still running, or a folder holding it:
+        it read the part files committed so far, part of the data, and succeeded on it as if on all (or said the
+        directory held no file). A pipeline reads its ``upstream`` job's output as it is written, through the pipe;
+        a continuous job's windows are each complete once written, so reading them as they come is left alone."""
+        writing = {
+            Path(job.spec.output).resolve(): job.spec.job_id
+            for job in self.jobs.values()
+            if job.state == "running" and job.windows is None and job is not upstream
+        }
+        if not writing:
+            return
+        for pattern in spec.inputs:
+            for named in glob.glob(pattern, recursive=True) if glob.has_magic(pattern) else [pattern]:
+                path = Path(named).resolve()
+                for output, job_id in writing.items():
+                    inside = path == output or output in path.parents
+                    # (a folder is read without its names starting with _ or .: a pipeline's .OUT.steps-* scratch)
+                    around = path in output.parents and not _hidden_below(path, output)
+                    if inside or around:
+                        what = "is" if inside else f"holds {output},"
+                        raise InputError(
+                            f"input {pattern} {what} the output of job {job_id}, still running: its part files are "
+                            f"not all written yet; submit this job again once it has ended (hop status {job_id} "
+                            f"--coordinator {self.address})"
+                        )
+
     def _retire(self) -> None:
         """Forget the oldest finished jobs beyond ``keep_jobs`` (their reports stay in their output directories, as
         Hadoop retires completed jobs): a coordinator that runs for months must not keep every job it ran. A job a
@@ -1315,6 +1372,7 @@ class Coordinator:
                 continue
             del self.jobs[job_id]
             self.downstream.pop(job_id, None)
+            self.submitters.pop(job_id, None)
             self.retired[job_id] = job.spec.output
             if len(self.retired) > RETIRED_IDS:
                 self.retired.popitem(last=False)
@@ -1575,6 +1633,12 @@ def _with_all_rows(output: str, window: dict[str, Any]) -> dict[str, Any]:
         with open(part, encoding="utf-8") as file:
             rows += [line.rstrip("\n").split("\t", 1) for line in file if line.strip()]
     return {**window, "rows": rows}
+
+
+def _hidden_below(folder: Path, path: Path) -> bool:
+    """Whether reading ``folder`` leaves ``path``, inside it, out: a name on the way starts with ``_`` or ``.``
+    (:func:`hop.inputs.expand_inputs`)."""
+    return any(part.startswith(("_", ".")) for part in path.relative_to(folder).parts)
 
 
 def _write_window_json(output: str, summary: dict[str, Any]) -> None:

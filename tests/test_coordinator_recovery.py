@@ -617,6 +617,35 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
         assert process.wait(timeout=30) == 0, process.args
 
 
+def test_the_submitter_of_a_job_hop_shutdown_force_ended_is_told_how_it_ended(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """``hop shutdown --force`` stops a job, waits for it to end and shuts the cluster down at once. Its submitter
+    (``hop submit`` of a continuous job polls every 0.2 s, then asks for the new windows) asked after that: with the
+    coordinator gone it waited 30 s and failed, 'coordinator did not answer', exit 3, though its job had drained and
+    succeeded. The coordinator now answers its submitters' status and windows requests a moment longer."""
+    address = f"ipc://{tmp_path}/coordinator"
+    _coordinator(address, processes)
+    processes.append(_worker(address, "w0", tmp_path, subprocess.DEVNULL, (1, 2, 1)))
+    spec, _ = _replay_wordcount(tmp_path)
+    submitter = Client(address, timeout=5)
+    try:
+        _wait_for(lambda: [w["name"] for w in submitter.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        job_id = submitter.submit(spec)
+        _wait_for(lambda: submitter.windows(job_id) != [], 30, "a window written")
+        command = [sys.executable, "-m", "hop", "shutdown", "--coordinator", address, "--force"]
+        forced = subprocess.run(command, capture_output=True, text=True, timeout=60)  # (the submitter not asking)
+        assert forced.returncode == 0, forced.stderr
+        status = submitter.follow(job_id)
+        windows = submitter.windows(job_id)
+    finally:
+        submitter.close()
+    assert status["state"] == "succeeded", status
+    assert windows and status["report"]["continuous"]["windows_written"] == windows[-1]["seq"], windows
+    for process in processes:
+        assert process.wait(timeout=30) == 0, process.args
+
+
 def test_a_worker_already_found_lost_that_is_then_stopped_is_answered(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:

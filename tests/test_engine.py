@@ -727,6 +727,26 @@ def test_a_job_writing_the_output_of_a_running_job_is_refused(client: Client, tm
     assert client.wait(second, timeout=60)["state"] == "succeeded"
 
 
+def test_a_job_reading_the_output_of_a_running_job_is_refused(client: Client, tmp_path: Path) -> None:
+    """A job given the output directory of a job still running (a team's ``hop submit jobs/topk.py counts/`` while
+    the word count writes ``counts/``) read the part files committed so far and succeeded on part of the data,
+    silently (or said the directory held no file). It is refused, naming the running job, whether the directory or a
+    file, a glob or a folder around it is given; once that job has ended it is taken."""
+    from hop.client import JobRejected
+
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n" * 4000)
+    counts, top = tmp_path / "counts", tmp_path / "top"
+    first = client.submit(build_spec(load_job_file(job_path("slow_map")), [str(source)], str(counts), num_reduces=2))
+    for given in (counts, counts / "part-00000", tmp_path / "count*", tmp_path):
+        with pytest.raises(JobRejected, match=f"the output of job {first}, still running: its part files"):
+            client.submit(build_spec(load_job_file(job_path("topk")), [str(given)], str(top)))
+    assert client.wait(first, timeout=60)["state"] == "succeeded"
+    after = client.submit(build_spec(load_job_file(job_path("topk")), [str(counts)], str(top)))
+    assert client.wait(after, timeout=60)["state"] == "succeeded"
+    assert output_dict(top) == {"top": [[4000, "b"], [4000, "a"]]}
+
+
 def test_generic_combine_path_matches_aggregate_path(client: Client, zipf_text: Path, tmp_path: Path) -> None:
     fast, generic = tmp_path / "fast", tmp_path / "generic"
     run_job(client, "wordcount", [zipf_text], fast, num_reduces=2, split_size=1 << 20, spill_records=100_000)
