@@ -1429,10 +1429,16 @@ class Coordinator:
 
     # Scheduling ----------------------------------------------------------------------------------------------
     def _schedule(self) -> None:
-        for job in list(self.jobs.values()):
-            if job.state == "running":
-                with self._failing_job_on_error(job, "scheduling"):
-                    self._schedule_job(job)
+        # Jobs that read their input before jobs that read a pipe: a later step's map listening for its partition
+        # holds its slot idle until the step before writes it, so a map of any other job (another pipeline's first
+        # step above all) takes a free slot first. In submission order, a map of a pipeline submitted after another
+        # one's later step waited behind it: after a worker was lost, every map slot was held by later steps whose
+        # first steps' re-run maps had none, and the pipelines advanced one preemption (2 s) at a time (30 jobs on a
+        # cluster took 205 s instead of 22). (A stable sort: submission order within each kind.)
+        running = [job for job in self.jobs.values() if job.state == "running"]
+        for job in sorted(running, key=lambda job: bool(job.spec.options.get("upstream"))):
+            with self._failing_job_on_error(job, "scheduling"):
+                self._schedule_job(job)
         self._split_tails()
 
     def _split_tails(self) -> None:
