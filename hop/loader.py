@@ -136,15 +136,15 @@ def _check_definition(path: str, job_class: type[Job]) -> None:
             f"job file {path}: {job_class.__name__}.input_format is {job_class.input_format!r}; hop reads "
             f"{', '.join(INPUT_FORMATS)}"
         )
-    name = f"{job_class.__name__}()"
+    call = f"{job_class.__name__}()"  # (what raised, for the message)
     try:
         job = job_class()
-        name += ".steps()"
+        call += ".steps()"
         steps = job.resolved_steps()
     except JobDefinitionError as error:
         raise JobFileError(f"job file {path}: {error}") from error
     except Exception as error:  # the user's own __init__ or steps(): hop run crashed with the loader's traceback
-        message = f"job file {path}: {name} raised {type(error).__name__}: {error}"
+        message = f"job file {path}: {call} raised {type(error).__name__}: {error}"
         raise JobFileError(message, user_traceback(error)) from error
     for number, step in enumerate(steps, 1):  # (from 1, as hop run numbers steps)
         where = f"step {number}'s " if len(steps) > 1 else ""

@@ -302,7 +302,7 @@ def run_steps(
     if len(reports) > 1:
         final["steps"] = reports[:-1]
         _whole_run_fields(final, reports)
-        _note_earlier_stop(final)
+        _note_earlier_stop(final, step_offset)
         write_job_report(final_output, final)
     return final
 
@@ -475,7 +475,7 @@ def _wait(
         return client.wait(job_id, on_status, timeout=left)
     except TimeoutError:
         which = f" ({step})" if step else ""
-        raise TimeoutError(f"job {job_id}{which} still running after {timeout}s") from None
+        raise TimeoutError(f"job {job_id}{which} still running after {timeout:g}s") from None
 
 
 def _end_failed_run(
@@ -518,9 +518,11 @@ def _end_failed_jobs(
 ) -> None:
     """A job of a staged run (``--blocking`` over several jobs) failed after ``reports`` succeeded; its own steps
     are already handled (:func:`_end_failed_run`). With ``keep``, the outputs kept so far in ``scratch/steps`` and
-    the previous job's output (this one's input, in ``scratch/step-N``) move to ``OUT/_steps``, numbered as on
-    success, and the failure names them there. ``OUT/_job.json`` gets the failed job's report, the earlier jobs'
-    under ``"jobs"``, its user counters the run's so far (:func:`_whole_run_fields`)."""
+    the previous job's output (this one's input, in ``scratch/step-N``, ``N`` that job's last step's number over the
+    run) move to ``OUT/_steps``, numbered as on success, and the failure names them there; without, the snapshots
+    earlier steps stopped early on do, as on success (the reports name them there). ``OUT/_job.json`` gets the
+    failed job's report, the earlier jobs' under ``"jobs"``, its user counters the run's so far
+    (:func:`_whole_run_fields`)."""
     if keep:
         held, kept = scratch / "steps", final_output / "_steps"
         stage = sum(len(report.get("steps", [])) + 1 for report in reports)  # (the previous job's last step)
@@ -534,6 +536,8 @@ def _end_failed_jobs(
             _rename_in_failure(status, step, kept / step.name)
     else:
         _note_deleted_input(status, scratch)
+        # The snapshots earlier steps stopped early on, which their reports name under OUT/_steps (run_staged_jobs).
+        _move_into(scratch / "stopped" / "_steps", final_output / "_steps")
     report = {**status["report"], "jobs": reports}
     _whole_run_fields(report, [*reports, status["report"]])
     _write_report(final_output, report)
@@ -591,9 +595,9 @@ _SCRATCH_NAME = re.compile(r"\.(?P<output>.+)\.(?:steps|jobs)-[^/]+")
 
 def kept_step_output(output: str) -> Path | None:
     """Where ``--keep-intermediate`` kept the output of the step that wrote ``output`` (``step-N`` in a run's scratch
-    directory, or in the scratch of a job of a staged run, inside it): ``OUT/_steps/step-N``, if it is there, else
-    ``None``. A step's output is known by the path it was given (the web view's, once the run has ended and removed
-    its scratch directory)."""
+    directory, or in the scratch of a job of a staged run, inside it): ``OUT/_steps/step-N``, if it is there (with its
+    ``_job.json``), else ``None``. A step's output is known by the path it was given (the web view's, once the run
+    has ended and removed its scratch directory)."""
     path = Path(output)
     outermost = None
     for folder in path.parents:
@@ -602,7 +606,8 @@ def kept_step_output(output: str) -> Path | None:
     if outermost is None or not path.name.startswith("step-"):
         return None
     kept = outermost / "_steps" / path.name
-    return kept if kept.is_dir() else None
+    # (Without --keep-intermediate, a step that stopped early leaves its snapshot there, and nothing else.)
+    return kept if (kept / "_job.json").is_file() else None
 
 
 def _name_kept_files(final_output: Path, kept: Path, pipes: dict[str, int] | None = None) -> None:
@@ -847,17 +852,18 @@ def no_records_note(report: dict[str, Any], inputs: list[str], output: str, stdi
     return f"hop: the input held no records: it read {', '.join(read)}"
 
 
-def _note_earlier_stop(final: dict[str, Any]) -> None:
+def _note_earlier_stop(final: dict[str, Any], offset: int = 0) -> None:
     """A run whose earlier step stopped early (``--stop-when-accurate``) is approximate as a whole, since every
     later step's result is built on that step's estimates: ``final`` (the last step's report, the run's
-    ``_job.json``) gets ``approximate`` as that step has it, plus ``step`` (its number, from 1 over the whole run),
-    its ``job_id`` and ``steps_stopped_early`` (every such step), unless the last step stopped early itself (its
-    own ``approximate``, without ``step``, says so)."""
+    ``_job.json``) gets ``approximate`` as that step has it, plus ``step`` (its number, from 1 over the whole run:
+    ``offset`` is the steps the run had before the first of ``final``'s, for a job of a run of several), its
+    ``job_id`` and ``steps_stopped_early`` (every such step), unless the last step stopped early itself (its own
+    ``approximate``, without ``step``, says so)."""
     own = final.get("approximate")
     if own and "step" not in own:
         return
     # (A job's report of a --blocking run of several jobs notes the stop of a step of its own too, with "step".)
-    stopped = [(number, r) for number, r in enumerate(earlier_reports(final), 1) if stopped_early(r)]
+    stopped = [(number, r) for number, r in enumerate(earlier_reports(final), offset + 1) if stopped_early(r)]
     if stopped:
         number, first = stopped[0]
         numbers = [n for n, _ in stopped]

@@ -392,6 +392,11 @@ def test_a_step_stopped_early_is_told_once_in_a_run_of_several_jobs(tmp_path: Pa
     assert final["approximate"] == {**own, "step": 1, "job_id": "job-1", "steps_stopped_early": [1]}
     summary = _summary(final, str(tmp_path))
     assert "step 1 stopped early after 15.0% of its input" in summary and "step 2" not in summary, summary
+    # The same job after a job of one step (``A.py B.py``): its report numbers its steps over the run too, where it
+    # said step 1 for the run's step 2.
+    second_job = report(2, steps=[report(1, approximate=own)])
+    _note_earlier_stop(second_job, 1)  # as run_steps does for a job after one step
+    assert second_job["approximate"]["step"] == 2 and second_job["approximate"]["steps_stopped_early"] == [2]
 
 
 def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None:
@@ -614,3 +619,44 @@ def test_a_later_steps_skipped_records_name_the_file_kept(
         with open(entry["file"], "rb") as kept:
             kept.seek(entry["offset"])
             assert kept.readline().decode().rstrip("\n") == entry["record"], entry
+
+
+def test_a_step_folder_holding_only_a_kept_snapshot_is_no_kept_output(tmp_path: Path) -> None:
+    """Without --keep-intermediate, a --blocking run whose earlier step stopped early keeps that step's snapshot in
+    ``OUT/_steps/step-N/_snapshots``, and nothing else of the step: the web view took the folder for the step's
+    kept output and showed an empty result, not that the output was deleted. Only a folder with the step's report
+    is its kept output."""
+    from hop.runner import kept_step_output
+
+    output = tmp_path / "out"
+    step = output / "_steps" / "step-1"
+    (step / "_snapshots" / "0.500").mkdir(parents=True)
+    written_at = str(tmp_path / ".out.steps-abc123" / "step-1")  # where the step wrote, in the run's scratch folder
+    assert kept_step_output(written_at) is None
+    (step / "_job.json").write_text("{}", encoding="utf-8")
+    assert kept_step_output(written_at) == step
+
+
+def test_a_failed_run_of_several_jobs_keeps_the_snapshot_an_earlier_step_stopped_on(tmp_path: Path) -> None:
+    """``hop run A.py B.py --blocking`` whose first job stopped a step early and whose second job failed: the
+    earlier job's report in ``OUT/_job.json`` named its intervals under ``OUT/_steps``, but the failure deleted them
+    with the scratch folder (a successful run moves them there)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 3_000_000, seed=36, vocabulary=50)
+    (tmp_path / "boom.py").write_text(
+        "from hop import Job\n\n\nclass Boom(Job):\n    def map(self, key, value):\n"
+        "        raise ValueError('boom')\n        yield key, value\n"
+    )
+    online = ["--order", "random", "--chunk-size", "64KB", "--split-size", "256KB", "--stop-when-accurate", "0.5"]
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "run", job_path("slow_sum_two_steps"), str(tmp_path / "boom.py"), str(source)]
+        + ["-o", str(tmp_path / "out"), "--workers", "2", "--blocking", *online],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 1 and "boom" in result.stderr, result.stderr
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    stopped = report["jobs"][0]["approximate"]
+    assert stopped["intervals"].startswith("_steps/step-1/_snapshots/"), stopped
+    assert list((tmp_path / "out").glob(stopped["intervals"])), list((tmp_path / "out").rglob("*"))
