@@ -315,12 +315,15 @@ class Coordinator:
         windows). One whose request was not held when the job ended sent its next one after this coordinator had
         gone: with none there it got no answer; with one restarted in its place, it was told that the job was lost
         in a restart, not why. Other messages are left unread, as they would be once the socket is closed."""
-        untold = ended & self.submitters.keys()
-        if not untold:
+        if not ended:
             return
+        untold = ended & self.submitters.keys()
         self.stop_linger = STOP_LINGER_MILLISECONDS
         now = time.monotonic()
-        deadline, quiet_from = now + STOP_TELL_SECONDS, math.inf
+        # Submitters all told already (a held status request was answered as the jobs failed): their follow-up
+        # requests still come (a continuous job's run asks for its last windows after the status, and that request,
+        # reaching a coordinator started in this one's place, said the job was lost in a restart).
+        deadline, quiet_from = now + STOP_TELL_SECONDS, now + FOLLOW_UP_SECONDS if not untold else math.inf
         while (left := min(deadline, quiet_from) - now) > 0:
             if self.socket.poll(max(1, math.ceil(left * 1000))):
                 parsed = self._parsed(self.socket.recv_multipart())
