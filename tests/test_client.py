@@ -13,6 +13,7 @@ import pytest
 import zmq
 
 from hop.client import Client
+from hop.jobspec import JobSpec
 from hop.protocol import close_socket, message, unpack
 
 
@@ -294,16 +295,21 @@ def test_refused_socket_tells_a_socket_nothing_listens_on_from_one_a_coordinator
     assert refused_socket("tcp://127.0.0.1:5555") is None
 
 
-def test_a_second_ctrl_c_interrupts_a_submit_whose_coordinator_does_not_answer(tmp_path: Path) -> None:
-    """A submit holds a Ctrl-C until its reply (test below); with a coordinator that took the request and never
-    answers, that was the client's whole timeout (30 s for ``hop submit``) whatever the user pressed. A second
-    Ctrl-C acts at once."""
+def _wordcount_spec(tmp_path: Path) -> JobSpec:
+    """A word count's spec over a one-line input in ``tmp_path``: something to submit."""
     from hop.loader import load_job_file
     from hop.runner import build_spec
     from tests.conftest import job_path
 
     (tmp_path / "in.txt").write_text("a b\n")
-    spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+    return build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+
+
+def test_a_second_ctrl_c_interrupts_a_submit_whose_coordinator_does_not_answer(tmp_path: Path) -> None:
+    """A submit holds a Ctrl-C until its reply (test below); with a coordinator that took the request and never
+    answers, that was the client's whole timeout (30 s for ``hop submit``) whatever the user pressed. A second
+    Ctrl-C acts at once."""
+    spec = _wordcount_spec(tmp_path)
     address = f"ipc://{tmp_path}/coordinator"
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     router = context.socket(zmq.ROUTER)  # takes the request and never answers
@@ -343,12 +349,7 @@ def test_a_submit_interrupted_before_its_reply_knows_its_job(tmp_path: Path) -> 
     unknown to the run, which could not cancel it (``hop submit`` printed "interrupted" and the job ran on; a loaded
     machine met it as a test's job started within milliseconds of the submit). The interruption acts once the reply
     is in: the job's id is known, for the cancellation that follows."""
-    from hop.loader import load_job_file
-    from hop.runner import build_spec
-    from tests.conftest import job_path
-
-    (tmp_path / "in.txt").write_text("a b\n")
-    spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+    spec = _wordcount_spec(tmp_path)
     address = f"ipc://{tmp_path}/coordinator"
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     router = context.socket(zmq.ROUTER)

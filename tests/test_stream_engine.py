@@ -1038,6 +1038,20 @@ def word_counts(output: Path) -> Counter[str]:
     return counts
 
 
+def push_events(endpoint: str, events: list[dict[str, Any]]) -> None:
+    """Send ``events`` to a ``zmq:`` source bound at ``endpoint``, on a new socket each time: a PUSH socket drops what
+    it queued for a peer that died."""
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.SNDTIMEO, 30_000)  # queued until the map is bound; bounded all the same
+    push.setsockopt(zmq.LINGER, 30_000)  # closed once everything went out
+    push.connect(endpoint)
+    try:
+        for event in events:
+            push.send(msgpack.packb(event))
+    finally:
+        push.close()
+
+
 def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: Client, tmp_path: Path) -> None:
     """Sliding record windows over a ZeroMQ source (no checkpoint yet): the map is killed with 200 records in its
     open pane. The retry cannot re-read them: it declares the panes up to and including that one lost (C2 shows
@@ -1055,22 +1069,10 @@ def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: 
             checkpoint_seconds=3600.0,
         )  # fmt: skip
 
-    def send(events: list[dict[str, Any]]) -> None:
-        # A new socket each time: a PUSH socket drops what it queued for a peer that died.
-        push = zmq.Context.instance().socket(zmq.PUSH)
-        push.setsockopt(zmq.SNDTIMEO, 30_000)  # queued until the map is bound; bounded all the same
-        push.setsockopt(zmq.LINGER, 30_000)  # closed once everything went out
-        push.connect(endpoint)
-        try:
-            for event in events:
-                push.send(msgpack.packb(event))
-        finally:
-            push.close()
-
     runner = threading.Thread(target=run)
     runner.start()
     try:
-        send([{"ts": T0 + i, "text": f"b{i}"} for i in range(1200)])
+        push_events(endpoint, [{"ts": T0 + i, "text": f"b{i}"} for i in range(1200)])
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not word_counts(output)["b999"]:  # the window of panes 0 and 1
             time.sleep(0.1)
@@ -1082,7 +1084,7 @@ def test_a_retried_socket_map_numbers_on_past_what_reducers_hold(stream_client: 
             if map_task["attempts"] == 2 and map_task["state"] == "running":
                 break
             time.sleep(0.1)
-        send([{"ts": T0 + 2000 + i, "text": f"a{i}"} for i in range(1000)])
+        push_events(endpoint, [{"ts": T0 + 2000 + i, "text": f"a{i}"} for i in range(1000)])
         while time.monotonic() < deadline and not word_counts(output)["a999"]:  # its second window needs the stop
             time.sleep(0.1)
         stream_client.stop(job_id)
@@ -1121,22 +1123,11 @@ def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_
             checkpoint_seconds=3600.0,
         )  # fmt: skip
 
-    def send(endpoint: str, events: list[dict[str, Any]]) -> None:
-        push = zmq.Context.instance().socket(zmq.PUSH)
-        push.setsockopt(zmq.SNDTIMEO, 30_000)
-        push.setsockopt(zmq.LINGER, 30_000)
-        push.connect(endpoint)
-        try:
-            for event in events:
-                push.send(msgpack.packb(event))
-        finally:
-            push.close()
-
     runner = threading.Thread(target=run)
     runner.start()
     try:
-        send(endpoints[1], [{"ts": T0 + i * 0.1, "text": f"c{i}"} for i in range(160)])  # panes T0 .. T0+15
-        send(endpoints[0], [{"ts": T0 + i * 0.1, "text": f"b{i}"} for i in range(50)])  # panes T0 .. T0+4
+        push_events(endpoints[1], [{"ts": T0 + i * 0.1, "text": f"c{i}"} for i in range(160)])  # panes T0 .. T0+15
+        push_events(endpoints[0], [{"ts": T0 + i * 0.1, "text": f"b{i}"} for i in range(50)])  # panes T0 .. T0+4
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not word_counts(output)["b39"]:  # the window of T0+3, sealed by b40
             time.sleep(0.1)
@@ -1148,7 +1139,8 @@ def test_a_retried_socket_map_with_event_time_reports_the_panes_it_did_not_hear_
             if first["attempts"] == 2 and first["state"] == "running":
                 break
             time.sleep(0.1)
-        send(endpoints[0], [{"ts": T0 + 10 + i * 0.1, "text": f"a{i}"} for i in range(50)])  # panes T0+10 .. T0+14
+        # Panes T0+10 .. T0+14:
+        push_events(endpoints[0], [{"ts": T0 + 10 + i * 0.1, "text": f"a{i}"} for i in range(50)])
         while time.monotonic() < deadline and not word_counts(output)["a39"]:
             time.sleep(0.1)
         stream_client.stop(job_id)
