@@ -84,6 +84,11 @@ class InputError(ValueError):
     """Bad input: a missing path, unreadable file or undecodable record. The message names file and offset."""
 
 
+class BadRecordError(InputError):
+    """One input line that cannot be decoded or parsed (not UTF-8, not JSON, not a CSV row, not an output line):
+    a bad record, which a batch job can skip (``--skip-bad-records``), unlike a missing or unreadable file."""
+
+
 class FileStamp(NamedTuple):
     """What identifies one version of an input file: a file rewritten in place changes its modification time (and
     mostly its size), one replaced by a rename its inode. ``tail`` (a plain file's) is the CRC-32 of its last
@@ -824,7 +829,7 @@ def _decode(raw: bytes, path: str, position: int) -> str:
             if b"\0" in raw
             else "re-encode the file as UTF-8"
         )
-        raise InputError(
+        raise BadRecordError(
             f"input file {path}: line at byte offset {position} is not valid UTF-8 "
             f"(byte {position + error.start}: {error.reason}); {remedy}"
         ) from None
@@ -914,14 +919,14 @@ def parse_output_line(line: str, path: str, offset: int, *, numbered: bool = Fal
         except (ValueError, RecursionError) as error:
             problem = f"has a {part} that {_json_problem(error)}"
     where = f"{path}: line {offset}" if numbered else f"input file {path}: line at byte offset {offset}"
-    raise InputError(f"{where} {problem}: {OUTPUT_LINES}")
+    raise BadRecordError(f"{where} {problem}: {OUTPUT_LINES}")
 
 
 def _parse_json(text: str, path: str, offset: int) -> Any:
     try:
         return freeze_json(json.loads(text))
     except (ValueError, RecursionError) as error:
-        raise InputError(f"input file {path}: line at byte offset {offset} {_json_problem(error)}") from None
+        raise BadRecordError(f"input file {path}: line at byte offset {offset} {_json_problem(error)}") from None
 
 
 def _json_problem(error: ValueError | RecursionError) -> str:
@@ -950,5 +955,5 @@ def _parse_csv(line: str, path: str, offset: int) -> list[str]:
     except csv.Error as error:
         # Splits are cut at newlines, so a quoted field cannot hold one: say so rather than leave the user to guess.
         spans = " (a quoted field spanning lines? each CSV row must be one line)" if line.count('"') % 2 else ""
-        raise InputError(f"input file {path}: CSV row at byte offset {offset}: {error}{spans}") from None
+        raise BadRecordError(f"input file {path}: CSV row at byte offset {offset}: {error}{spans}") from None
     return rows[0] if rows else []

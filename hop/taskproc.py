@@ -23,7 +23,7 @@ from typing import Any
 
 import zmq
 
-from hop.inputs import FileStamp, InputError, Split
+from hop.inputs import BadRecordError, FileStamp, InputError, Split
 from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.protocol import close_socket, connect_soon, message, unpack
@@ -80,11 +80,22 @@ class WorkerChannel:
         return None
 
 
+SKIP_HINT = "; pass --skip-bad-records N to skip up to N such {} per task (listed in OUTPUT/_bad_records)"
+"""What a job failed by one bad record (a line that cannot be read, a map or reduce call that raised) can do: the
+error names the record, this says how to run past it."""
+
+
 def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[str, Any]:
     if isinstance(error, SystemExit):  # user code no call of it catches (a job's __init__, an aggregate's finish)
         error = UserCodeError(f"{kind} task {index}", error, None)
     if isinstance(error, UserCodeError):
-        return {"error": str(error), "traceback": error.user_traceback, "record": error.record, "retryable": False}
+        hint = SKIP_HINT.format("keys" if kind == "reduce" else "records") if error.skippable else ""
+        return {
+            "error": f"{error}{hint}",
+            "traceback": error.user_traceback,
+            "record": error.record,
+            "retryable": False,
+        }
     if isinstance(error, TooManyBadRecords):
         return {
             "error": f"{kind} task {index}: {error}",
@@ -93,8 +104,9 @@ def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[
             "retryable": False,
         }
     if isinstance(error, (InputError, ValueError, TypeError)):
+        hint = SKIP_HINT.format("records") if isinstance(error, BadRecordError) else ""
         return {
-            "error": f"{kind} task {index}: {error}",
+            "error": f"{kind} task {index}: {error}{hint}",
             # Bad input names its file, offset and remedy, an unencodable record, a NaN key, a combiner's changed key or
             # a partition out of range its key: the engine's frames would only bury that.
             "traceback": (

@@ -448,7 +448,15 @@ def run_map(
                     problem = error.with_traceback(None)  # found in the engine's loop: its frames say nothing
                 elif problem is error:
                     problem = fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
-                raise UserCodeError("map", problem, where) from error
+                failure = UserCodeError("map", problem, where)
+                # The map raised on its record (what --skip-bad-records skips), unless the error is the fold's: a
+                # built-in aggregate's refusals are AggregateValueErrors, a job's own aggregate's merge is its code.
+                failure.skippable = (
+                    problem is error
+                    and not isinstance(error, SystemExit)
+                    and (not buffer.folding or type(buffer.combiner).__module__ == Aggregate.__module__)
+                )
+                raise failure from error
             if not fault_checked and consumed_before + consumed >= 4096:  # mid-input for most splits
                 fault_checked = True
                 faults.inject("map", "running", index, attempt)
@@ -1200,6 +1208,7 @@ def reduce_to_file(
                 error = not_pairs("reduce", raised, results)
                 if not skip_limit or bad_records is None:
                     failure = UserCodeError("reduce", error, f"key {key!r}")
+                    failure.skippable = bad_records is not None  # (a batch reduce: it lists what it skips)
                     # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
                     unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
                     raise failure.without_traceback() if unwriteable_output else failure from raised

@@ -77,6 +77,10 @@ RECORD_CHARS = 500
 class UserCodeError(Exception):
     """The user's map, combine, reduce, setup or teardown raised. ``str()`` is a one-line reason."""
 
+    skippable = False
+    """Whether ``--skip-bad-records`` would have skipped the record: the user's map or reduce raised on it (not
+    ``sys.exit()``, output the engine cannot take, or an aggregate refusing a value, which it does not skip)."""
+
     def __init__(self, where: str, error: BaseException, record: str | None) -> None:
         if record is not None and len(record) > RECORD_CHARS:
             record = f"{record[:RECORD_CHARS]}... ({len(record):,} characters)"

@@ -18,6 +18,7 @@ from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed, build_spec, run_steps
+from hop.taskproc import SKIP_HINT
 from tests.conftest import job_path, output_dict, read_output, run_job
 
 
@@ -846,6 +847,40 @@ def test_skip_bad_records_skips_unreadable_lines_too(client: Client, tmp_path: P
     error = failure.value.status["error"]
     assert error.startswith("map task 0: 2 bad records in one map task, more than --skip-bad-records 1: "), error
     assert "byte offset 4" in error and "byte offset 14" in error and "byte offset 10" not in error, error
+
+
+def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_path: Path) -> None:
+    """A job failed by one bad record (a line that cannot be read, a map or reduce call that raised) named the
+    record but not what to do about it: ``--skip-bad-records`` runs past it. A failure that option does not skip (an
+    aggregate refusing a value, ``sys.exit()``) says nothing of it."""
+    records, keys = SKIP_HINT.format("records"), SKIP_HINT.format("keys")
+    (tmp_path / "bad.txt").write_bytes(b"a b\nbad \xff\nbad c\nboom\n")
+    (tmp_path / "bad.jsonl").write_text('{"word": "a"}\n{"word": \n')
+    (tmp_path / "boom.jsonl").write_text('{"word": "boom"}\n')
+    (tmp_path / "ok.txt").write_text("a b\nbad c\nboom\n")
+    (tmp_path / "mixed.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass Mixed(Job):\n"
+        "    def map(self, offset, line):\n        yield 'k', line if offset else 1\n\n    combine = reduce = Sum()\n"
+    )
+    cases = [
+        ("wordcount", "bad.txt", None, "byte offset 4 is not valid UTF-8", records),
+        ("failing_json_map", "bad.jsonl", None, "byte offset 14 is not JSON", records),
+        ("failing_json_map", "boom.jsonl", None, "raised RuntimeError: cannot handle boom", records),
+        ("failing_reduce", "ok.txt", None, "reduce at key 'bad' raised ValueError: refusing bad", keys),
+        ("task_misuse", "ok.txt", "ExitsInMap", "called sys.exit(2)", None),
+        (str(tmp_path / "mixed.py"), "ok.txt", None, "Sum() could not fold a value of key 'k'", None),
+    ]
+    for number, (job, source, job_class, reason, hint) in enumerate(cases):
+        job_file = job if job.endswith(".py") else job_path(job)
+        spec = build_spec(load_job_file(job_file, job_class), [str(tmp_path / source)], str(tmp_path / f"o{number}"))
+        with pytest.raises(JobFailed) as failure:
+            run_steps(client, spec, progress=False, timeout=120)
+        error = failure.value.status["error"]
+        assert reason in error, error
+        if hint is None:
+            assert "--skip-bad-records" not in error, error
+        else:
+            assert error.endswith(hint) and "; pass --skip-bad-records N to skip" in error, error
 
 
 def test_bad_input_gets_clear_errors(client: Client, tmp_path: Path) -> None:
