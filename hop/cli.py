@@ -554,13 +554,32 @@ def _run_loaded(
     failed_snapshots = _failed_snapshots(report, args.output)
     if failed_snapshots is not None:
         print(failed_snapshots, file=sys.stderr)
-    if not args.quiet:
+    if args.quiet:
+        # No summary, but records left out of the output are said even so: --quiet drops the progress display,
+        # and a script running quietly would otherwise never learn its output is missing records.
+        skipped = _skipped_records_line(report, args.output)
+        if skipped is not None:
+            print(skipped, file=sys.stderr)
+    else:
         print(_summary(report, args.output, args.stop_when_accurate), file=sys.stderr)
         no_records = no_records_note(report, list(args.inputs), args.output, getattr(args, "stdin_copy", None))
         if no_records is not None:
             print(no_records, file=sys.stderr)
         print_user_counters(report["counters"].get("user", {}))  # the whole run's, summed over its steps
     return 0
+
+
+def _skipped_records(report: dict[str, Any]) -> int:
+    """The bad records (map records and reduce keys) a run skipped, over all its steps: each is listed in OUT."""
+    return sum(r["counters"].get("bad_records_skipped", 0) for r in [*earlier_reports(report), report])
+
+
+def _skipped_records_line(report: dict[str, Any], output: str) -> str | None:
+    """What ``hop run --quiet`` says of a run that skipped bad records (``None``: it skipped none)."""
+    skipped = _skipped_records(report)
+    if not skipped:
+        return None
+    return f"hop: {counted(skipped, 'bad record')} skipped, not in the output: {os.path.join(output, '_bad_records')}"
 
 
 def _mrjob_step_reduces(args: argparse.Namespace, mrjob_run: MRJobRun | None) -> list[int | None] | None:
@@ -637,7 +656,7 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
             + (f", intervals in {os.path.join(output, intervals)}" if intervals else "")
             + "; groups none of whose records were read are not in it"
         )
-    skipped = sum(r["counters"].get("bad_records_skipped", 0) for r in [*earlier, report])  # listed in OUT, every step
+    skipped = _skipped_records(report)
     bad = f" ({counted(skipped, 'bad record')} skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
     stopped = [
         f"step {number} stopped early after {r['approximate']['input_fraction']:.1%} of its input, so the result is "

@@ -1208,6 +1208,8 @@ def test_a_later_steps_bad_record_is_listed_as_the_line_it_read(tmp_path: Path, 
     args = ["--skip-bad-records", "1", "--workers", "1", "--reducers", "1", "--quiet", *mode]
     result = hop("run", "two.py", "in.txt", "-o", "out", *args, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+    # --quiet prints no summary, but says records were left out (it said nothing).
+    assert result.stderr == "hop: 1 bad record skipped, not in the output: out/_bad_records\n", result.stderr
     # Named for its step, as an earlier step's listing is, though no earlier step skipped any (it was map-00000).
     (listing,) = (tmp_path / "out" / "_bad_records").iterdir()
     assert re.fullmatch(r"step-2-map-\d{5}\.jsonl", listing.name), listing.name
