@@ -85,10 +85,10 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     wait_or_kill(started, time.monotonic() + 15)
 
 
-def _coordinator(address: str, processes: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    """A standalone coordinator process (``hop coordinator --bind ADDRESS``), added to ``processes`` (the fixture
-    ends it if the test does not)."""
-    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+def _coordinator(address: str, processes: list[subprocess.Popen[bytes]], *options: str) -> subprocess.Popen[bytes]:
+    """A standalone coordinator process (``hop coordinator --bind ADDRESS``, with ``options``), added to
+    ``processes`` (the fixture ends it if the test does not)."""
+    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address, *options]))
     return processes[-1]
 
 
@@ -560,7 +560,9 @@ def test_a_task_that_kills_every_worker_it_runs_on_fails_its_job_on_a_cluster_th
     source = tmp_path / "in.txt"
     source.write_text("a b\nboom\nc d\n", encoding="utf-8")
     address = f"ipc://{tmp_path}/coordinator"
-    _coordinator(address, processes)
+    # Each death is found as the restarted w0 registers under its name, however long a loaded machine takes to start
+    # it: with the default timeout, a start slower than 5 s found w0 lost with no other worker, another failure.
+    _coordinator(address, processes, "--heartbeat-timeout", "120")
     supervising = threading.Event()
     supervising.set()
 
