@@ -854,6 +854,7 @@ class JobState:
         committed maps' output is gone too."""
         actions: list[Action] = []
         why = f"worker {worker} stopped" if left else worker_died(worker)
+        doomed: list[TaskState] = []
         for kind in ("map", "reduce"):
             for task in self.tasks(kind):
                 for record in task.attempts:
@@ -862,7 +863,9 @@ class JobState:
                             kind, task.index, record.attempt, why, None, True, at, keep_checkpoint=False, lost=True
                         )
                         if not left and not self.continuous and task.deaths >= DEATHS_PER_ATTEMPT * self.max_attempts:
-                            actions += self.fail(self._kills_its_workers(task))
+                            doomed.append(task)
+        if doomed:
+            actions += self.fail(self._kills_its_workers(doomed[0]))
         for task in self.maps:  # kept spills of a resumed map lived on the lost worker: the map starts over
             if task.committed is None and task.resume and worker in self._segment_workers(task):
                 running = [a for a in task.attempts if a.live]
