@@ -1607,7 +1607,7 @@ class Coordinator:
 
     def _worker_lost(self, worker: WorkerInfo, now: float, left: bool = False) -> None:
         """``worker`` is gone (silent too long, replaced by a new registration under its name, or ``left``: it said
-        it stops): its attempts are lost and run again elsewhere, however often (``JobState.on_worker_lost``)."""
+        it stops): its attempts are lost and run again elsewhere (``JobState.on_worker_lost``)."""
         worker.alive = False
         for job in list(self.jobs.values()):
             if job.state == "running":

@@ -849,9 +849,10 @@ class JobState:
         return [a for a in self.tasks(kind)[index].attempts if a.live]
 
     def on_worker_lost(self, worker: str, at: float, left: bool = False) -> list[Action]:
-        """The attempts running on a lost worker (``left``: one that said it stops) are ``lost`` and run again,
-        however often that happens (not the tasks' fault: they do not count against ``max_attempts``); its
-        committed maps' output is gone too."""
+        """The attempts running on a lost worker (``left``: one that said it stops) are ``lost`` and run again (not
+        the tasks' fault: they do not count against ``max_attempts``), unless a batch task's worker has died under it
+        ``DEATHS_PER_ATTEMPT * max_attempts`` times now: the job fails naming it; its committed maps' output is gone
+        too."""
         actions: list[Action] = []
         why = f"worker {worker} stopped" if left else worker_died(worker)
         doomed: list[TaskState] = []
@@ -919,8 +920,8 @@ class JobState:
         return actions
 
     def _kills_its_workers(self, task: TaskState) -> str:
-        """Why the job fails when ``task`` was running on a worker each of ``task.deaths`` times one died: its task
-        id, its input (a map's byte ranges, or its partition) and the workers, each as often as it died under it."""
+        """Why the job fails when ``task``'s worker died under it ``task.deaths`` times: its task id, its input (a
+        map's byte ranges, or its partition) and the workers, each with how often it died under it."""
         if task.kind == "reduce":
             reads = f"partition {task.index}"
         elif self.upstream is not None:
