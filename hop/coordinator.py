@@ -43,6 +43,7 @@ from hop.outputs import OutputExistsError, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.protocol import SocketFile, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
+from hop.spilldirs import kept_step_output, scratch_step
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
 from hop.wording import counted
@@ -1410,7 +1411,7 @@ class Coordinator:
                 identity,
                 "error",
                 message=f"job {job_id} has finished and this coordinator keeps only its newest {self.keep_jobs} "
-                f"finished jobs (--keep-jobs): its report is {Path(output) / '_job.json'}",
+                f"finished jobs (--keep-jobs): {_where_report_is(output)}",
                 reason="retired_job",
             )
 
@@ -1606,7 +1607,7 @@ class Coordinator:
 
     def _worker_lost(self, worker: WorkerInfo, now: float, left: bool = False) -> None:
         """``worker`` is gone (silent too long, replaced by a new registration under its name, or ``left``: it said
-        it stops): its attempts are lost and run again elsewhere, however often (``JobState.on_worker_lost``)."""
+        it stops): its attempts are lost and run again elsewhere (``JobState.on_worker_lost``)."""
         worker.alive = False
         for job in list(self.jobs.values()):
             if job.state == "running":
@@ -1630,6 +1631,30 @@ class Coordinator:
                         "code ends the process it runs under (a signal to its parent, memory the system kills for)"
                     )
                 self._execute(job, job.fail(why))
+
+
+def _where_report_is(output: str) -> str:
+    """Where the report of a finished job that wrote ``output`` is, for a request about it once it was retired: its
+    ``_job.json``; for a run's earlier step, whose output the run deleted with its scratch directory as it ended
+    (``hop.spilldirs.scratch_step``), where ``--keep-intermediate`` kept it or else the run's own report, which holds
+    the step's under ``"steps"``."""
+    report = Path(output) / "_job.json"
+    step = scratch_step(output)
+    if report.is_file() or step is None:
+        return f"its report is {report}" + ("" if report.is_file() else ", which no longer exists")
+    kept = kept_step_output(output)
+    if kept is not None:
+        return f"its report is {kept / '_job.json'}, where the run writing {step[0]} kept the step's output"
+    run, name = step
+    if (run / "_job.json").is_file():
+        return (
+            f"it was {name.replace('-', ' ')} of the run writing {run}, which deleted the step's output when it ended "
+            f'(--keep-intermediate keeps it): its report is under "steps" in {run / "_job.json"}'
+        )
+    return (
+        f"it was {name.replace('-', ' ')} of the run writing {run}, and its report {report} went with the run's "
+        f'scratch directory; {run / "_job.json"}, which would hold it under "steps", does not exist'
+    )
 
 
 def _with_all_rows(output: str, window: dict[str, Any]) -> dict[str, Any]:

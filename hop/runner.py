@@ -27,7 +27,7 @@ from hop.inputs import absolute_inputs, expand_inputs
 from hop.job import Job, Step
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.outputs import prepare_output, write_job_report
-from hop.spilldirs import scratch_folder
+from hop.spilldirs import kept_step_output, scratch_folder
 from hop.wording import counted
 
 
@@ -587,27 +587,6 @@ def _keep_steps(scratch: Path, numbers: range, kept: Path) -> None:
         kept.mkdir(exist_ok=True)
     for number in numbers:
         shutil.move(str(scratch / f"step-{number}"), kept / f"step-{number}")
-
-
-_SCRATCH_NAME = re.compile(r"\.(?P<output>.+)\.(?:steps|jobs)-[^/]+")
-"""A run's scratch directory beside its output ``OUT``: ``.OUT.steps-*``, ``.OUT.jobs-*`` (:func:`_scratch`)."""
-
-
-def kept_step_output(output: str) -> Path | None:
-    """Where ``--keep-intermediate`` kept the output of the step that wrote ``output`` (``step-N`` in a run's scratch
-    directory, or in the scratch of a job of a staged run, inside it): ``OUT/_steps/step-N``, if it is there (with its
-    ``_job.json``), else ``None``. A step's output is known by the path it was given (the web view's, once the run
-    has ended and removed its scratch directory)."""
-    path = Path(output)
-    outermost = None
-    for folder in path.parents:
-        if (match := _SCRATCH_NAME.fullmatch(folder.name)) is not None:
-            outermost = folder.parent / match["output"]
-    if outermost is None or not path.name.startswith("step-"):
-        return None
-    kept = outermost / "_steps" / path.name
-    # (Without --keep-intermediate, a step that stopped early leaves its snapshot there, and nothing else.)
-    return kept if (kept / "_job.json").is_file() else None
 
 
 def _name_kept_files(final_output: Path, kept: Path, pipes: dict[str, int] | None = None) -> None:

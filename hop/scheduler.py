@@ -13,9 +13,14 @@ Rules:
 - A failed attempt is retried while ``max_attempts`` allows and the failure is retryable (its task process
   died); an error in user code fails the job at once, since running the same code on the same record fails again.
   Only ``failed`` attempts count against ``max_attempts``: an attempt ended for a reason outside the task (``lost``
-  with its worker, which stopped or went silent; ``killed`` by the coordinator) is always retried, as Hadoop counts
+  with its worker, which stopped or went silent; ``killed`` by the coordinator) is retried, as Hadoop counts
   killed attempts apart from failed ones. So workers coming and going never give up a task (a continuous job's
   source, a batch map), while one that crashes ``max_attempts`` times still fails its job (gives its source up).
+  But a task's code can end the worker it runs under (a signal to its parent, memory the system kills for): on a
+  cluster whose workers are restarted, or that new workers keep joining, it was retried for ever. So a batch job's
+  attempts lost with a worker that died under them (went silent, or was replaced by a new process under its name:
+  not one that said it stops) are counted too, apart from failures and against a larger limit,
+  ``DEATHS_PER_ATTEMPT`` times ``max_attempts``: an outside cause seldom kills a worker under the same task twice.
 - Counters are summed over committed attempts only, so retries never count twice.
 - Tail splitting: when map slots idle and no map waits for one, the running maps expected to run longest (at least
   ``TAIL_SPLIT_SECONDS`` more) are asked to hand the rest of their input over (``split_off``): the rest of the chunk
@@ -31,6 +36,7 @@ Rules:
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +54,10 @@ TAIL_SPLIT_SECONDS = 1.0
 the fraction it last reported). Both parts still end with a final spill and a commit, which a split does not
 shorten and the new map adds (with its start-up): 0.3-0.4 s for a word count's 100,000 words, measured; at 0.5 s
 a word count's splits cost more than they saved (``bench.tail_split``)."""
+DEATHS_PER_ATTEMPT = 2
+"""A batch job fails once one of its tasks had this many times ``max_attempts`` attempts lost with a worker that died
+under them (see the module docstring): never after one death, even with ``max_attempts`` 1, since a worker killed
+from outside is not the task's fault; soon enough that a task killing every worker it runs on ends its job."""
 TAIL_SPLIT_RETRY_SECONDS = 1.0
 """How long after a map declined to split (it was between inputs, or its rest was short) it may be asked again."""
 
@@ -102,6 +112,12 @@ class Attempt:
         """Assigned to a worker or running: not settled (committed, failed, lost, killed) yet."""
         return self.status in ("assigned", "running")
 
+    @property
+    def died_with_worker(self) -> bool:
+        """Lost with a worker that died under it (went silent, or a new process registered under its name): not one
+        that said it stops, nor only the spills it built on lost with another worker."""
+        return self.status == "lost" and self.error == worker_died(self.worker)
+
     def report(self) -> dict[str, Any]:
         return {
             "task_id": f"{self.kind}-{self.index:05d}",
@@ -153,6 +169,17 @@ class TaskState:
         """Attempts that failed (their task process died): what ``max_attempts`` limits. Attempts lost with their
         worker or killed by the coordinator are not the task's doing and do not count."""
         return sum(a.status == "failed" for a in self.attempts)
+
+    @property
+    def deaths(self) -> int:
+        """Attempts lost with a worker that died under them, which ``DEATHS_PER_ATTEMPT * max_attempts`` limits in a
+        batch job."""
+        return sum(a.died_with_worker for a in self.attempts)
+
+
+def worker_died(worker: str) -> str:
+    """The error of an attempt lost with ``worker``, which went silent or was replaced (not one that stopped)."""
+    return f"worker {worker} was lost"
 
 
 # Actions ---------------------------------------------------------------------------------------------------------
@@ -431,9 +458,7 @@ class JobState:
         takes down every worker it is retried on."""
         named = []
         for task in (*self.maps, *self.reduces):
-            workers = [
-                a.worker for a in task.attempts if a.status == "lost" and a.error == f"worker {a.worker} was lost"
-            ]
+            workers = [a.worker for a in task.attempts if a.died_with_worker]
             if len(set(workers)) >= 2:
                 named.append(f"{task.kind}-{task.index:05d} (on {', '.join(dict.fromkeys(workers))})")
         return named
@@ -824,11 +849,13 @@ class JobState:
         return [a for a in self.tasks(kind)[index].attempts if a.live]
 
     def on_worker_lost(self, worker: str, at: float, left: bool = False) -> list[Action]:
-        """The attempts running on a lost worker (``left``: one that said it stops) are ``lost`` and run again,
-        however often that happens (not the tasks' fault: they do not count against ``max_attempts``); its
-        committed maps' output is gone too."""
+        """The attempts running on a lost worker (``left``: one that said it stops) are ``lost`` and run again (not
+        the tasks' fault: they do not count against ``max_attempts``), unless a batch task's worker has died under it
+        ``DEATHS_PER_ATTEMPT * max_attempts`` times now: the job fails naming it; its committed maps' output is gone
+        too."""
         actions: list[Action] = []
-        why = f"worker {worker} stopped" if left else f"worker {worker} was lost"
+        why = f"worker {worker} stopped" if left else worker_died(worker)
+        doomed: list[TaskState] = []
         for kind in ("map", "reduce"):
             for task in self.tasks(kind):
                 for record in task.attempts:
@@ -836,6 +863,10 @@ class JobState:
                         actions += self.on_task_failed(
                             kind, task.index, record.attempt, why, None, True, at, keep_checkpoint=False, lost=True
                         )
+                        if not left and not self.continuous and task.deaths >= DEATHS_PER_ATTEMPT * self.max_attempts:
+                            doomed.append(task)
+        if doomed:
+            actions += self.fail(self._kills_its_workers(doomed[0]))
         for task in self.maps:  # kept spills of a resumed map lived on the lost worker: the map starts over
             if task.committed is None and task.resume and worker in self._segment_workers(task):
                 running = [a for a in task.attempts if a.live]
@@ -887,6 +918,24 @@ class JobState:
                 Broadcast("map_lost", {"job_id": self.spec.job_id, "index": task.index, "attempt": record.attempt})
             )
         return actions
+
+    def _kills_its_workers(self, task: TaskState) -> str:
+        """Why the job fails when ``task``'s worker died under it ``task.deaths`` times: its task id, its input (a
+        map's byte ranges, or its partition) and the workers, each with how often it died under it."""
+        if task.kind == "reduce":
+            reads = f"partition {task.index}"
+        elif self.upstream is not None:
+            reads = f"{self.upstream.spec.output}/part-{task.index:05d}"
+        else:
+            reads = describe_chunks(self.splits[task.index])
+        died = Counter(a.worker for a in task.attempts if a.died_with_worker)
+        workers = ", ".join(name if times == 1 else f"{name} {times} times" for name, times in died.items())
+        return (
+            f"{task.kind}-{task.index:05d} ({reads}) was running each of the {task.deaths} times its worker died "
+            f"({workers}): check whether its code ends the process it runs under (a signal to its parent, memory the "
+            f"system kills for); gave up after {task.deaths} attempts lost with their worker "
+            f"({DEATHS_PER_ATTEMPT} x --max-attempts {self.max_attempts})"
+        )
 
     def _segment_workers(self, task: TaskState) -> set[str]:
         """Workers holding the kept spills a resumed map builds on."""
@@ -1017,6 +1066,26 @@ class JobState:
         counted them or, for one that failed or was ended, as its latest attempt last reported."""
         sources = self.spec.options["stream"]["sources"]
         return {sources[t.index]: t.bad for t in self.maps}
+
+
+def describe_chunks(task_input: Split | list[Chunk], most: int = 3) -> str:
+    """A map's input as byte ranges, ``in.txt[0:1048576]``, adjacent chunks of a file joined: the first ``most``,
+    then how many more."""
+    splits = [task_input] if isinstance(task_input, Split) else [chunk.split for chunk in task_input]
+    ranges: list[Split] = []
+    for split in splits:
+        last = ranges[-1] if ranges else None
+        if (
+            last is not None
+            and last.path == split.path
+            and min(last.length, split.length) >= 0
+            and last.end == split.start
+        ):
+            ranges[-1] = Split(last.path, last.start, last.length + split.length)
+        else:
+            ranges.append(split)
+    named = ", ".join(split.describe() for split in ranges[:most])
+    return named + (f" and {len(ranges) - most} more" if len(ranges) > most else "") if ranges else "no input"
 
 
 def _ratio(part: int | None, whole: int | None) -> float | None:

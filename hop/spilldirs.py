@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import re
 import shutil
 import socket
 import tempfile
@@ -35,7 +36,16 @@ import psutil
 from hop.lifetime import stop_signals_held
 from hop.outputs import OutputError
 
-__all__ = ["PREFIX", "make_marked_dir", "make_scratch", "make_spill_dir", "remove_abandoned", "scratch_folder"]
+__all__ = [
+    "PREFIX",
+    "kept_step_output",
+    "make_marked_dir",
+    "make_scratch",
+    "make_spill_dir",
+    "remove_abandoned",
+    "scratch_folder",
+    "scratch_step",
+]
 
 PREFIX = "hop-worker-"
 OWNER = "owner"
@@ -126,3 +136,34 @@ def scratch_folder(beside: Path, output_name: str, kind: str) -> Iterator[Path]:
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+_SCRATCH_NAME = re.compile(r"\.(?P<output>.+)\.(?:steps|jobs)-[^/]+")
+"""A run's scratch directory beside its output ``OUT``: ``.OUT.steps-*``, ``.OUT.jobs-*`` (:func:`make_scratch`)."""
+
+
+def scratch_step(output: str) -> tuple[Path, str] | None:
+    """For the output of a run's earlier step, which it writes in its scratch directory (``.OUT.steps-*/step-N``,
+    or in the scratch of a job of a staged run, inside ``.OUT.jobs-*``) and deletes when it ends: the run's own
+    output ``OUT`` and the step's folder name, ``step-N`` (``N`` numbered over the whole run); else ``None``."""
+    path = Path(output)
+    outermost = None
+    for folder in path.parents:
+        if (match := _SCRATCH_NAME.fullmatch(folder.name)) is not None:
+            outermost = folder.parent / match["output"]
+    if outermost is None or not path.name.startswith("step-"):
+        return None
+    return outermost, path.name
+
+
+def kept_step_output(output: str) -> Path | None:
+    """Where ``--keep-intermediate`` kept the output of the step that wrote ``output`` (:func:`scratch_step`):
+    ``OUT/_steps/step-N``, if it is there (with its ``_job.json``), else ``None``. A step's output is known by the
+    path it was given (the web view's and the coordinator's, once the run has ended and removed its scratch
+    directory)."""
+    step = scratch_step(output)
+    if step is None:
+        return None
+    kept = step[0] / "_steps" / step[1]
+    # (Without --keep-intermediate, a step that stopped early leaves its snapshot there, and nothing else.)
+    return kept if (kept / "_job.json").is_file() else None

@@ -835,6 +835,38 @@ def test_a_coordinator_retires_its_oldest_finished_jobs(tmp_path: Path) -> None:
                 assert list(events) == [], "the stream ends"
 
 
+def test_the_status_of_a_retired_earlier_step_of_a_run_says_where_its_report_is(tmp_path: Path) -> None:
+    """An earlier step of a multi-step run writes in the run's scratch directory, which the run deletes as it ends:
+    ``hop status`` of that step, once its coordinator retired it, named the report there, which no longer existed.
+    It names the run's report, which holds the step's under "steps", or where --keep-intermediate kept it."""
+    from hop.coordinator import _where_report_is
+
+    with _standalone_cluster(["--keep-jobs", "1"], workers=1, spill_dir=tmp_path) as address:
+        (tmp_path / "in.txt").write_text("x y x\n")
+        job = str(ROOT / "tests" / "jobs" / "two_steps.py")
+        for output, keep in (("out", []), ("kept", ["--keep-intermediate"])):
+            ran = hop("run", job, "in.txt", "-o", output, "--quiet", *keep, "--coordinator", address, cwd=tmp_path)
+            assert ran.returncode == 0, ran.stderr
+        steps = {out: json.loads((tmp_path / out / "_job.json").read_text())["steps"] for out in ("out", "kept")}
+        said = {out: hop("status", steps[out][0]["job_id"], "--coordinator", address) for out in ("out", "kept")}
+    assert said["out"].returncode == 2
+    assert said["out"].stderr.endswith(
+        f"it was step 1 of the run writing {tmp_path / 'out'}, which deleted the step's output when it ended "
+        f'(--keep-intermediate keeps it): its report is under "steps" in {tmp_path / "out" / "_job.json"}\n'
+    ), said["out"].stderr
+    report = tmp_path / "kept" / "_steps" / "step-1" / "_job.json"
+    assert said["kept"].returncode == 2 and report.is_file()
+    assert f"its report is {report}, where the run writing {tmp_path / 'kept'} kept" in said["kept"].stderr
+    # A run that left no report of its own (killed outright), and a job whose output was deleted since.
+    scratch = tmp_path / ".gone.steps-abc123" / "step-2"
+    assert _where_report_is(str(scratch)) == (
+        f"it was step 2 of the run writing {tmp_path / 'gone'}, and its report {scratch / '_job.json'} went with "
+        f'the run\'s scratch directory; {tmp_path / "gone" / "_job.json"}, which would hold it under "steps", does '
+        "not exist"
+    )
+    assert _where_report_is(str(tmp_path / "deleted")).endswith("_job.json, which no longer exists")
+
+
 def test_an_output_that_is_a_file_is_refused_saying_what_to_do(tmp_path: Path) -> None:
     """``-o results.txt``, an existing file, said only "exists and is not a directory", even with --overwrite."""
     from hop.outputs import OutputExistsError, check_output

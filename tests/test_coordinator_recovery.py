@@ -85,10 +85,10 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
     wait_or_kill(started, time.monotonic() + 15)
 
 
-def _coordinator(address: str, processes: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    """A standalone coordinator process (``hop coordinator --bind ADDRESS``), added to ``processes`` (the fixture
-    ends it if the test does not)."""
-    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address]))
+def _coordinator(address: str, processes: list[subprocess.Popen[bytes]], *options: str) -> subprocess.Popen[bytes]:
+    """A standalone coordinator process (``hop coordinator --bind ADDRESS``, with ``options``), added to
+    ``processes`` (the fixture ends it if the test does not)."""
+    processes.append(subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address, *options]))
     return processes[-1]
 
 
@@ -547,6 +547,49 @@ def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(
     told = coordinator.communicate(timeout=30)[1].decode()
     assert "hop coordinator: worker w0 lost (silent " in told, told
     assert " s); its running tasks run again on other workers\n" in told, told
+
+
+def test_a_task_that_kills_every_worker_it_runs_on_fails_its_job_on_a_cluster_that_restarts_them(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A map whose code kills the worker it runs under, on a cluster whose worker is started again whenever it dies
+    (as a service manager restarts it): an attempt lost with its worker counted for nothing, so the map ran again
+    on each new worker for ever and the job never ended. The job now fails once the map was running on a worker
+    as it died twice --max-attempts times, naming the map, its input and the worker; one death is still retried
+    (``test_a_task_whose_worker_was_killed_once_is_retried_even_with_one_attempt``)."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nboom\nc d\n", encoding="utf-8")
+    address = f"ipc://{tmp_path}/coordinator"
+    # Each death is found as the restarted w0 registers under its name, however long a loaded machine takes to start
+    # it: with the default timeout, a start slower than 5 s found w0 lost with no other worker, another failure.
+    _coordinator(address, processes, "--heartbeat-timeout", "120")
+    supervising = threading.Event()
+    supervising.set()
+
+    def supervise() -> None:
+        while supervising.is_set():
+            processes.append(_worker(address, "w0", tmp_path))
+            while processes[-1].poll() is None and supervising.is_set():
+                time.sleep(0.02)
+
+    supervisor = threading.Thread(target=supervise)
+    supervisor.start()
+    client = Client(address, timeout=30)
+    try:
+        began = time.monotonic()
+        with pytest.raises(JobFailed) as failure:
+            run_job(client, "worker_killing_map", [source], tmp_path / "out", options={"max_attempts": 1})
+        took = time.monotonic() - began
+    finally:
+        supervising.clear()
+        supervisor.join(timeout=30)
+        client.close()
+    error = failure.value.status["error"]
+    assert error.startswith(f"map-00000 ({source}[0:13]) was running each of the 2 times its worker died (w0 2 times)")
+    assert "check whether its code ends the process it runs under" in error, error
+    assert error.endswith("gave up after 2 attempts lost with their worker (2 x --max-attempts 1)"), error
+    assert [a["status"] for a in failure.value.status["report"]["attempts"] if a["kind"] == "map"] == ["lost"] * 2
+    assert took < 60, took
 
 
 def test_a_worker_restarted_under_its_name_publishes_its_samples_where_the_old_one_did(

@@ -242,6 +242,24 @@ def test_a_job_that_lost_every_worker_names_the_task_that_ran_on_each(tmp_path: 
     assert "ran on each of those workers as it was lost" in str(failure.value)
 
 
+def test_a_task_whose_worker_was_killed_once_is_retried_even_with_one_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed from outside under a running map is not the map's fault: the map runs again and the job
+    succeeds, even with --max-attempts 1 (attempts lost with a dying worker have a limit of their own, twice it)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 300_000, seed=5, vocabulary=300, words_per_line=4)
+    monkeypatch.setenv("HOP_FAULT", "map:running:0:0:worker")
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        client = Client(cluster.address)
+        try:
+            report = run_job(client, "wordcount", [source], tmp_path / "out", options={"max_attempts": 1})
+        finally:
+            client.close()
+    assert [a["status"] for a in report["attempts"] if a["kind"] == "map"] == ["lost", "succeeded"]
+    assert output_dict(tmp_path / "out") == collections.Counter(source.read_text(encoding="utf-8").split())
+
+
 def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hop.runner import JobFailed
 

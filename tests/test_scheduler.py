@@ -9,7 +9,15 @@ import pytest
 from hop.inputs import Split
 from hop.jobspec import JobSpec
 from hop.planning import Chunk
-from hop.scheduler import BUILTIN_COUNTERS, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState
+from hop.scheduler import (
+    BUILTIN_COUNTERS,
+    Broadcast,
+    CommitOutput,
+    DiscardOutput,
+    FinishJob,
+    JobState,
+    describe_chunks,
+)
 
 JOB = "job-0001"
 OUT = "/data/out"
@@ -353,6 +361,47 @@ def test_attempts_lost_with_their_worker_never_give_a_task_up_and_crashes_still_
     else:
         assert job.state == "failed" and job.error == f"{crash} (gave up after 2 failed attempts)"
         assert row["state"] == "failed"
+
+
+@pytest.mark.parametrize("kind", ["map", "reduce"])
+def test_a_batch_task_running_on_its_worker_each_time_one_died_fails_its_job_after_twice_max_attempts(
+    kind: str,
+) -> None:
+    """A task whose code ends its worker was lost with each worker it ran on, which counted for nothing: on a cluster
+    that restarts its workers it ran for ever. Deaths under a task (not workers that said they stop, nor a map's
+    kept spills lost with another worker) now count apart from failures, up to twice ``max_attempts``."""
+    job = _state(maps=1, reduces=1, max_attempts=2)
+    for worker in ("w1", "w2", "w1"):
+        _start(job, kind, 0, worker=worker)
+        job.on_worker_lost(worker, at=9.0)
+        _start(job, kind, 0, worker="w3")
+        job.on_worker_lost("w3", at=9.5, left=True)  # stopped: not counted
+    assert job.state == "running" and job.tasks(kind)[0].deaths == 3
+    _start(job, kind, 0, worker="w2")
+    assert job.on_worker_lost("w2", at=10.0)[-1] == FinishJob("failed", job.error)
+    reads = "/data/in/f0[0:100]" if kind == "map" else "partition 0"
+    assert job.error == (
+        f"{kind}-00000 ({reads}) was running each of the 4 times its worker died (w1 2 times, w2 2 times): check "
+        "whether its code ends the process it runs under (a signal to its parent, memory the system kills for); "
+        "gave up after 4 attempts lost with their worker (2 x --max-attempts 2)"
+    )
+
+
+def test_a_continuous_jobs_source_outlives_any_number_of_worker_deaths() -> None:
+    """A source runs until its query stops, on whatever workers come and go: deaths under it never give it up."""
+    job = _stream_state(max_attempts=1)
+    for _ in range(5):
+        _start(job, "map", 0, worker="w1")
+        job.on_worker_lost("w1", at=9.0)
+    assert job.state == "running" and not job.sources_gone and job.maps[0].deaths == 5
+
+
+def test_a_maps_input_is_named_as_byte_ranges_adjacent_chunks_joined() -> None:
+    chunks = [Chunk(i, Split("/d/a.txt", 10 * i, 10), 10) for i in range(3)] + [Chunk(3, Split("/d/b.gz", 0, -1), 5)]
+    assert describe_chunks(chunks) == "/d/a.txt[0:30], /d/b.gz"
+    chunks += [Chunk(4 + i, Split(f"/d/{i}.txt", 0, 4), 4) for i in range(3)]
+    assert describe_chunks(chunks) == "/d/a.txt[0:30], /d/b.gz, /d/0.txt[0:4] and 2 more"
+    assert describe_chunks(Split("/d/a.txt", 5, 7)) == "/d/a.txt[5:12]"
 
 
 def test_attempts_the_coordinator_killed_do_not_count_against_max_attempts() -> None:

@@ -83,7 +83,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from hop.client import CoordinatorUnavailable
-from hop.runner import kept_step_output
+from hop.spilldirs import kept_step_output
 from hop.web.source import CoordinatorSource, UnknownJob, read_results
 
 if TYPE_CHECKING:
