@@ -34,7 +34,15 @@ from hop.online.reducer import ReducerSnapshots
 from hop.peak_memory import PeakMemory
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
-from hop.usercode import USER_FAILURES, UserCodeError, call_user, describe_record, fold_error, sendable
+from hop.usercode import (
+    USER_FAILURES,
+    NoStandardInputError,
+    UserCodeError,
+    call_user,
+    describe_record,
+    fold_error,
+    sendable,
+)
 from hop.usertrace import not_pairs, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
@@ -453,7 +461,7 @@ def run_map(
                 # built-in aggregate's refusals are AggregateValueErrors, a job's own aggregate's merge is its code.
                 failure.skippable = (
                     problem is error
-                    and not isinstance(error, SystemExit)
+                    and not isinstance(error, SystemExit | NoStandardInputError)
                     and (not buffer.folding or type(buffer.combiner).__module__ == Aggregate.__module__)
                 )
                 raise failure from error

@@ -37,6 +37,11 @@ NO_STANDARD_INPUT = (
 )
 
 
+class NoStandardInputError(io.UnsupportedOperation):
+    """A task read ``sys.stdin`` (:class:`NoStandardInput`): the job's code is wrong for every record, so no record
+    is to blame (``--skip-bad-records`` would skip them all)."""
+
+
 class NoStandardInput(io.TextIOBase):
     """``sys.stdin`` of a task, on every engine: reading it raises, saying where a map's records come from. A task
     process of hop's inherited its worker's (``hop run``'s terminal or pipe), so a map written as a streaming mapper
@@ -47,10 +52,10 @@ class NoStandardInput(io.TextIOBase):
         return True
 
     def read(self, size: int | None = -1) -> str:
-        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
+        raise NoStandardInputError(NO_STANDARD_INPUT)
 
     def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
-        raise io.UnsupportedOperation(NO_STANDARD_INPUT)
+        raise NoStandardInputError(NO_STANDARD_INPUT)
 
 
 def sendable(text: str) -> str:

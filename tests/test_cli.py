@@ -402,7 +402,7 @@ def test_a_map_reading_standard_input_fails_instead_of_hanging(tmp_path: Path) -
     assert process.returncode == 1, stderr
     assert f'File "{tmp_path / "job.py"}", line 8, in map' in stderr, stderr
     assert stderr.strip().endswith(
-        "raised UnsupportedOperation: a task has no standard input: a map's records are its arguments (key and "
+        "raised NoStandardInputError: a task has no standard input: a map's records are its arguments (key and "
         "value: a text file's byte offset and line), not lines of sys.stdin"
     ), stderr
 

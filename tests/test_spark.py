@@ -666,7 +666,7 @@ def test_a_map_reading_stdin_fails_as_on_hop(spark_runs: dict[str, dict[str, Any
     from hop.usercode import NO_STANDARD_INPUT
 
     assert failed["error"] == (
-        f"map at {corpus / 'fail.txt'} byte offset 0: 'a b' raised UnsupportedOperation: {NO_STANDARD_INPUT}"
+        f"map at {corpus / 'fail.txt'} byte offset 0: 'a b' raised NoStandardInputError: {NO_STANDARD_INPUT}"
     ), failed
     assert 'task_misuse.py", line ' in failed["traceback"] and "for text in sys.stdin" in failed["traceback"]
 
