@@ -101,11 +101,13 @@ def _clear(folder: Path) -> None:
             entry.unlink()
 
 
-def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = ()) -> None:
+def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = (), *, clear: bool = True) -> None:
     """Create the output directory; refuse a non-empty one unless ``overwrite``, which clears it (see
-    :func:`check_output` for what it never clears)."""
+    :func:`check_output` for what it never clears). ``clear=False`` leaves what it holds, for a client whose
+    coordinator clears it once it has accepted the job (``hop.runner``): a job it refused must not have cost the
+    user the previous output."""
     try:
-        if check_output(output, overwrite, inputs):
+        if check_output(output, overwrite, inputs) and clear:
             _clear(Path(output))
         Path(output).mkdir(parents=True, exist_ok=True)
     except OSError as error:
