@@ -801,6 +801,13 @@ class Coordinator:
         job = self._job_for(msg)
         if job is None or job.snapshots is None:
             return
+        if job.finished_at is not None:
+            # An answer sent before its reducer heard of the job's end (stopped early, failed, cancelled): the
+            # snapshot it completed was published into OUT after the client was told the job had ended (and after
+            # _job.json, which lists it incomplete), remaking OUT if it was removed meanwhile, or writing into the
+            # output of a job submitted there since. Its files stay in OUT/_temporary, which the job's end removes.
+            self._remove_leftovers_of_ended(job)
+            return
         fields = {k: v for k, v in msg.items() if k not in ("type", "job_id", "worker", "index", "attempt", "seq")}
         self._snapshot_answered(job, msg["seq"], msg["index"], fields)
 
