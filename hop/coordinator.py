@@ -39,7 +39,7 @@ from hop.online.snapshots import (
     write_final_partition_snapshot,
 )
 from hop.online.tracker import Snapshot, SnapshotTracker
-from hop.outputs import OutputExistsError, prepare_output, write_job_report
+from hop.outputs import OutputExistsError, check_output, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.protocol import SocketFile, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
@@ -525,8 +525,15 @@ class Coordinator:
             accurate = options.get("stop_when_accurate") if upstream is None else None
             tracker_args = (float(every) if every else None, float(accurate) if accurate else None)
             SnapshotTracker(spec.num_reduces, [], *tracker_args)  # validates the options before any output
-            self._refuse_shared_output(spec)
-            prepare_output(spec.output, spec.overwrite, spec.inputs)
+            # A run's first job also claims the run's output (``run_output``: a multi-step run's first step writes a
+            # scratch folder). Both are checked before either is cleared: --overwrite deleted the old output on the
+            # client before a job this coordinator then refused (hop.runner).
+            outputs = [spec.output, *([str(options["run_output"])] if options.get("run_output") else [])]
+            for output in outputs:
+                self._refuse_shared_output(output)
+                check_output(output, spec.overwrite, spec.inputs)
+            for output in outputs:
+                prepare_output(output, spec.overwrite, spec.inputs)
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return
@@ -794,6 +801,13 @@ class Coordinator:
     def on_snapshot_done(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is None or job.snapshots is None:
+            return
+        if job.finished_at is not None:
+            # An answer sent before its reducer heard of the job's end (stopped early, failed, cancelled): the
+            # snapshot it completed was published into OUT after the client was told the job had ended (and after
+            # _job.json, which lists it incomplete), remaking OUT if it was removed meanwhile, or writing into the
+            # output of a job submitted there since. Its files stay in OUT/_temporary, which the job's end removes.
+            self._remove_leftovers_of_ended(job)
             return
         fields = {k: v for k, v in msg.items() if k not in ("type", "job_id", "worker", "index", "attempt", "seq")}
         self._snapshot_answered(job, msg["seq"], msg["index"], fields)
@@ -1326,13 +1340,13 @@ class Coordinator:
             self._broadcast("job_done", job_id=job.spec.job_id, failed=failed, stop_tasks=stop_tasks)
             self._retire()
 
-    def _refuse_shared_output(self, spec: JobSpec) -> None:
-        """Refuse a job whose output directory a running job writes: both would write its parts (and with
-        ``--overwrite`` the new one would first delete the running one's)."""
+    def _refuse_shared_output(self, output: str) -> None:
+        """Refuse a job that would write ``output`` while a running job writes it: both would write its parts (and
+        with ``--overwrite`` the new one would first delete the running one's)."""
         for other in self.jobs.values():
-            if other.state == "running" and Path(other.spec.output) == Path(spec.output):
+            if other.state == "running" and Path(other.spec.output) == Path(output):
                 raise OutputExistsError(
-                    f"output directory {spec.output} is being written by job {other.spec.job_id}, still running; "
+                    f"output directory {output} is being written by job {other.spec.job_id}, still running; "
                     f"wait for it, stop it (hop stop {other.spec.job_id}) or choose another"
                 )
 

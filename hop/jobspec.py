@@ -50,7 +50,9 @@ class JobSpec:
     ``tail_split`` (True: ``hop.scheduler``), ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB),
     ``step_reduces`` (a multi-step job's reducers per step, ``None`` for ``num_reduces``: :meth:`step_num_reduces`),
     ``success_by_client`` (False: the submitting client writes the last step's ``_SUCCESS`` once it has rewritten
-    the output, as for an mrjob job, ``hop.mrjob_adapter.rewrite_output``)."""
+    the output, as for an mrjob job, ``hop.mrjob_adapter.rewrite_output``), ``run_output`` (the output directory of
+    the run whose first job this is, when the job writes elsewhere: a multi-step run's first step; refused and, with
+    ``overwrite``, cleared with the job's own once the coordinator accepts the job, ``hop.runner._claiming``)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -24,6 +24,7 @@ __all__ = [
     "OutputExistsError",
     "check_output",
     "claim_output",
+    "make_in_output",
     "prepare_output",
     "write_job_report",
 ]
@@ -101,15 +102,33 @@ def _clear(folder: Path) -> None:
             entry.unlink()
 
 
-def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = ()) -> None:
+def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = (), *, clear: bool = True) -> None:
     """Create the output directory; refuse a non-empty one unless ``overwrite``, which clears it (see
-    :func:`check_output` for what it never clears)."""
+    :func:`check_output` for what it never clears). ``clear=False`` leaves what it holds, for a client whose
+    coordinator clears it once it has accepted the job (``hop.runner``): a job it refused must not have cost the
+    user the previous output."""
     try:
-        if check_output(output, overwrite, inputs):
+        if check_output(output, overwrite, inputs) and clear:
             _clear(Path(output))
         Path(output).mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise OutputError(f"cannot create output directory {output}: {error.strerror or error}") from None
+
+
+def make_in_output(output: str | Path, folder: Path) -> None:
+    """Make ``folder``, inside the job's output directory ``output``, with the folders between them, but never
+    ``output`` itself, which the coordinator makes as it accepts the job: one that is gone raises
+    ``FileNotFoundError`` naming it. A reducer writes on until its worker ends it, after its job has ended too (a
+    snapshot's files): made with all its parents, an output removed meanwhile came back, and the next run of that
+    output, without ``--overwrite``, was refused it as not empty."""
+    below = Path(folder).relative_to(output)
+    current = Path(output)
+    for name in below.parts:
+        current /= name
+        try:
+            current.mkdir(exist_ok=True)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"the job's output directory {output} is gone (removed while it ran)") from None
 
 
 def claim_output(output: str) -> Callable[[], None]:

@@ -240,6 +240,7 @@ def run_steps(
     deadline: float | None = None,
     step_offset: int = 0,
     steps_in_run: int | None = None,
+    run_output: Path | None = None,
 ) -> dict[str, Any]:
     """Run every step of the job in ``base`` (step 0's spec) to completion, one after another through files;
     returns the last step's report. ``timeout`` counts the whole run, every step (``deadline``: a
@@ -249,13 +250,14 @@ def run_steps(
     which moves them to its ``OUT/_steps`` once every job is done). ``step_offset``: the steps the run had before
     this job, and ``steps_in_run`` its steps in all (default: this job's), so that messages, intermediate and kept
     outputs and skipped records (``hop.bad_records``) name each step by its number over the whole run, as a
-    pipeline names them."""
+    pipeline names them. ``run_output``: the output of the run this job is the first of, which its first step
+    claims (:func:`_claiming`; default: this job's output)."""
     deadline = _deadline(timeout) if deadline is None else deadline
     steps = _instantiate(base).resolved_steps()
     num_steps = len(steps)
     total = steps_in_run or num_steps
     final_output = Path(base.output)
-    prepare_output(str(final_output), base.overwrite, base.inputs)
+    prepare_output(str(final_output), base.overwrite, base.inputs, clear=False)  # (cleared as the job is accepted)
     with _scratch(final_output) as scratch:
         reports: list[dict[str, Any]] = []
         running: Path | None = None  # the output of the step submitted and not yet ended
@@ -275,6 +277,8 @@ def run_steps(
                     overwrite=True,
                     options=_step_options(base.options, steps[step]),
                 )
+                if step == 0:
+                    spec = _claiming(spec, run_output or final_output, base.overwrite)
                 label = f"step {step_offset + step + 1}/{total} " if total > 1 else ""
                 # Set before the submit: a Ctrl-C that comes during it acts as it returns, and the step it
                 # submitted, cancelled then, must be reported (OUT got no _job.json, the step's being in scratch).
@@ -305,6 +309,16 @@ def run_steps(
         _note_earlier_stop(final, step_offset)
         write_job_report(final_output, final)
     return final
+
+
+def _claiming(spec: JobSpec, run_output: Path, overwrite: bool) -> JobSpec:
+    """``spec``, the first job a run submits, made to claim the run's output ``run_output`` (the job's own, or the
+    run's last step's beside a first step's scratch output): its coordinator refuses it along with the job, and
+    clears it (``overwrite``) only once it has accepted the job. Cleared here before the submit, the old output
+    was lost to a job the coordinator then refused: one reading a running job's output, one whose input it could
+    not read, one writing the output of a running job, whose parts went too and which failed for it."""
+    options = spec.options if Path(spec.output) == run_output else {**spec.options, "run_output": str(run_output)}
+    return dataclasses.replace(spec, overwrite=overwrite, options=options)
 
 
 def _step_options(options: dict[str, Any], step: Step) -> dict[str, Any]:
@@ -657,7 +671,7 @@ def run_pipeline(
         # A step ended at its accurate snapshot would leave the next step's maps waiting for its stream.
         raise ValueError(STOP_EARLY_PIPELINE)
     final_output = Path(last_job.output)
-    prepare_output(str(final_output), first.overwrite, first.inputs)
+    prepare_output(str(final_output), first.overwrite, first.inputs, clear=False)  # (cleared as step 1 is accepted)
     with _scratch(final_output) as scratch:
         stages = pipeline_specs(jobs)
         reports: list[dict[str, Any]] = []
@@ -683,6 +697,7 @@ def run_pipeline(
                 )
                 if number == 0:  # (a Ctrl-C during a submit reports the first step, cancelled, as while waiting)
                     running = Path(spec.output)
+                    spec = _claiming(spec, final_output, first.overwrite)
                 job_ids.append(client.submit(spec))
                 outputs.append(Path(spec.output))
             labels = {
@@ -726,7 +741,7 @@ def run_staged_jobs(
     deadline = _deadline(timeout)
     counts = [len(_instantiate(job).resolved_steps()) for job in jobs]
     final_output = Path(jobs[-1].output)
-    prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs)
+    prepare_output(str(final_output), jobs[0].overwrite, jobs[0].inputs, clear=False)  # (as its first job is accepted)
     with _scratch(final_output, "jobs") as scratch:
         held = scratch / "steps"  # the earlier steps' outputs, until the last job has written OUT
         held.mkdir()
@@ -738,7 +753,11 @@ def run_staged_jobs(
             last = number == len(jobs) - 1
             output = final_output if last else scratch / f"step-{stage + counts[number]}"  # (its last step's number)
             spec = dataclasses.replace(
-                job, inputs=tuple(inputs), input_format=input_format, output=str(output), overwrite=True
+                job,
+                inputs=tuple(inputs),
+                input_format=input_format,
+                output=str(output),
+                overwrite=job.overwrite if number == 0 else True,
             )
             hold = held if keep_intermediate else None
             try:
@@ -751,6 +770,7 @@ def run_staged_jobs(
                     deadline=deadline,
                     step_offset=stage,
                     steps_in_run=sum(counts),
+                    run_output=final_output if number == 0 else None,
                 )
             except JobFailed as failure:
                 _end_failed_jobs(failure.status, reports, scratch, final_output, keep_intermediate)

@@ -1044,6 +1044,91 @@ def test_an_unreadable_file_in_an_input_directory_is_refused_before_overwrite_cl
     assert (tmp_path / "out" / "part-00000").read_text() == '"old"\t1\n', "the old output was cleared"
 
 
+HELD_PARTITION_JOB = """
+import time
+from pathlib import Path
+
+from hop import Job
+
+
+class HeldPartition(Job):
+    def map(self, offset, line):
+        for word in line.split():
+            yield word, 1
+
+    def partition(self, key, num_partitions):
+        return 1 if key == "held" else 0
+
+    def reduce(self, key, values):
+        deadline = time.monotonic() + 60
+        while key == "held" and not Path({gate!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield key, sum(values)
+"""
+"""A word count whose partition 1 (the key ``held``) is held until the file ``gate`` exists: partition 0 commits."""
+
+
+@pytest.mark.parametrize(
+    ("jobs", "flags"),
+    [
+        (["wordcount"], []),
+        (["two_steps"], []),
+        (["two_steps"], ["--blocking"]),
+        (["wordcount", "topk"], ["--blocking"]),
+        (["stream_wordcount"], ["--source", "tcp:127.0.0.1:0", "--window", "1s"]),
+    ],
+    ids=["one-step", "pipeline", "steps-in-turn", "jobs-in-turn", "continuous"],
+)
+def test_overwrite_clears_nothing_for_a_job_the_coordinator_refuses(
+    cluster: LocalCluster, tmp_path: Path, jobs: list[str], flags: list[str]
+) -> None:
+    """``--overwrite`` cleared the output on the client before the submit, and a job the coordinator then refused
+    had cost the user the old output: one reading the output of a job still running (here), one whose input the
+    coordinator cannot read, one writing the output of a running job, whose committed parts went too (that job then
+    failed, its last part having no directory to be moved to). The coordinator now clears it as it accepts the
+    run's first job, the output of the whole run included (a run of several steps or jobs submits a first step
+    writing elsewhere): a refused job leaves both outputs as they were."""
+    from hop.client import Client
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+
+    gate = tmp_path / "go"
+    (tmp_path / "held.py").write_text(HELD_PARTITION_JOB.format(gate=str(gate)))
+    (tmp_path / "in.txt").write_text("a b held\n")
+    counts, old = tmp_path / "counts", tmp_path / "old"
+    old.mkdir()
+    (old / "part-00000").write_text("old\n")
+    spec = build_spec(load_job_file(str(tmp_path / "held.py")), [str(tmp_path / "in.txt")], str(counts), num_reduces=2)
+    client = Client(cluster.address, timeout=30)
+    try:
+        running = client.submit(spec)  # (as from another host: no hop run here holds its output)
+        deadline = time.monotonic() + 30
+        while not (counts / "part-00000").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (counts / "part-00000").exists(), "partition 0 committed"
+        files = [job_path(name) for name in jobs]
+        options = ("--overwrite", "--quiet", "--coordinator", cluster.address, *flags)
+        continuous = "--source" in flags  # (reads no input)
+        if not continuous:
+            reading = hop("submit", *files, "counts", "-o", "old", *options, cwd=tmp_path)
+            assert reading.returncode == 2, reading.stderr
+            assert f"input {counts} is the output of job {running}, still running" in reading.stderr, reading.stderr
+            assert (old / "part-00000").read_text() == "old\n", "the old output was cleared"
+        inputs = [] if continuous else ["in.txt"]
+        writing = hop("submit", *files, *inputs, "-o", "counts", *options, cwd=tmp_path)
+        assert writing.returncode == 2, writing.stderr
+        assert f"output directory {counts} is being written by job {running}" in writing.stderr, writing.stderr
+        assert (counts / "part-00000").exists(), "the running job's committed part was cleared"
+    finally:
+        gate.touch()
+        try:
+            status = client.wait(running, timeout=30)
+        finally:
+            client.close()
+    assert status["state"] == "succeeded", status.get("error")
+    assert sorted(path.name for path in counts.glob("part-*")) == ["part-00000", "part-00001"]
+
+
 def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\nc d\n")
     (tmp_path / "list_key.py").write_text(

@@ -9,6 +9,7 @@ of the wire, as the worker relays an attempt's last report (``tests/test_slot_ac
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from hop.client import Client
 from hop.coordinator import Coordinator, WorkerInfo
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec
+from hop.runner import build_spec, online_options
 from tests.conftest import job_path
 
 
@@ -41,10 +42,13 @@ def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
         coordinator.socket.close(linger=0)
 
 
-def _submit(coordinator: Coordinator, source: Path, output: Path) -> str:
-    """Submit a word count of ``source`` into ``output`` (replacing what is there) and give its map and its reduce to
-    worker ``w`` (the run_task messages go nowhere: no worker is connected); its id."""
-    spec = build_spec(load_job_file(job_path("wordcount")), [str(source)], str(output), num_reduces=1, overwrite=True)
+def _submit(coordinator: Coordinator, source: Path, output: Path, snapshot_every: float | None = None) -> str:
+    """Submit a word count of ``source`` into ``output`` (replacing what is there; with snapshots every
+    ``snapshot_every`` of the input, if given) and give its map and its reduce to worker ``w`` (the run_task messages
+    go nowhere: no worker is connected); its id."""
+    job_class = load_job_file(job_path("wordcount"))
+    options = online_options(job_class, [str(source)], snapshot_every=snapshot_every) if snapshot_every else {}
+    spec = build_spec(job_class, [str(source)], str(output), num_reduces=1, overwrite=True, options=options)
     known = set(coordinator.jobs)
     coordinator.on_submit(b"client", {"job": spec.to_wire()})
     (job_id,) = set(coordinator.jobs) - known
@@ -160,3 +164,30 @@ def test_a_reduce_that_writes_after_its_job_was_cancelled_leaves_nothing_on_a_cl
             assert left == ["_job.json"], left
         finally:
             client.close()
+
+
+def test_a_snapshot_answered_after_its_job_ended_is_not_published(coordinator: Coordinator, tmp_path: Path) -> None:
+    """A reducer's answer to a snapshot request that reaches the coordinator after the job ended (stopped early,
+    cancelled: the reducer answered before it heard of the end) completed the snapshot, which the coordinator then
+    published into ``OUT/_snapshots``: after the client was told the job had ended, remaking ``OUT`` if it had been
+    removed, and into the output of a job submitted there since (one without ``--overwrite`` was refused, the
+    directory "not empty"). The answer's files are left where the job's end removes them: nothing is published."""
+    source, output = tmp_path / "in.txt", tmp_path / "out"
+    source.write_text("a b a\n")
+    job_id = _submit(coordinator, source, output, snapshot_every=0.5)
+    coordinator.on_snapshot(b"client", {"job_id": job_id})  # hop snapshot: asked of the reducer
+    snapshot = coordinator.jobs[job_id].snapshots.snapshots[-1]  # type: ignore[union-attr]
+    coordinator.on_stop_job(b"client", {"job_id": job_id})
+    assert coordinator.jobs[job_id].state == "failed"
+    for removed in (False, True):
+        if removed:  # the ended job's output removed, and the folder made again (by the next job's run)
+            shutil.rmtree(output)
+            output.mkdir()
+        staging = output / "_temporary" / "snapshots" / snapshot.label
+        staging.mkdir(parents=True)
+        (staging / "part-00000").write_text('"a"\t2\n')
+        (staging / "estimates-00000.jsonl").write_text("")
+        answer = {"type": "snapshot_done", "job_id": job_id, "worker": "w", "index": 0, "attempt": 0}
+        _relay(coordinator, {**answer, "seq": snapshot.seq, "label": snapshot.label, "rows": [], "groups": 1})
+        left = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+        assert left == ([] if removed else ["_job.json"]), left

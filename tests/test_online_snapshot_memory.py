@@ -22,6 +22,7 @@ def _snapshots(tmp_path: Path, name: str, aggregate: Any, memory_limit: int, chu
     """A partition's snapshot machinery as a reduce task builds it for an online job of ``aggregate``."""
     store = FoldingRunStore(tmp_path / name / "store", aggregate, memory_limit=memory_limit)
     (tmp_path / name / "store").mkdir(parents=True)
+    (tmp_path / name / "out").mkdir()  # (the job's output, which its coordinator made)
     strata = [str(chunk % 3) for chunk in range(chunks)]
     return ReducerSnapshots(
         str(tmp_path / name / "out"),
@@ -131,7 +132,8 @@ def test_a_hand_written_reduce_snapshot_streams_the_runs_it_holds(tmp_path: Path
     merged by key as the final reduce merges them (files in passes, deleted after): a few MB, the same sums (values
     in run order) and no file left behind."""
     store = RunStore(tmp_path / "store", memory_limit=1 << 20)
-    (tmp_path / "store").mkdir()
+    for folder in ("store", "out", "warm"):
+        (tmp_path / folder).mkdir()
     snapshots = ReducerSnapshots(str(tmp_path / "out"), 0, store, _summed, None, None, None)
     warm = ReducerSnapshots(str(tmp_path / "warm"), 0, RunStore(tmp_path / "store"), _summed, None, None, None)
     warm.answer([{"label": "0.100"}])
@@ -176,6 +178,7 @@ def test_a_reduce_failing_mid_snapshot_leaves_no_file_behind(tmp_path: Path) -> 
 
     store = RunStore(tmp_path / "store", memory_limit=1 << 20)
     (tmp_path / "store").mkdir()
+    (tmp_path / "out").mkdir()
     snapshots = ReducerSnapshots(str(tmp_path / "out"), 0, store, failing, None, None, None)
     try:
         for seq in range(12):

@@ -346,6 +346,7 @@ def test_random_order_is_stratified_when_the_job_has_strata(tmp_path: Path) -> N
 def _reducer_snapshots(tmp_path: Path, aggregate: bool) -> ReducerSnapshots:
     """A partition's snapshot machinery over a real run store: 6 chunks in one stratum, map task 0 reads 0-3."""
     store = RunStore(tmp_path / "store")
+    (tmp_path / "out").mkdir()  # (the job's output, which its coordinator made)
     return ReducerSnapshots(
         str(tmp_path / "out"),
         0,
@@ -360,6 +361,7 @@ def _reducer_snapshots(tmp_path: Path, aggregate: bool) -> ReducerSnapshots:
 def test_a_derived_snapshot_names_a_bad_line_of_its_source_by_number(tmp_path: Path) -> None:
     """A pipeline's later step recomputes its snapshot from the earlier step's snapshot files; a bad line there was
     named "at byte offset N" with N the line's index. It is named by line number, as Spark names such lines."""
+    (tmp_path / "out").mkdir()
     snapshots = ReducerSnapshots(
         str(tmp_path / "out"), 0, RunStore(tmp_path / "store"), lambda key, values: [(key, sum(values))], None, None,
         None, mapper=lambda key, value: [(key, value)], partition=lambda key: 0,
@@ -371,6 +373,22 @@ def test_a_derived_snapshot_names_a_bad_line_of_its_source_by_number(tmp_path: P
     assert f"{source / 'part-00000'}: line 3 has no TAB" in fields["error"], fields
     (source / "part-00000").write_text('"a"\t1\n"b"\t2\n', encoding="utf-8")
     assert "error" not in snapshots.take("0.6", str(source))
+
+
+def test_a_snapshot_taken_once_the_output_was_removed_does_not_make_it_again(tmp_path: Path) -> None:
+    """A reducer writes on until its worker ends it, after its job has ended too (stopped early, cancelled): a
+    snapshot it took then made the job's output directory again, with its parents, if it had been removed meanwhile
+    (a test's folder, reused by the next test, whose job was then refused it as not empty). Its answer is an error
+    naming the directory, and nothing is made."""
+    snapshots = _reducer_snapshots(tmp_path, aggregate=True)
+    try:
+        snapshots.receive(_header(0, 0, 0, True), run({"a": 3}))
+        (tmp_path / "out").rmdir()
+        fields = snapshots.take("0.500")
+    finally:
+        snapshots.store.close()
+    assert f"the job's output directory {tmp_path / 'out'} is gone" in fields.get("error", ""), fields
+    assert not (tmp_path / "out").exists()
 
 
 def _header(attempt: int, seq: int, chunk: int, end: bool, **more: object) -> dict[str, object]:

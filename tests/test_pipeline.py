@@ -235,6 +235,31 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
     assert report["counters"]["user"] == {"steps": {"lines": 2, "words": 5, "records": 3}}
 
 
+@pytest.mark.parametrize("run", [run_steps, run_staged_jobs])
+def test_overwrite_clears_the_output_once_a_run_of_several_steps_is_accepted(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]]
+) -> None:
+    """The output of a run whose steps run in turn is cleared (``--overwrite``) as its first step, writing a scratch
+    folder, is accepted, not before the submit (a job the coordinator refused cost the old output) nor once the
+    last step writes it: a first step that fails leaves its report there alone, not beside the old output's parts."""
+    source, output = tmp_path / "in.txt", tmp_path / "out"
+    source.write_text("a b\n")
+    (tmp_path / "fails_first.py").write_text(
+        "from hop import Job, Step\n\n\nclass FailsFirst(Job):\n    def boom(self, offset, line):\n"
+        "        raise ValueError('boom')\n        yield line, 1\n\n    def count(self, key, values):\n"
+        "        yield key, sum(values)\n\n    def steps(self):\n"
+        "        return [Step(mapper=self.boom, reducer=self.count), Step(mapper=self.count, reducer=self.count)]\n"
+    )
+    output.mkdir()
+    (output / "part-00000").write_text("old\n")
+    failing = build_spec(load_job_file(str(tmp_path / "fails_first.py")), [str(source)], str(output), overwrite=True)
+    jobs = [failing] if run is run_steps else [failing, *specs(source, output, "wordcount", overwrite=True)]
+    with pytest.raises(JobFailed, match="boom"):
+        run(client, jobs[0] if run is run_steps else jobs, progress=False, timeout=TIMEOUT)
+    assert sorted(path.name for path in output.iterdir()) == ["_job.json"]
+    assert json.loads((output / "_job.json").read_text())["status"] == "failed"
+
+
 def test_pipeline_with_too_few_slots_still_finishes(tmp_path: Path) -> None:
     """One worker with one map and one reduce slot: the steps cannot run side by side, so it degrades to staged."""
     source = tmp_path / "in.txt"

@@ -38,6 +38,7 @@ from hop.inputs import parse_output_line
 from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, staging_directory
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable, summary_keys
 from hop.online.tracker import UNBOUNDED_EXAMPLES
+from hop.outputs import make_in_output
 from shuffle.keys import sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.store import RunStore
@@ -164,7 +165,7 @@ class ReducerSnapshots:
         """``taken``'s files and fields under ``label`` as well."""
         if "error" not in taken:
             source, target = staging_directory(self.output, taken["label"]), staging_directory(self.output, label)
-            target.mkdir(parents=True, exist_ok=True)
+            make_in_output(self.output, target)
             for name in (f"part-{self.index:05d}", f"estimates-{self.index:05d}.jsonl"):
                 temporary = target / f".{name}.{os.getpid()}.tmp"
                 shutil.copyfile(source / name, temporary)
@@ -183,6 +184,7 @@ class ReducerSnapshots:
         batches = self._batches(source)
         try:
             first = next(batches, None)  # (a reduce that fails at once leaves no files behind)
+            make_in_output(self.output, staging_directory(self.output, label))
             with PartitionSnapshotWriter(staging_directory(self.output, label), self.index) as writer:
                 for batch in itertools.chain([] if first is None else [first], batches):
                     writer.add(batch)

@@ -48,14 +48,15 @@ def run_stream(
     from hop.runner import JobFailed, LostWorkerNote  # hop.runner imports this module's neighbours; import late
 
     sources = (spec.options.get("stream") or {}).get("sources", [])
-    prepare_output(spec.output, spec.overwrite, [*spec.inputs, *source_paths(sources)])  # (never clears those)
+    # (Never clears those; nor anything yet: the coordinator clears it as it accepts the job, hop.runner._claiming.)
+    prepare_output(spec.output, spec.overwrite, [*spec.inputs, *source_paths(sources)], clear=False)
+    job_id = client.submit(spec)
     compactor = None
-    if view_interval is not None:
+    if view_interval is not None:  # (started once the old output is gone: it could compact that one's deltas)
         from hop.stream.compactor import Compactor
 
         compactor = Compactor(spec.output, interval=view_interval, spark_master=spark_master)
         compactor.start()
-    job_id = client.submit(spec)
     if on_submitted is not None:
         on_submitted(job_id)
     if progress:
