@@ -71,7 +71,7 @@ from hop.jobspec import dump_job_class
 from hop.lifetime import stop_signals_taken
 from hop.outputs import check_output, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
-from hop.spark_gateway import close_jvm_stderr, flush_jvm_stderr, launch_gateway
+from hop.spark_gateway import close_jvm_stderr, flush_jvm_stderr, launch_gateway, remove_jvm_scratch
 from hop.spark_master import unreachable_master
 from hop.spark_tasks import (
     FAILURE_OPEN,
@@ -395,7 +395,7 @@ def _reconfigure_logging(spark: SparkSession, config: Path) -> None:
 
 def shutdown_jvm() -> None:
     """End the JVM that PySpark launched for this process, if any, and wait for it (so its CPU time is accounted to
-    this process); the next session starts a new one."""
+    this process), then remove its temporary directory (``hop.spark_gateway``); the next session starts a new one."""
     try:
         from pyspark import SparkContext
     except ImportError:
@@ -417,6 +417,7 @@ def shutdown_jvm() -> None:
             process.kill()
             process.wait()
     close_jvm_stderr()
+    remove_jvm_scratch()  # (its temporary directory: shuffle files and Spark's folders a killed JVM left there)
 
 
 def _first_line(error: BaseException) -> str:

@@ -1160,17 +1160,24 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     """Ctrl-C during a Spark run printed 47 lines of py4j tracebacks ("ERROR:root:Exception while sending command",
     "KeyboardInterrupt while sending command": PySpark's handler cancels the jobs inside the py4j call the run waits
     in) before "interrupted", and left no _job.json; the job is now cancelled from another thread, the run exits 130
-    saying "interrupted", and its report says so."""
+    saying "interrupted", and its report says so.
+
+    The JVM kept its shuffle files and ``spark-*`` folders in /tmp whatever ``TMPDIR`` said (Java ignores it), where
+    a JVM killed outright left them; they are in a directory of the run's own there now, removed as the run ends."""
     (tmp_path / "in.txt").write_text("spin\n")
+    temporary = tmp_path / "tmp"  # (the run's temporary directory: what it leaves there is this test's to see)
+    temporary.mkdir()
     job = str(TEST_JOBS / "busy_map.py")
     command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
     with open(tmp_path / "stderr", "w+") as stderr:
-        process = subprocess.Popen(command, cwd=tmp_path, stderr=stderr, stdout=subprocess.DEVNULL)
+        process = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 120
             while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
                 assert time.monotonic() < deadline, "the Spark job did not start"
                 time.sleep(0.2)
+            assert list(temporary.glob("hop-spark-tmp-*/blockmgr-*")), "Spark's shuffle folder is in TMPDIR"
             process.send_signal(signal.SIGINT)
             assert process.wait(timeout=60) == 130
         finally:
@@ -1183,6 +1190,7 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     # (as hop's engine reports a batch job cancelled so; it said status "interrupted", hop's engine "failed")
     assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert os.listdir(temporary) == []
 
 
 @needs_spark
