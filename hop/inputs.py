@@ -80,6 +80,24 @@ def is_compressed(path: str) -> bool:
     return _compression(path) is not None
 
 
+def compressed_text_bytes(path: str, size: int) -> int:
+    """How many bytes of text the compressed file ``path`` of ``size`` bytes is taken to hold, to weigh it beside
+    plain files in map tasks and progress (read whole, it costs its text, not its file: a .gz of logs holds ten
+    times its size). For gzip, the length its trailer gives (ISIZE: the text's, modulo 4 GiB, of its last member)
+    when that is at least ``size`` (text compresses: a smaller one is of a text past 4 GiB, or of the last of several
+    members); else, and for other formats, ``size``."""
+    if _compression(path) != COMPRESSIONS[".gz"] or size < 18:  # (a gzip member is at least 18 bytes)
+        return size
+    try:
+        with open(path, "rb") as file:
+            file.seek(size - 4)
+            trailer = file.read(4)
+    except OSError:
+        return size
+    text = int.from_bytes(trailer, "little") if len(trailer) == 4 else 0
+    return text if text >= size else size
+
+
 class InputError(ValueError):
     """Bad input: a missing path, unreadable file or undecodable record. The message names file and offset."""
 
