@@ -559,11 +559,61 @@ def _await_tasks_ended(sc: SparkContext, deadline: float) -> None:
 
 def _failure(error: BaseException) -> tuple[str, str | None]:
     """The one-line reason and the traceback to show of a failed Spark action: a task's failure's own (the user's,
-    or none when the engine found bad input or output), else Spark's whole error."""
+    or none when the engine found bad input or output), the driver JVM's end when the connection to it failed
+    because it ended (the traceback of the lost connection says nothing more), else Spark's whole error."""
     failure = failure_of(error)
     if failure is not None:
         return failure
+    from py4j.protocol import Py4JNetworkError
+
+    if isinstance(error, OSError | Py4JNetworkError) and (ended := _jvm_end(JVM_END_SECONDS)) is not None:
+        return (
+            f"Spark's driver JVM {ended} during the job: if the kernel's out-of-memory killer ended it (`dmesg` "
+            "says so), run with fewer --workers, or where more memory is free",
+            None,
+        )
     return f"Spark job failed: {_first_line(error)}", str(error)
+
+
+JVM_END_SECONDS = 2.0
+"""How long a run whose connection to the driver JVM failed waits for the JVM's exit to show (it closes its sockets
+as it exits)."""
+
+
+def _jvm_end(timeout: float) -> str | None:
+    """How the driver JVM launched for this process ended ("was killed by SIGKILL", "exited with code 1"), waiting
+    up to ``timeout`` seconds for it to; None if it still runs, or none was launched here."""
+    from pyspark import SparkContext
+
+    process: subprocess.Popen[bytes] | None = getattr(SparkContext._gateway, "proc", None)
+    if process is None:
+        return None
+    try:
+        code = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def _stop_session(spark: SparkSession) -> None:
+    """Stop ``spark``; with a driver JVM that has ended, forget the session and context PySpark keeps instead
+    (stopping them calls into the JVM: the lost connection's traceback hid the run's report), so that
+    :func:`shutdown_jvm` ends what is left of the JVM."""
+    if _jvm_end(0) is None:
+        spark.stop()
+        return
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    sc: Any = spark.sparkContext
+    with contextlib.suppress(Exception):  # (a Python thread of the context's; nothing of the JVM's)
+        sc._accumulatorServer.shutdown()
+    sc._jsc = None
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = SparkSession._activeSession = None
 
 
 def run_on_spark(
@@ -651,7 +701,7 @@ def run_on_spark(
         (out / "_SUCCESS").touch()
         return report
     finally:
-        spark.stop()
+        _stop_session(spark)
         flush_jvm_stderr()  # (before the caller's report of the run)
 
 

@@ -1193,6 +1193,40 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     assert os.listdir(temporary) == []
 
 
+def test_a_driver_jvm_killed_during_the_job_is_reported_as_such(tmp_path: Path) -> None:
+    """The driver JVM killed outright while its job ran (the kernel's out-of-memory killer does so) ended the run
+    with "SparkJobFailed: Spark job failed: [Errno 111] Connection refused" and the traceback of stopping the session
+    over the lost connection, and its temporary directory stayed until the next run. The run now says the JVM was
+    killed, and what to do if memory ran out, and removes it."""
+    (tmp_path / "in.txt").write_text("spin\n")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    job = str(TEST_JOBS / "busy_map.py")
+    command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    with open(tmp_path / "stderr", "w+") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
+                assert time.monotonic() < deadline, "the Spark job did not start"
+                time.sleep(0.2)
+            (jvm,) = [child for child in psutil.Process(process.pid).children() if child.name() == "java"]
+            jvm.kill()
+            assert process.wait(timeout=60) == 1
+        finally:
+            process.kill()
+            process.wait()
+    printed = (tmp_path / "stderr").read_text()
+    assert printed.endswith(
+        "hop: error: job failed: Spark's driver JVM was killed by SIGKILL during the job: if the kernel's "
+        "out-of-memory killer ended it (`dmesg` says so), run with fewer --workers, or where more memory is free\n"
+    ), printed[-2000:]
+    assert "Traceback" not in printed, printed
+    assert json.loads((tmp_path / "out" / "_job.json").read_text())["status"] == "failed"
+    assert os.listdir(temporary) == []
+
+
 @needs_spark
 def test_sigterm_while_spark_starts_exits_143_and_ends_the_jvm(tmp_path: Path) -> None:
     """SIGTERM to ``hop run --engine spark`` while its JVM started ended it with 130, Ctrl-C's code, and left the
