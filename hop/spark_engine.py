@@ -71,7 +71,13 @@ from hop.jobspec import dump_job_class
 from hop.lifetime import stop_signals_taken
 from hop.outputs import check_output, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
-from hop.spark_gateway import close_jvm_stderr, flush_jvm_stderr, launch_gateway, remove_jvm_scratch
+from hop.spark_gateway import (
+    close_jvm_stderr,
+    flush_jvm_stderr,
+    java_option_word,
+    launch_gateway,
+    remove_jvm_scratch,
+)
 from hop.spark_master import unreachable_master
 from hop.spark_tasks import (
     FAILURE_OPEN,
@@ -330,7 +336,7 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         environment["SPARK_LOCAL_IP"] = "127.0.0.1"
     settings.update(conf or {})
     if log_config is not None:  # (after the caller's options, which it extends)
-        ours = f"-Dlog4j2.configurationFile=file:{log_config}"
+        ours = f"-Dlog4j2.configurationFile=file:{java_option_word(str(log_config))}"  # (a TMPDIR with spaces)
         settings["spark.driver.extraJavaOptions"] = f"{extra_options} {ours}".strip()
     settings = {"spark.master": master, "spark.app.name": app_name, **settings}
     builder = SparkSession.builder

@@ -53,6 +53,7 @@ __all__ = [
     "StderrFilter",
     "close_jvm_stderr",
     "flush_jvm_stderr",
+    "java_option_word",
     "launch_gateway",
     "make_jvm_scratch",
     "remove_jvm_scratch",
@@ -196,8 +197,8 @@ def launch_gateway(conf: SparkConf) -> Any:
     try:
         with stop_signals_held():  # (a Ctrl-C as it is made acts once it is recorded for removal)
             _scratch = make_jvm_scratch()
-        options = conf.get("spark.driver.extraJavaOptions") or ""
-        conf.set("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={_java_option(str(_scratch))} {options}".strip())
+        ours = f"-Djava.io.tmpdir={java_option_word(str(_scratch))}"
+        conf.set("spark.driver.extraJavaOptions", f"{ours} {conf.get('spark.driver.extraJavaOptions') or ''}".strip())
         gateway = launch_pyspark_gateway(conf, popen_kwargs={"stderr": stderr.write_fd})
     except Exception:
         stderr.close_write_end()
@@ -221,7 +222,7 @@ def make_jvm_scratch() -> Path:
     return make_marked_dir(None, JVM_SCRATCH_PREFIX)
 
 
-def _java_option(text: str) -> str:
+def java_option_word(text: str) -> str:
     """``text`` as one word of a Spark launcher's option string (which splits at white space and reads quotes and
     backslashes): each such character escaped."""
     return "".join(f"\\{char}" if char in "\\\"'" or char.isspace() else char for char in text)

@@ -1165,7 +1165,9 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     The JVM kept its shuffle files and ``spark-*`` folders in /tmp whatever ``TMPDIR`` said (Java ignores it), where
     a JVM killed outright left them; they are in a directory of the run's own there now, removed as the run ends."""
     (tmp_path / "in.txt").write_text("spin\n")
-    temporary = tmp_path / "tmp"  # (the run's temporary directory: what it leaves there is this test's to see)
+    # The run's temporary directory (what it leaves there is this test's to see), named as the JVM's options could
+    # not take it: a space split them, and Spark did not start ("Could not find or load main class").
+    temporary = tmp_path / "tmp dir 'x'"
     temporary.mkdir()
     job = str(TEST_JOBS / "busy_map.py")
     command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
