@@ -80,6 +80,24 @@ def is_compressed(path: str) -> bool:
     return _compression(path) is not None
 
 
+def compressed_text_bytes(path: str, size: int) -> int:
+    """How many bytes of text the compressed file ``path`` of ``size`` bytes is taken to hold, to weigh it beside
+    plain files in map tasks and progress (read whole, it costs its text, not its file: a .gz of logs holds ten
+    times its size). For gzip, the length its trailer gives (ISIZE: the text's, modulo 4 GiB, of its last member)
+    when that is at least ``size`` (text compresses: a smaller one is of a text past 4 GiB, or of the last of several
+    members); else, and for other formats, ``size``."""
+    if _compression(path) != COMPRESSIONS[".gz"] or size < 18:  # (a gzip member is at least 18 bytes)
+        return size
+    try:
+        with open(path, "rb") as file:
+            file.seek(size - 4)
+            trailer = file.read(4)
+    except OSError:
+        return size
+    text = int.from_bytes(trailer, "little") if len(trailer) == 4 else 0
+    return text if text >= size else size
+
+
 class InputError(ValueError):
     """Bad input: a missing path, unreadable file or undecodable record. The message names file and offset."""
 
@@ -451,7 +469,53 @@ def _read_error(path: str, position: int, error: Exception) -> InputError:
     if compression is None:
         return InputError(f"input file {path}: read error near byte {position}: {error}")
     module, tool = compression
+    if module is gzip and isinstance(error, gzip.BadGzipFile) and (trailing := _gzip_trailing(path)) is not None:
+        end, text_bytes, size, head = trailing
+        return InputError(
+            f"input file {path}: {size - end:,} bytes that are not gzip data follow its gzip data ({head!r}..., "
+            f"from byte {end:,} of its {size:,}; its {text_bytes:,} bytes of text decompress whole): gzip -d "
+            "ignores such bytes with a warning, hop reads no input it cannot read whole; look at them "
+            f"(`tail -c +{end + 1} {path} | od -c | head`) and, if they hold no data, cut them off "
+            f"(`truncate -s {end} {path}`)"
+        )
     return _not_decompressed(path, tool, position, error, _decompressed_extent(path, module))
+
+
+def _gzip_trailing(path: str) -> tuple[int, int, int, bytes] | None:
+    """For a gzip file followed by bytes that are neither gzip data nor zero padding (which gzip -d ignores with a
+    warning, "trailing garbage ignored"): where its last whole gzip member ends, its text's length, the file's size
+    and the first bytes after the data. None if the file is not so (or cannot be read, or reading it took longer
+    than :data:`EXTENT_SECONDS`)."""
+    deadline = time.monotonic() + EXTENT_SECONDS
+    try:
+        with open(path, "rb") as raw:
+            size = os.fstat(raw.fileno()).st_size
+            end = text_bytes = 0  # where the members read so far end, and their text
+            member: Any = None  # the decompressor of the member being read
+            pending = b""  # bytes read, not yet fed to a member
+            while time.monotonic() < deadline:
+                if member is None:
+                    pending = pending.lstrip(b"\0")  # (zero padding between or after members)
+                    if len(pending) < 2 and (more := raw.read(CHUNK_BYTES)):
+                        pending += more
+                        continue
+                    if not pending:
+                        return None  # (only gzip members and padding)
+                    if not pending.startswith(b"\x1f\x8b"):  # (at its start: not gzip data at all)
+                        return (end, text_bytes, size, pending[:16]) if end > 0 else None
+                    member = zlib.decompressobj(wbits=31)
+                data = pending or raw.read(CHUNK_BYTES)
+                if not data:
+                    return None  # (a member cut short: the file is truncated)
+                text_bytes += len(member.decompress(data, CHUNK_BYTES))
+                pending = member.unconsumed_tail
+                if member.eof:
+                    pending = member.unused_data
+                    end = raw.tell() - len(pending)
+                    member = None
+    except (OSError, zlib.error):
+        return None
+    return None
 
 
 def _undecodable(path: str, position: int, error: InputError) -> InputError:

@@ -22,7 +22,7 @@ import os
 import random
 from dataclasses import dataclass
 
-from hop.inputs import Split, make_splits, split_size_for
+from hop.inputs import Split, compressed_text_bytes, make_splits, split_size_for
 
 __all__ = ["ORDERS", "Chunk", "plan_map_inputs"]
 
@@ -31,7 +31,8 @@ ORDERS = ("sequential", "random")
 
 @dataclass(frozen=True)
 class Chunk:
-    """One chunk of input: ``id`` is unique in the job; ``size`` is in bytes (compressed size if compressed)."""
+    """One chunk of input: ``id`` is unique in the job; ``size`` is in bytes (of a compressed file, the text it is
+    taken to hold: ``hop.inputs.compressed_text_bytes``)."""
 
     id: int
     split: Split
@@ -44,7 +45,9 @@ class Chunk:
 
 
 def _size(split: Split) -> int:
-    return split.length if split.length >= 0 else os.path.getsize(split.path)
+    if split.length >= 0:
+        return split.length
+    return compressed_text_bytes(split.path, os.path.getsize(split.path))  # (read whole: its text is its cost)
 
 
 def _random_order(chunks: list[Chunk], rng: random.Random) -> list[Chunk]:

@@ -71,7 +71,13 @@ from hop.jobspec import dump_job_class
 from hop.lifetime import stop_signals_taken
 from hop.outputs import check_output, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
-from hop.spark_gateway import close_jvm_stderr, flush_jvm_stderr, launch_gateway
+from hop.spark_gateway import (
+    close_jvm_stderr,
+    flush_jvm_stderr,
+    java_option_word,
+    launch_gateway,
+    remove_jvm_scratch,
+)
 from hop.spark_master import unreachable_master
 from hop.spark_tasks import (
     FAILURE_OPEN,
@@ -330,7 +336,7 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         environment["SPARK_LOCAL_IP"] = "127.0.0.1"
     settings.update(conf or {})
     if log_config is not None:  # (after the caller's options, which it extends)
-        ours = f"-Dlog4j2.configurationFile=file:{log_config}"
+        ours = f"-Dlog4j2.configurationFile=file:{java_option_word(str(log_config))}"  # (a TMPDIR with spaces)
         settings["spark.driver.extraJavaOptions"] = f"{extra_options} {ours}".strip()
     settings = {"spark.master": master, "spark.app.name": app_name, **settings}
     builder = SparkSession.builder
@@ -395,7 +401,7 @@ def _reconfigure_logging(spark: SparkSession, config: Path) -> None:
 
 def shutdown_jvm() -> None:
     """End the JVM that PySpark launched for this process, if any, and wait for it (so its CPU time is accounted to
-    this process); the next session starts a new one."""
+    this process), then remove its temporary directory (``hop.spark_gateway``); the next session starts a new one."""
     try:
         from pyspark import SparkContext
     except ImportError:
@@ -417,6 +423,7 @@ def shutdown_jvm() -> None:
             process.kill()
             process.wait()
     close_jvm_stderr()
+    remove_jvm_scratch()  # (its temporary directory: shuffle files and Spark's folders a killed JVM left there)
 
 
 def _first_line(error: BaseException) -> str:
@@ -558,11 +565,61 @@ def _await_tasks_ended(sc: SparkContext, deadline: float) -> None:
 
 def _failure(error: BaseException) -> tuple[str, str | None]:
     """The one-line reason and the traceback to show of a failed Spark action: a task's failure's own (the user's,
-    or none when the engine found bad input or output), else Spark's whole error."""
+    or none when the engine found bad input or output), the driver JVM's end when the connection to it failed
+    because it ended (the traceback of the lost connection says nothing more), else Spark's whole error."""
     failure = failure_of(error)
     if failure is not None:
         return failure
+    from py4j.protocol import Py4JNetworkError
+
+    if isinstance(error, OSError | Py4JNetworkError) and (ended := _jvm_end(JVM_END_SECONDS)) is not None:
+        return (
+            f"Spark's driver JVM {ended} during the job: if the kernel's out-of-memory killer ended it (`dmesg` "
+            "says so), run with fewer --workers, or where more memory is free",
+            None,
+        )
     return f"Spark job failed: {_first_line(error)}", str(error)
+
+
+JVM_END_SECONDS = 2.0
+"""How long a run whose connection to the driver JVM failed waits for the JVM's exit to show (it closes its sockets
+as it exits)."""
+
+
+def _jvm_end(timeout: float) -> str | None:
+    """How the driver JVM launched for this process ended ("was killed by SIGKILL", "exited with code 1"), waiting
+    up to ``timeout`` seconds for it to; None if it still runs, or none was launched here."""
+    from pyspark import SparkContext
+
+    process: subprocess.Popen[bytes] | None = getattr(SparkContext._gateway, "proc", None)
+    if process is None:
+        return None
+    try:
+        code = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def _stop_session(spark: SparkSession) -> None:
+    """Stop ``spark``; with a driver JVM that has ended, forget the session and context PySpark keeps instead
+    (stopping them calls into the JVM: the lost connection's traceback hid the run's report), so that
+    :func:`shutdown_jvm` ends what is left of the JVM."""
+    if _jvm_end(0) is None:
+        spark.stop()
+        return
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    sc: Any = spark.sparkContext
+    with contextlib.suppress(Exception):  # (a Python thread of the context's; nothing of the JVM's)
+        sc._accumulatorServer.shutdown()
+    sc._jsc = None
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = SparkSession._activeSession = None
 
 
 def run_on_spark(
@@ -650,7 +707,7 @@ def run_on_spark(
         (out / "_SUCCESS").touch()
         return report
     finally:
-        spark.stop()
+        _stop_session(spark)
         flush_jvm_stderr()  # (before the caller's report of the run)
 
 

@@ -19,6 +19,14 @@ Contract:
   thread ends once every writer has closed the pipe (Python workers the JVM started hold it too).
 
 Only a JVM started here is filtered; a gateway PySpark reuses (``PYSPARK_GATEWAY_PORT``) prints where it prints.
+
+The JVM's temporary directory (``java.io.tmpdir``): Java takes ``/tmp`` whatever ``TMPDIR`` says, and a driver in
+local mode keeps everything there, its shuffle files (``blockmgr-*``) included, and ``spark-*`` folders; a JVM that
+dies without running its shutdown hooks (``kill -9``, the OOM killer) left them for good, and a ``TMPDIR`` pointed
+at a larger disk was not used. :func:`launch_gateway` gives the JVM a directory of its own in the system's temporary
+directory (Python's: ``TMPDIR`` counts), ``hop-spark-tmp-*``, marked as this process's (``hop.spilldirs``);
+:func:`remove_jvm_scratch` removes it once the JVM has ended, and one whose process was killed outright is removed
+by the next launch on this host. A ``spark.local.dir`` the caller sets still takes Spark's own files there.
 """
 
 from __future__ import annotations
@@ -26,17 +34,30 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from hop.lifetime import stop_signals_held
+from hop.spilldirs import make_marked_dir
 
 if TYPE_CHECKING:
     from pyspark import SparkConf
 
-__all__ = ["INCUBATOR_WARNING", "StderrFilter", "close_jvm_stderr", "flush_jvm_stderr", "launch_gateway"]
+__all__ = [
+    "INCUBATOR_WARNING",
+    "JVM_SCRATCH_PREFIX",
+    "StderrFilter",
+    "close_jvm_stderr",
+    "flush_jvm_stderr",
+    "java_option_word",
+    "launch_gateway",
+    "make_jvm_scratch",
+    "remove_jvm_scratch",
+]
 
 INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
 """The line the JVM prints because Spark's launcher adds the incubator module (it means nothing to a hop user)."""
@@ -154,30 +175,65 @@ class _JvmStderr:
 
 _current: _JvmStderr | None = None
 
+JVM_SCRATCH_PREFIX = "hop-spark-tmp-"
+"""The name of the JVM's temporary directory, in the system's temporary directory, up to its random part."""
+
+_scratch: Path | None = None
+
 
 def launch_gateway(conf: SparkConf) -> Any:
-    """Launch PySpark's driver JVM for ``conf`` (as ``SparkContext`` would) with its stderr filtered; return the
-    py4j gateway (its ``proc`` is the JVM's process)."""
+    """Launch PySpark's driver JVM for ``conf`` (as ``SparkContext`` would) with its stderr filtered and its
+    temporary directory a new ``hop-spark-tmp-*`` (``conf``'s ``spark.driver.extraJavaOptions`` gets
+    ``-Djava.io.tmpdir``, before the caller's options, which may set another); return the py4j gateway (its
+    ``proc`` is the JVM's process). The directory is removed if the launch fails, else by
+    :func:`remove_jvm_scratch`."""
     from pyspark.java_gateway import launch_gateway as launch_pyspark_gateway
 
-    global _current
+    global _current, _scratch
     close_jvm_stderr(timeout=0)
+    remove_jvm_scratch()
     stderr = _JvmStderr()
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     try:
+        with stop_signals_held():  # (a Ctrl-C as it is made acts once it is recorded for removal)
+            _scratch = make_jvm_scratch()
+        ours = f"-Djava.io.tmpdir={java_option_word(str(_scratch))}"
+        conf.set("spark.driver.extraJavaOptions", f"{ours} {conf.get('spark.driver.extraJavaOptions') or ''}".strip())
         gateway = launch_pyspark_gateway(conf, popen_kwargs={"stderr": stderr.write_fd})
     except Exception:
         stderr.close_write_end()
         stderr.wait_closed(timeout=5)  # (the JVM has exited: its last words first)
+        remove_jvm_scratch()
         raise
     except BaseException:  # Ctrl-C while the JVM starts: it ignores SIGINT, so its pipe would stay open for 5 s
         with stop_signals_held():  # (a second Ctrl-C must not leave it half done)
             _end_new_children(before)
+            remove_jvm_scratch()
         stderr.close_write_end()
         raise
     stderr.close_write_end()
     _current = stderr
     return gateway
+
+
+def make_jvm_scratch() -> Path:
+    """A new ``hop-spark-tmp-*`` directory marked as this process's, once those of processes on this host killed
+    outright are removed (``hop.spilldirs``)."""
+    return make_marked_dir(None, JVM_SCRATCH_PREFIX)
+
+
+def java_option_word(text: str) -> str:
+    """``text`` as one word of a Spark launcher's option string (which splits at white space and reads quotes and
+    backslashes): each such character escaped."""
+    return "".join(f"\\{char}" if char in "\\\"'" or char.isspace() else char for char in text)
+
+
+def remove_jvm_scratch() -> None:
+    """Remove the temporary directory of the JVM :func:`launch_gateway` launched, once that JVM has ended."""
+    global _scratch
+    if _scratch is not None:
+        shutil.rmtree(_scratch, ignore_errors=True)
+        _scratch = None
 
 
 def _end_new_children(before: set[int]) -> None:

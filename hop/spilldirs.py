@@ -16,8 +16,9 @@ And it serves the directories other commands make and remove when they end, whic
 behind (:func:`make_marked_dir`): an mrjob run's directory of task files beside its output (``.hop-mrjob-files-*``,
 ``hop.mrjob_adapter``), and in the system's temporary directory an embedded cluster's (``hop-cluster-*``, its
 socket and the workers' spill directories, left when its whole process group was killed), the Spark driver's
-logging configuration (``hop-spark-log4j2-*``), a compaction child's (``hop-compaction-*``) and ``hop compare``'s
-outputs (``hop-compare-*``); the next command making one of the same kind removes them.
+logging configuration (``hop-spark-log4j2-*``) and its JVM's temporary directory (``hop-spark-tmp-*``), a
+compaction child's (``hop-compaction-*``) and ``hop compare``'s outputs (``hop-compare-*``); the next command making
+one of the same kind removes them.
 """
 
 from __future__ import annotations

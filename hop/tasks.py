@@ -26,7 +26,15 @@ import zmq
 
 from hop import faults
 from hop.aggregates import Aggregate, as_aggregate
-from hop.inputs import MAX_LINE_BYTES, BadLine, InputError, ReadLimit, Split, iter_records
+from hop.inputs import (
+    MAX_LINE_BYTES,
+    BadLine,
+    InputError,
+    ReadLimit,
+    Split,
+    compressed_text_bytes,
+    iter_records,
+)
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
@@ -745,7 +753,7 @@ def _split_bytes(split: Split) -> int:
     if split.length >= 0:
         return split.length
     try:
-        return os.path.getsize(split.path)
+        return compressed_text_bytes(split.path, os.path.getsize(split.path))  # (as hop.planning weighs it)
     except OSError:
         return 0
 

@@ -402,6 +402,32 @@ def test_a_truncated_gzip_file_is_named_with_where_its_text_ends(tmp_path: Path)
     )
 
 
+@pytest.mark.parametrize("before", [b"", b"\0" * 10], ids=["right-after", "after-padding"])
+def test_bytes_after_a_gzip_files_data_are_named_with_where_they_start(tmp_path: Path, before: bytes) -> None:
+    """Bytes that are not gzip data after a .gz file's members (gzip -d ignores them with a warning) failed its map
+    as "truncated, corrupt or not gzip data", saying it had read all its bytes and not where its data ended. The
+    error says where they start and how to look at them and cut them off; cut off, the file reads whole."""
+    import gzip
+
+    path = tmp_path / "input.txt.gz"
+    members = gzip.compress(b"one\ntwo\n") + gzip.compress(b"three\n")  # (two members, as concatenated files)
+    path.write_bytes(members + before + b"garbage after the data\n")
+    size = path.stat().st_size
+    with pytest.raises(InputError) as refused:
+        list(iter_lines(Split(str(path), 0, -1)))
+    assert str(refused.value) == (
+        f"input file {path}: {size - len(members):,} bytes that are not gzip data follow its gzip data "
+        f"(b'garbage after th'..., from byte {len(members):,} of its {size:,}; its 14 bytes of text decompress "
+        f"whole): gzip -d ignores such bytes with a warning, hop reads no input it cannot read whole; look at them "
+        f"(`tail -c +{len(members) + 1} {path} | od -c | head`) and, if they hold no data, cut them off "
+        f"(`truncate -s {len(members)} {path}`)"
+    )
+    os.truncate(path, len(members))
+    assert [line for _, line in iter_lines(Split(str(path), 0, -1))] == ["one", "two", "three"]
+    path.write_bytes(members + before)  # (zero padding alone is read past, as gzip -d does)
+    assert [line for _, line in iter_lines(Split(str(path), 0, -1))] == ["one", "two", "three"]
+
+
 def test_counting_the_text_of_a_failed_compressed_file_is_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

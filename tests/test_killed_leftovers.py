@@ -1,8 +1,9 @@
 """What a command killed outright (-9) leaves in the temporary directory: the Spark driver's logging configuration
-(``hop-spark-log4j2-*``), a compaction child's temporary directory (``hop-compaction-*``), ``hop compare``'s two
-outputs (``hop-compare-*``). Nothing removed them; each is marked with its owner now (``hop.spilldirs``), and the
-next command making one of that kind on the host removes those whose owner is dead, never a running one's. Real
-processes killed with SIGKILL, each in a temporary directory of the test's own (``TMPDIR``)."""
+(``hop-spark-log4j2-*``) and its JVM's temporary directory (``hop-spark-tmp-*``, Spark's shuffle files), a
+compaction child's temporary directory (``hop-compaction-*``), ``hop compare``'s two outputs (``hop-compare-*``).
+Nothing removed them; each is marked with its owner now (``hop.spilldirs``), and the next command making one of that
+kind on the host removes those whose owner is dead, never a running one's. Real processes killed with SIGKILL, each
+in a temporary directory of the test's own (``TMPDIR``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import psutil
 import pytest
 
 from hop.spark_engine import write_log_config
+from hop.spark_gateway import make_jvm_scratch
 from hop.stream.compactor import _Child
 from tests.conftest import job_path
 
@@ -57,6 +59,20 @@ def test_the_logging_configuration_of_a_spark_driver_killed_as_it_started(tempor
         mine = write_log_config(True)
         assert "rootLogger.level" in mine.read_text()
         assert sorted(temporary.iterdir()) == sorted([held.parent, mine.parent]), f"{abandoned.parent} is removed"
+    finally:
+        _end(live)
+
+
+def test_the_temporary_directory_of_a_spark_driver_killed_with_its_jvm(temporary: Path) -> None:
+    """Spark's files (``spark-*``, shuffle files in ``blockmgr-*``) were in /tmp, left by a JVM killed outright."""
+    statement = "__import__('hop.spark_gateway').spark_gateway.make_jvm_scratch()"
+    killed, abandoned = _holder(statement)
+    (abandoned / "blockmgr-1").mkdir()
+    _end(killed)
+    live, held = _holder(statement)
+    try:
+        mine = make_jvm_scratch()
+        assert sorted(temporary.iterdir()) == sorted([held, mine]), f"{abandoned} is removed"
     finally:
         _end(live)
 

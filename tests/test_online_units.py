@@ -186,6 +186,24 @@ def test_plain_plan_packs_small_files_into_tasks_of_about_the_split_size(tmp_pat
     assert [len(task) for task in plan] == [23, 25]  # (up to 74,400 bytes each: 22, 25 and 1)
 
 
+def test_a_gzip_file_weighs_its_text_in_the_plan(tmp_path: Path) -> None:
+    """A .gz weighed its compressed bytes: beside plain files, its map task got it and as many bytes of plain text
+    as a task holds (here 100,250 bytes of text, and 48,000 in the other task; with logs, which compress tenfold,
+    far worse), and progress and online estimates counted it as a small chunk. It weighs the text its trailer gives."""
+    import gzip
+
+    files = _files(tmp_path, [12_000] * 8)
+    text = b"".join(b"line %d of some text\n" % (number % 100) for number in range(2_500))  # (compresses 50-fold)
+    packed = tmp_path / "z.txt.gz"
+    packed.write_bytes(gzip.compress(text))
+    plan = plan_map_inputs([*files, str(packed)], 60_000, slots=2)
+    texts = [sum(len(text) if c.split.length < 0 else c.split.length for c in task) for task in plan]
+    assert len(plan) == 2 and max(texts) <= 1.1 * min(texts), texts
+    assert [c.size for task in plan for c in task if c.split.length < 0] == [len(text)]
+    packed.write_bytes(gzip.compress(text) + bytes(100))  # zero padding after the data: no trailer at the end
+    assert plan_map_inputs([str(packed)], 60_000)[0][0].size == packed.stat().st_size
+
+
 def test_random_plan_covers_every_chunk_once_and_depends_on_the_seed(tmp_path: Path) -> None:
     files = _files(tmp_path, [50_000, 30_000, 20_000])
     plan = plan_map_inputs(files, 25_000, chunked=True, chunk_size=5_000, order="random", seed=4)

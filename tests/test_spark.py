@@ -1160,17 +1160,26 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     """Ctrl-C during a Spark run printed 47 lines of py4j tracebacks ("ERROR:root:Exception while sending command",
     "KeyboardInterrupt while sending command": PySpark's handler cancels the jobs inside the py4j call the run waits
     in) before "interrupted", and left no _job.json; the job is now cancelled from another thread, the run exits 130
-    saying "interrupted", and its report says so."""
+    saying "interrupted", and its report says so.
+
+    The JVM kept its shuffle files and ``spark-*`` folders in /tmp whatever ``TMPDIR`` said (Java ignores it), where
+    a JVM killed outright left them; they are in a directory of the run's own there now, removed as the run ends."""
     (tmp_path / "in.txt").write_text("spin\n")
+    # The run's temporary directory (what it leaves there is this test's to see), named as the JVM's options could
+    # not take it: a space split them, and Spark did not start ("Could not find or load main class").
+    temporary = tmp_path / "tmp dir 'x'"
+    temporary.mkdir()
     job = str(TEST_JOBS / "busy_map.py")
     command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
     with open(tmp_path / "stderr", "w+") as stderr:
-        process = subprocess.Popen(command, cwd=tmp_path, stderr=stderr, stdout=subprocess.DEVNULL)
+        process = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 120
             while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
                 assert time.monotonic() < deadline, "the Spark job did not start"
                 time.sleep(0.2)
+            assert list(temporary.glob("hop-spark-tmp-*/blockmgr-*")), "Spark's shuffle folder is in TMPDIR"
             process.send_signal(signal.SIGINT)
             assert process.wait(timeout=60) == 130
         finally:
@@ -1183,6 +1192,41 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     # (as hop's engine reports a batch job cancelled so; it said status "interrupted", hop's engine "failed")
     assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
     assert not (tmp_path / "out" / "_SUCCESS").exists()
+    assert os.listdir(temporary) == []
+
+
+def test_a_driver_jvm_killed_during_the_job_is_reported_as_such(tmp_path: Path) -> None:
+    """The driver JVM killed outright while its job ran (the kernel's out-of-memory killer does so) ended the run
+    with "SparkJobFailed: Spark job failed: [Errno 111] Connection refused" and the traceback of stopping the session
+    over the lost connection, and its temporary directory stayed until the next run. The run now says the JVM was
+    killed, and what to do if memory ran out, and removes it."""
+    (tmp_path / "in.txt").write_text("spin\n")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    job = str(TEST_JOBS / "busy_map.py")
+    command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    with open(tmp_path / "stderr", "w+") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
+                assert time.monotonic() < deadline, "the Spark job did not start"
+                time.sleep(0.2)
+            (jvm,) = [child for child in psutil.Process(process.pid).children() if child.name() == "java"]
+            jvm.kill()
+            assert process.wait(timeout=60) == 1
+        finally:
+            process.kill()
+            process.wait()
+    printed = (tmp_path / "stderr").read_text()
+    assert printed.endswith(
+        "hop: error: job failed: Spark's driver JVM was killed by SIGKILL during the job: if the kernel's "
+        "out-of-memory killer ended it (`dmesg` says so), run with fewer --workers, or where more memory is free\n"
+    ), printed[-2000:]
+    assert "Traceback" not in printed, printed
+    assert json.loads((tmp_path / "out" / "_job.json").read_text())["status"] == "failed"
+    assert os.listdir(temporary) == []
 
 
 @needs_spark

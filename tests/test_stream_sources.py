@@ -9,6 +9,7 @@ import gzip
 import lzma
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -990,6 +991,27 @@ def test_bad_urls_raise_clear_source_errors(tmp_path: Path, url: str, message: s
              "fifo": str(tmp_path / "fifo")}  # fmt: skip
     with pytest.raises(SourceError, match=message.format(**{k: v.replace(".", r"\.") for k, v in names.items()})):
         open_source(url.format(**names)).close()
+
+
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [("logs", "a&b.log"), ("logs", "100%41.log"), ("logs", "web+api.log"), ("logs & more", "c#d [1].log")],
+)
+def test_the_url_said_for_a_file_given_to_tail_follows_that_file(
+    tmp_path: Path, sources: list[Source], folder: str, name: str
+) -> None:
+    """``tail:FILE`` says which URL follows the file; for a name with ``&`` or ``%`` that URL, copied, was another
+    source ("options 'glob=a&b.log' must be key=value pairs", or glob=100A.log), and a shell took ``&`` or a space
+    as its own. The URL is now percent-encoded where the options decode, and quoted where a shell would split it."""
+    directory = tmp_path / folder
+    directory.mkdir()
+    (directory / name).write_text("wanted\n")
+    (directory / "100A.log").write_text("other\n")
+    with pytest.raises(SourceError) as refused:
+        open_source(f"tail:{directory / name}")
+    said = str(refused.value).split("give its directory and its name: ", 1)[1].rpartition(" (tail:DIR")[0]
+    (url,) = shlex.split(said)  # (as a shell gives it to hop run --source)
+    assert values(collect(opened(sources, url), 2, timeout=1)) == ["wanted"]
 
 
 @pytest.mark.parametrize(

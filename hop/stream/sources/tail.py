@@ -6,6 +6,8 @@ import fnmatch
 import io
 import math
 import os
+import re
+import shlex
 import stat
 import time
 import zlib
@@ -122,6 +124,20 @@ class _Held:
     generation: int = 0
 
 
+def _file_url(path: str) -> str:
+    """The ``tail:DIR?glob=NAME`` URL that follows the one file ``path``, as a shell takes it: the name's glob
+    characters escaped, its ``%`` and ``&`` percent-encoded (the URL's options decode ``%XX`` and end at ``&``), and
+    the whole quoted for a shell if a character of it needs that (``&``, a space ...)."""
+    folder, name = os.path.split(os.path.normpath(path))
+    encoded = escape_glob(name).replace("%", "%25").replace("&", "%26")
+    url = f"tail:{folder or '.'}?glob={encoded}"
+    return url if _SHELL_SAFE.fullmatch(url) else shlex.quote(url)
+
+
+_SHELL_SAFE = re.compile(r"[\w@%+=:,./?*\[\]-]+")
+"""A word a POSIX shell passes on as written (its glob characters match no file named like a source URL)."""
+
+
 class TailSource(Source):
     """``tail:DIR[?glob=PATTERN]``: the text lines of the files of a directory (those whose names match PATTERN, when
     given), as they are written. Every tracked file holds a descriptor; a position is
@@ -159,9 +175,7 @@ class TailSource(Source):
             problem = "cannot be read; check its permissions" if os.path.isdir(directory) else "is not a directory"
             problem = problem if os.path.exists(directory) else "does not exist; create it or fix the path"
             if os.path.isfile(directory):  # (tail -f takes a file: say how to follow one)
-                folder, name = os.path.split(os.path.normpath(directory))
-                problem += f"; to follow that one file, give its directory and its name: tail:{folder or '.'}?glob="
-                problem += escape_glob(name)
+                problem += f"; to follow that one file, give its directory and its name: {_file_url(directory)}"
             raise SourceError(f"tail source {url}: {directory} {problem} (tail:DIR reads the files of a directory)")
         self.directory = directory
         self.glob = glob
