@@ -85,6 +85,9 @@ class Step:
     combiner_final: HookFunction | None = None
     reducer_init: HookFunction | None = None
     reducer_final: HookFunction | None = None
+    show_key: Callable[[Any], str] = repr
+    """How errors name a key of this step's combine or reduce: ``repr``, unless the keys travel in another form
+    than the job's code yields them (an mrjob job's encoded lines, ``hop.mrjob_adapter``)."""
 
     @property
     def hooks(self) -> list[str]:

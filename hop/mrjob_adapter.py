@@ -405,16 +405,19 @@ class MRJobAdapter(Job):
         steps = []
         for number, (mr_step, description) in enumerate(zip(mr_steps, descriptions, strict=True)):
             mapper = reducer = combiner = None
+            shuffled: Edge | None = None  # (the records of the step's combine and reduce)
             map_out = edges.get((number, "mapper"))
             reduce_out = edges.get((number, "reducer"))
             if map_out is not None:
                 source = input_edge if substeps[0] == (number, "mapper") else edges[_before(substeps, number, "mapper")]
                 mapper = self._mapper(mr_step["mapper"], source, map_out)
+                shuffled = map_out
                 if "combiner" in description:
                     combiner = _combiner(mr_step["combiner"], map_out)
             if reduce_out is not None:
                 source = edges[_before(substeps, number, "reducer")]
                 assert isinstance(source, Edge), "a job's first substep is always a mapper"
+                shuffled = source
                 reducer = _reducer(mr_step["reducer"], source, reduce_out, sort_values)
                 if mapper is None and source.native:
                     mapper = source.to_shuffle
@@ -431,6 +434,7 @@ class MRJobAdapter(Job):
                     combiner_final=_hook(mr_step["combiner_final"], map_out),
                     reducer_init=_hook(mr_step["reducer_init"], reduce_out),
                     reducer_final=_hook(mr_step["reducer_final"], reduce_out),
+                    show_key=repr if shuffled is None else shuffled.show_key,
                 )
             )
         return steps

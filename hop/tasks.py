@@ -51,6 +51,7 @@ from shuffle.buffer import (
     MapOutputBuffer,
     PartitionError,
     UnhashableKeyError,
+    other_key_error,
 )
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
@@ -105,7 +106,7 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
         combiner = combiner if combiner is not None else reduce_aggregate
         reducer = reduce_aggregate.as_reducer()
     if combiner is not None and as_aggregate(combiner) is None:
-        combiner = _guarded_combiner(combiner)
+        combiner = _guarded_combiner(combiner, step.show_key)
     return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate, step)
 
 
@@ -152,17 +153,24 @@ def not_utf8_output(error: UnicodeEncodeError) -> NotUTF8OutputError:
 
 
 def _guarded_combiner(
-    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None], show_key: Callable[[Any], str] = repr
 ) -> Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]:
+    """``combiner`` whose failures name the call by its key (as ``show_key`` shows it: :attr:`hop.job.Step.show_key`)
+    and whose output is checked: pairs (a non-pair is shown at its yield), with the key it was given."""
+
     def combine(key: Any, values: list[Any]) -> Iterable[tuple[Any, Any]]:
         output = None
         try:
             output = combiner(key, values)
             # Read as pairs here, while a generator is suspended at the yield that gave a non-pair: not_pairs shows
             # that line (the buffer's own check, after, would show only the engine's frames).
-            return [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
+            pairs = [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
         except USER_FAILURES as error:
-            raise UserCodeError("combine", not_pairs("combine", error, output), f"key {key!r}") from error
+            raise UserCodeError("combine", not_pairs("combine", error, output), f"key {show_key(key)}") from error
+        for out_key, _ in pairs:
+            if out_key is not key and out_key != key:  # (checked here too, to show the keys as show_key does)
+                raise other_key_error(key, out_key, show_key)
+        return pairs
 
     return combine
 
@@ -865,6 +873,7 @@ def run_reduce(
                 tick,
                 first_pairs=init_pairs,
                 progress=report,
+                show_key=functions.step.show_key if functions.step else repr,
             )
         final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
         if final_pairs:
@@ -1178,11 +1187,13 @@ def reduce_to_file(
     tick: Callable[[IO[str] | None], None] | None = None,
     first_pairs: list[tuple[Any, Any]] = (),  # type: ignore[assignment]
     progress: Callable[[int], int] | None = None,
+    show_key: Callable[[Any], str] = repr,
 ) -> int:
     """Call the reducer per key group with an iterator of its values, write ``json(key) TAB json(value)`` lines
     and return how many; ``tick(file)`` is called every ``TICK_GROUPS`` groups (a pipeline streams what was
     written), ``progress(groups)`` with the number of groups reduced so far before the first group and then as many
-    groups later as each call returns.
+    groups later as each call returns. A failing call is named by its key as ``show_key`` shows it
+    (:attr:`hop.job.Step.show_key`).
 
     With ``skip_limit``, a key whose reduce raises is skipped (none of its output is written) and recorded in
     ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
@@ -1211,17 +1222,17 @@ def reduce_to_file(
                 except UnicodeEncodeError as unwritable:
                     raise not_utf8_output(unwritable) from None  # (skipped below as a failing reduce is)
             except SystemExit as exiting:  # (never skipped: a map's is not either)
-                raise UserCodeError("reduce", exiting, f"key {key!r}") from exiting
+                raise UserCodeError("reduce", exiting, f"key {show_key(key)}") from exiting
             except Exception as raised:
                 error = not_pairs("reduce", raised, results)
                 if not skip_limit or bad_records is None:
-                    failure = UserCodeError("reduce", error, f"key {key!r}")
+                    failure = UserCodeError("reduce", error, f"key {show_key(key)}")
                     failure.skippable = bad_records is not None  # (a batch reduce: it lists what it skips)
                     # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
                     unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
                     raise failure.without_traceback() if unwriteable_output else failure from raised
                 entry = {
-                    "key": repr(key)[:1000],
+                    "key": show_key(key)[:1000],
                     "error": f"{type(error).__name__}: {error}",
                     "traceback": user_traceback(error),
                 }

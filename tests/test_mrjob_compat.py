@@ -21,6 +21,7 @@ from typing import Any
 
 import mrjob  # a dev dependency (pyproject's dev extra): these tests compare hop with it
 import pytest
+from mrjob.protocol import BytesProtocol, JSONValueProtocol
 from mrjob.step import MRStep
 
 from hop.client import Client
@@ -28,6 +29,7 @@ from hop.gen.text import generate_text
 from hop.job import Job, Step
 from hop.loader import JobFileError
 from hop.mrjob_adapter import load_mrjob_file
+from hop.mrjob_codec import Edge
 from hop.spark_tasks import resolve_step
 
 EXAMPLES = Path(mrjob.__file__).parent / "examples"
@@ -585,6 +587,66 @@ def test_an_mrjob_mapper_or_reducer_that_yields_no_pair_is_shown_at_its_yield(tm
         shown = result.stderr.split("hop: error:")[0]
         assert shown.startswith(f'Traceback (most recent call last):\n  File "{job}", line {line}, in '), shown
         assert "hop/" not in shown and "shuffle/" not in shown, shown
+
+
+def test_errors_name_a_key_as_the_job_yielded_it(tmp_path: Path) -> None:
+    """A key travelling as its protocol's text was named by that text decoded as Latin-1: a ReprProtocol reducer
+    failing at ``"ålice"`` said ``key "'Ã¥lice'"``, a PickleProtocol combiner its pickle's bytes escaped
+    (``'\\x80\\x04...\\xc3\\xa5lice\\x94.'``), a JSON list key its text as bytes (``b'["\\u00e5lice"]'``). Errors
+    now show the key the job yielded, read back by the protocol, or its text decoded as UTF-8."""
+    source = tmp_path / "in.txt"
+    source.write_text("ålice bob\nbob ålice\n", encoding="utf-8")
+    job = write_job(
+        tmp_path,
+        "mr_bad_key.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob import protocol
+
+
+        class MRBadKey(MRJob):
+            def configure_args(self):
+                super().configure_args()
+                self.add_passthru_arg("--protocol", default="JSONProtocol")
+                self.add_passthru_arg("--fail", choices=["reducer", "combiner", "combiner-key"], default="reducer")
+
+            def internal_protocol(self):
+                return getattr(protocol, self.options.protocol)()
+
+            def mapper(self, _, line):
+                for word in line.split():
+                    yield [word] if self.options.protocol == "JSONProtocol" else word, "1"
+
+            def combiner(self, word, ones):
+                if "å" in str(word) and self.options.fail == "combiner":
+                    raise ValueError("no")
+                yield word + "x" if "å" in str(word) and self.options.fail == "combiner-key" else word, "".join(ones)
+
+            def reducer(self, word, ones):
+                if "å" in str(word):
+                    raise ValueError("no")
+                yield word, len("".join(ones))
+        """,
+    )
+    cases = [
+        ("JSONProtocol", "reducer", "reduce at key ['ålice'] raised ValueError: no"),
+        ("ReprProtocol", "reducer", "reduce at key 'ålice' raised ValueError: no"),
+        ("PickleProtocol", "combiner", "combine at key 'ålice' raised ValueError: no"),
+        ("ReprProtocol", "combiner-key", "combine('ålice', ...) yielded key 'ålicex'; a combiner must keep the key"),
+    ]
+    for number, (internal, fail, said) in enumerate(cases):
+        command = ["--mrjob", str(job), str(source), "-o", str(tmp_path / f"out{number}"), "--workers", "1"]
+        result = hop_fails(*command, "--quiet", "--", "--protocol", internal, "--fail", fail)
+        assert said in result.stderr, (internal, fail, result.stderr)
+
+
+def test_a_key_that_is_not_utf8_is_named_by_its_bytes() -> None:
+    """A key whose protocol text is not UTF-8 (BytesProtocol's) is shown as the bytes it is, not decoded wrong."""
+    edge = Edge(BytesProtocol(), BytesProtocol(), native=False, shuffled=True)
+    assert edge.show_key(b"caf\xe9".decode("latin-1")) == "b'caf\\xe9'"
+    assert edge.show_key("na\xc3\xafve") == "'naïve'", "UTF-8 text as the text it is"
+    values = Edge(JSONValueProtocol(), JSONValueProtocol(), native=False, shuffled=True)
+    assert values.show_key('"\\u00e5"') == repr('"\\u00e5"'), "no _loads to read it: the text"
 
 
 def test_modules_beside_an_mrjob_job_are_imported_and_travel(text: Path, tmp_path: Path) -> None:
