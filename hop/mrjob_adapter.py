@@ -26,14 +26,22 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
   over it (``hop.mrjob_jobconf``).
 
-Refused with a clear error: command substeps, pre-filters, ``mapper_raw``, Spark and jar steps, Hadoop input and
-output formats, ``ARCHIVES``. Ignored with a warning naming them: the other jobconf settings, ``PARTITIONER`` (hop
-partitions by its own hash). Named in a warning: a reducer reading a value protocol (every key None), which mrjob
-calls once per reducer task and hop once per distinct line (:func:`_warn_keyless_reducer`).
+- ``mapper_raw(input_path, input_uri)`` (first step only, as under mrjob) is called once per input file, each
+  file a map task of its own, not split and not read by hop (:attr:`hop.jobspec.JobSpec.reads_whole_files`); as
+  under ``mrjob -r local``, ``input_uri`` is the file's absolute path, and ``input_path`` its content's: the file
+  itself, or for a ``.gz`` or ``.bz2`` file a decompressed copy (:func:`_raw_input`).
+
+Refused with a clear error: command substeps, pre-filters, ``mapper_raw`` after the first step, Spark and jar
+steps, Hadoop input and output formats, ``ARCHIVES``. Ignored with a warning naming them: the other jobconf
+settings, ``PARTITIONER`` (hop partitions by its own hash). Named in a warning: a reducer reading a value protocol
+(every key None), which mrjob calls once per reducer task and hop once per distinct line
+(:func:`_warn_keyless_reducer`).
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import itertools
 import json
 import os
@@ -58,7 +66,6 @@ __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "
 _UNSUPPORTED = (
     "mapper_cmd",
     "mapper_pre_filter",
-    "mapper_raw",
     "combiner_cmd",
     "combiner_pre_filter",
     "reducer_cmd",
@@ -66,6 +73,12 @@ _UNSUPPORTED = (
 )
 FILES_PREFIX = ".hop-mrjob-files-"
 """The name of the folder (beside the output directory) of the tasks' working directory, up to its random part."""
+RAW_PREFIX = "hop-mrjob-raw-"
+"""The name of the folder (in the system's temporary directory) of a compressed file decompressed for
+``mapper_raw``, up to its random part."""
+_DECOMPRESSED = {".gz": gzip, ".bz2": bz2}
+"""The inputs decompressed for ``mapper_raw``, by suffix: those mrjob's runners decompress for it (gunzip,
+bunzip2); any other file is given as it is."""
 _INPUT_FILE_VARIABLE = "mapreduce_map_input_file"  # what mrjob.compat.jobconf_from_env looks up
 _STATUS_EVERY = 1.0
 _REWRITE_BATCH = 1 << 16
@@ -87,6 +100,8 @@ class MRJobRun:
         _check_supported(mr, path)
         _check_runner_options(mr, path)
         jobconfs = step_jobconfs(mr, path)
+        self.whole_files = mr.steps()[0]["mapper_raw"] is not None
+        """Whether the first step's maps read each input file whole (``mapper_raw``: the spec's ``whole_files``)."""
         self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
         """The reducers each step's jobconf asks for (``None``: hop's default), for ``hop run`` without
         ``--reducers``."""
@@ -172,7 +187,12 @@ def _check_supported(mr: Any, path: str) -> None:
         if unsupported:
             raise JobFileError(
                 f"{path}: {name} step {number + 1} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
-                "and reducers (not commands, pre-filters or raw mappers)"
+                "and reducers (not commands or pre-filters)"
+            )
+        if number and mr_step["mapper_raw"] is not None:
+            raise JobFileError(
+                f"{path}: {name} step {number + 1} uses mapper_raw, which reads the job's input files: only the first "
+                "step may (as under mrjob)"
             )
         if "reducer" in description:
             _warn_keyless_reducer(mr, number, path)
@@ -410,7 +430,10 @@ class MRJobAdapter(Job):
             reduce_out = edges.get((number, "reducer"))
             if map_out is not None:
                 source = input_edge if substeps[0] == (number, "mapper") else edges[_before(substeps, number, "mapper")]
-                mapper = self._mapper(mr_step["mapper"], source, map_out)
+                if mr_step["mapper_raw"] is not None:  # (the first step's: _check_supported)
+                    mapper = self._raw_mapper(mr_step["mapper_raw"], map_out)
+                else:
+                    mapper = self._mapper(mr_step["mapper"], source, map_out)
                 shuffled = map_out
                 if "combiner" in description:
                     combiner = _combiner(mr_step["combiner"], map_out)
@@ -468,6 +491,40 @@ class MRJobAdapter(Job):
             return encode(function(*decode(offset, line)))
 
         return first_mapper_decoding
+
+    def _raw_mapper(self, function: Callable[[str, str], Any], out: Edge) -> Callable[[Any, str], Iterator[Any]]:
+        """The map of a ``mapper_raw`` step: its one record per task is ``(0, the input file's path)``
+        (:attr:`hop.jobspec.JobSpec.reads_whole_files`), which it calls ``mapper_raw(input_path, input_uri)`` with."""
+
+        def raw_mapper(offset: Any, path: str) -> Iterator[Any]:
+            if self.input_file is not self._input_file:
+                self._note_input_file()
+            with _raw_input(path) as local:  # (a generator: the copy stays while mapper_raw's pairs are read)
+                yield from out.encode(function(local, path))
+
+        return raw_mapper
+
+
+@contextmanager
+def _raw_input(path: str) -> Iterator[str]:
+    """The ``input_path`` given to ``mapper_raw`` for the input file ``path`` (its ``input_uri``): the file itself,
+    or a ``.gz`` or ``.bz2`` file decompressed into a folder removed on leaving (one left by a task killed outright
+    is removed by the next made on that host), named as the file without that suffix, as mrjob's runners give it.
+    (mrjob copies even a plain file into the task's directory first: hop's maps read it in place.)"""
+    stem, suffix = os.path.splitext(path)
+    module = _DECOMPRESSED.get(suffix)
+    if module is None:
+        yield path
+        return
+    folder = make_marked_dir(None, RAW_PREFIX)
+    try:
+        local = folder / "input" / os.path.basename(stem)  # (a folder down: the file may be named ``owner``)
+        local.parent.mkdir()
+        with module.open(path, "rb") as source, open(local, "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+        yield str(local)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _before(substeps: list[tuple[int, str]], number: int, kind: str) -> tuple[int, str]:

@@ -309,8 +309,10 @@ def run_map(
         may_merge=not online,  # merging spills would mix chunks, and snapshots count chunks
     )
 
-    # A mapper_init/mapper_final hook keeps state across the attempt (hop.job.Step): a retry must start over.
-    resumable = functions.step is None or not (functions.step.mapper_init or functions.step.mapper_final)
+    # A mapper_init/mapper_final hook keeps state across the attempt (hop.job.Step): a retry must start over. So
+    # must one of a map reading a file whole, whose spills cut its one call (_whole_file_batches).
+    hooked = functions.step is not None and bool(functions.step.mapper_init or functions.step.mapper_final)
+    resumable = not hooked and not spec.reads_whole_files
 
     def spill_counters() -> dict[str, Any]:
         """The counters of this attempt's spills and flow control: a checkpoint carries them too, since its
@@ -421,6 +423,9 @@ def run_map(
             }
             _note_bad_record(bad_records, skip_limit, entry, None)
 
+    whole_file_mapper = mapper
+    if spec.reads_whole_files:
+        mapper = _batch_of_pairs  # (the records are batches of the one call's pairs: _whole_file_batches)
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
     sizes[:] = [_split_bytes(split) for _, split in chunks]
     bytes_done = 0
@@ -433,6 +438,8 @@ def run_map(
     def chunk_records(split: Split, limit: ReadLimit | None = None) -> Iterator[tuple[Any, Any]]:
         current[0] = split
         job.input_file = split.path
+        if spec.reads_whole_files:
+            return _whole_file_batches(whole_file_mapper, split.path)
         encoding = spec.options.get("fallback_encoding")
         return iter_records(split, spec.input_format, max_line_bytes, on_bad, encoding, read_line, limit)
 
@@ -458,7 +465,7 @@ def run_map(
             ):
                 raise
             except USER_FAILURES as error:  # the user's map raised, or its output could not be folded
-                where = _describe_record(current[0], buffer.current_record, spec.input_format)
+                where = _describe_record(current[0], buffer.current_record, spec)
                 problem = not_pairs("map", error, buffer.failed_output)
                 if isinstance(error, UnhashableKeyError):
                     problem = error.with_traceback(None)  # found in the engine's loop: its frames say nothing
@@ -558,6 +565,8 @@ def run_map(
             buffer.records_consumed = 0
             bytes_done += size
         consumed = consumed_before
+    if spec.reads_whole_files:
+        consumed = len(chunks)  # (its records were batches of each file's pairs)
     final_pairs = _hook_output("mapper_final", functions.step.mapper_final if functions.step else None)
     if final_pairs:
         buffer.collect(final_pairs)
@@ -592,6 +601,31 @@ def run_map(
         "bad_records": prefix["bad_records"] + bad_records,
         "upstream_attempt": receiver.upstream_attempt if receiver is not None else None,
     }
+
+
+WHOLE_FILE_BATCH = 1024
+"""Pairs of the map of a file read whole that reach the buffer as one record (:func:`_whole_file_batches`)."""
+
+
+def _whole_file_batches(
+    mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None], path: str
+) -> Iterator[tuple[int, list[tuple[Any, Any]]]]:
+    """The map of a file read whole (:attr:`JobSpec.reads_whole_files`), its one call ``mapper(0, path)``, as
+    records ``(0, batch of its pairs)`` for the buffer (mapped by :func:`_batch_of_pairs`): it spills between them,
+    so that the call's output, a whole file's, need not fit in memory as one record's does. A failure is the map's,
+    at that file (a pair that is none shown at its yield)."""
+    output = None
+    try:
+        output = mapper(0, path)
+        pairs = checked_pairs(output or ())
+        while batch := list(itertools.islice(pairs, WHOLE_FILE_BATCH)):
+            yield 0, batch
+    except USER_FAILURES as error:
+        raise UserCodeError("map", not_pairs("map", error, output), f"{path} (the whole file)") from error
+
+
+def _batch_of_pairs(offset: int, batch: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    return batch
 
 
 def _add_counts(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
@@ -693,11 +727,13 @@ def unencodable_map_output(
         hooked = step is not None and (step.mapper_init or step.mapper_final)
         return error.by("mapper_init/mapper_final" if hooked else "map")
     (split, record), pair = found
-    return unencodable_map_call(_describe_record(split, record, spec.input_format), pair)
+    return unencodable_map_call(_describe_record(split, record, spec), pair)
 
 
 def _chunk_records(spec: JobSpec, split: Split) -> Iterator[tuple[Any, Any]]:
     """The records of ``split`` as the map read them (bad lines left out: the map skipped or failed on them)."""
+    if spec.reads_whole_files:
+        return iter(((0, split.path),))
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
     fallback = spec.options.get("fallback_encoding")
     return iter_records(split, spec.input_format, max_line_bytes, lambda *bad: None, fallback)
@@ -743,10 +779,13 @@ def _packs(item: Any) -> bool:
     return True
 
 
-def _describe_record(split: Split, record: tuple[Any, Any] | None, input_format: str) -> str:
+def _describe_record(split: Split, record: tuple[Any, Any] | None, spec: JobSpec) -> str:
     """Where a failing record is: file and byte offset (the line, for text input), or for a later step's map (it
-    reads the step before's output: streamed, or its ``output`` lines) the record's key."""
-    return describe_record(split.path, record, input_format == "output" or split.path.startswith("pipe:"))
+    reads the step before's output: streamed, or its ``output`` lines) the record's key; a file read whole
+    (:attr:`JobSpec.reads_whole_files`) is its one record."""
+    if spec.reads_whole_files:
+        return f"{split.path} (the whole file)"
+    return describe_record(split.path, record, spec.input_format == "output" or split.path.startswith("pipe:"))
 
 
 def _split_bytes(split: Split) -> int:

@@ -7,6 +7,7 @@ pairs the job's OUTPUT_PROTOCOL reads back, with JSON lists and tuples alike.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -50,12 +51,14 @@ def frozen(value: Any) -> Any:
     return value
 
 
-def mrjob_inline(job_file: Path, inputs: list[Path], *job_args: str, cwd: Path | None = None) -> Counter[Any]:
-    """What mrjob itself outputs (its inline runner), as a multiset of (key, value) pairs."""
+def mrjob_inline(
+    job_file: Path, inputs: list[Path], *job_args: str, cwd: Path | None = None, runner: str = "inline"
+) -> Counter[Any]:
+    """What mrjob itself outputs (its inline runner, or ``runner``), as a multiset of (key, value) pairs."""
     job_class = load_mrjob_file(str(job_file))
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd or job_file.parent)
-        job = job_class(args=["-r", "inline", "--no-conf", *job_args, *map(str, inputs)])
+        job = job_class(args=["-r", runner, "--no-conf", *job_args, *map(str, inputs)])
         with job.make_runner() as runner:
             runner.run()
             return Counter(frozen(pair) for pair in job.parse_output(runner.cat_output()))
@@ -119,6 +122,57 @@ def test_mrjob_examples_match_mrjobs_inline_runner(
     hop_run(EXAMPLES / example, [text], tmp_path / "out", *job_args)
     assert hop_output(EXAMPLES / example, tmp_path / "out", *job_args) == expected
     assert [path.name for path in tmp_path.iterdir()] == ["out"], "the tasks' working directory was removed"
+
+
+def test_mapper_raw_gets_each_file_whole_once_as_mrjobs_local_runner_gives_it(text: Path, tmp_path: Path) -> None:
+    """``mapper_raw`` was refused. It is called once per input file, in a map task of its own (with its
+    mapper_init/mapper_final), the file not split however large (the text is 600 KB, three of hop's maps at
+    --split-size 200KB), with ``input_uri`` the file and ``input_path`` its content, a .gz file's decompressed, as
+    ``mrjob -r local`` gives them; an empty file gets its call too. What the call yields is spilled as it comes (a
+    whole file's output need not fit in memory): with 1,000 records a spill, the text's 100,000 words make many
+    spills, where one call's output made one."""
+    with_gz = tmp_path / "lines.txt.gz"
+    with_gz.write_bytes(gzip.compress(b"one two\nthree\n"))
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    job = write_job(
+        tmp_path,
+        "mr_raw.py",
+        """
+        import os
+
+        from mrjob.job import MRJob
+
+
+        class MRRaw(MRJob):
+            def mapper_init(self):
+                yield "tasks", 1
+
+            def mapper_raw(self, input_path, input_uri):
+                with open(input_path, "rb") as file:
+                    content = file.read()
+                yield "files", [os.path.basename(input_uri), os.path.isabs(input_uri), len(content)]
+                for word in content.split():
+                    yield word.decode("latin-1"), 1
+
+            def mapper_final(self):
+                yield "finals", 1
+
+            def reducer(self, key, values):
+                yield key, sorted(values) if key == "files" else sum(values)
+
+
+        if __name__ == "__main__":
+            MRRaw.run()
+        """,
+    )
+    inputs = [text, with_gz, empty]
+    expected = mrjob_inline(job, inputs, runner="local")
+    assert ("tasks", 3) in expected and ("finals", 3) in expected, expected
+    hop_run(job, inputs, tmp_path / "out", hop_options=["--spill-records", "1000"])
+    assert hop_output(job, tmp_path / "out") == expected
+    counters = json.loads((tmp_path / "out" / "_job.json").read_text())["counters"]
+    assert counters["map_input_records"] == 3 and counters["spill_files"] > 50, counters
 
 
 def test_a_map_retry_with_mapper_final_starts_over(text: Path, tmp_path: Path) -> None:
