@@ -142,6 +142,8 @@ class Job:
 
     def __init__(self) -> None:
         self.input_file: str | None = None
+        self.step_number = 0
+        """The step (from 0, in :meth:`resolved_steps`) a batch task of hop's engine runs, set before ``setup()``."""
         self._counters: dict[str, dict[str, int]] = {}
 
     # The user's functions. -------------------------------------------------------------------------------

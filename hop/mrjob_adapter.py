@@ -24,7 +24,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
 
 - The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
   ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
-  over it (``hop.mrjob_jobconf``).
+  over it (``hop.mrjob_jobconf``). All of a step's settings are in its tasks' environment, where
+  ``jobconf_from_env`` finds them, as mrjob's local runners put them there.
 
 - ``mapper_raw(input_path, input_uri)`` (first step only, as under mrjob) is called once per input file, each
   file a map task of its own, not split and not read by hop (:attr:`hop.jobspec.JobSpec.reads_whole_files`); as
@@ -32,7 +33,7 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   itself, or for a ``.gz`` or ``.bz2`` file a decompressed copy (:func:`_raw_input`).
 
 Refused with a clear error: command substeps, pre-filters, ``mapper_raw`` after the first step, Spark and jar
-steps, Hadoop input and output formats, ``ARCHIVES``. Ignored with a warning naming them: the other jobconf
+steps, Hadoop input and output formats, ``ARCHIVES``. Not followed, with a warning naming them: the other jobconf
 settings, ``PARTITIONER`` (hop partitions by its own hash). Named in a warning: a reducer reading a value protocol
 (every key None), which mrjob calls once per reducer task and hop once per distinct line
 (:func:`_warn_keyless_reducer`).
@@ -107,7 +108,11 @@ class MRJobRun:
         ``--reducers``."""
         ignored = {f"{name}={value}" for conf in jobconfs for name, value in conf.ignored.items()}
         if ignored:
-            print(f"hop: warning: {path}: jobconf ignored on hop: {', '.join(sorted(ignored))}", file=sys.stderr)
+            print(
+                f"hop: warning: {path}: jobconf hop does not follow (the job still reads it with jobconf_from_env): "
+                f"{', '.join(sorted(ignored))}",
+                file=sys.stderr,
+            )
         links = _task_files(mr, path)
         self._marked: Path | None = None
         self.workdir: str | None = None
@@ -133,6 +138,7 @@ class MRJobRun:
             "mrjob_args": list(job_args),
             "mrjob_workdir": self.workdir,
             "mrjob_file_options": _file_options(mr),
+            "mrjob_environments": [conf.environment for conf in jobconfs],
         }
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
 
@@ -344,6 +350,24 @@ def _enter(workdir: str | None) -> None:
         os.chdir(workdir)
 
 
+_environment: dict[str, str | None] = {}
+"""The variables :func:`_set_environment` set last in this process, and what they were before."""
+
+
+def _set_environment(variables: dict[str, str]) -> None:
+    """Put a step's jobconf in this task process's environment, where ``jobconf_from_env`` finds it, once the
+    variables the last call set (another job's, or another step's) are as they were before it."""
+    for name, before in _environment.items():
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+    _environment.clear()
+    for name, value in variables.items():
+        _environment[name] = os.environ.get(name)
+        os.environ[name] = value
+
+
 def _leave(workdir: str | None) -> None:
     if workdir is not None and _home is not None:
         os.chdir(_home)
@@ -359,6 +383,8 @@ class MRJobAdapter(Job):
     mrjob_args: list[str] = []
     mrjob_workdir: str | None = None
     mrjob_file_options: dict[str, Any] = {}
+    mrjob_environments: list[dict[str, str]] = []
+    """Each step's jobconf as its tasks' environment variables (``hop.mrjob_jobconf.StepJobconf.environment``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -395,12 +421,14 @@ class MRJobAdapter(Job):
     # The task's life. --------------------------------------------------------------------------------------------
     def setup(self) -> None:
         _enter(self.mrjob_workdir)
+        _set_environment(self.mrjob_environments[self.step_number] if self.mrjob_environments else {})
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
             self._note_input_file()
 
     def teardown(self) -> None:
         if self._status != self._shown:
             self._show_status(time.monotonic())
+        _set_environment({})
         _leave(self.mrjob_workdir)
 
     def _note_input_file(self) -> None:

@@ -96,6 +96,7 @@ class _StepFunctions:
 def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
     """Create the user's job object and pick the functions of the step this spec runs."""
     job = load_job_class(spec.job_code)()
+    job.step_number = spec.step
     step: Step = job.resolved_steps()[spec.step]
     # A combiner with init/final hooks is not run (hop.job.Step): combining is optional.
     combiner: Any = None if step.combiner_init or step.combiner_final else step.combiner

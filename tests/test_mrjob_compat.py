@@ -474,8 +474,48 @@ def test_jobconf_sets_each_steps_reducers_and_hop_reducers_wins(text: Path, tmp_
         stderr = hop_run(job, [text], out, hop_options=[*hop_options, "--keep-intermediate"])
         assert hop_output(job, out) == expected
         assert (len(parts(out / "_steps" / "step-1")), len(parts(out))) == counts, name
-        assert "jobconf ignored on hop: mapreduce.map.memory.mb=2048" in stderr
+        assert "jobconf hop does not follow (the job still reads it with jobconf_from_env): mapreduce.map." in stderr
         assert "mapreduce.job.reduces" not in stderr and "mapred.reduce.tasks" not in stderr
+
+
+def test_the_jobconf_of_each_step_is_in_its_tasks_environment(tmp_path: Path) -> None:
+    """A job reading its jobconf with ``jobconf_from_env`` (JOBCONF, ``--jobconf`` after --, a step's own) got None:
+    hop warned that it ignored the settings and failed the job (``int(None)``). Each step's tasks see its settings
+    now, as mrjob's local runners put them in their environment, and a later step's override is its own."""
+    source = tmp_path / "in.txt"
+    source.write_text("a bb cccc ddddd\ncccc zz\n")
+    job = write_job(
+        tmp_path,
+        "mr_conf.py",
+        """
+        from mrjob.compat import jobconf_from_env
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+
+        class MRConf(MRJob):
+            JOBCONF = {"my.min.length": 4, "my.tag": "job"}
+
+            def steps(self):
+                tagged = MRStep(reducer=self.tag, jobconf={"my.tag": "2"})
+                return [MRStep(mapper=self.words, reducer=self.count), tagged]
+
+            def words(self, _, line):
+                for word in line.split():
+                    if len(word) >= int(jobconf_from_env("my.min.length")):
+                        yield word, jobconf_from_env("my.tag")
+
+            def count(self, word, tags):
+                yield word, [list(tags), jobconf_from_env("my.tag"), jobconf_from_env("my.given")]
+
+            def tag(self, word, seen):
+                yield word, [next(seen), jobconf_from_env("my.tag"), jobconf_from_env("my.given")]
+        """,
+    )
+    expected = mrjob_inline(job, [source], "--jobconf", "my.given=x")
+    assert expected[("cccc", ((("job", "job"), "job", "x"), "2", "x"))] == 1, expected
+    hop_run(job, [source], tmp_path / "out", "--jobconf", "my.given=x")
+    assert hop_output(job, tmp_path / "out", "--jobconf", "my.given=x") == expected
 
 
 def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
