@@ -46,6 +46,7 @@ import gzip
 import itertools
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -191,9 +192,15 @@ def _check_supported(mr: Any, path: str) -> None:
             raise JobFileError(f"{path}: {name} step {number + 1} is a {kind} step; hop runs mapper/reducer steps")
         unsupported = [field for field in _UNSUPPORTED if mr_step[field] is not None]
         if unsupported:
+            commands = ", ".join(f"{field} ({_command(mr_step[field])})" for field in unsupported)
+            instead = (
+                "filter the lines in the step's Python mapper (or combiner, reducer) instead"
+                if all(field.endswith("_pre_filter") for field in unsupported)
+                else "write the step's mapper, combiner and reducer in Python instead"
+            )
             raise JobFileError(
-                f"{path}: {name} step {number + 1} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
-                "and reducers (not commands or pre-filters)"
+                f"{path}: {name} step {number + 1} uses {commands}: shell commands, which hop does not run (it runs "
+                f"the job's Python mappers, combiners and reducers); {instead}"
             )
         if number and mr_step["mapper_raw"] is not None:
             raise JobFileError(
@@ -257,6 +264,11 @@ def _check_runner_options(mr: Any, path: str) -> None:
     ignored = [switches[dest] for dest in given if dest in _RUNNER_OPTIONS_IRRELEVANT]
     if ignored:
         print(f"hop: warning: {path}: mrjob runner option(s) ignored on hop: {', '.join(ignored)}", file=sys.stderr)
+
+
+def _command(command: Any) -> str:
+    """A step's command (a string, or mrjob's list of arguments) as a shell would read it."""
+    return command if isinstance(command, str) else shlex.join(str(argument) for argument in command)
 
 
 def _warn_keyless_reducer(mr: Any, number: int, path: str) -> None:

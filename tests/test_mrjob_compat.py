@@ -776,7 +776,12 @@ def test_modules_beside_an_mrjob_job_are_imported_and_travel(text: Path, tmp_pat
 def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     grep = hop_fails("--mrjob", str(EXAMPLES / "mr_grep.py"), str(text), "-o", out, "--", "--expression", "ing")
-    assert grep.returncode == 2 and "mapper_cmd" in grep.stderr
+    assert grep.returncode == 2 and "mapper_cmd" in grep.stderr and "write the step's mapper" in grep.stderr
+    # A pre-filter was named, not the command, nor what to do instead.
+    pre_filter = hop_fails("--mrjob", str(EXAMPLES / "mr_words_containing_u_freq_count.py"), str(text), "-o", out)
+    assert pre_filter.returncode == 2, pre_filter.stderr
+    assert "uses mapper_pre_filter (grep -i u): shell commands, which hop does not run" in pre_filter.stderr
+    assert "filter the lines in the step's Python mapper (or combiner, reducer) instead" in pre_filter.stderr
     job = str(EXAMPLES / "mr_word_freq_count.py")
     bad = hop_fails("--mrjob", job, str(text), "-o", out, "--", "--no-such-option")
     assert bad.returncode == 2 and "bad job arguments" in bad.stderr and "--help" in bad.stderr
