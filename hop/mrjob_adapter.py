@@ -235,9 +235,11 @@ _RUNNER_OPTIONS_IRRELEVANT = {
     "num_cores",
     "label",
     "owner",
+    "cat_output",
 }
 """mrjob's runner options that say how mrjob runs the job and change nothing of its result (``-r local``, ``-c``,
-``--num-cores``...): ignored with a warning naming them. Any other is refused: it would change what the job sees
+``--num-cores``, ``--no-output``: whether mrjob prints the output once written, which hop never does...): ignored
+with a warning naming them. Any other is refused: it would change what the job sees
 (``--cmdenv``, ``--setup``, ``--archives``, ``--output-dir``) or belongs to a cluster mrjob would start."""
 
 

@@ -582,9 +582,11 @@ def test_files_and_dirs_given_after_the_separator_and_other_runner_options(text:
     options = ["--files", "lists/stops.txt", "--dirs", "lists/more"]
     expected = mrjob_inline(job, [text], *options, cwd=tmp_path)
     assert len(expected) == len(set(text.read_text().split())) - 2
-    stderr = hop_run(job, [text], tmp_path / "out", *options, "-r", "local", "--no-conf", cwd=tmp_path)
+    given = ["-r", "local", "--no-conf", "--no-output"]  # (--no-output, which only says not to print it, was refused)
+    stderr = hop_run(job, [text], tmp_path / "out", *options, *given, cwd=tmp_path)
     assert hop_output(job, tmp_path / "out") == expected
-    assert "mrjob runner option(s) ignored on hop: --conf-path/--no-conf, --runner" in stderr
+    ignored = "ignored on hop: --conf-path/--no-conf, --cat-output/--no-cat-output/--no-output, --runner"
+    assert ignored in stderr, stderr
     out = str(tmp_path / "refused")
     refused = hop_fails("--mrjob", str(job), str(text), "-o", out, "--", "--cmdenv", "X=1", "--setup", "true")
     assert refused.returncode == 2 and "does not follow mrjob's runner option(s) --cmdenv, --setup" in refused.stderr
