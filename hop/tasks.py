@@ -622,7 +622,11 @@ def _whole_file_batches(
         while batch := list(itertools.islice(pairs, WHOLE_FILE_BATCH)):
             yield 0, batch
     except USER_FAILURES as error:
-        raise UserCodeError("map", not_pairs("map", error, output), f"{path} (the whole file)") from error
+        problem = not_pairs("map", error, output)
+        failure = UserCodeError("map", problem, f"{path} (the whole file)")
+        # (--skip-bad-records skips such a file, as it skips a record)
+        failure.skippable = problem is error and not isinstance(error, SystemExit | NoStandardInputError)
+        raise failure from error
 
 
 def _batch_of_pairs(offset: int, batch: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
