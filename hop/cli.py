@@ -474,6 +474,8 @@ def _run_loaded(
             ),
             # An mrjob job's jobconf may set each step's reducers; --reducers wins over it.
             **({"step_reduces": steps} if (steps := _mrjob_step_reduces(args, mrjob_run)) else {}),
+            # An mrjob job's mapper_raw reads each input file whole, once (hop.mrjob_adapter).
+            **({"whole_files": True} if mrjob_run is not None and mrjob_run.whole_files else {}),
             **({STDIN_COPY_OPTION: os.path.abspath(copy)} if (copy := getattr(args, "stdin_copy", None)) else {}),
             **online_options,
         },

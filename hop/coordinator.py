@@ -517,6 +517,7 @@ class Coordinator:
                     strata=options.get("strata"),
                     slots=sum(w.map_slots for w in self.workers.values() if w.alive),
                     pack=not options.get("map_per_file"),
+                    whole_files=spec.reads_whole_files,
                     min_tasks=blocking_maps(options.get("snapshot_every")) if online and spec.mode == "blocking" else 1,
                 )
             )

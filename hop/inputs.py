@@ -427,15 +427,21 @@ def split_size_for(total_bytes: int, split_size: int, slots: int) -> int:
     return max(min(MIN_SPLIT_BYTES, split_size), -(-total_bytes // tasks))
 
 
-def make_splits(files: list[str], split_size: int, slots: int = 1, keep_empty: bool = False) -> list[Split]:
+def make_splits(
+    files: list[str], split_size: int, slots: int = 1, keep_empty: bool = False, whole: bool = False
+) -> list[Split]:
     """Cut files into splits of about ``split_size`` bytes (compressed files whole; empty files make no split, or
     with ``keep_empty`` one empty split each); with ``slots``, of ``split_size_for(total, split_size, slots)``
-    bytes."""
+    bytes. With ``whole``, every file is one split, as a compressed one is (an mrjob ``mapper_raw`` reads it)."""
     stamps = [FileStamp.of(path) for path in files]
     split_size = split_size_for(sum(stamp.size for stamp in stamps), split_size, slots)
     splits: list[Split] = []
     for path, stamp in zip(files, stamps, strict=True):
         size = stamp.size
+        if whole:
+            if size or keep_empty:
+                splits.append(Split(path, 0, -1, stamp))
+            continue
         if is_compressed(path):
             if size:
                 splits.append(Split(path, 0, -1, stamp))

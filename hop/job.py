@@ -85,6 +85,9 @@ class Step:
     combiner_final: HookFunction | None = None
     reducer_init: HookFunction | None = None
     reducer_final: HookFunction | None = None
+    show_key: Callable[[Any], str] = repr
+    """How errors name a key of this step's combine or reduce: ``repr``, unless the keys travel in another form
+    than the job's code yields them (an mrjob job's encoded lines, ``hop.mrjob_adapter``)."""
 
     @property
     def hooks(self) -> list[str]:
@@ -139,6 +142,8 @@ class Job:
 
     def __init__(self) -> None:
         self.input_file: str | None = None
+        self.step_number = 0
+        """The step (from 0, in :meth:`resolved_steps`) a batch task of hop's engine runs, set before ``setup()``."""
         self._counters: dict[str, dict[str, int]] = {}
 
     # The user's functions. -------------------------------------------------------------------------------

@@ -52,7 +52,9 @@ class JobSpec:
     ``success_by_client`` (False: the submitting client writes the last step's ``_SUCCESS`` once it has rewritten
     the output, as for an mrjob job, ``hop.mrjob_adapter.rewrite_output``), ``run_output`` (the output directory of
     the run whose first job this is, when the job writes elsewhere: a multi-step run's first step; refused and, with
-    ``overwrite``, cleared with the job's own once the coordinator accepts the job, ``hop.runner._claiming``)."""
+    ``overwrite``, cleared with the job's own once the coordinator accepts the job, ``hop.runner._claiming``),
+    ``whole_files`` (False: the first step's maps read each input file whole, as one record ``(0, path)``,
+    :attr:`reads_whole_files`)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -80,6 +82,12 @@ class JobSpec:
         jobconf), else :attr:`num_reduces`. Contract for whoever makes a step's spec from the job's (the runner)."""
         given = self.options.get("step_reduces") or ()
         return int(given[step] or self.num_reduces) if step < len(given) else self.num_reduces
+
+    @property
+    def reads_whole_files(self) -> bool:
+        """Whether this step's maps read each input file whole, as one record ``(0, path)`` without reading it
+        (an mrjob ``mapper_raw``, which opens the file itself): the first step's, with ``options["whole_files"]``."""
+        return bool(self.options.get("whole_files")) and self.step == 0
 
     def with_id(self, job_id: str) -> JobSpec:
         return dataclasses.replace(self, job_id=job_id)

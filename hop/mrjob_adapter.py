@@ -24,19 +24,29 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
 
 - The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
   ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
-  over it (``hop.mrjob_jobconf``).
+  over it (``hop.mrjob_jobconf``). All of a step's settings are in its tasks' environment, where
+  ``jobconf_from_env`` finds them, as mrjob's local runners put them there.
 
-Refused with a clear error: command substeps, pre-filters, ``mapper_raw``, Spark and jar steps, Hadoop input and
-output formats, ``ARCHIVES``. Ignored with a warning naming them: the other jobconf settings, ``PARTITIONER`` (hop
-partitions by its own hash). Named in a warning: a reducer reading a value protocol (every key None), which mrjob
-calls once per reducer task and hop once per distinct line (:func:`_warn_keyless_reducer`).
+- ``mapper_raw(input_path, input_uri)`` (first step only, as under mrjob) is called once per input file, each
+  file a map task of its own, not split and not read by hop (:attr:`hop.jobspec.JobSpec.reads_whole_files`); as
+  under ``mrjob -r local``, ``input_uri`` is the file's absolute path, and ``input_path`` its content's: the file
+  itself, or for a ``.gz`` or ``.bz2`` file a decompressed copy (:func:`_raw_input`).
+
+Refused with a clear error: command substeps, pre-filters, ``mapper_raw`` after the first step, Spark and jar
+steps, Hadoop input and output formats, ``ARCHIVES``. Not followed, with a warning naming them: the other jobconf
+settings, ``PARTITIONER`` (hop partitions by its own hash). Named in a warning: a reducer reading a value protocol
+(every key None), which mrjob calls once per reducer task and hop once per distinct line
+(:func:`_warn_keyless_reducer`).
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import itertools
 import json
 import os
+import shlex
 import shutil
 import sys
 import time
@@ -58,7 +68,6 @@ __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "
 _UNSUPPORTED = (
     "mapper_cmd",
     "mapper_pre_filter",
-    "mapper_raw",
     "combiner_cmd",
     "combiner_pre_filter",
     "reducer_cmd",
@@ -66,6 +75,12 @@ _UNSUPPORTED = (
 )
 FILES_PREFIX = ".hop-mrjob-files-"
 """The name of the folder (beside the output directory) of the tasks' working directory, up to its random part."""
+RAW_PREFIX = "hop-mrjob-raw-"
+"""The name of the folder (in the system's temporary directory) of a compressed file decompressed for
+``mapper_raw``, up to its random part."""
+_DECOMPRESSED = {".gz": gzip, ".bz2": bz2}
+"""The inputs decompressed for ``mapper_raw``, by suffix: those mrjob's runners decompress for it (gunzip,
+bunzip2); any other file is given as it is."""
 _INPUT_FILE_VARIABLE = "mapreduce_map_input_file"  # what mrjob.compat.jobconf_from_env looks up
 _STATUS_EVERY = 1.0
 _REWRITE_BATCH = 1 << 16
@@ -87,12 +102,18 @@ class MRJobRun:
         _check_supported(mr, path)
         _check_runner_options(mr, path)
         jobconfs = step_jobconfs(mr, path)
+        self.whole_files = mr.steps()[0]["mapper_raw"] is not None
+        """Whether the first step's maps read each input file whole (``mapper_raw``: the spec's ``whole_files``)."""
         self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
         """The reducers each step's jobconf asks for (``None``: hop's default), for ``hop run`` without
         ``--reducers``."""
         ignored = {f"{name}={value}" for conf in jobconfs for name, value in conf.ignored.items()}
         if ignored:
-            print(f"hop: warning: {path}: jobconf ignored on hop: {', '.join(sorted(ignored))}", file=sys.stderr)
+            print(
+                f"hop: warning: {path}: jobconf hop does not follow (the job still reads it with jobconf_from_env): "
+                f"{', '.join(sorted(ignored))}",
+                file=sys.stderr,
+            )
         links = _task_files(mr, path)
         self._marked: Path | None = None
         self.workdir: str | None = None
@@ -118,6 +139,7 @@ class MRJobRun:
             "mrjob_args": list(job_args),
             "mrjob_workdir": self.workdir,
             "mrjob_file_options": _file_options(mr),
+            "mrjob_environments": [conf.environment for conf in jobconfs],
         }
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
 
@@ -170,9 +192,20 @@ def _check_supported(mr: Any, path: str) -> None:
             raise JobFileError(f"{path}: {name} step {number + 1} is a {kind} step; hop runs mapper/reducer steps")
         unsupported = [field for field in _UNSUPPORTED if mr_step[field] is not None]
         if unsupported:
+            commands = ", ".join(f"{field} ({_command(mr_step[field])})" for field in unsupported)
+            instead = (
+                "filter the lines in the step's Python mapper (or combiner, reducer) instead"
+                if all(field.endswith("_pre_filter") for field in unsupported)
+                else "write the step's mapper, combiner and reducer in Python instead"
+            )
             raise JobFileError(
-                f"{path}: {name} step {number + 1} uses {', '.join(unsupported)}; hop runs Python mappers, combiners "
-                "and reducers (not commands, pre-filters or raw mappers)"
+                f"{path}: {name} step {number + 1} uses {commands}: shell commands, which hop does not run (it runs "
+                f"the job's Python mappers, combiners and reducers); {instead}"
+            )
+        if number and mr_step["mapper_raw"] is not None:
+            raise JobFileError(
+                f"{path}: {name} step {number + 1} uses mapper_raw, which reads the job's input files: only the first "
+                "step may (as under mrjob)"
             )
         if "reducer" in description:
             _warn_keyless_reducer(mr, number, path)
@@ -202,9 +235,11 @@ _RUNNER_OPTIONS_IRRELEVANT = {
     "num_cores",
     "label",
     "owner",
+    "cat_output",
 }
 """mrjob's runner options that say how mrjob runs the job and change nothing of its result (``-r local``, ``-c``,
-``--num-cores``...): ignored with a warning naming them. Any other is refused: it would change what the job sees
+``--num-cores``, ``--no-output``: whether mrjob prints the output once written, which hop never does...): ignored
+with a warning naming them. Any other is refused: it would change what the job sees
 (``--cmdenv``, ``--setup``, ``--archives``, ``--output-dir``) or belongs to a cluster mrjob would start."""
 
 
@@ -231,6 +266,11 @@ def _check_runner_options(mr: Any, path: str) -> None:
     ignored = [switches[dest] for dest in given if dest in _RUNNER_OPTIONS_IRRELEVANT]
     if ignored:
         print(f"hop: warning: {path}: mrjob runner option(s) ignored on hop: {', '.join(ignored)}", file=sys.stderr)
+
+
+def _command(command: Any) -> str:
+    """A step's command (a string, or mrjob's list of arguments) as a shell would read it."""
+    return command if isinstance(command, str) else shlex.join(str(argument) for argument in command)
 
 
 def _warn_keyless_reducer(mr: Any, number: int, path: str) -> None:
@@ -324,6 +364,24 @@ def _enter(workdir: str | None) -> None:
         os.chdir(workdir)
 
 
+_environment: dict[str, str | None] = {}
+"""The variables :func:`_set_environment` set last in this process, and what they were before."""
+
+
+def _set_environment(variables: dict[str, str]) -> None:
+    """Put a step's jobconf in this task process's environment, where ``jobconf_from_env`` finds it, once the
+    variables the last call set (another job's, or another step's) are as they were before it."""
+    for name, before in _environment.items():
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+    _environment.clear()
+    for name, value in variables.items():
+        _environment[name] = os.environ.get(name)
+        os.environ[name] = value
+
+
 def _leave(workdir: str | None) -> None:
     if workdir is not None and _home is not None:
         os.chdir(_home)
@@ -339,6 +397,8 @@ class MRJobAdapter(Job):
     mrjob_args: list[str] = []
     mrjob_workdir: str | None = None
     mrjob_file_options: dict[str, Any] = {}
+    mrjob_environments: list[dict[str, str]] = []
+    """Each step's jobconf as its tasks' environment variables (``hop.mrjob_jobconf.StepJobconf.environment``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -375,12 +435,14 @@ class MRJobAdapter(Job):
     # The task's life. --------------------------------------------------------------------------------------------
     def setup(self) -> None:
         _enter(self.mrjob_workdir)
+        _set_environment(self.mrjob_environments[self.step_number] if self.mrjob_environments else {})
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
             self._note_input_file()
 
     def teardown(self) -> None:
         if self._status != self._shown:
             self._show_status(time.monotonic())
+        _set_environment({})
         _leave(self.mrjob_workdir)
 
     def _note_input_file(self) -> None:
@@ -405,16 +467,22 @@ class MRJobAdapter(Job):
         steps = []
         for number, (mr_step, description) in enumerate(zip(mr_steps, descriptions, strict=True)):
             mapper = reducer = combiner = None
+            shuffled: Edge | None = None  # (the records of the step's combine and reduce)
             map_out = edges.get((number, "mapper"))
             reduce_out = edges.get((number, "reducer"))
             if map_out is not None:
                 source = input_edge if substeps[0] == (number, "mapper") else edges[_before(substeps, number, "mapper")]
-                mapper = self._mapper(mr_step["mapper"], source, map_out)
+                if mr_step["mapper_raw"] is not None:  # (the first step's: _check_supported)
+                    mapper = self._raw_mapper(mr_step["mapper_raw"], map_out)
+                else:
+                    mapper = self._mapper(mr_step["mapper"], source, map_out)
+                shuffled = map_out
                 if "combiner" in description:
                     combiner = _combiner(mr_step["combiner"], map_out)
             if reduce_out is not None:
                 source = edges[_before(substeps, number, "reducer")]
                 assert isinstance(source, Edge), "a job's first substep is always a mapper"
+                shuffled = source
                 reducer = _reducer(mr_step["reducer"], source, reduce_out, sort_values)
                 if mapper is None and source.native:
                     mapper = source.to_shuffle
@@ -431,6 +499,7 @@ class MRJobAdapter(Job):
                     combiner_final=_hook(mr_step["combiner_final"], map_out),
                     reducer_init=_hook(mr_step["reducer_init"], reduce_out),
                     reducer_final=_hook(mr_step["reducer_final"], reduce_out),
+                    show_key=repr if shuffled is None else shuffled.show_key,
                 )
             )
         return steps
@@ -464,6 +533,40 @@ class MRJobAdapter(Job):
             return encode(function(*decode(offset, line)))
 
         return first_mapper_decoding
+
+    def _raw_mapper(self, function: Callable[[str, str], Any], out: Edge) -> Callable[[Any, str], Iterator[Any]]:
+        """The map of a ``mapper_raw`` step: its one record per task is ``(0, the input file's path)``
+        (:attr:`hop.jobspec.JobSpec.reads_whole_files`), which it calls ``mapper_raw(input_path, input_uri)`` with."""
+
+        def raw_mapper(offset: Any, path: str) -> Iterator[Any]:
+            if self.input_file is not self._input_file:
+                self._note_input_file()
+            with _raw_input(path) as local:  # (a generator: the copy stays while mapper_raw's pairs are read)
+                yield from out.encode(function(local, path))
+
+        return raw_mapper
+
+
+@contextmanager
+def _raw_input(path: str) -> Iterator[str]:
+    """The ``input_path`` given to ``mapper_raw`` for the input file ``path`` (its ``input_uri``): the file itself,
+    or a ``.gz`` or ``.bz2`` file decompressed into a folder removed on leaving (one left by a task killed outright
+    is removed by the next made on that host), named as the file without that suffix, as mrjob's runners give it.
+    (mrjob copies even a plain file into the task's directory first: hop's maps read it in place.)"""
+    stem, suffix = os.path.splitext(path)
+    module = _DECOMPRESSED.get(suffix)
+    if module is None:
+        yield path
+        return
+    folder = make_marked_dir(None, RAW_PREFIX)
+    try:
+        local = folder / "input" / os.path.basename(stem)  # (a folder down: the file may be named ``owner``)
+        local.parent.mkdir()
+        with module.open(path, "rb") as source, open(local, "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 20)
+        yield str(local)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _before(substeps: list[tuple[int, str]], number: int, kind: str) -> tuple[int, str]:

@@ -219,6 +219,26 @@ class Edge:
         first = next(decoded)
         return first[0], chain((first[1],), (value for _, value in decoded))
 
+    def show_key(self, key: Any) -> str:
+        """A key of this edge's shuffle as errors name it (``hop.job.Step.show_key``): as the substep yielded it,
+        read back from its encoded text by the reader's ``_loads`` where it has one (mrjob's key/value protocols:
+        a Latin-1 line key ``'Ã¥lice'`` is ``'ålice'``, a pickled one is what it pickles); else that text, decoded
+        as UTF-8, or if it is not UTF-8 (no protocol's need be) as the bytes it is (``b'caf\\xe9'``)."""
+        if type(key) is bytes:  # (a native key's JSON text)
+            text = key
+        elif self.native or type(key) is not str:
+            return repr(key)  # (a native str or int key, as yielded)
+        else:
+            text = key.encode("latin-1")
+        try:
+            return repr(self._read_key(text) if self.native else self.reader._loads(text))
+        except Exception:  # (no _loads, or text that it cannot read: the text shows what there is)
+            pass
+        try:
+            return repr(text.decode("utf-8"))
+        except UnicodeDecodeError:
+            return repr(text)
+
     def passing_on(self, key: Any, values: Iterable[Any]) -> Iterator[Any]:
         """The reduce of a step without a reducer whose mapper writes to a native edge: every value of every key,
         in order, the key as the next substep would read it (read back from its JSON text in the shuffle)."""

@@ -4,7 +4,8 @@ mrjob combines a step's jobconf as its runners do: the job's ``jobconf()`` (``JO
 ``--jobconf`` options given after ``--``, then the step's ``MRStep(jobconf=...)``, later ones winning
 (``mrjob.conf.combine_jobconfs``). Of these settings hop follows the number of reducers,
 ``mapreduce.job.reduces`` or its old name ``mapred.reduce.tasks`` (``hop run --reducers`` wins over both, for every
-step); it names the others it ignores in one warning.
+step); it names the others it ignores in one warning. All of them are in the step's tasks' environment, where
+``mrjob.compat.jobconf_from_env`` finds them, as mrjob's local runners put them (:attr:`StepJobconf.environment`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ REDUCES = "mapreduce.job.reduces"
 
 
 class StepJobconf:
-    """One step's combined jobconf: :attr:`reducers`, the number it asks for (``None``: hop's default), and
-    :attr:`ignored`, the settings hop does not follow."""
+    """One step's combined jobconf: :attr:`reducers`, the number it asks for (``None``: hop's default),
+    :attr:`ignored`, the settings hop does not follow, and :attr:`environment`, all of them as the step's tasks'
+    environment variables (``name.with.dots`` as ``name_with_dots``, as mrjob's local runners set them)."""
 
-    def __init__(self, reducers: int | None, ignored: dict[str, str]) -> None:
+    def __init__(self, reducers: int | None, ignored: dict[str, str], settings: dict[str, str] | None = None) -> None:
         self.reducers = reducers
         self.ignored = ignored
+        self.environment = {name.replace(".", "_"): str(value) for name, value in (settings or {}).items()}
 
 
 def step_jobconfs(mr: Any, path: str) -> list[StepJobconf]:
@@ -60,8 +63,9 @@ def step_jobconfs(mr: Any, path: str) -> list[StepJobconf]:
                     "local runners and hop run the reducer: drop the setting (or the step's reducer)"
                 )
             reducers = None  # a mapper-only step: its output is the mappers' output either way
-        ignored = {name: value for name, value in combine_jobconfs(*layers).items() if name not in names}
-        confs.append(StepJobconf(reducers, ignored))
+        settings = combine_jobconfs(*layers)
+        ignored = {name: value for name, value in settings.items() if name not in names}
+        confs.append(StepJobconf(reducers, ignored, settings))
     return confs
 
 

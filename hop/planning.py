@@ -102,25 +102,27 @@ def plan_map_inputs(
     slots: int = 1,
     pack: bool = True,
     min_tasks: int = 1,
+    whole_files: bool = False,
 ) -> list[list[Chunk]]:
     """The chunks of every map task (see the module docstring); ``strata`` maps a file to its stratum; ``slots``
     is the number of map slots the job can use (the number of tasks is a multiple of it where the input allows,
     see ``hop.inputs.split_size_for``). Without ``pack``, every split is a task of its own, as under Hadoop and
     mrjob, where a mapper never reads two files (an mrjob job's ``mapper_final`` may report per file), and an empty
     file is a task too (whose ``mapper_init``/``mapper_final`` run, as Hadoop and mrjob run them). In chunked mode
-    the chunks are dealt to at least ``min_tasks`` tasks (where there are as many chunks)."""
+    the chunks are dealt to at least ``min_tasks`` tasks (where there are as many chunks). With ``whole_files``,
+    every file is one split and one chunk, however large (an mrjob ``mapper_raw`` reads each file whole)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if chunk_size <= 0:
         raise ValueError(f"chunk size must be positive, got {chunk_size}")
     strata = strata or {}
     if not chunked and order == "sequential":
-        splits = make_splits(files, split_size, slots, keep_empty=not pack)
+        splits = make_splits(files, split_size, slots, keep_empty=not pack, whole=whole_files)
         chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(splits)]
         if not pack:
             return [[chunk] for chunk in chunks]
         return _packed(chunks, split_size_for(sum(chunk.size for chunk in chunks), split_size, slots))
-    pieces = make_splits(files, min(chunk_size, split_size))
+    pieces = make_splits(files, min(chunk_size, split_size), whole=whole_files)
     chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(pieces)]
     if not chunks:
         return []

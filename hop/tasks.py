@@ -59,6 +59,7 @@ from shuffle.buffer import (
     MapOutputBuffer,
     PartitionError,
     UnhashableKeyError,
+    other_key_error,
 )
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
@@ -103,6 +104,7 @@ class _StepFunctions:
 def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
     """Create the user's job object and pick the functions of the step this spec runs."""
     job = load_job_class(spec.job_code)()
+    job.step_number = spec.step
     step: Step = job.resolved_steps()[spec.step]
     # A combiner with init/final hooks is not run (hop.job.Step): combining is optional.
     combiner: Any = None if step.combiner_init or step.combiner_final else step.combiner
@@ -113,7 +115,7 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
         combiner = combiner if combiner is not None else reduce_aggregate
         reducer = reduce_aggregate.as_reducer()
     if combiner is not None and as_aggregate(combiner) is None:
-        combiner = _guarded_combiner(combiner)
+        combiner = _guarded_combiner(combiner, step.show_key)
     return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate, step)
 
 
@@ -160,17 +162,24 @@ def not_utf8_output(error: UnicodeEncodeError) -> NotUTF8OutputError:
 
 
 def _guarded_combiner(
-    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None],
+    combiner: Callable[[Any, list[Any]], Iterable[tuple[Any, Any]] | None], show_key: Callable[[Any], str] = repr
 ) -> Callable[[Any, list[Any]], Iterable[tuple[Any, Any]]]:
+    """``combiner`` whose failures name the call by its key (as ``show_key`` shows it: :attr:`hop.job.Step.show_key`)
+    and whose output is checked: pairs (a non-pair is shown at its yield), with the key it was given."""
+
     def combine(key: Any, values: list[Any]) -> Iterable[tuple[Any, Any]]:
         output = None
         try:
             output = combiner(key, values)
             # Read as pairs here, while a generator is suspended at the yield that gave a non-pair: not_pairs shows
             # that line (the buffer's own check, after, would show only the engine's frames).
-            return [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
+            pairs = [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
         except USER_FAILURES as error:
-            raise UserCodeError("combine", not_pairs("combine", error, output), f"key {key!r}") from error
+            raise UserCodeError("combine", not_pairs("combine", error, output), f"key {show_key(key)}") from error
+        for out_key, _ in pairs:
+            if out_key is not key and out_key != key:  # (checked here too, to show the keys as show_key does)
+                raise other_key_error(key, out_key, show_key)
+        return pairs
 
     return combine
 
@@ -309,8 +318,10 @@ def run_map(
         may_merge=not online,  # merging spills would mix chunks, and snapshots count chunks
     )
 
-    # A mapper_init/mapper_final hook keeps state across the attempt (hop.job.Step): a retry must start over.
-    resumable = functions.step is None or not (functions.step.mapper_init or functions.step.mapper_final)
+    # A mapper_init/mapper_final hook keeps state across the attempt (hop.job.Step): a retry must start over. So
+    # must one of a map reading a file whole, whose spills cut its one call (_whole_file_batches).
+    hooked = functions.step is not None and bool(functions.step.mapper_init or functions.step.mapper_final)
+    resumable = not hooked and not spec.reads_whole_files
 
     def spill_counters() -> dict[str, Any]:
         """The counters of this attempt's spills and flow control: a checkpoint carries them too, since its
@@ -421,6 +432,9 @@ def run_map(
             }
             _note_bad_record(bad_records, skip_limit, entry, None)
 
+    whole_file_mapper = mapper
+    if spec.reads_whole_files:
+        mapper = _batch_of_pairs  # (the records are batches of the one call's pairs: _whole_file_batches)
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
     sizes[:] = [_split_bytes(split) for _, split in chunks]
     bytes_done = 0
@@ -433,6 +447,8 @@ def run_map(
     def chunk_records(split: Split, limit: ReadLimit | None = None) -> Iterator[tuple[Any, Any]]:
         current[0] = split
         job.input_file = split.path
+        if spec.reads_whole_files:
+            return _whole_file_batches(whole_file_mapper, split.path)
         encoding = spec.options.get("fallback_encoding")
         return iter_records(split, spec.input_format, max_line_bytes, on_bad, encoding, read_line, limit)
 
@@ -458,7 +474,7 @@ def run_map(
             ):
                 raise
             except USER_FAILURES as error:  # the user's map raised, or its output could not be folded
-                where = _describe_record(current[0], buffer.current_record, spec.input_format)
+                where = _describe_record(current[0], buffer.current_record, spec)
                 problem = not_pairs("map", error, buffer.failed_output)
                 if isinstance(error, UnhashableKeyError):
                     problem = error.with_traceback(None)  # found in the engine's loop: its frames say nothing
@@ -558,6 +574,8 @@ def run_map(
             buffer.records_consumed = 0
             bytes_done += size
         consumed = consumed_before
+    if spec.reads_whole_files:
+        consumed = len(chunks)  # (its records were batches of each file's pairs)
     final_pairs = _hook_output("mapper_final", functions.step.mapper_final if functions.step else None)
     if final_pairs:
         buffer.collect(final_pairs)
@@ -592,6 +610,35 @@ def run_map(
         "bad_records": prefix["bad_records"] + bad_records,
         "upstream_attempt": receiver.upstream_attempt if receiver is not None else None,
     }
+
+
+WHOLE_FILE_BATCH = 1024
+"""Pairs of the map of a file read whole that reach the buffer as one record (:func:`_whole_file_batches`)."""
+
+
+def _whole_file_batches(
+    mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None], path: str
+) -> Iterator[tuple[int, list[tuple[Any, Any]]]]:
+    """The map of a file read whole (:attr:`JobSpec.reads_whole_files`), its one call ``mapper(0, path)``, as
+    records ``(0, batch of its pairs)`` for the buffer (mapped by :func:`_batch_of_pairs`): it spills between them,
+    so that the call's output, a whole file's, need not fit in memory as one record's does. A failure is the map's,
+    at that file (a pair that is none shown at its yield)."""
+    output = None
+    try:
+        output = mapper(0, path)
+        pairs = checked_pairs(output or ())
+        while batch := list(itertools.islice(pairs, WHOLE_FILE_BATCH)):
+            yield 0, batch
+    except USER_FAILURES as error:
+        problem = not_pairs("map", error, output)
+        failure = UserCodeError("map", problem, f"{path} (the whole file)")
+        # (--skip-bad-records skips such a file, as it skips a record)
+        failure.skippable = problem is error and not isinstance(error, SystemExit | NoStandardInputError)
+        raise failure from error
+
+
+def _batch_of_pairs(offset: int, batch: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    return batch
 
 
 def _add_counts(base: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
@@ -693,11 +740,13 @@ def unencodable_map_output(
         hooked = step is not None and (step.mapper_init or step.mapper_final)
         return error.by("mapper_init/mapper_final" if hooked else "map")
     (split, record), pair = found
-    return unencodable_map_call(_describe_record(split, record, spec.input_format), pair)
+    return unencodable_map_call(_describe_record(split, record, spec), pair)
 
 
 def _chunk_records(spec: JobSpec, split: Split) -> Iterator[tuple[Any, Any]]:
     """The records of ``split`` as the map read them (bad lines left out: the map skipped or failed on them)."""
+    if spec.reads_whole_files:
+        return iter(((0, split.path),))
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
     fallback = spec.options.get("fallback_encoding")
     return iter_records(split, spec.input_format, max_line_bytes, lambda *bad: None, fallback)
@@ -743,10 +792,13 @@ def _packs(item: Any) -> bool:
     return True
 
 
-def _describe_record(split: Split, record: tuple[Any, Any] | None, input_format: str) -> str:
+def _describe_record(split: Split, record: tuple[Any, Any] | None, spec: JobSpec) -> str:
     """Where a failing record is: file and byte offset (the line, for text input), or for a later step's map (it
-    reads the step before's output: streamed, or its ``output`` lines) the record's key."""
-    return describe_record(split.path, record, input_format == "output" or split.path.startswith("pipe:"))
+    reads the step before's output: streamed, or its ``output`` lines) the record's key; a file read whole
+    (:attr:`JobSpec.reads_whole_files`) is its one record."""
+    if spec.reads_whole_files:
+        return f"{split.path} (the whole file)"
+    return describe_record(split.path, record, spec.input_format == "output" or split.path.startswith("pipe:"))
 
 
 def _split_bytes(split: Split) -> int:
@@ -873,6 +925,7 @@ def run_reduce(
                 tick,
                 first_pairs=init_pairs,
                 progress=report,
+                show_key=functions.step.show_key if functions.step else repr,
             )
         final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
         if final_pairs:
@@ -1186,11 +1239,13 @@ def reduce_to_file(
     tick: Callable[[IO[str] | None], None] | None = None,
     first_pairs: list[tuple[Any, Any]] = (),  # type: ignore[assignment]
     progress: Callable[[int], int] | None = None,
+    show_key: Callable[[Any], str] = repr,
 ) -> int:
     """Call the reducer per key group with an iterator of its values, write ``json(key) TAB json(value)`` lines
     and return how many; ``tick(file)`` is called every ``TICK_GROUPS`` groups (a pipeline streams what was
     written), ``progress(groups)`` with the number of groups reduced so far before the first group and then as many
-    groups later as each call returns.
+    groups later as each call returns. A failing call is named by its key as ``show_key`` shows it
+    (:attr:`hop.job.Step.show_key`).
 
     With ``skip_limit``, a key whose reduce raises is skipped (none of its output is written) and recorded in
     ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
@@ -1219,17 +1274,17 @@ def reduce_to_file(
                 except UnicodeEncodeError as unwritable:
                     raise not_utf8_output(unwritable) from None  # (skipped below as a failing reduce is)
             except SystemExit as exiting:  # (never skipped: a map's is not either)
-                raise UserCodeError("reduce", exiting, f"key {key!r}") from exiting
+                raise UserCodeError("reduce", exiting, f"key {show_key(key)}") from exiting
             except Exception as raised:
                 error = not_pairs("reduce", raised, results)
                 if not skip_limit or bad_records is None:
-                    failure = UserCodeError("reduce", error, f"key {key!r}")
+                    failure = UserCodeError("reduce", error, f"key {show_key(key)}")
                     failure.skippable = bad_records is not None  # (a batch reduce: it lists what it skips)
                     # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
                     unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
                     raise failure.without_traceback() if unwriteable_output else failure from raised
                 entry = {
-                    "key": repr(key)[:1000],
+                    "key": show_key(key)[:1000],
                     "error": f"{type(error).__name__}: {error}",
                     "traceback": user_traceback(error),
                 }

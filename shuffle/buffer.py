@@ -114,11 +114,16 @@ def combined_values(
                 "yield key, value"
             ) from error
         if out_key is not key and out_key != key:  # ``is``: a NaN key is not equal to itself
-            raise CombinerKeyError(
-                f"combine({key!r}, ...) yielded key {out_key!r}; a combiner must keep the key it was given"
-            )
+            raise other_key_error(key, out_key)
         combined.append(out_value)
     return combined
+
+
+def other_key_error(key: Any, out_key: Any, show_key: Callable[[Any], str] = repr) -> CombinerKeyError:
+    """The error for a combiner that was given ``key`` and yielded ``out_key``, both shown by ``show_key``."""
+    return CombinerKeyError(
+        f"combine({show_key(key)}, ...) yielded key {show_key(out_key)}; a combiner must keep the key it was given"
+    )
 
 
 class AggregateValueError(TypeError):

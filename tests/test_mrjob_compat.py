@@ -7,6 +7,7 @@ pairs the job's OUTPUT_PROTOCOL reads back, with JSON lists and tuples alike.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from typing import Any
 
 import mrjob  # a dev dependency (pyproject's dev extra): these tests compare hop with it
 import pytest
+from mrjob.protocol import BytesProtocol, JSONValueProtocol
 from mrjob.step import MRStep
 
 from hop.client import Client
@@ -28,6 +30,7 @@ from hop.gen.text import generate_text
 from hop.job import Job, Step
 from hop.loader import JobFileError
 from hop.mrjob_adapter import load_mrjob_file
+from hop.mrjob_codec import Edge
 from hop.spark_tasks import resolve_step
 
 EXAMPLES = Path(mrjob.__file__).parent / "examples"
@@ -48,12 +51,14 @@ def frozen(value: Any) -> Any:
     return value
 
 
-def mrjob_inline(job_file: Path, inputs: list[Path], *job_args: str, cwd: Path | None = None) -> Counter[Any]:
-    """What mrjob itself outputs (its inline runner), as a multiset of (key, value) pairs."""
+def mrjob_inline(
+    job_file: Path, inputs: list[Path], *job_args: str, cwd: Path | None = None, runner: str = "inline"
+) -> Counter[Any]:
+    """What mrjob itself outputs (its inline runner, or ``runner``), as a multiset of (key, value) pairs."""
     job_class = load_mrjob_file(str(job_file))
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd or job_file.parent)
-        job = job_class(args=["-r", "inline", "--no-conf", *job_args, *map(str, inputs)])
+        job = job_class(args=["-r", runner, "--no-conf", *job_args, *map(str, inputs)])
         with job.make_runner() as runner:
             runner.run()
             return Counter(frozen(pair) for pair in job.parse_output(runner.cat_output()))
@@ -117,6 +122,57 @@ def test_mrjob_examples_match_mrjobs_inline_runner(
     hop_run(EXAMPLES / example, [text], tmp_path / "out", *job_args)
     assert hop_output(EXAMPLES / example, tmp_path / "out", *job_args) == expected
     assert [path.name for path in tmp_path.iterdir()] == ["out"], "the tasks' working directory was removed"
+
+
+def test_mapper_raw_gets_each_file_whole_once_as_mrjobs_local_runner_gives_it(text: Path, tmp_path: Path) -> None:
+    """``mapper_raw`` was refused. It is called once per input file, in a map task of its own (with its
+    mapper_init/mapper_final), the file not split however large (the text is 600 KB, three of hop's maps at
+    --split-size 200KB), with ``input_uri`` the file and ``input_path`` its content, a .gz file's decompressed, as
+    ``mrjob -r local`` gives them; an empty file gets its call too. What the call yields is spilled as it comes (a
+    whole file's output need not fit in memory): with 1,000 records a spill, the text's 100,000 words make many
+    spills, where one call's output made one."""
+    with_gz = tmp_path / "lines.txt.gz"
+    with_gz.write_bytes(gzip.compress(b"one two\nthree\n"))
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    job = write_job(
+        tmp_path,
+        "mr_raw.py",
+        """
+        import os
+
+        from mrjob.job import MRJob
+
+
+        class MRRaw(MRJob):
+            def mapper_init(self):
+                yield "tasks", 1
+
+            def mapper_raw(self, input_path, input_uri):
+                with open(input_path, "rb") as file:
+                    content = file.read()
+                yield "files", [os.path.basename(input_uri), os.path.isabs(input_uri), len(content)]
+                for word in content.split():
+                    yield word.decode("latin-1"), 1
+
+            def mapper_final(self):
+                yield "finals", 1
+
+            def reducer(self, key, values):
+                yield key, sorted(values) if key == "files" else sum(values)
+
+
+        if __name__ == "__main__":
+            MRRaw.run()
+        """,
+    )
+    inputs = [text, with_gz, empty]
+    expected = mrjob_inline(job, inputs, runner="local")
+    assert ("tasks", 3) in expected and ("finals", 3) in expected, expected
+    hop_run(job, inputs, tmp_path / "out", hop_options=["--spill-records", "1000"])
+    assert hop_output(job, tmp_path / "out") == expected
+    counters = json.loads((tmp_path / "out" / "_job.json").read_text())["counters"]
+    assert counters["map_input_records"] == 3 and counters["spill_files"] > 50, counters
 
 
 def test_a_map_retry_with_mapper_final_starts_over(text: Path, tmp_path: Path) -> None:
@@ -418,8 +474,48 @@ def test_jobconf_sets_each_steps_reducers_and_hop_reducers_wins(text: Path, tmp_
         stderr = hop_run(job, [text], out, hop_options=[*hop_options, "--keep-intermediate"])
         assert hop_output(job, out) == expected
         assert (len(parts(out / "_steps" / "step-1")), len(parts(out))) == counts, name
-        assert "jobconf ignored on hop: mapreduce.map.memory.mb=2048" in stderr
+        assert "jobconf hop does not follow (the job still reads it with jobconf_from_env): mapreduce.map." in stderr
         assert "mapreduce.job.reduces" not in stderr and "mapred.reduce.tasks" not in stderr
+
+
+def test_the_jobconf_of_each_step_is_in_its_tasks_environment(tmp_path: Path) -> None:
+    """A job reading its jobconf with ``jobconf_from_env`` (JOBCONF, ``--jobconf`` after --, a step's own) got None:
+    hop warned that it ignored the settings and failed the job (``int(None)``). Each step's tasks see its settings
+    now, as mrjob's local runners put them in their environment, and a later step's override is its own."""
+    source = tmp_path / "in.txt"
+    source.write_text("a bb cccc ddddd\ncccc zz\n")
+    job = write_job(
+        tmp_path,
+        "mr_conf.py",
+        """
+        from mrjob.compat import jobconf_from_env
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+
+        class MRConf(MRJob):
+            JOBCONF = {"my.min.length": 4, "my.tag": "job"}
+
+            def steps(self):
+                tagged = MRStep(reducer=self.tag, jobconf={"my.tag": "2"})
+                return [MRStep(mapper=self.words, reducer=self.count), tagged]
+
+            def words(self, _, line):
+                for word in line.split():
+                    if len(word) >= int(jobconf_from_env("my.min.length")):
+                        yield word, jobconf_from_env("my.tag")
+
+            def count(self, word, tags):
+                yield word, [list(tags), jobconf_from_env("my.tag"), jobconf_from_env("my.given")]
+
+            def tag(self, word, seen):
+                yield word, [next(seen), jobconf_from_env("my.tag"), jobconf_from_env("my.given")]
+        """,
+    )
+    expected = mrjob_inline(job, [source], "--jobconf", "my.given=x")
+    assert expected[("cccc", ((("job", "job"), "job", "x"), "2", "x"))] == 1, expected
+    hop_run(job, [source], tmp_path / "out", "--jobconf", "my.given=x")
+    assert hop_output(job, tmp_path / "out", "--jobconf", "my.given=x") == expected
 
 
 def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
@@ -486,9 +582,11 @@ def test_files_and_dirs_given_after_the_separator_and_other_runner_options(text:
     options = ["--files", "lists/stops.txt", "--dirs", "lists/more"]
     expected = mrjob_inline(job, [text], *options, cwd=tmp_path)
     assert len(expected) == len(set(text.read_text().split())) - 2
-    stderr = hop_run(job, [text], tmp_path / "out", *options, "-r", "local", "--no-conf", cwd=tmp_path)
+    given = ["-r", "local", "--no-conf", "--no-output"]  # (--no-output, which only says not to print it, was refused)
+    stderr = hop_run(job, [text], tmp_path / "out", *options, *given, cwd=tmp_path)
     assert hop_output(job, tmp_path / "out") == expected
-    assert "mrjob runner option(s) ignored on hop: --conf-path/--no-conf, --runner" in stderr
+    ignored = "ignored on hop: --conf-path/--no-conf, --cat-output/--no-cat-output/--no-output, --runner"
+    assert ignored in stderr, stderr
     out = str(tmp_path / "refused")
     refused = hop_fails("--mrjob", str(job), str(text), "-o", out, "--", "--cmdenv", "X=1", "--setup", "true")
     assert refused.returncode == 2 and "does not follow mrjob's runner option(s) --cmdenv, --setup" in refused.stderr
@@ -587,6 +685,66 @@ def test_an_mrjob_mapper_or_reducer_that_yields_no_pair_is_shown_at_its_yield(tm
         assert "hop/" not in shown and "shuffle/" not in shown, shown
 
 
+def test_errors_name_a_key_as_the_job_yielded_it(tmp_path: Path) -> None:
+    """A key travelling as its protocol's text was named by that text decoded as Latin-1: a ReprProtocol reducer
+    failing at ``"ålice"`` said ``key "'Ã¥lice'"``, a PickleProtocol combiner its pickle's bytes escaped
+    (``'\\x80\\x04...\\xc3\\xa5lice\\x94.'``), a JSON list key its text as bytes (``b'["\\u00e5lice"]'``). Errors
+    now show the key the job yielded, read back by the protocol, or its text decoded as UTF-8."""
+    source = tmp_path / "in.txt"
+    source.write_text("ålice bob\nbob ålice\n", encoding="utf-8")
+    job = write_job(
+        tmp_path,
+        "mr_bad_key.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob import protocol
+
+
+        class MRBadKey(MRJob):
+            def configure_args(self):
+                super().configure_args()
+                self.add_passthru_arg("--protocol", default="JSONProtocol")
+                self.add_passthru_arg("--fail", choices=["reducer", "combiner", "combiner-key"], default="reducer")
+
+            def internal_protocol(self):
+                return getattr(protocol, self.options.protocol)()
+
+            def mapper(self, _, line):
+                for word in line.split():
+                    yield [word] if self.options.protocol == "JSONProtocol" else word, "1"
+
+            def combiner(self, word, ones):
+                if "å" in str(word) and self.options.fail == "combiner":
+                    raise ValueError("no")
+                yield word + "x" if "å" in str(word) and self.options.fail == "combiner-key" else word, "".join(ones)
+
+            def reducer(self, word, ones):
+                if "å" in str(word):
+                    raise ValueError("no")
+                yield word, len("".join(ones))
+        """,
+    )
+    cases = [
+        ("JSONProtocol", "reducer", "reduce at key ['ålice'] raised ValueError: no"),
+        ("ReprProtocol", "reducer", "reduce at key 'ålice' raised ValueError: no"),
+        ("PickleProtocol", "combiner", "combine at key 'ålice' raised ValueError: no"),
+        ("ReprProtocol", "combiner-key", "combine('ålice', ...) yielded key 'ålicex'; a combiner must keep the key"),
+    ]
+    for number, (internal, fail, said) in enumerate(cases):
+        command = ["--mrjob", str(job), str(source), "-o", str(tmp_path / f"out{number}"), "--workers", "1"]
+        result = hop_fails(*command, "--quiet", "--", "--protocol", internal, "--fail", fail)
+        assert said in result.stderr, (internal, fail, result.stderr)
+
+
+def test_a_key_that_is_not_utf8_is_named_by_its_bytes() -> None:
+    """A key whose protocol text is not UTF-8 (BytesProtocol's) is shown as the bytes it is, not decoded wrong."""
+    edge = Edge(BytesProtocol(), BytesProtocol(), native=False, shuffled=True)
+    assert edge.show_key(b"caf\xe9".decode("latin-1")) == "b'caf\\xe9'"
+    assert edge.show_key("na\xc3\xafve") == "'naïve'", "UTF-8 text as the text it is"
+    values = Edge(JSONValueProtocol(), JSONValueProtocol(), native=False, shuffled=True)
+    assert values.show_key('"\\u00e5"') == repr('"\\u00e5"'), "no _loads to read it: the text"
+
+
 def test_modules_beside_an_mrjob_job_are_imported_and_travel(text: Path, tmp_path: Path) -> None:
     """An mrjob job importing a module beside it (``from wordlib.parse import words``), as ``python mr_job.py`` finds
     it, was refused before it started: "failed to import: ModuleNotFoundError: No module named 'wordlib'" (only hop
@@ -620,7 +778,12 @@ def test_modules_beside_an_mrjob_job_are_imported_and_travel(text: Path, tmp_pat
 def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_path: Path) -> None:
     out = str(tmp_path / "out")
     grep = hop_fails("--mrjob", str(EXAMPLES / "mr_grep.py"), str(text), "-o", out, "--", "--expression", "ing")
-    assert grep.returncode == 2 and "mapper_cmd" in grep.stderr
+    assert grep.returncode == 2 and "mapper_cmd" in grep.stderr and "write the step's mapper" in grep.stderr
+    # A pre-filter was named, not the command, nor what to do instead.
+    pre_filter = hop_fails("--mrjob", str(EXAMPLES / "mr_words_containing_u_freq_count.py"), str(text), "-o", out)
+    assert pre_filter.returncode == 2, pre_filter.stderr
+    assert "uses mapper_pre_filter (grep -i u): shell commands, which hop does not run" in pre_filter.stderr
+    assert "filter the lines in the step's Python mapper (or combiner, reducer) instead" in pre_filter.stderr
     job = str(EXAMPLES / "mr_word_freq_count.py")
     bad = hop_fails("--mrjob", job, str(text), "-o", out, "--", "--no-such-option")
     assert bad.returncode == 2 and "bad job arguments" in bad.stderr and "--help" in bad.stderr
