@@ -22,6 +22,7 @@ from shuffle.buffer import (
     CombinerKeyError,
     MapOutputBuffer,
     PartitionError,
+    state_bytes,
 )
 from shuffle.keys import MIXED, NanKeyError, total_order_key
 from shuffle.runs import UnencodableRecordError, is_grouped, iter_run, iter_stored_blocks
@@ -300,6 +301,43 @@ def test_small_values_keep_the_record_threshold(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, None, spill_records=1000, spill_bytes=1 << 20)
     _drain(buffer, ((i, i) for i in range(2500)), lambda key, number: [(number % 7, 1)])
     assert [spill.records for spill in buffer.counters.spills] == [1000, 1000, 500]
+
+
+@pytest.mark.parametrize("aggregate", [TopK(1000), CountDistinct()], ids=["top_k", "count_distinct"])
+def test_a_folding_buffer_spills_once_its_states_take_its_byte_budget(tmp_path: Path, aggregate: Any) -> None:
+    """A folding buffer spilled at ``spill_keys`` keys (200,000) whatever a key's state held: 200,000 ``TopK(1000)``
+    heaps of 20 strings of 100 characters took 730 MB above a map's start against its 256 MiB budget. It measures
+    its states and spills at about ``spill_bytes`` of them: a key and its 20 values take about 3.5 KB here (4.2 KB
+    as ``CountDistinct``'s dict), so about 250-300 keys fit in 1 MiB. Before, all 3,000 keys went in one spill."""
+    buffer = MapOutputBuffer(tmp_path, 2, None, aggregate, spill_bytes=1 << 20, sort_runs=False)
+    records = ((f"k{number // 20:05d}", number) for number in range(3000 * 20))  # a key's values one after another
+    _drain(buffer, records, lambda key, number: [(key, f"{number:0100d}")])
+    held = [spill.records for spill in buffer.counters.spills]  # keys: one state each
+    assert len(held) >= 8 and max(held) <= 450 and min(held[:-1]) >= 150, held
+    values = Counter[str]()
+    for spill in buffer.counters.spills:
+        for partition in _spill_pairs(spill):
+            for key, state in partition:
+                values[key] += len(state)
+    assert len(values) == 3000 and set(values.values()) == {20}
+
+
+def test_a_folding_buffer_counts_a_skewed_inputs_hot_keys_at_their_size(tmp_path: Path) -> None:
+    """The keys a buffer sees first (a skewed input's hot ones) are sampled apart from the many keys it sees later:
+    here 40 hot keys fill ``TopK(400)`` heaps of 100-character strings (about 64 KB each, 2.6 MB together) among
+    4,000 keys of one value each (0.4 KB each, 1.6 MB together), against a 1 MiB budget. Counting every key at the
+    latest pair's key (a hot one here) spilled every 0.25 MiB of states; counting every key at the newest one (a
+    cold one) let a spill take 2.96 MiB; before states were measured, one spill took all 4.2 MB."""
+    budget = 1 << 20
+
+    def pairs(_key: Any, number: int) -> list[Pair]:
+        cold = [(f"cold{number:05d}", f"{number:0100d}")] if number % 4 == 0 else []
+        return [*cold, (f"hot{number % 40:02d}", f"{number:0100d}")]
+
+    buffer = MapOutputBuffer(tmp_path, 1, None, TopK(400), spill_bytes=budget, sort_runs=False)
+    _drain(buffer, ((number, number) for number in range(16_000)), pairs)
+    held = [sum(state_bytes(key, list(state)) for key, state in _spill_pairs(s)[0]) for s in buffer.counters.spills]
+    assert len(held) >= 3 and max(held) < 1.5 * budget and min(held[:-1]) > budget / 2, held
 
 
 def test_spill_keys_threshold_through_run_map(tmp_path: Path) -> None:
