@@ -377,6 +377,7 @@ class MapOutputBuffer:
                     self._pending = pending
                     self.current_record = (record_key, record_value)
                     self.records_consumed = consumed  # the spill covers exactly these records (checkpoints)
+                    del groups, get  # (freed as the spill is written: not held while its callback merges spills)
                     self.spill()
                     groups = self._groups  # spill() swapped in a fresh map
                     get = groups.get
@@ -525,7 +526,15 @@ class MapOutputBuffer:
 
     def spill(self, force: bool = False) -> SpillFile | None:
         """Write what the buffer holds as one spill file; returns ``None`` if the buffer is empty, unless ``force``
-        (an online map marks the end of every input chunk with a spill, empty or not)."""
+        (an online map marks the end of every input chunk with a spill, empty or not). ``on_spill`` is called once
+        the keys and values written are let go: it may merge held spills (``shuffle.flow``), which would otherwise
+        hold its own states beside the buffer's."""
+        spill = self._write_spill(force)
+        if spill is not None and self.on_spill is not None:
+            self.on_spill(spill)
+        return spill
+
+    def _write_spill(self, force: bool) -> SpillFile | None:
         if not self._groups and not force:
             return None
         started = time.perf_counter()
@@ -609,8 +618,6 @@ class MapOutputBuffer:
         counters.spill_bytes += spill.size
         counters.spills.append(spill)
         counters.spill_seconds += time.perf_counter() - started
-        if self.on_spill is not None:
-            self.on_spill(spill)
         return spill
 
 
