@@ -287,6 +287,29 @@ def test_a_spill_of_large_values_is_packed_as_it_is_written(tmp_path: Path, comb
     assert Counter(_spill_pairs(spill)[0]) == Counter((number % 2, value) for number, value in enumerate(values))
 
 
+def test_a_spill_of_a_few_large_states_among_small_ones_is_packed_in_bounded_memory(tmp_path: Path) -> None:
+    """A block whose first state is small is packed whole, found too large and cut again at its mean size, and
+    again while the large states stay in its first part: here 20 ``TopK(1000)`` states of 100 KB among 2,000 of
+    one value. Each level of that cutting made a packer of its own, whose buffer grew to the block it packed and
+    stayed so while the levels below it ran: 19.8 MB at the spill's peak for 2 MB of large states. The levels now
+    share the run's packer: 4.5 MB."""
+    buffer = MapOutputBuffer(tmp_path, 1, None, TopK(1000), sort_runs=False)
+    pairs = [("a-small", "x")]
+    pairs += [(f"hot{number % 20:02d}", f"{number:0100d}") for number in range(20_000)]
+    pairs += [(f"cold{number:04d}", "x") for number in range(2000)]
+    buffer.collect(pairs)
+    del pairs
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        spill = buffer.spill()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert spill is not None and spill.records == 2021
+    assert peak < 10 << 20, f"{peak / 1e6:.1f} MB"
+
+
 def test_a_spill_that_cannot_be_encoded_leaves_no_file(tmp_path: Path) -> None:
     """Runs are packed as the spill file is written: a value msgpack refuses stops the spill and its temporary
     file is removed."""
