@@ -204,6 +204,55 @@ class BufferCounters:
     spills: list[SpillFile] = field(default_factory=list)
 
 
+class KeySampler:
+    """How many keys a hash map of aggregate states (a folding map buffer's, a Spark map task's combine) may hold,
+    at the size of its states: ``max_keys``, or fewer to keep them to about ``budget`` bytes. A ``TopK(1000)``
+    state of 20 short strings costs 3.5 KB where a count costs 130 bytes: 200,000 of them took 730 MB above a
+    map's start against a 256 MiB budget.
+
+    No work per pair: at each check the middle one of the keys added since the check before (found by stepping
+    back over them from the newest in C: a few ns a key) stands for them, and every sample is measured
+    (:func:`state_bytes`; again each time, as states grow when their keys get more values): at most
+    ``KEY_SAMPLES`` of them, every ``SIZE_CHECK_EVERY`` records at most. The mean cost is the samples' weighted by
+    the keys each stands for. The keys a map first sees (a skewed input's hot ones, with large states) are sampled
+    at checks 1, 2, 4, ... records apart, so they stand for few keys, where the latest pair's key (mostly a hot
+    one) would count every key as hot, and the newest key (the rarest of those added since the check before)
+    would count them all as rare. Past ``KEY_SAMPLES`` samples, the two neighbours of the most alike sizes
+    (:func:`_merge_cost`) become one (the key standing for more)."""
+
+    def __init__(self) -> None:
+        self.samples: list[list[Any]] = []
+        """``[key, keys it stands for, bytes]`` of the keys measured."""
+        self.sampled_keys = 0
+        """Keys the map held when the last sample was taken (the samples stand for that many)."""
+
+    def reset(self) -> None:
+        """The map was written out and started afresh."""
+        self.samples, self.sampled_keys = [], 0
+
+    def limit(self, groups: dict[Any, Any], max_keys: int, budget: int) -> int:
+        """The keys ``groups`` may hold, from a sample taken now (call it at records 1, 2, 4, ... after
+        :meth:`reset`, then every ``SIZE_CHECK_EVERY`` or so: no work per pair)."""
+        samples = self.samples
+        keys = len(groups)
+        added = keys - self.sampled_keys
+        if added > 0:
+            middle = next(itertools.islice(reversed(groups), added // 2, None))
+            samples.append([middle, added, 0])  # (measured below, with the others)
+            self.sampled_keys = keys
+            if len(samples) > KEY_SAMPLES:
+                i = min(range(len(samples) - 1), key=lambda j: _merge_cost(samples[j], samples[j + 1]))
+                first, second = samples[i], samples[i + 1]
+                kept = first if first[1] >= second[1] else second
+                samples[i : i + 2] = [[kept[0], first[1] + second[1], kept[2]]]
+        if not samples:
+            return max_keys
+        for sample in samples:  # measured again: states grow as their keys get more values
+            sample[2] = state_bytes(sample[0], groups[sample[0]])
+        mean = sum(weight * size for _, weight, size in samples) / self.sampled_keys
+        return min(max_keys, max(1, int(budget // mean)))
+
+
 class MapOutputBuffer:
     """Collects one map attempt's output and spills it as sorted, combined, partitioned runs."""
 
@@ -246,10 +295,8 @@ class MapOutputBuffer:
         self._folding = hasattr(combiner, "lift") and hasattr(combiner, "merge")
         self._accumulating = self._folding and bool(getattr(combiner, "accumulates", False))
         """Whether the folded values are the aggregate's accumulators (turned into states at the spill)."""
-        self._key_samples: list[list[Any]] = []
-        """``[key, keys it stands for, bytes]`` of the keys a folding buffer measures (``_keys_within_budget``)."""
-        self._sampled_keys = 0
-        """Keys the buffer held when it last took a sample (the samples stand for that many)."""
+        self._sampler = KeySampler()
+        """The states a folding buffer measures (:class:`KeySampler`)."""
         self.failed_pair: tuple[Any, Any] | None = None
         """The (key, value) the map loop was inserting when it raised."""
         self.failed_output: Any = None
@@ -281,7 +328,7 @@ class MapOutputBuffer:
         within a record or two when every value is large, and spills cut at the same records by a retry that
         resumes after a spill (the samples depend only on the records since it). A folding buffer (but a sum's,
         whose states are numbers) measures its states at the same records and lowers its key limit to about
-        ``spill_bytes`` of keys and states (``_keys_within_budget``).
+        ``spill_bytes`` of keys and states (:class:`KeySampler`).
         """
         groups = self._groups
         spill_records = self.next_spill_records
@@ -390,7 +437,7 @@ class MapOutputBuffer:
                 if consumed >= next_check:
                     if consumed >= next_size:
                         if measuring:
-                            spill_keys = self._keys_within_budget(groups)
+                            spill_keys = self._sampler.limit(groups, self.spill_keys, spill_bytes)
                         elif pending:
                             # (``value`` is the latest value collected, of this record or an earlier one)
                             samples += 1
@@ -428,39 +475,6 @@ class MapOutputBuffer:
         self.records_consumed = consumed
         if consumed != yielded:
             yield consumed  # (unless the last record's stride yield said it already: progress counts only up)
-
-    def _keys_within_budget(self, groups: dict[Any, Any]) -> int:
-        """How many keys a folding buffer may hold, at the size of its states: ``spill_keys``, or fewer to keep
-        them to about ``spill_bytes``. A ``TopK(1000)`` state of 20 short strings costs 3.5 KB where a count
-        costs 130 bytes: 200,000 of them took 730 MB above a map's start against a 256 MiB budget.
-
-        No work per pair: at each check the middle one of the keys added since the check before (found by
-        stepping back over them from the newest in C: a few ns a key) stands for them, and every sample is
-        measured (:func:`state_bytes`; again each time, as states grow when their keys get more values): at most
-        ``KEY_SAMPLES`` of them, every ``SIZE_CHECK_EVERY`` records at most. The mean cost is the samples' weighted
-        by the keys each stands for. The keys a buffer first sees (a skewed input's hot ones, with large states)
-        are sampled at checks 1, 2, 4, ... records apart, so they stand for few keys, where the latest pair's key
-        (mostly a hot one) would count every key as hot, and the newest key (the rarest of those added since the
-        check before) would count them all as rare. Past ``KEY_SAMPLES`` samples, the two neighbours of the most
-        alike sizes (:func:`_merge_cost`) become one (the key standing for more)."""
-        samples = self._key_samples
-        keys = len(groups)
-        added = keys - self._sampled_keys
-        if added > 0:
-            middle = next(itertools.islice(reversed(groups), added // 2, None))
-            samples.append([middle, added, 0])  # (measured below, with the others)
-            self._sampled_keys = keys
-            if len(samples) > KEY_SAMPLES:
-                i = min(range(len(samples) - 1), key=lambda j: _merge_cost(samples[j], samples[j + 1]))
-                first, second = samples[i], samples[i + 1]
-                kept = first if first[1] >= second[1] else second
-                samples[i : i + 2] = [[kept[0], first[1] + second[1], kept[2]]]
-        if not samples:
-            return self.spill_keys
-        for sample in samples:  # measured again: states grow as their keys get more values
-            sample[2] = state_bytes(sample[0], groups[sample[0]])
-        mean = sum(weight * size for _, weight, size in samples) / self._sampled_keys
-        return min(self.spill_keys, max(1, int(self.spill_bytes // mean)))
 
     def _whose(self, error: UnencodableRecordError, groups: dict[Any, Any]) -> UnencodableRecordError:
         """``error`` said of the map or of the combiner, whichever yielded what could not be encoded: a key is the
@@ -539,7 +553,7 @@ class MapOutputBuffer:
             return None
         started = time.perf_counter()
         groups, self._groups = self._groups, {}
-        self._key_samples, self._sampled_keys = [], 0
+        self._sampler.reset()
         counters = self.counters
         counters_pending = self._pending
         counters.map_output_records += counters_pending
