@@ -48,10 +48,13 @@ from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, describe
 from hop.usertrace import not_pairs
 from shuffle import codec
 from shuffle.buffer import (
+    DEFAULT_SPILL_BYTES,
     DEFAULT_SPILL_KEYS,
     DEFAULT_SPILL_RECORDS,
     FIRST_SPILL_DIVISOR,
+    SIZE_CHECK_EVERY,
     CombinerKeyError,
+    KeySampler,
     PartitionError,
     combined_values,
     folded_spill_records,
@@ -471,16 +474,22 @@ def _combined(
     outputs: Iterator[list[tuple[Any, Any]]],
     position: _Position,
     spill_records: int,
+    spill_bytes: int = DEFAULT_SPILL_BYTES,
 ) -> Iterator[tuple[Any, Any]]:
     """Buffer the map's pairs per key and combine each key's values when the buffer is full (checked after each
     record, where hop's map buffer with ``spill_records`` spills) and at the end; an aggregate folds its states as
-    pairs arrive (a value it refuses fails the task naming the aggregate, key and record, as in hop)."""
+    pairs arrive (a value it refuses fails the task naming the aggregate, key and record, as in hop), and its
+    states, measured as hop's map buffer measures them (``shuffle.buffer.KeySampler``; a sum's are numbers), are
+    combined once they take about ``spill_bytes``."""
     aggregate = as_aggregate(combiner)
     # An accumulating aggregate's groups hold accumulators (updated in place), made states as they are yielded.
     state_of: Callable[[Any], Any] = aggregate.state_of if aggregate is not None and aggregate.accumulates else _same
     groups: dict[Any, Any] = {}
     pending = 0
     limit = max(1, spill_records // FIRST_SPILL_DIVISOR)
+    sampler = KeySampler() if aggregate is not None and not aggregate.inline_sum else None
+    key_limit = DEFAULT_SPILL_KEYS
+    records = size_step = next_size = 1
     for pairs in outputs:
         for key, value in pairs:
             try:
@@ -497,7 +506,12 @@ def _combined(
             else:
                 old.append(value)
         pending += len(pairs)
-        if pending >= limit or len(groups) >= DEFAULT_SPILL_KEYS:
+        if sampler is not None and records >= next_size:  # (1, 2, 4, ... records after a flush, then every 4096)
+            key_limit = sampler.limit(groups, DEFAULT_SPILL_KEYS, spill_bytes)
+            size_step = min(2 * size_step, SIZE_CHECK_EVERY)
+            next_size = records + size_step
+        records += 1
+        if pending >= limit or len(groups) >= key_limit:
             if aggregate is not None:
                 yield from _states(groups, state_of)
                 limit = folded_spill_records(spill_records, pending, len(groups))
@@ -505,6 +519,9 @@ def _combined(
                 yield from _combine(combiner, groups)
                 limit = spill_records
             groups, pending = {}, 0
+            if sampler is not None:
+                sampler.reset()
+                key_limit, size_step, next_size = DEFAULT_SPILL_KEYS, 1, records
     if aggregate is not None:
         yield from _states(groups, state_of)
     else:

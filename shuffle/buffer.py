@@ -24,9 +24,11 @@ to 1/k, wait for about k spills before sending). For a folding buffer, keeping k
 as folding k times longer into the same hash map, which costs nothing and whose memory is bounded by ``spill_keys``,
 not by records: so after each spill the next one holds ``spill_records`` times the spill's reduction k (records in /
 keys out, at most ``MAX_SPILL_GROWTH``). Fewer, denser spills mean fewer pairs to encode, push and fold on the reduce
-side. Other buffers keep lists of values, whose memory grows with records: they spill every ``spill_records``, or
-sooner when the values are large, once they hold about ``spill_bytes`` of them (measured on samples, not per pair:
-see ``run_map``), so that a map yielding megabyte values does not hold millions of them.
+side. A folding buffer spills at ``spill_keys`` keys, or sooner when its states are large (``TopK(1000)``'s heaps,
+``CountDistinct``'s sets of values), once they take about ``spill_bytes`` (measured on sampled keys, not per pair:
+see ``run_map``). Other buffers keep lists of values, whose memory grows with records: they spill every
+``spill_records``, or sooner when the values are large, once they hold about ``spill_bytes`` of them (measured on
+samples, not per pair: see ``run_map``), so that a map yielding megabyte values does not hold millions of them.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ DEFAULT_SPILL_RECORDS = 2_000_000
 DEFAULT_SPILL_KEYS = 200_000
 """Distinct keys a map buffer holds before it spills."""
 DEFAULT_SPILL_BYTES = 256 << 20
-"""About how many bytes of values a buffer that keeps lists of values (not a folding one) holds before it spills."""
+"""About how many bytes of values, or of keys and their states for a folding buffer, a buffer holds before it
+spills."""
 SIZE_CHECK_EVERY = 4096
 """Input records between two samples of the values' size, once a spill has grown past its first ones."""
 MAX_SPILL_GROWTH = 16
@@ -73,6 +76,10 @@ MIN_YIELD_EVERY = 16
 """... and every this many at least, when records take long (a stride that took over 40 ms is cut to about 20 ms)."""
 FIRST_SPILL_DIVISOR = 4
 """A map attempt's first spill holds ``spill_records`` divided by this (reducers start on the first spill)."""
+KEY_SAMPLES = 16
+"""Keys a folding buffer measures the states of, each standing for keys added about when it was (a few µs each)."""
+DICT_SLOT_BYTES = 48
+"""What a key costs a dict beyond its key and value objects (its entry and index at the dict's load)."""
 
 
 def value_bytes(value: Any, depth: int = 2) -> int:
@@ -80,13 +87,23 @@ def value_bytes(value: Any, depth: int = 2) -> int:
     ``depth`` levels, and the list's slot; and the containers its attributes hold (a ``CountDistinct`` state's set
     of its values, whose items it shares), as a reduce's fold map holds such states."""
     size = sys.getsizeof(value) + 8
-    if depth and isinstance(value, (list, tuple, dict, set, frozenset)) and value:
-        items = list(itertools.islice(value.items() if isinstance(value, dict) else value, 8))
+    if depth and isinstance(value, dict) and value:  # (keys and values: an item's tuple is made only as it is read)
+        pairs = list(itertools.islice(value.items(), 8))
+        sampled = sum(value_bytes(key, depth - 1) + value_bytes(item, depth - 1) for key, item in pairs)
+        size += sampled * len(value) // len(pairs)
+    elif depth and isinstance(value, (list, tuple, set, frozenset)) and value:
+        items = list(itertools.islice(value, 8))
         size += sum(value_bytes(item, depth - 1) for item in items) * len(value) // len(items)
     attributes = getattr(value, "__dict__", None)
     if attributes:
         size += sum(map(sys.getsizeof, attributes.values()))
     return size
+
+
+def state_bytes(key: Any, state: Any) -> int:
+    """About the memory one key and its state take in a hash map of states (a folding map buffer's, a reduce's fold
+    map): the key, the state (:func:`value_bytes`) and the dict's slot."""
+    return sys.getsizeof(key) + value_bytes(state) + DICT_SLOT_BYTES
 
 
 def folded_spill_records(spill_records: int, records_in: int, keys_out: int) -> int:
@@ -192,6 +209,55 @@ class BufferCounters:
     spills: list[SpillFile] = field(default_factory=list)
 
 
+class KeySampler:
+    """How many keys a hash map of aggregate states (a folding map buffer's, a Spark map task's combine) may hold,
+    at the size of its states: ``max_keys``, or fewer to keep them to about ``budget`` bytes. A ``TopK(1000)``
+    state of 20 short strings costs 3.5 KB where a count costs 130 bytes: 200,000 of them took 730 MB above a
+    map's start against a 256 MiB budget.
+
+    No work per pair: at each check the middle one of the keys added since the check before (found by stepping
+    back over them from the newest in C: a few ns a key) stands for them, and every sample is measured
+    (:func:`state_bytes`; again each time, as states grow when their keys get more values): at most
+    ``KEY_SAMPLES`` of them, every ``SIZE_CHECK_EVERY`` records at most. The mean cost is the samples' weighted by
+    the keys each stands for. The keys a map first sees (a skewed input's hot ones, with large states) are sampled
+    at checks 1, 2, 4, ... records apart, so they stand for few keys, where the latest pair's key (mostly a hot
+    one) would count every key as hot, and the newest key (the rarest of those added since the check before)
+    would count them all as rare. Past ``KEY_SAMPLES`` samples, the two neighbours of the most alike sizes
+    (:func:`_merge_cost`) become one (the key standing for more)."""
+
+    def __init__(self) -> None:
+        self.samples: list[list[Any]] = []
+        """``[key, keys it stands for, bytes]`` of the keys measured."""
+        self.sampled_keys = 0
+        """Keys the map held when the last sample was taken (the samples stand for that many)."""
+
+    def reset(self) -> None:
+        """The map was written out and started afresh."""
+        self.samples, self.sampled_keys = [], 0
+
+    def limit(self, groups: dict[Any, Any], max_keys: int, budget: int) -> int:
+        """The keys ``groups`` may hold, from a sample taken now (call it at records 1, 2, 4, ... after
+        :meth:`reset`, then every ``SIZE_CHECK_EVERY`` or so: no work per pair)."""
+        samples = self.samples
+        keys = len(groups)
+        added = keys - self.sampled_keys
+        if added > 0:
+            middle = next(itertools.islice(reversed(groups), added // 2, None))
+            samples.append([middle, added, 0])  # (measured below, with the others)
+            self.sampled_keys = keys
+            if len(samples) > KEY_SAMPLES:
+                i = min(range(len(samples) - 1), key=lambda j: _merge_cost(samples[j], samples[j + 1]))
+                first, second = samples[i], samples[i + 1]
+                kept = first if first[1] >= second[1] else second
+                samples[i : i + 2] = [[kept[0], first[1] + second[1], kept[2]]]
+        if not samples:
+            return max_keys
+        for sample in samples:  # measured again: states grow as their keys get more values
+            sample[2] = state_bytes(sample[0], groups[sample[0]])
+        mean = sum(weight * size for _, weight, size in samples) / self.sampled_keys
+        return min(max_keys, max(1, int(budget // mean)))
+
+
 class MapOutputBuffer:
     """Collects one map attempt's output and spills it as sorted, combined, partitioned runs."""
 
@@ -234,6 +300,8 @@ class MapOutputBuffer:
         self._folding = hasattr(combiner, "lift") and hasattr(combiner, "merge")
         self._accumulating = self._folding and bool(getattr(combiner, "accumulates", False))
         """Whether the folded values are the aggregate's accumulators (turned into states at the spill)."""
+        self._sampler = KeySampler()
+        """The states a folding buffer measures (:class:`KeySampler`)."""
         self.failed_pair: tuple[Any, Any] | None = None
         """The (key, value) the map loop was inserting when it raised."""
         self.failed_output: Any = None
@@ -263,7 +331,9 @@ class MapOutputBuffer:
         records after each spill (and after the call began), then every ``SIZE_CHECK_EVERY``, and lowers the
         spill's record limit to about ``spill_bytes`` of values at the sizes seen: no work per pair, a limit found
         within a record or two when every value is large, and spills cut at the same records by a retry that
-        resumes after a spill (the samples depend only on the records since it).
+        resumes after a spill (the samples depend only on the records since it). A folding buffer (but a sum's,
+        whose states are numbers) measures its states at the same records and lowers its key limit to about
+        ``spill_bytes`` of keys and states (:class:`KeySampler`).
         """
         groups = self._groups
         spill_records = self.next_spill_records
@@ -279,15 +349,16 @@ class MapOutputBuffer:
         yielded_at = time.monotonic()
         yielded = -1
         never = 1 << 62
-        sizing = not self._folding  # a folding buffer holds one state per key, bounded by spill_keys
+        # The four ways to insert a pair, chosen once per task rather than per record.
+        inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
+        sizing = not self._folding  # a folding buffer holds one state per key...
+        measuring = self._folding and not inline_sum  # ... bounded by spill_keys and, when it may be large, by bytes
         size_step = 1
-        next_size = 1 if sizing else never
+        next_size = 1 if sizing or measuring else never
         value_size: float | None = None
         """The mean size of a value, over the samples since the spill (or call) began."""
         samples = 0
         next_check = min(next_yield, next_size)
-        # The four ways to insert a pair, chosen once per task rather than per record.
-        inline_sum = self._folding and bool(getattr(self.combiner, "inline_sum", False))
         accumulating = self._accumulating
         lift: Any = self.combiner.lift if self._folding and not accumulating else None  # type: ignore[union-attr]
         merge: Any = self.combiner.merge if self._folding else None  # type: ignore[union-attr]
@@ -358,17 +429,21 @@ class MapOutputBuffer:
                     self._pending = pending
                     self.current_record = (record_key, record_value)
                     self.records_consumed = consumed  # the spill covers exactly these records (checkpoints)
+                    del groups, get  # (freed as the spill is written: not held while its callback merges spills)
                     self.spill()
                     groups = self._groups  # spill() swapped in a fresh map
                     get = groups.get
                     pending = 0
                     spill_records = self.next_spill_records
-                    if sizing:
+                    spill_keys = self.spill_keys
+                    if sizing or measuring:
                         size_step, next_size, value_size, samples = 1, consumed + 1, None, 0
                         next_check = min(next_yield, next_size)
                 if consumed >= next_check:
                     if consumed >= next_size:
-                        if pending:
+                        if measuring:
+                            spill_keys = self._sampler.limit(groups, self.spill_keys, spill_bytes)
+                        elif pending:
                             # (``value`` is the latest value collected, of this record or an earlier one)
                             samples += 1
                             size = value_bytes(value)
@@ -470,11 +545,20 @@ class MapOutputBuffer:
 
     def spill(self, force: bool = False) -> SpillFile | None:
         """Write what the buffer holds as one spill file; returns ``None`` if the buffer is empty, unless ``force``
-        (an online map marks the end of every input chunk with a spill, empty or not)."""
+        (an online map marks the end of every input chunk with a spill, empty or not). ``on_spill`` is called once
+        the keys and values written are let go: it may merge held spills (``shuffle.flow``), which would otherwise
+        hold its own states beside the buffer's."""
+        spill = self._write_spill(force)
+        if spill is not None and self.on_spill is not None:
+            self.on_spill(spill)
+        return spill
+
+    def _write_spill(self, force: bool) -> SpillFile | None:
         if not self._groups and not force:
             return None
         started = time.perf_counter()
         groups, self._groups = self._groups, {}
+        self._sampler.reset()
         counters = self.counters
         counters_pending = self._pending
         counters.map_output_records += counters_pending
@@ -553,9 +637,14 @@ class MapOutputBuffer:
         counters.spill_bytes += spill.size
         counters.spills.append(spill)
         counters.spill_seconds += time.perf_counter() - started
-        if self.on_spill is not None:
-            self.on_spill(spill)
         return spill
+
+
+def _merge_cost(first: list[Any], second: list[Any]) -> float:
+    """What making two neighbouring key samples ``[key, keys it stands for, bytes]`` one loses: the spread it adds
+    to the sizes the keys are counted at (Ward's criterion), so that the few hot keys of a skewed input, sampled
+    first and large, are not made one with the many small keys after them."""
+    return first[1] * second[1] / (first[1] + second[1]) * (first[2] - second[2]) ** 2
 
 
 def _hashable(key: Any) -> bool:

@@ -30,7 +30,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from shuffle.buffer import DEFAULT_SPILL_KEYS, combined_values
+from shuffle.buffer import DEFAULT_SPILL_BYTES, DEFAULT_SPILL_KEYS, combined_values, state_bytes
 from shuffle.keys import UNSORTED, KeyOrder, combined_order
 from shuffle.merge import merge_blocks
 from shuffle.runs import BLOCK_RECORDS, Block, FlatRunEncoder, GroupedRunEncoder, flat_block
@@ -59,11 +59,18 @@ class FlowCounters:
 
 MERGE_FOLD_KEYS = DEFAULT_SPILL_KEYS
 """States a merge of unsorted spills holds at most per partition: as many as a folding map buffer holds before it
-spills, so that the merge never holds more than the buffer beside it."""
+spills, so that the merge never holds more than the buffer beside it..."""
+MERGE_FOLD_BYTES = DEFAULT_SPILL_BYTES
+"""... and about as many bytes of keys and states (measured: ``TopK``'s and ``CountDistinct``'s states are large)."""
 
 
 def merge_spills(
-    spills: list[SpillFile], target: Path, combiner: Any | None, *, fold_keys: int = MERGE_FOLD_KEYS
+    spills: list[SpillFile],
+    target: Path,
+    combiner: Any | None,
+    *,
+    fold_keys: int = MERGE_FOLD_KEYS,
+    fold_bytes: int = MERGE_FOLD_BYTES,
 ) -> SpillFile:
     """Merge spill files partition by partition into one spill at ``target``, combining across them.
 
@@ -76,13 +83,17 @@ def merge_spills(
     (``shuffle.runs.FlatRunEncoder``, ``GroupedRunEncoder``): a merge holds about one block per spill, one key's
     values and one output block, however large the spills. Partitions whose runs are unsorted (an aggregate whose
     reducer folds runs in a hash map: ``shuffle.keys.UNSORTED``) have no order to merge by: their states are folded
-    into a dict, in the order the spills give them, and written out in that order; past ``fold_keys`` states the
-    dict is written out and started again (a key may then come twice in the run: its folding reducer merges the
-    states again, as it does across runs), so it holds about ``fold_keys`` states at most (checked after each
-    block) whatever the spills hold. Below that, the output is what folding the spills in one dict gives.
+    into a dict, in the order the spills give them, and written out in that order; past ``fold_keys`` states, or
+    about ``fold_bytes`` of keys and states (a key sampled per block, ``shuffle.buffer.state_bytes``), the dict is
+    written out and started again (a key may then come twice in the run: its folding reducer merges the states
+    again, as it does across runs), so it holds about that much at most (checked after each block) whatever the
+    spills hold. Below that, the output is what folding the spills in one dict gives.
     Unsorted runs come only from a folding aggregate's spills and are merged only with that aggregate.
     """
-    runs = (_merged_partition(spills, partition, combiner, fold_keys) for partition in range(len(spills[0].partitions)))
+    runs = (
+        _merged_partition(spills, partition, combiner, fold_keys, fold_bytes)
+        for partition in range(len(spills[0].partitions))
+    )
     merged = write_spill(target, runs)
     for spill in spills:
         spill.path.unlink(missing_ok=True)
@@ -90,7 +101,7 @@ def merge_spills(
 
 
 def _merged_partition(
-    spills: list[SpillFile], partition: int, combiner: Any | None, fold_keys: int
+    spills: list[SpillFile], partition: int, combiner: Any | None, fold_keys: int, fold_bytes: int
 ) -> tuple[Iterator[bytes], Callable[[], int], str]:
     """One partition's merged run for ``write_spill``: its blocks as they are packed, its records once written, and
     its order tag."""
@@ -102,7 +113,8 @@ def _merged_partition(
                 f"merge only with that aggregate; got combiner {combiner!r}"
             )
         flat = FlatRunEncoder()
-        return _folded_unsorted(spills, partition, combiner.merge, fold_keys, flat), lambda: flat.records, UNSORTED
+        folded = _folded_unsorted(spills, partition, combiner.merge, fold_keys, fold_bytes, flat)
+        return folded, lambda: flat.records, UNSORTED
     order = combined_order(tags)
     tag = _merged_order_tag(tags, order)
     if combiner is None:
@@ -189,11 +201,19 @@ def _combined(
 
 
 def _folded_unsorted(
-    spills: list[SpillFile], partition: int, merge: Callable[[Any, Any], Any], fold_keys: int, encoder: FlatRunEncoder
+    spills: list[SpillFile],
+    partition: int,
+    merge: Callable[[Any, Any], Any],
+    fold_keys: int,
+    fold_bytes: int,
+    encoder: FlatRunEncoder,
 ) -> Iterator[bytes]:
     """Unsorted runs folded into a dict spill after spill, written in the dict's order, and whenever it passes
-    ``fold_keys`` states (checked after each block)."""
+    ``fold_keys`` states or about ``fold_bytes`` of them (checked after each block)."""
     state: dict[Any, Any] = {}
+    key_bytes = 0.0
+    """One key's cost in the dict, from the last key of every block folded (as ``shuffle.fold`` sizes its map)."""
+    limit = fold_keys
     for spill in spills:
         for block in spill.iter_partition_blocks(partition):
             keys, values = flat_block(block)
@@ -201,7 +221,12 @@ def _folded_unsorted(
             for key, value in zip(keys, values, strict=True):
                 old = get(key)
                 state[key] = value if old is None else merge(old, value)
-            if len(state) > fold_keys:
+            if keys:
+                # A larger cost counts at once, a smaller one by an eighth (as the reduce's fold map does).
+                sample = state_bytes(keys[-1], state[keys[-1]])
+                key_bytes = max(sample, key_bytes + (sample - key_bytes) / 8)
+                limit = min(fold_keys, max(1, int(fold_bytes // key_bytes)))
+            if len(state) > limit:
                 yield from _written_out(state, encoder)
                 state = {}
     yield from _written_out(state, encoder)

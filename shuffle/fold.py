@@ -18,12 +18,11 @@ reduce merges its run files.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shuffle.buffer import value_bytes
+from shuffle.buffer import state_bytes
 from shuffle.keys import combined_order, sort_keys
 from shuffle.merge import group_sorted, merge_runs
 from shuffle.runs import BLOCK_RECORDS, RunWriter, iter_blocks, iter_file_blocks, iter_run_file, iter_run_file_blocks
@@ -32,10 +31,7 @@ from shuffle.store import RunStore
 BYTES_PER_KEY = 128
 """Least memory cost of one key and its state in the map (a word and its count), to turn ``memory_limit`` into a key
 budget; larger states (``TopK``'s values, ``CountDistinct``'s) are measured as they are folded
-(``shuffle.buffer.value_bytes``)."""
-
-DICT_SLOT_BYTES = 48
-"""What a key costs the map's dict beyond its key and value objects (its entry and index at the dict's load)."""
+(``shuffle.buffer.state_bytes``)."""
 
 
 class FoldingRunStore(RunStore):
@@ -123,7 +119,7 @@ class FoldingRunStore(RunStore):
         """Fold one sampled key's cost into the mean and set ``max_keys`` from it: a count costs about
         ``BYTES_PER_KEY``, a ``TopK(20)`` state seven times that, so a fixed count of keys let such states take
         seven times the budget."""
-        sample = max(BYTES_PER_KEY, sys.getsizeof(key) + value_bytes(value) + DICT_SLOT_BYTES)
+        sample = max(BYTES_PER_KEY, state_bytes(key, value))
         # A larger cost counts at once (the map may already hold too many keys), a smaller one by an eighth (one
         # hot key's large state should not keep the budget down for long).
         self._key_bytes = max(sample, self._key_bytes + (sample - self._key_bytes) / 8)

@@ -153,7 +153,16 @@ def encode_run(keys: Sequence[Any], values: Sequence[Any], block_records: int = 
 def iter_encoded_run(keys: Sequence[Any], values: Sequence[Any], block_records: int = BLOCK_RECORDS) -> Iterator[bytes]:
     """The run bytes of parallel sequences of sorted keys and values, as flat blocks packed one at a time: a
     writer holds one encoded block, not the whole run's encoding beside its values (``shuffle.spill``)."""
-    packer = codec.packer()
+    yield from _encoded_run(codec.packer(), keys, values, block_records)
+
+
+def _encoded_run(
+    packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[Any], block_records: int
+) -> Iterator[bytes]:
+    """:func:`iter_encoded_run` with ``packer``: a block cut again because it packed too large is packed by the
+    same packer. A packer keeps its buffer at the largest block it packed, and a packer per cut held one such
+    buffer per level while a few large states stayed in the first part of each cut: a dozen levels of 2 MB at the
+    spill of a skewed ``TopK``'s 12 MB of states (54 MB at its peak)."""
     if len(keys) <= block_records:
         if keys:
             yield from _flat_blocks(packer, keys, values)
@@ -183,7 +192,7 @@ def _flat_blocks(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[A
     count = len(keys)
     guess = _packed_size_guess(packer, keys[0]) + _packed_size_guess(packer, values[0]) if count > 1 else 0
     if guess * count > BLOCK_BYTES:
-        yield from iter_encoded_run(keys, values, max(1, BLOCK_BYTES // guess))
+        yield from _encoded_run(packer, keys, values, max(1, BLOCK_BYTES // guess))
         return
     data = _pack_block(packer, keys, values)
     if len(data) <= BLOCK_BYTES or count < 2:
@@ -191,7 +200,7 @@ def _flat_blocks(packer: msgpack.Packer, keys: Sequence[Any], values: Sequence[A
         return
     records = max(1, count * BLOCK_BYTES // len(data))
     del data
-    yield from iter_encoded_run(keys, values, records)
+    yield from _encoded_run(packer, keys, values, records)
 
 
 def _grouped_blocks(
@@ -204,7 +213,7 @@ def _grouped_blocks(
     # A grouped block holds up to twice its record count (it ends with the group that fills it): half the share.
     guess = _packed_size_guess(packer, value_lists[0][0]) if count > 1 else 0
     if guess * count > BLOCK_BYTES:
-        yield from iter_encoded_grouped_run(keys, value_lists, max(1, BLOCK_BYTES // guess // 2))
+        yield from _encoded_grouped_run(packer, keys, value_lists, max(1, BLOCK_BYTES // guess // 2))
         return
     data = _pack_block(packer, keys, value_lists, grouped=True)
     if len(data) <= BLOCK_BYTES or count < 2:
@@ -212,7 +221,7 @@ def _grouped_blocks(
         return
     records = max(1, count * BLOCK_BYTES // len(data) // 2)
     del data
-    yield from iter_encoded_grouped_run(keys, value_lists, records)
+    yield from _encoded_grouped_run(packer, keys, value_lists, records)
 
 
 def encode_grouped_run(
@@ -232,7 +241,13 @@ def iter_encoded_grouped_run(
 
     The caller guarantees ``keys`` is sorted; this function does not check it.
     """
-    packer = codec.packer()
+    yield from _encoded_grouped_run(codec.packer(), keys, value_lists, block_records)
+
+
+def _encoded_grouped_run(
+    packer: msgpack.Packer, keys: Sequence[Any], value_lists: Sequence[Sequence[Any]], block_records: int
+) -> Iterator[bytes]:
+    """:func:`iter_encoded_grouped_run` with ``packer`` (see :func:`_encoded_run`)."""
     sizes = list(map(len, value_lists))
     total = sum(sizes)
     if total <= block_records:

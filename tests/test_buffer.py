@@ -22,6 +22,7 @@ from shuffle.buffer import (
     CombinerKeyError,
     MapOutputBuffer,
     PartitionError,
+    state_bytes,
 )
 from shuffle.keys import MIXED, NanKeyError, total_order_key
 from shuffle.runs import UnencodableRecordError, is_grouped, iter_run, iter_stored_blocks
@@ -286,6 +287,29 @@ def test_a_spill_of_large_values_is_packed_as_it_is_written(tmp_path: Path, comb
     assert Counter(_spill_pairs(spill)[0]) == Counter((number % 2, value) for number, value in enumerate(values))
 
 
+def test_a_spill_of_a_few_large_states_among_small_ones_is_packed_in_bounded_memory(tmp_path: Path) -> None:
+    """A block whose first state is small is packed whole, found too large and cut again at its mean size, and
+    again while the large states stay in its first part: here 20 ``TopK(1000)`` states of 100 KB among 2,000 of
+    one value. Each level of that cutting made a packer of its own, whose buffer grew to the block it packed and
+    stayed so while the levels below it ran: 19.8 MB at the spill's peak for 2 MB of large states. The levels now
+    share the run's packer: 4.5 MB."""
+    buffer = MapOutputBuffer(tmp_path, 1, None, TopK(1000), sort_runs=False)
+    pairs = [("a-small", "x")]
+    pairs += [(f"hot{number % 20:02d}", f"{number:0100d}") for number in range(20_000)]
+    pairs += [(f"cold{number:04d}", "x") for number in range(2000)]
+    buffer.collect(pairs)
+    del pairs
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        spill = buffer.spill()
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert spill is not None and spill.records == 2021
+    assert peak < 10 << 20, f"{peak / 1e6:.1f} MB"
+
+
 def test_a_spill_that_cannot_be_encoded_leaves_no_file(tmp_path: Path) -> None:
     """Runs are packed as the spill file is written: a value msgpack refuses stops the spill and its temporary
     file is removed."""
@@ -300,6 +324,60 @@ def test_small_values_keep_the_record_threshold(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, None, spill_records=1000, spill_bytes=1 << 20)
     _drain(buffer, ((i, i) for i in range(2500)), lambda key, number: [(number % 7, 1)])
     assert [spill.records for spill in buffer.counters.spills] == [1000, 1000, 500]
+
+
+@pytest.mark.parametrize("aggregate", [TopK(1000), CountDistinct()], ids=["top_k", "count_distinct"])
+def test_a_folding_buffer_spills_once_its_states_take_its_byte_budget(tmp_path: Path, aggregate: Any) -> None:
+    """A folding buffer spilled at ``spill_keys`` keys (200,000) whatever a key's state held: 200,000 ``TopK(1000)``
+    heaps of 20 strings of 100 characters took 730 MB above a map's start against its 256 MiB budget. It measures
+    its states and spills at about ``spill_bytes`` of them: a key and its 20 values take about 3.5 KB here (4.2 KB
+    as ``CountDistinct``'s dict), so about 250-300 keys fit in 1 MiB. Before, all 3,000 keys went in one spill."""
+    buffer = MapOutputBuffer(tmp_path, 2, None, aggregate, spill_bytes=1 << 20, sort_runs=False)
+    records = ((f"k{number // 20:05d}", number) for number in range(3000 * 20))  # a key's values one after another
+    _drain(buffer, records, lambda key, number: [(key, f"{number:0100d}")])
+    held = [spill.records for spill in buffer.counters.spills]  # keys: one state each
+    assert len(held) >= 8 and max(held) <= 450 and min(held[:-1]) >= 150, held
+    values = Counter[str]()
+    for spill in buffer.counters.spills:
+        for partition in _spill_pairs(spill):
+            for key, state in partition:
+                values[key] += len(state)
+    assert len(values) == 3000 and set(values.values()) == {20}
+
+
+def test_a_folding_buffer_counts_a_skewed_inputs_hot_keys_at_their_size(tmp_path: Path) -> None:
+    """The keys a buffer sees first (a skewed input's hot ones) are sampled apart from the many keys it sees later:
+    here 40 hot keys fill ``TopK(400)`` heaps of 100-character strings (about 64 KB each, 2.6 MB together) among
+    4,000 keys of one value each (0.4 KB each, 1.6 MB together), against a 1 MiB budget. Counting every key at the
+    latest pair's key (a hot one here) spilled every 0.25 MiB of states; counting every key at the newest one (a
+    cold one) let a spill take 2.96 MiB; before states were measured, one spill took all 4.2 MB."""
+    budget = 1 << 20
+
+    def pairs(_key: Any, number: int) -> list[Pair]:
+        cold = [(f"cold{number:05d}", f"{number:0100d}")] if number % 4 == 0 else []
+        return [*cold, (f"hot{number % 40:02d}", f"{number:0100d}")]
+
+    buffer = MapOutputBuffer(tmp_path, 1, None, TopK(400), spill_bytes=budget, sort_runs=False)
+    _drain(buffer, ((number, number) for number in range(16_000)), pairs)
+    held = [sum(state_bytes(key, list(state)) for key, state in _spill_pairs(s)[0]) for s in buffer.counters.spills]
+    assert len(held) >= 3 and max(held) < 1.5 * budget and min(held[:-1]) > budget / 2, held
+
+
+def test_a_spills_callback_runs_once_the_states_it_wrote_are_let_go(tmp_path: Path) -> None:
+    """The callback (a map task's flow control) may merge held spills, with a dict of states of its own: the
+    buffer's states must be gone by then. Before, the spill and the map loop both still held the full map while
+    the callback ran: about 2 MB of ``TopK`` states here, beside whatever the merge held."""
+    held: list[int] = []
+    buffer = MapOutputBuffer(tmp_path, 1, None, TopK(100), spill_bytes=2 << 20, sort_runs=False)
+    buffer.on_spill = lambda _spill: held.append(tracemalloc.get_traced_memory()[0] - base)
+    records = ((f"k{number // 20:05d}", number) for number in range(1000 * 20))
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        _drain(buffer, records, lambda key, number: [(key, f"{number:0100d}")])
+    finally:
+        tracemalloc.stop()
+    assert len(held) >= 2 and max(held) < 512 << 10, held
 
 
 def test_spill_keys_threshold_through_run_map(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
-from hop.aggregates import CountDistinct, Sum
+from hop.aggregates import CountDistinct, Sum, TopK
 from hop.client import Client
 from hop.gen.text import generate_text
 from hop.local_cluster import LocalCluster
@@ -253,6 +253,35 @@ def test_a_map_side_merge_of_unsorted_runs_holds_at_most_fold_keys_states(tmp_pa
     for key, value in pairs:
         totals[key] = totals.get(key, 0) + value
     assert totals == {f"k{i}": 1 + (200 <= i < 300) + (400 <= i < 500) for i in range(700)}
+
+
+def test_a_map_side_merge_of_unsorted_runs_keeps_large_states_to_its_byte_budget(tmp_path: Path) -> None:
+    """The merge's dict was bounded by keys only (200,000, as a folding map buffer was): four held spills of 2,000
+    ``TopK`` states of 20 strings of 100 characters each, the same keys in each, folded into 2,000 states of 80
+    strings (about 11 KB each) held at once: 29 MB at the merge's peak. It now writes its dict out at about
+    ``fold_bytes`` of keys and states (1 MiB here: about a hundred keys; 7 MB at the peak, with the blocks read and
+    written), and the written-out parts fold to the same states."""
+    keys = [f"k{i:04d}" for i in range(2000)]
+    spills = []
+    for number in range(4):
+        states = [tuple(f"{number}-{key}-{j:02d}".ljust(100, "v") for j in range(20)) for key in keys]
+        spills.append(write_spill(tmp_path / f"{number}.spill", [(encode_run(keys, states), len(keys), UNSORTED)]))
+    tracemalloc.start()
+    try:
+        merged = merge_spills(spills, tmp_path / "merged.spill", TopK(1000), fold_bytes=1 << 20)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    pairs = list(iter_run(merged.read_partition(0)))
+    assert len(pairs) > 4000, "the dict was not written out past its byte budget"
+    assert peak < 12 << 20, f"{peak / 1e6:.1f} MB"
+    folded: dict[str, Any] = {}
+    for key, state in pairs:
+        folded[key] = TopK(1000).merge(folded[key], state) if key in folded else state
+    assert folded == {
+        key: tuple(sorted((f"{n}-{key}-{j:02d}".ljust(100, "v") for n in range(4) for j in range(20)), reverse=True))
+        for key in keys
+    }
 
 
 @pytest.mark.parametrize("name", ["none", "generic", "distinct"])

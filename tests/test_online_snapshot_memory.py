@@ -9,9 +9,10 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from hop.aggregates import Mean, Sum
+from hop.aggregates import CountDistinct, Mean, Sum
 from hop.online.reducer import ReducerSnapshots
 from hop.online.snapshots import staging_directory
+from shuffle.buffer import state_bytes
 from shuffle.fold import FoldingRunStore
 from shuffle.keys import order_tag, sort_keys
 from shuffle.runs import encode_run
@@ -69,6 +70,37 @@ def test_a_snapshot_of_many_distinct_keys_keeps_to_the_reducers_budget(tmp_path:
     assert peak - base < 10 << 20, f"{(peak - base) / 1e6:.1f} MB"
     lines = (staging_directory(tmp_path / "bounded" / "out", "0.500") / "part-00000").read_text().splitlines()
     assert len(lines) == 60_000 and lines[0].startswith('"w00-00000"\t') and lines[-1].startswith('"w19-02999"\t')
+
+
+def test_summaries_of_large_states_keep_to_the_reducers_budget(tmp_path: Path) -> None:
+    """A summary's key was counted at 320 bytes whatever its state: under an 8 MiB budget the summaries held up to
+    13,107 keys before writing any to disk, where a ``CountDistinct`` state of 10 words costs about 940 bytes with its
+    key (12 MB for those keys, three times the summaries' half of the budget; the words following each word of a
+    30 MB text took a snapshotting reducer 118 MB above its start under 16 MB). The summaries measure their states
+    as chunks are folded and keep to about half the budget: here 12,000 keys (11 MB) in 24 chunks, which all stayed
+    in memory before."""
+    budget = 8 << 20
+    snapshots = _snapshots(tmp_path, "large", CountDistinct(), budget, chunks=24)
+    try:
+        for chunk in range(24):
+            states = {
+                f"w{chunk:02d}-{i:03d}": tuple(f"{chunk:02d}-{i:03d}-next-{j:02d}" for j in range(10))
+                for i in range(500)
+            }
+            _send(snapshots, chunk % 2, 0, chunk // 2, chunk, states)
+        state = snapshots.state
+        assert state is not None and state.dumped_keys > 0, "the summaries were not written out"
+        held = sum(
+            state_bytes(key, value) for summary in state.attempts.values() for key, value in summary.state.items()
+        )
+        assert held < budget * 0.75, f"{held / 1e6:.1f} MB held"
+        fields = snapshots.answer([{"label": "0.500"}])[0]
+    finally:
+        snapshots.close()
+        snapshots.store.close()
+    assert "error" not in fields and fields["groups"] == 12_000
+    lines = (staging_directory(tmp_path / "large" / "out", "0.500") / "part-00000").read_text().splitlines()
+    assert len(lines) == 12_000 and lines[0] == '"w00-000"\t10'
 
 
 def _random_runs(seed: int, chunks: int) -> list[tuple[int, int, int, int, dict[Any, Any]]]:

@@ -504,6 +504,31 @@ def test_a_bad_line_between_steps_is_named_as_hop_names_a_bad_output_line() -> N
     assert shown is None
 
 
+def test_a_spark_map_tasks_combine_keeps_large_aggregate_states_to_its_byte_budget() -> None:
+    """A Spark map task's combine folded an aggregate's states until 200,000 keys whatever they held, as hop's map
+    buffer did: 3,000 ``TopK(1000)`` states of 20 strings of 100 characters (about 3.5 KB each) all went out at the
+    end. It measures them as hop's buffer does and combines at about its byte budget (1 MiB here: about 300 keys).
+    (Run here, outside Spark.)"""
+    from hop.aggregates import TopK
+    from hop.spark_tasks import _combined, _Position
+
+    consumed = [0]
+
+    def outputs() -> Iterator[list[tuple[str, str]]]:
+        for number in range(3000 * 20):  # a key's values one after another
+            consumed[0] = number + 1
+            yield [(f"k{number // 20:05d}", f"{number:0100d}")]
+
+    flushed: dict[int, int] = {}  # keys combined, by the records read when they were
+    values: dict[str, int] = {}
+    for key, state in _combined(TopK(1000), outputs(), _Position(keyed=False), 10**9, spill_bytes=1 << 20):
+        flushed[consumed[0]] = flushed.get(consumed[0], 0) + 1
+        values[key] = values.get(key, 0) + len(state)
+    assert len(values) == 3000 and set(values.values()) == {20}
+    held = list(flushed.values())
+    assert len(held) >= 8 and max(held) <= 450 and min(held[:-1]) >= 150, held
+
+
 def map_failure(job: str, job_class: str | None, step: int, input_format: str, items: list[Any]) -> tuple[str, Any]:
     """The reason and traceback of a Spark map task of ``job`` that fails on ``items``, run here, outside Spark."""
     from hop.jobspec import dump_job_class

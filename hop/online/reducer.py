@@ -36,7 +36,7 @@ from hop import faults
 from hop.aggregates import Aggregate, Count
 from hop.inputs import parse_output_line
 from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, staging_directory
-from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable, summary_keys
+from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from hop.online.tracker import UNBOUNDED_EXAMPLES
 from hop.outputs import make_in_output
 from shuffle.keys import sort_keys
@@ -83,7 +83,7 @@ class ReducerSnapshots:
                 read_run=store.run_bytes,
                 chunk_sizes=chunk_sizes,
                 spill_path=lambda: store.new_run_path("summary"),
-                max_keys=summary_keys(store.memory_limit),
+                memory_limit=store.memory_limit,
             )
             if aggregate is not None and chunk_strata
             else None

@@ -9,13 +9,14 @@ snapshot merges the summaries of the attempts that count (per map task: its comm
 with the most chunks), so producing one costs the number of distinct keys per attempt, never a re-read of the runs.
 Summaries of failed attempts are forgotten with them: a snapshot never includes them.
 
-Memory: the summaries hold at most ``max_keys`` keys between them (about ``SUMMARY_BYTES_PER_KEY`` each); past
-that the largest summary's keys are written to disk as one sorted run (its state and moments per key) and it starts
-afresh. A snapshot (:meth:`SnapshotState.batches`) merges every counted summary's sorted runs and its in-memory
-keys (sorted as it reaches them) in key order, folds each key's pieces in the order the whole-table merge folded
-them and computes the estimates a batch of keys at a time, so it holds one block per stream and one batch of rows,
-never a table of every group. A key whose state was written out part by part is folded from those parts
-(``merge`` is associative: the same value; a float sum may differ in its last bits from one folded in one go).
+Memory: the summaries hold at most ``max_keys`` keys between them (half the reducer's budget at the cost of a key,
+measured as chunks are folded: ``SUMMARY_BYTES_PER_KEY`` at least); past that the largest summary's keys are written
+to disk as one sorted run (its state and moments per key) and it starts afresh. A snapshot
+(:meth:`SnapshotState.batches`) merges every counted summary's sorted runs and its in-memory keys (sorted as it
+reaches them) in key order, folds each key's pieces in the order the whole-table merge folded them and computes the
+estimates a batch of keys at a time, so it holds one block per stream and one batch of rows, never a table of every
+group. A key whose state was written out part by part is folded from those parts (``merge`` is associative: the same
+value; a float sum may differ in its last bits from one folded in one go).
 
 A map attempt that failed after a checkpoint leaves its spills below the checkpoint (``keep_below``) to the attempt
 that resumes after them (the run store keeps them; the retry's runs say which kept segments they continue:
@@ -27,6 +28,7 @@ kept spills, the rest in the retry's ``partial`` runs) is counted once both part
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from typing import Any
 
 from hop.aggregates import Aggregate
 from hop.online.estimators import Bytes, Estimate, estimate_means, estimate_totals
+from shuffle.buffer import DICT_SLOT_BYTES, state_bytes, value_bytes
 from shuffle.keys import combined_order, sort_keys
 from shuffle.merge import group_sorted, merge_runs
 from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
@@ -42,15 +45,15 @@ from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
 __all__ = ["SnapshotRow", "SnapshotState", "SnapshotTable", "estimate_kind", "summary_keys"]
 
 SUMMARY_BYTES_PER_KEY = 320
-"""Rough memory one key costs in an attempt's summary: the key, its state and moments tuple and two dict slots
+"""Least memory one key costs in an attempt's summary: the key, its state and moments tuple and two dict slots
 (measured: 2,000,000 word keys of a Sum took about 600 MB in the summaries of 2 map attempts, about 300 bytes a
-key)."""
+key). Larger states (``TopK``'s values, ``CountDistinct``'s) are measured as chunks are folded."""
 
 
-def summary_keys(memory_limit: int) -> int:
-    """The keys the summaries may hold in memory under a reducer's ``memory_limit``: half of it (the run store
-    keeps the rest of its runs on disk meanwhile), at least 1024."""
-    return max(1024, memory_limit // (2 * SUMMARY_BYTES_PER_KEY))
+def summary_keys(memory_limit: int, key_bytes: int = SUMMARY_BYTES_PER_KEY) -> int:
+    """The keys the summaries may hold in memory under a reducer's ``memory_limit`` at ``key_bytes`` a key: half of
+    it (the run store keeps the rest of its runs on disk meanwhile), at least 1024."""
+    return max(1024, memory_limit // (2 * key_bytes))
 
 
 MAX_SUMMARY_DUMPS = 8
@@ -125,13 +128,13 @@ class SnapshotState:
         values: bool = True,
         chunk_sizes: Sequence[int] | None = None,
         spill_path: Callable[[], Path] | None = None,
-        max_keys: int | None = None,
+        memory_limit: int | None = None,
     ) -> None:
         """``values=False``: follow which chunks the runs complete, never reading their records (the coverage of a
         hand-written reduce's snapshot; its groups and values come from the run store). ``chunk_sizes``: every
         chunk's bytes, by chunk id, which Sum and Count estimates scale by (``None``: chunks of one size).
         ``spill_path`` names a new file for a summary written to disk once the summaries hold more than ``max_keys``
-        keys (``None``: never written out)."""
+        keys, about half of ``memory_limit`` at the size of their keys and states (``None``: never written out)."""
         self.aggregate = aggregate
         self.values = values
         self.read_run = read_run
@@ -152,7 +155,10 @@ class SnapshotState:
         self.attempts: dict[tuple[int, int], _Summary] = {}
         self.committed: dict[int, int] = {}
         self.spill_path = spill_path
-        self.max_keys = max_keys
+        self.memory_limit = memory_limit
+        self.max_keys = summary_keys(memory_limit) if memory_limit is not None else None
+        self._key_bytes = float(SUMMARY_BYTES_PER_KEY)
+        """One key's cost in a summary, from a key sampled per chunk folded (:meth:`_resize_budget`)."""
         self.dumped_keys = 0
         """Keys written to disk over the state's life (a measure of how often the budget was reached)."""
         self.compactions = 0
@@ -259,6 +265,20 @@ class SnapshotState:
                 count, total = x
                 qxx, qxy, qyy, occurred = moments.get(key, (0, 0, 0, 0))
                 moments[key] = (qxx + count * count, qxy + count * total, qyy + total * total, occurred + 1)
+        if values and self.memory_limit is not None:
+            # The chunk's middle key (in C: a few ns a key): its last is often one of its rarest, smallest.
+            key = next(itertools.islice(values, len(values) // 2, None))
+            self._resize_budget(key, state[key], moments.get(key))
+
+    def _resize_budget(self, key: Any, state: Any, moments: Any) -> None:
+        """Fold one sampled key's cost into the mean and set ``max_keys`` from it, as the reduce's fold map does
+        (``shuffle.fold``): a fixed 320 bytes a key let ``CountDistinct`` summaries of the words following each
+        word take 118 MB above a reducer's start under --reduce-memory 16MB (``bench/jobs/next_words.py``)."""
+        assert self.memory_limit is not None
+        sample = max(SUMMARY_BYTES_PER_KEY, state_bytes(key, state) + value_bytes(moments) + DICT_SLOT_BYTES)
+        # A larger cost counts at once (the summaries may already hold too many keys), a smaller one by an eighth.
+        self._key_bytes = max(sample, self._key_bytes + (sample - self._key_bytes) / 8)
+        self.max_keys = summary_keys(self.memory_limit, int(self._key_bytes))
 
     def counted(self) -> list[_Summary]:
         """The summaries a snapshot includes: per map task its committed attempt's, else those of its live attempt
