@@ -25,6 +25,8 @@ __all__ = [
     "check_output",
     "claim_output",
     "make_in_output",
+    "output_identity",
+    "output_removed",
     "prepare_output",
     "write_job_report",
 ]
@@ -129,6 +131,26 @@ def make_in_output(output: str | Path, folder: Path) -> None:
             current.mkdir(exist_ok=True)
         except FileNotFoundError:
             raise FileNotFoundError(f"the job's output directory {output} is gone (removed while it ran)") from None
+
+
+def output_identity(output: str | Path) -> tuple[int, int] | None:
+    """The identity (device, inode) of the directory ``output`` names, ``None`` if there is none: taken as a job is
+    accepted, and compared as it commits its parts and ends (:func:`output_removed`)."""
+    try:
+        status = os.stat(output)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino)
+
+
+def output_removed(output: str | Path) -> str:
+    """The error of a job whose output directory ``output`` was removed or moved away while it ran (its identity
+    changed: gone, or another directory made under its name). Parts committed before went with it: committing the
+    rest, or marking it ``_SUCCESS``, would present part of the result as all of it."""
+    return (
+        f"output directory {output} was removed or moved while the job ran, so its result cannot be complete: "
+        "run the job again"
+    )
 
 
 def claim_output(output: str) -> Callable[[], None]:
