@@ -42,6 +42,7 @@ from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import (
     OutputExistsError,
     check_output,
+    coordinator_kept,
     output_identity,
     output_removed,
     prepare_output,
@@ -536,11 +537,12 @@ class Coordinator:
             # scratch folder). Both are checked before either is cleared: --overwrite deleted the old output on the
             # client before a job this coordinator then refused (hop.runner).
             outputs = [spec.output, *([str(options["run_output"])] if options.get("run_output") else [])]
+            kept = coordinator_kept(msg.get("working_directory"))
             for output in outputs:
                 self._refuse_shared_output(output)
-                check_output(output, spec.overwrite, spec.inputs)
+                check_output(output, spec.overwrite, spec.inputs, kept=kept)
             for output in outputs:
-                prepare_output(output, spec.overwrite, spec.inputs)
+                prepare_output(output, spec.overwrite, spec.inputs, kept=kept)
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return
