@@ -1259,7 +1259,7 @@ class Coordinator:
                 self._upstream_attempt_gone(job, msg["index"], f"upstream reduce attempt {msg['attempt']} failed")
             if job.state == "running" and self._output_removed(job):
                 # (a reducer cannot write there: its retries could not either, and the parts committed are gone)
-                self._execute(job, job.fail(output_removed(job.spec.output)))
+                self._execute(job, job.fail(_removed_output_error(job.spec.output)))
         self._remove_leftovers_of_ended(job)
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
@@ -1303,12 +1303,12 @@ class Coordinator:
     def _commit(self, job: JobState, action: CommitOutput) -> str | None:
         """Move a reduce attempt's output to its part file; why it could not be, if it could not."""
         if self._output_removed(job):
-            return output_removed(job.spec.output)
+            return _removed_output_error(job.spec.output)
         try:
             os.replace(action.temporary, action.final)
         except OSError as error:
             if self._output_removed(job):  # (removed since the check)
-                return output_removed(job.spec.output)
+                return _removed_output_error(job.spec.output)
             return (
                 f"cannot move reduce output {action.temporary} to {action.final}: {error.strerror or error} (is the "
                 "output directory still there, writable, and on a file system every worker and the coordinator "
@@ -1328,7 +1328,7 @@ class Coordinator:
         removed = self._output_removed(job)
         if removed and action.status == "succeeded":
             # (the last parts committed, the output was removed before this: nothing is left to mark done)
-            reason = output_removed(job.spec.output)
+            reason = _removed_output_error(job.spec.output)
             job.state, job.error = "failed", reason
             action = FinishJob("failed", reason)
         downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
@@ -1686,6 +1686,19 @@ class Coordinator:
                         "code ends the process it runs under (a signal to its parent, memory the system kills for)"
                     )
                 self._execute(job, job.fail(why))
+
+
+def _removed_output_error(output: str) -> str:
+    """The error of a job whose ``output`` was removed or moved while it ran (``hop.outputs.output_removed``), which
+    names an earlier step's output as such: it is in the run's hidden scratch folder, not a directory the user
+    named."""
+    step = scratch_step(output)
+    if step is None:
+        return output_removed(output)
+    run_output, name = step
+    return output_removed(
+        output, f"{name.replace('-', ' ')}'s output, in the scratch folder of the run writing {run_output}"
+    )
 
 
 def _where_report_is(output: str) -> str:

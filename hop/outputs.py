@@ -177,13 +177,14 @@ def output_identity(output: str | Path) -> tuple[int, int] | None:
     return (status.st_dev, status.st_ino)
 
 
-def output_removed(output: str | Path) -> str:
-    """The error of a job whose output directory ``output`` was removed or moved away while it ran (its identity
-    changed: gone, or another directory made under its name). Parts committed before went with it: committing the
-    rest, or marking it ``_SUCCESS``, would present part of the result as all of it."""
+def output_removed(output: str | Path, what: str | None = None) -> str:
+    """The error of a job whose output directory ``output`` (``what`` it is, if not the run's own) was removed or
+    moved away while it ran (its identity changed: gone, or another directory made under its name). Parts committed
+    before went with it: committing the rest, or marking it ``_SUCCESS``, would present part of the result as all
+    of it."""
     return (
-        f"output directory {output} was removed or moved while the job ran, so its result cannot be complete: "
-        "run the job again"
+        f"output directory {output}{f' ({what})' if what else ''} was removed or moved while the job ran, so its "
+        "result cannot be complete: run the job again"
     )
 
 

@@ -579,9 +579,10 @@ DELETED_INPUT = " (in an intermediate output, deleted when the run ended: --keep
 
 
 def _note_deleted_input(status: dict[str, Any], scratch: Path) -> None:
-    """An error naming a file under ``scratch``, which the run deletes, says so and how to keep it (once)."""
+    """An error naming a file under ``scratch``, which the run deletes, says so and how to keep it (once); not when
+    ``scratch`` is gone already (removed while the run ran: the error says so)."""
     error = str(status.get("error") or "")
-    if str(scratch) in error and not error.endswith(DELETED_INPUT):
+    if str(scratch) in error and scratch.is_dir() and not error.endswith(DELETED_INPUT):
         status["error"] = status["report"]["error"] = error + DELETED_INPUT
 
 
