@@ -318,8 +318,12 @@ class Client:
         signals are held for the request (at most this client's timeout: the reply normally takes milliseconds); a
         second one acts at once (a coordinator that stopped answering would hold the first for that whole timeout),
         leaving the job's id unknown if it was submitted."""
+        # (the current directory, which --overwrite must not clear: the coordinator's own is another one)
+        here = None
+        with contextlib.suppress(OSError):
+            here = os.getcwd()
         with stop_signals_held(repeat_acts=True):
-            job_id = str(self.request("submit", job=spec.to_wire())["job_id"])
+            job_id = str(self.request("submit", job=spec.to_wire(), working_directory=here)["job_id"])
             self.submitted.append(job_id)
         return job_id
 

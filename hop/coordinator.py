@@ -39,7 +39,15 @@ from hop.online.snapshots import (
     write_final_partition_snapshot,
 )
 from hop.online.tracker import Snapshot, SnapshotTracker
-from hop.outputs import OutputExistsError, check_output, prepare_output, write_job_report
+from hop.outputs import (
+    OutputExistsError,
+    check_output,
+    coordinator_kept,
+    output_identity,
+    output_removed,
+    prepare_output,
+    write_job_report,
+)
 from hop.planning import plan_map_inputs
 from hop.protocol import SocketFile, message, unpack
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
@@ -530,15 +538,17 @@ class Coordinator:
             # scratch folder). Both are checked before either is cleared: --overwrite deleted the old output on the
             # client before a job this coordinator then refused (hop.runner).
             outputs = [spec.output, *([str(options["run_output"])] if options.get("run_output") else [])]
+            kept = coordinator_kept(msg.get("working_directory"))
             for output in outputs:
                 self._refuse_shared_output(output)
-                check_output(output, spec.overwrite, spec.inputs)
+                check_output(output, spec.overwrite, spec.inputs, kept=kept)
             for output in outputs:
-                prepare_output(output, spec.overwrite, spec.inputs)
+                prepare_output(output, spec.overwrite, spec.inputs, kept=kept)
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return
         job = self.jobs[job_id] = JobState(spec, splits, max_attempts=int(options.get("max_attempts", 4)))
+        job.output_identity = output_identity(spec.output)
         chunks = sorted((chunk for task in splits for chunk in task), key=lambda chunk: chunk.id)
         strata = [chunk.stratum for chunk in chunks] if online else None
         job.snapshots = SnapshotTracker(
@@ -1248,6 +1258,9 @@ class Coordinator:
             )
             if msg["kind"] == "reduce":
                 self._upstream_attempt_gone(job, msg["index"], f"upstream reduce attempt {msg['attempt']} failed")
+            if job.state == "running" and self._output_removed(job):
+                # (a reducer cannot write there: its retries could not either, and the parts committed are gone)
+                self._execute(job, job.fail(_removed_output_error(job.spec.output)))
         self._remove_leftovers_of_ended(job)
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
@@ -1264,15 +1277,9 @@ class Coordinator:
             if isinstance(action, Broadcast):
                 self._broadcast(action.kind, **action.fields)
             elif isinstance(action, CommitOutput):
-                try:
-                    os.replace(action.temporary, action.final)
-                except OSError as error:
+                reason = self._commit(job, action)
+                if reason is not None:
                     # The rest of ``actions`` may finish the job as succeeded: it is not, a part file is missing.
-                    reason = (
-                        f"cannot move reduce output {action.temporary} to {action.final}: {error.strerror or error} "
-                        "(is the output directory still there, writable, and on a file system every worker and "
-                        "the coordinator share?)"
-                    )
                     self._execute(job, job.fail(reason, over_success=True))
                     return
             elif isinstance(action, DiscardOutput):
@@ -1294,7 +1301,37 @@ class Coordinator:
                         attempt=action.attempt,
                     )
 
+    def _commit(self, job: JobState, action: CommitOutput) -> str | None:
+        """Move a reduce attempt's output to its part file; why it could not be, if it could not."""
+        if self._output_removed(job):
+            return _removed_output_error(job.spec.output)
+        try:
+            os.replace(action.temporary, action.final)
+        except OSError as error:
+            if self._output_removed(job):  # (removed since the check)
+                return _removed_output_error(job.spec.output)
+            return (
+                f"cannot move reduce output {action.temporary} to {action.final}: {error.strerror or error} (is the "
+                "output directory still there, writable, and on a file system every worker and the coordinator "
+                "share?)"
+            )
+        return None
+
+    def _output_removed(self, job: JobState) -> bool:
+        """Whether the output directory of the batch job ``job`` was removed or moved away since the job was
+        accepted: it is gone, or another directory took its name (``JobState.output_identity``). The job cannot
+        complete it: the parts committed before went with it. A continuous job's windows are each a result of their
+        own, and it writes on."""
+        accepted = job.output_identity
+        return job.windows is None and accepted is not None and output_identity(job.spec.output) != accepted
+
     def _finish(self, job: JobState, action: FinishJob, stop_tasks: bool = False) -> None:
+        removed = self._output_removed(job)
+        if removed and action.status == "succeeded":
+            # (the last parts committed, the output was removed before this: nothing is left to mark done)
+            reason = _removed_output_error(job.spec.output)
+            job.state, job.error = "failed", reason
+            action = FinishJob("failed", reason)
         downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
         if action.status != "succeeded" and downstream is not None and downstream.state == "running":
             self._execute(downstream, downstream.fail(f"upstream job {job.spec.job_id} failed: {job.error}"))
@@ -1310,6 +1347,10 @@ class Coordinator:
         failed = action.status != "succeeded"
         job.end_live_attempts(f"the job {action.status}" if failed else "the job stopped early (--stop-when-accurate)")
         try:
+            if removed:
+                # Nothing is written there: a directory made again under its name would hold a partial result (or,
+                # made by someone else since, is not this job's).
+                return
             if not failed and job.approximate is None:
                 # Before _job.json and _SUCCESS, so the report lists every snapshot complete (the job no longer
                 # runs: none of them can stop it early).
@@ -1646,6 +1687,19 @@ class Coordinator:
                         "code ends the process it runs under (a signal to its parent, memory the system kills for)"
                     )
                 self._execute(job, job.fail(why))
+
+
+def _removed_output_error(output: str) -> str:
+    """The error of a job whose ``output`` was removed or moved while it ran (``hop.outputs.output_removed``), which
+    names an earlier step's output as such: it is in the run's hidden scratch folder, not a directory the user
+    named."""
+    step = scratch_step(output)
+    if step is None:
+        return output_removed(output)
+    run_output, name = step
+    return output_removed(
+        output, f"{name.replace('-', ' ')}'s output, in the scratch folder of the run writing {run_output}"
+    )
 
 
 def _where_report_is(output: str) -> str:

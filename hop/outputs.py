@@ -24,7 +24,10 @@ __all__ = [
     "OutputExistsError",
     "check_output",
     "claim_output",
+    "coordinator_kept",
     "make_in_output",
+    "output_identity",
+    "output_removed",
     "prepare_output",
     "write_job_report",
 ]
@@ -41,12 +44,23 @@ class OutputExistsError(OutputError):
     """The output directory exists and may not be replaced."""
 
 
-def check_output(output: str, overwrite: bool, inputs: Iterable[str] = (), job_files: Iterable[str] = ()) -> bool:
+CURRENT_DIRECTORY = "the current directory"
+
+
+def check_output(
+    output: str,
+    overwrite: bool,
+    inputs: Iterable[str] = (),
+    job_files: Iterable[str] = (),
+    kept: Iterable[tuple[str, str]] | None = None,
+) -> bool:
     """Raise :class:`OutputExistsError` if ``output`` may not be written; return whether it must be cleared.
 
     Clearing (``overwrite``) is refused when the directory holds one of ``inputs`` (files, directories or glob
-    patterns), one of ``job_files`` or the current directory: it would delete what the job is about to read, the
-    job itself, or the user's work."""
+    patterns), one of ``job_files`` or one of the directories ``kept`` (``(how the error names it, path)``; by
+    default this process's current directory): it would delete what the job is about to read, the job itself, or
+    the user's work. A coordinator passes its client's current directory, and its own working directory
+    (:func:`coordinator_kept`)."""
     if not output:  # (read as the current directory)
         raise OutputError(f"the output directory is an empty name (an unset shell variable?): {EMPTY_NAME}")
     name = non_utf8_bytes(output)
@@ -61,7 +75,7 @@ def check_output(output: str, overwrite: bool, inputs: Iterable[str] = (), job_f
     if path.is_dir() and any(path.iterdir()):
         if not overwrite:
             raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
-        _refuse_to_clear_inputs(output, inputs, job_files)
+        _refuse_to_clear_inputs(output, inputs, job_files, kept)
         return True
     return False
 
@@ -81,10 +95,25 @@ def _check_writable(output: str) -> None:
     )
 
 
-def _refuse_to_clear_inputs(output: str, inputs: Iterable[str], job_files: Iterable[str]) -> None:
+def coordinator_kept(client_directory: str | None) -> list[tuple[str, str]]:
+    """The directories a coordinator's ``--overwrite`` never clears (``kept`` of :func:`check_output`): the
+    submitting client's current directory, which it sends (``client_directory``), and the coordinator's own
+    working directory, named so: it is not the user's when the coordinator runs apart (``hop coordinator``), and
+    an error calling it "the current directory" refused an output that held no directory of the user's."""
+    kept = [] if client_directory is None else [(CURRENT_DIRECTORY, client_directory)]
+    with contextlib.suppress(OSError):  # (a working directory removed meanwhile holds nothing)
+        here = os.getcwd()
+        if here != client_directory:
+            kept.append((f"the coordinator's working directory {here} (where hop coordinator was started)", here))
+    return kept
+
+
+def _refuse_to_clear_inputs(
+    output: str, inputs: Iterable[str], job_files: Iterable[str], kept: Iterable[tuple[str, str]] | None
+) -> None:
     root = Path(output).resolve()
     named = [(f"input {item}", item) for item in inputs] + [(f"the job file {item}", item) for item in job_files]
-    named.append(("the current directory", os.getcwd()))
+    named += [(CURRENT_DIRECTORY, os.getcwd())] if kept is None else kept
     for what, item in named:
         resolved = Path(item).resolve()
         if resolved == root or root in resolved.parents:
@@ -102,13 +131,20 @@ def _clear(folder: Path) -> None:
             entry.unlink()
 
 
-def prepare_output(output: str, overwrite: bool, inputs: Iterable[str] = (), *, clear: bool = True) -> None:
+def prepare_output(
+    output: str,
+    overwrite: bool,
+    inputs: Iterable[str] = (),
+    *,
+    clear: bool = True,
+    kept: Iterable[tuple[str, str]] | None = None,
+) -> None:
     """Create the output directory; refuse a non-empty one unless ``overwrite``, which clears it (see
-    :func:`check_output` for what it never clears). ``clear=False`` leaves what it holds, for a client whose
-    coordinator clears it once it has accepted the job (``hop.runner``): a job it refused must not have cost the
-    user the previous output."""
+    :func:`check_output` for what it never clears, ``kept``). ``clear=False`` leaves what it holds, for a client
+    whose coordinator clears it once it has accepted the job (``hop.runner``): a job it refused must not have cost
+    the user the previous output."""
     try:
-        if check_output(output, overwrite, inputs) and clear:
+        if check_output(output, overwrite, inputs, kept=kept) and clear:
             _clear(Path(output))
         Path(output).mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -129,6 +165,27 @@ def make_in_output(output: str | Path, folder: Path) -> None:
             current.mkdir(exist_ok=True)
         except FileNotFoundError:
             raise FileNotFoundError(f"the job's output directory {output} is gone (removed while it ran)") from None
+
+
+def output_identity(output: str | Path) -> tuple[int, int] | None:
+    """The identity (device, inode) of the directory ``output`` names, ``None`` if there is none: taken as a job is
+    accepted, and compared as it commits its parts and ends (:func:`output_removed`)."""
+    try:
+        status = os.stat(output)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino)
+
+
+def output_removed(output: str | Path, what: str | None = None) -> str:
+    """The error of a job whose output directory ``output`` (``what`` it is, if not the run's own) was removed or
+    moved away while it ran (its identity changed: gone, or another directory made under its name). Parts committed
+    before went with it: committing the rest, or marking it ``_SUCCESS``, would present part of the result as all
+    of it."""
+    return (
+        f"output directory {output}{f' ({what})' if what else ''} was removed or moved while the job ran, so its "
+        "result cannot be complete: run the job again"
+    )
 
 
 def claim_output(output: str) -> Callable[[], None]:

@@ -6,7 +6,8 @@ field (packed by ``shuffle.codec``: ints of any size); the other fields are list
 epoch (floats).
 
 Client -> coordinator (each answered by one reply):
-    submit      {job: JobSpec}                              -> submitted {job_id} | error {message}
+    submit      {job: JobSpec, working_directory}           -> submitted {job_id} | error {message}
+                (working_directory: the client's current directory, or None; --overwrite never clears it)
     status      {job_id}                                    -> status {job_id, state, maps_done, maps_total,
                                                                map_fraction, reduces_done, reduces_total,
                                                                reduce_fraction, input_records, error;

@@ -507,7 +507,10 @@ def _end_failed_run(
     ``kept/step-N`` as on success, and the failure's error and traceback name them there. Without, an error naming
     a file of ``scratch`` (about to be deleted) says so. ``OUT/_job.json`` then holds the failed step's report (with
     that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's. Its user
-    counters are the run's so far (:func:`_whole_run_fields`)."""
+    counters are the run's so far (:func:`_whole_run_fields`). An ``OUT`` removed or moved away while the run ran
+    (:func:`_output_gone`) is left gone."""
+    if _output_gone(status, scratch, final_output):
+        return
     if kept is not None:
         numbers = range(first + 1, first + len(reports) + 1)
         _keep_steps(scratch, numbers, kept)
@@ -520,6 +523,18 @@ def _end_failed_run(
         status["report"] = {**failed, "steps": reports}
         _whole_run_fields(status["report"], [*reports, failed])
     _write_report(final_output, status["report"])
+
+
+def _output_gone(status: dict[str, Any], scratch: Path, final_output: Path) -> bool:
+    """Whether the output of a failed run is gone: made as the run began (``prepare_output``), it was removed or
+    moved away by its user meanwhile (the coordinator failed the job that wrote it for that). It is not made again,
+    to hold only a failed run's report, or part of a result (earlier steps' outputs, ``--keep-intermediate``): the
+    run's error says what happened, and a next run of that output would be refused it as not empty. An error naming
+    a file of ``scratch`` says that it is deleted with the run."""
+    if final_output.is_dir():
+        return False
+    _note_deleted_input(status, scratch)
+    return True
 
 
 def _write_report(output: Path, report: dict[str, Any]) -> None:
@@ -536,7 +551,10 @@ def _end_failed_jobs(
     run) move to ``OUT/_steps``, numbered as on success, and the failure names them there; without, the snapshots
     earlier steps stopped early on do, as on success (the reports name them there). ``OUT/_job.json`` gets the
     failed job's report, the earlier jobs' under ``"jobs"``, its user counters the run's so far
-    (:func:`_whole_run_fields`)."""
+    (:func:`_whole_run_fields`). An ``OUT`` removed or moved away while the run ran (:func:`_output_gone`) is left
+    gone."""
+    if _output_gone(status, scratch, final_output):
+        return
     if keep:
         held, kept = scratch / "steps", final_output / "_steps"
         stage = sum(len(report.get("steps", [])) + 1 for report in reports)  # (the previous job's last step)
@@ -561,9 +579,10 @@ DELETED_INPUT = " (in an intermediate output, deleted when the run ended: --keep
 
 
 def _note_deleted_input(status: dict[str, Any], scratch: Path) -> None:
-    """An error naming a file under ``scratch``, which the run deletes, says so and how to keep it (once)."""
+    """An error naming a file under ``scratch``, which the run deletes, says so and how to keep it (once); not when
+    ``scratch`` is gone already (removed while the run ran: the error says so)."""
     error = str(status.get("error") or "")
-    if str(scratch) in error and not error.endswith(DELETED_INPUT):
+    if str(scratch) in error and scratch.is_dir() and not error.endswith(DELETED_INPUT):
         status["error"] = status["report"]["error"] = error + DELETED_INPUT
 
 

@@ -278,6 +278,9 @@ class JobState:
         """Map tasks made from the rest of a running map's input."""
         self.map_spills: dict[int, tuple[int, int, list[list[int]]]] = {}
         """map index -> (committed attempt, spills, kept segments of earlier attempts it resumed from)."""
+        self.output_identity: tuple[int, int] | None = None
+        """The output directory's (device, inode) when the job was accepted (``hop.outputs.output_identity``; set by
+        the coordinator): another one, or none, means the user removed or moved it while the job ran."""
 
     @property
     def continuous(self) -> bool:

@@ -39,6 +39,7 @@ from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
 from hop.online.reducer import ReducerSnapshots
+from hop.outputs import make_in_output
 from hop.peak_memory import PeakMemory
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
@@ -885,7 +886,7 @@ def run_reduce(
         faults.inject("reduce", "received", index, attempt)
         call_user("setup", job.setup)
         init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
-        output.parent.mkdir(parents=True, exist_ok=True)
+        make_in_output(spec.output, output.parent)  # (an output removed meanwhile is not made again: it fails)
         bad_records: list[dict[str, Any]] = []
         skip_limit = int(spec.options.get("skip_bad_records", 0))
         follow: Callable[[], None] | None = None

@@ -1,0 +1,89 @@
+"""A job's output directory removed (or moved away) by its user while the job runs, after some of its part files were
+committed: the job must fail, saying so, and never mark an incomplete output done. A reducer that started later made
+``OUT/_temporary`` with all its parents, which brought ``OUT`` back; the job then committed the other parts there and
+wrote ``_SUCCESS`` over an output without the parts committed before: a silent loss of data. Real ``hop run``
+processes on an embedded cluster."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, job_path
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.02)
+
+
+def _run_removing(tmp_path: Path, jobs: list[str], written: Callable[[], Path], remove: Callable[[Path], None]) -> str:
+    """Run ``jobs`` (a pipeline if several) into ``tmp_path/out``, its first job ``reduces_in_turn`` with 3 reducers;
+    once the first one committed its part into the folder ``written()`` names, and the others started, ``remove``
+    that folder and let them go. The run's standard error, once it failed."""
+    gate, source = tmp_path / "gate", tmp_path / "in.txt"
+    gate.mkdir()
+    source.write_text(" ".join(f"w{n}" for n in range(60)) + "\n")
+    command = [sys.executable, "-m", "hop", "run", *jobs, str(source), "-o", str(tmp_path / "out")]
+    environment = {**os.environ, "HOP_TEST_GATE": str(gate), "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen(
+        [*command, "--workers", "1", "--reducers", "3", "--quiet"],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        (gate / "go-0").touch()
+        _wait_for(lambda: any(written().glob("part-*")), "a reducer committed its part")
+        _wait_for(lambda: (gate / "entered-2").exists(), "the other reducers started")
+        remove(written())
+        (gate / "go-1").touch()
+        (gate / "go-2").touch()
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 1, stderr
+    return stderr
+
+
+@pytest.mark.parametrize("how", ["removed", "moved"])
+def test_an_output_removed_while_its_job_runs_fails_the_job(tmp_path: Path, how: str) -> None:
+    output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    remove = shutil.rmtree if how == "removed" else lambda folder: folder.rename(elsewhere)
+    stderr = _run_removing(tmp_path, [job_path("reduces_in_turn")], lambda: output, remove)
+    assert f"output directory {output} was removed or moved while the job ran" in stderr, stderr
+    assert "run the job again" in stderr, stderr
+    assert not output.exists(), sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+    if how == "moved":  # what had been committed, not marked done
+        assert not (elsewhere / "_SUCCESS").exists()
+
+
+def test_a_pipelines_scratch_folder_removed_while_it_runs_fails_it_naming_it(tmp_path: Path) -> None:
+    """The first step's output, in the run's hidden scratch folder beside ``OUT``: its removal failed the next step's
+    map, on a ``FileNotFoundError`` it offered to skip with ``--skip-bad-records``."""
+    output = tmp_path / "out"
+
+    def step_one() -> Path:
+        return next(tmp_path.glob(".out.steps-*/step-1"), tmp_path / "not yet")
+
+    stderr = _run_removing(
+        tmp_path,
+        [job_path("reduces_in_turn"), str(ROOT / "jobs" / "topk.py")],
+        step_one,
+        lambda f: shutil.rmtree(f.parent),
+    )
+    assert f"(step 1's output, in the scratch folder of the run writing {output}) was removed or moved" in stderr
+    assert "--skip-bad-records" not in stderr and "--keep-intermediate keeps it" not in stderr, stderr
+    assert not (output / "_SUCCESS").exists()
