@@ -85,7 +85,8 @@ def compressed_text_bytes(path: str, size: int) -> int:
     plain files in map tasks and progress (read whole, it costs its text, not its file: a .gz of logs holds ten
     times its size). For gzip, the length its trailer gives (ISIZE: the text's, modulo 4 GiB, of its last member)
     when that is at least ``size`` (text compresses: a smaller one is of a text past 4 GiB, or of the last of several
-    members); else, and for other formats, ``size``."""
+    members); else, and for other formats, ``size``. A guide, never less than the file: a text past 4 GiB may give a
+    length short of its own, several members their last one's, bytes after the gzip data any number."""
     if _compression(path) != COMPRESSIONS[".gz"] or size < 18:  # (a gzip member is at least 18 bytes)
         return size
     try:

@@ -506,7 +506,7 @@ def _combined(
             else:
                 old.append(value)
         pending += len(pairs)
-        if sampler is not None and records >= next_size:  # (1, 2, 4, ... records after a flush, then every 4096)
+        if sampler is not None and records >= next_size:  # (gaps doubling after a flush, then every 4096)
             key_limit = sampler.limit(groups, DEFAULT_SPILL_KEYS, spill_bytes)
             size_step = min(2 * size_step, SIZE_CHECK_EVERY)
             next_size = records + size_step

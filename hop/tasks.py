@@ -482,11 +482,12 @@ def run_map(
                 elif problem is error:
                     problem = fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
                 failure = UserCodeError("map", problem, where)
-                # The map raised on its record (what --skip-bad-records skips), unless the error is the fold's: a
-                # built-in aggregate's refusals are AggregateValueErrors, a job's own aggregate's merge is its code.
+                # The map raised on its record (what --skip-bad-records skips), unless the error is the buffer's (a
+                # key it cannot hold) or the fold's: a built-in aggregate's refusals are AggregateValueErrors, a job's
+                # own aggregate's merge is its code.
                 failure.skippable = (
                     problem is error
-                    and not isinstance(error, SystemExit | NoStandardInputError)
+                    and not isinstance(error, SystemExit | NoStandardInputError | UnhashableKeyError)
                     and (not buffer.folding or type(buffer.combiner).__module__ == Aggregate.__module__)
                 )
                 raise failure from error
@@ -634,7 +635,9 @@ def _whole_file_batches(
         problem = not_pairs("map", error, output)
         failure = UserCodeError("map", problem, f"{path} (the whole file)")
         # (--skip-bad-records skips such a file, as it skips a record)
-        failure.skippable = problem is error and not isinstance(error, SystemExit | NoStandardInputError)
+        failure.skippable = problem is error and not isinstance(
+            error, SystemExit | NoStandardInputError | UnhashableKeyError
+        )
         raise failure from error
 
 

@@ -106,6 +106,24 @@ def state_bytes(key: Any, state: Any) -> int:
     return sys.getsizeof(key) + value_bytes(state) + DICT_SLOT_BYTES
 
 
+class KeyCost:
+    """A running estimate of one key's cost (:func:`state_bytes`) in a hash map of states, from keys sampled as the
+    map grows (a reduce's fold map, a map-side merge, online summaries): a larger sample counts at once (the map may
+    already hold too many keys), a smaller one by an eighth (one hot key's large state should not keep the budget
+    down for long). No sample is taken below ``floor``, the least a key is taken to cost."""
+
+    def __init__(self, floor: float) -> None:
+        self.floor = floor
+        self.bytes = float(floor)
+        """The estimate: bytes a key."""
+
+    def add(self, sample: float) -> float:
+        """Fold in one sampled key's cost; returns the new estimate."""
+        sample = max(self.floor, sample)
+        self.bytes = max(sample, self.bytes + (sample - self.bytes) / 8)
+        return self.bytes
+
+
 def folded_spill_records(spill_records: int, records_in: int, keys_out: int) -> int:
     """How many records a folding buffer's next spill holds, after one that folded ``records_in`` records into
     ``keys_out`` states: ``spill_records`` times that reduction, at most ``MAX_SPILL_GROWTH`` times."""

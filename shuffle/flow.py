@@ -30,7 +30,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from shuffle.buffer import DEFAULT_SPILL_BYTES, DEFAULT_SPILL_KEYS, combined_values, state_bytes
+from shuffle.buffer import DEFAULT_SPILL_BYTES, DEFAULT_SPILL_KEYS, KeyCost, combined_values, state_bytes
 from shuffle.keys import UNSORTED, KeyOrder, combined_order
 from shuffle.merge import merge_blocks
 from shuffle.runs import BLOCK_RECORDS, Block, FlatRunEncoder, GroupedRunEncoder, flat_block
@@ -211,7 +211,7 @@ def _folded_unsorted(
     """Unsorted runs folded into a dict spill after spill, written in the dict's order, and whenever it passes
     ``fold_keys`` states or about ``fold_bytes`` of them (checked after each block)."""
     state: dict[Any, Any] = {}
-    key_bytes = 0.0
+    key_cost = KeyCost(0)
     """One key's cost in the dict, from the last key of every block folded (as ``shuffle.fold`` sizes its map)."""
     limit = fold_keys
     for spill in spills:
@@ -222,9 +222,7 @@ def _folded_unsorted(
                 old = get(key)
                 state[key] = value if old is None else merge(old, value)
             if keys:
-                # A larger cost counts at once, a smaller one by an eighth (as the reduce's fold map does).
-                sample = state_bytes(keys[-1], state[keys[-1]])
-                key_bytes = max(sample, key_bytes + (sample - key_bytes) / 8)
+                key_bytes = key_cost.add(state_bytes(keys[-1], state[keys[-1]]))
                 limit = min(fold_keys, max(1, int(fold_bytes // key_bytes)))
             if len(state) > limit:
                 yield from _written_out(state, encoder)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from shuffle.buffer import state_bytes
+from shuffle.buffer import KeyCost, state_bytes
 from shuffle.keys import combined_order, sort_keys
 from shuffle.merge import group_sorted, merge_runs
 from shuffle.runs import BLOCK_RECORDS, RunWriter, iter_blocks, iter_file_blocks, iter_run_file, iter_run_file_blocks
@@ -50,7 +50,7 @@ class FoldingRunStore(RunStore):
         self.state: dict[Any, Any] = {}
         self._fixed_max_keys = max_keys is not None
         self.max_keys = max_keys if max_keys is not None else max(1024, memory_limit // BYTES_PER_KEY)
-        self._key_bytes = float(BYTES_PER_KEY)
+        self._key_cost = KeyCost(BYTES_PER_KEY)
         """One key's cost in the map, from a key sampled per block folded (:meth:`_resize_budget`)."""
         self.folded_records = 0
         self._dumps: list[Path] = []
@@ -119,11 +119,7 @@ class FoldingRunStore(RunStore):
         """Fold one sampled key's cost into the mean and set ``max_keys`` from it: a count costs about
         ``BYTES_PER_KEY``, a ``TopK(20)`` state seven times that, so a fixed count of keys let such states take
         seven times the budget."""
-        sample = max(BYTES_PER_KEY, state_bytes(key, value))
-        # A larger cost counts at once (the map may already hold too many keys), a smaller one by an eighth (one
-        # hot key's large state should not keep the budget down for long).
-        self._key_bytes = max(sample, self._key_bytes + (sample - self._key_bytes) / 8)
-        self.max_keys = max(1024, int(self.memory_limit // self._key_bytes))
+        self.max_keys = max(1024, int(self.memory_limit // self._key_cost.add(state_bytes(key, value))))
 
     def _sorted_state(self) -> list[Any]:
         """The keys of the in-memory state in the total order (runs may have come unsorted: order is ours)."""

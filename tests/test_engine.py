@@ -852,7 +852,7 @@ def test_skip_bad_records_skips_unreadable_lines_too(client: Client, tmp_path: P
 def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_path: Path) -> None:
     """A job failed by one bad record (a line that cannot be read, a map or reduce call that raised) named the
     record but not what to do about it: ``--skip-bad-records`` runs past it. A failure that option does not skip (an
-    aggregate refusing a value, ``sys.exit()``) says nothing of it."""
+    aggregate refusing a value, a key that cannot be one, ``sys.exit()``) says nothing of it."""
     records, keys = SKIP_HINT.format("records"), SKIP_HINT.format("keys")
     (tmp_path / "bad.txt").write_bytes(b"a b\nbad \xff\nbad c\nboom\n")
     (tmp_path / "bad.jsonl").write_text('{"word": "a"}\n{"word": \n')
@@ -868,6 +868,7 @@ def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_
         ("failing_json_map", "boom.jsonl", None, "raised RuntimeError: cannot handle boom", records),
         ("failing_reduce", "ok.txt", None, "reduce at key 'bad' raised ValueError: refusing bad", keys),
         ("task_misuse", "ok.txt", "ExitsInMap", "called sys.exit(2)", None),
+        ("list_keys", "ok.txt", None, "is a list, which cannot be a key", None),
         (str(tmp_path / "mixed.py"), "ok.txt", None, "Sum() could not fold a value of key 'k'", None),
     ]
     for number, (job, source, job_class, reason, hint) in enumerate(cases):

@@ -250,7 +250,8 @@ def test_a_task_whose_worker_was_killed_once_is_retried_even_with_one_attempt(
     source = tmp_path / "in.txt"
     generate_text(source, 300_000, seed=5, vocabulary=300, words_per_line=4)
     monkeypatch.setenv("HOP_FAULT", "map:running:0:0:worker")
-    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+    # (3 s: a live worker silent that long under load would count as a second death, past the limit of two)
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=3.0) as cluster:
         client = Client(cluster.address)
         try:
             report = run_job(client, "wordcount", [source], tmp_path / "out", options={"max_attempts": 1})

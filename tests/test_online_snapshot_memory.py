@@ -12,6 +12,7 @@ from typing import Any
 from hop.aggregates import CountDistinct, Mean, Sum
 from hop.online.reducer import ReducerSnapshots
 from hop.online.snapshots import staging_directory
+from hop.online.state import summary_keys
 from shuffle.buffer import state_bytes
 from shuffle.fold import FoldingRunStore
 from shuffle.keys import order_tag, sort_keys
@@ -101,6 +102,22 @@ def test_summaries_of_large_states_keep_to_the_reducers_budget(tmp_path: Path) -
     assert "error" not in fields and fields["groups"] == 12_000
     lines = (staging_directory(tmp_path / "large" / "out", "0.500") / "part-00000").read_text().splitlines()
     assert len(lines) == 12_000 and lines[0] == '"w00-000"\t10'
+
+
+def test_summaries_of_numbers_hold_the_keys_their_floor_allows(tmp_path: Path) -> None:
+    """Measuring a summary's keys must not cost totals and means keys: their states and moments are a few numbers,
+    within the 320 bytes a key the summaries' budget was set with. Counting the moments and the dict's slot on top
+    held 14% fewer keys of a ``Sum`` in memory, 36% fewer of a ``Mean``, and wrote the rest to disk sooner."""
+    budget = 8 << 20
+    for name, aggregate, value in (("sum", Sum(), 7), ("mean", Mean(), (2, 5.0))):  # (a mean's state: count, total)
+        snapshots = _snapshots(tmp_path, name, aggregate, budget, chunks=2)
+        try:
+            _send(snapshots, 0, 0, 0, 0, {f"word-{i:05d}": value for i in range(2_000)})
+            state = snapshots.state
+            assert state is not None and state.max_keys == summary_keys(budget), (name, state.max_keys)
+        finally:
+            snapshots.close()
+            snapshots.store.close()
 
 
 def _random_runs(seed: int, chunks: int) -> list[tuple[int, int, int, int, dict[Any, Any]]]:

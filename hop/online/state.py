@@ -37,7 +37,7 @@ from typing import Any
 
 from hop.aggregates import Aggregate
 from hop.online.estimators import Bytes, Estimate, estimate_means, estimate_totals
-from shuffle.buffer import DICT_SLOT_BYTES, state_bytes, value_bytes
+from shuffle.buffer import KeyCost, state_bytes
 from shuffle.keys import combined_order, sort_keys
 from shuffle.merge import group_sorted, merge_runs
 from shuffle.runs import RunWriter, iter_blocks, iter_run_file_blocks
@@ -157,7 +157,7 @@ class SnapshotState:
         self.spill_path = spill_path
         self.memory_limit = memory_limit
         self.max_keys = summary_keys(memory_limit) if memory_limit is not None else None
-        self._key_bytes = float(SUMMARY_BYTES_PER_KEY)
+        self._key_cost = KeyCost(SUMMARY_BYTES_PER_KEY)
         """One key's cost in a summary, from a key sampled per chunk folded (:meth:`_resize_budget`)."""
         self.dumped_keys = 0
         """Keys written to disk over the state's life (a measure of how often the budget was reached)."""
@@ -268,17 +268,15 @@ class SnapshotState:
         if values and self.memory_limit is not None:
             # The chunk's middle key (in C: a few ns a key): its last is often one of its rarest, smallest.
             key = next(itertools.islice(values, len(values) // 2, None))
-            self._resize_budget(key, state[key], moments.get(key))
+            self._resize_budget(key, state[key])
 
-    def _resize_budget(self, key: Any, state: Any, moments: Any) -> None:
+    def _resize_budget(self, key: Any, state: Any) -> None:
         """Fold one sampled key's cost into the mean and set ``max_keys`` from it, as the reduce's fold map does
         (``shuffle.fold``): a fixed 320 bytes a key let ``CountDistinct`` summaries of the words following each
         word take 118 MB above a reducer's start under --reduce-memory 16MB (``bench/jobs/next_words.py``)."""
         assert self.memory_limit is not None
-        sample = max(SUMMARY_BYTES_PER_KEY, state_bytes(key, state) + value_bytes(moments) + DICT_SLOT_BYTES)
-        # A larger cost counts at once (the summaries may already hold too many keys), a smaller one by an eighth.
-        self._key_bytes = max(sample, self._key_bytes + (sample - self._key_bytes) / 8)
-        self.max_keys = summary_keys(self.memory_limit, int(self._key_bytes))
+        # (The moments of a total's or a mean's key, a few numbers, are within the floor: it was set with them.)
+        self.max_keys = summary_keys(self.memory_limit, int(self._key_cost.add(state_bytes(key, state))))
 
     def counted(self) -> list[_Summary]:
         """The summaries a snapshot includes: per map task its committed attempt's, else those of its live attempt
