@@ -56,6 +56,7 @@ from hop.usertrace import not_pairs, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
     FIRST_SPILL_DIVISOR,
+    AggregateValueError,
     CombinerKeyError,
     MapOutputBuffer,
     PartitionError,
@@ -483,11 +484,13 @@ def run_map(
                     problem = fold_error(buffer.combiner if buffer.folding else None, buffer.failed_pair, error)
                 failure = UserCodeError("map", problem, where)
                 # The map raised on its record (what --skip-bad-records skips), unless the error is the buffer's (a
-                # key it cannot hold) or the fold's: a built-in aggregate's refusals are AggregateValueErrors, a job's
-                # own aggregate's merge is its code.
+                # key it cannot hold) or the fold's (an aggregate refusing a value: a built-in one's refusal is an
+                # AggregateValueError, a job's own aggregate's merge is its code).
                 failure.skippable = (
                     problem is error
-                    and not isinstance(error, SystemExit | NoStandardInputError | UnhashableKeyError)
+                    and not isinstance(
+                        error, SystemExit | NoStandardInputError | UnhashableKeyError | AggregateValueError
+                    )
                     and (not buffer.folding or type(buffer.combiner).__module__ == Aggregate.__module__)
                 )
                 raise failure from error
@@ -636,7 +639,7 @@ def _whole_file_batches(
         failure = UserCodeError("map", problem, f"{path} (the whole file)")
         # (--skip-bad-records skips such a file, as it skips a record)
         failure.skippable = problem is error and not isinstance(
-            error, SystemExit | NoStandardInputError | UnhashableKeyError
+            error, SystemExit | NoStandardInputError | UnhashableKeyError | AggregateValueError
         )
         raise failure from error
 

@@ -858,6 +858,7 @@ def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_
     (tmp_path / "bad.jsonl").write_text('{"word": "a"}\n{"word": \n')
     (tmp_path / "boom.jsonl").write_text('{"word": "boom"}\n')
     (tmp_path / "ok.txt").write_text("a b\nbad c\nboom\n")
+    (tmp_path / "optional.txt").write_text("x 1\ny -\n")
     (tmp_path / "mixed.py").write_text(
         "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass Mixed(Job):\n"
         "    def map(self, offset, line):\n        yield 'k', line if offset else 1\n\n    combine = reduce = Sum()\n"
@@ -869,6 +870,7 @@ def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_
         ("failing_reduce", "ok.txt", None, "reduce at key 'bad' raised ValueError: refusing bad", keys),
         ("task_misuse", "ok.txt", "ExitsInMap", "called sys.exit(2)", None),
         ("list_keys", "ok.txt", None, "is a list, which cannot be a key", None),
+        ("optional_values", "optional.txt", None, "Sum() got None", None),
         (str(tmp_path / "mixed.py"), "ok.txt", None, "Sum() could not fold a value of key 'k'", None),
     ]
     for number, (job, source, job_class, reason, hint) in enumerate(cases):
