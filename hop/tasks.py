@@ -505,7 +505,7 @@ def run_map(
                 flow.poll()
                 offset = buffer.current_record[0] if buffer.current_record else 0
                 split = current[0]
-                within = _fraction(split, offset, _split_bytes(split)) * _split_bytes(split)
+                within = _fraction(split, offset) * _split_bytes(split)
                 fraction = min(1.0, (bytes_done + within) / max(1, sum(sizes)))
                 piped = {}
                 if receiver is not None:
@@ -817,10 +817,22 @@ def _split_bytes(split: Split) -> int:
         return 0
 
 
-def _fraction(split: Split, position: Any, total: int) -> float:
-    if split.length < 0 or not isinstance(position, int) or total <= 0:
-        return 0.5  # a compressed file: uncompressed offsets do not map to file bytes; report "running"
-    return max(0.0, min(1.0, (position - split.start) / total))
+def _fraction(split: Split, position: Any) -> float:
+    """How much of ``split`` a map reading its record at byte ``position`` has read; 0.5 ("running") where that is
+    not known: a record without an offset, a compressed file whose text's length is not known."""
+    if not isinstance(position, int):
+        return 0.5
+    if split.length >= 0:
+        return max(0.0, min(1.0, (position - split.start) / max(1, split.length)))
+    # A compressed file, read whole: the offsets are in its text, whose length a gzip file's trailer gives
+    # (compressed_text_bytes, when it is more than the file's size; else it is the file's). Short of 1 while it
+    # runs: the trailer's is its last member's (a file of several, concatenated, holds more).
+    try:
+        size = os.path.getsize(split.path)
+    except OSError:
+        return 0.5
+    text = compressed_text_bytes(split.path, size)
+    return 0.5 if text <= size else max(0.0, min(0.99, position / text))
 
 
 def run_reduce(

@@ -1033,3 +1033,22 @@ def test_failed_jobs_give_their_slots_back(cluster: LocalCluster, client: Client
             run_job(client, "failing_map", [source], tmp_path / f"failed{attempt}", num_reduces=4)
     report = run_job(client, "wordcount", [source], tmp_path / "ok", num_reduces=4)
     assert report["status"] == "succeeded"
+
+
+def test_a_map_of_a_gzip_file_reports_how_far_it_has_read(tmp_path: Path) -> None:
+    """A map reading a compressed file reported 0.5 from its start to its end (its records' offsets are in the text,
+    not the file): a job of a few large .gz logs showed its maps half done throughout. A gzip file's trailer gives
+    its text's length, so the offset says how far the map is; a file whose text's length is not known (bz2, or a
+    gzip trailer smaller than the file) still says 0.5."""
+    from hop.inputs import Split
+    from hop.tasks import _fraction
+
+    text = "".join(f"line {n} of some log text\n" for n in range(20_000)).encode()
+    (tmp_path / "log.txt.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "log.txt.bz2").write_bytes(bz2.compress(text))
+    whole_gz, whole_bz2 = Split(str(tmp_path / "log.txt.gz"), 0, -1), Split(str(tmp_path / "log.txt.bz2"), 0, -1)
+    assert [_fraction(whole_gz, offset) for offset in (0, len(text) // 4, len(text) - 10)] == pytest.approx(
+        [0.0, 0.25, 0.99], abs=0.001
+    )
+    assert _fraction(whole_bz2, len(text) // 4) == 0.5
+    assert _fraction(Split(str(tmp_path / "plain.txt"), 1000, 4000), 2000) == 0.25
