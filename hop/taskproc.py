@@ -6,8 +6,8 @@ slot and keeps it. The process connects a DEALER socket to its worker's ROUTER, 
 or when its worker disappears (the parent pid changes; on Linux the kernel also kills it when its worker ends,
 even in the middle of the user's code: ``hop.lifetime.die_with_parent``).
 
-Run as ``python -m hop.taskproc WORKER_ADDRESS SLOT_NAME SPILL_DIR``. The worker sets ``PYTHONHASHSEED=0`` so that
-every task process partitions keys alike.
+Run as ``python -m hop.taskproc WORKER_ADDRESS SLOT_NAME SPILL_DIR WORKER_PID``. The worker sets
+``PYTHONHASHSEED=0`` so that every task process partitions keys alike.
 """
 
 from __future__ import annotations
@@ -201,7 +201,13 @@ def _apply_test_limits() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()  # the worker (first: it may die while this starts)
-    worker_address, slot, spill_dir = (argv or sys.argv[1:])[:3]
+    arguments = argv or sys.argv[1:]
+    worker_address, slot, spill_dir = arguments[:3]
+    if len(arguments) > 3:
+        # The worker's pid as it gives it: a worker killed while this interpreter started (a restarted slot's takes
+        # a good part of a second) left it a child of init, which ``os.getppid()`` then named as its worker: the
+        # loop below never saw the worker gone, and the process waited for it for ever.
+        parent = int(arguments[3])
     name_process(slot)
     # Tasks allocate millions of tuples and lists that live until the task ends (a reducer's merged groups, a
     # map's buffered values). With CPython's default threshold a collection runs every 700 allocations and
@@ -214,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.set_int_max_str_digits(0)
     ignore_stop_signals(always=True)
     _detach_standard_input()
-    die_with_parent()  # (a worker gone before this is seen by the loop below, as one gone while idle is)
+    die_with_parent()
+    if os.getppid() != parent:
+        return 0  # the worker is gone already (the kernel kills this process with it only from now on)
     _apply_test_limits()
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     socket = context.socket(zmq.DEALER)

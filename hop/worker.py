@@ -198,7 +198,7 @@ class Worker:
     def _start_slot(self, name: str, kind: str, fork: bool = False) -> None:
         """Start the task process of a slot: forked from this process (only before it has a ZeroMQ context or a
         thread, see ``__init__``), else a fresh interpreter (restarts, while the worker runs)."""
-        arguments = [self.slots_address, name, str(self.spill_dir)]
+        arguments = [self.slots_address, name, str(self.spill_dir), str(os.getpid())]
         process: subprocess.Popen[bytes] | ForkedProcess
         if fork:
             process = fork_call(taskproc.main, arguments)

@@ -145,10 +145,17 @@ class RunStore:
         order_tag: str,
         resumes: Sequence[Sequence[int]] = (),
     ) -> None:
-        """Store one run; a run of an attempt already superseded by another committed attempt, or of a failed one
-        past its checkpoint, is dropped. ``resumes``: the kept segments of failed attempts the run's attempt resumes
-        after (online jobs' run headers, see :attr:`resumed`). ``data`` is the run's bytes or a file holding them,
-        named by :meth:`new_run_path` (a large run received in pieces, ``shuffle.pieces``): the store owns it."""
+        """Store one run; a run of an attempt superseded by another committed attempt whose runs are all here, or of
+        a failed one past its checkpoint, is dropped. ``resumes``: the kept segments of failed attempts the run's
+        attempt resumes after (online jobs' run headers, see :attr:`resumed`). ``data`` is the run's bytes or a file
+        holding them, named by :meth:`new_run_path` (a large run received in pieces, ``shuffle.pieces``): the store
+        owns it.
+
+        A committed attempt with runs still to come may yet be lost with its worker (:meth:`lost`), and the map run
+        again: the rerun's runs come straight from its worker, the word of the loss through this reducer's own
+        worker, so they may come first. They are kept, tentative, until the committed attempt is complete (then
+        they go) or lost (then they are the rerun's): dropped as a loser's, the rerun committed with them missing
+        and the reducer waited for them for ever."""
         size = data.stat().st_size if isinstance(data, Path) else len(data)
         self.received_runs += 1
         self.received_bytes += size
@@ -157,7 +164,8 @@ class RunStore:
         attempt = self.owner(task, attempt, seq)
         winner = self.committed.get(task)
         kept_below = self.kept_below.get((task, attempt))
-        if (winner is not None and winner != attempt) or (kept_below is not None and seq >= kept_below):
+        superseded = winner is not None and winner != attempt and self.complete(task, winner)
+        if superseded or (kept_below is not None and seq >= kept_below):
             self.dropped_runs += 1
             if isinstance(data, Path):
                 data.unlink(missing_ok=True)
@@ -170,11 +178,13 @@ class RunStore:
         if isinstance(data, Path):
             runs[seq] = StoredRun(seq, records, order_tag, size, path=data)
             self._add_disk(size)
-            return
-        runs[seq] = StoredRun(seq, records, order_tag, size, data=data)
-        self.memory_bytes += size
-        if self.memory_bytes > self.held_limit:
-            self._evict()
+        else:
+            runs[seq] = StoredRun(seq, records, order_tag, size, data=data)
+            self.memory_bytes += size
+            if self.memory_bytes > self.held_limit:
+                self._evict()
+        if attempt == winner and self.complete(task, attempt):
+            self._drop_others(task, attempt)  # the committed attempt can no longer be lost here: the rest are losers
 
     def complete(self, task: int, attempt: int) -> bool:
         """Whether ``attempt`` committed and every one of its runs has arrived."""
@@ -209,6 +219,10 @@ class RunStore:
                         self._release(run)
                         self.dropped_runs += 1
         self.attempts.setdefault((task, attempt), AttemptRuns()).committed_spills = spills
+        self._drop_others(task, attempt)
+
+    def _drop_others(self, task: int, attempt: int) -> None:
+        """Forget the runs of every attempt of ``task`` but ``attempt``."""
         for key in [key for key in self.attempts if key[0] == task and key[1] != attempt]:
             self.drop(*key)
 
@@ -415,7 +429,8 @@ class RunStore:
         assert self.disk_bytes == on_disk + sum(self._merged.values())
         assert all(path.stat().st_size == size for path, size in self._merged.items())
         for task, attempt in self.committed.items():
-            assert all(key == (task, attempt) for key in self.attempts if key[0] == task), "loser kept"
+            if self.complete(task, attempt):  # (before, another attempt's runs wait in case it is lost: ``add``)
+                assert all(key == (task, attempt) for key in self.attempts if key[0] == task), "loser kept"
         for (task, attempt), attempt_runs in self.attempts.items():
             assert attempt_runs.committed_spills is None or self.committed.get(task) == attempt
 

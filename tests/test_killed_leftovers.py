@@ -113,3 +113,26 @@ def test_the_outputs_of_a_killed_compare(temporary: Path) -> None:
     assert result.returncode == 1 and "spark exited with code" in result.stdout, result.stdout + result.stderr
     assert not abandoned.exists() and not list(temporary.glob("hop-compare-*"))
     assert os.listdir(temporary) == []
+
+
+def test_a_task_process_whose_worker_died_as_it_started_ends(tmp_path: Path) -> None:
+    """A worker restarts a slot's task process (after ending its task: a speculative loser, a stopped job) as a new
+    interpreter, which takes a good part of a second to start; killed meanwhile, it left the process a child of
+    init, which the process then took for its worker: it never saw the worker gone and waited for it for ever (four
+    such processes of one killed worker were still there 16 minutes later). Here the "worker" exits as soon as it
+    has started the process."""
+    code = (
+        "import os, subprocess, sys; "
+        f"child = subprocess.Popen([sys.executable, '-m', 'hop.taskproc', 'ipc://{tmp_path}/slots', 'w/m0', "
+        f"'{tmp_path}', str(os.getpid())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+        "print(child.pid, flush=True); os._exit(0)"
+    )
+    worker = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    task = psutil.Process(int(worker.stdout))
+    try:
+        task.wait(timeout=10)
+    except psutil.TimeoutExpired:
+        pytest.fail("the task process outlived its worker")
+    finally:
+        if task.is_running():
+            task.kill()

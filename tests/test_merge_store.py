@@ -647,3 +647,35 @@ def test_true_and_one_are_one_key_in_memory_and_from_disk(tmp_path: Path, memory
     grouped = [(key, list(values)) for key, values in store.grouped()]
     assert grouped == [(False, ["c", "e"]), (0.5, ["a"]), (True, ["b", "d", "f"]), ("x", ["g"])]
     store.close()
+
+
+@pytest.mark.parametrize("memory_limit", [64 << 20, 1])
+def test_a_rerun_whose_runs_come_before_the_word_its_predecessor_was_lost_is_awaited_not_lost(
+    store_dir: Path, memory_limit: int
+) -> None:
+    """A committed map's output lost with its worker before this reducer had all of it: the map runs again, and the
+    rerun's runs come straight from its worker, while the word that the committed attempt was lost comes through this
+    reducer's own worker, which may be slower (busy, or paused). Those runs were dropped as a loser's, the rerun then
+    committed with none of them here, and the reducer waited for them for ever (the job never finished)."""
+    store = RunStore(store_dir, memory_limit=memory_limit)
+    _add(store, 0, 0, 0, [("a", "attempt0")])
+    _commit(store, 0, 0, 2)  # committed, one of its two runs here; then its worker dies
+    _add(store, 0, 1, 0, [("a", "attempt1")])  # the rerun's runs, before the word of the loss
+    _add(store, 0, 1, 1, [("b", "attempt1")])
+    store.lost(0, 0)
+    store._check()
+    _commit(store, 0, 1, 2)
+    assert store.missing(1) == 0
+    assert list(store.sorted_pairs()) == [("a", "attempt1"), ("b", "attempt1")]
+    # The last run of a committed attempt still to come may complete it: then any other attempt's runs go.
+    _add(store, 1, 0, 0, [("c", "attempt0")])
+    _commit(store, 1, 0, 2)
+    _add(store, 1, 1, 0, [("c", "attempt1")])
+    _add(store, 1, 0, 1, [("d", "attempt0")])
+    assert (1, 1) not in store.attempts
+    _add(store, 1, 1, 1, [("d", "attempt1")])  # once it is complete, a loser's late run is dropped at once
+    assert (1, 1) not in store.attempts
+    store.lost(1, 0)  # complete: kept
+    assert store.missing(2) == 0
+    assert [pair for pair in store.sorted_pairs() if pair[0] in "cd"] == [("c", "attempt0"), ("d", "attempt0")]
+    store.close()
