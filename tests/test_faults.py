@@ -523,6 +523,7 @@ def test_a_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: 
         load_job_file(job_path("wordcount_nocombine")), [str(source)], str(tmp_path / "out"), num_reduces=2
     )
     (tmp_path / "work").mkdir()
+    (tmp_path / "out").mkdir()  # (the job's output, which its coordinator made: a reducer never makes it)
 
     def run(job_id: str, partition: int, keys: list[str], lists: list[list[int]]) -> tuple[dict[str, Any], bytes]:
         header = {"job_id": job_id, "map": 0, "attempt": 0, "seq": 0, "partition": partition}
