@@ -439,6 +439,8 @@ def run_map(
         mapper = _batch_of_pairs  # (the records are batches of the one call's pairs: _whole_file_batches)
     max_line_bytes = int(spec.options.get("max_line_bytes", MAX_LINE_BYTES))
     sizes[:] = [_split_bytes(split) for _, split in chunks]
+    keyed_records = spec.input_format == "output"
+    """Whether a record's key is the record's own (a hop job's output read back), not its line's byte offset."""
     bytes_done = 0
     last_report = time.monotonic()
 
@@ -504,6 +506,8 @@ def run_map(
                 last_report = now
                 flow.poll()
                 offset = buffer.current_record[0] if buffer.current_record else 0
+                if keyed_records and reading[0] is not None:
+                    offset = reading[0][1].position  # (where its reader is: the record's key is no offset)
                 split = current[0]
                 within = _fraction(split, offset) * _split_bytes(split)
                 fraction = min(1.0, (bytes_done + within) / max(1, sum(sizes)))

@@ -1052,3 +1052,31 @@ def test_a_map_of_a_gzip_file_reports_how_far_it_has_read(tmp_path: Path) -> Non
     )
     assert _fraction(whole_bz2, len(text) // 4) == 0.5
     assert _fraction(Split(str(tmp_path / "plain.txt"), 1000, 4000), 2000) == 0.25
+
+
+def test_a_map_of_a_jobs_output_read_back_reports_how_far_it_has_read(tmp_path: Path) -> None:
+    """A map reading a hop job's output (``--input-format output``) took its record's key for a byte offset: with
+    int keys its progress said 100% from the start (or anything), with others 50% throughout. It now says where its
+    reader is in the file."""
+    import threading
+
+    folder = tmp_path / "counts"
+    folder.mkdir()
+    lines = "".join(f"{1_000_000_000 + n}\t{json.dumps('a b c')}\n" for n in range(4_000))
+    (folder / "part-00000").write_text(lines, encoding="utf-8")
+    spec = build_spec(load_job_file(job_path("slow_map")), [str(folder)], str(tmp_path / "out"), input_format="output")
+    seen: list[float] = []
+    with LocalCluster(workers=1) as cluster:
+        client, watcher = Client(cluster.address), Client(cluster.address)
+        try:
+            run = threading.Thread(target=run_steps, args=(client, spec), kwargs={"progress": False, "timeout": 60})
+            run.start()
+            while run.is_alive():
+                run.join(0.05)
+                seen += [job["map_fraction"] for job in watcher.jobs() if job["maps_done"] == 0]
+            run.join(60)
+        finally:
+            client.close()
+            watcher.close()
+    assert output_dict(tmp_path / "out") == {"a": 4_000, "b": 4_000, "c": 4_000}
+    assert any(0.05 < fraction < 0.95 for fraction in seen), seen[-20:]
