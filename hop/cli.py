@@ -596,8 +596,10 @@ def _mrjob_step_reduces(args: argparse.Namespace, mrjob_run: MRJobRun | None) ->
 def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list[Any]) -> tuple[Any, list[Any]]:
     """The job's specs for the cluster ``client`` talks to (``hop submit``, ``hop run --coordinator``): without
     ``--reducers``, one reducer per live worker, as the option says (it was this machine's core count); a cluster
-    with no worker yet is told of, the job waiting for one."""
-    alive = sum(worker["alive"] for worker in client.workers())
+    with no worker yet is told of, the job waiting for one, and an online job with more reducers than the live
+    workers' reduce slots is warned that the partitions of those waiting are in no early result."""
+    live = [worker for worker in client.workers() if worker["alive"]]
+    alive = len(live)
     if not alive:
         print(
             f"hop: the coordinator at {client.address} has no workers yet: the job waits for one "
@@ -606,9 +608,24 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
             flush=True,
         )
         return spec, later  # (reducers: this machine's cores, as ever)
-    if args.reducers is not None:
-        return spec, later
-    return dataclasses.replace(spec, num_reduces=alive), [dataclasses.replace(s, num_reduces=alive) for s in later]
+    if args.reducers is None:
+        spec, later = (
+            dataclasses.replace(spec, num_reduces=alive),
+            [dataclasses.replace(s, num_reduces=alive) for s in later],
+        )
+    slots = sum(worker["reduce_slots"] for worker in live)
+    if spec.options.get("online") and spec.num_reduces > slots:
+        # A reducer waiting for a slot starts once another ends, after the maps: until then every snapshot lacks
+        # its partition, and a job asked to stop when accurate never can.
+        print(
+            f"hop: warning: {counted(spec.num_reduces, 'reducer')} on {counted(slots, 'reduce slot')} of the live "
+            "workers: a partition whose reducer waits for a slot is in no snapshot until the maps end (nor can "
+            f"--stop-when-accurate stop the job early); give --reducers {slots} or fewer for early results of every "
+            "partition",
+            file=sys.stderr,
+            flush=True,
+        )
+    return spec, later
 
 
 def _failed_snapshots(report: dict[str, Any], output: str) -> str | None:

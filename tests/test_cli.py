@@ -2620,3 +2620,32 @@ def test_the_progress_display_says_when_the_cluster_loses_a_worker(capsys: pytes
         "hop: job-1: the cluster lost 1 worker, 1 left: the job's tasks that ran there run again (hop status "
         "--coordinator tcp://h:5555 lists the workers)"
     ], said
+
+
+def test_an_online_job_with_more_reducers_than_reduce_slots_is_warned(cluster: LocalCluster, tmp_path: Path) -> None:
+    """On a cluster, an online job's reducers past its reduce slots start once others end, after the maps: every
+    snapshot lacked their partitions and --stop-when-accurate could never stop the job, without a word. The submit
+    now says so, and how many reducers the cluster can run at once (here 2 workers of 2 reduce slots each)."""
+    (tmp_path / "in.txt").write_text("a b c\n" * 2_000)
+    job = str(ROOT / "jobs" / "wordcount.py")
+    online = ["--snapshot-every", "0.5", "--order", "random", "--chunk-size", "64KB", "--quiet"]
+    results = {
+        reducers: hop(
+            "submit",
+            job,
+            "in.txt",
+            "-o",
+            f"out{reducers}",
+            "--reducers",
+            str(reducers),
+            *online,
+            "--coordinator",
+            cluster.address,
+            cwd=tmp_path,
+        )  # fmt: skip
+        for reducers in (4, 5)
+    }
+    assert all(result.returncode == 0 for result in results.values()), results
+    assert results[4].stderr == "", results[4].stderr
+    assert results[5].stderr.startswith("hop: warning: 5 reducers on 4 reduce slots of the live workers: "), results[5]
+    assert "give --reducers 4 or fewer" in results[5].stderr
