@@ -59,9 +59,14 @@ def mrjob_inline(
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd or job_file.parent)
         job = job_class(args=["-r", runner, "--no-conf", *job_args, *map(str, inputs)])
-        with job.make_runner() as runner:
-            runner.run()
-            return Counter(frozen(pair) for pair in job.parse_output(runner.cat_output()))
+        with job.make_runner() as running:
+            try:
+                running.run()
+                return Counter(frozen(pair) for pair in job.parse_output(running.cat_output()))
+            finally:
+                # mrjob's setup wrapper (the local runner's, for mapper_raw's manifest) locks a file in /tmp, named
+                # whatever TMPDIR says, and never removes it.
+                Path(f"/tmp/wrapper.lock.{running.get_job_key()}").unlink(missing_ok=True)
 
 
 def hop_run(job_file: Path, inputs: list[Path], output: Path, *job_args: str, **options: Any) -> str:
