@@ -288,11 +288,22 @@ def _not_about_an_interrupt(record: logging.LogRecord) -> bool:
     return True
 
 
-def _quiet_py4j_interrupts() -> None:
+def _not_about_an_ended_jvm(record: logging.LogRecord) -> bool:
+    """False for a record of a lost connection to the driver JVM once that JVM has ended: py4j logs "Exception
+    while sending command." with 20 lines of tracebacks when the JVM is killed during a call (the kernel's
+    out-of-memory killer does so), and the run says how the JVM ended itself (:func:`_jvm_end`)."""
+    from py4j.protocol import Py4JNetworkError
+
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, Py4JNetworkError) or _jvm_end(JVM_END_SECONDS) is None
+
+
+def _quiet_py4j_logs() -> None:
     for name in PY4J_LOGGERS:
         logger = logging.getLogger(None if name == "root" else name)
-        if _not_about_an_interrupt not in logger.filters:
-            logger.addFilter(_not_about_an_interrupt)
+        for check in (_not_about_an_interrupt, _not_about_an_ended_jvm):
+            if check not in logger.filters:
+                logger.addFilter(check)
 
 
 def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str, str] | None = None) -> SparkSession:
@@ -343,7 +354,7 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
     for name, value in settings.items():
         builder = builder.config(name, value)
     jvm_running = SparkContext._gateway is not None
-    _quiet_py4j_interrupts()
+    _quiet_py4j_logs()
     # PySpark's context sets a SIGINT handler that cancels the jobs from inside the call into the JVM the main thread
     # waits in: that call fails reentrant and py4j logs both failures. The caller's handler is put back.
     in_main = threading.current_thread() is threading.main_thread()
