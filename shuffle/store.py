@@ -196,7 +196,8 @@ class RunStore:
         )
 
     def commit(self, task: int, attempt: int, spills: int, segments: list[list[int]] = ()) -> None:  # type: ignore[assignment]
-        """Record that ``attempt`` of ``task`` committed with ``spills`` spill files; drop other attempts.
+        """Record that ``attempt`` of ``task`` committed with ``spills`` spill files; drop other attempts once its
+        runs are all here.
 
         If another attempt of the task already committed and all its runs are here (its output was later lost
         with its worker, so the map ran again), the store keeps what it has and ignores the new attempt.
@@ -219,7 +220,10 @@ class RunStore:
                         self._release(run)
                         self.dropped_runs += 1
         self.attempts.setdefault((task, attempt), AttemptRuns()).committed_spills = spills
-        self._drop_others(task, attempt)
+        if self.complete(task, attempt):
+            # (else other attempts' runs stay, tentative, until it is: one may be the rerun of this attempt, lost
+            # before its last runs came, its runs here before the word of the commit and of the loss: :meth:`add`)
+            self._drop_others(task, attempt)
 
     def _drop_others(self, task: int, attempt: int) -> None:
         """Forget the runs of every attempt of ``task`` but ``attempt``."""

@@ -678,4 +678,13 @@ def test_a_rerun_whose_runs_come_before_the_word_its_predecessor_was_lost_is_awa
     store.lost(1, 0)  # complete: kept
     assert store.missing(2) == 0
     assert [pair for pair in store.sorted_pairs() if pair[0] in "cd"] == [("c", "attempt0"), ("d", "attempt0")]
+    # The rerun's runs may come before the word of the commit too (the reducer's worker stalled since before it).
+    _add(store, 2, 0, 0, [("e", "attempt0")])
+    _add(store, 2, 1, 0, [("e", "attempt1")])
+    _add(store, 2, 1, 1, [("f", "attempt1")])
+    _commit(store, 2, 0, 2)
+    store.lost(2, 0)
+    _commit(store, 2, 1, 2)
+    assert store.missing(3) == 0
+    assert [pair for pair in store.sorted_pairs() if pair[0] in "ef"] == [("e", "attempt1"), ("f", "attempt1")]
     store.close()
