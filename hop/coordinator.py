@@ -613,6 +613,8 @@ class Coordinator:
             status["waiting"] = waiting
         if job.state != "running":
             status["report"] = job.report()
+            if self._output_removed(job):  # (what is under its name now is not the job's: hop.runner leaves it be)
+                status["output_removed"] = True
             if self.submitters.get(job.spec.job_id) == identity:
                 del self.submitters[job.spec.job_id]  # (told: a stopping coordinator need not wait to tell it)
         self._send(identity, "status", **status)

@@ -531,8 +531,8 @@ def _output_gone(status: dict[str, Any], scratch: Path, final_output: Path) -> b
     to hold only a failed run's report, or part of a result (earlier steps' outputs, ``--keep-intermediate``): the
     run's error says what happened, and a next run of that output would be refused it as not empty. An error naming
     a file of ``scratch`` says that it is deleted with the run."""
-    if final_output.is_dir():
-        return False
+    if final_output.is_dir() and not status.get("output_removed"):
+        return False  # (with it, a folder made under OUT's name since is someone else's: nothing is written there)
     _note_deleted_input(status, scratch)
     return True
 

@@ -58,15 +58,26 @@ def _run_removing(tmp_path: Path, jobs: list[str], written: Callable[[], Path], 
     return stderr
 
 
-@pytest.mark.parametrize("how", ["removed", "moved"])
+@pytest.mark.parametrize("how", ["removed", "moved", "replaced"])
 def test_an_output_removed_while_its_job_runs_fails_the_job(tmp_path: Path, how: str) -> None:
+    """``replaced``: moved away, and a folder of the user's made under its name, which the failed run wrote its report
+    into."""
     output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
-    remove = shutil.rmtree if how == "removed" else lambda folder: folder.rename(elsewhere)
+
+    def replace(folder: Path) -> None:
+        folder.rename(elsewhere)
+        folder.mkdir()
+        (folder / "mine.txt").write_text("the user's\n")
+
+    remove = {"removed": shutil.rmtree, "moved": lambda folder: folder.rename(elsewhere), "replaced": replace}[how]
     stderr = _run_removing(tmp_path, [job_path("reduces_in_turn")], lambda: output, remove)
     assert f"output directory {output} was removed or moved while the job ran" in stderr, stderr
     assert "run the job again" in stderr, stderr
-    assert not output.exists(), sorted(str(path.relative_to(output)) for path in output.rglob("*"))
-    if how == "moved":  # what had been committed, not marked done
+    if how == "replaced":  # (a reducer started since may have made _temporary there: removed as it ends, or not)
+        assert {path.name for path in output.iterdir()} - {"_temporary"} == {"mine.txt"}
+    else:
+        assert not output.exists(), sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+    if how != "removed":  # what had been committed, not marked done
         assert not (elsewhere / "_SUCCESS").exists()
 
 
