@@ -30,10 +30,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from hop.aggregates import CountDistinct, TopK
 from hop.gen.cli import parse_size
+from hop.peak_memory import PeakMemory
 from shuffle.buffer import DEFAULT_SPILL_BYTES, DEFAULT_SPILL_RECORDS, FIRST_SPILL_DIVISOR, MapOutputBuffer
 
 CASES = ("topk", "distinct", "zipf")
@@ -67,14 +66,16 @@ def measure_in_this_process(case: str, keys: int, values: int, spill_bytes: int,
 
     buffer.on_spill = spilled
     records = ((key, number) for number, key in enumerate(_keys(case, keys, values)))
-    Path("/proc/self/clear_refs").write_text("5")  # the peak so far forgotten
-    start_rss = psutil.Process().memory_info().rss
+    memory = PeakMemory()  # (the peak so far, and the parent's kept by ru_maxrss, forgotten)
     started = time.process_time()
     for _ in buffer.run_map(records, lambda key, number: ((key, f"{number:0100d}"),)):
         pass
     buffer.spill()
     cpu = time.process_time() - started
-    peak = _peak_rss()
+    span = memory.report()
+    if span is None:
+        raise RuntimeError("measuring a peak needs Linux's /proc/self/clear_refs")
+    peak, start_rss = span["peak_bytes"], span["start_bytes"]
     return {
         "case": case,
         "keys": keys,
@@ -85,13 +86,6 @@ def measure_in_this_process(case: str, keys: int, values: int, spill_bytes: int,
         "spills": len(spill_keys),
         "most_keys_in_a_spill": max(spill_keys),
     }
-
-
-def _peak_rss() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def main() -> None:

@@ -27,9 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from hop.aggregates import Sum
+from hop.peak_memory import PeakMemory
 from shuffle.buffer import MapOutputBuffer
 from shuffle.spill import SpillFile
 
@@ -68,12 +67,14 @@ def merge_in_this_process(case: str, directory: Path) -> dict[str, Any]:
     from shuffle.flow import merge_spills
 
     spills = [SpillFile.open(path) for path in sorted(directory.glob("*.spill"))]
-    Path("/proc/self/clear_refs").write_text("5")  # the peak so far (and the parent's, kept by ru_maxrss) forgotten
-    start_rss = psutil.Process().memory_info().rss
+    memory = PeakMemory()  # (the peak so far, and the parent's kept by ru_maxrss, forgotten)
     started = time.process_time()
     merged = merge_spills(spills, directory / "merged.out", COMBINERS[case])
     cpu = time.process_time() - started
-    peak = _peak_rss()
+    span = memory.report()
+    if span is None:
+        raise RuntimeError("measuring a peak needs Linux's /proc/self/clear_refs")
+    peak, start_rss = span["peak_bytes"], span["start_bytes"]
     return {
         "cpu_seconds": cpu,
         "peak_above_start_mb": (peak - start_rss) / 2**20,
@@ -81,13 +82,6 @@ def merge_in_this_process(case: str, directory: Path) -> dict[str, Any]:
         "records_out": merged.records,
         "spill_mb": sum(spill.size for spill in spills) / 2**20,
     }
-
-
-def _peak_rss() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def main() -> None:

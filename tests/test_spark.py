@@ -1181,6 +1181,26 @@ def test_a_combine_output_the_shuffle_cannot_encode_is_named_as_on_hop(
     assert shown is None
 
 
+@contextlib.contextmanager
+def _busy_spark_run(tmp_path: Path, temporary: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``hop run --engine spark`` of a map that spins, in ``tmp_path`` with ``temporary`` as its TMPDIR and its
+    standard error in ``tmp_path/stderr``, given once its Spark job has started; killed, if it still runs, after."""
+    job = str(TEST_JOBS / "busy_map.py")
+    command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    with open(tmp_path / "stderr", "w+") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
+                assert time.monotonic() < deadline, "the Spark job did not start"
+                time.sleep(0.2)
+            yield process
+        finally:
+            process.kill()
+            process.wait()
+
+
 def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path: Path) -> None:
     """Ctrl-C during a Spark run printed 47 lines of py4j tracebacks ("ERROR:root:Exception while sending command",
     "KeyboardInterrupt while sending command": PySpark's handler cancels the jobs inside the py4j call the run waits
@@ -1194,22 +1214,10 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     # not take it: a space split them, and Spark did not start ("Could not find or load main class").
     temporary = tmp_path / "tmp dir 'x'"
     temporary.mkdir()
-    job = str(TEST_JOBS / "busy_map.py")
-    command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
-    environment = {**os.environ, "TMPDIR": str(temporary)}
-    with open(tmp_path / "stderr", "w+") as stderr:
-        process = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 120
-            while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
-                assert time.monotonic() < deadline, "the Spark job did not start"
-                time.sleep(0.2)
-            assert list(temporary.glob("hop-spark-tmp-*/blockmgr-*")), "Spark's shuffle folder is in TMPDIR"
-            process.send_signal(signal.SIGINT)
-            assert process.wait(timeout=60) == 130
-        finally:
-            process.kill()
-            process.wait()
+    with _busy_spark_run(tmp_path, temporary) as process:
+        assert list(temporary.glob("hop-spark-tmp-*/blockmgr-*")), "Spark's shuffle folder is in TMPDIR"
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
     printed = (tmp_path / "stderr").read_text()
     assert printed.endswith("hop: error: interrupted\n"), printed[-2000:]
     assert "Traceback" not in printed and "ERROR:root" not in printed and "\tat org.apache" not in printed, printed
@@ -1228,22 +1236,10 @@ def test_a_driver_jvm_killed_during_the_job_is_reported_as_such(tmp_path: Path) 
     (tmp_path / "in.txt").write_text("spin\n")
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    job = str(TEST_JOBS / "busy_map.py")
-    command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--engine", "spark", "--workers", "1"]
-    environment = {**os.environ, "TMPDIR": str(temporary)}
-    with open(tmp_path / "stderr", "w+") as stderr:
-        process = subprocess.Popen(command, cwd=tmp_path, env=environment, stderr=stderr, stdout=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 120
-            while "[Stage 0:" not in (tmp_path / "stderr").read_text() and process.poll() is None:
-                assert time.monotonic() < deadline, "the Spark job did not start"
-                time.sleep(0.2)
-            (jvm,) = [child for child in psutil.Process(process.pid).children() if child.name() == "java"]
-            jvm.kill()
-            assert process.wait(timeout=60) == 1
-        finally:
-            process.kill()
-            process.wait()
+    with _busy_spark_run(tmp_path, temporary) as process:
+        (jvm,) = [child for child in psutil.Process(process.pid).children() if child.name() == "java"]
+        jvm.kill()
+        assert process.wait(timeout=60) == 1
     printed = (tmp_path / "stderr").read_text()
     assert printed.endswith(
         "hop: error: job failed: Spark's driver JVM was killed by SIGKILL during the job: if the kernel's "
