@@ -186,6 +186,11 @@ def _guarded_combiner(
     return combine
 
 
+NOT_A_BAD_RECORD = (SystemExit, NoStandardInputError, UnhashableKeyError, AggregateValueError)
+"""What a map raises that ``--skip-bad-records`` does not skip, whatever record it was at: ``sys.exit()``, reading
+``sys.stdin``, a key the buffer cannot hold, a value the aggregate refuses (raised after the map call returned)."""
+
+
 def run_map(
     spec: JobSpec,
     index: int,
@@ -490,9 +495,7 @@ def run_map(
                 # AggregateValueError, a job's own aggregate's merge is its code).
                 failure.skippable = (
                     problem is error
-                    and not isinstance(
-                        error, SystemExit | NoStandardInputError | UnhashableKeyError | AggregateValueError
-                    )
+                    and not isinstance(error, NOT_A_BAD_RECORD)
                     and (not buffer.folding or type(buffer.combiner).__module__ == Aggregate.__module__)
                 )
                 raise failure from error
@@ -642,9 +645,7 @@ def _whole_file_batches(
         problem = not_pairs("map", error, output)
         failure = UserCodeError("map", problem, f"{path} (the whole file)")
         # (--skip-bad-records skips such a file, as it skips a record)
-        failure.skippable = problem is error and not isinstance(
-            error, SystemExit | NoStandardInputError | UnhashableKeyError | AggregateValueError
-        )
+        failure.skippable = problem is error and not isinstance(error, NOT_A_BAD_RECORD)
         raise failure from error
 
 
