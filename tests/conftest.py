@@ -19,11 +19,13 @@ from typing import Any
 
 import psutil
 import pytest
+import zmq
 
 from hop.client import Client
 from hop.lifetime import STOP_SIGNALS, become_subreaper
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
+from hop.protocol import message, unpack
 from hop.runner import build_spec, run_steps
 from hop.spark_engine import java_found
 
@@ -177,3 +179,24 @@ def read_output(output: Path) -> list[tuple[Any, Any]]:
 
 def output_dict(output: Path) -> dict[Any, Any]:
     return {(tuple(k) if isinstance(k, list) else k): v for k, v in read_output(output)}
+
+
+class PairChannel:
+    """A task's channel to a test standing in for its worker: a PAIR socket each side (``hop.tasks``)."""
+
+    def __init__(self, context: zmq.Context, address: str) -> None:
+        self._socket = context.socket(zmq.PAIR)
+        self._socket.connect(address)
+
+    @property
+    def control_socket(self) -> zmq.Socket:
+        return self._socket
+
+    def send(self, msg_type: str, /, **fields: Any) -> None:
+        self._socket.send(message(msg_type, **fields))
+
+    def receive(self, timeout: float) -> dict[str, Any] | None:
+        return unpack(self._socket.recv()) if self._socket.poll(int(timeout * 1000)) else None
+
+    def close(self) -> None:
+        self._socket.close(linger=0)

@@ -35,7 +35,7 @@ from shuffle import codec
 from shuffle.keys import order_tag
 from shuffle.pusher import run_message
 from shuffle.runs import encode_grouped_run, encode_run
-from tests.conftest import job_path, maps_running, output_dict, run_job
+from tests.conftest import PairChannel, job_path, maps_running, output_dict, run_job
 
 POINTS = [
     ("map", "running"),
@@ -459,26 +459,8 @@ def test_a_worker_removes_the_spill_directories_of_workers_that_died(tmp_path: P
     assert sorted(path.name for path in root.iterdir()) == sorted([mine.name, "hop-worker-other", "hop-worker-unowned"])
 
 
-class _PairChannel:
-    """A reduce task's channel to a test standing in for its worker: a PAIR socket each side (``hop.tasks``)."""
-
-    def __init__(self, context: zmq.Context, address: str) -> None:
-        self._socket = context.socket(zmq.PAIR)
-        self._socket.connect(address)
-
-    @property
-    def control_socket(self) -> zmq.Socket:
-        return self._socket
-
-    def send(self, msg_type: str, /, **fields: Any) -> None:
-        self._socket.send(message(msg_type, **fields))
-
-    def receive(self, timeout: float) -> dict[str, Any] | None:
-        return unpack(self._socket.recv()) if self._socket.poll(int(timeout * 1000)) else None
-
-
 def _reducer_fed_runs(
-    run: Callable[[_PairChannel], dict[str, Any]], runs: list[tuple[dict[str, Any], bytes]], then: list[bytes]
+    run: Callable[[PairChannel], dict[str, Any]], runs: list[tuple[dict[str, Any], bytes]], then: list[bytes]
 ) -> dict[str, Any]:
     """Run a reduce attempt (``run(channel)``) in a thread with this test as its worker: push it ``runs`` (header and
     run bytes) from one connection, check that each is acknowledged, send it ``then`` as its worker's messages, and
@@ -486,7 +468,7 @@ def _reducer_fed_runs(
     context = zmq.Context.instance()
     worker_side = context.socket(zmq.PAIR)
     port = worker_side.bind_to_random_port("tcp://127.0.0.1")
-    channel = _PairChannel(context, f"tcp://127.0.0.1:{port}")
+    channel = PairChannel(context, f"tcp://127.0.0.1:{port}")
     pusher = context.socket(zmq.DEALER)
     results: list[dict[str, Any]] = []
     reducer = threading.Thread(target=lambda: results.append(run(channel)), daemon=True)

@@ -27,6 +27,7 @@ import msgpack
 import pytest
 import zmq
 
+from hop import protocol
 from hop.cli import SAME_SIGNAL_SECONDS
 from hop.client import Client
 from hop.loader import load_job_file
@@ -34,9 +35,10 @@ from hop.local_cluster import LocalCluster
 from hop.runner import ProgressDisplay, build_spec
 from hop.stream.options import stream_options
 from hop.stream.runner import run_stream
+from hop.stream.tasks import run_stream_map
 from hop.stream.windows import WindowSpec
 from shuffle import codec
-from tests.conftest import ROOT, hop, job_path, output_dict, run_job
+from tests.conftest import ROOT, PairChannel, hop, job_path, output_dict, run_job
 
 pytestmark = pytest.mark.slow
 
@@ -1692,6 +1694,50 @@ def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: 
     # One figure for the job: each shed pane once (3 s of events: at most 4 one-second panes), not once per
     # partition and per message that named it.
     assert 1 <= report["counters"]["shed_panes"] <= 4
+
+
+def test_a_map_tells_of_shed_panes_before_it_seals_past_them(tmp_path: Path) -> None:
+    """A reducer may close a window as soon as the seal past it arrives; were the map to say which of its panes it
+    shed only after that seal (it did), the window went out as complete, with no S in C2 and the shed records
+    missing without a word. The map (run here with this test as its worker) announces shed panes first."""
+    events_path = tmp_path / "events.jsonl"
+    start = time.time()
+    events_path.write_text("".join(json.dumps({"ts": start + i / 1000, "text": "w"}) + "\n" for i in range(2000)))
+    job = load_job_file(job_path("stream_events"), "SlowEventWordCount")
+    options = stream_options([f"replay:{events_path}"], "1s", max_latency=0.2)
+    spec = build_spec(job, [], str(tmp_path / "out"), num_reduces=1, options={"stream": options})
+    context = zmq.Context.instance()
+    worker_side = context.socket(zmq.PAIR)
+    worker_side.setsockopt(zmq.LINGER, 0)
+    channel = PairChannel(context, f"tcp://127.0.0.1:{worker_side.bind_to_random_port('tcp://127.0.0.1')}")
+    results: list[dict[str, Any]] = []
+    task = threading.Thread(
+        target=lambda: results.append(run_stream_map(spec, 0, 0, tmp_path / "work", channel)), daemon=True
+    )
+    spills: list[dict[str, Any]] = []
+    try:
+        task.start()
+        deadline = time.monotonic() + 60
+        while task.is_alive() or worker_side.poll(0):
+            assert time.monotonic() < deadline, "the map did not end within 60 s"
+            if not worker_side.poll(100):
+                continue
+            sent = protocol.unpack(worker_side.recv())
+            if sent["type"] == "spill":  # every spill reaches every reducer at once: nothing holds the map back
+                spills.append(sent["meta"])
+                worker_side.send(protocol.message("spill_status", index=0, attempt=0, unsent=0, last_seq=sent["seq"]))
+        task.join(timeout=10)
+    finally:
+        channel.close()
+        worker_side.close()
+    assert results and results[0]["counters"]["shed_records"] > 0, (results, spills)
+    shed_notices = 0
+    for number, meta in enumerate(spills):
+        if meta.get("shed"):
+            shed_notices += 1
+            sealed_before = max((m["sealed"] for m in spills[:number]), default=-1)
+            assert min(meta["shed"]) >= sealed_before, f"panes {meta['shed']} shed after the seal to {sealed_before}"
+    assert shed_notices > 0
 
 
 def test_pane_flow_control_pauses_the_source_for_a_slow_reducer(

@@ -436,7 +436,6 @@ def run_stream_map(
             # not held this way: an event-time map must read past the paused pane to seal it (its watermark comes
             # from the records), and the reducer frees memory only once that window closes.
             held_back = unsent > options.pause_threshold
-            now = time.time()
             batch = [] if held_back else source.poll(poll_budget(), 0.05)
             for record in batch:
                 if record.error is not None:
@@ -462,6 +461,7 @@ def run_stream_map(
                     continue
                 if options.max_latency is not None and window.unit == "time":
                     deadline = (pane + 1) * window.pane / 1_000_000 + options.lateness + options.max_latency
+                    now = time.time()  # per record: mapping a poll's records can take seconds (a slow map)
                     if time_field is not None and now > deadline and now - stamp < 86_400:
                         marks.shed += 1  # its windows were emitted on the latency bound already: load shedding
                         shed_panes.add(pane)
@@ -498,10 +498,12 @@ def run_stream_map(
                     note_progress()
                     register(None, 0, empty_runs(), marks.sealed, lost=[unheard_from, lost_to])
                 unheard_from = None
-            seal(watermark)
-            if shed_panes:  # tell the reducers which panes lost records to shedding: C2 shows them
+            if shed_panes:  # tell the reducers which panes lost records to shedding: C2 shows them. Before the
+                # seal: a reducer may emit a window as soon as the seal past it arrives, and must know of its shed
+                # panes by then or it calls the window complete.
                 register(None, 0, empty_runs(), marks.sealed, shed=sorted(shed_panes))
                 shed_panes.clear()
+            seal(watermark)
             take_control()
             mono = time.monotonic()
             if mono - last_checkpoint >= options.checkpoint_seconds and unsent == 0:
