@@ -516,7 +516,7 @@ def _run_loaded(
         client = Client(address)
         try:
             if cluster is None:
-                spec, later = _on_cluster(args, client, spec, later)
+                spec, later = _on_cluster(args, client, spec, later, pipelined)
             with web_view(args, address):
                 report = _submit(args, client, spec, later, pipelined)
         finally:
@@ -593,11 +593,14 @@ def _mrjob_step_reduces(args: argparse.Namespace, mrjob_run: MRJobRun | None) ->
     return steps if any(count is not None for count in steps) else None
 
 
-def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list[Any]) -> tuple[Any, list[Any]]:
+def _on_cluster(
+    args: argparse.Namespace, client: Client, spec: Any, later: list[Any], pipelined: bool
+) -> tuple[Any, list[Any]]:
     """The job's specs for the cluster ``client`` talks to (``hop submit``, ``hop run --coordinator``): without
     ``--reducers``, one reducer per live worker, as the option says (it was this machine's core count); a cluster
     with no worker yet is told of, the job waiting for one, and an online job with more reducers than the live
-    workers' reduce slots is warned that the partitions of those waiting are in no early result."""
+    workers' reduce slots is warned that the partitions of those waiting are in no early result (a ``pipelined``
+    run's steps run their reducers side by side: their sum counts; steps run in turn: the most any has)."""
     live = [worker for worker in client.workers() if worker["alive"]]
     alive = len(live)
     if not alive:
@@ -614,13 +617,17 @@ def _on_cluster(args: argparse.Namespace, client: Client, spec: Any, later: list
             [dataclasses.replace(s, num_reduces=alive) for s in later],
         )
     slots = sum(worker["reduce_slots"] for worker in live)
-    if spec.options.get("online") and spec.num_reduces > slots:
+    step_reduces = [step.num_reduces for step in pipeline_specs([spec, *later])]
+    reducers = sum(step_reduces) if pipelined else max(step_reduces)
+    if spec.options.get("online") and reducers > slots:
+        side_by_side = f" in all, its {len(step_reduces)} steps' running side by side," if pipelined else ""
+        fitting = max(1, slots // len(step_reduces)) if pipelined else slots
         # A reducer waiting for a slot starts once another ends, after the maps: until then every snapshot lacks
         # its partition, and a job asked to stop when accurate never can.
         print(
-            f"hop: warning: {counted(spec.num_reduces, 'reducer')} on {counted(slots, 'reduce slot')} of the live "
-            "workers: a partition whose reducer waits for a slot is in no snapshot until the maps end (nor can "
-            f"--stop-when-accurate stop the job early); give --reducers {slots} or fewer for early results of every "
+            f"hop: warning: {counted(reducers, 'reducer')}{side_by_side} on {counted(slots, 'reduce slot')} of the "
+            "live workers: a partition whose reducer waits for a slot is in no snapshot until the maps end (nor can "
+            f"--stop-when-accurate stop the job early); give --reducers {fitting} or fewer for early results of every "
             "partition",
             file=sys.stderr,
             flush=True,

@@ -12,6 +12,7 @@ rather than at the timeout.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import stat
@@ -317,11 +318,16 @@ class Client:
         id unknown, so the interrupted run could not cancel it (it printed "interrupted" and the job ran on). Stop
         signals are held for the request (at most this client's timeout: the reply normally takes milliseconds); a
         second one acts at once (a coordinator that stopped answering would hold the first for that whole timeout),
-        leaving the job's id unknown if it was submitted."""
+        leaving the job's id unknown if it was submitted.
+
+        A relative output or input path in ``spec`` is taken from this process's current directory, as ``hop run``
+        and :func:`hop.runner.build_spec` take it (the coordinator runs in a directory of its own)."""
         # (the current directory, which --overwrite must not clear: the coordinator's own is another one)
         here = None
         with contextlib.suppress(OSError):
             here = os.getcwd()
+        if here is not None:
+            spec = _paths_from(spec, here)
         with stop_signals_held(repeat_acts=True):
             job_id = str(self.request("submit", job=spec.to_wire(), working_directory=here)["job_id"])
             self.submitted.append(job_id)
@@ -426,3 +432,18 @@ class Client:
 
     def close(self) -> None:
         self._close_sockets()
+
+
+def _paths_from(spec: JobSpec, directory: str) -> JobSpec:
+    """``spec`` with a relative output and relative inputs made absolute against ``directory`` (the submitting
+    client's): the coordinator resolved them against its own working directory, reading and writing elsewhere than
+    the user meant. Absolute paths are kept as they are."""
+
+    def absolute(path: str) -> str:
+        return path if os.path.isabs(path) else os.path.normpath(os.path.join(directory, path))
+
+    output = absolute(spec.output)
+    inputs = tuple(absolute(path) for path in spec.inputs)
+    if output == spec.output and inputs == spec.inputs:
+        return spec
+    return dataclasses.replace(spec, output=output, inputs=inputs)

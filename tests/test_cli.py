@@ -2649,3 +2649,16 @@ def test_an_online_job_with_more_reducers_than_reduce_slots_is_warned(cluster: L
     assert results[4].stderr == "", results[4].stderr
     assert results[5].stderr.startswith("hop: warning: 5 reducers on 4 reduce slots of the live workers: "), results[5]
     assert "give --reducers 4 or fewer" in results[5].stderr
+    # A pipeline runs its steps side by side: 3 reducers each are 6 at once, over the 4 slots (the first job's 3 alone
+    # were taken for the whole run's); with --blocking the steps run in turn, 3 at a time.
+    pipeline = [job, str(ROOT / "jobs" / "topk.py"), "in.txt", "--reducers", "3", *online, "--coordinator"]
+    side_by_side, in_turn = (
+        hop("submit", *pipeline, cluster.address, "-o", output, *more, cwd=tmp_path)
+        for output, more in (("out-pipelined", []), ("out-blocking", ["--blocking"]))
+    )
+    assert side_by_side.returncode == 0 and in_turn.returncode == 0, (side_by_side, in_turn)
+    assert side_by_side.stderr.startswith(
+        "hop: warning: 6 reducers in all, its 2 steps' running side by side, on 4 "
+    ), side_by_side.stderr
+    assert "give --reducers 2 or fewer" in side_by_side.stderr
+    assert in_turn.stderr == "", in_turn.stderr

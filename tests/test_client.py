@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -14,7 +15,10 @@ import zmq
 
 from hop.client import Client
 from hop.jobspec import JobSpec
+from hop.loader import load_job_file
 from hop.protocol import close_socket, message, unpack
+from hop.runner import build_spec
+from tests.conftest import ROOT, job_path, output_dict
 
 
 def test_a_request_interrupted_while_waiting_does_not_answer_the_next_one(tmp_path: Path) -> None:
@@ -387,3 +391,20 @@ def test_a_submit_interrupted_before_its_reply_knows_its_job(tmp_path: Path) -> 
         server.join(timeout=60)
         close_socket(router)
     assert not server.is_alive()
+
+
+def test_a_spec_with_relative_paths_reads_and_writes_where_its_client_runs(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``JobSpec`` made by hand with a relative input and output, submitted through the Python API: the coordinator
+    (started in another directory) took both from its own working directory, refusing an input that was there or
+    writing the output into its own directory. They are the submitting client's, as with ``hop run``."""
+    built = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+    spec = dataclasses.replace(built, inputs=("in.txt",), output="out")
+    (tmp_path / "in.txt").write_text("a b a\n")
+    monkeypatch.chdir(tmp_path)
+    assert Path.cwd() != ROOT  # (the test cluster's coordinator runs where pytest started)
+    report = client.wait(client.submit(spec), timeout=60)
+    assert report["state"] == "succeeded", report
+    assert output_dict(tmp_path / "out") == {"a": 2, "b": 1}
+    assert not (ROOT / "out").exists()
