@@ -162,10 +162,9 @@ class RunStore:
         if resumes:
             self.resumed.setdefault((task, attempt), [list(segment) for segment in resumes])
         attempt = self.owner(task, attempt, seq)
-        winner = self.committed.get(task)
+        settled = self.settled(task)
         kept_below = self.kept_below.get((task, attempt))
-        superseded = winner is not None and winner != attempt and self.complete(task, winner)
-        if superseded or (kept_below is not None and seq >= kept_below):
+        if (settled is not None and settled != attempt) or (kept_below is not None and seq >= kept_below):
             self.dropped_runs += 1
             if isinstance(data, Path):
                 data.unlink(missing_ok=True)
@@ -183,7 +182,7 @@ class RunStore:
             self.memory_bytes += size
             if self.memory_bytes > self.held_limit:
                 self._evict()
-        if attempt == winner and self.complete(task, attempt):
+        if settled is None and self.settled(task) == attempt:
             self._drop_others(task, attempt)  # the committed attempt can no longer be lost here: the rest are losers
 
     def complete(self, task: int, attempt: int) -> bool:
@@ -195,6 +194,14 @@ class RunStore:
             and len(attempt_runs.runs) >= attempt_runs.committed_spills
         )
 
+    def settled(self, task: int) -> int | None:
+        """The attempt whose runs are ``task``'s for good: committed, with all its runs here (it can no longer be lost
+        here: :meth:`lost`), or ``None``. Once there is one, every other attempt's runs are dropped, those still to
+        come as they arrive, and another attempt's commit is ignored; before, they are kept, tentative (:meth:`add`).
+        """
+        attempt = self.committed.get(task)
+        return attempt if attempt is not None and self.complete(task, attempt) else None
+
     def commit(self, task: int, attempt: int, spills: int, segments: list[list[int]] = ()) -> None:  # type: ignore[assignment]
         """Record that ``attempt`` of ``task`` committed with ``spills`` spill files; drop other attempts once its
         runs are all here.
@@ -202,8 +209,7 @@ class RunStore:
         If another attempt of the task already committed and all its runs are here (its output was later lost
         with its worker, so the map ran again), the store keeps what it has and ignores the new attempt.
         """
-        previous = self.committed.get(task)
-        if previous is not None and previous != attempt and self.complete(task, previous):
+        if self.settled(task) not in (None, attempt):
             return
         self.committed[task] = attempt
         target = self.attempts.setdefault((task, attempt), AttemptRuns())
@@ -220,7 +226,7 @@ class RunStore:
                         self._release(run)
                         self.dropped_runs += 1
         self.attempts.setdefault((task, attempt), AttemptRuns()).committed_spills = spills
-        if self.complete(task, attempt):
+        if self.settled(task) == attempt:
             # (else other attempts' runs stay, tentative, until it is: one may be the rerun of this attempt, lost
             # before its last runs came, its runs here before the word of the commit and of the loss: :meth:`add`)
             self._drop_others(task, attempt)

@@ -497,6 +497,55 @@ def test_a_failed_attempts_runs_past_its_checkpoint_arriving_late_are_dropped(tm
         snapshots.store.close()
 
 
+@pytest.mark.parametrize("aggregate", [True, False])
+@pytest.mark.parametrize("order", ["before the loss notice", "before the commit notice", "predecessor completed"])
+def test_a_reruns_runs_that_come_before_the_word_its_predecessor_was_lost_count_in_snapshots(
+    tmp_path: Path, aggregate: bool, order: str
+) -> None:
+    """Attempt 0 of map 0 commits with two runs, one of them here, and is lost with its worker; its rerun's runs
+    come straight from the rerun's worker, before the word of the loss (and of the commit: ``before the commit
+    notice``), which comes through this reducer's own. The store keeps them, tentative, and they are the rerun's
+    (test_a_rerun_whose_runs_come_before_the_word_its_predecessor_was_lost_is_awaited_not_lost); the snapshot state
+    dropped them at the commit, so every later snapshot missed the rerun's records and chunks (the final output was
+    exact). ``predecessor completed``: attempt 0's last run comes before the loss, so the store keeps attempt 0 and
+    ignores the rerun's commit; snapshots count attempt 0 too. (A rerun's values equal its predecessor's; they
+    differ here to tell whose are counted.)"""
+    snapshots = _reducer_snapshots(tmp_path, aggregate)
+    committed = {"type": "map_committed", "index": 0, "attempt": 0, "spills": 2}
+    rerun = [(_header(1, 0, 0, True), run({"a": 2})), (_header(1, 1, 1, True), run({"b": 20}))]
+    expected = {"a": 1, "b": 10} if order == "predecessor completed" else {"a": 2, "b": 20}
+    tracker = SnapshotTracker(1, [100] * 6)
+    try:
+        snapshots.receive(_header(0, 0, 0, True), run({"a": 1}))
+        if order != "before the commit notice":
+            snapshots.notice(committed)
+        for header, data in rerun:
+            snapshots.receive(header, data)
+        if order == "before the commit notice":
+            snapshots.notice(committed)
+        assert _snapshot_values(snapshots, "committed") == ([0], {"a": 1})  # attempt 0's, not lost yet
+        if order == "predecessor completed":
+            snapshots.receive(_header(0, 1, 1, True), run({"b": 10}))
+        snapshots.notice({"type": "map_lost", "index": 0, "attempt": 0})
+        assert _snapshot_values(snapshots, "lost") == ([0, 1], expected)
+        snapshots.notice({"type": "map_committed", "index": 0, "attempt": 1, "spills": 2})
+        assert _snapshot_values(snapshots, "rerun") == ([0, 1], expected)
+        winner = 0 if order == "predecessor completed" else 1
+        if winner == 1:  # attempt 0's last run, pushed before its worker died, comes late: a loser's, dropped
+            snapshots.receive(_header(0, 1, 1, True), run({"b": 10}))
+        assert set(snapshots.store.attempts) == set(snapshots.coverage.attempts) == {(0, winner)}
+        snapshot = tracker.request_now(0.5)
+        tracker.on_done(snapshot.seq, 0, snapshots.take("fraction"))
+        assert tracker.describe(snapshot)["input_fraction"] == pytest.approx(2 / 6)  # what the reducer has seen
+        assert snapshots.store.missing(1) == 0
+        final: dict[object, int] = {}
+        for key, value in snapshots.store.sorted_pairs():  # the final reduce's input agrees
+            final[key] = final.get(key, 0) + value
+        assert final == expected
+    finally:
+        snapshots.store.close()
+
+
 def test_a_snapshot_sends_its_largest_estimates_not_its_first_keys(tmp_path: Path) -> None:
     """2,500 groups, the largest last in key order: the rows sent (and shown by the web view) are the 2,000 largest
     estimates, largest first, for a running partition and for one answering with its final output."""

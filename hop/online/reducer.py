@@ -109,7 +109,14 @@ class ReducerSnapshots:
         and the store."""
         task, attempt = header["map"], header["attempt"]
         resumes = header.get("resumes") or ()
-        if self.coverage is not None and "chunk" in header:
+        settled = self.store.settled(task)
+        # (A run of another attempt than the one the store holds whole is a loser's: the store drops it, so does the
+        # state.)
+        if (
+            self.coverage is not None
+            and "chunk" in header
+            and settled in (None, self.store.owner(task, attempt, header["seq"]))
+        ):
             self.coverage.add_run(
                 task,
                 attempt,
@@ -121,6 +128,7 @@ class ReducerSnapshots:
                 resumes,
             )
         self.store.add(task, attempt, header["seq"], data, header["records"], header["tag"], resumes)
+        self._settle(task, settled)
 
     def notice(self, notice: dict[str, Any]) -> None:
         """A map attempt committed, failed or was lost: the snapshot state follows, then the store (the state reads
@@ -128,9 +136,11 @@ class ReducerSnapshots:
         to the attempt that resumed after them; whether a lost attempt was complete)."""
         task, attempt, kind = notice["index"], notice["attempt"], notice["type"]
         state = self.coverage
+        settled = self.store.settled(task)
         if state is not None:
             if kind == "map_committed":
-                state.commit(task, attempt, notice.get("segments", ()))
+                if settled in (None, attempt):  # (else the store ignores it: it keeps the attempt it holds whole)
+                    state.commit(task, attempt, notice.get("segments", ()))
             elif kind == "map_failed" and notice.get("keep_below"):
                 state.keep(task, attempt, notice["keep_below"])  # kept for the attempt that resumes after them
             elif kind == "map_failed" or (kind == "map_lost" and not self.store.complete(task, attempt)):
@@ -142,6 +152,16 @@ class ReducerSnapshots:
             self.store.drop(task, attempt, notice.get("keep_below"))
         elif kind == "map_lost":
             self.store.lost(task, attempt)
+        self._settle(task, settled)
+
+    def _settle(self, task: int, before: int | None) -> None:
+        """The state drops the other attempts of ``task`` when the store does: once it holds every run of the
+        committed attempt (``RunStore.settled``; ``before``: the store's settled attempt before the event). At the
+        commit, it dropped the runs of the attempt's rerun that came before the word of the commit and of the loss:
+        a snapshot then missed them."""
+        settled = self.store.settled(task)
+        if self.coverage is not None and settled is not None and settled != before:
+            self.coverage.settle(task, settled)
 
     def answer(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The ``snapshot_done`` fields of snapshot requests that were queued together (``label`` and, for a

@@ -7,7 +7,9 @@ is folded into the attempt's summary: the aggregate state and, for Sum/Count/Mea
 products and the number of chunks the key occurred in, which the estimators need (``hop.online.estimators``). A
 snapshot merges the summaries of the attempts that count (per map task: its committed attempt, else its live attempt
 with the most chunks), so producing one costs the number of distinct keys per attempt, never a re-read of the runs.
-Summaries of failed attempts are forgotten with them: a snapshot never includes them.
+Summaries of failed attempts are forgotten with them: a snapshot never includes them. The other attempts of a
+committed map task are forgotten when the run store drops their runs (:meth:`SnapshotState.settle`), once the
+committed attempt's runs are all here: until then it may yet be lost, and a rerun's runs that came early count.
 
 Memory: the summaries hold at most ``max_keys`` keys between them (half the reducer's budget at the cost of a key,
 measured as chunks are folded: ``SUMMARY_BYTES_PER_KEY`` at least); past that the largest summary's keys are written
@@ -206,13 +208,19 @@ class SnapshotState:
                 self._fold_chunk(summary, chunk, chunk_values)
 
     def commit(self, task: int, attempt: int, segments: Sequence[Sequence[int]] = ()) -> None:
-        """``attempt`` committed, resuming after the kept ``segments``; every other attempt of the task is dropped."""
+        """``attempt`` committed, resuming after the kept ``segments``: snapshots count it for ``task`` from now on.
+        The other attempts stay until :meth:`settle` (as the run store keeps their runs until the committed
+        attempt's are all here: one may be the rerun of this attempt, lost with its worker before they were)."""
         self.committed[task] = attempt
         for kept_attempt, _, below in segments:
             self.keep(task, kept_attempt, below)
         summary = self.attempts.setdefault((task, attempt), _Summary())
         summary.resumes = summary.resumes or _segments(segments)
-        lineage = {attempt, *(kept_attempt for kept_attempt, _, _ in summary.resumes)}
+
+    def settle(self, task: int, attempt: int) -> None:
+        """The committed ``attempt``'s runs are all here (``RunStore.settled``): every other attempt of ``task`` is
+        dropped, but the kept ones it resumes after."""
+        lineage = set(self.lineage(task, attempt))
         for key in [key for key in self.attempts if key[0] == task and key[1] not in lineage]:
             self.drop(*key)
 
