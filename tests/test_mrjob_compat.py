@@ -32,6 +32,7 @@ from hop.loader import JobFileError
 from hop.mrjob_adapter import load_mrjob_file
 from hop.mrjob_codec import Edge
 from hop.spark_tasks import resolve_step
+from hop.taskproc import SKIP_HINT
 
 EXAMPLES = Path(mrjob.__file__).parent / "examples"
 TIMEOUT = 180
@@ -178,6 +179,49 @@ def test_mapper_raw_gets_each_file_whole_once_as_mrjobs_local_runner_gives_it(te
     assert hop_output(job, tmp_path / "out") == expected
     counters = json.loads((tmp_path / "out" / "_job.json").read_text())["counters"]
     assert counters["map_input_records"] == 3 and counters["spill_files"] > 50, counters
+
+
+def test_a_mapper_raw_call_that_raises_says_how_to_skip_its_file(tmp_path: Path) -> None:
+    """A ``mapper_raw`` call is a file's record: one that raises fails the job naming the file and saying that
+    ``--skip-bad-records`` runs past it; with the option the file's output is left out (none of the call's pairs,
+    not the ones it yielded before raising), it is listed in ``OUT/_bad_records``, and the other files count."""
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text("a b a\n")
+    bad.write_text("c BOOM c\n")
+    job = write_job(
+        tmp_path,
+        "mr_raw_boom.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRRawBoom(MRJob):
+            def mapper_raw(self, input_path, input_uri):
+                with open(input_path) as file:
+                    for word in file.read().split():
+                        if word == "BOOM":
+                            raise ValueError("cannot take BOOM")
+                        yield word, 1
+
+            def reducer(self, key, values):
+                yield key, sum(values)
+
+
+        if __name__ == "__main__":
+            MRRawBoom.run()
+        """,
+    )
+    failed = hop_fails("--mrjob", str(job), str(good), str(bad), "-o", str(tmp_path / "strict"), "--quiet")
+    assert "cannot take BOOM" in failed.stderr and str(bad) in failed.stderr, failed.stderr
+    assert SKIP_HINT.format("records") in failed.stderr, failed.stderr
+    hop_run(job, [good, bad], tmp_path / "out", hop_options=["--skip-bad-records", "1"])
+    assert hop_output(job, tmp_path / "out") == Counter({("a", 2): 1, ("b", 1): 1})
+    listed = [
+        json.loads(line)
+        for f in (tmp_path / "out" / "_bad_records").glob("*.jsonl")
+        for line in f.read_text().splitlines()
+    ]
+    assert len(listed) == 1 and str(bad) in json.dumps(listed[0]), listed
 
 
 def test_a_map_retry_with_mapper_final_starts_over(text: Path, tmp_path: Path) -> None:
