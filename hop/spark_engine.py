@@ -27,7 +27,11 @@ Contract of :func:`run_on_spark`:
 - Output is hop's layout: ``OUT/part-NNNNN`` per reducer with ``json(key) TAB json(value)`` lines as hop's reduce
   writes them (written by the reduce tasks under ``OUT/_temporary``, renamed by the driver), then ``OUT/_job.json``
   (``engine: "spark"``, status, start/end, Spark start-up seconds, master URL, Spark version, counters), and
-  ``OUT/_SUCCESS`` last. A non-empty ``OUT`` is refused unless ``overwrite``, which clears it.
+  ``OUT/_SUCCESS`` last. A non-empty ``OUT`` is refused unless ``overwrite``, which clears it. ``OUT`` removed,
+  moved away or replaced while the run runs (its identity, ``hop.outputs.output_identity``, changed since the run
+  began: during Spark's start-up too) fails the run with :class:`SparkJobFailed` as hop's engine words it
+  (``hop.outputs.output_removed``); nothing is written under ``OUT``'s name then (no part, ``_job.json`` or
+  ``_SUCCESS``), nothing makes ``OUT`` again, and the run's ``_temporary`` goes from ``OUT`` wherever it went.
 - Counters: ``map_input_records``, ``map_output_records``, ``reduce_output_records`` and the user counters, summed
   with accumulators. As in hop's report of a multi-step job, the top level holds the last step's engine counters
   with the user counters summed over every step, and ``"steps"`` the earlier steps' own. Spark applies a successful
@@ -69,7 +73,7 @@ from hop.inputs import DEFAULT_SPLIT_BYTES, Split, absolute_inputs, expand_input
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.lifetime import stop_signals_taken
-from hop.outputs import check_output, prepare_output, write_job_report
+from hop.outputs import check_output, output_identity, output_removed, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.spark_gateway import (
     close_jvm_stderr,
@@ -633,6 +637,39 @@ def _stop_session(spark: SparkSession) -> None:
     SparkSession._instantiatedSession = SparkSession._activeSession = None
 
 
+class _OutputFolder:
+    """The run's output directory ``OUT``, once prepared: its identity (``hop.outputs.output_identity``), to tell it
+    was removed or moved away while the job ran, and an open descriptor of it, which finds the run's
+    ``OUT/_temporary`` wherever ``OUT`` went. ``_temporary`` is made here, with ``OUT`` present: the reduce tasks
+    write into it and make nothing (:func:`hop.spark_tasks.write_task`), so that nothing brings a removed ``OUT``
+    back, nor writes into a folder made under its name since."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.identity = output_identity(path)
+        (path / "_temporary").mkdir(exist_ok=True)
+        self.descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+    def removed(self) -> bool:
+        """Whether ``OUT`` was removed or moved away since it was prepared: it is gone, or another directory has its
+        name. What was written there went with it: nothing more may be written under its name."""
+        return output_identity(self.path) != self.identity
+
+    def remove_temporary(self) -> None:
+        """Remove the run's ``OUT/_temporary``, in ``OUT`` wherever it went (not in a folder that took its name)."""
+        shutil.rmtree("_temporary", ignore_errors=True, dir_fd=self.descriptor)
+
+    def close(self) -> None:
+        os.close(self.descriptor)
+
+
+def _removed_output_failure(run: _Run) -> SparkJobFailed:
+    """The failure of a run whose ``OUT`` was removed or moved away while it ran, as hop's engine words it
+    (``hop.outputs.output_removed``); its report is not written, since ``OUT`` is not there to hold it."""
+    reason = output_removed(run.output)
+    return SparkJobFailed(reason, None, run.report("failed", reason))
+
+
 def run_on_spark(
     job_class: type[Job],
     inputs: list[str],
@@ -676,12 +713,19 @@ def run_on_spark(
     job_code = dump_job_class(job_class)
     given = inputs_as_given(inputs, {STDIN_COPY_OPTION: stdin_copy})
     run = _Run(job_class, given, out, master, num_reduces, len(tasks), spill_records)
+    claimed = output_identity(out)  # (hop run has made it: hop.outputs.claim_output)
     spark = start_session(master, f"hop {job_class.__name__}", quiet=quiet, conf=conf)
+    folder: _OutputFolder | None = None
     try:
         sc = spark.sparkContext
         run.startup_seconds = time.time() - run.start
         run.app_id, run.spark_version = sc.applicationId, sc.version
+        if claimed is not None and output_identity(out) != claimed:
+            # Taken away while Spark started (seconds): not made again, nor a folder made under its name since
+            # cleared by --overwrite and written.
+            raise _removed_output_failure(run)
         prepare_output(str(out), overwrite, inputs)
+        folder = _OutputFolder(out)
         # One partition per map task; flatMap keeps the partitions, so a task's splits stay together.
         lines: RDD[Any] = sc.parallelize(tasks, max(1, len(tasks))).flatMap(_splits_of)
         for number in range(num_steps):
@@ -697,12 +741,15 @@ def run_on_spark(
             if failure is not None or signalled:
                 if not quiet:
                     _clear_progress_bar(sc)
-                shutil.rmtree(out / "_temporary", ignore_errors=True)
+                folder.remove_temporary()
         if signalled:  # (the job was cancelled, or ended meanwhile: either way the run was stopped)
             _await_tasks_ended(sc, time.monotonic() + 10)
-            # As hop's engine reports a batch job a Ctrl-C or SIGTERM cancelled (README: Spark).
-            run.write("failed", f"cancelled: hop run was interrupted by {signal.Signals(signalled[0]).name}")
+            if not folder.removed():  # (else there is no OUT to hold the report: the run was stopped anyway)
+                # As hop's engine reports a batch job a Ctrl-C or SIGTERM cancelled (README: Spark).
+                run.write("failed", f"cancelled: hop run was interrupted by {signal.Signals(signalled[0]).name}")
             raise SparkInterrupted(signalled[0])
+        if folder.removed():  # (a reduce task that found no OUT/_temporary failed the job for it)
+            raise _removed_output_failure(run)
         if failure is not None:
             reason, user_traceback = _failure(failure)
             step, run.traceback = failed_step(failure), user_traceback
@@ -712,12 +759,22 @@ def run_on_spark(
         if sorted(index for index, _ in written) != list(range(num_reduces)):
             raise RuntimeError(f"Spark returned the outputs of partitions {sorted(i for i, _ in written)}")
         for index, path in written:
-            os.replace(path, out / f"part-{index:05d}")
-        shutil.rmtree(out / "_temporary", ignore_errors=True)
+            try:
+                os.replace(path, out / f"part-{index:05d}")
+            except OSError:
+                if folder.removed():  # (since the check above)
+                    raise _removed_output_failure(run) from None
+                raise
+        folder.remove_temporary()
+        if folder.removed():  # (the parts committed went with it: nothing is marked done under its name)
+            raise _removed_output_failure(run)
         report = run.write("succeeded", None)
         (out / "_SUCCESS").touch()
         return report
     finally:
+        if folder is not None:
+            folder.remove_temporary()  # (a run ended by an unforeseen error too)
+            folder.close()
         _stop_session(spark)
         flush_jvm_stderr()  # (before the caller's report of the run)
 

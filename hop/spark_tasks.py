@@ -32,6 +32,7 @@ Counters go to the step's :class:`StepCounters` accumulators at the end of each 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -44,6 +45,7 @@ from hop.inputs import InputError, iter_records, parse_output_line
 from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_key
+from hop.outputs import output_removed
 from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, describe_record, fold_error, sendable
 from hop.usertrace import not_pairs
 from shuffle import codec
@@ -824,13 +826,19 @@ def _check_utf8(where: str, key: Any, lines: list[str]) -> None:
 
 
 def write_task(output: str, index: int, lines: Iterable[str]) -> Iterator[tuple[int, str]]:
-    """Write one reducer's lines to a per-attempt file under ``OUT/_temporary``; yield ``(index, path)``."""
+    """Write one reducer's lines to a per-attempt file in ``OUT/_temporary``, which the driver made; yield
+    ``(index, path)``. It makes no folder: made with its parents, ``_temporary`` brought back an ``OUT`` removed
+    while the job ran (or went into a folder made under its name since), and the run succeeded there without the
+    output written before. A ``_temporary`` that is gone fails the task, saying ``OUT`` was removed or moved."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     attempt = context.taskAttemptId() if context is not None else 0
     path = Path(output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as file:
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    except FileNotFoundError:
+        raise TaskFailure(output_removed(output), None) from None
+    with open(descriptor, "w", encoding="utf-8", newline="\n") as file:
         file.writelines(lines)
     yield index, str(path)

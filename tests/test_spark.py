@@ -61,6 +61,8 @@ class SparkRun:
     job_class: str | None = None
     cli: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    takes_output: str | None = None
+    """``WHEN HOW`` of ``output_remover``'s input line: the run's input is then one line, that and its output."""
 
 
 RUNS = [
@@ -99,6 +101,11 @@ RUNS = [
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
     SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
+    *(
+        SparkRun(f"output_{how}_in_{when}", "output_remover", [], reducers=1, cli=True, takes_output=f"{when} {how}")
+        # (replaced: moved away, and a folder made under its name; a Spark run costs a second or two)
+        for when, how in [("map", "removed"), ("map", "replaced"), ("reduce", "replaced")]
+    ),
 ]
 BY_NAME = {run.name: run for run in RUNS}
 RUN_MARKER = "<<spark-run>> "
@@ -121,10 +128,15 @@ def run_batch(plan_file: str) -> None:
             # The JVM writes to this process's stderr: the marker says which run its lines belong to.
             os.write(2, f"\n{RUN_MARKER}{run.name}\n".encode())
             output = str(Path(plan["outputs"]) / run.name)
-            inputs = [str(Path(plan["inputs"]) / name) for name in run.inputs]
+            given = run.inputs
+            if run.takes_output is not None:
+                line = Path(plan["results"]).with_name(f"{run.name}.txt")
+                line.write_text(f"{run.takes_output} {output}\n")
+                given = [str(line)]
+            inputs = [str(Path(plan["inputs"]) / name) for name in given]
             if run.cli:  # from the inputs' directory, naming them relative to it
                 stderr = io.StringIO()
-                argv = [job_path(run.job), *run.inputs, "-o", output, "--reducers", str(run.reducers)]
+                argv = [job_path(run.job), *given, "-o", output, "--reducers", str(run.reducers)]
                 argv += ["--spark-master", "local[2]", "--split-size", str(SPLIT_SIZE)]
                 argv += ["--quiet"] if run.options.get("quiet", True) else []
                 argv += ["--job-class", run.job_class] if run.job_class else []
@@ -730,6 +742,29 @@ def test_a_failed_reduce_of_an_earlier_step_is_reported_as_the_users(spark_runs:
     assert "pyspark" not in failed["traceback"] and "spark_tasks.py" not in failed["traceback"]
 
 
+@pytest.mark.parametrize("name", ["output_removed_in_map", "output_replaced_in_map", "output_replaced_in_reduce"])
+def test_an_output_removed_while_its_spark_job_runs_fails_the_run_writing_nothing_there(
+    spark_runs: dict[str, dict[str, Any]], name: str
+) -> None:
+    """``OUT`` removed, moved away or replaced by a folder of the user's while the Spark job ran: the reduce tasks made
+    ``OUT/_temporary`` with all its parents, so ``OUT`` came back (or they wrote into the user's folder), and the run
+    succeeded there, ``_SUCCESS`` and all; taken away once the part file was open, the run ended in a
+    ``FileNotFoundError`` traceback. As on hop's engine, the run now fails saying so, writing nothing under ``OUT``'s
+    name, and removes its temporary files from the folder moved away."""
+    result = spark_runs[name]
+    output, elsewhere = result["output"], Path(f"{result['output']}.elsewhere")
+    assert result["exit_code"] == 1, result["stderr"]
+    assert result["stderr"].endswith(
+        f"hop: error: job failed: output directory {output} was removed or moved while the job ran, so its result "
+        "cannot be complete: run the job again\n"
+    ), result["stderr"]
+    if name.startswith("output_removed"):
+        assert not output.exists(), sorted(output.rglob("*"))
+    else:
+        assert [path.name for path in output.iterdir()] == ["mine.txt"]
+        assert list(elsewhere.iterdir()) == []
+
+
 def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_traces(
     spark_runs: dict[str, dict[str, Any]],
 ) -> None:
@@ -1247,6 +1282,45 @@ def test_a_driver_jvm_killed_during_the_job_is_reported_as_such(tmp_path: Path) 
     ), printed[-2000:]
     assert "Traceback" not in printed, printed
     assert json.loads((tmp_path / "out" / "_job.json").read_text())["status"] == "failed"
+    assert os.listdir(temporary) == []
+
+
+def test_an_output_replaced_while_spark_starts_is_neither_cleared_nor_written(tmp_path: Path) -> None:
+    """``OUT`` moved away while Spark started, and a folder of the user's made under its name: the run's
+    ``--overwrite`` cleared that folder (its start-up takes seconds) and wrote its output there. The run now fails
+    as when ``OUT`` is taken away while its job runs, leaving both folders as they were, and its temporary files
+    removed."""
+    output, elsewhere, temporary = tmp_path / "out", tmp_path / "elsewhere", tmp_path / "tmp"
+    temporary.mkdir()
+    (tmp_path / "in.txt").write_text("a b\n")
+    output.mkdir()
+    (output / "old.txt").write_text("the previous output\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    command += ["--overwrite", "--quiet", "--workers", "1"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    run = subprocess.Popen(
+        command, cwd=tmp_path, env=environment, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not psutil.Process(run.pid).children():  # (once PySpark has started the JVM's launch)
+            assert time.monotonic() < deadline and run.poll() is None, "the JVM started"
+            time.sleep(0.02)
+        output.rename(elsewhere)
+        output.mkdir()
+        (output / "mine.txt").write_text("the user's\n")
+        _, stderr = run.communicate(timeout=SPARK_TIMEOUT)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=10)
+    assert run.returncode == 1, stderr
+    assert stderr.endswith(
+        f"hop: error: job failed: output directory {output} was removed or moved while the job ran, so its result "
+        "cannot be complete: run the job again\n"
+    ), stderr
+    assert [path.name for path in output.iterdir()] == ["mine.txt"]
+    assert [path.name for path in elsewhere.iterdir()] == ["old.txt"]
     assert os.listdir(temporary) == []
 
 
