@@ -253,12 +253,20 @@ def claim_output(output: str) -> Callable[[], None]:
         ) from None
 
     def release() -> None:
-        if created:
+        # Only if still empty, and still the one made here: one the user made under its name since (the run's
+        # moved away, and the run failed for it) is theirs.
+        if created and _same_directory(descriptor, folder):
             with contextlib.suppress(OSError):
-                folder.rmdir()  # only if still empty
+                folder.rmdir()
         os.close(descriptor)  # (closing it drops the flock)
 
     return release
+
+
+def _same_directory(descriptor: int, folder: Path) -> bool:
+    """Whether ``folder`` names the directory open as ``descriptor``."""
+    status = os.fstat(descriptor)
+    return output_identity(folder) == (status.st_dev, status.st_ino)
 
 
 def write_job_report(output: str | Path, report: dict[str, Any], replace: bool = True) -> bool:

@@ -103,13 +103,14 @@ def test_a_pipelines_scratch_folder_removed_while_it_runs_fails_it_naming_it(tmp
     assert not (output / "_SUCCESS").exists()
 
 
-def _replace_with_users(elsewhere: Path) -> Callable[[Path], None]:
-    """Move a folder to ``elsewhere`` and make one of the user's under its name, holding ``mine.txt``."""
+def _replace_with_users(elsewhere: Path, *names: str) -> Callable[[Path], None]:
+    """Move a folder to ``elsewhere`` and make one of the user's under its name, holding files ``names``."""
 
     def replace(folder: Path) -> None:
         folder.rename(elsewhere)
         folder.mkdir()
-        (folder / "mine.txt").write_text("the user's\n")
+        for name in names:
+            (folder / name).write_text("the user's\n")
 
     return replace
 
@@ -121,16 +122,16 @@ def _run_stream_removing(
     checkpoint: str,
     started: Callable[[], bool],
     remove: Callable[[Path], None],
+    *more: str,
 ) -> str:
     """``hop run`` a continuous word count of ``source`` into ``tmp_path/out`` (which never ends by itself), with
-    ``--checkpoint-seconds checkpoint``; once ``started()``, ``remove`` the output. Its standard error, once it
-    failed; every process it started has ended."""
+    ``--checkpoint-seconds checkpoint`` and options ``more``; once ``started()``, ``remove`` the output. Its standard
+    error, once it failed; every process it started has ended."""
     import psutil
 
     output = tmp_path / "out"
     command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", source, "--window",
-               window, "-o", str(output), "--workers", "1", "--no-view",
-               "--checkpoint-seconds", checkpoint]  # fmt: skip
+               window, "-o", str(output), "--workers", "1", "--checkpoint-seconds", checkpoint, *more]  # fmt: skip
     run = subprocess.Popen(
         command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True
     )
@@ -151,23 +152,33 @@ def _run_stream_removing(
     return stderr
 
 
-@pytest.mark.parametrize("how", ["removed", "moved", "replaced"])
+@pytest.mark.parametrize("how", ["removed", "moved", "replaced", "replaced by an empty folder"])
 def test_a_continuous_jobs_output_removed_while_it_runs_fails_the_job(tmp_path: Path, how: str) -> None:
     """Its windows, checkpoints and ``_late`` files are not written on into a new ``OUT`` or another folder given the
-    name, nor its ``_job.json``: the job fails, and every process of the run ends."""
+    name, nor its ``_job.json``: the job fails, and every process of the run ends. The run neither removes the
+    user's empty folder (as one it made and left empty) nor offers to update the materialized view of an ``OUT``
+    that is not the job's."""
     output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     (tmp_path / "lines.txt").write_text("".join(f"w{n % 7} w{n % 3}\n" for n in range(100)))
-    remove = {"removed": shutil.rmtree, "moved": lambda folder: folder.rename(elsewhere)}.get(how)
-    _run_stream_removing(
+    remove = {
+        "removed": shutil.rmtree,
+        "moved": lambda folder: folder.rename(elsewhere),
+        "replaced": _replace_with_users(elsewhere, "mine.txt"),
+        "replaced by an empty folder": _replace_with_users(elsewhere),
+    }[how]
+    stderr = _run_stream_removing(
         tmp_path,
         "replay:lines.txt?rate=200&loop=1",
         "0.2s",
         "0.2",
         lambda: any(output.glob("windows/*/part-*")) and any(output.glob("_checkpoints/state/*")),
-        remove or _replace_with_users(elsewhere),
+        remove,
+        "--view-interval",
+        "600",
     )
-    if how == "replaced":
-        assert sorted(path.name for path in output.iterdir()) == ["mine.txt"]
+    assert "materialized view" not in stderr, stderr
+    if how.startswith("replaced"):
+        assert sorted(path.name for path in output.iterdir()) == (["mine.txt"] if how == "replaced" else [])
     else:
         assert not output.exists(), sorted(str(path.relative_to(output)) for path in output.rglob("*"))
     if how != "removed":  # the windows written before are in the folder moved away
@@ -193,5 +204,5 @@ def test_a_quiet_continuous_jobs_output_removed_fails_it_without_waiting_for_a_w
         shutil.rmtree(folder)
 
     output = tmp_path / "out"
-    stderr = _run_stream_removing(tmp_path, f"tcp:127.0.0.1:{port}", "1h", "60", listening, remove)
+    stderr = _run_stream_removing(tmp_path, f"tcp:127.0.0.1:{port}", "1h", "60", listening, remove, "--no-view")
     assert not output.exists(), stderr

@@ -106,6 +106,7 @@ def run_stream(
             )
 
     deadline = None if timeout is None else time.monotonic() + timeout
+    status: dict[str, Any] | None = None
     try:
         try:
             status = _wait(client, job_id, show, deadline)
@@ -122,7 +123,10 @@ def run_stream(
                     f"{job_id} did not drain within {stop_timeout:g}s, so it was ended{ended}"
                 ) from interrupted
     finally:
-        if compactor is not None:
+        if compactor is not None and status is not None and status.get("output_removed"):
+            # The deltas went with OUT: there is nothing to update (what is under its name now is not the job's).
+            compactor.abandon()
+        elif compactor is not None:
             try:
                 if progress:
                     print(
