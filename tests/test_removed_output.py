@@ -8,6 +8,7 @@ on. Real ``hop run`` processes on an embedded cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -206,3 +207,30 @@ def test_a_quiet_continuous_jobs_output_removed_fails_it_without_waiting_for_a_w
     output = tmp_path / "out"
     stderr = _run_stream_removing(tmp_path, f"tcp:127.0.0.1:{port}", "1h", "60", listening, remove, "--no-view")
     assert not output.exists(), stderr
+
+
+def test_the_report_of_a_continuous_run_its_hung_coordinator_left_goes_only_into_its_own_output(tmp_path: Path) -> None:
+    """The run writes ``_job.json`` itself when its coordinator did not end the job (hung) and was killed; into
+    ``OUT`` as it is then, which held the user's folder given the name once the job's was moved away."""
+    from hop.loader import load_job_file
+    from hop.outputs import output_identity
+    from hop.runner import build_spec
+    from hop.stream.options import stream_options
+    from hop.stream.runner import report_unanswered
+
+    output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    options = stream_options(["tcp:127.0.0.1:0"], "1s")
+    spec = build_spec(load_job_file(job_path("stream_wordcount")), [], str(output), options={"stream": options})
+    output.mkdir()
+    accepted = output_identity(output)
+    _replace_with_users(elsewhere, "mine.txt")(output)
+    ended = report_unanswered(spec, "job-0001", "tcp://127.0.0.1:9", accepted)
+    assert f"output directory {output} was removed or moved while the job ran" in ended, ended
+    assert sorted(path.name for path in output.iterdir()) == ["mine.txt"]
+    assert not (elsewhere / "_job.json").exists()
+    kept = tmp_path / "kept"  # an output still the job's gets it
+    kept.mkdir()
+    ended = report_unanswered(
+        dataclasses.replace(spec, output=str(kept)), "job-0001", "tcp://127.0.0.1:9", output_identity(kept)
+    )
+    assert "says job-0001 was interrupted" in ended and (kept / "_job.json").exists(), ended
