@@ -234,3 +234,13 @@ def test_the_report_of_a_continuous_run_its_hung_coordinator_left_goes_only_into
         dataclasses.replace(spec, output=str(kept)), "job-0001", "tcp://127.0.0.1:9", output_identity(kept)
     )
     assert "says job-0001 was interrupted" in ended and (kept / "_job.json").exists(), ended
+
+
+def test_a_compaction_of_a_removed_output_does_not_make_it_again(tmp_path: Path) -> None:
+    """A continuous run's compactor finds new deltas, and the output is removed before the compaction starts: it made
+    ``OUT/_view`` with all its parents, bringing ``OUT`` back."""
+    from hop.stream.view import compact
+
+    output = tmp_path / "out"
+    assert compact(output) is None
+    assert not output.exists()
