@@ -43,6 +43,7 @@ from hop.outputs import (
     OutputExistsError,
     check_output,
     coordinator_kept,
+    make_in_output,
     output_identity,
     output_removed,
     prepare_output,
@@ -228,6 +229,7 @@ class Coordinator:
                 self._answer_status_waiters()
                 self._check_heartbeats()
                 self._stop_streams_past_duration()
+                self._fail_streams_whose_output_went()
                 self._end_sources_without_slot()
                 self._schedule()
                 self.events.tick(self._cluster_sample)
@@ -1017,7 +1019,7 @@ class Coordinator:
         report = {k: v for k, v in msg.items() if k not in ("type", "worker", "job_id", "index", "attempt")}
         summary = job.windows.on_window_done(msg["index"], report)
         if summary is not None:
-            _write_window_json(job.spec.output, summary)
+            self._write_window_json(job, summary)
 
     def on_windows_skipped(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A stream reducer closed a stretch of windows holding no data cell of its own (``hop.stream.tracker``)."""
@@ -1025,7 +1027,25 @@ class Coordinator:
         if job is None or job.windows is None:
             return
         for summary in job.windows.on_windows_skipped(msg["index"], msg["window"], msg["end"], msg["reason"]):
-            _write_window_json(job.spec.output, summary)
+            self._write_window_json(job, summary)
+
+    def _write_window_json(self, job: JobState, summary: dict[str, Any]) -> None:
+        """``OUT/windows/<label>/_window.json`` of a window every partition reported (tmp + rename), unless the job's
+        output directory was removed or replaced (``_output_removed``): the job fails instead, and writes nothing
+        there, nor makes it again."""
+        if self._output_removed(job):
+            self._execute(job, job.fail(_removed_output_error(job.spec.output)))
+            return
+        folder = Path(job.spec.output) / "windows" / summary["label"]
+        try:
+            make_in_output(job.spec.output, folder)
+        except FileNotFoundError:  # (removed since the check)
+            self._execute(job, job.fail(_removed_output_error(job.spec.output)))
+            return
+        described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
+        temporary = folder / "._window.json.tmp"
+        temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
+        os.replace(temporary, folder / "_window.json")
 
     def on_stream_pause(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A stream reducer is over (``pane``) or back under (``None``) its memory budget: maps may not run past
@@ -1320,12 +1340,22 @@ class Coordinator:
         return None
 
     def _output_removed(self, job: JobState) -> bool:
-        """Whether the output directory of the batch job ``job`` was removed or moved away since the job was
-        accepted: it is gone, or another directory took its name (``JobState.output_identity``). The job cannot
-        complete it: the parts committed before went with it. A continuous job's windows are each a result of their
-        own, and it writes on."""
+        """Whether the output directory of ``job`` was removed or moved away since the job was accepted: it is gone,
+        or another directory took its name (``JobState.output_identity``). The job cannot complete it: the parts
+        committed before went with it; a continuous job's windows, checkpoints and ``_late`` files went with it, and
+        windows written on into a directory of that name would be taken for all of them (its tasks write nothing
+        there: ``hop.outputs.OutputGuard``)."""
         accepted = job.output_identity
-        return job.windows is None and accepted is not None and output_identity(job.spec.output) != accepted
+        return accepted is not None and output_identity(job.spec.output) != accepted
+
+    def _fail_streams_whose_output_went(self) -> None:
+        """Fail the running continuous jobs whose output directory was removed or moved away (``_output_removed``):
+        one whose tasks write nothing (a quiet source) would run on for ever, and its next window find no output.
+        Checked every turn of the loop, before attempts are started: a retry started after the output was replaced
+        would take the new one for it."""
+        for job in list(self.jobs.values()):
+            if job.windows is not None and job.state == "running" and self._output_removed(job):
+                self._execute(job, job.fail(_removed_output_error(job.spec.output)))
 
     def _finish(self, job: JobState, action: FinishJob, stop_tasks: bool = False) -> None:
         removed = self._output_removed(job)
@@ -1744,16 +1774,6 @@ def _hidden_below(folder: Path, path: Path) -> bool:
     """Whether reading ``folder`` leaves ``path``, inside it, out: a name on the way starts with ``_`` or ``.``
     (:func:`hop.inputs.expand_inputs`)."""
     return any(part.startswith(("_", ".")) for part in path.relative_to(folder).parts)
-
-
-def _write_window_json(output: str, summary: dict[str, Any]) -> None:
-    """``OUT/windows/<label>/_window.json`` of a window every partition reported (tmp + rename)."""
-    folder = Path(output) / "windows" / summary["label"]
-    folder.mkdir(parents=True, exist_ok=True)
-    described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
-    temporary = folder / "._window.json.tmp"
-    temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, folder / "_window.json")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,8 @@ __all__ = [
     "JOB_REPORT",
     "OutputError",
     "OutputExistsError",
+    "OutputGuard",
+    "OutputRemovedError",
     "check_output",
     "claim_output",
     "coordinator_kept",
@@ -188,6 +190,41 @@ def output_removed(output: str | Path, what: str | None = None) -> str:
     )
 
 
+class OutputRemovedError(OutputError):
+    """The job's output directory was removed or moved away while the job ran (:func:`output_removed` words it)."""
+
+
+class OutputGuard:
+    """A continuous job's task's hold on the job's output directory as the task found it at its start: every file
+    it writes there goes through :meth:`folder` and :meth:`check`, so that it writes nothing into a directory made
+    again under that name (by anyone, itself included: a window's folder made with all its parents brought a
+    removed output back) or into another one that took the name. The windows written before went with the old one:
+    windows written on elsewhere would be taken for the job's whole output. The identity is this process's own
+    reading (device numbers differ between hosts sharing a file system); the coordinator compares its own, taken as
+    it accepted the job, at every turn of its loop (before it starts attempts), and fails the job."""
+
+    def __init__(self, output: str | Path) -> None:
+        self.output = str(output)
+        self.identity = output_identity(output)
+        if self.identity is None:
+            raise OutputRemovedError(output_removed(output))
+
+    def check(self) -> None:
+        """Raise :class:`OutputRemovedError` if the output directory is no longer the one found at the start."""
+        if output_identity(self.output) != self.identity:
+            raise OutputRemovedError(output_removed(self.output))
+
+    def folder(self, folder: Path) -> Path:
+        """``folder`` (inside the output directory) made, with the folders between, once the output directory is
+        checked (:meth:`check`); never the output directory itself (:func:`make_in_output`)."""
+        self.check()
+        try:
+            make_in_output(self.output, folder)
+        except FileNotFoundError:
+            raise OutputRemovedError(output_removed(self.output)) from None
+        return folder
+
+
 def claim_output(output: str) -> Callable[[], None]:
     """Hold ``output`` for this run against other hop runs on this machine, until the returned function is called
     (or the process ends: the hold is an ``flock`` on the directory itself, which the kernel drops with the
@@ -216,12 +253,20 @@ def claim_output(output: str) -> Callable[[], None]:
         ) from None
 
     def release() -> None:
-        if created:
+        # Only if still empty, and still the one made here: one the user made under its name since (the run's
+        # moved away, and the run failed for it) is theirs.
+        if created and _same_directory(descriptor, folder):
             with contextlib.suppress(OSError):
-                folder.rmdir()  # only if still empty
+                folder.rmdir()
         os.close(descriptor)  # (closing it drops the flock)
 
     return release
+
+
+def _same_directory(descriptor: int, folder: Path) -> bool:
+    """Whether ``folder`` names the directory open as ``descriptor``."""
+    status = os.fstat(descriptor)
+    return output_identity(folder) == (status.st_dev, status.st_ino)
 
 
 def write_job_report(output: str | Path, report: dict[str, Any], replace: bool = True) -> bool:

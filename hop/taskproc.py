@@ -26,6 +26,7 @@ import zmq
 from hop.inputs import BadRecordError, FileStamp, InputError, Split
 from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
+from hop.outputs import OutputRemovedError
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
 from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, sendable
@@ -108,11 +109,20 @@ def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[
         return {
             "error": f"{kind} task {index}: {error}{hint}",
             # Bad input names its file, offset and remedy, an unencodable record, a NaN key, a combiner's changed key or
-            # a partition out of range its key: the engine's frames would only bury that.
+            # a partition out of range its key, a removed output directory itself: the engine's frames would only
+            # bury that.
             "traceback": (
                 None
                 if isinstance(
-                    error, (InputError, UnencodableRecordError, NanKeyError, CombinerKeyError, PartitionError)
+                    error,
+                    (
+                        InputError,
+                        UnencodableRecordError,
+                        NanKeyError,
+                        CombinerKeyError,
+                        PartitionError,
+                        OutputRemovedError,
+                    ),
                 )
                 else traceback.format_exc()
             ),

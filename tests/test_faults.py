@@ -531,6 +531,7 @@ def test_a_stream_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp
         num_reduces=2,
         options={"stream": stream_options(["tcp:127.0.0.1:0"], "10s")},
     )
+    (tmp_path / "out").mkdir()  # (as the coordinator makes it, accepting the job: a task never does)
 
     def run(job_id: str, partition: int, key: str) -> tuple[dict[str, Any], bytes]:
         header = {"job_id": job_id, "map": 0, "attempt": 0, "seq": 0, "partition": partition, "records": 1}

@@ -1,13 +1,17 @@
 """A job's output directory removed (or moved away) by its user while the job runs, after some of its part files were
 committed: the job must fail, saying so, and never mark an incomplete output done. A reducer that started later made
 ``OUT/_temporary`` with all its parents, which brought ``OUT`` back; the job then committed the other parts there and
-wrote ``_SUCCESS`` over an output without the parts committed before: a silent loss of data. Real ``hop run``
-processes on an embedded cluster."""
+wrote ``_SUCCESS`` over an output without the parts committed before: a silent loss of data. A continuous job's
+likewise: its reducers made ``OUT/windows/<label>`` with all its parents and wrote its next windows (checkpoints,
+``_late`` files, the coordinator ``_window.json``) into a new ``OUT``, or into another folder given the name, and ran
+on. Real ``hop run`` processes on an embedded cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -98,3 +102,145 @@ def test_a_pipelines_scratch_folder_removed_while_it_runs_fails_it_naming_it(tmp
     assert f"(step 1's output, in the scratch folder of the run writing {output}) was removed or moved" in stderr
     assert "--skip-bad-records" not in stderr and "--keep-intermediate keeps it" not in stderr, stderr
     assert not (output / "_SUCCESS").exists()
+
+
+def _replace_with_users(elsewhere: Path, *names: str) -> Callable[[Path], None]:
+    """Move a folder to ``elsewhere`` and make one of the user's under its name, holding files ``names``."""
+
+    def replace(folder: Path) -> None:
+        folder.rename(elsewhere)
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text("the user's\n")
+
+    return replace
+
+
+def _run_stream_removing(
+    tmp_path: Path,
+    source: str,
+    window: str,
+    checkpoint: str,
+    started: Callable[[], bool],
+    remove: Callable[[Path], None],
+    *more: str,
+) -> str:
+    """``hop run`` a continuous word count of ``source`` into ``tmp_path/out`` (which never ends by itself), with
+    ``--checkpoint-seconds checkpoint`` and options ``more``; once ``started()``, ``remove`` the output. Its standard
+    error, once it failed; every process it started has ended."""
+    import psutil
+
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", source, "--window",
+               window, "-o", str(output), "--workers", "1", "--checkpoint-seconds", checkpoint, *more]  # fmt: skip
+    run = subprocess.Popen(
+        command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        _wait_for(started, "the job wrote into its output")
+        processes = psutil.Process(run.pid).children(recursive=True)
+        remove(output)
+        _, stderr = run.communicate(timeout=20)  # (without the fix it ran on, writing a new output)
+        _, alive = psutil.wait_procs(processes, timeout=20)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert not alive, [process.cmdline() for process in alive]
+    assert run.returncode == 1, stderr
+    assert f"output directory {output} was removed or moved while the job ran" in stderr, stderr
+    assert "run the job again" in stderr, stderr
+    return stderr
+
+
+@pytest.mark.parametrize("how", ["removed", "moved", "replaced", "replaced by an empty folder"])
+def test_a_continuous_jobs_output_removed_while_it_runs_fails_the_job(tmp_path: Path, how: str) -> None:
+    """Its windows, checkpoints and ``_late`` files are not written on into a new ``OUT`` or another folder given the
+    name, nor its ``_job.json``: the job fails, and every process of the run ends. The run neither removes the
+    user's empty folder (as one it made and left empty) nor offers to update the materialized view of an ``OUT``
+    that is not the job's."""
+    output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    (tmp_path / "lines.txt").write_text("".join(f"w{n % 7} w{n % 3}\n" for n in range(100)))
+    remove = {
+        "removed": shutil.rmtree,
+        "moved": lambda folder: folder.rename(elsewhere),
+        "replaced": _replace_with_users(elsewhere, "mine.txt"),
+        "replaced by an empty folder": _replace_with_users(elsewhere),
+    }[how]
+    stderr = _run_stream_removing(
+        tmp_path,
+        "replay:lines.txt?rate=200&loop=1",
+        "0.2s",
+        "0.2",
+        lambda: any(output.glob("windows/*/part-*")) and any(output.glob("_checkpoints/state/*")),
+        remove,
+        "--view-interval",
+        "600",
+    )
+    assert "materialized view" not in stderr, stderr
+    if how.startswith("replaced"):
+        assert sorted(path.name for path in output.iterdir()) == (["mine.txt"] if how == "replaced" else [])
+    else:
+        assert not output.exists(), sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+    if how != "removed":  # the windows written before are in the folder moved away
+        assert any(elsewhere.glob("windows/*/part-*"))
+
+
+def test_a_quiet_continuous_jobs_output_removed_fails_it_without_waiting_for_a_write(tmp_path: Path) -> None:
+    """A ``tcp:`` source nobody sends to, hour-long windows and a checkpoint a minute: nothing would write into the
+    output for a minute, and the job would run on without it (for ever, with a source that stays quiet)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def listening() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    def remove(folder: Path) -> None:
+        time.sleep(0.5)  # (past the map's first progress note, its only write for a minute)
+        shutil.rmtree(folder)
+
+    output = tmp_path / "out"
+    stderr = _run_stream_removing(tmp_path, f"tcp:127.0.0.1:{port}", "1h", "60", listening, remove, "--no-view")
+    assert not output.exists(), stderr
+
+
+def test_the_report_of_a_continuous_run_its_hung_coordinator_left_goes_only_into_its_own_output(tmp_path: Path) -> None:
+    """The run writes ``_job.json`` itself when its coordinator did not end the job (hung) and was killed; into
+    ``OUT`` as it is then, which held the user's folder given the name once the job's was moved away."""
+    from hop.loader import load_job_file
+    from hop.outputs import output_identity
+    from hop.runner import build_spec
+    from hop.stream.options import stream_options
+    from hop.stream.runner import report_unanswered
+
+    output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    options = stream_options(["tcp:127.0.0.1:0"], "1s")
+    spec = build_spec(load_job_file(job_path("stream_wordcount")), [], str(output), options={"stream": options})
+    output.mkdir()
+    accepted = output_identity(output)
+    _replace_with_users(elsewhere, "mine.txt")(output)
+    ended = report_unanswered(spec, "job-0001", "tcp://127.0.0.1:9", accepted)
+    assert f"output directory {output} was removed or moved while the job ran" in ended, ended
+    assert sorted(path.name for path in output.iterdir()) == ["mine.txt"]
+    assert not (elsewhere / "_job.json").exists()
+    kept = tmp_path / "kept"  # an output still the job's gets it
+    kept.mkdir()
+    ended = report_unanswered(
+        dataclasses.replace(spec, output=str(kept)), "job-0001", "tcp://127.0.0.1:9", output_identity(kept)
+    )
+    assert "says job-0001 was interrupted" in ended and (kept / "_job.json").exists(), ended
+
+
+def test_a_compaction_of_a_removed_output_does_not_make_it_again(tmp_path: Path) -> None:
+    """A continuous run's compactor finds new deltas, and the output is removed before the compaction starts: it made
+    ``OUT/_view`` with all its parents, bringing ``OUT`` back."""
+    from hop.stream.view import compact
+
+    output = tmp_path / "out"
+    assert compact(output) is None
+    assert not output.exists()

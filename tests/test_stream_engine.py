@@ -1706,6 +1706,7 @@ def test_a_map_tells_of_shed_panes_before_it_seals_past_them(tmp_path: Path) -> 
     job = load_job_file(job_path("stream_events"), "SlowEventWordCount")
     options = stream_options([f"replay:{events_path}"], "1s", max_latency=0.2)
     spec = build_spec(job, [], str(tmp_path / "out"), num_reduces=1, options={"stream": options})
+    (tmp_path / "out").mkdir()  # (as the coordinator makes it, accepting the job: a task never does)
     context = zmq.Context.instance()
     worker_side = context.socket(zmq.PAIR)
     worker_side.setsockopt(zmq.LINGER, 0)

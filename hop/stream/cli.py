@@ -143,7 +143,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     from hop.cli import _defer_interrupts, _fail, _interrupted_code
     from hop.loader import JobFileError, load_job_file
     from hop.local_cluster import ClusterStartError, LocalCluster
-    from hop.outputs import check_output, claim_output
+    from hop.outputs import check_output, claim_output, output_identity
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
     from hop.stream.runner import end_now, report_unanswered, run_stream
@@ -219,6 +219,14 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     cluster = None
     release: Callable[[], None] | None = None
     submitted: list[str] = []
+    accepted: list[tuple[int, int] | None] = []
+    """OUT's identity once the coordinator accepted the job (it made OUT then): a report written here later is
+    written only into that directory (``report_unanswered``)."""
+
+    def note_submitted(job_id: str) -> None:
+        submitted.append(job_id)
+        accepted.append(output_identity(spec.output))
+
     try:
         release = claim_output(spec.output)
         # Before starting a cluster: fail fast, and never let --overwrite clear the job file or what a source reads.
@@ -242,7 +250,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
                     timeout=args.timeout,  # (--duration is kept by the coordinator: stream_options)
                     view_interval=None if args.no_view else args.view_interval,
                     spark_master=args.spark_master or "local[1]",
-                    on_submitted=submitted.append,
+                    on_submitted=note_submitted,
                 )
         finally:
             client.close()
@@ -266,7 +274,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             # The coordinator did not end the job (hung): asking it to shut the cluster down would wait for nothing
             # (15 s more), and once its processes are killed no report can come but the one written here.
             cluster.stop(grace=0)
-            ended = "interrupted while stopping" + report_unanswered(spec, submitted[0], address)
+            ended = "interrupted while stopping" + report_unanswered(spec, submitted[0], address, accepted[0])
         return _fail(ended, _interrupted_code())
     finally:
         if cluster is not None:

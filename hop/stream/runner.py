@@ -21,7 +21,7 @@ from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
 from hop.jobspec import JobSpec
-from hop.outputs import prepare_output, write_job_report
+from hop.outputs import output_identity, output_removed, prepare_output, write_job_report
 from hop.stream.sources import source_paths
 from hop.wording import counted
 
@@ -106,6 +106,7 @@ def run_stream(
             )
 
     deadline = None if timeout is None else time.monotonic() + timeout
+    status: dict[str, Any] | None = None
     try:
         try:
             status = _wait(client, job_id, show, deadline)
@@ -122,7 +123,10 @@ def run_stream(
                     f"{job_id} did not drain within {stop_timeout:g}s, so it was ended{ended}"
                 ) from interrupted
     finally:
-        if compactor is not None:
+        if compactor is not None and status is not None and status.get("output_removed"):
+            # The deltas went with OUT: there is nothing to update (what is under its name now is not the job's).
+            compactor.abandon()
+        elif compactor is not None:
             try:
                 if progress:
                     print(
@@ -190,14 +194,18 @@ def _end_now(client: Client, job_id: str, output: Path) -> str:
     return f"; {job_id} had ended ({reply['state']}): see {output / '_job.json'}"
 
 
-def report_unanswered(spec: JobSpec, job_id: str, address: str) -> str:
+def report_unanswered(spec: JobSpec, job_id: str, address: str, accepted: tuple[int, int] | None = None) -> str:
     """Write ``OUT/_job.json`` for a continuous job that its coordinator (at ``address``) did not end when
     :func:`end_now` asked (hung: stopped, swapping) and that can no longer end: every process of its embedded cluster
     was killed since, so no other report will come. Status ``interrupted``, with what this process knows (the windows in
     ``OUT/windows``, the options; no counters). A report the coordinator wrote before it was killed is kept.
-    Returns what became of the job, as the end of the run's last line."""
+    ``accepted``: the identity of ``OUT`` once the job was accepted (``hop.outputs.output_identity``); an ``OUT``
+    removed or replaced since gets no report (what has its name now is not the job's). Returns what became of the
+    job, as the end of the run's last line."""
     output = Path(spec.output)
     unanswered = f"coordinator {address} did not end it within {END_NOW_TIMEOUT:g}s"
+    if accepted is not None and output_identity(output) != accepted:
+        return f"; its {unanswered}, so the embedded cluster was killed, and {output_removed(output)}"
     windows = sorted(path.parent.name for path in (output / "windows").glob("*/_window.json"))
     report = {
         "job_id": job_id,

@@ -51,6 +51,7 @@ import zmq
 from hop.aggregates import Aggregate
 from hop.inputs import InputError, freeze_json
 from hop.jsonline import to_json
+from hop.outputs import OutputGuard, OutputRemovedError
 from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
 from hop.stream.options import StreamOptions
@@ -92,11 +93,31 @@ def _state_path(output: str, name: str) -> Path:
     return Path(output) / "_checkpoints" / "state" / f"{name}.msgpack"
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _write_atomically(output: OutputGuard, path: Path, data: bytes) -> None:
+    """Write ``path`` (in the job's output directory) whole, never into an output directory removed or replaced
+    since the task started (:class:`~hop.outputs.OutputGuard`)."""
+    output.folder(path.parent)
     temporary = path.with_name(path.name + f".tmp-{os.getpid()}")
     temporary.write_bytes(data)
+    _publish(output, temporary, path)
+
+
+def _publish(output: OutputGuard, temporary: Path, path: Path) -> None:
+    """Rename ``temporary`` to ``path``, once the output directory is checked again: it may have been replaced while
+    the file was written (it is then removed, wherever it is)."""
+    try:
+        output.check()
+    except OutputRemovedError:
+        temporary.unlink(missing_ok=True)
+        raise
     os.replace(temporary, path)
+
+
+def _append(output: OutputGuard, path: Path, lines: Iterable[str]) -> None:
+    """Append ``lines`` to ``path`` (a ``_late`` file), in the output directory the task started with only."""
+    output.folder(path.parent)
+    with open(path, "a", encoding="utf-8") as file:
+        file.writelines(lines)
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
@@ -142,6 +163,7 @@ def run_stream_map(
     reducer lost is sent again; with none, it starts from the beginning of its source. Reducers ignore the cells
     they already hold."""
     job, functions = instantiate(spec)
+    output = OutputGuard(spec.output)
     options = StreamOptions.from_spec(spec)
     window = options.window
     url = options.sources[index]
@@ -277,7 +299,7 @@ def run_stream_map(
             top = window.pane_of(marks.max_event) if marks.max_event > float("-inf") else -FOREVER
         if (marks.sealed, top) > noted:
             noted = (max(marks.sealed, noted[0]), max(top, noted[1]))
-            _write_atomically(progress_path, codec.packb({"sealed": noted[0], "top": noted[1]}))
+            _write_atomically(output, progress_path, codec.packb({"sealed": noted[0], "top": noted[1]}))
 
     def register(
         pane: int | None, pane_records: int, runs: list[tuple[bytes, int, str]], sealed: int, **meta: Any
@@ -324,7 +346,7 @@ def run_stream_map(
             **{name: getattr(marks, name) for name in ("records", "late", "shed", "bad")},
             "late_bytes": late_path.stat().st_size if late_path.exists() else 0,  # (written before: each poll)
         }
-        _write_atomically(checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", codec.packb(state))
+        _write_atomically(output, checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", codec.packb(state))
         for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
             stale.unlink(missing_ok=True)
 
@@ -483,9 +505,7 @@ def run_stream_map(
                     folded = fold_error(buffer.aggregate, buffer.failed_pair, not_pairs("map", error, pairs))
                     raise UserCodeError("map", folded, f"{place}: {value!r:.200}") from error
             if late_lines:
-                late_path.parent.mkdir(parents=True, exist_ok=True)
-                with open(late_path, "a", encoding="utf-8") as late_file:
-                    late_file.writelines(late_lines)
+                _append(output, late_path, late_lines)
                 late_lines.clear()
             watermark = _watermark(window, options, marks, time_field)
             if unheard_from is not None and watermark > max(unheard_from, marks.sealed):
@@ -681,6 +701,7 @@ def run_stream_reduce(
 ) -> dict[str, Any]:
     """Run one stream reduce attempt until every source ended and every window was written."""
     job, functions = instantiate(spec)
+    output = OutputGuard(spec.output)
     options = StreamOptions.from_spec(spec)
     window = options.window
     aggregate = functions.reduce_aggregate
@@ -752,7 +773,7 @@ def run_stream_reduce(
         nonlocal delta_seq, pending_delta, windows_since_checkpoint, last_checkpoint
         if pending_delta and options.deltas:
             delta = Path(spec.output) / "_checkpoints" / "deltas" / f"delta-{index:05d}-{delta_seq:08d}.jsonl"
-            _write_atomically(delta, "".join(pending_delta).encode())
+            _write_atomically(output, delta, "".join(pending_delta).encode())
             delta_seq += 1
         pending_delta = []
         counters["checkpoints"] += 1
@@ -763,7 +784,7 @@ def run_stream_reduce(
             "delta_seq": delta_seq,
             "processed": [[m, a, s] for m, (a, s) in processed.items()],
         }
-        _write_atomically(state_path, codec.packb(state))
+        _write_atomically(output, state_path, codec.packb(state))
         windows_since_checkpoint, last_checkpoint = 0, time.monotonic()
         channel.send("stream_checkpoint", index=index, attempt=attempt, processed=state["processed"])
 
@@ -775,8 +796,7 @@ def run_stream_reduce(
         lines: list[str] = []
         output_records = 0
         if result.groups:  # (records count the whole pane: a partition given none of its keys has no groups)
-            folder = Path(spec.output) / "windows" / label
-            folder.mkdir(parents=True, exist_ok=True)
+            folder = output.folder(Path(spec.output) / "windows" / label)
             part = folder / f"part-{index:05d}"
             temporary = folder / f".part-{index:05d}.tmp-{attempt}"
             ordered, _ = sort_keys(list(result.groups))
@@ -786,7 +806,7 @@ def run_stream_reduce(
             except BaseException:
                 temporary.unlink(missing_ok=True)  # the user's reduce failed: no half-written file in the window
                 raise
-            os.replace(temporary, part)
+            _publish(output, temporary, part)
             counters["window_parts_written"] += 1
             lines = part.read_text(encoding="utf-8").splitlines()
         for line in lines:
@@ -846,15 +866,9 @@ def run_stream_reduce(
             elif outcome == "late":
                 counters["late_cells"] += 1
                 counters["late_cell_records"] += int(header["pane_records"])
-                late_path.parent.mkdir(parents=True, exist_ok=True)
-                with open(late_path, "a", encoding="utf-8") as late:
-                    windows = [window.label(w) for w in assembler.late_windows(pane)]
-                    late.write(
-                        json.dumps(
-                            {"source": source, "pane": pane, "records": header["pane_records"], "windows": windows}
-                        )
-                        + "\n"
-                    )
+                windows = [window.label(w) for w in assembler.late_windows(pane)]
+                late = {"source": source, "pane": pane, "records": header["pane_records"], "windows": windows}
+                _append(output, late_path, [json.dumps(late) + "\n"])
         else:
             assembler.add_seal(source, sealed)
         if header.get("final"):

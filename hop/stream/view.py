@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from hop.outputs import make_in_output
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -168,10 +170,13 @@ def compact(
     """Merge the new deltas of ``out_dir`` into a new base (module docstring). Runs on ``spark`` if given (left
     running): a session, or a function giving one, called only once the new deltas have been checked (so nothing
     new, or a bad line, costs no JVM start). Else on a session started on ``spark_master`` and stopped at the end,
-    its JVM with it."""
+    its JVM with it. An ``out_dir`` that is not there has nothing to compact (None), and is not made."""
     out = Path(out_dir).resolve()
     view = out / VIEW_DIR
-    view.mkdir(parents=True, exist_ok=True)
+    try:
+        make_in_output(out, view)
+    except FileNotFoundError:
+        return None  # no output (removed since its deltas were found): nothing to compact, and it is not made again
     with open(view / "_lock", "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when the file closes
