@@ -69,6 +69,7 @@ from hop.runner import (
     no_records_note,
     online_options,
     pipeline_specs,
+    reducers_at_once,
     run_pipeline,
     run_staged_jobs,
     run_steps,
@@ -503,9 +504,7 @@ def _run_loaded(
         for repeated in repeated_inputs(list(spec.inputs), spec.output):  # (raises for an input that cannot be read)
             print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
-            # A pipeline runs its steps' reducers side by side; steps run one after another need the most any has.
-            step_reduces = [step.num_reduces for step in step_specs]
-            reduce_slots = -(-(sum(step_reduces) if pipelined else max(step_reduces)) // workers)
+            reduce_slots = -(-reducers_at_once(step_specs, pipelined) // workers)
             cluster = LocalCluster(
                 workers=workers, map_slots=1, reduce_slots=reduce_slots, prelaunched=prelaunch.take()
             )
@@ -617,18 +616,18 @@ def _on_cluster(
             [dataclasses.replace(s, num_reduces=alive) for s in later],
         )
     slots = sum(worker["reduce_slots"] for worker in live)
-    step_reduces = [step.num_reduces for step in pipeline_specs([spec, *later])]
-    reducers = sum(step_reduces) if pipelined else max(step_reduces)
+    steps = pipeline_specs([spec, *later])
+    reducers = reducers_at_once(steps, pipelined)
     if spec.options.get("online") and reducers > slots:
-        side_by_side = f" in all, its {len(step_reduces)} steps' running side by side," if pipelined else ""
-        fitting = max(1, slots // len(step_reduces)) if pipelined else slots
+        side_by_side = f" at once ({len(steps)} pipelined steps')" if pipelined else ""
+        fitting = slots // len(steps) if pipelined else slots
+        advice = f"give --reducers {fitting} or fewer" if fitting else "run the steps in turn (--blocking)"
         # A reducer waiting for a slot starts once another ends, after the maps: until then every snapshot lacks
         # its partition, and a job asked to stop when accurate never can.
         print(
             f"hop: warning: {counted(reducers, 'reducer')}{side_by_side} on {counted(slots, 'reduce slot')} of the "
             "live workers: a partition whose reducer waits for a slot is in no snapshot until the maps end (nor can "
-            f"--stop-when-accurate stop the job early); give --reducers {fitting} or fewer for early results of every "
-            "partition",
+            f"--stop-when-accurate stop the job early); {advice} for early results of every partition",
             file=sys.stderr,
             flush=True,
         )

@@ -20,11 +20,13 @@ import struct
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import zmq
 
 from hop.gen.cli import unresolved_coordinator
+from hop.inputs import absolute_inputs
 from hop.jobspec import JobSpec
 from hop.lifetime import stop_signals_held
 from hop.protocol import close_socket, message, unpack
@@ -327,7 +329,7 @@ class Client:
         with contextlib.suppress(OSError):
             here = os.getcwd()
         if here is not None:
-            spec = _paths_from(spec, here)
+            spec = _paths_from(spec)
         with stop_signals_held(repeat_acts=True):
             job_id = str(self.request("submit", job=spec.to_wire(), working_directory=here)["job_id"])
             self.submitted.append(job_id)
@@ -434,16 +436,13 @@ class Client:
         self._close_sockets()
 
 
-def _paths_from(spec: JobSpec, directory: str) -> JobSpec:
-    """``spec`` with a relative output and relative inputs made absolute against ``directory`` (the submitting
-    client's): the coordinator resolved them against its own working directory, reading and writing elsewhere than
-    the user meant. Absolute paths are kept as they are."""
-
-    def absolute(path: str) -> str:
-        return path if os.path.isabs(path) else os.path.normpath(os.path.join(directory, path))
-
-    output = absolute(spec.output)
-    inputs = tuple(absolute(path) for path in spec.inputs)
+def _paths_from(spec: JobSpec) -> JobSpec:
+    """``spec`` with a relative output and relative inputs made absolute against this process's current directory,
+    as :func:`hop.runner.build_spec` makes them (the output resolved, inputs by ``hop.inputs.absolute_inputs``): the
+    coordinator took them from its own working directory, reading and writing elsewhere than the user meant.
+    Absolute paths are sent as they are."""
+    output = spec.output if os.path.isabs(spec.output) else str(Path(spec.output).resolve())
+    inputs = tuple(path if os.path.isabs(path) else absolute_inputs([path])[0] for path in spec.inputs)
     if output == spec.output and inputs == spec.inputs:
         return spec
     return dataclasses.replace(spec, output=output, inputs=inputs)

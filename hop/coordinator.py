@@ -44,6 +44,7 @@ from hop.outputs import (
     check_output,
     coordinator_kept,
     make_in_output,
+    output_changed,
     output_identity,
     output_removed,
     prepare_output,
@@ -1346,7 +1347,7 @@ class Coordinator:
         windows written on into a directory of that name would be taken for all of them (its tasks write nothing
         there: ``hop.outputs.OutputGuard``)."""
         accepted = job.output_identity
-        return accepted is not None and output_identity(job.spec.output) != accepted
+        return accepted is not None and output_changed(job.spec.output, accepted)
 
     def _fail_streams_whose_output_went(self) -> None:
         """Fail the running continuous jobs whose output directory was removed or moved away (``_output_removed``):

@@ -28,6 +28,7 @@ __all__ = [
     "claim_output",
     "coordinator_kept",
     "make_in_output",
+    "output_changed",
     "output_identity",
     "output_removed",
     "prepare_output",
@@ -179,6 +180,19 @@ def output_identity(output: str | Path) -> tuple[int, int] | None:
     return (status.st_dev, status.st_ino)
 
 
+def output_changed(output: str | Path, identity: tuple[int, int] | None) -> bool:
+    """Whether the directory ``output`` names is no longer the one whose identity (:func:`output_identity`) was
+    ``identity``: it is gone, or another directory has its name. An error that says neither (a network file system's
+    passing ``EIO`` or ``ESTALE``, a permission) is not taken for a removal: a healthy job would fail on it."""
+    try:
+        status = os.stat(output)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return (status.st_dev, status.st_ino) != identity
+
+
 def output_removed(output: str | Path, what: str | None = None) -> str:
     """The error of a job whose output directory ``output`` (``what`` it is, if not the run's own) was removed or
     moved away while it ran (its identity changed: gone, or another directory made under its name). Parts committed
@@ -211,7 +225,7 @@ class OutputGuard:
 
     def check(self) -> None:
         """Raise :class:`OutputRemovedError` if the output directory is no longer the one found at the start."""
-        if output_identity(self.output) != self.identity:
+        if output_changed(self.output, self.identity):
             raise OutputRemovedError(output_removed(self.output))
 
     def folder(self, folder: Path) -> Path:

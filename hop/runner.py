@@ -662,6 +662,13 @@ def pipeline_specs(jobs: list[JobSpec]) -> list[JobSpec]:
     return specs
 
 
+def reducers_at_once(steps: list[JobSpec], pipelined: bool) -> int:
+    """How many of a run's reducers run at the same time, ``steps`` its steps' specs (:func:`pipeline_specs`): a
+    pipelined run's steps run theirs side by side (their sum); steps run one after another need the most any has."""
+    reducers = [step.num_reduces for step in steps]
+    return sum(reducers) if pipelined else max(reducers)
+
+
 STOP_EARLY_PIPELINE = (
     "--stop-when-accurate ends one job early, not a pipeline whose steps stream into each other: add --blocking "
     "(the steps then run one after another, each may stop early), or read the last step's snapshots in "

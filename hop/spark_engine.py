@@ -73,7 +73,7 @@ from hop.inputs import DEFAULT_SPLIT_BYTES, Split, absolute_inputs, expand_input
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
 from hop.lifetime import stop_signals_taken
-from hop.outputs import check_output, output_identity, output_removed, prepare_output, write_job_report
+from hop.outputs import check_output, output_changed, output_identity, output_removed, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.spark_gateway import (
     close_jvm_stderr,
@@ -653,7 +653,7 @@ class _OutputFolder:
     def removed(self) -> bool:
         """Whether ``OUT`` was removed or moved away since it was prepared: it is gone, or another directory has its
         name. What was written there went with it: nothing more may be written under its name."""
-        return output_identity(self.path) != self.identity
+        return output_changed(self.path, self.identity)
 
     def remove_temporary(self) -> None:
         """Remove the run's ``OUT/_temporary``, in ``OUT`` wherever it went (not in a folder that took its name)."""

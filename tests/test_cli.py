@@ -2657,8 +2657,8 @@ def test_an_online_job_with_more_reducers_than_reduce_slots_is_warned(cluster: L
         for output, more in (("out-pipelined", []), ("out-blocking", ["--blocking"]))
     )
     assert side_by_side.returncode == 0 and in_turn.returncode == 0, (side_by_side, in_turn)
-    assert side_by_side.stderr.startswith(
-        "hop: warning: 6 reducers in all, its 2 steps' running side by side, on 4 "
-    ), side_by_side.stderr
+    assert side_by_side.stderr.startswith("hop: warning: 6 reducers at once (2 pipelined steps') on 4 "), (
+        side_by_side.stderr
+    )
     assert "give --reducers 2 or fewer" in side_by_side.stderr
     assert in_turn.stderr == "", in_turn.stderr

@@ -244,3 +244,24 @@ def test_a_compaction_of_a_removed_output_does_not_make_it_again(tmp_path: Path)
     output = tmp_path / "out"
     assert compact(output) is None
     assert not output.exists()
+
+
+def test_an_output_is_taken_for_removed_only_when_it_is_gone_or_another_directory(tmp_path: Path) -> None:
+    """The check of a running job's output directory (every turn of the coordinator's loop for a continuous job):
+    an error that says neither that it is gone nor that another directory has its name (here a loop of symbolic
+    links, ELOOP; on a network file system a passing EIO or ESTALE) is no removal, or a healthy job failed on it."""
+    from hop.outputs import output_changed, output_identity
+
+    output = tmp_path / "out"
+    output.mkdir()
+    identity = output_identity(output)
+    assert not output_changed(output, identity)
+    output.rename(tmp_path / "moved")
+    assert output_changed(output, identity)  # gone
+    output.mkdir()
+    assert output_changed(output, identity)  # another directory under its name
+    looped = tmp_path / "looped"
+    looped.symlink_to(looped)
+    with pytest.raises(OSError):
+        os.stat(looped)
+    assert not output_changed(looped, identity)

@@ -104,7 +104,8 @@ def _write_atomically(output: OutputGuard, path: Path, data: bytes) -> None:
 
 def _publish(output: OutputGuard, temporary: Path, path: Path) -> None:
     """Rename ``temporary`` to ``path``, once the output directory is checked again: it may have been replaced while
-    the file was written (it is then removed, wherever it is)."""
+    the file was written. It is then removed if it is still under its name (one moved away with the directory stays
+    there: the directory is no longer the job's)."""
     try:
         output.check()
     except OutputRemovedError:
@@ -508,6 +509,12 @@ def run_stream_map(
                 _append(output, late_path, late_lines)
                 late_lines.clear()
             watermark = _watermark(window, options, marks, time_field)
+            if shed_panes:  # tell the reducers which panes lost records to shedding: C2 shows them. Before the
+                # seal (and a retry's announcement of lost panes, which seals too): a reducer may emit a window as
+                # soon as the seal past it arrives, and must know of its shed panes by then or it calls the window
+                # complete (or its shed panes lost).
+                register(None, 0, empty_runs(), marks.sealed, shed=sorted(shed_panes))
+                shed_panes.clear()
             if unheard_from is not None and watermark > max(unheard_from, marks.sealed):
                 # Lost up to the first pane holding a record this attempt heard (sealed as usual below): a
                 # lost pane is sealed with the announcement, so one with data must not be in it.
@@ -518,11 +525,6 @@ def run_stream_map(
                     note_progress()
                     register(None, 0, empty_runs(), marks.sealed, lost=[unheard_from, lost_to])
                 unheard_from = None
-            if shed_panes:  # tell the reducers which panes lost records to shedding: C2 shows them. Before the
-                # seal: a reducer may emit a window as soon as the seal past it arrives, and must know of its shed
-                # panes by then or it calls the window complete.
-                register(None, 0, empty_runs(), marks.sealed, shed=sorted(shed_panes))
-                shed_panes.clear()
             seal(watermark)
             take_control()
             mono = time.monotonic()
