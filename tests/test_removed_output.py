@@ -246,6 +246,36 @@ def test_a_compaction_of_a_removed_output_does_not_make_it_again(tmp_path: Path)
     assert not output.exists()
 
 
+def test_the_compactor_of_a_replaced_output_compacts_nothing_in_the_replacement(tmp_path: Path) -> None:
+    """A continuous run's compactor (``--view-interval``), with ``OUT`` moved away and a folder of the user's put under
+    its name (here holding a delta file of its own): its periodic and last compactions made ``OUT/_view/_lock`` there,
+    then compacted (and deleted) the deltas they found. Now it carries ``OUT``'s identity from its start: it asks for
+    nothing, and a compaction asked for all the same (its child) makes and reads nothing there."""
+    from hop.outputs import output_identity
+    from hop.stream.compactor import Compactor
+
+    output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    delta = Path("_checkpoints", "deltas", "delta-00000-00000000.jsonl")
+    (output / delta).parent.mkdir(parents=True)
+    (output / delta).write_text('{"window_start": 0, "window_end": 1, "partition": 0, "key": "a", "value": 1}\n')
+    identity = output_identity(output)
+    compactor = Compactor(output, interval=60)
+    output.rename(elsewhere)
+    shutil.copytree(elsewhere, output)  # (the user's, with a delta of its own)
+    assert compactor.stop(final=True, timeout=60) is None
+    assert compactor.children_started == 0 and compactor.last_error is not None, compactor.last_error
+    assert f"output directory {output} was removed or moved" in compactor.last_error, compactor.last_error
+    asked = Compactor(output, interval=60, identity=identity)
+    try:
+        asked.compact_now(timeout=60)
+    finally:
+        asked.stop(final=False, timeout=60)
+    assert asked.failures == 1 and f"output directory {output} was removed or moved" in str(asked.last_error)
+    assert sorted(str(path.relative_to(output)) for path in output.rglob("*")) == [
+        str(part) for part in reversed(delta.parents) if part != Path(".")
+    ] + [str(delta)]
+
+
 def test_an_output_is_taken_for_removed_only_when_it_is_gone_or_another_directory(tmp_path: Path) -> None:
     """The check of a running job's output directory (every turn of the coordinator's loop for a continuous job):
     an error that says neither that it is gone nor that another directory has its name (here a loop of symbolic

@@ -352,7 +352,7 @@ def test_the_compactor_asks_for_one_compaction_an_interval_while_deltas_keep_com
     script = tmp_path / "stand_in_child.py"
     script.write_text(STAND_IN_CHILD, encoding="utf-8")
 
-    def start(cls: type[Any], out: Path, spark_master: str) -> Any:
+    def start(cls: type[Any], out: Path, spark_master: str, identity: Any = None) -> Any:
         process = subprocess.Popen(
             [sys.executable, str(script), str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             start_new_session=True,

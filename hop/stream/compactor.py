@@ -8,9 +8,15 @@ would make the view's upkeep the biggest load of a steady stream. A child idle f
 (a JVM holds hundreds of MB), a child that fails a compaction exits (the next one starts afresh), and one running past
 ``run_timeout`` is killed with its group.
 
-The child is ``python -m hop.stream.compactor OUT --master M``: for every line ``compact`` on its stdin it compacts
-OUT on its session and answers one JSON line, ``{"ok": true}`` or ``{"ok": false, "error": "..."}``; it ends at the
-end of its stdin. Everything else it or its JVM prints goes to a log file the parent reads only to explain a crash.
+The child is ``python -m hop.stream.compactor OUT --master M --identity DEV:INO``: for every line ``compact`` on its
+stdin it compacts OUT on its session and answers one JSON line, ``{"ok": true}`` or ``{"ok": false, "error":
+"..."}``; it ends at the end of its stdin. Everything else it or its JVM prints goes to a log file the parent reads
+only to explain a crash.
+
+The compactor holds OUT's identity (device, inode) as it found it at its start, which the job made: once another
+directory has OUT's name (the job's moved away, a user's put there), it asks for no compaction, and a compaction
+asked for before makes and reads nothing there (``hop.stream.view.compact``'s ``identity``); ``last_error`` says OUT
+was removed or moved.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from hop.lifetime import stop_signals_held
+from hop.outputs import output_changed, output_identity, output_removed
 from hop.spilldirs import make_marked_dir
 from hop.stream.view import SPARK_CONF, PathLike, ViewInfo, compact, pending_deltas, view_info
 
@@ -50,7 +57,9 @@ class Compactor:
     """Compacts ``out_dir`` every ``interval`` s while new deltas exist, one compaction at a time, in a child kept
     while it is used (module docstring). ``compactions``/``failures`` count compactions that succeeded/failed or
     were killed (past ``run_timeout``, or at ``stop``'s timeout); ``last_error`` is the latest one's error (None once
-    one succeeds), ``last_seconds`` its wall time; ``children_started`` counts the child processes started."""
+    one succeeds), ``last_seconds`` its wall time; ``children_started`` counts the child processes started.
+    ``identity``: OUT's (``hop.outputs.output_identity``) as the job made it, by default as found now; once OUT is
+    another directory, or gone, no compaction is asked for (module docstring)."""
 
     def __init__(
         self,
@@ -60,8 +69,10 @@ class Compactor:
         *,
         run_timeout: float = 600.0,
         keep_alive: float | None = None,
+        identity: tuple[int, int] | None = None,
     ) -> None:
         self.out = Path(out_dir).resolve()
+        self.identity = output_identity(self.out) if identity is None else identity
         self.interval, self.spark_master, self.run_timeout = interval, spark_master, run_timeout
         self.keep_alive = max(60.0, 3 * interval) if keep_alive is None else keep_alive
         self.compactions = self.failures = self.children_started = 0
@@ -98,12 +109,19 @@ class Compactor:
                 if now < due:
                     continue
                 due = now + self.interval
-                if not self._stopping.is_set() and pending_deltas(self.out):
+                if not self._stopping.is_set() and self._output_is_the_jobs() and pending_deltas(self.out):
                     self._ask()
                 elif self._child is not None and now - self._child.last_used > self.keep_alive:
                     self._close_child(now + _CLOSE_TIMEOUT)
             except Exception as error:  # the loop outlives a full disk or a vanished directory
                 self.last_error = f"{type(error).__name__}: {error}"
+
+    def _output_is_the_jobs(self) -> bool:
+        """Whether OUT is still the directory the compactor started with; if not, ``last_error`` says so."""
+        if self.identity is not None and output_changed(self.out, self.identity):
+            self.last_error = output_removed(self.out)
+            return False
+        return True
 
     def compact_now(self, timeout: float = 600.0) -> ViewInfo | None:
         """Compact now in the kept child (started if there is none) and wait up to ``timeout`` seconds; for a
@@ -123,7 +141,7 @@ class Compactor:
             # A Ctrl-C (the one that skips the last compaction) is held until the child is recorded: taken inside
             # Popen, it left a child running that abandon() could not end.
             with stop_signals_held():
-                self._child = _Child.start(self.out, self.spark_master)
+                self._child = _Child.start(self.out, self.spark_master, self.identity)
             self.children_started += 1
         self._asked = time.monotonic()
         try:
@@ -189,7 +207,7 @@ class Compactor:
         try:
             if self._asked is not None:
                 self._finished(block_until=deadline)
-            if final and pending_deltas(self.out) and time.monotonic() < deadline:
+            if final and self._output_is_the_jobs() and pending_deltas(self.out) and time.monotonic() < deadline:
                 self._ask()
                 self._finished(block_until=deadline)
         except KeyboardInterrupt:
@@ -221,13 +239,14 @@ class _Child:
         threading.Thread(target=self._read_replies, name=f"compaction child {process.pid}", daemon=True).start()
 
     @classmethod
-    def start(cls, out: Path, spark_master: str) -> _Child:
+    def start(cls, out: Path, spark_master: str, identity: tuple[int, int] | None = None) -> _Child:
         log = tempfile.TemporaryFile()  # noqa: SIM115 (close() closes it); a file, not a pipe, never fills up
         # The child's own temporary directory, removed once it has ended: PySpark's launch_gateway makes one there
         # and removes it only if it is not killed meanwhile (a second Ctrl-C, the run_timeout) while the JVM starts.
         # Marked as this process's (hop.spilldirs): one this process, killed outright, left is removed by the next.
         scratch = str(make_marked_dir(None, SCRATCH_PREFIX))
         command = [sys.executable, "-m", "hop.stream.compactor", str(out), "--master", spark_master]
+        command += [] if identity is None else ["--identity", f"{identity[0]}:{identity[1]}"]
         path = os.pathsep.join(filter(None, [_PROJECT_ROOT, os.environ.get("PYTHONPATH")]))
         try:
             process = subprocess.Popen(
@@ -325,9 +344,12 @@ def _group_running(group: int) -> bool:
     return False
 
 
-def serve(out: str, spark_master: str, requests: IO[bytes], replies: IO[str]) -> int:
-    """The child's loop: a compaction of ``out`` per request line, a JSON reply line each, until ``requests`` ends;
-    the SparkSession starts when a compaction first needs one (new deltas, all well-formed) and stops at the end.
+def serve(
+    out: str, spark_master: str, requests: IO[bytes], replies: IO[str], identity: tuple[int, int] | None = None
+) -> int:
+    """The child's loop: a compaction of ``out`` (while it is the directory of ``identity``, when given) per request
+    line, a JSON reply line each, until ``requests`` ends; the SparkSession starts when a compaction first needs one
+    (new deltas, all well-formed) and stops at the end.
     Returns the exit status: 0, or 1 after a failed compaction (it ends there, so a broken session or JVM is not
     reused)."""
     from hop.spark_engine import shutdown_jvm, start_session
@@ -343,7 +365,7 @@ def serve(out: str, spark_master: str, requests: IO[bytes], replies: IO[str]) ->
     try:
         for _ in requests:
             try:
-                compact(out, spark=kept_session)
+                compact(out, spark=kept_session, identity=identity)
             except Exception as error:  # noqa: BLE001 (every failure is the parent's to report)
                 print(json.dumps({"ok": False, "error": f"{error}"}), file=replies, flush=True)
                 return 1
@@ -359,14 +381,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hop.stream.compactor", description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--master", default="local[1]", help="Spark master (local[1])")
+    parser.add_argument("--identity", help="DEV:INO of OUT as the job made it: compact nothing in another directory")
     args = parser.parse_args(argv)
+    device, _, inode = (args.identity or "").partition(":")
+    identity = (int(device), int(inode)) if args.identity else None
     # Replies go to the stdout it was given; everything else written to fd 1 (the JVM's, a library's print) goes to
     # the log with stderr, so it cannot be taken for a reply.
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     with replies:
-        return serve(args.out, args.master, sys.stdin.buffer, replies)
+        return serve(args.out, args.master, sys.stdin.buffer, replies, identity)
 
 
 if __name__ == "__main__":  # run as the importable module, as the view's Spark functions are pickled by reference

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from hop.outputs import make_in_output
+from hop.outputs import OutputRemovedError, make_in_output, output_changed, output_removed
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -166,13 +166,18 @@ def compact(
     spark_master: str = "local[1]",
     *,
     spark: SparkSession | Callable[[], SparkSession] | None = None,
+    identity: tuple[int, int] | None = None,
 ) -> ViewInfo | None:
     """Merge the new deltas of ``out_dir`` into a new base (module docstring). Runs on ``spark`` if given (left
     running): a session, or a function giving one, called only once the new deltas have been checked (so nothing
     new, or a bad line, costs no JVM start). Else on a session started on ``spark_master`` and stopped at the end,
-    its JVM with it. An ``out_dir`` that is not there has nothing to compact (None), and is not made."""
+    its JVM with it. An ``out_dir`` that is not there has nothing to compact (None), and is not made. ``identity``
+    (``hop.outputs.output_identity``, a running job's ``OUT`` as it started): another directory under its name is
+    not the job's, and raises :class:`~hop.outputs.OutputRemovedError` with nothing made or read there."""
     out = Path(out_dir).resolve()
     view = out / VIEW_DIR
+    if identity is not None and output_changed(out, identity):
+        raise OutputRemovedError(output_removed(out))
     try:
         make_in_output(out, view)
     except FileNotFoundError:
