@@ -974,7 +974,12 @@ class Coordinator:
             )
             interrupted = job.state == "running"
             self._execute(job, job.interrupt(str(reason)))
-            self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, interrupted=interrupted)
+            # (an output removed or replaced got no report: the client must not point to one)
+            removed = self._output_removed(job)
+            self._send(
+                identity, "stopping", job_id=job.spec.job_id, state=job.state, interrupted=interrupted,
+                output_removed=removed,
+            )  # fmt: skip
             return
         self._stop_stream(job)
         self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state)

@@ -236,6 +236,36 @@ def test_the_report_of_a_continuous_run_its_hung_coordinator_left_goes_only_into
     assert "says job-0001 was interrupted" in ended and (kept / "_job.json").exists(), ended
 
 
+def test_a_second_ctrl_c_after_the_output_went_does_not_point_to_a_report(tmp_path: Path) -> None:
+    """``hop run`` of a continuous job interrupted twice (``end_now``) once ``OUT`` was moved away: its coordinator
+    ends the job and writes no report (what has OUT's name now is not the job's), but the run's last line said
+    ``OUT/_job.json`` "says so" (or "see" it, the job already failed for the removal), and ``hop run`` took the
+    missing report for a hung coordinator's and said it "did not end it within 5s"."""
+    from hop.client import Client
+    from hop.loader import load_job_file
+    from hop.local_cluster import LocalCluster
+    from hop.runner import build_spec
+    from hop.stream.options import stream_options
+    from hop.stream.runner import end_now
+
+    output, elsewhere, lines = tmp_path / "out", tmp_path / "elsewhere", tmp_path / "lines.txt"
+    lines.write_text("".join(f"w{n % 7}\n" for n in range(100)))
+    options = stream_options([f"replay:{lines}?rate=200&loop=1"], "0.2s", checkpoint_seconds=0.2, deltas=False)
+    spec = build_spec(load_job_file(job_path("stream_wordcount")), [], str(output), options={"stream": options})
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            job_id = client.submit(spec)
+            _wait_for(lambda: any(output.glob("windows/*/part-*")), "the job wrote a window")
+            output.rename(elsewhere)
+            line, answered = end_now(cluster.address, job_id, output)
+        finally:
+            client.close()
+    assert answered, line
+    assert f"no {output / '_job.json'} was written: output directory {output} was removed or moved" in line, line
+    assert not output.exists() and not (elsewhere / "_job.json").exists()
+
+
 def test_a_compaction_of_a_removed_output_does_not_make_it_again(tmp_path: Path) -> None:
     """A continuous run's compactor finds new deltas, and the output is removed before the compaction starts: it made
     ``OUT/_view`` with all its parents, bringing ``OUT`` back."""

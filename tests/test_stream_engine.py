@@ -1661,10 +1661,11 @@ def test_a_second_ctrl_c_says_a_job_its_hung_coordinator_did_not_end_may_still_r
             assert cluster.coordinator is not None
             cluster.coordinator.send_signal(signal.SIGSTOP)
             try:
-                line = end_now(cluster.address, job_id, output)
+                line, answered = end_now(cluster.address, job_id, output)
             finally:
                 cluster.coordinator.send_signal(signal.SIGCONT)
             assert f"{job_id} was not ended (coordinator {cluster.address} did not answer" in line, line
+            assert not answered
             assert f"`hop status {job_id} --coordinator {cluster.address}`" in line, line
             # Come back, the coordinator may act on the request it left unanswered, or not (then the job goes on).
             state = client.status(job_id)["state"]

@@ -269,8 +269,8 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         # means "stop now". The job is ended at once, so OUT/_job.json says it was interrupted and how far it got
         # (stopping the embedded cluster alone left windows and no report), then the cluster is stopped.
         _defer_interrupts()
-        ended = end_now(address, submitted[0], Path(spec.output))
-        if cluster is not None and not (Path(spec.output) / "_job.json").exists():
+        ended, answered = end_now(address, submitted[0], Path(spec.output))
+        if cluster is not None and not answered:
             # The coordinator did not end the job (hung): asking it to shut the cluster down would wait for nothing
             # (15 s more), and once its processes are killed no report can come but the one written here.
             cluster.stop(grace=0)

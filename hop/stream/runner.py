@@ -118,7 +118,7 @@ def run_stream(
                 status = _wait(client, job_id, show, time.monotonic() + stop_timeout)
             except TimeoutError:
                 # Left draining, a job on the embedded cluster was killed with it and wrote no _job.json at all.
-                ended = _end_now(client, job_id, Path(spec.output))
+                ended, _ = _end_now(client, job_id, Path(spec.output))
                 raise TimeoutError(
                     f"{job_id} did not drain within {stop_timeout:g}s, so it was ended{ended}"
                 ) from interrupted
@@ -162,20 +162,22 @@ END_NOW_TIMEOUT = 5.0
 """How long a second Ctrl-C waits for the coordinator to end the job and write its ``_job.json``."""
 
 
-def end_now(address: str, job_id: str, output: Path) -> str:
+def end_now(address: str, job_id: str, output: Path) -> tuple[str, bool]:
     """End a continuous job at once, without draining (a second Ctrl-C): its coordinator writes ``_job.json`` with
-    status ``interrupted``, the windows written so far and the counters known, before replying. Waits at most
-    ``END_NOW_TIMEOUT`` seconds; returns the run's last line, which says what became of the report."""
+    status ``interrupted``, the windows written so far and the counters known, before replying (unless ``OUT`` was
+    removed or replaced meanwhile: then no report). Waits at most ``END_NOW_TIMEOUT`` seconds; returns the run's last
+    line, which says what became of the report, and whether the coordinator answered (if not, the job may run on)."""
     client = Client(address, timeout=END_NOW_TIMEOUT)
     try:
-        return f"interrupted while stopping{_end_now(client, job_id, output)}"
+        ended, answered = _end_now(client, job_id, output)
+        return f"interrupted while stopping{ended}", answered
     finally:
         client.close()
 
 
-def _end_now(client: Client, job_id: str, output: Path) -> str:
-    """End a continuous job at once over ``client`` (see :func:`end_now`); what became of it and of its report, as
-    the end of a sentence."""
+def _end_now(client: Client, job_id: str, output: Path) -> tuple[str, bool]:
+    """End a continuous job at once over ``client`` (see :func:`end_now`): what became of it and of its report, as
+    the end of a sentence, and whether the coordinator answered."""
     try:
         reply = client.stop(job_id, now=True)
     except (CoordinatorUnavailable, JobRejected) as error:
@@ -185,13 +187,16 @@ def _end_now(client: Client, job_id: str, output: Path) -> str:
         return (
             f"; {job_id} was not ended ({error}): it may still run there (`hop status {job_id} --coordinator "
             f"{client.address}`), and {output / '_job.json'} is written only once it ends"
-        )
+        ), False
+    if reply.get("output_removed"):  # (the coordinator wrote no report: what has OUT's name now is not the job's)
+        how = "ended without draining its open panes" if reply.get("interrupted") else f"had ended ({reply['state']})"
+        return f": {job_id} {how}, and no {output / '_job.json'} was written: {output_removed(output)}", True
     if reply.get("interrupted"):
         return (
             f": {job_id} ended without draining its open panes; "
             f"{output / '_job.json'} says so and counts the windows written"
-        )
-    return f"; {job_id} had ended ({reply['state']}): see {output / '_job.json'}"
+        ), True
+    return f"; {job_id} had ended ({reply['state']}): see {output / '_job.json'}", True
 
 
 def report_unanswered(spec: JobSpec, job_id: str, address: str, accepted: tuple[int, int] | None = None) -> str:
