@@ -48,6 +48,7 @@ from hop.outputs import (
     output_identity,
     output_removed,
     prepare_output,
+    remove_from_output,
     write_job_report,
 )
 from hop.planning import plan_map_inputs
@@ -230,7 +231,7 @@ class Coordinator:
                 self._answer_status_waiters()
                 self._check_heartbeats()
                 self._stop_streams_past_duration()
-                self._fail_streams_whose_output_went()
+                self._fail_jobs_whose_output_went()
                 self._end_sources_without_slot()
                 self._schedule()
                 self.events.tick(self._cluster_sample)
@@ -465,8 +466,8 @@ class Coordinator:
         if job is None or job.state == "running":
             return
         sharing = any(o.state == "running" and o.spec.output == job.spec.output for o in self.jobs.values())
-        if not sharing:
-            shutil.rmtree(Path(job.spec.output) / "_temporary", ignore_errors=True)
+        if not sharing:  # (only from the directory the job was accepted with: another under its name is not its)
+            remove_from_output(job.spec.output, job.output_identity, "_temporary")
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
         worker = self.workers.get(msg["worker"])
@@ -1354,13 +1355,13 @@ class Coordinator:
         accepted = job.output_identity
         return accepted is not None and output_changed(job.spec.output, accepted)
 
-    def _fail_streams_whose_output_went(self) -> None:
-        """Fail the running continuous jobs whose output directory was removed or moved away (``_output_removed``):
-        one whose tasks write nothing (a quiet source) would run on for ever, and its next window find no output.
-        Checked every turn of the loop, before attempts are started: a retry started after the output was replaced
-        would take the new one for it."""
+    def _fail_jobs_whose_output_went(self) -> None:
+        """Fail the running jobs whose output directory was removed or moved away (``_output_removed``): a
+        continuous one whose tasks write nothing (a quiet source) would run on for ever, and its next window find no
+        output. Checked every turn of the loop, before attempts are started: an attempt started after the output was
+        replaced would take the new one for it (a batch reducer made ``OUT/_temporary`` there)."""
         for job in list(self.jobs.values()):
-            if job.windows is not None and job.state == "running" and self._output_removed(job):
+            if job.state == "running" and self._output_removed(job):
                 self._execute(job, job.fail(_removed_output_error(job.spec.output)))
 
     def _finish(self, job: JobState, action: FinishJob, stop_tasks: bool = False) -> None:
@@ -1513,7 +1514,7 @@ class Coordinator:
     def _write_job_files(job: JobState, output: Path, succeeded: bool, mark: bool = True) -> None:
         """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded`` (and
         ``mark``: not when the client marks it, ``success_by_client``)."""
-        shutil.rmtree(output / "_temporary", ignore_errors=True)  # (with the snapshots never completed)
+        remove_from_output(output, job.output_identity, "_temporary")  # (with the snapshots never completed)
         bad = job.bad_records()
         if bad:
             folder = output / "_bad_records"

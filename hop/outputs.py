@@ -32,6 +32,7 @@ __all__ = [
     "output_identity",
     "output_removed",
     "prepare_output",
+    "remove_from_output",
     "write_job_report",
 ]
 
@@ -191,6 +192,24 @@ def output_changed(output: str | Path, identity: tuple[int, int] | None) -> bool
     except OSError:
         return False
     return (status.st_dev, status.st_ino) != identity
+
+
+def remove_from_output(output: str | Path, identity: tuple[int, int] | None, name: str) -> None:
+    """Remove the folder ``name`` (the job's ``_temporary``) from the output directory ``output`` only if that is the
+    directory of ``identity`` (:func:`output_identity`, taken as the job was accepted; ``None``: whichever has the
+    name). Removed through a descriptor of the directory checked, so it is taken from that one even if it is moved
+    meanwhile: a folder of that name in another directory under ``output``'s name (another run's, or the user's) is
+    left alone, and nothing is removed from an ``output`` that is gone."""
+    try:
+        descriptor = os.open(output, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        status = os.fstat(descriptor)
+        if identity is None or (status.st_dev, status.st_ino) == identity:
+            shutil.rmtree(name, ignore_errors=True, dir_fd=descriptor)
+    finally:
+        os.close(descriptor)
 
 
 def output_removed(output: str | Path, what: str | None = None) -> str:

@@ -39,7 +39,7 @@ from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
 from hop.online.reducer import ReducerSnapshots
-from hop.outputs import make_in_output
+from hop.outputs import OutputGuard
 from hop.peak_memory import PeakMemory
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
@@ -864,6 +864,9 @@ def run_reduce(
     """
     cpu_began = time.process_time()
     memory = PeakMemory()
+    # OUT as the attempt finds it at its start: one replaced by then is caught by the coordinator, which looks at it
+    # every turn of its loop; one replaced later gets no OUT/_temporary (made there, it held this attempt's output).
+    out_dir = OutputGuard(spec.output)
     job, functions = instantiate(spec)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.ROUTER)  # workers' DEALERs push runs; each run is acknowledged (credit flow)
@@ -909,7 +912,7 @@ def run_reduce(
         faults.inject("reduce", "received", index, attempt)
         call_user("setup", job.setup)
         init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
-        make_in_output(spec.output, output.parent)  # (an output removed meanwhile is not made again: it fails)
+        out_dir.folder(output.parent)  # (an output removed or replaced meanwhile is not written: it fails)
         bad_records: list[dict[str, Any]] = []
         skip_limit = int(spec.options.get("skip_bad_records", 0))
         follow: Callable[[], None] | None = None

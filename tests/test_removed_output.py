@@ -65,20 +65,24 @@ def _run_removing(tmp_path: Path, jobs: list[str], written: Callable[[], Path], 
 @pytest.mark.parametrize("how", ["removed", "moved", "replaced"])
 def test_an_output_removed_while_its_job_runs_fails_the_job(tmp_path: Path, how: str) -> None:
     """``replaced``: moved away, and a folder of the user's made under its name, which the failed run wrote its report
-    into."""
+    into. That folder holds a ``_temporary`` of its own (another run's): the reducers started before the replacement
+    wrote their output into it, and the job's end removed it by name; both now act on the job's ``OUT`` only."""
     output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
 
     def replace(folder: Path) -> None:
         folder.rename(elsewhere)
-        folder.mkdir()
+        (folder / "_temporary").mkdir(parents=True)
+        (folder / "_temporary" / "part-00001.attempt-0").write_text("another run's\n")
         (folder / "mine.txt").write_text("the user's\n")
 
     remove = {"removed": shutil.rmtree, "moved": lambda folder: folder.rename(elsewhere), "replaced": replace}[how]
     stderr = _run_removing(tmp_path, [job_path("reduces_in_turn")], lambda: output, remove)
     assert f"output directory {output} was removed or moved while the job ran" in stderr, stderr
     assert "run the job again" in stderr, stderr
-    if how == "replaced":  # (a reducer started since may have made _temporary there: removed as it ends, or not)
-        assert {path.name for path in output.iterdir()} - {"_temporary"} == {"mine.txt"}
+    if how == "replaced":
+        found = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+        assert found == ["_temporary", "_temporary/part-00001.attempt-0", "mine.txt"], found
+        assert (output / "_temporary" / "part-00001.attempt-0").read_text() == "another run's\n"
     else:
         assert not output.exists(), sorted(str(path.relative_to(output)) for path in output.rglob("*"))
     if how != "removed":  # what had been committed, not marked done
