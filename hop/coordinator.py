@@ -1273,6 +1273,8 @@ class Coordinator:
         )
         if job is not None:
             error = msg["error"]
+            if self._output_removed(job):  # (what the attempt met comes of it: worded as the job's, naming a step's)
+                error = f"{msg['kind']} task {msg['index']}: {_removed_output_error(job.spec.output)}"
             self._execute(
                 job,
                 job.on_task_failed(
