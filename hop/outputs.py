@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import shutil
+import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -228,19 +229,32 @@ class OutputRemovedError(OutputError):
 
 
 class OutputGuard:
-    """A continuous job's task's hold on the job's output directory as the task found it at its start: every file
-    it writes there goes through :meth:`folder` and :meth:`check`, so that it writes nothing into a directory made
-    again under that name (by anyone, itself included: a window's folder made with all its parents brought a
-    removed output back) or into another one that took the name. The windows written before went with the old one:
-    windows written on elsewhere would be taken for the job's whole output. The identity is this process's own
+    """A task's hold on the job's output directory as the task found it at its start: every file a continuous job's
+    task writes there goes through :meth:`folder`, :meth:`opener` and :meth:`replace` (a batch reducer makes its
+    ``_temporary`` through :meth:`folder`), so that it writes nothing into a directory made again under that name
+    (by anyone, itself included: a window's folder made with all its parents brought a removed output back) or into
+    another one that took the name. The windows (parts) written before went with the old one: written on elsewhere,
+    they would be taken for the job's whole output. The identity is this process's own
     reading (device numbers differ between hosts sharing a file system); the coordinator compares its own, taken as
-    it accepted the job, at every turn of its loop (before it starts attempts), and fails the job."""
+    it accepted the job, at every turn of its loop (before it starts attempts), and fails the job.
+
+    The directory is held open (``O_DIRECTORY``) and written relative to that descriptor: a check (:meth:`check`) and
+    the write after it could otherwise meet another directory put under the name in between. :meth:`close` (or the
+    guard's end) closes it."""
 
     def __init__(self, output: str | Path) -> None:
         self.output = str(output)
-        self.identity = output_identity(output)
-        if self.identity is None:
-            raise OutputRemovedError(output_removed(output))
+        try:
+            descriptor = os.open(output, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            raise OutputRemovedError(output_removed(output)) from None
+        status = os.fstat(descriptor)
+        self.identity = (status.st_dev, status.st_ino)
+        self.descriptor = descriptor
+        self._closed = weakref.finalize(self, os.close, descriptor)  # (a task process runs attempt after attempt)
+
+    def close(self) -> None:
+        self._closed()
 
     def check(self) -> None:
         """Raise :class:`OutputRemovedError` if the output directory is no longer the one found at the start."""
@@ -251,11 +265,33 @@ class OutputGuard:
         """``folder`` (inside the output directory) made, with the folders between, once the output directory is
         checked (:meth:`check`); never the output directory itself (:func:`make_in_output`)."""
         self.check()
+        current = Path()
         try:
-            make_in_output(self.output, folder)
-        except FileNotFoundError:
+            for name in self._below(folder).parts:
+                current /= name
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(current, dir_fd=self.descriptor)
+        except FileNotFoundError:  # (the directory held was deleted since the check)
             raise OutputRemovedError(output_removed(self.output)) from None
         return folder
+
+    def opener(self, path: str, flags: int) -> int:
+        """For ``open(path, mode, opener=guard.opener)``: ``path`` (in the output directory) opened in the directory
+        found at the start."""
+        return os.open(self._below(path), flags, 0o666, dir_fd=self.descriptor)
+
+    def replace(self, source: Path, target: Path) -> None:
+        """Rename ``source`` to ``target`` (both in the output directory) in the directory found at the start."""
+        descriptor = self.descriptor
+        os.replace(self._below(source), self._below(target), src_dir_fd=descriptor, dst_dir_fd=descriptor)
+
+    def unlink(self, path: Path) -> None:
+        """Remove ``path`` (in the output directory), if there, from the directory found at the start."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._below(path), dir_fd=self.descriptor)
+
+    def _below(self, path: str | Path) -> Path:
+        return Path(path).relative_to(self.output)
 
 
 def claim_output(output: str) -> Callable[[], None]:

@@ -999,6 +999,7 @@ def run_reduce(
         store.close()
         shutil.rmtree(store_dir, ignore_errors=True)
         pull.close(linger=0)
+        out_dir.close()
 
 
 def _receive_runs(
@@ -1267,6 +1268,7 @@ def reduce_to_file(
     first_pairs: list[tuple[Any, Any]] = (),  # type: ignore[assignment]
     progress: Callable[[int], int] | None = None,
     show_key: Callable[[Any], str] = repr,
+    opener: Callable[[str, int], int] | None = None,
 ) -> int:
     """Call the reducer per key group with an iterator of its values, write ``json(key) TAB json(value)`` lines
     and return how many; ``tick(file)`` is called every ``TICK_GROUPS`` groups (a pipeline streams what was
@@ -1275,13 +1277,14 @@ def reduce_to_file(
     (:attr:`hop.job.Step.show_key`).
 
     With ``skip_limit``, a key whose reduce raises is skipped (none of its output is written) and recorded in
-    ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list.
+    ``bad_records``, up to ``skip_limit`` keys; one more fails the task with the list. ``opener`` is ``open``'s (a
+    continuous job's reducer writes relative to its output directory: ``hop.outputs.OutputGuard.opener``).
     """
     output_records = 0
     next_progress = 0
     dumps, dumps_key = to_json, to_json_key
 
-    with open(output, "w", encoding="utf-8", newline="\n") as file:
+    with open(output, "w", encoding="utf-8", newline="\n", opener=opener) as file:
         write = file.write
         _write_pairs(file, first_pairs, "reducer_init")
         output_records += len(first_pairs)

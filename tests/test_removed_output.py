@@ -213,6 +213,33 @@ def test_a_quiet_continuous_jobs_output_removed_fails_it_without_waiting_for_a_w
     assert not output.exists(), stderr
 
 
+def test_a_continuous_tasks_write_never_lands_in_an_output_replaced_right_after_its_check(tmp_path: Path) -> None:
+    """A stream task checks ``OUT`` (``OutputGuard``), then writes: ``OUT`` replaced between the two (here at once
+    after the check) got the task's folders (``_checkpoints/state``) made in the replacement, by path. The task now
+    writes relative to the directory it holds open since its start: the replacement gets nothing, and the write
+    fails as one into a removed output."""
+    from hop.outputs import OutputGuard, OutputRemovedError
+    from hop.stream.tasks import _write_atomically
+
+    output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    output.mkdir()
+
+    class ReplacedAfterItsCheck(OutputGuard):
+        def check(self) -> None:
+            super().check()
+            if not elsewhere.exists():
+                _replace_with_users(elsewhere)(output)
+
+    guard = ReplacedAfterItsCheck(output)
+    try:
+        with pytest.raises(OutputRemovedError, match="was removed or moved while the job ran"):
+            _write_atomically(guard, output / "_checkpoints" / "state" / "map-00000.msgpack", b"state")
+    finally:
+        guard.close()
+    assert list(output.iterdir()) == []
+    assert [str(path.relative_to(elsewhere)) for path in elsewhere.rglob("*")] == ["_checkpoints", "_checkpoints/state"]
+
+
 def test_the_report_of_a_continuous_run_its_hung_coordinator_left_goes_only_into_its_own_output(tmp_path: Path) -> None:
     """The run writes ``_job.json`` itself when its coordinator did not end the job (hung) and was killed; into
     ``OUT`` as it is then, which held the user's folder given the name once the job's was moved away."""

@@ -98,26 +98,26 @@ def _write_atomically(output: OutputGuard, path: Path, data: bytes) -> None:
     since the task started (:class:`~hop.outputs.OutputGuard`)."""
     output.folder(path.parent)
     temporary = path.with_name(path.name + f".tmp-{os.getpid()}")
-    temporary.write_bytes(data)
+    with open(temporary, "wb", opener=output.opener) as file:
+        file.write(data)
     _publish(output, temporary, path)
 
 
 def _publish(output: OutputGuard, temporary: Path, path: Path) -> None:
     """Rename ``temporary`` to ``path``, once the output directory is checked again: it may have been replaced while
-    the file was written. It is then removed if it is still under its name (one moved away with the directory stays
-    there: the directory is no longer the job's)."""
+    the file was written. It is then removed, from the directory the task started with, wherever that went."""
     try:
         output.check()
     except OutputRemovedError:
-        temporary.unlink(missing_ok=True)
+        output.unlink(temporary)
         raise
-    os.replace(temporary, path)
+    output.replace(temporary, path)
 
 
 def _append(output: OutputGuard, path: Path, lines: Iterable[str]) -> None:
     """Append ``lines`` to ``path`` (a ``_late`` file), in the output directory the task started with only."""
     output.folder(path.parent)
-    with open(path, "a", encoding="utf-8") as file:
+    with open(path, "a", encoding="utf-8", opener=output.opener) as file:
         file.writelines(lines)
 
 
@@ -349,7 +349,7 @@ def run_stream_map(
         }
         _write_atomically(output, checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", codec.packb(state))
         for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
-            stale.unlink(missing_ok=True)
+            output.unlink(stale)
 
     def event_time(record: SourceRecord, value: Any) -> float:
         if time_field is None:
@@ -546,6 +546,7 @@ def run_stream_map(
         raise
     finally:
         source.close()
+        output.close()
     return {
         "spills": seq,
         "counters": {
@@ -804,13 +805,14 @@ def run_stream_reduce(
             ordered, _ = sort_keys(list(result.groups))
             groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
             try:
-                output_records = reduce_to_file(groups, functions.reducer, temporary)
+                output_records = reduce_to_file(groups, functions.reducer, temporary, opener=output.opener)
             except BaseException:
-                temporary.unlink(missing_ok=True)  # the user's reduce failed: no half-written file in the window
+                output.unlink(temporary)  # the user's reduce failed: no half-written file in the window
                 raise
             _publish(output, temporary, part)
             counters["window_parts_written"] += 1
-            lines = part.read_text(encoding="utf-8").splitlines()
+            with open(part, encoding="utf-8", opener=output.opener) as file:
+                lines = file.read().splitlines()
         for line in lines:
             key_text, value_text = line.split("\t", 1)
             pending_delta.append(
@@ -930,6 +932,7 @@ def run_stream_reduce(
         call_user("teardown", job.teardown)
     finally:
         pull.close(linger=0)
+        output.close()
         if sink is not None:
             sink.close(linger=1000)
     return {
