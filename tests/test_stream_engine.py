@@ -1542,13 +1542,17 @@ def test_a_continuous_run_killed_as_it_drains_leaves_no_process(tmp_path: Path) 
 
 
 def interrupt_twice_as_it_drains(
-    command: list[str], output: Path, slow_reduce: float, hang_coordinator: bool = False
+    command: list[str],
+    output: Path,
+    slow_reduce: float,
+    hang_coordinator: bool = False,
+    before_second: Callable[[], None] | None = None,
 ) -> tuple[int, str, float]:
     """Run ``command`` (a continuous run into ``output``) in a process group of its own with reducers slowed by
     ``slow_reduce`` seconds a run; once a window is written, Ctrl-C the group, and again once the run says it is
     stopping (draining, which the slow reducers make last). ``hang_coordinator``: SIGSTOP the embedded coordinator
-    just before the second. Its exit code, stderr and seconds after the second; every process of the run is gone
-    (else the assertion says which were left)."""
+    just before the second; ``before_second`` is called just before it too. Its exit code, stderr and seconds after
+    the second; every process of the run is gone (else the assertion says which were left)."""
     import psutil
 
     stderr_path = output.parent / f"{output.name}-stderr.txt"
@@ -1570,6 +1574,8 @@ def interrupt_twice_as_it_drains(
         if hang_coordinator:  # (the embedded cluster's launcher: the coordinator, which forked the workers)
             launcher = next(p for p in descendants if p.ppid() == process.pid and "hop.cluster_launch" in p.cmdline())
             launcher.suspend()
+        if before_second is not None:
+            before_second()
         os.killpg(process.pid, signal.SIGINT)
         second = time.monotonic()
         code = process.wait(timeout=60)
@@ -1638,6 +1644,21 @@ def test_a_second_ctrl_c_with_the_coordinator_hung_ends_the_run_at_once_with_its
     assert report["continuous"]["windows_written"] == len(on_disk) > 0, (report["continuous"], on_disk)
     assert report["continuous"]["last_window"] == on_disk[-1]
     assert not (output / "_SUCCESS").exists()
+
+
+def test_a_second_ctrl_c_after_the_output_was_moved_away_says_no_report_was_written(tmp_path: Path) -> None:
+    """``OUT`` moved away as the job drains, then a second Ctrl-C: the coordinator ends the job and writes no report
+    (nor into a folder made under the name), but ``hop run``, finding no ``OUT/_job.json``, took it for a hung
+    coordinator's: it killed the cluster and said the coordinator "did not end it within 5s". Now it goes by the
+    coordinator's answer, which says ``OUT`` went."""
+    command, output = _draining_run(tmp_path)
+    code, stderr, _ = interrupt_twice_as_it_drains(
+        command, output, slow_reduce=1.0, before_second=lambda: output.rename(tmp_path / "elsewhere")
+    )
+    assert code == 130, stderr
+    assert f"no {output / '_job.json'} was written: output directory {output} was removed or moved" in stderr, stderr
+    assert "did not end it" not in stderr and "says so" not in stderr and "Traceback" not in stderr, stderr
+    assert not output.exists() and not (tmp_path / "elsewhere" / "_job.json").exists()
 
 
 def test_a_second_ctrl_c_says_a_job_its_hung_coordinator_did_not_end_may_still_run(tmp_path: Path) -> None:
