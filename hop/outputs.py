@@ -234,9 +234,9 @@ class OutputGuard:
     ``_temporary`` through :meth:`folder`), so that it writes nothing into a directory made again under that name
     (by anyone, itself included: a window's folder made with all its parents brought a removed output back) or into
     another one that took the name. The windows (parts) written before went with the old one: written on elsewhere,
-    they would be taken for the job's whole output. The identity is this process's own
-    reading (device numbers differ between hosts sharing a file system); the coordinator compares its own, taken as
-    it accepted the job, at every turn of its loop (before it starts attempts), and fails the job.
+    they would be taken for the job's whole output. The identity is this process's own reading (device numbers
+    differ between hosts sharing a file system); the coordinator compares its own, taken as it accepted the job, at
+    every turn of its loop (before it starts attempts), and fails the job.
 
     The directory is held open (``O_DIRECTORY``) and written relative to that descriptor: a check (:meth:`check`) and
     the write after it could otherwise meet another directory put under the name in between. :meth:`close` (or the
