@@ -183,7 +183,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "--no-tail-split",
         action=GivenFlag,
         help="do not hand the rest of a running map's input to a map slot that idles at the end of the maps "
-        "(tail splitting: on by default, for batch jobs that are not --online)",
+        "(tail splitting: on by default, for batch jobs taking no snapshots)",
     )
     parser.add_argument(
         "--max-line-bytes",
