@@ -860,6 +860,26 @@ def test_a_key_the_shuffle_cannot_sort_names_the_map_call_and_its_record(tmp_pat
     assert "Traceback" not in result.stderr
 
 
+def test_a_nan_key_fails_a_continuous_job_naming_the_map_call_and_its_record(tmp_path: Path) -> None:
+    """A stream map yielding a float NaN key wrote one ``NaN 1`` line per record into every window holding them,
+    the job succeeding, where a batch job fails; it now fails as a batch map does, naming the map call and its
+    record."""
+    lines = _write_sets_job(tmp_path, False, 10)
+    (tmp_path / "nan_keys.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
+        "    def map(self, offset, line):\n        yield (float('nan') if line.startswith('c') else line), 1\n\n"
+        "    combine = reduce = Sum()\n"
+    )
+    result = hop(
+        "run", "nan_keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
+        "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    assert f"{call}: 'c d' raised NanKeyError: map output key nan is or holds a float NaN" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_an_unencodable_map_output_is_found_in_the_last_poll_of_a_source_that_cannot_read_again(
     tmp_path: Path,
 ) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from hop.aggregates import Aggregate
 from shuffle.buffer import map_or_combine, none_state_error, unorderable_key_error
-from shuffle.keys import plain_key, sort_keys
+from shuffle.keys import plain_key, refuse_nan_keys, sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.runs import UnencodableRecordError, encode_run
 
@@ -144,6 +144,9 @@ class PaneBuffer:
                 except TypeError:
                     raise unorderable_key_error(keys) from None
                 ordered, tag = sort_keys(plain)
+            # A NaN key equals nothing, so each of its records would be a group of its own in every window: refused
+            # as a batch map refuses it (``shuffle.buffer``), per pane among its distinct keys (nothing per record).
+            refuse_nan_keys(ordered, tag)
             out_keys: list[Any] = []
             out_values: list[Any] = []
             for key in ordered:

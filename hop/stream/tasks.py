@@ -69,7 +69,7 @@ from hop.tasks import (
 from hop.usercode import UserCodeError, call_user, fold_error
 from hop.usertrace import not_pairs
 from shuffle import codec
-from shuffle.keys import sort_keys
+from shuffle.keys import NanKeyError, sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
 from shuffle.pusher import run_message
@@ -399,12 +399,12 @@ def run_stream_map(
     decode = _decoder(spec.input_format)
     mapper = functions.mapper
 
-    def unencodable(error: UnencodableRecordError, batch: list[SourceRecord]) -> Exception:
-        """What to report for a pane whose output the shuffle cannot encode: the combine call by its key, or the
-        map call that yielded it with its record, found after the failure only (the loop checks nothing per pair)
-        by mapping again the records of the last poll, then those of a replayable source from its start; else
-        ``error`` (a socket's record read before the last poll is gone)."""
-        if error.source == "combine":
+    def unencodable(error: UnencodableRecordError | NanKeyError, batch: list[SourceRecord]) -> Exception:
+        """What to report for a pane whose output the shuffle cannot encode, or whose key holds a float NaN: the
+        combine call by its key, or the map call that yielded it with its record, found after the failure only (the
+        loop checks nothing per pair) by mapping again the records of the last poll, then those of a replayable
+        source from its start; else ``error`` (a socket's record read before the last poll is gone)."""
+        if isinstance(error, UnencodableRecordError) and error.source == "combine":
             return unencodable_combine_call(error)
 
         def calls(records: Iterable[SourceRecord], placed: Source) -> Iterator[tuple[tuple[float, Any], Any]]:
@@ -538,7 +538,7 @@ def run_stream_map(
         seal(FOREVER, final=True, natural=natural if stopping else None)
         checkpoint()
         call_user("teardown", job.teardown)
-    except UnencodableRecordError as error:
+    except (UnencodableRecordError, NanKeyError) as error:
         report_progress()
         raise unencodable(error, batch) from None
     except Exception:
