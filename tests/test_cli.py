@@ -2243,7 +2243,9 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, stop: str, group
     """SIGTERM to ``hop run`` alone, or to its whole process group (``kill -TERM -PGID``, systemd): either way the
     run ends with 143, its embedded cluster stopped (no process left, its directory removed), and the output is not
     marked complete. A terminal closed (SIGHUP to the group) killed the run and its cluster at once, leaving the
-    cluster's directory; it stops the run as SIGTERM does now, exit code 129."""
+    cluster's directory; it stops the run as SIGTERM does now, exit code 129. The job's report names the signal
+    (``cancelled: hop run was interrupted by SIGTERM``, as a run on Spark writes it), where it said only
+    "cancelled (hop stop, or an interrupted hop run or hop submit)"."""
     import signal
     import time
 
@@ -2287,8 +2289,8 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, stop: str, group
     assert not alive, [process.name() for process in alive]
     assert not list((tmp_path / "tmp").iterdir())
     assert not (tmp_path / "out" / "_SUCCESS").exists()
-    report = json.loads((tmp_path / "out" / "_job.json").read_text())  # (the job was cancelled, and says so)
-    assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())  # (the job was cancelled, and says which signal)
+    assert (report["status"], report["error"]) == ("failed", f"cancelled: hop run was interrupted by {stop}")
 
 
 def test_the_summary_says_how_many_bad_records_were_skipped_and_where(tmp_path: Path) -> None:
