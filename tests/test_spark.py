@@ -430,7 +430,7 @@ def test_java_missing_or_a_wrong_java_home_says_what_to_install_or_set(
         f"({shutil.which('java')})\n"
     )
     assert not (tmp_path / "out").exists()
-    from hop.spark_engine import java_problem
+    from hop.spark_gateway import java_problem
 
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # (no java there)
