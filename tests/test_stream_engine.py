@@ -880,6 +880,28 @@ def test_a_nan_key_fails_a_continuous_job_naming_the_map_call_and_its_record(tmp
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("reduce", ["combine = reduce = Sum()", "def reduce(self, key, values):\n        yield key, 1"])
+def test_a_list_key_fails_a_continuous_job_naming_the_key_as_batch_does(tmp_path: Path, reduce: str) -> None:
+    """A stream map yielding a list as its key failed with "Sum() could not fold a value of key ['c d'] ... the map
+    must yield values Sum() can combine", blaming the value, or without a combiner with the dict's bare "TypeError:
+    unhashable type: 'list'" under the engine's frames; it now fails as a batch map does, naming the key."""
+    lines = _write_sets_job(tmp_path, False, 10)
+    (tmp_path / "list_keys.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass ListKeys(Job):\n"
+        "    def map(self, offset, line):\n        yield ([line] if line.startswith('c') else line), 1\n\n"
+        f"    {reduce}\n"
+    )
+    result = hop(
+        "run", "list_keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
+        "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    reason = "map output key ['c d'] is a list, which cannot be a key (keys are grouped as dict keys): yield a tuple"
+    assert f"{call}: 'c d' raised UnhashableKeyError: {reason}" in result.stderr, result.stderr
+    assert "could not fold" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 def test_an_unencodable_map_output_is_found_in_the_last_poll_of_a_source_that_cannot_read_again(
     tmp_path: Path,
 ) -> None:

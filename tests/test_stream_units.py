@@ -22,7 +22,7 @@ from hop.stream.options import StreamOptions, stream_options
 from hop.stream.panes import PaneBuffer
 from hop.stream.tracker import WindowTracker
 from hop.stream.windows import WindowSpec, WindowSpecError, label_order, parse_duration, parse_extent
-from shuffle.buffer import AggregateValueError
+from shuffle.buffer import AggregateValueError, UnhashableKeyError
 from shuffle.keys import NanKeyError
 from shuffle.runs import iter_run
 
@@ -184,6 +184,15 @@ def test_pane_buffer_refuses_a_nan_key_as_batch_does(aggregate: Aggregate | None
     buffer.add(0, [(1.5, 1), (math.nan, 1), (math.nan, 1)])
     with pytest.raises(NanKeyError, match="map output key nan is or holds a float NaN"):
         buffer.seal_below(1)
+
+
+@pytest.mark.parametrize("aggregate", [Sum(), None], ids=["Sum", "no-combiner"])
+def test_pane_buffer_names_a_list_key_as_batch_does(aggregate: Aggregate | None) -> None:
+    """A list key raised the dict's bare ``TypeError: unhashable type: 'list'``, which a Sum's pane then reported
+    as a value Sum() could not fold; it is the batch buffer's ``UnhashableKeyError`` now, naming the key."""
+    buffer = PaneBuffer(1, lambda key: 0, aggregate, None)
+    with pytest.raises(UnhashableKeyError, match=re.escape("map output key ['a'] is a list, which cannot be a key")):
+        buffer.add(0, [(["a"], 1)])
 
 
 def test_pane_buffer_keeps_the_pair_an_aggregate_could_not_fold() -> None:

@@ -69,6 +69,7 @@ from hop.tasks import (
 from hop.usercode import UserCodeError, call_user, fold_error
 from hop.usertrace import not_pairs
 from shuffle import codec
+from shuffle.buffer import UnhashableKeyError
 from shuffle.keys import NanKeyError, sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
@@ -504,6 +505,8 @@ def run_stream_map(
                 except Exception as error:
                     place = where(record, marks.ordinal - 1 + marks.bad)  # (ordinal counts it already)
                     folded = fold_error(buffer.aggregate, buffer.failed_pair, not_pairs("map", error, pairs))
+                    if isinstance(error, UnhashableKeyError):
+                        folded = error.with_traceback(None)  # the key, not a value: its frames are the engine's
                     raise UserCodeError("map", folded, f"{place}: {value!r:.200}") from error
             if late_lines:
                 _append(output, late_path, late_lines)
