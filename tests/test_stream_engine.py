@@ -902,6 +902,28 @@ def test_a_list_key_fails_a_continuous_job_naming_the_key_as_batch_does(tmp_path
     assert "could not fold" not in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
+def test_a_partition_out_of_range_fails_a_continuous_job_as_it_fails_a_batch_job(tmp_path: Path) -> None:
+    """A job's ``partition`` returning 7 of 2 reducers raised an IndexError as the pane was sealed, taken for the
+    engine's failure: the map was retried until its source was given up, and the job ended 'succeeded' (exit 0)
+    with no window. It now fails the job at once, naming the key and the value, as in batch."""
+    _write_sets_job(tmp_path, False, 10)
+    (tmp_path / "bad_partition.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass BadPartition(Job):\n"
+        "    def map(self, offset, line):\n        yield line, 1\n\n"
+        "    def partition(self, key, num_partitions):\n        return 7\n\n"
+        "    combine = reduce = Sum()\n"
+    )
+    result = hop(
+        "run", "bad_partition.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view",
+        "--quiet", "--reducers", "2", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "hop: error: job failed: map task 0: partition('w0 x') returned 7; expected an int in range(2)" in (
+        result.stderr
+    ), result.stderr
+    assert "given up" not in result.stderr
+
+
 def test_an_unencodable_map_output_is_found_in_the_last_poll_of_a_source_that_cannot_read_again(
     tmp_path: Path,
 ) -> None:

@@ -69,7 +69,7 @@ from hop.tasks import (
 from hop.usercode import UserCodeError, call_user, fold_error
 from hop.usertrace import not_pairs
 from shuffle import codec
-from shuffle.buffer import UnhashableKeyError
+from shuffle.buffer import PartitionError, UnhashableKeyError
 from shuffle.keys import NanKeyError, sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
@@ -177,10 +177,18 @@ def run_stream_map(
     num_reduces = spec.num_reduces
 
     def partition(key: Any) -> int:
+        """The job's partition of ``key``, checked as a batch map checks it (``shuffle.buffer``): out of range, it
+        was an IndexError as its pane was sealed, retried as the engine's failure until the source was given up
+        and the job ended 'succeeded' with no window. Not called with one reducer, as in batch (``Job.partition``)."""
+        if num_reduces == 1:
+            return 0
         try:
-            return int(job.partition(key, num_reduces))
+            result = job.partition(key, num_reduces)
         except Exception as error:
             raise UserCodeError("partition", error, f"key {key!r}") from error
+        if type(result) is not int or not 0 <= result < num_reduces:
+            raise PartitionError(f"partition({key!r}) returned {result!r}; expected an int in range({num_reduces})")
+        return result
 
     aggregate = functions.reduce_aggregate or (
         functions.combiner if isinstance(functions.combiner, Aggregate) else None
