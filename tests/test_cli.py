@@ -1398,7 +1398,10 @@ def test_engine_spark_refuses_a_pipeline_a_stream_and_no_input(tmp_path: Path) -
     stream_job = str(Path(__file__).parent.parent / "jobs" / "stream_wordcount.py")
     stream_args = ["--source", "replay:in.txt", "--window", "10r", "-o", "out", "--engine", "spark"]
     stream = hop("run", stream_job, *stream_args, cwd=tmp_path)
-    assert stream.returncode == 2 and "drop --mrjob, --engine" in stream.stderr, stream.stderr
+    assert stream.returncode == 2, stream.stderr
+    assert "--source runs a continuous job, and a continuous job runs on hop's own engine: drop --engine spark" in (
+        stream.stderr
+    ), stream.stderr  # (it said "drop --mrjob, --engine and --snapshot-every", the two not given too)
     bare = hop("run", jobs[0], "-o", "out", "--engine", "spark", cwd=tmp_path)
     assert bare.returncode == 2 and "required: inputs" in bare.stderr, bare.stderr
     assert not (tmp_path / "out").exists()
