@@ -902,6 +902,24 @@ def test_a_list_key_fails_a_continuous_job_naming_the_key_as_batch_does(tmp_path
     assert "could not fold" not in result.stderr and "Traceback" not in result.stderr, result.stderr
 
 
+def test_a_continuous_run_prints_its_user_counters_under_its_summary_as_a_batch_run_does(tmp_path: Path) -> None:
+    """The README says user counters are printed under the run's summary line; a continuous run printed none (they
+    were only in ``_job.json``)."""
+    (tmp_path / "in.txt").write_text("a b\nc\n")
+    (tmp_path / "counting.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass Counting(Job):\n"
+        "    def map(self, offset, line):\n        self.increment_counter('app', 'lines')\n        yield line, 1\n\n"
+        "    combine = reduce = Sum()\n"
+    )
+    result = hop(
+        "run", "counting.py", "--source", "replay:in.txt", "--window", "2r", "-o", "out", "--no-view", "--workers",
+        "1", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = result.stderr[result.stderr.index(" ended: 1 window in ") :]
+    assert summary.splitlines()[1:] == ["hop: counters: 1", "  app", "    lines=2"], result.stderr
+
+
 def test_a_partition_out_of_range_fails_a_continuous_job_as_it_fails_a_batch_job(tmp_path: Path) -> None:
     """A job's ``partition`` returning 7 of 2 reducers raised an IndexError as the pane was sealed, taken for the
     engine's failure: the map was retried until its source was given up, and the job ended 'succeeded' (exit 0)

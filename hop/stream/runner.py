@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
+from hop.counters import print_user_counters
 from hop.jobspec import JobSpec
 from hop.outputs import output_identity, output_removed, prepare_output, write_job_report
 from hop.spark_gateway import java_problem
@@ -165,6 +166,7 @@ def run_stream(
         # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
         where = f"{counted(written, 'window')} in {folder}" if written else "no window written"
         print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
+        print_user_counters(report["counters"].get("user", {}))  # (under the summary, as a batch run prints them)
     return dict(status)
 
 
