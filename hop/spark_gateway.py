@@ -17,7 +17,6 @@ Contract:
   JVM's lines, as it could when the JVM wrote to stderr itself.
 - :func:`close_jvm_stderr` waits (bounded) for the pipe of a JVM that has ended and forwards what is left; the
   thread ends once every writer has closed the pipe (Python workers the JVM started hold it too).
-
 - :func:`java_problem` says why no JVM can be launched here (no Java, a ``JAVA_HOME`` without ``bin/java``), without
   importing PySpark: Spark runs and a continuous job's view check it before they start.
 
