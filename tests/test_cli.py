@@ -1464,6 +1464,32 @@ def test_submit_refuses_engine_spark(cluster: LocalCluster, tmp_path: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
+def test_hop_stop_of_a_batch_job_says_hop_stop_cancelled_it(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A batch job cancelled by ``hop stop`` said "cancelled (hop stop, or an interrupted hop run or hop submit)";
+    its error now says which: "cancelled by hop stop" (an interrupted run names its signal)."""
+    import time
+
+    from hop.client import Client
+    from hop.gen.text import generate_text
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+
+    generate_text(tmp_path / "in.txt", 400_000, seed=3, vocabulary=500)
+    job_class = load_job_file(str(TEST_JOBS / "slow_map.py"))
+    client = Client(cluster.address, timeout=30)
+    try:
+        job_id = client.submit(build_spec(job_class, [str(tmp_path / "in.txt")], str(tmp_path / "out")))
+        stopped = hop("stop", job_id, "--coordinator", cluster.address, cwd=tmp_path)
+        assert stopped.returncode == 0 and f"hop: {job_id} is cancelled" in stopped.stdout, stopped.stderr
+        deadline = time.monotonic() + 30
+        while (status := client.status(job_id))["state"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert (status["state"], status["error"]) == ("failed", "cancelled by hop stop"), status
+    finally:
+        client.close()
+
+
 def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
     import signal
     import time
@@ -1494,7 +1520,8 @@ def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: 
         job_id = running[0]
         assert submit.returncode == 130 and f"hop: cancelled {job_id}" in stderr, stderr
         status = client.status(job_id)
-        assert status["state"] == "failed" and "cancelled" in status["error"]
+        assert (status["state"], status["error"]) == ("failed", "cancelled: hop submit was interrupted by SIGINT")
+        # (what cancelled it: it said "cancelled (hop stop, or an interrupted hop run or hop submit)")
     finally:
         if submit.poll() is None:
             submit.kill()

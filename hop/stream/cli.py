@@ -322,7 +322,8 @@ def _client_call(args: argparse.Namespace, call: Any) -> Any:
 
 def _stop(args: argparse.Namespace) -> int:
     try:
-        reply = _client_call(args, lambda client: client.stop(args.job_id))
+        # (the reason is a batch job's error: a continuous job drains and succeeds)
+        reply = _client_call(args, lambda client: client.stop(args.job_id, "cancelled by hop stop"))
     except (CoordinatorUnavailable, JobRejected) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return error.exit_code
