@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.environment import hop_command, python_module, subprocess_env
 from bench.runners.common import RESULT_MARK, load_plan
-from hop.spark_engine import java_problem
+from hop.spark_gateway import java_problem
 
 
 @dataclass(frozen=True)

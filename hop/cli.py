@@ -183,7 +183,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "--no-tail-split",
         action=GivenFlag,
         help="do not hand the rest of a running map's input to a map slot that idles at the end of the maps "
-        "(tail splitting: on by default, for batch jobs that are not --online)",
+        "(tail splitting: on by default, for batch jobs taking no snapshots)",
     )
     parser.add_argument(
         "--max-line-bytes",
@@ -538,11 +538,12 @@ def _run_loaded(
         return _fail(f"{error}: {what}; give a longer --timeout if it needs more time" if what else str(error), 3)
     except (CoordinatorUnavailable, ClusterStartError) as error:
         return _fail(str(error), 3)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         # On a cluster of its own the job would run on without anyone waiting for it; on the embedded one, the
         # cancellation is what writes OUT/_job.json saying so (and removes committed parts) before the cluster stops.
         _defer_interrupts()
-        cancel_submitted(client, everything=cluster is not None)
+        reason = interruption.cancel_reason() if isinstance(interruption, Interrupted) else None
+        cancel_submitted(client, everything=cluster is not None, reason=reason)
         return _fail("interrupted", _interrupted_code())
     finally:
         _defer_interrupts()
@@ -981,13 +982,21 @@ def _interrupt(signum: int, frame: object) -> None:
     """The handler of Ctrl-C and SIGTERM: raise :class:`~hop.lifetime.Interrupted`, a KeyboardInterrupt, once per
     :data:`SAME_SIGNAL_SECONDS`, and again when Python swallowed the one raised (``hop.lifetime.redelivered``)."""
     if redelivered(signum):
-        raise Interrupted(signum)  # (noted already, when it first came)
+        raise Interrupted(signum, _command_name())  # (noted already, when it first came)
     now = time.monotonic()
     if _last_interruption and now - _last_interruption[-1] < SAME_SIGNAL_SECONDS:
         return
     _last_interruption.append(now)
     _signalled.append(signum)
-    raise Interrupted(signum)  # (which: a run on Spark sets its own exit code, hop.spark_cli)
+    raise Interrupted(signum, _command_name())  # (which: a run on Spark sets its own exit code, hop.spark_cli)
+
+
+_command: list[str] = []
+"""The command being run (``run``, ``submit``...), once ``main`` parsed it: what a cancelled job's error names."""
+
+
+def _command_name() -> str | None:
+    return f"hop {_command[0]}" if _command else None
 
 
 def _defer_interrupts() -> None:
@@ -1030,6 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}{_mrjob_options_hint(argv, unknown)}")
     args.job_args = job_args
+    _command[:] = argv[:1]
     try:
         return int(args.func(args))
     except KeyboardInterrupt:  # a command without a clean-up of its own (hop gen, hop status...): no traceback

@@ -58,11 +58,17 @@ def stop_signals_taken() -> tuple[int, ...]:
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM, raised by a signal handler that says which (``signum``), so that whoever ends the command
-    exits 130 or 143 as the shell would."""
+    exits 130 or 143 as the shell would; ``command`` (``"hop run"``) is the command interrupted, if known."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, command: str | None = None) -> None:
         super().__init__()
         self.signum = signum
+        self.command = command
+
+    def cancel_reason(self) -> str:
+        """The error of a job cancelled by this interruption, as its ``_job.json`` gives it (a run on Spark
+        writes the same, ``hop.spark_engine``)."""
+        return f"cancelled: {self.command or 'hop'} was interrupted by {signal.Signals(self.signum).name}"
 
 
 def orphaned() -> bool:

@@ -26,6 +26,7 @@ from hop.counters import total_user_counters
 from hop.inputs import absolute_inputs, expand_inputs
 from hop.job import Job, Step
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
+from hop.lifetime import Interrupted
 from hop.outputs import prepare_output, write_job_report
 from hop.spilldirs import kept_step_output, scratch_folder
 from hop.wording import counted
@@ -397,8 +398,13 @@ def _cancel_before_cleanup(client: Client, error: BaseException, timeout: float 
     before the run deletes its intermediate outputs. Cancelled later (by ``hop run`` on its way out), a job still
     wrote there: its coordinator failed to write the cancelled step's ``_job.json`` in the deleted directory and
     said so, and ``OUT`` never learnt why the run ended."""
+    reason = None
+    if isinstance(error, TimeoutError):
+        reason = timeout_reason(timeout)
+    elif isinstance(error, Interrupted):
+        reason = error.cancel_reason()  # (which signal, as a run on Spark says)
     with contextlib.suppress(Exception):  # (the run's own error is what the user must see)
-        cancel_submitted(client, reason=timeout_reason(timeout) if isinstance(error, TimeoutError) else None)
+        cancel_submitted(client, reason=reason)
 
 
 _RunEnding = tuple[list[dict[str, Any]], Path, Path, Path | None, int]

@@ -79,6 +79,7 @@ from hop.spark_gateway import (
     close_jvm_stderr,
     flush_jvm_stderr,
     java_option_word,
+    java_problem,
     launch_gateway,
     remove_jvm_scratch,
 )
@@ -212,32 +213,6 @@ class SparkJobFailed(RuntimeError):
         self.user_traceback = user_traceback
         self.report = report
         self.step = step
-
-
-def java_problem() -> str | None:
-    """Why PySpark cannot start its JVM here, or None. Spark's launcher runs ``$JAVA_HOME/bin/java`` when
-    ``JAVA_HOME`` is set, whatever the PATH holds, else the ``java`` on the PATH."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        if os.access(Path(java_home, "bin", "java"), os.X_OK):
-            return None
-        on_path = shutil.which("java")
-        instead = f", or unset it to use the java on the PATH ({on_path})" if on_path else ""
-        return (
-            f"JAVA_HOME is {java_home}, which holds no bin/java, and Spark runs the java there: set JAVA_HOME to a "
-            f"Java 17 installation (the directory holding bin/java){instead}"
-        )
-    if shutil.which("java") is None:
-        return (
-            "Java is not installed (Spark needs Java 17): install a JDK or JRE 17 (e.g. apt-get install "
-            "openjdk-17-jre-headless), or set JAVA_HOME to one"
-        )
-    return None
-
-
-def java_found() -> bool:
-    """Whether PySpark finds the ``java`` it starts its JVM with (:func:`java_problem`)."""
-    return java_problem() is None
 
 
 @contextlib.contextmanager

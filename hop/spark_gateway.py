@@ -17,6 +17,8 @@ Contract:
   JVM's lines, as it could when the JVM wrote to stderr itself.
 - :func:`close_jvm_stderr` waits (bounded) for the pipe of a JVM that has ended and forwards what is left; the
   thread ends once every writer has closed the pipe (Python workers the JVM started hold it too).
+- :func:`java_problem` says why no JVM can be launched here (no Java, a ``JAVA_HOME`` without ``bin/java``), without
+  importing PySpark: Spark runs and a continuous job's view check it before they start.
 
 Only a JVM started here is filtered; a gateway PySpark reuses (``PYSPARK_GATEWAY_PORT``) prints where it prints.
 
@@ -273,3 +275,29 @@ def close_jvm_stderr(timeout: float = 10) -> None:
     if _current is not None:
         _current.wait_closed(timeout)
         _current = None
+
+
+def java_problem() -> str | None:
+    """Why PySpark cannot start its JVM here, or None. Spark's launcher runs ``$JAVA_HOME/bin/java`` when
+    ``JAVA_HOME`` is set, whatever the PATH holds, else the ``java`` on the PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        if os.access(Path(java_home, "bin", "java"), os.X_OK):
+            return None
+        on_path = shutil.which("java")
+        instead = f", or unset it to use the java on the PATH ({on_path})" if on_path else ""
+        return (
+            f"JAVA_HOME is {java_home}, which holds no bin/java, and Spark runs the java there: set JAVA_HOME to a "
+            f"Java 17 installation (the directory holding bin/java){instead}"
+        )
+    if shutil.which("java") is None:
+        return (
+            "Java is not installed (Spark needs Java 17): install a JDK or JRE 17 (e.g. apt-get install "
+            "openjdk-17-jre-headless), or set JAVA_HOME to one"
+        )
+    return None
+
+
+def java_found() -> bool:
+    """Whether PySpark finds the ``java`` it starts its JVM with (:func:`java_problem`)."""
+    return java_problem() is None

@@ -65,7 +65,7 @@ from shuffle.buffer import (
     unhashable_key_error,
     unorderable_key_error,
 )
-from shuffle.keys import partition_hash, plain_key, total_order_key
+from shuffle.keys import NanKeyError, holds_nan, partition_hash, plain_key, total_order_key
 from shuffle.pairs import checked_pairs
 from shuffle.runs import UnencodableRecordError
 
@@ -622,26 +622,38 @@ def _check_hashable(key: Any, position: _Position) -> None:
 
 
 def _checked_key(key: Any, position: _Position) -> Any:
-    """:func:`wire_key` of a map output ``key``; one that is no key fails the task as hop's does, naming the record
-    that yielded it (else the reduce side's sort failed, naming none: "shuffle raised TypeError"), or the hook, by
-    the task, as hop names its ``mapper_init/mapper_final`` (which hop cannot tell apart)."""
+    """:func:`wire_key` of a map output ``key``; one that is no key, or is or holds a float NaN, fails the task as
+    hop's does, naming the record that yielded it (else the reduce side's sort failed, naming none: "shuffle raised
+    TypeError"; a NaN, equal to nothing, made a group per record), or the hook, by the task, as hop names its
+    ``mapper_init/mapper_final`` (which hop cannot tell apart)."""
     try:
-        return wire_key(key)
-    except UnencodableRecordError as error:
-        if position.hook is not None:
-            raise TaskFailure.of_task("map", error.by(position.hook)) from None
-        raise TaskFailure.of_output("map", error, position.describe()) from None
+        return _not_nan(wire_key(key))
+    except (UnencodableRecordError, NanKeyError) as error:
+        raise _refused_output(error, position) from None
 
 
 def _checked_pair(key: Any, value: Any, position: _Position) -> tuple[Any, Any]:
-    """:func:`wire_key` and :func:`wire_value` of a map output pair; one hop's shuffle cannot encode fails the task
-    as :func:`_checked_key` says."""
+    """:func:`wire_key` and :func:`wire_value` of a map output pair; one hop's shuffle cannot encode (or a NaN key)
+    fails the task as :func:`_checked_key` says."""
     try:
-        return wire_key(key), wire_value(key, value)
-    except UnencodableRecordError as error:
-        if position.hook is not None:
-            raise TaskFailure.of_task("map", error.by(position.hook)) from None
-        raise TaskFailure.of_output("map", error, position.describe()) from None
+        return _not_nan(wire_key(key)), wire_value(key, value)
+    except (UnencodableRecordError, NanKeyError) as error:
+        raise _refused_output(error, position) from None
+
+
+def _not_nan(key: Any) -> Any:
+    """``key``, unless it is or holds a float NaN (``shuffle.keys.NanKeyError``, as hop's map buffer refuses it): a
+    type check for other keys, an element scan for tuples."""
+    kind = type(key)
+    if (kind is float and key != key) or (kind is tuple and holds_nan(key)):
+        raise NanKeyError(key)
+    return key
+
+
+def _refused_output(error: UnencodableRecordError | NanKeyError, position: _Position) -> TaskFailure:
+    if position.hook is None:
+        return TaskFailure.of_output("map", error, position.describe())
+    return TaskFailure.of_task("map", error.by(position.hook) if isinstance(error, UnencodableRecordError) else error)
 
 
 def _same(state: Any) -> Any:

@@ -165,7 +165,7 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
             ]
             try:
                 result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"), task.get("pipe"))
-            except UnencodableRecordError as error:
+            except (UnencodableRecordError, NanKeyError) as error:
                 raise unencodable_map_output(spec, chunks, error) from None
             channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
         else:

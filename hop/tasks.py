@@ -65,7 +65,7 @@ from shuffle.buffer import (
 )
 from shuffle.flow import FlowController
 from shuffle.fold import FoldingRunStore
-from shuffle.keys import NanKeyError, is_key
+from shuffle.keys import NanKeyError, holds_nan, is_key
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
 from shuffle.pusher import run_message
@@ -541,7 +541,7 @@ def run_map(
         try:
             pairs = receiver.records(channel.control_socket, next_pipe_notice, pipe.get("committed"), read_line)
             consumed = drive(buffer.run_map(pairs, mapper))
-        except UnencodableRecordError as error:
+        except (UnencodableRecordError, NanKeyError) as error:
             raise unencodable_map_output(spec, chunks, error, reread) from None
         finally:
             receiver.close()
@@ -594,7 +594,7 @@ def run_map(
     call_user("teardown", job.teardown)
     try:
         buffer.spill()
-    except UnencodableRecordError as error:
+    except (UnencodableRecordError, NanKeyError) as error:
         if reread is None:
             raise  # (a map of chunks reads them again: hop.taskproc)
         raise unencodable_map_output(spec, chunks, error, reread) from None
@@ -723,17 +723,17 @@ def _note_bad_record(
 def unencodable_map_output(
     spec: JobSpec,
     chunks: list[tuple[int, Split]],
-    error: UnencodableRecordError,
+    error: UnencodableRecordError | NanKeyError,
     reread: Sequence[tuple[Split, Callable[[], Iterable[tuple[Any, Any]]]]] | None = None,
 ) -> Exception:
-    """What to report for a map task whose output the shuffle could not encode (``error``, raised by a spill): the
-    combine call that yielded it (by key), or the map call that did and its input record (file, offset), found by
-    mapping the task's input again (``chunks``, or for a map that read a pipe ``reread``: the records it can read
-    again), encoding every pair until one fails. On this failure path only: the map loop checks nothing per pair.
-    Where no record is found, ``error`` said of the map (a pipe's records read too long ago; a map that yields
-    something else the second time) or, if the step has them, of its mapper_init and mapper_final hooks (whose
-    output the map's own record does not explain)."""
-    if error.source == "combine":
+    """What to report for a map task whose output the shuffle could not encode or sort (``error``, raised by a
+    spill: an unencodable key or value, or a NaN key): the combine call that yielded it (by key), or the map call
+    that did and its input record (file, offset), found by mapping the task's input again (``chunks``, or for a map
+    that read a pipe ``reread``: the records it can read again), checking every pair until one fails. On this
+    failure path only: the map loop checks nothing per pair. Where no record is found, ``error`` said of the map (a
+    pipe's records read too long ago; a map that yields something else the second time) or, if the step has them,
+    of its mapper_init and mapper_final hooks (whose output the map's own record does not explain)."""
+    if isinstance(error, UnencodableRecordError) and error.source == "combine":
         return unencodable_combine_call(error)
     job, functions = instantiate(spec)
     if reread is None:
@@ -748,6 +748,8 @@ def unencodable_map_output(
 
     found = first_unencodable_call(functions.mapper, calls())
     if found is None:
+        if isinstance(error, NanKeyError):
+            return error
         step = functions.step
         hooked = step is not None and (step.mapper_init or step.mapper_final)
         return error.by("mapper_init/mapper_final" if hooked else "map")
@@ -768,7 +770,8 @@ def first_unencodable_call(
     mapper: Callable[..., Iterable[tuple[Any, Any]] | None], calls: Iterable[tuple[tuple[Any, ...], Any]]
 ) -> tuple[Any, tuple[str, Any, Any]] | None:
     """The first of ``calls`` (the map's arguments, and what names that input record for the caller) whose map
-    output holds a key or value the shuffle cannot encode: what names it and ``(what, item, key)`` of the pair;
+    output holds a key or value the shuffle cannot encode, or a key holding a float NaN (which it refuses): what
+    names it and ``(what, item, key)`` of the pair;
     None if none does or the map (or reading the records) fails another way, as it did not the first time. Run
     only after a spill failed: the map is called again, and every pair encoded. Batch maps and stream maps
     (``hop.stream.tasks``) use it."""
@@ -776,7 +779,7 @@ def first_unencodable_call(
         for arguments, record in calls:
             for key, value in mapper(*arguments) or ():
                 for what, item in (("key", key), ("value", value)):
-                    if not _packs(item) or (what == "key" and not is_key(item)):
+                    if not _packs(item) or (what == "key" and (not is_key(item) or holds_nan(item))):
                         return record, (what, item, key)
     except Exception:
         return None
@@ -785,9 +788,13 @@ def first_unencodable_call(
 
 def unencodable_map_call(record: str, found: tuple[str, Any, Any]) -> UserCodeError:
     """The map call at ``record`` (words naming it) yielded ``found`` (``(what, item, key)``), which the shuffle
-    cannot encode: the error to report, without a traceback (no frame of the user's raised it)."""
+    cannot encode (or, a key holding a float NaN, refuses): the error to report, without a traceback (no frame of
+    the user's raised it)."""
     what, item, key = found
-    return UserCodeError("map", UnencodableRecordError(what, item, key, "map"), record).without_traceback()
+    problem: Exception = UnencodableRecordError(what, item, key, "map")
+    if what == "key" and _packs(item) and is_key(item) and holds_nan(item):
+        problem = NanKeyError(item)
+    return UserCodeError("map", problem, record).without_traceback()
 
 
 def unencodable_combine_call(error: UnencodableRecordError) -> UserCodeError:

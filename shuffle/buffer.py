@@ -491,7 +491,7 @@ class MapOutputBuffer:
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             self.failed_pair = (key, value)  # for a report of what an aggregate could not fold
             self.failed_output = output
-            if isinstance(error, TypeError) and not _hashable(key):
+            if isinstance(error, TypeError) and not hashable(key):
                 raise unhashable_key_error(key) from None  # the dict's own TypeError adds only engine frames
             raise
         self._pending = pending
@@ -505,7 +505,7 @@ class MapOutputBuffer:
         its key (a combiner passing a value on yields that very object); another value is the combiner's."""
         if self.combiner is None or self._folding:
             return map_or_combine(error, None)
-        return map_or_combine(error, groups.get(error.key, ()) if _hashable(error.key) else ())
+        return map_or_combine(error, groups.get(error.key, ()) if hashable(error.key) else ())
 
     def _sortable(self, groups: dict[Any, Any]) -> tuple[dict[Any, Any], list[Any], str]:
         """``groups`` with keys that can be sorted, a list of those keys and their :func:`~shuffle.keys.order_tag`;
@@ -665,7 +665,8 @@ def _merge_cost(first: list[Any], second: list[Any]) -> float:
     return first[1] * second[1] / (first[1] + second[1]) * (first[2] - second[2]) ** 2
 
 
-def _hashable(key: Any) -> bool:
+def hashable(key: Any) -> bool:
+    """Whether ``key`` can be a dict key."""
     try:
         hash(key)
     except TypeError:

@@ -107,18 +107,22 @@ def partitions_of(keys: list[Any], partitions: int) -> list[int]:
 
 
 class NanKeyError(ValueError):
-    """A map output key is, or holds, a float NaN."""
+    """A map output key is, or holds, a float NaN (``key``)."""
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+        super().__init__(
+            f"map output key {key!r:.80} is or holds a float NaN, which cannot be a key: NaN equals nothing, not "
+            "even itself, so its records would never group, and it has no place in the sorted output; yield None "
+            "(or a str) for a missing number"
+        )
 
 
 def refuse_nan_keys(keys: list[Any], tag: str | None = None) -> None:
     """Raise :class:`NanKeyError` if a key is, or holds at any depth, a float NaN (:func:`first_nan_key`)."""
     bad = first_nan_key(keys, tag)
     if bad is not None:
-        raise NanKeyError(
-            f"map output key {bad!r:.80} is or holds a float NaN, which cannot be a key: NaN equals nothing, not "
-            "even itself, so its records would never group, and it has no place in the sorted output; yield None "
-            "(or a str) for a missing number"
-        )
+        raise NanKeyError(bad)
 
 
 def first_nan_key(keys: list[Any], tag: str | None = None) -> Any:
@@ -142,16 +146,17 @@ def first_nan_key(keys: list[Any], tag: str | None = None) -> Any:
         # equals itself whatever it holds: tuples compare their items by identity first).
         numbers = (map(operator.itemgetter(i), keys) for i, kind in enumerate(tag[1:-1]) if kind == "n")
         held = any(number != number for column in numbers for number in column)
-        return next(key for key in keys if _holds_nan(key)) if held else None
-    return next((key for key in keys if _holds_nan(key)), None)
+        return next(key for key in keys if holds_nan(key)) if held else None
+    return next((key for key in keys if holds_nan(key)), None)
 
 
-def _holds_nan(key: Any) -> bool:
+def holds_nan(key: Any) -> bool:
+    """Whether ``key`` is, or holds at any depth, a float NaN."""
     kind = type(key)
     if kind is float:
         return key != key
     if kind is tuple or kind is list:
-        return any(map(_holds_nan, key))
+        return any(map(holds_nan, key))
     return False
 
 

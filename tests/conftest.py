@@ -27,7 +27,7 @@ from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.protocol import message, unpack
 from hop.runner import build_spec, run_steps
-from hop.spark_engine import java_found
+from hop.spark_gateway import java_found
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_JOBS = Path(__file__).resolve().parent / "jobs"

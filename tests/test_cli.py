@@ -1398,7 +1398,10 @@ def test_engine_spark_refuses_a_pipeline_a_stream_and_no_input(tmp_path: Path) -
     stream_job = str(Path(__file__).parent.parent / "jobs" / "stream_wordcount.py")
     stream_args = ["--source", "replay:in.txt", "--window", "10r", "-o", "out", "--engine", "spark"]
     stream = hop("run", stream_job, *stream_args, cwd=tmp_path)
-    assert stream.returncode == 2 and "drop --mrjob, --engine" in stream.stderr, stream.stderr
+    assert stream.returncode == 2, stream.stderr
+    assert "--source runs a continuous job, and a continuous job runs on hop's own engine: drop --engine spark" in (
+        stream.stderr
+    ), stream.stderr  # (it said "drop --mrjob, --engine and --snapshot-every", the two not given too)
     bare = hop("run", jobs[0], "-o", "out", "--engine", "spark", cwd=tmp_path)
     assert bare.returncode == 2 and "required: inputs" in bare.stderr, bare.stderr
     assert not (tmp_path / "out").exists()
@@ -1461,6 +1464,32 @@ def test_submit_refuses_engine_spark(cluster: LocalCluster, tmp_path: Path) -> N
     assert not (tmp_path / "out").exists()
 
 
+def test_hop_stop_of_a_batch_job_says_hop_stop_cancelled_it(cluster: LocalCluster, tmp_path: Path) -> None:
+    """A batch job cancelled by ``hop stop`` said "cancelled (hop stop, or an interrupted hop run or hop submit)";
+    its error now says which: "cancelled by hop stop" (an interrupted run names its signal)."""
+    import time
+
+    from hop.client import Client
+    from hop.gen.text import generate_text
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+
+    generate_text(tmp_path / "in.txt", 400_000, seed=3, vocabulary=500)
+    job_class = load_job_file(str(TEST_JOBS / "slow_map.py"))
+    client = Client(cluster.address, timeout=30)
+    try:
+        job_id = client.submit(build_spec(job_class, [str(tmp_path / "in.txt")], str(tmp_path / "out")))
+        stopped = hop("stop", job_id, "--coordinator", cluster.address, cwd=tmp_path)
+        assert stopped.returncode == 0 and f"hop: {job_id} is cancelled" in stopped.stdout, stopped.stderr
+        deadline = time.monotonic() + 30
+        while (status := client.status(job_id))["state"] == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert (status["state"], status["error"]) == ("failed", "cancelled by hop stop"), status
+    finally:
+        client.close()
+
+
 def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: Path) -> None:
     import signal
     import time
@@ -1491,7 +1520,8 @@ def test_an_interrupted_submit_cancels_its_job(cluster: LocalCluster, tmp_path: 
         job_id = running[0]
         assert submit.returncode == 130 and f"hop: cancelled {job_id}" in stderr, stderr
         status = client.status(job_id)
-        assert status["state"] == "failed" and "cancelled" in status["error"]
+        assert (status["state"], status["error"]) == ("failed", "cancelled: hop submit was interrupted by SIGINT")
+        # (what cancelled it: it said "cancelled (hop stop, or an interrupted hop run or hop submit)")
     finally:
         if submit.poll() is None:
             submit.kill()
@@ -2243,7 +2273,9 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, stop: str, group
     """SIGTERM to ``hop run`` alone, or to its whole process group (``kill -TERM -PGID``, systemd): either way the
     run ends with 143, its embedded cluster stopped (no process left, its directory removed), and the output is not
     marked complete. A terminal closed (SIGHUP to the group) killed the run and its cluster at once, leaving the
-    cluster's directory; it stops the run as SIGTERM does now, exit code 129."""
+    cluster's directory; it stops the run as SIGTERM does now, exit code 129. The job's report names the signal
+    (``cancelled: hop run was interrupted by SIGTERM``, as a run on Spark writes it), where it said only
+    "cancelled (hop stop, or an interrupted hop run or hop submit)"."""
     import signal
     import time
 
@@ -2287,8 +2319,8 @@ def test_sigterm_stops_a_run_with_exit_code_143(tmp_path: Path, stop: str, group
     assert not alive, [process.name() for process in alive]
     assert not list((tmp_path / "tmp").iterdir())
     assert not (tmp_path / "out" / "_SUCCESS").exists()
-    report = json.loads((tmp_path / "out" / "_job.json").read_text())  # (the job was cancelled, and says so)
-    assert report["status"] == "failed" and report["error"].startswith("cancelled"), report["error"]
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())  # (the job was cancelled, and says which signal)
+    assert (report["status"], report["error"]) == ("failed", f"cancelled: hop run was interrupted by {stop}")
 
 
 def test_the_summary_says_how_many_bad_records_were_skipped_and_where(tmp_path: Path) -> None:

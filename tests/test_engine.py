@@ -520,7 +520,8 @@ def test_a_counter_amount_that_is_not_an_int_fails_instead_of_being_truncated(cl
 @pytest.mark.parametrize("reduce", ["combine = reduce = Sum()", "def reduce(self, key, values):\n        yield key, 1"])
 def test_a_nan_key_fails_the_job_with_the_reason(client: Client, tmp_path: Path, reduce: str) -> None:
     """A float NaN key came out as one output line per record, at no fixed place: unsorted parts (``2.5`` before
-    ``0.5``), a different reducer on every run. It now fails the job, whether the map output is sorted or folded."""
+    ``0.5``), a different reducer on every run. It now fails the job, whether the map output is sorted or folded,
+    naming the map call and its record (found by mapping the input again, as for a key the shuffle cannot encode)."""
     job = tmp_path / "nan_keys.py"
     job.write_text(
         "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
@@ -533,8 +534,10 @@ def test_a_nan_key_fails_the_job_with_the_reason(client: Client, tmp_path: Path,
     spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=2)
     with pytest.raises(JobFailed) as failure:
         run_steps(client, spec, progress=False, timeout=60)
-    assert "map output key nan is or holds a float NaN, which cannot be a key" in failure.value.status["error"]
-    assert "yield None (or a str) for a missing number" in failure.value.status["error"]
+    error = failure.value.status["error"]
+    assert f"map at {source} byte offset 0: 'aaaaa x a' raised NanKeyError: map output key nan is or holds" in error
+    assert "map output key nan is or holds a float NaN, which cannot be a key" in error
+    assert "yield None (or a str) for a missing number" in error
     assert failure.value.status["traceback"] is None, "the engine's frames (the spill that found it) say nothing"
 
 

@@ -430,7 +430,7 @@ def test_java_missing_or_a_wrong_java_home_says_what_to_install_or_set(
         f"({shutil.which('java')})\n"
     )
     assert not (tmp_path / "out").exists()
-    from hop.spark_engine import java_problem
+    from hop.spark_gateway import java_problem
 
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))  # (no java there)
@@ -581,6 +581,36 @@ def test_a_str_or_set_given_as_a_pair_is_refused_as_on_hop(tmp_path: Path, job_c
     assert reason.startswith(f"{where} raised NotPairsError: "), reason
     assert f"(TypeError: a {kind} is not a (key, value) pair: " in reason, reason
     assert f'File "{job_path("not_pairs")}", line ' in (shown or ""), shown
+
+
+@pytest.mark.parametrize("reduce", ["combine = reduce = Sum()", "def reduce(self, key, values):\n        yield key, 1"])
+def test_a_nan_key_fails_a_spark_map_task_naming_its_record_as_on_hop(tmp_path: Path, reduce: str) -> None:
+    """A float NaN key passed a Spark map task's key check (hop's map buffer refuses it): equal to nothing, and
+    hashed by identity, its records went on as groups of their own. The map task now fails with hop's error, naming
+    the record (test_engine.py), whether the map output is folded or sent as it is. The task runs here, outside
+    Spark."""
+    from hop.inputs import Split
+    from hop.jobspec import dump_job_class
+    from hop.loader import load_job_file
+    from hop.spark_tasks import StepPlan, TaskFailure, failure_of, map_task
+
+    job = tmp_path / "nan_keys.py"
+    job.write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
+        "    def map(self, offset, line):\n        for word in line.split():\n"
+        "            yield (float('nan') if word == 'x' else len(word) / 2), 1\n\n"
+        f"    {reduce}\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("aaaaa x a\nx b\n")
+    plan = StepPlan(dump_job_class(load_job_file(str(job))), 0, 2, "text")
+    with pytest.raises(TaskFailure) as failed:
+        list(map_task(plan, None, [Split(str(source), 0, -1)]))
+    reason, shown = failure_of(failed.value) or ("", "")
+    assert reason.startswith(
+        f"map at {source} byte offset 0: 'aaaaa x a' raised NanKeyError: map output key nan is or holds a float NaN"
+    ), reason
+    assert reason.endswith("yield None (or a str) for a missing number") and shown is None
 
 
 def test_what_the_engine_finds_wrong_is_named_by_its_task_without_a_traceback_as_on_hop(tmp_path: Path) -> None:

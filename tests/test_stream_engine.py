@@ -860,6 +860,88 @@ def test_a_key_the_shuffle_cannot_sort_names_the_map_call_and_its_record(tmp_pat
     assert "Traceback" not in result.stderr
 
 
+def test_a_nan_key_fails_a_continuous_job_naming_the_map_call_and_its_record(tmp_path: Path) -> None:
+    """A stream map yielding a float NaN key wrote one ``NaN 1`` line per record into every window holding them,
+    the job succeeding, where a batch job fails; it now fails as a batch map does, naming the map call and its
+    record."""
+    lines = _write_sets_job(tmp_path, False, 10)
+    (tmp_path / "nan_keys.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
+        "    def map(self, offset, line):\n        yield (float('nan') if line.startswith('c') else line), 1\n\n"
+        "    combine = reduce = Sum()\n"
+    )
+    result = hop(
+        "run", "nan_keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
+        "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    assert f"{call}: 'c d' raised NanKeyError: map output key nan is or holds a float NaN" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("reduce", ["combine = reduce = Sum()", "def reduce(self, key, values):\n        yield key, 1"])
+def test_a_list_key_fails_a_continuous_job_naming_the_key_as_batch_does(tmp_path: Path, reduce: str) -> None:
+    """A stream map yielding a list as its key failed with "Sum() could not fold a value of key ['c d'] ... the map
+    must yield values Sum() can combine", blaming the value, or without a combiner with the dict's bare "TypeError:
+    unhashable type: 'list'" under the engine's frames; it now fails as a batch map does, naming the key."""
+    lines = _write_sets_job(tmp_path, False, 10)
+    (tmp_path / "list_keys.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass ListKeys(Job):\n"
+        "    def map(self, offset, line):\n        yield ([line] if line.startswith('c') else line), 1\n\n"
+        f"    {reduce}\n"
+    )
+    result = hop(
+        "run", "list_keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
+        "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    reason = "map output key ['c d'] is a list, which cannot be a key (keys are grouped as dict keys): yield a tuple"
+    assert f"{call}: 'c d' raised UnhashableKeyError: {reason}" in result.stderr, result.stderr
+    assert "could not fold" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_continuous_run_prints_its_user_counters_under_its_summary_as_a_batch_run_does(tmp_path: Path) -> None:
+    """The README says user counters are printed under the run's summary line; a continuous run printed none (they
+    were only in ``_job.json``)."""
+    (tmp_path / "in.txt").write_text("a b\nc\n")
+    (tmp_path / "counting.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass Counting(Job):\n"
+        "    def map(self, offset, line):\n        self.increment_counter('app', 'lines')\n        yield line, 1\n\n"
+        "    combine = reduce = Sum()\n"
+    )
+    result = hop(
+        "run", "counting.py", "--source", "replay:in.txt", "--window", "2r", "-o", "out", "--no-view", "--workers",
+        "1", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = result.stderr[result.stderr.index(" ended: 1 window in ") :]
+    assert summary.splitlines()[1:] == ["hop: counters: 1", "  app", "    lines=2"], result.stderr
+
+
+def test_a_partition_out_of_range_fails_a_continuous_job_as_it_fails_a_batch_job(tmp_path: Path) -> None:
+    """A job's ``partition`` returning 7 of 2 reducers raised an IndexError as the pane was sealed, taken for the
+    engine's failure: the map was retried until its source was given up, and the job ended 'succeeded' (exit 0)
+    with no window. It now fails the job at once, naming the key and the value, as in batch."""
+    _write_sets_job(tmp_path, False, 10)
+    (tmp_path / "bad_partition.py").write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass BadPartition(Job):\n"
+        "    def map(self, offset, line):\n        yield line, 1\n\n"
+        "    def partition(self, key, num_partitions):\n        return 7\n\n"
+        "    combine = reduce = Sum()\n"
+    )
+    result = hop(
+        "run", "bad_partition.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view",
+        "--quiet", "--reducers", "2", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "hop: error: job failed: map task 0: partition('w0 x') returned 7; expected an int in range(2)" in (
+        result.stderr
+    ), result.stderr
+    assert "given up" not in result.stderr
+
+
 def test_an_unencodable_map_output_is_found_in_the_last_poll_of_a_source_that_cannot_read_again(
     tmp_path: Path,
 ) -> None:

@@ -4,6 +4,7 @@ C2 scoreboard, late cells, differential windows, checkpoints) and the coordinato
 from __future__ import annotations
 
 import enum
+import math
 import random
 import re
 from collections import Counter
@@ -21,7 +22,8 @@ from hop.stream.options import StreamOptions, stream_options
 from hop.stream.panes import PaneBuffer
 from hop.stream.tracker import WindowTracker
 from hop.stream.windows import WindowSpec, WindowSpecError, label_order, parse_duration, parse_extent
-from shuffle.buffer import AggregateValueError
+from shuffle.buffer import AggregateValueError, UnhashableKeyError
+from shuffle.keys import NanKeyError
 from shuffle.runs import iter_run
 
 
@@ -172,6 +174,25 @@ def test_pane_buffer_refuses_none_as_a_keys_first_value_as_batch_does(aggregate:
     with pytest.raises(AggregateValueError, match=re.escape(f"{aggregate!r} got None as the first value of key 'y'")):
         buffer.add(0, [("x", 3), ("y", None)])
     assert buffer.failed_pair == ("y", None)
+
+
+@pytest.mark.parametrize("aggregate", [Sum(), None], ids=["Sum", "no-combiner"])
+def test_pane_buffer_refuses_a_nan_key_as_batch_does(aggregate: Aggregate | None) -> None:
+    """A float NaN key equals nothing: a pane sealed it as one group per record, so a window wrote ``NaN 1`` once
+    per record. It is refused as a batch map's spill refuses it."""
+    buffer = PaneBuffer(1, lambda key: 0, aggregate, None)
+    buffer.add(0, [(1.5, 1), (math.nan, 1), (math.nan, 1)])
+    with pytest.raises(NanKeyError, match="map output key nan is or holds a float NaN"):
+        buffer.seal_below(1)
+
+
+@pytest.mark.parametrize("aggregate", [Sum(), None], ids=["Sum", "no-combiner"])
+def test_pane_buffer_names_a_list_key_as_batch_does(aggregate: Aggregate | None) -> None:
+    """A list key raised the dict's bare ``TypeError: unhashable type: 'list'``, which a Sum's pane then reported
+    as a value Sum() could not fold; it is the batch buffer's ``UnhashableKeyError`` now, naming the key."""
+    buffer = PaneBuffer(1, lambda key: 0, aggregate, None)
+    with pytest.raises(UnhashableKeyError, match=re.escape("map output key ['a'] is a list, which cannot be a key")):
+        buffer.add(0, [(["a"], 1)])
 
 
 def test_pane_buffer_keeps_the_pair_an_aggregate_could_not_fold() -> None:

@@ -447,6 +447,33 @@ def test_hop_view_of_a_run_without_view_says_so(tmp_path: Path) -> None:
     assert f"its windows are in {output / 'windows'}" in view.stderr
 
 
+def test_a_continuous_run_without_java_says_at_its_start_that_it_makes_no_view(tmp_path: Path) -> None:
+    """Without the Java Spark needs, a continuous job with its view (the default, as the README's examples run)
+    said so only after it ended ("the materialized view was not updated: Java ..."), every compaction meanwhile
+    failing; it now warns as it starts, naming --no-view and ``hop view OUT --compact``, and starts no compactor."""
+    import subprocess
+    import sys
+
+    from tests.conftest import job_path
+
+    (tmp_path / "in.txt").write_text("a b\n")
+    output = tmp_path / "out"
+    no_java = {**os.environ, "JAVA_HOME": str(tmp_path)}  # (no bin/java there)
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", "replay:in.txt",
+               "--window", "1r", "-o", str(output), "--workers", "1"]  # fmt: skip
+    run = subprocess.run(command, cwd=tmp_path, env=no_java, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    warning = (
+        f"hop: warning: no materialized view will be made (JAVA_HOME is {tmp_path}, which holds no bin/java, and "
+        "Spark runs the java there"
+    )
+    assert warning in run.stderr, run.stderr
+    assert f"--no-view runs without one, and `hop view {output} --compact` makes it later" in run.stderr
+    assert run.stderr.index(warning) < run.stderr.index("hop: window "), "said before the job's windows"
+    assert "the materialized view was not updated" not in run.stderr, "no compaction was tried"
+    assert (output / "windows").is_dir() and not (output / "_view").exists()
+
+
 def test_hop_view_of_a_batch_jobs_output_says_it_has_none(tmp_path: Path) -> None:
     """It said "no materialized view yet (no compaction has run)", as if one were coming."""
     from tests.conftest import hop, job_path

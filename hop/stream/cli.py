@@ -153,8 +153,18 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         return _fail(f"a continuous job reads its --source, not input files ({' '.join(args.inputs)})", 2)
     if args.window is None:
         return _fail("a continuous job needs --window (e.g. --window 60s --slide 10s, or --window 1000r)", 2)
-    if args.mrjob or args.engine != "hop" or args.snapshot_every is not None:
-        return _fail("--source runs a continuous job on hop: drop --mrjob, --engine and --snapshot-every", 2)
+    refused = [
+        (option, why)
+        for option, given, why in (
+            ("--mrjob", args.mrjob, "an mrjob job runs in batch only"),
+            (f"--engine {args.engine}", args.engine != "hop", "a continuous job runs on hop's own engine"),
+            ("--snapshot-every", args.snapshot_every is not None, "a continuous job writes windows, not snapshots"),
+        )
+        if given
+    ]
+    if refused:  # (each named with its reason: the message listed all three, whichever was given)
+        options, reasons = " and ".join(o for o, _ in refused), "; ".join(w for _, w in refused)
+        return _fail(f"--source runs a continuous job, and {reasons}: drop {options}", 2)
     unused = _unused_spark_options(args)
     if unused is not None:
         return _fail(unused, 2)
@@ -312,7 +322,8 @@ def _client_call(args: argparse.Namespace, call: Any) -> Any:
 
 def _stop(args: argparse.Namespace) -> int:
     try:
-        reply = _client_call(args, lambda client: client.stop(args.job_id))
+        # (the reason is a batch job's error: a continuous job drains and succeeds)
+        reply = _client_call(args, lambda client: client.stop(args.job_id, "cancelled by hop stop"))
     except (CoordinatorUnavailable, JobRejected) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return error.exit_code

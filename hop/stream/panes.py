@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hop.aggregates import Aggregate
-from shuffle.buffer import map_or_combine, none_state_error, unorderable_key_error
-from shuffle.keys import plain_key, sort_keys
+from shuffle.buffer import hashable, map_or_combine, none_state_error, unhashable_key_error, unorderable_key_error
+from shuffle.keys import plain_key, refuse_nan_keys, sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.runs import UnencodableRecordError, encode_run
 
@@ -64,7 +64,8 @@ class PaneBuffer:
     def add(self, pane: int, pairs: Iterable[tuple[Any, Any]]) -> None:
         """Fold one record's map output into ``pane``. A built-in aggregate folds as a batch map does
         (``shuffle.buffer.MapOutputBuffer.run_map``): a key's first value is its state, which must not be None
-        (``AggregateValueError``); when ``+`` or ``merge`` refuses a value, the pair is in :attr:`failed_pair`."""
+        (``AggregateValueError``); when ``+`` or ``merge`` refuses a value, the pair is in :attr:`failed_pair`. A key
+        that cannot be a dict key (a list) raises ``shuffle.buffer.UnhashableKeyError``, as in a batch map."""
         table = self.panes.get(pane)
         if table is None:
             table = self.panes[pane] = {}
@@ -113,8 +114,10 @@ class PaneBuffer:
                     else:
                         raise none_state_error(aggregate, key, value)
                     count += 1
-        except Exception:
+        except Exception as error:
             self.failed_pair = (key, value)
+            if isinstance(error, TypeError) and not hashable(key):
+                raise unhashable_key_error(key) from None  # as a batch map says it: the dict's error names no key
             raise
         self.output_records += count
 
@@ -144,6 +147,9 @@ class PaneBuffer:
                 except TypeError:
                     raise unorderable_key_error(keys) from None
                 ordered, tag = sort_keys(plain)
+            # A NaN key equals nothing, so each of its records would be a group of its own in every window: refused
+            # as a batch map refuses it (``shuffle.buffer``), per pane among its distinct keys (nothing per record).
+            refuse_nan_keys(ordered, tag)
             out_keys: list[Any] = []
             out_values: list[Any] = []
             for key in ordered:

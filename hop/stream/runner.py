@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
+from hop.counters import print_user_counters
 from hop.jobspec import JobSpec
 from hop.outputs import output_identity, output_removed, prepare_output, write_job_report
+from hop.spark_gateway import java_problem
 from hop.stream.sources import source_paths
 from hop.wording import counted
 
@@ -52,7 +54,16 @@ def run_stream(
     prepare_output(spec.output, spec.overwrite, [*spec.inputs, *source_paths(sources)], clear=False)
     job_id = client.submit(spec)
     compactor = None
-    if view_interval is not None:  # (started once the old output is gone: it could compact that one's deltas)
+    no_java = None if view_interval is None else java_problem()
+    if no_java is not None:
+        # Said now, not after the job: every compaction would fail on it, and the run said so only as it ended.
+        print(
+            f"hop: warning: no materialized view will be made ({no_java}); --no-view runs without one, and "
+            f"`hop view {spec.output} --compact` makes it later from the job's checkpoints",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif view_interval is not None:  # (started once the old output is gone: it could compact that one's deltas)
         from hop.stream.compactor import Compactor
 
         compactor = Compactor(spec.output, interval=view_interval, spark_master=spark_master)
@@ -155,6 +166,7 @@ def run_stream(
         # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
         where = f"{counted(written, 'window')} in {folder}" if written else "no window written"
         print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
+        print_user_counters(report["counters"].get("user", {}))  # (under the summary, as a batch run prints them)
     return dict(status)
 
 

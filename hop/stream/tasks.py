@@ -69,7 +69,8 @@ from hop.tasks import (
 from hop.usercode import UserCodeError, call_user, fold_error
 from hop.usertrace import not_pairs
 from shuffle import codec
-from shuffle.keys import sort_keys
+from shuffle.buffer import PartitionError, UnhashableKeyError
+from shuffle.keys import NanKeyError, sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.pieces import RunPieces
 from shuffle.pusher import run_message
@@ -176,10 +177,18 @@ def run_stream_map(
     num_reduces = spec.num_reduces
 
     def partition(key: Any) -> int:
+        """The job's partition of ``key``, checked as a batch map checks it (``shuffle.buffer``): out of range, it
+        was an IndexError as its pane was sealed, retried as the engine's failure until the source was given up
+        and the job ended 'succeeded' with no window. Not called with one reducer, as in batch (``Job.partition``)."""
+        if num_reduces == 1:
+            return 0
         try:
-            return int(job.partition(key, num_reduces))
+            result = job.partition(key, num_reduces)
         except Exception as error:
             raise UserCodeError("partition", error, f"key {key!r}") from error
+        if type(result) is not int or not 0 <= result < num_reduces:
+            raise PartitionError(f"partition({key!r}) returned {result!r}; expected an int in range({num_reduces})")
+        return result
 
     aggregate = functions.reduce_aggregate or (
         functions.combiner if isinstance(functions.combiner, Aggregate) else None
@@ -399,12 +408,12 @@ def run_stream_map(
     decode = _decoder(spec.input_format)
     mapper = functions.mapper
 
-    def unencodable(error: UnencodableRecordError, batch: list[SourceRecord]) -> Exception:
-        """What to report for a pane whose output the shuffle cannot encode: the combine call by its key, or the
-        map call that yielded it with its record, found after the failure only (the loop checks nothing per pair)
-        by mapping again the records of the last poll, then those of a replayable source from its start; else
-        ``error`` (a socket's record read before the last poll is gone)."""
-        if error.source == "combine":
+    def unencodable(error: UnencodableRecordError | NanKeyError, batch: list[SourceRecord]) -> Exception:
+        """What to report for a pane whose output the shuffle cannot encode, or whose key holds a float NaN: the
+        combine call by its key, or the map call that yielded it with its record, found after the failure only (the
+        loop checks nothing per pair) by mapping again the records of the last poll, then those of a replayable
+        source from its start; else ``error`` (a socket's record read before the last poll is gone)."""
+        if isinstance(error, UnencodableRecordError) and error.source == "combine":
             return unencodable_combine_call(error)
 
         def calls(records: Iterable[SourceRecord], placed: Source) -> Iterator[tuple[tuple[float, Any], Any]]:
@@ -504,6 +513,8 @@ def run_stream_map(
                 except Exception as error:
                     place = where(record, marks.ordinal - 1 + marks.bad)  # (ordinal counts it already)
                     folded = fold_error(buffer.aggregate, buffer.failed_pair, not_pairs("map", error, pairs))
+                    if isinstance(error, UnhashableKeyError):
+                        folded = error.with_traceback(None)  # the key, not a value: its frames are the engine's
                     raise UserCodeError("map", folded, f"{place}: {value!r:.200}") from error
             if late_lines:
                 _append(output, late_path, late_lines)
@@ -538,7 +549,7 @@ def run_stream_map(
         seal(FOREVER, final=True, natural=natural if stopping else None)
         checkpoint()
         call_user("teardown", job.teardown)
-    except UnencodableRecordError as error:
+    except (UnencodableRecordError, NanKeyError) as error:
         report_progress()
         raise unencodable(error, batch) from None
     except Exception:
