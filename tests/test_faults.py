@@ -147,14 +147,19 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
             for victim in victims:
                 time.sleep(rng.uniform(0.3, 1.2))
                 victim.kill()
+                # Ended, not only signalled: a SIGKILL takes effect once the victim is next scheduled, and a kill
+                # that came after the job ended (a loaded machine) was checked for at once below, the victim
+                # still running.
+                victim.wait(timeout=10)
 
         killer = threading.Thread(target=kill_later)
         killer.start()
         try:
             report = run_job(client, "slow_map", [source], output, mode=mode, **settings)
         finally:
-            killer.join(timeout=40)
+            killer.join(timeout=50)
             client.close()
+        assert not killer.is_alive()
         assert all(victim.poll() is not None for victim in victims)
         clean = Client(cluster.address)
         try:
