@@ -1272,6 +1272,7 @@ class Coordinator:
             error=str(msg.get("error"))[:500],
         )
         if job is not None:
+            self._fail_pipeline_whose_input_went(job, msg["kind"])
             error = msg["error"]
             if self._output_removed(job):  # (what the attempt met comes of it: worded as the job's, naming a step's)
                 error = f"{msg['kind']} task {msg['index']}: {_removed_output_error(job.spec.output)}"
@@ -1293,6 +1294,20 @@ class Coordinator:
                 # (a reducer cannot write there: its retries could not either, and the parts committed are gone)
                 self._execute(job, job.fail(_removed_output_error(job.spec.output)))
         self._remove_leftovers_of_ended(job)
+
+    def _fail_pipeline_whose_input_went(self, job: JobState, kind: str) -> None:
+        """A map of ``job``, a later step of a pipeline, failed while the step before's output directory was removed
+        or moved away (``_output_removed``): it failed on a part file gone with it, which it named as a bad record to
+        skip. The pipeline fails for the removal instead, as it does when the step before finds it (failing that
+        step fails this one): through the step before while it runs, else through this job."""
+        upstream = job.upstream
+        if kind != "map" or upstream is None or job.state != "running" or not self._output_removed(upstream):
+            return
+        why = _removed_output_error(upstream.spec.output)
+        if upstream.state == "running":
+            self._execute(upstream, upstream.fail(why))
+        if job.state == "running":
+            self._execute(job, job.fail(f"upstream job {upstream.spec.job_id} failed: {why}"))
 
     def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
         """A worker's slot is free again: the worker names its pool (``kind``'s unless a stream slot; None when the

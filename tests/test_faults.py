@@ -53,6 +53,9 @@ RECORD_COUNTERS = (
     "combine_output_records",
     "reduce_output_records",
 )
+SPLIT_DEPENDENT_COUNTERS = ("combine_output_records", "spill_files", "spill_bytes")
+"""Counters that depend on where the maps' inputs end: a map whose tail was split off for an idle slot (as a retried
+map may be, on a loaded machine) combines and spills its two parts apart, so more keys leave its combiners."""
 SETTINGS = {"num_reduces": 2, "split_size": 300_000, "spill_records": 20_000}
 
 
@@ -72,16 +75,25 @@ def reference(source: Path, cluster: LocalCluster, tmp_path_factory: pytest.Temp
         output = tmp_path_factory.mktemp("reference") / mode
         report = run_job(client, "wordcount", [source], output, mode=mode, **SETTINGS)
         assert report["num_maps"] == 3
-        results[mode] = ([p.read_bytes() for p in sorted(output.glob("part-*"))], report["counters"])
+        results[mode] = ([p.read_bytes() for p in sorted(output.glob("part-*"))], report)
     client.close()
     return results
 
 
+def assert_counted_once(report: dict, expected: dict, names: tuple[str, ...] = RECORD_COUNTERS) -> None:
+    """``report``'s counters ``names`` are those of the fault-free run ``expected``: nothing counted twice or lost.
+    One of ``SPLIT_DEPENDENT_COUNTERS`` is compared only when neither run split a map's tail (``tail_splits``)."""
+    split = {"run": report["tail_splits"], "expected": expected["tail_splits"]}
+    for name in names:
+        if name in SPLIT_DEPENDENT_COUNTERS and any(split.values()):
+            continue
+        assert report["counters"][name] == expected["counters"][name], (name, split)
+
+
 def assert_same_as_reference(output: Path, report: dict, reference: tuple) -> None:
-    parts, counters = reference
+    parts, expected = reference
     assert [p.read_bytes() for p in sorted(output.glob("part-*"))] == parts
-    for name in RECORD_COUNTERS:
-        assert report["counters"][name] == counters[name], name
+    assert_counted_once(report, expected)
     assert (output / "_SUCCESS").exists()
 
 
@@ -118,8 +130,7 @@ def test_fault_at_each_point(
         assert retry and retry[0].get("resumed_after_records", 0) > 0, "the retry should resume at the checkpoint"
         assert report["counters"]["map_resumed_records"] == retry[0]["resumed_after_records"]
         # The kept spills are part of the committed output: counted as the run without the fault counts them.
-        for name in ("spill_files", "spill_bytes"):
-            assert report["counters"][name] == reference[mode][1][name], name
+        assert_counted_once(report, reference[mode][1], ("spill_files", "spill_bytes"))
 
 
 @pytest.mark.parametrize("mode", ["pipelined", "blocking"])
@@ -147,14 +158,19 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
             for victim in victims:
                 time.sleep(rng.uniform(0.3, 1.2))
                 victim.kill()
+                # Ended, not only signalled: a SIGKILL takes effect once the victim is next scheduled, and a kill
+                # that came after the job ended (a loaded machine) was checked for at once below, the victim
+                # still running.
+                victim.wait(timeout=10)
 
         killer = threading.Thread(target=kill_later)
         killer.start()
         try:
             report = run_job(client, "slow_map", [source], output, mode=mode, **settings)
         finally:
-            killer.join(timeout=40)
+            killer.join(timeout=50)
             client.close()
+        assert not killer.is_alive()
         assert all(victim.poll() is not None for victim in victims)
         clean = Client(cluster.address)
         try:
@@ -164,8 +180,7 @@ def test_chaos_kills_random_workers_from_outside(mode: str, tmp_path: Path, monk
     assert [p.read_bytes() for p in sorted(output.glob("part-*"))] == [
         p.read_bytes() for p in sorted((tmp_path / "clean").glob("part-*"))
     ]
-    for name in RECORD_COUNTERS:
-        assert report["counters"][name] == expected["counters"][name], name
+    assert_counted_once(report, expected)
     assert any(a["status"] in ("failed", "lost") for a in report["attempts"]), "the kills should have cost attempts"
 
 

@@ -31,18 +31,21 @@ from tests.conftest import run_job
 
 
 @pytest.fixture()
-def slow_reducer_client(monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
+def slow_reducer_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalCluster]:
     monkeypatch.setenv("HOP_TEST_SLOW_REDUCE_SECONDS", "0.4")
     with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
-        client = Client(cluster.address)
-        yield client
-        client.close()
+        yield cluster
 
 
 class PeakMemory:
-    """Samples the summed RSS of this process's children while a block runs."""
+    """Samples the summed RSS of ``cluster``'s processes (its launcher, which forked the coordinator and the
+    workers, and all their descendants) while a block runs. Only those: other processes of the test session (a
+    session-wide cluster, the JVM of a Spark session an earlier test started in this pytest process) are no part
+    of what is measured, and would add hundreds of megabytes or not according to which tests ran before."""
 
-    def __init__(self) -> None:
+    def __init__(self, cluster: LocalCluster) -> None:
+        assert cluster.coordinator is not None, "the cluster is started"
+        self._root = psutil.Process(cluster.coordinator.pid)
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -50,9 +53,10 @@ class PeakMemory:
     def _sample(self) -> None:
         while not self._stop.is_set():
             total = 0
-            for child in psutil.Process().children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    total += child.memory_info().rss
+            with contextlib.suppress(psutil.Error):
+                for process in [self._root, *self._root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        total += process.memory_info().rss
             self.peak = max(self.peak, total)
             time.sleep(0.05)
 
@@ -65,14 +69,20 @@ class PeakMemory:
         self._thread.join(timeout=5)
 
 
-def test_slow_reducer_makes_maps_merge_spills(slow_reducer_client: Client, client: Client, tmp_path: Path) -> None:
+def test_slow_reducer_makes_maps_merge_spills(
+    slow_reducer_cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
     # The generic combiner (lists of values per key) spills every spill_records; a folding aggregate would spill
     # less and less often as its reduction shows (test_buffer.py), leaving flow control little to merge.
     source = tmp_path / "in.txt"
     generate_text(source, 1_500_000, seed=21, vocabulary=3000)
     settings = {"num_reduces": 2, "split_size": 750_000, "spill_records": 8_000}
-    with PeakMemory() as memory:
-        slowed = run_job(slow_reducer_client, "wordcount_generic", [source], tmp_path / "slow", **settings)
+    slow_client = Client(slow_reducer_cluster.address)
+    try:
+        with PeakMemory(slow_reducer_cluster) as memory:
+            slowed = run_job(slow_client, "wordcount_generic", [source], tmp_path / "slow", **settings)
+    finally:
+        slow_client.close()
     normal = run_job(client, "wordcount_generic", [source], tmp_path / "normal", **settings)
     counters = slowed["counters"]
     assert counters["spills_held_back"] > 0, counters
