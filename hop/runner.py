@@ -301,7 +301,8 @@ def run_steps(
             if kept is not None and hold is None:  # (a staged run names them once every job's are kept)
                 _name_kept_files(final_output, kept)
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept, step_offset))
+            ending = (reports, scratch, final_output, kept, step_offset)
+            _end_interrupted(client, error, timeout, [running] if running else [], ending)
             raise
     final = reports[-1]
     if len(reports) > 1:
@@ -456,13 +457,14 @@ def _failed_step(client: Client, status: dict[str, Any]) -> dict[str, Any]:
 
 
 def _end_interrupted(
-    client: Client, error: BaseException, timeout: float | None, running: Path | None, ending: _RunEnding
+    client: Client, error: BaseException, timeout: float | None, running: list[Path], ending: _RunEnding
 ) -> None:
     """A run ends on Ctrl-C, SIGTERM or ``--timeout`` (``error``): its jobs are cancelled before its scratch
-    directory goes, and the step that was running (writing ``running``) is reported as a failed one, so that
-    ``OUT/_job.json`` says why, with the steps before it."""
+    directory goes, and the first step that did not succeed of those that were running (``running``, their outputs
+    in step order: a pipeline's steps run side by side, and its first may have ended before a later one's submit
+    was interrupted) is reported as a failed one, so that ``OUT/_job.json`` says why, with the steps before it."""
     _cancel_before_cleanup(client, error, timeout)
-    cancelled = None if running is None else _cancelled_status(running)
+    cancelled = next(filter(None, map(_cancelled_status, running)), None)
     if cancelled is not None:
         _end_failed_run(cancelled, *ending)
 
@@ -709,7 +711,7 @@ def run_pipeline(
         reports: list[dict[str, Any]] = []
         job_ids: list[str] = []
         outputs: list[Path] = []
-        running: Path | None = None  # the output of the step waited for
+        running: list[Path] | None = None  # the output of the step waited for (None: of every step submitted)
         kept = final_output / "_steps" if keep_intermediate else None  # where a failed run's steps go
         try:
             for number, stage in enumerate(stages):
@@ -727,20 +729,21 @@ def run_pipeline(
                     overwrite=True,
                     options=options,
                 )
-                if number == 0:  # (a Ctrl-C during a submit reports the first step, cancelled, as while waiting)
-                    running = Path(spec.output)
+                if number == 0:
                     spec = _claiming(spec, final_output, first.overwrite)
-                job_ids.append(client.submit(spec))
+                # Noted before the submit: a Ctrl-C during it acts as it returns, and the step it submitted is
+                # reported, cancelled, if no earlier step was (the earlier ones may have ended meanwhile).
                 outputs.append(Path(spec.output))
+                job_ids.append(client.submit(spec))
             labels = {
                 job_id: f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
                 for number, job_id in enumerate(job_ids)
             }
             for number, job_id in enumerate(job_ids):
-                running = outputs[number]
+                running = [outputs[number]]
                 ending = (reports, scratch, final_output, kept, 0)
                 reports.append(_await_step(client, job_id, labels[job_id], progress, deadline, timeout, ending, labels))
-                running = None
+                running = []
             for number in range(len(job_ids) - 1):
                 hold_bad_records(scratch / f"step-{number + 1}", scratch / "_bad_records", number + 1)
             place_bad_records(scratch / "_bad_records", final_output, len(job_ids))
@@ -748,7 +751,8 @@ def run_pipeline(
                 _keep_steps(scratch, range(1, len(job_ids)), kept)
                 _name_kept_files(final_output, kept, {job_id: number for number, job_id in enumerate(job_ids, 1)})
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            _end_interrupted(client, error, timeout, running, (reports, scratch, final_output, kept, 0))
+            ending = (reports, scratch, final_output, kept, 0)
+            _end_interrupted(client, error, timeout, outputs if running is None else running, ending)
             raise
     final = reports[-1]
     if len(reports) > 1:
