@@ -200,3 +200,18 @@ class PairChannel:
 
     def close(self) -> None:
         self._socket.close(linger=0)
+
+
+def write_nan_keys_job(folder: Path, reduce: str) -> tuple[Path, Path]:
+    """A job whose map yields a float NaN key for the word ``x`` (a number for the others; ``Sum`` in scope,
+    ``reduce`` its combine/reduce definitions) and an input with two such words: the job file and the input."""
+    job = folder / "nan_keys.py"
+    job.write_text(
+        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
+        "    def map(self, offset, line):\n        for word in line.split():\n"
+        "            yield (float('nan') if word == 'x' else len(word) / 2), 1\n\n"
+        f"    {reduce}\n"
+    )
+    source = folder / "in.txt"
+    source.write_text("aaaaa x a\nx b\n")
+    return job, source

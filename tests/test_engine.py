@@ -19,7 +19,7 @@ from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed, build_spec, run_steps
 from hop.taskproc import SKIP_HINT
-from tests.conftest import job_path, output_dict, read_output, run_job
+from tests.conftest import job_path, output_dict, read_output, run_job, write_nan_keys_job
 
 
 def word_counts(*paths: Path) -> dict[str, int]:
@@ -522,15 +522,7 @@ def test_a_nan_key_fails_the_job_with_the_reason(client: Client, tmp_path: Path,
     """A float NaN key came out as one output line per record, at no fixed place: unsorted parts (``2.5`` before
     ``0.5``), a different reducer on every run. It now fails the job, whether the map output is sorted or folded,
     naming the map call and its record (found by mapping the input again, as for a key the shuffle cannot encode)."""
-    job = tmp_path / "nan_keys.py"
-    job.write_text(
-        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
-        "    def map(self, offset, line):\n        for word in line.split():\n"
-        "            yield (float('nan') if word == 'x' else len(word) / 2), 1\n\n"
-        f"    {reduce}\n"
-    )
-    source = tmp_path / "in.txt"
-    source.write_text("aaaaa x a\nx b\n")
+    job, source = write_nan_keys_job(tmp_path, reduce)
     spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=2)
     with pytest.raises(JobFailed) as failure:
         run_steps(client, spec, progress=False, timeout=60)

@@ -37,7 +37,7 @@ from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
-from tests.conftest import QUICK_JVM_OPTIONS, ROOT, TEST_JOBS, job_path, needs_spark, run_job
+from tests.conftest import QUICK_JVM_OPTIONS, ROOT, TEST_JOBS, job_path, needs_spark, run_job, write_nan_keys_job
 
 # One test process runs this module (--dist loadgroup): split over two, each would start the batch of Spark runs
 # (``spark_runs``, over a minute) for its share of the tests.
@@ -594,15 +594,7 @@ def test_a_nan_key_fails_a_spark_map_task_naming_its_record_as_on_hop(tmp_path: 
     from hop.loader import load_job_file
     from hop.spark_tasks import StepPlan, TaskFailure, failure_of, map_task
 
-    job = tmp_path / "nan_keys.py"
-    job.write_text(
-        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
-        "    def map(self, offset, line):\n        for word in line.split():\n"
-        "            yield (float('nan') if word == 'x' else len(word) / 2), 1\n\n"
-        f"    {reduce}\n"
-    )
-    source = tmp_path / "in.txt"
-    source.write_text("aaaaa x a\nx b\n")
+    job, source = write_nan_keys_job(tmp_path, reduce)
     plan = StepPlan(dump_job_class(load_job_file(str(job))), 0, 2, "text")
     with pytest.raises(TaskFailure) as failed:
         list(map_task(plan, None, [Split(str(source), 0, -1)]))

@@ -832,6 +832,27 @@ def test_an_output_the_shuffle_cannot_encode_names_the_map_call_and_its_record(
     assert "Traceback" not in result.stderr
 
 
+def _run_bad_key_job(
+    tmp_path: Path, key: str, imports: str = "", reduce: str = ""
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run a continuous job over the sets job's lines whose map yields ``key`` (an expression) for the line ``c d``
+    and the line itself for the others (``Sum`` in scope; ``reduce``: its combine/reduce definitions); it must fail.
+    Returns the run and how its error names that map call."""
+    lines = _write_sets_job(tmp_path, False, 10)
+    (tmp_path / "keys.py").write_text(
+        f"{imports}from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass Keys(Job):\n"
+        f"    def map(self, offset, line):\n        yield ({key} if line.startswith('c') else line), 1\n\n"
+        f"    {reduce}\n"
+    )
+    result = hop(
+        "run", "keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
+        "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    return result, call
+
+
 @pytest.mark.parametrize(
     ("key", "reason"),
     [
@@ -844,17 +865,7 @@ def test_a_key_the_shuffle_cannot_sort_names_the_map_call_and_its_record(tmp_pat
     """A stream map yielding a key with no place in the keys' order failed with "map task 0: key ... is not a
     msgpack-able key" as its pane was sealed, naming neither the record nor what to yield instead; it now fails as
     a batch map does (test_engine.py), naming the map call and its record."""
-    lines = _write_sets_job(tmp_path, False, 10)
-    (tmp_path / "keys.py").write_text(
-        "import datetime\n\nfrom hop import Job\n\n\nclass Keys(Job):\n    def map(self, offset, line):\n"
-        f"        yield ({key} if line.startswith('c') else line), 1\n"
-    )
-    result = hop(
-        "run", "keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
-        "--duration", "60s", cwd=tmp_path, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    result, call = _run_bad_key_job(tmp_path, key, "import datetime\n")
     assert f"{call}: 'c d' raised UnencodableRecordError: map output key " in result.stderr, result.stderr
     assert reason in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
@@ -864,18 +875,7 @@ def test_a_nan_key_fails_a_continuous_job_naming_the_map_call_and_its_record(tmp
     """A stream map yielding a float NaN key wrote one ``NaN 1`` line per record into every window holding them,
     the job succeeding, where a batch job fails; it now fails as a batch map does, naming the map call and its
     record."""
-    lines = _write_sets_job(tmp_path, False, 10)
-    (tmp_path / "nan_keys.py").write_text(
-        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass NanKeys(Job):\n"
-        "    def map(self, offset, line):\n        yield (float('nan') if line.startswith('c') else line), 1\n\n"
-        "    combine = reduce = Sum()\n"
-    )
-    result = hop(
-        "run", "nan_keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
-        "--duration", "60s", cwd=tmp_path, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    result, call = _run_bad_key_job(tmp_path, "float('nan')", reduce="combine = reduce = Sum()")
     assert f"{call}: 'c d' raised NanKeyError: map output key nan is or holds a float NaN" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -885,18 +885,7 @@ def test_a_list_key_fails_a_continuous_job_naming_the_key_as_batch_does(tmp_path
     """A stream map yielding a list as its key failed with "Sum() could not fold a value of key ['c d'] ... the map
     must yield values Sum() can combine", blaming the value, or without a combiner with the dict's bare "TypeError:
     unhashable type: 'list'" under the engine's frames; it now fails as a batch map does, naming the key."""
-    lines = _write_sets_job(tmp_path, False, 10)
-    (tmp_path / "list_keys.py").write_text(
-        "from hop import Job\nfrom hop.aggregates import Sum\n\n\nclass ListKeys(Job):\n"
-        "    def map(self, offset, line):\n        yield ([line] if line.startswith('c') else line), 1\n\n"
-        f"    {reduce}\n"
-    )
-    result = hop(
-        "run", "list_keys.py", "--source", "replay:lines.txt", "--window", "2r", "-o", "out", "--no-view", "--quiet",
-        "--duration", "60s", cwd=tmp_path, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr
-    call = f"map at replay source replay:lines.txt: the line at byte offset {len(''.join(lines[:10]))} of lines.txt"
+    result, call = _run_bad_key_job(tmp_path, "[line]", reduce=reduce)
     reason = "map output key ['c d'] is a list, which cannot be a key (keys are grouped as dict keys): yield a tuple"
     assert f"{call}: 'c d' raised UnhashableKeyError: {reason}" in result.stderr, result.stderr
     assert "could not fold" not in result.stderr and "Traceback" not in result.stderr, result.stderr
