@@ -1,6 +1,6 @@
 """A task process: one long-lived child of a worker that runs task attempts one after another.
 
-Starting a Python process per task costs more than a small task (PERF.md), so a worker starts one task process per
+Starting a Python process per task costs more than a small task, so a worker starts one task process per
 slot and keeps it. The process connects a DEALER socket to its worker's ROUTER, says ``hello``, then loops: take a
 ``run_task``, run it (``hop.tasks``), report ``map_done``/``reduce_done`` or ``task_failed``. It exits on ``stop``
 or when its worker disappears (the parent pid changes; on Linux the kernel also kills it when its worker ends,

@@ -2,7 +2,7 @@
 
 Map output goes into a hash map from key to the list of its values. When the buffer holds ``spill_records`` values or
 ``spill_keys`` distinct keys, it *spills*: it sorts only the distinct keys (not every record: in Python that is several
-times cheaper, see PERF.md), runs the combiner once per key, cuts the result into one sorted run per partition and
+times cheaper), runs the combiner once per key, cuts the result into one sorted run per partition and
 writes a spill file (``shuffle.spill``); without a combiner the runs are grouped, each key once with its list of
 values (``shuffle.runs``). The spill callback then registers the file with the worker, which pushes it.
 
@@ -19,14 +19,14 @@ Contracts:
 When the combiner is a built-in aggregate (``hop.aggregates``), values are folded into one state per key as they
 arrive (``lift`` then ``merge``, or an in-place ``+`` for sums): no list per key and no combiner call per key.
 
-How many records a spill holds adapts to the combiner (HOP's rule, NOTES.md section 1: when combining cuts the volume
-to 1/k, wait for about k spills before sending). For a folding buffer, keeping k spills and merging them is the same
-as folding k times longer into the same hash map, which costs nothing and whose memory is bounded by ``spill_keys``,
-not by records: so after each spill the next one holds ``spill_records`` times the spill's reduction k (records in /
-keys out, at most ``MAX_SPILL_GROWTH``). Fewer, denser spills mean fewer pairs to encode, push and fold on the reduce
-side. A folding buffer spills at ``spill_keys`` keys, or sooner when its states are large (``TopK(1000)``'s heaps,
-``CountDistinct``'s sets of values), once they take about ``spill_bytes`` (measured on sampled keys, not per pair:
-see ``run_map``). Other buffers keep lists of values, whose memory grows with records: they spill every
+How many records a spill holds adapts to the combiner (HOP's rule, "MapReduce Online" section 3.1: when combining cuts
+the volume to 1/k, wait for about k spills before sending). For a folding buffer, keeping k spills and merging them is
+the same as folding k times longer into the same hash map, which costs nothing and whose memory is bounded by
+``spill_keys``, not by records: so after each spill the next one holds ``spill_records`` times the spill's reduction k
+(records in / keys out, at most ``MAX_SPILL_GROWTH``). Fewer, denser spills mean fewer pairs to encode, push and fold on
+the reduce side. A folding buffer spills at ``spill_keys`` keys, or sooner when its states are large (``TopK(1000)``'s
+heaps, ``CountDistinct``'s sets of values), once they take about ``spill_bytes`` (measured on sampled keys, not per
+pair: see ``run_map``). Other buffers keep lists of values, whose memory grows with records: they spill every
 ``spill_records``, or sooner when the values are large, once they hold about ``spill_bytes`` of them (measured on
 samples, not per pair: see ``run_map``), so that a map yielding megabyte values does not hold millions of them.
 """

@@ -12,7 +12,7 @@ more msgpack *blocks*. A block is one of:
   bytes and a third of the reducer's decode-and-group CPU).
 
 Splitting a run into blocks lets a reader stream a large run with bounded memory, while a small run is a single block
-that msgpack packs and unpacks in one C call (per-record Python work is the engine's budget, see PERF.md). Blocks are
+that msgpack packs and unpacks in one C call (per-record Python work is the engine's budget). Blocks are
 cut at ``BLOCK_RECORDS`` records or ``BLOCK_BYTES`` encoded bytes, whichever comes first, so a run of megabyte values
 streams about a megabyte at a time. Readers take either kind: :func:`iter_blocks` and the pair iterators see every
 block as flat, :func:`block_groups` and :func:`iter_run_file_groups` see every block as ``(key, values)`` items.
