@@ -41,11 +41,12 @@ from hop.online.snapshots import (
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import (
     OutputExistsError,
+    OutputGuard,
+    OutputRemovedError,
     check_output,
     coordinator_kept,
     make_in_output,
     output_changed,
-    output_identity,
     output_removed,
     prepare_output,
     remove_from_output,
@@ -467,6 +468,17 @@ class Coordinator:
             return
         sharing = any(o.state == "running" and o.spec.output == job.spec.output for o in self.jobs.values())
         if not sharing:  # (only from the directory the job was accepted with: another under its name is not its)
+            self._remove_temporary(job)
+
+    @staticmethod
+    def _remove_temporary(job: JobState) -> None:
+        """Remove the job's ``OUT/_temporary`` from the directory it was accepted with: through the hold on it
+        (``JobState.output_held``) while there is one, wherever the directory went (moved away, its part files are
+        the user's, but the half-written scratch in it is the job's, and no one else's to clear); once the hold has
+        ended, only from a directory of its name that is still that one."""
+        if job.output_held is not None:
+            job.output_held.remove_tree("_temporary")
+        else:
             remove_from_output(job.spec.output, job.output_identity, "_temporary")
 
     def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
@@ -548,11 +560,12 @@ class Coordinator:
                 check_output(output, spec.overwrite, spec.inputs, kept=kept)
             for output in outputs:
                 prepare_output(output, spec.overwrite, spec.inputs, kept=kept)
+            held = OutputGuard(spec.output)  # (gone again at once: refused, as removed)
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return
         job = self.jobs[job_id] = JobState(spec, splits, max_attempts=int(options.get("max_attempts", 4)))
-        job.output_identity = output_identity(spec.output)
+        job.output_held, job.output_identity = held, held.identity
         chunks = sorted((chunk for task in splits for chunk in task), key=lambda chunk: chunk.id)
         strata = [chunk.stratum for chunk in chunks] if online else None
         job.snapshots = SnapshotTracker(
@@ -835,7 +848,11 @@ class Coordinator:
         if snapshot is None:
             return
         description = job.snapshots.describe(snapshot, with_rows=False)
-        folder = publish_snapshot(job.spec.output, snapshot.label, description)
+        try:
+            folder = self._publish_snapshot(job, snapshot.label, description)
+        except OutputRemovedError:  # (removed since the loop's check: its answer made it again, mkdir -p)
+            self._execute(job, job.fail(_removed_output_error(job.spec.output)))
+            return
         downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
         if downstream is not None and downstream.state == "running" and downstream.snapshots is not None:
             # Snapshots flow down a pipeline: the next job recomputes from this one, marked with its progress.
@@ -874,6 +891,12 @@ class Coordinator:
             if snapshot.complete or index in snapshot.partitions or not part.exists():
                 continue
             folder = staging_directory(job.spec.output, snapshot.label)
+            try:  # (never the output made again: one removed or replaced fails the job, which is seen to already)
+                if job.output_held is None:
+                    return
+                job.output_held.folder(folder)
+            except OutputRemovedError:
+                return
             groups, rows = write_final_partition_snapshot(folder, index, part)
             fields: dict[str, Any] = {
                 "label": snapshot.label,
@@ -1329,8 +1352,11 @@ class Coordinator:
                     self._execute(job, job.fail(reason, over_success=True))
                     return
             elif isinstance(action, DiscardOutput):
-                try:
-                    Path(action.path).unlink(missing_ok=True)
+                try:  # (from the directory the job was accepted with: one given its name may hold a file so named)
+                    if job.output_held is not None:
+                        job.output_held.unlink(Path(action.path))
+                    elif not self._output_removed(job):
+                        Path(action.path).unlink(missing_ok=True)
                 except OSError as error:  # a superseded attempt's file: nothing depends on its removal
                     print(f"hop coordinator: cannot remove {action.path}: {error}", file=sys.stderr, flush=True)
             elif isinstance(action, FinishJob):
@@ -1347,12 +1373,28 @@ class Coordinator:
                         attempt=action.attempt,
                     )
 
+    @staticmethod
+    def _publish_snapshot(job: JobState, label: str, description: dict[str, Any]) -> Path:
+        """Publish snapshot ``label`` (``hop.online.snapshots.publish_snapshot``) in the directory the job was
+        accepted with; raises ``OutputRemovedError`` if that is no longer the one of its name."""
+        held = job.output_held
+        if held is None:  # (the job has ended: its hold with it)
+            raise OutputRemovedError(_removed_output_error(job.spec.output))
+        try:
+            return publish_snapshot(held, label, description)
+        except FileNotFoundError:  # (the directory held was deleted since its check)
+            if held.changed():
+                raise OutputRemovedError(_removed_output_error(job.spec.output)) from None
+            raise
+
     def _commit(self, job: JobState, action: CommitOutput) -> str | None:
-        """Move a reduce attempt's output to its part file; why it could not be, if it could not."""
-        if self._output_removed(job):
+        """Move a reduce attempt's output to its part file; why it could not be, if it could not. Renamed in the
+        directory the job was accepted with (held open): by name, an output replaced after the check got another
+        run's file of that name in its _temporary as this part."""
+        if self._output_removed(job) or job.output_held is None:
             return _removed_output_error(job.spec.output)
         try:
-            os.replace(action.temporary, action.final)
+            job.output_held.replace(Path(action.temporary), Path(action.final))
         except OSError as error:
             if self._output_removed(job):  # (removed since the check)
                 return _removed_output_error(job.spec.output)
@@ -1369,6 +1411,8 @@ class Coordinator:
         committed before went with it; a continuous job's windows, checkpoints and ``_late`` files went with it, and
         windows written on into a directory of that name would be taken for all of them (its tasks write nothing
         there: ``hop.outputs.OutputGuard``)."""
+        if job.output_held is not None:
+            return job.output_held.changed()
         accepted = job.output_identity
         return accepted is not None and output_changed(job.spec.output, accepted)
 
@@ -1405,7 +1449,8 @@ class Coordinator:
         try:
             if removed:
                 # Nothing is written there: a directory made again under its name would hold a partial result (or,
-                # made by someone else since, is not this job's).
+                # made by someone else since, is not this job's). Its scratch goes from where the job's went.
+                self._remove_temporary(job)
                 return
             if not failed and job.approximate is None:
                 # Before _job.json and _SUCCESS, so the report lists every snapshot complete (the job no longer
@@ -1436,6 +1481,9 @@ class Coordinator:
                 job.snapshots.release()  # no live snapshot any more: history rows only (see hop.online.tracker)
             # Whatever happened to the files, the workers must stop the job's tasks and drop its spills.
             self._broadcast("job_done", job_id=job.spec.job_id, failed=failed, stop_tasks=stop_tasks)
+            if job.output_held is not None:  # (not kept with the finished job: it would hold a file system busy)
+                job.output_held.close()
+                job.output_held = None
             self._retire()
 
     def _refuse_shared_output(self, output: str) -> None:
@@ -1531,7 +1579,7 @@ class Coordinator:
     def _write_job_files(job: JobState, output: Path, succeeded: bool, mark: bool = True) -> None:
         """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded`` (and
         ``mark``: not when the client marks it, ``success_by_client``)."""
-        remove_from_output(output, job.output_identity, "_temporary")  # (with the snapshots never completed)
+        Coordinator._remove_temporary(job)  # (with the snapshots never completed)
         bad = job.bad_records()
         if bad:
             folder = output / "_bad_records"

@@ -229,14 +229,15 @@ class OutputRemovedError(OutputError):
 
 
 class OutputGuard:
-    """A task's hold on the job's output directory as the task found it at its start: every file a continuous job's
-    task writes there goes through :meth:`folder`, :meth:`opener` and :meth:`replace` (a batch reducer makes its
-    ``_temporary`` through :meth:`folder`), so that it writes nothing into a directory made again under that name
+    """A task's hold on the job's output directory as the task found it at its start: every file a task writes there
+    (a continuous job's; a batch reducer's part and snapshots, in ``_temporary``) goes through :meth:`folder`,
+    :meth:`opener` and :meth:`replace`, so that it writes nothing into a directory made again under that name
     (by anyone, itself included: a window's folder made with all its parents brought a removed output back) or into
     another one that took the name. The windows (parts) written before went with the old one: written on elsewhere,
     they would be taken for the job's whole output. The identity is this process's own reading (device numbers
     differ between hosts sharing a file system); the coordinator compares its own, taken as it accepted the job, at
-    every turn of its loop (before it starts attempts), and fails the job.
+    every turn of its loop (before it starts attempts), and fails the job. The coordinator holds one of its own
+    while a job runs (``JobState.output_held``): it renames parts and publishes snapshots through it.
 
     The directory is held open (``O_DIRECTORY``) and written relative to that descriptor: a check (:meth:`check`) and
     the write after it could otherwise meet another directory put under the name in between. :meth:`close` (or the
@@ -256,9 +257,13 @@ class OutputGuard:
     def close(self) -> None:
         self._closed()
 
+    def changed(self) -> bool:
+        """Whether the output directory is no longer the one found at the start (:func:`output_changed`)."""
+        return output_changed(self.output, self.identity)
+
     def check(self) -> None:
         """Raise :class:`OutputRemovedError` if the output directory is no longer the one found at the start."""
-        if output_changed(self.output, self.identity):
+        if self.changed():
             raise OutputRemovedError(output_removed(self.output))
 
     def folder(self, folder: Path) -> Path:
@@ -284,6 +289,32 @@ class OutputGuard:
         """Rename ``source`` to ``target`` (both in the output directory) in the directory found at the start."""
         descriptor = self.descriptor
         os.replace(self._below(source), self._below(target), src_dir_fd=descriptor, dst_dir_fd=descriptor)
+
+    def exists(self, path: Path) -> bool:
+        """Whether ``path`` (in the output directory) is there, in the directory found at the start."""
+        try:
+            os.stat(self._below(path), dir_fd=self.descriptor, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def listdir(self, folder: Path) -> list[str]:
+        """The names in ``folder`` (in the output directory), in the directory found at the start."""
+        descriptor = os.open(self._below(folder), os.O_RDONLY | os.O_DIRECTORY, dir_fd=self.descriptor)
+        try:
+            return os.listdir(descriptor)
+        finally:
+            os.close(descriptor)
+
+    def size(self, path: Path) -> int:
+        """The size of the file ``path`` (in the output directory) in the directory found at the start."""
+        return os.stat(self._below(path), dir_fd=self.descriptor).st_size
+
+    def remove_tree(self, name: str) -> None:
+        """Remove the folder ``name`` (the job's ``_temporary``), if there, from the directory found at the start,
+        wherever it is now (moved away: that half-written scratch is still the job's, and no one else's to clear);
+        never from another directory under the output's name."""
+        shutil.rmtree(name, ignore_errors=True, dir_fd=self.descriptor)
 
     def unlink(self, path: Path) -> None:
         """Remove ``path`` (in the output directory), if there, from the directory found at the start."""

@@ -48,8 +48,12 @@ class PipeBroken(RuntimeError):
 class PipeSender:
     """The upstream side: streams a growing output file to the downstream map attempt that reads it."""
 
-    def __init__(self, path: Path, attempt: int, flush: Callable[[], None]) -> None:
+    def __init__(
+        self, path: Path, attempt: int, flush: Callable[[], None], opener: Callable[[str, int], int] | None = None
+    ) -> None:
+        """``opener``: ``open``'s, to read ``path`` (a reducer's part, in the output directory it holds open)."""
         self.path = path
+        self._opener = opener
         self.attempt = attempt
         self._flush = flush
         self._socket: zmq.Socket | None = None
@@ -78,8 +82,8 @@ class PipeSender:
         if socket is None:
             return False
         self._flush()
-        size = os.path.getsize(self.path)
-        with open(self.path, "rb") as file:
+        with open(self.path, "rb", opener=self._opener) as file:
+            size = os.fstat(file.fileno()).st_size
             while self._sent < size:
                 self._take_acks(0)
                 if self._seq - self._acked >= CREDITS:

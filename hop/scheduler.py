@@ -45,6 +45,7 @@ from hop.counters import total_user_counters
 from hop.inputs import Split
 from hop.jobspec import JobSpec
 from hop.online.tracker import SnapshotTracker
+from hop.outputs import OutputGuard
 from hop.planning import Chunk
 from hop.stdin_input import inputs_as_given
 from hop.stream.tracker import WindowTracker
@@ -278,6 +279,10 @@ class JobState:
         """Map tasks made from the rest of a running map's input."""
         self.map_spills: dict[int, tuple[int, int, list[list[int]]]] = {}
         """map index -> (committed attempt, spills, kept segments of earlier attempts it resumed from)."""
+        self.output_held: OutputGuard | None = None
+        """The coordinator's hold on the output directory it accepted the job with (open, ``O_DIRECTORY``), until
+        the job ends: its part files are renamed, its snapshots published and its ``_temporary`` removed relative
+        to it, never in another directory given the name."""
         self.output_identity: tuple[int, int] | None = None
         """The output directory's (device, inode) when the job was accepted (``hop.outputs.output_identity``; set by
         the coordinator): another one, or none, means the user removed or moved it while the job ran."""

@@ -133,9 +133,11 @@ def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None
         raise UserCodeError(where, not_pairs(where, error, output), None) from error
 
 
-def _append_pairs(output: Path, pairs: list[tuple[Any, Any]], where: str) -> int:
-    """Append what ``where`` (a reducer_final hook) yielded to the output file."""
-    with open(output, "a", encoding="utf-8", newline="\n") as file:
+def _append_pairs(
+    output: Path, pairs: list[tuple[Any, Any]], where: str, opener: Callable[[str, int], int] | None = None
+) -> int:
+    """Append what ``where`` (a reducer_final hook) yielded to the output file (opened with ``opener``)."""
+    with open(output, "a", encoding="utf-8", newline="\n", opener=opener) as file:
         _write_pairs(file, pairs, where)
     return len(pairs)
 
@@ -872,7 +874,9 @@ def run_reduce(
     cpu_began = time.process_time()
     memory = PeakMemory()
     # OUT as the attempt finds it at its start: one replaced by then is caught by the coordinator, which looks at it
-    # every turn of its loop; one replaced later gets no OUT/_temporary (made there, it held this attempt's output).
+    # every turn of its loop. The part is written relative to it, held open: one replaced later (even between a
+    # check and a write) gets neither OUT/_temporary nor this attempt's output, which another run's _temporary
+    # there took by name.
     out_dir = OutputGuard(spec.output)
     job, functions = instantiate(spec)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
@@ -900,6 +904,7 @@ def run_reduce(
         partition=lambda key: job.partition(key, spec.num_reduces),
         chunk_sizes=chunk_sizes if online else None,
         attempt=attempt,
+        held=out_dir,
     )
     if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:
@@ -907,7 +912,7 @@ def run_reduce(
     output = Path(spec.output) / "_temporary" / f"part-{index:05d}.attempt-{attempt}"
     sender: PipeSender | None = None
     if spec.options.get("pipe_output"):
-        sender = PipeSender(output, attempt, flush=lambda: None)
+        sender = PipeSender(output, attempt, flush=lambda: None, opener=out_dir.opener)
         if pipe_to:
             sender.connect(pipe_to)
     try:
@@ -944,7 +949,7 @@ def run_reduce(
                     tick(file)
                 report(next(batches) * WRITE_BATCH)
 
-            output_records = _write_columns(output, *columns, fault, after_batch)
+            output_records = _write_columns(output, *columns, fault, after_batch, opener=out_dir.opener)
         else:
             groups = store.grouped()
             report = _reduce_progress(channel, index, attempt, store.input_fraction)
@@ -960,15 +965,16 @@ def run_reduce(
                 first_pairs=init_pairs,
                 progress=report,
                 show_key=functions.step.show_key if functions.step else repr,
+                opener=out_dir.opener,
             )
         final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
         if final_pairs:
-            output_records += _append_pairs(output, final_pairs, "reducer_final")
+            output_records += _append_pairs(output, final_pairs, "reducer_final", out_dir.opener)
         call_user("teardown", job.teardown)
         piped = None
         if sender is not None:
             # Its output is whole: the downstream map reading it shows how much of it it took (map_task_fraction).
-            written = os.path.getsize(output)
+            written = out_dir.size(output)
             channel.send(
                 "task_progress", kind="reduce", index=index, attempt=attempt, fraction=1.0, records=0, written=written
             )
@@ -1221,11 +1227,13 @@ def _write_columns(
     values: list[Any],
     after_first_batch: Callable[[], None] | None = None,
     after_batch: Callable[[IO[str]], None] | None = None,
+    opener: Callable[[str, int], int] | None = None,
 ) -> int:
     """Write ``json(key) TAB json(value)`` lines in bulk (formatting per column, not per line); returns the
     number of lines. ``after_first_batch`` is called once the first lines are in the file (fault tests),
-    ``after_batch`` with the file after every batch (a pipelined reduce streams what is written: ``_pipe_ticker``)."""
-    with open(output, "w", encoding="utf-8", newline="\n") as file:
+    ``after_batch`` with the file after every batch (a pipelined reduce streams what is written: ``_pipe_ticker``).
+    ``opener`` is ``open``'s (:func:`reduce_to_file`'s)."""
+    with open(output, "w", encoding="utf-8", newline="\n", opener=opener) as file:
         for start in range(0, len(keys), WRITE_BATCH):
             stop = start + WRITE_BATCH
             try:

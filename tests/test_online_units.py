@@ -409,6 +409,44 @@ def test_a_snapshot_taken_once_the_output_was_removed_does_not_make_it_again(tmp
     assert not (tmp_path / "out").exists()
 
 
+def test_a_snapshots_files_never_land_in_an_output_replaced_right_after_its_check(tmp_path: Path) -> None:
+    """A reduce attempt made a snapshot's staging folder (``OUT/_temporary/snapshots/<label>``) by name, then wrote
+    its files there (and copied them under the other labels asked together) by name: ``OUT`` replaced between the
+    two (here at once after the attempt's check of it) by a folder of the user's got them all. They are now written
+    in the directory the attempt holds open since its start, wherever it went (the job fails for the replacement),
+    and the next check of it fails the copy, answered as an error, not the task."""
+    from hop.outputs import OutputGuard
+
+    output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    output.mkdir()
+
+    class ReplacedAfterItsCheck(OutputGuard):
+        def check(self) -> None:
+            super().check()
+            if not elsewhere.exists():
+                output.rename(elsewhere)
+                output.mkdir()
+                (output / "mine.txt").write_text("the user's\n")
+
+    held = ReplacedAfterItsCheck(output)
+    snapshots = ReducerSnapshots(
+        str(output), 0, RunStore(tmp_path / "store"), lambda key, values: [(key, sum(values))], Sum(), [""] * 6, None,
+        held=held,
+    )  # fmt: skip
+    try:
+        snapshots.receive(_header(0, 0, 0, True), run({"a": 3}))
+        answers = snapshots.answer([{"label": "0.400"}, {"label": "0.500"}])
+    finally:
+        snapshots.store.close()
+        held.close()
+    assert sorted(path.name for path in output.rglob("*")) == ["mine.txt"]
+    assert [str(path.relative_to(elsewhere)) for path in elsewhere.rglob("part-*")] == [
+        "_temporary/snapshots/0.500/part-00000"
+    ]
+    assert "error" not in answers[1], answers  # taken once, then copied under the other label, checked again:
+    assert f"output directory {output} was removed or moved while the job ran" in answers[0].get("error", ""), answers
+
+
 def _header(attempt: int, seq: int, chunk: int, end: bool, **more: object) -> dict[str, object]:
     return {"map": 0, "attempt": attempt, "seq": seq, "records": 1, "tag": "s", "chunk": chunk, "end": end, **more}
 

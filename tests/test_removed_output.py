@@ -4,7 +4,8 @@ committed: the job must fail, saying so, and never mark an incomplete output don
 wrote ``_SUCCESS`` over an output without the parts committed before: a silent loss of data. A continuous job's
 likewise: its reducers made ``OUT/windows/<label>`` with all its parents and wrote its next windows (checkpoints,
 ``_late`` files, the coordinator ``_window.json``) into a new ``OUT``, or into another folder given the name, and ran
-on. Real ``hop run`` processes on an embedded cluster."""
+on. Real ``hop run`` processes on an embedded cluster; where an order of events a real run cannot force is the
+point (``OUT`` replaced right after a check), a real task or coordinator in this process."""
 
 from __future__ import annotations
 
@@ -20,7 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from hop.coordinator import Coordinator
+from hop.outputs import OutputGuard
 from tests.conftest import ROOT, job_path
+from tests.test_ended_job_leftovers import _relay, _submit, _write_as_a_late_reduce, coordinator  # noqa: F401
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -356,3 +360,145 @@ def test_an_output_is_taken_for_removed_only_when_it_is_gone_or_another_director
     with pytest.raises(OSError):
         os.stat(looped)
     assert not output_changed(looped, identity)
+
+
+def _replace_with_another_runs_temporary(elsewhere: Path, name: str) -> Callable[[Path], None]:
+    """Move a folder to ``elsewhere`` and make another under its name, holding another run's ``_temporary/name``."""
+
+    def replace(folder: Path) -> None:
+        folder.rename(elsewhere)
+        (folder / "_temporary").mkdir(parents=True)
+        (folder / "_temporary" / name).write_text("another run's\n")
+
+    return replace
+
+
+def test_a_batch_reducers_part_never_lands_in_an_output_replaced_right_after_its_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch reducer checks ``OUT`` as it makes ``OUT/_temporary`` (``OutputGuard.folder``), then wrote its part
+    there by path: ``OUT`` replaced between the two (here at once after the check) by a folder holding another run's
+    ``_temporary`` of the same attempt's name got this attempt's part over that run's file. It now writes relative to
+    the directory it holds open since its start, which keeps the part."""
+    import zmq
+
+    import hop.tasks
+    from hop.loader import load_job_file
+    from hop.outputs import OutputGuard
+    from hop.runner import build_spec
+    from tests.conftest import PairChannel
+
+    output, elsewhere, work = tmp_path / "out", tmp_path / "elsewhere", tmp_path / "work"
+    output.mkdir()
+    work.mkdir()
+    replace = _replace_with_another_runs_temporary(elsewhere, "part-00000.attempt-0")
+
+    class ReplacedAfterItsCheck(OutputGuard):
+        def check(self) -> None:
+            super().check()
+            if not elsewhere.exists():
+                replace(output)
+
+    monkeypatch.setattr(hop.tasks, "OutputGuard", ReplacedAfterItsCheck)
+    spec = build_spec(load_job_file(job_path("wordcount")), [], str(output), num_reduces=1)
+    context = zmq.Context.instance()
+    worker_side = context.socket(zmq.PAIR)
+    channel = PairChannel(context, f"tcp://127.0.0.1:{worker_side.bind_to_random_port('tcp://127.0.0.1')}")
+    try:
+        hop.tasks.run_reduce(spec, 0, 0, 0, work, channel)  # (no maps: the part is written at once, empty)
+    finally:
+        channel.close()
+        worker_side.close(linger=0)
+    assert (output / "_temporary" / "part-00000.attempt-0").read_text() == "another run's\n"
+    assert sorted(str(path.relative_to(output)) for path in output.rglob("*")) == [
+        "_temporary",
+        "_temporary/part-00000.attempt-0",
+    ]
+    assert (elsewhere / "_temporary" / "part-00000.attempt-0").read_text() == ""
+
+
+def test_a_part_committed_as_its_output_is_replaced_right_after_the_check_stays_in_the_jobs(
+    coordinator: Coordinator,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The coordinator checks ``OUT``, then renamed a reduce attempt's ``OUT/_temporary`` file to its part by name:
+    ``OUT`` replaced between the two (here at once after the check) by a folder holding another run's file of that
+    name got that file as the job's part. The rename is now made in the directory the coordinator holds open since
+    it accepted the job, wherever it went; the job fails for the replacement."""
+    source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
+    source.write_text("a b a\n")
+    job_id = _submit(coordinator, source, output)
+    job = coordinator.jobs[job_id]
+    attempt_output = output / "_temporary" / "part-00000.attempt-0"
+    attempt_output.parent.mkdir()
+    attempt_output.write_text('"a"\t2\n')
+    replace = _replace_with_another_runs_temporary(elsewhere, attempt_output.name)
+
+    class ReplacedAfterItsCheck(OutputGuard):
+        def changed(self) -> bool:
+            changed = super().changed()
+            if not elsewhere.exists():
+                replace(output)
+            return changed
+
+    assert job.output_held is not None
+    job.output_held.close()
+    job.output_held = ReplacedAfterItsCheck(output)
+    report = {"type": "reduce_done", "job_id": job_id, "worker": "w", "attempt": 0, "index": 0, "at": time.time()}
+    _relay(coordinator, {**report, "pool": "reduce", "path": str(attempt_output), "counters": {}, "user_counters": {}})
+    assert (output / "_temporary" / attempt_output.name).read_text() == "another run's\n"
+    assert not (output / "part-00000").exists()
+    assert (elsewhere / "part-00000").read_text() == '"a"\t2\n'
+    coordinator._fail_jobs_whose_output_went()
+    assert job.state == "failed" and f"output directory {output} was removed or moved" in str(job.error), job.error
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_a_snapshot_answered_as_its_output_went_does_not_make_it_again(
+    coordinator: Coordinator,  # noqa: F811
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """``OUT`` removed (or replaced by a folder of the user's) and the reducers' answer to ``hop snapshot`` handled
+    in the same turn of the coordinator's loop, before its check of the running jobs' outputs: publishing the
+    snapshot made its staging folder with all its parents, which brought ``OUT`` back (or wrote the snapshot into
+    the user's folder). It is now published in the directory the job was accepted with only; the job fails."""
+    source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
+    source.write_text("a b a\n")
+    job_id = _submit(coordinator, source, output, snapshot_every=0.5)
+    job = coordinator.jobs[job_id]
+    coordinator.on_snapshot(b"client", {"job_id": job_id})  # hop snapshot: asked of the reducer
+    assert job.snapshots is not None
+    snapshot = job.snapshots.snapshots[-1]
+    if how == "removed":
+        shutil.rmtree(output)
+    else:
+        _replace_with_users(elsewhere, "mine.txt")(output)
+    answer = {"type": "snapshot_done", "job_id": job_id, "worker": "w", "index": 0, "attempt": 0}
+    _relay(coordinator, {**answer, "seq": snapshot.seq, "label": snapshot.label, "rows": [], "groups": 0})
+    if how == "removed":
+        assert not output.exists(), sorted(str(path.relative_to(output)) for path in output.rglob("*"))
+    else:
+        assert sorted(str(path.relative_to(output)) for path in output.rglob("*")) == ["mine.txt"]
+    assert job.state == "failed", job.state
+    assert f"output directory {output} was removed or moved while the job ran" in str(job.error), job.error
+
+
+def test_a_jobs_temporary_goes_from_its_output_moved_away(
+    coordinator: Coordinator,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``OUT`` moved away (renamed, not replaced) while the job ran: the job fails, and its half-written scratch
+    (``_temporary``: an attempt's output, a snapshot never published) is removed from the moved folder, as the job's
+    end removes it from an ``OUT`` in place; the parts committed before stay, the user's now. It stayed there."""
+    source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
+    source.write_text("a b a\n")
+    job_id = _submit(coordinator, source, output)
+    _write_as_a_late_reduce(output)
+    (output / "part-00001").write_text('"b"\t1\n')  # (committed before)
+    output.rename(elsewhere)
+    coordinator._fail_jobs_whose_output_went()
+    job = coordinator.jobs[job_id]
+    assert job.state == "failed" and f"output directory {output} was removed or moved" in str(job.error), job.error
+    assert sorted(str(path.relative_to(elsewhere)) for path in elsewhere.rglob("*")) == ["part-00001"]
+    assert not output.exists()

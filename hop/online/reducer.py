@@ -38,7 +38,7 @@ from hop.inputs import parse_output_line
 from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, staging_directory
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from hop.online.tracker import UNBOUNDED_EXAMPLES
-from hop.outputs import make_in_output
+from hop.outputs import OutputGuard, make_in_output
 from shuffle.keys import sort_keys
 from shuffle.pairs import checked_pairs
 from shuffle.store import RunStore
@@ -66,10 +66,13 @@ class ReducerSnapshots:
         partition: Callable[[Any], int] | None = None,
         chunk_sizes: list[int] | None = None,
         attempt: int = 0,
+        held: OutputGuard | None = None,
     ) -> None:
         """``chunk_strata`` and ``chunk_sizes``: every input chunk's stratum and bytes, by chunk id (online jobs);
-        ``attempt``: the reduce attempt's number (for ``hop.faults``)."""
+        ``attempt``: the reduce attempt's number (for ``hop.faults``); ``held``: the attempt's hold on ``output``,
+        which its snapshots' files are written in (never in a directory given its name since)."""
         self.output = output
+        self.held = held
         self.index = index
         self.attempt = attempt
         self.store = store
@@ -182,16 +185,36 @@ class ReducerSnapshots:
         return [answers[number] for number in range(len(requests))]
 
     def _copy(self, taken: dict[str, Any], label: str) -> dict[str, Any]:
-        """``taken``'s files and fields under ``label`` as well."""
+        """``taken``'s files and fields under ``label`` as well (an error, as :meth:`take`'s, if they cannot be)."""
         if "error" not in taken:
-            source, target = staging_directory(self.output, taken["label"]), staging_directory(self.output, label)
-            make_in_output(self.output, target)
-            for name in (f"part-{self.index:05d}", f"estimates-{self.index:05d}.jsonl"):
-                temporary = target / f".{name}.{os.getpid()}.tmp"
-                shutil.copyfile(source / name, temporary)
-                os.replace(temporary, target / name)
+            try:
+                self._copy_files(taken["label"], label)
+            except Exception as error:  # (an output removed meanwhile, above all: the job fails for it, not the task)
+                return _failed(label, error)
         self.taken += 1
         return {**taken, "label": label}
+
+    def _copy_files(self, taken: str, label: str) -> None:
+        """This partition's files of snapshot ``taken`` copied under ``label``."""
+        source, target = staging_directory(self.output, taken), self._staging(label)
+        opener = None if self.held is None else self.held.opener
+        for name in (f"part-{self.index:05d}", f"estimates-{self.index:05d}.jsonl"):
+            temporary = target / f".{name}.{os.getpid()}.tmp"
+            with open(source / name, "rb", opener=opener) as read, open(temporary, "wb", opener=opener) as write:
+                shutil.copyfileobj(read, write)
+            if self.held is None:
+                os.replace(temporary, target / name)
+            else:
+                self.held.replace(temporary, target / name)
+
+    def _staging(self, label: str) -> Path:
+        """Snapshot ``label``'s staging folder, made (in the directory held, if one is), never the output itself."""
+        folder = staging_directory(self.output, label)
+        if self.held is None:
+            make_in_output(self.output, folder)
+        else:
+            self.held.folder(folder)
+        return folder
 
     def take(self, label: str, source: str | None = None) -> dict[str, Any]:
         """Write this partition's snapshot files under ``label`` and return the ``snapshot_done`` fields.
@@ -204,14 +227,13 @@ class ReducerSnapshots:
         batches = self._batches(source)
         try:
             first = next(batches, None)  # (a reduce that fails at once leaves no files behind)
-            make_in_output(self.output, staging_directory(self.output, label))
-            with PartitionSnapshotWriter(staging_directory(self.output, label), self.index) as writer:
+            with PartitionSnapshotWriter(self._staging(label), self.index, self.held) as writer:
                 for batch in itertools.chain([] if first is None else [first], batches):
                     writer.add(batch)
                     intervals.add(batch)
                     faults.inject("reduce", "snapshotting", self.index, self.attempt)
         except Exception as error:  # a reducer that fails on partial data must not fail the task
-            return {"label": label, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
+            return _failed(label, error)
         finally:
             batches.close()  # its merge files are deleted now, not when it is collected
         self.taken += 1
@@ -328,6 +350,11 @@ def _interval_fields(table: SnapshotTable) -> dict[str, Any]:
     gathered = _IntervalFields()
     gathered.add(table)
     return gathered.fields()
+
+
+def _failed(label: str, error: Exception) -> dict[str, Any]:
+    """The ``snapshot_done`` fields of a snapshot this partition could not take (``error``, being handled)."""
+    return {"label": label, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()}
 
 
 def _why_unbounded(estimate: float | None) -> str:

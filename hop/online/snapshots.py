@@ -31,6 +31,7 @@ from typing import Any, Generic, TypeVar
 
 from hop.jsonline import to_json, to_json_column
 from hop.online.state import SnapshotRow, SnapshotTable
+from hop.outputs import OutputGuard
 
 __all__ = [
     "ROWS_ON_THE_WIRE",
@@ -76,22 +77,26 @@ def staging_directory(output: str | Path, label: str) -> Path:
     return Path(output) / "_temporary" / "snapshots" / label
 
 
-def publish_snapshot(output: str | Path, label: str, description: dict[str, Any]) -> Path:
+def publish_snapshot(output: OutputGuard, label: str, description: dict[str, Any]) -> Path:
     """Write ``_snapshot.json`` (``description``) into snapshot ``label``'s staging folder, every partition's files
     being there (and the temporaries of attempts killed while writing them gone), and rename the folder into
-    ``OUT/_snapshots/``: it appears there whole or not at all. Returns the
-    published folder. A label is published once: a folder already there (none is, in an output cleared at submit)
-    is an error, not replaced."""
-    staging = staging_directory(output, label)
-    staging.mkdir(parents=True, exist_ok=True)  # (no partition wrote files: each answered with an error)
-    for temporary in staging.glob(".*.tmp"):  # of attempts killed while writing there: their retries wrote it whole
-        temporary.unlink(missing_ok=True)
-    (staging / "_snapshot.json").write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
-    folder = snapshot_directory(output, label)
-    folder.parent.mkdir(exist_ok=True)
-    if folder.exists():
+    ``OUT/_snapshots/``: it appears there whole or not at all. Returns the published folder. A label is published
+    once: a folder already there (none is, in an output cleared at submit) is an error, not replaced.
+
+    All of it in the output directory ``output`` holds open (:class:`~hop.outputs.OutputGuard`), never by name: an
+    output removed meanwhile is not made again (a staging folder made with all its parents brought it back, for the
+    next run of it to find not empty), nor one given its name written; :class:`~hop.outputs.OutputRemovedError`."""
+    staging = output.folder(staging_directory(output.output, label))  # (none if each partition answered an error)
+    for name in output.listdir(staging):  # of attempts killed while writing there: their retries wrote it whole
+        if name.startswith(".") and name.endswith(".tmp"):
+            output.unlink(staging / name)
+    with open(staging / "_snapshot.json", "w", encoding="utf-8", opener=output.opener) as file:
+        file.write(json.dumps(description, indent=2) + "\n")
+    folder = snapshot_directory(output.output, label)
+    output.folder(folder.parent)
+    if output.exists(folder):
         raise FileExistsError(f"snapshot {label} is already published in {folder}")
-    os.rename(staging, folder)
+    output.replace(staging, folder)
     return folder
 
 
@@ -172,15 +177,22 @@ class PartitionSnapshotWriter:
     """One partition's files written as batches of rows come, in key order, holding only what the answer needs
     besides the files: the ``ROWS_ON_THE_WIRE`` rows that rank first (:class:`LargestFirst`) and the group count.
     Each batch's text is formatted and written, then the batch dropped: a partition may hold millions of groups.
-    Use as a context manager; the files are renamed into place on a clean exit, deleted otherwise."""
+    Use as a context manager; the files are renamed into place on a clean exit, deleted otherwise. With ``held``
+    (the reduce attempt's hold on its output directory, in which it made ``directory``), all in the directory held."""
 
-    def __init__(self, directory: Path, index: int) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+    def __init__(self, directory: Path, index: int, held: OutputGuard | None = None) -> None:
+        if held is None:
+            directory.mkdir(parents=True, exist_ok=True)
+        self.held = held
         self.groups = 0
         self.ranked = LargestFirst[tuple[Any, ...]](ROWS_ON_THE_WIRE)
         self._paths = [directory / f"part-{index:05d}", directory / f"estimates-{index:05d}.jsonl"]
         self._temporaries = [path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in self._paths]
-        self._files = [open(path, "w", encoding="utf-8", newline="\n") for path in self._temporaries]  # noqa: SIM115
+        opener = None if held is None else held.opener
+        self._files = [
+            open(path, "w", encoding="utf-8", newline="\n", opener=opener)  # noqa: SIM115
+            for path in self._temporaries
+        ]
 
     def __enter__(self) -> PartitionSnapshotWriter:
         return self
@@ -188,11 +200,16 @@ class PartitionSnapshotWriter:
     def __exit__(self, kind: Any, *_: Any) -> None:
         for file in self._files:
             file.close()
+        held = self.held
         for temporary, path in zip(self._temporaries, self._paths, strict=True):
-            if kind is None:
+            if kind is None and held is None:
                 os.replace(temporary, path)
-            else:
+            elif kind is None and held is not None:
+                held.replace(temporary, path)
+            elif held is None:
                 temporary.unlink(missing_ok=True)
+            else:
+                held.unlink(temporary)
 
     def add(self, batch: SnapshotTable) -> None:
         """Rows that follow those added before in key order."""
@@ -233,8 +250,9 @@ def write_final_partition_snapshot(directory: Path, index: int, part: Path) -> t
     """A partition that finished before it answered a snapshot: its snapshot is its final output (every row
     final, exact). Copies ``part`` and writes the matching estimates; returns the number of groups and the
     ``ROWS_ON_THE_WIRE`` rows ``top_positions`` would pick, read in one pass holding only those (this runs in the
-    coordinator, and a partition may hold millions of groups)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    coordinator, and a partition may hold millions of groups). ``directory``'s parent is there (made with it, it
+    brought back an output removed meanwhile)."""
+    directory.mkdir(exist_ok=True)
     ranked = LargestFirst[dict[str, Any]](ROWS_ON_THE_WIRE)
     groups = 0
 
