@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,12 @@ import pytest
 import zmq
 
 from hop.client import Client
+from hop.coordinator import Coordinator, WorkerInfo
 from hop.lifetime import STOP_SIGNALS, become_subreaper
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.protocol import message, unpack
-from hop.runner import build_spec, run_steps
+from hop.runner import build_spec, online_options, run_steps
 from hop.spark_gateway import java_found
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,3 +217,54 @@ def write_nan_keys_job(folder: Path, reduce: str) -> tuple[Path, Path]:
     source = folder / "in.txt"
     source.write_text("aaaaa x a\nx b\n")
     return job, source
+
+
+@pytest.fixture
+def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
+    """A coordinator (not serving: the test calls its handlers) with one worker, ``w``, of two map and two reduce
+    slots."""
+    coordinator = Coordinator(f"ipc://{tmp_path}/coordinator")
+    coordinator.workers["w"] = WorkerInfo(
+        identity=b"w", name="w", host="127.0.0.1", pid=0, map_slots=2, reduce_slots=2,
+        free_map=2, free_reduce=2, last_seen=time.time(),
+    )  # fmt: skip
+    try:
+        yield coordinator
+    finally:
+        coordinator.events.close()
+        coordinator.socket.close(linger=0)
+
+
+def submit_to_handlers(
+    coordinator: Coordinator, source: Path, output: Path, snapshot_every: float | None = None
+) -> str:
+    """Submit a word count of ``source`` into ``output`` (replacing what is there; with snapshots every
+    ``snapshot_every`` of the input, if given) and give its map and its reduce to worker ``w`` (the run_task messages
+    go nowhere: no worker is connected); its id."""
+    job_class = load_job_file(job_path("wordcount"))
+    options = online_options(job_class, [str(source)], snapshot_every=snapshot_every) if snapshot_every else {}
+    spec = build_spec(job_class, [str(source)], str(output), num_reduces=1, overwrite=True, options=options)
+    known = set(coordinator.jobs)
+    coordinator.on_submit(b"client", {"job": spec.to_wire()})
+    (job_id,) = set(coordinator.jobs) - known
+    coordinator._schedule()
+    job = coordinator.jobs[job_id]
+    assert [len(job.maps[0].attempts), len(job.reduces[0].attempts)] == [1, 1], "both attempts given to w"
+    return job_id
+
+
+def relay(coordinator: Coordinator, report: dict[str, Any]) -> None:
+    """Hand ``report`` to its handler, as the coordinator's loop does (not through ``handle``, which would report an
+    exception as the job's internal error instead of failing the test)."""
+    getattr(coordinator, f"on_{report['type']}")(b"w", report)
+
+
+def write_as_a_late_reduce(output: Path) -> list[Path]:
+    """The files a reduce attempt writes under ``OUT/_temporary`` after its job's end removed it: its output and its
+    files of a snapshot that will never be published."""
+    temporary = output / "_temporary"
+    files = [temporary / "part-00000.attempt-0", temporary / "snapshots" / "0.500" / "part-00000"]
+    for path in files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('"a"\t1\n')
+    return files

@@ -12,50 +12,18 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hop.client import Client
-from hop.coordinator import Coordinator, WorkerInfo
+from hop.coordinator import Coordinator
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec, online_options
-from tests.conftest import job_path
-
-
-@pytest.fixture
-def coordinator(tmp_path: Path) -> Iterator[Coordinator]:
-    """A coordinator (not serving: the test calls its handlers) with one worker, ``w``, of two map and two reduce
-    slots."""
-    coordinator = Coordinator(f"ipc://{tmp_path}/coordinator")
-    coordinator.workers["w"] = WorkerInfo(
-        identity=b"w", name="w", host="127.0.0.1", pid=0, map_slots=2, reduce_slots=2,
-        free_map=2, free_reduce=2, last_seen=time.time(),
-    )  # fmt: skip
-    try:
-        yield coordinator
-    finally:
-        coordinator.events.close()
-        coordinator.socket.close(linger=0)
-
-
-def _submit(coordinator: Coordinator, source: Path, output: Path, snapshot_every: float | None = None) -> str:
-    """Submit a word count of ``source`` into ``output`` (replacing what is there; with snapshots every
-    ``snapshot_every`` of the input, if given) and give its map and its reduce to worker ``w`` (the run_task messages
-    go nowhere: no worker is connected); its id."""
-    job_class = load_job_file(job_path("wordcount"))
-    options = online_options(job_class, [str(source)], snapshot_every=snapshot_every) if snapshot_every else {}
-    spec = build_spec(job_class, [str(source)], str(output), num_reduces=1, overwrite=True, options=options)
-    known = set(coordinator.jobs)
-    coordinator.on_submit(b"client", {"job": spec.to_wire()})
-    (job_id,) = set(coordinator.jobs) - known
-    coordinator._schedule()
-    job = coordinator.jobs[job_id]
-    assert [len(job.maps[0].attempts), len(job.reduces[0].attempts)] == [1, 1], "both attempts given to w"
-    return job_id
+from hop.runner import build_spec
+from tests.conftest import job_path, relay, submit_to_handlers, write_as_a_late_reduce
 
 
 def _late_report(kind: str, job_id: str, output: Path) -> dict[str, Any]:
@@ -69,34 +37,17 @@ def _late_report(kind: str, job_id: str, output: Path) -> dict[str, Any]:
     return {**common, "pool": "reduce", "kind": "reduce", "error": "ValueError: refusing it", "traceback": None}
 
 
-def _relay(coordinator: Coordinator, report: dict[str, Any]) -> None:
-    """Hand ``report`` to its handler, as the coordinator's loop does (not through ``handle``, which would report an
-    exception as the job's internal error instead of failing the test)."""
-    getattr(coordinator, f"on_{report['type']}")(b"w", report)
-
-
-def _write_as_a_late_reduce(output: Path) -> list[Path]:
-    """The files a reduce attempt writes under ``OUT/_temporary`` after its job's end removed it: its output and its
-    files of a snapshot that will never be published."""
-    temporary = output / "_temporary"
-    files = [temporary / "part-00000.attempt-0", temporary / "snapshots" / "0.500" / "part-00000"]
-    for path in files:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text('"a"\t1\n')
-    return files
-
-
 @pytest.mark.parametrize("kind", ["reduce_done", "task_failed", "map_done"])
 def test_a_late_attempt_that_ends_on_its_own_leaves_nothing_under_temporary(
     coordinator: Coordinator, tmp_path: Path, kind: str
 ) -> None:
     source, output = tmp_path / "in.txt", tmp_path / "out"
     source.write_text("a b a\n")
-    job_id = _submit(coordinator, source, output)
+    job_id = submit_to_handlers(coordinator, source, output)
     coordinator.on_stop_job(b"client", {"job_id": job_id})  # hop stop: the job is cancelled, its attempts live on
     assert coordinator.jobs[job_id].state == "failed" and not (output / "_temporary").exists()
-    _write_as_a_late_reduce(output)
-    _relay(coordinator, _late_report(kind, job_id, output))
+    write_as_a_late_reduce(output)
+    relay(coordinator, _late_report(kind, job_id, output))
     assert not (output / "_temporary").exists(), sorted(map(str, output.rglob("*")))
     assert (output / "_job.json").exists(), "the job's report stays"
 
@@ -106,11 +57,11 @@ def test_a_late_attempt_leaves_temporary_to_a_job_running_now_on_the_same_output
 ) -> None:
     source, output = tmp_path / "in.txt", tmp_path / "out"
     source.write_text("a b a\n")
-    ended = _submit(coordinator, source, output)
+    ended = submit_to_handlers(coordinator, source, output)
     coordinator.on_stop_job(b"client", {"job_id": ended})
-    running = _submit(coordinator, source, output)  # submitted again with --overwrite
-    files = _write_as_a_late_reduce(output)  # (as the running job's reduce writes them, for all the test knows)
-    _relay(coordinator, _late_report("task_failed", ended, output))
+    running = submit_to_handlers(coordinator, source, output)  # submitted again with --overwrite
+    files = write_as_a_late_reduce(output)  # (as the running job's reduce writes them, for all the test knows)
+    relay(coordinator, _late_report("task_failed", ended, output))
     assert coordinator.jobs[running].state == "running"
     assert all(path.exists() for path in files), "the running job's files stay"
 
@@ -174,7 +125,7 @@ def test_a_snapshot_answered_after_its_job_ended_is_not_published(coordinator: C
     directory "not empty"). The answer's files are left where the job's end removes them: nothing is published."""
     source, output = tmp_path / "in.txt", tmp_path / "out"
     source.write_text("a b a\n")
-    job_id = _submit(coordinator, source, output, snapshot_every=0.5)
+    job_id = submit_to_handlers(coordinator, source, output, snapshot_every=0.5)
     coordinator.on_snapshot(b"client", {"job_id": job_id})  # hop snapshot: asked of the reducer
     snapshot = coordinator.jobs[job_id].snapshots.snapshots[-1]  # type: ignore[union-attr]
     coordinator.on_stop_job(b"client", {"job_id": job_id})
@@ -188,6 +139,6 @@ def test_a_snapshot_answered_after_its_job_ended_is_not_published(coordinator: C
         (staging / "part-00000").write_text('"a"\t2\n')
         (staging / "estimates-00000.jsonl").write_text("")
         answer = {"type": "snapshot_done", "job_id": job_id, "worker": "w", "index": 0, "attempt": 0}
-        _relay(coordinator, {**answer, "seq": snapshot.seq, "label": snapshot.label, "rows": [], "groups": 1})
+        relay(coordinator, {**answer, "seq": snapshot.seq, "label": snapshot.label, "rows": [], "groups": 1})
         left = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
         assert left == ([] if removed else ["_job.json"]), left

@@ -23,8 +23,7 @@ import pytest
 
 from hop.coordinator import Coordinator
 from hop.outputs import OutputGuard
-from tests.conftest import ROOT, job_path
-from tests.test_ended_job_leftovers import _relay, _submit, _write_as_a_late_reduce, coordinator  # noqa: F401
+from tests.conftest import ROOT, job_path, relay, submit_to_handlers, write_as_a_late_reduce
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -418,7 +417,7 @@ def test_a_batch_reducers_part_never_lands_in_an_output_replaced_right_after_its
 
 
 def test_a_part_committed_as_its_output_is_replaced_right_after_the_check_stays_in_the_jobs(
-    coordinator: Coordinator,  # noqa: F811
+    coordinator: Coordinator,
     tmp_path: Path,
 ) -> None:
     """The coordinator checks ``OUT``, then renamed a reduce attempt's ``OUT/_temporary`` file to its part by name:
@@ -427,7 +426,7 @@ def test_a_part_committed_as_its_output_is_replaced_right_after_the_check_stays_
     it accepted the job, wherever it went; the job fails for the replacement."""
     source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
     source.write_text("a b a\n")
-    job_id = _submit(coordinator, source, output)
+    job_id = submit_to_handlers(coordinator, source, output)
     job = coordinator.jobs[job_id]
     attempt_output = output / "_temporary" / "part-00000.attempt-0"
     attempt_output.parent.mkdir()
@@ -445,7 +444,7 @@ def test_a_part_committed_as_its_output_is_replaced_right_after_the_check_stays_
     job.output_held.close()
     job.output_held = ReplacedAfterItsCheck(output)
     report = {"type": "reduce_done", "job_id": job_id, "worker": "w", "attempt": 0, "index": 0, "at": time.time()}
-    _relay(coordinator, {**report, "pool": "reduce", "path": str(attempt_output), "counters": {}, "user_counters": {}})
+    relay(coordinator, {**report, "pool": "reduce", "path": str(attempt_output), "counters": {}, "user_counters": {}})
     assert (output / "_temporary" / attempt_output.name).read_text() == "another run's\n"
     assert not (output / "part-00000").exists()
     assert (elsewhere / "part-00000").read_text() == '"a"\t2\n'
@@ -455,7 +454,7 @@ def test_a_part_committed_as_its_output_is_replaced_right_after_the_check_stays_
 
 @pytest.mark.parametrize("how", ["removed", "replaced"])
 def test_a_snapshot_answered_as_its_output_went_does_not_make_it_again(
-    coordinator: Coordinator,  # noqa: F811
+    coordinator: Coordinator,
     tmp_path: Path,
     how: str,
 ) -> None:
@@ -465,7 +464,7 @@ def test_a_snapshot_answered_as_its_output_went_does_not_make_it_again(
     the user's folder). It is now published in the directory the job was accepted with only; the job fails."""
     source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
     source.write_text("a b a\n")
-    job_id = _submit(coordinator, source, output, snapshot_every=0.5)
+    job_id = submit_to_handlers(coordinator, source, output, snapshot_every=0.5)
     job = coordinator.jobs[job_id]
     coordinator.on_snapshot(b"client", {"job_id": job_id})  # hop snapshot: asked of the reducer
     assert job.snapshots is not None
@@ -475,7 +474,7 @@ def test_a_snapshot_answered_as_its_output_went_does_not_make_it_again(
     else:
         _replace_with_users(elsewhere, "mine.txt")(output)
     answer = {"type": "snapshot_done", "job_id": job_id, "worker": "w", "index": 0, "attempt": 0}
-    _relay(coordinator, {**answer, "seq": snapshot.seq, "label": snapshot.label, "rows": [], "groups": 0})
+    relay(coordinator, {**answer, "seq": snapshot.seq, "label": snapshot.label, "rows": [], "groups": 0})
     if how == "removed":
         assert not output.exists(), sorted(str(path.relative_to(output)) for path in output.rglob("*"))
     else:
@@ -485,7 +484,7 @@ def test_a_snapshot_answered_as_its_output_went_does_not_make_it_again(
 
 
 def test_a_jobs_temporary_goes_from_its_output_moved_away(
-    coordinator: Coordinator,  # noqa: F811
+    coordinator: Coordinator,
     tmp_path: Path,
 ) -> None:
     """``OUT`` moved away (renamed, not replaced) while the job ran: the job fails, and its half-written scratch
@@ -493,8 +492,8 @@ def test_a_jobs_temporary_goes_from_its_output_moved_away(
     end removes it from an ``OUT`` in place; the parts committed before stay, the user's now. It stayed there."""
     source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
     source.write_text("a b a\n")
-    job_id = _submit(coordinator, source, output)
-    _write_as_a_late_reduce(output)
+    job_id = submit_to_handlers(coordinator, source, output)
+    write_as_a_late_reduce(output)
     (output / "part-00001").write_text('"b"\t1\n')  # (committed before)
     output.rename(elsewhere)
     coordinator._fail_jobs_whose_output_went()
