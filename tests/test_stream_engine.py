@@ -30,6 +30,7 @@ import zmq
 from hop import protocol
 from hop.cli import SAME_SIGNAL_SECONDS
 from hop.client import Client
+from hop.coordinator import SOURCE_SLOT_GRACE_SECONDS
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import ProgressDisplay, build_spec
@@ -1270,12 +1271,21 @@ def test_a_source_given_up_is_reported_by_the_run(
     assert err.count("was given up") == 1
 
 
-def test_a_map_retried_after_the_stop_drains_and_the_job_ends(tmp_path: Path) -> None:
-    """The map's worker dies and the job is stopped before the loss is noticed: the retry starts after the stop was
-    broadcast, never heard it, and the job ran for ever (``hop monitor --duration`` after a lost worker hung)."""
+@pytest.mark.parametrize(
+    "heartbeat_timeout",
+    [1.5, SOURCE_SLOT_GRACE_SECONDS + 1.0],
+    ids=["loss-found-within-the-grace", "loss-found-after-the-grace"],
+)
+def test_a_map_retried_after_the_stop_drains_and_the_job_ends(tmp_path: Path, heartbeat_timeout: float) -> None:
+    """The map's worker (which runs the reducer too) dies and the job is stopped before the loss is noticed: the
+    retry starts after the stop was broadcast, never heard it, and the job ran for ever (``hop monitor --duration``
+    after a lost worker hung). Found lost only after the grace a stopping job's sources get to find a slot (a
+    longer heartbeat timeout here; a coordinator stalled on a loaded machine did it too), the source was ended
+    unstarted in that same turn, before the reducer's retry started: the retry never heard of it and waited for
+    it for ever (the job "still running" 45 s later). The source is retried and drains instead."""
     events_path = tmp_path / "events.jsonl"
     write_events(events_path, 500, rate=100.0, seed=12)
-    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster:
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=heartbeat_timeout) as cluster:
         client = Client(cluster.address, timeout=30)
         try:
             options = stream_options([f"replay:{events_path}?rate=200&loop=1"], "1s", checkpoint_seconds=0.5)
