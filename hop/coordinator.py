@@ -1685,6 +1685,9 @@ class Coordinator:
             # Every chunk's bytes, which Sum and Count estimates scale by (hop.online.estimators).
             tracker = job.snapshots
             fields["chunk_sizes"] = tracker.chunk_sizes if tracker is not None and fields["chunk_strata"] else None
+            if job.windows is not None:
+                # Told to the reducers as they went: a reduce attempt started since (a retry) never heard it.
+                fields["sources_gone"] = sorted(job.sources_told_gone)
             reader = self.pipe_readers.get((self.downstream.get(job.spec.job_id, ""), index))
             if reader is not None:
                 fields["pipe_to"] = reader[1]

@@ -265,6 +265,9 @@ class JobState:
         self.sources_gone: set[int] = set()
         self.sources_unstarted: set[int] = set()
         """Sources of a stopping continuous job that had no slot to drain in (``end_sources_without_slot``)."""
+        self.sources_told_gone: set[int] = set()
+        """Sources the reducers were told are gone for good (``stream_source_gone``): given up, unstarted, or ended
+        with the spills their worker kept lost with it. A reduce attempt started later is told at its start."""
         self._waiting_for_slot: dict[int, float] = {}
         """Per source of a stopping continuous job waiting for a slot, when ``end_sources_without_slot`` first found
         it waiting (the coordinator's clock)."""
@@ -626,8 +629,13 @@ class JobState:
                 continue
             if now - self._waiting_for_slot.setdefault(task.index, now) >= grace:
                 self.sources_unstarted.add(task.index)
-                actions.append(Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": task.index}))
+                actions.append(self._source_gone(task.index))
         return [*actions, *self._finish_if_done()] if actions else []
+
+    def _source_gone(self, index: int) -> Action:
+        """Tell the reducers that source ``index`` is gone for good (and every reduce attempt started later)."""
+        self.sources_told_gone.add(index)
+        return Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": index})
 
     def gone_sources(self) -> list[dict[str, Any]]:
         """The sources of a continuous job given up after failing ``max_attempts`` times, each with its URL, how
@@ -836,7 +844,7 @@ class JobState:
             task.committed = attempt
             return [
                 *actions,
-                Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": index}),
+                self._source_gone(index),
                 *self._finish_if_done(),
             ]
         if not retryable or task.failures >= self.max_attempts:
@@ -913,7 +921,7 @@ class JobState:
             # its last panes treat it as gone and report them lost.
             for task in self.maps:
                 if task.committed is not None and task.attempts[task.committed].worker == worker:
-                    actions.append(Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": task.index}))
+                    actions.append(self._source_gone(task.index))
             return actions
         # Committed map output lived on the lost worker's disk: a reduce attempt that has not received all of it
         # (or a future reduce attempt) needs it again, so the map runs again. Reducers that already hold every run
