@@ -351,7 +351,8 @@ class Worker:
                 self._tell_waiting(msg["job_id"], wanted, {"stopping": True})
             elif kind == "stream_source_gone":
                 self._tell_waiting(msg["job_id"], wanted, {"sources_gone": [int(msg["index"])]})
-            # (a pause is asked again while the reducer still needs it: a map that waited for its slot hears it then)
+            # (Not a pause: any map started after it, waiting here or not, misses it alike; it holds memory back,
+            # and the job ends without it.)
         elif kind == "stream_trim":
             self.pusher.trim(msg["job_id"], msg["index"], msg["attempt"], msg["seq"])
         elif kind == "kill_task":
