@@ -1011,16 +1011,16 @@ class Coordinator:
     def _stop_stream(self, job: JobState) -> None:
         """Ask a running continuous job's maps to drain and end (its reducers then write the last windows)."""
         if job.state == "running" and not job.stopping:
-            job.stopping, job.stopping_at = True, time.time()
+            job.stopping = True
             self._broadcast("stream_stop", job_id=job.spec.job_id)
 
     def _end_sources_without_slot(self) -> None:
-        """Sources of a job stopping for ``SOURCE_SLOT_GRACE_SECONDS`` that still wait for a slot end unstarted
+        """Sources of a stopping job that have waited ``SOURCE_SLOT_GRACE_SECONDS`` for a slot end unstarted
         (``JobState.end_sources_without_slot``): a slot freed by the stop itself may still take them first."""
         now = time.time()
         for job in list(self.jobs.values()):
-            if job.stopping and job.state == "running" and now - (job.stopping_at or now) >= SOURCE_SLOT_GRACE_SECONDS:
-                self._execute(job, job.end_sources_without_slot())
+            if job.stopping and job.state == "running":
+                self._execute(job, job.end_sources_without_slot(now, SOURCE_SLOT_GRACE_SECONDS))
 
     def _stop_streams_past_duration(self) -> None:
         """``--duration``: stop continuous jobs that have run their time, whether or not a client still waits."""
@@ -1733,6 +1733,9 @@ class Coordinator:
             # Every chunk's bytes, which Sum and Count estimates scale by (hop.online.estimators).
             tracker = job.snapshots
             fields["chunk_sizes"] = tracker.chunk_sizes if tracker is not None and fields["chunk_strata"] else None
+            if job.windows is not None:
+                # Told to the reducers as they went: a reduce attempt started since (a retry) never heard it.
+                fields["sources_gone"] = sorted(job.sources_told_gone)
             reader = self.pipe_readers.get((self.downstream.get(job.spec.job_id, ""), index))
             if reader is not None:
                 fields["pipe_to"] = reader[1]

@@ -263,11 +263,15 @@ class JobState:
         """Pipelines: the job whose reduce output this job's maps read through pipes (set by the coordinator)."""
         self.stopping = False
         """A continuous job was asked to stop: its maps drain and end."""
-        self.stopping_at: float | None = None
-        """When (``time.time()``) it was asked to stop."""
         self.sources_gone: set[int] = set()
         self.sources_unstarted: set[int] = set()
         """Sources of a stopping continuous job that had no slot to drain in (``end_sources_without_slot``)."""
+        self.sources_told_gone: set[int] = set()
+        """Sources the reducers were told are gone for good (``stream_source_gone``): given up, unstarted, or ended
+        with the spills their worker kept lost with it. A reduce attempt started later is told at its start."""
+        self._waiting_for_slot: dict[int, float] = {}
+        """Per source of a stopping continuous job waiting for a slot, when ``end_sources_without_slot`` first found
+        it waiting (the coordinator's clock)."""
         self.sources_listening: dict[int, str] = {}
         """map index -> the address its source listens at, as its live attempt bound it (``tcp:HOST:0`` and
         ``zmq:tcp://HOST:*`` pick a port: producers learn it from here)."""
@@ -609,19 +613,34 @@ class JobState:
         urls = (self.spec.options.get("stream") or {}).get("sources", [])
         return [{"index": i, "url": urls[i] if i < len(urls) else None} for i in sorted(self.sources_unstarted)]
 
-    def end_sources_without_slot(self) -> list[Action]:
-        """A stopping continuous job's sources still waiting for a slot (none came: too few for its sources, or
-        their workers left) end without running: a stop drains what runs, and the job waited for ever for a slot
-        that would not come (``hop stop`` never finished). Its reducers stop waiting for them, as for a source given
-        up, and the report lists them (``sources_unstarted``)."""
+    def end_sources_without_slot(self, now: float, grace: float) -> list[Action]:
+        """A stopping continuous job's sources that have waited ``grace`` seconds for a slot (none came: too few for
+        its sources, or their workers left) end without running: a stop drains what runs, and the job waited for
+        ever for a slot that would not come (``hop stop`` never finished). Its reducers stop waiting for them, as for
+        a source given up, and the report lists them (``sources_unstarted``). Called every turn of the coordinator
+        while the job stops, with ``now`` on its clock.
+
+        A source waits from when a call first finds it waiting, so from the stop or from the loss of its last attempt,
+        whichever came later: one whose worker was found lost only after the grace (a heartbeat timeout longer than
+        it, or a stalled coordinator) has not waited at all and gets a free slot to drain in. Ended unstarted in the
+        turn that found it lost, it left the reducer retried on the same loss waiting for ever for a source it was
+        told of (``stream_source_gone``) before it started."""
         if self.state != "running" or not self.stopping or not self.continuous:
             return []
         actions: list[Action] = []
         for task in self.maps:
-            if task.pending and task.index not in self.sources_gone and task.index not in self.sources_unstarted:
+            if not task.pending or task.index in self.sources_gone or task.index in self.sources_unstarted:
+                self._waiting_for_slot.pop(task.index, None)
+                continue
+            if now - self._waiting_for_slot.setdefault(task.index, now) >= grace:
                 self.sources_unstarted.add(task.index)
-                actions.append(Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": task.index}))
+                actions.append(self._source_gone(task.index))
         return [*actions, *self._finish_if_done()] if actions else []
+
+    def _source_gone(self, index: int) -> Action:
+        """Tell the reducers that source ``index`` is gone for good (and every reduce attempt started later)."""
+        self.sources_told_gone.add(index)
+        return Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": index})
 
     def gone_sources(self) -> list[dict[str, Any]]:
         """The sources of a continuous job given up after failing ``max_attempts`` times, each with its URL, how
@@ -830,7 +849,7 @@ class JobState:
             task.committed = attempt
             return [
                 *actions,
-                Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": index}),
+                self._source_gone(index),
                 *self._finish_if_done(),
             ]
         if not retryable or task.failures >= self.max_attempts:
@@ -907,7 +926,7 @@ class JobState:
             # its last panes treat it as gone and report them lost.
             for task in self.maps:
                 if task.committed is not None and task.attempts[task.committed].worker == worker:
-                    actions.append(Broadcast("stream_source_gone", {"job_id": self.spec.job_id, "index": task.index}))
+                    actions.append(self._source_gone(task.index))
             return actions
         # Committed map output lived on the lost worker's disk: a reduce attempt that has not received all of it
         # (or a future reduce attempt) needs it again, so the map runs again. Reducers that already hold every run

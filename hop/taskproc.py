@@ -156,7 +156,8 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
                 channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
             else:
                 host = task.get("host", "127.0.0.1")
-                result = run_stream_reduce(spec, index, attempt, task["num_maps"], channel, host)
+                gone = task.get("sources_gone") or ()
+                result = run_stream_reduce(spec, index, attempt, task["num_maps"], channel, host, gone)
                 channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
         elif kind == "map":
             chunks = [

@@ -266,6 +266,21 @@ class Worker:
                     self._to_slot(slot, notice)
         self.waiting = still_waiting
 
+    def _tell_waiting(self, job_id: str, kind: str, news: dict[str, Any]) -> None:
+        """A stop (``stopping``) or sources gone for good (``sources_gone``) of a continuous job, for its tasks of
+        ``kind`` still waiting here for a slot: their ``run_task`` says so, and they start knowing it. Relayed to
+        running tasks only, it was lost on them: a map assigned just before the stop ran for ever once it got its
+        slot, and a reducer waited for ever for the gone source."""
+        for position, (msg, _) in enumerate(self.waiting):
+            if msg["job"]["job_id"] != job_id or msg["kind"] != kind:
+                continue
+            told = dict(msg)
+            if "sources_gone" in news:
+                told["sources_gone"] = sorted({*msg.get("sources_gone", ()), *news["sources_gone"]})
+            if news.get("stopping"):
+                told["stopping"] = True
+            self.waiting[position] = (told, message("run_task", **{k: v for k, v in told.items() if k != "type"}))
+
     def _free_slot(self, kind: str) -> Slot | None:
         for slot in self.slots.values():
             if slot.kind == kind and slot.ready and slot.task is None:
@@ -332,6 +347,12 @@ class Worker:
             for slot in self.slots.values():
                 if slot.task is not None and slot.task[0] == msg["job_id"] and slot.task[1] == wanted:
                     self._to_slot(slot, frame)
+            if kind == "stream_stop":
+                self._tell_waiting(msg["job_id"], wanted, {"stopping": True})
+            elif kind == "stream_source_gone":
+                self._tell_waiting(msg["job_id"], wanted, {"sources_gone": [int(msg["index"])]})
+            # (Not a pause: any map started after it, waiting here or not, misses it alike; it holds memory back,
+            # and the job ends without it.)
         elif kind == "stream_trim":
             self.pusher.trim(msg["job_id"], msg["index"], msg["attempt"], msg["seq"])
         elif kind == "kill_task":

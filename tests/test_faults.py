@@ -562,17 +562,19 @@ def test_a_stream_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp
     assert [part.read_text(encoding="utf-8") for part in parts] == ['"a"\t1\n']
 
 
-def test_a_reducer_drops_what_is_not_a_run_piece_and_the_job_is_exact(client: Client, tmp_path: Path) -> None:
+def test_a_reducer_drops_what_is_not_a_run_piece_and_the_job_is_exact(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
     """Anything can connect to a reduce attempt's port (it binds on every interface): a message that was not a run
     piece (one frame, a header that is not msgpack, or not a run's) failed the attempt with a decoding error, and
     enough of them the job. The reducer drops such a message and takes the runs around it."""
     source = tmp_path / "in.txt"
     generate_text(source, 300_000, seed=8, vocabulary=300)
     spec = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=2)
-    before = _listening_ports()
+    before = _listening_ports(cluster)
     job_id = client.submit(spec)
     deadline = time.monotonic() + 30
-    while len(ports := _listening_ports() - before) < 2:  # the two reduce attempts' ports
+    while len(ports := _listening_ports(cluster) - before) < 2:  # the two reduce attempts' ports
         assert time.monotonic() < deadline, f"the reduce attempts not listening within 30 s: {ports}"
         time.sleep(0.05)
     context = zmq.Context.instance()
@@ -593,11 +595,15 @@ def test_a_reducer_drops_what_is_not_a_run_piece_and_the_job_is_exact(client: Cl
     assert output_dict(tmp_path / "out") == dict(collections.Counter(source.read_text().split()))
 
 
-def _listening_ports() -> set[int]:
-    """The TCP ports the test cluster's processes listen on (all forked from its launcher: a reduce attempt's is
-    one that appeared with its job)."""
+def _listening_ports(cluster: LocalCluster) -> set[int]:
+    """The TCP ports ``cluster``'s processes listen on (its launcher, which forked the coordinator and the workers,
+    and all their descendants: a reduce attempt's is one that appeared with its job). Only those: another process
+    of the test session (the JVM of a Spark session an earlier test started in this pytest process) may open or
+    close a port meanwhile, which was then taken for a reduce attempt's."""
+    assert cluster.coordinator is not None, "the cluster is started"
+    root = psutil.Process(cluster.coordinator.pid)
     ports = set()
-    for process in psutil.Process().children(recursive=True):
+    for process in [root, *root.children(recursive=True)]:
         try:
             ports.update(c.laddr.port for c in process.net_connections("tcp") if c.status == psutil.CONN_LISTEN)
         except psutil.Error:  # (ended meanwhile)

@@ -1,5 +1,6 @@
 """The coordinator counts each worker's free slots from what the worker reports: every attempt it gave a worker
-must come back as exactly one freed slot, or it gives that worker tasks it has no slot for."""
+must come back as exactly one freed slot, or it gives that worker tasks it has no slot for. A task that waits in
+its worker for a slot misses nothing its job was told meanwhile."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from typing import Any
 import zmq
 
 from hop.coordinator import Coordinator, WorkerInfo
+from hop.loader import load_job_file
 from hop.protocol import message, unpack
+from hop.runner import build_spec
+from hop.stream.options import stream_options
 from hop.worker import Worker
+from tests.conftest import job_path
 
 
 def _reports(coordinator_side: zmq.Socket, count: int) -> list[dict[str, Any]]:
@@ -28,13 +33,15 @@ def _reports(coordinator_side: zmq.Socket, count: int) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def _worker_with_one_map_slot(tmp_path: Path) -> Iterator[tuple[Worker, zmq.Socket]]:
-    """A real worker (its task process started) and the socket its coordinator's messages arrive at."""
+def _worker_with_one_map_slot(tmp_path: Path, kind: str = "map") -> Iterator[tuple[Worker, zmq.Socket]]:
+    """A real worker (its task process started) and the socket its coordinator's messages arrive at; its one slot
+    is a reduce slot with ``kind`` ``reduce``."""
     context = zmq.Context.instance()
     coordinator_side = context.socket(zmq.ROUTER)
     address = f"ipc://{tmp_path}/coordinator"
     coordinator_side.bind(address)
-    worker = Worker(address, map_slots=1, reduce_slots=0, name="w", spill_root=str(tmp_path), sample_interval=0)
+    slots = (1, 0) if kind == "map" else (0, 1)
+    worker = Worker(address, *slots, name="w", spill_root=str(tmp_path), sample_interval=0)
     try:
         worker._wait_for_slots()
         yield worker, coordinator_side
@@ -122,3 +129,133 @@ def test_a_waiting_task_is_not_handed_to_a_slot_whose_process_died(tmp_path: Pat
             last_words.close(linger=0)
         assert [entry for entry, _ in worker.waiting] == [waiting], "the task still waits, for the restarted slot"
         assert worker.slots["w/m0"] is not slot and worker.slots["w/m0"].task is None
+
+
+def _continuous_job(tmp_path: Path, with_output: bool = True) -> dict[str, Any]:
+    """The wire form of a continuous job of one source that never ends by itself (a replay in a loop) and one
+    reducer, as the coordinator sends it with a task (its output made, as the coordinator makes it); without
+    ``with_output``, as a client submits it."""
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(f'{{"ts": {1_700_000_000 + i * 0.01}, "text": "a b"}}\n' for i in range(200)))
+    options = stream_options([f"replay:{events}?rate=200&loop=1"], "1s", checkpoint_seconds=0.5)
+    job_class = load_job_file(job_path("event_wordcount"), "EventWordCount")
+    spec = build_spec(job_class, [], str(tmp_path / "out"), num_reduces=1, options={"stream": options})
+    if not with_output:
+        return spec.to_wire()
+    (tmp_path / "out").mkdir()
+    return spec.with_id("job-stream").to_wire()
+
+
+def _run_after_a_busy_slot(
+    worker: Worker, coordinator_side: zmq.Socket, task: dict[str, Any], told: list[bytes]
+) -> dict[str, Any] | None:
+    """Hand the worker ``task`` while its one slot is busy with another job's attempt, then the coordinator's
+    ``told`` messages, then free the slot: the task starts in its real task process. Returns the task's own end
+    report (``map_done``, ``reduce_done`` or ``task_failed``), or None if it sent none within 15 s."""
+    slot = next(iter(worker.slots.values()))
+    busy = ("job-other", task["kind"], 0, 0)
+    slot.task = busy  # (as dispatching the coordinator's run_task sets it)
+    worker.on_coordinator(message("run_task", **task))
+    assert [entry["index"] for entry, _ in worker.waiting] == [task["index"]], "the task waits for the slot"
+    for frame in told:
+        worker.on_coordinator(frame)
+    ended = "map_done" if task["kind"] == "map" else "reduce_done"
+    worker.on_slot(slot.name.encode(), message(ended, job_id=busy[0], index=0, attempt=0, at=time.time()))
+    assert slot.task == ("job-stream", task["kind"], task["index"], task["attempt"]), "started once the slot freed"
+    return _end_report(worker, coordinator_side, ended)
+
+
+def _end_report(
+    worker: Worker, coordinator_side: zmq.Socket, ended: str, job_id: str = "job-stream"
+) -> dict[str, Any] | None:
+    """Relay what the worker's task processes send until a task of ``job_id`` ends (``ended`` or ``task_failed``,
+    returned), or 15 s have passed (None)."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if worker.slots_socket.poll(50):
+            worker._drain(worker.slots_socket, worker.on_slot)
+        while coordinator_side.poll(0):
+            report = unpack(coordinator_side.recv_multipart()[1])
+            if report["type"] in (ended, "task_failed") and report.get("job_id") == job_id:
+                return report
+    return None
+
+
+def test_a_stream_map_waiting_for_its_slot_hears_its_job_stop(tmp_path: Path) -> None:
+    """The coordinator gave a worker a stream map (a retry after a lost worker) just before its job was stopped,
+    and the map waited in the worker for its slot (busy, or restarting after a death): the stop was relayed to the
+    running maps only, the map started without it once it had its slot, read its endless source for ever, and the
+    job never ended. It starts knowing the job stops, drains and ends. Real worker and task process; the test
+    plays the coordinator's side of the wire."""
+    with _worker_with_one_map_slot(tmp_path) as (worker, coordinator_side):
+        job = _continuous_job(tmp_path)
+        task = {"job": job, "kind": "map", "index": 0, "attempt": 0, "pool": "map", "chunks": [[]]}
+        task |= {"resume_below": None, "stopping": False}
+        report = _run_after_a_busy_slot(worker, coordinator_side, task, [message("stream_stop", job_id=job["job_id"])])
+    assert report is not None, "the map drained and ended"
+    assert report["type"] == "map_done", report
+
+
+def test_a_stream_reducer_waiting_for_its_slot_hears_of_a_gone_source(tmp_path: Path) -> None:
+    """A stream reducer the coordinator started (a retry) just before the job's only source was given up or ended
+    unstarted by a stop waited in its worker for a slot: ``stream_source_gone`` was relayed to the running
+    reducers only, and the reducer waited for that source for ever. It starts knowing the source is gone and ends.
+    Real worker and task process; the test plays the coordinator's side of the wire."""
+    with _worker_with_one_map_slot(tmp_path, "reduce") as (worker, coordinator_side):
+        job = _continuous_job(tmp_path)
+        task = {"job": job, "kind": "reduce", "index": 0, "attempt": 0, "pool": "reduce", "num_maps": 1}
+        task |= {"host": "127.0.0.1", "committed": [], "chunk_strata": None, "chunk_sizes": None}
+        gone = message("stream_source_gone", job_id=job["job_id"], index=0)
+        report = _run_after_a_busy_slot(worker, coordinator_side, task, [gone])
+    assert report is not None, "the reducer ended"
+    assert report["type"] == "reduce_done", report
+
+
+def test_a_stream_reducer_started_after_a_source_went_is_told_at_its_start(tmp_path: Path) -> None:
+    """A continuous job stopped while its only source waited for a slot ends that source unstarted and tells the
+    running reducers (``stream_source_gone``). A reduce attempt the coordinator started only afterwards (its
+    worker had no free slot then, or it is a retry after a lost worker) never heard of it and waited for the
+    source for ever, and the job with it. The coordinator now tells it with the task. Real coordinator state,
+    worker and task process; the test plays the wire between them."""
+    coordinator = Coordinator(f"ipc://{tmp_path}/real-coordinator")
+    worker_side = zmq.Context.instance().socket(zmq.DEALER)
+    worker_side.setsockopt(zmq.IDENTITY, b"w")
+    worker_side.setsockopt(zmq.LINGER, 0)
+    worker_side.connect(coordinator.address)
+    try:
+        coordinator.workers["w"] = WorkerInfo(
+            identity=b"w",
+            name="w",
+            host="127.0.0.1",
+            pid=0,
+            map_slots=0,
+            reduce_slots=1,
+            free_map=0,
+            free_reduce=0,
+            last_seen=time.time(),
+        )  # fmt: skip  (its reduce slot busy with another job's attempt)
+        coordinator.on_submit(b"client", {"type": "submit", "job": _continuous_job(tmp_path, with_output=False)})
+        (job,) = coordinator.jobs.values()
+        coordinator._schedule()
+        assert [t["state"] for t in job.task_table()] == ["pending", "pending"], "no slot for either"
+        coordinator.on_stop_job(b"client", {"type": "stop_job", "job_id": job.spec.job_id})
+        now = time.time()
+        for later in (0.0, 10.0):  # (the coordinator's turns, the second past the grace the source has)
+            coordinator._execute(job, job.end_sources_without_slot(now + later, 2.0))
+        assert [t["state"] for t in job.task_table()] == ["unstarted", "pending"]
+        coordinator.workers["w"].free_reduce = 1  # the slot frees
+        coordinator._schedule()
+        frames = []
+        while worker_side.poll(1000):
+            frames.append(worker_side.recv())
+        (run_task,) = [frame for frame in frames if unpack(frame)["type"] == "run_task"]
+        assert unpack(run_task).get("sources_gone") == [0], "the task says the source is gone"
+        with _worker_with_one_map_slot(tmp_path, "reduce") as (worker, coordinator_side):
+            worker.on_coordinator(run_task)
+            report = _end_report(worker, coordinator_side, "reduce_done", job.spec.job_id)
+    finally:
+        worker_side.close(linger=0)
+        coordinator.events.close()
+        coordinator.socket.close(linger=0)
+    assert report is not None, "the reducer ended"
+    assert report["type"] == "reduce_done", report

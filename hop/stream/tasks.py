@@ -711,9 +711,17 @@ def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
 
 # Stream reduce -----------------------------------------------------------------------------------------------------
 def run_stream_reduce(
-    spec: Any, index: int, attempt: int, num_maps: int, channel: TaskChannel, host: str = "127.0.0.1"
+    spec: Any,
+    index: int,
+    attempt: int,
+    num_maps: int,
+    channel: TaskChannel,
+    host: str = "127.0.0.1",
+    sources_gone: Iterable[int] = (),
 ) -> dict[str, Any]:
-    """Run one stream reduce attempt until every source ended and every window was written."""
+    """Run one stream reduce attempt until every source ended and every window was written. ``sources_gone``: the
+    sources gone for good before this attempt started (given up, ended unstarted by a stop, or ended with the spills
+    it kept lost with its worker), of which it hears no ``stream_source_gone``."""
     job, functions = instantiate(spec)
     output = OutputGuard(spec.output)
     options = StreamOptions.from_spec(spec)
@@ -761,6 +769,8 @@ def run_stream_reduce(
         counters.update(saved["counters"])
         delta_seq = saved["delta_seq"]
         processed = {int(m): (a, s) for m, a, s in saved["processed"]}
+    for source in sources_gone:
+        assembler.source_gone(int(source))
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.ROUTER)
     port = pull.bind_to_random_port(f"tcp://{host}")
