@@ -54,7 +54,16 @@ from hop.outputs import (
 )
 from hop.planning import plan_map_inputs
 from hop.protocol import SocketFile, message, unpack
-from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
+from hop.scheduler import (
+    Action,
+    Broadcast,
+    CommitOutput,
+    DiscardOutput,
+    FinishJob,
+    JobState,
+    KillAttempt,
+    tail_splits_to_ask,
+)
 from hop.spilldirs import kept_step_output, scratch_step
 from hop.stream.options import StreamOptions
 from hop.stream.tracker import WindowTracker
@@ -679,16 +688,6 @@ class Coordinator:
         if upstream is None:
             raise ValueError(f"pipeline: upstream job {upstream_id} is unknown to this coordinator")
         return upstream
-
-    def _pipe_input_ready(self, job: JobState, index: int) -> bool:
-        """A downstream map starts once its partition committed, or once no upstream map waits for a slot: before
-        that it would take a slot an upstream map needs; after it, a free slot would idle anyway, and a map that
-        listens early gets its partition streamed while the upstream reduce writes it (an upstream map that fails
-        later gets a slot back by preemption)."""
-        upstream = self._upstream_of(job.spec)
-        if upstream is None:
-            return True
-        return upstream.reduces[index].committed is not None or not any(m.pending for m in upstream.maps)
 
     def _to_task(self, worker_name: str, msg_type: str, task: list[Any], **fields: Any) -> None:
         worker = self.workers.get(worker_name)
@@ -1611,29 +1610,21 @@ class Coordinator:
         runs alone at the end, however long, while the other slots idle (a core slowed by other work, a larger
         split, a skewed file)."""
         jobs = [job for job in self.jobs.values() if job.state == "running"]
-        if any(job.pending("map") for job in jobs):
-            return
-        idle = sum(w.free("map") for w in self.workers.values() if w.alive)
-        idle -= sum(len(job.split_asked) for job in jobs)  # (their answers make maps for these slots)
-        now = time.time()
-        for job in jobs:
-            if idle <= 0:
-                return
-            for attempt in job.tail_split_candidates(now, idle):
-                worker = self.workers.get(attempt.worker)
-                if worker is None or not worker.alive:
-                    continue
-                job.on_split_asked(attempt.index, attempt.attempt)
-                idle -= 1
-                self._send(
-                    worker.identity,
-                    "split_off",
-                    job_id=job.spec.job_id,
-                    task=[job.spec.job_id, "map", attempt.index, attempt.attempt],
-                    index=attempt.index,
-                    attempt=attempt.attempt,
-                    keep=0.5,
-                )
+        free = sum(w.free("map") for w in self.workers.values() if w.alive)
+        for job, attempt in tail_splits_to_ask(jobs, free, time.time()):
+            worker = self.workers.get(attempt.worker)
+            if worker is None or not worker.alive:
+                continue
+            job.on_split_asked(attempt.index, attempt.attempt)
+            self._send(
+                worker.identity,
+                "split_off",
+                job_id=job.spec.job_id,
+                task=[job.spec.job_id, "map", attempt.index, attempt.attempt],
+                index=attempt.index,
+                attempt=attempt.attempt,
+                keep=0.5,
+            )
 
     @contextlib.contextmanager
     def _failing_job_on_error(self, job: JobState, doing: str) -> Iterator[None]:
@@ -1660,7 +1651,7 @@ class Coordinator:
                 self._request_snapshot(job, due)
         for kind in ("reduce", "map"):
             for task in job.pending(kind):
-                if kind == "map" and not self._pipe_input_ready(job, task.index):
+                if kind == "map" and not job.map_may_start(task.index, time.time()):
                     continue
                 pool = self._pool(job, kind)
                 worker = self._pick_worker(pool, job.failed_workers(kind, task.index))

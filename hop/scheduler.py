@@ -22,15 +22,16 @@ Rules:
   not one that said it stops) are counted too, apart from failures and against a larger limit,
   ``DEATHS_PER_ATTEMPT`` times ``max_attempts``: an outside cause seldom kills a worker under the same task twice.
 - Counters are summed over committed attempts only, so retries never count twice.
-- Tail splitting: when map slots idle and no map waits for one, the running maps expected to run longest (at least
-  ``TAIL_SPLIT_SECONDS`` more) are asked to hand the rest of their input over (``split_off``): the rest of the chunk
-  being read, cut half-way through what is left of it, and the chunks after it. A map that agrees has already ended
-  its input where it says (``hop.inputs.ReadLimit``), so its answer (``on_map_split``) is always taken while that
-  attempt is live: the map's input is shortened (a retry reads only that) and the rest becomes a new map task,
-  announced to reducers (``maps_added``) before the map can commit. An answer of an attempt no longer live is
-  dropped with that attempt's output (a retry reads the whole split); a map with another live attempt (speculation)
-  is never asked, and none is started for a map while it is being asked. A map run again because its committed
-  output was lost is never split: reducers holding every run of the lost attempt keep it.
+- Tail splitting: when map slots idle and no map waits for one (a pipeline's later step's map waits, without counting,
+  while the step before may still split one: ``JobState.map_may_start``), the running maps expected to run longest (at
+  least ``TAIL_SPLIT_SECONDS`` more) are asked to hand the rest of their input over (``split_off``): the rest of the
+  chunk being read, cut half-way through what is left of it, and the chunks after it. A map that agrees has already
+  ended its input where it says (``hop.inputs.ReadLimit``), so its answer (``on_map_split``) is always taken while that
+  attempt is live: the map's input is shortened (a retry reads only that) and the rest becomes a new map task, announced
+  to reducers (``maps_added``) before the map can commit. An answer of an attempt no longer live is dropped with that
+  attempt's output (a retry reads the whole split); a map with another live attempt (speculation) is never asked, and
+  none is started for a map while it is being asked. A map run again because its committed output was lost is never
+  split: reducers holding every run of the lost attempt keep it.
 """
 
 from __future__ import annotations
@@ -364,27 +365,40 @@ class JobState:
             return []
         candidates = []
         for task in self.maps:
-            if task.committed is not None or task.output_lost or task.index in self.split_asked:
+            attempt = self._splittable_attempt(task)
+            if (
+                attempt is None
+                or task.index in self.split_asked
+                or attempt.status != "running"
+                or attempt.start is None
+            ):
                 continue
-            live = [a for a in task.attempts if a.live]
-            if len(live) != 1 or live[0].start is None or live[0].status != "running":
-                continue
-            attempt, started = live[0], live[0].start
             declined = self.split_declined.get((task.index, attempt.attempt))
             if declined is not None and now - declined < TAIL_SPLIT_RETRY_SECONDS:
                 continue
-            if not isinstance(self.splits[task.index], list):
-                continue
-            fraction = task.fraction
-            if not 0.0 < fraction < 1.0:
-                continue
-            # (its fraction is as of its latest report, up to half a second old)
-            reported = min(now, attempt.progress_at or now)
-            left = (reported - started) * (1.0 - fraction) / fraction - (now - reported)
-            if left >= TAIL_SPLIT_SECONDS:
+            left = self._seconds_left(task, attempt, now)
+            if left is not None and left >= TAIL_SPLIT_SECONDS:
                 candidates.append((left, attempt))
         candidates.sort(key=lambda pair: -pair[0])
         return [attempt for _, attempt in candidates[:count]]
+
+    def _splittable_attempt(self, task: TaskState) -> Attempt | None:
+        """Map ``task``'s attempt that tail splitting may ask: the only live attempt of a map reading chunks of files,
+        not committed, nor run again because its committed output was lost (see the module docstring)."""
+        if task.committed is not None or task.output_lost or not isinstance(self.splits[task.index], list):
+            return None
+        live = [a for a in task.attempts if a.live]
+        return live[0] if len(live) == 1 else None
+
+    @staticmethod
+    def _seconds_left(task: TaskState, attempt: Attempt, now: float) -> float | None:
+        """How far a running map attempt looks from its end, by the time it took for the fraction it last reported
+        (up to half a second old); None before it reported a fraction below 1."""
+        fraction = task.fraction
+        if attempt.start is None or not 0.0 < fraction < 1.0:
+            return None
+        reported = min(now, attempt.progress_at or now)
+        return (reported - attempt.start) * (1.0 - fraction) / fraction - (now - reported)
 
     def on_split_asked(self, index: int, attempt: int) -> None:
         self.split_asked[index] = attempt
@@ -436,6 +450,38 @@ class JobState:
             else:
                 sizes.append(max(1, sum(chunk.size for chunk in task_input)))
         return sizes
+
+    def map_may_start(self, index: int, now: float) -> bool:
+        """Whether pending map ``index`` may take a free slot. A pipeline's later step's map reads partition ``index``
+        of the step before, which is written once every map of that step has committed (a reduce runs once it has all
+        its input). Until then it waits while a map of the step before waits for a slot or may still be split
+        (``may_split_a_map``): in a slot, it would hold it idle and keep it from that work. Then it takes a slot that
+        frees, to listen before the upstream reduce writes, and gets its partition streamed as it is written; once
+        the partition committed it starts at once, and reads the file. (An upstream map that fails later gets a slot
+        back by preemption.)"""
+        upstream = self.upstream
+        if upstream is None or upstream.reduces[index].committed is not None:
+            return True
+        return not any(m.pending for m in upstream.maps) and not upstream.may_split_a_map(now)
+
+    def may_split_a_map(self, now: float) -> bool:
+        """Whether a running map of this job may yet be asked to split off its rest for a free slot: being asked; or
+        one that could be a ``tail_split_candidates`` answer now or later, as it reported no fraction yet or looks at
+        least ``TAIL_SPLIT_SECONDS`` from its end (even one that declined lately: it is asked again)."""
+        if not self.splits_tails:
+            return False
+        for task in self.maps:
+            if task.index in self.split_asked:
+                return True
+            live = self._splittable_attempt(task)
+            if live is None:
+                continue
+            if live.status != "running" or task.fraction <= 0.0:
+                return True
+            left = self._seconds_left(task, live, now)
+            if left is not None and left >= TAIL_SPLIT_SECONDS:
+                return True
+        return False
 
     def maps_committed(self) -> bool:
         """Whether every map task has committed its output (it may still be on its way to the reducers); a
@@ -1093,6 +1139,24 @@ class JobState:
         counted them or, for one that failed or was ended, as its latest attempt last reported."""
         sources = self.spec.options["stream"]["sources"]
         return {sources[t.index]: t.bad for t in self.maps}
+
+
+def tail_splits_to_ask(jobs: Sequence[JobState], free_map_slots: int, now: float) -> list[tuple[JobState, Attempt]]:
+    """The running map attempts to ask to split off their rest (tail splitting, see the module docstring), with their
+    jobs: ``jobs`` are the running jobs in the order they take slots, ``free_map_slots`` the map slots free on live
+    workers. None is asked while a map waits for a slot it may take, nor for a slot an earlier answer makes a map for
+    (a pipeline's later step's maps waiting while the step before may split a map wait for that: ``map_may_start``)."""
+    if any(job.map_may_start(task.index, now) for job in jobs for task in job.pending("map")):
+        return []
+    slots = free_map_slots - sum(len(job.split_asked) for job in jobs)
+    asks: list[tuple[JobState, Attempt]] = []
+    for job in jobs:
+        if slots <= 0:
+            break
+        for attempt in job.tail_split_candidates(now, slots):
+            asks.append((job, attempt))
+            slots -= 1
+    return asks
 
 
 def describe_chunks(task_input: Split | list[Chunk], most: int = 3) -> str:

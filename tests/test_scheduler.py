@@ -17,6 +17,7 @@ from hop.scheduler import (
     FinishJob,
     JobState,
     describe_chunks,
+    tail_splits_to_ask,
 )
 
 JOB = "job-0001"
@@ -739,3 +740,57 @@ def test_a_map_run_again_because_its_committed_output_was_lost_is_never_split() 
     job.on_progress("map", 0, retry, 0.1, 100)
     job.on_progress("map", 1, 0, 0.1, 100)
     assert [a.index for a in job.tail_split_candidates(20.0, 5)] == [1]
+
+
+def _pipeline(maps: int = 1, **upstream_options: Any) -> tuple[JobState, JobState]:
+    """A pipeline whose step 1 has ``maps`` maps, each reading a file's chunk, its map 0 started at 10 s (no progress
+    yet), and whose step 2 (two maps, one per partition of step 1) has not started."""
+    chunks = [[Chunk(i, Split(f"/data/in/f{i}", 0, 1000), 1000)] for i in range(maps)]
+    upstream = JobState(_spec(2, options=upstream_options), chunks)
+    downstream = JobState(_spec(2, options={"upstream": JOB}).with_id("job-0002"), [[], []])
+    downstream.upstream = upstream
+    _start(upstream, "map", 0, worker="w0", at=10.0)
+    return upstream, downstream
+
+
+def test_a_free_map_slot_goes_to_a_split_of_the_step_before_not_to_a_later_steps_map_that_would_wait_in_it() -> None:
+    """A later step's map gets nothing before every map of the step before committed (a reduce writes once it has all
+    its input). It took the slot free beside step 1's one map, to listen in it, and waited there: that map was never
+    split (no slot idled), and 1 MB through a slow count then top-k took 10-11 s pipelined against 6 s with
+    --blocking, which split it. Step 2's maps now wait while a map of step 1 may still be split, and step 2's maps
+    waiting so do not hold back the split; they start once step 1's maps are all near their end."""
+    upstream, downstream = _pipeline()
+    assert not downstream.map_may_start(0, now=10.1), "step 1's map reported no progress yet: it may be split"
+    upstream.on_progress("map", 0, 0, 0.1, 100)  # a tenth in its first half second: 4.5 s to go
+    assert not downstream.map_may_start(0, now=10.5)
+    asked = tail_splits_to_ask([upstream, downstream], free_map_slots=1, now=10.5)
+    assert [(job.spec.job_id, attempt.index) for job, attempt in asked] == [(JOB, 0)]
+    upstream.on_split_asked(0, 0)
+    assert not downstream.map_may_start(0, now=10.6), "its answer may make a map for the slot"
+    upstream.on_map_split(0, 0, chunk=0, cut=550, at=10.6)
+    assert not downstream.map_may_start(0, now=10.6), "the rest waits for a slot"
+    _start(upstream, "map", 1, worker="w1", at=10.6)
+    upstream.on_progress("map", 1, 0, 0.2, 20)
+    assert not downstream.map_may_start(0, now=10.6)
+    # Both maps of step 1 are under a second from their end (not worth splitting): step 2's maps may take a slot
+    # that frees, to listen before step 1's reduces write.
+    upstream.on_progress("map", 0, 0, 0.9, 500)
+    upstream.on_progress("map", 1, 0, 0.9, 400)
+    assert downstream.map_may_start(0, now=11.0) and downstream.map_may_start(1, now=11.0)
+
+
+def test_a_later_steps_map_takes_a_free_slot_at_once_when_the_step_before_splits_no_map() -> None:
+    """Without tail splitting in the step before, a later step's map listens on a spare slot as soon as no map of
+    that step waits for one, as before; with a map of the step before waiting, it waits."""
+    for options in ({"tail_split": False}, {"online": True}):
+        upstream, downstream = _pipeline(**options)
+        assert downstream.map_may_start(0, now=10.1) and downstream.map_may_start(1, now=10.1)
+    upstream, downstream = _pipeline(maps=2, tail_split=False)
+    assert not downstream.map_may_start(0, now=10.1), "step 1's map 1 waits for a slot: it comes first"
+    _start(upstream, "map", 1, worker="w1", at=10.1)
+    assert downstream.map_may_start(0, now=10.1)
+    upstream, downstream = _pipeline(maps=2)
+    _start(upstream, "map", 1, worker="w1", at=10.1)
+    for index in (0, 1):
+        _map_done(upstream, index, 0, at=11.0)
+    assert downstream.map_may_start(0, now=11.0), "step 1's maps are done"

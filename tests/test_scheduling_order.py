@@ -25,7 +25,7 @@ def test_a_free_map_slot_goes_to_a_job_reading_its_input_before_a_later_step_rea
         )  # fmt: skip
         job_class = load_job_file(job_path("wordcount"))
 
-        def submit(name: str, **options: str) -> str:
+        def submit(name: str, **options: object) -> str:
             spec = build_spec(
                 job_class, [str(tmp_path / "in.txt")], str(tmp_path / name), num_reduces=1, options=options
             )
@@ -34,7 +34,7 @@ def test_a_free_map_slot_goes_to_a_job_reading_its_input_before_a_later_step_rea
             (job_id,) = set(coordinator.jobs) - before
             return job_id
 
-        first_step = submit("first")
+        first_step = submit("first", tail_split=False)  # (a map that may be split keeps a later step waiting)
         coordinator._schedule()  # its one map takes a slot; its reduce waits (no reduce slot)
         assert coordinator.workers["w"].free_map == 1
         later_step = submit("later", upstream=first_step)  # ready to listen: its upstream has no map waiting
