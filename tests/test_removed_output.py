@@ -501,3 +501,59 @@ def test_a_jobs_temporary_goes_from_its_output_moved_away(
     assert job.state == "failed" and f"output directory {output} was removed or moved" in str(job.error), job.error
     assert sorted(str(path.relative_to(elsewhere)) for path in elsewhere.rglob("*")) == ["part-00001"]
     assert not output.exists()
+
+
+@pytest.mark.parametrize("ends", ["succeeded", "failed"])
+def test_the_files_a_job_ends_with_never_land_in_an_output_replaced_right_after_its_check(
+    coordinator: Coordinator,
+    tmp_path: Path,
+    ends: str,
+) -> None:
+    """The job's end checks ``OUT``, then wrote ``_job.json`` and ``_SUCCESS`` (``succeeded``), or removed the parts
+    of a failed batch job (``failed``: ``hop stop``), by name: ``OUT`` replaced between the two (here at once after
+    the check) by a folder of the user's got a report and a ``_SUCCESS`` marking it done, or lost its ``part-*``
+    files. They are now written and removed in the directory the coordinator holds open since it accepted the job,
+    wherever it went: the job's result, complete when checked, is there with its report and marker."""
+    source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
+    source.write_text("a b a\n")
+    job_id = submit_to_handlers(coordinator, source, output)
+    job = coordinator.jobs[job_id]
+    replace = _replace_with_users(elsewhere, "part-00000", "mine.txt")
+
+    class ReplacedAfterItsCheck(OutputGuard):
+        # The check of a cancelled job's end is the next one; a succeeding job's the one after its last commit.
+        armed = ends == "failed"
+
+        def replace(self, source: Path, target: Path) -> None:
+            super().replace(source, target)
+            self.armed = True
+
+        def changed(self) -> bool:
+            changed = super().changed()
+            if self.armed and not elsewhere.exists():
+                replace(output)
+            return changed
+
+    assert job.output_held is not None
+    job.output_held.close()
+    job.output_held = ReplacedAfterItsCheck(output)
+    if ends == "succeeded":
+        done = {"job_id": job_id, "worker": "w", "attempt": 0, "index": 0, "at": time.time()}
+        done |= {"counters": {}, "user_counters": {}}
+        relay(coordinator, {**done, "type": "map_done", "pool": "map", "spills": 1})
+        attempt_output = output / "_temporary" / "part-00000.attempt-0"
+        attempt_output.parent.mkdir()
+        attempt_output.write_text('"a"\t2\n"b"\t1\n')
+        relay(coordinator, {**done, "type": "reduce_done", "pool": "reduce", "path": str(attempt_output)})
+    else:
+        (output / "part-00000").write_text('"a"\t2\n')  # (committed before)
+        coordinator.on_stop_job(b"client", {"job_id": job_id})
+    # The user's folder: no report, no marker of done, its own part kept.
+    assert sorted(path.name for path in output.iterdir()) == ["mine.txt", "part-00000"]
+    assert all(path.read_text() == "the user's\n" for path in output.iterdir())
+    assert job.state == ends, job.error
+    if ends == "succeeded":
+        assert sorted(path.name for path in elsewhere.iterdir()) == ["_SUCCESS", "_job.json", "part-00000"]
+        assert (elsewhere / "part-00000").read_text() == '"a"\t2\n"b"\t1\n'
+    else:  # (a failed batch job's parts removed)
+        assert sorted(path.name for path in elsewhere.iterdir()) == ["_job.json"]
