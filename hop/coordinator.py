@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fnmatch
 import glob
 import itertools
 import json
 import math
-import os
 import re
-import shutil
 import sys
 import time
 import traceback
@@ -40,17 +39,17 @@ from hop.online.snapshots import (
 )
 from hop.online.tracker import Snapshot, SnapshotTracker
 from hop.outputs import (
+    JOB_REPORT,
     OutputExistsError,
     OutputGuard,
     OutputRemovedError,
     check_output,
     coordinator_kept,
-    make_in_output,
+    job_report_text,
     output_changed,
     output_removed,
     prepare_output,
     remove_from_output,
-    write_job_report,
 )
 from hop.planning import plan_map_inputs
 from hop.protocol import SocketFile, message, unpack
@@ -882,21 +881,19 @@ class Coordinator:
 
     def _answer_snapshots_with_final(self, job: JobState, index: int) -> None:
         """A partition committed before it answered some snapshots: for those, its final output is its answer."""
-        tracker = job.snapshots
-        if tracker is None:
+        tracker, held = job.snapshots, job.output_held
+        if tracker is None or held is None:
             return
         part = Path(job.spec.output) / f"part-{index:05d}"
         for snapshot in tracker.snapshots:
-            if snapshot.complete or index in snapshot.partitions or not part.exists():
+            if snapshot.complete or index in snapshot.partitions or not held.exists(part):
                 continue
             folder = staging_directory(job.spec.output, snapshot.label)
             try:  # (never the output made again: one removed or replaced fails the job, which is seen to already)
-                if job.output_held is None:
-                    return
-                job.output_held.folder(folder)
+                held.folder(folder)
             except OutputRemovedError:
                 return
-            groups, rows = write_final_partition_snapshot(folder, index, part)
+            groups, rows = write_final_partition_snapshot(held, folder, index, part)
             fields: dict[str, Any] = {
                 "label": snapshot.label,
                 "groups": groups,
@@ -912,10 +909,18 @@ class Coordinator:
 
     def _stop_early(self, job: JobState, snapshot: Snapshot) -> None:
         """``--stop-when-accurate``: the snapshot is the result; end the job's tasks and finish it."""
-        output = Path(job.spec.output)
+        output, held = Path(job.spec.output), job.output_held
         folder = snapshot_directory(output, snapshot.label)
-        for index in range(job.spec.num_reduces):
-            shutil.copyfile(folder / f"part-{index:05d}", output / f"part-{index:05d}")
+        try:  # (in the directory the snapshot was published in: one given its name since is not the job's)
+            if held is None:
+                raise OutputRemovedError(_removed_output_error(job.spec.output))
+            for index in range(job.spec.num_reduces):
+                held.copy(folder / f"part-{index:05d}", output / f"part-{index:05d}")
+        except (OutputRemovedError, FileNotFoundError):
+            if held is not None and not held.changed():
+                raise
+            self._execute(job, job.fail(_removed_output_error(job.spec.output)))
+            return
         assert job.snapshots is not None
         job.approximate = {
             "snapshot": snapshot.label,
@@ -1059,22 +1064,21 @@ class Coordinator:
             self._write_window_json(job, summary)
 
     def _write_window_json(self, job: JobState, summary: dict[str, Any]) -> None:
-        """``OUT/windows/<label>/_window.json`` of a window every partition reported (tmp + rename), unless the job's
-        output directory was removed or replaced (``_output_removed``): the job fails instead, and writes nothing
-        there, nor makes it again."""
-        if self._output_removed(job):
-            self._execute(job, job.fail(_removed_output_error(job.spec.output)))
-            return
-        folder = Path(job.spec.output) / "windows" / summary["label"]
-        try:
-            make_in_output(job.spec.output, folder)
-        except FileNotFoundError:  # (removed since the check)
-            self._execute(job, job.fail(_removed_output_error(job.spec.output)))
+        """``OUT/windows/<label>/_window.json`` of a window every partition reported (tmp + rename), in the directory
+        the job was accepted with, unless that was removed or replaced (``OutputGuard.folder`` checks it): the job
+        fails instead, and writes nothing there, nor makes it again. Written by name after the check, it went into
+        a directory given the name in between."""
+        held = job.output_held
+        if held is None:  # (the job has ended, its hold with it: a late window of an interrupted job)
             return
         described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
-        temporary = folder / "._window.json.tmp"
-        temporary.write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
-        os.replace(temporary, folder / "_window.json")
+        try:
+            folder = held.folder(Path(job.spec.output) / "windows" / summary["label"])
+            held.write_whole(folder / "_window.json", json.dumps(described, indent=2) + "\n")
+        except (OutputRemovedError, FileNotFoundError):
+            if not held.changed():
+                raise
+            self._execute(job, job.fail(_removed_output_error(job.spec.output)))
 
     def on_stream_pause(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A stream reducer is over (``pane``) or back under (``None``) its memory budget: maps may not run past
@@ -1445,8 +1449,9 @@ class Coordinator:
             job.state, job.finished_at = action.status, time.time()
         failed = action.status != "succeeded"
         job.end_live_attempts(f"the job {action.status}" if failed else "the job stopped early (--stop-when-accurate)")
+        held = job.output_held  # (held from the job's acceptance until the end of this)
         try:
-            if removed:
+            if removed or held is None:
                 # Nothing is written there: a directory made again under its name would hold a partial result (or,
                 # made by someone else since, is not this job's). Its scratch goes from where the job's went.
                 self._remove_temporary(job)
@@ -1459,20 +1464,26 @@ class Coordinator:
                 # A batch job's parts are its result only together: a reader of OUT/part-* must not take the parts
                 # of the reducers that finished before it failed (or was cancelled). Windows a continuous job wrote
                 # were results when they were written, and stay.
-                for part in output.glob("part-*"):
+                # Listed and removed in the directory the job was accepted with: one given its name since holds
+                # someone else's parts.
+                for name in fnmatch.filter(held.listdir(output), "part-*"):
                     with contextlib.suppress(OSError):  # not a file of ours (a directory in the way): left alone
-                        part.unlink(missing_ok=True)
+                        held.unlink(output / name)
             # An mrjob job's output is rewritten in its OUTPUT_PROTOCOL by the client, which then marks it: a
             # _SUCCESS written here came before that (a reader waiting for it read hop's own encoding), and with
             # the client gone (killed, its host down) it marked an output that never would be.
             spec = job.spec
             client_marks = spec.options.get("success_by_client") and spec.step == spec.num_steps - 1
-            self._write_job_files(job, output, succeeded=not failed, mark=not client_marks)
-        except OSError as error:
+            self._write_job_files(job, held, succeeded=not failed, mark=not client_marks)
+        except (OutputRemovedError, OSError) as error:
             # The job's result is its output directory: without its report (or its _SUCCESS marker) it did not
             # succeed. Clients are answered after this message, so they see the failure.
-            reason = f"cannot write the job's files in {output}: {error.strerror or error}"
-            print(f"hop coordinator: job {job.spec.job_id}: {reason}", file=sys.stderr, flush=True)
+            if isinstance(error, OSError) and not (held is not None and held.changed()):
+                reason = f"cannot write the job's files in {output}: {error.strerror or error}"
+                print(f"hop coordinator: job {job.spec.job_id}: {reason}", file=sys.stderr, flush=True)
+            else:  # (removed or replaced since the check above)
+                reason = _removed_output_error(job.spec.output)
+                self._remove_temporary(job)
             if not failed:
                 job.state, job.error, failed = "failed", reason, True
         finally:
@@ -1575,20 +1586,22 @@ class Coordinator:
             )
 
     @staticmethod
-    def _write_job_files(job: JobState, output: Path, succeeded: bool, mark: bool = True) -> None:
+    def _write_job_files(job: JobState, held: OutputGuard, succeeded: bool, mark: bool = True) -> None:
         """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded`` (and
-        ``mark``: not when the client marks it, ``success_by_client``)."""
+        ``mark``: not when the client marks it, ``success_by_client``). Written in the directory the job was accepted
+        with (``held``): by name, an output replaced after its check got them (a ``_SUCCESS`` marked the user's folder
+        done). Raises ``OutputRemovedError`` if it went before the folder of skipped records is made."""
         Coordinator._remove_temporary(job)  # (with the snapshots never completed)
+        output = Path(held.output)
         bad = job.bad_records()
         if bad:
-            folder = output / "_bad_records"
-            folder.mkdir(exist_ok=True)
+            folder = held.folder(output / "_bad_records")
             for task_id, records in bad.items():
                 lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-                (folder / f"{task_id}.jsonl").write_text(lines, encoding="utf-8")
-        write_job_report(output, job.report())
+                held.write_whole(folder / f"{task_id}.jsonl", lines)
+        held.write_whole(output / JOB_REPORT, job_report_text(job.report()))
         if succeeded and mark:
-            (output / "_SUCCESS").touch()
+            held.write_whole(output / "_SUCCESS", "")
 
     # Scheduling ----------------------------------------------------------------------------------------------
     def _schedule(self) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "check_output",
     "claim_output",
     "coordinator_kept",
+    "job_report_text",
     "make_in_output",
     "output_changed",
     "output_identity",
@@ -321,6 +322,25 @@ class OutputGuard:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._below(path), dir_fd=self.descriptor)
 
+    def write_whole(self, path: Path, text: str) -> None:
+        """Write ``text`` as the file ``path`` (in the output directory) whole, in the directory found at the start:
+        into a hidden temporary file beside it first (:func:`_temporary_beside`), renamed over it, so that a reader
+        sees the old file or the new one, never part of one. Raises ``OSError`` when it cannot be written (the
+        temporary file is removed)."""
+        temporary = _temporary_beside(path)
+        try:
+            with open(temporary, "x", encoding="utf-8", opener=self.opener) as file:
+                file.write(text)
+            self.replace(temporary, path)
+        finally:
+            self.unlink(temporary)
+
+    def copy(self, source: Path, target: Path) -> None:
+        """Copy the file ``source`` to ``target`` (both in the output directory) in the directory found at the
+        start."""
+        with open(source, "rb", opener=self.opener) as reading, open(target, "wb", opener=self.opener) as writing:
+            shutil.copyfileobj(reading, writing)
+
     def _below(self, path: str | Path) -> Path:
         return Path(path).relative_to(self.output)
 
@@ -376,9 +396,8 @@ def write_job_report(output: str | Path, report: dict[str, Any], replace: bool =
     returned): the coordinator's own report wins over one a client writes for a job it gave up on. Returns whether
     the report was written; raises ``OSError`` when it cannot be (the temporary file is removed)."""
     folder = Path(output)
-    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
-    # (a name of its own: two writers never share one; not mkstemp, whose file is private to the user, 0600)
-    temporary = folder / f".{JOB_REPORT}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    text = job_report_text(report)
+    temporary = _temporary_beside(folder / JOB_REPORT)
     try:
         with open(temporary, "x", encoding="utf-8") as file:
             file.write(text)
@@ -396,3 +415,14 @@ def write_job_report(output: str | Path, report: dict[str, Any], replace: bool =
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
     return True
+
+
+def job_report_text(report: dict[str, Any]) -> str:
+    """The text of ``_job.json`` holding ``report``."""
+    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+
+
+def _temporary_beside(path: Path) -> Path:
+    """A hidden temporary name beside ``path``, for writing it whole. A name of its own: two writers never share one
+    (not mkstemp, whose file is private to the user, 0600)."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")

@@ -19,6 +19,7 @@ from hop.online.reducer import ReducerSnapshots, _interval_fields
 from hop.online.snapshots import ROWS_ON_THE_WIRE, staging_directory, top_positions, write_final_partition_snapshot
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from hop.online.tracker import HISTORY_ROWS, MIN_CHUNKS_PER_STRATUM, UNBOUNDED_EXAMPLES, SnapshotTracker
+from hop.outputs import OutputGuard
 from hop.planning import plan_map_inputs
 from hop.runner import STOP_EARLY_SEQUENTIAL, online_options
 from shuffle.runs import encode_run
@@ -599,9 +600,16 @@ def test_a_snapshot_sends_its_largest_estimates_not_its_first_keys(tmp_path: Pat
     assert rows[0]["estimate"] == 6 * 2499  # one chunk of six seen
     part = tmp_path / "part-00000"
     part.write_text("".join(f'"{key}"\t{value}\n' for key, value in groups.items()), encoding="utf-8")
-    count, final_rows = write_final_partition_snapshot(tmp_path / "final", 0, part)
+    count, final_rows = write_final_partition_snapshot(_held(tmp_path, "final"), tmp_path / "final", 0, part)
     assert count == 2500 and [row["key"] for row in final_rows] == [row["key"] for row in rows]
     assert top_positions([3, "x", 7.5, None, 7.5, True], 4) == [2, 4, 0, 1]  # numbers first, then the rest in order
+
+
+def _held(output: Path, folder: str) -> OutputGuard:
+    """A hold on ``output``, with ``folder`` made in it: a final partition's snapshot is written through one."""
+    held = OutputGuard(output)
+    held.folder(output / folder)
+    return held
 
 
 @pytest.mark.parametrize("count", [10, 2_500, 5_000])
@@ -612,7 +620,7 @@ def test_a_final_partitions_snapshot_picks_the_rows_top_positions_picks(tmp_path
     values = [rng.choice([rng.randint(0, 50), rng.random(), "text", [1, 2], float("nan"), None]) for _ in range(count)]
     part = tmp_path / "part-00000"
     part.write_text("".join(f'"k{i:05d}"\t{to_json(v)}\n' for i, v in enumerate(values)), encoding="utf-8")
-    groups, rows = write_final_partition_snapshot(tmp_path / "final", 0, part)
+    groups, rows = write_final_partition_snapshot(_held(tmp_path, "final"), tmp_path / "final", 0, part)
     expected = [f"k{i:05d}" for i in top_positions(values, ROWS_ON_THE_WIRE)]
     assert groups == count and [row["key"] for row in rows] == expected
     assert all(row["final"] for row in rows)

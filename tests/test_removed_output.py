@@ -501,3 +501,114 @@ def test_a_jobs_temporary_goes_from_its_output_moved_away(
     assert job.state == "failed" and f"output directory {output} was removed or moved" in str(job.error), job.error
     assert sorted(str(path.relative_to(elsewhere)) for path in elsewhere.rglob("*")) == ["part-00001"]
     assert not output.exists()
+
+
+@pytest.mark.parametrize("ends", ["succeeded", "failed"])
+def test_the_files_a_job_ends_with_never_land_in_an_output_replaced_right_after_its_check(
+    coordinator: Coordinator,
+    tmp_path: Path,
+    ends: str,
+) -> None:
+    """The job's end checks ``OUT``, then wrote ``_job.json`` and ``_SUCCESS`` (``succeeded``), or removed the parts
+    of a failed batch job (``failed``: ``hop stop``), by name: ``OUT`` replaced between the two (here at once after
+    the check) by a folder of the user's got a report and a ``_SUCCESS`` marking it done, or lost its ``part-*``
+    files. They are now written and removed in the directory the coordinator holds open since it accepted the job,
+    wherever it went: the job's result, complete when checked, is there with its report and marker."""
+    source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
+    source.write_text("a b a\n")
+    job_id = submit_to_handlers(coordinator, source, output)
+    job = coordinator.jobs[job_id]
+    replace = _replace_with_users(elsewhere, "part-00000", "mine.txt")
+
+    class ReplacedAfterItsCheck(OutputGuard):
+        # The check of a cancelled job's end is the next one; a succeeding job's the one after its last commit.
+        armed = ends == "failed"
+
+        def replace(self, source: Path, target: Path) -> None:
+            super().replace(source, target)
+            self.armed = True
+
+        def changed(self) -> bool:
+            changed = super().changed()
+            if self.armed and not elsewhere.exists():
+                replace(output)
+            return changed
+
+    assert job.output_held is not None
+    job.output_held.close()
+    job.output_held = ReplacedAfterItsCheck(output)
+    if ends == "succeeded":
+        done = {"job_id": job_id, "worker": "w", "attempt": 0, "index": 0, "at": time.time()}
+        done |= {"counters": {}, "user_counters": {}}
+        relay(coordinator, {**done, "type": "map_done", "pool": "map", "spills": 1})
+        attempt_output = output / "_temporary" / "part-00000.attempt-0"
+        attempt_output.parent.mkdir()
+        attempt_output.write_text('"a"\t2\n"b"\t1\n')
+        relay(coordinator, {**done, "type": "reduce_done", "pool": "reduce", "path": str(attempt_output)})
+    else:
+        (output / "part-00000").write_text('"a"\t2\n')  # (committed before)
+        coordinator.on_stop_job(b"client", {"job_id": job_id})
+    # The user's folder: no report, no marker of done, its own part kept.
+    assert sorted(path.name for path in output.iterdir()) == ["mine.txt", "part-00000"]
+    assert all(path.read_text() == "the user's\n" for path in output.iterdir())
+    assert job.state == ends, job.error
+    if ends == "succeeded":
+        assert sorted(path.name for path in elsewhere.iterdir()) == ["_SUCCESS", "_job.json", "part-00000"]
+        assert (elsewhere / "part-00000").read_text() == '"a"\t2\n"b"\t1\n'
+    else:  # (a failed batch job's parts removed)
+        assert sorted(path.name for path in elsewhere.iterdir()) == ["_job.json"]
+
+
+def test_a_window_summary_never_lands_in_an_output_replaced_right_after_its_check(
+    coordinator: Coordinator,
+    tmp_path: Path,
+) -> None:
+    """The coordinator checks ``OUT``, then wrote a window's ``OUT/windows/<label>/_window.json`` by name: ``OUT``
+    replaced between the two (here at once after the check) got the folder and the file. They are now written in
+    the directory held since the job was accepted; the next check fails the job."""
+    source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
+    source.write_text("a b a\n")
+    job_id = submit_to_handlers(coordinator, source, output)  # (a batch job: the write is the same for any job)
+    job = coordinator.jobs[job_id]
+    replace = _replace_with_users(elsewhere, "mine.txt")
+
+    class ReplacedAfterItsCheck(OutputGuard):
+        def changed(self) -> bool:
+            changed = super().changed()
+            if not elsewhere.exists():
+                replace(output)
+            return changed
+
+    assert job.output_held is not None
+    job.output_held.close()
+    job.output_held = ReplacedAfterItsCheck(output)
+    coordinator._write_window_json(job, {"label": "w1", "seq": 1, "rows": [], "records": 3})
+    assert sorted(str(path.relative_to(output)) for path in output.rglob("*")) == ["mine.txt"]
+    assert (elsewhere / "windows" / "w1" / "_window.json").exists()
+    coordinator._fail_jobs_whose_output_went()
+    assert job.state == "failed" and f"output directory {output} was removed or moved" in str(job.error), job.error
+
+
+def test_a_jobs_stop_on_a_snapshot_copies_nothing_into_an_output_replaced_after_its_publishing(
+    coordinator: Coordinator,
+    tmp_path: Path,
+) -> None:
+    """``--stop-when-accurate``: the snapshot just published (in the directory held, checked) is the result, and its
+    parts were copied into ``OUT`` by name: ``OUT`` replaced since the check lost the copy (the snapshot is not in
+    the replacement: the coordinator failed on it with a traceback), or, holding one of that name, got someone
+    else's files as parts. They are now copied in the directory held, and the job fails for the replacement."""
+    from hop.online.tracker import Snapshot
+
+    source, output, elsewhere = tmp_path / "in.txt", tmp_path / "out", tmp_path / "elsewhere"
+    source.write_text("a b a\n")
+    job_id = submit_to_handlers(coordinator, source, output, snapshot_every=0.5)
+    job = coordinator.jobs[job_id]
+    published = output / "_snapshots" / "0.500"
+    published.mkdir(parents=True)
+    (published / "part-00000").write_text('"a"\t2\n')
+    snapshot = Snapshot(9, "0.500", 0.5, time.time(), partitions={0: {"groups": 1, "max_relative_half_width": 0.01}})
+    _replace_with_users(elsewhere, "mine.txt")(output)  # (once the snapshot was published)
+    coordinator._stop_early(job, snapshot)
+    assert sorted(str(path.relative_to(output)) for path in output.rglob("*")) == ["mine.txt"]
+    assert (elsewhere / "part-00000").read_text() == '"a"\t2\n'
+    assert job.state == "failed" and f"output directory {output} was removed or moved" in str(job.error), job.error

@@ -24,7 +24,6 @@ import heapq
 import json
 import math
 import os
-import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -166,11 +165,12 @@ def top_positions(shown: Sequence[Any], limit: int) -> list[int]:
     return ranked.items()
 
 
-def _write_atomically(path: Path, lines: Iterable[str]) -> None:
+def _write_atomically(path: Path, lines: Iterable[str], held: OutputGuard) -> None:
+    """Write ``path`` (in the output directory ``held`` holds open) whole: a temporary file renamed over it."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w", encoding="utf-8", newline="\n") as file:
+    with open(temporary, "w", encoding="utf-8", newline="\n", opener=held.opener) as file:
         file.writelines(lines)
-    os.replace(temporary, path)
+    held.replace(temporary, path)
 
 
 class PartitionSnapshotWriter:
@@ -246,19 +246,21 @@ def write_partition_snapshot(directory: Path, index: int, table: SnapshotTable) 
     return ordered
 
 
-def write_final_partition_snapshot(directory: Path, index: int, part: Path) -> tuple[int, list[dict[str, Any]]]:
+def write_final_partition_snapshot(
+    held: OutputGuard, directory: Path, index: int, part: Path
+) -> tuple[int, list[dict[str, Any]]]:
     """A partition that finished before it answered a snapshot: its snapshot is its final output (every row
     final, exact). Copies ``part`` and writes the matching estimates; returns the number of groups and the
     ``ROWS_ON_THE_WIRE`` rows ``top_positions`` would pick, read in one pass holding only those (this runs in the
-    coordinator, and a partition may hold millions of groups). ``directory``'s parent is there (made with it, it
-    brought back an output removed meanwhile)."""
-    directory.mkdir(exist_ok=True)
+    coordinator, and a partition may hold millions of groups). ``directory`` and ``part`` are in the output
+    directory ``held`` holds open, and ``directory`` is made there (:meth:`~hop.outputs.OutputGuard.folder`): all
+    of it is read and written in that directory, never in another given its name since it was checked."""
     ranked = LargestFirst[dict[str, Any]](ROWS_ON_THE_WIRE)
     groups = 0
 
     def rows() -> Iterable[str]:
         nonlocal groups
-        with open(part, encoding="utf-8") as lines:
+        with open(part, encoding="utf-8", opener=held.opener) as lines:
             for line in lines:
                 key_text, _, value_text = line.rstrip("\n").partition("\t")
                 value = json.loads(value_text)
@@ -270,8 +272,8 @@ def write_final_partition_snapshot(directory: Path, index: int, part: Path) -> t
                 groups += 1
                 yield _dumps(row) + "\n"
 
-    _write_atomically(directory / f"estimates-{index:05d}.jsonl", rows())
+    _write_atomically(directory / f"estimates-{index:05d}.jsonl", rows(), held)
     temporary = directory / f".part-{index:05d}.{os.getpid()}.tmp"
-    shutil.copyfile(part, temporary)
-    os.replace(temporary, directory / f"part-{index:05d}")
+    held.copy(part, temporary)
+    held.replace(temporary, directory / f"part-{index:05d}")
     return groups, ranked.items()
