@@ -13,7 +13,8 @@ naming every API route; a query parameter a route does not take, given twice or 
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
   slots per pool), as ``hop status`` lists them.
 - ``GET /api/jobs``: every job (id, name, ``step`` from 0 of ``num_steps``, state, progress, output directory,
-  the number of complete snapshots, those written out; for a continuous job ``continuous: true``, the number of
+  ``output_deleted`` and ``output_kept`` for an earlier step's output the run deleted, as ``hop status``; the
+  number of complete snapshots, those written out; for a continuous job ``continuous: true``, the number of
   ``windows`` written so far and ``stopping``).
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
 - ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (``N >= -1``; default -1: all), with
