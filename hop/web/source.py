@@ -33,7 +33,9 @@ class CoordinatorSource:
 
     def __init__(self, address: str, timeout: float = 5.0) -> None:
         self.address = address
-        self._client = Client(address, timeout=timeout)
+        # running: the coordinator answered before the view was served; once it is gone (stopped, shut down),
+        # every call fails at once saying so (hop.client.CoordinatorGone), not after ``timeout`` with a page stalled.
+        self._client = Client(address, timeout=timeout, running=True)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hop-web-client")
 
     async def _call(self, method: str, *args: Any, **options: Any) -> Any:
