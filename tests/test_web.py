@@ -686,7 +686,7 @@ def test_hop_web_says_at_once_that_its_coordinator_is_gone_and_follows_it_back(t
     """Once the coordinator of a running ``hop web`` stopped, every API call waited 5 s and failed "did not answer",
     and an open page stalled ("reconnecting…" for good, without a word). The API answers at once (503) that the
     coordinator at its address is gone, and an open event stream ends with that error; a coordinator started
-    again there is followed again."""
+    again there is followed again. ``hop web`` says on stderr that it is gone, and back."""
     import re
     import signal
 
@@ -722,6 +722,9 @@ def test_hop_web_says_at_once_that_its_coordinator_is_gone_and_follows_it_back(t
         assert answer == (200, []), answer
     finally:
         server.kill()
-        server.communicate(timeout=30)
+        _, said = server.communicate(timeout=30)
         coordinator.kill()
         coordinator.communicate(timeout=30)
+    # hop web says so on stderr too, once, and that it is back.
+    assert said.count(f"hop web: {gone}") == 1, said
+    assert said.endswith(f"hop web: the coordinator at {address} answers again\n"), said
