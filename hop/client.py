@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import socket
 import stat
 import struct
@@ -73,6 +74,11 @@ ALL_KEPT_WINDOWS = 0
 _ALL_KEPT_LIMIT = 1_000_000
 """What ``ALL_KEPT_WINDOWS`` asks the coordinator for: more than any coordinator keeps
 (``hop.stream.tracker.KEEP_WINDOWS``), whatever its version."""
+
+GONE_CHECK_SECONDS = 0.1
+"""How often a request waiting on a broken connection to a running coordinator looks whether it is gone."""
+TCP_PROBE_SECONDS = 0.25
+"""How long a probe of a tcp address waits for a connection (refused comes at once; no answer tells nothing)."""
 
 RESENDABLE = frozenset({"status", "workers", "jobs", "job", "snapshots", "windows", "cluster"})
 """Requests that only read: asked again when the connection broke before their reply came."""
@@ -165,6 +171,44 @@ def coordinator_not_listening(address: str) -> str | None:
     return missing_socket_file(address) or refused_socket(address)
 
 
+def tcp_refused(address: str) -> str | None:
+    """Why nothing listens at ``tcp://HOST:PORT``, when a connection to it is refused at once (the host is up, no
+    process holds the port); else None, also when the probe cannot tell (no answer within a moment: a host down or
+    behind a firewall) or something accepts it. The probe's connection, to a live coordinator, is closed at once
+    and costs it nothing (it ignores what is not the engine)."""
+    match = re.fullmatch(r"tcp://\[?([^\]]+?)\]?:(\d+)", address)
+    if match is None:
+        return None
+    try:
+        socket.create_connection((match[1], int(match[2])), timeout=TCP_PROBE_SECONDS).close()
+    except ConnectionRefusedError:
+        return f"connections to {match[1]}:{match[2]} are refused"
+    except OSError:
+        return None
+    return None
+
+
+def gone_coordinator(address: str) -> str | None:
+    """Why the coordinator at ``address``, whose connection broke, is gone rather than restarting: nothing listens
+    there now (an ``ipc://`` socket file or its directory removed, or refusing; a tcp port refusing), said from what
+    was found; else None (it may be coming back: a client waits for it)."""
+    path = address.removeprefix("ipc://")
+    if path == address:
+        return tcp_refused(address)
+    if not path.startswith("@") and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        return f"its socket's directory {os.path.dirname(os.path.abspath(path))} no longer exists"
+    if not path.startswith("@") and not os.path.exists(path):
+        return f"its socket file {path} no longer exists (a coordinator that stops removes it)"
+    if refused_socket(address) is not None:
+        return "nothing listens on its socket any more (connection refused: it was killed, or crashed)"
+    return None
+
+
+class CoordinatorGone(CoordinatorUnavailable):
+    """The coordinator answered this client before, its connection broke, and nothing listens at its address now:
+    it stopped (a client about a running coordinator fails at once rather than wait out its timeout)."""
+
+
 class Client:
     def __init__(
         self,
@@ -180,7 +224,9 @@ class Client:
         whole ``timeout`` before its error (``None``: never). ``running``: the coordinator must be running already
         (a command about it or its jobs): an ``ipc://`` socket file that does not exist, or that nothing listens on,
         fails a request at once (:func:`coordinator_not_listening`) instead of waiting ``timeout`` for a coordinator
-        to bind it."""
+        to bind it; and once the coordinator answered, a request made or waiting while its connection is broken
+        fails at once when nothing listens at the address any more (:func:`gone_coordinator`:
+        :class:`CoordinatorGone`)."""
         check_resolvable(address)
         self.address = address
         self.running = running
@@ -190,6 +236,8 @@ class Client:
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.connected = False
         """Whether a connection to the address was ever made (else nothing listens there, or it is unreachable)."""
+        self.linked = False
+        """Whether the socket has a connection now (made, and not broken since)."""
         self._socket, self._monitor = self._connect()
         self.submitted: list[str] = []
         """The jobs this client submitted, in order (what an interrupted ``hop submit`` cancels)."""
@@ -209,6 +257,8 @@ class Client:
         missing = coordinator_not_listening if self.running else missing_socket_directory
         if not self.connected and (why := missing(self.address)) is not None:
             raise CoordinatorUnavailable(why)
+        if (gone := self._gone()) is not None:
+            raise CoordinatorGone(gone)
         deadline = time.monotonic() + self.timeout
         broke = False
         try:
@@ -227,6 +277,8 @@ class Client:
                     )
                 self._forget_pending()
                 self._socket.send(frame)
+            if outcome == "gone":
+                raise CoordinatorGone(self._gone() or self._unanswered(kind, broke))
             reply = unpack(self._socket.recv()) if outcome == "reply" else None
         except BaseException:
             # Interrupted while waiting (Ctrl-C, SIGTERM: hop run then stops its continuous job with this client).
@@ -238,6 +290,16 @@ class Client:
         if reply["type"] == "error":
             raise JobRejected(reply["message"], reply.get("reason"))
         return reply
+
+    def _gone(self) -> str | None:
+        """For a client about a running coordinator (``running``) that answered it before and whose connection is
+        broken now: why it is gone (:func:`gone_coordinator`), the error a request fails with at once; else None."""
+        if not (self.running and self.connected) or self.linked:
+            return None
+        why = gone_coordinator(self.address)
+        if why is None:
+            return None
+        return f"the coordinator at {self.address} is gone: its connection broke, and {why}; is it running?"
 
     def _unanswered(self, kind: str, broke: bool) -> str:
         """Why a request got no reply in time, as far as the connection tells."""
@@ -270,20 +332,27 @@ class Client:
 
     def _await_reply(self, deadline: float) -> str:
         """Wait until the reply is there ("reply"), the connection breaks ("broken") or ``deadline`` passes; past
-        ``waiting_note`` seconds without a connection, say so once (:meth:`_note_still_waiting`)."""
+        ``waiting_note`` seconds without a connection, say so once (:meth:`_note_still_waiting`). For a client about
+        a running coordinator, "gone" once it is found gone while its connection is broken (:meth:`_gone`: looked
+        for every ``GONE_CHECK_SECONDS``; its socket file may go a moment after the connection broke)."""
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         poller.register(self._monitor, zmq.POLLIN)
         started = deadline - self.timeout
         note_at = None if self.waiting_note is None or self._noted else started + self.waiting_note
+        watch_gone = self.running and self.connected
         while (left := deadline - time.monotonic()) > 0:
             if note_at is not None:
                 left = min(left, max(0.0, note_at - time.monotonic()))  # (wake for the note)
+            if watch_gone and not self.linked:
+                left = min(left, GONE_CHECK_SECONDS)
             ready = dict(poller.poll(max(1, int(left * 1000))))
             if self._socket in ready:
                 return "reply"
             if self._monitor in ready and self._connection_broke():
                 return "broken"
+            if watch_gone and not self.linked and self._gone() is not None:
+                return "gone"
             if note_at is not None and time.monotonic() >= note_at:
                 if not self.connected and deadline - time.monotonic() > 0.5:  # (else the error comes now anyway)
                     self._note_still_waiting(self.waiting_note or 0.0)
@@ -298,12 +367,15 @@ class Client:
             event = _monitor_event(self._monitor.recv_multipart())
             broke |= event == zmq.EVENT_DISCONNECTED
             self.connected |= event == zmq.EVENT_CONNECTED
+            if event in (zmq.EVENT_CONNECTED, zmq.EVENT_DISCONNECTED):
+                self.linked = event == zmq.EVENT_CONNECTED
         return broke
 
     def _forget_pending(self) -> None:
         """Start a fresh socket: the reply to a request given up on must not be taken for the next one's."""
         self._close_sockets()
         self._socket, self._monitor = self._connect()
+        self.linked = False
 
     def _close_sockets(self) -> None:
         """Close the socket and its monitor. A second call does nothing, as a second ``close`` of a ZeroMQ socket

@@ -638,6 +638,7 @@ class Coordinator:
             status["waiting"] = waiting
         if job.state != "running":
             status["report"] = job.report()
+            status.update(_step_output(job))
             if self._output_removed(job):  # (what is under its name now is not the job's: hop.runner leaves it be)
                 status["output_removed"] = True
             if self.submitters.get(job.spec.job_id) == identity:
@@ -958,6 +959,7 @@ class Coordinator:
             "submitted_at": job.submitted_at,
             "finished_at": job.finished_at,
             "output": job.spec.output,
+            **_step_output(job),
             "input_fraction": job.input_fraction(),
             "approximate": job.approximate is not None,
             # Those every partition answered, written out: a snapshot asked for and never answered (the job was
@@ -1811,6 +1813,18 @@ def _removed_output_error(output: str) -> str:
     return output_removed(
         output, f"{name.replace('-', ' ')}'s output, in the scratch folder of the run writing {run_output}"
     )
+
+
+def _step_output(job: JobState) -> dict[str, Any]:
+    """Whether an ended job's output was a run's earlier step's, since deleted with the run's scratch folder
+    (``output_deleted``; the run removes it when it ends, or, for a job of several run ``--blocking``, once that job
+    ended), and where ``--keep-intermediate`` kept it (``output_kept``, else ``None``). ``hop status`` listed such a
+    path as the job's output while the run went on, with nothing there."""
+    output = job.spec.output
+    if job.state == "running" or scratch_step(output) is None or Path(output).is_dir():
+        return {"output_deleted": False, "output_kept": None}
+    kept = kept_step_output(output)
+    return {"output_deleted": True, "output_kept": None if kept is None else str(kept)}
 
 
 def _where_report_is(output: str) -> str:

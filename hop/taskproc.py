@@ -23,11 +23,13 @@ from typing import Any
 
 import zmq
 
+from hop.bad_records import BAD_RECORDS
 from hop.inputs import BadRecordError, FileStamp, InputError, Split
 from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.outputs import OutputRemovedError
 from hop.protocol import close_socket, connect_soon, message, unpack
+from hop.spilldirs import scratch_step
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
 from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, sendable
 from shuffle.buffer import CombinerKeyError, PartitionError
@@ -81,16 +83,23 @@ class WorkerChannel:
         return None
 
 
-SKIP_HINT = "; pass --skip-bad-records N to skip up to N such {} per task (listed in OUTPUT/_bad_records)"
-"""What a job failed by one bad record (a line that cannot be read, a map or reduce call that raised) can do: the
-error names the record, this says how to run past it."""
+def skip_hint(what: str, output: str) -> str:
+    """What a job failed by one bad record (a line that cannot be read, a map or reduce call that raised) can do: the
+    error names the record, this says how to run past it, and where the skipped ``what`` (records, keys) would be
+    listed: ``OUT/_bad_records`` of the run's output ``OUT``. That is the job's ``output``, or for a run's earlier
+    step, whose output is in the run's scratch folder, the run's (``hop.bad_records`` moves each step's listing
+    there). It said ``OUTPUT/_bad_records`` word for word, which a user had to work out."""
+    step = scratch_step(output)
+    run_output = output if step is None else str(step[0])
+    listed = os.path.join(run_output, BAD_RECORDS)
+    return f"; pass --skip-bad-records N to skip up to N such {what} per task (listed in {listed})"
 
 
-def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[str, Any]:
+def _failure(kind: str, index: int, attempt: int, error: BaseException, output: str) -> dict[str, Any]:
     if isinstance(error, SystemExit):  # user code no call of it catches (a job's __init__, an aggregate's finish)
         error = UserCodeError(f"{kind} task {index}", error, None)
     if isinstance(error, UserCodeError):
-        hint = SKIP_HINT.format("keys" if kind == "reduce" else "records") if error.skippable else ""
+        hint = skip_hint("keys" if kind == "reduce" else "records", output) if error.skippable else ""
         return {
             "error": f"{error}{hint}",
             "traceback": error.user_traceback,
@@ -105,7 +114,7 @@ def _failure(kind: str, index: int, attempt: int, error: BaseException) -> dict[
             "retryable": False,
         }
     if isinstance(error, (InputError, ValueError, TypeError)):
-        hint = SKIP_HINT.format("records") if isinstance(error, BadRecordError) else ""
+        hint = skip_hint("records", output) if isinstance(error, BadRecordError) else ""
         return {
             "error": f"{kind} task {index}: {error}{hint}",
             # Bad input names its file, offset and remedy, an unencodable record, a NaN key, a combiner's changed key or
@@ -187,7 +196,7 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
             )
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
     except USER_FAILURES as error:
-        failure = _failure(kind, index, attempt, error)
+        failure = _failure(kind, index, attempt, error, spec.output)
         channel.send(
             "task_failed",
             kind=kind,

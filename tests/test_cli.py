@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from hop.local_cluster import LocalCluster
-from hop.taskproc import SKIP_HINT
+from hop.taskproc import skip_hint
 from tests.conftest import ROOT, TEST_JOBS, hop, job_path
 
 TIMEOUT = 120
@@ -349,7 +349,7 @@ def test_an_error_message_holding_a_lone_surrogate_is_reported_not_lost(tmp_path
     assert runs[0].returncode == 1, failed
     last = failed.strip().splitlines()[-1]
     assert "byte offset 12: " in last and last.endswith(
-        " raised ValueError: bad value \\ud800" + SKIP_HINT.format("records")
+        " raised ValueError: bad value \\ud800" + skip_hint("records", str(tmp_path / "failed"))
     ), last
     assert f'File "{tmp_path / "job.py"}", line 9, in map' in failed and "msgpack" not in failed, failed
     assert runs[1].returncode == 0, skipped
@@ -370,7 +370,9 @@ def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) ->
     assert result.returncode == 1, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("hop: error: job failed: reduce at key 'kkkk") and len(result.stderr) < 2000, len(last)
-    assert last.endswith("k... (300,006 characters) raised ValueError: nope" + SKIP_HINT.format("keys")), last[-200:]
+    assert last.endswith(
+        "k... (300,006 characters) raised ValueError: nope" + skip_hint("keys", str(tmp_path / "out"))
+    ), last[-200:]
     assert len((tmp_path / "out" / "_job.json").read_text()) < 20_000
 
 

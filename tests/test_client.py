@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import signal
 import threading
 import time
@@ -125,6 +126,48 @@ def test_an_ipc_address_with_no_socket_file_is_told_at_once(tmp_path: Path) -> N
     finally:
         client.close()
     assert time.monotonic() - began < 2
+
+
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_a_client_about_a_running_coordinator_says_at_once_that_it_is_gone(tmp_path: Path, transport: str) -> None:
+    """A coordinator that had answered stopped while a request waited on it (the web view's, ``hop shutdown``'s
+    wait): the request waited out its whole timeout and said the coordinator "did not answer". A client about a
+    running coordinator finds it gone once the connection broke and nothing listens at the address (an ipc:// socket
+    file removed, a tcp port refusing) and says so at once, for that request and the next."""
+    from hop.client import CoordinatorGone
+
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind(f"ipc://{tmp_path}/coordinator" if transport == "ipc" else "tcp://127.0.0.1:*")
+    address = router.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    def serve() -> None:  # answers the first request, and stops as the second one waits
+        for answered in range(2):
+            if not router.poll(30_000):
+                break
+            identity, frame = router.recv_multipart()
+            if not answered:
+                router.send_multipart([identity, message("workers", workers=[])])
+        router.close()
+
+    coordinator = threading.Thread(target=serve)
+    coordinator.start()
+    client = Client(address, timeout=10, running=True)
+    try:
+        assert client.workers() == []
+        began = time.monotonic()
+        gone = "^" + re.escape(f"the coordinator at {address} is gone: its connection broke, and ")
+        with pytest.raises(CoordinatorGone, match=gone):
+            client.jobs()
+        assert time.monotonic() - began < 3, "not after its 10 s timeout"
+        began = time.monotonic()
+        with pytest.raises(CoordinatorGone, match=gone):
+            client.workers()
+        assert time.monotonic() - began < 1
+    finally:
+        client.close()
+        coordinator.join(timeout=30)
 
 
 def test_a_coordinator_that_binds_after_the_request_answers_it(tmp_path: Path) -> None:

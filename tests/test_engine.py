@@ -18,7 +18,6 @@ from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed, build_spec, run_steps
-from hop.taskproc import SKIP_HINT
 from tests.conftest import job_path, output_dict, read_output, run_job, write_nan_keys_job
 
 
@@ -847,8 +846,9 @@ def test_skip_bad_records_skips_unreadable_lines_too(client: Client, tmp_path: P
 def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_path: Path) -> None:
     """A job failed by one bad record (a line that cannot be read, a map or reduce call that raised) named the
     record but not what to do about it: ``--skip-bad-records`` runs past it. A failure that option does not skip (an
-    aggregate refusing a value, a key that cannot be one, ``sys.exit()``) says nothing of it."""
-    records, keys = SKIP_HINT.format("records"), SKIP_HINT.format("keys")
+    aggregate refusing a value, a key that cannot be one, ``sys.exit()``) says nothing of it. The hint names where
+    the skipped records would be listed, the run's ``OUT/_bad_records`` (it said ``OUTPUT/_bad_records`` word for
+    word), also when an earlier step fails, whose own output is in the run's scratch folder."""
     (tmp_path / "bad.txt").write_bytes(b"a b\nbad \xff\nbad c\nboom\n")
     (tmp_path / "bad.jsonl").write_text('{"word": "a"}\n{"word": \n')
     (tmp_path / "boom.jsonl").write_text('{"word": "boom"}\n')
@@ -859,10 +859,11 @@ def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_
         "    def map(self, offset, line):\n        yield 'k', line if offset else 1\n\n    combine = reduce = Sum()\n"
     )
     cases = [
-        ("wordcount", "bad.txt", None, "byte offset 4 is not valid UTF-8", records),
-        ("failing_json_map", "bad.jsonl", None, "byte offset 14 is not JSON", records),
-        ("failing_json_map", "boom.jsonl", None, "raised RuntimeError: cannot handle boom", records),
-        ("failing_reduce", "ok.txt", None, "reduce at key 'bad' raised ValueError: refusing bad", keys),
+        ("wordcount", "bad.txt", None, "byte offset 4 is not valid UTF-8", "records"),
+        ("failing_json_map", "bad.jsonl", None, "byte offset 14 is not JSON", "records"),
+        ("failing_json_map", "boom.jsonl", None, "raised RuntimeError: cannot handle boom", "records"),
+        ("failing_reduce", "ok.txt", None, "reduce at key 'bad' raised ValueError: refusing bad", "keys"),
+        ("two_steps", "bad.txt", None, "byte offset 4 is not valid UTF-8", "records"),  # (its first step's map)
         ("task_misuse", "ok.txt", "ExitsInMap", "called sys.exit(2)", None),
         ("list_keys", "ok.txt", None, "is a list, which cannot be a key", None),
         ("optional_values", "optional.txt", None, "Sum() got None", None),
@@ -878,7 +879,9 @@ def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_
         if hint is None:
             assert "--skip-bad-records" not in error, error
         else:
-            assert error.endswith(hint) and "; pass --skip-bad-records N to skip" in error, error
+            listed = f"up to N such {hint} per task (listed in {spec.output}/_bad_records)"
+            assert "; pass --skip-bad-records N to skip " in error, error
+            assert error.endswith(listed), error
 
 
 def test_bad_input_gets_clear_errors(client: Client, tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from hop.loader import JobFileError
 from hop.mrjob_adapter import load_mrjob_file
 from hop.mrjob_codec import Edge
 from hop.spark_tasks import resolve_step
-from hop.taskproc import SKIP_HINT
+from hop.taskproc import skip_hint
 
 EXAMPLES = Path(mrjob.__file__).parent / "examples"
 TIMEOUT = 180
@@ -213,7 +213,7 @@ def test_a_mapper_raw_call_that_raises_says_how_to_skip_its_file(tmp_path: Path)
     )
     failed = hop_fails("--mrjob", str(job), str(good), str(bad), "-o", str(tmp_path / "strict"), "--quiet")
     assert "cannot take BOOM" in failed.stderr and str(bad) in failed.stderr, failed.stderr
-    assert SKIP_HINT.format("records") in failed.stderr, failed.stderr
+    assert skip_hint("records", str(tmp_path / "strict")) in failed.stderr, failed.stderr
     hop_run(job, [good, bad], tmp_path / "out", hop_options=["--skip-bad-records", "1"])
     assert hop_output(job, tmp_path / "out") == Counter({("a", 2): 1, ("b", 1): 1})
     listed = [

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,97 @@ def test_a_failed_step_keeps_the_intermediate_outputs_it_read(client: Client, tm
     assert report["status"] == "failed" and report["step"] == 1
     assert report["steps"][0]["counters"]["user"] == {"steps": {"records": 3}}
     assert report["counters"]["user"] == {"steps": {"lines": 2, "words": 5, "records": 3}}
+
+
+GATED_COUNTS = """
+import os, time
+from pathlib import Path
+from hop import Job
+
+
+class GatedCounts(Job):
+    def map(self, key, value):
+        yield key, value
+
+    def reducer_init(self):
+        gate = Path(os.environ["HOP_TEST_GATE"])
+        (gate / "entered").touch()
+        deadline = time.monotonic() + 30
+        while not (gate / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return ()
+
+    def reduce(self, key, values):
+        yield key, sum(values)
+"""
+
+
+def test_the_listing_of_a_running_run_marks_the_earlier_outputs_it_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hop status`` of a run of several jobs (``--blocking``) listed its first job's first step's output, in a
+    scratch folder the run had deleted once that job ended, as the step's output while the run went on. An earlier
+    step's output the run deleted is marked ``output_deleted`` (``output_kept``: where ``--keep-intermediate`` kept
+    it); one still there is not."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("HOP_TEST_GATE", str(gate))
+    (tmp_path / "gated.py").write_text(GATED_COUNTS)
+    (tmp_path / "in.txt").write_text("a b a\nc a\n")
+
+    def jobs(output: Path) -> list[JobSpec]:
+        first = build_spec(load_job_file(job_path("two_steps")), [str(tmp_path / "in.txt")], str(output))
+        return [first, build_spec(load_job_file(str(tmp_path / "gated.py")), [], str(output), num_reduces=1)]
+
+    def marks(listing: list[dict[str, Any]], output: Path) -> list[tuple[str, str, bool, str | None]]:
+        """(output's last name, state, output_deleted, output_kept) of the run's jobs, in the order submitted."""
+        ours = [
+            job
+            for job in listing
+            if job["output"].startswith(str(output.parent / f".{output.name}.")) or job["output"] == str(output)
+        ]
+        return [(Path(job["output"]).name, job["state"], job["output_deleted"], job["output_kept"]) for job in ours]
+
+    output, kept = tmp_path / "out", tmp_path / "kept"
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client, watcher = Client(cluster.address, timeout=30), Client(cluster.address, timeout=30)
+        outcome: dict[str, Any] = {}
+        run = threading.Thread(
+            target=lambda: outcome.update(report=run_staged_jobs(client, jobs(output), progress=False, timeout=60))
+        )
+        run.start()
+        try:
+            deadline = time.monotonic() + 30
+            while not (gate / "entered").exists() and run.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert (gate / "entered").exists(), outcome
+            running = marks(watcher.jobs(), output)
+        finally:
+            (gate / "go").touch()
+            run.join(timeout=60)
+        assert "report" in outcome, outcome
+        ended = marks(watcher.jobs(), output)
+        run_staged_jobs(client, jobs(kept), keep_intermediate=True, progress=False, timeout=60)
+        kept_marks = marks(watcher.jobs(), kept)
+        watcher.close()
+        client.close()
+    # While the last job runs, the first job's scratch folder (its steps') is gone, the second step's output is not.
+    assert running == [
+        ("step-1", "succeeded", True, None),
+        ("step-2", "succeeded", False, None),
+        ("out", "running", False, None),
+    ]
+    assert ended == [
+        ("step-1", "succeeded", True, None),
+        ("step-2", "succeeded", True, None),
+        ("out", "succeeded", False, None),
+    ]
+    steps = kept / "_steps"
+    assert kept_marks == [
+        ("step-1", "succeeded", True, str(steps / "step-1")),
+        ("step-2", "succeeded", True, str(steps / "step-2")),
+        ("kept", "succeeded", False, None),
+    ]
 
 
 @pytest.mark.parametrize("run", [run_steps, run_staged_jobs])

@@ -667,3 +667,64 @@ def test_hop_web_serves_the_view_of_a_running_cluster(cluster: LocalCluster) -> 
     finally:
         server.kill()
         server.communicate(timeout=30)
+
+
+def start_coordinator(bind: str) -> tuple[subprocess.Popen[str], str]:
+    """A standalone ``hop coordinator --bind BIND`` and the address it printed once it listens."""
+    import select
+
+    coordinator = subprocess.Popen(
+        [sys.executable, "-m", "hop", "coordinator", "--bind", bind], stdout=subprocess.PIPE, text=True
+    )
+    assert coordinator.stdout is not None
+    assert select.select([coordinator.stdout], [], [], 30)[0], "the coordinator printed no address within 30 s"
+    return coordinator, coordinator.stdout.readline().strip()
+
+
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_hop_web_says_at_once_that_its_coordinator_is_gone_and_follows_it_back(tmp_path: Path, transport: str) -> None:
+    """Once the coordinator of a running ``hop web`` stopped, every API call waited 5 s and failed "did not answer",
+    and an open page stalled ("reconnecting…" for good, without a word). The API answers at once (503) that the
+    coordinator at its address is gone, and an open event stream ends with that error; a coordinator started
+    again there is followed again. ``hop web`` says on stderr that it is gone, and back."""
+    import re
+    import signal
+
+    bind = f"ipc://{tmp_path}/coordinator" if transport == "ipc" else "tcp://127.0.0.1:*"
+    coordinator, address = start_coordinator(bind)
+    command = [sys.executable, "-m", "hop", "web", "--coordinator", address]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        url = re.search(r"hop web: (http://\S+) \(Ctrl-C to stop\)", server.stdout.readline())
+        assert url, server.poll()
+        assert get_json(url.group(1) + "api/workers") == (200, [])
+        with urllib.request.urlopen(url.group(1) + "api/events", timeout=20) as stream:
+            events = read_events(stream)
+            assert next(events) == ("workers", [])
+            coordinator.send_signal(signal.SIGTERM)  # (it stops as Ctrl-C stops it)
+            coordinator.communicate(timeout=30)
+            started = time.monotonic()
+            # (the stream's "jobs" may come first: it asks for the workers, then the jobs)
+            event = next((event for event in events if event[0] not in ("ping", "jobs")), None)
+        gone = f"the coordinator at {address} is gone: its connection broke, and "
+        assert event is not None and event[0] == "error" and event[1]["error"].startswith(gone), event
+        # At once: the stream looks every EVENT_SECONDS; the 5 s timeout of a request is not waited out.
+        assert time.monotonic() - started < 3, "the event stream saw it at once"
+        started = time.monotonic()
+        status, reply = get_json(url.group(1) + "api/jobs")
+        assert time.monotonic() - started < 2, "not after the 5 s timeout"
+        assert status == 503 and reply["error"].startswith(gone), reply
+        coordinator, _ = start_coordinator(address)
+        deadline = time.monotonic() + 30
+        while (answer := get_json(url.group(1) + "api/workers"))[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert answer == (200, []), answer
+    finally:
+        server.kill()
+        _, said = server.communicate(timeout=30)
+        coordinator.kill()
+        coordinator.communicate(timeout=30)
+    # hop web says so on stderr too, once, and that it is back.
+    assert said.count(f"hop web: {gone}") == 1, said
+    assert said.endswith(f"hop web: the coordinator at {address} answers again\n"), said

@@ -19,7 +19,14 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
 from hop.web.server import WebServer
 from tests.conftest import job_path, output_dict, run_job
-from tests.test_web import continuous_job, far_future_window, stream_spec, window_files, write_events
+from tests.test_web import (
+    continuous_job,
+    far_future_window,
+    start_coordinator,
+    stream_spec,
+    window_files,
+    write_events,
+)
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -315,3 +322,29 @@ def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(
         assert page.inner_text("#result-state") == "output deleted", "not a final output of no rows"
         assert page.inner_text(f"#jobs li[data-job-id='{last}']").startswith("CountOfCounts (step 2/2) — succeeded")
         assert errors == []
+
+
+def test_page_says_its_coordinator_is_gone(tmp_path: Path) -> None:
+    """The coordinator of an open page stopped: the page said "reconnecting…" for good, its every request to the
+    server waiting 5 s for a coordinator that would not answer. It says plainly that the coordinator at its address
+    is gone (and keeps asking, every few seconds, for one started there again)."""
+    import signal
+
+    coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
+    try:
+        with WebServer(address) as web, browser_page() as (page, errors):
+            page.goto(web.url, timeout=30_000)
+            page.wait_for_function("document.querySelector('#connection').textContent === 'live'", timeout=30_000)
+            coordinator.send_signal(signal.SIGTERM)
+            coordinator.communicate(timeout=30)
+            page.wait_for_function(
+                "document.querySelector('#connection').textContent.startsWith('not live: the coordinator at')",
+                timeout=10_000,
+            )
+            said = page.inner_text("#connection")
+            assert f"not live: the coordinator at {address} is gone: its connection broke" in said, said
+            assert said.endswith("; trying again in 5 s") and page.is_visible("#connection.down"), said
+            assert errors == []
+    finally:
+        coordinator.kill()
+        coordinator.communicate(timeout=30)

@@ -13,7 +13,8 @@ naming every API route; a query parameter a route does not take, given twice or 
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
   slots per pool), as ``hop status`` lists them.
 - ``GET /api/jobs``: every job (id, name, ``step`` from 0 of ``num_steps``, state, progress, output directory,
-  the number of complete snapshots, those written out; for a continuous job ``continuous: true``, the number of
+  ``output_deleted`` and ``output_kept`` for an earlier step's output the run deleted, as ``hop status``; the
+  number of complete snapshots, those written out; for a continuous job ``continuous: true``, the number of
   ``windows`` written so far and ``stopping``).
 - ``GET /api/jobs/{job_id}``: one job with the state and progress of every task.
 - ``GET /api/jobs/{job_id}/snapshots?after=N``: its snapshots with ``seq > N`` (``N >= -1``; default -1: all), with
@@ -38,8 +39,9 @@ naming every API route; a query parameter a route does not take, given twice or 
   continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first) instead of snapshots
   and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
   (``Last-Event-ID``) resumes after the last one it got: nothing twice, nothing skipped. An ``error`` event
-  (``{"error"}``) ends the stream when the coordinator stops answering or no longer knows the job (retired by
-  ``--keep-jobs``, or the coordinator was restarted).
+  (``{"error"}``) ends the stream when the coordinator stops answering, is gone (it stopped: said at once, as every
+  route's ``503`` then says it, ``hop.client.CoordinatorGone``) or no longer knows the job (retired by
+  ``--keep-jobs``, or the coordinator was restarted); a stream asked for then is refused (``503``, ``404``).
 
 With the cluster monitor (``make_app(source, monitor=box)``, ``hop monitor``; ``box`` is a list that holds the
 ``monitoring.feed.MonitorFeed`` once the monitoring job is submitted, empty until then; every route but the page
@@ -311,8 +313,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: what changed, every ``EVENT_SECONDS`` (see the module docstring)."""
     source = _source(request)
     job_id = request.query.get("job")
-    if job_id:
-        await source.job(job_id)  # 404 before the stream starts
+    # An unknown job (404), or a coordinator gone (503), is refused before the stream starts.
+    await (source.job(job_id) if job_id else source.workers())
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
 

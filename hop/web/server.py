@@ -8,7 +8,9 @@ also serves the cluster monitor's dashboard at ``/monitor`` and ``/metrics`` (se
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -28,8 +30,17 @@ class WebViewError(ValueError):
 class WebServer:
     """The web view for the coordinator at ``address``, served from a thread with its own event loop."""
 
-    def __init__(self, address: str, port: int = 0, host: str = "127.0.0.1", monitor: list[Any] | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        monitor: list[Any] | None = None,
+        on_gone: Callable[[str | None], None] | None = None,
+    ) -> None:
+        """``on_gone``: as ``CoordinatorSource`` takes it (told when the coordinator is found gone, and back)."""
         self.address = address
+        self.on_gone = on_gone
         self.host = host
         self.port = port
         self.monitor = monitor
@@ -40,7 +51,7 @@ class WebServer:
         self._source: CoordinatorSource | None = None
 
     async def _start(self) -> None:
-        self._source = CoordinatorSource(self.address)
+        self._source = CoordinatorSource(self.address, on_gone=self.on_gone)
         # handler_cancellation: a page closed ends its event stream (else a stream that had nothing new to send
         # never noticed and kept asking the coordinator every half second).
         self._runner = web.AppRunner(
@@ -93,9 +104,18 @@ class WebServer:
         self.stop()
 
 
+def _say_gone(address: str, gone: str | None) -> None:
+    """``hop web``'s note on stderr when its coordinator is found gone (the page says so too), and when it answers
+    again (one started again at its address)."""
+    if gone is None:
+        print(f"hop web: the coordinator at {address} answers again", file=sys.stderr, flush=True)
+    else:
+        print(f"hop web: {gone} (the view says so, and follows one started there again)", file=sys.stderr, flush=True)
+
+
 def serve_forever(address: str, port: int = 0) -> None:
     """``hop web``: serve until interrupted."""
-    server = WebServer(address, port)
+    server = WebServer(address, port, on_gone=lambda gone: _say_gone(address, gone))
     url = server.start()
     print(f"hop web: {url} (Ctrl-C to stop)", flush=True)
     try:

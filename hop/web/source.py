@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobRejected
 from hop.online.snapshots import LargestFirst
 
 __all__ = ["CoordinatorSource", "UnknownJob", "decode_window", "read_results"]
@@ -31,20 +32,38 @@ class UnknownJob(LookupError):
 class CoordinatorSource:
     """Async access to a coordinator's workers, jobs, tasks and snapshots."""
 
-    def __init__(self, address: str, timeout: float = 5.0) -> None:
+    def __init__(self, address: str, timeout: float = 5.0, on_gone: Callable[[str | None], None] | None = None) -> None:
+        """``on_gone``: told once when a call finds the coordinator gone (``hop.client.CoordinatorGone``: its error)
+        and once, with ``None``, when a call is answered again (``hop web`` says both on stderr)."""
         self.address = address
-        self._client = Client(address, timeout=timeout)
+        self._on_gone = on_gone
+        self._gone: str | None = None
+        # running: the coordinator answered before the view was served; once it is gone (stopped, shut down),
+        # every call fails at once saying so (hop.client.CoordinatorGone), not after ``timeout`` with a page stalled.
+        self._client = Client(address, timeout=timeout, running=True)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hop-web-client")
 
     async def _call(self, method: str, *args: Any, **options: Any) -> Any:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, lambda: getattr(self._client, method)(*args, **options))
+            reply = await loop.run_in_executor(self._executor, lambda: getattr(self._client, method)(*args, **options))
+        except CoordinatorGone as error:
+            self._say_gone(str(error))
+            raise
         except JobRejected as error:
+            self._say_gone(None)  # (it answered)
             # (a job retired by --keep-jobs is one the coordinator no longer knows: its message names its report)
             if error.reason == "retired_job" or str(error).startswith(("no job", "no continuous job")):
                 raise UnknownJob(str(error)) from error
             raise
+        self._say_gone(None)
+        return reply
+
+    def _say_gone(self, gone: str | None) -> None:
+        """Tell ``on_gone`` when the coordinator went (``gone``: why) or answers again (``None``), once each time."""
+        if self._on_gone is not None and (gone is None) != (self._gone is None):
+            self._on_gone(gone)
+        self._gone = gone
 
     async def jobs(self) -> list[dict[str, Any]]:
         return list(await self._call("jobs"))

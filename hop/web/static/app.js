@@ -62,8 +62,18 @@ function connect(jobId) {
   const source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}` : "/api/events");
   state.source = source;
   const connection = document.getElementById("connection");
-  source.addEventListener("open", () => (connection.textContent = "live"));
-  source.addEventListener("error", () => {
+  source.addEventListener("open", () => {
+    connection.textContent = "live";
+    connection.classList.remove("down");
+  });
+  source.addEventListener("error", (event) => {
+    // The server's own error event (it has data) ended the stream: the coordinator is gone or no longer knows the
+    // job. Said as a refusal is (the browser's own reconnection said only "reconnecting…", for good).
+    if (event.data !== undefined) {
+      source.close();
+      if (source === state.source) refused(jobId);
+      return;
+    }
     // A dropped stream is retried by the browser; one the server refused (an error status) is closed for good.
     if (source.readyState !== EventSource.CLOSED) connection.textContent = "reconnecting…";
     else if (source === state.source) refused(jobId);
@@ -76,9 +86,9 @@ function connect(jobId) {
   source.addEventListener("window", (event) => addWindow(JSON.parse(event.data)));
 }
 
-// The server refused the event stream: a job it does not know (?job= mistyped, or from a coordinator since
-// restarted) is said so, and the page follows the cluster's jobs instead; anything else (the coordinator does not
-// answer: 503) is shown, and the stream asked for again.
+// The server refused the event stream, or ended it with an error: a job it does not know (?job= mistyped, or from a
+// coordinator since restarted) is said so, and the page follows the cluster's jobs instead; anything else (the
+// coordinator is gone or does not answer: 503) is shown, and the stream asked for again.
 async function refused(jobId) {
   const connection = document.getElementById("connection");
   let reply = null;
@@ -98,6 +108,7 @@ async function refused(jobId) {
     return;
   }
   connection.textContent = `not live: ${error}; trying again in ${RETRY_SECONDS} s`;
+  connection.classList.add("down");
   setTimeout(() => { if (jobId === state.jobId) connect(jobId); }, RETRY_SECONDS * 1000);
 }
 
