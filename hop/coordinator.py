@@ -1725,6 +1725,9 @@ class Coordinator:
                 # A map started once the job is stopping (a retry of one on a lost worker) missed the stop
                 # broadcast: it would run for ever, and the job with it. It drains and ends at once.
                 fields["stopping"] = job.stopping
+                # Likewise a reducer's memory pause, broadcast only when it changes: a map started while it holds
+                # (a retry, a source started late) ran past the paused pane, and the reducer's memory grew on.
+                fields["pause_pane"] = job.windows.pause()
         else:
             fields["num_maps"] = len(job.maps)
             fields["host"] = worker.host
