@@ -1,6 +1,7 @@
 """The coordinator counts each worker's free slots from what the worker reports: every attempt it gave a worker
 must come back as exactly one freed slot, or it gives that worker tasks it has no slot for. A task that waits in
-its worker for a slot misses nothing its job was told meanwhile."""
+its worker for a slot misses nothing its job was told meanwhile, and one started later is told what still holds (a
+stop, sources gone, a reducer's memory pause), which lasts no longer than the reducer attempt that asked for it."""
 
 from __future__ import annotations
 
@@ -378,3 +379,90 @@ def test_a_stream_map_waiting_for_its_slot_hears_of_a_pause(tmp_path: Path) -> N
         pause = message("stream_pause", job_id=job["job_id"], pane=PAUSED_PANE)
         report = _run_after_a_busy_slot(worker, coordinator_side, task, [pause], spills)
     _held_at_the_pause(report, spills)
+
+
+@contextlib.contextmanager
+def _paused_reducer_on_a(tmp_path: Path) -> Iterator[tuple[Coordinator, Any, dict[str, zmq.Socket]]]:
+    """Real coordinator state of a continuous job whose reducer (attempt 0) runs on worker ``a`` and asked the maps
+    to hold at ``PAUSED_PANE``, its map on worker ``b``, which has a free reduce slot for a retry; the workers'
+    sockets, to read what the coordinator tells them."""
+    coordinator = Coordinator(f"ipc://{tmp_path}/real-coordinator")
+    sides: dict[str, zmq.Socket] = {}
+    try:
+        for name, maps, reduces in (("a", 0, 1), ("b", 1, 0)):
+            side = sides[name] = zmq.Context.instance().socket(zmq.DEALER)
+            side.setsockopt(zmq.IDENTITY, name.encode())
+            side.setsockopt(zmq.LINGER, 0)
+            side.connect(coordinator.address)
+            coordinator.workers[name] = WorkerInfo(
+                identity=name.encode(),
+                name=name,
+                host="127.0.0.1",
+                pid=0,
+                map_slots=maps,
+                reduce_slots=reduces,
+                free_map=maps,
+                free_reduce=reduces,
+                last_seen=time.time(),
+            )
+        coordinator.on_submit(b"client", {"type": "submit", "job": _bounded_job(tmp_path, with_output=False)})
+        (job,) = coordinator.jobs.values()
+        coordinator._schedule()
+        assert [(t["kind"], t["worker"]) for t in job.task_table()] == [("map", "b"), ("reduce", "a")]
+        said = {"job_id": job.spec.job_id, "index": 0, "attempt": 0, "worker": "a"}
+        coordinator.on_reducer_ready(b"a", {"type": "reducer_ready", **said, "address": "tcp://127.0.0.1:1"})
+        coordinator.on_stream_pause(b"a", {"type": "stream_pause", **said, "pane": PAUSED_PANE})
+        assert _pauses_told(sides["b"]) == [PAUSED_PANE]
+        coordinator.workers["b"].reduce_slots = coordinator.workers["b"].free_reduce = 1
+        yield coordinator, job, sides
+    finally:
+        for side in sides.values():
+            side.close(linger=0)
+        coordinator.events.close()
+        coordinator.socket.close(linger=0)
+
+
+def _pauses_told(side: zmq.Socket) -> list[int | None]:
+    """The panes of the ``stream_pause`` messages the coordinator sent a worker since last asked."""
+    told = []
+    while side.poll(200):
+        msg = unpack(side.recv())
+        if msg["type"] == "stream_pause":
+            told.append(msg["pane"])
+    return told
+
+
+def _retry_on_b(coordinator: Coordinator, job: Any) -> None:
+    """The reducer's next attempt starts on worker ``b`` and says where it listens (its first word)."""
+    coordinator._schedule()
+    assert [[a.worker for a in task.attempts] for task in job.reduces] == [["a", "b"]], "the reducer runs again"
+    retry = {"type": "reducer_ready", "job_id": job.spec.job_id, "index": 0, "attempt": 1, "worker": "b"}
+    coordinator.on_reducer_ready(b"b", retry | {"address": "tcp://127.0.0.1:2"})
+
+
+def test_the_pause_of_a_reducer_lost_with_its_worker_holds_until_its_retry_starts(tmp_path: Path) -> None:
+    """A reducer over its memory budget is lost with its worker: the maps hold at its pane while no attempt of it
+    runs (nothing takes their spills anyway), and its retry, which starts under its budget, lifts the pause: the
+    maps are not left paused for good."""
+    with _paused_reducer_on_a(tmp_path) as (coordinator, job, sides):
+        coordinator._worker_lost(coordinator.workers["a"], time.time())
+        assert job.windows.pause() == PAUSED_PANE, "held while the reducer does not run"
+        _retry_on_b(coordinator, job)
+        assert job.windows.pause() is None
+        assert _pauses_told(sides["b"]) == [None], "the maps hear the pause is lifted"
+
+
+def test_the_late_pause_of_a_failed_reducer_attempt_does_not_hold_the_maps_for_good(tmp_path: Path) -> None:
+    """A reducer's task process died just after asking the maps to hold: its worker gave up waiting for its last
+    words and reported the failure, then relayed the pause. Arriving after the retry had started (and lifted the
+    pause), it paused the maps for good: the retry, under its budget, never lifts a pause it did not ask for. A word
+    of an attempt that ended is ignored."""
+    with _paused_reducer_on_a(tmp_path) as (coordinator, job, sides):
+        said = {"job_id": job.spec.job_id, "index": 0, "attempt": 0, "worker": "a"}
+        failed = {"type": "task_failed", "kind": "reduce", **said, "pool": "reduce", "at": time.time()}
+        coordinator.on_task_failed(b"a", failed | {"error": "its process died", "traceback": None})
+        _retry_on_b(coordinator, job)
+        assert _pauses_told(sides["b"]) == [None]
+        coordinator.on_stream_pause(b"a", {"type": "stream_pause", **said, "pane": PAUSED_PANE})
+        assert job.windows.pause() is None, "the failed attempt's late pause is ignored"
+        assert _pauses_told(sides["b"]) == []
