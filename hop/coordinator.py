@@ -1086,8 +1086,13 @@ class Coordinator:
         """A stream reducer is over (``pane``) or back under (``None``) its memory budget: maps may not run past
         the lowest pane any reducer still needs while one is over."""
         job = self._job_for(msg)
-        if job is not None and job.windows is not None:
-            self._set_pause(job.spec.job_id, job.windows, msg["index"], msg.get("pane"))
+        if job is None or job.windows is None:
+            return
+        if all(attempt.attempt != msg["attempt"] for attempt in job.live_attempts("reduce", msg["index"])):
+            # The last words of an attempt that ended, relayed after its failure (its worker waits for them only
+            # so long): its retry may run already, under its budget, and would never lift this pause.
+            return
+        self._set_pause(job.spec.job_id, job.windows, msg["index"], msg.get("pane"))
 
     def _set_pause(self, job_id: str, windows: WindowTracker, partition: int, pane: int | None) -> None:
         """Record a reducer's pause indicator; tell the maps when the job's (the lowest) changes."""
@@ -1731,6 +1736,9 @@ class Coordinator:
                 # A map started once the job is stopping (a retry of one on a lost worker) missed the stop
                 # broadcast: it would run for ever, and the job with it. It drains and ends at once.
                 fields["stopping"] = job.stopping
+                # Likewise a reducer's memory pause, broadcast only when it changes: a map started while it holds
+                # (a retry, a source started late) ran past the paused pane, and the reducer's memory grew on.
+                fields["pause_pane"] = job.windows.pause()
         else:
             fields["num_maps"] = len(job.maps)
             fields["host"] = worker.host

@@ -61,6 +61,11 @@ Continuous jobs (hop.stream) and the monitor:
     stream_checkpoint {job_id, index, attempt, processed: [[map, attempt, seq], ...]}   what a reducer's state covers
     stream_trim {job_id, index, attempt, seq}   coordinator -> workers: forget map ``index``'s spills up to there
     stream_source_gone {job_id, index}          coordinator -> workers -> reducers: stop waiting for that source
+    stream_pause {job_id, index, attempt, pane}  a stream reducer over (pane) or back under (None) its memory budget
+                 -> coordinator; then {job_id, pane} -> workers -> maps when the job's lowest pane changes
+    A continuous job's run_task carries what its attempt would have missed of these broadcasts: a map's
+    ``stopping`` and ``pause_pane`` (the job's pause now), a reducer's ``sources_gone``; a worker updates the
+    run_task of a task waiting for a slot as they come.
     register also carries ``host_label`` (the host name of its samples, which faults about it use), ``rack``,
     ``samples`` (the worker's metric PUB endpoint, ``monitoring.publisher``) and ``stream_slots``; run_task
     carries ``pool`` ("map", "reduce" or "stream": which of the worker's slots runs it), and the worker names that

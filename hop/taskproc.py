@@ -161,7 +161,8 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
             if kind == "map":
                 below = task.get("resume_below")
                 resume = tuple(below) if below else None
-                result = run_stream_map(spec, index, attempt, job_dir, channel, resume, bool(task.get("stopping")))
+                stopping, pause = bool(task.get("stopping")), task.get("pause_pane")
+                result = run_stream_map(spec, index, attempt, job_dir, channel, resume, stopping, pause)
                 channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
             else:
                 host = task.get("host", "127.0.0.1")

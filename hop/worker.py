@@ -267,10 +267,11 @@ class Worker:
         self.waiting = still_waiting
 
     def _tell_waiting(self, job_id: str, kind: str, news: dict[str, Any]) -> None:
-        """A stop (``stopping``) or sources gone for good (``sources_gone``) of a continuous job, for its tasks of
-        ``kind`` still waiting here for a slot: their ``run_task`` says so, and they start knowing it. Relayed to
-        running tasks only, it was lost on them: a map assigned just before the stop ran for ever once it got its
-        slot, and a reducer waited for ever for the gone source."""
+        """A stop (``stopping``), sources gone for good (``sources_gone``) or a new memory pause (``pause_pane``,
+        None when lifted) of a continuous job, for its tasks of ``kind`` still waiting here for a slot: their
+        ``run_task`` says so, and they start knowing it. Relayed to running tasks only, it was lost on them: a map
+        assigned just before the stop ran for ever once it got its slot, a reducer waited for ever for the gone
+        source, and a map ran past the paused pane while the reducer's memory grew."""
         for position, (msg, _) in enumerate(self.waiting):
             if msg["job"]["job_id"] != job_id or msg["kind"] != kind:
                 continue
@@ -279,6 +280,8 @@ class Worker:
                 told["sources_gone"] = sorted({*msg.get("sources_gone", ()), *news["sources_gone"]})
             if news.get("stopping"):
                 told["stopping"] = True
+            if "pause_pane" in news:
+                told["pause_pane"] = news["pause_pane"]
             self.waiting[position] = (told, message("run_task", **{k: v for k, v in told.items() if k != "type"}))
 
     def _free_slot(self, kind: str) -> Slot | None:
@@ -351,8 +354,8 @@ class Worker:
                 self._tell_waiting(msg["job_id"], wanted, {"stopping": True})
             elif kind == "stream_source_gone":
                 self._tell_waiting(msg["job_id"], wanted, {"sources_gone": [int(msg["index"])]})
-            # (Not a pause: any map started after it, waiting here or not, misses it alike; it holds memory back,
-            # and the job ends without it.)
+            else:
+                self._tell_waiting(msg["job_id"], wanted, {"pause_pane": msg.get("pane")})
         elif kind == "stream_trim":
             self.pusher.trim(msg["job_id"], msg["index"], msg["attempt"], msg["seq"])
         elif kind == "kill_task":

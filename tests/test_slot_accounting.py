@@ -1,6 +1,7 @@
 """The coordinator counts each worker's free slots from what the worker reports: every attempt it gave a worker
 must come back as exactly one freed slot, or it gives that worker tasks it has no slot for. A task that waits in
-its worker for a slot misses nothing its job was told meanwhile."""
+its worker for a slot misses nothing its job was told meanwhile, and one started later is told what still holds (a
+stop, sources gone, a reducer's memory pause), which lasts no longer than the reducer attempt that asked for it."""
 
 from __future__ import annotations
 
@@ -147,11 +148,16 @@ def _continuous_job(tmp_path: Path, with_output: bool = True) -> dict[str, Any]:
 
 
 def _run_after_a_busy_slot(
-    worker: Worker, coordinator_side: zmq.Socket, task: dict[str, Any], told: list[bytes]
+    worker: Worker,
+    coordinator_side: zmq.Socket,
+    task: dict[str, Any],
+    told: list[bytes],
+    spills: list[tuple[float, dict[str, Any]]] | None = None,
 ) -> dict[str, Any] | None:
     """Hand the worker ``task`` while its one slot is busy with another job's attempt, then the coordinator's
     ``told`` messages, then free the slot: the task starts in its real task process. Returns the task's own end
-    report (``map_done``, ``reduce_done`` or ``task_failed``), or None if it sent none within 15 s."""
+    report (``map_done``, ``reduce_done`` or ``task_failed``), or None if it sent none within 15 s (``spills``: see
+    :func:`_end_report`)."""
     slot = next(iter(worker.slots.values()))
     busy = ("job-other", task["kind"], 0, 0)
     slot.task = busy  # (as dispatching the coordinator's run_task sets it)
@@ -162,18 +168,29 @@ def _run_after_a_busy_slot(
     ended = "map_done" if task["kind"] == "map" else "reduce_done"
     worker.on_slot(slot.name.encode(), message(ended, job_id=busy[0], index=0, attempt=0, at=time.time()))
     assert slot.task == ("job-stream", task["kind"], task["index"], task["attempt"]), "started once the slot freed"
-    return _end_report(worker, coordinator_side, ended)
+    return _end_report(worker, coordinator_side, ended, spills=spills)
 
 
 def _end_report(
-    worker: Worker, coordinator_side: zmq.Socket, ended: str, job_id: str = "job-stream"
+    worker: Worker,
+    coordinator_side: zmq.Socket,
+    ended: str,
+    job_id: str = "job-stream",
+    spills: list[tuple[float, dict[str, Any]]] | None = None,
 ) -> dict[str, Any] | None:
     """Relay what the worker's task processes send until a task of ``job_id`` ends (``ended`` or ``task_failed``,
-    returned), or 15 s have passed (None)."""
+    returned), or 15 s have passed (None); with ``spills``, note when each spill came in and its ``meta``."""
+
+    def take(identity: bytes, frame: bytes) -> None:
+        msg = unpack(frame)
+        if spills is not None and msg["type"] == "spill":
+            spills.append((time.monotonic(), msg["meta"]))
+        worker.on_slot(identity, frame)
+
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         if worker.slots_socket.poll(50):
-            worker._drain(worker.slots_socket, worker.on_slot)
+            worker._drain(worker.slots_socket, take)
         while coordinator_side.poll(0):
             report = unpack(coordinator_side.recv_multipart()[1])
             if report["type"] in (ended, "task_failed") and report.get("job_id") == job_id:
@@ -259,3 +276,193 @@ def test_a_stream_reducer_started_after_a_source_went_is_told_at_its_start(tmp_p
         coordinator.socket.close(linger=0)
     assert report is not None, "the reducer ended"
     assert report["type"] == "reduce_done", report
+
+
+FIRST_EVENT = 1_700_000_000
+PAUSED_PANE = FIRST_EVENT + 1
+"""The pane a reducer over its memory budget still needs (a 1 s window's panes are its seconds): maps may seal it,
+and must hold their input once they have."""
+
+
+def _bounded_job(tmp_path: Path, with_output: bool = True) -> dict[str, Any]:
+    """The wire form of a continuous job of one source read as fast as it can, 25 panes of 100 records then its end,
+    and one reducer; its pane flow control out of the way (no reducer takes its spills here). As ``_continuous_job``
+    makes it."""
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(f'{{"ts": {FIRST_EVENT + i * 0.01}, "text": "a b"}}\n' for i in range(2500)))
+    options = stream_options([f"replay:{events}"], "1s") | {"pause_threshold": 100_000}
+    job_class = load_job_file(job_path("event_wordcount"), "EventWordCount")
+    spec = build_spec(job_class, [], str(tmp_path / "out"), num_reduces=1, options={"stream": options})
+    if not with_output:
+        return spec.to_wire()
+    (tmp_path / "out").mkdir()
+    return spec.with_id("job-stream").to_wire()
+
+
+def _held_at_the_pause(report: dict[str, Any] | None, spills: list[tuple[float, dict[str, Any]]]) -> None:
+    """Assert that a stream map that ran its bounded source (``_bounded_job``) to its end held its input once it had
+    sealed ``PAUSED_PANE``: each hold lasts 0.5 s before the map reads one more poll (a slower machine only makes it
+    longer), where a map that never heard of the pause reads the rest of its source at once."""
+    assert report is not None, "the map ended"
+    assert report["type"] == "map_done", report
+    assert report["counters"]["stream_memory_pauses"] >= 1, "the map held its input at the paused pane"
+    past = [at for at, meta in spills if meta["sealed"] > PAUSED_PANE]
+    final = [at for at, meta in spills if meta.get("final")]
+    assert past and final, spills
+    assert final[0] - past[0] >= 0.45, "the map did not run on past the paused pane"
+
+
+def test_a_stream_map_started_while_a_pause_holds_is_told_it_at_its_start(tmp_path: Path) -> None:
+    """A reducer over its memory budget asked the maps to hold at a pane (``stream_pause``); the coordinator tells
+    the maps only when the job's pause changes. A map attempt started after it (a retry after a lost worker or a
+    failure, a source started late) never heard of it, ran past the paused pane, and the reducer's memory grew
+    beyond its budget. The coordinator now tells it with the task. Real coordinator state, worker and task process;
+    the test plays the wire between them."""
+    coordinator = Coordinator(f"ipc://{tmp_path}/real-coordinator")
+    worker_side = zmq.Context.instance().socket(zmq.DEALER)
+    worker_side.setsockopt(zmq.IDENTITY, b"w")
+    worker_side.setsockopt(zmq.LINGER, 0)
+    worker_side.connect(coordinator.address)
+    spills: list[tuple[float, dict[str, Any]]] = []
+    try:
+        coordinator.workers["w"] = WorkerInfo(
+            identity=b"w",
+            name="w",
+            host="127.0.0.1",
+            pid=0,
+            map_slots=1,
+            reduce_slots=1,
+            free_map=0,
+            free_reduce=1,
+            last_seen=time.time(),
+        )  # (its map slot busy with another job's attempt)
+        coordinator.on_submit(b"client", {"type": "submit", "job": _bounded_job(tmp_path, with_output=False)})
+        (job,) = coordinator.jobs.values()
+        coordinator._schedule()
+        assert [t["state"] for t in job.task_table()] == ["pending", "running"], "the reducer runs, the map waits"
+        pause = {"type": "stream_pause", "job_id": job.spec.job_id, "index": 0, "attempt": 0, "pane": PAUSED_PANE}
+        coordinator.on_stream_pause(b"w", pause)
+        coordinator.workers["w"].free_map = 1  # the slot frees
+        coordinator._schedule()
+        frames = []
+        while worker_side.poll(1000):
+            frames.append(worker_side.recv())
+        run_tasks = [frame for frame in frames if unpack(frame)["type"] == "run_task"]
+        (run_task,) = [frame for frame in run_tasks if unpack(frame)["kind"] == "map"]
+        assert unpack(run_task).get("pause_pane") == PAUSED_PANE, "the task says the job is paused there"
+        with _worker_with_one_map_slot(tmp_path) as (worker, coordinator_side):
+            worker.on_coordinator(run_task)
+            report = _end_report(worker, coordinator_side, "map_done", job.spec.job_id, spills)
+    finally:
+        worker_side.close(linger=0)
+        coordinator.events.close()
+        coordinator.socket.close(linger=0)
+    _held_at_the_pause(report, spills)
+
+
+def test_a_stream_map_waiting_for_its_slot_hears_of_a_pause(tmp_path: Path) -> None:
+    """A stream map the coordinator started just before a reducer asked the maps to hold at a pane waited in its
+    worker for a slot: ``stream_pause`` was relayed to the running maps only, and the map ran past the paused pane
+    once it had its slot. It starts paused; a pause lifted while it waits is lifted for it too. Real worker and
+    task process; the test plays the coordinator's side of the wire."""
+    spills: list[tuple[float, dict[str, Any]]] = []
+    with _worker_with_one_map_slot(tmp_path) as (worker, coordinator_side):
+        job = _bounded_job(tmp_path)
+        task = {"job": job, "kind": "map", "index": 0, "attempt": 0, "pool": "map", "chunks": [[]]}
+        task |= {"resume_below": None, "stopping": False, "pause_pane": None}
+        # A pause lifted while a task told it waits (the reducer back under its budget) is lifted for it as well.
+        paused = task | {"pause_pane": PAUSED_PANE}
+        worker.waiting.append((paused, message("run_task", **paused)))
+        worker.on_coordinator(message("stream_pause", job_id=job["job_id"], pane=None))
+        assert [unpack(frame)["pause_pane"] for _, frame in worker.waiting] == [None], "lifted"
+        worker.waiting.clear()
+        pause = message("stream_pause", job_id=job["job_id"], pane=PAUSED_PANE)
+        report = _run_after_a_busy_slot(worker, coordinator_side, task, [pause], spills)
+    _held_at_the_pause(report, spills)
+
+
+@contextlib.contextmanager
+def _paused_reducer_on_a(tmp_path: Path) -> Iterator[tuple[Coordinator, Any, dict[str, zmq.Socket]]]:
+    """Real coordinator state of a continuous job whose reducer (attempt 0) runs on worker ``a`` and asked the maps
+    to hold at ``PAUSED_PANE``, its map on worker ``b``, which has a free reduce slot for a retry; the workers'
+    sockets, to read what the coordinator tells them."""
+    coordinator = Coordinator(f"ipc://{tmp_path}/real-coordinator")
+    sides: dict[str, zmq.Socket] = {}
+    try:
+        for name, maps, reduces in (("a", 0, 1), ("b", 1, 0)):
+            side = sides[name] = zmq.Context.instance().socket(zmq.DEALER)
+            side.setsockopt(zmq.IDENTITY, name.encode())
+            side.setsockopt(zmq.LINGER, 0)
+            side.connect(coordinator.address)
+            coordinator.workers[name] = WorkerInfo(
+                identity=name.encode(),
+                name=name,
+                host="127.0.0.1",
+                pid=0,
+                map_slots=maps,
+                reduce_slots=reduces,
+                free_map=maps,
+                free_reduce=reduces,
+                last_seen=time.time(),
+            )
+        coordinator.on_submit(b"client", {"type": "submit", "job": _bounded_job(tmp_path, with_output=False)})
+        (job,) = coordinator.jobs.values()
+        coordinator._schedule()
+        assert [(t["kind"], t["worker"]) for t in job.task_table()] == [("map", "b"), ("reduce", "a")]
+        said = {"job_id": job.spec.job_id, "index": 0, "attempt": 0, "worker": "a"}
+        coordinator.on_reducer_ready(b"a", {"type": "reducer_ready", **said, "address": "tcp://127.0.0.1:1"})
+        coordinator.on_stream_pause(b"a", {"type": "stream_pause", **said, "pane": PAUSED_PANE})
+        assert _pauses_told(sides["b"]) == [PAUSED_PANE]
+        coordinator.workers["b"].reduce_slots = coordinator.workers["b"].free_reduce = 1
+        yield coordinator, job, sides
+    finally:
+        for side in sides.values():
+            side.close(linger=0)
+        coordinator.events.close()
+        coordinator.socket.close(linger=0)
+
+
+def _pauses_told(side: zmq.Socket) -> list[int | None]:
+    """The panes of the ``stream_pause`` messages the coordinator sent a worker since last asked."""
+    told = []
+    while side.poll(200):
+        msg = unpack(side.recv())
+        if msg["type"] == "stream_pause":
+            told.append(msg["pane"])
+    return told
+
+
+def _retry_on_b(coordinator: Coordinator, job: Any) -> None:
+    """The reducer's next attempt starts on worker ``b`` and says where it listens (its first word)."""
+    coordinator._schedule()
+    assert [[a.worker for a in task.attempts] for task in job.reduces] == [["a", "b"]], "the reducer runs again"
+    retry = {"type": "reducer_ready", "job_id": job.spec.job_id, "index": 0, "attempt": 1, "worker": "b"}
+    coordinator.on_reducer_ready(b"b", retry | {"address": "tcp://127.0.0.1:2"})
+
+
+def test_the_pause_of_a_reducer_lost_with_its_worker_holds_until_its_retry_starts(tmp_path: Path) -> None:
+    """A reducer over its memory budget is lost with its worker: the maps hold at its pane while no attempt of it
+    runs (nothing takes their spills anyway), and its retry, which starts under its budget, lifts the pause: the
+    maps are not left paused for good."""
+    with _paused_reducer_on_a(tmp_path) as (coordinator, job, sides):
+        coordinator._worker_lost(coordinator.workers["a"], time.time())
+        assert job.windows.pause() == PAUSED_PANE, "held while the reducer does not run"
+        _retry_on_b(coordinator, job)
+        assert job.windows.pause() is None
+        assert _pauses_told(sides["b"]) == [None], "the maps hear the pause is lifted"
+
+
+def test_the_late_pause_of_a_failed_reducer_attempt_does_not_hold_the_maps_for_good(tmp_path: Path) -> None:
+    """A reducer's task process died just after asking the maps to hold: its worker gave up waiting for its last
+    words and reported the failure, then relayed the pause. Arriving after the retry had started (and lifted the
+    pause), it paused the maps for good: the retry, under its budget, never lifts a pause it did not ask for. A word
+    of an attempt that ended is ignored."""
+    with _paused_reducer_on_a(tmp_path) as (coordinator, job, sides):
+        said = {"job_id": job.spec.job_id, "index": 0, "attempt": 0, "worker": "a"}
+        failed = {"type": "task_failed", "kind": "reduce", **said, "pool": "reduce", "at": time.time()}
+        coordinator.on_task_failed(b"a", failed | {"error": "its process died", "traceback": None})
+        _retry_on_b(coordinator, job)
+        assert _pauses_told(sides["b"]) == [None]
+        coordinator.on_stream_pause(b"a", {"type": "stream_pause", **said, "pane": PAUSED_PANE})
+        assert job.windows.pause() is None, "the failed attempt's late pause is ignored"
+        assert _pauses_told(sides["b"]) == []

@@ -156,9 +156,11 @@ def run_stream_map(
     channel: TaskChannel,
     resume_below: tuple[int, int] | None = None,
     stopping: bool = False,
+    pause_pane: int | None = None,
 ) -> dict[str, Any]:
     """Run one stream map attempt until its source ends or the job is stopped; returns ``map_done`` fields.
-    ``stopping``: the job was stopped before this attempt started (it drains at once).
+    ``stopping``: the job was stopped before this attempt started (it drains at once). ``pause_pane``: the job's
+    memory pause as this attempt started (it holds at that pane as if it had heard the ``stream_pause``).
 
     A retry (``attempt > 0``) resumes from the newest checkpoint whose spills every reducer's checkpoint covers
     (``resume_below``: the (attempt, seq) of the last such spill, from the coordinator), so whatever a restarted
@@ -260,8 +262,8 @@ def run_stream_map(
     paused_seconds = 0.0
     pauses = 0
 
-    pause_pane: int | None = None
-    """A reducer over its memory budget asked the sources not to run past this pane (C2's pause indicator)."""
+    # ``pause_pane``: a reducer over its memory budget asked the sources not to run past this pane (C2's pause
+    # indicator); then as ``stream_pause`` messages say.
     memory_pauses = 0
     max_unsent = 0
     """The most of this map's pane spills not yet at every reducer (pane flow control keeps it near the threshold)."""

@@ -150,8 +150,13 @@ class WindowTracker:
             self._pauses.pop(partition, None)
         else:
             self._pauses[partition] = int(pane)
-        after = min(self._pauses.values()) if self._pauses else None
+        after = self.pause()
         return after != before, after
+
+    def pause(self) -> int | None:
+        """The job's pause indicator now: the lowest pane any reducer over its memory budget still needs (``None``:
+        none is over). A map attempt started while it holds is told it with its task: it missed the broadcast."""
+        return min(self._pauses.values()) if self._pauses else None
 
     def covered(self, source: int) -> list[int] | None:
         """The (attempt, seq) of the last spill of ``source`` that every reducer's checkpoint holds."""
