@@ -10,6 +10,7 @@ point (``OUT`` replaced right after a check), a real task or coordinator in this
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import shutil
 import socket
@@ -78,7 +79,11 @@ def test_an_output_removed_while_its_job_runs_fails_the_job(tmp_path: Path, how:
         (folder / "_temporary" / "part-00001.attempt-0").write_text("another run's\n")
         (folder / "mine.txt").write_text("the user's\n")
 
-    remove = {"removed": shutil.rmtree, "moved": lambda folder: folder.rename(elsewhere), "replaced": replace}[how]
+    remove = {
+        "removed": _remove_while_written,
+        "moved": lambda folder: folder.rename(elsewhere),
+        "replaced": replace,
+    }[how]
     stderr = _run_removing(tmp_path, [job_path("reduces_in_turn")], lambda: output, remove)
     assert f"output directory {output} was removed or moved while the job ran" in stderr, stderr
     assert "run the job again" in stderr, stderr
@@ -104,11 +109,25 @@ def test_a_pipelines_scratch_folder_removed_while_it_runs_fails_it_naming_it(tmp
         tmp_path,
         [job_path("reduces_in_turn"), str(ROOT / "jobs" / "topk.py")],
         step_one,
-        lambda f: shutil.rmtree(f.parent),
+        lambda f: _remove_while_written(f.parent),
     )
     assert f"(step 1's output, in the scratch folder of the run writing {output}) was removed or moved" in stderr
     assert "--skip-bad-records" not in stderr and "--keep-intermediate keeps it" not in stderr, stderr
     assert not (output / "_SUCCESS").exists()
+
+
+def _remove_while_written(folder: Path) -> None:
+    """Remove ``folder`` while the running job may still write into it (``rm -rf`` racing its writes fails with
+    "Directory not empty" when a file lands in a folder it has just emptied; run again, as a user would)."""
+    for _ in range(50):
+        try:
+            shutil.rmtree(folder)
+            return
+        except OSError as error:
+            if error.errno != errno.ENOTEMPTY:
+                raise
+        time.sleep(0.05)
+    shutil.rmtree(folder)
 
 
 def _replace_with_users(elsewhere: Path, *names: str) -> Callable[[Path], None]:
@@ -169,7 +188,7 @@ def test_a_continuous_jobs_output_removed_while_it_runs_fails_the_job(tmp_path: 
     output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     (tmp_path / "lines.txt").write_text("".join(f"w{n % 7} w{n % 3}\n" for n in range(100)))
     remove = {
-        "removed": shutil.rmtree,
+        "removed": _remove_while_written,
         "moved": lambda folder: folder.rename(elsewhere),
         "replaced": _replace_with_users(elsewhere, "mine.txt"),
         "replaced by an empty folder": _replace_with_users(elsewhere),
@@ -209,7 +228,7 @@ def test_a_quiet_continuous_jobs_output_removed_fails_it_without_waiting_for_a_w
 
     def remove(folder: Path) -> None:
         time.sleep(0.5)  # (past the map's first progress note, its only write for a minute)
-        shutil.rmtree(folder)
+        _remove_while_written(folder)
 
     output = tmp_path / "out"
     stderr = _run_stream_removing(tmp_path, f"tcp:127.0.0.1:{port}", "1h", "60", listening, remove, "--no-view")
