@@ -4,11 +4,11 @@
         [--orders shuffled,sorted] [--aggregates sum,count,mean] [--fractions 0.1,0.25,0.5]
         [--largest 100000] [--engine-runs 0] [--json PATH]
 
-Writes ``key TAB value`` lines: 30 groups of Zipf sizes (``--largest`` records down to 1/42 of that) and six small ones
-(500, 200, 80, 30, 12 and 6 records), values ``normal`` (mean 100, sd 20), ``lognormal`` (sigma 1.5: skewed) or
-``pareto`` (alpha 1.3: heavy-tailed, infinite variance), the lines ``shuffled`` or ``sorted`` by value (the worst
-case for chunk sampling: a chunk's values are all alike), 3.6 MB by default, cut into 64 KB chunks (56) as an
-online job cuts them.
+Writes ``key TAB value`` lines: 30 groups of Zipf sizes (``--largest`` records down to 1/42 of that) and six
+small ones (500, 200, 80, 30, 12 and 6 records), values ``normal`` (mean 100, sd 20), ``lognormal`` (sigma 1.5:
+skewed), ``pareto`` (alpha 1.3: heavy-tailed, infinite variance) or ``sparse`` (0 but for one record in 100,
+lognormal sigma 1), the lines ``shuffled`` or ``sorted`` by value, ties by key (the worst case for chunk sampling:
+a chunk's values are all alike), 3.6 MB by default, cut into 64 KB chunks (56) as an online job cuts them.
 
 Unit level (every trial): the chunks' per-key states are fed to ``hop.online.state.SnapshotState``, the reducer's
 own summary, in a seeded random order, as a reducer receives them with ``--order random``; at each fraction of the
@@ -18,7 +18,7 @@ and aggregate, each snapshot scored at the fraction of chunks it covered (the ne
 
 Prints per input, aggregate and group size (small: up to 40 records, medium: up to 2,500, large) the coverage (the
 fraction of intervals holding the final value; groups without an interval are left out) and how many had no
-interval ("no CI": absent from the snapshot, or seen in fewer than 2 chunks).
+interval ("no CI": absent from the snapshot, seen in fewer than 2 chunks, or with no spread seen).
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def make_lines(seed: int, values: str, order: str, largest: int = 100_000, group
                 value = rng.lognormvariate(2, 1.5)
             elif values == "pareto":
                 value = rng.paretovariate(1.3)
+            elif values == "sparse":
+                value = rng.lognormvariate(2, 1.0) if rng.random() < 0.01 else 0.0
             else:
                 raise ValueError(f"unknown value distribution {values!r}")
             records.append((round(value, 3), f"g{group:02d}"))
@@ -184,7 +186,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-seeds", default="1,2,3")
     parser.add_argument("--trials", type=int, default=200, help="random chunk orders per input")
-    parser.add_argument("--values", default="lognormal,pareto,normal")
+    parser.add_argument("--values", default="lognormal,pareto,normal", help="also: sparse")
     parser.add_argument("--orders", default="shuffled,sorted")
     parser.add_argument("--aggregates", default="sum,count,mean")
     parser.add_argument("--fractions", default="0.1,0.25,0.5")
@@ -223,7 +225,10 @@ def main() -> None:
                             for fraction in fractions:
                                 n, hits, none = tally.get((group_class, fraction), [0, 0, 0])
                                 coverage = hits / n if n else math.nan
-                                cells.append(f"{coverage:9.3f} {none / max(1, n + none):5.2f}")
+                                if n + none:
+                                    cells.append(f"{coverage:9.3f} {none / (n + none):5.2f}")
+                                else:  # (no snapshot near this fraction: an engine's snapshots fall where they do)
+                                    cells.append(f"{'-':>9} {'-':>5}")
                                 if n + none:
                                     result.append(
                                         {

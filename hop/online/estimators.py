@@ -26,10 +26,14 @@ final Sum is ``sum over all N chunks of x_c``. From the ``n`` chunks seen we kno
   ``sqrt(2/3)``, and its 95% intervals held 93% of the time, 95% now: ``tests/test_online_units.py``).
 
 The interval is ``estimate +- t * sqrt(variance)`` with Student's t quantile for ``m - 1`` degrees of freedom, ``m``
-the number of seen chunks the group *occurred* in (at most ``n``): a group's ``x_c`` is 0 in every other chunk, so
-its sample variance rests on those ``m`` chunks, not on all ``n`` (a group seen in one chunk of 50 had a Mean interval
-of width 0, ``d_c`` being 0 in every chunk, and the t quantile of 49 degrees of freedom for one occurring in two).
-With ``n == N`` the value is exact (interval of width 0); with ``m < 2`` there is no interval (``None`` bounds).
+the number of seen chunks the group *occurred* in (at most ``n``; for a total, those where its contribution is not
+0): a group's ``x_c`` is 0 in every other chunk, so its sample variance rests on those ``m`` chunks, not on all ``n``
+(a group seen in one chunk of 50 had a Mean interval of width 0, ``d_c`` being 0 in every chunk, and the t quantile
+of 49 degrees of freedom for one occurring in two). With ``n == N`` the value is exact (interval of width 0); with
+``m < 2`` there is no interval (``None`` bounds), nor when the residuals' squares sum to 0: a spread of 0 seen says
+nothing of the spread unseen, and the interval of width 0 it gave read as exact (the Mean of a 0/1 flag seen as 0
+in every record so far; the sum is a difference of sums of squares, so values alike but not exact in binary, 0.1,
+may leave a trace of rounding and a very narrow interval instead).
 """
 
 from __future__ import annotations
@@ -139,7 +143,9 @@ def estimate_total(
     samples = _samples(seen, occurred)
     if samples < 2:
         return Estimate(value, None, None, False)
-    residual_squares = max(0.0, squares - 2 * ratio * sizes.cross + ratio * ratio * sizes.squares)
+    residual_squares = squares - 2 * ratio * sizes.cross + ratio * ratio * sizes.squares
+    if residual_squares <= 0:  # no spread seen (see the module docstring)
+        return Estimate(value, None, None, False)
     mean_bytes = sizes.seen / seen
     variance = (1 - seen / chunks) * residual_squares / (seen - 1) / seen * (sizes.total / mean_bytes) ** 2
     half = t_quantile(samples - 1, confidence) * math.sqrt(variance)
@@ -172,7 +178,9 @@ def estimate_mean(
     samples = _samples(seen, occurred)
     if samples < 2:
         return Estimate(ratio, None, None, False)
-    residual_squares = max(0.0, sum_squares - 2 * ratio * cross + ratio * ratio * count_squares)
+    residual_squares = sum_squares - 2 * ratio * cross + ratio * ratio * count_squares
+    if residual_squares <= 0:  # no spread seen (see the module docstring)
+        return Estimate(ratio, None, None, False)
     # Over the ``samples`` chunks the group occurred in (every other chunk's residual is 0): see the module docstring.
     variance = (1 - seen / chunks) * residual_squares * samples / ((samples - 1) * counts * counts)
     half = t_quantile(samples - 1, confidence) * math.sqrt(variance)
@@ -230,7 +238,8 @@ def estimate_totals(
         # No bytes seen (the chunks read were empty files) leaves nothing to scale: the estimate is the 0 seen so far.
         ratio = np.divide(s, seen_bytes, out=np.zeros_like(s), where=seen_bytes > 0)
         value = np.where(final, s, total_bytes * ratio)
-        residual = np.maximum(0.0, q - 2 * ratio * cross + ratio * ratio * byte_squares) / np.maximum(n - 1, 1)
+        residual = q - 2 * ratio * cross + ratio * ratio * byte_squares
+        residual = np.where(residual > 0, residual, np.nan) / np.maximum(n - 1, 1)  # (no spread: NaN, no interval)
         mean_bytes = np.where(seen_bytes > 0, seen_bytes / n, 1.0)
         half = t * np.sqrt((1 - n / big_n) * residual / n) * (total_bytes / mean_bytes)
     low = np.where(final, s, value - half)
@@ -258,7 +267,8 @@ def estimate_means(
     t = _quantiles(samples, confidence)
     with np.errstate(invalid="ignore", over="ignore"):  # (see estimate_totals)
         ratio = sy / sx
-        residual = np.maximum(0.0, qyy - 2 * ratio * qxy + ratio * ratio * qxx)
+        residual = qyy - 2 * ratio * qxy + ratio * ratio * qxx
+        residual = np.where(residual > 0, residual, np.nan)  # (no spread: NaN, no interval)
         half = t * np.sqrt((1 - n / big_n) * residual * samples / (np.maximum(samples - 1, 1) * sx * sx))
     low = np.where(final, ratio, ratio - half)
     high = np.where(final, ratio, ratio + half)
