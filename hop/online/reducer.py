@@ -362,4 +362,4 @@ def _why_unbounded(estimate: float | None) -> str:
         return "no estimate: not a Sum, Count or Mean of numbers, or past a float's range"
     if not math.isfinite(estimate):
         return f"its estimate is {estimate}: a NaN or infinite value among its records"
-    return "no interval yet: it occurs in fewer than 2 of the chunks read"
+    return "no interval yet: it occurs in fewer than 2 of the chunks read, or its values there are all alike"

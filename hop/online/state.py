@@ -265,10 +265,12 @@ class SnapshotState:
             old = state.get(key)
             state[key] = x if old is None else merge(old, x)
             # Besides the squares, the chunks the key occurred in (its interval's degrees of freedom) and, for a
-            # total, the sum of its contributions times their chunk's bytes (the ratio estimator's residuals).
+            # total, the sum of its contributions times their chunk's bytes (the ratio estimator's residuals). A
+            # total's chunk that added 0 tells no more than one without the key: it does not count as occurred (a
+            # Sum of mostly-zero values seen as 0 in 5 chunks had the interval [0, 0], read as exact).
             if self.kind == "total" and isinstance(x, int | float):
                 q, occurred, cross = moments.get(key, (0, 0, 0))
-                moments[key] = (q + x * x, occurred + 1, cross + x * size)
+                moments[key] = (q + x * x, occurred + (x != 0), cross + x * size)
             elif self.kind == "mean":
                 count, total = x
                 qxx, qxy, qyy, occurred = moments.get(key, (0, 0, 0, 0))
