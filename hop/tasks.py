@@ -217,7 +217,8 @@ def run_map(
     sends ``map_checkpoint`` with the number of spills, the input records they cover and the counters so far. A
     retry given ``resume`` (the checkpoint of a failed attempt) keeps that attempt's registered spills, skips the
     records they cover without mapping them, numbers its own spills after them, and adds the checkpoint's counters
-    to its own, so the committed result counts every record once.
+    to its own, so the committed result counts every record once. A map reading a pipe, or with mapper hooks, or
+    reading files whole, sends none.
     """
     cpu_began = time.process_time()  # the slot's process runs one task after another: count this one's
     job, functions = instantiate(spec)
@@ -328,9 +329,11 @@ def run_map(
     )
 
     # A mapper_init/mapper_final hook keeps state across the attempt (hop.job.Step): a retry must start over. So
-    # must one of a map reading a file whole, whose spills cut its one call (_whole_file_batches).
+    # must one of a map reading a file whole, whose spills cut its one call (_whole_file_batches), and one reading a
+    # pipe: its records are an upstream reduce attempt's output, which a retry may get from another attempt, in
+    # another order within a key, so a count of records read names other records there.
     hooked = functions.step is not None and bool(functions.step.mapper_init or functions.step.mapper_final)
-    resumable = not hooked and not spec.reads_whole_files
+    resumable = not hooked and not spec.reads_whole_files and pipe is None
 
     def spill_counters() -> dict[str, Any]:
         """The counters of this attempt's spills and flow control: a checkpoint carries them too, since its

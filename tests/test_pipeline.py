@@ -366,6 +366,28 @@ def test_pipeline_with_too_few_slots_still_finishes(tmp_path: Path) -> None:
     assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
 
 
+def test_a_later_steps_map_retried_after_a_checkpoint_maps_each_record_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later step's map reads the step before's output through a pipe. Killed after a checkpoint, its retry kept
+    the failed attempt's spills and mapped the whole partition again: the records those spills covered were counted
+    twice (every count of counts doubled). A map reading a pipe now takes no checkpoint: its retry starts over."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 300_000, seed=36, vocabulary=3000)
+    # Map 0 of each step, its first attempt: killed after its first checkpoint, or at its end if it takes none.
+    monkeypatch.setenv("HOP_FAULT", "map:checkpointed:0,map:done:0")
+    result = hop(
+        "run", job_path("two_steps"), str(source), "-o", str(tmp_path / "out"), "--workers", "2", "--reducers", "1",
+        "--spill-records", "100", "--quiet", timeout=TIMEOUT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    counts = collections.Counter(source.read_text(encoding="utf-8").split())
+    assert output_dict(tmp_path / "out") == dict(collections.Counter(counts.values()))
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    killed = [a for a in report["attempts"] if a["task_id"] == "map-00000" and a["attempt"] == 0]
+    assert killed and killed[0]["status"] == "failed", "the later step's map should have been killed"
+
+
 def test_cli_job_list_pipeline(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 800_000, seed=35, vocabulary=1000)
