@@ -180,7 +180,10 @@ def read_output(output: Path) -> list[tuple[Any, Any]]:
     """All (key, value) pairs of an output directory, part by part, in file order (JSON arrays as lists)."""
     pairs = []
     for part in sorted(output.glob("part-*")):
-        for line in part.read_text(encoding="utf-8").splitlines():
+        # (by "\n" only: a JSON string may hold U+2028 or U+0085 as they are, which splitlines() takes for line ends)
+        *lines, after_last = part.read_text(encoding="utf-8").split("\n")
+        assert after_last == "", f"{part} does not end with a line end"
+        for line in lines:
             key, value = line.split("\t")
             pairs.append((json.loads(key), json.loads(value)))
     return pairs
