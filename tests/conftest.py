@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from hop.coordinator import Coordinator, WorkerInfo
 from hop.lifetime import STOP_SIGNALS, become_subreaper
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
+from hop.outputs import OutputGuard
 from hop.protocol import message, unpack
 from hop.runner import build_spec, online_options, run_steps
 from hop.spark_gateway import java_found
@@ -278,3 +279,18 @@ def write_as_a_late_reduce(output: Path) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text('"a"\t1\n')
     return files
+
+
+def guard_replaced_after_its_check(elsewhere: Path, replace: Callable[[Path], None]) -> type[OutputGuard]:
+    """An ``OutputGuard`` whose output directory ``replace(OUT)`` replaces right after its first check (its first
+    ``changed``, which ``check`` asks too; once: while ``elsewhere``, where ``replace`` moves it, does not exist), so
+    that what is written after a check meets the replacement."""
+
+    class ReplacedAfterItsCheck(OutputGuard):
+        def changed(self) -> bool:
+            changed = super().changed()
+            if not elsewhere.exists():
+                replace(Path(self.output))
+            return changed
+
+    return ReplacedAfterItsCheck

@@ -24,6 +24,7 @@ from hop.planning import plan_map_inputs
 from hop.runner import STOP_EARLY_SEQUENTIAL, online_options
 from shuffle.runs import encode_run
 from shuffle.store import RunStore
+from tests.conftest import guard_replaced_after_its_check
 
 
 def test_t_quantile_matches_known_values() -> None:
@@ -508,20 +509,15 @@ def test_a_snapshots_files_never_land_in_an_output_replaced_right_after_its_chec
     two (here at once after the attempt's check of it) by a folder of the user's got them all. They are now written
     in the directory the attempt holds open since its start, wherever it went (the job fails for the replacement),
     and the next check of it fails the copy, answered as an error, not the task."""
-    from hop.outputs import OutputGuard
-
     output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     output.mkdir()
 
-    class ReplacedAfterItsCheck(OutputGuard):
-        def check(self) -> None:
-            super().check()
-            if not elsewhere.exists():
-                output.rename(elsewhere)
-                output.mkdir()
-                (output / "mine.txt").write_text("the user's\n")
+    def replace(folder: Path) -> None:
+        folder.rename(elsewhere)
+        folder.mkdir()
+        (folder / "mine.txt").write_text("the user's\n")
 
-    held = ReplacedAfterItsCheck(output)
+    held = guard_replaced_after_its_check(elsewhere, replace)(output)
     snapshots = ReducerSnapshots(
         str(output), 0, RunStore(tmp_path / "store"), lambda key, values: [(key, sum(values))], Sum(), [""] * 6, None,
         held=held,

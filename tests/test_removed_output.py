@@ -24,7 +24,14 @@ import pytest
 
 from hop.coordinator import Coordinator
 from hop.outputs import OutputGuard
-from tests.conftest import ROOT, job_path, relay, submit_to_handlers, write_as_a_late_reduce
+from tests.conftest import (
+    ROOT,
+    guard_replaced_after_its_check,
+    job_path,
+    relay,
+    submit_to_handlers,
+    write_as_a_late_reduce,
+)
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
@@ -240,19 +247,13 @@ def test_a_continuous_tasks_write_never_lands_in_an_output_replaced_right_after_
     after the check) got the task's folders (``_checkpoints/state``) made in the replacement, by path. The task now
     writes relative to the directory it holds open since its start: the replacement gets nothing, and the write
     fails as one into a removed output."""
-    from hop.outputs import OutputGuard, OutputRemovedError
+    from hop.outputs import OutputRemovedError
     from hop.stream.tasks import _write_atomically
 
     output, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     output.mkdir()
 
-    class ReplacedAfterItsCheck(OutputGuard):
-        def check(self) -> None:
-            super().check()
-            if not elsewhere.exists():
-                _replace_with_users(elsewhere)(output)
-
-    guard = ReplacedAfterItsCheck(output)
+    guard = guard_replaced_after_its_check(elsewhere, _replace_with_users(elsewhere))(output)
     try:
         with pytest.raises(OutputRemovedError, match="was removed or moved while the job ran"):
             _write_atomically(guard, output / "_checkpoints" / "state" / "map-00000.msgpack", b"state")
@@ -402,7 +403,6 @@ def test_a_batch_reducers_part_never_lands_in_an_output_replaced_right_after_its
 
     import hop.tasks
     from hop.loader import load_job_file
-    from hop.outputs import OutputGuard
     from hop.runner import build_spec
     from tests.conftest import PairChannel
 
@@ -411,13 +411,7 @@ def test_a_batch_reducers_part_never_lands_in_an_output_replaced_right_after_its
     work.mkdir()
     replace = _replace_with_another_runs_temporary(elsewhere, "part-00000.attempt-0")
 
-    class ReplacedAfterItsCheck(OutputGuard):
-        def check(self) -> None:
-            super().check()
-            if not elsewhere.exists():
-                replace(output)
-
-    monkeypatch.setattr(hop.tasks, "OutputGuard", ReplacedAfterItsCheck)
+    monkeypatch.setattr(hop.tasks, "OutputGuard", guard_replaced_after_its_check(elsewhere, replace))
     spec = build_spec(load_job_file(job_path("wordcount")), [], str(output), num_reduces=1)
     context = zmq.Context.instance()
     worker_side = context.socket(zmq.PAIR)
@@ -452,16 +446,9 @@ def test_a_part_committed_as_its_output_is_replaced_right_after_the_check_stays_
     attempt_output.write_text('"a"\t2\n')
     replace = _replace_with_another_runs_temporary(elsewhere, attempt_output.name)
 
-    class ReplacedAfterItsCheck(OutputGuard):
-        def changed(self) -> bool:
-            changed = super().changed()
-            if not elsewhere.exists():
-                replace(output)
-            return changed
-
     assert job.output_held is not None
     job.output_held.close()
-    job.output_held = ReplacedAfterItsCheck(output)
+    job.output_held = guard_replaced_after_its_check(elsewhere, replace)(output)
     report = {"type": "reduce_done", "job_id": job_id, "worker": "w", "attempt": 0, "index": 0, "at": time.time()}
     relay(coordinator, {**report, "pool": "reduce", "path": str(attempt_output), "counters": {}, "user_counters": {}})
     assert (output / "_temporary" / attempt_output.name).read_text() == "another run's\n"
@@ -591,16 +578,9 @@ def test_a_window_summary_never_lands_in_an_output_replaced_right_after_its_chec
     job = coordinator.jobs[job_id]
     replace = _replace_with_users(elsewhere, "mine.txt")
 
-    class ReplacedAfterItsCheck(OutputGuard):
-        def changed(self) -> bool:
-            changed = super().changed()
-            if not elsewhere.exists():
-                replace(output)
-            return changed
-
     assert job.output_held is not None
     job.output_held.close()
-    job.output_held = ReplacedAfterItsCheck(output)
+    job.output_held = guard_replaced_after_its_check(elsewhere, replace)(output)
     coordinator._write_window_json(job, {"label": "w1", "seq": 1, "rows": [], "records": 3})
     assert sorted(str(path.relative_to(output)) for path in output.rglob("*")) == ["mine.txt"]
     assert (elsewhere / "windows" / "w1" / "_window.json").exists()

@@ -15,7 +15,7 @@ import zmq
 
 from hop.coordinator import Coordinator, WorkerInfo
 from hop.loader import load_job_file
-from hop.protocol import message, unpack
+from hop.protocol import message, pack, unpack
 from hop.runner import build_spec
 from hop.stream.options import stream_options
 from hop.worker import Worker
@@ -228,29 +228,49 @@ def test_a_stream_reducer_waiting_for_its_slot_hears_of_a_gone_source(tmp_path: 
     assert report["type"] == "reduce_done", report
 
 
+@contextlib.contextmanager
+def _coordinator_with_workers(
+    tmp_path: Path, slots: dict[str, tuple[int, int, int, int]]
+) -> Iterator[tuple[Coordinator, dict[str, zmq.Socket]]]:
+    """Real coordinator state (not serving: the test calls its handlers) with a worker per name of ``slots`` (its map
+    slots, reduce slots, free map slots, free reduce slots), each a DEALER socket connected as that worker, to read
+    what the coordinator tells it."""
+    coordinator = Coordinator(f"ipc://{tmp_path}/real-coordinator")
+    sides: dict[str, zmq.Socket] = {}
+    try:
+        for name, (maps, reduces, free_maps, free_reduces) in slots.items():
+            side = sides[name] = zmq.Context.instance().socket(zmq.DEALER)
+            side.setsockopt(zmq.IDENTITY, name.encode())
+            side.setsockopt(zmq.LINGER, 0)
+            side.connect(coordinator.address)
+            coordinator.workers[name] = WorkerInfo(
+                identity=name.encode(), name=name, host="127.0.0.1", pid=0, map_slots=maps, reduce_slots=reduces,
+                free_map=free_maps, free_reduce=free_reduces, last_seen=time.time(),
+            )  # fmt: skip
+        yield coordinator, sides
+    finally:
+        for side in sides.values():
+            side.close(linger=0)
+        coordinator.events.close()
+        coordinator.socket.close(linger=0)
+
+
+def _told(side: zmq.Socket, wait: float = 1.0) -> list[dict[str, Any]]:
+    """The messages the coordinator sent a worker's socket since last asked (until none comes for ``wait`` s)."""
+    told = []
+    while side.poll(int(wait * 1000)):
+        told.append(unpack(side.recv()))
+    return told
+
+
 def test_a_stream_reducer_started_after_a_source_went_is_told_at_its_start(tmp_path: Path) -> None:
     """A continuous job stopped while its only source waited for a slot ends that source unstarted and tells the
     running reducers (``stream_source_gone``). A reduce attempt the coordinator started only afterwards (its
     worker had no free slot then, or it is a retry after a lost worker) never heard of it and waited for the
     source for ever, and the job with it. The coordinator now tells it with the task. Real coordinator state,
     worker and task process; the test plays the wire between them."""
-    coordinator = Coordinator(f"ipc://{tmp_path}/real-coordinator")
-    worker_side = zmq.Context.instance().socket(zmq.DEALER)
-    worker_side.setsockopt(zmq.IDENTITY, b"w")
-    worker_side.setsockopt(zmq.LINGER, 0)
-    worker_side.connect(coordinator.address)
-    try:
-        coordinator.workers["w"] = WorkerInfo(
-            identity=b"w",
-            name="w",
-            host="127.0.0.1",
-            pid=0,
-            map_slots=0,
-            reduce_slots=1,
-            free_map=0,
-            free_reduce=0,
-            last_seen=time.time(),
-        )  # fmt: skip  (its reduce slot busy with another job's attempt)
+    # (its reduce slot busy with another job's attempt)
+    with _coordinator_with_workers(tmp_path, {"w": (0, 1, 0, 0)}) as (coordinator, sides):
         coordinator.on_submit(b"client", {"type": "submit", "job": _continuous_job(tmp_path, with_output=False)})
         (job,) = coordinator.jobs.values()
         coordinator._schedule()
@@ -262,18 +282,11 @@ def test_a_stream_reducer_started_after_a_source_went_is_told_at_its_start(tmp_p
         assert [t["state"] for t in job.task_table()] == ["unstarted", "pending"]
         coordinator.workers["w"].free_reduce = 1  # the slot frees
         coordinator._schedule()
-        frames = []
-        while worker_side.poll(1000):
-            frames.append(worker_side.recv())
-        (run_task,) = [frame for frame in frames if unpack(frame)["type"] == "run_task"]
-        assert unpack(run_task).get("sources_gone") == [0], "the task says the source is gone"
+        (run_task,) = [msg for msg in _told(sides["w"]) if msg["type"] == "run_task"]
+        assert run_task.get("sources_gone") == [0], "the task says the source is gone"
         with _worker_with_one_map_slot(tmp_path, "reduce") as (worker, coordinator_side):
-            worker.on_coordinator(run_task)
+            worker.on_coordinator(pack(run_task))
             report = _end_report(worker, coordinator_side, "reduce_done", job.spec.job_id)
-    finally:
-        worker_side.close(linger=0)
-        coordinator.events.close()
-        coordinator.socket.close(linger=0)
     assert report is not None, "the reducer ended"
     assert report["type"] == "reduce_done", report
 
@@ -318,24 +331,9 @@ def test_a_stream_map_started_while_a_pause_holds_is_told_it_at_its_start(tmp_pa
     failure, a source started late) never heard of it, ran past the paused pane, and the reducer's memory grew
     beyond its budget. The coordinator now tells it with the task. Real coordinator state, worker and task process;
     the test plays the wire between them."""
-    coordinator = Coordinator(f"ipc://{tmp_path}/real-coordinator")
-    worker_side = zmq.Context.instance().socket(zmq.DEALER)
-    worker_side.setsockopt(zmq.IDENTITY, b"w")
-    worker_side.setsockopt(zmq.LINGER, 0)
-    worker_side.connect(coordinator.address)
     spills: list[tuple[float, dict[str, Any]]] = []
-    try:
-        coordinator.workers["w"] = WorkerInfo(
-            identity=b"w",
-            name="w",
-            host="127.0.0.1",
-            pid=0,
-            map_slots=1,
-            reduce_slots=1,
-            free_map=0,
-            free_reduce=1,
-            last_seen=time.time(),
-        )  # (its map slot busy with another job's attempt)
+    # (its map slot busy with another job's attempt)
+    with _coordinator_with_workers(tmp_path, {"w": (1, 1, 0, 1)}) as (coordinator, sides):
         coordinator.on_submit(b"client", {"type": "submit", "job": _bounded_job(tmp_path, with_output=False)})
         (job,) = coordinator.jobs.values()
         coordinator._schedule()
@@ -344,19 +342,11 @@ def test_a_stream_map_started_while_a_pause_holds_is_told_it_at_its_start(tmp_pa
         coordinator.on_stream_pause(b"w", pause)
         coordinator.workers["w"].free_map = 1  # the slot frees
         coordinator._schedule()
-        frames = []
-        while worker_side.poll(1000):
-            frames.append(worker_side.recv())
-        run_tasks = [frame for frame in frames if unpack(frame)["type"] == "run_task"]
-        (run_task,) = [frame for frame in run_tasks if unpack(frame)["kind"] == "map"]
-        assert unpack(run_task).get("pause_pane") == PAUSED_PANE, "the task says the job is paused there"
+        (run_task,) = [msg for msg in _told(sides["w"]) if msg["type"] == "run_task" and msg["kind"] == "map"]
+        assert run_task.get("pause_pane") == PAUSED_PANE, "the task says the job is paused there"
         with _worker_with_one_map_slot(tmp_path) as (worker, coordinator_side):
-            worker.on_coordinator(run_task)
+            worker.on_coordinator(pack(run_task))
             report = _end_report(worker, coordinator_side, "map_done", job.spec.job_id, spills)
-    finally:
-        worker_side.close(linger=0)
-        coordinator.events.close()
-        coordinator.socket.close(linger=0)
     _held_at_the_pause(report, spills)
 
 
@@ -386,25 +376,7 @@ def _paused_reducer_on_a(tmp_path: Path) -> Iterator[tuple[Coordinator, Any, dic
     """Real coordinator state of a continuous job whose reducer (attempt 0) runs on worker ``a`` and asked the maps
     to hold at ``PAUSED_PANE``, its map on worker ``b``, which has a free reduce slot for a retry; the workers'
     sockets, to read what the coordinator tells them."""
-    coordinator = Coordinator(f"ipc://{tmp_path}/real-coordinator")
-    sides: dict[str, zmq.Socket] = {}
-    try:
-        for name, maps, reduces in (("a", 0, 1), ("b", 1, 0)):
-            side = sides[name] = zmq.Context.instance().socket(zmq.DEALER)
-            side.setsockopt(zmq.IDENTITY, name.encode())
-            side.setsockopt(zmq.LINGER, 0)
-            side.connect(coordinator.address)
-            coordinator.workers[name] = WorkerInfo(
-                identity=name.encode(),
-                name=name,
-                host="127.0.0.1",
-                pid=0,
-                map_slots=maps,
-                reduce_slots=reduces,
-                free_map=maps,
-                free_reduce=reduces,
-                last_seen=time.time(),
-            )
+    with _coordinator_with_workers(tmp_path, {"a": (0, 1, 0, 1), "b": (1, 0, 1, 0)}) as (coordinator, sides):
         coordinator.on_submit(b"client", {"type": "submit", "job": _bounded_job(tmp_path, with_output=False)})
         (job,) = coordinator.jobs.values()
         coordinator._schedule()
@@ -415,21 +387,11 @@ def _paused_reducer_on_a(tmp_path: Path) -> Iterator[tuple[Coordinator, Any, dic
         assert _pauses_told(sides["b"]) == [PAUSED_PANE]
         coordinator.workers["b"].reduce_slots = coordinator.workers["b"].free_reduce = 1
         yield coordinator, job, sides
-    finally:
-        for side in sides.values():
-            side.close(linger=0)
-        coordinator.events.close()
-        coordinator.socket.close(linger=0)
 
 
 def _pauses_told(side: zmq.Socket) -> list[int | None]:
     """The panes of the ``stream_pause`` messages the coordinator sent a worker since last asked."""
-    told = []
-    while side.poll(200):
-        msg = unpack(side.recv())
-        if msg["type"] == "stream_pause":
-            told.append(msg["pane"])
-    return told
+    return [msg["pane"] for msg in _told(side, wait=0.2) if msg["type"] == "stream_pause"]
 
 
 def _retry_on_b(coordinator: Coordinator, job: Any) -> None:
