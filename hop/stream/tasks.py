@@ -840,10 +840,10 @@ def run_stream_reduce(
                 part = Path(spec.output) / "windows" / fields["label"] / f"part-{index:05d}"
                 try:
                     with open(part, encoding="utf-8", opener=output.opener) as file:
-                        rows = [line.split("\t", 1) for line in file.read().split("\n")[:ROWS_REPORTED]]
+                        rows = [line.split("\t", 1) for line in file.read().split("\n")[:-1][:ROWS_REPORTED]]
                 except FileNotFoundError:
                     rows = []
-                fields = {**fields, "rows": [row for row in rows if len(row) == 2]}
+                fields = {**fields, "rows": rows}
             channel.send(kind, index=index, attempt=attempt, **fields)
 
     def write_window(result: WindowResult) -> None:
@@ -880,7 +880,9 @@ def run_stream_reduce(
         if result.groups or final:
             try:
                 with open(part, encoding="utf-8", opener=output.opener) as file:
-                    lines = file.read().splitlines()
+                    # (at "\n" only: a key or value holds U+2028 and its kin as they are, where str.splitlines
+                    # splits, and a row cut there failed the job)
+                    lines = file.read().split("\n")[:-1]
             except FileNotFoundError:  # (final, and the partition had no record of the window then)
                 lines = []
             if final:
