@@ -1897,6 +1897,25 @@ def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: 
     assert 1 <= report["counters"]["shed_panes"] <= 4
 
 
+def test_windows_whose_every_record_was_shed_are_written_saying_so(stream_client: Client, tmp_path: Path) -> None:
+    """Events of a minute ago under ``--max-latency 0.5s``: the map sheds every one of them. No window held data, so
+    none was written at all: the loss showed only in the counters (found by differential testing). Each window of
+    the shed panes is written, with 0 records, ``latency`` and ``S`` in C2, as a window of lost panes is."""
+    start = time.time() - 60
+    events = [{"ts": start + i / 100, "text": "w"} for i in range(300)]
+    events_path = tmp_path / "events.jsonl"
+    events_path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    report = run_stream_job(
+        stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "1s", max_latency=0.5
+    )
+    assert report["counters"]["shed_records"] == 300 and report["counters"]["map_input_records"] == 0
+    windows = read_windows(tmp_path / "out") if (tmp_path / "out" / "windows").exists() else {}
+    assert sorted(windows) == sorted(python_windows(events, 1, 1)), "every window of the shed events is written"
+    for meta, rows in windows.values():
+        assert (meta["reason"], meta["records"], rows) == ("latency", 0, {})
+        assert set("".join(meta["scoreboard"]["grid"])) == {"S"}
+
+
 def test_a_map_tells_of_shed_panes_before_it_seals_past_them(tmp_path: Path) -> None:
     """A reducer may close a window as soon as the seal past it arrives; were the map to say which of its panes it
     shed only after that seal (it did), the window went out as complete, with no S in C2 and the shed records

@@ -55,3 +55,13 @@ class WholeText(WordSum):
 
     def map(self, event_time: float, event: dict[str, Any]) -> Any:
         yield event["text"], 1
+
+
+class SlowWordSum(WordSum):
+    """Takes 3 ms an event: a map that falls behind a fast stream (load shedding)."""
+
+    def map(self, event_time: float, event: dict[str, Any]) -> Any:
+        import time
+
+        time.sleep(0.003)
+        return super().map(event_time, event)
