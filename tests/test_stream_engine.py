@@ -1365,8 +1365,8 @@ def test_worker_killed_mid_stream_recovers_exactly(tmp_path: Path) -> None:
 def test_a_reducer_retry_leaves_the_windows_already_written_as_they_were(tmp_path: Path) -> None:
     """The worker running the reducer and a map that had ended dies: the reducer's retry (no checkpoint yet) redoes
     every window without that map's spills, which went with the worker, and rewrote the part files of windows whose
-    ``_window.json`` already said "complete" with a third of their rows gone (found by differential testing). A
-    window once written stays as written."""
+    ``_window.json`` already said "complete" with a third of their rows gone (found by differential testing), and
+    published every window to the sink again. A window once written stays as written, and goes to the sink once."""
     ended = tmp_path / "ended.jsonl"
     events = write_events(ended, 400, rate=20.0, seed=31)
     logs = tmp_path / "logs"
@@ -1377,11 +1377,15 @@ def test_a_reducer_retry_leaves_the_windows_already_written_as_they_were(tmp_pat
     output = tmp_path / "out"
     # map-00000 and the reducer share a worker (reducers are placed first, then maps, each on the first free slot);
     # the live tail: map runs on the other one and keeps the job going.
-    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster:
+    with (
+        LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster,
+        _sink_listener() as (port, published),
+    ):
         client = Client(cluster.address, timeout=30)
         try:
             options = stream_options([f"replay:{ended}", f"tail:{logs}?glob=live.jsonl"], "2s",
-                                     checkpoint_windows=1000, checkpoint_seconds=60)  # fmt: skip
+                                     checkpoint_windows=1000, checkpoint_seconds=60,
+                                     sink=f"tcp://127.0.0.1:{port}")  # fmt: skip
             spec = build_spec(load_job_file(job_path("event_wordcount"), "EventWordCount"), [], str(output),
                               num_reduces=1, options={"stream": options, "max_attempts": 4})  # fmt: skip
             job_id = client.submit(spec)
@@ -1412,6 +1416,11 @@ def test_a_reducer_retry_leaves_the_windows_already_written_as_they_were(tmp_pat
     complete = {start: rows for start, (meta, rows) in windows.items() if meta["label"] in written}
     assert complete and all(windows[start][0]["reason"] == "complete" for start in complete)
     assert complete == {start: expected[start] for start in complete}
+    # The sink had each window once, as written (the retry published them again, reasons and rows changed).
+    labels = [message["label"] for message in published]
+    assert sorted(set(labels)) == labels == sorted(labels), labels
+    by_label = {meta["label"]: rows for meta, rows in windows.values()}
+    assert all({json.loads(k): json.loads(v) for k, v in m["rows"]} == by_label[m["label"]] for m in published)
 
 
 def test_windows_reported_through_a_worker_that_died_are_reported_again_by_the_retry(tmp_path: Path) -> None:

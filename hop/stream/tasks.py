@@ -908,7 +908,7 @@ def run_stream_reduce(
             "rows": [line.split("\t", 1) for line in lines[:ROWS_REPORTED]],
         }
         report_window("window_done", report)
-        if sink is not None:  # the sink is the window's output stream: every row
+        if sink is not None and not final:  # the window's output stream, every row: each window once, as written
             report["rows"] = [line.split("\t", 1) for line in lines]
             sink.send(codec.packb({"job_id": spec.job_id, "partition": index, **report}))
 
