@@ -1106,6 +1106,9 @@ class Coordinator:
             return
         for source, attempt, seq in job.windows.on_checkpoint(msg["index"], msg["processed"]):
             self._broadcast("stream_trim", job_id=job.spec.job_id, index=source, attempt=attempt, seq=seq)
+        if "checkpoint" in msg:  # every report the reducer sent before it is here: it may forget them
+            self._send(identity, "stream_checkpoint_seen", job_id=job.spec.job_id, index=msg["index"],
+                       attempt=msg["attempt"], checkpoint=msg["checkpoint"])  # fmt: skip
 
     # Monitoring (monitoring.events) --------------------------------------------------------------------------
     def _cluster_sample(self) -> dict[str, Any]:

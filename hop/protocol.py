@@ -58,7 +58,11 @@ Continuous jobs (hop.stream) and the monitor:
     cluster     {}                        client -> coordinator -> cluster {events: PUB endpoint, faults}
     window_done {job_id, index, attempt, window, label, start, end, records, reason, fidelity, scoreboard,
                  output_records, emitted_at, rows}                        stream reducer -> (worker) -> coordinator
-    stream_checkpoint {job_id, index, attempt, processed: [[map, attempt, seq], ...]}   what a reducer's state covers
+    stream_checkpoint {job_id, index, attempt, processed: [[map, attempt, seq], ...], checkpoint}   what a reducer's
+                 state covers, and its number
+    stream_checkpoint_seen {job_id, index, attempt, checkpoint}   coordinator -> worker -> that reducer: every
+                 report it sent before that checkpoint arrived (a retry sends those after it again: they may have died
+                 with the worker)
     stream_trim {job_id, index, attempt, seq}   coordinator -> workers: forget map ``index``'s spills up to there
     stream_source_gone {job_id, index}          coordinator -> workers -> reducers: stop waiting for that source
     stream_pause {job_id, index, attempt, pane}  a stream reducer over (pane) or back under (None) its memory budget

@@ -356,6 +356,10 @@ class Worker:
                 self._tell_waiting(msg["job_id"], wanted, {"sources_gone": [int(msg["index"])]})
             else:
                 self._tell_waiting(msg["job_id"], wanted, {"pause_pane": msg.get("pane")})
+        elif kind == "stream_checkpoint_seen":  # to the reduce attempt whose checkpoint it is
+            for slot in self.slots.values():
+                if slot.task == (msg["job_id"], "reduce", msg["index"], msg["attempt"]):
+                    self._to_slot(slot, frame)
         elif kind == "stream_trim":
             self.pusher.trim(msg["job_id"], msg["index"], msg["attempt"], msg["seq"])
         elif kind == "kill_task":

@@ -1362,6 +1362,109 @@ def test_worker_killed_mid_stream_recovers_exactly(tmp_path: Path) -> None:
         assert meta["reason"] == "complete"
 
 
+def test_a_reducer_retry_leaves_the_windows_already_written_as_they_were(tmp_path: Path) -> None:
+    """The worker running the reducer and a map that had ended dies: the reducer's retry (no checkpoint yet) redoes
+    every window without that map's spills, which went with the worker, and rewrote the part files of windows whose
+    ``_window.json`` already said "complete" with a third of their rows gone (found by differential testing), and
+    published every window to the sink again. A window once written stays as written, and goes to the sink once."""
+    ended = tmp_path / "ended.jsonl"
+    events = write_events(ended, 400, rate=20.0, seed=31)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    live = write_events(logs / "live.jsonl", 400, rate=20.0, seed=32)
+    with (logs / "live.jsonl").open("a", encoding="utf-8") as file:  # seals the live source past the rest
+        file.write(json.dumps({"ts": T0 + 60.0004, "text": "last"}) + "\n")
+    output = tmp_path / "out"
+    # map-00000 and the reducer share a worker (reducers are placed first, then maps, each on the first free slot);
+    # the live tail: map runs on the other one and keeps the job going.
+    with (
+        LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=1.5) as cluster,
+        _sink_listener() as (port, published),
+    ):
+        client = Client(cluster.address, timeout=30)
+        try:
+            options = stream_options([f"replay:{ended}", f"tail:{logs}?glob=live.jsonl"], "2s",
+                                     checkpoint_windows=1000, checkpoint_seconds=60,
+                                     sink=f"tcp://127.0.0.1:{port}")  # fmt: skip
+            spec = build_spec(load_job_file(job_path("event_wordcount"), "EventWordCount"), [], str(output),
+                              num_reduces=1, options={"stream": options, "max_attempts": 4})  # fmt: skip
+            job_id = client.submit(spec)
+            deadline = time.monotonic() + 60
+            while True:
+                tasks = {f"{t['kind']}-{t['index']:05d}": t for t in client.job(job_id)["tasks"]}
+                if tasks["map-00000"]["state"] == "committed" and len(list(output.glob("windows/*/_window.json"))) >= 8:
+                    break
+                assert time.monotonic() < deadline, "the ended map committed and windows were written"
+                time.sleep(0.1)
+            worker = tasks["map-00000"]["worker"]
+            assert tasks["reduce-00000"]["worker"] == worker, tasks
+            written = {path.parent.name for path in output.glob("windows/*/_window.json")}
+            cluster.workers[int(worker.rsplit("-", 1)[1])].send_signal(signal.SIGKILL)
+            while len([t for t in client.job(job_id)["tasks"] if t["kind"] == "reduce" and t["attempts"] >= 2]) < 1:
+                assert time.monotonic() < deadline + 30, "the reducer was retried"
+                time.sleep(0.1)
+            time.sleep(2.0)  # the retry redoes the windows (the live map sends its spills again at once)
+            client.stop(job_id)
+            status = client.wait(job_id, timeout=60)
+        finally:
+            client.close()
+    assert status["state"] == "succeeded", status.get("error")
+    assert [a["status"] for a in status["report"]["attempts"] if a["kind"] == "reduce"] == ["lost", "succeeded"]
+    expected = python_windows(events + live, 2, 2)
+    windows = read_windows(output)
+    assert written <= {meta["label"] for meta, _ in windows.values()}
+    complete = {start: rows for start, (meta, rows) in windows.items() if meta["label"] in written}
+    assert complete and all(windows[start][0]["reason"] == "complete" for start in complete)
+    assert complete == {start: expected[start] for start in complete}
+    # The sink had each window once, as written (the retry published them again, reasons and rows changed).
+    labels = [message["label"] for message in published]
+    assert sorted(set(labels)) == labels == sorted(labels), labels
+    by_label = {meta["label"]: rows for meta, rows in windows.values()}
+    assert all({json.loads(k): json.loads(v) for k, v in m["rows"]} == by_label[m["label"]] for m in published)
+
+
+def test_windows_reported_through_a_worker_that_died_are_reported_again_by_the_retry(tmp_path: Path) -> None:
+    """A reducer's window reports go through its worker; its checkpoints go to disk. The worker stops relaying
+    (stopped, then killed) while the reducer writes windows and checkpoints: the retry restored a checkpoint past
+    windows the coordinator never heard of, which had part files and no ``_window.json`` for ever, and the job's
+    report counted fewer windows than it wrote (found by differential testing). The retry reports them again."""
+    first = tmp_path / "first.jsonl"
+    first.write_text(json.dumps({"ts": T0 + 0.0004, "text": "first"}) + "\n")  # ends at once, on the reducer's worker
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 2000, rate=100.0, seed=33)
+    output = tmp_path / "out"
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1, heartbeat_timeout=3.0) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            options = stream_options([f"replay:{first}", f"replay:{events_path}?rate=500"], "1s",
+                                     checkpoint_windows=2, checkpoint_seconds=0.5)  # fmt: skip
+            spec = build_spec(load_job_file(job_path("event_wordcount"), "EventWordCount"), [], str(output),
+                              num_reduces=1, options={"stream": options, "max_attempts": 4})  # fmt: skip
+            job_id = client.submit(spec)
+            deadline = time.monotonic() + 60
+            while True:
+                tasks = {f"{t['kind']}-{t['index']:05d}": t for t in client.job(job_id)["tasks"]}
+                if tasks["map-00000"]["state"] == "committed" and len(list(output.glob("windows/*/_window.json"))) >= 3:
+                    break
+                assert time.monotonic() < deadline, "the first source ended and windows were written"
+                time.sleep(0.05)
+            worker = tasks["reduce-00000"]["worker"]
+            assert tasks["map-00001"]["worker"] != worker, tasks
+            victim = cluster.workers[int(worker.rsplit("-", 1)[1])]
+            victim.send_signal(signal.SIGSTOP)  # relays nothing: the reducer's reports wait in its socket
+            time.sleep(1.5)  # (the reducer writes windows and checkpoints meanwhile)
+            victim.send_signal(signal.SIGKILL)
+            status = client.wait(job_id, timeout=90)
+        finally:
+            client.close()
+    assert status["state"] == "succeeded", status.get("error")
+    assert [a["status"] for a in status["report"]["attempts"] if a["kind"] == "reduce"] == ["lost", "succeeded"]
+    folders = sorted(path.name for path in (output / "windows").iterdir())
+    unreported = [name for name in folders if not (output / "windows" / name / "_window.json").exists()]
+    assert not unreported, f"{len(unreported)} of {len(folders)} windows have no _window.json"
+    assert status["report"]["continuous"]["windows_written"] == len(folders)
+
+
 def test_cli_runs_until_stopped_and_drains(spark: Any, tmp_path: Path) -> None:
     """``hop run --source tail:DIR`` never ends by itself; Ctrl-C stops it: the open windows are written,
     state is checkpointed, Spark compacts the checkpoint deltas into the Parquet view (``hop view`` says where;
@@ -1801,6 +1904,25 @@ def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: 
     # One figure for the job: each shed pane once (3 s of events: at most 4 one-second panes), not once per
     # partition and per message that named it.
     assert 1 <= report["counters"]["shed_panes"] <= 4
+
+
+def test_windows_whose_every_record_was_shed_are_written_saying_so(stream_client: Client, tmp_path: Path) -> None:
+    """Events of a minute ago under ``--max-latency 0.5s``: the map sheds every one of them. No window held data, so
+    none was written at all: the loss showed only in the counters (found by differential testing). Each window of
+    the shed panes is written, with 0 records, ``latency`` and ``S`` in C2, as a window of lost panes is."""
+    start = time.time() - 60
+    events = [{"ts": start + i / 100, "text": "w"} for i in range(300)]
+    events_path = tmp_path / "events.jsonl"
+    events_path.write_text("".join(json.dumps(event) + "\n" for event in events))
+    report = run_stream_job(
+        stream_client, "EventWordCount", [f"replay:{events_path}"], tmp_path / "out", "1s", max_latency=0.5
+    )
+    assert report["counters"]["shed_records"] == 300 and report["counters"]["map_input_records"] == 0
+    windows = read_windows(tmp_path / "out") if (tmp_path / "out" / "windows").exists() else {}
+    assert sorted(windows) == sorted(python_windows(events, 1, 1)), "every window of the shed events is written"
+    for meta, rows in windows.values():
+        assert (meta["reason"], meta["records"], rows) == ("latency", 0, {})
+        assert set("".join(meta["scoreboard"]["grid"])) == {"S"}
 
 
 def test_a_map_tells_of_shed_panes_before_it_seals_past_them(tmp_path: Path) -> None:

@@ -15,11 +15,11 @@ A window is emitted, in window order, as soon as one of these holds (the reason 
 - ``latency``: with ``max_latency`` L, L seconds passed since the first source sealed past the window's end;
 - ``stopped``: the job was stopped and the window holds panes beyond where some source naturally sealed.
 
-A window holding no record yet (past the last pane with data) closes only on ``complete``, or on ``latency`` counted
-from a live source's seal: an ended source's panes are present forever and would make every later window meet a
-fidelity bound. A cell arriving for a window already emitted is *late* for that window: the caller records it
-(``OUT/_late/``), it still counts in later windows that include its pane. Nothing is revised after emission (C2's
-default).
+A window holding no record yet (past the last pane with data, or with shed or lost records) closes only on
+``complete``, or on ``latency`` counted from a live source's seal: an ended source's panes are present forever and
+would make every later window meet a fidelity bound. A cell arriving for a window already emitted is *late* for that
+window: the caller records it (``OUT/_late/``), it still counts in later windows that include its pane. Nothing is
+revised after emission (C2's default).
 
 Closing costs by the windows that hold something, not by the windows between: a run of windows in which this
 partition holds no data cell (nor a shed or lost pane) and whose reason is the same closes as one *stretch*
@@ -170,11 +170,8 @@ class WindowAssembler:
             for key, value in pairs:
                 data[key] = self.merge(key, data[key], value) if key in data else value
         self.cells.setdefault(pane, {})[source] = Cell(records, data, nbytes)
-        if records and (self.max_data_pane is None or pane > self.max_data_pane):
-            self.max_data_pane = pane
-        if not self.started and records:
-            first = self.spec.first_window_of_pane(pane)
-            self.next_window = first if self.next_window is None else min(self.next_window, first)
+        if records:
+            self._note_held(pane, pane)
         late = (
             self.started and self.next_window is not None and self.spec.windows_of_pane(pane).start < self.next_window
         )
@@ -190,6 +187,15 @@ class WindowAssembler:
         windows = self.spec.windows_of_pane(pane)
         return [w for w in windows if w < self.next_window]
 
+    def _note_held(self, first: int, last: int) -> None:
+        """Panes ``first`` to ``last`` hold records, or held some that were shed or lost: their windows are written
+        (a window whose every record was shed, or lost, says so; it was left out when no data came after it)."""
+        if self.max_data_pane is None or last > self.max_data_pane:
+            self.max_data_pane = last
+        if not self.started:
+            window = self.spec.first_window_of_pane(first)
+            self.next_window = window if self.next_window is None else min(self.next_window, window)
+
     def add_seal(self, source: int, sealed: int) -> None:
         marks = self.sources[source]
         marks.sealed = max(marks.sealed, sealed)
@@ -198,11 +204,15 @@ class WindowAssembler:
         """A resumed source could not re-read panes [lo, hi): they are final and lost."""
         if hi > lo:
             self.sources[source].lost.append((lo, hi))
+            self._note_held(lo, hi - 1)
             self.add_seal(source, hi)
 
     def add_shed(self, source: int, panes: Iterable[int]) -> None:
         """The map shed records of these panes (load shedding): their cells are incomplete."""
-        self.sources[source].shed.update(panes)
+        shed = set(panes)
+        self.sources[source].shed.update(shed)
+        if shed:
+            self._note_held(min(shed), max(shed))
 
     def source_stopping(self, source: int, natural: int) -> None:
         """The job is being stopped: panes from ``natural`` on are flushed, not finished."""

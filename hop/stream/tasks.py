@@ -761,6 +761,12 @@ def run_stream_reduce(
     delta_seq = 0
     processed: dict[int, tuple[int, int]] = {}
     """Per map, the (attempt, seq) of the last spill this reducer took: what a checkpoint covers."""
+    unconfirmed: list[tuple[int, str, dict[str, Any]]] = []
+    """The window reports (``window_done`` without its rows, ``windows_skipped``) sent since the newest checkpoint
+    the coordinator confirmed, each after the number of the checkpoints before it. Reports go through the worker,
+    and die with it: a retry that restored a checkpoint written after them sends them again, or the coordinator
+    never heard of those windows (their folders had part files and no ``_window.json``, and the job's report
+    counted six windows fewer). The coordinator ignores a report it has."""
     late_path = Path(spec.output) / "_late" / f"reduce-{index:05d}.jsonl"
     if attempt > 0:
         # Every spill since the checkpoint (or the start) is pushed again, and the late cells among them listed
@@ -771,6 +777,7 @@ def run_stream_reduce(
         counters.update(saved["counters"])
         delta_seq = saved["delta_seq"]
         processed = {int(m): (a, s) for m, a, s in saved["processed"]}
+        unconfirmed = [(int(n), str(kind), dict(fields)) for n, kind, fields in saved.get("unconfirmed", [])]
     for source in sources_gone:
         assembler.source_gone(int(source))
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
@@ -809,10 +816,35 @@ def run_stream_reduce(
             "late_bytes": late_path.stat().st_size if late_path.exists() else 0,
             "delta_seq": delta_seq,
             "processed": [[m, a, s] for m, (a, s) in processed.items()],
+            "unconfirmed": [[n, kind, fields] for n, kind, fields in unconfirmed],
         }
         _write_atomically(output, state_path, codec.packb(state))
         windows_since_checkpoint, last_checkpoint = 0, time.monotonic()
-        channel.send("stream_checkpoint", index=index, attempt=attempt, processed=state["processed"])
+        channel.send(
+            "stream_checkpoint",
+            index=index,
+            attempt=attempt,
+            processed=state["processed"],
+            checkpoint=counters["checkpoints"],
+        )
+
+    def report_window(kind: str, fields: dict[str, Any]) -> None:
+        """Send a window report, and keep it (without rows) until a checkpoint after it is confirmed."""
+        channel.send(kind, index=index, attempt=attempt, **fields)
+        unconfirmed.append((counters["checkpoints"], kind, {k: v for k, v in fields.items() if k != "rows"}))
+
+    def send_unconfirmed() -> None:
+        """A retry's first words: the reports its checkpoint keeps, the rows read again from their part files."""
+        for _, kind, fields in unconfirmed:
+            if kind == "window_done":
+                part = Path(spec.output) / "windows" / fields["label"] / f"part-{index:05d}"
+                try:
+                    with open(part, encoding="utf-8", opener=output.opener) as file:
+                        rows = [line.split("\t", 1) for line in file.read().split("\n")[:-1][:ROWS_REPORTED]]
+                except FileNotFoundError:
+                    rows = []
+                fields = {**fields, "rows": rows}
+            channel.send(kind, index=index, attempt=attempt, **fields)
 
     def write_window(result: WindowResult) -> None:
         """Write this partition's part of a window and report it; a window with no record of this partition
@@ -821,21 +853,40 @@ def run_stream_reduce(
         label = window.label(result.window)
         lines: list[str] = []
         output_records = 0
+        folder = Path(spec.output) / "windows" / label
+        part = folder / f"part-{index:05d}"
+        # A retry redoes the windows since its checkpoint, some of which an earlier attempt emitted and the
+        # coordinator summarized (its _window.json is there, and it ignores this report): that window is final,
+        # and its part stays as written. The retry may hold less of it (the spills of a map that had ended went
+        # with their worker) or more (cells that came too late for it): rewritten, a window said "complete" lost
+        # a third of its rows.
+        final = attempt > 0 and output.exists(folder / "_window.json")
         if result.groups:  # (records count the whole pane: a partition given none of its keys has no groups)
-            folder = output.folder(Path(spec.output) / "windows" / label)
-            part = folder / f"part-{index:05d}"
+            output.folder(folder)
             temporary = folder / f".part-{index:05d}.tmp-{attempt}"
             ordered, _ = sort_keys(list(result.groups))
             groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
             try:
+                # (reduced all the same when final: a reduce that keeps state across windows sees every window)
                 output_records = reduce_to_file(groups, functions.reducer, temporary, opener=output.opener)
             except BaseException:
                 output.unlink(temporary)  # the user's reduce failed: no half-written file in the window
                 raise
-            _publish(output, temporary, part)
-            counters["window_parts_written"] += 1
-            with open(part, encoding="utf-8", opener=output.opener) as file:
-                lines = file.read().splitlines()
+            if final:
+                output.unlink(temporary)
+            else:
+                _publish(output, temporary, part)
+                counters["window_parts_written"] += 1
+        if result.groups or final:
+            try:
+                with open(part, encoding="utf-8", opener=output.opener) as file:
+                    # (at "\n" only: a key or value holds U+2028 and its kin as they are, where str.splitlines
+                    # splits, and a row cut there failed the job)
+                    lines = file.read().split("\n")[:-1]
+            except FileNotFoundError:  # (final, and the partition had no record of the window then)
+                lines = []
+            if final:
+                output_records = len(lines)
         for line in lines:
             key_text, value_text = line.split("\t", 1)
             pending_delta.append(
@@ -856,8 +907,8 @@ def run_stream_reduce(
             "emitted_at": time.time(),
             "rows": [line.split("\t", 1) for line in lines[:ROWS_REPORTED]],
         }
-        channel.send("window_done", index=index, attempt=attempt, **report)
-        if sink is not None:  # the sink is the window's output stream: every row
+        report_window("window_done", report)
+        if sink is not None and not final:  # the window's output stream, every row: each window once, as written
             report["rows"] = [line.split("\t", 1) for line in lines]
             sink.send(codec.packb({"job_id": spec.job_id, "partition": index, **report}))
 
@@ -903,6 +954,7 @@ def run_stream_reduce(
 
     try:
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
+        send_unconfirmed()
         call_user("setup", job.setup)
         while not assembler.finished:
             events = dict(poller.poll(100))
@@ -930,10 +982,18 @@ def run_stream_reduce(
             while (control := channel.receive(0)) is not None:
                 if control.get("job_id") == spec.job_id and control["type"] == "stream_source_gone":
                     assembler.source_gone(int(control["index"]))
+                elif (control.get("job_id"), control["type"], control.get("attempt")) == (
+                    spec.job_id,
+                    "stream_checkpoint_seen",
+                    attempt,
+                ):
+                    # The coordinator took every report sent before that checkpoint (they come in order).
+                    seen = int(control["checkpoint"])
+                    unconfirmed[:] = [entry for entry in unconfirmed if entry[0] >= seen]
             for closing in assembler.due(time.time()):
                 if closing.empty:  # windows holding no data cell here: one step and one report, however many
                     assembler.skip(closing.window, closing.end)
-                    channel.send("windows_skipped", index=index, attempt=attempt, **closing._asdict())
+                    report_window("windows_skipped", closing._asdict())
                 else:
                     write_window(assembler.emit(closing.window, closing.reason))
             held = assembler.held_bytes
