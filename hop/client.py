@@ -224,16 +224,18 @@ class CoordinatorGone(CoordinatorUnavailable):
         ``embedded`` cluster's coordinator was ended from outside the run (``hop run`` stops it only after); a
         ``continuous`` job's windows so far are kept."""
         which = f"{'jobs' if len(jobs) > 1 else 'job'} {', '.join(jobs)}" if jobs else "the job"
-        kept = (
-            f"its windows so far stay in {os.path.join(output, 'windows')}, and "
-            if continuous
-            else "what it wrote so far stays in it, and "
-        )
         where = (
             f"the embedded cluster's coordinator at {self.address}"
             if embedded
             else f"the coordinator at {self.address}"
         )
+        written = os.path.isdir(output) and bool(os.listdir(output))
+        if not written:
+            holds = f"nothing of it is in {output}"
+        elif continuous:
+            holds = f"its windows so far stay in {os.path.join(output, 'windows')}, and no _job.json is written"
+        else:
+            holds = f"{output} holds what it wrote so far and no result (no _job.json is written)"
         again = (
             "run the job again"
             if embedded
@@ -242,8 +244,8 @@ class CoordinatorGone(CoordinatorUnavailable):
         )
         return (
             f"{where} is gone: its connection broke, and {self.why}. {which[0].upper()}{which[1:]} went with it (a "
-            f"coordinator's jobs end with it, and one started again does not know them): {output} holds no result; "
-            f"{kept}no _job.json is written there. To get the result, {again}, with --overwrite to replace {output}"
+            f"coordinator's jobs end with it, and one started again does not know them): {holds}. To get the "
+            f"result, {again}{' with --overwrite' if written else ''}"
         )
 
 
