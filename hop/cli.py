@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hop import prelaunch, worker_options
-from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobRejected
 from hop.counters import print_user_counters
 from hop.gen.cli import (
     COORDINATOR_HELP,
@@ -536,6 +536,11 @@ def _run_loaded(
         cancel_submitted(client, everything=cluster is not None, reason=timeout_reason(args.timeout))
         what = f"--timeout {args.timeout:g}s passed, and the job was cancelled" if args.timeout else None
         return _fail(f"{error}: {what}; give a longer --timeout if it needs more time" if what else str(error), 3)
+    except CoordinatorGone as error:
+        # Killed or crashed while the run waited on it: said at once (it waited out a 30 s timeout per request),
+        # with what became of the job and its output.
+        jobs = client.submitted if client is not None else []
+        return _fail(error.lost_jobs(jobs, spec.output, embedded=cluster is not None), error.exit_code)
     except (CoordinatorUnavailable, ClusterStartError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt as interruption:

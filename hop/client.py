@@ -6,7 +6,10 @@ Every request waits at most ``timeout`` seconds for its reply; a coordinator tha
 
 A connection that breaks while a request waits (the coordinator stopped or restarted) takes the reply with it: a
 request that only reads is asked again of whatever coordinator listens at the address then, any other fails at once
-rather than at the timeout.
+rather than at the timeout. Once the coordinator has answered, a request made or waiting while its connection is
+broken and nothing listens at the address any more fails at once (:class:`CoordinatorGone`): it stopped, and waiting
+out the timeout (``hop submit`` waiting for its job, ``hop monitor``) would only delay the error. Before any answer
+the client waits, since a coordinator may be starting there.
 """
 
 from __future__ import annotations
@@ -76,7 +79,7 @@ _ALL_KEPT_LIMIT = 1_000_000
 (``hop.stream.tracker.KEEP_WINDOWS``), whatever its version."""
 
 GONE_CHECK_SECONDS = 0.1
-"""How often a request waiting on a broken connection to a running coordinator looks whether it is gone."""
+"""How often a request waiting on a broken connection to a coordinator that was there looks whether it is gone."""
 TCP_PROBE_SECONDS = 0.25
 """How long a probe of a tcp address waits for a connection (refused comes at once; no answer tells nothing)."""
 
@@ -206,7 +209,44 @@ def gone_coordinator(address: str) -> str | None:
 
 class CoordinatorGone(CoordinatorUnavailable):
     """The coordinator answered this client before, its connection broke, and nothing listens at its address now:
-    it stopped (a client about a running coordinator fails at once rather than wait out its timeout)."""
+    it stopped (killed, crashed, or ended), and the client fails at once rather than wait out its timeout.
+    ``address``: the coordinator's; ``why``: what was found there (:func:`gone_coordinator`)."""
+
+    def __init__(self, address: str, why: str) -> None:
+        super().__init__(f"the coordinator at {address} is gone: its connection broke, and {why}; is it running?")
+        self.address = address
+        self.why = why
+
+    def lost_jobs(self, jobs: list[str], output: str, *, embedded: bool = False, continuous: bool = False) -> str:
+        """What a command waiting on ``jobs`` (the ids it submitted, writing ``output``) says once this ended it:
+        that they went with the coordinator (a coordinator's jobs end with it; one started again does not know
+        them), what ``output`` holds then (no ``_job.json``: the coordinator writes it), and what to do. The
+        ``embedded`` cluster's coordinator was ended from outside the run (``hop run`` stops it only after); a
+        ``continuous`` job's windows so far are kept."""
+        which = f"{'jobs' if len(jobs) > 1 else 'job'} {', '.join(jobs)}" if jobs else "the job"
+        where = (
+            f"the embedded cluster's coordinator at {self.address}"
+            if embedded
+            else f"the coordinator at {self.address}"
+        )
+        written = os.path.isdir(output) and bool(os.listdir(output))
+        if not written:
+            holds = f"nothing of it is in {output}"
+        elif continuous:
+            holds = f"its windows so far stay in {os.path.join(output, 'windows')}, and no _job.json is written"
+        else:
+            holds = f"{output} holds what it wrote so far and no result (no _job.json is written)"
+        again = (
+            "run the job again"
+            if embedded
+            else f"start the coordinator again (hop coordinator --bind {self.address}; its workers register again) and "
+            "submit the job again"
+        )
+        return (
+            f"{where} is gone: its connection broke, and {self.why}. {which[0].upper()}{which[1:]} went with it (a "
+            f"coordinator's jobs end with it, and one started again does not know them): {holds}. To get the "
+            f"result, {again}{' with --overwrite' if written else ''}"
+        )
 
 
 class Client:
@@ -224,9 +264,10 @@ class Client:
         whole ``timeout`` before its error (``None``: never). ``running``: the coordinator must be running already
         (a command about it or its jobs): an ``ipc://`` socket file that does not exist, or that nothing listens on,
         fails a request at once (:func:`coordinator_not_listening`) instead of waiting ``timeout`` for a coordinator
-        to bind it; and once the coordinator answered, a request made or waiting while its connection is broken
-        fails at once when nothing listens at the address any more (:func:`gone_coordinator`:
-        :class:`CoordinatorGone`)."""
+        to bind it. Whatever ``running``, once a connection was made (the coordinator was there), a request made or
+        waiting while its connection is broken fails at once when nothing listens at the address any more
+        (:func:`gone_coordinator`: :class:`CoordinatorGone`); one that never connected waits (a coordinator may be
+        starting)."""
         check_resolvable(address)
         self.address = address
         self.running = running
@@ -258,7 +299,7 @@ class Client:
         if not self.connected and (why := missing(self.address)) is not None:
             raise CoordinatorUnavailable(why)
         if (gone := self._gone()) is not None:
-            raise CoordinatorGone(gone)
+            raise CoordinatorGone(self.address, gone)
         deadline = time.monotonic() + self.timeout
         broke = False
         try:
@@ -278,7 +319,7 @@ class Client:
                 self._forget_pending()
                 self._socket.send(frame)
             if outcome == "gone":
-                raise CoordinatorGone(self._gone() or self._unanswered(kind, broke))
+                raise CoordinatorGone(self.address, self._gone() or "nothing listened at its address a moment ago")
             reply = unpack(self._socket.recv()) if outcome == "reply" else None
         except BaseException:
             # Interrupted while waiting (Ctrl-C, SIGTERM: hop run then stops its continuous job with this client).
@@ -292,14 +333,14 @@ class Client:
         return reply
 
     def _gone(self) -> str | None:
-        """For a client about a running coordinator (``running``) that answered it before and whose connection is
-        broken now: why it is gone (:func:`gone_coordinator`), the error a request fails with at once; else None."""
-        if not (self.running and self.connected) or self.linked:
+        """For a client whose coordinator was there before (a connection was made) and whose connection is broken
+        now: why it is gone (:func:`gone_coordinator`), for the error a request fails with at once
+        (:class:`CoordinatorGone`); else None. (Not
+        only for ``running`` clients: ``hop submit`` waiting for its job waited its whole timeout, then 30 s per
+        status poll, on a coordinator that had been killed.)"""
+        if not self.connected or self.linked:
             return None
-        why = gone_coordinator(self.address)
-        if why is None:
-            return None
-        return f"the coordinator at {self.address} is gone: its connection broke, and {why}; is it running?"
+        return gone_coordinator(self.address)
 
     def _unanswered(self, kind: str, broke: bool) -> str:
         """Why a request got no reply in time, as far as the connection tells."""
@@ -332,15 +373,15 @@ class Client:
 
     def _await_reply(self, deadline: float) -> str:
         """Wait until the reply is there ("reply"), the connection breaks ("broken") or ``deadline`` passes; past
-        ``waiting_note`` seconds without a connection, say so once (:meth:`_note_still_waiting`). For a client about
-        a running coordinator, "gone" once it is found gone while its connection is broken (:meth:`_gone`: looked
+        ``waiting_note`` seconds without a connection, say so once (:meth:`_note_still_waiting`). Once a connection
+        was made, "gone" when the coordinator is found gone while its connection is broken (:meth:`_gone`: looked
         for every ``GONE_CHECK_SECONDS``; its socket file may go a moment after the connection broke)."""
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
         poller.register(self._monitor, zmq.POLLIN)
         started = deadline - self.timeout
         note_at = None if self.waiting_note is None or self._noted else started + self.waiting_note
-        watch_gone = self.running and self.connected
+        watch_gone = self.connected
         while (left := deadline - time.monotonic()) > 0:
             if note_at is not None:
                 left = min(left, max(0.0, note_at - time.monotonic()))  # (wake for the note)

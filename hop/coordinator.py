@@ -1716,7 +1716,9 @@ class Coordinator:
 
     def _assign(self, job: JobState, kind: str, index: int, worker: WorkerInfo, pool: str | None = None) -> None:
         pool = pool or kind
-        attempt = job.assign(kind, index, worker.name, pool)
+        # (a worker silent this long is likely dead, not yet found lost: what it is sent now cannot have ended it)
+        silent = time.time() - worker.last_seen > 3 * HEARTBEAT_SECONDS
+        attempt = job.assign(kind, index, worker.name, pool, silent=silent)
         worker.take(pool)
         fields: dict[str, Any] = {
             "job": job.spec.to_wire(),
@@ -1803,14 +1805,8 @@ class Coordinator:
         if not any(w.alive for w in self.workers.values()):
             # Nothing can run any more: fail running jobs instead of letting clients wait forever.
             for job in self.jobs.values():
-                why = f"no live workers: the last one ({worker.name}) was lost"
-                suspects = job.tasks_lost_with_several_workers() if job.state == "running" else []
-                if suspects:
-                    why += (
-                        f"; {' and '.join(suspects)} ran on each of those workers as it was lost: check whether its "
-                        "code ends the process it runs under (a signal to its parent, memory the system kills for)"
-                    )
-                self._execute(job, job.fail(why))
+                if job.state == "running":
+                    self._execute(job, job.fail(job.no_live_workers(worker.name)))
 
 
 def _removed_output_error(output: str) -> str:

@@ -91,6 +91,9 @@ class Attempt:
     end: float | None = None
     status: str = "assigned"
     error: str | None = None
+    to_silent_worker: bool = False
+    """Assigned to a worker already silent past a few heartbeats (killed, it had not been found lost yet): lost
+    with it before it started, such an attempt cannot have ended it."""
     counters: dict[str, int] = field(default_factory=dict)
     user_counters: dict[str, dict[str, int]] = field(default_factory=dict)
     bad_records: list[dict[str, Any]] = field(default_factory=list)
@@ -117,7 +120,13 @@ class Attempt:
     @property
     def died_with_worker(self) -> bool:
         """Lost with a worker that died under it (went silent, or a new process registered under its name): not one
-        that said it stops, nor only the spills it built on lost with another worker."""
+        that said it stops, nor only the spills it built on lost with another worker, nor one sent to a worker
+        already silent that never reported it started (``to_silent_worker``: a worker killed from outside, not yet
+        found lost, got the tasks of one found lost before it, which then seemed to have run on both as they died).
+        An attempt sent to a live worker counts even unstarted: its task may end the worker before the worker
+        relays its start."""
+        if self.to_silent_worker and self.start is None:
+            return False
         return self.status == "lost" and self.error == worker_died(self.worker)
 
     def report(self) -> dict[str, Any]:
@@ -264,6 +273,9 @@ class JobState:
         """Pipelines: the job whose reduce output this job's maps read through pipes (set by the coordinator)."""
         self.stopping = False
         """A continuous job was asked to stop: its maps drain and end."""
+        self.workers_lost: list[tuple[str, bool]] = []
+        """The workers lost while the job ran, in order, each with whether it said it stops (else it went silent or
+        was replaced): a name twice for a worker lost twice (restarted under its name)."""
         self.sources_gone: set[int] = set()
         self.sources_unstarted: set[int] = set()
         """Sources of a stopping continuous job that had no slot to drain in (``end_sources_without_slot``)."""
@@ -509,17 +521,60 @@ class JobState:
             return min(1.0, task.taken / feeding.written)
         return task.fraction * (1.0 if feeding.committed is not None else feeding.fraction)
 
-    def tasks_lost_with_several_workers(self) -> list[str]:
-        """The tasks that were running on two or more workers as each was lost (went silent: not one that said it
-        stops), each as ``"map-00000 (on local-0, local-1)"``: what a job whose workers all died should name, since
-        a task whose code ends the process it runs under (a signal to its parent, memory the system kills for)
-        takes down every worker it is retried on."""
-        named = []
+    def no_live_workers(self, last: str) -> str:
+        """Why the job fails when the cluster has no live worker left, ``last`` the one lost last: the workers it
+        lost as it ran and how (gone silent: killed or crashed, by whom the coordinator cannot tell; or stopped),
+        how many times, and the tasks running on them as they were lost (``Attempt.died_with_worker``).
+
+        It said "check whether its code ends the process it runs under" of every task that had run on two of them
+        (a map or reduce moved to a worker killed a moment later included), though a cluster whose workers someone
+        killed looks the same. Now a task that ran on each worker that went silent, as it did, is named so, and the
+        check is asked for only if it is the one such task and nothing outside the job ended them; a task whose code
+        kills its workers is blamed outright once it has killed ``DEATHS_PER_ATTEMPT * max_attempts`` of them
+        (:meth:`_kills_its_workers`)."""
+        died = Counter(name for name, left in self.workers_lost if not left)
+        stopped = Counter(name for name, left in self.workers_lost if left)
+
+        def listed(counts: Counter[str]) -> str:
+            return ", ".join(name if times == 1 else f"{name} {times} times" for name, times in counts.items())
+
+        losses = (
+            [f"{listed(died)} went silent (killed or crashed: the coordinator cannot tell by whom)"] if died else []
+        )
+        losses += [f"{listed(stopped)} stopped"] if stopped else []
+        lost = len(self.workers_lost)
+        why = f"no live workers: the last one ({last}) was lost"
+        if losses:
+            why += f"; the job lost workers {lost} {'time' if lost == 1 else 'times'} as it ran: {'; '.join(losses)}"
+        running = [f"{name} (on {', '.join(workers)})" for name, workers in self._died_with_workers().items()]
+        if running:
+            them = "it as it was" if lost == 1 else "them as they were"
+            why += f"; running on {them} lost: {', '.join(running)}"
+        suspects = [
+            name for name, workers in self._died_with_workers().items() if len(died) >= 2 and set(died) <= set(workers)
+        ]
+        if len(suspects) == 1:
+            why += (
+                f"; {suspects[0]} ran on each of those workers as it was lost: if nothing outside the job ended them, "
+                "check whether its code ends the process it runs under (a signal to its parent, memory the system "
+                "kills for)"
+            )
+        elif suspects:
+            why += (
+                f"; {' and '.join(suspects)} ran on each of those workers as it was lost, so no one task stands out "
+                "as ending them"
+            )
+        return why
+
+    def _died_with_workers(self) -> dict[str, list[str]]:
+        """Each task that had an attempt die with its worker (``Attempt.died_with_worker``), by task id
+        (``map-00000``), with those workers in order."""
+        tasks = {}
         for task in (*self.maps, *self.reduces):
             workers = [a.worker for a in task.attempts if a.died_with_worker]
-            if len(set(workers)) >= 2:
-                named.append(f"{task.kind}-{task.index:05d} (on {', '.join(dict.fromkeys(workers))})")
-        return named
+            if workers:
+                tasks[f"{task.kind}-{task.index:05d}"] = list(dict.fromkeys(workers))
+        return tasks
 
     def failed_attempts(self) -> int:
         """Attempts that failed or were lost with their worker (the monitor's job perspective)."""
@@ -703,10 +758,12 @@ class JobState:
         return gone
 
     # Events ------------------------------------------------------------------------------------------------
-    def assign(self, kind: str, index: int, worker: str, pool: str | None = None) -> Attempt:
-        """A new attempt of task ``index`` of ``kind`` on ``worker``, in its ``pool`` slots (default ``kind``'s)."""
+    def assign(self, kind: str, index: int, worker: str, pool: str | None = None, *, silent: bool = False) -> Attempt:
+        """A new attempt of task ``index`` of ``kind`` on ``worker``, in its ``pool`` slots (default ``kind``'s);
+        ``silent``: the worker has not been heard from for a few heartbeats (``Attempt.to_silent_worker``)."""
         task = self.tasks(kind)[index]
         attempt = Attempt(kind, index, len(task.attempts), worker, pool or kind, resumed_from=task.resume)
+        attempt.to_silent_worker = silent
         task.attempts.append(attempt)
         return attempt
 
@@ -927,6 +984,7 @@ class JobState:
         ``DEATHS_PER_ATTEMPT * max_attempts`` times now: the job fails naming it; its committed maps' output is gone
         too."""
         actions: list[Action] = []
+        self.workers_lost.append((worker, left))
         why = f"worker {worker} stopped" if left else worker_died(worker)
         doomed: list[TaskState] = []
         for kind in ("map", "reduce"):

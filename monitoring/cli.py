@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
+from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobLost, JobRejected
 from hop.gen.cli import coordinator_address, port_number, positive_int
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,6 +187,20 @@ def _query_options(args: argparse.Namespace) -> list[str]:
     return options
 
 
+def lost_with_its_coordinator(gone: CoordinatorGone, output: str, args: argparse.Namespace) -> str:
+    """What to say when the coordinator of ``hop monitor --coordinator`` is gone (killed or crashed: nothing listens
+    at its address; the monitor waited 30 s per request, then failed "did not answer"): the query went with it, what
+    is kept, and the command that watches the cluster again once a coordinator runs there."""
+    again = " ".join(["hop monitor --coordinator", gone.address, *_query_options(args)])
+    return (
+        f"the coordinator at {gone.address} is gone: its connection broke, and {gone.why}; the monitoring query "
+        f"went with it. The windows so far stay in {Path(output) / 'windows'}, the alerts and faults in "
+        f"{output}/_alerts.jsonl and _faults.jsonl. To watch the cluster again, start its coordinator again (hop "
+        f"coordinator --bind {gone.address}; its workers register again), then `{again}` (with -o {output} "
+        "--overwrite it starts that directory afresh)"
+    )
+
+
 def lost_to_a_restart(address: str, output: str, args: argparse.Namespace, stopped: bool = False) -> str:
     """What to say when the coordinator was restarted under the monitor (it dropped the monitoring query, as every
     job), or ``stopped`` by a signal (it ended the query as it stopped): what is kept, and the command that watches
@@ -331,6 +345,10 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
         lost = error if args.coordinator is None else lost_to_a_restart(args.coordinator, output, args, stopped)
         print(f"hop: error: {lost}", file=sys.stderr)
         return 3
+    except CoordinatorGone as error:  # (said at once, not after a 30 s timeout)
+        gone = error if args.coordinator is None else lost_with_its_coordinator(error, output, args)
+        print(f"hop: error: {gone}", file=sys.stderr)
+        return error.exit_code
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return 3

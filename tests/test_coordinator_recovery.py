@@ -4,6 +4,7 @@ be committed, a worker restarted under its old name, a coordinator restarted at 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import re
 import signal
@@ -235,6 +236,33 @@ def test_a_worker_registers_again_with_a_coordinator_restarted_at_its_address(
     assert {a["worker"] for a in report["attempts"]} == {"w0"}
 
 
+def _restart_coordinator(
+    address: str, first: subprocess.Popen[bytes], stop: signal.Signals, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Restart the coordinator ``first`` at ``address`` (``ipc://PATH``): stopped by ``stop``, then started again;
+    killed (SIGKILL) only once the new one has bound its path in its place. A client whose coordinator was killed
+    with nothing listening at its address after says at once that it is gone
+    (``test_a_submit_whose_coordinator_is_killed_says_at_once_that_it_is_gone``): which of the two it says would
+    be a race with the new coordinator's start."""
+    if stop != signal.SIGKILL:
+        first.send_signal(stop)
+        first.wait(timeout=10)
+        _coordinator(address, processes)
+        return
+    path = Path(address.removeprefix("ipc://"))
+    old = path.stat().st_ino
+    _coordinator(address, processes)
+
+    def rebound() -> bool:
+        with contextlib.suppress(OSError):
+            return path.stat().st_ino != old
+        return False
+
+    _wait_for(rebound, 30, "the new coordinator bound its path")
+    first.kill()
+    first.wait(timeout=10)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
 def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
@@ -254,10 +282,8 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
         _wait_for(lambda: maps_running(client), 30, "the job's maps started")
     finally:
         client.close()
-    first.send_signal(stop)
-    first.wait(timeout=10)
+    _restart_coordinator(address, first, stop, processes)
     restarted = time.monotonic()
-    _coordinator(address, processes)
     try:
         _, stderr = submit.communicate(timeout=15)
     except subprocess.TimeoutExpired:
@@ -308,9 +334,7 @@ def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
         _wait_for(lambda: any(job["state"] == "running" for job in client.jobs()), 60, "the monitoring query runs")
     finally:
         client.close()
-    first.send_signal(stop)
-    first.wait(timeout=10)
-    _coordinator(address, processes)
+    _restart_coordinator(address, first, stop, processes)
     try:
         _, stderr = monitor.communicate(timeout=30)
     except subprocess.TimeoutExpired:
@@ -325,6 +349,105 @@ def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
     assert f"the windows so far stay in {output / 'windows'}" in stderr, stderr
     assert f"`hop monitor --coordinator {address} --window 4s --slide 2s`" in stderr, stderr
     assert "submit the job again" not in stderr and "Traceback" not in stderr, stderr
+
+
+def _listening_coordinator(bind: str, processes: list[subprocess.Popen[bytes]]) -> str:
+    """A standalone ``hop coordinator --bind BIND`` (``tcp://127.0.0.1:*`` or ``ipc://PATH``), added to
+    ``processes``; the address it printed once it listens."""
+    import select
+
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", bind], stdout=subprocess.PIPE)
+    processes.append(coordinator)
+    assert coordinator.stdout is not None
+    assert select.select([coordinator.stdout], [], [], 30)[0], "the coordinator printed no address within 30 s"
+    return coordinator.stdout.readline().decode().strip()
+
+
+def _ends_within(command: subprocess.Popen[str], seconds: float, what: str) -> str:
+    """The stderr of ``command`` once it ended, failing the test if that takes more than ``seconds``."""
+    try:
+        return command.communicate(timeout=seconds)[1]
+    except subprocess.TimeoutExpired:
+        command.kill()
+        command.communicate()
+        pytest.fail(f"{what} still runs {seconds:g} s after its coordinator was killed")
+
+
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_a_submit_whose_coordinator_is_killed_says_at_once_that_it_is_gone(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], transport: str
+) -> None:
+    """The coordinator a ``hop submit`` waits on is killed (SIGKILL: it cannot answer) and not started again: the
+    submit waited out its 30 s request timeout, asked again, then said the coordinator "did not answer 'status'
+    within 30s". It says at once that the coordinator at its address is gone, that the job went with it, what its
+    output holds and what to do, with exit code 3."""
+    address = _listening_coordinator(
+        f"ipc://{tmp_path}/coordinator" if transport == "ipc" else "tcp://127.0.0.1:*", processes
+    )
+    coordinator = processes[-1]
+    processes.append(_worker(address, "w0", tmp_path))
+    output = tmp_path / "out"
+    command = ["submit", job_path("slow_map"), str(source), "-o", str(output), "--coordinator", address, "--quiet"]
+    submit = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
+    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
+        job_id = next(job["job_id"] for job in client.jobs() if job["state"] == "running")
+    finally:
+        client.close()
+    coordinator.kill()
+    coordinator.communicate(timeout=10)  # (its stdout closed)
+    killed = time.monotonic()
+    stderr = _ends_within(submit, 20, "hop submit")
+    assert time.monotonic() - killed < 5, "said at once, not after a request's 30 s timeout"
+    assert submit.returncode == 3, stderr
+    gone = f"hop: error: the coordinator at {address} is gone: its connection broke, and "
+    assert gone in stderr, stderr
+    refused = "nothing listens on its socket any more" if transport == "ipc" else "connections to 127.0.0.1:"
+    assert refused in stderr, stderr
+    assert f"Job {job_id} went with it (a coordinator's jobs end with it" in stderr, stderr
+    if output.is_dir() and any(output.iterdir()):
+        assert f"{output} holds what it wrote so far and no result (no _job.json is written)" in stderr, stderr
+        assert "submit the job again with --overwrite" in stderr, stderr
+    else:
+        assert f"nothing of it is in {output}" in stderr, stderr
+    assert f"start the coordinator again (hop coordinator --bind {address}; " in stderr, stderr
+    assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
+
+
+@pytest.mark.parametrize("transport", ["ipc", "tcp"])
+def test_a_monitor_whose_coordinator_is_killed_says_at_once_that_it_is_gone(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]], transport: str
+) -> None:
+    """``hop monitor --coordinator ADDR`` whose coordinator is killed and not started again waited out its 30 s
+    request timeout, then said the coordinator "did not answer". It says at once that the coordinator is gone and
+    the monitoring query with it, where its windows are, and how to watch the cluster again, with exit code 3."""
+    address = _listening_coordinator(
+        f"ipc://{tmp_path}/coordinator" if transport == "ipc" else "tcp://127.0.0.1:*", processes
+    )
+    coordinator = processes[-1]
+    processes.append(_worker(address, "w0", tmp_path))
+    output = tmp_path / "monitor"
+    command = ["monitor", "--coordinator", address, "-o", str(output), "--window", "4s", "--slide", "2s", "--quiet"]
+    monitor = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
+    processes.append(monitor)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: any(job["state"] == "running" for job in client.jobs()), 60, "the monitoring query runs")
+    finally:
+        client.close()
+    coordinator.kill()
+    coordinator.communicate(timeout=10)  # (its stdout closed)
+    killed = time.monotonic()
+    stderr = _ends_within(monitor, 20, "hop monitor")
+    assert time.monotonic() - killed < 5, "said at once, not after a request's 30 s timeout"
+    assert monitor.returncode == 3, stderr
+    assert f"hop: error: the coordinator at {address} is gone: its connection broke, and " in stderr, stderr
+    assert "the monitoring query went with it" in stderr, stderr
+    assert f"The windows so far stay in {output / 'windows'}" in stderr, stderr
+    assert f"`hop monitor --coordinator {address} --window 4s --slide 2s`" in stderr, stderr
+    assert "did not answer" not in stderr and "Traceback" not in stderr, stderr
 
 
 def test_a_mistyped_job_id_from_the_past_is_not_blamed_on_a_restart(client: Client) -> None:

@@ -257,6 +257,49 @@ def test_a_job_that_lost_every_worker_names_the_task_that_ran_on_each(tmp_path: 
     assert "ran on each of those workers as it was lost" in str(failure.value)
 
 
+def test_a_job_whose_workers_were_all_killed_from_outside_blames_none_of_its_tasks(tmp_path: Path) -> None:
+    """Both workers of a 2-worker cluster killed from outside, a second apart: the tasks of the one found lost first
+    were sent to the other, dead already but not yet found lost, and the job failed saying that a map (or reduces)
+    "ran on each of those workers as it was lost: check whether its code ends the process it runs under". It says
+    what happened: the workers went silent (by whom the coordinator cannot tell), how many times, and what ran on
+    each as it was lost; the tasks sent to a worker already silent never started there, and no task is blamed."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=11, vocabulary=300)
+    spec = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=1)
+    # Free slots on each worker, so that the first one's tasks are sent to the second as soon as it is found lost.
+    with LocalCluster(workers=2, map_slots=3, reduce_slots=2, heartbeat_timeout=4.0) as cluster:
+        client = Client(cluster.address)
+        try:
+            job_id = client.submit(spec)
+            deadline = time.monotonic() + 60
+            while not (on := {t["worker"] for t in client.job(job_id)["tasks"] if t["state"] == "running"}):
+                assert time.monotonic() < deadline, "no task running within 60 s"
+                time.sleep(0.05)
+            first = sorted(on)[0]  # a worker running a task of the job
+            processes = {f"local-{i}": process for i, process in enumerate(cluster.workers)}
+            processes[first].kill()
+            time.sleep(1.0)  # (less than the heartbeat timeout: the second is dead as the first is found lost)
+            (second,) = set(processes) - {first}
+            processes[second].kill()
+            with pytest.raises(JobFailed, match="no live workers") as failure:
+                status = client.wait(job_id, timeout=60)
+                if status["state"] != "succeeded":
+                    raise JobFailed(status)
+        finally:
+            client.close()
+    error = str(failure.value.status["error"])
+    assert "check whether its code" not in error and "ran on each" not in error, error
+    silent = "went silent (killed or crashed: the coordinator cannot tell by whom)"
+    assert f"; the job lost workers 2 times as it ran: {first}, {second} {silent}; running on them as they" in error
+    attempts = failure.value.status["report"]["attempts"]
+    sent = [a for a in attempts if a["worker"] == second and a["start"] is None]  # sent as the first was found lost
+    assert sent, attempts
+    for task in {a["task_id"] for a in sent}:  # (not named as running on the second: it never started there)
+        assert f"{task} (on {first}, {second})" not in error, error
+
+
 def test_a_task_whose_worker_was_killed_once_is_retried_even_with_one_attempt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -388,6 +388,45 @@ def test_a_batch_task_running_on_its_worker_each_time_one_died_fails_its_job_aft
     )
 
 
+def test_a_job_without_live_workers_says_what_it_lost_and_blames_no_task_sent_to_a_worker_already_silent() -> None:
+    """Two workers killed from outside: the first found lost had its map sent to the second, dead already (silent,
+    not yet found lost), where it never started. The job's error named that map as having run on each worker as it
+    was lost and asked to check whether its code ends its process. It says which workers were lost and how, how many
+    times, and what was running on each, and blames nothing."""
+    job = _state(maps=2, reduces=1)
+    _start(job, "map", 0, worker="w1")
+    _start(job, "reduce", 0, worker="w1")
+    _start(job, "map", 1, worker="w2")
+    job.on_worker_lost("w1", at=9.0)
+    job.assign("map", 0, "w2", silent=True)  # (w2 silent for seconds: killed too)
+    job.on_worker_lost("w2", at=10.0)
+    assert job.no_live_workers("w2") == (
+        "no live workers: the last one (w2) was lost; the job lost workers 2 times as it ran: w1, w2 went silent "
+        "(killed or crashed: the coordinator cannot tell by whom); running on them as they were lost: map-00000 (on "
+        "w1), map-00001 (on w2), reduce-00000 (on w1)"
+    )
+    assert job.maps[0].deaths == 1, "the attempt sent to a silent worker did not die with it"
+
+
+def test_a_job_without_live_workers_names_the_one_task_that_ran_on_each_as_it_was_lost() -> None:
+    """A task that started on each worker as it went silent is named, with what to check if nothing outside the
+    job ended them; a worker that said it stops is counted apart, and not as one a task could have ended."""
+    job = _state(maps=2, reduces=1)
+    _start(job, "map", 0, worker="w1")
+    _start(job, "map", 1, worker="w3")
+    job.on_worker_lost("w3", at=8.0, left=True)
+    job.on_worker_lost("w1", at=9.0)
+    _start(job, "map", 0, worker="w2")
+    job.on_worker_lost("w2", at=10.0)
+    assert job.no_live_workers("w2") == (
+        "no live workers: the last one (w2) was lost; the job lost workers 3 times as it ran: w1, w2 went silent "
+        "(killed or crashed: the coordinator cannot tell by whom); w3 stopped; running on them as they were lost: "
+        "map-00000 (on w1, w2); map-00000 ran on each of those workers as it was lost: if nothing outside the job "
+        "ended them, check whether its code ends the process it runs under (a signal to its parent, memory the "
+        "system kills for)"
+    )
+
+
 def test_a_continuous_jobs_source_outlives_any_number_of_worker_deaths() -> None:
     """A source runs until its query stops, on whatever workers come and go: deaths under it never give it up."""
     job = _stream_state(max_attempts=1)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hop.client import Client, CoordinatorUnavailable, JobRejected
+from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobRejected
 from hop.gen.cli import COORDINATOR_HELP, coordinator_address, non_negative_int, positive_int
 from hop.given_options import Given, GivenFlag, flags_given
 from hop.spark_master import spark_master_url
@@ -270,6 +270,10 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         return _fail(f"job failed: {failure}", 1)
     except (JobRejected, ValueError) as error:
         return _fail(str(error), 2)
+    except CoordinatorGone as error:  # (killed or crashed: said at once, with what became of the job)
+        return _fail(
+            error.lost_jobs(submitted, spec.output, embedded=cluster is not None, continuous=True), error.exit_code
+        )
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         return _fail(str(error), 3)
     except KeyboardInterrupt:
