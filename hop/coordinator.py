@@ -828,8 +828,12 @@ class Coordinator:
         self._send(identity, "snapshot_requested", seq=snapshot.seq, label=snapshot.label)
 
     def on_snapshot_done(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A reducer's answer to a snapshot request. Not from an attempt no longer live: the snapshots its partition
+        has not answered are asked of its retry as it starts (``on_reducer_ready``), so its own is not missed."""
         job = self._job_for(msg)
         if job is None or job.snapshots is None:
+            return
+        if job.finished_at is None and not job.reduce_attempt_live(msg["index"], msg["attempt"]):
             return
         if job.finished_at is not None:
             # An answer sent before its reducer heard of the job's end (stopped early, failed, cancelled): the
@@ -1049,6 +1053,10 @@ class Coordinator:
         self._send(identity, "windows", windows=windows, omitted=omitted)
 
     def on_window_done(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A stream reducer wrote its part of a window. Taken from any attempt, unlike its other reports: the part
+        file is written before the report, the tracker ignores a window reported twice, and the state file of an
+        attempt that ended may cover this window (saved after the report left), so that its retry, restored from
+        it, never writes the window again: dropping the report would leave the window without ``_window.json``."""
         job = self._job_for(msg)
         if job is None or job.windows is None:
             return
@@ -1058,7 +1066,8 @@ class Coordinator:
             self._write_window_json(job, summary)
 
     def on_windows_skipped(self, identity: bytes, msg: dict[str, Any]) -> None:
-        """A stream reducer closed a stretch of windows holding no data cell of its own (``hop.stream.tracker``)."""
+        """A stream reducer closed a stretch of windows holding no data cell of its own (``hop.stream.tracker``);
+        taken from any attempt, as ``window_done`` is."""
         job = self._job_for(msg)
         if job is None or job.windows is None:
             return
@@ -1088,7 +1097,7 @@ class Coordinator:
         job = self._job_for(msg)
         if job is None or job.windows is None:
             return
-        if all(attempt.attempt != msg["attempt"] for attempt in job.live_attempts("reduce", msg["index"])):
+        if not job.reduce_attempt_live(msg["index"], msg["attempt"]):
             # The last words of an attempt that ended, relayed after its failure (its worker waits for them only
             # so long): its retry may run already, under its budget, and would never lift this pause.
             return
@@ -1101,8 +1110,12 @@ class Coordinator:
             self._broadcast("stream_pause", job_id=job_id, pane=lowest)
 
     def on_stream_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A stream reducer's checkpoint covers these spills: once every partition's does, workers forget them.
+        Not from an attempt no longer live: its retry restored the state file as it found it, and a checkpoint
+        written after that (an attempt still running as it was declared lost or killed) would have the workers
+        delete spills the retry still needs. (Ignoring one only delays a trim until the retry checkpoints.)"""
         job = self._job_for(msg)
-        if job is None or job.windows is None:
+        if job is None or job.windows is None or not job.reduce_attempt_live(msg["index"], msg["attempt"]):
             return
         for source, attempt, seq in job.windows.on_checkpoint(msg["index"], msg["processed"]):
             self._broadcast("stream_trim", job_id=job.spec.job_id, index=source, attempt=attempt, seq=seq)
@@ -1183,14 +1196,19 @@ class Coordinator:
             job.on_source_listening(msg["index"], msg["attempt"], msg["address"])
 
     def on_reducer_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A reduce attempt listens: workers push to it, its partition's pause is lifted (it starts under its
+        budget) and it is asked the snapshots its partition has not answered. All of it only from a live attempt:
+        the late word of one that ended, after its retry's, pointed the maps at a dead address and lifted the
+        retry's pause (``JobState.reduce_attempt_live``)."""
         job = self._job_for(msg)
-        if job is not None and job.windows is not None:
+        if job is None or not job.reduce_attempt_live(msg["index"], msg["attempt"]):
+            return
+        if job.windows is not None:
             self._set_pause(job.spec.job_id, job.windows, msg["index"], None)  # a new attempt starts under its budget
-        if job is not None:
-            self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
-            if job.snapshots is not None:  # a restarted reducer: requests its failed attempt never answered
-                for snapshot in job.snapshots.unanswered(msg["index"]):
-                    self._ask_reducers(job, snapshot, identity, msg["index"])
+        self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
+        if job.snapshots is not None:  # a restarted reducer: requests its failed attempt never answered
+            for snapshot in job.snapshots.unanswered(msg["index"]):
+                self._ask_reducers(job, snapshot, identity, msg["index"])
 
     def on_map_split(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
