@@ -87,6 +87,9 @@ JUST_ENDED_SECONDS = 5.0
 every 0.2 s): ``hop shutdown --force`` stops the jobs, waits for them to end and shuts the cluster down at once."""
 STOP_LINGER_MILLISECONDS = 500
 """How long closing the socket then waits for those answers to leave (they were dropped with the socket)."""
+PREEMPT_SECONDS = 2.0
+"""How long after a pipeline step's later job gave a slot of one kind back to an upstream task (``_preempt_downstream``)
+it may be asked for another of that kind: the first is reported free meanwhile."""
 SOURCE_SLOT_GRACE_SECONDS = 2.0
 """How long a stopping continuous job's source still waiting for a slot may wait for one before it ends unstarted
 (a stop's own drain frees slots within that: a source whose worker just left gets one and drains)."""
@@ -205,7 +208,8 @@ class Coordinator:
         """(upstream job, reduce index, attempt) told to commit rather than wait for its downstream map."""
         self.deferred_done: dict[tuple[str, int], list[dict[str, Any]]] = {}
         """(upstream job, partition) -> ``map_done`` of downstream maps that read an attempt not committed yet."""
-        self._last_preemption: dict[str, float] = {}
+        self._last_preemption: dict[tuple[str, str], float] = {}
+        """(upstream job, kind) -> when a downstream attempt of that kind last gave its slot back to it."""
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
         self.status_waiters: list[tuple[bytes, str, float]] = []
@@ -782,9 +786,14 @@ class Coordinator:
         downstream attempt of that kind gives its slot back (it runs again later)."""
         downstream_id = self.downstream.get(job.spec.job_id)
         now = time.monotonic()
-        if not downstream_id or now - self._last_preemption.get(job.spec.job_id, 0.0) < 2.0:
-            return  # one at a time: the freed slot is reported back before another is taken
-        self._last_preemption[job.spec.job_id] = now
+        # One at a time per kind of slot: the freed slot is reported back before another is taken. (Per kind, and
+        # timed from a preemption only: a map slot freed does a reduce no good, and a turn that found nothing to
+        # take, as every turn does while a step's maps outnumber the slots, held the next preemption back too.)
+        if (
+            not downstream_id
+            or now - self._last_preemption.get((job.spec.job_id, kind), -PREEMPT_SECONDS) < PREEMPT_SECONDS
+        ):
+            return
         while downstream_id:
             downstream = self.jobs.get(downstream_id)
             if downstream is None or downstream.state != "running":
@@ -792,6 +801,7 @@ class Coordinator:
             for task in downstream.tasks(kind):
                 for record in downstream.live_attempts(kind, task.index):
                     if record.status == "running":
+                        self._last_preemption[(job.spec.job_id, kind)] = now
                         self._execute(
                             downstream,
                             downstream.restart(kind, task.index, record.attempt, "its slot went to an upstream task"),
