@@ -699,10 +699,13 @@ class Coordinator:
             self._send(worker.identity, msg_type, task=task, **fields)
 
     def on_pipe_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
-        """A downstream map attempt listens for its partition: point the upstream reduce attempt(s) at it."""
+        """A downstream map attempt listens for its partition: point the upstream reduce attempt(s) at it. Not one
+        no longer live (restarted as its upstream attempt went, or for its slot): its late word, after its retry's,
+        pointed the upstream reduce at a dead address, and the retry, no longer its partition's reader, was never
+        told to read the committed file either (``JobState.attempt_live``)."""
         job = self._job_for(msg)
         upstream = self._upstream_of(job.spec) if job is not None else None
-        if job is None or upstream is None:
+        if job is None or upstream is None or not job.attempt_live("map", msg["index"], msg["attempt"]):
             return
         index, attempt, address = msg["index"], msg["attempt"], msg["address"]
         self.pipe_readers[(job.spec.job_id, index)] = (attempt, address)
@@ -843,7 +846,7 @@ class Coordinator:
         job = self._job_for(msg)
         if job is None or job.snapshots is None:
             return
-        if job.finished_at is None and not job.reduce_attempt_live(msg["index"], msg["attempt"]):
+        if job.finished_at is None and not job.attempt_live("reduce", msg["index"], msg["attempt"]):
             return
         if job.finished_at is not None:
             # An answer sent before its reducer heard of the job's end (stopped early, failed, cancelled): the
@@ -1107,7 +1110,7 @@ class Coordinator:
         job = self._job_for(msg)
         if job is None or job.windows is None:
             return
-        if not job.reduce_attempt_live(msg["index"], msg["attempt"]):
+        if not job.attempt_live("reduce", msg["index"], msg["attempt"]):
             # The last words of an attempt that ended, relayed after its failure (its worker waits for them only
             # so long): its retry may run already, under its budget, and would never lift this pause.
             return
@@ -1125,7 +1128,7 @@ class Coordinator:
         written after that (an attempt still running as it was declared lost or killed) would have the workers
         delete spills the retry still needs. (Ignoring one only delays a trim until the retry checkpoints.)"""
         job = self._job_for(msg)
-        if job is None or job.windows is None or not job.reduce_attempt_live(msg["index"], msg["attempt"]):
+        if job is None or job.windows is None or not job.attempt_live("reduce", msg["index"], msg["attempt"]):
             return
         for source, attempt, seq in job.windows.on_checkpoint(msg["index"], msg["processed"]):
             self._broadcast("stream_trim", job_id=job.spec.job_id, index=source, attempt=attempt, seq=seq)
@@ -1209,9 +1212,9 @@ class Coordinator:
         """A reduce attempt listens: workers push to it, its partition's pause is lifted (it starts under its
         budget) and it is asked the snapshots its partition has not answered. All of it only from a live attempt:
         the late word of one that ended, after its retry's, pointed the maps at a dead address and lifted the
-        retry's pause (``JobState.reduce_attempt_live``)."""
+        retry's pause (``JobState.attempt_live``)."""
         job = self._job_for(msg)
-        if job is None or not job.reduce_attempt_live(msg["index"], msg["attempt"]):
+        if job is None or not job.attempt_live("reduce", msg["index"], msg["attempt"]):
             return
         if job.windows is not None:
             self._set_pause(job.spec.job_id, job.windows, msg["index"], None)  # a new attempt starts under its budget

@@ -572,3 +572,43 @@ def test_the_late_snapshot_answer_of_a_failed_reducer_attempt_is_asked_of_its_re
         coordinator.handle(b"b", retry)
         asked = [(m["seq"], m.get("index")) for m in _told(sides["b"], 2.0) if m["type"] == "snapshot"]
         assert (0, 0) in asked, "the retry is asked"
+
+
+def test_the_late_word_of_a_restarted_pipeline_map_does_not_point_the_step_before_at_it(tmp_path: Path) -> None:
+    """A pipeline's later-step map said where it listens for its partition (``pipe_ready``), but the word reached
+    the coordinator only after the attempt had been restarted (its upstream reduce attempt went, or its slot went to
+    the step before) and its retry had said where it listens: the upstream reduce was pointed back at the dead
+    address (``pipe_at``), so the retry got no more of its stream, and as the retry was no longer the partition's
+    reader it was never told to read the committed file either: it waited for ever. Ignored. Real coordinator
+    state; the test plays the workers' side of the wire."""
+    with _coordinator_with_workers(tmp_path, {"a": (1, 1, 1, 1), "b": (1, 0, 1, 0)}) as (coordinator, sides):
+        job_class = load_job_file(job_path("wordcount"), "WordCount")
+        (tmp_path / "in.txt").write_text("a b a\n" * 100)
+        jobs = []
+        for name in ("first", "later"):
+            options = {"upstream": jobs[0].spec.job_id} if jobs else {"tail_split": False}
+            spec = build_spec(
+                job_class, [str(tmp_path / "in.txt")], str(tmp_path / name), num_reduces=1, options=options
+            )
+            coordinator.on_submit(b"client", {"type": "submit", "job": spec.to_wire()})
+            jobs.append(next(job for job in coordinator.jobs.values() if job not in jobs))
+        first, later = jobs
+        coordinator._schedule()
+        reducer = first.reduces[0].attempts[0].worker
+        (reader,) = [a.worker for a in later.maps[0].attempts]
+        said = {"job_id": later.spec.job_id, "index": 0, "attempt": 0, "worker": reader}
+        coordinator.handle(reader.encode(), {"type": "pipe_ready", **said, "address": "tcp://127.0.0.1:1"})
+        coordinator._execute(later, later.restart("map", 0, 0, "upstream reduce attempt 0 failed"))
+        coordinator.workers[reader].free_map += 1  # (its slot reported free)
+        coordinator._schedule()
+        assert [a.status for a in later.maps[0].attempts] == ["killed", "assigned"], "the map runs again"
+        retry = later.maps[0].attempts[1].worker
+        word = {"type": "pipe_ready", **said, "attempt": 1, "worker": retry, "address": "tcp://127.0.0.1:2"}
+        coordinator.handle(retry.encode(), word)
+        told = [m["address"] for m in _told(sides[reducer], 2.0) if m["type"] == "pipe_at"]
+        assert told == ["tcp://127.0.0.1:1", "tcp://127.0.0.1:2"]
+
+        coordinator.handle(reader.encode(), {"type": "pipe_ready", **said, "address": "tcp://127.0.0.1:1"})  # late
+        assert coordinator.pipe_readers[(later.spec.job_id, 0)] == (1, "tcp://127.0.0.1:2")
+        told = [m["address"] for m in _told(sides[reducer], 0.5) if m["type"] == "pipe_at"]
+        assert "tcp://127.0.0.1:1" not in told, "the upstream reduce is not pointed at the dead attempt"
