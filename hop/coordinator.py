@@ -87,6 +87,9 @@ JUST_ENDED_SECONDS = 5.0
 every 0.2 s): ``hop shutdown --force`` stops the jobs, waits for them to end and shuts the cluster down at once."""
 STOP_LINGER_MILLISECONDS = 500
 """How long closing the socket then waits for those answers to leave (they were dropped with the socket)."""
+PREEMPT_SECONDS = 2.0
+"""How long after a pipeline step's later job gave a slot of one kind back to an upstream task (``_preempt_downstream``)
+it may be asked for another of that kind: the first is reported free meanwhile."""
 SOURCE_SLOT_GRACE_SECONDS = 2.0
 """How long a stopping continuous job's source still waiting for a slot may wait for one before it ends unstarted
 (a stop's own drain frees slots within that: a source whose worker just left gets one and drains)."""
@@ -205,7 +208,8 @@ class Coordinator:
         """(upstream job, reduce index, attempt) told to commit rather than wait for its downstream map."""
         self.deferred_done: dict[tuple[str, int], list[dict[str, Any]]] = {}
         """(upstream job, partition) -> ``map_done`` of downstream maps that read an attempt not committed yet."""
-        self._last_preemption: dict[str, float] = {}
+        self._last_preemption: dict[tuple[str, str], float] = {}
+        """(upstream job, kind) -> when a downstream attempt of that kind last gave its slot back to it."""
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
         self.status_waiters: list[tuple[bytes, str, float]] = []
@@ -695,10 +699,13 @@ class Coordinator:
             self._send(worker.identity, msg_type, task=task, **fields)
 
     def on_pipe_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
-        """A downstream map attempt listens for its partition: point the upstream reduce attempt(s) at it."""
+        """A downstream map attempt listens for its partition: point the upstream reduce attempt(s) at it. Not one
+        no longer live (restarted as its upstream attempt went, or for its slot): its late word, after its retry's,
+        pointed the upstream reduce at a dead address, and the retry, no longer its partition's reader, was never
+        told to read the committed file either (``JobState.attempt_live``)."""
         job = self._job_for(msg)
         upstream = self._upstream_of(job.spec) if job is not None else None
-        if job is None or upstream is None:
+        if job is None or upstream is None or not job.attempt_live("map", msg["index"], msg["attempt"]):
             return
         index, attempt, address = msg["index"], msg["attempt"], msg["address"]
         self.pipe_readers[(job.spec.job_id, index)] = (attempt, address)
@@ -782,9 +789,14 @@ class Coordinator:
         downstream attempt of that kind gives its slot back (it runs again later)."""
         downstream_id = self.downstream.get(job.spec.job_id)
         now = time.monotonic()
-        if not downstream_id or now - self._last_preemption.get(job.spec.job_id, 0.0) < 2.0:
-            return  # one at a time: the freed slot is reported back before another is taken
-        self._last_preemption[job.spec.job_id] = now
+        # One at a time per kind of slot: the freed slot is reported back before another is taken. (Per kind, and
+        # timed from a preemption only: a map slot freed does a reduce no good, and a turn that found nothing to
+        # take, as every turn does while a step's maps outnumber the slots, held the next preemption back too.)
+        if (
+            not downstream_id
+            or now - self._last_preemption.get((job.spec.job_id, kind), -PREEMPT_SECONDS) < PREEMPT_SECONDS
+        ):
+            return
         while downstream_id:
             downstream = self.jobs.get(downstream_id)
             if downstream is None or downstream.state != "running":
@@ -792,6 +804,7 @@ class Coordinator:
             for task in downstream.tasks(kind):
                 for record in downstream.live_attempts(kind, task.index):
                     if record.status == "running":
+                        self._last_preemption[(job.spec.job_id, kind)] = now
                         self._execute(
                             downstream,
                             downstream.restart(kind, task.index, record.attempt, "its slot went to an upstream task"),
@@ -828,8 +841,12 @@ class Coordinator:
         self._send(identity, "snapshot_requested", seq=snapshot.seq, label=snapshot.label)
 
     def on_snapshot_done(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A reducer's answer to a snapshot request. Not from an attempt no longer live: the snapshots its partition
+        has not answered are asked of its retry as it starts (``on_reducer_ready``), so its own is not missed."""
         job = self._job_for(msg)
         if job is None or job.snapshots is None:
+            return
+        if job.finished_at is None and not job.attempt_live("reduce", msg["index"], msg["attempt"]):
             return
         if job.finished_at is not None:
             # An answer sent before its reducer heard of the job's end (stopped early, failed, cancelled): the
@@ -1049,6 +1066,10 @@ class Coordinator:
         self._send(identity, "windows", windows=windows, omitted=omitted)
 
     def on_window_done(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A stream reducer wrote its part of a window. Taken from any attempt, unlike its other reports: the part
+        file is written before the report, the tracker ignores a window reported twice, and the state file of an
+        attempt that ended may cover this window (saved after the report left), so that its retry, restored from
+        it, never writes the window again: dropping the report would leave the window without ``_window.json``."""
         job = self._job_for(msg)
         if job is None or job.windows is None:
             return
@@ -1058,7 +1079,8 @@ class Coordinator:
             self._write_window_json(job, summary)
 
     def on_windows_skipped(self, identity: bytes, msg: dict[str, Any]) -> None:
-        """A stream reducer closed a stretch of windows holding no data cell of its own (``hop.stream.tracker``)."""
+        """A stream reducer closed a stretch of windows holding no data cell of its own (``hop.stream.tracker``);
+        taken from any attempt, as ``window_done`` is."""
         job = self._job_for(msg)
         if job is None or job.windows is None:
             return
@@ -1088,7 +1110,7 @@ class Coordinator:
         job = self._job_for(msg)
         if job is None or job.windows is None:
             return
-        if all(attempt.attempt != msg["attempt"] for attempt in job.live_attempts("reduce", msg["index"])):
+        if not job.attempt_live("reduce", msg["index"], msg["attempt"]):
             # The last words of an attempt that ended, relayed after its failure (its worker waits for them only
             # so long): its retry may run already, under its budget, and would never lift this pause.
             return
@@ -1101,8 +1123,12 @@ class Coordinator:
             self._broadcast("stream_pause", job_id=job_id, pane=lowest)
 
     def on_stream_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A stream reducer's checkpoint covers these spills: once every partition's does, workers forget them.
+        Not from an attempt no longer live: its retry restored the state file as it found it, and a checkpoint
+        written after that (an attempt still running as it was declared lost or killed) would have the workers
+        delete spills the retry still needs. (Ignoring one only delays a trim until the retry checkpoints.)"""
         job = self._job_for(msg)
-        if job is None or job.windows is None:
+        if job is None or job.windows is None or not job.attempt_live("reduce", msg["index"], msg["attempt"]):
             return
         for source, attempt, seq in job.windows.on_checkpoint(msg["index"], msg["processed"]):
             self._broadcast("stream_trim", job_id=job.spec.job_id, index=source, attempt=attempt, seq=seq)
@@ -1186,14 +1212,19 @@ class Coordinator:
             job.on_source_listening(msg["index"], msg["attempt"], msg["address"])
 
     def on_reducer_ready(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A reduce attempt listens: workers push to it, its partition's pause is lifted (it starts under its
+        budget) and it is asked the snapshots its partition has not answered. All of it only from a live attempt:
+        the late word of one that ended, after its retry's, pointed the maps at a dead address and lifted the
+        retry's pause (``JobState.attempt_live``)."""
         job = self._job_for(msg)
-        if job is not None and job.windows is not None:
+        if job is None or not job.attempt_live("reduce", msg["index"], msg["attempt"]):
+            return
+        if job.windows is not None:
             self._set_pause(job.spec.job_id, job.windows, msg["index"], None)  # a new attempt starts under its budget
-        if job is not None:
-            self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
-            if job.snapshots is not None:  # a restarted reducer: requests its failed attempt never answered
-                for snapshot in job.snapshots.unanswered(msg["index"]):
-                    self._ask_reducers(job, snapshot, identity, msg["index"])
+        self._execute(job, job.on_reducer_ready(msg["index"], msg["attempt"], msg["address"]))
+        if job.snapshots is not None:  # a restarted reducer: requests its failed attempt never answered
+            for snapshot in job.snapshots.unanswered(msg["index"]):
+                self._ask_reducers(job, snapshot, identity, msg["index"])
 
     def on_map_split(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)

@@ -801,7 +801,22 @@ class JobState:
         if task.committed is None and task.attempts[attempt].live:
             self.sources_listening[index] = address
 
+    def attempt_live(self, kind: str, index: int, attempt: int) -> bool:
+        """Whether ``attempt`` of task ``index`` of ``kind`` is live (assigned or running), so that what it reports
+        (where it listens, a memory pause, a checkpoint, a snapshot's answer, its end) is its task's. An attempt
+        that ended (failed, lost, killed) may still be heard from: its worker relays its last words after reporting
+        its end when they come late, a kill crosses its report on the wire, a worker replaced under its name had
+        queued them. Taken, they undid what its retry said (pushes to a dead address, a pause lifted)."""
+        attempts = self.tasks(kind)[index].attempts
+        return 0 <= attempt < len(attempts) and attempts[attempt].live
+
     def on_reducer_ready(self, index: int, attempt: int, address: str) -> list[Action]:
+        """A reduce attempt listens for runs at ``address``: every worker points the partition at it (its pusher
+        sends it every eligible spill again). Ignored from an attempt no longer live: its retry may have spoken
+        already, and workers pointed at the dead address would push nothing more to the retry, which then waited
+        for ever for the committed maps' runs."""
+        if not self.attempt_live("reduce", index, attempt):
+            return []
         self.reducer_addresses[index] = (attempt, address)
         return [
             Broadcast(
@@ -879,6 +894,10 @@ class JobState:
     ) -> list[Action]:
         task = self.reduces[index]
         record = task.attempts[attempt]
+        if record.status in ("failed", "lost", "killed"):
+            # Declared failed or lost, or killed (its slot went to an upstream task), before this report arrived:
+            # the partition is its retry's, as a map's is (``on_map_done``); the output is not taken.
+            return [DiscardOutput(path)] if path is not None else []
         record.end, record.input_complete, record.memory = at, input_complete_at, memory
         if task.committed is not None or self.state != "running":
             record.status = "superseded"

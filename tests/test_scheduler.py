@@ -16,6 +16,7 @@ from hop.scheduler import (
     DiscardOutput,
     FinishJob,
     JobState,
+    KillAttempt,
     describe_chunks,
     tail_splits_to_ask,
 )
@@ -230,6 +231,27 @@ def test_reducer_ready_is_broadcast() -> None:
         Broadcast("reducer_at", {"job_id": JOB, "index": 1, "attempt": 0, "address": "tcp://127.0.0.1:5000"})
     ]
     assert job.reducer_addresses == {1: (0, "tcp://127.0.0.1:5000")}
+
+
+@pytest.mark.parametrize("ended", ["failed", "killed"])
+def test_the_late_words_of_a_reduce_attempt_that_ended_change_nothing(ended: str) -> None:
+    """A reduce attempt's ``reducer_ready`` or ``reduce_done`` that arrives after the attempt failed (its worker
+    relayed its last words late) or was killed (the kill crossed the report), and after its retry announced itself:
+    the partition stays the retry's. Its address was broadcast over the retry's, and its output committed while the
+    retry ran on."""
+    job = _state()
+    first = _start(job, "reduce", 1)
+    if ended == "failed":
+        job.on_task_failed("reduce", 1, first, "its process died", None, True, 11.0)
+    else:
+        assert KillAttempt("w1", "reduce", 1, first) in job.restart("reduce", 1, first, "its slot went upstream")
+    retry = _start(job, "reduce", 1, worker="w2")
+    job.on_reducer_ready(1, retry, "tcp://127.0.0.1:5001")
+    assert job.on_reducer_ready(1, first, "tcp://127.0.0.1:5000") == []
+    assert job.reducer_addresses == {1: (retry, "tcp://127.0.0.1:5001")}
+    assert job.on_reduce_done(1, first, _tmp(1, first), {}, {}, None, 12.0) == [DiscardOutput(_tmp(1, first))]
+    assert job.reduces[1].committed is None
+    assert [a.status for a in job.reduces[1].attempts] == [ended, "running"]
 
 
 # -- failures ------------------------------------------------------------------------------------------------
