@@ -244,6 +244,11 @@ def _coordinator_with_workers(
             side.setsockopt(zmq.IDENTITY, name.encode())
             side.setsockopt(zmq.LINGER, 0)
             side.connect(coordinator.address)
+            # A ROUTER drops what it sends a peer whose connection it has not accepted yet (connecting is
+            # asynchronous): a first word from the worker, read here, makes sure the coordinator can reach it.
+            side.send(b"connected")
+            assert coordinator.socket.poll(10_000), f"worker {name} connects"
+            coordinator.socket.recv_multipart()
             coordinator.workers[name] = WorkerInfo(
                 identity=name.encode(), name=name, host="127.0.0.1", pid=0, map_slots=maps, reduce_slots=reduces,
                 free_map=free_maps, free_reduce=free_reduces, last_seen=time.time(),
