@@ -4,7 +4,8 @@ Every run of an online job carries the chunk it belongs to (``chunk``), whether 
 from its map attempt (``end``) and whether the attempt read only part of the chunk (``partial``: it resumed after a
 checkpoint mid-chunk). Runs of a chunk are merged per key until the chunk ends; then the chunk's per-key state ``x``
 is folded into the attempt's summary: the aggregate state and, for Sum/Count/Mean, the sums of squares and cross
-products and the number of chunks the key occurred in, which the estimators need (``hop.online.estimators``). A
+products (and of third powers for Sum/Mean, for their intervals' skewness) and the number of chunks the key
+occurred in, which the estimators need (``hop.online.estimators``): per chunk and key, never per record. A
 snapshot merges the summaries of the attempts that count (per map task: its committed attempt, else its live attempt
 with the most chunks), so producing one costs the number of distinct keys per attempt, never a re-read of the runs.
 Summaries of failed attempts are forgotten with them: a snapshot never includes them. The other attempts of a
@@ -290,10 +291,14 @@ class SnapshotState:
             if self.kind == "total" and isinstance(x, int | float):
                 if self.skewed:
                     q, occurred, cross, cube, square_size, size_square = moments.get(key, _NO_SUM)
-                    xx = x * x
+                    xx, xb = x * x, x * size
                     moments[key] = (
-                        *(q + xx, occurred + (x != 0), cross + x * size),
-                        *(cube + xx * x, square_size + xx * size, size_square + x * size * size),
+                        q + xx,
+                        occurred + (x != 0),
+                        cross + xb,
+                        cube + xx * x,
+                        square_size + xx * size,
+                        size_square + xb * size,
                     )
                 else:
                     q, occurred, cross = moments.get(key, _NO_COUNT)
@@ -303,8 +308,14 @@ class SnapshotState:
                 qxx, qxy, qyy, occurred, xxx, xxy, xyy, yyy = moments.get(key, _NO_MEAN)
                 xx, xy, yy = count * count, count * total, total * total
                 moments[key] = (
-                    *(qxx + xx, qxy + xy, qyy + yy, occurred + 1),
-                    *(xxx + xx * count, xxy + xx * total, xyy + xy * total, yyy + yy * total),
+                    qxx + xx,
+                    qxy + xy,
+                    qyy + yy,
+                    occurred + 1,
+                    xxx + xx * count,
+                    xxy + xx * total,
+                    xyy + xy * total,
+                    yyy + yy * total,
                 )
         if values and self.memory_limit is not None:
             # The chunk's middle key (in C: a few ns a key): its last is often one of its rarest, smallest.
