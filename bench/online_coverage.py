@@ -17,8 +17,10 @@ chunks the snapshot's rows are compared with the exact answers. ``--engine-runs 
 and aggregate, each snapshot scored at the fraction of chunks it covered (the nearest ``--fractions`` within 0.03).
 
 Prints per input, aggregate and group size (small: up to 40 records, medium: up to 2,500, large) the coverage (the
-fraction of intervals holding the final value; groups without an interval are left out) and how many had no
-interval ("no CI": absent from the snapshot, seen in fewer than 2 chunks, or with no spread seen).
+fraction of intervals holding the final value; groups without an interval are left out), how many had no
+interval ("no CI": absent from the snapshot, seen in fewer than 2 chunks, or with no spread seen) and the median
+width of the intervals over the final value ("width": a correction that held more often only by widening every
+interval would show there; ``--json`` has it as ``median_relative_width``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,20 +119,21 @@ def size_class(records: int) -> str:
     return "small" if records <= 40 else "medium" if records <= 2_500 else "large"
 
 
-Tally = dict[tuple[str, float], list[int]]
-"""Per (size class, fraction): [intervals, holding the truth, without an interval]."""
+Tally = dict[tuple[str, float], list[Any]]
+"""Per (size class, fraction): [intervals, holding the truth, without an interval, widths over the truth]."""
 
 
 def score_rows(rows: dict[str, Any], truth: dict[str, Any], counts: dict[str, int], fraction: float, tally: Tally):
     """Add one snapshot's rows (key -> (low, high) or None) to ``tally``."""
     for key, value in truth.items():
-        cell = tally.setdefault((size_class(counts[key]), fraction), [0, 0, 0])
+        cell = tally.setdefault((size_class(counts[key]), fraction), [0, 0, 0, []])
         bounds = rows.get(key)
         if bounds is None or bounds[0] is None:
             cell[2] += 1
             continue
         cell[0] += 1
         cell[1] += bounds[0] <= value <= bounds[1]
+        cell[3].append((bounds[1] - bounds[0]) / abs(value) if value else math.inf)
 
 
 def unit_trials(chunks: list[list[bytes]], kind: str, fractions: list[float], trials: int, truth, counts) -> Tally:
@@ -196,7 +200,7 @@ def main() -> None:
     args = parser.parse_args()
     fractions = [float(f) for f in args.fractions.split(",")]
     header = f"{'level':6} {'values':9} {'order':8} {'agg':5} {'groups':6} "
-    print(header + " ".join(f"{'cov@' + str(f):>9} {'noCI':>5}" for f in fractions), flush=True)
+    print(header + " ".join(f"{'cov@' + str(f):>9} {'noCI':>5} {'width':>6}" for f in fractions), flush=True)
     result: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="online-coverage-") as scratch:
         for values in args.values.split(","):
@@ -214,27 +218,30 @@ def main() -> None:
                                 path, kind, fractions, args.engine_runs, truth, counts, Path(scratch)
                             )
                         for level, tally in tallies.items():
-                            for cell, (n, hits, none) in tally.items():
-                                into = pooled[level].setdefault(cell, [0, 0, 0])
+                            for cell, (n, hits, none, widths) in tally.items():
+                                into = pooled[level].setdefault(cell, [0, 0, 0, []])
                                 into[0] += n
                                 into[1] += hits
                                 into[2] += none
+                                into[3] += widths
                     for level, tally in pooled.items():
                         for group_class in ("large", "medium", "small"):
                             cells = []
                             for fraction in fractions:
-                                n, hits, none = tally.get((group_class, fraction), [0, 0, 0])
+                                n, hits, none, widths = tally.get((group_class, fraction), [0, 0, 0, []])
                                 coverage = hits / n if n else math.nan
+                                width = statistics.median(widths) if widths else math.nan
                                 if n + none:
-                                    cells.append(f"{coverage:9.3f} {none / (n + none):5.2f}")
+                                    cells.append(f"{coverage:9.3f} {none / (n + none):5.2f} {width:6.3f}")
                                 else:  # (no snapshot near this fraction: an engine's snapshots fall where they do)
-                                    cells.append(f"{'-':>9} {'-':>5}")
+                                    cells.append(f"{'-':>9} {'-':>5} {'-':>6}")
                                 if n + none:
                                     result.append(
                                         {
                                             **{"level": level, "values": values, "order": order, "aggregate": kind},
                                             **{"groups": group_class, "fraction": fraction, "intervals": n},
                                             **{"coverage": coverage, "without_interval": none / (n + none)},
+                                            "median_relative_width": width,
                                         }
                                     )
                             if any(tally.get((group_class, f)) for f in fractions):

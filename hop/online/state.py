@@ -4,7 +4,8 @@ Every run of an online job carries the chunk it belongs to (``chunk``), whether 
 from its map attempt (``end``) and whether the attempt read only part of the chunk (``partial``: it resumed after a
 checkpoint mid-chunk). Runs of a chunk are merged per key until the chunk ends; then the chunk's per-key state ``x``
 is folded into the attempt's summary: the aggregate state and, for Sum/Count/Mean, the sums of squares and cross
-products and the number of chunks the key occurred in, which the estimators need (``hop.online.estimators``). A
+products (and of third powers for Sum/Mean, for their intervals' skewness) and the number of chunks the key
+occurred in, which the estimators need (``hop.online.estimators``): per chunk and key, never per record. A
 snapshot merges the summaries of the attempts that count (per map task: its committed attempt, else its live attempt
 with the most chunks), so producing one costs the number of distinct keys per attempt, never a re-read of the runs.
 Summaries of failed attempts are forgotten with them: a snapshot never includes them. The other attempts of a
@@ -51,6 +52,11 @@ SUMMARY_BYTES_PER_KEY = 320
 (measured: 2,000,000 word keys of a Sum took about 600 MB in the summaries of 2 map attempts, about 300 bytes a
 key). Larger states (``TopK``'s values, ``CountDistinct``'s) are measured as chunks are folded."""
 
+THIRDS_BYTES_PER_KEY = 128
+"""What a Sum's or a Mean's third-power moments add to a key (:attr:`SnapshotState.skewed`): 3 or 4 more numbers
+in a longer tuple (measured with tracemalloc, 100,000 keys in 2 chunks: a Sum of ints 297 -> 421 bytes a key, of
+floats 272 -> 367, a Mean 367 -> 502), counted in the floor so the summaries keep to their share of the budget."""
+
 
 def summary_keys(memory_limit: int, key_bytes: int = SUMMARY_BYTES_PER_KEY) -> int:
     """The keys the summaries may hold in memory under a reducer's ``memory_limit`` at ``key_bytes`` a key: half of
@@ -68,6 +74,15 @@ SUMMARY_BLOCK_RECORDS = 2048
 """Keys per block of a summary written to disk: a decoded block of keys with their states and moments takes about
 ``SUMMARY_BYTES_PER_KEY`` a key, and a snapshot holds one per run it streams (600 KB each, where 8192 keys took
 2.4 MB)."""
+
+_NO_COUNT: tuple[int, ...] = (0, 0, 0)
+"""A Count's moments before its first chunk: ``sum x²``, chunks occurred in, ``sum x b`` (``x`` its per-chunk
+contribution, ``b`` the chunk's bytes)."""
+_NO_SUM: tuple[int, ...] = (0, 0, 0, 0, 0, 0)
+"""A Sum's: a Count's, then ``sum x³``, ``sum x² b``, ``sum x b²`` (its interval's skewness)."""
+_NO_MEAN = (0, 0, 0, 0, 0, 0, 0, 0)
+"""A mean's moments before its first chunk: ``sum x²``, ``sum xy``, ``sum y²``, chunks occurred in, ``sum x³``,
+``sum x² y``, ``sum x y²``, ``sum y³`` (``x`` its per-chunk count, ``y`` sum)."""
 
 MOMENT_KINDS = {"sum": "total", "count": "total", "mean": "mean"}
 """Aggregates that carry an estimate; the others (Min, Max, ...) report their current value."""
@@ -142,6 +157,8 @@ class SnapshotState:
         self.read_run = read_run
         """(task, attempt, seq) -> a received run's bytes (the run store's): rebuilds a failed attempt's kept part."""
         self.kind = estimate_kind(aggregate)
+        self.skewed = self.kind == "mean" or (self.kind == "total" and aggregate.name == "sum")
+        """The moments carry third powers, for an interval corrected for skewness (a Sum's or a Mean's)."""
         self.chunk_strata = chunk_strata
         self.stratum_sizes: dict[str, int] = {}
         for stratum in chunk_strata:
@@ -158,8 +175,9 @@ class SnapshotState:
         self.committed: dict[int, int] = {}
         self.spill_path = spill_path
         self.memory_limit = memory_limit
-        self.max_keys = summary_keys(memory_limit) if memory_limit is not None else None
-        self._key_cost = KeyCost(SUMMARY_BYTES_PER_KEY)
+        floor = SUMMARY_BYTES_PER_KEY + (THIRDS_BYTES_PER_KEY if self.skewed else 0)
+        self.max_keys = summary_keys(memory_limit, floor) if memory_limit is not None else None
+        self._key_cost = KeyCost(floor)
         """One key's cost in a summary, from a key sampled per chunk folded (:meth:`_resize_budget`)."""
         self.dumped_keys = 0
         """Keys written to disk over the state's life (a measure of how often the budget was reached)."""
@@ -268,13 +286,37 @@ class SnapshotState:
             # total, the sum of its contributions times their chunk's bytes (the ratio estimator's residuals). A
             # total's chunk that added 0 tells no more than one without the key: it does not count as occurred (a
             # Sum of mostly-zero values seen as 0 in 5 chunks had the interval [0, 0], read as exact).
+            # A Sum's and a Mean's third powers (with the bytes, for a Sum) give its interval its skewness
+            # (hop.online.estimators); a Count's interval holds its level without (docs/online.md, Calibration).
             if self.kind == "total" and isinstance(x, int | float):
-                q, occurred, cross = moments.get(key, (0, 0, 0))
-                moments[key] = (q + x * x, occurred + (x != 0), cross + x * size)
+                if self.skewed:
+                    q, occurred, cross, cube, square_size, size_square = moments.get(key, _NO_SUM)
+                    xx, xb = x * x, x * size
+                    moments[key] = (
+                        q + xx,
+                        occurred + (x != 0),
+                        cross + xb,
+                        cube + xx * x,
+                        square_size + xx * size,
+                        size_square + xb * size,
+                    )
+                else:
+                    q, occurred, cross = moments.get(key, _NO_COUNT)
+                    moments[key] = (q + x * x, occurred + (x != 0), cross + x * size)
             elif self.kind == "mean":
                 count, total = x
-                qxx, qxy, qyy, occurred = moments.get(key, (0, 0, 0, 0))
-                moments[key] = (qxx + count * count, qxy + count * total, qyy + total * total, occurred + 1)
+                qxx, qxy, qyy, occurred, xxx, xxy, xyy, yyy = moments.get(key, _NO_MEAN)
+                xx, xy, yy = count * count, count * total, total * total
+                moments[key] = (
+                    qxx + xx,
+                    qxy + xy,
+                    qyy + yy,
+                    occurred + 1,
+                    xxx + xx * count,
+                    xxy + xx * total,
+                    xyy + xy * total,
+                    yyy + yy * total,
+                )
         if values and self.memory_limit is not None:
             # The chunk's middle key (in C: a few ns a key): its last is often one of its rarest, smallest.
             key = next(itertools.islice(values, len(values) // 2, None))
@@ -410,15 +452,15 @@ class SnapshotState:
         summaries = self.counted()
         chunks = set().union(*(summary.chunks for summary in summaries))
         seen = self.strata_seen(chunks)
-        # Per stratum (None: the whole input) the bytes seen, their squares and all its bytes.
-        strata_bytes: dict[str | None, tuple[float, float, float]] = {None: (0, 0, sum(self.chunk_sizes))}
+        # Per stratum (None: the whole input) the bytes seen, their squares, all its bytes and the cubes seen.
+        strata_bytes: dict[str | None, tuple[float, float, float, float]] = {None: (0, 0, sum(self.chunk_sizes), 0)}
         for name, size_of in self.stratum_bytes.items():
-            strata_bytes[name] = (0, 0, size_of)
+            strata_bytes[name] = (0, 0, size_of, 0)
         for chunk in chunks:
-            chunk_bytes = self.chunk_sizes[chunk]
+            b = self.chunk_sizes[chunk]
             for scope in (None, self.chunk_strata[chunk]):
-                seen_bytes, byte_squares, all_bytes = strata_bytes[scope]
-                strata_bytes[scope] = (seen_bytes + chunk_bytes, byte_squares + chunk_bytes * chunk_bytes, all_bytes)
+                seen_bytes, byte_squares, all_bytes, byte_cubes = strata_bytes[scope]
+                strata_bytes[scope] = (seen_bytes + b, byte_squares + b * b, all_bytes, byte_cubes + b * b * b)
         streams: list[Iterable[list[tuple[Any, Any]]]] = []
         tags: list[str] = []
         for summary in summaries:
@@ -537,8 +579,11 @@ class SnapshotState:
         if self.kind == "total":
             estimable = [i for i in estimable if isinstance(states[i], int | float)]
             if estimable:
-                totals = [moments[i] or (0, 0, 0) for i in estimable]
-                shifts = [_shift(states[i], m[2], square=m[0]) for m, i in zip(totals, estimable, strict=True)]
+                totals = [moments[i] or (_NO_SUM if self.skewed else _NO_COUNT) for i in estimable]
+                shifts = [
+                    _shift(states[i], m[2], square=m[0], cube=m[3] if self.skewed else 0)
+                    for m, i in zip(totals, estimable, strict=True)
+                ]
                 table.fill(
                     estimable,
                     *_shifted_back(
@@ -554,6 +599,12 @@ class SnapshotState:
                                 Bytes(_down(m[2], k), *strata_bytes[key_strata[i]])
                                 for m, k, i in zip(totals, shifts, estimable, strict=True)
                             ],
+                            [
+                                (_down(m[3], 3 * k), _down(m[4], 2 * k), _down(m[5], k))
+                                for m, k in zip(totals, shifts, strict=True)
+                            ]
+                            if self.skewed
+                            else None,
                         ),
                     ),
                 )
@@ -563,9 +614,10 @@ class SnapshotState:
                     if finals[i] and isinstance(states[i], int):
                         table.estimates[i] = table.lows[i] = table.highs[i] = states[i]
         elif self.kind == "mean" and estimable:
-            means = [moments[i] or (0, 0, 0, 0) for i in estimable]
-            # (count, sum) per group, and sum x², sum xy, sum y²: the sums (y) scaled down as a total's values are.
-            shifts = [_shift(states[i][1], m[1], square=m[2]) for m, i in zip(means, estimable, strict=True)]
+            means = [moments[i] or _NO_MEAN for i in estimable]
+            # (count, sum) per group, and its moments: the sums (y) scaled down as a total's values are, each power
+            # of y by as many times the shift.
+            shifts = [_shift(states[i][1], m[1], square=m[2], cube=m[7]) for m, i in zip(means, estimable, strict=True)]
             table.fill(
                 estimable,
                 *_shifted_back(
@@ -579,6 +631,10 @@ class SnapshotState:
                         [big_n[i] for i in estimable],
                         self.confidence,
                         [m[3] for m in means],
+                        [
+                            (m[4], _down(m[5], k), _down(m[6], 2 * k), _down(m[7], 3 * k))
+                            for m, k in zip(means, shifts, strict=True)
+                        ],
                     ),
                 ),
             )
@@ -589,19 +645,21 @@ class SnapshotState:
         return (batch.row(i) for batch in self.batches() for i in range(len(batch)))
 
 
-SCALED_BITS = 400
+SCALED_BITS = 300
 """Ints of more bits than this are scaled down by a power of two before a group's estimate is computed in floats
-(``_shift``): their squares, in the estimators' sums of squares, would not fit a float (about 2**1024)."""
+(``_shift``): their squares and cubes, in the estimators' moments, would not fit a float (about 2**1024)."""
 
 
-def _shift(*values: Any, square: Any) -> int:
-    """The power of two to divide a group's ``values`` (and twice it its ``square``) by, so that the estimators'
-    floats hold them and their squares: 0 unless one is an int past ``SCALED_BITS`` bits. A Sum of ints past 10**154
-    (ints are exact at any size, and a job may sum ones of thousands of digits) failed every snapshot with
-    "OverflowError: int too large to convert to float"."""
+def _shift(*values: Any, square: Any, cube: Any = 0) -> int:
+    """The power of two to divide a group's ``values`` (twice it its ``square``, three times its ``cube``) by, so
+    that the estimators' floats hold them and their powers: 0 unless one is an int past ``SCALED_BITS`` bits. A Sum
+    of ints past 10**154 (ints are exact at any size, and a job may sum ones of thousands of digits) failed every
+    snapshot with "OverflowError: int too large to convert to float"."""
     bits = [abs(value).bit_length() for value in values if type(value) is int]
     if type(square) is int:
         bits.append((square.bit_length() + 1) // 2)
+    if type(cube) is int:
+        bits.append((abs(cube).bit_length() + 2) // 3)
     return max(0, max(bits, default=0) - SCALED_BITS)
 
 
@@ -634,7 +692,7 @@ class _Context:
 
     total_seen: int
     seen: dict[str, int]
-    strata_bytes: dict[str | None, tuple[float, float, float]]
+    strata_bytes: dict[str | None, tuple[float, float, float, float]]
 
 
 def _memory_blocks(keys: list[Any], state: dict[Any, Any], moments: dict[Any, Any]) -> Iterator[list[Any]]:
