@@ -34,6 +34,7 @@ from hop.gen.cli import (
     bind_address,
     coordinator_address,
     non_negative_int,
+    output_argument,
     path_argument,
     positive_float,
     positive_int,
@@ -105,7 +106,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "a pipeline that feeds each job's output into the next (none for a continuous job: give --source)",
     )
     parser.add_argument(
-        "-o", "--output", type=path_argument, required=True, help="output directory (must be empty or absent)"
+        "-o", "--output", type=output_argument, required=True, help="output directory (must be empty or absent)"
     )
     parser.add_argument(
         "--reducers",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bz2
 import csv
+import errno
 import glob
 import gzip
 import json
@@ -405,8 +406,19 @@ def _refuse_unreadable_entry(entry: Path) -> None:
 
 
 def _broken_link(link: Path, remedy: str) -> InputError:
-    """The error for an input ``link`` that is a symbolic link whose target does not exist, with what to do."""
-    return InputError(f"input {link} is a symbolic link to {os.readlink(link)}, which does not exist: {remedy}")
+    """The error for an input ``link`` that is a symbolic link whose target does not exist (or that leads back to
+    itself through other links), with what to do (``remedy`` says it for a missing target)."""
+    target = os.readlink(link)
+    try:
+        os.stat(link)
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # ("which does not exist" sent the user looking for a file that is there)
+            remedy = remedy.replace("restore its target", "point it (or a link it leads to) at a file")
+            return InputError(
+                f"input {link} is a symbolic link to {target}, in a loop of symbolic links that never reaches a file: "
+                f"{remedy}"
+            )
+    return InputError(f"input {link} is a symbolic link to {target}, which does not exist: {remedy}")
 
 
 def _listed(path: Path) -> bool:

@@ -118,11 +118,13 @@ def coordinator_kept(client_directory: str | None) -> list[tuple[str, str]]:
 def _refuse_to_clear_inputs(
     output: str, inputs: Iterable[str], job_files: Iterable[str], kept: Iterable[tuple[str, str]] | None
 ) -> None:
-    root = Path(output).resolve()
+    # os.path.realpath, not Path.resolve: that raised RuntimeError on a loop of symbolic links (an input given as
+    # one crashed hop run); the input is refused as such when it is read (hop.inputs).
+    root = Path(os.path.realpath(output))
     named = [(f"input {item}", item) for item in inputs] + [(f"the job file {item}", item) for item in job_files]
     named += [(CURRENT_DIRECTORY, os.getcwd())] if kept is None else kept
     for what, item in named:
-        resolved = Path(item).resolve()
+        resolved = Path(os.path.realpath(item))
         if resolved == root or root in resolved.parents:
             raise OutputExistsError(
                 f"output directory {output} holds {what}: --overwrite would delete it; choose another output directory"

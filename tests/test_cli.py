@@ -2696,3 +2696,25 @@ def test_an_online_job_with_more_reducers_than_reduce_slots_is_warned(cluster: L
     )
     assert "give --reducers 2 or fewer" in side_by_side.stderr
     assert in_turn.stderr == "", in_turn.stderr
+
+
+def test_a_loop_of_symbolic_links_as_input_or_output_is_refused_not_a_crash(tmp_path: Path) -> None:
+    """An input given as a loop of symbolic links (``a -> b -> a``) with ``--overwrite`` over an existing output,
+    and an output directory given as one, crashed hop run with pathlib's ``RuntimeError: Symlink loop`` and its
+    traceback (exit code 1): both are refused as bad usage (exit code 2), naming the loop."""
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    (tmp_path / "in.txt").write_text("x y\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "part-00000").write_text("old\n")
+    wordcount = job_path("wordcount")
+    looped_input = hop("run", wordcount, "a", "-o", "out", "--overwrite", "--quiet", cwd=tmp_path)
+    assert looped_input.returncode == 2, looped_input.stderr
+    assert "Traceback" not in looped_input.stderr, looped_input.stderr
+    assert f"input {tmp_path / 'a'} is a symbolic link to b, in a loop of symbolic links" in looped_input.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == "old\n", "--overwrite cleared nothing"
+    for output in ("a", "a/sub"):
+        looped_output = hop("run", wordcount, "in.txt", "-o", output, "--quiet", cwd=tmp_path)
+        assert looped_output.returncode == 2, looped_output.stderr
+        assert "Traceback" not in looped_output.stderr, looped_output.stderr
+        assert f"{output} leads through a loop of symbolic links" in looped_output.stderr, looped_output.stderr

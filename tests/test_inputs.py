@@ -572,6 +572,24 @@ def test_a_pipe_is_named_as_such_not_missing(tmp_path: Path) -> None:
         expand_inputs([str(tmp_path / "fifo")])
 
 
+def test_a_loop_of_symbolic_links_is_named_as_one_not_as_a_missing_target(tmp_path: Path) -> None:
+    """``b.txt -> c.txt -> b.txt`` was refused as "a symbolic link to c.txt, which does not exist", which sent the
+    user looking for a file that is there (as a link): a loop is named as such, in a directory or given itself."""
+    from hop.inputs import expand_inputs
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("x\n")
+    (data / "b.txt").symlink_to("c.txt")
+    (data / "c.txt").symlink_to("b.txt")
+    for given in (data, data / "b.txt"):
+        with pytest.raises(InputError) as loop:
+            expand_inputs([str(given)])
+        message = str(loop.value)
+        assert message.startswith(f"input {data / 'b.txt'} is a symbolic link to c.txt, in a loop of symbolic links")
+        assert "does not exist" not in message and "point it (or a link it leads to) at a file" in message, message
+
+
 def test_a_broken_link_or_a_pipe_inside_an_input_directory_is_named_not_left_out(tmp_path: Path) -> None:
     """Such entries were skipped without a word, so the data the user meant to give was silently missing."""
     from hop.inputs import expand_inputs

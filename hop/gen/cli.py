@@ -17,6 +17,7 @@ Each command prints a one-line summary to stderr and exits 0, or 2 on bad argume
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import socket
@@ -87,6 +88,21 @@ def path_argument(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError(f"an empty name (an unset shell variable?): {EMPTY_NAME}")
     return text
+
+
+def output_argument(text: str) -> str:
+    """argparse type: an output directory's path (:func:`path_argument`) that does not lead through a loop of
+    symbolic links (``out -> loop -> out``): resolving it crashed hop run with a RuntimeError and its traceback."""
+    path = path_argument(text)
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise argparse.ArgumentTypeError(
+                f"{path} leads through a loop of symbolic links ({error.strerror}): point the link at a directory, "
+                "or give another path"
+            ) from None
+    return path
 
 
 def positive_int(text: str) -> int:
