@@ -744,6 +744,12 @@ def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
     """``hop run A.py B.py IN...``: the leading ``.py`` arguments are the jobs of a pipeline, the rest inputs."""
     jobs = [job]
     rest = list(rest)
+    if not job.endswith(".py") and (py := next((item for item in rest if item.endswith(".py")), None)):
+        # (``hop run in.txt wc.py``: wc.py was taken for a pipeline's next job, and the error said no input was given)
+        raise JobFileError(
+            f"job file {job} is not a Python file (.py): the job file comes first, then its inputs "
+            f"(hop run {py} {job} ... -o OUT)"
+        )
     while rest and rest[0].endswith(".py") and os.path.isfile(rest[0]):
         jobs.append(rest.pop(0))
     if not rest:

@@ -2718,3 +2718,15 @@ def test_a_loop_of_symbolic_links_as_input_or_output_is_refused_not_a_crash(tmp_
         assert looped_output.returncode == 2, looped_output.stderr
         assert "Traceback" not in looped_output.stderr, looped_output.stderr
         assert f"{output} leads through a loop of symbolic links" in looped_output.stderr, looped_output.stderr
+
+
+def test_a_job_file_given_after_its_input_is_named_as_such(tmp_path: Path) -> None:
+    """``hop run in.txt wc.py -o out`` (the input first) took wc.py for a pipeline's next job and said "no input
+    given after the job files in.txt, wc.py": it now says the job file comes first."""
+    (tmp_path / "in.txt").write_text("x y\n")
+    wordcount = job_path("wordcount")
+    swapped = hop("run", "in.txt", wordcount, "-o", "out", "--quiet", cwd=tmp_path)
+    assert swapped.returncode == 2, swapped.stderr
+    assert "job file in.txt is not a Python file (.py): the job file comes first" in swapped.stderr, swapped.stderr
+    assert "no input given" not in swapped.stderr, swapped.stderr
+    assert not (tmp_path / "out").exists()
