@@ -2730,3 +2730,20 @@ def test_a_job_file_given_after_its_input_is_named_as_such(tmp_path: Path) -> No
     assert "job file in.txt is not a Python file (.py): the job file comes first" in swapped.stderr, swapped.stderr
     assert "no input given" not in swapped.stderr, swapped.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_too_many_reducers_or_workers_for_the_embedded_cluster_are_refused_before_it_starts(tmp_path: Path) -> None:
+    """Every reducer has a task process of its own on the embedded cluster, started at once: ``--reducers 5000``
+    started 5,000 on this machine, starving the workers, and the run failed after minutes blaming the job's code
+    for ending its processes (``--reducers 100000``: "workers did not register within 60s", exit code 3). Refused
+    before any process starts, as bad usage."""
+    (tmp_path / "in.txt").write_text("x y\n")
+    wordcount = job_path("wordcount")
+    cases = (("--reducers", "--reducers 5000 would start 5,004 processes"), ("--workers", "--workers 5000"))
+    for option, said in cases:
+        began = time.monotonic()
+        refused = hop("run", wordcount, "in.txt", "-o", "out", option, "5000", "--quiet", cwd=tmp_path, timeout=60)
+        assert refused.returncode == 2, refused.stderr
+        assert said in refused.stderr and "at most 1,024" in refused.stderr, refused.stderr
+        assert time.monotonic() - began < 30, "refused before a cluster started"
+        assert not (tmp_path / "out").exists()
