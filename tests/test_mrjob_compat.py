@@ -774,6 +774,35 @@ def test_an_mrjob_job_whose_steps_or_init_raise_is_refused_with_its_traceback(tm
         assert not (tmp_path / f"out{number}").exists()
 
 
+def test_a_pair_its_protocol_cannot_write_names_the_protocol_and_the_pair(tmp_path: Path) -> None:
+    """A mapper-only job yielding a set under OUTPUT_PROTOCOL = JSONProtocol failed with json's own "TypeError:
+    Object of type set is not JSON serializable", naming neither the protocol nor the pair: both are named, with
+    what to yield."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n")
+    job = write_job(
+        tmp_path,
+        "mr_set_value.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.protocol import JSONProtocol
+
+
+        class MRSetValue(MRJob):
+            OUTPUT_PROTOCOL = JSONProtocol
+
+            def mapper(self, _, line):  # (no reducer: the mapper's pairs are the output, written by the protocol)
+                yield line, set(line.split())
+        """,
+    )
+    result = hop_fails("--mrjob", str(job), str(source), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet")
+    assert result.returncode == 1, result.stderr
+    error = result.stderr.partition("hop: error: ")[2]
+    assert "map at " in error and "'a b'" in error, error
+    assert "JSONProtocol cannot write the pair (key 'a b', value {" in error, error
+    assert "Object of type set is not JSON serializable" in error and "yield keys and values" in error, error
+
+
 def test_errors_name_a_key_as_the_job_yielded_it(tmp_path: Path) -> None:
     """A key travelling as its protocol's text was named by that text decoded as Latin-1: a ReprProtocol reducer
     failing at ``"ålice"`` said ``key "'Ã¥lice'"``, a PickleProtocol combiner its pickle's bytes escaped
