@@ -34,6 +34,7 @@ from hop.gen.cli import (
     bind_address,
     coordinator_address,
     non_negative_int,
+    output_argument,
     path_argument,
     positive_float,
     positive_int,
@@ -105,7 +106,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "a pipeline that feeds each job's output into the next (none for a continuous job: give --source)",
     )
     parser.add_argument(
-        "-o", "--output", type=path_argument, required=True, help="output directory (must be empty or absent)"
+        "-o", "--output", type=output_argument, required=True, help="output directory (must be empty or absent)"
     )
     parser.add_argument(
         "--reducers",
@@ -505,6 +506,7 @@ def _run_loaded(
             print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
             reduce_slots = -(-reducers_at_once(step_specs, pipelined) // workers)
+            _refuse_a_swarm(args, workers, reduce_slots)
             cluster = LocalCluster(
                 workers=workers, map_slots=1, reduce_slots=reduce_slots, prelaunched=prelaunch.take()
             )
@@ -744,10 +746,40 @@ def _submit(args: argparse.Namespace, client: Client, spec: Any, later: list[Any
     return run_steps(client, spec, keep_intermediate=keep, progress=not args.quiet, timeout=args.timeout)
 
 
+MAX_EMBEDDED_PROCESSES = 1024
+"""The most processes ``hop run`` starts for its embedded cluster: every worker and every slot's task process
+starts at once, each some 25 MB; ``--reducers 5000`` on 2 cores started 5,000, whose start starved the workers'
+heartbeats: the job failed after minutes blaming the job's code for ending its processes (``--reducers 100000``:
+"workers did not register within 60s")."""
+
+
+def _refuse_a_swarm(args: argparse.Namespace, workers: int, reduce_slots: int) -> None:
+    """Raise :class:`InputError` if the embedded cluster of ``workers`` workers, with one map slot and
+    ``reduce_slots`` reduce slots each, would start more than :data:`MAX_EMBEDDED_PROCESSES` processes."""
+    processes = workers * (2 + reduce_slots)  # (a worker, its map slot's task process and its reduce slots')
+    if processes <= MAX_EMBEDDED_PROCESSES:
+        return
+    given = " and ".join(f"--{name} {value}" for name in ("workers", "reducers") if (value := getattr(args, name)))
+    given = given or "the run's reducers"  # (an mrjob job's jobconf sets them)
+    raise InputError(
+        f"{given} would start {processes:,} processes for the embedded cluster, at most {MAX_EMBEDDED_PROCESSES:,}: "
+        "each worker starts a task process per map slot and per reduce slot at once, and every reducer of a run "
+        "has its own slot, to take map output as the maps write it; give fewer (the default is one worker per "
+        "core, and one reducer per worker), or run on a cluster (--coordinator), where reducers beyond its slots "
+        "wait for one"
+    )
+
+
 def _job_list(job: str, rest: list[str]) -> tuple[list[str], list[str]]:
     """``hop run A.py B.py IN...``: the leading ``.py`` arguments are the jobs of a pipeline, the rest inputs."""
     jobs = [job]
     rest = list(rest)
+    if not job.endswith(".py") and (py := next((item for item in rest if item.endswith(".py")), None)):
+        # (``hop run in.txt wc.py``: wc.py was taken for a pipeline's next job, and the error said no input was given)
+        raise JobFileError(
+            f"job file {job} is not a Python file (.py): the job file comes first, then its inputs "
+            f"(hop run {py} {job} ... -o OUT)"
+        )
     while rest and rest[0].endswith(".py") and os.path.isfile(rest[0]):
         jobs.append(rest.pop(0))
     if not rest:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import bz2
 import csv
+import errno
 import glob
 import gzip
 import json
 import lzma
 import os
+import re
 import time
 import types
 import zlib
@@ -405,8 +407,19 @@ def _refuse_unreadable_entry(entry: Path) -> None:
 
 
 def _broken_link(link: Path, remedy: str) -> InputError:
-    """The error for an input ``link`` that is a symbolic link whose target does not exist, with what to do."""
-    return InputError(f"input {link} is a symbolic link to {os.readlink(link)}, which does not exist: {remedy}")
+    """The error for an input ``link`` that is a symbolic link whose target does not exist (or that leads back to
+    itself through other links), with what to do (``remedy`` says it for a missing target)."""
+    target = os.readlink(link)
+    try:
+        os.stat(link)
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # ("which does not exist" sent the user looking for a file that is there)
+            remedy = remedy.replace("restore its target", "point it (or a link it leads to) at a file")
+            return InputError(
+                f"input {link} is a symbolic link to {target}, in a loop of symbolic links that never reaches a file: "
+                f"{remedy}"
+            )
+    return InputError(f"input {link} is a symbolic link to {target}, which does not exist: {remedy}")
 
 
 def _listed(path: Path) -> bool:
@@ -878,7 +891,7 @@ def _decoded_lines(
                 line = raw.decode("utf-8", KEEP_BYTES)
             elif fallback_encoding is not None:
                 line = raw.decode(fallback_encoding)
-            elif on_bad is None:
+            elif on_bad is None or not isinstance(error, BadRecordError):  # (compressed data: not a bad line)
                 raise _undecodable(path, position, error) from None
             else:
                 on_bad(position, raw.decode("utf-8", "replace"), str(error))
@@ -888,10 +901,47 @@ def _decoded_lines(
         position += len(raw) + 1
 
 
+_COMPRESSED_DATA = (
+    (re.compile(rb"\x1f\x8b\x08"), "gzip", ".gz"),
+    # (the stream header, then a block's magic, or an empty stream's end: text may well start with "BZh")
+    (re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)"), "bzip2", ".bz2"),
+    (re.compile(rb"\xfd7zXZ\x00"), "xz", ".xz"),
+    (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", None),
+    (re.compile(rb"PK\x03\x04"), "zip", None),
+)
+"""Compressed data by its first bytes: its kind and the suffix hop reads it decompressed by (None: not read)."""
+
+
+def _compressed_data(path: str) -> InputError | None:
+    """For a file read as text whose first bytes are compressed data's (a ``.gz`` saved as ``.txt``), the error
+    saying so (re-encoding, which the not-UTF-8 error said, would not mend it; skipping its undecodable lines read
+    the others, compressed bytes, as records); None for another file, or one that cannot be read."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(10)
+    except OSError:
+        return None
+    for magic, kind, suffix in _COMPRESSED_DATA:
+        if magic.match(head):
+            remedy = (
+                f"rename it to end {suffix}, which hop reads decompressed"
+                if suffix is not None
+                else "decompress it first (hop reads .gz, .bz2, .xz and .lzma files decompressed, not this)"
+            )
+            return InputError(
+                f"input file {path} is not text: the file is {kind} data (its first bytes are {kind}'s), read as "
+                f"text since its name does not say so: {remedy}"
+            )
+    return None
+
+
 def _decode(raw: bytes, path: str, position: int) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
+        compressed = _compressed_data(path) if _compression(path) is None else None
+        if compressed is not None:
+            raise compressed from None
         # NUL bytes are no UTF-8 text's: the file is binary (an image, an archive, a build output among the logs),
         # which re-encoding, all the error said, would not mend, or UTF-16 text, which it would.
         remedy = (

@@ -62,6 +62,7 @@ from hop.mrjob_codec import Edge, InputEdge, as_text, line_of_output, plan_edges
 from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
 from hop.spilldirs import make_marked_dir
+from hop.usertrace import user_traceback
 
 __all__ = ["MRJobAdapter", "MRJobNotAvailable", "MRJobRun", "load_mrjob_file", "rewrite_output"]
 
@@ -172,8 +173,11 @@ def _instantiate(mrjob_class: type[Any], job_args: list[str], path: str) -> Any:
             f"{path}: bad job arguments {job_args!r}{reason}; see `python {path} --help` for the job's options, "
             "given after --"
         ) from None
-    except Exception as error:
-        raise JobFileError(f"{path}: the job failed to start with arguments {job_args!r}: {error}") from error
+    except Exception as error:  # the user's own __init__ (or configure_args): its traceback says where
+        raise JobFileError(
+            f"{path}: the job failed to start with arguments {job_args!r}: {type(error).__name__}: {error}",
+            user_traceback(error),
+        ) from error
 
 
 def _check_supported(mr: Any, path: str) -> None:
@@ -182,7 +186,12 @@ def _check_supported(mr: Any, path: str) -> None:
         raise JobFileError(
             f"{path}: {mr.options.args!r} after -- are input paths to mrjob; give inputs before --, to hop"
         )
-    mr_steps = mr.steps()
+    try:
+        mr_steps = mr.steps()
+    except Exception as error:  # the user's own steps() (an MRStep naming a method it lacks): hop run crashed
+        raise JobFileError(
+            f"{path}: {name}().steps() raised {type(error).__name__}: {error}", user_traceback(error)
+        ) from error
     if not mr_steps:
         raise JobFileError(f"{path}: {name} defines no mapper, combiner or reducer (and no steps())")
     for number, mr_step in enumerate(mr_steps):

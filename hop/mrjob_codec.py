@@ -127,6 +127,23 @@ def line_of_output(key: str, rest: str | None) -> bytes:
     return _join(key, rest)
 
 
+class UnwritablePairError(TypeError):
+    """A pair the job's protocol cannot write (a set under JSONProtocol): :func:`unwritable_pair` words it."""
+
+
+def unwritable_pair(writer: Any, key: Any, value: Any, error: Exception) -> UnwritablePairError:
+    """The error of a pair ``writer``, a substep's protocol, could not write: json's own ("Object of type set is not
+    JSON serializable") named neither the protocol nor the pair."""
+    shown = [
+        text if len(text := repr(item)) <= 200 else f"{text[:200]}... ({len(text):,} characters)"
+        for item in (key, value)
+    ]
+    return UnwritablePairError(
+        f"{type(writer).__name__} cannot write the pair (key {shown[0]}, value {shown[1]}): "
+        f"{type(error).__name__}: {error}: yield keys and values it can write, or give the step a protocol that can"
+    )
+
+
 class Edge:
     """Records from one substep (which encodes them with ``writer``) to the next (which decodes them with
     ``reader``); ``native`` picks the form (see the module docstring), ``shuffled`` says whether they go through
@@ -177,18 +194,28 @@ class Edge:
     def _protocol_lines(self, pairs: Iterable[Any]) -> Iterator[Pair]:
         write = self.writer.write
         for key, value in pairs:
-            yield _split(write(key, value))
+            try:
+                line = write(key, value)
+            except (TypeError, ValueError) as error:
+                raise unwritable_pair(self.writer, key, value, error) from error
+            yield _split(line)
 
-    @staticmethod
-    def _json_pairs(pairs: Iterable[Any]) -> Iterator[Pair]:
+    def _json_pairs(self, pairs: Iterable[Any]) -> Iterator[Pair]:
         # StandardJSONProtocol's lines, made faster: its JSON text is ASCII, so it is its own Latin-1 decoding.
         for key, value in pairs:
-            yield _json_text(key), _json_text(value)
+            try:
+                line = _json_text(key), _json_text(value)
+            except (TypeError, ValueError) as error:
+                raise unwritable_pair(self.writer, key, value, error) from error
+            yield line
 
-    @staticmethod
-    def _json_values(pairs: Iterable[Any]) -> Iterator[Pair]:
-        for _, value in pairs:  # StandardJSONValueProtocol
-            yield _json_text(value), None
+    def _json_values(self, pairs: Iterable[Any]) -> Iterator[Pair]:
+        for key, value in pairs:  # StandardJSONValueProtocol
+            try:
+                text = _json_text(value)
+            except (TypeError, ValueError) as error:
+                raise unwritable_pair(self.writer, key, value, error) from error
+            yield text, None
 
     # The consuming side. -----------------------------------------------------------------------------------------
     def decode(self, key: Any, value: Any) -> Pair:

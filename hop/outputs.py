@@ -7,13 +7,14 @@ before it starts a cluster, and every process it starts pays for its imports in 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import secrets
 import shutil
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,11 +118,13 @@ def coordinator_kept(client_directory: str | None) -> list[tuple[str, str]]:
 def _refuse_to_clear_inputs(
     output: str, inputs: Iterable[str], job_files: Iterable[str], kept: Iterable[tuple[str, str]] | None
 ) -> None:
-    root = Path(output).resolve()
+    # os.path.realpath, not Path.resolve: that raised RuntimeError on a loop of symbolic links (an input given as
+    # one crashed hop run); the input is refused as such when it is read (hop.inputs).
+    root = Path(os.path.realpath(output))
     named = [(f"input {item}", item) for item in inputs] + [(f"the job file {item}", item) for item in job_files]
     named += [(CURRENT_DIRECTORY, os.getcwd())] if kept is None else kept
     for what, item in named:
-        resolved = Path(item).resolve()
+        resolved = Path(os.path.realpath(item))
         if resolved == root or root in resolved.parents:
             raise OutputExistsError(
                 f"output directory {output} holds {what}: --overwrite would delete it; choose another output directory"
@@ -227,6 +230,42 @@ def output_removed(output: str | Path, what: str | None = None) -> str:
 
 class OutputRemovedError(OutputError):
     """The job's output directory was removed or moved away while the job ran (:func:`output_removed` words it)."""
+
+
+class OutputWriteError(OSError):
+    """A task could not write its output file (a full disk, a quota, an I/O error): the file system's fault, not the
+    user's code's, so never blamed on the key being written nor skipped as a bad record (:func:`output_write_error`
+    words it). Retried as a failed write of a spill file is: on a cluster another host's disk may have room."""
+
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def output_write_error(path: str | Path, error: OSError) -> OutputWriteError:
+    """The :class:`OutputWriteError` of ``error``, met writing the output file ``path``."""
+    remedy = (
+        "free space (or quota) on the output directory's file system, or write the output elsewhere (-o)"
+        if error.errno in _NO_ROOM
+        else "check the output directory's file system (its disk, or a network file system's server)"
+    )
+    failure = OutputWriteError(f"cannot write output file {path}: {error.strerror or error}; {remedy}")
+    failure.errno = error.errno  # (set apart: given to the constructor, it would prefix the message "[Errno 28]")
+    return failure
+
+
+@contextlib.contextmanager
+def writing_output(path: str | Path) -> Iterator[None]:
+    """Turn an OSError of the file system failing a write (no room, an I/O error, read-only) raised inside into an
+    :class:`OutputWriteError` naming ``path``, the output file written. Another OSError (the output directory
+    removed meanwhile: :class:`OutputGuard`'s) passes as it is."""
+    try:
+        yield
+    except OutputWriteError:
+        raise
+    except OSError as error:
+        if error.errno not in (*_NO_ROOM, errno.EIO, errno.EROFS):
+            raise
+        raise output_write_error(path, error) from error
 
 
 class OutputGuard:

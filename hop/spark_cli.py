@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.counters import print_user_counters
-from hop.gen.cli import path_argument, positive_int, size_at_least
+from hop.gen.cli import output_argument, positive_int, size_at_least
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
 from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m hop.spark_engine", description="Run a hop job on Spark.")
     _add_common(parser)
     parser.add_argument(
-        "-o", "--output", type=path_argument, required=True, help="output directory (must be empty or absent)"
+        "-o", "--output", type=output_argument, required=True, help="output directory (must be empty or absent)"
     )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
     parser.add_argument("--quiet", action="store_true", help="no Spark progress bar, logs only at ERROR")

@@ -27,7 +27,7 @@ from hop.bad_records import BAD_RECORDS
 from hop.inputs import BadRecordError, FileStamp, InputError, Split
 from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
-from hop.outputs import OutputRemovedError
+from hop.outputs import OutputRemovedError, OutputWriteError
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import scratch_step
 from hop.tasks import TooManyBadRecords, run_map, run_reduce, unencodable_map_output
@@ -35,6 +35,7 @@ from hop.usercode import USER_FAILURES, NoStandardInput, UserCodeError, sendable
 from shuffle.buffer import CombinerKeyError, PartitionError
 from shuffle.keys import NanKeyError
 from shuffle.runs import UnencodableRecordError
+from shuffle.spill import SpillWriteError
 
 TASK_GC_THRESHOLDS = (50_000, 20, 20)
 
@@ -137,6 +138,13 @@ def _failure(kind: str, index: int, attempt: int, error: BaseException, output: 
             ),
             "record": None,
             "retryable": False,
+        }
+    if isinstance(error, (OutputWriteError, SpillWriteError)):  # (a disk's fault: retried, as another may have room)
+        return {
+            "error": f"{kind} task {index} attempt {attempt}: {error}",
+            "traceback": None,  # (it names the file and the remedy: the engine's frames would only bury that)
+            "record": None,
+            "retryable": True,
         }
     return {
         "error": f"{kind} task {index} attempt {attempt}: {type(error).__name__}: {error}",

@@ -39,7 +39,7 @@ from hop.job import Job, Step, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
 from hop.online.reducer import ReducerSnapshots
-from hop.outputs import OutputGuard
+from hop.outputs import OutputGuard, OutputWriteError, output_write_error, writing_output
 from hop.peak_memory import PeakMemory
 from hop.pipe import PipeBroken, PipeReceiver, PipeSender
 from hop.protocol import unsent_spills
@@ -952,27 +952,30 @@ def run_reduce(
                     tick(file)
                 report(next(batches) * WRITE_BATCH)
 
-            output_records = _write_columns(output, *columns, fault, after_batch, opener=out_dir.opener)
+            with writing_output(output):
+                output_records = _write_columns(output, *columns, fault, after_batch, opener=out_dir.opener)
         else:
             groups = store.grouped()
             report = _reduce_progress(channel, index, attempt, store.input_fraction)
             if faults.wanted("reduce", "merging", index, attempt):
                 groups = _fault_after_first(groups, index, attempt)
-            output_records = reduce_to_file(
-                groups,
-                functions.reducer,
-                output,
-                skip_limit,
-                bad_records,
-                tick,
-                first_pairs=init_pairs,
-                progress=report,
-                show_key=functions.step.show_key if functions.step else repr,
-                opener=out_dir.opener,
-            )
+            with writing_output(output):  # (closing the file writes its last lines: outside reduce_to_file's loop)
+                output_records = reduce_to_file(
+                    groups,
+                    functions.reducer,
+                    output,
+                    skip_limit,
+                    bad_records,
+                    tick,
+                    first_pairs=init_pairs,
+                    progress=report,
+                    show_key=functions.step.show_key if functions.step else repr,
+                    opener=out_dir.opener,
+                )
         final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
         if final_pairs:
-            output_records += _append_pairs(output, final_pairs, "reducer_final", out_dir.opener)
+            with writing_output(output):
+                output_records += _append_pairs(output, final_pairs, "reducer_final", out_dir.opener)
         call_user("teardown", job.teardown)
         piped = None
         if sender is not None:
@@ -1321,6 +1324,10 @@ def reduce_to_file(
                     write("".join(lines))  # (encoded whole before any of it is written: all or nothing of a key)
                 except UnicodeEncodeError as unwritable:
                     raise not_utf8_output(unwritable) from None  # (skipped below as a failing reduce is)
+                except OSError as unwritten:  # (a full disk: was blamed on this key, and skipped as its fault)
+                    raise output_write_error(output, unwritten) from unwritten
+            except OutputWriteError:
+                raise
             except SystemExit as exiting:  # (never skipped: a map's is not either)
                 raise UserCodeError("reduce", exiting, f"key {show_key(key)}") from exiting
             except Exception as raised:

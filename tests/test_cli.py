@@ -2696,3 +2696,54 @@ def test_an_online_job_with_more_reducers_than_reduce_slots_is_warned(cluster: L
     )
     assert "give --reducers 2 or fewer" in side_by_side.stderr
     assert in_turn.stderr == "", in_turn.stderr
+
+
+def test_a_loop_of_symbolic_links_as_input_or_output_is_refused_not_a_crash(tmp_path: Path) -> None:
+    """An input given as a loop of symbolic links (``a -> b -> a``) with ``--overwrite`` over an existing output,
+    and an output directory given as one, crashed hop run with pathlib's ``RuntimeError: Symlink loop`` and its
+    traceback (exit code 1): both are refused as bad usage (exit code 2), naming the loop."""
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    (tmp_path / "in.txt").write_text("x y\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "part-00000").write_text("old\n")
+    wordcount = job_path("wordcount")
+    looped_input = hop("run", wordcount, "a", "-o", "out", "--overwrite", "--quiet", cwd=tmp_path)
+    assert looped_input.returncode == 2, looped_input.stderr
+    assert "Traceback" not in looped_input.stderr, looped_input.stderr
+    assert f"input {tmp_path / 'a'} is a symbolic link to b, in a loop of symbolic links" in looped_input.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == "old\n", "--overwrite cleared nothing"
+    for output in ("a", "a/sub"):
+        looped_output = hop("run", wordcount, "in.txt", "-o", output, "--quiet", cwd=tmp_path)
+        assert looped_output.returncode == 2, looped_output.stderr
+        assert "Traceback" not in looped_output.stderr, looped_output.stderr
+        assert f"{output} leads through a loop of symbolic links" in looped_output.stderr, looped_output.stderr
+
+
+def test_a_job_file_given_after_its_input_is_named_as_such(tmp_path: Path) -> None:
+    """``hop run in.txt wc.py -o out`` (the input first) took wc.py for a pipeline's next job and said "no input
+    given after the job files in.txt, wc.py": it now says the job file comes first."""
+    (tmp_path / "in.txt").write_text("x y\n")
+    wordcount = job_path("wordcount")
+    swapped = hop("run", "in.txt", wordcount, "-o", "out", "--quiet", cwd=tmp_path)
+    assert swapped.returncode == 2, swapped.stderr
+    assert "job file in.txt is not a Python file (.py): the job file comes first" in swapped.stderr, swapped.stderr
+    assert "no input given" not in swapped.stderr, swapped.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_too_many_reducers_or_workers_for_the_embedded_cluster_are_refused_before_it_starts(tmp_path: Path) -> None:
+    """Every reducer has a task process of its own on the embedded cluster, started at once: ``--reducers 5000``
+    started 5,000 on this machine, starving the workers, and the run failed after minutes blaming the job's code
+    for ending its processes (``--reducers 100000``: "workers did not register within 60s", exit code 3). Refused
+    before any process starts, as bad usage."""
+    (tmp_path / "in.txt").write_text("x y\n")
+    wordcount = job_path("wordcount")
+    cases = (("--reducers", "--reducers 5000 would start 5,004 processes"), ("--workers", "--workers 5000"))
+    for option, said in cases:
+        began = time.monotonic()
+        refused = hop("run", wordcount, "in.txt", "-o", "out", option, "5000", "--quiet", cwd=tmp_path, timeout=60)
+        assert refused.returncode == 2, refused.stderr
+        assert said in refused.stderr and "at most 1,024" in refused.stderr, refused.stderr
+        assert time.monotonic() - began < 30, "refused before a cluster started"
+        assert not (tmp_path / "out").exists()

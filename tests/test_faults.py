@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import json
 import random
+import re
 import signal
 import threading
 import time
@@ -345,6 +346,43 @@ def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: py
     )
     assert not (tmp_path / "out" / "_SUCCESS").exists() and not list((tmp_path / "out").glob("part-*"))
     assert not spill_dirs, f"the failed job's spill files should be gone: {spill_dirs}"
+
+
+@pytest.mark.parametrize("skip", [0, 1000])
+def test_a_full_output_disk_names_the_output_file_not_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, skip: int
+) -> None:
+    """A reduce whose part file cannot be written (a full disk: here a file size limit, EFBIG) fails as the disk's
+    fault, naming the file: it was blamed on the user's reduce at the key being written, with --skip-bad-records
+    suggested, which skipped key after key as bad records."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=5, vocabulary=20_000)
+    monkeypatch.setenv("HOP_TEST_FILE_SIZE_LIMIT", "60000")  # the part (some 250 kB) cannot be written whole
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            with pytest.raises(JobFailed) as failure:
+                run_job(
+                    client,
+                    "wordcount_generic",  # (a hand-written reduce: written key by key, in its own calls)
+                    [source],
+                    tmp_path / "out",
+                    spill_records=1000,  # (spill files well under the limit)
+                    options={"max_attempts": 2, "skip_bad_records": skip},
+                )
+        finally:
+            client.close()
+    status = failure.value.status
+    error = status["error"]
+    assert re.match(r"reduce task 0 attempt \d: cannot write output file ", error), error
+    assert "/_temporary/part-00000" in error, error
+    assert "File too large" in error and "free space" in error, error
+    assert "at key" not in error and "--skip-bad-records" not in error, error
+    assert not status.get("traceback"), status.get("traceback")  # (the engine's frames say nothing more)
+    assert not (tmp_path / "out" / "_SUCCESS").exists() and not list((tmp_path / "out").glob("part-*"))
+    assert not list((tmp_path / "out").glob("_bad_records/*")), "no key was the reduce's fault"
 
 
 def test_killing_a_worker_mid_pipeline_keeps_the_result_exact(tmp_path: Path) -> None:

@@ -440,3 +440,27 @@ def test_ctrl_c_leaves_no_truncated_file(tmp_path: Path) -> None:
     assert command.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted" in stderr, stderr
     assert os.listdir(tmp_path) == [], "neither a truncated words.txt nor its partial file"
+
+
+def test_a_full_disk_names_the_file_being_written(tmp_path: Path) -> None:
+    """A write failing for want of room ("No space left on device", here a file size limit: EFBIG) said only
+    "hop gen text: error: [Errno 28] No space left on device": it names the file given and what to do, and leaves
+    no partial file."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def limited() -> None:  # (in the child: a write past 100 kB fails with EFBIG instead of killing it)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+    out = tmp_path / "words.txt"
+    command = [sys.executable, "-m", "hop", "gen", "text", str(out), "--size", "5MB"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, preexec_fn=limited)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"hop gen text: error: cannot write {out}: File too large; free space on its file system, or give a smaller "
+        "--size\n"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -572,6 +572,24 @@ def test_a_pipe_is_named_as_such_not_missing(tmp_path: Path) -> None:
         expand_inputs([str(tmp_path / "fifo")])
 
 
+def test_a_loop_of_symbolic_links_is_named_as_one_not_as_a_missing_target(tmp_path: Path) -> None:
+    """``b.txt -> c.txt -> b.txt`` was refused as "a symbolic link to c.txt, which does not exist", which sent the
+    user looking for a file that is there (as a link): a loop is named as such, in a directory or given itself."""
+    from hop.inputs import expand_inputs
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "a.txt").write_text("x\n")
+    (data / "b.txt").symlink_to("c.txt")
+    (data / "c.txt").symlink_to("b.txt")
+    for given in (data, data / "b.txt"):
+        with pytest.raises(InputError) as loop:
+            expand_inputs([str(given)])
+        message = str(loop.value)
+        assert message.startswith(f"input {data / 'b.txt'} is a symbolic link to c.txt, in a loop of symbolic links")
+        assert "does not exist" not in message and "point it (or a link it leads to) at a file" in message, message
+
+
 def test_a_broken_link_or_a_pipe_inside_an_input_directory_is_named_not_left_out(tmp_path: Path) -> None:
     """Such entries were skipped without a word, so the data the user meant to give was silently missing."""
     from hop.inputs import expand_inputs
@@ -872,3 +890,36 @@ def test_a_spark_map_whose_input_is_rewritten_while_it_reads_fails_naming_it_as_
     reason, shown = map_failure("rewriting_map", None, 0, "text", make_splits([str(source)], 1 << 20))
     assert reason.startswith(f"map task 0: input file {source} changed while the job ran: it was rewritten"), reason
     assert shown is None
+
+
+@pytest.mark.parametrize(
+    ("name", "compress", "said"),
+    [
+        (
+            "logs.txt",
+            gzip.compress,
+            "the file is gzip data (its first bytes are gzip's), read as text since its name does not say so: "
+            "rename it to end .gz",
+        ),
+        ("logs.log", lambda data: __import__("bz2").compress(data), "is bzip2 data (its first bytes are bzip2's)"),
+        ("logs", lambda data: __import__("lzma").compress(data), "is xz data (its first bytes are xz's)"),
+    ],
+)
+def test_compressed_data_without_its_suffix_is_named_as_such_and_never_skipped(
+    tmp_path: Path, name: str, compress: object, said: str
+) -> None:
+    """A gzip file named ``.txt`` was read as text: its first line "is not valid UTF-8 ...; re-encode the file as
+    UTF-8", which would not mend it, and --skip-bad-records skipped its undecodable lines and read the others,
+    compressed bytes that happen to be UTF-8, as records. It names the compression and the suffix to give, and is
+    not skipped."""
+    data = "".join(f"line {number} of some text\n" for number in range(20_000)).encode()
+    path = tmp_path / name
+    path.write_bytes(compress(data))  # type: ignore[operator]
+    split = Split(str(path), 0, path.stat().st_size)
+    with pytest.raises(InputError) as failure:
+        list(iter_records(split, "text"))
+    assert said in str(failure.value) and "re-encode" not in str(failure.value), failure.value
+    skipped: list[int] = []
+    with pytest.raises(InputError) as failure:
+        list(iter_records(split, "text", on_bad=lambda position, line, error: skipped.append(position)))
+    assert said in str(failure.value) and not skipped, (failure.value, skipped)

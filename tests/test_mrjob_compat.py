@@ -734,6 +734,75 @@ def test_an_mrjob_mapper_or_reducer_that_yields_no_pair_is_shown_at_its_yield(tm
         assert "hop/" not in shown and "shuffle/" not in shown, shown
 
 
+def test_an_mrjob_job_whose_steps_or_init_raise_is_refused_with_its_traceback(tmp_path: Path) -> None:
+    """An mrjob job whose steps() raised (a misspelt method in an MRStep) crashed hop run with its own traceback and
+    exit code 1, and one whose __init__ raised was refused without the user's traceback: both are refused before
+    the job starts (exit code 2), naming the call, with the user's traceback from the job's line, as a hop job's."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n")
+    job = write_job(
+        tmp_path,
+        "mr_broken.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+
+        class MRBroken(MRJob):
+            def configure_args(self):
+                super().configure_args()
+                self.add_passthru_arg("--fail-init", action="store_true")
+
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                if self.options.fail_init:
+                    raise RuntimeError("no init")
+
+            def steps(self):
+                return [MRStep(mapper=self.mapper_misspelt)]
+        """,
+    )
+    cases = ((["--", "--fail-init"], 14, "RuntimeError: no init"), ([], 17, "AttributeError: "))
+    for number, (job_args, line, said) in enumerate(cases):
+        command = ["--mrjob", str(job), str(source), "-o", str(tmp_path / f"out{number}"), "--quiet", *job_args]
+        result = hop_fails(*command)
+        assert result.returncode == 2, result.stderr
+        shown, _, error = result.stderr.partition("hop: error: ")
+        assert shown.startswith(f'Traceback (most recent call last):\n  File "{job}", line {line}, in '), shown
+        assert "hop/" not in shown and said in shown, shown
+        assert str(job) in error and said in error, error
+        assert not (tmp_path / f"out{number}").exists()
+
+
+def test_a_pair_its_protocol_cannot_write_names_the_protocol_and_the_pair(tmp_path: Path) -> None:
+    """A mapper-only job yielding a set under OUTPUT_PROTOCOL = JSONProtocol failed with json's own "TypeError:
+    Object of type set is not JSON serializable", naming neither the protocol nor the pair: both are named, with
+    what to yield."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n")
+    job = write_job(
+        tmp_path,
+        "mr_set_value.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.protocol import JSONProtocol
+
+
+        class MRSetValue(MRJob):
+            OUTPUT_PROTOCOL = JSONProtocol
+
+            def mapper(self, _, line):  # (no reducer: the mapper's pairs are the output, written by the protocol)
+                yield line, set(line.split())
+        """,
+    )
+    result = hop_fails("--mrjob", str(job), str(source), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet")
+    assert result.returncode == 1, result.stderr
+    error = result.stderr.partition("hop: error: ")[2]
+    assert "map at " in error and "'a b'" in error, error
+    assert "JSONProtocol cannot write the pair (key 'a b', value {" in error, error
+    assert "Object of type set is not JSON serializable" in error and "yield keys and values" in error, error
+
+
 def test_errors_name_a_key_as_the_job_yielded_it(tmp_path: Path) -> None:
     """A key travelling as its protocol's text was named by that text decoded as Latin-1: a ReprProtocol reducer
     failing at ``"ålice"`` said ``key "'Ã¥lice'"``, a PickleProtocol combiner its pickle's bytes escaped

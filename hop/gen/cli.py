@@ -17,6 +17,7 @@ Each command prints a one-line summary to stderr and exits 0, or 2 on bad argume
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import socket
@@ -87,6 +88,21 @@ def path_argument(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError(f"an empty name (an unset shell variable?): {EMPTY_NAME}")
     return text
+
+
+def output_argument(text: str) -> str:
+    """argparse type: an output directory's path (:func:`path_argument`) that does not lead through a loop of
+    symbolic links (``out -> loop -> out``): resolving it crashed hop run with a RuntimeError and its traceback."""
+    path = path_argument(text)
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise argparse.ArgumentTypeError(
+                f"{path} leads through a loop of symbolic links ({error.strerror}): point the link at a directory, "
+                "or give another path"
+            ) from None
+    return path
 
 
 def positive_int(text: str) -> int:
@@ -245,11 +261,17 @@ def _mb(n: int) -> str:
     return f"{n / 1e3:,.1f} KB" if n >= 10**3 else f"{n} bytes"
 
 
-def _reason(error: ValueError | OSError) -> str:
+def _reason(error: ValueError | OSError, target: str) -> str:
     """Why generating failed: a file that could not be written named as the file the user gave (``[Errno 13]
-    Permission denied: '.words.txt.partial'`` named the hidden file it is written under until complete)."""
-    if not isinstance(error, OSError) or error.filename is None:
+    Permission denied: '.words.txt.partial'`` named the hidden file it is written under until complete); a write
+    that failed with no file named (a full disk), as ``target``, the file or directory given."""
+    if not isinstance(error, OSError):
         return str(error)
+    if error.filename is None:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return f"cannot write {target}: {error.strerror or error}"
+        # ("[Errno 28] No space left on device" alone named no file)
+        return f"cannot write {target}: {error.strerror}; free space on its file system, or give a smaller --size"
     from hop.gen.whole import final_path
 
     return f"cannot write {final_path(Path(os.fsdecode(error.filename)))}: {error.strerror}"
@@ -280,7 +302,7 @@ def _run_text(args: argparse.Namespace) -> int:
             summary = generate_text(args.out, args.size, **options)
             where = args.out
     except (ValueError, OSError) as error:
-        print(f"hop gen text: error: {_reason(error)}", file=sys.stderr)
+        print(f"hop gen text: error: {_reason(error, args.out)}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
     print(
         f"hop gen text: wrote {_mb(summary['bytes'])} "
@@ -307,7 +329,7 @@ def _run_pageviews(args: argparse.Namespace) -> int:
             **({} if args.views_per_hour is None else {"views_per_hour": args.views_per_hour}),
         )
     except (ValueError, OSError) as error:
-        print(f"hop gen pageviews: error: {_reason(error)}", file=sys.stderr)
+        print(f"hop gen pageviews: error: {_reason(error, args.outdir)}", file=sys.stderr)
         return 2 if isinstance(error, ValueError) else 1
     stored = f", {_mb(summary['compressed_bytes'])} gzip" if not args.no_gzip else ""
     print(
