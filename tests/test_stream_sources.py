@@ -965,7 +965,7 @@ def test_every_source_option_is_documented_with_its_kind() -> None:
         ("zmq:tcp://127.0.0.1:5600?format=json", r"format must be msgpack \(the default\) or text"),
         ("zmq:nonsense", r"expected a ZeroMQ endpoint after zmq:, such as tcp://HOST:PORT"),
         ("zmq+sub:tcp://", r"expected a ZeroMQ endpoint after zmq\+sub:"),
-        ("zmq:ipc:///nonexistent/dir/socket", r"zmq source zmq:ipc:///nonexistent/dir/socket: cannot bind .*; the "
+        ("zmq:ipc://{missing}/socket", r"zmq source zmq:ipc://{missing}/socket: cannot bind .*; the "
          r"socket file's directory does not exist: create it or fix the path"),
         # (this one's hint was about ports: 'cannot bind (tcp://HOST:* picks a free port)')
         ("zmq:tcp://no.such.host.invalid:1", r"zmq source zmq:tcp://no\.such\.host\.invalid:1: cannot bind "
