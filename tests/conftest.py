@@ -50,6 +50,15 @@ os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", QUICK_JVM_OPTIONS)
 hypothesis.settings.register_profile("hop", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
 hypothesis.settings.load_profile("hop")
 
+# The tests check what hop does on Ctrl-C and on a hang-up, in this process and in every process it starts, which
+# inherit ignored dispositions: a suite started as a shell's background job (`pytest &` with no job control ignores
+# SIGINT) or under nohup (SIGHUP) failed those tests (a worker sent SIGINT kept running; `hop run` rightly keeps a
+# hang-up ignored, as under nohup). They start from the defaults.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 
 SPARK_MISSING = (
     "Java is not installed; Spark needs Java 17 (.ci/run installs it)"
