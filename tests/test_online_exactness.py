@@ -146,3 +146,66 @@ def test_an_online_runs_output_is_a_plain_runs(
     assert report["status"] == "succeeded" and not report.get("approximate")
     assert read_output(tmp_path / "online") == read_output(tmp_path / "plain")
     assert any((tmp_path / "online" / "_snapshots").iterdir())
+
+
+def test_a_restarted_reducers_snapshots_hold_the_maps_committed_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reducer 0's first attempt dies at its first snapshot request, once maps committed; its retry gets their runs
+    anew and is asked that snapshot again. It answered at once, with the runs come by then: snapshots of 3 chunks
+    where 6 maps of a chunk each had committed, or of nothing (``groups`` 0) after one that held half the input. Now
+    each of its answers holds at least the chunks of the maps committed before it started."""
+    from hop.local_cluster import LocalCluster
+
+    monkeypatch.setenv("HOP_FAULT", "reduce:snapshot:0")
+    # 40 chunks, more runs than the workers may have in flight to one reducer (hop.shuffle's credits): a retry that
+    # answers before the committed maps' runs are all back cannot hold them all.
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rng = random.Random(9)
+    (folder / "big.txt").write_text(
+        "".join(f"k{rng.randrange(30):02d} {rng.randint(0, 1000)}\n" for _ in range(330_000))
+    )
+    inputs = folder
+    options = online_options(
+        load_job_file(job_path("keyed_values"), "SumValues"),
+        [str(inputs)],
+        snapshot_every=0.3,
+        order="random",
+        seed=4,
+        chunk_size=CHUNK,
+    )
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            run_job(
+                client,
+                "keyed_values",
+                [inputs],
+                tmp_path / "out",
+                "SumValues",
+                num_reduces=1,
+                split_size=64_000,
+                options=options,
+            )
+        finally:
+            client.close()
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    reduces = sorted((a["attempt"], a["start"]) for a in report["attempts"] if a["kind"] == "reduce")
+    assert len(reduces) == 2, reduces
+    retry_start = reduces[1][1]
+    tasks = plan_map_inputs(
+        expand_inputs([str(inputs)]), 64_000, chunked=True, chunk_size=CHUNK, order="random", seed=4, slots=2
+    )
+    assert report["num_maps"] == len(tasks)
+    chunks = sum(len(task) for task in tasks)
+    committed = [
+        int(a["task_id"][-5:])
+        for a in report["attempts"]
+        if a["kind"] == "map" and a["status"] == "succeeded" and a["end"] < retry_start
+    ]
+    assert committed, "maps committed before the reducer's retry started"
+    before = sum(len(tasks[index]) for index in committed) / chunks
+    for folder in (tmp_path / "out" / "_snapshots").iterdir():
+        (partition,) = json.loads((folder / "_snapshot.json").read_text())["partitions"]
+        assert partition["chunks_fraction"] >= before, (folder.name, partition, before)
