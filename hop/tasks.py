@@ -920,7 +920,18 @@ def run_reduce(
             sender.connect(pipe_to)
     try:
         channel.send("reducer_ready", index=index, attempt=attempt, address=f"tcp://{host}:{port}")
-        first_run_at = _receive_runs(spec, index, attempt, num_maps, store, pull, channel, snapshots, sender)
+        first_run_at = _receive_runs(
+            spec,
+            index,
+            attempt,
+            num_maps,
+            store,
+            pull,
+            channel,
+            snapshots,
+            sender,
+            sent_before=[(map_index, map_attempt) for map_index, map_attempt, _, _ in committed],
+        )
         input_complete_at = time.time()  # every map committed and its runs are in: the shuffle's end for us
         # The shuffle half done (reported every PROGRESS_SECONDS while it runs: a short one never was).
         channel.send("task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=0)
@@ -1031,8 +1042,15 @@ def _receive_runs(
     channel: TaskChannel,
     snapshots: ReducerSnapshots,
     pipe_sender: PipeSender | None = None,
+    sent_before: list[tuple[int, int]] = (),  # type: ignore[assignment]
 ) -> float | None:
-    """Take runs, commit/failure notices and snapshot requests until the store holds every committed map's runs."""
+    """Take runs, commit/failure notices and snapshot requests until the store holds every committed map's runs.
+
+    ``sent_before`` are the map attempts committed before this attempt started (a retry, or a reducer that waited
+    for a slot): their runs were sent to an earlier attempt, or held for this one, and come again now. Snapshot
+    requests wait until those are all here (or the attempt is no longer the map's committed one): answered at once,
+    a restarted reducer's snapshot held none of them, as little as nothing, where the one before it held a quarter
+    of the input. A request still waiting when every run is here is answered by the partition's final output."""
     poller = zmq.Poller()
     poller.register(pull, zmq.POLLIN)
     poller.register(channel.control_socket, zmq.POLLIN)
@@ -1086,6 +1104,18 @@ def _receive_runs(
                 time.sleep(test_delay)
             credit(sender, header["seq"])
 
+    waiting: list[dict[str, Any]] = []  # snapshot requests held until the runs of ``sent_before`` are here
+
+    def caught_up() -> bool:
+        return all(
+            store.settled(task) is not None or store.committed.get(task) != task_attempt
+            for task, task_attempt in sent_before
+        )
+
+    def answer(requests: list[dict[str, Any]]) -> None:
+        for request, fields in zip(requests, snapshots.answer(requests), strict=True):
+            channel.send("snapshot_done", index=index, attempt=attempt, seq=request["seq"], **fields)
+
     while store.missing(num_maps):
         events = dict(poller.poll(1000))
         if pull in events:
@@ -1114,8 +1144,10 @@ def _receive_runs(
                 take_runs(None, held)
                 for acknowledgement in held:
                     pull.send_multipart(acknowledgement)
-                for request, fields in zip(requests, snapshots.answer(requests), strict=True):
-                    channel.send("snapshot_done", index=index, attempt=attempt, seq=request["seq"], **fields)
+                waiting += requests
+        if waiting and caught_up():
+            answer(waiting)
+            waiting = []
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now
