@@ -99,6 +99,7 @@ RUNS = [
     SparkRun("reads_stdin", "task_misuse", ["fail.txt"], reducers=1, job_class="ReadsStdin"),
     SparkRun("exits_in_step_two", "task_misuse", ["fail.txt"], reducers=1, job_class="ExitsInStepTwo", cli=True),
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
+    SparkRun("named_twice", "wordcount", ["colors.txt", "./colors.txt"], reducers=1, cli=True),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
     SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
     *(
@@ -327,6 +328,21 @@ def test_an_input_without_records_succeeds_and_says_so_as_on_hop(spark_runs: dic
     assert note == "hop: the input held no records: it read empty.txt (0 bytes)"
     written = sorted(path.name for path in result["output"].iterdir())
     assert written == ["_SUCCESS", "_job.json", "part-00000", "part-00001"]
+
+
+def test_a_file_named_twice_is_read_once_and_named_in_a_warning_as_on_hop(
+    spark_runs: dict[str, dict[str, Any]], corpus: Path
+) -> None:
+    """``--engine spark`` read a file named twice once, as hop's engine does, but without the warning hop's engine
+    prints (test_inputs.py has hop's), so the two engines' runs of the same command said different things."""
+    result = spark_runs["named_twice"]
+    assert result["exit_code"] == 0, result["stderr"]
+    colors = str(corpus / "colors.txt")  # (absolute, as hop's engine names the inputs)
+    assert result["stderr"].splitlines() == [
+        f"hop: warning: input file {colors} is named 2 times ({colors!r} and {colors!r}): it is read once"
+    ]
+    counts = (result["output"] / "part-00000").read_text()
+    assert counts == '"green"\t2\n"red"\t3\n'
 
 
 def test_a_multi_step_runs_summary_counts_the_input_records_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
