@@ -1288,6 +1288,55 @@ def test_an_input_protocol_reading_bytes_gets_the_lines_bytes(tmp_path: Path) ->
     assert hop_output(job, tmp_path / "out") == expected
 
 
+def test_a_line_break_in_a_value_between_substeps_cuts_the_line_as_mrjob_reads_it(tmp_path: Path) -> None:
+    """A protocol that writes its values raw (RawProtocol, TextProtocol...) writes a value's line break as it is:
+    mrjob's next substep (and Hadoop's) reads two lines there, each without the ``\\r`` it ends with. hop carried
+    the record whole (``('a', 'v\\nw')`` where mrjob reads ``('a', 'v')`` and ``('w', None)``, and kept
+    ``x\\r``), so a job's output differed from mrjob's."""
+    source = tmp_path / "in.txt"
+    source.write_text("a w\nb\n")
+    job = write_job(
+        tmp_path,
+        "mr_breaks.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.protocol import RawProtocol
+        from mrjob.step import MRStep
+
+        class MRBreaks(MRJob):
+            INTERNAL_PROTOCOL = RawProtocol
+
+            def steps(self):
+                return [MRStep(mapper=self.split, reducer=self.pass_on), MRStep(mapper=self.show, reducer=self.gather)]
+
+            def split(self, _, line):
+                words = line.split()
+                yield words[0], "v\\n" + words[-1]
+                yield words[0], "x\\r"
+                yield "mid\\rkey", "y\\r\\n"
+
+            def pass_on(self, key, values):
+                for value in values:
+                    yield key, value
+
+            def show(self, key, value):
+                yield "seen", repr((key, value))
+
+            def gather(self, key, values):
+                yield key, sorted(values)
+
+        if __name__ == "__main__":
+            MRBreaks.run()
+        """,
+    )
+    expected = mrjob_inline(job, [source])
+    seen = next(values for key, values in expected if key == "seen")
+    assert "('a', 'v')" in seen and "('w', None)" in seen and "('a', 'x')" in seen, seen
+    assert "('mid\\rkey', 'y')" in seen and "('', None)" in seen, seen
+    hop_run(job, [source], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+
+
 def test_a_python_without_the_modules_mrjob_imports_is_told_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
