@@ -17,6 +17,7 @@ import gzip
 import importlib.util
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -38,6 +39,7 @@ from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
 from tests.conftest import QUICK_JVM_OPTIONS, ROOT, TEST_JOBS, job_path, needs_spark, run_job, write_nan_keys_job
+from tests.test_exactness import tricky_text
 
 # One test process runs this module (--dist loadgroup): split over two, each would start the batch of Spark runs
 # (``spark_runs``, over a minute) for its share of the tests.
@@ -82,6 +84,14 @@ RUNS = [
     SparkRun("counted_spills", "counted_states", ["words.txt"], reducers=2, options={"spill_records": SPILL_RECORDS}),
     SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
+    # Line reading and key grouping over bytes made to trip them (tests/test_exactness.py), split and spilled.
+    SparkRun(
+        "tricky",
+        "lines_and_keys",
+        ["tricky.txt", "empty.txt", "crlf.txt.gz"],
+        reducers=3,
+        options={"spill_records": 500},
+    ),
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("odd_keys", "odd_keys", ["odd.txt"], reducers=2, job_class="OddKeys"),
     SparkRun("set_value", "odd_values", ["odd.txt"], reducers=2, job_class="SetValue"),
@@ -190,6 +200,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     big = "1" + "0" * 5000  # (as text: this process keeps Python's 4,300-digit limit on int <-> str)
     (folder / "big.jsonl").write_text(f"{big}\n{big}\n3\n")
     (folder / "empty.txt").write_text("")
+    (folder / "tricky.txt").write_bytes(tricky_text(random.Random(20), 3_000).encode("utf-8"))
+    (folder / "crlf.txt.gz").write_bytes(gzip.compress(b"one two\r\nthree\r\n\r\n"))
     (folder / "unsummable.txt").write_text('"a"\t1\n"a"\tnull\n')
     (folder / "optional.txt").write_text("x 3\ny -\n")
     (folder / "bad-output.txt").write_text('"a"\t"x y"\n"b"\t{oops\n')
@@ -264,6 +276,7 @@ def builtin_counters(counters: dict[str, Any]) -> dict[str, Any]:
         "big_ints",
         "counted_states",
         "hooks",
+        "tricky",
     ],
 )
 def test_spark_output_equals_hop_byte_for_byte(
