@@ -434,6 +434,42 @@ def test_json_values_and_sort_values_by_encoded_form(text: Path, tmp_path: Path)
     assert hop_output(job, tmp_path / "out") == expected
 
 
+def test_sort_values_sorts_a_combiners_values_too_as_mrjobs_local_runner(text: Path, tmp_path: Path) -> None:
+    """With SORT_VALUES, Hadoop sorts a map's output by key and value before its combiner, so the combiner too gets
+    each key's values in their encoded order (``mrjob -r local`` does the same); hop's combiner got them in the
+    order the map yielded them, so a combiner keeping the first or last value kept another one."""
+    job = write_job(
+        tmp_path,
+        "mr_sorted_combine.py",
+        """
+        import json
+
+        from mrjob.job import MRJob
+
+        class MRSortedCombine(MRJob):
+            SORT_VALUES = True
+
+            def mapper(self, _, line):
+                for word in line.split():
+                    yield len(word) % 3, word
+
+            def combiner(self, key, words):
+                words = list(words)
+                yield key, "in order" if words == sorted(words, key=json.dumps) else "out of order"
+
+            def reducer(self, key, orders):
+                yield key, sorted(set(orders))
+
+        if __name__ == "__main__":
+            MRSortedCombine.run()
+        """,
+    )
+    expected = mrjob_inline(job, [text], runner="local")
+    assert expected == Counter({(key, ("in order",)): 1 for key in range(3)})
+    hop_run(job, [text], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+
+
 def test_file_option_relative_to_the_callers_directory(text: Path, tmp_path: Path) -> None:
     job = EXAMPLES / "mr_most_used_word.py"
     default = mrjob_inline(job, [text])
