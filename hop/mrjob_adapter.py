@@ -9,7 +9,7 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   carries records between substeps (JSON ones as plain values, any other as its encoded lines, grouped and sorted
   as Hadoop would: ``hop.mrjob_codec``), OUTPUT_PROTOCOL writes the output, so the ``part-*`` files hold exactly
   the lines mrjob writes. Float NaN keys group as one key, as mrjob groups their JSON text ``NaN``.
-  ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop.
+  ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop, for the reducer and the combiner.
 - ``increment_counter`` adds to hop's user counters (``_job.json``, and printed under the summary line).
   ``set_status`` prints ``hop: JOB status (task pid N): MESSAGE`` on the task's standard error, which an embedded
   cluster shares with ``hop run``: whenever the message changes, at most once a second, and the latest one when
@@ -487,7 +487,7 @@ class MRJobAdapter(Job):
                     mapper = self._mapper(mr_step["mapper"], source, map_out)
                 shuffled = map_out
                 if "combiner" in description:
-                    combiner = _combiner(mr_step["combiner"], map_out)
+                    combiner = _combiner(mr_step["combiner"], map_out, sort_values)
             if reduce_out is not None:
                 source = edges[_before(substeps, number, "reducer")]
                 assert isinstance(source, Edge), "a job's first substep is always a mapper"
@@ -582,10 +582,15 @@ def _before(substeps: list[tuple[int, str]], number: int, kind: str) -> tuple[in
     return substeps[substeps.index((number, kind)) - 1]
 
 
-def _combiner(function: Callable[..., Any], edge: Edge) -> Callable[[Any, Iterable[Any]], Iterable[Any]]:
+def _combiner(
+    function: Callable[..., Any], edge: Edge, sort_values: bool
+) -> Callable[[Any, Iterable[Any]], Iterable[Any]]:
+    """``sort_values`` (SORT_VALUES): the combiner too gets each key's values sorted by their encoded form, as
+    Hadoop's sort of the map's output by key and value gives them to it, and ``mrjob -r local``."""
+
     def combiner(key: Any, values: Iterable[Any]) -> Iterable[Any]:
         # (A key the combiner yields back is encoded as it was in the shuffle: hop requires a combiner keep it.)
-        return edge.encode(function(*edge.decode_group(key, values, False)))
+        return edge.encode(function(*edge.decode_group(key, values, sort_values)))
 
     return combiner
 

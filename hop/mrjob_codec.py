@@ -15,7 +15,8 @@ the text before their first TAB. On hop an :class:`Edge` between two substeps ca
   step without a mapper gets one that puts its keys in this form (:meth:`Edge.to_shuffle`).
 - lines: any other protocol (``ReprProtocol``, ``PickleProtocol``, ``RawProtocol``, value protocols, the job's
   own): the encoded line as the pair ``(text before the first TAB, text after it or None)``, both decoded as
-  Latin-1, so every byte survives and keys group and sort exactly as Hadoop groups and sorts them.
+  Latin-1, so every byte survives and keys group and sort exactly as Hadoop groups and sorts them. What one write
+  gave is cut at its line breaks, as mrjob's next substep reads it (:func:`_lines_read`).
 
 The first substep reads the input lines with :class:`InputEdge`; the last writes lines with OUTPUT_PROTOCOL
 (:func:`final_edge`), which :func:`line_of_output` turns back into the bytes mrjob would have written.
@@ -118,6 +119,15 @@ def _split(line: bytes | str) -> Pair:
     return key.decode("latin-1"), rest.decode("latin-1") if tab else None
 
 
+def _lines_read(written: bytes) -> Iterator[Pair]:
+    """The records the next substep reads from what one ``write`` of a protocol gave, as mrjob's tasks read lines
+    (and Hadoop's streaming splits them): one per line, cut at ``\\n`` only, each without the ``\\r`` and ``\\n``
+    it ends with (mrjob reads ``line.rstrip(b"\\r\\n")``). So a Raw or Text protocol's value holding a line break
+    reaches the next substep as two records, and one ending with ``\\r`` without it, as under mrjob."""
+    for line in written.split(b"\n"):
+        yield _split(line.rstrip(b"\r"))
+
+
 def _join(key: str, rest: str | None) -> bytes:
     return (key if rest is None else f"{key}\t{rest}").encode("latin-1")
 
@@ -193,12 +203,21 @@ class Edge:
 
     def _protocol_lines(self, pairs: Iterable[Any]) -> Iterator[Pair]:
         write = self.writer.write
+        if self.reader is None:  # (the last substep's: its lines are written out as they are)
+            for key, value in pairs:
+                yield _split(write(key, value))
+            return
         for key, value in pairs:
             try:
                 line = write(key, value)
             except (TypeError, ValueError) as error:
                 raise unwritable_pair(self.writer, key, value, error) from error
-            yield _split(line)
+            if isinstance(line, str):  # a job's own protocol may write text
+                line = line.encode("utf-8")
+            if b"\n" in line or line.endswith(b"\r"):
+                yield from _lines_read(line)
+            else:
+                yield _split(line)
 
     def _json_pairs(self, pairs: Iterable[Any]) -> Iterator[Pair]:
         # StandardJSONProtocol's lines, made faster: its JSON text is ASCII, so it is its own Latin-1 decoding.

@@ -25,7 +25,7 @@ from typing import Any
 
 from hop.counters import print_user_counters
 from hop.gen.cli import output_argument, positive_int, size_at_least
-from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError
+from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, absolute_inputs, repeated_inputs
 from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
@@ -86,6 +86,9 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
     try:
         release = claim_output(args.output)
         check_output(args.output, args.overwrite, list(args.inputs), [args.job])  # (before Spark starts)
+        # As hop's engine warns of them (hop.cli), naming them as it does (absolute): a file named twice is read once.
+        for repeated in repeated_inputs(absolute_inputs(list(args.inputs)), args.output):
+            print(f"hop: warning: {repeated}", file=sys.stderr)
         report = run_on_spark(
             job_class,
             list(args.inputs),

@@ -434,6 +434,42 @@ def test_json_values_and_sort_values_by_encoded_form(text: Path, tmp_path: Path)
     assert hop_output(job, tmp_path / "out") == expected
 
 
+def test_sort_values_sorts_a_combiners_values_too_as_mrjobs_local_runner(text: Path, tmp_path: Path) -> None:
+    """With SORT_VALUES, Hadoop sorts a map's output by key and value before its combiner, so the combiner too gets
+    each key's values in their encoded order (``mrjob -r local`` does the same); hop's combiner got them in the
+    order the map yielded them, so a combiner keeping the first or last value kept another one."""
+    job = write_job(
+        tmp_path,
+        "mr_sorted_combine.py",
+        """
+        import json
+
+        from mrjob.job import MRJob
+
+        class MRSortedCombine(MRJob):
+            SORT_VALUES = True
+
+            def mapper(self, _, line):
+                for word in line.split():
+                    yield len(word) % 3, word
+
+            def combiner(self, key, words):
+                words = list(words)
+                yield key, "in order" if words == sorted(words, key=json.dumps) else "out of order"
+
+            def reducer(self, key, orders):
+                yield key, sorted(set(orders))
+
+        if __name__ == "__main__":
+            MRSortedCombine.run()
+        """,
+    )
+    expected = mrjob_inline(job, [text], runner="local")
+    assert expected == Counter({(key, ("in order",)): 1 for key in range(3)})
+    hop_run(job, [text], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+
+
 def test_file_option_relative_to_the_callers_directory(text: Path, tmp_path: Path) -> None:
     job = EXAMPLES / "mr_most_used_word.py"
     default = mrjob_inline(job, [text])
@@ -1353,6 +1389,55 @@ def test_an_input_protocol_reading_bytes_gets_the_lines_bytes(tmp_path: Path) ->
     )
     expected = mrjob_inline(job, [source])
     assert expected[(b"caf\xe9 ol\xe9".hex(), 8)] == expected[(b"plain".hex(), 5)] == 1
+    hop_run(job, [source], tmp_path / "out")
+    assert hop_output(job, tmp_path / "out") == expected
+
+
+def test_a_line_break_in_a_value_between_substeps_cuts_the_line_as_mrjob_reads_it(tmp_path: Path) -> None:
+    """A protocol that writes its values raw (RawProtocol, TextProtocol...) writes a value's line break as it is:
+    mrjob's next substep (and Hadoop's) reads two lines there, each without the ``\\r`` it ends with. hop carried
+    the record whole (``('a', 'v\\nw')`` where mrjob reads ``('a', 'v')`` and ``('w', None)``, and kept
+    ``x\\r``), so a job's output differed from mrjob's."""
+    source = tmp_path / "in.txt"
+    source.write_text("a w\nb\n")
+    job = write_job(
+        tmp_path,
+        "mr_breaks.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.protocol import RawProtocol
+        from mrjob.step import MRStep
+
+        class MRBreaks(MRJob):
+            INTERNAL_PROTOCOL = RawProtocol
+
+            def steps(self):
+                return [MRStep(mapper=self.split, reducer=self.pass_on), MRStep(mapper=self.show, reducer=self.gather)]
+
+            def split(self, _, line):
+                words = line.split()
+                yield words[0], "v\\n" + words[-1]
+                yield words[0], "x\\r"
+                yield "mid\\rkey", "y\\r\\n"
+
+            def pass_on(self, key, values):
+                for value in values:
+                    yield key, value
+
+            def show(self, key, value):
+                yield "seen", repr((key, value))
+
+            def gather(self, key, values):
+                yield key, sorted(values)
+
+        if __name__ == "__main__":
+            MRBreaks.run()
+        """,
+    )
+    expected = mrjob_inline(job, [source])
+    seen = next(values for key, values in expected if key == "seen")
+    assert "('a', 'v')" in seen and "('w', None)" in seen and "('a', 'x')" in seen, seen
+    assert "('mid\\rkey', 'y')" in seen and "('', None)" in seen, seen
     hop_run(job, [source], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
 

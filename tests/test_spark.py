@@ -17,6 +17,7 @@ import gzip
 import importlib.util
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -38,6 +39,7 @@ from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
 from tests.conftest import QUICK_JVM_OPTIONS, ROOT, TEST_JOBS, job_path, needs_spark, run_job, write_nan_keys_job
+from tests.test_exactness import tricky_text
 
 # One test process runs this module (--dist loadgroup): split over two, each would start the batch of Spark runs
 # (``spark_runs``, over a minute) for its share of the tests.
@@ -82,6 +84,14 @@ RUNS = [
     SparkRun("counted_spills", "counted_states", ["words.txt"], reducers=2, options={"spill_records": SPILL_RECORDS}),
     SparkRun("none_value", "optional_values", ["optional.txt"], reducers=1),
     SparkRun("hooks", "hooked_wordcount", ["words.txt"], reducers=2),
+    # Line reading and key grouping over bytes made to trip them (tests/test_exactness.py), split and spilled.
+    SparkRun(
+        "tricky",
+        "lines_and_keys",
+        ["tricky.txt", "empty.txt", "crlf.txt.gz"],
+        reducers=3,
+        options={"spill_records": 500},
+    ),
     SparkRun("list_keys", "list_keys", ["fail.txt"], reducers=2),
     SparkRun("odd_keys", "odd_keys", ["odd.txt"], reducers=2, job_class="OddKeys"),
     SparkRun("set_value", "odd_values", ["odd.txt"], reducers=2, job_class="SetValue"),
@@ -99,6 +109,7 @@ RUNS = [
     SparkRun("reads_stdin", "task_misuse", ["fail.txt"], reducers=1, job_class="ReadsStdin"),
     SparkRun("exits_in_step_two", "task_misuse", ["fail.txt"], reducers=1, job_class="ExitsInStepTwo", cli=True),
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
+    SparkRun("named_twice", "wordcount", ["colors.txt", "./colors.txt"], reducers=1, cli=True),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
     SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
     *(
@@ -189,6 +200,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     big = "1" + "0" * 5000  # (as text: this process keeps Python's 4,300-digit limit on int <-> str)
     (folder / "big.jsonl").write_text(f"{big}\n{big}\n3\n")
     (folder / "empty.txt").write_text("")
+    (folder / "tricky.txt").write_bytes(tricky_text(random.Random(20), 3_000).encode("utf-8"))
+    (folder / "crlf.txt.gz").write_bytes(gzip.compress(b"one two\r\nthree\r\n\r\n"))
     (folder / "unsummable.txt").write_text('"a"\t1\n"a"\tnull\n')
     (folder / "optional.txt").write_text("x 3\ny -\n")
     (folder / "bad-output.txt").write_text('"a"\t"x y"\n"b"\t{oops\n')
@@ -263,6 +276,7 @@ def builtin_counters(counters: dict[str, Any]) -> dict[str, Any]:
         "big_ints",
         "counted_states",
         "hooks",
+        "tricky",
     ],
 )
 def test_spark_output_equals_hop_byte_for_byte(
@@ -327,6 +341,21 @@ def test_an_input_without_records_succeeds_and_says_so_as_on_hop(spark_runs: dic
     assert note == "hop: the input held no records: it read empty.txt (0 bytes)"
     written = sorted(path.name for path in result["output"].iterdir())
     assert written == ["_SUCCESS", "_job.json", "part-00000", "part-00001"]
+
+
+def test_a_file_named_twice_is_read_once_and_named_in_a_warning_as_on_hop(
+    spark_runs: dict[str, dict[str, Any]], corpus: Path
+) -> None:
+    """``--engine spark`` read a file named twice once, as hop's engine does, but without the warning hop's engine
+    prints (test_inputs.py has hop's), so the two engines' runs of the same command said different things."""
+    result = spark_runs["named_twice"]
+    assert result["exit_code"] == 0, result["stderr"]
+    colors = str(corpus / "colors.txt")  # (absolute, as hop's engine names the inputs)
+    assert result["stderr"].splitlines() == [
+        f"hop: warning: input file {colors} is named 2 times ({colors!r} and {colors!r}): it is read once"
+    ]
+    counts = (result["output"] / "part-00000").read_text()
+    assert counts == '"green"\t2\n"red"\t3\n'
 
 
 def test_a_multi_step_runs_summary_counts_the_input_records_as_on_hop(spark_runs: dict[str, dict[str, Any]]) -> None:
