@@ -24,6 +24,9 @@ from monitoring.events import ClusterEvents
 
 @dataclass
 class WorkerInfo:
+    """A registered worker as the coordinator sees it: its slots and how many of each pool are free, when it was
+    last heard from, and whether it is still taken for alive (``hop.coordinator.workers``)."""
+
     identity: bytes
     name: str
     host: str

@@ -61,7 +61,8 @@ class Coordinator(
     SlotAssignment,
     ClusterSamples,
 ):
-    """The coordinator's event loop and the state it does not delegate to ``JobState``."""
+    """The coordinator's event loop and the state it does not delegate to ``JobState``. Its message handlers and
+    the loop's checks come from one mixin per concern (``hop.coordinator.host`` says how they fit together)."""
 
     def __init__(
         self, bind: str = "tcp://127.0.0.1:*", heartbeat_timeout: float = HEARTBEAT_TIMEOUT, keep_jobs: int = KEEP_JOBS
