@@ -1,0 +1,59 @@
+"""``hop coordinator``: the coordinator process's command line, and :func:`run`, which the embedded cluster's
+launcher (``hop.cluster_launch``) calls too."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import urllib.parse
+from collections.abc import Callable
+
+import zmq
+
+from hop.coordinator.jobs import KEEP_JOBS
+from hop.coordinator.server import Coordinator
+from hop.coordinator.workers import HEARTBEAT_TIMEOUT
+from hop.lifetime import embedded, ignore_stop_signals
+from monitoring.events import advertised_host
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="hop coordinator")
+    parser.add_argument("--bind", default="tcp://127.0.0.1:*", help="ZeroMQ address to bind (default: a free port)")
+    parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT)
+    parser.add_argument("--keep-jobs", type=int, default=KEEP_JOBS, help="finished jobs kept in memory (at least 1)")
+    args = parser.parse_args(argv)
+    return run(args.bind, args.heartbeat_timeout, lambda address: print(address, flush=True), args.keep_jobs)
+
+
+def _name_the_reachable_address(address: str) -> None:
+    """A coordinator bound on every interface (``tcp://0.0.0.0:PORT``) announces that address, which other hosts
+    cannot connect to: say on stderr the one they use, by this host's name, as its workers' samples name it."""
+    parsed = urllib.parse.urlsplit(address)
+    if parsed.scheme != "tcp" or parsed.hostname not in ("0.0.0.0", "::", "*"):
+        return
+    reachable = f"tcp://{advertised_host('*')}:{parsed.port}"
+    print(
+        f"hop coordinator: listening on every interface; workers and clients connect to {reachable} (this host's "
+        f"name), e.g. hop worker --coordinator {reachable}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], keep_jobs: int = KEEP_JOBS) -> int:
+    """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
+    ignore_stop_signals()
+    try:
+        coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs)
+    except zmq.ZMQError as error:  # the port is taken, the host is not this machine's, the ipc path is not writable
+        print(f"hop coordinator: error: cannot listen on {bind}: {error}", file=sys.stderr, flush=True)
+        return 2
+    announce(coordinator.address)
+    if not embedded():
+        _name_the_reachable_address(coordinator.address)
+    with contextlib.suppress(KeyboardInterrupt):
+        coordinator.serve()
+    return 0

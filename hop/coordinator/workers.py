@@ -1,0 +1,192 @@
+"""Workers as the coordinator sees them: registration, heartbeats, slots given back, and a worker's loss.
+
+A worker registers with its slots (``register``), heartbeats every :data:`HEARTBEAT_SECONDS` and reports each slot
+freed with the attempt that held it. One silent for longer than the heartbeat timeout, replaced by a new process under
+its name, or that says it stops (``leaving``) is lost: its attempts run again elsewhere (``JobState.on_worker_lost``),
+and with no worker left the running jobs fail. A lost worker heard from again is told to ``reinit`` (drop everything
+and register afresh), as is a worker of a coordinator that ran at this address before. A pause of the coordinator
+itself (:data:`PAUSE_SECONDS`) is not counted against the workers.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from hop.coordinator.host import CoordinatorHost, WorkerInfo
+from hop.lifetime import embedded
+
+HEARTBEAT_TIMEOUT = 5.0
+"""Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
+HEARTBEAT_SECONDS = 0.5
+"""How often workers heartbeat (hop.worker); three missed in a row are reported as a fault."""
+PAUSE_SECONDS = 1.0
+"""A gap this long between two turns of the coordinator's loop (which turns at least every 0.1 s) means the
+coordinator itself did not run: stopped (SIGSTOP), suspended with its machine, or starved. Workers could not be
+heard meanwhile, and their heartbeats are still arriving, so that silence is not counted against them."""
+
+
+class WorkerTracking(CoordinatorHost):
+    """Registration, heartbeats and loss of workers (:class:`hop.coordinator.host.WorkerInfo`)."""
+
+    # State of its own (set up in ``Coordinator.__init__``)
+    heartbeat_timeout: float
+    _last_turn: float
+
+    def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
+        name = msg["worker"]
+        earlier = self.workers.get(name)
+        info = self.workers[name] = WorkerInfo(
+            identity,
+            name,
+            msg["host"],
+            msg["pid"],
+            msg["map_slots"],
+            msg["reduce_slots"],
+            msg["map_slots"],
+            msg["reduce_slots"],
+            time.time(),
+            rack=msg.get("rack") or "rack-0",
+            samples=msg.get("samples"),
+            stream_slots=int(msg.get("stream_slots", 0)),
+            free_stream=int(msg.get("stream_slots", 0)),
+            incarnation=int(msg.get("incarnation", 0)),
+            host_label=str(msg.get("host_label") or msg["host"]),
+        )
+        if earlier is not None and not earlier.alive:
+            self.events.fault("worker_rejoined", worker=name, **info.where())
+        if earlier is not None and earlier.alive and (earlier.pid, earlier.incarnation) != (info.pid, info.incarnation):
+            # A new process under a live worker's name (restarted within the heartbeat timeout): the attempts the
+            # old one ran will never report, so they are lost now rather than never.
+            self.events.fault("worker_replaced", worker=name, **info.where(), old_pid=earlier.pid)
+            self._worker_lost(earlier, time.time())
+        # A worker restarted under its name takes over its predecessor's sample stream endpoint (``samples_at``),
+        # which a monitor started before the restart subscribes to.
+        same_host = earlier is not None and earlier.host == info.host and info.samples is not None
+        predecessor = earlier.samples if earlier is not None and same_host else None
+        self._send(identity, "registered", **({"samples": predecessor} if predecessor else {}))
+        for job in self.jobs.values():  # a late worker must know where running reducers are
+            if job.state == "running":
+                for index, (attempt, address) in job.reducer_addresses.items():
+                    self._send(
+                        identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt, address=address
+                    )
+
+    def on_leaving(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A standalone worker stopped on its own (Ctrl-C, SIGTERM): it is lost now, its attempts running again
+        elsewhere at once rather than after the heartbeat timeout. A ``left`` answer lets it say so."""
+        worker = self.workers.get(msg["worker"])
+        if worker is not None and worker.alive and worker.incarnation == msg.get("incarnation"):
+            silent = time.time() - worker.last_seen
+            self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2), left=True)
+            if not embedded():
+                print(
+                    f"hop coordinator: worker {worker.name} stopped; its running tasks run again on other workers",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            self._worker_lost(worker, time.time(), left=True)
+        self._send(identity, "left")
+
+    def on_samples_at(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A restarted worker now publishes its samples where its predecessor did (see ``on_register``)."""
+        worker = self.workers.get(msg["worker"])
+        if worker is not None:
+            worker.samples = msg["samples"]
+
+    def on_slot_free(self, identity: bytes, msg: dict[str, Any]) -> None:
+        """A worker ended an attempt on our request (``kill_task``): its slot is free again."""
+        self._free_slot(msg, msg["kind"])
+        self._remove_leftovers_of_ended(self._job_for(msg))
+
+    def on_heartbeat(self, identity: bytes, msg: dict[str, Any]) -> None:
+        worker = self.workers.get(msg["worker"])
+        if worker is not None:
+            worker.last_seen = time.time()
+        else:
+            # A worker registered with an earlier coordinator at this address: it must drop what it ran for that
+            # one and register here, or it would heartbeat into the void with its slots never used.
+            self.succeeded_a_coordinator = True
+            self._send(identity, "reinit", incarnation=msg.get("incarnation"))
+
+    def on_workers(self, identity: bytes, msg: dict[str, Any]) -> None:
+        self._send(
+            identity,
+            "workers",
+            workers=[
+                {
+                    "name": w.name,
+                    "host": w.host,
+                    "host_label": w.host_label,
+                    "pid": w.pid,
+                    "alive": w.alive,
+                    "map_slots": w.map_slots,
+                    "reduce_slots": w.reduce_slots,
+                    "free_map": w.free_map,
+                    "free_reduce": w.free_reduce,
+                    "stream_slots": w.stream_slots,
+                    "free_stream": w.free_stream,
+                    "rack": w.rack,
+                    "samples": w.samples,
+                    "last_seen": w.last_seen,
+                }
+                for w in self.workers.values()
+            ],
+        )
+
+    def _free_slot(self, msg: dict[str, Any], kind: str) -> None:
+        """A worker's slot is free again: the worker names its pool (``kind``'s unless a stream slot; None when the
+        message is an attempt's last words after the worker ended it and reported its slot free already)."""
+        worker = self.workers.get(msg.get("worker", ""))
+        pool = msg.get("pool", kind)
+        if worker is not None and pool is not None:
+            worker.give_back(pool)
+
+    def _check_heartbeats(self) -> None:
+        now = time.time()
+        turn = time.monotonic()
+        paused, self._last_turn = turn - self._last_turn, turn
+        if paused > PAUSE_SECONDS:
+            # Woken after a pause longer than the heartbeat timeout, the coordinator took every worker for lost
+            # (a job on one worker failed for want of workers) before reading the heartbeats queued meanwhile.
+            for worker in self.workers.values():
+                worker.last_seen = min(now, worker.last_seen + paused)
+        for worker in self.workers.values():
+            silent = now - worker.last_seen
+            if worker.alive and not worker.heartbeat_late and silent > 3 * HEARTBEAT_SECONDS:
+                worker.heartbeat_late = True
+                self.events.fault("heartbeat_missed", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
+            elif worker.heartbeat_late and silent <= HEARTBEAT_SECONDS:
+                worker.heartbeat_late = False
+            if worker.alive and now - worker.last_seen > self.heartbeat_timeout:
+                self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
+                if not embedded():
+                    print(
+                        f"hop coordinator: worker {worker.name} lost (silent {silent:.1f} s); its running tasks run "
+                        "again on other workers",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                self._worker_lost(worker, now)
+
+    def _worker_lost(self, worker: WorkerInfo, now: float, left: bool = False) -> None:
+        """``worker`` is gone (silent too long, replaced by a new registration under its name, or ``left``: it said
+        it stops): its attempts are lost and run again elsewhere (``JobState.on_worker_lost``)."""
+        worker.alive = False
+        for job in list(self.jobs.values()):
+            if job.state == "running":
+                with self._failing_job_on_error(job, f"handling the loss of worker {worker.name}"):
+                    lost_reduces = [
+                        task.index
+                        for task in job.reduces
+                        if any(a.worker == worker.name for a in job.live_attempts("reduce", task.index))
+                    ]
+                    self._execute(job, job.on_worker_lost(worker.name, now, left=left))
+                    for index in lost_reduces:
+                        self._upstream_attempt_gone(job, index, f"upstream reduce lost with {worker.name}")
+        if not any(w.alive for w in self.workers.values()):
+            # Nothing can run any more: fail running jobs instead of letting clients wait forever.
+            for job in self.jobs.values():
+                if job.state == "running":
+                    self._execute(job, job.fail(job.no_live_workers(worker.name)))
