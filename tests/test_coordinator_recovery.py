@@ -314,6 +314,23 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
+def _monitor_running(
+    address: str, output: Path, tmp_path: Path, processes: list[subprocess.Popen[Any]]
+) -> subprocess.Popen[str]:
+    """A worker and ``hop monitor`` (4 s windows, 2 s slide, into ``output``) on the coordinator at ``address``,
+    once its monitoring query runs; both in ``processes``, which the fixture ends if the test fails first."""
+    processes.append(_worker(address, "w0", tmp_path))
+    command = ["monitor", "--coordinator", address, "-o", str(output), "--window", "4s", "--slide", "2s", "--quiet"]
+    monitor = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
+    processes.append(monitor)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: any(job["state"] == "running" for job in client.jobs()), 60, "the monitoring query runs")
+    finally:
+        client.close()
+    return monitor
+
+
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill", "term"])
 def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
@@ -324,16 +341,8 @@ def test_a_monitor_whose_coordinator_restarts_says_how_to_watch_again(
     the coordinator ends the query itself and the monitor says so (it said "submit it again", exit code 2)."""
     address = f"ipc://{tmp_path}/coordinator"
     first = _coordinator(address, processes)
-    processes.append(_worker(address, "w0", tmp_path))
     output = tmp_path / "monitor"
-    command = ["monitor", "--coordinator", address, "-o", str(output), "--window", "4s", "--slide", "2s", "--quiet"]
-    monitor = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
-    processes.append(monitor)  # (ended by the fixture if the test fails before it exits)
-    client = Client(address, timeout=30)
-    try:
-        _wait_for(lambda: any(job["state"] == "running" for job in client.jobs()), 60, "the monitoring query runs")
-    finally:
-        client.close()
+    monitor = _monitor_running(address, output, tmp_path, processes)
     _restart_coordinator(address, first, stop, processes)
     try:
         _, stderr = monitor.communicate(timeout=30)
@@ -427,16 +436,8 @@ def test_a_monitor_whose_coordinator_is_killed_says_at_once_that_it_is_gone(
         f"ipc://{tmp_path}/coordinator" if transport == "ipc" else "tcp://127.0.0.1:*", processes
     )
     coordinator = processes[-1]
-    processes.append(_worker(address, "w0", tmp_path))
     output = tmp_path / "monitor"
-    command = ["monitor", "--coordinator", address, "-o", str(output), "--window", "4s", "--slide", "2s", "--quiet"]
-    monitor = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
-    processes.append(monitor)  # (ended by the fixture if the test fails before it exits)
-    client = Client(address, timeout=30)
-    try:
-        _wait_for(lambda: any(job["state"] == "running" for job in client.jobs()), 60, "the monitoring query runs")
-    finally:
-        client.close()
+    monitor = _monitor_running(address, output, tmp_path, processes)
     coordinator.kill()
     coordinator.communicate(timeout=10)  # (its stdout closed)
     killed = time.monotonic()

@@ -167,8 +167,8 @@ def estimate_total(
     skew = 0.0
     if thirds is not None and sizes.cubes is not None:
         cube, square_size, size_square = thirds
-        terms = (cube, 3 * ratio * square_size, 3 * ratio * ratio * size_square, ratio**3 * sizes.cubes)
-        skew = _skew(terms[0] - terms[1] + terms[2] - terms[3], sum(map(abs, terms)), residual_squares, seen, samples)
+        cubes, magnitude = _residual_cubes(cube, square_size, size_square, sizes.cubes, ratio)
+        skew = _skew(cubes, magnitude, residual_squares, seen, samples)
     down, up = _arms(t_quantile(samples - 1, confidence), skew)
     se = math.sqrt(variance)
     return Estimate(value, value - down * se, value + up * se, False)
@@ -210,13 +210,20 @@ def estimate_mean(
     skew = 0.0
     if thirds is not None:
         xxx, xxy, xyy, yyy = thirds
-        terms = (yyy, 3 * ratio * xyy, 3 * ratio * ratio * xxy, ratio**3 * xxx)
-        skew = _skew(
-            terms[0] - terms[1] + terms[2] - terms[3], sum(map(abs, terms)), residual_squares, samples, samples
-        )
+        cubes, magnitude = _residual_cubes(yyy, xyy, xxy, xxx, ratio)
+        skew = _skew(cubes, magnitude, residual_squares, samples, samples)
     down, up = _arms(t_quantile(samples - 1, confidence), skew)
     se = math.sqrt(variance)
     return Estimate(ratio, ratio - down * se, ratio + up * se, False)
+
+
+def _residual_cubes(yyy: Any, yyx: Any, yxx: Any, xxx: Any, ratio: Any) -> tuple[Any, Any]:
+    """``sum (y - ratio x)**3`` from the power sums ``sum y**3``, ``sum y**2 x``, ``sum y x**2`` and ``sum x**3``
+    (numbers, or numpy arrays per group), and the magnitude of the four terms it is the difference of, against
+    which :data:`ROUNDING` tells a residual skew from rounding. (A total's residuals are ``x - ratio b`` over chunk
+    bytes ``b``; a mean's ``y - ratio x`` over counts ``x``.)"""
+    terms = (yyy, 3 * ratio * yyx, 3 * ratio * ratio * yxx, ratio**3 * xxx)
+    return terms[0] - terms[1] + terms[2] - terms[3], sum(abs(term) for term in terms)
 
 
 MIN_SKEW_SAMPLES = 5
@@ -351,9 +358,8 @@ def estimate_totals(
         skew = np.zeros_like(s)
         if thirds is not None:
             cube, square_size, size_square = np.asarray(thirds, dtype=float).reshape(-1, 3).T
-            terms = (cube, 3 * ratio * square_size, 3 * ratio * ratio * size_square, ratio**3 * byte_cubes)
-            magnitude = sum(np.abs(term) for term in terms)
-            skew = _skews(terms[0] - terms[1] + terms[2] - terms[3], magnitude, residual_squares, n, samples)
+            cubes, magnitude = _residual_cubes(cube, square_size, size_square, byte_cubes, ratio)
+            skew = _skews(cubes, magnitude, residual_squares, n, samples)
     down, up = _arms_of(t, skew)
     with np.errstate(invalid="ignore", over="ignore"):
         low = np.where(final, s, value - down * se)
@@ -388,9 +394,8 @@ def estimate_means(
         skew = np.zeros_like(sx)
         if thirds is not None:
             xxx, xxy, xyy, yyy = np.asarray(thirds, dtype=float).reshape(-1, 4).T
-            terms = (yyy, 3 * ratio * xyy, 3 * ratio * ratio * xxy, ratio**3 * xxx)
-            magnitude = sum(np.abs(term) for term in terms)
-            skew = _skews(terms[0] - terms[1] + terms[2] - terms[3], magnitude, residual_squares, samples, samples)
+            cubes, magnitude = _residual_cubes(yyy, xyy, xxy, xxx, ratio)
+            skew = _skews(cubes, magnitude, residual_squares, samples, samples)
     down, up = _arms_of(t, skew)
     with np.errstate(invalid="ignore", over="ignore"):
         low = np.where(final, ratio, ratio - down * se)
