@@ -47,12 +47,14 @@ def expected_top(source: Path, k: int = 20) -> list[list[Any]]:
 
 def test_wordcount_then_topk_streams_and_is_exact(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
-    generate_text(source, 3_000_000, seed=31, vocabulary=5000)
-    jobs = specs(source, tmp_path / "out", "wordcount", "topk", num_reduces=2, split_size=1 << 20)
+    generate_text(source, 600_000, seed=31, vocabulary=5000)
+    jobs = specs(source, tmp_path / "out", "slow_map", "topk", num_reduces=2, split_size=200_000)
     # A cluster of its own with a spare map slot beyond the word count's 3 maps: a top-k map takes it as soon as no
-    # word-count map waits for a slot and listens on the pipe from the start. (Downstream maps once started only when
-    # every upstream map had committed; the word count's reduce ends ~0.1 s after that, and on a loaded machine every
-    # top-k map started after it and read files only.)
+    # word-count map waits for a slot or may be split for it (maps this small never are) and listens on the pipe from
+    # the start. (Downstream maps once started only when every upstream map had committed; the word count's reduce
+    # ends ~0.1 s after that, and on a loaded machine every top-k map started after it and read files only.) The word
+    # count's maps take about 1.5 s each (``slow_map``): maps of 1 MB ended in 0.2 s, before a top-k map had started
+    # (1 run in 6).
     with LocalCluster(workers=2, map_slots=2, reduce_slots=2) as cluster:
         client = Client(cluster.address)
         try:
