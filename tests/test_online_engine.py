@@ -98,8 +98,9 @@ def test_snapshots_with_estimates_and_an_exact_final_result(
 def test_a_reducer_restarted_during_a_snapshot_answers_it(
     pageviews_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A snapshot request reached reducer 0, which died before answering: its retry was never asked, so the snapshot
-    waited for the job's end and got that partition's final output as its answer."""
+    """A snapshot request reached reducer 0, which died before answering. Its retry was once never asked, so the
+    snapshot waited for the job's end and got that partition's final output as its answer; the coordinator asks each
+    new attempt for the snapshots still unanswered, so every snapshot completes, the first from what was read so far."""
     report = _pageviews_with_reduce_fault("snapshot", pageviews_dir, tmp_path, monkeypatch)
     attempts = [a for a in report["attempts"] if a["task_id"] == "reduce-00000"]
     assert [a["status"] for a in attempts][-1] == "succeeded" and len(attempts) >= 2, attempts
