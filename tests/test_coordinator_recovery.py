@@ -314,6 +314,20 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
+def _stderr_once_its_coordinator_is_killed(
+    command: subprocess.Popen[str], coordinator: subprocess.Popen[Any], name: str
+) -> str:
+    """Kill ``coordinator``; the standard error of ``command`` (``name`` in messages), which ends within 5 s of it,
+    with exit code 3."""
+    coordinator.kill()
+    coordinator.communicate(timeout=10)  # (its stdout closed)
+    killed = time.monotonic()
+    stderr = _ends_within(command, 20, name)
+    assert time.monotonic() - killed < 5, "said at once, not after a request's 30 s timeout"
+    assert command.returncode == 3, stderr
+    return stderr
+
+
 def _monitor_running(
     address: str, output: Path, tmp_path: Path, processes: list[subprocess.Popen[Any]]
 ) -> subprocess.Popen[str]:
@@ -405,12 +419,7 @@ def test_a_submit_whose_coordinator_is_killed_says_at_once_that_it_is_gone(
         job_id = next(job["job_id"] for job in client.jobs() if job["state"] == "running")
     finally:
         client.close()
-    coordinator.kill()
-    coordinator.communicate(timeout=10)  # (its stdout closed)
-    killed = time.monotonic()
-    stderr = _ends_within(submit, 20, "hop submit")
-    assert time.monotonic() - killed < 5, "said at once, not after a request's 30 s timeout"
-    assert submit.returncode == 3, stderr
+    stderr = _stderr_once_its_coordinator_is_killed(submit, coordinator, "hop submit")
     gone = f"hop: error: the coordinator at {address} is gone: its connection broke, and "
     assert gone in stderr, stderr
     refused = "nothing listens on its socket any more" if transport == "ipc" else "connections to 127.0.0.1:"
@@ -438,12 +447,7 @@ def test_a_monitor_whose_coordinator_is_killed_says_at_once_that_it_is_gone(
     coordinator = processes[-1]
     output = tmp_path / "monitor"
     monitor = _monitor_running(address, output, tmp_path, processes)
-    coordinator.kill()
-    coordinator.communicate(timeout=10)  # (its stdout closed)
-    killed = time.monotonic()
-    stderr = _ends_within(monitor, 20, "hop monitor")
-    assert time.monotonic() - killed < 5, "said at once, not after a request's 30 s timeout"
-    assert monitor.returncode == 3, stderr
+    stderr = _stderr_once_its_coordinator_is_killed(monitor, coordinator, "hop monitor")
     assert f"hop: error: the coordinator at {address} is gone: its connection broke, and " in stderr, stderr
     assert "the monitoring query went with it" in stderr, stderr
     assert f"The windows so far stay in {output / 'windows'}" in stderr, stderr

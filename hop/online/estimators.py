@@ -360,11 +360,20 @@ def estimate_totals(
             cube, square_size, size_square = np.asarray(thirds, dtype=float).reshape(-1, 3).T
             cubes, magnitude = _residual_cubes(cube, square_size, size_square, byte_cubes, ratio)
             skew = _skews(cubes, magnitude, residual_squares, n, samples)
+    return value.tolist(), *_bounds(value, s, se, t, skew, final), final.tolist()
+
+
+def _bounds(value: Any, exact: Any, se: Any, t: Any, skew: Any, final: Any) -> tuple[list[Any], list[Any]]:
+    """The intervals' lower and upper bounds per group (numpy arrays in, lists out, ``None`` for none): ``exact``
+    where ``final``, else ``value`` less and plus the arms (:func:`_arms_of` of ``t`` and ``skew``) in standard
+    errors ``se``."""
+    import numpy as np
+
     down, up = _arms_of(t, skew)
     with np.errstate(invalid="ignore", over="ignore"):
-        low = np.where(final, s, value - down * se)
-        high = np.where(final, s, value + up * se)
-    return value.tolist(), _nones(low), _nones(high), final.tolist()
+        low = np.where(final, exact, value - down * se)
+        high = np.where(final, exact, value + up * se)
+    return _nones(low), _nones(high)
 
 
 def estimate_means(
@@ -396,11 +405,7 @@ def estimate_means(
             xxx, xxy, xyy, yyy = np.asarray(thirds, dtype=float).reshape(-1, 4).T
             cubes, magnitude = _residual_cubes(yyy, xyy, xxy, xxx, ratio)
             skew = _skews(cubes, magnitude, residual_squares, samples, samples)
-    down, up = _arms_of(t, skew)
-    with np.errstate(invalid="ignore", over="ignore"):
-        low = np.where(final, ratio, ratio - down * se)
-        high = np.where(final, ratio, ratio + up * se)
-    return ratio.tolist(), _nones(low), _nones(high), final.tolist()
+    return ratio.tolist(), *_bounds(ratio, ratio, se, t, skew, final), final.tolist()
 
 
 def _nones(values: Any) -> list[float | None]:
