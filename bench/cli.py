@@ -25,7 +25,7 @@ from bench.stats import Row, summarize
 from bench.suite import Options, Suite
 from bench.targets import Target
 from bench.workloads import Workload
-from hop.gen.cli import size_argument
+from hop.gen.cli import ArgumentParser, size_argument
 from hop.lifetime import become_subreaper
 
 
@@ -47,7 +47,7 @@ def _names(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description="Benchmark hop against others.")
+    parser = ArgumentParser(prog="python -m bench", description="Benchmark hop against others.")
     add = parser.add_argument
     add(
         "--workloads",

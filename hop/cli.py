@@ -31,6 +31,7 @@ from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobRejec
 from hop.counters import print_user_counters
 from hop.gen.cli import (
     COORDINATOR_HELP,
+    ArgumentParser,
     bind_address,
     coordinator_address,
     non_negative_int,
@@ -950,7 +951,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     """The whole command line; ``continuous``: ``run``/``submit`` got ``--source`` (a continuous job, no inputs)."""
-    parser = argparse.ArgumentParser(prog="hop", description="A pipelined MapReduce engine.")
+    parser = ArgumentParser(prog="hop", description="A pipelined MapReduce engine.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a job (on an embedded local cluster unless --coordinator)")
     _add_job_arguments(run, embedded=True, continuous=continuous)

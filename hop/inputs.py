@@ -223,7 +223,8 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     read once, where first named; :func:`repeated_inputs` says which.
 
     Raises :class:`InputError` for a pattern that matches nothing, a directory that holds no file, a path that
-    cannot be read, or a file compressed in a format hop does not decompress (:data:`UNREAD_COMPRESSION`).
+    cannot be read, a file compressed in a format hop does not decompress (:data:`UNREAD_COMPRESSION`), or a
+    compressed file of 0 bytes (not even its format's header).
     """
     seen: set[str] = set()
     files = []
@@ -312,6 +313,7 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                 f"input file {name!r}: {NOT_UTF8}: rename it (convmv -f latin1 -t utf8 --notest renames Latin-1 ones)"
             )
         _check_compression(file)
+        _check_not_empty_compressed(file)
         # Each file, a directory's too: one found unreadable only when the job cut it into splits was refused after
         # --overwrite had cleared the old output, with a bare "[Errno 13] Permission denied".
         if not os.access(file, os.R_OK):
@@ -342,6 +344,27 @@ def _check_compression(path: str) -> None:
         raise InputError(
             f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): "
             f"decompress it ({tool}) or recompress it with gzip"
+        )
+
+
+def _check_not_empty_compressed(path: str) -> None:
+    """Refuse a compressed file of 0 bytes: no compressed data at all, not even a header (``gzip -t`` says
+    "unexpected end of file"), so it was cut short or never written. Python's gzip reads it as no text, and so the
+    job read it as an empty input and succeeded; such a file is refused before the job starts, as a truncated one
+    fails its map, with what to do. (An empty text compresses to a header and a trailer: 20 bytes of gzip.)"""
+    compression = _compression(path)
+    if compression is None:
+        return
+    try:
+        empty = os.path.getsize(path) == 0
+    except OSError:
+        return  # (gone or unreadable: said where it is read)
+    if empty:
+        tool = compression[1]
+        raise InputError(
+            f"input file {path}: cannot decompress it: it is empty (0 bytes), while {tool} data starts with a "
+            f"header, so the file is truncated or was never written (`{tool} -t {path}` fails on it); write it "
+            "again, or remove it (or leave it out of the input) if it holds nothing"
         )
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.counters import print_user_counters
-from hop.gen.cli import output_argument, positive_int, size_at_least
+from hop.gen.cli import ArgumentParser, output_argument, positive_int, size_at_least
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, absolute_inputs, repeated_inputs
 from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
@@ -210,7 +210,7 @@ def register(subparsers: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m hop.spark_engine``."""
-    parser = argparse.ArgumentParser(prog="python -m hop.spark_engine", description="Run a hop job on Spark.")
+    parser = ArgumentParser(prog="python -m hop.spark_engine", description="Run a hop job on Spark.")
     _add_common(parser)
     parser.add_argument(
         "-o", "--output", type=output_argument, required=True, help="output directory (must be empty or absent)"

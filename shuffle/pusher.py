@@ -4,6 +4,7 @@ Per job, the pusher holds every spill its map attempts registered and, per parti
 address and a queue of spills not yet sent to it. In ``pipelined`` mode a spill is queued as soon as it is registered;
 in ``blocking`` mode (the Hadoop baseline) only once the coordinator reports its map attempt committed. A new reduce
 attempt for a partition gets every eligible spill again: map output stays on disk until the job ends for that reason.
+The address of an attempt older than the partition's current one (late) is ignored.
 
 Credit-based flow: each reduce attempt binds a ROUTER; the pusher connects one DEALER per reduce attempt and keeps
 at most ``CREDITS`` messages in flight to it. A run goes as one message per ``PIECE_BYTES`` of it (its header says
@@ -239,8 +240,14 @@ class SpillPusher:
         job.forget(covered)
 
     def set_reducer(self, job_id: str, partition: int, attempt: int, address: str) -> None:
-        """Point a partition at a (new) reduce attempt and queue every eligible spill for it."""
+        """Point a partition at a (new) reduce attempt and queue every eligible spill for it. An attempt older than
+        the one the partition points at is ignored: attempts of a task are numbered in the order they start, so
+        such an address arrived late (its attempt has ended), and taking it would send the partition's runs to a
+        socket nobody reads while the live attempt waited for them for ever."""
         job = self._job(job_id)
+        current = job.reducers.get(partition)
+        if current is not None and attempt < current.attempt:
+            return
         socket = self._context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, 0)
         socket.connect(address)

@@ -325,8 +325,63 @@ def test_parse_size(text: str, expected: int) -> None:
 
 @pytest.mark.parametrize("text", ["", "MB", "abc", "-5", "1.5", "10XB", "10 M B", "1e6", "5ib"])
 def test_parse_size_rejects(text: str) -> None:
-    with pytest.raises(ValueError, match="invalid size"):
+    with pytest.raises(ValueError, match="invalid size") as refused:
         parse_size(text)
+    assert ("a size cannot be negative" in str(refused.value)) == text.startswith("-")
+
+
+FORM = "use a number with an optional unit K, KB, M, MB, G, GB (or KiB...), e.g. 150MB"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["gen", "text", "t.txt", "--size", "-5MB"], "--size: invalid size '-5MB': a size cannot be negative"),
+        (["gen", "text", "t.txt", "--size=-5MB"], "--size: invalid size '-5MB': a size cannot be negative"),
+        (["gen", "text", "t.txt", "--size", "-1"], "--size: invalid size '-1': a size cannot be negative"),
+        (["gen", "text", "t.txt", "--size", "0"], "--size: invalid size '0': must be above zero"),
+        (["gen", "text", "t.txt", "--size", "5XB"], "--size: invalid size '5XB'"),
+        (["gen", "pageviews", "pv", "--size", "-1.5GB"], "--size: invalid size '-1.5GB': a size cannot be negative"),
+        (["run", "j.py", "in", "-o", "o", "--split-size", "-1MB"], "--split-size: invalid size '-1MB': a size cannot"),
+        (
+            ["submit", "j.py", "in", "-o", "o", "--reduce-memory", "-.5MB", "--coordinator", "ipc:///x"],
+            "--reduce-memory",
+        ),
+        (["run", "j.py", "in", "-o", "o", "--max-line-bytes", "-1KiB"], "--max-line-bytes: invalid size '-1KiB'"),
+        (["run", "j.py", "in", "-o", "o", "--chunk-size", "-64KB"], "--chunk-size: invalid size '-64KB'"),
+        (["compare", "j.py", "in", "--split-size", "-1MB"], "--split-size: invalid size '-1MB': a size cannot"),
+        (["spark-engine", "j.py", "in", "-o", "o", "--split-size", "-1MB"], "--split-size: invalid size '-1MB'"),
+    ],
+)
+def test_a_negative_zero_or_unreadable_size_is_refused_naming_the_option_and_the_form(
+    capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    """``hop gen text OUT --size -5MB`` was refused with argparse's "argument --size: expected one argument" (it
+    read ``-5MB`` as an option), saying nothing of the size, as was every size option given a negative size with a
+    unit (``--split-size -1MB``); ``--size=-5MB`` said "invalid size" without saying why. Each spelling now names
+    the option, what is wrong with the size and the form a size takes."""
+    from hop import cli, spark_cli
+
+    parser = spark_cli.build_parser() if argv[0] == "spark-engine" else cli.build_parser()
+    with pytest.raises(SystemExit) as ended:
+        parser.parse_known_args(argv[1:] if argv[0] == "spark-engine" else argv)
+    assert ended.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert f"error: argument {said}" in error and error.endswith(FORM), error
+
+
+def test_a_value_that_starts_with_a_minus_and_a_digit_reaches_its_option_as_a_plain_number_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Not only sizes: a negative duration (``--lateness -2s``) was "expected one argument" too; it is now said
+    what a duration must be. An input named like one is an input, as ``-5`` was."""
+    from hop import cli
+
+    with pytest.raises(SystemExit):
+        cli.build_parser(continuous=True).parse_known_args(["run", "j.py", "-o", "o", "--lateness", "-2s"])
+    assert "argument --lateness: a duration must be 0 or more seconds, got '-2s'" in capsys.readouterr().err
+    args, unknown = cli.build_parser().parse_known_args(["run", "j.py", "-5MB", "-o", "o"])
+    assert args.inputs == ["-5MB"] and unknown == []
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -657,6 +657,52 @@ def test_a_file_compressed_in_a_format_hop_does_not_read_is_refused_before_the_j
     assert ran.returncode == 0, ran.stderr
 
 
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".lzma"])
+def test_an_empty_compressed_file_is_refused_naming_it_not_read_as_no_records(tmp_path: Path, suffix: str) -> None:
+    """A 0-byte ``.gz`` is no gzip data at all (``gzip -t``: "unexpected end of file"), yet Python's gzip reads it as
+    no text: the job succeeded with "the input held no records" (``.bz2`` and ``.xz`` were never opened, as 0-byte
+    files make no split). It is now refused, in a directory too, naming the file, the check and what to do; the
+    compression of an empty text (a header and a trailer) is still an empty input."""
+    import bz2
+    import gzip
+    import lzma
+
+    tool = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".lzma": "xz"}[suffix]
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    empty = folder / f"day{suffix}"
+    empty.write_bytes(b"")
+    for given in (str(empty), str(folder)):
+        with pytest.raises(InputError) as refused:
+            hop.inputs.expand_inputs([given])
+        assert str(refused.value) == (
+            f"input file {empty}: cannot decompress it: it is empty (0 bytes), while {tool} data starts with a "
+            f"header, so the file is truncated or was never written (`{tool} -t {empty}` fails on it); write it "
+            "again, or remove it (or leave it out of the input) if it holds nothing"
+        )
+    format = lzma.FORMAT_ALONE if suffix == ".lzma" else lzma.FORMAT_XZ
+    compress = {".gz": gzip.compress, ".bz2": bz2.compress}.get(suffix, lambda data: lzma.compress(data, format))
+    empty.write_bytes(compress(b""))
+    assert hop.inputs.expand_inputs([str(folder)]) == [str(empty)]
+
+
+@pytest.mark.parametrize("engine", ["hop", "spark"])
+def test_a_run_over_an_empty_gz_file_is_refused_before_it_clears_the_old_output(tmp_path: Path, engine: str) -> None:
+    """``hop run`` over a 0-byte ``.gz`` succeeded (exit code 0, "the input held no records"), on either engine: it
+    is now refused before the job starts (exit code 2), so ``--overwrite`` leaves the old output as it was."""
+    from tests.conftest import ROOT, hop
+
+    (tmp_path / "logs.txt.gz").write_bytes(b"")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "part-00000").write_text("kept\n")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    ran = hop("run", job, "logs.txt.gz", "-o", "out", "--overwrite", "--engine", engine, cwd=tmp_path)
+    assert ran.returncode == 2, ran.stderr
+    assert f"input file {tmp_path / 'logs.txt.gz'}: cannot decompress it: it is empty (0 bytes)" in ran.stderr
+    assert "held no records" not in ran.stderr, ran.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == "kept\n"
+
+
 def test_a_name_that_is_not_utf8_is_refused_before_the_job(tmp_path: Path) -> None:
     """A file named in Latin-1 (``caf\\xe9.txt``) in an input directory, or such an output directory, failed the job
     as an internal error with the coordinator's traceback (msgpack cannot carry the name's surrogate escapes); it

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -124,4 +125,48 @@ def test_unsent_counts_follow_every_step_a_worker_takes(
         pusher.close()
         for router in reducers.values():
             router.close(linger=0)
+        context.term()
+
+
+def test_an_older_reduce_attempts_address_is_ignored(tmp_path: Path) -> None:
+    """``set_reducer`` took whatever address came last: one of an older attempt of the partition, arriving after the
+    newer one's, replaced it, and the runs went to the ended attempt's port while the live one waited. An older
+    attempt is now ignored (the spill goes to the newer one), and a newer one still replaces the one before."""
+    context = zmq.Context()
+    pusher = SpillPusher(context)
+    routers: dict[int, zmq.Socket] = {}
+
+    def reducer(attempt: int) -> str:
+        routers[attempt] = context.socket(zmq.ROUTER)
+        address = f"inproc://older-reducer-{attempt}"
+        routers[attempt].bind(address)
+        return address
+
+    def run_reaches(attempt: int, seconds: float) -> bool:
+        """Whether a run reaches the reduce attempt ``attempt`` within ``seconds`` of pumping (it is acknowledged)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            pusher.pump()
+            if routers[attempt].poll(10):
+                sender, _, _ = routers[attempt].recv_multipart()
+                routers[attempt].send_multipart([sender, b"0"])
+                return True
+        return False
+
+    try:
+        pusher.register_job(JOB, "pipelined", 1)
+        path = tmp_path / "0-0-0.spill"
+        write_spill(path, [(encode_run(["a"], [1]), 1, order_tag(["a"]))])
+        pusher.add_spill(JOB, 0, 0, 0, str(path))
+        pusher.set_reducer(JOB, 0, 2, reducer(2))
+        pusher.set_reducer(JOB, 0, 1, reducer(1))  # (attempt 1's address, late)
+        assert not run_reaches(1, 0.5), "the run went to the older attempt"
+        assert run_reaches(2, 10)
+        assert pusher._jobs[JOB].reducers[0].attempt == 2
+        pusher.set_reducer(JOB, 0, 3, reducer(3))
+        assert run_reaches(3, 10), "a newer attempt gets every eligible spill again"
+    finally:
+        for router in routers.values():
+            router.close(linger=0)
+        pusher.close()
         context.term()

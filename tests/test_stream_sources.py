@@ -32,6 +32,7 @@ from hop.stream.sources import (
     ZmqSource,
     check_source,
     open_source,
+    source_paths,
 )
 from shuffle import codec
 from tests.conftest import ROOT, hop
@@ -495,6 +496,49 @@ def test_a_plus_in_a_tail_glob_is_a_plus(tmp_path: Path, sources: list[Source]) 
     (tmp_path / "web+api.log").write_text("kept\n")
     (tmp_path / "other.log").write_text("not this\n")
     assert values(collect(opened(sources, f"tail:{tmp_path}?glob=web+api.log"), 1)) == ["kept"]
+
+
+def test_a_tail_glob_naming_a_file_with_glob_characters_reads_that_file(tmp_path: Path, sources: list[Source]) -> None:
+    """``tail:DIR?glob=NAME`` follows the one file NAME (docs/stream.md), but as a shell pattern ``a[1].log`` matched
+    ``a1.log``, never ``a[1].log`` itself: the file was never read, and nothing said so. A name equal to the glob is
+    now taken as well as the names it matches (``[[]`` escapes a ``[`` to name the one file alone)."""
+    (tmp_path / "a[1].log").write_text("literal\n")
+    (tmp_path / "a1.log").write_text("matched\n")
+    (tmp_path / "b.log").write_text("neither\n")
+    assert sorted(values(collect(opened(sources, f"tail:{tmp_path}?glob=a[1].log"), 2))) == ["literal", "matched"]
+    assert values(collect(opened(sources, f"tail:{tmp_path}?glob=a[[]1].log"), 2, timeout=0.5)) == ["literal"]
+    (tmp_path / "why?.log").write_text("question\n")
+    assert values(collect(opened(sources, f"tail:{tmp_path}?glob=why?.log"), 2, timeout=0.5)) == ["question"]
+
+
+def test_a_source_path_holding_a_question_mark_is_that_path_when_it_exists(
+    tmp_path: Path, sources: list[Source]
+) -> None:
+    """The options of a URL follow its first ``?``, so ``tail:DIR`` of a directory named ``logs?1`` read ``logs``
+    with options ``1`` (refused as no ``key=value``), and no URL could name that directory or a ``replay:`` file
+    named so. A ``tail:`` or ``replay:`` path that exists with a ``?`` in it is now that path (options after the
+    ``?`` that follows it), as a batch input that exists is that file whatever its glob characters; ``*`` and ``[``
+    in a path were always taken as written."""
+    folder = tmp_path / "logs?1"
+    folder.mkdir()
+    (folder / "a.log").write_text("in logs?1\n")
+    (folder / "b.txt").write_text("b\n")
+    assert values(collect(opened(sources, f"tail:{folder}"), 2, timeout=0.5)) == ["in logs?1", "b"]
+    assert values(collect(opened(sources, f"tail:{folder}?glob=*.log"), 2, timeout=0.5)) == ["in logs?1"]
+    played = folder / "data?.txt"
+    played.write_text("one\ntwo\n")
+    assert values(collect(opened(sources, f"replay:{played}"), 2)) == ["one", "two"]
+    assert values(collect(opened(sources, f"replay:{played}?loop=1"), 4)) == ["one", "two", "one", "two"]
+    assert source_paths([f"tail:{folder}?glob=*.log", f"replay:{played}?rate=5"]) == [str(folder), str(played)]
+    # Where no such path exists, the options start at the first ? as before: a wrong option is named as such.
+    with pytest.raises(SourceError, match=r"unknown option 'glop' for tail"):
+        opened(sources, f"tail:{folder}?glop=*.log")
+    with pytest.raises(SourceError, match=r"/missing does not exist"):
+        opened(sources, f"tail:{tmp_path}/missing?glob=*.log")
+    for star_or_bracket in ("logs*", "logs[1]"):
+        (tmp_path / star_or_bracket).mkdir()
+        (tmp_path / star_or_bracket / "c.log").write_text(f"in {star_or_bracket}\n")
+        assert values(collect(opened(sources, f"tail:{tmp_path / star_or_bracket}"), 1)) == [f"in {star_or_bracket}"]
 
 
 def test_tail_position_and_seek_resume_exactly_on_a_fresh_source(tmp_path: Path, sources: list[Source]) -> None:

@@ -38,15 +38,21 @@ _UNITS = {
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", re.IGNORECASE)
 
 
+SIZE_FORM = "a number with an optional unit K, KB, M, MB, G, GB (or KiB...), e.g. 150MB"
+"""The sizes :func:`parse_size` accepts, as errors name them."""
+
+
 def parse_size(text: str) -> int:
     """Bytes in a size like ``150MB``, ``1.5G``, ``64KiB`` or ``1000`` (decimal units, see the module doc).
 
     Raises ValueError for anything else, including negative sizes and fractional byte counts.
     """
+    if text.strip().startswith("-") and _SIZE.fullmatch(text.strip()[1:]):
+        raise ValueError(f"invalid size {text!r}: a size cannot be negative; use {SIZE_FORM}")
     match = _SIZE.fullmatch(text)
     unit = match.group(2).lower() if match else ""
     if not match or unit not in _UNITS:
-        raise ValueError(f"invalid size {text!r}: use a number with an optional unit K, KB, M, MB, G, GB (or KiB...)")
+        raise ValueError(f"invalid size {text!r}: use {SIZE_FORM}")
     number, scale = match.group(1), _UNITS[unit]
     if "." in number:
         value = float(number) * scale
@@ -54,6 +60,20 @@ def parse_size(text: str) -> int:
             raise ValueError(f"invalid size {text!r}: a byte count must be a whole number")
         return round(value)
     return int(number) * scale
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, but a word starting with a minus and a digit (``-5MB``, ``-1.5GB``, ``-2s``) is a value,
+    as a plain negative number (``-5``) already is, never an option: ``--size -5MB`` was refused with argparse's
+    "argument --size: expected one argument", which said nothing of the size, while ``--size=-5MB`` said what was
+    wrong with it; both now reach the option's type, which names the accepted form. No option of hop's starts with
+    a minus and a digit. Subparsers are made of the class of their parent, so the commands of ``hop`` read alike."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # (argparse's own test: a word it matches is a value unless an option looks like one; by default it
+        # matches only plain negative numbers)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
 
 
 def size_argument(text: str) -> int:
@@ -64,7 +84,7 @@ def size_argument(text: str) -> int:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     if size <= 0:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be above zero")
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be above zero; use {SIZE_FORM}")
     return size
 
 
@@ -400,7 +420,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``gen`` without the rest of the hop CLI: ``main(["text", "out.txt", "--size", "10MB"])``."""
-    parser = argparse.ArgumentParser(prog="hop")
+    parser = ArgumentParser(prog="hop")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["gen", *(sys.argv[1:] if argv is None else argv)])
     result: int = args.func(args)

@@ -1,19 +1,19 @@
 """Sources of continuous queries: unbounded (or replayed) streams of records, read by polling.
 
-:func:`open_source` opens one from a URL; options follow the first ``?`` as ``key=value`` pairs joined by ``&``:
+:func:`open_source` opens one from a URL; options follow the first ``?`` as ``key=value`` pairs joined by ``&``
+(of a ``tail:`` or ``replay:`` path that exists with a ``?`` in it, the ``?`` after it: :func:`_path_and_options`):
 
-- ``tail:DIR[?glob=PATTERN]`` reads every regular file in DIR whose name does not start with ``.`` or ``_`` (and
-  matches the shell pattern PATTERN, when given: ``glob=*.log``) as UTF-8 text lines, picking up lines appended later
-  and files created later (read in order of ``(mtime, name)`` when first seen). Only complete lines are returned: a
-  partial last line waits for its ``\\n``. Files are tracked by ``(st_dev, st_ino)``, not by name, and kept open, so
-  rotation loses nothing: when ``app.log`` is renamed (inside DIR or out of it) and a new ``app.log`` created, the old
-  file is read to its end and the new one from its start. A file that left DIR is closed once it has had no new bytes
-  for :data:`GONE_GRACE` seconds (its last line is then returned even without a ``\\n``). A file truncated in place
-  (its size fell below the read position, or its first bytes changed) is read again from its start, after the
-  lines read before the truncation; when it was rotated by copy and truncation (logrotate's ``copytruncate``) and
-  the copy is in DIR, the copy is recognised (it holds exactly the bytes read from the original) and read on from
-  where the original was, so nothing is read twice (see :class:`TailSource` for the moment between copy and
-  truncation).
+- ``tail:DIR[?glob=PATTERN]`` reads every regular file in DIR whose name does not start with ``.`` or ``_`` (and matches
+  the shell pattern PATTERN, or is PATTERN itself, when given: ``glob=*.log``) as UTF-8 text lines, picking up lines
+  appended later and files created later (read in order of ``(mtime, name)`` when first seen). Only complete lines are
+  returned: a partial last line waits for its ``\\n``. Files are tracked by ``(st_dev, st_ino)``, not by name, and kept
+  open, so rotation loses nothing: when ``app.log`` is renamed (inside DIR or out of it) and a new ``app.log`` created,
+  the old file is read to its end and the new one from its start. A file that left DIR is closed once it has had no new
+  bytes for :data:`GONE_GRACE` seconds (its last line is then returned even without a ``\\n``). A file truncated in
+  place (its size fell below the read position, or its first bytes changed) is read again from its start, after the
+  lines read before the truncation; when it was rotated by copy and truncation (logrotate's ``copytruncate``) and the
+  copy is in DIR, the copy is recognised (it holds exactly the bytes read from the original) and read on from where the
+  original was, so nothing is read twice (see :class:`TailSource` for the moment between copy and truncation).
 - ``zmq:ENDPOINT`` binds a PULL socket (producers connect PUSH sockets); ``zmq+sub:ENDPOINT`` connects a SUB socket,
   subscribed to everything, to a publisher. Each frame is one record, a msgpack value decoded as
   ``shuffle.codec.unpackb`` decodes it (plain msgpack, ints past 64 bits as ``shuffle.codec`` packs them, arrays as
@@ -126,15 +126,31 @@ def source_paths(urls: list[str]) -> list[str]:
     for url in urls:
         scheme, _, rest = url.partition(":")
         if scheme in ("tail", "replay"):
-            paths.append(rest.partition("?")[0])
+            paths.append(_path_and_options(rest)[0])
     return paths
+
+
+def _path_and_options(rest: str, directory: str | None = None) -> tuple[str, str]:
+    """A ``tail:`` or ``replay:`` URL after its scheme, cut into its path and its options, which follow a ``?``: the
+    first ``?`` unless a path with that ``?`` in it exists (checked in ``directory`` for a relative path), as a
+    batch input that exists is that file even if its name holds glob characters. So ``tail:logs?glob=*.log`` is
+    ``logs`` with a glob, and ``tail:logs?1`` the directory ``logs?1`` if there is one (it was ``logs``, with options
+    ``1`` refused as no ``key=value``); ``tail:logs?1?glob=*.log`` is that directory with a glob. Where no such path
+    exists, the first ``?`` (its error names the path that does not)."""
+    cuts = [len(rest), *(at for at, character in enumerate(rest) if character == "?")]
+    for cut in cuts if len(cuts) > 1 else ():
+        target = rest[:cut]
+        if target and os.path.lexists(os.path.join(directory, target) if directory else target):
+            return target, rest[cut + 1 :]
+    target, _, query = rest.partition("?")
+    return target, query
 
 
 def _source_for(url: str, max_line_bytes: int | None = None, directory: str | None = None) -> Callable[[], Source]:
     """Check ``url`` (:class:`SourceError` if it is bad) and return what opens its source (a relative ``tail`` or
     ``replay`` path in ``directory``, if given)."""
     scheme, _, rest = url.partition(":")
-    target, _, query = rest.partition("?")
+    target, query = _path_and_options(rest, directory) if scheme in ("tail", "replay") else rest.partition("?")[::2]
     path = os.path.join(directory, target) if directory and scheme in ("tail", "replay") else target
     if path != target and _is_working_directory(directory):
         path = target  # (in the directory the task runs in, as written: messages name it as the user did)

@@ -193,6 +193,12 @@ class TailSource(Source):
     def _wait(self, timeout: float) -> None:
         time.sleep(min(TAIL_INTERVAL, timeout))
 
+    def _matches(self, name: str) -> bool:
+        """Whether the glob takes the file ``name``: a name it matches as a shell pattern, or the glob itself, so
+        that ``glob=NAME`` follows the file NAME even if its name holds ``*``, ``?`` or ``[`` (``glob=a[1].log``
+        read ``a1.log``, never ``a[1].log``), as a batch input that exists is that file."""
+        return name == self.glob or fnmatch.fnmatchcase(name, str(self.glob))
+
     def position(self) -> dict[str, Any]:
         files = []
         for f in self._files:  # the name is for people: resuming goes by inode
@@ -233,7 +239,7 @@ class TailSource(Source):
         # (dev, ino) -> mtime, name, and size and mtime in ns: a tracked file whose own change is checked at once
         present: dict[tuple[int, int], tuple[float, str, tuple[int, int]]] = {}
         for entry in entries:
-            if entry.name[0] in "._" or (self.glob is not None and not fnmatch.fnmatchcase(entry.name, self.glob)):
+            if entry.name[0] in "._" or (self.glob is not None and not self._matches(entry.name)):
                 continue
             try:
                 st = entry.stat()
