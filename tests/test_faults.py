@@ -385,6 +385,47 @@ def test_a_full_output_disk_names_the_output_file_not_a_key(
     assert not list((tmp_path / "out").glob("_bad_records/*")), "no key was the reduce's fault"
 
 
+@pytest.mark.parametrize(("job", "written"), [("wordcount", "folded"), ("wordcount_generic", "merged")])
+def test_a_full_spill_disk_under_a_reducer_names_its_run_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job: str, written: str
+) -> None:
+    """A reducer short of memory writes runs to its worker's spill directory: an aggregate's folded state dumped
+    (``shuffle.fold``), a merge pass's output (``shuffle.store``). On a full disk (here a file size limit, EFBIG)
+    that failed the job with ``OSError: [Errno 27] File too large`` and the engine's traceback: it names the run
+    file, the spill directory and what to do, as a map's spill file does, and is retried."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=5, vocabulary=20_000)
+    monkeypatch.setenv("HOP_TEST_FILE_SIZE_LIMIT", "60000")  # (spills of 1,000 records are well under it)
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            with pytest.raises(JobFailed) as failure:
+                run_job(
+                    client,
+                    job,
+                    [source],
+                    tmp_path / "out",
+                    spill_records=1000,
+                    reduce_memory=1_000_000,  # (a fan-in of 2, and 7,812 keys folded at most: runs go to disk)
+                    options={"max_attempts": 2},
+                )
+        finally:
+            client.close()
+    status = failure.value.status
+    error = status["error"]
+    run_file = rf"/reduce-00000-\d-[^/ ]+/{written}-\d+\.run"
+    assert re.match(rf"reduce task 0 attempt \d: cannot write the reducer's run file /\S+{run_file}: ", error), error
+    assert (
+        ": File too large; free space in the worker's spill directory (hop worker --spill-dir; hop run's own "
+        "cluster: TMPDIR) or point it at a larger disk, or give the reducers more memory (--reduce-memory) so that "
+        "less of their input goes to disk (gave up after 2 failed attempts)"
+    ) in error, error
+    assert not status.get("traceback"), status.get("traceback")  # (the engine's frames say nothing more)
+    assert not (tmp_path / "out" / "_SUCCESS").exists() and not list((tmp_path / "out").glob("part-*"))
+
+
 def test_killing_a_worker_mid_pipeline_keeps_the_result_exact(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 4_000_000, seed=34, vocabulary=20000)
