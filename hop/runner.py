@@ -553,7 +553,9 @@ def _write_report(output: Path, report: dict[str, Any], status: dict[str, Any]) 
         output.mkdir(parents=True, exist_ok=True)
         write_job_report(output, report)
     except OSError as error:
-        status["error"] = f"{status.get('error') or 'job failed'}; and {_report_unwritten(output, error)}"
+        report_path = str(output / JOB_REPORT)
+        if report_path not in str(status.get("error")):  # (else the coordinator's error says it could not either)
+            status["error"] = f"{status.get('error') or 'job failed'}; and {_report_unwritten(output, error)}"
 
 
 def _write_run_report(output: Path, report: dict[str, Any]) -> None:

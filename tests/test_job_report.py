@@ -104,7 +104,7 @@ def test_a_report_no_disk_can_hold_fails_the_run_saying_so(tmp_path: Path) -> No
     error = result.stderr.splitlines()[-1]
     assert error == (
         f"hop: error: job failed: the job ran to its end, but {unwritten}; without it the output is incomplete: the "
-        f"job failed and its part files were removed; and {unwritten}: {out} has no _job.json"
+        f"job failed and its part files were removed; {out} has no _job.json"
     ), result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert not out.exists(), list(out.iterdir())  # (no part taken for a whole result: OUT, left empty, is removed)

@@ -165,6 +165,8 @@ class ActionExecution(CoordinatorHost):
                 print(f"hop coordinator: job {job.spec.job_id}: {reason}", file=sys.stderr, flush=True)
                 if held is not None and not failed:
                     reason = self._report_unwritten(job, held, reason)
+                elif failed:  # (its error is what the client shows: it says there is no report to read it in)
+                    job.error = f"{job.error or 'failed'}; and {reason}, so {output} has no _job.json"
             else:  # (removed or replaced since the check above)
                 reason = _removed_output_error(job.spec.output)
                 self._remove_temporary(job)
@@ -199,8 +201,9 @@ class ActionExecution(CoordinatorHost):
         job.state, job.error = "failed", reason
         try:
             self._write_job_files(job, held, succeeded=False)
-        except OSError as again:  # (the run's own error names the disk: said once more here, on the coordinator's)
+        except OSError as again:  # (said in the job's error, which its client shows, and here, on the coordinator's)
             print(f"hop coordinator: job {job.spec.job_id}: {again}", file=sys.stderr, flush=True)
+            reason = f"{reason}; {held.output} has no _job.json"
         return reason
 
     @staticmethod
