@@ -75,6 +75,7 @@ def _namespace_command() -> list[str] | None:
 
 _ON_A_SMALL_TMPFS = """
 mkdir -p "$1" && mount -t tmpfs -o size="$2" tmpfs "$1" || exit 99
+if [ -n "$FILL" ]; then dd if=/dev/zero of="$1/filler" bs=4096 2>/dev/null; fi
 shift 2
 "$@"
 code=$?
@@ -83,15 +84,19 @@ exit $code
 """
 
 
-def _run_on_a_full_disk(tmp_path: Path, size: str, *hop_args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """``hop ARGS...`` writing its output ``OUT`` (the last argument) on a tmpfs of ``size`` of its own, gone with its
-    namespace once it ends: its result, and ``OUT``'s names as the run left them, one a line."""
+def _run_on_a_full_disk(
+    tmp_path: Path, size: str, *hop_args: str, filled: bool = False
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``hop ARGS...`` writing its output ``OUT`` (the last argument) on a tmpfs of ``size`` of its own (``filled``
+    before it starts), gone with its namespace once it ends: its result, and ``OUT``'s names as the run left them,
+    one a line."""
     namespace = _namespace_command()
     if namespace is None:
         pytest.skip("needs a mount namespace of its own for a small tmpfs (unshare as root, or user namespaces)")
     mount = tmp_path / "disk"
     listing = tmp_path / "listing"
     environment = {**os.environ, "OUT": hop_args[-1], "LISTING": str(listing), "PYTHONPATH": str(ROOT)}
+    environment["FILL"] = "1" if filled else ""
     hop = [sys.executable, "-m", "hop", *hop_args]
     command = [*namespace, "sh", "-c", _ON_A_SMALL_TMPFS, "sh", str(mount), size, *hop]
     result = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120)
@@ -146,3 +151,22 @@ def test_a_batch_job_whose_report_a_full_disk_cannot_hold_fails_and_leaves_its_r
     assert "Traceback" not in result.stderr, result.stderr
     assert f"cannot write output file {out}/_job.json: No space left on device; free space" in result.stderr
     assert listing.read_text().split() == ["_job.json"]
+
+
+def test_a_run_whose_output_disk_is_full_as_it_starts_says_to_free_space(tmp_path: Path) -> None:
+    """A run whose output's file system is full before it starts cannot make its scratch folder beside the output:
+    it said to "choose an output directory in a folder this user can write", a permission's remedy. It says to free
+    space or write the output elsewhere, exit code 2, before the job starts."""
+    (tmp_path / "in.txt").write_text("a b\n", encoding="utf-8")
+    out = str(tmp_path / "disk" / "out")
+    args = ["run", str(ROOT / "jobs" / "wordcount.py"), str(tmp_path / "in.txt"), "-o", out]
+    result, _ = _run_on_a_full_disk(tmp_path, "64k", *args, filled=True)
+    assert result.returncode == 2, result.stderr
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"in {tmp_path / 'disk'} (No space left on device): free space (or quota) on its file system, or write the "
+            "output elsewhere (-o)"
+        )
+    ), result.stderr
