@@ -27,7 +27,7 @@ from hop.inputs import absolute_inputs, expand_inputs
 from hop.job import Job, Step
 from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.lifetime import Interrupted
-from hop.outputs import prepare_output, write_job_report
+from hop.outputs import JOB_REPORT, output_write_error, prepare_output, write_job_report
 from hop.spilldirs import kept_step_output, scratch_folder
 from hop.wording import counted
 
@@ -309,7 +309,7 @@ def run_steps(
         final["steps"] = reports[:-1]
         _whole_run_fields(final, reports)
         _note_earlier_stop(final, step_offset)
-        write_job_report(final_output, final)
+        _write_run_report(final_output, final)
     return final
 
 
@@ -530,7 +530,7 @@ def _end_failed_run(
         failed = status["report"]
         status["report"] = {**failed, "steps": reports}
         _whole_run_fields(status["report"], [*reports, failed])
-    _write_report(final_output, status["report"])
+    _write_report(final_output, status["report"], status)
 
 
 def _output_gone(status: dict[str, Any], scratch: Path, final_output: Path) -> bool:
@@ -545,9 +545,38 @@ def _output_gone(status: dict[str, Any], scratch: Path, final_output: Path) -> b
     return True
 
 
-def _write_report(output: Path, report: dict[str, Any]) -> None:
-    output.mkdir(parents=True, exist_ok=True)
-    write_job_report(output, report)
+def _write_report(output: Path, report: dict[str, Any], status: dict[str, Any]) -> None:
+    """Write a failed run's ``OUT/_job.json``. One that cannot be written (a full disk) is said in the run's error
+    (``status``'s, which the run ends with): the write's traceback hid the job's own error and left no word of why
+    ``OUT`` had no report."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        write_job_report(output, report)
+    except OSError as error:
+        report_path = str(output / JOB_REPORT)
+        if report_path not in str(status.get("error")):  # (else the coordinator's error says it could not either)
+            status["error"] = f"{status.get('error') or 'job failed'}; and {_report_unwritten(output, error)}"
+
+
+def _write_run_report(output: Path, report: dict[str, Any]) -> None:
+    """Write the ``OUT/_job.json`` of a run of several steps or jobs that succeeded, over the last one's (which the
+    coordinator wrote, then ``_SUCCESS``: the output is whole). One that cannot be written (a full disk) is warned
+    of, not raised: its traceback hid that the run's output was whole."""
+    try:
+        write_job_report(output, report)
+    except OSError as error:
+        print(f"hop: warning: {_report_unwritten(output, error)}", file=sys.stderr, flush=True)
+
+
+def _report_unwritten(output: Path, error: OSError) -> str:
+    """What a run says of the ``_job.json`` it could not write in ``output``, and what ``output`` holds instead."""
+    report = output / JOB_REPORT
+    instead = (
+        f"{report} is the one the coordinator wrote, of the last step alone"
+        if report.is_file()
+        else f"{output} has no _job.json"
+    )
+    return f"{output_write_error(report, error)}: {instead}"
 
 
 def _end_failed_jobs(
@@ -580,7 +609,7 @@ def _end_failed_jobs(
         _move_into(scratch / "stopped" / "_steps", final_output / "_steps")
     report = {**status["report"], "jobs": reports}
     _whole_run_fields(report, [*reports, status["report"]])
-    _write_report(final_output, report)
+    _write_report(final_output, report, status)
 
 
 DELETED_INPUT = " (in an intermediate output, deleted when the run ended: --keep-intermediate keeps it)"
@@ -759,7 +788,7 @@ def run_pipeline(
         final["steps"] = reports[:-1]
         final["pipelined"] = True
         _whole_run_fields(final, reports)
-        write_job_report(final_output, final)
+        _write_run_report(final_output, final)
     return final
 
 
@@ -841,7 +870,7 @@ def run_staged_jobs(
     final["jobs"] = reports[:-1]
     _whole_run_fields(final, reports)
     _note_earlier_stop(final)
-    write_job_report(final_output, final)
+    _write_run_report(final_output, final)
     return final
 
 

@@ -24,6 +24,7 @@ one of the same kind removes them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import re
 import shutil
@@ -116,9 +117,14 @@ def make_scratch(beside: Path, output_name: str, kind: str) -> Path:
         return make_spill_dir(str(beside), f".{output_name}.{kind}-")
     except OSError as error:
         # (a PermissionError traceback, the output directory itself being writable: the user saw no reason)
+        remedy = (
+            "free space (or quota) on its file system, or write the output elsewhere (-o)"
+            if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # (a full disk: no folder elsewhere helps)
+            else "choose an output directory in a folder this user can write"
+        )
         raise OutputError(
             f"cannot make {SCRATCH_USES[kind]} beside the output directory, in {beside} ({error.strerror or error}): "
-            f"choose an output directory in a folder this user can write"
+            f"{remedy}"
         ) from None
 
 

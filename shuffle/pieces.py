@@ -3,7 +3,8 @@
 A run's pieces come in order over one connection, each message's header saying where its piece starts in the run and
 the run's size. A run no larger than ``memory_limit`` is gathered in memory and handed over as bytes; a larger one is
 written piece by piece to a file (named by the store, in its directory) and handed over as that file's path, so a
-run of large values is never held whole.
+run of large values is never held whole. A write of that file that fails (a full disk) is a
+``shuffle.diskwrites.SpillWriteError`` naming it and what to do; the run is forgotten.
 
 Pieces are keyed by ``(map task, attempt, seq)``, whose bytes never change (a spill file is written once). So a piece
 that starts where the bytes received so far end is the run's next, whichever connection it came by, and any other
@@ -14,10 +15,13 @@ connections fairly, interleaved). Those are skipped, not taken for the run's byt
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from shuffle.diskwrites import run_write_error
 
 RunKey = tuple[int, int, int]
 """(map task, attempt, seq)."""
@@ -54,11 +58,19 @@ class RunPieces:
             partial = self._partial[key] = _Partial(size)
             if self.memory_limit is not None and size > self.memory_limit and self._new_path is not None:
                 partial.path = self._new_path()
-                partial.file = open(partial.path, "wb")  # noqa: SIM115 - closed when the run is complete
+                try:
+                    partial.file = open(partial.path, "wb")  # noqa: SIM115 - closed when the run is complete
+                except OSError as error:
+                    del self._partial[key]
+                    raise run_write_error(partial.path, error) from error
         if offset != partial.received or offset + len(piece) > partial.size:
             return None
         if partial.file is not None:
-            partial.file.write(piece)
+            try:
+                partial.file.write(piece)
+            except OSError as error:  # (a full spill disk: the file named, not a bare "[Errno 28]")
+                self.discard(key)
+                raise run_write_error(partial.path or "", error) from error  # (path: set with file)
         else:
             partial.pieces.append(piece)
         partial.received += len(piece)
@@ -66,8 +78,12 @@ class RunPieces:
             return None
         del self._partial[key]
         if partial.file is not None:
-            partial.file.close()
             assert partial.path is not None
+            try:
+                partial.file.close()  # (writes what is buffered)
+            except OSError as error:
+                partial.path.unlink(missing_ok=True)
+                raise run_write_error(partial.path, error) from error
             return partial.path
         return b"".join(partial.pieces)
 
@@ -75,7 +91,8 @@ class RunPieces:
         """Forget a run's pieces received so far (and its file)."""
         partial = self._partial.pop(key, None)
         if partial is not None and partial.file is not None:
-            partial.file.close()
+            with contextlib.suppress(OSError):  # (its buffered bytes, which a full disk cannot take: dropped anyway)
+                partial.file.close()
             assert partial.path is not None
             partial.path.unlink(missing_ok=True)
 

@@ -25,6 +25,7 @@ bin -> bytes) and ``strict_map_key=False`` (dict values may have non-str keys); 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from operator import itemgetter
@@ -34,6 +35,7 @@ from typing import IO, Any
 import msgpack
 
 from shuffle import codec
+from shuffle.diskwrites import SpillWriteError, run_write_error
 from shuffle.keys import is_key
 
 BLOCK_RECORDS = 8192
@@ -490,13 +492,19 @@ class RunWriter:
 
     The caller adds pairs (or ``(key, values)`` items, written as grouped blocks: :meth:`add_groups`) in sorted
     order. ``close()`` flushes the last block and returns the bytes written; ``records`` counts pairs.
+
+    Its files are a reducer's, in the worker's spill directory: a write that fails (a full disk) removes the file and
+    raises a :class:`shuffle.diskwrites.SpillWriteError` naming it and what to do.
     """
 
     def __init__(self, path: str | Path, block_records: int = BLOCK_RECORDS) -> None:
         self.path = Path(path)
         self.records = 0
         self.bytes_written = 0
-        self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        try:
+            self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        except OSError as error:
+            raise run_write_error(self.path, error) from error
         self._packer = codec.packer()
         self._block_records = block_records
         self._keys: list[Any] = []
@@ -542,13 +550,30 @@ class RunWriter:
 
     def _write(self, blocks: Iterable[bytes]) -> None:
         """Write encoded blocks as they are packed, counting their bytes."""
-        for data in blocks:
-            self._file.write(data)
-            self.bytes_written += len(data)
+        try:
+            for data in blocks:
+                self._file.write(data)
+                self.bytes_written += len(data)
+        except OSError as error:
+            raise self._unwritten(error) from error
 
     def close(self) -> int:
         try:
             self._flush()
-        finally:
-            self._file.close()
+            self._file.close()  # (writes what is buffered: a full disk may fail it here)
+        except SpillWriteError:
+            raise
+        except OSError as error:
+            raise self._unwritten(error) from error
+        except BaseException:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            raise
         return self.bytes_written
+
+    def _unwritten(self, error: OSError) -> SpillWriteError:
+        """Give the file up, removed (half a run is of no use to anyone), and name it and what to do."""
+        with contextlib.suppress(OSError):
+            self._file.close()
+        self.path.unlink(missing_ok=True)
+        return run_write_error(self.path, error)

@@ -14,7 +14,6 @@ immutable once written: they are written under a temporary name and renamed, so 
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +23,8 @@ from pathlib import Path
 import msgpack
 
 from shuffle import codec
+from shuffle.diskwrites import SpillWriteError as SpillWriteError  # (raised by write_spill: importable from here)
+from shuffle.diskwrites import spill_write_error
 from shuffle.runs import Block
 
 MAGIC = b"HOPSPIL1"
@@ -32,10 +33,6 @@ _TRAILER = struct.Struct(">Q")
 
 class CorruptSpillError(ValueError):
     """A spill file that does not follow the layout above."""
-
-
-class SpillWriteError(OSError):
-    """A spill file could not be written (disk full, file too large): an infrastructure failure, retryable."""
 
 
 @dataclass(frozen=True)
@@ -182,12 +179,7 @@ def write_spill(
         os.replace(temporary, path)
     except OSError as error:
         temporary.unlink(missing_ok=True)
-        remedy = (
-            "free space in the worker's spill directory (hop worker --spill-dir) or use a larger disk"
-            if error.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
-            else "check that the worker's spill directory (hop worker --spill-dir) exists and is writable"
-        )
-        raise SpillWriteError(f"cannot write spill file {path}: {error.strerror or error}; {remedy}") from error
+        raise spill_write_error(path, error) from error
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

@@ -10,7 +10,8 @@ Memory: ``memory_limit`` is the store's budget for decoded pairs. Run bytes are 
 leaving the other half of the budget to the streams of the on-disk runs being merged: ``fan_in`` of them at a time,
 each costing about ``STREAM_BYTES``, so ``fan_in`` follows from the budget (at most 64). Past the held limit, the
 largest in-memory runs are written to files in ``spill_dir`` and later streamed, so the store's memory does not grow
-with the input. At the end, :meth:`RunStore.grouped` first merges neighbouring on-disk runs in passes until at
+with the input (a write that fails there, a full disk, is a ``shuffle.diskwrites.SpillWriteError`` naming the file
+and what to do). At the end, :meth:`RunStore.grouped` first merges neighbouring on-disk runs in passes until at
 most ``fan_in`` files remain (the in-memory runs stay encoded meanwhile), then sorts each stretch of consecutive
 in-memory committed runs in one pass and merges the results with the files in run order (so ties stay in map task,
 then spill order).
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shuffle.diskwrites import run_write_error
 from shuffle.keys import KeyOrder, combined_order, sort_keys
 from shuffle.merge import blocks_of, group_merged, merge_blocks, sort_groups_in_memory
 from shuffle.runs import RunWriter, is_grouped, iter_run_file_groups, iter_stored_blocks
@@ -489,8 +491,12 @@ class RunStore:
             if self.memory_bytes <= self.held_limit // 2:
                 break
             path = self.new_run_path("run")
-            with open(path, "wb") as file:
-                file.write(run.data or b"")
+            try:
+                with open(path, "wb") as file:
+                    file.write(run.data or b"")
+            except OSError as error:  # (a full spill disk: named, not a bare "[Errno 28]" from the engine's frames)
+                path.unlink(missing_ok=True)
+                raise run_write_error(path, error) from error
             self.memory_bytes -= run.size
             self._add_disk(run.size)
             run.data, run.path = None, path

@@ -385,6 +385,93 @@ def test_a_full_output_disk_names_the_output_file_not_a_key(
     assert not list((tmp_path / "out").glob("_bad_records/*")), "no key was the reduce's fault"
 
 
+@pytest.mark.parametrize(("job", "written"), [("wordcount", "folded"), ("wordcount_generic", "merged")])
+def test_a_full_spill_disk_under_a_reducer_names_its_run_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job: str, written: str
+) -> None:
+    """A reducer short of memory writes runs to its worker's spill directory: an aggregate's folded state dumped
+    (``shuffle.fold``), a merge pass's output (``shuffle.store``). On a full disk (here a file size limit, EFBIG)
+    that failed the job with ``OSError: [Errno 27] File too large`` and the engine's traceback: it names the run
+    file, the spill directory and what to do, as a map's spill file does, and is retried."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=5, vocabulary=20_000)
+    monkeypatch.setenv("HOP_TEST_FILE_SIZE_LIMIT", "60000")  # (spills of 1,000 records are well under it)
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address)
+        try:
+            with pytest.raises(JobFailed) as failure:
+                run_job(
+                    client,
+                    job,
+                    [source],
+                    tmp_path / "out",
+                    spill_records=1000,
+                    reduce_memory=1_000_000,  # (a fan-in of 2, and 7,812 keys folded at most: runs go to disk)
+                    options={"max_attempts": 2},
+                )
+        finally:
+            client.close()
+    status = failure.value.status
+    error = status["error"]
+    run_file = rf"/reduce-00000-\d-[^/ ]+/{written}-\d+\.run"
+    assert re.match(rf"reduce task 0 attempt \d: cannot write the reducer's run file /\S+{run_file}: ", error), error
+    assert (
+        ": File too large; free space in the worker's spill directory (hop worker --spill-dir; hop run's own "
+        "cluster: TMPDIR) or point it at a larger disk, or give the reducers more memory (--reduce-memory) so that "
+        "less of their input goes to disk (gave up after 2 failed attempts)"
+    ) in error, error
+    assert not status.get("traceback"), status.get("traceback")  # (the engine's frames say nothing more)
+    assert not (tmp_path / "out" / "_SUCCESS").exists() and not list((tmp_path / "out").glob("part-*"))
+
+
+def test_a_window_part_a_full_disk_cannot_hold_fails_the_continuous_job_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream reducer whose window part cannot be written (a full disk: here a file size limit, EFBIG, past which
+    the second window's part grows and no pane's spill does) failed with ``OSError: [Errno 27] File too large`` and
+    the engine's traceback. It names the part and what to do; the attempt is retried from its checkpoint (which
+    redoes the window), and the job fails once retries are spent: no window is reported that was not written."""
+    from hop.runner import JobFailed
+    from hop.stream.runner import run_stream
+
+    rng = random.Random(3)
+    stamp, lines = 1_700_000_000.0, []
+    words_of = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
+    for _ in range(1500):  # (100 events a second: some 400 to a 4 s window, some 1,000 stamps in its part)
+        stamp += rng.expovariate(100.0)
+        words = " ".join(rng.choices(words_of, k=rng.randint(1, 4)))
+        lines.append(json.dumps({"ts": round(stamp, 3) + 0.0004, "text": words}) + "\n")
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(lines), encoding="utf-8")
+    out = tmp_path / "out"
+    monkeypatch.setenv("HOP_TEST_FILE_SIZE_LIMIT", "6000")
+    options = stream_options([f"replay:{events}"], "4s", "2s", deltas=False)  # (no delta: the parts fill first)
+    job = load_job_file(job_path("stream_events"), "EventWordLists")
+    spec = build_spec(job, [], str(out), num_reduces=2, options={"stream": options, "max_attempts": 2})
+    with LocalCluster(workers=2, map_slots=2, reduce_slots=2) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            with pytest.raises(JobFailed) as failure:
+                run_stream(client, spec, progress=False, timeout=120, view_interval=None)
+        finally:
+            client.close()
+    status = failure.value.status
+    error = status["error"]
+    part = rf"{re.escape(str(out))}/windows/(\w+)/part-0000\d"
+    named = re.match(rf"reduce task \d attempt 1: cannot write output file {part}: File too large; ", error)
+    assert named, error
+    assert error.endswith(
+        "free space (or quota) on the output directory's file system, or write the output elsewhere (-o) (gave up "
+        "after 2 failed attempts)"
+    ), error
+    assert not status.get("traceback"), status.get("traceback")  # (the engine's frames say nothing more)
+    window = out / "windows" / named.group(1)
+    assert not (window / "_window.json").exists(), "a window whose part was not written is not reported written"
+    assert not [path.name for path in window.iterdir() if path.name.startswith(".")], "no half-written part is left"
+
+
 def test_killing_a_worker_mid_pipeline_keeps_the_result_exact(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 4_000_000, seed=34, vocabulary=20000)

@@ -71,3 +71,40 @@ def test_the_coordinator_renames_its_report_into_place(client: Client, tmp_path:
     report = json.loads((output / JOB_REPORT).read_text(encoding="utf-8"))
     assert report["job_id"] == job_id and report["error"] == "cancelled by the test"
     assert _leftovers(output) == []
+
+
+def test_a_report_no_disk_can_hold_fails_the_run_saying_so(tmp_path: Path) -> None:
+    """A job whose parts were written but whose ``_job.json`` could not be (a full disk: here a file size limit,
+    EFBIG, that the parts and spills of a small input pass and a report does not) left its parts, no report and no
+    ``_SUCCESS``; the coordinator said why on its own stderr only, and ``hop run`` ended on the traceback of its own
+    try at the report. The job fails, as any whose output cannot be marked whole: its parts go (which may make room
+    for the report, not here), and the run's error says that and that ``OUT`` has no report, exit code 1."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def limited() -> None:  # (in hop run and its embedded cluster: a write past 1,000 bytes fails with EFBIG)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1_000, 1_000))
+
+    (tmp_path / "in.txt").write_text("a b\nb c\n", encoding="utf-8")
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", str(out), "--quiet"]
+    environment = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run(
+        command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120, preexec_fn=limited
+    )
+    assert result.returncode == 1, result.stderr
+    report = out / JOB_REPORT
+    unwritten = (
+        f"cannot write output file {report}: File too large; free space (or quota) on the output directory's file "
+        "system, or write the output elsewhere (-o)"
+    )
+    error = result.stderr.splitlines()[-1]
+    assert error == (
+        f"hop: error: job failed: the job ran to its end, but {unwritten}; without it the output is incomplete: the "
+        f"job failed and its part files were removed; {out} has no _job.json"
+    ), result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert not out.exists(), list(out.iterdir())  # (no part taken for a whole result: OUT, left empty, is removed)

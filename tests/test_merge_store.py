@@ -688,3 +688,55 @@ def test_a_rerun_whose_runs_come_before_the_word_its_predecessor_was_lost_is_awa
     assert store.missing(3) == 0
     assert [pair for pair in store.sorted_pairs() if pair[0] in "ef"] == [("e", "attempt1"), ("f", "attempt1")]
     store.close()
+
+
+_FULL_DISK_SCRIPT = """
+import sys
+from pathlib import Path
+
+from shuffle.pieces import RunPieces
+from shuffle.runs import encode_run
+from shuffle.store import RunStore
+
+store = RunStore(sys.argv[1], memory_limit=32_000, fan_in=2)  # (holds 1,000 bytes of runs in memory)
+keys = list(range(5_000))
+data = encode_run(keys, [bytes(10)] * len(keys))  # some 70 kB: past the 10 kB a file may hold
+for name, write in [
+    ("evicted", lambda: store.add(0, 0, 0, data, len(keys), "int")),
+    ("pieces", lambda: RunPieces(1_000, store.new_run_path).add((1, 0, 0), 0, len(data) * 2, data)),
+]:
+    try:
+        write()
+    except OSError as error:
+        print(f"{name}: {type(error).__name__}: {error}")
+    else:
+        print(f"{name}: written")
+"""
+
+
+def test_a_full_disk_under_the_store_names_the_run_file_and_what_to_do(store_dir: Path) -> None:
+    """A run written out when the reducer's memory is short, or a large run received in pieces, on a full disk
+    (here a file size limit, EFBIG, in a process of its own) raised a bare ``OSError: [Errno 27] File too large``
+    from the engine's frames: it names the run file, the spill directory and what to do, and leaves no half file."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def limited() -> None:  # (in the child: a write past 10 kB fails with EFBIG instead of killing it)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, 10_000))
+
+    command = [sys.executable, "-c", _FULL_DISK_SCRIPT, str(store_dir)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, preexec_fn=limited)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["evicted", "pieces"], result.stdout
+    remedy = (
+        "File too large; free space in the worker's spill directory (hop worker --spill-dir; hop run's own cluster: "
+        "TMPDIR) or point it at a larger disk, or give the reducers more memory (--reduce-memory) so that less of "
+        "their input goes to disk"
+    )
+    for line, name in zip(lines, ["run-000001.run", "run-000002.run"], strict=True):
+        assert line.endswith(f": SpillWriteError: cannot write the reducer's run file {store_dir / name}: {remedy}")
+    assert list(store_dir.iterdir()) == []  # (the half-written files removed)

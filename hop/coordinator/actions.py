@@ -22,10 +22,12 @@ from hop.outputs import (
     JOB_REPORT,
     OutputGuard,
     OutputRemovedError,
+    OutputWriteError,
     job_report_text,
     output_changed,
     output_removed,
     remove_from_output,
+    writing_output,
 )
 from hop.scheduler import Action, Broadcast, CommitOutput, DiscardOutput, FinishJob, JobState, KillAttempt
 from hop.spilldirs import scratch_step
@@ -155,8 +157,16 @@ class ActionExecution(CoordinatorHost):
             # The job's result is its output directory: without its report (or its _SUCCESS marker) it did not
             # succeed. Clients are answered after this message, so they see the failure.
             if isinstance(error, OSError) and not (held is not None and held.changed()):
-                reason = f"cannot write the job's files in {output}: {error.strerror or error}"
+                reason = (
+                    str(error)
+                    if isinstance(error, OutputWriteError)
+                    else f"cannot write the job's files in {output}: {error.strerror or error}"
+                )
                 print(f"hop coordinator: job {job.spec.job_id}: {reason}", file=sys.stderr, flush=True)
+                if held is not None and not failed:
+                    reason = self._report_unwritten(job, held, reason)
+                elif failed:  # (its error is what the client shows: it says there is no report to read it in)
+                    job.error = f"{job.error or 'failed'}; and {reason}, so {output} has no _job.json"
             else:  # (removed or replaced since the check above)
                 reason = _removed_output_error(job.spec.output)
                 self._remove_temporary(job)
@@ -172,12 +182,37 @@ class ActionExecution(CoordinatorHost):
                 job.output_held = None
             self._retire()
 
+    def _report_unwritten(self, job: JobState, held: OutputGuard, error: str) -> str:
+        """A job that ran to its end could not be marked so (its ``_job.json`` or ``_SUCCESS`` could not be written:
+        ``error``, a full disk): it failed. Its reason, as its report and ``hop run`` give it; that report written
+        if it now can be. A batch job's parts go, as any failed one's (its parts are no result without the report
+        and marker saying they are whole), which also makes room for the report: without it, the output held a
+        whole result and no word of why it was not marked done."""
+        if job.windows is not None:
+            reason = f"the job ran to its end, but {error}; its windows are written, its report of its end is not"
+        else:
+            reason = (
+                f"the job ran to its end, but {error}; without it the output is incomplete: the job failed and its "
+                "part files were removed"
+            )
+            for name in fnmatch.filter(held.listdir(Path(held.output)), "part-*"):
+                with contextlib.suppress(OSError):
+                    held.unlink(Path(held.output) / name)
+        job.state, job.error = "failed", reason
+        try:
+            self._write_job_files(job, held, succeeded=False)
+        except OSError as again:  # (said in the job's error, which its client shows, and here, on the coordinator's)
+            print(f"hop coordinator: job {job.spec.job_id}: {again}", file=sys.stderr, flush=True)
+            reason = f"{reason}; {held.output} has no _job.json"
+        return reason
+
     @staticmethod
     def _write_job_files(job: JobState, held: OutputGuard, succeeded: bool, mark: bool = True) -> None:
         """The output directory's own files: skipped records, ``_job.json``, and ``_SUCCESS`` if ``succeeded`` (and
         ``mark``: not when the client marks it, ``success_by_client``). Written in the directory the job was accepted
         with (``held``): by name, an output replaced after its check got them (a ``_SUCCESS`` marked the user's folder
-        done). Raises ``OutputRemovedError`` if it went before the folder of skipped records is made."""
+        done). Raises ``OutputRemovedError`` if it went before the folder of skipped records is made, and
+        ``OutputWriteError`` naming the file a full disk (or an I/O error) kept it from writing."""
         ActionExecution._remove_temporary(job)  # (with the snapshots never completed)
         output = Path(held.output)
         bad = job.bad_records()
@@ -185,10 +220,13 @@ class ActionExecution(CoordinatorHost):
             folder = held.folder(output / "_bad_records")
             for task_id, records in bad.items():
                 lines = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-                held.write_whole(folder / f"{task_id}.jsonl", lines)
-        held.write_whole(output / JOB_REPORT, job_report_text(job.report()))
+                with writing_output(folder / f"{task_id}.jsonl"):
+                    held.write_whole(folder / f"{task_id}.jsonl", lines)
+        with writing_output(output / JOB_REPORT):
+            held.write_whole(output / JOB_REPORT, job_report_text(job.report()))
         if succeeded and mark:
-            held.write_whole(output / "_SUCCESS", "")
+            with writing_output(output / "_SUCCESS"):
+                held.write_whole(output / "_SUCCESS", "")
 
     @staticmethod
     def _remove_temporary(job: JobState) -> None:

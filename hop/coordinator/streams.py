@@ -16,7 +16,7 @@ from typing import Any
 
 from hop.coordinator.actions import _removed_output_error
 from hop.coordinator.host import CoordinatorHost
-from hop.outputs import OutputRemovedError
+from hop.outputs import OutputRemovedError, OutputWriteError, writing_output
 from hop.scheduler import JobState
 from hop.stream.tracker import WindowTracker
 
@@ -126,13 +126,24 @@ class ContinuousJobs(CoordinatorHost):
         if held is None:  # (the job has ended, its hold with it: a late window of an interrupted job)
             return
         described = {k: v for k, v in summary.items() if k not in ("rows", "seq")}
+        folder = Path(job.spec.output) / "windows" / summary["label"]
         try:
-            folder = held.folder(Path(job.spec.output) / "windows" / summary["label"])
-            held.write_whole(folder / "_window.json", json.dumps(described, indent=2) + "\n")
+            with writing_output(folder / "_window.json"):
+                held.folder(folder)
+                held.write_whole(folder / "_window.json", json.dumps(described, indent=2) + "\n")
         except (OutputRemovedError, FileNotFoundError):
             if not held.changed():
                 raise
             self._execute(job, job.fail(_removed_output_error(job.spec.output)))
+        except OutputWriteError as error:
+            # A full disk (a quota, an I/O error): the window's parts are written, but a window without its summary
+            # is not one a reader can take as complete, nor would those after it be. Failed at once, saying so: it
+            # was an internal error, with the coordinator's traceback.
+            reason = (
+                f"window {summary['label']}: {error}; its parts are written but not its _window.json, so the job "
+                "failed (the windows before it are complete)"
+            )
+            self._execute(job, job.fail(reason))
 
     def on_stream_pause(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A stream reducer is over (``pane``) or back under (``None``) its memory budget: maps may not run past

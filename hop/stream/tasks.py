@@ -36,6 +36,7 @@ ones).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -51,7 +52,7 @@ import zmq
 from hop.aggregates import Aggregate
 from hop.inputs import InputError, freeze_json
 from hop.jsonline import to_json
-from hop.outputs import OutputGuard, OutputRemovedError
+from hop.outputs import OutputGuard, OutputRemovedError, OutputWriteError, output_write_error, writing_output
 from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
 from hop.stream.options import StreamOptions
@@ -96,11 +97,18 @@ def _state_path(output: str, name: str) -> Path:
 
 def _write_atomically(output: OutputGuard, path: Path, data: bytes) -> None:
     """Write ``path`` (in the job's output directory) whole, never into an output directory removed or replaced
-    since the task started (:class:`~hop.outputs.OutputGuard`)."""
-    output.folder(path.parent)
+    since the task started (:class:`~hop.outputs.OutputGuard`). A full disk raises an
+    :class:`~hop.outputs.OutputWriteError` naming ``path`` and what to do (no half-written file is left)."""
     temporary = path.with_name(path.name + f".tmp-{os.getpid()}")
-    with open(temporary, "wb", opener=output.opener) as file:
-        file.write(data)
+    try:
+        with writing_output(path):
+            output.folder(path.parent)
+            with open(temporary, "wb", opener=output.opener) as file:
+                file.write(data)
+    except OutputWriteError:
+        with contextlib.suppress(OSError):
+            output.unlink(temporary)
+        raise
     _publish(output, temporary, path)
 
 
@@ -116,10 +124,26 @@ def _publish(output: OutputGuard, temporary: Path, path: Path) -> None:
 
 
 def _append(output: OutputGuard, path: Path, lines: Iterable[str]) -> None:
-    """Append ``lines`` to ``path`` (a ``_late`` file), in the output directory the task started with only."""
-    output.folder(path.parent)
-    with open(path, "a", encoding="utf-8", opener=output.opener) as file:
-        file.writelines(lines)
+    """Append ``lines`` to ``path`` (a ``_late`` file), in the output directory the task started with only. A full
+    disk raises an :class:`~hop.outputs.OutputWriteError` naming ``path`` and what to do."""
+    with writing_output(path):
+        output.folder(path.parent)
+        with open(path, "a", encoding="utf-8", opener=output.opener) as file:
+            file.writelines(lines)
+
+
+@contextlib.contextmanager
+def _writing_part(part: Path) -> Iterator[None]:
+    """Name ``part``, a window's part file, in the error of a write that failed for want of room (or an I/O error)
+    inside, its own or :func:`~hop.tasks.reduce_to_file`'s, which names the hidden file it is written under."""
+    try:
+        with writing_output(part):
+            yield
+    except OutputWriteError as error:
+        cause = error.__cause__
+        if not isinstance(cause, OSError):
+            raise
+        raise output_write_error(part, cause) from cause
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
@@ -862,15 +886,19 @@ def run_stream_reduce(
         # a third of its rows.
         final = attempt > 0 and output.exists(folder / "_window.json")
         if result.groups:  # (records count the whole pane: a partition given none of its keys has no groups)
-            output.folder(folder)
             temporary = folder / f".part-{index:05d}.tmp-{attempt}"
             ordered, _ = sort_keys(list(result.groups))
             groups = ((key, result.groups[key] if lists else [result.groups[key]]) for key in ordered)
             try:
-                # (reduced all the same when final: a reduce that keeps state across windows sees every window)
-                output_records = reduce_to_file(groups, functions.reducer, temporary, opener=output.opener)
+                # (a full disk named by the part, not by its hidden temporary name; as any failed attempt, this one
+                # is retried from its checkpoint, which redoes this window: it is not lost, nor reported unwritten)
+                with _writing_part(part):
+                    output.folder(folder)
+                    # (reduced all the same when final: a reduce that keeps state across windows sees every window)
+                    output_records = reduce_to_file(groups, functions.reducer, temporary, opener=output.opener)
             except BaseException:
-                output.unlink(temporary)  # the user's reduce failed: no half-written file in the window
+                with contextlib.suppress(OSError):  # (a window folder a full disk could not make has no file)
+                    output.unlink(temporary)  # the user's reduce failed: no half-written file in the window
                 raise
             if final:
                 output.unlink(temporary)
