@@ -4,6 +4,7 @@ followed to its final result, and a continuous job's windows as they close."""
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -348,3 +349,46 @@ def test_page_says_its_coordinator_is_gone(tmp_path: Path) -> None:
     finally:
         coordinator.kill()
         coordinator.communicate(timeout=30)
+
+
+def test_bar_chart_spans_every_interval_it_draws(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """The bar chart's value axis was scaled to the bars alone: an early snapshot's wide interval (a group whose
+    few large values lie in a few chunks) reaching past the largest bar, or below 0, was drawn off the plot, its
+    end cut off at the canvas's edge or across the axis labels. The axis spans every interval drawn."""
+    rng = random.Random(53)
+    lines = ["b 10\n"] * 600_000
+    for position in rng.sample(range(len(lines)), 4):
+        lines[position] = "a 300000\n"  # a: 1.2M in 4 lines, so its interval from a few chunks is wide
+    source = tmp_path / "in.txt"
+    source.write_text("".join(lines))
+    job_class = load_job_file(job_path("keyed_values"), "SumValues")
+    options = online_options(job_class, [str(source)], snapshot_every=0.05, order="random", chunk_size=64 << 10)
+    spec = build_spec(job_class, [str(source)], str(tmp_path / "out"), num_reduces=1, options=options)
+    # Every drawing of the bars is checked: the axis against the intervals drawn on it.
+    watch = """() => {
+      window.drawn = 0; window.wide = 0; window.off = [];
+      const draw = renderBars;
+      renderBars = (rows) => {
+        draw(rows);
+        const chart = Chart.getChart(document.getElementById("bars"));
+        const { min, max } = chart.scales.y;
+        const largest = Math.max(...chart.data.datasets[0].data.filter(Number.isFinite));
+        window.drawn += 1;
+        for (const { low, high } of chart.data.datasets[0].bounds) {
+          if (low === null || low === undefined) continue;
+          if (high > 1.25 * largest || low < 0) window.wide += 1;  // (past where the axis of the bars alone ends)
+          if (low < min || high > max) window.off.push(`[${low}, ${high}] on an axis of ${min} to ${max}`);
+        }
+      };
+    }"""
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(web.url, timeout=30_000)
+        page.evaluate(watch)
+        job_id = client.submit(spec)
+        page.evaluate("jobId => selectJob(jobId)", job_id)
+        page.wait_for_selector("#result-state.final", timeout=120_000)
+        drawn, wide, off = page.evaluate("() => [window.drawn, window.wide, window.off]")
+        assert errors == []
+    assert client.status(job_id)["state"] == "succeeded"
+    assert off == [], off
+    assert wide > 0, f"no interval of the {drawn} drawings reached past the bars' axis: nothing was checked"

@@ -312,9 +312,19 @@ function renderTable() {
   renderHistory();
 }
 
-// Error bars: drawn by a small plugin from each bar's low/high.
+// Error bars: drawn by a small plugin from each bar's low/high. The value axis spans the intervals too: Chart.js
+// scales it to the bars alone, so an interval reaching past the largest bar (an early snapshot's wide one) or below 0
+// was drawn off the plot, its end cut off at the canvas's edge or across the axis labels.
 const errorBars = {
   id: "errorBars",
+  afterDataLimits(chart, { scale }) {
+    if (scale.axis !== "y") return;
+    for (const bound of chart.data.datasets[0]?.bounds ?? []) {
+      const low = plotted(bound.low), high = plotted(bound.high);
+      if (Number.isFinite(low)) scale.min = Math.min(scale.min, low);
+      if (Number.isFinite(high)) scale.max = Math.max(scale.max, high);
+    }
+  },
   afterDatasetsDraw(chart) {
     const { ctx, scales } = chart;
     const bounds = chart.data.datasets[0]?.bounds ?? [];
@@ -323,7 +333,7 @@ const errorBars = {
     chart.getDatasetMeta(0).data.forEach((bar, i) => {
       const bound = bounds[i];
       if (!bound || bound.low === null || bound.low === undefined) return;
-      const top = scales.y.getPixelForValue(bound.high), bottom = scales.y.getPixelForValue(bound.low);
+      const top = scales.y.getPixelForValue(plotted(bound.high)), bottom = scales.y.getPixelForValue(plotted(bound.low));
       ctx.beginPath();
       ctx.moveTo(bar.x, top); ctx.lineTo(bar.x, bottom);
       ctx.moveTo(bar.x - 4, top); ctx.lineTo(bar.x + 4, top);
