@@ -392,3 +392,26 @@ def test_bar_chart_spans_every_interval_it_draws(cluster: LocalCluster, client: 
     assert client.status(job_id)["state"] == "succeeded"
     assert off == [], off
     assert wide > 0, f"no interval of the {drawn} drawings reached past the bars' axis: nothing was checked"
+
+
+def test_page_shows_nan_and_infinite_values_as_the_output_has_them(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The API sent a NaN or infinite value as null (JSON has none), and the page showed an empty cell where the
+    output has ``NaN`` or ``Infinity``: as if the group had no value. It shows them as the output writes them."""
+    (tmp_path / "in.txt").write_text("nan\ninf\n-inf\n1.5\n")
+    job_id = run_job(client, "float_values", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    parts = "".join(part.read_text() for part in sorted((tmp_path / "out").glob("part-*")))
+    written = dict(line.split("\t") for line in parts.split("\n") if line)
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        lines = page.query_selector_all("#results tbody tr")
+        cells = {line.get_attribute("data-key"): line.query_selector_all("td")[1].inner_text() for line in lines}
+        values = {line.get_attribute("data-key"): line.get_attribute("data-value") for line in lines}
+        page.click("#results th[data-sort=value]")  # sorting by value puts NaN below every number
+        order = [line.get_attribute("data-key") for line in page.query_selector_all("#results tbody tr")]
+        assert errors == []
+    assert cells == {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity", "1.5": "1.5"}, cells
+    assert values == {json.loads(key): text for key, text in written.items()}, "as OUT/part-* has them"
+    assert order in (["inf", "1.5", "-inf", "nan"], ["nan", "-inf", "1.5", "inf"]), order

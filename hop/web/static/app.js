@@ -23,18 +23,25 @@ const state = {
 
 // An int past 2**53 arrives as its decimal string (hop/web/app.py: JSON.parse would round it), and a row lists where
 // it holds such ints in big_ints (paths of keys and indexes from the row): they become BigInts here, so that they show
-// as numbers in full while a value that is a string stays quoted.
+// as numbers in full while a value that is a string stays quoted. A NaN or infinity (JSON has none) arrives as its
+// text, "NaN", "Infinity" or "-Infinity", listed in non_finite: it becomes that number again (it showed as no value).
 function reviveRow(row) {
-  for (const path of row.big_ints ?? []) {
-    let holder = row;
-    for (const step of path.slice(0, -1)) holder = holder[step];
-    holder[path[path.length - 1]] = BigInt(holder[path[path.length - 1]]);
-  }
+  const revive = (paths, as) => {
+    for (const path of paths ?? []) {
+      let holder = row;
+      for (const step of path.slice(0, -1)) holder = holder[step];
+      holder[path[path.length - 1]] = as(holder[path[path.length - 1]]);
+    }
+  };
+  revive(row.big_ints, BigInt);
+  revive(row.non_finite, Number);
   return row;
 }
-// JSON text, with a BigInt as its digits (JSON.stringify throws on one).
+// JSON text, with a BigInt as its digits (JSON.stringify throws on one), and NaN and infinities as the job's files
+// write them (JSON.stringify makes them null).
 const jsonText = (value) =>
   typeof value === "bigint" ? value.toString()
+    : typeof value === "number" && !Number.isFinite(value) ? String(value)
     : Array.isArray(value) ? `[${value.map(jsonText).join(",")}]`
     : value !== null && typeof value === "object"
       ? `{${Object.entries(value).map(([name, item]) => `${JSON.stringify(name)}:${jsonText(item)}`).join(",")}}`
@@ -42,15 +49,20 @@ const jsonText = (value) =>
 const keyText = (key) => (typeof key === "string" ? key : jsonText(key));
 const number = (value) =>
   value === null || value === undefined ? ""
+    : typeof value === "number" && !Number.isFinite(value) ? String(value)  // NaN, Infinity: not "∞"
     : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 })
     : typeof value === "bigint" ? value.toLocaleString()
     : jsonText(value);
 const isNumeric = (value) => typeof value === "number" || typeof value === "bigint";
-// Table order: numbers (BigInts too) by value, anything else by its text.
-const compare = (x, y) => (isNumeric(x) && isNumeric(y) ? (x < y ? -1 : x > y ? 1 : 0)
+// Table order: numbers (BigInts too) by value, NaN below them all (it compares equal to everything, which would
+// leave the order to chance), anything else by its text.
+const compare = (x, y) => (isNumeric(x) && isNumeric(y)
+  ? (Number.isNaN(x) || Number.isNaN(y) ? Number.isNaN(y) - Number.isNaN(x) : x < y ? -1 : x > y ? 1 : 0)
   : (typeof x === "string" ? x : jsonText(x)).localeCompare(typeof y === "string" ? y : jsonText(y)));
-// What a chart plots: a number; a BigInt as the nearest double (Chart.js cannot take one); anything else no point.
-const plotted = (value) => (typeof value === "number" ? value : typeof value === "bigint" ? Number(value) : null);
+// What a chart plots: a finite number; a BigInt as the nearest double (Chart.js cannot take one); anything else (NaN,
+// an infinity) no point.
+const plotted = (value) => (typeof value === "number" ? (Number.isFinite(value) ? value : null)
+  : typeof value === "bigint" ? Number(value) : null);
 // "90% interval": the job's own level (not always 95%); just "interval" until a snapshot said which.
 const interval = () => (state.confidence ? `${+(100 * state.confidence).toFixed(2)}% interval` : "interval");
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
@@ -222,7 +234,7 @@ function addSnapshot(snapshot) {
     const key = keyText(row.key);
     if (!state.history.has(key)) state.history.set(key, []);
     state.history.get(key).push({ progress: snapshot.input_fraction ?? snapshot.progress, estimate: plotted(shown(row)),
-      low: row.low, high: row.high });
+      low: plotted(row.low), high: plotted(row.high) });
   }
   const upstream = snapshot.upstream ? ` (recomputed from ${snapshot.upstream.job_id} at ${snapshot.upstream.label})` : "";
   document.getElementById("snapshot-info").textContent =
@@ -331,9 +343,9 @@ const errorBars = {
     ctx.save();
     ctx.strokeStyle = "#333";
     chart.getDatasetMeta(0).data.forEach((bar, i) => {
-      const bound = bounds[i];
-      if (!bound || bound.low === null || bound.low === undefined) return;
-      const top = scales.y.getPixelForValue(plotted(bound.high)), bottom = scales.y.getPixelForValue(plotted(bound.low));
+      const low = plotted(bounds[i]?.low), high = plotted(bounds[i]?.high);
+      if (low === null || high === null) return;
+      const top = scales.y.getPixelForValue(high), bottom = scales.y.getPixelForValue(low);
       ctx.beginPath();
       ctx.moveTo(bar.x, top); ctx.lineTo(bar.x, bottom);
       ctx.moveTo(bar.x - 4, top); ctx.lineTo(bar.x + 4, top);
