@@ -415,3 +415,19 @@ def test_page_shows_nan_and_infinite_values_as_the_output_has_them(
     assert cells == {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity", "1.5": "1.5"}, cells
     assert values == {json.loads(key): text for key, text in written.items()}, "as OUT/part-* has them"
     assert order in (["inf", "1.5", "-inf", "nan"], ["nan", "-inf", "1.5", "inf"]), order
+
+
+def test_page_logs_no_error_in_the_console(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """The page asked /api/monitor/state whether to link a cluster monitor: without one (``hop web``, ``--web``)
+    the 404 was logged as an error in the browser's console on every load. The server says it in the page."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        logged: list[str] = []
+        page.on("console", lambda message: logged.append(message.text) if message.type == "error" else None)
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        page.wait_for_load_state("networkidle", timeout=30_000)
+        assert page.is_hidden("#monitor-link")
+        assert errors == []
+    assert logged == [], logged

@@ -12,7 +12,8 @@ row, e.g. ``[["value"], ["key", 1]]``, so that a page tells them from strings; a
 naming every API route; a query parameter a route does not take, given twice or with a value it does not accept gets a
 ``400`` naming it and what the route takes: ``QUERY_PARAMETERS``):
 
-- ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
+- ``GET /``: the page (``static/index.html``, its link to the monitor's dashboard shown when there is one;
+  scripts and the vendored chart library under ``/static/``).
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
   slots per pool), as ``hop status`` lists them.
 - ``GET /api/jobs``: every job (id, name, ``step`` from 0 of ``num_steps``, state, progress, output directory,
@@ -155,8 +156,17 @@ def _source(request: web.Request) -> CoordinatorSource:
     return request.app[SOURCE_KEY]
 
 
-async def index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC / "index.html")
+MONITOR_LINK = '<a id="monitor-link" href="/monitor" hidden>'
+"""The page's link to the monitor's dashboard, hidden unless the server has one (``hop monitor``)."""
+
+
+async def index(request: web.Request) -> web.Response:
+    """The page, linking the monitor's dashboard when there is one. Said in the page itself: the page asked
+    ``/api/monitor/state`` instead, whose ``404`` without a monitor every browser logs as an error in its console."""
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    if MONITOR_KEY in request.app:
+        page = page.replace(MONITOR_LINK, MONITOR_LINK.replace(" hidden", ""))
+    return web.Response(text=page, content_type="text/html")
 
 
 def _json_response(data: Any) -> web.Response:

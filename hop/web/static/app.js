@@ -764,10 +764,5 @@ document.querySelectorAll("#window-table th").forEach((header) =>
 document.getElementById("follow-latest").addEventListener("click", () => { stream.pinned = null; renderStream(); });
 document.getElementById("stop-job").addEventListener("click", stopJob);
 
-// Served by `hop monitor`: link the cluster monitor's dashboard (its API answers; 503 until its first window).
-fetch("/api/monitor/state", { method: "HEAD" })
-  .then((reply) => { document.getElementById("monitor-link").hidden = reply.status === 404; })
-  .catch(() => {});
-
 const requested = new URLSearchParams(location.search).get("job");
 if (requested) selectJob(requested); else connect(null);
