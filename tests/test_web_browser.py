@@ -431,3 +431,19 @@ def test_page_logs_no_error_in_the_console(cluster: LocalCluster, client: Client
         assert page.is_hidden("#monitor-link")
         assert errors == []
     assert logged == [], logged
+
+
+def test_page_says_how_many_of_the_rows_its_table_draws(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """The table draws 500 rows, but the page said nothing of it: "final output: 700 rows" (or a snapshot's "the
+    4,000 largest shown") over a table of 500, whose other rows a user could not find. It says which it draws."""
+    (tmp_path / "in.txt").write_text("".join(f"w{index} " * (1 + index % 3) + "\n" for index in range(700)))
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        info = page.inner_text("#snapshot-info")
+        drawn = len(page.query_selector_all("#results tbody tr"))
+        note = page.evaluate("document.querySelector('#table-note')?.textContent ?? null")
+        assert errors == []
+    assert info == "final output: 700 rows" and drawn == 500, (info, drawn)
+    assert note is not None and "the first 500 of these 700 rows" in note, note

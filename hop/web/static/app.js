@@ -300,11 +300,18 @@ function sortedRows() {
   });
 }
 
+const RESULT_TABLE_ROWS = 500;  // rows drawn in the results table (sorted first): a snapshot may send thousands
+
 function renderTable() {
   const rows = sortedRows();
   const body = document.querySelector("#results tbody");
+  // Said under the table: "the 4,000 largest shown" above it counts the rows received, and only these are drawn.
+  document.getElementById("table-note").textContent = rows.length > RESULT_TABLE_ROWS
+    ? `The table draws the first ${RESULT_TABLE_ROWS.toLocaleString()} of these ${rows.length.toLocaleString()} ` +
+      "rows in this order: sort by another column to bring others up."
+    : "";
   body.replaceChildren(
-    ...rows.slice(0, 500).map((row) => {
+    ...rows.slice(0, RESULT_TABLE_ROWS).map((row) => {
       const line = document.createElement("tr");
       const key = keyText(row.key);
       line.className = `${row.final ? "final" : ""} ${key === state.selectedKey ? "selected" : ""}`;
