@@ -447,3 +447,39 @@ def test_page_says_how_many_of_the_rows_its_table_draws(cluster: LocalCluster, c
         assert errors == []
     assert info == "final output: 700 rows" and drawn == 500, (info, drawn)
     assert note is not None and "the first 500 of these 700 rows" in note, note
+
+
+def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """A key of 5,000 characters (a URL, a stack trace as a key): its table cell, unbroken, stretched the page to
+    43,000 pixels wide, the key's numbers out of sight, and the bar chart's label took the plot's height. The key is
+    cut short in its cell and on the chart's axis (whole in the cell's title and in the output)."""
+    long_key = "x" * 2_500 + "y" * 2_500
+    rows = {long_key: 7, "short": 5, "<b>tag</b> & é中文": 3}
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"{json.dumps(key)}\t{json.dumps(value)}\n" for key, value in rows.items()))
+    job_id = run_job(client, "json_values", [source], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        line = page.query_selector(f"#results tbody tr[data-key={json.dumps(long_key)}]")
+        assert line is not None
+        cell = line.query_selector("td")
+        assert cell is not None
+        cell_width, title = cell.bounding_box()["width"], cell.get_attribute("title")  # type: ignore[index]
+        value = line.query_selector_all("td")[1]
+        value_box = value.bounding_box()
+        plot = page.evaluate(
+            "(() => { const area = Chart.getChart(document.getElementById('bars')).chartArea;"
+            " return area.bottom - area.top; })()"
+        )
+        keys = [row.get_attribute("data-key") for row in page.query_selector_all("#results tbody tr")]
+        shown = [row.query_selector("td").inner_text() for row in page.query_selector_all("#results tbody tr")]
+        page.screenshot(path=str(tmp_path / "long-key.png"))
+        assert errors == []
+    assert width <= 1400, f"the page is {width} px wide in a 1400 px window"
+    assert cell_width <= 700 and title == long_key, (cell_width, (title or "")[:40])
+    assert value_box is not None and value_box["x"] + value_box["width"] <= 1400, "the key's value is in sight"
+    assert plot >= 100, f"the bar chart's plot is {plot} px high"
+    assert sorted(keys) == sorted(rows), "each key whole in data-key"
+    assert "<b>tag</b> & é中文" in shown, shown

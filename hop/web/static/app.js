@@ -65,6 +65,15 @@ const plotted = (value) => (typeof value === "number" ? (Number.isFinite(value) 
   : typeof value === "bigint" ? Number(value) : null);
 // "90% interval": the job's own level (not always 95%); just "interval" until a snapshot said which.
 const interval = () => (state.confidence ? `${+(100 * state.confidence).toFixed(2)}% interval` : "interval");
+// A key as a table cell and a chart label show it: a long one (a URL, a stack trace) is cut short (style.css: its
+// cell ends in "…"), whole in the cell's title. Unbroken, it stretched the page to tens of thousands of pixels, its
+// numbers out of sight, and took the bar chart's height as an axis label.
+const LABEL_CHARACTERS = 24;
+const clipped = (text, most = LABEL_CHARACTERS) => (text.length > most ? `${text.slice(0, most - 1)}…` : text);
+function keyCell(cell, key) {
+  cell.className = "key";
+  cell.title = key;
+}
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
 
 const RETRY_SECONDS = 5;  // after the server refused the event stream for a reason that may pass (503)
@@ -323,6 +332,7 @@ function renderTable() {
         cell.textContent = text;
         line.appendChild(cell);
       }
+      keyCell(line.firstChild, key);
       line.addEventListener("click", () => { state.selectedKey = key; renderTable(); });
       return line;
     })
@@ -372,7 +382,9 @@ function renderBars(rows) {
   };
   if (!barChart) {
     barChart = new Chart(document.getElementById("bars"), { type: "bar", data, plugins: [errorBars],
-      options: { animation: false, maintainAspectRatio: false, scales: { x: { ticks: { autoSkip: false } } } } });
+      options: { animation: false, maintainAspectRatio: false,
+        scales: { x: { ticks: { autoSkip: false, callback(value) { return clipped(this.getLabelForValue(value)); } } } },
+        plugins: { tooltip: { callbacks: { title: (items) => clipped(items[0]?.label ?? "", 200) } } } } });
   } else {
     barChart.data = data;
     barChart.update();
@@ -619,6 +631,7 @@ function renderWindow(window) {
         cell.textContent = text;
         line.appendChild(cell);
       }
+      keyCell(line.firstChild, key);
       line.addEventListener("click", () => { stream.selectedKey = key; renderStream(); });
       return line;
     })
