@@ -3,9 +3,11 @@ followed to its final result, and a continuous job's windows as they close."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +20,7 @@ from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
+from hop.stream.options import stream_options
 from hop.web.server import WebServer
 from tests.conftest import job_path, output_dict, run_job
 from tests.test_web import (
@@ -483,3 +486,33 @@ def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, clien
     assert plot >= 100, f"the bar chart's plot is {plot} px high"
     assert sorted(keys) == sorted(rows), "each key whole in data-key"
     assert "<b>tag</b> & é中文" in shown, shown
+
+
+def test_window_trend_follows_a_key_it_can_plot(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """A window's infinite value shows as such (not as an empty cell), and the trend chart starts on the largest
+    value it can draw: an infinity, compared as a number, came out on top, and the chart followed a key with nothing
+    to draw."""
+    start = time.time()
+    users = [("a", "5"), ("b", "3"), ("inf", "Infinity"), ("-inf", "-Infinity")]
+    lines = [
+        f'{{"ts": {start + index / 200 + 0.0004!r}, "user": "{user}", "amount": {amount}}}\n'
+        for index, (user, amount) in zip(range(600), itertools.cycle(users), strict=False)
+    ]
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(lines))
+    options = stream_options([f"replay:{events}?rate=200"], "1s")
+    job_class = load_job_file(job_path("stream_events"), "EventAmounts")
+    spec = build_spec(job_class, [], str(tmp_path / "out"), num_reduces=2, options={"stream": options})
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        with continuous_job(client, spec) as job_id:
+            page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+            page.wait_for_selector("#window-table tbody tr", timeout=30_000)
+            cells = {
+                row.get_attribute("data-key"): row.query_selector_all("td")[1].inner_text()
+                for row in page.query_selector_all("#window-table tbody tr")
+            }
+            followed = page.evaluate("stream.selectedKey")
+            label = page.inner_text("#trend-label")
+        assert errors == []
+    assert cells["inf"] == "Infinity" and cells["-inf"] == "-Infinity", cells
+    assert followed == "a" and label.startswith("a: value per window"), (followed, label)

@@ -566,10 +566,13 @@ function addWindow(window) {
   renderStream();
 }
 
+// The key the trend follows at first: the largest value it can plot (not a NaN or an infinity, which draw nothing),
+// else the first row's.
 function topKey(window) {
   let best = null;
   for (const row of window.rows) {
-    if (best === null || (isNumeric(row.value) && !(row.value <= best.value))) best = row;
+    const value = plotted(row.value);
+    if (best === null || (value !== null && (best.value === null || value > best.value))) best = { key: row.key, value };
   }
   return best === null ? null : keyText(best.key);
 }
