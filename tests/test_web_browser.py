@@ -516,3 +516,37 @@ def test_window_trend_follows_a_key_it_can_plot(cluster: LocalCluster, client: C
         assert errors == []
     assert cells["inf"] == "Infinity" and cells["-inf"] == "-Infinity", cells
     assert followed == "a" and label.startswith("a: value per window"), (followed, label)
+
+
+def test_page_of_a_running_job_says_its_state_is_the_last_heard_once_the_coordinator_is_gone(
+    tmp_path: Path,
+) -> None:
+    """The coordinator of an open job's page was killed: the header said it was gone, but the job still read
+    "running", with a Stop button that could not reach anyone (the jobs of a coordinator that stopped fail). The job's
+    state is said to be the last heard, and the button goes."""
+    import signal
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
+    client = Client(address, timeout=30)
+    try:
+        # No worker: the job waits for a slot, running, for as long as the test needs.
+        spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+        job_id = client.submit(spec)
+        with WebServer(address) as web, browser_page() as (page, errors):
+            page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
+            assert page.is_visible("#stop-job")
+            coordinator.send_signal(signal.SIGKILL)
+            coordinator.communicate(timeout=30)
+            page.wait_for_function(
+                "document.querySelector('#connection').textContent.startsWith('not live:')", timeout=10_000
+            )
+            summary = page.inner_text("#job-summary")
+            assert summary.startswith("as last heard, the coordinator being gone or silent: running;"), summary
+            assert page.is_hidden("#stop-job")
+            assert errors == []
+    finally:
+        client.close()
+        coordinator.kill()
+        coordinator.communicate(timeout=30)

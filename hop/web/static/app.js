@@ -19,6 +19,7 @@ const state = {
   approximate: false,  // the final rows are a snapshot the job stopped early at (--stop-when-accurate)
   gone: null,          // why the final output cannot be shown (an earlier step's, deleted when its run ended)
   stopRequested: false,
+  down: null,          // why the page is not live (the coordinator is gone or does not answer), or null
 };
 
 // An int past 2**53 arrives as its decimal string (hop/web/app.py: JSON.parse would round it), and a row lists where
@@ -86,6 +87,10 @@ function connect(jobId) {
   source.addEventListener("open", () => {
     connection.textContent = "live";
     connection.classList.remove("down");
+    if (state.down !== null) {
+      state.down = null;
+      if (state.job) renderJob(state.job);
+    }
   });
   source.addEventListener("error", (event) => {
     // The server's own error event (it has data) ended the stream: the coordinator is gone or no longer knows the
@@ -130,6 +135,9 @@ async function refused(jobId) {
   }
   connection.textContent = `not live: ${error}; trying again in ${RETRY_SECONDS} s`;
   connection.classList.add("down");
+  // The job on show is as last heard of: said so, and no Stop button (a stop cannot reach the coordinator).
+  state.down = error;
+  if (state.job) renderJob(state.job);
   setTimeout(() => { if (jobId === state.jobId) connect(jobId); }, RETRY_SECONDS * 1000);
 }
 
@@ -194,6 +202,10 @@ function selectJob(jobId) {
   connect(jobId);
 }
 
+// While the page is not live its job's state is the last one heard: "running" may be long over (the jobs of a
+// coordinator that stopped fail). It said "running" as if live, with a Stop button that could not work.
+const lastKnown = () => (state.down === null ? "" : "as last heard, the coordinator being gone or silent: ");
+
 function renderJob(job) {
   state.job = job;
   document.getElementById("job-title").textContent = `${jobName(job)} (${job.job_id})`;
@@ -202,7 +214,7 @@ function renderJob(job) {
   renderStop(job);
   if (job.continuous) return renderContinuousJob(job);
   setBadge();
-  document.getElementById("job-summary").textContent =
+  document.getElementById("job-summary").textContent = lastKnown() +
     `${job.state}; maps ${job.maps_done}/${job.maps_total}, reduces ${job.reduces_done}/${job.reduces_total}; ` +
     `${Math.round(100 * job.input_fraction)}% of the input processed; ${job.snapshots} snapshots; output ${job.output}`;
   document.getElementById("tasks").replaceChildren(
@@ -441,7 +453,7 @@ function whatStays(job) {
 
 function renderStop(job) {
   const button = document.getElementById("stop-job");
-  button.hidden = job.state !== "running" || Boolean(job.stopping) || state.stopRequested;
+  button.hidden = job.state !== "running" || Boolean(job.stopping) || state.stopRequested || state.down !== null;
   button.title = job.continuous
     ? "Stop the job: its open panes are drained and its last windows written"
     : "Cancel the job: it fails and writes no output; its snapshots so far stay";
@@ -537,7 +549,7 @@ function renderContinuousJob(job) {
       (spec.range === spec.slide ? "" : ` every ${extent(spec.slide, spec.unit)}`) +
       `, panes of ${extent(spec.pane, spec.unit)}`
     : "";
-  document.getElementById("job-summary").textContent =
+  document.getElementById("job-summary").textContent = lastKnown() +
     `continuous, ${job.state}${stopping ? " (stopping: draining open panes)" : ""}; ` +
     `${plural(job.maps_total, "source")}, ${plural(job.reduces_total, "reducer")}; ` +
     `${(job.input_records ?? 0).toLocaleString()} records read; ${plural(job.windows, "window")} written${shape}; ` +
