@@ -437,6 +437,32 @@ def test_dashboard_waits_for_the_monitoring_job(monitored: Monitored) -> None:
         )
 
 
+@needs_chromium
+def test_dashboard_ages_its_last_window_when_no_new_one_comes(monitored: Monitored) -> None:
+    """The window's age ("emitted 0 s ago") was worked out once per state, from the server's time in it: with no
+    new window (the monitor stopped, its server gone, the query stalled) the page said it for good, a stale window
+    passing for a fresh one. The age counts on. (A feed holding one window, its thread not started: none comes.)"""
+    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
+    client = Client(monitored.cluster.address, timeout=30)
+    try:
+        window = client.windows(monitored.feed.job_id, all_rows=True)[-1]
+    finally:
+        client.close()
+    feed = MonitorFeed(monitored.cluster.address, monitored.feed.job_id, "", monitored.feed.state.source_names, [])
+    feed.state.add_window(window)
+    age = re.compile(r"emitted (\d+) s ago$")
+    with WebServer(monitored.cluster.address, 0, monitor=[feed]) as web, browser_page() as (page, errors):
+        page.goto(web.url + "monitor", timeout=30_000)
+        page.wait_for_function("document.querySelector('#window-status').textContent.includes('emitted')")
+        first = page.inner_text("#window-status")
+        page.wait_for_timeout(3_500)
+        later = page.inner_text("#window-status")
+        assert not errors, errors
+    before, after = (age.search(text) for text in (first, later))
+    assert before and after, (first, later)
+    assert 2 <= int(after[1]) - int(before[1]) <= 6, (first, later)  # (3.5 s, each text up to 1 s old)
+
+
 TIME_AXIS = """() => {
   const chart = Chart.getChart(document.querySelector('.chart-card[data-metric=cpu_percent] canvas'));
   const x = chart.scales.x;

@@ -449,22 +449,36 @@ def strict_json(body: bytes) -> Any:
     return json.loads(body, parse_constant=refuse)
 
 
-def test_nan_and_infinite_values_reach_the_page_as_null(client: Client, web: WebServer, tmp_path: Path) -> None:
+def test_nan_and_infinite_values_reach_the_page_as_their_text(client: Client, web: WebServer, tmp_path: Path) -> None:
     """A job's NaN or infinite value made the API answer ``NaN``/``Infinity``, which the page's ``JSON.parse``
-    refused: the results (and every later event) never showed."""
+    refused: the results (and every later event) never showed. Then it answered ``null``, which the page showed as
+    no value at all where the output has ``NaN`` or ``Infinity``. A row sends them as the output's text, a string,
+    and names where in ``non_finite``, so that the page tells them from strings."""
     (tmp_path / "in.txt").write_text("nan\ninf\n-inf\n1.5\n")
     job_id = run_job(client, "float_values", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
     status, _, body = get(web.url + f"api/jobs/{job_id}/results")
     assert status == 200
-    values = {row["key"]: row["value"] for row in strict_json(body)["rows"]}
-    assert values == {"nan": None, "inf": None, "-inf": None, "1.5": 1.5}
+    rows = {row["key"]: row for row in strict_json(body)["rows"]}
+    assert {key: row["value"] for key, row in rows.items()} == {
+        "nan": "NaN",
+        "inf": "Infinity",
+        "-inf": "-Infinity",
+        "1.5": 1.5,
+    }
+    assert {key: row.get("non_finite") for key, row in rows.items()} == {
+        "nan": [["value"]],
+        "inf": [["value"]],
+        "-inf": [["value"]],
+        "1.5": None,
+    }
     with urllib.request.urlopen(web.url + f"api/events?job={job_id}", timeout=20) as stream:
         for raw in stream:
             line = raw.decode().rstrip("\n")
             if line.startswith("data: "):
                 data = strict_json(line[len("data: ") :].encode())
                 if isinstance(data, dict) and "rows" in data and "total" in data:  # the results event
-                    assert {row["key"]: row["value"] for row in data["rows"]}["nan"] is None
+                    row = {row["key"]: row for row in data["rows"]}["nan"]
+                    assert row["value"] == "NaN" and row["non_finite"] == [["value"]], row
                     break
 
 

@@ -3,8 +3,11 @@ followed to its final result, and a continuous job's windows as they close."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import random
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +20,7 @@ from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
+from hop.stream.options import stream_options
 from hop.web.server import WebServer
 from tests.conftest import job_path, output_dict, run_job
 from tests.test_web import (
@@ -346,5 +350,203 @@ def test_page_says_its_coordinator_is_gone(tmp_path: Path) -> None:
             assert said.endswith("; trying again in 5 s") and page.is_visible("#connection.down"), said
             assert errors == []
     finally:
+        coordinator.kill()
+        coordinator.communicate(timeout=30)
+
+
+def test_bar_chart_spans_every_interval_it_draws(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """The bar chart's value axis was scaled to the bars alone: an early snapshot's wide interval (a group whose
+    few large values lie in a few chunks) reaching past the largest bar, or below 0, was drawn off the plot, its
+    end cut off at the canvas's edge or across the axis labels. The axis spans every interval drawn."""
+    rng = random.Random(53)
+    lines = ["b 10\n"] * 600_000
+    for position in rng.sample(range(len(lines)), 4):
+        lines[position] = "a 300000\n"  # a: 1.2M in 4 lines, so its interval from a few chunks is wide
+    source = tmp_path / "in.txt"
+    source.write_text("".join(lines))
+    job_class = load_job_file(job_path("keyed_values"), "SumValues")
+    options = online_options(job_class, [str(source)], snapshot_every=0.05, order="random", chunk_size=64 << 10)
+    spec = build_spec(job_class, [str(source)], str(tmp_path / "out"), num_reduces=1, options=options)
+    # Every drawing of the bars is checked: the axis against the intervals drawn on it.
+    watch = """() => {
+      window.drawn = 0; window.wide = 0; window.off = [];
+      const draw = renderBars;
+      renderBars = (rows) => {
+        draw(rows);
+        const chart = Chart.getChart(document.getElementById("bars"));
+        const { min, max } = chart.scales.y;
+        const largest = Math.max(...chart.data.datasets[0].data.filter(Number.isFinite));
+        window.drawn += 1;
+        for (const { low, high } of chart.data.datasets[0].bounds) {
+          if (low === null || low === undefined) continue;
+          if (high > 1.25 * largest || low < 0) window.wide += 1;  // (past where the axis of the bars alone ends)
+          if (low < min || high > max) window.off.push(`[${low}, ${high}] on an axis of ${min} to ${max}`);
+        }
+      };
+    }"""
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(web.url, timeout=30_000)
+        page.evaluate(watch)
+        job_id = client.submit(spec)
+        page.evaluate("jobId => selectJob(jobId)", job_id)
+        page.wait_for_selector("#result-state.final", timeout=120_000)
+        drawn, wide, off = page.evaluate("() => [window.drawn, window.wide, window.off]")
+        assert errors == []
+    assert client.status(job_id)["state"] == "succeeded"
+    assert off == [], off
+    assert wide > 0, f"no interval of the {drawn} drawings reached past the bars' axis: nothing was checked"
+
+
+def test_page_shows_nan_and_infinite_values_as_the_output_has_them(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The API sent a NaN or infinite value as null (JSON has none), and the page showed an empty cell where the
+    output has ``NaN`` or ``Infinity``: as if the group had no value. It shows them as the output writes them."""
+    (tmp_path / "in.txt").write_text("nan\ninf\n-inf\n1.5\n")
+    job_id = run_job(client, "float_values", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    parts = "".join(part.read_text() for part in sorted((tmp_path / "out").glob("part-*")))
+    written = dict(line.split("\t") for line in parts.split("\n") if line)
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        lines = page.query_selector_all("#results tbody tr")
+        cells = {line.get_attribute("data-key"): line.query_selector_all("td")[1].inner_text() for line in lines}
+        values = {line.get_attribute("data-key"): line.get_attribute("data-value") for line in lines}
+        page.click("#results th[data-sort=value]")  # sorting by value puts NaN below every number
+        order = [line.get_attribute("data-key") for line in page.query_selector_all("#results tbody tr")]
+        assert errors == []
+    assert cells == {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity", "1.5": "1.5"}, cells
+    assert values == {json.loads(key): text for key, text in written.items()}, "as OUT/part-* has them"
+    assert order in (["inf", "1.5", "-inf", "nan"], ["nan", "-inf", "1.5", "inf"]), order
+
+
+def test_page_logs_no_error_in_the_console(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """The page asked /api/monitor/state whether to link a cluster monitor: without one (``hop web``, ``--web``)
+    the 404 was logged as an error in the browser's console on every load. The server says it in the page."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        logged: list[str] = []
+        page.on("console", lambda message: logged.append(message.text) if message.type == "error" else None)
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        page.wait_for_load_state("networkidle", timeout=30_000)
+        assert page.is_hidden("#monitor-link")
+        assert errors == []
+    assert logged == [], logged
+
+
+def test_page_says_how_many_of_the_rows_its_table_draws(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """The table draws 500 rows, but the page said nothing of it: "final output: 700 rows" (or a snapshot's "the
+    4,000 largest shown") over a table of 500, whose other rows a user could not find. It says which it draws."""
+    (tmp_path / "in.txt").write_text("".join(f"w{index} " * (1 + index % 3) + "\n" for index in range(700)))
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        info = page.inner_text("#snapshot-info")
+        drawn = len(page.query_selector_all("#results tbody tr"))
+        note = page.evaluate("document.querySelector('#table-note')?.textContent ?? null")
+        assert errors == []
+    assert info == "final output: 700 rows" and drawn == 500, (info, drawn)
+    assert note is not None and "the first 500 of these 700 rows" in note, note
+
+
+def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """A key of 5,000 characters (a URL, a stack trace as a key): its table cell, unbroken, stretched the page to
+    43,000 pixels wide, the key's numbers out of sight, and the bar chart's label took the plot's height. The key is
+    cut short in its cell and on the chart's axis (whole in the cell's title and in the output)."""
+    long_key = "x" * 2_500 + "y" * 2_500
+    rows = {long_key: 7, "short": 5, "<b>tag</b> & é中文": 3}
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"{json.dumps(key)}\t{json.dumps(value)}\n" for key, value in rows.items()))
+    job_id = run_job(client, "json_values", [source], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        line = page.query_selector(f"#results tbody tr[data-key={json.dumps(long_key)}]")
+        assert line is not None
+        cell = line.query_selector("td")
+        assert cell is not None
+        cell_width, title = cell.bounding_box()["width"], cell.get_attribute("title")  # type: ignore[index]
+        value = line.query_selector_all("td")[1]
+        value_box = value.bounding_box()
+        plot = page.evaluate(
+            "(() => { const area = Chart.getChart(document.getElementById('bars')).chartArea;"
+            " return area.bottom - area.top; })()"
+        )
+        keys = [row.get_attribute("data-key") for row in page.query_selector_all("#results tbody tr")]
+        shown = [row.query_selector("td").inner_text() for row in page.query_selector_all("#results tbody tr")]
+        page.screenshot(path=str(tmp_path / "long-key.png"))
+        assert errors == []
+    assert width <= 1400, f"the page is {width} px wide in a 1400 px window"
+    assert cell_width <= 700 and title == long_key, (cell_width, (title or "")[:40])
+    assert value_box is not None and value_box["x"] + value_box["width"] <= 1400, "the key's value is in sight"
+    assert plot >= 100, f"the bar chart's plot is {plot} px high"
+    assert sorted(keys) == sorted(rows), "each key whole in data-key"
+    assert "<b>tag</b> & é中文" in shown, shown
+
+
+def test_window_trend_follows_a_key_it_can_plot(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """A window's infinite value shows as such (not as an empty cell), and the trend chart starts on the largest
+    value it can draw: an infinity, compared as a number, came out on top, and the chart followed a key with nothing
+    to draw."""
+    start = time.time()
+    users = [("a", "5"), ("b", "3"), ("inf", "Infinity"), ("-inf", "-Infinity")]
+    lines = [
+        f'{{"ts": {start + index / 200 + 0.0004!r}, "user": "{user}", "amount": {amount}}}\n'
+        for index, (user, amount) in zip(range(600), itertools.cycle(users), strict=False)
+    ]
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(lines))
+    options = stream_options([f"replay:{events}?rate=200"], "1s")
+    job_class = load_job_file(job_path("stream_events"), "EventAmounts")
+    spec = build_spec(job_class, [], str(tmp_path / "out"), num_reduces=2, options={"stream": options})
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        with continuous_job(client, spec) as job_id:
+            page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+            page.wait_for_selector("#window-table tbody tr", timeout=30_000)
+            cells = {
+                row.get_attribute("data-key"): row.query_selector_all("td")[1].inner_text()
+                for row in page.query_selector_all("#window-table tbody tr")
+            }
+            followed = page.evaluate("stream.selectedKey")
+            label = page.inner_text("#trend-label")
+        assert errors == []
+    assert cells["inf"] == "Infinity" and cells["-inf"] == "-Infinity", cells
+    assert followed == "a" and label.startswith("a: value per window"), (followed, label)
+
+
+def test_page_of_a_running_job_says_its_state_is_the_last_heard_once_the_coordinator_is_gone(
+    tmp_path: Path,
+) -> None:
+    """The coordinator of an open job's page was killed: the header said it was gone, but the job still read
+    "running", with a Stop button that could not reach anyone (the jobs of a coordinator that stopped fail). The job's
+    state is said to be the last heard, and the button goes."""
+    import signal
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
+    client = Client(address, timeout=30)
+    try:
+        # No worker: the job waits for a slot, running, for as long as the test needs.
+        spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+        job_id = client.submit(spec)
+        with WebServer(address) as web, browser_page() as (page, errors):
+            page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
+            assert page.is_visible("#stop-job")
+            coordinator.send_signal(signal.SIGKILL)
+            coordinator.communicate(timeout=30)
+            page.wait_for_function(
+                "document.querySelector('#connection').textContent.startsWith('not live:')", timeout=10_000
+            )
+            summary = page.inner_text("#job-summary")
+            assert summary.startswith("as last heard, the coordinator being gone or silent: running;"), summary
+            assert page.is_hidden("#stop-job")
+            assert errors == []
+    finally:
+        client.close()
         coordinator.kill()
         coordinator.communicate(timeout=30)

@@ -1,7 +1,10 @@
 """The web view: an aiohttp application serving the page, a JSON API and server-sent events.
 
 Routes (every error is a JSON ``{"error": message}`` with a 4xx/5xx status, never a traceback page; NaN and
-infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects them, and an int beyond
+infinities are ``null`` in every reply, since a browser's ``JSON.parse`` rejects them, but in a row of a ``rows`` list
+(a job's value or estimate, which its files write ``NaN``/``Infinity``/``-Infinity``) where they are that text, and
+the row lists where in ``non_finite`` (paths as ``big_ints``'s, below), so that a page shows them as the files do
+rather than as no value at all; and an int beyond
 ``±MAX_SAFE_INTEGER`` (2**53 - 1: a window or pane number of a stamp far in the future, a large sum) is its decimal
 string, since ``JSON.parse`` would round it to the nearest double; a row of a ``rows`` list that holds such ints, in
 its key or value or anywhere inside them, lists where in ``big_ints``: each a path of keys and list indexes from the
@@ -9,7 +12,8 @@ row, e.g. ``[["value"], ["key", 1]]``, so that a page tells them from strings; a
 naming every API route; a query parameter a route does not take, given twice or with a value it does not accept gets a
 ``400`` naming it and what the route takes: ``QUERY_PARAMETERS``):
 
-- ``GET /``: the page (``static/index.html``; scripts and the vendored chart library under ``/static/``).
+- ``GET /``: the page (``static/index.html``, its link to the monitor's dashboard shown when there is one;
+  scripts and the vendored chart library under ``/static/``).
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
   slots per pool), as ``hop status`` lists them.
 - ``GET /api/jobs``: every job (id, name, ``step`` from 0 of ``num_steps``, state, progress, output directory,
@@ -152,8 +156,17 @@ def _source(request: web.Request) -> CoordinatorSource:
     return request.app[SOURCE_KEY]
 
 
-async def index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC / "index.html")
+MONITOR_LINK = '<a id="monitor-link" href="/monitor" hidden>'
+"""The page's link to the monitor's dashboard, hidden unless the server has one (``hop monitor``)."""
+
+
+async def index(request: web.Request) -> web.Response:
+    """The page, linking the monitor's dashboard when there is one. Said in the page itself: the page asked
+    ``/api/monitor/state`` instead, whose ``404`` without a monitor every browser logs as an error in its console."""
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    if MONITOR_KEY in request.app:
+        page = page.replace(MONITOR_LINK, MONITOR_LINK.replace(" hidden", ""))
+    return web.Response(text=page, content_type="text/html")
 
 
 def _json_response(data: Any) -> web.Response:
@@ -399,21 +412,25 @@ MAX_SAFE_INTEGER = 2**53 - 1
 """JavaScript's ``Number.MAX_SAFE_INTEGER``: ints beyond it lose digits in a browser's ``JSON.parse``."""
 
 
-def _finite(data: Any, rows: bool = True) -> Any:
+def _finite(data: Any, rows: bool = True, in_row: bool = False) -> Any:
     """``data`` as a browser reads it right: NaN and infinities as ``None`` (JSON has no such numbers; a browser
     rejects them), an int beyond ``±MAX_SAFE_INTEGER`` as its decimal string (a browser would round it); each row (a
-    dict in a list under ``rows``) that holds such ints names them in ``big_ints`` (:func:`_big_int_paths`).
-    ``rows=False`` inside a row: a ``rows`` there is the job's data, sent as it is."""
+    dict in a list under ``rows``) that holds such ints names them in ``big_ints`` (:func:`_paths`), and
+    holds its NaN and infinities as their JSON text, named in ``non_finite``.
+    ``rows=False`` inside a row: a ``rows`` there is the job's data, sent as it is; ``in_row``: inside a row dict,
+    whose NaN and infinities are sent as their text (the row names where)."""
     if isinstance(data, float):
-        return data if math.isfinite(data) else None
+        # (in a row: the text Python's json writes, as the job's files have it)
+        return data if math.isfinite(data) else json.dumps(data) if in_row else None
     if _is_big_int(data):
         return str(data)
     if isinstance(data, dict):
         return {
-            key: _finite_rows(value) if rows and key == "rows" else _finite(value, rows) for key, value in data.items()
+            key: _finite_rows(value) if rows and key == "rows" else _finite(value, rows, in_row)
+            for key, value in data.items()
         }
     if isinstance(data, list | tuple):
-        return [_finite(value, rows) for value in data]
+        return [_finite(value, rows, in_row) for value in data]
     return data
 
 
@@ -422,30 +439,38 @@ def _is_big_int(data: Any) -> bool:
 
 
 def _finite_rows(rows: Any) -> Any:
-    """A ``rows`` list as :func:`_finite` gives it, each row dict with ``big_ints`` added where it holds ints sent
-    as strings: a value that really is a string stays one, and the page shows the ints as numbers."""
+    """A ``rows`` list as :func:`_finite` gives it, each row dict with ``big_ints`` and ``non_finite`` added where
+    it holds ints or NaN and infinities sent as strings: a value that really is a string stays one, and the page
+    shows them as numbers."""
     if not isinstance(rows, list):
         return _finite(rows)
     finite = []
     for row in rows:
-        if isinstance(row, dict) and (paths := list(_big_int_paths(row))):
-            finite.append({**_finite(row, rows=False), "big_ints": paths})
-        else:
+        if not isinstance(row, dict):
             finite.append(_finite(row, rows=False))
+            continue
+        named = {"big_ints": list(_paths(row, _is_big_int)), "non_finite": list(_paths(row, _is_non_finite))}
+        sent = _finite(row, rows=False, in_row=True)
+        finite.append({**sent, **{field: paths for field, paths in named.items() if paths}})
     return finite
 
 
-def _big_int_paths(data: Any, path: tuple[Any, ...] = ()) -> Iterator[list[Any]]:
-    """Where ``data`` holds ints :func:`_finite` sends as strings: each a list of the dict keys (as JSON writes
-    them: strings) and list indexes leading to it from ``data``."""
-    if _is_big_int(data):
+def _is_non_finite(data: Any) -> bool:
+    return isinstance(data, float) and not math.isfinite(data)
+
+
+def _paths(data: Any, sent_as_text: Callable[[Any], bool], path: tuple[Any, ...] = ()) -> Iterator[list[Any]]:
+    """Where ``data`` holds numbers :func:`_finite` sends as strings (``sent_as_text``: :func:`_is_big_int`,
+    :func:`_is_non_finite`): each a list of the dict keys (as JSON writes them: strings) and list indexes leading
+    to it from ``data``."""
+    if sent_as_text(data):
         yield list(path)
     elif isinstance(data, dict):
         for key, value in data.items():
-            yield from _big_int_paths(value, (*path, key if isinstance(key, str) else json.dumps(key)))
+            yield from _paths(value, sent_as_text, (*path, key if isinstance(key, str) else json.dumps(key)))
     elif isinstance(data, list | tuple):
         for index, value in enumerate(data):
-            yield from _big_int_paths(value, (*path, index))
+            yield from _paths(value, sent_as_text, (*path, index))
 
 
 def _strict_json(data: Any) -> str:

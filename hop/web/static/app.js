@@ -19,22 +19,30 @@ const state = {
   approximate: false,  // the final rows are a snapshot the job stopped early at (--stop-when-accurate)
   gone: null,          // why the final output cannot be shown (an earlier step's, deleted when its run ended)
   stopRequested: false,
+  down: null,          // why the page is not live (the coordinator is gone or does not answer), or null
 };
 
 // An int past 2**53 arrives as its decimal string (hop/web/app.py: JSON.parse would round it), and a row lists where
 // it holds such ints in big_ints (paths of keys and indexes from the row): they become BigInts here, so that they show
-// as numbers in full while a value that is a string stays quoted.
+// as numbers in full while a value that is a string stays quoted. A NaN or infinity (JSON has none) arrives as its
+// text, "NaN", "Infinity" or "-Infinity", listed in non_finite: it becomes that number again (it showed as no value).
 function reviveRow(row) {
-  for (const path of row.big_ints ?? []) {
-    let holder = row;
-    for (const step of path.slice(0, -1)) holder = holder[step];
-    holder[path[path.length - 1]] = BigInt(holder[path[path.length - 1]]);
-  }
+  const revive = (paths, as) => {
+    for (const path of paths ?? []) {
+      let holder = row;
+      for (const step of path.slice(0, -1)) holder = holder[step];
+      holder[path[path.length - 1]] = as(holder[path[path.length - 1]]);
+    }
+  };
+  revive(row.big_ints, BigInt);
+  revive(row.non_finite, Number);
   return row;
 }
-// JSON text, with a BigInt as its digits (JSON.stringify throws on one).
+// JSON text, with a BigInt as its digits (JSON.stringify throws on one), and NaN and infinities as the job's files
+// write them (JSON.stringify makes them null).
 const jsonText = (value) =>
   typeof value === "bigint" ? value.toString()
+    : typeof value === "number" && !Number.isFinite(value) ? String(value)
     : Array.isArray(value) ? `[${value.map(jsonText).join(",")}]`
     : value !== null && typeof value === "object"
       ? `{${Object.entries(value).map(([name, item]) => `${JSON.stringify(name)}:${jsonText(item)}`).join(",")}}`
@@ -42,17 +50,31 @@ const jsonText = (value) =>
 const keyText = (key) => (typeof key === "string" ? key : jsonText(key));
 const number = (value) =>
   value === null || value === undefined ? ""
+    : typeof value === "number" && !Number.isFinite(value) ? String(value)  // NaN, Infinity: not "∞"
     : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 })
     : typeof value === "bigint" ? value.toLocaleString()
     : jsonText(value);
 const isNumeric = (value) => typeof value === "number" || typeof value === "bigint";
-// Table order: numbers (BigInts too) by value, anything else by its text.
-const compare = (x, y) => (isNumeric(x) && isNumeric(y) ? (x < y ? -1 : x > y ? 1 : 0)
+// Table order: numbers (BigInts too) by value, NaN below them all (it compares equal to everything, which would
+// leave the order to chance), anything else by its text.
+const compare = (x, y) => (isNumeric(x) && isNumeric(y)
+  ? (Number.isNaN(x) || Number.isNaN(y) ? Number.isNaN(y) - Number.isNaN(x) : x < y ? -1 : x > y ? 1 : 0)
   : (typeof x === "string" ? x : jsonText(x)).localeCompare(typeof y === "string" ? y : jsonText(y)));
-// What a chart plots: a number; a BigInt as the nearest double (Chart.js cannot take one); anything else no point.
-const plotted = (value) => (typeof value === "number" ? value : typeof value === "bigint" ? Number(value) : null);
+// What a chart plots: a finite number; a BigInt as the nearest double (Chart.js cannot take one); anything else (NaN,
+// an infinity) no point.
+const plotted = (value) => (typeof value === "number" ? (Number.isFinite(value) ? value : null)
+  : typeof value === "bigint" ? Number(value) : null);
 // "90% interval": the job's own level (not always 95%); just "interval" until a snapshot said which.
 const interval = () => (state.confidence ? `${+(100 * state.confidence).toFixed(2)}% interval` : "interval");
+// A key as a table cell and a chart label show it: a long one (a URL, a stack trace) is cut short (style.css: its
+// cell ends in "…"), whole in the cell's title. Unbroken, it stretched the page to tens of thousands of pixels, its
+// numbers out of sight, and took the bar chart's height as an axis label.
+const LABEL_CHARACTERS = 24;
+const clipped = (text, most = LABEL_CHARACTERS) => (text.length > most ? `${text.slice(0, most - 1)}…` : text);
+function keyCell(cell, key) {
+  cell.className = "key";
+  cell.title = key;
+}
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
 
 const RETRY_SECONDS = 5;  // after the server refused the event stream for a reason that may pass (503)
@@ -65,6 +87,10 @@ function connect(jobId) {
   source.addEventListener("open", () => {
     connection.textContent = "live";
     connection.classList.remove("down");
+    if (state.down !== null) {
+      state.down = null;
+      if (state.job) renderJob(state.job);
+    }
   });
   source.addEventListener("error", (event) => {
     // The server's own error event (it has data) ended the stream: the coordinator is gone or no longer knows the
@@ -109,6 +135,9 @@ async function refused(jobId) {
   }
   connection.textContent = `not live: ${error}; trying again in ${RETRY_SECONDS} s`;
   connection.classList.add("down");
+  // The job on show is as last heard of: said so, and no Stop button (a stop cannot reach the coordinator).
+  state.down = error;
+  if (state.job) renderJob(state.job);
   setTimeout(() => { if (jobId === state.jobId) connect(jobId); }, RETRY_SECONDS * 1000);
 }
 
@@ -173,6 +202,10 @@ function selectJob(jobId) {
   connect(jobId);
 }
 
+// While the page is not live its job's state is the last one heard: "running" may be long over (the jobs of a
+// coordinator that stopped fail). It said "running" as if live, with a Stop button that could not work.
+const lastKnown = () => (state.down === null ? "" : "as last heard, the coordinator being gone or silent: ");
+
 function renderJob(job) {
   state.job = job;
   document.getElementById("job-title").textContent = `${jobName(job)} (${job.job_id})`;
@@ -181,7 +214,7 @@ function renderJob(job) {
   renderStop(job);
   if (job.continuous) return renderContinuousJob(job);
   setBadge();
-  document.getElementById("job-summary").textContent =
+  document.getElementById("job-summary").textContent = lastKnown() +
     `${job.state}; maps ${job.maps_done}/${job.maps_total}, reduces ${job.reduces_done}/${job.reduces_total}; ` +
     `${Math.round(100 * job.input_fraction)}% of the input processed; ${job.snapshots} snapshots; output ${job.output}`;
   document.getElementById("tasks").replaceChildren(
@@ -222,7 +255,7 @@ function addSnapshot(snapshot) {
     const key = keyText(row.key);
     if (!state.history.has(key)) state.history.set(key, []);
     state.history.get(key).push({ progress: snapshot.input_fraction ?? snapshot.progress, estimate: plotted(shown(row)),
-      low: row.low, high: row.high });
+      low: plotted(row.low), high: plotted(row.high) });
   }
   const upstream = snapshot.upstream ? ` (recomputed from ${snapshot.upstream.job_id} at ${snapshot.upstream.label})` : "";
   document.getElementById("snapshot-info").textContent =
@@ -288,11 +321,18 @@ function sortedRows() {
   });
 }
 
+const RESULT_TABLE_ROWS = 500;  // rows drawn in the results table (sorted first): a snapshot may send thousands
+
 function renderTable() {
   const rows = sortedRows();
   const body = document.querySelector("#results tbody");
+  // Said under the table: "the 4,000 largest shown" above it counts the rows received, and only these are drawn.
+  document.getElementById("table-note").textContent = rows.length > RESULT_TABLE_ROWS
+    ? `The table draws the first ${RESULT_TABLE_ROWS.toLocaleString()} of these ${rows.length.toLocaleString()} ` +
+      "rows in this order: sort by another column to bring others up."
+    : "";
   body.replaceChildren(
-    ...rows.slice(0, 500).map((row) => {
+    ...rows.slice(0, RESULT_TABLE_ROWS).map((row) => {
       const line = document.createElement("tr");
       const key = keyText(row.key);
       line.className = `${row.final ? "final" : ""} ${key === state.selectedKey ? "selected" : ""}`;
@@ -304,6 +344,7 @@ function renderTable() {
         cell.textContent = text;
         line.appendChild(cell);
       }
+      keyCell(line.firstChild, key);
       line.addEventListener("click", () => { state.selectedKey = key; renderTable(); });
       return line;
     })
@@ -312,18 +353,28 @@ function renderTable() {
   renderHistory();
 }
 
-// Error bars: drawn by a small plugin from each bar's low/high.
+// Error bars: drawn by a small plugin from each bar's low/high. The value axis spans the intervals too: Chart.js
+// scales it to the bars alone, so an interval reaching past the largest bar (an early snapshot's wide one) or below 0
+// was drawn off the plot, its end cut off at the canvas's edge or across the axis labels.
 const errorBars = {
   id: "errorBars",
+  afterDataLimits(chart, { scale }) {
+    if (scale.axis !== "y") return;
+    for (const bound of chart.data.datasets[0]?.bounds ?? []) {
+      const low = plotted(bound.low), high = plotted(bound.high);
+      if (Number.isFinite(low)) scale.min = Math.min(scale.min, low);
+      if (Number.isFinite(high)) scale.max = Math.max(scale.max, high);
+    }
+  },
   afterDatasetsDraw(chart) {
     const { ctx, scales } = chart;
     const bounds = chart.data.datasets[0]?.bounds ?? [];
     ctx.save();
     ctx.strokeStyle = "#333";
     chart.getDatasetMeta(0).data.forEach((bar, i) => {
-      const bound = bounds[i];
-      if (!bound || bound.low === null || bound.low === undefined) return;
-      const top = scales.y.getPixelForValue(bound.high), bottom = scales.y.getPixelForValue(bound.low);
+      const low = plotted(bounds[i]?.low), high = plotted(bounds[i]?.high);
+      if (low === null || high === null) return;
+      const top = scales.y.getPixelForValue(high), bottom = scales.y.getPixelForValue(low);
       ctx.beginPath();
       ctx.moveTo(bar.x, top); ctx.lineTo(bar.x, bottom);
       ctx.moveTo(bar.x - 4, top); ctx.lineTo(bar.x + 4, top);
@@ -343,7 +394,9 @@ function renderBars(rows) {
   };
   if (!barChart) {
     barChart = new Chart(document.getElementById("bars"), { type: "bar", data, plugins: [errorBars],
-      options: { animation: false, maintainAspectRatio: false, scales: { x: { ticks: { autoSkip: false } } } } });
+      options: { animation: false, maintainAspectRatio: false,
+        scales: { x: { ticks: { autoSkip: false, callback(value) { return clipped(this.getLabelForValue(value)); } } } },
+        plugins: { tooltip: { callbacks: { title: (items) => clipped(items[0]?.label ?? "", 200) } } } } });
   } else {
     barChart.data = data;
     barChart.update();
@@ -400,7 +453,7 @@ function whatStays(job) {
 
 function renderStop(job) {
   const button = document.getElementById("stop-job");
-  button.hidden = job.state !== "running" || Boolean(job.stopping) || state.stopRequested;
+  button.hidden = job.state !== "running" || Boolean(job.stopping) || state.stopRequested || state.down !== null;
   button.title = job.continuous
     ? "Stop the job: its open panes are drained and its last windows written"
     : "Cancel the job: it fails and writes no output; its snapshots so far stay";
@@ -496,7 +549,7 @@ function renderContinuousJob(job) {
       (spec.range === spec.slide ? "" : ` every ${extent(spec.slide, spec.unit)}`) +
       `, panes of ${extent(spec.pane, spec.unit)}`
     : "";
-  document.getElementById("job-summary").textContent =
+  document.getElementById("job-summary").textContent = lastKnown() +
     `continuous, ${job.state}${stopping ? " (stopping: draining open panes)" : ""}; ` +
     `${plural(job.maps_total, "source")}, ${plural(job.reduces_total, "reducer")}; ` +
     `${(job.input_records ?? 0).toLocaleString()} records read; ${plural(job.windows, "window")} written${shape}; ` +
@@ -525,10 +578,13 @@ function addWindow(window) {
   renderStream();
 }
 
+// The key the trend follows at first: the largest value it can plot (not a NaN or an infinity, which draw nothing),
+// else the first row's.
 function topKey(window) {
   let best = null;
   for (const row of window.rows) {
-    if (best === null || (isNumeric(row.value) && !(row.value <= best.value))) best = row;
+    const value = plotted(row.value);
+    if (best === null || (value !== null && (best.value === null || value > best.value))) best = { key: row.key, value };
   }
   return best === null ? null : keyText(best.key);
 }
@@ -590,6 +646,7 @@ function renderWindow(window) {
         cell.textContent = text;
         line.appendChild(cell);
       }
+      keyCell(line.firstChild, key);
       line.addEventListener("click", () => { stream.selectedKey = key; renderStream(); });
       return line;
     })
@@ -741,11 +798,6 @@ document.querySelectorAll("#window-table th").forEach((header) =>
 );
 document.getElementById("follow-latest").addEventListener("click", () => { stream.pinned = null; renderStream(); });
 document.getElementById("stop-job").addEventListener("click", stopJob);
-
-// Served by `hop monitor`: link the cluster monitor's dashboard (its API answers; 503 until its first window).
-fetch("/api/monitor/state", { method: "HEAD" })
-  .then((reply) => { document.getElementById("monitor-link").hidden = reply.status === 404; })
-  .catch(() => {});
 
 const requested = new URLSearchParams(location.search).get("job");
 if (requested) selectJob(requested); else connect(null);

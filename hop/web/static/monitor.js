@@ -40,6 +40,7 @@ const view = {
   loading: false,
   loadToken: 0,
   windowsSeen: null,    // of the last state received
+  receivedAt: null,     // when it was received, by this browser's clock (s)
   charts: new Map(),    // metric -> Chart
   faultIds: "",         // the fault list drawn (to keep open entries open)
   open: new Set(),      // ids of faults expanded
@@ -68,6 +69,17 @@ const metricInfo = (metric) => METRICS[metric] ?? { title: metric.replace(/_/g, 
 const show = (metric, value) => format(metricInfo(metric).kind, value);
 const clock = (seconds) => new Date(seconds * 1000).toISOString().slice(11, 19);
 const ago = (seconds) => (seconds < 90 ? `${Math.max(0, Math.round(seconds))} s ago` : `${Math.round(seconds / 60)} min ago`);
+// The server's clock now: its time in the last state plus what passed here since. (Its time alone froze every "s ago"
+// at the state's: a page whose monitor stopped, or had no new window, said "emitted 0 s ago" for good.)
+const serverNow = () => (view.snapshot?.now ?? view.receivedAt ?? Date.now() / 1000) +
+  (view.receivedAt === null ? 0 : Date.now() / 1000 - view.receivedAt);
+// An "N s ago" that keeps counting: refreshAges() rewrites it every second from its data-since (a server time).
+const since = (seconds) => el("span", { className: "age", dataset: { since: String(seconds) } }, ago(serverNow() - seconds));
+function refreshAges() {
+  for (const item of document.querySelectorAll(".age[data-since]")) {
+    item.textContent = ago(serverNow() - Number(item.dataset.since));
+  }
+}
 const duration = (seconds) => (seconds < 60 ? `${Math.round(seconds)} s`
   : seconds < 3600 ? `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`
     : `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`);
@@ -361,6 +373,7 @@ function onState(snapshot) {
   const jump = first ? 0 : snapshot.windows_seen - view.windowsSeen;
   view.snapshot = snapshot;
   view.windowsSeen = snapshot.windows_seen;
+  view.receivedAt = Date.now() / 1000;
   // One new window: its point is in the state. The first state (the page may have asked for the series before the
   // monitor had any) or several new windows at once (a reconnect, a burst): fetch the level's series again.
   appendLatest();
@@ -387,11 +400,11 @@ function renderHeader() {
   if (!window) {
     status.replaceChildren();
   } else {
-    const lag = (view.snapshot.now ?? Date.now() / 1000) - (window.emitted_at ?? window.end);
     status.replaceChildren(
       `window ${clock(window.start)}–${clock(window.end)} UTC `,
       badge(window.reason, `reason ${window.reason.replace(/\s+/g, "-")}`),
-      ` fidelity ${Math.round(100 * window.fidelity)}% · ${plural(view.snapshot.windows_seen, "window")} · emitted ${ago(lag)}`,
+      ` fidelity ${Math.round(100 * window.fidelity)}% · ${plural(view.snapshot.windows_seen, "window")} · emitted `,
+      since(window.emitted_at ?? window.end),
     );
   }
   const missing = missingHosts();
@@ -466,8 +479,9 @@ function renderLevel() {
   } else {
     const sample = samples().find((s) => s.host === view.name);
     const rack = rackOf(view.name);
-    info.textContent = [rack ? `rack ${rack}` : null, sample ? `worker ${sample.worker}` : null,
-      sample ? `latest sample ${ago((view.snapshot.now ?? Date.now() / 1000) - sample.ts)}` : null].filter(Boolean).join(" · ");
+    const parts = [rack ? `rack ${rack}` : null, sample ? `worker ${sample.worker}` : null].filter(Boolean);
+    info.replaceChildren(parts.join(" · "), ...(sample ? [parts.length ? " · latest sample " : "latest sample ",
+      since(sample.ts)] : []));
   }
   document.getElementById("summary").replaceChildren(...TILES.map((metric) => {
     const stats = metrics?.[metric];
@@ -734,6 +748,7 @@ function connect() {
 }
 
 window.addEventListener("hashchange", () => select(fromHash()));
+setInterval(refreshAges, 1000);
 window.monitorView = view;  // for the tests and the curious
 select(fromHash());
 connect();
