@@ -94,6 +94,7 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
             first_info = page.inner_text("#snapshot-info")
             assert "snapshot" in first_info and "early" in page.inner_text("#result-state")
             assert page.inner_text("#interval-heading") == "90% interval", "the job's --confidence, not 95%"
+            assert page.inner_text("#results th[data-sort=value]") == "value so far"
             # Numbers change as snapshots arrive, without reloading the page.
             page.wait_for_function(
                 "text => document.querySelector('#snapshot-info').textContent !== text", arg=first_info, timeout=60_000
@@ -105,6 +106,7 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
                 for row in page.query_selector_all("#results tbody tr")
             }
             assert shown == output_dict(tmp_path / "out"), "the final table is the job's output"
+            assert page.inner_text("#results th[data-sort=value]") == "final value"
             assert page.query_selector_all(".task.committed"), "task progress is drawn"
             page.click("#results tbody tr")  # follow one group's estimate over time
             page.wait_for_function("document.querySelector('#history-label').textContent.includes(':')")
@@ -450,6 +452,41 @@ def test_page_says_how_many_of_the_rows_its_table_draws(cluster: LocalCluster, c
         assert errors == []
     assert info == "final output: 700 rows" and drawn == 500, (info, drawn)
     assert note is not None and "the first 500 of these 700 rows" in note, note
+
+
+def test_page_of_a_job_of_an_empty_input_says_it_held_no_records(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """An empty input makes no map task, and the job's fraction of its input processed stays 0: its page read
+    "succeeded; ... 0% of the input processed", as if the finished job had missed all of something. It says what
+    hop run's summary says of such an input."""
+    (tmp_path / "in.txt").write_text("")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        summary = page.inner_text("#job-summary")
+        assert errors == []
+    assert summary.startswith("succeeded; maps 0/0") and "the input held no records;" in summary, summary
+    assert "% of the input" not in summary, summary
+
+
+def test_results_heading_says_final_values_once_the_output_is_in(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The results table's value column was headed "value so far" over a job's final output, exact, as over a
+    snapshot's values of the input read so far. It says what the column holds."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        heading = page.inner_text("#results th[data-sort=value]")
+        rows = {row.get_attribute("data-key"): row.get_attribute("data-value") for row in page.query_selector_all(
+            "#results tbody tr")}
+        assert errors == []
+    assert rows == {"a": "2", "b": "1"}, rows
+    assert heading == "final value", heading
 
 
 def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:

@@ -216,7 +216,7 @@ function renderJob(job) {
   setBadge();
   document.getElementById("job-summary").textContent = lastKnown() +
     `${job.state}; maps ${job.maps_done}/${job.maps_total}, reduces ${job.reduces_done}/${job.reduces_total}; ` +
-    `${Math.round(100 * job.input_fraction)}% of the input processed; ${job.snapshots} snapshots; output ${job.output}`;
+    `${inputDone(job)}; ${job.snapshots} snapshots; output ${job.output}`;
   document.getElementById("tasks").replaceChildren(
     ...job.tasks.map((task) => {
       const box = document.createElement("span");
@@ -229,6 +229,12 @@ function renderJob(job) {
     })
   );
 }
+
+// How much of its input the job has processed; an input without a record, once the maps are done, is said so, as hop
+// run's summary says it: an empty input has no map at all and a fraction of 0, and its succeeded job read "0% of the
+// input processed", as if it had missed all of something.
+const inputDone = (job) => (job.maps_done === job.maps_total && !job.input_records ? "the input held no records"
+  : `${Math.round(100 * job.input_fraction)}% of the input processed`);
 
 function taskState(task) {
   // A task waiting for a slot again says how its last attempt ended: "lost" (its worker stopped or went silent,
@@ -324,6 +330,10 @@ function sortedRows() {
 const RESULT_TABLE_ROWS = 500;  // rows drawn in the results table (sorted first): a snapshot may send thousands
 
 function renderTable() {
+  // What the value column holds now: an exact job's output once it is in is the final value (it read "value so far"
+  // over the output); a snapshot's, also the one a job stopped early at, is the value of the input read so far.
+  document.getElementById("value-heading").textContent = state.final && !state.approximate ? "final value"
+    : "value so far";
   const rows = sortedRows();
   const body = document.querySelector("#results tbody");
   // Said under the table: "the 4,000 largest shown" above it counts the rows received, and only these are drawn.
