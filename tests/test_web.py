@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import time
@@ -12,8 +13,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import pytest
 
@@ -264,6 +267,52 @@ def test_page_assets_are_served_locally(web: WebServer) -> None:
     assert status == 200 and len(script) > 100_000
     status, _, app = get(web.url + "static/app.js")
     assert status == 200 and b"EventSource" in app
+
+
+class _References(HTMLParser):
+    """The URLs a page loads (its tags' ``src``, its ``<link>``s' ``href``: not its links to other pages), but for
+    ``data:`` ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        loaded = ("src", "href") if tag == "link" else ("src",)
+        self.urls += [value for name, value in attrs if name in loaded and value and not value.startswith("data:")]
+
+
+def assets_of(url: str) -> dict[str, int]:
+    """Every URL the page at ``url`` references, and those its scripts and stylesheets name in turn (a source map in
+    a ``sourceMappingURL`` comment, a stylesheet's ``url()``), each with its status."""
+    status, _, page = get(url)
+    assert status == 200, url
+    references = _References()
+    references.feed(page.decode())
+    statuses: dict[str, int] = {}
+    queue = [urljoin(url, reference) for reference in references.urls]
+    while queue:
+        asset = queue.pop()
+        if asset in statuses:
+            continue
+        status, _, body = get(asset)
+        statuses[asset] = status
+        if status == 200 and asset.endswith((".js", ".css")):
+            text = body.decode("utf-8", errors="replace")
+            named = re.findall(r"[#@] sourceMappingURL=(\S+?)(?:\s|\*/|$)", text, flags=re.MULTILINE)
+            named += re.findall(r"url\(\s*['\"]?([^'\")]+)", text) if asset.endswith(".css") else []
+            queue += [urljoin(asset, name) for name in named if not name.startswith("data:")]
+    return statuses
+
+
+def test_every_asset_the_pages_reference_is_served(cluster: LocalCluster, web: WebServer) -> None:
+    """The vendored chart library ended with a ``sourceMappingURL`` comment naming a map that was not vendored: a
+    browser with its developer tools open asked for it and got a 404. Every asset of the jobs view and of the
+    monitor's dashboard, and every one their scripts and stylesheets name, is served."""
+    with WebServer(cluster.address, monitor=[]) as monitor:  # (its page is served before the monitoring job starts)
+        statuses = {**assets_of(web.url), **assets_of(monitor.url + "monitor")}
+    assert any(asset.endswith("/static/vendor/chart.umd.min.js") for asset in statuses), statuses
+    assert {asset: status for asset, status in statuses.items() if status != 200} == {}
 
 
 def test_events_stream_pushes_job_state(client: Client, web: WebServer, tmp_path: Path) -> None:
