@@ -482,8 +482,10 @@ def test_results_heading_says_final_values_once_the_output_is_in(
         page.goto(f"{web.url}?job={job_id}", timeout=30_000)
         page.wait_for_selector("#result-state.final", timeout=30_000)
         heading = page.inner_text("#results th[data-sort=value]")
-        rows = {row.get_attribute("data-key"): row.get_attribute("data-value") for row in page.query_selector_all(
-            "#results tbody tr")}
+        rows = {
+            row.get_attribute("data-key"): row.get_attribute("data-value")
+            for row in page.query_selector_all("#results tbody tr")
+        }
         assert errors == []
     assert rows == {"a": "2", "b": "1"}, rows
     assert heading == "final value", heading
