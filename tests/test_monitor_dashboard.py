@@ -11,6 +11,7 @@ averages and 10 tentative alerts in a row of the defaults."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import signal
@@ -751,3 +752,58 @@ def test_dashboard_shows_a_killed_worker_as_a_fault_and_missing(monitored: Monit
     heard = {dict(labels)["worker"]: value for labels, value in metrics["hop_worker_heartbeat_age_seconds"].items()}
     assert heard[victim] > 5 and heard["local-0"] < 5, heard
     assert metrics["hop_faults"][(("kind", "worker_lost"),)] >= 1
+
+
+@needs_chromium
+def test_dashboard_backs_off_once_its_monitor_is_gone_and_follows_one_started_again(tmp_path: Path) -> None:
+    """Once ``hop monitor`` had stopped, the browser's own reconnection asked for the event stream every 3 s
+    forever, each a refused connection logged in the console. The page says it is not live and asks again after
+    waits that double (1 s, 2 s, 4 s, ... up to 30 s); it follows a monitor started again at its address, at once
+    when its window gets the focus, else at its next attempt. (Its server waiting for the monitoring job: the page
+    asks nothing of the coordinator, at an address where there is none.)"""
+    address = f"ipc://{tmp_path}/no-coordinator"
+    refused: list[float] = []
+    first = WebServer(address, monitor=[])
+    first.start()
+    port = first.port
+    servers = [first]
+    try:
+        with browser_page() as (page, errors):
+
+            def on_failure(request: Any) -> None:
+                if "/api/monitor/events" in request.url and "CONNECTION_REFUSED" in (request.failure or ""):
+                    refused.append(time.monotonic())
+
+            page.on("requestfailed", on_failure)
+            live = "document.querySelector('#connection').textContent === 'live'"
+            page.goto(first.url + "monitor", timeout=30_000)
+            page.wait_for_function(live, timeout=30_000)
+            first.stop()
+            deadline = time.monotonic() + 40
+            while len(refused) < 4 and time.monotonic() < deadline:
+                page.wait_for_timeout(100)  # (the page's events are taken in while it waits)
+            said = page.inner_text("#connection")
+            gaps = [later - earlier for earlier, later in itertools.pairwise(refused)]
+            assert len(refused) == 4, refused
+            assert all(later >= 1.5 * earlier for earlier, later in itertools.pairwise([1.0, *gaps])), gaps
+            assert said.startswith("not live: no answer from the monitor since") and "trying again" in said, said
+            # Started again: the page is live at once when its window gets the focus (its next attempt is 8 s away).
+            servers.append(WebServer(address, port, monitor=[]))
+            servers[-1].start()
+            page.evaluate("window.dispatchEvent(new Event('focus'))")
+            page.wait_for_function(live, timeout=4_000)
+            assert page.inner_text("#waiting").startswith("waiting for the monitoring job")
+            # Gone and back again: the waits start over from 1 s, and the page follows it by itself.
+            servers[-1].stop()
+            refused.clear()
+            deadline = time.monotonic() + 20
+            while not refused and time.monotonic() < deadline:
+                page.wait_for_timeout(100)
+            servers.append(WebServer(address, port, monitor=[]))
+            servers[-1].start()
+            page.wait_for_function(live, timeout=6_000)  # (the next attempt: 2 s after the first refused)
+            assert len(refused) == 1, refused
+            assert not errors, errors
+    finally:
+        for server in servers:
+            server.stop()
