@@ -50,8 +50,10 @@ class _RunningView:
                 # A failed job is worth a look too (its tasks, which attempt failed and why). Ctrl-C ends the wait,
                 # not the run: its exit status stays the job's.
                 ended = "done; results stay" if kind is None else f"failed ({error}); the view stays"
-                print(f"hop: job {ended} at {self.server.url} until Ctrl-C", file=sys.stderr, flush=True)
+                # (said inside the suppress: a Ctrl-C right after the line is read, before the wait began, ended
+                # the run as interrupted, exit 130, and not with the job's status)
                 with suppress(KeyboardInterrupt):
+                    print(f"hop: job {ended} at {self.server.url} until Ctrl-C", file=sys.stderr, flush=True)
                     threading.Event().wait()
         finally:
             self.server.stop()
