@@ -11,9 +11,9 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   the lines mrjob writes. Float NaN keys group as one key, as mrjob groups their JSON text ``NaN``.
   ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop, for the reducer and the combiner.
 - ``increment_counter`` adds to hop's user counters (``_job.json``, and printed under the summary line).
-  ``set_status`` prints ``hop: JOB status (task pid N): MESSAGE`` on the task's standard error, which an embedded
-  cluster shares with ``hop run``: whenever the message changes, at most once a second, and the latest one when
-  the attempt ends.
+  ``set_status`` sends the message to the coordinator (``hop.task_status``), which ``hop run`` and ``hop submit``
+  print as ``hop: JOB status (task map 3): MESSAGE`` above their progress bars and ``hop status JOB_ID`` shows:
+  whenever the message changes, at most once a second, and the latest one when the attempt ends.
 - The job's own options (``configure_args`` with ``add_passthru_arg``/``add_file_arg``) go after ``--``:
   ``hop run --mrjob job.py IN -o OUT -- --my-option 3``; of mrjob's runner options there, ``--jobconf``,
   ``--files`` and ``--dirs`` are followed, those that only say how mrjob runs (``-r``, ``--no-conf``) ignored
@@ -56,6 +56,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hop import task_status
 from hop.job import Job, Step
 from hop.loader import JobFileError
 from hop.mrjob_codec import Edge, InputEdge, as_text, line_of_output, plan_edges
@@ -437,8 +438,8 @@ class MRJobAdapter(Job):
             self._show_status(now)
 
     def _show_status(self, now: float) -> None:
-        print(f"hop: {type(self.mr).__name__} status (task pid {os.getpid()}): {self._status}", file=sys.stderr)
-        sys.stderr.flush()
+        assert self._status is not None
+        task_status.report(type(self.mr).__name__, self._status)
         self._shown, self._shown_at = self._status, now
 
     # The task's life. --------------------------------------------------------------------------------------------
