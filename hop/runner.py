@@ -234,10 +234,13 @@ def online_options(
     return options
 
 
-def _scratch(final_output: Path, kind: str = "steps") -> contextlib.AbstractContextManager[Path]:
+def _scratch(
+    final_output: Path, kind: str = "steps", one_step: bool = False
+) -> contextlib.AbstractContextManager[Path]:
     """The directory for a run's intermediate outputs, hidden beside ``final_output`` and removed when the block
-    ends (``hop.spilldirs.scratch_folder``: a Ctrl-C as it is made no longer leaves it behind)."""
-    return scratch_folder(final_output.parent, final_output.name, kind)
+    ends (``hop.spilldirs.scratch_folder``: a Ctrl-C as it is made no longer leaves it behind). ``one_step``: the
+    run has none, as the error of a folder that cannot be made then says."""
+    return scratch_folder(final_output.parent, final_output.name, kind, one_step)
 
 
 def run_steps(
@@ -269,7 +272,7 @@ def run_steps(
     total = steps_in_run or num_steps
     final_output = Path(base.output)
     prepare_output(str(final_output), base.overwrite, base.inputs, clear=False)  # (cleared as the job is accepted)
-    with _scratch(final_output) as scratch:
+    with _scratch(final_output, one_step=num_steps == 1) as scratch:
         reports: list[dict[str, Any]] = []
         running: Path | None = None  # the output of the step submitted and not yet ended
         kept = hold or (final_output / "_steps" if keep_intermediate else None)  # (a failed run's go there too)
