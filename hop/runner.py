@@ -239,7 +239,7 @@ def _scratch(
 ) -> contextlib.AbstractContextManager[Path]:
     """The directory for a run's intermediate outputs, hidden beside ``final_output`` and removed when the block
     ends (``hop.spilldirs.scratch_folder``: a Ctrl-C as it is made no longer leaves it behind). ``one_step``: the
-    run has none, as the error of a folder that cannot be made then says."""
+    run has one step, so no intermediate output, as the error of a folder that cannot be made then says."""
     return scratch_folder(final_output.parent, final_output.name, kind, one_step)
 
 
