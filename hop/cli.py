@@ -59,7 +59,7 @@ from hop.lifetime import Interrupted, redeliver_swallowed_interruptions, redeliv
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
-from hop.outputs import OutputError, check_output, claim_output
+from hop.outputs import OutputError, OutputWriteError, check_output, claim_output
 from hop.runner import (
     SNAPSHOTS_IN_FILE_ORDER,
     STOP_EARLY_PIPELINE,
@@ -560,7 +560,10 @@ def _run_loaded(
         if release is not None:
             release()
     if mrjob_run is not None:
-        mrjob_run.write_output(args.output)  # mrjob's OUTPUT_PROTOCOL, then _SUCCESS (success_by_client)
+        try:
+            mrjob_run.write_output(args.output, report)  # mrjob's OUTPUT_PROTOCOL, then _SUCCESS (success_by_client)
+        except OutputWriteError as error:  # (a full disk: the job failed, its parts removed)
+            return _fail(f"job failed: {error}", 1)
     failed_snapshots = _failed_snapshots(report, args.output)
     if failed_snapshots is not None:
         print(failed_snapshots, file=sys.stderr)

@@ -454,12 +454,14 @@ class Client:
         reply.pop("type", None)  # (the message's, not the job's)
         return reply
 
-    def follow(self, job_id: str, wait: float = 0.0) -> dict[str, Any]:
+    def follow(self, job_id: str, wait: float = 0.0, status_after: int | None = None) -> dict[str, Any]:
         """The status of a job known to be running on this coordinator (it was submitted, or reported running),
-        held up to ``wait`` seconds while it runs. A coordinator that no longer knows it was restarted meanwhile:
-        that raises :class:`JobLost`, which says so and what to do."""
+        held up to ``wait`` seconds while it runs. ``status_after``: its ``task_status`` holds the task status
+        messages numbered after that one (the default: those of the tasks running now). A coordinator that no
+        longer knows the job was restarted meanwhile: that raises :class:`JobLost`, which says so and what to do."""
+        fields = {} if status_after is None else {"status_after": status_after}
         try:
-            return self.request("status", job_id=job_id, wait=wait)
+            return self.request("status", job_id=job_id, wait=wait, **fields)
         except JobRejected as error:
             if error.reason != "unknown_job":
                 raise
@@ -478,10 +480,12 @@ class Client:
     ) -> dict[str, Any]:
         """Poll until the job finishes; returns the final status (with ``report``). ``on_status`` gets a status
         about every ``poll_seconds``; the coordinator holds each poll until then or until the job ends, so the end
-        is seen at once."""
+        is seen at once. Each status's ``task_status`` holds the task status messages sent since the one before."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0  # (the last task status message numbered in a status so far)
         while True:
-            status = self.follow(job_id, wait=poll_seconds)
+            status = self.follow(job_id, wait=poll_seconds, status_after=seen)
+            seen = max([seen, *(entry["seq"] for entry in status.get("task_status", ()))])
             if on_status is not None:
                 on_status(status)
             if status["state"] != "running":

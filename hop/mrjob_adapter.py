@@ -11,9 +11,9 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   the lines mrjob writes. Float NaN keys group as one key, as mrjob groups their JSON text ``NaN``.
   ``SORT_VALUES`` sorts each key's values by their encoded form, as under Hadoop, for the reducer and the combiner.
 - ``increment_counter`` adds to hop's user counters (``_job.json``, and printed under the summary line).
-  ``set_status`` prints ``hop: JOB status (task pid N): MESSAGE`` on the task's standard error, which an embedded
-  cluster shares with ``hop run``: whenever the message changes, at most once a second, and the latest one when
-  the attempt ends.
+  ``set_status`` sends the message to the coordinator (``hop.task_status``), which ``hop run`` and ``hop submit``
+  print as ``hop: JOB status (task map 3): MESSAGE`` above their progress bars and ``hop status JOB_ID`` shows:
+  whenever the message changes, at most once a second, and the latest one when the attempt ends.
 - The job's own options (``configure_args`` with ``add_passthru_arg``/``add_file_arg``) go after ``--``:
   ``hop run --mrjob job.py IN -o OUT -- --my-option 3``; of mrjob's runner options there, ``--jobconf``,
   ``--files`` and ``--dirs`` are followed, those that only say how mrjob runs (``-r``, ``--no-conf``) ignored
@@ -42,6 +42,7 @@ settings, ``PARTITIONER`` (hop partitions by its own hash). Named in a warning: 
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import itertools
 import json
@@ -56,11 +57,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hop import task_status
 from hop.job import Job, Step
 from hop.loader import JobFileError
 from hop.mrjob_codec import Edge, InputEdge, as_text, line_of_output, plan_edges
 from hop.mrjob_jobconf import step_jobconfs
 from hop.mrjob_loader import MRJobNotAvailable, load_mrjob_file
+from hop.outputs import JOB_REPORT, OutputWriteError, output_write_error, write_job_report, writing_output
 from hop.spilldirs import make_marked_dir
 from hop.usertrace import user_traceback
 
@@ -144,11 +147,30 @@ class MRJobRun:
         }
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
 
-    def write_output(self, output: str) -> None:
-        """After a successful run: the output in the job's OUTPUT_PROTOCOL (:func:`rewrite_output`), then its
-        ``_SUCCESS``, which the coordinator left to this (the spec's ``success_by_client``)."""
-        rewrite_output(output)
-        (Path(output) / "_SUCCESS").touch()
+    def write_output(self, output: str, report: dict[str, Any]) -> None:
+        """After a successful run (``report``: its ``_job.json``): the output in the job's OUTPUT_PROTOCOL
+        (:func:`rewrite_output`), then its ``_SUCCESS``, which the coordinator left to this (the spec's
+        ``success_by_client``).
+
+        A file that cannot be written there (a full disk or quota, an I/O error) fails the job, as a ``_job.json``
+        the coordinator cannot write does: its parts are removed (some may be rewritten, the rest not: no whole
+        output either way), which may make room for a ``_job.json`` saying why, written over the one that said the
+        job succeeded (removed if it cannot be); then :class:`OutputWriteError` says it all, naming the file and
+        what to do. It was a traceback, with a half-written hidden copy of a part left behind and ``_job.json``
+        still saying the job succeeded."""
+        try:
+            rewrite_output(output)
+            success = Path(output) / "_SUCCESS"
+            with writing_output(success):
+                success.touch()
+        except OutputWriteError as error:
+            reason = (
+                f"the job ran to its end, but {error}; without it the output is incomplete: the job failed and its "
+                "part files were removed"
+            )
+            failure = OutputWriteError(_unmark(output, report, reason))
+            failure.errno = error.errno
+            raise failure from error
 
     def close(self) -> None:
         if self._marked is not None:
@@ -437,8 +459,8 @@ class MRJobAdapter(Job):
             self._show_status(now)
 
     def _show_status(self, now: float) -> None:
-        print(f"hop: {type(self.mr).__name__} status (task pid {os.getpid()}): {self._status}", file=sys.stderr)
-        sys.stderr.flush()
+        assert self._status is not None
+        task_status.report(type(self.mr).__name__, self._status)
         self._shown, self._shown_at = self._status, now
 
     # The task's life. --------------------------------------------------------------------------------------------
@@ -612,12 +634,35 @@ def _hook(function: Callable[[], Any] | None, out: Edge | None) -> Callable[[], 
 
 def rewrite_output(output: str) -> None:
     """Turn hop's ``part-*`` files of an mrjob run (``json(line up to TAB) TAB json(rest)``) into the lines the
-    job's OUTPUT_PROTOCOL wrote."""
+    job's OUTPUT_PROTOCOL wrote, each through a hidden copy renamed over it. A part that cannot be written (a full
+    disk) raises :class:`OutputWriteError` naming it, its copy removed; the parts before it are rewritten, the
+    rest not."""
     for part in sorted(Path(output).glob("part-*")):
         temporary = part.with_name(f".{part.name}.mrjob")
-        with open(part, encoding="utf-8") as source, open(temporary, "wb") as target:
-            while batch := list(itertools.islice(source, _REWRITE_BATCH)):
-                # JSON escapes TAB and newline inside strings: the batch is one JSON array of [key, rest] pairs.
-                text = "".join(batch).rstrip("\n").replace("\t", ",").replace("\n", "],[")
-                target.writelines(line_of_output(key, rest) + b"\n" for key, rest in json.loads(f"[[{text}]]"))
-        os.replace(temporary, part)
+        try:
+            with writing_output(part), open(part, encoding="utf-8") as source, open(temporary, "wb") as target:
+                while batch := list(itertools.islice(source, _REWRITE_BATCH)):
+                    # JSON escapes TAB and newline inside strings: the batch is one JSON array of [key, rest] pairs.
+                    text = "".join(batch).rstrip("\n").replace("\t", ",").replace("\n", "],[")
+                    target.writelines(line_of_output(key, rest) + b"\n" for key, rest in json.loads(f"[[{text}]]"))
+            os.replace(temporary, part)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+
+def _unmark(output: str, report: dict[str, Any], reason: str) -> str:
+    """Fail the finished job of ``output`` whose output cannot be made whole (``reason``): its parts removed, its
+    ``_job.json`` (``report``, which said it succeeded) saying it failed and why, or removed if it cannot be
+    written; returns ``reason``, with what became of ``_job.json`` if it is not there."""
+    folder = Path(output)
+    for part in folder.glob("part-*"):
+        with contextlib.suppress(OSError):
+            part.unlink()
+    try:
+        write_job_report(folder, {**report, "status": "failed", "error": reason})
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            (folder / JOB_REPORT).unlink()  # (it said the job succeeded)
+        return f"{reason}; and {output_write_error(folder / JOB_REPORT, error)}: {output} has no _job.json"
+    return reason

@@ -8,9 +8,14 @@ epoch (floats).
 Client -> coordinator (each answered by one reply):
     submit      {job: JobSpec, working_directory}           -> submitted {job_id} | error {message}
                 (working_directory: the client's current directory, or None; --overwrite never clears it)
-    status      {job_id}                                    -> status {job_id, state, maps_done, maps_total,
+    status      {job_id, wait?, status_after?}              -> status {job_id, name, state, maps_done, maps_total,
                                                                map_fraction, reduces_done, reduces_total,
-                                                               reduce_fraction, input_records, error;
+                                                               reduce_fraction, input_records, error,
+                                                               task_status [{kind, index, attempt, message,
+                                                               seq}]: each task's latest status message, of the
+                                                               running tasks, or with status_after those newer
+                                                               than that seq (of any task: one that just ended
+                                                               too);
                                                                continuous: sources_gone [{index, url, attempts,
                                                                error}], sources_listening [{index, url,
                                                                address}]}
@@ -26,6 +31,8 @@ Worker -> coordinator:
     task_progress {job_id, kind, index, attempt, fraction, records, bad?, written?, taken?, from_file?}
                   (bad: a stream map's bad records; written: a pipelined reduce's whole output's size; taken,
                   from_file: a map reading a pipe, the bytes it took and whether from the committed file)
+    task_status   {job_id, kind, index, attempt, message}   the attempt's latest status (mrjob's set_status;
+                  at most about once a second, up to ``hop.task_status.STATUS_CHARS`` characters)
     source_listening {job_id, index, attempt, address}     a stream map's source listens there (zmq:, tcp:)
     reducer_ready {job_id, index, attempt, address}          a reduce attempt's PULL address
     first_run     {job_id, index, attempt, at}               the first run reached this reduce attempt

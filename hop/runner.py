@@ -29,6 +29,7 @@ from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.lifetime import Interrupted
 from hop.outputs import JOB_REPORT, output_write_error, prepare_output, write_job_report
 from hop.spilldirs import kept_step_output, scratch_folder
+from hop.task_status import status_line
 from hop.wording import counted
 
 
@@ -79,8 +80,11 @@ class ProgressDisplay:
     Enabled, it first names the job and how to follow it (``hop status``), so that a job on a cluster can be looked
     at, or stopped, while it runs, and it says when the cluster loses a worker (its progress then goes back). A
     status's ``waiting`` (why the job's tasks wait for ever, ``Coordinator._slots_held_from``) is printed once each
-    time it changes, disabled or not: a job that waits must say why. ``address`` is the coordinator's, for the
-    commands these lines give.
+    time it changes, disabled or not: a job that waits must say why. So is each task status message (mrjob's
+    ``set_status``, ``hop.task_status``) its ``task_status`` brings, the job's own words: above the bars, once each
+    (a task process printing it on the terminal itself left a copy of the map bar behind per message, and one on a
+    standalone cluster's worker reached no one). ``address`` is the coordinator's, for the commands these lines
+    give.
     """
 
     def __init__(self, enabled: bool, label: str = "", *, address: str) -> None:
@@ -92,6 +96,8 @@ class ProgressDisplay:
         self._interval = 0.1 if terminal else 5.0
         self._last = 0.0
         self._waiting: dict[str, Any] | None = None
+        self._status_seq = 0
+        """The last task status message said (``seq``): a status that brings it again does not say it twice."""
         self._named = False
         self._lost = LostWorkerNote(label, address)
         if enabled and terminal:
@@ -117,6 +123,10 @@ class ProgressDisplay:
         if waiting is not None and waiting != self._waiting:
             self._say(f"hop: {self.label}{job_id}: {waiting_note(waiting, self.address)}")
         self._waiting = waiting
+        for entry in status.get("task_status", ()):
+            if entry["seq"] > self._status_seq:
+                self._status_seq = entry["seq"]
+                self._say(status_line(status.get("name", job_id), entry, self.label))
         if not self.enabled:
             return
         now = time.monotonic()
@@ -224,10 +234,13 @@ def online_options(
     return options
 
 
-def _scratch(final_output: Path, kind: str = "steps") -> contextlib.AbstractContextManager[Path]:
+def _scratch(
+    final_output: Path, kind: str = "steps", one_step: bool = False
+) -> contextlib.AbstractContextManager[Path]:
     """The directory for a run's intermediate outputs, hidden beside ``final_output`` and removed when the block
-    ends (``hop.spilldirs.scratch_folder``: a Ctrl-C as it is made no longer leaves it behind)."""
-    return scratch_folder(final_output.parent, final_output.name, kind)
+    ends (``hop.spilldirs.scratch_folder``: a Ctrl-C as it is made no longer leaves it behind). ``one_step``: the
+    run has one step, so no intermediate output, as the error of a folder that cannot be made then says."""
+    return scratch_folder(final_output.parent, final_output.name, kind, one_step)
 
 
 def run_steps(
@@ -259,7 +272,7 @@ def run_steps(
     total = steps_in_run or num_steps
     final_output = Path(base.output)
     prepare_output(str(final_output), base.overwrite, base.inputs, clear=False)  # (cleared as the job is accepted)
-    with _scratch(final_output) as scratch:
+    with _scratch(final_output, one_step=num_steps == 1) as scratch:
         reports: list[dict[str, Any]] = []
         running: Path | None = None  # the output of the step submitted and not yet ended
         kept = hold or (final_output / "_steps" if keep_intermediate else None)  # (a failed run's go there too)

@@ -303,6 +303,10 @@ class JobState:
         self.output_identity: tuple[int, int] | None = None
         """The output directory's (device, inode) when the job was accepted (``hop.outputs.output_identity``; set by
         the coordinator): another one, or none, means the user removed or moved it while the job ran."""
+        self.task_status: dict[tuple[str, int], dict[str, Any]] = {}
+        """(kind, index) -> the latest status message a live attempt of that task sent (``hop.task_status``):
+        ``{kind, index, attempt, message, seq}``, ``seq`` counting the job's messages from 1."""
+        self._status_seq = 0
 
     @property
     def continuous(self) -> bool:
@@ -794,6 +798,28 @@ class JobState:
             task.fraction, task.records, task.bad = fraction, records, int(more.get("bad", 0))
             task.written, task.taken = more.get("written"), int(more.get("taken", 0))
             task.from_file = bool(more.get("from_file"))
+
+    def on_task_status(self, kind: str, index: int, attempt: int, text: str) -> None:
+        """A live attempt's status message (mrjob's ``set_status``) replaces its task's last one. An attempt no
+        longer live is not heard: its retry's word is the task's."""
+        if self.attempt_live(kind, index, attempt):
+            self._status_seq += 1
+            entry = {"kind": kind, "index": index, "attempt": attempt, "message": text, "seq": self._status_seq}
+            self.task_status[(kind, index)] = entry
+
+    def task_statuses(self, after: int | None = None) -> list[dict[str, Any]]:
+        """The tasks' latest status messages, oldest first: those of the tasks running now, or with ``after``
+        those sent since the message numbered ``after``, of any task (the last words of an attempt that just
+        ended too), for a client that printed every one up to there."""
+        if after is not None:
+            entries = [entry for entry in self.task_status.values() if entry["seq"] > after]
+        else:
+            entries = [
+                entry
+                for (kind, index), entry in self.task_status.items()
+                if self.tasks(kind)[index].committed is None and self.attempt_live(kind, index, entry["attempt"])
+            ]
+        return sorted(entries, key=lambda entry: entry["seq"])
 
     def on_source_listening(self, index: int, attempt: int, address: str) -> None:
         """A stream map attempt's source listens at ``address`` (a retry may bind another port)."""

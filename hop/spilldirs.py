@@ -61,6 +61,16 @@ SCRATCH_USES = {
 SCRATCH_KINDS = tuple(SCRATCH_USES)
 
 
+def scratch_use(kind: str, output_name: str, one_step: bool = False) -> str:
+    """What the scratch folder of ``kind`` beside the output ``output_name`` is for, as an error names it.
+    ``one_step``: a ``steps`` folder of a run of one step, which holds no intermediate output (it is made all the
+    same, and its failure says early that the output's folder cannot take the run's files): an error called it
+    "the folder of the intermediate outputs of a multi-step run" when the job had one step."""
+    if kind == "steps" and one_step:
+        return f"the run's scratch folder (.{output_name}.steps-*, hidden, removed as the run ends)"
+    return SCRATCH_USES[kind]
+
+
 def make_spill_dir(root: str | None, prefix: str = PREFIX) -> Path:
     """A new spill directory under ``root`` (the system's temporary directory if None), marked as this process's;
     its name starts with ``prefix``."""
@@ -108,9 +118,11 @@ def _running(pid: int, started: float) -> bool:
         return False
 
 
-def make_scratch(beside: Path, output_name: str, kind: str) -> Path:
+def make_scratch(beside: Path, output_name: str, kind: str, one_step: bool = False) -> Path:
     """A new scratch directory ``beside/.OUTPUT_NAME.KIND-XXXXXXXX`` marked as this process's, once every scratch
-    directory of runs killed outright that wrote ``output_name`` on this host (any kind) is removed."""
+    directory of runs killed outright that wrote ``output_name`` on this host (any kind) is removed. One that cannot
+    be made raises :class:`OutputError` saying what it is for (:func:`scratch_use`; ``one_step``: the run has one
+    step) and what to do."""
     for other in SCRATCH_KINDS:
         remove_abandoned(str(beside), f".{output_name}.{other}-")
     try:
@@ -123,13 +135,14 @@ def make_scratch(beside: Path, output_name: str, kind: str) -> Path:
             else "choose an output directory in a folder this user can write"
         )
         raise OutputError(
-            f"cannot make {SCRATCH_USES[kind]} beside the output directory, in {beside} ({error.strerror or error}): "
+            f"cannot make {scratch_use(kind, output_name, one_step)} beside the output directory, in {beside} "
+            f"({error.strerror or error}): "
             f"{remedy}"
         ) from None
 
 
 @contextlib.contextmanager
-def scratch_folder(beside: Path, output_name: str, kind: str) -> Iterator[Path]:
+def scratch_folder(beside: Path, output_name: str, kind: str, one_step: bool = False) -> Iterator[Path]:
     """:func:`make_scratch`'s directory for the block, removed when the block ends, however it ends.
 
     A Ctrl-C or SIGTERM that comes while the directory is made is held until it is recorded for removal, then
@@ -138,7 +151,7 @@ def scratch_folder(beside: Path, output_name: str, kind: str) -> Iterator[Path]:
     folder: Path | None = None
     try:
         with stop_signals_held():
-            folder = make_scratch(beside, output_name, kind)
+            folder = make_scratch(beside, output_name, kind, one_step)
         yield folder
     finally:
         if folder is not None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import zmq
 
+from hop import task_status
 from hop.bad_records import BAD_RECORDS
 from hop.inputs import BadRecordError, FileStamp, InputError, Split
 from hop.jobspec import JobSpec
@@ -161,6 +162,17 @@ def run_task(socket: zmq.Socket, task: dict[str, Any], spill_dir: Path) -> None:
     channel = WorkerChannel(socket, spec.job_id)
     channel.send("task_started", kind=kind, index=index, attempt=attempt, pid=os.getpid(), at=time.time())
     job_dir = spill_dir / spec.job_id
+
+    def send_status(text: str) -> None:  # (the job's set_status: hop.task_status)
+        channel.send("task_status", kind=kind, index=index, attempt=attempt, message=sendable(text))
+
+    with task_status.reporting(send_status):
+        _run_attempt(channel, task, spec, job_dir)
+
+
+def _run_attempt(channel: WorkerChannel, task: dict[str, Any], spec: JobSpec, job_dir: Path) -> None:
+    """Run the attempt ``task`` gives, and send its ``*_done`` or ``task_failed`` through ``channel``."""
+    kind, index, attempt = task["kind"], task["index"], task["attempt"]
     try:
         job_dir.mkdir(parents=True, exist_ok=True)  # reported and retried like any infrastructure failure
         if spec.options.get("stream"):

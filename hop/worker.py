@@ -55,6 +55,7 @@ RELAYED = {
     "snapshot_done",
     "task_started",
     "task_progress",
+    "task_status",
     "source_listening",
     "reducer_ready",
     "first_run",

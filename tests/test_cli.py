@@ -1016,6 +1016,36 @@ def test_an_output_this_user_cannot_write_is_refused_before_the_job(tmp_path: Pa
         (tmp_path / "locked").chmod(0o755)
 
 
+def test_a_one_step_runs_scratch_folder_that_cannot_be_made_is_not_called_a_multi_step_runs(tmp_path: Path) -> None:
+    """A run makes a scratch folder beside its output even for a job of one step (which then holds no intermediate
+    output): one that could not be made was called "the folder of the intermediate outputs of a multi-step run" all
+    the same. It is called the run's scratch folder, by its name; a job of several steps keeps the old words."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    read_only = tmp_path / "read-only"
+    (read_only / "out").mkdir(parents=True)
+    command = [*_as_a_user_that_permissions_bind(), sys.executable, "-m", "hop", "run", "--quiet"]
+    read_only.chmod(0o555)
+    try:
+        errors = {}
+        for job in ("wordcount", "two_steps"):
+            result = subprocess.run(
+                [*command, job_path(job), "in.txt", "-o", "read-only/out"],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
+            assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+            errors[job] = result.stderr.strip().splitlines()[-1]
+    finally:
+        read_only.chmod(0o755)
+    beside = f"beside the output directory, in {read_only} (Permission denied): choose an output directory in a folder"
+    assert errors["wordcount"].startswith(
+        f"hop: error: cannot make the run's scratch folder (.out.steps-*, hidden, removed as the run ends) {beside}"
+    ), errors
+    assert f"cannot make the folder of the intermediate outputs of a multi-step run {beside}" in errors["two_steps"]
+
+
 def test_an_unreadable_file_in_an_input_directory_is_refused_before_overwrite_clears_the_output(
     tmp_path: Path,
 ) -> None:

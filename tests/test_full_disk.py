@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from hop.client import Client
 from hop.coordinator import Coordinator
 from tests.conftest import ROOT, TEST_JOBS, submit_to_handlers
 
@@ -170,3 +171,57 @@ def test_a_run_whose_output_disk_is_full_as_it_starts_says_to_free_space(tmp_pat
             "output elsewhere (-o)"
         )
     ), result.stderr
+
+
+MRJOB_WORD_COUNT = """
+from mrjob.job import MRJob
+
+
+class MRWords(MRJob):
+    def mapper(self, _, line):
+        for word in line.split():
+            yield word, 1
+
+    def reducer(self, word, counts):
+        yield word, sum(counts)
+"""
+
+
+@pytest.mark.parametrize("limit", [20_000, 1_000], ids=["report-fits", "report-too"])
+def test_an_mrjob_output_a_full_disk_cannot_rewrite_fails_the_run_naming_the_part(
+    client: Client, tmp_path: Path, limit: int
+) -> None:
+    """The ``hop`` that submits an mrjob job rewrites its parts in the job's OUTPUT_PROTOCOL once it succeeded: a
+    full disk there (``hop submit``'s own writes limited; the cluster's are not) ended on a traceback, left a
+    half-written hidden copy of the part, and ``_job.json`` said the job succeeded. The run fails naming the part and
+    what to do, exit code 1; the parts are removed, and ``_job.json`` says why, or, if it cannot be written either
+    (``report-too``), is removed and the error says so."""
+    pytest.importorskip("mrjob")
+    job = tmp_path / "mr_words.py"
+    job.write_text(MRJOB_WORD_COUNT)
+    (tmp_path / "in.txt").write_text("".join(f"word{number} x\n" for number in range(3000)))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "submit", "--mrjob", str(job), "in.txt", "-o", str(out), "--quiet"]
+    command += ["--coordinator", client.address, "--reducers", "1"]
+
+    def limited() -> None:  # (in the child, before it runs hop)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, preexec_fn=limited)
+    remedy = "free space (or quota) on the output directory's file system, or write the output elsewhere (-o)"
+    reason = (
+        f"the job ran to its end, but cannot write output file {out}/part-00000: File too large; {remedy}; without it "
+        "the output is incomplete: the job failed and its part files were removed"
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    if limit > 2_000:
+        assert result.stderr.strip().splitlines()[-1] == f"hop: error: job failed: {reason}", result.stderr
+        assert sorted(path.name for path in out.iterdir()) == ["_job.json"]
+        report = json.loads((out / "_job.json").read_text())
+        assert (report["status"], report["error"]) == ("failed", reason)
+    else:
+        unwritten = f"cannot write output file {out}/_job.json: File too large; {remedy}: {out} has no _job.json"
+        assert result.stderr.strip().splitlines()[-1] == f"hop: error: job failed: {reason}; and {unwritten}"
+        assert list(out.iterdir()) == []

@@ -511,7 +511,7 @@ def test_passthrough_option_counters_status_and_module_entry_point(text: Path, t
     report = json.loads((tmp_path / "out" / "_job.json").read_text())
     long_words = sum(count for _, count in expected)
     assert json.dumps({"long": long_words}) in json.dumps(report), "increment_counter reaches hop's user counters"
-    assert re.search(r"hop: MRCounting status \(task pid \d+\): mapping\n", stderr), stderr
+    assert re.search(r"hop: MRCounting status \(task map \d+\): mapping\n", stderr), stderr
 
 
 REDUCERS_JOB = """

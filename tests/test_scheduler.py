@@ -172,6 +172,23 @@ def test_map_progress_only_until_committed() -> None:
     assert (progress["maps_done"], progress["maps_total"], progress["map_fraction"]) == (1, 2, 0.5)
 
 
+def test_task_status_keeps_each_tasks_latest_from_live_attempts() -> None:
+    """``hop status`` shows the running tasks' latest message; a client that has them up to a number gets those sent
+    since, an ended task's last words included; an attempt no longer live is not heard."""
+    job = _state()
+    first = _start(job, "map", 0)
+    job.on_task_status("map", 0, first, "one")
+    job.on_task_status("map", 0, first, "two")
+    other = _start(job, "map", 1)
+    job.on_task_status("map", 1, other, "reading")
+    assert [(e["index"], e["message"], e["seq"]) for e in job.task_statuses()] == [(0, "two", 2), (1, "reading", 3)]
+    _map_done(job, 0, first)
+    job.on_task_status("map", 0, first, "late")  # (no longer live)
+    assert [e["message"] for e in job.task_statuses()] == ["reading"]
+    assert [e["message"] for e in job.task_statuses(after=1)] == ["two", "reading"]
+    assert job.task_statuses(after=3) == []
+
+
 # -- reduces -------------------------------------------------------------------------------------------------
 
 

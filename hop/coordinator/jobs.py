@@ -80,7 +80,7 @@ class JobRequests(CoordinatorHost):
     started_at: float
     retired: collections.OrderedDict[str, str]
     submitters: dict[str, bytes]
-    status_waiters: list[tuple[bytes, str, float]]
+    status_waiters: list[tuple[bytes, str, float, int | None]]
     _job_numbers: Iterator[int]
 
     def on_submit(self, identity: bytes, msg: dict[str, Any]) -> None:
@@ -201,33 +201,37 @@ class JobRequests(CoordinatorHost):
             self._unknown_job(identity, msg["job_id"])
             return
         wait = min(float(msg.get("wait") or 0.0), 5.0)
+        after = msg.get("status_after")
         if wait > 0 and job.state == "running":
-            self.status_waiters.append((identity, msg["job_id"], time.monotonic() + wait))
+            self.status_waiters.append((identity, msg["job_id"], time.monotonic() + wait, after))
             return
-        self._send_status(identity, job)
+        self._send_status(identity, job, after)
 
     def _answer_status_waiters(self) -> None:
         if not self.status_waiters:
             return
         now = time.monotonic()
         held = []
-        for identity, job_id, deadline in self.status_waiters:
+        for identity, job_id, deadline, after in self.status_waiters:
             job = self.jobs[job_id]
             if job.state == "running" and now < deadline:
-                held.append((identity, job_id, deadline))
+                held.append((identity, job_id, deadline, after))
             else:
-                self._send_status(identity, job)
+                self._send_status(identity, job, after)
         self.status_waiters = held
 
     def _poll_milliseconds(self) -> int:
         """How long the loop may wait for a message: 100 ms, less when a held status reply falls due sooner."""
         if not self.status_waiters:
             return 100
-        due = min(deadline for _, _, deadline in self.status_waiters) - time.monotonic()
+        due = min(waiter[2] for waiter in self.status_waiters) - time.monotonic()
         return max(0, min(100, math.ceil(due * 1000)))
 
-    def _send_status(self, identity: bytes, job: JobState) -> None:
+    def _send_status(self, identity: bytes, job: JobState, status_after: int | None = None) -> None:
+        """``status_after``: the task status messages the client has (``JobState.task_statuses``)."""
         status = job.progress()
+        status["name"] = job.spec.name
+        status["task_status"] = job.task_statuses(status_after)
         status["workers_alive"] = sum(w.alive for w in self.workers.values())
         waiting = self._slots_held_from(job)
         if waiting is not None:

@@ -98,8 +98,9 @@ class Coordinator(
         """(upstream job, kind) -> when a downstream attempt of that kind last gave its slot back to it."""
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
-        self.status_waiters: list[tuple[bytes, str, float]] = []
-        """``status`` requests held until their job ends or their wait runs out: (client, job id, deadline)."""
+        self.status_waiters: list[tuple[bytes, str, float, int | None]] = []
+        """``status`` requests held until their job ends or their wait runs out: (client, job id, deadline, the
+        ``status_after`` it asked)."""
         self.submitters: dict[str, bytes] = {}
         """Job id -> the client that submitted it, until a ``status`` reply told that client how the job ended."""
         self.running = True

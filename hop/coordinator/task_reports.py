@@ -31,6 +31,11 @@ class TaskReports(CoordinatorHost):
             more = {key: msg[key] for key in ("bad", "written", "taken", "from_file") if key in msg}
             job.on_progress(msg["kind"], msg["index"], msg["attempt"], msg["fraction"], msg["records"], **more)
 
+    def on_task_status(self, identity: bytes, msg: dict[str, Any]) -> None:
+        job = self._job_for(msg)
+        if job is not None:
+            job.on_task_status(msg["kind"], msg["index"], msg["attempt"], str(msg["message"]))
+
     def on_source_listening(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self._job_for(msg)
         if job is not None:
