@@ -105,10 +105,20 @@ class ProgressDisplay:
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
             from tqdm import tqdm
 
-            fmt = "{desc:<14}{percentage:5.1f}%|{bar:30}| {postfix}"
+            class Bar(tqdm):
+                """A bar followed by ``counts`` as they are: tqdm's ``{postfix}`` puts ", " before its text, so the
+                bars read "|, 3/8 maps"."""
+
+                counts = ""
+
+                @property
+                def format_dict(self) -> dict[str, Any]:
+                    return {**super().format_dict, "counts": self.counts}
+
+            fmt = "{desc:<14}{percentage:5.1f}%|{bar:30}| {counts}"
             self._bars = [
-                tqdm(total=100, desc=f"{label}map", position=0, file=sys.stderr, bar_format=fmt, leave=True),
-                tqdm(total=100, desc=f"{label}reduce", position=1, file=sys.stderr, bar_format=fmt, leave=True),
+                Bar(total=100, desc=f"{label}map", position=0, file=sys.stderr, bar_format=fmt, leave=True),
+                Bar(total=100, desc=f"{label}reduce", position=1, file=sys.stderr, bar_format=fmt, leave=True),
             ]
 
     def update(self, status: dict[str, Any]) -> None:
@@ -146,10 +156,8 @@ class ProgressDisplay:
             sys.stderr.flush()
             return
         map_bar, reduce_bar = self._bars
-        map_bar.n = map_percent
-        map_bar.set_postfix_str(maps, refresh=False)
-        reduce_bar.n = reduce_percent
-        reduce_bar.set_postfix_str(reduces, refresh=False)
+        map_bar.n, map_bar.counts = map_percent, maps
+        reduce_bar.n, reduce_bar.counts = reduce_percent, reduces
         for bar in self._bars:
             bar.refresh()
 

@@ -2783,3 +2783,42 @@ def test_too_many_reducers_or_workers_for_the_embedded_cluster_are_refused_befor
         assert said in refused.stderr and "at most 1,024" in refused.stderr, refused.stderr
         assert time.monotonic() - began < 30, "refused before a cluster started"
         assert not (tmp_path / "out").exists()
+
+
+def test_the_progress_bars_on_a_terminal_show_their_counts_without_a_stray_comma(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a terminal the bars read "|, 3/8 maps, ..." (tqdm's ``{postfix}`` puts ", " before its text): they read
+    "| 3/8 maps, ..." now."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    from hop.runner import ProgressDisplay
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # (a new one is 0 columns wide)
+    terminal = os.fdopen(slave, "w", encoding="utf-8")
+    try:
+        monkeypatch.setattr(sys, "stderr", terminal)
+        display = ProgressDisplay(True, address="tcp://h:5555")
+        status = {"job_id": "job-1", "state": "running", "map_fraction": 0.375, "reduce_fraction": 0.0}
+        status |= {"maps_done": 3, "maps_total": 8, "reduces_done": 0, "reduces_total": 1}
+        display.update({**status, "input_records": 1000, "map_seconds": 1.0})
+        display.close()
+        terminal.flush()
+        shown = b""
+        while select.select([master], [], [], 0.5)[0]:
+            chunk = os.read(master, 65536)
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        terminal.close()
+        os.close(master)
+    text = shown.decode("utf-8", "replace")
+    assert "| 3/8 maps, 1,000 records/s" in text, text
+    assert "| 0/1 reduces" in text, text
+    assert "|," not in text and "| ," not in text, text
