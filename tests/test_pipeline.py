@@ -390,6 +390,29 @@ def test_a_later_steps_map_retried_after_a_checkpoint_maps_each_record_once(
     assert killed and killed[0]["status"] == "failed", "the later step's map should have been killed"
 
 
+def test_a_retried_reduce_does_not_stream_to_the_reader_restarted_with_its_failed_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The word count's reduce killed before its merge restarts the top-k map reading it, and the reduce's retry is
+    assigned in the same turn, before the new map attempt says where it listens. The retry was pointed at the dead
+    map attempt's address (its ``pipe_to``), and the new attempt's ``pipe_at`` was lost on it while it waited for
+    its slot on the worker where the failed attempt had just died: it streamed to no one and waited a minute for
+    acknowledgements before it committed (a run of 2 s took 62 s)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 600_000, seed=37, vocabulary=3000)
+    monkeypatch.setenv("HOP_FAULT", "reduce:received:0")  # reduce 0's first attempt, in each step
+    result = hop(
+        "run", job_path("wordcount"), job_path("topk"), str(source), "-o", str(tmp_path / "out"), "--workers", "2",
+        "--reducers", "1", "--split-size", "128KB", "--quiet", timeout=TIMEOUT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    retries = [a for a in report["steps"][0]["attempts"] if a["task_id"] == "reduce-00000" and a["attempt"] == 1]
+    assert retries, "the word count's reduce should have been killed and retried"
+    assert retries[0]["end"] - retries[0]["start"] < 20, "the retry waited for a reader that was gone"
+
+
 def test_cli_job_list_pipeline(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 800_000, seed=35, vocabulary=1000)
