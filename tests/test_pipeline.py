@@ -648,6 +648,35 @@ def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> Non
     assert [s["label"] for s in client.snapshots(report["job_id"])] == [f.name for f in derived]
 
 
+def test_hop_snapshot_of_a_later_step_flows_down_from_the_first_step(client: Client, tmp_path: Path) -> None:
+    """``hop snapshot`` of a pipeline's later step took a snapshot of its own reducers, labelled by its own count
+    (``0.000-now0``), and one of the first step at the same progress flowed down to it under the same label:
+    publishing the second failed the pipeline with an internal error. The later step's is now taken by the first
+    step and flows down, as the pipeline's other snapshots do; every label is the first step's."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=38, vocabulary=300)
+    first, second = specs(source, tmp_path / "out", "slow_sum_wordcount", "topk", num_reduces=2, split_size=1 << 19)
+    options = online_options(
+        load_job_file(job_path("slow_sum_wordcount")), [str(source)], snapshot_every=0.25, order="random", seed=4,
+        chunk_size=64 << 10,
+    )  # fmt: skip
+    first = dataclasses.replace(first, output=str(tmp_path / "counts"), options={**options, "pipe_output": True})
+    upstream = client.submit(first)
+    later = {**options, "upstream": upstream}
+    downstream = client.submit(dataclasses.replace(second, inputs=(), input_format="output", options=later))
+    # Both at once, before the first step reports any progress: each labelled 0.000-now0 before.
+    asked = [client.snapshot_now(downstream)["label"], client.snapshot_now(upstream)["label"]]
+    assert len(set(asked)) == 2, asked
+    for job_id in (upstream, downstream):
+        status = client.wait(job_id, timeout=TIMEOUT)
+        assert status["state"] == "succeeded", status.get("error")
+    labels = [s["label"] for s in client.snapshots(upstream)]
+    assert [s["label"] for s in client.snapshots(downstream)] == labels and set(asked) <= set(labels)
+    for label in labels:
+        info = json.loads((tmp_path / "out" / "_snapshots" / label / "_snapshot.json").read_text())
+        assert info["upstream"]["job_id"] == upstream and info["upstream"]["label"] == label
+
+
 @pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])
 def test_a_failed_step_is_named_as_the_runs_progress_lines_name_it(tmp_path: Path, mode: list[str]) -> None:
     """Two job files of three steps in all, the third failing: the error named no step ("job failed: map at ..."),
