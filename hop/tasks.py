@@ -1105,6 +1105,12 @@ def _receive_runs(
             credit(sender, header["seq"])
 
     waiting: list[dict[str, Any]] = []  # snapshot requests held until the runs of ``sent_before`` are here
+    # Each snapshot is taken once: one requested as this attempt started reaches it twice, broadcast to the job's
+    # reducers and asked again as its reducer_ready (crossing the request) shows it unanswered. Taken again, its
+    # files were rewritten as the coordinator published the first answer's: a snapshot folder of OUT/_snapshots got
+    # the second writer's temporaries (renamed out from under it), and one published later its files, not those
+    # its _snapshot.json describes.
+    asked: set[int] = set()
 
     def caught_up() -> bool:
         return all(
@@ -1132,7 +1138,8 @@ def _receive_runs(
                 elif control["type"] == "pipe_at":
                     if pipe_sender is not None:
                         pipe_sender.connect(control["address"])
-                elif control["type"] == "snapshot":
+                elif control["type"] == "snapshot" and control["seq"] not in asked:
+                    asked.add(control["seq"])
                     requests.append(control)
             if requests:
                 faults.inject("reduce", "snapshot", index, attempt)

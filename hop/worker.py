@@ -285,6 +285,16 @@ class Worker:
                 told["pause_pane"] = news["pause_pane"]
             self.waiting[position] = (told, message("run_task", **{k: v for k, v in told.items() if k != "type"}))
 
+    def _point_waiting(self, task: list[Any], address: str) -> None:
+        """A ``pipe_at`` (where the next job's map reading it listens) for a reduce attempt still waiting here for a
+        slot: its ``run_task`` says so (``pipe_to``), and it streams there from its start. Relayed to running tasks
+        only, it was lost on a retry that waited for the slot of the attempt that had just died: the retry streamed
+        to no one, and that map read the committed file once it had ended."""
+        for position, (msg, _) in enumerate(self.waiting):
+            if [msg["job"]["job_id"], msg["kind"], msg["index"], msg["attempt"]] == list(task):
+                told = {**msg, "pipe_to": address}
+                self.waiting[position] = (told, message("run_task", **{k: v for k, v in told.items() if k != "type"}))
+
     def _free_slot(self, kind: str) -> Slot | None:
         for slot in self.slots.values():
             if slot.kind == kind and slot.ready and slot.task is None:
@@ -338,6 +348,8 @@ class Worker:
             for slot in self.slots.values():  # to one task (any attempt of it for pipe_at: the message names it)
                 if slot.task is not None and list(slot.task) == msg["task"]:
                     self._to_slot(slot, frame)
+            if kind == "pipe_at":
+                self._point_waiting(msg["task"], msg["address"])
         elif kind == "snapshot":  # to every reducer of the job, or to one (``index``: a restarted one)
             index = msg.get("index", -1)
             for slot in self.slots.values():

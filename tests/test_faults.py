@@ -704,6 +704,58 @@ def test_a_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: 
     assert result["counters"]["reduce_input_records"] == 2
 
 
+def test_a_reducer_asked_twice_for_a_snapshot_takes_it_once(tmp_path: Path) -> None:
+    """A snapshot requested as a reduce attempt starts reaches it twice: broadcast to the job's reducers, and asked
+    again by the coordinator as the attempt's ``reducer_ready`` shows it unanswered. The reducer took it twice, the
+    second time while (or after) the coordinator published the first answer's folder: the published snapshot got
+    the second writer's temporary files, renamed out from under it (seen in a ``--blocking`` run's snapshot), or
+    the staging folder was made again. The second request is ignored; a newer snapshot is still answered."""
+    source, output, work = tmp_path / "in.txt", tmp_path / "out", tmp_path / "work"
+    source.write_text("a\n", encoding="utf-8")
+    output.mkdir()  # (the job's output, which its coordinator made: a reducer never makes it)
+    work.mkdir()
+    spec = build_spec(load_job_file(job_path("wordcount")), [str(source)], str(output), num_reduces=1)
+    context = zmq.Context.instance()
+    worker_side = context.socket(zmq.PAIR)
+    port = worker_side.bind_to_random_port("tcp://127.0.0.1")
+    channel = PairChannel(context, f"tcp://127.0.0.1:{port}")
+    results: list[dict[str, Any]] = []
+    reducer = threading.Thread(target=lambda: results.append(run_reduce(spec, 0, 0, 1, work, channel)), daemon=True)
+
+    def answer() -> dict[str, Any]:
+        while worker_side.poll(10_000):
+            received = unpack(worker_side.recv())
+            if received["type"] == "snapshot_done":
+                return received
+        raise AssertionError("the reducer should have answered the snapshot")
+
+    def ask(seq: int, label: str) -> None:
+        worker_side.send(message("snapshot", job_id=spec.job_id, seq=seq, label=label))
+
+    try:
+        reducer.start()
+        assert worker_side.poll(10_000) and unpack(worker_side.recv())["type"] == "reducer_ready"
+        ask(0, "0.500")
+        assert answer()["seq"] == 0
+        # The coordinator publishes it (every partition answered), and its request reaches the reducer again.
+        published = output / "_snapshots" / "0.500"
+        published.parent.mkdir()
+        (output / "_temporary" / "snapshots" / "0.500").rename(published)
+        ask(0, "0.500")
+        ask(1, "0.900")
+        assert answer()["seq"] == 1, "the snapshot answered already was taken again"
+    finally:
+        if reducer.is_alive():  # (its map committed, with nothing for it: it ends)
+            worker_side.send(message("map_committed", job_id=spec.job_id, index=0, attempt=0, spills=0))
+            reducer.join(timeout=30)
+        worker_side.close(linger=0)
+        channel.close()
+    assert not reducer.is_alive()
+    assert sorted(path.name for path in published.iterdir()) == ["estimates-00000.jsonl", "part-00000"]
+    assert not (output / "_temporary" / "snapshots" / "0.500").exists()
+    assert results and Path(results[0]["path"]).read_text(encoding="utf-8") == ""
+
+
 def test_a_stream_reducer_ignores_runs_addressed_to_another_partition_or_job(tmp_path: Path) -> None:
     # The same reconnection reaches a continuous job's reducer. A foreign run that said its source had ended used to
     # close the window with the other partition's keys in it, and the map's real run was then dropped as a resend.

@@ -775,6 +775,17 @@ def test_snapshot_labels_stay_unique_below_a_thousandth(every: float, first: str
     assert tracker.request_now(0.5).label.endswith(f"-now{len(labels)}")
 
 
+def test_an_on_demand_label_is_never_one_a_snapshot_flowing_down_took() -> None:
+    """A pipeline's later job holds the snapshots of the job before it under their labels: one asked of it once that
+    job ended (hop snapshot), labelled by its own count, could take one of theirs, and publishing it failed."""
+    tracker = SnapshotTracker(1, [])
+    tracker.request_derived("0.500-now1", 0.5, {"job_id": "job-1"}, "/up/_snapshots/0.500-now1")
+    tracker.request_derived("0.500-now2", 0.5, {"job_id": "job-1"}, "/up/_snapshots/0.500-now2")
+    assert tracker.request_now(0.5).label == "0.500-now3"
+    assert tracker.request_now(0.25).label == "0.250-now3"
+    assert [s.seq for s in tracker.snapshots] == [0, 1, 2, 3]
+
+
 def test_snapshot_requests_queued_together_are_answered_by_one_snapshot(tmp_path: Path) -> None:
     """A reducer that fell behind took every queued request in turn, each over the same data it held, and fell
     further behind; now the newest label is taken once and the others get a copy (a derived snapshot, with its own

@@ -390,6 +390,29 @@ def test_a_later_steps_map_retried_after_a_checkpoint_maps_each_record_once(
     assert killed and killed[0]["status"] == "failed", "the later step's map should have been killed"
 
 
+def test_a_retried_reduce_does_not_stream_to_the_reader_restarted_with_its_failed_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The word count's reduce killed before its merge restarts the top-k map reading it, and the reduce's retry is
+    assigned in the same turn, before the new map attempt says where it listens. The retry was pointed at the dead
+    map attempt's address (its ``pipe_to``), and the new attempt's ``pipe_at`` was lost on it while it waited for
+    its slot on the worker where the failed attempt had just died: it streamed to no one and waited a minute for
+    acknowledgements before it committed (a run of 2 s took 62 s)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 600_000, seed=37, vocabulary=3000)
+    monkeypatch.setenv("HOP_FAULT", "reduce:received:0")  # reduce 0's first attempt, in each step
+    result = hop(
+        "run", job_path("wordcount"), job_path("topk"), str(source), "-o", str(tmp_path / "out"), "--workers", "2",
+        "--reducers", "1", "--split-size", "128KB", "--quiet", timeout=TIMEOUT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert output_dict(tmp_path / "out") == {"top": expected_top(source)}
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    retries = [a for a in report["steps"][0]["attempts"] if a["task_id"] == "reduce-00000" and a["attempt"] == 1]
+    assert retries, "the word count's reduce should have been killed and retried"
+    assert retries[0]["end"] - retries[0]["start"] < 20, "the retry waited for a reader that was gone"
+
+
 def test_cli_job_list_pipeline(tmp_path: Path) -> None:
     source = tmp_path / "in.txt"
     generate_text(source, 800_000, seed=35, vocabulary=1000)
@@ -623,6 +646,35 @@ def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> Non
         tops = [v for k, v in output_dict(folder).items() if k == "top"]
         assert len(tops) == 1 and len(tops[0]) == 20 and all(word in words for _, word in tops[0])
     assert [s["label"] for s in client.snapshots(report["job_id"])] == [f.name for f in derived]
+
+
+def test_hop_snapshot_of_a_later_step_flows_down_from_the_first_step(client: Client, tmp_path: Path) -> None:
+    """``hop snapshot`` of a pipeline's later step took a snapshot of its own reducers, labelled by its own count
+    (``0.000-now0``), and one of the first step at the same progress flowed down to it under the same label:
+    publishing the second failed the pipeline with an internal error. The later step's is now taken by the first
+    step and flows down, as the pipeline's other snapshots do; every label is the first step's."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=38, vocabulary=300)
+    first, second = specs(source, tmp_path / "out", "slow_sum_wordcount", "topk", num_reduces=2, split_size=1 << 19)
+    options = online_options(
+        load_job_file(job_path("slow_sum_wordcount")), [str(source)], snapshot_every=0.25, order="random", seed=4,
+        chunk_size=64 << 10,
+    )  # fmt: skip
+    first = dataclasses.replace(first, output=str(tmp_path / "counts"), options={**options, "pipe_output": True})
+    upstream = client.submit(first)
+    later = {**options, "upstream": upstream}
+    downstream = client.submit(dataclasses.replace(second, inputs=(), input_format="output", options=later))
+    # Both at once, before the first step reports any progress: each labelled 0.000-now0 before.
+    asked = [client.snapshot_now(downstream)["label"], client.snapshot_now(upstream)["label"]]
+    assert len(set(asked)) == 2, asked
+    for job_id in (upstream, downstream):
+        status = client.wait(job_id, timeout=TIMEOUT)
+        assert status["state"] == "succeeded", status.get("error")
+    labels = [s["label"] for s in client.snapshots(upstream)]
+    assert [s["label"] for s in client.snapshots(downstream)] == labels and set(asked) <= set(labels)
+    for label in labels:
+        info = json.loads((tmp_path / "out" / "_snapshots" / label / "_snapshot.json").read_text())
+        assert info["upstream"]["job_id"] == upstream and info["upstream"]["label"] == label
 
 
 @pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])

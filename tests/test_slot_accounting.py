@@ -617,3 +617,21 @@ def test_the_late_word_of_a_restarted_pipeline_map_does_not_point_the_step_befor
         assert coordinator.pipe_readers[(later.spec.job_id, 0)] == (1, "tcp://127.0.0.1:2")
         told = [m["address"] for m in _told(sides[reducer], 0.5) if m["type"] == "pipe_at"]
         assert "tcp://127.0.0.1:1" not in told, "the upstream reduce is not pointed at the dead attempt"
+
+
+def test_a_reduce_waiting_for_a_slot_is_told_where_the_next_jobs_map_listens(tmp_path: Path) -> None:
+    """A pipeline's reduce retried on the worker where its attempt had just died waits for that slot; the next job's
+    map (restarted with the failed attempt) says where it listens meanwhile, and the coordinator's ``pipe_at`` was
+    relayed to running tasks only: lost, the retry streamed to no one, and that map read the committed file at the
+    end. The waiting task's ``run_task`` now carries the address, as it does when the map spoke first."""
+    with _worker_with_one_map_slot(tmp_path, "reduce") as (worker, _):
+        slot = worker.slots["w/r0"]
+        slot.task = ("job-1", "reduce", 0, 0)  # the failed attempt, its slot not yet free
+        waiting = {"type": "run_task", "job": {"job_id": "job-1"}, "kind": "reduce", "index": 0, "attempt": 1}
+        worker.waiting.append((waiting, message("run_task", **{k: v for k, v in waiting.items() if k != "type"})))
+        address = "tcp://127.0.0.1:5999"
+        worker.on_coordinator(message("pipe_at", task=["job-1", "reduce", 0, 1], job_id="job-1", address=address))
+        ((told, frame),) = worker.waiting
+        assert told["pipe_to"] == address and unpack(frame)["pipe_to"] == address
+        worker.on_coordinator(message("pipe_at", task=["job-1", "reduce", 1, 1], job_id="job-1", address="tcp://x"))
+        assert worker.waiting[0][0]["pipe_to"] == address, "another task's address"

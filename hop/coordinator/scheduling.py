@@ -142,7 +142,11 @@ class SlotAssignment(CoordinatorHost):
             if job.windows is not None:
                 # Told to the reducers as they went: a reduce attempt started since (a retry) never heard it.
                 fields["sources_gone"] = sorted(job.sources_told_gone)
-            reader = self.pipe_readers.get((self.downstream.get(job.spec.job_id, ""), index))
-            if reader is not None:
+            downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
+            reader = self.pipe_readers.get((downstream.spec.job_id, index)) if downstream is not None else None
+            # Only a reader still live: the one that read the failed attempt is restarted with it, and a retry
+            # pointed at its dead address waited a minute (PipeSender.finish) for acknowledgements that never came,
+            # when the new reader's pipe_at did not reach it (sent while the retry still waited for its slot).
+            if reader is not None and downstream is not None and downstream.attempt_live("map", index, reader[0]):
                 fields["pipe_to"] = reader[1]
         self._send(worker.identity, "run_task", **fields)

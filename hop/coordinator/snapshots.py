@@ -40,7 +40,8 @@ class SnapshotRequests(CoordinatorHost):
             self._send(worker, "snapshot", index=index, **fields)
 
     def on_snapshot(self, identity: bytes, msg: dict[str, Any]) -> None:
-        """``hop snapshot JOB_ID``: ask every reducer of a running job for a snapshot now."""
+        """``hop snapshot JOB_ID``: ask every reducer of a running job for a snapshot now (of a pipeline's later job,
+        those of the pipeline's first job still running: the snapshot flows down to it)."""
         job = self.jobs.get(msg["job_id"])
         if job is None or job.snapshots is None:
             self._unknown_job(identity, msg["job_id"])
@@ -48,8 +49,17 @@ class SnapshotRequests(CoordinatorHost):
         if job.state != "running":
             self._send(identity, "error", message=f"job {msg['job_id']} is not running (it {job.state})")
             return
-        snapshot = job.snapshots.request_now(job.input_fraction())
-        self._request_snapshot(job, snapshot)
+        # A pipeline's later job takes its snapshots from the job before it: asked of it, the snapshot is taken by
+        # the pipeline's first job still running and flows down to it under that job's label. Its own, labelled by
+        # its own count, took the label of one flowing down (hop snapshot of both steps at the same progress), and
+        # publishing the second failed the pipeline.
+        source, tracker = job, job.snapshots
+        while (upstream := source.upstream) is not None and upstream.state == "running":
+            if upstream.snapshots is None:
+                break
+            source, tracker = upstream, upstream.snapshots
+        snapshot = tracker.request_now(source.input_fraction())
+        self._request_snapshot(source, snapshot)
         self._send(identity, "snapshot_requested", seq=snapshot.seq, label=snapshot.label)
 
     def on_snapshot_done(self, identity: bytes, msg: dict[str, Any]) -> None:

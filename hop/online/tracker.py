@@ -116,6 +116,11 @@ class SnapshotTracker:
     def _new(self, progress: float, on_demand: bool, now: float | None) -> Snapshot:
         seq = len(self.snapshots)
         label = snapshot_label(progress, seq if on_demand else None, label_digits(self.every))
+        number = seq
+        taken = {snapshot.label for snapshot in self.snapshots}
+        while on_demand and label in taken:  # (a pipeline's later job holds the labels of the job before's too)
+            number += 1
+            label = snapshot_label(progress, number, label_digits(self.every))
         snapshot = Snapshot(seq, label, progress, now if now is not None else time.time())
         self.snapshots.append(snapshot)
         return snapshot
