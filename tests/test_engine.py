@@ -722,6 +722,36 @@ def test_a_job_writing_the_output_of_a_running_job_is_refused(client: Client, tm
     assert client.wait(second, timeout=60)["state"] == "succeeded"
 
 
+def test_overwriting_what_a_running_job_reads_or_writes_is_refused(client: Client, tmp_path: Path) -> None:
+    """``--overwrite`` of a folder holding a running job's input files (a team's ``hop submit ... -o data/
+    --overwrite`` while a job reads ``data/in.txt``) deleted them under that job, which failed (``input file ... no
+    longer exists``); of a folder holding its output, that output. The coordinator refuses it while the job runs,
+    naming the job, and leaves the folder as it was; once the job has ended it is taken."""
+    from hop.client import JobRejected
+
+    data, elsewhere = tmp_path / "data", tmp_path / "elsewhere"
+    data.mkdir()
+    elsewhere.mkdir()
+    source = data / "in.txt"
+    source.write_text("a b\n" * 8000)  # (slow_map: 0.5 ms a line, so the job runs for seconds)
+    (elsewhere / "c.txt").write_text("c\n")
+    counts = tmp_path / "runs" / "counts"
+    first = client.submit(build_spec(load_job_file(job_path("slow_map")), [str(source)], str(counts), num_reduces=2))
+    try:
+        for target, what in ((data, f"holds {source}, an input of job {first}"), (counts.parent, f"holds {counts}")):
+            spec = build_spec(load_job_file(job_path("wordcount")), [str(elsewhere)], str(target), overwrite=True)
+            with pytest.raises(JobRejected, match=f"output directory {target} {what}"):
+                client.submit(spec)
+        assert source.exists() and counts.is_dir(), "the refused job cleared its output"
+    finally:
+        status = client.wait(first, timeout=60)
+    assert status["state"] == "succeeded", status.get("error")
+    assert output_dict(counts) == {"a": 8000, "b": 8000}
+    spec = build_spec(load_job_file(job_path("wordcount")), [str(elsewhere)], str(data), overwrite=True)
+    assert client.wait(client.submit(spec), timeout=60)["state"] == "succeeded"
+    assert output_dict(data) == {"c": 1} and not source.exists()
+
+
 def test_a_job_reading_the_output_of_a_running_job_is_refused(client: Client, tmp_path: Path) -> None:
     """A job given the output directory of a job still running (a team's ``hop submit jobs/topk.py counts/`` while
     the word count writes ``counts/``) read the part files committed so far and succeeded on part of the data,

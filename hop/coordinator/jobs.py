@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import glob
 import math
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.coordinator.host import CoordinatorHost
-from hop.inputs import InputError, expand_inputs
+from hop.inputs import InputError, Split, expand_inputs
 from hop.jobspec import JobSpec
 from hop.online.tracker import SnapshotTracker
 from hop.outputs import OutputExistsError, OutputGuard, check_output, coordinator_kept, prepare_output
@@ -123,7 +124,7 @@ class JobRequests(CoordinatorHost):
             outputs = [spec.output, *([str(options["run_output"])] if options.get("run_output") else [])]
             kept = coordinator_kept(msg.get("working_directory"))
             for output in outputs:
-                self._refuse_shared_output(output)
+                self._refuse_shared_output(output, spec.overwrite)
                 check_output(output, spec.overwrite, spec.inputs, kept=kept)
             for output in outputs:
                 prepare_output(output, spec.overwrite, spec.inputs, kept=kept)
@@ -155,15 +156,35 @@ class JobRequests(CoordinatorHost):
         if not splits and not self.jobs[job_id].reduces:
             self._execute(self.jobs[job_id], [FinishJob("succeeded")])
 
-    def _refuse_shared_output(self, output: str) -> None:
+    def _refuse_shared_output(self, output: str, overwrite: bool) -> None:
         """Refuse a job that would write ``output`` while a running job writes it: both would write its parts (and
-        with ``--overwrite`` the new one would first delete the running one's)."""
+        with ``--overwrite`` the new one would first delete the running one's). With ``overwrite``, also one whose
+        ``output`` is or holds an input file of a running batch job, or holds a running job's output: clearing it
+        deleted them under that job, which then failed (its input gone, or its output), though this coordinator
+        knew of it, as it knows of a job reading a running job's output (:meth:`_refuse_input_being_written`)."""
+        target = Path(output).resolve()
         for other in self.jobs.values():
-            if other.state == "running" and Path(other.spec.output) == Path(output):
+            if other.state != "running":
+                continue
+            job_id = other.spec.job_id
+            if Path(other.spec.output) == Path(output):
                 raise OutputExistsError(
-                    f"output directory {output} is being written by job {other.spec.job_id}, still running; "
-                    f"wait for it, stop it (hop stop {other.spec.job_id}) or choose another"
+                    f"output directory {output} is being written by job {job_id}, still running; "
+                    f"wait for it, stop it (hop stop {job_id}) or choose another"
                 )
+            if not overwrite:
+                continue  # (nothing is cleared: a folder holding either is not empty, which check_output refuses)
+            if target in Path(other.spec.output).resolve().parents:
+                what = f"holds {other.spec.output}, the output of job {job_id}"
+            else:
+                read = _file_read_within(other, target)
+                if read is None:
+                    continue
+                what = f"{'is' if read == target else 'holds'} {read}, an input of job {job_id}"
+            raise OutputExistsError(
+                f"output directory {output} {what}, still running: --overwrite would delete it under that job; "
+                f"wait for it, stop it (hop stop {job_id}) or choose another"
+            )
 
     def _refuse_input_being_written(self, spec: JobSpec, upstream: JobState | None) -> None:
         """Refuse a job that would read the output directory of a batch job still running, or a folder holding it:
@@ -397,6 +418,21 @@ def _where_report_is(output: str) -> str:
         f"it was {name.replace('-', ' ')} of the run writing {run}, and its report {report} went with the run's "
         f'scratch directory; {run / "_job.json"}, which would hold it under "steps", does not exist'
     )
+
+
+def _file_read_within(job: JobState, folder: Path) -> Path | None:
+    """One of ``job``'s input files (as its map tasks name them, resolved) that is ``folder`` or lies below it, or
+    None. Resolved per directory, since a job may read thousands of files of a few directories."""
+    directories: dict[str, Path] = {}
+    for task_input in job.splits:
+        for split in [task_input] if isinstance(task_input, Split) else [chunk.split for chunk in task_input]:
+            name, file = os.path.split(split.path)
+            if name not in directories:
+                directories[name] = Path(name).resolve()
+            where = directories[name]
+            if where == folder or folder in where.parents:
+                return where / file
+    return None
 
 
 def _hidden_below(folder: Path, path: Path) -> bool:
