@@ -17,6 +17,7 @@ Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -24,6 +25,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hop import prelaunch, worker_options
@@ -50,6 +52,7 @@ from hop.inputs import (
     MIN_SPLIT_SIZE_OPTION,
     InputError,
     expand_inputs,
+    input_being_written,
     is_compressed,
     repeated_inputs,
 )
@@ -503,7 +506,13 @@ def _run_loaded(
         release = claim_output(spec.output)
         # Before starting a cluster: fail fast.
         check_output(spec.output, spec.overwrite, spec.inputs, [args.job, *args.later_jobs])
-        for repeated in repeated_inputs(list(spec.inputs), spec.output):  # (raises for an input that cannot be read)
+        try:
+            repeats = repeated_inputs(list(spec.inputs), spec.output)  # (raises for an input that cannot be read)
+        except InputError:
+            if address is not None:
+                _refuse_input_being_written(address, list(spec.inputs))
+            raise
+        for repeated in repeats:
             print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
             reduce_slots = -(-reducers_at_once(step_specs, pipelined) // workers)
@@ -602,6 +611,31 @@ def _mrjob_step_reduces(args: argparse.Namespace, mrjob_run: MRJobRun | None) ->
         return None
     steps = mrjob_run.step_reducers
     return steps if any(count is not None for count in steps) else None
+
+
+WRITERS_ASKED_SECONDS = 1.5
+"""How long ``hop submit`` whose inputs cannot be read asks its coordinator which jobs are running (less than
+``hop.client.WAITING_NOTE_SECONDS``: a coordinator that is not there leaves the inputs' own error, said at once)."""
+
+
+def _refuse_input_being_written(address: str, inputs: list[str]) -> None:
+    """Raise the coordinator's refusal (:func:`hop.inputs.input_being_written`) when ``inputs``, which this
+    process could not read, are the output of a batch job still running on the cluster at ``address``: before its
+    first part commits, that output holds no file, and the run said so (``input directory ... holds no file to
+    read``), as if the path were wrong, where the coordinator, asked a moment later, says to wait for that job."""
+    try:
+        with contextlib.closing(Client(address, timeout=WRITERS_ASKED_SECONDS)) as client:
+            jobs = client.jobs()
+    except CoordinatorUnavailable:
+        return
+    writing = {
+        Path(job["output"]).resolve(): job["job_id"]
+        for job in jobs
+        if job["state"] == "running" and not job.get("continuous")
+    }
+    refusal = input_being_written(inputs, writing, address)
+    if refusal is not None:
+        raise InputError(refusal)
 
 
 def _on_cluster(

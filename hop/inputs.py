@@ -235,6 +235,40 @@ def expand_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     return files
 
 
+def input_being_written(patterns: Iterable[str], writing: dict[Path, str], address: str) -> str | None:
+    """Why a job reading ``patterns`` is refused when one of them is (or names a file of) the output directory of a
+    batch job still running, or is a folder holding it (``writing``: each such output, resolved, and its job id, on
+    the coordinator at ``address``), or None: it would read the part files committed so far, part of the data, and
+    succeed on it as if on all, or find the directory holding no file yet. The coordinator refuses such a job with
+    this; ``hop submit``, whose own check of the inputs fails first on a directory holding no part yet, says it
+    too."""
+    for pattern in patterns:
+        named = glob.glob(pattern, recursive=True) if glob.has_magic(pattern) else [pattern]
+        # A glob matching nothing (``counts/part-*`` before the first part commits) counts where its fixed part is,
+        # if that lies in the output (a folder holding the output may hold nothing the glob would match).
+        unmatched = not named
+        for name in [str(Path(*_fixed_prefix(Path(pattern).parts)))] if unmatched else named:
+            path = Path(name).resolve()
+            for output, job_id in writing.items():
+                inside = path == output or output in path.parents
+                # (a folder is read without its names starting with _ or .: a pipeline's .OUT.steps-* scratch)
+                around = not unmatched and path in output.parents and not _hidden_below(path, output)
+                if inside or around:
+                    what = "is" if inside else f"holds {output},"
+                    return (
+                        f"input {pattern} {what} the output of job {job_id}, still running: its part files are "
+                        f"not all written yet; submit this job again once it has ended (hop status {job_id} "
+                        f"--coordinator {address})"
+                    )
+    return None
+
+
+def _hidden_below(folder: Path, path: Path) -> bool:
+    """Whether reading ``folder`` leaves ``path``, inside it, out: a name on the way starts with ``_`` or ``.``
+    (:func:`expand_inputs`)."""
+    return any(part.startswith(("_", ".")) for part in path.relative_to(folder).parts)
+
+
 def repeated_inputs(patterns: list[str], output: str | None = None) -> list[str]:
     """What to tell the user of the files that more than one of ``patterns`` name (the same one given twice
     counts twice), each read once (:func:`expand_inputs`): a message per file, naming the patterns. A pattern that

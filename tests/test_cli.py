@@ -1161,6 +1161,45 @@ def test_overwrite_clears_nothing_for_a_job_the_coordinator_refuses(
     assert sorted(path.name for path in counts.glob("part-*")) == ["part-00000", "part-00001"]
 
 
+def test_submit_reading_a_running_jobs_output_before_its_first_part_names_that_job(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``hop submit`` checks its inputs before it submits: given the output of a job still running that has
+    committed no part yet (a folder holding none), it said ``input directory ... holds no file to read`` (or that
+    a glob of its parts matched no file), as if the path were wrong, where the coordinator refuses the job as
+    reading a running job's output, to be submitted again once that job has ended. It now says so too; a folder
+    holding no file that no job writes is still named so."""
+    from hop.client import Client
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+
+    (tmp_path / "in.txt").write_text("a b\n" * 20000)  # (slow_map: 0.5 ms a line, so no part commits for seconds)
+    counts, empty = tmp_path / "counts", tmp_path / "empty"
+    empty.mkdir()
+    client = Client(cluster.address, timeout=30)
+    spec = build_spec(load_job_file(job_path("slow_map")), [str(tmp_path / "in.txt")], str(counts), num_reduces=2)
+    running = client.submit(spec)
+    try:
+        for given in ("counts", "counts/part-*"):
+            reading = hop(
+                "submit", job_path("topk"), given, "-o", "top", "--coordinator", cluster.address, cwd=tmp_path
+            )
+            assert reading.returncode == 2, reading.stderr
+            assert f"input {tmp_path / given} is the output of job {running}, still running" in reading.stderr, (
+                reading.stderr
+            )
+        assert not list(counts.glob("part-*")), "a part committed: the coordinator's own check was reached"
+        reading = hop("submit", job_path("topk"), "empty", "-o", "top", "--coordinator", cluster.address, cwd=tmp_path)
+        assert reading.returncode == 2, reading.stderr
+        assert f"input directory {empty} holds no file to read" in reading.stderr, reading.stderr
+    finally:
+        client.stop(running)
+        try:
+            client.wait(running, timeout=30)
+        finally:
+            client.close()
+
+
 def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b\nc d\n")
     (tmp_path / "list_key.py").write_text(

@@ -11,7 +11,6 @@ be a predecessor's (job ids carry their submission time: :data:`JOB_ID_SHAPE`).
 from __future__ import annotations
 
 import collections
-import glob
 import math
 import os
 import re
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.coordinator.host import CoordinatorHost
-from hop.inputs import InputError, Split, expand_inputs
+from hop.inputs import InputError, Split, expand_inputs, input_being_written
 from hop.jobspec import JobSpec
 from hop.online.tracker import SnapshotTracker
 from hop.outputs import OutputExistsError, OutputGuard, check_output, coordinator_kept, prepare_output
@@ -196,22 +195,9 @@ class JobRequests(CoordinatorHost):
             for job in self.jobs.values()
             if job.state == "running" and job.windows is None and job is not upstream
         }
-        if not writing:
-            return
-        for pattern in spec.inputs:
-            for named in glob.glob(pattern, recursive=True) if glob.has_magic(pattern) else [pattern]:
-                path = Path(named).resolve()
-                for output, job_id in writing.items():
-                    inside = path == output or output in path.parents
-                    # (a folder is read without its names starting with _ or .: a pipeline's .OUT.steps-* scratch)
-                    around = path in output.parents and not _hidden_below(path, output)
-                    if inside or around:
-                        what = "is" if inside else f"holds {output},"
-                        raise InputError(
-                            f"input {pattern} {what} the output of job {job_id}, still running: its part files are "
-                            f"not all written yet; submit this job again once it has ended (hop status {job_id} "
-                            f"--coordinator {self.address})"
-                        )
+        refusal = input_being_written(spec.inputs, writing, self.address)
+        if refusal is not None:
+            raise InputError(refusal)
 
     def on_status(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A job's progress (and report, once it ended). With ``wait`` (seconds, at most 5) the reply to a running
@@ -433,9 +419,3 @@ def _file_read_within(job: JobState, folder: Path) -> Path | None:
             if where == folder or folder in where.parents:
                 return where / file
     return None
-
-
-def _hidden_below(folder: Path, path: Path) -> bool:
-    """Whether reading ``folder`` leaves ``path``, inside it, out: a name on the way starts with ``_`` or ``.``
-    (:func:`hop.inputs.expand_inputs`)."""
-    return any(part.startswith(("_", ".")) for part in path.relative_to(folder).parts)
