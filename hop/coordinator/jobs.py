@@ -158,7 +158,7 @@ class JobRequests(CoordinatorHost):
     def _refuse_shared_output(self, output: str, overwrite: bool) -> None:
         """Refuse a job that would write ``output`` while a running job writes it: both would write its parts (and
         with ``--overwrite`` the new one would first delete the running one's). With ``overwrite``, also one whose
-        ``output`` is or holds an input file of a running batch job, or holds a running job's output: clearing it
+        ``output`` holds an input file of a running batch job, or a running job's output: clearing it
         deleted them under that job, which then failed (its input gone, or its output), though this coordinator
         knew of it, as it knows of a job reading a running job's output (:meth:`_refuse_input_being_written`)."""
         target = Path(output).resolve()
@@ -179,7 +179,7 @@ class JobRequests(CoordinatorHost):
                 read = _file_read_within(other, target)
                 if read is None:
                     continue
-                what = f"{'is' if read == target else 'holds'} {read}, an input of job {job_id}"
+                what = f"holds {read}, an input of job {job_id}"
             raise OutputExistsError(
                 f"output directory {output} {what}, still running: --overwrite would delete it under that job; "
                 f"wait for it, stop it (hop stop {job_id}) or choose another"
