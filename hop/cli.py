@@ -62,7 +62,7 @@ from hop.lifetime import Interrupted, redeliver_swallowed_interruptions, redeliv
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
-from hop.outputs import OutputError, OutputWriteError, check_output, claim_output
+from hop.outputs import OutputError, OutputWriteError, check_output, claim_output, claimed_by_another_run
 from hop.runner import (
     SNAPSHOTS_IN_FILE_ORDER,
     STOP_EARLY_PIPELINE,
@@ -509,8 +509,7 @@ def _run_loaded(
         try:
             repeats = repeated_inputs(list(spec.inputs), spec.output)  # (raises for an input that cannot be read)
         except InputError:
-            if address is not None:
-                _refuse_input_being_written(address, list(spec.inputs))
+            _refuse_input_being_written(address, list(spec.inputs))
             raise
         for repeated in repeats:
             print(f"hop: warning: {repeated}", file=sys.stderr)
@@ -618,24 +617,33 @@ WRITERS_ASKED_SECONDS = 1.5
 ``hop.client.WAITING_NOTE_SECONDS``: a coordinator that is not there leaves the inputs' own error, said at once)."""
 
 
-def _refuse_input_being_written(address: str, inputs: list[str]) -> None:
+def _refuse_input_being_written(address: str | None, inputs: list[str]) -> None:
     """Raise the coordinator's refusal (:func:`hop.inputs.input_being_written`) when ``inputs``, which this
     process could not read, are the output of a batch job still running on the cluster at ``address``: before its
     first part commits, that output holds no file, and the run said so (``input directory ... holds no file to
-    read``), as if the path were wrong, where the coordinator, asked a moment later, says to wait for that job."""
-    try:
-        with contextlib.closing(Client(address, timeout=WRITERS_ASKED_SECONDS)) as client:
-            jobs = client.jobs()
-    except CoordinatorUnavailable:
-        return
-    writing = {
-        Path(job["output"]).resolve(): job["job_id"]
-        for job in jobs
-        if job["state"] == "running" and not job.get("continuous")
-    }
-    refusal = input_being_written(inputs, writing, address)
-    if refusal is not None:
-        raise InputError(refusal)
+    read``), as if the path were wrong, where the coordinator, asked a moment later, says to wait for that job. So
+    also for a directory another hop run on this machine holds as its output (:func:`hop.outputs.claim_output`):
+    it makes it empty as it starts, before its job reaches a coordinator."""
+    if address is not None:
+        try:
+            with contextlib.closing(Client(address, timeout=WRITERS_ASKED_SECONDS)) as client:
+                jobs = client.jobs()
+        except CoordinatorUnavailable:
+            jobs = []
+        writing = {
+            Path(job["output"]).resolve(): job["job_id"]
+            for job in jobs
+            if job["state"] == "running" and not job.get("continuous")
+        }
+        refusal = input_being_written(inputs, writing, address)
+        if refusal is not None:
+            raise InputError(refusal)
+    for given in inputs:
+        if os.path.isdir(given) and claimed_by_another_run(given):
+            raise InputError(
+                f"input {given} is the output of another hop run on this machine, still running: its part files are "
+                "not all written yet; run this job again once that run has ended"
+            )
 
 
 def _on_cluster(

@@ -422,6 +422,22 @@ def claim_output(output: str) -> Callable[[], None]:
     return release
 
 
+def claimed_by_another_run(folder: str) -> bool:
+    """Whether another hop run on this machine holds ``folder`` as its output (:func:`claim_output`): it writes it,
+    or is about to, its job not yet submitted to a coordinator that would then name it."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)  # (closing it drops the shared flock taken)
+    return False
+
+
 def _same_directory(descriptor: int, folder: Path) -> bool:
     """Whether ``folder`` names the directory open as ``descriptor``."""
     status = os.fstat(descriptor)

@@ -1167,10 +1167,12 @@ def test_submit_reading_a_running_jobs_output_before_its_first_part_names_that_j
     """``hop submit`` checks its inputs before it submits: given the output of a job still running that has
     committed no part yet (a folder holding none), it said ``input directory ... holds no file to read`` (or that
     a glob of its parts matched no file), as if the path were wrong, where the coordinator refuses the job as
-    reading a running job's output, to be submitted again once that job has ended. It now says so too; a folder
-    holding no file that no job writes is still named so."""
+    reading a running job's output, to be submitted again once that job has ended. It now says so too, and of an
+    output another run on this machine holds as it starts; a folder holding no file that no job writes is still
+    named so."""
     from hop.client import Client
     from hop.loader import load_job_file
+    from hop.outputs import claim_output
     from hop.runner import build_spec
 
     (tmp_path / "in.txt").write_text("a b\n" * 20000)  # (slow_map: 0.5 ms a line, so no part commits for seconds)
@@ -1192,6 +1194,17 @@ def test_submit_reading_a_running_jobs_output_before_its_first_part_names_that_j
         reading = hop("submit", job_path("topk"), "empty", "-o", "top", "--coordinator", cluster.address, cwd=tmp_path)
         assert reading.returncode == 2, reading.stderr
         assert f"input directory {empty} holds no file to read" in reading.stderr, reading.stderr
+        # A run starting holds its output, made empty, before its job reaches the coordinator.
+        release = claim_output(str(tmp_path / "starting"))
+        try:
+            command = ("submit", job_path("topk"), "starting", "-o", "top", "--coordinator", cluster.address)
+            reading = hop(*command, cwd=tmp_path)
+        finally:
+            release()
+        assert reading.returncode == 2, reading.stderr
+        assert f"input {tmp_path / 'starting'} is the output of another hop run on this machine" in reading.stderr, (
+            reading.stderr
+        )
     finally:
         client.stop(running)
         try:
