@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -1211,6 +1212,70 @@ def test_submit_reading_a_running_jobs_output_before_its_first_part_names_that_j
             client.wait(running, timeout=30)
         finally:
             client.close()
+
+
+HELD_REDUCERS_JOB = """
+import time
+from pathlib import Path
+
+from hop import Job
+
+
+class HeldReducers(Job):
+    def map(self, offset, line):
+        for word in line.split():
+            yield word, 1
+
+    def reduce(self, key, values):
+        deadline = time.monotonic() + 60
+        while not Path({gate!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield key, sum(values)
+"""
+"""A word count whose reducers all wait until the file ``gate`` exists, holding their slots."""
+
+
+def test_a_run_refused_after_making_its_output_leaves_it_to_a_job_accepted_there_meanwhile(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A run makes its output directory as it starts, to hold it against other runs on this machine, and removes it
+    as it ends if the run left it empty. A job submitted there meanwhile without that hold (from another host, or
+    through the API), accepted before its reducers got a slot, had nothing in it yet: a run refused then (the
+    output is being written by that job) removed it under that job, which failed once its reducer started (``output
+    directory ... was removed or moved while the job ran``). The coordinator now makes the accepted job's
+    ``_temporary`` at once, so its output is never empty while it runs."""
+    from hop.client import Client
+    from hop.loader import load_job_file
+    from hop.outputs import claim_output
+    from hop.runner import build_spec
+
+    gate = tmp_path / "go"
+    (tmp_path / "held.py").write_text(HELD_REDUCERS_JOB.format(gate=str(gate)))
+    (tmp_path / "in.txt").write_text("a b\n")
+    out = tmp_path / "out"
+    client = Client(cluster.address, timeout=30)
+    slots = sum(worker["reduce_slots"] for worker in client.workers())
+    held = build_spec(load_job_file(str(tmp_path / "held.py")), [str(tmp_path / "in.txt")], str(tmp_path / "held"))
+    blocker = client.submit(dataclasses.replace(held, num_reduces=slots))
+    accepted = None
+    try:
+        release = claim_output(str(out))  # (a run starting: its output made and held)
+        try:
+            spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(out), num_reduces=1)
+            accepted = client.submit(spec)  # (its reducer waits for a slot)
+            assert [t["state"] for t in client.job(accepted)["tasks"] if t["kind"] == "reduce"] == ["pending"]
+        finally:
+            release()  # (the run refused: it ends)
+        assert out.is_dir(), "the refused run removed the output of the job accepted there"
+    finally:
+        gate.touch()
+        try:
+            assert client.wait(blocker, timeout=60)["state"] == "succeeded"
+            status = client.wait(accepted, timeout=60) if accepted is not None else {}
+        finally:
+            client.close()
+    assert status["state"] == "succeeded", status.get("error")
+    assert (out / "part-00000").read_text() == '"a"\t1\n"b"\t1\n'
 
 
 def test_a_list_key_and_a_bytes_output_fail_with_what_to_yield_instead(tmp_path: Path) -> None:

@@ -442,7 +442,7 @@ def test_a_part_committed_as_its_output_is_replaced_right_after_the_check_stays_
     job_id = submit_to_handlers(coordinator, source, output)
     job = coordinator.jobs[job_id]
     attempt_output = output / "_temporary" / "part-00000.attempt-0"
-    attempt_output.parent.mkdir()
+    attempt_output.parent.mkdir(exist_ok=True)  # (made as the job was accepted)
     attempt_output.write_text('"a"\t2\n')
     replace = _replace_with_another_runs_temporary(elsewhere, attempt_output.name)
 
@@ -548,7 +548,7 @@ def test_the_files_a_job_ends_with_never_land_in_an_output_replaced_right_after_
         done |= {"counters": {}, "user_counters": {}}
         relay(coordinator, {**done, "type": "map_done", "pool": "map", "spills": 1})
         attempt_output = output / "_temporary" / "part-00000.attempt-0"
-        attempt_output.parent.mkdir()
+        attempt_output.parent.mkdir(exist_ok=True)  # (made as the job was accepted)
         attempt_output.write_text('"a"\t2\n"b"\t1\n')
         relay(coordinator, {**done, "type": "reduce_done", "pool": "reduce", "path": str(attempt_output)})
     else:

@@ -128,6 +128,12 @@ class JobRequests(CoordinatorHost):
             for output in outputs:
                 prepare_output(output, spec.overwrite, spec.inputs, kept=kept)
             held = OutputGuard(spec.output)  # (gone again at once: refused, as removed)
+            if stream is None:
+                # Never empty while the job runs: a run that made this directory as it started, to hold it against
+                # other runs on its host (hop.outputs.claim_output), removes it as it ends if empty, and one refused
+                # meanwhile took it from this job, accepted without that hold (from another host, or the API),
+                # before its reducers got a slot to make this folder in it. Removed as the job ends.
+                held.folder(Path(spec.output) / "_temporary")
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return
