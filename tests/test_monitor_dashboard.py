@@ -438,11 +438,9 @@ def test_dashboard_waits_for_the_monitoring_job(monitored: Monitored) -> None:
         )
 
 
-@needs_chromium
-def test_dashboard_ages_its_last_window_when_no_new_one_comes(monitored: Monitored) -> None:
-    """The window's age ("emitted 0 s ago") was worked out once per state, from the server's time in it: with no
-    new window (the monitor stopped, its server gone, the query stalled) the page said it for good, a stale window
-    passing for a fresh one. The age counts on. (A feed holding one window, its thread not started: none comes.)"""
+def _feed_of_one_window(monitored: Monitored) -> tuple[MonitorFeed, dict[str, Any]]:
+    """A feed holding the monitoring query's latest window with every worker (its thread not started: no other
+    window comes), and that window."""
     wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
     client = Client(monitored.cluster.address, timeout=30)
     try:
@@ -451,6 +449,15 @@ def test_dashboard_ages_its_last_window_when_no_new_one_comes(monitored: Monitor
         client.close()
     feed = MonitorFeed(monitored.cluster.address, monitored.feed.job_id, "", monitored.feed.state.source_names, [])
     feed.state.add_window(window)
+    return feed, window
+
+
+@needs_chromium
+def test_dashboard_ages_its_last_window_when_no_new_one_comes(monitored: Monitored) -> None:
+    """The window's age ("emitted 0 s ago") was worked out once per state, from the server's time in it: with no
+    new window (the monitor stopped, its server gone, the query stalled) the page said it for good, a stale window
+    passing for a fresh one. The age counts on. (A feed holding one window, its thread not started: none comes.)"""
+    feed, _ = _feed_of_one_window(monitored)
     age = re.compile(r"emitted (\d+) s ago$")
     with WebServer(monitored.cluster.address, 0, monitor=[feed]) as web, browser_page() as (page, errors):
         page.goto(web.url + "monitor", timeout=30_000)
@@ -476,14 +483,7 @@ def test_dashboard_charts_a_single_window_on_that_windows_time(monitored: Monito
     """A dashboard one window old: each chart has one point, and Chart.js widened the axis of zero width by 5% of
     its value (some 3 years at seconds since the epoch), labelled with times of day of other days. Its axis spans the
     window its point stands for. (A feed holding one real window of the monitoring query, so the page stays there.)"""
-    wait_for(lambda: full_state(monitored.web), 90, "a window with every worker")
-    client = Client(monitored.cluster.address, timeout=30)
-    try:
-        window = client.windows(monitored.feed.job_id, all_rows=True)[-1]
-    finally:
-        client.close()
-    feed = MonitorFeed(monitored.cluster.address, monitored.feed.job_id, "", monitored.feed.state.source_names, [])
-    feed.state.add_window(window)  # (the feed's thread is not started: no other window comes)
+    feed, window = _feed_of_one_window(monitored)
     end, start = float(window["end"]), float(window["start"])
     with WebServer(monitored.cluster.address, 0, monitor=[feed]) as web, browser_page() as (page, errors):
         page.goto(web.url + "monitor", timeout=30_000)

@@ -265,6 +265,14 @@ def test_page_shows_a_window_of_a_far_future_stamp_whole(cluster: LocalCluster, 
         assert errors == []
 
 
+def _json_values_job(client: Client, tmp_path: Path, rows: dict[Any, Any]) -> str:
+    """Run ``tests/jobs/json_values.py`` over ``rows`` (each a JSON key and value, as its output writes them) into
+    ``tmp_path/out``; its job id."""
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"{json.dumps(key)}\t{json.dumps(value)}\n" for key, value in rows.items()))
+    return str(run_job(client, "json_values", [source], tmp_path / "out")["job_id"])
+
+
 def test_page_shows_ints_past_2_53_as_numbers_and_strings_quoted(
     cluster: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -273,9 +281,7 @@ def test_page_shows_ints_past_2_53_as_numbers_and_strings_quoted(
     still in quotes."""
     big, bigger = 2**60 + 1, 2**70
     rows = {"big": big, "digits": str(big), "nested": [bigger, "x", str(bigger)], "small": 3, bigger: -bigger}
-    source = tmp_path / "in.txt"
-    source.write_text("".join(f"{json.dumps(key)}\t{json.dumps(value)}\n" for key, value in rows.items()))
-    job_id = run_job(client, "json_values", [source], tmp_path / "out")["job_id"]
+    job_id = _json_values_job(client, tmp_path, rows)
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
         page.goto(f"{web.url}?job={job_id}", timeout=30_000)
         page.wait_for_selector("#result-state.final", timeout=30_000)
@@ -497,9 +503,7 @@ def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, clien
     cut short in its cell and on the chart's axis (whole in the cell's title and in the output)."""
     long_key = "x" * 2_500 + "y" * 2_500
     rows = {long_key: 7, "short": 5, "<b>tag</b> & é中文": 3}
-    source = tmp_path / "in.txt"
-    source.write_text("".join(f"{json.dumps(key)}\t{json.dumps(value)}\n" for key, value in rows.items()))
-    job_id = run_job(client, "json_values", [source], tmp_path / "out")["job_id"]
+    job_id = _json_values_job(client, tmp_path, rows)
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
         page.goto(f"{web.url}?job={job_id}", timeout=30_000)
         page.wait_for_selector("#result-state.final", timeout=30_000)
