@@ -42,6 +42,6 @@ def test_coordinator_surface() -> None:
         *("on_map_done", "on_map_split", "on_pipe_ready", "on_reduce_done", "on_reducer_ready", "on_register"),
         *("on_samples_at", "on_shutdown", "on_slot_free", "on_snapshot", "on_snapshot_done", "on_snapshots"),
         *("on_source_listening", "on_status", "on_stop_job", "on_stream_checkpoint", "on_stream_pause", "on_submit"),
-        *("on_task_failed", "on_task_progress", "on_task_started", "on_window_done", "on_windows"),
-        *("on_windows_skipped", "on_workers"),
+        *("on_task_failed", "on_task_progress", "on_task_started", "on_task_status", "on_window_done"),
+        *("on_windows", "on_windows_skipped", "on_workers"),
     }
