@@ -2264,3 +2264,31 @@ def test_an_exception_in_uncombine_fails_the_job_naming_the_key_with_the_users_t
     assert result.returncode == 1, result.stderr
     assert "uncombine at key 'boom' raised RuntimeError: cannot take boom out" in result.stderr, result.stderr
     assert 'stream_events.py", line' in result.stderr and "gave up after" not in result.stderr, result.stderr
+
+
+def test_overwriting_the_folder_a_continuous_job_tails_is_refused(tmp_path: Path) -> None:
+    """A batch job's ``-o logs/ --overwrite`` while a continuous job follows ``tail:logs/`` cleared the files the job
+    follows (and the lines written to them since): refused while it runs, naming the folder and the job, the files
+    left as they were."""
+    from hop.client import JobRejected
+
+    logs, elsewhere = tmp_path / "logs", tmp_path / "elsewhere"
+    logs.mkdir()
+    elsewhere.mkdir()
+    (logs / "app.log").write_text("a b\n")
+    (elsewhere / "c.txt").write_text("c\n")
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            options = stream_options([f"tail:{logs}"], "1s")
+            spec = build_spec(load_job_file(job_path("stream_wordcount")), [], str(tmp_path / "windows"),
+                              num_reduces=1, options={"stream": options})  # fmt: skip
+            job_id = client.submit(spec)
+            batch = build_spec(load_job_file(job_path("wordcount")), [str(elsewhere)], str(logs), overwrite=True)
+            with pytest.raises(JobRejected, match=f"output directory {logs} holds {logs}, an input of job {job_id}"):
+                client.submit(batch)
+            assert (logs / "app.log").read_text() == "a b\n", "the refused job cleared the folder the job follows"
+            client.stop(job_id)
+            assert client.wait(job_id, timeout=60)["state"] == "succeeded"
+        finally:
+            client.close()

@@ -28,6 +28,7 @@ from hop.planning import plan_map_inputs
 from hop.scheduler import FinishJob, JobState
 from hop.spilldirs import kept_step_output, scratch_step
 from hop.stream.options import StreamOptions
+from hop.stream.sources import source_paths
 from hop.stream.tracker import WindowTracker
 
 BLOCKING_SNAPSHOT_MAPS = 20
@@ -182,7 +183,7 @@ class JobRequests(CoordinatorHost):
             if target in Path(other.spec.output).resolve().parents:
                 what = f"holds {other.spec.output}, the output of job {job_id}"
             else:
-                read = _file_read_within(other, target)
+                read = _file_read_within(other, target) or _source_within(other, target)
                 if read is None:
                     continue
                 what = f"holds {read}, an input of job {job_id}"
@@ -410,6 +411,19 @@ def _where_report_is(output: str) -> str:
         f"it was {name.replace('-', ' ')} of the run writing {run}, and its report {report} went with the run's "
         f'scratch directory; {run / "_job.json"}, which would hold it under "steps", does not exist'
     )
+
+
+def _source_within(job: JobState, folder: Path) -> Path | None:
+    """A ``tail:`` or ``replay:`` path of continuous ``job`` (a relative one in the directory the job was run from)
+    that is ``folder`` or lies below it, or None: an ``--overwrite`` clearing it deleted the files the job follows,
+    and the lines written to them since."""
+    stream = job.spec.options.get("stream") or {}
+    directory = Path(stream.get("directory") or ".")
+    for path in source_paths(list(stream.get("sources") or ())):
+        where = (directory / path).resolve()
+        if where == folder or folder in where.parents:
+            return where
+    return None
 
 
 def _file_read_within(job: JobState, folder: Path) -> Path | None:
