@@ -265,6 +265,12 @@ def test_page_shows_a_window_of_a_far_future_stamp_whole(cluster: LocalCluster, 
         assert errors == []
 
 
+def _open_final_results(page: Any, url: str, job_id: str) -> None:
+    """Open job ``job_id``'s page of the web view at ``url`` and wait until its table holds the final output."""
+    page.goto(f"{url}?job={job_id}", timeout=30_000)
+    page.wait_for_selector("#result-state.final", timeout=30_000)
+
+
 def _json_values_job(client: Client, tmp_path: Path, rows: dict[Any, Any]) -> str:
     """Run ``tests/jobs/json_values.py`` over ``rows`` (each a JSON key and value, as its output writes them) into
     ``tmp_path/out``; its job id."""
@@ -283,8 +289,7 @@ def test_page_shows_ints_past_2_53_as_numbers_and_strings_quoted(
     rows = {"big": big, "digits": str(big), "nested": [bigger, "x", str(bigger)], "small": 3, bigger: -bigger}
     job_id = _json_values_job(client, tmp_path, rows)
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
-        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-        page.wait_for_selector("#result-state.final", timeout=30_000)
+        _open_final_results(page, web.url, job_id)
         lines = page.query_selector_all("#results tbody tr")
         cells = {line.get_attribute("data-key"): line.query_selector_all("td")[1].inner_text() for line in lines}
         shown = {
@@ -415,8 +420,7 @@ def test_page_shows_nan_and_infinite_values_as_the_output_has_them(
     parts = "".join(part.read_text() for part in sorted((tmp_path / "out").glob("part-*")))
     written = dict(line.split("\t") for line in parts.split("\n") if line)
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
-        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-        page.wait_for_selector("#result-state.final", timeout=30_000)
+        _open_final_results(page, web.url, job_id)
         lines = page.query_selector_all("#results tbody tr")
         cells = {line.get_attribute("data-key"): line.query_selector_all("td")[1].inner_text() for line in lines}
         values = {line.get_attribute("data-key"): line.get_attribute("data-value") for line in lines}
@@ -436,8 +440,7 @@ def test_page_logs_no_error_in_the_console(cluster: LocalCluster, client: Client
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
         logged: list[str] = []
         page.on("console", lambda message: logged.append(message.text) if message.type == "error" else None)
-        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-        page.wait_for_selector("#result-state.final", timeout=30_000)
+        _open_final_results(page, web.url, job_id)
         page.wait_for_load_state("networkidle", timeout=30_000)
         assert page.is_hidden("#monitor-link")
         assert errors == []
@@ -450,8 +453,7 @@ def test_page_says_how_many_of_the_rows_its_table_draws(cluster: LocalCluster, c
     (tmp_path / "in.txt").write_text("".join(f"w{index} " * (1 + index % 3) + "\n" for index in range(700)))
     job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
-        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-        page.wait_for_selector("#result-state.final", timeout=30_000)
+        _open_final_results(page, web.url, job_id)
         info = page.inner_text("#snapshot-info")
         drawn = len(page.query_selector_all("#results tbody tr"))
         note = page.evaluate("document.querySelector('#table-note')?.textContent ?? null")
@@ -469,8 +471,7 @@ def test_page_of_a_job_of_an_empty_input_says_it_held_no_records(
     (tmp_path / "in.txt").write_text("")
     job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
-        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-        page.wait_for_selector("#result-state.final", timeout=30_000)
+        _open_final_results(page, web.url, job_id)
         summary = page.inner_text("#job-summary")
         assert errors == []
     assert summary.startswith("succeeded; maps 0/0") and "the input held no records;" in summary, summary
@@ -485,8 +486,7 @@ def test_results_heading_says_final_values_once_the_output_is_in(
     (tmp_path / "in.txt").write_text("a b a\n")
     job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
-        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-        page.wait_for_selector("#result-state.final", timeout=30_000)
+        _open_final_results(page, web.url, job_id)
         heading = page.inner_text("#results th[data-sort=value]")
         rows = {
             row.get_attribute("data-key"): row.get_attribute("data-value")
@@ -505,8 +505,7 @@ def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, clien
     rows = {long_key: 7, "short": 5, "<b>tag</b> & é中文": 3}
     job_id = _json_values_job(client, tmp_path, rows)
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
-        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-        page.wait_for_selector("#result-state.final", timeout=30_000)
+        _open_final_results(page, web.url, job_id)
         width = page.evaluate("document.documentElement.scrollWidth")
         line = page.query_selector(f"#results tbody tr[data-key={json.dumps(long_key)}]")
         assert line is not None
