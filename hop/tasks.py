@@ -260,9 +260,7 @@ def run_map(
         registered += 1
         unsent_now += 1  # until the worker says otherwise
         if registered == prefix["spills"] + 1 and faults.wanted("map", "pushed", index, attempt):
-            deadline = time.monotonic() + 30
-            while unsent() and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_until_pushed(unsent, spec.mode)
             faults.inject("map", "pushed", index, attempt)
 
     pipe_notices: list[dict[str, Any]] = []
@@ -381,9 +379,7 @@ def run_map(
         )
         checkpoints_sent += 1
         if checkpoints_sent == 1 and faults.wanted("map", "checkpointed", index, attempt):
-            deadline = time.monotonic() + 30
-            while unsent() and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_until_pushed(unsent, spec.mode)
             # A SIGKILL drops whatever ZeroMQ's I/O thread has not yet sent; in blocking mode nothing above waits,
             # and the checkpoint was lost in about one run of five (the retry then started over). This point is
             # "after the checkpoint was sent": give it time to leave.
@@ -1240,6 +1236,16 @@ def _pipe_ticker(sender: PipeSender, follow: Callable[[], None]) -> Callable[[IO
         sender.pump()
 
     return tick
+
+
+def _wait_until_pushed(unsent: Callable[[], int], mode: str) -> None:
+    """Test-only (``hop.faults``): wait, 30 s at most, until every spill registered so far was pushed to every reducer.
+    A blocking job pushes nothing before its maps commit: there is nothing to wait for (the wait ran out its 30 s)."""
+    if mode != "pipelined":
+        return
+    deadline = time.monotonic() + 30
+    while unsent() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _fault_after_first(pairs: Iterator[tuple[Any, Any]], index: int, attempt: int) -> Iterator[tuple[Any, Any]]:
