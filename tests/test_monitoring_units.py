@@ -189,8 +189,10 @@ def test_process_scope_follows_a_busy_child() -> None:
             now, cpu = time.monotonic(), child_cpu()
             child_share = (cpu - before) / (now - started) / cores_count * 100  # the child's CPU, measured apart
             before, started = cpu, now
-            # The tree holds the child: its CPU is in the sample (the intervals differ by microseconds).
-            assert measured >= child_share * 0.9 - 1, (measured, child_share)
+            # The tree holds the child: its CPU is in the sample (a tree without it would measure about 0). The two
+            # intervals differ by microseconds on a quiet machine, by tens of milliseconds on a loaded one (a load
+            # of 9 on 2 cores measured 16.8 against 20.5): hence three quarters.
+            assert measured >= child_share * 0.75 - 1, (measured, child_share)
             peak, child_peak = max(peak, measured), max(child_peak, child_share)
         # Above the threshold, unless other processes kept the child itself below it for 5 s (a loaded machine).
         assert peak > threshold or child_peak <= threshold, (peak, child_peak)
