@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -868,10 +869,9 @@ def test_a_later_steps_reducer_started_after_its_maps_answers_its_snapshots_from
     it waits for the first step's reducer and its own partitions before it) owes the snapshots recomputed from the
     first step's that came before it started. They were asked only as it said it was ready; it had every run by
     then (none here: the first step's final output is empty) and went on to its final reduce, and the coordinator
-    answered them with the partition's final output as it committed: the later step's snapshot labelled 0.250 held
-    its final result there, not what the first step's 0.250 gives. Each is now recomputed from the first step's."""
-    import random
-
+    answered them with the partition's final output as it committed: the later step's snapshot labelled 0.500 held
+    its final result (no rows) there, not what the first step's 0.500 gives (7 runs of 7 failed so). Each is now
+    recomputed from the first step's."""
     from tests.jobs.rare_words import RARE
 
     words = [f"{'abcdef'[i % 6] * (1 + i % 5)}{i}" for i in range(600)]
