@@ -143,8 +143,8 @@ class SlotAssignment(CoordinatorHost):
                 # A pipeline's later job: the snapshots recomputed from the job before's that its partition has not
                 # answered. Asked only as the attempt said it was ready, they reached a reducer started once its
                 # maps had all committed (it waited for a slot, or ran again) after it had every run and left for
-                # its final reduce, and the coordinator answered them with the partition's final output: a
-                # snapshot labelled 0.300 of the step before held the later step's final result in that partition.
+                # its final reduce, and the coordinator answered them with the partition's final output: the later
+                # job's snapshot labelled 0.300 held its final result there, not what the job before's 0.300 gives.
                 fields["derived_snapshots"] = [
                     {"seq": snapshot.seq, "label": snapshot.label, "source": snapshot.source}
                     for snapshot in tracker.unanswered(index)
