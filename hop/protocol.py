@@ -83,7 +83,11 @@ Continuous jobs (hop.stream) and the monitor:
     pool again when the slot is free (map_done, reduce_done, task_failed, slot_free).
 
 Coordinator -> worker:
-    run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed}
+    run_task      {job: JobSpec, kind, index, attempt, split?, resume?, num_maps, committed, derived_snapshots?}
+                                                             (derived_snapshots: a pipeline's later job's reduce,
+                                                             the ``snapshot`` requests with ``source`` its partition
+                                                             has not answered; a worker adds those that come while
+                                                             the task waits there for a slot)
     map_committed {job_id, index, attempt, spills, segments} sent to every worker; relayed to reduce tasks;
                                                              ``segments`` [[attempt, first, end], ...] are kept
                                                              spills of failed attempts this one resumed after

@@ -214,6 +214,7 @@ def _run_attempt(channel: WorkerChannel, task: dict[str, Any], spec: JobSpec, jo
                 task.get("chunk_strata"),
                 task.get("pipe_to"),
                 task.get("chunk_sizes"),
+                task.get("derived_snapshots") or (),
             )
             channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
     except USER_FAILURES as error:

@@ -860,12 +860,15 @@ def run_reduce(
     chunk_strata: list[str] | None = None,
     pipe_to: str | None = None,
     chunk_sizes: list[int] | None = None,
+    derived_snapshots: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Run one reduce attempt: receive runs until every map has committed, merge, reduce, write the output.
 
     While receiving it answers ``snapshot`` requests (``hop.online.reducer``); ``chunk_strata`` (the stratum of
     every input chunk, by chunk id) is given for online jobs, whose snapshots carry estimates, with ``chunk_sizes``
-    (their bytes, which Sum and Count estimates scale by).
+    (their bytes, which Sum and Count estimates scale by). ``derived_snapshots``: the requests (``seq``, ``label``,
+    ``source``) of snapshots recomputed from the job before's (a pipeline's later job) its partition owes as it
+    starts; every one it was asked is answered before its output is committed.
 
     In a pipeline (``options["pipe_output"]``) the output is also streamed, as it is written, to the next job's map
     for this partition (``hop.pipe``): at ``pipe_to``, or wherever a ``pipe_at`` message points.
@@ -927,6 +930,7 @@ def run_reduce(
             snapshots,
             sender,
             sent_before=[(map_index, map_attempt) for map_index, map_attempt, _, _ in committed],
+            owed=derived_snapshots,
         )
         input_complete_at = time.time()  # every map committed and its runs are in: the shuffle's end for us
         # The shuffle half done (reported every PROGRESS_SECONDS while it runs: a short one never was).
@@ -1039,6 +1043,7 @@ def _receive_runs(
     snapshots: ReducerSnapshots,
     pipe_sender: PipeSender | None = None,
     sent_before: list[tuple[int, int]] = (),  # type: ignore[assignment]
+    owed: Sequence[dict[str, Any]] = (),
 ) -> float | None:
     """Take runs, commit/failure notices and snapshot requests until the store holds every committed map's runs.
 
@@ -1046,7 +1051,9 @@ def _receive_runs(
     for a slot): their runs were sent to an earlier attempt, or held for this one, and come again now. Snapshot
     requests wait until those are all here (or the attempt is no longer the map's committed one): answered at once,
     a restarted reducer's snapshot held none of them, as little as nothing, where the one before it held a quarter
-    of the input. A request still waiting when every run is here is answered by the partition's final output."""
+    of the input. A plain request still waiting when every run is here is answered by the partition's final output
+    (it holds all such a snapshot would); a derived one (``source``: recomputed from the job before's snapshot, not
+    from the runs) is answered here then. ``owed``: the derived requests the attempt starts with (``run_reduce``)."""
     poller = zmq.Poller()
     poller.register(pull, zmq.POLLIN)
     poller.register(channel.control_socket, zmq.POLLIN)
@@ -1100,13 +1107,14 @@ def _receive_runs(
                 time.sleep(test_delay)
             credit(sender, header["seq"])
 
-    waiting: list[dict[str, Any]] = []  # snapshot requests held until the runs of ``sent_before`` are here
+    # Snapshot requests held until the runs of ``sent_before`` are here.
+    waiting: list[dict[str, Any]] = list(owed)
     # Each snapshot is taken once: one requested as this attempt started reaches it twice, broadcast to the job's
     # reducers and asked again as its reducer_ready (crossing the request) shows it unanswered. Taken again, its
     # files were rewritten as the coordinator published the first answer's: a snapshot folder of OUT/_snapshots got
     # the second writer's temporaries (renamed out from under it), and one published later its files, not those
     # its _snapshot.json describes.
-    asked: set[int] = set()
+    asked: set[int] = {request["seq"] for request in owed}
 
     def caught_up() -> bool:
         return all(
@@ -1164,6 +1172,11 @@ def _receive_runs(
                 records=0,
             )
     pieces.close()  # (pieces of runs no committed attempt holds)
+    # The partition's final output, which answers the plain requests still waiting, is not what a derived one asks
+    # for: that is recomputed from the job before's snapshot, whatever this attempt received.
+    derived = [request for request in waiting if request.get("source")]
+    if derived:
+        answer(derived)
     return first_run_at
 
 

@@ -295,6 +295,20 @@ class Worker:
                 told = {**msg, "pipe_to": address}
                 self.waiting[position] = (told, message("run_task", **{k: v for k, v in told.items() if k != "type"}))
 
+    def _ask_waiting(self, request: dict[str, Any], index: int) -> None:
+        """A derived snapshot request (a pipeline's later job, ``source`` set) for the job's reduce tasks still
+        waiting here for a slot (``index``: that one only, else all): their ``run_task`` lists it
+        (``derived_snapshots``), and they start owing it. Relayed to running tasks only, it was lost on them; the
+        notices replayed as such a task starts could tell it that every map had committed before it heard the
+        request again from the coordinator, and the partition's final output answered it."""
+        for position, (msg, _) in enumerate(self.waiting):
+            if msg["job"]["job_id"] != request["job_id"] or msg["kind"] != "reduce" or index not in (-1, msg["index"]):
+                continue
+            owed = [entry for entry in msg.get("derived_snapshots") or () if entry["seq"] != request["seq"]]
+            owed.append({key: request[key] for key in ("seq", "label", "source")})
+            told = {**msg, "derived_snapshots": owed}
+            self.waiting[position] = (told, message("run_task", **{k: v for k, v in told.items() if k != "type"}))
+
     def _free_slot(self, kind: str) -> Slot | None:
         for slot in self.slots.values():
             if slot.kind == kind and slot.ready and slot.task is None:
@@ -356,6 +370,8 @@ class Worker:
                 task = slot.task
                 if task is not None and task[0] == msg["job_id"] and task[1] == "reduce" and index in (-1, task[2]):
                     self._to_slot(slot, frame)
+            if msg.get("source"):
+                self._ask_waiting(msg, index)
         elif kind in ("stream_stop", "stream_pause", "stream_source_gone"):
             # Continuous jobs: maps drain and end on stop and pause on a reducer's memory pressure; reducers stop
             # waiting for a source gone for good.

@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -859,3 +860,51 @@ def test_a_failed_run_of_several_jobs_keeps_the_snapshot_an_earlier_step_stopped
     stopped = report["jobs"][0]["approximate"]
     assert stopped["intervals"].startswith("_steps/step-1/_snapshots/"), stopped
     assert list((tmp_path / "out").glob(stopped["intervals"])), list((tmp_path / "out").rglob("*"))
+
+
+def test_a_later_steps_reducer_started_after_its_maps_answers_its_snapshots_from_the_step_befores(
+    tmp_path: Path,
+) -> None:
+    """A later step's reducer that starts only once every map of its step has committed (here: one reduce slot, so
+    it waits for the first step's reducer and its own partitions before it) owes the snapshots recomputed from the
+    first step's that came before it started. They were asked only as it said it was ready; it had every run by
+    then (none here: the first step's final output is empty) and went on to its final reduce, and the coordinator
+    answered them with the partition's final output as it committed: the later step's snapshot labelled 0.500 held
+    its final result (no rows) there, not what the first step's 0.500 gives (7 runs of 7 failed so). Each is now
+    recomputed from the first step's."""
+    from tests.jobs.rare_words import RARE
+
+    words = [f"{'abcdef'[i % 6] * (1 + i % 5)}{i}" for i in range(600)]
+    shuffled = [word for word in words for _ in range(RARE)]
+    random.Random(5).shuffle(shuffled)
+    source = tmp_path / "in.txt"
+    source.write_text("".join(" ".join(shuffled[i : i + 4]) + "\n" for i in range(0, len(shuffled), 4)))
+    first, second = specs(source, tmp_path / "out", "rare_words", "rare_by_length", split_size=1 << 16)
+    options = online_options(
+        load_job_file(job_path("rare_words")), [str(source)], snapshot_every=0.25, order="random", seed=3,
+        chunk_size=2 << 10,
+    )  # fmt: skip
+    first = dataclasses.replace(first, output=str(tmp_path / "rare"), options={**options, "pipe_output": True})
+    with LocalCluster(workers=1, map_slots=2, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            upstream = client.submit(first)
+            later = {**options, "upstream": upstream}
+            second = dataclasses.replace(second, inputs=(), input_format="output", num_reduces=3, options=later)
+            downstream = client.submit(second)
+            for job_id in (upstream, downstream):
+                status = client.wait(job_id, timeout=TIMEOUT)
+                assert status["state"] == "succeeded", status.get("error")
+        finally:
+            client.close()
+    assert output_dict(tmp_path / "rare") == {} and output_dict(tmp_path / "out") == {}, "every word is in RARE times"
+    labels = sorted(folder.name for folder in (tmp_path / "rare" / "_snapshots").iterdir())
+    assert labels and labels == sorted(folder.name for folder in (tmp_path / "out" / "_snapshots").iterdir())
+    # (A snapshot requested once every map of the first step had committed may hold the whole input: no rows.)
+    assert output_dict(tmp_path / "rare" / "_snapshots" / labels[0]), "words read fewer than RARE times so far"
+    for label in labels:
+        rare = output_dict(tmp_path / "rare" / "_snapshots" / label)
+        info = json.loads((tmp_path / "out" / "_snapshots" / label / "_snapshot.json").read_text())
+        assert not [p["index"] for p in info["partitions"] if p.get("final")], (label, info["partitions"])
+        expected = collections.Counter(len(word) for word in rare)
+        assert output_dict(tmp_path / "out" / "_snapshots" / label) == dict(expected), label

@@ -635,3 +635,29 @@ def test_a_reduce_waiting_for_a_slot_is_told_where_the_next_jobs_map_listens(tmp
         assert told["pipe_to"] == address and unpack(frame)["pipe_to"] == address
         worker.on_coordinator(message("pipe_at", task=["job-1", "reduce", 1, 1], job_id="job-1", address="tcp://x"))
         assert worker.waiting[0][0]["pipe_to"] == address, "another task's address"
+
+
+def test_a_reduce_waiting_for_a_slot_starts_owing_the_derived_snapshots_asked_meanwhile(tmp_path: Path) -> None:
+    """A pipeline's later job asks its reducers for a snapshot recomputed from the job before's (``source``) while
+    one of them waits here for its slot: relayed to running tasks only, the request was lost on it, and the notices
+    replayed as it starts could tell it every map had committed before the coordinator asked it again, so it never
+    answered and the partition's final output did. Its ``run_task`` now lists the request (``derived_snapshots``),
+    as the coordinator's lists those asked before it was sent; plain requests, and others' (another job's, another
+    partition's), are left out."""
+    with _worker_with_one_map_slot(tmp_path, "reduce") as (worker, _):
+        worker.slots["w/r0"].task = ("job-0", "reduce", 0, 0)  # (another job's reducer holds the slot)
+        waiting = {
+            "type": "run_task", "job": {"job_id": "job-1"}, "kind": "reduce", "index": 1, "attempt": 0,
+            "derived_snapshots": [{"seq": 0, "label": "0.250", "source": "/up/_snapshots/0.250"}],
+        }  # fmt: skip
+        worker.waiting.append((waiting, message("run_task", **{k: v for k, v in waiting.items() if k != "type"})))
+        source = "/up/_snapshots/0.500"
+        worker.on_coordinator(message("snapshot", job_id="job-1", seq=1, label="0.500", source=source))
+        worker.on_coordinator(message("snapshot", job_id="job-1", seq=1, label="0.500", index=1, source=source))
+        worker.on_coordinator(message("snapshot", job_id="job-1", seq=2, label="0.600-now2"))  # (its own: plain)
+        worker.on_coordinator(message("snapshot", job_id="job-2", seq=3, label="0.700", source="/other"))
+        worker.on_coordinator(message("snapshot", job_id="job-1", seq=4, label="0.750", index=0, source="/up/0"))
+        ((told, frame),) = worker.waiting
+        owed = [(0, "0.250", "/up/_snapshots/0.250"), (1, "0.500", source)]
+        assert [(r["seq"], r["label"], r["source"]) for r in told["derived_snapshots"]] == owed, "once each"
+        assert unpack(frame)["derived_snapshots"] == told["derived_snapshots"]

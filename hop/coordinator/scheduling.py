@@ -139,6 +139,17 @@ class SlotAssignment(CoordinatorHost):
             # Every chunk's bytes, which Sum and Count estimates scale by (hop.online.estimators).
             tracker = job.snapshots
             fields["chunk_sizes"] = tracker.chunk_sizes if tracker is not None and fields["chunk_strata"] else None
+            if tracker is not None:
+                # A pipeline's later job: the snapshots recomputed from the job before's that its partition has not
+                # answered. Asked only as the attempt said it was ready, they reached a reducer started once its
+                # maps had all committed (it waited for a slot, or ran again) after it had every run and left for
+                # its final reduce, and the coordinator answered them with the partition's final output: the later
+                # job's snapshot labelled 0.300 held its final result there, not what the job before's 0.300 gives.
+                fields["derived_snapshots"] = [
+                    {"seq": snapshot.seq, "label": snapshot.label, "source": snapshot.source}
+                    for snapshot in tracker.unanswered(index)
+                    if snapshot.source is not None
+                ]
             if job.windows is not None:
                 # Told to the reducers as they went: a reduce attempt started since (a retry) never heard it.
                 fields["sources_gone"] = sorted(job.sources_told_gone)
