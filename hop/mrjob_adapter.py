@@ -439,7 +439,7 @@ class MRJobAdapter(Job):
             setattr(self.mr.options, dest, value)
         # Counters and status go to hop instead of Hadoop streaming's stderr protocol.
         self.mr.increment_counter = self._increment_counter
-        self.mr.set_status = self._set_status
+        self.mr.set_status = task_status.setter(type(self.mr).__name__)
         self._input_file: str | None = None
 
     # Services the mrjob job calls. -------------------------------------------------------------------------------
@@ -447,10 +447,6 @@ class MRJobAdapter(Job):
         if not isinstance(amount, int):
             raise TypeError(f"amount must be an integer, not {amount!r}")  # as mrjob says
         self.increment_counter(str(group).replace(",", ";"), str(counter).replace(",", ";"), amount)
-
-    def _set_status(self, msg: Any) -> None:
-        # (mrjob's parameter name: a job may pass it by keyword; any object is said as mrjob's ``%s`` says it)
-        task_status.report(type(self.mr).__name__, str(msg))
 
     # The task's life. --------------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -460,7 +456,7 @@ class MRJobAdapter(Job):
             self._note_input_file()
 
     def teardown(self) -> None:
-        task_status.flush()  # (the engine flushes as the attempt ends; outside an attempt, e.g. on Spark, this does)
+        task_status.flush()  # (the engine flushes as the attempt ends; outside an attempt, run by hand, this does)
         _set_environment({})
         _leave(self.mrjob_workdir)
 

@@ -34,16 +34,18 @@ message of its own and in every status reply that carries it, so it stays a line
 STATUS_EVERY = 1.0
 """Seconds between two messages sent for one attempt (or, outside an attempt, printed by one process)."""
 
+_clock = time.monotonic  # (one global read per call: a job may set its status on every record)
+
 _sender: Callable[[str], None] | None = None
 """Sends a status message of the attempt this process runs (:func:`reporting`), or None outside one."""
-_name = ""
-"""The job's name (for a message printed outside an attempt)."""
-_latest: str | None = None
-"""The last message set, sent or not."""
 _sent: str | None = None
 """The last message sent."""
-_sent_at = float("-inf")
-"""When (``time.monotonic()``) it was sent."""
+_next_at = float("-inf")
+"""When (``time.monotonic()``) another may be sent: a second after it."""
+_pending: str | None = None
+"""The last message set, when it is not the last one sent (held back by the once-a-second limit)."""
+_name = ""
+"""The job's name the pending message was set with (printed with it outside an attempt)."""
 
 
 @contextmanager
@@ -61,36 +63,50 @@ def reporting(send: Callable[[str], None]) -> Iterator[None]:
 
 
 def _forget() -> None:
-    global _latest, _sent, _sent_at
-    _latest = _sent = None
-    _sent_at = float("-inf")
+    global _sent, _next_at, _pending
+    _sent = _pending = None
+    _next_at = float("-inf")
 
 
 def report(name: str, message: str) -> None:
     """Set ``message`` as the status of the running attempt of job ``name``: sent now if it is a new one and the
     last was sent a second ago or more (:data:`STATUS_EVERY`), else kept for later (a next call, or
-    :func:`flush`). Outside a task attempt (user code run by hand, or by Spark) it is printed on standard error
-    instead, as :func:`status_line` words it with this process's id for the task. Cheap enough to call per
-    record: a comparison and a clock read."""
-    global _latest, _name
-    _latest, _name = message, name
-    if message != _sent and time.monotonic() - _sent_at >= STATUS_EVERY:
-        _send(message)
+    :func:`flush`). Outside a task attempt (user code run by hand) it is printed on standard error instead, as
+    :func:`status_line` words it with this process's id for the task."""
+    setter(name)(message)
+
+
+def setter(name: str) -> Callable[[Any], None]:
+    """:func:`report` for job ``name`` as one call of one argument, any object (said as ``str`` says it, as mrjob's
+    ``%s`` does), to be called per record: a comparison and, for a new message, a clock read (it is a job's
+    ``set_status``, ``hop.mrjob_adapter``)."""
+
+    def set_status(msg: Any) -> None:  # (mrjob's parameter name: a job may pass it by keyword)
+        global _pending, _name
+        message = msg if type(msg) is str else str(msg)
+        if message == _sent:
+            _pending = None
+        elif _clock() >= _next_at:
+            _send(name, message)
+        else:
+            _pending, _name = message, name
+
+    return set_status
 
 
 def flush() -> None:
     """Send the last message set if it was not sent (the attempt ends: its last word must precede its end)."""
-    if _latest is not None and _latest != _sent:
-        _send(_latest)
+    if _pending is not None:
+        _send(_name, _pending)
 
 
-def _send(message: str) -> None:
-    global _sent, _sent_at
-    _sent, _sent_at = message, time.monotonic()
+def _send(name: str, message: str) -> None:
+    global _sent, _next_at, _pending
+    _sent, _next_at, _pending = message, _clock() + STATUS_EVERY, None
     if _sender is not None:
         _sender(_short(message))
     else:
-        print(f"hop: {_name} status (task pid {os.getpid()}): {one_line(_short(message))}", file=sys.stderr, flush=True)
+        print(f"hop: {name} status (task pid {os.getpid()}): {one_line(_short(message))}", file=sys.stderr, flush=True)
 
 
 def _short(message: str) -> str:
