@@ -23,7 +23,7 @@ import stat
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -454,12 +454,17 @@ class Client:
         reply.pop("type", None)  # (the message's, not the job's)
         return reply
 
-    def follow(self, job_id: str, wait: float = 0.0, status_after: int | None = None) -> dict[str, Any]:
+    def follow(
+        self, job_id: str, wait: float = 0.0, status_after: int | None = None, status_of: Sequence[str] = ()
+    ) -> dict[str, Any]:
         """The status of a job known to be running on this coordinator (it was submitted, or reported running),
         held up to ``wait`` seconds while it runs. ``status_after``: its ``task_status`` holds the task status
-        messages numbered after that one (the default: those of the tasks running now). A coordinator that no
-        longer knows the job was restarted meanwhile: that raises :class:`JobLost`, which says so and what to do."""
-        fields = {} if status_after is None else {"status_after": status_after}
+        messages numbered after that one (the default: those of the tasks running now), and those of the jobs
+        ``status_of`` names too (each message names its ``job_id``). A coordinator that no longer knows the job was
+        restarted meanwhile: that raises :class:`JobLost`, which says so and what to do."""
+        fields: dict[str, Any] = {} if status_after is None else {"status_after": status_after}
+        if status_of and status_after is not None:
+            fields["status_of"] = list(status_of)
         try:
             return self.request("status", job_id=job_id, wait=wait, **fields)
         except JobRejected as error:
@@ -477,14 +482,19 @@ class Client:
         on_status: Callable[[dict[str, Any]], None] | None = None,
         poll_seconds: float = 0.1,
         timeout: float | None = None,
+        *,
+        status_after: int = 0,
+        status_of: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Poll until the job finishes; returns the final status (with ``report``). ``on_status`` gets a status
         about every ``poll_seconds``; the coordinator holds each poll until then or until the job ends, so the end
-        is seen at once. Each status's ``task_status`` holds the task status messages sent since the one before."""
+        is seen at once. Each status's ``task_status`` holds the task status messages sent since the one before
+        (the first one's, those numbered after ``status_after``), of the job and of the jobs ``status_of`` names
+        (a pipeline's later steps, which run while it waits for an earlier one)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        seen = 0  # (the last task status message numbered in a status so far)
+        seen = status_after  # (the last task status message numbered in a status so far)
         while True:
-            status = self.follow(job_id, wait=poll_seconds, status_after=seen)
+            status = self.follow(job_id, wait=poll_seconds, status_after=seen, status_of=status_of)
             seen = max([seen, *(entry["seq"] for entry in status.get("task_status", ()))])
             if on_status is not None:
                 on_status(status)

@@ -13,7 +13,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
 - ``increment_counter`` adds to hop's user counters (``_job.json``, and printed under the summary line).
   ``set_status`` sends the message to the coordinator (``hop.task_status``), which ``hop run`` and ``hop submit``
   print as ``hop: JOB status (task map 3): MESSAGE`` above their progress bars and ``hop status JOB_ID`` shows:
-  whenever the message changes, at most once a second, and the latest one when the attempt ends.
+  whenever the message changes, at most once a second, and the latest one when the attempt ends (failed too:
+  its report keeps it, ``status_message``); a pipeline's steps each as they come, named by their step.
 - The job's own options (``configure_args`` with ``add_passthru_arg``/``add_file_arg``) go after ``--``:
   ``hop run --mrjob job.py IN -o OUT -- --my-option 3``; of mrjob's runner options there, ``--jobconf``,
   ``--files`` and ``--dirs`` are followed, those that only say how mrjob runs (``-r``, ``--no-conf``) ignored
@@ -50,7 +51,6 @@ import os
 import shlex
 import shutil
 import sys
-import time
 import types
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -86,7 +86,6 @@ _DECOMPRESSED = {".gz": gzip, ".bz2": bz2}
 """The inputs decompressed for ``mapper_raw``, by suffix: those mrjob's runners decompress for it (gunzip,
 bunzip2); any other file is given as it is."""
 _INPUT_FILE_VARIABLE = "mapreduce_map_input_file"  # what mrjob.compat.jobconf_from_env looks up
-_STATUS_EVERY = 1.0
 _REWRITE_BATCH = 1 << 16
 
 _home: str | None = None
@@ -440,10 +439,7 @@ class MRJobAdapter(Job):
             setattr(self.mr.options, dest, value)
         # Counters and status go to hop instead of Hadoop streaming's stderr protocol.
         self.mr.increment_counter = self._increment_counter
-        self.mr.set_status = self._set_status
-        self._status: str | None = None
-        self._shown: str | None = None
-        self._shown_at = 0.0
+        self.mr.set_status = task_status.setter(type(self.mr).__name__)
         self._input_file: str | None = None
 
     # Services the mrjob job calls. -------------------------------------------------------------------------------
@@ -451,17 +447,6 @@ class MRJobAdapter(Job):
         if not isinstance(amount, int):
             raise TypeError(f"amount must be an integer, not {amount!r}")  # as mrjob says
         self.increment_counter(str(group).replace(",", ";"), str(counter).replace(",", ";"), amount)
-
-    def _set_status(self, message: Any) -> None:
-        self._status = str(message)
-        now = time.monotonic()
-        if self._status != self._shown and now - self._shown_at >= _STATUS_EVERY:
-            self._show_status(now)
-
-    def _show_status(self, now: float) -> None:
-        assert self._status is not None
-        task_status.report(type(self.mr).__name__, self._status)
-        self._shown, self._shown_at = self._status, now
 
     # The task's life. --------------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -471,8 +456,7 @@ class MRJobAdapter(Job):
             self._note_input_file()
 
     def teardown(self) -> None:
-        if self._status != self._shown:
-            self._show_status(time.monotonic())
+        task_status.flush()  # (the engine flushes as the attempt ends; outside an attempt, run by hand, this does)
         _set_environment({})
         _leave(self.mrjob_workdir)
 

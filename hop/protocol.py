@@ -8,14 +8,17 @@ epoch (floats).
 Client -> coordinator (each answered by one reply):
     submit      {job: JobSpec, working_directory}           -> submitted {job_id} | error {message}
                 (working_directory: the client's current directory, or None; --overwrite never clears it)
-    status      {job_id, wait?, status_after?}              -> status {job_id, name, state, maps_done, maps_total,
+    status      {job_id, wait?, status_after?, status_of?}  -> status {job_id, name, state, maps_done, maps_total,
                                                                map_fraction, reduces_done, reduces_total,
                                                                reduce_fraction, input_records, error,
-                                                               task_status [{kind, index, attempt, message,
-                                                               seq}]: each task's latest status message, of the
-                                                               running tasks, or with status_after those newer
-                                                               than that seq (of any task: one that just ended
-                                                               too);
+                                                               task_status [{job_id, kind, index, attempt,
+                                                               message, seq}]: the latest status message of each
+                                                               running attempt and of each failed attempt of a
+                                                               task not done, or with status_after every one
+                                                               newer than that seq (of any attempt: one that just
+                                                               ended too), and those of the jobs status_of names
+                                                               (a pipeline's other steps; seqs are numbered over
+                                                               all jobs);
                                                                continuous: sources_gone [{index, url, attempts,
                                                                error}], sources_listening [{index, url,
                                                                address}]}

@@ -16,7 +16,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.lifetime import Interrupted
 from hop.outputs import JOB_REPORT, output_write_error, prepare_output, write_job_report
 from hop.spilldirs import kept_step_output, scratch_folder
-from hop.task_status import status_line
+from hop.task_status import StatusFeed
 from hop.wording import counted
 
 
@@ -87,7 +87,9 @@ class ProgressDisplay:
     give.
     """
 
-    def __init__(self, enabled: bool, label: str = "", *, address: str) -> None:
+    def __init__(self, enabled: bool, label: str = "", *, address: str, messages: StatusFeed | None = None) -> None:
+        """``messages``: the task status messages said so far, shared by the displays of a run's steps (a pipeline's
+        later steps send theirs while an earlier step is followed)."""
         self.enabled = enabled
         self.label = label
         self.address = address
@@ -96,8 +98,7 @@ class ProgressDisplay:
         self._interval = 0.1 if terminal else 5.0
         self._last = 0.0
         self._waiting: dict[str, Any] | None = None
-        self._status_seq = 0
-        """The last task status message said (``seq``): a status that brings it again does not say it twice."""
+        self.messages = StatusFeed() if messages is None else messages
         self._named = False
         self._lost = LostWorkerNote(label, address)
         if enabled and terminal:
@@ -133,10 +134,8 @@ class ProgressDisplay:
         if waiting is not None and waiting != self._waiting:
             self._say(f"hop: {self.label}{job_id}: {waiting_note(waiting, self.address)}")
         self._waiting = waiting
-        for entry in status.get("task_status", ()):
-            if entry["seq"] > self._status_seq:
-                self._status_seq = entry["seq"]
-                self._say(status_line(status.get("name", job_id), entry, self.label))
+        for line in self.messages.lines(status, self.label):
+            self._say(line)
         if not self.enabled:
             return
         now = time.monotonic()
@@ -444,13 +443,17 @@ def _await_step(
     timeout: float | None,
     ending: _RunEnding,
     labels: dict[str, str] | None = None,
+    messages: StatusFeed | None = None,
+    status_of: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Wait for the submitted step ``job_id``, showing its progress under ``label``, and return its report; a step
     that did not succeed ends the run (:func:`_end_failed_run`, then :class:`JobFailed`), reported as the step that
-    failed (:func:`_failed_step`), named by its label: ``labels`` gives those of the run's other steps by job id."""
-    display = ProgressDisplay(progress, label, address=client.address)
+    failed (:func:`_failed_step`), named by its label: ``labels`` gives those of the run's other steps by job id.
+    The task status messages of the step and of the steps ``status_of`` names (a pipeline's later ones, running
+    beside it) are said as they come, those ``messages`` said already not again."""
+    display = ProgressDisplay(progress, label, address=client.address, messages=messages)
     try:
-        status = _wait(client, job_id, display.update, deadline, timeout, label.strip())
+        status = _wait(client, job_id, display.update, deadline, timeout, label.strip(), display.messages, status_of)
     finally:
         display.close()
     if status["state"] != "succeeded":
@@ -510,12 +513,16 @@ def _wait(
     deadline: float | None,
     timeout: float | None,
     step: str = "",
+    messages: StatusFeed | None = None,
+    status_of: Sequence[str] = (),
 ) -> dict[str, Any]:
     """``client.wait`` for what is left of ``deadline``; past it, a ``TimeoutError`` naming the whole run's
-    ``timeout`` (not what was left of it for this step), and the step (``"step 2/3"``) of a run of several."""
+    ``timeout`` (not what was left of it for this step), and the step (``"step 2/3"``) of a run of several. Its
+    statuses bring the task status messages after those ``messages`` said, of the job and of ``status_of``'s."""
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    after = 0 if messages is None else messages.seen
     try:
-        return client.wait(job_id, on_status, timeout=left)
+        return client.wait(job_id, on_status, timeout=left, status_after=after, status_of=status_of)
     except TimeoutError:
         which = f" ({step})" if step else ""
         raise TimeoutError(f"job {job_id}{which} still running after {timeout:g}s") from None
@@ -789,10 +796,19 @@ def run_pipeline(
                 job_id: f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
                 for number, job_id in enumerate(job_ids)
             }
+            # The steps run side by side and are followed one at a time: each one's display says the messages of
+            # the steps after it too, as they come (they were said only once their step was followed, the latest
+            # of each task alone).
+            messages = StatusFeed(
+                {job_id: (labels[job_id], stage.name) for job_id, stage in zip(job_ids, stages, strict=True)}
+            )
             for number, job_id in enumerate(job_ids):
                 running = [outputs[number]]
                 ending = (reports, scratch, final_output, kept, 0)
-                reports.append(_await_step(client, job_id, labels[job_id], progress, deadline, timeout, ending, labels))
+                later = job_ids[number + 1 :]
+                label = labels[job_id]
+                step = _await_step(client, job_id, label, progress, deadline, timeout, ending, labels, messages, later)
+                reports.append(step)
                 running = []
             for number in range(len(job_ids) - 1):
                 hold_bad_records(scratch / f"step-{number + 1}", scratch / "_bad_records", number + 1)

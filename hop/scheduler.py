@@ -36,9 +36,11 @@ Rules:
 
 from __future__ import annotations
 
+import collections
+import itertools
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +64,12 @@ under them (see the module docstring): never after one death, even with ``max_at
 from outside is not the task's fault; soon enough that a task killing every worker it runs on ends its job."""
 TAIL_SPLIT_RETRY_SECONDS = 1.0
 """How long after a map declined to split (it was between inputs, or its rest was short) it may be asked again."""
+
+STATUS_LOG = 1000
+"""Task status messages a job keeps for clients following it (``JobState.status_log``): each attempt sends at most
+about one a second (``hop.task_status``), and a client asks every 0.1 s, so only a thousand attempts' messages
+within a tenth of a second would push out one it has not had; a job holds at most this many messages of at most
+``hop.task_status.STATUS_CHARS`` characters."""
 
 BUILTIN_COUNTERS = (
     "map_input_records",
@@ -111,6 +119,10 @@ class Attempt:
     progress_at: float | None = None
     """When the attempt last advanced: started, or reported a fraction or record count other than its previous one
     (the cluster monitor's stuck-task alert measures from it)."""
+    status_message: dict[str, Any] | None = None
+    """The last status message (mrjob's ``set_status``) the attempt sent while live, as ``JobState.task_statuses``
+    gives it; its ``message`` is in the attempt's report (``status_message``): a failed attempt's last word is what
+    a user debugging it wants."""
 
     @property
     def live(self) -> bool:
@@ -143,6 +155,7 @@ class Attempt:
             **({"input_complete": self.input_complete} if self.input_complete is not None else {}),
             **({"memory": self.memory} if self.memory is not None else {}),
             **({"error": self.error} if self.error else {}),
+            **({"status_message": self.status_message["message"]} if self.status_message else {}),
         }
 
 
@@ -237,7 +250,15 @@ Action = Broadcast | CommitOutput | DiscardOutput | FinishJob | KillAttempt
 class JobState:
     """Tasks, attempts, commits and counters of one job."""
 
-    def __init__(self, spec: JobSpec, splits: Sequence[Split | list[Chunk]], max_attempts: int = 4) -> None:
+    def __init__(
+        self,
+        spec: JobSpec,
+        splits: Sequence[Split | list[Chunk]],
+        max_attempts: int = 4,
+        status_numbers: Iterator[int] | None = None,
+    ) -> None:
+        """``status_numbers``: the numbers of task status messages (``on_task_status``), shared by the coordinator's
+        jobs, so that one ``status_after`` says which messages of several jobs a client has (a pipeline's steps)."""
         self.spec = spec
         self.splits = list(splits)
         """Per map task its input: a split, or its chunks (``hop.planning``); tail splitting shortens a map's last
@@ -303,10 +324,12 @@ class JobState:
         self.output_identity: tuple[int, int] | None = None
         """The output directory's (device, inode) when the job was accepted (``hop.outputs.output_identity``; set by
         the coordinator): another one, or none, means the user removed or moved it while the job ran."""
-        self.task_status: dict[tuple[str, int], dict[str, Any]] = {}
-        """(kind, index) -> the latest status message a live attempt of that task sent (``hop.task_status``):
-        ``{kind, index, attempt, message, seq}``, ``seq`` counting the job's messages from 1."""
-        self._status_seq = 0
+        self.status_log: collections.deque[dict[str, Any]] = collections.deque(maxlen=STATUS_LOG)
+        """The latest task status messages live attempts sent (``hop.task_status``), oldest first: ``{job_id, kind,
+        index, attempt, message, seq}``, ``seq`` from ``status_numbers``. Every one, not each task's latest: a
+        client polling every 0.1 s still gets two messages of a task that came between two polls (the one an
+        attempt sets as it ends, after one sent just before)."""
+        self._status_numbers = itertools.count(1) if status_numbers is None else status_numbers
 
     @property
     def continuous(self) -> bool:
@@ -800,25 +823,31 @@ class JobState:
             task.from_file = bool(more.get("from_file"))
 
     def on_task_status(self, kind: str, index: int, attempt: int, text: str) -> None:
-        """A live attempt's status message (mrjob's ``set_status``) replaces its task's last one. An attempt no
-        longer live is not heard: its retry's word is the task's."""
+        """A live attempt's status message (mrjob's ``set_status``): numbered, logged, and its attempt's latest. An
+        attempt no longer live is not heard: its retry's word is the task's (a task process sends its attempt's last
+        message before it reports the attempt's end, ``hop.task_status.flush``)."""
         if self.attempt_live(kind, index, attempt):
-            self._status_seq += 1
-            entry = {"kind": kind, "index": index, "attempt": attempt, "message": text, "seq": self._status_seq}
-            self.task_status[(kind, index)] = entry
+            seq = next(self._status_numbers)
+            entry = {"job_id": self.spec.job_id, "kind": kind, "index": index, "attempt": attempt, "message": text}
+            entry["seq"] = seq
+            self.status_log.append(entry)
+            self.tasks(kind)[index].attempts[attempt].status_message = entry
 
     def task_statuses(self, after: int | None = None) -> list[dict[str, Any]]:
-        """The tasks' latest status messages, oldest first: those of the tasks running now, or with ``after``
-        those sent since the message numbered ``after``, of any task (the last words of an attempt that just
-        ended too), for a client that printed every one up to there."""
+        """Task status messages, oldest first. With ``after``: every one numbered after it (of :data:`STATUS_LOG`
+        kept), of any attempt (the last words of one that just ended too), for a client that printed every one up to
+        there. Without: the latest of each attempt running now and of each failed attempt (``"failed": true``) of a
+        task not done yet (what a retried task last said before it failed: ``hop status JOB_ID``)."""
         if after is not None:
-            entries = [entry for entry in self.task_status.values() if entry["seq"] > after]
-        else:
-            entries = [
-                entry
-                for (kind, index), entry in self.task_status.items()
-                if self.tasks(kind)[index].committed is None and self.attempt_live(kind, index, entry["attempt"])
-            ]
+            return [entry for entry in self.status_log if entry["seq"] > after]
+        entries = [
+            attempt.status_message if attempt.live else {**attempt.status_message, "failed": True}
+            for kind in ("map", "reduce")
+            for task in self.tasks(kind)
+            if task.committed is None
+            for attempt in task.attempts
+            if attempt.status_message is not None and (attempt.live or attempt.status == "failed")
+        ]
         return sorted(entries, key=lambda entry: entry["seq"])
 
     def on_source_listening(self, index: int, attempt: int, address: str) -> None:

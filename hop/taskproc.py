@@ -183,12 +183,12 @@ def _run_attempt(channel: WorkerChannel, task: dict[str, Any], spec: JobSpec, jo
                 resume = tuple(below) if below else None
                 stopping, pause = bool(task.get("stopping")), task.get("pause_pane")
                 result = run_stream_map(spec, index, attempt, job_dir, channel, resume, stopping, pause)
-                channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
+                _end(channel, "map_done", index=index, attempt=attempt, at=time.time(), **result)
             else:
                 host = task.get("host", "127.0.0.1")
                 gone = task.get("sources_gone") or ()
                 result = run_stream_reduce(spec, index, attempt, task["num_maps"], channel, host, gone)
-                channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
+                _end(channel, "reduce_done", index=index, attempt=attempt, at=time.time(), **result)
         elif kind == "map":
             chunks = [
                 (chunk_id, Split(path, start, length, FileStamp(*stamp) if stamp else None))
@@ -198,7 +198,7 @@ def _run_attempt(channel: WorkerChannel, task: dict[str, Any], spec: JobSpec, jo
                 result = run_map(spec, index, attempt, chunks, job_dir, channel, task.get("resume"), task.get("pipe"))
             except (UnencodableRecordError, NanKeyError) as error:
                 raise unencodable_map_output(spec, chunks, error) from None
-            channel.send("map_done", index=index, attempt=attempt, at=time.time(), **result)
+            _end(channel, "map_done", index=index, attempt=attempt, at=time.time(), **result)
         else:
             host = task.get("host", "127.0.0.1")
             committed = [tuple(entry) for entry in task.get("committed", [])]
@@ -216,10 +216,11 @@ def _run_attempt(channel: WorkerChannel, task: dict[str, Any], spec: JobSpec, jo
                 task.get("chunk_sizes"),
                 task.get("derived_snapshots") or (),
             )
-            channel.send("reduce_done", index=index, attempt=attempt, at=time.time(), **result)
+            _end(channel, "reduce_done", index=index, attempt=attempt, at=time.time(), **result)
     except USER_FAILURES as error:
         failure = _failure(kind, index, attempt, error, spec.output)
-        channel.send(
+        _end(
+            channel,
             "task_failed",
             kind=kind,
             index=index,
@@ -227,6 +228,14 @@ def _run_attempt(channel: WorkerChannel, task: dict[str, Any], spec: JobSpec, jo
             at=time.time(),
             **{name: sendable(item) if isinstance(item, str) else item for name, item in failure.items()},
         )
+
+
+def _end(channel: WorkerChannel, msg_type: str, /, **fields: Any) -> None:
+    """Report the attempt's end (``map_done``, ``reduce_done``, ``task_failed``), its last status message sent
+    first (``hop.task_status.flush``): a word that came after the end would be dropped, and a failing attempt's last
+    status is what a user debugging it wants."""
+    task_status.flush()
+    channel.send(msg_type, **fields)
 
 
 def _apply_test_limits() -> None:

@@ -189,6 +189,37 @@ def test_task_status_keeps_each_tasks_latest_from_live_attempts() -> None:
     assert job.task_statuses(after=3) == []
 
 
+def test_task_status_log_gives_a_client_every_message_since_its_last_even_two_of_one_task() -> None:
+    """A client that has the messages up to a number gets every one sent since, not each task's latest alone: an
+    attempt's last word (flushed as it ends) came often within a poll of the one before it, which was then never
+    said. Numbers are drawn from the ``status_numbers`` given (the coordinator's, shared by a pipeline's steps)."""
+    numbers = iter(range(100, 200))
+    job = JobState(_spec(2), [Split("/data/in/f0", 0, 100)], status_numbers=numbers)
+    attempt = _start(job, "map", 0)
+    job.on_task_status("map", 0, attempt, "read 1000 lines")
+    job.on_task_status("map", 0, attempt, "mapper_final: done")
+    said = [(e["job_id"], e["message"], e["seq"]) for e in job.task_statuses(after=0)]
+    assert said == [(JOB, "read 1000 lines", 100), (JOB, "mapper_final: done", 101)]
+    assert [e["message"] for e in job.task_statuses(after=100)] == ["mapper_final: done"]
+
+
+def test_a_failed_attempts_last_status_is_kept_in_hop_status_and_its_report() -> None:
+    """What a failed attempt last said is what a user debugging it wants: ``hop status`` of the running job lists it
+    (``failed``) beside its retry's, and the job's report gives each attempt's last message."""
+    job = _state(maps=1, max_attempts=4)
+    first = _start(job, "map", 0)
+    job.on_task_status("map", 0, first, "parsing record 17")
+    job.on_task_failed("map", 0, first, "its process died", None, True, 11.0)
+    retry = _start(job, "map", 0)
+    job.on_task_status("map", 0, retry, "parsing record 3")
+    listed = [(e["attempt"], e["message"], e.get("failed", False)) for e in job.task_statuses()]
+    assert listed == [(first, "parsing record 17", True), (retry, "parsing record 3", False)]
+    reported = {a["attempt"]: a.get("status_message") for a in job.report()["attempts"] if a["kind"] == "map"}
+    assert reported == {first: "parsing record 17", retry: "parsing record 3"}
+    _map_done(job, 0, retry)
+    assert job.task_statuses() == [], "a done task's messages are not a running one's"
+
+
 # -- reduces -------------------------------------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,18 @@ def submitted_before(job_id: str, instant: float) -> bool:
     return submitted <= math.floor(instant)
 
 
+@dataclass
+class StatusWaiter:
+    """A ``status`` request held until its job ends or its wait runs out (``on_status``), with what it asked."""
+
+    identity: bytes
+    job_id: str
+    deadline: float
+    """``time.monotonic()`` at which it is answered if the job still runs."""
+    status_after: int | None
+    status_of: tuple[str, ...]
+
+
 class JobRequests(CoordinatorHost):
     """Clients' requests about jobs: ``submit``, ``status``, ``jobs``, ``job``; retiring ended jobs."""
 
@@ -81,8 +94,9 @@ class JobRequests(CoordinatorHost):
     started_at: float
     retired: collections.OrderedDict[str, str]
     submitters: dict[str, bytes]
-    status_waiters: list[tuple[bytes, str, float, int | None]]
+    status_waiters: list[StatusWaiter]
     _job_numbers: Iterator[int]
+    _status_numbers: Iterator[int]
 
     def on_submit(self, identity: bytes, msg: dict[str, Any]) -> None:
         try:
@@ -138,7 +152,8 @@ class JobRequests(CoordinatorHost):
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return
-        job = self.jobs[job_id] = JobState(spec, splits, max_attempts=int(options.get("max_attempts", 4)))
+        max_attempts = int(options.get("max_attempts", 4))
+        job = self.jobs[job_id] = JobState(spec, splits, max_attempts, status_numbers=self._status_numbers)
         job.output_held, job.output_identity = held, held.identity
         chunks = sorted((chunk for task in splits for chunk in task), key=lambda chunk: chunk.id)
         strata = [chunk.stratum for chunk in chunks] if online else None
@@ -216,36 +231,48 @@ class JobRequests(CoordinatorHost):
             return
         wait = min(float(msg.get("wait") or 0.0), 5.0)
         after = msg.get("status_after")
+        status_of = tuple(msg.get("status_of") or ())
         if wait > 0 and job.state == "running":
-            self.status_waiters.append((identity, msg["job_id"], time.monotonic() + wait, after))
+            self.status_waiters.append(StatusWaiter(identity, msg["job_id"], time.monotonic() + wait, after, status_of))
             return
-        self._send_status(identity, job, after)
+        self._send_status(identity, job, after, status_of)
 
     def _answer_status_waiters(self) -> None:
         if not self.status_waiters:
             return
         now = time.monotonic()
         held = []
-        for identity, job_id, deadline, after in self.status_waiters:
-            job = self.jobs[job_id]
-            if job.state == "running" and now < deadline:
-                held.append((identity, job_id, deadline, after))
+        for waiter in self.status_waiters:
+            job = self.jobs[waiter.job_id]
+            if job.state == "running" and now < waiter.deadline:
+                held.append(waiter)
             else:
-                self._send_status(identity, job, after)
+                self._send_status(waiter.identity, job, waiter.status_after, waiter.status_of)
         self.status_waiters = held
 
     def _poll_milliseconds(self) -> int:
         """How long the loop may wait for a message: 100 ms, less when a held status reply falls due sooner."""
         if not self.status_waiters:
             return 100
-        due = min(waiter[2] for waiter in self.status_waiters) - time.monotonic()
+        due = min(waiter.deadline for waiter in self.status_waiters) - time.monotonic()
         return max(0, min(100, math.ceil(due * 1000)))
 
-    def _send_status(self, identity: bytes, job: JobState, status_after: int | None = None) -> None:
-        """``status_after``: the task status messages the client has (``JobState.task_statuses``)."""
+    def _send_status(
+        self, identity: bytes, job: JobState, status_after: int | None = None, status_of: tuple[str, ...] = ()
+    ) -> None:
+        """``status_after``: the task status messages the client has (``JobState.task_statuses``); with it,
+        ``status_of`` names more jobs (a pipeline's other steps, which run beside the one the client waits for)
+        whose messages since then come too, numbered with the job's (a job this coordinator no longer knows brings
+        none)."""
         status = job.progress()
         status["name"] = job.spec.name
-        status["task_status"] = job.task_statuses(status_after)
+        messages = job.task_statuses(status_after)
+        if status_after is not None and status_of:
+            for other in filter(None, map(self.jobs.get, status_of)):
+                if other is not job:
+                    messages += other.task_statuses(status_after)
+            messages.sort(key=lambda entry: entry["seq"])
+        status["task_status"] = messages
         status["workers_alive"] = sum(w.alive for w in self.workers.values())
         waiting = self._slots_held_from(job)
         if waiting is not None:

@@ -25,7 +25,7 @@ import zmq
 from hop.coordinator.actions import ActionExecution
 from hop.coordinator.cluster_samples import ClusterSamples
 from hop.coordinator.host import WorkerInfo
-from hop.coordinator.jobs import KEEP_JOBS, JobRequests
+from hop.coordinator.jobs import KEEP_JOBS, JobRequests, StatusWaiter
 from hop.coordinator.pipelines import PipelineLinks
 from hop.coordinator.scheduling import SlotAssignment
 from hop.coordinator.snapshots import SnapshotRequests
@@ -98,9 +98,11 @@ class Coordinator(
         """(upstream job, kind) -> when a downstream attempt of that kind last gave its slot back to it."""
         self.chunk_strata: dict[str, list[str] | None] = {}
         """Online jobs: the stratum of every input chunk, by chunk id (sent to reduce tasks)."""
-        self.status_waiters: list[tuple[bytes, str, float, int | None]] = []
-        """``status`` requests held until their job ends or their wait runs out: (client, job id, deadline, the
-        ``status_after`` it asked)."""
+        self.status_waiters: list[StatusWaiter] = []
+        """``status`` requests held until their job ends or their wait runs out."""
+        self._status_numbers = itertools.count(1)
+        """Numbers for the task status messages of every job (``JobState.on_task_status``): one ``status_after``
+        counts a pipeline's steps' messages."""
         self.submitters: dict[str, bytes] = {}
         """Job id -> the client that submitted it, until a ``status`` reply told that client how the job ended."""
         self.running = True
