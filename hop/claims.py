@@ -12,9 +12,9 @@ coordinator killed outright (``kill -9``) leaves nothing that blocks anyone, how
 
 A batch job's output is partial until it ends: a job reading it, or a folder holding it, would read the parts
 committed so far as if they were all (:func:`input_claimed` says why such a job is refused), and one writing it
-would mix its parts with the running job's (:func:`output_writer` names the job writing it). Windows of a continuous
-job are each complete once written, so its output is read as it is written, as a coordinator allows for its own
-continuous jobs.
+would mix its parts with the running job's (:func:`hop.outputs.claim_output` refuses it, naming the holder, or
+:func:`output_written_by_job` the job). Windows of a continuous job are each complete once written, so its output is
+read as it is written, as a coordinator allows for its own continuous jobs.
 
 The process holding a hold is named from ``/proc/locks`` where there is one (Linux): its pid and command line.
 """
@@ -69,6 +69,39 @@ def held_exclusive(folder: str | Path) -> bool:
     finally:
         os.close(descriptor)  # (closing it drops the shared hold taken)
     return False
+
+
+def held(folder: str | Path) -> bool:
+    """Whether another open of ``folder`` holds it at all, exclusive or shared (a continuous run's): tested by taking
+    an exclusive hold for an instant."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+    return False
+
+
+def written_below(folder: str | Path) -> str | None:
+    """What clearing ``folder`` (``--overwrite``) would delete under a run or job still running on this machine:
+    ``FOLDER/SUB, the output of WRITER`` for the first folder below it that one holds (batch or continuous), or
+    ``None``. Every folder below is looked in, hidden ones too: clearing deletes them all."""
+    for root, folders, _ in os.walk(folder):
+        for name in sorted(folders):
+            below = os.path.join(root, name)
+            if held(below):
+                return f"{below}, the output of another hop run on this machine{holder(below)}"
+            writer = job_writing(below)
+            if writer is not None:
+                return f"{below}, the output of {writer}"
+    return None
 
 
 def writer_of(folder: str | Path) -> str | None:
@@ -211,18 +244,24 @@ def _folders(pattern: str, own: str | None) -> Iterator[tuple[str, str]]:
     else:
         matches = [pattern]
     visited: set[str] = set()
+    parents: set[str] = set()
     for match in matches:
+        folder = os.path.isdir(match)
+        if not folder and not os.path.islink(match):  # (a file: the folders it is in count, alike for a folder's)
+            parent = os.path.dirname(match)
+            if parent in parents:
+                continue
+            parents.add(parent)
         path = os.path.realpath(match)
         if own is not None and (path == own or path.startswith(own + os.sep)):
             continue
-        for depth, folder in enumerate([path, *map(str, Path(path).parents)]):
-            if depth == 0 and not os.path.isdir(folder):
-                continue
-            yield (
-                folder,
-                ("matches" if globbed else "is") if depth == 0 else ("matches files in" if globbed else "is in"),
-            )
-        if os.path.isdir(path):
+        for depth, around in enumerate([path, *map(str, Path(path).parents)]):
+            if depth == 0:
+                if folder:
+                    yield around, "matches" if globbed else "is"
+            else:
+                yield around, "matches files in" if globbed else "is in"
+        if folder:
             for below in _listed_folders(path, own, visited):
                 yield below, "holds"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import os
 import secrets
@@ -84,6 +85,7 @@ def check_output(
         if not overwrite:
             raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
         _refuse_to_clear_inputs(output, inputs, job_files, kept)
+        _refuse_to_clear_running(output)
         return True
     return False
 
@@ -130,6 +132,19 @@ def _refuse_to_clear_inputs(
             raise OutputExistsError(
                 f"output directory {output} holds {what}: --overwrite would delete it; choose another output directory"
             )
+
+
+def _refuse_to_clear_running(output: str) -> None:
+    """Refuse to clear ``output`` when it holds the output of a run or job still running on this machine
+    (:func:`hop.claims.written_below`): that run failed, its output gone under it."""
+    from hop.claims import written_below
+
+    written = written_below(output)
+    if written is not None:
+        raise OutputExistsError(
+            f"output directory {output} holds {written}, still running: --overwrite would delete it under that "
+            "run; wait for it to end or choose another output directory"
+        )
 
 
 def _clear(folder: Path) -> None:
@@ -414,16 +429,19 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
     clusters, and jobs reading what such a run writes (:func:`hop.claims.input_claimed`). A continuous run
     (``read_as_written``) holds it shared once it has it: its windows are read as they are written.
 
-    The directory is made here if its parent exists (and removed on release if the run left it empty: a
-    usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock stays
-    on the directory the job writes. Where the directory cannot be made or opened, the run goes on without the
+    The directory is made here, with the folders it is in (and they are removed on release if the run left them
+    empty: a usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock
+    stays on the directory the job writes. Where the directory cannot be made or opened, the run goes on without the
     hold (:func:`check_output` reports what is wrong with it)."""
     from hop.claims import READ_AS_WRITTEN, holder, job_writing
 
     folder = Path(output)
     try:
-        created = not folder.exists()
-        folder.mkdir(exist_ok=True)
+        # With the folders it is in, which the run would make anyway: a run making them later held nothing
+        # meanwhile, and a run reading or clearing its output was not told it was being written.
+        made = list(itertools.takewhile(lambda path: not path.exists(), (folder, *folder.absolute().parents)))
+        created = bool(made)
+        folder.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return lambda: None
@@ -462,7 +480,8 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
         # moved away, and the run failed for it) is theirs.
         if created and _same_directory(descriptor, folder):
             with contextlib.suppress(OSError):
-                folder.rmdir()
+                for path in made:  # (the output, then the folders made for it, while each is left empty)
+                    path.rmdir()
         os.close(descriptor)  # (closing it drops the flock)
 
     return release

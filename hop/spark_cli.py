@@ -88,11 +88,13 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
         release = claim_output(args.output)
         check_output(args.output, args.overwrite, list(args.inputs), [args.job])  # (before Spark starts)
         # As hop's engine warns of them (hop.cli), naming them as it does (absolute): a file named twice is read once.
-        for repeated in repeated_inputs(absolute_inputs(list(args.inputs)), args.output):
-            print(f"hop: warning: {repeated}", file=sys.stderr)
-        refusal = input_claimed(list(args.inputs), args.output)  # (the output of a run still running: partial)
+        # The output of a run still running (partial; before its first part, a folder holding no file) is refused
+        # so, naming that run.
+        refusal = input_claimed(list(args.inputs), args.output)
         if refusal is not None:
             raise InputError(refusal)
+        for repeated in repeated_inputs(absolute_inputs(list(args.inputs)), args.output):
+            print(f"hop: warning: {repeated}", file=sys.stderr)
         report = run_on_spark(
             job_class,
             list(args.inputs),

@@ -62,15 +62,15 @@ def _wait_for_part(output: Path, run: subprocess.Popen[str] | None = None) -> No
 
 @pytest.fixture()
 def held_run(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    """``hop run`` (an embedded cluster of its own) writing ``tmp_path/data/out`` from ``data/in.txt``, one of its
-    parts committed, the other held until ``tmp_path/go`` exists."""
+    """``hop run`` (an embedded cluster of its own) writing ``tmp_path/runs/out`` (``runs`` made for it) from
+    ``data/in.txt``, one of its parts committed, the other held until ``tmp_path/go`` exists."""
     job, gate = _gated_job(tmp_path)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "in.txt").write_text("a b slow\nc d\n")
-    command = [sys.executable, "-m", "hop", "run", job, "data/in.txt", "-o", "data/out", "--reducers", "2", "--quiet"]
+    command = [sys.executable, "-m", "hop", "run", job, "data/in.txt", "-o", "runs/out", "--reducers", "2", "--quiet"]
     run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_part(tmp_path / "data" / "out", run)
+        _wait_for_part(tmp_path / "runs" / "out", run)
         yield run
     finally:
         gate.touch()
@@ -87,25 +87,35 @@ def test_reading_a_running_runs_output_is_refused_naming_the_run(
     """A job reading the output of a ``hop run`` still running (its embedded cluster of its own: no coordinator
     knows of it), given as the folder, one of its parts, a glob of them or a folder holding it, read the part
     committed so far and succeeded on it without a word. It is refused before it starts, naming the run and what to
-    do; so is ``hop submit`` reading it, and a run writing the same output names the run too. Once the run has
-    ended its output is read whole."""
+    do; so is ``hop submit`` reading it, and ``--engine spark``; a run writing the same output, and one whose
+    ``--overwrite`` would clear a folder holding it (which deleted it under the run, which failed), name it too.
+    Once the run has ended its output is read whole."""
     wordcount = job_path("wordcount")
-    for number, given in enumerate(["data/out", "data/out/part-00000", "data/out/part-*", "data"]):
+    for number, given in enumerate(["runs/out", "runs/out/part-00000", "runs/out/part-*", "runs"]):
         reading = hop("run", wordcount, given, "-o", f"read-{number}", "--quiet", cwd=tmp_path)
         assert reading.returncode == 2, reading.stderr
         assert f"the output of another hop run on this machine (pid {held_run.pid}: " in reading.stderr, reading.stderr
         assert "still running: its part files are not all written yet" in reading.stderr, reading.stderr
         assert not (tmp_path / f"read-{number}").exists()
-    submitted = hop("submit", wordcount, "data/out", "-o", "read", "--coordinator", cluster.address, cwd=tmp_path)
+    submitted = hop("submit", wordcount, "runs/out", "-o", "read", "--coordinator", cluster.address, cwd=tmp_path)
     assert submitted.returncode == 2, submitted.stderr
     assert f"is the output of another hop run on this machine (pid {held_run.pid}: " in submitted.stderr
-    writing = hop("run", wordcount, "data/in.txt", "-o", "data/out", "--overwrite", "--quiet", cwd=tmp_path)
+    on_spark = hop("run", wordcount, "runs/out", "-o", "read", "--engine", "spark", "--quiet", cwd=tmp_path)
+    assert on_spark.returncode == 2, on_spark.stderr  # (refused before its JVM starts)
+    assert f"is the output of another hop run on this machine (pid {held_run.pid}: " in on_spark.stderr
+    writing = hop("run", wordcount, "data/in.txt", "-o", "runs/out", "--overwrite", "--quiet", cwd=tmp_path)
     assert writing.returncode == 2, writing.stderr
     assert f"out is being written by another hop run on this machine (pid {held_run.pid}: " in writing.stderr
+    clearing = hop("run", wordcount, "data/in.txt", "-o", "runs", "--overwrite", "--quiet", cwd=tmp_path)
+    assert clearing.returncode == 2, clearing.stderr
+    assert f"runs holds {tmp_path / 'runs' / 'out'}, the output of another hop run on this machine (pid " in (
+        clearing.stderr
+    )
+    assert (tmp_path / "runs" / "out" / "part-00000").exists(), "the running run's committed part was cleared"
     assert held_run.poll() is None, "the run goes on"
     (tmp_path / "go").touch()
     assert held_run.wait(timeout=60) == 0, held_run.communicate()[1]
-    reading = hop("run", wordcount, "data/out", "-o", "read", "--quiet", cwd=tmp_path)
+    reading = hop("run", wordcount, "runs/out", "-o", "read", "--quiet", cwd=tmp_path)
     assert reading.returncode == 0, reading.stderr
     assert '"\\"slow\\""\t1' in (tmp_path / "read" / "part-00000").read_text(), "the part committed last was read"
 
