@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shlex
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -151,6 +150,8 @@ COMMAND_CHARACTERS = 200
 
 def _command(pid: int) -> str:
     """Process ``pid``'s command line, its program named by its base name (``python3 -m hop run ...``)."""
+    import shlex  # (only to name a holder: not imported by every run's start)
+
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as file:
             words = file.read().decode("utf-8", "replace").split("\0")
