@@ -216,3 +216,35 @@ def test_a_continuous_runs_output_is_read_as_written_but_not_written_twice(tmp_p
             claim_output(str(windows))
     finally:
         release()
+
+
+def test_a_running_continuous_runs_windows_are_read_but_its_output_not_written(tmp_path: Path) -> None:
+    """A continuous run's windows are each complete once written, so a batch job reads its output while it runs
+    (as a coordinator allows for its own continuous jobs); a run writing that output is refused, naming it."""
+    (tmp_path / "feed").mkdir()
+    (tmp_path / "feed" / "f.txt").write_text("a b\n")
+    (tmp_path / "in.txt").write_text("c d\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("stream_wordcount"), "--source", "tail:feed"]
+    command += ["--window", "1s", "-o", "windows", "--no-view", "--workers", "1", "--quiet"]
+    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "windows").glob("windows/*/part-*")):
+            assert time.monotonic() < deadline and run.poll() is None, "a window was written"
+            with (tmp_path / "feed" / "f.txt").open("a") as feed:
+                feed.write("a b\n")
+            time.sleep(0.2)
+        wordcount = job_path("wordcount")
+        reading = hop("run", wordcount, "windows", "-o", "read", "--quiet", cwd=tmp_path)
+        assert reading.returncode == 0, reading.stderr
+        writing = hop("run", wordcount, "in.txt", "-o", "windows", "--overwrite", "--quiet", cwd=tmp_path)
+        assert writing.returncode == 2, writing.stderr
+        assert f"windows is being written by another hop run on this machine (pid {run.pid}: " in writing.stderr
+        assert run.poll() is None, "the continuous run goes on"
+    finally:
+        run.send_signal(signal.SIGINT)
+        try:
+            run.wait(timeout=60)
+        finally:
+            run.kill()
+            run.communicate()
