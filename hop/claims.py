@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -52,40 +53,42 @@ def hold_scratch(output_descriptor: int) -> int | None:
     return descriptor
 
 
+TEST_TRIES = 5
+"""How many times a hold found is tested again, :data:`TEST_PAUSE` apart, before it is taken for a writer's: another
+run testing the folder (as an input, or as one its ``--overwrite`` would clear) holds it for an instant too."""
+TEST_PAUSE = 0.01
+
+
 def held_exclusive(folder: str | Path) -> bool:
     """Whether another open of ``folder`` (another process's, or this one's through another descriptor) holds it
     exclusive: tested by taking a shared hold for an instant."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False  # (a file system without flock: no hold to find)
-    finally:
-        os.close(descriptor)  # (closing it drops the shared hold taken)
-    return False
+    return _held(folder, fcntl.LOCK_SH)
 
 
 def held(folder: str | Path) -> bool:
     """Whether another open of ``folder`` holds it at all, exclusive or shared (a continuous run's): tested by taking
     an exclusive hold for an instant."""
+    return _held(folder, fcntl.LOCK_EX)
+
+
+def _held(folder: str | Path, test: int) -> bool:
     try:
         descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return False
     try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+        for attempt in range(TEST_TRIES):
+            try:
+                fcntl.flock(descriptor, test | fcntl.LOCK_NB)
+                return False
+            except BlockingIOError:
+                if attempt + 1 < TEST_TRIES:
+                    time.sleep(TEST_PAUSE)
+            except OSError:
+                return False  # (a file system without flock: no hold to find)
         return True
-    except OSError:
-        return False
     finally:
-        os.close(descriptor)
-    return False
+        os.close(descriptor)  # (closing it drops the hold taken)
 
 
 def written_below(folder: str | Path) -> str | None:
