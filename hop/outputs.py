@@ -487,14 +487,6 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
     return release
 
 
-def claimed_by_another_run(folder: str) -> bool:
-    """Whether another hop run on this machine holds ``folder`` as its output (:func:`claim_output`): it writes it,
-    or is about to, its job not yet submitted to a coordinator that would then name it."""
-    from hop.claims import held_exclusive
-
-    return held_exclusive(folder)
-
-
 def _same_directory(descriptor: int, folder: Path) -> bool:
     """Whether ``folder`` names the directory open as ``descriptor``."""
     status = os.fstat(descriptor)
