@@ -231,6 +231,31 @@ def input_claimed(patterns: Iterable[str], output: str | None = None) -> str | N
     return None
 
 
+def inputs_left_partial(patterns: Iterable[str], output: str | None = None) -> list[str]:
+    """Warnings for the inputs among ``patterns`` that are (or are in, or hold) an output a run left partial: its
+    :data:`SCRATCH` is there, held by no one on this machine, and no ``_job.json``, so the run writing it was killed
+    outright (a run that ends, or fails, removes it and writes its report), or runs on another host. Not refused:
+    nothing is writing it here, and its parts may be what the user wants; but read without a word, they were taken
+    for the whole result."""
+    own = os.path.realpath(output) if output is not None else None
+    warnings: list[str] = []
+    tested: set[str] = set()
+    for pattern in patterns:
+        for folder, _ in _folders(pattern, own):
+            if folder in tested:
+                continue
+            tested.add(folder)
+            scratch, report = os.path.join(folder, SCRATCH), os.path.join(folder, "_job.json")
+            # (A report says how the job ended: a reducer killed as it ended may leave the scratch folder behind.)
+            if os.path.isdir(scratch) and not os.path.exists(report) and writer_of(folder) is None:
+                warnings.append(
+                    f"input {pattern}: {folder} holds {SCRATCH}, which no run on this machine is writing: the run "
+                    "that wrote it was killed before it ended (or runs on another host), so its part files may be "
+                    "only part of its result"
+                )
+    return warnings
+
+
 def _folders(pattern: str, own: str | None) -> Iterator[tuple[str, str]]:
     """The folders (real paths) whose writer would make ``pattern`` a partial input, each with how the input
     relates to it: ``"is"`` (the input is that folder), ``"is in"`` (a file or folder within it), ``"matches"`` and

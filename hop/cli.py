@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hop import prelaunch, worker_options
-from hop.claims import input_claimed, output_written_by_job, running_outputs
+from hop.claims import input_claimed, inputs_left_partial, output_written_by_job, running_outputs
 from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobRejected
 from hop.counters import print_user_counters
 from hop.gen.cli import (
@@ -516,7 +516,7 @@ def _run_loaded(
             raise
         if input_claimed(spec.inputs, spec.output) is not None:  # (the coordinator's word first, if its job)
             _refuse_input_being_written(address, list(spec.inputs), spec.output)
-        for repeated in repeats:
+        for repeated in [*repeats, *inputs_left_partial(spec.inputs, spec.output)]:
             print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
             reduce_slots = -(-reducers_at_once(step_specs, pipelined) // workers)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hop.claims import input_claimed
+from hop.claims import input_claimed, inputs_left_partial
 from hop.counters import print_user_counters
 from hop.gen.cli import ArgumentParser, output_argument, positive_int, size_at_least
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, absolute_inputs, repeated_inputs
@@ -93,7 +93,8 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
         refusal = input_claimed(list(args.inputs), args.output)
         if refusal is not None:
             raise InputError(refusal)
-        for repeated in repeated_inputs(absolute_inputs(list(args.inputs)), args.output):
+        repeats = repeated_inputs(absolute_inputs(list(args.inputs)), args.output)
+        for repeated in [*repeats, *inputs_left_partial(list(args.inputs), args.output)]:
             print(f"hop: warning: {repeated}", file=sys.stderr)
         report = run_on_spark(
             job_class,

@@ -123,7 +123,8 @@ def test_reading_a_running_runs_output_is_refused_naming_the_run(
 def test_a_killed_runs_output_blocks_no_one(tmp_path: Path) -> None:
     """A run killed outright (SIGKILL, no chance to clean up) leaves its output as it was, with ``_temporary``, but
     holds nothing: reading it, or writing it again, is not refused as being written, once its cluster (which finds
-    itself orphaned) has ended."""
+    itself orphaned) has ended. Reading it warns that its parts may be part of its result (it was read as whole);
+    a whole output read, none."""
     job, gate = _gated_job(tmp_path)
     (tmp_path / "in.txt").write_text("a b slow\nc d\n")
     command = [sys.executable, "-m", "hop", "run", job, "in.txt", "-o", "out", "--reducers", "2", "--quiet"]
@@ -144,8 +145,13 @@ def test_a_killed_runs_output_blocks_no_one(tmp_path: Path) -> None:
     wordcount = job_path("wordcount")
     reading = hop("run", wordcount, "out", "-o", "read", "--quiet", cwd=tmp_path)
     assert reading.returncode == 0, reading.stderr
+    # Not refused, but not read as a whole result without a word either.
+    warning = f"hop: warning: input {tmp_path / 'out'}: {tmp_path / 'out'} holds _temporary, which no run on this "
+    assert f"{warning}machine is writing: the run that wrote it was killed" in reading.stderr, reading.stderr
     writing = hop("run", wordcount, "in.txt", "-o", "out", "--overwrite", "--quiet", cwd=tmp_path)
     assert writing.returncode == 0, writing.stderr
+    reading = hop("run", wordcount, "out", "-o", "read", "--overwrite", cwd=tmp_path)
+    assert reading.returncode == 0 and "warning" not in reading.stderr, reading.stderr
 
 
 def test_a_coordinators_running_job_is_named_to_a_run_writing_or_reading_its_output(
