@@ -136,15 +136,16 @@ def holder(path: str | Path) -> str:
         return ""
     # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2154508 0 EOF" (device numbers in hex, the inode in decimal); a waiting
     # request's line has "->" after its number.
+    # An exclusive hold (WRITE) first: a shared one (READ) may be another run's testing the folder for an instant.
     wanted = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
-    for line in lines:
-        fields = line.split()
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted and fields[4].isdigit():
-            pid = int(fields[4])
-            if pid != 0:
-                command = _command(pid)
-                return f" (pid {pid}: {command})" if command else f" (pid {pid})"
-    return ""
+    holds = [fields for fields in map(str.split, lines) if len(fields) >= 6 and fields[1] == "FLOCK"]
+    holds = [fields for fields in holds if fields[5] == wanted and fields[4].isdigit() and fields[4] != "0"]
+    holds.sort(key=lambda fields: fields[3] != "WRITE")
+    if not holds:
+        return ""
+    pid = int(holds[0][4])
+    command = _command(pid)
+    return f" (pid {pid}: {command})" if command else f" (pid {pid})"
 
 
 COMMAND_CHARACTERS = 200
