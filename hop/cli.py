@@ -17,7 +17,6 @@ Exit codes: 0 success, 1 the job failed, 2 bad usage or input (argparse), 3 the 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -25,10 +24,10 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from hop import prelaunch, worker_options
+from hop.claims import input_claimed, inputs_left_partial, output_written_by_job, running_outputs
 from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobRejected
 from hop.counters import print_user_counters
 from hop.gen.cli import (
@@ -62,7 +61,7 @@ from hop.lifetime import Interrupted, redeliver_swallowed_interruptions, redeliv
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
-from hop.outputs import OutputError, OutputWriteError, check_output, claim_output, claimed_by_another_run
+from hop.outputs import OutputError, OutputExistsError, OutputWriteError, check_output, claim_output
 from hop.runner import (
     SNAPSHOTS_IN_FILE_ORDER,
     STOP_EARLY_PIPELINE,
@@ -503,15 +502,21 @@ def _run_loaded(
     client: Client | None = None
     release: Callable[[], None] | None = None
     try:
-        release = claim_output(spec.output)
-        # Before starting a cluster: fail fast.
-        check_output(spec.output, spec.overwrite, spec.inputs, [args.job, *args.later_jobs])
+        try:
+            release = claim_output(spec.output)
+            # Before starting a cluster: fail fast.
+            check_output(spec.output, spec.overwrite, spec.inputs, [args.job, *args.later_jobs])
+        except OutputExistsError as error:
+            # "not empty" (or another run's hold) said less than the coordinator's word on its job writing it.
+            raise OutputExistsError(output_written_by_job(address, spec.output) or str(error)) from None
         try:
             repeats = repeated_inputs(list(spec.inputs), spec.output)  # (raises for an input that cannot be read)
         except InputError:
-            _refuse_input_being_written(address, list(spec.inputs))
+            _refuse_input_being_written(address, list(spec.inputs), spec.output)
             raise
-        for repeated in repeats:
+        if input_claimed(spec.inputs, spec.output) is not None:  # (the coordinator's word first, if its job)
+            _refuse_input_being_written(address, list(spec.inputs), spec.output)
+        for repeated in [*repeats, *inputs_left_partial(spec.inputs, spec.output)]:
             print(f"hop: warning: {repeated}", file=sys.stderr)
         if address is None:
             reduce_slots = -(-reducers_at_once(step_specs, pipelined) // workers)
@@ -612,38 +617,20 @@ def _mrjob_step_reduces(args: argparse.Namespace, mrjob_run: MRJobRun | None) ->
     return steps if any(count is not None for count in steps) else None
 
 
-WRITERS_ASKED_SECONDS = 1.5
-"""How long ``hop submit`` whose inputs cannot be read asks its coordinator which jobs are running (less than
-``hop.client.WAITING_NOTE_SECONDS``: a coordinator that is not there leaves the inputs' own error, said at once)."""
-
-
-def _refuse_input_being_written(address: str | None, inputs: list[str]) -> None:
-    """Raise the coordinator's refusal (:func:`hop.inputs.input_being_written`) when ``inputs``, which this
-    process could not read, are the output of a batch job still running on the cluster at ``address``: before its
-    first part commits, that output holds no file, and the run said so (``input directory ... holds no file to
-    read``), as if the path were wrong, where the coordinator, asked a moment later, says to wait for that job. So
-    also for a directory another hop run on this machine holds as its output (:func:`hop.outputs.claim_output`):
-    it makes it empty as it starts, before its job reaches a coordinator."""
+def _refuse_input_being_written(address: str | None, inputs: list[str], output: str) -> None:
+    """Raise the coordinator's refusal (:func:`hop.inputs.input_being_written`) when ``inputs`` are (or hold) the
+    output of a batch job still running on the cluster at ``address``, else :func:`hop.claims.input_claimed`'s
+    when they are (or hold) one a run or job on this machine writes: it would read the part files committed so
+    far as if they were all, or (before its first part commits) say that the output holds no file to read, as if
+    the path were wrong, where the coordinator, asked a moment later, says to wait for that job. A run writing it
+    makes it empty as it starts, before its job reaches a coordinator."""
     if address is not None:
-        try:
-            with contextlib.closing(Client(address, timeout=WRITERS_ASKED_SECONDS)) as client:
-                jobs = client.jobs()
-        except CoordinatorUnavailable:
-            jobs = []
-        writing = {
-            Path(job["output"]).resolve(): job["job_id"]
-            for job in jobs
-            if job["state"] == "running" and not job.get("continuous")
-        }
-        refusal = input_being_written(inputs, writing, address)
+        refusal = input_being_written(inputs, running_outputs(address), address)
         if refusal is not None:
             raise InputError(refusal)
-    for given in inputs:
-        if os.path.isdir(given) and claimed_by_another_run(given):
-            raise InputError(
-                f"input {given} is the output of another hop run on this machine, still running: its part files are "
-                "not all written yet; run this job again once that run has ended"
-            )
+    refusal = input_claimed(inputs, output)
+    if refusal is not None:
+        raise InputError(refusal)
 
 
 def _on_cluster(

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import os
 import secrets
 import shutil
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -83,6 +85,7 @@ def check_output(
         if not overwrite:
             raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
         _refuse_to_clear_inputs(output, inputs, job_files, kept)
+        _refuse_to_clear_running(output)
         return True
     return False
 
@@ -129,6 +132,19 @@ def _refuse_to_clear_inputs(
             raise OutputExistsError(
                 f"output directory {output} holds {what}: --overwrite would delete it; choose another output directory"
             )
+
+
+def _refuse_to_clear_running(output: str) -> None:
+    """Refuse to clear ``output`` when it holds the output of a run or job still running on this machine
+    (:func:`hop.claims.written_below`): that run failed, its output gone under it."""
+    from hop.claims import written_below
+
+    written = written_below(output)
+    if written is not None:
+        raise OutputExistsError(
+            f"output directory {output} holds {written}, still running: --overwrite would delete it under that "
+            "run; wait for it to end or choose another output directory"
+        )
 
 
 def _clear(folder: Path) -> None:
@@ -293,9 +309,21 @@ class OutputGuard:
         self.identity = (status.st_dev, status.st_ino)
         self.descriptor = descriptor
         self._closed = weakref.finalize(self, os.close, descriptor)  # (a task process runs attempt after attempt)
+        self._scratch_held: weakref.finalize[Any, Any] | None = None
 
     def close(self) -> None:
         self._closed()
+        if self._scratch_held is not None:
+            self._scratch_held()
+
+    def hold_scratch(self) -> None:
+        """Hold the job's ``_temporary`` (made already) until :meth:`close`, telling runs on this machine that a
+        job writes this output (:func:`hop.claims.hold_scratch`): a coordinator's, for each batch job it runs."""
+        from hop.claims import hold_scratch
+
+        descriptor = hold_scratch(self.descriptor)
+        if descriptor is not None:
+            self._scratch_held = weakref.finalize(self, os.close, descriptor)
 
     def changed(self) -> bool:
         """Whether the output directory is no longer the one found at the start (:func:`output_changed`)."""
@@ -384,58 +412,79 @@ class OutputGuard:
         return Path(path).relative_to(self.output)
 
 
-def claim_output(output: str) -> Callable[[], None]:
+CLAIM_TRIES = 10
+"""How many times a run tries to take its output's hold, :data:`CLAIM_PAUSE` apart: a run starting that tests the
+folder as an input (:func:`hop.claims.held_exclusive`) holds it for an instant, and is no writer."""
+CLAIM_PAUSE = 0.01
+
+
+def claim_output(output: str, read_as_written: bool = False) -> Callable[[], None]:
     """Hold ``output`` for this run against other hop runs on this machine, until the returned function is called
     (or the process ends: the hold is an ``flock`` on the directory itself, which the kernel drops with the
-    process, so nothing is left to clean up). Raises :class:`OutputExistsError` if another run holds it.
+    process, so nothing is left to clean up). Raises :class:`OutputExistsError` if another run holds it, or a
+    coordinator on this machine runs a batch job writing it (:mod:`hop.claims`), naming it.
 
     Without it, two runs started together both found a new ``output`` empty and both wrote it. Runs submitted to
     one coordinator are also kept apart there (``hop.coordinator``); this covers runs on separate embedded
-    clusters. The directory is made here if its parent exists (and removed on release if the run left it empty: a
-    usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock stays
-    on the directory the job writes. Where the directory cannot be made or opened, the run goes on without the
+    clusters, and jobs reading what such a run writes (:func:`hop.claims.input_claimed`). A continuous run
+    (``read_as_written``) holds it shared once it has it: its windows are read as they are written.
+
+    The directory is made here, with the folders it is in (and they are removed on release if the run left them
+    empty: a usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock
+    stays on the directory the job writes. Where the directory cannot be made or opened, the run goes on without the
     hold (:func:`check_output` reports what is wrong with it)."""
+    from hop.claims import READ_AS_WRITTEN, holder, job_writing
+
     folder = Path(output)
     try:
-        created = not folder.exists()
-        folder.mkdir(exist_ok=True)
+        # With the folders it is in, which the run would make anyway: a run making them later held nothing
+        # meanwhile, and a run reading or clearing its output was not told it was being written.
+        made = list(itertools.takewhile(lambda path: not path.exists(), (folder, *folder.absolute().parents)))
+        created = bool(made)
+        folder.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return lambda: None
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    for attempt in range(CLAIM_TRIES):
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if attempt + 1 < CLAIM_TRIES:
+                time.sleep(CLAIM_PAUSE)
+        except OSError:  # (a file system without flock: no hold)
+            os.close(descriptor)
+            return lambda: None
+    else:
+        named = holder(folder)
         os.close(descriptor)
         raise OutputExistsError(
-            f"output directory {output} is being written by another hop run on this machine; wait for it to end or "
-            "choose another"
+            f"output directory {output} is being written by another hop run on this machine{named}; wait for it "
+            "to end or choose another"
         ) from None
+    # A batch job of a coordinator on this machine whose own run holds nothing here (it ran from another host or
+    # the API, or was killed): its scratch folder is held (hop.claims.hold_scratch).
+    writer = None if created else job_writing(folder)
+    if writer is not None:
+        os.close(descriptor)
+        raise OutputExistsError(
+            f"output directory {output} is being written by {writer}; wait for that job to end (or stop it) or "
+            "choose another"
+        )
+    if read_as_written:
+        with contextlib.suppress(OSError):
+            fcntl.flock(descriptor, READ_AS_WRITTEN | fcntl.LOCK_NB)
 
     def release() -> None:
         # Only if still empty, and still the one made here: one the user made under its name since (the run's
         # moved away, and the run failed for it) is theirs.
         if created and _same_directory(descriptor, folder):
             with contextlib.suppress(OSError):
-                folder.rmdir()
+                for path in made:  # (the output, then the folders made for it, while each is left empty)
+                    path.rmdir()
         os.close(descriptor)  # (closing it drops the flock)
 
     return release
-
-
-def claimed_by_another_run(folder: str) -> bool:
-    """Whether another hop run on this machine holds ``folder`` as its output (:func:`claim_output`): it writes it,
-    or is about to, its job not yet submitted to a coordinator that would then name it."""
-    try:
-        descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(descriptor)  # (closing it drops the shared flock taken)
-    return False
 
 
 def _same_directory(descriptor: int, folder: Path) -> bool:

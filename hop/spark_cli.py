@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hop.claims import input_claimed, inputs_left_partial
 from hop.counters import print_user_counters
 from hop.gen.cli import ArgumentParser, output_argument, positive_int, size_at_least
 from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, absolute_inputs, repeated_inputs
@@ -87,7 +88,13 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
         release = claim_output(args.output)
         check_output(args.output, args.overwrite, list(args.inputs), [args.job])  # (before Spark starts)
         # As hop's engine warns of them (hop.cli), naming them as it does (absolute): a file named twice is read once.
-        for repeated in repeated_inputs(absolute_inputs(list(args.inputs)), args.output):
+        # The output of a run still running (partial; before its first part, a folder holding no file) is refused
+        # so, naming that run.
+        refusal = input_claimed(list(args.inputs), args.output)
+        if refusal is not None:
+            raise InputError(refusal)
+        repeats = repeated_inputs(absolute_inputs(list(args.inputs)), args.output)
+        for repeated in [*repeats, *inputs_left_partial(list(args.inputs), args.output)]:
             print(f"hop: warning: {repeated}", file=sys.stderr)
         report = run_on_spark(
             job_class,

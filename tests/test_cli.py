@@ -1977,7 +1977,9 @@ def test_two_runs_cannot_write_one_output_directory(tmp_path: Path) -> None:
         wordcount = str(ROOT / "jobs" / "wordcount.py")
         second = hop("run", wordcount, "in.txt", "-o", "out", "--overwrite", "--quiet", cwd=tmp_path)
         assert second.returncode == 2, second.stderr
-        assert "out is being written by another hop run on this machine; wait for it" in second.stderr, second.stderr
+        assert f"out is being written by another hop run on this machine (pid {first.pid}: " in second.stderr, (
+            second.stderr
+        )
         assert first.poll() is None, "the first run goes on"
         first_run = [first_process, *first_process.children(recursive=True)]  # hop run and its embedded cluster
         first.send_signal(signal.SIGKILL)

@@ -147,8 +147,11 @@ class JobRequests(CoordinatorHost):
                 # Never empty while the job runs: a run that made this directory as it started, to hold it against
                 # other runs on its host (hop.outputs.claim_output), removes it as it ends if empty, and one refused
                 # meanwhile took it from this job, accepted without that hold (from another host, or the API),
-                # before its reducers got a slot to make this folder in it. Removed as the job ends.
+                # before its reducers got a slot to make this folder in it. Removed as the job ends. Held until
+                # then, so that a run on this host that would read or write it learns it is being written, also
+                # when the job's own run holds nothing there (hop.claims).
                 held.folder(Path(spec.output) / "_temporary")
+                held.hold_scratch()
         except (InputError, OutputExistsError, ValueError, TypeError, OSError) as error:
             self._send(identity, "error", message=str(error))
             return

@@ -140,10 +140,11 @@ def warn_about_windows(window: WindowSpec, window_text: str, slide_text: str | N
 
 def run_stream_from_args(args: argparse.Namespace) -> int:
     """``hop run``/``hop submit`` with ``--source``: build and run a continuous job."""
+    from hop.claims import output_written_by_job
     from hop.cli import _defer_interrupts, _fail, _interrupted_code
     from hop.loader import JobFileError, load_job_file
     from hop.local_cluster import ClusterStartError, LocalCluster
-    from hop.outputs import check_output, claim_output, output_identity
+    from hop.outputs import OutputExistsError, check_output, claim_output, output_identity
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
     from hop.stream.runner import end_now, report_unanswered, run_stream
@@ -238,9 +239,13 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         accepted.append(output_identity(spec.output))
 
     try:
-        release = claim_output(spec.output)
-        # Before starting a cluster: fail fast, and never let --overwrite clear the job file or what a source reads.
-        check_output(spec.output, spec.overwrite, source_paths(args.source), [args.job])
+        try:
+            release = claim_output(spec.output, read_as_written=True)  # (its windows are read as they come)
+            # Before starting a cluster: fail fast, and never let --overwrite clear the job file or what a source
+            # reads.
+            check_output(spec.output, spec.overwrite, source_paths(args.source), [args.job])
+        except OutputExistsError as error:  # (the coordinator's word on its job writing it says more)
+            raise OutputExistsError(output_written_by_job(args.coordinator, spec.output) or str(error)) from None
         address = args.coordinator
         if address is None:
             # Stream maps hold their slot for the whole job: one map slot per source at least.
