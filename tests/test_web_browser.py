@@ -344,7 +344,8 @@ def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(
 def test_page_says_its_coordinator_is_gone(tmp_path: Path) -> None:
     """The coordinator of an open page stopped: the page said "reconnecting…" for good, its every request to the
     server waiting 5 s for a coordinator that would not answer. It says plainly that the coordinator at its address
-    is gone (and keeps asking, every few seconds, for one started there again)."""
+    is gone (and keeps asking, after growing waits, for one started there again)."""
+    import re
     import signal
 
     coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
@@ -355,15 +356,80 @@ def test_page_says_its_coordinator_is_gone(tmp_path: Path) -> None:
             coordinator.send_signal(signal.SIGTERM)
             coordinator.communicate(timeout=30)
             page.wait_for_function(
-                "document.querySelector('#connection').textContent.startsWith('not live: the coordinator at')",
+                "document.querySelector('#connection').textContent.includes('UTC: the coordinator at')",
                 timeout=10_000,
             )
             said = page.inner_text("#connection")
-            assert f"not live: the coordinator at {address} is gone: its connection broke" in said, said
-            assert said.endswith("; trying again in 5 s") and page.is_visible("#connection.down"), said
+            assert re.fullmatch(
+                rf"not live since \d\d:\d\d:\d\d UTC: the coordinator at {re.escape(address)} is gone: its "
+                r"connection broke.*; trying again( in \d+ s|…)",
+                said,
+            ), said
+            assert page.is_visible("#connection.down"), said
             assert errors == []
     finally:
         coordinator.kill()
+        coordinator.communicate(timeout=30)
+
+
+def test_page_backs_off_once_its_server_is_gone_and_follows_one_started_again(tmp_path: Path) -> None:
+    """Once its server had stopped (``hop web``, or ``hop run --web`` whose job ended), the page's event stream was
+    asked for every 3 s forever by the browser, each a refused connection in the console, and the page said
+    "reconnecting…" without a word of why. It says the server is gone and when it tries again, after waits that double
+    (1 s, 2 s, 4 s, ...: common.js, shared with the dashboard); it follows a server started again at its address, at
+    once when its window gets the focus, its job's state no longer said to be the last heard."""
+    import re
+    import signal
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
+    client = Client(address, timeout=30)
+    servers = [WebServer(address)]
+    servers[0].start()
+    port = servers[0].port
+    attempts: list[float] = []
+    try:
+        # No worker: the job waits for a slot, running, for as long as the test needs.
+        spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+        job_id = client.submit(spec)
+        with browser_page() as (page, errors):
+
+            def on_failure(request: Any) -> None:
+                if "/api/events" in request.url and "CONNECTION_REFUSED" in (request.failure or ""):
+                    attempts.append(time.monotonic())
+
+            page.on("requestfailed", on_failure)
+            live = "document.querySelector('#connection').textContent === 'live'"
+            page.goto(f"{servers[0].url}?job={job_id}", timeout=30_000)
+            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
+            servers[0].stop()
+            deadline = time.monotonic() + 20
+            while len(attempts) < 3 and time.monotonic() < deadline:
+                page.wait_for_timeout(100)  # (the page's events are taken in while it waits)
+            said = page.inner_text("#connection")
+            gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+            assert len(attempts) == 3, attempts
+            assert gaps[1] >= 1.5 * gaps[0], gaps
+            assert re.fullmatch(
+                rf"not live since \d\d:\d\d:\d\d UTC: no answer from the web view's server at 127.0.0.1:{port}; "
+                r"trying again( in \d+ s|…)",
+                said,
+            ), said
+            summary = page.inner_text("#job-summary")
+            assert summary.startswith("as last heard, the web view's server being gone or silent: running;"), summary
+            # Started again: the page is live at once when its window gets the focus (its next attempt is 8 s away).
+            servers.append(WebServer(address, port))
+            servers[-1].start()
+            page.evaluate("window.dispatchEvent(new Event('focus'))")
+            page.wait_for_function(live, timeout=4_000)
+            assert len(attempts) == 3, attempts
+            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
+            assert page.is_visible("#stop-job") and errors == [], errors
+    finally:
+        for server in servers:
+            server.stop()
+        client.close()
+        coordinator.send_signal(signal.SIGKILL)
         coordinator.communicate(timeout=30)
 
 
@@ -582,7 +648,7 @@ def test_page_of_a_running_job_says_its_state_is_the_last_heard_once_the_coordin
             coordinator.send_signal(signal.SIGKILL)
             coordinator.communicate(timeout=30)
             page.wait_for_function(
-                "document.querySelector('#connection').textContent.startsWith('not live:')", timeout=10_000
+                "document.querySelector('#connection').textContent.startsWith('not live since')", timeout=10_000
             )
             summary = page.inner_text("#job-summary")
             assert summary.startswith("as last heard, the coordinator being gone or silent: running;"), summary

@@ -20,6 +20,7 @@ const state = {
   gone: null,          // why the final output cannot be shown (an earlier step's, deleted when its run ended)
   stopRequested: false,
   down: null,          // why the page is not live (the coordinator is gone or does not answer), or null
+  serverGone: false,   // ... because the web view's own server is gone
 };
 
 // An int past 2**53 arrives as its decimal string (hop/web/app.py: JSON.parse would round it), and a row lists where
@@ -77,32 +78,39 @@ function keyCell(cell, key) {
 }
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
 
-const RETRY_SECONDS = 5;  // after the server refused the event stream for a reason that may pass (503)
+// Once the event stream drops or is refused, the page asks for it again after growing waits (common.js: retrier), and
+// says why it is not live (state.down) and when it tries again.
+const retry = retrier(() => connect(state.jobId), showConnection);
+
+function showConnection() {
+  const connection = document.getElementById("connection");
+  connection.classList.toggle("down", state.down !== null);
+  connection.textContent = state.down === null
+    ? (state.source?.readyState === EventSource.OPEN ? "live" : "connecting…")
+    : `not live since ${utc(retry.downSince ?? Date.now() / 1000).slice(11, 19)} UTC: ${state.down}; ${retryText(retry)}`;
+}
 
 function connect(jobId) {
   if (state.source) state.source.close();
+  retry.cancel();
   const source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}` : "/api/events");
   state.source = source;
-  const connection = document.getElementById("connection");
+  showConnection();
   source.addEventListener("open", () => {
-    connection.textContent = "live";
-    connection.classList.remove("down");
-    if (state.down !== null) {
-      state.down = null;
-      if (state.job) renderJob(state.job);
-    }
+    const wasDown = state.down !== null;
+    Object.assign(state, { down: null, serverGone: false });
+    retry.live();
+    if (wasDown && state.job) renderJob(state.job);
   });
   source.addEventListener("error", (event) => {
+    // No reconnection by the browser (it asked every 3 s forever): the waits are the retrier's.
+    source.close();
+    if (source !== state.source) return;
     // The server's own error event (it has data) ended the stream: the coordinator is gone or no longer knows the
-    // job. Said as a refusal is (the browser's own reconnection said only "reconnecting…", for good).
-    if (event.data !== undefined) {
-      source.close();
-      if (source === state.source) refused(jobId);
-      return;
-    }
-    // A dropped stream is retried by the browser; one the server refused (an error status) is closed for good.
-    if (source.readyState !== EventSource.CLOSED) connection.textContent = "reconnecting…";
-    else if (source === state.source) refused(jobId);
+    // job; or the server refused the stream (an error status: the browser closed it): the server says why. A stream
+    // that broke, or could not be opened (the browser would try again): no answer from the web view's server.
+    if (event.data !== undefined || source.readyState === EventSource.CLOSED) refused(jobId);
+    else down(`no answer from the web view's server at ${location.host}`, true);
   });
   source.addEventListener("workers", (event) => renderWorkers(JSON.parse(event.data)));
   source.addEventListener("jobs", (event) => renderJobs(JSON.parse(event.data)));
@@ -112,18 +120,27 @@ function connect(jobId) {
   source.addEventListener("window", (event) => addWindow(JSON.parse(event.data)));
 }
 
+// The page is not live, for the reason given: the job on show is as last heard of, said so, with no Stop button (a
+// stop cannot reach the coordinator); the stream is asked for again after the retrier's wait.
+function down(reason, serverGone) {
+  Object.assign(state, { down: reason, serverGone });
+  retry.failed();
+  if (state.job) renderJob(state.job);
+}
+
 // The server refused the event stream, or ended it with an error: a job it does not know (?job= mistyped, or from a
 // coordinator since restarted) is said so, and the page follows the cluster's jobs instead; anything else (the
 // coordinator is gone or does not answer: 503) is shown, and the stream asked for again.
 async function refused(jobId) {
-  const connection = document.getElementById("connection");
   let reply = null;
   let error = "the web view does not answer";
+  let serverGone = false;
   try {
     reply = await fetch(jobId ? `/api/jobs/${encodeURIComponent(jobId)}` : "/api/jobs");
     error = reply.ok ? `status ${reply.status}` : (await reply.json()).error;
   } catch (failure) {
-    error = `the web view does not answer (${failure})`;
+    error = `no answer from the web view's server at ${location.host}`;  // (the failure says no more: "Failed to fetch")
+    serverGone = true;
   }
   if (jobId !== state.jobId) return;  // another job was picked meanwhile
   if (reply?.status === 404 && jobId) {
@@ -133,12 +150,7 @@ async function refused(jobId) {
     connect(null);
     return;
   }
-  connection.textContent = `not live: ${error}; trying again in ${RETRY_SECONDS} s`;
-  connection.classList.add("down");
-  // The job on show is as last heard of: said so, and no Stop button (a stop cannot reach the coordinator).
-  state.down = error;
-  if (state.job) renderJob(state.job);
-  setTimeout(() => { if (jobId === state.jobId) connect(jobId); }, RETRY_SECONDS * 1000);
+  down(error, serverGone);
 }
 
 function renderWorkers(workers) {
@@ -204,7 +216,8 @@ function selectJob(jobId) {
 
 // While the page is not live its job's state is the last one heard: "running" may be long over (the jobs of a
 // coordinator that stopped fail). It said "running" as if live, with a Stop button that could not work.
-const lastKnown = () => (state.down === null ? "" : "as last heard, the coordinator being gone or silent: ");
+const lastKnown = () => (state.down === null ? ""
+  : `as last heard, ${state.serverGone ? "the web view's server" : "the coordinator"} being gone or silent: `);
 
 function renderJob(job) {
   state.job = job;
