@@ -3,6 +3,7 @@ followed to its final result, and a continuous job's windows as they close."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -322,6 +323,79 @@ def test_page_of_an_unknown_job_says_so_and_lists_the_jobs(
         page.wait_for_selector("#result-state.final", timeout=30_000)
         assert page.inner_text("#job-title") == f"WordCount ({job_id})"
         assert errors == []
+
+
+def test_jobs_are_links_that_the_keyboard_follows_and_the_history_keeps(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The job list was of clickable items: the keyboard could not reach them, a job could not be opened in a new tab
+    or its address copied, Back left the page rather than going to the job looked at before, and the list, drawn anew
+    with each change (any running job's progress, a new job), took the focus from whatever item had it. Each job is a
+    link to ``?job=ID``, kept in place as the list changes; following one adds it to the tab's history."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    first, second = (run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / f"out{n}")["job_id"] for n in (1, 2))
+    title = "document.querySelector('#job-title').textContent"
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(web.url, timeout=30_000)
+        page.wait_for_selector(f"#jobs li[data-job-id='{second}'].selected", timeout=30_000)  # the newest, at /
+        link = f"#jobs a[href='?job={first}']"
+        page.focus(link)
+        focused = f"document.activeElement === document.querySelector(\"{link}\")"
+        assert page.evaluate(focused), "the keyboard reaches a job"
+        third = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out3")["job_id"]
+        page.wait_for_selector(f"#jobs li[data-job-id='{third}']", timeout=30_000)
+        assert page.evaluate(focused), "the list's change kept the focus where it was"
+        page.keyboard.press("Enter")
+        page.wait_for_function(f"{title} === 'WordCount ({first})'", timeout=30_000)
+        assert page.url == f"{web.url}?job={first}"
+        page.go_back()
+        page.wait_for_function(f"{title} === 'WordCount ({third})'", timeout=30_000)  # / shows the newest
+        assert page.url == web.url
+        page.go_forward()
+        page.wait_for_function(f"{title} === 'WordCount ({first})'", timeout=30_000)
+        assert page.get_attribute(f"#jobs li[data-job-id='{first}'] a", "aria-current") == "page"
+        assert errors == []
+
+
+def test_many_jobs_newest_first_in_a_list_of_their_own_that_fits_a_narrow_window(tmp_path: Path) -> None:
+    """With a hundred jobs the list, oldest first, ran to pages below the job on show: the job just submitted (shown
+    at /) was at its foot, the workers further down, and a hundred runs of one job file read alike. The list comes
+    newest first, each job with its id, and scrolls on its own, a deep link's job scrolled into its view; in a narrow
+    window the page is no wider than the window."""
+    import signal
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
+    client = Client(address, timeout=30)
+    try:
+        # No worker: the jobs wait for a slot, running, as many as the test needs at the cost of a submission each.
+        spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+        jobs = [client.submit(dataclasses.replace(spec, output=str(tmp_path / f"out{n}"))) for n in range(120)]
+        with WebServer(address) as web, browser_page() as (page, errors):
+            page.set_viewport_size({"width": 1200, "height": 800})
+            page.goto(web.url, timeout=30_000)
+            page.wait_for_selector(f"#jobs li[data-job-id='{jobs[0]}']", timeout=30_000)
+            listed = [item.get_attribute("data-job-id") for item in page.query_selector_all("#jobs li")]
+            assert listed == jobs[::-1], "the newest first"
+            assert page.inner_text(f"#jobs li[data-job-id='{jobs[5]}'] .job-id") == jobs[5]
+            heading = "document.querySelector('nav h2:nth-of-type(2)').getBoundingClientRect().bottom <= innerHeight"
+            assert page.evaluate(heading), "the workers' heading is not pages down"
+            assert page.evaluate("document.documentElement.scrollHeight") <= 800 + 400, "the list scrolls on its own"
+            page.goto(f"{web.url}?job={jobs[0]}", timeout=30_000)  # the oldest, at the list's foot
+            page.wait_for_function(f"document.querySelector('#job-title').textContent.endsWith('({jobs[0]})')")
+            within = """id => {
+                const item = document.querySelector(`#jobs li[data-job-id='${id}']`).getBoundingClientRect();
+                const list = document.querySelector('#jobs').getBoundingClientRect();
+                return item.top >= list.top && item.bottom <= list.bottom && item.bottom <= innerHeight;
+            }"""
+            assert page.evaluate(within, jobs[0]), "the deep link's job is in the list's view"
+            page.set_viewport_size({"width": 420, "height": 800})
+            page.wait_for_function("document.documentElement.scrollWidth <= 420", timeout=5_000)
+            assert errors == []
+    finally:
+        client.close()
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.communicate(timeout=30)
 
 
 def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(

@@ -5,6 +5,7 @@
 
 const state = {
   jobId: null,
+  jobs: [],            // the cluster's jobs, as last listed
   job: null,           // the job's latest summary (either kind)
   source: null,
   rows: [],            // rows on show: the latest snapshot's, or the final results
@@ -175,37 +176,92 @@ function renderWorkers(workers) {
 // A job's name, with its step for a step of a multi-step job (its steps share the name).
 const jobName = (job) => (job.num_steps > 1 ? `${job.name} (step ${job.step + 1}/${job.num_steps})` : job.name);
 
+// Each job is a link to its page (?job=ID): it can be reached with the keyboard, opened in a new tab, copied; a plain
+// click shows the job here and adds it to the tab's history, so Back and Forward go through the jobs looked at. (The
+// list was of clickable items: no keyboard, no link, and Back left the page.) The items are updated in place: the list
+// changes with every running job's progress, and drawn anew it lost the keyboard's focus twice a second. The newest
+// job comes first, each with its id (a hundred runs of one job file read the same but for it), and the list scrolls
+// on its own (style.css): oldest first, the job just submitted was at the foot of pages of others, the workers below.
 function renderJobs(jobs) {
+  state.jobs = jobs;
   const list = document.getElementById("jobs");
-  list.replaceChildren(
-    ...jobs.map((job) => {
-      const item = document.createElement("li");
-      item.dataset.jobId = job.job_id;
-      item.className = job.job_id === state.jobId ? "selected" : "";
-      if (job.continuous) {
-        const marker = document.createElement("span");
-        marker.className = "badge continuous";
-        marker.textContent = "continuous";
-        const stopping = job.stopping && job.state === "running" ? " (stopping)" : "";
-        item.append(`${jobName(job)} — ${job.state}${stopping} — ${plural(job.windows, "window")} `, marker);
-      } else {
-        item.textContent = `${jobName(job)} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
-          100 * job.map_fraction)}% maps`;
-      }
-      item.title = job.job_id;
-      item.addEventListener("click", () => selectJob(job.job_id));
-      return item;
-    })
-  );
-  if (!state.jobId && jobs.length) selectJob(jobs[jobs.length - 1].job_id);
+  const items = new Map([...list.children].map((item) => [item.dataset.jobId, item]));
+  const listed = new Set(jobs.map((job) => job.job_id));
+  for (const [jobId, item] of items) if (!listed.has(jobId)) item.remove();  // (retired: --keep-jobs)
+  [...jobs].reverse().forEach((job, index) => {
+    const item = items.get(job.job_id) ?? jobItem(job);
+    if (list.children[index] !== item) list.insertBefore(item, list.children[index] ?? null);
+    const link = item.firstChild;
+    const stopping = job.continuous && job.stopping && job.state === "running" ? " (stopping)" : "";
+    const text = job.continuous ? `${jobName(job)} — ${job.state}${stopping} — ${plural(job.windows, "window")} `
+      : `${jobName(job)} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
+        100 * job.map_fraction)}% maps`;
+    if (link.dataset.text === text) return;
+    link.dataset.text = text;
+    const id = document.createElement("span");
+    id.className = "job-id";
+    id.textContent = job.job_id;
+    const marker = document.createElement("span");
+    marker.className = "badge continuous";
+    marker.textContent = "continuous";
+    link.replaceChildren(text, ...(job.continuous ? [marker] : []), id);
+  });
+  markSelected();
+  if (!state.jobId && jobs.length) selectJob(newestJob());
 }
+
+function jobItem(job) {
+  const item = document.createElement("li");
+  item.dataset.jobId = job.job_id;
+  const link = document.createElement("a");
+  link.href = `?job=${encodeURIComponent(job.job_id)}`;
+  link.title = job.output ? `output ${job.output}` : job.job_id;
+  link.addEventListener("click", (event) => {
+    if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;  // (a tab)
+    event.preventDefault();
+    if (job.job_id !== state.jobId) history.pushState(null, "", link.href);
+    selectJob(job.job_id);
+  });
+  item.append(link);
+  return item;
+}
+
+const newestJob = () => state.jobs.at(-1)?.job_id ?? null;
+
+let scrolledTo = null;  // the job the list was last scrolled to
+
+// The job on show marked in the list, and scrolled into the list's view once (a deep link to an old job of many).
+function markSelected() {
+  for (const item of document.querySelectorAll("#jobs li")) {
+    const selected = item.dataset.jobId === state.jobId;
+    item.classList.toggle("selected", selected);
+    if (selected) item.firstChild.setAttribute("aria-current", "page");
+    else item.firstChild.removeAttribute("aria-current");
+    if (selected && scrolledTo !== state.jobId) {
+      scrolledTo = state.jobId;
+      const list = item.parentElement;
+      if (item.offsetTop < list.scrollTop || item.offsetTop + item.offsetHeight > list.scrollTop + list.clientHeight) {
+        list.scrollTop = item.offsetTop - list.clientHeight / 3;  // (the list alone: scrollIntoView moved the page too)
+      }
+    }
+  }
+}
+
+// The job the address names (?job=ID), else the newest (null until the list is in: renderJobs picks it then).
+const requestedJob = () => new URLSearchParams(location.search).get("job") ?? newestJob();
 
 function selectJob(jobId) {
   if (jobId === state.jobId) return;
   Object.assign(state, { jobId, job: null, rows: [], final: false, history: new Map(), selectedKey: null,
     snapshotLabel: null, confidence: null, lastSeq: null, approximate: false, gone: null, stopRequested: false });
   Object.assign(stream, { job: null, windows: [], pinned: null, selectedKey: null });
-  document.getElementById("detail").hidden = false;
+  markSelected();
+  document.title = jobId ? `hop: ${jobId}` : "hop: jobs, early results and windows";
+  document.getElementById("detail").hidden = jobId === null;
+  document.getElementById("job-title").textContent = jobId ?? "";
+  document.getElementById("job-summary").textContent = "";
+  document.getElementById("tasks").replaceChildren();
+  document.getElementById("stop-job").hidden = true;
   document.getElementById("stop-state").textContent = "";
   document.getElementById("snapshot-info").textContent = "";
   setBadge();
@@ -222,6 +278,7 @@ const lastKnown = () => (state.down === null ? ""
 function renderJob(job) {
   state.job = job;
   document.getElementById("job-title").textContent = `${jobName(job)} (${job.job_id})`;
+  document.title = `hop: ${jobName(job)} (${job.job_id}), ${job.state}`;
   document.getElementById("batch-view").hidden = Boolean(job.continuous);
   document.getElementById("stream-view").hidden = !job.continuous;
   renderStop(job);
@@ -822,5 +879,6 @@ document.querySelectorAll("#window-table th").forEach((header) =>
 document.getElementById("follow-latest").addEventListener("click", () => { stream.pinned = null; renderStream(); });
 document.getElementById("stop-job").addEventListener("click", stopJob);
 
-const requested = new URLSearchParams(location.search).get("job");
+window.addEventListener("popstate", () => selectJob(requestedJob()));
+const requested = requestedJob();
 if (requested) selectJob(requested); else connect(null);
