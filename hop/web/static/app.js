@@ -145,8 +145,15 @@ async function refused(jobId) {
   }
   if (jobId !== state.jobId) return;  // another job was picked meanwhile
   if (reply?.status === 404 && jobId) {
+    // (Its last state heard is forgotten: after a coordinator's restart the page, live again, showed the job the
+    // new coordinator does not know as running, with a Stop button.)
+    Object.assign(state, { job: null, down: null, serverGone: false });
+    stream.job = null;
     document.getElementById("job-title").textContent = `No job ${jobId}`;
     document.getElementById("job-summary").textContent = error;
+    document.getElementById("tasks").replaceChildren();
+    document.getElementById("stop-job").hidden = true;
+    document.getElementById("stop-state").textContent = "";
     document.getElementById("batch-view").hidden = document.getElementById("stream-view").hidden = true;
     connect(null);
     return;
