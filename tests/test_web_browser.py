@@ -398,6 +398,39 @@ def test_many_jobs_newest_first_in_a_list_of_their_own_that_fits_a_narrow_window
         coordinator.communicate(timeout=30)
 
 
+def test_results_table_is_sorted_and_its_rows_picked_with_the_keyboard(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """A table's headings sorted it and its rows picked the key the chart follows on a click only: the keyboard could
+    not reach them. A heading is a tab stop that Enter sorts by (its order said in aria-sort); the rows are one tab
+    stop, the arrow keys move between them and Enter picks one, the focus staying on it as the table is drawn anew."""
+    (tmp_path / "in.txt").write_text("b a c a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    focused = "document.activeElement.dataset.key ?? document.activeElement.dataset.sort"
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        _open_final_results(page, web.url, job_id)
+        page.focus("#results th[data-sort=key]")
+        assert page.evaluate(focused) == "key", "the keyboard reaches a heading"
+        page.keyboard.press("Enter")
+        assert page.get_attribute("#results th[data-sort=key]", "aria-sort") == "ascending"
+        keys = [row.get_attribute("data-key") for row in page.query_selector_all("#results tbody tr")]
+        assert keys == ["a", "b", "c"], keys
+        stops = page.evaluate("[...document.querySelectorAll('#results tbody tr')].map((row) => row.tabIndex)")
+        assert stops == [0, -1, -1], "the rows are one tab stop"
+        for _ in range(4):  # (past the other headings: value, estimate, interval, final)
+            page.keyboard.press("Tab")
+        assert page.evaluate(focused) == "final"
+        page.keyboard.press("Tab")
+        assert page.evaluate(focused) == "a", "the table's rows come next"
+        page.keyboard.press("ArrowDown")
+        assert page.evaluate(focused) == "b"
+        page.keyboard.press("Enter")
+        page.wait_for_function("document.querySelector('#history-label').textContent.startsWith('b:')")
+        assert page.get_attribute("#results tbody tr.selected", "data-key") == "b"
+        assert page.evaluate(focused) == "b", "the picked row keeps the focus as the table is drawn anew"
+        assert errors == []
+
+
 def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(
     cluster: LocalCluster, client: Client, tmp_path: Path
 ) -> None:

@@ -404,6 +404,61 @@ function sortedRows() {
   });
 }
 
+// Keyboard access to the tables -------------------------------------------------------------------------------------
+// A table's rows are picked by a click (a key for the chart to follow, a window to show) and its headings sort it:
+// the mouse's alone, they were out of the keyboard's reach. A heading is a tab stop that Enter or Space sorts by, its
+// order said (aria-sort); a table's rows are one tab stop (the picked row, else the first), the arrow keys, Home and
+// End move between them, Enter or Space picks one. Rows are drawn anew with each snapshot or window (and each pick):
+// the focus stays on the row of the same key or window, else on the table's stop.
+function replaceRows(body, id, rows) {
+  const focused = body.contains(document.activeElement) ? document.activeElement.dataset[id] : undefined;
+  body.replaceChildren(...rows);
+  const stop = rows.find((row) => focused !== undefined && row.dataset[id] === focused)
+    ?? rows.find((row) => row.classList.contains("selected")) ?? rows[0];
+  for (const row of rows) row.tabIndex = row === stop ? 0 : -1;
+  if (focused !== undefined && stop) stop.focus({ preventScroll: true });
+}
+
+function keyboardTable(table, sort) {
+  const body = table.querySelector("tbody");
+  body.addEventListener("keydown", (event) => {
+    const row = event.target.closest("tr");
+    if (!row || row.parentElement !== body) return;
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      row.click();
+      return;
+    }
+    const moves = { ArrowDown: row.nextElementSibling, ArrowUp: row.previousElementSibling,
+      Home: body.firstElementChild, End: body.lastElementChild };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    const next = moves[event.key];
+    if (!next) return;
+    row.tabIndex = -1;
+    next.tabIndex = 0;
+    next.focus();
+  });
+  table.querySelectorAll("th[data-sort]").forEach((header) => {
+    header.tabIndex = 0;
+    header.addEventListener("click", () => sort(header.dataset.sort));
+    header.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" && event.key !== " ") return;
+      event.preventDefault();
+      sort(header.dataset.sort);
+    });
+  });
+}
+
+function markSort(table, by, descending) {
+  document.querySelectorAll(`${table} th[data-sort]`).forEach((header) => {
+    const sorted = header.dataset.sort === by;
+    header.classList.toggle("sorted", sorted);
+    header.classList.toggle("descending", sorted && descending);
+    header.setAttribute("aria-sort", sorted ? (descending ? "descending" : "ascending") : "none");
+  });
+}
+
 const RESULT_TABLE_ROWS = 500;  // rows drawn in the results table (sorted first): a snapshot may send thousands
 
 function renderTable() {
@@ -418,8 +473,8 @@ function renderTable() {
     ? `The table draws the first ${RESULT_TABLE_ROWS.toLocaleString()} of these ${rows.length.toLocaleString()} ` +
       "rows in this order: sort by another column to bring others up."
     : "";
-  body.replaceChildren(
-    ...rows.slice(0, RESULT_TABLE_ROWS).map((row) => {
+  replaceRows(body, "key",
+    rows.slice(0, RESULT_TABLE_ROWS).map((row) => {
       const line = document.createElement("tr");
       const key = keyText(row.key);
       line.className = `${row.final ? "final" : ""} ${key === state.selectedKey ? "selected" : ""}`;
@@ -436,6 +491,7 @@ function renderTable() {
       return line;
     })
   );
+  markSort("#results", state.sortBy, state.sortDescending);
   renderBars(rows.slice(0, 20));
   renderHistory();
 }
@@ -515,14 +571,11 @@ function renderHistory() {
   }
 }
 
-document.querySelectorAll("#results th").forEach((header) =>
-  header.addEventListener("click", () => {
-    const by = header.dataset.sort;
-    state.sortDescending = state.sortBy === by ? !state.sortDescending : by !== "key";
-    state.sortBy = by;
-    renderTable();
-  })
-);
+keyboardTable(document.getElementById("results"), (by) => {
+  state.sortDescending = state.sortBy === by ? !state.sortDescending : by !== "key";
+  state.sortBy = by;
+  renderTable();
+});
 
 // Stopping a job (POST /api/jobs/ID/stop, as hop stop) --------------------------------------------------------------
 // A continuous job drains and writes its last windows. A batch job is cancelled: it fails with no output (the engine
@@ -721,8 +774,8 @@ function renderWindow(window) {
     const order = compare(value(a), value(b));
     return stream.sortDescending ? -order : order;
   });
-  body.replaceChildren(
-    ...rows.slice(0, TABLE_ROWS).map((row) => {
+  replaceRows(body, "key",
+    rows.slice(0, TABLE_ROWS).map((row) => {
       const line = document.createElement("tr");
       const key = keyText(row.key);
       line.className = key === stream.selectedKey ? "selected" : "";
@@ -738,10 +791,7 @@ function renderWindow(window) {
       return line;
     })
   );
-  document.querySelectorAll("#window-table th").forEach((header) => {
-    header.classList.toggle("sorted", header.dataset.sort === stream.sortBy);
-    header.classList.toggle("descending", header.dataset.sort === stream.sortBy && stream.sortDescending);
-  });
+  markSort("#window-table", stream.sortBy, stream.sortDescending);
 }
 
 // A position in a window's unit: a UTC time of day for time windows, else a record ordinal or byte offset.
@@ -810,8 +860,8 @@ function renderWindowList(shown) {
   document.getElementById("window-count").textContent = stream.job
     ? `(${stream.job.windows} written${stream.job.windows > newest.length ? `, newest ${newest.length} here` : ""})`
     : "";
-  document.querySelector("#window-list tbody").replaceChildren(
-    ...newest.map((window) => {
+  replaceRows(document.querySelector("#window-list tbody"), "seq",
+    newest.map((window) => {
       const line = document.createElement("tr");
       line.dataset.seq = window.seq;
       line.dataset.label = window.label;
@@ -875,14 +925,12 @@ function renderTrend(shown) {
   }
 }
 
-document.querySelectorAll("#window-table th").forEach((header) =>
-  header.addEventListener("click", () => {
-    const by = header.dataset.sort;
-    stream.sortDescending = stream.sortBy === by ? !stream.sortDescending : by !== "key";
-    stream.sortBy = by;
-    renderStream();
-  })
-);
+keyboardTable(document.getElementById("window-table"), (by) => {
+  stream.sortDescending = stream.sortBy === by ? !stream.sortDescending : by !== "key";
+  stream.sortBy = by;
+  renderStream();
+});
+keyboardTable(document.getElementById("window-list"), () => {});
 document.getElementById("follow-latest").addEventListener("click", () => { stream.pinned = null; renderStream(); });
 document.getElementById("stop-job").addEventListener("click", stopJob);
 
