@@ -579,6 +579,28 @@ def test_page_left_open_across_a_coordinators_restart_says_its_job_is_unknown_th
             coordinator.communicate(timeout=30)
 
 
+def test_page_opening_its_stream_again_goes_on_after_the_last_snapshot_it_has(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The page opens its event stream again itself, after its own waits (the browser's reconnection, which named the
+    last event it got, asked every 3 s forever): it names the last snapshot it has (?after=), so that the server goes
+    on from there rather than sending every snapshot again (or, of a continuous job, only the newest windows)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_500_000, seed=7, vocabulary=100)
+    job_class = load_job_file(job_path("slow_sum_wordcount"))  # slow enough for several snapshots
+    options = online_options(job_class, [str(source)], snapshot_every=0.2, order="random", chunk_size=32 << 10)
+    job_id = run_job(client, "slow_sum_wordcount", [source], tmp_path / "out", num_reduces=2, options=options)["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        _open_final_results(page, web.url, job_id)
+        last = page.evaluate("state.lastSeq")
+        assert last >= 1, last
+        with page.expect_request(lambda request: "/api/events" in request.url) as asked:
+            page.evaluate("connect(state.jobId)")  # (as after a wait: the stream dropped)
+        assert asked.value.url == f"{web.url}api/events?job={job_id}&after={last}"
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        assert page.evaluate("state.lastSeq") == last and errors == []
+
+
 def test_bar_chart_spans_every_interval_it_draws(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
     """The bar chart's value axis was scaled to the bars alone: an early snapshot's wide interval (a group whose
     few large values lie in a few chunks) reaching past the largest bar, or below 0, was drawn off the plot, its

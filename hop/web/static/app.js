@@ -94,7 +94,13 @@ function showConnection() {
 function connect(jobId) {
   if (state.source) state.source.close();
   retry.cancel();
-  const source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}` : "/api/events");
+  // Opened again for the job on show, the stream goes on after the last snapshot or window the page has (as the
+  // browser's own reconnection did, by Last-Event-ID): without, every snapshot came again, and of a continuous job
+  // only the newest windows, any between them and the page's missing from its list.
+  const held = jobId === null || jobId !== state.jobId ? null
+    : state.job?.continuous ? stream.windows.at(-1)?.seq ?? null : state.lastSeq;
+  const after = held === null || held === undefined ? "" : `&after=${held}`;
+  const source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}${after}` : "/api/events");
   state.source = source;
   showConnection();
   source.addEventListener("open", () => {
