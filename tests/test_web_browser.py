@@ -333,14 +333,14 @@ def test_jobs_are_links_that_the_keyboard_follows_and_the_history_keeps(
     with each change (any running job's progress, a new job), took the focus from whatever item had it. Each job is a
     link to ``?job=ID``, kept in place as the list changes; following one adds it to the tab's history."""
     (tmp_path / "in.txt").write_text("a b a\n")
-    first, second = (run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / f"out{n}")["job_id"] for n in (1, 2))
+    first, second = (run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / f"o{n}")["job_id"] for n in (1, 2))
     title = "document.querySelector('#job-title').textContent"
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
         page.goto(web.url, timeout=30_000)
         page.wait_for_selector(f"#jobs li[data-job-id='{second}'].selected", timeout=30_000)  # the newest, at /
         link = f"#jobs a[href='?job={first}']"
         page.focus(link)
-        focused = f"document.activeElement === document.querySelector(\"{link}\")"
+        focused = f'document.activeElement === document.querySelector("{link}")'
         assert page.evaluate(focused), "the keyboard reaches a job"
         third = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out3")["job_id"]
         page.wait_for_selector(f"#jobs li[data-job-id='{third}']", timeout=30_000)

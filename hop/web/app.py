@@ -37,11 +37,11 @@ naming every API route; a query parameter a route does not take, given twice or 
   windows), cancel a batch job (it fails, its error saying it was cancelled from the web view; no ``part-*``, no
   ``_SUCCESS``; its snapshots so far stay in ``OUT/_snapshots/``); ``404`` for an
   unknown job, ``409`` for one that already ended; ``403`` when another site's page sends it.
-- ``GET /api/events?job=ID&after=SEQ``: server-sent events pushing ``workers`` and ``jobs`` (each list, when it changes), and
-  for ``job``: ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results``
-  (once it succeeded: as the route above, or ``{"job_id", "gone": why}`` for an output deleted since); for a
-  continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first) instead of snapshots
-  and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
+- ``GET /api/events?job=ID&after=SEQ``: server-sent events pushing ``workers`` and ``jobs`` (each list, when it
+  changes), and for ``job``: ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and
+  ``results`` (once it succeeded: as the route above, or ``{"job_id", "gone": why}`` for an output deleted since);
+  for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first) instead of
+  snapshots and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
   (``Last-Event-ID``, or ``after``: the page's own reconnection) resumes after the last one it got: nothing twice,
   nothing skipped. An ``error`` event
   (``{"error"}``) ends the stream when the coordinator stops answering, is gone (it stopped: said at once, as every
