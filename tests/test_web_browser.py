@@ -540,22 +540,27 @@ def test_page_backs_off_once_its_server_is_gone_and_follows_one_started_again(tm
         coordinator.communicate(timeout=30)
 
 
-def test_page_left_open_across_a_coordinators_restart_says_its_job_is_unknown_there(tmp_path: Path) -> None:
+@pytest.mark.parametrize("opened", ["?job=ID", "/"])
+def test_page_left_open_across_a_coordinators_restart_says_its_job_is_unknown_there(
+    tmp_path: Path, opened: str
+) -> None:
     """A job's page left open while its coordinator was restarted: once the new coordinator answered, the page was
     live again and showed the job, which the new coordinator does not know, as running, with a Stop button. It says
-    there is no such job, with the coordinator's reason, and follows the new coordinator's jobs."""
+    there is no such job, with the coordinator's reason, and follows the new coordinator's jobs. Opened at / (the
+    newest job, whichever it is), it shows the newest of the new coordinator's jobs once there is one."""
     import signal
 
     (tmp_path / "in.txt").write_text("a b a\n")
     bind = f"ipc://{tmp_path}/coordinator"
     coordinators = [start_coordinator(bind)[0]]
-    client = Client(bind, timeout=30)
+    clients = [Client(bind, timeout=30)]
     try:
         # No worker: the job waits for a slot, running, for as long as the test needs.
         spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
-        job_id = client.submit(spec)
+        job_id = clients[0].submit(spec)
+        title = "document.querySelector('#job-title').textContent"
         with WebServer(bind) as web, browser_page() as (page, errors):
-            page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+            page.goto(web.url + ("" if opened == "/" else f"?job={job_id}"), timeout=30_000)
             page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
             coordinators[0].send_signal(signal.SIGKILL)
             coordinators[0].communicate(timeout=30)
@@ -564,16 +569,25 @@ def test_page_left_open_across_a_coordinators_restart_says_its_job_is_unknown_th
             )
             coordinators.append(start_coordinator(bind)[0])
             page.evaluate("window.dispatchEvent(new Event('focus'))")  # (at once, not at the next attempt)
-            page.wait_for_function(f"document.querySelector('#job-title').textContent === 'No job {job_id}'")
+            page.wait_for_function(f"{title} === 'No job {job_id}'")
             page.wait_for_function("document.querySelector('#connection').textContent === 'live'", timeout=10_000)
             page.wait_for_timeout(1_000)  # (what a late event would bring)
             assert page.inner_text("#job-title") == f"No job {job_id}"
             assert f"no job {job_id}" in page.inner_text("#job-summary")
             assert page.is_hidden("#stop-job") and not page.query_selector_all(".task")
             assert not page.query_selector_all("#jobs li"), "the new coordinator's jobs: none"
+            clients.append(Client(bind, timeout=30))
+            new_job = clients[-1].submit(dataclasses.replace(spec, output=str(tmp_path / "out2")))
+            page.wait_for_selector(f"#jobs li[data-job-id='{new_job}']", timeout=30_000)
+            if opened == "/":
+                page.wait_for_function(f"{title} === 'WordCount ({new_job})'", timeout=10_000)
+            else:
+                page.wait_for_timeout(1_000)
+                assert page.inner_text("#job-title") == f"No job {job_id}", "the job the address names"
             assert errors == []
     finally:
-        client.close()
+        for client in clients:
+            client.close()
         for coordinator in coordinators:
             coordinator.kill()
             coordinator.communicate(timeout=30)

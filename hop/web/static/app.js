@@ -161,6 +161,9 @@ async function refused(jobId) {
     document.getElementById("stop-job").hidden = true;
     document.getElementById("stop-state").textContent = "";
     document.getElementById("batch-view").hidden = document.getElementById("stream-view").hidden = true;
+    // A page at / shows the newest job, whichever it is: it follows the cluster's jobs and picks the newest once there
+    // is one (the job it had picked is gone with a coordinator restarted). An address naming the job keeps to it.
+    if (!new URLSearchParams(location.search).get("job")) state.jobId = null;
     connect(null);
     return;
   }
