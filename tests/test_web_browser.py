@@ -615,6 +615,25 @@ def test_page_opening_its_stream_again_goes_on_after_the_last_snapshot_it_has(
         assert page.evaluate("state.lastSeq") == last and errors == []
 
 
+def test_page_of_an_ended_job_whose_server_is_gone_keeps_its_end_as_it_is(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The page of a job that had succeeded, once its server was gone (hop run --web ends with its job), said the job
+    had succeeded "as last heard", as if that could change. The header says the page is not live; the job's end is
+    said as it is."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with browser_page() as (page, errors):
+        with WebServer(cluster.address) as web:
+            _open_final_results(page, web.url, job_id)
+        page.wait_for_function(
+            "document.querySelector('#connection').textContent.startsWith('not live since')", timeout=10_000
+        )
+        summary = page.inner_text("#job-summary")
+        assert summary.startswith("succeeded; maps "), summary
+        assert page.inner_text("#result-state") == "final" and errors == []
+
+
 def test_bar_chart_spans_every_interval_it_draws(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
     """The bar chart's value axis was scaled to the bars alone: an early snapshot's wide interval (a group whose
     few large values lie in a few chunks) reaching past the largest bar, or below 0, was drawn off the plot, its

@@ -287,8 +287,10 @@ function selectJob(jobId) {
 }
 
 // While the page is not live its job's state is the last one heard: "running" may be long over (the jobs of a
-// coordinator that stopped fail). It said "running" as if live, with a Stop button that could not work.
-const lastKnown = () => (state.down === null ? ""
+// coordinator that stopped fail). It said "running" as if live, with a Stop button that could not work. A job that
+// ended is not said to be so: its end is for good (the page of hop run --web, whose server goes with its job, said
+// "as last heard" of a job that had succeeded).
+const lastKnown = () => (state.down === null || state.job?.state !== "running" ? ""
   : `as last heard, ${state.serverGone ? "the web view's server" : "the coordinator"} being gone or silent: `);
 
 function renderJob(job) {
