@@ -431,6 +431,24 @@ def test_results_table_is_sorted_and_its_rows_picked_with_the_keyboard(
         assert errors == []
 
 
+def test_job_list_says_why_a_job_failed_on_a_hover(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """A failed job was listed as "failed", nothing more: a cancelled job read as one whose map raised. Its item's
+    title (a hover, a screen reader's description) says why, as hop status does, and where its output is."""
+    from hop.runner import JobFailed
+
+    (tmp_path / "bad.txt").write_text("fine\nboom now\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "failing_map", [tmp_path / "bad.txt"], tmp_path / "failed")
+    job_id = failure.value.status["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector(f"#jobs li[data-job-id='{job_id}']", timeout=30_000)
+        title = page.get_attribute(f"#jobs li[data-job-id='{job_id}'] a", "title") or ""
+        assert title.startswith("failed: map at ") and "cannot handle boom" in title, title
+        assert title.endswith(f"\noutput {tmp_path / 'failed'}"), title
+        assert errors == []
+
+
 def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(
     cluster: LocalCluster, client: Client, tmp_path: Path
 ) -> None:

@@ -208,6 +208,9 @@ function renderJobs(jobs) {
     const item = items.get(job.job_id) ?? jobItem(job);
     if (list.children[index] !== item) list.insertBefore(item, list.children[index] ?? null);
     const link = item.firstChild;
+    // Why a job failed (cancelled, say, or a map's error), on a hover: the list said only "failed".
+    link.title = [job.error ? `${job.state}: ${job.error}` : "", job.output ? `output ${job.output}` : job.job_id]
+      .filter(Boolean).join("\n");
     const stopping = job.continuous && job.stopping && job.state === "running" ? " (stopping)" : "";
     const text = job.continuous ? `${jobName(job)} — ${job.state}${stopping} — ${plural(job.windows, "window")} `
       : `${jobName(job)} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
@@ -231,7 +234,6 @@ function jobItem(job) {
   item.dataset.jobId = job.job_id;
   const link = document.createElement("a");
   link.href = `?job=${encodeURIComponent(job.job_id)}`;
-  link.title = job.output ? `output ${job.output}` : job.job_id;
   link.addEventListener("click", (event) => {
     if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;  // (a tab)
     event.preventDefault();
