@@ -249,7 +249,7 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
          "after, limit"),
         ("api/jobs/job-nope/windows?after=1&after=2", "query parameter 'after' is given more than once"),
         ("api/jobs?limit=5", "unknown query parameter 'limit': /api/jobs takes no query parameters"),
-        ("api/events?jobs=job-nope", "unknown query parameter 'jobs': /api/events takes only job"),
+        ("api/events?jobs=job-nope", "unknown query parameter 'jobs': /api/events takes only job, after"),
     ],
 )  # fmt: skip
 def test_a_query_parameter_a_route_cannot_take_is_a_400_naming_it(web: WebServer, path: str, message: str) -> None:
@@ -383,6 +383,9 @@ def test_snapshot_events_carry_ids_and_a_reconnect_resumes_after_the_last(
     # The browser sends the last id it got when it reconnects: only what came after, once.
     assert [s["seq"] for _, s in snapshot_events(url, last_event_id="0")] == seqs[1:]
     assert snapshot_events(url, last_event_id=str(seqs[-1])) == []
+    # A page that opens the stream again itself (its own waits, not the browser's) says so in ?after=.
+    assert [s["seq"] for _, s in snapshot_events(url + "&after=0")] == seqs[1:]
+    assert [s["seq"] for _, s in snapshot_events(url + "&after=-1")] == seqs
 
 
 def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, web: WebServer, tmp_path: Path) -> None:

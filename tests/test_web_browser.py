@@ -3,6 +3,7 @@ followed to its final result, and a continuous job's windows as they close."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -324,6 +325,130 @@ def test_page_of_an_unknown_job_says_so_and_lists_the_jobs(
         assert errors == []
 
 
+def test_jobs_are_links_that_the_keyboard_follows_and_the_history_keeps(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The job list was of clickable items: the keyboard could not reach them, a job could not be opened in a new tab
+    or its address copied, Back left the page rather than going to the job looked at before, and the list, drawn anew
+    with each change (any running job's progress, a new job), took the focus from whatever item had it. Each job is a
+    link to ``?job=ID``, kept in place as the list changes; following one adds it to the tab's history."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    first, second = (run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / f"o{n}")["job_id"] for n in (1, 2))
+    title = "document.querySelector('#job-title').textContent"
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(web.url, timeout=30_000)
+        page.wait_for_selector(f"#jobs li[data-job-id='{second}'].selected", timeout=30_000)  # the newest, at /
+        link = f"#jobs a[href='?job={first}']"
+        page.focus(link)
+        focused = f'document.activeElement === document.querySelector("{link}")'
+        assert page.evaluate(focused), "the keyboard reaches a job"
+        third = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out3")["job_id"]
+        page.wait_for_selector(f"#jobs li[data-job-id='{third}']", timeout=30_000)
+        assert page.evaluate(focused), "the list's change kept the focus where it was"
+        page.keyboard.press("Enter")
+        page.wait_for_function(f"{title} === 'WordCount ({first})'", timeout=30_000)
+        assert page.url == f"{web.url}?job={first}"
+        page.go_back()
+        page.wait_for_function(f"{title} === 'WordCount ({third})'", timeout=30_000)  # / shows the newest
+        assert page.url == web.url
+        page.go_forward()
+        page.wait_for_function(f"{title} === 'WordCount ({first})'", timeout=30_000)
+        assert page.get_attribute(f"#jobs li[data-job-id='{first}'] a", "aria-current") == "page"
+        assert errors == []
+
+
+def test_many_jobs_newest_first_in_a_list_of_their_own_that_fits_a_narrow_window(tmp_path: Path) -> None:
+    """With a hundred jobs the list, oldest first, ran to pages below the job on show: the job just submitted (shown
+    at /) was at its foot, the workers further down, and a hundred runs of one job file read alike. The list comes
+    newest first, each job with its id, and scrolls on its own, a deep link's job scrolled into its view; in a narrow
+    window the page is no wider than the window."""
+    import signal
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
+    client = Client(address, timeout=30)
+    try:
+        # No worker: the jobs wait for a slot, running, as many as the test needs at the cost of a submission each.
+        spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+        jobs = [client.submit(dataclasses.replace(spec, output=str(tmp_path / f"out{n}"))) for n in range(120)]
+        with WebServer(address) as web, browser_page() as (page, errors):
+            page.set_viewport_size({"width": 1200, "height": 800})
+            page.goto(web.url, timeout=30_000)
+            page.wait_for_selector(f"#jobs li[data-job-id='{jobs[0]}']", timeout=30_000)
+            listed = [item.get_attribute("data-job-id") for item in page.query_selector_all("#jobs li")]
+            assert listed == jobs[::-1], "the newest first"
+            assert page.inner_text(f"#jobs li[data-job-id='{jobs[5]}'] .job-id") == jobs[5]
+            heading = "document.querySelector('nav h2:nth-of-type(2)').getBoundingClientRect().bottom <= innerHeight"
+            assert page.evaluate(heading), "the workers' heading is not pages down"
+            assert page.evaluate("document.documentElement.scrollHeight") <= 800 + 400, "the list scrolls on its own"
+            page.goto(f"{web.url}?job={jobs[0]}", timeout=30_000)  # the oldest, at the list's foot
+            page.wait_for_function(f"document.querySelector('#job-title').textContent.endsWith('({jobs[0]})')")
+            within = """id => {
+                const item = document.querySelector(`#jobs li[data-job-id='${id}']`).getBoundingClientRect();
+                const list = document.querySelector('#jobs').getBoundingClientRect();
+                return item.top >= list.top && item.bottom <= list.bottom && item.bottom <= innerHeight;
+            }"""
+            assert page.evaluate(within, jobs[0]), "the deep link's job is in the list's view"
+            page.set_viewport_size({"width": 420, "height": 800})
+            page.wait_for_function("document.documentElement.scrollWidth <= 420", timeout=5_000)
+            assert errors == []
+    finally:
+        client.close()
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.communicate(timeout=30)
+
+
+def test_results_table_is_sorted_and_its_rows_picked_with_the_keyboard(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """A table's headings sorted it and its rows picked the key the chart follows on a click only: the keyboard could
+    not reach them. A heading is a tab stop that Enter sorts by (its order said in aria-sort); the rows are one tab
+    stop, the arrow keys move between them and Enter picks one, the focus staying on it as the table is drawn anew."""
+    (tmp_path / "in.txt").write_text("b a c a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    focused = "document.activeElement.dataset.key ?? document.activeElement.dataset.sort"
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        _open_final_results(page, web.url, job_id)
+        page.focus("#results th[data-sort=key]")
+        assert page.evaluate(focused) == "key", "the keyboard reaches a heading"
+        page.keyboard.press("Enter")
+        assert page.get_attribute("#results th[data-sort=key]", "aria-sort") == "ascending"
+        keys = [row.get_attribute("data-key") for row in page.query_selector_all("#results tbody tr")]
+        assert keys == ["a", "b", "c"], keys
+        stops = page.evaluate("[...document.querySelectorAll('#results tbody tr')].map((row) => row.tabIndex)")
+        assert stops == [0, -1, -1], "the rows are one tab stop"
+        for _ in range(4):  # (past the other headings: value, estimate, interval, final)
+            page.keyboard.press("Tab")
+        assert page.evaluate(focused) == "final"
+        page.keyboard.press("Tab")
+        assert page.evaluate(focused) == "a", "the table's rows come next"
+        page.keyboard.press("ArrowDown")
+        assert page.evaluate(focused) == "b"
+        page.keyboard.press("Enter")
+        page.wait_for_function("document.querySelector('#history-label').textContent.startsWith('b:')")
+        assert page.get_attribute("#results tbody tr.selected", "data-key") == "b"
+        assert page.evaluate(focused) == "b", "the picked row keeps the focus as the table is drawn anew"
+        assert errors == []
+
+
+def test_job_list_says_why_a_job_failed_on_a_hover(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
+    """A failed job was listed as "failed", nothing more: a cancelled job read as one whose map raised. Its item's
+    title (a hover, a screen reader's description) says why, as hop status does, and where its output is."""
+    from hop.runner import JobFailed
+
+    (tmp_path / "bad.txt").write_text("fine\nboom now\n")
+    with pytest.raises(JobFailed) as failure:
+        run_job(client, "failing_map", [tmp_path / "bad.txt"], tmp_path / "failed")
+    job_id = failure.value.status["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector(f"#jobs li[data-job-id='{job_id}']", timeout=30_000)
+        title = page.get_attribute(f"#jobs li[data-job-id='{job_id}'] a", "title") or ""
+        assert title.startswith("failed: map at ") and "cannot handle boom" in title, title
+        assert title.endswith(f"\noutput {tmp_path / 'failed'}"), title
+        assert errors == []
+
+
 def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(
     cluster: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
@@ -344,7 +469,8 @@ def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(
 def test_page_says_its_coordinator_is_gone(tmp_path: Path) -> None:
     """The coordinator of an open page stopped: the page said "reconnecting…" for good, its every request to the
     server waiting 5 s for a coordinator that would not answer. It says plainly that the coordinator at its address
-    is gone (and keeps asking, every few seconds, for one started there again)."""
+    is gone (and keeps asking, after growing waits, for one started there again)."""
+    import re
     import signal
 
     coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
@@ -355,16 +481,175 @@ def test_page_says_its_coordinator_is_gone(tmp_path: Path) -> None:
             coordinator.send_signal(signal.SIGTERM)
             coordinator.communicate(timeout=30)
             page.wait_for_function(
-                "document.querySelector('#connection').textContent.startsWith('not live: the coordinator at')",
+                "document.querySelector('#connection').textContent.includes('UTC: the coordinator at')",
                 timeout=10_000,
             )
             said = page.inner_text("#connection")
-            assert f"not live: the coordinator at {address} is gone: its connection broke" in said, said
-            assert said.endswith("; trying again in 5 s") and page.is_visible("#connection.down"), said
+            assert re.fullmatch(
+                rf"not live since \d\d:\d\d:\d\d UTC: the coordinator at {re.escape(address)} is gone: its "
+                r"connection broke.*; trying again( in \d+ s|…)",
+                said,
+            ), said
+            assert page.is_visible("#connection.down"), said
             assert errors == []
     finally:
         coordinator.kill()
         coordinator.communicate(timeout=30)
+
+
+def test_page_backs_off_once_its_server_is_gone_and_follows_one_started_again(tmp_path: Path) -> None:
+    """Once its server had stopped (``hop web``, or ``hop run --web`` whose job ended), the page's event stream was
+    asked for every 3 s forever by the browser, each a refused connection in the console, and the page said
+    "reconnecting…" without a word of why. It says the server is gone and when it tries again, after waits that double
+    (1 s, 2 s, 4 s, ...: common.js, shared with the dashboard); it follows a server started again at its address, at
+    once when its window gets the focus, its job's state no longer said to be the last heard."""
+    import re
+    import signal
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    coordinator, address = start_coordinator(f"ipc://{tmp_path}/coordinator")
+    client = Client(address, timeout=30)
+    servers = [WebServer(address)]
+    servers[0].start()
+    port = servers[0].port
+    attempts: list[float] = []
+    try:
+        # No worker: the job waits for a slot, running, for as long as the test needs.
+        spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+        job_id = client.submit(spec)
+        with browser_page() as (page, errors):
+
+            def on_failure(request: Any) -> None:
+                if "/api/events" in request.url and "CONNECTION_REFUSED" in (request.failure or ""):
+                    attempts.append(time.monotonic())
+
+            page.on("requestfailed", on_failure)
+            live = "document.querySelector('#connection').textContent === 'live'"
+            page.goto(f"{servers[0].url}?job={job_id}", timeout=30_000)
+            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
+            servers[0].stop()
+            deadline = time.monotonic() + 20
+            while len(attempts) < 3 and time.monotonic() < deadline:
+                page.wait_for_timeout(100)  # (the page's events are taken in while it waits)
+            said = page.inner_text("#connection")
+            gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+            assert len(attempts) == 3, attempts
+            assert gaps[1] >= 1.5 * gaps[0], gaps
+            assert re.fullmatch(
+                rf"not live since \d\d:\d\d:\d\d UTC: no answer from the web view's server at 127.0.0.1:{port}; "
+                r"trying again( in \d+ s|…)",
+                said,
+            ), said
+            summary = page.inner_text("#job-summary")
+            assert summary.startswith("as last heard, the web view's server being gone or silent: running;"), summary
+            # Started again: the page is live at once when its window gets the focus (its next attempt is 8 s away).
+            servers.append(WebServer(address, port))
+            servers[-1].start()
+            page.evaluate("window.dispatchEvent(new Event('focus'))")
+            page.wait_for_function(live, timeout=4_000)
+            assert len(attempts) == 3, attempts
+            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
+            assert page.is_visible("#stop-job") and errors == [], errors
+    finally:
+        for server in servers:
+            server.stop()
+        client.close()
+        coordinator.send_signal(signal.SIGKILL)
+        coordinator.communicate(timeout=30)
+
+
+@pytest.mark.parametrize("opened", ["?job=ID", "/"])
+def test_page_left_open_across_a_coordinators_restart_says_its_job_is_unknown_there(
+    tmp_path: Path, opened: str
+) -> None:
+    """A job's page left open while its coordinator was restarted: once the new coordinator answered, the page was
+    live again and showed the job, which the new coordinator does not know, as running, with a Stop button. It says
+    there is no such job, with the coordinator's reason, and follows the new coordinator's jobs. Opened at / (the
+    newest job, whichever it is), it shows the newest of the new coordinator's jobs once there is one."""
+    import signal
+
+    (tmp_path / "in.txt").write_text("a b a\n")
+    bind = f"ipc://{tmp_path}/coordinator"
+    coordinators = [start_coordinator(bind)[0]]
+    clients = [Client(bind, timeout=30)]
+    try:
+        # No worker: the job waits for a slot, running, for as long as the test needs.
+        spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
+        job_id = clients[0].submit(spec)
+        title = "document.querySelector('#job-title').textContent"
+        with WebServer(bind) as web, browser_page() as (page, errors):
+            page.goto(web.url + ("" if opened == "/" else f"?job={job_id}"), timeout=30_000)
+            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
+            coordinators[0].send_signal(signal.SIGKILL)
+            coordinators[0].communicate(timeout=30)
+            page.wait_for_function(
+                "document.querySelector('#connection').textContent.startsWith('not live since')", timeout=10_000
+            )
+            coordinators.append(start_coordinator(bind)[0])
+            page.evaluate("window.dispatchEvent(new Event('focus'))")  # (at once, not at the next attempt)
+            page.wait_for_function(f"{title} === 'No job {job_id}'")
+            page.wait_for_function("document.querySelector('#connection').textContent === 'live'", timeout=10_000)
+            page.wait_for_timeout(1_000)  # (what a late event would bring)
+            assert page.inner_text("#job-title") == f"No job {job_id}"
+            assert f"no job {job_id}" in page.inner_text("#job-summary")
+            assert page.is_hidden("#stop-job") and not page.query_selector_all(".task")
+            assert not page.query_selector_all("#jobs li"), "the new coordinator's jobs: none"
+            clients.append(Client(bind, timeout=30))
+            new_job = clients[-1].submit(dataclasses.replace(spec, output=str(tmp_path / "out2")))
+            page.wait_for_selector(f"#jobs li[data-job-id='{new_job}']", timeout=30_000)
+            if opened == "/":
+                page.wait_for_function(f"{title} === 'WordCount ({new_job})'", timeout=10_000)
+            else:
+                page.wait_for_timeout(1_000)
+                assert page.inner_text("#job-title") == f"No job {job_id}", "the job the address names"
+            assert errors == []
+    finally:
+        for client in clients:
+            client.close()
+        for coordinator in coordinators:
+            coordinator.kill()
+            coordinator.communicate(timeout=30)
+
+
+def test_page_opening_its_stream_again_goes_on_after_the_last_snapshot_it_has(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The page opens its event stream again itself, after its own waits (the browser's reconnection, which named the
+    last event it got, asked every 3 s forever): it names the last snapshot it has (?after=), so that the server goes
+    on from there rather than sending every snapshot again (or, of a continuous job, only the newest windows)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_500_000, seed=7, vocabulary=100)
+    job_class = load_job_file(job_path("slow_sum_wordcount"))  # slow enough for several snapshots
+    options = online_options(job_class, [str(source)], snapshot_every=0.2, order="random", chunk_size=32 << 10)
+    job_id = run_job(client, "slow_sum_wordcount", [source], tmp_path / "out", num_reduces=2, options=options)["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        _open_final_results(page, web.url, job_id)
+        last = page.evaluate("state.lastSeq")
+        assert last >= 1, last
+        with page.expect_request(lambda request: "/api/events" in request.url) as asked:
+            page.evaluate("connect(state.jobId)")  # (as after a wait: the stream dropped)
+        assert asked.value.url == f"{web.url}api/events?job={job_id}&after={last}"
+        page.wait_for_selector("#result-state.final", timeout=30_000)
+        assert page.evaluate("state.lastSeq") == last and errors == []
+
+
+def test_page_of_an_ended_job_whose_server_is_gone_keeps_its_end_as_it_is(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The page of a job that had succeeded, once its server was gone (hop run --web ends with its job), said the job
+    had succeeded "as last heard", as if that could change. The header says the page is not live; the job's end is
+    said as it is."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with browser_page() as (page, errors):
+        with WebServer(cluster.address) as web:
+            _open_final_results(page, web.url, job_id)
+        page.wait_for_function(
+            "document.querySelector('#connection').textContent.startsWith('not live since')", timeout=10_000
+        )
+        summary = page.inner_text("#job-summary")
+        assert summary.startswith("succeeded; maps "), summary
+        assert page.inner_text("#result-state") == "final" and errors == []
 
 
 def test_bar_chart_spans_every_interval_it_draws(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
@@ -582,7 +867,7 @@ def test_page_of_a_running_job_says_its_state_is_the_last_heard_once_the_coordin
             coordinator.send_signal(signal.SIGKILL)
             coordinator.communicate(timeout=30)
             page.wait_for_function(
-                "document.querySelector('#connection').textContent.startsWith('not live:')", timeout=10_000
+                "document.querySelector('#connection').textContent.startsWith('not live since')", timeout=10_000
             )
             summary = page.inner_text("#job-summary")
             assert summary.startswith("as last heard, the coordinator being gone or silent: running;"), summary

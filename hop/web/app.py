@@ -37,12 +37,13 @@ naming every API route; a query parameter a route does not take, given twice or 
   windows), cancel a batch job (it fails, its error saying it was cancelled from the web view; no ``part-*``, no
   ``_SUCCESS``; its snapshots so far stay in ``OUT/_snapshots/``); ``404`` for an
   unknown job, ``409`` for one that already ended; ``403`` when another site's page sends it.
-- ``GET /api/events?job=ID``: server-sent events pushing ``workers`` and ``jobs`` (each list, when it changes), and
-  for ``job``: ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and ``results``
-  (once it succeeded: as the route above, or ``{"job_id", "gone": why}`` for an output deleted since); for a
-  continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first) instead of snapshots
-  and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
-  (``Last-Event-ID``) resumes after the last one it got: nothing twice, nothing skipped. An ``error`` event
+- ``GET /api/events?job=ID&after=SEQ``: server-sent events pushing ``workers`` and ``jobs`` (each list, when it
+  changes), and for ``job``: ``job`` (tasks and progress), ``snapshot`` (each new complete snapshot, in order) and
+  ``results`` (once it succeeded: as the route above, or ``{"job_id", "gone": why}`` for an output deleted since);
+  for a continuous job ``window`` (each window as it closes, the newest ``WINDOW_BACKLOG`` first) instead of
+  snapshots and results. A snapshot's or window's event id is its ``seq``, so a reconnecting page
+  (``Last-Event-ID``, or ``after``: the page's own reconnection) resumes after the last one it got: nothing twice,
+  nothing skipped. An ``error`` event
   (``{"error"}``) ends the stream when the coordinator stops answering, is gone (it stopped: said at once, as every
   route's ``503`` then says it, ``hop.client.CoordinatorGone``) or no longer knows the job (retired by
   ``--keep-jobs``, or the coordinator was restarted); a stream asked for then is refused (``503``, ``404``).
@@ -190,7 +191,7 @@ async def job(request: web.Request) -> web.Response:
 QUERY_PARAMETERS = {
     "/api/jobs/{job_id}/snapshots": ("after",),
     "/api/jobs/{job_id}/windows": ("after", "limit"),
-    "/api/events": ("job",),
+    "/api/events": ("job", "after"),
     "/api/monitor/series": ("level", "name", "metric"),
 }
 """The query parameters each API route takes; any other (on any ``/api/`` route) is a ``400``, not ignored."""
@@ -339,8 +340,13 @@ async def events(request: web.Request) -> web.StreamResponse:
     last_jobs: Any = None
     last_job: Any = None
     results_sent = False
-    # A page that reconnects names the last window or snapshot it got (its event id, the seq): go on from there.
+    # A page that reconnects names the last window or snapshot it got (its event id, the seq): go on from there. The
+    # browser's own reconnection says it in Last-Event-ID; a page that opens the stream again itself (after its own
+    # waits: static/common.js) in ?after=.
+    after = _int_query(request, "after", -1, -1, "the seq of the last snapshot or window the page has (-1: none)")
     resume = request.headers.get("Last-Event-ID", "")
+    if not resume.isdigit() and after >= 0:
+        resume = str(after)
     last_window: int | None = int(resume) if resume.isdigit() else None
     last_seq = int(resume) if resume.isdigit() else -1
 

@@ -5,6 +5,7 @@
 
 const state = {
   jobId: null,
+  jobs: [],            // the cluster's jobs, as last listed
   job: null,           // the job's latest summary (either kind)
   source: null,
   rows: [],            // rows on show: the latest snapshot's, or the final results
@@ -20,6 +21,7 @@ const state = {
   gone: null,          // why the final output cannot be shown (an earlier step's, deleted when its run ended)
   stopRequested: false,
   down: null,          // why the page is not live (the coordinator is gone or does not answer), or null
+  serverGone: false,   // ... because the web view's own server is gone
 };
 
 // An int past 2**53 arrives as its decimal string (hop/web/app.py: JSON.parse would round it), and a row lists where
@@ -77,32 +79,45 @@ function keyCell(cell, key) {
 }
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
 
-const RETRY_SECONDS = 5;  // after the server refused the event stream for a reason that may pass (503)
+// Once the event stream drops or is refused, the page asks for it again after growing waits (common.js: retrier), and
+// says why it is not live (state.down) and when it tries again.
+const retry = retrier(() => connect(state.jobId), showConnection);
+
+function showConnection() {
+  const connection = document.getElementById("connection");
+  connection.classList.toggle("down", state.down !== null);
+  connection.textContent = state.down === null
+    ? (state.source?.readyState === EventSource.OPEN ? "live" : "connecting…")
+    : `not live since ${utc(retry.downSince ?? Date.now() / 1000).slice(11, 19)} UTC: ${state.down}; ${retryText(retry)}`;
+}
 
 function connect(jobId) {
   if (state.source) state.source.close();
-  const source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}` : "/api/events");
+  retry.cancel();
+  // Opened again for the job on show, the stream goes on after the last snapshot or window the page has (as the
+  // browser's own reconnection did, by Last-Event-ID): without, every snapshot came again, and of a continuous job
+  // only the newest windows, any between them and the page's missing from its list.
+  const held = jobId === null || jobId !== state.jobId ? null
+    : state.job?.continuous ? stream.windows.at(-1)?.seq ?? null : state.lastSeq;
+  const after = held === null || held === undefined ? "" : `&after=${held}`;
+  const source = new EventSource(jobId ? `/api/events?job=${encodeURIComponent(jobId)}${after}` : "/api/events");
   state.source = source;
-  const connection = document.getElementById("connection");
+  showConnection();
   source.addEventListener("open", () => {
-    connection.textContent = "live";
-    connection.classList.remove("down");
-    if (state.down !== null) {
-      state.down = null;
-      if (state.job) renderJob(state.job);
-    }
+    const wasDown = state.down !== null;
+    Object.assign(state, { down: null, serverGone: false });
+    retry.live();
+    if (wasDown && state.job) renderJob(state.job);
   });
   source.addEventListener("error", (event) => {
+    // No reconnection by the browser (it asked every 3 s forever): the waits are the retrier's.
+    source.close();
+    if (source !== state.source) return;
     // The server's own error event (it has data) ended the stream: the coordinator is gone or no longer knows the
-    // job. Said as a refusal is (the browser's own reconnection said only "reconnecting…", for good).
-    if (event.data !== undefined) {
-      source.close();
-      if (source === state.source) refused(jobId);
-      return;
-    }
-    // A dropped stream is retried by the browser; one the server refused (an error status) is closed for good.
-    if (source.readyState !== EventSource.CLOSED) connection.textContent = "reconnecting…";
-    else if (source === state.source) refused(jobId);
+    // job; or the server refused the stream (an error status: the browser closed it): the server says why. A stream
+    // that broke, or could not be opened (the browser would try again): no answer from the web view's server.
+    if (event.data !== undefined || source.readyState === EventSource.CLOSED) refused(jobId);
+    else down(`no answer from the web view's server at ${location.host}`, true);
   });
   source.addEventListener("workers", (event) => renderWorkers(JSON.parse(event.data)));
   source.addEventListener("jobs", (event) => renderJobs(JSON.parse(event.data)));
@@ -112,33 +127,47 @@ function connect(jobId) {
   source.addEventListener("window", (event) => addWindow(JSON.parse(event.data)));
 }
 
+// The page is not live, for the reason given: the job on show is as last heard of, said so, with no Stop button (a
+// stop cannot reach the coordinator); the stream is asked for again after the retrier's wait.
+function down(reason, serverGone) {
+  Object.assign(state, { down: reason, serverGone });
+  retry.failed();
+  if (state.job) renderJob(state.job);
+}
+
 // The server refused the event stream, or ended it with an error: a job it does not know (?job= mistyped, or from a
 // coordinator since restarted) is said so, and the page follows the cluster's jobs instead; anything else (the
 // coordinator is gone or does not answer: 503) is shown, and the stream asked for again.
 async function refused(jobId) {
-  const connection = document.getElementById("connection");
   let reply = null;
   let error = "the web view does not answer";
+  let serverGone = false;
   try {
     reply = await fetch(jobId ? `/api/jobs/${encodeURIComponent(jobId)}` : "/api/jobs");
     error = reply.ok ? `status ${reply.status}` : (await reply.json()).error;
   } catch (failure) {
-    error = `the web view does not answer (${failure})`;
+    error = `no answer from the web view's server at ${location.host}`;  // (the failure says no more: "Failed to fetch")
+    serverGone = true;
   }
   if (jobId !== state.jobId) return;  // another job was picked meanwhile
   if (reply?.status === 404 && jobId) {
+    // (Its last state heard is forgotten: after a coordinator's restart the page, live again, showed the job the
+    // new coordinator does not know as running, with a Stop button.)
+    Object.assign(state, { job: null, down: null, serverGone: false });
+    stream.job = null;
     document.getElementById("job-title").textContent = `No job ${jobId}`;
     document.getElementById("job-summary").textContent = error;
+    document.getElementById("tasks").replaceChildren();
+    document.getElementById("stop-job").hidden = true;
+    document.getElementById("stop-state").textContent = "";
     document.getElementById("batch-view").hidden = document.getElementById("stream-view").hidden = true;
+    // A page at / shows the newest job, whichever it is: it follows the cluster's jobs and picks the newest once there
+    // is one (the job it had picked is gone with a coordinator restarted). An address naming the job keeps to it.
+    if (!new URLSearchParams(location.search).get("job")) state.jobId = null;
     connect(null);
     return;
   }
-  connection.textContent = `not live: ${error}; trying again in ${RETRY_SECONDS} s`;
-  connection.classList.add("down");
-  // The job on show is as last heard of: said so, and no Stop button (a stop cannot reach the coordinator).
-  state.down = error;
-  if (state.job) renderJob(state.job);
-  setTimeout(() => { if (jobId === state.jobId) connect(jobId); }, RETRY_SECONDS * 1000);
+  down(error, serverGone);
 }
 
 function renderWorkers(workers) {
@@ -163,37 +192,94 @@ function renderWorkers(workers) {
 // A job's name, with its step for a step of a multi-step job (its steps share the name).
 const jobName = (job) => (job.num_steps > 1 ? `${job.name} (step ${job.step + 1}/${job.num_steps})` : job.name);
 
+// Each job is a link to its page (?job=ID): it can be reached with the keyboard, opened in a new tab, copied; a plain
+// click shows the job here and adds it to the tab's history, so Back and Forward go through the jobs looked at. (The
+// list was of clickable items: no keyboard, no link, and Back left the page.) The items are updated in place: the list
+// changes with every running job's progress, and drawn anew it lost the keyboard's focus twice a second. The newest
+// job comes first, each with its id (a hundred runs of one job file read the same but for it), and the list scrolls
+// on its own (style.css): oldest first, the job just submitted was at the foot of pages of others, the workers below.
 function renderJobs(jobs) {
+  state.jobs = jobs;
   const list = document.getElementById("jobs");
-  list.replaceChildren(
-    ...jobs.map((job) => {
-      const item = document.createElement("li");
-      item.dataset.jobId = job.job_id;
-      item.className = job.job_id === state.jobId ? "selected" : "";
-      if (job.continuous) {
-        const marker = document.createElement("span");
-        marker.className = "badge continuous";
-        marker.textContent = "continuous";
-        const stopping = job.stopping && job.state === "running" ? " (stopping)" : "";
-        item.append(`${jobName(job)} — ${job.state}${stopping} — ${plural(job.windows, "window")} `, marker);
-      } else {
-        item.textContent = `${jobName(job)} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
-          100 * job.map_fraction)}% maps`;
-      }
-      item.title = job.job_id;
-      item.addEventListener("click", () => selectJob(job.job_id));
-      return item;
-    })
-  );
-  if (!state.jobId && jobs.length) selectJob(jobs[jobs.length - 1].job_id);
+  const items = new Map([...list.children].map((item) => [item.dataset.jobId, item]));
+  const listed = new Set(jobs.map((job) => job.job_id));
+  for (const [jobId, item] of items) if (!listed.has(jobId)) item.remove();  // (retired: --keep-jobs)
+  [...jobs].reverse().forEach((job, index) => {
+    const item = items.get(job.job_id) ?? jobItem(job);
+    if (list.children[index] !== item) list.insertBefore(item, list.children[index] ?? null);
+    const link = item.firstChild;
+    // Why a job failed (cancelled, say, or a map's error), on a hover: the list said only "failed".
+    link.title = [job.error ? `${job.state}: ${job.error}` : "", job.output ? `output ${job.output}` : job.job_id]
+      .filter(Boolean).join("\n");
+    const stopping = job.continuous && job.stopping && job.state === "running" ? " (stopping)" : "";
+    const text = job.continuous ? `${jobName(job)} — ${job.state}${stopping} — ${plural(job.windows, "window")} `
+      : `${jobName(job)} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
+        100 * job.map_fraction)}% maps`;
+    if (link.dataset.text === text) return;
+    link.dataset.text = text;
+    const id = document.createElement("span");
+    id.className = "job-id";
+    id.textContent = job.job_id;
+    const marker = document.createElement("span");
+    marker.className = "badge continuous";
+    marker.textContent = "continuous";
+    link.replaceChildren(text, ...(job.continuous ? [marker] : []), id);
+  });
+  markSelected();
+  if (!state.jobId && jobs.length) selectJob(newestJob());
 }
+
+function jobItem(job) {
+  const item = document.createElement("li");
+  item.dataset.jobId = job.job_id;
+  const link = document.createElement("a");
+  link.href = `?job=${encodeURIComponent(job.job_id)}`;
+  link.addEventListener("click", (event) => {
+    if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;  // (a tab)
+    event.preventDefault();
+    if (job.job_id !== state.jobId) history.pushState(null, "", link.href);
+    selectJob(job.job_id);
+  });
+  item.append(link);
+  return item;
+}
+
+const newestJob = () => state.jobs.at(-1)?.job_id ?? null;
+
+let scrolledTo = null;  // the job the list was last scrolled to
+
+// The job on show marked in the list, and scrolled into the list's view once (a deep link to an old job of many).
+function markSelected() {
+  for (const item of document.querySelectorAll("#jobs li")) {
+    const selected = item.dataset.jobId === state.jobId;
+    item.classList.toggle("selected", selected);
+    if (selected) item.firstChild.setAttribute("aria-current", "page");
+    else item.firstChild.removeAttribute("aria-current");
+    if (selected && scrolledTo !== state.jobId) {
+      scrolledTo = state.jobId;
+      const list = item.parentElement;
+      if (item.offsetTop < list.scrollTop || item.offsetTop + item.offsetHeight > list.scrollTop + list.clientHeight) {
+        list.scrollTop = item.offsetTop - list.clientHeight / 3;  // (the list alone: scrollIntoView moved the page too)
+      }
+    }
+  }
+}
+
+// The job the address names (?job=ID), else the newest (null until the list is in: renderJobs picks it then).
+const requestedJob = () => new URLSearchParams(location.search).get("job") ?? newestJob();
 
 function selectJob(jobId) {
   if (jobId === state.jobId) return;
   Object.assign(state, { jobId, job: null, rows: [], final: false, history: new Map(), selectedKey: null,
     snapshotLabel: null, confidence: null, lastSeq: null, approximate: false, gone: null, stopRequested: false });
   Object.assign(stream, { job: null, windows: [], pinned: null, selectedKey: null });
-  document.getElementById("detail").hidden = false;
+  markSelected();
+  document.title = jobId ? `hop: ${jobId}` : "hop: jobs, early results and windows";
+  document.getElementById("detail").hidden = jobId === null;
+  document.getElementById("job-title").textContent = jobId ?? "";
+  document.getElementById("job-summary").textContent = "";
+  document.getElementById("tasks").replaceChildren();
+  document.getElementById("stop-job").hidden = true;
   document.getElementById("stop-state").textContent = "";
   document.getElementById("snapshot-info").textContent = "";
   setBadge();
@@ -203,12 +289,16 @@ function selectJob(jobId) {
 }
 
 // While the page is not live its job's state is the last one heard: "running" may be long over (the jobs of a
-// coordinator that stopped fail). It said "running" as if live, with a Stop button that could not work.
-const lastKnown = () => (state.down === null ? "" : "as last heard, the coordinator being gone or silent: ");
+// coordinator that stopped fail). It said "running" as if live, with a Stop button that could not work. A job that
+// ended is not said to be so: its end is for good (the page of hop run --web, whose server goes with its job, said
+// "as last heard" of a job that had succeeded).
+const lastKnown = () => (state.down === null || state.job?.state !== "running" ? ""
+  : `as last heard, ${state.serverGone ? "the web view's server" : "the coordinator"} being gone or silent: `);
 
 function renderJob(job) {
   state.job = job;
   document.getElementById("job-title").textContent = `${jobName(job)} (${job.job_id})`;
+  document.title = `hop: ${jobName(job)} (${job.job_id}), ${job.state}`;
   document.getElementById("batch-view").hidden = Boolean(job.continuous);
   document.getElementById("stream-view").hidden = !job.continuous;
   renderStop(job);
@@ -327,6 +417,61 @@ function sortedRows() {
   });
 }
 
+// Keyboard access to the tables -------------------------------------------------------------------------------------
+// A table's rows are picked by a click (a key for the chart to follow, a window to show) and its headings sort it:
+// the mouse's alone, they were out of the keyboard's reach. A heading is a tab stop that Enter or Space sorts by, its
+// order said (aria-sort); a table's rows are one tab stop (the picked row, else the first), the arrow keys, Home and
+// End move between them, Enter or Space picks one. Rows are drawn anew with each snapshot or window (and each pick):
+// the focus stays on the row of the same key or window, else on the table's stop.
+function replaceRows(body, id, rows) {
+  const focused = body.contains(document.activeElement) ? document.activeElement.dataset[id] : undefined;
+  body.replaceChildren(...rows);
+  const stop = rows.find((row) => focused !== undefined && row.dataset[id] === focused)
+    ?? rows.find((row) => row.classList.contains("selected")) ?? rows[0];
+  for (const row of rows) row.tabIndex = row === stop ? 0 : -1;
+  if (focused !== undefined && stop) stop.focus({ preventScroll: true });
+}
+
+function keyboardTable(table, sort) {
+  const body = table.querySelector("tbody");
+  body.addEventListener("keydown", (event) => {
+    const row = event.target.closest("tr");
+    if (!row || row.parentElement !== body) return;
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      row.click();
+      return;
+    }
+    const moves = { ArrowDown: row.nextElementSibling, ArrowUp: row.previousElementSibling,
+      Home: body.firstElementChild, End: body.lastElementChild };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    const next = moves[event.key];
+    if (!next) return;
+    row.tabIndex = -1;
+    next.tabIndex = 0;
+    next.focus();
+  });
+  table.querySelectorAll("th[data-sort]").forEach((header) => {
+    header.tabIndex = 0;
+    header.addEventListener("click", () => sort(header.dataset.sort));
+    header.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" && event.key !== " ") return;
+      event.preventDefault();
+      sort(header.dataset.sort);
+    });
+  });
+}
+
+function markSort(table, by, descending) {
+  document.querySelectorAll(`${table} th[data-sort]`).forEach((header) => {
+    const sorted = header.dataset.sort === by;
+    header.classList.toggle("sorted", sorted);
+    header.classList.toggle("descending", sorted && descending);
+    header.setAttribute("aria-sort", sorted ? (descending ? "descending" : "ascending") : "none");
+  });
+}
+
 const RESULT_TABLE_ROWS = 500;  // rows drawn in the results table (sorted first): a snapshot may send thousands
 
 function renderTable() {
@@ -341,8 +486,8 @@ function renderTable() {
     ? `The table draws the first ${RESULT_TABLE_ROWS.toLocaleString()} of these ${rows.length.toLocaleString()} ` +
       "rows in this order: sort by another column to bring others up."
     : "";
-  body.replaceChildren(
-    ...rows.slice(0, RESULT_TABLE_ROWS).map((row) => {
+  replaceRows(body, "key",
+    rows.slice(0, RESULT_TABLE_ROWS).map((row) => {
       const line = document.createElement("tr");
       const key = keyText(row.key);
       line.className = `${row.final ? "final" : ""} ${key === state.selectedKey ? "selected" : ""}`;
@@ -359,6 +504,7 @@ function renderTable() {
       return line;
     })
   );
+  markSort("#results", state.sortBy, state.sortDescending);
   renderBars(rows.slice(0, 20));
   renderHistory();
 }
@@ -438,14 +584,11 @@ function renderHistory() {
   }
 }
 
-document.querySelectorAll("#results th").forEach((header) =>
-  header.addEventListener("click", () => {
-    const by = header.dataset.sort;
-    state.sortDescending = state.sortBy === by ? !state.sortDescending : by !== "key";
-    state.sortBy = by;
-    renderTable();
-  })
-);
+keyboardTable(document.getElementById("results"), (by) => {
+  state.sortDescending = state.sortBy === by ? !state.sortDescending : by !== "key";
+  state.sortBy = by;
+  renderTable();
+});
 
 // Stopping a job (POST /api/jobs/ID/stop, as hop stop) --------------------------------------------------------------
 // A continuous job drains and writes its last windows. A batch job is cancelled: it fails with no output (the engine
@@ -644,8 +787,8 @@ function renderWindow(window) {
     const order = compare(value(a), value(b));
     return stream.sortDescending ? -order : order;
   });
-  body.replaceChildren(
-    ...rows.slice(0, TABLE_ROWS).map((row) => {
+  replaceRows(body, "key",
+    rows.slice(0, TABLE_ROWS).map((row) => {
       const line = document.createElement("tr");
       const key = keyText(row.key);
       line.className = key === stream.selectedKey ? "selected" : "";
@@ -661,10 +804,7 @@ function renderWindow(window) {
       return line;
     })
   );
-  document.querySelectorAll("#window-table th").forEach((header) => {
-    header.classList.toggle("sorted", header.dataset.sort === stream.sortBy);
-    header.classList.toggle("descending", header.dataset.sort === stream.sortBy && stream.sortDescending);
-  });
+  markSort("#window-table", stream.sortBy, stream.sortDescending);
 }
 
 // A position in a window's unit: a UTC time of day for time windows, else a record ordinal or byte offset.
@@ -733,8 +873,8 @@ function renderWindowList(shown) {
   document.getElementById("window-count").textContent = stream.job
     ? `(${stream.job.windows} written${stream.job.windows > newest.length ? `, newest ${newest.length} here` : ""})`
     : "";
-  document.querySelector("#window-list tbody").replaceChildren(
-    ...newest.map((window) => {
+  replaceRows(document.querySelector("#window-list tbody"), "seq",
+    newest.map((window) => {
       const line = document.createElement("tr");
       line.dataset.seq = window.seq;
       line.dataset.label = window.label;
@@ -798,16 +938,15 @@ function renderTrend(shown) {
   }
 }
 
-document.querySelectorAll("#window-table th").forEach((header) =>
-  header.addEventListener("click", () => {
-    const by = header.dataset.sort;
-    stream.sortDescending = stream.sortBy === by ? !stream.sortDescending : by !== "key";
-    stream.sortBy = by;
-    renderStream();
-  })
-);
+keyboardTable(document.getElementById("window-table"), (by) => {
+  stream.sortDescending = stream.sortBy === by ? !stream.sortDescending : by !== "key";
+  stream.sortBy = by;
+  renderStream();
+});
+keyboardTable(document.getElementById("window-list"), () => {});
 document.getElementById("follow-latest").addEventListener("click", () => { stream.pinned = null; renderStream(); });
 document.getElementById("stop-job").addEventListener("click", stopJob);
 
-const requested = new URLSearchParams(location.search).get("job");
+window.addEventListener("popstate", () => selectJob(requestedJob()));
+const requested = requestedJob();
 if (requested) selectJob(requested); else connect(null);

@@ -10,3 +10,69 @@ const CELLS = {
 };
 
 const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
+
+// Reconnecting to a server that went away ------------------------------------------------------------------------
+// Once a page's event stream drops (its server stopped: hop web, hop monitor, or hop run --web whose job ended; or
+// the coordinator behind it is gone), the page asks again after RETRY_FIRST_SECONDS, then after twice as long each
+// time, up to RETRY_MOST_SECONDS. The browser's own reconnection asked every 3 s forever, each time a refused
+// connection logged in the console, for a server that may be gone for good. The waits grow so that a blip (a
+// dropped connection, a server restarted at once) is over in a second or two, while one stopped for good costs two
+// requests a minute; the page still follows a server started again at its address, within RETRY_MOST_SECONDS, and at
+// once when the user looks at the page again (its window gets the focus, its tab is shown): a user who restarted the
+// server and comes back to the page wants it live.
+const RETRY_FIRST_SECONDS = 1;
+const RETRY_MOST_SECONDS = 30;
+
+// The retries of one page's stream. attempt() opens the stream again; the page calls live() once it is open and
+// failed() each time an attempt fails or the open stream drops (having closed it: the waits are this one's, not the
+// browser's), then attempt() runs after the wait. onChange() redraws what the page says of its connection: it is called
+// on every change and once a second while down, for the countdown (wait()).
+function retrier(attempt, onChange) {
+  const retry = {
+    failures: 0,      // attempts in a row that failed (0 while live)
+    downSince: null,  // when the stream dropped (this browser's clock, s), or null while live
+    retryAt: null,    // when the next attempt is due (this browser's clock, s), or null
+    timer: null,
+    // Whole seconds until the next attempt (0: it is under way), or null when none is due.
+    wait() {
+      return retry.retryAt === null ? null : Math.max(0, Math.ceil(retry.retryAt - Date.now() / 1000));
+    },
+    live() {
+      retry.cancel();
+      Object.assign(retry, { failures: 0, downSince: null });
+      onChange();
+    },
+    failed() {
+      retry.cancel();
+      const wait = Math.min(RETRY_MOST_SECONDS, RETRY_FIRST_SECONDS * 2 ** retry.failures);
+      retry.failures += 1;
+      retry.downSince ??= Date.now() / 1000;
+      retry.retryAt = Date.now() / 1000 + wait;
+      retry.timer = setTimeout(run, wait * 1000);
+      onChange();
+    },
+    // The attempt due, made now (the user looks at the page); nothing while live or while an attempt is under way.
+    now() {
+      if (retry.timer !== null) run();
+    },
+    // No attempt due (the page opens another stream itself).
+    cancel() {
+      clearTimeout(retry.timer);
+      retry.timer = retry.retryAt = null;
+    },
+  };
+  const run = () => {
+    retry.cancel();
+    attempt();
+  };
+  window.addEventListener("focus", retry.now);
+  document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") retry.now(); });
+  setInterval(() => { if (retry.downSince !== null) onChange(); }, 1000);
+  return retry;
+}
+
+// "trying again in 4 s" / "trying again…" (an attempt under way), as a page says its next attempt.
+const retryText = (retry) => {
+  const wait = retry.wait();
+  return wait === null || wait === 0 ? "trying again…" : `trying again in ${wait} s`;
+};

@@ -737,69 +737,40 @@ function renderScoreboard() {
 
 // Wiring ----------------------------------------------------------------------------------------------------------
 // Once the event stream drops (hop monitor stopped, or its server is not reached), the page says it is not live and
-// asks again after RETRY_FIRST_SECONDS, then after twice as long each time, up to RETRY_MOST_SECONDS. The browser's
-// own reconnection asked every 3 s forever, each time a refused connection logged in the console, for a monitor that
-// may be gone for good. The waits grow so that a blip (a dropped connection, a monitor restarted at once) is over in
-// a second or two, while one stopped for good costs two requests a minute; the page still follows a monitor started
-// again at its address, within RETRY_MOST_SECONDS, and at once when the user looks at the page again (its window
-// gets the focus, its tab is shown): a user who restarted hop monitor and comes back to the page wants it live.
-const RETRY_FIRST_SECONDS = 1;
-const RETRY_MOST_SECONDS = 30;
-const events = {
-  source: null,
-  failures: 0,        // attempts in a row that failed (0 while live)
-  downSince: null,    // when the stream dropped (this browser's clock, s), or null while live
-  retryAt: null,      // when the next attempt is due (this browser's clock, s), or null
-  timer: null,
-};
+// asks again after growing waits (common.js: retrier).
+let eventSource = null;
+const retry = retrier(connect, showConnection);
 
 function showConnection() {
   const connection = document.getElementById("connection");
-  if (events.downSince === null) {
-    connection.textContent = events.source?.readyState === EventSource.OPEN ? "live" : "connecting…";
-    connection.className = events.source?.readyState === EventSource.OPEN ? "status live" : "status";
+  if (retry.downSince === null) {
+    connection.textContent = eventSource?.readyState === EventSource.OPEN ? "live" : "connecting…";
+    connection.className = eventSource?.readyState === EventSource.OPEN ? "status live" : "status";
     return;
   }
-  const wait = events.retryAt === null ? null : Math.max(0, Math.ceil(events.retryAt - Date.now() / 1000));
-  connection.textContent = `not live: no answer from the monitor since ${clock(events.downSince)} UTC; ` +
-    (wait === null || wait === 0 ? "trying again…" : `trying again in ${wait} s`);
+  connection.textContent = `not live: no answer from the monitor since ${clock(retry.downSince)} UTC; ` +
+    retryText(retry);
   connection.className = "status down";
 }
 
-function retryNow() {
-  if (events.timer !== null) connect();
-}
-
 function connect() {
-  clearTimeout(events.timer);
-  events.timer = events.retryAt = null;
-  const source = new EventSource("/api/monitor/events");
-  events.source = source;
+  retry.cancel();
+  const opened = new EventSource("/api/monitor/events");
+  eventSource = opened;
   showConnection();
-  source.addEventListener("open", () => {
-    Object.assign(events, { failures: 0, downSince: null });
-    showConnection();
+  opened.addEventListener("open", () => retry.live());
+  opened.addEventListener("error", () => {
+    opened.close();  // (no reconnection by the browser: the waits are the retrier's)
+    if (opened === eventSource) retry.failed();
   });
-  source.addEventListener("error", () => {
-    source.close();  // (no reconnection by the browser: the waits are the page's)
-    if (source !== events.source) return;
-    const wait = Math.min(RETRY_MOST_SECONDS, RETRY_FIRST_SECONDS * 2 ** events.failures);
-    events.failures += 1;
-    events.downSince ??= Date.now() / 1000;
-    events.retryAt = Date.now() / 1000 + wait;
-    events.timer = setTimeout(connect, wait * 1000);
-    showConnection();
-  });
-  source.addEventListener("waiting", (event) => {
+  opened.addEventListener("waiting", (event) => {
     document.getElementById("waiting").textContent = `${JSON.parse(event.data).message}…`;
   });
-  source.addEventListener("state", (event) => onState(JSON.parse(event.data)));
+  opened.addEventListener("state", (event) => onState(JSON.parse(event.data)));
 }
 
 window.addEventListener("hashchange", () => select(fromHash()));
-window.addEventListener("focus", retryNow);
-document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") retryNow(); });
-setInterval(() => { refreshAges(); if (events.downSince !== null) showConnection(); }, 1000);
+setInterval(refreshAges, 1000);
 window.monitorView = view;  // for the tests and the curious
 select(fromHash());
 connect();
