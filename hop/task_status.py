@@ -73,9 +73,10 @@ def reporting(send: Callable[[str], None]) -> Iterator[None]:
 
 
 def _forget() -> None:
-    global _sent, _next_at, _pending
+    global _sent, _next_at, _pending, _owner
     _sent = _pending = None
     _next_at = float("-inf")
+    _owner = ""  # (not the attempt's job, which would live on in this process until the next attempt's message)
 
 
 def report(name: str, message: str) -> None:
