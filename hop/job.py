@@ -30,6 +30,8 @@ Contracts the engine relies on:
 - ``setup()`` and ``teardown()`` run once per task attempt around its records.
 - ``increment_counter(group, name, amount)`` adds an int to a user counter; only committed attempts' counters are
   reported.
+- ``set_status(message)`` says what the running task is doing (``hop run`` prints it above its progress bars), at
+  most about once a second per task attempt, the last one as the attempt ends: see :meth:`Job.set_status`.
 - ``steps()`` returns a list of :class:`Step` for a multi-step job; each step's reduce output feeds the next step's map.
   It travels as the output lines do, as JSON: a step's reduce yields JSON types (no bytes, dicts with str keys) and
   the next map gets JSON arrays as tuples.
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from hop.aggregates import Aggregate
+from hop.task_status import set_status_of
 from shuffle.keys import partition_hash
 
 Pair = tuple[Any, Any]
@@ -196,6 +199,30 @@ class Job:
             )
         group_counters = self._counters.setdefault(str(group), {})
         group_counters[str(name)] = group_counters.get(str(name), 0) + int(amount)
+
+    def set_status(self, message: Any) -> None:
+        """Set ``message`` (any object, said as ``str`` says it) as the status of the task attempt running this code:
+        from ``map``, ``combine``, ``reduce``, ``setup``/``teardown`` and the init/final hooks, in batch, online and
+        continuous jobs and every step of a pipeline (``hop.task_status`` carries it).
+
+        - ``hop run`` and ``hop submit`` print it above their progress bars, as one line (control characters
+          escaped): ``hop: WordCount status (task map 3): MESSAGE``, ``hop: step 2/2 TopK status (task reduce 0):
+          ...`` in a run of several steps, ``(task map 3 attempt 1)`` for a retry. ``hop status JOB_ID`` gives each
+          running task's latest (and a failed attempt's last), ``OUT/_job.json`` each attempt's last as its
+          ``status_message``.
+        - A message is sent when it differs from the last one sent and a second has passed since, and the last one
+          set is sent as the attempt ends (before its end: a failed attempt's too), so calling it on every record
+          costs a call and a comparison (a clock read for a new message), and the coordinator hears at most about
+          one a second per attempt. A message longer than 1,000 characters is cut there.
+        - A continuous job's tasks run until it stops: ``hop run --source`` prints their messages as they come,
+          among its windows' lines, and ``hop status JOB_ID`` gives each task's latest.
+        - Called outside hop's engine (the job's methods called by hand, in a unit test), the message is printed on
+          standard error, ``hop: WordCount status (task pid 1234): MESSAGE``, under the same limit per process; the
+          last one held back is printed as the process exits. ``--engine spark`` runs the job's methods so too, in
+          Spark's Python workers (whose standard error the run prints), which outlive their tasks: a message held
+          back as a task ends may never be printed.
+        """
+        set_status_of(self, message)
 
     # Engine side. ------------------------------------------------------------------------------------------
     def resolved_steps(self) -> list[Step]:

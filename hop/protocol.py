@@ -34,7 +34,7 @@ Worker -> coordinator:
     task_progress {job_id, kind, index, attempt, fraction, records, bad?, written?, taken?, from_file?}
                   (bad: a stream map's bad records; written: a pipelined reduce's whole output's size; taken,
                   from_file: a map reading a pipe, the bytes it took and whether from the committed file)
-    task_status   {job_id, kind, index, attempt, message}   the attempt's latest status (mrjob's set_status;
+    task_status   {job_id, kind, index, attempt, message}   the attempt's latest status (a job's set_status;
                   at most about once a second, up to ``hop.task_status.STATUS_CHARS`` characters)
     source_listening {job_id, index, attempt, address}     a stream map's source listens there (zmq:, tcp:)
     reducer_ready {job_id, index, attempt, address}          a reduce attempt's PULL address

@@ -80,16 +80,25 @@ class ProgressDisplay:
     Enabled, it first names the job and how to follow it (``hop status``), so that a job on a cluster can be looked
     at, or stopped, while it runs, and it says when the cluster loses a worker (its progress then goes back). A
     status's ``waiting`` (why the job's tasks wait for ever, ``Coordinator._slots_held_from``) is printed once each
-    time it changes, disabled or not: a job that waits must say why. So is each task status message (mrjob's
+    time it changes, disabled or not: a job that waits must say why. So is each task status message (a job's
     ``set_status``, ``hop.task_status``) its ``task_status`` brings, the job's own words: above the bars, once each
     (a task process printing it on the terminal itself left a copy of the map bar behind per message, and one on a
     standalone cluster's worker reached no one). ``address`` is the coordinator's, for the commands these lines
     give.
     """
 
-    def __init__(self, enabled: bool, label: str = "", *, address: str, messages: StatusFeed | None = None) -> None:
+    def __init__(
+        self,
+        enabled: bool,
+        label: str = "",
+        *,
+        address: str,
+        messages: StatusFeed | None = None,
+        named: bool = False,
+    ) -> None:
         """``messages``: the task status messages said so far, shared by the displays of a run's steps (a pipeline's
-        later steps send theirs while an earlier step is followed)."""
+        later steps send theirs while an earlier step is followed). ``named``: the job's :func:`submitted_line` was
+        said already (a pipeline says each step's as it submits it, before any step's messages)."""
         self.enabled = enabled
         self.label = label
         self.address = address
@@ -99,7 +108,7 @@ class ProgressDisplay:
         self._last = 0.0
         self._waiting: dict[str, Any] | None = None
         self.messages = StatusFeed() if messages is None else messages
-        self._named = False
+        self._named = named
         self._lost = LostWorkerNote(label, address)
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
@@ -126,7 +135,7 @@ class ProgressDisplay:
         job_id = status.get("job_id", "job")  # (a coordinator's status names it; a made-up one may not)
         if self.enabled and not self._named and "job_id" in status:
             self._named = True
-            self._say(f"hop: {self.label}{job_id} submitted (hop status {job_id} --coordinator {self.address})")
+            self._say(submitted_line(self.label, job_id, self.address))
         lost = self._lost.line(status)
         if self.enabled and lost is not None:
             self._say(lost)
@@ -170,6 +179,11 @@ class ProgressDisplay:
     def close(self) -> None:
         for bar in self._bars:
             bar.close()
+
+
+def submitted_line(label: str, job_id: str, address: str) -> str:
+    """The line naming a run's job (step ``label``) and how to follow it while it runs."""
+    return f"hop: {label}{job_id} submitted (hop status {job_id} --coordinator {address})"
 
 
 def waiting_note(waiting: dict[str, Any], address: str) -> str:
@@ -445,13 +459,15 @@ def _await_step(
     labels: dict[str, str] | None = None,
     messages: StatusFeed | None = None,
     status_of: Sequence[str] = (),
+    named: bool = False,
 ) -> dict[str, Any]:
     """Wait for the submitted step ``job_id``, showing its progress under ``label``, and return its report; a step
     that did not succeed ends the run (:func:`_end_failed_run`, then :class:`JobFailed`), reported as the step that
     failed (:func:`_failed_step`), named by its label: ``labels`` gives those of the run's other steps by job id.
     The task status messages of the step and of the steps ``status_of`` names (a pipeline's later ones, running
-    beside it) are said as they come, those ``messages`` said already not again."""
-    display = ProgressDisplay(progress, label, address=client.address, messages=messages)
+    beside it) are said as they come, those ``messages`` said already not again. ``named``: the step's
+    :func:`submitted_line` was said already."""
+    display = ProgressDisplay(progress, label, address=client.address, messages=messages, named=named)
     try:
         status = _wait(client, job_id, display.update, deadline, timeout, label.strip(), display.messages, status_of)
     finally:
@@ -792,6 +808,11 @@ def run_pipeline(
                 # reported, cancelled, if no earlier step was (the earlier ones may have ended meanwhile).
                 outputs.append(Path(spec.output))
                 job_ids.append(client.submit(spec))
+                if progress:
+                    # Said now, not as the step is followed: its task status messages are said from the start,
+                    # while an earlier step is followed, and came before the line that gives its job id.
+                    label = f"step {number + 1}/{len(stages)} " if len(stages) > 1 else ""
+                    print(submitted_line(label, job_ids[-1], client.address), file=sys.stderr, flush=True)
             labels = {
                 job_id: f"step {number + 1}/{len(job_ids)} " if len(job_ids) > 1 else ""
                 for number, job_id in enumerate(job_ids)
@@ -807,7 +828,9 @@ def run_pipeline(
                 ending = (reports, scratch, final_output, kept, 0)
                 later = job_ids[number + 1 :]
                 label = labels[job_id]
-                step = _await_step(client, job_id, label, progress, deadline, timeout, ending, labels, messages, later)
+                step = _await_step(
+                    client, job_id, label, progress, deadline, timeout, ending, labels, messages, later, named=True
+                )
                 reports.append(step)
                 running = []
             for number in range(len(job_ids) - 1):

@@ -120,7 +120,7 @@ class Attempt:
     """When the attempt last advanced: started, or reported a fraction or record count other than its previous one
     (the cluster monitor's stuck-task alert measures from it)."""
     status_message: dict[str, Any] | None = None
-    """The last status message (mrjob's ``set_status``) the attempt sent while live, as ``JobState.task_statuses``
+    """The last status message (a job's ``set_status``) the attempt sent while live, as ``JobState.task_statuses``
     gives it; its ``message`` is in the attempt's report (``status_message``): a failed attempt's last word is what
     a user debugging it wants."""
 
@@ -823,7 +823,7 @@ class JobState:
             task.from_file = bool(more.get("from_file"))
 
     def on_task_status(self, kind: str, index: int, attempt: int, text: str) -> None:
-        """A live attempt's status message (mrjob's ``set_status``): numbered, logged, and its attempt's latest. An
+        """A live attempt's status message (a job's ``set_status``): numbered, logged, and its attempt's latest. An
         attempt no longer live is not heard: its retry's word is the task's (a task process sends its attempt's last
         message before it reports the attempt's end, ``hop.task_status.flush``)."""
         if self.attempt_live(kind, index, attempt):

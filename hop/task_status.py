@@ -1,4 +1,5 @@
-"""A running task's status message (mrjob's ``set_status``), carried by the engine to whoever follows the job.
+"""A running task's status message (a hop job's ``Job.set_status``, mrjob's ``set_status``), carried by the engine to
+whoever follows the job.
 
 A task process used to print it on its standard error, which an embedded cluster shares with ``hop run``: on a
 terminal the line landed between ``hop run``'s progress bars, which were then redrawn a row off (a copy of the map
@@ -7,8 +8,8 @@ message was lost for ``hop submit``). Instead the task process running an attemp
 (:func:`reporting`: a ``task_status`` message to its worker, relayed to the coordinator), the coordinator numbers
 each message and keeps the latest of every attempt (``hop.scheduler.JobState.on_task_status``) and puts them in the
 job's status, and ``hop run``/``hop submit`` print each new one above their bars (``hop.runner.ProgressDisplay``) in
-:func:`status_line`'s words. This module imports nothing of the engine: the job's code calls :func:`report` from
-any process.
+:func:`status_line`'s words (a continuous job's ``hop run`` among its windows' lines, ``hop.stream.runner``). This
+module imports nothing of the engine: the job's code calls :func:`report` from any process.
 
 A job may set its status on every record: :func:`report` sends a message only when it differs from the last one
 sent and a second has passed since (:data:`STATUS_EVERY`), so the coordinator gets at most about one a second per
@@ -16,10 +17,16 @@ attempt, and keeps the rest as the attempt's latest, which :func:`flush` sends. 
 reports its attempt's end, whether it succeeded or failed: the last status a failing attempt set is what a user
 debugging it wants, and a word that came after the failure would be dropped (an attempt no longer live is not
 heard).
+
+Outside an attempt (a job's methods called by hand, in a unit test) a message is printed on standard error instead,
+under the same limit, and the one held back last is printed as the process exits, if no later call or
+:func:`flush` printed it (no task ends there to flush it).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import sys
 import time
@@ -44,8 +51,11 @@ _next_at = float("-inf")
 """When (``time.monotonic()``) another may be sent: a second after it."""
 _pending: str | None = None
 """The last message set, when it is not the last one sent (held back by the once-a-second limit)."""
-_name = ""
-"""The job's name the pending message was set with (printed with it outside an attempt)."""
+_owner: object = ""
+"""Whose the pending message is: a job's name, or the ``Job`` whose class names it (printed with it outside an
+attempt)."""
+_flushed_at_exit = False
+"""Whether :func:`flush` runs as this process exits (registered with the first message printed outside an attempt)."""
 
 
 @contextmanager
@@ -63,9 +73,10 @@ def reporting(send: Callable[[str], None]) -> Iterator[None]:
 
 
 def _forget() -> None:
-    global _sent, _next_at, _pending
+    global _sent, _next_at, _pending, _owner
     _sent = _pending = None
     _next_at = float("-inf")
+    _owner = ""  # (not the attempt's job, which would live on in this process until the next attempt's message)
 
 
 def report(name: str, message: str) -> None:
@@ -78,35 +89,43 @@ def report(name: str, message: str) -> None:
 
 def setter(name: str) -> Callable[[Any], None]:
     """:func:`report` for job ``name`` as one call of one argument, any object (said as ``str`` says it, as mrjob's
-    ``%s`` does), to be called per record: a comparison and, for a new message, a clock read (it is a job's
-    ``set_status``, ``hop.mrjob_adapter``)."""
+    ``%s`` does), to be called per record: a comparison and, for a new message, a clock read (it is an mrjob job's
+    ``set_status``, ``hop.mrjob_adapter``). Its parameter is mrjob's, ``msg``: a job may pass it by keyword."""
+    return functools.partial(set_status_of, name)  # (called in C: no frame of its own per record)
 
-    def set_status(msg: Any) -> None:  # (mrjob's parameter name: a job may pass it by keyword)
-        global _pending, _name
-        message = msg if type(msg) is str else str(msg)
-        if message == _sent:
-            _pending = None
-        elif _clock() >= _next_at:
-            _send(name, message)
-        else:
-            _pending, _name = message, name
 
-    return set_status
+def set_status_of(owner: object, msg: Any) -> None:
+    """Set ``msg`` (any object, said as ``str`` says it) as the status of the running attempt of ``owner``'s job:
+    :func:`report`'s work, ``owner`` a job's name or a hop ``Job`` (named by its class only when a message is
+    printed outside an attempt, so a ``Job.set_status`` called per record costs a call, a comparison and, for a new
+    message, a clock read)."""
+    global _pending, _owner
+    message = msg if type(msg) is str else str(msg)
+    if message == _sent:
+        _pending = None
+    elif _clock() >= _next_at:
+        _send(owner, message)
+    else:
+        _pending, _owner = message, owner
 
 
 def flush() -> None:
     """Send the last message set if it was not sent (the attempt ends: its last word must precede its end)."""
     if _pending is not None:
-        _send(_name, _pending)
+        _send(_owner, _pending)
 
 
-def _send(name: str, message: str) -> None:
-    global _sent, _next_at, _pending
+def _send(owner: object, message: str) -> None:
+    global _sent, _next_at, _pending, _flushed_at_exit
     _sent, _next_at, _pending = message, _clock() + STATUS_EVERY, None
     if _sender is not None:
         _sender(_short(message))
-    else:
-        print(f"hop: {name} status (task pid {os.getpid()}): {one_line(_short(message))}", file=sys.stderr, flush=True)
+        return
+    name = owner if isinstance(owner, str) else type(owner).__name__
+    print(f"hop: {name} status (task pid {os.getpid()}): {one_line(_short(message))}", file=sys.stderr, flush=True)
+    if not _flushed_at_exit:  # (a message held back after this one would otherwise never be said)
+        _flushed_at_exit = True
+        atexit.register(flush)
 
 
 def _short(message: str) -> str:

@@ -45,3 +45,14 @@ def test_coordinator_surface() -> None:
         *("on_task_failed", "on_task_progress", "on_task_started", "on_task_status", "on_window_done"),
         *("on_windows", "on_windows_skipped", "on_workers"),
     }
+
+
+def test_job_services_for_user_code() -> None:
+    """What a job's own code may call on ``self`` besides the methods it defines (README, "What a job can define"):
+    a service added or removed is a change of the public API."""
+    from hop import Job
+
+    assert {"increment_counter", "set_status"} <= {name for name in vars(Job) if not name.startswith("_")}
+    job = Job()
+    job.increment_counter("group", "name")
+    assert callable(job.set_status)

@@ -282,7 +282,8 @@ class MRSteps(MRJob):
 def test_a_pipelines_later_step_says_its_messages_while_hop_run_follows_an_earlier_one(tmp_path: Path) -> None:
     """A multi-step job's steps run side by side and ``hop run`` follows them one at a time: a later step's messages
     are said as they come, named by their step, while the step before it still runs. Only the latest of each of
-    its tasks was said, once the steps before it had ended."""
+    its tasks was said, once the steps before it had ended. Each step's job id is said as it is submitted, before
+    any message."""
     job = tmp_path / "mr_steps.py"
     job.write_text(PIPELINED_JOB)
     (tmp_path / "in.txt").write_text("a\nb\n")
@@ -297,8 +298,11 @@ def test_a_pipelines_later_step_says_its_messages_while_hop_run_follows_an_earli
         "hop: step 2/2 MRSteps status (task map 0): second step starts": 1,
         "hop: step 2/2 MRSteps status (task map 0): second step started": 1,
     }, run.stderr
-    (step_2_followed,) = [n for n, line in enumerate(lines) if line.startswith("hop: step 2/2 job-")]
-    assert all(lines.index(line) < step_2_followed for line in said), run.stderr
+    # Said while step 1 ran (before its last progress line), and after the line giving step 2's job id (said as
+    # the step is submitted: it came once the run followed step 2, after its messages).
+    (step_2_named,) = [n for n, line in enumerate(lines) if line.startswith("hop: step 2/2 job-")]
+    step_1_ended = max(n for n, line in enumerate(lines) if line.startswith("step 1/2 map"))
+    assert all(step_2_named < lines.index(line) < step_1_ended for line in said), run.stderr
 
 
 FAILING_JOB = """

@@ -25,6 +25,7 @@ from hop.jobspec import JobSpec
 from hop.outputs import output_identity, output_removed, prepare_output, write_job_report
 from hop.spark_gateway import java_problem
 from hop.stream.sources import source_paths
+from hop.task_status import StatusFeed
 from hop.wording import counted
 
 STOP_TIMEOUT = 120.0
@@ -82,9 +83,14 @@ def run_stream(
     told_gone: set[int | tuple[str, int]] = set()
     told_listening: dict[int, str] = {}
     lost_workers = LostWorkerNote("continuous job ", client.address)  # (its tasks restart elsewhere: say so)
+    # Its tasks' status messages (Job.set_status), each once as it comes, as a batch run says them (--quiet too):
+    # they run until the job stops, so these are what they say as they go.
+    messages = StatusFeed()
 
     def show(status: dict[str, Any]) -> None:
         nonlocal seen
+        for line in messages.lines(status):
+            print(line, file=sys.stderr, flush=True)
         if not progress:
             return
         for source in status.get("sources_listening", ()):
@@ -120,13 +126,13 @@ def run_stream(
     status: dict[str, Any] | None = None
     try:
         try:
-            status = _wait(client, job_id, show, deadline)
+            status = _wait(client, job_id, show, deadline, messages)
         except (KeyboardInterrupt, TimeoutError) as interrupted:
             if progress:
                 print(f"hop: stopping {job_id}: draining open panes and writing the last windows", file=sys.stderr)
             client.stop(job_id)
             try:
-                status = _wait(client, job_id, show, time.monotonic() + stop_timeout)
+                status = _wait(client, job_id, show, time.monotonic() + stop_timeout, messages)
             except TimeoutError:
                 # Left draining, a job on the embedded cluster was killed with it and wrote no _job.json at all.
                 ended, _ = _end_now(client, job_id, Path(spec.output))
@@ -277,9 +283,11 @@ def _gone_warning(gone: dict[str, Any]) -> str:
     )
 
 
-def _wait(client: Client, job_id: str, show: Any, deadline: float | None) -> dict[str, Any]:
+def _wait(client: Client, job_id: str, show: Any, deadline: float | None, messages: StatusFeed) -> dict[str, Any]:
+    """Follow the job until it ends (``deadline``: ``TimeoutError``), each status to ``show``: its ``task_status``
+    brings the task status messages after those ``messages`` said."""
     while True:
-        status = client.follow(job_id)
+        status = client.follow(job_id, status_after=messages.seen)
         show(status)
         if status["state"] != "running":
             return status
