@@ -219,8 +219,8 @@ class Job:
         - Called outside hop's engine (the job's methods called by hand, in a unit test), the message is printed on
           standard error, ``hop: WordCount status (task pid 1234): MESSAGE``, under the same limit per process; the
           last one held back is printed as the process exits. ``--engine spark`` runs the job's methods so too, in
-          Spark's Python workers (whose standard error the run prints), which outlive their tasks: a message held
-          back as a task ends may never be printed.
+          Spark's Python workers (whose standard error the run prints), under the same limit per worker process,
+          and prints a task's last message as the task ends, failed too.
         """
         set_status_of(self, message)
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hop import task_status
 from hop.aggregates import Aggregate, as_aggregate
 from hop.inputs import InputError, iter_records, parse_output_line
 from hop.job import Job, Step, identity_map, identity_reduce
@@ -349,6 +350,10 @@ def map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> It
         yield from _map_task(plan, counters, items)
     except TaskFailure as failure:
         raise failure.in_step(plan.step) from None
+    finally:
+        # The task's last status, held back by the once-a-second limit: Spark's Python workers outlive their tasks
+        # (their exit would have printed it), so it was never printed. Failed or not, as hop's tasks say theirs.
+        task_status.flush()
 
 
 def _map_task(plan: StepPlan, counters: StepCounters, items: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
@@ -778,6 +783,10 @@ def reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[An
         yield from _reduce_task(plan, counters, items)
     except TaskFailure as failure:
         raise failure.in_step(plan.step) from None
+    finally:
+        # The task's last status, held back by the once-a-second limit: Spark's Python workers outlive their tasks
+        # (their exit would have printed it), so it was never printed. Failed or not, as hop's tasks say theirs.
+        task_status.flush()
 
 
 def _reduce_task(plan: StepPlan, counters: StepCounters, items: Iterable[tuple[Any, Any]]) -> Iterator[str]:

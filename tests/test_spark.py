@@ -112,6 +112,7 @@ RUNS = [
     SparkRun("named_twice", "wordcount", ["colors.txt", "./colors.txt"], reducers=1, cli=True),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
     SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
+    SparkRun("status_per_record", "status_per_record", ["colors.txt"], reducers=1, cli=True),
     *(
         SparkRun(f"output_{how}_in_{when}", "output_remover", [], reducers=1, cli=True, takes_output=f"{when} {how}")
         # (replaced: moved away, and a folder made under its name; a Spark run costs a second or two)
@@ -298,6 +299,16 @@ def test_spark_output_equals_hop_byte_for_byte(
     assert builtin_counters(report["counters"]) == builtin_counters(hop_report["counters"])
     earlier = [builtin_counters(step["counters"]) for step in report.get("steps", [])]
     assert earlier == [builtin_counters(step["counters"]) for step in hop_report.get("steps", [])]
+
+
+def test_a_spark_tasks_last_status_is_printed_as_it_ends(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """A status set on every record is printed at most once a second, and the task's last one as it ends: Spark's
+    Python workers outlive their tasks, and the last message of a task, held back by that limit, was never printed
+    (here ``mapped 2``, a second message within the second of the first)."""
+    result = spark_runs["status_per_record"]
+    assert result["exit_code"] == 0, result["stderr"]
+    printed = re.findall(r"StatusPerRecord status \(task pid \d+\): (.*)", result["process_stderr"])
+    assert printed == ["mapped 1", "mapped 2"], result["process_stderr"][-3000:]
 
 
 def test_multi_step_and_user_counters(spark_runs: dict[str, dict[str, Any]]) -> None:
