@@ -722,17 +722,19 @@ def _line_batches(
         # line much longer than a chunk is neither copied once per chunk nor kept as chunks beside its joined
         # bytes: those took its map four times its length).
         pending = bytearray()
+        # The file's first bytes, read apart from the first chunk so that a whole BOM is found whatever the chunk
+        # size; not a BOM, they start the first chunk (not ``pending``, which holds no newline: a first line ending
+        # within them was counted into the next one, which then failed ``max_line_bytes`` named at byte 0).
+        head = b""
         if split.start == 0:
-            # A byte order mark is no part of the first line; other first bytes start that line (read apart from
-            # the first chunk, so that a whole BOM is found whatever the chunk size).
+            # A byte order mark is no part of the first line.
             try:
                 head = file.read(len(UTF8_BOM))
             except DECOMPRESSION_ERRORS as error:
                 raise _read_error(split.path, position, error) from error
             if head == UTF8_BOM:
                 position = len(UTF8_BOM)
-            elif head:
-                pending += head
+                head = b""
         end = split.end if split.end >= 0 else None
         if limit is not None:
             limit.position = position
@@ -745,16 +747,14 @@ def _line_batches(
                 chunk = file.read(CHUNK_BYTES)
             except DECOMPRESSION_ERRORS as error:  # a truncated or corrupt compressed file, or a failing disk
                 raise _read_error(split.path, position, error) from error
+            if head:
+                chunk, head = head + chunk, b""
             if not chunk:
                 if end is not None and position + len(pending) < end:
                     raise _shrunk(split, os.fstat(file.fileno()).st_size)
                 if pending:  # the last line, without a newline
                     last, read = bytes(pending), len(pending)
                     del pending  # (its bytes are in ``last``: not held twice while the line is mapped)
-                    if last.endswith(b"\n"):
-                        # Only the first bytes, read apart, hold newlines here (a file of at most 3 bytes): the
-                        # last one ends a line, no empty line follows it.
-                        last = last[:-1]
                     if len(last) > max_line_bytes:
                         raise _line_too_long(split.path, position, max_line_bytes)
                     if limit is not None:

@@ -279,6 +279,24 @@ def test_a_line_over_the_limit_is_refused_when_it_fits_in_a_chunk(tmp_path: Path
     assert len(list(iter_lines(split, max_line_bytes=204))) == 4
 
 
+@pytest.mark.parametrize("first_line", [b"", b"a", b"ab"])
+@pytest.mark.parametrize("last_newline", [b"\n", b""])
+def test_a_long_line_after_a_short_first_line_is_measured_and_named_on_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_line: bytes, last_newline: bytes
+) -> None:
+    """A file's first 3 bytes are read apart (to find a byte order mark): a first line ending within them was
+    counted into the line after it while that line was read chunk after chunk, so a line at the limit failed, and
+    one over it was named at the file's first byte."""
+    monkeypatch.setattr(hop.inputs, "CHUNK_BYTES", 7)
+    path = tmp_path / "input.txt"
+    second = len(first_line) + 1
+    path.write_bytes(first_line + b"\n" + b"x" * 30 + last_newline)
+    split = Split(str(path), 0, path.stat().st_size)
+    assert list(iter_lines(split, max_line_bytes=30)) == [(0, first_line.decode()), (second, "x" * 30)]
+    with pytest.raises(InputError, match=rf"line at byte offset {second} is longer than 29 bytes"):
+        list(iter_lines(split, max_line_bytes=29))
+
+
 @pytest.mark.parametrize("input_format", ["text", "csv", "jsonl"])
 def test_a_byte_order_mark_at_the_start_of_a_file_is_skipped(tmp_path: Path, input_format: str) -> None:
     path = tmp_path / "input.txt"
