@@ -1044,7 +1044,7 @@ def _iter_parsed_records(
 ) -> Iterator[tuple[Any, Any]]:
     # Chosen once per split, not per record: the parser, and what makes a line blank (no record) in the format.
     parsers: dict[str, tuple[Callable[[str, str, int], tuple[Any, Any]], Callable[[str], Any] | None]] = {
-        "jsonl": (_jsonl_record, str.strip),
+        "jsonl": (_jsonl_record, _json_content),
         "csv": (_csv_record, str.__str__),  # only the empty line is blank
         "output": (parse_output_line, None),
     }
@@ -1065,6 +1065,17 @@ def _iter_parsed_records(
         if read_line is not None:
             read_line[:] = [(offset, line)]
         yield record
+
+
+JSON_WHITESPACE = " \t\r\n"
+"""The white space JSON allows around a value: a line of nothing else is blank (no record). Not ``str.strip``'s,
+which also takes a no-break space, U+2028 or a control character such as 0x1C: a line of those is not JSON, a bad
+record (it was left out as blank, without a word)."""
+
+
+def _json_content(line: str) -> str:
+    """What a jsonl line holds besides JSON's white space: empty for a blank line."""
+    return line.strip(JSON_WHITESPACE)
 
 
 def _jsonl_record(line: str, path: str, offset: int) -> tuple[int, Any]:
