@@ -722,17 +722,19 @@ def _line_batches(
         # line much longer than a chunk is neither copied once per chunk nor kept as chunks beside its joined
         # bytes: those took its map four times its length).
         pending = bytearray()
+        # The file's first bytes, read apart from the first chunk so that a whole BOM is found whatever the chunk
+        # size; not a BOM, they start the first chunk (not ``pending``, which holds no newline: a first line ending
+        # within them was counted into the next one, which then failed ``max_line_bytes`` named at byte 0).
+        head = b""
         if split.start == 0:
-            # A byte order mark is no part of the first line; other first bytes start that line (read apart from
-            # the first chunk, so that a whole BOM is found whatever the chunk size).
+            # A byte order mark is no part of the first line.
             try:
                 head = file.read(len(UTF8_BOM))
             except DECOMPRESSION_ERRORS as error:
                 raise _read_error(split.path, position, error) from error
             if head == UTF8_BOM:
                 position = len(UTF8_BOM)
-            elif head:
-                pending += head
+                head = b""
         end = split.end if split.end >= 0 else None
         if limit is not None:
             limit.position = position
@@ -745,16 +747,14 @@ def _line_batches(
                 chunk = file.read(CHUNK_BYTES)
             except DECOMPRESSION_ERRORS as error:  # a truncated or corrupt compressed file, or a failing disk
                 raise _read_error(split.path, position, error) from error
+            if head:
+                chunk, head = head + chunk, b""
             if not chunk:
                 if end is not None and position + len(pending) < end:
                     raise _shrunk(split, os.fstat(file.fileno()).st_size)
                 if pending:  # the last line, without a newline
                     last, read = bytes(pending), len(pending)
                     del pending  # (its bytes are in ``last``: not held twice while the line is mapped)
-                    if last.endswith(b"\n"):
-                        # Only the first bytes, read apart, hold newlines here (a file of at most 3 bytes): the
-                        # last one ends a line, no empty line follows it.
-                        last = last[:-1]
                     if len(last) > max_line_bytes:
                         raise _line_too_long(split.path, position, max_line_bytes)
                     if limit is not None:
@@ -1044,7 +1044,7 @@ def _iter_parsed_records(
 ) -> Iterator[tuple[Any, Any]]:
     # Chosen once per split, not per record: the parser, and what makes a line blank (no record) in the format.
     parsers: dict[str, tuple[Callable[[str, str, int], tuple[Any, Any]], Callable[[str], Any] | None]] = {
-        "jsonl": (_jsonl_record, str.strip),
+        "jsonl": (_jsonl_record, _json_content),
         "csv": (_csv_record, str.__str__),  # only the empty line is blank
         "output": (parse_output_line, None),
     }
@@ -1065,6 +1065,17 @@ def _iter_parsed_records(
         if read_line is not None:
             read_line[:] = [(offset, line)]
         yield record
+
+
+JSON_WHITESPACE = " \t\r\n"
+"""The white space JSON allows around a value: a line of nothing else is blank (no record). Not ``str.strip``'s,
+which also takes a no-break space, U+2028 or a control character such as 0x1C: a line of those is not JSON, a bad
+record (it was left out as blank, without a word)."""
+
+
+def _json_content(line: str) -> str:
+    """What a jsonl line holds besides JSON's white space: empty for a blank line."""
+    return line.strip(JSON_WHITESPACE)
 
 
 def _jsonl_record(line: str, path: str, offset: int) -> tuple[int, Any]:

@@ -257,6 +257,21 @@ def test_unparsable_records_go_to_on_bad(tmp_path: Path) -> None:
         list(iter_records(split, "jsonl"))
 
 
+def test_a_jsonl_line_of_whitespace_json_does_not_allow_is_a_bad_record_not_a_blank_one(tmp_path: Path) -> None:
+    """A blank line (spaces, tabs, a CR: JSON's whitespace) is no record; a line of other white space Python's
+    ``str.strip`` removes (a no-break space, U+2028, the control character 0x1C) is not JSON, so a bad record: it
+    was left out as blank, without an error or an entry in ``_bad_records``."""
+    path = tmp_path / "input.jsonl"
+    path.write_bytes(b'{"a": 1}\n \t\r\n\xc2\xa0\n\xe2\x80\xa8\n\x1c\n[2]\n')
+    bad: list[tuple[int, str, str]] = []
+    split = Split(str(path), 0, path.stat().st_size)
+    records = list(iter_records(split, "jsonl", on_bad=lambda *entry: bad.append(entry)))
+    assert records == [(0, {"a": 1}), (22, (2,))]
+    assert [(offset, line) for offset, line, _ in bad] == [(13, "\xa0"), (16, "\u2028"), (20, "\x1c")]
+    with pytest.raises(InputError, match="line at byte offset 13 is not JSON"):
+        list(iter_records(split, "jsonl"))
+
+
 def test_overlong_line_is_refused_with_its_offset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hop.inputs, "CHUNK_BYTES", 16)
     path = tmp_path / "input.txt"
@@ -277,6 +292,24 @@ def test_a_line_over_the_limit_is_refused_when_it_fits_in_a_chunk(tmp_path: Path
     with pytest.raises(InputError, match=r"line at byte offset 208 is longer than 200 bytes"):
         list(iter_lines(split, max_line_bytes=200))
     assert len(list(iter_lines(split, max_line_bytes=204))) == 4
+
+
+@pytest.mark.parametrize("first_line", [b"", b"a", b"ab"])
+@pytest.mark.parametrize("last_newline", [b"\n", b""])
+def test_a_long_line_after_a_short_first_line_is_measured_and_named_on_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_line: bytes, last_newline: bytes
+) -> None:
+    """A file's first 3 bytes are read apart (to find a byte order mark): a first line ending within them was
+    counted into the line after it while that line was read chunk after chunk, so a line at the limit failed, and
+    one over it was named at the file's first byte."""
+    monkeypatch.setattr(hop.inputs, "CHUNK_BYTES", 7)
+    path = tmp_path / "input.txt"
+    second = len(first_line) + 1
+    path.write_bytes(first_line + b"\n" + b"x" * 30 + last_newline)
+    split = Split(str(path), 0, path.stat().st_size)
+    assert list(iter_lines(split, max_line_bytes=30)) == [(0, first_line.decode()), (second, "x" * 30)]
+    with pytest.raises(InputError, match=rf"line at byte offset {second} is longer than 29 bytes"):
+        list(iter_lines(split, max_line_bytes=29))
 
 
 @pytest.mark.parametrize("input_format", ["text", "csv", "jsonl"])

@@ -562,3 +562,18 @@ def test_a_time_window_holds_any_finite_stamp() -> None:
     pane = spec.pane_of(1e305)
     assert abs(pane - 10**308) < 10**293 and pane < FOREVER  # (the float 1e305 is not exactly 10**305)
     assert spec.pane_of(1.7e18) >= 2**64 and spec.label(spec.pane_of(1.7e18)).startswith("E")
+
+
+def test_a_jsonl_stream_line_of_whitespace_json_does_not_allow_is_a_bad_record_as_in_batch() -> None:
+    """A line of JSON's white space is blank, no record; one of a no-break space, U+2028 or the control character
+    0x1C (white space to Python's ``str.strip``) is not JSON: a bad record, as in a batch job's jsonl input. It was
+    dropped as blank, uncounted."""
+    from hop.stream.sources import SourceRecord
+    from hop.stream.tasks import BLANK, StreamRecordError, _decoder
+
+    decode = _decoder("jsonl")
+    assert decode(SourceRecord(" \t\r", 4, 0.0)) is BLANK
+    assert decode(SourceRecord('{"a": [1]}', 11, 0.0)) == {"a": (1,)}
+    for text in ("\xa0", "\u2028", "\x1c"):
+        with pytest.raises(StreamRecordError, match="is not valid JSON"):
+            decode(SourceRecord(text, 2, 0.0))

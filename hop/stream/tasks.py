@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 import zmq
 
 from hop.aggregates import Aggregate
-from hop.inputs import InputError, freeze_json
+from hop.inputs import JSON_WHITESPACE, InputError, freeze_json
 from hop.jsonline import to_json
 from hop.outputs import OutputGuard, OutputRemovedError, OutputWriteError, output_write_error, writing_output
 from hop.protocol import unsent_spills
@@ -713,7 +713,7 @@ def _decoder(input_format: str) -> Callable[[SourceRecord], Any]:
         return lambda record: record.value
 
     def decode_jsonl(text: str) -> Any:
-        if not text.strip():
+        if not text.strip(JSON_WHITESPACE):  # (as in batch: a line of a no-break space is not JSON, a bad record)
             return BLANK
         try:
             value = json.loads(text)
