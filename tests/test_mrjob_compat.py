@@ -52,10 +52,37 @@ def frozen(value: Any) -> Any:
     return value
 
 
+_MRJOB_OUTPUTS: dict[tuple[Any, ...], Counter[Any]] = {}
+"""mrjob's outputs so far in this test process, by what they were computed from (:func:`mrjob_inline`)."""
+
+
 def mrjob_inline(
     job_file: Path, inputs: list[Path], *job_args: str, cwd: Path | None = None, runner: str = "inline"
 ) -> Counter[Any]:
-    """What mrjob itself outputs (its inline runner, or ``runner``), as a multiset of (key, value) pairs."""
+    """What mrjob itself outputs (its inline runner, or ``runner``), as a multiset of (key, value) pairs.
+
+    Computed once per test process for the same job file (its path and text), inputs (their paths, sizes and
+    modification times), arguments, directory and runner: several tests compare hop with the same reference (a
+    shipped example on the module's text), which mrjob's runner takes seconds to produce."""
+    key = (
+        str(job_file), job_file.read_bytes(), tuple((str(path), _stamp(path)) for path in inputs), job_args,
+        str(cwd), runner,
+    )  # fmt: skip
+    if key not in _MRJOB_OUTPUTS:
+        _MRJOB_OUTPUTS[key] = _mrjob_output(job_file, inputs, *job_args, cwd=cwd, runner=runner)
+    return Counter(_MRJOB_OUTPUTS[key])
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """A file's size and modification time (ns); None for a directory (whose files are not looked at) or none."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return None if path.is_dir() else (stat.st_size, stat.st_mtime_ns)
+
+
+def _mrjob_output(job_file: Path, inputs: list[Path], *job_args: str, cwd: Path | None, runner: str) -> Counter[Any]:
     job_class = load_mrjob_file(str(job_file))
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(cwd or job_file.parent)
