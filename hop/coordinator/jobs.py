@@ -174,7 +174,9 @@ class JobRequests(CoordinatorHost):
             self.downstream[upstream.spec.job_id] = job_id
             job.upstream = upstream
         if stream is not None:
-            job.windows = WindowTracker(spec.num_reduces, len(stream.sources), stream.window.describe())
+            job.windows = WindowTracker(
+                spec.num_reduces, len(stream.sources), stream.window.describe(), stream.keep_windows
+            )
         self._send(identity, "submitted", job_id=job_id, maps=len(splits))
         self.submitters[job_id] = identity
         if not splits and not self.jobs[job_id].reduces:
