@@ -370,6 +370,8 @@ class JobRequests(CoordinatorHost):
             del self.jobs[job_id]
             self.downstream.pop(job_id, None)
             self.submitters.pop(job_id, None)
+            self.chunk_strata.pop(job_id, None)  # (an online job's lists a stratum per input chunk)
+            self._forget_links(job_id)
             self.retired[job_id] = job.spec.output
             if len(self.retired) > RETIRED_IDS:
                 self.retired.popitem(last=False)
