@@ -2719,7 +2719,7 @@ def test_every_option_of_one_kind_of_job_is_noted_when_given_even_at_its_default
         *["--confidence", "0.95", "--stop-when-accurate", "0.1", "--window", "10s", "--slide", "5s"],
         *["--lateness", "0s", "--fidelity", "1", "--max-latency", "2s", "--checkpoint-every", "5"],
         *["--checkpoint-seconds=5s", "--sink", "tcp://127.0.0.1:5555", "--view-int", "30s", "--no-view"],
-        *["--duration", "5m"],
+        *["--duration", "5m", "--keep-windows", "3"],
     ]
     for command in ("run", "submit"):
         coordinator = ["--coordinator", "tcp://127.0.0.1:5555"] if command == "submit" else []

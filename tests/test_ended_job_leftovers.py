@@ -22,7 +22,7 @@ from hop.client import Client
 from hop.coordinator import Coordinator
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
-from hop.runner import build_spec
+from hop.runner import build_spec, online_options
 from tests.conftest import job_path, relay, submit_to_handlers, write_as_a_late_reduce
 
 
@@ -142,3 +142,27 @@ def test_a_snapshot_answered_after_its_job_ended_is_not_published(coordinator: C
         relay(coordinator, {**answer, "seq": snapshot.seq, "label": snapshot.label, "rows": [], "groups": 1})
         left = sorted(str(path.relative_to(output)) for path in output.rglob("*"))
         assert left == ([] if removed else ["_job.json"]), left
+
+
+def test_a_retired_job_leaves_nothing_in_the_coordinators_memory(coordinator: Coordinator, tmp_path: Path) -> None:
+    """A coordinator that runs for days retires its oldest ended jobs (``--keep-jobs``), but kept every job's input
+    strata (a list of a stratum per input chunk for an online job) and pipeline links for as long as it ran."""
+    coordinator.keep_jobs = 1
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nc d\n", encoding="utf-8")
+    job_class = load_job_file(job_path("wordcount"))
+    ran: list[str] = []
+    for number in range(4):
+        options = online_options(job_class, [str(source)], snapshot_every=0.5) if number % 2 == 0 else {}
+        spec = build_spec(job_class, [str(source)], str(tmp_path / f"out{number}"), num_reduces=1, options=options)
+        coordinator.on_submit(b"client", {"type": "submit", "job": spec.to_wire()})
+        (job_id,) = set(coordinator.jobs) - set(ran)
+        assert len(coordinator.chunk_strata[job_id] or ()) == (0 if number % 2 else 1)  # online: one per chunk
+        coordinator.pipe_readers[(job_id, 0)] = (0, "tcp://127.0.0.1:1")  # as a later step's map listening
+        coordinator._last_preemption[(job_id, "map")] = time.monotonic()
+        coordinator.on_stop_job(b"client", {"type": "stop_job", "job_id": job_id})  # cancelled: it ends
+        ran.append(job_id)
+    assert list(coordinator.jobs) == ran[-1:]
+    assert set(coordinator.chunk_strata) == {ran[-1]}
+    assert {key[0] for key in coordinator.pipe_readers} == {ran[-1]}
+    assert {key[0] for key in coordinator._last_preemption} == {ran[-1]}

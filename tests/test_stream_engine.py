@@ -182,6 +182,27 @@ def test_generic_reduce_gets_every_value_of_the_window(stream_client: Client, tm
         assert rows == {word: sorted(stamps) for word, stamps in expected.items()}
 
 
+def test_keep_windows_keeps_the_newest_window_folders_as_the_job_runs(tmp_path: Path) -> None:
+    """A job runs for days: without --keep-windows its window folders (a few a second with a short slide) pile up
+    in OUT/windows for good. With it, the newest N stay, each whole; the report counts every window written."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"w{i % 7} x\n" for i in range(400)))
+    out = tmp_path / "out"
+    command = ["run", str(job_path("event_wordcount")), "--job-class", "ArrivalWordCount", "--source"]
+    command += [f"replay:{lines}?rate=400", "--window", "10r", "--keep-windows", "4", "--no-view", "--quiet"]
+    result = hop(*command, "--workers", "1", "--timeout", "120", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "_job.json").read_text())
+    assert report["continuous"]["windows_written"] == 40
+    folders = sorted(folder.name for folder in (out / "windows").iterdir())
+    assert folders == [f"{position:015d}" for position in range(360, 400, 10)]
+    for folder in folders:
+        meta = json.loads((out / "windows" / folder / "_window.json").read_text())
+        assert meta["records"] == 10
+        parts = (out / "windows" / folder).glob("part-*")
+        assert sum(int(line.split("\t")[1]) for part in parts for line in part.read_text().splitlines()) == 20
+
+
 def test_late_records_go_to_late_output_never_into_a_window(stream_client: Client, tmp_path: Path) -> None:
     events_path = tmp_path / "events.jsonl"
     events = write_events(events_path, 3000, rate=100.0, seed=5, disorder=0.05)

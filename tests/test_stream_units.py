@@ -529,6 +529,23 @@ def test_tracker_forgets_old_windows_so_a_long_job_stays_flat(monkeypatch: pytes
     assert tracker.on_window_done(0, {**report, "window": 999}) is None  # a retry's second report of a recent one
 
 
+def test_tracker_says_which_window_folders_keep_windows_removes() -> None:
+    """--keep-windows N: all but the newest N summarized windows' folders go, and one a reducer retry wrote again
+    after its removal (it redoes the windows after its checkpoint) goes again; without it, none."""
+    board = {"sources": 1, "first_pane": 0, "panes": 1, "present": 1, "cells": 1, "grid": ["D"]}
+    report = {"start": 0, "end": 10, "records": 1, "emitted_at": 1.0, "fidelity": 1.0}
+    report.update(reason="complete", output_records=1, scoreboard=board)
+    tracker, keeping_all = WindowTracker(1, 1, {"unit": "records"}, keep_windows=3), WindowTracker(1, 1, {})
+    for number in range(8):
+        for each in (tracker, keeping_all):
+            assert each.on_window_done(0, {**report, "window": number, "label": f"w{number}"}) is not None
+    assert tracker.take_removals() == ["w0", "w1", "w2", "w3", "w4"] and tracker.take_removals() == []
+    assert keeping_all.take_removals() == []
+    assert tracker.on_window_done(0, {**report, "window": 3, "label": "w3"}) is None  # a retry wrote w3 again
+    assert tracker.on_window_done(0, {**report, "window": 6, "label": "w6"}) is None  # kept: its folder stays
+    assert tracker.take_removals() == ["w3"]
+
+
 def test_tracker_merges_partitions_and_trims_what_all_checkpoints_cover() -> None:
     tracker = WindowTracker(2, 2, {"unit": "records"})
     board = {"sources": 2, "first_pane": 0, "panes": 1, "present": 2, "cells": 2}

@@ -152,7 +152,9 @@ def test_compaction_equals_python_sums(spark: SparkSession, tmp_path: Path) -> N
     manifest = json.loads((out / "_view" / "_manifest.json").read_text())
     assert manifest["version"] == 1 and manifest["base"] == info.base
     assert manifest["rows"] == info.rows and manifest["windows"] == info.windows == 3
-    assert manifest["deltas"] == [f"delta-{p:05d}-00000000.jsonl" for p in range(3)] + ["delta-00002-00000001.jsonl"]
+    assert manifest["deltas"] == 4
+    names = [f"delta-{p:05d}-00000000.jsonl" for p in range(3)] + ["delta-00002-00000001.jsonl"]
+    assert sorted(manifest["last_deltas"]) == names
     assert manifest["compacted_at"] <= time.time()
     assert deltas_left(out) == [] and pending_deltas(out) == []
     assert view_info(out) == info
@@ -207,7 +209,26 @@ def test_second_compaction_merges_overrides_and_cleans_up(spark: SparkSession, t
     assert compact(out, spark=spark) == third
     assert deltas_left(out) == []
     manifest = json.loads((out / "_view" / "_manifest.json").read_text())
-    assert len(manifest["deltas"]) == 5  # delta-00001-00000003 was compacted twice, under one name
+    assert manifest["deltas"] == 6  # delta-00001-00000003 was compacted twice, once rewritten: it counts twice
+
+
+def test_the_manifest_does_not_grow_with_the_deltas_compacted(spark: SparkSession, tmp_path: Path) -> None:
+    # A job running for days writes a delta per reducer every few seconds: the manifest, rewritten at every
+    # compaction, listed every name compacted so far and grew by a megabyte a day.
+    rng, out = random.Random(5), tmp_path / "out"
+    manifest = out / "_view" / "_manifest.json"
+    write_delta(out, 0, 0, window_rows(rng, [0], KEYS))
+    assert compact(out, spark=spark) is not None
+    first = len(manifest.read_bytes())
+    for seq in range(1, 301):  # a burst of deltas compacted at once (the job ran while the compactor was down)
+        write_delta(out, seq % 2, seq, window_rows(rng, [seq], KEYS[:2]))
+    assert compact(out, spark=spark) is not None
+    write_delta(out, 0, 301, window_rows(rng, [301], KEYS[:2]))
+    info = compact(out, spark=spark)
+    assert info is not None and info.version == 3 and info.windows == 302
+    assert len(manifest.read_bytes()) < first + 100  # (the counts have more digits)
+    record = json.loads(manifest.read_text())
+    assert record["deltas"] == 302 and list(record["last_deltas"]) == ["delta-00000-00000301.jsonl"]
 
 
 @pytest.mark.parametrize(

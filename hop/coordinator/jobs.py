@@ -174,7 +174,9 @@ class JobRequests(CoordinatorHost):
             self.downstream[upstream.spec.job_id] = job_id
             job.upstream = upstream
         if stream is not None:
-            job.windows = WindowTracker(spec.num_reduces, len(stream.sources), stream.window.describe())
+            job.windows = WindowTracker(
+                spec.num_reduces, len(stream.sources), stream.window.describe(), stream.keep_windows
+            )
         self._send(identity, "submitted", job_id=job_id, maps=len(splits))
         self.submitters[job_id] = identity
         if not splits and not self.jobs[job_id].reduces:
@@ -368,6 +370,8 @@ class JobRequests(CoordinatorHost):
             del self.jobs[job_id]
             self.downstream.pop(job_id, None)
             self.submitters.pop(job_id, None)
+            self.chunk_strata.pop(job_id, None)  # (an online job's lists a stratum per input chunk)
+            self._forget_links(job_id)
             self.retired[job_id] = job.spec.output
             if len(self.retired) > RETIRED_IDS:
                 self.retired.popitem(last=False)

@@ -29,6 +29,15 @@ class PipelineLinks(CoordinatorHost):
     pipe_released: set[tuple[str, int, int]]
     _last_preemption: dict[tuple[str, str], float]
 
+    def _forget_links(self, job_id: str) -> None:
+        """Drop what is kept of a retired job's links (its maps' readers, its partitions' held notices, its
+        preemptions): a coordinator running for days retires thousands of jobs."""
+        for held in (self.pipe_readers, self.deferred_done, self._last_preemption):
+            keys: list[Any] = [key for key in held if key[0] == job_id]
+            for key in keys:
+                held.pop(key)
+        self.pipe_released -= {key for key in self.pipe_released if key[0] == job_id}
+
     def _upstream_of(self, spec: JobSpec) -> JobState | None:
         """The job whose reduce output feeds ``spec``'s maps; raises ValueError for an unknown one."""
         upstream_id = spec.options.get("upstream")

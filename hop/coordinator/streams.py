@@ -10,6 +10,7 @@ lowest pane any reducer still needs; once every partition's checkpoint covers a 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,7 @@ class ContinuousJobs(CoordinatorHost):
         summary = job.windows.on_window_done(msg["index"], report)
         if summary is not None:
             self._write_window_json(job, summary)
+        self._remove_old_windows(job)
 
     def on_windows_skipped(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A stream reducer closed a stretch of windows holding no data cell of its own (``hop.stream.tracker``);
@@ -116,6 +118,17 @@ class ContinuousJobs(CoordinatorHost):
             return
         for summary in job.windows.on_windows_skipped(msg["index"], msg["window"], msg["end"], msg["reason"]):
             self._write_window_json(job, summary)
+        self._remove_old_windows(job)
+
+    def _remove_old_windows(self, job: JobState) -> None:
+        """Remove the window folders ``--keep-windows`` no longer keeps (``WindowTracker.take_removals``), in the
+        directory the job was accepted with (relative to the descriptor held: one put under its name gets nothing
+        removed)."""
+        assert job.windows is not None
+        held = job.output_held
+        for label in job.windows.take_removals():
+            if held is not None:
+                shutil.rmtree(Path("windows", label), ignore_errors=True, dir_fd=held.descriptor)
 
     def _write_window_json(self, job: JobState, summary: dict[str, Any]) -> None:
         """``OUT/windows/<label>/_window.json`` of a window every partition reported (tmp + rename), in the directory

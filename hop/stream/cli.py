@@ -40,6 +40,7 @@ STREAM_ONLY = (
     "view_interval",
     "no_view",
     "duration",
+    "keep_windows",
 )
 """The options of :func:`add_stream_arguments` besides ``--source``: only a continuous job uses them, so a batch run
 refuses them (``hop.cli``); each is declared with ``action=Given``/``GivenFlag`` so that one given at its default
@@ -129,6 +130,15 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="stop the continuous job after this long (e.g. 5m)",
     )
+    group.add_argument(
+        "--keep-windows",
+        action=Given,
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="keep the folders of the newest N windows in OUT/windows, removing older ones as the job runs "
+        "(default: all)",
+    )
 
 
 def warn_about_windows(window: WindowSpec, window_text: str, slide_text: str | None) -> None:
@@ -196,6 +206,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
             sink=args.sink,
             deltas=not args.no_view,
             duration=args.duration,
+            keep_windows=args.keep_windows,
             directory=os.getcwd(),  # (relative tail: and replay: paths: a worker started elsewhere reads here)
         )
         window = WindowSpec.from_wire(stream["window"])  # (as stream_options parsed it)

@@ -38,6 +38,10 @@ class StreamOptions:
     duration: float | None = None
     """The coordinator stops the job (as ``hop stop`` does) this many seconds after it was submitted: kept there,
     not by the submitting client, so a job outlives neither its ``--duration`` nor a client that went away."""
+    keep_windows: int | None = None
+    """The coordinator keeps the folders of the newest N windows in ``OUT/windows`` and removes older ones as the job
+    runs (``--keep-windows``); None keeps every one. A job runs for days: a window every few seconds is tens of
+    thousands of folders a day, which nothing else removes."""
     directory: str | None = None
     """The directory relative ``tail:`` and ``replay:`` paths are in: the submitting command's working directory
     (a worker's is another, wherever it was started), as batch inputs are made absolute. None: the task's own."""
@@ -61,6 +65,8 @@ class StreamOptions:
             raise ValueError(f"--checkpoint-every must be at least 1 window, got {self.checkpoint_windows}")
         if self.duration is not None and self.duration <= 0:
             raise ValueError(f"--duration must be positive, got {self.duration}")
+        if self.keep_windows is not None and self.keep_windows < 1:
+            raise ValueError(f"--keep-windows must be at least 1, got {self.keep_windows}")
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -76,6 +82,7 @@ class StreamOptions:
             "sink": self.sink,
             "deltas": self.deltas,
             "duration": self.duration,
+            "keep_windows": self.keep_windows,
             "directory": self.directory,
         }
 
@@ -104,6 +111,7 @@ def stream_options(
     deltas: bool = True,
     duration: float | None = None,
     directory: str | None = None,
+    keep_windows: int | None = None,
 ) -> dict[str, Any]:
     """The ``options["stream"]`` of a continuous job, validated; raises ValueError with what to change."""
     spec = window_spec(window, slide)
@@ -120,6 +128,7 @@ def stream_options(
         sink=sink,
         deltas=deltas,
         duration=duration,
+        keep_windows=keep_windows,
         directory=directory,
     ).to_wire()
 

@@ -171,6 +171,9 @@ def run_stream(
         folder, written = Path(spec.output) / "windows", report["continuous"]["windows_written"]
         # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
         where = f"{counted(written, 'window')} in {folder}" if written else "no window written"
+        keep = spec.options.get("stream", {}).get("keep_windows")
+        if keep is not None and written > keep:  # (--keep-windows removed the older ones' folders)
+            where = f"{counted(written, 'window')}, the newest {keep:,} kept in {folder}"
         print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
         print_user_counters(report["counters"].get("user", {}))  # (under the summary, as a batch run prints them)
     return dict(status)

@@ -6,7 +6,10 @@ reason). Once every partition reported or skipped a window that some partition b
 ``_window.json`` content: bounds, records, why it was emitted (per partition, and the first reason that is not
 ``complete`` overall), the fidelity and the C2 scoreboard (merged over the partitions that built it: a cell counts
 as present only where every one of them held it). Windows every partition skipped held no data: they get no
-summary. The newest windows are kept for the web view and ``hop windows``.
+summary. The newest windows are kept for the web view and ``hop windows``. With ``keep_windows`` N, the tracker also
+says which windows' folders to remove (:meth:`WindowTracker.take_removals`): all but the newest N summarized, and a
+removed window's folder again when a reducer retry writes its part anew (it redoes the windows after its checkpoint;
+the window keeps no folder of parts without a ``_window.json``).
 
 Reducers also report what their checkpoints cover (per map, the last spill taken); the minimum over all
 partitions is what no reducer attempt can need again, so workers may delete those spills (``stream_trim``).
@@ -29,7 +32,9 @@ after its last checkpoint only, far fewer; a bound keeps a job that runs for mon
 
 
 class WindowTracker:
-    def __init__(self, num_partitions: int, num_sources: int, window: dict[str, Any]) -> None:
+    def __init__(
+        self, num_partitions: int, num_sources: int, window: dict[str, Any], keep_windows: int | None = None
+    ) -> None:
         self.num_partitions = num_partitions
         self.num_sources = num_sources
         self.window = window
@@ -47,6 +52,14 @@ class WindowTracker:
         """partition -> stretches [window, end) it closed holding no data cell, with their reason."""
         self._closed_below: dict[int, int] = {}
         """partition -> the first window it has not closed (that it reported)."""
+        self.keep_windows = keep_windows
+        self._kept: deque[tuple[int, str]] = deque()
+        """(window, label) of the summarized windows whose folders are kept, oldest summarized first."""
+        self._kept_numbers: set[int] = set()
+        self._removed_through: int | None = None
+        """The highest window whose folder was removed."""
+        self._removals: list[str] = []
+        """Labels of window folders to remove (``take_removals``)."""
 
     def on_window_done(self, partition: int, report: dict[str, Any]) -> dict[str, Any] | None:
         """Record one partition's report; returns the window's summary once every partition reported or
@@ -54,7 +67,12 @@ class WindowTracker:
         number = int(report["window"])
         self._closed_below[partition] = max(self._closed_below.get(partition, number + 1), number + 1)
         if number in self._done:
-            return None  # written again by a reducer retry after its checkpoint: already summarized
+            # Written again by a reducer retry after its checkpoint: already summarized. Its folder, if removed
+            # already, was made again for this part alone: it goes too.
+            through = self._removed_through
+            if through is not None and number <= through and number not in self._kept_numbers:
+                self._removals.append(str(report["label"]))
+            return None
         self._partial.setdefault(number, {})[partition] = report
         return self._complete(number)
 
@@ -132,9 +150,23 @@ class WindowTracker:
             "rows": [row for r in reports for row in r.get("rows", [])][:KEEP_ROWS],
         }
         self.windows.append(summary)
+        if self.keep_windows is not None:
+            self._kept.append((int(summary["window"]), str(summary["label"])))
+            self._kept_numbers.add(int(summary["window"]))
+            while len(self._kept) > self.keep_windows:
+                number, label = self._kept.popleft()
+                self._kept_numbers.discard(number)
+                through = self._removed_through
+                self._removed_through = number if through is None else max(through, number)
+                self._removals.append(label)
         if len(self.windows) > KEEP_ROWS_WINDOWS:  # older windows keep their report; their rows are on disk
             self.windows[-KEEP_ROWS_WINDOWS - 1]["rows"] = []
         return summary
+
+    def take_removals(self) -> list[str]:
+        """The labels of the window folders to remove now (``keep_windows``), each once; empty without it."""
+        removals, self._removals = self._removals, []
+        return removals
 
     def since(self, after: int, limit: int = 100) -> list[dict[str, Any]]:
         """Windows with ``seq > after``, oldest first, at most ``limit`` (ask again from the last one for more;

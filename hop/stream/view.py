@@ -11,8 +11,11 @@ Output: ``OUT/_view/base-VVVVVV/`` (Parquet), a row per (window_start, partition
 JSON; NaN and infinities as ``NaN``, ``Infinity``, ``-Infinity``, as in the job's part files), ``value_num`` double
 (the value if a number, NaN and infinities included, else null), ``seq`` long (its delta's number: a delta compacted
 late but numbered lower still loses). ``OUT/_view/_manifest.json`` (replaced atomically; the commit point; readers
-open its base, never a listing): ``version``, ``base`` (absolute), ``deltas`` (every name compacted so far),
-``rows``, ``windows`` (distinct window_start), ``compacted_at``, ``last_deltas`` (name -> inode:size:mtime).
+open its base, never a listing): ``version``, ``base`` (absolute), ``deltas`` (how many delta files were compacted
+so far, a file rewritten under a compacted name counting again), ``rows``, ``windows`` (distinct window_start),
+``compacted_at``, ``last_deltas`` (name -> inode:size:mtime, of the last compaction only). Its size does not grow with
+the deltas compacted: a job runs for days, writing a delta per reducer every few seconds, and a list of their names
+grew by a megabyte a day, every byte rewritten at every compaction.
 
 :func:`compact` (one at a time per OUT, ``_view/_lock``) deletes the files of ``last_deltas`` still there unchanged
 (a crash came between that manifest and its deletes), merges the base with every other delta in one Spark job,
@@ -98,6 +101,14 @@ def _manifest(out: Path) -> dict[str, Any] | None:
     with contextlib.suppress(FileNotFoundError):
         return dict(json.loads((out / VIEW_DIR / MANIFEST).read_text(encoding="utf-8")))
     return None
+
+
+def _compacted(manifest: dict[str, Any] | None) -> int:
+    """The delta files compacted so far (a manifest written before ``deltas`` was a count lists their names)."""
+    if manifest is None:
+        return 0
+    deltas = manifest.get("deltas", 0)
+    return len(deltas) if isinstance(deltas, list) else int(deltas)
 
 
 def _info(manifest: dict[str, Any]) -> ViewInfo:
@@ -219,8 +230,8 @@ def compact(
             if spark is None:
                 session.stop()
                 shutdown_jvm()
-        names = sorted({*(manifest["deltas"] if manifest else ()), *(d.name for d in new)})
-        record: dict[str, Any] = dict(version=version, base=str(base), deltas=names, rows=rows, windows=windows)
+        compacted = _compacted(manifest) + len(new)
+        record: dict[str, Any] = dict(version=version, base=str(base), deltas=compacted, rows=rows, windows=windows)
         record.update(compacted_at=time.time(), last_deltas={d.name: d.stamp for d in new})
         (view / f"{MANIFEST}.tmp").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         os.replace(view / f"{MANIFEST}.tmp", view / MANIFEST)
