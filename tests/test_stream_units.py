@@ -8,6 +8,7 @@ import math
 import random
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -20,8 +21,10 @@ from hop.stream import tracker as tracker_module
 from hop.stream.assembler import FOREVER, Closing, WindowAssembler
 from hop.stream.options import StreamOptions, stream_options
 from hop.stream.panes import PaneBuffer
+from hop.stream.tasks import _map_checkpoints, _usable_map_checkpoint
 from hop.stream.tracker import WindowTracker
 from hop.stream.windows import WindowSpec, WindowSpecError, label_order, parse_duration, parse_extent
+from shuffle import codec
 from shuffle.buffer import AggregateValueError, UnhashableKeyError
 from shuffle.keys import NanKeyError
 from shuffle.runs import iter_run
@@ -594,3 +597,17 @@ def test_a_jsonl_stream_line_of_whitespace_json_does_not_allow_is_a_bad_record_a
     for text in ("\xa0", "\u2028", "\x1c"):
         with pytest.raises(StreamRecordError, match="is not valid JSON"):
             decode(SourceRecord(text, 2, 0.0))
+
+
+def test_a_maps_checkpoints_are_ordered_by_their_numbers_past_the_width_of_their_names(tmp_path: Path) -> None:
+    """Checkpoint names ``ATTEMPT-SEQ`` sort as text only while SEQ keeps its 8 digits (10^8 spills: about 11 days
+    of 10 ms panes): past it the newest sorted first, was removed as stale, and a retry resumed from an older one."""
+    numbers = [(0, 99_999_998), (0, 99_999_999), (0, 100_000_000), (0, 100_000_001), (1, 3)]
+    for attempt, seq in numbers:
+        (tmp_path / f"{attempt:04d}-{seq:08d}.msgpack").write_bytes(codec.packb({"seq": seq, "attempt": attempt}))
+    assert [path.name for path in _map_checkpoints(tmp_path)] == [
+        f"{attempt:04d}-{seq:08d}.msgpack" for attempt, seq in numbers
+    ]
+    assert _usable_map_checkpoint(tmp_path, None, replayable=False) == {"seq": 3, "attempt": 1}
+    # Every reducer holds attempt 0's spills below 100,000,001 (its checkpoint 100,000,001 covers those < it).
+    assert _usable_map_checkpoint(tmp_path, (0, 100_000_000), replayable=True) == {"seq": 100_000_001, "attempt": 0}

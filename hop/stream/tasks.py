@@ -383,7 +383,7 @@ def run_stream_map(
             "late_bytes": late_path.stat().st_size if late_path.exists() else 0,  # (written before: each poll)
         }
         _write_atomically(output, checkpoint_dir / f"{attempt:04d}-{seq:08d}.msgpack", codec.packb(state))
-        for stale in sorted(checkpoint_dir.glob("*.msgpack"))[:-KEEP_MAP_CHECKPOINTS]:
+        for stale in _map_checkpoints(checkpoint_dir)[:-KEEP_MAP_CHECKPOINTS]:
             output.unlink(stale)
 
     def event_time(record: SourceRecord, value: Any) -> float:
@@ -649,14 +649,25 @@ def _cut_late_file(late_path: Path, size: int | None) -> None:
         pass
 
 
+def _map_checkpoints(folder: Path) -> list[Path]:
+    """A map's checkpoints ``ATTEMPT-SEQ.msgpack``, oldest first, in the order of their numbers: their names sort
+    so only while the numbers keep their width (8 digits of spills: about 11 days of 10 ms panes), past which the
+    newest would sort first, be removed as stale and a retry resume from an older one."""
+    return sorted(folder.glob("*.msgpack"), key=_checkpoint_number)
+
+
+def _checkpoint_number(path: Path) -> tuple[int, int]:
+    attempt, seq = path.stem.split("-")
+    return int(attempt), int(seq)
+
+
 def _usable_map_checkpoint(folder: Path, covered: tuple[int, int] | None, replayable: bool) -> dict[str, Any] | None:
     """The newest map checkpoint ``ATTEMPT-SEQ.msgpack`` (covering spills ``< SEQ`` of that attempt) whose spills
     are all in every reducer's checkpoint. A source that cannot re-read takes the newest checkpoint whatever the
     reducers hold: going back would not bring the records back."""
-    candidates = sorted(folder.glob("*.msgpack"), reverse=True)
-    for path in candidates:
-        attempt_text, seq_text = path.stem.split("-")
-        last_spill = (int(attempt_text), int(seq_text) - 1)
+    for path in reversed(_map_checkpoints(folder)):
+        attempt, seq = _checkpoint_number(path)
+        last_spill = (attempt, seq - 1)
         if not replayable or (covered is not None and last_spill <= tuple(covered)):
             return _read_state(path)
     return None
