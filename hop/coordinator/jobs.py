@@ -368,6 +368,10 @@ class JobRequests(CoordinatorHost):
             del self.jobs[job_id]
             self.downstream.pop(job_id, None)
             self.submitters.pop(job_id, None)
+            # Every table keyed by job forgets it too: the strata of its chunks (kept for every job, online or
+            # not) and the pipelines' links stayed for as long as the coordinator ran, a few entries per job.
+            self.chunk_strata.pop(job_id, None)
+            self._forget_links(job_id)
             self.retired[job_id] = job.spec.output
             if len(self.retired) > RETIRED_IDS:
                 self.retired.popitem(last=False)

@@ -130,6 +130,18 @@ class PipelineLinks(CoordinatorHost):
         for record in job.live_attempts("map", index):
             self._execute(job, job.restart("map", index, record.attempt, reason))
 
+    def _forget_links(self, job_id: str) -> None:
+        """Drop every entry about ``job_id`` from the links' tables, as the job is retired (``_retire``): they are
+        keyed by job, and entries a job left when it ended (its maps' readers, a preemption's time, a release or a
+        deferred ``map_done`` of an attempt that never committed) grew with every pipeline a coordinator ran."""
+        for reader in [key for key in self.pipe_readers if key[0] == job_id]:
+            del self.pipe_readers[reader]
+        for deferred in [key for key in self.deferred_done if key[0] == job_id]:
+            del self.deferred_done[deferred]
+        for preempted in [key for key in self._last_preemption if key[0] == job_id]:
+            del self._last_preemption[preempted]
+        self.pipe_released -= {key for key in self.pipe_released if key[0] == job_id}
+
     def _preempt_downstream(self, job: JobState, kind: str) -> None:
         """``job`` has a pending task of ``kind`` and no free slot: a pipeline's upstream comes first, so one
         downstream attempt of that kind gives its slot back (it runs again later)."""
