@@ -70,6 +70,9 @@ RELAYED = {
     "stream_pause",
 }
 FINISHING = {"map_done", "reduce_done", "task_failed"}
+ABOUT_RUNNING_JOBS = {"maps_added", "map_committed", "map_failed", "map_lost", "reducer_at"}
+"""Coordinator messages about a job's maps and reducers that this worker keeps (``notices``, the pusher's tables)
+until the job's ``job_done``: for a job that ended here they are dropped (``Worker.on_coordinator``)."""
 
 
 def _attempt_of(msg: dict[str, Any]) -> tuple[str, int, int]:
@@ -338,6 +341,11 @@ class Worker:
     def on_coordinator(self, frame: bytes) -> None:
         msg = unpack(frame)
         kind = msg["type"]
+        if kind in ABOUT_RUNNING_JOBS and msg["job_id"] in self.ended_jobs:
+            # After the job's end: the coordinator answers a map attempt's late map_done with map_failed (its
+            # output counts for nothing). Its tasks are stopped and its spills deleted; taken in, it made the job's
+            # notices and shuffle tables again, kept for as long as the worker ran (a few per hundred jobs).
+            return
         if kind == "run_task":
             job = msg["job"]
             self.pusher.register_job(job["job_id"], job["mode"], job["num_reduces"])
