@@ -881,6 +881,16 @@ def run_reduce(
     # there took by name.
     out_dir = OutputGuard(spec.output)
     job, functions = instantiate(spec)
+    set_up = False
+
+    def set_up_once() -> None:
+        """The attempt's ``setup()``, before its first call of the job's code: the final reduce's, or a snapshot's
+        taken before (a reduce that reads what ``setup()`` made failed every snapshot). Not again once it ran."""
+        nonlocal set_up
+        if not set_up:
+            call_user("setup", job.setup)
+            set_up = True
+
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.ROUTER)  # workers' DEALERs push runs; each run is acknowledged (credit flow)
     port = pull.bind_to_random_port(f"tcp://{host}")
@@ -907,6 +917,8 @@ def run_reduce(
         chunk_sizes=chunk_sizes if online else None,
         attempt=attempt,
         held=out_dir,
+        job=job,
+        prepare=set_up_once,
     )
     if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:
@@ -936,7 +948,7 @@ def run_reduce(
         # The shuffle half done (reported every PROGRESS_SECONDS while it runs: a short one never was).
         channel.send("task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=0)
         faults.inject("reduce", "received", index, attempt)
-        call_user("setup", job.setup)
+        set_up_once()
         init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
         out_dir.folder(output.parent)  # (an output removed or replaced meanwhile is not written: it fails)
         bad_records: list[dict[str, Any]] = []

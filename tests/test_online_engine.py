@@ -465,6 +465,24 @@ def test_a_blocking_online_job_has_a_map_per_snapshot_interval(client: Client, t
     assert plain["num_maps"] == 2 and output_dict(tmp_path / "plain") == output_dict(tmp_path / "out")
 
 
+def test_snapshots_of_a_hand_written_reduce_run_it_set_up_and_count_nothing(client: Client, tmp_path: Path) -> None:
+    """A snapshot's reduce ran before the attempt's setup() (one reading what setup() made failed every snapshot),
+    and what it counted (increment_counter) was added to the job's counters: 800 groups counted for 200 words."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=4, vocabulary=200)
+    words = len(set(source.read_text(encoding="utf-8").split()))
+    job_class = load_job_file(job_path("setup_reduce"))
+    options = online_options(job_class, [str(source)], snapshot_every=0.25, order="random", seed=1, chunk_size=64_000)
+    report = run_job(
+        client, "setup_reduce", [source], tmp_path / "out", num_reduces=2, mode="blocking", options=options
+    )
+    taken = [json.loads(folder.read_text()) for folder in (tmp_path / "out" / "_snapshots").glob("*/_snapshot.json")]
+    assert taken and all(p.get("error") is None for info in taken for p in info["partitions"]), taken
+    assert any(not p.get("final") and p["groups"] for info in taken for p in info["partitions"]), "taken early"
+    assert report["counters"]["user"] == {"reduce": {"groups": words}}
+    assert len(output_dict(tmp_path / "out")) == words
+
+
 def test_a_reducer_killed_while_writing_a_snapshot_leaves_no_files_behind(
     pageviews_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
