@@ -267,11 +267,6 @@ class Job:
         """A copy of the user counters gathered so far (for a map checkpoint)."""
         return {group: dict(names) for group, names in self._counters.items()}
 
-    def restore_counters(self, counters: dict[str, dict[str, int]]) -> None:
-        """Set the user counters back to ``counters`` (from :meth:`counters_so_far`): what was counted since is
-        dropped (a snapshot's calls of the reduce, which the final reduce makes again)."""
-        self._counters = {group: dict(names) for group, names in counters.items()}
-
     def take_counters(self) -> dict[str, dict[str, int]]:
         """Return the user counters gathered so far and reset them."""
         counters, self._counters = self._counters, {}

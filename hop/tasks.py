@@ -881,16 +881,6 @@ def run_reduce(
     # there took by name.
     out_dir = OutputGuard(spec.output)
     job, functions = instantiate(spec)
-    set_up = False
-
-    def set_up_once() -> None:
-        """The attempt's ``setup()``, before its first call of the job's code: the final reduce's, or a snapshot's
-        taken before (a reduce that reads what ``setup()`` made failed every snapshot). Not again once it ran."""
-        nonlocal set_up
-        if not set_up:
-            call_user("setup", job.setup)
-            set_up = True
-
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.ROUTER)  # workers' DEALERs push runs; each run is acknowledged (credit flow)
     port = pull.bind_to_random_port(f"tcp://{host}")
@@ -903,22 +893,34 @@ def run_reduce(
     for map_index, map_attempt, spills, segments in committed:
         store.commit(map_index, map_attempt, spills, segments)
     online = bool(spec.options.get("online"))
+    # A snapshot calls the job's reduce (and a later step's map) on the data so far, before the final reduce: on an
+    # instance of its own, set up before the first, so that neither what its calls count (increment_counter) nor
+    # the state they leave in self (a reducer_final yielding what the reduce counted) reaches the attempt's
+    # counters and output, and a reduce reading what setup() made works in it too (it failed every snapshot).
+    snapshot_job, snapshot_functions = instantiate(spec)
+    snapshot_set_up = False
+
+    def set_up_for_snapshots() -> None:
+        nonlocal snapshot_set_up
+        if not snapshot_set_up:
+            call_user("setup", snapshot_job.setup)
+            snapshot_set_up = True
+
     snapshots = ReducerSnapshots(
         spec.output,
         index,
         store,
-        functions.reducer,
+        snapshot_functions.reducer,
         functions.reduce_aggregate,
         chunk_strata if online else None,
         job.key_stratum if type(job).key_stratum is not Job.key_stratum else None,
         float(spec.options.get("confidence", 0.95)),
-        mapper=functions.mapper,
+        mapper=snapshot_functions.mapper,
         partition=lambda key: job.partition(key, spec.num_reduces),
         chunk_sizes=chunk_sizes if online else None,
         attempt=attempt,
         held=out_dir,
-        job=job,
-        prepare=set_up_once,
+        prepare=set_up_for_snapshots,
     )
     if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:
@@ -948,7 +950,7 @@ def run_reduce(
         # The shuffle half done (reported every PROGRESS_SECONDS while it runs: a short one never was).
         channel.send("task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=0)
         faults.inject("reduce", "received", index, attempt)
-        set_up_once()
+        call_user("setup", job.setup)
         init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
         out_dir.folder(output.parent)  # (an output removed or replaced meanwhile is not written: it fails)
         bad_records: list[dict[str, Any]] = []

@@ -20,7 +20,7 @@ from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.online.tracker import HISTORY_ROWS
 from hop.runner import build_spec, online_options, run_steps
-from tests.conftest import ROOT, job_path, output_dict, run_job
+from tests.conftest import ROOT, job_path, output_dict, read_output, run_job
 
 TIMEOUT = 120
 
@@ -465,9 +465,11 @@ def test_a_blocking_online_job_has_a_map_per_snapshot_interval(client: Client, t
     assert plain["num_maps"] == 2 and output_dict(tmp_path / "plain") == output_dict(tmp_path / "out")
 
 
-def test_snapshots_of_a_hand_written_reduce_run_it_set_up_and_count_nothing(client: Client, tmp_path: Path) -> None:
-    """A snapshot's reduce ran before the attempt's setup() (one reading what setup() made failed every snapshot),
-    and what it counted (increment_counter) was added to the job's counters: 800 groups counted for 200 words."""
+def test_snapshots_of_a_hand_written_reduce_leave_the_attempts_job_alone(client: Client, tmp_path: Path) -> None:
+    """A snapshot's reduce ran on the final reduce's job instance before its setup() (one reading what setup() made
+    failed every snapshot), and what it counted was the job's: in its user counters (800 groups counted for 200
+    words) and in ``self`` (a reducer_final yielding a count the reduce kept). Snapshots now have an instance of
+    their own, set up before the first."""
     source = tmp_path / "in.txt"
     generate_text(source, 2_000_000, seed=4, vocabulary=200)
     words = len(set(source.read_text(encoding="utf-8").split()))
@@ -480,7 +482,9 @@ def test_snapshots_of_a_hand_written_reduce_run_it_set_up_and_count_nothing(clie
     assert taken and all(p.get("error") is None for info in taken for p in info["partitions"]), taken
     assert any(not p.get("final") and p["groups"] for info in taken for p in info["partitions"]), "taken early"
     assert report["counters"]["user"] == {"reduce": {"groups": words}}
-    assert len(output_dict(tmp_path / "out")) == words
+    output = read_output(tmp_path / "out")
+    assert sum(value for key, value in output if key == "~groups") == words
+    assert len(output) == words + 2
 
 
 def test_a_reducer_killed_while_writing_a_snapshot_leaves_no_files_behind(

@@ -35,7 +35,6 @@ from typing import Any
 from hop import faults
 from hop.aggregates import Aggregate, Count
 from hop.inputs import parse_output_line
-from hop.job import Job
 from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, staging_directory
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from hop.online.tracker import UNBOUNDED_EXAMPLES
@@ -68,19 +67,14 @@ class ReducerSnapshots:
         chunk_sizes: list[int] | None = None,
         attempt: int = 0,
         held: OutputGuard | None = None,
-        job: Job | None = None,
         prepare: Callable[[], None] | None = None,
     ) -> None:
         """``chunk_strata`` and ``chunk_sizes``: every input chunk's stratum and bytes, by chunk id (online jobs);
         ``attempt``: the reduce attempt's number (for ``hop.faults``); ``held``: the attempt's hold on ``output``,
-        which its snapshots' files are written in (never in a directory given its name since).
-
-        ``job``: the instance ``reducer`` and ``mapper`` belong to. What a snapshot's calls of them count
-        (``increment_counter``) is dropped: the final reduce calls the reduce again on the same keys, and only its
-        counts are the job's (a job's counters came out larger by every snapshot taken). ``prepare``: called before
-        a snapshot calls the job's code (the attempt's ``setup()``, run once: a snapshot comes before the input is
-        whole, and its reduce reads what ``setup()`` made, as the final reduce's does)."""
-        self.job = job
+        which its snapshots' files are written in (never in a directory given its name since); ``prepare``: called
+        before each snapshot calls ``reducer`` or ``mapper`` (their instance's ``setup()``, run once), a failure
+        failing the snapshot alone. ``reducer`` and ``mapper`` should belong to a job instance of the snapshots'
+        own, not the final reduce's: what their calls count and leave in it is not the job's."""
         self.prepare = prepare
         self.output = output
         self.held = held
@@ -236,11 +230,9 @@ class ReducerSnapshots:
         started = time.time()
         intervals = _IntervalFields()
         batches = self._batches(source)
-        counted = None
         try:
             if self.prepare is not None:
                 self.prepare()
-            counted = self.job.counters_so_far() if self.job is not None else None
             first = next(batches, None)  # (a reduce that fails at once leaves no files behind)
             with PartitionSnapshotWriter(self._staging(label), self.index, self.held) as writer:
                 for batch in itertools.chain([] if first is None else [first], batches):
@@ -251,8 +243,6 @@ class ReducerSnapshots:
             return _failed(label, error)
         finally:
             batches.close()  # its merge files are deleted now, not when it is collected
-            if counted is not None:
-                self.job.restore_counters(counted)  # type: ignore[union-attr]
         self.taken += 1
         fields: dict[str, Any] = {
             "label": label,

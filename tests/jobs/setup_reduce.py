@@ -1,5 +1,6 @@
-"""Word count whose reduce reads what ``setup()`` made and counts its groups (a user counter): a snapshot's reduce
-must see the one and leave the other as the final reduce makes it."""
+"""Word count whose reduce reads what ``setup()`` made, counts its groups (a user counter) and keeps count of them
+in ``self`` for ``reducer_final``: a snapshot's reduce must see the one and leave the others as the final reduce
+makes them."""
 
 from hop import Job
 
@@ -7,6 +8,7 @@ from hop import Job
 class SetupReduce(Job):
     def setup(self):
         self.weight = 1
+        self.groups = 0
 
     def map(self, offset, line):
         for word in line.split():
@@ -14,4 +16,8 @@ class SetupReduce(Job):
 
     def reduce(self, word, counts):
         self.increment_counter("reduce", "groups")
+        self.groups += 1
         yield word, sum(counts) * self.weight
+
+    def reducer_final(self):
+        yield "~groups", self.groups
