@@ -896,26 +896,26 @@ def run_reduce(
     # A snapshot calls the job's reduce (and a later step's map) on the data so far, before the final reduce: on an
     # instance of its own, set up before the first, so that neither what its calls count (increment_counter) nor
     # the state they leave in self (a reducer_final yielding what the reduce counted) reaches the attempt's
-    # counters and output, and a reduce reading what setup() made works in it too (it failed every snapshot).
-    snapshot_job, snapshot_functions = instantiate(spec)
-    snapshot_set_up = False
+    # counters and output, and a reduce reading what setup() made works in it too (it failed every snapshot). Made
+    # at the first snapshot: most attempts take none, and a job's __init__ may be costly.
+    for_snapshots: list[_StepFunctions] = []
 
     def set_up_for_snapshots() -> None:
-        nonlocal snapshot_set_up
-        if not snapshot_set_up:
+        if not for_snapshots:
+            snapshot_job, snapshot_functions = instantiate(spec)
             call_user("setup", snapshot_job.setup)
-            snapshot_set_up = True
+            for_snapshots.append(snapshot_functions)
 
     snapshots = ReducerSnapshots(
         spec.output,
         index,
         store,
-        snapshot_functions.reducer,
+        lambda key, values: for_snapshots[0].reducer(key, values),
         functions.reduce_aggregate,
         chunk_strata if online else None,
         job.key_stratum if type(job).key_stratum is not Job.key_stratum else None,
         float(spec.options.get("confidence", 0.95)),
-        mapper=snapshot_functions.mapper,
+        mapper=lambda key, value: for_snapshots[0].mapper(key, value),
         partition=lambda key: job.partition(key, spec.num_reduces),
         chunk_sizes=chunk_sizes if online else None,
         attempt=attempt,
