@@ -893,20 +893,34 @@ def run_reduce(
     for map_index, map_attempt, spills, segments in committed:
         store.commit(map_index, map_attempt, spills, segments)
     online = bool(spec.options.get("online"))
+    # A snapshot calls the job's reduce (and a later step's map) on the data so far, before the final reduce: on an
+    # instance of its own, set up before the first, so that neither what its calls count (increment_counter) nor
+    # the state they leave in self (a reducer_final yielding what the reduce counted) reaches the attempt's
+    # counters and output, and a reduce reading what setup() made works in it too (it failed every snapshot). Made
+    # at the first snapshot: most attempts take none, and a job's __init__ may be costly.
+    for_snapshots: list[_StepFunctions] = []
+
+    def set_up_for_snapshots() -> None:
+        if not for_snapshots:
+            snapshot_job, snapshot_functions = instantiate(spec)
+            call_user("setup", snapshot_job.setup)
+            for_snapshots.append(snapshot_functions)
+
     snapshots = ReducerSnapshots(
         spec.output,
         index,
         store,
-        functions.reducer,
+        lambda key, values: for_snapshots[0].reducer(key, values),
         functions.reduce_aggregate,
         chunk_strata if online else None,
         job.key_stratum if type(job).key_stratum is not Job.key_stratum else None,
         float(spec.options.get("confidence", 0.95)),
-        mapper=functions.mapper,
+        mapper=lambda key, value: for_snapshots[0].mapper(key, value),
         partition=lambda key: job.partition(key, spec.num_reduces),
         chunk_sizes=chunk_sizes if online else None,
         attempt=attempt,
         held=out_dir,
+        prepare=set_up_for_snapshots,
     )
     if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:

@@ -20,7 +20,7 @@ from hop.gen.text import generate_text
 from hop.loader import load_job_file
 from hop.online.tracker import HISTORY_ROWS
 from hop.runner import build_spec, online_options, run_steps
-from tests.conftest import ROOT, job_path, output_dict, run_job
+from tests.conftest import ROOT, job_path, output_dict, read_output, run_job
 
 TIMEOUT = 120
 
@@ -463,6 +463,28 @@ def test_a_blocking_online_job_has_a_map_per_snapshot_interval(client: Client, t
     assert report["num_maps"] == 4, "a map per snapshot interval (0.25), not one per slot"
     plain = run_job(client, "wordcount", [source], tmp_path / "plain", num_reduces=2, mode="blocking")
     assert plain["num_maps"] == 2 and output_dict(tmp_path / "plain") == output_dict(tmp_path / "out")
+
+
+def test_snapshots_of_a_hand_written_reduce_leave_the_attempts_job_alone(client: Client, tmp_path: Path) -> None:
+    """A snapshot's reduce ran on the final reduce's job instance before its setup() (one reading what setup() made
+    failed every snapshot), and what it counted was the job's: in its user counters (800 groups counted for 200
+    words) and in ``self`` (a reducer_final yielding a count the reduce kept). Snapshots now have an instance of
+    their own, set up before the first."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=4, vocabulary=200)
+    words = len(set(source.read_text(encoding="utf-8").split()))
+    job_class = load_job_file(job_path("setup_reduce"))
+    options = online_options(job_class, [str(source)], snapshot_every=0.25, order="random", seed=1, chunk_size=64_000)
+    report = run_job(
+        client, "setup_reduce", [source], tmp_path / "out", num_reduces=2, mode="blocking", options=options
+    )
+    taken = [json.loads(folder.read_text()) for folder in (tmp_path / "out" / "_snapshots").glob("*/_snapshot.json")]
+    assert taken and all(p.get("error") is None for info in taken for p in info["partitions"]), taken
+    assert any(not p.get("final") and p["groups"] for info in taken for p in info["partitions"]), "taken early"
+    assert report["counters"]["user"] == {"reduce": {"groups": words}}
+    output = read_output(tmp_path / "out")
+    assert sum(value for key, value in output if key == "~groups") == words
+    assert len(output) == words + 2
 
 
 def test_a_reducer_killed_while_writing_a_snapshot_leaves_no_files_behind(

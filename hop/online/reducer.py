@@ -67,10 +67,15 @@ class ReducerSnapshots:
         chunk_sizes: list[int] | None = None,
         attempt: int = 0,
         held: OutputGuard | None = None,
+        prepare: Callable[[], None] | None = None,
     ) -> None:
         """``chunk_strata`` and ``chunk_sizes``: every input chunk's stratum and bytes, by chunk id (online jobs);
         ``attempt``: the reduce attempt's number (for ``hop.faults``); ``held``: the attempt's hold on ``output``,
-        which its snapshots' files are written in (never in a directory given its name since)."""
+        which its snapshots' files are written in (never in a directory given its name since); ``prepare``: called
+        before each snapshot calls ``reducer`` or ``mapper`` (their instance's ``setup()``, run once), a failure
+        failing the snapshot alone. ``reducer`` and ``mapper`` should belong to a job instance of the snapshots'
+        own, not the final reduce's: what their calls count and leave in it is not the job's."""
+        self.prepare = prepare
         self.output = output
         self.held = held
         self.index = index
@@ -226,6 +231,8 @@ class ReducerSnapshots:
         intervals = _IntervalFields()
         batches = self._batches(source)
         try:
+            if self.prepare is not None:
+                self.prepare()
             first = next(batches, None)  # (a reduce that fails at once leaves no files behind)
             with PartitionSnapshotWriter(self._staging(label), self.index, self.held) as writer:
                 for batch in itertools.chain([] if first is None else [first], batches):
