@@ -213,22 +213,15 @@ def input_claimed(patterns: Iterable[str], output: str | None = None) -> str | N
 
     Each folder an input is in and each listed folder below a directory input is tested: a shared ``flock`` taken
     and dropped, a few microseconds each."""
-    own = os.path.realpath(output) if output is not None else None
-    tested: set[str] = set()
-    for pattern in patterns:
-        for folder, how in _folders(pattern, own):
-            if folder in tested:
-                continue
-            tested.add(folder)
-            writer = writer_of(folder)
-            if writer is None:
-                continue
-            what = "is" if how == "is" else f"{how} {folder}, which is" if how == "matches" else f"{how} {folder},"
-            return (
-                f"input {pattern} {what} the output of {writer}, still running: its part files are not all written "
-                f"yet; run this job again once it has ended (or read {folder} once its _job.json says it "
-                "succeeded)"
-            )
+    for pattern, folder, how in _distinct_folders(patterns, output):
+        writer = writer_of(folder)
+        if writer is None:
+            continue
+        what = "is" if how == "is" else f"{how} {folder}, which is" if how == "matches" else f"{how} {folder},"
+        return (
+            f"input {pattern} {what} the output of {writer}, still running: its part files are not all written "
+            f"yet; run this job again once it has ended (or read {folder} once its _job.json says it succeeded)"
+        )
     return None
 
 
@@ -238,23 +231,29 @@ def inputs_left_partial(patterns: Iterable[str], output: str | None = None) -> l
     outright (a run that ends, or fails, removes it and writes its report), or runs on another host. Not refused:
     nothing is writing it here, and its parts may be what the user wants; but read without a word, they were taken
     for the whole result."""
-    own = os.path.realpath(output) if output is not None else None
     warnings: list[str] = []
+    for pattern, folder, _ in _distinct_folders(patterns, output):
+        scratch, report = os.path.join(folder, SCRATCH), os.path.join(folder, "_job.json")
+        # (A report says how the job ended: a reducer killed as it ended may leave the scratch folder behind.)
+        if os.path.isdir(scratch) and not os.path.exists(report) and writer_of(folder) is None:
+            warnings.append(
+                f"input {pattern}: {folder} holds {SCRATCH}, which no run on this machine is writing: the run "
+                "that wrote it was killed before it ended (or runs on another host), so its part files may be "
+                "only part of its result"
+            )
+    return warnings
+
+
+def _distinct_folders(patterns: Iterable[str], output: str | None) -> Iterator[tuple[str, str, str]]:
+    """Each folder of :func:`_folders` of every pattern once, as ``(pattern, folder, how)``: the first pattern
+    naming it. ``output``: the job's own, never one."""
+    own = os.path.realpath(output) if output is not None else None
     tested: set[str] = set()
     for pattern in patterns:
-        for folder, _ in _folders(pattern, own):
-            if folder in tested:
-                continue
-            tested.add(folder)
-            scratch, report = os.path.join(folder, SCRATCH), os.path.join(folder, "_job.json")
-            # (A report says how the job ended: a reducer killed as it ended may leave the scratch folder behind.)
-            if os.path.isdir(scratch) and not os.path.exists(report) and writer_of(folder) is None:
-                warnings.append(
-                    f"input {pattern}: {folder} holds {SCRATCH}, which no run on this machine is writing: the run "
-                    "that wrote it was killed before it ended (or runs on another host), so its part files may be "
-                    "only part of its result"
-                )
-    return warnings
+        for folder, how in _folders(pattern, own):
+            if folder not in tested:
+                tested.add(folder)
+                yield pattern, folder, how
 
 
 def _folders(pattern: str, own: str | None) -> Iterator[tuple[str, str]]:
