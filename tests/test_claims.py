@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from hop.claims import input_claimed
+from hop.client import Client, JobRejected
 from hop.local_cluster import LocalCluster
 from hop.outputs import OutputExistsError, claim_output
 from tests.conftest import hop, job_path
@@ -118,6 +119,28 @@ def test_reading_a_running_runs_output_is_refused_naming_the_run(
     reading = hop("run", wordcount, "runs/out", "-o", "read", "--quiet", cwd=tmp_path)
     assert reading.returncode == 0, reading.stderr
     assert '"\\"slow\\""\t1' in (tmp_path / "read" / "part-00000").read_text(), "the part committed last was read"
+
+
+def test_a_job_submitted_through_the_api_reading_a_running_runs_output_is_refused_by_its_coordinator(
+    held_run: subprocess.Popen[str], client: Client, tmp_path: Path
+) -> None:
+    """A job given to a coordinator through the API (or from a client that checks nothing: another host's, an older
+    one's) reading the output of a ``hop run`` still running on the coordinator's machine read the part committed so
+    far as if it were all, the coordinator knowing nothing of that run. The coordinator tests its machine's holds as
+    it accepts the job: refused, naming the run, as ``hop run`` is; a folder holding that output too."""
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+
+    wordcount = load_job_file(job_path("wordcount"))
+    for number, given in enumerate([tmp_path / "runs" / "out", tmp_path / "runs" / "out" / "part-*", tmp_path]):
+        spec = build_spec(wordcount, [str(given)], str(tmp_path / f"read-{number}"), num_reduces=1)
+        with pytest.raises(JobRejected) as refused:
+            client.submit(spec)
+        assert f"the output of another hop run on this machine (pid {held_run.pid}: " in str(refused.value)
+        assert "still running: its part files are not all written yet" in str(refused.value)
+        assert not (tmp_path / f"read-{number}").exists()
+    spec = build_spec(wordcount, [str(tmp_path / "data")], str(tmp_path / "read"), num_reduces=1)
+    assert client.wait(client.submit(spec), timeout=60)["state"] == "succeeded", "an input no run writes is read"
 
 
 def test_a_killed_runs_output_blocks_no_one(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hop.claims import input_claimed
 from hop.coordinator.host import CoordinatorHost
 from hop.inputs import InputError, Split, expand_inputs, input_being_written
 from hop.jobspec import JobSpec
@@ -216,13 +217,20 @@ class JobRequests(CoordinatorHost):
         """Refuse a job that would read the output directory of a batch job still running, or a folder holding it:
         it read the part files committed so far, part of the data, and succeeded on it as if on all (or said the
         directory held no file). A pipeline reads its ``upstream`` job's output as it is written, through the pipe;
-        a continuous job's windows are each complete once written, so reading them as they come is left alone."""
+        a continuous job's windows are each complete once written, so reading them as they come is left alone. A job
+        reading the output of a batch run on this machine that this coordinator does not run is refused too
+        (:func:`hop.claims.input_claimed`; the run's output that a first step claims, ``run_output``, is its own)."""
         writing = {
             Path(job.spec.output).resolve(): job.spec.job_id
             for job in self.jobs.values()
             if job.state == "running" and job.windows is None and job is not upstream
         }
         refusal = input_being_written(spec.inputs, writing, self.address)
+        if refusal is None and upstream is None and not spec.options.get("stream"):
+            # A run on this machine with a cluster of its own (``hop run``) is unknown to this coordinator: its
+            # holds say it writes there. A client of hop's own tested them before submitting; a job given through
+            # the API, or by a client on another host, was accepted and read the parts committed so far as all.
+            refusal = input_claimed(spec.inputs, str(spec.options.get("run_output") or spec.output))
         if refusal is not None:
             raise InputError(refusal)
 
