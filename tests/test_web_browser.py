@@ -360,8 +360,8 @@ def test_jobs_are_links_that_the_keyboard_follows_and_the_history_keeps(
 def test_many_jobs_newest_first_in_a_list_of_their_own_that_fits_a_narrow_window(tmp_path: Path) -> None:
     """With a hundred jobs the list, oldest first, ran to pages below the job on show: the job just submitted (shown
     at /) was at its foot, the workers further down, and a hundred runs of one job file read alike. The list comes
-    newest first, each job with its id, and scrolls on its own, a deep link's job scrolled into its view; in a narrow
-    window the page is no wider than the window."""
+    newest first, each job with its id, and scrolls on its own, a deep link's job scrolled into its view, and the
+    keyboard's first stop skips the list to the job; in a narrow window the page is no wider than the window."""
     import signal
 
     (tmp_path / "in.txt").write_text("a b a\n")
@@ -389,6 +389,14 @@ def test_many_jobs_newest_first_in_a_list_of_their_own_that_fits_a_narrow_window
                 return item.top >= list.top && item.bottom <= list.bottom && item.bottom <= innerHeight;
             }"""
             assert page.evaluate(within, jobs[0]), "the deep link's job is in the list's view"
+            # A keyboard user tabbed through every job's link to reach the job on show: the first stop skips them.
+            page.keyboard.press("Tab")
+            assert page.evaluate("document.activeElement.id") == "skip-to-job"
+            page.keyboard.press("Enter")
+            assert page.evaluate("document.activeElement.id") == "job-title"
+            page.keyboard.press("Tab")
+            assert page.evaluate("document.querySelector('#detail').contains(document.activeElement)"), "past the list"
+            assert page.url == f"{web.url}?job={jobs[0]}", "the address still names the job alone"
             page.set_viewport_size({"width": 420, "height": 800})
             page.wait_for_function("document.documentElement.scrollWidth <= 420", timeout=5_000)
             assert errors == []

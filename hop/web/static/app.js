@@ -276,6 +276,7 @@ function selectJob(jobId) {
   markSelected();
   document.title = jobId ? `hop: ${jobId}` : "hop: jobs, early results and windows";
   document.getElementById("detail").hidden = jobId === null;
+  document.getElementById("skip-to-job").hidden = jobId === null;
   document.getElementById("job-title").textContent = jobId ?? "";
   document.getElementById("job-summary").textContent = "";
   document.getElementById("tasks").replaceChildren();
@@ -946,6 +947,12 @@ keyboardTable(document.getElementById("window-table"), (by) => {
 keyboardTable(document.getElementById("window-list"), () => {});
 document.getElementById("follow-latest").addEventListener("click", () => { stream.pinned = null; renderStream(); });
 document.getElementById("stop-job").addEventListener("click", stopJob);
+// The skip link moves the keyboard to the job's heading; followed as a link it would put #detail in the address,
+// which names the job on show (?job=ID) and its history.
+document.getElementById("skip-to-job").addEventListener("click", (event) => {
+  event.preventDefault();
+  document.getElementById("job-title").focus();
+});
 
 window.addEventListener("popstate", () => selectJob(requestedJob()));
 const requested = requestedJob();
