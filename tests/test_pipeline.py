@@ -169,6 +169,52 @@ def test_multi_step_job_pipelined_equals_staged(client: Client, tmp_path: Path) 
     assert not (tmp_path / "piped" / "_steps").exists()
 
 
+@pytest.mark.parametrize(
+    ("run", "words", "online"),
+    [
+        pytest.param(run, words, online, id=f"{mode}-{name}-{kind}")
+        for run, mode in ((run_steps, "blocking"), (run_pipeline, "pipelined"))
+        for words, name in ((0, "empty"), (1200, "one-partition-empty"))
+        for online, kind in ((False, "batch"), (True, "online"))
+        # (an online --blocking step's maps are dealt its sample's chunks, not a map per part, but for an empty input)
+        if not (online and words and run is run_steps)
+    ],
+)
+def test_a_later_steps_maps_run_their_hooks_once_per_partition_in_either_mode(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]], words: int, online: bool
+) -> None:
+    """With ``--blocking`` a later step's maps were planned as any input's: an empty output of the step before made
+    no map, so its ``mapper_init``/``mapper_final`` never ran, and small parts shared one map, where a pipelined run
+    has a map per partition of the step before and runs them once each: the same job gave another output by mode.
+    Either mode now runs a map per partition (per part file), an empty one too, as Hadoop gives an empty file a
+    split. (Online, a ``--blocking`` later step's maps are its sample's chunks: but for an empty output.)"""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\na b\n" + "frequent " * words + "\n")
+    settings: dict[str, Any] = {}
+    if online:
+        job_class = load_job_file(job_path("hooked_second_step"))
+        settings["options"] = online_options(job_class, [str(source)], snapshot_every=0.5, order="random", seed=1)
+    (spec,) = specs(source, tmp_path / "out", "hooked_second_step", num_reduces=2, **settings)
+    report = run(client, spec if run is run_steps else [spec], progress=False, timeout=TIMEOUT)
+    expected = {"maps": 2, "read": 1, "words": 1} if words else {"maps": 2, "read": 0}
+    assert output_dict(tmp_path / "out") == expected
+    assert report["num_maps"] == 2
+
+
+@pytest.mark.parametrize("run", [run_staged_jobs, run_pipeline], ids=["blocking", "pipelined"])
+def test_a_job_after_another_has_a_map_per_partition_of_its_output_in_either_mode(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]]
+) -> None:
+    """A list of job files run ``--blocking``: the later job's maps read the job before's part files as any input,
+    two small parts in one map (its ``mapper_final`` ran once), where a pipelined run has a map per partition."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\na b\n")
+    jobs = specs(source, tmp_path / "out", "hooked_second_step", "hooked_after_a_job", num_reduces=2)
+    report = run(client, jobs, progress=False, timeout=TIMEOUT)
+    assert output_dict(tmp_path / "out") == {"maps": 2, "read": 2, "records": 2}
+    assert report["num_maps"] == 2
+
+
 def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Client, tmp_path: Path) -> None:
     """--keep-intermediate with --blocking (staged jobs, each job's steps staged) keeps what a pipeline keeps: every
     step's output but the last, numbered over all the jobs' steps."""
