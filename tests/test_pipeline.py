@@ -695,6 +695,49 @@ def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> Non
     assert [s["label"] for s in client.snapshots(report["job_id"])] == [f.name for f in derived]
 
 
+def test_a_later_steps_snapshots_run_its_maps_hooks_and_tear_down_what_they_set_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later step's snapshot, recomputed from the first step's, called the step's map on the snapshot's job instance
+    without ``mapper_init`` (a map scaling by what it set failed every such snapshot) or ``mapper_final``, and the
+    instance it set up was never torn down. Each of the first step's parts now goes through a map task of its own
+    (``setup``, ``mapper_init``, the map, ``mapper_final``, ``teardown``), and the snapshot's reduce instance is torn
+    down once it wrote its rows."""
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    monkeypatch.setenv("HOOKED_TOTAL_CALLS", str(calls))  # (before the cluster starts: its tasks inherit it)
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=36, vocabulary=300)
+    jobs = specs(source, tmp_path / "out", "slow_sum_wordcount", "hooked_total", num_reduces=2, split_size=1 << 19)
+    options = online_options(
+        load_job_file(job_path("slow_sum_wordcount")), [str(source)], snapshot_every=0.25, order="random", seed=4,
+        chunk_size=64 << 10,
+    )  # fmt: skip
+    jobs = [dataclasses.replace(spec, options={**spec.options, **options}) for spec in jobs]
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            report = run_pipeline(client, jobs, progress=False, timeout=TIMEOUT, keep_intermediate=True)
+        finally:
+            client.close()
+    words = len(source.read_text(encoding="utf-8").split())
+    assert output_dict(tmp_path / "out") == {"total": 2 * words, "maps": 2}
+    derived = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert derived, "the later step published snapshots recomputed from the first step's"
+    for folder in derived:
+        info = json.loads((folder / "_snapshot.json").read_text())
+        assert [p.get("error") for p in info["partitions"]] == [None, None], info["partitions"]
+        counts = output_dict(tmp_path / "out" / "_steps" / "step-1" / "_snapshots" / folder.name)
+        got = output_dict(folder)
+        assert got["maps"] == 2, "a map per part of the first step's snapshot, each running mapper_final"
+        assert got["total"] == pytest.approx(2 * sum(counts.values())), folder.name
+    assert report["counters"]["user"] == {}
+    set_up = {path.name.split("-", 1)[1] for path in calls.glob("setup-*")}
+    torn_down = {path.name.split("-", 1)[1] for path in calls.glob("teardown-*")}
+    assert len(set_up) > 2 + 2 + 2 * len(derived), "the tasks' instances and the snapshots' were set up"
+    assert set_up == torn_down
+
+
 def test_hop_snapshot_of_a_later_step_flows_down_from_the_first_step(client: Client, tmp_path: Path) -> None:
     """``hop snapshot`` of a pipeline's later step took a snapshot of its own reducers, labelled by its own count
     (``0.000-now0``), and one of the first step at the same progress flowed down to it under the same label:
