@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from hop.client import Client
+from hop.coordinator import Coordinator
 from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
@@ -32,7 +33,7 @@ from hop.runner import (
     run_staged_jobs,
     run_steps,
 )
-from tests.conftest import ROOT, hop, job_path, output_dict
+from tests.conftest import ROOT, hop, job_path, output_dict, relay
 
 TIMEOUT = 180
 
@@ -762,12 +763,47 @@ def test_hop_snapshot_of_a_later_step_flows_down_from_the_first_step(client: Cli
         assert status["state"] == "succeeded", status.get("error")
     labels = [s["label"] for s in client.snapshots(upstream)]
     later = [s["label"] for s in client.snapshots(downstream)]
-    # (Listed in the order the first step's completed, which for two taken at once is either: seen under load, the
-    # later step's list read now1, now0 against the first step's now0, now1.)
-    assert sorted(later) == sorted(labels) and set(asked) <= set(labels), (asked, labels, later)
+    # In the first step's order, whichever completed first (seen under load: now1 before now0 in the later step's
+    # list, as they completed: test_snapshots_taken_at_once_flow_down_in_the_first_steps_order).
+    assert later == labels and set(asked) <= set(labels), (asked, labels, later)
     for label in labels:
         info = json.loads((tmp_path / "out" / "_snapshots" / label / "_snapshot.json").read_text())
         assert info["upstream"]["job_id"] == upstream and info["upstream"]["label"] == label
+
+
+def test_snapshots_taken_at_once_flow_down_in_the_first_steps_order(coordinator: Coordinator, tmp_path: Path) -> None:
+    """Two snapshots of the first step taken at once (``hop snapshot`` twice) may complete in either order: a reducer
+    that starts between the two requests gets the second as broadcast before the first, asked again as it says it
+    is ready. Each flowed down as it completed, so the later step listed ``now1`` before ``now0`` where the first
+    step lists ``now0`` first. They now flow down in the first step's order, whatever the order they complete in."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    options = online_options(load_job_file(job_path("wordcount")), [str(source)], snapshot_every=0.5)
+    first, second = specs(source, tmp_path / "out", "wordcount", "topk", num_reduces=1, overwrite=True)
+    first = dataclasses.replace(first, output=str(tmp_path / "counts"), options={**options, "pipe_output": True})
+    coordinator.on_submit(b"client", {"job": first.to_wire()})
+    (upstream,) = coordinator.jobs
+    later = dataclasses.replace(second, inputs=(), input_format="output", options={**options, "upstream": upstream})
+    coordinator.on_submit(b"client", {"job": later.to_wire()})
+    (downstream,) = set(coordinator.jobs) - {upstream}
+    coordinator._schedule()
+    assert coordinator.jobs[upstream].reduces[0].attempts, "the first step's reducer runs on w"
+    for _ in range(2):
+        coordinator.on_snapshot(b"client", {"job_id": upstream})
+    tracker = coordinator.jobs[upstream].snapshots
+    assert tracker is not None
+    taken = [snapshot.label for snapshot in tracker.snapshots]
+    assert len(taken) == 2
+    answer = {"type": "snapshot_done", "job_id": upstream, "worker": "w", "index": 0, "attempt": 0}
+    for seq in (1, 0):  # the second completes first
+        relay(coordinator, {**answer, "seq": seq, "label": taken[seq], "rows": [], "groups": 0})
+    assert [snapshot.complete for snapshot in tracker.snapshots] == [True, True]
+    later_tracker = coordinator.jobs[downstream].snapshots
+    assert later_tracker is not None
+    assert [snapshot.label for snapshot in later_tracker.snapshots] == taken
+    assert [snapshot.source for snapshot in later_tracker.snapshots] == [
+        str(tmp_path / "counts" / "_snapshots" / label) for label in taken
+    ]
 
 
 @pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])

@@ -55,6 +55,9 @@ class Snapshot:
     """The most rows per partition it keeps (``HISTORY_ROWS`` once thinned)."""
     source: str | None = None
     """A derived snapshot's input: the folder of the upstream snapshot the reducers recompute it from."""
+    flows_down: tuple[dict[str, Any], str] | None = None
+    """A pipeline's job: the description and folder of this snapshot, published, that the next job is still to
+    recompute one from (``hop.coordinator.snapshots``: in this job's order)."""
 
     @property
     def complete(self) -> bool:
