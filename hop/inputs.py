@@ -500,11 +500,17 @@ def split_size_for(total_bytes: int, split_size: int, slots: int) -> int:
 
 
 def make_splits(
-    files: list[str], split_size: int, slots: int = 1, keep_empty: bool = False, whole: bool = False
+    files: list[str],
+    split_size: int,
+    slots: int = 1,
+    keep_empty: bool = False,
+    whole: bool = False,
+    uncut: bool = False,
 ) -> list[Split]:
     """Cut files into splits of about ``split_size`` bytes (compressed files whole; empty files make no split, or
     with ``keep_empty`` one empty split each); with ``slots``, of ``split_size_for(total, split_size, slots)``
-    bytes. With ``whole``, every file is one split, as a compressed one is (an mrjob ``mapper_raw`` reads it)."""
+    bytes. With ``whole``, every file is one split, as a compressed one is (an mrjob ``mapper_raw`` reads it); with
+    ``uncut``, every plain file is one split of its bytes, however large (read as lines, as any split is)."""
     stamps = [FileStamp.of(path) for path in files]
     split_size = split_size_for(sum(stamp.size for stamp in stamps), split_size, slots)
     splits: list[Split] = []
@@ -522,7 +528,7 @@ def make_splits(
             if keep_empty:
                 splits.append(Split(path, 0, 0, stamp))
             continue
-        count = max(1, round(size / split_size))
+        count = 1 if uncut else max(1, round(size / split_size))
         bounds = [size * i // count for i in range(count + 1)]
         splits.extend(Split(path, lo, hi - lo, stamp) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo)
     return splits

@@ -103,26 +103,44 @@ def plan_map_inputs(
     pack: bool = True,
     min_tasks: int = 1,
     whole_files: bool = False,
+    per_file: bool = False,
 ) -> list[list[Chunk]]:
     """The chunks of every map task (see the module docstring); ``strata`` maps a file to its stratum; ``slots``
     is the number of map slots the job can use (the number of tasks is a multiple of it where the input allows,
     see ``hop.inputs.split_size_for``). Without ``pack``, every split is a task of its own, as under Hadoop and
     mrjob, where a mapper never reads two files (an mrjob job's ``mapper_final`` may report per file), and an empty
-    file is a task too (whose ``mapper_init``/``mapper_final`` run, as Hadoop and mrjob run them). In chunked mode
-    the chunks are dealt to at least ``min_tasks`` tasks (where there are as many chunks). With ``whole_files``,
-    every file is one split and one chunk, however large (an mrjob ``mapper_raw`` reads each file whole)."""
+    file is a task too (whose ``mapper_init``/``mapper_final`` run, as Hadoop and mrjob run them). With ``pack``, an
+    input of empty files only is one task of their empty splits, so that a job's ``setup``/``mapper_init``/
+    ``mapper_final`` run once, as on Spark, which runs a partition for an input of no splits (none ran, and a
+    ``mapper_final``'s pairs were missing from the output on hop's engine alone). In chunked mode the chunks are
+    dealt to at least ``min_tasks`` tasks (where there are as many chunks). With ``whole_files``, every file is one
+    split and one chunk, however large (an mrjob ``mapper_raw`` reads each file whole). With ``per_file`` (a later
+    step run ``--blocking``, reading the part files of the step before), every file is one task of one split,
+    uncut, an empty one too: the step has a map per partition of the step before, as a pipelined run's later step
+    has (``hop.pipe``), so the maps' hooks run as often in either mode (in chunked mode, whose tasks are its
+    sample's, only where the input is empty files)."""
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     if chunk_size <= 0:
         raise ValueError(f"chunk size must be positive, got {chunk_size}")
     strata = strata or {}
     if not chunked and order == "sequential":
-        splits = make_splits(files, split_size, slots, keep_empty=not pack, whole=whole_files)
+        keep_empty = per_file or not pack
+        splits = make_splits(files, split_size, slots, keep_empty=keep_empty, whole=whole_files, uncut=per_file)
+        if not splits and files:  # (only empty files: one task reads them all, see above)
+            splits = make_splits(files, split_size, slots, keep_empty=True, whole=whole_files)
+            keep_empty = False
         chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(splits)]
-        if not pack:
+        if keep_empty:
             return [[chunk] for chunk in chunks]
+        if not any(chunk.size for chunk in chunks):
+            return [chunks] if chunks else []
         return _packed(chunks, split_size_for(sum(chunk.size for chunk in chunks), split_size, slots))
     pieces = make_splits(files, min(chunk_size, split_size), whole=whole_files)
+    if not pieces and files:  # (only empty files: a task of their empty chunks, or a task per file, as above)
+        pieces = make_splits(files, split_size, keep_empty=True, whole=whole_files)
+        chunks = [Chunk(i, split, 0, strata.get(split.path, "")) for i, split in enumerate(pieces)]
+        return [[chunk] for chunk in chunks] if per_file or not pack else [chunks]
     chunks = [Chunk(i, split, _size(split), strata.get(split.path, "")) for i, split in enumerate(pieces)]
     if not chunks:
         return []

@@ -310,7 +310,7 @@ def run_steps(
                     output=str(final_output if last else scratch / f"step-{step_offset + step + 1}"),
                     input_format=base.input_format if step == 0 else "output",
                     overwrite=True,
-                    options=_step_options(base.options, steps[step]),
+                    options=_step_options(base.options, steps[step], reads_a_step=bool(step or step_offset)),
                 )
                 if step == 0:
                     spec = _claiming(spec, run_output or final_output, base.overwrite)
@@ -357,14 +357,23 @@ def _claiming(spec: JobSpec, run_output: Path, overwrite: bool) -> JobSpec:
     return dataclasses.replace(spec, overwrite=overwrite, options=options)
 
 
-def _step_options(options: dict[str, Any], step: Step) -> dict[str, Any]:
+def _step_options(options: dict[str, Any], step: Step, reads_a_step: bool = False) -> dict[str, Any]:
     """The options of a step of a run staged step by step: ``options`` (the job's), less ``stop_when_accurate`` for
     a step whose reduce has no intervals (``Min``, ``Max``, ``TopK``, a hand-written one), which can never stop
     early. Given it, such a step reported why its snapshots could not stop it (``stop_held_back``, "no group was
     read yet" of a ``TopK`` after a ``Sum`` step), and the run's summary gave that as the reason the run ran to
-    its end. It still takes the snapshots the option asks for (``snapshot_every``)."""
+    its end. It still takes the snapshots the option asks for (``snapshot_every``).
+
+    ``reads_a_step``: the step reads the output of the step before (of this job, or of the job before in a staged
+    run of several): it gets ``map_per_part``, a map per part file of that step, an empty one too
+    (``hop.planning.plan_map_inputs``'s ``per_file``), as a pipelined run's later step has a map per partition.
+    Its maps were those of any input (small parts packed into one map, an empty one in none), so its
+    ``mapper_init``/``mapper_final`` ran as many times as the parts' bytes made maps, none at all after an empty
+    output, where a pipelined run ran them once per partition: the same job gave another output by mode."""
     from hop.online.state import estimate_kind  # (not imported by runs without online options)
 
+    if reads_a_step:
+        options = {**options, "map_per_part": True}
     if options.get("stop_when_accurate") is None or estimate_kind(step.reducer) is not None:
         return options
     return {name: value for name, value in options.items() if name != "stop_when_accurate"}

@@ -380,13 +380,15 @@ class JobState:
     @property
     def splits_tails(self) -> bool:
         """Whether this job's running maps may be split for idle slots: a batch job reading files (not a pipe, not
-        a stream), not online (an online job's chunks are its sampling units and snapshots count them), unless
-        ``--no-tail-split``."""
+        a stream), not online (an online job's chunks are its sampling units and snapshots count them), not a later
+        step run ``--blocking`` (``map_per_part``: a map per partition of the step before, as when pipelined, so
+        that its hooks run as often in either mode), unless ``--no-tail-split``."""
         options = self.spec.options
         return (
             self.state == "running"
             and bool(options.get("tail_split", True))
             and not options.get("online")
+            and not options.get("map_per_part")
             and not self.continuous
             and self.upstream is None
             and not options.get("upstream")

@@ -894,33 +894,37 @@ def run_reduce(
         store.commit(map_index, map_attempt, spills, segments)
     online = bool(spec.options.get("online"))
     # A snapshot calls the job's reduce (and a later step's map) on the data so far, before the final reduce: on an
-    # instance of its own, set up before the first, so that neither what its calls count (increment_counter) nor
-    # the state they leave in self (a reducer_final yielding what the reduce counted) reaches the attempt's
-    # counters and output, and a reduce reading what setup() made works in it too (it failed every snapshot). Made
-    # at the first snapshot: most attempts take none, and a job's __init__ may be costly.
-    for_snapshots: list[_StepFunctions] = []
+    # instance of its own, as a task attempt of its own would (setup() before, teardown() after; made as the
+    # snapshot starts: most attempts take none, and a job's __init__ may be costly), so that neither what its calls
+    # count (increment_counter) nor the state they leave in self (a reducer_final yielding what the reduce counted)
+    # reaches the attempt's counters and output, or the next snapshot's calls, and a reduce reading what setup()
+    # made works in it too (it failed every snapshot).
+    for_snapshots: list[tuple[Job, _StepFunctions]] = []
 
-    def set_up_for_snapshots() -> None:
-        if not for_snapshots:
-            snapshot_job, snapshot_functions = instantiate(spec)
-            call_user("setup", snapshot_job.setup)
-            for_snapshots.append(snapshot_functions)
+    def set_up_for_snapshot() -> None:
+        snapshot_job, snapshot_functions = instantiate(spec)
+        for_snapshots[:] = [(snapshot_job, snapshot_functions)]  # (a failed snapshot's is dropped: not torn down)
+        call_user("setup", snapshot_job.setup)
+
+    def tear_down_for_snapshot() -> None:
+        snapshot_job, _ = for_snapshots.pop()
+        call_user("teardown", snapshot_job.teardown)
 
     snapshots = ReducerSnapshots(
         spec.output,
         index,
         store,
-        lambda key, values: for_snapshots[0].reducer(key, values),
+        lambda key, values: for_snapshots[0][1].reducer(key, values),
         functions.reduce_aggregate,
         chunk_strata if online else None,
         job.key_stratum if type(job).key_stratum is not Job.key_stratum else None,
         float(spec.options.get("confidence", 0.95)),
-        mapper=lambda key, value: for_snapshots[0].mapper(key, value),
-        partition=lambda key: job.partition(key, spec.num_reduces),
+        map_task=functools.partial(snapshot_map_task, spec),
         chunk_sizes=chunk_sizes if online else None,
         attempt=attempt,
         held=out_dir,
-        prepare=set_up_for_snapshots,
+        prepare=set_up_for_snapshot,
+        finish=tear_down_for_snapshot,
     )
     if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:
@@ -1044,6 +1048,33 @@ def run_reduce(
         shutil.rmtree(store_dir, ignore_errors=True)
         pull.close(linger=0)
         out_dir.close()
+
+
+def snapshot_map_task(spec: JobSpec, records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[int, Any, Any]]:
+    """One map task of a pipeline's later step over ``records`` (one partition of the step before), for a snapshot
+    recomputed from that step's (``hop.online.reducer``): on a job instance of its own, the map's hooks run as
+    :func:`run_map` runs them (``setup()``, ``mapper_init``, the map per record, ``mapper_final``, ``teardown()``),
+    so that a map using what its ``mapper_init`` made works in a snapshot too (it failed them all), and neither what
+    the calls count nor the state they leave reaches the reduce attempt's job. Gives ``(partition, key, value)`` of
+    the output, partitioned as the map task would (by its instance's ``partition``; every key to 0 with one
+    reducer, where ``partition`` is not called)."""
+    job, functions = instantiate(spec)
+    step = functions.step
+    num_reduces = spec.num_reduces
+
+    def partition(key: Any) -> int:
+        return 0 if num_reduces == 1 else job.partition(key, num_reduces)
+
+    call_user("setup", job.setup)
+    for key, value in _hook_output("mapper_init", step.mapper_init if step else None):
+        yield partition(key), key, value
+    mapper = functions.mapper
+    for record in records:
+        for key, value in checked_pairs(mapper(*record) or ()):
+            yield partition(key), key, value
+    for key, value in _hook_output("mapper_final", step.mapper_final if step else None):
+        yield partition(key), key, value
+    call_user("teardown", job.teardown)
 
 
 def _receive_runs(

@@ -181,9 +181,22 @@ def test_empty_input(client: Client, tmp_path: Path) -> None:
     empty.write_text("")
     output = tmp_path / "out"
     report = run_job(client, "wordcount", [empty], output, num_reduces=2)
-    assert report["num_maps"] == 0
+    assert report["num_maps"] == 1, "an input of empty files is one map of no records (hop.planning)"
     assert [p.read_text() for p in sorted(output.glob("part-*"))] == ["", ""]
     assert (output / "_SUCCESS").exists()
+
+
+@pytest.mark.parametrize("mode", ["pipelined", "blocking"])
+def test_the_hooks_of_a_map_over_empty_files_run_once(client: Client, tmp_path: Path, mode: str) -> None:
+    """An input of empty files made no map on hop's engine, so ``mapper_init``/``mapper_final`` never ran and
+    their pairs were missing, where ``--engine spark`` runs one partition of no records and gives them (and mrjob
+    and Hadoop a map per empty file). It is now one map reading them all, in either mode, as on Spark."""
+    (tmp_path / "a.txt").write_text("")
+    (tmp_path / "b.txt").write_text("")
+    output = tmp_path / "out"
+    report = run_job(client, "hooked_wordcount", [tmp_path / "a.txt", tmp_path / "b.txt"], output, mode=mode)
+    assert report["num_maps"] == 1
+    assert output_dict(output) == {"map tasks": 1, "lines": 0, "reducer started": True, "reducer ended": None}
 
 
 def test_single_huge_key(client: Client, tmp_path: Path) -> None:

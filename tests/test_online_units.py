@@ -476,7 +476,7 @@ def test_a_derived_snapshot_names_a_bad_line_of_its_source_by_number(tmp_path: P
     (tmp_path / "out").mkdir()
     snapshots = ReducerSnapshots(
         str(tmp_path / "out"), 0, RunStore(tmp_path / "store"), lambda key, values: [(key, sum(values))], None, None,
-        None, mapper=lambda key, value: [(key, value)], partition=lambda key: 0,
+        None, map_task=lambda records: ((0, key, value) for key, value in records),
     )  # fmt: skip
     source = tmp_path / "earlier"
     source.mkdir()
@@ -975,3 +975,27 @@ def test_a_snapshot_before_any_chunk_of_an_input_without_strata_says_so_plainly(
     blind = strata.request_now(0.5)
     strata.on_done(blind.seq, 0, {"groups": 1, "chunks_seen": [0], "strata_seen": {"15": 1, "16": 0}})
     assert (strata.held_back(blind) or "").startswith("no chunk of stratum '16' was read yet")
+
+
+def test_a_later_steps_partition_answered_with_its_final_output_has_seen_all_of_it() -> None:
+    """A pipeline's later step reads no chunks of its own (its maps read the step before's partitions), so a
+    partition of it that answered a snapshot with its final output (it committed first) said it had seen none of
+    its chunks: ``chunks_fraction`` 0.0 beside ``final``, where every final partition has seen everything (1.0)."""
+    tracker = SnapshotTracker(2, [])  # (the coordinator's tracker of a later step: no chunks)
+    upstream = {"job_id": "job-1", "label": "0.500", "input_fraction": 0.5, "chunks_fraction": 0.5}
+    snapshot = tracker.request_derived("0.500", 0.5, upstream, "/nowhere")
+    # As the coordinator answers for a committed partition (hop.coordinator.snapshots), a later step's chunk strata
+    # being none: every one of its chunks seen.
+    final = {"label": "0.500", "groups": 1, "final": True, "rows": [], "chunks_seen": [], "strata_seen": {}}
+    tracker.on_done(snapshot.seq, 0, final)
+    tracker.on_done(snapshot.seq, 1, {"label": "0.500", "groups": 2, "rows": []})
+    partitions = tracker.describe(snapshot)["partitions"]
+    assert partitions[0]["chunks_fraction"] == partitions[0]["input_fraction"] == 1.0, partitions[0]
+    assert "chunks_fraction" not in partitions[1], "a recomputed partition reads no chunks"
+    # A first step's partition answered so has seen every chunk, which says the same.
+    first = SnapshotTracker(1, [10, 30])
+    taken = first.request_now(0.5)
+    first.on_done(taken.seq, 0, {**final, "chunks_seen": [0, 1], "strata_seen": {"": 2}})
+    (partition,) = first.describe(taken)["partitions"]
+    assert partition["chunks_fraction"] == partition["input_fraction"] == 1.0
+    assert partition["strata_seen"] == {"": 2}

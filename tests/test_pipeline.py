@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from hop.client import Client
+from hop.coordinator import Coordinator
 from hop.gen.text import generate_text
 from hop.jobspec import JobSpec
 from hop.loader import load_job_file
@@ -32,7 +33,7 @@ from hop.runner import (
     run_staged_jobs,
     run_steps,
 )
-from tests.conftest import ROOT, hop, job_path, output_dict
+from tests.conftest import ROOT, hop, job_path, output_dict, relay
 
 TIMEOUT = 180
 
@@ -167,6 +168,52 @@ def test_multi_step_job_pipelined_equals_staged(client: Client, tmp_path: Path) 
     assert report["counters"]["user"] == expected, "counters of the piped step count once, summed over the steps"
     assert json.loads((tmp_path / "piped" / "_job.json").read_text())["counters"]["user"] == expected
     assert not (tmp_path / "piped" / "_steps").exists()
+
+
+@pytest.mark.parametrize(
+    ("run", "words", "online"),
+    [
+        pytest.param(run, words, online, id=f"{mode}-{name}-{kind}")
+        for run, mode in ((run_steps, "blocking"), (run_pipeline, "pipelined"))
+        for words, name in ((0, "empty"), (1200, "one-partition-empty"))
+        for online, kind in ((False, "batch"), (True, "online"))
+        # (an online --blocking step's maps are dealt its sample's chunks, not a map per part, but for an empty input)
+        if not (online and words and run is run_steps)
+    ],
+)
+def test_a_later_steps_maps_run_their_hooks_once_per_partition_in_either_mode(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]], words: int, online: bool
+) -> None:
+    """With ``--blocking`` a later step's maps were planned as any input's: an empty output of the step before made
+    no map, so its ``mapper_init``/``mapper_final`` never ran, and small parts shared one map, where a pipelined run
+    has a map per partition of the step before and runs them once each: the same job gave another output by mode.
+    Either mode now runs a map per partition (per part file), an empty one too, as Hadoop gives an empty file a
+    split. (Online, a ``--blocking`` later step's maps are its sample's chunks: but for an empty output.)"""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\na b\n" + "frequent " * words + "\n")
+    settings: dict[str, Any] = {}
+    if online:
+        job_class = load_job_file(job_path("hooked_second_step"))
+        settings["options"] = online_options(job_class, [str(source)], snapshot_every=0.5, order="random", seed=1)
+    (spec,) = specs(source, tmp_path / "out", "hooked_second_step", num_reduces=2, **settings)
+    report = run(client, spec if run is run_steps else [spec], progress=False, timeout=TIMEOUT)
+    expected = {"maps": 2, "read": 1, "words": 1} if words else {"maps": 2, "read": 0}
+    assert output_dict(tmp_path / "out") == expected
+    assert report["num_maps"] == 2
+
+
+@pytest.mark.parametrize("run", [run_staged_jobs, run_pipeline], ids=["blocking", "pipelined"])
+def test_a_job_after_another_has_a_map_per_partition_of_its_output_in_either_mode(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]]
+) -> None:
+    """A list of job files run ``--blocking``: the later job's maps read the job before's part files as any input,
+    two small parts in one map (its ``mapper_final`` ran once), where a pipelined run has a map per partition."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\na b\n")
+    jobs = specs(source, tmp_path / "out", "hooked_second_step", "hooked_after_a_job", num_reduces=2)
+    report = run(client, jobs, progress=False, timeout=TIMEOUT)
+    assert output_dict(tmp_path / "out") == {"maps": 2, "read": 2, "records": 2}
+    assert report["num_maps"] == 2
 
 
 def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Client, tmp_path: Path) -> None:
@@ -649,6 +696,49 @@ def test_snapshots_flow_down_the_pipeline(client: Client, tmp_path: Path) -> Non
     assert [s["label"] for s in client.snapshots(report["job_id"])] == [f.name for f in derived]
 
 
+def test_a_later_steps_snapshots_run_its_maps_hooks_and_tear_down_what_they_set_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later step's snapshot, recomputed from the first step's, called the step's map on the snapshot's job instance
+    without ``mapper_init`` (a map scaling by what it set failed every such snapshot) or ``mapper_final``, and the
+    instance it set up was never torn down. Each of the first step's parts now goes through a map task of its own
+    (``setup``, ``mapper_init``, the map, ``mapper_final``, ``teardown``), and the snapshot's reduce instance is torn
+    down once it wrote its rows."""
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    monkeypatch.setenv("HOOKED_TOTAL_CALLS", str(calls))  # (before the cluster starts: its tasks inherit it)
+    source = tmp_path / "in.txt"
+    generate_text(source, 2_000_000, seed=36, vocabulary=300)
+    jobs = specs(source, tmp_path / "out", "slow_sum_wordcount", "hooked_total", num_reduces=2, split_size=1 << 19)
+    options = online_options(
+        load_job_file(job_path("slow_sum_wordcount")), [str(source)], snapshot_every=0.25, order="random", seed=4,
+        chunk_size=64 << 10,
+    )  # fmt: skip
+    jobs = [dataclasses.replace(spec, options={**spec.options, **options}) for spec in jobs]
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            report = run_pipeline(client, jobs, progress=False, timeout=TIMEOUT, keep_intermediate=True)
+        finally:
+            client.close()
+    words = len(source.read_text(encoding="utf-8").split())
+    assert output_dict(tmp_path / "out") == {"total": 2 * words, "maps": 2}
+    derived = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert derived, "the later step published snapshots recomputed from the first step's"
+    for folder in derived:
+        info = json.loads((folder / "_snapshot.json").read_text())
+        assert [p.get("error") for p in info["partitions"]] == [None, None], info["partitions"]
+        counts = output_dict(tmp_path / "out" / "_steps" / "step-1" / "_snapshots" / folder.name)
+        got = output_dict(folder)
+        assert got["maps"] == 2, "a map per part of the first step's snapshot, each running mapper_final"
+        assert got["total"] == pytest.approx(2 * sum(counts.values())), folder.name
+    assert report["counters"]["user"] == {}
+    set_up = {path.name.split("-", 1)[1] for path in calls.glob("setup-*")}
+    torn_down = {path.name.split("-", 1)[1] for path in calls.glob("teardown-*")}
+    assert len(set_up) > 2 + 2 + 2 * len(derived), "the tasks' instances and the snapshots' were set up"
+    assert set_up == torn_down
+
+
 def test_hop_snapshot_of_a_later_step_flows_down_from_the_first_step(client: Client, tmp_path: Path) -> None:
     """``hop snapshot`` of a pipeline's later step took a snapshot of its own reducers, labelled by its own count
     (``0.000-now0``), and one of the first step at the same progress flowed down to it under the same label:
@@ -673,12 +763,47 @@ def test_hop_snapshot_of_a_later_step_flows_down_from_the_first_step(client: Cli
         assert status["state"] == "succeeded", status.get("error")
     labels = [s["label"] for s in client.snapshots(upstream)]
     later = [s["label"] for s in client.snapshots(downstream)]
-    # (Listed in the order the first step's completed, which for two taken at once is either: seen under load, the
-    # later step's list read now1, now0 against the first step's now0, now1.)
-    assert sorted(later) == sorted(labels) and set(asked) <= set(labels), (asked, labels, later)
+    # In the first step's order, whichever completed first (seen under load: now1 before now0 in the later step's
+    # list, as they completed: test_snapshots_taken_at_once_flow_down_in_the_first_steps_order).
+    assert later == labels and set(asked) <= set(labels), (asked, labels, later)
     for label in labels:
         info = json.loads((tmp_path / "out" / "_snapshots" / label / "_snapshot.json").read_text())
         assert info["upstream"]["job_id"] == upstream and info["upstream"]["label"] == label
+
+
+def test_snapshots_taken_at_once_flow_down_in_the_first_steps_order(coordinator: Coordinator, tmp_path: Path) -> None:
+    """Two snapshots of the first step taken at once (``hop snapshot`` twice) may complete in either order: a reducer
+    that starts between the two requests gets the second as broadcast before the first, asked again as it says it
+    is ready. Each flowed down as it completed, so the later step listed ``now1`` before ``now0`` where the first
+    step lists ``now0`` first. They now flow down in the first step's order, whatever the order they complete in."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\n")
+    options = online_options(load_job_file(job_path("wordcount")), [str(source)], snapshot_every=0.5)
+    first, second = specs(source, tmp_path / "out", "wordcount", "topk", num_reduces=1, overwrite=True)
+    first = dataclasses.replace(first, output=str(tmp_path / "counts"), options={**options, "pipe_output": True})
+    coordinator.on_submit(b"client", {"job": first.to_wire()})
+    (upstream,) = coordinator.jobs
+    later = dataclasses.replace(second, inputs=(), input_format="output", options={**options, "upstream": upstream})
+    coordinator.on_submit(b"client", {"job": later.to_wire()})
+    (downstream,) = set(coordinator.jobs) - {upstream}
+    coordinator._schedule()
+    assert coordinator.jobs[upstream].reduces[0].attempts, "the first step's reducer runs on w"
+    for _ in range(2):
+        coordinator.on_snapshot(b"client", {"job_id": upstream})
+    tracker = coordinator.jobs[upstream].snapshots
+    assert tracker is not None
+    taken = [snapshot.label for snapshot in tracker.snapshots]
+    assert len(taken) == 2
+    answer = {"type": "snapshot_done", "job_id": upstream, "worker": "w", "index": 0, "attempt": 0}
+    for seq in (1, 0):  # the second completes first
+        relay(coordinator, {**answer, "seq": seq, "label": taken[seq], "rows": [], "groups": 0})
+    assert [snapshot.complete for snapshot in tracker.snapshots] == [True, True]
+    later_tracker = coordinator.jobs[downstream].snapshots
+    assert later_tracker is not None
+    assert [snapshot.label for snapshot in later_tracker.snapshots] == taken
+    assert [snapshot.source for snapshot in later_tracker.snapshots] == [
+        str(tmp_path / "counts" / "_snapshots" / label) for label in taken
+    ]
 
 
 @pytest.mark.parametrize("mode", [[], ["--blocking"]], ids=["pipelined", "blocking"])

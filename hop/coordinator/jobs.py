@@ -125,6 +125,7 @@ class JobRequests(CoordinatorHost):
                     slots=sum(w.map_slots for w in self.workers.values() if w.alive),
                     pack=not options.get("map_per_file"),
                     whole_files=spec.reads_whole_files,
+                    per_file=bool(options.get("map_per_part")),
                     min_tasks=blocking_maps(options.get("snapshot_every")) if online and spec.mode == "blocking" else 1,
                 )
             )

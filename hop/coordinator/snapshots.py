@@ -91,13 +91,9 @@ class SnapshotRequests(CoordinatorHost):
         except OutputRemovedError:  # (removed since the loop's check: its answer made it again, mkdir -p)
             self._execute(job, job.fail(_removed_output_error(job.spec.output)))
             return
-        downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
-        if downstream is not None and downstream.state == "running" and downstream.snapshots is not None:
-            # Snapshots flow down a pipeline: the next job recomputes from this one, marked with its progress.
-            derived = downstream.snapshots.request_derived(
-                snapshot.label, snapshot.progress, {"job_id": job.spec.job_id, **description}, str(folder)
-            )
-            self._ask_reducers(downstream, derived)
+        if self._downstream_running(job) is not None:
+            snapshot.flows_down = ({"job_id": job.spec.job_id, **description}, str(folder))
+            self._flow_down(job)
         # Once every map committed, the exact result waits only for the shuffle to end (a fraction of a second): a
         # snapshot then may still hold a small part of the map output (with --blocking a reducer gets a map's output
         # only after it commits), and stopping on it called an answer approximate that was about to be exact.
@@ -112,6 +108,33 @@ class SnapshotRequests(CoordinatorHost):
                 self._stop_early(job, snapshot)
             else:  # in _job.json and the run's summary if none stops it: which groups held the job back, and why
                 job.stop_held_back = {"snapshot": snapshot.label, "reason": reason}
+
+    def _downstream_running(self, job: JobState) -> JobState | None:
+        """The running job of a pipeline that takes its snapshots from ``job``'s, if there is one."""
+        downstream = self.jobs.get(self.downstream.get(job.spec.job_id, ""))
+        if downstream is not None and downstream.state == "running" and downstream.snapshots is not None:
+            return downstream
+        return None
+
+    def _flow_down(self, job: JobState) -> None:
+        """Snapshots flow down a pipeline: the next job recomputes one from each of ``job``'s published ones, under
+        its label and progress, in the order ``job`` took them, up to its first not complete yet. Two taken at once
+        (``hop snapshot`` twice) may complete in either order (a reducer that starts between the two requests gets
+        the second as broadcast before the first, asked again as it says it is ready), and flowed down as they
+        completed they were listed by the next job in the other order than by ``job``. One held so waits for those
+        before it only while their partitions answer: a partition that commits answers every snapshot it owes
+        with its final output, before the next job's maps may end."""
+        downstream = self._downstream_running(job)
+        assert job.snapshots is not None
+        for snapshot in job.snapshots.snapshots:
+            if not snapshot.complete:
+                return
+            if snapshot.flows_down is None or downstream is None or downstream.snapshots is None:
+                continue
+            upstream, folder = snapshot.flows_down
+            snapshot.flows_down = None
+            derived = downstream.snapshots.request_derived(snapshot.label, snapshot.progress, upstream, folder)
+            self._ask_reducers(downstream, derived)
 
     def _answer_from_committed(self, job: JobState) -> None:
         """Every committed partition answers the snapshots it has not answered with its final output."""

@@ -8,9 +8,10 @@ attempt's). Two ways to produce one:
   run, so a snapshot merges per-attempt summaries (no re-read of the runs) and carries estimates.
 - Otherwise the run store's snapshot groups (``RunStore.snapshot_grouped``) are reduced with the job's reducer: the
   values so far, without estimates.
-- A later job of a pipeline recomputes from the previous job's snapshot (``source``: its directory): the rows go
-  through this step's map, and the pairs of this partition through its reduce, so an early top-k follows an early
-  word count.
+- A later job of a pipeline recomputes from the previous job's snapshot (``source``: its directory): the rows of
+  each of its part files go through this step's map as one map task of the pipeline reads its partition (its own job
+  instance: ``setup``, ``mapper_init``, the map, ``mapper_final``, ``teardown``), and the pairs of this partition
+  through its reduce, so an early top-k follows an early word count.
 
 Memory: the first way streams (the summaries keep to the reducer's budget and a snapshot merges them by key, a
 batch of rows at a time), and the second streams its input (the store merges the runs as the final reduce does); the
@@ -28,7 +29,7 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,20 +63,24 @@ class ReducerSnapshots:
         chunk_strata: list[str] | None,
         key_stratum: Callable[[Any], str | None] | None,
         confidence: float = 0.95,
-        mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]] | None] | None = None,
-        partition: Callable[[Any], int] | None = None,
+        map_task: Callable[[Iterable[tuple[Any, Any]]], Iterable[tuple[int, Any, Any]]] | None = None,
         chunk_sizes: list[int] | None = None,
         attempt: int = 0,
         held: OutputGuard | None = None,
         prepare: Callable[[], None] | None = None,
+        finish: Callable[[], None] | None = None,
     ) -> None:
         """``chunk_strata`` and ``chunk_sizes``: every input chunk's stratum and bytes, by chunk id (online jobs);
         ``attempt``: the reduce attempt's number (for ``hop.faults``); ``held``: the attempt's hold on ``output``,
-        which its snapshots' files are written in (never in a directory given its name since); ``prepare``: called
-        before each snapshot calls ``reducer`` or ``mapper`` (their instance's ``setup()``, run once), a failure
-        failing the snapshot alone. ``reducer`` and ``mapper`` should belong to a job instance of the snapshots'
-        own, not the final reduce's: what their calls count and leave in it is not the job's."""
+        which its snapshots' files are written in (never in a directory given its name since); ``prepare`` and
+        ``finish``: called before each snapshot calls ``reducer``, and once it has written its rows (a new job
+        instance's ``setup()`` and its ``teardown()``), a failure failing the snapshot alone. ``reducer`` should
+        belong to a job instance of the snapshot's own, not the final reduce's: what its calls count and leave in it
+        is not the job's. ``map_task`` (a pipeline's later job): one map task of this step over the records of one
+        of the step before's partitions, on an instance of its own, giving ``(partition, key, value)`` of its
+        output."""
         self.prepare = prepare
+        self.finish = finish
         self.output = output
         self.held = held
         self.index = index
@@ -103,8 +108,7 @@ class ReducerSnapshots:
         if self.coverage is None and chunk_strata:
             self.coverage = SnapshotState(Count(), chunk_strata, read_run=store.run_bytes, values=False)
         self.taken = 0
-        self.mapper = mapper
-        self.partition = partition
+        self.map_task = map_task
         self.aggregate = aggregate
 
     def close(self) -> None:
@@ -230,8 +234,9 @@ class ReducerSnapshots:
         started = time.time()
         intervals = _IntervalFields()
         batches = self._batches(source)
+        calls_the_job = source is not None or self.state is None  # (an aggregate's state calls no code of the job)
         try:
-            if self.prepare is not None:
+            if self.prepare is not None and calls_the_job:
                 self.prepare()
             first = next(batches, None)  # (a reduce that fails at once leaves no files behind)
             with PartitionSnapshotWriter(self._staging(label), self.index, self.held) as writer:
@@ -239,6 +244,8 @@ class ReducerSnapshots:
                     writer.add(batch)
                     intervals.add(batch)
                     faults.inject("reduce", "snapshotting", self.index, self.attempt)
+                if self.finish is not None and calls_the_job:
+                    self.finish()
         except Exception as error:  # a reducer that fails on partial data must not fail the task
             return _failed(label, error)
         finally:
@@ -282,16 +289,15 @@ class ReducerSnapshots:
         return SnapshotTable(keys, values, nothing, nothing, nothing, [False] * len(keys))
 
     def _derived_rows(self, source: Path) -> list[SnapshotRow]:
-        if self.mapper is None or self.partition is None:
-            raise ValueError("a derived snapshot needs the step's map and partition functions")
+        if self.map_task is None:
+            raise ValueError("a derived snapshot needs the step's map task")
         groups: dict[Any, list[Any]] = {}
         for part in sorted(source.glob("part-*")):
             with open(part, encoding="utf-8") as lines:
-                for number, line in enumerate(lines, 1):  # (named by line number: no byte offset is counted)
-                    key, value = parse_output_line(line.rstrip("\n"), str(part), number, numbered=True)
-                    for out_key, out_value in checked_pairs(self.mapper(key, value) or ()):
-                        if self.partition(out_key) == self.index:
-                            groups.setdefault(out_key, []).append(out_value)
+                # A map task per part, as the pipeline has a map per partition of the step before.
+                for partition, out_key, out_value in self.map_task(_output_records(lines, part)):
+                    if partition == self.index:
+                        groups.setdefault(out_key, []).append(out_value)
         ordered, _ = sort_keys(list(groups))
         rows = []
         aggregate = self.aggregate
@@ -305,6 +311,12 @@ class ReducerSnapshots:
             for out_key, out_value in checked_pairs(self.reducer(key, values) or ()):
                 rows.append(SnapshotRow(out_key, out_value, None, False))
         return rows
+
+
+def _output_records(lines: Iterable[str], part: Path) -> Iterator[tuple[Any, Any]]:
+    """The records of a snapshot's part file, a bad line named by its number (no byte offset is counted)."""
+    for number, line in enumerate(lines, 1):
+        yield parse_output_line(line.rstrip("\n"), str(part), number, numbered=True)
 
 
 class _IntervalFields:

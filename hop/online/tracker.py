@@ -55,6 +55,9 @@ class Snapshot:
     """The most rows per partition it keeps (``HISTORY_ROWS`` once thinned)."""
     source: str | None = None
     """A derived snapshot's input: the folder of the upstream snapshot the reducers recompute it from."""
+    flows_down: tuple[dict[str, Any], str] | None = None
+    """A pipeline's job: the description and folder of this snapshot, published, that the next job is still to
+    recompute one from (``hop.coordinator.snapshots``: in this job's order)."""
 
     @property
     def complete(self) -> bool:
@@ -258,9 +261,12 @@ class SnapshotTracker:
                 **({"final": True, "chunks_fraction": 1.0, "input_fraction": 1.0} if fields.get("final") else {}),
             }
             chunks = fields.get("chunks_seen")
-            if chunks is not None:
+            if chunks is not None and not fields.get("final"):
                 entry["chunks_fraction"] = len(chunks) / max(1, len(self.chunk_sizes))
                 entry["input_fraction"] = sum(self.chunk_sizes[c] for c in chunks) / self.total_bytes
+            if chunks is not None:
+                # (A final partition has seen everything, 1.0 above: a pipeline's later step reads no chunks of its
+                # own, and its final partitions' 0 chunks seen of 0 said 0.0 there.)
                 entry["strata_seen"] = fields.get("strata_seen")
             partitions.append(entry)
             if with_rows:
