@@ -1,6 +1,7 @@
 """What keeping the materialized view up to date costs: a compaction in a fresh child against one in the kept child.
 
     python -m bench.view_compaction [--compactions 4] [--keys 2000] [--json PATH]
+    python -m bench.view_compaction --age 1000 [--compactions 8] [--keys 200] [--json PATH]
 
 A continuous job with its view on (the default) compacts its new checkpoint deltas every ``--view-interval``
 (30 s). Each compaction writes a window's deltas (``--keys`` rows per reducer partition, 2 partitions) and
@@ -12,6 +13,12 @@ compacts them, the same sequence twice:
 
 It reports each compaction's wall time and the CPU of the whole child tree (Python and JVM), so the fixed cost of a
 JVM start is told from the cost of compacting.
+
+``--age N`` measures what the view's age costs instead: the kept child first compacts ``N`` windows' deltas at once
+(a view as old as a job that wrote ``N`` windows, ``N * 2 * --keys`` rows; not timed with the others), then
+``--compactions`` compactions of one new window each against it: each one's wall time and the view's pieces after
+it, and the CPU of them all (the kept child's and its JVM's, read while they run). A compaction that rewrites the
+whole base grows with ``N``; one that writes only the pieces its deltas touch does not.
 """
 
 from __future__ import annotations
@@ -85,12 +92,51 @@ def kept_child(out: Path, compactions: int, keys: int) -> dict[str, Any]:
     return {"walls_s": walls, "cpu_s": children_cpu() - cpu, "children_started": compactor.children_started}
 
 
+def aged_view(out: Path, age: int, compactions: int, keys: int) -> dict[str, Any]:
+    """Compact ``age`` windows at once in a kept child, then ``compactions`` single windows after them, timed."""
+    compactor = Compactor(out, run_timeout=RUN_TIMEOUT)
+    walls, pieces = [], []
+    try:
+        for seq in range(age):
+            write_window(out, seq, keys)
+        info = compactor.compact_now(RUN_TIMEOUT)
+        if compactor.last_error or info is None:
+            raise RuntimeError(f"the compaction of {age} windows failed: {compactor.last_error}")
+        aged = {"wall_s": compactor.last_seconds, "rows": info.rows, "windows": info.windows}
+        cpu = tree_cpu(compactor)
+        for seq in range(age, age + compactions):
+            write_window(out, seq, keys)
+            info = compactor.compact_now(RUN_TIMEOUT)
+            if compactor.last_error or pending_deltas(out) or info is None:
+                raise RuntimeError(f"compaction {seq} failed: {compactor.last_error}")
+            assert compactor.last_seconds is not None
+            walls.append(compactor.last_seconds)
+            pieces.append(getattr(info, "pieces", 1))  # (a view without pieces is one)
+        cpu = tree_cpu(compactor) - cpu
+    finally:
+        compactor.stop(final=False)
+    return {"aged": aged, "walls_s": walls, "pieces": pieces, "rows": info.rows, "cpu_s": cpu}
+
+
+def tree_cpu(compactor: Compactor) -> float:
+    """CPU seconds of the compactor's kept child and its JVM so far (both still running, so not in RUSAGE_CHILDREN)."""
+    import psutil
+
+    assert compactor._child is not None  # (the bench's own look inside: the child is the compactor's)
+    root = psutil.Process(compactor._child.process.pid)
+    times = [process.cpu_times() for process in [root, *root.children(recursive=True)]]
+    return sum(t.user + t.system for t in times)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--compactions", type=int, default=4, help="compactions in each sequence (default 4)")
     parser.add_argument("--keys", type=int, default=2000, help="rows per partition per window (default 2000)")
     parser.add_argument("--json", type=Path, default=None, help="where to write the results")
+    parser.add_argument("--age", type=int, default=None, help="compact against a view of this many windows instead")
     args = parser.parse_args(argv)
+    if args.age is not None:
+        return main_aged(args)
     with tempfile.TemporaryDirectory(prefix="hop-bench-view-") as scratch:
         fresh = fresh_children(Path(scratch, "fresh"), args.compactions, args.keys)
         kept = kept_child(Path(scratch, "kept"), args.compactions, args.keys)
@@ -112,6 +158,29 @@ def main(argv: list[str] | None = None) -> None:
             "options": vars(args) | {"json": str(args.json)},
             "fresh": fresh,
             "kept": kept,
+            "summary": summary,
+        }
+        args.json.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"results in {args.json}")
+
+
+def main_aged(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="hop-bench-view-") as scratch:
+        result = aged_view(Path(scratch, "aged"), args.age, args.compactions, args.keys)
+    summary = {"median_wall_s": statistics.median(result["walls_s"]), "max_wall_s": max(result["walls_s"])}
+    aged = result["aged"]
+    built = f"{aged['rows']:,} rows, compacted at once in {aged['wall_s']:.1f} s"
+    print(f"a view of {aged['windows']:,} windows ({built}),")
+    print(f"then {args.compactions} compactions of one window ({2 * args.keys:,} new rows) each:")
+    print(f"  walls {', '.join(f'{w:.2f}' for w in result['walls_s'])} s, CPU {result['cpu_s']:.1f} s")
+    print(f"  pieces after each: {', '.join(map(str, result['pieces']))}")
+    print(f"  median wall {summary['median_wall_s']:.2f} s, max {summary['max_wall_s']:.2f} s")
+    if args.json is not None:
+        record = {
+            "machine": machine_info(),
+            "command": sys.argv,
+            "options": vars(args) | {"json": str(args.json)},
+            "aged": result,
             "summary": summary,
         }
         args.json.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")

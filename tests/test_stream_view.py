@@ -226,9 +226,12 @@ def test_the_manifest_does_not_grow_with_the_deltas_compacted(spark: SparkSessio
     write_delta(out, 0, 301, window_rows(rng, [301], KEYS[:2]))
     info = compact(out, spark=spark)
     assert info is not None and info.version == 3 and info.windows == 302
-    assert len(manifest.read_bytes()) < first + 100  # (the counts have more digits)
     record = json.loads(manifest.read_text())
     assert record["deltas"] == 302 and list(record["last_deltas"]) == ["delta-00000-00000301.jsonl"]
+    # It lists the base's pieces (3 here: one per compaction, none merged yet), not the deltas.
+    assert info.pieces == len(record["pieces"]) == 3
+    piece_bytes = max(len(json.dumps(piece, indent=1)) for piece in record["pieces"]) + 8
+    assert len(manifest.read_bytes()) < first + 100 + 2 * piece_bytes  # (the counts have more digits)
 
 
 @pytest.mark.parametrize(
@@ -565,3 +568,177 @@ def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None
     assert after.returncode == 0, after.stderr
     assert after.stdout.strip() == str(out / "_view" / "base-000001") and "1 row over 1 window;" in after.stderr
     assert "not in it yet" not in after.stderr and deltas_left(out) == []
+
+
+def base_files(info: ViewInfo) -> dict[str, tuple[int, int]]:
+    """The Parquet files of a view's base: name -> (inode, mtime in ns)."""
+    paths = [p for p in Path(info.base).iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))]
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in paths}
+
+
+def compact_windows(spark: SparkSession, out: Path, model: Model, windows: range, rng: random.Random) -> ViewInfo:
+    """One compaction per window, each of a delta per partition (2) as a job checkpointing every window writes."""
+    info = None
+    for window in windows:
+        for partition in range(2):
+            rows = window_rows(rng, [window], KEYS)
+            write_delta(out, partition, window, rows)
+            model.add(partition, window, rows)
+        info = compact(out, spark=spark)
+        model.compacted()
+    assert info is not None
+    return info
+
+
+def test_a_compaction_after_many_reads_and_rewrites_none_of_the_untouched_pieces(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Each compaction read the whole previous base and wrote it again whole, so a job's compactions grew slower
+    with its age (43,200 windows a day at a 2 s slide). The base is now pieces by window_start range: a compaction of
+    new windows writes a piece of its own and links the others unchanged. Shown here by the untouched pieces' files:
+    the same inodes, unmodified, and not read at all (garbage in them does not fail the compaction)."""
+    rng, model, out = random.Random(11), Model(), tmp_path / "out"
+    info = compact_windows(spark, out, model, range(9), rng)
+    assert info.version == 9 and info.windows == 9
+    before = base_files(info)
+    saved = {}
+    for name in before:  # garbage over every byte, in place (same inode): a compaction that reads them fails
+        path = Path(info.base) / name
+        saved[name] = path.read_bytes()
+        with open(path, "r+b") as file:
+            file.write(b"\xff" * len(saved[name]))
+    garbled = base_files(info)
+
+    later = compact_windows(spark, out, model, range(9, 10), rng)
+    assert later.version == 10
+    after = base_files(later)
+    assert {name: after[name] for name in garbled} == garbled  # the same files, not written since
+    (added,) = set(after) - set(garbled)
+    assert after[added][0] not in {inode for inode, _ in garbled.values()}
+    assert info.pieces == len(before) == 3  # merged 4 by 4 as they came: windows 0-3, 4-7, and 8
+    assert later.pieces == 4
+    for name, data in saved.items():  # back as they were, for the check of the whole view
+        with open(Path(later.base) / name, "r+b") as file:
+            file.write(data)
+    assert_view_matches(spark, later, model)
+    assert view_info(out) == later
+
+
+def windows_per_file(spark: SparkSession, info: ViewInfo) -> dict[str, set[float]]:
+    return {
+        name: {row[0] for row in spark.read.parquet(str(Path(info.base) / name)).select("window_start").collect()}
+        for name in base_files(info)
+    }
+
+
+def test_a_late_delta_rewrites_the_old_piece_holding_its_window_and_wins(spark: SparkSession, tmp_path: Path) -> None:
+    """A retried reducer rewrites deltas of windows compacted long ago (and a partition behind the others writes
+    windows the others wrote before): per (window_start, partition, key) the higher-numbered delta still wins, in
+    the piece that holds that window, which alone is rewritten; each window stays in one piece."""
+    rng, model, out = random.Random(12), Model(), tmp_path / "out"
+    info = compact_windows(spark, out, model, range(6), rng)
+    before = base_files(info)
+    old_piece = next(name for name, starts in windows_per_file(spark, info).items() if 10.0 in starts)
+
+    late = [{**model_row(model, 1, 0), "value": 77_777}]
+    late.append({"window_start": 0, "window_end": 10, "key": "new", "value": 5})
+    write_delta(out, 0, 50, late)  # numbered past every delta: it wins
+    model.add(0, 50, late)
+    lower = [{**model_row(model, 2, 1), "value": -1}]
+    write_delta(out, 1, 0, lower)  # a rewrite of partition 1's first delta, numbered below the one of window 2: loses
+    model.add(1, 0, lower)
+    later = compact(out, spark=spark)
+    model.compacted()
+    assert later is not None
+    assert_view_matches(spark, later, model)
+    cell = canonical(model_row(model, 1, 0)["key"])
+    got = spark.read.parquet(later.base).where(f"window_start = 10 AND partition = 0 AND key = '{cell}'").collect()
+    assert [(row["value"], row["seq"]) for row in got] == [("77777", 50)]
+    after = base_files(later)
+    assert old_piece not in after and len(set(after) - set(before)) == 1  # that piece alone was written again
+    kept = {name: stamp for name, stamp in before.items() if name != old_piece}
+    assert kept and {name: after.get(name) for name in kept} == kept  # the others are the same files
+    assert info.pieces == later.pieces == 3  # windows 0-3, 4, 5
+    spans = windows_per_file(spark, later)
+    assert sorted(start for starts in spans.values() for start in starts) == [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
+
+
+def test_a_crash_between_writing_pieces_and_the_manifest_leaves_the_old_view(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction killed after Spark wrote its pieces (and their base folder was made) but before the manifest was
+    replaced: readers still see the previous view whole, every delta is still pending, and the next compaction does
+    the same work again and ends where one without the crash would have."""
+    from hop.stream import view as module
+
+    rng, model, out = random.Random(13), Model(), tmp_path / "out"
+    info = compact_windows(spark, out, model, range(3), rng)
+    before = base_files(info)
+    rows = window_rows(rng, [3], KEYS)  # makes 4 level-0 pieces: merged into one
+    write_delta(out, 0, 3, rows)
+    late = [{**model_row(model, 0, 1), "value": 123}]
+    write_delta(out, 1, 3, late)
+
+    class Crash(Exception):
+        pass
+
+    real_replace = os.replace
+
+    def replace(source: Any, target: Any) -> None:
+        if Path(target).name == "_manifest.json":
+            raise Crash
+        real_replace(source, target)
+
+    monkeypatch.setattr(module.os, "replace", replace)
+    with pytest.raises(Crash):
+        compact(out, spark=spark)
+    monkeypatch.undo()
+    assert view_info(out) == info and base_files(info) == before
+    assert sorted(pending_deltas(out)) == ["delta-00000-00000003.jsonl", "delta-00001-00000003.jsonl"]
+    assert (out / "_view" / "base-000004").is_dir()  # the crashed run's, named by no manifest
+    assert_view_matches(spark, info, model)
+
+    model.add(0, 3, rows)
+    model.add(1, 3, late)
+    later = compact(out, spark=spark)
+    model.compacted()
+    assert later is not None and later.version == 4
+    assert_view_matches(spark, later, model)
+    listing = sorted(p.name for p in (out / "_view").iterdir())
+    assert listing == ["_lock", "_manifest.json", "base-000003", "base-000004"]
+    assert base_files(info) == before  # the previous base, for its readers
+    assert pending_deltas(out) == [] and deltas_left(out) == []
+    assert (info.pieces, later.pieces) == (3, 1)  # the 4 level-0 pieces merged into one
+
+
+def test_a_view_written_before_pieces_is_compacted_on(spark: SparkSession, tmp_path: Path) -> None:
+    """A running job's view written before the base was pieces (one folder, a manifest without ``pieces``): the
+    first compaction since rewrites it whole into a piece, once; the next ones leave that piece as it is."""
+    rng, model, out = random.Random(14), Model(), tmp_path / "out"
+    legacy = out / "_view" / "base-000007"
+    rows = window_rows(rng, [0, 1], KEYS)
+    model.add(0, 2, rows)
+    model.compacted()
+    table = [
+        (float(r["window_start"]), float(r["window_end"]), 0, canonical(r["key"]), canonical(r["value"]),
+         float(r["value"]) if type(r["value"]) in (int, float) else None, 2)
+        for r in rows
+    ]  # fmt: skip
+    schema = "window_start double, window_end double, partition int, key string, value string, value_num double, "
+    spark.createDataFrame(table, schema + "seq long").coalesce(2).write.parquet(str(legacy))
+    manifest = {"version": 7, "base": str(legacy), "deltas": 3, "rows": len(rows), "windows": 2,
+                "compacted_at": time.time(), "last_deltas": {}}  # fmt: skip
+    (out / "_view" / "_manifest.json").write_text(json.dumps(manifest))
+    assert view_info(out) == ViewInfo(7, str(legacy), len(rows), 2, 1)
+
+    late = [{**rows[0], "value": 4242}]
+    write_delta(out, 0, 3, late)
+    model.add(0, 3, late)
+    info = compact_windows(spark, out, model, range(2, 3), rng)
+    assert info.version == 8 and info.pieces == 1  # the old base and the new rows, in one piece
+    assert_view_matches(spark, info, model)
+    (first,) = base_files(info).items()
+    later = compact_windows(spark, out, model, range(3, 4), rng)
+    assert later.version == 9 and later.pieces == 2 and base_files(later)[first[0]] == first[1]
+    assert_view_matches(spark, later, model)
+    assert json.loads((out / "_view" / "_manifest.json").read_text())["deltas"] == 3 + 1 + 2 + 2

@@ -6,25 +6,37 @@ any, "value": any}`` (blank lines skipped, other fields ignored). Per (window_st
 numbered delta wins, within one the later line. A reducer retried after a crash may rewrite a name it used before:
 the rewritten file is a new delta (it wins over the base's rows of that number).
 
-Output: ``OUT/_view/base-VVVVVV/`` (Parquet), a row per (window_start, partition, key): ``window_start`` double,
-``window_end`` double, ``partition`` int, ``key`` string (compact JSON, sorted object keys), ``value`` string (same
-JSON; NaN and infinities as ``NaN``, ``Infinity``, ``-Infinity``, as in the job's part files), ``value_num`` double
-(the value if a number, NaN and infinities included, else null), ``seq`` long (its delta's number: a delta compacted
-late but numbered lower still loses). ``OUT/_view/_manifest.json`` (replaced atomically; the commit point; readers
-open its base, never a listing): ``version``, ``base`` (absolute), ``deltas`` (how many delta files were compacted
-so far, a file rewritten under a compacted name counting again), ``rows``, ``windows`` (distinct window_start),
-``compacted_at``, ``last_deltas`` (name -> inode:size:mtime, of the last compaction only). Its size does not grow with
-the deltas compacted: a job runs for days, writing a delta per reducer every few seconds, and a list of their names
-grew by a megabyte a day, every byte rewritten at every compaction.
+Output: ``OUT/_view/base-VVVVVV/``, a folder of Parquet files to read whole (``spark.read.parquet(base)``), a row
+per (window_start, partition, key): ``window_start`` double, ``window_end`` double, ``partition`` int, ``key``
+string (compact JSON, sorted object keys), ``value`` string (same JSON; NaN and infinities as ``NaN``,
+``Infinity``, ``-Infinity``, as in the job's part files), ``value_num`` double (the value if a number, NaN and
+infinities included, else null), ``seq`` long (its delta's number: a delta compacted late but numbered lower still
+loses). Its files are *pieces* (``piece-IIIIIIII-NNN.parquet``), each holding every row of a range of window_start
+(:mod:`hop.stream.pieces` plans which a compaction writes). ``OUT/_view/_manifest.json`` (replaced atomically; the
+commit point; readers open its base, never a listing): ``version``, ``base`` (absolute), ``deltas`` (how many delta
+files were compacted so far, a file rewritten under a compacted name counting again), ``rows``, ``windows``
+(distinct window_start), ``compacted_at``, ``last_deltas`` (name -> inode:size:mtime, of the last compaction only),
+``pieces`` (``id``, ``lo`` and ``hi`` its least and greatest window_start, ``rows``, ``windows``, ``level`` its merge
+generation, ``files``), ``next_piece``. Its size does not grow with the deltas compacted (a job runs for days,
+writing a delta per reducer every few seconds, and a list of their names grew by a megabyte a day, every byte
+rewritten at every compaction), only with the pieces, which the merges keep few. A manifest without ``pieces``
+(written before them) names a base of Parquet files that is one legacy piece: read as it is, and rewritten whole
+into a piece by the next compaction, once.
 
 :func:`compact` (one at a time per OUT, ``_view/_lock``) deletes the files of ``last_deltas`` still there unchanged
-(a crash came between that manifest and its deletes), merges the base with every other delta in one Spark job,
-writes the new base under a temporary name and renames it, replaces the manifest, then deletes the bases but the new
-and the previous one (its readers are not cut off) and the deltas it read, unless rewritten since. The job never
-deletes deltas; only compaction deletes bases. Idempotent: a crash before the manifest is replaced leaves the old
-view and all deltas for the next run. With no new delta it starts no Spark and returns the current view (``None``
-before the first). A bad delta line raises :class:`DeltaError` naming file and line, changing nothing. Executors
-must see OUT (a local master, or a shared disk). CLI: ``python -m hop.stream.view compact|show OUT [--master M]``.
+(a crash came between that manifest and its deletes) and checks every other delta (before a JVM starts), counting
+its rows' window starts. Its cost is its new deltas' and the pieces they touch, never the whole base's: it plans
+which pieces to write (:func:`hop.stream.pieces.plan`), and one Spark job merges the new rows with those pieces'
+old rows, under a temporary name; the new base folder gets the pieces written and, for every other piece, its file
+from the current base, linked (a hard link, unread and unchanged; a copy where the file system has no links), and is
+renamed into place complete. Then it replaces the manifest, deletes the bases but the new and the previous one (its
+readers are not cut off: a file both hold stays while either does) and the deltas it read, unless rewritten since.
+Files are never written in place: a piece rewritten is a new file. The job never deletes deltas; only compaction
+deletes bases. Idempotent: a crash before the manifest is replaced leaves the old view and all deltas for the next
+run, which clears what the crashed one left. With no new delta it starts no Spark and returns the current view
+(``None`` before the first); new deltas of blank lines only change the manifest's delta counts. A bad delta line
+raises :class:`DeltaError` naming file and line, changing nothing. Executors must see OUT (a local master, or a
+shared disk). CLI: ``python -m hop.stream.view compact|show OUT [--master M]``.
 
 :class:`hop.stream.compactor.Compactor` runs compactions while a job runs, in a child process kept between them.
 """
@@ -41,12 +53,14 @@ import re
 import shutil
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hop.outputs import OutputRemovedError, make_in_output, output_changed, output_removed
+from hop.stream.pieces import Piece, Target, plan, target
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,12 +72,14 @@ VIEW_DIR = "_view"
 MANIFEST = "_manifest.json"
 _DELTA_NAME = re.compile(r"^delta-(\d{5,})-(\d{8,})\.jsonl$")
 _BASE_NAME = re.compile(r"^base-\d{6,}$")
+_PART_FILE = re.compile(r"^part-.*\.parquet$")  # what Spark writes (not its _SUCCESS, nor .crc files)
 _MARKED = "<<hop-delta-error {} hop-delta-error>>"  # Spark ships only the text of an executor's traceback
 _MARK = re.compile(r"<<hop-delta-error (.*?) hop-delta-error>>", re.S)
 _ERROR = "hop.stream.view: error: "
 _COLUMNS = ("window_start", "window_end", "partition", "key", "value", "value_num", "seq")
 _SCHEMA = "window_start double, window_end double, partition int, key string, value string, value_num double, "
-_SCHEMA += "seq long, src long, line long"  # src: 0 for a base row, 1 for a delta row; line: in its delta
+_SCHEMA += "seq long, src long, line long, piece long"  # src: 0 for a base row, 1 for a delta row; line: in its delta;
+# piece: the one of the new base it goes to
 _FIELDS = ("window_start", "window_end", "partition", "key", "value")
 SPARK_CONF = {
     "spark.sql.shuffle.partitions": "2",
@@ -82,12 +98,14 @@ class DeltaError(ValueError):
 
 @dataclass(frozen=True)
 class ViewInfo:
-    """The committed view: its version, the absolute path of its Parquet base, its rows and distinct windows."""
+    """The committed view: its version, the absolute path of its Parquet base (a folder of Parquet files, to read
+    whole), its rows and distinct windows, and the pieces its files make (1 for a base written before pieces)."""
 
     version: int
     base: str
     rows: int
     windows: int
+    pieces: int = 1
 
 
 class _Delta(NamedTuple):
@@ -112,7 +130,9 @@ def _compacted(manifest: dict[str, Any] | None) -> int:
 
 
 def _info(manifest: dict[str, Any]) -> ViewInfo:
-    return ViewInfo(int(manifest["version"]), str(manifest["base"]), int(manifest["rows"]), int(manifest["windows"]))
+    pieces = len(manifest.get("pieces", [None]))
+    return ViewInfo(int(manifest["version"]), str(manifest["base"]), int(manifest["rows"]), int(manifest["windows"]),
+                    pieces)  # fmt: skip
 
 
 def view_info(out_dir: PathLike) -> ViewInfo | None:
@@ -161,13 +181,15 @@ def _row(partition: int, seq: int, number: int, raw: bytes) -> tuple[Any, ...]:
     return float(start), float(end), partition, _encode(key), _encode(value), number_value, seq, 1, number
 
 
-def _parse_delta(item: tuple[str, int, int]) -> Iterator[tuple[Any, ...]]:
-    path, partition, seq = item
+def _parse_delta(item: tuple[str, int, int, Target | None]) -> Iterator[tuple[Any, ...]]:
+    """The rows of a delta file, each with the piece it goes to (0 without ``where``, as the deltas are checked)."""
+    path, partition, seq, where = item
     with open(path, "rb") as file:
         for number, raw in enumerate(file, 1):
             try:
                 if raw.strip():
-                    yield _row(partition, seq, number, raw)
+                    row = _row(partition, seq, number, raw)
+                    yield (*row, 0 if where is None else target(where, row[0]))
             except ValueError as error:  # UnicodeDecodeError and JSONDecodeError included
                 raise DeltaError(_MARKED.format(f"{path} line {number}: {error}")) from None
 
@@ -180,11 +202,11 @@ def compact(
     identity: tuple[int, int] | None = None,
 ) -> ViewInfo | None:
     """Merge the new deltas of ``out_dir`` into a new base (module docstring). Runs on ``spark`` if given (left
-    running): a session, or a function giving one, called only once the new deltas have been checked (so nothing
-    new, or a bad line, costs no JVM start). Else on a session started on ``spark_master`` and stopped at the end,
-    its JVM with it. An ``out_dir`` that is not there has nothing to compact (None), and is not made. ``identity``
-    (``hop.outputs.output_identity``, a running job's ``OUT`` as it started): another directory under its name is
-    not the job's, and raises :class:`~hop.outputs.OutputRemovedError` with nothing made or read there."""
+    running): a session, or a function giving one, called only once the new deltas have been checked and hold a row
+    (so nothing new, or a bad line, costs no JVM start). Else on a session started on ``spark_master`` and stopped at
+    the end, its JVM with it. An ``out_dir`` that is not there has nothing to compact (None), and is not made.
+    ``identity`` (``hop.outputs.output_identity``, a running job's ``OUT`` as it started): another directory under
+    its name is not the job's, and raises :class:`~hop.outputs.OutputRemovedError` with nothing made or read there."""
     out = Path(out_dir).resolve()
     view = out / VIEW_DIR
     if identity is not None and output_changed(out, identity):
@@ -204,68 +226,162 @@ def compact(
             (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
         if not new:
             return None if manifest is None else _info(manifest)
+        starts = Counter[float]()
         for delta in new:  # checked here, before a JVM starts: a bad line fails at once, naming file and line
             try:
-                for _ in _parse_delta((str(out / DELTAS_DIR / delta.name), delta.partition, delta.seq)):
-                    pass
+                for row in _parse_delta((str(out / DELTAS_DIR / delta.name), delta.partition, delta.seq, None)):
+                    starts[row[0]] += 1
             except DeltaError as error:
                 marked = _MARK.search(str(error))
                 raise DeltaError(marked.group(1) if marked else str(error)) from None
-        version = (manifest["version"] if manifest else 0) + 1
-        base, temporary = view / f"base-{version:06d}", view / f"_tmp-base-{version:06d}"
-        from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
-
-        if spark is None:
-            session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
-        else:
-            session = spark() if callable(spark) else spark
-        try:
-            shutil.rmtree(temporary, ignore_errors=True)  # left by a run that was killed
-            items = [(str(out / DELTAS_DIR / d.name), d.partition, d.seq) for d in new]
-            rows, windows = _merge(session, items, manifest["base"] if manifest else None, temporary)
-            shutil.rmtree(base, ignore_errors=True)  # left by a run that crashed before its manifest
-            os.replace(temporary, base)
-        finally:
-            shutil.rmtree(temporary, ignore_errors=True)
-            if spark is None:
-                session.stop()
-                shutdown_jvm()
-        compacted = _compacted(manifest) + len(new)
-        record: dict[str, Any] = dict(version=version, base=str(base), deltas=compacted, rows=rows, windows=windows)
-        record.update(compacted_at=time.time(), last_deltas={d.name: d.stamp for d in new})
-        (view / f"{MANIFEST}.tmp").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        os.replace(view / f"{MANIFEST}.tmp", view / MANIFEST)
-        keep = {base.name, Path(manifest["base"]).name if manifest else base.name}
-        for entry in view.iterdir():
-            if _BASE_NAME.match(entry.name) and entry.name not in keep:
-                shutil.rmtree(entry, ignore_errors=True)
+        if manifest is None and not starts:  # nothing but blank lines, and no view yet: none to make
+            for delta in new:
+                if _stamp(out / DELTAS_DIR / delta.name) == delta.stamp:
+                    (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
+            return None
+        record: dict[str, Any] = {} if manifest is None else dict(manifest)
+        record.update(deltas=_compacted(manifest) + len(new), compacted_at=time.time())
+        record.update(last_deltas={d.name: d.stamp for d in new})
+        if starts:  # (else only blank lines: the base stays as it is)
+            record.update(_new_base(out, manifest, new, starts, spark_master, spark))
+        first = ("version", "base", "deltas", "rows", "windows", "compacted_at")
+        record = {name: record[name] for name in first} | record  # (in the order the module docstring lists them)
+        _commit(view, record)
+        if manifest is not None and record["version"] != manifest["version"]:
+            keep = {Path(record["base"]).name, Path(manifest["base"]).name}  # the previous one's readers go on
+            for entry in view.iterdir():
+                if _BASE_NAME.match(entry.name) and entry.name not in keep:
+                    shutil.rmtree(entry, ignore_errors=True)
         for path, stamp in ((out / DELTAS_DIR / delta.name, delta.stamp) for delta in new):
             if _stamp(path) == stamp:
                 path.unlink(missing_ok=True)
         return _info(record)
 
 
-def _merge(spark: SparkSession, items: list[tuple[str, int, int]], previous: str | None, target: Path) -> list[int]:
-    """Write the winners among the previous base and the deltas to ``target``; return its rows and windows."""
+def _commit(view: Path, record: dict[str, Any]) -> None:
+    """Replace the manifest with ``record``: the compaction's commit point."""
+    (view / f"{MANIFEST}.tmp").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    os.replace(view / f"{MANIFEST}.tmp", view / MANIFEST)
+
+
+def _pieces(manifest: dict[str, Any] | None) -> list[Piece]:
+    """The pieces of the manifest's base (a base written before pieces is one legacy piece)."""
+    if manifest is None:
+        return []
+    if "pieces" not in manifest:
+        return [Piece.legacy(int(manifest["rows"]), int(manifest["windows"]))]
+    return [Piece.of(record) for record in manifest["pieces"]]
+
+
+def _new_base(
+    out: Path,
+    manifest: dict[str, Any] | None,
+    new: list[_Delta],
+    starts: Counter[float],
+    spark_master: str,
+    spark: SparkSession | Callable[[], SparkSession] | None,
+) -> dict[str, Any]:
+    """Write the next version's base: the pieces the plan writes by Spark, the others linked from the current base,
+    renamed into place complete. Returns the manifest's fields that describe it."""
+    view = out / VIEW_DIR
+    version = (manifest["version"] if manifest else 0) + 1
+    base, temporary, written = (view / f"{name}{version:06d}" for name in ("base-", "_tmp-base-", "_tmp-write-"))
+    current = Path(manifest["base"]) if manifest else None
+    todo = plan(_pieces(manifest), starts, int(manifest.get("next_piece", 1)) if manifest else 1)
+    sources = {
+        piece_id: [str(path) for piece in old for path in _paths(current, piece)]
+        for piece_id, old in todo.written.items()
+    }
+    items = [(str(out / DELTAS_DIR / d.name), d.partition, d.seq, todo.where) for d in new]
+    from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
+
+    if spark is None:
+        session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
+    else:
+        session = spark() if callable(spark) else spark
+    try:
+        for leftover in (temporary, written):  # left by a run that was killed
+            shutil.rmtree(leftover, ignore_errors=True)
+        stats = _merge(session, items, sources, written)
+        temporary.mkdir()
+        pieces = []
+        for piece_id in todo.pieces:
+            if piece_id in todo.kept:
+                piece = todo.kept[piece_id]
+                for source, name in zip(_paths(current, piece), piece.names(), strict=True):
+                    _link(source, temporary / name)  # unchanged: the same file, not a copy (where links exist)
+            else:
+                rows, windows, lo, hi = stats[piece_id]
+                files = sorted(f for f in os.listdir(written / f"piece={piece_id}") if _PART_FILE.match(f))
+                piece = Piece(piece_id, lo, hi, rows, windows, todo.levels[piece_id], len(files))
+                for name, file in zip(piece.names(), files, strict=True):
+                    os.replace(written / f"piece={piece_id}" / file, temporary / name)
+            pieces.append(piece)
+        shutil.rmtree(base, ignore_errors=True)  # left by a run that crashed before its manifest
+        os.replace(temporary, base)
+    finally:
+        for leftover in (temporary, written):
+            shutil.rmtree(leftover, ignore_errors=True)
+        if spark is None:
+            session.stop()
+            shutdown_jvm()
+    return dict(
+        version=version,
+        base=str(base),
+        rows=sum(piece.rows for piece in pieces),
+        windows=sum(piece.windows for piece in pieces),  # (their ranges are disjoint)
+        pieces=[piece.record() for piece in pieces],
+        next_piece=todo.next_piece,
+    )
+
+
+def _paths(base: Path | None, piece: Piece) -> list[Path]:
+    """The files of ``piece`` in ``base`` (a legacy piece: its folder, all of it)."""
+    assert base is not None
+    return [base] if piece.files is None else [base / name for name in piece.names()]
+
+
+def _link(source: Path, target: Path) -> None:
+    """Make ``target`` the file ``source`` is: a hard link, or a copy on a file system without them."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _merge(
+    spark: SparkSession, items: list[tuple[str, int, int, Target]], sources: dict[int, list[str]], target: Path
+) -> dict[int, tuple[int, int, float, float]]:
+    """Write the winners among the deltas and the old pieces' rows (``sources``: new piece -> the files of the old
+    pieces it takes) to ``target/piece=ID/``; return each written piece's rows, windows, least and greatest start."""
     from pyspark.sql import functions as F
 
     sc = spark.sparkContext
     parsed = sc.parallelize(items, min(len(items), 4 * sc.defaultParallelism)).flatMap(_parse_delta)
     rows = spark.createDataFrame(parsed, _SCHEMA)
-    if previous is not None:  # a base row loses to a delta row of the same sequence number (a rewritten delta)
-        zero = F.lit(0).cast("long")
-        rows = rows.unionByName(spark.read.parquet(previous).select(*_COLUMNS, zero.alias("src"), zero.alias("line")))
+    zero = F.lit(0).cast("long")
+    for piece_id, paths in sources.items():  # a base row loses to a delta row of the same number (a rewritten delta)
+        if paths:
+            old = spark.read.parquet(*paths).select(*_COLUMNS, zero.alias("src"), zero.alias("line"))
+            rows = rows.unionByName(old.withColumn("piece", F.lit(piece_id).cast("long")))
     winner = F.max_by(F.struct("window_end", "value", "value_num", "seq"), F.struct("seq", "src", "line"))
-    merged = rows.groupBy("window_start", "partition", "key").agg(winner.alias("w"))
-    merged = merged.select("window_start", "w.window_end", "partition", "key", "w.value", "w.value_num", "w.seq")
+    merged = rows.groupBy("piece", "window_start", "partition", "key").agg(winner.alias("w"))
+    merged = merged.select(
+        "piece", "window_start", "w.window_end", "partition", "key", "w.value", "w.value_num", "w.seq"
+    ).repartition("piece")  # a piece's rows in one task: one file per piece
     try:
-        merged.sortWithinPartitions("window_start", "partition", "key").write.parquet(str(target))
+        ordered = merged.sortWithinPartitions("piece", "window_start", "partition", "key")
+        ordered.write.partitionBy("piece").parquet(str(target))
     except Exception as error:
         if (found := _MARK.search(str(error))) is None:
             raise
         raise DeltaError(found[1]) from None
-    counts = spark.read.parquet(str(target)).agg(F.count(F.lit(1)), F.countDistinct("window_start")).first()
-    return [int(count) for count in counts or (0, 0)]
+    stats = (
+        spark.read.parquet(str(target))
+        .groupBy("piece")
+        .agg(F.count(F.lit(1)), F.countDistinct("window_start"), F.min("window_start"), F.max("window_start"))
+    )
+    return {int(r[0]): (int(r[1]), int(r[2]), float(r[3]), float(r[4])) for r in stats.collect()}
 
 
 def main(argv: list[str] | None = None) -> int:
