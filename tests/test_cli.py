@@ -1881,10 +1881,26 @@ def test_a_module_beside_the_job_file_named_like_one_hop_has_imported_is_refused
     assert not (tmp_path / "out").exists()
 
 
-def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCluster) -> None:
-    for command in ("status", "snapshot"):
+def test_commands_about_an_unknown_job_are_usage_errors_that_say_what_to_do(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``hop status``, ``hop snapshot``, ``hop stop`` and ``hop windows`` of a mistyped id said only "no job
+    job-9999" ("no continuous job job-9999" for ``hop windows``, also of a batch job it knew); each now says to
+    check the id and how to list the jobs, and ``hop windows`` of a batch job says it is one."""
+    listing = f"`hop status --coordinator {cluster.address}` lists the jobs"
+    for command in ("status", "snapshot", "stop", "windows"):
         result = hop(command, "job-9999", "--coordinator", cluster.address)
-        assert result.returncode == 2 and "no job job-9999" in result.stderr, (command, result.stderr)
+        assert result.returncode == 2 and "no job job-9999: check the id" in result.stderr, (command, result.stderr)
+        assert listing in result.stderr, (command, result.stderr)
+    (tmp_path / "in.txt").write_text("a b\n")
+    run = hop("submit", job_path("wordcount"), "in.txt", "-o", "out", "--coordinator", cluster.address, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    job_id = re.search(r"job-\d{8}-\d{6}-\d{4}", run.stderr)
+    assert job_id is not None, run.stderr
+    windows = hop("windows", job_id.group(), "--coordinator", cluster.address)
+    assert windows.returncode == 2, windows.stderr
+    assert f"no continuous job {job_id.group()}: it is a batch job, which has no windows" in windows.stderr
+    assert f"hop status {job_id.group()} --coordinator {cluster.address}" in windows.stderr, windows.stderr
 
 
 def test_output_piped_into_a_reader_that_has_gone_ends_without_a_traceback(cluster: LocalCluster) -> None:
