@@ -1104,13 +1104,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] in (["run"], ["submit"]) and "--" in argv:  # what follows -- are an mrjob job's own options
         argv, job_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     continuous = any(arg == "--source" or arg.startswith("--source=") for arg in argv)
-    parser = build_parser(continuous)
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}{_mrjob_options_hint(argv, unknown)}")
-    args.job_args = job_args
-    _command[:] = argv[:1]
     try:
+        # (inside the try: a Ctrl-C while the parser was built, some 20 ms, printed an Interrupted traceback and
+        # exited 1)
+        parser = build_parser(continuous)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}{_mrjob_options_hint(argv, unknown)}")
+        args.job_args = job_args
+        _command[:] = argv[:1]
         return int(args.func(args))
     except KeyboardInterrupt:  # a command without a clean-up of its own (hop gen, hop status...): no traceback
         return _fail("interrupted", _interrupted_code())
