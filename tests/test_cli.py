@@ -2081,6 +2081,13 @@ def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path)
         result = hop("coordinator", "--bind", address, cwd=tmp_path, timeout=30)
     assert result.returncode == 2 and f"cannot listen on {address}: Address already in use" in result.stderr
     assert "Traceback" not in result.stderr, result.stderr
+    # It said ZeroMQ's message alone, "Address already in use (addr='tcp://...')": the cause, not what to do.
+    assert "another process listens there (a coordinator already running?)" in result.stderr, result.stderr
+    assert "tcp://HOST:* picks a free one" in result.stderr and "(addr=" not in result.stderr, result.stderr
+    missing = f"ipc://{tmp_path}/no-such-folder/c.sock"
+    result = hop("coordinator", "--bind", missing, cwd=tmp_path, timeout=30)
+    assert result.returncode == 2 and f"cannot listen on {missing}: No such file or directory" in result.stderr
+    assert "give an ipc:// path in an existing directory" in result.stderr, result.stderr
 
 
 def test_a_coordinator_bound_on_every_interface_names_the_address_other_hosts_use() -> None:
