@@ -2305,6 +2305,8 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         "    pass\n"
     )
     (tmp_path / "none.py").write_text("x = 1\n")
+    # (told only to "define a subclass of hop.Job in it", as if it defined no job at all)
+    (tmp_path / "no_base.py").write_text("class Count:\n    def map(self, key, line):\n        yield line, 1\n")
     (tmp_path / "folder.py").mkdir()
     (tmp_path / "mismatch.py").write_text(
         "from hop import Job\nfrom hop.aggregates import Mean, Sum\n\n\nclass M(Job):\n    combine = Sum()\n"
@@ -2327,6 +2329,7 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         (["two.py"], "exactly one hop.Job subclass, or subclasses of one another (found: A, B); pick one with --job-"),
         (["siblings.py"], "(found: Base, A, B); pick one with --job-class"),
         (["none.py"], "(found: none); define a subclass of hop.Job in it"),
+        (["no_base.py"], "(found: none); Count has a map but is not a hop.Job: declare it class Count(Job), with"),
         (["folder.py"], "job file folder.py is not a Python file (.py)"),
     ]
     for arguments, says in cases:
