@@ -2356,6 +2356,17 @@ def test_an_mrjob_job_given_where_a_hop_job_goes_is_told_of_mrjob_and_compare_ru
         assert result.stdout == "", result.stdout  # (no table of engine runs)
 
 
+def test_hop_compare_of_an_input_that_does_not_exist_is_refused_before_either_engine_runs(tmp_path: Path) -> None:
+    """``hop compare JOB missing.txt`` ran both engines, each refusing the input, printed their table of two failed
+    runs and exited 1 (outputs differ, or an engine failed); a missing file is bad usage (exit code 2), found before
+    the job starts, as ``hop run`` finds it."""
+    (tmp_path / "in.txt").write_text("a\n")
+    result = hop("compare", job_path("wordcount"), "in.txt", "missing.txt", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"hop: error: input '{tmp_path / 'missing.txt'}' does not exist" in result.stderr, result.stderr
+    assert result.stdout == "", result.stdout  # (no table of engine runs)
+
+
 def test_python_files_after_the_job_file_taken_for_jobs_say_how_to_read_them_as_input(tmp_path: Path) -> None:
     """``hop run wc.py src/*.py -o out`` (the shell's .py files, meant as input) failed with "no input given after
     the job file(s)", or, given another input, with a .py file that "must define exactly one hop.Job subclass":
