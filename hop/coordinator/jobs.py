@@ -89,7 +89,6 @@ class JobRequests(CoordinatorHost):
     """Clients' requests about jobs: ``submit``, ``status``, ``jobs``, ``job``; retiring ended jobs."""
 
     # State of its own (set up in ``Coordinator.__init__``)
-    address: str
     keep_jobs: int
     started_at: float
     retired: collections.OrderedDict[str, str]
