@@ -1092,6 +1092,18 @@ def _mrjob_options_hint(argv: list[str], unknown: list[str]) -> str:
     return f" (an mrjob job's own options go after --, with their values: {usage})"
 
 
+def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``argv`` names (``hop gen text``), whose usage and name an error about its
+    arguments gives: the whole command's said ``usage: hop [-h] {run,submit,...}`` and ``hop: error: ...``, as if
+    the command itself were unknown."""
+    for word in argv:
+        commands = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not commands or word not in commands[0].choices:
+            break
+        parser = commands[0].choices[word]
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM (``kill``, a timeout) and SIGHUP (the terminal closed) end a run like Ctrl-C does: the embedded
     # cluster is stopped on the way out.
@@ -1110,7 +1122,8 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(continuous)
         args, unknown = parser.parse_known_args(argv)
         if unknown:
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}{_mrjob_options_hint(argv, unknown)}")
+            message = f"unrecognized arguments: {' '.join(unknown)}{_mrjob_options_hint(argv, unknown)}"
+            _command_parser(parser, argv).error(message)
         args.job_args = job_args
         _command[:] = argv[:1]
         return int(args.func(args))

@@ -2356,6 +2356,19 @@ def test_an_mrjob_job_given_where_a_hop_job_goes_is_told_of_mrjob_and_compare_ru
         assert result.stdout == "", result.stdout  # (no table of engine runs)
 
 
+def test_an_unknown_option_is_told_with_its_commands_usage(tmp_path: Path) -> None:
+    """``hop run JOB IN -o OUT --bogus`` printed the usage of ``hop`` itself (``hop [-h] {run,submit,...}``) and
+    ``hop: error: ...``, as if the command were unknown; other mistakes in its arguments give ``hop run``'s."""
+    for command, name in ((["run", job_path("wordcount"), "in.txt", "-o", "out"], "hop run"),
+                          (["gen", "text", "out.txt", "--size", "1KB"], "hop gen text"),
+                          (["status", "--coordinator", "ipc:///nowhere"], "hop status")):  # fmt: skip
+        result = hop(*command, "--bogus", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"usage: {name} "), result.stderr
+        assert f"{name}: error: unrecognized arguments: --bogus" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.txt").exists()
+
+
 def test_hop_compare_of_an_input_that_does_not_exist_is_refused_before_either_engine_runs(tmp_path: Path) -> None:
     """``hop compare JOB missing.txt`` ran both engines, each refusing the input, printed their table of two failed
     runs and exited 1 (outputs differ, or an engine failed); a missing file is bad usage (exit code 2), found before
