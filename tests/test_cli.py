@@ -2369,6 +2369,21 @@ def test_an_unknown_option_is_told_with_its_commands_usage(tmp_path: Path) -> No
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.txt").exists()
 
 
+def test_the_status_command_a_run_printed_given_after_the_run_says_its_cluster_ended(tmp_path: Path) -> None:
+    """``hop run`` prints ``hop status JOB --coordinator ipc://.../hop-cluster-XXXX/coordinator`` for its embedded
+    cluster; run after the run ended, that command said "the directory ... does not exist ... (the coordinator has
+    stopped, or never ran there)", not that it was the run's own cluster, gone with it, nor where the report is."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    run = hop("run", job_path("wordcount"), "in.txt", "-o", "out", "--workers", "1", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    printed = re.search(r"\(hop (status \S+ --coordinator \S+)\)", run.stderr)
+    assert printed is not None, run.stderr
+    status = hop(*printed.group(1).split(), cwd=tmp_path)
+    assert status.returncode == 3, status.stderr
+    assert "it was the embedded cluster of a hop run, which ended with its run" in status.stderr, status.stderr
+    assert "an ended job's report is its output directory's _job.json" in status.stderr, status.stderr
+
+
 def test_hop_compare_of_an_input_that_does_not_exist_is_refused_before_either_engine_runs(tmp_path: Path) -> None:
     """``hop compare JOB missing.txt`` ran both engines, each refusing the input, printed their table of two failed
     runs and exited 1 (outputs differ, or an engine failed); a missing file is bad usage (exit code 2), found before
