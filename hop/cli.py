@@ -1092,6 +1092,14 @@ def _mrjob_options_hint(argv: list[str], unknown: list[str]) -> str:
     return f" (an mrjob job's own options go after --, with their values: {usage})"
 
 
+def _submit_workers_hint(argv: list[str], unknown: list[str]) -> str:
+    """For ``hop submit --workers N``: the option sizes ``hop run``'s embedded cluster, which ``hop submit`` has not
+    (``hop run --coordinator`` says so as it refuses it)."""
+    if argv[:1] != ["submit"] or not any(word == "--workers" or word.startswith("--workers=") for word in unknown):
+        return ""
+    return " (--workers sizes hop run's embedded cluster; hop submit runs on the cluster's own workers: drop it)"
+
+
 def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
     """The parser of the (sub)command ``argv`` names (``hop gen text``), whose usage and name an error about its
     arguments gives: the whole command's said ``usage: hop [-h] {run,submit,...}`` and ``hop: error: ...``, as if
@@ -1122,7 +1130,8 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser(continuous)
         args, unknown = parser.parse_known_args(argv)
         if unknown:
-            message = f"unrecognized arguments: {' '.join(unknown)}{_mrjob_options_hint(argv, unknown)}"
+            hints = _mrjob_options_hint(argv, unknown) + _submit_workers_hint(argv, unknown)
+            message = f"unrecognized arguments: {' '.join(unknown)}{hints}"
             _command_parser(parser, argv).error(message)
         args.job_args = job_args
         _command[:] = argv[:1]

@@ -2367,6 +2367,14 @@ def test_an_unknown_option_is_told_with_its_commands_usage(tmp_path: Path) -> No
         assert result.stderr.startswith(f"usage: {name} "), result.stderr
         assert f"{name}: error: unrecognized arguments: --bogus" in result.stderr, result.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.txt").exists()
+    # hop run --coordinator explains its refusal of --workers, which hop submit did not know at all
+    result = hop("submit", job_path("wordcount"), "in.txt", "-o", "out", "--coordinator", "ipc:///nowhere",
+                 "--workers", "2", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert (
+        "hop submit: error: unrecognized arguments: --workers 2 (--workers sizes hop run's embedded cluster; "
+        "hop submit runs on the cluster's own workers: drop it)" in result.stderr
+    ), result.stderr
 
 
 def test_the_status_command_a_run_printed_given_after_the_run_says_its_cluster_ended(tmp_path: Path) -> None:
