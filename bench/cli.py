@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         type=Path,
         default=None,
-        help="where to write the JSON results (default bench/results/bench-DATE.json); a .txt with the "
+        help="where to write the JSON results (default bench/results/bench-YYYYMMDD-HHMMSS.json); a .txt with the "
         "printed table is written beside it",
     )
     add(
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=BENCH_DIR / "data",
         help="cache of generated inputs, and scratch space for outputs (default bench/data)",
     )
-    add("--timeout", type=float, default=3600.0, help="seconds before a run is killed")
+    add("--timeout", type=float, default=3600.0, help="seconds before a run is killed (default 3600)")
     add("--keep-outputs", action="store_true", help="keep every run's output directory")
     return parser
 

@@ -1092,6 +1092,26 @@ def _mrjob_options_hint(argv: list[str], unknown: list[str]) -> str:
     return f" (an mrjob job's own options go after --, with their values: {usage})"
 
 
+def _submit_workers_hint(argv: list[str], unknown: list[str]) -> str:
+    """For ``hop submit --workers N``: the option sizes ``hop run``'s embedded cluster, which ``hop submit`` has not
+    (``hop run --coordinator`` says so as it refuses it)."""
+    if argv[:1] != ["submit"] or not any(word == "--workers" or word.startswith("--workers=") for word in unknown):
+        return ""
+    return " (--workers sizes hop run's embedded cluster; hop submit runs on the cluster's own workers: drop it)"
+
+
+def _command_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``argv`` names (``hop gen text``), whose usage and name an error about its
+    arguments gives: the whole command's said ``usage: hop [-h] {run,submit,...}`` and ``hop: error: ...``, as if
+    the command itself were unknown."""
+    for word in argv:
+        commands = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        if not commands or word not in commands[0].choices:
+            break
+        parser = commands[0].choices[word]
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM (``kill``, a timeout) and SIGHUP (the terminal closed) end a run like Ctrl-C does: the embedded
     # cluster is stopped on the way out.
@@ -1104,13 +1124,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] in (["run"], ["submit"]) and "--" in argv:  # what follows -- are an mrjob job's own options
         argv, job_args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     continuous = any(arg == "--source" or arg.startswith("--source=") for arg in argv)
-    parser = build_parser(continuous)
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}{_mrjob_options_hint(argv, unknown)}")
-    args.job_args = job_args
-    _command[:] = argv[:1]
     try:
+        # (inside the try: a Ctrl-C while the parser was built, some 20 ms, printed an Interrupted traceback and
+        # exited 1)
+        parser = build_parser(continuous)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            hints = _mrjob_options_hint(argv, unknown) + _submit_workers_hint(argv, unknown)
+            message = f"unrecognized arguments: {' '.join(unknown)}{hints}"
+            _command_parser(parser, argv).error(message)
+        args.job_args = job_args
+        _command[:] = argv[:1]
         return int(args.func(args))
     except KeyboardInterrupt:  # a command without a clean-up of its own (hop gen, hop status...): no traceback
         return _fail("interrupted", _interrupted_code())

@@ -107,6 +107,13 @@ def missing_socket_directory(address: str) -> str | None:
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(directory):
         return None
+    if os.path.basename(directory).startswith("hop-cluster-"):  # (hop.local_cluster.CLUSTER_PREFIX)
+        # The address ``hop run`` printed for its embedded cluster, given once the run ended (its "hop status ..."
+        # line copied after it): where the job's report is now is what the user is after.
+        return (
+            f"no coordinator at {address}: it was the embedded cluster of a hop run, which ended with its run (its "
+            "directory is gone); an ended job's report is its output directory's _job.json"
+        )
     return (
         f"no coordinator at {address}: the directory {directory} does not exist, so nothing listens there (the "
         "coordinator has stopped, or never ran there)"

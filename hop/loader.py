@@ -70,12 +70,31 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
             mrjobs = [value.__name__ for value in vars(module).values() if _is_mrjob_class(value, module_name)]
             if not defined and mrjobs:  # (--mrjob takes it, on hop's engine only)
                 remedy = f"it defines the mrjob job {', '.join(mrjobs)}: run it with hop run --mrjob"
+            elif not defined and (plain := _job_like_classes(module, module_name)):
+                # (a class with a map but no base: told only to "define a subclass of hop.Job", a user looked for
+                # what else was missing)
+                remedy = (
+                    f"{plain[0]} has a map but is not a hop.Job: declare it class {plain[0]}(Job), with "
+                    "`from hop import Job`"
+                )
             raise JobFileError(
                 f"job file {path} must define exactly one hop.Job subclass, or subclasses of one another (found: "
                 f"{names}); {remedy}"
             )
     _check_definition(path, chosen[0])
     return chosen[0]
+
+
+def _job_like_classes(module: object, module_name: str) -> list[str]:
+    """The classes the module ``module_name`` defines with a ``map`` or ``reduce`` of their own that derive from
+    no ``hop.Job``: a job written without its base class."""
+    return [
+        value.__name__
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and value.__module__ == module_name
+        and any(callable(vars(value).get(name)) for name in ("map", "reduce"))
+    ]
 
 
 def _is_mrjob_class(value: object, module_name: str) -> bool:

@@ -26,7 +26,14 @@ from typing import Any
 from hop.claims import input_claimed, inputs_left_partial
 from hop.counters import print_user_counters
 from hop.gen.cli import ArgumentParser, output_argument, positive_int, size_at_least
-from hop.inputs import DEFAULT_SPLIT_BYTES, MIN_SPLIT_SIZE_OPTION, InputError, absolute_inputs, repeated_inputs
+from hop.inputs import (
+    DEFAULT_SPLIT_BYTES,
+    MIN_SPLIT_SIZE_OPTION,
+    InputError,
+    absolute_inputs,
+    expand_inputs,
+    repeated_inputs,
+)
 from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
@@ -157,6 +164,10 @@ def _compare(args: argparse.Namespace) -> int:
             "write the pipeline as one job with steps()",
             2,
         )
+    try:  # (a missing input ran both engines, each refusing it, and printed their table with exit code 1)
+        expand_inputs(absolute_inputs(list(args.inputs)))
+    except InputError as error:
+        return _fail(str(error), 2)
     workers, reducers, master = _defaults(args)
     result = compare(
         args.job,

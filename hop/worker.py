@@ -143,7 +143,8 @@ class Worker:
         self.rack = rack
         abandoned = remove_abandoned(spill_root)
         if abandoned and not embedded():
-            print(f"hop worker: removed {len(abandoned)} spill directories of workers that died", file=sys.stderr)
+            folders = "spill directory" if len(abandoned) == 1 else "spill directories"  # ("1 ... directories")
+            print(f"hop worker: removed {len(abandoned):,} {folders} of workers that died", file=sys.stderr)
         self.spill_dir = make_spill_dir(spill_root)
         self.slots_address = _slots_address(self.spill_dir)
         self.slots: dict[str, Slot] = {}

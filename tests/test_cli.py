@@ -1881,10 +1881,26 @@ def test_a_module_beside_the_job_file_named_like_one_hop_has_imported_is_refused
     assert not (tmp_path / "out").exists()
 
 
-def test_status_and_snapshot_of_an_unknown_job_are_usage_errors(cluster: LocalCluster) -> None:
-    for command in ("status", "snapshot"):
+def test_commands_about_an_unknown_job_are_usage_errors_that_say_what_to_do(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``hop status``, ``hop snapshot``, ``hop stop`` and ``hop windows`` of a mistyped id said only "no job
+    job-9999" ("no continuous job job-9999" for ``hop windows``, also of a batch job it knew); each now says to
+    check the id and how to list the jobs, and ``hop windows`` of a batch job says it is one."""
+    listing = f"`hop status --coordinator {cluster.address}` lists the jobs"
+    for command in ("status", "snapshot", "stop", "windows"):
         result = hop(command, "job-9999", "--coordinator", cluster.address)
-        assert result.returncode == 2 and "no job job-9999" in result.stderr, (command, result.stderr)
+        assert result.returncode == 2 and "no job job-9999: check the id" in result.stderr, (command, result.stderr)
+        assert listing in result.stderr, (command, result.stderr)
+    (tmp_path / "in.txt").write_text("a b\n")
+    run = hop("submit", job_path("wordcount"), "in.txt", "-o", "out", "--coordinator", cluster.address, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    job_id = re.search(r"job-\d{8}-\d{6}-\d{4}", run.stderr)
+    assert job_id is not None, run.stderr
+    windows = hop("windows", job_id.group(), "--coordinator", cluster.address)
+    assert windows.returncode == 2, windows.stderr
+    assert f"no continuous job {job_id.group()}: it is a batch job, which has no windows" in windows.stderr
+    assert f"hop status {job_id.group()} --coordinator {cluster.address}" in windows.stderr, windows.stderr
 
 
 def test_output_piped_into_a_reader_that_has_gone_ends_without_a_traceback(cluster: LocalCluster) -> None:
@@ -2065,6 +2081,13 @@ def test_coordinator_addresses_that_cannot_work_are_usage_errors(tmp_path: Path)
         result = hop("coordinator", "--bind", address, cwd=tmp_path, timeout=30)
     assert result.returncode == 2 and f"cannot listen on {address}: Address already in use" in result.stderr
     assert "Traceback" not in result.stderr, result.stderr
+    # It said ZeroMQ's message alone, "Address already in use (addr='tcp://...')": the cause, not what to do.
+    assert "another process listens there (a coordinator already running?)" in result.stderr, result.stderr
+    assert "tcp://HOST:* picks a free one" in result.stderr and "(addr=" not in result.stderr, result.stderr
+    missing = f"ipc://{tmp_path}/no-such-folder/c.sock"
+    result = hop("coordinator", "--bind", missing, cwd=tmp_path, timeout=30)
+    assert result.returncode == 2 and f"cannot listen on {missing}: No such file or directory" in result.stderr
+    assert "give an ipc:// path in an existing directory" in result.stderr, result.stderr
 
 
 def test_a_coordinator_bound_on_every_interface_names_the_address_other_hosts_use() -> None:
@@ -2282,6 +2305,8 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         "    pass\n"
     )
     (tmp_path / "none.py").write_text("x = 1\n")
+    # (told only to "define a subclass of hop.Job in it", as if it defined no job at all)
+    (tmp_path / "no_base.py").write_text("class Count:\n    def map(self, key, line):\n        yield line, 1\n")
     (tmp_path / "folder.py").mkdir()
     (tmp_path / "mismatch.py").write_text(
         "from hop import Job\nfrom hop.aggregates import Mean, Sum\n\n\nclass M(Job):\n    combine = Sum()\n"
@@ -2304,6 +2329,7 @@ def test_job_file_mistakes_say_what_is_wrong(tmp_path: Path) -> None:
         (["two.py"], "exactly one hop.Job subclass, or subclasses of one another (found: A, B); pick one with --job-"),
         (["siblings.py"], "(found: Base, A, B); pick one with --job-class"),
         (["none.py"], "(found: none); define a subclass of hop.Job in it"),
+        (["no_base.py"], "(found: none); Count has a map but is not a hop.Job: declare it class Count(Job), with"),
         (["folder.py"], "job file folder.py is not a Python file (.py)"),
     ]
     for arguments, says in cases:
@@ -2328,6 +2354,53 @@ def test_an_mrjob_job_given_where_a_hop_job_goes_is_told_of_mrjob_and_compare_ru
         result = hop(*command, cwd=tmp_path)
         assert result.returncode == 2 and says in result.stderr, (command, result.stderr)
         assert result.stdout == "", result.stdout  # (no table of engine runs)
+
+
+def test_an_unknown_option_is_told_with_its_commands_usage(tmp_path: Path) -> None:
+    """``hop run JOB IN -o OUT --bogus`` printed the usage of ``hop`` itself (``hop [-h] {run,submit,...}``) and
+    ``hop: error: ...``, as if the command were unknown; other mistakes in its arguments give ``hop run``'s."""
+    for command, name in ((["run", job_path("wordcount"), "in.txt", "-o", "out"], "hop run"),
+                          (["gen", "text", "out.txt", "--size", "1KB"], "hop gen text"),
+                          (["status", "--coordinator", "ipc:///nowhere"], "hop status")):  # fmt: skip
+        result = hop(*command, "--bogus", cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"usage: {name} "), result.stderr
+        assert f"{name}: error: unrecognized arguments: --bogus" in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.txt").exists()
+    # hop run --coordinator explains its refusal of --workers, which hop submit did not know at all
+    result = hop("submit", job_path("wordcount"), "in.txt", "-o", "out", "--coordinator", "ipc:///nowhere",
+                 "--workers", "2", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert (
+        "hop submit: error: unrecognized arguments: --workers 2 (--workers sizes hop run's embedded cluster; "
+        "hop submit runs on the cluster's own workers: drop it)" in result.stderr
+    ), result.stderr
+
+
+def test_the_status_command_a_run_printed_given_after_the_run_says_its_cluster_ended(tmp_path: Path) -> None:
+    """``hop run`` prints ``hop status JOB --coordinator ipc://.../hop-cluster-XXXX/coordinator`` for its embedded
+    cluster; run after the run ended, that command said "the directory ... does not exist ... (the coordinator has
+    stopped, or never ran there)", not that it was the run's own cluster, gone with it, nor where the report is."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    run = hop("run", job_path("wordcount"), "in.txt", "-o", "out", "--workers", "1", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    printed = re.search(r"\(hop (status \S+ --coordinator \S+)\)", run.stderr)
+    assert printed is not None, run.stderr
+    status = hop(*printed.group(1).split(), cwd=tmp_path)
+    assert status.returncode == 3, status.stderr
+    assert "it was the embedded cluster of a hop run, which ended with its run" in status.stderr, status.stderr
+    assert "an ended job's report is its output directory's _job.json" in status.stderr, status.stderr
+
+
+def test_hop_compare_of_an_input_that_does_not_exist_is_refused_before_either_engine_runs(tmp_path: Path) -> None:
+    """``hop compare JOB missing.txt`` ran both engines, each refusing the input, printed their table of two failed
+    runs and exited 1 (outputs differ, or an engine failed); a missing file is bad usage (exit code 2), found before
+    the job starts, as ``hop run`` finds it."""
+    (tmp_path / "in.txt").write_text("a\n")
+    result = hop("compare", job_path("wordcount"), "in.txt", "missing.txt", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"hop: error: input '{tmp_path / 'missing.txt'}' does not exist" in result.stderr, result.stderr
+    assert result.stdout == "", result.stdout  # (no table of engine runs)
 
 
 def test_python_files_after_the_job_file_taken_for_jobs_say_how_to_read_them_as_input(tmp_path: Path) -> None:

@@ -136,3 +136,25 @@ def test_a_task_process_whose_worker_died_as_it_started_ends(tmp_path: Path) -> 
     finally:
         if task.is_running():
             task.kill()
+
+
+def test_a_worker_names_the_spill_directories_of_dead_workers_it_removed(tmp_path: Path) -> None:
+    """A ``hop worker`` that removed one dead worker's spill directory said "removed 1 spill directories"; it now
+    counts in the singular or plural, and the directory is gone."""
+    import socket
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / "hop-worker-left"
+    left.mkdir()
+    (left / "owner").write_text(f"{socket.gethostname()} {int(dead.stdout)} 1.0\n", encoding="utf-8")
+    command = [sys.executable, "-m", "hop", "worker", "--coordinator", f"ipc://{tmp_path}/nobody.sock",
+               "--spill-dir", str(tmp_path), "--sample-interval", "0"]  # fmt: skip
+    worker = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert worker.stderr is not None
+        line = worker.stderr.readline()  # (its first: said as it starts, before it waits for a coordinator)
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+    assert line == "hop worker: removed 1 spill directory of workers that died\n", line
+    assert not left.exists()

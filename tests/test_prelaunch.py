@@ -418,6 +418,47 @@ def test_a_stop_signal_during_the_commands_imports_is_its_interruption(
     assert not psutil.pid_exists(launcher) or psutil.Process(launcher).status() == psutil.STATUS_ZOMBIE
 
 
+_SIGNAL_WHILE_PARSING = """
+import os, signal, sys
+import hop.cli
+
+build_parser = hop.cli.build_parser
+
+def signalled_build_parser(*args):
+    print("launcher", __import__("hop.prelaunch").prelaunch._pending.process.pid, flush=True)
+    os.kill(os.getpid(), signal.{signal_name})  # (its handler runs at the next bytecode: in here)
+    return build_parser(*args)
+
+hop.cli.build_parser = signalled_build_parser
+sys.argv = ["hop", "run", sys.argv[1], sys.argv[2], "-o", sys.argv[3]]
+from hop.prelaunch import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize(("signal_name", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stop_signal_while_the_command_parses_its_arguments_is_its_interruption(
+    tmp_path: Path, signal_name: str, code: int
+) -> None:
+    """Ctrl-C or SIGTERM once ``hop.cli`` took the signals but before it ran the command (building the argument
+    parser takes some 20 ms): it printed a ``hop.lifetime.Interrupted`` traceback and exited 1, a failed job's
+    code. It now exits 130 or 143 with the command's message, as an interruption anywhere else does. The parser
+    is the real one; only its builder is wrapped, to send the signal at that point every time."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    script = _SIGNAL_WHILE_PARSING.replace("{signal_name}", signal_name)
+    command = subprocess.run(
+        [sys.executable, "-c", script, job_path("wordcount"), str(tmp_path / "in.txt"), str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert command.returncode == code, command.stderr
+    assert command.stderr == "hop: error: interrupted\n"
+    assert not (tmp_path / "o").exists()
+    launcher = int(command.stdout.split()[1])
+    assert not psutil.pid_exists(launcher) or psutil.Process(launcher).status() == psutil.STATUS_ZOMBIE
+
+
 def test_a_handled_ctrl_c_that_passed_through_a_string_exec_exits_130_not_by_sigint(tmp_path: Path) -> None:
     """CPython notes a KeyboardInterrupt leaving code run by ``exec`` of a string (as ``dataclass`` and
     ``namedtuple`` make classes) as unhandled, even when caught later, and then ends ``python -m`` by killing

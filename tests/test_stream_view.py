@@ -499,7 +499,8 @@ def test_a_continuous_run_without_java_says_at_its_start_that_it_makes_no_view(t
 
 
 def test_hop_view_of_a_batch_jobs_output_says_it_has_none(tmp_path: Path) -> None:
-    """It said "no materialized view yet (no compaction has run)", as if one were coming."""
+    """It said "no materialized view yet (no compaction has run)", as if one were coming; then it said so with exit
+    code 1, which the README gives a failed job: a batch job's folder is the wrong one given, bad usage (2)."""
     from tests.conftest import hop, job_path
 
     (tmp_path / "in.txt").write_text("a b\n")
@@ -507,8 +508,21 @@ def test_hop_view_of_a_batch_jobs_output_says_it_has_none(tmp_path: Path) -> Non
     run = hop("run", job_path("wordcount"), "in.txt", "-o", str(output), "--workers", "1", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     view = hop("view", str(output), cwd=tmp_path)
-    assert view.returncode == 1
+    assert view.returncode == 2, view.stderr
     assert f"{output} is a batch job's output: only a continuous job (hop run --source) keeps a" in view.stderr
+
+
+def test_hop_view_of_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    """``hop view OUT`` with a mistyped OUT said "OUT is not an output directory; give a job id with --coordinator",
+    not that nothing is there, nor what to give instead of a job id; a file said the same."""
+    from tests.conftest import hop
+
+    view = hop("view", "no-such-out", cwd=tmp_path)
+    assert view.returncode == 2, view.stderr
+    assert "no-such-out does not exist: give a continuous job's output directory (its -o)" in view.stderr
+    (tmp_path / "a-file").write_text("")
+    view = hop("view", "a-file", cwd=tmp_path)
+    assert view.returncode == 2 and "a-file is not a directory: give" in view.stderr, view.stderr
 
 
 def test_ctrl_c_during_the_last_compaction_skips_it_and_the_run_still_succeeds(tmp_path: Path) -> None:

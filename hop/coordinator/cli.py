@@ -4,6 +4,8 @@ launcher (``hop.cluster_launch``) calls too."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import re
 import sys
 import urllib.parse
 from collections.abc import Callable
@@ -43,13 +45,29 @@ def _name_the_reachable_address(address: str) -> None:
     )
 
 
+def _bind_failure(error: zmq.ZMQError) -> str:
+    """Why a bind failed and what to do: ZeroMQ's message alone ("Address already in use (addr=...)") named the
+    cause, not the fix."""
+    what = re.sub(r" \(addr='[^']*'\)$", "", str(error.strerror)).rstrip(".")  # (the address is named already)
+    if error.errno == errno.EADDRINUSE:
+        return (
+            f"{what}: another process listens there (a coordinator already running?); stop it, or give another port "
+            "(tcp://HOST:* picks a free one)"
+        )
+    if error.errno == errno.EADDRNOTAVAIL:
+        return f"{what}: the host is not an address of this machine; give one of its own, or 0.0.0.0 for every one"
+    if error.errno in (errno.ENOENT, errno.EACCES, errno.ENOTDIR):
+        return f"{what}; give an ipc:// path in an existing directory this user can write"
+    return what
+
+
 def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], keep_jobs: int = KEEP_JOBS) -> int:
     """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
     ignore_stop_signals()
     try:
         coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs)
     except zmq.ZMQError as error:  # the port is taken, the host is not this machine's, the ipc path is not writable
-        print(f"hop coordinator: error: cannot listen on {bind}: {error}", file=sys.stderr, flush=True)
+        print(f"hop coordinator: error: cannot listen on {bind}: {_bind_failure(error)}", file=sys.stderr, flush=True)
         return 2
     announce(coordinator.address)
     if not embedded():

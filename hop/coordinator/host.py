@@ -69,6 +69,8 @@ class CoordinatorHost(Protocol):
     """The coordinator as each of its concerns sees the others (see the module's docstring)."""
 
     # State more than one concern uses (set up in ``Coordinator.__init__``; a concern declares its own alone) --------
+    address: str
+    """The address it listens at, as clients reach it (replies name it in the commands they suggest)."""
     workers: dict[str, WorkerInfo]
     jobs: dict[str, JobState]
     events: ClusterEvents

@@ -90,7 +90,6 @@ class JobRequests(CoordinatorHost):
     """Clients' requests about jobs: ``submit``, ``status``, ``jobs``, ``job``; retiring ended jobs."""
 
     # State of its own (set up in ``Coordinator.__init__``)
-    address: str
     keep_jobs: int
     started_at: float
     retired: collections.OrderedDict[str, str]
@@ -390,7 +389,11 @@ class JobRequests(CoordinatorHost):
         that ran at its address before when one did (its workers came over: restarted coordinators do not know
         their predecessors' jobs); with no sign of one, the id is most likely mistyped, and the reply says both."""
         if not submitted_before(job_id, self.started_at):
-            return f"no job {job_id}"
+            # (a bare "no job ID" left a user who mistyped it, or asked another cluster, with nothing to do next)
+            return (
+                f"no job {job_id}: check the id (`hop status --coordinator {self.address}` lists the jobs this one "
+                "knows)"
+            )
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
         if self.succeeded_a_coordinator:
             return (

@@ -86,8 +86,16 @@ class ContinuousJobs(CoordinatorHost):
 
     def on_windows(self, identity: bytes, msg: dict[str, Any]) -> None:
         job = self.jobs.get(msg["job_id"])
-        if job is None or job.windows is None:
-            self._send(identity, "error", message=f"no continuous job {msg['job_id']}")
+        if job is None:
+            self._unknown_job(identity, msg["job_id"])  # (mistyped, retired, or of a coordinator before this one)
+            return
+        if job.windows is None:
+            self._send(
+                identity,
+                "error",
+                message=f"no continuous job {msg['job_id']}: it is a batch job, which has no windows (`hop status "
+                f"{msg['job_id']} --coordinator {self.address}` gives its state)",
+            )
             return
         after = int(msg.get("after", 0))
         windows = job.windows.since(after, int(msg.get("limit", 100)))

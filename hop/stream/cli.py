@@ -384,8 +384,11 @@ def _view(args: argparse.Namespace) -> int:
     output = Path(args.target)
     if not output.is_dir():
         if not args.coordinator:
+            # (it said "is not an output directory" of a path that did not exist too, leaving the typo unnamed)
+            what = "is not a directory" if output.exists() else "does not exist"
             print(
-                f"hop: error: {args.target} is not an output directory; give a job id with --coordinator",
+                f"hop: error: {args.target} {what}: give a continuous job's output directory (its -o), or its job id "
+                "with --coordinator",
                 file=sys.stderr,
             )
             return 2
@@ -418,10 +421,10 @@ def _view(args: argparse.Namespace) -> int:
         if run == {}:  # (as if one were coming, too)
             print(
                 f"hop: error: {output} is a batch job's output: only a continuous job (hop run --source) keeps a "
-                "materialized view",
+                "materialized view; give the output directory of one",
                 file=sys.stderr,
             )
-            return 1
+            return 2  # (bad usage, as the README's exit codes say: the wrong folder given, not a failure)
         print(f"hop: error: {output} has no materialized view yet (no compaction has run{waiting})", file=sys.stderr)
         return 1
     print(info.base)
@@ -471,7 +474,12 @@ def register(commands: Any) -> None:
     windows.set_defaults(func=_windows)
     view = commands.add_parser("view", help="print where a continuous job's Parquet materialized view is")
     view.add_argument("target", help="the job's output directory, or its job id with --coordinator")
-    view.add_argument("--coordinator", type=coordinator_address, default=None)
+    view.add_argument(
+        "--coordinator",
+        type=coordinator_address,
+        default=None,
+        help="the cluster running the job, when TARGET is its job id: " + COORDINATOR_HELP,
+    )
     view.add_argument(
         "--compact", action="store_true", help="first merge the checkpoint deltas not in the view yet (starts Spark)"
     )
