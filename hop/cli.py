@@ -29,6 +29,7 @@ from typing import Any
 from hop import prelaunch, worker_options
 from hop.claims import input_claimed, inputs_left_partial, output_written_by_job, running_outputs
 from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobRejected
+from hop.closed_output import watched_output
 from hop.counters import print_user_counters
 from hop.gen.cli import (
     COORDINATOR_HELP,
@@ -1073,9 +1074,26 @@ def _defer_interrupts() -> None:
     """From now on Ctrl-C and SIGTERM are noted (the exit code says so) but interrupt nothing: ``hop run`` is
     ending, cancelling its job and stopping the embedded cluster (both bounded). A second Ctrl-C or SIGTERM that
     landed there ended ``hop run`` with a KeyboardInterrupt traceback, exit code 130 whatever the signal, and the
-    cluster's temporary directory left in /tmp."""
+    cluster's temporary directory left in /tmp. A reader of its output going away then interrupts nothing either
+    (:func:`_output_closed`): what is left to print is dropped."""
+    _deferred.append(True)
     for number in _taken_signals:
         signal.signal(number, lambda signum, frame: _signalled.append(signum))
+
+
+_deferred: list[bool] = []
+"""Not empty once :func:`_defer_interrupts` was called: the command is ending."""
+
+
+def _output_closed() -> None:
+    """The reader of the command's standard output or error went away (``hop run ... | head -1``;
+    :mod:`hop.closed_output`): an interruption, as SIGPIPE (exit code 141), so that a run cancels its job and says
+    why in its ``_job.json``; it ended on a ``BrokenPipeError`` past all that, its job abandoned. Once the command is
+    ending (:func:`_defer_interrupts`), nothing: a run that succeeded still exits 0, its summary dropped."""
+    if _deferred:
+        return
+    _signalled.append(signal.SIGPIPE)
+    raise Interrupted(signal.SIGPIPE, _command_name())
 
 
 def _interrupted_code() -> int:
@@ -1135,8 +1153,11 @@ def main(argv: list[str] | None = None) -> int:
             _command_parser(parser, argv).error(message)
         args.job_args = job_args
         _command[:] = argv[:1]
-        return int(args.func(args))
+        with watched_output(_output_closed):
+            return int(args.func(args))
     except KeyboardInterrupt:  # a command without a clean-up of its own (hop gen, hop status...): no traceback
+        if _signalled[:1] == [signal.SIGPIPE]:
+            return 128 + signal.SIGPIPE  # (its output's reader went away: `hop status | head` wants no word more)
         return _fail("interrupted", _interrupted_code())
     except BrokenPipeError:
         if not _stdout_closed():

@@ -58,7 +58,8 @@ def stop_signals_taken() -> tuple[int, ...]:
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM, raised by a signal handler that says which (``signum``), so that whoever ends the command
-    exits 130 or 143 as the shell would; ``command`` (``"hop run"``) is the command interrupted, if known."""
+    exits 130 or 143 as the shell would (SIGPIPE: its output's reader went away, ``hop.closed_output``, 141);
+    ``command`` (``"hop run"``) is the command interrupted, if known."""
 
     def __init__(self, signum: int, command: str | None = None) -> None:
         super().__init__()
@@ -68,7 +69,10 @@ class Interrupted(KeyboardInterrupt):
     def cancel_reason(self) -> str:
         """The error of a job cancelled by this interruption, as its ``_job.json`` gives it (a run on Spark
         writes the same, ``hop.spark_engine``)."""
-        return f"cancelled: {self.command or 'hop'} was interrupted by {signal.Signals(self.signum).name}"
+        command = self.command or "hop"
+        if self.signum == signal.SIGPIPE:  # (hop.closed_output: what it printed had no reader any more)
+            return f"cancelled: the reader of {command}'s output or messages went away (SIGPIPE)"
+        return f"cancelled: {command} was interrupted by {signal.Signals(self.signum).name}"
 
 
 def orphaned() -> bool:

@@ -1915,6 +1915,34 @@ def test_output_piped_into_a_reader_that_has_gone_ends_without_a_traceback(clust
     assert result.returncode == 141 and result.stderr == "", result.stderr  # 128 + SIGPIPE, as the shell's own
 
 
+def test_a_run_whose_messages_reader_has_gone_cancels_its_job_and_says_why(tmp_path: Path) -> None:
+    """``hop run ... 2>&1 | head -1``: the run's next message after head exited raised a ``BrokenPipeError`` past
+    every clean-up of an interruption, exit code 1, its job abandoned: no ``_job.json`` saying why, its scratch
+    folder left in the output. It ends as on Ctrl-C, as SIGPIPE would end it (exit code 141), its job cancelled and
+    reported, its embedded cluster stopped."""
+    (tmp_path / "in.txt").write_text("a b c d\n" * 40_000)  # (the map sleeps per line: a run of some seconds)
+    command = [sys.executable, "-m", "hop", "run", job_path("slow_map"), "in.txt", "-o", "out"]
+    run = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert run.stdout is not None
+        first = run.stdout.readline().decode()
+        assert "embedded cluster's coordinator at ipc://" in first, first
+        cluster_folder = Path(first.split("ipc://", 1)[1].strip()).parent
+        run.stdout.close()  # head -1 has its line, and exits
+        assert run.wait(timeout=120) == 141
+    finally:
+        run.kill()
+        run.wait(timeout=30)
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    reason = "cancelled: the reader of hop run's output or messages went away (SIGPIPE)"
+    assert (report["status"], report["error"]) == ("failed", reason), report  # (as a Ctrl-C's: failed, cancelled)
+    assert not (tmp_path / "out" / "_temporary").exists(), "the cancelled job's scratch folder is removed"
+    deadline = time.monotonic() + 30
+    while cluster_folder.exists():  # (removed as the embedded cluster stops)
+        assert time.monotonic() < deadline, list(cluster_folder.iterdir())
+        time.sleep(0.05)
+
+
 def test_status_without_a_job_lists_the_clusters_workers_and_jobs(cluster: LocalCluster, tmp_path: Path) -> None:
     (tmp_path / "in.txt").write_text("a b a\n")
     job = str(Path(__file__).parent.parent / "jobs" / "wordcount.py")
