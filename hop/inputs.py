@@ -282,8 +282,13 @@ def repeated_inputs(patterns: list[str], output: str | None = None) -> list[str]
     messages = []
     for file, names in named_by.items():
         if len(names) > 1:
-            *first, last = (repr(name) for name in names)
-            given = f"{', '.join(first)} and {last}"
+            # (a name given again is said once, with its count: "('a.txt' and 'a.txt')" read as a typo of ours)
+            counted = {name: names.count(name) for name in names}
+            said = [
+                repr(name) + ("" if n == 1 else " twice" if n == 2 else f" {n} times") for name, n in counted.items()
+            ]
+            *first, last = said
+            given = f"{', '.join(first)} and {last}" if first else last
             messages.append(f"input file {file} is named {len(names)} times ({given}): it is read once")
     return messages
 

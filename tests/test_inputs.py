@@ -839,7 +839,10 @@ def test_a_file_named_twice_is_read_once_and_said_so(tmp_path: Path) -> None:
     ]
     assert repeated_inputs([a, b]) == []
     assert repeated_inputs([str(tmp_path / "**")]) == []  # (matches data/ and data/a.txt: one pattern, no repeat)
-    assert repeated_inputs([a, a]) == [f"input file {a} is named 2 times ({a!r} and {a!r}): it is read once"]
+    assert repeated_inputs([a, a]) == [f"input file {a} is named 2 times ({a!r} twice): it is read once"]
+    assert repeated_inputs([a, named[0], a, a]) == [
+        f"input file {a} is named 4 times ({a!r} 3 times and {named[0]!r}): it is read once"
+    ]
 
 
 def test_a_file_reached_again_through_a_symbolic_link_is_read_once(tmp_path: Path) -> None:

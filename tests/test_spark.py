@@ -363,7 +363,7 @@ def test_a_file_named_twice_is_read_once_and_named_in_a_warning_as_on_hop(
     assert result["exit_code"] == 0, result["stderr"]
     colors = str(corpus / "colors.txt")  # (absolute, as hop's engine names the inputs)
     assert result["stderr"].splitlines() == [
-        f"hop: warning: input file {colors} is named 2 times ({colors!r} and {colors!r}): it is read once"
+        f"hop: warning: input file {colors} is named 2 times ({colors!r} twice): it is read once"
     ]
     counts = (result["output"] / "part-00000").read_text()
     assert counts == '"green"\t2\n"red"\t3\n'
