@@ -105,3 +105,24 @@ def test_a_legacy_base_takes_every_row_once() -> None:
     assert todo.pieces == [1] and todo.written == {1: [legacy]} and todo.levels == {1: None}
     assert target(todo.where, 1e9) == target(todo.where, -1e9) == 1
     assert Piece.of(Piece(1, 0.0, 2.5, 9, 2, 3, 1).record()) == Piece(1, 0.0, 2.5, 9, 2, 3, 1)
+
+
+def test_pieces_before_a_full_one_are_still_merged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full piece ends the runs of the pieces before it: they can never merge with the ones after it. Once every
+    full piece (a backlog compacted at once, a big window) left up to FAN_IN - 1 pieces of every level behind it for
+    good, so the pieces grew by a dozen per full piece, not by one. They are merged FAN_IN at a time whatever their
+    generation, at most one such merge a compaction, so the pieces stay about one per PIECE_ROWS rows."""
+    monkeypatch.setattr(module, "PIECE_ROWS", 1000)
+    view = View()
+    bursts, every = 20, 1000
+    for window in range(bursts * every):
+        burst = window % every == every - 1
+        view.compact({float(window): 1000 if burst else 1})  # 1-row windows, and now and then a full one
+        assert view.written[-1] < FAN_IN * 1000 + (1000 if burst else 1)
+    view.check()
+    full = sum(1 for piece in view.pieces if piece.rows >= 1000)
+    assert full >= bursts
+    levels = 1 + math.ceil(math.log(1000, FAN_IN))  # of 1 row to 1,000
+    assert len(view.pieces) <= full * FAN_IN + (FAN_IN - 1) * levels  # was 260 (20 full, 240 left behind)
+    rows = sum(piece.rows for piece in view.pieces)
+    assert sum(view.written) <= 8 * rows

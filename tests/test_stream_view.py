@@ -11,8 +11,10 @@ Skipped when Java or PySpark is missing (the engine itself needs neither).
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -756,3 +758,138 @@ def test_a_view_written_before_pieces_is_compacted_on(spark: SparkSession, tmp_p
     assert later.version == 9 and later.pieces == 2 and base_files(later)[first[0]] == first[1]
     assert_view_matches(spark, later, model)
     assert json.loads((out / "_view" / "_manifest.json").read_text())["deltas"] == 3 + 1 + 2 + 2
+
+
+NAN, INF = float("nan"), float("inf")
+EVERY_KIND: list[Any] = ["a", "", "é😀", 'q"\t\n', 0, -1, 2**70, 1.0, -0.0, 1.5, 1e300, NAN, INF, -INF, True, False,
+                         None, [], [1, ["a", None]], {}, {"b": 1, "a": {"c": [2]}}]  # fmt: skip
+
+
+def assert_view_is_model(spark: SparkSession, out: Path, info: ViewInfo, model: Model) -> dict[Any, Any]:
+    """Every column of every row of the base is the model's; the manifest's pieces are the base's files, each with
+    the rows, windows and window_start range it says. Returns the rows read: cell -> (window_end, value, seq)."""
+    from pyspark.sql import functions as F
+
+    rows = spark.read.parquet(info.base).withColumn("file", F.input_file_name()).collect()
+    cells = {(r["window_start"], r["partition"], r["key"]): r for r in rows}
+    assert len(cells) == len(rows) == info.rows == len(model.cells)
+    for cell, (rank, row) in model.cells.items():
+        got, value = cells[cell], row["value"]
+        number = float(value) if type(value) is float or (type(value) is int and abs(value) < 2**1024) else None
+        assert (got["window_end"], got["value"], got["seq"]) == (float(row["window_end"]), canonical(value), rank[0])
+        assert got["value_num"] == number or (
+            number is not None and math.isnan(number) and math.isnan(got["value_num"])
+        )
+    manifest = json.loads((out / "_view" / "_manifest.json").read_text())
+    assert view_info(out) == info and info.pieces == len(manifest["pieces"])
+    assert info.windows == len({cell[0] for cell in cells})
+    names = {f"piece-{p['id']:08d}-{n:03d}.parquet": p for p in manifest["pieces"] for n in range(p["files"])}
+    assert sorted(os.listdir(info.base)) == sorted(names)
+    for name, piece in names.items():
+        starts = [cell[0] for cell, row in cells.items() if row["file"].endswith("/" + name)]
+        assert (piece["rows"], piece["windows"]) == (len(starts), len(set(starts)))
+        assert (piece["lo"], piece["hi"]) == (min(starts), max(starts))
+    return {cell: (r["window_end"], r["value"], r["seq"]) for cell, r in cells.items()}
+
+
+def test_random_deltas_crashes_at_each_step_and_the_previous_base_against_a_model(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compactions of random deltas, merged at several levels (small pieces): new windows, late rows numbered higher
+    (they win) and lower (they lose), a delta rewritten under a compacted name (it wins over its old rows), a cell
+    twice in a file (the later line wins), blank lines and a delta of blank lines only, keys and values of every
+    JSON kind, NaN and infinities. Crashes come after the new base folder is renamed into place (before the
+    manifest), after the manifest while old bases are deleted, and while the deltas read are deleted; each leaves a
+    whole view and the next compaction ends as if none came. A reader of the previous base reads it unchanged."""
+    from hop.stream import pieces
+
+    monkeypatch.setattr(pieces, "PIECE_ROWS", 100)
+    monkeypatch.setattr(pieces, "FAN_IN", 2)
+    rng, model, out = random.Random(21), Model(), tmp_path / "out"
+
+    def rows_of(windows: list[int]) -> list[Row]:
+        rows = [{"window_start": w * 10, "window_end": w * 10 + rng.choice([10, 20]), "key": key,
+                 "value": rng.choice([*EVERY_KIND, 2**1030, "n/a"])}
+                for w in windows for key in rng.sample(EVERY_KIND, 4)]  # fmt: skip
+        return [*rows, {**rows[0], "value": rng.random()}]  # the same cell again: this line wins
+
+    def crash_when(name: str, test: Callable[[Path], bool], after: bool) -> None:
+        owner = {"replace": os, "rmtree": shutil, "unlink": Path}[name]
+        real = getattr(owner, name)
+
+        def crashing(path: Any, *args: Any, **kwargs: Any) -> Any:
+            target = Path(args[0] if name == "replace" else path)
+            if not test(target):
+                return real(path, *args, **kwargs)
+            monkeypatch.setattr(owner, name, real)
+            if after:
+                real(path, *args, **kwargs)
+            raise Crash(f"{name} {target.name}")
+
+        monkeypatch.setattr(owner, name, crashing)
+
+    class Crash(Exception):
+        pass
+
+    crashes = {
+        1: ("replace", lambda path: path.name.startswith("base-"), True),  # the new base in place, no manifest yet
+        2: ("rmtree", lambda path: path.name.startswith("base-") and path.exists(), False),  # an old base, after it
+        3: ("unlink", lambda path: path.name.startswith("delta-"), True),  # a delta read, after the manifest
+    }
+    pending: list[tuple[int, int, list[Row]]] = []  # the deltas written since the last compaction
+
+    def commit() -> None:
+        for delta in pending:
+            model.add(*delta)
+        model.compacted()
+        pending.clear()
+
+    previous: tuple[ViewInfo, dict[Any, Any]] | None = None
+    seqs = dict.fromkeys(range(3), 0)
+    for step in range(5):
+        for partition in range(3):  # the next window, from every partition
+            write_delta(out, partition, seqs[partition], rows := rows_of([step]))
+            pending.append((partition, seqs[partition], rows))
+            seqs[partition] += 1
+        if step >= 1:  # late rows of an old window, numbered past the others: they win
+            write_delta(out, 1, seqs[1], rows := rows_of([rng.randrange(step)]))
+            pending.append((1, seqs[1], rows))
+            seqs[1] += 1
+        if step >= 2:  # partition 2's first delta again, rewritten: it wins over its old rows, loses to later ones
+            write_delta(out, 2, 0, rows := rows_of([0, rng.randrange(step)]))
+            pending.append((2, 0, rows))
+        if step == 3:  # a delta of blank lines only, and blank lines in another
+            (out / "_checkpoints" / "deltas" / f"delta-00000-{seqs[0]:08d}.jsonl").write_text("\n  \n\t\r\n")
+            seqs[0] += 1
+            path = out / "_checkpoints" / "deltas" / f"delta-00000-{seqs[0] - 2:08d}.jsonl"
+            path.write_text("\n" + path.read_text().replace("\n", "\n \n"))
+        before = json.loads((out / "_view" / "_manifest.json").read_text()) if step else None
+        if step in crashes:
+            crash_when(*crashes[step])
+            with pytest.raises(Crash):
+                compact(out, spark=spark)
+            manifest = json.loads((out / "_view" / "_manifest.json").read_text())
+            committed = manifest["version"] != before["version"]
+            assert committed == (step != 1)
+            if not committed:  # a reader sees the old view whole (a committed one is checked below)
+                crashed = view_info(out)
+                assert crashed is not None
+                assert_view_is_model(spark, out, crashed, model)
+            else:
+                commit()
+        info = compact(out, spark=spark)
+        commit()
+        assert info is not None
+        cells = assert_view_is_model(spark, out, info, model)
+        bases = range(info.version - (1 if step else 0) - (1 if step == 2 else 0), info.version + 1)
+        # (after the crash of step 2 no delta is new: the old base it left goes with the next new base, step 3's)
+        assert sorted(os.listdir(out / "_view")) == ["_lock", "_manifest.json", *(f"base-{v:06d}" for v in bases)]
+        assert deltas_left(out) == [] and pending_deltas(out) == []
+        if previous is not None:  # the previous base, as its reader saw it
+            old = spark.read.parquet(previous[0].base).collect()
+            assert {(r[0], r[2], r[3]): (r[1], r[4], r[6]) for r in old} == previous[1]
+        previous = (info, cells)
+    manifest = json.loads((out / "_view" / "_manifest.json").read_text())
+    top = max(piece["level"] for piece in manifest["pieces"])
+    full = sum(piece["rows"] >= 100 for piece in manifest["pieces"])
+    assert top >= 2 and info.pieces <= 2 * full + top + 1

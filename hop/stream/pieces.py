@@ -14,8 +14,15 @@ new delta rows (counted as the deltas are checked, before Spark starts):
   :data:`FAN_IN` carries. So there are at most ``FAN_IN - 1`` pieces of each level, and a row is rewritten once a
   level: a compaction costs its new rows and the pieces they touch, plus now and then a merge of at most ``FAN_IN``
   pieces of under :data:`PIECE_ROWS` rows each; never the whole base. A piece of :data:`PIECE_ROWS` rows or more is
-  *full*: merged no more (rewritten alone when late rows touch it). The pieces number ``(FAN_IN - 1)`` a level (about
-  ``log_FAN_IN`` of the compactions since the newest full piece) plus one per :data:`PIECE_ROWS` rows of the view.
+  *full*: merged no more (rewritten alone when late rows touch it).
+- a full piece (or the legacy one) ends for good the runs of the pieces before it: no later piece can join them, so
+  their levels would keep up to ``FAN_IN - 1`` of each level there forever (a dozen pieces per full piece). A run of
+  at least :data:`FAN_IN` mergeable pieces that such a piece ends has its first ``FAN_IN`` merged, whatever their
+  levels (into the level above their highest), in a compaction without a carry, one such merge a compaction (so a
+  compaction still merges fewer than ``FAN_IN * PIECE_ROWS`` rows besides its new rows and the pieces they touch):
+  fewer than ``FAN_IN`` stay before each full piece. The pieces number ``(FAN_IN - 1)`` a level (about
+  ``log_FAN_IN`` of the compactions since the newest full piece) plus at most ``FAN_IN`` per :data:`PIECE_ROWS`
+  rows of the view (a full piece and those before it).
 - a base written before pieces existed is one *legacy* piece (no known range, level ``None``: never merged) that
   takes every new row, so the first compaction after an upgrade rewrites it whole, once; its result is a piece.
 
@@ -132,24 +139,19 @@ def plan(pieces: list[Piece], starts: Mapping[float, int], next_piece: int) -> P
         slot.rows += count
     placed = [*slots, beyond] if beyond.new_rows else slots
     owner = {id(slot): slot for slot in placed}  # what each original slot was merged into
-    merged = True
+    merged = carried = True
     while merged:  # the lowest level first, so carries cascade upwards as in a counter
         merged = False
         levels = sorted({slot.level for slot in placed if slot.level is not None and slot.rows < PIECE_ROWS})
         for level in levels:
             run = _first_run(placed, level, FAN_IN)
-            if run is None:
-                continue
-            first, end = run
-            group = placed[first:end]
-            union = _Slot([p for s in group for p in s.sources], sum(s.new_rows for s in group), level + 1,
-                          sum(s.rows for s in group))  # fmt: skip
-            for original, slot in list(owner.items()):
-                if any(slot is member for member in group):
-                    owner[original] = union
-            placed[first:end] = [union]
-            merged = True
-            break
+            if run is not None:
+                _merge(placed, owner, *run, level + 1)
+                merged, carried = True, False
+                break
+    if carried and (run := _closed_run(placed, FAN_IN)) is not None:  # (module docstring)
+        first, end = run
+        _merge(placed, owner, first, end, max(slot.level or 0 for slot in placed[first:end]) + 1)
     order, kept, written, new_levels, estimated = [], {}, {}, {}, {}
     ids: dict[int, int] = {}
     for slot in placed:
@@ -170,6 +172,32 @@ def plan(pieces: list[Piece], starts: Mapping[float, int], next_piece: int) -> P
         ids[id(owner[id(beyond)])] if beyond.new_rows else None,
     )
     return Plan(order, kept, written, new_levels, where, next_piece, estimated)
+
+
+def _merge(placed: list[_Slot], owner: dict[int, _Slot], first: int, end: int, level: int) -> None:
+    """Replace ``placed[first:end]`` by one slot of ``level`` taking all their pieces and rows."""
+    group = placed[first:end]
+    union = _Slot([p for s in group for p in s.sources], sum(s.new_rows for s in group), level,
+                  sum(s.rows for s in group))  # fmt: skip
+    for original, slot in list(owner.items()):
+        if any(slot is member for member in group):
+            owner[original] = union
+    placed[first:end] = [union]
+
+
+def _closed_run(placed: list[_Slot], fan_in: int) -> tuple[int, int] | None:
+    """The first ``fan_in`` adjacent slots of a run of mergeable slots (any level) that a full slot ends, as
+    (first, end): no slot past that full one (or legacy one) can ever join them, so their levels would keep them
+    apart for good."""
+    index = 0
+    while index < len(placed):
+        end = index
+        while end < len(placed) and placed[end].level is not None and placed[end].rows < PIECE_ROWS:
+            end += 1
+        if end < len(placed) and end - index >= fan_in:
+            return index, index + fan_in
+        index = end + 1
+    return None
 
 
 def _first_run(placed: list[_Slot], level: int, fan_in: int) -> tuple[int, int] | None:
