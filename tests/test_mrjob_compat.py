@@ -36,6 +36,10 @@ from hop.taskproc import skip_hint
 
 EXAMPLES = Path(mrjob.__file__).parent / "examples"
 TIMEOUT = 180
+SPLIT_SIZE = "64KB"
+"""``hop_run``'s split size: the smallest hop takes, so that the module's text (190 KB, :func:`text`) makes three
+maps of hop's (several maps, hooks and combiners across them) while mrjob's runner, whose output each test compares
+with, takes seconds less on it than on a larger text."""
 
 
 def frozen(value: Any) -> Any:
@@ -102,7 +106,7 @@ def hop_run(job_file: Path, inputs: list[Path], output: Path, *job_args: str, **
     ``hop_options``: further options of ``hop run``."""
     command = [sys.executable, "-m", "hop.mrjob"] if options.get("module") else [sys.executable, "-m", "hop", "run"]
     command += [] if options.get("module") else ["--mrjob"]
-    command += [str(job_file), *map(str, inputs), "-o", str(output), "--workers", "2", "--split-size", "200KB"]
+    command += [str(job_file), *map(str, inputs), "-o", str(output), "--workers", "2", "--split-size", SPLIT_SIZE]
     command += ["--quiet", *options.get("hop_options", []), *(["--", *job_args] if job_args else [])]
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=options.get("cwd"))
     assert result.returncode == 0, result.stderr
@@ -132,7 +136,7 @@ def write_job(folder: Path, name: str, source: str) -> Path:
 @pytest.fixture(scope="module")
 def text(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("mrjob") / "text.txt"
-    generate_text(source, 600_000, seed=51, vocabulary=3000)
+    generate_text(source, 190_000, seed=51, vocabulary=3000)  # about 2,900 lines, 29,000 words: 3 maps of SPLIT_SIZE
     return source
 
 
@@ -159,11 +163,11 @@ def test_mrjob_examples_match_mrjobs_inline_runner(
 
 def test_mapper_raw_gets_each_file_whole_once_as_mrjobs_local_runner_gives_it(text: Path, tmp_path: Path) -> None:
     """``mapper_raw`` was refused. It is called once per input file, in a map task of its own (with its
-    mapper_init/mapper_final), the file not split however large (the text is 600 KB, three of hop's maps at
-    --split-size 200KB), with ``input_uri`` the file and ``input_path`` its content, a .gz file's decompressed, as
-    ``mrjob -r local`` gives them; an empty file gets its call too. What the call yields is spilled as it comes (a
-    whole file's output need not fit in memory): with 1,000 records a spill, the text's 100,000 words make many
-    spills, where one call's output made one."""
+    mapper_init/mapper_final), the file not split however large (the text is three of hop's maps at SPLIT_SIZE),
+    with ``input_uri`` the file and ``input_path`` its content, a .gz file's decompressed, as ``mrjob -r local``
+    gives them; an empty file gets its call too. What the call yields is spilled as it comes (a whole file's output
+    need not fit in memory): with 1,000 records a spill, the text's 29,000 words make about 30 spills (its pairs
+    reach the buffer 1,024 at a time), where one call's output made one spill a file."""
     with_gz = tmp_path / "lines.txt.gz"
     with_gz.write_bytes(gzip.compress(b"one two\nthree\n"))
     empty = tmp_path / "empty.txt"
@@ -205,7 +209,7 @@ def test_mapper_raw_gets_each_file_whole_once_as_mrjobs_local_runner_gives_it(te
     hop_run(job, inputs, tmp_path / "out", hop_options=["--spill-records", "1000"])
     assert hop_output(job, tmp_path / "out") == expected
     counters = json.loads((tmp_path / "out" / "_job.json").read_text())["counters"]
-    assert counters["map_input_records"] == 3 and counters["spill_files"] > 50, counters
+    assert counters["map_input_records"] == 3 and counters["spill_files"] > 20, counters
 
 
 def test_a_mapper_raw_call_that_raises_says_how_to_skip_its_file(tmp_path: Path) -> None:
@@ -254,6 +258,11 @@ def test_a_mapper_raw_call_that_raises_says_how_to_skip_its_file(tmp_path: Path)
 def test_a_map_retry_with_mapper_final_starts_over(text: Path, tmp_path: Path) -> None:
     """The first map attempt is killed mid-input, after spills that (without hooks) a retry would resume after: then
     the lines counted by the killed attempt would be missing from what mapper_final emits."""
+    # The fault kills the first map after 4,096 records: the text's words two to a line (14,500 lines of about 13
+    # bytes), so that a map of SPLIT_SIZE reads 4,900 of them; it spills 3 times (at 750, then every 3,000 words) first.
+    words = text.read_text().split()
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("".join(" ".join(words[i : i + 2]) + "\n" for i in range(0, len(words), 2)))
     job = write_job(
         tmp_path,
         "mr_lines_and_words.py",
@@ -277,17 +286,18 @@ def test_a_map_retry_with_mapper_final_starts_over(text: Path, tmp_path: Path) -
                 yield key, sum(counts)
         """,
     )
-    command = [sys.executable, "-m", "hop", "run", "--mrjob", str(job), str(text), "-o", str(tmp_path / "out")]
-    command += ["--workers", "2", "--split-size", "400KB", "--spill-records", "3000", "--quiet"]
+    command = [sys.executable, "-m", "hop", "run", "--mrjob", str(job), str(pairs), "-o", str(tmp_path / "out")]
+    command += ["--workers", "2", "--split-size", SPLIT_SIZE, "--spill-records", "3000", "--quiet"]
     environment = {**os.environ, "HOP_FAULT": "map:running:0"}  # after 4,096 records
     result = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=environment)
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "out" / "_job.json").read_text())
     map_attempts = [a for a in report["attempts"] if a["task_id"] == "map-00000"]
     assert [a["status"] for a in map_attempts] == ["failed", "succeeded"], "the fault killed the first attempt"
+    assert len({a["task_id"] for a in report["attempts"] if a["task_id"].startswith("map-")}) == 3, "other maps too"
     assert report["counters"]["map_resumed_records"] == 0
-    expected = mrjob_inline(job, [text])
-    assert expected[("#lines", len(text.read_text().splitlines()))] == 1
+    expected = mrjob_inline(job, [pairs])
+    assert expected[("#lines", len(pairs.read_text().splitlines()))] == 1
     assert hop_output(job, tmp_path / "out") == expected
 
 
@@ -1318,7 +1328,7 @@ def test_keys_group_by_their_encoded_text_as_hadoop_groups_mrjobs_lines(tmp_path
         """,
     )
     source = tmp_path / "in.txt"
-    source.write_text("a\nbb\nccc\n" * 3000)  # 2 maps of --split-size 200KB, not one
+    source.write_text("a\nbb\nccc\n" * 3000)
     expected = mrjob_inline(job, [source])
     assert len(expected) == 14 and set(expected.values()) == {1}, expected
     assert frozen(([True, True], 18_000)) in expected and frozen(([1, True], 18_000)) in expected
@@ -1367,14 +1377,14 @@ def test_nan_keys_group_as_mrjob_groups_them(tmp_path: Path) -> None:
         """,
     )
     source = tmp_path / "in.txt"
-    source.write_text("nan 1.5 x NaN 2\n2 nan y\n" * 20_000)  # 3 maps of --split-size 200KB
+    source.write_text("nan 1.5 x NaN 2\n2 nan y\n" * 8_000)  # 3 maps of SPLIT_SIZE
     expected = mrjob_inline(job, [source])
-    totals = {(math.nan, 0): 60_000, (1.5, 0): 20_000, ("x", 0): 20_000, (2.0, 0): 40_000, ("y", 0): 20_000}
+    totals = {(math.nan, 0): 24_000, (1.5, 0): 8_000, ("x", 0): 8_000, (2.0, 0): 16_000, ("y", 0): 8_000}
     assert expected == Counter(frozen(pair) for pair in totals.items()), expected
     hop_run(job, [source], tmp_path / "out")
     assert hop_output(job, tmp_path / "out") == expected
     lines = b"".join(part.read_bytes() for part in (tmp_path / "out").glob("part-*")).splitlines()
-    assert b"[NaN, 0]\t60000" in lines, lines
+    assert b"[NaN, 0]\t24000" in lines, lines
 
 
 def test_lines_that_are_not_utf8_are_read_as_latin1_as_mrjob_reads_them(tmp_path: Path) -> None:
