@@ -289,8 +289,13 @@ def run_map(
         """Answer the coordinator's ``split_off``: end the chunk being read ``keep`` of the way through what is left
         of it (unless that would leave less than ``TAIL_SPLIT_MIN_BYTES``) and hand that rest over with the chunks
         after it: ``chunk`` (its number) and ``cut`` (where it now ends, or ``None``: read whole). Declined
-        (``chunk`` ``None``) between chunks, at the end, or with nothing to hand over. Sent before the map can
-        commit, on the same channel."""
+        (``chunk`` ``None``) between chunks, at the end, or with nothing to hand over; for good (``never``) by a map
+        whose step has ``mapper_init``/``mapper_final``: its rest would be a map of its own running them again, so
+        a hook reporting its map (what it counted) gave another output as a straggler was split or not (and than
+        Spark, which runs the maps planned). Sent before the map can commit, on the same channel."""
+        if hooked:
+            channel.send("map_split", index=index, attempt=attempt, chunk=None, cut=None, never=True)
+            return
         now = reading[0]
         number = cut = None
         if now is not None:
