@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -444,16 +445,19 @@ class JobState:
     def on_split_asked(self, index: int, attempt: int) -> None:
         self.split_asked[index] = attempt
 
-    def on_map_split(self, index: int, attempt: int, chunk: int | None, cut: int | None, at: float) -> list[Action]:
+    def on_map_split(
+        self, index: int, attempt: int, chunk: int | None, cut: int | None, at: float, never: bool = False
+    ) -> list[Action]:
         """A map attempt's answer to ``split_off``: it hands over its chunks after chunk number ``chunk`` and, if
         ``cut`` is given, the rest of that chunk from byte ``cut`` on (it reads up to there); ``chunk`` ``None``: it
-        declined. See the module docstring."""
+        declined, for good with ``never`` (a map with ``mapper_init``/``mapper_final``: it is not asked again). See
+        the module docstring."""
         if self.split_asked.get(index) == attempt:
             del self.split_asked[index]
         task = self.maps[index]
         record = task.attempts[attempt]
         if chunk is None:
-            self.split_declined[(index, attempt)] = at
+            self.split_declined[(index, attempt)] = math.inf if never else at
             return []
         if not record.live or task.committed is not None or self.state != "running":
             return []  # that attempt's output is not taken: whoever reads the map again reads all of its input

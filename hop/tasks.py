@@ -289,8 +289,13 @@ def run_map(
         """Answer the coordinator's ``split_off``: end the chunk being read ``keep`` of the way through what is left
         of it (unless that would leave less than ``TAIL_SPLIT_MIN_BYTES``) and hand that rest over with the chunks
         after it: ``chunk`` (its number) and ``cut`` (where it now ends, or ``None``: read whole). Declined
-        (``chunk`` ``None``) between chunks, at the end, or with nothing to hand over. Sent before the map can
-        commit, on the same channel."""
+        (``chunk`` ``None``) between chunks, at the end, or with nothing to hand over; for good (``never``) by a map
+        whose step has ``mapper_init``/``mapper_final``: its rest would be a map of its own running them again, so
+        a hook reporting its map (what it counted) gave another output as a straggler was split or not (and than
+        Spark, which runs the maps planned). Sent before the map can commit, on the same channel."""
+        if hooked:
+            channel.send("map_split", index=index, attempt=attempt, chunk=None, cut=None, never=True)
+            return
         now = reading[0]
         number = cut = None
         if now is not None:
@@ -894,7 +899,8 @@ def run_reduce(
         store.commit(map_index, map_attempt, spills, segments)
     online = bool(spec.options.get("online"))
     # A snapshot calls the job's reduce (and a later step's map) on the data so far, before the final reduce: on an
-    # instance of its own, as a task attempt of its own would (setup() before, teardown() after; made as the
+    # instance of its own, as a task attempt of its own would (setup() before, teardown() after, reducer_init and
+    # reducer_final around the reduce calls, their pairs among the snapshot's rows; made as the
     # snapshot starts: most attempts take none, and a job's __init__ may be costly), so that neither what its calls
     # count (increment_counter) nor the state they leave in self (a reducer_final yielding what the reduce counted)
     # reaches the attempt's counters and output, or the next snapshot's calls, and a reduce reading what setup()
@@ -909,6 +915,11 @@ def run_reduce(
     def tear_down_for_snapshot() -> None:
         snapshot_job, _ = for_snapshots.pop()
         call_user("teardown", snapshot_job.teardown)
+
+    def snapshot_hook(name: str) -> list[tuple[Any, Any]]:
+        # (a reduce task's reducer_init and reducer_final, around the snapshot's reduce calls, on its instance)
+        step = for_snapshots[0][1].step
+        return _hook_output(name, getattr(step, name) if step else None)
 
     snapshots = ReducerSnapshots(
         spec.output,
@@ -925,6 +936,7 @@ def run_reduce(
         held=out_dir,
         prepare=set_up_for_snapshot,
         finish=tear_down_for_snapshot,
+        hook=snapshot_hook,
     )
     if snapshots.coverage is not None:
         for map_index, map_attempt, _, segments in committed:

@@ -739,6 +739,44 @@ def test_a_later_steps_snapshots_run_its_maps_hooks_and_tear_down_what_they_set_
     assert set_up == torn_down
 
 
+def test_snapshots_run_the_reduces_init_and_final_hooks(tmp_path: Path) -> None:
+    """A snapshot called a hand-written reduce on an instance of its own without its ``reducer_init``: a reduce using
+    what that hook set (mrjob jobs load a lookup there) failed every snapshot, the first step's and the later one's
+    recomputed from it, and ``reducer_final``'s pairs, which the partition's output holds, were in none. A snapshot
+    now runs ``reducer_init`` before its reduce calls and ``reducer_final`` after them, on its own instance, their
+    pairs among its rows; so the later step's snapshot is the later step over the first step's as its output is
+    over that step's output."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_500_000, seed=41, vocabulary=300)
+    options = online_options(
+        load_job_file(job_path("hooked_reduces")), [str(source)], snapshot_every=0.25, order="random", seed=5,
+        chunk_size=64 << 10,
+    )  # fmt: skip
+    (spec,) = specs(source, tmp_path / "out", "hooked_reduces", num_reduces=2, split_size=1 << 19, options=options)
+    with LocalCluster(workers=2, map_slots=1, reduce_slots=2) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            run_pipeline(client, [spec], progress=False, timeout=TIMEOUT, keep_intermediate=True)
+        finally:
+            client.close()
+    counts = collections.Counter(source.read_text(encoding="utf-8").split())
+    assert output_dict(tmp_path / "out") == {"total": 2 * sum(counts.values()), "groups": 2 * len(counts)}
+    first = sorted((tmp_path / "out" / "_steps" / "step-1" / "_snapshots").iterdir())
+    derived = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert [f.name for f in first] == [f.name for f in derived] and derived, "snapshots were taken and flowed down"
+    for earlier, later in zip(first, derived, strict=True):
+        for folder in (earlier, later):
+            info = json.loads((folder / "_snapshot.json").read_text())
+            assert [p.get("error") for p in info["partitions"]] == [None, None], (folder, info["partitions"])
+        groups = total = 0
+        for part in sorted(earlier.glob("part-*")):
+            rows = dict(line.split("\t") for line in part.read_text(encoding="utf-8").splitlines())
+            rows = {json.loads(key): json.loads(value) for key, value in rows.items()}
+            assert rows.pop("~groups") == len(rows), f"{part}: reducer_final's pair counts the part's groups"
+            groups, total = groups + len(rows), total + sum(rows.values())
+        assert output_dict(later) == {"total": 2 * total, "groups": 2 * groups}, later.name
+
+
 def test_hop_snapshot_of_a_later_step_flows_down_from_the_first_step(client: Client, tmp_path: Path) -> None:
     """``hop snapshot`` of a pipeline's later step took a snapshot of its own reducers, labelled by its own count
     (``0.000-now0``), and one of the first step at the same progress flowed down to it under the same label:

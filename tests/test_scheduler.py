@@ -821,6 +821,18 @@ def test_a_declined_or_stale_split_request_and_one_answered_by_a_dead_attempt() 
     assert len(job.maps) == 2 and [c.split.length for c in job.splits[1]] == [1000, 1000]  # type: ignore[union-attr]
 
 
+def test_a_map_declining_for_good_is_not_asked_again() -> None:
+    """A map with ``mapper_init``/``mapper_final`` declines every split (``never``): asked again a second later, as
+    one between chunks is, it would be asked and decline once a second for as long as it runs."""
+    job = _chunked_state()
+    for index in (0, 1):
+        _start(job, "map", index, at=10.0)
+        job.on_progress("map", index, 0, 0.2, 100)
+    job.on_split_asked(1, 0)
+    assert job.on_map_split(1, 0, chunk=None, cut=None, at=12.0, never=True) == []
+    assert [a.index for a in job.tail_split_candidates(60.0, 5)] == [0]
+
+
 def test_no_speculative_backup_of_a_map_asked_to_split_and_no_splitting_of_online_or_stream_jobs() -> None:
     job = _chunked_state(speculative=True)
     for index in (0, 1):

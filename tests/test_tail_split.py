@@ -59,6 +59,17 @@ def test_no_tail_split_keeps_one_map_per_split(client: Client, tmp_path: Path) -
     assert output_dict(tmp_path / "out") == dict(words)
 
 
+def test_a_map_with_init_or_final_hooks_is_not_split(client: Client, tmp_path: Path) -> None:
+    """A map whose step has ``mapper_init``/``mapper_final`` was split like any other: its rest became a map of its
+    own, whose hooks ran again, so a ``mapper_final`` reporting its map (how many maps ran, what each counted) gave
+    another output from one run to the next, as the straggler was split or not, and than ``--engine spark``, which
+    runs the maps planned. Such a map declines, for good: its hooks run once per map planned."""
+    inputs, words, lines = _inputs(tmp_path / "in")
+    report = run_job(client, "slow_file_hooked_map", inputs, tmp_path / "out", num_reduces=2, split_size=50_000)
+    assert (report["num_maps"], report["tail_splits"]) == (2, 0)
+    assert output_dict(tmp_path / "out") == {**words, "~maps": 2, "~lines": lines}
+
+
 @pytest.mark.parametrize("index", [1, 2], ids=["the map that split", "the map of its rest"])
 def test_a_map_failing_after_a_split_is_retried_on_its_part_only(
     index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

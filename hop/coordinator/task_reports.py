@@ -60,7 +60,9 @@ class TaskReports(CoordinatorHost):
         job = self._job_for(msg)
         if job is not None:
             with self._failing_job_on_error(job, "splitting a map's input"):
-                actions = job.on_map_split(msg["index"], msg["attempt"], msg.get("chunk"), msg.get("cut"), time.time())
+                actions = job.on_map_split(
+                    msg["index"], msg["attempt"], msg.get("chunk"), msg.get("cut"), time.time(), bool(msg.get("never"))
+                )
                 self._execute(job, actions)
 
     def on_map_checkpoint(self, identity: bytes, msg: dict[str, Any]) -> None:

@@ -69,6 +69,7 @@ class ReducerSnapshots:
         held: OutputGuard | None = None,
         prepare: Callable[[], None] | None = None,
         finish: Callable[[], None] | None = None,
+        hook: Callable[[str], list[tuple[Any, Any]]] | None = None,
     ) -> None:
         """``chunk_strata`` and ``chunk_sizes``: every input chunk's stratum and bytes, by chunk id (online jobs);
         ``attempt``: the reduce attempt's number (for ``hop.faults``); ``held``: the attempt's hold on ``output``,
@@ -78,7 +79,10 @@ class ReducerSnapshots:
         belong to a job instance of the snapshot's own, not the final reduce's: what its calls count and leave in it
         is not the job's. ``map_task`` (a pipeline's later job): one map task of this step over the records of one
         of the step before's partitions, on an instance of its own, giving ``(partition, key, value)`` of its
-        output."""
+        output. ``hook``: runs the reducer's init or final hook (``"reducer_init"``, ``"reducer_final"``) on the
+        instance ``prepare`` made and gives its pairs: a snapshot that calls the job's reduce runs them around its
+        calls, as a reduce task does, their pairs among its rows (without, a reduce using what ``reducer_init`` set
+        failed every snapshot, and ``reducer_final``'s pairs, in the partition's output, were in none)."""
         self.prepare = prepare
         self.finish = finish
         self.output = output
@@ -109,6 +113,7 @@ class ReducerSnapshots:
             self.coverage = SnapshotState(Count(), chunk_strata, read_run=store.run_bytes, values=False)
         self.taken = 0
         self.map_task = map_task
+        self.hook = hook
         self.aggregate = aggregate
 
     def close(self) -> None:
@@ -281,10 +286,16 @@ class ReducerSnapshots:
         no object per row) to be sorted by their keys."""
         keys: list[Any] = []
         values: list[Any] = []
+        for out_key, out_value in self._hook_pairs("reducer_init"):
+            keys.append(out_key)
+            values.append(out_value)
         for key, grouped in self.store.snapshot_grouped():
             for out_key, out_value in checked_pairs(self.reducer(key, grouped) or ()):
                 keys.append(out_key)
                 values.append(out_value)
+        for out_key, out_value in self._hook_pairs("reducer_final"):
+            keys.append(out_key)
+            values.append(out_value)
         nothing: list[float | None] = [None] * len(keys)
         return SnapshotTable(keys, values, nothing, nothing, nothing, [False] * len(keys))
 
@@ -299,7 +310,7 @@ class ReducerSnapshots:
                     if partition == self.index:
                         groups.setdefault(out_key, []).append(out_value)
         ordered, _ = sort_keys(list(groups))
-        rows = []
+        rows = [SnapshotRow(key, value, None, False) for key, value in self._hook_pairs("reducer_init")]
         aggregate = self.aggregate
         for key in ordered:
             values = groups[key]
@@ -310,7 +321,12 @@ class ReducerSnapshots:
                 continue
             for out_key, out_value in checked_pairs(self.reducer(key, values) or ()):
                 rows.append(SnapshotRow(out_key, out_value, None, False))
+        rows.extend(SnapshotRow(key, value, None, False) for key, value in self._hook_pairs("reducer_final"))
         return rows
+
+    def _hook_pairs(self, name: str) -> list[tuple[Any, Any]]:
+        """What the snapshot's instance's reducer hook ``name`` yields (nothing without ``hook``)."""
+        return [] if self.hook is None else self.hook(name)
 
 
 def _output_records(lines: Iterable[str], part: Path) -> Iterator[tuple[Any, Any]]:
