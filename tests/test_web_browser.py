@@ -758,16 +758,16 @@ def test_page_says_how_many_of_the_rows_its_table_draws(cluster: LocalCluster, c
 def test_page_of_a_job_of_an_empty_input_says_it_held_no_records(
     cluster: LocalCluster, client: Client, tmp_path: Path
 ) -> None:
-    """An empty input makes no map task, and the job's fraction of its input processed stays 0: its page read
-    "succeeded; ... 0% of the input processed", as if the finished job had missed all of something. It says what
-    hop run's summary says of such an input."""
+    """An empty input is one map of no bytes (its hooks run once), and the job's fraction of its input processed
+    stays 0: its page read "succeeded; ... 0% of the input processed", as if the finished job had missed all of
+    something. It says what hop run's summary says of such an input."""
     (tmp_path / "in.txt").write_text("")
     job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
         _open_final_results(page, web.url, job_id)
         summary = page.inner_text("#job-summary")
         assert errors == []
-    assert summary.startswith("succeeded; maps 0/0") and "the input held no records;" in summary, summary
+    assert summary.startswith("succeeded; maps 1/1") and "the input held no records;" in summary, summary
     assert "% of the input" not in summary, summary
 
 
