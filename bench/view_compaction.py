@@ -151,17 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  fresh child each: walls {', '.join(f'{w:.2f}' for w in fresh['walls_s'])} s, CPU {fresh['cpu_s']:.1f} s")
     print(f"  kept child:       walls {', '.join(f'{w:.2f}' for w in kept['walls_s'])} s, CPU {kept['cpu_s']:.1f} s")
     print(f"  after the first: median wall {later_fresh:.2f} s fresh against {later_kept:.2f} s kept")
-    if args.json is not None:
-        record = {
-            "machine": machine_info(),
-            "command": sys.argv,
-            "options": vars(args) | {"json": str(args.json)},
-            "fresh": fresh,
-            "kept": kept,
-            "summary": summary,
-        }
-        args.json.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"results in {args.json}")
+    _write_results(args, {"fresh": fresh, "kept": kept, "summary": summary})
 
 
 def main_aged(args: argparse.Namespace) -> None:
@@ -175,16 +165,16 @@ def main_aged(args: argparse.Namespace) -> None:
     print(f"  walls {', '.join(f'{w:.2f}' for w in result['walls_s'])} s, CPU {result['cpu_s']:.1f} s")
     print(f"  pieces after each: {', '.join(map(str, result['pieces']))}")
     print(f"  median wall {summary['median_wall_s']:.2f} s, max {summary['max_wall_s']:.2f} s")
-    if args.json is not None:
-        record = {
-            "machine": machine_info(),
-            "command": sys.argv,
-            "options": vars(args) | {"json": str(args.json)},
-            "aged": result,
-            "summary": summary,
-        }
-        args.json.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"results in {args.json}")
+    _write_results(args, {"aged": result, "summary": summary})
+
+
+def _write_results(args: argparse.Namespace, results: dict[str, Any]) -> None:
+    """Write ``results`` with the machine, the command and its options to ``--json``, if given."""
+    if args.json is None:
+        return
+    record = {"machine": machine_info(), "command": sys.argv, "options": vars(args) | {"json": str(args.json)}}
+    args.json.write_text(json.dumps(record | results, indent=1) + "\n", encoding="utf-8")
+    print(f"results in {args.json}")
 
 
 if __name__ == "__main__":

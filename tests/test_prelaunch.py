@@ -403,10 +403,22 @@ def test_a_stop_signal_during_the_commands_imports_is_its_interruption(
     """Ctrl-C or SIGTERM as the command imports ``hop.cli`` (its launcher started): exit 130 or 143 with the
     command's message, no traceback, no output, the launcher ended. SIGTERM there killed the command with no word
     (exit -15), and a Ctrl-C raised inside the import machinery could be printed as "Exception ignored" and lost."""
+    _assert_interrupted_before_running(tmp_path, _SIGNAL_DURING_CLI_IMPORT, signal_name, code)
+
+
+def _assert_interrupted_before_running(tmp_path: Path, script: str, signal_name: str, code: int) -> None:
+    """Run ``script`` (which sends ``signal_name`` to its own ``hop run`` before the command runs, printing
+    ``launcher PID``): it exits ``code`` with the command's message alone, no output made, its launcher ended."""
     (tmp_path / "in.txt").write_text("a b a\n")
-    script = _SIGNAL_DURING_CLI_IMPORT.replace("{signal_name}", signal_name)
     command = subprocess.run(
-        [sys.executable, "-c", script, job_path("wordcount"), str(tmp_path / "in.txt"), str(tmp_path / "o")],
+        [
+            sys.executable,
+            "-c",
+            script.replace("{signal_name}", signal_name),
+            job_path("wordcount"),
+            str(tmp_path / "in.txt"),
+            str(tmp_path / "o"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -444,19 +456,7 @@ def test_a_stop_signal_while_the_command_parses_its_arguments_is_its_interruptio
     parser takes some 20 ms): it printed a ``hop.lifetime.Interrupted`` traceback and exited 1, a failed job's
     code. It now exits 130 or 143 with the command's message, as an interruption anywhere else does. The parser
     is the real one; only its builder is wrapped, to send the signal at that point every time."""
-    (tmp_path / "in.txt").write_text("a b a\n")
-    script = _SIGNAL_WHILE_PARSING.replace("{signal_name}", signal_name)
-    command = subprocess.run(
-        [sys.executable, "-c", script, job_path("wordcount"), str(tmp_path / "in.txt"), str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert command.returncode == code, command.stderr
-    assert command.stderr == "hop: error: interrupted\n"
-    assert not (tmp_path / "o").exists()
-    launcher = int(command.stdout.split()[1])
-    assert not psutil.pid_exists(launcher) or psutil.Process(launcher).status() == psutil.STATUS_ZOMBIE
+    _assert_interrupted_before_running(tmp_path, _SIGNAL_WHILE_PARSING, signal_name, code)
 
 
 def test_a_handled_ctrl_c_that_passed_through_a_string_exec_exits_130_not_by_sigint(tmp_path: Path) -> None:
