@@ -121,8 +121,10 @@ def instantiate(spec: JobSpec) -> tuple[Job, _StepFunctions]:
     return job, _StepFunctions(step.mapper or identity_map, combiner, reducer, reduce_aggregate, step)
 
 
-def _hook_output(where: str, hook: Callable[[], Iterable[tuple[Any, Any]] | None] | None) -> list[tuple[Any, Any]]:
-    """Run a step's init or final hook (user code) and return what it yielded."""
+def _hook_output(step: Step | None, where: str) -> list[tuple[Any, Any]]:
+    """Run ``step``'s init or final hook named ``where`` (user code: ``mapper_init``, ``reducer_final``...) and
+    return what it yielded; nothing where the step has none."""
+    hook: Callable[[], Iterable[tuple[Any, Any]] | None] | None = getattr(step, where) if step is not None else None
     if hook is None:
         return []
     output = None
@@ -416,7 +418,7 @@ def run_map(
         for group, names in prefix["user_counters"].items():
             for name, value in names.items():
                 job.increment_counter(group, name, value)
-    init_pairs = _hook_output("mapper_init", functions.step.mapper_init if functions.step else None)
+    init_pairs = _hook_output(functions.step, "mapper_init")
     if init_pairs:  # (a map with mapper_init never resumes: see hop.job.Step)
         buffer.collect(init_pairs)
     mapper = functions.mapper
@@ -594,7 +596,7 @@ def run_map(
         consumed = consumed_before
     if spec.reads_whole_files:
         consumed = len(chunks)  # (its records were batches of each file's pairs)
-    final_pairs = _hook_output("mapper_final", functions.step.mapper_final if functions.step else None)
+    final_pairs = _hook_output(functions.step, "mapper_final")
     if final_pairs:
         buffer.collect(final_pairs)
     call_user("teardown", job.teardown)
@@ -918,8 +920,7 @@ def run_reduce(
 
     def snapshot_hook(name: str) -> list[tuple[Any, Any]]:
         # (a reduce task's reducer_init and reducer_final, around the snapshot's reduce calls, on its instance)
-        step = for_snapshots[0][1].step
-        return _hook_output(name, getattr(step, name) if step else None)
+        return _hook_output(for_snapshots[0][1].step, name)
 
     snapshots = ReducerSnapshots(
         spec.output,
@@ -967,7 +968,7 @@ def run_reduce(
         channel.send("task_progress", kind="reduce", index=index, attempt=attempt, fraction=0.5, records=0)
         faults.inject("reduce", "received", index, attempt)
         call_user("setup", job.setup)
-        init_pairs = _hook_output("reducer_init", functions.step.reducer_init if functions.step else None)
+        init_pairs = _hook_output(functions.step, "reducer_init")
         out_dir.folder(output.parent)  # (an output removed or replaced meanwhile is not written: it fails)
         bad_records: list[dict[str, Any]] = []
         skip_limit = int(spec.options.get("skip_bad_records", 0))
@@ -1013,7 +1014,7 @@ def run_reduce(
                     show_key=functions.step.show_key if functions.step else repr,
                     opener=out_dir.opener,
                 )
-        final_pairs = _hook_output("reducer_final", functions.step.reducer_final if functions.step else None)
+        final_pairs = _hook_output(functions.step, "reducer_final")
         if final_pairs:
             with writing_output(output):
                 output_records += _append_pairs(output, final_pairs, "reducer_final", out_dir.opener)
@@ -1078,13 +1079,13 @@ def snapshot_map_task(spec: JobSpec, records: Iterable[tuple[Any, Any]]) -> Iter
         return 0 if num_reduces == 1 else job.partition(key, num_reduces)
 
     call_user("setup", job.setup)
-    for key, value in _hook_output("mapper_init", step.mapper_init if step else None):
+    for key, value in _hook_output(step, "mapper_init"):
         yield partition(key), key, value
     mapper = functions.mapper
     for record in records:
         for key, value in checked_pairs(mapper(*record) or ()):
             yield partition(key), key, value
-    for key, value in _hook_output("mapper_final", step.mapper_final if step else None):
+    for key, value in _hook_output(step, "mapper_final"):
         yield partition(key), key, value
     call_user("teardown", job.teardown)
 
