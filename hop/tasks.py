@@ -555,21 +555,24 @@ def run_map(
             receiver.close()
     elif not online:
 
-        def all_records() -> Iterator[tuple[Any, Any]]:
+        def chunk_readers() -> Iterator[Iterator[tuple[Any, Any]]]:
+            """Each chunk's records in turn; what follows a ``yield`` runs once that chunk is read to its end."""
             nonlocal bytes_done
             for number, (_, split) in enumerate(chunks):
                 if number >= kept_chunks[0]:
                     break  # handed over (split_off)
                 if split.length < 0:  # (a compressed file is read whole)
-                    yield from chunk_records(split)
+                    yield chunk_records(split)
                 else:
                     limit = ReadLimit(split)
                     reading[0] = (number, limit)
-                    yield from chunk_records(split, limit)
+                    yield chunk_records(split, limit)
                     reading[0] = None
                 bytes_done += sizes[number]
 
-        records: Iterator[tuple[Any, Any]] = all_records()
+        # Chained in C: a generator yielding each record from its chunk's reader resumed a Python frame per record
+        # (about 2% of a word count's map CPU).
+        records: Iterator[tuple[Any, Any]] = itertools.chain.from_iterable(chunk_readers())
         if prefix["records"]:
             records = itertools.islice(records, prefix["records"], None)  # covered by the kept spills
         consumed = drive(buffer.run_map(records, mapper))

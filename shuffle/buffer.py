@@ -175,6 +175,29 @@ def none_state_error(aggregate: Any, key: Any, value: Any) -> AggregateValueErro
     )
 
 
+class _NoneFirstValue(Exception):
+    """Raised by :data:`NO_STATE` for a first value of None; the map loop turns it into :func:`none_state_error`,
+    which names the aggregate and key."""
+
+
+class _NoState:
+    """The state of a key with no value yet in a sum's map loop: ``NO_STATE + value`` is ``value`` itself (so a
+    first value keeps its type and identity, as if it were stored), and raises for None."""
+
+    __slots__ = ()
+
+    def __add__(self, value: Any) -> Any:
+        if value is None:
+            raise _NoneFirstValue
+        return value
+
+    def __repr__(self) -> str:
+        return "NO_STATE"
+
+
+NO_STATE = _NoState()
+
+
 class UnhashableKeyError(TypeError):
     """A map yielded a key that cannot be a dict key (a list, a dict, a set)."""
 
@@ -358,6 +381,9 @@ class MapOutputBuffer:
         spill_keys = self.spill_keys
         spill_bytes = self.spill_bytes
         pending = self._pending
+        spill_at = min(spill_records, pending + spill_keys - len(groups))
+        """Where ``pending`` may have reached a limit: ``spill_records`` pairs, or ``spill_keys`` keys if every pair
+        from here on is a new key (recomputed wherever it is reached or a limit changes)."""
         consumed = 0
         self.current_record: tuple[Any, Any] | None = None
         # The stride starts small and doubles while records are fast: yields at 16, 32, ..., 4,096 records, then
@@ -384,6 +410,7 @@ class MapOutputBuffer:
         add: Any = self.combiner.add if accumulating else None  # type: ignore[union-attr]
         record_key = record_value = key = value = output = None
         get = groups.get
+        no_state = NO_STATE  # (a local: read per pair)
         check_pairs = True
         """Whether the next record's output is read through ``checked_pairs``: the first record's, then one every
         ``check_every`` (``shuffle.pairs``: a str or dict unpacked as a pair gives wrong output silently)."""
@@ -401,16 +428,13 @@ class MapOutputBuffer:
                 if output is None:
                     pass
                 elif inline_sum:
-                    # A state is never None (a key's first None would otherwise be taken for "no state yet" and
-                    # vanish when the next value replaced it); ``old + None`` raises and is named below.
+                    # One lookup and one add a pair, as in a plain ``d[k] = d.get(k, 0) + v`` (a check for a new
+                    # key cost about 4% of a word count's map loop), but a key's first value is added to NO_STATE,
+                    # which gives the value itself back (0 would turn a lone True into 1 and -0.0 into 0.0) and
+                    # refuses None (a None state would be taken for "no state yet" and vanish); ``old + None``
+                    # raises and is named below.
                     for key, value in output:
-                        old = get(key)
-                        if old is not None:
-                            groups[key] = old + value
-                        elif value is not None:
-                            groups[key] = value
-                        else:
-                            raise none_state_error(self.combiner, key, value)
+                        groups[key] = get(key, no_state) + value
                         added += 1
                 elif start is not None:
                     # The aggregate's own accumulator, updated in place (Aggregate.accumulates): no state is built
@@ -443,20 +467,28 @@ class MapOutputBuffer:
                         added += 1
                 pending += added
                 consumed += 1
-                if pending >= spill_records or len(groups) >= spill_keys:
-                    self._pending = pending
-                    self.current_record = (record_key, record_value)
-                    self.records_consumed = consumed  # the spill covers exactly these records (checkpoints)
-                    del groups, get  # (freed as the spill is written: not held while its callback merges spills)
-                    self.spill()
-                    groups = self._groups  # spill() swapped in a fresh map
-                    get = groups.get
-                    pending = 0
-                    spill_records = self.next_spill_records
-                    spill_keys = self.spill_keys
-                    if sizing or measuring:
-                        size_step, next_size, value_size, samples = 1, consumed + 1, None, 0
-                        next_check = min(next_yield, next_size)
+                # One comparison a record: a record adds at most as many keys as pairs, so neither limit can be
+                # reached before ``pending`` reaches ``spill_at``, where both are checked exactly (the spills are
+                # cut at the same records as by checking both every record).
+                if pending >= spill_at:
+                    if pending < spill_records and len(groups) < spill_keys:
+                        spill_at = min(spill_records, pending + spill_keys - len(groups))
+                    else:
+                        self._pending = pending
+                        self.current_record = (record_key, record_value)
+                        self.records_consumed = consumed  # the spill covers exactly these records (checkpoints)
+                        # (freed as the spill is written: not held while its callback merges spills)
+                        del groups, get
+                        self.spill()
+                        groups = self._groups  # spill() swapped in a fresh map
+                        get = groups.get
+                        pending = 0
+                        spill_records = self.next_spill_records
+                        spill_keys = self.spill_keys
+                        spill_at = min(spill_records, spill_keys)
+                        if sizing or measuring:
+                            size_step, next_size, value_size, samples = 1, consumed + 1, None, 0
+                            next_check = min(next_yield, next_size)
                 if consumed >= next_check:
                     if consumed >= next_size:
                         if measuring:
@@ -467,6 +499,7 @@ class MapOutputBuffer:
                             size = value_bytes(value)
                             value_size = size if value_size is None else value_size + (size - value_size) / samples
                             spill_records = min(self.next_spill_records, max(1, int(spill_bytes // value_size)))
+                        spill_at = min(spill_records, pending + spill_keys - len(groups))
                         size_step = min(2 * size_step, SIZE_CHECK_EVERY)
                         next_size = consumed + size_step
                     if consumed >= next_yield:
@@ -491,6 +524,8 @@ class MapOutputBuffer:
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             self.failed_pair = (key, value)  # for a report of what an aggregate could not fold
             self.failed_output = output
+            if isinstance(error, _NoneFirstValue):
+                raise none_state_error(self.combiner, key, value) from None
             if isinstance(error, TypeError) and not hashable(key):
                 raise unhashable_key_error(key) from None  # the dict's own TypeError adds only engine frames
             raise

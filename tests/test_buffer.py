@@ -471,6 +471,22 @@ def test_a_none_first_value_to_an_aggregate_is_an_error_not_lost(tmp_path: Path,
     assert buffer.current_record == (0, [("x", None), ("x", 3)])
 
 
+def test_a_sums_key_with_one_value_keeps_that_value_as_yielded(tmp_path: Path) -> None:
+    """The map loop adds a key's first value to no state at all, not to 0: a lone ``True`` stays ``True`` and a
+    lone ``-0.0`` stays ``-0.0`` (``0 + True`` is 1 and ``0 + -0.0`` is 0.0), as every other fold keeps them."""
+    spills: list[SpillFile] = []
+    buffer = MapOutputBuffer(tmp_path, 1, None, Sum(), on_spill=spills.append)
+    pairs = [("yes", True), ("neg", -0.0), ("half", 0.5), ("half", 2), ("n", 7)]
+    _drain(buffer, [(0, pairs)], lambda _key, value: value)
+    [folded] = _spill_pairs(spills[0])
+    assert {key: (type(value), repr(value)) for key, value in folded} == {
+        "half": (float, "2.5"),
+        "n": (int, "7"),
+        "neg": (float, "-0.0"),
+        "yes": (bool, "True"),
+    }
+
+
 @pytest.mark.parametrize("aggregate", [Sum(), Max(), Mean()])
 def test_a_value_the_aggregate_refuses_leaves_the_pair_that_failed(tmp_path: Path, aggregate: Any) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, None, aggregate)
