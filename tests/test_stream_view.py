@@ -679,6 +679,47 @@ def test_a_late_delta_rewrites_the_old_piece_holding_its_window_and_wins(spark: 
     assert sorted(start for starts in spans.values() for start in starts) == [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
 
 
+def test_a_delta_replaced_while_it_is_compacted_is_read_as_checked_then_again_by_the_next_compaction(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retried reducer replaced a delta (tmp + rename) after the compaction had checked its lines and planned the
+    pieces, before Spark read it: Spark read the new lines, whose rows of an old window went to a piece the plan had
+    only linked, and that version left them out (and held the new file's other rows under the old file's stamp).
+    The compaction reads the delta as it checked it; the replacement is pending and the next compaction takes it."""
+    from hop.stream import view as module
+
+    rng, model, out = random.Random(14), Model(), tmp_path / "out"
+    info = compact_windows(spark, out, model, range(5), rng)
+    assert info.pieces == 2  # windows 0-3 and 4
+    first = window_rows(rng, [6], KEYS)
+    path = write_delta(out, 0, 60, first)
+    model.add(0, 60, first)
+    second = [{**row, "value": 1000 + n} for n, row in enumerate(window_rows(rng, [1, 6], KEYS))]
+    real_plan = module.plan
+
+    def plan_then_replace(*args: Any, **kwargs: Any) -> Any:
+        planned = real_plan(*args, **kwargs)
+        write_delta(out, 0, 60, second)  # the retried reducer's file, as Spark is about to read the delta
+        return planned
+
+    monkeypatch.setattr(module, "plan", plan_then_replace)
+    during = compact(out, spark=spark)
+    monkeypatch.undo()
+    model.compacted()
+    assert during is not None
+    assert_view_matches(spark, during, model)  # the delta as checked, whole, and nothing of its replacement
+    assert pending_deltas(out) == [path.name] and path.read_text().count("\n") == len(second)
+    listing = sorted(p.name for p in (out / "_view").iterdir())
+    assert listing == ["_lock", "_manifest.json", "base-000005", "base-000006"]  # no pinned delta left
+
+    model.add(0, 60, second)
+    later = compact(out, spark=spark)
+    model.compacted()
+    assert later is not None
+    assert_view_matches(spark, later, model)  # window 1's rows too, in the piece of windows 0-3
+    assert pending_deltas(out) == [] and deltas_left(out) == []
+
+
 def test_a_crash_between_writing_pieces_and_the_manifest_leaves_the_old_view(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

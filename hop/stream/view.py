@@ -25,18 +25,20 @@ into a piece by the next compaction, once.
 
 :func:`compact` (one at a time per OUT, ``_view/_lock``) deletes the files of ``last_deltas`` still there unchanged
 (a crash came between that manifest and its deletes) and checks every other delta (before a JVM starts), counting
-its rows' window starts. Its cost is its new deltas' and the pieces they touch, never the whole base's: it plans
-which pieces to write (:func:`hop.stream.pieces.plan`), and one Spark job merges the new rows with those pieces'
-old rows, under a temporary name; the new base folder gets the pieces written and, for every other piece, its file
-from the current base, linked (a hard link, unread and unchanged; a copy where the file system has no links), and is
-renamed into place complete. Then it replaces the manifest, deletes the bases but the new and the previous one (its
-readers are not cut off: a file both hold stays while either does) and the deltas it read, unless rewritten since.
-Files are never written in place: a piece rewritten is a new file. The job never deletes deltas; only compaction
-deletes bases. Idempotent: a crash before the manifest is replaced leaves the old view and all deltas for the next
-run, which clears what the crashed one left. With no new delta it starts no Spark and returns the current view
-(``None`` before the first); new deltas of blank lines only change the manifest's delta counts. A bad delta line
-raises :class:`DeltaError` naming file and line, changing nothing. Executors must see OUT (a local master, or a
-shared disk). CLI: ``python -m hop.stream.view compact|show OUT [--master M]``.
+its rows' window starts; it first pins each (a hard link under ``_view/_reading``, removed as it ends), so the check
+and Spark read the same bytes even if a retried reducer replaces the delta meanwhile (read again by the next one).
+Its cost is its new deltas' and the pieces they touch, never the whole base's: it plans which pieces to write
+(:func:`hop.stream.pieces.plan`), and one Spark job merges the new rows with those pieces' old rows, under a
+temporary name; the new base folder gets the pieces written and, for every other piece, its file from the current
+base, linked (a hard link, unread and unchanged; a copy where the file system has no links), and is renamed into
+place complete. Then it replaces the manifest, deletes the bases but the new and the previous one (its readers are
+not cut off: a file both hold stays while either does) and the deltas it read, unless rewritten since. Files are
+never written in place: a piece rewritten is a new file. The job never deletes deltas; only compaction deletes
+bases. Idempotent: a crash before the manifest is replaced leaves the old view and all deltas for the next run,
+which clears what the crashed one left. With no new delta it starts no Spark and returns the current view (``None``
+before the first); new deltas of blank lines only change the manifest's delta counts. A bad delta line raises
+:class:`DeltaError` naming file and line, changing nothing. Executors must see OUT (a local master, or a shared
+disk). CLI: ``python -m hop.stream.view compact|show OUT [--master M]``.
 
 :class:`hop.stream.compactor.Compactor` runs compactions while a job runs, in a child process kept between them.
 """
@@ -72,6 +74,8 @@ VIEW_DIR = "_view"
 MANIFEST = "_manifest.json"
 _DELTA_NAME = re.compile(r"^delta-(\d{5,})-(\d{8,})\.jsonl$")
 _BASE_NAME = re.compile(r"^base-\d{6,}$")
+_READING = "_reading"
+"""Under ``_view``: the links to the deltas a compaction reads (:func:`_pin`), removed as it ends."""
 _PART_FILE = re.compile(r"^part-.*\.parquet$")  # what Spark writes (not its _SUCCESS, nor .crc files)
 _MARKED = "<<hop-delta-error {} hop-delta-error>>"  # Spark ships only the text of an executor's traceback
 _MARK = re.compile(r"<<hop-delta-error (.*?) hop-delta-error>>", re.S)
@@ -113,6 +117,8 @@ class _Delta(NamedTuple):
     partition: int
     seq: int
     stamp: str  # inode:size:mtime_ns: a rewrite (tmp + rename) changes it
+    read: str = ""
+    """The pinned file this compaction reads (:func:`_pin`): the delta as it was when pinned, whatever replaces it."""
 
 
 def _manifest(out: Path) -> dict[str, Any] | None:
@@ -142,9 +148,38 @@ def view_info(out_dir: PathLike) -> ViewInfo | None:
 
 def _stamp(path: Path) -> str | None:
     with contextlib.suppress(FileNotFoundError):
-        stat = path.stat()
-        return f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
+        return _stamp_of(path.stat())
     return None
+
+
+def _stamp_of(stat: os.stat_result) -> str:
+    return f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def _pin(out: Path, deltas: list[_Delta]) -> list[_Delta]:
+    """``deltas`` with the files this compaction reads: each linked into ``_view/_reading`` (copied from one open
+    file where the file system has no links), stamped as pinned. A reducer retried while a compaction runs may
+    replace a delta (tmp + rename) between the check of its lines and Spark's read of it: both now read the same
+    bytes, those the stamp names (a delta replaced since stays for the next compaction), where Spark read rows the
+    plan had not counted, of windows whose pieces were only linked, and left them out of the version."""
+    folder = out / VIEW_DIR / _READING
+    shutil.rmtree(folder, ignore_errors=True)  # left by a compaction that crashed (this one holds the lock)
+    folder.mkdir()
+    pinned = []
+    for delta in deltas:
+        source, copy = out / DELTAS_DIR / delta.name, folder / delta.name
+        try:
+            os.link(source, copy)
+            stamp = _stamp(copy)
+        except FileNotFoundError:
+            continue  # (only a compaction deletes deltas, and this one holds the lock)
+        except OSError:
+            with open(source, "rb") as file, open(copy, "wb") as target:
+                stamp = _stamp_of(os.fstat(file.fileno()))
+                shutil.copyfileobj(file, target)
+        if stamp is not None:
+            pinned.append(delta._replace(stamp=stamp, read=str(copy)))
+    return pinned
 
 
 def _deltas(out: Path, manifest: dict[str, Any] | None) -> tuple[list[_Delta], list[_Delta]]:
@@ -181,10 +216,11 @@ def _row(partition: int, seq: int, number: int, raw: bytes) -> tuple[Any, ...]:
     return float(start), float(end), partition, _encode(key), _encode(value), number_value, seq, 1, number
 
 
-def _parse_delta(item: tuple[str, int, int, Target | None]) -> Iterator[tuple[Any, ...]]:
-    """The rows of a delta file, each with the piece it goes to (0 without ``where``, as the deltas are checked)."""
-    path, partition, seq, where = item
-    with open(path, "rb") as file:
+def _parse_delta(item: tuple[str, str, int, int, Target | None]) -> Iterator[tuple[Any, ...]]:
+    """The rows of a delta file, each with the piece it goes to (0 without ``where``, as the deltas are checked);
+    ``item``: the file read, the delta's own path (named in errors), its partition and number, ``where``."""
+    read, path, partition, seq, where = item
+    with open(read, "rb") as file:
         for number, raw in enumerate(file, 1):
             try:
                 if raw.strip():
@@ -225,37 +261,54 @@ def compact(
         for delta in left:
             (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
         if not new:
+            shutil.rmtree(view / _READING, ignore_errors=True)  # (left by a compaction that crashed)
             return None if manifest is None else _info(manifest)
-        starts = Counter[float]()
-        for delta in new:  # checked here, before a JVM starts: a bad line fails at once, naming file and line
-            try:
-                for row in _parse_delta((str(out / DELTAS_DIR / delta.name), delta.partition, delta.seq, None)):
-                    starts[row[0]] += 1
-            except DeltaError as error:
-                marked = _MARK.search(str(error))
-                raise DeltaError(marked.group(1) if marked else str(error)) from None
-        if manifest is None and not starts:  # nothing but blank lines, and no view yet: none to make
-            for delta in new:
-                if _stamp(out / DELTAS_DIR / delta.name) == delta.stamp:
-                    (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
-            return None
-        record: dict[str, Any] = {} if manifest is None else dict(manifest)
-        record.update(deltas=_compacted(manifest) + len(new), compacted_at=time.time())
-        record.update(last_deltas={d.name: d.stamp for d in new})
-        if starts:  # (else only blank lines: the base stays as it is)
-            record.update(_new_base(out, manifest, new, starts, spark_master, spark))
-        first = ("version", "base", "deltas", "rows", "windows", "compacted_at")
-        record = {name: record[name] for name in first} | record  # (in the order the module docstring lists them)
-        _commit(view, record)
-        if manifest is not None and record["version"] != manifest["version"]:
-            keep = {Path(record["base"]).name, Path(manifest["base"]).name}  # the previous one's readers go on
-            for entry in view.iterdir():
-                if _BASE_NAME.match(entry.name) and entry.name not in keep:
-                    shutil.rmtree(entry, ignore_errors=True)
-        for path, stamp in ((out / DELTAS_DIR / delta.name, delta.stamp) for delta in new):
-            if _stamp(path) == stamp:
-                path.unlink(missing_ok=True)
-        return _info(record)
+        try:
+            return _compact_new(out, manifest, _pin(out, new), spark_master, spark)
+        finally:
+            shutil.rmtree(view / _READING, ignore_errors=True)
+
+
+def _compact_new(
+    out: Path,
+    manifest: dict[str, Any] | None,
+    new: list[_Delta],
+    spark_master: str,
+    spark: SparkSession | Callable[[], SparkSession] | None,
+) -> ViewInfo | None:
+    """Compact the ``new`` deltas (pinned) into the view of ``out`` whose manifest is ``manifest``."""
+    view = out / VIEW_DIR
+    starts = Counter[float]()
+    for delta in new:  # checked here, before a JVM starts: a bad line fails at once, naming file and line
+        try:
+            item = (delta.read, str(out / DELTAS_DIR / delta.name), delta.partition, delta.seq, None)
+            for row in _parse_delta(item):
+                starts[row[0]] += 1
+        except DeltaError as error:
+            marked = _MARK.search(str(error))
+            raise DeltaError(marked.group(1) if marked else str(error)) from None
+    if manifest is None and not starts:  # nothing but blank lines, and no view yet: none to make
+        for delta in new:
+            if _stamp(out / DELTAS_DIR / delta.name) == delta.stamp:
+                (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
+        return None
+    record: dict[str, Any] = {} if manifest is None else dict(manifest)
+    record.update(deltas=_compacted(manifest) + len(new), compacted_at=time.time())
+    record.update(last_deltas={d.name: d.stamp for d in new})
+    if starts:  # (else only blank lines: the base stays as it is)
+        record.update(_new_base(out, manifest, new, starts, spark_master, spark))
+    first = ("version", "base", "deltas", "rows", "windows", "compacted_at")
+    record = {name: record[name] for name in first} | record  # (in the order the module docstring lists them)
+    _commit(view, record)
+    if manifest is not None and record["version"] != manifest["version"]:
+        keep = {Path(record["base"]).name, Path(manifest["base"]).name}  # the previous one's readers go on
+        for entry in view.iterdir():
+            if _BASE_NAME.match(entry.name) and entry.name not in keep:
+                shutil.rmtree(entry, ignore_errors=True)
+    for path, stamp in ((out / DELTAS_DIR / delta.name, delta.stamp) for delta in new):
+        if _stamp(path) == stamp:
+            path.unlink(missing_ok=True)
+    return _info(record)
 
 
 def _commit(view: Path, record: dict[str, Any]) -> None:
@@ -292,7 +345,7 @@ def _new_base(
         piece_id: [str(path) for piece in old for path in _paths(current, piece)]
         for piece_id, old in todo.written.items()
     }
-    items = [(str(out / DELTAS_DIR / d.name), d.partition, d.seq, todo.where) for d in new]
+    items = [(d.read, str(out / DELTAS_DIR / d.name), d.partition, d.seq, todo.where) for d in new]
     from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
 
     if spark is None:
@@ -350,7 +403,7 @@ def _link(source: Path, target: Path) -> None:
 
 
 def _merge(
-    spark: SparkSession, items: list[tuple[str, int, int, Target]], sources: dict[int, list[str]], target: Path
+    spark: SparkSession, items: list[tuple[str, str, int, int, Target]], sources: dict[int, list[str]], target: Path
 ) -> dict[int, tuple[int, int, float, float]]:
     """Write the winners among the deltas and the old pieces' rows (``sources``: new piece -> the files of the old
     pieces it takes) to ``target/piece=ID/``; return each written piece's rows, windows, least and greatest start."""
