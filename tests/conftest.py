@@ -84,6 +84,16 @@ def no_leaked_processes() -> Iterator[None]:
     assert not alive, f"processes left running by the tests: {[p.cmdline() for p in alive]}"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_browser_closed() -> Iterator[None]:
+    """The browser tests' Chromium (``tests.browser``: one per test process) is closed at the session's end, before
+    the leak check above (set up earlier, so torn down later) looks for processes left running."""
+    yield
+    from tests.browser import close_shared_browser
+
+    close_shared_browser()
+
+
 @pytest.fixture(autouse=True)
 def stop_signal_handlers_kept() -> Iterator[None]:
     """Every test ends with the Ctrl-C and SIGTERM handlers it started with. Code a test runs in this process installs

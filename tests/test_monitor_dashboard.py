@@ -37,10 +37,10 @@ from hop.stream.runner import run_stream
 from hop.web.server import WebServer
 from monitoring.cli import monitor_spec, monitoring_job, wait_for_workers
 from monitoring.feed import MonitorFeed
+from tests.browser import browser_page, needs_chromium
 from tests.conftest import job_path, run_job
 from tests.test_monitor import _busy_worker, _run_hog, wait_for
 from tests.test_web import get, get_json, read_events
-from tests.test_web_browser import CHROMIUM, browser_page
 
 pytestmark = pytest.mark.slow
 
@@ -54,10 +54,6 @@ STUCK_AFTER = 2.0
 """Seconds without progress that make a running task stuck (``hop monitor --alert-stuck``)."""
 MONITOR_SECONDS = 900
 """The monitoring job's time limit: longer than the module (``tests.test_monitor.running_monitor`` stops at 300 s)."""
-
-needs_chromium = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason="needs Chromium (Debian package 'chromium'; .ci/run installs it)"
-)
 
 
 @dataclass

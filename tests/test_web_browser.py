@@ -7,10 +7,7 @@ import dataclasses
 import itertools
 import json
 import random
-import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
 from hop.stream.options import stream_options
 from hop.web.server import WebServer
+from tests.browser import browser_page, needs_chromium
 from tests.conftest import job_path, output_dict, run_job
 from tests.test_web import (
     continuous_job,
@@ -33,45 +31,10 @@ from tests.test_web import (
     write_events,
 )
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-pytestmark = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(),
-    reason="needs Chromium (Debian package 'chromium'; .ci/run installs it)",
-)
-
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@contextmanager
-def browser_page() -> Iterator[tuple[Any, list[str]]]:
-    """A page of a fresh headless Chromium and the page errors (uncaught exceptions) it reports; the browser is
-    closed at the end."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(error.stack or str(error)))  # (the stack names the line)
-            yield page, errors
-        finally:
-            browser.close()
+pytestmark = needs_chromium
 
 
 def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     source = tmp_path / "in.txt"
     generate_text(source, 3_000_000, seed=43, vocabulary=150)
     job_class = load_job_file(job_path("slow_sum_wordcount"))
@@ -79,42 +42,37 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
         job_class, [str(source)], snapshot_every=0.1, order="random", chunk_size=64 << 10, confidence=0.9
     )
     spec = build_spec(job_class, [str(source)], str(tmp_path / "out"), num_reduces=2, options=options)
-    with WebServer(cluster.address) as web, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            job_id = client.submit(spec)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-            page.wait_for_selector("#jobs li", timeout=30_000)
-            # The cluster's workers, as hop status lists them (the page attached to a cluster showed none).
-            page.wait_for_selector("#workers li", timeout=30_000)
-            names = [item.get_attribute("data-worker") for item in page.query_selector_all("#workers li")]
-            assert names == sorted(worker["name"] for worker in client.workers())
-            assert page.inner_text("#worker-count") == str(cluster.num_workers)
-            page.wait_for_selector("#results tbody tr", timeout=60_000)  # the first snapshot's table
-            first_info = page.inner_text("#snapshot-info")
-            assert "snapshot" in first_info and "early" in page.inner_text("#result-state")
-            assert page.inner_text("#interval-heading") == "90% interval", "the job's --confidence, not 95%"
-            assert page.inner_text("#results th[data-sort=value]") == "value so far"
-            # Numbers change as snapshots arrive, without reloading the page.
-            page.wait_for_function(
-                "text => document.querySelector('#snapshot-info').textContent !== text", arg=first_info, timeout=60_000
-            )
-            page.wait_for_selector("#result-state.final", timeout=120_000)
-            assert client.status(job_id)["state"] == "succeeded"
-            shown = {
-                row.get_attribute("data-key"): json.loads(row.get_attribute("data-value") or "null")
-                for row in page.query_selector_all("#results tbody tr")
-            }
-            assert shown == output_dict(tmp_path / "out"), "the final table is the job's output"
-            assert page.inner_text("#results th[data-sort=value]") == "final value"
-            assert page.query_selector_all(".task.committed"), "task progress is drawn"
-            page.click("#results tbody tr")  # follow one group's estimate over time
-            page.wait_for_function("document.querySelector('#history-label').textContent.includes(':')")
-            page.screenshot(path=str(tmp_path / "web-view.png"), full_page=True)
-            assert (tmp_path / "web-view.png").stat().st_size > 10_000
-        finally:
-            browser.close()
+    with WebServer(cluster.address) as web, browser_page() as (page, _):
+        job_id = client.submit(spec)
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_selector("#jobs li", timeout=30_000)
+        # The cluster's workers, as hop status lists them (the page attached to a cluster showed none).
+        page.wait_for_selector("#workers li", timeout=30_000)
+        names = [item.get_attribute("data-worker") for item in page.query_selector_all("#workers li")]
+        assert names == sorted(worker["name"] for worker in client.workers())
+        assert page.inner_text("#worker-count") == str(cluster.num_workers)
+        page.wait_for_selector("#results tbody tr", timeout=60_000)  # the first snapshot's table
+        first_info = page.inner_text("#snapshot-info")
+        assert "snapshot" in first_info and "early" in page.inner_text("#result-state")
+        assert page.inner_text("#interval-heading") == "90% interval", "the job's --confidence, not 95%"
+        assert page.inner_text("#results th[data-sort=value]") == "value so far"
+        # Numbers change as snapshots arrive, without reloading the page.
+        page.wait_for_function(
+            "text => document.querySelector('#snapshot-info').textContent !== text", arg=first_info, timeout=60_000
+        )
+        page.wait_for_selector("#result-state.final", timeout=120_000)
+        assert client.status(job_id)["state"] == "succeeded"
+        shown = {
+            row.get_attribute("data-key"): json.loads(row.get_attribute("data-value") or "null")
+            for row in page.query_selector_all("#results tbody tr")
+        }
+        assert shown == output_dict(tmp_path / "out"), "the final table is the job's output"
+        assert page.inner_text("#results th[data-sort=value]") == "final value"
+        assert page.query_selector_all(".task.committed"), "task progress is drawn"
+        page.click("#results tbody tr")  # follow one group's estimate over time
+        page.wait_for_function("document.querySelector('#history-label').textContent.includes(':')")
+        page.screenshot(path=str(tmp_path / "web-view.png"), full_page=True)
+        assert (tmp_path / "web-view.png").stat().st_size > 10_000
 
 
 @pytest.mark.parametrize("answer", ["at once", "after the end"])
@@ -186,69 +144,62 @@ def test_page_stops_a_running_batch_job_and_keeps_its_last_estimates(
 
 
 def test_page_follows_a_continuous_job_window_by_window(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
     output = tmp_path / "out"
-    with WebServer(cluster.address) as web, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            events = write_events(tmp_path / "events.jsonl", seconds=30, seed=45)  # stopped long before its end
-            with continuous_job(client, stream_spec(events, output)) as job_id:
-                page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-                page.wait_for_selector("#jobs li .badge.continuous", timeout=30_000)
-                page.wait_for_selector("#window-table tbody tr", timeout=30_000)  # the first window's result
-                assert page.is_hidden("#batch-view") and page.is_visible("#stop-job")
-                listed = len(page.query_selector_all("#window-list tbody tr"))
-                # New windows are pushed as they close: the list grows without reloading the page.
-                page.wait_for_function(
-                    "n => document.querySelectorAll('#window-list tbody tr').length >= n + 2",
-                    arg=listed,
-                    timeout=30_000,
-                )
-                assert client.status(job_id)["state"] == "running", "the list should grow while the job runs"
-                page.once("dialog", lambda dialog: dialog.accept())  # "Stop EventWordCount (job-...)?"
-                page.click("#stop-job")
-                page.wait_for_function("/stopping|succeeded/.test(document.querySelector('#stop-state').textContent)")
-                final = client.wait(job_id, timeout=60)
-            assert final["state"] == "succeeded" and final["report"]["continuous"]["stopped"]
-            files = window_files(output)
-            last = max(files)  # time labels sort as the windows do
+    with WebServer(cluster.address) as web, browser_page() as (page, _):
+        events = write_events(tmp_path / "events.jsonl", seconds=30, seed=45)  # stopped long before its end
+        with continuous_job(client, stream_spec(events, output)) as job_id:
+            page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+            page.wait_for_selector("#jobs li .badge.continuous", timeout=30_000)
+            page.wait_for_selector("#window-table tbody tr", timeout=30_000)  # the first window's result
+            assert page.is_hidden("#batch-view") and page.is_visible("#stop-job")
+            listed = len(page.query_selector_all("#window-list tbody tr"))
+            # New windows are pushed as they close: the list grows without reloading the page.
             page.wait_for_function(
-                "n => document.querySelectorAll('#window-list tbody tr').length === n", arg=len(files), timeout=30_000
+                "n => document.querySelectorAll('#window-list tbody tr').length >= n + 2",
+                arg=listed,
+                timeout=30_000,
             )
-            page.wait_for_function("document.querySelector('#job-summary').textContent.includes('succeeded')")
-            assert last in page.inner_text("#window-info")
-            assert page.get_attribute("#window-list tbody tr", "data-label") == last, "newest first"
-            shown = {
-                row.get_attribute("data-key"): json.loads(row.get_attribute("data-value") or "null")
-                for row in page.query_selector_all("#window-table tbody tr")
-            }
-            assert shown == files[last], "the table is the last window's result"
-            last_meta = json.loads((output / "windows" / last / "_window.json").read_text())
-            assert page.inner_text("#window-reason") == last_meta["reason"]
-            assert page.is_hidden("#stop-job")
-            assert len(page.query_selector_all("#scoreboard .cell")) == 1  # one source x one pane
-            assert page.query_selector_all("#scoreboard-legend li")
-            earlier = sorted(files)[-2]
-            page.click(f"#window-list tbody tr[data-label='{earlier}']")  # show an earlier window
-            assert page.inner_text("#window-title") == f"Window {earlier}"
-            assert page.inner_text("#window-info").startswith(earlier)
-            keys = [row.get_attribute("data-key") for row in page.query_selector_all("#window-table tbody tr")]
-            assert sorted(keys) == sorted(files[earlier])
-            page.click("#follow-latest")
-            assert page.inner_text("#window-title") == "Latest window" and page.is_hidden("#follow-latest")
-            page.click("#window-table th[data-sort=key]")  # sort by key
-            keys = [row.get_attribute("data-key") for row in page.query_selector_all("#window-table tbody tr")]
-            assert keys == sorted(files[last])
-            page.click("#window-table tbody tr >> nth=1")  # follow that key's value per window
-            page.wait_for_function(
-                "key => document.querySelector('#trend-label').textContent.startsWith(key + ':')", arg=keys[1]
-            )
-            page.screenshot(path=str(tmp_path / "web-continuous.png"), full_page=True)
-            assert (tmp_path / "web-continuous.png").stat().st_size > 10_000
-        finally:
-            browser.close()
+            assert client.status(job_id)["state"] == "running", "the list should grow while the job runs"
+            page.once("dialog", lambda dialog: dialog.accept())  # "Stop EventWordCount (job-...)?"
+            page.click("#stop-job")
+            page.wait_for_function("/stopping|succeeded/.test(document.querySelector('#stop-state').textContent)")
+            final = client.wait(job_id, timeout=60)
+        assert final["state"] == "succeeded" and final["report"]["continuous"]["stopped"]
+        files = window_files(output)
+        last = max(files)  # time labels sort as the windows do
+        page.wait_for_function(
+            "n => document.querySelectorAll('#window-list tbody tr').length === n", arg=len(files), timeout=30_000
+        )
+        page.wait_for_function("document.querySelector('#job-summary').textContent.includes('succeeded')")
+        assert last in page.inner_text("#window-info")
+        assert page.get_attribute("#window-list tbody tr", "data-label") == last, "newest first"
+        shown = {
+            row.get_attribute("data-key"): json.loads(row.get_attribute("data-value") or "null")
+            for row in page.query_selector_all("#window-table tbody tr")
+        }
+        assert shown == files[last], "the table is the last window's result"
+        last_meta = json.loads((output / "windows" / last / "_window.json").read_text())
+        assert page.inner_text("#window-reason") == last_meta["reason"]
+        assert page.is_hidden("#stop-job")
+        assert len(page.query_selector_all("#scoreboard .cell")) == 1  # one source x one pane
+        assert page.query_selector_all("#scoreboard-legend li")
+        earlier = sorted(files)[-2]
+        page.click(f"#window-list tbody tr[data-label='{earlier}']")  # show an earlier window
+        assert page.inner_text("#window-title") == f"Window {earlier}"
+        assert page.inner_text("#window-info").startswith(earlier)
+        keys = [row.get_attribute("data-key") for row in page.query_selector_all("#window-table tbody tr")]
+        assert sorted(keys) == sorted(files[earlier])
+        page.click("#follow-latest")
+        assert page.inner_text("#window-title") == "Latest window" and page.is_hidden("#follow-latest")
+        page.click("#window-table th[data-sort=key]")  # sort by key
+        keys = [row.get_attribute("data-key") for row in page.query_selector_all("#window-table tbody tr")]
+        assert keys == sorted(files[last])
+        page.click("#window-table tbody tr >> nth=1")  # follow that key's value per window
+        page.wait_for_function(
+            "key => document.querySelector('#trend-label').textContent.startsWith(key + ':')", arg=keys[1]
+        )
+        page.screenshot(path=str(tmp_path / "web-continuous.png"), full_page=True)
+        assert (tmp_path / "web-continuous.png").stat().st_size > 10_000
 
 
 def test_page_shows_a_window_of_a_far_future_stamp_whole(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
