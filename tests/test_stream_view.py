@@ -768,6 +768,21 @@ def test_a_crash_between_writing_pieces_and_the_manifest_leaves_the_old_view(
     assert (info.pieces, later.pieces) == (3, 1)  # the 4 level-0 pieces merged into one
 
 
+def test_a_compaction_with_nothing_new_deletes_the_bases_a_crash_left(spark: SparkSession, tmp_path: Path) -> None:
+    """A compaction that crashed after replacing the manifest, before deleting the older bases, left them; only a
+    later compaction with rows deleted them, so one left at a job's end stayed for good. A compaction with nothing
+    new deletes them too, keeping the view's base and the one before (its readers may still be on it)."""
+    rng, model, out = random.Random(15), Model(), tmp_path / "out"
+    info = compact_windows(spark, out, model, range(3), rng)
+    view = out / "_view"
+    stale = view / "base-000001"  # as the crash left it: version 3 is in the manifest, base-000001 not deleted
+    stale.mkdir()
+    (stale / "piece-00000001-000.parquet").write_bytes(b"PAR1")
+    assert compact(out, spark=spark) == info
+    assert sorted(p.name for p in view.iterdir()) == ["_lock", "_manifest.json", "base-000002", "base-000003"]
+    assert_view_matches(spark, info, model)
+
+
 def test_a_view_written_before_pieces_is_compacted_on(spark: SparkSession, tmp_path: Path) -> None:
     """A running job's view written before the base was pieces (one folder, a manifest without ``pieces``): the
     first compaction since rewrites it whole into a piece, once; the next ones leave that piece as it is."""

@@ -36,9 +36,10 @@ not cut off: a file both hold stays while either does) and the deltas it read, u
 never written in place: a piece rewritten is a new file. The job never deletes deltas; only compaction deletes
 bases. Idempotent: a crash before the manifest is replaced leaves the old view and all deltas for the next run,
 which clears what the crashed one left. With no new delta it starts no Spark and returns the current view (``None``
-before the first); new deltas of blank lines only change the manifest's delta counts. A bad delta line raises
-:class:`DeltaError` naming file and line, changing nothing. Executors must see OUT (a local master, or a shared
-disk). CLI: ``python -m hop.stream.view compact|show OUT [--master M]``.
+before the first), deleting older bases a crash after a manifest left; new deltas of blank lines only change the
+manifest's delta counts. A bad delta line raises :class:`DeltaError` naming file and line, changing nothing.
+Executors must see OUT (a local master, or a shared disk). CLI: ``python -m hop.stream.view compact|show OUT
+[--master M]``.
 
 :class:`hop.stream.compactor.Compactor` runs compactions while a job runs, in a child process kept between them.
 """
@@ -262,7 +263,11 @@ def compact(
             (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
         if not new:
             shutil.rmtree(view / _READING, ignore_errors=True)  # (left by a compaction that crashed)
-            return None if manifest is None else _info(manifest)
+            if manifest is None:
+                return None
+            # A crash between a manifest and its deletes left older bases: only the view's and the one before stay.
+            _prune_bases(view, {Path(manifest["base"]).name, f"base-{int(manifest['version']) - 1:06d}"})
+            return _info(manifest)
         try:
             return _compact_new(out, manifest, _pin(out, new), spark_master, spark)
         finally:
@@ -301,14 +306,18 @@ def _compact_new(
     record = {name: record[name] for name in first} | record  # (in the order the module docstring lists them)
     _commit(view, record)
     if manifest is not None and record["version"] != manifest["version"]:
-        keep = {Path(record["base"]).name, Path(manifest["base"]).name}  # the previous one's readers go on
-        for entry in view.iterdir():
-            if _BASE_NAME.match(entry.name) and entry.name not in keep:
-                shutil.rmtree(entry, ignore_errors=True)
+        _prune_bases(view, {Path(record["base"]).name, Path(manifest["base"]).name})  # the previous one's readers go on
     for path, stamp in ((out / DELTAS_DIR / delta.name, delta.stamp) for delta in new):
         if _stamp(path) == stamp:
             path.unlink(missing_ok=True)
     return _info(record)
+
+
+def _prune_bases(view: Path, keep: set[str]) -> None:
+    """Delete the base folders of ``view`` but those named in ``keep``."""
+    for entry in view.iterdir():
+        if _BASE_NAME.match(entry.name) and entry.name not in keep:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _commit(view: Path, record: dict[str, Any]) -> None:
