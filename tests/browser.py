@@ -5,6 +5,10 @@ browser would give. Launching Playwright's driver and Chromium for each of the 3
 of CPU and up to 5 s of wall under load each. The browser is started by the first test that asks for a page
 (started again if it died) and closed by :func:`close_shared_browser`, which ``conftest.py`` calls at the end of
 the session, before its check for leaked processes.
+
+While the driver runs, Playwright's sync API leaves its event loop marked as the main thread's running loop (its own
+calls need it so; clearing it breaks the next one): in a test process that has run a browser test, ``asyncio.run``
+in the main thread raises. Run an event loop in a thread of its own, as ``hop.web.server`` does.
 """
 
 from __future__ import annotations

@@ -768,6 +768,63 @@ def test_a_crash_between_writing_pieces_and_the_manifest_leaves_the_old_view(
     assert (info.pieces, later.pieces) == (3, 1)  # the 4 level-0 pieces merged into one
 
 
+def test_a_delta_replaced_as_the_compaction_deletes_it_stays_for_the_next(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction deleted each delta it read by name once it had found its stamp unchanged: a retried reducer's
+    replacement renamed onto that name in between was deleted unread, its rows never in the view. The delta is
+    renamed aside first and its stamp checked there: the replacement stays, pending, and the next compaction has it."""
+    from hop.stream import view as module
+
+    rng, model, out = random.Random(16), Model(), tmp_path / "out"
+    info = compact_windows(spark, out, model, range(2), rng)
+    first = window_rows(rng, [2], KEYS)
+    path = write_delta(out, 0, 70, first)
+    model.add(0, 70, first)
+    second = [{**row, "value": 5000 + n} for n, row in enumerate(window_rows(rng, [2], KEYS))]
+    real_stamp = module._stamp
+
+    def stamp_then_replace(target: Path) -> str | None:
+        stamp = real_stamp(target)
+        committed = json.loads((out / "_view" / "_manifest.json").read_text())["version"] > info.version
+        if committed and target.name.startswith(path.name) and not replaced:
+            replaced.append(write_delta(out, 0, 70, second))  # the retried reducer's file lands now
+        return stamp
+
+    replaced: list[Path] = []
+    monkeypatch.setattr(module, "_stamp", stamp_then_replace)
+    during = compact(out, spark=spark)
+    monkeypatch.undo()
+    model.compacted()
+    assert during is not None and replaced
+    assert_view_matches(spark, during, model)
+    assert pending_deltas(out) == [path.name] and path.read_text().count("\n") == len(second)
+    assert sorted(p.name for p in (out / "_checkpoints" / "deltas").iterdir()) == [path.name]
+
+    model.add(0, 70, second)
+    later = compact(out, spark=spark)
+    model.compacted()
+    assert later is not None
+    assert_view_matches(spark, later, model)
+    assert pending_deltas(out) == [] and deltas_left(out) == []
+
+
+def test_deltas_a_crashed_compaction_renamed_aside_are_put_back(spark: SparkSession, tmp_path: Path) -> None:
+    """A compaction killed between renaming a delta aside and deleting it: the next one gives the file its name back
+    (read again if it is not the one the view holds, deleted again if it is)."""
+    rng, model, out = random.Random(17), Model(), tmp_path / "out"
+    compact_windows(spark, out, model, range(1), rng)
+    rows = window_rows(rng, [1], KEYS)
+    path = write_delta(out, 1, 5, rows)
+    model.add(1, 5, rows)
+    os.rename(path, path.with_name(path.name + ".deleting"))  # never compacted: it must not be lost
+    later = compact(out, spark=spark)
+    model.compacted()
+    assert later is not None
+    assert_view_matches(spark, later, model)
+    assert sorted(p.name for p in (out / "_checkpoints" / "deltas").iterdir()) == []
+
+
 def test_a_compaction_with_nothing_new_deletes_the_bases_a_crash_left(spark: SparkSession, tmp_path: Path) -> None:
     """A compaction that crashed after replacing the manifest, before deleting the older bases, left them; only a
     later compaction with rows deleted them, so one left at a job's end stayed for good. A compaction with nothing

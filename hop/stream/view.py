@@ -25,21 +25,21 @@ into a piece by the next compaction, once.
 
 :func:`compact` (one at a time per OUT, ``_view/_lock``) deletes the files of ``last_deltas`` still there unchanged
 (a crash came between that manifest and its deletes) and checks every other delta (before a JVM starts), counting
-its rows' window starts; it first pins each (a hard link under ``_view/_reading``, removed as it ends), so the check
-and Spark read the same bytes even if a retried reducer replaces the delta meanwhile (read again by the next one).
-Its cost is its new deltas' and the pieces they touch, never the whole base's: it plans which pieces to write
-(:func:`hop.stream.pieces.plan`), and one Spark job merges the new rows with those pieces' old rows, under a
+its rows' window starts; it first pins each (a hard link in a ``_view/_reading-*`` folder, removed as it ends), so
+the check and Spark read the same bytes even if a retried reducer replaces the delta meanwhile (read again by the
+next one). Its cost is its new deltas' and the pieces they touch, never the whole base's: it plans which pieces to
+write (:func:`hop.stream.pieces.plan`), and one Spark job merges the new rows with those pieces' old rows, under a
 temporary name; the new base folder gets the pieces written and, for every other piece, its file from the current
 base, linked (a hard link, unread and unchanged; a copy where the file system has no links), and is renamed into
 place complete. Then it replaces the manifest, deletes the bases but the new and the previous one (its readers are
-not cut off: a file both hold stays while either does) and the deltas it read, unless rewritten since. Files are
-never written in place: a piece rewritten is a new file. The job never deletes deltas; only compaction deletes
-bases. Idempotent: a crash before the manifest is replaced leaves the old view and all deltas for the next run,
-which clears what the crashed one left. With no new delta it starts no Spark and returns the current view (``None``
-before the first), deleting older bases a crash after a manifest left; new deltas of blank lines only change the
-manifest's delta counts. A bad delta line raises :class:`DeltaError` naming file and line, changing nothing.
-Executors must see OUT (a local master, or a shared disk). CLI: ``python -m hop.stream.view compact|show OUT
-[--master M]``.
+not cut off: a file both hold stays while either does) and the deltas it read, unless rewritten since (each renamed
+aside, then checked: a replacement that lands meanwhile is kept). Files are never written in place: a piece
+rewritten is a new file. The job never deletes deltas; only compaction deletes bases. Idempotent: a crash before the
+manifest is replaced leaves the old view and all deltas for the next run, which clears what the crashed one left.
+With no new delta it starts no Spark and returns the current view (``None`` before the first), deleting older bases
+a crash after a manifest left; new deltas of blank lines only change the manifest's delta counts. A bad delta line
+raises :class:`DeltaError` naming file and line, changing nothing. Executors must see OUT (a local master, or a
+shared disk). CLI: ``python -m hop.stream.view compact|show OUT [--master M]``.
 
 :class:`hop.stream.compactor.Compactor` runs compactions while a job runs, in a child process kept between them.
 """
@@ -55,6 +55,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -75,8 +76,11 @@ VIEW_DIR = "_view"
 MANIFEST = "_manifest.json"
 _DELTA_NAME = re.compile(r"^delta-(\d{5,})-(\d{8,})\.jsonl$")
 _BASE_NAME = re.compile(r"^base-\d{6,}$")
-_READING = "_reading"
-"""Under ``_view``: the links to the deltas a compaction reads (:func:`_pin`), removed as it ends."""
+_READING = "_reading-"
+"""Under ``_view``, the start of the name of a folder of links to the deltas a compaction reads (:func:`_pin`),
+removed as it ends (or by a later compaction)."""
+_ASIDE = ".deleting"
+"""Ends the name of a delta renamed aside to be deleted (:func:`_delete_if_unchanged`)."""
 _PART_FILE = re.compile(r"^part-.*\.parquet$")  # what Spark writes (not its _SUCCESS, nor .crc files)
 _MARKED = "<<hop-delta-error {} hop-delta-error>>"  # Spark ships only the text of an executor's traceback
 _MARK = re.compile(r"<<hop-delta-error (.*?) hop-delta-error>>", re.S)
@@ -157,15 +161,12 @@ def _stamp_of(stat: os.stat_result) -> str:
     return f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def _pin(out: Path, deltas: list[_Delta]) -> list[_Delta]:
-    """``deltas`` with the files this compaction reads: each linked into ``_view/_reading`` (copied from one open
-    file where the file system has no links), stamped as pinned. A reducer retried while a compaction runs may
+def _pin(out: Path, deltas: list[_Delta], folder: Path) -> list[_Delta]:
+    """``deltas`` with the files this compaction reads: each linked into ``folder`` (copied from one open file where
+    the file system has no links), stamped as pinned. A reducer retried while a compaction runs may
     replace a delta (tmp + rename) between the check of its lines and Spark's read of it: both now read the same
     bytes, those the stamp names (a delta replaced since stays for the next compaction), where Spark read rows the
     plan had not counted, of windows whose pieces were only linked, and left them out of the version."""
-    folder = out / VIEW_DIR / _READING
-    shutil.rmtree(folder, ignore_errors=True)  # left by a compaction that crashed (this one holds the lock)
-    folder.mkdir()
     pinned = []
     for delta in deltas:
         source, copy = out / DELTAS_DIR / delta.name, folder / delta.name
@@ -258,20 +259,22 @@ def compact(
         except BlockingIOError:
             raise RuntimeError(f"another compaction of {out} is running") from None
         manifest = _manifest(out)
+        _recover_aside(out)
         new, left = _deltas(out, manifest)
         for delta in left:
-            (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
+            _delete_if_unchanged(out / DELTAS_DIR / delta.name, delta.stamp)
+        _remove_reading_folders(view)
         if not new:
-            shutil.rmtree(view / _READING, ignore_errors=True)  # (left by a compaction that crashed)
             if manifest is None:
                 return None
             # A crash between a manifest and its deletes left older bases: only the view's and the one before stay.
             _prune_bases(view, {Path(manifest["base"]).name, f"base-{int(manifest['version']) - 1:06d}"})
             return _info(manifest)
+        reading = Path(tempfile.mkdtemp(prefix=_READING, dir=view))  # (a fresh name: a leftover cannot block it)
         try:
-            return _compact_new(out, manifest, _pin(out, new), spark_master, spark)
+            return _compact_new(out, manifest, _pin(out, new, reading), spark_master, spark)
         finally:
-            shutil.rmtree(view / _READING, ignore_errors=True)
+            shutil.rmtree(reading, ignore_errors=True)
 
 
 def _compact_new(
@@ -294,8 +297,7 @@ def _compact_new(
             raise DeltaError(marked.group(1) if marked else str(error)) from None
     if manifest is None and not starts:  # nothing but blank lines, and no view yet: none to make
         for delta in new:
-            if _stamp(out / DELTAS_DIR / delta.name) == delta.stamp:
-                (out / DELTAS_DIR / delta.name).unlink(missing_ok=True)
+            _delete_if_unchanged(out / DELTAS_DIR / delta.name, delta.stamp)
         return None
     record: dict[str, Any] = {} if manifest is None else dict(manifest)
     record.update(deltas=_compacted(manifest) + len(new), compacted_at=time.time())
@@ -307,10 +309,50 @@ def _compact_new(
     _commit(view, record)
     if manifest is not None and record["version"] != manifest["version"]:
         _prune_bases(view, {Path(record["base"]).name, Path(manifest["base"]).name})  # the previous one's readers go on
-    for path, stamp in ((out / DELTAS_DIR / delta.name, delta.stamp) for delta in new):
-        if _stamp(path) == stamp:
-            path.unlink(missing_ok=True)
+    for delta in new:
+        _delete_if_unchanged(out / DELTAS_DIR / delta.name, delta.stamp)
     return _info(record)
+
+
+def _remove_reading_folders(view: Path) -> None:
+    """Remove the folders of pinned deltas a compaction that crashed left (the caller holds the lock)."""
+    for entry in view.iterdir():
+        if entry.name.startswith(_READING):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _delete_if_unchanged(path: Path, stamp: str) -> None:
+    """Delete the delta at ``path`` if it is still the file ``stamp`` names. Renamed aside first, then checked: a
+    retried reducer's replacement renamed onto ``path`` between a check and a delete by name was deleted unread;
+    one that lands before the rename is put back (unless a newer one has taken the name since)."""
+    aside = path.with_name(path.name + _ASIDE)
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return
+    if _stamp(aside) != stamp:
+        _put_back(aside, path)
+    aside.unlink(missing_ok=True)
+
+
+def _put_back(aside: Path, path: Path) -> None:
+    """Give the delta renamed ``aside`` its name ``path`` again, unless a newer file has taken it (that one wins)."""
+    try:
+        os.link(aside, path)
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links
+        if not path.exists():
+            os.rename(aside, path)
+
+
+def _recover_aside(out: Path) -> None:
+    """Put back the deltas a crashed compaction had renamed aside (one it had compacted is then deleted as read)."""
+    folder = out / DELTAS_DIR
+    for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
+        if name.endswith(_ASIDE) and _DELTA_NAME.match(name[: -len(_ASIDE)]):
+            _put_back(folder / name, folder / name[: -len(_ASIDE)])
+            (folder / name).unlink(missing_ok=True)
 
 
 def _prune_bases(view: Path, keep: set[str]) -> None:
