@@ -428,8 +428,8 @@ class MapOutputBuffer:
                 if output is None:
                     pass
                 elif inline_sum:
-                    # One lookup and one add a pair, as in a plain ``d[k] = d.get(k, 0) + v`` (a check for a new
-                    # key cost about 4% of a word count's map loop), but a key's first value is added to NO_STATE,
+                    # One lookup and one add a pair, as in a plain ``d[k] = d.get(k, 0) + v`` (a test for a new key
+                    # measured 0-4% of a word count's map loop), but a key's first value is added to NO_STATE,
                     # which gives the value itself back (0 would turn a lone True into 1 and -0.0 into 0.0) and
                     # refuses None (a None state would be taken for "no state yet" and vanish); ``old + None``
                     # raises and is named below.
