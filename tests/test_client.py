@@ -8,6 +8,7 @@ import re
 import signal
 import threading
 import time
+import uuid
 from pathlib import Path
 from types import FrameType
 
@@ -453,12 +454,14 @@ def test_a_spec_with_relative_paths_reads_and_writes_where_its_client_runs(
     """A ``JobSpec`` made by hand with a relative input and output, submitted through the Python API: the coordinator
     (started in another directory) took both from its own working directory, refusing an input that was there or
     writing the output into its own directory. They are the submitting client's, as with ``hop run``."""
-    built = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
-    spec = dataclasses.replace(built, inputs=("in.txt",), output="out")
+    # An output name of this run's own: the README's main job leaves an ``out/`` where the tests then run.
+    output = f"out-{uuid.uuid4().hex}"
+    built = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / output))
+    spec = dataclasses.replace(built, inputs=("in.txt",), output=output)
     (tmp_path / "in.txt").write_text("a b a\n")
     monkeypatch.chdir(tmp_path)
     assert Path.cwd() != ROOT  # (the test cluster's coordinator runs where pytest started)
     report = client.wait(client.submit(spec), timeout=60)
     assert report["state"] == "succeeded", report
-    assert output_dict(tmp_path / "out") == {"a": 2, "b": 1}
-    assert not (ROOT / "out").exists()
+    assert output_dict(tmp_path / output) == {"a": 2, "b": 1}
+    assert not (ROOT / output).exists()
