@@ -317,13 +317,14 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
 def _stderr_once_its_coordinator_is_killed(
     command: subprocess.Popen[str], coordinator: subprocess.Popen[Any], name: str
 ) -> str:
-    """Kill ``coordinator``; the standard error of ``command`` (``name`` in messages), which ends within 5 s of it,
-    with exit code 3."""
+    """Kill ``coordinator``; the standard error of ``command`` (``name`` in messages), which ends within 10 s of it,
+    with exit code 3: well before a request's 30 s timeout (alone it takes about 1 s; 5.07 s once beside the whole
+    suite on a loaded machine, past the 5 s this allowed)."""
     coordinator.kill()
     coordinator.communicate(timeout=10)  # (its stdout closed)
     killed = time.monotonic()
     stderr = _ends_within(command, 20, name)
-    assert time.monotonic() - killed < 5, "said at once, not after a request's 30 s timeout"
+    assert time.monotonic() - killed < 10, "said at once, not after a request's 30 s timeout"
     assert command.returncode == 3, stderr
     return stderr
 
