@@ -16,7 +16,13 @@ from hop.inputs import make_splits
 from hop.jsonline import to_json
 from hop.online.estimators import Bytes, estimate_mean, estimate_total, estimate_totals, t_quantile
 from hop.online.reducer import ReducerSnapshots, _interval_fields
-from hop.online.snapshots import ROWS_ON_THE_WIRE, staging_directory, top_positions, write_final_partition_snapshot
+from hop.online.snapshots import (
+    ROWS_ON_THE_WIRE,
+    LargestFirst,
+    staging_directory,
+    top_positions,
+    write_final_partition_snapshot,
+)
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from hop.online.tracker import HISTORY_ROWS, MIN_CHUNKS_PER_STRATUM, UNBOUNDED_EXAMPLES, SnapshotTracker
 from hop.outputs import OutputGuard
@@ -691,6 +697,47 @@ def test_a_snapshot_sends_its_largest_estimates_not_its_first_keys(tmp_path: Pat
     count, final_rows = write_final_partition_snapshot(_held(tmp_path, "final"), tmp_path / "final", 0, part)
     assert count == 2500 and [row["key"] for row in final_rows] == [row["key"] for row in rows]
     assert top_positions([3, "x", 7.5, None, 7.5, True], 4) == [2, 4, 0, 1]  # numbers first, then the rest in order
+
+
+def test_ranking_a_batch_at_once_keeps_what_ranking_row_by_row_keeps() -> None:
+    """``LargestFirst.add_many`` skips the rows of a plain-number batch below the least held: it must rank the same
+    items, in the same order, as ``add`` row by row, whatever the batches hold (ties, NaN, bools, texts, None)."""
+    rng = random.Random(7)
+
+    def value(plain: bool) -> object:
+        numbers = [rng.randint(-5, 20), rng.random() * 20, math.nan, rng.randint(0, 3)]
+        return rng.choice(numbers if plain else [*numbers, True, "x", None])
+
+    for _ in range(2000):
+        limit = rng.choice([0, 1, 2, 5, 50])
+        plain = rng.random() < 0.6
+        batches = [[value(plain) for _ in range(rng.randint(0, 40))] for _ in range(rng.randint(1, 4))]
+        one_by_one, batched = LargestFirst[tuple[int, object]](limit), LargestFirst[tuple[int, object]](limit)
+        position = 0
+        for batch in batches:
+            made: list[int] = []
+
+            def item(
+                i: int, batch: list[object] = batch, start: int = position, made: list[int] = made
+            ) -> tuple[int, object]:
+                made.append(i)
+                return (start + i, batch[i])
+
+            for i, v in enumerate(batch):
+                one_by_one.add(v, (position + i, v))
+            batched.add_many(batch, item)
+            assert made == sorted(made) and len(made) == len(set(made))
+            position += len(batch)
+        assert repr(batched.items()) == repr(one_by_one.items())
+    ranked = LargestFirst[int](2)
+    made_for: list[int] = []
+
+    def index(i: int) -> int:
+        made_for.append(i)
+        return i
+
+    ranked.add_many([5, 9, 1, 2, 8, 3], index)
+    assert ranked.items() == [1, 4] and made_for == [0, 1, 4]  # the rows below the least held were never made
 
 
 def _held(output: Path, folder: str) -> OutputGuard:

@@ -24,7 +24,7 @@ import heapq
 import json
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -117,6 +117,9 @@ def _numeric(value: Any) -> bool:
 
 T = TypeVar("T")
 
+_PLAIN_NUMBERS = frozenset({int, float})
+"""Value types :meth:`LargestFirst.add_many` filters in bulk (not a bool, nor a subclass with its own ``>``)."""
+
 
 class LargestFirst(Generic[T]):
     """The ``limit`` items whose values rank first, as the rows a snapshot sends are ranked: the largest numeric
@@ -149,6 +152,27 @@ class LargestFirst(Generic[T]):
             heapq.heappush(self._largest, (value, -position, item))
         elif self._largest and value > self._largest[0][0]:  # (an equal value came later: it ranks below)
             heapq.heapreplace(self._largest, (value, -position, item))
+
+    def add_many(self, values: Sequence[Any], item_at: Callable[[int], T]) -> None:
+        """``add(values[i], item_at(i))`` for every ``i`` in order, but an item whose value cannot rank is never made:
+        once ``limit`` numbers are held, a batch of plain ints and floats is filtered in one pass against the least
+        of them (it only grows as items are added, so nothing that would rank is left out). A snapshot ranks every
+        row of a partition, millions, to send 2,000."""
+        start = self._added
+        count = len(values)
+        first = 0
+        while first < count and len(self._largest) < self.limit:
+            self.add(values[first], item_at(first))
+            first += 1
+        if first < count and self._largest and set(map(type, values)) <= _PLAIN_NUMBERS:
+            least = self._largest[0][0]
+            for i in [i for i in range(first, count) if values[i] > least]:  # (a NaN is never greater: never ranks)
+                self._added = start + i
+                self.add(values[i], item_at(i))
+        else:
+            for i in range(first, count):
+                self.add(values[i], item_at(i))
+        self._added = start + count
 
     def items(self) -> list[T]:
         """The items, largest first, then the others (``limit`` in all at most)."""
@@ -224,9 +248,9 @@ class PartitionSnapshotWriter:
             f'{{"key":{k},"value":{v},"estimate":{e},"low":{lo},"high":{hi},"final":{f}}}\n'
             for k, v, e, lo, hi, f in zip(keys, values, estimates, lows, highs, finals, strict=True)
         )
-        add = self.ranked.add
-        for row in zip(batch.keys, batch.values, batch.estimates, batch.lows, batch.highs, batch.finals, strict=True):
-            add(row[1] if row[2] is None else row[2], row)
+        columns = (batch.keys, batch.values, batch.estimates, batch.lows, batch.highs, batch.finals)
+        ranked_by = [value if estimate is None else estimate for value, estimate in zip(*columns[1:3], strict=True)]
+        self.ranked.add_many(ranked_by, lambda i: tuple(column[i] for column in columns))
         self.groups += len(batch)
 
     def wire_rows(self) -> list[dict[str, Any]]:
