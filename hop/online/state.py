@@ -84,6 +84,8 @@ _NO_SUM: tuple[int, ...] = (0, 0, 0, 0, 0, 0)
 _NO_MEAN = (0, 0, 0, 0, 0, 0, 0, 0)
 """A mean's moments before its first chunk: ``sum x²``, ``sum xy``, ``sum y²``, chunks occurred in, ``sum x³``,
 ``sum x² y``, ``sum x y²``, ``sum y³`` (``x`` its per-chunk count, ``y`` sum)."""
+_NO_COUNT_ENTRY, _NO_SUM_ENTRY, _NO_MEAN_ENTRY = ((None, *moments) for moments in (_NO_COUNT, _NO_SUM, _NO_MEAN))
+"""A key's entry in a summary before its first chunk: no state yet (``None``), then no moments."""
 
 MOMENT_KINDS = {"sum": "total", "count": "total", "mean": "mean"}
 """Aggregates that carry an estimate; the others (Min, Max, ...) report their current value."""
@@ -100,11 +102,13 @@ def estimate_kind(reducer: Any) -> str | None:
 
 @dataclass
 class _Summary:
-    """What one map attempt contributed: chunks completed, per-key state and per-key second moments."""
+    """What one map attempt contributed: chunks completed, per-key state and per-key moments."""
 
     chunks: set[int] = field(default_factory=set)
     state: dict[Any, Any] = field(default_factory=dict)
-    moments: dict[Any, Any] = field(default_factory=dict)
+    """Per key its state or, for an estimating aggregate (:attr:`SnapshotState.kind`), its state followed by its
+    moments in one tuple: one lookup and one store a key per chunk folded, where a dict of states and one of
+    moments took two of each (a third of a reducer's fold of a word count's chunks)."""
     pending: dict[int, dict[Any, Any]] = field(default_factory=dict)
     """Chunks whose last run has not arrived: their per-key state so far."""
     tails: dict[int, dict[Any, Any]] = field(default_factory=dict)
@@ -116,8 +120,8 @@ class _Summary:
     resumes: tuple[tuple[int, int, int], ...] = ()
     """The kept segments ``(attempt, first, end)`` of failed attempts this attempt resumes after."""
     dumps: list[Path] = field(default_factory=list)
-    """Sorted runs of ``(key, [state, moments])`` written out when the summaries held too many keys, oldest first;
-    ``state`` and ``moments`` hold the keys added since."""
+    """Sorted runs of ``(key, entry)`` (as in :attr:`state`) written out when the summaries held too many keys,
+    oldest first; ``state`` holds the keys added since."""
     dump_tags: list[str] = field(default_factory=list)
     """The order tag of each dump's keys."""
 
@@ -216,6 +220,16 @@ class SnapshotState:
         merge = self.aggregate.merge
         get = pending.get
         for keys, values in iter_blocks(data) if self.values else ():
+            # A run holds each key once (a map's spill is folded by key), and a chunk is mostly one run: its
+            # blocks are taken whole, in C, unless a key is in them twice or already pending.
+            block = dict(zip(keys, values, strict=True))
+            if len(block) == len(keys) and pending.keys().isdisjoint(block):
+                if pending:
+                    pending.update(block)
+                else:
+                    summary.pending[chunk] = pending = block
+                    get = pending.get
+                continue
             for key, value in zip(keys, values, strict=True):
                 old = get(key)
                 pending[key] = value if old is None else merge(old, value)
@@ -287,28 +301,32 @@ class SnapshotState:
         if values and self.memory_limit is not None:
             # The chunk's middle key (in C: a few ns a key): its last is often one of its rarest, smallest.
             key = next(itertools.islice(values, len(values) // 2, None))
-            self._resize_budget(key, summary.state[key])
+            entry = summary.state[key]
+            self._resize_budget(key, entry if self.kind is None else entry[0])
 
     # One loop per kind of moments, chosen once per chunk: this is a reducer's per-key work for every chunk a key
     # occurs in (a word count's 100,000 words in 1 MB chunks: millions of keys a job), so nothing is looked up or
     # tested per key that is the same for the whole chunk.
     def _fold_total(self, summary: _Summary, size: int, values: dict[Any, Any]) -> None:
-        """A Sum's or a Count's chunk: its states folded and, per key with a number, besides the squares, the
-        chunks the key occurred in (its interval's degrees of freedom) and the sum of its contributions times their
+        """A Sum's or a Count's chunk: per key its state folded and, for a number, besides the squares, the chunks
+        the key occurred in (its interval's degrees of freedom) and the sum of its contributions times their
         chunk's bytes (the ratio estimator's residuals), and a Sum's third powers (with the bytes: its interval's
         skewness, ``hop.online.estimators``; a Count's interval holds its level without, docs/online.md,
         Calibration). A chunk that added 0 tells no more than one without the key: it does not count as occurred
-        (a Sum of mostly-zero values seen as 0 in 5 chunks had the interval [0, 0], read as exact)."""
-        _fold_states(summary.state, values, self.aggregate)
-        moments = summary.moments
-        get = moments.get
+        (a Sum of mostly-zero values seen as 0 in 5 chunks had the interval [0, 0], read as exact). A value that is
+        no number (a Sum of fractions) is folded into the state only."""
+        entries = summary.state
+        get = entries.get
+        merge = None if self.aggregate.inline_sum else self.aggregate.merge
         if self.skewed:
             for key, x in values.items():
+                old, q, occurred, cross, cube, square_size, size_square = get(key, _NO_SUM_ENTRY)
+                state = x if old is None else old + x if merge is None else merge(old, x)
                 if isinstance(x, _NUMBERS):
-                    q, occurred, cross, cube, square_size, size_square = get(key, _NO_SUM)
                     xx = x * x
                     xb = x * size
-                    moments[key] = (
+                    entries[key] = (
+                        state,
                         q + xx,
                         occurred + (x != 0),
                         cross + xb,
@@ -316,21 +334,28 @@ class SnapshotState:
                         square_size + xx * size,
                         size_square + xb * size,
                     )
+                else:
+                    entries[key] = (state, q, occurred, cross, cube, square_size, size_square)
         else:
             for key, x in values.items():
+                old, q, occurred, cross = get(key, _NO_COUNT_ENTRY)
+                state = x if old is None else old + x if merge is None else merge(old, x)
                 if isinstance(x, _NUMBERS):
-                    q, occurred, cross = get(key, _NO_COUNT)
-                    moments[key] = (q + x * x, occurred + (x != 0), cross + x * size)
+                    entries[key] = (state, q + x * x, occurred + (x != 0), cross + x * size)
+                else:
+                    entries[key] = (state, q, occurred, cross)
 
     def _fold_mean(self, summary: _Summary, values: dict[Any, Any]) -> None:
-        """A Mean's chunk: its states folded and per key the moments of its count ``x`` and sum ``y``."""
-        _fold_states(summary.state, values, self.aggregate)
-        moments = summary.moments
-        get = moments.get
-        for key, (count, total) in values.items():
-            qxx, qxy, qyy, occurred, xxx, xxy, xyy, yyy = get(key, _NO_MEAN)
+        """A Mean's chunk: per key its state folded and the moments of its count ``x`` and sum ``y``."""
+        entries = summary.state
+        get = entries.get
+        merge = self.aggregate.merge
+        for key, x in values.items():
+            old, qxx, qxy, qyy, occurred, xxx, xxy, xyy, yyy = get(key, _NO_MEAN_ENTRY)
+            count, total = x
             xx, xy, yy = count * count, count * total, total * total
-            moments[key] = (
+            entries[key] = (
+                x if old is None else merge(old, x),
                 qxx + xx,
                 qxy + xy,
                 qyy + yy,
@@ -429,15 +454,15 @@ class SnapshotState:
         keys, tag = sort_keys(list(summary.state))
         path = self.spill_path()
         writer = RunWriter(path, SUMMARY_BLOCK_RECORDS)
-        state, moments = summary.state, summary.moments
+        entries = summary.state
         for start in range(0, len(keys), SUMMARY_BLOCK_RECORDS):  # a block at a time: never the whole summary
             block = keys[start : start + SUMMARY_BLOCK_RECORDS]
-            writer.add_block(block, [[state[key], moments.get(key)] for key in block])
+            writer.add_block(block, list(map(entries.__getitem__, block)))
         writer.close()
         self.dumped_keys += len(keys)
         summary.dumps.append(path)
         summary.dump_tags.append(tag)
-        summary.state, summary.moments = {}, {}
+        summary.state = {}
         if len(summary.dumps) > self.max_dumps:
             self._compact(summary)
 
@@ -487,7 +512,7 @@ class SnapshotState:
             tags += summary.dump_tags
             if summary.state:
                 keys, tag = sort_keys(list(summary.state))
-                streams.append(_memory_blocks(keys, summary.state, summary.moments))
+                streams.append(_memory_blocks(keys, summary.state))
                 tags.append(tag)
         context = _Context(len(chunks), seen, strata_bytes)
         passes: list[Path] = []
@@ -522,7 +547,7 @@ class SnapshotState:
         return merged, merged_tags
 
     def _write_folded(self, streams: list[Iterable[list[tuple[Any, Any]]]], tags: list[str]) -> Path:
-        """Merge ``streams`` of ``(key, [state, moments])`` blocks by key into a new file of ``spill_path``, each
+        """Merge ``streams`` of ``(key, entry)`` blocks by key into a new file of ``spill_path``, each
         key's pieces folded in stream order (:meth:`_fold_pieces`); its path."""
         assert self.spill_path is not None
         path = self.spill_path()
@@ -536,33 +561,36 @@ class SnapshotState:
         self, streams: list[Iterable[list[tuple[Any, Any]]]], tags: list[str], context: _Context, size: int
     ) -> Iterator[SnapshotTable]:
         keys_batch: list[Any] = []
-        states: list[Any] = []
-        moments: list[Any] = []
+        entries: list[Any] = []
         for key, pieces in group_sorted(merge_runs(streams, combined_order(tags))):
-            state, moment = self._fold_pieces(pieces)
             keys_batch.append(key)
-            states.append(state)
-            moments.append(moment)
+            entries.append(self._fold_pieces(pieces))
             if len(keys_batch) >= size:
-                yield self._estimated(keys_batch, states, moments, context)
-                keys_batch, states, moments = [], [], []
+                yield self._estimated(keys_batch, entries, context)
+                keys_batch, entries = [], []
         if keys_batch:
-            yield self._estimated(keys_batch, states, moments, context)
+            yield self._estimated(keys_batch, entries, context)
 
-    def _fold_pieces(self, pieces: Iterable[Any]) -> tuple[Any, Any]:
-        """One key's ``[state, moments]`` pieces folded in order (moments ``None`` where a piece has none)."""
-        merge = self.aggregate.merge
-        inline_sum = self.aggregate.inline_sum
-        state: Any = None
-        moments: Any = None
-        for piece_state, piece_moments in pieces:
-            state = piece_state if state is None else (state + piece_state if inline_sum else merge(state, piece_state))
-            if piece_moments is not None:
-                moments = piece_moments if moments is None else _add(moments, piece_moments)
-        return state, moments
+    def _fold_pieces(self, pieces: Iterable[Any]) -> Any:
+        """One key's entries (``_Summary.state``) folded in order: the states by the aggregate's ``merge``, the
+        moments added item by item (a Sum's or a Count's state with them: its ``merge`` is ``+``)."""
+        merge, add = self.aggregate.merge, operator.add
+        entry: Any = None
+        if self.kind is None:
+            for piece in pieces:
+                entry = piece if entry is None else merge(entry, piece)
+        elif merge is add:
+            for piece in pieces:
+                entry = piece if entry is None else tuple(map(add, entry, piece))
+        else:  # (a Mean's state is a pair)
+            for piece in pieces:
+                entry = piece if entry is None else (merge(entry[0], piece[0]), *map(add, entry[1:], piece[1:]))
+        return entry
 
-    def _estimated(self, keys: list[Any], states: list[Any], moments: list[Any], context: _Context) -> SnapshotTable:
-        """The rows of ``keys`` with their folded ``states`` and ``moments`` (``None``: none), estimates filled."""
+    def _estimated(self, keys: list[Any], entries: list[Any], context: _Context) -> SnapshotTable:
+        """The rows of ``keys`` with their folded ``entries`` (``_Summary.state``), estimates filled. An entry's
+        moments follow its state: ``entry[1:]`` are the moments ``_NO_SUM``, ``_NO_COUNT`` or ``_NO_MEAN`` name."""
+        states = entries if self.kind is None else [entry[0] for entry in entries]
         total_seen, total_chunks = context.total_seen, len(self.chunk_strata)
         seen, strata_bytes = context.seen, context.strata_bytes
         n: list[int] = []
@@ -598,7 +626,7 @@ class SnapshotState:
         if self.kind == "total":
             estimable = [i for i in estimable if isinstance(states[i], int | float)]
             if estimable:
-                totals = [moments[i] or (_NO_SUM if self.skewed else _NO_COUNT) for i in estimable]
+                totals = [entries[i][1:] for i in estimable]  # (the moments _NO_SUM or _NO_COUNT name)
                 values, crosses = [states[i] for i in estimable], [m[2] for m in totals]
                 squares, cubes = [m[0] for m in totals], [m[3] for m in totals] if self.skewed else []
                 shifts = (
@@ -638,7 +666,7 @@ class SnapshotState:
                     if finals[i] and isinstance(states[i], int):
                         table.estimates[i] = table.lows[i] = table.highs[i] = states[i]
         elif self.kind == "mean" and estimable:
-            means = [moments[i] or _NO_MEAN for i in estimable]
+            means = [entries[i][1:] for i in estimable]  # (the moments _NO_MEAN names)
             # (count, sum) per group, and its moments: the sums (y) scaled down as a total's values are, each power
             # of y by as many times the shift.
             counts, sums = [states[i][0] for i in estimable], [states[i][1] for i in estimable]
@@ -761,12 +789,11 @@ class _Context:
     strata_bytes: dict[str | None, tuple[float, float, float, float]]
 
 
-def _memory_blocks(keys: list[Any], state: dict[Any, Any], moments: dict[Any, Any]) -> Iterator[list[Any]]:
-    """A summary's in-memory keys (sorted) as blocks of ``(key, (state, moments))``, made as the merge reaches
-    them (in C: a snapshot makes one pair per key of every summary)."""
+def _memory_blocks(keys: list[Any], entries: dict[Any, Any]) -> Iterator[list[Any]]:
+    """A summary's in-memory keys (sorted) as blocks of ``(key, entry)``, made (in C) as the merge reaches them."""
     for start in range(0, len(keys), SUMMARY_BLOCK_RECORDS):
         block = keys[start : start + SUMMARY_BLOCK_RECORDS]
-        yield list(zip(block, zip(map(state.__getitem__, block), map(moments.get, block), strict=True), strict=True))
+        yield list(zip(block, map(entries.__getitem__, block), strict=True))
 
 
 _NUMBERS = (int, float)
@@ -898,10 +925,3 @@ class SnapshotTable:
 
 def _segments(segments: Sequence[Sequence[int]]) -> tuple[tuple[int, int, int], ...]:
     return tuple((int(a), int(first), int(end)) for a, first, end in segments)
-
-
-def _add(a: Any, b: Any) -> Any:
-    """Moments of two pieces of one key added: the tuples item by item (of one length: one aggregate's)."""
-    if isinstance(a, tuple):
-        return tuple(map(operator.add, a, b))
-    return a + b
