@@ -21,7 +21,7 @@ from hop.lifetime import PARENT_VARIABLE
 from hop.loader import load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.runner import build_spec
-from tests.conftest import job_path, maps_running, read_output, run_job
+from tests.conftest import ROOT, job_path, maps_running, read_output, run_job
 
 
 @pytest.mark.parametrize(
@@ -198,6 +198,23 @@ def _cluster_processes(cluster: LocalCluster) -> list[psutil.Process]:
         assert time.monotonic() < deadline, "every worker started its task processes"
         time.sleep(0.05)
     return [psutil.Process(cluster.coordinator.pid), *workers, *(t for w in workers for t in w.children())]
+
+
+def test_a_standard_library_name_in_the_current_directory_does_not_replace_the_launchers(tmp_path: Path) -> None:
+    """``python -m hop.cluster_launch`` put the directory ``hop run`` was started in first on the launcher's path: a
+    ``json.py`` or ``selectors.py`` there (the user's, no module of the job's) was imported in place of the standard
+    library's, and the cluster failed to start (exit code 3, ``coordinator failed to start``) whatever the job."""
+    for name in ("json", "selectors"):
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('{name}.py of the current directory was imported')\n")
+    (tmp_path / "in.txt").write_text("a b a\n")
+    # Run as the installed `hop` command runs, its path holding its script's folder, not the current directory.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    command = [sys.executable, "-P", "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--workers", "1"]
+    result = subprocess.run(
+        command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(read_output(tmp_path / "out")) == [("a", 2), ("b", 1)]
 
 
 def test_an_embedded_cluster_leaves_sigint_and_sigterm_to_the_process_that_started_it(tmp_path: Path) -> None:
