@@ -133,6 +133,35 @@ def test_a_cluster_interrupted_as_its_workers_register_ends_at_once(monkeypatch:
     assert launcher.process.returncode is not None and cluster.coordinator is None
 
 
+def test_a_cluster_interrupted_before_its_launcher_reported_its_workers_ends_them_too(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C after the launcher forked its workers, before the command read their pids: the stop killed the
+    launcher alone and removed the cluster's directory, and the orphaned workers went on starting, one printing a
+    FileNotFoundError traceback for its spill directory after ``hop: error: interrupted``."""
+    launcher = prelaunch.Prelaunch()
+    launcher_process = psutil.Process(launcher.process.pid)
+    forked: list[psutil.Process] = []
+
+    def interrupted(self: LocalCluster, report: object) -> str:
+        deadline = time.monotonic() + 60
+        while len(launcher_process.children()) < 2:  # forked, and not yet read from its report
+            assert time.monotonic() < deadline, "the launcher forked its workers"
+            time.sleep(0.001)
+        forked.extend(launcher_process.children())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalCluster, "_read_report", interrupted)
+    cluster = LocalCluster(workers=2, prelaunched=launcher)
+    with pytest.raises(KeyboardInterrupt):
+        cluster.start()
+    assert cluster.workers == [] and launcher.process.returncode is not None
+    running = [p for p in forked if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not running, "the workers were ended with their launcher, not left to start on their own"
+    psutil.wait_procs(forked, timeout=30)
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_a_run_that_fails_before_its_cluster_starts_ends_the_launcher(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
