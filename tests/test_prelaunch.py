@@ -229,21 +229,64 @@ def _cluster_processes(cluster: LocalCluster) -> list[psutil.Process]:
     return [psutil.Process(cluster.coordinator.pid), *workers, *(t for w in workers for t in w.children())]
 
 
+def _hop_run_beside_standard_library_names(folder: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """``hop run ARGUMENTS`` started in ``folder``, which holds a ``json.py`` and a ``selectors.py`` that end any
+    process importing them, run as the installed ``hop`` command runs: its own path holds its script's folder, not
+    the current directory. ``PYTHONPATH`` is this project's root and a folder of the user's, ``user-path``."""
+    for name in ("json", "selectors"):
+        (folder / f"{name}.py").write_text(f"raise SystemExit('{name}.py of the current directory was imported')\n")
+    path = os.pathsep.join([str(ROOT), "user-path"])
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "hop", "run", *arguments],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_a_standard_library_name_in_the_current_directory_does_not_replace_the_launchers(tmp_path: Path) -> None:
     """``python -m hop.cluster_launch`` put the directory ``hop run`` was started in first on the launcher's path: a
     ``json.py`` or ``selectors.py`` there (the user's, no module of the job's) was imported in place of the standard
     library's, and the cluster failed to start (exit code 3, ``coordinator failed to start``) whatever the job."""
-    for name in ("json", "selectors"):
-        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('{name}.py of the current directory was imported')\n")
     (tmp_path / "in.txt").write_text("a b a\n")
-    # Run as the installed `hop` command runs, its path holding its script's folder, not the current directory.
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    command = [sys.executable, "-P", "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--workers", "1"]
-    result = subprocess.run(
-        command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=120
-    )
+    result = _hop_run_beside_standard_library_names(tmp_path, job_path("wordcount"), "in.txt", "-o", "out")
     assert result.returncode == 0, result.stderr
     assert sorted(read_output(tmp_path / "out")) == [("a", 2), ("b", 1)]
+
+
+KILLED_ONCE_JOB = """
+import os
+from pathlib import Path
+
+from hop import Job
+
+
+class KilledOnce(Job):
+    def map(self, offset, line):
+        marker = Path(os.environ["HOP_TEST_MARKER"])
+        if not marker.exists():
+            marker.write_text("killed")
+            os.kill(os.getpid(), 9)
+        yield "PYTHONPATH", os.environ.get("PYTHONPATH")
+"""
+
+
+def test_a_task_process_restarted_beside_standard_library_names_runs_with_the_users_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker restarts a slot whose task process died as ``python -m hop.taskproc`` in its own current directory:
+    a ``json.py`` there failed every restart, and the job, with no other slot, waited for ever. Restarted without
+    that directory on its path, the retried map sees the ``PYTHONPATH`` the user gave, not the one hop's own start
+    needed."""
+    (tmp_path / "in.txt").write_text("one line\n")
+    (tmp_path / "killed_once.py").write_text(KILLED_ONCE_JOB)
+    monkeypatch.setenv("HOP_TEST_MARKER", str(tmp_path / "killed"))
+    result = _hop_run_beside_standard_library_names(tmp_path, "killed_once.py", "in.txt", "-o", "out", "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "killed").exists(), "the first attempt's task process was killed"
+    assert read_output(tmp_path / "out") == [("PYTHONPATH", os.pathsep.join([str(ROOT), "user-path"]))]
 
 
 def test_an_embedded_cluster_leaves_sigint_and_sigterm_to_the_process_that_started_it(tmp_path: Path) -> None:
