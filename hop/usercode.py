@@ -111,12 +111,12 @@ class UserCodeError(Exception):
 def describe_record(source: str, record: tuple[Any, Any] | None, keyed: bool) -> str:
     """Where a failing map record is, as errors name it: ``source`` (a file, or where a later step's records come
     from) and the byte offset and line, or for ``keyed`` records (a hop job's output read back: the ``output`` input
-    format, a pipeline's later step) the record's key and value."""
+    format, a pipeline's later step) the record's key and value, each as its ``repr``."""
     if record is None:
         return f"{source} (before the first record)"
     key, value = record
-    if keyed:
-        return f"{source} record with key {_bytes_shown(f'{key!r:.200}')}: {_bytes_shown(repr(str(value)[:200]))}"
+    if keyed:  # (the value as the map got it, a number not quoted: a map treating it as a line fails on it)
+        return f"{source} record with key {_bytes_shown(f'{key!r:.200}')}: {_bytes_shown(f'{value!r:.200}')}"
     return f"{source} byte offset {key}: {_bytes_shown(repr(str(value)[:200]))}"
 
 
