@@ -49,7 +49,7 @@ _pending: Prelaunch | None = None
 
 
 class Prelaunch:
-    """A launcher (``python -m hop.cluster_launch --config-fd``): started, importing, waiting for its options."""
+    """A launcher (``python -P -m hop.cluster_launch --config-fd``): started, importing, waiting for its options."""
 
     def __init__(self) -> None:
         config_read, self._config_write = os.pipe()
