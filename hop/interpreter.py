@@ -20,7 +20,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-__all__ = ["PROJECT_ROOT", "module_command", "module_environment", "restore_environment"]
+__all__ = ["PROJECT_ROOT", "module_command", "module_environment", "restore_environment", "root_needed"]
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 """The folder holding the ``hop`` and ``shuffle`` packages this process runs (no pathlib: ``hop.prelaunch`` imports
@@ -37,11 +37,25 @@ def module_command(module: str) -> list[str]:
 
 def module_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """``environment`` with this project's root first on ``PYTHONPATH``: where :func:`module_command`'s interpreter
-    finds the hop this process runs. The ``PYTHONPATH`` it had is kept for :func:`restore_environment`."""
+    finds the hop this process runs. The ``PYTHONPATH`` it had is kept for :func:`restore_environment`. Unchanged
+    when hop is installed in a site directory, which that interpreter searches anyway (:func:`root_needed`)."""
+    if not root_needed(PROJECT_ROOT):
+        return dict(environment)
     given = environment.get(_GIVEN)
     original = json.loads(given) if given is not None else environment.get("PYTHONPATH")
     path = os.pathsep.join(filter(None, [PROJECT_ROOT, original]))
     return {**environment, "PYTHONPATH": path, _GIVEN: json.dumps(original)}
+
+
+def root_needed(root: str) -> bool:
+    """Whether ``root`` (the folder hop was imported from) must go on ``PYTHONPATH`` for a ``-P`` interpreter to
+    import hop from it: not when it is a site directory. Put first on ``PYTHONPATH``, a site directory would come
+    before the standard library, and a package installed there under a standard module's name (an old backport)
+    would replace that module, as the current directory's ``json.py`` did."""
+    import site  # (imported at start-up already, unless python -S)
+
+    sites = [*site.getsitepackages(), site.getusersitepackages()]
+    return os.path.realpath(root) not in {os.path.realpath(folder) for folder in sites}
 
 
 def restore_environment() -> None:

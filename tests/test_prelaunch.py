@@ -17,6 +17,7 @@ import pytest
 from hop import prelaunch
 from hop.client import Client
 from hop.cluster_launch import _wait_for_config
+from hop.interpreter import module_environment, root_needed
 from hop.lifetime import PARENT_VARIABLE
 from hop.loader import load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
@@ -254,6 +255,19 @@ def test_a_standard_library_name_in_the_current_directory_does_not_replace_the_l
     result = _hop_run_beside_standard_library_names(tmp_path, job_path("wordcount"), "in.txt", "-o", "out")
     assert result.returncode == 0, result.stderr
     assert sorted(read_output(tmp_path / "out")) == [("a", 2), ("b", 1)]
+
+
+def test_an_installed_hop_starts_its_interpreters_with_the_pythonpath_as_given(tmp_path: Path) -> None:
+    """hop's root goes first on a ``-P`` interpreter's ``PYTHONPATH`` only where that interpreter would not find hop
+    otherwise (a checkout run in place): a site directory there would come before the standard library, so that a
+    package installed under a standard module's name would replace it, as the current directory's ``json.py`` did."""
+    import site
+
+    assert not root_needed(site.getsitepackages()[0])
+    assert root_needed(str(tmp_path))
+    assert root_needed(str(ROOT))  # (this checkout: installed in editable mode, not in a site directory)
+    given = {"PYTHONPATH": "user-path", "OTHER": "1"}
+    assert module_environment(given)["PYTHONPATH"] == os.pathsep.join([str(ROOT), "user-path"])
 
 
 KILLED_ONCE_JOB = """
