@@ -110,7 +110,8 @@ def process_label(process: psutil.Process) -> str:
     if slot_kind(process) is not None:
         return f"task {process.name()}"
     command = process.cmdline()
-    module = command[2] if len(command) > 2 and command[1] == "-m" else command[-1]
+    flag = command.index("-m") if "-m" in command[1:3] else None  # (python -m M, or python -P -m M: hop.interpreter)
+    module = command[flag + 1] if flag is not None and len(command) > flag + 1 else command[-1]
     if module == "hop.cluster_launch":  # the coordinator, and the workers it forked (named local-N)
         name = process.name()
         return f"worker {name}" if re.fullmatch(r"local-\d+", name) else "coordinator"

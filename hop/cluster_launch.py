@@ -1,6 +1,6 @@
 """The embedded cluster's processes from one interpreter: a coordinator that forks its workers before it starts.
 
-    python -m hop.cluster_launch --config-fd FD1 --report-fd FD2
+    python -P -m hop.cluster_launch --config-fd FD1 --report-fd FD2   (hop.interpreter: hop's root on PYTHONPATH)
 
 Imports the coordinator's and the worker's code once, then reads one line of JSON from FD1 (sent by
 ``hop.prelaunch.Prelaunch.configure``): ``{"arguments": [...], "environment": {...}}``, the arguments being

@@ -963,7 +963,9 @@ def _decoded_lines(
             elif on_bad is None or not isinstance(error, BadRecordError):  # (compressed data: not a bad line)
                 raise _undecodable(path, position, error) from None
             else:
-                on_bad(position, raw.decode("utf-8", "replace"), str(error))
+                # Its bytes that are not UTF-8 shown as such (\xff), as an mrjob job's are: the listing's record is
+                # the line to fix and feed again, which U+FFFD for each such byte did not tell.
+                on_bad(position, raw.decode("utf-8", "backslashreplace"), str(error))
                 line = None
         if line is not None:
             yield position, line[:-1] if line.endswith("\r") else line

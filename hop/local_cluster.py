@@ -178,6 +178,22 @@ class LocalCluster:
         finally:
             selector.close()
 
+    def _unreported_workers(self) -> list[DescendantProcess]:
+        """The workers the launcher forked that its report has not named yet (Ctrl-C as the cluster started), the
+        launcher suspended first so that it forks no more: killed with it rather than left orphaned, each going on
+        to start (a traceback for a spill directory the stop had removed) until it found its launcher gone."""
+        import psutil  # (here: only a cluster interrupted as it starts pays for the import)
+
+        assert self.coordinator is not None
+        try:
+            launcher = psutil.Process(self.coordinator.pid)
+            launcher.suspend()
+            children = launcher.children()
+        except psutil.Error:  # (ended already: its workers end once they find it gone, hop.lifetime.orphaned)
+            return []
+        known = {worker.pid for worker in self.workers}
+        return [DescendantProcess(child.pid) for child in children if child.pid not in known]
+
     def stop(self, grace: float = STOP_TIMEOUT) -> None:
         """Ask the coordinator to shut the cluster down and wait up to ``grace`` seconds for its processes, then
         kill those still running; ``grace=0`` kills them at once, without asking."""
@@ -194,6 +210,8 @@ class LocalCluster:
                 client.close()
         processes: list[subprocess.Popen[bytes] | DescendantProcess] = list(self.workers)
         if self.coordinator is not None:
+            if grace <= 0:
+                processes += self._unreported_workers()
             processes.append(self.coordinator)
         # Killed, not terminated, past the deadline: they ignore SIGTERM (hop.lifetime.ignore_stop_signals).
         wait_or_kill(processes, time.monotonic() + grace)

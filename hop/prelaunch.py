@@ -35,6 +35,7 @@ import threading
 from collections.abc import Iterator
 from typing import TextIO
 
+from hop.interpreter import module_command, module_environment
 from hop.lifetime import PARENT_VARIABLE, STOP_SIGNALS, stop_signals_noted, stop_signals_taken
 
 __all__ = ["Prelaunch", "main", "take", "wants_embedded_cluster"]
@@ -48,7 +49,7 @@ _pending: Prelaunch | None = None
 
 
 class Prelaunch:
-    """A launcher (``python -m hop.cluster_launch --config-fd``): started, importing, waiting for its options."""
+    """A launcher (``python -P -m hop.cluster_launch --config-fd``): started, importing, waiting for its options."""
 
     def __init__(self) -> None:
         config_read, self._config_write = os.pipe()
@@ -57,14 +58,14 @@ class Prelaunch:
         # stopping them, hop.lifetime.orphaned) and PYTHONHASHSEED=0, which takes effect only as an interpreter
         # starts (a worker would otherwise re-execute itself to get it, hop.worker.main). The rest of the
         # environment comes with the options.
-        environment = {**os.environ, PARENT_VARIABLE: str(os.getpid()), "PYTHONHASHSEED": "0"}
+        # Without the current directory on its path (hop.interpreter): a json.py there replaced the standard
+        # library's in the launcher, which then failed to start.
+        environment = module_environment({**os.environ, PARENT_VARIABLE: str(os.getpid()), "PYTHONHASHSEED": "0"})
         try:
             with _stop_signals_ignored_by_children():
                 self.process: subprocess.Popen[bytes] = subprocess.Popen(
                     [
-                        sys.executable,
-                        "-m",
-                        "hop.cluster_launch",
+                        *module_command("hop.cluster_launch"),
                         "--config-fd",
                         str(config_read),
                         "--report-fd",

@@ -26,6 +26,7 @@ import zmq
 from hop import task_status
 from hop.bad_records import BAD_RECORDS
 from hop.inputs import BadRecordError, FileStamp, InputError, Split
+from hop.interpreter import restore_environment
 from hop.jobspec import JobSpec
 from hop.lifetime import die_with_parent, ignore_stop_signals, name_process
 from hop.outputs import OutputRemovedError, OutputWriteError
@@ -252,6 +253,7 @@ def _apply_test_limits() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parent = os.getppid()  # the worker (first: it may die while this starts)
+    restore_environment()  # (a restarted slot's: hop.interpreter)
     arguments = argv or sys.argv[1:]
     worker_address, slot, spill_dir = arguments[:3]
     if len(arguments) > 3:

@@ -8,6 +8,7 @@ it happened (map, combine, reduce, setup...), the record or key, and the user's 
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -110,13 +111,25 @@ class UserCodeError(Exception):
 def describe_record(source: str, record: tuple[Any, Any] | None, keyed: bool) -> str:
     """Where a failing map record is, as errors name it: ``source`` (a file, or where a later step's records come
     from) and the byte offset and line, or for ``keyed`` records (a hop job's output read back: the ``output`` input
-    format, a pipeline's later step) the record's key and value."""
+    format, a pipeline's later step) the record's key and value, each as its ``repr``."""
     if record is None:
         return f"{source} (before the first record)"
     key, value = record
-    if keyed:
-        return f"{source} record with key {key!r:.200}: {str(value)[:200]!r}"
-    return f"{source} byte offset {key}: {str(value)[:200]!r}"
+    if keyed:  # (the value as the map got it, a number not quoted: a map treating it as a line fails on it)
+        return f"{source} record with key {_bytes_shown(f'{key!r:.200}')}: {_bytes_shown(f'{value!r:.200}')}"
+    return f"{source} byte offset {key}: {_bytes_shown(repr(str(value)[:200]))}"
+
+
+_KEPT_BYTE = re.compile(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])")
+"""In a ``repr``, the escape of a surrogate that ``surrogateescape`` keeps a byte of 0x80-0xff in (not preceded by
+an odd number of backslashes: those are a backslash of the text, escaped)."""
+
+
+def _bytes_shown(shown: str) -> str:
+    """``shown`` (a ``repr``) with each byte kept with ``surrogateescape`` (an mrjob job's input line that is not
+    UTF-8) shown as that byte, ``\\xff`` where the ``repr`` had ``\\udcff``, as :func:`sendable` shows it in the
+    bad records' listing."""
+    return _KEPT_BYTE.sub(r"\1\\x\2", shown)
 
 
 def call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:

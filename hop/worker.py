@@ -29,6 +29,7 @@ import zmq
 
 from hop import taskproc
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
+from hop.interpreter import module_command, module_environment
 from hop.lifetime import embedded, ignore_stop_signals, orphaned, stop_signals_taken
 from hop.protocol import close_socket, connect_soon, message, unpack
 from hop.spilldirs import make_spill_dir, remove_abandoned
@@ -208,8 +209,9 @@ class Worker:
         if fork:
             process = fork_call(taskproc.main, arguments)
         else:
-            env = dict(os.environ, PYTHONHASHSEED="0")
-            process = subprocess.Popen([sys.executable, "-m", "hop.taskproc", *arguments], env=env)
+            # Without the current directory on its path (hop.interpreter): a json.py there failed every restart.
+            env = module_environment(dict(os.environ, PYTHONHASHSEED="0"))
+            process = subprocess.Popen([*module_command("hop.taskproc"), *arguments], env=env)
         self.slots[name] = Slot(name, kind, process)
 
     def _wait_for_slots(self) -> None:
@@ -743,9 +745,9 @@ def main(argv: list[str] | None = None) -> int:
         # default partitioner is shuffle.keys.partition_hash(key) % R): run the worker itself with hash
         # randomization off.
         arguments = sys.argv[1:] if argv is None else argv
-        os.execve(
-            sys.executable, [sys.executable, "-m", "hop.worker", *arguments], {**os.environ, "PYTHONHASHSEED": "0"}
-        )
+        # (without the current directory on its path: hop.interpreter)
+        environment = module_environment({**os.environ, "PYTHONHASHSEED": "0"})
+        os.execve(sys.executable, [*module_command("hop.worker"), *arguments], environment)
     parser = argparse.ArgumentParser(prog="hop worker")
     add_arguments(parser)
     args = parser.parse_args(argv)

@@ -442,6 +442,33 @@ def test_cli_pageviews(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_cli_refuses_a_folder_holding_files_of_an_earlier_run_it_would_not_rewrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--files 2`` into a folder of 3 rewrote two files and left the third: read as one input, the folder held two
+    runs' text. So did pageviews with other ``--days``, ``--start`` or ``--no-gzip``. Refused now, before anything is
+    written; a run rewriting every file there (or more) is not."""
+
+    def gen(*argv: str) -> int:
+        args = _parser().parse_args(["gen", *argv])
+        return int(args.func(args))
+
+    text = str(tmp_path / "text")
+    assert gen("text", text, "--size", "3KB", "--files", "3") == 0
+    before = {path.name: path.read_bytes() for path in (tmp_path / "text").iterdir()}
+    assert gen("text", text, "--size", "2KB", "--files", "2", "--seed", "1") == 2
+    assert f"{text} holds part-0002.txt of an earlier run, which this one would not rewrite" in capsys.readouterr().err
+    assert {path.name: path.read_bytes() for path in (tmp_path / "text").iterdir()} == before, "nothing written"
+    assert gen("text", text, "--size", "4KB", "--files", "4", "--seed", "1") == 0
+    views = str(tmp_path / "views")
+    assert gen("pageviews", views, "--size", "5KB", "--pages", "2000") == 0
+    for other in (["--no-gzip"], ["--start", "2009-01-02"]):
+        assert gen("pageviews", views, "--size", "5KB", "--pages", "2000", *other) == 2
+        assert "pagecounts-20090101-000000.gz, pagecounts-20090101-010000.gz" in capsys.readouterr().err
+    assert gen("pageviews", views, "--size", "5KB", "--pages", "2000", "--days", "2", "--seed", "1") == 0
+    assert len(list((tmp_path / "views").iterdir())) == 48
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -764,6 +764,35 @@ def test_a_failing_mapper_reports_the_users_traceback_and_record(tmp_path: Path)
     assert "byte offset 16: 'boom here'" in result.stderr, "the failing record"
 
 
+def test_a_failing_mappers_record_shows_the_bytes_that_are_not_utf8_as_its_bad_records_listing_does(
+    tmp_path: Path,
+) -> None:
+    """An mrjob job's line that is not UTF-8 is kept with ``surrogateescape``: the error named it by its ``repr``,
+    ``'caf\\udce9'``, where the listing of ``--skip-bad-records`` (and the README) show the byte, ``caf\\xe9``."""
+    source = tmp_path / "in.txt"
+    source.write_bytes(b"fine\nboom caf\xe9 \\udce9\n")
+    job = write_job(
+        tmp_path,
+        "mr_fails.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRFails(MRJob):
+            def mapper(self, _, line):
+                if "boom" in line:
+                    raise ValueError("cannot map it")
+                yield line, 1
+        """,
+    )
+    result = hop_fails("--mrjob", str(job), str(source), "-o", str(tmp_path / "out"), "--workers", "1", "--quiet")
+    # (the text's own backslash stays a backslash, escaped by repr)
+    assert "byte offset 5: 'boom caf\\xe9 \\\\udce9' raised ValueError" in result.stderr, result.stderr
+    hop_run(job, [source], tmp_path / "skipped", hop_options=["--skip-bad-records", "1"])
+    (listing,) = (tmp_path / "skipped" / "_bad_records").glob("*.jsonl")
+    assert json.loads(listing.read_text(encoding="utf-8"))["record"] == "boom caf\\xe9 \\udce9"
+
+
 def test_an_mrjob_mapper_or_reducer_that_yields_no_pair_is_shown_at_its_yield(tmp_path: Path) -> None:
     """An mrjob mapper yielding a bare number failed with "TypeError: 'int' object is not subscriptable" and the
     engine's frames (hop/tasks.py, shuffle/buffer.py, hop/mrjob_codec.py) as its traceback; a reducer yielding one

@@ -668,7 +668,7 @@ def test_a_later_steps_output_the_shuffle_cannot_encode_names_the_record_it_read
     result = hop("run", "sets.py", "in.txt", "-o", "out", "--workers", "2", "--reducers", "1", "--quiet", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert (
-        "/part-00000 record with key 'c': '2' raised UnencodableRecordError: map output value {'c'} (type set) of "
+        "/part-00000 record with key 'c': 2 raised UnencodableRecordError: map output value {'c'} (type set) of "
         "key 2 cannot be encoded by the shuffle: yield a list or tuple instead of a set"
     ) in result.stderr, result.stderr
 

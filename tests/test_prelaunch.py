@@ -17,11 +17,12 @@ import pytest
 from hop import prelaunch
 from hop.client import Client
 from hop.cluster_launch import _wait_for_config
+from hop.interpreter import module_environment, root_needed
 from hop.lifetime import PARENT_VARIABLE
 from hop.loader import load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.runner import build_spec
-from tests.conftest import job_path, maps_running, read_output, run_job
+from tests.conftest import ROOT, job_path, maps_running, read_output, run_job
 
 
 @pytest.mark.parametrize(
@@ -133,6 +134,35 @@ def test_a_cluster_interrupted_as_its_workers_register_ends_at_once(monkeypatch:
     assert launcher.process.returncode is not None and cluster.coordinator is None
 
 
+def test_a_cluster_interrupted_before_its_launcher_reported_its_workers_ends_them_too(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C after the launcher forked its workers, before the command read their pids: the stop killed the
+    launcher alone and removed the cluster's directory, and the orphaned workers went on starting, one printing a
+    FileNotFoundError traceback for its spill directory after ``hop: error: interrupted``."""
+    launcher = prelaunch.Prelaunch()
+    launcher_process = psutil.Process(launcher.process.pid)
+    forked: list[psutil.Process] = []
+
+    def interrupted(self: LocalCluster, report: object) -> str:
+        deadline = time.monotonic() + 60
+        while len(launcher_process.children()) < 2:  # forked, and not yet read from its report
+            assert time.monotonic() < deadline, "the launcher forked its workers"
+            time.sleep(0.001)
+        forked.extend(launcher_process.children())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalCluster, "_read_report", interrupted)
+    cluster = LocalCluster(workers=2, prelaunched=launcher)
+    with pytest.raises(KeyboardInterrupt):
+        cluster.start()
+    assert cluster.workers == [] and launcher.process.returncode is not None
+    running = [p for p in forked if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not running, "the workers were ended with their launcher, not left to start on their own"
+    psutil.wait_procs(forked, timeout=30)
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_a_run_that_fails_before_its_cluster_starts_ends_the_launcher(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,6 +228,79 @@ def _cluster_processes(cluster: LocalCluster) -> list[psutil.Process]:
         assert time.monotonic() < deadline, "every worker started its task processes"
         time.sleep(0.05)
     return [psutil.Process(cluster.coordinator.pid), *workers, *(t for w in workers for t in w.children())]
+
+
+def _hop_run_beside_standard_library_names(folder: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """``hop run ARGUMENTS`` started in ``folder``, which holds a ``json.py`` and a ``selectors.py`` that end any
+    process importing them, run as the installed ``hop`` command runs: its own path holds its script's folder, not
+    the current directory. ``PYTHONPATH`` is this project's root and a folder of the user's, ``user-path``."""
+    for name in ("json", "selectors"):
+        (folder / f"{name}.py").write_text(f"raise SystemExit('{name}.py of the current directory was imported')\n")
+    path = os.pathsep.join([str(ROOT), "user-path"])
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "hop", "run", *arguments],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_standard_library_name_in_the_current_directory_does_not_replace_the_launchers(tmp_path: Path) -> None:
+    """``python -m hop.cluster_launch`` put the directory ``hop run`` was started in first on the launcher's path: a
+    ``json.py`` or ``selectors.py`` there (the user's, no module of the job's) was imported in place of the standard
+    library's, and the cluster failed to start (exit code 3, ``coordinator failed to start``) whatever the job."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    result = _hop_run_beside_standard_library_names(tmp_path, job_path("wordcount"), "in.txt", "-o", "out")
+    assert result.returncode == 0, result.stderr
+    assert sorted(read_output(tmp_path / "out")) == [("a", 2), ("b", 1)]
+
+
+def test_an_installed_hop_starts_its_interpreters_with_the_pythonpath_as_given(tmp_path: Path) -> None:
+    """hop's root goes first on a ``-P`` interpreter's ``PYTHONPATH`` only where that interpreter would not find hop
+    otherwise (a checkout run in place): a site directory there would come before the standard library, so that a
+    package installed under a standard module's name would replace it, as the current directory's ``json.py`` did."""
+    import site
+
+    assert not root_needed(site.getsitepackages()[0])
+    assert root_needed(str(tmp_path))
+    assert root_needed(str(ROOT))  # (this checkout: installed in editable mode, not in a site directory)
+    given = {"PYTHONPATH": "user-path", "OTHER": "1"}
+    assert module_environment(given)["PYTHONPATH"] == os.pathsep.join([str(ROOT), "user-path"])
+
+
+KILLED_ONCE_JOB = """
+import os
+from pathlib import Path
+
+from hop import Job
+
+
+class KilledOnce(Job):
+    def map(self, offset, line):
+        marker = Path(os.environ["HOP_TEST_MARKER"])
+        if not marker.exists():
+            marker.write_text("killed")
+            os.kill(os.getpid(), 9)
+        yield "PYTHONPATH", os.environ.get("PYTHONPATH")
+"""
+
+
+def test_a_task_process_restarted_beside_standard_library_names_runs_with_the_users_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker restarts a slot whose task process died as ``python -m hop.taskproc`` in its own current directory:
+    a ``json.py`` there failed every restart, and the job, with no other slot, waited for ever. Restarted without
+    that directory on its path, the retried map sees the ``PYTHONPATH`` the user gave, not the one hop's own start
+    needed."""
+    (tmp_path / "in.txt").write_text("one line\n")
+    (tmp_path / "killed_once.py").write_text(KILLED_ONCE_JOB)
+    monkeypatch.setenv("HOP_TEST_MARKER", str(tmp_path / "killed"))
+    result = _hop_run_beside_standard_library_names(tmp_path, "killed_once.py", "in.txt", "-o", "out", "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "killed").exists(), "the first attempt's task process was killed"
+    assert read_output(tmp_path / "out") == [("PYTHONPATH", os.pathsep.join([str(ROOT), "user-path"]))]
 
 
 def test_an_embedded_cluster_leaves_sigint_and_sigterm_to_the_process_that_started_it(tmp_path: Path) -> None:

@@ -672,9 +672,9 @@ def test_a_record_of_a_hop_output_is_named_by_its_key_as_on_hop(tmp_path: Path) 
     part = tmp_path / "part-00000"
     part.write_text('"apple"\t5\n"melon"\t2\n')
     reason, _ = map_failure("failing_topk", None, 0, "output", [Split(str(part), 0, -1)])
-    assert reason == f"map at {part} record with key 'melon': '2' raised RuntimeError: refusing melon"
+    assert reason == f"map at {part} record with key 'melon': 2 raised RuntimeError: refusing melon"
     reason, _ = map_failure("two_steps_failing", None, 1, "lines", ['"x"\t1\n', '"y"\t3\n'])
-    where = "the output of step 1 (a reducer) record with key 'y': '3'"
+    where = "the output of step 1 (a reducer) record with key 'y': 3"
     assert reason == f"map at {where} raised ValueError: refusing 'y', counted 3 times"
 
 

@@ -49,7 +49,7 @@ from urllib.parse import quote
 import numpy as np
 
 from hop.gen.text import accent_words, latin_words, script_words
-from hop.gen.whole import make_directory, whole_file
+from hop.gen.whole import make_directory, refuse_leftovers, whole_file
 
 DEFAULT_LINES_PER_HOUR = 20_000
 MAX_CORE_PAGES = 2_000
@@ -456,6 +456,8 @@ def generate_pageviews(
         first = dt.date.fromisoformat(start)
     except ValueError as error:
         raise ValueError(f"start must be a date YYYY-MM-DD, got {start!r}") from error
+    names = [_file_name(first + dt.timedelta(days=day), hour, compress) for day in range(days) for hour in range(24)]
+    refuse_leftovers(Path(directory), "pagecounts-*", names)
     hours = days * 24
     # Lines per hour wanted; 45 bytes is a typical line, the exact size is calibrated below.
     per_hour = size_bytes / hours / 45.0 if size_bytes is not None else min(DEFAULT_LINES_PER_HOUR, pages // 5)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hop.gen.whole import make_directory, whole_file
+from hop.gen.whole import make_directory, refuse_leftovers, whole_file
 
 # Stream tags keep the vocabulary and the draws in independent random streams of one seed, so that changing
 # the size of a file never changes its vocabulary, and the files of generate_text_files share one vocabulary.
@@ -266,6 +266,10 @@ def generate_text(
     return _write_lines(target, size_bytes, table, sample, np.random.default_rng([seed, _DRAW_STREAM]), words_per_line)
 
 
+def _part_name(index: int) -> str:
+    return f"part-{index:04d}.txt"
+
+
 def generate_text_files(
     directory: str | os.PathLike[str],
     total_bytes: int,
@@ -287,15 +291,16 @@ def generate_text_files(
     _check(total_bytes, words_per_line, vocabulary)
     if files < 1:
         raise ValueError(f"files must be >= 1, got {files}")
+    root = Path(directory)
+    refuse_leftovers(root, "part-*.txt", [_part_name(i) for i in range(files)])  # (before the vocabulary is built)
     sample = _make_sampler(vocabulary, distribution, zipf_exponent)
     table = _WordTable.of(build_vocabulary(seed, vocabulary))
-    root = Path(directory)
     make_directory(root)
     per_file, extra = divmod(total_bytes, files)
     summary: dict[str, Any] = {"paths": [], "files": files, "bytes": 0, "lines": 0, "words": 0}
     for i in range(files):
         rng = np.random.default_rng([seed, _DRAW_STREAM, i])
-        part = _write_lines(root / f"part-{i:04d}.txt", per_file + (i < extra), table, sample, rng, words_per_line)
+        part = _write_lines(root / _part_name(i), per_file + (i < extra), table, sample, rng, words_per_line)
         summary["paths"].append(part["path"])
         for key in ("bytes", "lines", "words"):
             summary[key] += part[key]

@@ -6,7 +6,8 @@ file is written under a hidden name beside it (``.NAME.partial``: directory inpu
 with ``.``) and renamed once complete; any exception, KeyboardInterrupt included, removes it.
 
 :func:`make_directory` makes the directory they go in, refusing a file in the way as bad usage (a ValueError, exit
-code 2) rather than an OSError ("[Errno 17] File exists").
+code 2) rather than an OSError ("[Errno 17] File exists"). :func:`refuse_leftovers` refuses, as bad usage too, to
+write a folder of files into one holding files of the same kind that the run would not rewrite.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["final_path", "make_directory", "partial_path", "whole_file"]
+__all__ = ["final_path", "make_directory", "partial_path", "refuse_leftovers", "whole_file"]
 
 
 def partial_path(path: Path) -> Path:
@@ -55,3 +56,20 @@ def make_directory(path: Path) -> None:
         if ancestor.exists() and not ancestor.is_dir():
             raise ValueError(f"{ancestor} exists and is not a directory: choose another output path")
     path.mkdir(parents=True, exist_ok=True)
+
+
+def refuse_leftovers(folder: Path, pattern: str, names: list[str]) -> None:
+    """ValueError (bad usage, before anything is written) if ``folder`` holds files matching ``pattern`` other than
+    ``names``, the files about to be written: an earlier run's (``--files 3`` after ``--files 2``, other ``--days``
+    or ``--start``, ``--no-gzip`` after gzip) that this one would not rewrite. Each file was replaced, the others
+    stayed, and the folder, read as one input, held two runs' data without a word."""
+    if not folder.is_dir():
+        return
+    written = set(names)
+    left = sorted(path.name for path in folder.glob(pattern) if path.name not in written)
+    if left:
+        shown = ", ".join(left[:3]) + (f" and {len(left) - 3:,} more" if len(left) > 3 else "")
+        raise ValueError(
+            f"{folder} holds {shown} of an earlier run, which this one would not rewrite: read as one input, the "
+            "folder would mix the two runs' files; remove those, or write into another folder"
+        )
