@@ -309,6 +309,11 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PYTHONHASHSEED": "0",
         "spark.executorEnv.PYTHONPATH": _PROJECT_ROOT,
+        # PySpark starts its Python workers as ``python -m pyspark.daemon`` in the driver's current directory, which
+        # ``-m`` puts first on their path: a json.py there replaced the standard library's and every task failed (a
+        # page of Java stack traces ending "module 'json' has no attribute 'loads'"). Python 3.11's -P, as an
+        # environment variable: a job's own modules travel with it (hop.jobspec), none is read from there.
+        "spark.executorEnv.PYTHONSAFEPATH": "1",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false" if quiet else "true",
     }

@@ -38,7 +38,16 @@ from hop.compare import compare_outputs, format_table, values_equal
 from hop.gen.text import generate_text
 from hop.inputs import DEFAULT_SPLIT_BYTES
 from hop.runner import JobFailed
-from tests.conftest import QUICK_JVM_OPTIONS, ROOT, TEST_JOBS, job_path, needs_spark, run_job, write_nan_keys_job
+from tests.conftest import (
+    QUICK_JVM_OPTIONS,
+    ROOT,
+    TEST_JOBS,
+    job_path,
+    needs_spark,
+    read_output,
+    run_job,
+    write_nan_keys_job,
+)
 from tests.test_exactness import tricky_text
 
 # One test process runs this module (--dist loadgroup): split over two, each would start the batch of Spark runs
@@ -1384,6 +1393,25 @@ def test_an_output_replaced_while_spark_starts_is_neither_cleared_nor_written(tm
     assert [path.name for path in output.iterdir()] == ["mine.txt"]
     assert [path.name for path in elsewhere.iterdir()] == ["old.txt"]
     assert os.listdir(temporary) == []
+
+
+@needs_spark
+def test_a_standard_library_name_in_the_current_directory_does_not_replace_sparks_python_workers(
+    tmp_path: Path,
+) -> None:
+    """PySpark starts its Python workers as ``python -m pyspark.daemon`` in the driver's current directory, first on
+    their path: a user's ``json.py`` there replaced the standard library's, and ``hop run --engine spark`` failed
+    with a page of Java stack traces ending "module 'json' has no attribute 'loads'". The command runs as the
+    installed ``hop`` does, its own path holding no current directory."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    for name in ("json", "selectors"):
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('{name}.py of the current directory was imported')\n")
+    command = [sys.executable, "-P", "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out"]
+    command += ["--engine", "spark", "--quiet", "--workers", "1"]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(read_output(tmp_path / "out")) == [("a", 2), ("b", 1)]
 
 
 @needs_spark
