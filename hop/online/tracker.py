@@ -307,7 +307,10 @@ class SnapshotTracker:
         if snapshot.upstream is not None:
             upstream = snapshot.upstream
             result["upstream"] = {k: upstream.get(k) for k in ("job_id", "label", "input_fraction", "chunks_fraction")}
+            # Its reducers read no chunks of their own: how much of the run's input it holds is the upstream's, in
+            # chunks as in bytes (the chunks' was null, and a third step's upstream said null too).
             result["input_fraction"] = upstream.get("input_fraction", snapshot.progress)
+            result["chunks_fraction"] = upstream.get("chunks_fraction")
         if with_rows:
             result["rows"] = rows
         return result
