@@ -1062,3 +1062,12 @@ def test_a_later_steps_snapshot_covers_its_upstreams_chunks_as_its_bytes() -> No
     derived = third.request_derived("0.500", 0.5, {"job_id": "job-2", **described}, "/nowhere")
     third.on_done(derived.seq, 0, {"label": "0.500", "groups": 1, "rows": []})
     assert third.describe(derived)["upstream"]["chunks_fraction"] == 0.5
+
+
+def test_a_small_bound_is_said_as_given_not_rounded_to_a_tenth_of_a_percent() -> None:
+    """``--stop-when-accurate 0.0005`` held a snapshot back with "the widest interval is 0.1% of its estimate, over
+    0.1%": both rounded to one decimal, the reason read as a contradiction."""
+    tracker = SnapshotTracker(1, [10] * 10, stop_when_accurate=0.0005, stratum_chunks={"": 10})
+    fields = {"max_relative_half_width": 0.0006, "widest": "b"}
+    tracker.on_done(tracker.request_now(0.8).seq, 0, {"groups": 2, "strata_seen": {"": 7}, **fields})
+    assert tracker.held_back(tracker.snapshots[-1]) == 'the widest interval is 0.06% of its estimate, over 0.05% ("b")'
