@@ -90,7 +90,7 @@ from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_ar
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, unused_port, web_view
 from hop.web.cli import register as register_web
-from hop.wording import counted
+from hop.wording import counted, percent, percent_places
 from monitoring.cli import register as register_monitor
 
 
@@ -699,6 +699,13 @@ def _failed_snapshots(report: dict[str, Any], output: str) -> str | None:
     )
 
 
+def _accurate_to(approximate: dict[str, Any]) -> str:
+    """How accurate an early stop's result is, as precise as the bound asked: ``--stop-when-accurate 0.0005`` gave
+    "accurate to 0.0% (asked 0.1%)"; now "0.04% (asked 0.05%)"."""
+    places = percent_places(approximate.get("stop_when_accurate") or 0.1)
+    return f"{100 * approximate['max_relative_half_width']:.{places}f}%"
+
+
 def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | None = None) -> str:
     """The line ``hop run`` prints for a job that succeeded: records in and out, or for a job that
     ``--stop-when-accurate`` ended early, the snapshot its output is and how much of the input that saw (and for one
@@ -714,10 +721,11 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
     if approximate and "step" not in approximate:  # the last step stopped early itself (else an earlier one did)
         rows = approximate.get("rows", 0)
         confidence, intervals = approximate.get("confidence"), approximate.get("intervals")
+        # The level as given (--confidence 0.9995, which the README suggests for 100 groups, said 100%).
         return (
-            f"{head}stopped early, accurate to {approximate['max_relative_half_width']:.1%} (asked "
-            f"{approximate['stop_when_accurate']:.1%}"
-            + (f", each group's {confidence:.0%} interval" if confidence else "")
+            f"{head}stopped early, accurate to {_accurate_to(approximate)} (asked "
+            f"{percent(approximate['stop_when_accurate'])}"
+            + (f", each group's {percent(confidence, 0)} interval" if confidence else "")
             + f") after {approximate['input_fraction']:.1%} of the input: {rows:,} estimated rows (snapshot "
             f"{approximate['snapshot']}) in {output}"
             + (f", intervals in {os.path.join(output, intervals)}" if intervals else "")
@@ -727,7 +735,7 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
     bad = f" ({counted(skipped, 'bad record')} skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
     stopped = [
         f"step {number} stopped early after {r['approximate']['input_fraction']:.1%} of its input, so the result is "
-        f"approximate (accurate to {r['approximate']['max_relative_half_width']:.1%} there"
+        f"approximate (accurate to {_accurate_to(r['approximate'])} there"
         + (
             f", intervals in {os.path.join(output, r['approximate']['intervals'])}"
             if r["approximate"].get("intervals")
@@ -746,7 +754,7 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
         steps = [*earlier, report]
         held = [(number, r["stop_held_back"]) for number, r in enumerate(steps, 1) if r.get("stop_held_back")]
         stopped.append(
-            f"no snapshot met --stop-when-accurate {stop_when_accurate:.1%} (every group's interval within it, at "
+            f"no snapshot met --stop-when-accurate {percent(stop_when_accurate)} (every group's interval within it, at "
             f"least {MIN_CHUNKS_PER_STRATUM} chunks of every stratum read), so the job ran to the end and the result "
             "is exact"
             + "".join(

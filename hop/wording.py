@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
-__all__ = ["counted"]
+__all__ = ["counted", "percent", "percent_places"]
 
 
 def counted(count: int, noun: str) -> str:
     """``count`` and ``noun`` in the singular or the plural (an ``s`` added): ``1 row``, ``0 rows``, ``1,000 rows``."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def percent_places(fraction: float, decimals: int = 1) -> int:
+    """The decimals ``fraction`` needs as a percentage to be shown unrounded: at least ``decimals``, at most 4."""
+    value = 100 * fraction
+    places = decimals
+    while places < 4 and abs(round(value, places) - value) > 1e-9:
+        places += 1
+    return places
+
+
+def percent(fraction: float, decimals: int = 1) -> str:
+    """A figure the user gave (a confidence, a bound) as a percentage, as given: ``decimals`` decimals, more where
+    those would round it (``0.95``, 0 decimals: ``95%``; ``0.9995``: ``99.95%``, not ``100%``; ``0.0005``:
+    ``0.05%``, not ``0.1%``)."""
+    return f"{100 * fraction:.{percent_places(fraction, decimals)}f}%"

@@ -325,6 +325,31 @@ def test_the_summary_of_an_early_stop_says_so(tmp_path: Path) -> None:
     assert "10 input records, 0 output records" in _summary(report, str(tmp_path))
 
 
+def test_the_summary_of_an_early_stop_says_the_confidence_and_bound_as_given(tmp_path: Path) -> None:
+    """``--confidence 0.9995`` (the README's for 100 groups at once) was said as "each group's 100% interval", and
+    ``--stop-when-accurate 0.0005`` as "accurate to 0.0% (asked 0.1%)": rounded to whole and tenth percents."""
+    from hop.cli import _summary
+
+    report = {
+        "job_id": "job-1",
+        "start": 0.0,
+        "end": 1.5,
+        "counters": {"map_input_records": 10, "reduce_output_records": 0},
+        "approximate": {
+            "snapshot": "0.400",
+            "input_fraction": 0.42,
+            "stop_when_accurate": 0.0005,
+            "max_relative_half_width": 0.00042,
+            "rows": 3,
+            "confidence": 0.9995,
+            "intervals": "_snapshots/0.400/estimates-*.jsonl",
+        },
+    }
+    assert "accurate to 0.04% (asked 0.05%, each group's 99.95% interval)" in _summary(report, str(tmp_path))
+    del report["approximate"]
+    assert "no snapshot met --stop-when-accurate 0.05% (" in _summary(report, str(tmp_path), stop_when_accurate=0.0005)
+
+
 def test_cli_snapshot_options(pageviews_dir: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [

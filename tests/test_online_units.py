@@ -1046,3 +1046,28 @@ def test_a_later_steps_partition_answered_with_its_final_output_has_seen_all_of_
     (partition,) = first.describe(taken)["partitions"]
     assert partition["chunks_fraction"] == partition["input_fraction"] == 1.0
     assert partition["strata_seen"] == {"": 2}
+
+
+def test_a_later_steps_snapshot_covers_its_upstreams_chunks_as_its_bytes() -> None:
+    """A pipeline's later step's ``_snapshot.json`` took its ``input_fraction`` from the upstream snapshot but left
+    ``chunks_fraction`` null (its reducers read no chunks), so a third step's ``upstream`` said null too."""
+    second = SnapshotTracker(1, [])  # (the coordinator's tracker of a later step: no chunks)
+    upstream = {"job_id": "job-1", "label": "0.500", "input_fraction": 0.48, "chunks_fraction": 0.5}
+    snapshot = second.request_derived("0.500", 0.5, upstream, "/nowhere")
+    second.on_done(snapshot.seq, 0, {"label": "0.500", "groups": 2, "rows": []})
+    described = second.describe(snapshot)
+    assert (described["input_fraction"], described["chunks_fraction"]) == (0.48, 0.5), described
+    # The step after it is given that description as its upstream (hop.coordinator.snapshots), and says the same.
+    third = SnapshotTracker(1, [])
+    derived = third.request_derived("0.500", 0.5, {"job_id": "job-2", **described}, "/nowhere")
+    third.on_done(derived.seq, 0, {"label": "0.500", "groups": 1, "rows": []})
+    assert third.describe(derived)["upstream"]["chunks_fraction"] == 0.5
+
+
+def test_a_small_bound_is_said_as_given_not_rounded_to_a_tenth_of_a_percent() -> None:
+    """``--stop-when-accurate 0.0005`` held a snapshot back with "the widest interval is 0.1% of its estimate, over
+    0.1%": both rounded to one decimal, the reason read as a contradiction."""
+    tracker = SnapshotTracker(1, [10] * 10, stop_when_accurate=0.0005, stratum_chunks={"": 10})
+    fields = {"max_relative_half_width": 0.0006, "widest": "b"}
+    tracker.on_done(tracker.request_now(0.8).seq, 0, {"groups": 2, "strata_seen": {"": 7}, **fields})
+    assert tracker.held_back(tracker.snapshots[-1]) == 'the widest interval is 0.06% of its estimate, over 0.05% ("b")'

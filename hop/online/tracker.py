@@ -27,6 +27,7 @@ from typing import Any
 
 from hop.jsonline import to_json
 from hop.online.snapshots import ROWS_ON_THE_WIRE, label_digits, snapshot_label, top_positions
+from hop.wording import percent, percent_places
 
 __all__ = ["HISTORY_ROWS", "MIN_CHUNKS_PER_STRATUM", "UNBOUNDED_EXAMPLES", "Snapshot", "SnapshotTracker"]
 
@@ -240,8 +241,10 @@ class SnapshotTracker:
             index, fields = max(estimated.items(), key=lambda item: float(item[1]["max_relative_half_width"]))
             widest = float(fields["max_relative_half_width"])
             if widest > self.stop_when_accurate:
+                places = percent_places(self.stop_when_accurate)  # (0.0005: "0.06%, over 0.05%", not "0.1%, over 0.1%")
                 reasons.append(
-                    f"the widest interval is {widest:.1%} of its estimate, over {self.stop_when_accurate:.1%} "
+                    f"the widest interval is {100 * widest:.{places}f}% of its estimate, over "
+                    f"{percent(self.stop_when_accurate)} "
                     f"({_short(fields.get('widest'))})"
                 )
         return "; ".join(reasons) or None
@@ -307,7 +310,10 @@ class SnapshotTracker:
         if snapshot.upstream is not None:
             upstream = snapshot.upstream
             result["upstream"] = {k: upstream.get(k) for k in ("job_id", "label", "input_fraction", "chunks_fraction")}
+            # Its reducers read no chunks of their own: how much of the run's input it holds is the upstream's, in
+            # chunks as in bytes (the chunks' was null, and a third step's upstream said null too).
             result["input_fraction"] = upstream.get("input_fraction", snapshot.progress)
+            result["chunks_fraction"] = upstream.get("chunks_fraction")
         if with_rows:
             result["rows"] = rows
         return result
