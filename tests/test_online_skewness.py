@@ -136,7 +136,10 @@ def test_few_chunks_counts_and_cubes_past_a_float_keep_the_t_interval() -> None:
         state.add_run(chunk, 0, 0, run({"g": records}), chunk=chunk, end=True)
     estimate = next(state.rows()).estimate
     assert estimate is not None and estimate.low is not None and estimate.high is not None
-    assert estimate.high - estimate.value == pytest.approx(estimate.value - estimate.low)
+    # The t interval, symmetric, but for its low raised to the count so far (39), which the final count cannot be
+    # below (test_online_units.py::test_a_counts_interval_starts_no_lower_than_its_count_so_far).
+    symmetric_low = estimate.value - (estimate.high - estimate.value)
+    assert symmetric_low < 39 and estimate.low == 39.0
 
 
 @pytest.mark.parametrize("aggregate", [Sum(), Mean()], ids=["sum", "mean"])

@@ -326,6 +326,33 @@ def run(pairs: dict[object, object]) -> bytes:
     return encode_run(list(pairs), list(pairs.values()))
 
 
+def test_a_counts_interval_starts_no_lower_than_its_count_so_far() -> None:
+    """The records a Count has seen are counted in its final value whatever the rest holds: a group seen with 1 and
+    9 records in 2 of the 4 chunks read (of 10) has the t interval's low far below 10 (below 0), which the final
+    count can never be; its low is 10 now. A Sum of the same values may yet fall (its values may be negative): its
+    low stays as computed."""
+    lows = {}
+    for aggregate in (Count(), Sum()):
+        state = SnapshotState(aggregate, [""] * 10)
+        for chunk, records in enumerate([1, 9, 0, 0]):
+            values = [1] * records if isinstance(aggregate, Count) else [records]
+            state.add_run(chunk, 0, 0, run({"g": _folded(aggregate, values)} if records else {}), chunk, True)
+        (row,) = state.rows()
+        assert row.value == 10 and row.estimate is not None and row.estimate.high is not None
+        assert row.estimate.value == 25.0 and row.estimate.high > 25.0
+        lows[aggregate.name] = row.estimate.low
+    assert lows["count"] == 10.0
+    assert lows["sum"] is not None and lows["sum"] < 0
+
+
+def _folded(aggregate: Count | Sum, values: list[int]) -> int:
+    """What a map's spill holds for ``values`` of one key: their state folded (a Count's is the number of them)."""
+    state = aggregate.lift(values[0])
+    for value in values[1:]:
+        state = aggregate.merge(state, aggregate.lift(value))
+    return state
+
+
 def test_state_counts_only_completed_chunks_of_live_attempts() -> None:
     state = SnapshotState(Sum(), ["", "", "", ""])
     state.add_run(0, 0, 0, run({"a": 2}), chunk=0, end=False)

@@ -667,6 +667,8 @@ class SnapshotState:
                 for i in estimable:
                     if finals[i] and isinstance(states[i], int):
                         table.estimates[i] = table.lows[i] = table.highs[i] = states[i]
+                if self.aggregate.name == "count":
+                    _floor_lows(table, estimable, states)
         elif self.kind == "mean" and estimable:
             means = [entries[i][1:] for i in estimable]  # (the moments _NO_MEAN names)
             # (count, sum) per group, and its moments: the sums (y) scaled down as a total's values are, each power
@@ -726,6 +728,18 @@ def _shift(*values: Any, square: Any, cube: Any = 0) -> int:
     if type(cube) is int:
         bits.append((abs(cube).bit_length() + 2) // 3)
     return max(0, max(bits, default=0) - SCALED_BITS)
+
+
+def _floor_lows(table: SnapshotTable, positions: list[int], counts: list[Any]) -> None:
+    """A Count's interval starts no lower than the count so far: records seen are never uncounted, so its final
+    value is at least that (the symmetric t interval of a group seen in few chunks reached below it, below 0 even:
+    a word count's snapshot at a quarter of its input had half its groups' ``low`` under their count so far).
+    Raising ``low`` there never leaves out the final value; ``high`` and the estimate stay."""
+    lows = table.lows
+    for i in positions:
+        low = lows[i]
+        if low is not None and low < counts[i]:
+            lows[i] = float(counts[i])
 
 
 def _fit_floats(values: list[Any], squares: list[Any], cubes: list[Any]) -> bool:
