@@ -425,6 +425,16 @@ def _view(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2  # (bad usage, as the README's exit codes say: the wrong folder given, not a failure)
+        if run is None and not pending and not any((output / name).exists() for name in ("_checkpoints", "windows")):
+            # A folder no continuous job wrote in (OUT/windows, a typo's parent) said "no materialized view yet (no
+            # compaction has run)", as if one were coming. A job writes _checkpoints as its first map starts.
+            print(
+                f"hop: error: {output} is not a continuous job's output directory (it holds no windows/, _checkpoints/ "
+                "or _job.json): give the output directory (-o) of a continuous job (hop run --source), or its job id "
+                "with --coordinator",
+                file=sys.stderr,
+            )
+            return 2
         print(f"hop: error: {output} has no materialized view yet (no compaction has run{waiting})", file=sys.stderr)
         return 1
     print(info.base)
