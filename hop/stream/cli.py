@@ -188,7 +188,9 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     try:
         for url in args.source:
             # Here, not first in a map task after the job started; the embedded cluster's maps run on this host.
-            check_source(url, here=not args.coordinator)
+            warning = check_source(url, here=not args.coordinator)
+            if warning is not None:
+                print(f"hop: warning: {warning}", file=sys.stderr)
         if args.sink is not None:
             check_sink(args.sink, here=not args.coordinator)  # (its reducers, too)
     except SourceError as error:
