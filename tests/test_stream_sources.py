@@ -1179,6 +1179,27 @@ def test_check_source_here_requires_a_tail_directory_or_replay_file(tmp_path: Pa
         check_source(f"replay:{tmp_path / 'missing.txt'}", here=True)
 
 
+def test_hop_run_warns_of_a_tail_glob_no_file_matches(tmp_path: Path) -> None:
+    """``--source tail:logs?glob=app.lg`` (a typo of app.log) read nothing and said nothing until stopped, as if the
+    log were quiet; ``hop run`` now warns as it starts, naming the source and its directory (files that appear later
+    are still read: not an error). A glob that matches a file gets no warning."""
+    from tests.conftest import hop, job_path
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app.log").write_text("a b\n")
+    assert check_source(f"tail:{logs}?glob=*.log", here=True) is None
+    assert check_source(f"tail:{logs}?glob=app.log", here=True) is None
+    assert check_source(f"tail:{logs}", here=True) is None
+    run = hop("run", job_path("stream_wordcount"), "--source", "tail:logs?glob=app.lg", "--window", "1s",
+              "--duration", "2s", "-o", str(tmp_path / "out"), "--workers", "1", "--no-view", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert (
+        "hop: warning: tail source tail:logs?glob=app.lg: no file in logs matches 'app.lg' yet; it reads such "
+        "files once they appear" in run.stderr
+    ), run.stderr
+
+
 @pytest.mark.parametrize("url", ["tail:logs", "replay:events.txt"])
 def test_a_missing_source_path_on_the_embedded_cluster_is_a_usage_error(tmp_path: Path, url: str) -> None:
     job = str(ROOT / "jobs" / "stream_wordcount.py")

@@ -1006,3 +1006,17 @@ def test_random_deltas_crashes_at_each_step_and_the_previous_base_against_a_mode
     top = max(piece["level"] for piece in manifest["pieces"])
     full = sum(piece["rows"] >= 100 for piece in manifest["pieces"])
     assert top >= 2 and info.pieces <= 2 * full + top + 1
+
+
+def test_hop_view_of_a_folder_no_continuous_job_wrote_says_so(tmp_path: Path) -> None:
+    """``hop view OUT/windows`` (a folder inside a job's output, or any folder no continuous job wrote in) said "no
+    materialized view yet (no compaction has run)", exit 1, as if one were coming; it now says the folder is no
+    continuous job's output directory and what to give, exit 2 (bad usage)."""
+    from tests.conftest import hop
+
+    folder = tmp_path / "out" / "windows"
+    (folder / "20261128T170040Z").mkdir(parents=True)
+    view = hop("view", str(folder), cwd=tmp_path)
+    assert view.returncode == 2, view.stderr
+    assert f"{folder} is not a continuous job's output directory (it holds no windows/, _checkpoints/" in view.stderr
+    assert "no compaction has run" not in view.stderr

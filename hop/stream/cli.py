@@ -188,7 +188,9 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     try:
         for url in args.source:
             # Here, not first in a map task after the job started; the embedded cluster's maps run on this host.
-            check_source(url, here=not args.coordinator)
+            warning = check_source(url, here=not args.coordinator)
+            if warning is not None:
+                print(f"hop: warning: {warning}", file=sys.stderr)
         if args.sink is not None:
             check_sink(args.sink, here=not args.coordinator)  # (its reducers, too)
     except SourceError as error:
@@ -425,6 +427,16 @@ def _view(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2  # (bad usage, as the README's exit codes say: the wrong folder given, not a failure)
+        if run is None and not pending and not any((output / name).exists() for name in ("_checkpoints", "windows")):
+            # A folder no continuous job wrote in (OUT/windows, a typo's parent) said "no materialized view yet (no
+            # compaction has run)", as if one were coming. A job writes _checkpoints as its first map starts.
+            print(
+                f"hop: error: {output} is not a continuous job's output directory (it holds no windows/, _checkpoints/ "
+                "or _job.json): give the output directory (-o) of a continuous job (hop run --source), or its job id "
+                "with --coordinator",
+                file=sys.stderr,
+            )
+            return 2
         print(f"hop: error: {output} has no materialized view yet (no compaction has run{waiting})", file=sys.stderr)
         return 1
     print(info.base)

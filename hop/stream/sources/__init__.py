@@ -87,17 +87,30 @@ def open_source(url: str, max_line_bytes: int | None = None, directory: str | No
     return _source_for(url, max_line_bytes, directory)()
 
 
-def check_source(url: str, here: bool = False) -> None:
+def check_source(url: str, here: bool = False) -> str | None:
     """Raise :class:`SourceError` for a URL :func:`open_source` would refuse, opening nothing (the command checks
     ``--source`` before it submits; whether a path or endpoint is there is up to the host a map runs on). With
     ``here`` (the maps run on this host: the embedded cluster), a ``tail:`` directory or ``replay:`` file must be
     there too, and the host of a ``zmq:``, ``zmq+sub:`` or ``tcp:`` URL must resolve (:func:`unknown_host`); sockets
-    are not bound, the map binds them."""
+    are not bound, the map binds them.
+
+    Returns a warning, or None: with ``here``, for a ``tail:`` glob that no file of its directory matches yet (a
+    mistyped name or pattern read nothing, in silence, until stopped; files that appear later are read, so it is no
+    error)."""
     opener = _source_for(url)
     if here and url.partition(":")[0] in ("tail", "replay"):
-        opener().close()
+        source = opener()
+        source.close()
+        if isinstance(source, TailSource) and source.glob is not None:
+            with os.scandir(source.directory) as entries:
+                if not any(entry.is_file() and source._matches(entry.name) for entry in entries):
+                    return (
+                        f"tail source {url}: no file in {source.directory} matches {source.glob!r} yet; it reads "
+                        "such files once they appear (check the name or pattern if they should be there)"
+                    )
     elif here and (problem := unknown_host(url)) is not None:
         raise SourceError(problem)
+    return None
 
 
 def check_sink(endpoint: str, here: bool = False) -> None:
