@@ -90,7 +90,7 @@ from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_ar
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, unused_port, web_view
 from hop.web.cli import register as register_web
-from hop.wording import counted, percent, percent_places
+from hop.wording import counted, percent, percent_like
 from monitoring.cli import register as register_monitor
 
 
@@ -702,8 +702,7 @@ def _failed_snapshots(report: dict[str, Any], output: str) -> str | None:
 def _accurate_to(approximate: dict[str, Any]) -> str:
     """How accurate an early stop's result is, as precise as the bound asked: ``--stop-when-accurate 0.0005`` gave
     "accurate to 0.0% (asked 0.1%)"; now "0.04% (asked 0.05%)"."""
-    places = percent_places(approximate.get("stop_when_accurate") or 0.1)
-    return f"{100 * approximate['max_relative_half_width']:.{places}f}%"
+    return percent_like(approximate["max_relative_half_width"], approximate.get("stop_when_accurate") or 0.1)
 
 
 def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | None = None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["counted", "percent", "percent_places"]
+__all__ = ["counted", "percent", "percent_like", "percent_places"]
 
 
 def counted(count: int, noun: str) -> str:
@@ -24,3 +24,9 @@ def percent(fraction: float, decimals: int = 1) -> str:
     those would round it (``0.95``, 0 decimals: ``95%``; ``0.9995``: ``99.95%``, not ``100%``; ``0.0005``:
     ``0.05%``, not ``0.1%``)."""
     return f"{100 * fraction:.{percent_places(fraction, decimals)}f}%"
+
+
+def percent_like(fraction: float, given: float) -> str:
+    """A measured ``fraction`` as a percentage with the decimals :func:`percent` shows ``given`` with, the figure it
+    is compared with (a half-width of 0.00042 against a bound of 0.0005: ``0.04%``, beside ``0.05%``)."""
+    return f"{100 * fraction:.{percent_places(given)}f}%"

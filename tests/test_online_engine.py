@@ -294,10 +294,9 @@ def test_stop_when_accurate_waits_until_every_stratum_was_sampled(client: Client
     assert {key[1] for key in output_dict(tmp_path / "out")} == hours, "every hour is in the result"
 
 
-def test_the_summary_of_an_early_stop_says_so(tmp_path: Path) -> None:
-    from hop.cli import _summary
-
-    report = {
+def _early_stop_report(stop_when_accurate: float, half_width: float, confidence: float) -> dict[str, Any]:
+    """A job report as ``hop run`` gets it for a job ``--stop-when-accurate`` ended at snapshot 0.400, 42% in."""
+    return {
         "job_id": "job-1",
         "start": 0.0,
         "end": 1.5,
@@ -305,13 +304,19 @@ def test_the_summary_of_an_early_stop_says_so(tmp_path: Path) -> None:
         "approximate": {
             "snapshot": "0.400",
             "input_fraction": 0.42,
-            "stop_when_accurate": 0.05,
-            "max_relative_half_width": 0.031,
+            "stop_when_accurate": stop_when_accurate,
+            "max_relative_half_width": half_width,
             "rows": 3,
-            "confidence": 0.9,
+            "confidence": confidence,
             "intervals": "_snapshots/0.400/estimates-*.jsonl",
         },
     }
+
+
+def test_the_summary_of_an_early_stop_says_so(tmp_path: Path) -> None:
+    from hop.cli import _summary
+
+    report = _early_stop_report(stop_when_accurate=0.05, half_width=0.031, confidence=0.9)
     line = _summary(report, str(tmp_path))
     assert (
         "stopped early, accurate to 3.1% (asked 5.0%, each group's 90% interval) after 42.0% of the input: "
@@ -330,21 +335,7 @@ def test_the_summary_of_an_early_stop_says_the_confidence_and_bound_as_given(tmp
     ``--stop-when-accurate 0.0005`` as "accurate to 0.0% (asked 0.1%)": rounded to whole and tenth percents."""
     from hop.cli import _summary
 
-    report = {
-        "job_id": "job-1",
-        "start": 0.0,
-        "end": 1.5,
-        "counters": {"map_input_records": 10, "reduce_output_records": 0},
-        "approximate": {
-            "snapshot": "0.400",
-            "input_fraction": 0.42,
-            "stop_when_accurate": 0.0005,
-            "max_relative_half_width": 0.00042,
-            "rows": 3,
-            "confidence": 0.9995,
-            "intervals": "_snapshots/0.400/estimates-*.jsonl",
-        },
-    }
+    report = _early_stop_report(stop_when_accurate=0.0005, half_width=0.00042, confidence=0.9995)
     assert "accurate to 0.04% (asked 0.05%, each group's 99.95% interval)" in _summary(report, str(tmp_path))
     del report["approximate"]
     assert "no snapshot met --stop-when-accurate 0.05% (" in _summary(report, str(tmp_path), stop_when_accurate=0.0005)

@@ -27,7 +27,7 @@ from typing import Any
 
 from hop.jsonline import to_json
 from hop.online.snapshots import ROWS_ON_THE_WIRE, label_digits, snapshot_label, top_positions
-from hop.wording import percent, percent_places
+from hop.wording import percent, percent_like
 
 __all__ = ["HISTORY_ROWS", "MIN_CHUNKS_PER_STRATUM", "UNBOUNDED_EXAMPLES", "Snapshot", "SnapshotTracker"]
 
@@ -241,10 +241,9 @@ class SnapshotTracker:
             index, fields = max(estimated.items(), key=lambda item: float(item[1]["max_relative_half_width"]))
             widest = float(fields["max_relative_half_width"])
             if widest > self.stop_when_accurate:
-                places = percent_places(self.stop_when_accurate)  # (0.0005: "0.06%, over 0.05%", not "0.1%, over 0.1%")
+                bound = self.stop_when_accurate  # (0.0005: "0.06%, over 0.05%", not "0.1%, over 0.1%")
                 reasons.append(
-                    f"the widest interval is {100 * widest:.{places}f}% of its estimate, over "
-                    f"{percent(self.stop_when_accurate)} "
+                    f"the widest interval is {percent_like(widest, bound)} of its estimate, over {percent(bound)} "
                     f"({_short(fields.get('widest'))})"
                 )
         return "; ".join(reasons) or None
