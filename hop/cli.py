@@ -131,7 +131,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action=Given,
         type=size_at_least(MIN_SPLIT_SIZE_OPTION, "--split-size"),
         default=DEFAULT_SPLIT_BYTES,
-        help="bytes per input split, at least 64KB (default 128MB); smaller when the input would leave map slots "
+        help="bytes per input split, at least 64KB (default 128MiB); smaller when the input would leave map slots "
         "without a task",
     )
     parser.add_argument(
@@ -149,7 +149,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action=Given,
         type=size_argument,
         default=256 << 20,
-        help="memory budget of a reducer for received data; past it runs are merged on disk (default 256MB)",
+        help="memory budget of a reducer for received data; past it runs are merged on disk (default 256MiB)",
     )
     parser.add_argument(
         "--input-format",
@@ -220,7 +220,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action=Given,
         type=size_at_least(MIN_CHUNK_BYTES, "--chunk-size"),
         default=1 << 20,
-        help="bytes per input chunk, the unit estimates sample (default 1MB, at least 64KB; "
+        help="bytes per input chunk, the unit estimates sample (default 1MiB, at least 64KB; "
         "a compressed file is one chunk)",
     )
     online.add_argument(

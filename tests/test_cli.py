@@ -2875,8 +2875,31 @@ def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         build_parser(False).parse_args(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for stated in ("(default 4)", "(default 128MB)", "(default 256MB)", "(default 1MB, at least 64KB", "0.95)"):
+    for stated in ("(default 4)", "(default 128MiB)", "(default 256MiB)", "(default 1MiB, at least 64KB", "0.95)"):
         assert stated in text, stated
+
+
+def test_the_size_defaults_help_states_are_the_defaults_used() -> None:
+    """Sizes are decimal (``MB`` = 10^6 bytes), and ``--split-size``, ``--reduce-memory`` and ``--chunk-size``
+    said "(default 128MB)", "(default 256MB)", "(default 1MB": their defaults are 128 MiB, 256 MiB and 1 MiB, so
+    ``--split-size 128MB``, given as the default, cut other splits. Each default stated, read as the option reads
+    a size, is the one used (``hop compare``'s ``--split-size`` too, left to each engine's default)."""
+    from hop.cli import build_parser
+    from hop.gen.cli import parse_size
+    from hop.inputs import DEFAULT_SPLIT_BYTES
+
+    parser = build_parser(False)
+    commands = next(action for action in parser._actions if action.dest == "command").choices
+    checked = 0
+    for command in ("run", "submit", "compare"):
+        for action in commands[command]._actions:
+            stated = re.search(r"\(default (\d[\d.]*[A-Za-z]+)\b", action.help or "")
+            if not stated or not re.search(r"[KMGT]i?B$", stated.group(1)):
+                continue
+            default = DEFAULT_SPLIT_BYTES if action.default is None and action.dest == "split_size" else action.default
+            assert parse_size(stated.group(1)) == default, (command, action.dest, stated.group(1), default)
+            checked += 1
+    assert checked == 9, checked  # run's and submit's four sizes, compare's --split-size
 
 
 def test_the_progress_display_first_names_the_job_and_how_to_follow_it(capsys: pytest.CaptureFixture[str]) -> None:
