@@ -33,6 +33,8 @@ from hop.closed_output import watched_output
 from hop.counters import print_user_counters
 from hop.gen.cli import (
     COORDINATOR_HELP,
+    DEFAULT_BIND,
+    DEFAULT_BIND_HELP,
     ArgumentParser,
     bind_address,
     coordinator_address,
@@ -1001,7 +1003,7 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     submit.set_defaults(func=_run)
     coord = commands.add_parser("coordinator", help="start a coordinator; prints its address")
     coord.add_argument(
-        "--bind", type=bind_address, default="tcp://127.0.0.1:*", help="address to listen on (default: a free port)"
+        "--bind", type=bind_address, default=DEFAULT_BIND, help=f"address to listen on ({DEFAULT_BIND_HELP})"
     )
     coord.add_argument(
         "--heartbeat-timeout",

@@ -2879,6 +2879,24 @@ def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFix
         assert stated in text, stated
 
 
+def test_coordinator_help_says_its_default_address_takes_no_other_host(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hop coordinator`` without ``--bind`` listens on a free port of 127.0.0.1, which no other host reaches; its
+    help said "(default: a free port)", so a coordinator started so for a cluster saw no worker of another host
+    register. The help names the address it binds and the one to give instead (``hop.coordinator``'s own too)."""
+    from hop.cli import build_parser
+    from hop.coordinator.cli import main as coordinator_main
+
+    with pytest.raises(SystemExit):
+        build_parser(False).parse_args(["coordinator", "--help"])
+    with pytest.raises(SystemExit):
+        coordinator_main(["--help"])
+    for text in capsys.readouterr().out.split("usage:")[1:]:
+        text = " ".join(text.split())
+        assert "(default tcp://127.0.0.1:*: a free port of this host's loopback" in text, text
+        assert "tcp://0.0.0.0:PORT" in text, text
+    assert build_parser(False).parse_args(["coordinator"]).bind == "tcp://127.0.0.1:*"
+
+
 def test_the_size_defaults_help_states_are_the_defaults_used() -> None:
     """Sizes are decimal (``MB`` = 10^6 bytes), and ``--split-size``, ``--reduce-memory`` and ``--chunk-size``
     said "(default 128MB)", "(default 256MB)", "(default 1MB": their defaults are 128 MiB, 256 MiB and 1 MiB, so
