@@ -127,7 +127,12 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         help="Hadoop-style baseline: reducers get a map's output only after it commits",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress display, job id, summary line or user counters: only warnings, errors, task status "
+        "messages and the count of bad records skipped",
+    )
     parser.add_argument(
         "--split-size",
         action=Given,

@@ -2897,6 +2897,32 @@ def test_coordinator_help_says_its_default_address_takes_no_other_host(capsys: p
     assert build_parser(False).parse_args(["coordinator"]).bind == "tcp://127.0.0.1:*"
 
 
+def test_quiet_help_says_what_a_quiet_run_still_prints(tmp_path: Path) -> None:
+    """``--quiet`` said "no progress display", and dropped the summary line and the user counters too, while a
+    quiet run still prints warnings, errors, task status messages and the bad records it skipped: the help says
+    both, and a quiet run prints so (no summary, no counters; a status message, yes)."""
+    from hop.cli import build_parser
+
+    parser = build_parser(False)
+    commands = next(action for action in parser._actions if action.dest == "command").choices
+    for command in ("run", "submit"):
+        quiet = next(action for action in commands[command]._actions if action.dest == "quiet")
+        assert quiet.help is not None and "summary" in quiet.help and "status messages" in quiet.help, quiet.help
+    (tmp_path / "in.txt").write_text("a b a\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass J(Job):\n    def map(self, key, line):\n        self.set_status('seen')\n"
+        "        self.increment_counter('lines', 'seen_lines')\n"
+        "        for word in line.split():\n            yield word, 1\n\n"
+        "    def reduce(self, key, values):\n        yield key, sum(values)\n"
+    )
+    result = hop("run", "job.py", "in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "status (task map 0): seen" in result.stderr, result.stderr
+    assert "succeeded" not in result.stderr and "seen_lines" not in result.stderr, result.stderr
+    loud = hop("run", "job.py", "in.txt", "-o", "loud", "--workers", "1", cwd=tmp_path)
+    assert "succeeded" in loud.stderr and "seen_lines=1" in loud.stderr, loud.stderr
+
+
 def test_the_size_defaults_help_states_are_the_defaults_used() -> None:
     """Sizes are decimal (``MB`` = 10^6 bytes), and ``--split-size``, ``--reduce-memory`` and ``--chunk-size``
     said "(default 128MB)", "(default 256MB)", "(default 1MB": their defaults are 128 MiB, 256 MiB and 1 MiB, so
