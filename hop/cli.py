@@ -183,8 +183,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         type=non_negative_int,
         default=0,
         metavar="N",
-        help="skip up to N bad records per map task (the map raised, or the line cannot be decoded or parsed); "
-        "list them in OUT/_bad_records/",
+        help="skip up to N bad records per task (a map record: the map raised, or the line cannot be decoded or "
+        "parsed; a reduce key: the reduce raised); list them in OUT/_bad_records/",
     )
     parser.add_argument(
         "--speculative",

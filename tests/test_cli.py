@@ -2923,6 +2923,31 @@ def test_quiet_help_says_what_a_quiet_run_still_prints(tmp_path: Path) -> None:
     assert "succeeded" in loud.stderr and "seen_lines=1" in loud.stderr, loud.stderr
 
 
+def test_skip_bad_records_help_says_reduce_keys_are_skipped_too(tmp_path: Path) -> None:
+    """``--skip-bad-records N`` skips reduce keys whose reduce raised too, up to N per reduce task, as the error of a
+    run without it suggests; its help said "per map task", of map records alone."""
+    from hop.cli import build_parser
+
+    parser = build_parser(False)
+    commands = next(action for action in parser._actions if action.dest == "command").choices
+    skip = next(action for action in commands["run"]._actions if action.dest == "skip_bad_records")
+    assert skip.help is not None and "reduce key" in skip.help and "per map task" not in skip.help, skip.help
+    (tmp_path / "in.txt").write_text("a\nb\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass J(Job):\n    def map(self, key, line):\n        yield line, 1\n\n"
+        "    def reduce(self, key, values):\n        if key == 'b':\n            raise ValueError(key)\n"
+        "        yield key, sum(values)\n"
+    )
+    options = ["--skip-bad-records", "1", "--reducers", "1", "--workers", "1", "--quiet"]
+    result = hop("run", "job.py", "in.txt", "-o", "out", *options, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t1\n'
+    (entry,) = [
+        json.loads(line) for line in (tmp_path / "out" / "_bad_records" / "reduce-00000.jsonl").read_text().splitlines()
+    ]
+    assert entry["key"] == "'b'" and entry["error"] == "ValueError: b", entry
+
+
 def test_the_size_defaults_help_states_are_the_defaults_used() -> None:
     """Sizes are decimal (``MB`` = 10^6 bytes), and ``--split-size``, ``--reduce-memory`` and ``--chunk-size``
     said "(default 128MB)", "(default 256MB)", "(default 1MB": their defaults are 128 MiB, 256 MiB and 1 MiB, so
