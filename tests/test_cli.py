@@ -361,7 +361,7 @@ def test_an_error_message_holding_a_lone_surrogate_is_reported_not_lost(tmp_path
 
 def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) -> None:
     """A reduce that failed on a key of a 300 KB line printed all of the key in its one-line error (a map's record
-    is cut to 200 characters): 300 KB of stderr, and of ``_job.json``, to find the reason in."""
+    was cut to 200 characters): 300 KB of stderr, and of ``_job.json``, to find the reason in."""
     (tmp_path / "in.txt").write_text("k" * 300_000 + "\n")
     (tmp_path / "job.py").write_text(
         "from hop import Job\n\n\nclass Lines(Job):\n    def map(self, offset, line):\n        yield line, 1\n\n"
@@ -375,6 +375,21 @@ def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) ->
         "k... (300,006 characters) raised ValueError: nope" + skip_hint("keys", str(tmp_path / "out"))
     ), last[-200:]
     assert len((tmp_path / "out" / "_job.json").read_text()) < 20_000
+
+
+def test_a_failing_map_of_a_long_line_names_its_start_and_its_length(tmp_path: Path) -> None:
+    """A map that failed on a long line named its first 200 characters in quotes, as if they were the whole line,
+    and not its length; a record is named as a key is, by its first 500 characters and its length."""
+    (tmp_path / "in.txt").write_text("a" * 499 + "b" + "z" * 200 + "\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass Lines(Job):\n    def map(self, offset, line):\n"
+        "        raise ValueError('nope')\n        yield line, 1\n"
+    )
+    result = hop("run", "job.py", "in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    named = f"map at {tmp_path / 'in.txt'} byte offset 0: '{'a' * 499}b... (700 characters) raised ValueError: nope"
+    assert named in last and "z" not in last.split("byte offset 0: ")[1], last
 
 
 def test_a_map_reading_standard_input_fails_instead_of_hanging(tmp_path: Path) -> None:
