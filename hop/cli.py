@@ -33,6 +33,8 @@ from hop.closed_output import watched_output
 from hop.counters import print_user_counters
 from hop.gen.cli import (
     COORDINATOR_HELP,
+    DEFAULT_BIND,
+    DEFAULT_BIND_HELP,
     ArgumentParser,
     bind_address,
     coordinator_address,
@@ -125,13 +127,18 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         help="Hadoop-style baseline: reducers get a map's output only after it commits",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty output directory")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress display, job id, summary line or user counters: only warnings, errors, task status "
+        "messages and the count of bad records skipped",
+    )
     parser.add_argument(
         "--split-size",
         action=Given,
         type=size_at_least(MIN_SPLIT_SIZE_OPTION, "--split-size"),
         default=DEFAULT_SPLIT_BYTES,
-        help="bytes per input split, at least 64KB (default 128MB); smaller when the input would leave map slots "
+        help="bytes per input split, at least 64KB (default 128MiB); smaller when the input would leave map slots "
         "without a task",
     )
     parser.add_argument(
@@ -149,7 +156,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action=Given,
         type=size_argument,
         default=256 << 20,
-        help="memory budget of a reducer for received data; past it runs are merged on disk (default 256MB)",
+        help="memory budget of a reducer for received data; past it runs are merged on disk (default 256MiB)",
     )
     parser.add_argument(
         "--input-format",
@@ -176,8 +183,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         type=non_negative_int,
         default=0,
         metavar="N",
-        help="skip up to N bad records per map task (the map raised, or the line cannot be decoded or parsed); "
-        "list them in OUT/_bad_records/",
+        help="skip up to N bad records per task (a map record: the map raised, or the line cannot be decoded or "
+        "parsed; a reduce key: the reduce raised); list them in OUT/_bad_records/",
     )
     parser.add_argument(
         "--speculative",
@@ -220,7 +227,7 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         action=Given,
         type=size_at_least(MIN_CHUNK_BYTES, "--chunk-size"),
         default=1 << 20,
-        help="bytes per input chunk, the unit estimates sample (default 1MB, at least 64KB; "
+        help="bytes per input chunk, the unit estimates sample (default 1MiB, at least 64KB; "
         "a compressed file is one chunk)",
     )
     online.add_argument(
@@ -1001,7 +1008,7 @@ def build_parser(continuous: bool = False) -> argparse.ArgumentParser:
     submit.set_defaults(func=_run)
     coord = commands.add_parser("coordinator", help="start a coordinator; prints its address")
     coord.add_argument(
-        "--bind", type=bind_address, default="tcp://127.0.0.1:*", help="address to listen on (default: a free port)"
+        "--bind", type=bind_address, default=DEFAULT_BIND, help=f"address to listen on ({DEFAULT_BIND_HELP})"
     )
     coord.add_argument(
         "--heartbeat-timeout",

@@ -194,7 +194,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "--split-size",
         type=size_at_least(MIN_SPLIT_SIZE_OPTION, "--split-size"),
         default=None,
-        help="bytes per input split, at least 64KB (default 128MB)",
+        help="bytes per input split, at least 64KB (default 128MiB)",
     )
     parser.add_argument(
         "--spill-records",

@@ -76,8 +76,25 @@ def sendable(text: str) -> str:
 
 
 RECORD_CHARS = 500
-"""The most characters of the record or key a :class:`UserCodeError` names (a map's record is cut to 200 already,
-:func:`describe_record`): a reduce's key is any size, and a failing reduce of a 300 KB line printed all of it."""
+"""The most characters of the record or key a :class:`UserCodeError` names: a reduce's key is any size, and a
+failing reduce of a 300 KB line printed all of it."""
+
+
+class Place(str):
+    """Where a failing map record is, as :func:`describe_record` words it: its record already cut to
+    :data:`RECORD_CHARS` with its length, after the file's name, which :class:`UserCodeError` does not cut again."""
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, or for a longer one than :data:`RECORD_CHARS` its start, left open, and its length: a
+    string's characters, another value's ``repr``'s. (A map's record was cut to 200 characters in quotes, as if
+    whole.)"""
+    text = repr(value)
+    size = len(value) if isinstance(value, str) else len(text)
+    if size <= RECORD_CHARS:
+        return text
+    start = repr(value[:RECORD_CHARS])[:-1] if isinstance(value, str) else text[:RECORD_CHARS]
+    return f"{start}... ({size:,} characters)"
 
 
 class UserCodeError(Exception):
@@ -88,7 +105,7 @@ class UserCodeError(Exception):
     ``sys.exit()``, output the engine cannot take, or an aggregate refusing a value, which it does not skip)."""
 
     def __init__(self, where: str, error: BaseException, record: str | None) -> None:
-        if record is not None and len(record) > RECORD_CHARS:
+        if record is not None and len(record) > RECORD_CHARS and not isinstance(record, Place):
             record = f"{record[:RECORD_CHARS]}... ({len(record):,} characters)"
         self.where = where
         self.record = record
@@ -113,11 +130,11 @@ def describe_record(source: str, record: tuple[Any, Any] | None, keyed: bool) ->
     from) and the byte offset and line, or for ``keyed`` records (a hop job's output read back: the ``output`` input
     format, a pipeline's later step) the record's key and value, each as its ``repr``."""
     if record is None:
-        return f"{source} (before the first record)"
+        return Place(f"{source} (before the first record)")
     key, value = record
     if keyed:  # (the value as the map got it, a number not quoted: a map treating it as a line fails on it)
-        return f"{source} record with key {_bytes_shown(f'{key!r:.200}')}: {_bytes_shown(f'{value!r:.200}')}"
-    return f"{source} byte offset {key}: {_bytes_shown(repr(str(value)[:200]))}"
+        return Place(f"{source} record with key {_bytes_shown(shown(key))}: {_bytes_shown(shown(value))}")
+    return Place(f"{source} byte offset {key}: {_bytes_shown(shown(str(value)))}")
 
 
 _KEPT_BYTE = re.compile(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])")

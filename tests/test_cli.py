@@ -361,7 +361,7 @@ def test_an_error_message_holding_a_lone_surrogate_is_reported_not_lost(tmp_path
 
 def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) -> None:
     """A reduce that failed on a key of a 300 KB line printed all of the key in its one-line error (a map's record
-    is cut to 200 characters): 300 KB of stderr, and of ``_job.json``, to find the reason in."""
+    was cut to 200 characters): 300 KB of stderr, and of ``_job.json``, to find the reason in."""
     (tmp_path / "in.txt").write_text("k" * 300_000 + "\n")
     (tmp_path / "job.py").write_text(
         "from hop import Job\n\n\nclass Lines(Job):\n    def map(self, offset, line):\n        yield line, 1\n\n"
@@ -375,6 +375,21 @@ def test_a_failing_reduce_of_a_long_key_names_the_start_of_it(tmp_path: Path) ->
         "k... (300,006 characters) raised ValueError: nope" + skip_hint("keys", str(tmp_path / "out"))
     ), last[-200:]
     assert len((tmp_path / "out" / "_job.json").read_text()) < 20_000
+
+
+def test_a_failing_map_of_a_long_line_names_its_start_and_its_length(tmp_path: Path) -> None:
+    """A map that failed on a long line named its first 200 characters in quotes, as if they were the whole line,
+    and not its length; a record is named as a key is, by its first 500 characters and its length."""
+    (tmp_path / "in.txt").write_text("a" * 499 + "b" + "z" * 200 + "\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass Lines(Job):\n    def map(self, offset, line):\n"
+        "        raise ValueError('nope')\n        yield line, 1\n"
+    )
+    result = hop("run", "job.py", "in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    named = f"map at {tmp_path / 'in.txt'} byte offset 0: '{'a' * 499}b... (700 characters) raised ValueError: nope"
+    assert named in last and "z" not in last.split("byte offset 0: ")[1], last
 
 
 def test_a_map_reading_standard_input_fails_instead_of_hanging(tmp_path: Path) -> None:
@@ -2875,8 +2890,100 @@ def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFix
     with pytest.raises(SystemExit):
         build_parser(False).parse_args(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for stated in ("(default 4)", "(default 128MB)", "(default 256MB)", "(default 1MB, at least 64KB", "0.95)"):
+    for stated in ("(default 4)", "(default 128MiB)", "(default 256MiB)", "(default 1MiB, at least 64KB", "0.95)"):
         assert stated in text, stated
+
+
+def test_coordinator_help_says_its_default_address_takes_no_other_host(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hop coordinator`` without ``--bind`` listens on a free port of 127.0.0.1, which no other host reaches; its
+    help said "(default: a free port)", so a coordinator started so for a cluster saw no worker of another host
+    register. The help names the address it binds and the one to give instead (``hop.coordinator``'s own too)."""
+    from hop.cli import build_parser
+    from hop.coordinator.cli import main as coordinator_main
+
+    with pytest.raises(SystemExit):
+        build_parser(False).parse_args(["coordinator", "--help"])
+    with pytest.raises(SystemExit):
+        coordinator_main(["--help"])
+    for text in capsys.readouterr().out.split("usage:")[1:]:
+        text = " ".join(text.split())
+        assert "(default tcp://127.0.0.1:*: a free port of this host's loopback" in text, text
+        assert "tcp://0.0.0.0:PORT" in text, text
+    assert build_parser(False).parse_args(["coordinator"]).bind == "tcp://127.0.0.1:*"
+
+
+def test_quiet_help_says_what_a_quiet_run_still_prints(tmp_path: Path) -> None:
+    """``--quiet`` said "no progress display", and dropped the summary line and the user counters too, while a
+    quiet run still prints warnings, errors, task status messages and the bad records it skipped: the help says
+    both, and a quiet run prints so (no summary, no counters; a status message, yes)."""
+    from hop.cli import build_parser
+
+    parser = build_parser(False)
+    commands = next(action for action in parser._actions if action.dest == "command").choices
+    for command in ("run", "submit"):
+        quiet = next(action for action in commands[command]._actions if action.dest == "quiet")
+        assert quiet.help is not None and "summary" in quiet.help and "status messages" in quiet.help, quiet.help
+    (tmp_path / "in.txt").write_text("a b a\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass J(Job):\n    def map(self, key, line):\n        self.set_status('seen')\n"
+        "        self.increment_counter('lines', 'seen_lines')\n"
+        "        for word in line.split():\n            yield word, 1\n\n"
+        "    def reduce(self, key, values):\n        yield key, sum(values)\n"
+    )
+    result = hop("run", "job.py", "in.txt", "-o", "out", "--quiet", "--workers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "status (task map 0): seen" in result.stderr, result.stderr
+    assert "succeeded" not in result.stderr and "seen_lines" not in result.stderr, result.stderr
+    loud = hop("run", "job.py", "in.txt", "-o", "loud", "--workers", "1", cwd=tmp_path)
+    assert "succeeded" in loud.stderr and "seen_lines=1" in loud.stderr, loud.stderr
+
+
+def test_skip_bad_records_help_says_reduce_keys_are_skipped_too(tmp_path: Path) -> None:
+    """``--skip-bad-records N`` skips reduce keys whose reduce raised too, up to N per reduce task, as the error of a
+    run without it suggests; its help said "per map task", of map records alone."""
+    from hop.cli import build_parser
+
+    parser = build_parser(False)
+    commands = next(action for action in parser._actions if action.dest == "command").choices
+    skip = next(action for action in commands["run"]._actions if action.dest == "skip_bad_records")
+    assert skip.help is not None and "reduce key" in skip.help and "per map task" not in skip.help, skip.help
+    (tmp_path / "in.txt").write_text("a\nb\n")
+    (tmp_path / "job.py").write_text(
+        "from hop import Job\n\n\nclass J(Job):\n    def map(self, key, line):\n        yield line, 1\n\n"
+        "    def reduce(self, key, values):\n        if key == 'b':\n            raise ValueError(key)\n"
+        "        yield key, sum(values)\n"
+    )
+    options = ["--skip-bad-records", "1", "--reducers", "1", "--workers", "1", "--quiet"]
+    result = hop("run", "job.py", "in.txt", "-o", "out", *options, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "part-00000").read_text() == '"a"\t1\n'
+    (entry,) = [
+        json.loads(line) for line in (tmp_path / "out" / "_bad_records" / "reduce-00000.jsonl").read_text().splitlines()
+    ]
+    assert entry["key"] == "'b'" and entry["error"] == "ValueError: b", entry
+
+
+def test_the_size_defaults_help_states_are_the_defaults_used() -> None:
+    """Sizes are decimal (``MB`` = 10^6 bytes), and ``--split-size``, ``--reduce-memory`` and ``--chunk-size``
+    said "(default 128MB)", "(default 256MB)", "(default 1MB": their defaults are 128 MiB, 256 MiB and 1 MiB, so
+    ``--split-size 128MB``, given as the default, cut other splits. Each default stated, read as the option reads
+    a size, is the one used (``hop compare``'s ``--split-size`` too, left to each engine's default)."""
+    from hop.cli import build_parser
+    from hop.gen.cli import parse_size
+    from hop.inputs import DEFAULT_SPLIT_BYTES
+
+    parser = build_parser(False)
+    commands = next(action for action in parser._actions if action.dest == "command").choices
+    checked = 0
+    for command in ("run", "submit", "compare"):
+        for action in commands[command]._actions:
+            stated = re.search(r"\(default (\d[\d.]*[A-Za-z]+)\b", action.help or "")
+            if not stated or not re.search(r"[KMGT]i?B$", stated.group(1)):
+                continue
+            default = DEFAULT_SPLIT_BYTES if action.default is None and action.dest == "split_size" else action.default
+            assert parse_size(stated.group(1)) == default, (command, action.dest, stated.group(1), default)
+            checked += 1
+    assert checked == 9, checked  # run's and submit's four sizes, compare's --split-size
 
 
 def test_the_progress_display_first_names_the_job_and_how_to_follow_it(capsys: pytest.CaptureFixture[str]) -> None:

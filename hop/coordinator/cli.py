@@ -15,6 +15,7 @@ import zmq
 from hop.coordinator.jobs import KEEP_JOBS
 from hop.coordinator.server import Coordinator
 from hop.coordinator.workers import HEARTBEAT_TIMEOUT
+from hop.gen.cli import DEFAULT_BIND, DEFAULT_BIND_HELP
 from hop.lifetime import embedded, ignore_stop_signals
 from monitoring.events import advertised_host
 
@@ -23,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="hop coordinator")
-    parser.add_argument("--bind", default="tcp://127.0.0.1:*", help="ZeroMQ address to bind (default: a free port)")
+    parser.add_argument("--bind", default=DEFAULT_BIND, help=f"ZeroMQ address to bind ({DEFAULT_BIND_HELP})")
     parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT)
     parser.add_argument("--keep-jobs", type=int, default=KEEP_JOBS, help="finished jobs kept in memory (at least 1)")
     args = parser.parse_args(argv)

@@ -194,6 +194,15 @@ def unresolved_coordinator(address: str) -> str | None:
     )
 
 
+DEFAULT_BIND = "tcp://127.0.0.1:*"
+"""Where ``hop coordinator`` listens without ``--bind``: no other host reaches it, so a cluster's must be given."""
+DEFAULT_BIND_HELP = (
+    f"default {DEFAULT_BIND}: a free port of this host's loopback, which no other host reaches; give "
+    "tcp://0.0.0.0:PORT for workers and clients of other hosts"
+)
+"""``--bind``'s default as ``hop coordinator --help`` words it."""
+
+
 def bind_address(text: str) -> str:
     """argparse type: an address to bind, ``tcp://HOST:PORT`` (``*`` for any interface or a free port; HOST may
     also name a network interface of this host, ``tcp://eth0:5555``, as ZeroMQ allows) or ``ipc://PATH``."""
