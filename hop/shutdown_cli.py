@@ -24,11 +24,12 @@ def _shutdown(args: argparse.Namespace) -> int:
     try:
         running = [job for job in client.jobs() if job["state"] == "running"]
         if running and not args.force:
+            them = "it" if len(running) == 1 else "them"
             listed = ", ".join(f"{job['job_id']} ({job['name']})" for job in running)
             print(
                 f"hop: error: the cluster at {args.coordinator} is running {counted(len(running), 'job')}: {listed}; "
-                "stop them first (hop stop JOB_ID --coordinator ...), or add --force to stop them, wait for them to "
-                "end and then shut down",
+                f"stop {them} first (hop stop JOB_ID --coordinator ...), or add --force to stop {them}, wait for "
+                f"{them} to end and then shut down",
                 file=sys.stderr,
             )
             return 2

@@ -776,6 +776,7 @@ def test_hop_shutdown_stops_the_coordinator_and_its_workers(
     command = [sys.executable, "-m", "hop", "shutdown", "--coordinator", address]
     refused = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "is running 1 job:" in refused.stderr and "--force" in refused.stderr
+    assert "stop it first (hop stop JOB_ID" in refused.stderr, refused.stderr  # one job: 'it', not 'them'
     assert all(process.poll() is None for process in processes), "nothing was stopped"
     forced = subprocess.run([*command, "--force"], capture_output=True, text=True, timeout=120)
     assert forced.returncode == 0, forced.stderr

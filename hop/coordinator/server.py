@@ -300,7 +300,8 @@ class Coordinator(
         if not embedded():  # a standalone coordinator says why it ends, as its workers do
             alive = sum(worker.alive for worker in self.workers.values())
             print(
-                f"hop coordinator: shut down by hop shutdown; its {counted(alive, 'worker')} stop too",
+                f"hop coordinator: shut down by hop shutdown; its {counted(alive, 'worker')} "
+                f"{'stops' if alive == 1 else 'stop'} too",
                 file=sys.stderr,
                 flush=True,
             )
