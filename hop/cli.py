@@ -118,7 +118,8 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "--reducers",
         type=positive_int,
         default=None,
-        help="number of reduce tasks (default: one per worker, of the embedded cluster or of the cluster's live ones; "
+        help="number of reduce tasks (default: one per worker, of the embedded cluster or of the cluster's live ones, "
+        "or this machine's cores on a cluster with none live yet; "
         "with --mrjob, what the job's jobconf sets, mapreduce.job.reduces, where it does: --reducers wins over it)",
     )
     parser.add_argument(
@@ -652,13 +653,20 @@ def _on_cluster(
     live = [worker for worker in client.workers() if worker["alive"]]
     alive = len(live)
     if not alive:
+        # No live worker to count: the reducers stay this machine's cores, and the user is told so (the help's
+        # "one per live worker" cannot apply).
+        sized = (
+            ""
+            if args.reducers is not None or "step_reduces" in spec.options  # (given, or an mrjob jobconf's)
+            else f", with {counted(spec.num_reduces, 'reducer')} (this machine's cores; --reducers sets them)"
+        )
         print(
             f"hop: the coordinator at {client.address} has no workers yet: the job waits for one "
-            f"(hop worker --coordinator {client.address})",
+            f"(hop worker --coordinator {client.address}){sized}",
             file=sys.stderr,
             flush=True,
         )
-        return spec, later  # (reducers: this machine's cores, as ever)
+        return spec, later
     if args.reducers is None:
         spec, later = (
             dataclasses.replace(spec, num_reduces=alive),

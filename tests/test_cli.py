@@ -2334,7 +2334,13 @@ def test_submitting_to_a_coordinator_without_workers_says_so(tmp_path: Path) -> 
         job = str(ROOT / "jobs" / "wordcount.py")
         result = hop("submit", job, "in.txt", "-o", "out", "--coordinator", address, "--timeout", "1", cwd=tmp_path)
         assert result.returncode == 3, result.stderr
-        assert f"has no workers yet: the job waits for one (hop worker --coordinator {address})" in result.stderr
+        assert f"has no workers yet: the job waits for one (hop worker --coordinator {address}), with " in (
+            result.stderr
+        )
+        cores = os.cpu_count() or 1
+        assert f"with {cores} reducer{'s' if cores > 1 else ''} (this machine's cores; --reducers sets them)" in (
+            result.stderr
+        )
     finally:
         coordinator.terminate()
         coordinator.wait(timeout=30)
