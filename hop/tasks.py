@@ -51,6 +51,7 @@ from hop.usercode import (
     describe_record,
     fold_error,
     sendable,
+    shown_key,
 )
 from hop.usertrace import not_pairs, user_traceback
 from shuffle import codec
@@ -150,9 +151,9 @@ def _write_pairs(file: IO[str], pairs: list[tuple[Any, Any]], where: str) -> Non
         try:
             file.write(f"{to_json_key(key)}\t{to_json(value)}\n")
         except UnicodeEncodeError as error:
-            raise UserCodeError(where, not_utf8_output(error), f"key {key!r}") from error
+            raise UserCodeError(where, not_utf8_output(error), shown_key(key)) from error
         except NotJSONError as error:
-            raise UserCodeError(where, error, f"key {key!r}").without_traceback() from error
+            raise UserCodeError(where, error, shown_key(key)).without_traceback() from error
 
 
 class NotUTF8OutputError(ValueError):
@@ -181,7 +182,7 @@ def _guarded_combiner(
             # that line (the buffer's own check, after, would show only the engine's frames).
             pairs = [(out_key, out_value) for out_key, out_value in checked_pairs(output or ())]
         except USER_FAILURES as error:
-            raise UserCodeError("combine", not_pairs("combine", error, output), f"key {show_key(key)}") from error
+            raise UserCodeError("combine", not_pairs("combine", error, output), shown_key(key, show_key)) from error
         for out_key, _ in pairs:
             if out_key is not key and out_key != key:  # (checked here too, to show the keys as show_key does)
                 raise other_key_error(key, out_key, show_key)
@@ -241,7 +242,7 @@ def run_map(
         try:
             return partition_method(key, num_reduces)
         except USER_FAILURES as error:
-            raise UserCodeError("partition", error, f"key {key!r}") from error
+            raise UserCodeError("partition", error, shown_key(key)) from error
 
     registered = prefix["spills"]
     unsent_now = 0
@@ -811,7 +812,7 @@ def unencodable_map_call(record: str, found: tuple[str, Any, Any]) -> UserCodeEr
 def unencodable_combine_call(error: UnencodableRecordError) -> UserCodeError:
     """The combine call by its key (no record to name: a combiner's input is the map's output) whose output the
     shuffle cannot encode: the error to report, without a traceback."""
-    return UserCodeError("combine", error, f"key {error.key!r:.200}").without_traceback()
+    return UserCodeError("combine", error, shown_key(error.key)).without_traceback()
 
 
 def _packs(item: Any) -> bool:
@@ -1342,7 +1343,7 @@ def _finished_columns(store: FoldingRunStore) -> tuple[list[Any], list[Any]] | N
             try:
                 finish(state)
             except Exception:
-                raise UserCodeError("reduce", error, f"key {key!r}") from error
+                raise UserCodeError("reduce", error, shown_key(key)) from error
         raise
 
 
@@ -1365,13 +1366,13 @@ def _write_columns(
                 key_texts, value_texts = to_json_column(keys[start:stop], keys=True), to_json_column(values[start:stop])
             except NotJSONError as error:  # (named with its key, without the encoder's frames, as reduce_to_file)
                 key = next(k for k, v in zip(keys[start:stop], values[start:stop], strict=True) if not _json_pair(k, v))
-                raise UserCodeError("reduce", error, f"key {key!r}").without_traceback() from error
+                raise UserCodeError("reduce", error, shown_key(key)).without_traceback() from error
             lines = "\n".join(map("\t".join, zip(key_texts, value_texts, strict=True))) + "\n"
             try:
                 file.write(lines)  # (encoded whole before any of it is written)
             except UnicodeEncodeError as error:
                 bad = next(i for i, text in enumerate(key_texts + value_texts) if not _encodes(text)) % len(key_texts)
-                raise UserCodeError("reduce", not_utf8_output(error), f"key {keys[start + bad]!r}") from error
+                raise UserCodeError("reduce", not_utf8_output(error), shown_key(keys[start + bad])) from error
             if after_first_batch is not None:
                 file.flush()
                 after_first_batch()
@@ -1448,11 +1449,11 @@ def reduce_to_file(
             except OutputWriteError:
                 raise
             except SystemExit as exiting:  # (never skipped: a map's is not either)
-                raise UserCodeError("reduce", exiting, f"key {show_key(key)}") from exiting
+                raise UserCodeError("reduce", exiting, shown_key(key, show_key)) from exiting
             except Exception as raised:
                 error = not_pairs("reduce", raised, results)
                 if not skip_limit or bad_records is None:
-                    failure = UserCodeError("reduce", error, f"key {show_key(key)}")
+                    failure = UserCodeError("reduce", error, shown_key(key, show_key))
                     failure.skippable = bad_records is not None  # (a batch reduce: it lists what it skips)
                     # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
                     unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)

@@ -19,11 +19,14 @@ __all__ = [
     "NO_STANDARD_INPUT",
     "USER_FAILURES",
     "NoStandardInput",
+    "Place",
     "UserCodeError",
     "call_user",
     "describe_record",
     "fold_error",
     "sendable",
+    "shown",
+    "shown_key",
 ]
 
 USER_FAILURES = (Exception, SystemExit)
@@ -85,16 +88,24 @@ class Place(str):
     :data:`RECORD_CHARS` with its length, after the file's name, which :class:`UserCodeError` does not cut again."""
 
 
-def shown(value: Any) -> str:
-    """``repr(value)``, or for a longer one than :data:`RECORD_CHARS` its start, left open, and its length: a
-    string's characters, another value's ``repr``'s. (A map's record was cut to 200 characters in quotes, as if
-    whole.)"""
-    text = repr(value)
-    size = len(value) if isinstance(value, str) else len(text)
-    if size <= RECORD_CHARS:
+def shown(value: Any, show: Callable[[Any], str] = repr) -> str:
+    """``show(value)``, or for a longer one than :data:`RECORD_CHARS` its start, left open, and its length: a
+    string's characters where ``show`` is ``repr``, else the shown text's. (A map's record was cut to 200 characters
+    in quotes, as if whole.)"""
+    if isinstance(value, str) and show is repr:
+        if len(value) <= RECORD_CHARS:
+            return repr(value)
+        return f"{repr(value[:RECORD_CHARS])[:-1]}... ({len(value):,} characters)"
+    text = show(value)
+    if len(text) <= RECORD_CHARS:
         return text
-    start = repr(value[:RECORD_CHARS])[:-1] if isinstance(value, str) else text[:RECORD_CHARS]
-    return f"{start}... ({size:,} characters)"
+    return f"{text[:RECORD_CHARS]}... ({len(text):,} characters)"
+
+
+def shown_key(key: Any, show: Callable[[Any], str] = repr) -> Place:
+    """A key as an error names it: ``key`` and its :func:`shown` form (``show``: the step's ``show_key``), cut only
+    there (a long key's length is the key's, not that of the text naming it)."""
+    return Place(f"key {shown(key, show)}")
 
 
 class UserCodeError(Exception):
