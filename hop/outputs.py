@@ -431,17 +431,30 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
 
     The directory is made here, with the folders it is in (and they are removed on release if the run left them
     empty: a usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock
-    stays on the directory the job writes. Where the directory cannot be made or opened, the run goes on without the
-    hold (:func:`check_output` reports what is wrong with it)."""
+    stays on the directory the job writes. A directory that cannot be made raises :class:`OutputError` naming it and
+    why (before a run starts its cluster: the run making it later failed only then); one in a folder this user may
+    not write, or in the way of a file, is left to :func:`check_output`, whose errors say more. Where the directory
+    exists but cannot be opened, the run goes on without the hold (:func:`check_output` reports what is wrong with
+    it)."""
     from hop.claims import READ_AS_WRITTEN, holder, job_writing
 
     folder = Path(output)
+    # With the folders it is in, which the run would make anyway: a run making them later held nothing
+    # meanwhile, and a run reading or clearing its output was not told it was being written. (os.path.lexists:
+    # Path.exists raised on a folder this user may not search)
+    made = list(itertools.takewhile(lambda path: not os.path.lexists(path), (folder, *folder.absolute().parents)))
+    created = bool(made)
     try:
-        # With the folders it is in, which the run would make anyway: a run making them later held nothing
-        # meanwhile, and a run reading or clearing its output was not told it was being written.
-        made = list(itertools.takewhile(lambda path: not path.exists(), (folder, *folder.absolute().parents)))
-        created = bool(made)
         folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        if os.path.lexists(folder):  # (a file in the way: check_output says so)
+            return lambda: None
+        for path in made:  # (the folders made before the one that failed, if any)
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        _check_writable(output)  # (a folder this user may not write: said so)
+        raise OutputError(_cannot_create(output, error)) from None
+    try:
         descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return lambda: None
@@ -485,6 +498,24 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
         os.close(descriptor)  # (closing it drops the flock)
 
     return release
+
+
+def _cannot_create(output: str, error: OSError) -> str:
+    """Why the output directory ``output`` cannot be made, from the ``error`` making it raised, and what to do: a
+    folder on its way that is a file is named (``Not a directory`` named none), and so is the folder whose file
+    system makes no directory in it (``/proc``, which says ``No such file or directory`` of a folder that is
+    there)."""
+    path = Path(output).absolute()
+    reason = error.strerror or str(error)
+    if error.errno == errno.ENOTDIR:
+        file = next((p for p in path.parents if os.path.lexists(p) and not os.path.isdir(p)), None)
+        if file is not None:
+            reason += f" ({file} is a file)"
+    elif error.errno == errno.ENOENT:
+        parent = next((p for p in path.parents if os.path.isdir(p)), None)
+        if parent is not None:
+            reason += f" (its file system makes no directory in {parent})"
+    return f"cannot create output directory {output}: {reason}; choose another output directory"
 
 
 def _same_directory(descriptor: int, folder: Path) -> bool:

@@ -966,6 +966,27 @@ def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(
     )
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, which makes no directory")
+def test_an_output_that_can_never_be_made_is_refused_before_a_cluster_starts(tmp_path: Path) -> None:
+    """``-o /proc/x`` (a file system that makes no directory) or ``-o file/out`` (a file on the way) started the
+    embedded cluster, and only then failed making the output, with "No such file or directory" of a /proc that is
+    there, or "Not a directory" naming no file. Refused before the cluster starts now, naming what is wrong."""
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "file").write_text("not a directory")
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    says = {
+        "/proc/hop-no-such-output/out": "No such file or directory (its file system makes no directory in /proc)",
+        "file/out": f"Not a directory ({tmp_path / 'file'} is a file)",
+    }
+    for output, reason in says.items():
+        result = hop("run", wordcount, "in.txt", "-o", output, cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert "coordinator at" not in result.stderr, "refused before a cluster started"
+        named = tmp_path / output  # (named as an absolute path, as hop run names its output)
+        assert f"cannot create output directory {named}: {reason}; choose another output directory" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["file", "in.txt"]
+
+
 def _as_a_user_that_permissions_bind() -> list[str]:
     """The command prefix that makes file permissions bind this test's ``hop``: none for a user other than root;
     for root, ``setpriv`` without the capabilities that let root write anywhere (skipped without it)."""
