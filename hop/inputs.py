@@ -374,17 +374,68 @@ UNREAD_COMPRESSION = {
 format and its tool."""
 
 
+_NAMED_ONLY = frozenset({".br", ".snappy"})
+"""Suffixes of :data:`UNREAD_COMPRESSION` whose data has no first bytes of its own to tell it by (Brotli, Hadoop's
+Snappy): a file so named is taken as compressed unless its first bytes read as text."""
+
+
 def _check_compression(path: str) -> None:
     """Refuse a file compressed in a format hop does not read: its bytes would be read as lines of text, failing
     the job midway as "not valid UTF-8", or, with ``--skip-bad-records``, mapping the lines that happen to
-    decode."""
-    found = UNREAD_COMPRESSION.get(os.path.splitext(path)[1].lower())
-    if found is not None:
-        kind, tool = found
+    decode. What its first bytes are decides, not its name alone (the name says it is compressed, since
+    :data:`UNREAD_COMPRESSION` has its suffix; no other file is opened here): text named ``notes.zip`` is read as
+    text; gzip data named ``.zip`` is named as gzip, with the suffix that makes hop read it."""
+    suffix = os.path.splitext(path)[1].lower()
+    found = UNREAD_COMPRESSION.get(suffix)
+    if found is None:
+        return
+    head = _head(path)
+    if head is None:
+        return  # (unreadable: said as such where the inputs are checked)
+    data = _data_format(head)
+    if data is None:
+        if suffix in _NAMED_ONLY and not _text_like(head):
+            raise _unread(path, *found)
+        return  # its name says compressed, its bytes do not: text (what is not is named where it is read)
+    if data in COMPRESSIONS:
+        kind = COMPRESSIONS[data][1]
         raise InputError(
-            f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): "
-            f"decompress it ({tool}) or recompress it with gzip"
+            f"input file {path} is {kind} data (its first bytes are {kind}'s), not {found[0]} as its name says: "
+            f"rename it to end {data}, which hop reads decompressed"
         )
+    raise _unread(path, *UNREAD_COMPRESSION[data])
+
+
+def _unread(path: str, kind: str, tool: str) -> InputError:
+    return InputError(
+        f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): "
+        f"decompress it ({tool}) or recompress it with gzip"
+    )
+
+
+HEAD_BYTES = 4096
+"""How much of a file's start tells text from compressed data (:func:`_text_like`)."""
+
+
+def _head(path: str) -> bytes | None:
+    """The first :data:`HEAD_BYTES` of the file ``path``; None if it cannot be read."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(HEAD_BYTES)
+    except OSError:
+        return None
+
+
+def _text_like(head: bytes) -> bool:
+    """Whether a file starting with ``head`` reads as UTF-8 text (a character cut at its end allowed), without NUL
+    bytes: compressed data of any kind almost never does past its first few bytes."""
+    import codecs
+
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return b"\0" not in head
 
 
 def _check_not_empty_compressed(path: str) -> None:
@@ -621,7 +672,11 @@ def _undecodable(path: str, position: int, error: InputError) -> InputError:
 
 def _not_decompressed(path: str, tool: str, position: int, error: Exception, extent: _Extent | None) -> InputError:
     """The error for a file compressed for ``tool`` whose text, at byte ``position``, could not be decompressed
-    (``error``); ``extent``: how far it decompresses."""
+    (``error``); ``extent``: how far it decompresses. A file whose first bytes are another format's, or text (its
+    name alone said ``tool``), is named as what it is, with what to do."""
+    mislabelled = _mislabelled(path, tool)
+    if mislabelled is not None:
+        return InputError(mislabelled)
     if extent is None:
         what = f"cannot decompress it near byte {position:,} of its text ({error})"
     elif extent.whole:
@@ -638,6 +693,33 @@ def _not_decompressed(path: str, tool: str, position: int, error: Exception, ext
     return InputError(
         f"input file {path}: {what}: the file is truncated, corrupt or not {tool} data; "
         f"check it with `{tool} -t {path}`, or rename it if it is not compressed"
+    )
+
+
+def _mislabelled(path: str, tool: str) -> str | None:
+    """For a file that failed to decompress as ``tool``'s data, which its name says it is, but whose first bytes
+    are another compressed format's or text (a ``.gz`` that is bzip2 data, a plain log named ``.gz``), the error
+    naming what it is and what to do; None for another (a truncated or corrupt file, said as such)."""
+    head = _head(path)
+    if not head:
+        return None
+    suffix = os.path.splitext(path)[1]
+    data = _data_format(head)
+    if data is not None:
+        kind = _format_name(data)
+        if kind == tool:
+            return None
+        remedy = (
+            f"rename it to end {data}, which hop reads decompressed"
+            if data in COMPRESSIONS
+            else f"decompress it ({UNREAD_COMPRESSION[data][1]}) or recompress it with gzip"
+        )
+        return f"input file {path} is {kind} data (its first bytes are {kind}'s), not {tool} as its name says: {remedy}"
+    if not _text_like(head):
+        return None
+    return (
+        f"input file {path} is not {tool} data: its first bytes are text, and hop reads a file whose name ends "
+        f"{suffix} decompressed; rename it without {suffix} to read it as text"
     )
 
 
@@ -973,14 +1055,29 @@ def _decoded_lines(
 
 
 _COMPRESSED_DATA = (
-    (re.compile(rb"\x1f\x8b\x08"), "gzip", ".gz"),
+    (re.compile(rb"\x1f\x8b\x08"), ".gz"),
     # (the stream header, then a block's magic, or an empty stream's end: text may well start with "BZh")
-    (re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)"), "bzip2", ".bz2"),
-    (re.compile(rb"\xfd7zXZ\x00"), "xz", ".xz"),
-    (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", None),
-    (re.compile(rb"PK\x03\x04"), "zip", None),
+    (re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)"), ".bz2"),
+    (re.compile(rb"\xfd7zXZ\x00"), ".xz"),
+    (re.compile(rb"\x28\xb5\x2f\xfd|[\x50-\x5f]\x2a\x4d\x18"), ".zst"),  # (a frame, or a skippable one)
+    (re.compile(rb"PK(\x03\x04|\x05\x06|\x07\x08)"), ".zip"),  # (a file, an empty archive, a spanned one)
+    (re.compile(rb"7z\xbc\xaf\x27\x1c"), ".7z"),
+    (re.compile(rb"\x04\x22\x4d\x18|\x02\x21\x4c\x18"), ".lz4"),  # (a frame, or the legacy format)
+    (re.compile(rb"\x1f\x9d"), ".z"),
+    (re.compile(rb"\xff\x06\x00\x00sNaPpY"), ".snappy"),  # (the framing format's; Hadoop's has none)
 )
-"""Compressed data by its first bytes: its kind and the suffix hop reads it decompressed by (None: not read)."""
+"""Compressed data by its first bytes: the suffix of its format, in :data:`COMPRESSIONS` (read decompressed) or
+:data:`UNREAD_COMPRESSION` (not read)."""
+
+
+def _data_format(head: bytes) -> str | None:
+    """The suffix of the compressed format whose data starts with ``head`` (:data:`_COMPRESSED_DATA`), or None."""
+    return next((suffix for magic, suffix in _COMPRESSED_DATA if magic.match(head)), None)
+
+
+def _format_name(suffix: str) -> str:
+    """What a compressed format of :data:`_COMPRESSED_DATA` is called: ``gzip``, ``Zstandard``..."""
+    return COMPRESSIONS[suffix][1] if suffix in COMPRESSIONS else UNREAD_COMPRESSION[suffix][0]
 
 
 def _compressed_data(path: str) -> InputError | None:
@@ -992,18 +1089,19 @@ def _compressed_data(path: str) -> InputError | None:
             head = file.read(10)
     except OSError:
         return None
-    for magic, kind, suffix in _COMPRESSED_DATA:
-        if magic.match(head):
-            remedy = (
-                f"rename it to end {suffix}, which hop reads decompressed"
-                if suffix is not None
-                else "decompress it first (hop reads .gz, .bz2, .xz and .lzma files decompressed, not this)"
-            )
-            return InputError(
-                f"input file {path} is not text: the file is {kind} data (its first bytes are {kind}'s), read as "
-                f"text since its name does not say so: {remedy}"
-            )
-    return None
+    suffix = _data_format(head)
+    if suffix is None:
+        return None
+    kind = _format_name(suffix)
+    remedy = (
+        f"rename it to end {suffix}, which hop reads decompressed"
+        if suffix in COMPRESSIONS
+        else "decompress it first (hop reads .gz, .bz2, .xz and .lzma files decompressed, not this)"
+    )
+    return InputError(
+        f"input file {path} is not text: the file is {kind} data (its first bytes are {kind}'s), read as text "
+        f"since its name does not say so: {remedy}"
+    )
 
 
 def _decode(raw: bytes, path: str, position: int) -> str:
