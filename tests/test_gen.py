@@ -255,10 +255,37 @@ def test_pageviews_default_lines_per_hour(tmp_path: Path) -> None:
     assert abs(summary["lines"] / 24 - 400) < 40  # pages // 5 lines per hour by default
 
 
-def test_pageviews_grows_universe_for_large_sizes(tmp_path: Path) -> None:
-    summary = generate_pageviews(tmp_path, pages=500, size_bytes=1_000_000, compress=False)
-    assert summary["pages"] > 500
+def test_pageviews_grows_the_default_universe_for_large_sizes_and_refuses_fewer_pages_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``pages`` the universe grows to keep tail pages sparse at a large size; ``pages`` given is a bound, so
+    a size it cannot give is refused, naming how many pages would do (it was grown past the bound given)."""
+    import hop.gen.pageviews
+
+    monkeypatch.setattr(hop.gen.pageviews, "DEFAULT_PAGES", 500)  # (the default's 200,000 would take 75 MB a day)
+    summary = generate_pageviews(tmp_path / "grown", size_bytes=1_000_000, compress=False)
+    assert summary["universe"] > 500 and summary["pages"] <= summary["universe"]
     assert abs(summary["bytes"] - 1_000_000) < 50_000
+    with pytest.raises(ValueError, match=r"more than --pages 500 list .*; give --pages 2,646 or more, or a smaller"):
+        generate_pageviews(tmp_path / "bound", pages=500, size_bytes=1_000_000, compress=False)
+    assert not (tmp_path / "bound").exists()
+    exact = generate_pageviews(tmp_path / "exact", pages=2_646, size_bytes=1_000_000, compress=False)
+    assert exact["universe"] == 2_646 and abs(exact["bytes"] - 1_000_000) < 50_000
+
+
+@pytest.mark.parametrize("pages", [1, 50, 2_000])
+def test_pageviews_lists_at_most_the_pages_given_and_says_how_many_it_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pages: int
+) -> None:
+    """``--pages 50`` made a universe of 178 pages (every one of 53 languages got 3 at least), and the summary said
+    "178 pages", which the files did not hold either (80 distinct ones). The universe is the number given, and the
+    summary says how many distinct pages the files list, of how many."""
+    args = _parser().parse_args(["gen", "pageviews", str(tmp_path), "--pages", str(pages), "--no-gzip"])
+    assert args.func(args) == 0
+    listed = {tuple(line.split(" ")[:2]) for path in tmp_path.iterdir() for line in path.read_text().splitlines()}
+    assert 0 < len(listed) <= pages
+    noun = "page" if len(listed) == 1 else "pages"
+    assert f"views, {len(listed):,} distinct {noun} of {pages:,}) to {tmp_path} in" in capsys.readouterr().err
 
 
 def _language_totals(summary: dict[str, Any]) -> list[collections.Counter[str]]:

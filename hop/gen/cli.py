@@ -6,6 +6,9 @@ Usage::
     hop gen pageviews OUTDIR [--days N] [--start YYYY-MM-DD] [--size 100MB] [--pages N] [--seed S]
                              [--no-gzip]
 
+``--pages N`` is the page universe: exactly N distinct pages the files draw from (``hop.gen.pageviews``), and the
+summary says how many of them the files list.
+
 ``OUT`` is a file, or a directory of ``part-NNNN.txt`` files when ``--files`` is above 1. Sizes are decimal:
 ``K``/``KB`` = 1000 bytes, ``M``/``MB`` = 10**6, ``G``/``GB`` = 10**9, ``T``/``TB`` = 10**12
 (case-insensitive, fractions allowed: ``1.5GB``); ``KiB``, ``MiB``, ``GiB``, ``TiB`` are the binary units; a
@@ -355,7 +358,8 @@ def _run_pageviews(args: argparse.Namespace) -> int:
     print(
         f"hop gen pageviews: wrote {summary['files']} hourly files "
         f"({_mb(summary['bytes'])} uncompressed{stored}, {summary['lines']:,} lines, "
-        f"{summary['views']:,} views, {summary['pages']:,} pages) to {args.outdir} "
+        f"{summary['views']:,} views, {summary['pages']:,} distinct {'page' if summary['pages'] == 1 else 'pages'} "
+        f"of {summary['universe']:,}) to {args.outdir} "
         f"in {time.perf_counter() - began:.1f} s",
         file=sys.stderr,
     )
@@ -404,7 +408,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="approximate total uncompressed bytes, e.g. 100MB (default: about 20000 lines/hour)",
     )
-    views.add_argument("--pages", type=positive_int, default=200_000, help="page universe (default 200000)")
+    views.add_argument(
+        "--pages",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="the page universe: exactly N distinct pages (language, title) the files draw from, so at most N "
+        "appear in them; refused when --size takes more lines an hour than about a third of N (default 200000, "
+        "grown when --size takes more)",
+    )
     views.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     views.add_argument(
         "--views-per-hour",
