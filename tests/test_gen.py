@@ -6,7 +6,12 @@ import argparse
 import collections
 import gzip
 import math
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -573,3 +578,67 @@ def test_a_full_disk_names_the_file_being_written(tmp_path: Path) -> None:
         "--size\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def _interrupted_gen(argv: list[str], written: Path, signum: int) -> subprocess.CompletedProcess[str]:
+    """Run ``hop gen ARGV`` and send it ``signum`` once the file ``written`` is complete (so the run has written
+    a file whole, and was writing the next); the finished command, its stderr captured."""
+    command = subprocess.Popen([sys.executable, "-m", "hop", "gen", *argv], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not written.exists():
+            assert time.monotonic() < deadline and command.poll() is None, "the generator wrote a file whole"
+            time.sleep(0.01)
+        command.send_signal(signum)
+        _, stderr = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait(timeout=30)
+    return subprocess.CompletedProcess(command.args, command.returncode, "", stderr)
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "first", "signum"),
+    [
+        ("text", ["--size", "5GB", "--files", "500"], "part-0000.txt", signal.SIGTERM),
+        ("pageviews", ["--days", "300", "--pages", "20000", "--no-gzip"], "pagecounts-20090101-000000", signal.SIGINT),
+    ],
+)
+def test_an_interrupted_gen_removes_the_files_and_folders_it_made(
+    tmp_path: Path, kind: str, options: list[str], first: str, signum: int
+) -> None:
+    """``hop gen text out --files 5`` stopped half-way (Ctrl-C, SIGTERM) left ``out`` with the files written so far
+    (an empty ``out`` when stopped in the first one): a later ``hop gen text out`` took it for a directory it would
+    not write a file as, and ``--files 2`` into it was refused for an earlier run's leftovers. What the run made
+    goes with it now, the folders it made too; nothing else was there."""
+    out = tmp_path / "made" / "out"
+    result = _interrupted_gen([kind, str(out), *options], out / first, signum)
+    assert result.returncode == 128 + signum, result.stderr
+    assert result.stderr == "hop: error: interrupted\n"
+    assert os.listdir(tmp_path) == [], "neither the files written, nor out, nor the folder made for it"
+    again = subprocess.run(
+        [sys.executable, "-m", "hop", "gen", "text", str(out), "--size", "1KB"], capture_output=True, timeout=120
+    )
+    assert again.returncode == 0 and out.is_file(), again.stderr
+
+
+def test_an_interrupted_gen_leaves_what_was_there_before_and_names_what_it_rewrote(tmp_path: Path) -> None:
+    """Only what the run made goes: files that were there before stay, and one it rewrote is named, with what to do
+    (the folder then holds files of two runs)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    (out / "part-0000.txt").write_text("an earlier run's\n")
+    (out / "part-0002.txt").write_text("an earlier run's\n")
+    argv = ["text", str(out), "--size", "5GB", "--files", "500"]
+    result = _interrupted_gen(argv, out / "part-0001.txt", signal.SIGINT)
+    assert result.returncode == 130, result.stderr
+    assert sorted(os.listdir(out)) == ["notes.txt", "part-0000.txt", "part-0002.txt"]
+    assert (out / "notes.txt").read_text() == "mine\n"
+    assert (out / "part-0002.txt").read_text() == "an earlier run's\n", "not rewritten yet: as it was"
+    assert result.stderr == (
+        f"hop gen text: {out / 'part-0000.txt'}, there before, was rewritten before it stopped (the files it wrote new "
+        "are removed, those it had yet to rewrite are as they were): run the command again to write them all\n"
+        "hop: error: interrupted\n"
+    )

@@ -300,6 +300,16 @@ def _reason(error: ValueError | OSError, target: str) -> str:
     return f"cannot write {final_path(Path(os.fsdecode(error.filename)))}: {error.strerror}"
 
 
+def _print_notes(command: str, error: BaseException) -> None:
+    """Print what a generator that stopped noted on its exception (``hop.gen.whole.all_or_nothing``: files there
+    before that it rewrote), or on the one it was handling when a second came (a Ctrl-C held while it cleaned up)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        for note in getattr(seen, "__notes__", []):
+            print(f"{command}: {note}", file=sys.stderr)
+        seen = seen.__context__
+
+
 def _run_text(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {
         "seed": args.seed,
@@ -326,7 +336,11 @@ def _run_text(args: argparse.Namespace) -> int:
             where = args.out
     except (ValueError, OSError) as error:
         print(f"hop gen text: error: {_reason(error, args.out)}", file=sys.stderr)
+        _print_notes("hop gen text", error)
         return 2 if isinstance(error, ValueError) else 1
+    except KeyboardInterrupt as interruption:  # (hop.cli says it was interrupted; first, what it left)
+        _print_notes("hop gen text", interruption)
+        raise
     print(
         f"hop gen text: wrote {_mb(summary['bytes'])} "
         f"({summary['lines']:,} lines, {summary['words']:,} words) "
@@ -353,7 +367,11 @@ def _run_pageviews(args: argparse.Namespace) -> int:
         )
     except (ValueError, OSError) as error:
         print(f"hop gen pageviews: error: {_reason(error, args.outdir)}", file=sys.stderr)
+        _print_notes("hop gen pageviews", error)
         return 2 if isinstance(error, ValueError) else 1
+    except KeyboardInterrupt as interruption:  # (hop.cli says it was interrupted; first, what it left)
+        _print_notes("hop gen pageviews", interruption)
+        raise
     stored = f", {_mb(summary['compressed_bytes'])} gzip" if not args.no_gzip else ""
     print(
         f"hop gen pageviews: wrote {summary['files']} hourly files "

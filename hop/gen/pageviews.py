@@ -55,7 +55,7 @@ from urllib.parse import quote
 import numpy as np
 
 from hop.gen.text import accent_words, latin_words, script_words
-from hop.gen.whole import make_directory, refuse_leftovers, whole_file
+from hop.gen.whole import all_or_nothing, refuse_leftovers
 
 DEFAULT_LINES_PER_HOUR = 20_000
 DEFAULT_PAGES = 200_000
@@ -514,7 +514,6 @@ def generate_pageviews(
     del bases, drift
 
     root = Path(directory)
-    make_directory(root)
     summary: dict[str, Any] = {
         "directory": str(root),
         "paths": [],
@@ -528,25 +527,27 @@ def generate_pageviews(
         "core_pages": int(universe.core.sum()),
     }
     listed = np.zeros(len(universe), dtype=bool)
-    for day in range(days):
-        date = first + dt.timedelta(days=day)
-        base = universe.weight * _page_day(seed, day, universe) * total
-        for hour in range(24):
-            rng = np.random.default_rng([seed, _HOUR, day, hour])
-            content, present, views = _hour(universe, base * calendar[day, hour][universe.lang], view_scale, rng)
-            listed[present] = True
-            path = root / _file_name(date, hour, compress)
-            with whole_file(path) as raw:
-                if compress:
-                    with gzip.GzipFile(path.name, "wb", GZIP_LEVEL, raw, mtime=0) as out:
-                        out.write(content.data)
-                else:
-                    raw.write(content.data)
-            summary["paths"].append(str(path))
-            summary["lines"] += int(present.size)
-            summary["views"] += views
-            summary["bytes"] += content.size
-            summary["compressed_bytes"] += path.stat().st_size
+    with all_or_nothing() as made:  # (interrupted: none of its files, nor the folder it made, is left behind)
+        made.directory(root)
+        for day in range(days):
+            date = first + dt.timedelta(days=day)
+            base = universe.weight * _page_day(seed, day, universe) * total
+            for hour in range(24):
+                rng = np.random.default_rng([seed, _HOUR, day, hour])
+                content, present, views = _hour(universe, base * calendar[day, hour][universe.lang], view_scale, rng)
+                listed[present] = True
+                path = root / _file_name(date, hour, compress)
+                with made.file(path) as raw:
+                    if compress:
+                        with gzip.GzipFile(path.name, "wb", GZIP_LEVEL, raw, mtime=0) as out:
+                            out.write(content.data)
+                    else:
+                        raw.write(content.data)
+                summary["paths"].append(str(path))
+                summary["lines"] += int(present.size)
+                summary["views"] += views
+                summary["bytes"] += content.size
+                summary["compressed_bytes"] += path.stat().st_size
     summary["pages"] = int(listed.sum())
     return summary
 
