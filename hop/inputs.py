@@ -314,7 +314,7 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
         if not matches:
             raise InputError(
                 f"input {pattern!r} matches no file (names starting with _ or . are left out); check the path or "
-                "quote the glob"
+                f"quote the glob{_tilde_hint(pattern)}"
             )
         for match in matches:
             path = Path(match)
@@ -328,6 +328,12 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
             except OSError:
                 pass  # missing: reported below
             if path.is_dir():
+                if skip is not None and os.path.realpath(match) == os.path.realpath(skip):
+                    # (made by the run already, so "holds no file to read" named a folder the user never made)
+                    raise InputError(
+                        f"input {match} is the job's output directory: a job cannot read the directory it writes; "
+                        "give another output directory (-o)"
+                    )
                 found = _files_under(path, skip)
                 if not found:
                     raise InputError(
@@ -345,7 +351,7 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                 remedy = "restore its target, or remove the link" if match != pattern else "restore its target"
                 raise _broken_link(path, remedy)
             else:
-                raise InputError(f"input {match!r} does not exist")
+                raise InputError(f"input {match!r} does not exist{_tilde_hint(match)}")
     for file in files:
         name = non_utf8_bytes(file)
         if name is not None:
@@ -359,6 +365,14 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
         if not os.access(file, os.R_OK):
             raise InputError(f"input file {file}: permission denied; check its permissions")
     return files
+
+
+def _tilde_hint(path: str) -> str:
+    """For a missing input with a folder named ``~...`` on its way (``'~/logs'`` quoted, which the shell did not
+    expand, made absolute in the working directory), what to write instead; else nothing."""
+    if not any(part.startswith("~") for part in Path(path).parts):
+        return ""
+    return " (~ is expanded by the shell only when not quoted: write the path with $HOME, or leave ~ unquoted)"
 
 
 UNREAD_COMPRESSION = {

@@ -987,6 +987,39 @@ def test_an_output_that_can_never_be_made_is_refused_before_a_cluster_starts(tmp
     assert sorted(os.listdir(tmp_path)) == ["file", "in.txt"]
 
 
+def test_an_output_the_shell_left_unexpanded_or_named_minus_and_an_input_that_is_the_output_are_refused(
+    tmp_path: Path,
+) -> None:
+    """``-o '~/out'`` (quoted) or ``--output=~/out`` (which the shell does not expand) made a folder named ``~`` in
+    the current directory, whose ``rm -rf ~`` deletes the home directory; ``-o -`` a folder named ``-``. An input
+    naming the output directory (``hop run job.py out -o out``) was called a directory holding no file to read, a
+    folder the run had made itself; a quoted ``'~/in.txt'`` was said not to exist, without why."""
+    (tmp_path / "in.txt").write_text("a\n")
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    refused = {
+        ("-o", "~/out"): "~/out starts with ~, which the shell expands only when not quoted and not after = "
+        "(--output=~/out): write $HOME/out, or ./~/out for a directory named ~ here",
+        ("--output=~/out",): "write $HOME/out, or ./~/out",
+        ("-o", "-"): "- is no output directory: hop writes its output as a directory of part files (print them with "
+        "cat OUT/part-*); name a directory (./- for one named -)",
+    }
+    for option, says in refused.items():
+        result = hop("run", wordcount, "in.txt", *option, cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, result.stderr
+    result = hop("run", wordcount, "out", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert (
+        f"input {tmp_path / 'out'} is the job's output directory: a job cannot read the directory it writes; give "
+        "another output directory (-o)" in result.stderr
+    )
+    result = hop("run", wordcount, "~/in.txt", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"input '{tmp_path / '~' / 'in.txt'}' does not exist (~ is expanded by the shell only when not quoted" in (
+        result.stderr
+    )
+    assert os.listdir(tmp_path) == ["in.txt"], "no folder named ~, -, nor out"
+
+
 def _as_a_user_that_permissions_bind() -> list[str]:
     """The command prefix that makes file permissions bind this test's ``hop``: none for a user other than root;
     for root, ``setpriv`` without the capabilities that let root write anywhere (skipped without it)."""

@@ -115,8 +115,23 @@ def path_argument(text: str) -> str:
 
 def output_argument(text: str) -> str:
     """argparse type: an output directory's path (:func:`path_argument`) that does not lead through a loop of
-    symbolic links (``out -> loop -> out``): resolving it crashed hop run with a RuntimeError and its traceback."""
+    symbolic links (``out -> loop -> out``): resolving it crashed hop run with a RuntimeError and its traceback.
+    Nor ``-``, which reads as standard output but made a directory named ``-``, nor one starting with ``~``, which
+    the shell left unexpanded (quoted, or ``--output=~/out``) and which made a directory named ``~`` in the current
+    one (its ``rm -rf ~`` deletes the home directory): ``./-`` and ``./~`` name such directories if meant."""
     path = path_argument(text)
+    if path == "-":
+        raise argparse.ArgumentTypeError(
+            "- is no output directory: hop writes its output as a directory of part files (print them with cat "
+            "OUT/part-*); name a directory (./- for one named -)"
+        )
+    if path.startswith("~"):
+        folder = path.split("/")[0]
+        home = f"$HOME{path[1:]}" if folder == "~" else f"{folder[1:]}'s home directory in place of {folder}"
+        raise argparse.ArgumentTypeError(
+            f"{path} starts with ~, which the shell expands only when not quoted and not after = (--output=~/out): "
+            f"write {home}, or ./{path} for a directory named {folder} here"
+        )
     try:
         os.stat(path)
     except OSError as error:
