@@ -1001,7 +1001,7 @@ def test_an_output_the_shell_left_unexpanded_or_named_minus_and_an_input_that_is
         "(--output=~/out): write $HOME/out, or ./~/out for a directory named ~ here",
         ("--output=~/out",): "write $HOME/out, or ./~/out",
         ("-o", "-"): "- is no output directory: hop writes its output as a directory of part files (print them with "
-        "cat OUT/part-*); name a directory (./- for one named -)",
+        "cat OUT/part-*); give a name (./- for one named -)",
     }
     for option, says in refused.items():
         result = hop("run", wordcount, "in.txt", *option, cwd=tmp_path)

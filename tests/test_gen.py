@@ -520,6 +520,26 @@ def test_cli_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture
     assert "error" in capsys.readouterr().err
 
 
+def test_cli_refuses_a_target_the_shell_left_unexpanded_or_named_minus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hop gen text '~/words.txt'`` (quoted: the shell expands no ~) wrote ``./~/words.txt``, a folder named ``~``
+    whose ``rm -rf ~`` deletes the home directory; ``hop gen text -`` a file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    refused = {
+        ("text", "~/words.txt", "--size", "1KB"): "~/words.txt starts with ~, which the shell expands only when not "
+        "quoted and not after = (--output=~/out): write $HOME/words.txt, or ./~/words.txt for a directory named ~",
+        ("pageviews", "~bob/views"): "write bob's home directory in place of ~bob, or ./~bob/views",
+        ("text", "-", "--size", "1KB"): "- is no file: hop gen writes files, not standard output; give a name (./- for",
+    }
+    for argv, says in refused.items():
+        with pytest.raises(SystemExit) as exit_info:
+            _parser().parse_args(["gen", *argv])
+        assert exit_info.value.code == 2
+        assert says in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
 def test_cli_reports_generator_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["gen", "pageviews", str(tmp_path), "--start", "yesterday"])
     assert args.func(args) == 2

@@ -114,24 +114,11 @@ def path_argument(text: str) -> str:
 
 
 def output_argument(text: str) -> str:
-    """argparse type: an output directory's path (:func:`path_argument`) that does not lead through a loop of
-    symbolic links (``out -> loop -> out``): resolving it crashed hop run with a RuntimeError and its traceback.
-    Nor ``-``, which reads as standard output but made a directory named ``-``, nor one starting with ``~``, which
-    the shell left unexpanded (quoted, or ``--output=~/out``) and which made a directory named ``~`` in the current
-    one (its ``rm -rf ~`` deletes the home directory): ``./-`` and ``./~`` name such directories if meant."""
-    path = path_argument(text)
-    if path == "-":
-        raise argparse.ArgumentTypeError(
-            "- is no output directory: hop writes its output as a directory of part files (print them with cat "
-            "OUT/part-*); name a directory (./- for one named -)"
-        )
-    if path.startswith("~"):
-        folder = path.split("/")[0]
-        home = f"$HOME{path[1:]}" if folder == "~" else f"{folder[1:]}'s home directory in place of {folder}"
-        raise argparse.ArgumentTypeError(
-            f"{path} starts with ~, which the shell expands only when not quoted and not after = (--output=~/out): "
-            f"write {home}, or ./{path} for a directory named {folder} here"
-        )
+    """argparse type: an output directory's path (:func:`written_path_argument`) that does not lead through a loop of
+    symbolic links (``out -> loop -> out``): resolving it crashed hop run with a RuntimeError and its traceback."""
+    path = written_path_argument(
+        text, "output directory", "hop writes its output as a directory of part files (print them with cat OUT/part-*)"
+    )
     try:
         os.stat(path)
     except OSError as error:
@@ -141,6 +128,30 @@ def output_argument(text: str) -> str:
                 "or give another path"
             ) from None
     return path
+
+
+def written_path_argument(text: str, what: str = "file", how: str = "hop gen writes files, not standard output") -> str:
+    """A path to write (:func:`path_argument`) that is neither ``-``, which reads as standard output but made a file
+    or directory named ``-``, nor one starting with ``~``, which the shell left unexpanded (quoted, or
+    ``--output=~/out``) and which made a folder named ``~`` in the current one (whose ``rm -rf ~`` deletes the home
+    directory): ``./-`` and ``./~`` name such paths if meant. ``what`` the path is and ``how`` hop writes it, for
+    the error about ``-``."""
+    path = path_argument(text)
+    if path == "-":
+        raise argparse.ArgumentTypeError(f"- is no {what}: {how}; give a name (./- for one named -)")
+    if path.startswith("~"):
+        folder = path.split("/")[0]
+        home = f"$HOME{path[1:]}" if folder == "~" else f"{folder[1:]}'s home directory in place of {folder}"
+        raise argparse.ArgumentTypeError(
+            f"{path} starts with ~, which the shell expands only when not quoted and not after = (--output=~/out): "
+            f"write {home}, or ./{path} for a directory named {folder} here"
+        )
+    return path
+
+
+def gen_path_argument(text: str) -> str:
+    """argparse type: where ``hop gen`` writes (:func:`written_path_argument`)."""
+    return written_path_argument(text)
 
 
 def positive_int(text: str) -> int:
@@ -417,7 +428,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Write lines of seeded pseudo-words (UTF-8, a few percent non-ASCII). "
         "Sizes: K/KB=1000, M/MB=10^6, G/GB=10^9 bytes; KiB/MiB/GiB are binary.",
     )
-    text.add_argument("out", type=path_argument, help="output file, or directory when --files > 1")
+    text.add_argument("out", type=gen_path_argument, help="output file, or directory when --files > 1")
     text.add_argument("--size", type=size_argument, required=True, help="total bytes, e.g. 150MB (decimal units)")
     text.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same bytes")
     text.add_argument("--vocabulary", type=positive_int, default=100_000, help="distinct words (default 100000)")
@@ -432,7 +443,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Write pagecounts-YYYYMMDD-HH0000.gz files: 'lang title views bytes' "
         "lines with Zipf popularity, a language mix and per-language daily cycles.",
     )
-    views.add_argument("outdir", type=path_argument, help="output directory")
+    views.add_argument("outdir", type=gen_path_argument, help="output directory")
     views.add_argument("--days", type=positive_int, default=1, help="days of hourly files (default 1)")
     views.add_argument("--start", default="2009-01-01", help="first day, YYYY-MM-DD (default 2009-01-01)")
     views.add_argument(
