@@ -360,11 +360,37 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
             )
         _check_compression(file)
         _check_not_empty_compressed(file)
+        _check_size_holds_its_data(file)
         # Each file, a directory's too: one found unreadable only when the job cut it into splits was refused after
         # --overwrite had cleared the old output, with a bare "[Errno 13] Permission denied".
         if not os.access(file, os.R_OK):
             raise InputError(f"input file {file}: permission denied; check its permissions")
     return files
+
+
+def _check_size_holds_its_data(path: str) -> None:
+    """Refuse a file that gives its size as 0 bytes yet reads data: a file of ``/proc`` or ``/sys``, made as it is
+    read. Files are read up to their size, so the job read none of it and succeeded, saying that the input held no
+    records. (One that grew between the two looks is a file written to, read as any other.) Opened without
+    blocking: a device-like one (``/proc/kmsg``) that would wait for data does not hold the run up."""
+    try:
+        if os.path.getsize(path) != 0:
+            return
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return  # (gone or unreadable: said where it is read)
+    try:
+        if not os.read(descriptor, 1) or os.fstat(descriptor).st_size != 0:
+            return
+    except OSError:
+        return
+    finally:
+        os.close(descriptor)
+    raise InputError(
+        f"input file {path} gives its size as 0 bytes yet holds data (a file of /proc or /sys, made as it is read): "
+        f"hop reads a file up to its size, so it would read none of it; copy it to a file (cat {path} > FILE) and "
+        "read that"
+    )
 
 
 def _tilde_hint(path: str) -> str:

@@ -540,6 +540,20 @@ def test_cli_refuses_a_target_the_shell_left_unexpanded_or_named_minus(
     assert os.listdir(tmp_path) == []
 
 
+def test_cli_text_refuses_a_name_ending_in_a_slash_as_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``hop gen text data/ --size 1KB`` wrote a file named ``data`` (and said it wrote ``data/``), where the slash
+    named a directory to write into: refused as an existing directory is, saying what to give."""
+    args = _parser().parse_args(["gen", "text", f"{tmp_path / 'data'}/", "--size", "1KB"])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err == (
+        f"hop gen text: error: {tmp_path / 'data'}/ ends with /, which names a directory: give the name of a file to "
+        "write, or --files N to write N files into it\n"
+    )
+    assert os.listdir(tmp_path) == []
+
+
 def test_cli_reports_generator_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["gen", "pageviews", str(tmp_path), "--start", "yesterday"])
     assert args.func(args) == 2

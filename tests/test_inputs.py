@@ -766,6 +766,24 @@ def test_a_file_whose_bytes_are_not_what_its_suffix_says_is_named_as_what_it_is(
     assert f"input file {path} {said}" in str(failure.value), failure.value
 
 
+@pytest.mark.skipif(
+    not os.path.isfile("/proc/cpuinfo") or os.path.getsize("/proc/cpuinfo") != 0, reason="needs Linux's /proc"
+)
+def test_a_file_whose_size_says_0_bytes_yet_holds_data_is_refused_not_read_as_empty(tmp_path: Path) -> None:
+    """``hop run job.py /proc/cpuinfo`` read nothing (a file is read up to its size, and /proc's files give 0 bytes)
+    and succeeded, saying that the input held no records. It is refused, saying to copy the file; an empty file is
+    still an empty input."""
+    with pytest.raises(InputError) as refused:
+        expand_inputs(["/proc/cpuinfo"])
+    assert str(refused.value) == (
+        "input file /proc/cpuinfo gives its size as 0 bytes yet holds data (a file of /proc or /sys, made as it is "
+        "read): hop reads a file up to its size, so it would read none of it; copy it to a file (cat /proc/cpuinfo "
+        "> FILE) and read that"
+    )
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert expand_inputs([str(tmp_path)]) == [str(tmp_path / "empty.txt")]
+
+
 @pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".lzma"])
 def test_an_empty_compressed_file_is_refused_naming_it_not_read_as_no_records(tmp_path: Path, suffix: str) -> None:
     """A 0-byte ``.gz`` is no gzip data at all (``gzip -t``: "unexpected end of file"), yet Python's gzip reads it as

@@ -345,10 +345,12 @@ def _run_text(args: argparse.Namespace) -> int:
     }
     from hop.gen.text import generate_text, generate_text_files  # numpy: only when generating
 
-    if args.files == 1 and os.path.isdir(args.out):  # (said before the vocabulary is built)
+    # (said before the vocabulary is built; a name ending in / names a directory too: it was written as a file)
+    if args.files == 1 and (os.path.isdir(args.out) or args.out.endswith(os.sep)):
+        what = "is a directory" if os.path.isdir(args.out) else "ends with /, which names a directory"
         print(
-            f"hop gen text: error: {args.out} is a directory: give the name of a file to write, or --files N to "
-            "write N files into it",
+            f"hop gen text: error: {args.out} {what}: give the name of a file to write, or --files N to write N "
+            "files into it",
             file=sys.stderr,
         )
         return 2
