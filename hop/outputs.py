@@ -432,10 +432,10 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
     The directory is made here, with the folders it is in (and they are removed on release if the run left them
     empty: a usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock
     stays on the directory the job writes. A directory that cannot be made raises :class:`OutputError` naming it and
-    why (before a run starts its cluster: the run making it later failed only then); one in a folder this user may
-    not write, or in the way of a file, is left to :func:`check_output`, whose errors say more. Where the directory
-    exists but cannot be opened, the run goes on without the hold (:func:`check_output` reports what is wrong with
-    it)."""
+    why (before a run starts its cluster: the run making it later failed only then), in :func:`check_output`'s words
+    where this user may not write the folder it goes in. Where something not a directory has its name (a file, a
+    link to none), or the directory cannot be opened, the run goes on without the hold (:func:`check_output` reports
+    what is wrong with it)."""
     from hop.claims import READ_AS_WRITTEN, holder, job_writing
 
     folder = Path(output)
