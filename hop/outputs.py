@@ -126,6 +126,11 @@ def _refuse_to_clear_inputs(
     root = Path(os.path.realpath(output))
     named = [(f"input {item}", item) for item in inputs] + [(f"the job file {item}", item) for item in job_files]
     named += [(CURRENT_DIRECTORY, os.getcwd())] if kept is None else kept
+    # The home directory of whoever clears it: -o ~ --overwrite (a slip for ~/out) run from elsewhere deleted all of
+    # it, hidden files included, as it held no input, job file nor current directory.
+    home = os.path.expanduser("~")
+    if home != "~":  # (none known: no HOME, no password entry)
+        named.append((f"the home directory {home}", home))
     for what, item in named:
         resolved = Path(os.path.realpath(item))
         if resolved == root or root in resolved.parents:

@@ -892,6 +892,42 @@ def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatc
     assert (tmp_path / "work" / "notes.txt").read_text() == "mine"
 
 
+def test_overwrite_never_clears_the_home_directory(tmp_path: Path) -> None:
+    """``-o ~ --overwrite`` (a slip for ``~/out``) run from another directory deleted the whole home directory,
+    ``.ssh`` included: it held no input, job file nor the current directory. Refused now, as those are, and so is a
+    folder holding it; the job's own output inside it is still cleared."""
+    home = tmp_path / "users" / "me"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id").write_text("secret\n")
+    (home / "out").mkdir()
+    (home / "out" / "part-00009").write_text("old\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "in.txt").write_text("a b\n")
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "--overwrite"]
+
+    def run(output: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, "-o", str(output), "--quiet"],
+            cwd=tmp_path / "work",
+            env={**os.environ, "HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+
+    for output in (home, tmp_path / "users"):
+        result = run(output)
+        assert result.returncode == 2, result.stderr
+        assert (
+            f"output directory {output} holds the home directory {home}: --overwrite would delete it; choose another "
+            "output directory" in result.stderr
+        )
+        assert (home / ".ssh" / "id").read_text() == "secret\n"
+    result = run(home / "out")
+    assert result.returncode == 0, result.stderr
+    assert "part-00009" not in os.listdir(home / "out") and (home / ".ssh" / "id").exists()
+
+
 @pytest.mark.parametrize(
     ("option", "value", "says"),
     [
