@@ -131,6 +131,12 @@ def _refuse_to_clear_inputs(
     home = os.path.expanduser("~")
     if home != "~":  # (none known: no HOME, no password entry)
         named.append((f"the home directory {home}", home))
+    # And the temporary directory: -o /tmp --overwrite deleted every program's files there, the embedded cluster's
+    # own socket and spill files among them.
+    import tempfile  # (here: only a run clearing a directory pays for it)
+
+    temporary = tempfile.gettempdir()
+    named.append((f"the temporary directory {temporary}, where this and other programs keep their files", temporary))
     for what, item in named:
         resolved = Path(os.path.realpath(item))
         if resolved == root or root in resolved.parents:

@@ -928,6 +928,31 @@ def test_overwrite_never_clears_the_home_directory(tmp_path: Path) -> None:
     assert "part-00009" not in os.listdir(home / "out") and (home / ".ssh" / "id").exists()
 
 
+def test_overwrite_never_clears_the_temporary_directory(tmp_path: Path) -> None:
+    """``-o /tmp --overwrite`` deleted every program's files in the temporary directory, the embedded cluster's own
+    socket among them (the run then waited for its coordinator). Refused, as the home directory is."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    (temporary / "another-programs-file").write_text("kept\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "in.txt").write_text("a b\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "--overwrite"]
+        + ["-o", str(temporary), "--quiet"],
+        cwd=tmp_path / "work",
+        env={**os.environ, "TMPDIR": str(temporary)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2, result.stderr
+    assert (
+        f"output directory {temporary} holds the temporary directory {temporary}, where this and other programs keep "
+        "their files: --overwrite would delete it; choose another output directory" in result.stderr
+    )
+    assert os.listdir(temporary) == ["another-programs-file"]
+
+
 @pytest.mark.parametrize(
     ("option", "value", "says"),
     [
