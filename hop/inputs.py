@@ -881,8 +881,10 @@ def _line_batches(
                 chunk = file.read(CHUNK_BYTES)
             except DECOMPRESSION_ERRORS as error:  # a truncated or corrupt compressed file, or a failing disk
                 raise _read_error(split.path, position, error) from error
-            if head:
+            if head:  # (the file's first chunk)
                 chunk, head = head + chunk, b""
+                if _starts_a_tar_archive(chunk):
+                    raise _tar_archive(split.path)
             if not chunk:
                 if end is not None and position + len(pending) < end:
                     raise _shrunk(split, os.fstat(file.fileno()).st_size)
@@ -1141,6 +1143,26 @@ def _compressed_data(path: str) -> InputError | None:
     return InputError(
         f"input file {path} is not text: the file is {kind} data (its first bytes are {kind}'s), read as text "
         f"since its name does not say so: {remedy}"
+    )
+
+
+_TAR_MAGICS = (b"ustar\x00", b"ustar ")
+"""What a tar archive's first header holds at byte 257: POSIX ustar's magic, or GNU tar's."""
+
+
+def _starts_a_tar_archive(data: bytes) -> bool:
+    """Whether ``data``, a file's first bytes, are a tar header: its magic, and the NUL bytes padding its fields
+    (text holds none)."""
+    return data[257:263].startswith(_TAR_MAGICS) and b"\x00" in data[:257]
+
+
+def _tar_archive(path: str) -> InputError:
+    """The error for a tar archive read as text (``logs.tar``, or ``logs.tar.gz``, decompressed): its headers are
+    ASCII and NUL bytes, which are UTF-8, so its file names, modes and padding were read as records beside the
+    files' lines, and the job succeeded on them, even without ``--skip-bad-records``."""
+    return InputError(
+        f"input file {path} is a tar archive (it starts with a tar header): read as text, its headers would be "
+        f"records too; extract it (tar xf {path}) and read the files it holds"
     )
 
 

@@ -784,6 +784,31 @@ def test_a_file_whose_size_says_0_bytes_yet_holds_data_is_refused_not_read_as_em
     assert expand_inputs([str(tmp_path)]) == [str(tmp_path / "empty.txt")]
 
 
+@pytest.mark.parametrize(("name", "mode"), [("logs.tar", "w"), ("logs.tar.gz", "w:gz"), ("logs.tar.bz2", "w:bz2")])
+@pytest.mark.parametrize("tar_format", ["ustar", "gnu"])
+def test_a_tar_archive_is_named_as_one_not_read_as_text(tmp_path: Path, name: str, mode: str, tar_format: str) -> None:
+    """A tar archive's headers are ASCII and NUL bytes, valid UTF-8: ``hop run wc.py logs.tar.gz`` counted its
+    file names, modes and padding as words beside the lines of the files inside, and succeeded. Its map fails now,
+    naming the archive and how to extract it, ``--skip-bad-records`` or not; text is still text."""
+    import tarfile
+
+    (tmp_path / "log.txt").write_text("a b\nc d\n")
+    path = tmp_path / name
+    with tarfile.open(path, mode, format=tarfile.USTAR_FORMAT if tar_format == "ustar" else tarfile.GNU_FORMAT) as tar:
+        tar.add(tmp_path / "log.txt", arcname="log.txt")
+    split = Split(str(path), 0, -1)
+    for on_bad in (None, lambda position, line, error: None):
+        with pytest.raises(InputError) as failure:
+            list(iter_lines(split, on_bad=on_bad))
+        assert str(failure.value) == (
+            f"input file {path} is a tar archive (it starts with a tar header): read as text, its headers would be "
+            f"records too; extract it (tar xf {path}) and read the files it holds"
+        )
+    text = tmp_path / "ustar.txt"
+    text.write_text("".join(f"line {n} of the word ustar and others\n" for n in range(40)))
+    assert len(list(iter_lines(Split(str(text), 0, -1)))) == 40
+
+
 @pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".lzma"])
 def test_an_empty_compressed_file_is_refused_naming_it_not_read_as_no_records(tmp_path: Path, suffix: str) -> None:
     """A 0-byte ``.gz`` is no gzip data at all (``gzip -t``: "unexpected end of file"), yet Python's gzip reads it as
