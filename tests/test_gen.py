@@ -554,6 +554,30 @@ def test_cli_text_refuses_a_name_ending_in_a_slash_as_a_directory(
     assert os.listdir(tmp_path) == []
 
 
+def test_cli_writes_through_a_link_and_refuses_a_pipe_or_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file is written under a temporary name and renamed over its target: ``hop gen text pipe`` replaced a named
+    pipe by a file (as root, ``hop gen text /dev/null`` made /dev/null a file of text), and a symbolic link was
+    replaced by a file, its target left as it was. A link is written through now; anything but a regular file is
+    refused."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "real.txt").write_text("old\n")
+    (tmp_path / "link.txt").symlink_to("real.txt")
+    args = _parser().parse_args(["gen", "text", str(tmp_path / "pipe"), "--size", "1KB"])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err == (
+        f"hop gen text: error: {tmp_path / 'pipe'} is not a regular file (a device, pipe or socket): a file is "
+        "written under a temporary name, then renamed over it; give the name of a file to write\n"
+    )
+    assert (tmp_path / "pipe").is_fifo()
+    args = _parser().parse_args(["gen", "text", str(tmp_path / "link.txt"), "--size", "1KB"])
+    assert args.func(args) == 0
+    assert (tmp_path / "link.txt").is_symlink() and os.readlink(tmp_path / "link.txt") == "real.txt"
+    assert len((tmp_path / "real.txt").read_bytes()) > 900
+    assert sorted(os.listdir(tmp_path)) == ["link.txt", "pipe", "real.txt"]
+
+
 def test_cli_reports_generator_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["gen", "pageviews", str(tmp_path), "--start", "yesterday"])
     assert args.func(args) == 2

@@ -54,10 +54,20 @@ def final_path(path: Path) -> Path:
 
 @contextlib.contextmanager
 def whole_file(path: Path) -> Iterator[BinaryIO]:
-    """A binary file to write ``path``'s bytes to: it becomes ``path`` when the block ends normally, and is removed
-    when the block raises (``path`` is then left as it was)."""
+    """A binary file to write ``path``'s bytes to: it becomes ``path`` (the file it names, if a symbolic link) when
+    the block ends normally, and is removed when the block raises (``path`` is then left as it was). ValueError for
+    a directory, a device, a pipe or a socket."""
     if path.is_dir():  # (else written whole, then refused: "[Errno 21] Is a directory: '.data.partial' -> 'data'")
         raise ValueError(f"{path} is a directory: give the name of a file to write")
+    # Renamed over, a symbolic link was replaced by the file (its target left as it was), and so was a device, pipe
+    # or socket: hop gen text /dev/null, run as root, made /dev/null a file of text. A link is written through, to
+    # the file it names; anything else but a regular file is refused.
+    path = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if os.path.lexists(path) and not path.is_file():
+        raise ValueError(
+            f"{path} is not a regular file (a device, pipe or socket): a file is written under a temporary name, then "
+            "renamed over it; give the name of a file to write"
+        )
     temporary = partial_path(path)
     try:
         with open(temporary, "wb") as out:
