@@ -325,8 +325,13 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                     f"input {match}: cannot access it ({error.strerror}); check the permissions of "
                     "it and its parent directories"
                 ) from error
-            except OSError:
-                pass  # missing: reported below
+            except OSError as error:
+                if error.errno == errno.ENAMETOOLONG:  # (Path.is_dir raised it below: a traceback)
+                    raise InputError(
+                        f"input {match}: {error.strerror} (a name in a path holds at most 255 bytes, a path 4,096 on "
+                        "Linux); check the path"
+                    ) from None
+                # missing: reported below
             if path.is_dir():
                 if skip is not None and os.path.realpath(match) == os.path.realpath(skip):
                     # (made by the run already, so "holds no file to read" named a folder the user never made)

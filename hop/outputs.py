@@ -76,12 +76,13 @@ def check_output(
     if name is not None:
         raise OutputError(f"output directory {name!r}: {NOT_UTF8}: choose a UTF-8 name")
     path = Path(output)
-    if path.exists() and not path.is_dir():
+    # (os.path's tests, not Path's: those raised on a name too long, "[Errno 36] File name too long", a traceback)
+    if os.path.exists(path) and not os.path.isdir(path):
         raise OutputExistsError(
             f"output {output} exists and is not a directory (-o names the directory to write): choose another"
         )
     _check_writable(output)
-    if path.is_dir() and any(path.iterdir()):
+    if os.path.isdir(path) and any(path.iterdir()):
         if not overwrite:
             raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
         _refuse_to_clear_inputs(output, inputs, job_files, kept)
@@ -95,8 +96,8 @@ def _check_writable(output: str) -> None:
     parent: checked before a job starts, since a job that ran into it failed at its end with a ``PermissionError``
     traceback (its report could not be written), having read all its input for nothing."""
     path = Path(output).absolute()
-    folder = next((p for p in (path, *path.parents) if p.exists()), None)
-    if folder is None or not folder.is_dir() or os.access(folder, os.W_OK | os.X_OK):
+    folder = next((p for p in (path, *path.parents) if os.path.exists(p)), None)
+    if folder is None or not os.path.isdir(folder) or os.access(folder, os.W_OK | os.X_OK):
         return  # (a parent that is a file: creating the output says so)
     what = "is not writable" if folder == path else f"cannot be created in {folder}, which is not writable"
     raise OutputError(

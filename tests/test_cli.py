@@ -1081,6 +1081,26 @@ def test_an_output_the_shell_left_unexpanded_or_named_minus_and_an_input_that_is
     assert os.listdir(tmp_path) == ["in.txt"], "no folder named ~, -, nor out"
 
 
+def test_a_name_too_long_as_input_or_output_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    """A name past the file system's 255 bytes, as an input or in the output's path, crashed hop run with an
+    OSError traceback ("[Errno 36] File name too long"), from a test of whether it exists."""
+    (tmp_path / "in.txt").write_text("a\n")
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    long = "x" * 300
+    cases = {
+        ("in.txt", "-o", f"{long}/out"): f"cannot create output directory {tmp_path / long / 'out'}: File name too "
+        "long; choose another output directory",
+        ("in.txt", "-o", long): f"cannot create output directory {tmp_path / long}: File name too long; choose",
+        (f"{long}/in.txt", "-o", "out"): f"input {tmp_path / long / 'in.txt'}: File name too long (a name in a path "
+        "holds at most 255 bytes",
+    }
+    for argv, says in cases.items():
+        result = hop("run", wordcount, *argv, cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert says in result.stderr and "coordinator at" not in result.stderr, result.stderr
+    assert os.listdir(tmp_path) == ["in.txt"]
+
+
 def _as_a_user_that_permissions_bind() -> list[str]:
     """The command prefix that makes file permissions bind this test's ``hop``: none for a user other than root;
     for root, ``setpriv`` without the capabilities that let root write anywhere (skipped without it)."""
