@@ -373,11 +373,19 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
     return files
 
 
+_MADE_AS_READ = ("/proc/", "/sys/")
+"""Where Linux mounts the file systems whose files are made as they are read, giving their size as 0 bytes."""
+
+
 def _check_size_holds_its_data(path: str) -> None:
     """Refuse a file that gives its size as 0 bytes yet reads data: a file of ``/proc`` or ``/sys``, made as it is
     read. Files are read up to their size, so the job read none of it and succeeded, saying that the input held no
     records. (One that grew between the two looks is a file written to, read as any other.) Opened without
-    blocking: a device-like one (``/proc/kmsg``) that would wait for data does not hold the run up."""
+    blocking: a device-like one (``/proc/kmsg``) that would wait for data does not hold the run up. Only files
+    named under :data:`_MADE_AS_READ` are looked at: a stat of every input file cost a directory of 3,000 files
+    12 ms, each time the inputs are listed."""
+    if not (path if path.startswith("/") else os.path.abspath(path)).startswith(_MADE_AS_READ):
+        return
     try:
         if os.path.getsize(path) != 0:
             return
