@@ -314,7 +314,7 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
         if not matches:
             raise InputError(
                 f"input {pattern!r} matches no file (names starting with _ or . are left out); check the path or "
-                "quote the glob"
+                f"quote the glob{_tilde_hint(pattern)}"
             )
         for match in matches:
             path = Path(match)
@@ -325,9 +325,20 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                     f"input {match}: cannot access it ({error.strerror}); check the permissions of "
                     "it and its parent directories"
                 ) from error
-            except OSError:
-                pass  # missing: reported below
+            except OSError as error:
+                if error.errno == errno.ENAMETOOLONG:  # (Path.is_dir raised it below: a traceback)
+                    raise InputError(
+                        f"input {match}: {error.strerror} (a name in a path holds at most 255 bytes, a path 4,096 on "
+                        "Linux); check the path"
+                    ) from None
+                # missing: reported below
             if path.is_dir():
+                if skip is not None and os.path.realpath(match) == os.path.realpath(skip):
+                    # (made by the run already, so "holds no file to read" named a folder the user never made)
+                    raise InputError(
+                        f"input {match} is the job's output directory: a job cannot read the directory it writes; "
+                        "give another output directory (-o)"
+                    )
                 found = _files_under(path, skip)
                 if not found:
                     raise InputError(
@@ -345,7 +356,7 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
                 remedy = "restore its target, or remove the link" if match != pattern else "restore its target"
                 raise _broken_link(path, remedy)
             else:
-                raise InputError(f"input {match!r} does not exist")
+                raise InputError(f"input {match!r} does not exist{_tilde_hint(match)}")
     for file in files:
         name = non_utf8_bytes(file)
         if name is not None:
@@ -354,11 +365,53 @@ def _named_files(patterns: list[str], output: str | None) -> list[str]:
             )
         _check_compression(file)
         _check_not_empty_compressed(file)
+        _check_size_holds_its_data(file)
         # Each file, a directory's too: one found unreadable only when the job cut it into splits was refused after
         # --overwrite had cleared the old output, with a bare "[Errno 13] Permission denied".
         if not os.access(file, os.R_OK):
             raise InputError(f"input file {file}: permission denied; check its permissions")
     return files
+
+
+_MADE_AS_READ = ("/proc/", "/sys/")
+"""Where Linux mounts the file systems whose files are made as they are read, giving their size as 0 bytes."""
+
+
+def _check_size_holds_its_data(path: str) -> None:
+    """Refuse a file that gives its size as 0 bytes yet reads data: a file of ``/proc`` or ``/sys``, made as it is
+    read. Files are read up to their size, so the job read none of it and succeeded, saying that the input held no
+    records. (One that grew between the two looks is a file written to, read as any other.) Opened without
+    blocking: a device-like one (``/proc/kmsg``) that would wait for data does not hold the run up. Only files
+    named under :data:`_MADE_AS_READ` are looked at: a stat of every input file cost a directory of 3,000 files
+    12 ms, each time the inputs are listed."""
+    if not (path if path.startswith("/") else os.path.abspath(path)).startswith(_MADE_AS_READ):
+        return
+    try:
+        if os.path.getsize(path) != 0:
+            return
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return  # (gone or unreadable: said where it is read)
+    try:
+        if not os.read(descriptor, 1) or os.fstat(descriptor).st_size != 0:
+            return
+    except OSError:
+        return
+    finally:
+        os.close(descriptor)
+    raise InputError(
+        f"input file {path} gives its size as 0 bytes yet holds data (a file of /proc or /sys, made as it is read): "
+        f"hop reads a file up to its size, so it would read none of it; copy it to a file (cat {path} > FILE) and "
+        "read that"
+    )
+
+
+def _tilde_hint(path: str) -> str:
+    """For a missing input with a folder named ``~...`` on its way (``'~/logs'`` quoted, which the shell did not
+    expand, made absolute in the working directory), what to write instead; else nothing."""
+    if not any(part.startswith("~") for part in Path(path).parts):
+        return ""
+    return " (~ is expanded by the shell only when not quoted: write the path with $HOME, or leave ~ unquoted)"
 
 
 UNREAD_COMPRESSION = {
@@ -374,17 +427,68 @@ UNREAD_COMPRESSION = {
 format and its tool."""
 
 
+_NAMED_ONLY = frozenset({".br", ".snappy"})
+"""Suffixes of :data:`UNREAD_COMPRESSION` whose data has no first bytes of its own to tell it by (Brotli, Hadoop's
+Snappy): a file so named is taken as compressed unless its first bytes read as text."""
+
+
 def _check_compression(path: str) -> None:
     """Refuse a file compressed in a format hop does not read: its bytes would be read as lines of text, failing
     the job midway as "not valid UTF-8", or, with ``--skip-bad-records``, mapping the lines that happen to
-    decode."""
-    found = UNREAD_COMPRESSION.get(os.path.splitext(path)[1].lower())
-    if found is not None:
-        kind, tool = found
+    decode. What its first bytes are decides, not its name alone (the name says it is compressed, since
+    :data:`UNREAD_COMPRESSION` has its suffix; no other file is opened here): text named ``notes.zip`` is read as
+    text; gzip data named ``.zip`` is named as gzip, with the suffix that makes hop read it."""
+    suffix = os.path.splitext(path)[1].lower()
+    found = UNREAD_COMPRESSION.get(suffix)
+    if found is None:
+        return
+    head = _head(path)
+    if head is None:
+        return  # (unreadable: said as such where the inputs are checked)
+    data = _data_format(head)
+    if data is None:
+        if suffix in _NAMED_ONLY and not _text_like(head):
+            raise _unread(path, *found)
+        return  # its name says compressed, its bytes do not: text (what is not is named where it is read)
+    if data in COMPRESSIONS:
+        kind = COMPRESSIONS[data][1]
         raise InputError(
-            f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): "
-            f"decompress it ({tool}) or recompress it with gzip"
+            f"input file {path} is {kind} data (its first bytes are {kind}'s), not {found[0]} as its name says: "
+            f"rename it to end {data}, which hop reads decompressed"
         )
+    raise _unread(path, *UNREAD_COMPRESSION[data])
+
+
+def _unread(path: str, kind: str, tool: str) -> InputError:
+    return InputError(
+        f"input file {path} is {kind}-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): "
+        f"decompress it ({tool}) or recompress it with gzip"
+    )
+
+
+HEAD_BYTES = 4096
+"""How much of a file's start tells text from compressed data (:func:`_text_like`)."""
+
+
+def _head(path: str) -> bytes | None:
+    """The first :data:`HEAD_BYTES` of the file ``path``; None if it cannot be read."""
+    try:
+        with open(path, "rb") as file:
+            return file.read(HEAD_BYTES)
+    except OSError:
+        return None
+
+
+def _text_like(head: bytes) -> bool:
+    """Whether a file starting with ``head`` reads as UTF-8 text (a character cut at its end allowed), without NUL
+    bytes: compressed data of any kind almost never does past its first few bytes."""
+    import codecs
+
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return b"\0" not in head
 
 
 def _check_not_empty_compressed(path: str) -> None:
@@ -621,7 +725,11 @@ def _undecodable(path: str, position: int, error: InputError) -> InputError:
 
 def _not_decompressed(path: str, tool: str, position: int, error: Exception, extent: _Extent | None) -> InputError:
     """The error for a file compressed for ``tool`` whose text, at byte ``position``, could not be decompressed
-    (``error``); ``extent``: how far it decompresses."""
+    (``error``); ``extent``: how far it decompresses. A file whose first bytes are another format's, or text (its
+    name alone said ``tool``), is named as what it is, with what to do."""
+    mislabelled = _mislabelled(path, tool)
+    if mislabelled is not None:
+        return InputError(mislabelled)
     if extent is None:
         what = f"cannot decompress it near byte {position:,} of its text ({error})"
     elif extent.whole:
@@ -638,6 +746,33 @@ def _not_decompressed(path: str, tool: str, position: int, error: Exception, ext
     return InputError(
         f"input file {path}: {what}: the file is truncated, corrupt or not {tool} data; "
         f"check it with `{tool} -t {path}`, or rename it if it is not compressed"
+    )
+
+
+def _mislabelled(path: str, tool: str) -> str | None:
+    """For a file that failed to decompress as ``tool``'s data, which its name says it is, but whose first bytes
+    are another compressed format's or text (a ``.gz`` that is bzip2 data, a plain log named ``.gz``), the error
+    naming what it is and what to do; None for another (a truncated or corrupt file, said as such)."""
+    head = _head(path)
+    if not head:
+        return None
+    suffix = os.path.splitext(path)[1]
+    data = _data_format(head)
+    if data is not None:
+        kind = _format_name(data)
+        if kind == tool:
+            return None
+        remedy = (
+            f"rename it to end {data}, which hop reads decompressed"
+            if data in COMPRESSIONS
+            else f"decompress it ({UNREAD_COMPRESSION[data][1]}) or recompress it with gzip"
+        )
+        return f"input file {path} is {kind} data (its first bytes are {kind}'s), not {tool} as its name says: {remedy}"
+    if not _text_like(head):
+        return None
+    return (
+        f"input file {path} is not {tool} data: its first bytes are text, and hop reads a file whose name ends "
+        f"{suffix} decompressed; rename it without {suffix} to read it as text"
     )
 
 
@@ -759,8 +894,10 @@ def _line_batches(
                 chunk = file.read(CHUNK_BYTES)
             except DECOMPRESSION_ERRORS as error:  # a truncated or corrupt compressed file, or a failing disk
                 raise _read_error(split.path, position, error) from error
-            if head:
+            if head:  # (the file's first chunk)
                 chunk, head = head + chunk, b""
+                if _starts_a_tar_archive(chunk):
+                    raise _tar_archive(split.path)
             if not chunk:
                 if end is not None and position + len(pending) < end:
                     raise _shrunk(split, os.fstat(file.fileno()).st_size)
@@ -973,14 +1110,29 @@ def _decoded_lines(
 
 
 _COMPRESSED_DATA = (
-    (re.compile(rb"\x1f\x8b\x08"), "gzip", ".gz"),
+    (re.compile(rb"\x1f\x8b\x08"), ".gz"),
     # (the stream header, then a block's magic, or an empty stream's end: text may well start with "BZh")
-    (re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)"), "bzip2", ".bz2"),
-    (re.compile(rb"\xfd7zXZ\x00"), "xz", ".xz"),
-    (re.compile(rb"\x28\xb5\x2f\xfd"), "zstd", None),
-    (re.compile(rb"PK\x03\x04"), "zip", None),
+    (re.compile(rb"BZh[1-9](\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)"), ".bz2"),
+    (re.compile(rb"\xfd7zXZ\x00"), ".xz"),
+    (re.compile(rb"\x28\xb5\x2f\xfd|[\x50-\x5f]\x2a\x4d\x18"), ".zst"),  # (a frame, or a skippable one)
+    (re.compile(rb"PK(\x03\x04|\x05\x06|\x07\x08)"), ".zip"),  # (a file, an empty archive, a spanned one)
+    (re.compile(rb"7z\xbc\xaf\x27\x1c"), ".7z"),
+    (re.compile(rb"\x04\x22\x4d\x18|\x02\x21\x4c\x18"), ".lz4"),  # (a frame, or the legacy format)
+    (re.compile(rb"\x1f\x9d"), ".z"),
+    (re.compile(rb"\xff\x06\x00\x00sNaPpY"), ".snappy"),  # (the framing format's; Hadoop's has none)
 )
-"""Compressed data by its first bytes: its kind and the suffix hop reads it decompressed by (None: not read)."""
+"""Compressed data by its first bytes: the suffix of its format, in :data:`COMPRESSIONS` (read decompressed) or
+:data:`UNREAD_COMPRESSION` (not read)."""
+
+
+def _data_format(head: bytes) -> str | None:
+    """The suffix of the compressed format whose data starts with ``head`` (:data:`_COMPRESSED_DATA`), or None."""
+    return next((suffix for magic, suffix in _COMPRESSED_DATA if magic.match(head)), None)
+
+
+def _format_name(suffix: str) -> str:
+    """What a compressed format of :data:`_COMPRESSED_DATA` is called: ``gzip``, ``Zstandard``..."""
+    return COMPRESSIONS[suffix][1] if suffix in COMPRESSIONS else UNREAD_COMPRESSION[suffix][0]
 
 
 def _compressed_data(path: str) -> InputError | None:
@@ -992,18 +1144,39 @@ def _compressed_data(path: str) -> InputError | None:
             head = file.read(10)
     except OSError:
         return None
-    for magic, kind, suffix in _COMPRESSED_DATA:
-        if magic.match(head):
-            remedy = (
-                f"rename it to end {suffix}, which hop reads decompressed"
-                if suffix is not None
-                else "decompress it first (hop reads .gz, .bz2, .xz and .lzma files decompressed, not this)"
-            )
-            return InputError(
-                f"input file {path} is not text: the file is {kind} data (its first bytes are {kind}'s), read as "
-                f"text since its name does not say so: {remedy}"
-            )
-    return None
+    suffix = _data_format(head)
+    if suffix is None:
+        return None
+    kind = _format_name(suffix)
+    remedy = (
+        f"rename it to end {suffix}, which hop reads decompressed"
+        if suffix in COMPRESSIONS
+        else "decompress it first (hop reads .gz, .bz2, .xz and .lzma files decompressed, not this)"
+    )
+    return InputError(
+        f"input file {path} is not text: the file is {kind} data (its first bytes are {kind}'s), read as text "
+        f"since its name does not say so: {remedy}"
+    )
+
+
+_TAR_MAGICS = (b"ustar\x00", b"ustar ")
+"""What a tar archive's first header holds at byte 257: POSIX ustar's magic, or GNU tar's."""
+
+
+def _starts_a_tar_archive(data: bytes) -> bool:
+    """Whether ``data``, a file's first bytes, are a tar header: its magic, and the NUL bytes padding its fields
+    (text holds none)."""
+    return data[257:263].startswith(_TAR_MAGICS) and b"\x00" in data[:257]
+
+
+def _tar_archive(path: str) -> InputError:
+    """The error for a tar archive read as text (``logs.tar``, or ``logs.tar.gz``, decompressed): its headers are
+    ASCII and NUL bytes, which are UTF-8, so its file names, modes and padding were read as records beside the
+    files' lines, and the job succeeded on them, even without ``--skip-bad-records``."""
+    return InputError(
+        f"input file {path} is a tar archive (it starts with a tar header): read as text, its headers would be "
+        f"records too; extract it (tar xf {path}) and read the files it holds"
+    )
 
 
 def _decode(raw: bytes, path: str, position: int) -> str:

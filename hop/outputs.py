@@ -76,12 +76,13 @@ def check_output(
     if name is not None:
         raise OutputError(f"output directory {name!r}: {NOT_UTF8}: choose a UTF-8 name")
     path = Path(output)
-    if path.exists() and not path.is_dir():
+    # (os.path's tests, not Path's: those raised on a name too long, "[Errno 36] File name too long", a traceback)
+    if os.path.exists(path) and not os.path.isdir(path):
         raise OutputExistsError(
             f"output {output} exists and is not a directory (-o names the directory to write): choose another"
         )
     _check_writable(output)
-    if path.is_dir() and any(path.iterdir()):
+    if os.path.isdir(path) and any(path.iterdir()):
         if not overwrite:
             raise OutputExistsError(f"output directory {output} is not empty; choose another or pass --overwrite")
         _refuse_to_clear_inputs(output, inputs, job_files, kept)
@@ -95,8 +96,8 @@ def _check_writable(output: str) -> None:
     parent: checked before a job starts, since a job that ran into it failed at its end with a ``PermissionError``
     traceback (its report could not be written), having read all its input for nothing."""
     path = Path(output).absolute()
-    folder = next((p for p in (path, *path.parents) if p.exists()), None)
-    if folder is None or not folder.is_dir() or os.access(folder, os.W_OK | os.X_OK):
+    folder = next((p for p in (path, *path.parents) if os.path.exists(p)), None)
+    if folder is None or not os.path.isdir(folder) or os.access(folder, os.W_OK | os.X_OK):
         return  # (a parent that is a file: creating the output says so)
     what = "is not writable" if folder == path else f"cannot be created in {folder}, which is not writable"
     raise OutputError(
@@ -126,6 +127,17 @@ def _refuse_to_clear_inputs(
     root = Path(os.path.realpath(output))
     named = [(f"input {item}", item) for item in inputs] + [(f"the job file {item}", item) for item in job_files]
     named += [(CURRENT_DIRECTORY, os.getcwd())] if kept is None else kept
+    # The home directory of whoever clears it: -o ~ --overwrite (a slip for ~/out) run from elsewhere deleted all of
+    # it, hidden files included, as it held no input, job file nor current directory.
+    home = os.path.expanduser("~")
+    if home != "~":  # (none known: no HOME, no password entry)
+        named.append((f"the home directory {home}", home))
+    # And the temporary directory: -o /tmp --overwrite deleted every program's files there, the embedded cluster's
+    # own socket and spill files among them.
+    import tempfile  # (here: only a run clearing a directory pays for it)
+
+    temporary = tempfile.gettempdir()
+    named.append((f"the temporary directory {temporary}, where this and other programs keep their files", temporary))
     for what, item in named:
         resolved = Path(os.path.realpath(item))
         if resolved == root or root in resolved.parents:
@@ -431,17 +443,30 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
 
     The directory is made here, with the folders it is in (and they are removed on release if the run left them
     empty: a usage error found later leaves nothing behind); :func:`prepare_output` clears it in place, so the lock
-    stays on the directory the job writes. Where the directory cannot be made or opened, the run goes on without the
-    hold (:func:`check_output` reports what is wrong with it)."""
+    stays on the directory the job writes. A directory that cannot be made raises :class:`OutputError` naming it and
+    why (before a run starts its cluster: the run making it later failed only then), in :func:`check_output`'s words
+    where this user may not write the folder it goes in. Where something not a directory has its name (a file, a
+    link to none), or the directory cannot be opened, the run goes on without the hold (:func:`check_output` reports
+    what is wrong with it)."""
     from hop.claims import READ_AS_WRITTEN, holder, job_writing
 
     folder = Path(output)
+    # With the folders it is in, which the run would make anyway: a run making them later held nothing
+    # meanwhile, and a run reading or clearing its output was not told it was being written. (os.path.lexists:
+    # Path.exists raised on a folder this user may not search)
+    made = list(itertools.takewhile(lambda path: not os.path.lexists(path), (folder, *folder.absolute().parents)))
+    created = bool(made)
     try:
-        # With the folders it is in, which the run would make anyway: a run making them later held nothing
-        # meanwhile, and a run reading or clearing its output was not told it was being written.
-        made = list(itertools.takewhile(lambda path: not path.exists(), (folder, *folder.absolute().parents)))
-        created = bool(made)
         folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        if os.path.lexists(folder):  # (a file in the way: check_output says so)
+            return lambda: None
+        for path in made:  # (the folders made before the one that failed, if any)
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        _check_writable(output)  # (a folder this user may not write: said so)
+        raise OutputError(_cannot_create(output, error)) from None
+    try:
         descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return lambda: None
@@ -485,6 +510,24 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
         os.close(descriptor)  # (closing it drops the flock)
 
     return release
+
+
+def _cannot_create(output: str, error: OSError) -> str:
+    """Why the output directory ``output`` cannot be made, from the ``error`` making it raised, and what to do: a
+    folder on its way that is a file is named (``Not a directory`` named none), and so is the folder whose file
+    system makes no directory in it (``/proc``, which says ``No such file or directory`` of a folder that is
+    there)."""
+    path = Path(output).absolute()
+    reason = error.strerror or str(error)
+    if error.errno == errno.ENOTDIR:
+        file = next((p for p in path.parents if os.path.lexists(p) and not os.path.isdir(p)), None)
+        if file is not None:
+            reason += f" ({file} is a file)"
+    elif error.errno == errno.ENOENT:
+        parent = next((p for p in path.parents if os.path.isdir(p)), None)
+        if parent is not None:
+            reason += f" (its file system makes no directory in {parent})"
+    return f"cannot create output directory {output}: {reason}; choose another output directory"
 
 
 def _same_directory(descriptor: int, folder: Path) -> bool:

@@ -907,6 +907,67 @@ def test_overwrite_never_clears_the_current_directory(tmp_path: Path, monkeypatc
     assert (tmp_path / "work" / "notes.txt").read_text() == "mine"
 
 
+def test_overwrite_never_clears_the_home_directory(tmp_path: Path) -> None:
+    """``-o ~ --overwrite`` (a slip for ``~/out``) run from another directory deleted the whole home directory,
+    ``.ssh`` included: it held no input, job file nor the current directory. Refused now, as those are, and so is a
+    folder holding it; the job's own output inside it is still cleared."""
+    home = tmp_path / "users" / "me"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id").write_text("secret\n")
+    (home / "out").mkdir()
+    (home / "out" / "part-00009").write_text("old\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "in.txt").write_text("a b\n")
+    command = [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "--overwrite"]
+
+    def run(output: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*command, "-o", str(output), "--quiet"],
+            cwd=tmp_path / "work",
+            env={**os.environ, "HOME": str(home)},
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+
+    for output in (home, tmp_path / "users"):
+        result = run(output)
+        assert result.returncode == 2, result.stderr
+        assert (
+            f"output directory {output} holds the home directory {home}: --overwrite would delete it; choose another "
+            "output directory" in result.stderr
+        )
+        assert (home / ".ssh" / "id").read_text() == "secret\n"
+    result = run(home / "out")
+    assert result.returncode == 0, result.stderr
+    assert "part-00009" not in os.listdir(home / "out") and (home / ".ssh" / "id").exists()
+
+
+def test_overwrite_never_clears_the_temporary_directory(tmp_path: Path) -> None:
+    """``-o /tmp --overwrite`` deleted every program's files in the temporary directory, the embedded cluster's own
+    socket among them (the run then waited for its coordinator). Refused, as the home directory is."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    (temporary / "another-programs-file").write_text("kept\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "in.txt").write_text("a b\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "hop", "run", str(ROOT / "jobs" / "wordcount.py"), "in.txt", "--overwrite"]
+        + ["-o", str(temporary), "--quiet"],
+        cwd=tmp_path / "work",
+        env={**os.environ, "TMPDIR": str(temporary)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert result.returncode == 2, result.stderr
+    assert (
+        f"output directory {temporary} holds the temporary directory {temporary}, where this and other programs keep "
+        "their files: --overwrite would delete it; choose another output directory" in result.stderr
+    )
+    assert os.listdir(temporary) == ["another-programs-file"]
+
+
 @pytest.mark.parametrize(
     ("option", "value", "says"),
     [
@@ -979,6 +1040,80 @@ def test_an_output_that_cannot_be_created_and_a_taken_web_port_are_clear_errors(
     assert (
         f"cannot serve the web view on 127.0.0.1:{port}" in result.stderr and "address already in use" in result.stderr
     )
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, which makes no directory")
+def test_an_output_that_can_never_be_made_is_refused_before_a_cluster_starts(tmp_path: Path) -> None:
+    """``-o /proc/x`` (a file system that makes no directory) or ``-o file/out`` (a file on the way) started the
+    embedded cluster, and only then failed making the output, with "No such file or directory" of a /proc that is
+    there, or "Not a directory" naming no file. Refused before the cluster starts now, naming what is wrong."""
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "file").write_text("not a directory")
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    says = {
+        "/proc/hop-no-such-output/out": "No such file or directory (its file system makes no directory in /proc)",
+        "file/out": f"Not a directory ({tmp_path / 'file'} is a file)",
+    }
+    for output, reason in says.items():
+        result = hop("run", wordcount, "in.txt", "-o", output, cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert "coordinator at" not in result.stderr, "refused before a cluster started"
+        named = tmp_path / output  # (named as an absolute path, as hop run names its output)
+        assert f"cannot create output directory {named}: {reason}; choose another output directory" in result.stderr
+    assert sorted(os.listdir(tmp_path)) == ["file", "in.txt"]
+
+
+def test_an_output_the_shell_left_unexpanded_or_named_minus_and_an_input_that_is_the_output_are_refused(
+    tmp_path: Path,
+) -> None:
+    """``-o '~/out'`` (quoted) or ``--output=~/out`` (which the shell does not expand) made a folder named ``~`` in
+    the current directory, whose ``rm -rf ~`` deletes the home directory; ``-o -`` a folder named ``-``. An input
+    naming the output directory (``hop run job.py out -o out``) was called a directory holding no file to read, a
+    folder the run had made itself; a quoted ``'~/in.txt'`` was said not to exist, without why."""
+    (tmp_path / "in.txt").write_text("a\n")
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    refused = {
+        ("-o", "~/out"): "~/out starts with ~, which the shell expands only when not quoted and not after = "
+        "(--output=~/out): write $HOME/out, or ./~/out for a directory named ~ here",
+        ("--output=~/out",): "write $HOME/out, or ./~/out",
+        ("-o", "-"): "- is no output directory: hop writes its output as a directory of part files (print them with "
+        "cat OUT/part-*); give a name (./- for one named -)",
+    }
+    for option, says in refused.items():
+        result = hop("run", wordcount, "in.txt", *option, cwd=tmp_path)
+        assert result.returncode == 2 and says in result.stderr, result.stderr
+    result = hop("run", wordcount, "out", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert (
+        f"input {tmp_path / 'out'} is the job's output directory: a job cannot read the directory it writes; give "
+        "another output directory (-o)" in result.stderr
+    )
+    result = hop("run", wordcount, "~/in.txt", "-o", "out", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"input '{tmp_path / '~' / 'in.txt'}' does not exist (~ is expanded by the shell only when not quoted" in (
+        result.stderr
+    )
+    assert os.listdir(tmp_path) == ["in.txt"], "no folder named ~, -, nor out"
+
+
+def test_a_name_too_long_as_input_or_output_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    """A name past the file system's 255 bytes, as an input or in the output's path, crashed hop run with an
+    OSError traceback ("[Errno 36] File name too long"), from a test of whether it exists."""
+    (tmp_path / "in.txt").write_text("a\n")
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    long = "x" * 300
+    cases = {
+        ("in.txt", "-o", f"{long}/out"): f"cannot create output directory {tmp_path / long / 'out'}: File name too "
+        "long; choose another output directory",
+        ("in.txt", "-o", long): f"cannot create output directory {tmp_path / long}: File name too long; choose",
+        (f"{long}/in.txt", "-o", "out"): f"input {tmp_path / long / 'in.txt'}: File name too long (a name in a path "
+        "holds at most 255 bytes",
+    }
+    for argv, says in cases.items():
+        result = hop("run", wordcount, *argv, cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert says in result.stderr and "coordinator at" not in result.stderr, result.stderr
+    assert os.listdir(tmp_path) == ["in.txt"]
 
 
 def _as_a_user_that_permissions_bind() -> list[str]:

@@ -6,7 +6,12 @@ import argparse
 import collections
 import gzip
 import math
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -255,10 +260,37 @@ def test_pageviews_default_lines_per_hour(tmp_path: Path) -> None:
     assert abs(summary["lines"] / 24 - 400) < 40  # pages // 5 lines per hour by default
 
 
-def test_pageviews_grows_universe_for_large_sizes(tmp_path: Path) -> None:
-    summary = generate_pageviews(tmp_path, pages=500, size_bytes=1_000_000, compress=False)
-    assert summary["pages"] > 500
+def test_pageviews_grows_the_default_universe_for_large_sizes_and_refuses_fewer_pages_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``pages`` the universe grows to keep tail pages sparse at a large size; ``pages`` given is a bound, so
+    a size it cannot give is refused, naming how many pages would do (it was grown past the bound given)."""
+    import hop.gen.pageviews
+
+    monkeypatch.setattr(hop.gen.pageviews, "DEFAULT_PAGES", 500)  # (the default's 200,000 would take 75 MB a day)
+    summary = generate_pageviews(tmp_path / "grown", size_bytes=1_000_000, compress=False)
+    assert summary["universe"] > 500 and summary["pages"] <= summary["universe"]
     assert abs(summary["bytes"] - 1_000_000) < 50_000
+    with pytest.raises(ValueError, match=r"more than --pages 500 list .*; give --pages 2,646 or more, or a smaller"):
+        generate_pageviews(tmp_path / "bound", pages=500, size_bytes=1_000_000, compress=False)
+    assert not (tmp_path / "bound").exists()
+    exact = generate_pageviews(tmp_path / "exact", pages=2_646, size_bytes=1_000_000, compress=False)
+    assert exact["universe"] == 2_646 and abs(exact["bytes"] - 1_000_000) < 50_000
+
+
+@pytest.mark.parametrize("pages", [1, 50, 2_000])
+def test_pageviews_lists_at_most_the_pages_given_and_says_how_many_it_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pages: int
+) -> None:
+    """``--pages 50`` made a universe of 178 pages (every one of 53 languages got 3 at least), and the summary said
+    "178 pages", which the files did not hold either (80 distinct ones). The universe is the number given, and the
+    summary says how many distinct pages the files list, of how many."""
+    args = _parser().parse_args(["gen", "pageviews", str(tmp_path), "--pages", str(pages), "--no-gzip"])
+    assert args.func(args) == 0
+    listed = {tuple(line.split(" ")[:2]) for path in tmp_path.iterdir() for line in path.read_text().splitlines()}
+    assert 0 < len(listed) <= pages
+    noun = "page" if len(listed) == 1 else "pages"
+    assert f"views, {len(listed):,} distinct {noun} of {pages:,}) to {tmp_path} in" in capsys.readouterr().err
 
 
 def _language_totals(summary: dict[str, Any]) -> list[collections.Counter[str]]:
@@ -488,6 +520,64 @@ def test_cli_bad_arguments_exit_2(argv: list[str], capsys: pytest.CaptureFixture
     assert "error" in capsys.readouterr().err
 
 
+def test_cli_refuses_a_target_the_shell_left_unexpanded_or_named_minus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``hop gen text '~/words.txt'`` (quoted: the shell expands no ~) wrote ``./~/words.txt``, a folder named ``~``
+    whose ``rm -rf ~`` deletes the home directory; ``hop gen text -`` a file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    refused = {
+        ("text", "~/words.txt", "--size", "1KB"): "~/words.txt starts with ~, which the shell expands only when not "
+        "quoted and not after = (--output=~/out): write $HOME/words.txt, or ./~/words.txt for a directory named ~",
+        ("pageviews", "~bob/views"): "write bob's home directory in place of ~bob, or ./~bob/views",
+        ("text", "-", "--size", "1KB"): "- is no file: hop gen writes files, not standard output; give a name (./- for",
+    }
+    for argv, says in refused.items():
+        with pytest.raises(SystemExit) as exit_info:
+            _parser().parse_args(["gen", *argv])
+        assert exit_info.value.code == 2
+        assert says in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+def test_cli_text_refuses_a_name_ending_in_a_slash_as_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``hop gen text data/ --size 1KB`` wrote a file named ``data`` (and said it wrote ``data/``), where the slash
+    named a directory to write into: refused as an existing directory is, saying what to give."""
+    args = _parser().parse_args(["gen", "text", f"{tmp_path / 'data'}/", "--size", "1KB"])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err == (
+        f"hop gen text: error: {tmp_path / 'data'}/ ends with /, which names a directory: give the name of a file to "
+        "write, or --files N to write N files into it\n"
+    )
+    assert os.listdir(tmp_path) == []
+
+
+def test_cli_writes_through_a_link_and_refuses_a_pipe_or_device(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file is written under a temporary name and renamed over its target: ``hop gen text pipe`` replaced a named
+    pipe by a file (as root, ``hop gen text /dev/null`` made /dev/null a file of text), and a symbolic link was
+    replaced by a file, its target left as it was. A link is written through now; anything but a regular file is
+    refused."""
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "real.txt").write_text("old\n")
+    (tmp_path / "link.txt").symlink_to("real.txt")
+    args = _parser().parse_args(["gen", "text", str(tmp_path / "pipe"), "--size", "1KB"])
+    assert args.func(args) == 2
+    assert capsys.readouterr().err == (
+        f"hop gen text: error: {tmp_path / 'pipe'} is not a regular file (a device, pipe or socket): a file is "
+        "written under a temporary name, then renamed over it; give the name of a file to write\n"
+    )
+    assert (tmp_path / "pipe").is_fifo()
+    args = _parser().parse_args(["gen", "text", str(tmp_path / "link.txt"), "--size", "1KB"])
+    assert args.func(args) == 0
+    assert (tmp_path / "link.txt").is_symlink() and os.readlink(tmp_path / "link.txt") == "real.txt"
+    assert len((tmp_path / "real.txt").read_bytes()) > 900
+    assert sorted(os.listdir(tmp_path)) == ["link.txt", "pipe", "real.txt"]
+
+
 def test_cli_reports_generator_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _parser().parse_args(["gen", "pageviews", str(tmp_path), "--start", "yesterday"])
     assert args.func(args) == 2
@@ -546,3 +636,67 @@ def test_a_full_disk_names_the_file_being_written(tmp_path: Path) -> None:
         "--size\n"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def _interrupted_gen(argv: list[str], written: Path, signum: int) -> subprocess.CompletedProcess[str]:
+    """Run ``hop gen ARGV`` and send it ``signum`` once the file ``written`` is complete (so the run has written
+    a file whole, and was writing the next); the finished command, its stderr captured."""
+    command = subprocess.Popen([sys.executable, "-m", "hop", "gen", *argv], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not written.exists():
+            assert time.monotonic() < deadline and command.poll() is None, "the generator wrote a file whole"
+            time.sleep(0.01)
+        command.send_signal(signum)
+        _, stderr = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait(timeout=30)
+    return subprocess.CompletedProcess(command.args, command.returncode, "", stderr)
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "first", "signum"),
+    [
+        ("text", ["--size", "5GB", "--files", "500"], "part-0000.txt", signal.SIGTERM),
+        ("pageviews", ["--days", "300", "--pages", "20000", "--no-gzip"], "pagecounts-20090101-000000", signal.SIGINT),
+    ],
+)
+def test_an_interrupted_gen_removes_the_files_and_folders_it_made(
+    tmp_path: Path, kind: str, options: list[str], first: str, signum: int
+) -> None:
+    """``hop gen text out --files 5`` stopped half-way (Ctrl-C, SIGTERM) left ``out`` with the files written so far
+    (an empty ``out`` when stopped in the first one): a later ``hop gen text out`` took it for a directory it would
+    not write a file as, and ``--files 2`` into it was refused for an earlier run's leftovers. What the run made
+    goes with it now, the folders it made too; nothing else was there."""
+    out = tmp_path / "made" / "out"
+    result = _interrupted_gen([kind, str(out), *options], out / first, signum)
+    assert result.returncode == 128 + signum, result.stderr
+    assert result.stderr == "hop: error: interrupted\n"
+    assert os.listdir(tmp_path) == [], "neither the files written, nor out, nor the folder made for it"
+    again = subprocess.run(
+        [sys.executable, "-m", "hop", "gen", "text", str(out), "--size", "1KB"], capture_output=True, timeout=120
+    )
+    assert again.returncode == 0 and out.is_file(), again.stderr
+
+
+def test_an_interrupted_gen_leaves_what_was_there_before_and_names_what_it_rewrote(tmp_path: Path) -> None:
+    """Only what the run made goes: files that were there before stay, and one it rewrote is named, with what to do
+    (the folder then holds files of two runs)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    (out / "part-0000.txt").write_text("an earlier run's\n")
+    (out / "part-0002.txt").write_text("an earlier run's\n")
+    argv = ["text", str(out), "--size", "5GB", "--files", "500"]
+    result = _interrupted_gen(argv, out / "part-0001.txt", signal.SIGINT)
+    assert result.returncode == 130, result.stderr
+    assert sorted(os.listdir(out)) == ["notes.txt", "part-0000.txt", "part-0002.txt"]
+    assert (out / "notes.txt").read_text() == "mine\n"
+    assert (out / "part-0002.txt").read_text() == "an earlier run's\n", "not rewritten yet: as it was"
+    assert result.stderr == (
+        f"hop gen text: {out / 'part-0000.txt'}, there before, was rewritten before it stopped (the files it wrote new "
+        "are removed, those it had yet to rewrite are as they were): run the command again to write them all\n"
+        "hop: error: interrupted\n"
+    )

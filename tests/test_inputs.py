@@ -21,6 +21,7 @@ from hop.inputs import (
     InputError,
     ReadLimit,
     Split,
+    expand_inputs,
     iter_lines,
     iter_records,
     make_splits,
@@ -688,6 +689,124 @@ def test_a_file_compressed_in_a_format_hop_does_not_read_is_refused_before_the_j
     assert not (tmp_path / "out" / "_SUCCESS").exists()
     ran = hop("run", job, "logs.txt.gz", "-o", "out", "--quiet", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
+
+
+def test_a_compressed_suffix_is_taken_at_its_files_word_only_where_its_bytes_agree(tmp_path: Path) -> None:
+    """A text file named ``notes.zip`` (or ``.z``, ``.br``...) was refused by its name alone as compressed in a
+    format hop does not read, and gzip data named ``.zip`` was called zip. What the file's first bytes are decides
+    now: text is read as text; another format's data is named as such, with the suffix that makes hop read it, or
+    the tool that decompresses it; data without first bytes of its own (Brotli) is still taken at its name."""
+    import bz2
+
+    from tests.conftest import ROOT, hop
+
+    text = b"one two\nthree\n"
+    files = {
+        "notes.zip": text,
+        "notes.Z": text,
+        "notes.br": text,
+        "empty.zst": b"",
+        "gzip.zip": gzip.compress(text),
+        "bzip2.lz4": bz2.compress(text),
+        "zip.zip": b"PK\x03\x04" + bytes(range(256)),
+        "zstd.7z": b"\x28\xb5\x2f\xfd" + bytes(range(256)),
+        "noise.br": bytes(range(256)) * 4,
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+
+    def refusal(name: str) -> str:
+        with pytest.raises(InputError) as refused:
+            expand_inputs([str(tmp_path / name)])
+        return str(refused.value)
+
+    for name in ("notes.zip", "notes.Z", "notes.br", "empty.zst"):
+        assert expand_inputs([str(tmp_path / name)]) == [str(tmp_path / name)]
+    assert refusal("gzip.zip") == (
+        f"input file {tmp_path / 'gzip.zip'} is gzip data (its first bytes are gzip's), not zip as its name says: "
+        "rename it to end .gz, which hop reads decompressed"
+    )
+    assert "is bzip2 data (its first bytes are bzip2's), not LZ4 as its name says: rename it to end .bz2" in refusal(
+        "bzip2.lz4"
+    )
+    assert f"{tmp_path / 'zip.zip'} is zip-compressed, which hop does not read" in refusal("zip.zip")
+    assert "is Zstandard-compressed, which hop does not read (it reads .gz, .bz2, .xz and .lzma): decompress it " in (
+        refusal("zstd.7z")
+    )
+    assert "is Brotli-compressed, which hop does not read" in refusal("noise.br")
+    job = str(ROOT / "jobs" / "wordcount.py")
+    ran = hop("run", job, "notes.zip", "-o", "out", "--quiet", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    counts = sorted(line for part in (tmp_path / "out").glob("part-*") for line in part.read_text().splitlines())
+    assert counts == ['"one"\t1', '"three"\t1', '"two"\t1']
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "said"),
+    [
+        ("plain.gz", b"one\ntwo\n", "is not gzip data: its first bytes are text, and hop reads a file whose name ends "
+         ".gz decompressed; rename it without .gz to read it as text"),
+        ("bzip2.gz", __import__("bz2").compress(b"one\ntwo\n"),
+         "is bzip2 data (its first bytes are bzip2's), not gzip as its name says: rename it to end .bz2"),
+        ("gzip.xz", gzip.compress(b"one\ntwo\n"),
+         "is gzip data (its first bytes are gzip's), not xz as its name says: rename it to end .gz"),
+        ("zstd.bz2", b"\x28\xb5\x2f\xfd" + bytes(range(256)),
+         "is Zstandard data (its first bytes are Zstandard's), not bzip2 as its name says: decompress it (unzstd)"),
+    ],
+)  # fmt: skip
+def test_a_file_whose_bytes_are_not_what_its_suffix_says_is_named_as_what_it_is(
+    tmp_path: Path, name: str, data: bytes, said: str
+) -> None:
+    """A plain log named ``.gz``, or bzip2 data named ``.gz``, failed its map as "truncated, corrupt or not gzip
+    data; check it with gzip -t": it names what the file is and the suffix to give."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(InputError) as failure:
+        list(iter_lines(Split(str(path), 0, -1)))
+    assert f"input file {path} {said}" in str(failure.value), failure.value
+
+
+@pytest.mark.skipif(
+    not os.path.isfile("/proc/cpuinfo") or os.path.getsize("/proc/cpuinfo") != 0, reason="needs Linux's /proc"
+)
+def test_a_file_whose_size_says_0_bytes_yet_holds_data_is_refused_not_read_as_empty(tmp_path: Path) -> None:
+    """``hop run job.py /proc/cpuinfo`` read nothing (a file is read up to its size, and /proc's files give 0 bytes)
+    and succeeded, saying that the input held no records. It is refused, saying to copy the file; an empty file is
+    still an empty input."""
+    with pytest.raises(InputError) as refused:
+        expand_inputs(["/proc/cpuinfo"])
+    assert str(refused.value) == (
+        "input file /proc/cpuinfo gives its size as 0 bytes yet holds data (a file of /proc or /sys, made as it is "
+        "read): hop reads a file up to its size, so it would read none of it; copy it to a file (cat /proc/cpuinfo "
+        "> FILE) and read that"
+    )
+    (tmp_path / "empty.txt").write_bytes(b"")
+    assert expand_inputs([str(tmp_path)]) == [str(tmp_path / "empty.txt")]
+
+
+@pytest.mark.parametrize(("name", "mode"), [("logs.tar", "w"), ("logs.tar.gz", "w:gz"), ("logs.tar.bz2", "w:bz2")])
+@pytest.mark.parametrize("tar_format", ["ustar", "gnu"])
+def test_a_tar_archive_is_named_as_one_not_read_as_text(tmp_path: Path, name: str, mode: str, tar_format: str) -> None:
+    """A tar archive's headers are ASCII and NUL bytes, valid UTF-8: ``hop run wc.py logs.tar.gz`` counted its
+    file names, modes and padding as words beside the lines of the files inside, and succeeded. Its map fails now,
+    naming the archive and how to extract it, ``--skip-bad-records`` or not; text is still text."""
+    import tarfile
+
+    (tmp_path / "log.txt").write_text("a b\nc d\n")
+    path = tmp_path / name
+    with tarfile.open(path, mode, format=tarfile.USTAR_FORMAT if tar_format == "ustar" else tarfile.GNU_FORMAT) as tar:
+        tar.add(tmp_path / "log.txt", arcname="log.txt")
+    split = Split(str(path), 0, -1)
+    for on_bad in (None, lambda position, line, error: None):
+        with pytest.raises(InputError) as failure:
+            list(iter_lines(split, on_bad=on_bad))
+        assert str(failure.value) == (
+            f"input file {path} is a tar archive (it starts with a tar header): read as text, its headers would be "
+            f"records too; extract it (tar xf {path}) and read the files it holds"
+        )
+    text = tmp_path / "ustar.txt"
+    text.write_text("".join(f"line {n} of the word ustar and others\n" for n in range(40)))
+    assert len(list(iter_lines(Split(str(text), 0, -1)))) == 40
 
 
 @pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".lzma"])

@@ -6,6 +6,9 @@ Usage::
     hop gen pageviews OUTDIR [--days N] [--start YYYY-MM-DD] [--size 100MB] [--pages N] [--seed S]
                              [--no-gzip]
 
+``--pages N`` is the page universe: exactly N distinct pages the files draw from (``hop.gen.pageviews``), and the
+summary says how many of them the files list.
+
 ``OUT`` is a file, or a directory of ``part-NNNN.txt`` files when ``--files`` is above 1. Sizes are decimal:
 ``K``/``KB`` = 1000 bytes, ``M``/``MB`` = 10**6, ``G``/``GB`` = 10**9, ``T``/``TB`` = 10**12
 (case-insensitive, fractions allowed: ``1.5GB``); ``KiB``, ``MiB``, ``GiB``, ``TiB`` are the binary units; a
@@ -111,9 +114,11 @@ def path_argument(text: str) -> str:
 
 
 def output_argument(text: str) -> str:
-    """argparse type: an output directory's path (:func:`path_argument`) that does not lead through a loop of
+    """argparse type: an output directory's path (:func:`written_path_argument`) that does not lead through a loop of
     symbolic links (``out -> loop -> out``): resolving it crashed hop run with a RuntimeError and its traceback."""
-    path = path_argument(text)
+    path = written_path_argument(
+        text, "output directory", "hop writes its output as a directory of part files (print them with cat OUT/part-*)"
+    )
     try:
         os.stat(path)
     except OSError as error:
@@ -123,6 +128,30 @@ def output_argument(text: str) -> str:
                 "or give another path"
             ) from None
     return path
+
+
+def written_path_argument(text: str, what: str = "file", how: str = "hop gen writes files, not standard output") -> str:
+    """A path to write (:func:`path_argument`) that is neither ``-``, which reads as standard output but made a file
+    or directory named ``-``, nor one starting with ``~``, which the shell left unexpanded (quoted, or
+    ``--output=~/out``) and which made a folder named ``~`` in the current one (whose ``rm -rf ~`` deletes the home
+    directory): ``./-`` and ``./~`` name such paths if meant. ``what`` the path is and ``how`` hop writes it, for
+    the error about ``-``."""
+    path = path_argument(text)
+    if path == "-":
+        raise argparse.ArgumentTypeError(f"- is no {what}: {how}; give a name (./- for one named -)")
+    if path.startswith("~"):
+        folder = path.split("/")[0]
+        home = f"$HOME{path[1:]}" if folder == "~" else f"{folder[1:]}'s home directory in place of {folder}"
+        raise argparse.ArgumentTypeError(
+            f"{path} starts with ~, which the shell expands only when not quoted and not after = (--output=~/out): "
+            f"write {home}, or ./{path} for a directory named {folder} here"
+        )
+    return path
+
+
+def gen_path_argument(text: str) -> str:
+    """argparse type: where ``hop gen`` writes (:func:`written_path_argument`)."""
+    return written_path_argument(text)
 
 
 def positive_int(text: str) -> int:
@@ -306,6 +335,16 @@ def _reason(error: ValueError | OSError, target: str) -> str:
     return f"cannot write {final_path(Path(os.fsdecode(error.filename)))}: {error.strerror}"
 
 
+def _print_notes(command: str, error: BaseException) -> None:
+    """Print what a generator that stopped noted on its exception (``hop.gen.whole.all_or_nothing``: files there
+    before that it rewrote), or on the one it was handling when a second came (a Ctrl-C held while it cleaned up)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        for note in getattr(seen, "__notes__", []):
+            print(f"{command}: {note}", file=sys.stderr)
+        seen = seen.__context__
+
+
 def _run_text(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {
         "seed": args.seed,
@@ -315,10 +354,12 @@ def _run_text(args: argparse.Namespace) -> int:
     }
     from hop.gen.text import generate_text, generate_text_files  # numpy: only when generating
 
-    if args.files == 1 and os.path.isdir(args.out):  # (said before the vocabulary is built)
+    # (said before the vocabulary is built; a name ending in / names a directory too: it was written as a file)
+    if args.files == 1 and (os.path.isdir(args.out) or args.out.endswith(os.sep)):
+        what = "is a directory" if os.path.isdir(args.out) else "ends with /, which names a directory"
         print(
-            f"hop gen text: error: {args.out} is a directory: give the name of a file to write, or --files N to "
-            "write N files into it",
+            f"hop gen text: error: {args.out} {what}: give the name of a file to write, or --files N to write N "
+            "files into it",
             file=sys.stderr,
         )
         return 2
@@ -332,7 +373,11 @@ def _run_text(args: argparse.Namespace) -> int:
             where = args.out
     except (ValueError, OSError) as error:
         print(f"hop gen text: error: {_reason(error, args.out)}", file=sys.stderr)
+        _print_notes("hop gen text", error)
         return 2 if isinstance(error, ValueError) else 1
+    except KeyboardInterrupt as interruption:  # (hop.cli says it was interrupted; first, what it left)
+        _print_notes("hop gen text", interruption)
+        raise
     print(
         f"hop gen text: wrote {_mb(summary['bytes'])} "
         f"({summary['lines']:,} lines, {summary['words']:,} words) "
@@ -359,12 +404,17 @@ def _run_pageviews(args: argparse.Namespace) -> int:
         )
     except (ValueError, OSError) as error:
         print(f"hop gen pageviews: error: {_reason(error, args.outdir)}", file=sys.stderr)
+        _print_notes("hop gen pageviews", error)
         return 2 if isinstance(error, ValueError) else 1
+    except KeyboardInterrupt as interruption:  # (hop.cli says it was interrupted; first, what it left)
+        _print_notes("hop gen pageviews", interruption)
+        raise
     stored = f", {_mb(summary['compressed_bytes'])} gzip" if not args.no_gzip else ""
     print(
         f"hop gen pageviews: wrote {summary['files']} hourly files "
         f"({_mb(summary['bytes'])} uncompressed{stored}, {summary['lines']:,} lines, "
-        f"{summary['views']:,} views, {summary['pages']:,} pages) to {args.outdir} "
+        f"{summary['views']:,} views, {summary['pages']:,} distinct {'page' if summary['pages'] == 1 else 'pages'} "
+        f"of {summary['universe']:,}) to {args.outdir} "
         f"in {time.perf_counter() - began:.1f} s",
         file=sys.stderr,
     )
@@ -389,7 +439,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Write lines of seeded pseudo-words (UTF-8, a few percent non-ASCII). "
         "Sizes: K/KB=1000, M/MB=10^6, G/GB=10^9 bytes; KiB/MiB/GiB are binary.",
     )
-    text.add_argument("out", type=path_argument, help="output file, or directory when --files > 1")
+    text.add_argument("out", type=gen_path_argument, help="output file, or directory when --files > 1")
     text.add_argument("--size", type=size_argument, required=True, help="total bytes, e.g. 150MB (decimal units)")
     text.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same bytes")
     text.add_argument("--vocabulary", type=positive_int, default=100_000, help="distinct words (default 100000)")
@@ -404,7 +454,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Write pagecounts-YYYYMMDD-HH0000.gz files: 'lang title views bytes' "
         "lines with Zipf popularity, a language mix and per-language daily cycles.",
     )
-    views.add_argument("outdir", type=path_argument, help="output directory")
+    views.add_argument("outdir", type=gen_path_argument, help="output directory")
     views.add_argument("--days", type=positive_int, default=1, help="days of hourly files (default 1)")
     views.add_argument("--start", default="2009-01-01", help="first day, YYYY-MM-DD (default 2009-01-01)")
     views.add_argument(
@@ -413,7 +463,15 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="approximate total uncompressed bytes, e.g. 100MB (default: about 20000 lines/hour)",
     )
-    views.add_argument("--pages", type=positive_int, default=200_000, help="page universe (default 200000)")
+    views.add_argument(
+        "--pages",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="the page universe: exactly N distinct pages (language, title) the files draw from, so at most N "
+        "appear in them; refused when --size takes more lines an hour than about a third of N (default 200000, "
+        "grown when --size takes more)",
+    )
     views.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     views.add_argument(
         "--views-per-hour",

@@ -26,10 +26,16 @@ Contract of :func:`generate_pageviews`:
   tail pages happened to be listed, so totals vary from day to day with traffic (calendar, drift of the
   popular pages) rather than with the sampling noise of a small file; a small file's tail pages stand for
   many real ones and carry more views each than real tail pages do.
+- The page universe, the pages the files draw from, holds exactly ``pages`` distinct ``(lang, title)`` pages,
+  shared among the languages by their share of views (largest remainders; a language whose share rounds to no
+  page is left out), so no more than ``pages`` distinct pages appear in all the files together; the summary's
+  ``pages`` is how many do. ``pages=None`` is :data:`DEFAULT_PAGES`, or more when ``size_bytes`` asks for more
+  lines an hour than about a third of that (:data:`_MAX_PRESENT_SHARE`: tail pages stay sparse, coming and going
+  from hour to hour); given ``pages`` too few for ``size_bytes`` so are refused (ValueError naming how many it
+  needs), not grown past the bound given.
 - ``size_bytes`` sets the total uncompressed size of all files (hit within a few percent by calibrating the
-  hourly number of views on a sample of hours); without it each hour has about
-  ``min(20_000, pages // 5)`` lines. If the size asks for more lines per hour than about a third of ``pages``,
-  the page universe is enlarged to keep tail pages sparse; the summary reports the number used.
+  hourly number of views on a sample of hours); without it each hour has about ``min(20_000, pages // 5)``
+  lines (at least 1).
 - The same arguments give identical content (and byte-identical gzip files: the gzip header time is 0).
 
 Each hour costs a few vector operations over the page universe plus rendering of the present lines, all numpy.
@@ -49,9 +55,11 @@ from urllib.parse import quote
 import numpy as np
 
 from hop.gen.text import accent_words, latin_words, script_words
-from hop.gen.whole import make_directory, refuse_leftovers, whole_file
+from hop.gen.whole import all_or_nothing, refuse_leftovers
 
 DEFAULT_LINES_PER_HOUR = 20_000
+DEFAULT_PAGES = 200_000
+"""The page universe's size without ``pages`` (grown when ``size_bytes`` asks for more lines an hour)."""
 MAX_CORE_PAGES = 2_000
 GZIP_LEVEL = 3  # the dumps are read far more often than written; level 3 is ~2x faster than 6 for ~10% more bytes
 
@@ -229,6 +237,17 @@ def _titles(rng: np.random.Generator, lang: _Lang, n: int) -> list[str]:
     return list(titles)[:n]
 
 
+def _pages_per_language(shares: np.ndarray, pages: int) -> list[int]:
+    """``pages`` shared among languages of view ``shares`` (summing to 1), exactly: each gets its quota's whole
+    part, the pages left go to the largest remainders. (Each got at least 3 before, whatever ``pages``: 53
+    languages made ``pages=50`` a universe of 178.)"""
+    quota = shares * pages
+    counts = np.floor(quota).astype(np.int64)
+    rest = pages - int(counts.sum())
+    counts[np.argsort(-(quota - counts), kind="stable")[:rest]] += 1
+    return [int(n) for n in counts]
+
+
 def _build_universe(seed: int, pages: int, core: int) -> _Universe:
     rng = np.random.default_rng([seed, _UNIVERSE])
     shares = np.array([lang.weight for lang in _LANGUAGES])
@@ -236,8 +255,10 @@ def _build_universe(seed: int, pages: int, core: int) -> _Universe:
     lang_idx: list[np.ndarray] = []
     weights: list[np.ndarray] = []
     keys: list[tuple[str, str]] = []
-    for i, (lang, share) in enumerate(zip(_LANGUAGES, shares.tolist(), strict=True)):
-        n = max(3, int(share * pages))
+    counts = _pages_per_language(shares, pages)
+    for i, (lang, share, n) in enumerate(zip(_LANGUAGES, shares.tolist(), counts, strict=True)):
+        if n == 0:
+            continue
         zipf = np.arange(1, n + 1, dtype=np.float64) ** -_PAGE_ZIPF
         weights.append(share * zipf / zipf.sum())
         lang_idx.append(np.full(n, i, dtype=np.int64))
@@ -341,15 +362,18 @@ def _listed_share(universe: _Universe, rate: np.ndarray, listed: np.ndarray) -> 
     return everything / np.maximum(seen, 1e-300)
 
 
-def _hour(universe: _Universe, rate: np.ndarray, scale: float, rng: np.random.Generator) -> tuple[np.ndarray, int, int]:
-    """The uint8 content, lines and views of one hour file, given each page's expected views ``rate`` at the
-    file's scale (which pages are listed) and ``scale``, the real-scale views per unit of ``rate``."""
+def _hour(
+    universe: _Universe, rate: np.ndarray, scale: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The uint8 content, listed pages (indices into the universe, one per line) and views of one hour file,
+    given each page's expected views ``rate`` at the file's scale (which pages are listed) and ``scale``, the
+    real-scale views per unit of ``rate``."""
     present = (rng.random(rate.size) < -np.expm1(-rate)) | universe.core
     idx = np.flatnonzero(present)
     factor = scale * _listed_share(universe, rate, present.astype(np.float64))
     views = np.maximum(rng.poisson(rate[idx] * factor[universe.lang[idx]]), 1)
     nbytes = np.maximum(np.rint(views * universe.size[idx] * rng.uniform(0.85, 1.15, idx.size)), 1).astype(np.int64)
-    return _render(universe, idx, views, nbytes), int(idx.size), int(views.sum())
+    return _render(universe, idx, views, nbytes), idx, int(views.sum())
 
 
 def _view_scale(views_per_hour: float | None, total: float) -> float:
@@ -432,21 +456,22 @@ def generate_pageviews(
     days: int = 1,
     start: str = "2009-01-01",
     size_bytes: int | None = None,
-    pages: int = 200_000,
+    pages: int | None = None,
     seed: int = 0,
     compress: bool = True,
     views_per_hour: float | None = DEFAULT_VIEWS_PER_HOUR,
 ) -> dict[str, Any]:
     """Write ``days * 24`` hourly pagecounts files into ``directory`` (contract: see the module doc).
 
-    Returns ``{"directory", "paths", "files", "lines", "bytes", "compressed_bytes", "views", "pages",
+    Returns ``{"directory", "paths", "files", "lines", "bytes", "compressed_bytes", "views", "pages", "universe",
     "core_pages"}``: ``bytes`` is the uncompressed total, ``compressed_bytes`` the size on disk, ``pages`` the
-    size of the page universe actually used. ``views_per_hour=None`` keeps counts at the listing's own scale
+    distinct pages the files list, ``universe`` the size of the page universe they were drawn from (``pages`` as
+    given, or the default's as grown). ``views_per_hour=None`` keeps counts at the listing's own scale
     (a listed page's count is then about its expected views at the file's scale, at least 1).
     """
     if days < 1:
         raise ValueError(f"days must be >= 1, got {days}")
-    if pages < 1:
+    if pages is not None and pages < 1:
         raise ValueError(f"pages must be >= 1, got {pages}")
     if size_bytes is not None and size_bytes <= 0:
         raise ValueError(f"size_bytes must be positive, got {size_bytes}")
@@ -460,13 +485,17 @@ def generate_pageviews(
     refuse_leftovers(Path(directory), "pagecounts-*", names)
     hours = days * 24
     # Lines per hour wanted; 45 bytes is a typical line, the exact size is calibrated below.
-    per_hour = size_bytes / hours / 45.0 if size_bytes is not None else min(DEFAULT_LINES_PER_HOUR, pages // 5)
-    per_hour = max(per_hour, 1.0)
-    universe = _build_universe(
-        seed,
-        max(pages, math.ceil(per_hour / _MAX_PRESENT_SHARE)),
-        min(MAX_CORE_PAGES, max(1, int(per_hour // 4))),
-    )
+    universe_size = DEFAULT_PAGES if pages is None else pages
+    if size_bytes is None:
+        per_hour = max(min(DEFAULT_LINES_PER_HOUR, universe_size // 5), 1.0)
+    else:
+        per_hour = max(size_bytes / hours / 45.0, 1.0)
+        needed = math.ceil(per_hour / _MAX_PRESENT_SHARE)
+        if pages is None:
+            universe_size = max(universe_size, needed)
+        elif pages < needed:
+            raise ValueError(_too_few_pages(size_bytes, per_hour, pages, needed))
+    universe = _build_universe(seed, universe_size, min(MAX_CORE_PAGES, max(1, int(per_hour // 4))))
     calendar = _calendar(seed, first, days)
 
     # Calibrate on up to 24 hours, one per hour of day, spread over the days (weekdays and cycles both count).
@@ -485,7 +514,6 @@ def generate_pageviews(
     del bases, drift
 
     root = Path(directory)
-    make_directory(root)
     summary: dict[str, Any] = {
         "directory": str(root),
         "paths": [],
@@ -494,25 +522,41 @@ def generate_pageviews(
         "bytes": 0,
         "compressed_bytes": 0,
         "views": 0,
-        "pages": len(universe),
+        "pages": 0,
+        "universe": len(universe),
         "core_pages": int(universe.core.sum()),
     }
-    for day in range(days):
-        date = first + dt.timedelta(days=day)
-        base = universe.weight * _page_day(seed, day, universe) * total
-        for hour in range(24):
-            rng = np.random.default_rng([seed, _HOUR, day, hour])
-            content, lines, views = _hour(universe, base * calendar[day, hour][universe.lang], view_scale, rng)
-            path = root / _file_name(date, hour, compress)
-            with whole_file(path) as raw:
-                if compress:
-                    with gzip.GzipFile(path.name, "wb", GZIP_LEVEL, raw, mtime=0) as out:
-                        out.write(content.data)
-                else:
-                    raw.write(content.data)
-            summary["paths"].append(str(path))
-            summary["lines"] += lines
-            summary["views"] += views
-            summary["bytes"] += content.size
-            summary["compressed_bytes"] += path.stat().st_size
+    listed = np.zeros(len(universe), dtype=bool)
+    with all_or_nothing() as made:  # (interrupted: none of its files, nor the folder it made, is left behind)
+        made.directory(root)
+        for day in range(days):
+            date = first + dt.timedelta(days=day)
+            base = universe.weight * _page_day(seed, day, universe) * total
+            for hour in range(24):
+                rng = np.random.default_rng([seed, _HOUR, day, hour])
+                content, present, views = _hour(universe, base * calendar[day, hour][universe.lang], view_scale, rng)
+                listed[present] = True
+                path = root / _file_name(date, hour, compress)
+                with made.file(path) as raw:
+                    if compress:
+                        with gzip.GzipFile(path.name, "wb", GZIP_LEVEL, raw, mtime=0) as out:
+                            out.write(content.data)
+                    else:
+                        raw.write(content.data)
+                summary["paths"].append(str(path))
+                summary["lines"] += int(present.size)
+                summary["views"] += views
+                summary["bytes"] += content.size
+                summary["compressed_bytes"] += path.stat().st_size
+    summary["pages"] = int(listed.sum())
     return summary
+
+
+def _too_few_pages(size_bytes: int, per_hour: float, pages: int, needed: int) -> str:
+    """Why ``pages`` cannot give ``size_bytes`` (about ``per_hour`` lines an hour), and what to give instead."""
+    most = int(pages * _MAX_PRESENT_SHARE)
+    return (
+        f"--size {size_bytes:,} bytes takes about {per_hour:,.0f} lines an hour, more than --pages {pages:,} list "
+        f"(about {most:,} an hour: a third or so of the pages, so that tail pages come and go from hour to hour); "
+        f"give --pages {needed:,} or more, or a smaller --size"
+    )

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hop.gen.whole import make_directory, refuse_leftovers, whole_file
+from hop.gen.whole import Made, all_or_nothing, refuse_leftovers
 
 # Stream tags keep the vocabulary and the draws in independent random streams of one seed, so that changing
 # the size of a file never changes its vocabulary, and the files of generate_text_files share one vocabulary.
@@ -215,11 +215,13 @@ def _write_lines(
     sample: Sampler,
     rng: np.random.Generator,
     words_per_line: int,
+    made: Made,
 ) -> dict[str, Any]:
-    """Write whole lines to ``path`` until the next line would pass ``size_bytes``; return the summary."""
+    """Write whole lines to ``path`` (noted in ``made``) until the next line would pass ``size_bytes``; return the
+    summary."""
     written = lines = 0
     block_words = _BLOCK_LINES * words_per_line
-    with whole_file(path) as out:
+    with made.file(path) as out:
         while True:
             indices = sample(rng, block_words)
             line_bytes = table.lengths[indices].reshape(_BLOCK_LINES, words_per_line).sum(axis=1)
@@ -262,8 +264,10 @@ def generate_text(
     sample = _make_sampler(vocabulary, distribution, zipf_exponent)
     table = _WordTable.of(build_vocabulary(seed, vocabulary))
     target = Path(path)
-    make_directory(target.parent)
-    return _write_lines(target, size_bytes, table, sample, np.random.default_rng([seed, _DRAW_STREAM]), words_per_line)
+    rng = np.random.default_rng([seed, _DRAW_STREAM])
+    with all_or_nothing() as made:  # (interrupted: no folder it made is left behind)
+        made.directory(target.parent)
+        return _write_lines(target, size_bytes, table, sample, rng, words_per_line, made)
 
 
 def _part_name(index: int) -> str:
@@ -295,13 +299,15 @@ def generate_text_files(
     refuse_leftovers(root, "part-*.txt", [_part_name(i) for i in range(files)])  # (before the vocabulary is built)
     sample = _make_sampler(vocabulary, distribution, zipf_exponent)
     table = _WordTable.of(build_vocabulary(seed, vocabulary))
-    make_directory(root)
     per_file, extra = divmod(total_bytes, files)
     summary: dict[str, Any] = {"paths": [], "files": files, "bytes": 0, "lines": 0, "words": 0}
-    for i in range(files):
-        rng = np.random.default_rng([seed, _DRAW_STREAM, i])
-        part = _write_lines(root / _part_name(i), per_file + (i < extra), table, sample, rng, words_per_line)
-        summary["paths"].append(part["path"])
-        for key in ("bytes", "lines", "words"):
-            summary[key] += part[key]
+    with all_or_nothing() as made:  # (interrupted: none of its files, nor the folder it made, is left behind)
+        made.directory(root)
+        for i in range(files):
+            rng = np.random.default_rng([seed, _DRAW_STREAM, i])
+            size = per_file + (i < extra)
+            part = _write_lines(root / _part_name(i), size, table, sample, rng, words_per_line, made)
+            summary["paths"].append(part["path"])
+            for key in ("bytes", "lines", "words"):
+                summary[key] += part[key]
     return summary
