@@ -444,8 +444,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     text.add_argument("--seed", type=int, default=0, help="random seed (default 0); same seed, same bytes")
     text.add_argument("--vocabulary", type=positive_int, default=100_000, help="distinct words (default 100000)")
     text.add_argument("--uniform", action="store_true", help="draw words uniformly instead of Zipf (1/rank)")
-    text.add_argument("--files", type=positive_int, default=1, help="write N files part-NNNN.txt into OUT")
-    text.add_argument("--words-per-line", type=positive_int, default=10, help="words per line (default 10)")
+    text.add_argument(
+        "--files",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="write N files part-NNNN.txt into OUT (default 1: OUT is the file)",
+    )
+    text.add_argument(
+        "--words-per-line", type=positive_int, default=10, metavar="N", help="words per line (default 10)"
+    )
     text.set_defaults(func=_run_text)
 
     views = kinds.add_parser(
