@@ -8,7 +8,9 @@ shown as a host: it samples its own process tree) and prints the coordinator's a
 it (``hop submit ... --coordinator ADDRESS``) and watched. The monitoring job (``jobs/cluster_monitor.py``) gets one
 source per worker's sample stream plus the coordinator's; its windows go to ``OUT/windows/``, alerts to
 ``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl`` (without ``-o``, OUT is a temporary directory, removed when
-the monitor stops). The dashboard URL is printed; Ctrl-C stops everything.
+the monitor stops). The dashboard URL is printed; Ctrl-C stops everything. ``--quiet`` prints only the addresses
+(the embedded cluster's coordinator, the dashboard), errors and warnings, as ``hop run --quiet`` drops its progress
+lines.
 """
 
 from __future__ import annotations
@@ -105,7 +107,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration", type=_positive_seconds, default=None, help="stop after this long (default: Ctrl-C)"
     )
-    parser.add_argument("--quiet", action="store_true", help="print only the addresses")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the addresses (the embedded cluster's coordinator, the dashboard), errors and warnings: no "
+        "output folder, window lines or summary",
+    )
 
 
 def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
@@ -317,8 +324,9 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
                 feed.start()
 
             with _dashboard(address, args.port, feeds):
-                kept = "" if args.output else " (temporary, removed when the monitor stops: -o DIR keeps it)"
-                print(f"hop: monitoring output in {output}{kept}", file=sys.stderr, flush=True)
+                if not args.quiet:  # (--quiet prints the addresses alone: it printed this line too)
+                    kept = "" if args.output else " (temporary, removed when the monitor stops: -o DIR keeps it)"
+                    print(f"hop: monitoring output in {output}{kept}", file=sys.stderr, flush=True)
                 try:
                     run_stream(
                         client,

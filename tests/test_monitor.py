@@ -291,6 +291,28 @@ def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) ->
     assert not list(temp.iterdir()), list(temp.iterdir())
 
 
+def test_a_quiet_monitor_prints_only_its_addresses(tmp_path: Path) -> None:
+    """``hop monitor --quiet`` ("print only the addresses") still printed where its output went, as ``hop run
+    --quiet`` prints no progress lines: it prints the embedded cluster's coordinator and the dashboard, no more."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--duration", "3s", "--quiet"]
+    environment = {**os.environ, "TMPDIR": str(temp)}
+    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith("hop: embedded cluster's coordinator at ipc://"), result.stderr
+    assert re.fullmatch(r"hop: cluster monitor dashboard at http://127\.0\.0\.1:\d+/monitor", lines[1]), lines
+    assert result.stdout == "" and not list(temp.iterdir()), (result.stdout, list(temp.iterdir()))
+
+
 def test_the_monitor_keeps_the_newest_windows_it_is_told_to(tmp_path: Path) -> None:
     """The monitoring query writes a window folder every slide for as long as it runs (860 MB a day at the default
     slide, in /tmp without -o): ``--keep-windows N`` keeps the newest N, removing older ones as it goes."""

@@ -26,7 +26,7 @@ from hop.outputs import output_identity, output_removed, prepare_output, write_j
 from hop.spark_gateway import java_problem
 from hop.stream.sources import source_paths
 from hop.task_status import StatusFeed
-from hop.wording import counted
+from hop.wording import counted, share
 
 STOP_TIMEOUT = 120.0
 """How long a stopped job may take to drain before the client gives up waiting and ends it at once."""
@@ -115,12 +115,7 @@ def run_stream(
                 )
         for window in client.windows(job_id, after=seen):
             seen = max(seen, window["seq"])
-            print(
-                f"hop: window {window['label']}: {_records(window['records'])}, "
-                f"{counted(window['output_records'], 'row')}, {window['reason']} (fidelity {window['fidelity']:.0%})",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(window_line(window), file=sys.stderr, flush=True)
 
     deadline = None if timeout is None else time.monotonic() + timeout
     status: dict[str, Any] | None = None
@@ -177,6 +172,15 @@ def run_stream(
         print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
         print_user_counters(report["counters"].get("user", {}))  # (under the summary, as a batch run prints them)
     return dict(status)
+
+
+def window_line(window: dict[str, Any]) -> str:
+    """The line ``hop run`` prints of a window as it is written (a row of ``Client.windows``). Its fidelity, the
+    share of its cells present, reads 100% only when every cell is (0.999 read "100%", taken for complete)."""
+    return (
+        f"hop: window {window['label']}: {_records(window['records'])}, "
+        f"{counted(window['output_records'], 'row')}, {window['reason']} (fidelity {share(window['fidelity'])})"
+    )
 
 
 END_NOW_TIMEOUT = 5.0
