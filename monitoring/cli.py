@@ -287,7 +287,7 @@ def run_monitor(args: argparse.Namespace) -> int:
 def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
     """``run_monitor`` writing into ``output``; returns the exit code."""
     from hop.local_cluster import ClusterStartError, LocalCluster
-    from hop.stream.runner import end_now, run_stream
+    from hop.stream.runner import EndedNow, end_now, run_stream
     from monitoring.feed import MonitorFeed
 
     cluster = None
@@ -363,14 +363,19 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
     except (RuntimeError, ValueError) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         if submitted:
             # A second Ctrl-C (run_stream took the first, to drain): the query ends now, and OUT/_job.json says so,
-            # as for hop run --source (stopping the embedded cluster alone left no report).
+            # as for hop run --source (stopping the embedded cluster alone left no report). run_stream ended it
+            # itself (EndedNow) unless the Ctrl-C came as it asked for the stop.
             from hop.cli import _defer_interrupts
 
             _defer_interrupts()
-            print(f"hop: error: {end_now(address, submitted[0], Path(output))}", file=sys.stderr)
+            if isinstance(interruption, EndedNow):
+                ended = interruption.line
+            else:
+                ended, _ = end_now(address, submitted[0], Path(output))
+            print(f"hop: error: {ended}", file=sys.stderr)
         return 130
     finally:
         if cluster is not None:

@@ -342,7 +342,10 @@ def test_a_second_ctrl_c_ends_the_monitor_at_once_with_a_report_saying_so(tmp_pa
     out = tmp_path / "out"
     command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--window", "2s", "-o", str(out)]
     # Two sources (the worker's samples, the coordinator's), a pane each per 2 s, a reducer taking 0.5 s a pane.
-    assert_interrupted_report(out, *interrupt_twice_as_it_drains(command, out, slow_reduce=0.5))
+    code, stderr, took = interrupt_twice_as_it_drains(command, out, slow_reduce=0.5)
+    assert_interrupted_report(out, code, stderr, took)
+    # (its last line was a Python tuple: "hop: error: ('interrupted while stopping: ...', True)")
+    assert stderr.splitlines()[-1].startswith("hop: error: interrupted while stopping: "), stderr
 
 
 @pytest.mark.parametrize(

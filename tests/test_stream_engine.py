@@ -1904,6 +1904,85 @@ def test_a_second_ctrl_c_says_a_job_its_hung_coordinator_did_not_end_may_still_r
             client.close()
 
 
+@pytest.mark.parametrize("second_ctrl_c", [False, True], ids=["held-up", "held-up-then-ctrl-c"])
+def test_the_last_windows_are_all_printed_and_a_ctrl_c_once_the_job_ended_cuts_none(
+    tmp_path: Path, second_ctrl_c: bool
+) -> None:
+    """A stop of a 20m window sliding by 1s writes 1,200 windows at once, here while ``hop run``'s lines go to a
+    pipe nobody reads for a while (as a slow terminal or a paused ``| less`` holds them), until the job has ended.
+    ``hop run`` asked for the windows once per status, 100 at a time: the last status printed 100 of those left.
+    ``second_ctrl_c``: then a second Ctrl-C, once the drained job had ended, exited 130 "interrupted while stopping;
+    ... had ended (succeeded)", a window line cut off mid-way and the rest never printed. Every window has its line
+    now, or is counted in one saying the coordinator no longer keeps it (it keeps the newest 500), and the summary
+    follows: exit 0."""
+    import fcntl
+
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 6000, rate=100.0, seed=9)
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "run", job_path("event_wordcount"), "--job-class", "EventWordCount"]
+    command += ["--source", f"replay:{events_path}?rate=100", "--window", "20m", "--slide", "1s", "-o", str(output)]
+    command += ["--workers", "1", "--no-view"]
+    process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert process.stderr is not None
+    if hasattr(fcntl, "F_SETPIPE_SZ"):  # (a page: the run blocks on its window lines soon after they stop being read)
+        fcntl.fcntl(process.stderr.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+    lines: list[str] = []
+    reading, done = threading.Event(), threading.Event()
+    reading.set()
+
+    def read() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            lines.append(line)
+            while not reading.is_set() and not done.is_set():
+                reading.wait(0.05)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any(line.startswith("hop: window ") for line in lines):
+            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
+            time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)  # the first: drain
+        first = time.monotonic()
+        while not any("stopping" in line for line in lines) or time.monotonic() < first + SAME_SIGNAL_SECONDS + 0.2:
+            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
+            time.sleep(0.05)
+        reading.clear()  # the run's lines pile up in the pipe as the stop writes the last 1,200 windows
+        while not (output / "_job.json").exists():  # the coordinator's report: the job has ended
+            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert process.poll() is None, "the run had printed everything: nothing was held up"
+        if second_ctrl_c:
+            os.killpg(process.pid, signal.SIGINT)  # the second, once the job had ended
+        reading.set()
+        code = process.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        done.set()
+        reading.set()
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        reader.join(timeout=10)
+        process.stderr.close()
+    stderr = "".join(lines)
+    report = json.loads((output / "_job.json").read_text())
+    assert code == 0 and "interrupted" not in stderr, stderr[-2000:]
+    assert report["status"] == "succeeded" and report["continuous"]["stopped"], report["status"]
+    written = report["continuous"]["windows_written"]
+    printed = re.findall(r"^hop: window (\S+): ", stderr, re.MULTILINE)
+    # Those the coordinator no longer kept when the run, held up by its pipe, asked for them are counted instead.
+    unlisted = re.findall(r"^hop: ([\d,]+) windows? written before these no longer listed .*: each has its "
+                          rf"_window\.json in {re.escape(str(output / 'windows'))}$", stderr, re.MULTILINE)  # fmt: skip
+    counted = sum(int(number.replace(",", "")) for number in unlisted)
+    assert len(printed) == len(set(printed)) and len(printed) + counted == written > 1200, (len(printed), unlisted)
+    assert set(printed) <= {path.parent.name for path in output.glob("windows/*/_window.json")}
+    assert f"ended: {written:,} windows in {output / 'windows'}" in stderr.splitlines()[-1], stderr[-2000:]
+
+
 def test_load_shedding_keeps_a_slow_map_within_its_latency_bound(stream_client: Client, tmp_path: Path) -> None:
     """A map that takes 4 ms per event over a stream of 1,000 events/s of live event time falls behind; with
     --max-latency it skips the records of panes whose deadline passed, counts them, and C2 marks those panes."""

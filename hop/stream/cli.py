@@ -157,7 +157,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     from hop.outputs import OutputExistsError, check_output, claim_output, output_identity
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
-    from hop.stream.runner import end_now, report_unanswered, run_stream
+    from hop.stream.runner import EndedNow, end_now, report_unanswered, run_stream
     from hop.web.cli import web_view
 
     if args.inputs:
@@ -294,14 +294,18 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         )
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         return _fail(str(error), 3)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         if not submitted:
             return _fail("interrupted before the job started", _interrupted_code())
         # Once the job runs, run_stream turns the first Ctrl-C into a stop: one reaching here is a second one, which
         # means "stop now". The job is ended at once, so OUT/_job.json says it was interrupted and how far it got
-        # (stopping the embedded cluster alone left windows and no report), then the cluster is stopped.
+        # (stopping the embedded cluster alone left windows and no report), then the cluster is stopped. run_stream
+        # did so itself (EndedNow) unless the Ctrl-C came as it asked for the stop.
         _defer_interrupts()
-        ended, answered = end_now(address, submitted[0], Path(spec.output))
+        if isinstance(interruption, EndedNow):
+            ended, answered = interruption.line, interruption.answered
+        else:
+            ended, answered = end_now(address, submitted[0], Path(spec.output))
         if cluster is not None and not answered:
             # The coordinator did not end the job (hung): asking it to shut the cluster down would wait for nothing
             # (15 s more), and once its processes are killed no report can come but the one written here.
