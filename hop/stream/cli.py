@@ -418,9 +418,11 @@ def _view(args: argparse.Namespace) -> int:
         run = None if pending else _continuous_report(output)
         if run is not None and run.get("options", {}).get("deltas") is False:
             # It said "no materialized view yet (no compaction has run)", as if one were coming.
+            folder = output / "windows"  # (named also when the job wrote no window: a folder that was not there)
+            where = f"its windows are in {folder}" if folder.is_dir() else "nor did it write a window"
             print(
                 f"hop: error: {output} has no materialized view: its job ran with --no-view, so it kept no checkpoint "
-                f"deltas to build one from (its windows are in {output / 'windows'})",
+                f"deltas to build one from ({where})",
                 file=sys.stderr,
             )
             return 1
