@@ -667,6 +667,24 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
         assert any(problem in line for line in logged), (problem, logged)
 
 
+def test_a_source_given_its_port_is_not_said_to_listen_where_its_url_says(tmp_path: Path) -> None:
+    """A ``tcp:`` or ``zmq:`` source given its port printed "hop: source tcp:127.0.0.1:5600 listens at
+    tcp:127.0.0.1:5600", its URL again: where it listens is said only when the URL left something to the system."""
+    import socket
+
+    with socket.socket() as probe:  # (a port free a moment ago)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    sources = [f"tcp:127.0.0.1:{port}", "zmq:tcp://127.0.0.1:*?format=text"]
+    result = hop(
+        "run", job_path("stream_wordcount"), *(arg for url in sources for arg in ("--source", url)), "--window", "2r",
+        "-o", str(tmp_path / "out"), "--workers", "1", "--no-view", "--duration", "3s", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    said = dict(re.findall(r"^hop: source (\S+) listens at (\S+)$", result.stderr, re.MULTILINE))
+    assert list(said) == [sources[1]], result.stderr  # (the other's port, picked as it bound, is said)
+
+
 def test_a_source_given_port_0_says_where_it_listens(tmp_path: Path) -> None:
     """``hop run --source tcp:127.0.0.1:0 --source zmq:tcp://127.0.0.1:*``: each source binds a port the system
     picks, and the run says which on stderr (it did not: nothing could send to such a source); lines sent to the

@@ -107,7 +107,9 @@ def run_stream(
         for source in status.get("sources_listening", ()):
             if told_listening.get(source["index"]) != source["address"]:  # (a retry may have bound another port)
                 told_listening[source["index"]] = source["address"]
-                _say(f"hop: source {source['url']} listens at {source['address']}")
+                # (not of a URL that said it all: "source tcp:127.0.0.1:5600 listens at tcp:127.0.0.1:5600")
+                if source["address"] != source["url"].split("?", 1)[0]:
+                    _say(f"hop: source {source['url']} listens at {source['address']}")
         if (lost := lost_workers.line(status)) is not None:
             _say(lost)
         for gone in status.get("sources_gone", ()):
