@@ -100,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--keep-windows",
         type=positive_int,
         default=None,
+        metavar="N",
         help="keep the folders of the newest N windows in OUT/windows, removing older ones as the query runs "
         f"(default: all with -o; {TEMPORARY_KEEP_WINDOWS:,} in the temporary output, an hour of the default slide)",
     )

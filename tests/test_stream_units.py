@@ -625,3 +625,15 @@ def test_a_windows_fidelity_reads_100_percent_only_when_whole(fidelity: float, s
     window = {"label": "20231114T221421Z", "records": 178, "output_records": 1, "reason": "latency"}
     line = window_line({**window, "fidelity": fidelity})
     assert line == f"hop: window 20231114T221421Z: 178 records, 1 row, latency (fidelity {shown})", line
+
+
+def test_the_help_names_a_continuous_options_value_as_its_text_speaks_of_it() -> None:
+    """``--checkpoint-every CHECKPOINT_EVERY: checkpoint every N windows``, ``--sink SINK: ... to ENDPOINT`` and
+    ``hop monitor --keep-windows KEEP_WINDOWS: ... the newest N windows``: the value is named as the text names it."""
+    from hop.cli import _command_parser, build_parser
+
+    parser = build_parser(True)
+    run, monitor = (_command_parser(parser, [command]).format_help() for command in ("run", "monitor"))
+    assert re.search(r"--checkpoint-every N\s+checkpoint every N windows", run), run
+    assert re.search(r"--sink ENDPOINT\s+also publish", run), run
+    assert re.search(r"--keep-windows N\s+keep the folders of the newest N", monitor), monitor

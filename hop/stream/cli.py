@@ -103,7 +103,12 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         "others have not; one no source sealed past (a single source gone quiet) waits for data or a stop",
     )
     group.add_argument(
-        "--checkpoint-every", action=Given, type=positive_int, default=5, help="checkpoint every N windows (default 5)"
+        "--checkpoint-every",
+        action=Given,
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="checkpoint every N windows (default 5)",
     )
     group.add_argument(
         "--checkpoint-seconds",
@@ -113,7 +118,11 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         help="... or after this long with new windows (5s)",
     )
     group.add_argument(
-        "--sink", action=Given, default=None, help="also publish every window on a ZeroMQ PUB socket to ENDPOINT"
+        "--sink",
+        action=Given,
+        default=None,
+        metavar="ENDPOINT",
+        help="also publish every window on a ZeroMQ PUB socket to ENDPOINT",
     )
     group.add_argument(
         "--view-interval",
