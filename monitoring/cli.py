@@ -336,6 +336,7 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
                         timeout=args.duration,
                         view_interval=None,
                         on_submitted=follow,
+                        left_out_when_quiet=False,  # (its own samples: nothing a user's output misses)
                     )
                 finally:
                     for feed in feeds:

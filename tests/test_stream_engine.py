@@ -667,6 +667,26 @@ def test_bad_records_on_a_socket_source_are_dropped_counted_and_logged(tmp_path:
         assert any(problem in line for line in logged), (problem, logged)
 
 
+def test_a_quiet_run_still_says_the_records_its_windows_left_out(tmp_path: Path) -> None:
+    """``hop run --quiet`` of a batch job prints no summary but still says the records it skipped (a script running
+    quietly would never learn its output misses them); a continuous one said nothing of its late records. It says
+    them in one line, and nothing else (no window, no summary)."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 400, rate=50.0, seed=5, disorder=0.3)
+    output = tmp_path / "out"
+    result = hop(
+        "run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", f"replay:{events_path}",
+        "--window", "1s", "-o", str(output), "--workers", "1", "--no-view", "--quiet", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads((output / "_job.json").read_text())
+    late = report["counters"]["late_records"]
+    assert late > 0, "the events out of order by up to 3 s come late"
+    job_id = report["job_id"]
+    said = f"hop: {job_id} ended; {late:,} records late (past --lateness 0s), listed in {output / '_late'}"
+    assert result.stderr.splitlines() == [said], result.stderr
+
+
 def test_a_source_given_its_port_is_not_said_to_listen_where_its_url_says(tmp_path: Path) -> None:
     """A ``tcp:`` or ``zmq:`` source given its port printed "hop: source tcp:127.0.0.1:5600 listens at
     tcp:127.0.0.1:5600", its URL again: where it listens is said only when the URL left something to the system."""

@@ -51,6 +51,7 @@ def run_stream(
     spark_master: str = "local[1]",
     on_submitted: Callable[[str], None] | None = None,
     stop_timeout: float = STOP_TIMEOUT,
+    left_out_when_quiet: bool = True,
 ) -> dict[str, Any]:
     """Run a continuous job until it ends or is stopped; returns its final status (with ``report``).
     ``on_submitted(job_id)`` is called once the coordinator accepted it. A job stopped (Ctrl-C, ``timeout``) that
@@ -58,7 +59,9 @@ def run_stream(
     says ``interrupted``), and ``TimeoutError`` raised. A job its coordinator failed as it was stopped (Ctrl-C,
     SIGTERM) raises :class:`~hop.client.JobLost`, as one lost to a restart does; another failure ``JobFailed``. A
     second Ctrl-C while it drains ends it at once and raises :class:`EndedNow` (a ``KeyboardInterrupt``), saying how;
-    a ``KeyboardInterrupt`` raised otherwise (before it was stopped) has not ended the job."""
+    a ``KeyboardInterrupt`` raised otherwise (before it was stopped) has not ended the job. Without ``progress``
+    (``--quiet``) it prints no window and no summary, but for the records its windows left out (late, bad), unless
+    ``left_out_when_quiet`` is false, as ``hop run --quiet`` of a batch job still says its skipped records."""
     from hop.runner import JobFailed, LostWorkerNote  # hop.runner imports this module's neighbours; import late
 
     sources = (spec.options.get("stream") or {}).get("sources", [])
@@ -217,22 +220,28 @@ def run_stream(
         raise JobFailed(status)
     report = status["report"]
     with stop_signals_noted(ended_signals, stop_signals_taken()):  # (the job has ended: its summary is said whole)
-        _summarize(spec, job_id, report, progress)
+        _summarize(spec, job_id, report, progress, left_out_when_quiet)
     return dict(status)
 
 
-def _summarize(spec: JobSpec, job_id: str, report: dict[str, Any], progress: bool) -> None:
+def _summarize(spec: JobSpec, job_id: str, report: dict[str, Any], progress: bool, left_out_when_quiet: bool) -> None:
     """The run's last lines, for a continuous job that succeeded: the windows it wrote, what it left out of them,
-    its user counters."""
-    if progress:
-        folder, written = Path(spec.output) / "windows", report["continuous"]["windows_written"]
-        # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
-        where = f"{counted(written, 'window')} in {folder}" if written else "no window written"
-        keep = spec.options.get("stream", {}).get("keep_windows")
-        if keep is not None and written > keep:  # (--keep-windows removed the older ones' folders)
-            where = f"{counted(written, 'window')}, the newest {keep:,} kept in {folder}"
-        print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
-        print_user_counters(report["counters"].get("user", {}))  # (under the summary, as a batch run prints them)
+    its user counters; without ``progress``, what it left out alone (if asked and any)."""
+    if not progress:
+        # (a quiet run said nothing of the records missing from its windows, where a batch run's --quiet says its
+        # skipped ones: a script running quietly would never learn of them)
+        left_out = _left_out(report, Path(spec.output))
+        if left_out and left_out_when_quiet:
+            print(f"hop: {job_id} ended{left_out}", file=sys.stderr)
+        return
+    folder, written = Path(spec.output) / "windows", report["continuous"]["windows_written"]
+    # (it said "1 windows", and "0 windows in OUT/windows" of a folder that was not there)
+    where = f"{counted(written, 'window')} in {folder}" if written else "no window written"
+    keep = spec.options.get("stream", {}).get("keep_windows")
+    if keep is not None and written > keep:  # (--keep-windows removed the older ones' folders)
+        where = f"{counted(written, 'window')}, the newest {keep:,} kept in {folder}"
+    print(f"hop: {job_id} ended: {where}{_left_out(report, Path(spec.output))}", file=sys.stderr)
+    print_user_counters(report["counters"].get("user", {}))  # (under the summary, as a batch run prints them)
 
 
 def _say(line: str) -> None:
