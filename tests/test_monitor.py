@@ -313,6 +313,17 @@ def test_a_quiet_monitor_prints_only_its_addresses(tmp_path: Path) -> None:
     assert result.stdout == "" and not list(temp.iterdir()), (result.stdout, list(temp.iterdir()))
 
 
+def test_hop_view_of_a_monitors_output_does_not_name_an_option_the_monitor_has_not(tmp_path: Path) -> None:
+    """``hop view OUT`` of ``hop monitor -o OUT`` said "its job ran with --no-view", which ``hop monitor`` has not:
+    its query always runs without a view, and the message says so."""
+    out = tmp_path / "out"
+    result = hop("monitor", "--workers", "1", "--duration", "2s", "-o", str(out), "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    view = hop("view", str(out), cwd=tmp_path)
+    assert view.returncode == 1, view.stderr
+    assert "ran without one (--no-view, as hop monitor's query always runs)" in view.stderr, view.stderr
+
+
 def test_the_monitor_keeps_the_newest_windows_it_is_told_to(tmp_path: Path) -> None:
     """The monitoring query writes a window folder every slide for as long as it runs (860 MB a day at the default
     slide, in /tmp without -o): ``--keep-windows N`` keeps the newest N, removing older ones as it goes."""

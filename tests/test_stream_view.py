@@ -469,7 +469,7 @@ def test_hop_view_of_a_run_without_view_says_so(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     view = hop("view", str(output), cwd=tmp_path)
     assert view.returncode == 1
-    assert f"{output} has no materialized view: its job ran with --no-view" in view.stderr, view.stderr
+    assert f"{output} has no materialized view: its job ran without one (--no-view, " in view.stderr, view.stderr
     assert f"its windows are in {output / 'windows'}" in view.stderr
     # One that wrote no window named its windows' folder all the same, which was not there.
     (tmp_path / "empty.txt").write_text("")

@@ -426,12 +426,13 @@ def _view(args: argparse.Namespace) -> int:
     if info is None:
         run = None if pending else _continuous_report(output)
         if run is not None and run.get("options", {}).get("deltas") is False:
-            # It said "no materialized view yet (no compaction has run)", as if one were coming.
+            # It said "no materialized view yet (no compaction has run)", as if one were coming. (Of a monitor's
+            # output, "its job ran with --no-view" named an option hop monitor has not.)
             folder = output / "windows"  # (named also when the job wrote no window: a folder that was not there)
             where = f"its windows are in {folder}" if folder.is_dir() else "nor did it write a window"
             print(
-                f"hop: error: {output} has no materialized view: its job ran with --no-view, so it kept no checkpoint "
-                f"deltas to build one from ({where})",
+                f"hop: error: {output} has no materialized view: its job ran without one (--no-view, as hop monitor's "
+                f"query always runs), so it kept no checkpoint deltas to build one from ({where})",
                 file=sys.stderr,
             )
             return 1
