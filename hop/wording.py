@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["counted", "percent", "percent_like", "percent_places"]
+__all__ = ["counted", "percent", "percent_like", "percent_places", "share"]
 
 
 def counted(count: int, noun: str) -> str:
@@ -30,3 +30,19 @@ def percent_like(fraction: float, given: float) -> str:
     """A measured ``fraction`` as a percentage with the decimals :func:`percent` shows ``given`` with, the figure it
     is compared with (a half-width of 0.00042 against a bound of 0.0005: ``0.04%``, beside ``0.05%``)."""
     return f"{100 * fraction:.{percent_places(given)}f}%"
+
+
+def share(fraction: float, decimals: int = 0) -> str:
+    """A measured share (of a window's cells, of the input) as a percentage that reads ``100%`` only when it is whole
+    and ``0%`` only when it is none: ``decimals`` decimals, more where those would round it to either end, up to 4,
+    past which it is cut short of the end (0.5: ``50%``; 0.999: ``99.9%``, not ``100%``, which a user reads as
+    complete; 0.9999999: ``99.9999%``; 0.001: ``0.1%``)."""
+    value = 100 * fraction
+    places = decimals
+    inside = 0 < fraction < 1
+    while inside and places < 4 and not 0 < round(value, places) < 100:
+        places += 1
+    if inside:  # (past 4 decimals: held one last decimal inside the ends, rather than rounded onto one)
+        step = 10.0**-places
+        value = min(max(value, step), 100 - step)
+    return f"{value:.{places}f}%"

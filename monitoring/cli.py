@@ -8,7 +8,9 @@ shown as a host: it samples its own process tree) and prints the coordinator's a
 it (``hop submit ... --coordinator ADDRESS``) and watched. The monitoring job (``jobs/cluster_monitor.py``) gets one
 source per worker's sample stream plus the coordinator's; its windows go to ``OUT/windows/``, alerts to
 ``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl`` (without ``-o``, OUT is a temporary directory, removed when
-the monitor stops). The dashboard URL is printed; Ctrl-C stops everything.
+the monitor stops). The dashboard URL is printed; Ctrl-C stops everything. ``--quiet`` prints only the addresses
+(the embedded cluster's coordinator, the dashboard), errors and warnings, as ``hop run --quiet`` drops its progress
+lines.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--keep-windows",
         type=positive_int,
         default=None,
+        metavar="N",
         help="keep the folders of the newest N windows in OUT/windows, removing older ones as the query runs "
         f"(default: all with -o; {TEMPORARY_KEEP_WINDOWS:,} in the temporary output, an hour of the default slide)",
     )
@@ -105,7 +108,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration", type=_positive_seconds, default=None, help="stop after this long (default: Ctrl-C)"
     )
-    parser.add_argument("--quiet", action="store_true", help="print only the addresses")
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print only the addresses (the embedded cluster's coordinator, the dashboard), errors and warnings: no "
+        "output folder, window lines or summary",
+    )
 
 
 def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
@@ -280,7 +288,7 @@ def run_monitor(args: argparse.Namespace) -> int:
 def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
     """``run_monitor`` writing into ``output``; returns the exit code."""
     from hop.local_cluster import ClusterStartError, LocalCluster
-    from hop.stream.runner import end_now, run_stream
+    from hop.stream.runner import EndedNow, end_now, run_stream
     from monitoring.feed import MonitorFeed
 
     cluster = None
@@ -317,8 +325,9 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
                 feed.start()
 
             with _dashboard(address, args.port, feeds):
-                kept = "" if args.output else " (temporary, removed when the monitor stops: -o DIR keeps it)"
-                print(f"hop: monitoring output in {output}{kept}", file=sys.stderr, flush=True)
+                if not args.quiet:  # (--quiet prints the addresses alone: it printed this line too)
+                    kept = "" if args.output else " (temporary, removed when the monitor stops: -o DIR keeps it)"
+                    print(f"hop: monitoring output in {output}{kept}", file=sys.stderr, flush=True)
                 try:
                     run_stream(
                         client,
@@ -327,6 +336,7 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
                         timeout=args.duration,
                         view_interval=None,
                         on_submitted=follow,
+                        left_out_when_quiet=False,  # (its own samples: nothing a user's output misses)
                     )
                 finally:
                     for feed in feeds:
@@ -355,14 +365,19 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
     except (RuntimeError, ValueError) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         if submitted:
             # A second Ctrl-C (run_stream took the first, to drain): the query ends now, and OUT/_job.json says so,
-            # as for hop run --source (stopping the embedded cluster alone left no report).
+            # as for hop run --source (stopping the embedded cluster alone left no report). run_stream ended it
+            # itself (EndedNow) unless the Ctrl-C came as it asked for the stop.
             from hop.cli import _defer_interrupts
 
             _defer_interrupts()
-            print(f"hop: error: {end_now(address, submitted[0], Path(output))}", file=sys.stderr)
+            if isinstance(interruption, EndedNow):
+                ended = interruption.line
+            else:
+                ended, _ = end_now(address, submitted[0], Path(output))
+            print(f"hop: error: {ended}", file=sys.stderr)
         return 130
     finally:
         if cluster is not None:

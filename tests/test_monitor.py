@@ -291,6 +291,39 @@ def test_the_monitors_default_output_is_removed_when_it_stops(tmp_path: Path) ->
     assert not list(temp.iterdir()), list(temp.iterdir())
 
 
+def test_a_quiet_monitor_prints_only_its_addresses(tmp_path: Path) -> None:
+    """``hop monitor --quiet`` ("print only the addresses") still printed where its output went, as ``hop run
+    --quiet`` prints no progress lines: it prints the embedded cluster's coordinator and the dashboard, no more."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--duration", "3s", "--quiet"]
+    environment = {**os.environ, "TMPDIR": str(temp)}
+    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert lines[0].startswith("hop: embedded cluster's coordinator at ipc://"), result.stderr
+    assert re.fullmatch(r"hop: cluster monitor dashboard at http://127\.0\.0\.1:\d+/monitor", lines[1]), lines
+    assert result.stdout == "" and not list(temp.iterdir()), (result.stdout, list(temp.iterdir()))
+
+
+def test_hop_view_of_a_monitors_output_does_not_name_an_option_the_monitor_has_not(tmp_path: Path) -> None:
+    """``hop view OUT`` of ``hop monitor -o OUT`` said "its job ran with --no-view", which ``hop monitor`` has not:
+    its query always runs without a view, and the message says so."""
+    out = tmp_path / "out"
+    result = hop("monitor", "--workers", "1", "--duration", "2s", "-o", str(out), "--quiet", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    view = hop("view", str(out), cwd=tmp_path)
+    assert view.returncode == 1, view.stderr
+    assert "ran without one (--no-view, as hop monitor's query always runs)" in view.stderr, view.stderr
+
+
 def test_the_monitor_keeps_the_newest_windows_it_is_told_to(tmp_path: Path) -> None:
     """The monitoring query writes a window folder every slide for as long as it runs (860 MB a day at the default
     slide, in /tmp without -o): ``--keep-windows N`` keeps the newest N, removing older ones as it goes."""
@@ -320,7 +353,10 @@ def test_a_second_ctrl_c_ends_the_monitor_at_once_with_a_report_saying_so(tmp_pa
     out = tmp_path / "out"
     command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--window", "2s", "-o", str(out)]
     # Two sources (the worker's samples, the coordinator's), a pane each per 2 s, a reducer taking 0.5 s a pane.
-    assert_interrupted_report(out, *interrupt_twice_as_it_drains(command, out, slow_reduce=0.5))
+    code, stderr, took = interrupt_twice_as_it_drains(command, out, slow_reduce=0.5)
+    assert_interrupted_report(out, code, stderr, took)
+    # (its last line was a Python tuple: "hop: error: ('interrupted while stopping: ...', True)")
+    assert stderr.splitlines()[-1].startswith("hop: error: interrupted while stopping: "), stderr
 
 
 @pytest.mark.parametrize(

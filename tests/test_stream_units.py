@@ -611,3 +611,29 @@ def test_a_maps_checkpoints_are_ordered_by_their_numbers_past_the_width_of_their
     assert _usable_map_checkpoint(tmp_path, None, replayable=False) == {"seq": 3, "attempt": 1}
     # Every reducer holds attempt 0's spills below 100,000,001 (its checkpoint 100,000,001 covers those < it).
     assert _usable_map_checkpoint(tmp_path, (0, 100_000_000), replayable=True) == {"seq": 100_000_001, "attempt": 0}
+
+
+@pytest.mark.parametrize(
+    ("fidelity", "shown"),
+    [(1.0, "100%"), (0.999, "99.9%"), (0.9999995, "99.9999%"), (0.75, "75%"), (0.0004, "0.04%"), (0.0, "0%")],
+)
+def test_a_windows_fidelity_reads_100_percent_only_when_whole(fidelity: float, shown: str) -> None:
+    """``hop run`` printed a window's fidelity with ``.0%``: 999 of 1,000 cells read "fidelity 100%", which a user
+    takes for complete. A share short of whole (or above none) keeps the decimals that say so."""
+    from hop.stream.runner import window_line
+
+    window = {"label": "20231114T221421Z", "records": 178, "output_records": 1, "reason": "latency"}
+    line = window_line({**window, "fidelity": fidelity})
+    assert line == f"hop: window 20231114T221421Z: 178 records, 1 row, latency (fidelity {shown})", line
+
+
+def test_the_help_names_a_continuous_options_value_as_its_text_speaks_of_it() -> None:
+    """``--checkpoint-every CHECKPOINT_EVERY: checkpoint every N windows``, ``--sink SINK: ... to ENDPOINT`` and
+    ``hop monitor --keep-windows KEEP_WINDOWS: ... the newest N windows``: the value is named as the text names it."""
+    from hop.cli import _command_parser, build_parser
+
+    parser = build_parser(True)
+    run, monitor = (_command_parser(parser, [command]).format_help() for command in ("run", "monitor"))
+    assert re.search(r"--checkpoint-every N\s+checkpoint every N windows", run), run
+    assert re.search(r"--sink ENDPOINT\s+also publish", run), run
+    assert re.search(r"--keep-windows N\s+keep the folders of the newest N", monitor), monitor

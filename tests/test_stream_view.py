@@ -469,8 +469,17 @@ def test_hop_view_of_a_run_without_view_says_so(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     view = hop("view", str(output), cwd=tmp_path)
     assert view.returncode == 1
-    assert f"{output} has no materialized view: its job ran with --no-view" in view.stderr, view.stderr
+    assert f"{output} has no materialized view: its job ran without one (--no-view, " in view.stderr, view.stderr
     assert f"its windows are in {output / 'windows'}" in view.stderr
+    # One that wrote no window named its windows' folder all the same, which was not there.
+    (tmp_path / "empty.txt").write_text("")
+    empty = tmp_path / "empty"
+    run = hop("run", job_path("stream_wordcount"), "--source", "replay:empty.txt", "--window", "1r", "-o", str(empty),
+              "--workers", "1", "--no-view", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0 and "no window written" in run.stderr, run.stderr
+    view = hop("view", str(empty), cwd=tmp_path)
+    assert view.returncode == 1 and "(nor did it write a window)" in view.stderr, view.stderr
+    assert str(empty / "windows") not in view.stderr, view.stderr
 
 
 def test_a_continuous_run_without_java_says_at_its_start_that_it_makes_no_view(tmp_path: Path) -> None:

@@ -836,3 +836,17 @@ def test_page_of_a_running_job_says_its_state_is_the_last_heard_once_the_coordin
         client.close()
         coordinator.kill()
         coordinator.communicate(timeout=30)
+
+
+def test_a_windows_fidelity_reads_100_percent_only_when_whole_on_both_pages(cluster: LocalCluster) -> None:
+    """A window's fidelity (the share of its cells present) read "100%" from 0.9995 up on the job page and from
+    0.995 up on the monitor's, taken for a complete window. Each reads 100% only when whole, as ``hop run``'s lines
+    do (``hop.wording.share``), with the decimals that keep it short of it."""
+    with WebServer(cluster.address, monitor=[]) as web, browser_page() as (page, errors):
+        page.goto(web.url, timeout=30_000)
+        shown = page.evaluate("[1, 0.9995, 0.99999, 0.5, 0].map((fraction) => percent(fraction))")
+        assert shown == ["100%", "99.95%", "99.999%", "50.0%", "0%"], shown
+        page.goto(f"{web.url}monitor", timeout=30_000)  # (monitor.js says its latest window's fidelity so)
+        shown = page.evaluate("[1, 0.996, 0.9999999, 0.5, 0.0004].map((fraction) => share(fraction))")
+        assert shown == ["100%", "99.6%", "99.9999%", "50%", "0.04%"], shown
+        assert errors == []

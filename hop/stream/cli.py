@@ -103,7 +103,12 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         "others have not; one no source sealed past (a single source gone quiet) waits for data or a stop",
     )
     group.add_argument(
-        "--checkpoint-every", action=Given, type=positive_int, default=5, help="checkpoint every N windows (default 5)"
+        "--checkpoint-every",
+        action=Given,
+        type=positive_int,
+        default=5,
+        metavar="N",
+        help="checkpoint every N windows (default 5)",
     )
     group.add_argument(
         "--checkpoint-seconds",
@@ -113,7 +118,11 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
         help="... or after this long with new windows (5s)",
     )
     group.add_argument(
-        "--sink", action=Given, default=None, help="also publish every window on a ZeroMQ PUB socket to ENDPOINT"
+        "--sink",
+        action=Given,
+        default=None,
+        metavar="ENDPOINT",
+        help="also publish every window on a ZeroMQ PUB socket to ENDPOINT",
     )
     group.add_argument(
         "--view-interval",
@@ -157,7 +166,7 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
     from hop.outputs import OutputExistsError, check_output, claim_output, output_identity
     from hop.runner import JobFailed, build_spec
     from hop.stream.options import stream_options
-    from hop.stream.runner import end_now, report_unanswered, run_stream
+    from hop.stream.runner import EndedNow, end_now, report_unanswered, run_stream
     from hop.web.cli import web_view
 
     if args.inputs:
@@ -294,14 +303,18 @@ def run_stream_from_args(args: argparse.Namespace) -> int:
         )
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
         return _fail(str(error), 3)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interruption:
         if not submitted:
             return _fail("interrupted before the job started", _interrupted_code())
         # Once the job runs, run_stream turns the first Ctrl-C into a stop: one reaching here is a second one, which
         # means "stop now". The job is ended at once, so OUT/_job.json says it was interrupted and how far it got
-        # (stopping the embedded cluster alone left windows and no report), then the cluster is stopped.
+        # (stopping the embedded cluster alone left windows and no report), then the cluster is stopped. run_stream
+        # did so itself (EndedNow) unless the Ctrl-C came as it asked for the stop.
         _defer_interrupts()
-        ended, answered = end_now(address, submitted[0], Path(spec.output))
+        if isinstance(interruption, EndedNow):
+            ended, answered = interruption.line, interruption.answered
+        else:
+            ended, answered = end_now(address, submitted[0], Path(spec.output))
         if cluster is not None and not answered:
             # The coordinator did not end the job (hung): asking it to shut the cluster down would wait for nothing
             # (15 s more), and once its processes are killed no report can come but the one written here.
@@ -413,10 +426,13 @@ def _view(args: argparse.Namespace) -> int:
     if info is None:
         run = None if pending else _continuous_report(output)
         if run is not None and run.get("options", {}).get("deltas") is False:
-            # It said "no materialized view yet (no compaction has run)", as if one were coming.
+            # It said "no materialized view yet (no compaction has run)", as if one were coming. (Of a monitor's
+            # output, "its job ran with --no-view" named an option hop monitor has not.)
+            folder = output / "windows"  # (named also when the job wrote no window: a folder that was not there)
+            where = f"its windows are in {folder}" if folder.is_dir() else "nor did it write a window"
             print(
-                f"hop: error: {output} has no materialized view: its job ran with --no-view, so it kept no checkpoint "
-                f"deltas to build one from (its windows are in {output / 'windows'})",
+                f"hop: error: {output} has no materialized view: its job ran without one (--no-view, as hop monitor's "
+                f"query always runs), so it kept no checkpoint deltas to build one from ({where})",
                 file=sys.stderr,
             )
             return 1

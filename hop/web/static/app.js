@@ -669,7 +669,8 @@ const clock = (seconds) => (isDate(seconds) ? utc(seconds).slice(11) : `${number
 // contract says a number (window bounds and panes), a string is such an int, shown in full.
 const whole = (value) => (typeof value === "string" || typeof value === "bigint" ? BigInt(value).toLocaleString()
   : number(value));
-const percent = (fraction) => `${(100 * fraction).toFixed(fraction >= 0.9995 || fraction === 0 ? 0 : 1)}%`;
+// (0.9995 and up read "100%": a window short of complete taken for one)
+const percent = (fraction) => share(fraction, fraction === 1 || fraction === 0 ? 0 : 1);
 const extent = (amount, unit) => (unit === "seconds" ? `${number(amount)} s` : `${number(amount)} ${unit}`);
 
 function bounds(window) {

@@ -11,6 +11,20 @@ const CELLS = {
 
 const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;
 
+// A measured share (a window's fidelity: the share of its cells present) as a percentage that reads 100% only when
+// whole and 0% only when none, as `hop run` prints it (hop/wording.py, share): `decimals` decimals, more where those
+// would round it to either end, up to 4, past which it is held one last decimal inside. 999 of 1,000 cells read
+// "100%", taken for a complete window.
+function share(fraction, decimals = 0) {
+  const value = 100 * fraction;
+  const inside = fraction > 0 && fraction < 1;
+  let places = decimals;
+  const rounded = () => Number(value.toFixed(places));
+  while (inside && places < 4 && !(rounded() > 0 && rounded() < 100)) places += 1;
+  const step = 10 ** -places;
+  return `${(inside ? Math.min(Math.max(value, step), 100 - step) : value).toFixed(places)}%`;
+}
+
 // Reconnecting to a server that went away ------------------------------------------------------------------------
 // Once a page's event stream drops (its server stopped: hop web, hop monitor, or hop run --web whose job ended; or
 // the coordinator behind it is gone), the page asks again after RETRY_FIRST_SECONDS, then after twice as long each

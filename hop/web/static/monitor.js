@@ -403,7 +403,7 @@ function renderHeader() {
     status.replaceChildren(
       `window ${clock(window.start)}–${clock(window.end)} UTC `,
       badge(window.reason, `reason ${window.reason.replace(/\s+/g, "-")}`),
-      ` fidelity ${Math.round(100 * window.fidelity)}% · ${plural(view.snapshot.windows_seen, "window")} · emitted `,
+      ` fidelity ${share(window.fidelity)} · ${plural(view.snapshot.windows_seen, "window")} · emitted `,
       since(window.emitted_at ?? window.end),
     );
   }
