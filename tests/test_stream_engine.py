@@ -822,6 +822,20 @@ def test_an_exception_in_map_names_the_file_and_byte_offset_of_its_record(tmp_pa
     assert f"map at {place}: {{'ts': {T0 + 1}}} raised KeyError: 'text'" in result.stderr, result.stderr
 
 
+def test_an_exception_in_map_on_a_long_record_names_its_start_and_its_length(tmp_path: Path) -> None:
+    """A failing map's record was cut to 200 characters as if whole; it is named by its start and its length, as a
+    batch map's is (hop.usercode.shown)."""
+    record = {"ts": T0, "pad": "x" * 1000}  # no "text": the map raises
+    (tmp_path / "events.jsonl").write_text(json.dumps(record) + "\n")
+    result = hop(
+        "run", job_path("event_wordcount"), "--job-class", "EventWordCount", "--source", "replay:events.jsonl",
+        "--window", "2r", "-o", "out", "--no-view", "--quiet", "--duration", "60s", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    shown = repr(record)
+    assert f": {shown[:500]}... ({len(shown):,} characters) raised KeyError: 'text'" in result.stderr, result.stderr
+
+
 def test_a_failed_continuous_jobs_report_gives_the_records_read_and_dropped(tmp_path: Path) -> None:
     """A job whose map failed within its first second reported ``records_read 0`` and ``bad_records {}`` in
     ``_job.json`` (only progress reports, once a second, and committed attempts counted): the failing attempt now

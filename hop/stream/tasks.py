@@ -67,7 +67,7 @@ from hop.tasks import (
     unencodable_combine_call,
     unencodable_map_call,
 )
-from hop.usercode import UserCodeError, call_user, fold_error
+from hop.usercode import Place, UserCodeError, call_user, fold_error, shown, shown_key
 from hop.usertrace import not_pairs
 from shuffle import codec
 from shuffle.buffer import PartitionError, UnhashableKeyError
@@ -211,7 +211,7 @@ def run_stream_map(
         try:
             result = job.partition(key, num_reduces)
         except Exception as error:
-            raise UserCodeError("partition", error, f"key {key!r}") from error
+            raise UserCodeError("partition", error, shown_key(key)) from error
         if type(result) is not int or not 0 <= result < num_reduces:
             raise PartitionError(f"partition({key!r}) returned {result!r}; expected an int in range({num_reduces})")
         return result
@@ -464,7 +464,7 @@ def run_stream_map(
         if found is None:
             return error
         (place, value), pair = found
-        return unencodable_map_call(f"{place}: {value!r:.200}", pair)
+        return unencodable_map_call(Place(f"{place}: {shown(value)}"), pair)
 
     shed_panes: set[int] = set()
     late_lines: list[str] = []
@@ -541,7 +541,7 @@ def run_stream_map(
                     folded = fold_error(buffer.aggregate, buffer.failed_pair, not_pairs("map", error, pairs))
                     if isinstance(error, UnhashableKeyError):
                         folded = error.with_traceback(None)  # the key, not a value: its frames are the engine's
-                    raise UserCodeError("map", folded, f"{place}: {value!r:.200}") from error
+                    raise UserCodeError("map", folded, Place(f"{place}: {shown(value)}")) from error
             if late_lines:
                 _append(output, late_path, late_lines)
                 late_lines.clear()
@@ -1077,7 +1077,7 @@ def _user_uncombine(uncombine: Callable[[Any, Any, Any], Any]) -> Callable[[Any,
         try:
             return uncombine(key, current, old)
         except Exception as error:
-            raise UserCodeError("uncombine", error, f"key {key!r}") from error
+            raise UserCodeError("uncombine", error, shown_key(key)) from error
 
     return call
 
@@ -1096,7 +1096,7 @@ def _merge_function(
         try:
             values = [value for _, value in combiner(key, [a, b])]
         except Exception as error:
-            raise UserCodeError("combine", error, f"key {key!r}") from error
+            raise UserCodeError("combine", error, shown_key(key)) from error
         if len(values) != 1:
             raise ValueError(f"uncombine needs a combiner that yields one value per key; key {key!r} gave {values!r}")
         return values[0]
