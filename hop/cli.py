@@ -92,7 +92,7 @@ from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_ar
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, unused_port, web_view
 from hop.web.cli import register as register_web
-from hop.wording import counted, percent, percent_like
+from hop.wording import counted, percent, percent_like, share
 from monitoring.cli import register as register_monitor
 
 
@@ -740,7 +740,7 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
             f"{head}stopped early, accurate to {_accurate_to(approximate)} (asked "
             f"{percent(approximate['stop_when_accurate'])}"
             + (f", each group's {percent(confidence, 0)} interval" if confidence else "")
-            + f") after {approximate['input_fraction']:.1%} of the input: {rows:,} estimated rows (snapshot "
+            + f") after {share(approximate['input_fraction'], 1)} of the input: {rows:,} estimated rows (snapshot "
             f"{approximate['snapshot']}) in {output}"
             + (f", intervals in {os.path.join(output, intervals)}" if intervals else "")
             + "; groups none of whose records were read are not in it"
@@ -748,8 +748,8 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
     skipped = _skipped_records(report)
     bad = f" ({counted(skipped, 'bad record')} skipped: {os.path.join(output, '_bad_records')})" if skipped else ""
     stopped = [
-        f"step {number} stopped early after {r['approximate']['input_fraction']:.1%} of its input, so the result is "
-        f"approximate (accurate to {_accurate_to(r['approximate'])} there"
+        f"step {number} stopped early after {share(r['approximate']['input_fraction'], 1)} of its input, so the result "
+        f"is approximate (accurate to {_accurate_to(r['approximate'])} there"
         + (
             f", intervals in {os.path.join(output, r['approximate']['intervals'])}"
             if r["approximate"].get("intervals")

@@ -337,6 +337,8 @@ def test_the_summary_of_an_early_stop_says_the_confidence_and_bound_as_given(tmp
 
     report = _early_stop_report(stop_when_accurate=0.0005, half_width=0.00042, confidence=0.9995)
     assert "accurate to 0.04% (asked 0.05%, each group's 99.95% interval)" in _summary(report, str(tmp_path))
+    report["approximate"]["input_fraction"] = 0.9996  # (read "after 100.0% of the input": all of it, not early)
+    assert ") after 99.96% of the input: " in _summary(report, str(tmp_path))
     del report["approximate"]
     assert "no snapshot met --stop-when-accurate 0.05% (" in _summary(report, str(tmp_path), stop_when_accurate=0.0005)
 

@@ -33,6 +33,7 @@ from hop.runner import (
     run_staged_jobs,
     run_steps,
 )
+from hop.wording import share
 from tests.conftest import ROOT, hop, job_path, output_dict, relay
 
 TIMEOUT = 180
@@ -551,7 +552,9 @@ def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:
         "steps_stopped_early": [1],
     }
     summary = result.stderr.strip().splitlines()[-1]
-    assert f"; step 1 stopped early after {stopped['input_fraction']:.1%} of its input, so the result is " in summary
+    assert (
+        f"; step 1 stopped early after {share(stopped['input_fraction'], 1)} of its input, so the result is " in summary
+    )
     # Its intervals, the only measure of that accuracy, are kept in OUT where the report says (they went with the
     # step's output in the scratch folder, and "intervals" named OUT/_snapshots/LABEL, which held none).
     assert stopped["intervals"] == f"_steps/step-1/_snapshots/{stopped['snapshot']}/estimates-*.jsonl"
