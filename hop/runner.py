@@ -30,7 +30,7 @@ from hop.lifetime import Interrupted
 from hop.outputs import JOB_REPORT, output_write_error, prepare_output, write_job_report
 from hop.spilldirs import kept_step_output, scratch_folder
 from hop.task_status import StatusFeed
-from hop.wording import counted
+from hop.wording import counted, progress_percent
 
 
 class JobFailed(RuntimeError):
@@ -151,7 +151,8 @@ class ProgressDisplay:
         if now - self._last < self._interval and status["state"] == "running":
             return
         self._last = now
-        map_percent, reduce_percent = round(100 * status["map_fraction"], 1), round(100 * status["reduce_fraction"], 1)
+        map_percent = progress_percent(status["map_fraction"])
+        reduce_percent = progress_percent(status["reduce_fraction"])
         # The maps' rate over the time they ran (it was held at the first report's once the maps were done: a job
         # faster than the report interval ended on "0 records/s").
         rate = status["input_records"] / max(status["map_seconds"], 1e-9)

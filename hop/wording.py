@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["counted", "percent", "percent_like", "percent_places", "share"]
+__all__ = ["counted", "percent", "percent_like", "percent_places", "progress_percent", "share"]
 
 
 def counted(count: int, noun: str) -> str:
@@ -46,3 +46,14 @@ def share(fraction: float, decimals: int = 0) -> str:
         step = 10.0**-places
         value = min(max(value, step), 100 - step)
     return f"{value:.{places}f}%"
+
+
+def progress_percent(fraction: float) -> float:
+    """``fraction`` as a percentage to one decimal for a progress bar, held at 99.9 until it is whole and at 0.1 once
+    it is past none: a bar at ``100.0%`` with maps still running read as done (as :func:`share` words a share)."""
+    value = round(100 * fraction, 1)
+    if fraction < 1 and value >= 100:
+        return 99.9
+    if fraction > 0 and value <= 0:
+        return 0.1
+    return value

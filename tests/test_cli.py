@@ -3144,6 +3144,19 @@ def test_the_progress_display_first_names_the_job_and_how_to_follow_it(capsys: p
     assert capsys.readouterr().err == ""
 
 
+def test_the_progress_display_reads_100_percent_only_when_done(capsys: pytest.CaptureFixture[str]) -> None:
+    """A job 99.96% through its maps showed "map 100.0%" beside "3/4 maps": done, to a reader of the bar."""
+    from hop.runner import ProgressDisplay
+
+    status = {"job_id": "job-1", "state": "running", "map_fraction": 0.9996, "reduce_fraction": 0.0004}
+    status |= {"maps_done": 3, "maps_total": 4, "reduces_done": 0, "reduces_total": 1, "input_records": 9}
+    ProgressDisplay(True, address="tcp://h:5555").update({**status, "map_seconds": 1.0})
+    ProgressDisplay(True, address="tcp://h:5555").update({**status, "map_fraction": 1.0, "map_seconds": 1.0})
+    said = [line for line in capsys.readouterr().err.splitlines() if "reduce" in line]
+    assert said[0].startswith("map  99.9% (3/4 maps") and "| reduce   0.1% (0/1 reduces)" in said[0], said
+    assert said[1].startswith("map 100.0% ("), said
+
+
 def test_the_progress_display_says_when_the_cluster_loses_a_worker(capsys: pytest.CaptureFixture[str]) -> None:
     """A worker lost mid-job sent ``hop submit``'s progress back (95% to 80% of the maps) without a word."""
     from hop.runner import ProgressDisplay
