@@ -578,6 +578,85 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
     assert {a["worker"] for a in second["attempts"]} == {"local-0", "local-1"}
 
 
+def _pause_once_a_map_runs(cluster: LocalCluster, worker: Any, then: Callable[[], None]) -> threading.Thread:
+    """A thread that stops ``worker`` (SIGSTOP) once it runs a map of the cluster's job, then calls ``then``."""
+
+    def pause() -> None:
+        watcher = Client(cluster.address, timeout=30)
+        try:
+            deadline = time.monotonic() + 30
+            while not maps_running(watcher, "local-0") and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            watcher.close()
+        worker.send_signal(signal.SIGSTOP)
+        then()
+
+    return threading.Thread(target=pause, name="pauser")
+
+
+def test_the_only_worker_paused_past_the_heartbeat_timeout_rejoins_and_the_job_succeeds(tmp_path: Path) -> None:
+    """An embedded cluster's one worker stopped (SIGSTOP) or starved for longer than the heartbeat timeout, then
+    running again: the job failed at once with "no live workers", though the worker rejoined a moment later. Its
+    process still runs under the coordinator, so the job waits for it, and succeeds exactly."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 600_000, seed=23, vocabulary=2000)
+    expected = collections.Counter(source.read_text(encoding="utf-8").split())
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        client = Client(cluster.address, timeout=30)
+        worker = cluster.workers[0]
+
+        def resume() -> None:
+            time.sleep(3.0)  # 3 heartbeat timeouts
+            worker.send_signal(signal.SIGCONT)
+
+        pauser = _pause_once_a_map_runs(cluster, worker, resume)
+        pauser.start()
+        try:
+            report = run_job(client, "slow_map", [source], tmp_path / "out", num_reduces=1, split_size=100_000)
+        finally:
+            pauser.join(timeout=40)
+            worker.send_signal(signal.SIGCONT)  # (whatever happened: the cluster's stop must reach it)
+            client.close()
+    assert output_dict(tmp_path / "out") == expected
+    assert any(a["status"] == "lost" for a in report["attempts"]), "the pause cost no attempt: it came too late"
+
+
+def test_a_job_waiting_for_its_paused_worker_fails_once_that_worker_is_killed(tmp_path: Path) -> None:
+    """The job that waits for its only worker, lost but still running (stopped), fails once that worker is killed
+    rather than waiting for ever, naming it as the usual "no live workers" error does."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 600_000, seed=24, vocabulary=2000)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        client = Client(cluster.address, timeout=30)
+        worker = cluster.workers[0]
+
+        def kill_once_lost() -> None:
+            watcher = Client(cluster.address, timeout=30)
+            try:
+                deadline = time.monotonic() + 30
+                while any(w["alive"] for w in watcher.workers()) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            finally:
+                watcher.close()
+            time.sleep(1.0)  # (the job waits for it meanwhile)
+            worker.kill()
+
+        pauser = _pause_once_a_map_runs(cluster, worker, kill_once_lost)
+        pauser.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(JobFailed, match=r"no live workers: the last one \(local-0\) was lost"):
+                run_job(client, "slow_map", [source], tmp_path / "out", num_reduces=1, split_size=100_000)
+        finally:
+            pauser.join(timeout=40)
+            client.close()
+        assert time.monotonic() - started < 60
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
 def test_a_resumed_map_counts_bad_lines_and_setup_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A retry resuming at a checkpoint reads again the lines its kept spills cover: the undecodable ones among them
     were listed by the failed attempt and must not be listed again, and its setup's counter increments are in the

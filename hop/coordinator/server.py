@@ -108,6 +108,8 @@ class Coordinator(
         self.running = True
         self._last_turn = time.monotonic()
         """When the loop last checked heartbeats (:data:`PAUSE_SECONDS`)."""
+        self._last_lost: str | None = None
+        """The worker lost last, while jobs wait for a lost worker still running here to rejoin (``workers``)."""
         self.stop_linger = 0
         """Milliseconds closing the socket waits for messages still queued: none, except for answers to clients
         about jobs failed as the coordinator stopped (:data:`STOP_LINGER_MILLISECONDS`)."""
