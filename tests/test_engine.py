@@ -642,6 +642,14 @@ def test_a_reduce_output_json_cannot_write_is_named_without_the_engines_frames(
     status = failure.value.status
     assert f"reduce at key 'b' raised {reason}" in status["error"]
     assert status["traceback"] is None, status["traceback"]
+    # Skipped (--skip-bad-records), the key's listing had those frames as its traceback: it has none either.
+    skipped = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "skipped"), num_reduces=1)
+    skipped.options["skip_bad_records"] = 1
+    report = run_steps(client, skipped, progress=False, timeout=60)
+    assert report["counters"]["bad_records_skipped"] == 1
+    (listed,) = map(json.loads, (tmp_path / "skipped" / "_bad_records" / "reduce-00000.jsonl").read_text().splitlines())
+    assert listed["key"] == "'b'" and listed["error"].startswith(reason), listed
+    assert listed["traceback"] is None, listed["traceback"]
 
 
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:
