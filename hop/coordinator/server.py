@@ -267,7 +267,7 @@ class Coordinator(
             # rescheduled, so it must drop everything it runs and register afresh (Hadoop reinitialises a lost
             # tracker the same way); shutting it down would shrink the cluster for good over a pause. One that
             # leaves is answered (on_leaving): it is going anyway, and says so.
-            self._send(identity, "reinit", incarnation=sender.incarnation)
+            self._send(identity, "reinit", incarnation=sender.incarnation, why="lost")
             return
         handler = getattr(self, f"on_{kind}", None)
         if handler is None:

@@ -115,7 +115,7 @@ class WorkerTracking(CoordinatorHost):
             # A worker registered with an earlier coordinator at this address: it must drop what it ran for that
             # one and register here, or it would heartbeat into the void with its slots never used.
             self.succeeded_a_coordinator = True
-            self._send(identity, "reinit", incarnation=msg.get("incarnation"))
+            self._send(identity, "reinit", incarnation=msg.get("incarnation"), why="unknown")
 
     def on_workers(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._send(
