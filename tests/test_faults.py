@@ -27,7 +27,7 @@ from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.protocol import message, unpack
-from hop.runner import build_spec, run_pipeline
+from hop.runner import build_spec, run_pipeline, run_steps
 from hop.stream.assembler import FOREVER
 from hop.stream.options import stream_options
 from hop.stream.tasks import run_stream_reduce
@@ -318,6 +318,34 @@ def test_a_task_whose_worker_was_killed_once_is_retried_even_with_one_attempt(
             client.close()
     assert [a["status"] for a in report["attempts"] if a["kind"] == "map"] == ["lost", "succeeded"]
     assert output_dict(tmp_path / "out") == collections.Counter(source.read_text(encoding="utf-8").split())
+
+
+def test_a_map_whose_process_dies_on_every_attempt_names_its_input(tmp_path: Path) -> None:
+    """A map whose code ends its task process on one line (os._exit, a crash in a C extension, memory the kernel
+    kills for) fails the job after --max-attempts, saying how the process ended but not where: no record is known,
+    and _job.json's attempts do not give a task's input. The error names the map's input, as that of a map whose
+    worker died under it does."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    source.write_text("c d\n" * 500 + "exit here\n" + "c d\n" * 500, encoding="utf-8")
+    job = tmp_path / "exiting.py"
+    job.write_text(
+        "import os\n\nfrom hop import Job\n\n\nclass Exiting(Job):\n    def map(self, offset, line):\n"
+        "        if line == 'exit here':\n            os._exit(3)\n        yield line, 1\n"
+    )
+    options = {"max_attempts": 2}
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=1, options=options)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            with pytest.raises(JobFailed) as failure:
+                run_steps(client, spec, progress=False, timeout=60)
+        finally:
+            client.close()
+    error = failure.value.status["error"]
+    assert "exited with code 3 (os._exit() in the job's code?) (gave up after 2 failed attempts)" in error, error
+    assert error.endswith(f"; map-00000 read {source}[0:{source.stat().st_size}]"), error
 
 
 def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
