@@ -348,6 +348,39 @@ def test_a_map_whose_process_dies_on_every_attempt_names_its_input(tmp_path: Pat
     assert error.endswith(f"; map-00000 read {source}[0:{source.stat().st_size}]"), error
 
 
+def test_hop_run_says_which_attempt_has_not_advanced_for_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A map blocked on one record (its code waiting on I/O, a lock, or its task process stopped with SIGSTOP) held
+    its job for ever while ``hop run`` showed the same progress line without a word: only the cluster monitor
+    alerted on it. The run now says which attempt, where, for how long, and how to cancel the job, once."""
+    import hop.runner
+
+    monkeypatch.setattr(hop.runner, "STALLED_NOTE_SECONDS", 5.0)  # (120 s by default)
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n" * 100 + "block\n" + "c d\n" * 100, encoding="utf-8")
+    job = tmp_path / "blocking.py"
+    job.write_text(
+        "import time\n\nfrom hop import Job\n\n\nclass Blocking(Job):\n    def map(self, offset, line):\n"
+        "        if line == 'block':\n            time.sleep(12)\n        yield line, 1\n"
+    )
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=1)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            run_steps(client, spec, progress=True, timeout=60)
+        finally:
+            client.close()
+    said = capsys.readouterr().err
+    stalled = r"hop: (job-\S+): map-00000 \(attempt 0, on worker local-0\) has not advanced for (\d+) s, at"
+    note = re.findall(stalled, said)
+    assert len(note) == 1, said
+    job_id, seconds = note[0]
+    assert 5 <= int(seconds) < 12, said
+    assert f"the job waits for it (hop stop {job_id} --coordinator {cluster.address} cancels it)" in said, said
+    assert (tmp_path / "out" / "_SUCCESS").exists()  # (it went on once the record was mapped)
+
+
 def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hop.runner import JobFailed
 
