@@ -76,12 +76,14 @@ class LostWorkerNote:
         """The line to print for this status (fewer workers alive than at the previous one), else None."""
         alive = status.get("workers_alive")
         before, self._alive = self._alive, alive if alive is not None else self._alive
-        if alive is None or before is None or alive >= before:
-            return None
+        if alive is None or before is None or alive >= before or status.get("state", "running") != "running":
+            return None  # (a job that ended as it lost them, failed for want of workers: its error says so)
+        # With none left, a job still running waits for one: an embedded cluster's worker that was stopped or starved
+        # (hop.coordinator.workers.still_runs_here) rejoins when it runs again.
+        then = "the job's tasks that ran there run again" if alive else "the job waits for a worker to rejoin"
         return (
             f"hop: {self.label}{status.get('job_id', 'job')}: the cluster lost {counted(before - alive, 'worker')}, "
-            f"{alive} left: the job's tasks that ran there run again (hop status --coordinator {self.address} lists "
-            "the workers)"
+            f"{alive} left: {then} (hop status --coordinator {self.address} lists the workers)"
         )
 
 

@@ -656,10 +656,13 @@ def _pause_once_a_map_runs(cluster: LocalCluster, worker: Any, then: Callable[[]
     return threading.Thread(target=pause, name="pauser")
 
 
-def test_the_only_worker_paused_past_the_heartbeat_timeout_rejoins_and_the_job_succeeds(tmp_path: Path) -> None:
+def test_the_only_worker_paused_past_the_heartbeat_timeout_rejoins_and_the_job_succeeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An embedded cluster's one worker stopped (SIGSTOP) or starved for longer than the heartbeat timeout, then
     running again: the job failed at once with "no live workers", though the worker rejoined a moment later. Its
-    process still runs under the coordinator, so the job waits for it, and succeeds exactly."""
+    process still runs under the coordinator, so the job waits for it, and succeeds exactly; the run says it
+    waits (it said the lost worker's tasks "run again", with none left to run them)."""
     source = tmp_path / "in.txt"
     generate_text(source, 600_000, seed=23, vocabulary=2000)
     expected = collections.Counter(source.read_text(encoding="utf-8").split())
@@ -672,15 +675,20 @@ def test_the_only_worker_paused_past_the_heartbeat_timeout_rejoins_and_the_job_s
             worker.send_signal(signal.SIGCONT)
 
         pauser = _pause_once_a_map_runs(cluster, worker, resume)
+        spec = build_spec(
+            load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=1, split_size=100_000
+        )
         pauser.start()
         try:
-            report = run_job(client, "slow_map", [source], tmp_path / "out", num_reduces=1, split_size=100_000)
+            report = run_steps(client, spec, progress=True, timeout=120)
         finally:
             pauser.join(timeout=40)
             worker.send_signal(signal.SIGCONT)  # (whatever happened: the cluster's stop must reach it)
             client.close()
     assert output_dict(tmp_path / "out") == expected
     assert any(a["status"] == "lost" for a in report["attempts"]), "the pause cost no attempt: it came too late"
+    said = capsys.readouterr().err
+    assert ": the cluster lost 1 worker, 0 left: the job waits for a worker to rejoin (hop status" in said, said
 
 
 def test_a_job_waiting_for_its_paused_worker_fails_once_that_worker_is_killed(tmp_path: Path) -> None:
