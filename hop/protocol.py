@@ -28,7 +28,9 @@ Worker -> coordinator:
     register    {worker, host, pid, map_slots, reduce_slots, incarnation, shuffle: "push"}   -> registered {samples?}
                                                 (samples: where a predecessor under its name published samples)
     samples_at  {worker, samples}               it took that endpoint over: its sample stream is there now
-    heartbeat   {worker, running: int, incarnation}        (from a worker the coordinator does not know: -> reinit)
+    heartbeat   {worker, running: int, incarnation}        (from a worker the coordinator does not know:
+                                                -> reinit {incarnation, why: "unknown"}; from one it declared lost,
+                                                any message but register and leaving -> reinit {..., why: "lost"})
     slot_free   {worker, job_id, kind, pool}                an attempt ended on the coordinator's request (kill_task)
     task_started  {job_id, kind, index, attempt, pid, at}
     task_progress {job_id, kind, index, attempt, fraction, records, bad?, written?, taken?, from_file?}

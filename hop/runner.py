@@ -48,6 +48,20 @@ class JobFailed(RuntimeError):
         return str(self.status.get("error") or "job failed")
 
 
+STALLED_NOTE_SECONDS = 120.0
+"""How long a running attempt goes without advancing (no record read, no key group reduced) before ``hop run`` says
+so, once per attempt: as long as the cluster monitor's stuck-task alert waits (``--alert-stuck``)."""
+
+
+def stalled_note(attempt: dict[str, Any], job_id: str, address: str) -> str:
+    """A job status's ``stalled`` attempt in words, with what may be wrong and the command that cancels the job."""
+    return (
+        f"{attempt['task']} (attempt {attempt['attempt']}, on worker {attempt['worker']}) has not advanced for "
+        f"{attempt['stalled_s']:.0f} s, at {attempt['fraction']:.0%}: its code may be looping or blocked (on I/O, a "
+        f"lock, a stopped process); the job waits for it (hop stop {job_id} --coordinator {address} cancels it)"
+    )
+
+
 class LostWorkerNote:
     """Notices, from a job's successive statuses (``workers_alive``), that the cluster lost workers, and words it:
     a lost worker sends a batch job's progress back, and restarts a continuous job's tasks elsewhere, neither of
@@ -62,12 +76,14 @@ class LostWorkerNote:
         """The line to print for this status (fewer workers alive than at the previous one), else None."""
         alive = status.get("workers_alive")
         before, self._alive = self._alive, alive if alive is not None else self._alive
-        if alive is None or before is None or alive >= before:
-            return None
+        if alive is None or before is None or alive >= before or status.get("state", "running") != "running":
+            return None  # (a job that ended as it lost them, failed for want of workers: its error says so)
+        # With none left, a job still running waits for one: an embedded cluster's worker that was stopped or starved
+        # (hop.coordinator.workers.still_runs_here) rejoins when it runs again.
+        then = "the job's tasks that ran there run again" if alive else "the job waits for a worker to rejoin"
         return (
             f"hop: {self.label}{status.get('job_id', 'job')}: the cluster lost {counted(before - alive, 'worker')}, "
-            f"{alive} left: the job's tasks that ran there run again (hop status --coordinator {self.address} lists "
-            "the workers)"
+            f"{alive} left: {then} (hop status --coordinator {self.address} lists the workers)"
         )
 
 
@@ -83,8 +99,9 @@ class ProgressDisplay:
     time it changes, disabled or not: a job that waits must say why. So is each task status message (a job's
     ``set_status``, ``hop.task_status``) its ``task_status`` brings, the job's own words: above the bars, once each
     (a task process printing it on the terminal itself left a copy of the map bar behind per message, and one on a
-    standalone cluster's worker reached no one). ``address`` is the coordinator's, for the commands these lines
-    give.
+    standalone cluster's worker reached no one). Enabled, it says once of each attempt that has not advanced for
+    :data:`STALLED_NOTE_SECONDS` which it is (a status's ``stalled``): nothing else would end such a wait. ``address``
+    is the coordinator's, for the commands these lines give.
     """
 
     def __init__(
@@ -110,6 +127,8 @@ class ProgressDisplay:
         self.messages = StatusFeed() if messages is None else messages
         self._named = named
         self._lost = LostWorkerNote(label, address)
+        self._stalled: set[tuple[str, int]] = set()
+        """The attempts said to be stalled (``task``, ``attempt``): each is said once."""
         if enabled and terminal:
             # Imported here: tqdm takes ~20 ms to import (its version lookup reads package metadata), which a
             # quiet run (--quiet, scripts, the benchmarks) need not pay.
@@ -139,6 +158,11 @@ class ProgressDisplay:
         lost = self._lost.line(status)
         if self.enabled and lost is not None:
             self._say(lost)
+        for attempt in status.get("stalled") or ():
+            said = (attempt["task"], attempt["attempt"])
+            if self.enabled and attempt["stalled_s"] >= STALLED_NOTE_SECONDS and said not in self._stalled:
+                self._stalled.add(said)
+                self._say(f"hop: {self.label}{job_id}: {stalled_note(attempt, job_id, self.address)}")
         waiting = status.get("waiting")
         if waiting is not None and waiting != self._waiting:
             self._say(f"hop: {self.label}{job_id}: {waiting_note(waiting, self.address)}")

@@ -1038,6 +1038,10 @@ class JobState:
         if not retryable or task.failures >= self.max_attempts:
             tried = task.failures
             reason = error if not retryable else f"{error} (gave up after {tried} failed attempts)"
+            if retryable and kind == "map":
+                # (a task process that died names no record: its input is where to look, as _job.json's attempts
+                # do not say it)
+                reason += f"; map-{index:05d} read {self._task_input(task)}"
             return actions + self.fail(reason, traceback)
         return actions  # the task is pending again; the coordinator assigns a new attempt
 
@@ -1130,15 +1134,19 @@ class JobState:
             )
         return actions
 
+    def _task_input(self, task: TaskState) -> str:
+        """What ``task`` reads: a map's byte ranges (``in.txt[0:1048576]``) or the step before's part, a reduce's
+        partition."""
+        if task.kind == "reduce":
+            return f"partition {task.index}"
+        if self.upstream is not None:
+            return f"{self.upstream.spec.output}/part-{task.index:05d}"
+        return describe_chunks(self.splits[task.index])
+
     def _kills_its_workers(self, task: TaskState) -> str:
         """Why the job fails when ``task``'s worker died under it ``task.deaths`` times: its task id, its input (a
         map's byte ranges, or its partition) and the workers, each with how often it died under it."""
-        if task.kind == "reduce":
-            reads = f"partition {task.index}"
-        elif self.upstream is not None:
-            reads = f"{self.upstream.spec.output}/part-{task.index:05d}"
-        else:
-            reads = describe_chunks(self.splits[task.index])
+        reads = self._task_input(task)
         died = Counter(a.worker for a in task.attempts if a.died_with_worker)
         workers = ", ".join(name if times == 1 else f"{name} {times} times" for name, times in died.items())
         return (

@@ -1452,16 +1452,17 @@ def reduce_to_file(
                 raise UserCodeError("reduce", exiting, shown_key(key, show_key)) from exiting
             except Exception as raised:
                 error = not_pairs("reduce", raised, results)
+                # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
+                unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
                 if not skip_limit or bad_records is None:
                     failure = UserCodeError("reduce", error, shown_key(key, show_key))
                     failure.skippable = bad_records is not None  # (a batch reduce: it lists what it skips)
-                    # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
-                    unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
                     raise failure.without_traceback() if unwriteable_output else failure from raised
                 entry = {
                     "key": show_key(key)[:1000],
                     "error": f"{type(error).__name__}: {error}",
-                    "traceback": user_traceback(error),
+                    # (skipped, as failing: no traceback rather than json/encoder.py's frames or the engine's)
+                    "traceback": None if unwriteable_output else user_traceback(error),
                 }
                 _note_bad_record(bad_records, skip_limit, entry, error, kind="reduce")
                 continue

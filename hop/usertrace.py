@@ -39,11 +39,31 @@ def _is_engine_code(filename: str) -> bool:
 
 def user_traceback(error: BaseException) -> str:
     """``error``'s traceback as text (with its chained causes), from the first frame outside hop's packages (and
-    outside the import machinery they call to import a job file)."""
-    start = error.__traceback__
-    while start is not None and _is_engine(start):
-        start = start.tb_next
-    return "".join(traceback.format_exception(type(error), error, start or error.__traceback__))
+    outside the import machinery they call to import a job file), leaving out such frames between the user's too:
+    a module beside the job that the job's code imports as it runs comes through the import machinery and hop's
+    loader (``hop.jobspec``), whose frames said nothing to the user (Python's own loader hides its frames so)."""
+    entries = []
+    entry = error.__traceback__
+    while entry is not None:
+        entries.append(entry)
+        entry = entry.tb_next
+    last_user = max((i for i, entry in enumerate(entries) if not _is_engine(entry)), default=None)
+    if last_user is None:
+        return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    # The user's frames, and hop's after the last of them (an error the engine raised on what it was given), but not
+    # after a syntax error in the user's file (its line and caret follow: hop's loader compiled it) nor, as under
+    # Python's own loader, the import machinery's
+    users_syntax = isinstance(error, SyntaxError) and not _is_engine_code(error.filename or "")
+    kept = [
+        entry
+        for i, entry in enumerate(entries)
+        if not _is_engine(entry)
+        or (i > last_user and not users_syntax and not entry.tb_frame.f_code.co_filename.startswith(_IMPORTLIB))
+    ]
+    shown = None
+    for entry in reversed(kept):
+        shown = TracebackType(shown, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return "".join(traceback.format_exception(type(error), error, shown))
 
 
 def has_user_frame(error: BaseException) -> bool:

@@ -420,7 +420,7 @@ class Worker:
                 self._publish_at(msg["samples"])
         elif kind == "reinit":
             if msg.get("incarnation") == self.incarnation:  # else about a registration already replaced
-                self._reinit()
+                self._reinit(msg.get("why"))
         elif kind == "shutdown":
             if not embedded():  # a standalone worker: say why it ends
                 print(f"hop worker {self.name}: the coordinator shut the cluster down", file=sys.stderr, flush=True)
@@ -536,9 +536,13 @@ class Worker:
             incarnation=self.incarnation,
         )
 
-    def _reinit(self) -> None:
-        """The coordinator declared this worker lost and has rescheduled all it ran: end every task, forget every
-        job and its spills, and register again as an empty worker."""
+    def _reinit(self, why: str | None = None) -> None:
+        """The coordinator declared this worker lost and has rescheduled all it ran (``why``: ``"lost"``), or does
+        not know it (``"unknown"``: a coordinator started again at its address): end every task, forget every job
+        and its spills, and register again as an empty worker. A standalone worker says why first: it logged only
+        a second "registered", which told its reader neither that it had been lost nor what it dropped."""
+        if not embedded():
+            self._say_reinit(why)
         for slot in self.slots.values():
             self._end_slot_process(slot)
         while self.slots_socket.poll(10):  # what the killed tasks sent last (spills, results): void now
@@ -554,6 +558,24 @@ class Worker:
                 shutil.rmtree(entry, ignore_errors=True)
         self._check_slots()
         self._register()
+
+    def _say_reinit(self, why: str | None) -> None:
+        tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
+        jobs = sum(entry.is_dir() for entry in self.spill_dir.iterdir())
+        coordinator = f"the coordinator at {self.coordinator_address}"
+        if why == "unknown":
+            cause = f"{coordinator} does not know this worker (started again there: the jobs of the one before ended)"
+        else:
+            cause = (
+                f"{coordinator} took this worker for lost (silent past its heartbeat timeout: stopped, starved or cut "
+                "off) and runs its tasks again on other workers"
+            )
+        print(
+            f"hop worker {self.name}: {cause}; ending its {counted(tasks, 'running task')}, dropping the spill files "
+            f"of {counted(jobs, 'job')} and registering again",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _ended(self, job_id: str) -> None:
         """Remember that ``job_id`` ended (bounded: the oldest is forgotten first)."""

@@ -3171,6 +3171,17 @@ def test_the_progress_display_says_when_the_cluster_loses_a_worker(capsys: pytes
         "hop: job-1: the cluster lost 1 worker, 1 left: the job's tasks that ran there run again (hop status "
         "--coordinator tcp://h:5555 lists the workers)"
     ], said
+    # None left: a job still running waits for one (a stopped worker rejoins); one that failed for want of workers
+    # said its tasks "run again" above its error, with none left to run them.
+    waiting, failed = ProgressDisplay(True, address="a"), ProgressDisplay(True, address="a")
+    for alive in (1, 0):
+        waiting.update({**status, "workers_alive": alive})
+        failed.update({**status, "workers_alive": alive, **({"state": "failed"} if alive == 0 else {})})
+    said = [line for line in capsys.readouterr().err.splitlines() if "lost" in line]
+    assert said == [
+        "hop: job-1: the cluster lost 1 worker, 0 left: the job waits for a worker to rejoin (hop status "
+        "--coordinator a lists the workers)"
+    ], said
 
 
 def test_an_online_job_with_more_reducers_than_reduce_slots_is_warned(cluster: LocalCluster, tmp_path: Path) -> None:

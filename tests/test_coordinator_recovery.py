@@ -545,6 +545,41 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
 
 
+def test_a_worker_told_to_register_again_says_why(tmp_path: Path, processes: list[subprocess.Popen[bytes]]) -> None:
+    """A standalone worker taken for lost (stopped past the heartbeat timeout), or heard by a coordinator started
+    again at its address, ends its tasks, drops its spills and registers again: it logged only a second
+    "registered", saying neither that it had been lost nor what it dropped. It says which, and what it drops."""
+    address = f"ipc://{tmp_path}/coordinator"
+    first = _coordinator(address, processes, "--heartbeat-timeout", "1")
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        worker = _worker(address, "w0", tmp_path, stderr=stderr)
+    processes.append(worker)
+    registered = f"hop worker w0: registered with the coordinator at {address}"
+    _wait_for(lambda: said.read_text().count(registered) == 1, 30, "w0 registered")
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(3.0)  # 3 heartbeat timeouts
+    finally:
+        worker.send_signal(signal.SIGCONT)
+    _wait_for(lambda: said.read_text().count(registered) == 2, 30, "w0 registered again")
+    lost = (
+        f"hop worker w0: the coordinator at {address} took this worker for lost (silent past its heartbeat timeout: "
+        "stopped, starved or cut off) and runs its tasks again on other workers; ending its 0 running tasks, "
+        "dropping the spill files of 0 jobs and registering again\n"
+    )
+    assert said.read_text().index(lost) < said.read_text().rindex(registered), said.read_text()
+    first.kill()
+    first.wait(timeout=30)
+    _coordinator(address, processes)
+    _wait_for(lambda: said.read_text().count(registered) == 3, 30, "w0 registered with the new coordinator")
+    unknown = (
+        f"hop worker w0: the coordinator at {address} does not know this worker (started again there: the jobs of "
+        "the one before ended); ending its 0 running tasks, dropping the spill files of 0 jobs and registering again"
+    )
+    assert unknown in said.read_text(), said.read_text()
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["term", "int"])
 def test_a_worker_stopped_mid_job_tells_the_coordinator_and_the_job_finishes_exactly_at_once(
     source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals

@@ -642,6 +642,46 @@ def test_a_reduce_output_json_cannot_write_is_named_without_the_engines_frames(
     status = failure.value.status
     assert f"reduce at key 'b' raised {reason}" in status["error"]
     assert status["traceback"] is None, status["traceback"]
+    # Skipped (--skip-bad-records), the key's listing had those frames as its traceback: it has none either.
+    skipped = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "skipped"), num_reduces=1)
+    skipped.options["skip_bad_records"] = 1
+    report = run_steps(client, skipped, progress=False, timeout=60)
+    assert report["counters"]["bad_records_skipped"] == 1
+    (listed,) = map(json.loads, (tmp_path / "skipped" / "_bad_records" / "reduce-00000.jsonl").read_text().splitlines())
+    assert listed["key"] == "'b'" and listed["error"].startswith(reason), listed
+    assert listed["traceback"] is None, listed["traceback"]
+
+
+@pytest.mark.parametrize(
+    ("helper", "shown"),
+    [
+        ("def tokens(line)\n    return line.split()\n", "line 1\n    def tokens(line)\n"),
+        ("import json\n\nTABLE = json.loads('{')\n", "line 3, in <module>\n    TABLE = json.loads"),
+    ],
+    ids=["syntax", "raises"],
+)
+def test_a_module_the_map_imports_as_it_runs_fails_showing_the_users_frames_alone(
+    client: Client, tmp_path: Path, helper: str, shown: str
+) -> None:
+    """A module beside the job that its map imports as it runs (an import inside the method) and that has a syntax
+    error, or raises as it is imported: the traceback held the import machinery's frames and hop's loader's
+    between the map's line and the module's (<frozen importlib._bootstrap>, hop/jobspec.py exec_module), which
+    Python's own loader hides. It shows the user's frames alone, as a job file that fails to import does."""
+    (tmp_path / "helper.py").write_text(helper)
+    job = tmp_path / "lazy.py"
+    job.write_text(
+        "from hop import Job\n\n\nclass Lazy(Job):\n    def map(self, offset, line):\n"
+        "        import helper\n        yield line, 1\n"
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("a\n")
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=1)
+    with pytest.raises(JobFailed) as failure:
+        run_steps(client, spec, progress=False, timeout=60)
+    traceback = failure.value.status["traceback"]
+    assert traceback.startswith(f'Traceback (most recent call last):\n  File "{job}", line 6, in map\n'), traceback
+    assert f'  File "{tmp_path / "helper.py"}", {shown}' in traceback, traceback
+    assert "importlib" not in traceback and "hop/" not in traceback, traceback
 
 
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.protocol import message, unpack
-from hop.runner import build_spec, run_pipeline
+from hop.runner import build_spec, run_pipeline, run_steps
 from hop.stream.assembler import FOREVER
 from hop.stream.options import stream_options
 from hop.stream.tasks import run_stream_reduce
@@ -320,6 +320,67 @@ def test_a_task_whose_worker_was_killed_once_is_retried_even_with_one_attempt(
     assert output_dict(tmp_path / "out") == collections.Counter(source.read_text(encoding="utf-8").split())
 
 
+def test_a_map_whose_process_dies_on_every_attempt_names_its_input(tmp_path: Path) -> None:
+    """A map whose code ends its task process on one line (os._exit, a crash in a C extension, memory the kernel
+    kills for) fails the job after --max-attempts, saying how the process ended but not where: no record is known,
+    and _job.json's attempts do not give a task's input. The error names the map's input, as that of a map whose
+    worker died under it does."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    source.write_text("c d\n" * 500 + "exit here\n" + "c d\n" * 500, encoding="utf-8")
+    job = tmp_path / "exiting.py"
+    job.write_text(
+        "import os\n\nfrom hop import Job\n\n\nclass Exiting(Job):\n    def map(self, offset, line):\n"
+        "        if line == 'exit here':\n            os._exit(3)\n        yield line, 1\n"
+    )
+    options = {"max_attempts": 2}
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=1, options=options)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            with pytest.raises(JobFailed) as failure:
+                run_steps(client, spec, progress=False, timeout=60)
+        finally:
+            client.close()
+    error = failure.value.status["error"]
+    assert "exited with code 3 (os._exit() in the job's code?) (gave up after 2 failed attempts)" in error, error
+    assert error.endswith(f"; map-00000 read {source}[0:{source.stat().st_size}]"), error
+
+
+def test_hop_run_says_which_attempt_has_not_advanced_for_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A map blocked on one record (its code waiting on I/O, a lock, or its task process stopped with SIGSTOP) held
+    its job for ever while ``hop run`` showed the same progress line without a word: only the cluster monitor
+    alerted on it. The run now says which attempt, where, for how long, and how to cancel the job, once."""
+    import hop.runner
+
+    monkeypatch.setattr(hop.runner, "STALLED_NOTE_SECONDS", 5.0)  # (120 s by default)
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n" * 100 + "block\n" + "c d\n" * 100, encoding="utf-8")
+    job = tmp_path / "blocking.py"
+    job.write_text(
+        "import time\n\nfrom hop import Job\n\n\nclass Blocking(Job):\n    def map(self, offset, line):\n"
+        "        if line == 'block':\n            time.sleep(12)\n        yield line, 1\n"
+    )
+    spec = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "out"), num_reduces=1)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            run_steps(client, spec, progress=True, timeout=60)
+        finally:
+            client.close()
+    said = capsys.readouterr().err
+    stalled = r"hop: (job-\S+): map-00000 \(attempt 0, on worker local-0\) has not advanced for (\d+) s, at"
+    note = re.findall(stalled, said)
+    assert len(note) == 1, said
+    job_id, seconds = note[0]
+    assert 5 <= int(seconds) < 12, said
+    assert f"the job waits for it (hop stop {job_id} --coordinator {cluster.address} cancels it)" in said, said
+    assert (tmp_path / "out" / "_SUCCESS").exists()  # (it went on once the record was mapped)
+
+
 def test_a_full_spill_disk_fails_the_job_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hop.runner import JobFailed
 
@@ -576,6 +637,93 @@ def test_a_paused_worker_is_declared_lost_then_rejoins_empty(tmp_path: Path) -> 
         assert paused.poll() is None, "the paused worker must still run"
     assert output_dict(tmp_path / "second") == expected
     assert {a["worker"] for a in second["attempts"]} == {"local-0", "local-1"}
+
+
+def _pause_once_a_map_runs(cluster: LocalCluster, worker: Any, then: Callable[[], None]) -> threading.Thread:
+    """A thread that stops ``worker`` (SIGSTOP) once it runs a map of the cluster's job, then calls ``then``."""
+
+    def pause() -> None:
+        watcher = Client(cluster.address, timeout=30)
+        try:
+            deadline = time.monotonic() + 30
+            while not maps_running(watcher, "local-0") and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            watcher.close()
+        worker.send_signal(signal.SIGSTOP)
+        then()
+
+    return threading.Thread(target=pause, name="pauser")
+
+
+def test_the_only_worker_paused_past_the_heartbeat_timeout_rejoins_and_the_job_succeeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An embedded cluster's one worker stopped (SIGSTOP) or starved for longer than the heartbeat timeout, then
+    running again: the job failed at once with "no live workers", though the worker rejoined a moment later. Its
+    process still runs under the coordinator, so the job waits for it, and succeeds exactly; the run says it
+    waits (it said the lost worker's tasks "run again", with none left to run them)."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 600_000, seed=23, vocabulary=2000)
+    expected = collections.Counter(source.read_text(encoding="utf-8").split())
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        client = Client(cluster.address, timeout=30)
+        worker = cluster.workers[0]
+
+        def resume() -> None:
+            time.sleep(3.0)  # 3 heartbeat timeouts
+            worker.send_signal(signal.SIGCONT)
+
+        pauser = _pause_once_a_map_runs(cluster, worker, resume)
+        spec = build_spec(
+            load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=1, split_size=100_000
+        )
+        pauser.start()
+        try:
+            report = run_steps(client, spec, progress=True, timeout=120)
+        finally:
+            pauser.join(timeout=40)
+            worker.send_signal(signal.SIGCONT)  # (whatever happened: the cluster's stop must reach it)
+            client.close()
+    assert output_dict(tmp_path / "out") == expected
+    assert any(a["status"] == "lost" for a in report["attempts"]), "the pause cost no attempt: it came too late"
+    said = capsys.readouterr().err
+    assert ": the cluster lost 1 worker, 0 left: the job waits for a worker to rejoin (hop status" in said, said
+
+
+def test_a_job_waiting_for_its_paused_worker_fails_once_that_worker_is_killed(tmp_path: Path) -> None:
+    """The job that waits for its only worker, lost but still running (stopped), fails once that worker is killed
+    rather than waiting for ever, naming it as the usual "no live workers" error does."""
+    from hop.runner import JobFailed
+
+    source = tmp_path / "in.txt"
+    generate_text(source, 600_000, seed=24, vocabulary=2000)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1, heartbeat_timeout=1.0) as cluster:
+        client = Client(cluster.address, timeout=30)
+        worker = cluster.workers[0]
+
+        def kill_once_lost() -> None:
+            watcher = Client(cluster.address, timeout=30)
+            try:
+                deadline = time.monotonic() + 30
+                while any(w["alive"] for w in watcher.workers()) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            finally:
+                watcher.close()
+            time.sleep(1.0)  # (the job waits for it meanwhile)
+            worker.kill()
+
+        pauser = _pause_once_a_map_runs(cluster, worker, kill_once_lost)
+        pauser.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(JobFailed, match=r"no live workers: the last one \(local-0\) was lost"):
+                run_job(client, "slow_map", [source], tmp_path / "out", num_reduces=1, split_size=100_000)
+        finally:
+            pauser.join(timeout=40)
+            client.close()
+        assert time.monotonic() - started < 60
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
 def test_a_resumed_map_counts_bad_lines_and_setup_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -354,7 +354,8 @@ def test_retryable_failure_makes_the_task_pending_until_max_attempts() -> None:
         assert job.state == "running"
     last = _start(job, "map", 0)
     actions = job.on_task_failed("map", 0, last, "task process exited with code -9", None, retryable=True, at=2.0)
-    reason = "task process exited with code -9 (gave up after 3 failed attempts)"
+    # (a dead task process names no record: the map's input says where to look)
+    reason = "task process exited with code -9 (gave up after 3 failed attempts); map-00000 read /data/in/f0[0:100]"
     assert actions == [_map_failed(0, 2), FinishJob("failed", reason)]
     assert job.state == "failed" and job.error == reason
     assert [a.status for a in job.maps[0].attempts] == ["failed", "failed", "failed"]
@@ -430,7 +431,8 @@ def test_attempts_lost_with_their_worker_never_give_a_task_up_and_crashes_still_
         (gone,) = job.gone_sources()
         assert (gone["attempts"], gone["error"]) == (2, crash), "its failed attempts, not the lost ones"
     else:
-        assert job.state == "failed" and job.error == f"{crash} (gave up after 2 failed attempts)"
+        given_up = f"{crash} (gave up after 2 failed attempts); map-00000 read /data/in/f0[0:100]"
+        assert job.state == "failed" and job.error == given_up
         assert row["state"] == "failed"
 
 

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from hop.coordinator.host import CoordinatorHost
+from hop.scheduler import JobState
 
 
 class ClusterSamples(CoordinatorHost):
@@ -37,15 +38,19 @@ class ClusterSamples(CoordinatorHost):
             "tasks": [
                 {"job_id": job.spec.job_id, "name": job.spec.name, **attempt, **self._where(attempt["worker"])}
                 for job in self.jobs.values()
-                for upstream in [self.jobs.get(str(job.spec.options.get("upstream") or ""))]
-                for attempt in job.running_attempts(
-                    now,
-                    # (the pipeline step before, which feeds its maps)
-                    upstream is not None and upstream.state == "running",
-                    upstream.finished_at if upstream is not None else None,
-                )
+                for attempt in self._advancing_attempts(job, now)
             ],
         }
+
+    def _advancing_attempts(self, job: JobState, now: float) -> list[dict[str, Any]]:
+        """``job``'s running attempts that should be advancing, with the seconds since each did (``stalled_s``:
+        ``JobState.running_attempts``), given the pipeline step before, which feeds its maps."""
+        upstream = self.jobs.get(str(job.spec.options.get("upstream") or ""))
+        return job.running_attempts(
+            now,
+            upstream is not None and upstream.state == "running",
+            upstream.finished_at if upstream is not None else None,
+        )
 
     def _where(self, worker: str) -> dict[str, Any]:
         """The worker's host label and address (``Worker.where``), or nothing for a worker no longer known."""

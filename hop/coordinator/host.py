@@ -98,6 +98,9 @@ class CoordinatorHost(Protocol):
 
     def _remove_leftovers_of_ended(self, job: JobState | None) -> None: ...
 
+    # Cluster samples (hop.coordinator.cluster_samples) ---------------------------------------------------------
+    def _advancing_attempts(self, job: JobState, now: float) -> list[dict[str, Any]]: ...
+
     # Jobs (hop.coordinator.jobs) ---------------------------------------------------------------------------------
     def _job_summary(self, job: JobState) -> dict[str, Any]: ...
 

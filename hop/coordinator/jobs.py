@@ -48,6 +48,10 @@ def blocking_maps(every: float | None) -> int:
     return 1 if not every else min(BLOCKING_SNAPSHOT_MAPS, math.ceil(1 / every - 1e-9))
 
 
+STALLED_STATUS_SECONDS = 5.0
+"""A job's status lists its running attempts that have not advanced for this long (``stalled``): ``hop run`` says
+so of one stalled much longer (``hop.runner.STALLED_NOTE_SECONDS``)."""
+
 KEEP_JOBS = 100
 """Finished jobs a coordinator keeps in memory (``hop coordinator --keep-jobs``); older ones are retired."""
 RETIRED_IDS = 10_000
@@ -290,6 +294,9 @@ class JobRequests(CoordinatorHost):
         waiting = self._slots_held_from(job)
         if waiting is not None:
             status["waiting"] = waiting
+        stalled = [a for a in self._advancing_attempts(job, time.time()) if a["stalled_s"] >= STALLED_STATUS_SECONDS]
+        if stalled:
+            status["stalled"] = stalled
         if job.state != "running":
             status["report"] = job.report()
             status.update(_step_output(job))

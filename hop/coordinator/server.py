@@ -108,6 +108,8 @@ class Coordinator(
         self.running = True
         self._last_turn = time.monotonic()
         """When the loop last checked heartbeats (:data:`PAUSE_SECONDS`)."""
+        self._last_lost: str | None = None
+        """The worker lost last, while jobs wait for a lost worker still running here to rejoin (``workers``)."""
         self.stop_linger = 0
         """Milliseconds closing the socket waits for messages still queued: none, except for answers to clients
         about jobs failed as the coordinator stopped (:data:`STOP_LINGER_MILLISECONDS`)."""
@@ -265,7 +267,7 @@ class Coordinator(
             # rescheduled, so it must drop everything it runs and register afresh (Hadoop reinitialises a lost
             # tracker the same way); shutting it down would shrink the cluster for good over a pause. One that
             # leaves is answered (on_leaving): it is going anyway, and says so.
-            self._send(identity, "reinit", incarnation=sender.incarnation)
+            self._send(identity, "reinit", incarnation=sender.incarnation, why="lost")
             return
         handler = getattr(self, f"on_{kind}", None)
         if handler is None:

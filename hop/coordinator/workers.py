@@ -3,16 +3,20 @@
 A worker registers with its slots (``register``), heartbeats every :data:`HEARTBEAT_SECONDS` and reports each slot
 freed with the attempt that held it. One silent for longer than the heartbeat timeout, replaced by a new process under
 its name, or that says it stops (``leaving``) is lost: its attempts run again elsewhere (``JobState.on_worker_lost``),
-and with no worker left the running jobs fail. A lost worker heard from again is told to ``reinit`` (drop everything
-and register afresh), as is a worker of a coordinator that ran at this address before. A pause of the coordinator
-itself (:data:`PAUSE_SECONDS`) is not counted against the workers.
+and with no worker left the running jobs fail, unless a lost worker of an embedded cluster still runs (stopped or
+starved, it rejoins when it runs again: :func:`still_runs_here`). A lost worker heard from again is told to
+``reinit`` (drop everything and register afresh), as is a worker of a coordinator that ran at this address before. A
+pause of the coordinator itself (:data:`PAUSE_SECONDS`) is not counted against the workers.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any
+
+import psutil
 
 from hop.coordinator.host import CoordinatorHost, WorkerInfo
 from hop.lifetime import embedded
@@ -33,6 +37,9 @@ class WorkerTracking(CoordinatorHost):
     # State of its own (set up in ``Coordinator.__init__``)
     heartbeat_timeout: float
     _last_turn: float
+    _last_lost: str | None
+    """The worker lost last when none was left alive, while the running jobs wait for one of the lost to rejoin
+    (``_fail_if_no_worker_can_return``); None otherwise."""
 
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
         name = msg["worker"]
@@ -108,7 +115,7 @@ class WorkerTracking(CoordinatorHost):
             # A worker registered with an earlier coordinator at this address: it must drop what it ran for that
             # one and register here, or it would heartbeat into the void with its slots never used.
             self.succeeded_a_coordinator = True
-            self._send(identity, "reinit", incarnation=msg.get("incarnation"))
+            self._send(identity, "reinit", incarnation=msg.get("incarnation"), why="unknown")
 
     def on_workers(self, identity: bytes, msg: dict[str, Any]) -> None:
         self._send(
@@ -169,6 +176,7 @@ class WorkerTracking(CoordinatorHost):
                         flush=True,
                     )
                 self._worker_lost(worker, now)
+        self._fail_if_no_worker_can_return()
 
     def _worker_lost(self, worker: WorkerInfo, now: float, left: bool = False) -> None:
         """``worker`` is gone (silent too long, replaced by a new registration under its name, or ``left``: it said
@@ -186,7 +194,34 @@ class WorkerTracking(CoordinatorHost):
                     for index in lost_reduces:
                         self._upstream_attempt_gone(job, index, f"upstream reduce lost with {worker.name}")
         if not any(w.alive for w in self.workers.values()):
-            # Nothing can run any more: fail running jobs instead of letting clients wait forever.
-            for job in self.jobs.values():
-                if job.state == "running":
-                    self._execute(job, job.fail(job.no_live_workers(worker.name)))
+            self._last_lost = worker.name
+            self._fail_if_no_worker_can_return()
+
+    def _fail_if_no_worker_can_return(self) -> None:
+        """With no live worker left, fail the running jobs rather than let their clients wait for ever; but not while
+        a lost worker's process still runs here (an embedded cluster's worker stopped with SIGSTOP or starved past
+        the heartbeat timeout, not dead): heard from again, it registers afresh and the jobs go on. A job on one
+        worker failed "no live workers" after a pause of 5 s that the worker survived. Checked again at every turn
+        of the loop, so a job waiting so still fails once that process ends."""
+        if self._last_lost is None or any(w.alive for w in self.workers.values()):
+            self._last_lost = None
+            return
+        if any(still_runs_here(w.pid) for w in self.workers.values()):
+            return
+        last, self._last_lost = self._last_lost, None
+        for job in self.jobs.values():
+            if job.state == "running":
+                self._execute(job, job.fail(job.no_live_workers(last)))
+
+
+def still_runs_here(pid: int) -> bool:
+    """Whether ``pid`` is a worker this embedded coordinator forked (``hop.cluster_launch`` forks the workers, then
+    becomes the coordinator) and it has not ended: stopped or starved, not killed. Always False on a standalone
+    cluster, whose workers may run on other hosts: there a job with no live worker fails at once."""
+    if not embedded():
+        return False
+    try:
+        process = psutil.Process(pid)
+        return process.ppid() == os.getpid() and process.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False
