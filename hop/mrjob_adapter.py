@@ -21,7 +21,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   with a warning, any other refused (:func:`_check_runner_options`). ``FILES`` and ``DIRS`` are found as mrjob
   finds them (beside the job file) and are in the working directory of every task while it runs, as under
   mrjob; file options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")``
-  names the file a mapper reads.
+  names the file a mapper reads, and ``mapreduce.task.partition`` and the other names of the task its task
+  (:func:`_task_environment`).
 
 - The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
   ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
@@ -58,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from hop import task_status
-from hop.job import Job, Step
+from hop.job import Job, Step, TaskIdentity
 from hop.loader import JobFileError
 from hop.mrjob_codec import Edge, InputEdge, as_text, line_of_output, plan_edges
 from hop.mrjob_jobconf import step_jobconfs
@@ -412,6 +413,26 @@ def _set_environment(variables: dict[str, str]) -> None:
         os.environ[name] = value
 
 
+def _task_environment(task: TaskIdentity | None) -> dict[str, str]:
+    """The jobconf that says which task runs, as the task's environment variables, where ``jobconf_from_env`` finds
+    it, as mrjob's local runners and Hadoop give it (over the job's own settings of those names, as theirs):
+    ``mapreduce.task.partition`` (the map's index, or the reduce's partition), ``mapreduce.task.ismap``,
+    ``mapreduce.job.id``, ``mapreduce.task.id`` and ``mapreduce.task.attempt.id`` (in Hadoop's form,
+    ``attempt_JOB_m_000003_0``). Without them a job making ids unique per task (``mapreduce.task.partition``) got
+    ``None`` from ``jobconf_from_env``, where mrjob gives every task its own."""
+    if task is None:
+        return {}
+    kind = "m" if task.kind == "map" else "r"
+    task_id = f"{task.job_id}_{kind}_{task.index:06d}"
+    return {
+        "mapreduce_job_id": task.job_id,
+        "mapreduce_task_id": f"task_{task_id}",
+        "mapreduce_task_attempt_id": f"attempt_{task_id}_{task.attempt}",
+        "mapreduce_task_ismap": "true" if task.kind == "map" else "false",
+        "mapreduce_task_partition": str(task.index),
+    }
+
+
 def _leave(workdir: str | None) -> None:
     if workdir is not None and _home is not None:
         os.chdir(_home)
@@ -451,7 +472,8 @@ class MRJobAdapter(Job):
     # The task's life. --------------------------------------------------------------------------------------------
     def setup(self) -> None:
         _enter(self.mrjob_workdir)
-        _set_environment(self.mrjob_environments[self.step_number] if self.mrjob_environments else {})
+        step = self.mrjob_environments[self.step_number] if self.mrjob_environments else {}
+        _set_environment({**step, **_task_environment(self.task_identity)})
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
             self._note_input_file()
 

@@ -640,6 +640,56 @@ def test_the_jobconf_of_each_step_is_in_its_tasks_environment(tmp_path: Path) ->
     assert hop_output(job, tmp_path / "out", "--jobconf", "my.given=x") == expected
 
 
+def test_each_task_finds_which_task_it_is_with_jobconf_from_env(tmp_path: Path) -> None:
+    """``jobconf_from_env("mapreduce.task.partition")`` (or ``mapred.task.partition``, ``mapreduce.task.ismap``, the
+    job, task and attempt ids), which mrjob's runners and Hadoop set for every task, was None on hop: a job making
+    ids unique per task failed or made them collide. Each map and reduce attempt finds its own now."""
+    inputs = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for source in inputs:
+        source.write_text("x\n")
+    job = write_job(
+        tmp_path,
+        "mr_task.py",
+        """
+        from mrjob.compat import jobconf_from_env
+        from mrjob.job import MRJob
+
+        NAMES = ["mapreduce.task.partition", "mapred.task.partition", "mapreduce.task.ismap", "mapreduce.job.id",
+                 "mapreduce.task.id", "mapreduce.task.attempt.id"]
+
+
+        class MRTask(MRJob):
+            JOBCONF = {"mapreduce.job.reduces": 2, "mapreduce.task.partition": "mine"}
+
+            def mapper_init(self):
+                yield "map", [jobconf_from_env(name) for name in NAMES]
+
+            def mapper(self, _, line):
+                return ()
+
+            def reducer_init(self):
+                yield "reduce", [jobconf_from_env(name) for name in NAMES]
+
+            def reducer(self, kind, seen):
+                for values in seen:
+                    yield kind, values
+        """,
+    )
+    hop_run(job, inputs, tmp_path / "out")
+    rows = [json.loads(line.split("\t")[1]) for part in sorted((tmp_path / "out").glob("part-*")) for line in
+            part.read_text().splitlines()]  # fmt: skip
+    job_ids = {row[3] for row in rows}
+    assert len(job_ids) == 1 and None not in job_ids, rows
+    (job_id,) = job_ids
+    seen = set()
+    for partition, old_name, is_map, _, task_id, attempt_id in rows:
+        kind = "m" if is_map == "true" else "r"
+        assert partition == old_name and task_id == f"task_{job_id}_{kind}_{int(partition):06d}", rows
+        assert attempt_id == f"attempt_{job_id}_{kind}_{int(partition):06d}_0", rows
+        seen.add((is_map, partition))
+    assert seen == {("true", "0"), ("true", "1"), ("false", "0"), ("false", "1")}, rows
+
+
 def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
     """The command line's ``--jobconf`` (after --) overrides JOBCONF and a step's jobconf overrides both, under
     either name (None clears it); a number that is not one, two different numbers in one source, and 0 on a step
