@@ -1070,6 +1070,21 @@ def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_snapshots_of_an_mrjob_job_are_refused(tmp_path: Path) -> None:
+    """``--snapshot-every`` ran an mrjob job's snapshots: their ``part-*`` held hop's own lines of its output's
+    encoded text (``"\\"word\\"" TAB "23"``, its key quoted twice), not the lines its OUTPUT_PROTOCOL writes, and their
+    estimates nothing. It is refused before the job starts, as ``--stop-when-accurate`` is."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n")
+    job = str(EXAMPLES / "mr_word_freq_count.py")
+    for online in (["--snapshot-every", "0.5"], ["--stop-when-accurate", "0.1", "--order", "random"]):
+        refused = hop_fails("--mrjob", job, str(source), "-o", str(tmp_path / "out"), *online)
+        assert refused.returncode == 2, refused.stderr
+        assert f"error: {online[0]}: snapshots are hop's online aggregation, for hop jobs" in refused.stderr
+        assert "not its OUTPUT_PROTOCOL's" in refused.stderr
+        assert not (tmp_path / "out").exists()
+
+
 def test_job_options_given_among_hops_name_where_they_go(tmp_path: Path) -> None:
     """``python mr_job.py --top 2 IN`` takes the job's options among the inputs; ``hop run --mrjob`` given them so
     said only ``unrecognized arguments: --top 2``."""
