@@ -142,7 +142,7 @@ class MRJobRun:
             "mrjob_class": self.mrjob_class,
             "mrjob_args": list(job_args),
             "mrjob_workdir": self.workdir,
-            "mrjob_file_options": _file_options(mr),
+            "mrjob_file_options": _file_options(mr, path),
             "mrjob_environments": [conf.environment for conf in jobconfs],
         }
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
@@ -336,11 +336,20 @@ def _task_files(mr: Any, path: str) -> dict[str, str]:
     return links
 
 
-def _file_options(mr: Any) -> dict[str, Any]:
-    """The job's file options (``add_file_arg``) as absolute paths: tasks run in another working directory."""
+def _file_options(mr: Any, path: str) -> dict[str, Any]:
+    """The job's file options (``add_file_arg``) as absolute paths: tasks run in another working directory. One
+    naming no file is refused (:class:`JobFileError`), as mrjob refuses to start without it (a job opening it in its
+    ``mapper_init`` failed on the cluster, after its start)."""
+    switches = {action.dest: action.option_strings[-1] for action in mr.arg_parser._actions if action.option_strings}
 
     def absolute(value: str) -> str:
-        return os.path.abspath(os.path.expanduser(value.partition("#")[0]))
+        found = os.path.abspath(os.path.expanduser(value.partition("#")[0]))
+        if not os.path.exists(found):
+            raise JobFileError(
+                f"{path}: {switches.get(dest, dest)} {value}: no such file ({found}); the job's file option must "
+                "name an existing file"
+            )
+        return found
 
     options: dict[str, Any] = {}
     for dest in sorted(getattr(mr, "_file_arg_dests", ())):

@@ -518,6 +518,19 @@ def test_file_option_relative_to_the_callers_directory(text: Path, tmp_path: Pat
     assert hop_output(job, tmp_path / "out") == expected
 
 
+def test_a_file_option_naming_no_file_is_refused_before_the_job_starts(tmp_path: Path) -> None:
+    """A file option (``add_file_arg``) naming no file ran the job, which failed in the cluster where its
+    ``mapper_init`` opened it; mrjob refuses to start without the file, and so does hop now, naming the option."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = EXAMPLES / "mr_most_used_word.py"
+    refused = hop_fails(
+        "--mrjob", str(job), "in.txt", "-o", "out", "--", "--stop-words-file", "stops.txt", cwd=tmp_path
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert f"--stop-words-file stops.txt: no such file ({tmp_path / 'stops.txt'})" in refused.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_passthrough_option_counters_status_and_module_entry_point(text: Path, tmp_path: Path) -> None:
     job = write_job(
         tmp_path,
