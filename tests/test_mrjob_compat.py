@@ -1445,6 +1445,58 @@ def test_keys_group_by_their_encoded_text_as_hadoop_groups_mrjobs_lines(tmp_path
     assert b'[{"b": 2, "a": 1}, true]\t18000' in lines and b"[-0.0, true]\t18000" in lines, lines
 
 
+def test_a_reducer_gets_its_keys_in_the_order_of_their_encoded_text_as_under_hadoop(tmp_path: Path) -> None:
+    """Hadoop sorts mrjob's lines by their bytes, so a reducer gets its keys (and writes its output) in the order of
+    their encoded text, as each of mrjob's reducer tasks does: ``10`` before ``2``, ``"new york"`` before ``"new"``,
+    ``"\\u00e9"`` between ``"Z"`` and ``"a"``. hop gave str and int keys in the order of their values (``2``
+    before ``10``, every int before every str, ``"é"`` after ``"z"``), with one reducer too."""
+    job = write_job(
+        tmp_path,
+        "mr_key_order.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+        KEYS = [2, 10, -1, "new", "new york", "Zulu", "\u00e9clair", "apple", 'say "hi"', [1, "b"], ["a", 2]]
+
+
+        class MRKeyOrder(MRJob):
+            JOBCONF = {"mapreduce.job.reduces": 1}
+
+            def steps(self):
+                return [MRStep(mapper=self.keys, combiner=self.total, reducer_init=self.start, reducer=self.seen,
+                               reducer_final=self.order)]
+
+            def keys(self, _, line):
+                for key in KEYS:
+                    yield key, 1
+
+            def total(self, key, counts):
+                yield key, sum(counts)
+
+            def start(self):
+                self.keys_seen = []
+
+            def seen(self, key, counts):
+                self.keys_seen.append(key)
+                yield key, sum(counts)
+
+            def order(self):
+                yield "order", self.keys_seen
+        """,
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("x\n" * 10)
+    hop_run(job, [source], tmp_path / "out")
+    lines = (tmp_path / "out" / "part-00000").read_bytes().splitlines()
+    keys = [line.split(b"\t")[0] for line in lines[:-1]]
+    assert keys == sorted(keys) and len(keys) == 11, lines
+    assert keys[:3] == [b'"Zulu"', b'"\\u00e9clair"', b'"apple"'] and keys.index(b"10") < keys.index(b"2"), keys
+    assert keys.index(b'"new york"') < keys.index(b'"new"'), keys
+    order = json.loads(lines[-1].split(b"\t")[1])
+    assert [json.dumps(key).encode() for key in order] == keys, "the reducer was called in that order"
+
+
 def test_nan_keys_group_as_mrjob_groups_them(tmp_path: Path) -> None:
     """mrjob groups float NaN keys (their JSON text, ``NaN``, is one key); hop refused them (a NaN equals nothing,
     not even itself). They group now, alone or in a list key, from several maps, through a combiner that yields
