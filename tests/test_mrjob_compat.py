@@ -1152,6 +1152,51 @@ def test_job_class_picks_the_mrjob_class_to_run(tmp_path: Path) -> None:
     assert "mrjob file main.py defines no MRJob subclass MRC (it defines: MRA, MRB)" in unknown.stderr
 
 
+def test_a_job_file_running_an_imported_mrjob_class_runs_it(tmp_path: Path) -> None:
+    """A job file whose ``__main__`` block runs a class it imports (``from mr_base import MRBase``), which
+    ``python mr_job.py`` runs, was refused as defining no MRJob subclass; so was ``--job-class`` naming it."""
+    write_job(
+        tmp_path,
+        "mr_base.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRBase(MRJob):
+            def mapper(self, _, line):
+                yield line[:1], 1
+
+            def reducer(self, letter, ones):
+                yield letter, sum(ones)
+
+
+        class MROther(MRJob):
+            def mapper(self, _, line):
+                yield "other", 1
+        """,
+    )
+    runner = write_job(
+        tmp_path,
+        "mr_runs_base.py",
+        """
+        from mr_base import MRBase, MROther
+
+        if __name__ == "__main__":
+            MRBase.run()
+        """,
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("ab\nac\nb\n")
+    expected = mrjob_inline(runner, [source])
+    assert expected == Counter({("a", 2): 1, ("b", 1): 1}), expected
+    hop_run(runner, [source], tmp_path / "out")
+    assert hop_output(runner, tmp_path / "out") == expected
+    hop_run(runner, [source], tmp_path / "other", hop_options=["--job-class", "MROther"])
+    assert (tmp_path / "other" / "part-00000").read_text() + (tmp_path / "other" / "part-00001").read_text() == (
+        '"other"\t1\n' * 3
+    )
+
+
 def _killed_once_submitted(client: Client, command: list[str], cwd: Path) -> str:
     """Run ``command`` (a ``hop submit`` writing to ``killed``) and SIGKILL it once its job runs; the job's id."""
     killed = subprocess.Popen(command, cwd=cwd)
