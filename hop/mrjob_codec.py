@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
+from hop.usertrace import suspended_at
+
 __all__ = [
     "Edge",
     "InputEdge",
@@ -156,6 +158,12 @@ def unwritable_pair(writer: Any, key: Any, value: Any, error: Exception) -> Unwr
     )
 
 
+def _unwritable(writer: Any, pairs: Iterable[Any], key: Any, value: Any, error: Exception) -> UnwritablePairError:
+    """:func:`unwritable_pair`, its traceback the ``yield`` of the job's generator ``pairs`` that gave the pair
+    (none for a list): raised ``from None``, it showed only the engine's frames and json's, not the job's line."""
+    return unwritable_pair(writer, key, value, error).with_traceback(suspended_at(pairs))
+
+
 class Edge:
     """Records from one substep (which encodes them with ``writer``) to the next (which decodes them with
     ``reader``); ``native`` picks the form (see the module docstring), ``shuffled`` says whether they go through
@@ -194,7 +202,11 @@ class Edge:
         for pair in pairs:
             kind = type(pair)
             if ((kind is tuple or kind is list) or isinstance(pair, tuple | list)) and len(pair) == 2:
-                yield key_text(pair[0]), pair[1]
+                try:
+                    text = key_text(pair[0])
+                except (TypeError, ValueError) as error:
+                    raise _unwritable(self.writer, pairs, pair[0], pair[1], error) from None
+                yield text, pair[1]
             else:  # (not a pair, a two-letter str too: the map buffer's check names it at the job's yield)
                 yield pair
 
@@ -208,13 +220,17 @@ class Edge:
         write = self.writer.write
         if self.reader is None:  # (the last substep's: its lines are written out as they are)
             for key, value in pairs:
-                yield _split(write(key, value))
+                try:
+                    line = write(key, value)
+                except (TypeError, ValueError, AttributeError) as error:  # (AttributeError: a str's encode)
+                    raise _unwritable(self.writer, pairs, key, value, error) from None
+                yield _split(line)
             return
         for key, value in pairs:
             try:
                 line = write(key, value)
             except (TypeError, ValueError) as error:
-                raise unwritable_pair(self.writer, key, value, error) from error
+                raise _unwritable(self.writer, pairs, key, value, error) from None
             if isinstance(line, str):  # a job's own protocol may write text
                 line = line.encode("utf-8")
             if b"\n" in line or line.endswith(b"\r"):
@@ -228,7 +244,7 @@ class Edge:
             try:
                 line = _json_text(key), _json_text(value)
             except (TypeError, ValueError) as error:
-                raise unwritable_pair(self.writer, key, value, error) from error
+                raise _unwritable(self.writer, pairs, key, value, error) from None
             yield line
 
     def _json_values(self, pairs: Iterable[Any]) -> Iterator[Pair]:
@@ -236,7 +252,7 @@ class Edge:
             try:
                 text = _json_text(value)
             except (TypeError, ValueError) as error:
-                raise unwritable_pair(self.writer, key, value, error) from error
+                raise _unwritable(self.writer, pairs, key, value, error) from None
             yield text, None
 
     # The consuming side. -----------------------------------------------------------------------------------------

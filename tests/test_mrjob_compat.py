@@ -968,6 +968,53 @@ def test_a_pair_its_protocol_cannot_write_names_the_protocol_and_the_pair(tmp_pa
     assert "Object of type set is not JSON serializable" in error and "yield keys and values" in error, error
 
 
+def test_a_pair_its_protocol_cannot_write_is_shown_at_the_jobs_yield(tmp_path: Path) -> None:
+    """A reducer yielding a pair its protocol cannot write showed only the engine's frames (hop/mrjob_codec.py,
+    hop/tasks.py, shuffle/pairs.py) and json's, or, for OUTPUT_PROTOCOL = RawProtocol, mrjob's with neither the
+    protocol nor the pair named; a mapper yielding a key JSON cannot write, the engine's frames and json's. The
+    traceback is now the job's ``yield`` line, under the error naming the protocol and the pair."""
+    source = tmp_path / "in.txt"
+    source.write_text("a\n")
+    job = write_job(
+        tmp_path,
+        "mr_unwritable.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.protocol import RawProtocol
+
+
+        class MRUnwritable(MRJob):
+            def configure_args(self):
+                super().configure_args()
+                self.add_passthru_arg("--case")
+
+            def output_protocol(self):
+                return RawProtocol() if self.options.case == "raw" else super().output_protocol()
+
+            def mapper(self, _, line):
+                yield {line} if self.options.case == "key" else line, 1
+
+            def reducer(self, word, ones):
+                yield word, sum(ones) if self.options.case == "raw" else set(ones)
+        """,
+    )
+    cases = [
+        ("set", "reducer", 18, "StandardJSONProtocol cannot write the pair (key 'a', value {1})"),
+        ("raw", "reducer", 18, "TextProtocol cannot write the pair (key 'a', value 1)"),
+        ("key", "mapper", 15, "StandardJSONProtocol cannot write the pair (key {'a'}, value 1)"),
+    ]
+    for case, function, line, written in cases:
+        out = str(tmp_path / case)
+        result = hop_fails(
+            "--mrjob", str(job), str(source), "-o", out, "--workers", "1", "--quiet", "--", "--case", case
+        )
+        assert result.returncode == 1, result.stderr
+        shown, _, error = result.stderr.partition("hop: error: ")
+        assert written in error, result.stderr
+        assert shown.startswith(f'Traceback (most recent call last):\n  File "{job}", line {line}, in {function}\n')
+        assert "hop/" not in shown and "json/" not in shown and "mrjob/" not in shown, shown
+
+
 def test_errors_name_a_key_as_the_job_yielded_it(tmp_path: Path) -> None:
     """A key travelling as its protocol's text was named by that text decoded as Latin-1: a ReprProtocol reducer
     failing at ``"ålice"`` said ``key "'Ã¥lice'"``, a PickleProtocol combiner its pickle's bytes escaped
