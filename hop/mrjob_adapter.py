@@ -408,17 +408,20 @@ _environment: dict[str, str | None] = {}
 """The variables :func:`_set_environment` set last in this process, and what they were before."""
 
 
-def _set_environment(variables: dict[str, str]) -> None:
-    """Put a step's jobconf in this task process's environment, where ``jobconf_from_env`` finds it, once the
-    variables the last call set (another job's, or another step's) are as they were before it."""
+def _set_environment(variables: dict[str, str], unset: Iterable[str] = ()) -> None:
+    """Put a step's jobconf in this task process's environment, where ``jobconf_from_env`` finds it, without the
+    variables ``unset``, once the variables the last call set or unset (another job's, or another step's) are as
+    they were before it."""
     for name, before in _environment.items():
         if before is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = before
     _environment.clear()
+    for name in unset:
+        _environment[name] = os.environ.pop(name, None)
     for name, value in variables.items():
-        _environment[name] = os.environ.get(name)
+        _environment.setdefault(name, os.environ.get(name))
         os.environ[name] = value
 
 
@@ -482,7 +485,8 @@ class MRJobAdapter(Job):
     def setup(self) -> None:
         _enter(self.mrjob_workdir)
         step = self.mrjob_environments[self.step_number] if self.mrjob_environments else {}
-        _set_environment({**step, **_task_environment(self.task_identity)})
+        # (A map reading no file, a later step's, has no input file: not the one this process's last map read.)
+        _set_environment({**step, **_task_environment(self.task_identity)}, unset=(_INPUT_FILE_VARIABLE,))
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
             self._note_input_file()
 

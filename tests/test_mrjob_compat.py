@@ -703,6 +703,48 @@ def test_each_task_finds_which_task_it_is_with_jobconf_from_env(tmp_path: Path) 
     assert seen == {("true", "0"), ("true", "1"), ("false", "0"), ("false", "1")}, rows
 
 
+def test_a_later_steps_mapper_is_not_told_the_file_of_an_earlier_map(tmp_path: Path) -> None:
+    """``jobconf_from_env("mapreduce.map.input.file")`` in a later step's mapper named the input file the first
+    step's last map in the same task process had read (the variable was left set): a file it does not read. Such a
+    map reads the step before's output as it is streamed, no file, and finds none; with ``--blocking`` it reads
+    that step's part file, and finds it, as under mrjob."""
+    inputs = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for source in inputs:
+        source.write_text("x\n")
+    job = write_job(
+        tmp_path,
+        "mr_later_file.py",
+        """
+        from mrjob.compat import jobconf_from_env
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+
+        class MRLaterFile(MRJob):
+            def steps(self):
+                return [MRStep(mapper=self.first, reducer=self.seen), MRStep(mapper=self.later, reducer=self.seen)]
+
+            def first(self, _, line):
+                yield "first", jobconf_from_env("mapreduce.map.input.file")
+
+            def later(self, key, files):
+                yield "later", jobconf_from_env("mapreduce.map.input.file")
+
+            def seen(self, key, files):
+                yield key, sorted(set(files), key=str)
+        """,
+    )
+    for mode in ([], ["--blocking"]):
+        out = tmp_path / f"out{len(mode)}"
+        hop_run(job, inputs, out, hop_options=["--workers", "1", *mode])  # (one map process runs every map)
+        (line,) = (out / "part-00000").read_text().splitlines()
+        later = json.loads(line.partition("\t")[2])
+        if mode:
+            assert len(later) == 1 and later[0].startswith("file://") and later[0].endswith("/part-00000"), later
+        else:
+            assert later == [None], later
+
+
 def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
     """The command line's ``--jobconf`` (after --) overrides JOBCONF and a step's jobconf overrides both, under
     either name (None clears it); a number that is not one, two different numbers in one source, and 0 on a step
