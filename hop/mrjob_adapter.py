@@ -103,9 +103,12 @@ class MRJobRun:
         self.path = path
         self.mrjob_class = load_mrjob_file(path, job_class)
         mr = _instantiate(self.mrjob_class, job_args, path)
-        _check_supported(mr, path)
-        _check_runner_options(mr, path)
-        jobconfs = step_jobconfs(mr, path)
+        with _reading_settings(mr, path):
+            _check_supported(mr, path)
+            _check_runner_options(mr, path)
+            jobconfs = step_jobconfs(mr, path)
+            links = _task_files(mr, path)
+            file_options = _file_options(mr, path)  # (before the working directory: it may refuse one)
         self.whole_files = mr.steps()[0]["mapper_raw"] is not None
         """Whether the first step's maps read each input file whole (``mapper_raw``: the spec's ``whole_files``)."""
         self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
@@ -118,7 +121,6 @@ class MRJobRun:
                 f"{', '.join(sorted(ignored))}",
                 file=sys.stderr,
             )
-        links = _task_files(mr, path)
         self._marked: Path | None = None
         self.workdir: str | None = None
         if links:
@@ -142,7 +144,7 @@ class MRJobRun:
             "mrjob_class": self.mrjob_class,
             "mrjob_args": list(job_args),
             "mrjob_workdir": self.workdir,
-            "mrjob_file_options": _file_options(mr, path),
+            "mrjob_file_options": file_options,
             "mrjob_environments": [conf.environment for conf in jobconfs],
         }
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
@@ -198,6 +200,22 @@ def _instantiate(mrjob_class: type[Any], job_args: list[str], path: str) -> Any:
     except Exception as error:  # the user's own __init__ (or configure_args): its traceback says where
         raise JobFileError(
             f"{path}: the job failed to start with arguments {job_args!r}: {type(error).__name__}: {error}",
+            user_traceback(error),
+        ) from error
+
+
+@contextmanager
+def _reading_settings(mr: Any, path: str) -> Iterator[None]:
+    """Around the calls of the job's methods that give its settings (``files()``, ``jobconf()``,
+    ``partitioner()``...: the job may override any of them): one that raises refuses the job with its traceback
+    (:class:`JobFileError`), where ``hop run`` crashed with its own."""
+    try:
+        yield
+    except JobFileError:
+        raise
+    except Exception as error:  # (the traceback is whole where it passed through no code of the job's or mrjob's)
+        raise JobFileError(
+            f"{path}: {type(mr).__name__} raised {type(error).__name__}: {error} as hop read its settings",
             user_traceback(error),
         ) from error
 

@@ -528,7 +528,7 @@ def test_a_file_option_naming_no_file_is_refused_before_the_job_starts(tmp_path:
     )
     assert refused.returncode == 2, refused.stderr
     assert f"--stop-words-file stops.txt: no such file ({tmp_path / 'stops.txt'})" in refused.stderr
-    assert not (tmp_path / "out").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"], "no output, no task working directory"
 
 
 def test_passthrough_option_counters_status_and_module_entry_point(text: Path, tmp_path: Path) -> None:
@@ -1185,6 +1185,51 @@ def test_snapshots_of_an_mrjob_job_are_refused(tmp_path: Path) -> None:
         assert f"error: {online[0]}: snapshots are hop's online aggregation, for hop jobs" in refused.stderr
         assert "not its OUTPUT_PROTOCOL's" in refused.stderr
         assert not (tmp_path / "out").exists()
+
+
+def test_a_job_whose_settings_methods_raise_is_refused_with_its_traceback(tmp_path: Path) -> None:
+    """A job whose ``jobconf()`` (or ``files()``, ``partitioner()``... which a job may override) raised, or whose
+    reducer is named ``files`` (it overrides mrjob's ``files()``, called without its arguments), crashed ``hop run``
+    with hop's own traceback, exit code 1. It is refused (2) with the job's traceback, naming what raised."""
+    source = tmp_path / "in.txt"
+    source.write_text("a\n")
+    job = write_job(
+        tmp_path,
+        "mr_settings.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+
+        class MRSettings(MRJob):
+            def configure_args(self):
+                super().configure_args()
+                self.add_passthru_arg("--bad-jobconf", action="store_true")
+
+            def steps(self):
+                return [MRStep(mapper=self.words, reducer=self.files)]
+
+            def words(self, _, line):
+                yield line, 1
+
+            def files(self, word, ones):
+                yield word, sum(ones)
+
+            def jobconf(self):
+                return {"mapreduce.job.reduces": self.options.reducers} if self.options.bad_jobconf else {}
+        """,
+    )
+    clash = hop_fails("--mrjob", str(job), str(source), "-o", str(tmp_path / "out"))
+    assert clash.returncode == 2, clash.stderr
+    assert "MRSettings raised TypeError: MRSettings.files() missing 2 required positional arguments" in clash.stderr
+    jobconf = hop_fails("--mrjob", str(job), str(source), "-o", str(tmp_path / "out"), "--", "--bad-jobconf")
+    assert jobconf.returncode == 2, jobconf.stderr
+    assert "MRSettings raised AttributeError: 'Namespace' object has no attribute 'reducers' as hop read its " in (
+        jobconf.stderr
+    )
+    assert f'File "{job}", line 21, in jobconf' in jobconf.stderr, jobconf.stderr
+    assert "hop/" not in jobconf.stderr.partition("hop: error:")[0], jobconf.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_job_options_given_among_hops_name_where_they_go(tmp_path: Path) -> None:
