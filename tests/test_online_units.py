@@ -326,6 +326,29 @@ def run(pairs: dict[object, object]) -> bytes:
     return encode_run(list(pairs), list(pairs.values()))
 
 
+@pytest.mark.parametrize("aggregate", [Sum(), Mean()], ids=["sum", "mean"])
+def test_a_group_is_exact_once_every_chunk_holding_bytes_was_read(aggregate: Sum | Mean) -> None:
+    """A chunk of no bytes (an empty file among the input) holds no record: once every other chunk is read, every
+    value is final. Unread, such a chunk kept each group an interval of non-zero width, not final, in a snapshot
+    holding all of the input's bytes (its input_fraction 1.0)."""
+    state = SnapshotState(aggregate, ["", "", "", ""], chunk_sizes=[100, 120, 0, 0])
+    lift = aggregate.lift
+    state.add_run(0, 0, 0, run({"a": lift(3), "b": lift(1)}), chunk=0, end=True)
+    state.add_run(0, 0, 1, run({"a": lift(9), "b": lift(4)}), chunk=1, end=True)
+    state.add_run(0, 0, 2, run({}), chunk=2, end=True)  # one of the two empty chunks read
+    rows = {row.key: row for row in state.rows()}
+    expected = {"a": 12, "b": 5} if isinstance(aggregate, Sum) else {"a": 6.0, "b": 2.5}
+    for key, value in expected.items():
+        row = rows[key]
+        assert row.final and row.value == value, row
+        assert row.estimate is not None and row.estimate.low == row.estimate.high == row.estimate.value == value, row
+    # Nor may --stop-when-accurate end the job on it, calling its exact values approximate: the job ends exactly.
+    tracker = SnapshotTracker(1, [100, 120, 0, 0], stop_when_accurate=0.1, stratum_chunks={"": 4})
+    snapshot = tracker.request_now(1.0)
+    tracker.on_done(snapshot.seq, 0, {"chunks_seen": [0, 1, 2], "groups": 2, "max_relative_half_width": 0.0})
+    assert tracker.ends_exactly(snapshot) and not tracker.accurate(snapshot)
+
+
 def test_a_counts_interval_starts_no_lower_than_its_count_so_far() -> None:
     """The records a Count has seen are counted in its final value whatever the rest holds: a group seen with 1 and
     9 records in 2 of the 4 chunks read (of 10) has the t interval's low far below 10 (below 0), which the final
@@ -864,6 +887,23 @@ def test_one_threshold_snapshot_is_asked_at_a_time_and_labelled_by_what_it_holds
     now = tracker.request_now(0.95)  # hop snapshot: answered at once, with what the reducers hold
     assert now.awaits is None and "skipped" not in tracker.describe(now)
     assert len({s.label for s in tracker.snapshots}) == len(tracker.snapshots)
+
+
+def test_a_snapshots_input_fraction_is_the_least_any_partition_holds() -> None:
+    """The coverage was the least (chunks, bytes) pair, compared chunks first: a partition holding fewer chunks but
+    more bytes gave the snapshot its bytes, an input_fraction above what another partition held (40% where one held
+    30%), and a threshold's snapshot the label of a threshold one of its partitions did not hold."""
+    tracker = SnapshotTracker(2, [40, 10, 10, 10, 30], every=0.1)
+    snapshot = tracker.due(0.25)
+    assert snapshot is not None and snapshot.label == "0.200"
+    assert tracker.due(0.45) is None  # (0.3 and 0.4, passed while it is answered)
+    tracker.on_done(snapshot.seq, 0, {"chunks_seen": [0], "groups": 1})  # 1 chunk, 40% of the bytes
+    tracker.on_done(snapshot.seq, 1, {"chunks_seen": [1, 2, 3], "groups": 1})  # 3 chunks, 30% of the bytes
+    described = tracker.describe(snapshot)
+    assert (described["chunks_fraction"], described["input_fraction"]) == (0.2, 0.3)
+    assert described["label"] == "0.300", "partition 1 holds 30% of the input, not 40%"
+    following = tracker.due(0.45)
+    assert following is not None and following.label == "0.400"
 
 
 def test_an_input_of_no_bytes_has_no_threshold_snapshots() -> None:

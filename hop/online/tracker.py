@@ -241,7 +241,9 @@ class SnapshotTracker:
                 fields["rows"] = fields["rows"][:HISTORY_ROWS]  # sent largest first
 
     def coverage(self, snapshot: Snapshot) -> tuple[float, float] | None:
-        """(fraction of chunks, fraction of bytes) the reducers' data covered: the least over partitions."""
+        """(fraction of chunks, fraction of bytes) the reducers' data covered: each the least over partitions (the
+        least pair, compared chunks first, gave the bytes of a partition holding few large chunks: 40% of the input
+        where another partition held 30%)."""
         fractions = []
         for fields in snapshot.partitions.values():
             if fields.get("final"):
@@ -251,18 +253,21 @@ class SnapshotTracker:
             if chunks is None:
                 return None
             fractions.append((len(chunks) / max(1, len(self.chunk_sizes)), held_fraction(chunks, self.chunk_sizes)))
-        return min(fractions) if fractions else None
+        if not fractions:
+            return None
+        return min(chunks for chunks, _ in fractions), min(held for _, held in fractions)
 
     def accurate(self, snapshot: Snapshot) -> bool:
         return self.stop_when_accurate is not None and snapshot.complete and self.held_back(snapshot) is None
 
     def ends_exactly(self, snapshot: Snapshot) -> bool:
-        """Every partition answered with its final output, or the reducers had every chunk: the job's exact end is
-        at hand, and no early stop is due."""
+        """Every partition answered with its final output, or the reducers had every chunk, or every byte (the
+        chunks unread are empty files, which hold no record: the snapshot's values are all final): the job's exact
+        end is at hand, and no early stop is due (it would call an exact result approximate)."""
         if all(fields.get("final") for fields in snapshot.partitions.values()):
             return True
         coverage = self.coverage(snapshot)
-        return coverage is not None and coverage[0] >= 1
+        return coverage is not None and max(coverage) >= 1
 
     def held_back(self, snapshot: Snapshot) -> str | None:
         """Why ``snapshot`` cannot end the job under ``--stop-when-accurate`` (``None``: it can), in a line that names
@@ -276,7 +281,7 @@ class SnapshotTracker:
         if failed:
             return f"partition {failed[0]} could not take it: {snapshot.partitions[failed[0]]['error']}"
         if self.ends_exactly(snapshot):
-            return "every chunk was read"  # the job ends exactly on its own (an early stop would call it approximate)
+            return "all of the input was read"  # the job ends exactly on its own (an early stop: called approximate)
         estimated = {index: f for index, f in snapshot.partitions.items() if not f.get("final")}
         if not any(fields.get("groups") for fields in snapshot.partitions.values()):
             return "no group was read yet"  # an empty result is no estimate
