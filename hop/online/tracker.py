@@ -117,6 +117,8 @@ class SnapshotTracker:
         self._next = every or 0.0
         self._held: list[float] = []
         """Thresholds passed while a threshold snapshot was being answered, not asked for yet."""
+        self._asked: Snapshot | None = None
+        """The latest threshold snapshot asked for (the next waits until it is complete)."""
 
     def due(self, input_fraction: float, now: float | None = None) -> Snapshot | None:
         """The snapshot to request now that ``input_fraction`` of the map input is processed, if one is due (see
@@ -127,7 +129,7 @@ class SnapshotTracker:
         while self._next < 1 - 1e-9 and input_fraction + 1e-9 >= self._next:
             passed.append(self._next)
             self._next = round(self._next + self.every, 9)
-        if any(snapshot.awaits is not None and not snapshot.complete for snapshot in self.snapshots):
+        if self._asked is not None and not self._asked.complete:
             self._held += passed
             return None
         if self._held:
@@ -143,7 +145,7 @@ class SnapshotTracker:
             at, skipped = passed[-1], passed[:-1]
         else:
             return None
-        snapshot = self._new(at, False, now)
+        snapshot = self._asked = self._new(at, False, now)
         snapshot.awaits = at
         snapshot.skipped = [self._label(threshold) for threshold in skipped]
         return snapshot
@@ -156,8 +158,7 @@ class SnapshotTracker:
         snapshot just completed (a reducer receives nothing while it takes one, so that is about what it holds
         now), else the lowest. Asked for the lowest, reducers that held more answered at once, a snapshot labelled
         0.200 holding 60% of the input."""
-        latest = next((s for s in reversed(self.snapshots) if s.awaits is not None and s.complete), None)
-        coverage = None if latest is None else self.coverage(latest)
+        coverage = None if self._asked is None else self.coverage(self._asked)  # (complete: the one just answered)
         held_so_far = 0.0 if coverage is None else coverage[1]
         below = [position for position, threshold in enumerate(held) if threshold <= held_so_far + 1e-9]
         return below[-1] if below else 0
