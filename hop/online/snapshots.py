@@ -7,9 +7,11 @@
 - ``_snapshot.json`` (written by the coordinator once every partition reported): time, progress (the trigger), the
   fraction of input bytes and of chunks the reducers had seen, per-partition progress.
 
-``<label>`` is the progress the snapshot was taken at, three decimals (``0.100``; more when ``--snapshot-every`` is
-below 0.001, so labels stay unique: ``0.0005``); a snapshot asked for with ``hop snapshot`` is
-``<progress>-now<seq>``.
+``<label>`` is a threshold of map progress, three decimals (``0.100``; more when ``--snapshot-every`` is below
+0.001, so labels stay unique: ``0.0005``): a fraction of the input (bytes) the snapshot holds at least
+(``hop.online.tracker``); a snapshot asked for with ``hop snapshot`` is ``<progress>-now<seq>``, the map progress as
+it was asked. A snapshot answered late is published under a higher label than it was asked for (``staged_as``:
+the staging folder keeps the one asked for).
 
 A snapshot is assembled out of sight, in ``OUT/_temporary/snapshots/<label>/`` (its staging folder): each partition's
 files are written there under a temporary name and renamed, and once every partition answered the coordinator writes
