@@ -212,8 +212,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         type=_fraction,
         default=None,
         metavar="F",
-        help="reducers publish a snapshot with estimates at each F of the map input (e.g. 0.1) in OUT/_snapshots/; "
-        "thresholds passed between two progress reports make one snapshot, labelled with the highest",
+        help="reducers publish a snapshot with estimates at each F of the map input (e.g. 0.1) in OUT/_snapshots/, "
+        "labelled with the fraction of the input it holds at least; thresholds passed together (between two "
+        "progress reports, or while the snapshot before was taken) make one snapshot",
     )
     online.add_argument(
         "--order",

@@ -104,9 +104,10 @@ Coordinator -> worker:
     reducer_at    {job_id, index, attempt, address}          push partition ``index`` there
     job_done      {job_id, failed, stop_tasks}               delete the job's spill files (end its tasks if
                                                              failed or stopped early)
-    snapshot      {job_id, seq, label, source?}              relayed to the job's reduce tasks; ``source``: the
+    snapshot      {job_id, seq, label, source?, fraction?}   relayed to the job's reduce tasks; ``source``: the
                                                              upstream snapshot directory a pipeline's later job
-                                                             recomputes from
+                                                             recomputes from; ``fraction``: a threshold's, answered
+                                                             once the reducer holds that much of the input (bytes)
     pipe_at       {task, job_id, address}                    relayed to that upstream reduce task: stream there
     pipe_file     {task, job_id, path, attempt}              relayed to that map task: read the committed file
     pipe_release  {task, job_id}                             relayed to that upstream reduce task, its output whole:

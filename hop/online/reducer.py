@@ -36,7 +36,7 @@ from typing import Any
 from hop import faults
 from hop.aggregates import Aggregate, Count
 from hop.inputs import parse_output_line
-from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, staging_directory
+from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, held_fraction, staging_directory
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from hop.online.tracker import UNBOUNDED_EXAMPLES
 from hop.outputs import OutputGuard, make_in_output
@@ -111,6 +111,7 @@ class ReducerSnapshots:
         ``input_fraction`` was the map progress that triggered it (0.75 for a reducer holding half the input)."""
         if self.coverage is None and chunk_strata:
             self.coverage = SnapshotState(Count(), chunk_strata, read_run=store.run_bytes, values=False)
+        self.chunk_sizes = chunk_sizes if chunk_sizes is not None else [1] * len(chunk_strata or ())
         self.taken = 0
         self.map_task = map_task
         self.hook = hook
@@ -179,6 +180,14 @@ class ReducerSnapshots:
         settled = self.store.settled(task)
         if self.coverage is not None and settled is not None and settled != before:
             self.coverage.settle(task, settled)
+
+    def holds(self, fraction: float | None) -> bool:
+        """Whether this attempt holds at least ``fraction`` of the input (its bytes, in chunks whose runs are all
+        here, as ``_snapshot.json``'s ``input_fraction`` counts them): a threshold's snapshot waits for it (``None``,
+        or no chunks to count: at once)."""
+        if fraction is None or self.coverage is None:
+            return True
+        return held_fraction(self.coverage.seen_chunks(), self.chunk_sizes) + 1e-9 >= fraction
 
     def answer(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The ``snapshot_done`` fields of snapshot requests that were queued together (``label`` and, for a
