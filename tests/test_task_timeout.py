@@ -11,14 +11,18 @@ import collections
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from hop.client import Client
+from hop.inputs import Split
+from hop.jobspec import JobSpec
 from hop.loader import load_job_file
 from hop.local_cluster import LocalCluster
 from hop.runner import JobFailed, build_spec, run_steps
+from hop.scheduler import Attempt, Broadcast, FinishJob, JobState, KillAttempt, task_timeout
 from tests.conftest import hop, output_dict
 
 HANGING_JOB = """\
@@ -172,3 +176,104 @@ def test_a_submitted_task_timeout_that_is_no_positive_number_is_refused(tmp_path
                     client.submit(spec)
         finally:
             client.close()
+
+
+def test_hop_runs_note_of_a_stalled_attempt_says_when_the_task_timeout_kills_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the option, ``hop run``'s note of an attempt that has not advanced says the job waits for it; with
+    a ``--task-timeout`` longer than the note's wait, that the timeout will kill it, and the job goes on."""
+    import hop.runner
+
+    monkeypatch.setattr(hop.runner, "STALLED_NOTE_SECONDS", 5.0)  # (120 s by default; statuses list 5 s and more)
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n" * 100 + "hang\n" + "c d\n" * 100, encoding="utf-8")
+    job_class = load_job_file(str(hanging_job(tmp_path, once=True)))
+    options = {"task_timeout": 7.0}
+    spec = build_spec(job_class, [str(source)], str(tmp_path / "out"), num_reduces=1, options=options)
+    with LocalCluster(workers=1, map_slots=1, reduce_slots=1) as cluster:
+        client = Client(cluster.address, timeout=30)
+        try:
+            run_steps(client, spec, progress=True, timeout=30)
+        finally:
+            client.close()
+    said = capsys.readouterr().err
+    assert "map-00000 (attempt 0, on worker local-0) has not advanced for " in said, said
+    killed = "; at 7 s (--task-timeout) it fails, killed, and runs again while --max-attempts allows (hop stop "
+    assert killed in said, said
+    assert "the job waits for it" not in said, said
+    assert (tmp_path / "out" / "_SUCCESS").exists()
+
+
+# The state machine's side (hop.scheduler.JobState), driven directly: what is timed out, and what is not. ----------
+
+
+def _job(task_timeout: float | None, maps: int = 1, max_attempts: int = 2, **options: Any) -> JobState:
+    options = {**options, **({"task_timeout": task_timeout} if task_timeout is not None else {})}
+    spec = JobSpec(b"", "test", ("/data/in",), "/data/out", num_reduces=1, job_id="job-1", options=options)
+    return JobState(spec, [Split(f"/data/in/f{i}", 0, 100) for i in range(maps)], max_attempts=max_attempts)
+
+
+def _started(job: JobState, kind: str, index: int) -> Attempt:
+    attempt = job.assign(kind, index, "w1")
+    job.on_started(kind, index, attempt.attempt, pid=100 + attempt.attempt, at=time.time())
+    return attempt
+
+
+def test_a_stalled_attempt_is_failed_and_killed_until_max_attempts_fail_the_job() -> None:
+    job = _job(1.5)
+    first = _started(job, "map", 0)
+    assert first.progress_at is not None
+    assert job.time_out_stalled(first.progress_at + 1.4) == []  # (not yet)
+    actions = job.time_out_stalled(first.progress_at + 1.6)
+    assert actions[0] == KillAttempt("w1", "map", 0, 0), actions
+    assert Broadcast("map_failed", {"job_id": "job-1", "index": 0, "attempt": 0}) in actions
+    assert first.status == "failed"
+    assert first.error == "map-00000 did not advance for 1.5s (--task-timeout 1.5), at 0%: killed"
+    assert job.maps[0].pending and job.state == "running"
+    # Its own report of its end, crossing the kill, changes nothing: it failed once, as the coordinator said.
+    assert job.on_task_failed("map", 0, 0, "task process ended", None, True, time.time()) == []
+    assert first.error is not None and first.error.startswith("map-00000 did not advance"), first.error
+    second = _started(job, "map", 0)
+    job.on_progress("map", 0, 1, 0.25, 10)  # (it advanced: its stall counts from here)
+    assert second.progress_at is not None
+    actions = job.time_out_stalled(second.progress_at + 1.6)
+    assert FinishJob("failed", job.error) in actions and job.state == "failed", actions
+    assert job.error is not None
+    assert job.error.startswith("map-00000 did not advance for 1.5s (--task-timeout 1.5), at 25%: killed (gave up")
+    assert job.error.endswith("; map-00000 read /data/in/f0[0:100]"), job.error
+
+
+def test_no_attempt_is_timed_out_without_the_option_nor_before_the_coordinators_pause_ended() -> None:
+    untimed = _job(None)
+    attempt = _started(untimed, "map", 0)
+    assert untimed.time_out_stalled(time.time() + 3600) == [] and attempt.status == "running"
+    job = _job(1.5)
+    attempt = _started(job, "map", 0)
+    woke = time.time() + 600  # (the coordinator ran again then: the attempts could not be heard before)
+    assert job.time_out_stalled(woke + 1.0, counted_from=woke) == [] and attempt.status == "running"
+    assert job.time_out_stalled(woke + 1.6, counted_from=woke) != [] and attempt.status == "failed"
+
+
+def test_a_pipelined_reduce_whose_output_is_whole_is_not_timed_out_while_the_next_step_takes_it() -> None:
+    """It waits (at most a minute: ``hop.pipe.PipeSender.finish``) for the next step's map to read its output,
+    which is that map's doing: timed out, it and the map reading it ran again, and again."""
+    job = _job(1.5)
+    map_attempt = _started(job, "map", 0)
+    job.on_map_done(0, map_attempt.attempt, 1, {"map_input_records": 1}, {}, time.time())
+    reduce = _started(job, "reduce", 0)
+    job.on_progress("reduce", 0, 0, 1.0, 0, written=123)
+    assert job.running_attempts(time.time() + 30) == []
+    assert job.time_out_stalled(time.time() + 30) == [] and reduce.status == "running"
+    job.on_progress("reduce", 0, 0, 0.9, 5)  # (a reduce still reducing is timed)
+    assert [a["task"] for a in job.running_attempts(time.time() + 30)] == ["reduce-00000"]
+    assert job.time_out_stalled(time.time() + 30) != [] and reduce.status == "failed"
+
+
+def test_a_continuous_job_or_a_bad_value_is_refused() -> None:
+    for bad in (0, -2, float("inf"), float("nan"), "30s", True):
+        with pytest.raises(ValueError, match="task_timeout must be a number of seconds above zero"):
+            task_timeout({"task_timeout": bad})
+    with pytest.raises(ValueError, match="not to a continuous job"):
+        task_timeout({"task_timeout": 30, "stream": {"sources": ["replay:x"]}})
+    assert task_timeout({}) is None and task_timeout({"task_timeout": 2}) == 2.0

@@ -297,6 +297,8 @@ class JobRequests(CoordinatorHost):
             status["waiting"] = waiting
         stalled = [a for a in self._advancing_attempts(job, time.time()) if a["stalled_s"] >= STALLED_STATUS_SECONDS]
         if stalled:
+            if job.task_timeout is not None:  # (hop run's note says the attempt will be killed then)
+                stalled = [{**a, "task_timeout": job.task_timeout} for a in stalled]
             status["stalled"] = stalled
         if job.state != "running":
             status["report"] = job.report()
