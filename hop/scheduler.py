@@ -41,7 +41,7 @@ import itertools
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -671,20 +671,24 @@ class JobState:
         counted_from: float = 0.0,
         upstream_running: bool = False,
         upstream_ended_at: float | None = None,
+        heard_since: Mapping[str, float] | None = None,
     ) -> list[Action]:
         """``--task-timeout`` (``options["task_timeout"]``, seconds; none: off): fail every attempt that has not
         advanced for that long by :meth:`running_attempts`' measure, counting from ``counted_from`` at the earliest
-        (when the coordinator last ran again after a pause of its own: attempts could not be heard meanwhile). Such
-        an attempt is killed (its worker ends its task process) and fails as a task process that died does: it is
-        retried, and counts against ``max_attempts`` (Hadoop's ``mapreduce.task.timeout``)."""
+        (when the coordinator last ran again after a pause of its own) and from ``heard_since[worker]`` (when its
+        worker was last heard again after a silence; ``now`` while it is silent): progress cannot be heard from a
+        worker that is not, whose silence the heartbeat timeout judges (its attempts are then lost, not failed).
+        Such an attempt is killed (its worker ends its task process) and fails as a task process that died does: it
+        is retried, and counts against ``max_attempts`` (Hadoop's ``mapreduce.task.timeout``)."""
         timeout = self.task_timeout
         if timeout is None:
             return []
+        heard = heard_since or {}
         actions: list[Action] = []
         for task, record, since in list(self._advancing(upstream_running, upstream_ended_at)):
             if self.state != "running":
                 break  # (it failed as one of them gave up: the others end with it, killed)
-            if now - max(since, counted_from) < timeout or not record.live:
+            if now - max(since, counted_from, heard.get(record.worker, 0.0)) < timeout or not record.live:
                 continue
             fraction = (record.progress or (0.0, 0))[0]
             limit = _seconds_text(timeout)

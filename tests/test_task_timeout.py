@@ -255,6 +255,18 @@ def test_no_attempt_is_timed_out_without_the_option_nor_before_the_coordinators_
     assert job.time_out_stalled(woke + 1.6, counted_from=woke) != [] and attempt.status == "failed"
 
 
+def test_an_attempt_on_a_silent_worker_is_left_to_the_heartbeat_timeout() -> None:
+    """A worker not heard from (stopped, cut off) cannot relay its attempts' progress: they are not timed out while
+    it is silent (``heard_since`` is then now), and stall again from when it is heard again; lost with it, they
+    run again without counting against --max-attempts."""
+    job = _job(1.5)
+    attempt = _started(job, "map", 0)
+    later = time.time() + 60
+    assert job.time_out_stalled(later, heard_since={"w1": later}) == [] and attempt.status == "running"
+    assert job.time_out_stalled(later + 1.0, heard_since={"w1": later}) == []
+    assert job.time_out_stalled(later + 1.0, heard_since={"w2": later}) != [] and attempt.status == "failed"
+
+
 def test_a_pipelined_reduce_whose_output_is_whole_is_not_timed_out_while_the_next_step_takes_it() -> None:
     """It waits (at most a minute: ``hop.pipe.PipeSender.finish``) for the next step's map to read its output,
     which is that map's doing: timed out, it and the map reading it ran again, and again."""

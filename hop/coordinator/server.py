@@ -117,6 +117,9 @@ class Coordinator(
         self._stalls_count_from = time.time()
         """Stalls of attempts count from here at the earliest: the coordinator's start, or the end of its latest
         pause (``hop.coordinator.timeouts``)."""
+        self._heard_since: dict[str, float] = {}
+        """Worker name -> when it was last found silent (``hop.coordinator.timeouts``): its attempts' stalls count
+        from then at the earliest."""
         self._last_lost: str | None = None
         """The worker lost last, while jobs wait for a lost worker still running here to rejoin (``workers``)."""
         self.stop_linger = 0
