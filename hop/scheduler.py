@@ -231,7 +231,9 @@ class DiscardOutput:
 
 @dataclass(frozen=True)
 class KillAttempt:
-    """Stop an attempt that lost a speculative race: its worker ends the task process (the slot restarts)."""
+    """Stop an attempt settled here (it lost a speculative race, its input went away, its slot is needed
+    upstream, it passed ``--task-timeout``): its worker ends the task process (the slot restarts) and reports the
+    slot free, nothing else."""
 
     worker: str
     kind: str

@@ -144,9 +144,9 @@ def test_a_task_timeout_that_is_no_positive_duration_is_refused(
     assert not (tmp_path / "out").exists()
 
 
-def test_the_task_timeout_is_read_as_a_duration_and_refused_for_a_continuous_job(tmp_path: Path) -> None:
+def test_the_task_timeout_is_read_as_a_duration_and_refused_for_a_continuous_job_or_spark(tmp_path: Path) -> None:
     """``--task-timeout 2m`` is 120 s in the job's options; with ``--source`` it is refused: a continuous job's
-    quiet source is no fault, and its attempts are never timed (nor said to be stalled)."""
+    quiet source is no fault, and its attempts are never timed (nor said to be stalled). Spark would ignore it."""
     from hop.cli import build_parser
 
     args = build_parser(False).parse_args(["run", "job.py", "in.txt", "-o", "out", "--task-timeout", "2m"])
@@ -158,6 +158,10 @@ def test_the_task_timeout_is_read_as_a_duration_and_refused_for_a_continuous_job
     message = "--task-timeout applies to a batch job over input files, not to a continuous job (--source): drop it"
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
+    spark = hop("run", str(hanging_job(tmp_path, once=True)), "in.txt", "-o", "out", "--engine", "spark",
+                "--task-timeout", "30s", cwd=tmp_path)  # fmt: skip
+    message = "--task-timeout applies to hop's own engine, not to --engine spark, which would ignore it: drop it"
+    assert spark.returncode == 2 and message in spark.stderr, spark.stderr
 
 
 def test_a_submitted_task_timeout_that_is_no_positive_number_is_refused(tmp_path: Path) -> None:
