@@ -88,7 +88,7 @@ from hop.shutdown_cli import register as register_shutdown
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
 from hop.stdin_input import STDIN, STDIN_COPY_OPTION, stdin_as_file
-from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_args
+from hop.stream.cli import STREAM_ONLY, add_stream_arguments, positive_seconds, run_stream_from_args
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, unused_port, web_view
 from hop.web.cli import register as register_web
@@ -177,6 +177,16 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         type=positive_int,
         default=4,
         help="attempts per task before the job fails (default 4)",
+    )
+    parser.add_argument(
+        "--task-timeout",
+        action=Given,
+        type=positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="fail a task attempt that has not advanced (no record read, no key group reduced) for this long, "
+        "e.g. 30s or 10m: its process is killed and it runs again, counting against --max-attempts (default: "
+        "off; hop run only says so of one that has not for 120 s)",
     )
     parser.add_argument(
         "--skip-bad-records",
@@ -316,6 +326,7 @@ BATCH_ONLY = (
     "chunk_size",
     "confidence",
     "stop_when_accurate",
+    "task_timeout",
 )
 """The options of ``hop run``/``hop submit`` that only a batch job uses: a continuous job (``--source``) ignored them
 (``--stop-when-accurate`` promised an early stop that never came), so it refuses them, even at their default value:
@@ -326,6 +337,7 @@ HOP_ENGINE_ONLY = (
     "blocking",
     "reduce_memory",
     "max_attempts",
+    "task_timeout",
     "skip_bad_records",
     "speculative",
     "no_tail_split",
@@ -475,6 +487,7 @@ def _run_loaded(
         input_format=args.input_format,
         options={
             "max_attempts": args.max_attempts,
+            **({"task_timeout": args.task_timeout} if args.task_timeout is not None else {}),
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
             "tail_split": not args.no_tail_split,

@@ -54,11 +54,20 @@ so, once per attempt: as long as the cluster monitor's stuck-task alert waits (`
 
 
 def stalled_note(attempt: dict[str, Any], job_id: str, address: str) -> str:
-    """A job status's ``stalled`` attempt in words, with what may be wrong and the command that cancels the job."""
+    """A job status's ``stalled`` attempt in words, with what may be wrong and the command that cancels the job;
+    with the job's ``--task-timeout`` (its ``task_timeout``), when the attempt will be killed and run again."""
+    timeout = attempt.get("task_timeout")
+    stop = f"hop stop {job_id} --coordinator {address}"
+    then = (
+        f"the job waits for it ({stop} cancels it)"
+        if timeout is None
+        else f"at {timeout:g} s (--task-timeout) it fails, killed, and runs again while --max-attempts allows ({stop} "
+        "cancels the job)"
+    )
     return (
         f"{attempt['task']} (attempt {attempt['attempt']}, on worker {attempt['worker']}) has not advanced for "
         f"{attempt['stalled_s']:.0f} s, at {attempt['fraction']:.0%}: its code may be looping or blocked (on I/O, a "
-        f"lock, a stopped process); the job waits for it (hop stop {job_id} --coordinator {address} cancels it)"
+        f"lock, a stopped process); {then}"
     )
 
 

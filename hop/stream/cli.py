@@ -47,8 +47,9 @@ refuses them (``hop.cli``); each is declared with ``action=Given``/``GivenFlag``
 value is told from one left out (``hop.given_options``)."""
 
 
-def _positive_seconds(text: str) -> float:
-    """A duration above zero (``--duration 0`` would stop the job as it starts)."""
+def positive_seconds(text: str) -> float:
+    """A duration above zero, ``"30s"``, ``"5m"`` or a plain number of seconds (``--duration 0`` would stop the
+    job as it starts; ``--task-timeout 0`` would kill every attempt at once)."""
     negative = str(text).strip().startswith("-")  # (told as zero is, not as a duration option that may be 0)
     seconds = -1.0 if negative else _seconds(text)
     if not seconds > 0:
@@ -135,7 +136,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--duration",
         action=Given,
-        type=_positive_seconds,
+        type=positive_seconds,
         default=None,
         help="stop the continuous job after this long (e.g. 5m)",
     )
