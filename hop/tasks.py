@@ -53,7 +53,7 @@ from hop.usercode import (
     sendable,
     shown_key,
 )
-from hop.usertrace import not_pairs, user_traceback
+from hop.usertrace import not_pairs, raised_importing, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
     FIRST_SPILL_DIVISOR,
@@ -505,6 +505,7 @@ def run_map(
                 failure.skippable = (
                     problem is error
                     and not isinstance(error, NOT_A_BAD_RECORD)
+                    and not raised_importing(error)
                     and (not buffer.folding or type(buffer.combiner).__module__ == Aggregate.__module__)
                 )
                 raise failure from error
@@ -657,7 +658,7 @@ def _whole_file_batches(
         problem = not_pairs("map", error, output)
         failure = UserCodeError("map", problem, f"{path} (the whole file)")
         # (--skip-bad-records skips such a file, as it skips a record)
-        failure.skippable = problem is error and not isinstance(error, NOT_A_BAD_RECORD)
+        failure.skippable = problem is error and not isinstance(error, NOT_A_BAD_RECORD) and not raised_importing(error)
         raise failure from error
 
 
@@ -699,6 +700,8 @@ def _skipping_mapper(
         try:
             return list(mapper(key, value) or ())  # all of the record's output, or none of it
         except Exception as error:
+            if raised_importing(error):  # (the code's fault, not the record's: every record would fail so)
+                raise
             offset, record = read_line[0] if read_line else (key, str(value))
             entry = {
                 "file": current[0].path,
@@ -1465,9 +1468,10 @@ def reduce_to_file(
                 error = not_pairs("reduce", raised, results)
                 # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
                 unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
-                if not skip_limit or bad_records is None:
+                importing = raised_importing(raised)  # (no key is to blame: every key would fail so)
+                if not skip_limit or bad_records is None or importing:
                     failure = UserCodeError("reduce", error, shown_key(key, show_key))
-                    failure.skippable = bad_records is not None  # (a batch reduce: it lists what it skips)
+                    failure.skippable = bad_records is not None and not importing  # (a batch reduce lists them)
                     raise failure.without_traceback() if unwriteable_output else failure from raised
                 entry = {
                     "key": show_key(key)[:1000],
