@@ -165,7 +165,11 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         default=None,
         help="override the job's input_format (output: a hop job's part files, as (key, value) pairs)",
     )
-    parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
+    parser.add_argument(
+        "--job-class",
+        default=None,
+        help="the class to run when the file defines several (in a pipeline: in each job file defining one so named)",
+    )
     parser.add_argument(
         "--mrjob",
         action="store_true",
@@ -441,8 +445,13 @@ def _run_job(args: argparse.Namespace) -> int:
             mrjob_run = MRJobRun(args.job, args.job_args, args.output, args.job_class)
             job_class = mrjob_run.job_class
         else:
-            job_class = load_job_file(args.job, args.job_class)
-        later_classes = [_load_later_job(path) for path in job_files[1:]]
+            job_class = load_job_file(args.job, args.job_class, of_several=len(job_files) > 1)
+        later_classes = [_load_later_job(path, args.job_class) for path in job_files[1:]]
+        if args.job_class is not None and args.job_class not in [c.__name__ for c in (job_class, *later_classes)]:
+            raise JobFileError(
+                f"no job file defines a hop.Job subclass {args.job_class} (--job-class): "
+                + "; ".join(f"{path} runs {c.__name__}" for path, c in zip(job_files, (job_class, *later_classes)))
+            )
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)
     try:
@@ -852,11 +861,12 @@ LATER_JOBS = (
 """How ``hop run`` reads ``.py`` files after the job file, for an error that may come of it."""
 
 
-def _load_later_job(path: str) -> type[Job]:
-    """The job class of ``path``, a pipeline's further job file; a file that defines none may have been meant as
-    input, and the error says how to give it so."""
+def _load_later_job(path: str, class_name: str | None = None) -> type[Job]:
+    """The job class of ``path``, a pipeline's further job file (``class_name``: ``--job-class``, which picks the
+    class of that name in each job file defining one); a file that defines none may have been meant as input, and
+    the error says how to give it so."""
     try:
-        return load_job_file(path)
+        return load_job_file(path, class_name, of_several=True)
     except JobFileError as error:
         if "(found: none)" not in str(error):
             raise

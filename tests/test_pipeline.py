@@ -508,6 +508,31 @@ def test_a_jobs_output_folder_is_the_input_of_a_later_run(tmp_path: Path) -> Non
     assert stream.returncode == 2 and "input format 'output' reads the part files of a batch job" in stream.stderr
 
 
+def test_job_class_picks_the_job_of_a_later_job_file_defining_several(tmp_path: Path) -> None:
+    """``--job-class`` named the first job file's class alone: a later job file defining two jobs was refused,
+    told to "pick one with --job-class", and picking one failed the first file, which defines no class of that
+    name. It now picks the class of that name in each job file that defines one; the others run their own job."""
+    (tmp_path / "in.txt").write_text("a b a\nc a\n")
+    (tmp_path / "later.py").write_text(
+        "from hop import Job\n\n\nclass Keys(Job):\n    def map(self, key, value):\n        yield key, 1\n\n\n"
+        "class Values(Job):\n    def map(self, key, value):\n        yield value, 1\n\n    def reduce(self, key, values):"
+        "\n        yield key, sum(values)\n"
+    )
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    for mode in ([], ["--blocking"]):
+        out = f"out{len(mode)}"
+        ran = hop("run", wordcount, "later.py", "in.txt", "-o", out, "--workers", "1", "--quiet", "--job-class",
+                  "Values", *mode, cwd=tmp_path)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert output_dict(tmp_path / out) == {1: 2, 3: 1}  # (how many words have each count: b and c once, a 3 times)
+    ambiguous = hop("run", wordcount, "later.py", "in.txt", "-o", "none", "--workers", "1", cwd=tmp_path)
+    assert ambiguous.returncode == 2 and "job file later.py must define exactly one" in ambiguous.stderr
+    assert "in a pipeline it picks the class of that name in each job file that defines one" in ambiguous.stderr
+    unknown = hop("run", wordcount, wordcount, "in.txt", "-o", "none", "--job-class", "Other", cwd=tmp_path)
+    assert unknown.returncode == 2, unknown.stderr
+    assert f"no job file defines a hop.Job subclass Other (--job-class): {wordcount} runs WordCount" in unknown.stderr
+
+
 def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:
     """``hop run``'s last line gave the last step's input records (and with --blocking its time alone: 0.40 s of a
     5 s run) and said nothing of an earlier step stopped early by --stop-when-accurate, on whose estimates the
