@@ -448,9 +448,10 @@ def _run_job(args: argparse.Namespace) -> int:
             job_class = load_job_file(args.job, args.job_class, of_several=len(job_files) > 1)
         later_classes = [_load_later_job(path, args.job_class) for path in job_files[1:]]
         if args.job_class is not None and args.job_class not in [c.__name__ for c in (job_class, *later_classes)]:
+            runs = zip(job_files, (job_class, *later_classes), strict=True)
             raise JobFileError(
                 f"no job file defines a hop.Job subclass {args.job_class} (--job-class): "
-                + "; ".join(f"{path} runs {c.__name__}" for path, c in zip(job_files, (job_class, *later_classes)))
+                + "; ".join(f"{path} runs {c.__name__}" for path, c in runs)
             )
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)

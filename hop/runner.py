@@ -337,6 +337,7 @@ def run_steps(
                     overwrite=True,
                     options=_step_options(base.options, steps[step], reads_a_step=bool(step or step_offset)),
                 )
+                spec = _numbered(spec, step_offset + step + 1, total)
                 if step == 0:
                     spec = _claiming(spec, run_output or final_output, base.overwrite)
                 label = f"step {step_offset + step + 1}/{total} " if total > 1 else ""
@@ -380,6 +381,18 @@ def _claiming(spec: JobSpec, run_output: Path, overwrite: bool) -> JobSpec:
     not read, one writing the output of a running job, whose parts went too and which failed for it."""
     options = spec.options if Path(spec.output) == run_output else {**spec.options, "run_output": str(run_output)}
     return dataclasses.replace(spec, overwrite=overwrite, options=options)
+
+
+def _numbered(spec: JobSpec, number: int, total: int) -> JobSpec:
+    """``spec``, step ``number`` of a run of ``total`` steps (from 1 over the whole run, every job file's steps in
+    order), told so when the run has several: its report (``_job.json``) and ``hop status`` then give ``run_step``
+    and ``run_steps``, as the run's progress lines, errors and kept outputs number it (``step 2/3``). Its own
+    ``step``/``num_steps`` are its place among its job's ``steps()`` (from 0), so every job file of a pipeline of
+    one-step jobs said ``"step": 0, "num_steps": 1``, and a failed later step's report (``OUT/_job.json``, reading
+    a pipe: no inputs) did not say which step of the run it was."""
+    if total < 2:
+        return spec
+    return dataclasses.replace(spec, options={**spec.options, "run_step": number, "run_steps": total})
 
 
 def _step_options(options: dict[str, Any], step: Step, reads_a_step: bool = False) -> dict[str, Any]:
@@ -836,6 +849,7 @@ def run_pipeline(
                     overwrite=True,
                     options=options,
                 )
+                spec = _numbered(spec, number + 1, len(stages))
                 if number == 0:
                     spec = _claiming(spec, final_output, first.overwrite)
                 # Noted before the submit: a Ctrl-C during it acts as it returns, and the step it submitted is

@@ -34,7 +34,7 @@ from hop.runner import (
     run_steps,
 )
 from hop.wording import share
-from tests.conftest import ROOT, hop, job_path, output_dict, relay
+from tests.conftest import ROOT, hop, job_path, output_dict, relay, run_job
 
 TIMEOUT = 180
 
@@ -515,8 +515,8 @@ def test_job_class_picks_the_job_of_a_later_job_file_defining_several(tmp_path: 
     (tmp_path / "in.txt").write_text("a b a\nc a\n")
     (tmp_path / "later.py").write_text(
         "from hop import Job\n\n\nclass Keys(Job):\n    def map(self, key, value):\n        yield key, 1\n\n\n"
-        "class Values(Job):\n    def map(self, key, value):\n        yield value, 1\n\n    def reduce(self, key, values):"
-        "\n        yield key, sum(values)\n"
+        "class Values(Job):\n    def map(self, key, value):\n        yield value, 1\n\n"
+        "    def reduce(self, key, values):\n        yield key, sum(values)\n"
     )
     wordcount = str(ROOT / "jobs" / "wordcount.py")
     for mode in ([], ["--blocking"]):
@@ -658,6 +658,32 @@ def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None
     assert result.returncode == 1 and "RuntimeError: refusing m" in result.stderr, result.stderr
     assert 'raise RuntimeError(f"refusing {word}")' in result.stderr, "the user's traceback"
     assert time.monotonic() - began < 20
+
+
+def test_each_steps_report_and_status_number_it_over_the_run(client: Client, tmp_path: Path) -> None:
+    """A step's report and ``hop status`` gave its place among its own job's ``steps()`` alone (``"step": 0,
+    "num_steps": 1`` for every job file of a pipeline of one-step jobs), and a failed later step's report,
+    ``OUT/_job.json``, reading a pipe, had no inputs either: nothing said which step of the run it was. Each now
+    gives ``run_step``/``run_steps``, numbered from 1 over the run as its messages number the steps (``step 2/3``),
+    pipelined and ``--blocking``; a job run alone gives none."""
+    source = tmp_path / "in.txt"
+    source.write_text("apple mango zebra apple\nmango kiwi\n" * 20)
+    for mode, run in (("pipelined", run_pipeline), ("blocking", run_staged_jobs)):
+        jobs = specs(source, tmp_path / mode, "two_steps", "topk", num_reduces=1, mode=mode)
+        report = run(client, jobs, progress=False, timeout=TIMEOUT)
+        steps = [*earlier_reports(report), report]
+        assert [(step["run_step"], step["run_steps"]) for step in steps] == [(1, 3), (2, 3), (3, 3)], mode
+        assert [step["step"] for step in steps] == [0, 1, 0], "their place among their job's steps() stays"
+        listed = {job["job_id"]: job for job in client.jobs()}
+        assert [listed[step["job_id"]]["run_step"] for step in steps] == [1, 2, 3], mode
+        assert client.status(report["job_id"])["run_step"] == 3
+    jobs = specs(source, tmp_path / "failed", "wordcount", "failing_topk", num_reduces=1)
+    with pytest.raises(JobFailed):
+        run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+    failed = json.loads((tmp_path / "failed" / "_job.json").read_text())
+    assert failed["name"] == "FailingTopK" and (failed["run_step"], failed["run_steps"]) == (2, 2), failed
+    alone = run_job(client, "wordcount", [source], tmp_path / "alone")
+    assert "run_step" not in alone and "run_step" not in client.status(alone["job_id"])
 
 
 def test_a_failed_middle_job_is_the_step_the_pipeline_reports(client: Client, tmp_path: Path) -> None:
