@@ -505,6 +505,8 @@ def _run_loaded(
         },
     )
     later = [dataclasses.replace(spec, job_code=dump_job_class(c), name=c.__name__) for c in later_classes]
+    if mrjob_run is None and reads_parts_per_map(spec.input_format, job_class):
+        spec = dataclasses.replace(spec, options={**spec.options, "map_per_part": True})
     step_specs = pipeline_specs([spec, *later])
     stages = len(step_specs)
     pipelined = stages > 1 and not args.blocking
@@ -860,6 +862,19 @@ LATER_JOBS = (
     "directory or a quoted glob ('src/*.py')"
 )
 """How ``hop run`` reads ``.py`` files after the job file, for an error that may come of it."""
+
+
+def reads_parts_per_map(input_format: str, job_class: type[Job]) -> bool:
+    """Whether a run of ``job_class`` reading ``input_format`` has a map per input file, an empty one too
+    (``map_per_part``, as a pipeline's later step has one per partition of the step before): when it reads a hop
+    job's part files (``output``) and its first step's map has ``mapper_init``/``mapper_final``, whose output
+    depends on how many maps run. Small part files shared a map, so the job run on a saved output gave another
+    output than run after that job in a pipeline (a map counting its records in ``mapper_final``: 1 map, against 2
+    for 2 reducers' parts). Jobs without those hooks keep the packing: their output does not depend on it."""
+    if input_format != "output":
+        return False
+    first = job_class().resolved_steps()[0]
+    return first.mapper_init is not None or first.mapper_final is not None
 
 
 def _load_later_job(path: str, class_name: str | None = None) -> type[Job]:

@@ -217,6 +217,25 @@ def test_a_job_after_another_has_a_map_per_partition_of_its_output_in_either_mod
     assert report["num_maps"] == 2
 
 
+def test_a_job_with_map_hooks_run_on_a_saved_output_gives_what_it_gives_in_the_pipeline(tmp_path: Path) -> None:
+    """A job whose ``mapper_final`` says what its map read, run on a saved word count's folder of two small parts
+    (``--input-format output``), had one map for both, where run after the word count in a pipeline (or
+    ``--blocking``) it has a map per partition: the same jobs gave another output run one after the other. A job
+    with map hooks reading part files now has a map per part file, an empty one too. (What the pipeline gives:
+    test_a_job_after_another_has_a_map_per_partition_of_its_output_in_either_mode.)"""
+    for name, text in (("words", "a b c\na b\n"), ("empty", "")):
+        (tmp_path / f"{name}.txt").write_text(text)
+        common = ("--workers", "1", "--reducers", "2", "--quiet")
+        counted = hop("run", str(ROOT / "jobs" / "wordcount.py"), f"{name}.txt", "-o", f"{name}-counts", *common,
+                      cwd=tmp_path)  # fmt: skip
+        assert counted.returncode == 0, counted.stderr
+        apart = (f"{name}-counts", "-o", f"{name}-apart", "--input-format", "output", *common)
+        ran = hop("run", job_path("hooked_after_a_job"), *apart, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        expected = {"maps": 2, "read": 3, "records": 3} if name == "words" else {"maps": 2, "read": 0}
+        assert output_dict(tmp_path / f"{name}-apart") == expected, name
+
+
 def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Client, tmp_path: Path) -> None:
     """--keep-intermediate with --blocking (staged jobs, each job's steps staged) keeps what a pipeline keeps: every
     step's output but the last, numbered over all the jobs' steps."""
