@@ -236,6 +236,41 @@ def test_a_job_with_map_hooks_run_on_a_saved_output_gives_what_it_gives_in_the_p
         assert output_dict(tmp_path / f"{name}-apart") == expected, name
 
 
+@pytest.mark.parametrize("run", [run_staged_jobs, run_pipeline], ids=["blocking", "pipelined"])
+def test_a_later_steps_map_knows_the_part_file_it_reads(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]]
+) -> None:
+    """``self.input_file`` in a later step's map was None pipelined, where ``--blocking`` (and the job run on the
+    saved output) named the part file it reads: a job taking a name from it failed pipelined alone. It names the
+    part file of the step before that the pipe streams."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\na b\n")
+    jobs = specs(source, tmp_path / "out", "wordcount", "input_files", num_reduces=2)
+    run(client, jobs, progress=False, timeout=TIMEOUT)
+    counts = {"part-00000": 0, "part-00001": 0}
+    counts.update(output_dict(tmp_path / "out"))
+    assert sorted(counts) == ["part-00000", "part-00001"] and sum(counts.values()) == 3, counts
+
+
+def test_a_later_steps_snapshot_map_knows_the_part_file_it_reads(client: Client, tmp_path: Path) -> None:
+    """A later step's snapshots, recomputed from the step before's by its map, called it with ``self.input_file``
+    None: each failed as the job ran ("TypeError: expected str, ..., not NoneType" in every ``_snapshot.json``).
+    The map gets the part file of the step before's snapshot it reads."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=36, vocabulary=300)
+    jobs = specs(source, tmp_path / "out", "slow_sum_wordcount", "input_files", num_reduces=2, split_size=1 << 19)
+    first_class = load_job_file(job_path("slow_sum_wordcount"))
+    options = online_options(first_class, [str(source)], snapshot_every=0.5, order="random", chunk_size=64 << 10)
+    jobs = [dataclasses.replace(spec, options={**spec.options, **options}) for spec in jobs]
+    run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+    derived = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert derived, "the later step published snapshots recomputed from the word count's"
+    for folder in derived:
+        info = json.loads((folder / "_snapshot.json").read_text())
+        assert not [p["error"] for p in info["partitions"] if p.get("error")], folder.name
+        assert set(output_dict(folder)) <= {"part-00000", "part-00001"} and output_dict(folder), folder.name
+
+
 def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Client, tmp_path: Path) -> None:
     """--keep-intermediate with --blocking (staged jobs, each job's steps staged) keeps what a pipeline keeps: every
     step's output but the last, numbered over all the jobs' steps."""
