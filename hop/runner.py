@@ -29,6 +29,7 @@ from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.lifetime import Interrupted
 from hop.outputs import JOB_REPORT, output_write_error, prepare_output, write_job_report
 from hop.spilldirs import kept_step_output, scratch_folder
+from hop.stdin_input import inputs_as_given
 from hop.task_status import StatusFeed
 from hop.wording import counted, progress_percent
 
@@ -345,7 +346,7 @@ def run_steps(
                 # submitted, cancelled then, must be reported (OUT got no _job.json, the step's being in scratch).
                 running = Path(spec.output)
                 job_id = client.submit(spec)
-                ending = (reports, scratch, final_output, kept, step_offset)
+                ending = (reports, scratch, final_output, kept, step_offset, None)
                 reports.append(_await_step(client, job_id, label, progress, deadline, timeout, ending))
                 running = None
                 inputs = (spec.output,)
@@ -361,7 +362,7 @@ def run_steps(
             if kept is not None and hold is None:  # (a staged run names them once every job's are kept)
                 _name_kept_files(final_output, kept)
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            ending = (reports, scratch, final_output, kept, step_offset)
+            ending = (reports, scratch, final_output, kept, step_offset, None)
             _end_interrupted(client, error, timeout, [running] if running else [], ending)
             raise
     final = reports[-1]
@@ -489,10 +490,11 @@ def _cancel_before_cleanup(client: Client, error: BaseException, timeout: float 
         cancel_submitted(client, reason=reason)
 
 
-_RunEnding = tuple[list[dict[str, Any]], Path, Path, Path | None, int]
+_RunEnding = tuple[list[dict[str, Any]], Path, Path, Path | None, int, list[str] | None]
 """What :func:`_end_failed_run` needs besides the failed step's status: the reports of the steps before it, the
-run's scratch directory, its output, where ``--keep-intermediate`` keeps the earlier steps' outputs, and the steps
-the run had before the first of those reports."""
+run's scratch directory, its output, where ``--keep-intermediate`` keeps the earlier steps' outputs, the steps
+the run had before the first of those reports, and a pipeline's inputs (as given: ``None`` for a run step by
+step, whose failed step without earlier reports is its first, reading them)."""
 
 
 def _await_step(
@@ -598,6 +600,7 @@ def _end_failed_run(
     final_output: Path,
     kept: Path | None,
     first: int,
+    run_inputs: list[str] | None = None,
 ) -> None:
     """A step of a run failed after ``reports`` (the steps before it, none for a one-step job; ``first``: the
     steps before those) succeeded.
@@ -606,8 +609,10 @@ def _end_failed_run(
     ``kept/step-N`` as on success, and the failure's error and traceback name them there. Without, an error naming
     a file of ``scratch`` (about to be deleted) says so. ``OUT/_job.json`` then holds the failed step's report (with
     that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's. Its user
-    counters are the run's so far (:func:`_whole_run_fields`). An ``OUT`` removed or moved away while the run ran
-    (:func:`_output_gone`) is left gone."""
+    counters are the run's so far, its ``inputs`` the run's (:func:`_whole_run_fields`; ``run_inputs``, a
+    pipeline's, when no step finished before it: a later step reading a pipe has none of its own, and the run's
+    report said ``"inputs": []``). An ``OUT`` removed or moved away while the run ran (:func:`_output_gone`) is
+    left gone."""
     if _output_gone(status, scratch, final_output):
         return
     if kept is not None:
@@ -621,6 +626,8 @@ def _end_failed_run(
         failed = status["report"]
         status["report"] = {**failed, "steps": reports}
         _whole_run_fields(status["report"], [*reports, failed])
+    elif run_inputs is not None:
+        status["report"] = {**status["report"], "inputs": run_inputs}
     _write_report(final_output, status["report"], status)
 
 
@@ -826,6 +833,7 @@ def run_pipeline(
         raise ValueError(STOP_EARLY_PIPELINE)
     final_output = Path(last_job.output)
     prepare_output(str(final_output), first.overwrite, first.inputs, clear=False)  # (cleared as step 1 is accepted)
+    run_inputs = inputs_as_given(first.inputs, first.options)  # (for the report of a failed later step)
     with _scratch(final_output) as scratch:
         stages = pipeline_specs(jobs)
         reports: list[dict[str, Any]] = []
@@ -873,7 +881,7 @@ def run_pipeline(
             )
             for number, job_id in enumerate(job_ids):
                 running = [outputs[number]]
-                ending = (reports, scratch, final_output, kept, 0)
+                ending = (reports, scratch, final_output, kept, 0, run_inputs)
                 later = job_ids[number + 1 :]
                 label = labels[job_id]
                 step = _await_step(
@@ -888,7 +896,7 @@ def run_pipeline(
                 _keep_steps(scratch, range(1, len(job_ids)), kept)
                 _name_kept_files(final_output, kept, {job_id: number for number, job_id in enumerate(job_ids, 1)})
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            ending = (reports, scratch, final_output, kept, 0)
+            ending = (reports, scratch, final_output, kept, 0, run_inputs)
             _end_interrupted(client, error, timeout, outputs if running is None else running, ending)
             raise
     final = reports[-1]

@@ -717,9 +717,10 @@ def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None
 def test_each_steps_report_and_status_number_it_over_the_run(client: Client, tmp_path: Path) -> None:
     """A step's report and ``hop status`` gave its place among its own job's ``steps()`` alone (``"step": 0,
     "num_steps": 1`` for every job file of a pipeline of one-step jobs), and a failed later step's report,
-    ``OUT/_job.json``, reading a pipe, had no inputs either: nothing said which step of the run it was. Each now
-    gives ``run_step``/``run_steps``, numbered from 1 over the run as its messages number the steps (``step 2/3``),
-    pipelined and ``--blocking``; a job run alone gives none."""
+    ``OUT/_job.json``, reading a pipe, had no inputs either (``[]``): nothing said which step of the run it was, or
+    what the run read. Each now gives ``run_step``/``run_steps``, numbered from 1 over the run as its messages
+    number the steps (``step 2/3``), pipelined and ``--blocking``; a job run alone gives none. The failed run's
+    report gives the run's inputs."""
     source = tmp_path / "in.txt"
     source.write_text("apple mango zebra apple\nmango kiwi\n" * 20)
     for mode, run in (("pipelined", run_pipeline), ("blocking", run_staged_jobs)):
@@ -731,11 +732,15 @@ def test_each_steps_report_and_status_number_it_over_the_run(client: Client, tmp
         listed = {job["job_id"]: job for job in client.jobs()}
         assert [listed[step["job_id"]]["run_step"] for step in steps] == [1, 2, 3], mode
         assert client.status(report["job_id"])["run_step"] == 3
-    jobs = specs(source, tmp_path / "failed", "wordcount", "failing_topk", num_reduces=1)
+    # The step before still runs as the later one fails (4 ms a key, 300 keys): it is ended with it, unfinished.
+    generate_text(source, 30_000, seed=36, vocabulary=300)
+    jobs = specs(source, tmp_path / "failed", "slow_reduce", "failing_topk", num_reduces=1)
     with pytest.raises(JobFailed):
         run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
     failed = json.loads((tmp_path / "failed" / "_job.json").read_text())
+    assert "steps" not in failed, "no step finished before the failed one"
     assert failed["name"] == "FailingTopK" and (failed["run_step"], failed["run_steps"]) == (2, 2), failed
+    assert failed["inputs"] == [str(source)], "the run's inputs, as its report has them when it succeeds"
     alone = run_job(client, "wordcount", [source], tmp_path / "alone")
     assert "run_step" not in alone and "run_step" not in client.status(alone["job_id"])
 
