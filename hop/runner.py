@@ -519,6 +519,13 @@ def _await_step(
     display = ProgressDisplay(progress, label, address=client.address, messages=messages, named=named)
     try:
         status = _wait(client, job_id, display.update, deadline, timeout, label.strip(), display.messages, status_of)
+    except TimeoutError as error:
+        if not status_of:
+            raise
+        # The steps after it run too, and it cannot end before they take its output: said, or a step waiting on a
+        # slow later one read as the slow one.
+        later = ", ".join(f"{(labels or {}).get(later, '').strip() or 'job'} ({later})" for later in status_of)
+        raise TimeoutError(f"{error}, as are the steps after it, which it streams into: {later}") from None
     finally:
         display.close()
     if status["state"] != "succeeded":

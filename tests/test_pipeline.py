@@ -745,6 +745,20 @@ def test_each_steps_report_and_status_number_it_over_the_run(client: Client, tmp
     assert "run_step" not in alone and "run_step" not in client.status(alone["job_id"])
 
 
+def test_a_pipeline_past_its_timeout_names_the_later_steps_still_running(client: Client, tmp_path: Path) -> None:
+    """A word count streaming into a slow later step cannot end before that step takes its output: past
+    ``--timeout`` the run said "job ... (step 1/2) still running after 1.5s", as if the word count were the slow
+    step, and no word of the step it waited on. It names the later steps, which run too."""
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"w{number}\n" for number in range(20_000)))  # 4 s of the later step's map
+    jobs = specs(source, tmp_path / "out", "wordcount", "slow_topk", num_reduces=1)
+    with pytest.raises(TimeoutError) as timed_out:
+        run_pipeline(client, jobs, progress=False, timeout=1.5)
+    first, later = client.submitted[-2:]
+    assert f"job {first} (step 1/2) still running after 1.5s" in str(timed_out.value)
+    assert str(timed_out.value).endswith(f", as are the steps after it, which it streams into: step 2/2 ({later})")
+
+
 def test_a_failed_middle_job_is_the_step_the_pipeline_reports(client: Client, tmp_path: Path) -> None:
     """A pipeline of three jobs whose second fails in its map: the failure fails the first, still streaming to it,
     and the run waited on the first, so OUT/_job.json reported the word count as the failed step, its error "downstream
