@@ -759,6 +759,43 @@ def test_a_pipeline_past_its_timeout_names_the_later_steps_still_running(client:
     assert str(timed_out.value).endswith(f", as are the steps after it, which it streams into: step 2/2 ({later})")
 
 
+def test_hop_stop_of_a_step_names_the_steps_of_its_pipeline_it_ended(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """``hop stop`` of one step of a running pipeline ends the steps streaming into it and those it streams into,
+    and said only "hop: JOB is cancelled": the word count, stopped, also ended the step reading it, unsaid. It
+    names them."""
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"w{number}\n" for number in range(20_000)))  # 4 s of the later step's map
+    jobs = specs(source, tmp_path / "out", "wordcount", "slow_topk", num_reduces=1)
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        own = Client(cluster.address, timeout=30)  # (a client is not shared between threads)
+        try:
+            run_pipeline(own, jobs, progress=False, timeout=TIMEOUT)
+        except BaseException as error:  # (the JobFailed the stop causes, asserted below)
+            failures.append(error)
+        finally:
+            own.close()
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 60
+    while len(running := [job for job in client.jobs() if job["state"] == "running"]) < 2:
+        assert time.monotonic() < deadline and runner.is_alive(), "the pipeline's two steps run"
+        time.sleep(0.05)
+    first, later = running[-2]["job_id"], running[-1]["job_id"]
+    stopped = hop("stop", first, "--coordinator", cluster.address)
+    runner.join(TIMEOUT)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.strip() == f"hop: {first} is cancelled, and with it the other steps of its pipeline: {later}"
+    assert len(failures) == 1 and isinstance(failures[0], JobFailed), failures
+    alone = run_job(client, "wordcount", [source], tmp_path / "alone")
+    again = hop("stop", alone["job_id"], "--coordinator", cluster.address)
+    assert "had already ended" in again.stdout, again.stdout
+
+
 def test_a_failed_middle_job_is_the_step_the_pipeline_reports(client: Client, tmp_path: Path) -> None:
     """A pipeline of three jobs whose second fails in its map: the failure fails the first, still streaming to it,
     and the run waited on the first, so OUT/_job.json reported the word count as the failed step, its error "downstream
