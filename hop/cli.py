@@ -165,7 +165,11 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         default=None,
         help="override the job's input_format (output: a hop job's part files, as (key, value) pairs)",
     )
-    parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
+    parser.add_argument(
+        "--job-class",
+        default=None,
+        help="the class to run when the file defines several (in a pipeline: in each job file defining one so named)",
+    )
     parser.add_argument(
         "--mrjob",
         action="store_true",
@@ -454,8 +458,14 @@ def _run_job(args: argparse.Namespace) -> int:
             mrjob_run = MRJobRun(args.job, args.job_args, args.output, args.job_class)
             job_class = mrjob_run.job_class
         else:
-            job_class = load_job_file(args.job, args.job_class)
-        later_classes = [_load_later_job(path) for path in job_files[1:]]
+            job_class = load_job_file(args.job, args.job_class, of_several=len(job_files) > 1)
+        later_classes = [_load_later_job(path, args.job_class) for path in job_files[1:]]
+        if args.job_class is not None and args.job_class not in [c.__name__ for c in (job_class, *later_classes)]:
+            runs = zip(job_files, (job_class, *later_classes), strict=True)
+            raise JobFileError(
+                f"no job file defines a hop.Job subclass {args.job_class} (--job-class): "
+                + "; ".join(f"{path} runs {c.__name__}" for path, c in runs)
+            )
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)
     try:
@@ -509,6 +519,8 @@ def _run_loaded(
         },
     )
     later = [dataclasses.replace(spec, job_code=dump_job_class(c), name=c.__name__) for c in later_classes]
+    if mrjob_run is None and reads_parts_per_map(spec.input_format, job_class):
+        spec = dataclasses.replace(spec, options={**spec.options, "map_per_part": True})
     step_specs = pipeline_specs([spec, *later])
     stages = len(step_specs)
     pipelined = stages > 1 and not args.blocking
@@ -866,11 +878,25 @@ LATER_JOBS = (
 """How ``hop run`` reads ``.py`` files after the job file, for an error that may come of it."""
 
 
-def _load_later_job(path: str) -> type[Job]:
-    """The job class of ``path``, a pipeline's further job file; a file that defines none may have been meant as
-    input, and the error says how to give it so."""
+def reads_parts_per_map(input_format: str, job_class: type[Job]) -> bool:
+    """Whether a run of ``job_class`` reading ``input_format`` has a map per input file, an empty one too
+    (``map_per_part``, as a pipeline's later step has one per partition of the step before): when it reads a hop
+    job's part files (``output``) and its first step's map has ``mapper_init``/``mapper_final``, whose output
+    depends on how many maps run. Small part files shared a map, so the job run on a saved output gave another
+    output than run after that job in a pipeline (a map counting its records in ``mapper_final``: 1 map, against 2
+    for 2 reducers' parts). Jobs without those hooks keep the packing: their output does not depend on it."""
+    if input_format != "output":
+        return False
+    first = job_class().resolved_steps()[0]
+    return first.mapper_init is not None or first.mapper_final is not None
+
+
+def _load_later_job(path: str, class_name: str | None = None) -> type[Job]:
+    """The job class of ``path``, a pipeline's further job file (``class_name``: ``--job-class``, which picks the
+    class of that name in each job file defining one); a file that defines none may have been meant as input, and
+    the error says how to give it so."""
     try:
-        return load_job_file(path)
+        return load_job_file(path, class_name, of_several=True)
     except JobFileError as error:
         if "(found: none)" not in str(error):
             raise

@@ -757,6 +757,7 @@ class JobState:
             "traceback": self.error_traceback,
             **({"failed_by": self.failed_by} if self.failed_by else {}),
             **({"coordinator_stopped": True} if self.coordinator_stopped else {}),
+            **self.run_step,
             "maps_total": len(self.maps),
             "maps_done": sum(t.committed is not None for t in self.maps),
             "reduces_total": len(self.reduces),
@@ -1278,6 +1279,15 @@ class JobState:
         return total_user_counters(record.user_counters for record in self._committed_attempts())
 
     # Report ------------------------------------------------------------------------------------------------
+    @property
+    def run_step(self) -> dict[str, int]:
+        """``run_step`` and ``run_steps``: this job's place in the run of several steps that submitted it, from 1
+        over the whole run as the run's messages number its steps (``hop.runner``); empty for a job run alone."""
+        options = self.spec.options
+        if not options.get("run_steps"):
+            return {}
+        return {"run_step": int(options["run_step"]), "run_steps": int(options["run_steps"])}
+
     def report(self) -> dict[str, Any]:
         """The ``_job.json`` document."""
         counters = self.counters
@@ -1291,6 +1301,7 @@ class JobState:
             "mode": self.spec.mode,
             "step": self.spec.step,
             "num_steps": self.spec.num_steps,
+            **self.run_step,
             "inputs": inputs_as_given(self.spec.inputs, self.spec.options),
             "start": self.submitted_at,
             "end": self.finished_at,

@@ -233,6 +233,11 @@ def run_map(
         "bad_records": [],
     }
     job.input_file = chunks[0][1].path if chunks else None
+    if pipe is not None:
+        # The upstream partition's part file, which the pipe streams as its reduce writes it: the file a --blocking
+        # run's map reads whole, and the job's output read on its own. It was None, so a job taking a name from it
+        # (a date, a part number) failed run pipelined alone.
+        job.input_file = pipe.get("file")
     attempt_dir = spill_dir / f"map-{index:05d}-{attempt}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     num_reduces = spec.num_reduces
@@ -1070,15 +1075,19 @@ def run_reduce(
         out_dir.close()
 
 
-def snapshot_map_task(spec: JobSpec, records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[int, Any, Any]]:
-    """One map task of a pipeline's later step over ``records`` (one partition of the step before), for a snapshot
-    recomputed from that step's (``hop.online.reducer``): on a job instance of its own, the map's hooks run as
-    :func:`run_map` runs them (``setup()``, ``mapper_init``, the map per record, ``mapper_final``, ``teardown()``),
-    so that a map using what its ``mapper_init`` made works in a snapshot too (it failed them all), and neither what
-    the calls count nor the state they leave reaches the reduce attempt's job. Gives ``(partition, key, value)`` of
-    the output, partitioned as the map task would (by its instance's ``partition``; every key to 0 with one
-    reducer, where ``partition`` is not called)."""
+def snapshot_map_task(
+    spec: JobSpec, records: Iterable[tuple[Any, Any]], input_file: str | None = None
+) -> Iterator[tuple[int, Any, Any]]:
+    """One map task of a pipeline's later step over ``records`` (one partition of the step before, read from the
+    part file ``input_file`` of its snapshot: the job's ``input_file``, as a map reading the pipe has its part
+    file's), for a snapshot recomputed from that step's (``hop.online.reducer``): on a job instance of its own, the
+    map's hooks run as :func:`run_map` runs them (``setup()``, ``mapper_init``, the map per record,
+    ``mapper_final``, ``teardown()``), so that a map using what its ``mapper_init`` made works in a snapshot too (it
+    failed them all), and neither what the calls count nor the state they leave reaches the reduce attempt's job.
+    Gives ``(partition, key, value)`` of the output, partitioned as the map task would (by its instance's
+    ``partition``; every key to 0 with one reducer, where ``partition`` is not called)."""
     job, functions = instantiate(spec)
+    job.input_file = input_file
     step = functions.step
     num_reduces = spec.num_reduces
 

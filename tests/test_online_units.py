@@ -534,7 +534,7 @@ def test_a_derived_snapshot_names_a_bad_line_of_its_source_by_number(tmp_path: P
     (tmp_path / "out").mkdir()
     snapshots = ReducerSnapshots(
         str(tmp_path / "out"), 0, RunStore(tmp_path / "store"), lambda key, values: [(key, sum(values))], None, None,
-        None, map_task=lambda records: ((0, key, value) for key, value in records),
+        None, map_task=lambda records, _: ((0, key, value) for key, value in records),
     )  # fmt: skip
     source = tmp_path / "earlier"
     source.mkdir()

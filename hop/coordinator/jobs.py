@@ -350,6 +350,7 @@ class JobRequests(CoordinatorHost):
             "name": job.spec.name,
             "step": job.spec.step,  # (from 0, of num_steps: a multi-step job's steps share its name)
             "num_steps": job.spec.num_steps,
+            **job.run_step,  # (from 1 over the run that submitted it, as its messages number its steps)
             "submitted_at": job.submitted_at,
             "finished_at": job.finished_at,
             "output": job.spec.output,

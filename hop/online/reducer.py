@@ -63,7 +63,7 @@ class ReducerSnapshots:
         chunk_strata: list[str] | None,
         key_stratum: Callable[[Any], str | None] | None,
         confidence: float = 0.95,
-        map_task: Callable[[Iterable[tuple[Any, Any]]], Iterable[tuple[int, Any, Any]]] | None = None,
+        map_task: Callable[[Iterable[tuple[Any, Any]], str], Iterable[tuple[int, Any, Any]]] | None = None,
         chunk_sizes: list[int] | None = None,
         attempt: int = 0,
         held: OutputGuard | None = None,
@@ -78,11 +78,12 @@ class ReducerSnapshots:
         instance's ``setup()`` and its ``teardown()``), a failure failing the snapshot alone. ``reducer`` should
         belong to a job instance of the snapshot's own, not the final reduce's: what its calls count and leave in it
         is not the job's. ``map_task`` (a pipeline's later job): one map task of this step over the records of one
-        of the step before's partitions, on an instance of its own, giving ``(partition, key, value)`` of its
-        output. ``hook``: runs the reducer's init or final hook (``"reducer_init"``, ``"reducer_final"``) on the
-        instance ``prepare`` made and gives its pairs: a snapshot that calls the job's reduce runs them around its
-        calls, as a reduce task does, their pairs among its rows (without, a reduce using what ``reducer_init`` set
-        failed every snapshot, and ``reducer_final``'s pairs, in the partition's output, were in none)."""
+        of the step before's partitions (and the part file they come from, its ``input_file``), on an instance of
+        its own, giving ``(partition, key, value)`` of its output. ``hook``: runs the reducer's init or final hook
+        (``"reducer_init"``, ``"reducer_final"``) on the instance ``prepare`` made and gives its pairs: a snapshot
+        that calls the job's reduce runs them around its calls, as a reduce task does, their pairs among its rows
+        (without, a reduce using what ``reducer_init`` set failed every snapshot, and ``reducer_final``'s pairs, in
+        the partition's output, were in none)."""
         self.prepare = prepare
         self.finish = finish
         self.output = output
@@ -315,7 +316,7 @@ class ReducerSnapshots:
         for part in sorted(source.glob("part-*")):
             with open(part, encoding="utf-8") as lines:
                 # A map task per part, as the pipeline has a map per partition of the step before.
-                for partition, out_key, out_value in self.map_task(_output_records(lines, part)):
+                for partition, out_key, out_value in self.map_task(_output_records(lines, part), str(part)):
                     if partition == self.index:
                         groups.setdefault(out_key, []).append(out_value)
         ordered, _ = sort_keys(list(groups))

@@ -364,7 +364,9 @@ def _stop(args: argparse.Namespace) -> int:
         print(f"hop: error: {error}", file=sys.stderr)
         return error.exit_code
     if reply.get("cancelled"):
-        print(f"hop: {args.job_id} is cancelled")
+        ended = reply.get("ended") or []
+        also = f", and with it the other steps of its pipeline: {', '.join(ended)}" if ended else ""
+        print(f"hop: {args.job_id} is cancelled{also}")
     elif "cancelled" in reply or reply["state"] != "running":  # a job that had ended already
         print(f"hop: {args.job_id} had already ended ({reply['state']}): nothing to stop")
     else:
