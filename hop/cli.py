@@ -803,6 +803,17 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
                 for number, why in held
             )
         )
+    # Said, as a skipped record is: a job that succeeded after task attempts failed (or were lost with a worker) is
+    # exact, but the faults behind them (a flaky disk, a worker dying, a map killed by --task-timeout) were told
+    # only as they happened, or not at all with --quiet.
+    retried = [a for r in [*earlier, report] for a in r.get("attempts", ()) if a.get("status") in ("failed", "lost")]
+    if retried:
+        lost = sum(a["status"] == "lost" for a in retried)
+        failed = len(retried) - lost
+        how = ", ".join(
+            [*([f"{failed:,} failed"] if failed else []), *([f"{lost:,} lost with a worker"] if lost else [])]
+        )
+        stopped.append(f"task attempts run again: {how} (attempts in {os.path.join(output, '_job.json')})")
     return (
         f"{head}{first['counters']['map_input_records']:,} input records, "
         f"{counted(report['counters']['reduce_output_records'], 'output record')} in {output}{bad}"

@@ -23,7 +23,7 @@ import pytest
 
 from hop.local_cluster import LocalCluster
 from hop.taskproc import skip_hint
-from tests.conftest import ROOT, TEST_JOBS, hop, job_path
+from tests.conftest import ROOT, TEST_JOBS, hop, job_path, output_dict
 
 TIMEOUT = 120
 
@@ -2740,6 +2740,19 @@ def test_the_summary_says_how_many_bad_records_were_skipped_and_where(tmp_path: 
     assert summary.endswith(
         f"2 input records, 3 output records in out (1 bad record skipped: {Path('out') / '_bad_records'})"
     )
+
+
+def test_the_summary_says_how_many_task_attempts_ran_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that succeeded after a task attempt failed is exact, but its last line did not say that anything had
+    gone wrong: the failure was told only as it happened, among the progress lines, and in ``_job.json``."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    monkeypatch.setenv("HOP_FAULT", "reduce:received:0")  # its first attempt's process killed: the second succeeds
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--workers", "1", "--reducers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = (result.stdout + result.stderr).strip().splitlines()[-1]
+    assert summary.endswith(f"; task attempts run again: 1 failed (attempts in {Path('out') / '_job.json'})"), summary
+    assert output_dict(tmp_path / "out") == {"a": 2, "b": 1}
 
 
 def test_workers_with_a_coordinator_is_refused_not_ignored(tmp_path: Path) -> None:
