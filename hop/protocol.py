@@ -66,7 +66,8 @@ Continuous jobs (hop.stream) and the monitor:
                                           maps (drain, end); with now, the job ends at once as interrupted (its
                                           _job.json written; interrupted: whether it was running); a batch job is
                                           cancelled instead (cancelled: whether it was running)
-    windows     {job_id, after}           client -> coordinator -> windows {windows: [_window.json + rows, seq]}
+    windows     {job_id, after, limit,    client -> coordinator -> windows {windows: [_window.json + rows, seq],
+                 [all_rows], [rows]}       omitted}; rows False: the windows without their rows
     cluster     {}                        client -> coordinator -> cluster {events: PUB endpoint, faults}
     window_done {job_id, index, attempt, window, label, start, end, records, reason, fidelity, scoreboard,
                  output_records, emitted_at, rows}                        stream reducer -> (worker) -> coordinator

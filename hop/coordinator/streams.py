@@ -114,7 +114,9 @@ class ContinuousJobs(CoordinatorHost):
             return
         after = int(msg.get("after", 0))
         windows = job.windows.since(after, int(msg.get("limit", 100)))
-        if msg.get("all_rows"):
+        if msg.get("rows") is False:  # (a line per window printed: its rows are not read)
+            windows = [{name: value for name, value in window.items() if name != "rows"} for window in windows]
+        elif msg.get("all_rows"):
             windows = [_with_all_rows(job.spec.output, window) for window in windows]
         omitted = max(0, job.windows.seq - max(after, 0) - len(windows))  # older, or past the limit: ask again
         self._send(identity, "windows", windows=windows, omitted=omitted)
