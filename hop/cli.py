@@ -88,7 +88,7 @@ from hop.shutdown_cli import register as register_shutdown
 from hop.spark_cli import add_spark_arguments, run_spark_from_args
 from hop.spark_cli import register as register_spark
 from hop.stdin_input import STDIN, STDIN_COPY_OPTION, stdin_as_file
-from hop.stream.cli import STREAM_ONLY, add_stream_arguments, run_stream_from_args
+from hop.stream.cli import STREAM_ONLY, add_stream_arguments, positive_seconds, run_stream_from_args
 from hop.stream.cli import register as register_stream
 from hop.web.cli import add_web_arguments, unused_port, web_view
 from hop.web.cli import register as register_web
@@ -165,7 +165,11 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         default=None,
         help="override the job's input_format (output: a hop job's part files, as (key, value) pairs)",
     )
-    parser.add_argument("--job-class", default=None, help="the class to run when the file defines several")
+    parser.add_argument(
+        "--job-class",
+        default=None,
+        help="the class to run when the file defines several (in a pipeline: in each job file defining one so named)",
+    )
     parser.add_argument(
         "--mrjob",
         action="store_true",
@@ -177,6 +181,16 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         type=positive_int,
         default=4,
         help="attempts per task before the job fails (default 4)",
+    )
+    parser.add_argument(
+        "--task-timeout",
+        action=Given,
+        type=positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="fail a task attempt that has not advanced (no record read, no key group reduced) for this long, "
+        "e.g. 30s or 10m: its process is killed and it runs again, counting against --max-attempts (default: "
+        "off; hop run only says so of one that has not for 120 s)",
     )
     parser.add_argument(
         "--skip-bad-records",
@@ -212,8 +226,9 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         type=_fraction,
         default=None,
         metavar="F",
-        help="reducers publish a snapshot with estimates at each F of the map input (e.g. 0.1) in OUT/_snapshots/; "
-        "thresholds passed between two progress reports make one snapshot, labelled with the highest",
+        help="reducers publish a snapshot with estimates at each F of the map input (e.g. 0.1) in OUT/_snapshots/, "
+        "labelled with the fraction of the input it holds at least; thresholds passed together (between two "
+        "progress reports, or while the snapshot before was taken) make one snapshot",
     )
     online.add_argument(
         "--order",
@@ -315,6 +330,7 @@ BATCH_ONLY = (
     "chunk_size",
     "confidence",
     "stop_when_accurate",
+    "task_timeout",
 )
 """The options of ``hop run``/``hop submit`` that only a batch job uses: a continuous job (``--source``) ignored them
 (``--stop-when-accurate`` promised an early stop that never came), so it refuses them, even at their default value:
@@ -325,6 +341,7 @@ HOP_ENGINE_ONLY = (
     "blocking",
     "reduce_memory",
     "max_attempts",
+    "task_timeout",
     "skip_bad_records",
     "speculative",
     "no_tail_split",
@@ -455,8 +472,14 @@ def _run_job(args: argparse.Namespace) -> int:
             mrjob_run = MRJobRun(args.job, args.job_args, args.output, args.job_class)
             job_class = mrjob_run.job_class
         else:
-            job_class = load_job_file(args.job, args.job_class)
-        later_classes = [_load_later_job(path) for path in job_files[1:]]
+            job_class = load_job_file(args.job, args.job_class, of_several=len(job_files) > 1)
+        later_classes = [_load_later_job(path, args.job_class) for path in job_files[1:]]
+        if args.job_class is not None and args.job_class not in [c.__name__ for c in (job_class, *later_classes)]:
+            runs = zip(job_files, (job_class, *later_classes), strict=True)
+            raise JobFileError(
+                f"no job file defines a hop.Job subclass {args.job_class} (--job-class): "
+                + "; ".join(f"{path} runs {c.__name__}" for path, c in runs)
+            )
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)
     try:
@@ -488,6 +511,7 @@ def _run_loaded(
         input_format=args.input_format,
         options={
             "max_attempts": args.max_attempts,
+            **({"task_timeout": args.task_timeout} if args.task_timeout is not None else {}),
             "skip_bad_records": args.skip_bad_records,
             "speculative": args.speculative,
             "tail_split": not args.no_tail_split,
@@ -509,6 +533,8 @@ def _run_loaded(
         },
     )
     later = [dataclasses.replace(spec, job_code=dump_job_class(c), name=c.__name__) for c in later_classes]
+    if mrjob_run is None and reads_parts_per_map(spec.input_format, job_class):
+        spec = dataclasses.replace(spec, options={**spec.options, "map_per_part": True})
     step_specs = pipeline_specs([spec, *later])
     stages = len(step_specs)
     pipelined = stages > 1 and not args.blocking
@@ -791,6 +817,17 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
                 for number, why in held
             )
         )
+    # Said, as a skipped record is: a job that succeeded after task attempts failed (or were lost with a worker) is
+    # exact, but the faults behind them (a flaky disk, a worker dying, a map killed by --task-timeout) were told
+    # only as they happened, or not at all with --quiet.
+    retried = [a for r in [*earlier, report] for a in r.get("attempts", ()) if a.get("status") in ("failed", "lost")]
+    if retried:
+        lost = sum(a["status"] == "lost" for a in retried)
+        failed = len(retried) - lost
+        how = ", ".join(
+            [*([f"{failed:,} failed"] if failed else []), *([f"{lost:,} lost with a worker"] if lost else [])]
+        )
+        stopped.append(f"task attempts run again: {how} (attempts in {os.path.join(output, '_job.json')})")
     return (
         f"{head}{first['counters']['map_input_records']:,} input records, "
         f"{counted(report['counters']['reduce_output_records'], 'output record')} in {output}{bad}"
@@ -866,11 +903,25 @@ LATER_JOBS = (
 """How ``hop run`` reads ``.py`` files after the job file, for an error that may come of it."""
 
 
-def _load_later_job(path: str) -> type[Job]:
-    """The job class of ``path``, a pipeline's further job file; a file that defines none may have been meant as
-    input, and the error says how to give it so."""
+def reads_parts_per_map(input_format: str, job_class: type[Job]) -> bool:
+    """Whether a run of ``job_class`` reading ``input_format`` has a map per input file, an empty one too
+    (``map_per_part``, as a pipeline's later step has one per partition of the step before): when it reads a hop
+    job's part files (``output``) and its first step's map has ``mapper_init``/``mapper_final``, whose output
+    depends on how many maps run. Small part files shared a map, so the job run on a saved output gave another
+    output than run after that job in a pipeline (a map counting its records in ``mapper_final``: 1 map, against 2
+    for 2 reducers' parts). Jobs without those hooks keep the packing: their output does not depend on it."""
+    if input_format != "output":
+        return False
+    first = job_class().resolved_steps()[0]
+    return first.mapper_init is not None or first.mapper_final is not None
+
+
+def _load_later_job(path: str, class_name: str | None = None) -> type[Job]:
+    """The job class of ``path``, a pipeline's further job file (``class_name``: ``--job-class``, which picks the
+    class of that name in each job file defining one); a file that defines none may have been meant as input, and
+    the error says how to give it so."""
     try:
-        return load_job_file(path)
+        return load_job_file(path, class_name, of_several=True)
     except JobFileError as error:
         if "(found: none)" not in str(error):
             raise

@@ -46,7 +46,9 @@ class JobSpec:
     overwrite: bool = False
     job_id: str = ""
     options: dict[str, Any] = field(default_factory=dict)
-    """Further settings, all optional: ``max_attempts`` (4), ``skip_bad_records`` (0), ``speculative`` (False),
+    """Further settings, all optional: ``max_attempts`` (4), ``task_timeout`` (none: seconds a batch job's running
+    attempt may go without advancing before it fails, ``hop.scheduler.JobState.time_out_stalled``),
+    ``skip_bad_records`` (0), ``speculative`` (False),
     ``tail_split`` (True: ``hop.scheduler``), ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB),
     ``step_reduces`` (a multi-step job's reducers per step, ``None`` for ``num_reduces``: :meth:`step_num_reduces`),
     ``success_by_client`` (False: the submitting client writes the last step's ``_SUCCESS`` once it has rewritten

@@ -33,8 +33,13 @@ def import_failed(what: str, error: Exception) -> JobFileError:
     return JobFileError(f"{what} failed to import: {type(error).__name__}: {error}", shown)
 
 
-def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
-    """Import ``path`` as a module and return its Job subclass (``class_name`` picks one if it defines several)."""
+def load_job_file(path: str, class_name: str | None = None, *, of_several: bool = False) -> type[Job]:
+    """Import ``path`` as a module and return its Job subclass (``class_name`` picks one if it defines several).
+
+    ``of_several``: ``path`` is one of a pipeline's job files, where ``--job-class`` picks the class of that name in
+    each file defining one: a file defining no class of that name runs its own job, as without ``class_name``
+    (the caller checks that some file did define it). It named the first file's class alone, so a later file
+    defining several jobs could not be run at all, though its error said to pick one with ``--job-class``."""
     file = Path(path)
     if not file.exists():
         raise JobFileError(f"job file {path} does not exist")
@@ -59,14 +64,19 @@ def load_job_file(path: str, class_name: str | None = None) -> type[Job]:
         if isinstance(value, type) and issubclass(value, Job) and value is not Job and value.__module__ == module_name
     ]
     names = ", ".join(cls.__name__ for cls in defined) or "none"
-    if class_name is not None:
-        chosen = [cls for cls in defined if cls.__name__ == class_name]
-        if not chosen:
-            raise JobFileError(f"job file {path} defines no hop.Job subclass {class_name} (it defines: {names})")
-    else:
+    chosen = [cls for cls in defined if cls.__name__ == class_name]
+    if class_name is not None and not chosen and not of_several:
+        raise JobFileError(f"job file {path} defines no hop.Job subclass {class_name} (it defines: {names})")
+    if not chosen:
         chosen = [cls for cls in [most_derived(defined)] if cls is not None]
         if not chosen:
             remedy = "pick one with --job-class" if defined else "define a subclass of hop.Job in it"
+            if defined and of_several:
+                remedy = (
+                    f"--job-class {class_name} names none of them: pick one"
+                    if class_name is not None
+                    else "pick one with --job-class"
+                ) + " (in a pipeline it picks the class of that name in each job file that defines one)"
             mrjobs = [value.__name__ for value in vars(module).values() if _is_mrjob_class(value, module_name)]
             if not defined and mrjobs:  # (--mrjob takes it, on hop's engine only)
                 remedy = f"it defines the mrjob job {', '.join(mrjobs)}: run it with hop run --mrjob"

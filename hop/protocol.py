@@ -66,7 +66,8 @@ Continuous jobs (hop.stream) and the monitor:
                                           maps (drain, end); with now, the job ends at once as interrupted (its
                                           _job.json written; interrupted: whether it was running); a batch job is
                                           cancelled instead (cancelled: whether it was running)
-    windows     {job_id, after}           client -> coordinator -> windows {windows: [_window.json + rows, seq]}
+    windows     {job_id, after, limit,    client -> coordinator -> windows {windows: [_window.json + rows, seq],
+                 [all_rows], [rows]}       omitted}; rows False: the windows without their rows
     cluster     {}                        client -> coordinator -> cluster {events: PUB endpoint, faults}
     window_done {job_id, index, attempt, window, label, start, end, records, reason, fidelity, scoreboard,
                  output_records, emitted_at, rows}                        stream reducer -> (worker) -> coordinator
@@ -104,9 +105,10 @@ Coordinator -> worker:
     reducer_at    {job_id, index, attempt, address}          push partition ``index`` there
     job_done      {job_id, failed, stop_tasks}               delete the job's spill files (end its tasks if
                                                              failed or stopped early)
-    snapshot      {job_id, seq, label, source?}              relayed to the job's reduce tasks; ``source``: the
+    snapshot      {job_id, seq, label, source?, fraction?}   relayed to the job's reduce tasks; ``source``: the
                                                              upstream snapshot directory a pipeline's later job
-                                                             recomputes from
+                                                             recomputes from; ``fraction``: a threshold's, answered
+                                                             once the reducer holds that much of the input (bytes)
     pipe_at       {task, job_id, address}                    relayed to that upstream reduce task: stream there
     pipe_file     {task, job_id, path, attempt}              relayed to that map task: read the committed file
     pipe_release  {task, job_id}                             relayed to that upstream reduce task, its output whole:

@@ -29,6 +29,7 @@ from hop.jobspec import JobSpec, dump_job_class, load_job_class_in_client
 from hop.lifetime import Interrupted
 from hop.outputs import JOB_REPORT, output_write_error, prepare_output, write_job_report
 from hop.spilldirs import kept_step_output, scratch_folder
+from hop.stdin_input import inputs_as_given
 from hop.task_status import StatusFeed
 from hop.wording import counted, progress_percent
 
@@ -54,11 +55,20 @@ so, once per attempt: as long as the cluster monitor's stuck-task alert waits (`
 
 
 def stalled_note(attempt: dict[str, Any], job_id: str, address: str) -> str:
-    """A job status's ``stalled`` attempt in words, with what may be wrong and the command that cancels the job."""
+    """A job status's ``stalled`` attempt in words, with what may be wrong and the command that cancels the job;
+    with the job's ``--task-timeout`` (its ``task_timeout``), when the attempt will be killed and run again."""
+    timeout = attempt.get("task_timeout")
+    stop = f"hop stop {job_id} --coordinator {address}"
+    then = (
+        f"the job waits for it ({stop} cancels it)"
+        if timeout is None
+        else f"at {timeout:g} s (--task-timeout) it fails, killed, and runs again while --max-attempts allows ({stop} "
+        "cancels the job)"
+    )
     return (
         f"{attempt['task']} (attempt {attempt['attempt']}, on worker {attempt['worker']}) has not advanced for "
         f"{attempt['stalled_s']:.0f} s, at {attempt['fraction']:.0%}: its code may be looping or blocked (on I/O, a "
-        f"lock, a stopped process); the job waits for it (hop stop {job_id} --coordinator {address} cancels it)"
+        f"lock, a stopped process); {then}"
     )
 
 
@@ -337,6 +347,7 @@ def run_steps(
                     overwrite=True,
                     options=_step_options(base.options, steps[step], reads_a_step=bool(step or step_offset)),
                 )
+                spec = _numbered(spec, step_offset + step + 1, total)
                 if step == 0:
                     spec = _claiming(spec, run_output or final_output, base.overwrite)
                 label = f"step {step_offset + step + 1}/{total} " if total > 1 else ""
@@ -344,7 +355,7 @@ def run_steps(
                 # submitted, cancelled then, must be reported (OUT got no _job.json, the step's being in scratch).
                 running = Path(spec.output)
                 job_id = client.submit(spec)
-                ending = (reports, scratch, final_output, kept, step_offset)
+                ending = (reports, scratch, final_output, kept, step_offset, None)
                 reports.append(_await_step(client, job_id, label, progress, deadline, timeout, ending))
                 running = None
                 inputs = (spec.output,)
@@ -360,7 +371,7 @@ def run_steps(
             if kept is not None and hold is None:  # (a staged run names them once every job's are kept)
                 _name_kept_files(final_output, kept)
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            ending = (reports, scratch, final_output, kept, step_offset)
+            ending = (reports, scratch, final_output, kept, step_offset, None)
             _end_interrupted(client, error, timeout, [running] if running else [], ending)
             raise
     final = reports[-1]
@@ -380,6 +391,18 @@ def _claiming(spec: JobSpec, run_output: Path, overwrite: bool) -> JobSpec:
     not read, one writing the output of a running job, whose parts went too and which failed for it."""
     options = spec.options if Path(spec.output) == run_output else {**spec.options, "run_output": str(run_output)}
     return dataclasses.replace(spec, overwrite=overwrite, options=options)
+
+
+def _numbered(spec: JobSpec, number: int, total: int) -> JobSpec:
+    """``spec``, step ``number`` of a run of ``total`` steps (from 1 over the whole run, every job file's steps in
+    order), told so when the run has several: its report (``_job.json``) and ``hop status`` then give ``run_step``
+    and ``run_steps``, as the run's progress lines, errors and kept outputs number it (``step 2/3``). Its own
+    ``step``/``num_steps`` are its place among its job's ``steps()`` (from 0), so every job file of a pipeline of
+    one-step jobs said ``"step": 0, "num_steps": 1``, and a failed later step's report (``OUT/_job.json``, reading
+    a pipe: no inputs) did not say which step of the run it was."""
+    if total < 2:
+        return spec
+    return dataclasses.replace(spec, options={**spec.options, "run_step": number, "run_steps": total})
 
 
 def _step_options(options: dict[str, Any], step: Step, reads_a_step: bool = False) -> dict[str, Any]:
@@ -476,10 +499,11 @@ def _cancel_before_cleanup(client: Client, error: BaseException, timeout: float 
         cancel_submitted(client, reason=reason)
 
 
-_RunEnding = tuple[list[dict[str, Any]], Path, Path, Path | None, int]
+_RunEnding = tuple[list[dict[str, Any]], Path, Path, Path | None, int, list[str] | None]
 """What :func:`_end_failed_run` needs besides the failed step's status: the reports of the steps before it, the
-run's scratch directory, its output, where ``--keep-intermediate`` keeps the earlier steps' outputs, and the steps
-the run had before the first of those reports."""
+run's scratch directory, its output, where ``--keep-intermediate`` keeps the earlier steps' outputs, the steps
+the run had before the first of those reports, and a pipeline's inputs (as given: ``None`` for a run step by
+step, whose failed step without earlier reports is its first, reading them)."""
 
 
 def _await_step(
@@ -504,6 +528,13 @@ def _await_step(
     display = ProgressDisplay(progress, label, address=client.address, messages=messages, named=named)
     try:
         status = _wait(client, job_id, display.update, deadline, timeout, label.strip(), display.messages, status_of)
+    except TimeoutError as error:
+        if not status_of:
+            raise
+        # The steps after it run too, and it cannot end before they take its output: said, or a step waiting on a
+        # slow later one read as the slow one.
+        later = ", ".join(f"{(labels or {}).get(later, '').strip() or 'job'} ({later})" for later in status_of)
+        raise TimeoutError(f"{error}, as are the steps after it, which it streams into: {later}") from None
     finally:
         display.close()
     if status["state"] != "succeeded":
@@ -585,6 +616,7 @@ def _end_failed_run(
     final_output: Path,
     kept: Path | None,
     first: int,
+    run_inputs: list[str] | None = None,
 ) -> None:
     """A step of a run failed after ``reports`` (the steps before it, none for a one-step job; ``first``: the
     steps before those) succeeded.
@@ -593,8 +625,10 @@ def _end_failed_run(
     ``kept/step-N`` as on success, and the failure's error and traceback name them there. Without, an error naming
     a file of ``scratch`` (about to be deleted) says so. ``OUT/_job.json`` then holds the failed step's report (with
     that error) and the earlier ones under ``"steps"``: the coordinator writes only the last step's. Its user
-    counters are the run's so far (:func:`_whole_run_fields`). An ``OUT`` removed or moved away while the run ran
-    (:func:`_output_gone`) is left gone."""
+    counters are the run's so far, its ``inputs`` the run's (:func:`_whole_run_fields`; ``run_inputs``, a
+    pipeline's, when no step finished before it: a later step reading a pipe has none of its own, and the run's
+    report said ``"inputs": []``). An ``OUT`` removed or moved away while the run ran (:func:`_output_gone`) is
+    left gone."""
     if _output_gone(status, scratch, final_output):
         return
     if kept is not None:
@@ -608,6 +642,8 @@ def _end_failed_run(
         failed = status["report"]
         status["report"] = {**failed, "steps": reports}
         _whole_run_fields(status["report"], [*reports, failed])
+    elif run_inputs is not None:
+        status["report"] = {**status["report"], "inputs": run_inputs}
     _write_report(final_output, status["report"], status)
 
 
@@ -813,6 +849,7 @@ def run_pipeline(
         raise ValueError(STOP_EARLY_PIPELINE)
     final_output = Path(last_job.output)
     prepare_output(str(final_output), first.overwrite, first.inputs, clear=False)  # (cleared as step 1 is accepted)
+    run_inputs = inputs_as_given(first.inputs, first.options)  # (for the report of a failed later step)
     with _scratch(final_output) as scratch:
         stages = pipeline_specs(jobs)
         reports: list[dict[str, Any]] = []
@@ -836,6 +873,7 @@ def run_pipeline(
                     overwrite=True,
                     options=options,
                 )
+                spec = _numbered(spec, number + 1, len(stages))
                 if number == 0:
                     spec = _claiming(spec, final_output, first.overwrite)
                 # Noted before the submit: a Ctrl-C during it acts as it returns, and the step it submitted is
@@ -859,7 +897,7 @@ def run_pipeline(
             )
             for number, job_id in enumerate(job_ids):
                 running = [outputs[number]]
-                ending = (reports, scratch, final_output, kept, 0)
+                ending = (reports, scratch, final_output, kept, 0, run_inputs)
                 later = job_ids[number + 1 :]
                 label = labels[job_id]
                 step = _await_step(
@@ -874,7 +912,7 @@ def run_pipeline(
                 _keep_steps(scratch, range(1, len(job_ids)), kept)
                 _name_kept_files(final_output, kept, {job_id: number for number, job_id in enumerate(job_ids, 1)})
         except (KeyboardInterrupt, TimeoutError) as error:  # (a coordinator gone has no job left to cancel)
-            ending = (reports, scratch, final_output, kept, 0)
+            ending = (reports, scratch, final_output, kept, 0, run_inputs)
             _end_interrupted(client, error, timeout, outputs if running is None else running, ending)
             raise
     final = reports[-1]

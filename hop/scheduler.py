@@ -41,7 +41,7 @@ import itertools
 import math
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,7 +231,9 @@ class DiscardOutput:
 
 @dataclass(frozen=True)
 class KillAttempt:
-    """Stop an attempt that lost a speculative race: its worker ends the task process (the slot restarts)."""
+    """Stop an attempt settled here (it lost a speculative race, its input went away, its slot is needed
+    upstream, it passed ``--task-timeout``): its worker ends the task process (the slot restarts) and reports the
+    slot free, nothing else."""
 
     worker: str
     kind: str
@@ -265,6 +267,9 @@ class JobState:
         """Per map task its input: a split, or its chunks (``hop.planning``); tail splitting shortens a map's last
         chunk and appends a map task for the rest."""
         self.max_attempts = max_attempts
+        self.task_timeout = task_timeout(spec.options)
+        """``--task-timeout``: seconds a running attempt may go without advancing before it fails
+        (:meth:`time_out_stalled`); None: it may for ever."""
         self.maps = [TaskState("map", i) for i in range(len(splits))]
         self.reduces = [TaskState("reduce", i) for i in range(spec.num_reduces)]
         self.state = "running"
@@ -619,37 +624,83 @@ class JobState:
         self, now: float, upstream_running: bool = False, upstream_ended_at: float | None = None
     ) -> list[dict[str, Any]]:
         """The running attempts of a batch job that should be advancing, each with the seconds since it last did
-        (``stalled_s``, for the cluster monitor's stuck-task alert). Left out: a continuous job's (a quiet source
-        is no fault), a reduce's while some map has not committed (it waits for the maps, which are listed), and
-        all of them while ``upstream_running``: the previous step of a pipeline, whose reduces feed this job's maps
-        as they go, still runs (its attempts are listed); its maps' wait ended at ``upstream_ended_at``."""
-        if self.state != "running" or self.continuous or upstream_running:
-            return []
-        maps_committed = self.maps_committed()
+        (``stalled_s``, for the cluster monitor's stuck-task alert, ``hop run``'s note and ``--task-timeout``).
+        Left out: a continuous job's (a quiet source is no fault), a reduce's while some map has not committed (it
+        waits for the maps, which are listed), a pipelined reduce's whose output is whole (it waits, for at most
+        ``hop.pipe.PipeSender.finish``'s minute, for the next step's map to take it: that map is the one to
+        watch), and all of them while ``upstream_running``: the previous step of a pipeline, whose reduces feed this
+        job's maps as they go, still runs (its attempts are listed); its maps' wait ended at ``upstream_ended_at``."""
         running = []
+        for task, record, since in self._advancing(upstream_running, upstream_ended_at):
+            fraction, records = record.progress or (0.0, 0)
+            running.append(
+                {
+                    "task": f"{task.kind}-{task.index:05d}",
+                    "attempt": record.attempt,
+                    "worker": record.worker,
+                    "fraction": fraction,
+                    "records": records,
+                    "stalled_s": max(0.0, now - since),
+                }
+            )
+        return running
+
+    def _advancing(
+        self, upstream_running: bool, upstream_ended_at: float | None
+    ) -> Iterator[tuple[TaskState, Attempt, float]]:
+        """The attempts :meth:`running_attempts` lists, each with its task and when it last advanced."""
+        if self.state != "running" or self.continuous or upstream_running:
+            return
+        maps_committed = self.maps_committed()
         for task in (*self.maps, *self.reduces):
-            if task.committed is not None or (task.kind == "reduce" and not maps_committed):
+            if task.committed is not None or (
+                task.kind == "reduce" and (not maps_committed or task.written is not None)
+            ):
                 continue
             for record in task.attempts:
                 if record.status != "running" or record.progress_at is None:
                     continue
-                fraction, records = record.progress or (0.0, 0)
                 since = record.progress_at
                 if task.kind == "reduce" and self.last_map_commit_at is not None:
                     since = max(since, self.last_map_commit_at)  # (its wait for the maps ended then)
                 if task.kind == "map" and upstream_ended_at is not None:
                     since = max(since, upstream_ended_at)  # (its wait for the step before ended then)
-                running.append(
-                    {
-                        "task": f"{task.kind}-{task.index:05d}",
-                        "attempt": record.attempt,
-                        "worker": record.worker,
-                        "fraction": fraction,
-                        "records": records,
-                        "stalled_s": max(0.0, now - since),
-                    }
-                )
-        return running
+                yield task, record, since
+
+    def time_out_stalled(
+        self,
+        now: float,
+        counted_from: float = 0.0,
+        upstream_running: bool = False,
+        upstream_ended_at: float | None = None,
+        heard_since: Mapping[str, float] | None = None,
+    ) -> list[Action]:
+        """``--task-timeout`` (``options["task_timeout"]``, seconds; none: off): fail every attempt that has not
+        advanced for that long by :meth:`running_attempts`' measure, counting from ``counted_from`` at the earliest
+        (when the coordinator last ran again after a pause of its own) and from ``heard_since[worker]`` (when its
+        worker was last heard again after a silence; ``now`` while it is silent): progress cannot be heard from a
+        worker that is not, whose silence the heartbeat timeout judges (its attempts are then lost, not failed).
+        Such an attempt is killed (its worker ends its task process) and fails as a task process that died does: it
+        is retried, and counts against ``max_attempts`` (Hadoop's ``mapreduce.task.timeout``)."""
+        timeout = self.task_timeout
+        if timeout is None:
+            return []
+        heard = heard_since or {}
+        actions: list[Action] = []
+        for task, record, since in list(self._advancing(upstream_running, upstream_ended_at)):
+            if self.state != "running":
+                break  # (it failed as one of them gave up: the others end with it, killed)
+            if now - max(since, counted_from, heard.get(record.worker, 0.0)) < timeout or not record.live:
+                continue
+            fraction = (record.progress or (0.0, 0))[0]
+            limit = _seconds_text(timeout)
+            reason = (
+                f"{task.kind}-{task.index:05d} did not advance for {limit}s (--task-timeout {limit}), at "
+                f"{fraction:.0%}: killed"
+            )
+            actions.append(KillAttempt(record.worker, task.kind, task.index, record.attempt))
+            actions += self.on_task_failed(task.kind, task.index, record.attempt, reason, None, True, now)
+        return actions
 
     def task_table(self) -> list[dict[str, Any]]:
         """Every task with its state and progress, for the web view and ``Client.job``. ``state``: ``running`` (an
@@ -706,6 +757,7 @@ class JobState:
             "traceback": self.error_traceback,
             **({"failed_by": self.failed_by} if self.failed_by else {}),
             **({"coordinator_stopped": True} if self.coordinator_stopped else {}),
+            **self.run_step,
             "maps_total": len(self.maps),
             "maps_done": sum(t.committed is not None for t in self.maps),
             "reduces_total": len(self.reduces),
@@ -999,8 +1051,10 @@ class JobState:
         attempt is ``lost``, not ``failed``, and is always retried (see the module docstring)."""
         task = self.tasks(kind)[index]
         record = task.attempts[attempt]
-        if record.status in ("succeeded", "superseded", "lost", "killed"):
-            return []  # a late report about an attempt that already finished: nothing to undo
+        if record.status in ("succeeded", "superseded", "failed", "lost", "killed"):
+            # A late report about an attempt that already ended: nothing to undo. (One failed here, timed out by
+            # ``--task-timeout``, may yet report its own end before its kill reaches it: it failed once.)
+            return []
         record.status, record.end, record.error = "lost" if lost else "failed", at, error
         actions: list[Action] = []
         if kind == "map":
@@ -1225,6 +1279,15 @@ class JobState:
         return total_user_counters(record.user_counters for record in self._committed_attempts())
 
     # Report ------------------------------------------------------------------------------------------------
+    @property
+    def run_step(self) -> dict[str, int]:
+        """``run_step`` and ``run_steps``: this job's place in the run of several steps that submitted it, from 1
+        over the whole run as the run's messages number its steps (``hop.runner``); empty for a job run alone."""
+        options = self.spec.options
+        if not options.get("run_steps"):
+            return {}
+        return {"run_step": int(options["run_step"]), "run_steps": int(options["run_steps"])}
+
     def report(self) -> dict[str, Any]:
         """The ``_job.json`` document."""
         counters = self.counters
@@ -1238,6 +1301,7 @@ class JobState:
             "mode": self.spec.mode,
             "step": self.spec.step,
             "num_steps": self.spec.num_steps,
+            **self.run_step,
             "inputs": inputs_as_given(self.spec.inputs, self.spec.options),
             "start": self.submitted_at,
             "end": self.finished_at,
@@ -1303,6 +1367,25 @@ def tail_splits_to_ask(jobs: Sequence[JobState], free_map_slots: int, now: float
             asks.append((job, attempt))
             slots -= 1
     return asks
+
+
+def task_timeout(options: dict[str, Any]) -> float | None:
+    """A job's ``task_timeout`` option (``--task-timeout``): seconds above zero, or None when it has none. Raises
+    ``ValueError`` for another value, and for a continuous job, whose quiet source is no fault (``running_attempts``
+    leaves its attempts out: the option would do nothing)."""
+    value = options.get("task_timeout")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ValueError(f"task_timeout must be a number of seconds above zero, got {value!r}")
+    if options.get("stream"):
+        raise ValueError("task_timeout applies to a batch job, not to a continuous job (its sources may be quiet)")
+    return float(value)
+
+
+def _seconds_text(seconds: float) -> str:
+    """``30.0`` as ``30``, ``1.5`` as ``1.5``: seconds as an option gives them."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
 def describe_chunks(task_input: Split | list[Chunk], most: int = 3) -> str:

@@ -53,7 +53,7 @@ from hop.usercode import (
     sendable,
     shown_key,
 )
-from hop.usertrace import not_pairs, user_traceback
+from hop.usertrace import not_pairs, raised_importing, user_traceback
 from shuffle import codec
 from shuffle.buffer import (
     FIRST_SPILL_DIVISOR,
@@ -234,6 +234,11 @@ def run_map(
         "bad_records": [],
     }
     job.input_file = chunks[0][1].path if chunks else None
+    if pipe is not None:
+        # The upstream partition's part file, which the pipe streams as its reduce writes it: the file a --blocking
+        # run's map reads whole, and the job's output read on its own. It was None, so a job taking a name from it
+        # (a date, a part number) failed run pipelined alone.
+        job.input_file = pipe.get("file")
     attempt_dir = spill_dir / f"map-{index:05d}-{attempt}"
     attempt_dir.mkdir(parents=True, exist_ok=True)
     num_reduces = spec.num_reduces
@@ -506,6 +511,7 @@ def run_map(
                 failure.skippable = (
                     problem is error
                     and not isinstance(error, NOT_A_BAD_RECORD)
+                    and not raised_importing(error)
                     and (not buffer.folding or type(buffer.combiner).__module__ == Aggregate.__module__)
                 )
                 raise failure from error
@@ -658,7 +664,7 @@ def _whole_file_batches(
         problem = not_pairs("map", error, output)
         failure = UserCodeError("map", problem, f"{path} (the whole file)")
         # (--skip-bad-records skips such a file, as it skips a record)
-        failure.skippable = problem is error and not isinstance(error, NOT_A_BAD_RECORD)
+        failure.skippable = problem is error and not isinstance(error, NOT_A_BAD_RECORD) and not raised_importing(error)
         raise failure from error
 
 
@@ -700,6 +706,8 @@ def _skipping_mapper(
         try:
             return list(mapper(key, value) or ())  # all of the record's output, or none of it
         except Exception as error:
+            if raised_importing(error):  # (the code's fault, not the record's: every record would fail so)
+                raise
             offset, record = read_line[0] if read_line else (key, str(value))
             entry = {
                 "file": current[0].path,
@@ -1070,15 +1078,19 @@ def run_reduce(
         out_dir.close()
 
 
-def snapshot_map_task(spec: JobSpec, records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[int, Any, Any]]:
-    """One map task of a pipeline's later step over ``records`` (one partition of the step before), for a snapshot
-    recomputed from that step's (``hop.online.reducer``): on a job instance of its own, the map's hooks run as
-    :func:`run_map` runs them (``setup()``, ``mapper_init``, the map per record, ``mapper_final``, ``teardown()``),
-    so that a map using what its ``mapper_init`` made works in a snapshot too (it failed them all), and neither what
-    the calls count nor the state they leave reaches the reduce attempt's job. Gives ``(partition, key, value)`` of
-    the output, partitioned as the map task would (by its instance's ``partition``; every key to 0 with one
-    reducer, where ``partition`` is not called)."""
+def snapshot_map_task(
+    spec: JobSpec, records: Iterable[tuple[Any, Any]], input_file: str | None = None
+) -> Iterator[tuple[int, Any, Any]]:
+    """One map task of a pipeline's later step over ``records`` (one partition of the step before, read from the
+    part file ``input_file`` of its snapshot: the job's ``input_file``, as a map reading the pipe has its part
+    file's), for a snapshot recomputed from that step's (``hop.online.reducer``): on a job instance of its own, the
+    map's hooks run as :func:`run_map` runs them (``setup()``, ``mapper_init``, the map per record,
+    ``mapper_final``, ``teardown()``), so that a map using what its ``mapper_init`` made works in a snapshot too (it
+    failed them all), and neither what the calls count nor the state they leave reaches the reduce attempt's job.
+    Gives ``(partition, key, value)`` of the output, partitioned as the map task would (by its instance's
+    ``partition``; every key to 0 with one reducer, where ``partition`` is not called)."""
     job, functions = instantiate(spec)
+    job.input_file = input_file
     step = functions.step
     num_reduces = spec.num_reduces
 
@@ -1116,9 +1128,11 @@ def _receive_runs(
     for a slot): their runs were sent to an earlier attempt, or held for this one, and come again now. Snapshot
     requests wait until those are all here (or the attempt is no longer the map's committed one): answered at once,
     a restarted reducer's snapshot held none of them, as little as nothing, where the one before it held a quarter
-    of the input. A plain request still waiting when every run is here is answered by the partition's final output
-    (it holds all such a snapshot would); a derived one (``source``: recomputed from the job before's snapshot, not
-    from the runs) is answered here then. ``owed``: the derived requests the attempt starts with (``run_reduce``)."""
+    of the input. A threshold's request (``fraction``) also waits until the attempt holds that fraction of the
+    input (``ReducerSnapshots.holds``). A plain request still waiting when every run is here is answered by the
+    partition's final output (it holds all such a snapshot would); a derived one (``source``: recomputed from the
+    job before's snapshot, not from the runs) is answered here then. ``owed``: the derived requests the attempt
+    starts with (``run_reduce``)."""
     poller = zmq.Poller()
     poller.register(pull, zmq.POLLIN)
     poller.register(channel.control_socket, zmq.POLLIN)
@@ -1194,7 +1208,9 @@ def _receive_runs(
     while store.missing(num_maps):
         events = dict(poller.poll(1000))
         if pull in events:
-            take_runs(256)
+            # (One at a time while a threshold's request waits: it is answered as soon as this attempt holds enough,
+            # not up to 256 runs later.)
+            take_runs(1 if any(request.get("fraction") for request in waiting) else 256)
         if channel.control_socket in events:
             requests = []
             while (control := channel.receive(0)) is not None:
@@ -1212,18 +1228,25 @@ def _receive_runs(
                     requests.append(control)
             if requests:
                 faults.inject("reduce", "snapshot", index, attempt)
-                # A snapshot holds what the maps have sent by now, not what this reducer got round to reading: the
-                # runs queued, their credits held meanwhile so that no worker sends more (at most CREDITS messages
-                # each are in flight). Crediting each as it was taken made a reducer slower than the maps take run
-                # after run until the maps ended: every snapshot held the whole input.
+            if any(request.get("fraction") is None for request in requests):
+                # A snapshot asked for now holds what the maps have sent by now, not what this reducer got round to
+                # reading: the runs queued, their credits held meanwhile so that no worker sends more (at most
+                # CREDITS messages each are in flight). Crediting each as it was taken made a reducer slower than
+                # the maps take run after run until the maps ended: every snapshot held the whole input. (Not for a
+                # threshold's, which waits for its fraction below, run by run: taking every run queued first, the
+                # 0.100 of a reducer holding 7% of the input held 18%.)
                 held: list[list[bytes]] = []
                 take_runs(None, held)
                 for acknowledgement in held:
                     pull.send_multipart(acknowledgement)
-                waiting += requests
+            waiting += requests
         if waiting and caught_up():
-            answer(waiting)
-            waiting = []
+            # A threshold's request waits until this attempt holds that much of the input: answered as it came, a
+            # reducer behind the maps answered 0.900 with 51% of the input.
+            ready = [request for request in waiting if snapshots.holds(request.get("fraction"))]
+            if ready:
+                answer(ready)
+                waiting = [request for request in waiting if request not in ready]
         now = time.monotonic()
         if now - last_report >= PROGRESS_SECONDS:
             last_report = now
@@ -1457,9 +1480,10 @@ def reduce_to_file(
                 error = not_pairs("reduce", raised, results)
                 # (output JSON cannot hold: the message names it and the key, the encoder's frames say no more)
                 unwriteable_output = isinstance(error, NotJSONError | NotUTF8OutputError)
-                if not skip_limit or bad_records is None:
+                importing = raised_importing(raised)  # (no key is to blame: every key would fail so)
+                if not skip_limit or bad_records is None or importing:
                     failure = UserCodeError("reduce", error, shown_key(key, show_key))
-                    failure.skippable = bad_records is not None  # (a batch reduce: it lists what it skips)
+                    failure.skippable = bad_records is not None and not importing  # (a batch reduce lists them)
                     raise failure.without_traceback() if unwriteable_output else failure from raised
                 entry = {
                     "key": show_key(key)[:1000],

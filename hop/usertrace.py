@@ -17,7 +17,7 @@ from typing import Any
 import hop
 import shuffle
 
-__all__ = ["has_user_frame", "not_pairs", "suspended_at", "user_traceback"]
+__all__ = ["has_user_frame", "not_pairs", "raised_importing", "suspended_at", "user_traceback"]
 
 _ENGINE_DIRECTORIES = tuple(
     os.path.dirname(os.path.abspath(package.__file__ or "")) + os.sep for package in (hop, shuffle)
@@ -72,6 +72,19 @@ def has_user_frame(error: BaseException) -> bool:
     frame = error.__traceback__
     while frame is not None:
         if not _is_engine(frame):
+            return True
+        frame = frame.tb_next
+    return False
+
+
+def raised_importing(error: BaseException) -> bool:
+    """True when ``error`` came out of an import the user's code ran as it was called (``import helper`` inside a
+    map, failing on the module's syntax or its top-level code): the import machinery's frames are on its way. No
+    record is to blame: every record would fail the same way, so ``--skip-bad-records`` neither skips nor suggests
+    skipping it (it skipped N records, then failed all the same)."""
+    frame = error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename.startswith(_IMPORTLIB):
             return True
         frame = frame.tb_next
     return False

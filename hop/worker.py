@@ -488,9 +488,10 @@ class Worker:
                 return
 
     def _kill_task(self, task: tuple[str, str, int, int]) -> None:
-        """End ``task`` on the coordinator's request (it lost a speculative race, or its job failed): kill its
-        process (``_check_slots`` restarts the slot) or drop it from the waiting list, and report the slot free,
-        since the coordinator expects no other report from a task it settled itself."""
+        """End ``task`` on the coordinator's request (it lost a speculative race, its job failed, it was restarted
+        for its pipeline, or it passed ``--task-timeout`` without advancing): kill its process (``_check_slots``
+        restarts the slot) or drop it from the waiting list, and report the slot free, since the coordinator
+        expects no other report from a task it settled itself."""
         waiting = [(m, f) for m, f in self.waiting if (m["job"]["job_id"], m["kind"], m["index"], m["attempt"]) == task]
         if waiting:
             self.waiting = [entry for entry in self.waiting if entry not in waiting]

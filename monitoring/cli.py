@@ -37,7 +37,7 @@ TEMPORARY_KEEP_WINDOWS = 1_800
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hop.given_options import Given
-    from hop.stream.cli import _positive_seconds, _seconds
+    from hop.stream.cli import _seconds, positive_seconds
 
     parser.add_argument(
         "--coordinator", type=coordinator_address, default=None, help="monitor this cluster instead of starting one"
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slide", default="2s", help="window slide (2s)")
     parser.add_argument(
         "--max-latency",
-        type=_positive_seconds,  # (0 was refused only once the embedded cluster had started)
+        type=positive_seconds,  # (0 was refused only once the embedded cluster had started)
         default=3.0,
         help="emit a window this long after its end even if a host is silent",
     )
@@ -106,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=port_number, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
     parser.add_argument(
-        "--duration", type=_positive_seconds, default=None, help="stop after this long (default: Ctrl-C)"
+        "--duration", type=positive_seconds, default=None, help="stop after this long (default: Ctrl-C)"
     )
     parser.add_argument(
         "--quiet",

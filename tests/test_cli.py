@@ -23,7 +23,7 @@ import pytest
 
 from hop.local_cluster import LocalCluster
 from hop.taskproc import skip_hint
-from tests.conftest import ROOT, TEST_JOBS, hop, job_path
+from tests.conftest import ROOT, TEST_JOBS, hop, job_path, output_dict
 
 TIMEOUT = 120
 
@@ -2742,6 +2742,19 @@ def test_the_summary_says_how_many_bad_records_were_skipped_and_where(tmp_path: 
     )
 
 
+def test_the_summary_says_how_many_task_attempts_ran_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that succeeded after a task attempt failed is exact, but its last line did not say that anything had
+    gone wrong: the failure was told only as it happened, among the progress lines, and in ``_job.json``."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    monkeypatch.setenv("HOP_FAULT", "reduce:received:0")  # its first attempt's process killed: the second succeeds
+    job = str(ROOT / "jobs" / "wordcount.py")
+    result = hop("run", job, "in.txt", "-o", "out", "--workers", "1", "--reducers", "1", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = (result.stdout + result.stderr).strip().splitlines()[-1]
+    assert summary.endswith(f"; task attempts run again: 1 failed (attempts in {Path('out') / '_job.json'})"), summary
+    assert output_dict(tmp_path / "out") == {"a": 2, "b": 1}
+
+
 def test_workers_with_a_coordinator_is_refused_not_ignored(tmp_path: Path) -> None:
     """--workers sizes the embedded cluster: given with --coordinator it was silently ignored."""
     (tmp_path / "in.txt").write_text("a b\n")
@@ -2973,7 +2986,8 @@ def test_every_option_of_one_kind_of_job_is_noted_when_given_even_at_its_default
         *["--blocking", "--split-size", "128MB", "--spill-records", "2000000", "--skip-bad-records", "0"],
         *["--speculative", "--no-tail-split", "--keep-intermediate", "--order", "sequential", "--seed", "0"],
         *["--chunk-size", "1MB"],
-        *["--confidence", "0.95", "--stop-when-accurate", "0.1", "--window", "10s", "--slide", "5s"],
+        *["--confidence", "0.95", "--stop-when-accurate", "0.1", "--task-timeout", "30s", "--window", "10s"],
+        *["--slide", "5s"],
         *["--lateness", "0s", "--fidelity", "1", "--max-latency", "2s", "--checkpoint-every", "5"],
         *["--checkpoint-seconds=5s", "--sink", "tcp://127.0.0.1:5555", "--view-int", "30s", "--no-view"],
         *["--duration", "5m", "--keep-windows", "3"],

@@ -682,6 +682,15 @@ def test_a_module_the_map_imports_as_it_runs_fails_showing_the_users_frames_alon
     assert traceback.startswith(f'Traceback (most recent call last):\n  File "{job}", line 6, in map\n'), traceback
     assert f'  File "{tmp_path / "helper.py"}", {shown}' in traceback, traceback
     assert "importlib" not in traceback and "hop/" not in traceback, traceback
+    # No record is to blame: --skip-bad-records is not suggested, and given, skips none (it skipped N, then failed).
+    assert "--skip-bad-records" not in str(failure.value), failure.value
+    source.write_text("a\nb\nc\n")
+    skipping = build_spec(load_job_file(str(job)), [str(source)], str(tmp_path / "skipping"), num_reduces=1)
+    skipping.options["skip_bad_records"] = 5
+    with pytest.raises(JobFailed) as again:
+        run_steps(client, skipping, progress=False, timeout=60)
+    assert "byte offset 0: 'a'" in str(again.value) and "skipped" not in str(again.value), again.value
+    assert not (tmp_path / "skipping" / "_bad_records").exists()
 
 
 def test_ints_past_64_bits_are_exact(client: Client, tmp_path: Path) -> None:

@@ -462,6 +462,12 @@ def test_cli_names_a_directory_or_a_file_it_cannot_write_as_given(
     assert args.func(args) == 1
     assert capsys.readouterr().err == f"hop gen text: error: cannot write {too_long}: File name too long\n"
     assert list(tmp_path.iterdir()) == []
+    # A target no file can be written at is a usage error (exit 2), as hop run's output that cannot be made: it
+    # exited 1, as for a disk that filled up as it wrote.
+    for argv in (["text", "/proc/hop-x/words.txt", "--size", "1KB"], ["pageviews", "/proc/hop-x", "--size", "10KB"]):
+        args = _parser().parse_args(["gen", *argv])
+        assert args.func(args) == 2, argv
+        assert "error: cannot write /proc/hop-x" in capsys.readouterr().err, argv
 
 
 def test_cli_pageviews(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -326,6 +326,29 @@ def run(pairs: dict[object, object]) -> bytes:
     return encode_run(list(pairs), list(pairs.values()))
 
 
+@pytest.mark.parametrize("aggregate", [Sum(), Mean()], ids=["sum", "mean"])
+def test_a_group_is_exact_once_every_chunk_holding_bytes_was_read(aggregate: Sum | Mean) -> None:
+    """A chunk of no bytes (an empty file among the input) holds no record: once every other chunk is read, every
+    value is final. Unread, such a chunk kept each group an interval of non-zero width, not final, in a snapshot
+    holding all of the input's bytes (its input_fraction 1.0)."""
+    state = SnapshotState(aggregate, ["", "", "", ""], chunk_sizes=[100, 120, 0, 0])
+    lift = aggregate.lift
+    state.add_run(0, 0, 0, run({"a": lift(3), "b": lift(1)}), chunk=0, end=True)
+    state.add_run(0, 0, 1, run({"a": lift(9), "b": lift(4)}), chunk=1, end=True)
+    state.add_run(0, 0, 2, run({}), chunk=2, end=True)  # one of the two empty chunks read
+    rows = {row.key: row for row in state.rows()}
+    expected = {"a": 12, "b": 5} if isinstance(aggregate, Sum) else {"a": 6.0, "b": 2.5}
+    for key, value in expected.items():
+        row = rows[key]
+        assert row.final and row.value == value, row
+        assert row.estimate is not None and row.estimate.low == row.estimate.high == row.estimate.value == value, row
+    # Nor may --stop-when-accurate end the job on it, calling its exact values approximate: the job ends exactly.
+    tracker = SnapshotTracker(1, [100, 120, 0, 0], stop_when_accurate=0.1, stratum_chunks={"": 4})
+    snapshot = tracker.request_now(1.0)
+    tracker.on_done(snapshot.seq, 0, {"chunks_seen": [0, 1, 2], "groups": 2, "max_relative_half_width": 0.0})
+    assert tracker.ends_exactly(snapshot) and not tracker.accurate(snapshot)
+
+
 def test_a_counts_interval_starts_no_lower_than_its_count_so_far() -> None:
     """The records a Count has seen are counted in its final value whatever the rest holds: a group seen with 1 and
     9 records in 2 of the 4 chunks read (of 10) has the t interval's low far below 10 (below 0), which the final
@@ -423,11 +446,13 @@ def test_tracker_thresholds_answers_and_accuracy() -> None:
     first = tracker.due(0.3)
     assert first is not None and first.label == "0.250"
     assert tracker.due(0.3) is None
-    jumped = tracker.due(0.8)  # 0.5 and 0.75 passed at once: one request, labelled with the higher
-    assert jumped is not None and jumped.label == "0.750" and tracker.due(0.99) is None
+    assert tracker.due(0.8) is None, "0.5 and 0.75 wait for the snapshot being answered"
     assert tracker.on_done(0, 0, {"chunks_seen": [0], "max_relative_half_width": 0.05}) is None
     done = tracker.on_done(0, 1, {"chunks_seen": [0, 2], "max_relative_half_width": 0.2})
     assert done is first and done.complete
+    held_back = tracker.due(0.8)  # the one it held (a quarter of the input) is below both: the lower, the other skipped
+    assert held_back is not None and held_back.label == "0.500" and held_back.skipped == ["0.750"]
+    assert tracker.due(0.99) is None
     assert tracker.coverage(done) == (pytest.approx(1 / 3), pytest.approx(0.25))
     assert not tracker.accurate(done)
     tracker.on_done(1, 0, {"chunks_seen": [0, 1], "max_relative_half_width": 0.05, "groups": 3})
@@ -509,7 +534,7 @@ def test_a_derived_snapshot_names_a_bad_line_of_its_source_by_number(tmp_path: P
     (tmp_path / "out").mkdir()
     snapshots = ReducerSnapshots(
         str(tmp_path / "out"), 0, RunStore(tmp_path / "store"), lambda key, values: [(key, sum(values))], None, None,
-        None, map_task=lambda records: ((0, key, value) for key, value in records),
+        None, map_task=lambda records, _: ((0, key, value) for key, value in records),
     )  # fmt: skip
     source = tmp_path / "earlier"
     source.mkdir()
@@ -837,6 +862,63 @@ def test_a_small_snapshot_is_not_called_truncated_after_the_job_ends() -> None:
     assert described["rows_limit"] == HISTORY_ROWS and len(described["rows"]) == 2 and not described["truncated"]
 
 
+def test_one_threshold_snapshot_is_asked_at_a_time_and_labelled_by_what_it_holds() -> None:
+    """A reducer behind the maps answered the threshold requests queued while it took a snapshot with one snapshot:
+    0.200 to 0.800 held the same 37% of the input, and 0.900 alone 51%. Now the reducers wait to hold a threshold's
+    fraction before answering it, thresholds passed meanwhile wait for it, and a snapshot answered late is labelled
+    with the highest threshold it holds."""
+    tracker = SnapshotTracker(1, [10] * 10, every=0.1)
+    jumped = tracker.due(0.25)  # passed at once: one request, the highest, which the reducers wait to hold
+    assert jumped is not None and jumped.label == "0.200" and jumped.awaits == pytest.approx(0.2)
+    assert jumped.skipped == ["0.100"]
+    assert tracker.due(0.8) is None, "asked for once the one being answered is complete"
+    tracker.on_done(jumped.seq, 0, {"chunks_seen": list(range(4)), "groups": 1})  # it held 40%: 0.300 and 0.400 too
+    assert (jumped.label, jumped.staged_as, jumped.skipped) == ("0.400", "0.200", ["0.100", "0.200", "0.300"])
+    held = tracker.due(0.8)  # 0.5 to 0.8 passed meanwhile: the soonest asked for, the others skipped
+    assert held is not None and held.label == "0.500" and held.skipped == ["0.600", "0.700", "0.800"]
+    assert tracker.describe(jumped)["label"] == "0.400" and tracker.describe(jumped)["input_fraction"] == 0.4
+    assert tracker.due(0.85) is None
+    tracker.on_done(held.seq, 0, {"chunks_seen": list(range(6)), "groups": 1})  # answered holding 60%: so labelled
+    described = tracker.describe(held)
+    assert (described["label"], described["progress"], described["input_fraction"]) == ("0.600", 0.6, 0.6)
+    assert described["skipped"] == ["0.500", "0.700", "0.800"] and held.staged_as == "0.500"
+    last = tracker.due(0.95)  # (0.9, passed since)
+    assert last is not None and last.label == "0.900" and last.skipped == []
+    now = tracker.request_now(0.95)  # hop snapshot: answered at once, with what the reducers hold
+    assert now.awaits is None and "skipped" not in tracker.describe(now)
+    assert len({s.label for s in tracker.snapshots}) == len(tracker.snapshots)
+
+
+def test_a_snapshots_input_fraction_is_the_least_any_partition_holds() -> None:
+    """The coverage was the least (chunks, bytes) pair, compared chunks first: a partition holding fewer chunks but
+    more bytes gave the snapshot its bytes, an input_fraction above what another partition held (40% where one held
+    30%), and a threshold's snapshot the label of a threshold one of its partitions did not hold."""
+    tracker = SnapshotTracker(2, [40, 10, 10, 10, 30], every=0.1)
+    snapshot = tracker.due(0.25)
+    assert snapshot is not None and snapshot.label == "0.200"
+    assert tracker.due(0.45) is None  # (0.3 and 0.4, passed while it is answered)
+    tracker.on_done(snapshot.seq, 0, {"chunks_seen": [0], "groups": 1})  # 1 chunk, 40% of the bytes
+    tracker.on_done(snapshot.seq, 1, {"chunks_seen": [1, 2, 3], "groups": 1})  # 3 chunks, 30% of the bytes
+    described = tracker.describe(snapshot)
+    assert (described["chunks_fraction"], described["input_fraction"]) == (0.2, 0.3)
+    assert described["label"] == "0.300", "partition 1 holds 30% of the input, not 40%"
+    following = tracker.due(0.45)
+    assert following is not None and following.label == "0.400"
+
+
+def test_an_input_of_no_bytes_has_no_threshold_snapshots() -> None:
+    """A zero-byte input's map progress goes from nothing to all at once: it had a snapshot labelled 0.900, of
+    nothing, whose _snapshot.json said it held 0.0 of the input and 1.0 of its chunks."""
+    tracker = SnapshotTracker(2, [0], every=0.3)
+    assert tracker.due(1.0) is None and not tracker.snapshots
+    now = tracker.request_now(1.0)  # hop snapshot still answers: with every chunk, all of the input
+    for index in (0, 1):
+        tracker.on_done(now.seq, index, {"chunks_seen": [0], "groups": 0})
+    described = tracker.describe(now)
+    assert described["input_fraction"] == described["chunks_fraction"] == 1.0
+    assert [p["input_fraction"] for p in described["partitions"]] == [1.0, 1.0]
+
+
 @pytest.mark.parametrize(("every", "first"), [(0.1, "0.100"), (0.001, "0.001"), (0.0004, "0.0004"), (1e-5, "0.00001")])
 def test_snapshot_labels_stay_unique_below_a_thousandth(every: float, first: str) -> None:
     tracker = SnapshotTracker(1, [1], every=every)
@@ -845,6 +927,7 @@ def test_snapshot_labels_stay_unique_below_a_thousandth(every: float, first: str
         snapshot = tracker.due(step * every)
         assert snapshot is not None
         labels.append(snapshot.label)
+        tracker.on_done(snapshot.seq, 0, {"groups": 0})  # (answered before the next threshold is asked for)
     assert labels[0] == first and len(set(labels)) == len(labels)
     assert tracker.request_now(0.5).label.endswith(f"-now{len(labels)}")
 

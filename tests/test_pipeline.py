@@ -34,7 +34,7 @@ from hop.runner import (
     run_steps,
 )
 from hop.wording import share
-from tests.conftest import ROOT, hop, job_path, output_dict, relay
+from tests.conftest import ROOT, hop, job_path, output_dict, relay, run_job
 
 TIMEOUT = 180
 
@@ -215,6 +215,60 @@ def test_a_job_after_another_has_a_map_per_partition_of_its_output_in_either_mod
     report = run(client, jobs, progress=False, timeout=TIMEOUT)
     assert output_dict(tmp_path / "out") == {"maps": 2, "read": 2, "records": 2}
     assert report["num_maps"] == 2
+
+
+def test_a_job_with_map_hooks_run_on_a_saved_output_gives_what_it_gives_in_the_pipeline(tmp_path: Path) -> None:
+    """A job whose ``mapper_final`` says what its map read, run on a saved word count's folder of two small parts
+    (``--input-format output``), had one map for both, where run after the word count in a pipeline (or
+    ``--blocking``) it has a map per partition: the same jobs gave another output run one after the other. A job
+    with map hooks reading part files now has a map per part file, an empty one too. (What the pipeline gives:
+    test_a_job_after_another_has_a_map_per_partition_of_its_output_in_either_mode.)"""
+    for name, text in (("words", "a b c\na b\n"), ("empty", "")):
+        (tmp_path / f"{name}.txt").write_text(text)
+        common = ("--workers", "1", "--reducers", "2", "--quiet")
+        counted = hop("run", str(ROOT / "jobs" / "wordcount.py"), f"{name}.txt", "-o", f"{name}-counts", *common,
+                      cwd=tmp_path)  # fmt: skip
+        assert counted.returncode == 0, counted.stderr
+        apart = (f"{name}-counts", "-o", f"{name}-apart", "--input-format", "output", *common)
+        ran = hop("run", job_path("hooked_after_a_job"), *apart, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        expected = {"maps": 2, "read": 3, "records": 3} if name == "words" else {"maps": 2, "read": 0}
+        assert output_dict(tmp_path / f"{name}-apart") == expected, name
+
+
+@pytest.mark.parametrize("run", [run_staged_jobs, run_pipeline], ids=["blocking", "pipelined"])
+def test_a_later_steps_map_knows_the_part_file_it_reads(
+    client: Client, tmp_path: Path, run: Callable[..., dict[str, Any]]
+) -> None:
+    """``self.input_file`` in a later step's map was None pipelined, where ``--blocking`` (and the job run on the
+    saved output) named the part file it reads: a job taking a name from it failed pipelined alone. It names the
+    part file of the step before that the pipe streams."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b c\na b\n")
+    jobs = specs(source, tmp_path / "out", "wordcount", "input_files", num_reduces=2)
+    run(client, jobs, progress=False, timeout=TIMEOUT)
+    counts = {"part-00000": 0, "part-00001": 0}
+    counts.update(output_dict(tmp_path / "out"))
+    assert sorted(counts) == ["part-00000", "part-00001"] and sum(counts.values()) == 3, counts
+
+
+def test_a_later_steps_snapshot_map_knows_the_part_file_it_reads(client: Client, tmp_path: Path) -> None:
+    """A later step's snapshots, recomputed from the step before's by its map, called it with ``self.input_file``
+    None: each failed as the job ran ("TypeError: expected str, ..., not NoneType" in every ``_snapshot.json``).
+    The map gets the part file of the step before's snapshot it reads."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 400_000, seed=36, vocabulary=300)
+    jobs = specs(source, tmp_path / "out", "slow_sum_wordcount", "input_files", num_reduces=2, split_size=1 << 19)
+    first_class = load_job_file(job_path("slow_sum_wordcount"))
+    options = online_options(first_class, [str(source)], snapshot_every=0.5, order="random", chunk_size=64 << 10)
+    jobs = [dataclasses.replace(spec, options={**spec.options, **options}) for spec in jobs]
+    run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+    derived = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert derived, "the later step published snapshots recomputed from the word count's"
+    for folder in derived:
+        info = json.loads((folder / "_snapshot.json").read_text())
+        assert not [p["error"] for p in info["partitions"] if p.get("error")], folder.name
+        assert set(output_dict(folder)) <= {"part-00000", "part-00001"} and output_dict(folder), folder.name
 
 
 def test_keep_intermediate_keeps_the_same_steps_staged_as_pipelined(client: Client, tmp_path: Path) -> None:
@@ -508,6 +562,31 @@ def test_a_jobs_output_folder_is_the_input_of_a_later_run(tmp_path: Path) -> Non
     assert stream.returncode == 2 and "input format 'output' reads the part files of a batch job" in stream.stderr
 
 
+def test_job_class_picks_the_job_of_a_later_job_file_defining_several(tmp_path: Path) -> None:
+    """``--job-class`` named the first job file's class alone: a later job file defining two jobs was refused,
+    told to "pick one with --job-class", and picking one failed the first file, which defines no class of that
+    name. It now picks the class of that name in each job file that defines one; the others run their own job."""
+    (tmp_path / "in.txt").write_text("a b a\nc a\n")
+    (tmp_path / "later.py").write_text(
+        "from hop import Job\n\n\nclass Keys(Job):\n    def map(self, key, value):\n        yield key, 1\n\n\n"
+        "class Values(Job):\n    def map(self, key, value):\n        yield value, 1\n\n"
+        "    def reduce(self, key, values):\n        yield key, sum(values)\n"
+    )
+    wordcount = str(ROOT / "jobs" / "wordcount.py")
+    for mode in ([], ["--blocking"]):
+        out = f"out{len(mode)}"
+        ran = hop("run", wordcount, "later.py", "in.txt", "-o", out, "--workers", "1", "--quiet", "--job-class",
+                  "Values", *mode, cwd=tmp_path)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert output_dict(tmp_path / out) == {1: 2, 3: 1}  # (how many words have each count: b and c once, a 3 times)
+    ambiguous = hop("run", wordcount, "later.py", "in.txt", "-o", "none", "--workers", "1", cwd=tmp_path)
+    assert ambiguous.returncode == 2 and "job file later.py must define exactly one" in ambiguous.stderr
+    assert "in a pipeline it picks the class of that name in each job file that defines one" in ambiguous.stderr
+    unknown = hop("run", wordcount, wordcount, "in.txt", "-o", "none", "--job-class", "Other", cwd=tmp_path)
+    assert unknown.returncode == 2, unknown.stderr
+    assert f"no job file defines a hop.Job subclass Other (--job-class): {wordcount} runs WordCount" in unknown.stderr
+
+
 def test_the_summary_of_a_pipeline_counts_the_whole_run(tmp_path: Path) -> None:
     """``hop run``'s last line gave the last step's input records (and with --blocking its time alone: 0.40 s of a
     5 s run) and said nothing of an earlier step stopped early by --stop-when-accurate, on whose estimates the
@@ -633,6 +712,88 @@ def test_a_failing_later_step_fails_the_pipeline_at_once(tmp_path: Path) -> None
     assert result.returncode == 1 and "RuntimeError: refusing m" in result.stderr, result.stderr
     assert 'raise RuntimeError(f"refusing {word}")' in result.stderr, "the user's traceback"
     assert time.monotonic() - began < 20
+
+
+def test_each_steps_report_and_status_number_it_over_the_run(client: Client, tmp_path: Path) -> None:
+    """A step's report and ``hop status`` gave its place among its own job's ``steps()`` alone (``"step": 0,
+    "num_steps": 1`` for every job file of a pipeline of one-step jobs), and a failed later step's report,
+    ``OUT/_job.json``, reading a pipe, had no inputs either (``[]``): nothing said which step of the run it was, or
+    what the run read. Each now gives ``run_step``/``run_steps``, numbered from 1 over the run as its messages
+    number the steps (``step 2/3``), pipelined and ``--blocking``; a job run alone gives none. The failed run's
+    report gives the run's inputs."""
+    source = tmp_path / "in.txt"
+    source.write_text("apple mango zebra apple\nmango kiwi\n" * 20)
+    for mode, run in (("pipelined", run_pipeline), ("blocking", run_staged_jobs)):
+        jobs = specs(source, tmp_path / mode, "two_steps", "topk", num_reduces=1, mode=mode)
+        report = run(client, jobs, progress=False, timeout=TIMEOUT)
+        steps = [*earlier_reports(report), report]
+        assert [(step["run_step"], step["run_steps"]) for step in steps] == [(1, 3), (2, 3), (3, 3)], mode
+        assert [step["step"] for step in steps] == [0, 1, 0], "their place among their job's steps() stays"
+        listed = {job["job_id"]: job for job in client.jobs()}
+        assert [listed[step["job_id"]]["run_step"] for step in steps] == [1, 2, 3], mode
+        assert client.status(report["job_id"])["run_step"] == 3
+    # The step before still runs as the later one fails (4 ms a key, 300 keys): it is ended with it, unfinished.
+    generate_text(source, 30_000, seed=36, vocabulary=300)
+    jobs = specs(source, tmp_path / "failed", "slow_reduce", "failing_topk", num_reduces=1)
+    with pytest.raises(JobFailed):
+        run_pipeline(client, jobs, progress=False, timeout=TIMEOUT)
+    failed = json.loads((tmp_path / "failed" / "_job.json").read_text())
+    assert "steps" not in failed, "no step finished before the failed one"
+    assert failed["name"] == "FailingTopK" and (failed["run_step"], failed["run_steps"]) == (2, 2), failed
+    assert failed["inputs"] == [str(source)], "the run's inputs, as its report has them when it succeeds"
+    alone = run_job(client, "wordcount", [source], tmp_path / "alone")
+    assert "run_step" not in alone and "run_step" not in client.status(alone["job_id"])
+
+
+def test_a_pipeline_past_its_timeout_names_the_later_steps_still_running(client: Client, tmp_path: Path) -> None:
+    """A word count streaming into a slow later step cannot end before that step takes its output: past
+    ``--timeout`` the run said "job ... (step 1/2) still running after 1.5s", as if the word count were the slow
+    step, and no word of the step it waited on. It names the later steps, which run too."""
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"w{number}\n" for number in range(20_000)))  # 4 s of the later step's map
+    jobs = specs(source, tmp_path / "out", "wordcount", "slow_topk", num_reduces=1)
+    with pytest.raises(TimeoutError) as timed_out:
+        run_pipeline(client, jobs, progress=False, timeout=1.5)
+    first, later = client.submitted[-2:]
+    assert f"job {first} (step 1/2) still running after 1.5s" in str(timed_out.value)
+    assert str(timed_out.value).endswith(f", as are the steps after it, which it streams into: step 2/2 ({later})")
+
+
+def test_hop_stop_of_a_step_names_the_steps_of_its_pipeline_it_ended(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """``hop stop`` of one step of a running pipeline ends the steps streaming into it and those it streams into,
+    and said only "hop: JOB is cancelled": the word count, stopped, also ended the step reading it, unsaid. It
+    names them."""
+    source = tmp_path / "in.txt"
+    source.write_text("".join(f"w{number}\n" for number in range(20_000)))  # 4 s of the later step's map
+    jobs = specs(source, tmp_path / "out", "wordcount", "slow_topk", num_reduces=1)
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        own = Client(cluster.address, timeout=30)  # (a client is not shared between threads)
+        try:
+            run_pipeline(own, jobs, progress=False, timeout=TIMEOUT)
+        except BaseException as error:  # (the JobFailed the stop causes, asserted below)
+            failures.append(error)
+        finally:
+            own.close()
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 60
+    while len(running := [job for job in client.jobs() if job["state"] == "running"]) < 2:
+        assert time.monotonic() < deadline and runner.is_alive(), "the pipeline's two steps run"
+        time.sleep(0.05)
+    first, later = running[-2]["job_id"], running[-1]["job_id"]
+    stopped = hop("stop", first, "--coordinator", cluster.address)
+    runner.join(TIMEOUT)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.strip() == f"hop: {first} is cancelled, and with it the other steps of its pipeline: {later}"
+    assert len(failures) == 1 and isinstance(failures[0], JobFailed), failures
+    alone = run_job(client, "wordcount", [source], tmp_path / "alone")
+    again = hop("stop", alone["job_id"], "--coordinator", cluster.address)
+    assert "had already ended" in again.stdout, again.stdout
 
 
 def test_a_failed_middle_job_is_the_step_the_pipeline_reports(client: Client, tmp_path: Path) -> None:

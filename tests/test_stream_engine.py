@@ -2230,6 +2230,10 @@ def test_no_window_rows_are_capped_for_the_sink_or_on_request(stream_client: Cli
         assert {json.loads(k): json.loads(v) for k, v in window["rows"]} == by_label[window["label"]]
     listing = stream_client.window_listing(job_id, limit=1)
     assert len(listing["windows"]) == 1 and listing["omitted"] == len(by_label) - 1
+    # Without rows (hop run prints a line per window): the same windows, none of their rows on the socket.
+    bare = stream_client.window_listing(job_id, rows=False)["windows"]
+    assert [w["label"] for w in bare] == [w["label"] for w in first_rows] and all("rows" not in w for w in bare)
+    assert [w["output_records"] for w in bare] == [w["output_records"] for w in first_rows]
 
 
 def test_window_numbers_past_64_bits_cross_the_engine_and_the_sink(stream_client: Client, tmp_path: Path) -> None:

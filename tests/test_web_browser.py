@@ -425,6 +425,28 @@ def test_page_of_a_multi_step_job_names_the_steps_and_a_deleted_output(
         assert errors == []
 
 
+def test_page_of_a_pipeline_of_job_files_numbers_its_steps_over_the_run(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """``hop run wordcount.py topk.py``: each job file's job is one step of its own, so the page named both by
+    their names alone, where the run's messages, reports and ``hop status`` say "step 1/2" and "step 2/2"."""
+    from hop.runner import run_pipeline
+
+    (tmp_path / "in.txt").write_text("a b a\nc a\n")
+    jobs = [
+        build_spec(load_job_file(job_path(name)), [str(tmp_path / "in.txt")], str(tmp_path / "out"), num_reduces=1)
+        for name in ("wordcount", "topk")
+    ]
+    report = run_pipeline(client, jobs, progress=False, timeout=120)
+    first, last = report["steps"][0]["job_id"], report["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        page.goto(f"{web.url}?job={first}", timeout=30_000)
+        page.wait_for_selector(f"#jobs li[data-job-id='{last}']", timeout=30_000)
+        assert page.inner_text("#job-title") == f"WordCount (step 1/2) ({first})"
+        assert page.inner_text(f"#jobs li[data-job-id='{last}']").startswith("TopWords (step 2/2) — succeeded")
+        assert errors == []
+
+
 def test_page_says_its_coordinator_is_gone(tmp_path: Path) -> None:
     """The coordinator of an open page stopped: the page said "reconnecting…" for good, its every request to the
     server waiting 5 s for a coordinator that would not answer. It says plainly that the coordinator at its address

@@ -45,12 +45,16 @@ class ClusterSamples(CoordinatorHost):
     def _advancing_attempts(self, job: JobState, now: float) -> list[dict[str, Any]]:
         """``job``'s running attempts that should be advancing, with the seconds since each did (``stalled_s``:
         ``JobState.running_attempts``), given the pipeline step before, which feeds its maps."""
+        return job.running_attempts(now, *self._upstream_wait(job))
+
+    def _upstream_wait(self, job: JobState) -> tuple[bool, float | None]:
+        """Whether the pipeline step before ``job`` (which feeds its maps) still runs, and when it ended (None: it
+        has not, or ``job`` is no later step): ``JobState.running_attempts``' ``upstream_running`` and
+        ``upstream_ended_at``."""
         upstream = self.jobs.get(str(job.spec.options.get("upstream") or ""))
-        return job.running_attempts(
-            now,
-            upstream is not None and upstream.state == "running",
-            upstream.finished_at if upstream is not None else None,
-        )
+        if upstream is None:
+            return False, None
+        return upstream.state == "running", upstream.finished_at
 
     def _where(self, worker: str) -> dict[str, Any]:
         """The worker's host label and address (``Worker.where``), or nothing for a worker no longer known."""

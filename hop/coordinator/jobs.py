@@ -27,7 +27,7 @@ from hop.jobspec import JobSpec
 from hop.online.tracker import SnapshotTracker
 from hop.outputs import OutputExistsError, OutputGuard, check_output, coordinator_kept, prepare_output
 from hop.planning import plan_map_inputs
-from hop.scheduler import FinishJob, JobState
+from hop.scheduler import FinishJob, JobState, task_timeout
 from hop.spilldirs import kept_step_output, scratch_step
 from hop.stream.options import StreamOptions
 from hop.stream.sources import source_paths
@@ -112,6 +112,7 @@ class JobRequests(CoordinatorHost):
             upstream = self._upstream_of(spec)
             self._refuse_input_being_written(spec, upstream)
             stream = StreamOptions.from_spec(spec) if options.get("stream") else None
+            task_timeout(options)  # (refused here, before any output is cleared: JobState takes it)
             splits = (
                 [[] for _ in range(upstream.spec.num_reduces)]
                 if upstream is not None
@@ -296,6 +297,8 @@ class JobRequests(CoordinatorHost):
             status["waiting"] = waiting
         stalled = [a for a in self._advancing_attempts(job, time.time()) if a["stalled_s"] >= STALLED_STATUS_SECONDS]
         if stalled:
+            if job.task_timeout is not None:  # (hop run's note says the attempt will be killed then)
+                stalled = [{**a, "task_timeout": job.task_timeout} for a in stalled]
             status["stalled"] = stalled
         if job.state != "running":
             status["report"] = job.report()
@@ -347,6 +350,7 @@ class JobRequests(CoordinatorHost):
             "name": job.spec.name,
             "step": job.spec.step,  # (from 0, of num_steps: a multi-step job's steps share its name)
             "num_steps": job.spec.num_steps,
+            **job.run_step,  # (from 1 over the run that submitted it, as its messages number its steps)
             "submitted_at": job.submitted_at,
             "finished_at": job.finished_at,
             "output": job.spec.output,

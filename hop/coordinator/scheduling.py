@@ -120,7 +120,8 @@ class SlotAssignment(CoordinatorHost):
             if upstream is not None:
                 committed = upstream.reduces[index].committed is not None
                 path = f"{upstream.spec.output}/part-{index:05d}"
-                fields["pipe"] = {"host": worker.host, "committed": path if committed else None}
+                # (``file``: the part file the map reads, as the job's ``input_file``, whether streamed or not)
+                fields["pipe"] = {"host": worker.host, "committed": path if committed else None, "file": path}
             if attempt.resumed_from:
                 fields["resume"] = attempt.resumed_from
             if job.windows is not None:

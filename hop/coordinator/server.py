@@ -2,7 +2,8 @@
 
 It binds one ROUTER socket; workers and clients connect DEALER sockets (messages in ``hop.protocol``). Each turn of
 the loop (at least every 0.1 s) reads every queued message and hands it to the ``on_<type>`` handler of its type, then
-answers held ``status`` requests, checks heartbeats and outputs, stops continuous jobs past their time and schedules.
+answers held ``status`` requests, checks heartbeats and outputs, stops continuous jobs past their time, fails attempts
+past their job's ``--task-timeout`` and schedules.
 A handler that raises fails the job the message was about (with the traceback), never the coordinator. Stopped by a
 signal, a standalone coordinator fails the jobs it runs (no coordinator started in its place knows them) and tells
 their submitters before it closes the socket; its workers stay up and register with the next one.
@@ -31,6 +32,7 @@ from hop.coordinator.scheduling import SlotAssignment
 from hop.coordinator.snapshots import SnapshotRequests
 from hop.coordinator.streams import ContinuousJobs
 from hop.coordinator.task_reports import TaskReports
+from hop.coordinator.timeouts import TaskTimeouts
 from hop.coordinator.workers import HEARTBEAT_TIMEOUT, WorkerTracking
 from hop.lifetime import embedded, orphaned
 from hop.protocol import SocketFile, message, unpack
@@ -60,6 +62,7 @@ class Coordinator(
     ContinuousJobs,
     SlotAssignment,
     ClusterSamples,
+    TaskTimeouts,
 ):
     """The coordinator's event loop and the state it does not delegate to ``JobState``. Its message handlers and
     the loop's checks come from one mixin per concern (``hop.coordinator.host`` says how they fit together)."""
@@ -108,6 +111,15 @@ class Coordinator(
         self.running = True
         self._last_turn = time.monotonic()
         """When the loop last checked heartbeats (:data:`PAUSE_SECONDS`)."""
+        self._timeouts_turn = self._timeouts_checked = self._last_turn
+        """When the loop last looked for a pause of its own, and last looked for attempts past their job's
+        ``--task-timeout`` (``hop.coordinator.timeouts``)."""
+        self._stalls_count_from = time.time()
+        """Stalls of attempts count from here at the earliest: the coordinator's start, or the end of its latest
+        pause (``hop.coordinator.timeouts``)."""
+        self._heard_since: dict[str, float] = {}
+        """Worker name -> when it was last found silent (``hop.coordinator.timeouts``): its attempts' stalls count
+        from then at the earliest."""
         self._last_lost: str | None = None
         """The worker lost last, while jobs wait for a lost worker still running here to rejoin (``workers``)."""
         self.stop_linger = 0
@@ -136,6 +148,7 @@ class Coordinator(
                 self._stop_streams_past_duration()
                 self._fail_jobs_whose_output_went()
                 self._end_sources_without_slot()
+                self._time_out_stalled_attempts()
                 self._schedule()
                 self.events.tick(self._cluster_sample)
                 if orphaned():

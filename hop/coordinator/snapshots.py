@@ -34,6 +34,8 @@ class SnapshotRequests(CoordinatorHost):
         fields: dict[str, Any] = {"job_id": job.spec.job_id, "seq": snapshot.seq, "label": snapshot.label}
         if snapshot.source is not None:
             fields["source"] = snapshot.source
+        if snapshot.awaits is not None:  # a threshold's: answered once the reducer holds that much of the input
+            fields["fraction"] = snapshot.awaits
         if worker is None:
             self._broadcast("snapshot", **fields)
         else:
@@ -87,7 +89,7 @@ class SnapshotRequests(CoordinatorHost):
             return
         description = job.snapshots.describe(snapshot, with_rows=False)
         try:
-            folder = self._publish_snapshot(job, snapshot.label, description)
+            folder = self._publish_snapshot(job, snapshot.label, description, snapshot.staged_as)
         except OutputRemovedError:  # (removed since the loop's check: its answer made it again, mkdir -p)
             self._execute(job, job.fail(_removed_output_error(job.spec.output)))
             return
@@ -211,14 +213,15 @@ class SnapshotRequests(CoordinatorHost):
         self._send(identity, "snapshots", snapshots=snapshots)
 
     @staticmethod
-    def _publish_snapshot(job: JobState, label: str, description: dict[str, Any]) -> Path:
-        """Publish snapshot ``label`` (``hop.online.snapshots.publish_snapshot``) in the directory the job was
-        accepted with; raises ``OutputRemovedError`` if that is no longer the one of its name."""
+    def _publish_snapshot(job: JobState, label: str, description: dict[str, Any], staged_as: str | None = None) -> Path:
+        """Publish snapshot ``label`` (``hop.online.snapshots.publish_snapshot``; its files written under
+        ``staged_as``, if given) in the directory the job was accepted with; raises ``OutputRemovedError`` if that
+        is no longer the one of its name."""
         held = job.output_held
         if held is None:  # (the job has ended: its hold with it)
             raise OutputRemovedError(_removed_output_error(job.spec.output))
         try:
-            return publish_snapshot(held, label, description)
+            return publish_snapshot(held, label, description, staged_as)
         except FileNotFoundError:  # (the directory held was deleted since its check)
             if held.changed():
                 raise OutputRemovedError(_removed_output_error(job.spec.output)) from None

@@ -42,8 +42,12 @@ class ContinuousJobs(CoordinatorHost):
             # A batch job has no last windows to write: stopping it cancels it (its tasks are ended, no _SUCCESS).
             cancelled = job.state == "running"
             reason = msg.get("reason") or "cancelled (hop stop, or an interrupted hop run or hop submit)"
+            others = [other for other in self._pipeline_of(job) if other is not job and other.state == "running"]
             self._execute(job, job.fail(str(reason)))
-            self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, cancelled=cancelled)
+            # The steps of its pipeline that it ended (those streaming into it, those it streamed into), named in the
+            # reply: hop stop said the one job was cancelled, the others ending unsaid.
+            ended = [other.spec.job_id for other in others if other.state != "running"]
+            self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state, cancelled=cancelled, ended=ended)
             return
         if msg.get("now"):
             # Stop now (a second Ctrl-C on hop run): no drain; the report says so and counts the windows written.
@@ -61,6 +65,17 @@ class ContinuousJobs(CoordinatorHost):
             return
         self._stop_stream(job)
         self._send(identity, "stopping", job_id=job.spec.job_id, state=job.state)
+
+    def _pipeline_of(self, job: JobState) -> list[JobState]:
+        """The jobs of the pipeline ``job`` is a step of that this coordinator still knows, in step order (``job``
+        alone for a job run alone)."""
+        first = job
+        while (before := self.jobs.get(str(first.spec.options.get("upstream") or ""))) is not None:
+            first = before
+        steps = [first]
+        while (after := self.jobs.get(self.downstream.get(steps[-1].spec.job_id, ""))) is not None:
+            steps.append(after)
+        return steps
 
     def _stop_stream(self, job: JobState) -> None:
         """Ask a running continuous job's maps to drain and end (its reducers then write the last windows)."""
@@ -99,7 +114,9 @@ class ContinuousJobs(CoordinatorHost):
             return
         after = int(msg.get("after", 0))
         windows = job.windows.since(after, int(msg.get("limit", 100)))
-        if msg.get("all_rows"):
+        if msg.get("rows") is False:  # (a line per window printed: its rows are not read)
+            windows = [{name: value for name, value in window.items() if name != "rows"} for window in windows]
+        elif msg.get("all_rows"):
             windows = [_with_all_rows(job.spec.output, window) for window in windows]
         omitted = max(0, job.windows.seq - max(after, 0) - len(windows))  # older, or past the limit: ask again
         self._send(identity, "windows", windows=windows, omitted=omitted)

@@ -335,6 +335,17 @@ def _reason(error: ValueError | OSError, target: str) -> str:
     return f"cannot write {final_path(Path(os.fsdecode(error.filename)))}: {error.strerror}"
 
 
+_TARGET_ERRORS = (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS)
+"""What making or writing the target given says of the target itself (a folder on its way that is not there nor
+can be made, a file, no permission, a read-only file system): a usage error, exit 2, as ``hop run`` exits for an
+output that cannot be made; a write failing on its way (a full disk) is exit 1."""
+
+
+def _exit_code(error: ValueError | OSError) -> int:
+    """2 for what the user gave (a value, a target that cannot be written: :data:`_TARGET_ERRORS`), else 1."""
+    return 2 if isinstance(error, ValueError) or error.errno in _TARGET_ERRORS else 1
+
+
 def _print_notes(command: str, error: BaseException) -> None:
     """Print what a generator that stopped noted on its exception (``hop.gen.whole.all_or_nothing``: files there
     before that it rewrote), or on the one it was handling when a second came (a Ctrl-C held while it cleaned up)."""
@@ -374,7 +385,7 @@ def _run_text(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:
         print(f"hop gen text: error: {_reason(error, args.out)}", file=sys.stderr)
         _print_notes("hop gen text", error)
-        return 2 if isinstance(error, ValueError) else 1
+        return _exit_code(error)
     except KeyboardInterrupt as interruption:  # (hop.cli says it was interrupted; first, what it left)
         _print_notes("hop gen text", interruption)
         raise
@@ -405,7 +416,7 @@ def _run_pageviews(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as error:
         print(f"hop gen pageviews: error: {_reason(error, args.outdir)}", file=sys.stderr)
         _print_notes("hop gen pageviews", error)
-        return 2 if isinstance(error, ValueError) else 1
+        return _exit_code(error)
     except KeyboardInterrupt as interruption:  # (hop.cli says it was interrupted; first, what it left)
         _print_notes("hop gen pageviews", interruption)
         raise

@@ -36,7 +36,7 @@ from typing import Any
 from hop import faults
 from hop.aggregates import Aggregate, Count
 from hop.inputs import parse_output_line
-from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, staging_directory
+from hop.online.snapshots import ROWS_ON_THE_WIRE, PartitionSnapshotWriter, held_fraction, staging_directory
 from hop.online.state import SnapshotRow, SnapshotState, SnapshotTable
 from hop.online.tracker import UNBOUNDED_EXAMPLES
 from hop.outputs import OutputGuard, make_in_output
@@ -63,7 +63,7 @@ class ReducerSnapshots:
         chunk_strata: list[str] | None,
         key_stratum: Callable[[Any], str | None] | None,
         confidence: float = 0.95,
-        map_task: Callable[[Iterable[tuple[Any, Any]]], Iterable[tuple[int, Any, Any]]] | None = None,
+        map_task: Callable[[Iterable[tuple[Any, Any]], str], Iterable[tuple[int, Any, Any]]] | None = None,
         chunk_sizes: list[int] | None = None,
         attempt: int = 0,
         held: OutputGuard | None = None,
@@ -78,11 +78,12 @@ class ReducerSnapshots:
         instance's ``setup()`` and its ``teardown()``), a failure failing the snapshot alone. ``reducer`` should
         belong to a job instance of the snapshot's own, not the final reduce's: what its calls count and leave in it
         is not the job's. ``map_task`` (a pipeline's later job): one map task of this step over the records of one
-        of the step before's partitions, on an instance of its own, giving ``(partition, key, value)`` of its
-        output. ``hook``: runs the reducer's init or final hook (``"reducer_init"``, ``"reducer_final"``) on the
-        instance ``prepare`` made and gives its pairs: a snapshot that calls the job's reduce runs them around its
-        calls, as a reduce task does, their pairs among its rows (without, a reduce using what ``reducer_init`` set
-        failed every snapshot, and ``reducer_final``'s pairs, in the partition's output, were in none)."""
+        of the step before's partitions (and the part file they come from, its ``input_file``), on an instance of
+        its own, giving ``(partition, key, value)`` of its output. ``hook``: runs the reducer's init or final hook
+        (``"reducer_init"``, ``"reducer_final"``) on the instance ``prepare`` made and gives its pairs: a snapshot
+        that calls the job's reduce runs them around its calls, as a reduce task does, their pairs among its rows
+        (without, a reduce using what ``reducer_init`` set failed every snapshot, and ``reducer_final``'s pairs, in
+        the partition's output, were in none)."""
         self.prepare = prepare
         self.finish = finish
         self.output = output
@@ -111,6 +112,7 @@ class ReducerSnapshots:
         ``input_fraction`` was the map progress that triggered it (0.75 for a reducer holding half the input)."""
         if self.coverage is None and chunk_strata:
             self.coverage = SnapshotState(Count(), chunk_strata, read_run=store.run_bytes, values=False)
+        self.chunk_sizes = chunk_sizes if chunk_sizes is not None else [1] * len(chunk_strata or ())
         self.taken = 0
         self.map_task = map_task
         self.hook = hook
@@ -179,6 +181,14 @@ class ReducerSnapshots:
         settled = self.store.settled(task)
         if self.coverage is not None and settled is not None and settled != before:
             self.coverage.settle(task, settled)
+
+    def holds(self, fraction: float | None) -> bool:
+        """Whether this attempt holds at least ``fraction`` of the input (its bytes, in chunks whose runs are all
+        here, as ``_snapshot.json``'s ``input_fraction`` counts them): a threshold's snapshot waits for it (``None``,
+        or no chunks to count: at once)."""
+        if fraction is None or self.coverage is None:
+            return True
+        return held_fraction(self.coverage.seen_chunks(), self.chunk_sizes) + 1e-9 >= fraction
 
     def answer(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The ``snapshot_done`` fields of snapshot requests that were queued together (``label`` and, for a
@@ -306,7 +316,7 @@ class ReducerSnapshots:
         for part in sorted(source.glob("part-*")):
             with open(part, encoding="utf-8") as lines:
                 # A map task per part, as the pipeline has a map per partition of the step before.
-                for partition, out_key, out_value in self.map_task(_output_records(lines, part)):
+                for partition, out_key, out_value in self.map_task(_output_records(lines, part), str(part)):
                     if partition == self.index:
                         groups.setdefault(out_key, []).append(out_value)
         ordered, _ = sort_keys(list(groups))

@@ -7,9 +7,11 @@
 - ``_snapshot.json`` (written by the coordinator once every partition reported): time, progress (the trigger), the
   fraction of input bytes and of chunks the reducers had seen, per-partition progress.
 
-``<label>`` is the progress the snapshot was taken at, three decimals (``0.100``; more when ``--snapshot-every`` is
-below 0.001, so labels stay unique: ``0.0005``); a snapshot asked for with ``hop snapshot`` is
-``<progress>-now<seq>``.
+``<label>`` is a threshold of map progress, three decimals (``0.100``; more when ``--snapshot-every`` is below
+0.001, so labels stay unique: ``0.0005``): a fraction of the input (bytes) the snapshot holds at least
+(``hop.online.tracker``); a snapshot asked for with ``hop snapshot`` is ``<progress>-now<seq>``, the map progress as
+it was asked. A snapshot answered late is published under a higher label than it was asked for (``staged_as``:
+the staging folder keeps the one asked for).
 
 A snapshot is assembled out of sight, in ``OUT/_temporary/snapshots/<label>/`` (its staging folder): each partition's
 files are written there under a temporary name and renamed, and once every partition answered the coordinator writes
@@ -24,7 +26,7 @@ import heapq
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -36,6 +38,7 @@ __all__ = [
     "ROWS_ON_THE_WIRE",
     "LargestFirst",
     "PartitionSnapshotWriter",
+    "held_fraction",
     "row_to_wire",
     "snapshot_directory",
     "label_digits",
@@ -66,6 +69,16 @@ def label_digits(every: float | None) -> int:
     return 3 if not every else max(3, math.ceil(-math.log10(every) - 1e-9))
 
 
+def held_fraction(chunks: Collection[int], chunk_sizes: Sequence[int]) -> float:
+    """The fraction of the input (its bytes) that input chunks ``chunks`` (ids into ``chunk_sizes``) hold. Of an
+    input of no bytes (empty files), the fraction of its chunks: all of it once each was read (it said 0.0 of a
+    snapshot holding every chunk, as the final output does)."""
+    total = sum(chunk_sizes)
+    if not total:
+        return len(chunks) / max(1, len(chunk_sizes))
+    return sum(chunk_sizes[chunk] for chunk in chunks) / total
+
+
 def snapshot_directory(output: str | Path, label: str) -> Path:
     """Where snapshot ``label`` is published, whole: ``OUT/_snapshots/<label>``."""
     return Path(output) / "_snapshots" / label
@@ -76,16 +89,19 @@ def staging_directory(output: str | Path, label: str) -> Path:
     return Path(output) / "_temporary" / "snapshots" / label
 
 
-def publish_snapshot(output: OutputGuard, label: str, description: dict[str, Any]) -> Path:
-    """Write ``_snapshot.json`` (``description``) into snapshot ``label``'s staging folder, every partition's files
-    being there (and the temporaries of attempts killed while writing them gone), and rename the folder into
-    ``OUT/_snapshots/``: it appears there whole or not at all. Returns the published folder. A label is published
-    once: a folder already there (none is, in an output cleared at submit) is an error, not replaced.
+def publish_snapshot(
+    output: OutputGuard, label: str, description: dict[str, Any], staged_as: str | None = None
+) -> Path:
+    """Write ``_snapshot.json`` (``description``) into snapshot ``label``'s staging folder (that of ``staged_as``,
+    the label it was asked for, if given), every partition's files being there (and the temporaries of attempts
+    killed while writing them gone), and rename the folder into ``OUT/_snapshots/<label>``: it appears there whole
+    or not at all. Returns the published folder. A label is published once: a folder already there (none is, in an
+    output cleared at submit) is an error, not replaced.
 
     All of it in the output directory ``output`` holds open (:class:`~hop.outputs.OutputGuard`), never by name: an
     output removed meanwhile is not made again (a staging folder made with all its parents brought it back, for the
     next run of it to find not empty), nor one given its name written; :class:`~hop.outputs.OutputRemovedError`."""
-    staging = output.folder(staging_directory(output.output, label))  # (none if each partition answered an error)
+    staging = output.folder(staging_directory(output.output, staged_as or label))  # (none if each answered an error)
     for name in output.listdir(staging):  # of attempts killed while writing there: their retries wrote it whole
         if name.startswith(".") and name.endswith(".tmp"):
             output.unlink(staging / name)

@@ -47,8 +47,9 @@ refuses them (``hop.cli``); each is declared with ``action=Given``/``GivenFlag``
 value is told from one left out (``hop.given_options``)."""
 
 
-def _positive_seconds(text: str) -> float:
-    """A duration above zero (``--duration 0`` would stop the job as it starts)."""
+def positive_seconds(text: str) -> float:
+    """A duration above zero, ``"30s"``, ``"5m"`` or a plain number of seconds (``--duration 0`` would stop the
+    job as it starts; ``--task-timeout 0`` would kill every attempt at once)."""
     negative = str(text).strip().startswith("-")  # (told as zero is, not as a duration option that may be 0)
     seconds = -1.0 if negative else _seconds(text)
     if not seconds > 0:
@@ -135,7 +136,7 @@ def add_stream_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--duration",
         action=Given,
-        type=_positive_seconds,
+        type=positive_seconds,
         default=None,
         help="stop the continuous job after this long (e.g. 5m)",
     )
@@ -363,7 +364,9 @@ def _stop(args: argparse.Namespace) -> int:
         print(f"hop: error: {error}", file=sys.stderr)
         return error.exit_code
     if reply.get("cancelled"):
-        print(f"hop: {args.job_id} is cancelled")
+        ended = reply.get("ended") or []
+        also = f", and with it the other steps of its pipeline: {', '.join(ended)}" if ended else ""
+        print(f"hop: {args.job_id} is cancelled{also}")
     elif "cancelled" in reply or reply["state"] != "running":  # a job that had ended already
         print(f"hop: {args.job_id} had already ended ({reply['state']}): nothing to stop")
     else:

@@ -128,7 +128,7 @@ def run_stream(
                     "reducers, or workers that left): the job ended without draining it"
                 )
         while True:  # (page by page: a stop writes a window per slide at once, thousands for a long window)
-            listing = client.window_listing(job_id, after=seen, limit=WINDOWS_PER_REQUEST)
+            listing = client.window_listing(job_id, after=seen, limit=WINDOWS_PER_REQUEST, rows=False)
             windows = listing["windows"]
             if not windows:
                 return

@@ -16,7 +16,8 @@ naming every API route; a query parameter a route does not take, given twice or 
   scripts and the vendored chart library under ``/static/``).
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
   slots per pool), as ``hop status`` lists them.
-- ``GET /api/jobs``: every job (id, name, ``step`` from 0 of ``num_steps``, state, progress, output directory,
+- ``GET /api/jobs``: every job (id, name, ``step`` from 0 of ``num_steps``, a step of a run of several its
+  ``run_step`` from 1 of ``run_steps``, state, progress, output directory,
   ``output_deleted`` and ``output_kept`` for an earlier step's output the run deleted, as ``hop status``; the
   number of complete snapshots, those written out; for a continuous job ``continuous: true``, the number of
   ``windows`` written so far and ``stopping``).

@@ -190,7 +190,13 @@ function renderWorkers(workers) {
 }
 
 // A job's name, with its step for a step of a multi-step job (its steps share the name).
-const jobName = (job) => (job.num_steps > 1 ? `${job.name} (step ${job.step + 1}/${job.num_steps})` : job.name);
+// A job's place in the run that submitted it: over every step of the run's job files (run_step of run_steps, as
+// hop run's messages number them), else among its own job's steps (a job of several steps run alone).
+const stepOf = (job) => (job.run_steps > 1 ? [job.run_step, job.run_steps] : [job.step + 1, job.num_steps]);
+const jobName = (job) => {
+  const [number, of] = stepOf(job);
+  return of > 1 ? `${job.name} (step ${number}/${of})` : job.name;
+};
 
 // Each job is a link to its page (?job=ID): it can be reached with the keyboard, opened in a new tab, copied; a plain
 // click shows the job here and adds it to the tab's history, so Back and Forward go through the jobs looked at. (The
@@ -598,7 +604,8 @@ keyboardTable(document.getElementById("results"), (by) => {
 function whatStays(job) {
   if (!job.snapshots) return "it took no snapshots (--snapshot-every), so nothing of its result is kept";
   const snapshots = `its ${plural(job.snapshots, "snapshot")} so far`;
-  return job.step < job.num_steps - 1
+  const [number, of] = stepOf(job);
+  return number < of
     ? `${snapshots} stay on this page only: they are in its output, ${job.output}, which its run deletes (an ` +
       "earlier step's)"
     : `${snapshots} stay in ${job.output}/_snapshots/ (unless it is an earlier job of a pipeline of several job ` +
