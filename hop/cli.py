@@ -455,6 +455,20 @@ def _run_job(args: argparse.Namespace) -> int:
                     "through its INPUT_PROTOCOL: drop --input-format (set INPUT_PROTOCOL in the job, e.g. "
                     "JSONValueProtocol for JSON lines)"
                 )
+            online = [
+                option
+                for option, given in (
+                    ("--snapshot-every", args.snapshot_every),
+                    ("--stop-when-accurate", args.stop_when_accurate),
+                )
+                if given is not None
+            ]
+            if online:  # (snapshots were taken, their files in hop's own lines, not the job's OUTPUT_PROTOCOL)
+                raise JobFileError(
+                    f"{' and '.join(online)}: snapshots are hop's online aggregation, for hop jobs: an mrjob job's "
+                    "would hold hop's own lines, not its OUTPUT_PROTOCOL's, and estimate nothing (its reducers are "
+                    "not hop's aggregates); drop it"
+                )
             mrjob_run = MRJobRun(args.job, args.job_args, args.output, args.job_class)
             job_class = mrjob_run.job_class
         else:

@@ -129,6 +129,17 @@ def identity_reduce(key: Any, values: Iterable[Any]) -> Iterator[Pair]:
         yield key, value
 
 
+@dataclass(frozen=True)
+class TaskIdentity:
+    """Which task attempt a job instance runs (:attr:`Job.task_identity`): ``kind`` ``"map"`` or ``"reduce"``, the
+    task's ``index`` (a reduce's is its partition), its ``attempt`` (from 0) and the ``job_id`` of its step."""
+
+    kind: str
+    index: int
+    attempt: int
+    job_id: str
+
+
 class Job:
     """Base class of user jobs. Override ``map`` and usually ``reduce``; see the module docstring."""
 
@@ -147,6 +158,9 @@ class Job:
         self.input_file: str | None = None
         self.step_number = 0
         """The step (from 0, in :meth:`resolved_steps`) a batch task of hop's engine runs, set before ``setup()``."""
+        self.task_identity: TaskIdentity | None = None
+        """The map or reduce attempt a batch task of hop's engine runs, set before ``setup()`` (``None`` elsewhere:
+        a snapshot's later-step map, Spark, a continuous job)."""
         self._counters: dict[str, dict[str, int]] = {}
 
     # The user's functions. -------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   with a warning, any other refused (:func:`_check_runner_options`). ``FILES`` and ``DIRS`` are found as mrjob
   finds them (beside the job file) and are in the working directory of every task while it runs, as under
   mrjob; file options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")``
-  names the file a mapper reads.
+  names the file a mapper reads, and ``mapreduce.task.partition`` and the other names of the task its task
+  (:func:`_task_environment`).
 
 - The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
   ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
@@ -58,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from hop import task_status
-from hop.job import Job, Step
+from hop.job import Job, Step, TaskIdentity
 from hop.loader import JobFileError
 from hop.mrjob_codec import Edge, InputEdge, as_text, line_of_output, plan_edges
 from hop.mrjob_jobconf import step_jobconfs
@@ -102,9 +103,12 @@ class MRJobRun:
         self.path = path
         self.mrjob_class = load_mrjob_file(path, job_class)
         mr = _instantiate(self.mrjob_class, job_args, path)
-        _check_supported(mr, path)
-        _check_runner_options(mr, path)
-        jobconfs = step_jobconfs(mr, path)
+        with _reading_settings(mr, path):
+            _check_supported(mr, path)
+            _check_runner_options(mr, path)
+            jobconfs = step_jobconfs(mr, path)
+            links = _task_files(mr, path)
+            file_options = _file_options(mr, path)  # (before the working directory: it may refuse one)
         self.whole_files = mr.steps()[0]["mapper_raw"] is not None
         """Whether the first step's maps read each input file whole (``mapper_raw``: the spec's ``whole_files``)."""
         self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
@@ -117,7 +121,6 @@ class MRJobRun:
                 f"{', '.join(sorted(ignored))}",
                 file=sys.stderr,
             )
-        links = _task_files(mr, path)
         self._marked: Path | None = None
         self.workdir: str | None = None
         if links:
@@ -141,7 +144,7 @@ class MRJobRun:
             "mrjob_class": self.mrjob_class,
             "mrjob_args": list(job_args),
             "mrjob_workdir": self.workdir,
-            "mrjob_file_options": _file_options(mr),
+            "mrjob_file_options": file_options,
             "mrjob_environments": [conf.environment for conf in jobconfs],
         }
         self.job_class: type[Job] = type(self.mrjob_class.__name__, (MRJobAdapter,), attributes)
@@ -197,6 +200,22 @@ def _instantiate(mrjob_class: type[Any], job_args: list[str], path: str) -> Any:
     except Exception as error:  # the user's own __init__ (or configure_args): its traceback says where
         raise JobFileError(
             f"{path}: the job failed to start with arguments {job_args!r}: {type(error).__name__}: {error}",
+            user_traceback(error),
+        ) from error
+
+
+@contextmanager
+def _reading_settings(mr: Any, path: str) -> Iterator[None]:
+    """Around the calls of the job's methods that give its settings (``files()``, ``jobconf()``,
+    ``partitioner()``...: the job may override any of them): one that raises refuses the job with its traceback
+    (:class:`JobFileError`), where ``hop run`` crashed with its own."""
+    try:
+        yield
+    except JobFileError:
+        raise
+    except Exception as error:  # (the traceback is whole where it passed through no code of the job's or mrjob's)
+        raise JobFileError(
+            f"{path}: {type(mr).__name__} raised {type(error).__name__}: {error} as hop read its settings",
             user_traceback(error),
         ) from error
 
@@ -335,11 +354,20 @@ def _task_files(mr: Any, path: str) -> dict[str, str]:
     return links
 
 
-def _file_options(mr: Any) -> dict[str, Any]:
-    """The job's file options (``add_file_arg``) as absolute paths: tasks run in another working directory."""
+def _file_options(mr: Any, path: str) -> dict[str, Any]:
+    """The job's file options (``add_file_arg``) as absolute paths: tasks run in another working directory. One
+    naming no file is refused (:class:`JobFileError`), as mrjob refuses to start without it (a job opening it in its
+    ``mapper_init`` failed on the cluster, after its start)."""
+    switches = {action.dest: action.option_strings[-1] for action in mr.arg_parser._actions if action.option_strings}
 
     def absolute(value: str) -> str:
-        return os.path.abspath(os.path.expanduser(value.partition("#")[0]))
+        found = os.path.abspath(os.path.expanduser(value.partition("#")[0]))
+        if not os.path.exists(found):
+            raise JobFileError(
+                f"{path}: {switches.get(dest, dest)} {value}: no such file ({found}); the job's file option must "
+                "name an existing file"
+            )
+        return found
 
     options: dict[str, Any] = {}
     for dest in sorted(getattr(mr, "_file_arg_dests", ())):
@@ -398,18 +426,41 @@ _environment: dict[str, str | None] = {}
 """The variables :func:`_set_environment` set last in this process, and what they were before."""
 
 
-def _set_environment(variables: dict[str, str]) -> None:
-    """Put a step's jobconf in this task process's environment, where ``jobconf_from_env`` finds it, once the
-    variables the last call set (another job's, or another step's) are as they were before it."""
+def _set_environment(variables: dict[str, str], unset: Iterable[str] = ()) -> None:
+    """Put a step's jobconf in this task process's environment, where ``jobconf_from_env`` finds it, without the
+    variables ``unset``, once the variables the last call set or unset (another job's, or another step's) are as
+    they were before it."""
     for name, before in _environment.items():
         if before is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = before
     _environment.clear()
+    for name in unset:
+        _environment[name] = os.environ.pop(name, None)
     for name, value in variables.items():
-        _environment[name] = os.environ.get(name)
+        _environment.setdefault(name, os.environ.get(name))
         os.environ[name] = value
+
+
+def _task_environment(task: TaskIdentity | None) -> dict[str, str]:
+    """The jobconf that says which task runs, as the task's environment variables, where ``jobconf_from_env`` finds
+    it, as mrjob's local runners and Hadoop give it (over the job's own settings of those names, as theirs):
+    ``mapreduce.task.partition`` (the map's index, or the reduce's partition), ``mapreduce.task.ismap``,
+    ``mapreduce.job.id``, ``mapreduce.task.id`` and ``mapreduce.task.attempt.id`` (in Hadoop's form,
+    ``attempt_JOB_m_000003_0``). Without them a job making ids unique per task (``mapreduce.task.partition``) got
+    ``None`` from ``jobconf_from_env``, where mrjob gives every task its own."""
+    if task is None:
+        return {}
+    kind = "m" if task.kind == "map" else "r"
+    task_id = f"{task.job_id}_{kind}_{task.index:06d}"
+    return {
+        "mapreduce_job_id": task.job_id,
+        "mapreduce_task_id": f"task_{task_id}",
+        "mapreduce_task_attempt_id": f"attempt_{task_id}_{task.attempt}",
+        "mapreduce_task_ismap": "true" if task.kind == "map" else "false",
+        "mapreduce_task_partition": str(task.index),
+    }
 
 
 def _leave(workdir: str | None) -> None:
@@ -451,7 +502,9 @@ class MRJobAdapter(Job):
     # The task's life. --------------------------------------------------------------------------------------------
     def setup(self) -> None:
         _enter(self.mrjob_workdir)
-        _set_environment(self.mrjob_environments[self.step_number] if self.mrjob_environments else {})
+        step = self.mrjob_environments[self.step_number] if self.mrjob_environments else {}
+        # (A map reading no file, a later step's, has no input file: not the one this process's last map read.)
+        _set_environment({**step, **_task_environment(self.task_identity)}, unset=(_INPUT_FILE_VARIABLE,))
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
             self._note_input_file()
 

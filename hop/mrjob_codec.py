@@ -5,14 +5,16 @@ first, INTERNAL_PROTOCOL between substeps, OUTPUT_PROTOCOL last), and Hadoop gro
 the text before their first TAB. On hop an :class:`Edge` between two substeps carries records in one of two forms:
 
 - native: the pairs themselves, when both sides use a JSON key/value protocol (mrjob's default ``JSONProtocol``),
-  which saves encoding every record. The reading side gets what a JSON round trip gives (tuples become lists, dict
-  keys strings). Keys group as Hadoop groups mrjob's lines, by their encoded text: a ``str`` or ``int`` key is
-  itself in the shuffle (its text is one per value), every other key (a float, bool, None, list, tuple or dict) is
-  its JSON text as ``bytes`` (:meth:`Edge.encode` on the map side, read back by the combiner or reducer), so
-  ``1``, ``1.0`` and ``true`` are three keys, ``[1, 2]`` and ``[1, 2.0]`` two, a float NaN one (``NaN``), and
-  dict keys work. No JSON protocol writes bytes (a job yielding a bytes key fails under mrjob), so a bytes shuffle
-  key stands for nothing else. Between steps (a reducer's output, a file or a pipe) records are hop's JSON lines; a
-  step without a mapper gets one that puts its keys in this form (:meth:`Edge.to_shuffle`).
+  which saves encoding every value. The reading side gets what a JSON round trip gives (tuples become lists, dict
+  keys strings). Keys group and sort as Hadoop groups and sorts mrjob's lines, by their encoded text: every key is
+  its JSON text as ``bytes`` in the shuffle (:meth:`Edge.encode` on the map side, read back by the combiner or
+  reducer), so ``1``, ``1.0`` and ``true`` are three keys, ``[1, 2]`` and ``[1, 2.0]`` two, a float NaN one
+  (``NaN``), dict keys work, and a reducer gets its keys in the order of their bytes (``10`` before ``2``,
+  ``"new york"`` before ``"new"``), as each of mrjob's reducer tasks does (str and int keys were themselves in
+  the shuffle, so sorted by value: 2 before 10). No JSON protocol writes bytes (a job yielding a bytes key fails
+  under mrjob), so a bytes shuffle key stands for nothing else. Between steps (a reducer's output, a file or a
+  pipe) records are hop's JSON lines; a step without a mapper gets one that puts its keys in this form
+  (:meth:`Edge.to_shuffle`).
 - lines: any other protocol (``ReprProtocol``, ``PickleProtocol``, ``RawProtocol``, value protocols, the job's
   own): the encoded line as the pair ``(text before the first TAB, text after it or None)``, both decoded as
   Latin-1, so every byte survives and keys group and sort exactly as Hadoop groups and sorts them. What one write
@@ -29,6 +31,8 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
+
+from hop.usertrace import suspended_at
 
 __all__ = [
     "Edge",
@@ -154,6 +158,12 @@ def unwritable_pair(writer: Any, key: Any, value: Any, error: Exception) -> Unwr
     )
 
 
+def _unwritable(writer: Any, pairs: Iterable[Any], key: Any, value: Any, error: Exception) -> UnwritablePairError:
+    """:func:`unwritable_pair`, its traceback the ``yield`` of the job's generator ``pairs`` that gave the pair
+    (none for a list): raised ``from None``, it showed only the engine's frames and json's, not the job's line."""
+    return unwritable_pair(writer, key, value, error).with_traceback(suspended_at(pairs))
+
+
 class Edge:
     """Records from one substep (which encodes them with ``writer``) to the next (which decodes them with
     ``reader``); ``native`` picks the form (see the module docstring), ``shuffled`` says whether they go through
@@ -186,14 +196,19 @@ class Edge:
         return self._lines(pairs)
 
     def _shuffle_pairs(self, pairs: Iterable[Any]) -> Iterator[Any]:
-        """Pairs for the shuffle of a native edge: keys other than a str or an int as their JSON text (see the
-        module docstring), so that keys group by it."""
+        """Pairs for the shuffle of a native edge: every key as its JSON text (see the module docstring), so that
+        keys group and sort by it."""
         key_text = self._key_text
         for pair in pairs:
-            kind = type(pair[0])
-            if kind is not str and kind is not int:
-                pair = (key_text(pair[0]), pair[1])
-            yield pair
+            kind = type(pair)
+            if ((kind is tuple or kind is list) or isinstance(pair, tuple | list)) and len(pair) == 2:
+                try:
+                    text = key_text(pair[0])
+                except (TypeError, ValueError) as error:
+                    raise _unwritable(self.writer, pairs, pair[0], pair[1], error) from None
+                yield text, pair[1]
+            else:  # (not a pair, a two-letter str too: the map buffer's check names it at the job's yield)
+                yield pair
 
     def to_shuffle(self, key: Any, value: Any) -> Iterator[Any]:
         """The mapper of a step without one whose records come from a native edge: the record, its key in the
@@ -205,13 +220,17 @@ class Edge:
         write = self.writer.write
         if self.reader is None:  # (the last substep's: its lines are written out as they are)
             for key, value in pairs:
-                yield _split(write(key, value))
+                try:
+                    line = write(key, value)
+                except (TypeError, ValueError, AttributeError) as error:  # (AttributeError: a str's encode)
+                    raise _unwritable(self.writer, pairs, key, value, error) from None
+                yield _split(line)
             return
         for key, value in pairs:
             try:
                 line = write(key, value)
             except (TypeError, ValueError) as error:
-                raise unwritable_pair(self.writer, key, value, error) from error
+                raise _unwritable(self.writer, pairs, key, value, error) from None
             if isinstance(line, str):  # a job's own protocol may write text
                 line = line.encode("utf-8")
             if b"\n" in line or line.endswith(b"\r"):
@@ -225,7 +244,7 @@ class Edge:
             try:
                 line = _json_text(key), _json_text(value)
             except (TypeError, ValueError) as error:
-                raise unwritable_pair(self.writer, key, value, error) from error
+                raise _unwritable(self.writer, pairs, key, value, error) from None
             yield line
 
     def _json_values(self, pairs: Iterable[Any]) -> Iterator[Pair]:
@@ -233,7 +252,7 @@ class Edge:
             try:
                 text = _json_text(value)
             except (TypeError, ValueError) as error:
-                raise unwritable_pair(self.writer, key, value, error) from error
+                raise _unwritable(self.writer, pairs, key, value, error) from None
             yield text, None
 
     # The consuming side. -----------------------------------------------------------------------------------------
@@ -248,7 +267,7 @@ class Edge:
         """One key and its values as a combiner or reducer reads them; ``sort_values`` (mrjob's SORT_VALUES) sorts
         them by their encoded form, as Hadoop's secondary sort does."""
         if self.native:
-            key = self._read_key(key) if type(key) is bytes else key
+            key = self._read_key(key) if type(key) is bytes else key  # (its JSON text: Edge._shuffle_pairs)
             converted: Iterable[Any] = (json_like(v) if type(v) in _CONTAINERS else v for v in values)
             if sort_values:
                 converted = list(converted)
@@ -273,7 +292,7 @@ class Edge:
         if type(key) is bytes:  # (a native key's JSON text)
             text = key
         elif self.native or type(key) is not str:
-            return repr(key)  # (a native str or int key, as yielded)
+            return repr(key)  # (not a key of this edge's shuffle: as it is)
         else:
             text = key.encode("latin-1")
         try:

@@ -46,7 +46,9 @@ def load_mrjob_file(path: str, job_class: str | None = None) -> type[Any]:
     value), with the modules beside it importable as for a hop job (:func:`hop.loader.import_beside`), and return
     its ``MRJob`` subclass named ``job_class`` (``--job-class``) if given; else, as mrjob, the one its
     ``if __name__ == "__main__":`` block runs (:func:`_main_class_name`); else its one, or of several deriving from
-    one another the one none derives from (:func:`hop.loader.most_derived`, as for a hop job)."""
+    one another the one none derives from (:func:`hop.loader.most_derived`, as for a hop job). The class named
+    either way may be one the file imports (``from mr_base import MRBase``): a file running an imported job was
+    refused as defining none."""
     mrjob_job = _mrjob_job()
     file = Path(path)
     if not file.is_file():
@@ -69,13 +71,19 @@ def load_mrjob_file(path: str, job_class: str | None = None) -> type[Any]:
         if isinstance(value, type) and issubclass(value, mrjob_job.MRJob) and value.__module__ == name
     ]
     found = ", ".join(c.__name__ for c in classes) or "none"
+
+    def imported(class_name: str | None) -> type[Any] | None:
+        """The MRJob subclass the file imported under that name (``from mr_base import MRBase``), or None."""
+        value = vars(module).get(class_name) if class_name else None
+        return value if isinstance(value, type) and issubclass(value, mrjob_job.MRJob) else None
+
     if job_class is not None:  # (it was ignored: the file's __main__ class ran whatever it named)
-        named = next((c for c in classes if c.__name__ == job_class), None)
+        named = next((c for c in classes if c.__name__ == job_class), None) or imported(job_class)
         if named is None:
             raise JobFileError(f"mrjob file {path} defines no MRJob subclass {job_class} (it defines: {found})")
         return named
     run = _main_class_name(file)
-    chosen = next((c for c in classes if c.__name__ == run), None) or most_derived(classes)
+    chosen = next((c for c in classes if c.__name__ == run), None) or imported(run) or most_derived(classes)
     if chosen is None:
         remedy = (
             "run one in its if __name__ == '__main__': block (MRJobClass.run()), or name it with --job-class"

@@ -35,7 +35,7 @@ from hop.inputs import (
     compressed_text_bytes,
     iter_records,
 )
-from hop.job import Job, Step, identity_map, identity_reduce
+from hop.job import Job, Step, TaskIdentity, identity_map, identity_reduce
 from hop.jobspec import JobSpec, load_job_class
 from hop.jsonline import NotJSONError, to_json, to_json_column, to_json_key
 from hop.online.reducer import ReducerSnapshots
@@ -225,6 +225,7 @@ def run_map(
     """
     cpu_began = time.process_time()  # the slot's process runs one task after another: count this one's
     job, functions = instantiate(spec)
+    job.task_identity = TaskIdentity("map", index, attempt, spec.job_id)
     prefix: dict[str, Any] = resume or {
         "spills": 0,
         "records": 0,
@@ -900,6 +901,7 @@ def run_reduce(
     # there took by name.
     out_dir = OutputGuard(spec.output)
     job, functions = instantiate(spec)
+    job.task_identity = TaskIdentity("reduce", index, attempt, spec.job_id)
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     pull = context.socket(zmq.ROUTER)  # workers' DEALERs push runs; each run is acknowledged (credit flow)
     port = pull.bind_to_random_port(f"tcp://{host}")
@@ -923,6 +925,7 @@ def run_reduce(
 
     def set_up_for_snapshot() -> None:
         snapshot_job, snapshot_functions = instantiate(spec)
+        snapshot_job.task_identity = job.task_identity
         for_snapshots[:] = [(snapshot_job, snapshot_functions)]  # (a failed snapshot's is dropped: not torn down)
         call_user("setup", snapshot_job.setup)
 

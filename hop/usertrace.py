@@ -17,7 +17,7 @@ from typing import Any
 import hop
 import shuffle
 
-__all__ = ["has_user_frame", "not_pairs", "raised_importing", "user_traceback"]
+__all__ = ["has_user_frame", "not_pairs", "raised_importing", "suspended_at", "user_traceback"]
 
 _ENGINE_DIRECTORIES = tuple(
     os.path.dirname(os.path.abspath(package.__file__ or "")) + os.sep for package in (hop, shuffle)
@@ -116,7 +116,7 @@ def not_pairs(where: str, error: BaseException, output: Any = None) -> BaseExcep
         f"the {where} gave something other than (key, value) pairs ({type(error).__name__}: {error}): yield each "
         f"pair (yield key, value) or return a list of pairs; not one pair alone, nor values without their keys"
     )
-    return problem.with_traceback(_suspended_at(_users_generator(output, error)))
+    return problem.with_traceback(suspended_at(_users_generator(output, error)))
 
 
 _SEARCH_LIMIT = 64
@@ -145,7 +145,7 @@ def _users_generator(output: Any, error: BaseException) -> Any:
     return None
 
 
-def _suspended_at(generator: Any) -> TracebackType | None:
+def suspended_at(generator: Any) -> TracebackType | None:
     """Traceback entries at the ``yield`` where ``generator`` (and each generator it delegates to with ``yield
     from``, innermost last) is suspended; None for anything else (a list, a finished generator)."""
     frames = []

@@ -518,6 +518,19 @@ def test_file_option_relative_to_the_callers_directory(text: Path, tmp_path: Pat
     assert hop_output(job, tmp_path / "out") == expected
 
 
+def test_a_file_option_naming_no_file_is_refused_before_the_job_starts(tmp_path: Path) -> None:
+    """A file option (``add_file_arg``) naming no file ran the job, which failed in the cluster where its
+    ``mapper_init`` opened it; mrjob refuses to start without the file, and so does hop now, naming the option."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    job = EXAMPLES / "mr_most_used_word.py"
+    refused = hop_fails(
+        "--mrjob", str(job), "in.txt", "-o", "out", "--", "--stop-words-file", "stops.txt", cwd=tmp_path
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert f"--stop-words-file stops.txt: no such file ({tmp_path / 'stops.txt'})" in refused.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"], "no output, no task working directory"
+
+
 def test_passthrough_option_counters_status_and_module_entry_point(text: Path, tmp_path: Path) -> None:
     job = write_job(
         tmp_path,
@@ -638,6 +651,94 @@ def test_the_jobconf_of_each_step_is_in_its_tasks_environment(tmp_path: Path) ->
     assert expected[("cccc", ((("job", "job"), "job", "x"), "2", "x"))] == 1, expected
     hop_run(job, [source], tmp_path / "out", "--jobconf", "my.given=x")
     assert hop_output(job, tmp_path / "out", "--jobconf", "my.given=x") == expected
+
+
+def test_each_task_finds_which_task_it_is_with_jobconf_from_env(tmp_path: Path) -> None:
+    """``jobconf_from_env("mapreduce.task.partition")`` (or ``mapred.task.partition``, ``mapreduce.task.ismap``, the
+    job, task and attempt ids), which mrjob's runners and Hadoop set for every task, was None on hop: a job making
+    ids unique per task failed or made them collide. Each map and reduce attempt finds its own now."""
+    inputs = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for source in inputs:
+        source.write_text("x\n")
+    job = write_job(
+        tmp_path,
+        "mr_task.py",
+        """
+        from mrjob.compat import jobconf_from_env
+        from mrjob.job import MRJob
+
+        NAMES = ["mapreduce.task.partition", "mapred.task.partition", "mapreduce.task.ismap", "mapreduce.job.id",
+                 "mapreduce.task.id", "mapreduce.task.attempt.id"]
+
+
+        class MRTask(MRJob):
+            JOBCONF = {"mapreduce.job.reduces": 2, "mapreduce.task.partition": "mine"}
+
+            def mapper_init(self):
+                yield "map", [jobconf_from_env(name) for name in NAMES]
+
+            def mapper(self, _, line):
+                return ()
+
+            def reducer_init(self):
+                yield "reduce", [jobconf_from_env(name) for name in NAMES]
+
+            def reducer(self, kind, seen):
+                for values in seen:
+                    yield kind, values
+        """,
+    )
+    hop_run(job, inputs, tmp_path / "out")
+    rows = [json.loads(line.split("\t")[1]) for part in sorted((tmp_path / "out").glob("part-*")) for line in
+            part.read_text().splitlines()]  # fmt: skip
+    job_ids = {row[3] for row in rows}
+    assert len(job_ids) == 1 and None not in job_ids, rows
+    (job_id,) = job_ids
+    seen = set()
+    for partition, old_name, is_map, _, task_id, attempt_id in rows:
+        kind = "m" if is_map == "true" else "r"
+        assert partition == old_name and task_id == f"task_{job_id}_{kind}_{int(partition):06d}", rows
+        assert attempt_id == f"attempt_{job_id}_{kind}_{int(partition):06d}_0", rows
+        seen.add((is_map, partition))
+    assert seen == {("true", "0"), ("true", "1"), ("false", "0"), ("false", "1")}, rows
+
+
+def test_a_later_steps_mapper_is_not_told_the_file_of_an_earlier_map(tmp_path: Path) -> None:
+    """``jobconf_from_env("mapreduce.map.input.file")`` in a later step's mapper named the input file the first
+    step's last map in the same task process had read (the variable was left set): a file it does not read. It
+    names the step before's part file the map reads, pipelined or ``--blocking``, as mrjob names its own."""
+    inputs = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for source in inputs:
+        source.write_text("x\n")
+    job = write_job(
+        tmp_path,
+        "mr_later_file.py",
+        """
+        from mrjob.compat import jobconf_from_env
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+
+        class MRLaterFile(MRJob):
+            def steps(self):
+                return [MRStep(mapper=self.first, reducer=self.seen), MRStep(mapper=self.later, reducer=self.seen)]
+
+            def first(self, _, line):
+                yield "first", jobconf_from_env("mapreduce.map.input.file")
+
+            def later(self, key, files):
+                yield "later", jobconf_from_env("mapreduce.map.input.file")
+
+            def seen(self, key, files):
+                yield key, sorted(set(files), key=str)
+        """,
+    )
+    for mode in ([], ["--blocking"]):
+        out = tmp_path / f"out{len(mode)}"
+        hop_run(job, inputs, out, hop_options=["--workers", "1", *mode])  # (one map process runs every map)
+        (line,) = (out / "part-00000").read_text().splitlines()
+        later = json.loads(line.partition("\t")[2])
+        assert len(later) == 1 and later[0].startswith("file://") and later[0].endswith("/part-00000"), later
 
 
 def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
@@ -905,6 +1006,53 @@ def test_a_pair_its_protocol_cannot_write_names_the_protocol_and_the_pair(tmp_pa
     assert "Object of type set is not JSON serializable" in error and "yield keys and values" in error, error
 
 
+def test_a_pair_its_protocol_cannot_write_is_shown_at_the_jobs_yield(tmp_path: Path) -> None:
+    """A reducer yielding a pair its protocol cannot write showed only the engine's frames (hop/mrjob_codec.py,
+    hop/tasks.py, shuffle/pairs.py) and json's, or, for OUTPUT_PROTOCOL = RawProtocol, mrjob's with neither the
+    protocol nor the pair named; a mapper yielding a key JSON cannot write, the engine's frames and json's. The
+    traceback is now the job's ``yield`` line, under the error naming the protocol and the pair."""
+    source = tmp_path / "in.txt"
+    source.write_text("a\n")
+    job = write_job(
+        tmp_path,
+        "mr_unwritable.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.protocol import RawProtocol
+
+
+        class MRUnwritable(MRJob):
+            def configure_args(self):
+                super().configure_args()
+                self.add_passthru_arg("--case")
+
+            def output_protocol(self):
+                return RawProtocol() if self.options.case == "raw" else super().output_protocol()
+
+            def mapper(self, _, line):
+                yield {line} if self.options.case == "key" else line, 1
+
+            def reducer(self, word, ones):
+                yield word, sum(ones) if self.options.case == "raw" else set(ones)
+        """,
+    )
+    cases = [
+        ("set", "reducer", 18, "StandardJSONProtocol cannot write the pair (key 'a', value {1})"),
+        ("raw", "reducer", 18, "TextProtocol cannot write the pair (key 'a', value 1)"),
+        ("key", "mapper", 15, "StandardJSONProtocol cannot write the pair (key {'a'}, value 1)"),
+    ]
+    for case, function, line, written in cases:
+        out = str(tmp_path / case)
+        result = hop_fails(
+            "--mrjob", str(job), str(source), "-o", out, "--workers", "1", "--quiet", "--", "--case", case
+        )
+        assert result.returncode == 1, result.stderr
+        shown, _, error = result.stderr.partition("hop: error: ")
+        assert written in error, result.stderr
+        assert shown.startswith(f'Traceback (most recent call last):\n  File "{job}", line {line}, in {function}\n')
+        assert "hop/" not in shown and "json/" not in shown and "mrjob/" not in shown, shown
+
+
 def test_errors_name_a_key_as_the_job_yielded_it(tmp_path: Path) -> None:
     """A key travelling as its protocol's text was named by that text decoded as Latin-1: a ReprProtocol reducer
     failing at ``"ålice"`` said ``key "'Ã¥lice'"``, a PickleProtocol combiner its pickle's bytes escaped
@@ -1020,6 +1168,66 @@ def test_unsupported_jobs_and_bad_arguments_are_clear_errors(text: Path, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_snapshots_of_an_mrjob_job_are_refused(tmp_path: Path) -> None:
+    """``--snapshot-every`` ran an mrjob job's snapshots: their ``part-*`` held hop's own lines of its output's
+    encoded text (``"\\"word\\"" TAB "23"``, its key quoted twice), not the lines its OUTPUT_PROTOCOL writes, and their
+    estimates nothing. It is refused before the job starts, as ``--stop-when-accurate`` is."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\n")
+    job = str(EXAMPLES / "mr_word_freq_count.py")
+    for online in (["--snapshot-every", "0.5"], ["--stop-when-accurate", "0.1", "--order", "random"]):
+        refused = hop_fails("--mrjob", job, str(source), "-o", str(tmp_path / "out"), *online)
+        assert refused.returncode == 2, refused.stderr
+        assert f"error: {online[0]}: snapshots are hop's online aggregation, for hop jobs" in refused.stderr
+        assert "not its OUTPUT_PROTOCOL's" in refused.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_job_whose_settings_methods_raise_is_refused_with_its_traceback(tmp_path: Path) -> None:
+    """A job whose ``jobconf()`` (or ``files()``, ``partitioner()``... which a job may override) raised, or whose
+    reducer is named ``files`` (it overrides mrjob's ``files()``, called without its arguments), crashed ``hop run``
+    with hop's own traceback, exit code 1. It is refused (2) with the job's traceback, naming what raised."""
+    source = tmp_path / "in.txt"
+    source.write_text("a\n")
+    job = write_job(
+        tmp_path,
+        "mr_settings.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+
+        class MRSettings(MRJob):
+            def configure_args(self):
+                super().configure_args()
+                self.add_passthru_arg("--bad-jobconf", action="store_true")
+
+            def steps(self):
+                return [MRStep(mapper=self.words, reducer=self.files)]
+
+            def words(self, _, line):
+                yield line, 1
+
+            def files(self, word, ones):
+                yield word, sum(ones)
+
+            def jobconf(self):
+                return {"mapreduce.job.reduces": self.options.reducers} if self.options.bad_jobconf else {}
+        """,
+    )
+    clash = hop_fails("--mrjob", str(job), str(source), "-o", str(tmp_path / "out"))
+    assert clash.returncode == 2, clash.stderr
+    assert "MRSettings raised TypeError: MRSettings.files() missing 2 required positional arguments" in clash.stderr
+    jobconf = hop_fails("--mrjob", str(job), str(source), "-o", str(tmp_path / "out"), "--", "--bad-jobconf")
+    assert jobconf.returncode == 2, jobconf.stderr
+    assert "MRSettings raised AttributeError: 'Namespace' object has no attribute 'reducers' as hop read its " in (
+        jobconf.stderr
+    )
+    assert f'File "{job}", line 21, in jobconf' in jobconf.stderr, jobconf.stderr
+    assert "hop/" not in jobconf.stderr.partition("hop: error:")[0], jobconf.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_job_options_given_among_hops_name_where_they_go(tmp_path: Path) -> None:
     """``python mr_job.py --top 2 IN`` takes the job's options among the inputs; ``hop run --mrjob`` given them so
     said only ``unrecognized arguments: --top 2``."""
@@ -1072,6 +1280,51 @@ def test_job_class_picks_the_mrjob_class_to_run(tmp_path: Path) -> None:
     unknown = hop_fails("--mrjob", "main.py", "in.txt", "-o", "out", "--job-class", "MRC", cwd=tmp_path)
     assert unknown.returncode == 2, unknown.stderr
     assert "mrjob file main.py defines no MRJob subclass MRC (it defines: MRA, MRB)" in unknown.stderr
+
+
+def test_a_job_file_running_an_imported_mrjob_class_runs_it(tmp_path: Path) -> None:
+    """A job file whose ``__main__`` block runs a class it imports (``from mr_base import MRBase``), which
+    ``python mr_job.py`` runs, was refused as defining no MRJob subclass; so was ``--job-class`` naming it."""
+    write_job(
+        tmp_path,
+        "mr_base.py",
+        """
+        from mrjob.job import MRJob
+
+
+        class MRBase(MRJob):
+            def mapper(self, _, line):
+                yield line[:1], 1
+
+            def reducer(self, letter, ones):
+                yield letter, sum(ones)
+
+
+        class MROther(MRJob):
+            def mapper(self, _, line):
+                yield "other", 1
+        """,
+    )
+    runner = write_job(
+        tmp_path,
+        "mr_runs_base.py",
+        """
+        from mr_base import MRBase, MROther
+
+        if __name__ == "__main__":
+            MRBase.run()
+        """,
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("ab\nac\nb\n")
+    expected = mrjob_inline(runner, [source])
+    assert expected == Counter({("a", 2): 1, ("b", 1): 1}), expected
+    hop_run(runner, [source], tmp_path / "out")
+    assert hop_output(runner, tmp_path / "out") == expected
+    hop_run(runner, [source], tmp_path / "other", hop_options=["--job-class", "MROther"])
+    assert (tmp_path / "other" / "part-00000").read_text() + (tmp_path / "other" / "part-00001").read_text() == (
+        '"other"\t1\n' * 3
+    )
 
 
 def _killed_once_submitted(client: Client, command: list[str], cwd: Path) -> str:
@@ -1365,6 +1618,58 @@ def test_keys_group_by_their_encoded_text_as_hadoop_groups_mrjobs_lines(tmp_path
     assert hop_output(job, tmp_path / "out") == expected
     lines = b"".join(part.read_bytes() for part in (tmp_path / "out").glob("part-*")).splitlines()
     assert b'[{"b": 2, "a": 1}, true]\t18000' in lines and b"[-0.0, true]\t18000" in lines, lines
+
+
+def test_a_reducer_gets_its_keys_in_the_order_of_their_encoded_text_as_under_hadoop(tmp_path: Path) -> None:
+    """Hadoop sorts mrjob's lines by their bytes, so a reducer gets its keys (and writes its output) in the order of
+    their encoded text, as each of mrjob's reducer tasks does: ``10`` before ``2``, ``"new york"`` before ``"new"``,
+    ``"\\u00e9"`` between ``"Z"`` and ``"a"``. hop gave str and int keys in the order of their values (``2``
+    before ``10``, every int before every str, ``"é"`` after ``"z"``), with one reducer too."""
+    job = write_job(
+        tmp_path,
+        "mr_key_order.py",
+        """
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+        KEYS = [2, 10, -1, "new", "new york", "Zulu", "\u00e9clair", "apple", 'say "hi"', [1, "b"], ["a", 2]]
+
+
+        class MRKeyOrder(MRJob):
+            JOBCONF = {"mapreduce.job.reduces": 1}
+
+            def steps(self):
+                return [MRStep(mapper=self.keys, combiner=self.total, reducer_init=self.start, reducer=self.seen,
+                               reducer_final=self.order)]
+
+            def keys(self, _, line):
+                for key in KEYS:
+                    yield key, 1
+
+            def total(self, key, counts):
+                yield key, sum(counts)
+
+            def start(self):
+                self.keys_seen = []
+
+            def seen(self, key, counts):
+                self.keys_seen.append(key)
+                yield key, sum(counts)
+
+            def order(self):
+                yield "order", self.keys_seen
+        """,
+    )
+    source = tmp_path / "in.txt"
+    source.write_text("x\n" * 10)
+    hop_run(job, [source], tmp_path / "out")
+    lines = (tmp_path / "out" / "part-00000").read_bytes().splitlines()
+    keys = [line.split(b"\t")[0] for line in lines[:-1]]
+    assert keys == sorted(keys) and len(keys) == 11, lines
+    assert keys[:3] == [b'"Zulu"', b'"\\u00e9clair"', b'"apple"'] and keys.index(b"10") < keys.index(b"2"), keys
+    assert keys.index(b'"new york"') < keys.index(b'"new"'), keys
+    order = json.loads(lines[-1].split(b"\t")[1])
+    assert [json.dumps(key).encode() for key in order] == keys, "the reducer was called in that order"
 
 
 def test_nan_keys_group_as_mrjob_groups_them(tmp_path: Path) -> None:
