@@ -107,9 +107,10 @@ def test_a_reducer_restarted_during_a_snapshot_answers_it(
     attempts = [a for a in report["attempts"] if a["task_id"] == "reduce-00000"]
     assert [a["status"] for a in attempts][-1] == "succeeded" and len(attempts) >= 2, attempts
     # (Each under the highest threshold it holds: the first, asked at 0.250, may be answered by the retry once it
-    # holds half of the input, and be published as 0.500.)
+    # holds half of the input, and be published as 0.500; the maps may pass every later threshold while the retry
+    # starts, and those are then skipped, listed by the one snapshot there is.)
     labels = [snapshot["label"] for snapshot in report["snapshots"]]
-    assert len(labels) >= 2 and {*labels, *(s for info in report["snapshots"] for s in info["skipped"])} == {
+    assert labels and {*labels, *(s for info in report["snapshots"] for s in info["skipped"])} == {
         "0.250",
         "0.500",
         "0.750",
