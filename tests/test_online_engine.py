@@ -454,12 +454,9 @@ def test_workers_survive_spills_that_arrive_after_an_early_stop(tmp_path: Path) 
             client.close()
 
 
-def test_a_snapshot_of_a_reducer_that_lags_behind_the_maps_comes_early(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A reducer slower than the maps (its runs queue up) took every run it could get before it looked at a snapshot
-    request, and then every run the maps sent while it drained: each snapshot of the job held the whole input (a
-    30 MB word count snapshotted every 10% gave one at 40% and the rest at 100%)."""
+def _lagging_wordcount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snapshot_every: float) -> dict[str, Any]:
+    """The report of a word count on 2 workers whose reducers are slower than its maps (its runs queue up),
+    snapshotted every ``snapshot_every`` of its input, in ``tmp_path / "out"``."""
     from hop.local_cluster import LocalCluster
 
     source = tmp_path / "in.txt"
@@ -470,11 +467,20 @@ def test_a_snapshot_of_a_reducer_that_lags_behind_the_maps_comes_early(
         try:
             job_class = load_job_file(job_path("wordcount"))
             options = online_options(
-                job_class, [str(source)], snapshot_every=0.25, order="random", seed=1, chunk_size=64_000
+                job_class, [str(source)], snapshot_every=snapshot_every, order="random", seed=1, chunk_size=64_000
             )
-            report = run_job(client, "wordcount", [source], tmp_path / "out", num_reduces=2, options=options)
+            return run_job(client, "wordcount", [source], tmp_path / "out", num_reduces=2, options=options)
         finally:
             client.close()
+
+
+def test_a_snapshot_of_a_reducer_that_lags_behind_the_maps_comes_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reducer slower than the maps (its runs queue up) took every run it could get before it looked at a snapshot
+    request, and then every run the maps sent while it drained: each snapshot of the job held the whole input (a
+    30 MB word count snapshotted every 10% gave one at 40% and the rest at 100%)."""
+    report = _lagging_wordcount(tmp_path, monkeypatch, snapshot_every=0.25)
     first = report["snapshots"][0]
     info = json.loads((tmp_path / "out" / "_snapshots" / first["label"] / "_snapshot.json").read_text())
     assert info["chunks_fraction"] < 0.75, info["partitions"]
@@ -487,21 +493,7 @@ def test_a_lagging_reducers_snapshots_hold_what_their_labels_say(
     requests queued while it took a snapshot with one snapshot: a word count snapshotted every 0.1 had 0.400 to
     0.900 holding the same 37% of the input (copied under each label), and 0.900 alone 51%. Now every snapshot holds
     at least its label's fraction of the input, and no two the same."""
-    from hop.local_cluster import LocalCluster
-
-    source = tmp_path / "in.txt"
-    generate_text(source, 2_000_000, seed=4, vocabulary=2000)
-    monkeypatch.setenv("HOP_TEST_SLOW_REDUCE_SECONDS", "0.05")  # per run: about 1.6 s for a partition's 32 runs
-    with LocalCluster(workers=2, map_slots=1, reduce_slots=1) as cluster:
-        client = Client(cluster.address)
-        try:
-            job_class = load_job_file(job_path("wordcount"))
-            options = online_options(
-                job_class, [str(source)], snapshot_every=0.1, order="random", seed=1, chunk_size=64_000
-            )
-            report = run_job(client, "wordcount", [source], tmp_path / "out", num_reduces=2, options=options)
-        finally:
-            client.close()
+    report = _lagging_wordcount(tmp_path, monkeypatch, snapshot_every=0.1)
     folders = sorted((tmp_path / "out" / "_snapshots").iterdir())
     infos = [json.loads((folder / "_snapshot.json").read_text()) for folder in folders]
     assert infos and [info["label"] for info in infos] == [folder.name for folder in folders]
