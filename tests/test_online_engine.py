@@ -60,9 +60,12 @@ def test_snapshots_with_estimates_and_an_exact_final_result(
     final = output_dict(tmp_path / "plain")
     folders = sorted((tmp_path / "online" / "_snapshots").iterdir())
     labels = [f.name for f in folders]  # (a threshold passed while the one before waited for its data: skipped)
-    assert labels == [s["label"] for s in report["snapshots"]] and len(labels) >= 2
+    assert labels == [s["label"] for s in report["snapshots"]] and labels
     skipped = [label for s in report["snapshots"] for label in s["skipped"]]
-    assert sorted([*labels, *skipped]) == ["0.250", "0.500", "0.750"], report["snapshots"]
+    # (one passed after the last was asked, the job ending before it could ask again, has none)
+    missing = {"0.250", "0.500", "0.750"} - {*labels, *skipped}
+    assert len([*labels, *skipped]) == 3 - len(missing), report["snapshots"]
+    assert all(float(label) > float(labels[-1]) for label in missing), report["snapshots"]
     fractions = []
     intervals = 0
     for folder in folders:
@@ -107,14 +110,14 @@ def test_a_reducer_restarted_during_a_snapshot_answers_it(
     attempts = [a for a in report["attempts"] if a["task_id"] == "reduce-00000"]
     assert [a["status"] for a in attempts][-1] == "succeeded" and len(attempts) >= 2, attempts
     # (Each under the highest threshold it holds: the first, asked at 0.250, may be answered by the retry once it
-    # holds half of the input, and be published as 0.500; the maps may pass every later threshold while the retry
-    # starts, and those are then skipped, listed by the one snapshot there is.)
+    # holds half of the input, and be published as 0.500. The maps may pass the later thresholds while the retry
+    # starts: those are skipped, listed by a snapshot, or, passed after the last was asked and the job ending
+    # before it could ask again, have none.)
     labels = [snapshot["label"] for snapshot in report["snapshots"]]
-    assert labels and {*labels, *(s for info in report["snapshots"] for s in info["skipped"])} == {
-        "0.250",
-        "0.500",
-        "0.750",
-    }, report["snapshots"]
+    covered = {*labels, *(s for info in report["snapshots"] for s in info["skipped"])}
+    thresholds = {"0.250", "0.500", "0.750"}
+    assert labels and covered <= thresholds, report["snapshots"]
+    assert all(float(missing) > float(labels[-1]) for missing in thresholds - covered), report["snapshots"]
     for label in labels:
         info = json.loads((tmp_path / "out" / "_snapshots" / label / "_snapshot.json").read_text())
         assert info["complete"] and info["input_fraction"] >= float(label)
