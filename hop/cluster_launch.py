@@ -14,7 +14,8 @@ Waiting for its options after the imports lets the ``hop`` command start it befo
 quietly (status 0, nothing created) if FD1 ends before a line or the process that started it is gone.
 
 Contract: this process reaps each worker as it ends (on SIGCHLD), so none lingers as a zombie that
-``hop.forking.DescendantProcess`` would take for alive, and waits up to ``WORKERS_EXIT_TIMEOUT`` for the workers
+``hop.forking.DescendantProcess`` would take for alive (and the coordinator loses an ended worker at once, not
+after the heartbeat timeout), and waits up to ``WORKERS_EXIT_TIMEOUT`` for the workers
 once the coordinator stops (killing those still running): their CPU time then counts in this process's children's
 usage, and so in the usage of whoever runs ``hop`` (``hop compare``, the benchmarks), as it did when they were
 their own processes. Ignoring SIGCHLD instead would let the kernel reap them and drop that time. Each worker
@@ -178,7 +179,12 @@ def main(argv: list[str] | None = None) -> int:
             report.close()
 
     try:
-        return coordinator.run(args.bind, args.heartbeat_timeout, announce)
+
+        def ended() -> set[int]:
+            """The workers that have ended: ``reap`` set their return codes as they did."""
+            return {process.pid for process in workers if process.returncode is not None}
+
+        return coordinator.run(args.bind, args.heartbeat_timeout, announce, ended_workers=ended)
     finally:
         wait_or_kill(workers, time.monotonic() + WORKERS_EXIT_TIMEOUT)
         if orphaned():

@@ -750,8 +750,10 @@ def test_a_pipeline_past_its_timeout_names_the_later_steps_still_running(client:
     ``--timeout`` the run said "job ... (step 1/2) still running after 1.5s", as if the word count were the slow
     step, and no word of the step it waited on. It names the later steps, which run too."""
     source = tmp_path / "in.txt"
-    source.write_text("".join(f"w{number}\n" for number in range(20_000)))  # 4 s of the later step's map
-    jobs = specs(source, tmp_path / "out", "wordcount", "slow_topk", num_reduces=1)
+    source.write_text("".join(f"w{number}\n" for number in range(20_000)))  # 10 s of the first step's map
+    # A slow first step: with a quick word count, the pipe may let it commit before the later step took its output
+    # (released rather than wait), and the step running at the timeout was then the later one, under a loaded run.
+    jobs = specs(source, tmp_path / "out", "slow_map", "slow_topk", num_reduces=1)
     with pytest.raises(TimeoutError) as timed_out:
         run_pipeline(client, jobs, progress=False, timeout=1.5)
     first, later = client.submitted[-2:]

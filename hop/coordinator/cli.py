@@ -8,7 +8,7 @@ import errno
 import re
 import sys
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import zmq
 
@@ -62,11 +62,19 @@ def _bind_failure(error: zmq.ZMQError) -> str:
     return what
 
 
-def run(bind: str, heartbeat_timeout: float, announce: Callable[[str], None], keep_jobs: int = KEEP_JOBS) -> int:
-    """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned)."""
+def run(
+    bind: str,
+    heartbeat_timeout: float,
+    announce: Callable[[str], None],
+    keep_jobs: int = KEEP_JOBS,
+    ended_workers: Callable[[], Collection[int]] = tuple,
+) -> int:
+    """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned).
+    ``ended_workers``: the pids of this process's forked workers that have ended (an embedded cluster's launcher
+    knows them), each lost at once rather than after the heartbeat timeout."""
     ignore_stop_signals()
     try:
-        coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs)
+        coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs, ended_workers)
     except zmq.ZMQError as error:  # the port is taken, the host is not this machine's, the ipc path is not writable
         print(f"hop coordinator: error: cannot listen on {bind}: {_bind_failure(error)}", file=sys.stderr, flush=True)
         return 2

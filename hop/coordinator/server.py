@@ -18,7 +18,7 @@ import math
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import zmq
@@ -68,7 +68,11 @@ class Coordinator(
     the loop's checks come from one mixin per concern (``hop.coordinator.host`` says how they fit together)."""
 
     def __init__(
-        self, bind: str = "tcp://127.0.0.1:*", heartbeat_timeout: float = HEARTBEAT_TIMEOUT, keep_jobs: int = KEEP_JOBS
+        self,
+        bind: str = "tcp://127.0.0.1:*",
+        heartbeat_timeout: float = HEARTBEAT_TIMEOUT,
+        keep_jobs: int = KEEP_JOBS,
+        ended_workers: Callable[[], Collection[int]] = tuple,
     ) -> None:
         self.keep_jobs = keep_jobs
         self.retired: collections.OrderedDict[str, str] = collections.OrderedDict()
@@ -82,6 +86,8 @@ class Coordinator(
         """An ``ipc://PATH`` address's file, removed when the coordinator stops (a client then says at once that no
         coordinator runs there)."""
         self.heartbeat_timeout = heartbeat_timeout
+        self.ended_workers = ended_workers
+        """The pids of workers this process forked that have ended (``hop.coordinator.workers``)."""
         self.workers: dict[str, WorkerInfo] = {}
         self.jobs: dict[str, JobState] = {}
         self._job_numbers = itertools.count(1)

@@ -1,8 +1,9 @@
 """Workers as the coordinator sees them: registration, heartbeats, slots given back, and a worker's loss.
 
 A worker registers with its slots (``register``), heartbeats every :data:`HEARTBEAT_SECONDS` and reports each slot
-freed with the attempt that held it. One silent for longer than the heartbeat timeout, replaced by a new process under
-its name, or that says it stops (``leaving``) is lost: its attempts run again elsewhere (``JobState.on_worker_lost``),
+freed with the attempt that held it. One silent for longer than the heartbeat timeout, one of an embedded cluster whose
+process has ended (this process forked it: ``ended_workers``), replaced by a new process under its name, or that says
+it stops (``leaving``) is lost: its attempts run again elsewhere (``JobState.on_worker_lost``),
 and with no worker left the running jobs fail, unless a lost worker of an embedded cluster still runs (stopped or
 starved, it rejoins when it runs again: :func:`still_runs_here`). A lost worker heard from again is told to
 ``reinit`` (drop everything and register afresh), as is a worker of a coordinator that ran at this address before. A
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Collection
 from typing import Any
 
 import psutil
@@ -36,6 +38,8 @@ class WorkerTracking(CoordinatorHost):
 
     # State of its own (set up in ``Coordinator.__init__``)
     heartbeat_timeout: float
+    ended_workers: Callable[[], Collection[int]]
+    """The pids of the workers this process forked (an embedded cluster's) that have ended: lost at once."""
     _last_turn: float
     _last_lost: str | None
     """The worker lost last when none was left alive, while the running jobs wait for one of the lost to rejoin
@@ -159,8 +163,16 @@ class WorkerTracking(CoordinatorHost):
             # (a job on one worker failed for want of workers) before reading the heartbeats queued meanwhile.
             for worker in self.workers.values():
                 worker.last_seen = min(now, worker.last_seen + paused)
+        ended = self.ended_workers()
         for worker in self.workers.values():
             silent = now - worker.last_seen
+            if worker.alive and worker.pid in ended:
+                # An embedded cluster's worker killed (or crashed): its process is gone, so no heartbeat will come.
+                # Its attempts ran again only after the heartbeat timeout (5 s by default) before.
+                where = worker.where()
+                self.events.fault("worker_lost", worker=worker.name, **where, silent_s=round(silent, 2), ended=True)
+                self._worker_lost(worker, now)
+                continue
             if worker.alive and not worker.heartbeat_late and silent > 3 * HEARTBEAT_SECONDS:
                 worker.heartbeat_late = True
                 self.events.fault("heartbeat_missed", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
