@@ -67,6 +67,12 @@ COMPRESSIONS: dict[str, tuple[types.ModuleType, str]] = {
     ".bz2": (bz2, "bzip2"),
     ".xz": (lzma, "xz"),
     ".lzma": (lzma, "xz"),  # lzma.open tells the two formats apart
+    # A compressed tar archive's short names: read decompressed, it is then named as an archive to extract (read
+    # as text since the name did not say compressed, it was named as gzip data "to rename .gz").
+    ".tgz": (gzip, "gzip"),
+    ".tbz2": (bz2, "bzip2"),
+    ".tbz": (bz2, "bzip2"),
+    ".txz": (lzma, "xz"),
 }
 """Inputs read decompressed, known by their suffix (in any case): the module whose ``open`` reads them, and the
 command that tests such a file. A compressed file cannot be cut at a byte offset, so it is one split (and one chunk

@@ -785,7 +785,17 @@ def test_a_file_whose_size_says_0_bytes_yet_holds_data_is_refused_not_read_as_em
     assert expand_inputs([str(tmp_path)]) == [str(tmp_path / "empty.txt")]
 
 
-@pytest.mark.parametrize(("name", "mode"), [("logs.tar", "w"), ("logs.tar.gz", "w:gz"), ("logs.tar.bz2", "w:bz2")])
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        ("logs.tar", "w"),
+        ("logs.tar.gz", "w:gz"),
+        ("logs.tar.bz2", "w:bz2"),
+        ("logs.tgz", "w:gz"),  # (was named as gzip data, "rename it to end .gz")
+        ("logs.tbz2", "w:bz2"),
+        ("logs.txz", "w:xz"),
+    ],
+)
 @pytest.mark.parametrize("tar_format", ["ustar", "gnu"])
 def test_a_tar_archive_is_named_as_one_not_read_as_text(tmp_path: Path, name: str, mode: str, tar_format: str) -> None:
     """A tar archive's headers are ASCII and NUL bytes, valid UTF-8: ``hop run wc.py logs.tar.gz`` counted its
@@ -808,6 +818,15 @@ def test_a_tar_archive_is_named_as_one_not_read_as_text(tmp_path: Path, name: st
     text = tmp_path / "ustar.txt"
     text.write_text("".join(f"line {n} of the word ustar and others\n" for n in range(40)))
     assert len(list(iter_lines(Split(str(text), 0, -1)))) == 40
+
+
+def test_gzip_text_named_tgz_is_read_decompressed(tmp_path: Path) -> None:
+    """``.tgz`` (and ``.tbz2``, ``.txz``) name compressed data: read decompressed, as ``.gz`` is."""
+    import gzip
+
+    path = tmp_path / "lines.tgz"
+    path.write_bytes(gzip.compress(b"a b\nc\n"))
+    assert list(iter_lines(Split(str(path), 0, -1))) == [(0, "a b"), (4, "c")]
 
 
 @pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".lzma"])
