@@ -28,6 +28,7 @@ from typing import Any
 import zmq
 
 from hop import taskproc
+from hop.coordinator_link import CoordinatorLink
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
 from hop.interpreter import module_command, module_environment
 from hop.lifetime import embedded, ignore_stop_signals, orphaned, stop_signals_taken
@@ -44,6 +45,8 @@ LAST_WORDS_SECONDS = 0.2
 """How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 UNANSWERED_REGISTRATION_SECONDS = 10.0
 """How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
+COORDINATOR_GONE_SECONDS = 5.0
+"""How long a standalone worker's connection to its coordinator is down before it says so (still trying)."""
 LEAVE_ANSWER_SECONDS = 2.0
 """How long a standalone worker stopped on its own waits for the coordinator to take note (``Worker._leave``)."""
 ENDED_JOBS_KEPT = 1000
@@ -164,6 +167,9 @@ class Worker:
         self.coordinator.setsockopt(zmq.IDENTITY, self.name.encode())
         self.coordinator.setsockopt(zmq.LINGER, 1000)
         self.coordinator.setsockopt(zmq.SNDTIMEO, COORDINATOR_SEND_STEP_MS)  # see _send_to_coordinator
+        self.link = None if embedded() else CoordinatorLink(self.coordinator)
+        """Whether the connection to the coordinator is up (``_check_link``); an embedded worker ends with it."""
+        self.said_link_down = False
         connect_soon(self.coordinator, coordinator)
         self.coordinator_address = coordinator
         self.unanswered_since: float | None = None
@@ -477,6 +483,33 @@ class Worker:
             flush=True,
         )
 
+    def _check_link(self) -> None:
+        """Say once when the connection to the coordinator has been down for ``COORDINATOR_GONE_SECONDS`` (its
+        process ended, or its host went down): a worker that went on heartbeating into nothing said nothing at
+        all. Said again when it is up again, if it was said down."""
+        if self.link is None:
+            return
+        self.link.take_events()
+        down = self.link.gone_for()
+        at = f"the coordinator at {self.coordinator_address}"
+        if down is None:
+            if self.said_link_down:
+                self.said_link_down = False
+                print(f"hop worker {self.name}: connected to {at} again", file=sys.stderr, flush=True)
+            return
+        if down < COORDINATOR_GONE_SECONDS or self.said_link_down:
+            return
+        self.said_link_down = True
+        running = sum(slot.task is not None for slot in self.slots.values())
+        ending = f", ending its {counted(running, 'running task')} (their jobs ended with it)" if running else ""
+        print(
+            f"hop worker {self.name}: the connection to {at} closed {down:.0f} s ago (the coordinator ended, or its "
+            f"host is down); still trying. A coordinator started again there takes this worker afresh{ending}; "
+            "Ctrl-C stops this worker",
+            file=sys.stderr,
+            flush=True,
+        )
+
     def _tell_unsent(self, job_id: str, map_index: int, attempt: int) -> None:
         """Tell a running map attempt how many of its spills are not yet pushed (its flow control reads this)."""
         for slot in self.slots.values():
@@ -634,6 +667,8 @@ class Worker:
         poller = zmq.Poller()
         poller.register(self.coordinator, zmq.POLLIN)
         poller.register(self.slots_socket, zmq.POLLIN)
+        if self.link is not None and self.link.events is not None:
+            poller.register(self.link.events, zmq.POLLIN)  # (back up: said before what the coordinator answers)
         try:
             self._wait_for_slots()
             self._register()
@@ -643,6 +678,8 @@ class Worker:
                 events = dict(poller.poll(timeout))
                 if self.slots_socket in events:
                     self._drain(self.slots_socket, lambda identity, frame: self.on_slot(identity, frame))
+                if self.link is not None and self.link.events in events:
+                    self._check_link()
                 if self.coordinator in events:
                     self._drain(self.coordinator, lambda frame: self.on_coordinator(frame))
                 for job_id, map_index, attempt in self.pusher.pump():
@@ -664,6 +701,7 @@ class Worker:
                     )
                     self._check_slots()
                     self._check_registered()
+                    self._check_link()
                     if orphaned():
                         self.running = False
         finally:
@@ -743,6 +781,8 @@ class Worker:
         if self.publisher is not None:
             self.publisher.close()
         close_socket(self.slots_socket)
+        if self.link is not None:
+            self.link.close()
         close_socket(self.coordinator)
         shutil.rmtree(self.spill_dir, ignore_errors=True)
 

@@ -550,6 +550,36 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
 
 
+def test_a_worker_says_when_its_coordinators_connection_closed_and_when_it_is_back(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A standalone worker whose coordinator was killed heartbeated into nothing and said nothing, for as long as
+    none came back. It says, once, that the connection closed and that it still tries; and when it is back."""
+    address = f"ipc://{tmp_path}/coordinator"
+    first = _coordinator(address, processes)
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        processes.append(_worker(address, "w0", tmp_path, stderr=stderr))
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+    finally:
+        client.close()
+    first.kill()
+    first.wait(timeout=10)
+    gone = f"hop worker w0: the connection to the coordinator at {address} closed 5 s ago"
+    _wait_for(lambda: gone in said.read_text(), 30, "the worker's note")
+    assert "still trying" in said.read_text()
+    _coordinator(address, processes)
+    _wait_for(lambda: "connected to the coordinator at" in said.read_text(), 30, "the worker's second note")
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered again")
+    finally:
+        client.close()
+    assert said.read_text().count(gone) == 1, said.read_text()
+
+
 def test_a_worker_told_to_register_again_says_why(tmp_path: Path, processes: list[subprocess.Popen[bytes]]) -> None:
     """A standalone worker taken for lost (stopped past the heartbeat timeout), or heard by a coordinator started
     again at its address, ends its tasks, drops its spills and registers again: it logged only a second
