@@ -1291,6 +1291,13 @@ class JobState:
     def report(self) -> dict[str, Any]:
         """The ``_job.json`` document."""
         counters = self.counters
+        # (Thresholds passed after the last snapshot was asked, the job ending first: listed by no snapshot. While
+        # it runs, such thresholds may still be asked for.)
+        unsaid = (
+            self.snapshots.passed_without_snapshot(self.input_fraction())
+            if self.snapshots is not None and self.state != "running"
+            else []
+        )
         return {
             "job_id": self.spec.job_id,
             "name": self.spec.name,
@@ -1342,6 +1349,7 @@ class JobState:
                 if self.snapshots is not None and self.snapshots.snapshots
                 else {}
             ),
+            **({"thresholds_without_snapshot": unsaid} if unsaid else {}),
         }
 
     def _stream_bad_records(self) -> dict[str, int]:

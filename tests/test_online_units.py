@@ -882,11 +882,27 @@ def test_one_threshold_snapshot_is_asked_at_a_time_and_labelled_by_what_it_holds
     described = tracker.describe(held)
     assert (described["label"], described["progress"], described["input_fraction"]) == ("0.600", 0.6, 0.6)
     assert described["skipped"] == ["0.500", "0.700", "0.800"] and held.staged_as == "0.500"
+    assert tracker.passed_without_snapshot(0.85) == []  # (each threshold a label or listed as skipped)
     last = tracker.due(0.95)  # (0.9, passed since)
     assert last is not None and last.label == "0.900" and last.skipped == []
     now = tracker.request_now(0.95)  # hop snapshot: answered at once, with what the reducers hold
     assert now.awaits is None and "skipped" not in tracker.describe(now)
     assert len({s.label for s in tracker.snapshots}) == len(tracker.snapshots)
+
+
+def test_thresholds_the_maps_passed_after_the_last_snapshot_was_asked_are_listed_as_without_one() -> None:
+    """A job ending while a threshold's snapshot was answered has none for the thresholds passed meanwhile, and no
+    snapshot lists them as skipped: its report lists them (``thresholds_without_snapshot``), up to where the maps
+    got."""
+    tracker = SnapshotTracker(1, [10] * 10, every=0.25)
+    first = tracker.due(0.3)
+    assert first is not None and first.label == "0.250"
+    assert tracker.due(1.0) is None  # 0.5 and 0.75 passed while it is answered; then the maps ended
+    tracker.on_done(first.seq, 0, {"chunks_seen": [0, 1, 2], "groups": 1})  # (the final output: the job ends)
+    assert tracker.passed_without_snapshot(1.0) == ["0.500", "0.750"]
+    assert tracker.passed_without_snapshot(0.6) == ["0.500"], "only thresholds the maps passed"
+    assert SnapshotTracker(1, [10], every=0.25).passed_without_snapshot(1.0) == ["0.250", "0.500", "0.750"]
+    assert SnapshotTracker(1, [10]).passed_without_snapshot(1.0) == [], "no --snapshot-every: no thresholds"
 
 
 def test_a_snapshots_input_fraction_is_the_least_any_partition_holds() -> None:

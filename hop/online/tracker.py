@@ -150,6 +150,22 @@ class SnapshotTracker:
         snapshot.skipped = [self._label(threshold) for threshold in skipped]
         return snapshot
 
+    def passed_without_snapshot(self, input_fraction: float) -> list[str]:
+        """The labels of the thresholds up to ``input_fraction`` (the maps' progress as the job ended) that have
+        no snapshot and that no snapshot lists as ``skipped``: those the maps passed after the last snapshot was
+        asked, the job ending before it was answered (a job's report lists them, else they were missing unsaid)."""
+        if not self.every or self.empty_input:
+            return []
+        said = {snapshot.label for snapshot in self.snapshots}
+        said.update(label for snapshot in self.snapshots for label in snapshot.skipped)
+        labels = []
+        threshold = self.every
+        while threshold < 1 - 1e-9 and threshold <= input_fraction + 1e-9:
+            if (label := self._label(threshold)) not in said:
+                labels.append(label)
+            threshold = round(threshold + self.every, 9)
+        return labels
+
     def _label(self, threshold: float) -> str:
         return snapshot_label(threshold, None, label_digits(self.every))
 
