@@ -526,6 +526,8 @@ def _run_loaded(
             ),
             # An mrjob job's jobconf may set each step's reducers; --reducers wins over it.
             **({"step_reduces": steps} if (steps := _mrjob_step_reduces(args, mrjob_run)) else {}),
+            # And its task timeout (mapreduce.task.timeout); --task-timeout wins over it.
+            **({"step_task_timeouts": timeouts} if (timeouts := _mrjob_step_task_timeouts(args, mrjob_run)) else {}),
             # An mrjob job's mapper_raw reads each input file whole, once (hop.mrjob_adapter).
             **({"whole_files": True} if mrjob_run is not None and mrjob_run.whole_files else {}),
             **({STDIN_COPY_OPTION: os.path.abspath(copy)} if (copy := getattr(args, "stdin_copy", None)) else {}),
@@ -655,6 +657,15 @@ def _skipped_records_line(report: dict[str, Any], output: str) -> str | None:
     if not skipped:
         return None
     return f"hop: {counted(skipped, 'bad record')} skipped, not in the output: {os.path.join(output, '_bad_records')}"
+
+
+def _mrjob_step_task_timeouts(args: argparse.Namespace, mrjob_run: MRJobRun | None) -> list[float | None] | None:
+    """The task timeout an mrjob job's jobconf sets per step, in seconds (``None`` for a step without one), unless
+    ``--task-timeout`` was given, which wins; ``None`` when there is nothing to set."""
+    if mrjob_run is None or args.task_timeout is not None:
+        return None
+    steps = mrjob_run.step_task_timeouts
+    return steps if any(timeout is not None for timeout in steps) else None
 
 
 def _mrjob_step_reduces(args: argparse.Namespace, mrjob_run: MRJobRun | None) -> list[int | None] | None:

@@ -51,6 +51,8 @@ class JobSpec:
     ``skip_bad_records`` (0), ``speculative`` (False),
     ``tail_split`` (True: ``hop.scheduler``), ``unsent_threshold`` (2, flow control), ``max_line_bytes`` (256 MiB),
     ``step_reduces`` (a multi-step job's reducers per step, ``None`` for ``num_reduces``: :meth:`step_num_reduces`),
+    ``step_task_timeouts`` (an mrjob job's ``mapreduce.task.timeout`` per step, in seconds, ``None`` for none;
+    ``task_timeout`` wins),
     ``success_by_client`` (False: the submitting client writes the last step's ``_SUCCESS`` once it has rewritten
     the output, as for an mrjob job, ``hop.mrjob_adapter.rewrite_output``), ``run_output`` (the output directory of
     the run whose first job this is, when the job writes elsewhere: a multi-step run's first step; refused and, with

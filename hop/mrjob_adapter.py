@@ -114,6 +114,9 @@ class MRJobRun:
         self.step_reducers: list[int | None] = [conf.reducers for conf in jobconfs]
         """The reducers each step's jobconf asks for (``None``: hop's default), for ``hop run`` without
         ``--reducers``."""
+        self.step_task_timeouts: list[float | None] = [conf.task_timeout for conf in jobconfs]
+        """The task timeout each step's jobconf sets, in seconds (``None``: none), for ``hop run`` without
+        ``--task-timeout``."""
         ignored = {f"{name}={value}" for conf in jobconfs for name, value in conf.ignored.items()}
         if ignored:
             print(

@@ -4,8 +4,10 @@ mrjob combines a step's jobconf as its runners do: the job's ``jobconf()`` (``JO
 ``--jobconf`` options given after ``--``, then the step's ``MRStep(jobconf=...)``, later ones winning
 (``mrjob.conf.combine_jobconfs``). Of these settings hop follows the number of reducers,
 ``mapreduce.job.reduces`` or its old name ``mapred.reduce.tasks`` (``hop run --reducers`` wins over both, for every
-step); it names the others it ignores in one warning. All of them are in the step's tasks' environment, where
-``mrjob.compat.jobconf_from_env`` finds them, as mrjob's local runners put them (:attr:`StepJobconf.environment`).
+step), and the task timeout, ``mapreduce.task.timeout`` or ``mapred.task.timeout`` (milliseconds, 0 for none:
+``hop run --task-timeout``, which wins); it names the others it ignores in one warning. All of them are in the
+step's tasks' environment, where ``mrjob.compat.jobconf_from_env`` finds them, as mrjob's local runners put them
+(:attr:`StepJobconf.environment`).
 """
 
 from __future__ import annotations
@@ -17,15 +19,24 @@ from hop.loader import JobFileError
 __all__ = ["StepJobconf", "step_jobconfs"]
 
 REDUCES = "mapreduce.job.reduces"
+TASK_TIMEOUT = "mapreduce.task.timeout"
 
 
 class StepJobconf:
     """One step's combined jobconf: :attr:`reducers`, the number it asks for (``None``: hop's default),
-    :attr:`ignored`, the settings hop does not follow, and :attr:`environment`, all of them as the step's tasks'
-    environment variables (``name.with.dots`` as ``name_with_dots``, as mrjob's local runners set them)."""
+    :attr:`task_timeout`, in seconds (``None``: none), :attr:`ignored`, the settings hop does not follow, and
+    :attr:`environment`, all of them as the step's tasks' environment variables (``name.with.dots`` as
+    ``name_with_dots``, as mrjob's local runners set them)."""
 
-    def __init__(self, reducers: int | None, ignored: dict[str, str], settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        reducers: int | None,
+        ignored: dict[str, str],
+        settings: dict[str, str] | None = None,
+        task_timeout: float | None = None,
+    ) -> None:
         self.reducers = reducers
+        self.task_timeout = task_timeout
         self.ignored = ignored
         self.environment = {name.replace(".", "_"): str(value) for name, value in (settings or {}).items()}
 
@@ -40,6 +51,7 @@ def step_jobconfs(mr: Any, path: str) -> list[StepJobconf]:
     from mrjob.conf import combine_jobconfs
 
     names = translate_jobconf_for_all_versions(REDUCES)  # (mapred.reduce.tasks, mapreduce.job.reduces)
+    timeout_names = translate_jobconf_for_all_versions(TASK_TIMEOUT)  # (mapred.task.timeout, mapreduce.task...)
     job_name = type(mr).__name__
     confs = []
     for number, mr_step in enumerate(mr.steps()):
@@ -64,9 +76,35 @@ def step_jobconfs(mr: Any, path: str) -> list[StepJobconf]:
                 )
             reducers = None  # a mapper-only step: its output is the mappers' output either way
         settings = combine_jobconfs(*layers)
-        ignored = {name: value for name, value in settings.items() if name not in names}
-        confs.append(StepJobconf(reducers, ignored, settings))
+        timeout = _task_timeout(layers, timeout_names, where)
+        followed = {*names, *timeout_names}
+        ignored = {name: value for name, value in settings.items() if name not in followed}
+        confs.append(StepJobconf(reducers, ignored, settings, timeout))
     return confs
+
+
+def _task_timeout(layers: list[Any], names: list[str], where: str) -> float | None:
+    """The step's task timeout in seconds from the latest source that sets either of its ``names`` (milliseconds;
+    0 or less: none, as on Hadoop), else None. Raises :class:`JobFileError` for a value that is not a number of
+    milliseconds, or two different ones in one source."""
+    from mrjob.conf import combine_jobconfs
+
+    setting: str | None = None
+    for layer in layers:
+        given = {name: layer[name] for name in names if name in (layer or {})}
+        values = combine_jobconfs(given)
+        if len(set(values.values())) > 1:
+            both = " and ".join(f"{name}={value}" for name, value in values.items())
+            raise JobFileError(f"{where} sets {both}: two task timeouts; give one")
+        if given:
+            setting = next((f"{name}={value}" for name, value in values.items()), None)
+    if setting is None:
+        return None
+    try:
+        milliseconds = int(setting.partition("=")[2])
+    except ValueError:
+        raise JobFileError(f"{where}: {setting}: the task timeout must be a whole number of milliseconds") from None
+    return milliseconds / 1000 if milliseconds > 0 else None
 
 
 def _count(setting: str, where: str) -> int:

@@ -62,8 +62,8 @@ def stalled_note(attempt: dict[str, Any], job_id: str, address: str) -> str:
     then = (
         f"the job waits for it ({stop} cancels it)"
         if timeout is None
-        else f"at {timeout:g} s (--task-timeout) it fails, killed, and runs again while --max-attempts allows ({stop} "
-        "cancels the job)"
+        else f"at {timeout:g} s ({attempt.get('task_timeout_setting', '--task-timeout')}) it fails, killed, and runs "
+        f"again while --max-attempts allows ({stop} cancels the job)"
     )
     return (
         f"{attempt['task']} (attempt {attempt['attempt']}, on worker {attempt['worker']}) has not advanced for "

@@ -267,7 +267,7 @@ class JobState:
         """Per map task its input: a split, or its chunks (``hop.planning``); tail splitting shortens a map's last
         chunk and appends a map task for the rest."""
         self.max_attempts = max_attempts
-        self.task_timeout = task_timeout(spec.options)
+        self.task_timeout = task_timeout(spec.options, spec.step)
         """``--task-timeout``: seconds a running attempt may go without advancing before it fails
         (:meth:`time_out_stalled`); None: it may for ever."""
         self.maps = [TaskState("map", i) for i in range(len(splits))]
@@ -695,8 +695,8 @@ class JobState:
             fraction = (record.progress or (0.0, 0))[0]
             limit = _seconds_text(timeout)
             reason = (
-                f"{task.kind}-{task.index:05d} did not advance for {limit}s (--task-timeout {limit}), at "
-                f"{fraction:.0%}: killed"
+                f"{task.kind}-{task.index:05d} did not advance for {limit}s "
+                f"({task_timeout_setting(self.spec.options, timeout)}), at {fraction:.0%}: killed"
             )
             actions.append(KillAttempt(record.worker, task.kind, task.index, record.attempt))
             actions += self.on_task_failed(task.kind, task.index, record.attempt, reason, None, True, now)
@@ -1377,11 +1377,15 @@ def tail_splits_to_ask(jobs: Sequence[JobState], free_map_slots: int, now: float
     return asks
 
 
-def task_timeout(options: dict[str, Any]) -> float | None:
-    """A job's ``task_timeout`` option (``--task-timeout``): seconds above zero, or None when it has none. Raises
-    ``ValueError`` for another value, and for a continuous job, whose quiet source is no fault (``running_attempts``
-    leaves its attempts out: the option would do nothing)."""
+def task_timeout(options: dict[str, Any], step: int = 0) -> float | None:
+    """A job's ``task_timeout`` option (``--task-timeout``), else step ``step``'s of ``step_task_timeouts`` (an
+    mrjob job's jobconf, per step): seconds above zero, or None when it has none. Raises ``ValueError`` for another
+    value, and for a continuous job, whose quiet source is no fault (``running_attempts`` leaves its attempts out:
+    the option would do nothing)."""
     value = options.get("task_timeout")
+    per_step = options.get("step_task_timeouts") or ()
+    if value is None and step < len(per_step):
+        value = per_step[step]
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
@@ -1389,6 +1393,14 @@ def task_timeout(options: dict[str, Any]) -> float | None:
     if options.get("stream"):
         raise ValueError("task_timeout applies to a batch job, not to a continuous job (its sources may be quiet)")
     return float(value)
+
+
+def task_timeout_setting(options: dict[str, Any], seconds: float) -> str:
+    """The setting that gave a job its task timeout of ``seconds``, as its errors name it: ``--task-timeout 1.5``,
+    or an mrjob job's ``mapreduce.task.timeout=1500 (jobconf)``."""
+    if options.get("task_timeout") is not None:
+        return f"--task-timeout {_seconds_text(seconds)}"
+    return f"mapreduce.task.timeout={round(seconds * 1000)} (jobconf)"
 
 
 def _seconds_text(seconds: float) -> str:

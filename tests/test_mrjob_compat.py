@@ -768,6 +768,77 @@ def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
             reducers()
 
 
+def test_jobconf_task_timeout_sources_and_bad_settings(tmp_path: Path) -> None:
+    """``mapreduce.task.timeout`` (or ``mapred.task.timeout``) was named as a setting hop ignores: a job relying on
+    it to kill a hung task waited for ever. It is each step's task timeout now, in milliseconds (0: none, as on
+    Hadoop), from the same sources as the reducers; a value that is not a number of milliseconds is refused."""
+    from hop.mrjob_jobconf import step_jobconfs
+
+    job_class = load_mrjob_file(str(write_job(tmp_path, "mr_reducers.py", REDUCERS_JOB)))
+
+    def timeouts(*args: str) -> list[float | None]:
+        confs = step_jobconfs(job_class(args=list(args)), "mr_reducers.py")
+        assert not any("task.timeout" in name for conf in confs for name in conf.ignored)
+        return [conf.task_timeout for conf in confs]
+
+    assert timeouts() == [None, None]
+    assert timeouts("--jobconf", "mapreduce.task.timeout=1500") == [1.5, 1.5]
+    assert timeouts("--jobconf", "mapred.task.timeout=0") == [None, None], "0: no timeout"
+    job_class.JOBCONF = {**job_class.JOBCONF, "mapred.task.timeout": 60000}
+    assert timeouts() == [60.0, 60.0]
+    assert timeouts("--jobconf", "mapreduce.task.timeout=2000") == [2.0, 2.0], "--jobconf wins over JOBCONF"
+    for jobconf, message in (
+        ({"mapreduce.task.timeout": "10m"}, r"step 1: mapreduce.task.timeout=10m: the task timeout must be a whole"),
+        ({"mapreduce.task.timeout": 1, "mapred.task.timeout": 2}, r"step 1 sets .* and .*: two task timeouts"),
+    ):
+        job_class.JOBCONF = jobconf
+        with pytest.raises(JobFileError, match=message):
+            timeouts()
+
+
+def test_a_hung_mapper_is_killed_after_the_jobconfs_task_timeout_and_its_retry_succeeds(tmp_path: Path) -> None:
+    """An mrjob job whose mapper hangs on its first attempt, with ``mapreduce.task.timeout`` set in its JOBCONF:
+    the attempt is killed once it has not advanced for that long, and the retry gives the job's output."""
+    source = tmp_path / "in.txt"
+    source.write_text("a b\nc a\n")
+    job = write_job(
+        tmp_path,
+        "mr_hangs_once.py",
+        f"""
+        import os
+        import time
+
+        from mrjob.job import MRJob
+
+
+        class MRHangsOnce(MRJob):
+            JOBCONF = {{"mapreduce.task.timeout": 1500}}
+
+            def mapper(self, _, line):
+                marker = {str(tmp_path / "hung")!r}
+                if not os.path.exists(marker):
+                    open(marker, "w").close()
+                    time.sleep(600)
+                for word in line.split():
+                    yield word, 1
+
+            def reducer(self, word, counts):
+                yield word, sum(counts)
+
+
+        if __name__ == "__main__":
+            MRHangsOnce.run()
+        """,
+    )
+    started = time.monotonic()
+    hop_run(job, [source], tmp_path / "out")
+    assert time.monotonic() - started < 60
+    assert hop_output(job, tmp_path / "out") == Counter({("a", 2): 1, ("b", 1): 1, ("c", 1): 1})
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    failed = [a for a in report["attempts"] if a["status"] == "failed"]
+    assert len(failed) == 1 and "(mapreduce.task.timeout=1500 (jobconf)), at " in failed[0]["error"], failed
+
+
 def test_files_and_dirs_given_after_the_separator_and_other_runner_options(text: Path, tmp_path: Path) -> None:
     """mrjob's runner options after -- were ignored without a word: ``--files stops.txt`` left the tasks without
     the file (mapper_init failed), ``--cmdenv``/``--setup`` were dropped. ``--files`` and ``--dirs`` are in the

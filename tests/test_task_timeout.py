@@ -203,7 +203,7 @@ def test_hop_runs_note_of_a_stalled_attempt_says_when_the_task_timeout_kills_it(
             client.close()
     said = capsys.readouterr().err
     assert "map-00000 (attempt 0, on worker local-0) has not advanced for " in said, said
-    killed = "; at 7 s (--task-timeout) it fails, killed, and runs again while --max-attempts allows (hop stop "
+    killed = "; at 7 s (--task-timeout 7) it fails, killed, and runs again while --max-attempts allows (hop stop "
     assert killed in said, said
     assert "the job waits for it" not in said, said
     assert (tmp_path / "out" / "_SUCCESS").exists()

@@ -27,7 +27,7 @@ from hop.jobspec import JobSpec
 from hop.online.tracker import SnapshotTracker
 from hop.outputs import OutputExistsError, OutputGuard, check_output, coordinator_kept, prepare_output
 from hop.planning import plan_map_inputs
-from hop.scheduler import FinishJob, JobState, task_timeout
+from hop.scheduler import FinishJob, JobState, task_timeout, task_timeout_setting
 from hop.spilldirs import kept_step_output, scratch_step
 from hop.stream.options import StreamOptions
 from hop.stream.sources import source_paths
@@ -112,7 +112,7 @@ class JobRequests(CoordinatorHost):
             upstream = self._upstream_of(spec)
             self._refuse_input_being_written(spec, upstream)
             stream = StreamOptions.from_spec(spec) if options.get("stream") else None
-            task_timeout(options)  # (refused here, before any output is cleared: JobState takes it)
+            task_timeout(options, spec.step)  # (refused here, before any output is cleared: JobState takes it)
             splits = (
                 [[] for _ in range(upstream.spec.num_reduces)]
                 if upstream is not None
@@ -298,7 +298,8 @@ class JobRequests(CoordinatorHost):
         stalled = [a for a in self._advancing_attempts(job, time.time()) if a["stalled_s"] >= STALLED_STATUS_SECONDS]
         if stalled:
             if job.task_timeout is not None:  # (hop run's note says the attempt will be killed then)
-                stalled = [{**a, "task_timeout": job.task_timeout} for a in stalled]
+                setting = task_timeout_setting(job.spec.options, job.task_timeout)
+                stalled = [{**a, "task_timeout": job.task_timeout, "task_timeout_setting": setting} for a in stalled]
             status["stalled"] = stalled
         if job.state != "running":
             status["report"] = job.report()
