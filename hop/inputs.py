@@ -904,6 +904,9 @@ def _line_batches(
                 chunk, head = head + chunk, b""
                 if _starts_a_tar_archive(chunk):
                     raise _tar_archive(split.path)
+                # (Not for an mrjob job's bytes kept as they are: its protocols read them, as under mrjob.)
+                if fallback_encoding is None and (wide := _wide_text(chunk)) is not None:
+                    raise _wide_text_error(split.path, *wide)
             if not chunk:
                 if end is not None and position + len(pending) < end:
                     raise _shrunk(split, os.fstat(file.fileno()).st_size)
@@ -1182,6 +1185,52 @@ def _tar_archive(path: str) -> InputError:
     return InputError(
         f"input file {path} is a tar archive (it starts with a tar header): read as text, its headers would be "
         f"records too; extract it (tar xf {path}) and read the files it holds"
+    )
+
+
+UTF16_SAMPLE_BYTES = 4096
+"""How much of a file's start tells UTF-16 text without a byte order mark (:func:`_wide_text`)."""
+
+
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+"""Byte order marks of UTF-16 and UTF-32 text, longest first (UTF-32LE's starts with UTF-16LE's)."""
+
+
+def _wide_text(data: bytes) -> tuple[str, bool] | None:
+    """The encoding of ``data``, a file's first bytes, when they are UTF-16 or UTF-32 text, and whether it was
+    told by a byte order mark: ``("UTF-16", True)``; or, without one, ``("UTF-16LE", False)`` or
+    ``("UTF-16BE", False)`` where NUL is at most of its odd (little-endian) or even (big-endian) positions and at
+    few of the others, as Latin text so encoded is; else None. Text without the mark is valid UTF-8 (NUL is a
+    character), so it was read without an error, each record a string of NULs between its letters."""
+    for mark, encoding in _WIDE_BOMS:
+        if data.startswith(mark):
+            return encoding, True
+    sample = data[:UTF16_SAMPLE_BYTES]
+    if len(sample) < 8:
+        return None
+    pairs = len(sample) // 2
+    even, odd = sample[0 : 2 * pairs : 2].count(0), sample[1 : 2 * pairs : 2].count(0)
+    if odd >= 0.6 * pairs and even <= 0.05 * pairs:
+        return "UTF-16LE", False
+    if even >= 0.6 * pairs and odd <= 0.05 * pairs:
+        return "UTF-16BE", False
+    return None
+
+
+def _wide_text_error(path: str, encoding: str, marked: bool) -> InputError:
+    told = (
+        f"it starts with a {encoding} byte order mark"
+        if marked
+        else "without a byte order mark: NUL bytes between its letters, which would be read as NUL characters"
+    )
+    return InputError(
+        f"input file {path} is {encoding} text ({told}): hop reads UTF-8; re-encode it (iconv -f {encoding} -t "
+        f"UTF-8 {path} > FILE) and read that"
     )
 
 

@@ -16,6 +16,7 @@ import pytest
 import hop.inputs
 from hop.client import Client
 from hop.inputs import (
+    KEEP_BYTES,
     MIN_SPLIT_BYTES,
     OUTPUT_LINES,
     InputError,
@@ -1018,6 +1019,45 @@ def test_a_binary_file_is_named_binary_not_only_badly_encoded(tmp_path: Path) ->
         "bytes: if it is binary, leave it out of the inputs (in an input directory, a name starting with _ is left "
         "out); if it is UTF-16 text, re-encode it as UTF-8"
     )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "named", "told"),
+    [
+        (
+            "utf-16-le",
+            "UTF-16LE",
+            "without a byte order mark: NUL bytes between its letters, which would be read as NUL characters",
+        ),
+        (
+            "utf-16-be",
+            "UTF-16BE",
+            "without a byte order mark: NUL bytes between its letters, which would be read as NUL characters",
+        ),
+        ("utf-16", "UTF-16", "it starts with a UTF-16 byte order mark"),
+        ("utf-32", "UTF-32", "it starts with a UTF-32 byte order mark"),
+    ],
+)
+def test_utf16_or_utf32_text_is_named_as_such(tmp_path: Path, encoding: str, named: str, told: str) -> None:
+    """UTF-16 text without a byte order mark is valid UTF-8 (NUL is a character): a word count read it without an
+    error and counted words with NULs between their letters. Such text, and UTF-16 or UTF-32 text with its mark
+    (which failed at its first line as "not valid UTF-8"), are named with the command that re-encodes them, even
+    with bad records skipped; an mrjob job's bytes are kept as they are, for its protocols."""
+    path = tmp_path / "notes.txt"
+    path.write_bytes("first line of notes\nsecond line\n".encode(encoding))
+    for on_bad in (None, lambda position, line, error: None):
+        with pytest.raises(InputError) as refused:
+            list(iter_lines(Split(str(path), 0, -1), on_bad=on_bad))
+        assert str(refused.value) == (
+            f"input file {path} is {named} text ({told}): hop reads UTF-8; re-encode it (iconv -f {named} -t "
+            f"UTF-8 {path} > FILE) and read that"
+        )
+    if encoding == "utf-16-le":
+        kept = list(iter_lines(Split(str(path), 0, -1), fallback_encoding=KEEP_BYTES))
+        assert kept and kept[0][1].startswith("f\x00i\x00"), kept
+    plain = tmp_path / "plain.txt"
+    plain.write_text("a\n" + "x" * 5000 + "\n")  # (no NUL: text)
+    assert len(list(iter_lines(Split(str(plain), 0, -1)))) == 2
 
 
 def test_an_empty_name_is_refused_not_read_as_the_current_directory(tmp_path: Path) -> None:
