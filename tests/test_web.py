@@ -250,11 +250,15 @@ def test_bad_requests_get_json_errors(web: WebServer) -> None:
         ("api/jobs/job-nope/windows?after=1&after=2", "query parameter 'after' is given more than once"),
         ("api/jobs?limit=5", "unknown query parameter 'limit': /api/jobs takes no query parameters"),
         ("api/events?jobs=job-nope", "unknown query parameter 'jobs': /api/events takes only job, after"),
+        ("api/events?after=abc", "after must be the seq of the last snapshot or window the page has (-1: none), "
+         "got 'abc'"),
+        ("api/events?job=job-nope&after=-2", "after must be the seq of the last snapshot or window the page has"),
     ],
 )  # fmt: skip
 def test_a_query_parameter_a_route_cannot_take_is_a_400_naming_it(web: WebServer, path: str, message: str) -> None:
     """A windows request's ``limit=abc``, ``limit=-1`` or ``after=-1`` was ignored (the route took no limit, and
-    any after): each query parameter is now checked, and one no route takes is named, not ignored."""
+    any after): each query parameter is now checked, and one no route takes is named, not ignored. The event
+    stream's ``after`` too, before the stream starts: it was a 200 ``text/event-stream`` broken off at once."""
     status, body = get_json(web.url + path)
     assert status == 400 and message in body["error"], body
 

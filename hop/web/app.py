@@ -328,7 +328,9 @@ async def events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: what changed, every ``EVENT_SECONDS`` (see the module docstring)."""
     source = _source(request)
     job_id = request.query.get("job")
-    # An unknown job (404), or a coordinator gone (503), is refused before the stream starts.
+    # A bad after (400), an unknown job (404), or a coordinator gone (503), is refused before the stream starts: once
+    # it has started, its 200 is sent and an error can only break it off (a bad after= was a 200 and a dropped stream).
+    after = _int_query(request, "after", -1, -1, "the seq of the last snapshot or window the page has (-1: none)")
     await (source.job(job_id) if job_id else source.workers())
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
@@ -344,7 +346,6 @@ async def events(request: web.Request) -> web.StreamResponse:
     # A page that reconnects names the last window or snapshot it got (its event id, the seq): go on from there. The
     # browser's own reconnection says it in Last-Event-ID; a page that opens the stream again itself (after its own
     # waits: static/common.js) in ?after=.
-    after = _int_query(request, "after", -1, -1, "the seq of the last snapshot or window the page has (-1: none)")
     resume = request.headers.get("Last-Event-ID", "")
     if not resume.isdigit() and after >= 0:
         resume = str(after)
