@@ -872,3 +872,47 @@ def test_a_windows_fidelity_reads_100_percent_only_when_whole_on_both_pages(clus
         shown = page.evaluate("[1, 0.996, 0.9999999, 0.5, 0.0004].map((fraction) => share(fraction))")
         assert shown == ["100%", "99.6%", "99.9999%", "50%", "0.04%"], shown
         assert errors == []
+
+
+def test_shares_of_the_input_read_100_percent_only_when_whole_on_both_pages(cluster: LocalCluster) -> None:
+    """A map on its last records (99.6% of its input: a slow or blocked last record, a large input's last batch)
+    read "100% maps" and "100% of the input processed" on the job page, a snapshot of 99.96% of the input "100% of
+    the input seen", and the dashboard's stuck task at 99.8% "100%": rounded to whole percents, each read as done.
+    Each now reads 100% only when whole (common.js: share), as ``hop run``'s progress line holds 99.9%."""
+    job = {"job_id": "job-x", "name": "WordCount", "state": "running", "step": 0, "num_steps": 1, "maps_done": 0,
+           "maps_total": 1, "input_records": 40_000, "input_fraction": 0.996, "map_fraction": 0.996}  # fmt: skip
+    with WebServer(cluster.address, monitor=[]) as web, browser_page() as (page, errors):
+        page.goto(web.url, timeout=30_000)
+        shown = page.evaluate("(job) => [jobLine(job), inputDone(job), seenText(0.9996), seenText(0.42)]", job)
+        assert shown == [
+            "WordCount — running — 99.6% maps",
+            "99.6% of the input processed",
+            "99.96% of the input seen",
+            "42% of the input seen",
+        ], shown
+        done = {**job, "state": "succeeded", "maps_done": 1, "input_fraction": 1, "map_fraction": 1}
+        assert page.evaluate("(job) => [jobLine(job), inputDone(job)]", done) == [
+            "WordCount — succeeded — 100% maps",
+            "100% of the input processed",
+        ]
+        # A group's estimate over time, on the input seen at each snapshot: its axis too.
+        labels = page.evaluate(
+            """() => {
+                const point = (progress) => ({ progress, estimate: 1, low: null, high: null });
+                state.history.set("k", [0.1, 0.5, 0.997, 1].map(point));
+                state.selectedKey = "k";
+                renderHistory();
+                return historyChart.data.labels;
+            }"""
+        )
+        assert labels == ["10%", "50%", "99.7%", "100%"], labels
+        page.goto(f"{web.url}monitor", timeout=30_000)
+        stuck = {"job_id": "job-x", "name": "WordCount", "task": "map 0", "attempt": 0, "worker": "w1", "host": "h1",
+                 "stalled_s": 130, "stuck_after_s": 120, "records": 39_990, "fraction": 0.998}  # fmt: skip
+        text = page.evaluate(
+            "(task) => { view.snapshot = { ...(view.snapshot ?? {}), stuck_tasks: [task] }; renderStuckTasks(); "
+            "return document.getElementById('stuck-tasks').textContent; }",
+            stuck,
+        )
+        assert "at 39990 records, 99.8% · job-x on w1" in text, text
+        assert errors == []

@@ -217,10 +217,7 @@ function renderJobs(jobs) {
     // Why a job failed (cancelled, say, or a map's error), on a hover: the list said only "failed".
     link.title = [job.error ? `${job.state}: ${job.error}` : "", job.output ? `output ${job.output}` : job.job_id]
       .filter(Boolean).join("\n");
-    const stopping = job.continuous && job.stopping && job.state === "running" ? " (stopping)" : "";
-    const text = job.continuous ? `${jobName(job)} — ${job.state}${stopping} — ${plural(job.windows, "window")} `
-      : `${jobName(job)} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${Math.round(
-        100 * job.map_fraction)}% maps`;
+    const text = jobLine(job);
     if (link.dataset.text === text) return;
     link.dataset.text = text;
     const id = document.createElement("span");
@@ -233,6 +230,14 @@ function renderJobs(jobs) {
   });
   markSelected();
   if (!state.jobId && jobs.length) selectJob(newestJob());
+}
+
+// A job as the list names it: its state, and how far its maps are (a share that reads 100% only once they are done) or
+// how many windows it wrote.
+function jobLine(job) {
+  const stopping = job.continuous && job.stopping && job.state === "running" ? " (stopping)" : "";
+  return job.continuous ? `${jobName(job)} — ${job.state}${stopping} — ${plural(job.windows, "window")} `
+    : `${jobName(job)} — ${job.state}${job.approximate ? " (approximate)" : ""} — ${share(job.map_fraction)} maps`;
 }
 
 function jobItem(job) {
@@ -329,9 +334,10 @@ function renderJob(job) {
 
 // How much of its input the job has processed; an input without a record, once the maps are done, is said so, as hop
 // run's summary says it: an empty input has no map at all and a fraction of 0, and its succeeded job read "0% of the
-// input processed", as if it had missed all of something.
+// input processed", as if it had missed all of something. A share reads 100% only when whole (common.js: share), as
+// hop run's progress line holds 99.9% until the maps are done: rounded, a map on its last records read "100%".
 const inputDone = (job) => (job.maps_done === job.maps_total && !job.input_records ? "the input held no records"
-  : `${Math.round(100 * job.input_fraction)}% of the input processed`);
+  : `${share(job.input_fraction)} of the input processed`);
 
 function taskState(task) {
   // A task waiting for a slot again says how its last attempt ended: "lost" (its worker stopped or went silent,
@@ -344,7 +350,7 @@ function taskState(task) {
 
 function seenText(fraction) {
   // null: the job reads no input chunks (no --snapshot-every, no --order random), so how much its reducers hold is unknown.
-  return fraction == null ? "input seen unknown" : `${Math.round(100 * fraction)}% of the input seen`;
+  return fraction == null ? "input seen unknown" : `${share(fraction)} of the input seen`;
 }
 
 function addSnapshot(snapshot) {
@@ -569,7 +575,7 @@ function renderBars(rows) {
 let historyChart = null;
 function renderHistory() {
   const points = state.selectedKey ? state.history.get(state.selectedKey) ?? [] : [];
-  const labels = points.map((p) => `${Math.round(100 * p.progress)}%`);
+  const labels = points.map((p) => share(p.progress));
   const datasets = [
     { label: "estimate", data: points.map((p) => p.estimate), borderColor: "#1976d2" },
     { label: `${interval()}: low`, data: points.map((p) => p.low), borderColor: "#90caf9", borderDash: [4, 4] },

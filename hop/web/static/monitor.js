@@ -666,7 +666,7 @@ function renderStuckTasks() {
     ` · ${task.name || task.job_id}`, el("span", { className: "muted small right" }, task.host ?? task.worker ?? "")),
   el("div", { className: "small" },
     `no progress for ${Math.round(task.stalled_s)} s (rule: ${task.stuck_after_s} s) at ${task.records} records, ` +
-    `${Math.round((task.fraction ?? 0) * 100)}% · ${task.job_id} on ${task.worker}`))));
+    `${share(task.fraction ?? 0)} · ${task.job_id} on ${task.worker}`))));
 }
 
 function renderFaults() {
