@@ -766,7 +766,9 @@ def test_results_heading_says_final_values_once_the_output_is_in(
 def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
     """A key of 5,000 characters (a URL, a stack trace as a key): its table cell, unbroken, stretched the page to
     43,000 pixels wide, the key's numbers out of sight, and the bar chart's label took the plot's height. The key is
-    cut short in its cell and on the chart's axis (whole in the cell's title and in the output)."""
+    cut short in its cell and on the chart's axis (whole in the cell's title and in the output). Picked to follow
+    over time, it was written whole under that chart (and under a continuous job's trend chart), a column of text
+    thousands of pixels high above the table: it is cut short there too, whole in the caption's title."""
     long_key = "x" * 2_500 + "y" * 2_500
     rows = {long_key: 7, "short": 5, "<b>tag</b> & é中文": 3}
     job_id = _json_values_job(client, tmp_path, rows)
@@ -786,8 +788,22 @@ def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, clien
         )
         keys = [row.get_attribute("data-key") for row in page.query_selector_all("#results tbody tr")]
         shown = [row.query_selector("td").inner_text() for row in page.query_selector_all("#results tbody tr")]
+        line.click()  # follow it over time
+        page.wait_for_function("document.querySelector('#history-label').textContent.includes(':')")
+        caption = page.query_selector("#history-label")
+        assert caption is not None
+        caption_box, caption_title = caption.bounding_box(), caption.get_attribute("title")
+        # A continuous job's trend chart names the key it follows alike.
+        trend = page.evaluate(
+            "(key) => { stream.selectedKey = key; renderTrend(null);"
+            " const label = document.getElementById('trend-label'); return [label.textContent, label.title]; }",
+            long_key,
+        )
         page.screenshot(path=str(tmp_path / "long-key.png"))
         assert errors == []
+    assert caption_box is not None and caption_box["height"] <= 60, f"the caption is {caption_box} high"
+    assert caption_title == long_key
+    assert len(trend[0]) < 120 and trend[0].endswith("…: value per window") and trend[1] == long_key, trend[0][:200]
     assert width <= 1400, f"the page is {width} px wide in a 1400 px window"
     assert cell_width <= 700 and title == long_key, (cell_width, (title or "")[:40])
     assert value_box is not None and value_box["x"] + value_box["width"] <= 1400, "the key's value is in sight"

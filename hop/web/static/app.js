@@ -77,6 +77,14 @@ function keyCell(cell, key) {
   cell.className = "key";
   cell.title = key;
 }
+// A chart's caption naming the key it follows (`key` then `text`; `none` while it follows none): the key cut short as
+// in its table cell, whole in the caption's title. Whole, a picked key of 5,000 characters filled screens with its text
+// under the chart, pushing the table out of sight.
+const FOLLOWED_KEY_CHARACTERS = 80;
+function followedLabel(element, key, text, none) {
+  element.textContent = key === null ? none : `${clipped(key, FOLLOWED_KEY_CHARACTERS)}${text}`;
+  element.title = key ?? "";
+}
 const shown = (row) => (row.estimate !== null && row.estimate !== undefined ? row.estimate : row.value);
 
 // Once the event stream drops or is refused, the page asks for it again after growing waits (common.js: retrier), and
@@ -585,9 +593,8 @@ function renderHistory() {
   if (points.final !== undefined) {
     datasets.push({ label: "final", data: points.map(() => points.final), borderColor: "#2e7d32" });
   }
-  document.getElementById("history-label").textContent = state.selectedKey
-    ? `${state.selectedKey}: estimate and interval by input seen`
-    : "Click a row to follow a group's estimate over time.";
+  followedLabel(document.getElementById("history-label"), state.selectedKey, ": estimate and interval by input seen",
+    "Click a row to follow a group's estimate over time.");
   if (!historyChart) {
     historyChart = new Chart(document.getElementById("history"), { type: "line", data: { labels, datasets },
       options: { animation: false, maintainAspectRatio: false } });
@@ -927,9 +934,8 @@ function renderTrend(shown) {
     return row && isNumeric(row.value) ? plotted(row.value) : null;
   });
   const first = windows[0];
-  document.getElementById("trend-label").textContent = key === null
-    ? "Value per window"
-    : `${key}: value per window${first && isTime(first) ? " (window start, UTC)" : ""}`;
+  followedLabel(document.getElementById("trend-label"), key,
+    `: value per window${first && isTime(first) ? " (window start, UTC)" : ""}`, "Value per window");
   const data = {
     labels: windows.map(shortLabel),
     datasets: [{
