@@ -744,23 +744,51 @@ def test_page_of_a_job_of_an_empty_input_says_it_held_no_records(
     assert "% of the input" not in summary, summary
 
 
+@pytest.mark.parametrize("stopped_early", [False, True], ids=["exact", "stopped-early"])
 def test_results_heading_says_final_values_once_the_output_is_in(
-    cluster: LocalCluster, client: Client, tmp_path: Path
+    cluster: LocalCluster, client: Client, tmp_path: Path, stopped_early: bool
 ) -> None:
     """The results table's value column was headed "value so far" over a job's final output, exact, as over a
-    snapshot's values of the input read so far. It says what the column holds."""
-    (tmp_path / "in.txt").write_text("a b a\n")
-    job_id = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    snapshot's values of the input read so far. It says what the column holds; the bar chart's legend too: a job
+    stopped early (its output its last snapshot's estimates, drawn with their intervals) had its bars called "final
+    value". And an exact output, ranked by value, was marked as sorted by its estimate column, empty: the order is
+    marked on the value's heading, a click there turning it."""
+    if stopped_early:
+        source = tmp_path / "in.txt"
+        generate_text(source, 3_000_000, seed=9, vocabulary=50)
+        options = online_options(
+            load_job_file(job_path("slow_sum_wordcount")), [str(source)], snapshot_every=0.1, order="random",
+            chunk_size=64 << 10, stop_when_accurate=0.5,
+        )  # fmt: skip
+        report = run_job(client, "slow_sum_wordcount", [source], tmp_path / "out", num_reduces=2, options=options)
+        assert report["approximate"]
+    else:
+        (tmp_path / "in.txt").write_text("a b a\n")
+        report = run_job(client, "wordcount", [tmp_path / "in.txt"], tmp_path / "out")
+    marked = """() => Object.fromEntries([...document.querySelectorAll('#results th[data-sort]')]
+        .filter((heading) => heading.getAttribute('aria-sort') !== 'none')
+        .map((heading) => [heading.dataset.sort, heading.getAttribute('aria-sort')]))"""
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
-        _open_final_results(page, web.url, job_id)
+        _open_final_results(page, web.url, report["job_id"])
         heading = page.inner_text("#results th[data-sort=value]")
+        legend = page.evaluate("Chart.getChart(document.getElementById('bars')).data.datasets[0].label")
+        order = page.evaluate(marked)
         rows = {
             row.get_attribute("data-key"): row.get_attribute("data-value")
             for row in page.query_selector_all("#results tbody tr")
         }
+        page.click("#results th[data-sort=value]")
+        turned = page.evaluate(marked)
+        first = page.get_attribute("#results tbody tr", "data-key")
         assert errors == []
+    if stopped_early:
+        assert (heading, legend) == ("value so far", "final estimate (95% interval)"), (heading, legend)
+        assert order == {"estimate": "descending"} and turned == {"value": "descending"}, (order, turned)
+        return
     assert rows == {"a": "2", "b": "1"}, rows
-    assert heading == "final value", heading
+    assert (heading, legend) == ("final value", "final value"), (heading, legend)
+    assert order == {"value": "descending"}, order
+    assert turned == {"value": "ascending"} and first == "b", (turned, first)
 
 
 def test_page_keeps_a_very_long_key_within_the_page(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:

@@ -422,6 +422,10 @@ function setBadge() {
   badge.textContent = text;
 }
 
+// The column the results are in the order of: an exact output has no estimates, so its rows ranked by estimate are by
+// value (shown(row)), and so marked and sorted again, rather than under the estimate's heading over empty cells.
+const sortedBy = () => (state.final && !state.approximate && state.sortBy === "estimate" ? "value" : state.sortBy);
+
 function sortedRows() {
   const value = (row) => {
     switch (state.sortBy) {
@@ -525,7 +529,7 @@ function renderTable() {
       return line;
     })
   );
-  markSort("#results", state.sortBy, state.sortDescending);
+  markSort("#results", sortedBy(), state.sortDescending);
   renderBars(rows.slice(0, 20));
   renderHistory();
 }
@@ -566,7 +570,9 @@ let barChart = null;
 function renderBars(rows) {
   const data = {
     labels: rows.map((row) => keyText(row.key)),
-    datasets: [{ label: state.final ? "final value" : `estimate (${interval()})`, data: rows.map((row) => plotted(shown(row))),
+    // (A job stopped early: its final output is the estimates, drawn with their intervals, not exact values.)
+    datasets: [{ label: state.final && !state.approximate ? "final value"
+      : `${state.final ? "final " : ""}estimate (${interval()})`, data: rows.map((row) => plotted(shown(row))),
       bounds: rows.map((row) => ({ low: row.low, high: row.high })), backgroundColor: state.final ? "#2e7d32" : "#1976d2" }],
   };
   if (!barChart) {
@@ -605,7 +611,7 @@ function renderHistory() {
 }
 
 keyboardTable(document.getElementById("results"), (by) => {
-  state.sortDescending = state.sortBy === by ? !state.sortDescending : by !== "key";
+  state.sortDescending = sortedBy() === by ? !state.sortDescending : by !== "key";
   state.sortBy = by;
   renderTable();
 });
