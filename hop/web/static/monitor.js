@@ -665,7 +665,7 @@ function renderStuckTasks() {
   el("div", { className: "alert-head" }, badge("stuck", "alert"), el("strong", {}, `${task.task} #${task.attempt}`),
     ` · ${task.name || task.job_id}`, el("span", { className: "muted small right" }, task.host ?? task.worker ?? "")),
   el("div", { className: "small" },
-    `no progress for ${Math.round(task.stalled_s)} s (rule: ${task.stuck_after_s} s) at ${task.records} records, ` +
+    `no progress for ${Math.round(task.stalled_s)} s (rule: ${task.stuck_after_s} s) at ${Number(task.records).toLocaleString("en-US")} records, ` +
     `${share(task.fraction ?? 0)} · ${task.job_id} on ${task.worker}`))));
 }
 
