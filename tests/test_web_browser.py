@@ -934,6 +934,12 @@ def test_shares_of_the_input_read_100_percent_only_when_whole_on_both_pages(clus
             "99.96% of the input seen",
             "42% of the input seen",
         ], shown
+        # The running job's page says so too (and of its one snapshot, "1 snapshot": it said "1 snapshots").
+        summary = page.evaluate(
+            "(job) => { renderJob(job); return document.getElementById('job-summary').textContent; }",
+            {**job, "reduces_done": 0, "reduces_total": 1, "snapshots": 1, "output": "/out", "tasks": []},
+        )
+        assert summary == "running; maps 0/1, reduces 0/1; 99.6% of the input processed; 1 snapshot; output /out"
         done = {**job, "state": "succeeded", "maps_done": 1, "input_fraction": 1, "map_fraction": 1}
         assert page.evaluate("(job) => [jobLine(job), inputDone(job)]", done) == [
             "WordCount — succeeded — 100% maps",

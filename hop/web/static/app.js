@@ -326,7 +326,7 @@ function renderJob(job) {
   setBadge();
   document.getElementById("job-summary").textContent = lastKnown() +
     `${job.state}; maps ${job.maps_done}/${job.maps_total}, reduces ${job.reduces_done}/${job.reduces_total}; ` +
-    `${inputDone(job)}; ${job.snapshots} snapshots; output ${job.output}`;
+    `${inputDone(job)}; ${plural(job.snapshots, "snapshot")}; output ${job.output}`;
   document.getElementById("tasks").replaceChildren(
     ...job.tasks.map((task) => {
       const box = document.createElement("span");
