@@ -940,6 +940,12 @@ def test_shares_of_the_input_read_100_percent_only_when_whole_on_both_pages(clus
             {**job, "reduces_done": 0, "reduces_total": 1, "snapshots": 1, "output": "/out", "tasks": []},
         )
         assert summary == "running; maps 0/1, reduces 0/1; 99.6% of the input processed; 1 snapshot; output /out"
+        info = page.evaluate(
+            "(snapshot) => { selectJob(null); addSnapshot(snapshot); "
+            "return document.getElementById('snapshot-info').textContent; }",
+            {"seq": 0, "label": "0.100", "input_fraction": 0.1, "groups": 1, "rows": [], "truncated": False},
+        )
+        assert info == "snapshot 0.100: 10% of the input seen, 1 group", info  # (it read "1 groups")
         done = {**job, "state": "succeeded", "maps_done": 1, "input_fraction": 1, "map_fraction": 1}
         assert page.evaluate("(job) => [jobLine(job), inputDone(job)]", done) == [
             "WordCount — succeeded — 100% maps",
@@ -965,4 +971,12 @@ def test_shares_of_the_input_read_100_percent_only_when_whole_on_both_pages(clus
             stuck,
         )
         assert "at 39,990 records, 99.8% · job-x on w1" in text, text  # (its records grouped, as every count there)
+        # A continuous job's one window, in the jobs table: "1 window" (it read "1 windows").
+        continuous = {**job, "continuous": True, "windows": 1, "reduces_done": 0, "reduces_total": 1, "elapsed": 3}
+        row = page.evaluate(
+            "(job) => { view.snapshot = { ...(view.snapshot ?? {}), jobs: [job] }; renderJobs(); "
+            "return document.querySelector('#jobs tbody tr').textContent; }",
+            continuous,
+        )
+        assert "1 window" in row and "1 windows" not in row, row
         assert errors == []

@@ -377,7 +377,7 @@ function addSnapshot(snapshot) {
   const upstream = snapshot.upstream ? ` (recomputed from ${snapshot.upstream.job_id} at ${snapshot.upstream.label})` : "";
   document.getElementById("snapshot-info").textContent =
     `snapshot ${snapshot.label}: ${seenText(snapshot.input_fraction)}, ` +
-    `${snapshot.groups.toLocaleString()} groups` +
+    `${snapshot.groups.toLocaleString()} group${snapshot.groups === 1 ? "" : "s"}` +
     `${snapshot.truncated ? ` (the ${snapshot.rows.length.toLocaleString()} largest shown)` : ""}${upstream}`;
   setBadge();
   renderTable();

@@ -600,7 +600,7 @@ function renderJobs() {
     el("td", {}, progress(job.reduces_done, job.reduces_total, job.reduce_fraction, job.continuous && job.state === "running")),
     el("td", {}, format(KIND.number, job.records_per_s)),
     el("td", {}, (job.input_records ?? 0).toLocaleString("en-US")),
-    el("td", {}, job.continuous ? `${job.windows ?? 0} windows` : String(job.snapshots ?? 0)),
+    el("td", {}, job.continuous ? plural(job.windows ?? 0, "window") : String(job.snapshots ?? 0)),
     // (records/s and failures come with the query's windows: none for a job no window has yet)
     el("td", { className: job.failures ? "bad" : "" }, job.failures === undefined ? "–" : String(job.failures)),
     el("td", {}, duration(job.elapsed ?? 0)))));
