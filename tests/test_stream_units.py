@@ -532,6 +532,29 @@ def test_tracker_forgets_old_windows_so_a_long_job_stays_flat(monkeypatch: pytes
     assert tracker.on_window_done(0, {**report, "window": 999}) is None  # a retry's second report of a recent one
 
 
+def test_a_windows_rows_kept_are_its_largest_values_where_they_are_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A window's rows were cut in key order (each partition's first 1,000, the coordinator's first 2,000 of
+    those): the web view's table, ranked by value, put a word at 7,429 on top while one at 14,729 was left out.
+    Where every value is a number, the rows kept are the largest, in key order; else the first, as before."""
+    from hop.stream.rows import largest_rows
+
+    rows = [[f'"k{n:03d}"', str(value)] for n, value in enumerate([5, 90, 1, 70, "NaN", 88, -3])]
+    assert largest_rows(rows, 3) == ([rows[1], rows[3], rows[5]], True)
+    assert largest_rows(rows, 7) == (rows, False), "none cut"
+    words = [[f'"w{n}"', f'"{n}"'] for n in range(5)]  # (strings of digits are no numbers)
+    assert largest_rows(words, 2) == (words[:2], False)
+    monkeypatch.setattr(tracker_module, "KEEP_ROWS", 3)
+    tracker = WindowTracker(2, 1, {"unit": "records"})
+    board = {"sources": 1, "first_pane": 0, "panes": 1, "present": 1, "cells": 1, "grid": ["D"]}
+    report = {"window": 0, "label": "w0", "start": 0, "end": 10, "records": 9, "emitted_at": 1.0, "fidelity": 1.0}
+    report.update(reason="complete", scoreboard=board)
+    low = [['"a"', "1"], ['"b"', "2"], ['"c"', "3"]]
+    high = [['"x"', "30"], ['"y"', "10"], ['"z"', "20"]]
+    assert tracker.on_window_done(0, {**report, "output_records": 3, "rows": low}) is None
+    summary = tracker.on_window_done(1, {**report, "output_records": 5, "rows": high, "rows_ranked": True})
+    assert summary is not None and summary["rows"] == high and summary["rows_ranked"], summary
+
+
 def test_tracker_says_which_window_folders_keep_windows_removes() -> None:
     """--keep-windows N: all but the newest N summarized windows' folders go, and one a reducer retry wrote again
     after its removal (it redoes the windows after its checkpoint) goes again; without it, none."""

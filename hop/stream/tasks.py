@@ -57,6 +57,7 @@ from hop.protocol import unsent_spills
 from hop.stream.assembler import FOREVER, WindowAssembler, WindowResult
 from hop.stream.options import StreamOptions
 from hop.stream.panes import PaneBuffer
+from hop.stream.rows import largest_rows
 from hop.stream.sources import ReplaySource, Source, SourceError, SourceRecord, open_source
 from hop.stream.windows import MAX_EVENT_SECONDS, WindowSpec
 from hop.tasks import (
@@ -81,7 +82,8 @@ from shuffle.store import DECODED_EXPANSION
 
 PROGRESS_SECONDS = 1.0
 ROWS_REPORTED = 1000
-"""Rows of each window a reducer sends the coordinator with ``window_done`` (the web view's table). The whole
+"""Rows of each window a reducer sends the coordinator with ``window_done`` (the web view's table): those of the
+largest values, where they are numbers (``hop.stream.rows``). The whole
 result is in the window's part file, which the coordinator reads for a ``windows`` request with ``all_rows``; the
 ``--sink`` gets every row."""
 KEEP_MAP_CHECKPOINTS = 64
@@ -875,10 +877,10 @@ def run_stream_reduce(
                 part = Path(spec.output) / "windows" / fields["label"] / f"part-{index:05d}"
                 try:
                     with open(part, encoding="utf-8", opener=output.opener) as file:
-                        rows = [line.split("\t", 1) for line in file.read().split("\n")[:-1][:ROWS_REPORTED]]
+                        rows = [line.split("\t", 1) for line in file.read().split("\n")[:-1]]
                 except FileNotFoundError:
                     rows = []
-                fields = {**fields, "rows": rows}
+                fields = {**fields, "rows": largest_rows(rows, ROWS_REPORTED)[0]}
             channel.send(kind, index=index, attempt=attempt, **fields)
 
     def write_window(result: WindowResult) -> None:
@@ -944,11 +946,13 @@ def run_stream_reduce(
             "scoreboard": result.scoreboard,
             "output_records": output_records,
             "emitted_at": time.time(),
-            "rows": [line.split("\t", 1) for line in lines[:ROWS_REPORTED]],
         }
+        every_row = [line.split("\t", 1) for line in lines]
+        report["rows"], report["rows_ranked"] = largest_rows(every_row, ROWS_REPORTED)
         report_window("window_done", report)
         if sink is not None and not final:  # the window's output stream, every row: each window once, as written
-            report["rows"] = [line.split("\t", 1) for line in lines]
+            report["rows"] = every_row
+            del report["rows_ranked"]
             sink.send(codec.packb({"job_id": spec.job_id, "partition": index, **report}))
 
     pieces = RunPieces()  # a pane's run comes in pieces (shuffle.pusher): put together before it is taken

@@ -20,10 +20,12 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from hop.stream.rows import largest_rows
+
 KEEP_WINDOWS = 500
 """Windows the coordinator keeps in memory for queries (every window is on disk)."""
 KEEP_ROWS = 2000
-"""Rows per window kept for queries."""
+"""Rows per window kept for queries: those of the largest values, where they are numbers (``hop.stream.rows``)."""
 KEEP_ROWS_WINDOWS = 50
 """How many of the newest windows keep their rows in memory (the coordinator's memory stays flat)."""
 KEEP_DONE = 100_000
@@ -147,8 +149,10 @@ class WindowTracker:
                 key=lambda entry: int(entry["partition"]),
             ),
             "window_spec": self.window,
-            "rows": [row for r in reports for row in r.get("rows", [])][:KEEP_ROWS],
         }
+        kept_rows, ranked = largest_rows([row for r in reports for row in r.get("rows", [])], KEEP_ROWS)
+        summary["rows"] = kept_rows
+        summary["rows_ranked"] = ranked or any(r.get("rows_ranked") for r in reports)
         self.windows.append(summary)
         if self.keep_windows is not None:
             self._kept.append((int(summary["window"]), str(summary["label"])))

@@ -804,9 +804,10 @@ function renderWindow(window) {
     `${window.label}: ${bounds(window)}; ${window.records.toLocaleString()} records, ` +
     `${window.output_records.toLocaleString()} rows; fidelity ${percent(window.fidelity)}; ` +
     `emitted ${emitted}`;
+  const kept = window.rows_ranked ? "largest" : "first";
   const received = window.truncated
-    ? `the coordinator's first ${window.rows.length.toLocaleString()} of ${window.output_records.toLocaleString()} ` +
-      `rows (all in windows/${window.label}/part-*)`
+    ? `the coordinator's ${kept} ${window.rows.length.toLocaleString()} of ${window.output_records.toLocaleString()} ` +
+      `rows${window.rows_ranked ? " by value" : ""} (all in windows/${window.label}/part-*)`
     : `${window.rows.length.toLocaleString()} rows`;
   document.getElementById("window-rows").textContent =
     received + (window.rows.length > TABLE_ROWS ? `; ${TABLE_ROWS.toLocaleString()} shown in this order` : "");
