@@ -28,8 +28,13 @@ def percent(fraction: float, decimals: int = 1) -> str:
 
 def percent_like(fraction: float, given: float) -> str:
     """A measured ``fraction`` as a percentage with the decimals :func:`percent` shows ``given`` with, the figure it
-    is compared with (a half-width of 0.00042 against a bound of 0.0005: ``0.04%``, beside ``0.05%``)."""
-    return f"{100 * fraction:.{percent_places(given)}f}%"
+    is compared with (a half-width of 0.00042 against a bound of 0.0005: ``0.04%``, beside ``0.05%``); more, up to
+    4, where a fraction other than ``given`` would read as it does (0.01004 over a bound of 0.01: ``1.004%``, not
+    ``1.0%``, "over 1.0%")."""
+    places = percent_places(given)
+    while places < 4 and fraction != given and round(100 * fraction, places) == round(100 * given, places):
+        places += 1
+    return f"{100 * fraction:.{places}f}%"
 
 
 def share(fraction: float, decimals: int = 0) -> str:

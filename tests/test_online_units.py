@@ -1197,3 +1197,16 @@ def test_a_small_bound_is_said_as_given_not_rounded_to_a_tenth_of_a_percent() ->
     fields = {"max_relative_half_width": 0.0006, "widest": "b"}
     tracker.on_done(tracker.request_now(0.8).seq, 0, {"groups": 2, "strata_seen": {"": 7}, **fields})
     assert tracker.held_back(tracker.snapshots[-1]) == 'the widest interval is 0.06% of its estimate, over 0.05% ("b")'
+
+
+def test_a_width_just_over_its_bound_is_said_with_the_decimals_that_tell_them_apart() -> None:
+    """A half-width of 1.04% against ``--stop-when-accurate 0.01`` held a snapshot back with "the widest interval
+    is 1.0% of its estimate, over 1.0%" (found by the web view's walkthrough): rounded to the bound's decimals, the
+    two read equal. The width gets the decimals that tell it from the bound (a figure far from it, none more)."""
+    from hop.wording import percent_like
+
+    tracker = SnapshotTracker(1, [10] * 10, stop_when_accurate=0.01, stratum_chunks={"": 10})
+    fields = {"max_relative_half_width": 0.0104, "widest": "b"}
+    tracker.on_done(tracker.request_now(0.8).seq, 0, {"groups": 2, "strata_seen": {"": 7}, **fields})
+    assert tracker.held_back(tracker.snapshots[-1]) == 'the widest interval is 1.04% of its estimate, over 1.0% ("b")'
+    assert percent_like(0.25, 0.01) == "25.0%" and percent_like(0.010000001, 0.01) == "1.0000%"
