@@ -946,6 +946,13 @@ def test_shares_of_the_input_read_100_percent_only_when_whole_on_both_pages(clus
             {"seq": 0, "label": "0.100", "input_fraction": 0.1, "groups": 1, "rows": [], "truncated": False},
         )
         assert info == "snapshot 0.100: 10% of the input seen, 1 group", info  # (it read "1 groups")
+        # With --stop-when-accurate, why the snapshot did not stop the job (sent, never shown).
+        held = 'the widest interval is 7.0% of its estimate, over 5.0% ("b")'
+        info = page.evaluate(
+            "(snapshot) => { addSnapshot(snapshot); return document.getElementById('snapshot-info').textContent; }",
+            {"seq": 1, "label": "0.200", "input_fraction": 0.2, "groups": 2, "rows": [], "stop_held_back": held},
+        )
+        assert info == f"snapshot 0.200: 20% of the input seen, 2 groups; not accurate enough to stop: {held}", info
         done = {**job, "state": "succeeded", "maps_done": 1, "input_fraction": 1, "map_fraction": 1}
         assert page.evaluate("(job) => [jobLine(job), inputDone(job)]", done) == [
             "WordCount — succeeded — 100% maps",

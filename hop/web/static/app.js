@@ -378,7 +378,9 @@ function addSnapshot(snapshot) {
   document.getElementById("snapshot-info").textContent =
     `snapshot ${snapshot.label}: ${seenText(snapshot.input_fraction)}, ` +
     `${snapshot.groups.toLocaleString()} group${snapshot.groups === 1 ? "" : "s"}` +
-    `${snapshot.truncated ? ` (the ${snapshot.rows.length.toLocaleString()} largest shown)` : ""}${upstream}`;
+    `${snapshot.truncated ? ` (the ${snapshot.rows.length.toLocaleString()} largest shown)` : ""}${upstream}` +
+    // (--stop-when-accurate: why this snapshot did not end the job, as hop run says it at the end)
+    `${snapshot.stop_held_back ? `; not accurate enough to stop: ${snapshot.stop_held_back}` : ""}`;
   setBadge();
   renderTable();
 }
