@@ -982,8 +982,9 @@ def test_shares_of_the_input_read_100_percent_only_when_whole_on_both_pages(clus
         continuous = {**job, "continuous": True, "windows": 1, "reduces_done": 0, "reduces_total": 1, "elapsed": 3}
         row = page.evaluate(
             "(job) => { view.snapshot = { ...(view.snapshot ?? {}), jobs: [job] }; renderJobs(); "
-            "return document.querySelector('#jobs tbody tr').textContent; }",
-            continuous,
+            "return [...document.querySelectorAll('#jobs tbody tr td')].map((cell) => cell.textContent); }",
+            {**continuous, "records_per_s": 146.02},
         )
-        assert "1 window" in row and "1 windows" not in row, row
+        assert "1 window" in "".join(row) and "1 windows" not in "".join(row), row
+        assert "146" in row and "146.02" not in row, row  # (a rate of records, as counts are: no hundredths)
         assert errors == []

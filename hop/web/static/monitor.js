@@ -598,7 +598,7 @@ function renderJobs() {
     el("td", {}, badge(job.state, `state ${job.state}`), job.error ? el("div", { className: "small error" }, job.error) : ""),
     el("td", {}, progress(job.maps_done, job.maps_total, job.map_fraction, job.continuous && job.state === "running")),
     el("td", {}, progress(job.reduces_done, job.reduces_total, job.reduce_fraction, job.continuous && job.state === "running")),
-    el("td", {}, format(KIND.number, job.records_per_s)),
+    el("td", {}, format(KIND.count, job.records_per_s)),
     el("td", {}, (job.input_records ?? 0).toLocaleString("en-US")),
     el("td", {}, job.continuous ? plural(job.windows ?? 0, "window") : String(job.snapshots ?? 0)),
     // (records/s and failures come with the query's windows: none for a job no window has yet)
