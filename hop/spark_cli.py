@@ -25,7 +25,7 @@ from typing import Any
 
 from hop.claims import input_claimed, inputs_left_partial
 from hop.counters import print_user_counters
-from hop.gen.cli import ArgumentParser, output_argument, positive_int, size_at_least
+from hop.gen.cli import ArgumentParser, non_negative_float, output_argument, positive_int, size_at_least
 from hop.inputs import (
     DEFAULT_SPLIT_BYTES,
     MIN_SPLIT_SIZE_OPTION,
@@ -221,7 +221,11 @@ def register(subparsers: Any) -> None:
         "--spark-master", type=spark_master_url, default=None, help="Spark master URL (default: local[WORKERS])"
     )
     parser.add_argument(
-        "--tolerance", type=float, default=1e-9, help="relative tolerance for floating-point values (default 1e-9)"
+        # (a negative one failed with math.isclose's traceback once both engines had run)
+        "--tolerance",
+        type=non_negative_float,
+        default=1e-9,
+        help="relative tolerance for floating-point values (default 1e-9)",
     )
     parser.set_defaults(func=_compare)
 

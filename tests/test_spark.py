@@ -973,6 +973,21 @@ def test_compare_outputs_tolerance_and_differences(tmp_path: Path) -> None:
     assert 'key "a": hop [1], spark [2]' in format_table(summary)
 
 
+@pytest.mark.parametrize("tolerance", ["-1", "nan"])
+def test_hop_compare_refuses_a_negative_or_nan_tolerance_before_either_engine_runs(
+    tolerance: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A negative one failed with math.isclose's traceback, once both engines had run, at the first float; a NaN
+    one compared floats exactly, saying "tolerance nan"."""
+    from hop.spark_cli import register
+
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args(["compare", job_path("wordcount"), "in.txt", "--tolerance", tolerance])
+    assert exit_.value.code == 2 and f"must be 0 or more, got {tolerance}" in capsys.readouterr().err
+
+
 def wait_for_log(path: Path, pattern: str, process: subprocess.Popen[bytes], timeout: float = 90) -> re.Match[str]:
     """Wait until ``path`` (a process's log) has a match of ``pattern``; fail if the process exits or time runs out.
 
