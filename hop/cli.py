@@ -441,7 +441,7 @@ def _run_job(args: argparse.Namespace) -> int:
                 "or write it as one job with steps()",
                 2,
             )
-        return run_spark_from_args(args)
+        return run_spark_from_args(args, ending=_defer_interrupts)
     mrjob_run: MRJobRun | None = None
     try:
         job_files, args.inputs = _job_list(args.job, args.inputs)

@@ -81,8 +81,13 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_spark_from_args(args: argparse.Namespace) -> int:
-    """Run the job named by ``hop run``'s arguments on Spark; returns the exit code (see the module docstring)."""
+def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | None = None) -> int:
+    """Run the job named by ``hop run``'s arguments on Spark; returns the exit code (see the module docstring).
+
+    ``ending`` is called once the Spark job has ended (or the run failed before it), before the JVM is stopped and
+    the summary printed: ``hop run`` stops taking Ctrl-C, SIGTERM or a reader of its messages gone as an
+    interruption there, as it does once its own engine's job has ended (a summary that had no reader made a run
+    that succeeded exit 141, as if interrupted)."""
     from hop.spark_engine import SparkJobFailed, SparkUnavailable, run_on_spark, shutdown_jvm
 
     try:
@@ -130,6 +135,8 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as interrupt:  # (SIGTERM as well, from hop.cli's handler or the run's own)
         return _fail("interrupted", 128 + getattr(interrupt, "signum", signal.SIGINT))
     finally:
+        if ending is not None:
+            ending()
         if release is not None:
             release()
         shutdown_jvm()
