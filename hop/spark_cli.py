@@ -2,7 +2,8 @@
 
 - :func:`register` adds ``hop compare JOB INPUT... [--reducers R] [--workers N] [--spark-master URL]
   [--tolerance X] [--split-size S] [--spill-records N] [--input-format F] [--job-class C]`` to the ``hop``
-  subcommands; it exits 0 when the outputs are equal, 1 when they differ or an engine failed, 2 on bad usage.
+  subcommands; it exits 0 when the outputs are equal, 1 when they differ or an engine failed, 2 on bad usage, 3
+  when Spark cannot start (no Java, a master that does not answer: found before either engine runs).
 - :func:`run_spark_from_args` runs ``hop run ... --engine spark`` from the parsed ``hop run`` arguments (``job``,
   ``inputs``, ``output``, ``reducers``, ``overwrite``, ``quiet``, ``split_size``, ``input_format``, ``job_class``,
   and if present ``workers``, ``spill_records``, ``spark_master``, ``spark_conf``). Exit codes as ``hop run``: 0
@@ -38,7 +39,8 @@ from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
 from hop.runner import earlier_reports, no_records_note
-from hop.spark_master import spark_master_url
+from hop.spark_gateway import java_problem
+from hop.spark_master import spark_master_url, unreachable_master
 from hop.wording import counted
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
@@ -176,6 +178,11 @@ def _compare(args: argparse.Namespace) -> int:
     except InputError as error:
         return _fail(str(error), 2)
     workers, reducers, master = _defaults(args)
+    # (Spark runs second: without Java or its master it failed only once hop's run had ended, exit code 1 under a
+    # table, where hop run --engine spark refuses it before it starts, exit code 3)
+    cannot_start = java_problem() or unreachable_master(master)
+    if cannot_start is not None:
+        return _fail(cannot_start, 3)
     result = compare(
         args.job,
         list(args.inputs),

@@ -21,8 +21,10 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -973,6 +975,37 @@ def test_an_interrupted_compare_lets_its_spark_run_clean_up(tmp_path: Path) -> N
             run.communicate(timeout=10)
     assert run.returncode == 130 and b"interrupted" in stderr, (run.returncode, stderr)
     assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
+
+
+@pytest.mark.parametrize("cause", ["master", "java"])
+def test_hop_compare_that_spark_cannot_start_for_is_refused_before_either_engine_runs(
+    cause: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark runs second: a master that does not answer (or no Java) failed it only once hop's run had ended, under
+    a table and exit code 1, as an engine that failed; ``hop run --engine spark`` refuses it before it starts, exit
+    code 3, and so does ``hop compare`` now, before either engine runs."""
+    from hop.spark_cli import register
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (where hop compare would make its scratch folder)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    (tmp_path / "in.txt").write_text("a b\n")
+    argv = ["compare", job_path("wordcount"), str(tmp_path / "in.txt"), "--workers", "1"]
+    if cause == "master":
+        with socket.socket() as closed:  # (a port bound, not listening: refused)
+            closed.bind(("127.0.0.1", 0))
+            args = parser.parse_args([*argv, "--spark-master", f"spark://127.0.0.1:{closed.getsockname()[1]}"])
+            code = args.func(args)
+        expected = "could not be reached"
+    else:
+        monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+        args = parser.parse_args(argv)
+        code = args.func(args)
+        expected = "holds no bin/java"
+    captured = capsys.readouterr()
+    assert code == 3 and expected in captured.err and captured.out == "", captured
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"], "an engine ran"
 
 
 def write_output(folder: Path, lines: list[str]) -> Path:
