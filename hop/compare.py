@@ -45,6 +45,7 @@ import psutil
 from hop.aggregates import as_aggregate
 from hop.loader import JobFileError, load_job_file
 from hop.spilldirs import make_marked_dir
+from hop.wording import counted
 
 SCRATCH_PREFIX = "hop-compare-"
 """The name of the folder of the two runs' outputs, in the system's temporary directory, up to its random part."""
@@ -307,9 +308,12 @@ def format_table(result: dict[str, Any]) -> str:
                 lines.append(f"--- {name} stderr (tail) ---\n{run['stderr_tail'].rstrip()}")
     elif comparison["equal"]:
         layout = "part files byte-identical" if comparison["byte_identical"] else "part files differ in bytes"
-        lines.append(f"outputs equal: {comparison['keys']:,} keys, tolerance {result['tolerance']:g} ({layout})")
+        lines.append(
+            f"outputs equal: {counted(comparison['keys'], 'key')}, tolerance {result['tolerance']:g} ({layout})"
+        )
     else:
-        lines.append(f"outputs DIFFER: {comparison['differing_keys']:,} keys differ; first:")
+        differing = comparison["differing_keys"]
+        lines.append(f"outputs DIFFER: {counted(differing, 'key')} {'differs' if differing == 1 else 'differ'}; first:")
         for difference in comparison["differences"]:
             lines.append(
                 f"  key {json.dumps(difference['key'], ensure_ascii=False)}: "

@@ -1035,6 +1035,12 @@ def test_compare_outputs_tolerance_and_differences(tmp_path: Path) -> None:
         },
     }
     assert 'key "a": hop [1], spark [2]' in format_table(summary)
+    one_key = write_output(tmp_path / "one-key", ['"a"\t1', '"b"\t0.3', '"c"\t[1,2.0]', '"d"\t"y"'])
+    lines = format_table({**summary, "comparison": compare_outputs(hop_out, one_key, 0.1)}).splitlines()
+    assert lines[2] == "outputs DIFFER: 1 key differs; first:"  # (it said "1 keys differ")
+    alone = write_output(tmp_path / "alone", ['"a"\t1'])
+    lines = format_table({**summary, "comparison": compare_outputs(alone, alone, 0.1)}).splitlines()
+    assert lines[2].startswith("outputs equal: 1 key, tolerance 1e-09 ")
 
 
 @pytest.mark.parametrize("tolerance", ["-1", "nan"])
