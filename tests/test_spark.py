@@ -1219,7 +1219,7 @@ def test_differing_outputs_of_a_job_that_combines_before_a_hand_written_reduce_s
     }
     result = {"engines": {"hop": run, "spark": run}, "comparison": comparison, "error": None, "caveat": caveat}
     table = format_table(result).splitlines()
-    assert table[-3:] == ["outputs DIFFER: 1 keys differ; first:", '  key "a": hop [[3, 2]], spark [[3, 1]]', caveat]
+    assert table[-3:] == ["outputs DIFFER: 1 key differs; first:", '  key "a": hop [[3, 2]], spark [[3, 1]]', caveat]
 
 
 def test_a_value_the_aggregate_cannot_fold_fails_as_on_hop(

@@ -214,6 +214,29 @@ def test_second_compaction_merges_overrides_and_cleans_up(spark: SparkSession, t
     assert manifest["deltas"] == 6  # delta-00001-00000003 was compacted twice, once rewritten: it counts twice
 
 
+def test_an_output_moved_elsewhere_names_and_compacts_its_own_view(spark: SparkSession, tmp_path: Path) -> None:
+    """The manifest names its base by the absolute path ``OUT`` had as it was written: ``hop view`` of an output
+    moved since (``mv out archive/``) printed the old place, gone, and its next compaction failed reading the old
+    place's files (Spark's "PATH_NOT_FOUND")."""
+    rng, model, out = random.Random(7), Model(), tmp_path / "out"
+    rows = window_rows(rng, [0, 1], KEYS)
+    write_delta(out, 0, 0, rows)
+    model.add(0, 0, rows)
+    assert compact(out, spark=spark) is not None
+    model.compacted()
+    moved = tmp_path / "archive" / "out"
+    moved.parent.mkdir()
+    os.rename(out, moved)
+    info = view_info(moved)
+    assert info is not None and info.base == str(moved.resolve() / "_view" / "base-000001")
+    rows = window_rows(rng, [1, 2], KEYS)  # (window 1's piece is rewritten, from the moved base)
+    write_delta(moved, 0, 1, rows)
+    model.add(0, 1, rows)
+    info = compact(moved, spark=spark)
+    assert info is not None and info.version == 2 and info.base == str(moved.resolve() / "_view" / "base-000002")
+    assert_view_matches(spark, info, model)
+
+
 def test_the_manifest_does_not_grow_with_the_deltas_compacted(spark: SparkSession, tmp_path: Path) -> None:
     # A job running for days writes a delta per reducer every few seconds: the manifest, rewritten at every
     # compaction, listed every name compacted so far and grew by a megabyte a day.
