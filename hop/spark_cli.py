@@ -41,6 +41,7 @@ from hop.outputs import check_output, claim_output
 from hop.runner import earlier_reports, no_records_note
 from hop.spark_gateway import java_problem
 from hop.spark_master import spark_master_url, unreachable_master
+from hop.stdin_input import STDIN
 from hop.wording import counted
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
@@ -171,6 +172,12 @@ def _compare(args: argparse.Namespace) -> int:
         return _fail(
             f"hop compare runs one job file, not a pipeline ({args.job}, {', '.join(jobs)}): compare each job, or "
             "write the pipeline as one job with steps()",
+            2,
+        )
+    if STDIN in args.inputs:  # (it said "input '/current/dir/-' does not exist")
+        return _fail(
+            "hop compare runs the job twice, once per engine, and standard input (-) can be read once: save it to a "
+            "file and give that",
             2,
         )
     try:  # (a missing input ran both engines, each refusing it, and printed their table with exit code 1)

@@ -977,6 +977,17 @@ def test_an_interrupted_compare_lets_its_spark_run_clean_up(tmp_path: Path) -> N
     assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
 
 
+def test_hop_compare_of_standard_input_says_it_reads_files(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each engine reads the input: ``-`` said "input '/current/dir/-' does not exist"."""
+    from hop.spark_cli import register
+
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["compare", job_path("wordcount"), "-"])
+    assert args.func(args) == 2
+    assert "standard input (-) can be read once: save it to a file" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("cause", ["master", "java"])
 def test_hop_compare_that_spark_cannot_start_for_is_refused_before_either_engine_runs(
     cause: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
