@@ -408,7 +408,11 @@ def _new_base(
     from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
 
     if spark is None:
-        session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
+        try:
+            session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
+        except BaseException:  # (Ctrl-C as the session started, its JVM up: its temporary directory was left)
+            shutdown_jvm()
+            raise
     else:
         session = spark() if callable(spark) else spark
     try:
