@@ -44,6 +44,8 @@ import psutil
 
 from hop.aggregates import as_aggregate
 from hop.loader import JobFileError, load_job_file
+from hop.spark_gateway import java_problem
+from hop.spark_master import unreachable_master
 from hop.spilldirs import make_marked_dir
 from hop.wording import counted
 
@@ -53,6 +55,12 @@ MAX_DIFFERENCES = 10
 SAMPLE_SECONDS = 0.05
 ENGINE_STOP_SECONDS = 60
 """How long an engine run that ``hop compare`` was interrupted in has to end as Ctrl-C ends it, before it is killed."""
+
+
+class SparkCannotStart(Exception):
+    """Spark cannot start for the comparison's run (no Java, a ``spark://`` master that does not answer): found
+    before either engine runs. Spark runs second, so it failed only once hop's run had ended, under a table, as an
+    engine that failed, where ``hop run --engine spark`` refuses it before it starts."""
 
 
 @dataclass
@@ -254,7 +262,8 @@ def compare(
 ) -> dict[str, Any]:
     """Run ``job_file`` on hop (``workers`` workers) and on Spark (``master``), both with ``reducers`` reducers.
 
-    Returns ``{"equal", "caveat", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ...,
+    Raises :class:`SparkCannotStart` before either engine runs if Spark cannot start. Returns ``{"equal",
+    "caveat", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ...,
     "error"}`` where each engine is a :class:`Measurement` as a dict, ``comparison`` comes from
     :func:`compare_outputs` (``None`` when an engine failed), ``error`` says which engine failed and ``caveat``
     (outputs that differ only) why the job itself may give different outputs (:func:`combine_caveat`).
@@ -265,6 +274,10 @@ def compare(
     # outright left are removed by the next one on this host.
     scratch = make_marked_dir(None, SCRATCH_PREFIX)
     try:
+        # (once the folder is made: those of comparisons killed outright are removed by this one, refused or not)
+        cannot_start = java_problem() or unreachable_master(master)
+        if cannot_start is not None:
+            raise SparkCannotStart(cannot_start)
         hop_out, spark_out = scratch / "hop", scratch / "spark"
         common = [job_file, *inputs]
         hop_command = [sys.executable, "-m", "hop", "run", *common, "-o", str(hop_out), "--quiet"]

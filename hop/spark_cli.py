@@ -39,8 +39,7 @@ from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
 from hop.runner import earlier_reports, no_records_note
-from hop.spark_gateway import java_problem
-from hop.spark_master import spark_master_url, unreachable_master
+from hop.spark_master import spark_master_url
 from hop.stdin_input import STDIN
 from hop.wording import counted
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
@@ -161,7 +160,7 @@ def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | N
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from hop.compare import compare, format_table
+    from hop.compare import SparkCannotStart, compare, format_table
 
     try:  # (a job file that is no hop job, e.g. an mrjob job's, is refused before either engine runs)
         load_job_file(args.job, args.job_class)
@@ -185,23 +184,21 @@ def _compare(args: argparse.Namespace) -> int:
     except InputError as error:
         return _fail(str(error), 2)
     workers, reducers, master = _defaults(args)
-    # (Spark runs second: without Java or its master it failed only once hop's run had ended, exit code 1 under a
-    # table, where hop run --engine spark refuses it before it starts, exit code 3)
-    cannot_start = java_problem() or unreachable_master(master)
-    if cannot_start is not None:
-        return _fail(cannot_start, 3)
-    result = compare(
-        args.job,
-        list(args.inputs),
-        reducers=reducers,
-        workers=workers,
-        master=master,
-        tolerance=args.tolerance,
-        split_size=args.split_size,
-        spill_records=args.spill_records,
-        input_format=args.input_format,
-        job_class=args.job_class,
-    )
+    try:
+        result = compare(
+            args.job,
+            list(args.inputs),
+            reducers=reducers,
+            workers=workers,
+            master=master,
+            tolerance=args.tolerance,
+            split_size=args.split_size,
+            spill_records=args.spill_records,
+            input_format=args.input_format,
+            job_class=args.job_class,
+        )
+    except SparkCannotStart as error:
+        return _fail(str(error), 3)
     print(format_table(result))
     return 0 if result["equal"] else 1
 

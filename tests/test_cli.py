@@ -1735,7 +1735,7 @@ def test_engine_spark_refuses_the_options_of_hops_own_engine(tmp_path: Path, opt
         (["run", "wordcount.py", "in.txt"], ["--spark-conf", "a=b"], "this run is on hop's own engine"),
         (
             ["submit", "wordcount.py", "in.txt", "--coordinator", "tcp://127.0.0.1:1"],
-            ["--spark-master", "x"],
+            ["--spark-master", "local[1]"],
             "hop cluster at tcp://127.0.0.1:1: drop it",
         ),
     ],
