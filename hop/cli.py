@@ -416,7 +416,9 @@ def _unused_spark_options(args: argparse.Namespace) -> str | None:
 def _run_job(args: argparse.Namespace) -> int:
     if getattr(args, "workers", None) and args.coordinator:
         return _fail("--workers sizes the embedded cluster; with --coordinator the cluster's own workers run it", 2)
-    wrong_kind = _wrong_kind_of_run(args) or unused_port(args) or _unused_spark_options(args)
+    # (--port on Spark is refused below as an option of hop's engine: "add --web" led to a refusal of --web)
+    port = unused_port(args) if args.engine != "spark" else None
+    wrong_kind = _wrong_kind_of_run(args) or port or _unused_spark_options(args)
     if wrong_kind is not None:
         return _fail(wrong_kind, 2)
     if args.job_args and not args.mrjob:
@@ -441,7 +443,7 @@ def _run_job(args: argparse.Namespace) -> int:
                 "or write it as one job with steps()",
                 2,
             )
-        return run_spark_from_args(args)
+        return run_spark_from_args(args, ending=_defer_interrupts)
     mrjob_run: MRJobRun | None = None
     try:
         job_files, args.inputs = _job_list(args.job, args.inputs)

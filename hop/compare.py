@@ -44,7 +44,10 @@ import psutil
 
 from hop.aggregates import as_aggregate
 from hop.loader import JobFileError, load_job_file
+from hop.spark_gateway import java_problem
+from hop.spark_master import unreachable_master
 from hop.spilldirs import make_marked_dir
+from hop.wording import counted
 
 SCRATCH_PREFIX = "hop-compare-"
 """The name of the folder of the two runs' outputs, in the system's temporary directory, up to its random part."""
@@ -52,6 +55,12 @@ MAX_DIFFERENCES = 10
 SAMPLE_SECONDS = 0.05
 ENGINE_STOP_SECONDS = 60
 """How long an engine run that ``hop compare`` was interrupted in has to end as Ctrl-C ends it, before it is killed."""
+
+
+class SparkCannotStart(Exception):
+    """Spark cannot start for the comparison's run (no Java, a ``spark://`` master that does not answer): found
+    before either engine runs. Spark runs second, so it failed only once hop's run had ended, under a table, as an
+    engine that failed, where ``hop run --engine spark`` refuses it before it starts."""
 
 
 @dataclass
@@ -253,7 +262,8 @@ def compare(
 ) -> dict[str, Any]:
     """Run ``job_file`` on hop (``workers`` workers) and on Spark (``master``), both with ``reducers`` reducers.
 
-    Returns ``{"equal", "caveat", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ...,
+    Raises :class:`SparkCannotStart` before either engine runs if Spark cannot start. Returns ``{"equal",
+    "caveat", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ...,
     "error"}`` where each engine is a :class:`Measurement` as a dict, ``comparison`` comes from
     :func:`compare_outputs` (``None`` when an engine failed), ``error`` says which engine failed and ``caveat``
     (outputs that differ only) why the job itself may give different outputs (:func:`combine_caveat`).
@@ -264,6 +274,10 @@ def compare(
     # outright left are removed by the next one on this host.
     scratch = make_marked_dir(None, SCRATCH_PREFIX)
     try:
+        # (once the folder is made: those of comparisons killed outright are removed by this one, refused or not)
+        cannot_start = java_problem() or unreachable_master(master)
+        if cannot_start is not None:
+            raise SparkCannotStart(cannot_start)
         hop_out, spark_out = scratch / "hop", scratch / "spark"
         common = [job_file, *inputs]
         hop_command = [sys.executable, "-m", "hop", "run", *common, "-o", str(hop_out), "--quiet"]
@@ -307,9 +321,12 @@ def format_table(result: dict[str, Any]) -> str:
                 lines.append(f"--- {name} stderr (tail) ---\n{run['stderr_tail'].rstrip()}")
     elif comparison["equal"]:
         layout = "part files byte-identical" if comparison["byte_identical"] else "part files differ in bytes"
-        lines.append(f"outputs equal: {comparison['keys']:,} keys, tolerance {result['tolerance']:g} ({layout})")
+        lines.append(
+            f"outputs equal: {counted(comparison['keys'], 'key')}, tolerance {result['tolerance']:g} ({layout})"
+        )
     else:
-        lines.append(f"outputs DIFFER: {comparison['differing_keys']:,} keys differ; first:")
+        differing = comparison["differing_keys"]
+        lines.append(f"outputs DIFFER: {counted(differing, 'key')} {'differs' if differing == 1 else 'differ'}; first:")
         for difference in comparison["differences"]:
             lines.append(
                 f"  key {json.dumps(difference['key'], ensure_ascii=False)}: "

@@ -2,7 +2,8 @@
 
 - :func:`register` adds ``hop compare JOB INPUT... [--reducers R] [--workers N] [--spark-master URL]
   [--tolerance X] [--split-size S] [--spill-records N] [--input-format F] [--job-class C]`` to the ``hop``
-  subcommands; it exits 0 when the outputs are equal, 1 when they differ or an engine failed, 2 on bad usage.
+  subcommands; it exits 0 when the outputs are equal, 1 when they differ or an engine failed, 2 on bad usage, 3
+  when Spark cannot start (no Java, a master that does not answer: found before either engine runs).
 - :func:`run_spark_from_args` runs ``hop run ... --engine spark`` from the parsed ``hop run`` arguments (``job``,
   ``inputs``, ``output``, ``reducers``, ``overwrite``, ``quiet``, ``split_size``, ``input_format``, ``job_class``,
   and if present ``workers``, ``spill_records``, ``spark_master``, ``spark_conf``). Exit codes as ``hop run``: 0
@@ -25,7 +26,7 @@ from typing import Any
 
 from hop.claims import input_claimed, inputs_left_partial
 from hop.counters import print_user_counters
-from hop.gen.cli import ArgumentParser, output_argument, positive_int, size_at_least
+from hop.gen.cli import ArgumentParser, non_negative_float, output_argument, positive_int, size_at_least
 from hop.inputs import (
     DEFAULT_SPLIT_BYTES,
     MIN_SPLIT_SIZE_OPTION,
@@ -39,6 +40,7 @@ from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
 from hop.runner import earlier_reports, no_records_note
 from hop.spark_master import spark_master_url
+from hop.stdin_input import STDIN
 from hop.wording import counted
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
 
@@ -81,8 +83,13 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_spark_from_args(args: argparse.Namespace) -> int:
-    """Run the job named by ``hop run``'s arguments on Spark; returns the exit code (see the module docstring)."""
+def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | None = None) -> int:
+    """Run the job named by ``hop run``'s arguments on Spark; returns the exit code (see the module docstring).
+
+    ``ending`` is called once the Spark job has ended (or the run failed before it), before the JVM is stopped and
+    the summary printed: ``hop run`` stops taking Ctrl-C, SIGTERM or a reader of its messages gone as an
+    interruption there, as it does once its own engine's job has ended (a summary that had no reader made a run
+    that succeeded exit 141, as if interrupted)."""
     from hop.spark_engine import SparkJobFailed, SparkUnavailable, run_on_spark, shutdown_jvm
 
     try:
@@ -130,6 +137,8 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as interrupt:  # (SIGTERM as well, from hop.cli's handler or the run's own)
         return _fail("interrupted", 128 + getattr(interrupt, "signum", signal.SIGINT))
     finally:
+        if ending is not None:
+            ending()
         if release is not None:
             release()
         shutdown_jvm()
@@ -151,7 +160,7 @@ def run_spark_from_args(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from hop.compare import compare, format_table
+    from hop.compare import SparkCannotStart, compare, format_table
 
     try:  # (a job file that is no hop job, e.g. an mrjob job's, is refused before either engine runs)
         load_job_file(args.job, args.job_class)
@@ -164,23 +173,32 @@ def _compare(args: argparse.Namespace) -> int:
             "write the pipeline as one job with steps()",
             2,
         )
+    if STDIN in args.inputs:  # (it said "input '/current/dir/-' does not exist")
+        return _fail(
+            "hop compare runs the job twice, once per engine, and standard input (-) can be read once: save it to a "
+            "file and give that",
+            2,
+        )
     try:  # (a missing input ran both engines, each refusing it, and printed their table with exit code 1)
         expand_inputs(absolute_inputs(list(args.inputs)))
     except InputError as error:
         return _fail(str(error), 2)
     workers, reducers, master = _defaults(args)
-    result = compare(
-        args.job,
-        list(args.inputs),
-        reducers=reducers,
-        workers=workers,
-        master=master,
-        tolerance=args.tolerance,
-        split_size=args.split_size,
-        spill_records=args.spill_records,
-        input_format=args.input_format,
-        job_class=args.job_class,
-    )
+    try:
+        result = compare(
+            args.job,
+            list(args.inputs),
+            reducers=reducers,
+            workers=workers,
+            master=master,
+            tolerance=args.tolerance,
+            split_size=args.split_size,
+            spill_records=args.spill_records,
+            input_format=args.input_format,
+            job_class=args.job_class,
+        )
+    except SparkCannotStart as error:
+        return _fail(str(error), 3)
     print(format_table(result))
     return 0 if result["equal"] else 1
 
@@ -221,7 +239,11 @@ def register(subparsers: Any) -> None:
         "--spark-master", type=spark_master_url, default=None, help="Spark master URL (default: local[WORKERS])"
     )
     parser.add_argument(
-        "--tolerance", type=float, default=1e-9, help="relative tolerance for floating-point values (default 1e-9)"
+        # (a negative one failed with math.isclose's traceback once both engines had run)
+        "--tolerance",
+        type=non_negative_float,
+        default=1e-9,
+        help="relative tolerance for floating-point values (default 1e-9)",
     )
     parser.set_defaults(func=_compare)
 

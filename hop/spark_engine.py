@@ -83,7 +83,7 @@ from hop.spark_gateway import (
     launch_gateway,
     remove_jvm_scratch,
 )
-from hop.spark_master import unreachable_master
+from hop.spark_master import LOCAL_MASTER, malformed_master, unreachable_master
 from hop.spark_tasks import (
     FAILURE_OPEN,
     AggregateFold,
@@ -240,10 +240,10 @@ def _splits_of(task: list[Split]) -> list[Split]:
 def _local_cores(master: str) -> int:
     """The cores of a ``local``, ``local[N]`` or ``local[*]`` master; 1 for other masters (splits stay
     ``split_size``)."""
-    match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    match = LOCAL_MASTER.fullmatch(master)
     if match is None:
         return 1
-    cores = match.group(1) or "1"
+    cores = match.group("threads") or "1"
     return (os.cpu_count() or 1) if cores == "*" else int(cores)
 
 
@@ -298,9 +298,10 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
     if SparkContext._active_spark_context is not None:
         raise SparkUnavailable("a SparkContext is already running in this process; stop it first")
     # (before the JVM: Spark would retry an unreachable master for a minute and then fail naming neither it nor a fix)
-    try:
-        unreachable = unreachable_master((conf or {}).get("spark.master", master))
-    except ValueError as error:  # (a malformed spark:// URL; --spark-master refuses one before this)
+    given = (conf or {}).get("spark.master", master)
+    try:  # (and a malformed URL: --spark-master refuses one before this, not a --spark-conf spark.master)
+        unreachable = malformed_master(given) or unreachable_master(given)
+    except ValueError as error:
         unreachable = str(error)
     if unreachable is not None:
         raise SparkUnavailable(unreachable)

@@ -8,14 +8,28 @@ a py4j error that names neither the address nor what to do: 77 s and ~200 lines 
 way Spark's high-availability URLs name them), for at most :data:`CONNECT_SECONDS` each, and says why none answered.
 A port that takes the connection is taken for the master: what listens there is Spark's to find out. Other masters
 (``local[N]``, ``yarn``, ``k8s://...``) are not checked.
+
+:func:`spark_master_url`, ``--spark-master``'s type, refuses a URL of a form Spark does not take
+(:func:`malformed_master`) as bad usage, before Spark starts: Spark refused ``bogus://x`` or ``local[0]`` only from
+its JVM, with a Java stack trace above an error that named neither the URL nor what is wrong with it (``Java gateway
+process exited before sending its port number``), exit code 3; a continuous job ran to its end without a view.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import socket
 
-__all__ = ["CONNECT_SECONDS", "DEFAULT_PORT", "master_addresses", "spark_master_url", "unreachable_master"]
+__all__ = [
+    "CONNECT_SECONDS",
+    "DEFAULT_PORT",
+    "LOCAL_MASTER",
+    "malformed_master",
+    "master_addresses",
+    "spark_master_url",
+    "unreachable_master",
+]
 
 CONNECT_SECONDS = 5.0
 """How long a connection to one master may take: a refused one fails at once, a dropped one (a firewall, a host that
@@ -24,6 +38,31 @@ is down) in this long."""
 DEFAULT_PORT = 7077
 """A standalone master's port unless started with another (Spark's default), named in the messages; a URL must
 still give it: Spark refuses ``spark://HOST`` as an invalid master URL."""
+
+
+LOCAL_MASTER = re.compile(r"local(?:\[(?P<threads>[0-9]+|\*)(?:\s*,\s*[0-9]+)?\])?")
+"""The local masters Spark takes (``SparkContext``'s ``local``, ``local[N]``, ``local[*]``, ``local[N, FAILURES]``),
+the threads as ``threads``; matched whole."""
+LOCAL_CLUSTER_MASTER = re.compile(r"local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*[0-9]+\s*]")
+MASTER_FORMS = "local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL"
+
+
+def malformed_master(master: str) -> str | None:
+    """Why Spark would refuse ``master`` as it starts (a form it does not take, a local master of no thread), with
+    the forms it takes; None for a URL of a form it takes (a ``spark://`` one is checked by
+    :func:`master_addresses`)."""
+    local = LOCAL_MASTER.fullmatch(master)
+    if local is not None:
+        if local.group("threads") is not None and local.group("threads").strip("0") == "":
+            return (
+                f"--spark-master {master}: a local master runs at least one thread (local[1], or local[*]: a core each)"
+            )
+        return None
+    if master.startswith("spark://") or master == "yarn" or master.startswith("k8s://"):
+        return None
+    if LOCAL_CLUSTER_MASTER.fullmatch(master):
+        return None
+    return f"--spark-master {master!r} is not a Spark master URL: give {MASTER_FORMS}"
 
 
 def master_addresses(master: str) -> list[tuple[str, int]] | None:
@@ -47,7 +86,11 @@ def master_addresses(master: str) -> list[tuple[str, int]] | None:
 
 
 def spark_master_url(text: str) -> str:
-    """``--spark-master``'s argparse type: ``text`` itself, refused (exit 2) if a ``spark://`` URL is malformed."""
+    """``--spark-master``'s argparse type: ``text`` itself, refused (exit 2) if it is no master URL Spark takes
+    (:func:`malformed_master`) or a ``spark://`` URL is malformed."""
+    malformed = malformed_master(text)
+    if malformed is not None:
+        raise argparse.ArgumentTypeError(malformed)
     try:
         master_addresses(text)
     except ValueError as error:

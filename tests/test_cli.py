@@ -1713,6 +1713,8 @@ def test_engine_spark_refuses_a_pipeline_a_stream_and_no_input(tmp_path: Path) -
         (["--order", "random", "--stop-when-accurate", "0.1"], "--order, --stop-when-accurate apply"),
         (["--timeout", "60", "--web"], "--timeout, --web apply"),
         (["--coordinator", "tcp://127.0.0.1:1", "--blocking"], "--blocking, --coordinator apply"),
+        # (it said to add --web, which --engine spark then refused)
+        (["--port", "8000"], "--port applies"),
     ],
 )
 def test_engine_spark_refuses_the_options_of_hops_own_engine(tmp_path: Path, options: list[str], named: str) -> None:
@@ -1733,7 +1735,7 @@ def test_engine_spark_refuses_the_options_of_hops_own_engine(tmp_path: Path, opt
         (["run", "wordcount.py", "in.txt"], ["--spark-conf", "a=b"], "this run is on hop's own engine"),
         (
             ["submit", "wordcount.py", "in.txt", "--coordinator", "tcp://127.0.0.1:1"],
-            ["--spark-master", "x"],
+            ["--spark-master", "local[1]"],
             "hop cluster at tcp://127.0.0.1:1: drop it",
         ),
     ],

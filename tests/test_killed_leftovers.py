@@ -8,7 +8,9 @@ in a temporary directory of the test's own (``TMPDIR``)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -92,25 +94,41 @@ def test_the_temporary_directory_of_a_compaction_child_whose_parent_was_killed(t
         _end(live)
 
 
-def test_the_outputs_of_a_killed_compare(temporary: Path) -> None:
-    """Two outputs as large as the job's, left by a ``hop compare`` killed while its hop run ran. (Spark's master is
-    unreachable: its run fails at once, and the test starts no JVM.)"""
+def test_the_outputs_of_a_killed_compare(temporary: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two outputs as large as the job's, left by a ``hop compare`` killed while its hop run ran. (No JVM starts: the
+    killed one's Spark master is a port that takes connections, and a ``JAVA_HOME`` whose java is ``false``; the next
+    one's master refuses them, which it finds once it has made its folder, before either engine runs.)"""
     (temporary.parent / "in.txt").write_text("a b a\n")
+    java = temporary.parent / "java-home" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.symlink_to(shutil.which("false") or "/bin/false")
+    monkeypatch.setenv("JAVA_HOME", str(java.parent.parent))
     command = [sys.executable, "-m", "hop", "compare", job_path("wordcount"), "in.txt", "--workers", "1"]
-    command += ["--spark-master", "spark://127.0.0.1:1"]
-    killed = subprocess.Popen(command, cwd=temporary.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + TIMEOUT
-        while not (runs := psutil.Process(killed.pid).children()):  # (its hop run started, in the scratch made first)
-            assert time.monotonic() < deadline and killed.poll() is None, "the hop run started"
-            time.sleep(0.01)
-    finally:
-        killed.kill()
-        killed.wait(timeout=TIMEOUT)
+    with socket.socket() as master:
+        master.bind(("127.0.0.1", 0))
+        master.listen()
+        address = f"spark://127.0.0.1:{master.getsockname()[1]}"
+        killed = subprocess.Popen(
+            [*command, "--spark-master", address],
+            cwd=temporary.parent,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while not (
+                runs := psutil.Process(killed.pid).children()
+            ):  # (its hop run started, in the scratch made first)
+                assert time.monotonic() < deadline and killed.poll() is None, "the hop run started"
+                time.sleep(0.01)
+        finally:
+            killed.kill()
+            killed.wait(timeout=TIMEOUT)
     psutil.wait_procs(runs, timeout=TIMEOUT)  # (the orphaned hop run ends on its own, its output written there)
     (abandoned,) = temporary.glob("hop-compare-*")
+    command += ["--spark-master", address]  # (closed now: refused)
     result = subprocess.run(command, cwd=temporary.parent, capture_output=True, text=True, timeout=TIMEOUT)
-    assert result.returncode == 1 and "spark exited with code" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 3 and "could not be reached" in result.stderr, result.stdout + result.stderr
     assert not abandoned.exists() and not list(temporary.glob("hop-compare-*"))
     assert os.listdir(temporary) == []
 

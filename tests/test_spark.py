@@ -21,8 +21,10 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -74,6 +76,9 @@ class SparkRun:
     options: dict[str, Any] = field(default_factory=dict)
     takes_output: str | None = None
     """``WHEN HOW`` of ``output_remover``'s input line: the run's input is then one line, that and its output."""
+    reader_gone: bool = False
+    """(``cli``) Run as ``hop run --engine spark`` (``hop.cli.main``) whose messages' reader has gone: its standard
+    error a pipe closed at the other end (``hop run ... 2>&1 | head -1``)."""
 
 
 RUNS = [
@@ -127,6 +132,10 @@ RUNS = [
         # (replaced: moved away, and a folder made under its name; a Spark run costs a second or two)
         for when, how in [("map", "removed"), ("map", "replaced"), ("reduce", "replaced")]
     ),
+    # Last: hop.cli.main leaves its handlers of signals and its state of a command that ended in this process.
+    SparkRun(
+        "reader_gone", "wordcount", ["colors.txt"], reducers=1, cli=True, reader_gone=True, options={"quiet": False}
+    ),
 ]
 BY_NAME = {run.name: run for run in RUNS}
 RUN_MARKER = "<<spark-run>> "
@@ -165,7 +174,7 @@ def run_batch(plan_file: str) -> None:
                 hop.spark_engine.shutdown_jvm = lambda: None
                 try:
                     with contextlib.redirect_stderr(stderr), contextlib.chdir(plan["inputs"]):
-                        code = main(argv)
+                        code = hop_run_without_a_reader(argv) if run.reader_gone else main(argv)
                 finally:
                     hop.spark_engine.shutdown_jvm = shutdown_jvm
                 results[run.name] = {"exit_code": code, "stderr": stderr.getvalue()}
@@ -187,6 +196,20 @@ def run_batch(plan_file: str) -> None:
         os.write(2, f"\n{RUN_MARKER}\n".encode())
         shutdown_jvm()
         Path(plan["results"]).write_text(json.dumps(results))
+
+
+def hop_run_without_a_reader(argv: list[str]) -> int:
+    """``hop run ARGV --engine spark`` through ``hop.cli.main``, its standard error a pipe nobody reads any more."""
+    import hop.cli
+
+    read, write = os.pipe()
+    os.close(read)
+    # (line-buffered, as Python's own standard error is: each line written finds the reader gone)
+    with open(write, "w", encoding="utf-8", buffering=1) as gone, contextlib.redirect_stderr(gone):
+        code = hop.cli.main(["run", *argv, "--engine", "spark"])
+        with contextlib.suppress(BrokenPipeError):  # (what is left in its buffer has no reader either)
+            gone.flush()
+        return code
 
 
 @pytest.fixture(scope="module")
@@ -386,6 +409,16 @@ def test_a_multi_step_runs_summary_counts_the_input_records_as_on_hop(spark_runs
     assert result["exit_code"] == 0, result["stderr"]
     summary = result["stderr"].splitlines()[0]
     assert summary.startswith("hop: spark ") and ": 2 input records, 1 output record in " in summary, summary
+
+
+def test_a_run_that_succeeded_exits_0_when_its_summary_has_no_reader(spark_runs: dict[str, dict[str, Any]]) -> None:
+    """``hop run --engine spark ... 2>&1 | head -1`` (head gone with Spark's first line, the JVM's) exited 141, as if
+    interrupted, though its job had succeeded and its output was whole: its summary found no reader. hop's engine
+    exits 0 then, what was left to print dropped (README, Exit codes)."""
+    result = spark_runs["reader_gone"]
+    assert result["exit_code"] == 0, result["stderr"]
+    assert (result["output"] / "_SUCCESS").exists()
+    assert (result["output"] / "part-00000").read_text() == '"green"\t2\n"red"\t3\n'
 
 
 SPARK_LOG_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ([A-Z]+ \S+): ", re.M)
@@ -944,6 +977,48 @@ def test_an_interrupted_compare_lets_its_spark_run_clean_up(tmp_path: Path) -> N
     assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
 
 
+def test_hop_compare_of_standard_input_says_it_reads_files(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each engine reads the input: ``-`` said "input '/current/dir/-' does not exist"."""
+    from hop.spark_cli import register
+
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["compare", job_path("wordcount"), "-"])
+    assert args.func(args) == 2
+    assert "standard input (-) can be read once: save it to a file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cause", ["master", "java"])
+def test_hop_compare_that_spark_cannot_start_for_is_refused_before_either_engine_runs(
+    cause: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Spark runs second: a master that does not answer (or no Java) failed it only once hop's run had ended, under
+    a table and exit code 1, as an engine that failed; ``hop run --engine spark`` refuses it before it starts, exit
+    code 3, and so does ``hop compare`` now, before either engine runs."""
+    from hop.spark_cli import register
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # (where hop compare would make its scratch folder)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    (tmp_path / "in.txt").write_text("a b\n")
+    argv = ["compare", job_path("wordcount"), str(tmp_path / "in.txt"), "--workers", "1"]
+    if cause == "master":
+        with socket.socket() as closed:  # (a port bound, not listening: refused)
+            closed.bind(("127.0.0.1", 0))
+            args = parser.parse_args([*argv, "--spark-master", f"spark://127.0.0.1:{closed.getsockname()[1]}"])
+            code = args.func(args)
+        expected = "could not be reached"
+    else:
+        monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+        args = parser.parse_args(argv)
+        code = args.func(args)
+        expected = "holds no bin/java"
+    captured = capsys.readouterr()
+    assert code == 3 and expected in captured.err and captured.out == "", captured
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"], "an engine ran"
+
+
 def write_output(folder: Path, lines: list[str]) -> Path:
     folder.mkdir()
     (folder / "part-00000").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -971,6 +1046,27 @@ def test_compare_outputs_tolerance_and_differences(tmp_path: Path) -> None:
         },
     }
     assert 'key "a": hop [1], spark [2]' in format_table(summary)
+    one_key = write_output(tmp_path / "one-key", ['"a"\t1', '"b"\t0.3', '"c"\t[1,2.0]', '"d"\t"y"'])
+    lines = format_table({**summary, "comparison": compare_outputs(hop_out, one_key, 0.1)}).splitlines()
+    assert lines[2] == "outputs DIFFER: 1 key differs; first:"  # (it said "1 keys differ")
+    alone = write_output(tmp_path / "alone", ['"a"\t1'])
+    lines = format_table({**summary, "comparison": compare_outputs(alone, alone, 0.1)}).splitlines()
+    assert lines[2].startswith("outputs equal: 1 key, tolerance 1e-09 ")
+
+
+@pytest.mark.parametrize("tolerance", ["-1", "nan"])
+def test_hop_compare_refuses_a_negative_or_nan_tolerance_before_either_engine_runs(
+    tolerance: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A negative one failed with math.isclose's traceback, once both engines had run, at the first float; a NaN
+    one compared floats exactly, saying "tolerance nan"."""
+    from hop.spark_cli import register
+
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args(["compare", job_path("wordcount"), "in.txt", "--tolerance", tolerance])
+    assert exit_.value.code == 2 and f"must be 0 or more, got {tolerance}" in capsys.readouterr().err
 
 
 def wait_for_log(path: Path, pattern: str, process: subprocess.Popen[bytes], timeout: float = 90) -> re.Match[str]:
@@ -1134,7 +1230,7 @@ def test_differing_outputs_of_a_job_that_combines_before_a_hand_written_reduce_s
     }
     result = {"engines": {"hop": run, "spark": run}, "comparison": comparison, "error": None, "caveat": caveat}
     table = format_table(result).splitlines()
-    assert table[-3:] == ["outputs DIFFER: 1 keys differ; first:", '  key "a": hop [[3, 2]], spark [[3, 1]]', caveat]
+    assert table[-3:] == ["outputs DIFFER: 1 key differs; first:", '  key "a": hop [[3, 2]], spark [[3, 1]]', caveat]
 
 
 def test_a_value_the_aggregate_cannot_fold_fails_as_on_hop(

@@ -214,6 +214,29 @@ def test_second_compaction_merges_overrides_and_cleans_up(spark: SparkSession, t
     assert manifest["deltas"] == 6  # delta-00001-00000003 was compacted twice, once rewritten: it counts twice
 
 
+def test_an_output_moved_elsewhere_names_and_compacts_its_own_view(spark: SparkSession, tmp_path: Path) -> None:
+    """The manifest names its base by the absolute path ``OUT`` had as it was written: ``hop view`` of an output
+    moved since (``mv out archive/``) printed the old place, gone, and its next compaction failed reading the old
+    place's files (Spark's "PATH_NOT_FOUND")."""
+    rng, model, out = random.Random(7), Model(), tmp_path / "out"
+    rows = window_rows(rng, [0, 1], KEYS)
+    write_delta(out, 0, 0, rows)
+    model.add(0, 0, rows)
+    assert compact(out, spark=spark) is not None
+    model.compacted()
+    moved = tmp_path / "archive" / "out"
+    moved.parent.mkdir()
+    os.rename(out, moved)
+    info = view_info(moved)
+    assert info is not None and info.base == str(moved.resolve() / "_view" / "base-000001")
+    rows = window_rows(rng, [1, 2], KEYS)  # (window 1's piece is rewritten, from the moved base)
+    write_delta(moved, 0, 1, rows)
+    model.add(0, 1, rows)
+    info = compact(moved, spark=spark)
+    assert info is not None and info.version == 2 and info.base == str(moved.resolve() / "_view" / "base-000002")
+    assert_view_matches(spark, info, model)
+
+
 def test_the_manifest_does_not_grow_with_the_deltas_compacted(spark: SparkSession, tmp_path: Path) -> None:
     # A job running for days writes a delta per reducer every few seconds: the manifest, rewritten at every
     # compaction, listed every name compacted so far and grew by a megabyte a day.
@@ -593,6 +616,37 @@ def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None
     assert after.returncode == 0, after.stderr
     assert after.stdout.strip() == str(out / "_view" / "base-000001") and "1 row over 1 window;" in after.stderr
     assert "not in it yet" not in after.stderr and deltas_left(out) == []
+
+
+def test_ctrl_c_as_hop_view_compacts_starting_spark_leaves_no_jvm_directory(tmp_path: Path) -> None:
+    """Ctrl-C once the JVM was up but its session still starting ended ``hop view --compact`` (exit 130) leaving the
+    JVM's temporary directory, ``hop-spark-tmp-*``, in TMPDIR: no session, so nothing ended the JVM but the exit."""
+    import signal
+    import subprocess
+    import sys
+
+    temporary, out = tmp_path / "tmp", tmp_path / "out"
+    temporary.mkdir()
+    write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    command = [sys.executable, "-m", "hop", "view", str(out), "--compact"]
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    run = subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        # Until the run has connected to the started JVM's gateway (its first call, of the session's many).
+        while not any(c.status == psutil.CONN_ESTABLISHED for c in psutil.Process(run.pid).net_connections()):
+            assert time.monotonic() < deadline and run.poll() is None, "the JVM's gateway started"
+            time.sleep(0.02)
+        time.sleep(0.3)  # (the session's start-up takes seconds more)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=10)
+    assert run.returncode == 130 and stderr.endswith("hop: error: interrupted\n"), (run.returncode, stderr)
+    assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
+    assert deltas_left(out) == ["delta-00000-00000000.jsonl"] and view_info(out) is None
 
 
 def base_files(info: ViewInfo) -> dict[str, tuple[int, int]]:

@@ -13,8 +13,9 @@ string (compact JSON, sorted object keys), ``value`` string (same JSON; NaN and 
 infinities included, else null), ``seq`` long (its delta's number: a delta compacted late but numbered lower still
 loses). Its files are *pieces* (``piece-IIIIIIII-NNN.parquet``), each holding every row of a range of window_start
 (:mod:`hop.stream.pieces` plans which a compaction writes). ``OUT/_view/_manifest.json`` (replaced atomically; the
-commit point; readers open its base, never a listing): ``version``, ``base`` (absolute), ``deltas`` (how many delta
-files were compacted so far, a file rewritten under a compacted name counting again), ``rows``, ``windows``
+commit point; readers open its base, never a listing): ``version``, ``base`` (absolute as written; taken by its name in
+the ``_view`` folder it is in, so an ``OUT`` moved or copied elsewhere names and compacts its own), ``deltas`` (how many
+delta files were compacted so far, a file rewritten under a compacted name counting again), ``rows``, ``windows``
 (distinct window_start), ``compacted_at``, ``last_deltas`` (name -> inode:size:mtime, of the last compaction only),
 ``pieces`` (``id``, ``lo`` and ``hi`` its least and greatest window_start, ``rows``, ``windows``, ``level`` its merge
 generation, ``files``), ``next_piece``. Its size does not grow with the deltas compacted (a job runs for days,
@@ -140,15 +141,22 @@ def _compacted(manifest: dict[str, Any] | None) -> int:
     return len(deltas) if isinstance(deltas, list) else int(deltas)
 
 
-def _info(manifest: dict[str, Any]) -> ViewInfo:
+def _base(out: Path, manifest: dict[str, Any]) -> Path:
+    """The base folder ``manifest`` names, in ``out``'s view: the manifest's path is where ``out`` was as it was
+    written, and an output moved since (``mv out archive/``) named the old place, gone, and failed its next
+    compaction, which reads and links the current base's files."""
+    return out.resolve() / VIEW_DIR / Path(manifest["base"]).name
+
+
+def _info(out: Path, manifest: dict[str, Any]) -> ViewInfo:
     pieces = len(manifest.get("pieces", [None]))
-    return ViewInfo(int(manifest["version"]), str(manifest["base"]), int(manifest["rows"]), int(manifest["windows"]),
-                    pieces)  # fmt: skip
+    return ViewInfo(int(manifest["version"]), str(_base(out, manifest)), int(manifest["rows"]),
+                    int(manifest["windows"]), pieces)  # fmt: skip
 
 
 def view_info(out_dir: PathLike) -> ViewInfo | None:
     """The view as the manifest of ``out_dir`` describes it; ``None`` when nothing was compacted yet."""
-    return None if (manifest := _manifest(Path(out_dir))) is None else _info(manifest)
+    return None if (manifest := _manifest(Path(out_dir))) is None else _info(Path(out_dir), manifest)
 
 
 def _stamp(path: Path) -> str | None:
@@ -269,7 +277,7 @@ def compact(
                 return None
             # A crash between a manifest and its deletes left older bases: only the view's and the one before stay.
             _prune_bases(view, {Path(manifest["base"]).name, f"base-{int(manifest['version']) - 1:06d}"})
-            return _info(manifest)
+            return _info(out, manifest)
         reading = Path(tempfile.mkdtemp(prefix=_READING, dir=view))  # (a fresh name: a leftover cannot block it)
         try:
             return _compact_new(out, manifest, _pin(out, new, reading), spark_master, spark)
@@ -311,7 +319,7 @@ def _compact_new(
         _prune_bases(view, {Path(record["base"]).name, Path(manifest["base"]).name})  # the previous one's readers go on
     for delta in new:
         _delete_if_unchanged(out / DELTAS_DIR / delta.name, delta.stamp)
-    return _info(record)
+    return _info(out, record)
 
 
 def _remove_reading_folders(view: Path) -> None:
@@ -390,7 +398,7 @@ def _new_base(
     view = out / VIEW_DIR
     version = (manifest["version"] if manifest else 0) + 1
     base, temporary, written = (view / f"{name}{version:06d}" for name in ("base-", "_tmp-base-", "_tmp-write-"))
-    current = Path(manifest["base"]) if manifest else None
+    current = _base(out, manifest) if manifest else None
     todo = plan(_pieces(manifest), starts, int(manifest.get("next_piece", 1)) if manifest else 1)
     sources = {
         piece_id: [str(path) for piece in old for path in _paths(current, piece)]
@@ -400,7 +408,11 @@ def _new_base(
     from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
 
     if spark is None:
-        session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
+        try:
+            session = start_session(spark_master, "hop view compaction", quiet=True, conf=SPARK_CONF)
+        except BaseException:  # (Ctrl-C as the session started, its JVM up: its temporary directory was left)
+            shutdown_jvm()
+            raise
     else:
         session = spark() if callable(spark) else spark
     try:
