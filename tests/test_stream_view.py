@@ -618,6 +618,22 @@ def test_hop_view_names_pending_deltas_and_compacts_them(tmp_path: Path) -> None
     assert "not in it yet" not in after.stderr and deltas_left(out) == []
 
 
+def test_hop_view_compact_where_spark_cannot_start_exits_3_as_hop_run_does(tmp_path: Path) -> None:
+    """``hop view --compact`` with a JAVA_HOME holding no java exited 1, the code of a failed job, where ``hop run
+    --engine spark`` exits 3 (the README's exit codes: the cluster or Spark could not run it)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    environment = {**os.environ, "JAVA_HOME": str(tmp_path)}
+    command = [sys.executable, "-m", "hop", "view", str(out), "--compact"]
+    run = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 3 and "hop: error: " in run.stderr, (run.returncode, run.stderr)
+    assert str(tmp_path) in run.stderr, run.stderr
+    assert deltas_left(out) == ["delta-00000-00000000.jsonl"] and view_info(out) is None
+
+
 def test_ctrl_c_as_hop_view_compacts_starting_spark_leaves_no_jvm_directory(tmp_path: Path) -> None:
     """Ctrl-C once the JVM was up but its session still starting ended ``hop view --compact`` (exit 130) leaving the
     JVM's temporary directory, ``hop-spark-tmp-*``, in TMPDIR: no session, so nothing ended the JVM but the exit."""

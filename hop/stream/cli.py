@@ -417,8 +417,13 @@ def _view(args: argparse.Namespace) -> int:
             return error.exit_code
         output = Path(job["output"])
     if args.compact:
+        from hop.spark_engine import SparkUnavailable
+
         try:
             compact(output, args.spark_master)
+        except SparkUnavailable as error:  # no Java, or the session did not start: exit code 3, as hop run's
+            print(f"hop: error: {error}", file=sys.stderr)
+            return 3
         except (DeltaError, RuntimeError) as error:  # a bad delta line; another compaction of OUT running
             print(f"hop: error: {error}", file=sys.stderr)
             return 1
