@@ -701,7 +701,14 @@ def _on_cluster(
     with no worker yet is told of, the job waiting for one, and an online job with more reducers than the live
     workers' reduce slots is warned that the partitions of those waiting are in no early result (a ``pipelined``
     run's steps run their reducers side by side: their sum counts; steps run in turn: the most any has)."""
-    live = [worker for worker in client.workers() if worker["alive"]]
+    # The run's first request: --timeout (the whole run's) bounds its wait for a coordinator that does not answer
+    # too, which was the client's 30 s whatever --timeout said.
+    waits = client.timeout
+    client.timeout = min(waits, args.timeout) if args.timeout else waits
+    try:
+        live = [worker for worker in client.workers() if worker["alive"]]
+    finally:
+        client.timeout = waits
     alive = len(live)
     if not alive:
         # No live worker to count: the reducers stay this machine's cores, and the user is told so (the help's

@@ -353,7 +353,7 @@ class Client:
         """Why a request got no reply in time, as far as the connection tells."""
         if not self.connected:
             return (
-                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s "
+                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:g}s "
                 f"({self._what_to_check()})"
             )
         gone = " (its connection broke meanwhile: it stopped and has not come back)" if broke else ""
