@@ -470,15 +470,23 @@ class Worker:
         if time.monotonic() - sent < UNANSWERED_REGISTRATION_SECONDS:
             return
         self.warned_unanswered = True  # said once (a late answer is said too)
-        namesake = (
-            f" (A worker named {self.name} that is still connected keeps this one out: give each worker its own "
-            "--name.)"
-            if self.named
-            else ""
-        )
+        if self.link is not None:
+            self.link.take_events()
+        if self.link is not None and not self.link.ever_connected:
+            # Nothing took a connection: no namesake can be the cause (a worker started before its coordinator was
+            # told of one that keeps it out).
+            why = "nothing has taken a connection there; still trying. Is the coordinator running, at that address?"
+        else:
+            namesake = (
+                f" (A worker named {self.name} that is still connected keeps this one out: give each worker its own "
+                "--name.)"
+                if self.named
+                else ""
+            )
+            why = f"still trying. Is the coordinator running there?{namesake}"
         print(
             f"hop worker {self.name}: no answer from a coordinator at {self.coordinator_address} within "
-            f"{UNANSWERED_REGISTRATION_SECONDS:.0f} s; still trying. Is the coordinator running there?{namesake}",
+            f"{UNANSWERED_REGISTRATION_SECONDS:.0f} s; {why}",
             file=sys.stderr,
             flush=True,
         )

@@ -550,6 +550,27 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
 
 
+def test_a_worker_started_before_its_coordinator_does_not_blame_a_namesake(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A named worker started before its coordinator (nothing has taken its connection) was told after 10 s that a
+    live worker of its name may keep it out, which cannot be when no connection was ever made. It says nothing took
+    its connection, and registers once the coordinator starts."""
+    address = f"ipc://{tmp_path}/coordinator"
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        processes.append(_worker(address, "w0", tmp_path, stderr=stderr))
+    # The note comes 10 s after the registration went out, which a busy machine's start-up delays.
+    _wait_for(lambda: "no answer" in said.read_text(), 40, "the worker's note")
+    assert (
+        f"hop worker w0: no answer from a coordinator at {address} within 10 s; nothing has taken a connection there; "
+        "still trying. Is the coordinator running, at that address?\n"
+    ) in said.read_text(), said.read_text()
+    assert "--name" not in said.read_text()
+    _coordinator(address, processes)
+    _wait_for(lambda: "registered with the coordinator" in said.read_text(), 30, "w0 registered")
+
+
 def test_a_worker_says_when_its_coordinators_connection_closed_and_when_it_is_back(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -1077,8 +1098,8 @@ def test_a_worker_named_by_its_host_and_pid_is_not_told_of_a_namesake(tmp_path: 
     finally:
         worker.terminate()
         said += worker.communicate(timeout=30)[1]
-    assert f"no answer from a coordinator at {address} within 10 s; still trying" in said, said
-    assert "Is the coordinator running there?\n" in said and "--name" not in said, said
+    assert f"no answer from a coordinator at {address} within 10 s; nothing has taken a connection there" in said, said
+    assert "Is the coordinator running, at that address?\n" in said and "--name" not in said, said
 
 
 def test_a_malformed_message_is_answered_with_an_error_and_the_coordinator_goes_on(
