@@ -725,6 +725,20 @@ class Worker:
         if embedded() or self.shut_down or self.unanswered_since is not None:
             return  # stopped with its embedded cluster or by the coordinator, or never registered
         tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
+        coordinator = f"the coordinator at {self.coordinator_address}"
+        if self.link is not None:
+            self.link.take_events()
+        if self.link is not None and (down := self.link.gone_for()) is not None:
+            # No coordinator to tell (it ended, or its host is down): said so, without waiting for an answer that
+            # cannot come and saying it would declare this worker lost.
+            ended = f"its {counted(tasks, 'running task')} ended" if tasks else "no task was running"
+            print(
+                f"hop worker {self.name}: stopped ({ended}); {coordinator} was not told: the connection to it has been "
+                f"closed for {down:.0f} s (the coordinator ended, or its host is down)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         answered = False
         with contextlib.suppress(zmq.ZMQError):
             self.coordinator.send(message("leaving", worker=self.name, incarnation=self.incarnation), zmq.NOBLOCK)
@@ -732,7 +746,6 @@ class Worker:
             while not answered and (left := deadline - time.monotonic()) > 0:
                 if self.coordinator.poll(int(left * 1000) + 1):
                     answered = unpack(self.coordinator.recv())["type"] == "left"
-        coordinator = f"the coordinator at {self.coordinator_address}"
         if not answered:
             then = f", and runs its {counted(tasks, 'running task')} again then" if tasks else " (no task was running)"
             said = (

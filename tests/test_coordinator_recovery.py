@@ -601,6 +601,32 @@ def test_a_worker_says_when_its_coordinators_connection_closed_and_when_it_is_ba
     assert said.read_text().count(gone) == 1, said.read_text()
 
 
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["int", "term"])
+def test_a_worker_stopped_after_its_coordinator_ended_says_it_was_not_told(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
+) -> None:
+    """A worker stopped (Ctrl-C, SIGTERM) once its coordinator was gone waited 2 s for an answer that could not come,
+    then said the coordinator would declare it lost once its heartbeat timeout passed: there was no coordinator. It
+    says the coordinator was not told, its connection being closed, and ends at once."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes)
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        worker = _worker(address, "w0", tmp_path, stderr=stderr)
+    processes.append(worker)
+    _wait_for(lambda: "registered with the coordinator" in said.read_text(), 30, "w0 registered")
+    coordinator.kill()
+    coordinator.wait(timeout=10)
+    _wait_for(lambda: "closed 5 s ago" in said.read_text(), 30, "the worker's note that the connection closed")
+    worker.send_signal(stop)
+    assert worker.wait(timeout=30) == 0
+    assert (
+        f"hop worker w0: stopped (no task was running); the coordinator at {address} was not told: the connection to "
+        "it has been closed for "
+    ) in said.read_text(), said.read_text()
+    assert "declares this worker lost" not in said.read_text(), said.read_text()
+
+
 def test_a_worker_told_to_register_again_says_why(tmp_path: Path, processes: list[subprocess.Popen[bytes]]) -> None:
     """A standalone worker taken for lost (stopped past the heartbeat timeout), or heard by a coordinator started
     again at its address, ends its tasks, drops its spills and registers again: it logged only a second
