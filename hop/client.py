@@ -289,6 +289,9 @@ class Client:
         self._socket, self._monitor = self._connect()
         self.submitted: list[str] = []
         """The jobs this client submitted, in order (what an interrupted ``hop submit`` cancels)."""
+        self.cancel_unanswered: list[str] = []
+        """Those whose cancellation the coordinator did not answer (``hop.runner.cancel_submitted``): they may run
+        on, which the interrupted command says."""
 
     def _connect(self) -> tuple[zmq.Socket, zmq.Socket]:
         """A DEALER connected to the coordinator, and a monitor socket that tells when its connection breaks."""

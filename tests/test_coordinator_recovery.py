@@ -316,6 +316,38 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
+def test_a_submit_interrupted_while_its_coordinator_hangs_says_its_job_may_run_on(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Ctrl-C of a ``hop submit`` whose coordinator is stopped (SIGSTOP: hung) cannot cancel its job: it said only
+    "interrupted", after two unanswered cancellations of 5 s each, and the job ran on to succeed once the coordinator
+    went on. It says the job may still run there, and how to cancel it."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes)
+    processes.append(_worker(address, "w0", tmp_path))
+    command = ["submit", job_path("slow_map"), str(source), "-o", str(tmp_path / "out"), "--coordinator", address]
+    submit = subprocess.Popen([sys.executable, "-m", "hop", *command, "--quiet"], stderr=subprocess.PIPE, text=True)
+    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
+    finally:
+        client.close()
+    coordinator.send_signal(signal.SIGSTOP)
+    try:
+        submit.send_signal(signal.SIGINT)
+        _, stderr = submit.communicate(timeout=60)
+    finally:
+        coordinator.send_signal(signal.SIGCONT)
+    assert submit.returncode == 130, stderr
+    job_id = "job-" + stderr.split("cancellation of job-", 1)[-1].split(":", 1)[0]
+    assert (
+        f"hop: warning: the coordinator at {address} did not answer the cancellation of {job_id}: the job may still "
+        f"run there (hop stop {job_id} --coordinator {address} cancels it)\nhop: error: interrupted\n"
+    ) in stderr, stderr
+    assert stderr.count("did not answer the cancellation") == 1, stderr
+
+
 def _stderr_once_its_coordinator_is_killed(
     command: subprocess.Popen[str], coordinator: subprocess.Popen[Any], name: str
 ) -> str:
