@@ -732,9 +732,10 @@ class Worker:
             # No coordinator to tell (it ended, or its host is down): said so, without waiting for an answer that
             # cannot come and saying it would declare this worker lost.
             ended = f"its {counted(tasks, 'running task')} ended" if tasks else "no task was running"
+            ago = f"{down:.0f} s ago" if down >= 1 else "a moment ago"
             print(
-                f"hop worker {self.name}: stopped ({ended}); {coordinator} was not told: the connection to it has been "
-                f"closed for {down:.0f} s (the coordinator ended, or its host is down)",
+                f"hop worker {self.name}: stopped ({ended}); {coordinator} was not told: the connection to it closed "
+                f"{ago} (the coordinator ended, or its host is down)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -654,7 +654,7 @@ def test_a_worker_stopped_after_its_coordinator_ended_says_it_was_not_told(
     assert worker.wait(timeout=30) == 0
     assert (
         f"hop worker w0: stopped (no task was running); the coordinator at {address} was not told: the connection to "
-        "it has been closed for "
+        "it closed "
     ) in said.read_text(), said.read_text()
     assert "declares this worker lost" not in said.read_text(), said.read_text()
 
@@ -1026,11 +1026,13 @@ def test_a_worker_whose_terminal_closed_stops_as_on_sigterm(
     assert list(spills.iterdir()) == []
 
 
-def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_ends(
+def test_a_worker_stopped_with_its_coordinator_hung_says_it_had_no_answer_and_ends(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    """A worker stopped while no coordinator listens waits at most ``LEAVE_ANSWER_SECONDS`` for the answer to its
-    word that it leaves, then ends, saying what the coordinator will do."""
+    """A worker stopped while its coordinator does not answer (stopped with SIGSTOP: its connection stays up) waits
+    at most ``LEAVE_ANSWER_SECONDS`` for the answer to its word that it leaves, then ends, saying what the
+    coordinator will do. (One whose coordinator's connection closed says at once that it was not told:
+    test_a_worker_stopped_after_its_coordinator_ended_says_it_was_not_told.)"""
     address = f"ipc://{tmp_path}/coordinator"
     coordinator = _coordinator(address, processes)
     worker = _worker(address, "w0", tmp_path, stderr=subprocess.PIPE)
@@ -1040,11 +1042,13 @@ def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_en
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
     finally:
         client.close()
-    coordinator.kill()
-    coordinator.wait(timeout=10)
-    stopped = time.monotonic()
-    worker.terminate()
-    said = worker.communicate(timeout=30)[1].decode()
+    coordinator.send_signal(signal.SIGSTOP)
+    try:
+        stopped = time.monotonic()
+        worker.terminate()
+        said = worker.communicate(timeout=30)[1].decode()
+    finally:
+        coordinator.send_signal(signal.SIGCONT)
     assert time.monotonic() - stopped < 10 and worker.returncode == 0, said
     assert f"hop worker w0: stopped; no answer from the coordinator at {address} within 2 s: it declares this " in said
     assert "worker lost once its heartbeat timeout passes (no task was running)" in said, said
