@@ -812,20 +812,31 @@ def test_stopping_a_continuous_job_ends_its_sources_that_have_no_slot(
 
 
 def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(
-    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     """A worker killed outright: the coordinator's terminal said nothing when it declared it lost and ran its tasks
-    again, and its user could not tell why a job slowed down; it names the worker and how long it was silent."""
-    coordinator, _, client = _coordinator_with_w0(tmp_path, processes, "--heartbeat-timeout", "1")
+    again, and its user could not tell why a job slowed down; it names the worker and how long it was silent. The
+    last live worker's tasks run nowhere, and its running jobs fail: it said they ran again on other workers."""
+    coordinator, address, client = _coordinator_with_w0(tmp_path, processes, "--heartbeat-timeout", "1")
+    w0 = processes[-1]
+    processes.append(_worker(address, "w1", tmp_path))
     try:
+        _wait_for(lambda: sorted(w["name"] for w in client.workers() if w["alive"]) == ["w0", "w1"], 30, "w1 in")
         processes[-1].kill()
-        _wait_for(lambda: not client.workers()[0]["alive"], 30, "w0 declared lost")
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w1 declared lost")
+        thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", num_reduces=1)
+        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
+        w0.kill()
+        thread.join(timeout=60)
+        assert not thread.is_alive() and "no live workers" in str(outcome.get("error")), outcome
     finally:
         client.close()
     coordinator.terminate()
     told = coordinator.communicate(timeout=30)[1].decode()
-    assert "hop coordinator: worker w0 lost (silent " in told, told
+    assert "hop coordinator: worker w1 lost (silent " in told, told
     assert " s); its running tasks run again on other workers\n" in told, told
+    assert "hop coordinator: worker w0 lost (silent " in told, told
+    assert " s); it was the last live worker: 1 running job fails for want of one\n" in told, told
 
 
 def test_a_task_that_kills_every_worker_it_runs_on_fails_its_job_on_a_cluster_that_restarts_them(
