@@ -603,6 +603,7 @@ def _run_loaded(
         # cluster alone left no trace of the run, not even OUT; on a cluster of its own the job ran on unwatched).
         _defer_interrupts()
         cancel_submitted(client, everything=cluster is not None, reason=timeout_reason(args.timeout))
+        _say_uncancelled(client if cluster is None else None)
         what = f"--timeout {args.timeout:g}s passed, and the job was cancelled" if args.timeout else None
         return _fail(f"{error}: {what}; give a longer --timeout if it needs more time" if what else str(error), 3)
     except CoordinatorGone as error:
@@ -618,6 +619,7 @@ def _run_loaded(
         _defer_interrupts()
         reason = interruption.cancel_reason() if isinstance(interruption, Interrupted) else None
         cancel_submitted(client, everything=cluster is not None, reason=reason)
+        _say_uncancelled(client if cluster is None else None)
         return _fail("interrupted", _interrupted_code())
     finally:
         _defer_interrupts()
@@ -703,7 +705,14 @@ def _on_cluster(
     with no worker yet is told of, the job waiting for one, and an online job with more reducers than the live
     workers' reduce slots is warned that the partitions of those waiting are in no early result (a ``pipelined``
     run's steps run their reducers side by side: their sum counts; steps run in turn: the most any has)."""
-    live = [worker for worker in client.workers() if worker["alive"]]
+    # The run's first request: --timeout (the whole run's) bounds its wait for a coordinator that does not answer
+    # too, which was the client's 30 s whatever --timeout said.
+    waits = client.timeout
+    client.timeout = min(waits, args.timeout) if args.timeout else waits
+    try:
+        live = [worker for worker in client.workers() if worker["alive"]]
+    finally:
+        client.timeout = waits
     alive = len(live)
     if not alive:
         # No live worker to count: the reducers stay this machine's cores, and the user is told so (the help's
@@ -846,6 +855,20 @@ def _summary(report: dict[str, Any], output: str, stop_when_accurate: float | No
         f"{counted(report['counters']['reduce_output_records'], 'output record')} in {output}{bad}"
         + "".join(f"; {note}" for note in stopped)
     )
+
+
+def _say_uncancelled(client: Client | None) -> None:
+    """Say which jobs of an interrupted run on a standalone cluster (``client``'s) its coordinator did not answer
+    the cancellation of (hung, or starved): such a job runs on, and Ctrl-C said only "interrupted", as if it were
+    cancelled (one ran to its end, writing ``_SUCCESS``)."""
+    if client is None:
+        return
+    for job_id in client.cancel_unanswered:
+        print(
+            f"hop: warning: the coordinator at {client.address} did not answer the cancellation of {job_id}: the job "
+            f"may still run there (hop stop {job_id} --coordinator {client.address} cancels it)",
+            file=sys.stderr,
+        )
 
 
 def _submit(args: argparse.Namespace, client: Client, spec: Any, later: list[Any], pipelined: bool) -> dict[str, Any]:

@@ -289,6 +289,9 @@ class Client:
         self._socket, self._monitor = self._connect()
         self.submitted: list[str] = []
         """The jobs this client submitted, in order (what an interrupted ``hop submit`` cancels)."""
+        self.cancel_unanswered: list[str] = []
+        """Those whose cancellation the coordinator did not answer (``hop.runner.cancel_submitted``): they may run
+        on, which the interrupted command says."""
 
     def _connect(self) -> tuple[zmq.Socket, zmq.Socket]:
         """A DEALER connected to the coordinator, and a monitor socket that tells when its connection breaks."""
@@ -353,7 +356,7 @@ class Client:
         """Why a request got no reply in time, as far as the connection tells."""
         if not self.connected:
             return (
-                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:.0f}s "
+                f"cannot connect to coordinator {self.address}: no connection within {self.timeout:g}s "
                 f"({self._what_to_check()})"
             )
         gone = " (its connection broke meanwhile: it stopped and has not come back)" if broke else ""

@@ -26,6 +26,8 @@ class CoordinatorLink:
         self._socket = socket
         self._events: zmq.Socket[bytes] | None = socket.get_monitor_socket(_EVENTS)
         self._down_since: float | None = None
+        self.ever_connected = False
+        """Whether a connection was ever made (else nothing accepted one at the address: no coordinator there)."""
 
     @property
     def events(self) -> zmq.Socket[bytes] | None:
@@ -41,7 +43,7 @@ class CoordinatorLink:
                 if self._down_since is None:
                     self._down_since = time.monotonic()
             elif event == zmq.EVENT_CONNECTED:
-                self._down_since = None
+                self._down_since, self.ever_connected = None, True
 
     def gone_for(self) -> float | None:
         """Seconds since the connection went down, or ``None`` while it is up (or was never down)."""

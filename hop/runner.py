@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hop.bad_records import hold_bad_records, place_bad_records, rename_files
-from hop.client import Client, CoordinatorUnavailable, JobLost, JobRejected
+from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobLost, JobRejected
 from hop.counters import total_user_counters
 from hop.inputs import absolute_inputs, expand_inputs
 from hop.job import Job, Step
@@ -458,9 +458,17 @@ def cancel_submitted(interrupted: Client | None, everything: bool = False, reaso
             with contextlib.suppress(CoordinatorUnavailable):
                 running = [job["job_id"] for job in client.jobs() if job["state"] == "running"]
         for job_id in dict.fromkeys([*interrupted.submitted, *running]):
-            with contextlib.suppress(CoordinatorUnavailable, JobRejected):
+            if job_id in interrupted.cancel_unanswered:
+                continue  # (asked already, unanswered: a run cancels before its scratch folder goes, then as it ends)
+            try:
                 if client.stop(job_id, reason).get("cancelled"):
                     print(f"hop: cancelled {job_id}", file=sys.stderr)
+            except CoordinatorGone:
+                pass  # (its jobs went with it)
+            except CoordinatorUnavailable:
+                interrupted.cancel_unanswered.append(job_id)  # (a hung coordinator: the job may run on)
+            except JobRejected:
+                pass
         if everything:
             _await_tasks_ended(client, TASKS_END_SECONDS)
     finally:

@@ -470,15 +470,23 @@ class Worker:
         if time.monotonic() - sent < UNANSWERED_REGISTRATION_SECONDS:
             return
         self.warned_unanswered = True  # said once (a late answer is said too)
-        namesake = (
-            f" (A worker named {self.name} that is still connected keeps this one out: give each worker its own "
-            "--name.)"
-            if self.named
-            else ""
-        )
+        if self.link is not None:
+            self.link.take_events()
+        if self.link is not None and not self.link.ever_connected:
+            # Nothing took a connection: no namesake can be the cause (a worker started before its coordinator was
+            # told of one that keeps it out).
+            why = "nothing has taken a connection there; still trying. Is the coordinator running, at that address?"
+        else:
+            namesake = (
+                f" (A worker named {self.name} that is still connected keeps this one out: give each worker its own "
+                "--name.)"
+                if self.named
+                else ""
+            )
+            why = f"still trying. Is the coordinator running there?{namesake}"
         print(
             f"hop worker {self.name}: no answer from a coordinator at {self.coordinator_address} within "
-            f"{UNANSWERED_REGISTRATION_SECONDS:.0f} s; still trying. Is the coordinator running there?{namesake}",
+            f"{UNANSWERED_REGISTRATION_SECONDS:.0f} s; {why}",
             file=sys.stderr,
             flush=True,
         )
@@ -717,6 +725,21 @@ class Worker:
         if embedded() or self.shut_down or self.unanswered_since is not None:
             return  # stopped with its embedded cluster or by the coordinator, or never registered
         tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
+        coordinator = f"the coordinator at {self.coordinator_address}"
+        if self.link is not None:
+            self.link.take_events()
+        if self.link is not None and (down := self.link.gone_for()) is not None:
+            # No coordinator to tell (it ended, or its host is down): said so, without waiting for an answer that
+            # cannot come and saying it would declare this worker lost.
+            ended = f"its {counted(tasks, 'running task')} ended" if tasks else "no task was running"
+            ago = f"{down:.0f} s ago" if down >= 1 else "a moment ago"
+            print(
+                f"hop worker {self.name}: stopped ({ended}); {coordinator} was not told: the connection to it closed "
+                f"{ago} (the coordinator ended, or its host is down)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         answered = False
         with contextlib.suppress(zmq.ZMQError):
             self.coordinator.send(message("leaving", worker=self.name, incarnation=self.incarnation), zmq.NOBLOCK)
@@ -724,7 +747,6 @@ class Worker:
             while not answered and (left := deadline - time.monotonic()) > 0:
                 if self.coordinator.poll(int(left * 1000) + 1):
                     answered = unpack(self.coordinator.recv())["type"] == "left"
-        coordinator = f"the coordinator at {self.coordinator_address}"
         if not answered:
             then = f", and runs its {counted(tasks, 'running task')} again then" if tasks else " (no task was running)"
             said = (

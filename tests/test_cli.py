@@ -2386,6 +2386,25 @@ def test_an_address_where_nothing_listens_is_told_from_one_that_does_not_answer(
     )
 
 
+@pytest.mark.parametrize("command", ["submit", "run"])
+def test_timeout_bounds_the_wait_for_a_coordinator_that_is_not_there(tmp_path: Path, command: str) -> None:
+    """``hop submit --timeout 3`` (and ``hop run --coordinator``) at an address where nothing listens waited the
+    client's 30 s before its error, whatever ``--timeout`` said: it counts the whole run, that wait included."""
+    (tmp_path / "in.txt").write_text("a\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"  # free once closed: nothing listens there
+    job = str(ROOT / "jobs" / "wordcount.py")
+    started = time.monotonic()
+    given = [command, job, "in.txt", "-o", "out", "--timeout", "3", "--coordinator", address]
+    result = hop(*given, cwd=tmp_path, timeout=60)
+    took = time.monotonic() - started
+    assert result.returncode == 3, result.stderr
+    assert f"cannot connect to coordinator {address}: no connection within 3s" in result.stderr, result.stderr
+    assert took < 20, took  # (30 s and more before; 3 s and a loaded machine's start-up now)
+    assert not (tmp_path / "out").exists()
+
+
 def test_client_commands_say_they_still_wait_for_a_coordinator_that_is_not_there(tmp_path: Path) -> None:
     """``hop monitor`` and ``hop submit`` given a --coordinator where nothing listens said nothing for 30 s, then
     their error: within seconds they now say on stderr that they still wait, how long, and what to check (each is

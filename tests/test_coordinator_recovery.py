@@ -316,6 +316,38 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     assert "a restarted coordinator does not know the jobs of the one before it" in status.stderr, status.stderr
 
 
+def test_a_submit_interrupted_while_its_coordinator_hangs_says_its_job_may_run_on(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Ctrl-C of a ``hop submit`` whose coordinator is stopped (SIGSTOP: hung) cannot cancel its job: it said only
+    "interrupted", after two unanswered cancellations of 5 s each, and the job ran on to succeed once the coordinator
+    went on. It says the job may still run there, and how to cancel it."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes)
+    processes.append(_worker(address, "w0", tmp_path))
+    command = ["submit", job_path("slow_map"), str(source), "-o", str(tmp_path / "out"), "--coordinator", address]
+    submit = subprocess.Popen([sys.executable, "-m", "hop", *command, "--quiet"], stderr=subprocess.PIPE, text=True)
+    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
+    finally:
+        client.close()
+    coordinator.send_signal(signal.SIGSTOP)
+    try:
+        submit.send_signal(signal.SIGINT)
+        _, stderr = submit.communicate(timeout=60)
+    finally:
+        coordinator.send_signal(signal.SIGCONT)
+    assert submit.returncode == 130, stderr
+    job_id = "job-" + stderr.split("cancellation of job-", 1)[-1].split(":", 1)[0]
+    assert (
+        f"hop: warning: the coordinator at {address} did not answer the cancellation of {job_id}: the job may still "
+        f"run there (hop stop {job_id} --coordinator {address} cancels it)\nhop: error: interrupted\n"
+    ) in stderr, stderr
+    assert stderr.count("did not answer the cancellation") == 1, stderr
+
+
 def _stderr_once_its_coordinator_is_killed(
     command: subprocess.Popen[str], coordinator: subprocess.Popen[Any], name: str
 ) -> str:
@@ -550,6 +582,27 @@ def test_a_worker_kept_out_by_a_live_namesake_says_so(tmp_path: Path, processes:
     assert "A worker named w0 that is still connected keeps this one out: give each worker its own --name" in said[1]
 
 
+def test_a_worker_started_before_its_coordinator_does_not_blame_a_namesake(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A named worker started before its coordinator (nothing has taken its connection) was told after 10 s that a
+    live worker of its name may keep it out, which cannot be when no connection was ever made. It says nothing took
+    its connection, and registers once the coordinator starts."""
+    address = f"ipc://{tmp_path}/coordinator"
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        processes.append(_worker(address, "w0", tmp_path, stderr=stderr))
+    # The note comes 10 s after the registration went out, which a busy machine's start-up delays.
+    _wait_for(lambda: "no answer" in said.read_text(), 40, "the worker's note")
+    assert (
+        f"hop worker w0: no answer from a coordinator at {address} within 10 s; nothing has taken a connection there; "
+        "still trying. Is the coordinator running, at that address?\n"
+    ) in said.read_text(), said.read_text()
+    assert "--name" not in said.read_text()
+    _coordinator(address, processes)
+    _wait_for(lambda: "registered with the coordinator" in said.read_text(), 30, "w0 registered")
+
+
 def test_a_worker_says_when_its_coordinators_connection_closed_and_when_it_is_back(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -578,6 +631,32 @@ def test_a_worker_says_when_its_coordinators_connection_closed_and_when_it_is_ba
     finally:
         client.close()
     assert said.read_text().count(gone) == 1, said.read_text()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["int", "term"])
+def test_a_worker_stopped_after_its_coordinator_ended_says_it_was_not_told(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals
+) -> None:
+    """A worker stopped (Ctrl-C, SIGTERM) once its coordinator was gone waited 2 s for an answer that could not come,
+    then said the coordinator would declare it lost once its heartbeat timeout passed: there was no coordinator. It
+    says the coordinator was not told, its connection being closed, and ends at once."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes)
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        worker = _worker(address, "w0", tmp_path, stderr=stderr)
+    processes.append(worker)
+    _wait_for(lambda: "registered with the coordinator" in said.read_text(), 30, "w0 registered")
+    coordinator.kill()
+    coordinator.wait(timeout=10)
+    _wait_for(lambda: "closed 5 s ago" in said.read_text(), 30, "the worker's note that the connection closed")
+    worker.send_signal(stop)
+    assert worker.wait(timeout=30) == 0
+    assert (
+        f"hop worker w0: stopped (no task was running); the coordinator at {address} was not told: the connection to "
+        "it closed "
+    ) in said.read_text(), said.read_text()
+    assert "declares this worker lost" not in said.read_text(), said.read_text()
 
 
 def test_a_worker_told_to_register_again_says_why(tmp_path: Path, processes: list[subprocess.Popen[bytes]]) -> None:
@@ -733,20 +812,31 @@ def test_stopping_a_continuous_job_ends_its_sources_that_have_no_slot(
 
 
 def test_a_standalone_coordinator_says_when_it_finds_a_worker_lost(
-    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     """A worker killed outright: the coordinator's terminal said nothing when it declared it lost and ran its tasks
-    again, and its user could not tell why a job slowed down; it names the worker and how long it was silent."""
-    coordinator, _, client = _coordinator_with_w0(tmp_path, processes, "--heartbeat-timeout", "1")
+    again, and its user could not tell why a job slowed down; it names the worker and how long it was silent. The
+    last live worker's tasks run nowhere, and its running jobs fail: it said they ran again on other workers."""
+    coordinator, address, client = _coordinator_with_w0(tmp_path, processes, "--heartbeat-timeout", "1")
+    w0 = processes[-1]
+    processes.append(_worker(address, "w1", tmp_path))
     try:
+        _wait_for(lambda: sorted(w["name"] for w in client.workers() if w["alive"]) == ["w0", "w1"], 30, "w1 in")
         processes[-1].kill()
-        _wait_for(lambda: not client.workers()[0]["alive"], 30, "w0 declared lost")
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w1 declared lost")
+        thread, outcome = _run_in_thread(address, "slow_map", source, tmp_path / "out", num_reduces=1)
+        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
+        w0.kill()
+        thread.join(timeout=60)
+        assert not thread.is_alive() and "no live workers" in str(outcome.get("error")), outcome
     finally:
         client.close()
     coordinator.terminate()
     told = coordinator.communicate(timeout=30)[1].decode()
-    assert "hop coordinator: worker w0 lost (silent " in told, told
+    assert "hop coordinator: worker w1 lost (silent " in told, told
     assert " s); its running tasks run again on other workers\n" in told, told
+    assert "hop coordinator: worker w0 lost (silent " in told, told
+    assert " s); it was the last live worker: 1 running job fails for want of one\n" in told, told
 
 
 def test_a_task_that_kills_every_worker_it_runs_on_fails_its_job_on_a_cluster_that_restarts_them(
@@ -947,11 +1037,13 @@ def test_a_worker_whose_terminal_closed_stops_as_on_sigterm(
     assert list(spills.iterdir()) == []
 
 
-def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_ends(
+def test_a_worker_stopped_with_its_coordinator_hung_says_it_had_no_answer_and_ends(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    """A worker stopped while no coordinator listens waits at most ``LEAVE_ANSWER_SECONDS`` for the answer to its
-    word that it leaves, then ends, saying what the coordinator will do."""
+    """A worker stopped while its coordinator does not answer (stopped with SIGSTOP: its connection stays up) waits
+    at most ``LEAVE_ANSWER_SECONDS`` for the answer to its word that it leaves, then ends, saying what the
+    coordinator will do. (One whose coordinator's connection closed says at once that it was not told:
+    test_a_worker_stopped_after_its_coordinator_ended_says_it_was_not_told.)"""
     address = f"ipc://{tmp_path}/coordinator"
     coordinator = _coordinator(address, processes)
     worker = _worker(address, "w0", tmp_path, stderr=subprocess.PIPE)
@@ -961,11 +1053,13 @@ def test_a_worker_stopped_with_its_coordinator_gone_says_it_had_no_answer_and_en
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
     finally:
         client.close()
-    coordinator.kill()
-    coordinator.wait(timeout=10)
-    stopped = time.monotonic()
-    worker.terminate()
-    said = worker.communicate(timeout=30)[1].decode()
+    coordinator.send_signal(signal.SIGSTOP)
+    try:
+        stopped = time.monotonic()
+        worker.terminate()
+        said = worker.communicate(timeout=30)[1].decode()
+    finally:
+        coordinator.send_signal(signal.SIGCONT)
     assert time.monotonic() - stopped < 10 and worker.returncode == 0, said
     assert f"hop worker w0: stopped; no answer from the coordinator at {address} within 2 s: it declares this " in said
     assert "worker lost once its heartbeat timeout passes (no task was running)" in said, said
@@ -1077,8 +1171,8 @@ def test_a_worker_named_by_its_host_and_pid_is_not_told_of_a_namesake(tmp_path: 
     finally:
         worker.terminate()
         said += worker.communicate(timeout=30)[1]
-    assert f"no answer from a coordinator at {address} within 10 s; still trying" in said, said
-    assert "Is the coordinator running there?\n" in said and "--name" not in said, said
+    assert f"no answer from a coordinator at {address} within 10 s; nothing has taken a connection there" in said, said
+    assert "Is the coordinator running, at that address?\n" in said and "--name" not in said, said
 
 
 def test_a_malformed_message_is_answered_with_an_error_and_the_coordinator_goes_on(

@@ -22,6 +22,7 @@ import psutil
 
 from hop.coordinator.host import CoordinatorHost, WorkerInfo
 from hop.lifetime import embedded
+from hop.wording import counted
 
 HEARTBEAT_TIMEOUT = 5.0
 """Seconds without a heartbeat (workers send one every 0.5 s) before a worker is declared lost."""
@@ -93,7 +94,7 @@ class WorkerTracking(CoordinatorHost):
             self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2), left=True)
             if not embedded():
                 print(
-                    f"hop coordinator: worker {worker.name} stopped; its running tasks run again on other workers",
+                    f"hop coordinator: worker {worker.name} stopped; {self._after_losing(worker)}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -182,13 +183,25 @@ class WorkerTracking(CoordinatorHost):
                 self.events.fault("worker_lost", worker=worker.name, **worker.where(), silent_s=round(silent, 2))
                 if not embedded():
                     print(
-                        f"hop coordinator: worker {worker.name} lost (silent {silent:.1f} s); its running tasks run "
-                        "again on other workers",
+                        f"hop coordinator: worker {worker.name} lost (silent {silent:.1f} s); "
+                        f"{self._after_losing(worker)}",
                         file=sys.stderr,
                         flush=True,
                     )
                 self._worker_lost(worker, now)
         self._fail_if_no_worker_can_return()
+
+    def _after_losing(self, worker: WorkerInfo) -> str:
+        """What becomes of the work of ``worker``, about to be lost, as a standalone coordinator says it: with no
+        other live worker its tasks run nowhere, and the running jobs fail (:meth:`_fail_if_no_worker_can_return`);
+        it said they ran again on other workers, of which there were none."""
+        if any(other.alive for other in self.workers.values() if other is not worker):
+            return "its running tasks run again on other workers"
+        running = sum(job.state == "running" for job in self.jobs.values())
+        if not running:
+            return "it was the last live worker: the cluster has none now"
+        fail = "fails" if running == 1 else "fail"
+        return f"it was the last live worker: {counted(running, 'running job')} {fail} for want of one"
 
     def _worker_lost(self, worker: WorkerInfo, now: float, left: bool = False) -> None:
         """``worker`` is gone (silent too long, replaced by a new registration under its name, or ``left``: it said
