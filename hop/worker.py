@@ -509,7 +509,11 @@ class Worker:
             return
         self.said_link_down = True
         running = sum(slot.task is not None for slot in self.slots.values())
-        ending = f", ending its {counted(running, 'running task')} (their jobs ended with it)" if running else ""
+        ending = (
+            f" (its {counted(running, 'running task')}, of jobs that ended with the coordinator, run until then)"
+            if running
+            else ""
+        )
         print(
             f"hop worker {self.name}: the connection to {at} closed {down:.0f} s ago (the coordinator ended, or its "
             f"host is down); still trying. A coordinator started again there takes this worker afresh{ending}; "
