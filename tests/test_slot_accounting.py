@@ -54,6 +54,8 @@ def _worker_with_one_map_slot(tmp_path: Path, kind: str = "map") -> Iterator[tup
                 slot.process.kill()
             slot.process.wait(timeout=10)
         worker.pusher.close()
+        if worker.link is not None:  # (its watch of the connection, before the socket it watches: Worker.close)
+            worker.link.close()
         worker.coordinator.close(linger=0)
         worker.slots_socket.close(linger=0)
         coordinator_side.close(linger=0)
