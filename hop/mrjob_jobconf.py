@@ -58,15 +58,7 @@ def step_jobconfs(mr: Any, path: str) -> list[StepJobconf]:
         description = mr_step.description(number)
         layers = [mr.jobconf(), getattr(mr.options, "jobconf", None), description.get("jobconf")]
         where = f"{path}: {job_name} step {number + 1}"  # (from 1, as hop run numbers steps)
-        setting: str | None = None  # "name=value" of the number of reducers, as the latest source gives it
-        for layer in layers:
-            given = {name: layer[name] for name in names if name in (layer or {})}
-            values = combine_jobconfs(given)  # (as mrjob passes them to Hadoop: 3 is "3", None is dropped)
-            if len(set(values.values())) > 1:
-                both = " and ".join(f"{name}={value}" for name, value in values.items())
-                raise JobFileError(f"{where} sets {both}: two numbers of reducers; give one")
-            if given:
-                setting = next((f"{name}={value}" for name, value in values.items()), None)
+        setting = _latest_setting(layers, names, where, "numbers of reducers")
         reducers = None if setting is None else _count(setting, where)
         if reducers == 0:
             if "reducer" in description:
@@ -83,21 +75,30 @@ def step_jobconfs(mr: Any, path: str) -> list[StepJobconf]:
     return confs
 
 
-def _task_timeout(layers: list[Any], names: list[str], where: str) -> float | None:
-    """The step's task timeout in seconds from the latest source that sets either of its ``names`` (milliseconds;
-    0 or less: none, as on Hadoop), else None. Raises :class:`JobFileError` for a value that is not a number of
-    milliseconds, or two different ones in one source."""
+def _latest_setting(layers: list[Any], names: list[str], where: str, what: str) -> str | None:
+    """``"name=value"`` of one setting known by several ``names`` (a Hadoop name and its old one), as the latest of
+    the jobconf ``layers`` that gives it has it, whichever name it uses (``None`` where none does, or the latest
+    clears it with ``None``, as mrjob clears a setting). Raises :class:`JobFileError` naming the step (``where``)
+    for two names set to different values in one layer (``what``: "task timeouts")."""
     from mrjob.conf import combine_jobconfs
 
     setting: str | None = None
     for layer in layers:
         given = {name: layer[name] for name in names if name in (layer or {})}
-        values = combine_jobconfs(given)
+        values = combine_jobconfs(given)  # (as mrjob passes them to Hadoop: 3 is "3", None is dropped)
         if len(set(values.values())) > 1:
             both = " and ".join(f"{name}={value}" for name, value in values.items())
-            raise JobFileError(f"{where} sets {both}: two task timeouts; give one")
+            raise JobFileError(f"{where} sets {both}: two {what}; give one")
         if given:
             setting = next((f"{name}={value}" for name, value in values.items()), None)
+    return setting
+
+
+def _task_timeout(layers: list[Any], names: list[str], where: str) -> float | None:
+    """The step's task timeout in seconds from the latest source that sets either of its ``names`` (milliseconds;
+    0 or less: none, as on Hadoop), else None. Raises :class:`JobFileError` for a value that is not a number of
+    milliseconds, or two different ones in one source."""
+    setting = _latest_setting(layers, names, where, "task timeouts")
     if setting is None:
         return None
     try:
