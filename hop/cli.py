@@ -500,6 +500,8 @@ def _run_loaded(
         return _fail(str(error), 2)
     workers = getattr(args, "workers", None) or os.cpu_count() or 1
     reducers = args.reducers or workers
+    step_reducers = mrjob_run.step_reducers if mrjob_run is not None else None
+    step_timeouts = mrjob_run.step_task_timeouts if mrjob_run is not None else None
     spec = build_spec(
         job_class,
         args.inputs,
@@ -527,9 +529,9 @@ def _run_loaded(
                 else {}
             ),
             # An mrjob job's jobconf may set each step's reducers; --reducers wins over it.
-            **({"step_reduces": steps} if (steps := _mrjob_step_reduces(args, mrjob_run)) else {}),
+            **({"step_reduces": steps} if (steps := _jobconf_per_step(args.reducers, step_reducers)) else {}),
             # And its task timeout (mapreduce.task.timeout); --task-timeout wins over it.
-            **({"step_task_timeouts": timeouts} if (timeouts := _mrjob_step_task_timeouts(args, mrjob_run)) else {}),
+            **({"step_task_timeouts": per} if (per := _jobconf_per_step(args.task_timeout, step_timeouts)) else {}),
             # An mrjob job's mapper_raw reads each input file whole, once (hop.mrjob_adapter).
             **({"whole_files": True} if mrjob_run is not None and mrjob_run.whole_files else {}),
             **({STDIN_COPY_OPTION: os.path.abspath(copy)} if (copy := getattr(args, "stdin_copy", None)) else {}),
@@ -663,22 +665,13 @@ def _skipped_records_line(report: dict[str, Any], output: str) -> str | None:
     return f"hop: {counted(skipped, 'bad record')} skipped, not in the output: {os.path.join(output, '_bad_records')}"
 
 
-def _mrjob_step_task_timeouts(args: argparse.Namespace, mrjob_run: MRJobRun | None) -> list[float | None] | None:
-    """The task timeout an mrjob job's jobconf sets per step, in seconds (``None`` for a step without one), unless
-    ``--task-timeout`` was given, which wins; ``None`` when there is nothing to set."""
-    if mrjob_run is None or args.task_timeout is not None:
+def _jobconf_per_step(given: object, per_step: list[Any] | None) -> list[Any] | None:
+    """What an mrjob job's jobconf sets per step (``per_step``: ``None`` for a step without the setting), unless
+    the option that wins over it was ``given``; ``None`` when there is nothing to set (no mrjob job, or no step
+    sets it)."""
+    if per_step is None or given is not None or all(value is None for value in per_step):
         return None
-    steps = mrjob_run.step_task_timeouts
-    return steps if any(timeout is not None for timeout in steps) else None
-
-
-def _mrjob_step_reduces(args: argparse.Namespace, mrjob_run: MRJobRun | None) -> list[int | None] | None:
-    """The reducers an mrjob job's jobconf sets per step (``None`` for a step it leaves to hop), unless
-    ``--reducers`` was given, which wins; ``None`` when there is nothing to set."""
-    if mrjob_run is None or args.reducers is not None:
-        return None
-    steps = mrjob_run.step_reducers
-    return steps if any(count is not None for count in steps) else None
+    return per_step
 
 
 def _refuse_input_being_written(address: str | None, inputs: list[str], output: str) -> None:
