@@ -318,10 +318,13 @@ def test_a_job_whose_workers_were_all_killed_from_outside_blames_none_of_its_tas
                 time.sleep(0.05)
             first = sorted(on)[0]  # a worker running a task of the job
             processes = {f"local-{i}": process for i, process in enumerate(cluster.workers)}
-            # Together: an embedded cluster's worker is lost as soon as its process ends, so a second apart the first
-            # one's tasks would start on the second before it was killed (and ran on each as it was lost).
+            # A tenth of a second apart, as two kills "at once" from a loaded machine may land: an embedded cluster's
+            # worker found ended is lost a moment later (ENDED_GRACE_SECONDS), taking no task meanwhile. Lost at
+            # once, its tasks went to the second, killed an instant later, and the error said they "ran on each" (it
+            # failed so in CI with no sleep between the kills). A second apart they would start on the second.
             (second,) = set(processes) - {first}
             processes[first].kill()
+            time.sleep(0.1)
             processes[second].kill()
             with pytest.raises(JobFailed, match="no live workers") as failure:
                 status = client.wait(job_id, timeout=60)

@@ -48,6 +48,14 @@ class WorkerInfo:
     """How many times this worker has registered: a ``reinit`` names the registration it ends."""
     host_label: str = ""
     """The host name its metric samples carry (``hop worker --host-label``); ``host`` is its network address."""
+    ended_at: float | None = None
+    """When this process saw the worker's process end (an embedded cluster's: ``ended_workers``); it is lost a
+    moment later (``hop.coordinator.workers.ENDED_GRACE_SECONDS``) and takes no task meanwhile."""
+
+    @property
+    def takes_tasks(self) -> bool:
+        """Alive and its process not seen ended: a task may be sent to it."""
+        return self.alive and self.ended_at is None
 
     def where(self) -> dict[str, str]:
         """How a fault names this worker's host: ``host`` as its samples and Prometheus labels do (so faults join

@@ -90,13 +90,13 @@ class SlotAssignment(CoordinatorHost):
             return kind
         other = "reduce" if kind == "map" else "map"
         for pool in ("stream", kind, other):
-            if any(w.alive and w.free(pool) > 0 for w in self.workers.values()):
+            if any(w.takes_tasks and w.free(pool) > 0 for w in self.workers.values()):
                 return pool
         return kind
 
     def _pick_worker(self, pool: str, avoid: set[str]) -> WorkerInfo | None:
         """The live worker with the most free slots in ``pool``, preferring those not in ``avoid``."""
-        candidates = [w for w in self.workers.values() if w.alive and w.free(pool) > 0]
+        candidates = [w for w in self.workers.values() if w.takes_tasks and w.free(pool) > 0]
         if not candidates:
             return None
         return max(candidates, key=lambda w: (w.name not in avoid, w.free(pool)))

@@ -32,6 +32,10 @@ PAUSE_SECONDS = 1.0
 """A gap this long between two turns of the coordinator's loop (which turns at least every 0.1 s) means the
 coordinator itself did not run: stopped (SIGSTOP), suspended with its machine, or starved. Workers could not be
 heard meanwhile, and their heartbeats are still arriving, so that silence is not counted against them."""
+ENDED_GRACE_SECONDS = 0.3
+"""How long after this process saw an embedded cluster's worker end it is lost. Meanwhile it takes no task, and what
+it sent before it ended (a task's start, a map's output) is read first. Lost at once, its tasks went to another
+worker killed in the same moment but not yet reaped, and the job's error then said they "ran on each" worker."""
 
 
 class WorkerTracking(CoordinatorHost):
@@ -170,6 +174,10 @@ class WorkerTracking(CoordinatorHost):
             if worker.alive and worker.pid in ended:
                 # An embedded cluster's worker killed (or crashed): its process is gone, so no heartbeat will come.
                 # Its attempts ran again only after the heartbeat timeout (5 s by default) before.
+                if worker.ended_at is None:
+                    worker.ended_at = turn
+                if turn - worker.ended_at < ENDED_GRACE_SECONDS:
+                    continue
                 where = worker.where()
                 self.events.fault("worker_lost", worker=worker.name, **where, silent_s=round(silent, 2), ended=True)
                 self._worker_lost(worker, now)
