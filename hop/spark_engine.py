@@ -360,7 +360,7 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
             try:
                 _reconfigure_logging(spark, log_config)
             except Exception as error:
-                spark.stop()
+                stop_session(spark)
                 raise SparkUnavailable(f"Spark's logging could not be set up: {_first_line(error)}") from error
     finally:
         if log_config is not None:
@@ -600,22 +600,36 @@ def _jvm_end(timeout: float) -> str | None:
     return f"exited with code {code}"
 
 
-def _stop_session(spark: SparkSession) -> None:
+def stop_session(spark: SparkSession) -> None:
     """Stop ``spark``; with a driver JVM that has ended, forget the session and context PySpark keeps instead
     (stopping them calls into the JVM: the lost connection's traceback hid the run's report), so that
-    :func:`shutdown_jvm` ends what is left of the JVM."""
-    if _jvm_end(0) is None:
-        spark.stop()
-        return
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
+    :func:`shutdown_jvm` ends what is left of the JVM.
 
+    PySpark's own stop waits for its accumulator server, whose one thread polls the JVM's connection once a second
+    before it sees the shutdown: about a second of every run, after its output was written. That server is shut
+    down in a thread of its own instead, once the context has stopped (the next context starts a server of its
+    own)."""
     sc: Any = spark.sparkContext
-    with contextlib.suppress(Exception):  # (a Python thread of the context's; nothing of the JVM's)
-        sc._accumulatorServer.shutdown()
-    sc._jsc = None
-    SparkContext._active_spark_context = None
-    SparkSession._instantiatedSession = SparkSession._activeSession = None
+    server, sc._accumulatorServer = sc._accumulatorServer, None
+    try:
+        if _jvm_end(0) is None:
+            spark.stop()
+            return
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        sc._jsc = None
+        SparkContext._active_spark_context = None
+        SparkSession._instantiatedSession = SparkSession._activeSession = None
+    finally:
+        if server is not None:
+            threading.Thread(target=_shut_down, args=(server,), name="hop-accumulator-server-stop", daemon=True).start()
+
+
+def _shut_down(server: Any) -> None:
+    """Shut PySpark's accumulator ``server`` down (a Python thread and socket of the driver's, nothing of the JVM's)."""
+    with contextlib.suppress(Exception):
+        server.shutdown()
 
 
 class _OutputFolder:
@@ -756,7 +770,7 @@ def run_on_spark(
         if folder is not None:
             folder.remove_temporary()  # (a run ended by an unforeseen error too)
             folder.close()
-        _stop_session(spark)
+        stop_session(spark)
         flush_jvm_stderr()  # (before the caller's report of the run)
 
 

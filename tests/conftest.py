@@ -150,7 +150,7 @@ def spark() -> Iterator[Any]:
     with Spark SQL: a JVM start costs seconds of CPU. Stopped with its JVM before the leak check runs."""
     if SPARK_MISSING is not None:
         pytest.skip(SPARK_MISSING)
-    from hop.spark_engine import shutdown_jvm, start_session
+    from hop.spark_engine import shutdown_jvm, start_session, stop_session
 
     conf = {
         "spark.sql.shuffle.partitions": "2",
@@ -161,7 +161,7 @@ def spark() -> Iterator[Any]:
     try:
         yield session
     finally:
-        session.stop()
+        stop_session(session)
         shutdown_jvm()
 
 

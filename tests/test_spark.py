@@ -1570,7 +1570,7 @@ def test_ctrl_c_while_the_session_starts_prints_no_py4j_traceback(tmp_path: Path
 
 SESSION_KEEPS_HANDLER = """
 import signal
-from hop.spark_engine import shutdown_jvm, start_session
+from hop.spark_engine import shutdown_jvm, start_session, stop_session
 
 def ours(signum, frame):
     raise KeyboardInterrupt
@@ -1578,7 +1578,7 @@ def ours(signum, frame):
 signal.signal(signal.SIGINT, ours)
 spark = start_session("local[1]", "handler", quiet=True)
 print(signal.getsignal(signal.SIGINT) is ours)
-spark.stop()
+stop_session(spark)
 shutdown_jvm()
 """
 

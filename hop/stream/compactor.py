@@ -352,7 +352,7 @@ def serve(
     (new deltas, all well-formed) and stops at the end.
     Returns the exit status: 0, or 1 after a failed compaction (it ends there, so a broken session or JVM is not
     reused)."""
-    from hop.spark_engine import shutdown_jvm, start_session
+    from hop.spark_engine import shutdown_jvm, start_session, stop_session
 
     session = None
 
@@ -373,7 +373,7 @@ def serve(
         return 0
     finally:
         if session is not None:
-            session.stop()
+            stop_session(session)
             shutdown_jvm()
 
 

@@ -405,7 +405,7 @@ def _new_base(
         for piece_id, old in todo.written.items()
     }
     items = [(d.read, str(out / DELTAS_DIR / d.name), d.partition, d.seq, todo.where) for d in new]
-    from hop.spark_engine import shutdown_jvm, start_session  # not at the top: executors import this module
+    from hop.spark_engine import shutdown_jvm, start_session, stop_session  # not at the top: executors import this module
 
     if spark is None:
         try:
@@ -439,7 +439,7 @@ def _new_base(
         for leftover in (temporary, written):
             shutil.rmtree(leftover, ignore_errors=True)
         if spark is None:
-            session.stop()
+            stop_session(session)
             shutdown_jvm()
     return dict(
         version=version,
