@@ -405,7 +405,8 @@ def _new_base(
         for piece_id, old in todo.written.items()
     }
     items = [(d.read, str(out / DELTAS_DIR / d.name), d.partition, d.seq, todo.where) for d in new]
-    from hop.spark_engine import shutdown_jvm, start_session, stop_session  # not at the top: executors import this module
+    # (not at the top: executors import this module)
+    from hop.spark_engine import shutdown_jvm, start_session, stop_session
 
     if spark is None:
         try:
