@@ -14,8 +14,10 @@ in the main thread raises. Run an event loop in a thread of its own, as ``hop.we
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -78,3 +80,54 @@ def browser_page() -> Iterator[tuple[Any, list[str]]]:
         yield page, errors
     finally:
         context.close()
+
+
+# A page's retries of its event stream (common.js: retrier), on the page's clock --------------------------------------
+# Its waits (1 s, 2 s, 4 s, ... up to 30 s) are asserted on the page's own clock, installed before it opened
+# (page.clock.install()) and paused once it is live (pause_clock): the test runs that clock through each wait, to 1 ms
+# before it is up and then to its end, instead of waiting it out (a minute of the suite's time for two tests).
+
+RETRY_WAIT = re.compile(r"trying again in (\d+) s$")
+"""The end of what a page says of its connection while it waits to try again (common.js: retryText)."""
+
+
+def pause_clock(page: Any) -> None:
+    """Pause the clock of ``page``'s context (installed before the page opened) a second on from where it is: from
+    then on the page's timers fire only as the test runs that clock (``page.clock.run_for``)."""
+    page.clock.pause_at(page.evaluate("Date.now()") / 1000 + 1)  # (its time flows meanwhile: never into the past)
+
+
+def wait_until(page: Any, condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    """Wait, in real time (the page's clock is not run), up to ``timeout`` seconds for ``condition`` to hold, taking in
+    the page's events meanwhile (Playwright delivers them only during its own calls); fail saying ``what`` did not."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        page.wait_for_timeout(20)
+
+
+def retry_wait(page: Any, selector: str = "#connection") -> int:
+    """The whole seconds ``page`` says (its ``selector``) it waits before its next attempt at its event stream, once
+    it says it waits (an attempt under way, "trying again…", waited out)."""
+    wait_until(page, lambda: RETRY_WAIT.search(page.inner_text(selector)) is not None, "a wait before an attempt")
+    said = RETRY_WAIT.search(page.inner_text(selector))
+    assert said is not None  # (as it was: nothing the page does changes it while its clock is paused)
+    return int(said[1])
+
+
+def assert_backs_off(page: Any, refused: list[Any], waits: list[int], selector: str = "#connection") -> None:
+    """Step ``page``, its clock paused and its server gone, through its next attempts at its event stream, asserting
+    them: before each it says it waits the next of ``waits`` (seconds); 1 ms before that wait is up it has made no
+    attempt (it still says "trying again in 1 s", none refused); once it is up, it makes one, which the server's
+    absence refuses (``refused``, the refused requests the test hears of, gets exactly one more)."""
+    for wait in waits:
+        heard = len(refused)
+        waits_now = retry_wait(page, selector)
+        assert waits_now == wait, f"waits {waits_now} s, not {wait} s: {page.inner_text(selector)!r}"
+        page.clock.run_for(wait * 1000 - 1)
+        said = page.inner_text(selector)
+        assert said.endswith("trying again in 1 s") and len(refused) == heard, f"before {wait} s: {said!r}, {refused}"
+        page.clock.run_for(1)
+        # (The condition is called in this iteration only: the loop's `heard` is the one meant.)
+        wait_until(page, lambda: len(refused) > heard, f"an attempt once {wait} s were up")  # noqa: B023
+        assert len(refused) == heard + 1, f"attempts once {wait} s were up: {refused[heard:]}"

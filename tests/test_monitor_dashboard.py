@@ -11,7 +11,6 @@ averages and 10 tentative alerts in a row of the defaults."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import signal
@@ -37,7 +36,7 @@ from hop.stream.runner import run_stream
 from hop.web.server import WebServer
 from monitoring.cli import monitor_spec, monitoring_job, wait_for_workers
 from monitoring.feed import MonitorFeed
-from tests.browser import browser_page, needs_chromium
+from tests.browser import RETRY_WAIT, assert_backs_off, browser_page, needs_chromium, pause_clock, retry_wait
 from tests.conftest import job_path, run_job
 from tests.test_monitor import _busy_worker, _run_hog, wait_for
 from tests.test_web import get, get_json, read_events
@@ -756,9 +755,10 @@ def test_dashboard_backs_off_once_its_monitor_is_gone_and_follows_one_started_ag
     forever, each a refused connection logged in the console. The page says it is not live and asks again after
     waits that double (1 s, 2 s, 4 s, ... up to 30 s); it follows a monitor started again at its address, at once
     when its window gets the focus, else at its next attempt. (Its server waiting for the monitoring job: the page
-    asks nothing of the coordinator, at an address where there is none.)"""
+    asks nothing of the coordinator, at an address where there is none.) The waits are run on the page's clock
+    (tests/browser.py: assert_backs_off), not waited out."""
     address = f"ipc://{tmp_path}/no-coordinator"
-    refused: list[float] = []
+    refused: list[str] = []
     first = WebServer(address, monitor=[])
     first.start()
     port = first.port
@@ -768,37 +768,39 @@ def test_dashboard_backs_off_once_its_monitor_is_gone_and_follows_one_started_ag
 
             def on_failure(request: Any) -> None:
                 if "/api/monitor/events" in request.url and "CONNECTION_REFUSED" in (request.failure or ""):
-                    refused.append(time.monotonic())
+                    refused.append(request.url)
 
             page.on("requestfailed", on_failure)
             live = "document.querySelector('#connection').textContent === 'live'"
+            page.clock.install()
             page.goto(first.url + "monitor", timeout=30_000)
             page.wait_for_function(live, timeout=30_000)
+            pause_clock(page)
             first.stop()
-            deadline = time.monotonic() + 40
-            while len(refused) < 4 and time.monotonic() < deadline:
-                page.wait_for_timeout(100)  # (the page's events are taken in while it waits)
+            assert_backs_off(page, refused, [1, 2, 4, 8, 16, 30])
             said = page.inner_text("#connection")
-            gaps = [later - earlier for earlier, later in itertools.pairwise(refused)]
-            assert len(refused) == 4, refused
-            assert all(later >= 1.5 * earlier for earlier, later in itertools.pairwise([1.0, *gaps])), gaps
-            assert said.startswith("not live: no answer from the monitor since") and "trying again" in said, said
-            # Started again: the page is live at once when its window gets the focus (its next attempt is 8 s away).
+            assert said.startswith("not live: no answer from the monitor since") and RETRY_WAIT.search(said), said
+            assert retry_wait(page) == 30, "at most 30 s"
+            # Started again: the page is live at once when its window gets the focus (its next attempt is 30 s away,
+            # and its clock is not run).
             servers.append(WebServer(address, port, monitor=[]))
             servers[-1].start()
             page.evaluate("window.dispatchEvent(new Event('focus'))")
-            page.wait_for_function(live, timeout=4_000)
+            page.wait_for_function(live, timeout=10_000)
             assert page.inner_text("#waiting").startswith("waiting for the monitoring job")
-            # Gone and back again: the waits start over from 1 s, and the page follows it by itself.
+            assert len(refused) == 6, refused
+            # Gone and back again: the waits start over from 1 s, and the page follows it by itself at its next
+            # attempt, not before.
             servers[-1].stop()
-            refused.clear()
-            deadline = time.monotonic() + 20
-            while not refused and time.monotonic() < deadline:
-                page.wait_for_timeout(100)
+            assert_backs_off(page, refused, [1])
             servers.append(WebServer(address, port, monitor=[]))
             servers[-1].start()
-            page.wait_for_function(live, timeout=6_000)  # (the next attempt: 2 s after the first refused)
-            assert len(refused) == 1, refused
+            assert retry_wait(page) == 2
+            page.clock.run_for(1_999)
+            assert page.inner_text("#connection").endswith("trying again in 1 s")
+            page.clock.run_for(1)
+            page.wait_for_function(live, timeout=10_000)
+            assert len(refused) == 7, refused
             assert not errors, errors
     finally:
         for server in servers:

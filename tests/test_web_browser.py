@@ -20,7 +20,7 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
 from hop.stream.options import stream_options
 from hop.web.server import WebServer
-from tests.browser import browser_page, needs_chromium
+from tests.browser import assert_backs_off, browser_page, needs_chromium, pause_clock, retry_wait
 from tests.conftest import job_path, output_dict, run_job
 from tests.test_web import (
     continuous_job,
@@ -483,7 +483,8 @@ def test_page_backs_off_once_its_server_is_gone_and_follows_one_started_again(tm
     asked for every 3 s forever by the browser, each a refused connection in the console, and the page said
     "reconnecting…" without a word of why. It says the server is gone and when it tries again, after waits that double
     (1 s, 2 s, 4 s, ...: common.js, shared with the dashboard); it follows a server started again at its address, at
-    once when its window gets the focus, its job's state no longer said to be the last heard."""
+    once when its window gets the focus, its job's state no longer said to be the last heard, else at its next
+    attempt. The waits are run on the page's clock (tests/browser.py: assert_backs_off), not waited out."""
     import re
     import signal
 
@@ -493,7 +494,7 @@ def test_page_backs_off_once_its_server_is_gone_and_follows_one_started_again(tm
     servers = [WebServer(address)]
     servers[0].start()
     port = servers[0].port
-    attempts: list[float] = []
+    refused: list[str] = []
     try:
         # No worker: the job waits for a slot, running, for as long as the test needs.
         spec = build_spec(load_job_file(job_path("wordcount")), [str(tmp_path / "in.txt")], str(tmp_path / "out"))
@@ -502,35 +503,48 @@ def test_page_backs_off_once_its_server_is_gone_and_follows_one_started_again(tm
 
             def on_failure(request: Any) -> None:
                 if "/api/events" in request.url and "CONNECTION_REFUSED" in (request.failure or ""):
-                    attempts.append(time.monotonic())
+                    refused.append(request.url)
 
             page.on("requestfailed", on_failure)
             live = "document.querySelector('#connection').textContent === 'live'"
+            running = "document.querySelector('#job-summary').textContent.startsWith('running;')"
+            page.clock.install()
             page.goto(f"{servers[0].url}?job={job_id}", timeout=30_000)
-            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
+            page.wait_for_function(running)
+            page.wait_for_function(live, timeout=10_000)
+            pause_clock(page)
             servers[0].stop()
-            deadline = time.monotonic() + 20
-            while len(attempts) < 3 and time.monotonic() < deadline:
-                page.wait_for_timeout(100)  # (the page's events are taken in while it waits)
+            assert_backs_off(page, refused, [1, 2, 4])
             said = page.inner_text("#connection")
-            gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
-            assert len(attempts) == 3, attempts
-            assert gaps[1] >= 1.5 * gaps[0], gaps
             assert re.fullmatch(
                 rf"not live since \d\d:\d\d:\d\d UTC: no answer from the web view's server at 127.0.0.1:{port}; "
-                r"trying again( in \d+ s|…)",
+                r"trying again in 8 s",
                 said,
             ), said
             summary = page.inner_text("#job-summary")
             assert summary.startswith("as last heard, the web view's server being gone or silent: running;"), summary
-            # Started again: the page is live at once when its window gets the focus (its next attempt is 8 s away).
+            # Started again: the page is live at once when its window gets the focus (its next attempt is 8 s away,
+            # and its clock is not run).
             servers.append(WebServer(address, port))
             servers[-1].start()
             page.evaluate("window.dispatchEvent(new Event('focus'))")
-            page.wait_for_function(live, timeout=4_000)
-            assert len(attempts) == 3, attempts
-            page.wait_for_function("document.querySelector('#job-summary').textContent.startsWith('running;')")
-            assert page.is_visible("#stop-job") and errors == [], errors
+            page.wait_for_function(live, timeout=10_000)
+            page.wait_for_function(running, timeout=10_000)
+            assert page.is_visible("#stop-job") and len(refused) == 3, refused
+            # Gone and back again: the waits start over from 1 s, and the page follows it by itself at its next
+            # attempt, not before.
+            servers[-1].stop()
+            assert_backs_off(page, refused, [1])
+            servers.append(WebServer(address, port))
+            servers[-1].start()
+            assert retry_wait(page) == 2
+            page.clock.run_for(1_999)
+            assert page.inner_text("#connection").endswith("trying again in 1 s")
+            page.clock.run_for(1)
+            page.wait_for_function(live, timeout=10_000)
+            page.wait_for_function(running, timeout=10_000)
+            assert page.is_visible("#stop-job") and len(refused) == 4, refused
+            assert errors == [], errors
     finally:
         for server in servers:
             server.stop()
