@@ -1,14 +1,13 @@
 """Workers as the coordinator sees them: registration, heartbeats, slots given back, and a worker's loss.
 
-A worker registers with its slots (``register``), heartbeats every :data:`HEARTBEAT_SECONDS` and reports each slot
-freed with the attempt that held it. One silent for longer than the heartbeat timeout, one of an embedded cluster whose
-process has ended (this process forked it: ``ended_workers``; lost :data:`ENDED_GRACE_SECONDS` later), replaced by a
-new process under its name, or that says it stops (``leaving``) is lost: its attempts run again elsewhere
-(``JobState.on_worker_lost``),
-and with no worker left the running jobs fail, unless a lost worker of an embedded cluster still runs (stopped or
-starved, it rejoins when it runs again: :func:`still_runs_here`). A lost worker heard from again is told to
-``reinit`` (drop everything and register afresh), as is a worker of a coordinator that ran at this address before. A
-pause of the coordinator itself (:data:`PAUSE_SECONDS`) is not counted against the workers.
+A worker registers with its slots (``register``), heartbeats every :data:`HEARTBEAT_SECONDS` and reports each slot freed
+with the attempt that held it. One silent for longer than the heartbeat timeout, one of an embedded cluster whose
+process has ended (this process forked it: ``ended_workers``; lost :data:`ENDED_GRACE_SECONDS` later), replaced by a new
+process under its name, or that says it stops (``leaving``) is lost: its attempts run again elsewhere
+(``JobState.on_worker_lost``), and with no worker left the running jobs fail, unless a lost worker of an embedded
+cluster still runs (stopped or starved, it rejoins when it runs again: :func:`still_runs_here`). A lost worker heard
+from again is told to ``reinit`` (drop everything and register afresh), as is a worker of a coordinator that ran at this
+address before. A pause of the coordinator itself (:data:`PAUSE_SECONDS`) is not counted against the workers.
 """
 
 from __future__ import annotations
