@@ -281,9 +281,10 @@ def _add_job_arguments(parser: argparse.ArgumentParser, embedded: bool, continuo
         "--engine",
         choices=["hop", "spark"],
         default="hop",
-        help="run on hop (default) or on PySpark, unchanged, for comparison",
+        # (hop submit takes it only to refuse --engine spark with the reason: not listed in its help)
+        help="run on hop (default) or on PySpark, unchanged, for comparison" if embedded else argparse.SUPPRESS,
     )
-    add_spark_arguments(parser)
+    add_spark_arguments(parser, listed=embedded)
     add_web_arguments(parser)
     if embedded:
         parser.add_argument(

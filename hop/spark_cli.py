@@ -68,10 +68,14 @@ def _defaults(args: argparse.Namespace) -> tuple[int, int, str]:
     return workers, reducers, master
 
 
-def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--spark-master`` and ``--spark-conf``, for any parser that runs jobs on Spark."""
+def add_spark_arguments(parser: argparse.ArgumentParser, *, listed: bool = True) -> None:
+    """``--spark-master`` and ``--spark-conf``, for any parser that runs jobs on Spark; not ``listed`` in its help
+    where they are taken only to be refused with the reason (``hop submit``: its jobs run on the hop cluster)."""
     parser.add_argument(
-        "--spark-master", type=spark_master_url, default=None, help="Spark master URL (default: local[WORKERS])"
+        "--spark-master",
+        type=spark_master_url,
+        default=None,
+        help="Spark master URL (default: local[WORKERS])" if listed else argparse.SUPPRESS,
     )
     parser.add_argument(
         "--spark-conf",
@@ -79,7 +83,7 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="an extra Spark setting, e.g. spark.executor.memory=2g (repeatable)",
+        help="an extra Spark setting, e.g. spark.executor.memory=2g (repeatable)" if listed else argparse.SUPPRESS,
     )
 
 

@@ -3070,6 +3070,22 @@ def test_run_help_states_the_defaults_the_readme_gives(capsys: pytest.CaptureFix
         assert stated in text, stated
 
 
+def test_submit_help_lists_no_spark_option_which_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hop submit --help`` listed ``--engine``, ``--spark-master`` and ``--spark-conf``, each of which it refuses
+    (its jobs run on the hop cluster); ``hop run --help`` lists them. Given, they are still refused with the reason."""
+    from hop.cli import build_parser
+
+    helps = {}
+    for command in ("run", "submit"):
+        with pytest.raises(SystemExit):
+            build_parser(False).parse_args([command, "--help"])
+        helps[command] = capsys.readouterr().out
+    for option in ("--engine", "--spark-master", "--spark-conf"):
+        assert option in helps["run"] and option not in helps["submit"], option
+    refused = hop("submit", "job.py", "in.txt", "-o", "out", "--engine", "spark", "--coordinator", "tcp://127.0.0.1:9")
+    assert refused.returncode == 2 and "drop --engine spark, or run it with hop run" in refused.stderr, refused.stderr
+
+
 def test_coordinator_help_says_its_default_address_takes_no_other_host(capsys: pytest.CaptureFixture[str]) -> None:
     """``hop coordinator`` without ``--bind`` listens on a free port of 127.0.0.1, which no other host reaches; its
     help said "(default: a free port)", so a coordinator started so for a cluster saw no worker of another host
