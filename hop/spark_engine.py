@@ -136,12 +136,18 @@ logger.repl.level = {level}
 # whole Python worker traceback), and under --quiet its "Task 0 in stage 0.0 failed 1 times; aborting job" too.
 _TASK_FAILURE_LINES = f".*{FAILURE_OPEN.strip()}.*"
 _ABORT_LINES = r"Task \S+ in stage \S+ failed \d+ times?; aborting job.*"
+# The block manager's error, with a Java stack trace, when its shuffle folder could not be deleted as the session
+# stopped: a cancelled job's task (Ctrl-C) still wrote a file there. Nothing is left by it: the whole temporary
+# directory of the run's JVM is removed once the JVM has ended (``hop.spark_gateway.remove_jvm_scratch``).
+_SCRATCH_DELETE_LINES = r"Exception while deleting local spark dir: .*"
 
 
 def log4j2_config(quiet: bool) -> str:
     """The log4j2 properties of the driver JVM: Spark's log at WARN (``quiet``: at ERROR), without the lines that
-    repeat a failed task's error, which the driver reports itself (:func:`run_on_spark`)."""
-    repeats = "(?s)" + (f"{_TASK_FAILURE_LINES}|{_ABORT_LINES}" if quiet else _TASK_FAILURE_LINES)
+    repeat a failed task's error, which the driver reports itself (:func:`run_on_spark`), nor the block manager's
+    failure to delete a folder the run's own clean-up removes."""
+    dropped = [_TASK_FAILURE_LINES, _SCRATCH_DELETE_LINES, *([_ABORT_LINES] if quiet else [])]
+    repeats = "(?s)" + "|".join(dropped)
     # (backslashes doubled: a properties file reads "\\S" as "S")
     return _LOG4J2.format(level="error" if quiet else "warn", repeats=repeats.replace("\\", "\\\\"))
 

@@ -1592,3 +1592,32 @@ def test_a_started_session_leaves_the_callers_sigint_handler_in_place() -> None:
         [sys.executable, "-c", SESSION_KEEPS_HANDLER], cwd=ROOT, capture_output=True, text=True, timeout=SPARK_TIMEOUT
     )
     assert done.returncode == 0 and done.stdout == "True\n", (done.stdout, done.stderr[-3000:])
+
+
+BLOCK_MANAGER_ERRORS = """
+from hop.spark_engine import flush_jvm_stderr, shutdown_jvm, start_session, stop_session
+
+spark = start_session("local[1]", "logging", quiet=False)
+log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+logger = log4j.LogManager.getLogger("org.apache.spark.storage.DiskBlockManager")
+failure = spark.sparkContext._jvm.java.io.IOException("Failed to delete: /tmp/x/blockmgr-1/0c/shuffle_0_1_0.data")
+logger.error("Exception while deleting local spark dir: /tmp/x/blockmgr-1", failure)
+logger.error("Failed to create local dir in /full/disk. Ignoring this directory.", failure)
+flush_jvm_stderr()
+stop_session(spark)
+shutdown_jvm()
+"""
+
+
+def test_the_block_managers_failure_to_delete_its_shuffle_folder_is_not_printed() -> None:
+    """Ctrl-C of a run on Spark printed, now and then, the block manager's "Exception while deleting local spark
+    dir" with a page of Java stack trace ("Failed to delete: .../blockmgr-..."): the cancelled job's task still wrote
+    a shuffle file there as the session stopped. The run removes the JVM's whole temporary directory itself once the
+    JVM has ended, so that line is dropped; the block manager's other errors are still printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCK_MANAGER_ERRORS], cwd=ROOT, capture_output=True, text=True, timeout=SPARK_TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Failed to create local dir in /full/disk" in done.stderr, done.stderr[-3000:]
+    assert "Exception while deleting local spark dir" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.count("Failed to delete: /tmp/x/blockmgr-1") == 1, done.stderr[-3000:]  # (the other's cause)
