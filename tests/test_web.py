@@ -3,11 +3,13 @@ continuous job's windows (API, pushed events, stop)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -798,3 +800,63 @@ def test_hop_web_says_at_once_that_its_coordinator_is_gone_and_follows_it_back(t
     # hop web says so on stderr too, once, and that it is back.
     assert said.count(f"hop web: {gone}") == 1, said
     assert said.endswith(f"hop web: the coordinator at {address} answers again\n"), said
+
+
+STOP_BOUND_SECONDS = 0.5
+"""A stop with a page's event stream open: well under aiohttp's graceful wait for its handler (1 s, then 1 s more
+once cancelled), which a stop took before."""
+IN_FLIGHT_SECONDS = 0.3
+"""How long the request in flight as the stop begins takes to answer: the stop waits for it."""
+
+
+@pytest.mark.parametrize("path", ["api/events", "api/monitor/events"])
+def test_a_stop_ends_an_open_event_stream_at_once(cluster: LocalCluster, path: str) -> None:
+    """A page open on an event stream while the server stops (``hop web`` interrupted, ``hop run --web`` done): the
+    stop ended the stream only after aiohttp's graceful waits, 2 s; now at once, the stream ended cleanly (the page's
+    reconnection sees it end, as before), while a request in flight gets its whole answer."""
+    server = WebServer(cluster.address, monitor=[])
+    server.start()
+    stopped = False
+    try:
+        assert server._source is not None
+        ask = server._source.jobs
+
+        async def slow(*args: Any) -> Any:  # (the jobs stream asks it too, and waits as long)
+            await asyncio.sleep(IN_FLIGHT_SECONDS)
+            return await ask(*args)
+
+        opened = threading.Event()
+        ended: list[object] = []  # what the stream's reader saw last: b"" (the stream's end) or an exception
+
+        def read_stream() -> None:
+            try:
+                with urllib.request.urlopen(server.url + path, timeout=20) as stream:
+                    while line := stream.readline():
+                        if line.startswith(b"event: "):
+                            opened.set()
+                    ended.append(b"")
+            except Exception as error:  # (said in the assertion below)
+                ended.append(error)
+
+        reader = threading.Thread(target=read_stream, daemon=True)
+        reader.start()
+        assert opened.wait(timeout=20), "no event on the stream"
+        # A request in flight as the stop begins: its handler still runs when the server stops.
+        answer: list[tuple[int, Any]] = []
+        requester = threading.Thread(target=lambda: answer.append(get_json(server.url + "api/jobs")), daemon=True)
+        server._source.jobs = slow  # type: ignore[method-assign]
+        requester.start()
+        time.sleep(0.1)
+        begun = time.monotonic()
+        server.stop()
+        stopped = True
+        took = time.monotonic() - begun
+        reader.join(timeout=10)
+        requester.join(timeout=10)
+        assert ended == [b""], ended  # the stream ended, cleanly (not broken off)
+        assert answer and answer[0][0] == 200 and isinstance(answer[0][1], list), answer
+        # (the request's answer, still under way as the stop began, is waited for: under IN_FLIGHT_SECONDS more)
+        assert took < STOP_BOUND_SECONDS + IN_FLIGHT_SECONDS, f"the stop took {took:.2f} s with an event stream open"
+    finally:
+        if not stopped:
+            server.stop()

@@ -75,6 +75,11 @@ answers ``503`` while it is empty):
   ``hop_worker_up 0`` with no metric gauges, and is left out once it is older still.
 
 Without the monitor these routes do not exist (``404``).
+
+When the server stops (``on_shutdown``: ``hop web`` interrupted, ``hop run --web`` done), every open event stream
+ends at once (or, in a round of questions to the coordinator, once they are answered and its events sent), cleanly:
+its events whole, then the response's end, which a page's reconnection sees as before; a request in flight is
+answered in full.
 """
 
 from __future__ import annotations
@@ -116,6 +121,8 @@ RESULTS_KEY: web.AppKey[OrderedDict[tuple[str, str], dict[str, Any]]] = web.AppK
 RESULTS_KEPT = 8
 """Succeeded jobs whose final results (``read_results``) the server keeps, the most recently asked for."""
 MONITOR_KEY: web.AppKey[list[Any]] = web.AppKey("monitor", list)
+STOPPING_KEY: web.AppKey[asyncio.Event] = web.AppKey("stopping", asyncio.Event)
+"""Set as the server stops: the event streams end on it."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -324,6 +331,22 @@ async def _final_results(app: web.Application, detail: dict[str, Any]) -> dict[s
     return cache[key]
 
 
+async def _stopping_within(request: web.Request, seconds: float) -> bool:
+    """Wait ``seconds``, less if the server stops meanwhile; whether it stops. An event stream waits so between
+    rounds: aiohttp's graceful stop waits for every handler still running (its shutdown timeout), then cancels it and
+    waits again, so a stream that only slept held a stop up twice that long (2 s)."""
+    try:
+        await asyncio.wait_for(request.app[STOPPING_KEY].wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _stop_streams(app: web.Application) -> None:
+    """``on_shutdown``: the event streams end (they return their response, whole); other handlers run on."""
+    app[STOPPING_KEY].set()
+
+
 async def events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: what changed, every ``EVENT_SECONDS`` (see the module docstring)."""
     source = _source(request)
@@ -398,7 +421,8 @@ async def events(request: web.Request) -> web.StreamResponse:
                     await send_snapshots_and_results(job_id, detail)
             else:
                 await send("ping", {})
-            await asyncio.sleep(EVENT_SECONDS)
+            if await _stopping_within(request, EVENT_SECONDS):
+                break
     except ConnectionResetError:
         pass  # (a closed page's stream is cancelled: aiohttp's handler_cancellation)
     except (CoordinatorUnavailable, UnknownJob) as error:  # (unknown: retired, or the coordinator was restarted)
@@ -594,7 +618,8 @@ async def monitor_events(request: web.Request) -> web.StreamResponse:
             if loop.time() - quiet_since > MONITOR_KEEPALIVE_SECONDS:
                 await response.write(b": keepalive\n\n")
                 quiet_since = loop.time()
-            await asyncio.sleep(MONITOR_EVENT_SECONDS)
+            if await _stopping_within(request, MONITOR_EVENT_SECONDS):
+                break
     except ConnectionResetError:
         pass  # (a closed page's stream is cancelled: aiohttp's handler_cancellation)
     return response
@@ -606,6 +631,8 @@ def make_app(source: CoordinatorSource, monitor: list[Any] | None = None) -> web
     app = web.Application(middlewares=[json_errors])
     app[SOURCE_KEY] = source
     app[RESULTS_KEY] = OrderedDict()
+    app[STOPPING_KEY] = asyncio.Event()
+    app.on_shutdown.append(_stop_streams)
     if monitor is not None:
         app[MONITOR_KEY] = monitor
         app.router.add_get("/monitor", monitor_page)

@@ -81,7 +81,9 @@ class WebServer:
     async def _stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-        # Event streams of pages still open: end them before the loop stops.
+        # (The event streams of pages still open ended as the runner stopped: make_app's on_shutdown.) Anything left
+        # running, such as a handler still waiting on the coordinator past the shutdown timeout: ended before the loop
+        # stops.
         others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
         for task in others:
             task.cancel()
