@@ -275,6 +275,16 @@ def test_page_assets_are_served_locally(web: WebServer) -> None:
     assert status == 200 and b"EventSource" in app
 
 
+def test_a_missing_page_file_is_a_json_404_naming_it(web: WebServer) -> None:
+    """A file under ``/static/`` that is not there was a 404 with an empty body (aiohttp's static route bypassed the
+    JSON errors every other path gets); one outside the folder is not served."""
+    for path in ("static/nope.js", "static/vendor/none.css", "static/../app.py", "static/%2e%2e/server.py"):
+        status, body = get_json(web.url + path)
+        assert status == 404 and body["error"].startswith("no file /static/"), (path, body)
+    status, kind, style = get(web.url + "static/monitor.css")
+    assert status == 200 and kind.startswith("text/css") and len(style) > 100
+
+
 class _References(HTMLParser):
     """The URLs a page loads (its tags' ``src``, its ``<link>``s' ``href``: not its links to other pages), but for
     ``data:`` ones."""

@@ -13,7 +13,7 @@ naming every API route; a query parameter a route does not take, given twice or 
 ``400`` naming it and what the route takes: ``QUERY_PARAMETERS``):
 
 - ``GET /``: the page (``static/index.html``, its link to the monitor's dashboard shown when there is one;
-  scripts and the vendored chart library under ``/static/``).
+  scripts and the vendored chart library under ``/static/``; a file not there is a JSON 404 naming it).
 - ``GET /api/workers``: the cluster's workers, by name (name, host and host label, rack, alive, slots and free
   slots per pool), as ``hop status`` lists them.
 - ``GET /api/jobs``: every job (id, name, ``step`` from 0 of ``num_steps``, a step of a run of several its
@@ -625,6 +625,16 @@ async def monitor_events(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def static_file(request: web.Request) -> web.StreamResponse:
+    """A file of the pages' (``static/``: scripts, styles, the vendored chart library), or a JSON 404 naming it.
+    aiohttp's own static route found a missing file only as it sent it, after every middleware: an empty 404."""
+    name = request.match_info["name"]
+    path = (STATIC / name).resolve()
+    if not path.is_relative_to(STATIC.resolve()) or not path.is_file():
+        raise web.HTTPNotFound(reason=f"no file /static/{name}: the pages' files are those they name (open /)")
+    return web.FileResponse(path)
+
+
 def make_app(source: CoordinatorSource, monitor: list[Any] | None = None) -> web.Application:
     """The web view for ``source``'s coordinator; with ``monitor`` (a list holding the ``MonitorFeed`` once it
     exists) also the cluster monitor's dashboard, its API and ``/metrics``."""
@@ -649,5 +659,5 @@ def make_app(source: CoordinatorSource, monitor: list[Any] | None = None) -> web
     app.router.add_get("/api/jobs/{job_id}/windows", windows)
     app.router.add_post("/api/jobs/{job_id}/stop", stop)
     app.router.add_get("/api/events", events)
-    app.router.add_static("/static/", STATIC)
+    app.router.add_get("/static/{name:.+}", static_file)
     return app
