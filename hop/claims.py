@@ -115,6 +115,19 @@ def writer_of(folder: str | Path) -> str | None:
     return job_writing(folder)
 
 
+def writer_above(folder: str | Path) -> str | None:
+    """The nearest folder holding ``folder`` that a run or job still running on this machine writes as its output
+    (batch or continuous), named with its writer for a message (``/data/out, the output of another hop run on this
+    machine (pid 123: ...)``), or ``None``. An output made inside it would be among its parts (and read with them)."""
+    for above in Path(folder).absolute().parents:
+        if held(above):
+            return f"{above}, the output of another hop run on this machine{holder(above)}"
+        writer = job_writing(above)
+        if writer is not None:
+            return f"{above}, the output of {writer}"
+    return None
+
+
 def job_writing(folder: str | Path) -> str | None:
     """The batch job of a coordinator on this machine writing ``folder`` as its output, named for a message
     (``a job of a hop coordinator on this machine (pid 45: hop coordinator --bind ...)``), or ``None``: its
@@ -191,18 +204,28 @@ def running_outputs(address: str, timeout: float = ASKED_SECONDS, continuous: bo
 
 
 def output_written_by_job(address: str | None, output: str) -> str | None:
-    """The refusal of an ``output`` that a job running on the coordinator at ``address`` writes, naming the job
-    as the coordinator itself would (a run refused before it asks: ``output directory ... is not empty``, or held
-    by the job's own run, said less), or ``None``."""
+    """The refusal of an ``output`` that a job running on the coordinator at ``address`` writes, or that is inside
+    such a job's output, naming the job as the coordinator itself would (a run refused before it asks: ``output
+    directory ... is not empty``, or held by the job's own run, said less), or ``None``."""
     if address is None:
         return None
-    job_id = running_outputs(address, continuous=True).get(Path(output).resolve())
-    if job_id is None:
-        return None
-    return (
-        f"output directory {output} is being written by job {job_id}, still running; wait for it, stop it "
-        f"(hop stop {job_id} --coordinator {address}) or choose another"
-    )
+    outputs = running_outputs(address, continuous=True)
+    resolved = Path(output).resolve()
+    job_id = outputs.get(resolved)
+    if job_id is not None:
+        return (
+            f"output directory {output} is being written by job {job_id}, still running; wait for it, stop it "
+            f"(hop stop {job_id} --coordinator {address}) or choose another"
+        )
+    for above in resolved.parents:
+        if above in outputs:
+            job_id = outputs[above]
+            return (
+                f"output directory {output} is inside {above}, the output of job {job_id}, still running: its files "
+                f"would be mixed with that job's; wait for it, stop it (hop stop {job_id} --coordinator {address}) "
+                "or choose a folder outside it"
+            )
+    return None
 
 
 def input_claimed(patterns: Iterable[str], output: str | None = None) -> str | None:

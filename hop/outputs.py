@@ -434,7 +434,8 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
     """Hold ``output`` for this run against other hop runs on this machine, until the returned function is called
     (or the process ends: the hold is an ``flock`` on the directory itself, which the kernel drops with the
     process, so nothing is left to clean up). Raises :class:`OutputExistsError` if another run holds it, or a
-    coordinator on this machine runs a batch job writing it (:mod:`hop.claims`), naming it.
+    coordinator on this machine runs a batch job writing it (:mod:`hop.claims`), or it is inside the output of
+    either (:func:`hop.claims.writer_above`: its files would be among that output's parts), naming it.
 
     Without it, two runs started together both found a new ``output`` empty and both wrote it. Runs submitted to
     one coordinator are also kept apart there (``hop.coordinator``); this covers runs on separate embedded
@@ -448,7 +449,7 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
     where this user may not write the folder it goes in. Where something not a directory has its name (a file, a
     link to none), or the directory cannot be opened, the run goes on without the hold (:func:`check_output` reports
     what is wrong with it)."""
-    from hop.claims import READ_AS_WRITTEN, holder, job_writing
+    from hop.claims import READ_AS_WRITTEN, holder, job_writing, writer_above
 
     folder = Path(output)
     # With the folders it is in, which the run would make anyway: a run making them later held nothing
@@ -495,6 +496,16 @@ def claim_output(output: str, read_as_written: bool = False) -> Callable[[], Non
         raise OutputExistsError(
             f"output directory {output} is being written by {writer}; wait for that job to end (or stop it) or "
             "choose another"
+        )
+    outer = writer_above(folder)
+    if outer is not None:
+        os.close(descriptor)
+        for path in made:  # (left as found)
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise OutputExistsError(
+            f"output directory {output} is inside {outer}, still running: its files would be mixed with that "
+            "output's; choose a folder outside it"
         )
     if read_as_written:
         with contextlib.suppress(OSError):

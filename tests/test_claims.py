@@ -221,6 +221,55 @@ def test_a_coordinators_running_job_is_named_to_a_run_writing_or_reading_its_out
     assert status["state"] == "succeeded", status.get("error")
 
 
+def test_an_output_inside_a_running_runs_or_jobs_output_is_refused(
+    held_run: subprocess.Popen[str], cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A run writing a folder inside the output of a run or job still running was accepted: its files went among
+    that output's parts, and a job reading that output later read them too. It is refused before it starts, naming
+    the output and its writer, by the run (a hold on a folder above its output) and by a coordinator (its running
+    job's output above), and the folders it made are removed; beside that output, a run is accepted."""
+    from hop.client import Client, JobRejected
+    from hop.loader import load_job_file
+    from hop.runner import build_spec
+
+    wordcount = job_path("wordcount")
+    run_named = f"is inside {tmp_path / 'runs' / 'out'}, the output of another hop run on this machine (pid "
+    for output in ("runs/out/sub", "runs/out/a/b"):
+        nested = hop("run", wordcount, "data/in.txt", "-o", output, "--quiet", cwd=tmp_path)
+        assert nested.returncode == 2 and run_named in nested.stderr, nested.stderr
+        assert f"the output of another hop run on this machine (pid {held_run.pid}: " in nested.stderr
+    assert sorted(path.name for path in (tmp_path / "runs" / "out").iterdir() if path.is_dir()) == ["_temporary"]
+    beside = hop("run", wordcount, "data/in.txt", "-o", "runs/beside", "--quiet", cwd=tmp_path)
+    assert beside.returncode == 0, beside.stderr
+    # A job of the coordinator: submitted through its client, its output's folder held by no run of this machine.
+    (tmp_path / "second").mkdir()
+    job, gate = _gated_job(tmp_path / "second")
+    client = Client(cluster.address, timeout=30)
+    out, inputs = tmp_path / "job-out", [str(tmp_path / "data" / "in.txt")]
+    running = client.submit(build_spec(load_job_file(job), inputs, str(out), num_reduces=2))
+    try:
+        _wait_for_part(out)
+        with pytest.raises(JobRejected, match=f"is inside {out}, the output of job {running}, still running: its"):
+            client.submit(build_spec(load_job_file(wordcount), inputs, str(out / "sub")))
+        submitted = hop(
+            "submit", wordcount, "data/in.txt", "-o", "job-out/sub", "--coordinator", cluster.address, cwd=tmp_path
+        )
+        assert submitted.returncode == 2, submitted.stderr
+        assert f"is inside {out}, the output of job {running}, still running" in submitted.stderr, submitted.stderr
+        assert f"(hop stop {running} --coordinator {cluster.address})" in submitted.stderr, submitted.stderr
+        local = hop("run", wordcount, "data/in.txt", "-o", "job-out/sub", "--quiet", cwd=tmp_path)
+        assert local.returncode == 2, local.stderr
+        assert f"is inside {out}, the output of a job of a hop coordinator on this machine (pid " in local.stderr
+        assert not (out / "sub").exists()
+    finally:
+        gate.touch()
+        try:
+            status = client.wait(running, timeout=60)
+        finally:
+            client.close()
+    assert status["state"] == "succeeded", status.get("error")
+
+
 def test_a_continuous_runs_output_is_read_as_written_but_not_written_twice(tmp_path: Path) -> None:
     """A batch run's hold refuses readers; a continuous run's (its windows are each complete once written, as a
     coordinator lets its own continuous jobs' outputs be read) refuses only other writers. Neither is left once

@@ -204,6 +204,12 @@ class JobRequests(CoordinatorHost):
                     f"output directory {output} is being written by job {job_id}, still running; "
                     f"wait for it, stop it (hop stop {job_id}) or choose another"
                 )
+            if Path(other.spec.output).resolve() in target.parents:
+                # Its files would be among that job's parts: a job reading that output would read them too.
+                raise OutputExistsError(
+                    f"output directory {output} is inside {other.spec.output}, the output of job {job_id}, still "
+                    "running: its files would be mixed with that job's; choose a folder outside it"
+                )
             if not overwrite:
                 continue  # (nothing is cleared: a folder holding either is not empty, which check_output refuses)
             if target in Path(other.spec.output).resolve().parents:
