@@ -97,12 +97,9 @@ def written_below(folder: str | Path) -> str | None:
     ``None``. Every folder below is looked in, hidden ones too: clearing deletes them all."""
     for root, folders, _ in os.walk(folder):
         for name in sorted(folders):
-            below = os.path.join(root, name)
-            if held(below):
-                return f"{below}, the output of another hop run on this machine{holder(below)}"
-            writer = job_writing(below)
-            if writer is not None:
-                return f"{below}, the output of {writer}"
+            written = _output_of_another(os.path.join(root, name))
+            if written is not None:
+                return written
     return None
 
 
@@ -120,12 +117,19 @@ def writer_above(folder: str | Path) -> str | None:
     (batch or continuous), named with its writer for a message (``/data/out, the output of another hop run on this
     machine (pid 123: ...)``), or ``None``. An output made inside it would be among its parts (and read with them)."""
     for above in Path(folder).absolute().parents:
-        if held(above):
-            return f"{above}, the output of another hop run on this machine{holder(above)}"
-        writer = job_writing(above)
-        if writer is not None:
-            return f"{above}, the output of {writer}"
+        written = _output_of_another(above)
+        if written is not None:
+            return written
     return None
+
+
+def _output_of_another(folder: str | Path) -> str | None:
+    """``FOLDER, the output of WRITER`` where a run (batch or continuous: any hold) or a coordinator's batch job on
+    this machine writes ``folder``, or ``None``."""
+    if held(folder):
+        return f"{folder}, the output of another hop run on this machine{holder(folder)}"
+    writer = job_writing(folder)
+    return None if writer is None else f"{folder}, the output of {writer}"
 
 
 def job_writing(folder: str | Path) -> str | None:

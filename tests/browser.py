@@ -131,3 +131,19 @@ def assert_backs_off(page: Any, refused: list[Any], waits: list[int], selector: 
         # (The condition is called in this iteration only: the loop's `heard` is the one meant.)
         wait_until(page, lambda: len(refused) > heard, f"an attempt once {wait} s were up")  # noqa: B023
         assert len(refused) == heard + 1, f"attempts once {wait} s were up: {refused[heard:]}"
+
+
+def assert_follows_a_restart_at_its_next_attempt(
+    page: Any, refused: list[Any], stop: Callable[[], None], start: Callable[[], None], live: str
+) -> None:
+    """``page``, live, its clock paused: its server stopped (``stop``), its waits start over from 1 s; started again
+    (``start``) after that first attempt, the page is ``live`` (a JavaScript condition) at its next attempt, 2 s
+    on, by itself and not a millisecond before."""
+    stop()
+    assert_backs_off(page, refused, [1])
+    start()
+    assert retry_wait(page) == 2
+    page.clock.run_for(1_999)
+    assert page.inner_text("#connection").endswith("trying again in 1 s")
+    page.clock.run_for(1)
+    page.wait_for_function(live, timeout=10_000)

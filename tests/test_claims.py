@@ -61,6 +61,16 @@ def _wait_for_part(output: Path, run: subprocess.Popen[str] | None = None) -> No
         time.sleep(0.02)
 
 
+def _open_gate_and_wait(gate: Path, client: Client, job_id: str) -> None:
+    """Let the gated job ``job_id`` finish, and see it succeed (the client closed either way)."""
+    gate.touch()
+    try:
+        status = client.wait(job_id, timeout=60)
+    finally:
+        client.close()
+    assert status["state"] == "succeeded", status.get("error")
+
+
 @pytest.fixture()
 def held_run(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """``hop run`` (an embedded cluster of its own) writing ``tmp_path/runs/out`` (``runs`` made for it) from
@@ -213,12 +223,7 @@ def test_a_coordinators_running_job_is_named_to_a_run_writing_or_reading_its_out
         assert reading.returncode == 2, reading.stderr
         assert f"input {out} is the output of {coordinator}" in reading.stderr, reading.stderr
     finally:
-        gate.touch()
-        try:
-            status = client.wait(running, timeout=60)
-        finally:
-            client.close()
-    assert status["state"] == "succeeded", status.get("error")
+        _open_gate_and_wait(gate, client, running)
 
 
 def test_an_output_inside_a_running_runs_or_jobs_output_is_refused(
@@ -228,7 +233,6 @@ def test_an_output_inside_a_running_runs_or_jobs_output_is_refused(
     that output's parts, and a job reading that output later read them too. It is refused before it starts, naming
     the output and its writer, by the run (a hold on a folder above its output) and by a coordinator (its running
     job's output above), and the folders it made are removed; beside that output, a run is accepted."""
-    from hop.client import Client, JobRejected
     from hop.loader import load_job_file
     from hop.runner import build_spec
 
@@ -262,12 +266,7 @@ def test_an_output_inside_a_running_runs_or_jobs_output_is_refused(
         assert f"is inside {out}, the output of a job of a hop coordinator on this machine (pid " in local.stderr
         assert not (out / "sub").exists()
     finally:
-        gate.touch()
-        try:
-            status = client.wait(running, timeout=60)
-        finally:
-            client.close()
-    assert status["state"] == "succeeded", status.get("error")
+        _open_gate_and_wait(gate, client, running)
 
 
 def test_a_continuous_runs_output_is_read_as_written_but_not_written_twice(tmp_path: Path) -> None:

@@ -36,7 +36,15 @@ from hop.stream.runner import run_stream
 from hop.web.server import WebServer
 from monitoring.cli import monitor_spec, monitoring_job, wait_for_workers
 from monitoring.feed import MonitorFeed
-from tests.browser import RETRY_WAIT, assert_backs_off, browser_page, needs_chromium, pause_clock, retry_wait
+from tests.browser import (
+    RETRY_WAIT,
+    assert_backs_off,
+    assert_follows_a_restart_at_its_next_attempt,
+    browser_page,
+    needs_chromium,
+    pause_clock,
+    retry_wait,
+)
 from tests.conftest import job_path, run_job
 from tests.test_monitor import _busy_worker, _run_hog, wait_for
 from tests.test_web import get, get_json, read_events
@@ -789,17 +797,14 @@ def test_dashboard_backs_off_once_its_monitor_is_gone_and_follows_one_started_ag
             page.wait_for_function(live, timeout=10_000)
             assert page.inner_text("#waiting").startswith("waiting for the monitoring job")
             assert len(refused) == 6, refused
+
             # Gone and back again: the waits start over from 1 s, and the page follows it by itself at its next
             # attempt, not before.
-            servers[-1].stop()
-            assert_backs_off(page, refused, [1])
-            servers.append(WebServer(address, port, monitor=[]))
-            servers[-1].start()
-            assert retry_wait(page) == 2
-            page.clock.run_for(1_999)
-            assert page.inner_text("#connection").endswith("trying again in 1 s")
-            page.clock.run_for(1)
-            page.wait_for_function(live, timeout=10_000)
+            def start_again() -> None:
+                servers.append(WebServer(address, port, monitor=[]))
+                servers[-1].start()
+
+            assert_follows_a_restart_at_its_next_attempt(page, refused, servers[-1].stop, start_again, live)
             assert len(refused) == 7, refused
             assert not errors, errors
     finally:

@@ -20,7 +20,13 @@ from hop.local_cluster import LocalCluster
 from hop.runner import build_spec, online_options
 from hop.stream.options import stream_options
 from hop.web.server import WebServer
-from tests.browser import assert_backs_off, browser_page, needs_chromium, pause_clock, retry_wait
+from tests.browser import (
+    assert_backs_off,
+    assert_follows_a_restart_at_its_next_attempt,
+    browser_page,
+    needs_chromium,
+    pause_clock,
+)
 from tests.conftest import job_path, output_dict, run_job
 from tests.test_web import (
     continuous_job,
@@ -531,17 +537,14 @@ def test_page_backs_off_once_its_server_is_gone_and_follows_one_started_again(tm
             page.wait_for_function(live, timeout=10_000)
             page.wait_for_function(running, timeout=10_000)
             assert page.is_visible("#stop-job") and len(refused) == 3, refused
+
             # Gone and back again: the waits start over from 1 s, and the page follows it by itself at its next
             # attempt, not before.
-            servers[-1].stop()
-            assert_backs_off(page, refused, [1])
-            servers.append(WebServer(address, port))
-            servers[-1].start()
-            assert retry_wait(page) == 2
-            page.clock.run_for(1_999)
-            assert page.inner_text("#connection").endswith("trying again in 1 s")
-            page.clock.run_for(1)
-            page.wait_for_function(live, timeout=10_000)
+            def start_again() -> None:
+                servers.append(WebServer(address, port))
+                servers[-1].start()
+
+            assert_follows_a_restart_at_its_next_attempt(page, refused, servers[-1].stop, start_again, live)
             page.wait_for_function(running, timeout=10_000)
             assert page.is_visible("#stop-job") and len(refused) == 4, refused
             assert errors == [], errors
