@@ -25,7 +25,9 @@ Client -> coordinator (each answered by one reply):
     shutdown    {}                                          -> bye {}
 
 Worker -> coordinator:
-    register    {worker, host, pid, map_slots, reduce_slots, incarnation, shuffle: "push"}   -> registered {samples?}
+    register    {worker, host, pid, map_slots, reduce_slots, incarnation, shuffle: "push"}
+                                                -> registered {heartbeat_timeout, samples?}
+                                                (heartbeat_timeout: a worker cut off that long ends its tasks)
                                                 (samples: where a predecessor under its name published samples)
     samples_at  {worker, samples}               it took that endpoint over: its sample stream is there now
     heartbeat   {worker, running: int, incarnation}        (from a worker the coordinator does not know:

@@ -47,6 +47,9 @@ UNANSWERED_REGISTRATION_SECONDS = 10.0
 """How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
 COORDINATOR_GONE_SECONDS = 5.0
 """How long a standalone worker's connection to its coordinator is down before it says so (still trying)."""
+COORDINATOR_HEARTBEAT_TIMEOUT = 5.0
+"""A coordinator's heartbeat timeout by default (``hop coordinator --heartbeat-timeout``), until its answer to the
+registration says its own."""
 LEAVE_ANSWER_SECONDS = 2.0
 """How long a standalone worker stopped on its own waits for the coordinator to take note (``Worker._leave``)."""
 ENDED_JOBS_KEPT = 1000
@@ -170,6 +173,10 @@ class Worker:
         self.link = None if embedded() else CoordinatorLink(self.coordinator)
         """Whether the connection to the coordinator is up (``_check_link``); an embedded worker ends with it."""
         self.said_link_down = False
+        self.lost_after = COORDINATOR_HEARTBEAT_TIMEOUT
+        """The coordinator's heartbeat timeout (its ``registered`` answer says it): with the connection down that
+        long, the coordinator, if it still runs, has taken this worker for lost and runs its tasks again elsewhere."""
+        self.dropped_for_link_down = False
         connect_soon(self.coordinator, coordinator)
         self.coordinator_address = coordinator
         self.unanswered_since: float | None = None
@@ -421,6 +428,7 @@ class Worker:
             if msg.get("failed") or msg.get("stop_tasks"):
                 self._stop_job_tasks(msg["job_id"])
         elif kind == "registered":
+            self.lost_after = float(msg.get("heartbeat_timeout", COORDINATOR_HEARTBEAT_TIMEOUT))
             self._registered()
             if msg.get("samples"):
                 self._publish_at(msg["samples"])
@@ -501,26 +509,42 @@ class Worker:
         down = self.link.gone_for()
         at = f"the coordinator at {self.coordinator_address}"
         if down is None:
+            self.dropped_for_link_down = False
             if self.said_link_down:
                 self.said_link_down = False
                 print(f"hop worker {self.name}: connected to {at} again", file=sys.stderr, flush=True)
             return
-        if down < COORDINATOR_GONE_SECONDS or self.said_link_down:
+        if down >= COORDINATOR_GONE_SECONDS and not self.said_link_down:
+            self.said_link_down = True
+            print(
+                f"hop worker {self.name}: the connection to {at} closed {down:.0f} s ago (the coordinator ended, or "
+                "its host is down); still trying. A coordinator started again there takes this worker afresh; "
+                "Ctrl-C stops this worker",
+                file=sys.stderr,
+                flush=True,
+            )
+        if down >= self.lost_after and not self.dropped_for_link_down:
+            self.dropped_for_link_down = True
+            self._drop_work_for_link_down(down)
+
+    def _drop_work_for_link_down(self, down: float) -> None:
+        """The connection has been down for the coordinator's heartbeat timeout: a coordinator that ended took its
+        jobs with it, and one still running (cut off from this worker) has taken this worker for lost and runs its
+        tasks again elsewhere. Either way what this worker runs counts for nothing: its tasks ran on, taking the
+        host's cores, until a coordinator came back. They end, and the jobs' spills are dropped."""
+        tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
+        jobs = sum(entry.is_dir() for entry in self.spill_dir.iterdir())
+        if not tasks and not jobs:
             return
-        self.said_link_down = True
-        running = sum(slot.task is not None for slot in self.slots.values())
-        ending = (
-            f" (its {counted(running, 'running task')}, of jobs that ended with the coordinator, run until then)"
-            if running
-            else ""
-        )
         print(
-            f"hop worker {self.name}: the connection to {at} closed {down:.0f} s ago (the coordinator ended, or its "
-            f"host is down); still trying. A coordinator started again there takes this worker afresh{ending}; "
-            "Ctrl-C stops this worker",
+            f"hop worker {self.name}: the connection to the coordinator at {self.coordinator_address} has been closed "
+            f"for {down:.0f} s, its heartbeat timeout (the coordinator ended, or took this worker for lost and runs "
+            f"its tasks elsewhere); ending its {counted(tasks, 'running task')} and dropping the spill files of "
+            f"{counted(jobs, 'job')}",
             file=sys.stderr,
             flush=True,
         )
+        self._drop_work()
 
     def _tell_unsent(self, job_id: str, map_index: int, attempt: int) -> None:
         """Tell a running map attempt how many of its spills are not yet pushed (its flow control reads this)."""
@@ -589,6 +613,11 @@ class Worker:
         a second "registered", which told its reader neither that it had been lost nor what it dropped."""
         if not embedded():
             self._say_reinit(why)
+        self._drop_work()
+        self._register()
+
+    def _drop_work(self) -> None:
+        """End every task and forget every job and its spills: nothing this worker runs counts any more."""
         for slot in self.slots.values():
             self._end_slot_process(slot)
         while self.slots_socket.poll(10):  # what the killed tasks sent last (spills, results): void now
@@ -603,7 +632,6 @@ class Worker:
             if entry.is_dir():  # the jobs' spills and reduce stores (not the slots' socket file, off Linux)
                 shutil.rmtree(entry, ignore_errors=True)
         self._check_slots()
-        self._register()
 
     def _say_reinit(self, why: str | None) -> None:
         tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import zmq
 
@@ -631,6 +632,49 @@ def test_a_worker_says_when_its_coordinators_connection_closed_and_when_it_is_ba
     finally:
         client.close()
     assert said.read_text().count(gone) == 1, said.read_text()
+
+
+def test_a_worker_cut_off_from_its_coordinator_for_its_heartbeat_timeout_ends_its_tasks(
+    source: Path, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A standalone worker whose coordinator was killed ran that coordinator's tasks on, taking the host's cores
+    for jobs that had ended with it, until a coordinator came back (then it ended them). Once the connection has been
+    closed for the coordinator's heartbeat timeout (its answer to the registration says it: here 3 s), when one still
+    running has taken the worker for lost, the worker ends its tasks and drops their spills, saying so; a
+    coordinator started again there then runs a job on it."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes, "--heartbeat-timeout", "3")
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        worker = _worker(address, "w0", tmp_path, stderr=stderr)
+    processes.append(worker)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        spec = build_spec(load_job_file(job_path("slow_map")), [str(source)], str(tmp_path / "out"), num_reduces=1)
+        client.submit(spec)
+        _wait_for(lambda: maps_running(client, on="w0"), 30, "a map runs on w0")
+    finally:
+        client.close()
+    before = {child.pid for child in psutil.Process(worker.pid).children()}
+    coordinator.kill()
+    coordinator.wait(timeout=10)
+    ended = f"hop worker w0: the connection to the coordinator at {address} has been closed for 3 s, its heartbeat "
+    _wait_for(lambda: ended in said.read_text(), 30, "the worker's note that it ends its tasks")
+    assert re.search(r"ending its [1-9]\d* running tasks? and dropping the spill files of 1 job\n", said.read_text())
+    _wait_for(lambda: not before <= {c.pid for c in psutil.Process(worker.pid).children()}, 10, "a task ended")
+    assert worker.poll() is None, said.read_text()
+    _coordinator(address, processes)
+    small = tmp_path / "small.txt"
+    small.write_text("a b a\n")
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered again")
+        run_job(client, "wordcount", [small], tmp_path / "again")
+    finally:
+        client.close()
+    assert output_dict(tmp_path / "again") == {"a": 2, "b": 1}
+    assert said.read_text().count(ended) == 1 and "Traceback" not in said.read_text(), said.read_text()
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["int", "term"])

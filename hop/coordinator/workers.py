@@ -81,7 +81,10 @@ class WorkerTracking(CoordinatorHost):
         # which a monitor started before the restart subscribes to.
         same_host = earlier is not None and earlier.host == info.host and info.samples is not None
         predecessor = earlier.samples if earlier is not None and same_host else None
-        self._send(identity, "registered", **({"samples": predecessor} if predecessor else {}))
+        # (The heartbeat timeout: a worker cut off from this coordinator that long is taken for lost here, so it
+        # ends its tasks then, hop.worker.Worker._check_link.)
+        answer = {"heartbeat_timeout": self.heartbeat_timeout, **({"samples": predecessor} if predecessor else {})}
+        self._send(identity, "registered", **answer)
         for job in self.jobs.values():  # a late worker must know where running reducers are
             if job.state == "running":
                 for index, (attempt, address) in job.reducer_addresses.items():
