@@ -1403,10 +1403,17 @@ def test_a_run_refused_after_making_its_output_leaves_it_to_a_job_accepted_there
     (tmp_path / "held.py").write_text(HELD_REDUCERS_JOB.format(gate=str(gate)))
     (tmp_path / "in.txt").write_text("a b\n")
     out = tmp_path / "out"
+    # Words enough for every reducer of the blocker to get some, and hold its slot (one with none ended at once, and
+    # the accepted job's reducer took its slot: it failed so once).
+    (tmp_path / "held.txt").write_text(" ".join(f"w{i}" for i in range(200)) + "\n")
     client = Client(cluster.address, timeout=30)
-    slots = sum(worker["reduce_slots"] for worker in client.workers())
-    held = build_spec(load_job_file(str(tmp_path / "held.py")), [str(tmp_path / "in.txt")], str(tmp_path / "held"))
+    slots = sum(worker["reduce_slots"] for worker in client.workers() if worker["alive"])
+    held = build_spec(load_job_file(str(tmp_path / "held.py")), [str(tmp_path / "held.txt")], str(tmp_path / "held"))
     blocker = client.submit(dataclasses.replace(held, num_reduces=slots))
+    deadline = time.monotonic() + 60  # (until every reduce slot is the blocker's: a job before may hold some still)
+    while [t["state"] for t in client.job(blocker)["tasks"] if t["kind"] == "reduce"] != ["running"] * slots:
+        assert time.monotonic() < deadline, client.job(blocker)["tasks"]
+        time.sleep(0.02)
     accepted = None
     try:
         release = claim_output(str(out))  # (a run starting: its output made and held)

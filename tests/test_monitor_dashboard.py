@@ -564,7 +564,10 @@ def test_dashboard_shows_a_blocked_map_as_a_stuck_task(monitored: Monitored, tmp
     with browser_page() as (page, errors):
         page.goto(web.url + "monitor", timeout=30_000)
         page.wait_for_selector("#stuck-tasks li.none", timeout=30_000)
-        assert f"for {STUCK_AFTER:g} s, its worker heartbeating" in page.inner_text("#stuck-rule")
+        # (The page's own words, "for a while", until the first state says the rule's seconds: waited for, as the
+        # list's "none" may be the page's own too; read at once it failed so once.)
+        rule = f"for {STUCK_AFTER:g} s, its worker heartbeating"
+        page.wait_for_function(f"document.querySelector('#stuck-rule').textContent.includes({rule!r})", timeout=30_000)
         with blocked_job(monitored.cluster, tmp_path) as job_id:
             stuck = f"#stuck-tasks li[data-job='{job_id}'][data-task=map-00001]"
             page.wait_for_selector(stuck, timeout=60_000)  # pushed to the open page
