@@ -313,3 +313,24 @@ def guard_replaced_after_its_check(elsewhere: Path, replace: Callable[[Path], No
             return changed
 
     return ReplacedAfterItsCheck
+
+
+def interrupted_as_spark_starts(command: list[str], **popen: Any) -> tuple[int, str]:
+    """Run ``command`` (a hop command that starts Spark; ``popen``: ``cwd``, ``env``) in a session of its own,
+    press Ctrl-C once it has connected to the JVM's gateway but its SparkSession is still starting (the main thread
+    waits in a call into the JVM), and return its exit code and what it printed on stderr."""
+    run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True, **popen)
+    try:
+        deadline = time.monotonic() + 60
+        # Until the run has connected to the started JVM's gateway (its first call, of the session's many).
+        while not any(c.status == psutil.CONN_ESTABLISHED for c in psutil.Process(run.pid).net_connections()):
+            assert time.monotonic() < deadline and run.poll() is None, "the JVM's gateway started"
+            time.sleep(0.02)
+        time.sleep(0.3)  # (the session's start-up takes seconds more)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=10)
+    return run.returncode, stderr

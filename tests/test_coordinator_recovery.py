@@ -105,6 +105,24 @@ def _worker(
     return subprocess.Popen([sys.executable, *command, *counts], stderr=stderr)
 
 
+def _slow_submit_under_way(
+    address: str, source: Path, output: Path, processes: list[subprocess.Popen[bytes]], spill_dir: Path
+) -> subprocess.Popen[str]:
+    """Worker w0 of the coordinator at ``address``, and ``hop submit`` of a slow map job (its stderr piped) writing
+    ``output``, returned once the job's maps run; both are in ``processes`` (the fixture ends them if the test does
+    not)."""
+    processes.append(_worker(address, "w0", spill_dir))
+    command = ["submit", job_path("slow_map"), str(source), "-o", str(output), "--coordinator", address, "--quiet"]
+    submit = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
+    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
+    finally:
+        client.close()
+    return submit
+
+
 def _replay_wordcount(tmp_path: Path, **options: Any) -> tuple[JobSpec, str]:
     """A continuous word count of a looping ``replay:`` source, two reducers, with ``options``; and the source."""
     from hop.stream.options import stream_options
@@ -276,15 +294,7 @@ def test_a_submit_whose_coordinator_restarts_says_so_at_once(
     address = f"ipc://{tmp_path}/coordinator"
 
     first = _coordinator(address, processes)
-    processes.append(_worker(address, "w0", tmp_path))
-    command = ["submit", job_path("slow_map"), str(source), "-o", str(tmp_path / "out"), "--coordinator", address]
-    submit = subprocess.Popen([sys.executable, "-m", "hop", *command, "--quiet"], stderr=subprocess.PIPE, text=True)
-    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
-    client = Client(address, timeout=30)
-    try:
-        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
-    finally:
-        client.close()
+    submit = _slow_submit_under_way(address, source, tmp_path / "out", processes, tmp_path)
     _restart_coordinator(address, first, stop, processes)
     restarted = time.monotonic()
     try:
@@ -325,15 +335,7 @@ def test_a_submit_interrupted_while_its_coordinator_hangs_says_its_job_may_run_o
     went on. It says the job may still run there, and how to cancel it."""
     address = f"ipc://{tmp_path}/coordinator"
     coordinator = _coordinator(address, processes)
-    processes.append(_worker(address, "w0", tmp_path))
-    command = ["submit", job_path("slow_map"), str(source), "-o", str(tmp_path / "out"), "--coordinator", address]
-    submit = subprocess.Popen([sys.executable, "-m", "hop", *command, "--quiet"], stderr=subprocess.PIPE, text=True)
-    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
-    client = Client(address, timeout=30)
-    try:
-        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
-    finally:
-        client.close()
+    submit = _slow_submit_under_way(address, source, tmp_path / "out", processes, tmp_path)
     coordinator.send_signal(signal.SIGSTOP)
     try:
         submit.send_signal(signal.SIGINT)
@@ -444,14 +446,10 @@ def test_a_submit_whose_coordinator_is_killed_says_at_once_that_it_is_gone(
         f"ipc://{tmp_path}/coordinator" if transport == "ipc" else "tcp://127.0.0.1:*", processes
     )
     coordinator = processes[-1]
-    processes.append(_worker(address, "w0", tmp_path))
     output = tmp_path / "out"
-    command = ["submit", job_path("slow_map"), str(source), "-o", str(output), "--coordinator", address, "--quiet"]
-    submit = subprocess.Popen([sys.executable, "-m", "hop", *command], stderr=subprocess.PIPE, text=True)
-    processes.append(submit)  # (ended by the fixture if the test fails before it exits)
+    submit = _slow_submit_under_way(address, source, output, processes, tmp_path)
     client = Client(address, timeout=30)
     try:
-        _wait_for(lambda: maps_running(client), 30, "the job's maps started")
         job_id = next(job["job_id"] for job in client.jobs() if job["state"] == "running")
     finally:
         client.close()

@@ -44,6 +44,7 @@ from tests.conftest import (
     QUICK_JVM_OPTIONS,
     ROOT,
     TEST_JOBS,
+    interrupted_as_spark_starts,
     job_path,
     needs_spark,
     read_output,
@@ -1551,21 +1552,8 @@ def test_ctrl_c_while_the_session_starts_prints_no_py4j_traceback(tmp_path: Path
     more, before "interrupted". Now "interrupted" alone, as Ctrl-C before or after that window."""
     (tmp_path / "in.txt").write_text("a b\n")
     command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
-    run = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        # Until the run has connected to the started JVM's gateway (its first call, of the session's many).
-        while not any(c.status == psutil.CONN_ESTABLISHED for c in psutil.Process(run.pid).net_connections()):
-            assert time.monotonic() < deadline and run.poll() is None, "the JVM's gateway started"
-            time.sleep(0.02)
-        time.sleep(0.3)  # (the session's start-up takes seconds more)
-        run.send_signal(signal.SIGINT)
-        _, stderr = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.communicate(timeout=10)
-    assert run.returncode == 130 and stderr == "hop: error: interrupted\n", (run.returncode, stderr)
+    code, stderr = interrupted_as_spark_starts(command, cwd=tmp_path)
+    assert code == 130 and stderr == "hop: error: interrupted\n", (code, stderr)
 
 
 SESSION_KEEPS_HANDLER = """

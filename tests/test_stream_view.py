@@ -26,7 +26,7 @@ import pytest
 
 from hop.stream.compactor import Compactor
 from hop.stream.view import DeltaError, ViewInfo, compact, main, pending_deltas, view_info
-from tests.conftest import needs_spark
+from tests.conftest import interrupted_as_spark_starts, needs_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -637,30 +637,14 @@ def test_hop_view_compact_where_spark_cannot_start_exits_3_as_hop_run_does(tmp_p
 def test_ctrl_c_as_hop_view_compacts_starting_spark_leaves_no_jvm_directory(tmp_path: Path) -> None:
     """Ctrl-C once the JVM was up but its session still starting ended ``hop view --compact`` (exit 130) leaving the
     JVM's temporary directory, ``hop-spark-tmp-*``, in TMPDIR: no session, so nothing ended the JVM but the exit."""
-    import signal
-    import subprocess
     import sys
 
     temporary, out = tmp_path / "tmp", tmp_path / "out"
     temporary.mkdir()
     write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
     command = [sys.executable, "-m", "hop", "view", str(out), "--compact"]
-    environment = {**os.environ, "TMPDIR": str(temporary)}
-    run = subprocess.Popen(command, env=environment, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        # Until the run has connected to the started JVM's gateway (its first call, of the session's many).
-        while not any(c.status == psutil.CONN_ESTABLISHED for c in psutil.Process(run.pid).net_connections()):
-            assert time.monotonic() < deadline and run.poll() is None, "the JVM's gateway started"
-            time.sleep(0.02)
-        time.sleep(0.3)  # (the session's start-up takes seconds more)
-        run.send_signal(signal.SIGINT)
-        _, stderr = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.communicate(timeout=10)
-    assert run.returncode == 130 and stderr.endswith("hop: error: interrupted\n"), (run.returncode, stderr)
+    code, stderr = interrupted_as_spark_starts(command, env={**os.environ, "TMPDIR": str(temporary)})
+    assert code == 130 and stderr.endswith("hop: error: interrupted\n"), (code, stderr)
     assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
     assert deltas_left(out) == ["delta-00000-00000000.jsonl"] and view_info(out) is None
 
