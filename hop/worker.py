@@ -532,8 +532,8 @@ class Worker:
         jobs with it, and one still running (cut off from this worker) has taken this worker for lost and runs its
         tasks again elsewhere. Either way what this worker runs counts for nothing: its tasks ran on, taking the
         host's cores, until a coordinator came back. They end, and the jobs' spills are dropped."""
-        tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
-        jobs = sum(entry.is_dir() for entry in self.spill_dir.iterdir())
+        tasks = self._tasks_held()
+        jobs = self._jobs_held()
         if not tasks and not jobs:
             return
         print(
@@ -616,6 +616,14 @@ class Worker:
         self._drop_work()
         self._register()
 
+    def _tasks_held(self) -> int:
+        """The tasks this worker runs, or holds until a slot is ready for them."""
+        return sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
+
+    def _jobs_held(self) -> int:
+        """The jobs whose spills or reduce stores this worker keeps (a folder each in its spill directory)."""
+        return sum(entry.is_dir() for entry in self.spill_dir.iterdir())
+
     def _drop_work(self) -> None:
         """End every task and forget every job and its spills: nothing this worker runs counts any more."""
         for slot in self.slots.values():
@@ -634,8 +642,8 @@ class Worker:
         self._check_slots()
 
     def _say_reinit(self, why: str | None) -> None:
-        tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
-        jobs = sum(entry.is_dir() for entry in self.spill_dir.iterdir())
+        tasks = self._tasks_held()
+        jobs = self._jobs_held()
         coordinator = f"the coordinator at {self.coordinator_address}"
         if why == "unknown":
             cause = f"{coordinator} does not know this worker (started again there: the jobs of the one before ended)"
@@ -756,7 +764,7 @@ class Worker:
         ``LEAVE_ANSWER_SECONDS`` at most for the answer: a coordinator that is gone learns nothing it needs."""
         if embedded() or self.shut_down or self.unanswered_since is not None:
             return  # stopped with its embedded cluster or by the coordinator, or never registered
-        tasks = sum(slot.task is not None for slot in self.slots.values()) + len(self.waiting)
+        tasks = self._tasks_held()
         coordinator = f"the coordinator at {self.coordinator_address}"
         if self.link is not None:
             self.link.take_events()
