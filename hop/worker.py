@@ -45,6 +45,10 @@ LAST_WORDS_SECONDS = 0.2
 """How long a dead task's last messages may take to reach the worker (other tasks' messages are relayed meanwhile)."""
 UNANSWERED_REGISTRATION_SECONDS = 10.0
 """How long a standalone worker waits for its registration's answer before it says it has none (still trying)."""
+REGISTRATION_RETRY_SECONDS = 2.0
+"""How long a standalone worker's registration may go unanswered over a connection that is up before it is sent
+again over a new connection (``_retry_ignored_registration``), then twice as long each time, up to
+``UNANSWERED_REGISTRATION_SECONDS``."""
 COORDINATOR_GONE_SECONDS = 5.0
 """How long a standalone worker's connection to its coordinator is down before it says so (still trying)."""
 COORDINATOR_HEARTBEAT_TIMEOUT = 5.0
@@ -177,11 +181,16 @@ class Worker:
         """The coordinator's heartbeat timeout (its ``registered`` answer says it): with the connection down that
         long, the coordinator, if it still runs, has taken this worker for lost and runs its tasks again elsewhere."""
         self.dropped_for_link_down = False
+        """Whether this outage of the connection reached ``lost_after`` (and ``_drop_work_for_link_down`` ran)."""
+        self.register_when_up = False
+        """Whether this worker ended work for an outage of the connection and registers afresh once it is up."""
         connect_soon(self.coordinator, coordinator)
         self.coordinator_address = coordinator
         self.unanswered_since: float | None = None
         """When the registration awaiting its answer went out (None: answered); ``_check_registered`` warns once."""
         self.warned_unanswered = False
+        self.registration_retry = REGISTRATION_RETRY_SECONDS
+        """How long the registration may now go unanswered over a connection that is up before it is sent again."""
         self.slots_socket = self.context.socket(zmq.ROUTER)
         # A restarted task process reconnects under its slot's name: let it take the name over at once (without
         # handover, ZeroMQ keeps routing to the dead connection and the new process never receives a task).
@@ -499,52 +508,79 @@ class Worker:
             flush=True,
         )
 
+    def _retry_ignored_registration(self) -> None:
+        """Send the registration again over a new connection once it went unanswered for ``registration_retry``
+        over a connection that is up. A coordinator that was stopped while this worker's connection closed (its
+        pings unanswered) and a new one opened finds, as it resumes, the old one still open now and then, and ZeroMQ
+        then ignores the new one for good: a second connection under a name it holds (as it keeps out a live
+        namesake). The new connection is taken once the old one is gone; a namesake still keeps it out."""
+        if self.link is None or self.unanswered_since is None:
+            return
+        self.link.take_events()
+        up = self.link.up_for()
+        # (A registration sent before this connection came up waited for the link, not for an answer.)
+        if up is None or min(up, time.monotonic() - self.unanswered_since) < self.registration_retry:
+            return
+        self.registration_retry = min(2 * self.registration_retry, UNANSWERED_REGISTRATION_SECONDS)
+        self.coordinator.disconnect(self.coordinator_address)
+        connect_soon(self.coordinator, self.coordinator_address)
+        self._send_registration()
+
     def _check_link(self) -> None:
         """Say once when the connection to the coordinator has been down for ``COORDINATOR_GONE_SECONDS`` (its
-        process ended, or its host went down): a worker that went on heartbeating into nothing said nothing at
-        all. Said again when it is up again, if it was said down."""
+        process ended or stopped answering, or its host went down or is cut off: ``hop.coordinator_link``): a
+        worker that went on heartbeating into nothing said nothing at all. Said again when it is up again, if it
+        was said down; if this worker ended its work meanwhile (``_drop_work_for_link_down``), it registers afresh
+        then, so that a coordinator that still counts on its tasks (one that was stopped, and does not count its
+        own silence against workers) runs them again elsewhere rather than waiting for them for ever."""
         if self.link is None:
             return
         self.link.take_events()
         down = self.link.gone_for()
         at = f"the coordinator at {self.coordinator_address}"
         if down is None:
-            self.dropped_for_link_down = False
-            if self.said_link_down:
+            register, self.register_when_up, self.dropped_for_link_down = self.register_when_up, False, False
+            if self.said_link_down or register:
                 self.said_link_down = False
-                print(f"hop worker {self.name}: connected to {at} again", file=sys.stderr, flush=True)
+                again = "; registering afresh (the work it held ended)" if register else ""
+                print(f"hop worker {self.name}: connected to {at} again{again}", file=sys.stderr, flush=True)
+            if register:
+                self._register()
             return
         if down >= COORDINATOR_GONE_SECONDS and not self.said_link_down:
             self.said_link_down = True
             print(
-                f"hop worker {self.name}: the connection to {at} closed {down:.0f} s ago (the coordinator ended, or "
-                "its host is down); still trying. A coordinator started again there takes this worker afresh; "
-                "Ctrl-C stops this worker",
+                f"hop worker {self.name}: the connection to {at} closed {down:.0f} s ago (the coordinator ended or "
+                "stopped answering, or its host is down or cut off); still trying. A coordinator started again there "
+                "takes this worker afresh; Ctrl-C stops this worker",
                 file=sys.stderr,
                 flush=True,
             )
         if down >= self.lost_after and not self.dropped_for_link_down:
             self.dropped_for_link_down = True
-            self._drop_work_for_link_down(down)
+            self.register_when_up = self._drop_work_for_link_down(down)
 
-    def _drop_work_for_link_down(self, down: float) -> None:
+    def _drop_work_for_link_down(self, down: float) -> bool:
         """The connection has been down for the coordinator's heartbeat timeout: a coordinator that ended took its
         jobs with it, and one still running (cut off from this worker) has taken this worker for lost and runs its
         tasks again elsewhere. Either way what this worker runs counts for nothing: its tasks ran on, taking the
-        host's cores, until a coordinator came back. They end, and the jobs' spills are dropped."""
+        host's cores, until a coordinator came back. They end, and the jobs' spills are dropped. (A coordinator
+        that was stopped meanwhile learns it from the registration that follows: ``_check_link``.) Returns whether
+        there was anything to drop."""
         tasks = self._tasks_held()
         jobs = self._jobs_held()
         if not tasks and not jobs:
-            return
+            return False
         print(
             f"hop worker {self.name}: the connection to the coordinator at {self.coordinator_address} has been closed "
-            f"for {down:.0f} s, its heartbeat timeout (the coordinator ended, or took this worker for lost and runs "
-            f"its tasks elsewhere); ending its {counted(tasks, 'running task')} and dropping the spill files of "
-            f"{counted(jobs, 'job')}",
+            f"for {down:.0f} s, its heartbeat timeout (the coordinator ended or stopped, or took this worker for lost "
+            f"and runs its tasks elsewhere); ending its {counted(tasks, 'running task')} and dropping the spill files "
+            f"of {counted(jobs, 'job')}",
             file=sys.stderr,
             flush=True,
         )
         self._drop_work()
+        return True
 
     def _tell_unsent(self, job_id: str, map_index: int, attempt: int) -> None:
         """Tell a running map attempt how many of its spills are not yet pushed (its flow control reads this)."""
@@ -593,6 +629,11 @@ class Worker:
         """Offer this worker's slots to the coordinator (again after a ``reinit``: a new incarnation)."""
         self.incarnation += 1
         self.unanswered_since, self.warned_unanswered = time.monotonic(), False
+        self.registration_retry = REGISTRATION_RETRY_SECONDS
+        self._send_registration()
+
+    def _send_registration(self) -> None:
+        """Send this incarnation's registration."""
         self._to_coordinator(
             "register",
             host=self.host,
@@ -750,6 +791,7 @@ class Worker:
                     self._check_slots()
                     self._check_registered()
                     self._check_link()
+                    self._retry_ignored_registration()
                     if orphaned():
                         self.running = False
         finally:
@@ -775,7 +817,7 @@ class Worker:
             ago = f"{down:.0f} s ago" if down >= 1 else "a moment ago"
             print(
                 f"hop worker {self.name}: stopped ({ended}); {coordinator} was not told: the connection to it closed "
-                f"{ago} (the coordinator ended, or its host is down)",
+                f"{ago} (the coordinator ended or stopped answering, or its host is down or cut off)",
                 file=sys.stderr,
                 flush=True,
             )

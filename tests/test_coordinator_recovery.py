@@ -675,6 +675,47 @@ def test_a_worker_cut_off_from_its_coordinator_for_its_heartbeat_timeout_ends_it
     assert said.read_text().count(ended) == 1 and "Traceback" not in said.read_text(), said.read_text()
 
 
+def test_a_worker_whose_coordinator_stopped_answering_ends_its_tasks_and_registers_afresh_when_it_answers(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coordinator that is stopped (SIGSTOP, its machine suspended) or cut off without a reset keeps its
+    connection open: its standalone worker saw nothing and ran its tasks on for as long as it was gone. The worker's
+    pings now go unanswered, so it takes the connection for closed, and after the coordinator's heartbeat timeout
+    ends its tasks, as for a coordinator that died. A stopped coordinator that comes back does not count its own
+    silence against the worker and still counts on those tasks: the worker registers afresh, and they run again, so
+    the job ends, with its exact output."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("HOP_TEST_GATE", str(gate))  # (the worker's tasks inherit it)
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = _coordinator(address, processes, "--heartbeat-timeout", "3")
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        processes.append(_worker(address, "w0", tmp_path, stderr=stderr))
+    source = tmp_path / "in.txt"
+    source.write_text("a b a\nc a\n")
+    client = Client(address, timeout=30)
+    try:
+        _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
+        thread, outcome = _run_in_thread(address, "gated_reduce", source, tmp_path / "out", num_reduces=1)
+        _wait_for(lambda: (gate / "entered").exists(), 30, "the reducer waiting at its gate")
+        coordinator.send_signal(signal.SIGSTOP)
+        try:
+            ended = f"hop worker w0: the connection to the coordinator at {address} has been closed for 3 s"
+            _wait_for(lambda: ended in said.read_text(), 30, "the worker's note that it ends its tasks")
+            assert "ending its 1 running task and dropping the spill files of 1 job" in said.read_text()
+        finally:
+            coordinator.send_signal(signal.SIGCONT)
+        (gate / "go").touch()
+        thread.join(timeout=90)
+        assert not thread.is_alive(), "the job ended within 90 s of the coordinator's return"
+    finally:
+        client.close()
+    assert "error" not in outcome, outcome.get("error")
+    assert output_dict(tmp_path / "out") == {"a": 3, "b": 1, "c": 1}
+    assert "registering afresh" in said.read_text() and "Traceback" not in said.read_text(), said.read_text()
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["int", "term"])
 def test_a_worker_stopped_after_its_coordinator_ended_says_it_was_not_told(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals

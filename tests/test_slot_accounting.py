@@ -663,3 +663,29 @@ def test_a_reduce_waiting_for_a_slot_starts_owing_the_derived_snapshots_asked_me
         owed = [(0, "0.250", "/up/_snapshots/0.250"), (1, "0.500", source)]
         assert [(r["seq"], r["label"], r["source"]) for r in told["derived_snapshots"]] == owed, "once each"
         assert unpack(frame)["derived_snapshots"] == told["derived_snapshots"]
+
+
+def test_a_registration_sent_again_keeps_the_workers_tasks_and_slots(tmp_path: Path) -> None:
+    """A standalone worker sends its registration again over a new connection when no answer came over one that is
+    up (``hop.worker.Worker._retry_ignored_registration``); the first may have been taken after all, and tasks
+    given to the worker since. Taken afresh, it counted the worker's busy slots as free (and gave it tasks it had no
+    slot for). The same registration (same pid and incarnation) is answered again and changes nothing; a new
+    incarnation still loses what the worker ran. Real coordinator state; the test plays the worker's side."""
+    with _coordinator_with_workers(tmp_path, {"a": (1, 1, 1, 1)}) as (coordinator, sides):
+        coordinator.on_submit(b"client", {"type": "submit", "job": _batch_job(tmp_path)})
+        (job,) = coordinator.jobs.values()
+        coordinator._schedule()
+        assert [(t["kind"], t["worker"]) for t in job.task_table()] == [("map", "a"), ("reduce", "a")]
+        said = {"job_id": job.spec.job_id, "index": 0, "attempt": 0, "worker": "a"}
+        coordinator.handle(b"a", {"type": "reducer_ready", **said, "address": "tcp://127.0.0.1:1"})
+        _told(sides["a"], 0.5)
+        again = {"type": "register", "worker": "a", "host": "127.0.0.1", "pid": 0, "map_slots": 1, "reduce_slots": 1}
+        coordinator.handle(b"a", again | {"incarnation": 0})
+        worker = coordinator.workers["a"]
+        assert (worker.free_map, worker.free_reduce) == (0, 0), "its slots still run the map and the reduce"
+        assert [a.status for a in job.maps[0].attempts] == ["assigned"]
+        assert [a.status for a in job.reduces[0].attempts] == ["assigned"]
+        told = _told(sides["a"], 1.0)
+        assert [m["type"] for m in told] == ["registered", "reducer_at"], told
+        coordinator.handle(b"a", again | {"incarnation": 1})  # a new incarnation: what it ran is lost
+        assert [a.status for a in job.maps[0].attempts][0] == "lost"

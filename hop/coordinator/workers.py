@@ -53,6 +53,17 @@ class WorkerTracking(CoordinatorHost):
     def on_register(self, identity: bytes, msg: dict[str, Any]) -> None:
         name = msg["worker"]
         earlier = self.workers.get(name)
+        if (
+            earlier is not None
+            and earlier.alive
+            and (earlier.pid, earlier.incarnation) == (msg["pid"], int(msg.get("incarnation", 0)))
+        ):
+            # The same registration sent again over a new connection (hop.worker.Worker._retry_ignored_registration):
+            # the answer went to the connection the worker gave up. Answered again; the worker's slots, tasks and
+            # sample stream stay as they are (taken afresh, its running tasks' slots would count as free).
+            earlier.identity, earlier.last_seen = identity, time.time()
+            self._answer_registration(identity, {})
+            return
         info = self.workers[name] = WorkerInfo(
             identity,
             name,
@@ -83,8 +94,11 @@ class WorkerTracking(CoordinatorHost):
         predecessor = earlier.samples if earlier is not None and same_host else None
         # (The heartbeat timeout: a worker cut off from this coordinator that long is taken for lost here, so it
         # ends its tasks then, hop.worker.Worker._check_link.)
-        answer = {"heartbeat_timeout": self.heartbeat_timeout, **({"samples": predecessor} if predecessor else {})}
-        self._send(identity, "registered", **answer)
+        self._answer_registration(identity, {"samples": predecessor} if predecessor else {})
+
+    def _answer_registration(self, identity: bytes, extra: dict[str, Any]) -> None:
+        """``registered`` (with the heartbeat timeout and ``extra``), then where the running jobs' reducers are."""
+        self._send(identity, "registered", heartbeat_timeout=self.heartbeat_timeout, **extra)
         for job in self.jobs.values():  # a late worker must know where running reducers are
             if job.state == "running":
                 for index, (attempt, address) in job.reducer_addresses.items():
