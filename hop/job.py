@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from hop.aggregates import Aggregate
+from hop.inputs import Split
 from hop.task_status import set_status_of
 from shuffle.keys import partition_hash
 
@@ -156,6 +157,13 @@ class Job:
 
     def __init__(self) -> None:
         self.input_file: str | None = None
+        self.input_split: Split | None = None
+        """The byte range of :attr:`input_file` a batch map of hop's engine reads (``hop.inputs.Split``: ``path``,
+        ``start``, ``length``, -1 for a file read whole), set before ``setup()`` to its first and replaced (never
+        changed in place) as the map goes on to its next: a map may read several (small files packed into one
+        task, ``--order random``'s chunks), and a tail split (``hop.scheduler``) ends the one being read earlier,
+        from the map's next record on. ``None`` where the map reads no byte range of a file (a pipelined later
+        step's, fed as the step before's reduce writes) and elsewhere (Spark, a continuous job)."""
         self.step_number = 0
         """The step (from 0, in :meth:`resolved_steps`) a batch task of hop's engine runs, set before ``setup()``."""
         self.task_identity: TaskIdentity | None = None

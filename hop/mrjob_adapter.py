@@ -20,9 +20,19 @@ What runs as under mrjob (see mrjob's documentation for the semantics):
   ``--files`` and ``--dirs`` are followed, those that only say how mrjob runs (``-r``, ``--no-conf``) ignored
   with a warning, any other refused (:func:`_check_runner_options`). ``FILES`` and ``DIRS`` are found as mrjob
   finds them (beside the job file) and are in the working directory of every task while it runs, as under
-  mrjob; file options are passed to the tasks as absolute paths. ``jobconf_from_env("mapreduce.map.input.file")``
-  names the file a mapper reads, and ``mapreduce.task.partition`` and the other names of the task its task
-  (:func:`_task_environment`).
+  mrjob; file options are passed to the tasks as absolute paths. ``mapreduce.task.partition`` and the other names
+  of the task say which task runs (:func:`_task_environment`).
+- ``jobconf_from_env("mapreduce.map.input.file")`` names the file a mapper reads, and ``mapreduce.map.input.start``
+  and ``mapreduce.map.input.length`` the byte range of it the map reads, as Hadoop streaming and mrjob's runners
+  set them (:func:`_input_environment`; the old names, ``map.input.file``..., are set too, as mrjob's local runners
+  set both). They say the range being read, from ``mapper_init`` on: a map reading several (``--order random``
+  deals several chunks to a map) says each from its first record on. A map tail-split while it reads a range
+  (``hop.scheduler``) says the part of it it keeps from its next record on, and the new map reading the rest says
+  that rest: the ranges the maps end with cover each file exactly, once, as Hadoop's splits do (the records read
+  before the split were said to be in the longer range, which holds them too). A file read whole (compressed, or
+  by ``mapper_raw``) is ``0`` and the file's size in bytes (a compressed one's, as Hadoop and mrjob count it). A
+  later step's map reading the step before's partition as it is written (pipelined) reads no byte range of a file:
+  start and length are not set; a ``--blocking`` one reads the part file whole, ``0`` and its size.
 
 - The number of reducers of each step follows its jobconf (``JOBCONF``, ``--jobconf`` after ``--``,
   ``MRStep(jobconf=...)``): ``mapreduce.job.reduces`` or ``mapred.reduce.tasks``; ``hop run --reducers`` wins
@@ -59,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from hop import task_status
+from hop.inputs import Split
 from hop.job import Job, Step, TaskIdentity
 from hop.loader import JobFileError
 from hop.mrjob_codec import Edge, InputEdge, as_text, line_of_output, plan_edges
@@ -86,7 +97,14 @@ RAW_PREFIX = "hop-mrjob-raw-"
 _DECOMPRESSED = {".gz": gzip, ".bz2": bz2}
 """The inputs decompressed for ``mapper_raw``, by suffix: those mrjob's runners decompress for it (gunzip,
 bunzip2); any other file is given as it is."""
-_INPUT_FILE_VARIABLE = "mapreduce_map_input_file"  # what mrjob.compat.jobconf_from_env looks up
+_INPUT_VARIABLES = {
+    "file": ("mapreduce_map_input_file", "map_input_file"),
+    "start": ("mapreduce_map_input_start", "map_input_start"),
+    "length": ("mapreduce_map_input_length", "map_input_length"),
+}
+"""What says which input a mapper reads, by the Hadoop 2 and Hadoop 1 names (``mapreduce.map.input.file`` and
+``map.input.file``...) as environment variables, where ``mrjob.compat.jobconf_from_env`` looks for either name:
+mrjob's local runners set both (they translate their jobconf for all Hadoop versions unless given one)."""
 _REWRITE_BATCH = 1 << 16
 
 _home: str | None = None
@@ -466,6 +484,22 @@ def _task_environment(task: TaskIdentity | None) -> dict[str, str]:
     }
 
 
+def _input_environment(path: str | None, split: Split | None) -> dict[str, str]:
+    """What says which input a mapper reads (by the keys of ``_INPUT_VARIABLES``), as mrjob's runners and Hadoop
+    streaming give it: ``file``, the file's ``file://`` URI; ``start`` and ``length``, the byte range of it the map
+    reads, where it reads one (``split``): a file read whole (compressed, or by ``mapper_raw``) as ``0`` and the
+    file's size in bytes (a compressed one's, as Hadoop and mrjob count it)."""
+    if path is None:
+        return {}
+    values = {"file": "file://" + path}
+    if split is not None:
+        length = split.length
+        if length < 0:
+            length = split.stamp.size if split.stamp is not None else os.path.getsize(split.path)
+        values["start"], values["length"] = str(split.start), str(length)
+    return values
+
+
 def _leave(workdir: str | None) -> None:
     if workdir is not None and _home is not None:
         os.chdir(_home)
@@ -495,6 +529,8 @@ class MRJobAdapter(Job):
         self.mr.increment_counter = self._increment_counter
         self.mr.set_status = task_status.setter(type(self.mr).__name__)
         self._input_file: str | None = None
+        self._input_split: Split | None = None
+        """The input file and range the environment names (:meth:`_note_input`)."""
 
     # Services the mrjob job calls. -------------------------------------------------------------------------------
     def _increment_counter(self, group: Any, counter: Any, amount: int = 1) -> None:
@@ -507,20 +543,28 @@ class MRJobAdapter(Job):
         _enter(self.mrjob_workdir)
         step = self.mrjob_environments[self.step_number] if self.mrjob_environments else {}
         # (A map reading no file, a later step's, has no input file: not the one this process's last map read.)
-        _set_environment({**step, **_task_environment(self.task_identity)}, unset=(_INPUT_FILE_VARIABLE,))
+        unset = [name for names in _INPUT_VARIABLES.values() for name in names]
+        _set_environment({**step, **_task_environment(self.task_identity)}, unset=unset)
         if self.input_file is not None:  # a map: its mapper_init may already ask which file it reads
-            self._note_input_file()
+            self._note_input()
 
     def teardown(self) -> None:
         task_status.flush()  # (the engine flushes as the attempt ends; outside an attempt, run by hand, this does)
         _set_environment({})
         _leave(self.mrjob_workdir)
 
-    def _note_input_file(self) -> None:
-        """Say which file the mapper reads where ``jobconf_from_env`` looks (as mrjob's runners do)."""
-        self._input_file = self.input_file
-        if self.input_file is not None:
-            os.environ[_INPUT_FILE_VARIABLE] = "file://" + self.input_file  # a file:// URI, as mrjob gives it
+    def _note_input(self) -> None:
+        """Say which file the mapper reads, and which byte range of it, where ``jobconf_from_env`` looks (as mrjob's
+        runners do): called as the map starts, and whenever it goes on to another range, or its range is shortened
+        (:attr:`hop.job.Job.input_split`)."""
+        self._input_file, self._input_split = self.input_file, self.input_split
+        values = _input_environment(self.input_file, self.input_split)
+        for what, names in _INPUT_VARIABLES.items():
+            for name in names:
+                if what in values:
+                    os.environ[name] = values[what]
+                else:
+                    os.environ.pop(name, None)
 
     # The steps. --------------------------------------------------------------------------------------------------
     def steps(self) -> list[Step] | None:
@@ -591,16 +635,16 @@ class MRJobAdapter(Job):
             encode_pairs = out.encode
 
             def first_mapper(offset: Any, line: str) -> Iterable[Any]:
-                if self.input_file is not self._input_file:
-                    self._note_input_file()
+                if self.input_split is not self._input_split or self.input_file is not self._input_file:
+                    self._note_input()
                 return encode_pairs(function(None, as_text(line)))
 
             return first_mapper
         decode, encode = source.decode, out.encode
 
         def first_mapper_decoding(offset: Any, line: str) -> Iterable[Any]:
-            if self.input_file is not self._input_file:
-                self._note_input_file()
+            if self.input_split is not self._input_split or self.input_file is not self._input_file:
+                self._note_input()
             return encode(function(*decode(offset, line)))
 
         return first_mapper_decoding
@@ -610,8 +654,8 @@ class MRJobAdapter(Job):
         (:attr:`hop.jobspec.JobSpec.reads_whole_files`), which it calls ``mapper_raw(input_path, input_uri)`` with."""
 
         def raw_mapper(offset: Any, path: str) -> Iterator[Any]:
-            if self.input_file is not self._input_file:
-                self._note_input_file()
+            if self.input_split is not self._input_split or self.input_file is not self._input_file:
+                self._note_input()
             with _raw_input(path) as local:  # (a generator: the copy stays while mapper_raw's pairs are read)
                 yield from out.encode(function(local, path))
 

@@ -234,6 +234,7 @@ def run_map(
         "bad_records": [],
     }
     job.input_file = chunks[0][1].path if chunks else None
+    job.input_split = chunks[0][1] if chunks else None  # (a pipe is no byte range of a file: None)
     if pipe is not None:
         # The upstream partition's part file, which the pipe streams as its reduce writes it: the file a --blocking
         # run's map reads whole, and the job's output read on its own. It was None, so a job taking a name from it
@@ -314,6 +315,7 @@ def run_map(
                 cut = rest.start
                 sizes[number] -= rest.length
                 current[0] = limit.split  # (progress and error messages name the split as it now is)
+                job.input_split = limit.split  # (and the job, from its next record on)
             elif number == kept_chunks[0] - 1:
                 number = None  # nothing after it either
         if number is not None:
@@ -470,7 +472,7 @@ def run_map(
 
     def chunk_records(split: Split, limit: ReadLimit | None = None) -> Iterator[tuple[Any, Any]]:
         current[0] = split
-        job.input_file = split.path
+        job.input_file, job.input_split = split.path, split
         if spec.reads_whole_files:
             return _whole_file_batches(whole_file_mapper, split.path)
         encoding = spec.options.get("fallback_encoding")
@@ -757,13 +759,14 @@ def unencodable_map_output(
     if isinstance(error, UnencodableRecordError) and error.source == "combine":
         return unencodable_combine_call(error)
     job, functions = instantiate(spec)
+    piped = reread is not None  # (its split only names the pipe: no byte range of a file)
     if reread is None:
         reread = [(split, functools.partial(_chunk_records, spec, split)) for _, split in chunks]
 
     def calls() -> Iterator[tuple[tuple[Any, Any], tuple[Split, tuple[Any, Any]]]]:
         job.setup()
         for split, records in reread:
-            job.input_file = split.path
+            job.input_file, job.input_split = split.path, None if piped else split
             for record in records():
                 yield record, (split, record)
 

@@ -10,7 +10,8 @@ source per worker's sample stream plus the coordinator's; its windows go to ``OU
 ``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl`` (without ``-o``, OUT is a temporary directory, removed when
 the monitor stops). The dashboard URL is printed; Ctrl-C stops everything. ``--quiet`` prints only the addresses
 (the embedded cluster's coordinator, the dashboard), errors and warnings, as ``hop run --quiet`` drops its progress
-lines.
+lines. ``--duration`` stops it after that long; given ``--coordinator``, it also bounds the wait for that
+coordinator's first answer (:func:`first_answer_within`; the client's 30 s without it).
 """
 
 from __future__ import annotations
@@ -106,7 +107,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--port", type=port_number, default=0, help="dashboard port on 127.0.0.1 (default: a free one)")
     parser.add_argument(
-        "--duration", type=positive_seconds, default=None, help="stop after this long (default: Ctrl-C)"
+        "--duration",
+        type=positive_seconds,
+        default=None,
+        help="stop after this long (default: Ctrl-C); with --coordinator, also the longest it waits for that "
+        "coordinator to answer (else 30 s)",
     )
     parser.add_argument(
         "--quiet",
@@ -124,6 +129,29 @@ def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[
         if len(workers) >= count or time.monotonic() > deadline:
             return sorted(workers, key=lambda w: w["name"])
         time.sleep(0.1)
+
+
+def first_answer_within(client: Client, duration: float) -> None:
+    """The monitor's first request to a coordinator it was given, waiting at most ``duration`` (its
+    ``--duration``: how long it runs) where that is shorter than the client's timeout, which it waited whatever
+    the duration (``hop monitor --duration 3s`` at an address where nothing listens ended after 30 s), as ``hop run
+    --timeout`` bounds its own first request; later requests wait the client's timeout, as without a duration.
+    Where no connection was made within it, :class:`CoordinatorUnavailable` names the address, what to check, and
+    that the wait was the duration's."""
+    waits = client.timeout
+    client.timeout = min(waits, duration)
+    deadline = time.monotonic() + client.timeout
+    try:
+        client.workers()  # (a read, answered at once by a coordinator that is there)
+    except CoordinatorUnavailable as error:
+        if client.connected or duration >= waits or time.monotonic() < deadline:
+            raise  # (an answer that did not come, the client's own wait, or an error at once: said as it is)
+        raise CoordinatorUnavailable(
+            f"{error}; hop monitor waits for it no longer than its --duration ({duration:g}s): start the coordinator "
+            "first, or give one that is starting a longer --duration"
+        ) from None
+    finally:
+        client.timeout = waits
 
 
 def monitoring_job(
@@ -310,6 +338,8 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
         try:
             if cluster is not None:
                 wait_for_workers(client, args.workers)
+            elif args.duration is not None:
+                first_answer_within(client, args.duration)
             spec, names, endpoints = monitor_spec(
                 client, output, args.window, args.slide, args.max_latency, overwrite=args.overwrite, job=job
             )

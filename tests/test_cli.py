@@ -2412,6 +2412,24 @@ def test_timeout_bounds_the_wait_for_a_coordinator_that_is_not_there(tmp_path: P
     assert not (tmp_path / "out").exists()
 
 
+def test_a_monitors_duration_bounds_its_wait_for_a_coordinator_that_is_not_there(tmp_path: Path) -> None:
+    """``hop monitor --duration 3s --coordinator ADDR`` at an address where nothing listens waited the client's 30 s
+    before its error: a monitor asked to run 3 s now waits no longer than that for its coordinator, and says so
+    (without --duration it still waits 30 s: test_client_commands_say_they_still_wait...)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"  # free once closed: nothing listens there
+    started = time.monotonic()
+    result = hop("monitor", "--duration", "3s", "--coordinator", address, "-o", "out", cwd=tmp_path, timeout=60)
+    took = time.monotonic() - started
+    assert result.returncode == 3, result.stderr
+    assert f"cannot connect to coordinator {address}: no connection within 3s (is hop coordinator running" in (
+        result.stderr
+    )
+    assert "hop monitor waits for it no longer than its --duration (3s): start the coordinator first" in result.stderr
+    assert took < 20, took  # (30 s and more before; 3 s and a loaded machine's start-up now)
+
+
 def test_client_commands_say_they_still_wait_for_a_coordinator_that_is_not_there(tmp_path: Path) -> None:
     """``hop monitor`` and ``hop submit`` given a --coordinator where nothing listens said nothing for 30 s, then
     their error: within seconds they now say on stderr that they still wait, how long, and what to check (each is

@@ -8,6 +8,7 @@ pairs the job's OUTPUT_PROTOCOL reads back, with JSON lists and tuples alike.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import math
 import os
@@ -739,6 +740,181 @@ def test_a_later_steps_mapper_is_not_told_the_file_of_an_earlier_map(tmp_path: P
         (line,) = (out / "part-00000").read_text().splitlines()
         later = json.loads(line.partition("\t")[2])
         assert len(later) == 1 and later[0].startswith("file://") and later[0].endswith("/part-00000"), later
+
+
+def numbered_lines(path: Path, size: int, seed: int) -> list[int]:
+    """Write lines of about ``size`` bytes in all to ``path``, each starting with its own byte offset (8 digits)
+    and of varying length; return the offsets."""
+    offsets, lines, offset = [], [], 0
+    for number in itertools.count():
+        if offset >= size:
+            break
+        line = f"{offset:08d} {'x' * ((number * 7 + seed) % 53)}\n"
+        offsets.append(offset)
+        lines.append(line)
+        offset += len(line)
+    path.write_text("".join(lines))
+    return offsets
+
+
+RANGES_JOB = """
+import os
+import time
+
+from mrjob.compat import jobconf_from_env
+from mrjob.job import MRJob
+
+NAMES = ["mapreduce.map.input.file", "mapreduce.map.input.start", "mapreduce.map.input.length",
+         "map.input.start", "map.input.length"]
+
+
+def said():
+    # (the old names also as the variables themselves, as mrjob's local runners set them)
+    return [jobconf_from_env("mapreduce.task.partition"), *map(jobconf_from_env, NAMES),
+            os.environ.get("map_input_start"), os.environ.get("map_input_length")]
+
+
+class MRRanges(MRJob):
+    def mapper(self, _, line):
+        if os.path.basename(jobconf_from_env("mapreduce.map.input.file")).startswith("slow"):
+            time.sleep(0.003)
+        yield said(), int(line[:8])
+
+    def reducer(self, key, offsets):
+        yield key, sorted(offsets)
+"""
+
+
+def ranges_read(output: Path) -> dict[tuple[str, ...], list[int]]:
+    """The output of ``RANGES_JOB``: the offsets of the lines read, by (map, file URI, start, length) as the
+    mapper's environment said while it read them (old names checked equal to the new ones)."""
+    read: dict[tuple[str, ...], list[int]] = {}
+    for part in sorted(output.glob("part-*")):
+        for line in part.read_text().splitlines():
+            key, offsets = map(json.loads, line.split("\t"))
+            partition, uri, start, length, old_start, old_length, start_variable, length_variable = key
+            assert old_start == start_variable == start and old_length == length_variable == length, key
+            read[(partition, uri, start, length)] = offsets
+    return read
+
+
+@pytest.mark.parametrize("order", ["sequential", "random"])
+def test_each_map_finds_the_byte_range_it_reads_with_jobconf_from_env(order: str, tmp_path: Path) -> None:
+    """``jobconf_from_env("mapreduce.map.input.start")`` and ``...length`` (and their old names ``map.input.*``),
+    which mrjob's runners and Hadoop set to the split a mapper reads, were None on hop. They say the range being
+    read, whichever of several a map reads (``--order random``: chunks of several files, one after another):
+    every line is read under a range that holds it, and the ranges of each file cover it exactly, once; a
+    compressed file is read whole, as ``0`` and its size."""
+    offsets = {name: numbered_lines(tmp_path / name, size, seed) for name, size, seed in
+               [("big.txt", 200_000, 1), ("a.txt", 3_000, 2), ("b.txt", 4_000, 3), ("c.txt", 5_000, 4)]}  # fmt: skip
+    plain, zipped = tmp_path / "z.txt", tmp_path / "z.txt.gz"
+    offsets[zipped.name] = numbered_lines(plain, 6_000, 5)
+    zipped.write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    inputs = [tmp_path / name for name in offsets]
+    job = write_job(tmp_path, "mr_ranges.py", RANGES_JOB)
+    chunked = ["--order", "random", "--chunk-size", "64KB"] if order == "random" else []
+    hop_run(job, inputs, tmp_path / "out", hop_options=chunked)
+    read = ranges_read(tmp_path / "out")
+    assert all(None not in key for key in read), read.keys()
+    for source in inputs:
+        ranges = sorted((int(start), int(length)) for _, uri, start, length in read if uri == f"file://{source}")
+        seen = sorted(offset for (_, uri, _, _), lines in read.items() if uri == f"file://{source}" for offset in lines)
+        assert seen == offsets[source.name], source  # every line once
+        size = source.stat().st_size
+        if source.suffix == ".gz":
+            assert ranges == [(0, size)], ranges
+            continue
+        ends = [start + length for start, length in ranges]
+        assert [start for start, _ in ranges] == [0, *ends[:-1]] and ends[-1] == size, (source, ranges)
+    for (_, uri, start, length), lines in read.items():
+        if not uri.endswith(".gz"):
+            assert all(int(start) <= offset < int(start) + int(length) for offset in lines), (uri, start, length)
+    assert len([key for key in read if key[1].endswith("big.txt")]) >= 3, read.keys()  # several splits
+    ranges_per_map = Counter(partition for partition, *_ in read)
+    # A map per split, as under mrjob; in random order, maps of several chunks.
+    assert max(ranges_per_map.values()) == 1 if order == "sequential" else max(ranges_per_map.values()) >= 3
+
+
+def test_a_tail_split_map_says_its_shortened_range_from_then_on(tmp_path: Path) -> None:
+    """A straggling map is tail-split (``hop.scheduler``) while it runs: its range ends earlier, and the rest is a
+    map of its own. The lines read after the split are said to be in the shortened range, the new map's in its
+    own: the ranges the maps end with cover the file exactly, and every line was read under a range holding it."""
+    fast = numbered_lines(tmp_path / "fast.txt", 60_000, 1)
+    slow = numbered_lines(tmp_path / "slow.txt", 60_000, 2)  # 3 ms a line: about 3 s
+    job = write_job(tmp_path, "mr_ranges.py", RANGES_JOB)
+    hop_run(job, [tmp_path / "fast.txt", tmp_path / "slow.txt"], tmp_path / "out")
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert report["tail_splits"] >= 1, report
+    read = ranges_read(tmp_path / "out")
+    for name, offsets in (("fast.txt", fast), ("slow.txt", slow)):
+        uri = f"file://{tmp_path / name}"
+        mine = {key: lines for key, lines in read.items() if key[1] == uri}
+        assert sorted(offset for lines in mine.values() for offset in lines) == offsets, name
+        for (_, _, start, length), lines in mine.items():
+            assert all(int(start) <= offset < int(start) + int(length) for offset in lines), (name, start, length)
+        final: dict[tuple[str, str], int] = {}  # each map's range as it ended: the shortest it said
+        for partition, _, start, length in mine:
+            final[(partition, start)] = min(int(length), final.get((partition, start), int(length)))
+        ranges = sorted((int(start), length) for (_, start), length in final.items())
+        ends = [start + length for start, length in ranges]
+        assert [start for start, _ in ranges] == [0, *ends[:-1]] and ends[-1] == (tmp_path / name).stat().st_size
+    shortened = Counter((partition, uri, start) for partition, uri, start, _ in read)
+    assert max(shortened.values()) >= 2, read.keys()  # a map said its range before and after it was split
+
+
+def test_mapper_init_and_a_later_steps_map_find_the_range_they_read(tmp_path: Path) -> None:
+    """``mapper_init`` finds the range its map reads first; a later step's map the part file it reads whole under
+    ``--blocking``, and none pipelined, where it reads the partition as the step before writes it."""
+    inputs = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    inputs[0].write_text("x\ny\n")
+    inputs[1].write_text("zz\n")
+    job = write_job(
+        tmp_path,
+        "mr_init_ranges.py",
+        """
+        from mrjob.compat import jobconf_from_env
+        from mrjob.job import MRJob
+        from mrjob.step import MRStep
+
+        NAMES = ["mapreduce.map.input.file", "mapreduce.map.input.start", "mapreduce.map.input.length"]
+
+
+        class MRInitRanges(MRJob):
+            def steps(self):
+                return [MRStep(mapper_init=self.init, mapper=self.first, reducer=self.seen),
+                        MRStep(mapper=self.later, reducer=self.merged)]
+
+            def init(self):
+                yield "init", [jobconf_from_env(name) for name in NAMES]
+
+            def first(self, _, line):
+                yield "first", [jobconf_from_env(name) for name in NAMES]
+
+            def later(self, key, ranges):
+                yield key, ranges
+                yield "later", [[jobconf_from_env(name) for name in NAMES]]
+
+            def seen(self, key, ranges):
+                yield key, sorted({tuple(said) for said in ranges})
+
+            def merged(self, key, lists):
+                yield key, sorted({tuple(said) for ranges in lists for said in ranges})
+        """,
+    )
+    for mode in ([], ["--blocking"]):
+        out = tmp_path / f"out{len(mode)}"
+        hop_run(job, inputs, out, hop_options=["--workers", "1", *mode])
+        lines = (out / "part-00000").read_text().splitlines()
+        said = {json.loads(key): json.loads(value) for key, value in (line.split("\t") for line in lines)}
+        files = [[f"file://{source}", "0", str(source.stat().st_size)] for source in inputs]
+        assert said["init"] == said["first"] == files, said
+        ((part, start, length),) = said["later"]
+        assert part.endswith("/part-00000"), said
+        if mode:  # (--blocking: the part file, whole)
+            assert start == "0" and int(length) > 0, said
+        else:
+            assert (start, length) == (None, None), said
 
 
 def test_jobconf_reducers_sources_and_bad_settings(tmp_path: Path) -> None:
