@@ -105,6 +105,15 @@ _INPUT_VARIABLES = {
 """What says which input a mapper reads, by the Hadoop 2 and Hadoop 1 names (``mapreduce.map.input.file`` and
 ``map.input.file``...) as environment variables, where ``mrjob.compat.jobconf_from_env`` looks for either name:
 mrjob's local runners set both (they translate their jobconf for all Hadoop versions unless given one)."""
+_HADOOP_1_TASK_NAMES = {
+    "mapreduce_job_id": "mapred_job_id",
+    "mapreduce_task_id": "mapred_tip_id",
+    "mapreduce_task_attempt_id": "mapred_task_id",
+    "mapreduce_task_ismap": "mapred_task_is_map",
+    "mapreduce_task_partition": "mapred_task_partition",
+}
+"""The Hadoop 1 names of what says which task runs (``_task_environment``), by their Hadoop 2 names, from mrjob's
+translation table (``mrjob.compat``), as environment variables."""
 _REWRITE_BATCH = 1 << 16
 
 _home: str | None = None
@@ -470,18 +479,20 @@ def _task_environment(task: TaskIdentity | None) -> dict[str, str]:
     ``mapreduce.task.partition`` (the map's index, or the reduce's partition), ``mapreduce.task.ismap``,
     ``mapreduce.job.id``, ``mapreduce.task.id`` and ``mapreduce.task.attempt.id`` (in Hadoop's form,
     ``attempt_JOB_m_000003_0``). Without them a job making ids unique per task (``mapreduce.task.partition``) got
-    ``None`` from ``jobconf_from_env``, where mrjob gives every task its own."""
+    ``None`` from ``jobconf_from_env``, where mrjob gives every task its own. Each also under its Hadoop 1 name
+    (``mapred.task.partition``...), as mrjob's local runners set both: a job reading ``os.environ`` finds either."""
     if task is None:
         return {}
     kind = "m" if task.kind == "map" else "r"
     task_id = f"{task.job_id}_{kind}_{task.index:06d}"
-    return {
+    values = {
         "mapreduce_job_id": task.job_id,
         "mapreduce_task_id": f"task_{task_id}",
         "mapreduce_task_attempt_id": f"attempt_{task_id}_{task.attempt}",
         "mapreduce_task_ismap": "true" if task.kind == "map" else "false",
         "mapreduce_task_partition": str(task.index),
     }
+    return values | {_HADOOP_1_TASK_NAMES[name]: value for name, value in values.items()}
 
 
 def _input_environment(path: str | None, split: Split | None) -> dict[str, str]:

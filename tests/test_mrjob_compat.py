@@ -657,7 +657,8 @@ def test_the_jobconf_of_each_step_is_in_its_tasks_environment(tmp_path: Path) ->
 def test_each_task_finds_which_task_it_is_with_jobconf_from_env(tmp_path: Path) -> None:
     """``jobconf_from_env("mapreduce.task.partition")`` (or ``mapred.task.partition``, ``mapreduce.task.ismap``, the
     job, task and attempt ids), which mrjob's runners and Hadoop set for every task, was None on hop: a job making
-    ids unique per task failed or made them collide. Each map and reduce attempt finds its own now."""
+    ids unique per task failed or made them collide. Each map and reduce attempt finds its own now, and in its
+    environment under the Hadoop 1 names too, as mrjob's local runners set them."""
     inputs = [tmp_path / "a.txt", tmp_path / "b.txt"]
     for source in inputs:
         source.write_text("x\n")
@@ -665,24 +666,27 @@ def test_each_task_finds_which_task_it_is_with_jobconf_from_env(tmp_path: Path) 
         tmp_path,
         "mr_task.py",
         """
+        import os
+
         from mrjob.compat import jobconf_from_env
         from mrjob.job import MRJob
 
         NAMES = ["mapreduce.task.partition", "mapred.task.partition", "mapreduce.task.ismap", "mapreduce.job.id",
                  "mapreduce.task.id", "mapreduce.task.attempt.id"]
+        OLD_NAMES = ["mapred_task_partition", "mapred_task_is_map", "mapred_job_id", "mapred_tip_id", "mapred_task_id"]
 
 
         class MRTask(MRJob):
             JOBCONF = {"mapreduce.job.reduces": 2, "mapreduce.task.partition": "mine"}
 
             def mapper_init(self):
-                yield "map", [jobconf_from_env(name) for name in NAMES]
+                yield "map", [jobconf_from_env(name) for name in NAMES] + [os.environ.get(n) for n in OLD_NAMES]
 
             def mapper(self, _, line):
                 return ()
 
             def reducer_init(self):
-                yield "reduce", [jobconf_from_env(name) for name in NAMES]
+                yield "reduce", [jobconf_from_env(name) for name in NAMES] + [os.environ.get(n) for n in OLD_NAMES]
 
             def reducer(self, kind, seen):
                 for values in seen:
@@ -696,7 +700,8 @@ def test_each_task_finds_which_task_it_is_with_jobconf_from_env(tmp_path: Path) 
     assert len(job_ids) == 1 and None not in job_ids, rows
     (job_id,) = job_ids
     seen = set()
-    for partition, old_name, is_map, _, task_id, attempt_id in rows:
+    for partition, old_name, is_map, _, task_id, attempt_id, *in_environment in rows:
+        assert in_environment == [partition, is_map, job_id, task_id, attempt_id], rows
         kind = "m" if is_map == "true" else "r"
         assert partition == old_name and task_id == f"task_{job_id}_{kind}_{int(partition):06d}", rows
         assert attempt_id == f"attempt_{job_id}_{kind}_{int(partition):06d}_0", rows
