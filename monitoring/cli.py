@@ -17,6 +17,7 @@ coordinator's first answer (:func:`first_answer_within`; the client's 30 s witho
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 import tempfile
@@ -178,16 +179,21 @@ def monitor_spec(
     max_latency: float,
     overwrite: bool = False,
     job: type[Any] | None = None,
+    workers_wait: float = 30.0,
 ) -> tuple[Any, list[str], list[str]]:
     """The monitoring job's spec for the workers the cluster has now, the names of its sources, and those workers'
     sample endpoints (for ``MonitorFeed``: the same workers, asked once). ``job``: the monitoring job to run
-    (:func:`monitoring_job`; default its own alert rule)."""
+    (:func:`monitoring_job`; default its own alert rule). Waits up to ``workers_wait`` seconds for a first worker
+    that publishes samples, then raises ``RuntimeError`` saying what to start."""
     from hop.runner import build_spec
     from hop.stream.options import stream_options
 
-    workers = wait_for_workers(client, 1)
+    workers = wait_for_workers(client, 1, workers_wait)
     if not workers:
-        raise RuntimeError("the cluster has no live worker that publishes samples")
+        raise RuntimeError(
+            f"the cluster has no live worker that publishes samples (waited {workers_wait:g}s): start one "
+            "(hop worker --coordinator ADDRESS, with a --sample-interval above 0, the default)"
+        )
     events = client.cluster()["events"]
     sources = [f"zmq+sub:{w['samples']}" for w in workers] + [f"zmq+sub:{events}"]
     names = [w["name"] for w in workers] + ["coordinator"]
@@ -341,7 +347,14 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
             elif args.duration is not None:
                 first_answer_within(client, args.duration)
             spec, names, endpoints = monitor_spec(
-                client, output, args.window, args.slide, args.max_latency, overwrite=args.overwrite, job=job
+                client,
+                output,
+                args.window,
+                args.slide,
+                args.max_latency,
+                overwrite=args.overwrite,
+                job=job,
+                workers_wait=min(30.0, args.duration or math.inf),  # (a monitor asked to run 3 s waits no longer)
             )
             feeds: list[MonitorFeed] = []
 

@@ -2430,6 +2430,23 @@ def test_a_monitors_duration_bounds_its_wait_for_a_coordinator_that_is_not_there
     assert took < 20, took  # (30 s and more before; 3 s and a loaded machine's start-up now)
 
 
+def test_a_monitors_duration_bounds_its_wait_for_a_worker_of_its_coordinator(tmp_path: Path) -> None:
+    """``hop monitor --duration 3s`` at a coordinator with no worker waited 30 s for one, then said only that the
+    cluster had none: it now waits no longer than its duration, and says what to start."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+    try:
+        started = time.monotonic()
+        result = hop("monitor", "--duration", "3s", "--coordinator", address, "-o", "out", cwd=tmp_path, timeout=60)
+        took = time.monotonic() - started
+    finally:
+        coordinator.terminate()
+        coordinator.wait(timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert "the cluster has no live worker that publishes samples (waited 3s): start one (hop worker" in result.stderr
+    assert took < 20, took  # (30 s and more before)
+
+
 def test_client_commands_say_they_still_wait_for_a_coordinator_that_is_not_there(tmp_path: Path) -> None:
     """``hop monitor`` and ``hop submit`` given a --coordinator where nothing listens said nothing for 30 s, then
     their error: within seconds they now say on stderr that they still wait, how long, and what to check (each is
