@@ -41,9 +41,9 @@ Contract of :func:`run_on_spark`:
   PySpark or Java missing, or a session that cannot start, raise :class:`SparkUnavailable`; a failed Spark job
   (an error in user code or an undecodable input record included) raises :class:`SparkJobFailed` with the user's
   traceback and the record, after writing ``_job.json`` with status ``failed`` (and no ``_SUCCESS``). Spark's own
-  log lines that repeat such a failure (stack traces quoting it; under ``quiet`` the aborted-job line too) are not
-  printed (:func:`log4j2_config`), so the caller's report of it is the one; the JVM's stderr reaches the caller's
-  stderr through :mod:`hop.spark_gateway` (without its incubator-module warning), all of it written out before
+  log lines that repeat such a failure (stack traces quoting it, the aborted-job line) are not printed
+  (:func:`log4j2_config`), so the caller's report of it is the one; the JVM's stderr reaches the caller's stderr
+  through :mod:`hop.spark_gateway` (without its incubator-module warning), all of it written out before
   :func:`run_on_spark` returns or raises. The SparkSession is stopped in every case; the JVM stays up for the
   next run in this process until :func:`shutdown_jvm` (each session sets its logging anew).
 
@@ -133,7 +133,10 @@ logger.repl.level = {level}
 """
 # Spark's log lines that repeat a failed task's error, which the driver reports with the user's traceback and record
 # (a Java regex matched against the whole message): the scheduler's "Lost task" quoting hop's task failure (with the
-# whole Python worker traceback), and under --quiet its "Task 0 in stage 0.0 failed 1 times; aborting job" too.
+# whole Python worker traceback), and its "Task 0 in stage 0.0 failed 1 times; aborting job", which says less than
+# the report after it: the job's error quotes it ("Job aborted due to stage failure: Task 0 in stage 0.0 failed 1
+# times, most recent failure: ..."), and the run prints that error whole where it is not the user's. A lost task
+# that is not hop's failure (an executor lost) is still logged, and so is any other ERROR line.
 _TASK_FAILURE_LINES = f".*{FAILURE_OPEN.strip()}.*"
 _ABORT_LINES = r"Task \S+ in stage \S+ failed \d+ times?; aborting job.*"
 # The block manager's error, with a Java stack trace, when its shuffle folder could not be deleted as the session
@@ -144,9 +147,9 @@ _SCRATCH_DELETE_LINES = r"Exception while deleting local spark dir: .*"
 
 def log4j2_config(quiet: bool) -> str:
     """The log4j2 properties of the driver JVM: Spark's log at WARN (``quiet``: at ERROR), without the lines that
-    repeat a failed task's error, which the driver reports itself (:func:`run_on_spark`), nor the block manager's
-    failure to delete a folder the run's own clean-up removes."""
-    dropped = [_TASK_FAILURE_LINES, _SCRATCH_DELETE_LINES, *([_ABORT_LINES] if quiet else [])]
+    repeat a failed task's error or the job's abort, which the driver reports itself (:func:`run_on_spark`), nor the
+    block manager's failure to delete a folder the run's own clean-up removes."""
+    dropped = [_TASK_FAILURE_LINES, _ABORT_LINES, _SCRATCH_DELETE_LINES]
     repeats = "(?s)" + "|".join(dropped)
     # (backslashes doubled: a properties file reads "\\S" as "S")
     return _LOG4J2.format(level="error" if quiet else "warn", repeats=repeats.replace("\\", "\\\\"))

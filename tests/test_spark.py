@@ -126,6 +126,7 @@ RUNS = [
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
     SparkRun("named_twice", "wordcount", ["colors.txt", "./colors.txt"], reducers=1, cli=True),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
+    SparkRun("failing_verbose_cli", "failing_map", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
     SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
     SparkRun("status_per_record", "status_per_record", ["colors.txt"], reducers=1, cli=True),
     *(
@@ -875,21 +876,42 @@ def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_trac
 ) -> None:
     """Without ``--quiet``, a map that raised printed ~100 lines before hop's report: the executor's error and the
     scheduler's "Lost task" warning, each with the Python worker's traceback (PySpark's frames, hop's task
-    failure payload) and the JVM's stack; Spark's log now keeps its one line on the aborted job, and the progress
-    bar is cleared instead of leaving hop's report to start at its end. Hadoop's "WARN NativeCodeLoader: Unable to
-    load native-hadoop library" on every start is not printed either."""
+    failure payload) and the JVM's stack; then "ERROR TaskSetManager: Task 0 in stage 0.0 failed 1 times; aborting
+    job", which says less than hop's report after it. Spark's log now has none of them, and the progress bar is
+    cleared instead of leaving hop's report to start at its end. Hadoop's "WARN NativeCodeLoader: Unable to load
+    native-hadoop library" on every start is not printed either."""
     result = spark_runs["failing_verbose"]
     assert "cannot handle boom" in result["error"]
     assert 'failing_map.py", line 9, in map' in result["traceback"]
     printed = result["process_stderr"]
     errors = [line for line in SPARK_LOG_LINE.findall(printed) if line.startswith("ERROR")]
-    assert errors == ["ERROR TaskSetManager"]  # (and WARN lines of the start-up)
-    assert "failed 1 times; aborting job" in printed
+    assert errors == []  # (WARN lines of the start-up may be there)
+    assert "aborting job" not in printed
     for noise in ("\tat org.apache.spark", "pyspark/worker.py", "hop-task-failure", "Lost task", "NativeCodeLoader"):
         assert noise not in printed
     if "[Stage" in printed:  # (its carriage returns read as line ends here)
         last_line = printed.rstrip("\n").rpartition("\n")[2]
         assert last_line.isspace() and len(last_line) >= 40, repr(printed[-300:])
+
+
+def test_a_failed_hop_run_that_is_not_quiet_prints_hops_error_without_sparks_abort_line(
+    spark_runs: dict[str, dict[str, Any]], corpus: Path
+) -> None:
+    """``hop run --engine spark`` of a map that raised, without ``--quiet``, printed Spark's "ERROR TaskSetManager:
+    Task 0 in stage 0.0 failed 1 times; aborting job" (on the progress bar's line) above hop's own error, which names
+    the record and shows the user's traceback; hop's error is now all there is of the failure (the JVM's lines are
+    ``process_stderr``, hop's ``stderr``)."""
+    result = spark_runs["failing_verbose_cli"]
+    assert result["exit_code"] == 1, result["stderr"]
+    traceback, _, last_line = result["stderr"].rstrip("\n").rpartition("\n")
+    assert last_line == (
+        f"hop: error: job failed: map at {corpus / 'fail.txt'} byte offset 4: 'c boom d' raised RuntimeError: "
+        "cannot handle boom"
+    ), result["stderr"]
+    assert traceback.startswith("Traceback (most recent call last):\n") and 'failing_map.py", line 9' in traceback
+    printed = result["process_stderr"]
+    assert "aborting job" not in printed and "TaskSetManager" not in printed, printed[-3000:]
+    assert [line for line in SPARK_LOG_LINE.findall(printed) if line.startswith("ERROR")] == [], printed[-3000:]
 
 
 def spark_run_parser() -> argparse.ArgumentParser:
