@@ -295,7 +295,8 @@ def _quiet_py4j_logs() -> None:
 
 
 def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A new SparkSession on ``master`` set up for hop jobs; raises :class:`SparkUnavailable` if it cannot start."""
+    """A new SparkSession on ``master`` set up for hop jobs (a ``spark.master`` in ``conf`` is the master instead, as
+    Spark takes it); raises :class:`SparkUnavailable` if it cannot start."""
     try:
         from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
@@ -306,10 +307,10 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         raise SparkUnavailable(java)
     if SparkContext._active_spark_context is not None:
         raise SparkUnavailable("a SparkContext is already running in this process; stop it first")
+    master = (conf or {}).get("spark.master", master)  # (its driver binds to the loopback for a loopback master)
     # (before the JVM: Spark would retry an unreachable master for a minute and then fail naming neither it nor a fix)
-    given = (conf or {}).get("spark.master", master)
-    try:  # (and a malformed URL: --spark-master refuses one before this, not a --spark-conf spark.master)
-        unreachable = malformed_master(given) or unreachable_master(given)
+    try:  # (and a malformed URL: hop's command lines refuse one before this, a library caller's is refused here)
+        unreachable = malformed_master(master) or unreachable_master(master)
     except ValueError as error:
         unreachable = str(error)
     if unreachable is not None:
@@ -695,9 +696,11 @@ def run_on_spark(
 
     ``split_size`` and ``spill_records`` are ``hop run``'s ``--split-size`` and ``--spill-records``: the same map
     tasks read the same splits and combine where hop's would spill. ``conf`` adds Spark settings
-    (``spark.executor.memory`` ...); ``quiet`` turns Spark's console progress and its logs below ERROR off. See
-    the module docstring for the semantics and the errors raised.
+    (``spark.executor.memory`` ...); a ``spark.master`` there is the run's master instead of ``master``, for the
+    splits and the report as for the session. ``quiet`` turns Spark's console progress and its logs below ERROR
+    off. See the module docstring for the semantics and the errors raised.
     """
+    master = (conf or {}).get("spark.master", master)
     if num_reduces < 1:
         raise ValueError(f"a job needs at least one reducer, got {num_reduces}")
     if spill_records < 1:

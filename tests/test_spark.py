@@ -975,6 +975,53 @@ def test_hop_compare_end_to_end(corpus: Path, capsys: pytest.CaptureFixture[str]
     assert table[3].startswith("outputs equal:") and "byte-identical" in table[3]
 
 
+def test_hop_compare_gives_its_spark_run_the_spark_conf_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``hop compare`` took ``--spark-master`` and no ``--spark-conf KEY=VALUE``, which every other command that runs
+    a job on Spark takes (usage error: unrecognized arguments). Its Spark run gets the settings now: here an
+    environment variable of Spark's executors (``spark.executorEnv.NAME``), which the job's map reads, so that the
+    outputs differ by it (hop's engine runs without it)."""
+    from hop.spark_cli import register
+
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    (tmp_path / "names.txt").write_text("HOP_COMPARE_SETTING\n")
+    argv = ["compare", job_path("environment_variable"), str(tmp_path / "names.txt"), "--workers", "1"]
+    argv += ["--spark-conf", "spark.executorEnv.HOP_COMPARE_SETTING=given to Spark"]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 1
+    table = capsys.readouterr().out.splitlines()
+    assert [row.split()[:2] for row in table[1:3]] == [["hop", "0"], ["spark", "0"]], table
+    assert table[3:] == [
+        "outputs DIFFER: 1 key differs; first:",
+        '  key "HOP_COMPARE_SETTING": hop [null], spark ["given to Spark"]',
+    ], table
+
+
+def test_a_spark_master_given_in_spark_conf_is_the_runs_master_everywhere(tmp_path: Path) -> None:
+    """``--spark-conf spark.master=URL`` set the master Spark ran on, but the input was cut for ``--spark-master``'s
+    or ``local[WORKERS]``'s cores, and ``_job.json`` and the summary named that one: here 2 maps cut for
+    ``local[2]`` on a ``local[1]`` session, reported as ``local[2]``. The setting is the run's one master now (its
+    refusals: ``test_cli.py``)."""
+    from hop.inputs import expand_inputs
+    from hop.planning import plan_map_inputs
+
+    data = tmp_path / "in.txt"
+    data.write_text("word " * 500_000)  # (2.5 MB: a map per core, not less than 1 MiB each; hop.inputs)
+    files = expand_inputs([str(data)])
+    maps = {slots: len(plan_map_inputs(files, DEFAULT_SPLIT_BYTES, slots=slots)) for slots in (1, 2)}
+    assert maps == {1: 1, 2: 2}  # (what tells the two masters apart here)
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    command += ["--workers", "2", "--spark-conf", "spark.master=local[1]"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-5000:]
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["master"], report["num_maps"]) == ("local[1]", maps[1])
+    summary = [line for line in done.stderr.splitlines() if line.startswith("hop: spark ")]
+    assert len(summary) == 1 and " on local[1] succeeded in " in summary[0], done.stderr[-3000:]
+
+
 def test_an_interrupted_compare_lets_its_spark_run_clean_up(tmp_path: Path) -> None:
     """``hop compare`` interrupted while its Spark run started killed that run (SIGKILL), which left the logging
     configuration it had written in the temporary directory (``hop-spark-log4j2-*.properties``), one per
