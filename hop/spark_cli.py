@@ -172,7 +172,10 @@ def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | N
     except (InputError, ValueError) as error:
         return _fail(str(error), 2)
     except KeyboardInterrupt as interrupt:  # (SIGTERM as well, from hop.cli's handler or the run's own)
-        return _fail("interrupted", 128 + getattr(interrupt, "signum", signal.SIGINT))
+        signum = getattr(interrupt, "signum", signal.SIGINT)
+        if signum == signal.SIGPIPE:  # (its messages' reader has gone: no word more, as hop.cli ends then)
+            return 128 + signum
+        return _fail("interrupted", 128 + signum)
     finally:
         if ending is not None:
             ending()

@@ -72,7 +72,7 @@ from hop.counters import total_user_counters
 from hop.inputs import DEFAULT_SPLIT_BYTES, Split, absolute_inputs, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
-from hop.lifetime import stop_signals_taken
+from hop.lifetime import Interrupted, stop_signals_taken
 from hop.outputs import check_output, output_changed, output_identity, output_removed, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.spark_gateway import (
@@ -82,6 +82,7 @@ from hop.spark_gateway import (
     java_problem,
     launch_gateway,
     remove_jvm_scratch,
+    stderr_reader_watched,
 )
 from hop.spark_master import LOCAL_MASTER, malformed_master, unreachable_master
 from hop.spark_tasks import (
@@ -160,7 +161,8 @@ class SparkUnavailable(RuntimeError):
 
 
 class SparkInterrupted(KeyboardInterrupt):
-    """The run was stopped by a signal (``signum``: Ctrl-C's SIGINT or SIGTERM) after cancelling its Spark job."""
+    """The run was stopped by a signal (``signum``: Ctrl-C's SIGINT or SIGTERM; SIGPIPE for the reader of its
+    messages gone) after cancelling its Spark job."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -173,21 +175,35 @@ def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
     yielded (the caller raises :class:`SparkInterrupted` once its action has returned); a second one raises it at
     once. PySpark's own Ctrl-C handler cancels them from the signal handler, inside the py4j call the main thread
     is waiting in: that call fails reentrant, and py4j logs both failures with their tracebacks (47 lines before
-    "interrupted"). Outside the main thread (which alone gets signals) it does nothing."""
+    "interrupted"). Outside the main thread (which alone gets signals) it does nothing.
+
+    The reader of the run's messages gone (``hop run ... 2>&1 | head -1``), found as the JVM writes its next line
+    or progress bar (:func:`hop.spark_gateway.stderr_reader_watched`), cancels them too, noted as SIGPIPE, as
+    ``hop.closed_output`` makes hop's engine take it: the job ran on to its end, for nobody (its writes were
+    dropped), since the main thread, waiting in the job's call, writes nothing that would find the reader gone."""
     signalled: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield signalled
         return
 
+    def cancel() -> None:
+        threading.Thread(target=_cancel_jobs, args=(sc,), name="cancel Spark jobs", daemon=True).start()
+
     def on_signal(signum: int, frame: object) -> None:
         signalled.append(signum)
         if len(signalled) > 1:
             raise SparkInterrupted(signalled[0])
-        threading.Thread(target=_cancel_jobs, args=(sc,), name="cancel Spark jobs", daemon=True).start()
+        cancel()
+
+    def on_reader_gone() -> None:
+        if not signalled:
+            signalled.append(signal.SIGPIPE)
+            cancel()
 
     previous = {number: signal.signal(number, on_signal) for number in stop_signals_taken()}
     try:
-        yield signalled
+        with stderr_reader_watched(on_reader_gone):
+            yield signalled
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
@@ -753,7 +769,7 @@ def run_on_spark(
             _await_tasks_ended(sc, time.monotonic() + 10)
             if not folder.removed():  # (else there is no OUT to hold the report: the run was stopped anyway)
                 # As hop's engine reports a batch job a Ctrl-C or SIGTERM cancelled (README: Spark).
-                run.write("failed", f"cancelled: hop run was interrupted by {signal.Signals(signalled[0]).name}")
+                run.write("failed", Interrupted(signalled[0], "hop run").cancel_reason())
             raise SparkInterrupted(signalled[0])
         if folder.removed():  # (a reduce task that found no OUT/_temporary failed the job for it)
             raise _removed_output_failure(run)

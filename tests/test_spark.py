@@ -1500,6 +1500,36 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     assert os.listdir(temporary) == []
 
 
+def test_the_reader_of_its_messages_gone_cancels_the_spark_job_as_on_hop(tmp_path: Path) -> None:
+    """``hop run --engine spark ... 2>&1 | head -1`` whose reader went away while the job ran: the run waits in the
+    job's call, writing nothing itself, and the JVM's lines (its progress bar) that found the reader gone were
+    dropped, so the job ran to its end for nobody and exited 0. As on hop's engine (``hop.closed_output``), the job
+    is now cancelled, at the bar's next change, and the run exits 141, saying why in its report."""
+    with open(tmp_path / "in.txt", "w") as file:  # (20 maps of 64,000 bytes: 3 s each, a minute's job on 1 core)
+        file.writelines(f"word {number % 1000:04d}\n" for number in range(128_000))
+    command = [sys.executable, "-m", "hop", "run", job_path("slow_map"), "in.txt", "-o", "out", "--engine", "spark"]
+    command += ["--workers", "1", "--split-size", "64000"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        printed, deadline = b"", time.monotonic() + 120
+        while b"[Stage 0:" not in printed:  # (the job runs: its progress bar shows)
+            assert time.monotonic() < deadline and process.poll() is None, printed.decode()[-3000:]
+            printed += os.read(process.stderr.fileno(), 65536)
+        process.stderr.close()  # (as head does once it has its line)
+        assert process.wait(timeout=45) == 128 + signal.SIGPIPE
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["status"], report["error"]) == (
+        "failed",
+        "cancelled: the reader of hop run's output or messages went away (SIGPIPE)",
+    )
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
 def test_a_driver_jvm_killed_during_the_job_is_reported_as_such(tmp_path: Path) -> None:
     """The driver JVM killed outright while its job ran (the kernel's out-of-memory killer does so) ended the run
     with "SparkJobFailed: Spark job failed: [Errno 111] Connection refused" and the traceback of stopping the session
