@@ -634,9 +634,13 @@ def stop_session(spark: SparkSession) -> None:
     PySpark's own stop waits for its accumulator server, whose one thread polls the JVM's connection once a second
     before it sees the shutdown: about a second of every run, after its output was written. That server is shut
     down in a thread of its own instead, once the context has stopped (the next context starts a server of its
-    own)."""
+    own). Its connection from the JVM then ends as the JVM does (:func:`shutdown_jvm`), often before the server's
+    thread has seen the shutdown: it reads the end of the connection as an update cut short and printed an
+    ``EOFError`` traceback (20 lines, as a successful run ended); its errors are dropped from the stop on."""
     sc: Any = spark.sparkContext
     server, sc._accumulatorServer = sc._accumulatorServer, None
+    if server is not None:
+        server.handle_error = _ignore_request_error
     try:
         if _jvm_end(0) is None:
             spark.stop()
@@ -650,6 +654,11 @@ def stop_session(spark: SparkSession) -> None:
     finally:
         if server is not None:
             threading.Thread(target=_shut_down, args=(server,), name="hop-accumulator-server-stop", daemon=True).start()
+
+
+def _ignore_request_error(request: object, client_address: object) -> None:
+    """A stopped session's accumulator server's ``handle_error``: what its connection from the JVM does as the JVM
+    ends is no error of the run's."""
 
 
 def _shut_down(server: Any) -> None:

@@ -1530,6 +1530,17 @@ def test_the_reader_of_its_messages_gone_cancels_the_spark_job_as_on_hop(tmp_pat
     assert not (tmp_path / "out" / "_SUCCESS").exists()
 
 
+def test_a_quiet_run_that_succeeds_prints_nothing(tmp_path: Path) -> None:
+    """``hop run --engine spark --quiet`` of a job that succeeded printed PySpark's accumulator server's traceback as
+    it ended ("Exception occurred during processing of request from ('127.0.0.1', ...)", 20 lines to ``EOFError``):
+    the server, shut down in a thread of its own, read the JVM's end of its connection as an update cut short."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    done = subprocess.run([*command, "--quiet"], cwd=tmp_path, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert (tmp_path / "out" / "_SUCCESS").exists()
+
+
 def test_a_driver_jvm_killed_during_the_job_is_reported_as_such(tmp_path: Path) -> None:
     """The driver JVM killed outright while its job ran (the kernel's out-of-memory killer does so) ended the run
     with "SparkJobFailed: Spark job failed: [Errno 111] Connection refused" and the traceback of stopping the session
