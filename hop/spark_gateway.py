@@ -121,7 +121,8 @@ def _write_stderr(data: bytes) -> None:
             view = view[os.write(2, view) :]
     except BrokenPipeError:  # (its reader has gone: ``hop run ... 2>&1 | head -1``)
         while _reader_gone:
-            with contextlib.suppress(IndexError):  # (a block left meanwhile)
+            # (IndexError: a block left meanwhile; nothing may end the thread that drains the JVM's pipe)
+            with contextlib.suppress(Exception):
                 _reader_gone.pop()()
     except OSError:  # (no stderr to write to: lost, as the JVM's own write would be; the pipe must still drain)
         pass
