@@ -259,8 +259,10 @@ def compare(
     spill_records: int | None = None,
     input_format: str | None = None,
     job_class: str | None = None,
+    spark_conf: list[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """Run ``job_file`` on hop (``workers`` workers) and on Spark (``master``), both with ``reducers`` reducers.
+    """Run ``job_file`` on hop (``workers`` workers) and on Spark (``master``, with the settings ``spark_conf``,
+    ``--spark-conf``'s pairs), both with ``reducers`` reducers.
 
     Raises :class:`SparkCannotStart` before either engine runs if Spark cannot start. Returns ``{"equal",
     "caveat", "tolerance", "engines": {"hop": ..., "spark": ...}, "comparison": ...,
@@ -284,6 +286,8 @@ def compare(
         hop_command += ["--workers", str(workers), "--reducers", str(reducers), *options]
         spark_command = [sys.executable, "-m", "hop.spark_engine", *common, "-o", str(spark_out), "--quiet"]
         spark_command += ["--spark-master", master, "--reducers", str(reducers), *options]
+        for name, value in spark_conf or []:
+            spark_command += ["--spark-conf", f"{name}={value}"]
         runs = {"hop": measure("hop", hop_command, scratch), "spark": measure("spark", spark_command, scratch)}
         report_path = spark_out / "_job.json"
         if report_path.exists():

@@ -1,9 +1,10 @@
 """Command-line glue for the Spark engine: ``hop compare`` and ``hop run --engine spark``.
 
 - :func:`register` adds ``hop compare JOB INPUT... [--reducers R] [--workers N] [--spark-master URL]
-  [--tolerance X] [--split-size S] [--spill-records N] [--input-format F] [--job-class C]`` to the ``hop``
-  subcommands; it exits 0 when the outputs are equal, 1 when they differ or an engine failed, 2 on bad usage, 3
-  when Spark cannot start (no Java, a master that does not answer: found before either engine runs).
+  [--spark-conf KEY=VALUE]... [--tolerance X] [--split-size S] [--spill-records N] [--input-format F]
+  [--job-class C]`` to the ``hop`` subcommands; it exits 0 when the outputs are equal, 1 when they differ or an
+  engine failed, 2 on bad usage, 3 when Spark cannot start (no Java, a master that does not answer: found before
+  either engine runs).
 - :func:`run_spark_from_args` runs ``hop run ... --engine spark`` from the parsed ``hop run`` arguments (``job``,
   ``inputs``, ``output``, ``reducers``, ``overwrite``, ``quiet``, ``split_size``, ``input_format``, ``job_class``,
   and if present ``workers``, ``spill_records``, ``spark_master``, ``spark_conf``). Exit codes as ``hop run``: 0
@@ -11,7 +12,8 @@
 - :func:`main` is ``python -m hop.spark_engine JOB INPUT... -o OUT [...]``, the same run as a standalone command.
 
 Defaults follow ``hop run``: ``--workers`` is the number of cores, ``--reducers`` the number of workers, and the
-Spark master ``local[WORKERS]``. Nothing here imports PySpark until a Spark run starts.
+Spark master ``local[WORKERS]``; ``--spark-conf spark.master=URL`` gives the master as ``--spark-master`` does
+(:func:`_master`). Nothing here imports PySpark until a Spark run starts.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from hop.job import INPUT_FORMATS
 from hop.loader import JobFileError, load_job_file
 from hop.outputs import check_output, claim_output
 from hop.runner import earlier_reports, no_records_note
-from hop.spark_master import spark_master_url
+from hop.spark_master import malformed_master, master_addresses, spark_master_url
 from hop.stdin_input import STDIN
 from hop.wording import counted
 from shuffle.buffer import DEFAULT_SPILL_RECORDS
@@ -60,12 +62,43 @@ def _fail(reason: str, code: int, user_traceback: str | None = None) -> int:
     return code
 
 
+MASTER_SETTING = "spark.master"
+"""The Spark setting of the master, which ``--spark-conf`` may give instead of ``--spark-master``."""
+
+
 def _defaults(args: argparse.Namespace) -> tuple[int, int, str]:
-    """``(workers, reducers, master)`` with ``hop run``'s defaults."""
+    """``(workers, reducers, master)`` with ``hop run``'s defaults; the master is :func:`_master`'s (raises its
+    ValueError)."""
     workers = getattr(args, "workers", None) or os.cpu_count() or 1
     reducers = getattr(args, "reducers", None) or workers
-    master = getattr(args, "spark_master", None) or f"local[{workers}]"
-    return workers, reducers, master
+    return workers, reducers, _master(args, workers)
+
+
+def _master(args: argparse.Namespace, workers: int) -> str:
+    """The run's one Spark master: ``--spark-master URL``, or ``--spark-conf spark.master=URL``, else
+    ``local[WORKERS]``. Whichever way it is given, it is the master of everything the master decides: the session
+    Spark starts, the input's splits (cut for a local master's cores, as hop's engine cuts them for its map
+    slots), the check that a ``spark://`` master answers, ``_job.json``'s ``master`` and the summary. Spark takes
+    ``spark.master`` from any of its settings (``spark-defaults.conf``, ``spark-submit --conf``), so a user
+    carrying their settings over gives it so; the session ran on it while the splits, the report and the summary
+    took ``--spark-master``'s or ``local[WORKERS]``. A malformed one is refused as ``--spark-master``'s is, naming
+    the setting; both options naming different masters are refused (ValueError: bad usage), since which one a user
+    means cannot be told (``spark-submit`` takes ``--master`` over ``--conf spark.master``, where hop's session
+    took the setting)."""
+    option = getattr(args, "spark_master", None)
+    setting = dict(getattr(args, "spark_conf", None) or []).get(MASTER_SETTING)
+    if setting is None:
+        return option or f"local[{workers}]"
+    given = f"--spark-conf {MASTER_SETTING}={setting}"
+    malformed = malformed_master(setting, given)
+    if malformed is not None:
+        raise ValueError(malformed)
+    master_addresses(setting, given)  # (a spark:// URL without a port: ValueError)
+    if option is not None and option != setting:
+        raise ValueError(
+            f"--spark-master {option} and {given} name two different masters: give one of them (--spark-master)"
+        )
+    return setting
 
 
 def add_spark_arguments(parser: argparse.ArgumentParser, *, listed: bool = True) -> None:
@@ -100,9 +133,9 @@ def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | N
         job_class = load_job_file(args.job, args.job_class)
     except JobFileError as error:
         return _fail(str(error), 2, error.user_traceback)
-    _, reducers, master = _defaults(args)
     release: Callable[[], None] | None = None
     try:
+        _, reducers, master = _defaults(args)
         release = claim_output(args.output)
         check_output(args.output, args.overwrite, list(args.inputs), [args.job])  # (before Spark starts)
         # As hop's engine warns of them (hop.cli), naming them as it does (absolute): a file named twice is read once.
@@ -139,7 +172,10 @@ def run_spark_from_args(args: argparse.Namespace, ending: Callable[[], None] | N
     except (InputError, ValueError) as error:
         return _fail(str(error), 2)
     except KeyboardInterrupt as interrupt:  # (SIGTERM as well, from hop.cli's handler or the run's own)
-        return _fail("interrupted", 128 + getattr(interrupt, "signum", signal.SIGINT))
+        signum = getattr(interrupt, "signum", signal.SIGINT)
+        if signum == signal.SIGPIPE:  # (its messages' reader has gone: no word more, as hop.cli ends then)
+            return 128 + signum
+        return _fail("interrupted", 128 + signum)
     finally:
         if ending is not None:
             ending()
@@ -187,7 +223,10 @@ def _compare(args: argparse.Namespace) -> int:
         expand_inputs(absolute_inputs(list(args.inputs)))
     except InputError as error:
         return _fail(str(error), 2)
-    workers, reducers, master = _defaults(args)
+    try:
+        workers, reducers, master = _defaults(args)
+    except ValueError as error:
+        return _fail(str(error), 2)
     try:
         result = compare(
             args.job,
@@ -195,6 +234,7 @@ def _compare(args: argparse.Namespace) -> int:
             reducers=reducers,
             workers=workers,
             master=master,
+            spark_conf=list(args.spark_conf),
             tolerance=args.tolerance,
             split_size=args.split_size,
             spill_records=args.spill_records,
@@ -239,9 +279,7 @@ def register(subparsers: Any) -> None:
         "compare", help="run a job on hop and on Spark, check the outputs agree, compare time and memory"
     )
     _add_common(parser)
-    parser.add_argument(
-        "--spark-master", type=spark_master_url, default=None, help="Spark master URL (default: local[WORKERS])"
-    )
+    add_spark_arguments(parser)
     parser.add_argument(
         # (a negative one failed with math.isclose's traceback once both engines had run)
         "--tolerance",

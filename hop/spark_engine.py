@@ -41,9 +41,9 @@ Contract of :func:`run_on_spark`:
   PySpark or Java missing, or a session that cannot start, raise :class:`SparkUnavailable`; a failed Spark job
   (an error in user code or an undecodable input record included) raises :class:`SparkJobFailed` with the user's
   traceback and the record, after writing ``_job.json`` with status ``failed`` (and no ``_SUCCESS``). Spark's own
-  log lines that repeat such a failure (stack traces quoting it; under ``quiet`` the aborted-job line too) are not
-  printed (:func:`log4j2_config`), so the caller's report of it is the one; the JVM's stderr reaches the caller's
-  stderr through :mod:`hop.spark_gateway` (without its incubator-module warning), all of it written out before
+  log lines that repeat such a failure (stack traces quoting it, the aborted-job line) are not printed
+  (:func:`log4j2_config`), so the caller's report of it is the one; the JVM's stderr reaches the caller's stderr
+  through :mod:`hop.spark_gateway` (without its incubator-module warning), all of it written out before
   :func:`run_on_spark` returns or raises. The SparkSession is stopped in every case; the JVM stays up for the
   next run in this process until :func:`shutdown_jvm` (each session sets its logging anew).
 
@@ -72,7 +72,7 @@ from hop.counters import total_user_counters
 from hop.inputs import DEFAULT_SPLIT_BYTES, Split, absolute_inputs, expand_inputs
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
-from hop.lifetime import stop_signals_taken
+from hop.lifetime import Interrupted, stop_signals_taken
 from hop.outputs import check_output, output_changed, output_identity, output_removed, prepare_output, write_job_report
 from hop.planning import plan_map_inputs
 from hop.spark_gateway import (
@@ -82,6 +82,7 @@ from hop.spark_gateway import (
     java_problem,
     launch_gateway,
     remove_jvm_scratch,
+    stderr_reader_watched,
 )
 from hop.spark_master import LOCAL_MASTER, malformed_master, unreachable_master
 from hop.spark_tasks import (
@@ -133,7 +134,10 @@ logger.repl.level = {level}
 """
 # Spark's log lines that repeat a failed task's error, which the driver reports with the user's traceback and record
 # (a Java regex matched against the whole message): the scheduler's "Lost task" quoting hop's task failure (with the
-# whole Python worker traceback), and under --quiet its "Task 0 in stage 0.0 failed 1 times; aborting job" too.
+# whole Python worker traceback), and its "Task 0 in stage 0.0 failed 1 times; aborting job", which says less than
+# the report after it: the job's error quotes it ("Job aborted due to stage failure: Task 0 in stage 0.0 failed 1
+# times, most recent failure: ..."), and the run prints that error whole where it is not the user's. A lost task
+# that is not hop's failure (an executor lost) is still logged, and so is any other ERROR line.
 _TASK_FAILURE_LINES = f".*{FAILURE_OPEN.strip()}.*"
 _ABORT_LINES = r"Task \S+ in stage \S+ failed \d+ times?; aborting job.*"
 # The block manager's error, with a Java stack trace, when its shuffle folder could not be deleted as the session
@@ -144,9 +148,9 @@ _SCRATCH_DELETE_LINES = r"Exception while deleting local spark dir: .*"
 
 def log4j2_config(quiet: bool) -> str:
     """The log4j2 properties of the driver JVM: Spark's log at WARN (``quiet``: at ERROR), without the lines that
-    repeat a failed task's error, which the driver reports itself (:func:`run_on_spark`), nor the block manager's
-    failure to delete a folder the run's own clean-up removes."""
-    dropped = [_TASK_FAILURE_LINES, _SCRATCH_DELETE_LINES, *([_ABORT_LINES] if quiet else [])]
+    repeat a failed task's error or the job's abort, which the driver reports itself (:func:`run_on_spark`), nor the
+    block manager's failure to delete a folder the run's own clean-up removes."""
+    dropped = [_TASK_FAILURE_LINES, _ABORT_LINES, _SCRATCH_DELETE_LINES]
     repeats = "(?s)" + "|".join(dropped)
     # (backslashes doubled: a properties file reads "\\S" as "S")
     return _LOG4J2.format(level="error" if quiet else "warn", repeats=repeats.replace("\\", "\\\\"))
@@ -157,7 +161,8 @@ class SparkUnavailable(RuntimeError):
 
 
 class SparkInterrupted(KeyboardInterrupt):
-    """The run was stopped by a signal (``signum``: Ctrl-C's SIGINT or SIGTERM) after cancelling its Spark job."""
+    """The run was stopped by a signal (``signum``: Ctrl-C's SIGINT or SIGTERM; SIGPIPE for the reader of its
+    messages gone) after cancelling its Spark job."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -170,21 +175,35 @@ def _cancelled_on_signal(sc: SparkContext) -> Iterator[list[int]]:
     yielded (the caller raises :class:`SparkInterrupted` once its action has returned); a second one raises it at
     once. PySpark's own Ctrl-C handler cancels them from the signal handler, inside the py4j call the main thread
     is waiting in: that call fails reentrant, and py4j logs both failures with their tracebacks (47 lines before
-    "interrupted"). Outside the main thread (which alone gets signals) it does nothing."""
+    "interrupted"). Outside the main thread (which alone gets signals) it does nothing.
+
+    The reader of the run's messages gone (``hop run ... 2>&1 | head -1``), found as the JVM writes its next line
+    or progress bar (:func:`hop.spark_gateway.stderr_reader_watched`), cancels them too, noted as SIGPIPE, as
+    ``hop.closed_output`` makes hop's engine take it: the job ran on to its end, for nobody (its writes were
+    dropped), since the main thread, waiting in the job's call, writes nothing that would find the reader gone."""
     signalled: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield signalled
         return
 
+    def cancel() -> None:
+        threading.Thread(target=_cancel_jobs, args=(sc,), name="cancel Spark jobs", daemon=True).start()
+
     def on_signal(signum: int, frame: object) -> None:
         signalled.append(signum)
         if len(signalled) > 1:
             raise SparkInterrupted(signalled[0])
-        threading.Thread(target=_cancel_jobs, args=(sc,), name="cancel Spark jobs", daemon=True).start()
+        cancel()
+
+    def on_reader_gone() -> None:
+        if not signalled:
+            signalled.append(signal.SIGPIPE)
+            cancel()
 
     previous = {number: signal.signal(number, on_signal) for number in stop_signals_taken()}
     try:
-        yield signalled
+        with stderr_reader_watched(on_reader_gone):
+            yield signalled
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
@@ -292,7 +311,8 @@ def _quiet_py4j_logs() -> None:
 
 
 def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A new SparkSession on ``master`` set up for hop jobs; raises :class:`SparkUnavailable` if it cannot start."""
+    """A new SparkSession on ``master`` set up for hop jobs (a ``spark.master`` in ``conf`` is the master instead, as
+    Spark takes it); raises :class:`SparkUnavailable` if it cannot start."""
     try:
         from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
@@ -303,10 +323,10 @@ def start_session(master: str, app_name: str, *, quiet: bool, conf: Mapping[str,
         raise SparkUnavailable(java)
     if SparkContext._active_spark_context is not None:
         raise SparkUnavailable("a SparkContext is already running in this process; stop it first")
+    master = (conf or {}).get("spark.master", master)  # (its driver binds to the loopback for a loopback master)
     # (before the JVM: Spark would retry an unreachable master for a minute and then fail naming neither it nor a fix)
-    given = (conf or {}).get("spark.master", master)
-    try:  # (and a malformed URL: --spark-master refuses one before this, not a --spark-conf spark.master)
-        unreachable = malformed_master(given) or unreachable_master(given)
+    try:  # (and a malformed URL: hop's command lines refuse one before this, a library caller's is refused here)
+        unreachable = malformed_master(master) or unreachable_master(master)
     except ValueError as error:
         unreachable = str(error)
     if unreachable is not None:
@@ -614,9 +634,13 @@ def stop_session(spark: SparkSession) -> None:
     PySpark's own stop waits for its accumulator server, whose one thread polls the JVM's connection once a second
     before it sees the shutdown: about a second of every run, after its output was written. That server is shut
     down in a thread of its own instead, once the context has stopped (the next context starts a server of its
-    own)."""
+    own). Its connection from the JVM then ends as the JVM does (:func:`shutdown_jvm`), often before the server's
+    thread has seen the shutdown: it reads the end of the connection as an update cut short and printed an
+    ``EOFError`` traceback (20 lines, as a successful run ended); its errors are dropped from the stop on."""
     sc: Any = spark.sparkContext
     server, sc._accumulatorServer = sc._accumulatorServer, None
+    if server is not None:
+        server.handle_error = _ignore_request_error
     try:
         if _jvm_end(0) is None:
             spark.stop()
@@ -630,6 +654,11 @@ def stop_session(spark: SparkSession) -> None:
     finally:
         if server is not None:
             threading.Thread(target=_shut_down, args=(server,), name="hop-accumulator-server-stop", daemon=True).start()
+
+
+def _ignore_request_error(request: object, client_address: object) -> None:
+    """A stopped session's accumulator server's ``handle_error``: what its connection from the JVM does as the JVM
+    ends is no error of the run's."""
 
 
 def _shut_down(server: Any) -> None:
@@ -692,9 +721,11 @@ def run_on_spark(
 
     ``split_size`` and ``spill_records`` are ``hop run``'s ``--split-size`` and ``--spill-records``: the same map
     tasks read the same splits and combine where hop's would spill. ``conf`` adds Spark settings
-    (``spark.executor.memory`` ...); ``quiet`` turns Spark's console progress and its logs below ERROR off. See
-    the module docstring for the semantics and the errors raised.
+    (``spark.executor.memory`` ...); a ``spark.master`` there is the run's master instead of ``master``, for the
+    splits and the report as for the session. ``quiet`` turns Spark's console progress and its logs below ERROR
+    off. See the module docstring for the semantics and the errors raised.
     """
+    master = (conf or {}).get("spark.master", master)
     if num_reduces < 1:
         raise ValueError(f"a job needs at least one reducer, got {num_reduces}")
     if spill_records < 1:
@@ -747,7 +778,7 @@ def run_on_spark(
             _await_tasks_ended(sc, time.monotonic() + 10)
             if not folder.removed():  # (else there is no OUT to hold the report: the run was stopped anyway)
                 # As hop's engine reports a batch job a Ctrl-C or SIGTERM cancelled (README: Spark).
-                run.write("failed", f"cancelled: hop run was interrupted by {signal.Signals(signalled[0]).name}")
+                run.write("failed", Interrupted(signalled[0], "hop run").cancel_reason())
             raise SparkInterrupted(signalled[0])
         if folder.removed():  # (a reduce task that found no OUT/_temporary failed the job for it)
             raise _removed_output_failure(run)

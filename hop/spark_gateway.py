@@ -17,6 +17,8 @@ Contract:
   JVM's lines, as it could when the JVM wrote to stderr itself.
 - :func:`close_jvm_stderr` waits (bounded) for the pipe of a JVM that has ended and forwards what is left; the
   thread ends once every writer has closed the pipe (Python workers the JVM started hold it too).
+- :func:`stderr_reader_watched` tells its caller when the JVM's lines find the reader of this process's stderr
+  gone (``hop run ... 2>&1 | head -1``): every write to it fails then, and is dropped.
 - :func:`java_problem` says why no JVM can be launched here (no Java, a ``JAVA_HOME`` without ``bin/java``), without
   importing PySpark: Spark runs and a continuous job's view check it before they start.
 
@@ -38,6 +40,7 @@ import os
 import select
 import shutil
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +62,7 @@ __all__ = [
     "launch_gateway",
     "make_jvm_scratch",
     "remove_jvm_scratch",
+    "stderr_reader_watched",
 ]
 
 INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector\n"
@@ -106,13 +110,36 @@ class StderrFilter:
             self._write(held)
 
 
+_reader_gone: list[Callable[[], None]] = []
+"""What :func:`stderr_reader_watched` calls when the JVM's lines find the reader of this process's stderr gone."""
+
+
 def _write_stderr(data: bytes) -> None:
     view = memoryview(data)
     try:
         while view:
             view = view[os.write(2, view) :]
+    except BrokenPipeError:  # (its reader has gone: ``hop run ... 2>&1 | head -1``)
+        while _reader_gone:
+            # (IndexError: a block left meanwhile; nothing may end the thread that drains the JVM's pipe)
+            with contextlib.suppress(Exception):
+                _reader_gone.pop()()
     except OSError:  # (no stderr to write to: lost, as the JVM's own write would be; the pipe must still drain)
         pass
+
+
+@contextlib.contextmanager
+def stderr_reader_watched(gone: Callable[[], None]) -> Iterator[None]:
+    """While inside, ``gone()`` is called once if a write of the JVM's lines (Spark's log, its progress bar, the
+    lines of the Python workers) finds the reader of this process's stderr gone; from the thread that forwards
+    them, or one flushing them (:func:`flush_jvm_stderr`), so it must not block. The JVM writes nothing the while
+    its progress bar does not change (a stage of one long task): a reader gone is found at its next line. What it
+    writes is dropped either way, as the reader that went would have dropped it."""
+    _reader_gone[:] = [gone]
+    try:
+        yield
+    finally:
+        _reader_gone.clear()
 
 
 class _JvmStderr:

@@ -47,28 +47,31 @@ LOCAL_CLUSTER_MASTER = re.compile(r"local-cluster\[\s*[0-9]+\s*,\s*[0-9]+\s*,\s*
 MASTER_FORMS = "local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL"
 
 
-def malformed_master(master: str) -> str | None:
+def malformed_master(master: str, given: str | None = None) -> str | None:
     """Why Spark would refuse ``master`` as it starts (a form it does not take, a local master of no thread), with
     the forms it takes; None for a URL of a form it takes (a ``spark://`` one is checked by
-    :func:`master_addresses`)."""
+    :func:`master_addresses`). ``given`` is how the user gave it, which the reason names (default
+    ``--spark-master MASTER``; ``--spark-conf spark.master=MASTER`` names it too)."""
     local = LOCAL_MASTER.fullmatch(master)
     if local is not None:
         if local.group("threads") is not None and local.group("threads").strip("0") == "":
             return (
-                f"--spark-master {master}: a local master runs at least one thread (local[1], or local[*]: a core each)"
+                f"{given or f'--spark-master {master}'}: a local master runs at least one thread (local[1], or "
+                "local[*]: a core each)"
             )
         return None
     if master.startswith("spark://") or master == "yarn" or master.startswith("k8s://"):
         return None
     if LOCAL_CLUSTER_MASTER.fullmatch(master):
         return None
-    return f"--spark-master {master!r} is not a Spark master URL: give {MASTER_FORMS}"
+    return f"{given or f'--spark-master {master!r}'} is not a Spark master URL: give {MASTER_FORMS}"
 
 
-def master_addresses(master: str) -> list[tuple[str, int]] | None:
+def master_addresses(master: str, given: str | None = None) -> list[tuple[str, int]] | None:
     """The ``(host, port)`` of every master a ``spark://`` URL names (``spark://[::1]:7077`` too); None for a master
     of another kind. Raises ValueError for a ``spark://`` URL without a port number for each master, which Spark
-    would refuse only once its JVM had started, with a stack trace."""
+    would refuse only once its JVM had started, with a stack trace (naming ``given``, as :func:`malformed_master`
+    does)."""
     if not master.startswith("spark://"):
         return None
     addresses = []
@@ -78,8 +81,8 @@ def master_addresses(master: str) -> list[tuple[str, int]] | None:
             host = host[1:-1]
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(
-                f"--spark-master {master}: {part.strip()!r} is not HOST:PORT; a standalone master's URL names the "
-                f"port of every master (spark://HOST:{DEFAULT_PORT}, or spark://HOST1:PORT1,HOST2:PORT2)"
+                f"{given or f'--spark-master {master}'}: {part.strip()!r} is not HOST:PORT; a standalone master's "
+                f"URL names the port of every master (spark://HOST:{DEFAULT_PORT}, or spark://HOST1:PORT1,HOST2:PORT2)"
             )
         addresses.append((host, int(port)))
     return addresses

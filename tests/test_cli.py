@@ -1761,6 +1761,49 @@ def test_spark_options_are_refused_where_no_spark_takes_them(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "command, options, message",
+    [
+        (
+            ["run", "--engine", "spark", "-o", "out"],
+            ["--spark-master", "local[2]", "--spark-conf", "spark.master=local[1]"],
+            "--spark-master local[2] and --spark-conf spark.master=local[1] name two different masters: give one of "
+            "them (--spark-master)",
+        ),
+        (
+            ["compare"],
+            ["--spark-master", "local[2]", "--spark-conf", "spark.master=local[1]"],
+            "name two different masters",
+        ),
+        (
+            ["run", "--engine", "spark", "-o", "out"],
+            ["--spark-conf", "spark.master=local[0]"],
+            "--spark-conf spark.master=local[0]: a local master runs at least one thread",
+        ),
+        (
+            ["compare"],
+            ["--spark-conf", "spark.master=spark://somewhere"],
+            "--spark-conf spark.master=spark://somewhere: 'somewhere' is not HOST:PORT",
+        ),
+    ],
+    ids=["run-two-masters", "compare-two-masters", "run-malformed", "compare-malformed"],
+)
+def test_a_spark_master_given_in_spark_conf_is_taken_as_spark_master_is(
+    tmp_path: Path, command: list[str], options: list[str], message: str
+) -> None:
+    """``--spark-conf spark.master=URL`` is the run's master as ``--spark-master URL`` is (the Spark run itself:
+    ``test_spark.py``), so it is checked as that is: a malformed one is bad usage, named as given (Spark refused it
+    from its JVM, with a stack trace, exit code 3), and two different masters are refused before anything runs
+    (Spark ran on the setting's while the input was cut, and the run reported, for the option's)."""
+    (tmp_path / "in.txt").write_text("a b\n")
+    name, *rest = command
+    result = hop(name, str(ROOT / "jobs" / "wordcount.py"), "in.txt", *rest, *options, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("hop: error: ") and message in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # (no JVM, no stack trace)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.txt"]
+
+
 def test_submit_refuses_engine_spark(cluster: LocalCluster, tmp_path: Path) -> None:
     """``hop submit --engine spark`` ran the job on a local Spark, ignoring the cluster it was given."""
     (tmp_path / "in.txt").write_text("a b\n")

@@ -126,6 +126,7 @@ RUNS = [
     SparkRun("empty", "wordcount", ["empty.txt"], reducers=2, cli=True, options={"quiet": False}),
     SparkRun("named_twice", "wordcount", ["colors.txt", "./colors.txt"], reducers=1, cli=True),
     SparkRun("failing", "failing_map", ["fail.txt"], reducers=1, cli=True),
+    SparkRun("failing_verbose_cli", "failing_map", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
     SparkRun("two_steps_cli", "two_steps", ["fail.txt"], reducers=1, cli=True, options={"quiet": False}),
     SparkRun("status_per_record", "status_per_record", ["colors.txt"], reducers=1, cli=True),
     *(
@@ -875,21 +876,42 @@ def test_a_failed_run_that_is_not_quiet_does_not_bury_the_error_under_stack_trac
 ) -> None:
     """Without ``--quiet``, a map that raised printed ~100 lines before hop's report: the executor's error and the
     scheduler's "Lost task" warning, each with the Python worker's traceback (PySpark's frames, hop's task
-    failure payload) and the JVM's stack; Spark's log now keeps its one line on the aborted job, and the progress
-    bar is cleared instead of leaving hop's report to start at its end. Hadoop's "WARN NativeCodeLoader: Unable to
-    load native-hadoop library" on every start is not printed either."""
+    failure payload) and the JVM's stack; then "ERROR TaskSetManager: Task 0 in stage 0.0 failed 1 times; aborting
+    job", which says less than hop's report after it. Spark's log now has none of them, and the progress bar is
+    cleared instead of leaving hop's report to start at its end. Hadoop's "WARN NativeCodeLoader: Unable to load
+    native-hadoop library" on every start is not printed either."""
     result = spark_runs["failing_verbose"]
     assert "cannot handle boom" in result["error"]
     assert 'failing_map.py", line 9, in map' in result["traceback"]
     printed = result["process_stderr"]
     errors = [line for line in SPARK_LOG_LINE.findall(printed) if line.startswith("ERROR")]
-    assert errors == ["ERROR TaskSetManager"]  # (and WARN lines of the start-up)
-    assert "failed 1 times; aborting job" in printed
+    assert errors == []  # (WARN lines of the start-up may be there)
+    assert "aborting job" not in printed
     for noise in ("\tat org.apache.spark", "pyspark/worker.py", "hop-task-failure", "Lost task", "NativeCodeLoader"):
         assert noise not in printed
     if "[Stage" in printed:  # (its carriage returns read as line ends here)
         last_line = printed.rstrip("\n").rpartition("\n")[2]
         assert last_line.isspace() and len(last_line) >= 40, repr(printed[-300:])
+
+
+def test_a_failed_hop_run_that_is_not_quiet_prints_hops_error_without_sparks_abort_line(
+    spark_runs: dict[str, dict[str, Any]], corpus: Path
+) -> None:
+    """``hop run --engine spark`` of a map that raised, without ``--quiet``, printed Spark's "ERROR TaskSetManager:
+    Task 0 in stage 0.0 failed 1 times; aborting job" (on the progress bar's line) above hop's own error, which names
+    the record and shows the user's traceback; hop's error is now all there is of the failure (the JVM's lines are
+    ``process_stderr``, hop's ``stderr``)."""
+    result = spark_runs["failing_verbose_cli"]
+    assert result["exit_code"] == 1, result["stderr"]
+    traceback, _, last_line = result["stderr"].rstrip("\n").rpartition("\n")
+    assert last_line == (
+        f"hop: error: job failed: map at {corpus / 'fail.txt'} byte offset 4: 'c boom d' raised RuntimeError: "
+        "cannot handle boom"
+    ), result["stderr"]
+    assert traceback.startswith("Traceback (most recent call last):\n") and 'failing_map.py", line 9' in traceback
+    printed = result["process_stderr"]
+    assert "aborting job" not in printed and "TaskSetManager" not in printed, printed[-3000:]
+    assert [line for line in SPARK_LOG_LINE.findall(printed) if line.startswith("ERROR")] == [], printed[-3000:]
 
 
 def spark_run_parser() -> argparse.ArgumentParser:
@@ -951,6 +973,53 @@ def test_hop_compare_end_to_end(corpus: Path, capsys: pytest.CaptureFixture[str]
     assert float(rows["spark"][4]) > 0  # Spark's start-up, from its _job.json
     assert float(rows["spark"][2]) > float(rows["spark"][4]) / 4  # the JVM's CPU time is counted
     assert table[3].startswith("outputs equal:") and "byte-identical" in table[3]
+
+
+def test_hop_compare_gives_its_spark_run_the_spark_conf_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``hop compare`` took ``--spark-master`` and no ``--spark-conf KEY=VALUE``, which every other command that runs
+    a job on Spark takes (usage error: unrecognized arguments). Its Spark run gets the settings now: here an
+    environment variable of Spark's executors (``spark.executorEnv.NAME``), which the job's map reads, so that the
+    outputs differ by it (hop's engine runs without it)."""
+    from hop.spark_cli import register
+
+    parser = argparse.ArgumentParser(prog="hop")
+    register(parser.add_subparsers(dest="command", required=True))
+    (tmp_path / "names.txt").write_text("HOP_COMPARE_SETTING\n")
+    argv = ["compare", job_path("environment_variable"), str(tmp_path / "names.txt"), "--workers", "1"]
+    argv += ["--spark-conf", "spark.executorEnv.HOP_COMPARE_SETTING=given to Spark"]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 1
+    table = capsys.readouterr().out.splitlines()
+    assert [row.split()[:2] for row in table[1:3]] == [["hop", "0"], ["spark", "0"]], table
+    assert table[3:] == [
+        "outputs DIFFER: 1 key differs; first:",
+        '  key "HOP_COMPARE_SETTING": hop [null], spark ["given to Spark"]',
+    ], table
+
+
+def test_a_spark_master_given_in_spark_conf_is_the_runs_master_everywhere(tmp_path: Path) -> None:
+    """``--spark-conf spark.master=URL`` set the master Spark ran on, but the input was cut for ``--spark-master``'s
+    or ``local[WORKERS]``'s cores, and ``_job.json`` and the summary named that one: here 2 maps cut for
+    ``local[2]`` on a ``local[1]`` session, reported as ``local[2]``. The setting is the run's one master now (its
+    refusals: ``test_cli.py``)."""
+    from hop.inputs import expand_inputs
+    from hop.planning import plan_map_inputs
+
+    data = tmp_path / "in.txt"
+    data.write_text("word " * 500_000)  # (2.5 MB: a map per core, not less than 1 MiB each; hop.inputs)
+    files = expand_inputs([str(data)])
+    maps = {slots: len(plan_map_inputs(files, DEFAULT_SPLIT_BYTES, slots=slots)) for slots in (1, 2)}
+    assert maps == {1: 1, 2: 2}  # (what tells the two masters apart here)
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    command += ["--workers", "2", "--spark-conf", "spark.master=local[1]"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-5000:]
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["master"], report["num_maps"]) == ("local[1]", maps[1])
+    summary = [line for line in done.stderr.splitlines() if line.startswith("hop: spark ")]
+    assert len(summary) == 1 and " on local[1] succeeded in " in summary[0], done.stderr[-3000:]
 
 
 def test_an_interrupted_compare_lets_its_spark_run_clean_up(tmp_path: Path) -> None:
@@ -1429,6 +1498,47 @@ def test_ctrl_c_cancels_the_spark_job_and_ends_without_py4j_tracebacks(tmp_path:
     assert (report["status"], report["error"]) == ("failed", "cancelled: hop run was interrupted by SIGINT")
     assert not (tmp_path / "out" / "_SUCCESS").exists()
     assert os.listdir(temporary) == []
+
+
+def test_the_reader_of_its_messages_gone_cancels_the_spark_job_as_on_hop(tmp_path: Path) -> None:
+    """``hop run --engine spark ... 2>&1 | head -1`` whose reader went away while the job ran: the run waits in the
+    job's call, writing nothing itself, and the JVM's lines (its progress bar) that found the reader gone were
+    dropped, so the job ran to its end for nobody and exited 0. As on hop's engine (``hop.closed_output``), the job
+    is now cancelled, at the bar's next change, and the run exits 141, saying why in its report."""
+    with open(tmp_path / "in.txt", "w") as file:  # (20 maps of 64,000 bytes: 3 s each, a minute's job on 1 core)
+        file.writelines(f"word {number % 1000:04d}\n" for number in range(128_000))
+    command = [sys.executable, "-m", "hop", "run", job_path("slow_map"), "in.txt", "-o", "out", "--engine", "spark"]
+    command += ["--workers", "1", "--split-size", "64000"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert process.stderr is not None
+        printed, deadline = b"", time.monotonic() + 120
+        while b"[Stage 0:" not in printed:  # (the job runs: its progress bar shows)
+            assert time.monotonic() < deadline and process.poll() is None, printed.decode()[-3000:]
+            printed += os.read(process.stderr.fileno(), 65536)
+        process.stderr.close()  # (as head does once it has its line)
+        assert process.wait(timeout=45) == 128 + signal.SIGPIPE
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    report = json.loads((tmp_path / "out" / "_job.json").read_text())
+    assert (report["status"], report["error"]) == (
+        "failed",
+        "cancelled: the reader of hop run's output or messages went away (SIGPIPE)",
+    )
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_a_quiet_run_that_succeeds_prints_nothing(tmp_path: Path) -> None:
+    """``hop run --engine spark --quiet`` of a job that succeeded printed PySpark's accumulator server's traceback as
+    it ended ("Exception occurred during processing of request from ('127.0.0.1', ...)", 20 lines to ``EOFError``):
+    the server, shut down in a thread of its own, read the JVM's end of its connection as an update cut short."""
+    (tmp_path / "in.txt").write_text("a b a\n")
+    command = [sys.executable, "-m", "hop", "run", job_path("wordcount"), "in.txt", "-o", "out", "--engine", "spark"]
+    done = subprocess.run([*command, "--quiet"], cwd=tmp_path, capture_output=True, text=True, timeout=SPARK_TIMEOUT)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert (tmp_path / "out" / "_SUCCESS").exists()
 
 
 def test_a_driver_jvm_killed_during_the_job_is_reported_as_such(tmp_path: Path) -> None:
