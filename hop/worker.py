@@ -23,12 +23,11 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from hop import taskproc
-from hop.coordinator_link import CoordinatorLink
 from hop.forking import ForkedProcess, fork_call, wait_or_kill
 from hop.interpreter import module_command, module_environment
 from hop.lifetime import embedded, ignore_stop_signals, orphaned, stop_signals_taken
@@ -38,6 +37,9 @@ from hop.wording import counted
 from hop.worker_options import add_arguments
 from monitoring.publisher import SamplePublisher
 from shuffle.pusher import SpillPusher
+
+if TYPE_CHECKING:
+    from hop.coordinator_link import CoordinatorLink
 
 HEARTBEAT_SECONDS = 0.5
 SLOT_START_TIMEOUT = 30.0
@@ -174,8 +176,14 @@ class Worker:
         self.coordinator.setsockopt(zmq.IDENTITY, self.name.encode())
         self.coordinator.setsockopt(zmq.LINGER, 1000)
         self.coordinator.setsockopt(zmq.SNDTIMEO, COORDINATOR_SEND_STEP_MS)  # see _send_to_coordinator
-        self.link = None if embedded() else CoordinatorLink(self.coordinator)
+        self.link: CoordinatorLink | None = None
         """Whether the connection to the coordinator is up (``_check_link``); an embedded worker ends with it."""
+        if not embedded():
+            # (imported here: its ZeroMQ monitor imports asyncio, ~13 ms that an embedded cluster's launcher, which
+            # imports this module before every `hop run` can start its job, spent for nothing)
+            from hop.coordinator_link import CoordinatorLink
+
+            self.link = CoordinatorLink(self.coordinator)
         self.said_link_down = False
         self.lost_after = COORDINATOR_HEARTBEAT_TIMEOUT
         """The coordinator's heartbeat timeout (its ``registered`` answer says it): with the connection down that

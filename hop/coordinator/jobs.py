@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hop.claims import input_claimed
 from hop.coordinator.host import CoordinatorHost
@@ -29,9 +29,10 @@ from hop.outputs import OutputExistsError, OutputGuard, check_output, coordinato
 from hop.planning import plan_map_inputs
 from hop.scheduler import FinishJob, JobState, task_timeout, task_timeout_setting
 from hop.spilldirs import kept_step_output, scratch_step
-from hop.stream.options import StreamOptions
-from hop.stream.sources import source_paths
 from hop.stream.tracker import WindowTracker
+
+if TYPE_CHECKING:
+    from hop.stream.options import StreamOptions
 
 BLOCKING_SNAPSHOT_MAPS = 20
 """The most map tasks an online job run with ``--blocking`` is given for its snapshots' sake (``blocking_maps``)."""
@@ -111,7 +112,7 @@ class JobRequests(CoordinatorHost):
             online = bool(options.get("online"))
             upstream = self._upstream_of(spec)
             self._refuse_input_being_written(spec, upstream)
-            stream = StreamOptions.from_spec(spec) if options.get("stream") else None
+            stream = _stream_options(spec) if options.get("stream") else None
             task_timeout(options, spec.step)  # (refused here, before any output is cleared: JobState takes it)
             splits = (
                 [[] for _ in range(upstream.spec.num_reduces)]
@@ -477,11 +478,24 @@ def _where_report_is(output: str) -> str:
     )
 
 
+def _stream_options(spec: JobSpec) -> StreamOptions:
+    """The options of continuous job ``spec``. The modules of continuous jobs (their options, windows and sources,
+    ~7 ms) are imported by the first that comes: an embedded cluster's launcher imports this module before every
+    ``hop run`` can start its job, and a batch job needs none of them."""
+    from hop.stream.options import StreamOptions
+
+    return StreamOptions.from_spec(spec)
+
+
 def _source_within(job: JobState, folder: Path) -> Path | None:
     """A ``tail:`` or ``replay:`` path of continuous ``job`` (a relative one in the directory the job was run from)
     that is ``folder`` or lies below it, or None: an ``--overwrite`` clearing it deleted the files the job follows,
     and the lines written to them since."""
-    stream = job.spec.options.get("stream") or {}
+    stream = job.spec.options.get("stream")
+    if not stream:
+        return None  # (a batch job)
+    from hop.stream.sources import source_paths  # (continuous jobs only: see _stream_options)
+
     directory = Path(stream.get("directory") or ".")
     for path in source_paths(list(stream.get("sources") or ())):
         where = (directory / path).resolve()
