@@ -60,6 +60,8 @@ LEAVE_ANSWER_SECONDS = 2.0
 """How long a standalone worker stopped on its own waits for the coordinator to take note (``Worker._leave``)."""
 ENDED_JOBS_KEPT = 1000
 """How many ended jobs a worker remembers, to drop the spills their killed maps sent just before the end."""
+TASKS_TAKEN_KEPT = 10000
+"""How many of the latest attempts it was sent a worker remembers, to take each once (``Worker.tasks_taken``)."""
 COORDINATOR_SEND_STEP_MS = 1000
 """How long one try to queue a message for an unreachable coordinator blocks (then the worker checks whether it
 should stop, and tries again)."""
@@ -214,6 +216,10 @@ class Worker:
         self.ended_jobs: dict[str, None] = {}
         """The latest jobs that ended here (insertion order, at most ``ENDED_JOBS_KEPT``): a spill of one of them
         still on its way when its files were deleted is dropped (it counts for nothing now)."""
+        self.tasks_taken: dict[tuple[str, str, int, int], None] = {}
+        """(job, kind, index, attempt) of the latest attempts this registration was sent (at most
+        ``TASKS_TAKEN_KEPT``): a coordinator answering a registration sent again sends the attempts it assigned here
+        and has not heard start again (``hop.coordinator.workers``), and one that came already is not run twice."""
         self.running = True
         self.shut_down = False
         """The coordinator ended this worker (``hop shutdown``): it needs no word that the worker leaves."""
@@ -381,6 +387,12 @@ class Worker:
             return
         if kind == "run_task":
             job = msg["job"]
+            taken = (job["job_id"], msg["kind"], msg["index"], msg["attempt"])
+            if taken in self.tasks_taken:
+                return
+            self.tasks_taken[taken] = None
+            while len(self.tasks_taken) > TASKS_TAKEN_KEPT:
+                del self.tasks_taken[next(iter(self.tasks_taken))]
             self.pusher.register_job(job["job_id"], job["mode"], job["num_reduces"])
             # A slot whose process is being restarted is not ready yet: the task waits for it here.
             self.waiting.append((msg, frame))
@@ -637,6 +649,7 @@ class Worker:
         """Offer this worker's slots to the coordinator (again after a ``reinit``: a new incarnation)."""
         self.incarnation += 1
         self.unanswered_since, self.warned_unanswered = time.monotonic(), False
+        self.tasks_taken.clear()  # (a coordinator started again at the address numbers its jobs afresh)
         self.registration_retry = REGISTRATION_RETRY_SECONDS
         self._send_registration()
 

@@ -716,6 +716,60 @@ def test_a_worker_whose_coordinator_stopped_answering_ends_its_tasks_and_registe
     assert "registering afresh" in said.read_text() and "Traceback" not in said.read_text(), said.read_text()
 
 
+def test_a_registration_answered_after_the_worker_sent_it_again_loses_no_task(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A coordinator busy for a few seconds (its Python code: ZeroMQ's I/O thread still takes connections and
+    answers pings) as a worker registers and a job waits for one: the worker, unanswered for 2 s over a connection
+    that is up, sends its registration again over a new one. The coordinator then took the first, answered it and
+    gave the worker the job's tasks, all over the connection the worker had given up: the tasks never reached it,
+    the coordinator waited for them, and the job for ever. The coordinator is this test's, its loop held (by a wait
+    of its own) until the worker's second connection is taken; the worker is a ``hop worker`` process."""
+    from hop.coordinator import Coordinator
+
+    coordinator = Coordinator(f"ipc://{tmp_path}/coordinator")
+    handshakes = coordinator.socket.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    hold, held, release = threading.Event(), threading.Event(), threading.Event()
+    check_heartbeats = coordinator._check_heartbeats
+
+    def held_once() -> None:
+        if hold.is_set():
+            hold.clear()
+            held.set()
+            release.wait(30)
+        check_heartbeats()
+
+    coordinator._check_heartbeats = held_once  # type: ignore[method-assign]
+    loop = threading.Thread(target=coordinator.serve)
+    loop.start()
+    try:
+        source = tmp_path / "in.txt"
+        source.write_text("a b a\nc a\n")
+        thread, outcome = _run_in_thread(coordinator.address, "wordcount", source, tmp_path / "out", num_reduces=1)
+        _wait_for(lambda: len(coordinator.jobs) == 1, 30, "the job submitted, waiting for a worker")
+        hold.set()
+        assert held.wait(10), "the coordinator's loop held"
+        while handshakes.poll(0):  # (the client's connection)
+            handshakes.recv_multipart()
+        processes.append(_worker(coordinator.address, "w0", tmp_path, slots=(1, 1, 0)))
+        for connection in ("first", "second"):
+            assert handshakes.poll(30_000), f"w0's {connection} connection taken"
+            handshakes.recv_multipart()
+        release.set()
+        thread.join(timeout=30)
+        states = [t["state"] for job in coordinator.jobs.values() for t in job.task_table()]
+        assert not thread.is_alive(), f"the job ended within 30 s; its tasks: {states}"
+    finally:
+        release.set()
+        coordinator.stop_workers, coordinator.running = True, False  # (w0 is shut down with it)
+        loop.join(timeout=15)
+        handshakes.close(linger=0)
+    assert "error" not in outcome, outcome.get("error")
+    assert output_dict(tmp_path / "out") == {"a": 3, "b": 1, "c": 1}
+    (job,) = coordinator.jobs.values()
+    assert [len(task.attempts) for task in (*job.maps, *job.reduces)] == [1, 1], "each task ran once"
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["int", "term"])
 def test_a_worker_stopped_after_its_coordinator_ended_says_it_was_not_told(
     tmp_path: Path, processes: list[subprocess.Popen[bytes]], stop: signal.Signals

@@ -686,6 +686,15 @@ def test_a_registration_sent_again_keeps_the_workers_tasks_and_slots(tmp_path: P
         assert [a.status for a in job.maps[0].attempts] == ["assigned"]
         assert [a.status for a in job.reduces[0].attempts] == ["assigned"]
         told = _told(sides["a"], 1.0)
-        assert [m["type"] for m in told] == ["registered", "reducer_at"], told
+        # What followed the first answer went to the connection the worker gave up: the attempts it was given and
+        # has not said it started are sent again (the worker takes each once).
+        sent_again = [(m["type"], m.get("kind"), m.get("attempt")) for m in told]
+        runs = [("run_task", "map", 0), ("run_task", "reduce", 0)]
+        assert sent_again == [("registered", None, None), ("reducer_at", None, 0), *runs], told
+        coordinator.handle(b"a", {"type": "task_started", "kind": "map", "pid": 1, "at": time.time(), **said})
+        coordinator.handle(b"a", again | {"incarnation": 0})  # the map said it started: only the reduce is sent
+        told = _told(sides["a"], 1.0)
+        sent_again = [(m["type"], m.get("kind"), m.get("attempt")) for m in told]
+        assert sent_again == [("registered", None, None), ("reducer_at", None, 0), runs[1]], told
         coordinator.handle(b"a", again | {"incarnation": 1})  # a new incarnation: what it ran is lost
         assert [a.status for a in job.maps[0].attempts][0] == "lost"

@@ -123,6 +123,11 @@ class CoordinatorHost(Protocol):
 
     def _map_done(self, msg: dict[str, Any]) -> None: ...
 
+    # Scheduling (hop.coordinator.scheduling) ---------------------------------------------------------------------
+    def _send_run_task(
+        self, job: JobState, kind: str, index: int, number: int, worker: WorkerInfo, pool: str
+    ) -> None: ...
+
     # Pipelines (hop.coordinator.pipelines) -----------------------------------------------------------------------
     def _upstream_of(self, spec: JobSpec) -> JobState | None: ...
 

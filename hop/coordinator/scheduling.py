@@ -107,6 +107,12 @@ class SlotAssignment(CoordinatorHost):
         silent = time.time() - worker.last_seen > 3 * HEARTBEAT_SECONDS
         attempt = job.assign(kind, index, worker.name, pool, silent=silent)
         worker.take(pool)
+        self._send_run_task(job, kind, index, attempt.attempt, worker, pool)
+
+    def _send_run_task(self, job: JobState, kind: str, index: int, number: int, worker: WorkerInfo, pool: str) -> None:
+        """Send ``worker`` the ``run_task`` of attempt ``number`` of ``job``'s task (assigned to it, in ``pool``),
+        as the job stands now."""
+        attempt = job.tasks(kind)[index].attempts[number]
         fields: dict[str, Any] = {
             "job": job.spec.to_wire(),
             "kind": kind,

@@ -63,6 +63,7 @@ class WorkerTracking(CoordinatorHost):
             # sample stream stay as they are (taken afresh, its running tasks' slots would count as free).
             earlier.identity, earlier.last_seen = identity, time.time()
             self._answer_registration(identity, {})
+            self._send_run_tasks_again(earlier)
             return
         info = self.workers[name] = WorkerInfo(
             identity,
@@ -105,6 +106,21 @@ class WorkerTracking(CoordinatorHost):
                     self._send(
                         identity, "reducer_at", job_id=job.spec.job_id, index=index, attempt=attempt, address=address
                     )
+
+    def _send_run_tasks_again(self, worker: WorkerInfo) -> None:
+        """Send ``worker`` again the ``run_task`` of each attempt assigned to it that has not said it started. The
+        worker sends its registration again only when no answer came to it: whatever followed that answer (tasks
+        assigned since the registration was taken) went to the connection it gave up, and such an attempt was
+        waited for, holding its job, for ever. A worker that had it after all (it came over the new connection)
+        takes it once (``hop.worker.Worker.tasks_taken``)."""
+        for job in self.jobs.values():
+            if job.state != "running":
+                continue
+            for kind in ("map", "reduce"):
+                for task in job.tasks(kind):
+                    for record in task.attempts:
+                        if record.worker == worker.name and record.status == "assigned":
+                            self._send_run_task(job, kind, task.index, record.attempt, worker, record.pool or kind)
 
     def on_leaving(self, identity: bytes, msg: dict[str, Any]) -> None:
         """A standalone worker stopped on its own (Ctrl-C, SIGTERM): it is lost now, its attempts running again
