@@ -21,6 +21,8 @@ import time
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from hop.protocol import connect_soon
+
 __all__ = ["CoordinatorLink"]
 
 _EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
@@ -65,6 +67,18 @@ class CoordinatorLink:
     def gone_for(self) -> float | None:
         """Seconds since the connection went down, or ``None`` while it is up (or was never down)."""
         return None if self._down_since is None else time.monotonic() - self._down_since
+
+    def reconnect(self, address: str) -> None:
+        """Close the connection and open a new one to ``address``: down from now until the new one's handshake
+        succeeds. (ZeroMQ reports no disconnection of a connection its own socket closed: without this, a link
+        whose new connection never completed its handshake, the coordinator stopped meanwhile, counted as up for
+        ever.)"""
+        self.take_events()  # (what came before: not the new connection's)
+        self._socket.disconnect(address)
+        connect_soon(self._socket, address)
+        self._up_since = None
+        if self._down_since is None:
+            self._down_since = time.monotonic()
 
     def up_for(self) -> float | None:
         """Seconds since the latest handshake with the coordinator, or ``None`` while the connection is not up."""

@@ -542,8 +542,7 @@ class Worker:
         if up is None or min(up, time.monotonic() - self.unanswered_since) < self.registration_retry:
             return
         self.registration_retry = min(2 * self.registration_retry, UNANSWERED_REGISTRATION_SECONDS)
-        self.coordinator.disconnect(self.coordinator_address)
-        connect_soon(self.coordinator, self.coordinator_address)
+        self.link.reconnect(self.coordinator_address)
         self._send_registration()
 
     def _check_link(self) -> None:
