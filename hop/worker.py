@@ -252,7 +252,7 @@ class Worker:
 
     def _wait_for_slots(self) -> None:
         deadline = time.monotonic() + SLOT_START_TIMEOUT
-        while not all(slot.ready for slot in self.slots.values()):
+        while self.running and not all(slot.ready for slot in self.slots.values()):  # (a stop: no more waiting)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"worker {self.name}: task processes did not start within {SLOT_START_TIMEOUT}s")
             if self.slots_socket.poll(100):
@@ -780,7 +780,8 @@ class Worker:
             poller.register(self.link.events, zmq.POLLIN)  # (back up: said before what the coordinator answers)
         try:
             self._wait_for_slots()
-            self._register()
+            if self.running:  # (a worker stopped while it started never registers: nobody needs telling)
+                self._register()
             next_heartbeat = time.monotonic()
             while self.running:
                 timeout = 5 if self.pusher.pending() else 100
@@ -824,8 +825,8 @@ class Worker:
         """A standalone worker stopped on its own (Ctrl-C, SIGTERM) tells the coordinator, which runs its attempts
         again elsewhere at once instead of after the heartbeat timeout, and says what became of its tasks. It waits
         ``LEAVE_ANSWER_SECONDS`` at most for the answer: a coordinator that is gone learns nothing it needs."""
-        if embedded() or self.shut_down or self.unanswered_since is not None:
-            return  # stopped with its embedded cluster or by the coordinator, or never registered
+        if embedded() or self.shut_down or self.unanswered_since is not None or not self.incarnation:
+            return  # stopped with its embedded cluster or by the coordinator, or never registered (or answered)
         tasks = self._tasks_held()
         coordinator = f"the coordinator at {self.coordinator_address}"
         if self.link is not None:
@@ -938,6 +939,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hop worker")
     add_arguments(parser)
     args = parser.parse_args(argv)
+    # A standalone worker stops on SIGTERM, SIGHUP and Ctrl-C from its very start. Signals that come while it starts
+    # (its spill directory made, its task processes forked) are noted and stop it as soon as it has started: the
+    # handler was installed only once it had, and until then SIGTERM killed it outright, its spill directory left
+    # behind. An embedded cluster's worker ignores them (its coordinator stops it, or it ends when orphaned).
+    stops = () if ignore_stop_signals() else stop_signals_taken()
+    came: list[int] = []
+    started: list[Worker] = []
+
+    def stop(number: int, _frame: Any) -> None:
+        came.append(number)
+        for worker in started:
+            worker.running = False
+
+    interrupt = signal.getsignal(signal.SIGINT)
+    for number in stops:
+        signal.signal(number, stop)
     worker = Worker(
         args.coordinator,
         args.map_slots,
@@ -951,12 +968,14 @@ def main(argv: list[str] | None = None) -> int:
         host_label=args.host_label,
         stream_slots=args.stream_slots,
     )
-    if not ignore_stop_signals():  # an embedded cluster's worker is stopped by its coordinator, or when orphaned
-        # SIGTERM, and SIGHUP (its terminal or SSH session closed, unless started with nohup), stop it as Ctrl-C
-        # does: it tells the coordinator and removes its spill directory. SIGHUP killed it outright, leaving both.
-        for number in stop_signals_taken():
-            if number != signal.SIGINT:  # (Ctrl-C: a KeyboardInterrupt, which ends serve)
-                signal.signal(number, lambda *_: setattr(worker, "running", False))
+    started.append(worker)
+    if came:  # (one that came before it was listed above)
+        worker.running = False
+    # From here SIGTERM, and SIGHUP (its terminal or SSH session closed, unless started with nohup), stop it as Ctrl-C
+    # does: it tells the coordinator and removes its spill directory. SIGHUP killed it outright, leaving both. Ctrl-C
+    # is a KeyboardInterrupt again, which ends serve wherever it waits.
+    if signal.SIGINT in stops:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if interrupt is None else interrupt)
     with contextlib.suppress(KeyboardInterrupt):
         worker.serve()
     return 0

@@ -10,11 +10,13 @@ Skipped when Java or PySpark is missing (the engine itself needs neither).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import random
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -478,6 +480,39 @@ def test_a_second_ctrl_c_ends_the_last_compaction_with_its_jvm(tmp_path: Path, m
     # connection file (/tmp/tmpXXXXXXXX) behind: it now makes it in a directory of its own (hop-compaction-*),
     # removed at its end.
     assert os.listdir(temporary) == []
+
+
+def test_a_compaction_child_whose_session_fails_ends_its_jvm_and_leaves_no_directory(tmp_path: Path) -> None:
+    """A compaction child whose SparkSession failed to start once its JVM was up (here a setting the JVM's memory
+    check refuses) answered the failure and exited, its JVM still running and that JVM's temporary directory
+    (``hop-spark-tmp-*``) left in its TMPDIR. It now ends its JVM and removes the directory before it exits."""
+    import subprocess
+    import sys
+
+    from hop.stream.compactor import _group_running
+
+    temporary, out = tmp_path / "tmp", tmp_path / "out"
+    temporary.mkdir()
+    write_delta(out, 0, 0, [{"window_start": 0, "window_end": 10, "key": "a", "value": 1}])
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    environment["PYSPARK_SUBMIT_ARGS"] = "--conf spark.testing.memory=1 pyspark-shell"  # (SparkContext refuses it)
+    command = [sys.executable, "-m", "hop.stream.compactor", str(out)]
+    child = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        replies, said = child.communicate(b"compact\n", timeout=120)
+        reply = json.loads(replies)
+        assert not reply["ok"] and "Spark did not start" in reply["error"], (reply, said.decode()[-2000:])
+        assert child.returncode == 1
+        assert not _group_running(child.pid), "the child's JVM outlived it"
+        assert sorted(path.name for path in temporary.iterdir()) == [], "left in the temporary directory"
+        assert deltas_left(out) == ["delta-00000-00000000.jsonl"] and view_info(out) is None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.communicate(timeout=30)
 
 
 def test_hop_view_of_a_run_without_view_says_so(tmp_path: Path) -> None:

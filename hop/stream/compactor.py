@@ -372,8 +372,13 @@ def serve(
             print(json.dumps({"ok": True}), file=replies, flush=True)
         return 0
     finally:
-        if session is not None:
-            stop_session(session)
+        try:
+            if session is not None:
+                stop_session(session)
+        finally:
+            # Also without a session: one that failed to start once its JVM was up (a bad setting, a master gone)
+            # left that JVM running past this process's exit and its temporary directory (hop-spark-tmp-*, Spark's
+            # own folders in it) behind. No JVM: nothing to do.
             shutdown_jvm()
 
 
