@@ -39,7 +39,8 @@ def silent(row: str) -> bool:
     """Whether a source's scoreboard row has none of its records: every pane missing (``M``), lost (``L``) or sealed
     empty (``E``). Sources here send a sample a second, so an empty pane is one they were not heard in: a live
     source's map that runs again after a gap (its worker left, it waited for a slot) seals the panes it missed as
-    ``E``. A shed pane (``S``) had records."""
+    ``E``. A shed pane (``S``) had records, and one cut by the stop (``C``, the last windows of a stopped monitor) may
+    have: neither is silence."""
     return set(row) <= {"M", "L", "E"}
 
 

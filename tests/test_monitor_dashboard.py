@@ -385,7 +385,8 @@ def test_dashboard_drills_down_with_live_charts(monitored: Monitored, tmp_path: 
             assert chart_points(page, "cluster", "", metric) > 0, metric
         assert len(page.query_selector_all("#scoreboard .cell")) == 4 * PANES  # 4 sources x the panes of 2 s
         assert texts(page, "#scoreboard .source") == [*WORKERS, "coordinator"]
-        assert len(page.query_selector_all("#scoreboard-legend li")) == 5
+        legend = page.query_selector_all("#scoreboard-legend li")
+        assert [item.get_attribute("data-state") for item in legend] == ["D", "E", "M", "L", "S", "C"]
         assert page.query_selector(f"#jobs tbody tr[data-job-id='{monitored.feed.job_id}']")
         # Into a rack: its hosts.
         page.click("#children tbody tr[data-name='rack-0']")

@@ -569,9 +569,49 @@ def test_record_windows_over_zeromq(stream_client: Client, tmp_path: Path) -> No
         for event in events[start : start + 500]:
             expected.update(event["text"].split())
         assert rows == dict(expected) and meta["records"] == 500 and meta["reason"] == "complete"
+        assert meta["scoreboard"]["grid"] == ["D"] and meta["fidelity"] == 1.0
     last_meta, _ = windows[2500]
     assert last_meta["records"] == 100 and last_meta["reason"] == "stopped"  # flushed by the stop, not complete
+    assert last_meta["scoreboard"]["grid"] == ["C"] and last_meta["fidelity"] == 0.0, "its one pane was cut short"
     assert result["report"]["continuous"]["stopped"] is True
+
+
+def test_windows_cut_by_the_stop_show_the_cut_panes_and_their_fidelity(stream_client: Client, tmp_path: Path) -> None:
+    """A word count over a paced replay, windows of 2 s sliding by 0.5 s (4 panes), stopped while it runs: the
+    windows holding the panes from where the map had sealed when stopped (its open pane, flushed, and the panes it
+    never reached) are ``stopped``, those panes ``C`` in their scoreboards, and their fidelity the share of the rest
+    (they read "stopped (fidelity 100%)", the flushed pane ``D``, the others ``E``). The windows before are whole."""
+    events_path = tmp_path / "events.jsonl"
+    write_events(events_path, 8000, rate=80.0, seed=11)  # 100 s of event time, read in 20 s: stopped long before
+    options = stream_options([f"replay:{events_path}?rate=400"], "2s", "500ms")
+    output = tmp_path / "out"
+    spec = build_spec(
+        load_job_file(job_path("event_wordcount"), "EventWordCount"),
+        [],
+        str(output),
+        num_reduces=2,
+        options={"stream": options},
+    )
+    job_id = stream_client.submit(spec)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(stream_client.windows(job_id)) < 4:
+            time.sleep(0.1)
+    finally:
+        stream_client.stop(job_id)
+        status = stream_client.wait(job_id, timeout=60)
+    assert status["state"] == "succeeded" and status["report"]["continuous"]["stopped"] is True
+    metas = [meta for meta, _ in read_windows(output).values()]
+    whole = [meta for meta in metas if meta["reason"] != "stopped"]
+    cut = [meta for meta in metas if meta["reason"] == "stopped"]
+    assert len(whole) >= 4 and len(cut) == 4, [(meta["reason"], meta["scoreboard"]["grid"]) for meta in metas]
+    assert all(meta["reason"] == "complete" and meta["fidelity"] == 1.0 for meta in whole)
+    assert all(set(meta["scoreboard"]["grid"][0]) <= {"D", "E"} for meta in whole)
+    # One source, one pane cut in the first of them (its open pane, flushed), all four in the last.
+    assert [meta["scoreboard"]["grid"] for meta in cut] == [["DDDC"], ["DDCC"], ["DCCC"], ["CCCC"]]
+    assert [meta["fidelity"] for meta in cut] == [0.75, 0.5, 0.25, 0.0]
+    assert len({meta["scoreboard"]["first_pane"] + 3 - number for number, meta in enumerate(cut)}) == 1
+    assert cut[-1]["records"] > 0, "the open pane flushed by the stop is in the windows all the same"
 
 
 @pytest.mark.parametrize(("option", "says"), [("--after=-1", "--after: must be at least 0, got -1"),

@@ -458,6 +458,75 @@ def test_stopped_sources_flush_partial_windows_marked_stopped() -> None:
     assert assembler.finished
 
 
+def _stopped_at_pane_4(natural: int | None) -> WindowAssembler:
+    """Windows of 4 panes sliding by 1 over two sources; source 0 sent data in panes 0-3 and had sealed 4 when
+    stopped (``natural``; None: it ended on its own there), its open pane 4 flushed with data; source 1 sent data
+    in panes 1 and 3, sealed pane 4 empty and ended there, at 5 (stopped there too, with a ``natural``)."""
+    assembler = _assembler(sources=2, size=4, slide=1)
+    for pane in range(4):
+        assembler.add_cell(0, pane, 1, [("a", 1)], sealed=pane + 1)
+    for pane in (1, 3):
+        assembler.add_cell(1, pane, 1, [("b", 1)], sealed=pane + 1)
+    assembler.add_seal(1, 5)
+    if natural is not None:
+        assembler.source_stopping(0, natural)
+    assembler.add_cell(0, 4, 2, [("a", 2)], sealed=5)  # the open pane, flushed
+    assembler.source_ended(0, natural)
+    assembler.source_ended(1, None if natural is None else 5)
+    return assembler
+
+
+def test_a_window_cut_by_the_stop_shows_its_cut_panes_and_a_fidelity_below_one() -> None:
+    """A stopped window's panes from a source's natural seal on were shown as data (flushed, partial) or sealed
+    empty (never reached, yet the ended source's seal covers them): "stopped" with a fidelity of 100%. They are
+    ``C``, cut by the stop, and not present; a window wholly before the stop is as it was."""
+    assembler = _stopped_at_pane_4(natural=4)
+    assert assembler.due(now=0.0) == [one(0, "complete"), *(one(w, "stopped") for w in range(1, 5))]
+    results = [assembler.emit(w, "complete" if w == 0 else "stopped") for w in range(5)]
+    assert [r.scoreboard["grid"] for r in results] == [
+        ["DDDD", "EDED"],  # panes 0-3: before the stop
+        ["DDDC", "DEDE"],  # panes 1-4: source 0 cut from 4 (pane 4 flushed), source 1 from 5
+        ["DDCC", "EDEC"],
+        ["DCCC", "DECC"],
+        ["CCCC", "ECCC"],  # panes 4-7: source 0's flushed pane, then panes never reached
+    ]
+    assert [r.fidelity for r in results] == [1.0, 7 / 8, 5 / 8, 3 / 8, 1 / 8]
+    assert [r.scoreboard["present"] for r in results] == [8, 7, 5, 3, 1]
+    assert results[1].groups == {"a": 5, "b": 2}, "the flushed data is still in the window"
+    assert assembler.finished
+    exhausted = _stopped_at_pane_4(natural=None)  # ended on their own: panes past the end are sealed empty
+    assert exhausted.due(now=0.0) == [one(w, "complete") for w in range(5)]
+    results = [exhausted.emit(w, "complete") for w in range(5)]
+    assert [r.scoreboard["grid"][1] for r in results] == ["EDED", "DEDE", "EDEE", "DEEE", "EEEE"]
+    assert [r.scoreboard["grid"][0] for r in results] == ["DDDD", "DDDD", "DDDE", "DDEE", "DEEE"]
+    assert all(r.fidelity == 1.0 for r in results)
+
+
+def test_a_window_ending_where_the_stop_came_is_complete_and_whole() -> None:
+    assembler = _assembler(sources=1, size=2, slide=1)  # windows of 2 panes sliding by 1
+    assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1)
+    assembler.add_cell(0, 1, 1, [("k", 1)], sealed=2)
+    assembler.source_ended(0, natural=2)  # stopped exactly at the end of window 0
+    assert assembler.due(now=0.0) == [one(0, "complete"), one(1, "stopped")]
+    whole, cut = assembler.emit(0, "complete"), assembler.emit(1, "stopped")
+    assert whole.scoreboard["grid"] == ["DD"] and whole.fidelity == 1.0
+    assert cut.scoreboard["grid"] == ["DC"] and cut.fidelity == 0.5
+
+
+def test_a_lost_pane_or_a_gone_sources_past_a_stop_stays_lost() -> None:
+    """The failure says more than the stop: a lost pane, or one a source gone for good never sent, is ``L``."""
+    assembler = _assembler(sources=2, size=4, slide=1)
+    assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1)
+    assembler.add_lost(0, 1, 3)
+    assembler.source_ended(0, natural=2)
+    assembler.add_cell(1, 0, 1, [("k", 1)], sealed=1)
+    assembler.source_stopping(1, 1)
+    assembler.source_gone(1)
+    assert assembler.due(now=0.0)[0] == one(0, "source failure")
+    result = assembler.emit(0, "source failure")
+    assert result.scoreboard["grid"] == ["DLLC", "DLLL"] and result.fidelity == 2 / 8
+
+
 def test_resent_cells_are_ignored() -> None:
     assembler = _assembler(sources=1, size=2, slide=2)
     assembler.add_cell(0, 0, 1, [("k", 1)], sealed=1)
@@ -596,6 +665,20 @@ def test_tracker_merges_partitions_and_trims_what_all_checkpoints_cover() -> Non
     assert tracker.on_checkpoint(1, [[0, 0, 5], [1, 1, 0]]) == [(0, 0, 5), (1, 0, 4)]
     assert tracker.covered(1) == [0, 4]
     assert tracker.on_checkpoint(1, [[0, 0, 5], [1, 1, 0]]) == []  # nothing new
+
+
+def test_tracker_merges_a_cell_cut_by_the_stop_as_not_present() -> None:
+    """A pane cut by the stop (``C``) in one partition's scoreboard is cut in the window's, whatever another
+    partition shows (data, sealed empty); one missing there stays missing."""
+    tracker = WindowTracker(2, 1, {"unit": "records"})
+    board = {"sources": 1, "first_pane": 0, "panes": 4, "present": 2, "cells": 4}
+    base = {"window": 0, "label": "w0", "start": 0, "end": 4, "records": 5, "emitted_at": 1.0, "fidelity": 0.5}
+    base.update(reason="stopped", output_records=1)
+    assert tracker.on_window_done(0, {**base, "scoreboard": {**board, "grid": ["DECC"]}}) is None
+    summary = tracker.on_window_done(1, {**base, "scoreboard": {**board, "grid": ["EDDM"]}})
+    assert summary is not None and summary["reason"] == "stopped"
+    assert summary["scoreboard"]["grid"] == ["DDCM"] and summary["scoreboard"]["present"] == 2
+    assert summary["fidelity"] == 0.5
 
 
 def test_a_time_window_holds_any_finite_stamp() -> None:

@@ -439,6 +439,9 @@ def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, 
     # The last window was flushed by the stop; hop.stream reports it as "stopped" or, when the reducer sees the
     # drained pane before the map's final marker, as "complete".
     assert windows[-1]["reason"] in ("stopped", "complete")
+    assert all(w["fidelity"] == 1.0 and set(w["scoreboard"]["grid"][0]) <= {"D", "E"} for w in windows[:-1])
+    if windows[-1]["reason"] == "stopped":  # its one pane cut short by the stop: not present
+        assert windows[-1]["scoreboard"]["grid"] == ["C"] and windows[-1]["fidelity"] == 0.0
     meta = json.loads((output / "windows" / windows[-1]["label"] / "_window.json").read_text())
     assert {k: windows[-1][k] for k in meta} == meta, "a window over the API is its _window.json plus rows"
     assert sum(w["records"] for w in windows) == client.job(job_id)["input_records"]

@@ -188,7 +188,12 @@ def test_page_follows_a_continuous_job_window_by_window(cluster: LocalCluster, c
         assert page.inner_text("#window-reason") == last_meta["reason"]
         assert page.is_hidden("#stop-job")
         assert len(page.query_selector_all("#scoreboard .cell")) == 1  # one source x one pane
-        assert page.query_selector_all("#scoreboard-legend li")
+        [letter] = last_meta["scoreboard"]["grid"]
+        assert page.get_attribute("#scoreboard .cell", "data-state") == letter
+        if last_meta["reason"] == "stopped":  # (the stop came inside its one pane, as it almost always does)
+            assert letter == "C" and last_meta["fidelity"] == 0, "the pane the stop cut short is not present"
+            assert page.inner_text("#scoreboard-legend li[data-state=C]") == "C cut by the stop (1)"
+            assert "0/1 present" in page.inner_text("#scoreboard-info")
         earlier = sorted(files)[-2]
         page.click(f"#window-list tbody tr[data-label='{earlier}']")  # show an earlier window
         assert page.inner_text("#window-title") == f"Window {earlier}"

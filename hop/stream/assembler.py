@@ -1,11 +1,16 @@
 """The reduce side of a continuous query: panes in, windows out, as a state machine with no I/O.
 
-A stream reducer receives, from every source (one stream map per source), the *cells* of its partition: the
-combined data of one pane of one source. With each cell, or alone, a source says how far it has *sealed*: every pane
-below ``sealed`` is final, and a pane it sent nothing for is empty. The assembler keeps the cells that windows not
-yet emitted still need, decides when a window is due and why, builds it, and reports its C2 scoreboard: a grid of
+A stream reducer receives, from every source (one stream map per source), the *cells* of its partition: the combined
+data of one pane of one source. With each cell, or alone, a source says how far it has *sealed*: every pane below
+``sealed`` is final, and a pane it sent nothing for is empty. The assembler keeps the cells that windows not yet
+emitted still need, decides when a window is due and why, builds it, and reports its C2 scoreboard: a grid of
 sources x panes saying which cells it holds (``D`` data, ``E`` sealed empty, ``L`` lost in a failure, ``S`` shed by
-the map to meet the latency bound, ``M`` missing when emitted); only ``D`` and ``E`` count as present.
+the map to meet the latency bound, ``C`` cut by the stop, ``M`` missing when emitted); only ``D`` and ``E`` count as
+present, and a window's fidelity is the share of its cells present. ``C`` marks every pane of a stopped source from
+where it had naturally sealed on (``source_stopping``/``source_ended`` with ``natural``), with or without data:
+flushed, not finished, or never reached. So a window the stop cut short has a fidelity below 1 (unless the stop came
+exactly at its end); a lost or shed pane, or a pane a source gone for good never sent, keeps its ``L`` or ``S``. A
+source that ended on its own (exhausted) has no such mark: its panes past its end are sealed empty, ``E``.
 
 A window is emitted, in window order, as soon as one of these holds (the reason is recorded):
 
@@ -16,10 +21,10 @@ A window is emitted, in window order, as soon as one of these holds (the reason 
 - ``stopped``: the job was stopped and the window holds panes beyond where some source naturally sealed.
 
 A window holding no record yet (past the last pane with data, or with shed or lost records) closes only on
-``complete``, or on ``latency`` counted from a live source's seal: an ended source's panes are present forever and
-would make every later window meet a fidelity bound. A cell arriving for a window already emitted is *late* for that
-window: the caller records it (``OUT/_late/``), it still counts in later windows that include its pane. Nothing is
-revised after emission (C2's default).
+``complete``, or on ``latency`` counted from a live source's seal: the panes of a source that ended on its own are
+present forever and would make every later window meet a fidelity bound. A cell arriving for a window already
+emitted is *late* for that window: the caller records it (``OUT/_late/``), it still counts in later windows that
+include its pane. Nothing is revised after emission (C2's default).
 
 Closing costs by the windows that hold something, not by the windows between: a run of windows in which this
 partition holds no data cell (nor a shed or lost pane) and whose reason is the same closes as one *stretch*
@@ -254,17 +259,20 @@ class WindowAssembler:
 
     # Decisions ---------------------------------------------------------------------------------------------
     def _present(self, source: int, pane: int) -> str:
+        """The scoreboard letter of one cell (module docstring)."""
         marks = self.sources[source]
         cell = self.cells.get(pane, {}).get(source)
         if pane in marks.shed:
             return "S"
+        if cell is None and (marks.is_lost(pane) or (marks.gone and pane >= marks.sealed)):
+            return "L"  # a failure, stopped or not, says more than the stop
+        if marks.natural is not None and pane >= marks.natural:
+            # Flushed by the stop, or never read: its data (if any) is part of the pane at most, and a pane with no
+            # cell is not known to be empty, though an ended source's seal says every pane is final.
+            return "C"
         if cell is not None:
             return "D" if cell.records else "E"
-        if marks.is_lost(pane):
-            return "L"
-        if pane < marks.sealed:
-            return "E"
-        return "L" if marks.gone else "M"
+        return "E" if pane < marks.sealed else "M"
 
     def scoreboard(self, window: int) -> dict[str, Any]:
         panes = self.spec.panes_of_window(window)
@@ -377,7 +385,7 @@ class WindowAssembler:
                 return "stopped"
             return "complete"
         if past_data:
-            # No record is in this window yet. An ended source's panes count as present forever, so --fidelity
+            # No record is in this window yet. An exhausted source's panes count as present forever, so --fidelity
             # would find every later window due, without end; and only a live source's seal starts its latency
             # clock (live seals are finite, so this walk ends).
             if self._live_seal() <= last:

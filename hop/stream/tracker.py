@@ -1,15 +1,15 @@
 """The coordinator's view of a continuous job's windows and checkpoints, with no I/O.
 
-Every stream reducer reports each window it closes: one it built (``window_done``, also with no record of its
-own), or a stretch of windows in which it held no data cell (``windows_skipped``: ``[window, end)`` and their
-reason). Once every partition reported or skipped a window that some partition built, the tracker returns its
+Every stream reducer reports each window it closes: one it built (``window_done``, also with no record of its own),
+or a stretch of windows in which it held no data cell (``windows_skipped``: ``[window, end)`` and their reason).
+Once every partition reported or skipped a window that some partition built, the tracker returns its
 ``_window.json`` content: bounds, records, why it was emitted (per partition, and the first reason that is not
 ``complete`` overall), the fidelity and the C2 scoreboard (merged over the partitions that built it: a cell counts
-as present only where every one of them held it). Windows every partition skipped held no data: they get no
-summary. The newest windows are kept for the web view and ``hop windows``. With ``keep_windows`` N, the tracker also
-says which windows' folders to remove (:meth:`WindowTracker.take_removals`): all but the newest N summarized, and a
-removed window's folder again when a reducer retry writes its part anew (it redoes the windows after its checkpoint;
-the window keeps no folder of parts without a ``_window.json``).
+as present, ``D`` or ``E``, only where every one of them held it; ``_merge_cell``). Windows every partition skipped
+held no data: they get no summary. The newest windows are kept for the web view and ``hop windows``. With
+``keep_windows`` N, the tracker also says which windows' folders to remove (:meth:`WindowTracker.take_removals`):
+all but the newest N summarized, and a removed window's folder again when a reducer retry writes its part anew (it
+redoes the windows after its checkpoint; the window keeps no folder of parts without a ``_window.json``).
 
 Reducers also report what their checkpoints cover (per map, the last spill taken); the minimum over all
 partitions is what no reducer attempt can need again, so workers may delete those spills (``stream_trim``).
@@ -217,10 +217,11 @@ class WindowTracker:
 
 
 def _merge_cell(states: tuple[str, ...]) -> str:
-    """One scoreboard cell over all partitions: present only where every partition had it; otherwise the worst."""
+    """One scoreboard cell over all partitions: present (``D`` or ``E``) only where every partition had it;
+    otherwise the worst of missing, lost, shed and cut by the stop (``C``), in that order."""
     if len(set(states)) == 1:
         return states[0]
-    for worst in ("M", "L", "S"):
+    for worst in ("M", "L", "S", "C"):
         if worst in states:
             return worst
     return "D"  # data in some partitions, sealed empty in others

@@ -883,8 +883,10 @@ function renderScoreboard(window) {
   });
   grid.replaceChildren(...cells);
   legend.replaceChildren(
-    ...Object.entries(CELLS).map(([state, { name, color }]) => {
+    ...Object.entries(CELLS).map(([state, { name, color, about }]) => {
       const item = document.createElement("li");
+      item.dataset.state = state;
+      item.title = about;
       const swatch = document.createElement("span");
       swatch.className = "swatch";
       swatch.style.background = color;

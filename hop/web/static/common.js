@@ -1,12 +1,15 @@
 // Shared by the job view (app.js) and the monitor (monitor.js), loaded before them.
 
-// The C2 scoreboard's cells (sources x panes of a window): the letters are those of `_window.json`'s scoreboard grid.
+// The C2 scoreboard's cells (sources x panes of a window): the letters are those of `_window.json`'s scoreboard grid
+// (hop/stream/assembler.py). Only D and E count as present; `about` is the legend's tooltip.
 const CELLS = {
-  D: { name: "data", color: "#2e7d32" },
-  E: { name: "empty", color: "#a5d6a7" },
-  M: { name: "missing", color: "#f9a825" },
-  L: { name: "lost", color: "#c62828" },
-  S: { name: "shed", color: "#8e24aa" },
+  D: { name: "data", color: "#2e7d32", about: "present: the source's records of this pane" },
+  E: { name: "empty", color: "#a5d6a7", about: "present: the source sealed this pane with no record" },
+  M: { name: "missing", color: "#f9a825", about: "not present: not yet sent when the window was emitted" },
+  L: { name: "lost", color: "#c62828", about: "not present: lost in a failure" },
+  S: { name: "shed", color: "#8e24aa", about: "not present in whole: records shed to meet the latency bound" },
+  C: { name: "cut by the stop", color: "#78909c",
+    about: "not present: the job was stopped before the source finished this pane (flushed, or never reached)" },
 };
 
 const plural = (count, noun) => `${count} ${noun}${count === 1 ? "" : "s"}`;

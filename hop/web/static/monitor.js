@@ -730,8 +730,8 @@ function renderScoreboard() {
     `${board.present ?? "?"}/${board.cells ?? "?"} cells present`;
   document.getElementById("scoreboard-axis").textContent =
     `${plural(board.grid.length, "source")} × ${plural(panes, "pane")}, ${clock(window.start)} → ${clock(window.end)} UTC`;
-  legend.replaceChildren(...Object.entries(CELLS).map(([state, { name, color }]) =>
-    el("li", { dataset: { state } }, el("span", { className: "swatch", style: `background:${color}` }),
+  legend.replaceChildren(...Object.entries(CELLS).map(([state, { name, color, about }]) =>
+    el("li", { dataset: { state }, title: about }, el("span", { className: "swatch", style: `background:${color}` }),
       `${state} ${name}${counts[state] ? ` (${counts[state]})` : ""}`)));
 }
 
