@@ -866,7 +866,9 @@ def test_window_trend_follows_a_key_it_can_plot(cluster: LocalCluster, client: C
     """A window's infinite value shows as such (not as an empty cell), and the trend chart starts on the largest
     value it can draw: an infinity, compared as a number, came out on top, and the chart followed a key with nothing
     to draw."""
-    start = time.time()
+    # (from the start of the current second: the first window, on whole seconds, holds all four users, where one
+    # begun near a second's end held a user or two)
+    start = float(int(time.time()))
     users = [("a", "5"), ("b", "3"), ("inf", "Infinity"), ("-inf", "-Infinity")]
     lines = [
         f'{{"ts": {start + index / 200 + 0.0004!r}, "user": "{user}", "amount": {amount}}}\n'
@@ -880,7 +882,7 @@ def test_window_trend_follows_a_key_it_can_plot(cluster: LocalCluster, client: C
     with WebServer(cluster.address) as web, browser_page() as (page, errors):
         with continuous_job(client, spec) as job_id:
             page.goto(f"{web.url}?job={job_id}", timeout=30_000)
-            page.wait_for_selector("#window-table tbody tr", timeout=30_000)
+            page.wait_for_selector('#window-table tbody tr[data-key="-inf"]', timeout=30_000)
             cells = {
                 row.get_attribute("data-key"): row.query_selector_all("td")[1].inner_text()
                 for row in page.query_selector_all("#window-table tbody tr")
