@@ -115,6 +115,13 @@ def _slots_address(spill_dir: Path) -> str:
     return f"ipc://{spill_dir}/slots"
 
 
+def _remember(seen: dict[Any, None], key: Any, most: int) -> None:
+    """Add ``key`` to ``seen`` (keys in insertion order), forgetting the oldest beyond ``most``."""
+    seen[key] = None
+    while len(seen) > most:
+        del seen[next(iter(seen))]
+
+
 def _ended_how(code: int) -> str:
     """How a task process that ended with returncode ``code`` while running a task ended, and what may have ended
     it: "exited with code -9" left the user to work out that a signal killed it, which, and that the kernel kills a
@@ -390,9 +397,7 @@ class Worker:
             taken = (job["job_id"], msg["kind"], msg["index"], msg["attempt"])
             if taken in self.tasks_taken:
                 return
-            self.tasks_taken[taken] = None
-            while len(self.tasks_taken) > TASKS_TAKEN_KEPT:
-                del self.tasks_taken[next(iter(self.tasks_taken))]
+            _remember(self.tasks_taken, taken, TASKS_TAKEN_KEPT)
             self.pusher.register_job(job["job_id"], job["mode"], job["num_reduces"])
             # A slot whose process is being restarted is not ready yet: the task waits for it here.
             self.waiting.append((msg, frame))
@@ -722,9 +727,7 @@ class Worker:
 
     def _ended(self, job_id: str) -> None:
         """Remember that ``job_id`` ended (bounded: the oldest is forgotten first)."""
-        self.ended_jobs[job_id] = None
-        while len(self.ended_jobs) > ENDED_JOBS_KEPT:
-            del self.ended_jobs[next(iter(self.ended_jobs))]
+        _remember(self.ended_jobs, job_id, ENDED_JOBS_KEPT)
 
     def _stop_job_tasks(self, job_id: str) -> None:
         """A failed job's tasks would wait forever for input: end them."""

@@ -105,6 +105,17 @@ def _worker(
     return subprocess.Popen([sys.executable, *command, *counts], stderr=stderr)
 
 
+def _said_worker(
+    address: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Worker w0 of the coordinator at ``address`` (its spill directory ``tmp_path``), added to ``processes``, and
+    the file its stderr goes to, to read what it says."""
+    said = tmp_path / "worker.stderr"
+    with open(said, "wb") as stderr:
+        processes.append(_worker(address, "w0", tmp_path, stderr=stderr))
+    return processes[-1], said
+
+
 def _slow_submit_under_way(
     address: str, source: Path, output: Path, processes: list[subprocess.Popen[bytes]], spill_dir: Path
 ) -> subprocess.Popen[str]:
@@ -588,9 +599,7 @@ def test_a_worker_started_before_its_coordinator_does_not_blame_a_namesake(
     live worker of its name may keep it out, which cannot be when no connection was ever made. It says nothing took
     its connection, and registers once the coordinator starts."""
     address = f"ipc://{tmp_path}/coordinator"
-    said = tmp_path / "worker.stderr"
-    with open(said, "wb") as stderr:
-        processes.append(_worker(address, "w0", tmp_path, stderr=stderr))
+    _, said = _said_worker(address, tmp_path, processes)
     # The note comes 10 s after the registration went out, which a busy machine's start-up delays.
     _wait_for(lambda: "no answer" in said.read_text(), 40, "the worker's note")
     assert (
@@ -609,9 +618,7 @@ def test_a_worker_says_when_its_coordinators_connection_closed_and_when_it_is_ba
     none came back. It says, once, that the connection closed and that it still tries; and when it is back."""
     address = f"ipc://{tmp_path}/coordinator"
     first = _coordinator(address, processes)
-    said = tmp_path / "worker.stderr"
-    with open(said, "wb") as stderr:
-        processes.append(_worker(address, "w0", tmp_path, stderr=stderr))
+    _, said = _said_worker(address, tmp_path, processes)
     client = Client(address, timeout=30)
     try:
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
@@ -642,10 +649,7 @@ def test_a_worker_cut_off_from_its_coordinator_for_its_heartbeat_timeout_ends_it
     coordinator started again there then runs a job on it."""
     address = f"ipc://{tmp_path}/coordinator"
     coordinator = _coordinator(address, processes, "--heartbeat-timeout", "3")
-    said = tmp_path / "worker.stderr"
-    with open(said, "wb") as stderr:
-        worker = _worker(address, "w0", tmp_path, stderr=stderr)
-    processes.append(worker)
+    worker, said = _said_worker(address, tmp_path, processes)
     client = Client(address, timeout=30)
     try:
         _wait_for(lambda: [w["name"] for w in client.workers() if w["alive"]] == ["w0"], 30, "w0 registered")
@@ -689,9 +693,7 @@ def test_a_worker_whose_coordinator_stopped_answering_ends_its_tasks_and_registe
     monkeypatch.setenv("HOP_TEST_GATE", str(gate))  # (the worker's tasks inherit it)
     address = f"ipc://{tmp_path}/coordinator"
     coordinator = _coordinator(address, processes, "--heartbeat-timeout", "3")
-    said = tmp_path / "worker.stderr"
-    with open(said, "wb") as stderr:
-        processes.append(_worker(address, "w0", tmp_path, stderr=stderr))
+    _, said = _said_worker(address, tmp_path, processes)
     source = tmp_path / "in.txt"
     source.write_text("a b a\nc a\n")
     client = Client(address, timeout=30)
@@ -779,10 +781,7 @@ def test_a_worker_stopped_after_its_coordinator_ended_says_it_was_not_told(
     says the coordinator was not told, its connection being closed, and ends at once."""
     address = f"ipc://{tmp_path}/coordinator"
     coordinator = _coordinator(address, processes)
-    said = tmp_path / "worker.stderr"
-    with open(said, "wb") as stderr:
-        worker = _worker(address, "w0", tmp_path, stderr=stderr)
-    processes.append(worker)
+    worker, said = _said_worker(address, tmp_path, processes)
     _wait_for(lambda: "registered with the coordinator" in said.read_text(), 30, "w0 registered")
     coordinator.kill()
     coordinator.wait(timeout=10)
@@ -802,10 +801,7 @@ def test_a_worker_told_to_register_again_says_why(tmp_path: Path, processes: lis
     "registered", saying neither that it had been lost nor what it dropped. It says which, and what it drops."""
     address = f"ipc://{tmp_path}/coordinator"
     first = _coordinator(address, processes, "--heartbeat-timeout", "1")
-    said = tmp_path / "worker.stderr"
-    with open(said, "wb") as stderr:
-        worker = _worker(address, "w0", tmp_path, stderr=stderr)
-    processes.append(worker)
+    worker, said = _said_worker(address, tmp_path, processes)
     registered = f"hop worker w0: registered with the coordinator at {address}"
     _wait_for(lambda: said.read_text().count(registered) == 1, 30, "w0 registered")
     worker.send_signal(signal.SIGSTOP)
