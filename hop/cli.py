@@ -60,7 +60,13 @@ from hop.inputs import (
 )
 from hop.job import INPUT_FORMATS, Job
 from hop.jobspec import dump_job_class
-from hop.lifetime import Interrupted, redeliver_swallowed_interruptions, redelivered, stop_signals_taken
+from hop.lifetime import (
+    SERVING_COMMANDS,
+    Interrupted,
+    redeliver_swallowed_interruptions,
+    redelivered,
+    stop_signals_taken,
+)
 from hop.loader import JobFileError, load_job_file
 from hop.local_cluster import ClusterStartError, LocalCluster
 from hop.mrjob_adapter import MRJobRun
@@ -1273,6 +1279,8 @@ def main(argv: list[str] | None = None) -> int:
         with watched_output(_output_closed):
             return int(args.func(args))
     except KeyboardInterrupt:  # a command without a clean-up of its own (hop gen, hop status...): no traceback
+        if argv[:1] and argv[0] in SERVING_COMMANDS:
+            return 0  # (stopped while it started: as when stopped while it serves; it cleaned up what it had made)
         if _signalled[:1] == [signal.SIGPIPE]:
             return 128 + signal.SIGPIPE  # (its output's reader went away: `hop status | head` wants no word more)
         return _fail("interrupted", _interrupted_code())

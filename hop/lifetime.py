@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "PARENT_VARIABLE",
+    "SERVING_COMMANDS",
     "STOP_SIGNALS",
     "Interrupted",
     "become_subreaper",
@@ -46,6 +47,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """What :func:`ignore_stop_signals` ignores: Ctrl-C, the polite stop of ``kill``, systemd and container runtimes, and
 the hang-up of a closed terminal or SSH session (sent to the whole foreground process group: it killed ``hop run``
 and its embedded cluster at once, leaving the cluster's directory in /tmp)."""
+
+SERVING_COMMANDS = ("coordinator", "worker")
+"""The ``hop`` commands a stop signal ends with exit code 0, as a service manager (systemd) expects of its service
+stopped: whether it serves yet or is still starting (a run or a job stopped so exits 128 + the signal)."""
 
 
 def stop_signals_taken() -> tuple[int, ...]:

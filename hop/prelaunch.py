@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from hop.interpreter import module_command, module_environment
-from hop.lifetime import PARENT_VARIABLE, STOP_SIGNALS, stop_signals_noted, stop_signals_taken
+from hop.lifetime import PARENT_VARIABLE, SERVING_COMMANDS, STOP_SIGNALS, stop_signals_noted, stop_signals_taken
 
 __all__ = ["Prelaunch", "main", "take", "wants_embedded_cluster"]
 
@@ -177,6 +177,8 @@ def main() -> int:
                 _pending = Prelaunch()
             from hop.cli import main as cli_main  # the imports the launcher's start-up now overlaps
         if came:
+            if sys.argv[1:2] and sys.argv[1] in SERVING_COMMANDS:
+                return 0  # (stopped before it started: as when stopped while it serves)
             # Ctrl-C or SIGTERM during the command's imports, before it handles interruptions itself: its message
             # and exit code rather than a traceback of whichever module was being imported.
             print("hop: error: interrupted", file=sys.stderr)

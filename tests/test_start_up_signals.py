@@ -56,3 +56,27 @@ def test_a_worker_terminated_while_it_starts_stops_and_removes_its_spill_directo
             worker.communicate(timeout=10)
         for process in _processes_naming(str(spills)):
             process.kill()
+
+
+def test_a_coordinator_terminated_while_it_starts_exits_0_and_removes_its_socket_file(tmp_path: Path) -> None:
+    """SIGTERM sent the moment the coordinator's ipc:// socket file appears (it then opens its sample stream and
+    announces its address): it stops once started, exits 0 as when stopped while it serves, and removes the file.
+    It exited 143 and left the file, which made a client take a coordinator for stopped at once only by luck."""
+    socket_file = tmp_path / "coordinator.sock"
+    command = [sys.executable, "-m", "hop", "coordinator", "--bind", f"ipc://{socket_file}"]
+    environment = {name: value for name, value in os.environ.items() if name != PARENT_VARIABLE}
+    coordinator = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_file.exists():
+            assert time.monotonic() < deadline and coordinator.poll() is None, "the coordinator bound its socket"
+            time.sleep(0.0005)
+        coordinator.send_signal(signal.SIGTERM)
+        said = coordinator.communicate(timeout=30)[1].decode()
+        assert coordinator.returncode == 0, (coordinator.returncode, said)
+        assert not socket_file.exists(), "the coordinator removed its socket file"
+        assert "Traceback" not in said and "error" not in said, said
+    finally:
+        if coordinator.poll() is None:
+            coordinator.kill()
+            coordinator.communicate(timeout=10)

@@ -16,7 +16,7 @@ from hop.coordinator.jobs import KEEP_JOBS
 from hop.coordinator.server import Coordinator
 from hop.coordinator.workers import HEARTBEAT_TIMEOUT
 from hop.gen.cli import DEFAULT_BIND, DEFAULT_BIND_HELP
-from hop.lifetime import embedded, ignore_stop_signals
+from hop.lifetime import embedded, ignore_stop_signals, stop_signals_noted, stop_signals_taken
 from monitoring.events import advertised_host
 
 
@@ -72,15 +72,24 @@ def run(
     """Bind, tell ``announce`` the address clients and workers reach, and serve until shut down (or orphaned).
     ``ended_workers``: the pids of this process's forked workers that have ended (an embedded cluster's launcher
     knows them), each lost at once rather than after the heartbeat timeout."""
-    ignore_stop_signals()
-    try:
-        coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs, ended_workers)
-    except zmq.ZMQError as error:  # the port is taken, the host is not this machine's, the ipc path is not writable
-        print(f"hop coordinator: error: cannot listen on {bind}: {_bind_failure(error)}", file=sys.stderr, flush=True)
-        return 2
-    announce(coordinator.address)
-    if not embedded():
-        _name_the_reachable_address(coordinator.address)
+    # A standalone coordinator stopped (Ctrl-C, SIGTERM) while it starts ends as one stopped while it serves: exit 0,
+    # its ipc:// socket file removed. The signal interrupted its start-up before: exit 143 and, once bound, the socket
+    # file left behind. So signals that come until it serves are noted, and it stops as soon as it has started.
+    stops = () if ignore_stop_signals() else stop_signals_taken()
+    came: list[int] = []
+    with stop_signals_noted(came, stops):
+        try:
+            coordinator = Coordinator(bind, heartbeat_timeout, keep_jobs, ended_workers)
+        except zmq.ZMQError as error:  # the port is taken, the host is not this machine's, the ipc path not writable
+            print(
+                f"hop coordinator: error: cannot listen on {bind}: {_bind_failure(error)}", file=sys.stderr, flush=True
+            )
+            return 2
+        announce(coordinator.address)
+        if not embedded():
+            _name_the_reachable_address(coordinator.address)
+        if came:
+            coordinator.running = False  # (serve only cleans up)
     with contextlib.suppress(KeyboardInterrupt):
         coordinator.serve()
     return 0
