@@ -368,6 +368,66 @@ def test_a_counts_interval_starts_no_lower_than_its_count_so_far() -> None:
     assert lows["sum"] is not None and lows["sum"] < 0
 
 
+def test_a_nonnegative_sums_interval_starts_no_lower_than_its_sum_so_far() -> None:
+    """``Sum(nonnegative=True)`` declares what ``Sum()`` cannot assume: the unread values cannot take the sum down.
+    The group seen as 1 and 9 in 2 of the 4 chunks read (of 10) then has the low 10, its sum so far, where a plain
+    Sum's t interval reaches below 0 (above); the estimate and the high are the plain Sum's, skewness correction
+    and all."""
+    rows = {}
+    for aggregate in (Sum(), Sum(nonnegative=True)):
+        state = SnapshotState(aggregate, [""] * 10)
+        for chunk, total in enumerate([1, 9, 0, 0]):
+            state.add_run(chunk, 0, 0, run({"g": total} if total else {}), chunk, True)
+        (row,) = state.rows()
+        rows[repr(aggregate)] = row
+    plain, declared = rows["Sum()"], rows["Sum(nonnegative=True)"]
+    assert plain.estimate is not None and declared.estimate is not None
+    assert plain.estimate.low is not None and plain.estimate.low < 0
+    assert declared.value == 10 and declared.estimate.low == 10.0
+    assert (declared.estimate.value, declared.estimate.high) == (plain.estimate.value, plain.estimate.high)
+    # Where the interval is above the sum so far already (5 chunks of about 5.6 in 10), nothing changes.
+    state = SnapshotState(Sum(nonnegative=True), [""] * 10)
+    for chunk, total in enumerate([5.5, 6.0, 5.0, 6.5, 5.0]):
+        state.add_run(chunk, 0, 0, run({"g": total}), chunk, True)
+    (row,) = state.rows()
+    assert row.estimate is not None and row.estimate.low is not None and row.estimate.low > row.value == 28.0
+
+
+def test_a_nonnegative_sum_that_sees_a_negative_chunk_fails_its_snapshots() -> None:
+    """The floor rests on the declaration: a key whose values in a chunk add up below 0 breaks it, and every
+    snapshot from then on fails naming the key (as a snapshot whose reduce raised does: docs/online.md) rather than
+    give a low that the unread input may yet undercut. A negative value outweighed within its chunk breaks nothing
+    the floor rests on."""
+    state = SnapshotState(Sum(nonnegative=True), [""] * 10)
+    state.add_run(0, 0, 0, run({"a": 3, "b": 2}), 0, True)
+    state.add_run(1, 0, 0, run({"a": 4, "b": 0}), 1, True)
+    assert {row.key: row.value for row in state.rows()} == {"a": 7, "b": 2}
+    state.add_run(2, 0, 0, run({"a": 1, "b": -5}), 2, True)
+    with pytest.raises(ValueError, match=r"Sum\(nonnegative=True\).*key 'b' added up to -5"):
+        list(state.rows())
+    state.add_run(3, 0, 0, run({"a": 2}), 3, True)  # the next snapshot fails too: the premise stays broken
+    with pytest.raises(ValueError, match="key 'b'"):
+        list(state.rows())
+
+
+def test_a_plain_sum_combines_for_a_nonnegative_one() -> None:
+    """``nonnegative`` says what snapshots may assume, not how values combine: ``combine = Sum()`` with ``reduce =
+    Sum(nonnegative=True)`` is no job definition error (another aggregate's combine still is)."""
+
+    class Declared(Job):
+        combine = Sum()
+        reduce = Sum(nonnegative=True)
+
+    class Mixed(Job):
+        combine = Count()
+        reduce = Sum(nonnegative=True)
+
+    (step,) = Declared().resolved_steps()
+    assert repr(step.reducer) == "Sum(nonnegative=True)" and repr(step.combiner) == "Sum()"
+    with pytest.raises(ValueError, match=r"reduce is the aggregate Sum\(nonnegative=True\)"):
+        Mixed().resolved_steps()
+
+
 def _folded(aggregate: Count | Sum, values: list[int]) -> int:
     """What a map's spill holds for ``values`` of one key: their state folded (a Count's is the number of them)."""
     state = aggregate.lift(values[0])
