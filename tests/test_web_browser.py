@@ -720,6 +720,29 @@ def test_page_shows_nan_and_infinite_values_as_the_output_has_them(
     assert order in (["inf", "1.5", "-inf", "nan"], ["nan", "-inf", "1.5", "inf"]), order
 
 
+def test_page_shows_a_small_number_by_its_significant_digits(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The page wrote every number with at most 3 decimals: a value of 0.00012345 (a Mean of rare events, a small
+    rate) read "0", -0.0004567 "-0", and an interval of such estimates "0 – 0.001", as if exact. Below 1 a number
+    keeps 4 significant digits, below 1e-6 in exponent form; from 1 on, 3 decimals as before."""
+    (tmp_path / "in.txt").write_text("0.00012345\n-0.0004567\n1.5e-09\n0.5\n1234.5678\n0.0\n")
+    job_id = run_job(client, "float_values", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        _open_final_results(page, web.url, job_id)
+        lines = page.query_selector_all("#results tbody tr")
+        cells = {line.get_attribute("data-key"): line.query_selector_all("td")[1].inner_text() for line in lines}
+        assert errors == []
+    assert cells == {
+        "0.00012345": "0.0001235",
+        "-0.0004567": "-0.0004567",
+        "1.5e-09": "1.5e-9",
+        "0.5": "0.5",
+        "1234.5678": "1,234.568",
+        "0.0": "0",
+    }, cells
+
+
 def test_page_logs_no_error_in_the_console(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:
     """The page asked /api/monitor/state whether to link a cluster monitor: without one (``hop web``, ``--web``)
     the 404 was logged as an error in the browser's console on every load. The server says it in the page."""

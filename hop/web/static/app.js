@@ -50,9 +50,13 @@ const jsonText = (value) =>
       ? `{${Object.entries(value).map(([name, item]) => `${JSON.stringify(name)}:${jsonText(item)}`).join(",")}}`
       : JSON.stringify(value);
 const keyText = (key) => (typeof key === "string" ? key : jsonText(key));
+// A number below 1 keeps 4 significant digits, not 3 decimals: a Mean of 0.00042 read "0", its interval "0 – 0.001",
+// as if it were exactly 0 (and -0.0004 "-0"). Below 1e-6 it is in exponent form (1.5e-9), as JavaScript writes it.
 const number = (value) =>
   value === null || value === undefined ? ""
     : typeof value === "number" && !Number.isFinite(value) ? String(value)  // NaN, Infinity: not "∞"
+    : typeof value === "number" && value !== 0 && Math.abs(value) < 1e-6 ? String(Number(value.toPrecision(4)))
+    : typeof value === "number" && Math.abs(value) < 1 ? value.toLocaleString(undefined, { maximumSignificantDigits: 4 })
     : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 })
     : typeof value === "bigint" ? value.toLocaleString()
     : jsonText(value);
