@@ -81,6 +81,33 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
         assert (tmp_path / "web-view.png").stat().st_size > 10_000
 
 
+def test_page_says_which_partitions_could_not_take_a_snapshot(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """A partition that could not take its part of a snapshot (here a ``Sum(nonnegative=True)`` whose key ``neg``
+    sums below 0) leaves its groups out: the page showed the other partitions' groups alone and said nothing of
+    it, as if the snapshot were whole. It says how many failed and why."""
+    rng = random.Random(5)
+    lines = [f"k{rng.randrange(20)} {rng.randrange(100)}" for _ in range(300_000)]
+    lines[1::5000] = ["neg -1"] * len(lines[1::5000])
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    job_class = load_job_file(job_path("nonnegative_sum"))
+    source = [str(tmp_path / "in.txt")]
+    options = online_options(job_class, source, snapshot_every=0.1, order="random", chunk_size=64 << 10)
+    spec = build_spec(job_class, source, str(tmp_path / "out"), num_reduces=2, options=options)
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        job_id = client.submit(spec)
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_function(
+            "document.querySelector('#snapshot-info').textContent.includes('could not')", timeout=60_000
+        )
+        said = page.inner_text("#snapshot-info")
+        assert errors == []
+    client.wait(job_id, timeout=120)
+    assert "1 of 2 partitions could not take their part, whose groups are missing (partition " in said, said
+    assert "Sum(nonnegative=True), but key 'neg' added up to -" in said, said
+
+
 @pytest.mark.parametrize("answer", ["at once", "after the end"])
 def test_page_stops_a_running_batch_job_and_keeps_its_last_estimates(
     cluster: LocalCluster, client: Client, tmp_path: Path, answer: str

@@ -365,6 +365,18 @@ function seenText(fraction) {
   return fraction == null ? "input seen unknown" : `${share(fraction)} of the input seen`;
 }
 
+// A partition that could not take its part of a snapshot (its reduce or the job's key_stratum raised, a
+// Sum(nonnegative=True) saw a negative sum) leaves its groups out: the page showed the others' alone ("9 groups",
+// "input seen unknown") and said nothing of it. It says how many failed and the first one's error, as hop run does.
+function failedPartitions(snapshot) {
+  const partitions = snapshot.partitions ?? [];
+  const failed = partitions.filter((partition) => partition.error);
+  if (!failed.length) return "";
+  const [first] = failed;
+  return `; ${failed.length} of ${partitions.length} partitions could not take their part, whose groups are ` +
+    `missing (partition ${first.index}: ${first.error})`;
+}
+
 function addSnapshot(snapshot) {
   if (state.final || (state.lastSeq !== null && snapshot.seq <= state.lastSeq)) return;  // (sent again: no duplicates)
   state.lastSeq = snapshot.seq;
@@ -383,6 +395,7 @@ function addSnapshot(snapshot) {
     `snapshot ${snapshot.label}: ${seenText(snapshot.input_fraction)}, ` +
     `${snapshot.groups.toLocaleString()} group${snapshot.groups === 1 ? "" : "s"}` +
     `${snapshot.truncated ? ` (the ${snapshot.rows.length.toLocaleString()} largest shown)` : ""}${upstream}` +
+    failedPartitions(snapshot) +
     // (--stop-when-accurate: why this snapshot did not end the job, as hop run says it at the end)
     `${snapshot.stop_held_back ? `; not accurate enough to stop: ${snapshot.stop_held_back}` : ""}`;
   setBadge();
