@@ -146,9 +146,19 @@ class Max(Aggregate):
 
 
 class Mean(Aggregate):
-    """The arithmetic mean; the state is ``(count, sum)``."""
+    """The arithmetic mean; the state is ``(count, sum)``.
+
+    ``nonnegative=True`` declares that no value is below 0, as :class:`Sum`'s does: an online snapshot's interval
+    then starts no lower than 0 (the unread values may pull the mean down as far as 0, no further). A snapshot
+    that finds it false (a key's values in some input chunk adding up to less than 0) fails, naming the key."""
 
     name = "mean"
+
+    def __init__(self, nonnegative: bool = False) -> None:
+        self.nonnegative = bool(nonnegative)
+
+    def __repr__(self) -> str:
+        return "Mean(nonnegative=True)" if self.nonnegative else "Mean()"
 
     def lift(self, value: Any) -> tuple[int, Any]:
         return (1, value)

@@ -410,6 +410,26 @@ def test_a_nonnegative_sum_that_sees_a_negative_chunk_fails_its_snapshots() -> N
         list(state.rows())
 
 
+def test_a_nonnegative_means_interval_starts_no_lower_than_0() -> None:
+    """``Mean(nonnegative=True)``: the unread values may pull the mean down to 0, no further, so its interval
+    starts no lower than 0 where a plain Mean's t interval reaches below it (a group seen as 1 value of 1 and one
+    of 300 in 2 chunks of 10); a chunk whose values add up below 0 fails the snapshots, naming the key."""
+    lows = {}
+    for aggregate in (Mean(), Mean(nonnegative=True)):
+        state = SnapshotState(aggregate, [""] * 10)
+        state.add_run(0, 0, 0, run({"g": (1, 1.0)}), 0, True)
+        state.add_run(1, 0, 0, run({"g": (1, 300.0)}), 1, True)
+        (row,) = state.rows()
+        assert row.estimate is not None and row.estimate.value == 150.5 and row.estimate.high is not None
+        lows[repr(aggregate)] = row.estimate.low
+    assert lows["Mean()"] is not None and lows["Mean()"] < 0
+    assert lows["Mean(nonnegative=True)"] == 0.0
+    state = SnapshotState(Mean(nonnegative=True), [""] * 10)
+    state.add_run(0, 0, 0, run({"g": (2, -3.0)}), 0, True)
+    with pytest.raises(ValueError, match=r"Mean\(nonnegative=True\), but key 'g' added up to -3.0 .*declare Mean\(\)"):
+        list(state.rows())
+
+
 def test_a_plain_sum_combines_for_a_nonnegative_one() -> None:
     """``nonnegative`` says what snapshots may assume, not how values combine: ``combine = Sum()`` with ``reduce =
     Sum(nonnegative=True)`` is no job definition error (another aggregate's combine still is)."""
@@ -422,8 +442,14 @@ def test_a_plain_sum_combines_for_a_nonnegative_one() -> None:
         combine = Count()
         reduce = Sum(nonnegative=True)
 
+    class Means(Job):
+        combine = Mean()
+        reduce = Mean(nonnegative=True)
+
     (step,) = Declared().resolved_steps()
     assert repr(step.reducer) == "Sum(nonnegative=True)" and repr(step.combiner) == "Sum()"
+    (step,) = Means().resolved_steps()
+    assert repr(step.reducer) == "Mean(nonnegative=True)"
     with pytest.raises(ValueError, match=r"reduce is the aggregate Sum\(nonnegative=True\)"):
         Mixed().resolved_steps()
 

@@ -165,8 +165,9 @@ class SnapshotState:
         self.read_run = read_run
         """(task, attempt, seq) -> a received run's bytes (the run store's): rebuilds a failed attempt's kept part."""
         self.kind = estimate_kind(aggregate)
-        self.nonnegative = self.kind == "total" and bool(getattr(aggregate, "nonnegative", False))
-        """A ``Sum(nonnegative=True)``: its intervals start no lower than the sum so far (:func:`_floor_lows`)."""
+        self.nonnegative = self.kind is not None and bool(getattr(aggregate, "nonnegative", False))
+        """A ``Sum(nonnegative=True)`` (its intervals start no lower than the sum so far: :func:`_floor_lows`) or a
+        ``Mean(nonnegative=True)`` (no lower than 0)."""
         self.negative: tuple[Any, Any] | None = None
         """The first ``(key, contribution)`` of a chunk that broke the ``nonnegative`` declaration: every snapshot
         from then on fails naming it (its floors would rest on a false premise)."""
@@ -305,6 +306,8 @@ class SnapshotState:
                 self._check_nonnegative(chunk, values)
             self._fold_total(summary, self.chunk_sizes[chunk], values)
         elif self.kind == "mean":
+            if self.nonnegative and self.negative is None:
+                self._check_nonnegative(chunk, {key: state[1] for key, state in values.items()})
             self._fold_mean(summary, values)
         else:
             _fold_states(summary.state, values, self.aggregate)
@@ -315,11 +318,11 @@ class SnapshotState:
             self._resize_budget(key, entry if self.kind is None else entry[0])
 
     def _check_nonnegative(self, chunk: int, values: dict[Any, Any]) -> None:
-        """Keep the first key whose contribution in ``chunk`` is below 0 (a ``Sum(nonnegative=True)``'s values are
-        not): ``min`` over the chunk's values in C, the keys looked at only when it is below 0. A chunk's
-        contribution is its values' sum, so a negative value outweighed within its chunk goes unseen: the check is
-        of what the floors rest on (no chunk takes the sum down), not of every record. Values ``<`` cannot order
-        (no numbers) are left unchecked: they have no interval."""
+        """Keep the first key whose contribution in ``chunk`` (a Mean's: the sum of its values) is below 0 (a
+        ``nonnegative=True`` aggregate's values are not): ``min`` over the chunk's values in C, the keys looked at
+        only when it is below 0. A chunk's contribution is its values' sum, so a negative value outweighed within
+        its chunk goes unseen: the check is of what the floors rest on (no chunk takes the sum down), not of every
+        record. Values ``<`` cannot order (no numbers) are left unchecked: they have no interval."""
         try:
             if not values or not min(values.values()) < 0:
                 return
@@ -523,8 +526,8 @@ class SnapshotState:
             key, x = self.negative
             raise ValueError(
                 f"the reduce is {self.aggregate!r}, but key {key!r} added up to {x!r} in one input chunk: its values "
-                "are not all nonnegative, so the sum so far is no lower bound of the final sum (declare Sum() "
-                "instead, whose intervals assume nothing of the values)"
+                "are not all nonnegative, and the intervals' lower bounds rest on that (declare "
+                f"{type(self.aggregate).__name__}() instead, whose intervals assume nothing of the values)"
             )
         summaries = self.counted()
         chunks = set().union(*(summary.chunks for summary in summaries))
@@ -744,6 +747,8 @@ class SnapshotState:
                 ),
             )
             table.fill(estimable, *(estimated if shifts is None else _shifted_back(shifts, estimated)))
+            if self.nonnegative:
+                _floor_lows(table, estimable, [0] * len(keys))
         return table
 
     def rows(self) -> Iterator[SnapshotRow]:
