@@ -759,7 +759,17 @@ def test_page_shows_a_small_number_by_its_significant_digits(
         _open_final_results(page, web.url, job_id)
         lines = page.query_selector_all("#results tbody tr")
         cells = {line.get_attribute("data-key"): line.query_selector_all("td")[1].inner_text() for line in lines}
+        # The bar chart's tooltip of the bar of 0.00012345, as Chart.js builds it on a hover.
+        tooltip = page.evaluate(
+            """() => {
+              const chart = Chart.getChart("bars");
+              const index = chart.data.labels.indexOf("0.00012345");
+              chart.tooltip.setActiveElements([{ datasetIndex: 0, index }], { x: 0, y: 0 });
+              return chart.tooltip.body.flatMap((part) => part.lines);
+            }"""
+        )
         assert errors == []
+    assert tooltip == ["final value: 0.0001235"], tooltip
     assert cells == {
         "0.00012345": "0.0001235",
         "-0.0004567": "-0.0004567",

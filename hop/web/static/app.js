@@ -60,6 +60,10 @@ const number = (value) =>
     : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 })
     : typeof value === "bigint" ? value.toLocaleString()
     : jsonText(value);
+// The charts' tooltips write a value as the table does: Chart.js's own format keeps 3 decimals, so a bar or point of
+// 0.00012 read "0" there too.
+Chart.defaults.plugins.tooltip.callbacks.label = (item) =>
+  `${item.dataset.label ? `${item.dataset.label}: ` : ""}${number(item.parsed.y)}`;
 const isNumeric = (value) => typeof value === "number" || typeof value === "bigint";
 // Table order: numbers (BigInts too) by value, NaN below them all (it compares equal to everything, which would
 // leave the order to chance), anything else by its text.
