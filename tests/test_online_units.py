@@ -1162,6 +1162,30 @@ def test_a_snapshot_that_cannot_stop_the_job_says_which_groups_hold_it_back_and_
     assert tracker.held_back(tracker.snapshots[-1]) == 'the widest interval is 80.0% of its estimate, over 50.0% ("b")'
 
 
+def test_a_lopsided_interval_is_as_wide_as_its_farther_end_from_the_estimate() -> None:
+    """``--stop-when-accurate`` and the "accurate to" of an early stop measured an interval by its half-width. A
+    Count's (or a ``Sum(nonnegative=True)``'s) low raised to the value so far makes its interval lopsided: [95, 120]
+    around 100 is 12.5% by half-width, though the final value may lie 20% above the estimate, and a job asked for
+    15% stopped on it. The width is now the farther end's distance from the estimate (a symmetric interval's
+    half-width, as before)."""
+    table = SnapshotTable(["a", "b"], [95, 50], [100.0, 50.0], [95.0, 45.0], [120.0, 55.0], [False, False])
+    fields = _interval_fields(table)
+    assert fields == {"max_relative_half_width": pytest.approx(0.2), "widest": "a"}
+    tracker = SnapshotTracker(1, [10] * 10, stop_when_accurate=0.15, stratum_chunks={"": 10})
+    snapshot = tracker.request_now(0.7)
+    tracker.on_done(snapshot.seq, 0, {"groups": 2, "strata_seen": {"": 7}, "chunks_seen": list(range(7)), **fields})
+    assert not tracker.accurate(snapshot)
+    assert tracker.held_back(snapshot) == 'the widest interval is 20.0% of its estimate, over 15.0% ("a")'
+    # Through a real state: a Count's floor at its count so far (10 of an estimate of 25) leaves the upper arm.
+    state = SnapshotState(Count(), [""] * 10)
+    for chunk, records in enumerate([1, 9, 0, 0]):
+        state.add_run(chunk, 0, 0, run({"g": records} if records else {}), chunk, True)
+    (row,) = state.rows()
+    assert row.estimate is not None and row.estimate.low == 10.0 and row.estimate.high is not None
+    reach = _interval_fields(state.table())["max_relative_half_width"]
+    assert reach == pytest.approx((row.estimate.high - 25.0) / 25.0)
+
+
 def test_an_infinite_value_leaves_its_group_without_an_interval_and_prints_no_numpy_warning() -> None:
     # inf - inf in the residuals made numpy print "RuntimeWarning: invalid value encountered in subtract" (with a
     # line of hop's source) on the run's terminal for every snapshot of a job with an infinite value.
