@@ -103,10 +103,23 @@ class Aggregate:
 
 class Sum(Aggregate):
     """The sum of the values with ``+``. Values are added in no fixed order (as maps and spills arrive), so ``+``
-    must not depend on it: numbers, not strings or lists."""
+    must not depend on it: numbers, not strings or lists.
+
+    ``nonnegative=True`` declares that no value is below 0 (counts, bytes, page views). The sum can then only grow
+    as more input is read, so an online snapshot's interval starts no lower than the sum so far, as a ``Count``'s
+    does (docs/online.md); without it nothing tells the engine that the unread input cannot pull the sum down, and
+    an early interval may reach below what was already summed, below 0 even. The declaration changes nothing
+    else: the result is the same sum. A snapshot that finds it false (a key's values in some input chunk adding up
+    to less than 0) fails, naming the key, rather than give intervals that rest on it."""
 
     name = "sum"
     inline_sum = True
+
+    def __init__(self, nonnegative: bool = False) -> None:
+        self.nonnegative = bool(nonnegative)
+
+    def __repr__(self) -> str:
+        return "Sum(nonnegative=True)" if self.nonnegative else "Sum()"
 
 
 class Count(Aggregate):
@@ -133,9 +146,19 @@ class Max(Aggregate):
 
 
 class Mean(Aggregate):
-    """The arithmetic mean; the state is ``(count, sum)``."""
+    """The arithmetic mean; the state is ``(count, sum)``.
+
+    ``nonnegative=True`` declares that no value is below 0, as :class:`Sum`'s does: an online snapshot's interval
+    then starts no lower than 0 (the unread values may pull the mean down as far as 0, no further). A snapshot
+    that finds it false (a key's values in some input chunk adding up to less than 0) fails, naming the key."""
 
     name = "mean"
+
+    def __init__(self, nonnegative: bool = False) -> None:
+        self.nonnegative = bool(nonnegative)
+
+    def __repr__(self) -> str:
+        return "Mean(nonnegative=True)" if self.nonnegative else "Mean()"
 
     def lift(self, value: Any) -> tuple[int, Any]:
         return (1, value)

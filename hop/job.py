@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from hop.aggregates import Aggregate
+from hop.aggregates import Aggregate, Mean, Sum
 from hop.inputs import Split
 from hop.task_status import set_status_of
 from shuffle.keys import partition_hash
@@ -113,10 +113,18 @@ HOOKS = ("mapper_init", "mapper_final", "combiner_init", "combiner_final", "redu
 def _same_combine(combiner: object, aggregate: Aggregate) -> bool:
     """Whether ``combiner`` may combine for the reduce ``aggregate``: unset, or an aggregate of the same class and
     settings (``combine = Sum(); reduce = Sum()`` is two instances of one aggregate, as ``TopK(3)`` twice is, where
-    ``TopK(5)`` is another)."""
+    ``TopK(5)`` is another). A ``Sum``'s or ``Mean``'s ``nonnegative`` is no setting of its combining: it tells the
+    reduce's snapshots what they may assume of the values, so ``combine = Sum(); reduce = Sum(nonnegative=True)``
+    combines alike."""
     if combiner is None or combiner is aggregate:
         return True
-    return type(combiner) is type(aggregate) and vars(combiner) == vars(aggregate)
+    if type(combiner) is not type(aggregate):
+        return False
+    ours, theirs = dict(vars(combiner)), dict(vars(aggregate))
+    if isinstance(aggregate, Sum | Mean):
+        ours.pop("nonnegative", None)
+        theirs.pop("nonnegative", None)
+    return ours == theirs
 
 
 def identity_map(key: Any, value: Any) -> Iterator[Pair]:

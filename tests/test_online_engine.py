@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -98,6 +99,78 @@ def test_snapshots_with_estimates_and_an_exact_final_result(
             largest += sorted(estimates, reverse=True)[:HISTORY_ROWS]
         assert [row["estimate"] for row in snapshot["rows"]] == sorted(largest, reverse=True)
     assert client.snapshots(report["job_id"], after=0)[0]["seq"] == 1
+
+
+def _signed_sum_input(path: Path, negative: bool) -> dict[str, int]:
+    """About 590 KB of ``KEY VALUE`` lines (9 chunks of 64 KB): keys from common to rare (a rare one's early interval
+    is wide: a plain Sum's reached below its sum so far, below 0), and, if ``negative``, a key ``neg`` of -1 every
+    2,000 lines; the final sums."""
+    rng = random.Random(11)
+    keys = [f"k{i}" for i in range(30)]
+    weights = [1 / (i + 1) ** 2 for i in range(30)]
+    sums: dict[str, int] = {}
+    with path.open("w", encoding="utf-8") as file:
+        for line in range(100_000):
+            key, value = rng.choices(keys, weights)[0], int(rng.lognormvariate(3, 1.5))
+            if negative and line % 2000 == 0:
+                key, value = "neg", -1
+            file.write(f"{key} {value}\n")
+            sums[key] = sums.get(key, 0) + value
+    return sums
+
+
+def test_a_nonnegative_sums_snapshots_never_go_below_the_sum_so_far(client: Client, tmp_path: Path) -> None:
+    """``Sum(nonnegative=True)`` through a real run: in every snapshot, every group's ``low`` is at least its
+    ``value`` so far (some exactly: the floor acted, where the t interval reached lower) and at most its final sum
+    (the floor never leaves the final value out); the output is the exact sum."""
+    final = _signed_sum_input(tmp_path / "in.txt", negative=False)
+    options = online_options(
+        load_job_file(job_path("nonnegative_sum")),
+        [str(tmp_path / "in.txt")],
+        snapshot_every=0.2,
+        order="random",
+        seed=2,
+        chunk_size=64 << 10,
+    )
+    run_job(client, "nonnegative_sum", [tmp_path / "in.txt"], tmp_path / "out", num_reduces=2, options=options)
+    assert output_dict(tmp_path / "out") == final
+    folders = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert folders
+    floored = bounded = 0
+    for folder in folders:
+        info = json.loads((folder / "_snapshot.json").read_text())
+        assert all("error" not in part for part in info["partitions"]), info
+        for key, row in snapshot_rows(folder).items():
+            if row["low"] is None:
+                continue
+            bounded += 1
+            assert row["value"] <= row["low"] <= row["estimate"] <= row["high"], (folder.name, key, row)
+            floored += row["low"] == row["value"] and not row["final"]
+    assert bounded and floored, (bounded, floored)
+
+
+def test_a_nonnegative_sum_with_a_negative_value_fails_its_snapshots_not_the_job(
+    client: Client, tmp_path: Path
+) -> None:
+    """A negative value breaks the declaration the floors rest on: the snapshots fail, naming the key and the
+    declaration, and the job's result is the exact sum all the same."""
+    final = _signed_sum_input(tmp_path / "in.txt", negative=True)
+    options = online_options(
+        load_job_file(job_path("nonnegative_sum")),
+        [str(tmp_path / "in.txt")],
+        snapshot_every=0.25,
+        order="random",
+        seed=2,
+        chunk_size=64 << 10,
+    )
+    run_job(client, "nonnegative_sum", [tmp_path / "in.txt"], tmp_path / "out", num_reduces=1, options=options)
+    assert output_dict(tmp_path / "out") == final and final["neg"] == -50
+    folders = sorted((tmp_path / "out" / "_snapshots").iterdir())
+    assert folders
+    for folder in folders:
+        info = json.loads((folder / "_snapshot.json").read_text())
+        errors = [part.get("error", "") for part in info["partitions"]]
+        assert all("Sum(nonnegative=True)" in e and "key 'neg' added up to -" in e for e in errors), info
 
 
 def test_a_reducer_restarted_during_a_snapshot_answers_it(

@@ -368,6 +368,92 @@ def test_a_counts_interval_starts_no_lower_than_its_count_so_far() -> None:
     assert lows["sum"] is not None and lows["sum"] < 0
 
 
+def test_a_nonnegative_sums_interval_starts_no_lower_than_its_sum_so_far() -> None:
+    """``Sum(nonnegative=True)`` declares what ``Sum()`` cannot assume: the unread values cannot take the sum down.
+    The group seen as 1 and 9 in 2 of the 4 chunks read (of 10) then has the low 10, its sum so far, where a plain
+    Sum's t interval reaches below 0 (above); the estimate and the high are the plain Sum's, skewness correction
+    and all."""
+    rows = {}
+    for aggregate in (Sum(), Sum(nonnegative=True)):
+        state = SnapshotState(aggregate, [""] * 10)
+        for chunk, total in enumerate([1, 9, 0, 0]):
+            state.add_run(chunk, 0, 0, run({"g": total} if total else {}), chunk, True)
+        (row,) = state.rows()
+        rows[repr(aggregate)] = row
+    plain, declared = rows["Sum()"], rows["Sum(nonnegative=True)"]
+    assert plain.estimate is not None and declared.estimate is not None
+    assert plain.estimate.low is not None and plain.estimate.low < 0
+    assert declared.value == 10 and declared.estimate.low == 10.0
+    assert (declared.estimate.value, declared.estimate.high) == (plain.estimate.value, plain.estimate.high)
+    # Where the interval is above the sum so far already (5 chunks of about 5.6 in 10), nothing changes.
+    state = SnapshotState(Sum(nonnegative=True), [""] * 10)
+    for chunk, total in enumerate([5.5, 6.0, 5.0, 6.5, 5.0]):
+        state.add_run(chunk, 0, 0, run({"g": total}), chunk, True)
+    (row,) = state.rows()
+    assert row.estimate is not None and row.estimate.low is not None and row.estimate.low > row.value == 28.0
+
+
+def test_a_nonnegative_sum_that_sees_a_negative_chunk_fails_its_snapshots() -> None:
+    """The floor rests on the declaration: a key whose values in a chunk add up below 0 breaks it, and every
+    snapshot from then on fails naming the key (as a snapshot whose reduce raised does: docs/online.md) rather than
+    give a low that the unread input may yet undercut. A negative value outweighed within its chunk breaks nothing
+    the floor rests on."""
+    state = SnapshotState(Sum(nonnegative=True), [""] * 10)
+    state.add_run(0, 0, 0, run({"a": 3, "b": 2}), 0, True)
+    state.add_run(1, 0, 0, run({"a": 4, "b": 0}), 1, True)
+    assert {row.key: row.value for row in state.rows()} == {"a": 7, "b": 2}
+    state.add_run(2, 0, 0, run({"a": 1, "b": -5}), 2, True)
+    with pytest.raises(ValueError, match=r"Sum\(nonnegative=True\).*key 'b' added up to -5"):
+        list(state.rows())
+    state.add_run(3, 0, 0, run({"a": 2}), 3, True)  # the next snapshot fails too: the premise stays broken
+    with pytest.raises(ValueError, match="key 'b'"):
+        list(state.rows())
+
+
+def test_a_nonnegative_means_interval_starts_no_lower_than_0() -> None:
+    """``Mean(nonnegative=True)``: the unread values may pull the mean down to 0, no further, so its interval
+    starts no lower than 0 where a plain Mean's t interval reaches below it (a group seen as 1 value of 1 and one
+    of 300 in 2 chunks of 10); a chunk whose values add up below 0 fails the snapshots, naming the key."""
+    lows = {}
+    for aggregate in (Mean(), Mean(nonnegative=True)):
+        state = SnapshotState(aggregate, [""] * 10)
+        state.add_run(0, 0, 0, run({"g": (1, 1.0)}), 0, True)
+        state.add_run(1, 0, 0, run({"g": (1, 300.0)}), 1, True)
+        (row,) = state.rows()
+        assert row.estimate is not None and row.estimate.value == 150.5 and row.estimate.high is not None
+        lows[repr(aggregate)] = row.estimate.low
+    assert lows["Mean()"] is not None and lows["Mean()"] < 0
+    assert lows["Mean(nonnegative=True)"] == 0.0
+    state = SnapshotState(Mean(nonnegative=True), [""] * 10)
+    state.add_run(0, 0, 0, run({"g": (2, -3.0)}), 0, True)
+    with pytest.raises(ValueError, match=r"Mean\(nonnegative=True\), but key 'g' added up to -3.0 .*declare Mean\(\)"):
+        list(state.rows())
+
+
+def test_a_plain_sum_combines_for_a_nonnegative_one() -> None:
+    """``nonnegative`` says what snapshots may assume, not how values combine: ``combine = Sum()`` with ``reduce =
+    Sum(nonnegative=True)`` is no job definition error (another aggregate's combine still is)."""
+
+    class Declared(Job):
+        combine = Sum()
+        reduce = Sum(nonnegative=True)
+
+    class Mixed(Job):
+        combine = Count()
+        reduce = Sum(nonnegative=True)
+
+    class Means(Job):
+        combine = Mean()
+        reduce = Mean(nonnegative=True)
+
+    (step,) = Declared().resolved_steps()
+    assert repr(step.reducer) == "Sum(nonnegative=True)" and repr(step.combiner) == "Sum()"
+    (step,) = Means().resolved_steps()
+    assert repr(step.reducer) == "Mean(nonnegative=True)"
+    with pytest.raises(ValueError, match=r"reduce is the aggregate Sum\(nonnegative=True\)"):
+        Mixed().resolved_steps()
+
+
 def _folded(aggregate: Count | Sum, values: list[int]) -> int:
     """What a map's spill holds for ``values`` of one key: their state folded (a Count's is the number of them)."""
     state = aggregate.lift(values[0])
@@ -1074,6 +1160,30 @@ def test_a_snapshot_that_cannot_stop_the_job_says_which_groups_hold_it_back_and_
     assert wide == {"max_relative_half_width": 0.8, "widest": "b"}
     tracker.on_done(tracker.request_now(0.8).seq, 0, {"groups": 2, "strata_seen": {"": 7}, **wide})
     assert tracker.held_back(tracker.snapshots[-1]) == 'the widest interval is 80.0% of its estimate, over 50.0% ("b")'
+
+
+def test_a_lopsided_interval_is_as_wide_as_its_farther_end_from_the_estimate() -> None:
+    """``--stop-when-accurate`` and the "accurate to" of an early stop measured an interval by its half-width. A
+    Count's (or a ``Sum(nonnegative=True)``'s) low raised to the value so far makes its interval lopsided: [95, 120]
+    around 100 is 12.5% by half-width, though the final value may lie 20% above the estimate, and a job asked for
+    15% stopped on it. The width is now the farther end's distance from the estimate (a symmetric interval's
+    half-width, as before)."""
+    table = SnapshotTable(["a", "b"], [95, 50], [100.0, 50.0], [95.0, 45.0], [120.0, 55.0], [False, False])
+    fields = _interval_fields(table)
+    assert fields == {"max_relative_half_width": pytest.approx(0.2), "widest": "a"}
+    tracker = SnapshotTracker(1, [10] * 10, stop_when_accurate=0.15, stratum_chunks={"": 10})
+    snapshot = tracker.request_now(0.7)
+    tracker.on_done(snapshot.seq, 0, {"groups": 2, "strata_seen": {"": 7}, "chunks_seen": list(range(7)), **fields})
+    assert not tracker.accurate(snapshot)
+    assert tracker.held_back(snapshot) == 'the widest interval is 20.0% of its estimate, over 15.0% ("a")'
+    # Through a real state: a Count's floor at its count so far (10 of an estimate of 25) leaves the upper arm.
+    state = SnapshotState(Count(), [""] * 10)
+    for chunk, records in enumerate([1, 9, 0, 0]):
+        state.add_run(chunk, 0, 0, run({"g": records} if records else {}), chunk, True)
+    (row,) = state.rows()
+    assert row.estimate is not None and row.estimate.low == 10.0 and row.estimate.high is not None
+    reach = _interval_fields(state.table())["max_relative_half_width"]
+    assert reach == pytest.approx((row.estimate.high - 25.0) / 25.0)
 
 
 def test_an_infinite_value_leaves_its_group_without_an_interval_and_prints_no_numpy_warning() -> None:

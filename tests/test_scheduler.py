@@ -917,3 +917,29 @@ def test_a_later_steps_map_takes_a_free_slot_at_once_when_the_step_before_splits
     for index in (0, 1):
         _map_done(upstream, index, 0, at=11.0)
     assert downstream.map_may_start(0, now=11.0), "step 1's maps are done"
+
+
+def test_the_input_processed_is_never_below_what_the_latest_snapshot_held() -> None:
+    """A map reports its progress every half second while each chunk's runs go to the reducers as it ends, so a
+    snapshot may hold input the maps' last reports do not count yet: the web view said "62% of the input processed"
+    beside "snapshot 0.600: 63% of the input seen". The job's description (``processed_fraction``) now says at
+    least what the latest snapshot held; the thresholds still follow the maps' reports (``input_fraction``), and a
+    pipeline's later step's snapshot, whose fraction is of its upstream's input, counts for nothing here."""
+    from hop.online.tracker import SnapshotTracker
+
+    job = _state(maps=2, reduces=1)
+    job.snapshots = SnapshotTracker(1, [50, 50, 50, 50], every=0.25, started_at=0.0)
+    for index in (0, 1):
+        attempt = _start(job, "map", index)
+        job.on_progress("map", index, attempt, 0.3, 100)
+    assert job.processed_fraction() == job.input_fraction() == pytest.approx(0.3)
+    snapshot = job.snapshots.due(job.input_fraction())
+    assert snapshot is not None and snapshot.label == "0.250"
+    job.snapshots.on_done(snapshot.seq, 0, {"chunks_seen": [0, 2], "groups": 3})  # half the input's bytes
+    assert job.input_fraction() == pytest.approx(0.3)
+    assert job.processed_fraction() == pytest.approx(0.5)
+    job.on_progress("map", 0, 0, 0.9, 300)  # the maps' reports pass it: they are said again
+    assert job.processed_fraction() == job.input_fraction() == pytest.approx(0.6)
+    derived = job.snapshots.request_derived("0.900", 0.9, {"job_id": "job-0000", "input_fraction": 0.9}, "/up")
+    job.snapshots.on_done(derived.seq, 0, {"chunks_seen": [0, 1, 2], "groups": 3})
+    assert job.processed_fraction() == pytest.approx(0.6)

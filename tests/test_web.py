@@ -404,6 +404,50 @@ def test_snapshot_events_carry_ids_and_a_reconnect_resumes_after_the_last(
     assert [s["seq"] for _, s in snapshot_events(url + "&after=-1")] == seqs
 
 
+def test_the_progress_pushed_is_never_behind_the_snapshots_pushed(
+    client: Client, web: WebServer, tmp_path: Path
+) -> None:
+    """The page shows the job's "N% of the input processed" beside the latest snapshot's "M% of the input seen",
+    and said 62% processed beside 63% seen: the maps' progress reports lag the chunks their reducers hold, and the
+    event stream asked for the job's progress before its snapshots, so one completed in between came with the
+    progress before it. Here the coordinator's answers about the job take a while to arrive (as under load), and at
+    every snapshot pushed the job's progress pushed last is at least what the snapshot holds."""
+    source = tmp_path / "in.txt"
+    generate_text(source, 1_500_000, seed=7, vocabulary=100)
+    job_class = load_job_file(job_path("slow_sum_wordcount"))
+    options = online_options(job_class, [str(source)], snapshot_every=0.05, order="random", chunk_size=32 << 10)
+    spec = build_spec(
+        job_class, [str(source)], str(tmp_path / "out"), num_reduces=2, split_size=1 << 20, options=options
+    )
+    job_id = client.submit(spec)
+    assert web._source is not None
+    ask = web._source.job
+
+    async def late(asked: str) -> Any:
+        detail = await ask(asked)
+        await asyncio.sleep(0.3)  # (the answer as it was when asked, arriving late)
+        return detail
+
+    web._source.job = late  # type: ignore[method-assign]
+    pairs: list[tuple[str, float, float]] = []
+    processed: float | None = None
+    try:
+        with urllib.request.urlopen(web.url + f"api/events?job={job_id}", timeout=60) as stream:
+            for name, data in read_events(stream):
+                if name == "job":
+                    processed = data["input_fraction"]
+                elif name == "snapshot" and data["input_fraction"] is not None:
+                    assert processed is not None
+                    pairs.append((data["label"], processed, data["input_fraction"]))
+                elif name == "results":
+                    break
+    finally:
+        client.wait(job_id, timeout=120)
+    assert len(pairs) >= 3, pairs
+    behind = [(label, p, seen) for label, p, seen in pairs if p < seen]
+    assert not behind, behind
+
+
 def test_continuous_job_windows_are_served_pushed_and_stoppable(client: Client, web: WebServer, tmp_path: Path) -> None:
     output = tmp_path / "out"
     events = write_events(tmp_path / "events.jsonl", seconds=20)  # much longer than the test: it stops the job

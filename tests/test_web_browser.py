@@ -81,6 +81,33 @@ def test_page_follows_a_running_job_to_its_final_result(cluster: LocalCluster, c
         assert (tmp_path / "web-view.png").stat().st_size > 10_000
 
 
+def test_page_says_which_partitions_could_not_take_a_snapshot(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """A partition that could not take its part of a snapshot (here a ``Sum(nonnegative=True)`` whose key ``neg``
+    sums below 0) leaves its groups out: the page showed the other partitions' groups alone and said nothing of
+    it, as if the snapshot were whole. It says how many failed and why."""
+    rng = random.Random(5)
+    lines = [f"k{rng.randrange(20)} {rng.randrange(100)}" for _ in range(300_000)]
+    lines[1::5000] = ["neg -1"] * len(lines[1::5000])
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    job_class = load_job_file(job_path("nonnegative_sum"))
+    source = [str(tmp_path / "in.txt")]
+    options = online_options(job_class, source, snapshot_every=0.1, order="random", chunk_size=64 << 10)
+    spec = build_spec(job_class, source, str(tmp_path / "out"), num_reduces=2, options=options)
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        job_id = client.submit(spec)
+        page.goto(f"{web.url}?job={job_id}", timeout=30_000)
+        page.wait_for_function(
+            "document.querySelector('#snapshot-info').textContent.includes('could not')", timeout=60_000
+        )
+        said = page.inner_text("#snapshot-info")
+        assert errors == []
+    client.wait(job_id, timeout=120)
+    assert "1 of 2 partitions could not take their part, whose groups are missing (partition " in said, said
+    assert "Sum(nonnegative=True), but key 'neg' added up to -" in said, said
+
+
 @pytest.mark.parametrize("answer", ["at once", "after the end"])
 def test_page_stops_a_running_batch_job_and_keeps_its_last_estimates(
     cluster: LocalCluster, client: Client, tmp_path: Path, answer: str
@@ -718,6 +745,39 @@ def test_page_shows_nan_and_infinite_values_as_the_output_has_them(
     assert cells == {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity", "1.5": "1.5"}, cells
     assert values == {json.loads(key): text for key, text in written.items()}, "as OUT/part-* has them"
     assert order in (["inf", "1.5", "-inf", "nan"], ["nan", "-inf", "1.5", "inf"]), order
+
+
+def test_page_shows_a_small_number_by_its_significant_digits(
+    cluster: LocalCluster, client: Client, tmp_path: Path
+) -> None:
+    """The page wrote every number with at most 3 decimals: a value of 0.00012345 (a Mean of rare events, a small
+    rate) read "0", -0.0004567 "-0", and an interval of such estimates "0 – 0.001", as if exact. Below 1 a number
+    keeps 4 significant digits, below 1e-6 in exponent form; from 1 on, 3 decimals as before."""
+    (tmp_path / "in.txt").write_text("0.00012345\n-0.0004567\n1.5e-09\n0.5\n1234.5678\n0.0\n")
+    job_id = run_job(client, "float_values", [tmp_path / "in.txt"], tmp_path / "out")["job_id"]
+    with WebServer(cluster.address) as web, browser_page() as (page, errors):
+        _open_final_results(page, web.url, job_id)
+        lines = page.query_selector_all("#results tbody tr")
+        cells = {line.get_attribute("data-key"): line.query_selector_all("td")[1].inner_text() for line in lines}
+        # The bar chart's tooltip of the bar of 0.00012345, as Chart.js builds it on a hover.
+        tooltip = page.evaluate(
+            """() => {
+              const chart = Chart.getChart("bars");
+              const index = chart.data.labels.indexOf("0.00012345");
+              chart.tooltip.setActiveElements([{ datasetIndex: 0, index }], { x: 0, y: 0 });
+              return chart.tooltip.body.flatMap((part) => part.lines);
+            }"""
+        )
+        assert errors == []
+    assert tooltip == ["final value: 0.0001235"], tooltip
+    assert cells == {
+        "0.00012345": "0.0001235",
+        "-0.0004567": "-0.0004567",
+        "1.5e-09": "1.5e-9",
+        "0.5": "0.5",
+        "1234.5678": "1,234.568",
+        "0.0": "0",
+    }, cells
 
 
 def test_page_logs_no_error_in_the_console(cluster: LocalCluster, client: Client, tmp_path: Path) -> None:

@@ -363,7 +363,7 @@ class JobRequests(CoordinatorHost):
             "finished_at": job.finished_at,
             "output": job.spec.output,
             **_step_output(job),
-            "input_fraction": job.input_fraction(),
+            "input_fraction": job.processed_fraction(),
             "approximate": job.approximate is not None,
             # Those every partition answered, written out: a snapshot asked for and never answered (the job was
             # cancelled first) is not in OUT/_snapshots/, and the web view said it was.

@@ -348,7 +348,8 @@ def _output_records(lines: Iterable[str], part: Path) -> Iterator[tuple[Any, Any
 class _IntervalFields:
     """What ``--stop-when-accurate`` decides on, and what to tell the user when it cannot stop, gathered over a
     snapshot's rows in key order (:meth:`add` per batch): ``max_relative_half_width``, the widest interval relative
-    to its estimate (``None`` if some group has no interval yet), ``widest`` (that group's key), and for groups
+    to its estimate, by the distance from the estimate to the interval's farther end (a symmetric interval's
+    half-width; ``None`` if some group has no interval yet), ``widest`` (that group's key), and for groups
     without an interval ``unbounded`` (how many) and ``unbounded_examples`` (a few keys, each with why, those that
     will never have one first). Without these a job that never stopped early did not say which groups held it back
     (a NaN among a group's values, a group seen in one chunk)."""
@@ -375,7 +376,12 @@ class _IntervalFields:
                 if len(named) < UNBOUNDED_EXAMPLES:
                     named.append({"key": key, "why": _why_unbounded(estimate), "waiting": waiting})
                 continue
-            half = (high - low) / 2
+            # How far from the estimate the final value may lie within the interval: its farther end, not its
+            # half-width. The two are one for a symmetric interval; a lopsided one (a Count's or a nonnegative
+            # Sum's low raised to the value so far, a skewed Sum's longer upper arm) reaches further on one side
+            # than its half-width: [95, 120] around 100 is 12.5% by half-width, and a stop on it said "accurate to
+            # 12.5%" of an estimate the final value may be 20% above.
+            half = max(estimate - low, high - estimate)
             width = half / abs(estimate) if estimate else (0.0 if half == 0 else math.inf)
             if self.widest_key is None or width > self.widest:
                 self.widest, self.widest_key = width, key

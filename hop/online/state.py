@@ -31,6 +31,7 @@ kept spills, the rest in the retry's ``partial`` runs) is counted once both part
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import operator
@@ -164,6 +165,12 @@ class SnapshotState:
         self.read_run = read_run
         """(task, attempt, seq) -> a received run's bytes (the run store's): rebuilds a failed attempt's kept part."""
         self.kind = estimate_kind(aggregate)
+        self.nonnegative = self.kind is not None and bool(getattr(aggregate, "nonnegative", False))
+        """A ``Sum(nonnegative=True)`` (its intervals start no lower than the sum so far: :func:`_floor_lows`) or a
+        ``Mean(nonnegative=True)`` (no lower than 0)."""
+        self.negative: tuple[Any, Any] | None = None
+        """The first ``(key, contribution)`` of a chunk that broke the ``nonnegative`` declaration: every snapshot
+        from then on fails naming it (its floors would rest on a false premise)."""
         self.skewed = self.kind == "mean" or (self.kind == "total" and aggregate.name == "sum")
         """The moments carry third powers, for an interval corrected for skewness (a Sum's or a Mean's)."""
         self.chunk_strata = chunk_strata
@@ -295,8 +302,12 @@ class SnapshotState:
     def _fold_chunk(self, summary: _Summary, chunk: int, values: dict[Any, Any]) -> None:
         summary.chunks.add(chunk)
         if self.kind == "total":
+            if self.nonnegative and self.negative is None:
+                self._check_nonnegative(chunk, values)
             self._fold_total(summary, self.chunk_sizes[chunk], values)
         elif self.kind == "mean":
+            if self.nonnegative and self.negative is None:
+                self._check_nonnegative(chunk, {key: state[1] for key, state in values.items()})
             self._fold_mean(summary, values)
         else:
             _fold_states(summary.state, values, self.aggregate)
@@ -305,6 +316,22 @@ class SnapshotState:
             key = next(itertools.islice(values, len(values) // 2, None))
             entry = summary.state[key]
             self._resize_budget(key, entry if self.kind is None else entry[0])
+
+    def _check_nonnegative(self, chunk: int, values: dict[Any, Any]) -> None:
+        """Keep the first key whose contribution in ``chunk`` (a Mean's: the sum of its values) is below 0 (a
+        ``nonnegative=True`` aggregate's values are not): ``min`` over the chunk's values in C, the keys looked at
+        only when it is below 0. A chunk's contribution is its values' sum, so a negative value outweighed within
+        its chunk goes unseen: the check is of what the floors rest on (no chunk takes the sum down), not of every
+        record. Values ``<`` cannot order (no numbers) are left unchecked: they have no interval."""
+        try:
+            if not values or not min(values.values()) < 0:
+                return
+        except TypeError:
+            return
+        for key, x in values.items():
+            if isinstance(x, _NUMBERS) and x < 0:
+                self.negative = (key, x)
+                return
 
     # One loop per kind of moments, chosen once per chunk: this is a reducer's per-key work for every chunk a key
     # occurs in (a word count's 100,000 words in 1 MB chunks: millions of keys a job), so nothing is looked up or
@@ -495,6 +522,13 @@ class SnapshotState:
         at a time: each counted summary's dumps and in-memory keys merged by key, a key's pieces folded in the order
         of the summaries (:meth:`counted`), then oldest dump first (the order the whole-table merge folded them),
         estimates computed per batch (they are per group)."""
+        if self.negative is not None:
+            key, x = self.negative
+            raise ValueError(
+                f"the reduce is {self.aggregate!r}, but key {key!r} added up to {x!r} in one input chunk: its values "
+                "are not all nonnegative, and the intervals' lower bounds rest on that (declare "
+                f"{type(self.aggregate).__name__}() instead, whose intervals assume nothing of the values)"
+            )
         summaries = self.counted()
         chunks = set().union(*(summary.chunks for summary in summaries))
         seen = self.strata_seen(chunks)
@@ -675,7 +709,7 @@ class SnapshotState:
                 for i in estimable:
                     if finals[i] and isinstance(states[i], int):
                         table.estimates[i] = table.lows[i] = table.highs[i] = states[i]
-                if self.aggregate.name == "count":
+                if self.aggregate.name == "count" or self.nonnegative:
                     _floor_lows(table, estimable, states)
         elif self.kind == "mean" and estimable:
             means = [entries[i][1:] for i in estimable]  # (the moments _NO_MEAN names)
@@ -713,6 +747,8 @@ class SnapshotState:
                 ),
             )
             table.fill(estimable, *(estimated if shifts is None else _shifted_back(shifts, estimated)))
+            if self.nonnegative:
+                _floor_lows(table, estimable, [0] * len(keys))
         return table
 
     def rows(self) -> Iterator[SnapshotRow]:
@@ -742,12 +778,16 @@ def _floor_lows(table: SnapshotTable, positions: list[int], counts: list[Any]) -
     """A Count's interval starts no lower than the count so far: records seen are never uncounted, so its final
     value is at least that (the symmetric t interval of a group seen in few chunks reached below it, below 0 even:
     a word count's snapshot at a quarter of its input had half its groups' ``low`` under their count so far).
-    Raising ``low`` there never leaves out the final value; ``high`` and the estimate stay."""
+    So does a ``Sum(nonnegative=True)``'s, ``counts`` then being the sums so far: the unread values cannot take
+    them down. Raising ``low`` there never leaves out the final value; ``high`` and the estimate stay (an estimate
+    scales the sum so far up, never below it)."""
     lows = table.lows
     for i in positions:
         low = lows[i]
         if low is not None and low < counts[i]:
-            lows[i] = float(counts[i])
+            # (A Sum of ints past a float's range keeps its low as computed.)
+            with contextlib.suppress(OverflowError):
+                lows[i] = float(counts[i])
 
 
 def _fit_floats(values: list[Any], squares: list[Any], cubes: list[Any]) -> bool:

@@ -257,6 +257,17 @@ class SnapshotTracker:
             if fields.get("rows"):
                 fields["rows"] = fields["rows"][:HISTORY_ROWS]  # sent largest first
 
+    def held_input(self) -> float:
+        """The fraction of the input (bytes) the latest complete snapshot's reducers held, as its ``input_fraction``
+        says of this job's own chunks (0.0 without one, or one that does not say: ``hop snapshot`` of a job reading
+        no chunks, a pipeline's later step, whose chunks are its upstream's): input its maps had processed, though
+        their last progress report may not count it yet (:meth:`hop.scheduler.JobState.processed_fraction`)."""
+        for snapshot in reversed(self.snapshots):
+            if snapshot.complete and snapshot.upstream is None:
+                coverage = self.coverage(snapshot)
+                return coverage[1] if coverage is not None else 0.0
+        return 0.0
+
     def coverage(self, snapshot: Snapshot) -> tuple[float, float] | None:
         """(fraction of chunks, fraction of bytes) the reducers' data covered: each the least over partitions (the
         least pair, compared chunks first, gave the bytes of a partition holding few large chunks: 40% of the input

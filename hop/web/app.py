@@ -386,9 +386,9 @@ async def events(request: web.Request) -> web.StreamResponse:
             await send("window", window, event_id=window["seq"])
             last_window = window["seq"]
 
-    async def send_snapshots_and_results(job_id: str, detail: dict[str, Any]) -> None:
+    async def send_snapshots_and_results(job_id: str, detail: dict[str, Any], snapshots: list[Any]) -> None:
         nonlocal last_seq, results_sent
-        for snapshot in await source.snapshots(job_id, last_seq):
+        for snapshot in snapshots:
             if not snapshot["complete"]:
                 break
             await send("snapshot", snapshot, event_id=snapshot["seq"])
@@ -411,6 +411,11 @@ async def events(request: web.Request) -> web.StreamResponse:
                 await send("jobs", listing)
                 last_jobs = listing
             if job_id:
+                # A batch job's snapshots are asked for before its progress, so the progress sent with them is as
+                # new as they are: asked for after, a snapshot completed in between came with the progress before
+                # it, and the page said "62% of the input processed" beside "63% of the input seen".
+                batch = last_job is None or not last_job.get("continuous")
+                snapshots = await source.snapshots(job_id, last_seq) if batch else None
                 detail = await source.job(job_id)
                 if detail != last_job:
                     await send("job", detail)
@@ -418,7 +423,9 @@ async def events(request: web.Request) -> web.StreamResponse:
                 if detail.get("continuous"):
                     await send_windows(job_id, detail)
                 else:
-                    await send_snapshots_and_results(job_id, detail)
+                    if snapshots is None:
+                        snapshots = await source.snapshots(job_id, last_seq)
+                    await send_snapshots_and_results(job_id, detail, snapshots)
             else:
                 await send("ping", {})
             if await _stopping_within(request, EVENT_SECONDS):

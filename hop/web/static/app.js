@@ -50,12 +50,20 @@ const jsonText = (value) =>
       ? `{${Object.entries(value).map(([name, item]) => `${JSON.stringify(name)}:${jsonText(item)}`).join(",")}}`
       : JSON.stringify(value);
 const keyText = (key) => (typeof key === "string" ? key : jsonText(key));
+// A number below 1 keeps 4 significant digits, not 3 decimals: a Mean of 0.00042 read "0", its interval "0 – 0.001",
+// as if it were exactly 0 (and -0.0004 "-0"). Below 1e-6 it is in exponent form (1.5e-9), as JavaScript writes it.
 const number = (value) =>
   value === null || value === undefined ? ""
     : typeof value === "number" && !Number.isFinite(value) ? String(value)  // NaN, Infinity: not "∞"
+    : typeof value === "number" && value !== 0 && Math.abs(value) < 1e-6 ? String(Number(value.toPrecision(4)))
+    : typeof value === "number" && Math.abs(value) < 1 ? value.toLocaleString(undefined, { maximumSignificantDigits: 4 })
     : typeof value === "number" ? value.toLocaleString(undefined, { maximumFractionDigits: 3 })
     : typeof value === "bigint" ? value.toLocaleString()
     : jsonText(value);
+// The charts' tooltips write a value as the table does: Chart.js's own format keeps 3 decimals, so a bar or point of
+// 0.00012 read "0" there too.
+Chart.defaults.plugins.tooltip.callbacks.label = (item) =>
+  `${item.dataset.label ? `${item.dataset.label}: ` : ""}${number(item.parsed.y)}`;
 const isNumeric = (value) => typeof value === "number" || typeof value === "bigint";
 // Table order: numbers (BigInts too) by value, NaN below them all (it compares equal to everything, which would
 // leave the order to chance), anything else by its text.
@@ -361,6 +369,18 @@ function seenText(fraction) {
   return fraction == null ? "input seen unknown" : `${share(fraction)} of the input seen`;
 }
 
+// A partition that could not take its part of a snapshot (its reduce or the job's key_stratum raised, a
+// Sum(nonnegative=True) saw a negative sum) leaves its groups out: the page showed the others' alone ("9 groups",
+// "input seen unknown") and said nothing of it. It says how many failed and the first one's error, as hop run does.
+function failedPartitions(snapshot) {
+  const partitions = snapshot.partitions ?? [];
+  const failed = partitions.filter((partition) => partition.error);
+  if (!failed.length) return "";
+  const [first] = failed;
+  return `; ${failed.length} of ${partitions.length} partitions could not take their part, whose groups are ` +
+    `missing (partition ${first.index}: ${first.error})`;
+}
+
 function addSnapshot(snapshot) {
   if (state.final || (state.lastSeq !== null && snapshot.seq <= state.lastSeq)) return;  // (sent again: no duplicates)
   state.lastSeq = snapshot.seq;
@@ -379,6 +399,7 @@ function addSnapshot(snapshot) {
     `snapshot ${snapshot.label}: ${seenText(snapshot.input_fraction)}, ` +
     `${snapshot.groups.toLocaleString()} group${snapshot.groups === 1 ? "" : "s"}` +
     `${snapshot.truncated ? ` (the ${snapshot.rows.length.toLocaleString()} largest shown)` : ""}${upstream}` +
+    failedPartitions(snapshot) +
     // (--stop-when-accurate: why this snapshot did not end the job, as hop run says it at the end)
     `${snapshot.stop_held_back ? `; not accurate enough to stop: ${snapshot.stop_held_back}` : ""}`;
   setBadge();
