@@ -359,6 +359,38 @@ def test_a_second_ctrl_c_ends_the_monitor_at_once_with_a_report_saying_so(tmp_pa
     assert stderr.splitlines()[-1].startswith("hop: error: interrupted while stopping: "), stderr
 
 
+@pytest.mark.parametrize("hangs", ["as-it-drains", "before-the-first"])
+def test_a_second_ctrl_c_ends_a_monitor_whose_coordinator_hangs_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hangs: str
+) -> None:
+    """A second Ctrl-C while the embedded coordinator hangs (SIGSTOPped as the query drains, or before the first
+    Ctrl-C, whose stop then waits on it): the monitor waited 5 s for the coordinator to end the query, 5 s for it to
+    shut the cluster down and 10 s more before it killed it (25 s in all), then said the query "may still run there"
+    and left no report. Now, as ``hop run --source``: exit 130 once those 5 s are out, every process of the cluster
+    killed, its socket and directory gone, and ``OUT/_job.json`` of its own saying the query was interrupted."""
+    import sys
+
+    temp = tmp_path / "temp"  # (the embedded cluster's directory, with the coordinator's socket, goes here)
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--window", "2s", "-o", str(out)]
+    first = hangs == "before-the-first"
+    code, stderr, took = interrupt_twice_as_it_drains(
+        command, out, slow_reduce=0.5, hang_coordinator=not first, hang_coordinator_first=first
+    )
+    assert code == 130, stderr
+    assert took < 10, f"the second Ctrl-C took {took:.1f}s"
+    assert "did not end it within 5s, so the embedded cluster was killed" in stderr, stderr
+    assert "may still run there" not in stderr and "Traceback" not in stderr, stderr
+    report = json.loads((out / "_job.json").read_text())
+    assert report["status"] == "interrupted" and report["written_by"] == "hop monitor", report
+    assert "a second Ctrl-C or SIGTERM on hop monitor" in report["error"], report["error"]
+    on_disk = sorted(path.parent.name for path in out.glob("windows/*/_window.json"))
+    assert report["continuous"]["windows_written"] == len(on_disk) > 0, (report["continuous"], on_disk)
+    assert not list(temp.iterdir()), list(temp.iterdir())
+
+
 @pytest.mark.parametrize(
     ("window", "slide", "says"),
     [
