@@ -297,6 +297,14 @@ def run_monitor(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.overwrite and args.output is None:
+        # (accepted and ignored: the default output is a new temporary directory, with nothing to replace)
+        print(
+            "hop: error: --overwrite replaces a non-empty -o directory, and without -o the monitor writes into a new "
+            "temporary one: drop it, or give -o DIR",
+            file=sys.stderr,
+        )
+        return 2
     try:
         # (bad windows failed the query only once its cluster had started)
         window = window_spec(args.window, args.slide)
@@ -331,9 +339,10 @@ def run_monitor(args: argparse.Namespace) -> int:
             release()
         # The default output is a temporary directory: removed once the monitor stopped (it was left in /tmp after
         # every run, growing by some 10 KB a second of monitoring), kept after a failure once it holds something.
-        if args.output is None and (code in (0, 130) or not any(Path(output).glob("*"))):
+        stopped = code == 0 or code > 128  # (ended as asked: by its duration or a signal)
+        if args.output is None and (stopped or not any(Path(output).glob("*"))):
             shutil.rmtree(output, ignore_errors=True)
-            if code in (0, 130) and not args.quiet:
+            if stopped and not args.quiet:
                 print(f"hop: removed the temporary monitoring output {output}", file=sys.stderr)
 
 
@@ -448,13 +457,16 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any], budget: Budg
         print(f"hop: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interruption:
-        if submitted:
+        from hop.cli import _defer_interrupts, _interrupted_code
+
+        _defer_interrupts()  # (what is left, ending the query and stopping the cluster, is bounded)
+        if not submitted:
+            # (it exited 130 without a word, 130 for SIGTERM too, where hop run says so and exits 143)
+            print("hop: error: interrupted before the monitoring query started", file=sys.stderr)
+        else:
             # A second Ctrl-C (run_stream took the first, to drain): the query ends now, and OUT/_job.json says so,
             # as for hop run --source (stopping the embedded cluster alone left no report). run_stream ended it
             # itself (EndedNow) unless the Ctrl-C came as it asked for the stop.
-            from hop.cli import _defer_interrupts
-
-            _defer_interrupts()
             if isinstance(interruption, EndedNow):
                 ended, answered = interruption.line, interruption.answered
             else:
@@ -470,7 +482,7 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any], budget: Budg
                     spec_accepted, submitted[0], address, identity, command="hop monitor"
                 )
             print(f"hop: error: {ended}", file=sys.stderr)
-        return 130
+        return _interrupted_code()  # (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP, as hop run)
     finally:
         if cluster is not None:
             cluster.stop()

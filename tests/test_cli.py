@@ -2580,6 +2580,28 @@ def test_a_monitors_duration_spent_on_a_hung_coordinator_leaves_that_much_less_f
     assert not (tmp_path / "out" / "_job.json").exists()  # (no query was submitted)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_monitor_interrupted_before_its_query_started_says_so(tmp_path: Path, signum: int) -> None:
+    """``hop monitor --coordinator`` interrupted as it waits for a worker that publishes samples exited 130 without
+    a word (130 for SIGTERM too): it now says so and exits as ``hop run`` does, 130 for Ctrl-C, 143 for SIGTERM."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+    monitor: subprocess.Popen[str] | None = None
+    try:
+        _answers(address)
+        monitor, _ = _monitor_started(["--coordinator", address, "-o", "out"], tmp_path)
+        time.sleep(2)  # (waiting for a worker: there is none)
+        monitor.send_signal(signum)
+        _, stderr = monitor.communicate(timeout=30)
+    finally:
+        for process in (monitor, coordinator):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+    assert monitor.returncode == 128 + signum, stderr
+    assert "hop: error: interrupted before the monitoring query started" in stderr, stderr
+
+
 def test_client_commands_say_they_still_wait_for_a_coordinator_that_is_not_there(tmp_path: Path) -> None:
     """``hop monitor`` and ``hop submit`` given a --coordinator where nothing listens said nothing for 30 s, then
     their error: within seconds they now say on stderr that they still wait, how long, and what to check (each is

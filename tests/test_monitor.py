@@ -477,6 +477,16 @@ def test_the_monitor_refuses_options_that_would_do_nothing_before_it_starts(
     assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
 
 
+def test_the_monitor_refuses_overwrite_without_an_output_before_it_starts(tmp_path: Path) -> None:
+    """``hop monitor --overwrite`` without ``-o`` started its cluster and ran, the option ignored: the default
+    output is a new temporary directory, with nothing to replace. It is refused first, as options that would do
+    nothing are."""
+    result = hop("monitor", "--overwrite", "--duration", "1s", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "hop: error: --overwrite replaces a non-empty -o directory" in result.stderr, result.stderr
+    assert "coordinator at" not in result.stderr, result.stderr
+
+
 def test_the_monitor_warns_of_costly_windows_as_hop_run_does(tmp_path: Path) -> None:
     """``hop run --source`` warns of windows of many panes or a record in many windows; ``hop monitor`` ran the same
     query without a word. It warns before anything else (here an ``-o`` it refuses, so no cluster starts)."""
