@@ -451,7 +451,15 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any], budget: Budg
         print(f"hop: error: {gone}", file=sys.stderr)
         return error.exit_code
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
-        print(f"hop: error: {error}", file=sys.stderr)
+        said = str(error)
+        if cluster is not None and isinstance(error, CoordinatorUnavailable):
+            # The embedded coordinator did not answer for the client's 30 s (hung: stopped, swapping): asking it to
+            # shut the cluster down waited 5 s and 10 s more for nothing (a --duration 6s monitor ended after 49 s).
+            cluster.stop(grace=0)
+            said += (
+                f"; the embedded cluster was killed, and the windows written so far stay in {Path(output) / 'windows'}"
+            )
+        print(f"hop: error: {said}", file=sys.stderr)
         return 3
     except (RuntimeError, ValueError) as error:
         print(f"hop: error: {error}", file=sys.stderr)

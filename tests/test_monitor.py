@@ -4,6 +4,7 @@ run with the dashboard in ``tests/test_monitor_dashboard.py``, which uses the he
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -404,6 +405,53 @@ def test_a_monitor_whose_reducers_worker_dies_in_its_first_seconds_goes_on(tmp_p
     after = said.split("the cluster lost 1 worker", 1)[1]
     assert re.search(r"^hop: window \S+: ", after, re.MULTILINE), said  # (none came after the kill)
     assert re.search(r"ended: [\d,]+ windows in ", after), said
+
+
+def test_a_monitor_whose_embedded_coordinator_hangs_kills_its_cluster_at_once(tmp_path: Path) -> None:
+    """The embedded coordinator hung (SIGSTOP) as the query runs: the monitor's request waits the client's 30 s, and
+    the monitor then asked the hung coordinator to shut the cluster down and waited for its processes, 15 s more
+    for nothing (a ``--duration 6s`` monitor ended after 49 s). It now kills the cluster at once, exit 3, saying
+    where the windows written stay; no process of the cluster is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.conftest import ROOT
+
+    out = tmp_path / "out"
+    stderr_path = tmp_path / "stderr.txt"
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--duration", "6s", "-o", str(out)]
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, start_new_session=True)
+    descendants: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.glob("windows/*/_window.json")):
+            assert time.monotonic() < deadline and process.poll() is None, stderr_path.read_text()
+            time.sleep(0.05)
+        descendants = psutil.Process(process.pid).children(recursive=True)
+        launcher = next(p for p in descendants if p.ppid() == process.pid and "hop.cluster_launch" in p.cmdline())
+        launcher.suspend()
+        hung = time.monotonic()
+        code = process.wait(timeout=90)
+        took = time.monotonic() - hung
+        _, alive = psutil.wait_procs(descendants, timeout=10)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        for leftover in descendants:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                leftover.resume()
+                leftover.kill()
+    said = stderr_path.read_text()
+    assert code == 3, said
+    assert f"the embedded cluster was killed, and the windows written so far stay in {out / 'windows'}" in said
+    assert took < 40, (took, said)  # (the client's 30 s, then at once; 45 s and more before)
+    assert not alive, f"left running: {alive}"
 
 
 @pytest.mark.parametrize("hangs", ["as-it-drains", "before-the-first"])
