@@ -426,8 +426,10 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any], budget: Budg
                         left_out_when_quiet=False,  # (its own samples: nothing a user's output misses)
                         stop_timeout=STOP_TIMEOUT,
                     )
-                except KeyboardInterrupt:
-                    ending = True  # (a second Ctrl-C: nothing waits for a feed that may be stuck on its coordinator)
+                except BaseException:
+                    # (a second Ctrl-C, a coordinator that does not answer: nothing waits for a feed that may be
+                    # stuck on it, 5 s each)
+                    ending = True
                     raise
                 finally:
                     for feed in feeds:
