@@ -194,12 +194,15 @@ def monitor_spec(
     job: type[Any] | None = None,
     workers_wait: float = 30.0,
     duration: float | None = None,
+    keep_windows: int | None = None,
 ) -> tuple[Any, list[str], list[str]]:
     """The monitoring job's spec for the workers the cluster has now, the names of its sources, and those workers'
     sample endpoints (for ``MonitorFeed``: the same workers, asked once). ``job``: the monitoring job to run
     (:func:`monitoring_job`; default its own alert rule). Waits up to ``workers_wait`` seconds for a first worker
     that publishes samples, then raises ``RuntimeError`` saying what to start; ``duration``: the ``--duration`` that
-    ``workers_wait`` is what is left of (:class:`~monitoring.budget.Budget`), which the error then names."""
+    ``workers_wait`` is what is left of (:class:`~monitoring.budget.Budget`), which the error then names;
+    ``keep_windows``: the window folders the coordinator keeps (``hop run --keep-windows``), which the query's last
+    line then names."""
     from hop.runner import build_spec
     from hop.stream.options import stream_options
 
@@ -214,7 +217,16 @@ def monitor_spec(
     events = client.cluster()["events"]
     sources = [f"zmq+sub:{w['samples']}" for w in workers] + [f"zmq+sub:{events}"]
     names = [w["name"] for w in workers] + ["coordinator"]
-    options = stream_options(sources, window, slide, max_latency=max_latency, checkpoint_seconds=10.0, deltas=False)
+    options = stream_options(
+        sources,
+        window,
+        slide,
+        max_latency=max_latency,
+        checkpoint_seconds=10.0,
+        deltas=False,
+        # (the feed alone pruned them, so the last line said "40 windows in OUT/windows" of a folder holding 2)
+        keep_windows=keep_windows,
+    )
     spec = build_spec(
         job or monitoring_job(),
         [],
@@ -378,6 +390,7 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any], budget: Budg
                 wait_for_workers(client, args.workers, budget.left(30.0))
             elif args.duration is not None:
                 first_answer_within(client, budget)
+            keep = args.keep_windows or (None if args.output else TEMPORARY_KEEP_WINDOWS)
             workers_wait = budget.left(30.0)  # (a monitor asked to run 3 s waits no longer, all waits counted)
             spec, names, endpoints = monitor_spec(
                 client,
@@ -388,6 +401,7 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any], budget: Budg
                 overwrite=args.overwrite,
                 job=job,
                 workers_wait=workers_wait,
+                keep_windows=keep,
                 duration=args.duration if budget.bounds(30.0) else None,
             )
             feeds: list[MonitorFeed] = []
@@ -395,7 +409,6 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any], budget: Budg
             def follow(job_id: str) -> None:
                 submitted.append(job_id)
                 accepted.append((spec, output_identity(output)))
-                keep = args.keep_windows or (None if args.output else TEMPORARY_KEEP_WINDOWS)
                 feed = MonitorFeed(
                     address, job_id, output, names, endpoints, keep_windows=keep, alert_rule=job.alert_rule()
                 )

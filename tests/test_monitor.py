@@ -344,6 +344,8 @@ def test_the_monitor_keeps_the_newest_windows_it_is_told_to(tmp_path: Path) -> N
     # The newest two: with a 500 ms slide, a whole second's label sorts after the half second before it by name.
     assert written > 2 and kept == sorted(printed[-2:]), (written, kept, printed)
     assert all((out / "windows" / label / "_window.json").exists() for label in kept)
+    # (it said "N windows in OUT/windows" of a folder holding 2)
+    assert f"ended: {written} windows, the newest 2 kept in {out / 'windows'}" in result.stderr, result.stderr
 
 
 def test_a_second_ctrl_c_ends_the_monitor_at_once_with_a_report_saying_so(tmp_path: Path) -> None:
