@@ -10,14 +10,16 @@ source per worker's sample stream plus the coordinator's; its windows go to ``OU
 ``OUT/_alerts.jsonl``, faults to ``OUT/_faults.jsonl`` (without ``-o``, OUT is a temporary directory, removed when
 the monitor stops). The dashboard URL is printed; Ctrl-C stops everything. ``--quiet`` prints only the addresses
 (the embedded cluster's coordinator, the dashboard), errors and warnings, as ``hop run --quiet`` drops its progress
-lines. ``--duration`` stops it after that long; given ``--coordinator``, it also bounds the wait for that
-coordinator's first answer (:func:`first_answer_within`; the client's 30 s without it).
+lines. ``--duration`` is one deadline for the whole command (:class:`~monitoring.budget.Budget`): the waits
+before the query starts take from it (given ``--coordinator``, the wait for that coordinator's first answer,
+:func:`first_answer_within`, the client's 30 s without it; the wait for a first worker that publishes samples), and
+the query runs for the rest. A second Ctrl-C ends the query at once; if the embedded cluster's coordinator does not
+end it within 5 s (hung), the cluster is killed and ``OUT/_job.json`` written here, as ``hop run --source`` does.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import shutil
 import sys
 import tempfile
@@ -27,10 +29,20 @@ from typing import Any
 
 from hop.client import Client, CoordinatorGone, CoordinatorUnavailable, JobLost, JobRejected
 from hop.gen.cli import coordinator_address, port_number, positive_int
+from monitoring.budget import Budget
 
 ROOT = Path(__file__).resolve().parent.parent
 MONITOR_JOB = ROOT / "jobs" / "cluster_monitor.py"
 
+
+STOP_TIMEOUT = 30.0
+"""How long the stopped query may take to drain (its maps flush their open panes, its reducer writes the last
+windows, 0.2 s as a rule) before it is ended at once: ``hop run``'s 120 s, after a ``--duration`` that promises an
+end, was no bounded shut-down."""
+
+WAITS_SAID_SECONDS = 1.0
+"""Past this much of ``--duration`` spent before the query starts (waiting for the coordinator, for a worker), the
+monitor says how long the query runs: the rest of the duration, not all of it."""
 
 TEMPORARY_KEEP_WINDOWS = 1_800
 """Windows kept in the temporary output (no ``-o``), which nobody reads after the monitor stops: it grew by some
@@ -111,8 +123,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--duration",
         type=positive_seconds,
         default=None,
-        help="stop after this long (default: Ctrl-C); with --coordinator, also the longest it waits for that "
-        "coordinator to answer (else 30 s)",
+        help="stop after this long from the command's start (default: Ctrl-C): the waits for the coordinator's "
+        "first answer (else 30 s) and a first worker that publishes samples count, the query runs the rest",
     )
     parser.add_argument(
         "--quiet",
@@ -132,24 +144,25 @@ def wait_for_workers(client: Client, count: int, timeout: float = 30.0) -> list[
         time.sleep(0.1)
 
 
-def first_answer_within(client: Client, duration: float) -> None:
-    """The monitor's first request to a coordinator it was given, waiting at most ``duration`` (its
-    ``--duration``: how long it runs) where that is shorter than the client's timeout, which it waited whatever
-    the duration (``hop monitor --duration 3s`` at an address where nothing listens ended after 30 s), as ``hop run
-    --timeout`` bounds its own first request; later requests wait the client's timeout, as without a duration.
-    Where no connection was made within it, :class:`CoordinatorUnavailable` names the address, what to check, and
-    that the wait was the duration's."""
+def first_answer_within(client: Client, budget: Budget) -> None:
+    """The monitor's first request to a coordinator it was given, waiting at most what is left of ``budget`` (its
+    ``--duration``, counted from the command's start) where that is shorter than the client's timeout, which it
+    waited whatever the duration (``hop monitor --duration 3s`` at an address where nothing listens ended after
+    30 s), as ``hop run --timeout`` bounds its own first request; later requests wait the client's timeout, as without
+    a duration. Where no connection was made within it, :class:`CoordinatorUnavailable` names the address, what to
+    check, and that the wait was the duration's."""
     waits = client.timeout
-    client.timeout = min(waits, duration)
+    # (rounded: the client's error says how long it waited, "within 2.9s", not "within 2.93712s")
+    client.timeout = max(0.1, round(budget.left(waits), 1))
     deadline = time.monotonic() + client.timeout
     try:
         client.workers()  # (a read, answered at once by a coordinator that is there)
     except CoordinatorUnavailable as error:
-        if client.connected or duration >= waits or time.monotonic() < deadline:
+        if client.connected or client.timeout >= waits or time.monotonic() < deadline:
             raise  # (an answer that did not come, the client's own wait, or an error at once: said as it is)
         raise CoordinatorUnavailable(
-            f"{error}; hop monitor waits for it no longer than its --duration ({duration:g}s): start the coordinator "
-            "first, or give one that is starting a longer --duration"
+            f"{error}; hop monitor waits for it no longer than its --duration ({budget.duration:g}s): start the "
+            "coordinator first, or give one that is starting a longer --duration"
         ) from None
     finally:
         client.timeout = waits
@@ -180,24 +193,40 @@ def monitor_spec(
     overwrite: bool = False,
     job: type[Any] | None = None,
     workers_wait: float = 30.0,
+    duration: float | None = None,
+    keep_windows: int | None = None,
 ) -> tuple[Any, list[str], list[str]]:
     """The monitoring job's spec for the workers the cluster has now, the names of its sources, and those workers'
     sample endpoints (for ``MonitorFeed``: the same workers, asked once). ``job``: the monitoring job to run
     (:func:`monitoring_job`; default its own alert rule). Waits up to ``workers_wait`` seconds for a first worker
-    that publishes samples, then raises ``RuntimeError`` saying what to start."""
+    that publishes samples, then raises ``RuntimeError`` saying what to start; ``duration``: the ``--duration`` that
+    ``workers_wait`` is what is left of (:class:`~monitoring.budget.Budget`), which the error then names;
+    ``keep_windows``: the window folders the coordinator keeps (``hop run --keep-windows``), which the query's last
+    line then names."""
     from hop.runner import build_spec
     from hop.stream.options import stream_options
 
     workers = wait_for_workers(client, 1, workers_wait)
     if not workers:
+        # (a wait cut short by the duration's end said "waited 3s" of a 2.4 s wait: the rest went to other waits)
+        why = f", until the end of its --duration {duration:g}s" if duration is not None else ""
         raise RuntimeError(
-            f"the cluster has no live worker that publishes samples (waited {workers_wait:g}s): start one "
+            f"the cluster has no live worker that publishes samples (waited {workers_wait:.2g}s{why}): start one "
             "(hop worker --coordinator ADDRESS, with a --sample-interval above 0, the default)"
         )
     events = client.cluster()["events"]
     sources = [f"zmq+sub:{w['samples']}" for w in workers] + [f"zmq+sub:{events}"]
     names = [w["name"] for w in workers] + ["coordinator"]
-    options = stream_options(sources, window, slide, max_latency=max_latency, checkpoint_seconds=10.0, deltas=False)
+    options = stream_options(
+        sources,
+        window,
+        slide,
+        max_latency=max_latency,
+        checkpoint_seconds=10.0,
+        deltas=False,
+        # (the feed alone pruned them, so the last line said "40 windows in OUT/windows" of a folder holding 2)
+        keep_windows=keep_windows,
+    )
     spec = build_spec(
         job or monitoring_job(),
         [],
@@ -270,12 +299,21 @@ def run_monitor(args: argparse.Namespace) -> int:
     from hop.stream.cli import warn_about_windows
     from hop.stream.options import window_spec
 
+    budget = Budget(args.duration)  # (from the start: --duration bounds the whole command, its waits too)
     if args.coordinator is not None and (given := flags_given(args, ["workers", "racks"])):
         # (they were ignored: the cluster at --coordinator has its own workers and racks)
         one = len(given) == 1
         print(
             f"hop: error: {', '.join(given)} {'sizes' if one else 'size'} the embedded cluster; with --coordinator "
             f"the monitor watches that cluster's own workers: drop {'it' if one else 'them'}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.overwrite and args.output is None:
+        # (accepted and ignored: the default output is a new temporary directory, with nothing to replace)
+        print(
+            "hop: error: --overwrite replaces a non-empty -o directory, and without -o the monitor writes into a new "
+            "temporary one: drop it, or give -o DIR",
             file=sys.stderr,
         )
         return 2
@@ -306,27 +344,33 @@ def run_monitor(args: argparse.Namespace) -> int:
     output = args.output or tempfile.mkdtemp(prefix="hop-monitor-")
     code = 1
     try:
-        code = _monitor(args, output, job)
+        code = _monitor(args, output, job, budget)
         return code
     finally:
         if release is not None:
             release()
         # The default output is a temporary directory: removed once the monitor stopped (it was left in /tmp after
         # every run, growing by some 10 KB a second of monitoring), kept after a failure once it holds something.
-        if args.output is None and (code in (0, 130) or not any(Path(output).glob("*"))):
+        stopped = code == 0 or code > 128  # (ended as asked: by its duration or a signal)
+        if args.output is None and (stopped or not any(Path(output).glob("*"))):
             shutil.rmtree(output, ignore_errors=True)
-            if code in (0, 130) and not args.quiet:
+            if stopped and not args.quiet:
                 print(f"hop: removed the temporary monitoring output {output}", file=sys.stderr)
 
 
-def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
-    """``run_monitor`` writing into ``output``; returns the exit code."""
+def _monitor(args: argparse.Namespace, output: str, job: type[Any], budget: Budget) -> int:
+    """``run_monitor`` writing into ``output``; returns the exit code. ``budget``: ``--duration`` from the command's
+    start, which every wait before the query takes from and the query runs the rest of."""
     from hop.local_cluster import ClusterStartError, LocalCluster
-    from hop.stream.runner import EndedNow, end_now, run_stream
+    from hop.outputs import output_identity
+    from hop.stream.runner import EndedNow, end_now, report_unanswered, run_stream
     from monitoring.feed import MonitorFeed
 
     cluster = None
     submitted: list[str] = []
+    accepted: list[tuple[Any, tuple[int, int] | None]] = []
+    """The query's spec and OUT's identity once the coordinator accepted it, for a report written here
+    (``report_unanswered``)."""
     try:
         address = args.coordinator
         if address is None:
@@ -343,9 +387,11 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
         client = Client(address)
         try:
             if cluster is not None:
-                wait_for_workers(client, args.workers)
+                wait_for_workers(client, args.workers, budget.left(30.0))
             elif args.duration is not None:
-                first_answer_within(client, args.duration)
+                first_answer_within(client, budget)
+            keep = args.keep_windows or (None if args.output else TEMPORARY_KEEP_WINDOWS)
+            workers_wait = budget.left(30.0)  # (a monitor asked to run 3 s waits no longer, all waits counted)
             spec, names, endpoints = monitor_spec(
                 client,
                 output,
@@ -354,13 +400,15 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
                 args.max_latency,
                 overwrite=args.overwrite,
                 job=job,
-                workers_wait=min(30.0, args.duration or math.inf),  # (a monitor asked to run 3 s waits no longer)
+                workers_wait=workers_wait,
+                keep_windows=keep,
+                duration=args.duration if budget.bounds(30.0) else None,
             )
             feeds: list[MonitorFeed] = []
 
             def follow(job_id: str) -> None:
                 submitted.append(job_id)
-                keep = args.keep_windows or (None if args.output else TEMPORARY_KEEP_WINDOWS)
+                accepted.append((spec, output_identity(output)))
                 feed = MonitorFeed(
                     address, job_id, output, names, endpoints, keep_windows=keep, alert_rule=job.alert_rule()
                 )
@@ -371,19 +419,34 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
                 if not args.quiet:  # (--quiet prints the addresses alone: it printed this line too)
                     kept = "" if args.output else " (temporary, removed when the monitor stops: -o DIR keeps it)"
                     print(f"hop: monitoring output in {output}{kept}", file=sys.stderr, flush=True)
+                    waited = budget.spent()
+                    if args.duration is not None and waited >= WAITS_SAID_SECONDS:
+                        print(
+                            f"hop: the monitoring query runs for the {budget.left():.1f}s left of --duration "
+                            f"{args.duration:g}s: starting took {waited:.1f}s of it",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                ending = False
                 try:
                     run_stream(
                         client,
                         spec,
                         progress=not args.quiet,
-                        timeout=args.duration,
+                        timeout=None if args.duration is None else budget.left(),
                         view_interval=None,
                         on_submitted=follow,
                         left_out_when_quiet=False,  # (its own samples: nothing a user's output misses)
+                        stop_timeout=STOP_TIMEOUT,
                     )
+                except BaseException:
+                    # (a second Ctrl-C, a coordinator that does not answer: nothing waits for a feed that may be
+                    # stuck on it, 5 s each)
+                    ending = True
+                    raise
                 finally:
                     for feed in feeds:
-                        feed.stop()
+                        feed.stop(timeout=0.5 if ending else 5.0)
         finally:
             client.close()
     except JobRejected as error:
@@ -403,25 +466,46 @@ def _monitor(args: argparse.Namespace, output: str, job: type[Any]) -> int:
         print(f"hop: error: {gone}", file=sys.stderr)
         return error.exit_code
     except (CoordinatorUnavailable, ClusterStartError, TimeoutError) as error:
-        print(f"hop: error: {error}", file=sys.stderr)
+        said = str(error)
+        if cluster is not None and isinstance(error, CoordinatorUnavailable):
+            # The embedded coordinator did not answer for the client's 30 s (hung: stopped, swapping): asking it to
+            # shut the cluster down waited 5 s and 10 s more for nothing (a --duration 6s monitor ended after 49 s).
+            cluster.stop(grace=0)
+            said += (
+                f"; the embedded cluster was killed, and the windows written so far stay in {Path(output) / 'windows'}"
+            )
+        print(f"hop: error: {said}", file=sys.stderr)
         return 3
     except (RuntimeError, ValueError) as error:
         print(f"hop: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as interruption:
-        if submitted:
+        from hop.cli import _defer_interrupts, _interrupted_code
+
+        _defer_interrupts()  # (what is left, ending the query and stopping the cluster, is bounded)
+        if not submitted:
+            # (it exited 130 without a word, 130 for SIGTERM too, where hop run says so and exits 143)
+            print("hop: error: interrupted before the monitoring query started", file=sys.stderr)
+        else:
             # A second Ctrl-C (run_stream took the first, to drain): the query ends now, and OUT/_job.json says so,
             # as for hop run --source (stopping the embedded cluster alone left no report). run_stream ended it
             # itself (EndedNow) unless the Ctrl-C came as it asked for the stop.
-            from hop.cli import _defer_interrupts
-
-            _defer_interrupts()
             if isinstance(interruption, EndedNow):
-                ended = interruption.line
+                ended, answered = interruption.line, interruption.answered
             else:
-                ended, _ = end_now(address, submitted[0], Path(output))
+                ended, answered = end_now(address, submitted[0], Path(output))
+            if cluster is not None and not answered:
+                # The coordinator did not end the query (hung: stopped, swapping). Asking it to shut the cluster down
+                # waited for nothing, 5 s and 10 s more, and said the query "may still run there" of a cluster then
+                # killed: its processes are killed at once, and the report, which can come from nowhere else now,
+                # is written here, as hop run --source does.
+                cluster.stop(grace=0)
+                spec_accepted, identity = accepted[0]
+                ended = "interrupted while stopping" + report_unanswered(
+                    spec_accepted, submitted[0], address, identity, command="hop monitor"
+                )
             print(f"hop: error: {ended}", file=sys.stderr)
-        return 130
+        return _interrupted_code()  # (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP, as hop run)
     finally:
         if cluster is not None:
             cluster.stop()

@@ -2486,8 +2486,120 @@ def test_a_monitors_duration_bounds_its_wait_for_a_worker_of_its_coordinator(tmp
         coordinator.terminate()
         coordinator.wait(timeout=30)
     assert result.returncode == 2, result.stderr
-    assert "the cluster has no live worker that publishes samples (waited 3s): start one (hop worker" in result.stderr
+    waited = r"\(waited [\d.]+s, until the end of its --duration 3s\): start one \(hop worker"
+    assert re.search(f"the cluster has no live worker that publishes samples {waited}", result.stderr), result.stderr
     assert took < 20, took  # (30 s and more before)
+
+
+def _answers(address: str) -> None:
+    """Wait (up to 30 s) for the coordinator at ``address`` to answer."""
+    from hop.client import Client
+
+    client = Client(address, timeout=30)
+    try:
+        client.workers()
+    finally:
+        client.close()
+
+
+def _monitor_started(command: list[str], cwd: Path) -> tuple[subprocess.Popen[str], float]:
+    """``hop monitor`` started with ``command``'s options, its stderr piped, and when (``time.monotonic()``)."""
+    started = time.monotonic()
+    argv = [sys.executable, "-m", "hop", "monitor", *command]
+    return subprocess.Popen(argv, cwd=cwd, stderr=subprocess.PIPE, text=True), started
+
+
+def test_a_monitors_duration_counts_its_waits_for_the_coordinator_and_a_worker(tmp_path: Path) -> None:
+    """``hop monitor --duration D --coordinator ADDR`` waited up to D for the coordinator's first answer, then up to
+    D for a first worker that publishes samples, then ran D: here a coordinator hung for 3 s and a worker that came
+    2 s later made a monitor asked to run 8 s take 16 s. The duration is now one deadline for the whole command:
+    the query runs for what the waits left of it, and the monitor says so."""
+    import psutil
+
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+    worker: subprocess.Popen[bytes] | None = None
+    monitor: subprocess.Popen[str] | None = None
+    try:
+        _answers(address)  # (up: what hangs now is a coordinator that is there)
+        hung = psutil.Process(coordinator.pid)
+        hung.suspend()
+        monitor, started = _monitor_started(["--duration", "8s", "--coordinator", address, "-o", "out"], tmp_path)
+        time.sleep(3)
+        hung.resume()
+        time.sleep(2)
+        command = ["worker", "--coordinator", address, "--name", "w0", "--map-slots", "1", "--reduce-slots", "1"]
+        worker = subprocess.Popen([sys.executable, "-m", "hop", *command])
+        _, stderr = monitor.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        for process in (monitor, worker, coordinator):
+            if process is not None and process.poll() is None:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    psutil.Process(process.pid).resume()
+                process.terminate()
+                process.wait(timeout=30)
+    assert monitor.returncode == 0, stderr
+    # 8 s and the monitor's start-up and drain (16 s before: 3 s hung, a worker 2 s later, then 8 s of query)
+    assert took < 12, (took, stderr)
+    said = re.search(r"hop: the monitoring query runs for the ([\d.]+)s left of --duration 8s: starting took", stderr)
+    assert said and float(said.group(1)) < 4, stderr
+    assert re.search(r"ended: ([\d,]+ windows? in|no window written)", stderr), stderr
+
+
+def test_a_monitors_duration_spent_on_a_hung_coordinator_leaves_that_much_less_for_a_worker(tmp_path: Path) -> None:
+    """The budget running out in the second wait: a coordinator hung for 4 s of ``--duration 6s``, with no worker,
+    gets 2 s to show one (it got 6 s more, exit 2 after 10 s), then exit 2, naming how long it waited and why."""
+    import psutil
+
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+    monitor: subprocess.Popen[str] | None = None
+    try:
+        _answers(address)
+        hung = psutil.Process(coordinator.pid)
+        hung.suspend()
+        monitor, started = _monitor_started(["--duration", "6s", "--coordinator", address, "-o", "out"], tmp_path)
+        time.sleep(4)
+        hung.resume()
+        _, stderr = monitor.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(coordinator.pid).resume()
+        for process in (monitor, coordinator):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+    assert monitor.returncode == 2, stderr
+    assert took < 9, (took, stderr)  # (10 s and start-up before)
+    waited = re.search(
+        r"no live worker that publishes samples \(waited ([\d.]+)s, until the end of its --duration 6s\)", stderr
+    )
+    assert waited and float(waited.group(1)) < 3, stderr
+    assert not (tmp_path / "out" / "_job.json").exists()  # (no query was submitted)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_monitor_interrupted_before_its_query_started_says_so(tmp_path: Path, signum: int) -> None:
+    """``hop monitor --coordinator`` interrupted as it waits for a worker that publishes samples exited 130 without
+    a word (130 for SIGTERM too): it now says so and exits as ``hop run`` does, 130 for Ctrl-C, 143 for SIGTERM."""
+    address = f"ipc://{tmp_path}/coordinator"
+    coordinator = subprocess.Popen([sys.executable, "-m", "hop", "coordinator", "--bind", address])
+    monitor: subprocess.Popen[str] | None = None
+    try:
+        _answers(address)
+        monitor, _ = _monitor_started(["--coordinator", address, "-o", "out"], tmp_path)
+        time.sleep(2)  # (waiting for a worker: there is none)
+        monitor.send_signal(signum)
+        _, stderr = monitor.communicate(timeout=30)
+    finally:
+        for process in (monitor, coordinator):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+    assert monitor.returncode == 128 + signum, stderr
+    assert "hop: error: interrupted before the monitoring query started" in stderr, stderr
 
 
 def test_client_commands_say_they_still_wait_for_a_coordinator_that_is_not_there(tmp_path: Path) -> None:

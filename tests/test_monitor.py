@@ -4,6 +4,7 @@ run with the dashboard in ``tests/test_monitor_dashboard.py``, which uses the he
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -343,6 +344,8 @@ def test_the_monitor_keeps_the_newest_windows_it_is_told_to(tmp_path: Path) -> N
     # The newest two: with a 500 ms slide, a whole second's label sorts after the half second before it by name.
     assert written > 2 and kept == sorted(printed[-2:]), (written, kept, printed)
     assert all((out / "windows" / label / "_window.json").exists() for label in kept)
+    # (it said "N windows in OUT/windows" of a folder holding 2)
+    assert f"ended: {written} windows, the newest 2 kept in {out / 'windows'}" in result.stderr, result.stderr
 
 
 def test_a_second_ctrl_c_ends_the_monitor_at_once_with_a_report_saying_so(tmp_path: Path) -> None:
@@ -357,6 +360,132 @@ def test_a_second_ctrl_c_ends_the_monitor_at_once_with_a_report_saying_so(tmp_pa
     assert_interrupted_report(out, code, stderr, took)
     # (its last line was a Python tuple: "hop: error: ('interrupted while stopping: ...', True)")
     assert stderr.splitlines()[-1].startswith("hop: error: interrupted while stopping: "), stderr
+
+
+def test_a_monitor_whose_reducers_worker_dies_in_its_first_seconds_goes_on(tmp_path: Path) -> None:
+    """The worker running the monitoring query's reducer killed before its first checkpoint (the query's first
+    seconds): its retry, with no checkpoint, got the lost panes of the killed worker's samples from -2**1100 on and
+    walked window by window from there at full CPU. The monitor printed no window again, and at the end of its
+    --duration the query did not drain: "did not drain within 120s", exit 3, two minutes late. Now the windows go on
+    (the dead host's stream missing from them) and it ends at its duration, exit 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    out = tmp_path / "out"
+    stderr_path = tmp_path / "stderr.txt"
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "2", "--duration", "12s", "-o", str(out)]
+    started = time.monotonic()
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.glob("windows/*/_window.json")):
+            assert time.monotonic() < deadline and process.poll() is None, stderr_path.read_text()
+            time.sleep(0.05)
+        address = re.search(r"coordinator at (\S+)", stderr_path.read_text()).group(1)  # type: ignore[union-attr]
+        client = Client(address, timeout=10)
+        try:
+            job_id = client.jobs()[-1]["job_id"]
+            reducer = next(task for task in client.job(job_id)["tasks"] if task["kind"] == "reduce")
+            pid = next(w["pid"] for w in client.workers() if w["name"] == reducer["worker"])
+        finally:
+            client.close()
+        os.kill(pid, signal.SIGKILL)
+        code = process.wait(timeout=90)
+        took = time.monotonic() - started
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    said = stderr_path.read_text()
+    assert code == 0, said
+    assert took < 25, (took, said)  # (12 s, start-up and drain; exit 3 after 140 s before)
+    after = said.split("the cluster lost 1 worker", 1)[1]
+    assert re.search(r"^hop: window \S+: ", after, re.MULTILINE), said  # (none came after the kill)
+    assert re.search(r"ended: [\d,]+ windows in ", after), said
+
+
+def test_a_monitor_whose_embedded_coordinator_hangs_kills_its_cluster_at_once(tmp_path: Path) -> None:
+    """The embedded coordinator hung (SIGSTOP) as the query runs: the monitor's request waits the client's 30 s, and
+    the monitor then asked the hung coordinator to shut the cluster down and waited for its processes, 15 s more
+    for nothing (a ``--duration 6s`` monitor ended after 49 s). It now kills the cluster at once, exit 3, saying
+    where the windows written stay; no process of the cluster is left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.conftest import ROOT
+
+    out = tmp_path / "out"
+    stderr_path = tmp_path / "stderr.txt"
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--duration", "6s", "-o", str(out)]
+    with open(stderr_path, "w") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, stderr=stderr, start_new_session=True)
+    descendants: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not list(out.glob("windows/*/_window.json")):
+            assert time.monotonic() < deadline and process.poll() is None, stderr_path.read_text()
+            time.sleep(0.05)
+        descendants = psutil.Process(process.pid).children(recursive=True)
+        launcher = next(p for p in descendants if p.ppid() == process.pid and "hop.cluster_launch" in p.cmdline())
+        launcher.suspend()
+        hung = time.monotonic()
+        code = process.wait(timeout=90)
+        took = time.monotonic() - hung
+        _, alive = psutil.wait_procs(descendants, timeout=10)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        for leftover in descendants:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                leftover.resume()
+                leftover.kill()
+    said = stderr_path.read_text()
+    assert code == 3, said
+    assert f"the embedded cluster was killed, and the windows written so far stay in {out / 'windows'}" in said
+    assert took < 40, (took, said)  # (the client's 30 s, then at once; 45 s and more before)
+    assert not alive, f"left running: {alive}"
+
+
+@pytest.mark.parametrize("hangs", ["as-it-drains", "before-the-first"])
+def test_a_second_ctrl_c_ends_a_monitor_whose_coordinator_hangs_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hangs: str
+) -> None:
+    """A second Ctrl-C while the embedded coordinator hangs (SIGSTOPped as the query drains, or before the first
+    Ctrl-C, whose stop then waits on it): the monitor waited 5 s for the coordinator to end the query, 5 s for it to
+    shut the cluster down and 10 s more before it killed it (25 s in all), then said the query "may still run there"
+    and left no report. Now, as ``hop run --source``: exit 130 once those 5 s are out, every process of the cluster
+    killed, its socket and directory gone, and ``OUT/_job.json`` of its own saying the query was interrupted."""
+    import sys
+
+    temp = tmp_path / "temp"  # (the embedded cluster's directory, with the coordinator's socket, goes here)
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hop", "monitor", "--workers", "1", "--window", "2s", "-o", str(out)]
+    first = hangs == "before-the-first"
+    code, stderr, took = interrupt_twice_as_it_drains(
+        command, out, slow_reduce=0.5, hang_coordinator=not first, hang_coordinator_first=first
+    )
+    assert code == 130, stderr
+    assert took < 10, f"the second Ctrl-C took {took:.1f}s"
+    assert "did not end it within 5s, so the embedded cluster was killed" in stderr, stderr
+    assert "may still run there" not in stderr and "Traceback" not in stderr, stderr
+    report = json.loads((out / "_job.json").read_text())
+    assert report["status"] == "interrupted" and report["written_by"] == "hop monitor", report
+    assert "a second Ctrl-C or SIGTERM on hop monitor" in report["error"], report["error"]
+    on_disk = sorted(path.parent.name for path in out.glob("windows/*/_window.json"))
+    assert report["continuous"]["windows_written"] == len(on_disk) > 0, (report["continuous"], on_disk)
+    assert not list(temp.iterdir()), list(temp.iterdir())
 
 
 @pytest.mark.parametrize(
@@ -396,6 +525,16 @@ def test_the_monitor_refuses_options_that_would_do_nothing_before_it_starts(
     result = hop("monitor", *options, "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert result.returncode == 2 and says in result.stderr, result.stderr
     assert "coordinator at" not in result.stderr and not (tmp_path / "out").exists(), result.stderr
+
+
+def test_the_monitor_refuses_overwrite_without_an_output_before_it_starts(tmp_path: Path) -> None:
+    """``hop monitor --overwrite`` without ``-o`` started its cluster and ran, the option ignored: the default
+    output is a new temporary directory, with nothing to replace. It is refused first, as options that would do
+    nothing are."""
+    result = hop("monitor", "--overwrite", "--duration", "1s", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "hop: error: --overwrite replaces a non-empty -o directory" in result.stderr, result.stderr
+    assert "coordinator at" not in result.stderr, result.stderr
 
 
 def test_the_monitor_warns_of_costly_windows_as_hop_run_does(tmp_path: Path) -> None:

@@ -1848,12 +1848,14 @@ def interrupt_twice_as_it_drains(
     slow_reduce: float,
     hang_coordinator: bool = False,
     before_second: Callable[[], None] | None = None,
+    hang_coordinator_first: bool = False,
 ) -> tuple[int, str, float]:
     """Run ``command`` (a continuous run into ``output``) in a process group of its own with reducers slowed by
     ``slow_reduce`` seconds a run; once a window is written, Ctrl-C the group, and again once the run says it is
     stopping (draining, which the slow reducers make last). ``hang_coordinator``: SIGSTOP the embedded coordinator
-    just before the second; ``before_second`` is called just before it too. Its exit code, stderr and seconds after
-    the second; every process of the run is gone (else the assertion says which were left)."""
+    just before the second (``hang_coordinator_first``: before the first, so that the stop itself waits on it);
+    ``before_second`` is called just before it too. Its exit code, stderr and seconds after the second; every
+    process of the run is gone (else the assertion says which were left)."""
     import psutil
 
     stderr_path = output.parent / f"{output.name}-stderr.txt"
@@ -1866,15 +1868,17 @@ def interrupt_twice_as_it_drains(
         while not list(output.glob("windows/*/_window.json")):
             assert time.monotonic() < deadline and process.poll() is None, stderr_path.read_text()
             time.sleep(0.05)
+        if hang_coordinator_first:
+            descendants = psutil.Process(process.pid).children(recursive=True)
+            _embedded_launcher(process.pid, descendants).suspend()
         os.killpg(process.pid, signal.SIGINT)
         first = time.monotonic()
         while "stopping" not in stderr_path.read_text() or time.monotonic() < first + SAME_SIGNAL_SECONDS + 0.2:
             assert time.monotonic() < deadline and process.poll() is None, stderr_path.read_text()
             time.sleep(0.05)  # (sooner, the second would be taken for the first delivered again)
-        descendants = psutil.Process(process.pid).children(recursive=True)
-        if hang_coordinator:  # (the embedded cluster's launcher: the coordinator, which forked the workers)
-            launcher = next(p for p in descendants if p.ppid() == process.pid and "hop.cluster_launch" in p.cmdline())
-            launcher.suspend()
+        descendants = list({p.pid: p for p in [*descendants, *psutil.Process(process.pid).children(True)]}.values())
+        if hang_coordinator:
+            _embedded_launcher(process.pid, descendants).suspend()
         if before_second is not None:
             before_second()
         os.killpg(process.pid, signal.SIGINT)
@@ -1892,6 +1896,12 @@ def interrupt_twice_as_it_drains(
             with contextlib.suppress(psutil.NoSuchProcess):
                 leftover.resume()
                 leftover.kill()
+
+
+def _embedded_launcher(pid: int, descendants: list[Any]) -> Any:
+    """The embedded cluster's launcher among the descendants of the run ``pid``: the coordinator, which forked the
+    workers."""
+    return next(p for p in descendants if p.ppid() == pid and "hop.cluster_launch" in p.cmdline())
 
 
 def assert_interrupted_report(output: Path, code: int, stderr: str, took: float) -> None:

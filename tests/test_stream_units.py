@@ -449,6 +449,24 @@ def test_lost_panes_and_gone_sources_are_reported_as_source_failure() -> None:
     assert gone.due(now=0.0) == [one(0, "source failure")]
 
 
+def test_a_lost_range_open_below_opens_no_window_before_the_data() -> None:
+    """A retried map whose source cannot re-read and that has no checkpoint declares every pane up to its restart
+    lost, from ``-FOREVER``. A reducer with no window out yet (restarted with no checkpoint, or fresh) took its next
+    window from there and walked window by window up from pane -2**1100, each holding a lost pane: at full CPU it
+    wrote no window again and never drained at the stop (``hop monitor`` whose reducer's worker died in its first
+    seconds ended "did not drain" after 120 s). The windows start with the data's."""
+    assembler = _assembler()  # windows of two panes, sliding by one
+    assembler.add_cell(0, 100, 1, [("k", 1)], sealed=101)
+    assembler.add_lost(1, -FOREVER, 102)
+    assert assembler.next_window == 99, assembler.next_window  # (the first window holding pane 100)
+    assembler.add_cell(0, 101, 1, [("k", 1)], sealed=103)
+    assert assembler.due(now=0.0) == [one(99, "source failure"), one(100, "source failure")]
+    assert assembler.emit(99, "source failure").scoreboard["grid"] == ["ED", "LL"]  # type: ignore[union-attr]
+    alone = _assembler()  # no data at all: the windows of the range's last pane, not of pane -2**1100
+    alone.add_lost(1, -FOREVER, 102)
+    assert alone.next_window == 100, alone.next_window
+
+
 def test_stopped_sources_flush_partial_windows_marked_stopped() -> None:
     assembler = _assembler(sources=1, size=4, slide=4)
     assembler.add_cell(0, 0, 3, [("k", 3)], sealed=1)

@@ -209,7 +209,11 @@ class WindowAssembler:
         """A resumed source could not re-read panes [lo, hi): they are final and lost."""
         if hi > lo:
             self.sources[source].lost.append((lo, hi))
-            self._note_held(lo, hi - 1)
+            # A range open below (``-FOREVER``: a retry with no checkpoint lost all its source sent before it) has no
+            # first pane to open windows from: its windows start with the data's, or with its own last pane. From
+            # -FOREVER, a reducer with no window out yet walked window by window from pane -2**1100, each one
+            # "holding" a lost pane, and never wrote a window again nor drained at the stop.
+            self._note_held(lo if lo > -FOREVER else hi - 1, hi - 1)
             self.add_seal(source, hi)
 
     def add_shed(self, source: int, panes: Iterable[int]) -> None:

@@ -325,14 +325,17 @@ def _end_now(client: Client, job_id: str, output: Path, close: bool = False) -> 
     return f"; {job_id} had ended ({reply['state']}): see {output / '_job.json'}", True, True
 
 
-def report_unanswered(spec: JobSpec, job_id: str, address: str, accepted: tuple[int, int] | None = None) -> str:
+def report_unanswered(
+    spec: JobSpec, job_id: str, address: str, accepted: tuple[int, int] | None = None, command: str = "hop run"
+) -> str:
     """Write ``OUT/_job.json`` for a continuous job that its coordinator (at ``address``) did not end when
     :func:`end_now` asked (hung: stopped, swapping) and that can no longer end: every process of its embedded cluster
     was killed since, so no other report will come. Status ``interrupted``, with what this process knows (the windows in
     ``OUT/windows``, the options; no counters). A report the coordinator wrote before it was killed is kept.
     ``accepted``: the identity of ``OUT`` once the job was accepted (``hop.outputs.output_identity``); an ``OUT``
-    removed or replaced since gets no report (what has its name now is not the job's). Returns what became of the
-    job, as the end of the run's last line."""
+    removed or replaced since gets no report (what has its name now is not the job's). ``command``: the command
+    writing it (``hop monitor`` ends its query so too), which the report names. Returns what became of the job, as
+    the end of the run's last line."""
     output = Path(spec.output)
     unanswered = f"coordinator {address} did not end it within {END_NOW_TIMEOUT:g}s"
     if accepted is not None and output_identity(output) != accepted:
@@ -342,10 +345,10 @@ def report_unanswered(spec: JobSpec, job_id: str, address: str, accepted: tuple[
         "job_id": job_id,
         "name": spec.name,
         "status": "interrupted",
-        "error": f"interrupted before it drained (a second Ctrl-C or SIGTERM on hop run); its {unanswered} and was "
-        "killed with the embedded cluster, so this report is hop run's: no counters",
+        "error": f"interrupted before it drained (a second Ctrl-C or SIGTERM on {command}); its {unanswered} and was "
+        f"killed with the embedded cluster, so this report is {command}'s: no counters",
         "end": time.time(),
-        "written_by": "hop run",
+        "written_by": command,
         "continuous": {
             "windows_written": len(windows),
             "last_window": windows[-1] if windows else None,
