@@ -519,7 +519,9 @@ class MapOutputBuffer:
                         yielded = consumed
                         yield consumed
                     next_check = min(next_yield, next_size)
-        except (Exception, SystemExit) as error:  # (sys.exit() in the map: hop.usercode.USER_FAILURES)
+        except BaseException as error:  # (sys.exit() in the map, an asyncio.CancelledError: any the map raises)
+            if isinstance(error, GeneratorExit):
+                raise  # (this loop closed by its task, suspended at a yield: no record failed)
             # Name the record the map was working on; the task turns this into file and offset.
             self.current_record = (record_key, record_value) if consumed or record_key is not None else None
             self.failed_pair = (key, value)  # for a report of what an aggregate could not fold
