@@ -320,6 +320,27 @@ def test_a_spill_that_cannot_be_encoded_leaves_no_file(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("shape", ["holds_itself", "nests_too_deep"])
+def test_a_value_holding_itself_or_nesting_too_deep_is_named(tmp_path: Path, shape: str) -> None:
+    """A list holding itself (``v.append(v)``) made the search for the part that cannot be encoded recurse without
+    end, and one nested 100,000 deep made ``repr`` raise ``RecursionError``: the engine's own failure, retried four
+    times without naming the record. Both are an ``UnencodableRecordError`` saying what is wrong."""
+    value: list[Any] = []
+    if shape == "holds_itself":
+        value.append(value)
+    else:
+        for _ in range(100_000):
+            value = [value]
+    buffer = MapOutputBuffer(tmp_path, 1, None)
+    buffer.collect([("a", 1), ("b", value)])
+    with pytest.raises(UnencodableRecordError) as raised:
+        buffer.spill()
+    message = str(raised.value)
+    assert "output value [" in message and "of key 'b'" in message, message
+    assert "holds itself, or nests deeper than msgpack's limit (1,024 levels)" in message, message
+    assert not list(tmp_path.iterdir())
+
+
 def test_small_values_keep_the_record_threshold(tmp_path: Path) -> None:
     buffer = MapOutputBuffer(tmp_path, 1, None, spill_records=1000, spill_bytes=1 << 20)
     _drain(buffer, ((i, i) for i in range(2500)), lambda key, number: [(number % 7, 1)])

@@ -1,6 +1,6 @@
 """Jobs whose code raises exceptions that are awkward to report: no ``Exception`` subclass (an
 ``asyncio.CancelledError``, a job's own ``BaseException``), one whose ``str()`` itself raises, one with a huge
-message. Each at the word ``boom``."""
+message; and a map whose value holds itself. Each at the word ``boom``."""
 
 import asyncio
 
@@ -58,3 +58,14 @@ class HugeMessage(Job):
             if word == "boom":
                 raise ValueError("cannot parse " + "x" * 5_000_000)
             yield word, 1
+
+
+class HoldsItself(Job):
+    """A map yielding a list that holds itself, which msgpack cannot encode."""
+
+    def map(self, offset, line):
+        for word in line.split():
+            value = [word]
+            if word == "boom":
+                value.append(value)
+            yield word, value
