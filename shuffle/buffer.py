@@ -205,10 +205,23 @@ class UnhashableKeyError(TypeError):
 def unhashable_key_error(key: Any) -> UnhashableKeyError:
     """The error for a map output ``key`` that cannot be hashed, without a traceback: the engine's frames where it
     was found say nothing to the user (the map had yielded it)."""
+    part = _unhashable_part(key)
+    what = f"a {type(key).__name__},"
+    if part is not key:  # (said "('a', [1]) is a tuple, which cannot be a key")
+        what = f"a tuple holding {part!r:.80}, a {type(part).__name__},"
     return UnhashableKeyError(
-        f"map output key {key!r:.80} is a {type(key).__name__}, which cannot be a key (keys are grouped as dict "
-        "keys): yield a tuple instead of a list, or a str or tuple form of a dict or set"
+        f"map output key {key!r:.80} is {what} which cannot be a key (keys are grouped as dict keys): yield a tuple "
+        "instead of a list, or a str or tuple form of a dict or set"
     ).with_traceback(None)
+
+
+def _unhashable_part(key: Any) -> Any:
+    """The first thing in ``key`` (a tuple's element, at any depth) that cannot be hashed, or ``key`` itself."""
+    if isinstance(key, tuple):
+        for element in key:
+            if not hashable(element):
+                return _unhashable_part(element)
+    return key
 
 
 def map_or_combine(error: UnencodableRecordError, mapped: Any) -> UnencodableRecordError:

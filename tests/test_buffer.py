@@ -22,6 +22,7 @@ from shuffle.buffer import (
     CombinerKeyError,
     MapOutputBuffer,
     PartitionError,
+    UnhashableKeyError,
     state_bytes,
 )
 from shuffle.keys import MIXED, NanKeyError, total_order_key
@@ -339,6 +340,17 @@ def test_a_value_holding_itself_or_nesting_too_deep_is_named(tmp_path: Path, sha
     assert "output value [" in message and "of key 'b'" in message, message
     assert "holds itself, or nests deeper than msgpack's limit (1,024 levels)" in message, message
     assert not list(tmp_path.iterdir())
+
+
+def test_a_tuple_key_holding_a_list_names_the_list(tmp_path: Path) -> None:
+    """A key ``('a', [1])`` was named as "a tuple, which cannot be a key", though tuples are keys: the list in it
+    is what cannot be."""
+    buffer = MapOutputBuffer(tmp_path, 1, None)
+    with pytest.raises(UnhashableKeyError) as raised:
+        _drain(buffer, [(0, "a")], lambda offset, line: [((line, (2, [1])), 1)])
+    assert str(raised.value).startswith(
+        "map output key ('a', (2, [1])) is a tuple holding [1], a list, which cannot be a key (keys are grouped"
+    ), raised.value
 
 
 def test_small_values_keep_the_record_threshold(tmp_path: Path) -> None:
