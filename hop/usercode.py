@@ -172,10 +172,11 @@ def _bytes_shown(shown: str) -> str:
 
 def call_user(where: str, function: Callable[[], Any], record: str | None = None) -> Any:
     """``function()`` (user code: ``where`` says which, ``record`` what it was working on); what it returns, or a
-    :class:`UserCodeError` (chained to the original exception) if it raised one of :data:`USER_FAILURES`."""
+    :class:`UserCodeError` (chained to the original exception) if it raised one of :data:`TASK_FAILURES` (its
+    callers run in hop's task processes)."""
     try:
         return function()
-    except USER_FAILURES as error:
+    except TASK_FAILURES as error:
         raise UserCodeError(where, error, record) from error
 
 

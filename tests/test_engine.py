@@ -981,6 +981,7 @@ def test_a_job_failed_by_one_bad_record_says_how_to_skip_it(client: Client, tmp_
     [
         ("CancelledInMap", "map at {source} byte offset 4: 'c boom d' raised CancelledError: the map's request was"),
         ("HaltsInReduce", "reduce at key 'boom' raised Halt: the reduce halted"),
+        ("CancelledInSetup", "setup raised CancelledError: the setup's request was cancelled"),
         ("UnprintableInMap", "map at {source} byte offset 4: 'c boom d' raised Unprintable: <exception str() failed>"),
         ("HoldsItself", "map at {source} byte offset 4: 'c boom d' raised UnencodableRecordError: map output value"),
     ],

@@ -20,6 +20,13 @@ class CancelledInMap(Job):
         yield key, sum(values)
 
 
+class CancelledInSetup(CancelledInMap):
+    """``asyncio.CancelledError`` out of ``setup``."""
+
+    def setup(self):
+        raise asyncio.CancelledError("the setup's request was cancelled")
+
+
 class Halt(BaseException):
     """A job's own exception deriving from ``BaseException``."""
 
